@@ -1,0 +1,88 @@
+/* memres - CUDA memory resources
+ * memres-error.h: the three error domains. */
+#pragma once
+
+#if !defined(MEMRES_INSIDE) && !defined(MEMRES_COMPILATION)
+#error "Only <memres/memres.h> or <memres/memres-plugin.h> can be included directly."
+#endif
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/**
+ * MEMRES_ERROR:
+ *
+ * Error domain of memres itself: bad arguments, unsupported operations, state errors.
+ * Codes are #MemresError values.
+ */
+#define MEMRES_ERROR (memres_error_quark ())
+
+/**
+ * MemresError:
+ * @MEMRES_ERROR_FAILED: anything not covered below
+ * @MEMRES_ERROR_INVALID_ARGUMENT: a bad spec string, option value, size or pattern
+ * @MEMRES_ERROR_NOT_FOUND: no such kind, plugin or device
+ * @MEMRES_ERROR_EXISTS: a kind of that name is already registered
+ * @MEMRES_ERROR_NOT_SUPPORTED: the kind or the device cannot do this
+ * @MEMRES_ERROR_OUT_OF_MEMORY: the allocation cannot be satisfied
+ * @MEMRES_ERROR_CLOSED: the buffer (or resource) was closed
+ * @MEMRES_ERROR_NO_DRIVER: no usable CUDA driver could be loaded
+ * @MEMRES_ERROR_NO_DEVICE: the CUDA device does not exist
+ * @MEMRES_ERROR_WRONG_DEVICE: the object belongs to another device
+ * @MEMRES_ERROR_INVALID_DESCRIPTOR: an IPC handle or buffer descriptor failed validation
+ * @MEMRES_ERROR_PERMISSION_DENIED: the peer process may not use this resource
+ */
+typedef enum
+{
+  MEMRES_ERROR_FAILED,
+  MEMRES_ERROR_INVALID_ARGUMENT,
+  MEMRES_ERROR_NOT_FOUND,
+  MEMRES_ERROR_EXISTS,
+  MEMRES_ERROR_NOT_SUPPORTED,
+  MEMRES_ERROR_OUT_OF_MEMORY,
+  MEMRES_ERROR_CLOSED,
+  MEMRES_ERROR_NO_DRIVER,
+  MEMRES_ERROR_NO_DEVICE,
+  MEMRES_ERROR_WRONG_DEVICE,
+  MEMRES_ERROR_INVALID_DESCRIPTOR,
+  MEMRES_ERROR_PERMISSION_DENIED,
+} MemresError;
+
+/**
+ * MEMRES_PLUGIN_ERROR:
+ *
+ * Error domain of the plugin loader. Codes are #MemresPluginError values.
+ */
+#define MEMRES_PLUGIN_ERROR (memres_plugin_error_quark ())
+
+/**
+ * MemresPluginError:
+ * @MEMRES_PLUGIN_ERROR_MODULE: the shared module could not be opened
+ * @MEMRES_PLUGIN_ERROR_SYMBOL: the module has no `memres_plugin_<name>_get_desc` entry point
+ * @MEMRES_PLUGIN_ERROR_ABI_MISMATCH: the descriptor's ABI version is not one this core accepts
+ * @MEMRES_PLUGIN_ERROR_NAME_MISMATCH: file name, symbol and descriptor name disagree
+ * @MEMRES_PLUGIN_ERROR_INIT_FAILED: the plugin's init function failed
+ */
+typedef enum
+{
+  MEMRES_PLUGIN_ERROR_MODULE,
+  MEMRES_PLUGIN_ERROR_SYMBOL,
+  MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+  MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
+  MEMRES_PLUGIN_ERROR_INIT_FAILED,
+} MemresPluginError;
+
+/**
+ * MEMRES_CUDA_ERROR:
+ *
+ * Error domain of CUDA driver failures. The error code is the `CUresult` value itself; the
+ * message names the failing driver call, then cuGetErrorName() and cuGetErrorString().
+ */
+#define MEMRES_CUDA_ERROR (memres_cuda_error_quark ())
+
+GQuark memres_error_quark (void);
+GQuark memres_plugin_error_quark (void);
+GQuark memres_cuda_error_quark (void);
+
+G_END_DECLS

@@ -1,0 +1,52 @@
+/* memres - CUDA memory resources
+ * memres-ipc.h: shareable handles and their transport between processes. */
+#pragma once
+
+#if !defined(MEMRES_INSIDE) && !defined(MEMRES_COMPILATION)
+#error "Only <memres/memres.h> or <memres/memres-plugin.h> can be included directly."
+#endif
+
+#include <memres/memres-types.h>
+
+G_BEGIN_DECLS
+
+/**
+ * MEMRES_IPC_ID_SIZE:
+ *
+ * Size in bytes of a pool identity and of a device UUID.
+ */
+#define MEMRES_IPC_ID_SIZE 16
+
+/**
+ * MemresIpcFlags:
+ * @MEMRES_IPC_NONE: defaults: the peer must run under the same uid
+ * @MEMRES_IPC_ALLOW_ANY_UID: accept a handle from a peer of any uid
+ */
+typedef enum
+{
+  MEMRES_IPC_NONE = 0,
+  MEMRES_IPC_ALLOW_ANY_UID = 1 << 0,
+} MemresIpcFlags;
+
+/* A MemresIpcHandle owns exactly one file descriptor (a POSIX-fd shareable handle of a pool)
+ * plus the kind name, the pool identity and the device UUID. Full documentation with each
+ * definition in core/ipc-handle.c and core/ipc-transport.c. */
+MemresIpcHandle *memres_ipc_handle_new (const char *kind, gint fd,
+                                        const guint8 pool_id[MEMRES_IPC_ID_SIZE],
+                                        const guint8 device_uuid[MEMRES_IPC_ID_SIZE],
+                                        GError **error);
+void memres_ipc_handle_free (MemresIpcHandle *handle);
+gint memres_ipc_handle_get_fd (const MemresIpcHandle *handle);
+gint memres_ipc_handle_steal_fd (MemresIpcHandle *handle);
+const char *memres_ipc_handle_get_kind (const MemresIpcHandle *handle);
+const guint8 *memres_ipc_handle_get_pool_id (const MemresIpcHandle *handle);
+const guint8 *memres_ipc_handle_get_device_uuid (const MemresIpcHandle *handle);
+
+gboolean memres_ipc_send_handle (gint socket_fd, const MemresIpcHandle *handle, GError **error);
+MemresIpcHandle *memres_ipc_receive_handle (gint socket_fd, GError **error);
+MemresIpcHandle *memres_ipc_receive_handle_with_flags (gint socket_fd, MemresIpcFlags flags,
+                                                       GError **error);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MemresIpcHandle, memres_ipc_handle_free)
+
+G_END_DECLS

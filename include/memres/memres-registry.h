@@ -1,0 +1,73 @@
+/* memres - CUDA memory resources
+ * memres-registry.h: the registry of resource kinds and their option schemas. */
+#pragma once
+
+#if !defined(MEMRES_INSIDE) && !defined(MEMRES_COMPILATION)
+#error "Only <memres/memres.h> or <memres/memres-plugin.h> can be included directly."
+#endif
+
+#include <memres/memres-types.h>
+
+G_BEGIN_DECLS
+
+/**
+ * MemresOptionType:
+ * @MEMRES_OPTION_BOOL: `true`/`false` (also `yes`/`no`, `on`/`off`, `1`/`0`)
+ * @MEMRES_OPTION_INT: a signed decimal integer within the option's @min..@max
+ * @MEMRES_OPTION_SIZE: bytes, with an optional `KiB`, `MiB`, `GiB` or `TiB` suffix, or `max`
+ * @MEMRES_OPTION_ENUM: one of the option's @choices
+ * @MEMRES_OPTION_STRING: any text without `,`
+ * @MEMRES_OPTION_INT_LIST: integers joined by `+` (for example `peers=1+2`), each within
+ *   @min..@max; may be empty
+ */
+typedef enum
+{
+  MEMRES_OPTION_BOOL,
+  MEMRES_OPTION_INT,
+  MEMRES_OPTION_SIZE,
+  MEMRES_OPTION_ENUM,
+  MEMRES_OPTION_STRING,
+  MEMRES_OPTION_INT_LIST,
+} MemresOptionType;
+
+/**
+ * MemresOptionSpec:
+ * @name: the key, matching `[a-z][a-z0-9_]*`
+ * @type: how the value is parsed
+ * @default_value: the value used when the spec does not name the key, written as in a spec
+ *   string; %NULL means "unset" (memres_options_is_set() is %FALSE and getters return 0/%NULL)
+ * @doc: one line for `memres kinds`
+ * @choices: for %MEMRES_OPTION_ENUM, the %NULL-terminated list of accepted values
+ * @min: for %MEMRES_OPTION_INT and %MEMRES_OPTION_INT_LIST, the smallest accepted value
+ * @max: for %MEMRES_OPTION_INT and %MEMRES_OPTION_INT_LIST, the largest accepted value
+ *
+ * One entry of a kind's option schema. Part of the plugin ABI: fields are never reordered.
+ */
+typedef struct
+{
+  const char *name;
+  MemresOptionType type;
+  const char *default_value;
+  const char *doc;
+  const char *const *choices;
+  gint64 min;
+  gint64 max;
+} MemresOptionSpec;
+
+/* Full documentation with each definition in core/registry.c and core/kind.c. */
+GPtrArray *memres_registry_list_kinds (GError **error);
+MemresKind *memres_registry_lookup (const char *name, GError **error);
+gchar **memres_registry_get_search_path (void);
+
+MemresKind *memres_kind_ref (MemresKind *kind);
+void memres_kind_unref (MemresKind *kind);
+const char *memres_kind_get_name (MemresKind *kind);
+const char *memres_kind_get_description (MemresKind *kind);
+const char *memres_kind_get_plugin_name (MemresKind *kind);
+const char *memres_kind_get_plugin_path (MemresKind *kind);
+const MemresOptionSpec *memres_kind_get_options (MemresKind *kind, guint *n_options);
+const char *memres_option_type_to_string (MemresOptionType type);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MemresKind, memres_kind_unref)
+
+G_END_DECLS

@@ -1,0 +1,49 @@
+/* memres - CUDA memory resources
+ * memres-resource.h: memory resources, created by name. */
+#pragma once
+
+#if !defined(MEMRES_INSIDE) && !defined(MEMRES_COMPILATION)
+#error "Only <memres/memres.h> or <memres/memres-plugin.h> can be included directly."
+#endif
+
+#include <memres/memres-types.h>
+
+G_BEGIN_DECLS
+
+/* Creation and lifetime. Full documentation with each definition in core/resource.c. */
+MemresResource *memres_resource_new (const char *spec, GError **error);
+MemresResource *memres_resource_get_default (gint device, GError **error);
+MemresResource *memres_resource_ref (MemresResource *mr);
+void memres_resource_unref (MemresResource *mr);
+
+/* Properties */
+const char *memres_resource_get_kind_name (MemresResource *mr);
+MemresKind *memres_resource_get_kind (MemresResource *mr);
+char *memres_resource_to_string (MemresResource *mr);
+gint memres_resource_get_device (MemresResource *mr);
+MemresMemoryFlags memres_resource_get_flags (MemresResource *mr);
+gboolean memres_resource_is_device_accessible (MemresResource *mr);
+gboolean memres_resource_is_host_accessible (MemresResource *mr);
+
+/* Allocation */
+MemresBuffer *memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                        GError **error);
+
+/* Statistics and pool management */
+gboolean memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **error);
+gboolean memres_resource_reset_stats (MemresResource *mr, GError **error);
+gboolean memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error);
+
+/* Peer access */
+gboolean memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs,
+                                     guint n_descs, GError **error);
+gboolean memres_resource_get_access (MemresResource *mr, gint device, MemresAccess *access,
+                                     GError **error);
+
+/* Sharing between processes (see memres-ipc.h for the handle type and the transport) */
+MemresIpcHandle *memres_resource_export_handle (MemresResource *mr, GError **error);
+MemresResource *memres_resource_import_handle (const MemresIpcHandle *handle, GError **error);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MemresResource, memres_resource_unref)
+
+G_END_DECLS

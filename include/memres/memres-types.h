@@ -1,0 +1,119 @@
+/* memres - CUDA memory resources
+ * memres-types.h: the types shared by applications and plugins. */
+#pragma once
+
+#if !defined(MEMRES_INSIDE) && !defined(MEMRES_COMPILATION)
+#error "Only <memres/memres.h> or <memres/memres-plugin.h> can be included directly."
+#endif
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/**
+ * MemresStream:
+ *
+ * A CUDA stream. The same type as the driver's `CUstream`, declared here so that applications
+ * need not include `cuda.h`. %NULL is the legacy default stream of the current context, except
+ * where a function says that %NULL means "the buffer's recorded deallocation stream".
+ */
+typedef struct CUstream_st *MemresStream;
+
+/**
+ * MEMRES_STREAM_LEGACY:
+ *
+ * The legacy default stream, named explicitly (the driver's `CU_STREAM_LEGACY`).
+ */
+#define MEMRES_STREAM_LEGACY ((MemresStream) 0x1)
+
+typedef struct _MemresResource MemresResource;
+typedef struct _MemresBuffer MemresBuffer;
+typedef struct _MemresKind MemresKind;
+typedef struct _MemresPlugin MemresPlugin;
+typedef struct _MemresIpcHandle MemresIpcHandle;
+
+/**
+ * MemresMemoryFlags:
+ * @MEMRES_MEMORY_DEVICE_ACCESSIBLE: device code can access the memory
+ * @MEMRES_MEMORY_HOST_ACCESSIBLE: host code can dereference the pointer
+ * @MEMRES_MEMORY_IPC_ENABLED: the resource can export handles and buffers to other processes
+ * @MEMRES_MEMORY_IMPORTED: the resource or buffer was imported from another process
+ * @MEMRES_MEMORY_RESIZABLE: buffers of the resource support memres_buffer_resize()
+ * @MEMRES_MEMORY_STREAM_ORDERED: allocation and free are ordered on a stream
+ */
+typedef enum
+{
+  MEMRES_MEMORY_DEVICE_ACCESSIBLE = 1 << 0,
+  MEMRES_MEMORY_HOST_ACCESSIBLE = 1 << 1,
+  MEMRES_MEMORY_IPC_ENABLED = 1 << 2,
+  MEMRES_MEMORY_IMPORTED = 1 << 3,
+  MEMRES_MEMORY_RESIZABLE = 1 << 4,
+  MEMRES_MEMORY_STREAM_ORDERED = 1 << 5,
+} MemresMemoryFlags;
+
+/**
+ * MemresAccess:
+ * @MEMRES_ACCESS_NONE: no access (the driver's `CU_MEM_ACCESS_FLAGS_PROT_NONE`)
+ * @MEMRES_ACCESS_READ: read-only (`CU_MEM_ACCESS_FLAGS_PROT_READ`)
+ * @MEMRES_ACCESS_READWRITE: read and write (`CU_MEM_ACCESS_FLAGS_PROT_READWRITE`)
+ *
+ * Access of one device to the memory of a resource. The values equal the driver's.
+ */
+typedef enum
+{
+  MEMRES_ACCESS_NONE = 0,
+  MEMRES_ACCESS_READ = 1,
+  MEMRES_ACCESS_READWRITE = 3,
+} MemresAccess;
+
+/**
+ * MemresAccessDesc:
+ * @device: a CUDA device ordinal
+ * @access: the access that device gets
+ */
+typedef struct
+{
+  gint device;
+  MemresAccess access;
+} MemresAccessDesc;
+
+/**
+ * MemresStats:
+ * @reserved_current: bytes the resource holds from the system (driver) now
+ * @reserved_high: high-water mark of @reserved_current since creation or the last reset
+ * @used_current: bytes in live buffers now
+ * @used_high: high-water mark of @used_current since creation or the last reset
+ * @n_buffers: live buffers allocated from this resource
+ *
+ * Statistics of a resource, all sizes in bytes.
+ */
+typedef struct
+{
+  guint64 reserved_current;
+  guint64 reserved_high;
+  guint64 used_current;
+  guint64 used_high;
+  guint64 n_buffers;
+} MemresStats;
+
+/**
+ * MEMRES_BUFFER_DESCRIPTOR_SIZE:
+ *
+ * Size in bytes of an encoded #MemresBufferDescriptor.
+ */
+#define MEMRES_BUFFER_DESCRIPTOR_SIZE 160
+
+/**
+ * MemresBufferDescriptor:
+ * @bytes: the encoded, versioned record (magic, version, length, kind, pool identity,
+ *   device UUID, offset, size, the driver's export data)
+ *
+ * A buffer exported for another process: plain bytes the application may send any way it
+ * likes. Treat a received descriptor as untrusted: memres_buffer_import() validates every field.
+ */
+typedef struct
+{
+  guint8 bytes[MEMRES_BUFFER_DESCRIPTOR_SIZE];
+} MemresBufferDescriptor;
+
+G_END_DECLS

@@ -1,0 +1,13 @@
+/* memres - CUDA memory resources
+ * memres.h: the one header applications include. */
+#pragma once
+
+#define MEMRES_INSIDE
+#include <memres/memres-version.h>
+#include <memres/memres-error.h>
+#include <memres/memres-types.h>
+#include <memres/memres-registry.h>
+#include <memres/memres-resource.h>
+#include <memres/memres-buffer.h>
+#include <memres/memres-ipc.h>
+#undef MEMRES_INSIDE
