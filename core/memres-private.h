@@ -1,0 +1,103 @@
+/* memres - CUDA memory resources
+ * memres-private.h: the core's internal structures and functions. Never installed; the structs
+ * here are not part of any ABI. Internal functions carry a leading underscore so that the
+ * version script (memres_* only) keeps them out of libmemres's exports. */
+#pragma once
+
+#include <gmodule.h>
+#include <memres/memres-plugin.h>
+
+G_BEGIN_DECLS
+
+#define MEMRES_KIND_NAME_MAX 32 /* bytes including the terminating NUL */
+
+struct _MemresPlugin
+{
+  gatomicrefcount ref;
+  char *name;
+  char *path; /* NULL for a plugin embedded in the core */
+  GModule *module;
+  const MemresPluginDesc *desc;
+  GPtrArray *kinds; /* MemresKind*, registered while init runs */
+  GError *register_error; /* first error of memres_plugin_register_kind() during init */
+};
+
+struct _MemresKind
+{
+  gatomicrefcount ref;
+  char *name;
+  char *description;
+  MemresOptionSpec *options; /* copied array; strings point into the plugin */
+  guint n_options;
+  MemresResourceOps ops; /* copied; slots newer than the plugin's version are NULL */
+  gsize instance_size;
+  MemresPlugin *plugin; /* strong reference; NULL for a kind registered by the application */
+};
+
+struct _MemresResource
+{
+  gatomicrefcount ref;
+  MemresKind *kind;
+  const MemresResourceOps *ops; /* == &kind->ops */
+  MemresResourceInfo info; /* from the query slot, read on hot paths */
+  char *spec; /* normalized spec, or a description of the import */
+  gint n_buffers; /* atomic */
+  gboolean has_pool_id;
+  guint8 pool_id[MEMRES_IPC_ID_SIZE]; /* for imported resources: key of the dedup table */
+  gpointer priv; /* instance_size bytes, zero-filled, 16-byte aligned */
+};
+
+struct _MemresBuffer
+{
+  gatomicrefcount ref;
+  gint closed; /* atomic; set exactly once */
+  MemresResource *mr; /* strong reference; NULL for wrapped foreign memory */
+  MemresAllocation alloc;
+  MemresStream dealloc_stream;
+  gint device;
+  MemresMemoryFlags flags;
+  GDestroyNotify release; /* foreign memory */
+  gpointer release_data;
+};
+
+/* registry.c / loader.c */
+MemresKind *_memres_registry_lookup_loaded (const char *name);
+gboolean _memres_kind_name_is_valid (const char *name);
+
+/* resource.c: create an instance of @kind, through the init slot (@options) or the
+ * import_handle slot (@handle, when not NULL). */
+MemresResource *_memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
+                                               const MemresIpcHandle *handle, const char *spec,
+                                               GError **error);
+
+/* buffer.c: a new open buffer owning @alloc, holding a reference on @mr. */
+MemresBuffer *_memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc,
+                                  MemresStream stream);
+
+/* spec.c */
+gboolean _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray **values,
+                             GError **error);
+gboolean _memres_parse_size (const char *text, guint64 *bytes, GError **error);
+gboolean _memres_parse_bool (const char *text, gboolean *value, GError **error);
+gboolean _memres_parse_int (const char *text, gint64 min, gint64 max, gint64 *value,
+                            GError **error);
+
+/* options.c: validate key/values against @kind's schema; errors name the key and list what is
+ * valid. */
+MemresOptions *_memres_options_new (MemresKind *kind, GPtrArray *keys, GPtrArray *values,
+                                    GError **error);
+void _memres_options_free (MemresOptions *options);
+char *_memres_options_to_string (const MemresOptions *options);
+
+/* ipc-descriptor.c: the buffer descriptor codec (fuzzed). Layout, little-endian, 160 bytes:
+ * magic u32 'MRBD', version u16, length u16, kind char[32] (NUL-padded), pool_id[16],
+ * device_uuid[16], offset u64, size u64, export_data[64], reserved[8] (zero). */
+#define MEMRES_DESCRIPTOR_MAGIC 0x4442524du /* "MRBD" read as little-endian u32 */
+#define MEMRES_DESCRIPTOR_VERSION 1
+void _memres_descriptor_encode (const char *kind, const MemresBufferExport *info,
+                                MemresBufferDescriptor *out);
+gboolean _memres_descriptor_decode (gconstpointer data, gsize length,
+                                    char kind[MEMRES_KIND_NAME_MAX], MemresBufferExport *info,
+                                    GError **error);
+
+G_END_DECLS

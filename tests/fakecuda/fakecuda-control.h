@@ -1,0 +1,51 @@
+/* fakecuda-control.h: the test-only control interface of libfakecuda.so, the fault-injecting
+ * test double of the CUDA driver. Tests reach these functions with dlsym() on the library named
+ * by MEMRES_CUDA_DRIVER (tests/testutil.h wraps them); memres itself never calls them.
+ *
+ * Environment (read at cuInit):
+ *   FAKECUDA_DEVICES=N          number of fake devices (default 1, at most 8)
+ *   FAKECUDA_DEVICE_MEMORY=SIZE bytes of memory per device (default 4 GiB; backs allocations
+ *                               lazily, so large values are fine)
+ *   FAKECUDA_FAIL=ENTRY:N:CODE[,ENTRY:N:CODE...]  the Nth call (1-based, counted from cuInit) of
+ *                               ENTRY returns CODE (a number or a CUDA_ERROR_* name)
+ *   FAKECUDA_NO_MEMPOOLS=1, FAKECUDA_NO_HOST_POOLS=1, FAKECUDA_NO_VMM=1, FAKECUDA_NO_IPC=1,
+ *   FAKECUDA_NO_PEER=1          device attributes reported as 0
+ */
+#pragma once
+
+#include <cuda.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct
+{
+  int pools;            /* live pools created with cuMemPoolCreate or imported */
+  int pool_allocations; /* live allocations from pools (cuMemAllocFromPoolAsync/cuMemAllocAsync,
+                           imported pointers) */
+  int allocations;      /* live cuMemAlloc and cuMemHostAlloc allocations */
+  int reservations;     /* live cuMemAddressReserve ranges */
+  int mappings;         /* live cuMemMap mappings */
+  int physical_handles; /* live cuMemCreate / imported handles, counting retains */
+  int exported_fds;     /* fds the fake created for shareable handles and still open */
+  int streams;          /* live streams */
+  int events;           /* live events */
+} FakeCudaCounts;
+
+void fakecuda_get_counts (FakeCudaCounts *counts);
+/* Makes the @nth call (1-based, counted from now) of @entry return @result; 0 disarms. */
+void fakecuda_fail_call (const char *entry, int nth, CUresult result);
+void fakecuda_reset_faults (void);
+/* Starts or stops recording the names of the entry points called, in order. */
+void fakecuda_trace_begin (void);
+/* Returns the number of recorded calls; names[i] stay valid until the next trace_begin. */
+int fakecuda_trace_end (const char ***names);
+/* Overrides a device attribute (takes effect at once). */
+void fakecuda_set_attribute (int device, CUdevice_attribute attr, int value);
+/* Number of calls of @entry since cuInit. */
+long fakecuda_call_count (const char *entry);
+
+#ifdef __cplusplus
+}
+#endif
