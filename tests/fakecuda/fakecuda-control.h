@@ -10,6 +10,11 @@
  *                               ENTRY returns CODE (a number or a CUDA_ERROR_* name)
  *   FAKECUDA_NO_MEMPOOLS=1, FAKECUDA_NO_HOST_POOLS=1, FAKECUDA_NO_VMM=1, FAKECUDA_NO_IPC=1,
  *   FAKECUDA_NO_PEER=1          device attributes reported as 0
+ *   FAKECUDA_GRANULARITY=SIZE, FAKECUDA_RECOMMENDED_GRANULARITY=SIZE
+ *                               VMM granularities (default 2 MiB both; powers of two)
+ *   FAKECUDA_HOST_MEMORY=SIZE   bytes of pinned/host-pool/host-VMM memory (default 64 GiB)
+ * FAKECUDA_DEVICES=0 makes cuInit return CUDA_ERROR_NO_DEVICE, as the real driver does.
+ * See README.md in this directory for what is simulated and how it differs from the driver.
  */
 #pragma once
 
@@ -34,17 +39,24 @@ typedef struct
 } FakeCudaCounts;
 
 void fakecuda_get_counts (FakeCudaCounts *counts);
-/* Makes the @nth call (1-based, counted from now) of @entry return @result; 0 disarms. */
+/* Makes the @nth call (1-based, counted from now) of @entry (a base name as cuGetProcAddress
+ * takes it, or "cuGetProcAddress") return @result, once, without doing anything else; several
+ * faults may be armed. @nth 0 disarms every fault of @entry. An unknown @entry aborts. */
 void fakecuda_fail_call (const char *entry, int nth, CUresult result);
 void fakecuda_reset_faults (void);
-/* Starts or stops recording the names of the entry points called, in order. */
+/* Starts recording the names of the entry points called, in order (failed calls included). */
 void fakecuda_trace_begin (void);
 /* Returns the number of recorded calls; names[i] stay valid until the next trace_begin. */
 int fakecuda_trace_end (const char ***names);
 /* Overrides a device attribute (takes effect at once). */
 void fakecuda_set_attribute (int device, CUdevice_attribute attr, int value);
-/* Number of calls of @entry since cuInit. */
+/* Number of calls of @entry since the library was loaded (the same as since cuInit for every
+ * entry point but cuGetProcAddress, cuDriverGetVersion and the error-name functions). */
 long fakecuda_call_count (const char *entry);
+/* Sets the VMM granularities cuMemGetAllocationGranularity reports and cuMemCreate/cuMemMap
+ * enforce (bytes; powers of two, multiples of the page size, @recommended a multiple of
+ * @minimum). Takes effect at once; use it before creating VMM memory. */
+void fakecuda_set_granularity (size_t minimum, size_t recommended);
 
 #ifdef __cplusplus
 }
