@@ -19,10 +19,9 @@ is_name_char(char c)
   return is_name_start(c) || (c >= '0' && c <= '9') || c == '_';
 }
 
-/* TRUE when @name matches [a-z][a-z0-9_]* and fits MEMRES_KIND_NAME_MAX. Also used for option
- * keys. */
-gboolean
-_memres_kind_name_is_valid(const char *name)
+/* TRUE when @name matches [a-z][a-z0-9_]* and is shorter than @max bytes. */
+static gboolean
+name_is_valid(const char *name, gsize max)
 {
   gsize i;
 
@@ -31,7 +30,22 @@ _memres_kind_name_is_valid(const char *name)
   for (i = 1; name[i] != '\0'; i++)
     if (!is_name_char(name[i]))
       return FALSE;
-  return i < MEMRES_KIND_NAME_MAX;
+  return i < max;
+}
+
+/* TRUE when @name matches [a-z][a-z0-9_]* and fits MEMRES_KIND_NAME_MAX. */
+gboolean
+_memres_kind_name_is_valid(const char *name)
+{
+  return name_is_valid(name, MEMRES_KIND_NAME_MAX);
+}
+
+/* TRUE when @name matches [a-z][a-z0-9_]* and fits MEMRES_OPTION_NAME_MAX (option keys such as
+ * reuse_allow_internal_dependencies are longer than kind names may be). */
+gboolean
+_memres_option_name_is_valid(const char *name)
+{
+  return name_is_valid(name, MEMRES_OPTION_NAME_MAX);
 }
 
 /* Parses the decimal digits at @text, overflow-checked; returns the end in @end. */
@@ -239,7 +253,7 @@ _memres_spec_parse(const char *spec, char **kind, GPtrArray **keys, GPtrArray **
               return FALSE;
             }
           key = g_strndup(item, (gsize)(eq - item));
-          if (!_memres_kind_name_is_valid(key))
+          if (!_memres_option_name_is_valid(key))
             {
               g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                           "invalid spec \"%s\": invalid key \"%s\" (keys match "
