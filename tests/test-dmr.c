@@ -649,6 +649,30 @@ assert_new_fails(const char *spec, GQuark domain, gint code, const char *in_mess
   g_error_free(error);
 }
 
+/* Without a driver (run in a child whose MEMRES_CUDA_DRIVER names nothing). */
+static void
+test_no_driver(void)
+{
+  if (!g_test_subprocess())
+    {
+      g_autofree char *saved = g_strdup(g_getenv("MEMRES_CUDA_DRIVER"));
+
+      g_setenv("MEMRES_CUDA_DRIVER", "/nonexistent/libcuda.so.1", TRUE);
+      g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      if (saved != NULL)
+        g_setenv("MEMRES_CUDA_DRIVER", saved, TRUE);
+      else
+        g_unsetenv("MEMRES_CUDA_DRIVER");
+      g_test_trap_assert_passed();
+      return;
+    }
+  assert_new_fails("dmr", MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER, NULL);
+  assert_new_fails("dmr:device=1,pool=new,release_threshold=max", MEMRES_ERROR,
+                   MEMRES_ERROR_NO_DRIVER, NULL);
+  /* bad options are reported before the driver is needed */
+  assert_new_fails("dmr:max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "pool=new");
+}
+
 /* A resource on the current pool that fails half-way gives the pool its attributes back. */
 static void
 test_pool_current_rollback(void)
@@ -1241,6 +1265,7 @@ main(int argc, char **argv)
   g_test_add_func("/dmr/lifetime/buffers-outlive-resource", test_buffers_outlive_resource);
   g_test_add_func("/dmr/stream/free-other-stream", test_free_other_stream);
   g_test_add_func("/dmr/options/bad", test_bad_options);
+  g_test_add_func("/dmr/options/no-driver", test_no_driver);
   g_test_add_func("/dmr/query", test_query);
   g_test_add_func("/dmr/peer/access", test_peer_access);
   g_test_add_func("/dmr/peer/unsupported", test_peer_unsupported);

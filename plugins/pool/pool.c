@@ -186,11 +186,11 @@ memres_pool_check_supported(const MemresPoolConfig *config, gboolean *supported,
  * @error: return location for a #GError
  * @result: the failed driver call's result
  * @call: the driver call's name
- * @size: the bytes asked for
+ * @size: the bytes asked for, or 0 when the call allocates no buffer (pool creation)
  *
  * Sets @error for a failed allocation: `CUDA_ERROR_OUT_OF_MEMORY` becomes
- * %MEMRES_ERROR_OUT_OF_MEMORY with the driver's message and the size; any other result a
- * %MEMRES_CUDA_ERROR.
+ * %MEMRES_ERROR_OUT_OF_MEMORY with the driver's message (and the size when not 0); any other
+ * result a %MEMRES_CUDA_ERROR.
  *
  * Returns: %FALSE
  */
@@ -203,8 +203,12 @@ memres_pool_set_alloc_error(GError **error, CUresult result, const char *call, g
     return memres_cuda_set_error(error, result, call);
 
   memres_cuda_set_error(&cuda_error, result, call);
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-              "cannot allocate %" G_GSIZE_FORMAT " bytes: %s", size, cuda_error->message);
+  if (size > 0)
+    g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                "cannot allocate %" G_GSIZE_FORMAT " bytes: %s", size, cuda_error->message);
+  else
+    g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "out of memory: %s",
+                cuda_error->message);
   g_error_free(cuda_error);
   return FALSE;
 }
@@ -435,7 +439,7 @@ memres_pool_init(MemresPool *pool, const MemresPoolConfig *config, GError **erro
       props.maxSize = (size_t)MIN(config->max_size, (guint64)G_MAXSIZE);
       r = drv->cuMemPoolCreate(&handle, &props);
       if (r != CUDA_SUCCESS)
-        return memres_pool_set_alloc_error(error, r, "cuMemPoolCreate", props.maxSize);
+        return memres_pool_set_alloc_error(error, r, "cuMemPoolCreate", 0);
     }
   else if (!get_current_pool(drv, config, &handle, error))
     return FALSE;
