@@ -129,6 +129,7 @@ pool_of(MemresBuffer *buf)
 {
   CUmemoryPool pool = NULL;
 
+  sync_ok(NULL); /* the allocation has happened */
   CU_OK(drv()->cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
                                      (CUdeviceptr)memres_buffer_get_address(buf)));
   g_assert_nonnull(pool);
