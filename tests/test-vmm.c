@@ -525,6 +525,61 @@ test_shrink_partial_chunk (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* Size 0 releases every chunk but keeps the address range; growing maps memory there again. */
+static void
+test_shrink_to_zero (void)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *buf;
+  guint64 address;
+  const gsize g = gran ();
+
+  if (!require_device ())
+    return;
+  counts_begin (&base);
+  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  buf = allocate (mr, 3 * g);
+  address = memres_buffer_get_address (buf);
+  resize (buf, 0);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
+  g_assert_cmpuint (stats (mr).reserved_current, ==, 0);
+  resize (buf, 2 * g);
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, address);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 2 * g);
+  write_pattern (buf, 0, 2 * g, 18);
+  check_pattern (buf, 0, 2 * g, 18);
+  resize (buf, 0);
+  close_buffer (buf);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* The core's empty buffer (no memory, address 0) grows into a real one. */
+static void
+test_grow_from_empty (void)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *buf;
+
+  if (!require_device ())
+    return;
+  counts_begin (&base);
+  mr = vmm_new ("vmm");
+  buf = allocate (mr, 0);
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
+  resize (buf, 0);
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
+  resize (buf, gran () + 1);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 2 * gran ());
+  g_assert_cmpuint (memres_buffer_get_address (buf), !=, 0);
+  write_pattern (buf, 0, 2 * gran (), 19);
+  check_pattern (buf, 0, 2 * gran (), 19);
+  close_buffer (buf);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* --- close --------------------------------------------------------------------------------- */
 
 static void
@@ -1126,8 +1181,10 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/grow/in-place", test_grow_in_place);
   g_test_add_func ("/vmm/grow/within-reserve", test_grow_within_reserve);
   g_test_add_func ("/vmm/grow/move", test_grow_by_move);
+  g_test_add_func ("/vmm/grow/from-empty", test_grow_from_empty);
   g_test_add_func ("/vmm/shrink/chunks", test_shrink);
   g_test_add_func ("/vmm/shrink/partial-chunk", test_shrink_partial_chunk);
+  g_test_add_func ("/vmm/shrink/to-zero", test_shrink_to_zero);
   g_test_add_func ("/vmm/close/returns-memory", test_close_returns_memory);
   g_test_add_func ("/vmm/options/invalid", test_options_invalid);
   g_test_add_func ("/vmm/options/unsupported", test_options_unsupported);

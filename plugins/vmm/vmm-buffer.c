@@ -577,7 +577,8 @@ vmm_shrink (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stre
  * buffer's reservations have room or the address range right after them can be reserved, otherwise
  * in a new reservation that the existing physical memory is mapped into as well (no copy), after
  * which the old range is unmapped and freed (the address changes). Shrinking releases the chunks
- * that lie wholly beyond the new size. Anything unmapped is unmapped only after @stream is idle. On
+ * that lie wholly beyond the new size; the address range stays reserved (even at size 0), so that
+ * the buffer grows back in place. Anything unmapped is unmapped only after @stream is idle. On
  * failure @alloc and the driver are left exactly as they were.
  */
 gboolean
@@ -586,12 +587,17 @@ _vmm_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size, Memres
 {
   VmmResource *self = memres_resource_get_private (mr);
   VmmBuffer *buf = alloc->plugin_data;
-  gsize rounded, old_mapped = buf->mapped;
+  gsize rounded, old_mapped;
   gboolean taken = FALSE;
+
+  /* The core's empty buffer (no address, no state) grows by allocating. */
+  if (buf == NULL)
+    return new_size == 0 || _vmm_allocate (mr, new_size, stream, alloc, error);
 
   if (!vmm_round_size (self, new_size, &rounded, error))
     return FALSE;
 
+  old_mapped = buf->mapped;
   if (rounded > buf->mapped)
     {
       if (!vmm_grow_in_place (self, buf, rounded, &taken, error)
