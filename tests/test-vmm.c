@@ -95,8 +95,9 @@ close_buffer (MemresBuffer *buf)
 {
   g_autoptr (GError) error = NULL;
 
-  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  gboolean ok = memres_buffer_close (buf, NULL, &error);
   g_assert_no_error (error);
+  g_assert_true (ok);
   memres_buffer_unref (buf);
 }
 
@@ -105,29 +106,47 @@ resize (MemresBuffer *buf, gsize size)
 {
   g_autoptr (GError) error = NULL;
 
-  g_assert_true (memres_buffer_resize (buf, size, NULL, &error));
+  gboolean ok = memres_buffer_resize (buf, size, NULL, &error);
   g_assert_no_error (error);
+  g_assert_true (ok);
+}
+
+/* Copies between host memory and the buffer one granule at a time: each granule lies in one
+ * reservation, and the fake driver refuses a copy that spans two (see test_grow_one_copy). */
+static void
+transfer (MemresBuffer *buf, gsize offset, guint8 *data, gsize n, gboolean to_buffer)
+{
+  const gsize g = gran ();
+
+  for (gsize done = 0; done < n;)
+    {
+      g_autoptr (GError) error = NULL;
+      gsize piece = MIN (n - done, g - (offset + done) % g);
+      gboolean ok = to_buffer
+                        ? memres_buffer_write (buf, offset + done, data + done, piece, NULL, &error)
+                        : memres_buffer_read (buf, offset + done, data + done, piece, NULL, &error);
+
+      g_assert_no_error (error);
+      g_assert_true (ok);
+      done += piece;
+    }
 }
 
 static void
 write_pattern (MemresBuffer *buf, gsize offset, gsize n, guint32 seed)
 {
-  g_autoptr (GError) error = NULL;
   g_autofree guint8 *data = g_malloc (n);
 
   mt_fill_pattern (data, n, seed);
-  g_assert_true (memres_buffer_write (buf, offset, data, n, NULL, &error));
-  g_assert_no_error (error);
+  transfer (buf, offset, data, n, TRUE);
 }
 
 static void
 check_pattern (MemresBuffer *buf, gsize offset, gsize n, guint32 seed)
 {
-  g_autoptr (GError) error = NULL;
   g_autofree guint8 *data = g_malloc (n);
 
-  g_assert_true (memres_buffer_read (buf, offset, data, n, NULL, &error));
-  g_assert_no_error (error);
+  transfer (buf, offset, data, n, FALSE);
   mt_assert_pattern (data, n, seed);
 }
 
@@ -142,7 +161,7 @@ static VmmBlocker
 block_after (MemresBuffer *buf)
 {
   CUdeviceptr end = memres_buffer_get_address (buf) + memres_buffer_get_size (buf);
-  VmmBlocker b = { 0, 64 * gran () };
+  VmmBlocker b = { 0, gran () };
 
   g_assert_cmpint (drv->cuMemAddressReserve (&b.ptr, b.size, 0, end, 0), ==, CUDA_SUCCESS);
   /* Anywhere else, the range after the buffer was taken already: a grow moves either way. */
@@ -176,8 +195,9 @@ ensure_context (void)
 {
   g_autoptr (GError) error = NULL;
 
-  g_assert_true (memres_cuda_ensure_context (0, &error));
+  gboolean ok = memres_cuda_ensure_context (0, &error);
   g_assert_no_error (error);
+  g_assert_true (ok);
 }
 
 static gsize
@@ -196,8 +216,9 @@ stats (MemresResource *mr)
   g_autoptr (GError) error = NULL;
   MemresStats s;
 
-  g_assert_true (memres_resource_get_stats (mr, &s, &error));
+  gboolean ok = memres_resource_get_stats (mr, &s, &error);
   g_assert_no_error (error);
+  g_assert_true (ok);
   return s;
 }
 
@@ -208,11 +229,13 @@ test_allocate_rounding (void)
 {
   FakeCudaCounts base;
   g_autoptr (MemresResource) mr = NULL;
-  const gsize sizes[] = { 1, gran () - 1, gran (), gran () + 1, 3 * gran () - 5 };
-  const gsize expect[] = { gran (), gran (), gran (), 2 * gran (), 3 * gran () };
+  gsize g;
 
   if (!require_device ())
     return;
+  g = gran ();
+  const gsize sizes[] = { 1, g - 1, g, g + 1, 3 * g - 5 };
+  const gsize expect[] = { g, g, g, 2 * g, 3 * g };
   counts_begin (&base);
   mr = vmm_new ("vmm");
   g_assert_cmpint (memres_resource_get_device (mr), ==, 0);
@@ -335,10 +358,11 @@ test_grow_in_place (void)
   g_autoptr (MemresResource) mr = NULL;
   MemresBuffer *buf;
   guint64 address;
-  const gsize g = gran ();
+  gsize g;
 
   if (!require_device ())
     return;
+  g = gran ();
   counts_begin (&base);
   mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, 2 * g);
   buf = allocate (mr, 3 * g);
@@ -365,6 +389,50 @@ test_grow_in_place (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* One copy over the whole of a buffer grown in place, across the boundary of its two
+ * reservations: the address range is contiguous. */
+static void
+test_grow_one_copy (void)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree guint8 *data = NULL;
+  MemresBuffer *buf;
+  guint64 address;
+  gboolean ok;
+  gsize g;
+
+  if (!require_device ())
+    return;
+  g = gran ();
+  counts_begin (&base);
+  mr = vmm_new ("vmm");
+  buf = allocate (mr, g);
+  address = memres_buffer_get_address (buf);
+  resize (buf, 3 * g);
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, address);
+  data = g_malloc (3 * g);
+  mt_fill_pattern (data, 3 * g, 20);
+  ok = memres_buffer_write (buf, 0, data, 3 * g, NULL, &error);
+  if (!ok && mt_driver_is_fake ())
+    {
+      /* tests/fakecuda checks a copy against one reservation only */
+      g_test_incomplete (error->message);
+      close_buffer (buf);
+      return;
+    }
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  memset (data, 0, 3 * g);
+  ok = memres_buffer_read (buf, 0, data, 3 * g, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  mt_assert_pattern (data, 3 * g, 20);
+  close_buffer (buf);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* With an up-front reservation a grow needs no new address range at all. */
 static void
 test_grow_within_reserve (void)
@@ -375,10 +443,11 @@ test_grow_within_reserve (void)
   VmmBlocker blocker;
   guint64 address;
   long reserves = 0;
-  const gsize g = gran ();
+  gsize g;
 
   if (!require_device ())
     return;
+  g = gran ();
   counts_begin (&base);
   mr = vmm_new ("vmm:reserve=%" G_GSIZE_FORMAT, 8 * g);
   buf = allocate (mr, g);
@@ -415,10 +484,11 @@ test_grow_by_move (void)
   MemresBuffer *buf;
   VmmBlocker blocker;
   guint64 address;
-  const gsize g = gran ();
+  gsize g;
 
   if (!require_device ())
     return;
+  g = gran ();
   counts_begin (&base);
   mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, 2 * g);
   buf = allocate (mr, 5 * g);
@@ -460,10 +530,11 @@ test_shrink (void)
   MemresBuffer *buf;
   guint64 address;
   MemresStats s;
-  const gsize g = gran ();
+  gsize g;
 
   if (!require_device ())
     return;
+  g = gran ();
   counts_begin (&base);
   mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   buf = allocate (mr, 6 * g);
@@ -499,10 +570,11 @@ test_shrink_partial_chunk (void)
   g_autoptr (MemresResource) mr = NULL;
   MemresBuffer *buf;
   long creates = 0;
-  const gsize g = gran ();
+  gsize g;
 
   if (!require_device ())
     return;
+  g = gran ();
   counts_begin (&base);
   mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, 4 * g);
   buf = allocate (mr, 8 * g);
@@ -533,10 +605,11 @@ test_shrink_to_zero (void)
   g_autoptr (MemresResource) mr = NULL;
   MemresBuffer *buf;
   guint64 address;
-  const gsize g = gran ();
+  gsize g;
 
   if (!require_device ())
     return;
+  g = gran ();
   counts_begin (&base);
   mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   buf = allocate (mr, 3 * g);
@@ -735,11 +808,16 @@ copy_from_device (int device, CUdeviceptr address, gpointer dest, gsize n)
   CUcontext ctx, previous = NULL;
   CUresult res;
 
-  g_assert_true (memres_cuda_get_primary_context (device, &ctx, &error));
+  gboolean ok = memres_cuda_get_primary_context (device, &ctx, &error);
   g_assert_no_error (error);
+  g_assert_true (ok);
   g_assert_cmpint (drv->cuCtxGetCurrent (&previous), ==, CUDA_SUCCESS);
   g_assert_cmpint (drv->cuCtxSetCurrent (ctx), ==, CUDA_SUCCESS);
-  res = drv->cuMemcpyDtoHAsync (dest, address, n, NULL);
+  /* a granule at a time, like transfer () */
+  res = CUDA_SUCCESS;
+  for (gsize done = 0; done < n && res == CUDA_SUCCESS; done += gran ())
+    res = drv->cuMemcpyDtoHAsync ((guint8 *) dest + done, address + done, MIN (gran (), n - done),
+                                  NULL);
   if (res == CUDA_SUCCESS)
     res = drv->cuStreamSynchronize (NULL);
   g_assert_cmpint (drv->cuCtxSetCurrent (previous), ==, CUDA_SUCCESS);
@@ -753,11 +831,13 @@ test_peers (void)
   g_autoptr (MemresResource) shared = NULL;
   g_autoptr (MemresResource) unshared = NULL;
   MemresBuffer *a, *b;
-  const gsize g = gran ();
-  g_autofree guint8 *data = g_malloc (2 * g);
+  gsize g;
+  g_autofree guint8 *data = NULL;
 
   if (!mt_require_devices (2) || !require_device ())
     return;
+  g = gran ();
+  data = g_malloc (2 * g);
   counts_begin (&base);
   assert_spec_error ("vmm:peers=1+1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "peers");
   shared = vmm_new ("vmm:peers=1,chunk=%" G_GSIZE_FORMAT, g);
@@ -806,25 +886,29 @@ test_read_only (void)
   g_autoptr (MemresResource) mr = NULL;
   g_autoptr (GError) error = NULL;
   MemresBuffer *buf;
-  const gsize g = gran ();
-  g_autofree guint8 *before = g_malloc (g);
-  g_autofree guint8 *after = g_malloc (g);
+  gsize g;
+  g_autofree guint8 *before = NULL;
+  g_autofree guint8 *after = NULL;
   CUresult res;
 
+  if (!require_device ())
+    return;
   if (!g_test_subprocess ())
     {
       g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
       g_test_trap_assert_passed ();
       return;
     }
-  if (!require_device ())
-    return;
+  g = gran ();
+  before = g_malloc (g);
+  after = g_malloc (g);
   counts_begin (&base);
   mr = vmm_new ("vmm:access=ro");
   buf = allocate (mr, g);
   g_assert_cmpint (get_access (buf, 0), ==, CU_MEM_ACCESS_FLAGS_PROT_READ);
-  g_assert_true (memres_buffer_read (buf, 0, before, g, NULL, &error));
+  gboolean ok = memres_buffer_read (buf, 0, before, g, NULL, &error);
   g_assert_no_error (error);
+  g_assert_true (ok);
 
   ensure_context ();
   res = drv->cuMemsetD8Async (memres_buffer_get_address (buf), 0xa5, g, NULL);
@@ -835,8 +919,9 @@ test_read_only (void)
   if (res == CUDA_SUCCESS)
     {
       /* a driver that does not report the write must at least not have done it */
-      g_assert_true (memres_buffer_read (buf, 0, after, g, NULL, &error));
+      gboolean ok = memres_buffer_read (buf, 0, after, g, NULL, &error);
       g_assert_no_error (error);
+      g_assert_true (ok);
       g_assert_cmpmem (before, g, after, g);
     }
   else
@@ -847,8 +932,9 @@ test_read_only (void)
     {
       resize (buf, 2 * g);
       g_assert_cmpint (get_access (buf, 0), ==, CU_MEM_ACCESS_FLAGS_PROT_READ);
-      g_assert_true (memres_buffer_read (buf, 0, after, g, NULL, &error));
+      gboolean ok = memres_buffer_read (buf, 0, after, g, NULL, &error);
       g_assert_no_error (error);
+      g_assert_true (ok);
       close_buffer (buf);
       mt_assert_fake_counts_equal (&base);
     }
@@ -864,10 +950,11 @@ test_stats (void)
   g_autoptr (GError) error = NULL;
   MemresBuffer *buf;
   MemresStats s;
-  const gsize g = gran ();
+  gsize g;
 
   if (!require_device ())
     return;
+  g = gran ();
   counts_begin (&base);
   mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   buf = allocate (mr, 3 * g);
@@ -881,8 +968,9 @@ test_stats (void)
   g_assert_cmpuint (s.used_current, ==, 2 * g);
   g_assert_cmpuint (s.reserved_high, ==, 5 * g);
   g_assert_cmpuint (s.used_high, ==, 5 * g);
-  g_assert_true (memres_resource_reset_stats (mr, &error));
+  gboolean ok = memres_resource_reset_stats (mr, &error);
   g_assert_no_error (error);
+  g_assert_true (ok);
   s = stats (mr);
   g_assert_cmpuint (s.reserved_high, ==, 2 * g);
   g_assert_cmpuint (s.used_high, ==, 2 * g);
@@ -899,8 +987,8 @@ typedef struct
 {
   MemresResource *mr;
   MemresBuffer *buf;
-  gsize size;     /* bytes the buffer is allocated with */
-  gsize new_size; /* bytes it is resized to */
+  gsize size;     /* bytes the buffer is allocated with (granules until run_sweep) */
+  gsize new_size; /* bytes it is resized to (granules until run_sweep) */
   gboolean block; /* keep the range after the buffer reserved, so that growing moves */
   VmmBlocker blocker;
   guint64 address; /* of the buffer before the operation */
@@ -937,30 +1025,6 @@ static void
 undo_allocate (gpointer data)
 {
   sweep_discard (data);
-}
-
-static gboolean
-op_close (gpointer data, GError **error)
-{
-  SweepData *d = data;
-
-  if (!memres_buffer_close (d->buf, NULL, error))
-    {
-      /* the buffer is as it was */
-      g_assert_false (memres_buffer_is_closed (d->buf));
-      check_pattern (d->buf, 0, d->size, 15);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-static void
-undo_close (gpointer data)
-{
-  SweepData *d = data;
-
-  memres_buffer_unref (g_steal_pointer (&d->buf));
-  sweep_prepare (d);
 }
 
 static gboolean
@@ -1017,6 +1081,8 @@ run_sweep (const char *what, MtOp op, MtUndo undo, SweepData *d, gboolean prepar
       g_test_skip ("fault injection needs the fake driver");
       return;
     }
+  d->size *= gran ();
+  d->new_size *= gran ();
   counts_begin (&base);
   d->mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, gran ());
   if (prepare)
@@ -1032,25 +1098,16 @@ run_sweep (const char *what, MtOp op, MtUndo undo, SweepData *d, gboolean prepar
 static void
 test_faults_allocate (void)
 {
-  SweepData d = { .size = 3 * gran () };
+  SweepData d = { .size = 3 };
 
   /* reserve, 3 × (create, map), set access */
   run_sweep ("vmm allocate", op_allocate, undo_allocate, &d, FALSE, NULL, 8);
 }
 
 static void
-test_faults_close (void)
-{
-  SweepData d = { .size = gran () };
-
-  /* sync, unmap, free, release: every failure before memory is gone is undone */
-  run_sweep ("vmm close", op_close, undo_close, &d, TRUE, NULL, 4);
-}
-
-static void
 test_faults_grow_in_place (void)
 {
-  SweepData d = { .size = 2 * gran (), .new_size = 5 * gran () };
+  SweepData d = { .size = 2, .new_size = 5 };
 
   /* probe reserve, 3 × (create, map), set access */
   run_sweep ("vmm grow in place", op_resize, undo_resize, &d, TRUE, NULL, 8);
@@ -1062,7 +1119,7 @@ test_faults_grow_by_move (void)
   /* Freeing the probe reservation the driver placed elsewhere cannot be undone; the free of the
    * old range after the move is swept on its own in test_faults_move_commit. */
   const char *const ignore[] = { "cuMemAddressFree", NULL };
-  SweepData d = { .size = 2 * gran (), .new_size = 4 * gran (), .block = TRUE };
+  SweepData d = { .size = 2, .new_size = 4, .block = TRUE };
 
   /* probe, reserve, 2 × map, 2 × (create, map), set access, sync, unmap */
   run_sweep ("vmm grow by move", op_resize, undo_resize, &d, TRUE, ignore, 11);
@@ -1071,7 +1128,7 @@ test_faults_grow_by_move (void)
 static void
 test_faults_shrink (void)
 {
-  SweepData d = { .size = 5 * gran (), .new_size = 2 * gran () };
+  SweepData d = { .size = 5, .new_size = 2 };
 
   /* sync, 3 × release, unmap */
   run_sweep ("vmm shrink", op_resize, undo_resize, &d, TRUE, NULL, 5);
@@ -1088,10 +1145,11 @@ test_faults_move_commit (void)
   MemresBuffer *buf;
   VmmBlocker blocker;
   guint64 address;
-  const gsize g = gran ();
+  gsize g;
 
   if (!require_device ())
     return;
+  g = gran ();
   if (!mt_driver_is_fake ())
     {
       g_test_skip ("fault injection needs the fake driver");
@@ -1131,15 +1189,30 @@ test_faults_move_commit (void)
   mt_assert_fake_counts_equal (&base);
 }
 
-/* Once a physical handle is released, close cannot be undone: it releases the rest and reports
- * the failure; only the handle whose release failed is left. */
+/* Close is not undone: the core calls the deallocate slot once and closes the buffer whatever it
+ * returns. So each failing driver call of a close is reported, everything else is still released,
+ * and only what the driver refused is left. The buffer has two reservations (it grew in place)
+ * and three chunks. */
 static void
-test_faults_close_release (void)
+test_faults_close (void)
 {
-  FakeCudaCounts base;
+  static const struct
+  {
+    const char *entry;
+    int nth;
+    int reservations, mappings, physical_handles; /* left behind */
+  } cases[] = {
+    { "cuCtxGetCurrent", 1, 0, 0, 0 },     /* no stream sync: the context is synchronized */
+    { "cuStreamSynchronize", 1, 0, 0, 0 }, /* likewise */
+    { "cuMemUnmap", 1, 1, 1, 0 },          /* the first reservation and its chunk's mapping */
+    { "cuMemAddressFree", 1, 1, 0, 0 },
+    { "cuMemUnmap", 2, 1, 2, 0 }, /* the second reservation and its two chunks' mappings */
+    { "cuMemAddressFree", 2, 1, 0, 0 },
+    { "cuMemRelease", 1, 0, 0, 1 },
+    { "cuMemRelease", 3, 0, 0, 1 },
+  };
+  FakeCudaCounts expected;
   g_autoptr (MemresResource) mr = NULL;
-  g_autoptr (GError) error = NULL;
-  MemresBuffer *buf;
 
   if (!require_device ())
     return;
@@ -1148,16 +1221,31 @@ test_faults_close_release (void)
       g_test_skip ("fault injection needs the fake driver");
       return;
     }
-  counts_begin (&base);
+  counts_begin (&expected);
   mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, gran ());
-  buf = allocate (mr, 3 * gran ());
-  mt_fake_fail_call ("cuMemRelease", 2, CUDA_ERROR_UNKNOWN);
-  g_assert_false (memres_buffer_close (buf, NULL, &error));
-  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
-  mt_fake_reset_faults ();
-  memres_buffer_unref (buf);
-  base.physical_handles += 1; /* the one the driver refused to release */
-  mt_assert_fake_counts_equal (&base);
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      MemresBuffer *buf = allocate (mr, gran ());
+      guint64 address = memres_buffer_get_address (buf);
+
+      resize (buf, 3 * gran ());
+      g_assert_cmpuint (memres_buffer_get_address (buf), ==, address);
+      g_test_message ("close with %s #%d failing", cases[i].entry, cases[i].nth);
+      mt_fake_fail_call (cases[i].entry, cases[i].nth, CUDA_ERROR_UNKNOWN);
+      g_assert_false (memres_buffer_close (buf, NULL, &error));
+      mt_fake_reset_faults ();
+      g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
+      g_assert_nonnull (strstr (error->message, cases[i].entry));
+      g_assert_true (memres_buffer_is_closed (buf));
+      memres_buffer_unref (buf);
+      expected.reservations += cases[i].reservations;
+      expected.mappings += cases[i].mappings;
+      expected.physical_handles += cases[i].physical_handles;
+      mt_assert_fake_counts_equal (&expected);
+      g_assert_cmpuint (stats (mr).reserved_current, ==, 0);
+    }
 }
 
 int
@@ -1179,6 +1267,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/allocate/host", test_allocate_host);
   g_test_add_func ("/vmm/allocate/host-numa", test_allocate_host_numa);
   g_test_add_func ("/vmm/grow/in-place", test_grow_in_place);
+  g_test_add_func ("/vmm/grow/one-copy", test_grow_one_copy);
   g_test_add_func ("/vmm/grow/within-reserve", test_grow_within_reserve);
   g_test_add_func ("/vmm/grow/move", test_grow_by_move);
   g_test_add_func ("/vmm/grow/from-empty", test_grow_from_empty);
@@ -1194,7 +1283,6 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/stats", test_stats);
   g_test_add_func ("/vmm/faults/allocate", test_faults_allocate);
   g_test_add_func ("/vmm/faults/close", test_faults_close);
-  g_test_add_func ("/vmm/faults/close-release", test_faults_close_release);
   g_test_add_func ("/vmm/faults/grow-in-place", test_faults_grow_in_place);
   g_test_add_func ("/vmm/faults/grow-by-move", test_faults_grow_by_move);
   g_test_add_func ("/vmm/faults/move-commit", test_faults_move_commit);
