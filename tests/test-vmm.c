@@ -763,6 +763,8 @@ test_options_unsupported (void)
                      "vmm:gpu_direct_rdma=true", "gpu_direct_rdma");
   check_unsupported (CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
                      "vmm:location=host_numa", "host_numa");
+  /* CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+  check_unsupported ((CUdevice_attribute) 145, "vmm:location=host", "location=host");
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -771,7 +773,11 @@ static void
 test_options_supported (void)
 {
   FakeCudaCounts base;
-  const char *specs[] = { "vmm:handle_type=posix_fd", "vmm:gpu_direct_rdma=true",
+  const char *specs[] = { "vmm:handle_type=posix_fd",
+                          "vmm:gpu_direct_rdma=true",
+                          "vmm:location=host_numa,numa_id=0",
+                          "vmm:location=host_numa,numa_id=-1",
+                          "vmm:location=host_numa,handle_type=posix_fd",
                           "vmm:access=rw,granularity=recommended,reserve=0,chunk=0" };
 
   if (!require_device ())
@@ -864,7 +870,10 @@ test_peers (void)
   mt_assert_pattern (data + g, g, 14);
   {
     VmmBlocker blocker = block_after (a);
+    guint64 address = memres_buffer_get_address (a);
+
     resize (a, 3 * g);
+    g_assert_cmpuint (memres_buffer_get_address (a), !=, address);
     g_assert_cmpint (copy_from_device (1, memres_buffer_get_address (a), data, 2 * g), ==,
                      CUDA_SUCCESS);
     mt_assert_pattern (data, g, 12);

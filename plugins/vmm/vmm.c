@@ -239,7 +239,14 @@ vmm_setup_sizes (VmmResource *self, const MemresOptions *options, GError **error
 
   res = self->drv->cuMemGetAllocationGranularity (&value, &self->prop, flag);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, res, "cuMemGetAllocationGranularity");
+    {
+      /* the driver's verdict on the allocation properties the options describe */
+      memres_cuda_set_error (error, res, "cuMemGetAllocationGranularity");
+      g_prefix_error (error,
+                      "vmm: device %d cannot allocate with location=%s (id %d): ", self->device,
+                      memres_options_get_string (options, "location"), self->prop.location.id);
+      return FALSE;
+    }
   if (value == 0 || (value & (value - 1)) != 0)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
