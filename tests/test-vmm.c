@@ -1177,6 +1177,59 @@ test_faults_move_commit (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* A shrink whose tail spans two reservations unmaps the last one first; when unmapping the
+ * other then fails, the memory of the last one is gone already. The buffer keeps its size and
+ * address: new memory replaces the lost (its bytes were being dropped), the rest keeps its data,
+ * and no driver object is left over. */
+static void
+test_faults_shrink_split (void)
+{
+  FakeCudaCounts base, before;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+  guint64 address;
+  long creates;
+  gsize g;
+
+  if (!require_device ())
+    return;
+  if (!mt_driver_is_fake ())
+    {
+      g_test_skip ("fault injection needs the fake driver");
+      return;
+    }
+  g = gran ();
+  counts_begin (&base);
+  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  buf = allocate (mr, g);
+  address = memres_buffer_get_address (buf);
+  resize (buf, 3 * g);
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, address);
+  write_pattern (buf, 0, 3 * g, 21);
+
+  mt_fake_get_counts (&before);
+  creates = mt_fake_call_count ("cuMemCreate");
+  mt_fake_fail_call ("cuMemUnmap", 2, CUDA_ERROR_UNKNOWN);
+  g_assert_false (memres_buffer_resize (buf, 0, NULL, &error));
+  mt_fake_reset_faults ();
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
+  mt_assert_fake_counts_equal (&before);
+  /* the two chunks of the second reservation were replaced */
+  g_assert_cmpint (mt_fake_call_count ("cuMemCreate"), ==, creates + 2);
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, address);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 3 * g);
+  g_assert_cmpuint (stats (mr).reserved_current, ==, 3 * g);
+  check_pattern (buf, 0, g, 21);
+  g_assert_cmpint (get_access (buf, 0), ==, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  write_pattern (buf, 0, 3 * g, 22);
+  check_pattern (buf, 0, 3 * g, 22);
+
+  resize (buf, 0);
+  close_buffer (buf);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* Close is not undone: the core calls the deallocate slot once and closes the buffer whatever it
  * returns. So each failing driver call of a close is reported, everything else is still released,
  * and only what the driver refused is left. The buffer has two reservations (it grew in place)
@@ -1275,5 +1328,6 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/faults/grow-by-move", test_faults_grow_by_move);
   g_test_add_func ("/vmm/faults/move-commit", test_faults_move_commit);
   g_test_add_func ("/vmm/faults/shrink", test_faults_shrink);
+  g_test_add_func ("/vmm/faults/shrink-split", test_faults_shrink_split);
   return g_test_run ();
 }
