@@ -860,6 +860,26 @@ test_peers (void)
     unblock (&blocker);
   }
 
+  /* with device 1's context current, a shrink waits in device 0's and leaves device 1's current */
+  {
+    g_autoptr (GError) error = NULL;
+    CUcontext ctx1, previous = NULL, now = NULL;
+    long pushes = mt_driver_is_fake () ? mt_fake_call_count ("cuCtxPushCurrent") : 0;
+    gboolean ok = memres_cuda_get_primary_context (1, &ctx1, &error);
+
+    g_assert_no_error (error);
+    g_assert_true (ok);
+    g_assert_cmpint (drv->cuCtxGetCurrent (&previous), ==, CUDA_SUCCESS);
+    g_assert_cmpint (drv->cuCtxSetCurrent (ctx1), ==, CUDA_SUCCESS);
+    resize (a, g);
+    g_assert_cmpint (drv->cuCtxGetCurrent (&now), ==, CUDA_SUCCESS);
+    g_assert_true (now == ctx1);
+    g_assert_cmpint (drv->cuCtxSetCurrent (previous), ==, CUDA_SUCCESS);
+    if (mt_driver_is_fake ())
+      g_assert_cmpint (mt_fake_call_count ("cuCtxPushCurrent"), ==, pushes + 1);
+    check_pattern (a, 0, g, 12);
+  }
+
   close_buffer (a);
   close_buffer (b);
   mt_assert_fake_counts_equal (&base);

@@ -406,17 +406,34 @@ vmm_unmap (VmmResource *self, VmmBuffer *buf, gsize start, gsize end, GError **e
   return vmm_cuda_error (error, res, "cuMemUnmap");
 }
 
-/* Waits for the work queued on @stream: nothing is unmapped while a kernel may still use it. */
+/* Waits for the work queued on @stream: nothing is unmapped while a kernel may still use it. The
+ * default streams (NULL, legacy, per-thread) are those of the current context: for them the
+ * device's primary context is pushed when another one is current. */
 static gboolean
 vmm_stream_synchronize (VmmResource *self, MemresStream stream, GError **error)
 {
+  CUcontext primary, current = NULL, popped;
+  gboolean pushed = FALSE;
   CUresult res;
 
-  /* The legacy and per-thread default streams are those of the current context. */
-  if ((guintptr) stream <= (guintptr) CU_STREAM_PER_THREAD
-      && !memres_cuda_ensure_context (self->device, error))
-    return FALSE;
+  if ((guintptr) stream <= (guintptr) CU_STREAM_PER_THREAD)
+    {
+      if (!memres_cuda_get_primary_context (self->device, &primary, error))
+        return FALSE;
+      res = self->drv->cuCtxGetCurrent (&current);
+      if (res != CUDA_SUCCESS)
+        return vmm_cuda_error (error, res, "cuCtxGetCurrent");
+      if (current != primary)
+        {
+          res = self->drv->cuCtxPushCurrent (primary);
+          if (res != CUDA_SUCCESS)
+            return vmm_cuda_error (error, res, "cuCtxPushCurrent");
+          pushed = TRUE;
+        }
+    }
   res = self->drv->cuStreamSynchronize ((CUstream) stream);
+  if (pushed)
+    self->drv->cuCtxPopCurrent (&popped);
   if (res != CUDA_SUCCESS)
     return vmm_cuda_error (error, res, "cuStreamSynchronize");
   return TRUE;
