@@ -44,9 +44,10 @@ typedef struct
   gsize size;
 } VmmRange;
 
-/* Per-buffer state (MemresAllocation.plugin_data). The reservations are adjacent and cover
- * [base, base + reserved); the chunks are adjacent and cover [base, base + mapped), with
- * size <= mapped <= reserved (a shrink keeps a partially used chunk mapped). */
+/* Per-buffer state (MemresAllocation.plugin_data). The reservations are adjacent, in address
+ * order, and cover [base, base + reserved); the chunks are adjacent, in offset order, and cover
+ * [base, base + mapped), none across a reservation boundary; size <= mapped <= reserved (a shrink
+ * keeps a partially used chunk mapped). The arrays grow by doubling, never per chunk. */
 typedef struct
 {
   CUdeviceptr base;
