@@ -29,6 +29,7 @@
   while (0)
 
 static const MemresCudaDriver *drv;
+static char *self_path; /* this program, to start it again as the IPC child */
 
 /* The driver, with device 0's primary context current. */
 static gboolean
@@ -1166,7 +1167,7 @@ test_ipc_pool_processes(void)
   int sv[2], pool_fd = -1, types = 0, status = -1, fds;
   GPid pid;
   char ack = 0;
-  const char *argv[] = { "/proc/self/exe", CHILD_ARG, NULL };
+  const char *argv[] = { self_path, CHILD_ARG, NULL };
   int source_fds[2], target_fds[2] = { 3, 4 };
 
   if (!setup(1))
@@ -1204,7 +1205,7 @@ test_ipc_pool_processes(void)
   g_assert_no_error(error);
   close(sv[1]);
   close(pool_fd);
-  g_assert_cmpint(write(sv[0], &msg, sizeof msg), ==, sizeof msg);
+  g_assert_cmpint(send(sv[0], &msg, sizeof msg, MSG_NOSIGNAL), ==, sizeof msg);
   g_assert_cmpint(read(sv[0], &ack, 1), ==, 1);
   g_assert_cmpint(ack, ==, 'k');
   g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
@@ -1426,6 +1427,8 @@ main(int argc, char **argv)
 {
   if (argc > 1 && g_str_equal(argv[1], CHILD_ARG))
     return child_main();
+  /* (Not /proc/self/exe: under valgrind that is valgrind.) */
+  self_path = g_canonicalize_filename(argv[0], NULL);
   /* Two fake devices, for peer access; read when the driver loads. */
   g_setenv("FAKECUDA_DEVICES", "2", FALSE);
   mt_init(&argc, &argv);

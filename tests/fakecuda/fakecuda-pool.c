@@ -1,7 +1,7 @@
 /* fakecuda-pool.c: memory pools and stream-ordered allocation (cuMemPool*, cuMemAllocAsync,
  * cuMemAllocFromPoolAsync, cuMemFreeAsync), including pool IPC.
  *
- * A pool reserves backing memory in chunks (multiples of the granularity, 2 MiB by default) and
+ * A pool reserves backing memory in chunks (multiples of 2 MiB) and
  * places allocations (rounded to 512 bytes) first-fit inside them. Freed space stays reserved;
  * at a synchronization point (stream, event or context synchronize) a pool holding more than its
  * release threshold releases free chunks until it holds no more than the threshold;
@@ -66,6 +66,7 @@ struct CUmemPoolHandle_st
   int n_allocs; /* live allocations, imports counted once per import */
 };
 
+#define FK_POOL_CHUNK   (2 * FK_MIB) /* pools reserve backing memory in multiples of this */
 #define FK_POOL_FD_BASE (2 * FK_MIB) /* first chunk offset in a pool memfd */
 #define FK_PTR_MAGIC    "FKPOOLP1"
 
@@ -292,7 +293,7 @@ fk_chunk_new(FkPool *pool, size_t size)
   chunk = calloc(1, sizeof *chunk);
   if (chunk == NULL)
     return NULL;
-  va = fk_va_alloc(size, fk.granularity, 0, false);
+  va = fk_va_alloc(size, FK_POOL_CHUNK, 0, false);
   if (va == 0
       || !(pool->memfd >= 0 ? fk_va_back_fd(va, size, pool->memfd, offset, true)
                             : fk_va_back_anonymous(va, size)))
@@ -358,7 +359,7 @@ fk_pool_alloc(FkPool *pool, size_t size, uintptr_t *out)
     placed = fk_chunk_place(c, a);
   if (!placed)
     {
-      size_t csize = fk_round_up(rsize, fk.granularity);
+      size_t csize = fk_round_up(rsize, FK_POOL_CHUNK);
       FkChunk *c = csize ? fk_chunk_new(pool, csize) : NULL;
       if (c == NULL && csize != 0)
         {
@@ -613,7 +614,7 @@ fk_pool_make_memfd(FkPool *pool)
   fd = memfd_create(name, MFD_CLOEXEC);
   if (fd < 0)
     return false;
-  pool->fd_size = FK_POOL_FD_BASE + fk_round_up(pool->max_size, fk.granularity);
+  pool->fd_size = FK_POOL_FD_BASE + fk_round_up(pool->max_size, FK_POOL_CHUNK);
   if (ftruncate(fd, (off_t)pool->fd_size) != 0)
     {
       close(fd);
