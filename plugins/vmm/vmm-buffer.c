@@ -1,0 +1,772 @@
+/* memres - CUDA memory resources
+ * vmm-buffer.c: buffers of the `vmm` kind: allocation, close, growth and shrinking.
+ *
+ * A buffer's address space is one or more adjacent reservations (a grow in place adds one); its
+ * physical memory is a list of chunks, each one cuMemCreate allocation mapped whole at its offset
+ * and never across two reservations. Unmapping and granting access take one driver call per
+ * reservation.
+ *
+ * Every step that creates something (reservation, physical allocation, mapping, access) is
+ * undone in reverse order when a later step fails, so that a failed operation leaves the buffer
+ * and the driver as they were. Releasing steps are ordered so that they can be undone too: an
+ * unmap is undone by mapping the same handles again and granting access, a freed reservation by
+ * reserving the same range again, a handle released while still mapped by taking it back from
+ * its mapping (cuMemRetainAllocationHandle). What cannot be undone is the release of memory that
+ * is no longer mapped; see vmm_shrink() for the one place where that can happen. Close is not
+ * undone: the core calls the deallocate slot once and closes the buffer whatever it returns. */
+#include "vmm-private.h"
+
+static gboolean
+vmm_cuda_error (GError **error, CUresult res, const char *call)
+{
+  memres_cuda_set_error (error, res, call);
+  return FALSE;
+}
+
+/* A call failed while undoing a failed operation: nothing else can be done about it. */
+static void
+vmm_warn_leak (CUresult res, const char *call)
+{
+  g_warning ("vmm: %s failed with error %d while rolling back a failure", call, (int) res);
+}
+
+static gboolean
+vmm_round_size (VmmResource *self, gsize size, gsize *out, GError **error)
+{
+  if (size > G_MAXSIZE - (self->granularity - 1))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "vmm: %" G_GSIZE_FORMAT " bytes cannot be rounded up to the granularity "
+                   "(%" G_GSIZE_FORMAT " bytes)",
+                   size, self->granularity);
+      return FALSE;
+    }
+  *out = (size + self->granularity - 1) & ~(self->granularity - 1);
+  return TRUE;
+}
+
+/* Makes room for @n_more entries after the @n used ones of an array of @elt_size-byte
+ * entries. */
+static gboolean
+vmm_array_reserve (gpointer *array, gsize *cap, gsize n, gsize n_more, gsize elt_size,
+                   GError **error)
+{
+  gsize want;
+  gpointer grown = NULL;
+
+  if (n_more <= *cap - n)
+    return TRUE;
+  if (n_more <= G_MAXSIZE / elt_size - n)
+    {
+      want = MAX (n + n_more, MIN (*cap * 2, G_MAXSIZE / elt_size));
+      grown = g_try_realloc (*array, want * elt_size);
+    }
+  if (grown == NULL)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "vmm: cannot track %" G_GSIZE_FORMAT " more chunks or reservations", n_more);
+      return FALSE;
+    }
+  *array = grown;
+  *cap = want;
+  return TRUE;
+}
+
+/* Room for the chunks of @bytes more memory (one more per reservation boundary crossed). */
+static gboolean
+vmm_reserve_chunks (VmmResource *self, VmmBuffer *buf, gsize bytes, GError **error)
+{
+  gsize n_more = bytes / self->chunk + 1 + buf->n_ranges;
+
+  return vmm_array_reserve ((gpointer *) &buf->chunks, &buf->chunks_cap, buf->n_chunks, n_more,
+                            sizeof (VmmChunk), error);
+}
+
+static gboolean
+vmm_reserve_ranges (VmmBuffer *buf, gsize n_more, GError **error)
+{
+  return vmm_array_reserve ((gpointer *) &buf->ranges, &buf->ranges_cap, buf->n_ranges, n_more,
+                            sizeof (VmmRange), error);
+}
+
+static void
+vmm_buffer_free (VmmBuffer *buf)
+{
+  g_free (buf->chunks);
+  g_free (buf->ranges);
+  g_free (buf);
+}
+
+/* --- address space --------------------------------------------------------------------------- */
+
+/* Adjacent reservations in address order; offsets count from the first one's start. */
+typedef struct
+{
+  const VmmRange *ranges;
+  gsize n_ranges;
+} VmmSpace;
+
+static VmmSpace
+vmm_space_of (const VmmBuffer *buf)
+{
+  return (VmmSpace){ buf->ranges, buf->n_ranges };
+}
+
+typedef enum
+{
+  VMM_UNMAP,
+  VMM_GRANT,
+} VmmSpanOp;
+
+/* Applies @op to the bytes [start, end) of @space, one driver call per reservation they lie in,
+ * in address order (from the end when @backwards). Returns the first failure; *@stop then says
+ * how far the calls got: [start, *stop) is done (with @backwards: [*stop, end)). */
+static CUresult
+vmm_space_apply (VmmResource *self, VmmSpace space, VmmSpanOp op, gsize start, gsize end,
+                 gboolean backwards, gsize *stop)
+{
+  CUdeviceptr base = space.ranges[0].ptr;
+
+  for (gsize k = 0; k < space.n_ranges && start < end; k++)
+    {
+      const VmmRange *r = &space.ranges[backwards ? space.n_ranges - 1 - k : k];
+      gsize from = MAX (start, r->ptr - base);
+      gsize to = MIN (end, r->ptr - base + r->size);
+      CUresult res;
+
+      if (from >= to)
+        continue;
+      if (op == VMM_UNMAP)
+        res = self->drv->cuMemUnmap (base + from, to - from);
+      else
+        res = self->drv->cuMemSetAccess (base + from, to - from, self->access, self->n_access);
+      if (res != CUDA_SUCCESS)
+        {
+          *stop = backwards ? end : start;
+          return res;
+        }
+      if (backwards)
+        end = from;
+      else
+        start = to;
+    }
+  *stop = backwards ? end : start;
+  return CUDA_SUCCESS;
+}
+
+/* Grants the owner, the host location and the peers access to the mapped bytes [start, end). */
+static gboolean
+vmm_grant (VmmResource *self, VmmSpace space, gsize start, gsize end, GError **error)
+{
+  gsize stop;
+  CUresult res = vmm_space_apply (self, space, VMM_GRANT, start, end, FALSE, &stop);
+
+  if (res != CUDA_SUCCESS)
+    return vmm_cuda_error (error, res, "cuMemSetAccess");
+  return TRUE;
+}
+
+static void
+vmm_unmap_or_warn (VmmResource *self, VmmSpace space, gsize start, gsize end)
+{
+  gsize stop;
+  CUresult res = vmm_space_apply (self, space, VMM_UNMAP, start, end, FALSE, &stop);
+
+  if (res != CUDA_SUCCESS)
+    vmm_warn_leak (res, "cuMemUnmap");
+}
+
+static gboolean
+vmm_address_reserve (VmmResource *self, gsize size, CUdeviceptr hint, CUdeviceptr *ptr,
+                     GError **error)
+{
+  CUresult res = self->drv->cuMemAddressReserve (ptr, size, self->granularity, hint, 0);
+
+  if (res != CUDA_SUCCESS)
+    return vmm_cuda_error (error, res, "cuMemAddressReserve");
+  return TRUE;
+}
+
+static void
+vmm_address_free_or_warn (VmmResource *self, CUdeviceptr ptr, gsize size)
+{
+  CUresult res = self->drv->cuMemAddressFree (ptr, size);
+
+  if (res != CUDA_SUCCESS)
+    vmm_warn_leak (res, "cuMemAddressFree");
+}
+
+/* Reserves @r again at exactly its address: undoes cuMemAddressFree. */
+static gboolean
+vmm_reserve_again (VmmResource *self, const VmmRange *r)
+{
+  CUdeviceptr ptr = 0;
+  CUresult res = self->drv->cuMemAddressReserve (&ptr, r->size, self->granularity, r->ptr, 0);
+
+  if (res != CUDA_SUCCESS)
+    {
+      vmm_warn_leak (res, "cuMemAddressReserve");
+      return FALSE;
+    }
+  if (ptr != r->ptr)
+    {
+      g_warning ("vmm: the address range of a buffer was taken while rolling back a failure");
+      vmm_address_free_or_warn (self, ptr, r->size);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Frees the reservations of @buf, which hold no mapping. On failure reserves the ones already
+ * freed again, so the reservations are as they were. */
+static gboolean
+vmm_free_ranges (VmmResource *self, VmmBuffer *buf, GError **error)
+{
+  for (gsize i = 0; i < buf->n_ranges; i++)
+    {
+      CUresult res = self->drv->cuMemAddressFree (buf->ranges[i].ptr, buf->ranges[i].size);
+
+      if (res != CUDA_SUCCESS)
+        {
+          for (gsize j = i; j-- > 0;)
+            vmm_reserve_again (self, &buf->ranges[j]);
+          return vmm_cuda_error (error, res, "cuMemAddressFree");
+        }
+    }
+  return TRUE;
+}
+
+/* --- physical memory ------------------------------------------------------------------------- */
+
+/* The index of the first chunk that starts at or after @offset (n_chunks when none does). */
+static gsize
+vmm_chunk_index (const VmmBuffer *buf, gsize offset)
+{
+  gsize lo = 0, hi = buf->n_chunks;
+
+  while (lo < hi)
+    {
+      gsize mid = lo + (hi - lo) / 2;
+
+      if (buf->chunks[mid].offset < offset)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo;
+}
+
+static gsize
+vmm_chunks_end (const VmmBuffer *buf)
+{
+  const VmmChunk *last = buf->n_chunks > 0 ? &buf->chunks[buf->n_chunks - 1] : NULL;
+
+  return last != NULL ? last->offset + last->size : 0;
+}
+
+/* Maps the existing chunks [first, last) of @buf at their offsets in @space. On failure unmaps
+ * what it mapped. */
+static gboolean
+vmm_map_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize first, gsize last,
+                GError **error)
+{
+  CUdeviceptr base = space.ranges[0].ptr;
+
+  for (gsize i = first; i < last; i++)
+    {
+      const VmmChunk *c = &buf->chunks[i];
+      CUresult res = self->drv->cuMemMap (base + c->offset, c->size, 0, c->handle, 0);
+
+      if (res != CUDA_SUCCESS)
+        {
+          vmm_unmap_or_warn (self, space, buf->chunks[first].offset, c->offset);
+          return vmm_cuda_error (error, res, "cuMemMap");
+        }
+    }
+  return TRUE;
+}
+
+/* Releases the handles of the chunks [first, n_chunks), newest first, and forgets them. */
+static void
+vmm_release_chunks_or_warn (VmmResource *self, VmmBuffer *buf, gsize first)
+{
+  for (gsize i = buf->n_chunks; i-- > first;)
+    {
+      CUresult res = self->drv->cuMemRelease (buf->chunks[i].handle);
+
+      if (res != CUDA_SUCCESS)
+        vmm_warn_leak (res, "cuMemRelease");
+    }
+  buf->n_chunks = first;
+}
+
+/* Takes back the handles of the chunks [first, last), released while still mapped. */
+static void
+vmm_retain_chunks_or_warn (VmmResource *self, VmmBuffer *buf, gsize first, gsize last)
+{
+  for (gsize i = first; i < last; i++)
+    {
+      VmmChunk *c = &buf->chunks[i];
+      CUresult res = self->drv->cuMemRetainAllocationHandle (
+          &c->handle, (void *) (guintptr) (buf->base + c->offset));
+
+      if (res != CUDA_SUCCESS)
+        vmm_warn_leak (res, "cuMemRetainAllocationHandle");
+    }
+}
+
+/* Creates the physical memory for the bytes [buf->mapped, @end) of @space in chunks of at most
+ * the resource's chunk size, none across a reservation boundary, and maps each one at its offset.
+ * Appends the chunks to @buf (the caller made room for them) and leaves buf->mapped alone. On
+ * failure releases what it created, leaving @buf as it was. Per chunk: one cuMemCreate and one
+ * cuMemMap, nothing else. */
+static gboolean
+vmm_create_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize end, GError **error)
+{
+  CUdeviceptr base = space.ranges[0].ptr;
+  gsize first = buf->n_chunks;
+  gsize offset = buf->mapped;
+  gsize r = 0;
+  const char *call = NULL;
+  CUresult res = CUDA_SUCCESS;
+
+  while (offset < end)
+    {
+      VmmChunk *c = &buf->chunks[buf->n_chunks];
+      gsize range_end;
+
+      while (space.ranges[r].ptr - base + space.ranges[r].size <= offset)
+        r++;
+      range_end = space.ranges[r].ptr - base + space.ranges[r].size;
+      c->offset = offset;
+      c->size = MIN (MIN (self->chunk, end - offset), range_end - offset);
+      res = self->drv->cuMemCreate (&c->handle, c->size, &self->prop, 0);
+      if (res != CUDA_SUCCESS)
+        {
+          call = "cuMemCreate";
+          break;
+        }
+      res = self->drv->cuMemMap (base + offset, c->size, 0, c->handle, 0);
+      if (res != CUDA_SUCCESS)
+        {
+          CUresult res2 = self->drv->cuMemRelease (c->handle);
+
+          if (res2 != CUDA_SUCCESS)
+            vmm_warn_leak (res2, "cuMemRelease");
+          call = "cuMemMap";
+          break;
+        }
+      buf->n_chunks++;
+      offset += c->size;
+    }
+  if (call == NULL)
+    return TRUE;
+
+  vmm_unmap_or_warn (self, space, buf->mapped, offset);
+  vmm_release_chunks_or_warn (self, buf, first);
+  return vmm_cuda_error (error, res, call);
+}
+
+/* Undoes vmm_create_chunks() after it succeeded: unmaps the chunks [first, n_chunks) from
+ * @space and releases them. */
+static void
+vmm_destroy_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize first)
+{
+  if (first < buf->n_chunks)
+    vmm_unmap_or_warn (self, space, buf->chunks[first].offset, vmm_chunks_end (buf));
+  vmm_release_chunks_or_warn (self, buf, first);
+}
+
+/* Maps the chunks of @buf in the bytes [start, end) where they were and grants access again:
+ * undoes vmm_unmap(). */
+static void
+vmm_remap_or_warn (VmmResource *self, VmmBuffer *buf, gsize start, gsize end)
+{
+  g_autoptr (GError) error = NULL;
+  VmmSpace space = vmm_space_of (buf);
+
+  if (!vmm_map_chunks (self, buf, space, vmm_chunk_index (buf, start), vmm_chunk_index (buf, end),
+                       &error)
+      || !vmm_grant (self, space, start, end, &error))
+    g_warning ("vmm: cannot map a buffer again while rolling back a failure: %s", error->message);
+}
+
+/* Unmaps the bytes [start, end) of @buf, whose handles are held. On failure maps back what was
+ * unmapped. */
+static gboolean
+vmm_unmap (VmmResource *self, VmmBuffer *buf, gsize start, gsize end, GError **error)
+{
+  gsize stop;
+  CUresult res = vmm_space_apply (self, vmm_space_of (buf), VMM_UNMAP, start, end, FALSE, &stop);
+
+  if (res == CUDA_SUCCESS)
+    return TRUE;
+  if (stop > start)
+    vmm_remap_or_warn (self, buf, start, stop);
+  return vmm_cuda_error (error, res, "cuMemUnmap");
+}
+
+/* Waits for the work queued on @stream: nothing is unmapped while a kernel may still use it. The
+ * default streams (NULL, legacy, per-thread) are those of the current context: for them the
+ * device's primary context is pushed when another one is current. */
+static gboolean
+vmm_stream_synchronize (VmmResource *self, MemresStream stream, GError **error)
+{
+  CUcontext primary, current = NULL, popped;
+  gboolean pushed = FALSE;
+  CUresult res;
+
+  if ((guintptr) stream <= (guintptr) CU_STREAM_PER_THREAD)
+    {
+      if (!memres_cuda_get_primary_context (self->device, &primary, error))
+        return FALSE;
+      res = self->drv->cuCtxGetCurrent (&current);
+      if (res != CUDA_SUCCESS)
+        return vmm_cuda_error (error, res, "cuCtxGetCurrent");
+      if (current != primary)
+        {
+          res = self->drv->cuCtxPushCurrent (primary);
+          if (res != CUDA_SUCCESS)
+            return vmm_cuda_error (error, res, "cuCtxPushCurrent");
+          pushed = TRUE;
+        }
+    }
+  res = self->drv->cuStreamSynchronize ((CUstream) stream);
+  if (pushed)
+    self->drv->cuCtxPopCurrent (&popped);
+  if (res != CUDA_SUCCESS)
+    return vmm_cuda_error (error, res, "cuStreamSynchronize");
+  return TRUE;
+}
+
+/* --- the slots ------------------------------------------------------------------------------- */
+
+/* _vmm_allocate: the allocate slot. Rounds @size up to the granularity, reserves max(size,
+ * reserve) bytes of address space (cuMemAddressReserve), creates the physical memory in chunks
+ * (cuMemCreate) and maps each one (cuMemMap), then grants the owner, the host location and the
+ * peers access in one cuMemSetAccess. Synchronous: @stream is not used. On failure everything
+ * created is released in reverse order. */
+gboolean
+_vmm_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+               GError **error)
+{
+  VmmResource *self = memres_resource_get_private (mr);
+  VmmBuffer *buf = g_new0 (VmmBuffer, 1);
+  gsize rounded;
+  VmmRange range;
+  VmmSpace space;
+
+  if (!vmm_round_size (self, size, &rounded, error) || !vmm_reserve_ranges (buf, 1, error)
+      || !vmm_reserve_chunks (self, buf, rounded, error))
+    goto fail;
+  range.size = MAX (rounded, self->reserve);
+  if (!vmm_address_reserve (self, range.size, 0, &range.ptr, error))
+    goto fail;
+  buf->ranges[buf->n_ranges++] = range;
+  buf->base = range.ptr;
+  buf->reserved = range.size;
+
+  space = vmm_space_of (buf);
+  if (!vmm_create_chunks (self, buf, space, rounded, error))
+    goto fail_range;
+  if (!vmm_grant (self, space, 0, rounded, error))
+    {
+      vmm_destroy_chunks (self, buf, space, 0);
+      goto fail_range;
+    }
+  buf->mapped = rounded;
+
+  alloc->address = buf->base;
+  alloc->size = rounded;
+  alloc->plugin_data = buf;
+  _vmm_stats_update (self, rounded, rounded);
+  return TRUE;
+
+fail_range:
+  vmm_address_free_or_warn (self, range.ptr, range.size);
+fail:
+  vmm_buffer_free (buf);
+  return FALSE;
+}
+
+/* Keeps the first failure of a teardown in *@first. */
+static void
+vmm_note_failure (GError **first, CUresult res, const char *call)
+{
+  if (*first == NULL)
+    memres_cuda_set_error (first, res, call);
+}
+
+/* When a stream cannot be waited for, waits for all the work of the device's primary context
+ * (cuCtxSynchronize) instead, so that no memory is unmapped under a running kernel. */
+static void
+vmm_context_synchronize (VmmResource *self)
+{
+  CUcontext ctx, popped;
+
+  if (!memres_cuda_get_primary_context (self->device, &ctx, NULL)
+      || self->drv->cuCtxPushCurrent (ctx) != CUDA_SUCCESS)
+    return;
+  self->drv->cuCtxSynchronize ();
+  self->drv->cuCtxPopCurrent (&popped);
+}
+
+/* _vmm_deallocate: the deallocate slot. Waits for @stream (cuStreamSynchronize; should that
+ * fail, for the whole context), then, one reservation at a time, unmaps it (cuMemUnmap) and frees
+ * it with its exact range (cuMemAddressFree), then releases every physical handle (cuMemRelease).
+ * The core calls this once per buffer and closes the buffer whatever it returns, so a failing
+ * step does not stop the others: everything that can be released is, only what the driver
+ * refused is left, and the first failure is reported. */
+gboolean
+_vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  VmmResource *self = memres_resource_get_private (mr);
+  VmmBuffer *buf = alloc->plugin_data;
+  GError *first = NULL;
+  CUresult res;
+
+  if (!vmm_stream_synchronize (self, stream, &first))
+    vmm_context_synchronize (self);
+
+  for (gsize i = 0; i < buf->n_ranges; i++)
+    {
+      const VmmRange *r = &buf->ranges[i];
+      gsize from = r->ptr - buf->base;
+      gsize to = MIN (buf->mapped, from + r->size);
+
+      if (from < to && (res = self->drv->cuMemUnmap (r->ptr, to - from)) != CUDA_SUCCESS)
+        {
+          vmm_note_failure (&first, res, "cuMemUnmap");
+          continue; /* the driver frees no reservation that holds a mapping */
+        }
+      if ((res = self->drv->cuMemAddressFree (r->ptr, r->size)) != CUDA_SUCCESS)
+        vmm_note_failure (&first, res, "cuMemAddressFree");
+    }
+  for (gsize i = 0; i < buf->n_chunks; i++)
+    if ((res = self->drv->cuMemRelease (buf->chunks[i].handle)) != CUDA_SUCCESS)
+      vmm_note_failure (&first, res, "cuMemRelease");
+
+  _vmm_stats_update (self, -(gint64) buf->mapped, -(gint64) alloc->size);
+  vmm_buffer_free (buf);
+  alloc->plugin_data = NULL;
+  if (first != NULL)
+    {
+      g_propagate_error (error, first);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Maps new chunks after the buffer's mapped bytes up to @new_size, into its reservations, or
+ * into the address range right after them, which it reserves. When that range is taken, returns
+ * FALSE with *@taken set (no error, nothing changed): the caller moves the buffer. */
+static gboolean
+vmm_grow_in_place (VmmResource *self, VmmBuffer *buf, gsize new_size, gboolean *taken,
+                   GError **error)
+{
+  gsize first = buf->n_chunks;
+  gboolean extended = FALSE;
+  VmmSpace space;
+
+  *taken = FALSE;
+  if (!vmm_reserve_ranges (buf, 1, error)
+      || !vmm_reserve_chunks (self, buf, new_size - buf->mapped, error))
+    return FALSE;
+  if (new_size > buf->reserved)
+    {
+      CUdeviceptr hint = buf->base + buf->reserved;
+      VmmRange extra = { 0, new_size - buf->reserved };
+
+      if (!vmm_address_reserve (self, extra.size, hint, &extra.ptr, error))
+        return FALSE;
+      if (extra.ptr != hint)
+        {
+          CUresult res = self->drv->cuMemAddressFree (extra.ptr, extra.size);
+
+          if (res != CUDA_SUCCESS)
+            return vmm_cuda_error (error, res, "cuMemAddressFree");
+          *taken = TRUE;
+          return FALSE;
+        }
+      buf->ranges[buf->n_ranges++] = extra;
+      extended = TRUE;
+    }
+
+  space = vmm_space_of (buf);
+  if (!vmm_create_chunks (self, buf, space, new_size, error))
+    goto fail;
+  if (!vmm_grant (self, space, buf->mapped, new_size, error))
+    {
+      vmm_destroy_chunks (self, buf, space, first);
+      goto fail;
+    }
+  if (extended)
+    buf->reserved += buf->ranges[buf->n_ranges - 1].size;
+  buf->mapped = new_size;
+  return TRUE;
+
+fail:
+  if (extended)
+    {
+      buf->n_ranges--;
+      vmm_address_free_or_warn (self, buf->ranges[buf->n_ranges].ptr,
+                                buf->ranges[buf->n_ranges].size);
+    }
+  return FALSE;
+}
+
+/* Moves @buf into a new reservation of max(new_size, reserve) bytes: maps its physical memory
+ * there as well (no copy), creates and maps the new chunks, grants access to the whole new range,
+ * then, once @stream is idle, unmaps and frees the old range. */
+static gboolean
+vmm_grow_by_move (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stream,
+                  GError **error)
+{
+  gsize first = buf->n_chunks;
+  VmmRange range = { 0, MAX (new_size, self->reserve) };
+  VmmSpace space = { &range, 1 };
+
+  if (!vmm_reserve_chunks (self, buf, new_size - buf->mapped, error)
+      || !vmm_address_reserve (self, range.size, 0, &range.ptr, error))
+    return FALSE;
+  if (!vmm_map_chunks (self, buf, space, 0, first, error))
+    goto fail_range;
+  if (!vmm_create_chunks (self, buf, space, new_size, error))
+    goto fail_old_chunks;
+  if (!vmm_grant (self, space, 0, new_size, error))
+    goto fail_new_chunks;
+
+  /* The old addresses go away. */
+  if (!vmm_stream_synchronize (self, stream, error)
+      || !vmm_unmap (self, buf, 0, buf->mapped, error))
+    goto fail_new_chunks;
+  if (!vmm_free_ranges (self, buf, error))
+    {
+      vmm_remap_or_warn (self, buf, 0, buf->mapped);
+      goto fail_new_chunks;
+    }
+
+  buf->ranges[0] = range;
+  buf->n_ranges = 1;
+  buf->base = range.ptr;
+  buf->reserved = range.size;
+  buf->mapped = new_size;
+  return TRUE;
+
+fail_new_chunks:
+  vmm_destroy_chunks (self, buf, space, first);
+fail_old_chunks:
+  vmm_unmap_or_warn (self, space, 0, buf->mapped);
+fail_range:
+  vmm_address_free_or_warn (self, range.ptr, range.size);
+  return FALSE;
+}
+
+/* After a shrink failed half-way, the bytes [from, buf->mapped) lost their memory: maps new
+ * memory there, so that the buffer keeps its size (those bytes were being dropped anyway). */
+static void
+vmm_replace_lost_or_warn (VmmResource *self, VmmBuffer *buf, gsize from)
+{
+  g_autoptr (GError) error = NULL;
+  gsize end = buf->mapped;
+  VmmSpace space = vmm_space_of (buf);
+
+  buf->n_chunks = vmm_chunk_index (buf, from);
+  buf->mapped = from;
+  if (!vmm_reserve_chunks (self, buf, end - from, &error)
+      || !vmm_create_chunks (self, buf, space, end, &error))
+    goto fail;
+  if (!vmm_grant (self, space, from, end, &error))
+    {
+      vmm_destroy_chunks (self, buf, space, buf->n_chunks);
+      goto fail;
+    }
+  buf->mapped = end;
+  return;
+
+fail:
+  g_warning ("vmm: a buffer lost %" G_GSIZE_FORMAT " bytes of memory after offset %" G_GSIZE_FORMAT
+             " while rolling back a failure: %s",
+             end - from, from, error->message);
+}
+
+/* Releases the chunks that start at or beyond @new_size bytes. The handles are released first,
+ * while still mapped (the mappings keep the memory; a later failure takes the handles back from
+ * them), then the tail is unmapped, which frees the memory, last reservation first. Only when
+ * the tail spans several reservations and an unmap after the first fails is memory lost; it is
+ * replaced with new memory. */
+static gboolean
+vmm_shrink (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stream, GError **error)
+{
+  gsize keep = vmm_chunk_index (buf, new_size);
+  gsize tail, stop;
+  CUresult res;
+
+  if (keep == buf->n_chunks)
+    return TRUE;
+  tail = buf->chunks[keep].offset;
+  if (!vmm_stream_synchronize (self, stream, error))
+    return FALSE;
+
+  for (gsize i = keep; i < buf->n_chunks; i++)
+    {
+      res = self->drv->cuMemRelease (buf->chunks[i].handle);
+      if (res != CUDA_SUCCESS)
+        {
+          vmm_retain_chunks_or_warn (self, buf, keep, i);
+          return vmm_cuda_error (error, res, "cuMemRelease");
+        }
+    }
+
+  res = vmm_space_apply (self, vmm_space_of (buf), VMM_UNMAP, tail, buf->mapped, TRUE, &stop);
+  if (res == CUDA_SUCCESS)
+    {
+      buf->n_chunks = keep;
+      buf->mapped = tail;
+      return TRUE;
+    }
+  vmm_retain_chunks_or_warn (self, buf, keep, vmm_chunk_index (buf, stop));
+  if (stop < buf->mapped)
+    vmm_replace_lost_or_warn (self, buf, stop);
+  return vmm_cuda_error (error, res, "cuMemUnmap");
+}
+
+/* _vmm_resize: the resize slot. Growing maps new chunks after the buffer: in place when the
+ * buffer's reservations have room or the address range right after them can be reserved,
+ * otherwise in a new reservation that the existing physical memory is mapped into as well (no
+ * copy), after which the old range is unmapped and freed (the address changes). Shrinking
+ * releases the chunks that lie wholly beyond the new size; the address range stays reserved
+ * (even at size 0), so that the buffer grows back in place. Anything unmapped is unmapped only
+ * after @stream is idle. On failure @alloc and the driver are left as they were. */
+gboolean
+_vmm_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size, MemresStream stream,
+             GError **error)
+{
+  VmmResource *self = memres_resource_get_private (mr);
+  VmmBuffer *buf = alloc->plugin_data;
+  gsize rounded, old_mapped;
+  gboolean taken = FALSE;
+
+  /* The core's empty buffer (no address, no state) grows by allocating. */
+  if (buf == NULL)
+    return new_size == 0 || _vmm_allocate (mr, new_size, stream, alloc, error);
+
+  if (!vmm_round_size (self, new_size, &rounded, error))
+    return FALSE;
+
+  old_mapped = buf->mapped;
+  if (rounded > buf->mapped)
+    {
+      if (!vmm_grow_in_place (self, buf, rounded, &taken, error)
+          && (!taken || !vmm_grow_by_move (self, buf, rounded, stream, error)))
+        return FALSE;
+    }
+  else if (rounded < alloc->size && !vmm_shrink (self, buf, rounded, stream, error))
+    return FALSE;
+
+  _vmm_stats_update (self, (gint64) buf->mapped - (gint64) old_mapped,
+                     (gint64) rounded - (gint64) alloc->size);
+  alloc->address = buf->base;
+  alloc->size = rounded;
+  return TRUE;
+}

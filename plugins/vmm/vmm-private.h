@@ -1,0 +1,76 @@
+/* memres - CUDA memory resources
+ * vmm-private.h: state shared by the files of the vmm plugin. Nothing here is exported from the
+ * module (G_GNUC_INTERNAL, and the module is built with hidden visibility). */
+#pragma once
+
+#include <memres/memres-plugin.h>
+
+G_BEGIN_DECLS
+
+/* Bytes of physical memory per cuMemCreate() when the `chunk` option is 0. One constant, to be
+ * tuned from GPU measurements. */
+#define VMM_DEFAULT_CHUNK ((gsize) 64 * 1024 * 1024)
+
+/* The instance private data of a vmm resource. Everything but the statistics is written once
+ * by init and read-only afterwards, so buffers need no lock. */
+typedef struct
+{
+  const MemresCudaDriver *drv;
+  gint device;
+  CUmemAllocationProp prop; /* what cuMemCreate() gets */
+  gsize granularity;        /* bytes; every size, offset and address is a multiple */
+  gsize chunk;              /* bytes per cuMemCreate(), a multiple of granularity */
+  gsize reserve;            /* bytes of address space reserved up front per buffer */
+  CUmemAccessDesc *access;  /* owner (and host location) first, then the peers */
+  guint n_access;
+  MemresMemoryFlags flags;
+
+  GMutex stats_lock;
+  MemresStats stats; /* n_buffers unused (the core counts buffers) */
+} VmmResource;
+
+/* One physical allocation (cuMemCreate handle), mapped at buffer base + offset. */
+typedef struct
+{
+  CUmemGenericAllocationHandle handle;
+  gsize offset;
+  gsize size;
+} VmmChunk;
+
+/* One address range reservation, freed with exactly this (ptr, size). */
+typedef struct
+{
+  CUdeviceptr ptr;
+  gsize size;
+} VmmRange;
+
+/* Per-buffer state (MemresAllocation.plugin_data). The reservations are adjacent, in address
+ * order, and cover [base, base + reserved); the chunks are adjacent, in offset order, and cover
+ * [base, base + mapped), none across a reservation boundary; size <= mapped <= reserved (a shrink
+ * keeps a partially used chunk mapped). The arrays grow by doubling, never per chunk. */
+typedef struct
+{
+  CUdeviceptr base;
+  gsize mapped;
+  gsize reserved;
+  VmmChunk *chunks;
+  gsize n_chunks;
+  gsize chunks_cap;
+  VmmRange *ranges;
+  gsize n_ranges;
+  gsize ranges_cap;
+} VmmBuffer;
+
+/* vmm-buffer.c: the allocate, deallocate and resize slots. */
+G_GNUC_INTERNAL gboolean _vmm_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                        MemresAllocation *alloc, GError **error);
+G_GNUC_INTERNAL gboolean _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc,
+                                          MemresStream stream, GError **error);
+G_GNUC_INTERNAL gboolean _vmm_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size,
+                                      MemresStream stream, GError **error);
+
+/* vmm.c: statistics; @physical_delta and @used_delta in bytes. */
+G_GNUC_INTERNAL void _vmm_stats_update (VmmResource *self, gint64 physical_delta,
+                                        gint64 used_delta);
+
+G_END_DECLS
