@@ -100,4 +100,15 @@ gboolean _memres_descriptor_decode (gconstpointer data, gsize length,
                                     char kind[MEMRES_KIND_NAME_MAX], MemresBufferExport *info,
                                     GError **error);
 
+/* ipc-handle.c */
+gboolean _memres_fd_is_open (gint fd);
+
+/* ipc-resource.c: hooks of the per-process import tables. resource.c calls
+ * _memres_ipc_forget_resource() when a resource is finalized (drops it from the table of
+ * imported pools); buffer.c calls _memres_ipc_release_buffer() instead of the deallocate slot
+ * for a buffer flagged MEMRES_MEMORY_IMPORTED (the mapping is shared by every import of the
+ * same buffer and unmapped with the last). */
+void _memres_ipc_forget_resource (MemresResource *mr);
+gboolean _memres_ipc_release_buffer (MemresBuffer *buf, MemresStream stream, GError **error);
+
 G_END_DECLS
