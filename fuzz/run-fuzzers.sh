@@ -31,6 +31,11 @@ if [ ! -d "$builddir" ]; then
 fi
 ninja -C "$builddir" -j2 $(for t in $targets; do printf 'fuzz/fuzz-%s ' "$t"; done)
 
+parallel=
+if [ "$jobs" -gt 1 ]; then
+  parallel="-jobs=$jobs -workers=$jobs"
+fi
+
 status=0
 for t in $targets; do
   corpus="$builddir/fuzz/corpus/$t"
@@ -40,7 +45,7 @@ for t in $targets; do
   # New inputs go to the first corpus directory (the build's); the seeds are only read.
   if ! ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
        UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-       "$builddir/fuzz/fuzz-$t" -max_total_time="$seconds" -jobs="$jobs" -workers="$jobs" \
+       "$builddir/fuzz/fuzz-$t" -max_total_time="$seconds" $parallel \
          -artifact_prefix="$artifacts" -print_final_stats=1 ${MEMRES_FUZZ_ARGS:-} \
          "$corpus" "$here/corpus/$t"; then
     echo "== fuzz-$t FAILED: see $artifacts" >&2
