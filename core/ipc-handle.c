@@ -55,7 +55,7 @@ memres_ipc_handle_new(const char *kind, gint fd, const guint8 pool_id[MEMRES_IPC
   if (kind == NULL || strlen(kind) >= MEMRES_KIND_NAME_MAX || !_memres_kind_name_is_valid(kind))
     {
       g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "IPC handle: invalid kind name “%s” (expected [a-z][a-z0-9_]*, at most %d "
+                  "IPC handle: invalid kind name \"%s\" (expected [a-z][a-z0-9_]*, at most %d "
                   "bytes)",
                   kind ? kind : "(null)", MEMRES_KIND_NAME_MAX - 1);
       return NULL;

@@ -153,8 +153,8 @@ memres_resource_export_handle(MemresResource *mr, GError **error)
   if (mr->ops->export_handle == NULL)
     {
       g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "resources of kind “%s” cannot be shared with other processes (use kind "
-                  "“ipc”)",
+                  "resources of kind \"%s\" cannot be shared with other processes (use kind "
+                  "\"ipc\")",
                   mr->kind->name);
       return NULL;
     }
@@ -182,7 +182,7 @@ lookup_imported_pool(const MemresIpcHandle *handle, GError **error)
   if (mr != NULL && strcmp(mr->kind->name, memres_ipc_handle_get_kind(handle)) != 0)
     {
       g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "IPC handle of kind “%s” names a pool already imported as kind “%s”",
+                  "IPC handle of kind \"%s\" names a pool already imported as kind \"%s\"",
                   memres_ipc_handle_get_kind(handle), mr->kind->name);
       memres_resource_unref(mr);
       return NULL;
@@ -244,7 +244,7 @@ memres_resource_import_handle(const MemresIpcHandle *handle, GError **error)
   if (kind->ops.import_handle == NULL)
     {
       g_set_error(&local_error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "resources of kind “%s” cannot import pools from other processes", kind->name);
+                  "resources of kind \"%s\" cannot import pools from other processes", kind->name);
       goto out;
     }
   id = format_id(memres_ipc_handle_get_pool_id(handle));
@@ -334,9 +334,9 @@ memres_buffer_export(MemresBuffer *buf, MemresBufferDescriptor *descriptor, GErr
     }
 
   memset(&info, 0, sizeof info);
-  if (buf->flags & MEMRES_MEMORY_IMPORTED)
+  if (buf->ipc_mapping != NULL)
     {
-      const Mapping *mapping = buf->alloc.plugin_data;
+      const Mapping *mapping = buf->ipc_mapping;
       info = mapping->exported;
       info.offset = buf->alloc.address - mapping->alloc.address;
       info.size = buf->alloc.size;
@@ -346,8 +346,8 @@ memres_buffer_export(MemresBuffer *buf, MemresBufferDescriptor *descriptor, GErr
       if (mr->ops->export_buffer == NULL)
         {
           g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                      "buffers of kind “%s” cannot be shared with other processes (use kind "
-                      "“ipc”)",
+                      "buffers of kind \"%s\" cannot be shared with other processes (use kind "
+                      "\"ipc\")",
                       mr->kind->name);
           return FALSE;
         }
@@ -449,14 +449,14 @@ memres_buffer_import(MemresResource *mr, gconstpointer descriptor, gsize length,
   if (mr->ops->import_buffer == NULL)
     {
       g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "resources of kind “%s” cannot import buffers from other processes",
+                  "resources of kind \"%s\" cannot import buffers from other processes",
                   mr->kind->name);
       return NULL;
     }
   if (strcmp(kind, mr->kind->name) != 0)
     {
       g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "invalid buffer descriptor: kind: “%s”, but the resource is of kind “%s”", kind,
+                  "invalid buffer descriptor: kind: \"%s\", but the resource is of kind \"%s\"", kind,
                   mr->kind->name);
       return NULL;
     }
@@ -481,8 +481,9 @@ memres_buffer_import(MemresResource *mr, gconstpointer descriptor, gsize length,
 
   alloc.address = mapping->alloc.address + info.offset;
   alloc.size = info.size;
-  alloc.plugin_data = mapping; /* owned by this file, see _memres_ipc_release_buffer() */
+  alloc.plugin_data = NULL;
   buf = _memres_buffer_new(mr, &alloc, stream);
+  buf->ipc_mapping = mapping; /* see _memres_ipc_release_buffer() */
   buf->flags |= MEMRES_MEMORY_IMPORTED;
   return buf;
 }
@@ -493,7 +494,7 @@ memres_buffer_import(MemresResource *mr, gconstpointer descriptor, gsize length,
 gboolean
 _memres_ipc_release_buffer(MemresBuffer *buf, MemresStream stream, GError **error)
 {
-  Mapping *mapping = buf->alloc.plugin_data;
+  Mapping *mapping = buf->ipc_mapping;
   gboolean ok = TRUE;
 
   g_return_val_if_fail(mapping != NULL, FALSE);
@@ -508,6 +509,6 @@ _memres_ipc_release_buffer(MemresBuffer *buf, MemresStream stream, GError **erro
       g_free(mapping);
     }
   g_mutex_unlock(&buffers_lock);
-  buf->alloc.plugin_data = NULL;
+  buf->ipc_mapping = NULL;
   return ok;
 }

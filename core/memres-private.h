@@ -58,6 +58,7 @@ struct _MemresBuffer
   MemresMemoryFlags flags;
   GDestroyNotify release; /* foreign memory */
   gpointer release_data;
+  gpointer ipc_mapping; /* imported buffers: the shared mapping (ipc-resource.c), else NULL */
 };
 
 /* registry.c / loader.c */
@@ -121,10 +122,10 @@ gboolean _memres_descriptor_decode (gconstpointer data, gsize length,
 gboolean _memres_fd_is_open (gint fd);
 
 /* ipc-resource.c: hooks of the per-process import tables. resource.c calls
- * _memres_ipc_forget_resource() when a resource is finalized (drops it from the table of
- * imported pools); buffer.c calls _memres_ipc_release_buffer() instead of the deallocate slot
- * for a buffer flagged MEMRES_MEMORY_IMPORTED (the mapping is shared by every import of the
- * same buffer and unmapped with the last). */
+ * _memres_ipc_forget_resource() when a resource that has a pool identity is finalized (drops
+ * it from the table of imported pools); buffer.c calls _memres_ipc_release_buffer() instead of
+ * the deallocate slot for a buffer with an ipc_mapping (the mapping is shared by every import
+ * of the same buffer and unmapped with the last). */
 void _memres_ipc_forget_resource (MemresResource *mr);
 gboolean _memres_ipc_release_buffer (MemresBuffer *buf, MemresStream stream, GError **error);
 

@@ -199,6 +199,8 @@ memres_resource_unref(MemresResource *mr)
 
   if (!g_atomic_ref_count_dec(&mr->ref))
     return;
+  if (mr->has_pool_id)
+    _memres_ipc_forget_resource(mr);
   mr->ops->finalize(mr);
   memres_kind_unref(mr->kind);
   g_free(mr->spec);
