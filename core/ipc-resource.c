@@ -146,6 +146,8 @@ MemresIpcHandle *
 memres_resource_export_handle(MemresResource *mr, GError **error)
 {
   MemresIpcHandle *handle = NULL;
+  GError *local = NULL;
+  gboolean ok;
 
   g_return_val_if_fail(mr != NULL, NULL);
   g_return_val_if_fail(error == NULL || *error == NULL, NULL);
@@ -158,12 +160,14 @@ memres_resource_export_handle(MemresResource *mr, GError **error)
                   mr->kind->name);
       return NULL;
     }
-  if (!mr->ops->export_handle(mr, &handle, error))
+  ok = mr->ops->export_handle(mr, &handle, &local);
+  if (ok && handle == NULL)
+    ok = FALSE; /* a plugin bug: reported as a failure without a reason */
+  if (!_memres_resource_slot_result(mr, "export_handle", ok, &local, error))
     {
-      g_assert(handle == NULL);
+      g_clear_pointer(&handle, memres_ipc_handle_free);
       return NULL;
     }
-  g_return_val_if_fail(handle != NULL, NULL);
   remember_pool_id(mr, memres_ipc_handle_get_pool_id(handle));
   return handle;
 }
@@ -209,8 +213,9 @@ lookup_imported_pool(const MemresIpcHandle *handle, GError **error)
  * %MEMRES_ERROR_NOT_FOUND when no plugin provides the kind; %MEMRES_ERROR_NOT_SUPPORTED when the
  * kind cannot import or the handle is not a shareable pool handle;
  * %MEMRES_ERROR_INVALID_DESCRIPTOR when the pool is already imported as another kind;
- * %MEMRES_ERROR_NO_DEVICE when no device here has the handle's device UUID;
- * %MEMRES_ERROR_NO_DRIVER, #MEMRES_PLUGIN_ERROR from loading, %MEMRES_CUDA_ERROR from the driver.
+ * %MEMRES_ERROR_WRONG_DEVICE when no device here has the handle's device UUID;
+ * %MEMRES_ERROR_NO_DEVICE, %MEMRES_ERROR_NO_DRIVER, #MEMRES_PLUGIN_ERROR from loading,
+ * %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): the imported resource, or %NULL with @error set
  */
@@ -233,20 +238,15 @@ memres_resource_import_handle(const MemresIpcHandle *handle, GError **error)
       return NULL;
     }
 
+  /* Before the lock: this may load the kind's plugin. */
+  kind = memres_registry_lookup(memres_ipc_handle_get_kind(handle), error);
+  if (kind == NULL)
+    return NULL;
+
   g_mutex_lock(&import_pool_lock);
   mr = lookup_imported_pool(handle, &local_error);
   if (mr != NULL || local_error != NULL)
     goto out;
-
-  kind = memres_registry_lookup(memres_ipc_handle_get_kind(handle), &local_error);
-  if (kind == NULL)
-    goto out;
-  if (kind->ops.import_handle == NULL)
-    {
-      g_set_error(&local_error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "resources of kind \"%s\" cannot import pools from other processes", kind->name);
-      goto out;
-    }
   id = format_id(memres_ipc_handle_get_pool_id(handle));
   spec = g_strdup_printf("%s (imported pool %s)", kind->name, id);
   mr = _memres_resource_new_for_kind(kind, NULL, handle, spec, &local_error);
@@ -351,7 +351,9 @@ memres_buffer_export(MemresBuffer *buf, MemresBufferDescriptor *descriptor, GErr
                       mr->kind->name);
           return FALSE;
         }
-      if (!mr->ops->export_buffer(mr, &buf->alloc, &info, error))
+      GError *local = NULL;
+      gboolean ok = mr->ops->export_buffer(mr, &buf->alloc, &info, &local);
+      if (!_memres_resource_slot_result(mr, "export_buffer", ok, &local, error))
         return FALSE;
       remember_pool_id(mr, info.pool_id);
     }
@@ -368,6 +370,8 @@ acquire_mapping(MemresResource *mr, const MemresBufferExport *info, MemresStream
   MappingKey key;
   Mapping *mapping;
   MemresAllocation alloc = { 0 };
+  GError *local = NULL;
+  gboolean ok;
 
   memset(&key, 0, sizeof key);
   key.mr = mr;
@@ -385,7 +389,8 @@ acquire_mapping(MemresResource *mr, const MemresBufferExport *info, MemresStream
       return mapping;
     }
 
-  if (!mr->ops->import_buffer(mr, info, stream, &alloc, error))
+  ok = mr->ops->import_buffer(mr, info, stream, &alloc, &local);
+  if (!_memres_resource_slot_result(mr, "import_buffer", ok, &local, error))
     return NULL;
   if (!check_descriptor_fits(info, &alloc, error))
     {
@@ -456,8 +461,8 @@ memres_buffer_import(MemresResource *mr, gconstpointer descriptor, gsize length,
   if (strcmp(kind, mr->kind->name) != 0)
     {
       g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "invalid buffer descriptor: kind: \"%s\", but the resource is of kind \"%s\"", kind,
-                  mr->kind->name);
+                  "invalid buffer descriptor: kind: \"%s\", but the resource is of kind \"%s\"",
+                  kind, mr->kind->name);
       return NULL;
     }
   g_mutex_lock(&pools_lock);

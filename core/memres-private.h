@@ -86,6 +86,12 @@ MemresResource *_memres_resource_new_for_kind (MemresKind *kind, const MemresOpt
                                                const MemresIpcHandle *handle, const char *spec,
                                                GError **error);
 
+/* resource.c: checks the result of a call of @mr's @slot: FALSE must come with an error (one
+ * is made up when the plugin set none), TRUE without one (dropped with a warning); moves *@local
+ * into @error on failure. Returns @ok. */
+gboolean _memres_resource_slot_result(MemresResource *mr, const char *slot, gboolean ok,
+                                      GError **local, GError **error);
+
 /* buffer.c: a new open buffer owning @alloc, holding a reference on @mr. */
 MemresBuffer *_memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc,
                                   MemresStream stream);

@@ -36,6 +36,14 @@ slot_result(MemresResource *mr, const char *slot, gboolean ok, GError **local, G
   return ok;
 }
 
+/* slot_result() for the slot wrappers outside this file (ipc-resource.c). */
+gboolean
+_memres_resource_slot_result(MemresResource *mr, const char *slot, gboolean ok, GError **local,
+                             GError **error)
+{
+  return slot_result(mr, slot, ok, local, error);
+}
+
 MemresResource *
 _memres_resource_new_for_kind(MemresKind *kind, const MemresOptions *options,
                               const MemresIpcHandle *handle, const char *spec, GError **error)
