@@ -461,6 +461,7 @@ test_dedup(void)
   MemresBuffer *a, *b;
   FakeCudaCounts base;
   GError *error = NULL;
+  long imports;
 
   if (!mt_require_devices(1))
     return;
@@ -471,12 +472,16 @@ test_dedup(void)
   buf = alloc_pattern(exporter, 128 * KiB, 9);
   g_assert_true(memres_buffer_export(buf, &desc, &error));
   begin(&base);
+  imports = mt_driver_is_fake() ? mt_fake_call_count("cuMemPoolImportPointer") : 0;
 
   a = memres_buffer_import(importer, desc.bytes, sizeof desc.bytes, NULL, &error);
   g_assert_no_error(error);
   b = memres_buffer_import(importer, desc.bytes, sizeof desc.bytes, NULL, &error);
   g_assert_no_error(error);
   g_assert_true(a != b);
+  /* One mapping: the driver saw one import (real drivers unmap both on the first free). */
+  if (mt_driver_is_fake())
+    g_assert_cmpint(mt_fake_call_count("cuMemPoolImportPointer"), ==, imports + 1);
   g_assert_cmphex(memres_buffer_get_address(a), ==, memres_buffer_get_address(b));
   g_assert_true(memres_buffer_close(a, NULL, &error));
   g_assert_no_error(error);
