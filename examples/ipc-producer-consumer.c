@@ -185,8 +185,11 @@ main(int argc, char **argv)
     }
   if (pid == 0)
     {
+      int status;
       close(sv[0]);
-      _exit(consumer(sv[1]));
+      status = consumer(sv[1]);
+      fflush(stdout); /* _exit() does not flush stdio */
+      _exit(status);
     }
   close(sv[1]);
   result = producer(sv[0], spec);

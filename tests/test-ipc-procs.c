@@ -153,6 +153,12 @@ child_roundtrip(int sock)
   buf = child_import_buffer(mr, &m);
   size = memres_buffer_get_size(buf);
   g_assert_cmpuint(size, ==, (gsize)m.value);
+  {
+    GError *error = NULL;
+    g_assert_null(memres_resource_allocate(mr, 4096, NULL, &error));
+    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+    g_clear_error(&error);
+  }
   check_pattern(buf, size, m.seed);
   write_pattern(buf, size, m.seed + 1);
   /* Importers release before the exporter frees (the driver's rule). */
@@ -508,7 +514,9 @@ test_exporter_exits(void)
   memres_buffer_unref(held);
   memres_resource_unref(mr);
   memres_stream_synchronize(NULL, NULL);
-  g_assert_cmpint(mt_count_open_fds(), ==, fds);
+  /* (The real driver may keep fds of its own open after a first import: count on the fake.) */
+  if (mt_driver_is_fake())
+    g_assert_cmpint(mt_count_open_fds(), ==, fds);
   mt_assert_fake_counts_equal(&base);
 }
 
@@ -538,7 +546,7 @@ test_cycles(void)
   mr = memres_resource_new("ipc:device=0", NULL);
   c = spawn_child("cycles");
   begin(&base);
-  fds = mt_count_open_fds();
+  fds = -1;
   for (int i = 0; i < n; i++)
     {
       MemresBufferDescriptor desc;
@@ -564,8 +572,10 @@ test_cycles(void)
                 " after the first cycle",
                 i, m.fds, child_fds);
       memres_buffer_unref(buf);
-      if (mt_count_open_fds() != fds)
-        g_error("cycle %d: %d fds open, %d before", i, mt_count_open_fds(), fds);
+      if (fds < 0)
+        fds = mt_count_open_fds(); /* after the first cycle, as for the child */
+      else if (mt_count_open_fds() != fds)
+        g_error("cycle %d: %d fds open, %d after the first cycle", i, mt_count_open_fds(), fds);
     }
   send_msg(c.sock, OP_QUIT, 0, 0, NULL);
   wait_child(&c);
