@@ -7,7 +7,16 @@
 
 /* Options that only one mode reads. Naming one of them with the other mode is an error. */
 static const char *const pool_only_options[] = {
-  "fallback", "max_size", "release_threshold", "numa_id", "devices", "ipc", NULL,
+  "fallback",
+  "numa_id",
+  "devices",
+  "ipc",
+  "max_size",
+  "release_threshold",
+  "reuse_follow_event_dependencies",
+  "reuse_allow_opportunistic",
+  "reuse_allow_internal_dependencies",
+  NULL,
 };
 static const char *const legacy_only_options[] = {
   "portable",
@@ -120,7 +129,6 @@ pinned_config_init(PinnedConfig *config, const MemresOptions *options, GError **
                      ? PINNED_MODE_LEGACY
                      : PINNED_MODE_POOL;
   config->numa_id = PINNED_NUMA_AUTO;
-  config->location = CU_MEM_LOCATION_TYPE_HOST;
 
   if (!check_mode_options(options, config->mode, error))
     return FALSE;
@@ -138,10 +146,21 @@ pinned_config_init(PinnedConfig *config, const MemresOptions *options, GError **
 
   config->fallback = memres_options_get_bool(options, "fallback");
   config->ipc = memres_options_get_bool(options, "ipc");
-  config->has_max_size = memres_options_is_set(options, "max_size");
-  config->max_size = memres_options_get_size(options, "max_size");
-  config->has_release_threshold = memres_options_is_set(options, "release_threshold");
-  config->release_threshold = memres_options_get_size(options, "release_threshold");
+  memres_pool_config_init_host(&config->pool, CU_MEM_LOCATION_TYPE_HOST, 0, config->device);
+  config->pool.create = TRUE;
+  if (config->ipc)
+    config->pool.handle_type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  if (!memres_pool_config_set_options(&config->pool, options, MEMRES_POOL_OPTIONS_ATTRIBUTES,
+                                      error))
+    return FALSE;
+  /* Page-locking memory is slow: unless told otherwise, the pool keeps what it got until it
+   * is trimmed (the driver's default threshold, 0, would release it at every synchronization
+   * and page-lock it again at the next allocation). */
+  if (!config->pool.release_threshold_set)
+    {
+      config->pool.release_threshold_set = TRUE;
+      config->pool.release_threshold = G_MAXUINT64;
+    }
   if (memres_options_is_set(options, "numa_id"))
     config->numa_id = (gint)memres_options_get_int(options, "numa_id");
   config->numa_id_given = config->numa_id != PINNED_NUMA_AUTO;
@@ -192,7 +211,6 @@ unsupported(PinnedConfig *config, const char *reason, GError **error)
     {
       g_debug("pinned: device %d: %s: falling back to mode=legacy", config->device, reason);
       config->mode = PINNED_MODE_LEGACY;
-      config->location = CU_MEM_LOCATION_TYPE_HOST;
       return TRUE;
     }
   g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
@@ -200,6 +218,13 @@ unsupported(PinnedConfig *config, const char *reason, GError **error)
               "add fallback=true to fall back to it",
               reason);
   return FALSE;
+}
+
+static void
+set_location(PinnedConfig *config, CUmemLocationType type, gint numa_id)
+{
+  config->pool.location.type = type;
+  config->pool.location.id = type == CU_MEM_LOCATION_TYPE_HOST_NUMA ? numa_id : 0;
 }
 
 static gboolean
@@ -218,7 +243,7 @@ resolve_pool(PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
     {
       if (numa_pools)
         {
-          config->location = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+          set_location(config, CU_MEM_LOCATION_TYPE_HOST_NUMA, config->numa_id);
           return TRUE;
         }
       reason = g_strdup_printf("device %d has no host NUMA memory pools "
@@ -233,8 +258,7 @@ resolve_pool(PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
     return FALSE;
   if (numa_pools && closest >= 0)
     {
-      config->location = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-      config->numa_id = closest;
+      set_location(config, CU_MEM_LOCATION_TYPE_HOST_NUMA, closest);
       return TRUE;
     }
   if (config->ipc)
@@ -250,8 +274,7 @@ resolve_pool(PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
     }
   if (host_pools)
     {
-      config->location = CU_MEM_LOCATION_TYPE_HOST;
-      config->numa_id = PINNED_NUMA_AUTO;
+      set_location(config, CU_MEM_LOCATION_TYPE_HOST, 0);
       return TRUE;
     }
   reason = g_strdup_printf("device %d has no host memory pools "

@@ -3,7 +3,7 @@
  * the machine. Internal to the pinned plugin. */
 #pragma once
 
-#include <memres/memres-plugin.h>
+#include "pool.h"
 
 G_BEGIN_DECLS
 
@@ -23,16 +23,12 @@ typedef struct
   gboolean fallback; /* pool mode: use legacy where the device has no host memory pools */
 
   /* pool mode */
-  gboolean has_max_size;
-  guint64 max_size;
-  gboolean has_release_threshold;
-  guint64 release_threshold;
-  gint numa_id;               /* PINNED_NUMA_AUTO, or a node; after resolve: the pool's node */
-  gboolean numa_id_given;     /* the spec named a node (>= 0) */
-  CUmemLocationType location; /* after resolve: HOST or HOST_NUMA */
-  gint *devices;              /* devices granted access; owned */
+  gint numa_id;           /* PINNED_NUMA_AUTO, or a node */
+  gboolean numa_id_given; /* the spec named a node (>= 0) */
+  gint *devices;          /* devices granted access; owned */
   gsize n_devices;
   gboolean ipc;
+  MemresPoolConfig pool; /* a new pool; attributes from the options, location set by resolve */
 
   /* legacy mode: CU_MEMHOSTALLOC_* */
   guint host_alloc_flags;

@@ -34,8 +34,20 @@ static const MemresOptionSpec pinned_options[] = {
   { "max_size", MEMRES_OPTION_SIZE, NULL,
     "mode=pool: most bytes the pool may reserve (unset: the driver's limit)", NULL, 0, 0 },
   { "release_threshold", MEMRES_OPTION_SIZE, NULL,
-    "mode=pool: bytes the pool keeps reserved across synchronizations (unset: max, keep "
-    "everything until trimmed, because page-locking memory is slow)",
+    "mode=pool: bytes the pool keeps reserved across synchronizations, or max (unset: max, "
+    "keep everything until trimmed, because page-locking memory is slow)",
+    NULL, 0, 0 },
+  { "reuse_follow_event_dependencies", MEMRES_OPTION_BOOL, NULL,
+    "mode=pool: reuse memory freed on another stream once an event orders it (unset: driver "
+    "default)",
+    NULL, 0, 0 },
+  { "reuse_allow_opportunistic", MEMRES_OPTION_BOOL, NULL,
+    "mode=pool: reuse memory whose free has already completed on another stream (unset: "
+    "driver default)",
+    NULL, 0, 0 },
+  { "reuse_allow_internal_dependencies", MEMRES_OPTION_BOOL, NULL,
+    "mode=pool: let the driver insert dependencies to reuse memory freed on another stream "
+    "(unset: driver default)",
     NULL, 0, 0 },
   { "numa_id", MEMRES_OPTION_INT, NULL,
     "mode=pool: host NUMA node of the pool (unset or -1: the node closest to device, or no "
