@@ -4,7 +4,7 @@
 
 #include "testutil.h"
 
-#define MiB (G_GSIZE_CONSTANT(1) << 20)
+#define MiB ((gsize)1 << 20)
 
 /* Every test starts with begin() and ends with end(): no driver object may outlive it. */
 static void
