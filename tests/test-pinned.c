@@ -521,7 +521,7 @@ static void
 test_pool_unsupported(void)
 {
   g_autoptr(MemresResource) mr = NULL;
-  SavedAttribute host, numa;
+  SavedAttribute host = { 0 }, numa = { 0 };
   FakeCudaCounts base;
 
   if (!mt_require_devices(1))

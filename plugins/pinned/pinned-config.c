@@ -172,16 +172,11 @@ pinned_config_init(PinnedConfig *config, const MemresOptions *options, GError **
 /* Reads a device attribute. A driver older than the attribute answers CUDA_ERROR_INVALID_VALUE:
  * that reads as @unknown. */
 static gboolean
-get_attribute(const MemresCudaDriver *drv, gint device, CUdevice_attribute attr, int unknown,
+get_attribute(const MemresCudaDriver *drv, CUdevice dev, CUdevice_attribute attr, int unknown,
               int *value, const char *what, GError **error)
 {
-  CUdevice dev;
-  CUresult res;
+  CUresult res = drv->cuDeviceGetAttribute(value, attr, dev);
 
-  res = drv->cuDeviceGet(&dev, device);
-  if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuDeviceGet");
-  res = drv->cuDeviceGetAttribute(value, attr, dev);
   if (res == CUDA_ERROR_INVALID_VALUE)
     {
       *value = unknown;
@@ -232,11 +227,16 @@ resolve_pool(PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
 {
   g_autofree char *reason = NULL;
   int host_pools = 0, numa_pools = 0, closest = -1;
+  CUdevice dev;
+  CUresult res;
 
-  if (!get_attribute(drv, config->device, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0,
-                     &host_pools, "HOST_MEMORY_POOLS_SUPPORTED", error)
-      || !get_attribute(drv, config->device, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED,
-                        0, &numa_pools, "HOST_NUMA_MEMORY_POOLS_SUPPORTED", error))
+  res = drv->cuDeviceGet(&dev, config->device);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuDeviceGet");
+  if (!get_attribute(drv, dev, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0, &host_pools,
+                     "HOST_MEMORY_POOLS_SUPPORTED", error)
+      || !get_attribute(drv, dev, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0,
+                        &numa_pools, "HOST_NUMA_MEMORY_POOLS_SUPPORTED", error))
     return FALSE;
 
   if (config->numa_id_given)
@@ -253,8 +253,8 @@ resolve_pool(PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
     }
 
   if (numa_pools
-      && !get_attribute(drv, config->device, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1, &closest,
-                        "HOST_NUMA_ID", error))
+      && !get_attribute(drv, dev, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1, &closest, "HOST_NUMA_ID",
+                        error))
     return FALSE;
   if (numa_pools && closest >= 0)
     {
