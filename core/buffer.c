@@ -28,6 +28,7 @@ _memres_buffer_new(MemresResource *mr, const MemresAllocation *alloc, MemresStre
   buf->flags = mr->info.flags;
   buf->release = NULL;
   buf->release_data = NULL;
+  buf->ipc_mapping = NULL;
   g_atomic_int_inc(&mr->n_buffers);
   return buf;
 }
@@ -79,7 +80,9 @@ buffer_release(MemresBuffer *buf, MemresStream stream, GError **error)
 
   if (mr != NULL)
     {
-      if (buf->alloc.size > 0 || buf->alloc.address != 0)
+      if (buf->ipc_mapping != NULL)
+        ok = _memres_ipc_release_buffer(buf, stream, error);
+      else if (buf->alloc.size > 0 || buf->alloc.address != 0)
         ok = mr->ops->deallocate(mr, &buf->alloc, stream, error);
       g_atomic_int_add(&mr->n_buffers, -1);
       buf->mr = NULL;

@@ -58,6 +58,7 @@ struct _MemresBuffer
   MemresMemoryFlags flags;
   GDestroyNotify release; /* foreign memory */
   gpointer release_data;
+  gpointer ipc_mapping; /* imported buffers: the shared mapping (ipc-resource.c), else NULL */
 };
 
 /* registry.c / loader.c */
@@ -85,6 +86,12 @@ const MemresPluginDesc *_memres_host_get_desc (void);
 MemresResource *_memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
                                                const MemresIpcHandle *handle, const char *spec,
                                                GError **error);
+
+/* resource.c: checks the result of a call of @mr's @slot: FALSE must come with an error (one
+ * is made up when the plugin set none), TRUE without one (dropped with a warning); moves *@local
+ * into @error on failure. Returns @ok. */
+gboolean _memres_resource_slot_result(MemresResource *mr, const char *slot, gboolean ok,
+                                      GError **local, GError **error);
 
 /* buffer.c: a new open buffer owning @alloc, holding a reference on @mr. */
 MemresBuffer *_memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc,
@@ -117,5 +124,16 @@ void _memres_descriptor_encode (const char *kind, const MemresBufferExport *info
 gboolean _memres_descriptor_decode (gconstpointer data, gsize length,
                                     char kind[MEMRES_KIND_NAME_MAX], MemresBufferExport *info,
                                     GError **error);
+
+/* ipc-handle.c */
+gboolean _memres_fd_is_open (gint fd);
+
+/* ipc-resource.c: hooks of the per-process import tables. resource.c calls
+ * _memres_ipc_forget_resource() when a resource that has a pool identity is finalized (drops
+ * it from the table of imported pools); buffer.c calls _memres_ipc_release_buffer() instead of
+ * the deallocate slot for a buffer with an ipc_mapping (the mapping is shared by every import
+ * of the same buffer and unmapped with the last). */
+void _memres_ipc_forget_resource (MemresResource *mr);
+gboolean _memres_ipc_release_buffer (MemresBuffer *buf, MemresStream stream, GError **error);
 
 G_END_DECLS

@@ -36,6 +36,14 @@ slot_result(MemresResource *mr, const char *slot, gboolean ok, GError **local, G
   return ok;
 }
 
+/* slot_result() for the slot wrappers outside this file (ipc-resource.c). */
+gboolean
+_memres_resource_slot_result(MemresResource *mr, const char *slot, gboolean ok, GError **local,
+                             GError **error)
+{
+  return slot_result(mr, slot, ok, local, error);
+}
+
 MemresResource *
 _memres_resource_new_for_kind(MemresKind *kind, const MemresOptions *options,
                               const MemresIpcHandle *handle, const char *spec, GError **error)
@@ -199,6 +207,8 @@ memres_resource_unref(MemresResource *mr)
 
   if (!g_atomic_ref_count_dec(&mr->ref))
     return;
+  if (mr->has_pool_id)
+    _memres_ipc_forget_resource(mr);
   mr->ops->finalize(mr);
   memres_kind_unref(mr->kind);
   g_free(mr->spec);

@@ -10,6 +10,8 @@ G_BEGIN_DECLS
 int memres_tool_kinds(int argc, char **argv);
 int memres_tool_info(int argc, char **argv);
 int memres_tool_alloc(int argc, char **argv);
+int memres_tool_ipc_serve(int argc, char **argv);  /* cmd-ipc.c */
+int memres_tool_ipc_attach(int argc, char **argv); /* cmd-ipc.c */
 
 /* Prints "memres: MESSAGE" on one line to stderr and returns 1. */
 int memres_tool_fail(const GError *error);

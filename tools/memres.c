@@ -14,6 +14,8 @@ static const struct
   { "kinds", memres_tool_kinds, "list every resource kind with its options" },
   { "info", memres_tool_info, "show the CUDA driver and devices" },
   { "alloc", memres_tool_alloc, "allocate a buffer by name, fill it and verify it" },
+  { "ipc-serve", memres_tool_ipc_serve, "share a buffer of an ipc pool over a UNIX socket" },
+  { "ipc-attach", memres_tool_ipc_attach, "import a shared buffer, verify it, write back" },
 };
 
 static void
@@ -24,7 +26,7 @@ print_usage(FILE *out)
   fprintf(out, "Usage: memres COMMAND [OPTION...]\n\nCUDA memory resources by name.\n\n"
                "Commands:\n");
   for (i = 0; i < G_N_ELEMENTS(commands); i++)
-    fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf(out, "\nRun memres COMMAND --help for the options of a command; every command "
                "takes --json.\n");
 }
@@ -54,8 +56,8 @@ main(int argc, char **argv)
     if (strcmp(argv[1], commands[i].name) == 0)
       return commands[i].run(argc - 1, argv + 1);
 
-  g_printerr("memres: unknown command \"%s\" (commands: kinds, info, alloc; see memres "
-             "--help)\n",
+  g_printerr("memres: unknown command \"%s\" (commands: kinds, info, alloc, ipc-serve, "
+             "ipc-attach; see memres --help)\n",
              argv[1]);
   return 2;
 }

@@ -185,7 +185,13 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  * @import_handle: optional. Alternative to init: sets up the instance as an importer of
  *   @handle (the fd stays owned by the caller: dup it to keep it).
  * @export_buffer: optional. Fills @out for @alloc.
- * @import_buffer: optional. Maps the exported buffer into this process.
+ * @import_buffer: optional. Maps the allocation @in describes into this process and fills
+ *   @alloc with the whole mapping: the mapped address and its extent in bytes (for pools, the
+ *   driver's range), not just the buffer. The core then checks that @in's offset and size fit
+ *   in it (else it calls deallocate with @alloc and fails with
+ *   %MEMRES_ERROR_INVALID_DESCRIPTOR), maps each exported allocation once per process however
+ *   often it is imported, and passes @alloc to deallocate (the unmap) when the last buffer
+ *   using it closes. On failure nothing stays mapped.
  * @resize: optional. Grows or shrinks @alloc to @new_size bytes, updating @alloc->address and
  *   @alloc->size; on failure @alloc is left exactly as it was.
  *

@@ -2,6 +2,8 @@
  * pool.c: stream-ordered driver memory pools shared by the dmr, ipc and pinned kinds. */
 #include "pool.h"
 
+#include <unistd.h>
+
 const char *const memres_pool_choices_[] = { "current", "new", NULL };
 
 /* The legacy default stream is never captured (capture on it is refused by the driver), so
@@ -348,6 +350,7 @@ memres_pool_init_for_handle(MemresPool *pool, const MemresCudaDriver *drv, CUmem
   pool->location = *location;
   pool->device = device;
   pool->handle_type = handle_type;
+  pool->import_fd = -1;
   make_pool_id(pool->pool_id);
   g_mutex_init(&pool->access_lock);
 }
@@ -458,6 +461,8 @@ memres_pool_destroy(MemresPool *pool)
       revoke_peers(pool);
       (void)pool->drv->cuMemPoolDestroy(pool->handle);
     }
+  if (pool->import_fd >= 0)
+    close(pool->import_fd);
   g_mutex_clear(&pool->access_lock);
   memset(pool, 0, sizeof *pool);
 }

@@ -151,6 +151,8 @@ typedef struct
  *   copies the exporter's
  * @device_uuid: UUID of @device; filled only for shareable pools (@handle_type not NONE),
  *   all zero otherwise
+ * @import_fd: imported pools: this process's duplicate of the fd the pool was imported from
+ *   (closed by memres_pool_destroy()); -1 otherwise
  *
  * A driver memory pool. Fields are read-only after init; plugins may read them freely.
  */
@@ -164,6 +166,7 @@ typedef struct
   CUmemAllocationHandleType handle_type;
   guint8 pool_id[MEMRES_IPC_ID_SIZE];
   guint8 device_uuid[MEMRES_IPC_ID_SIZE];
+  gint import_fd;
   /*< private >*/
   GMutex access_lock;    /* serializes set_access and guards peers_granted */
   guint64 peers_granted; /* bit d: device d was granted access by set_access */
@@ -201,6 +204,17 @@ gboolean memres_pool_set_access(MemresPool *pool, const MemresAccessDesc *descs,
                                 GError **error);
 gboolean memres_pool_get_access(MemresPool *pool, gint device, MemresAccess *access,
                                 GError **error);
+
+/* Sharing between processes (pool-ipc.c): POSIX file descriptor handles only */
+gboolean memres_pool_is_shareable(const MemresPool *pool);
+gboolean memres_pool_export_handle(MemresPool *pool, const char *kind, MemresIpcHandle **handle,
+                                   GError **error);
+gboolean memres_pool_init_import(MemresPool *pool, const MemresIpcHandle *handle,
+                                 const CUmemLocation *location, GError **error);
+gboolean memres_pool_export_pointer(MemresPool *pool, const MemresAllocation *alloc,
+                                    MemresBufferExport *out, GError **error);
+gboolean memres_pool_import_pointer(MemresPool *pool, const MemresBufferExport *in,
+                                    MemresAllocation *alloc, GError **error);
 
 /* Errors: sets @error from a failed driver call @call, mapping CUDA_ERROR_OUT_OF_MEMORY to
  * MEMRES_ERROR_OUT_OF_MEMORY (keeping the driver's message) and everything else to

@@ -1,0 +1,175 @@
+/* memres - CUDA memory resources
+ * ipc-handle.c: MemresIpcHandle, the owner of one shareable-handle file descriptor. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "memres-private.h"
+
+struct _MemresIpcHandle
+{
+  gint fd; /* owned; -1 once stolen */
+  char kind[MEMRES_KIND_NAME_MAX];
+  guint8 pool_id[MEMRES_IPC_ID_SIZE];
+  guint8 device_uuid[MEMRES_IPC_ID_SIZE];
+};
+
+gboolean
+_memres_fd_is_open(gint fd)
+{
+  return fd >= 0 && fcntl(fd, F_GETFD) != -1;
+}
+
+/**
+ * memres_ipc_handle_new:
+ * @kind: (transfer none): the kind name of the exporting resource, matching `[a-z][a-z0-9_]*`
+ *   and shorter than 32 bytes
+ * @fd: (transfer full): an open file descriptor, the POSIX-fd shareable handle of a pool
+ * @pool_id: (array fixed-size=16): the identity of the pool, 16 bytes
+ * @device_uuid: (array fixed-size=16): the UUID of the pool's device (all zero for host memory)
+ * @error: return location for a #GError
+ *
+ * Creates a handle that owns @fd: memres_ipc_handle_free() closes it. On failure the handle
+ * takes nothing: @fd stays owned by the caller. No driver call.
+ *
+ * Plugins create handles in their export_handle slot; receivers get them from
+ * memres_ipc_receive_handle(). Thread safety: a handle is not locked; use one from one thread at
+ * a time (reading it from several threads is fine).
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @fd is negative or not open, or when @kind is not
+ * a valid kind name.
+ *
+ * Returns: (transfer full) (nullable): the new handle, or %NULL with @error set
+ */
+MemresIpcHandle *
+memres_ipc_handle_new(const char *kind, gint fd, const guint8 pool_id[MEMRES_IPC_ID_SIZE],
+                      const guint8 device_uuid[MEMRES_IPC_ID_SIZE], GError **error)
+{
+  MemresIpcHandle *handle;
+
+  g_return_val_if_fail(pool_id != NULL, NULL);
+  g_return_val_if_fail(device_uuid != NULL, NULL);
+  g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+
+  if (kind == NULL || strlen(kind) >= MEMRES_KIND_NAME_MAX || !_memres_kind_name_is_valid(kind))
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "IPC handle: invalid kind name \"%s\" (expected [a-z][a-z0-9_]*, at most %d "
+                  "bytes)",
+                  kind ? kind : "(null)", MEMRES_KIND_NAME_MAX - 1);
+      return NULL;
+    }
+  if (fd < 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "IPC handle: file descriptor %d is negative", fd);
+      return NULL;
+    }
+  if (!_memres_fd_is_open(fd))
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "IPC handle: file descriptor %d is not open", fd);
+      return NULL;
+    }
+
+  handle = g_new0(MemresIpcHandle, 1);
+  handle->fd = fd;
+  g_strlcpy(handle->kind, kind, sizeof handle->kind);
+  memcpy(handle->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
+  memcpy(handle->device_uuid, device_uuid, MEMRES_IPC_ID_SIZE);
+  return handle;
+}
+
+/**
+ * memres_ipc_handle_free:
+ * @handle: (transfer full) (nullable): a handle
+ *
+ * Closes the handle's file descriptor (unless it was stolen with memres_ipc_handle_steal_fd())
+ * and frees the handle. Resources imported from the handle stay valid: they hold their own
+ * descriptor or mapping. Never fails; a failing close() is logged.
+ */
+void
+memres_ipc_handle_free(MemresIpcHandle *handle)
+{
+  if (handle == NULL)
+    return;
+  if (handle->fd >= 0 && close(handle->fd) != 0 && errno != EINTR)
+    g_warning("IPC handle: closing file descriptor %d failed: %s", handle->fd, g_strerror(errno));
+  g_free(handle);
+}
+
+/**
+ * memres_ipc_handle_get_fd:
+ * @handle: a handle
+ *
+ * Returns: the file descriptor the handle owns (transfer none: do not close it; dup() it to keep
+ *   a copy), or -1 after memres_ipc_handle_steal_fd()
+ */
+gint
+memres_ipc_handle_get_fd(const MemresIpcHandle *handle)
+{
+  g_return_val_if_fail(handle != NULL, -1);
+  return handle->fd;
+}
+
+/**
+ * memres_ipc_handle_steal_fd:
+ * @handle: a handle
+ *
+ * Takes the file descriptor out of the handle: the caller owns it and must close it; the handle
+ * keeps its kind, pool identity and device UUID but holds no descriptor any more (so it cannot
+ * be sent or imported).
+ *
+ * Returns: (transfer full): the file descriptor, or -1 when it was already stolen
+ */
+gint
+memres_ipc_handle_steal_fd(MemresIpcHandle *handle)
+{
+  gint fd;
+
+  g_return_val_if_fail(handle != NULL, -1);
+  fd = handle->fd;
+  handle->fd = -1;
+  return fd;
+}
+
+/**
+ * memres_ipc_handle_get_kind:
+ * @handle: a handle
+ *
+ * Returns: (transfer none): the kind name of the exporting resource
+ */
+const char *
+memres_ipc_handle_get_kind(const MemresIpcHandle *handle)
+{
+  g_return_val_if_fail(handle != NULL, NULL);
+  return handle->kind;
+}
+
+/**
+ * memres_ipc_handle_get_pool_id:
+ * @handle: a handle
+ *
+ * Returns: (transfer none) (array fixed-size=16): the pool identity, %MEMRES_IPC_ID_SIZE bytes
+ */
+const guint8 *
+memres_ipc_handle_get_pool_id(const MemresIpcHandle *handle)
+{
+  g_return_val_if_fail(handle != NULL, NULL);
+  return handle->pool_id;
+}
+
+/**
+ * memres_ipc_handle_get_device_uuid:
+ * @handle: a handle
+ *
+ * Returns: (transfer none) (array fixed-size=16): the UUID of the pool's device,
+ *   %MEMRES_IPC_ID_SIZE bytes
+ */
+const guint8 *
+memres_ipc_handle_get_device_uuid(const MemresIpcHandle *handle)
+{
+  g_return_val_if_fail(handle != NULL, NULL);
+  return handle->device_uuid;
+}

@@ -1,0 +1,519 @@
+/* memres - CUDA memory resources
+ * ipc-resource.c: export and import of pools and buffers, with the per-process tables that
+ * deduplicate imports.
+ *
+ * Two tables, each under its own mutex:
+ *  - imported pools: pool identity -> MemresResource (weak: the entry leaves when the resource
+ *    is finalized, through _memres_ipc_forget_resource()). Importing a pool that is already
+ *    imported returns the same resource with a new reference.
+ *  - imported buffers: (resource, pool identity, driver export data) -> Mapping, the one mapping
+ * made by the import_buffer slot, shared by every MemresBuffer importing that allocation and
+ *    unmapped (deallocate slot) when the last of them is closed. Drivers map the same
+ *    allocation twice to the same address and unmap it on the first free (nvbug 5570902), so
+ *    without this one close would pull memory out from under another part of the program.
+ * Creating imports is serialized by a third mutex held across the plugin's import_handle /
+ * import_buffer call, so that two threads never map the same thing twice. No table mutex is
+ * held while plugin code runs, except the buffer mutex around import_buffer and the final
+ * deallocate (neither calls back into memres). */
+#include <string.h>
+
+#include "memres-private.h"
+
+/* A mapping belongs to the resource that made it (and lives no longer than it: each of its
+ * buffers holds a reference), so the resource is part of the key. */
+typedef struct
+{
+  MemresResource *mr; /* not a reference: every buffer using the mapping holds one */
+  guint8 pool_id[MEMRES_IPC_ID_SIZE];
+  guint8 export_data[64];
+} MappingKey;
+#define MAPPING_KEY_SIZE sizeof(MappingKey)
+G_STATIC_ASSERT(sizeof(MappingKey) == sizeof(gpointer) + MEMRES_IPC_ID_SIZE + 64);
+
+typedef struct
+{
+  MappingKey key;
+  MemresBufferExport exported; /* as first imported (offset and size of that import) */
+  MemresAllocation alloc;      /* what import_buffer filled: the whole mapped allocation */
+  guint n_users;               /* open buffers using this mapping */
+} Mapping;
+
+static GMutex pools_lock;       /* pools, and every resource's has_pool_id / pool_id */
+static GHashTable *pools;       /* guint8[16] (in the resource) -> MemresResource* */
+static GMutex import_pool_lock; /* serializes creating imported pools */
+static GMutex buffers_lock;     /* buffers and every Mapping */
+static GHashTable *buffers;     /* MappingKey (in the Mapping) -> Mapping* */
+
+static guint
+bytes_hash(const guint8 *bytes, gsize n)
+{
+  guint h = 2166136261u; /* FNV-1a */
+  for (gsize i = 0; i < n; i++)
+    h = (h ^ bytes[i]) * 16777619u;
+  return h;
+}
+
+static guint
+pool_id_hash(gconstpointer key)
+{
+  return bytes_hash(key, MEMRES_IPC_ID_SIZE);
+}
+
+static gboolean
+pool_id_equal(gconstpointer a, gconstpointer b)
+{
+  return memcmp(a, b, MEMRES_IPC_ID_SIZE) == 0;
+}
+
+static guint
+mapping_key_hash(gconstpointer key)
+{
+  return bytes_hash(key, MAPPING_KEY_SIZE);
+}
+
+static gboolean
+mapping_key_equal(gconstpointer a, gconstpointer b)
+{
+  return memcmp(a, b, MAPPING_KEY_SIZE) == 0;
+}
+
+static char *
+format_id(const guint8 id[MEMRES_IPC_ID_SIZE])
+{
+  GString *s = g_string_sized_new(2 * MEMRES_IPC_ID_SIZE);
+  for (int i = 0; i < MEMRES_IPC_ID_SIZE; i++)
+    g_string_append_printf(s, "%02x", id[i]);
+  return g_string_free(s, FALSE);
+}
+
+/* A new reference on @mr unless its last one is already gone (it is being finalized). */
+static gboolean
+resource_try_ref(MemresResource *mr)
+{
+  gint old;
+
+  do
+    {
+      old = g_atomic_int_get(&mr->ref);
+      if (old <= 0)
+        return FALSE;
+    }
+  while (!g_atomic_int_compare_and_exchange(&mr->ref, old, old + 1));
+  return TRUE;
+}
+
+/* Records @pool_id as the identity of @mr (an exporter learns its own at its first export). */
+static void
+remember_pool_id(MemresResource *mr, const guint8 pool_id[MEMRES_IPC_ID_SIZE])
+{
+  g_mutex_lock(&pools_lock);
+  if (!mr->has_pool_id)
+    {
+      memcpy(mr->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
+      mr->has_pool_id = TRUE;
+    }
+  g_mutex_unlock(&pools_lock);
+}
+
+void
+_memres_ipc_forget_resource(MemresResource *mr)
+{
+  g_mutex_lock(&pools_lock);
+  if (mr->has_pool_id && pools != NULL && g_hash_table_lookup(pools, mr->pool_id) == mr)
+    g_hash_table_remove(pools, mr->pool_id);
+  g_mutex_unlock(&pools_lock);
+}
+
+/**
+ * memres_resource_export_handle:
+ * @mr: a resource
+ * @error: return location for a #GError
+ *
+ * Exports the resource's pool for another process: the returned handle owns a new file
+ * descriptor (each call makes a new one) plus the kind name, the pool identity and the device
+ * UUID. Send it with memres_ipc_send_handle(), then free it; the receiver imports it with
+ * memres_resource_import_handle(). Thread safety: safe from any thread.
+ *
+ * Driver calls: the kind's export_handle slot (for `ipc`, cuMemPoolExportToShareableHandle()
+ * with `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`).
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind is not IPC-enabled (no export_handle slot)
+ * or the resource cannot export (an imported pool); %MEMRES_CUDA_ERROR from the driver.
+ *
+ * Returns: (transfer full) (nullable): a new handle, or %NULL with @error set
+ */
+MemresIpcHandle *
+memres_resource_export_handle(MemresResource *mr, GError **error)
+{
+  MemresIpcHandle *handle = NULL;
+  GError *local = NULL;
+  gboolean ok;
+
+  g_return_val_if_fail(mr != NULL, NULL);
+  g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+
+  if (mr->ops->export_handle == NULL)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                  "resources of kind \"%s\" cannot be shared with other processes (use kind "
+                  "\"ipc\")",
+                  mr->kind->name);
+      return NULL;
+    }
+  ok = mr->ops->export_handle(mr, &handle, &local);
+  if (ok && handle == NULL)
+    ok = FALSE; /* a plugin bug: reported as a failure without a reason */
+  if (!_memres_resource_slot_result(mr, "export_handle", ok, &local, error))
+    {
+      g_clear_pointer(&handle, memres_ipc_handle_free);
+      return NULL;
+    }
+  remember_pool_id(mr, memres_ipc_handle_get_pool_id(handle));
+  return handle;
+}
+
+static MemresResource *
+lookup_imported_pool(const MemresIpcHandle *handle, GError **error)
+{
+  MemresResource *mr;
+
+  g_mutex_lock(&pools_lock);
+  mr = pools ? g_hash_table_lookup(pools, memres_ipc_handle_get_pool_id(handle)) : NULL;
+  if (mr != NULL && !resource_try_ref(mr))
+    mr = NULL; /* being finalized: import anew */
+  g_mutex_unlock(&pools_lock);
+
+  if (mr != NULL && strcmp(mr->kind->name, memres_ipc_handle_get_kind(handle)) != 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "IPC handle of kind \"%s\" names a pool already imported as kind \"%s\"",
+                  memres_ipc_handle_get_kind(handle), mr->kind->name);
+      memres_resource_unref(mr);
+      return NULL;
+    }
+  return mr;
+}
+
+/**
+ * memres_resource_import_handle:
+ * @handle: (transfer none): a handle received from the exporting process; it keeps its fd
+ * @error: return location for a #GError
+ *
+ * Imports the pool behind @handle into this process as a resource of the kind the handle
+ * names, loading that kind's plugin when needed. Imports are deduplicated per process: while a
+ * resource imported from the same pool (same pool identity) is alive, the same resource is
+ * returned with a new reference. An imported resource cannot allocate; it imports buffers with
+ * memres_buffer_import(). Thread safety: safe from any thread; concurrent imports of one pool
+ * make one resource.
+ *
+ * Driver calls: the kind's import_handle slot (for `ipc`, cuMemPoolImportFromShareableHandle()
+ * on the device whose UUID the handle names).
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when the handle holds no fd (it was stolen);
+ * %MEMRES_ERROR_NOT_FOUND when no plugin provides the kind; %MEMRES_ERROR_NOT_SUPPORTED when the
+ * kind cannot import or the handle is not a shareable pool handle;
+ * %MEMRES_ERROR_INVALID_DESCRIPTOR when the pool is already imported as another kind;
+ * %MEMRES_ERROR_WRONG_DEVICE when no device here has the handle's device UUID;
+ * %MEMRES_ERROR_NO_DEVICE, %MEMRES_ERROR_NO_DRIVER, #MEMRES_PLUGIN_ERROR from loading,
+ * %MEMRES_CUDA_ERROR from the driver.
+ *
+ * Returns: (transfer full) (nullable): the imported resource, or %NULL with @error set
+ */
+MemresResource *
+memres_resource_import_handle(const MemresIpcHandle *handle, GError **error)
+{
+  g_autoptr(MemresKind) kind = NULL;
+  g_autofree char *id = NULL;
+  g_autofree char *spec = NULL;
+  MemresResource *mr;
+  GError *local_error = NULL;
+
+  g_return_val_if_fail(handle != NULL, NULL);
+  g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+
+  if (memres_ipc_handle_get_fd(handle) < 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "IPC handle holds no file descriptor (it was stolen)");
+      return NULL;
+    }
+
+  /* Before the lock: this may load the kind's plugin. */
+  kind = memres_registry_lookup(memres_ipc_handle_get_kind(handle), error);
+  if (kind == NULL)
+    return NULL;
+
+  g_mutex_lock(&import_pool_lock);
+  mr = lookup_imported_pool(handle, &local_error);
+  if (mr != NULL || local_error != NULL)
+    goto out;
+  id = format_id(memres_ipc_handle_get_pool_id(handle));
+  spec = g_strdup_printf("%s (imported pool %s)", kind->name, id);
+  mr = _memres_resource_new_for_kind(kind, NULL, handle, spec, &local_error);
+  if (mr == NULL)
+    goto out;
+
+  g_mutex_lock(&pools_lock);
+  memcpy(mr->pool_id, memres_ipc_handle_get_pool_id(handle), MEMRES_IPC_ID_SIZE);
+  mr->has_pool_id = TRUE;
+  if (pools == NULL)
+    pools = g_hash_table_new(pool_id_hash, pool_id_equal);
+  g_hash_table_replace(pools, mr->pool_id, mr);
+  g_mutex_unlock(&pools_lock);
+
+out:
+  g_mutex_unlock(&import_pool_lock);
+  if (local_error != NULL)
+    g_propagate_error(error, local_error);
+  return mr;
+}
+
+static gboolean
+check_descriptor_fits(const MemresBufferExport *info, const MemresAllocation *mapped,
+                      GError **error)
+{
+  if (info->offset > mapped->size || info->size > mapped->size - info->offset)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "invalid buffer descriptor: size: %" G_GUINT64_FORMAT
+                  " bytes at offset %" G_GUINT64_FORMAT
+                  " do not fit in the exported allocation of %" G_GSIZE_FORMAT " bytes",
+                  info->size, info->offset, mapped->size);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/**
+ * memres_buffer_export:
+ * @buf: an open buffer of an IPC-enabled resource (or one imported from another process)
+ * @descriptor: (out caller-allocates): where to write the descriptor
+ * @error: return location for a #GError
+ *
+ * Describes @buf for another process that imported (or will import) the buffer's pool with
+ * memres_resource_import_handle(): a fixed-size record of plain bytes, safe to send any way.
+ * Exporting grants nothing by itself: the receiver also needs the pool's handle. A buffer that
+ * was itself imported is re-exported from what its import received (no driver call). Thread
+ * safety: safe from any thread while @buf stays open.
+ *
+ * Driver calls: the kind's export_buffer slot (for `ipc`, cuMemPoolExportPointer()).
+ *
+ * Errors: %MEMRES_ERROR_CLOSED for a closed buffer; %MEMRES_ERROR_INVALID_ARGUMENT for an empty
+ * (zero-byte) buffer; %MEMRES_ERROR_NOT_SUPPORTED for foreign memory or a kind that is not
+ * IPC-enabled; %MEMRES_CUDA_ERROR from the driver.
+ *
+ * Returns: %TRUE with @descriptor filled
+ */
+gboolean
+memres_buffer_export(MemresBuffer *buf, MemresBufferDescriptor *descriptor, GError **error)
+{
+  MemresBufferExport info;
+  MemresResource *mr;
+
+  g_return_val_if_fail(buf != NULL, FALSE);
+  g_return_val_if_fail(descriptor != NULL, FALSE);
+  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+  if (g_atomic_int_get(&buf->closed))
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "cannot export a closed buffer");
+      return FALSE;
+    }
+  if (buf->alloc.size == 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "cannot export an empty (zero-byte) buffer");
+      return FALSE;
+    }
+  mr = buf->mr;
+  if (mr == NULL)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                  "cannot export foreign memory (a buffer wrapping a pointer)");
+      return FALSE;
+    }
+
+  memset(&info, 0, sizeof info);
+  if (buf->ipc_mapping != NULL)
+    {
+      const Mapping *mapping = buf->ipc_mapping;
+      info = mapping->exported;
+      info.offset = buf->alloc.address - mapping->alloc.address;
+      info.size = buf->alloc.size;
+    }
+  else
+    {
+      if (mr->ops->export_buffer == NULL)
+        {
+          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                      "buffers of kind \"%s\" cannot be shared with other processes (use kind "
+                      "\"ipc\")",
+                      mr->kind->name);
+          return FALSE;
+        }
+      GError *local = NULL;
+      gboolean ok = mr->ops->export_buffer(mr, &buf->alloc, &info, &local);
+      if (!_memres_resource_slot_result(mr, "export_buffer", ok, &local, error))
+        return FALSE;
+      remember_pool_id(mr, info.pool_id);
+    }
+  _memres_descriptor_encode(mr->kind->name, &info, descriptor);
+  return TRUE;
+}
+
+/* The mapping for @info on @mr, made through the import_buffer slot if none exists; one more
+ * user counted. Called with buffers_lock held. */
+static Mapping *
+acquire_mapping(MemresResource *mr, const MemresBufferExport *info, MemresStream stream,
+                GError **error)
+{
+  MappingKey key;
+  Mapping *mapping;
+  MemresAllocation alloc = { 0 };
+  GError *local = NULL;
+  gboolean ok;
+
+  memset(&key, 0, sizeof key);
+  key.mr = mr;
+  memcpy(key.pool_id, info->pool_id, MEMRES_IPC_ID_SIZE);
+  memcpy(key.export_data, info->export_data, 64);
+  if (buffers == NULL)
+    buffers = g_hash_table_new(mapping_key_hash, mapping_key_equal);
+
+  mapping = g_hash_table_lookup(buffers, &key);
+  if (mapping != NULL)
+    {
+      if (!check_descriptor_fits(info, &mapping->alloc, error))
+        return NULL;
+      mapping->n_users++;
+      return mapping;
+    }
+
+  ok = mr->ops->import_buffer(mr, info, stream, &alloc, &local);
+  if (!_memres_resource_slot_result(mr, "import_buffer", ok, &local, error))
+    return NULL;
+  if (!check_descriptor_fits(info, &alloc, error))
+    {
+      g_autoptr(GError) unmap_error = NULL;
+      if (!mr->ops->deallocate(mr, &alloc, stream, &unmap_error))
+        g_warning("unmapping a refused buffer import failed: %s", unmap_error->message);
+      return NULL;
+    }
+  mapping = g_new0(Mapping, 1);
+  mapping->key = key;
+  mapping->exported = *info;
+  mapping->alloc = alloc;
+  mapping->n_users = 1;
+  g_hash_table_insert(buffers, &mapping->key, mapping);
+  return mapping;
+}
+
+/**
+ * memres_buffer_import:
+ * @mr: the resource imported from the buffer's pool (memres_resource_import_handle())
+ * @descriptor: (array length=length): bytes of a descriptor made by memres_buffer_export() in
+ *   another process: untrusted
+ * @length: bytes at @descriptor (%MEMRES_BUFFER_DESCRIPTOR_SIZE for a valid one)
+ * @stream: the stream the import is ordered on, recorded as the buffer's deallocation stream
+ * @error: return location for a #GError
+ *
+ * Maps the buffer described by @descriptor into this process. Every field is validated before
+ * any driver call (length, magic, version, kind, reserved bytes, size, offset), then the
+ * descriptor's kind and pool identity must be those of @mr. Importing the same buffer more than
+ * once returns distinct #MemresBuffer objects sharing one mapping: the mapping stays until the
+ * last of them is closed, so closing one never unmaps memory another still uses. The buffer is
+ * flagged %MEMRES_MEMORY_IMPORTED. Thread safety: safe from any thread, concurrently too.
+ *
+ * Driver calls: the kind's import_buffer slot, once per mapping (for `ipc`,
+ * cuMemPoolImportPointer() and cuPointerGetAttribute(`CU_POINTER_ATTRIBUTE_RANGE_SIZE`)); on
+ * the last close, its deallocate slot (cuMemFreeAsync() on the deallocation stream).
+ *
+ * Errors: %MEMRES_ERROR_INVALID_DESCRIPTOR for a malformed descriptor (the message names the
+ * field), one of another kind or another pool than @mr's, or one claiming more bytes than the
+ * exported allocation has; %MEMRES_ERROR_NOT_SUPPORTED when @mr's kind cannot import buffers;
+ * %MEMRES_CUDA_ERROR from the driver.
+ *
+ * Returns: (transfer full) (nullable): a new buffer, or %NULL with @error set
+ */
+MemresBuffer *
+memres_buffer_import(MemresResource *mr, gconstpointer descriptor, gsize length,
+                     MemresStream stream, GError **error)
+{
+  char kind[MEMRES_KIND_NAME_MAX];
+  MemresBufferExport info;
+  MemresAllocation alloc;
+  MemresBuffer *buf;
+  Mapping *mapping;
+  gboolean same_pool;
+
+  g_return_val_if_fail(mr != NULL, NULL);
+  g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+
+  if (!_memres_descriptor_decode(descriptor, length, kind, &info, error))
+    return NULL;
+  if (mr->ops->import_buffer == NULL)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                  "resources of kind \"%s\" cannot import buffers from other processes",
+                  mr->kind->name);
+      return NULL;
+    }
+  if (strcmp(kind, mr->kind->name) != 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "invalid buffer descriptor: kind: \"%s\", but the resource is of kind \"%s\"",
+                  kind, mr->kind->name);
+      return NULL;
+    }
+  g_mutex_lock(&pools_lock);
+  same_pool = mr->has_pool_id && memcmp(mr->pool_id, info.pool_id, MEMRES_IPC_ID_SIZE) == 0;
+  g_mutex_unlock(&pools_lock);
+  if (!same_pool)
+    {
+      g_autofree char *id = format_id(info.pool_id);
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "invalid buffer descriptor: pool_id: the buffer belongs to pool %s, not to "
+                  "this resource's pool (import that pool's handle first)",
+                  id);
+      return NULL;
+    }
+
+  g_mutex_lock(&buffers_lock);
+  mapping = acquire_mapping(mr, &info, stream, error);
+  g_mutex_unlock(&buffers_lock);
+  if (mapping == NULL)
+    return NULL;
+
+  alloc.address = mapping->alloc.address + info.offset;
+  alloc.size = info.size;
+  alloc.plugin_data = NULL;
+  buf = _memres_buffer_new(mr, &alloc, stream);
+  buf->ipc_mapping = mapping; /* see _memres_ipc_release_buffer() */
+  buf->flags |= MEMRES_MEMORY_IMPORTED;
+  return buf;
+}
+
+/* Called by buffer.c instead of the deallocate slot when an imported buffer is closed: drops
+ * the buffer's use of its mapping and unmaps it (deallocate slot, ordered on @stream) when it
+ * was the last. */
+gboolean
+_memres_ipc_release_buffer(MemresBuffer *buf, MemresStream stream, GError **error)
+{
+  Mapping *mapping = buf->ipc_mapping;
+  gboolean ok = TRUE;
+
+  g_return_val_if_fail(mapping != NULL, FALSE);
+
+  g_mutex_lock(&buffers_lock);
+  g_assert(mapping->n_users > 0);
+  if (--mapping->n_users == 0)
+    {
+      MemresResource *owner = mapping->key.mr;
+      g_hash_table_remove(buffers, &mapping->key);
+      ok = owner->ops->deallocate(owner, &mapping->alloc, stream, error);
+      g_free(mapping);
+    }
+  g_mutex_unlock(&buffers_lock);
+  buf->ipc_mapping = NULL;
+  return ok;
+}

@@ -1,0 +1,463 @@
+/* memres - CUDA memory resources
+ * ipc-transport.c: a MemresIpcHandle over a connected AF_UNIX socket. One message: a fixed
+ * versioned header (below) with the fd in SCM_RIGHTS and the sender's credentials in
+ * SCM_CREDENTIALS. The receiver trusts nothing: every fd that arrives has exactly one owner,
+ * the new handle or close(). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "memres-private.h"
+
+/* Wire header, little-endian, 72 bytes: magic u32 'MRIH', version u16, length u16 (72),
+ * kind char[32] (NUL-padded), pool_id[16], device_uuid[16]. */
+#define HANDLE_MAGIC   0x4849524du /* "MRIH" read as little-endian u32 */
+#define HANDLE_VERSION 1
+enum
+{
+  H_OFF_MAGIC = 0,
+  H_OFF_VERSION = 4,
+  H_OFF_LENGTH = 6,
+  H_OFF_KIND = 8,
+  H_OFF_POOL_ID = H_OFF_KIND + MEMRES_KIND_NAME_MAX,
+  H_OFF_DEVICE_UUID = H_OFF_POOL_ID + MEMRES_IPC_ID_SIZE,
+  HEADER_SIZE = H_OFF_DEVICE_UUID + MEMRES_IPC_ID_SIZE, /* 72 */
+};
+
+/* Room for a few fds, so that a message carrying more than one is seen (and every fd closed)
+ * rather than truncated, plus the credentials. */
+#define MAX_FDS      8
+#define CONTROL_SIZE (CMSG_SPACE(sizeof(int) * MAX_FDS) + CMSG_SPACE(sizeof(struct ucred)))
+
+static gboolean
+check_socket(gint socket_fd, gint *type, GError **error)
+{
+  struct sockaddr_storage addr;
+  socklen_t len = sizeof addr;
+  socklen_t type_len = sizeof *type;
+
+  if (socket_fd < 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "IPC transport: socket descriptor %d is negative", socket_fd);
+      return FALSE;
+    }
+  memset(&addr, 0, sizeof addr);
+  if (getsockname(socket_fd, (struct sockaddr *)&addr, &len) != 0
+      || getsockopt(socket_fd, SOL_SOCKET, SO_TYPE, type, &type_len) != 0)
+    {
+      int saved = errno;
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "IPC transport: descriptor %d is not a socket: %s", socket_fd, g_strerror(saved));
+      return FALSE;
+    }
+  if (addr.ss_family != AF_UNIX)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "IPC transport: socket %d is not an AF_UNIX socket (family %d)", socket_fd,
+                  addr.ss_family);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+put_le(guint8 *p, guint64 v, int n)
+{
+  for (int i = 0; i < n; i++)
+    p[i] = (v >> (8 * i)) & 0xff;
+}
+
+static guint64
+get_le(const guint8 *p, int n)
+{
+  guint64 v = 0;
+  for (int i = n - 1; i >= 0; i--)
+    v = (v << 8) | p[i];
+  return v;
+}
+
+/**
+ * memres_ipc_send_handle:
+ * @socket_fd: a connected `AF_UNIX` socket (stream or seqpacket)
+ * @handle: (transfer none): the handle to send; it keeps its fd (the peer receives a duplicate)
+ * @error: return location for a #GError
+ *
+ * Sends @handle to the peer in one sendmsg(): a small versioned header (kind, pool identity,
+ * device UUID), the fd in `SCM_RIGHTS` and this process's credentials in `SCM_CREDENTIALS`.
+ * Blocks while the socket's buffer is full (unless @socket_fd is non-blocking, which fails
+ * with `EAGAIN`). Never raises `SIGPIPE` (`MSG_NOSIGNAL`). No driver call. Thread safety: safe
+ * from any thread; concurrent sends on one socket are each one message but their order is
+ * unspecified.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @socket_fd is not an `AF_UNIX` socket or the
+ * handle's fd is negative (stolen) or not open; %MEMRES_ERROR_FAILED when sendmsg() fails
+ * (for example because the peer closed the connection) or sends only part of the message.
+ *
+ * Returns: %TRUE when the whole message was sent
+ */
+gboolean
+memres_ipc_send_handle(gint socket_fd, const MemresIpcHandle *handle, GError **error)
+{
+  guint8 header[HEADER_SIZE];
+  union
+  {
+    char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = { header, sizeof header };
+  struct msghdr msg = { 0 };
+  struct cmsghdr *cmsg;
+  struct ucred creds;
+  const char *kind;
+  gint fd, type;
+  ssize_t sent;
+
+  g_return_val_if_fail(handle != NULL, FALSE);
+  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+
+  if (!check_socket(socket_fd, &type, error))
+    return FALSE;
+  fd = memres_ipc_handle_get_fd(handle);
+  if (fd < 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "IPC transport: the handle holds no file descriptor (%d)", fd);
+      return FALSE;
+    }
+  if (!_memres_fd_is_open(fd))
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "IPC transport: the handle's file descriptor %d is not open", fd);
+      return FALSE;
+    }
+
+  memset(header, 0, sizeof header);
+  kind = memres_ipc_handle_get_kind(handle);
+  put_le(header + H_OFF_MAGIC, HANDLE_MAGIC, 4);
+  put_le(header + H_OFF_VERSION, HANDLE_VERSION, 2);
+  put_le(header + H_OFF_LENGTH, HEADER_SIZE, 2);
+  memcpy(header + H_OFF_KIND, kind, strnlen(kind, MEMRES_KIND_NAME_MAX - 1));
+  memcpy(header + H_OFF_POOL_ID, memres_ipc_handle_get_pool_id(handle), MEMRES_IPC_ID_SIZE);
+  memcpy(header + H_OFF_DEVICE_UUID, memres_ipc_handle_get_device_uuid(handle), MEMRES_IPC_ID_SIZE);
+
+  memset(&control, 0, sizeof control);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
+  cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+  memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+  /* Our own credentials, so that the receiver sees who sent this message even when it enabled
+   * SO_PASSCRED after we connected; the kernel refuses values that are not ours. */
+  creds.pid = getpid();
+  creds.uid = geteuid();
+  creds.gid = getegid();
+  cmsg = CMSG_NXTHDR(&msg, cmsg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_CREDENTIALS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof creds);
+  memcpy(CMSG_DATA(cmsg), &creds, sizeof creds);
+
+  do
+    sent = sendmsg(socket_fd, &msg, MSG_NOSIGNAL);
+  while (sent < 0 && errno == EINTR);
+  if (sent < 0)
+    {
+      int saved = errno;
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                  "IPC transport: sending the handle failed: sendmsg: %s", g_strerror(saved));
+      return FALSE;
+    }
+  if ((gsize)sent != sizeof header)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                  "IPC transport: sent only %zd of %d bytes of the handle", sent, HEADER_SIZE);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The state of one receive: every fd that arrived, and the sender's credentials. */
+typedef struct
+{
+  GArray *fds;
+  gboolean have_creds;
+  struct ucred creds;
+  gboolean control_truncated;
+} Received;
+
+static void
+received_close_fds(Received *r)
+{
+  for (guint i = 0; i < r->fds->len; i++)
+    close(g_array_index(r->fds, int, i));
+  g_array_set_size(r->fds, 0);
+}
+
+static void
+collect_control(struct msghdr *msg, Received *r)
+{
+  if (msg->msg_flags & MSG_CTRUNC)
+    r->control_truncated = TRUE;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL; c = CMSG_NXTHDR(msg, c))
+    {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_len < CMSG_LEN(0))
+        continue;
+      if (c->cmsg_type == SCM_RIGHTS)
+        {
+          gsize n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+          for (gsize i = 0; i < n; i++)
+            {
+              int fd;
+              memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+              g_array_append_val(r->fds, fd);
+            }
+        }
+      else if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred)))
+        {
+          struct ucred creds;
+          memcpy(&creds, CMSG_DATA(c), sizeof creds);
+          /* pid 0: the kernel had no credentials for this message (the sender attached none
+           * and SO_PASSCRED was off when it sent); only SO_PEERCRED speaks then. */
+          if (creds.pid != 0 && !r->have_creds)
+            {
+              r->have_creds = TRUE;
+              r->creds = creds;
+            }
+        }
+    }
+}
+
+/* One recvmsg of up to @len bytes into @buf, collecting control data. Returns bytes read, 0 at
+ * end of stream, or -1 with errno. */
+static gssize
+receive_some(gint socket_fd, guint8 *buf, gsize len, Received *r)
+{
+  union
+  {
+    char buf[CONTROL_SIZE];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = { buf, len };
+  struct msghdr msg = { 0 };
+  gssize n;
+
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
+  do
+    n = recvmsg(socket_fd, &msg, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    return -1;
+  collect_control(&msg, r);
+  if (msg.msg_flags & MSG_TRUNC)
+    return (gssize)len + 1; /* a datagram longer than the header: the caller refuses it */
+  return n;
+}
+
+static gboolean
+check_peer(gint socket_fd, const Received *r, MemresIpcFlags flags, GError **error)
+{
+  struct ucred peer;
+  socklen_t len = sizeof peer;
+  uid_t self = geteuid();
+
+  if (flags & MEMRES_IPC_ALLOW_ANY_UID)
+    return TRUE;
+  if (getsockopt(socket_fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || len < sizeof peer)
+    {
+      int saved = errno;
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
+                  "IPC transport: cannot read the peer's credentials (SO_PEERCRED): %s",
+                  g_strerror(saved));
+      return FALSE;
+    }
+  if (peer.uid != self)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
+                  "IPC transport: the peer (pid %d) runs as uid %u, this process as uid %u "
+                  "(pass MEMRES_IPC_ALLOW_ANY_UID to accept it)",
+                  (int)peer.pid, (unsigned)peer.uid, (unsigned)self);
+      return FALSE;
+    }
+  if (r->have_creds && r->creds.uid != self)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
+                  "IPC transport: the handle was sent by pid %d as uid %u, this process runs "
+                  "as uid %u (pass MEMRES_IPC_ALLOW_ANY_UID to accept it)",
+                  (int)r->creds.pid, (unsigned)r->creds.uid, (unsigned)self);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static MemresIpcHandle *
+parse_header(const guint8 *header, gint fd, GError **error)
+{
+  guint64 magic = get_le(header + H_OFF_MAGIC, 4);
+  guint64 version = get_le(header + H_OFF_VERSION, 2);
+  guint64 length = get_le(header + H_OFF_LENGTH, 2);
+  const guint8 *kind = header + H_OFF_KIND;
+  const guint8 *nul;
+
+  if (magic != HANDLE_MAGIC)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "IPC transport: invalid handle message: magic 0x%08x (expected 0x%08x)",
+                  (guint32)magic, HANDLE_MAGIC);
+      return NULL;
+    }
+  if (version != HANDLE_VERSION || length != HEADER_SIZE)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "IPC transport: invalid handle message: version %u, length %u (this library "
+                  "reads version %d, length %d)",
+                  (guint)version, (guint)length, HANDLE_VERSION, HEADER_SIZE);
+      return NULL;
+    }
+  nul = memchr(kind, '\0', MEMRES_KIND_NAME_MAX);
+  if (nul == NULL || !_memres_kind_name_is_valid((const char *)kind))
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "IPC transport: invalid handle message: the kind is not a valid kind name");
+      return NULL;
+    }
+  for (const guint8 *p = nul; p < kind + MEMRES_KIND_NAME_MAX; p++)
+    if (*p != 0)
+      {
+        g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                    "IPC transport: invalid handle message: the kind's padding is not zero");
+        return NULL;
+      }
+  return memres_ipc_handle_new((const char *)kind, fd, header + H_OFF_POOL_ID,
+                               header + H_OFF_DEVICE_UUID, error);
+}
+
+/**
+ * memres_ipc_receive_handle_with_flags:
+ * @socket_fd: a connected `AF_UNIX` socket (stream or seqpacket)
+ * @flags: #MemresIpcFlags: %MEMRES_IPC_ALLOW_ANY_UID accepts a peer of another uid
+ * @error: return location for a #GError
+ *
+ * Receives one handle sent with memres_ipc_send_handle(). Blocks until a message arrives
+ * (unless @socket_fd is non-blocking). Enables `SO_PASSCRED` on @socket_fd (and leaves it on)
+ * so that the sender's credentials come with the message. The message is untrusted: the header
+ * must be complete with the right magic, version, length and a valid kind name, exactly one fd
+ * must come with it, and the peer must run under this process's effective uid, both by
+ * `SO_PEERCRED` (who connected) and by the credentials of the message (who sent it), unless
+ * @flags has %MEMRES_IPC_ALLOW_ANY_UID. Received fds are close-on-exec (`MSG_CMSG_CLOEXEC`). On
+ * any failure every fd that arrived is closed. No driver call. Thread safety: safe from any
+ * thread; receive on one socket from one thread at a time.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @socket_fd is not an `AF_UNIX` socket;
+ * %MEMRES_ERROR_FAILED when recvmsg() fails or the peer closed the connection before sending
+ * anything; %MEMRES_ERROR_INVALID_DESCRIPTOR for a short, oversized or malformed message, a
+ * message with no fd or with more than one; %MEMRES_ERROR_PERMISSION_DENIED for a peer of
+ * another uid.
+ *
+ * Returns: (transfer full) (nullable): a new handle owning the received fd, or %NULL
+ */
+MemresIpcHandle *
+memres_ipc_receive_handle_with_flags(gint socket_fd, MemresIpcFlags flags, GError **error)
+{
+  guint8 header[HEADER_SIZE];
+  Received r = { 0 };
+  MemresIpcHandle *handle = NULL;
+  gsize have = 0;
+  gint type;
+  int one = 1;
+
+  g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+
+  if (!check_socket(socket_fd, &type, error))
+    return NULL;
+  /* Best effort: without it the per-message credentials are missing and SO_PEERCRED alone
+   * decides. */
+  (void)setsockopt(socket_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
+
+  r.fds = g_array_new(FALSE, FALSE, sizeof(int));
+  while (have < HEADER_SIZE)
+    {
+      gssize n = receive_some(socket_fd, header + have, HEADER_SIZE - have, &r);
+      if (n < 0)
+        {
+          int saved = errno;
+          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                      "IPC transport: receiving a handle failed: recvmsg: %s", g_strerror(saved));
+          goto out;
+        }
+      if (n == 0 && have == 0)
+        {
+          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                      "IPC transport: the peer closed the connection before sending a handle");
+          goto out;
+        }
+      if (n == 0 || (type != SOCK_STREAM && (gsize)n < HEADER_SIZE - have))
+        {
+          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                      "IPC transport: invalid handle message: truncated after %" G_GSIZE_FORMAT
+                      " of %d bytes",
+                      have + (gsize)n, HEADER_SIZE);
+          goto out;
+        }
+      if ((gsize)n > HEADER_SIZE - have)
+        {
+          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                      "IPC transport: invalid handle message: longer than %d bytes", HEADER_SIZE);
+          goto out;
+        }
+      have += (gsize)n;
+    }
+
+  if (r.control_truncated)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "IPC transport: invalid handle message: more control data than a handle "
+                  "carries (more than %d fds)",
+                  MAX_FDS);
+      goto out;
+    }
+  if (r.fds->len != 1)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "IPC transport: invalid handle message: %u file descriptors attached "
+                  "(expected 1)",
+                  r.fds->len);
+      goto out;
+    }
+  if (!check_peer(socket_fd, &r, flags, error))
+    goto out;
+  handle = parse_header(header, g_array_index(r.fds, int, 0), error);
+  if (handle != NULL)
+    g_array_set_size(r.fds, 0); /* the handle owns the fd now */
+
+out:
+  received_close_fds(&r);
+  g_array_unref(r.fds);
+  return handle;
+}
+
+/**
+ * memres_ipc_receive_handle:
+ * @socket_fd: a connected `AF_UNIX` socket
+ * @error: return location for a #GError
+ *
+ * memres_ipc_receive_handle_with_flags() with %MEMRES_IPC_NONE: the peer must run under this
+ * process's effective uid. See there for the semantics and the errors.
+ *
+ * Returns: (transfer full) (nullable): a new handle owning the received fd, or %NULL
+ */
+MemresIpcHandle *
+memres_ipc_receive_handle(gint socket_fd, GError **error)
+{
+  return memres_ipc_receive_handle_with_flags(socket_fd, MEMRES_IPC_NONE, error);
+}
