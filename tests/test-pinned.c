@@ -1,6 +1,10 @@
 /* test-pinned.c: the pinned kind (page-locked host memory), pool and legacy mode, against the
  * fake driver (suite fake) and the real one (suite gpu). */
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -583,6 +587,11 @@ test_pool_no_numa_pools(void)
   assert_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "ipc");
 
   restore_attribute(&numa);
+
+  /* Host NUMA pools, but no node close to the device: the HOST location. */
+  override_attribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
+  check_roundtrip("pinned", "pinned:numa_id=-1", MiB, 10);
+  restore_attribute(&numa);
   restore_attribute(&host);
   end(&base);
 }
@@ -833,21 +842,413 @@ test_fault_sweep_legacy(void)
   end(&base);
 }
 
-static void
-test_ipc_not_available(void)
+/* ---- ipc=true ------------------------------------------------------------------------------ */
+
+static MemresIpcHandle *
+export_handle(MemresResource *mr)
 {
+  g_autoptr(GError) error = NULL;
+  MemresIpcHandle *handle = memres_resource_export_handle(mr, &error);
+
+  g_assert_no_error(error);
+  g_assert_nonnull(handle);
+  g_assert_cmpstr(memres_ipc_handle_get_kind(handle), ==, "pinned");
+  return handle;
+}
+
+static void
+export_buffer(MemresBuffer *buf, MemresBufferDescriptor *desc)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true(memres_buffer_export(buf, desc, &error));
+  g_assert_no_error(error);
+}
+
+static MemresBuffer *
+import_buffer(MemresResource *importer, const MemresBufferDescriptor *desc)
+{
+  g_autoptr(GError) error = NULL;
+  MemresBuffer *buf = memres_buffer_import(importer, desc->bytes, sizeof desc->bytes, NULL, &error);
+
+  g_assert_no_error(error);
+  g_assert_nonnull(buf);
+  return buf;
+}
+
+#define IPC_FLAGS                                                                                  \
+  (MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED  \
+   | MEMRES_MEMORY_IPC_ENABLED)
+
+/* Export and import inside one process: the importer maps the exporter's bytes, through its
+ * host pointer and through copies. */
+static void
+test_ipc_same_process(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MemresResource) exporter = NULL;
+  g_autoptr(MemresResource) importer = NULL;
+  g_autoptr(MemresResource) dev_mr = NULL;
+  g_autoptr(MemresIpcHandle) handle = NULL;
+  MemresBufferDescriptor desc;
+  MemresBuffer *buf, *imported, *dev;
   FakeCudaCounts base;
+  const gsize size = 2 * MiB;
 
   if (!require_pool_mode())
     return;
   begin(&base);
-  assert_new_fails("pinned:ipc=true,numa_id=0", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "ipc");
+  exporter = new_resource("pinned:ipc=true");
+  g_assert_cmphex(memres_resource_get_flags(exporter), ==, IPC_FLAGS);
+
+  handle = export_handle(exporter);
+  importer = memres_resource_import_handle(handle, &error);
+  if (importer == NULL && !mt_driver_is_fake() && error->domain == MEMRES_CUDA_ERROR)
+    {
+      g_test_skip_printf("the driver does not import a pool into its own process: %s",
+                         error->message);
+      g_clear_pointer(&exporter, memres_resource_unref);
+      return;
+    }
+  g_assert_no_error(error);
+  g_assert_true(importer != exporter);
+  g_assert_cmpstr(memres_resource_get_kind_name(importer), ==, "pinned");
+  g_assert_cmpint(memres_resource_get_device(importer), ==, 0);
+  g_assert_cmphex(memres_resource_get_flags(importer), ==, IPC_FLAGS | MEMRES_MEMORY_IMPORTED);
+
+  /* An importer cannot allocate. */
+  g_assert_null(memres_resource_allocate(importer, 4096, NULL, &error));
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error(&error);
+
+  buf = allocate(exporter, size);
+  synchronize();
+  mt_fill_pattern(memres_buffer_get_pointer(buf), size, 21);
+  export_buffer(buf, &desc);
+  imported = import_buffer(importer, &desc);
+  g_assert_cmpuint(memres_buffer_get_size(imported), ==, size);
+  g_assert_true(memres_buffer_get_resource(imported) == importer);
+  g_assert_true(memres_buffer_is_host_accessible(imported));
+  mt_assert_pattern(memres_buffer_get_pointer(imported), size, 21);
+
+  /* Through a device buffer: imported -> device -> exporter's buffer. */
+  dev_mr = new_resource("dmr:device=0");
+  dev = allocate(dev_mr, size);
+  mt_fill_pattern(memres_buffer_get_pointer(imported), size, 22);
+  g_assert_true(memres_buffer_copy_to(imported, dev, NULL, &error));
+  g_assert_no_error(error);
+  memset(memres_buffer_get_pointer(buf), 0, size);
+  g_assert_true(memres_buffer_copy_to(dev, buf, NULL, &error));
+  g_assert_no_error(error);
+  synchronize();
+  mt_assert_pattern(memres_buffer_get_pointer(buf), size, 22);
+  close_buffer(dev);
+
+  /* The importer's buffer goes first (the driver's rule), then the exporter's. */
+  close_buffer(imported);
+  close_buffer(buf);
+  g_clear_pointer(&handle, memres_ipc_handle_free);
+  g_clear_pointer(&importer, memres_resource_unref);
+  g_clear_pointer(&exporter, memres_resource_unref);
+  g_clear_pointer(&dev_mr, memres_resource_unref);
+  end(&base);
+}
+
+static void
+test_ipc_not_shareable(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MemresResource) pool = NULL;
+  g_autoptr(MemresResource) legacy = NULL;
+  MemresBufferDescriptor desc;
+  FakeCudaCounts base;
+  MemresBuffer *buf;
+
+  if (!require_pool_mode())
+    return;
+  begin(&base);
+  pool = new_resource("pinned");
+  g_assert_false(memres_resource_get_flags(pool) & MEMRES_MEMORY_IPC_ENABLED);
+  g_assert_null(memres_resource_export_handle(pool, &error));
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull(strstr(error->message, "ipc=true"));
+  g_clear_error(&error);
+  buf = allocate(pool, 4096);
+  g_assert_false(memres_buffer_export(buf, &desc, &error));
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error(&error);
+  close_buffer(buf);
+
+  legacy = new_resource("pinned:mode=legacy");
+  g_assert_null(memres_resource_export_handle(legacy, &error));
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull(strstr(error->message, "mode=pool,ipc=true"));
+  g_clear_error(&error);
+  buf = allocate(legacy, 4096);
+  g_assert_false(memres_buffer_export(buf, &desc, &error));
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error(&error);
+  close_buffer(buf);
+
+  g_clear_pointer(&pool, memres_resource_unref);
+  g_clear_pointer(&legacy, memres_resource_unref);
+  end(&base);
+}
+
+/* ipc=true needs a host NUMA node and POSIX fd pool handles. */
+static void
+test_ipc_unsupported(void)
+{
+  SavedAttribute saved;
+  FakeCudaCounts base;
+
+  if (!mt_require_devices(1))
+    return;
+  if (!mt_driver_is_fake())
+    {
+      g_test_skip("needs the fake driver to change device attributes");
+      return;
+    }
+  begin(&base);
+  override_attribute(&saved, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
+  assert_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "numa_id");
+  assert_new_fails("pinned:ipc=true,fallback=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "numa_id");
+  g_clear_pointer(&(MemresResource *){ new_resource("pinned:ipc=true,numa_id=0") },
+                  memres_resource_unref);
+  restore_attribute(&saved);
+
+  override_attribute(&saved, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0);
+  assert_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "MEMPOOL_SUPPORTED_HANDLE_TYPES");
+  restore_attribute(&saved);
+  end(&base);
+}
+
+typedef struct
+{
+  MemresResource *mr;
+  MemresBuffer *buf;
+  MemresIpcHandle *handle;
+  MemresBufferDescriptor desc;
+  MemresResource *importer;
+} IpcSweepData;
+
+static gboolean
+op_import_handle(gpointer data, GError **error)
+{
+  IpcSweepData *d = data;
+
+  d->importer = memres_resource_import_handle(d->handle, error);
+  return d->importer != NULL;
+}
+
+static void
+undo_import_handle(gpointer data)
+{
+  IpcSweepData *d = data;
+
+  g_clear_pointer(&d->importer, memres_resource_unref);
+}
+
+static gboolean
+op_export_handle(gpointer data, GError **error)
+{
+  IpcSweepData *d = data;
+
+  d->handle = memres_resource_export_handle(d->mr, error);
+  return d->handle != NULL;
+}
+
+static void
+undo_export_handle(gpointer data)
+{
+  IpcSweepData *d = data;
+
+  g_clear_pointer(&d->handle, memres_ipc_handle_free);
+}
+
+static gboolean
+op_export_buffer(gpointer data, GError **error)
+{
+  IpcSweepData *d = data;
+
+  return memres_buffer_export(d->buf, &d->desc, error);
+}
+
+static void
+test_ipc_fault_sweep(void)
+{
+  IpcSweepData d = { NULL, NULL, NULL, { { 0 } }, NULL };
+  FakeCudaCounts base;
+  int fds;
+
+  if (!require_pool_mode())
+    return;
+  if (!mt_driver_is_fake())
+    {
+      g_test_skip("fault injection needs the fake driver");
+      return;
+    }
+  begin(&base);
+  sweep("pinned:ipc=true", TRUE);
+
+  d.mr = new_resource("pinned:ipc=true");
+  d.buf = allocate(d.mr, MiB);
+  g_assert_true(op_export_handle(&d, NULL));
+  undo_export_handle(&d);
+  fds = mt_count_open_fds();
+  g_assert_cmpint(mt_fault_sweep("export handle", op_export_handle, undo_export_handle, &d,
+                                 CUDA_ERROR_NOT_PERMITTED, NULL),
+                  >, 0);
+  g_assert_cmpint(mt_count_open_fds(), ==, fds);
+  g_assert_cmpint(
+      mt_fault_sweep("export buffer", op_export_buffer, NULL, &d, CUDA_ERROR_NOT_PERMITTED, NULL),
+      >, 0);
+
+  g_assert_true(op_export_handle(&d, NULL));
+  g_assert_cmpint(mt_fault_sweep("import handle", op_import_handle, undo_import_handle, &d,
+                                 CUDA_ERROR_NOT_PERMITTED, NULL),
+                  >, 0);
+  undo_export_handle(&d);
+  g_assert_cmpint(mt_count_open_fds(), ==, fds);
+
+  close_buffer(d.buf);
+  g_clear_pointer(&d.mr, memres_resource_unref);
+  end(&base);
+}
+
+/* Between processes: this program runs again as `--child import` with fd 3 its end of a
+ * socketpair. The parent sends the pool's handle, then a descriptor and a seed; the child
+ * imports both, checks the bytes through its host pointer, writes the pattern of seed + 1,
+ * closes its buffer and answers with one status byte (0: all well). */
+#define CHILD_FD 3
+
+typedef struct
+{
+  MemresBufferDescriptor desc;
+  guint32 seed;
+} IpcMessage;
+
+static gboolean
+read_all(int fd, gpointer data, gsize n)
+{
+  guint8 *p = data;
+
+  while (n > 0)
+    {
+      gssize r = read(fd, p, n);
+
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        return FALSE;
+      p += r;
+      n -= r;
+    }
+  return TRUE;
+}
+
+static int
+child_import(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MemresIpcHandle) handle = NULL;
+  g_autoptr(MemresResource) importer = NULL;
+  IpcMessage msg;
+  MemresBuffer *buf;
+  guint8 status = 1;
+  gsize size;
+
+  handle = memres_ipc_receive_handle(CHILD_FD, &error);
+  if (handle != NULL)
+    importer = memres_resource_import_handle(handle, &error);
+  if (importer == NULL || !read_all(CHILD_FD, &msg, sizeof msg))
+    {
+      g_printerr("child: %s\n", error != NULL ? error->message : "no message");
+      return 1;
+    }
+  buf = memres_buffer_import(importer, msg.desc.bytes, sizeof msg.desc.bytes, NULL, &error);
+  if (buf == NULL)
+    {
+      g_printerr("child: %s\n", error->message);
+      return 1;
+    }
+  size = memres_buffer_get_size(buf);
+  {
+    g_autofree guint8 *want = g_malloc(size);
+
+    mt_fill_pattern(want, size, msg.seed);
+    if (memcmp(want, memres_buffer_get_pointer(buf), size) == 0)
+      status = 0;
+  }
+  mt_fill_pattern(memres_buffer_get_pointer(buf), size, msg.seed + 1);
+  if (!memres_buffer_close(buf, NULL, &error) || !memres_stream_synchronize(NULL, &error))
+    status = 2;
+  memres_buffer_unref(buf);
+  if (write(CHILD_FD, &status, 1) != 1)
+    return 1;
+  return 0;
+}
+
+static void
+test_ipc_processes(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MemresResource) mr = NULL;
+  g_autoptr(MemresIpcHandle) handle = NULL;
+  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+  const char *argv[] = { self, "--child", "import", NULL };
+  const gsize size = 3 * MiB;
+  int sv[2], target = CHILD_FD, status = 0;
+  FakeCudaCounts base;
+  IpcMessage msg;
+  MemresBuffer *buf;
+  guint8 reply = 0xff;
+  GPid pid;
+
+  if (!require_pool_mode())
+    return;
+  begin(&base);
+  mr = new_resource("pinned:ipc=true");
+  buf = allocate(mr, size);
+  synchronize();
+  mt_fill_pattern(memres_buffer_get_pointer(buf), size, 31);
+  export_buffer(buf, &msg.desc);
+  msg.seed = 31;
+
+  g_assert_nonnull(self);
+  g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+  g_assert_true(g_spawn_async_with_pipes_and_fds(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                                 NULL, -1, -1, -1, &sv[1], &target, 1, &pid, NULL,
+                                                 NULL, NULL, &error));
+  g_assert_no_error(error);
+  close(sv[1]);
+
+  handle = export_handle(mr);
+  g_assert_true(memres_ipc_send_handle(sv[0], handle, &error));
+  g_assert_no_error(error);
+  g_assert_cmpint(write(sv[0], &msg, sizeof msg), ==, sizeof msg);
+  g_assert_true(read_all(sv[0], &reply, 1));
+  close(sv[0]);
+  g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+  g_assert_true(WIFEXITED(status));
+  g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+  g_assert_cmpint(reply, ==, 0);
+
+  /* The child's bytes, seen here. */
+  mt_assert_pattern(memres_buffer_get_pointer(buf), size, 32);
+  close_buffer(buf);
+  g_clear_pointer(&handle, memres_ipc_handle_free);
+  g_clear_pointer(&mr, memres_resource_unref);
   end(&base);
 }
 
 int
 main(int argc, char **argv)
 {
+  if (argc == 3 && strcmp(argv[1], "--child") == 0 && strcmp(argv[2], "import") == 0)
+    return child_import();
   mt_init(&argc, &argv);
 
   g_test_add_func("/pinned/pool/roundtrip", test_pool_roundtrip);
@@ -858,7 +1259,11 @@ main(int argc, char **argv)
   g_test_add_func("/pinned/pool/numa-node", test_pool_numa_node);
   g_test_add_func("/pinned/pool/unsupported", test_pool_unsupported);
   g_test_add_func("/pinned/pool/no-numa-pools", test_pool_no_numa_pools);
-  g_test_add_func("/pinned/pool/ipc", test_ipc_not_available);
+  g_test_add_func("/pinned/ipc/same-process", test_ipc_same_process);
+  g_test_add_func("/pinned/ipc/not-shareable", test_ipc_not_shareable);
+  g_test_add_func("/pinned/ipc/unsupported", test_ipc_unsupported);
+  g_test_add_func("/pinned/ipc/processes", test_ipc_processes);
+  g_test_add_func("/pinned/ipc/fault-sweep", test_ipc_fault_sweep);
   g_test_add_func("/pinned/legacy/roundtrip", test_legacy_roundtrip);
   g_test_add_func("/pinned/legacy/writecombined", test_legacy_writecombined);
   g_test_add_func("/pinned/legacy/portable-devicemap", test_legacy_portable_devicemap);

@@ -222,6 +222,26 @@ set_location(PinnedConfig *config, CUmemLocationType type, gint numa_id)
   config->pool.location.id = type == CU_MEM_LOCATION_TYPE_HOST_NUMA ? numa_id : 0;
 }
 
+/* With ipc=true, the device must support POSIX file descriptor handles for the pool
+ * (CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, read by the pool code). */
+static gboolean
+check_shareable(PinnedConfig *config, GError **error)
+{
+  g_autofree char *reason = NULL;
+  gboolean supported = FALSE;
+
+  if (!config->ipc)
+    return TRUE;
+  if (!memres_pool_check_supported(&config->pool, &supported, error))
+    return FALSE;
+  if (supported)
+    return TRUE;
+  reason = g_strdup_printf("device %d has no POSIX file descriptor handles for host NUMA pools "
+                           "(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)",
+                           config->device);
+  return unsupported(config, reason, error);
+}
+
 static gboolean
 resolve_pool(PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
 {
@@ -244,7 +264,7 @@ resolve_pool(PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
       if (numa_pools)
         {
           set_location(config, CU_MEM_LOCATION_TYPE_HOST_NUMA, config->numa_id);
-          return TRUE;
+          return check_shareable(config, error);
         }
       reason = g_strdup_printf("device %d has no host NUMA memory pools "
                                "(CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED is 0)",
@@ -259,7 +279,7 @@ resolve_pool(PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
   if (numa_pools && closest >= 0)
     {
       set_location(config, CU_MEM_LOCATION_TYPE_HOST_NUMA, closest);
-      return TRUE;
+      return check_shareable(config, error);
     }
   if (config->ipc)
     {
@@ -291,7 +311,8 @@ resolve_pool(PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
  * Checks the devices and decides what the resource will be. Pool mode: reads
  * `CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED`, `..._HOST_NUMA_MEMORY_POOLS_SUPPORTED` and,
  * where a host NUMA node is to be found, `..._HOST_NUMA_ID`, then sets @config's location
- * (HOST_NUMA on the named or the closest node, else HOST). Where the device cannot do pool
+ * (HOST_NUMA on the named or the closest node, else HOST); with `ipc=true` also checks the
+ * pool handle types (memres_pool_check_supported()). Where the device cannot do pool
  * mode, switches @config to legacy mode if it asked for fallback (not with `ipc=true`), else
  * fails with %MEMRES_ERROR_NOT_SUPPORTED naming the mode that works.
  *

@@ -4,18 +4,8 @@
  * stream-ordered; legacy mode uses cuMemHostAlloc / cuMemFreeHost. */
 #include <unistd.h>
 
-#include "pinned-config.h"
-#include "pinned-legacy.h"
 #include "pinned-pool.h"
-
-typedef struct
-{
-  PinnedMode mode;
-  gint device;
-  gboolean ipc;
-  PinnedLegacy legacy; /* legacy mode */
-  MemresPool pool;     /* pool mode */
-} Pinned;
+#include "pinned-private.h"
 
 static const char *const mode_choices[] = { "pool", "legacy", NULL };
 
@@ -81,13 +71,6 @@ pinned_init(MemresResource *mr, const MemresOptions *options, GError **error)
   gboolean ok;
 
   ok = pinned_config_init(&config, options, error) && pinned_config_resolve(&config, error);
-  if (ok && config.ipc)
-    {
-      g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                          "pinned: ipc=true is not available yet: the shared pool code has no "
-                          "export and import functions");
-      ok = FALSE;
-    }
   if (ok)
     {
       self->mode = config.mode;
@@ -140,6 +123,13 @@ pinned_allocate(MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
 {
   Pinned *self = memres_resource_get_private(mr);
 
+  if (G_UNLIKELY(self->imported))
+    {
+      g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                          "pinned: a pool imported from another process cannot allocate: "
+                          "allocate in the exporting process and import the buffer");
+      return FALSE;
+    }
   if (!check_size(size, error))
     return FALSE;
   if (self->mode == PINNED_MODE_LEGACY)
@@ -172,6 +162,8 @@ pinned_query(MemresResource *mr, MemresResourceInfo *info)
     info->flags |= MEMRES_MEMORY_STREAM_ORDERED;
   if (self->ipc)
     info->flags |= MEMRES_MEMORY_IPC_ENABLED;
+  if (self->imported)
+    info->flags |= MEMRES_MEMORY_IMPORTED;
 }
 
 static gboolean
@@ -248,6 +240,10 @@ static const MemresResourceOps pinned_ops = {
   .trim = pinned_trim,
   .set_access = pinned_set_access,
   .get_access = pinned_get_access,
+  .export_handle = pinned_export_handle,
+  .import_handle = pinned_import_handle,
+  .export_buffer = pinned_export_buffer,
+  .import_buffer = pinned_import_buffer,
 };
 
 static gboolean
