@@ -1,7 +1,30 @@
 /* memres - CUDA memory resources
- * pinned.c: the `pinned` kind: page-locked host memory, accessible from the host and the
- * devices. Pool mode (default) allocates from a driver memory pool located on the host,
- * stream-ordered; legacy mode uses cuMemHostAlloc / cuMemFreeHost. */
+ * pinned.c: the `pinned` kind: page-locked host memory, accessible from the host (the buffer's
+ * address is a host pointer) and from the devices.
+ *
+ * Spec: pinned[:device=N,mode=pool|legacy, POOL OPTIONS | LEGACY OPTIONS]
+ *   pool options:   fallback, max_size, release_threshold, reuse_*, numa_id, devices, ipc
+ *   legacy options: portable, devicemap, writecombined
+ * Naming an option of the other mode is an error (MEMRES_ERROR_INVALID_ARGUMENT).
+ *
+ * mode=pool (default): a new driver memory pool located on the host (cuMemPoolCreate with a
+ * CU_MEM_LOCATION_TYPE_HOST_NUMA location on `numa_id`, by default the node closest to
+ * `device`, or CU_MEM_LOCATION_TYPE_HOST where there is none), read-write accessible from every
+ * device of `devices` (cuMemPoolSetAccess). Allocation and free are stream-ordered
+ * (cuMemAllocFromPoolAsync / cuMemFreeAsync); statistics, trim and access are the pool's. The
+ * release threshold defaults to max, because page-locking memory is slow (about 1 ms per MiB
+ * on an H200 host, against microseconds for a pool allocation that reuses memory): the pool
+ * keeps what it got until trimmed. A device without host memory pools makes creation fail with
+ * MEMRES_ERROR_NOT_SUPPORTED naming mode=legacy, unless fallback=true asks for legacy mode.
+ * ipc=true makes the pool shareable with other processes (pinned-ipc.c).
+ *
+ * mode=legacy: every buffer is one cuMemHostAlloc (flags from the options); closing
+ * synchronizes the buffer's deallocation stream and then calls cuMemFreeHost. Not stream-ordered;
+ * statistics count the live bytes (reserved equals used), trim has nothing to do, and access
+ * cannot be read or changed.
+ *
+ * Files: pinned-config.c (options, mode and location), pinned-pool.c (pool creation),
+ * pinned-legacy.c, pinned-ipc.c; the pool itself is plugins/pool. */
 #include <unistd.h>
 
 #include "pinned-pool.h"
@@ -96,18 +119,31 @@ pinned_finalize(MemresResource *mr)
     pinned_legacy_finalize(&self->legacy);
 }
 
+/* Bytes of physical memory of the host (G_MAXUINT64 where unknown), read once. */
+static guint64
+host_memory(void)
+{
+  static gsize total = 0;
+
+  if (g_once_init_enter(&total))
+    {
+      long pages = sysconf(_SC_PHYS_PAGES);
+      long page_size = sysconf(_SC_PAGESIZE);
+      guint64 bytes
+          = pages > 0 && page_size > 0 ? (guint64)pages * (guint64)page_size : G_MAXUINT64;
+
+      g_once_init_leave(&total, (gsize)MIN(bytes, (guint64)G_MAXSIZE));
+    }
+  return total;
+}
+
 /* Page-locked memory cannot exceed the host's physical memory: a larger request fails before
  * any driver call. */
 static gboolean
 check_size(gsize size, GError **error)
 {
-  long pages = sysconf(_SC_PHYS_PAGES);
-  long page_size = sysconf(_SC_PAGESIZE);
-  guint64 total;
+  guint64 total = host_memory();
 
-  if (pages <= 0 || page_size <= 0)
-    return TRUE;
-  total = (guint64)pages * (guint64)page_size;
   if (size <= total)
     return TRUE;
   g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
