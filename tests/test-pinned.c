@@ -477,6 +477,14 @@ test_options_numa_missing(void)
                    "NUMA node 4095");
   assert_new_fails("pinned:numa_id=4095,fallback=true", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "NUMA node 4095");
+  /* A node the driver refuses. */
+  if (mt_driver_is_fake())
+    {
+      mt_fake_fail_call("cuMemPoolCreate", 1, CUDA_ERROR_INVALID_VALUE);
+      assert_new_fails("pinned:numa_id=0", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "refuses host NUMA node 0");
+      mt_fake_reset_faults();
+    }
   end(&base);
 }
 

@@ -48,25 +48,63 @@ check_mode_options(const MemresOptions *options, PinnedMode mode, GError **error
   return TRUE;
 }
 
-/* A host NUMA node exists when sysfs lists it. Without sysfs NUMA information (a kernel built
- * without NUMA) the driver judges. */
+/* Whether @node is in a sysfs node list such as "0-3,5". */
+static gboolean
+node_list_contains(const char *list, gint node)
+{
+  g_auto(GStrv) ranges = g_strsplit(list, ",", -1);
+
+  for (guint i = 0; ranges[i] != NULL; i++)
+    {
+      char *end = NULL;
+      gint64 first = g_ascii_strtoll(ranges[i], &end, 10);
+      gint64 last = first;
+
+      if (end == ranges[i])
+        continue;
+      if (*end == '-')
+        last = g_ascii_strtoll(end + 1, NULL, 10);
+      if (node >= first && node <= last)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* Reads a sysfs node list, stripped; NULL where the file is missing. */
+static char *
+read_node_list(const char *name)
+{
+  g_autofree char *path = g_build_filename("/sys/devices/system/node", name, NULL);
+  char *contents = NULL;
+
+  if (!g_file_get_contents(path, &contents, NULL, NULL))
+    return NULL;
+  return g_strstrip(contents);
+}
+
+/* A host NUMA node can hold a pool when sysfs lists it among the nodes with memory. Without
+ * sysfs NUMA information (a kernel built without NUMA) the driver judges. */
 static gboolean
 check_numa_node(gint node, GError **error)
 {
-  g_autofree char *path = NULL;
-  g_autofree char *online = NULL;
+  g_autofree char *online = read_node_list("online");
+  g_autofree char *has_memory = read_node_list("has_memory");
 
-  if (!g_file_test("/sys/devices/system/node", G_FILE_TEST_IS_DIR))
-    return TRUE;
-  path = g_strdup_printf("/sys/devices/system/node/node%d", node);
-  if (g_file_test(path, G_FILE_TEST_IS_DIR))
-    return TRUE;
-  if (g_file_get_contents("/sys/devices/system/node/online", &online, NULL, NULL))
-    g_strstrip(online);
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-              "pinned: numa_id=%d: the host has no NUMA node %d (online nodes: %s)", node, node,
-              online != NULL ? online : "unknown");
-  return FALSE;
+  if (online != NULL && !node_list_contains(online, node))
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "pinned: numa_id=%d: the host has no NUMA node %d (online nodes: %s)", node, node,
+                  online);
+      return FALSE;
+    }
+  if (has_memory != NULL && !node_list_contains(has_memory, node))
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "pinned: numa_id=%d: host NUMA node %d has no memory (nodes with memory: %s)",
+                  node, node, has_memory);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 static gboolean
@@ -115,8 +153,8 @@ read_devices(PinnedConfig *config, const MemresOptions *options, GError **error)
  *
  * Reads the options and checks the ones that need no driver: options of the other mode
  * (%MEMRES_ERROR_INVALID_ARGUMENT naming the option), a `devices` list without `device`, and a
- * `numa_id` the host does not have (%MEMRES_ERROR_INVALID_ARGUMENT, judged by
- * /sys/devices/system/node). Makes no driver call.
+ * `numa_id` the host does not have or that has no memory (%MEMRES_ERROR_INVALID_ARGUMENT,
+ * judged by /sys/devices/system/node/online and has_memory). Makes no driver call.
  *
  * Returns: %TRUE on success; %FALSE with @error set otherwise.
  */

@@ -15,7 +15,9 @@
  * cuMemPoolSetAttribute), then grants read-write access to every device of @config in one
  * cuMemPoolSetAccess() call. On failure nothing is left (the pool is destroyed).
  *
- * Errors: those of memres_pool_init() and memres_pool_set_access(): %MEMRES_ERROR_OUT_OF_MEMORY,
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when the driver refuses the NUMA node @config names
+ * (cuMemPoolCreate fails with `CUDA_ERROR_INVALID_VALUE`); those of memres_pool_init() and
+ * memres_pool_set_access(): %MEMRES_ERROR_OUT_OF_MEMORY,
  * %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR of cuMemPoolCreate, cuMemPoolSetAttribute,
  * cuDeviceGetUuid, cuMemPoolSetAccess.
  *
@@ -25,9 +27,23 @@ gboolean
 pinned_pool_init(MemresPool *pool, const PinnedConfig *config, GError **error)
 {
   g_autofree MemresAccessDesc *descs = g_new(MemresAccessDesc, MAX(config->n_devices, 1));
+  GError *local = NULL;
 
-  if (!memres_pool_init(pool, &config->pool, error))
-    return FALSE;
+  if (!memres_pool_init(pool, &config->pool, &local))
+    {
+      /* The driver refuses a node it cannot place a pool on with CUDA_ERROR_INVALID_VALUE. */
+      if (config->numa_id_given
+          && g_error_matches(local, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_VALUE))
+        {
+          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                      "pinned: numa_id=%d: the driver refuses host NUMA node %d: %s",
+                      config->numa_id, config->numa_id, local->message);
+          g_error_free(local);
+          return FALSE;
+        }
+      g_propagate_error(error, local);
+      return FALSE;
+    }
 
   for (gsize i = 0; i < config->n_devices; i++)
     {
