@@ -661,6 +661,17 @@ test_allocate_max_size(void)
   check_too_large("pinned");
   check_too_large("pinned:mode=legacy");
   check_too_large("pinned:max_size=1MiB");
+
+  /* Beyond the pool's max_size: the driver's out-of-memory, reported as such. */
+  {
+    g_autoptr(GError) error = NULL;
+    g_autoptr(MemresResource) mr = new_resource("pinned:max_size=4MiB");
+    MemresBuffer *buf = allocate(mr, 2 * MiB);
+
+    g_assert_null(memres_resource_allocate(mr, 64 * MiB, NULL, &error));
+    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+    close_buffer(buf);
+  }
   end(&base);
 }
 
