@@ -57,19 +57,23 @@ fk_arena_init(void)
 {
   if (fk_arena_base != 0)
     return true;
-  /* As much address space as the process may map, from 16 TiB down to 64 GiB. */
-  for (size_t size = 16ull << 40; size >= 64 * FK_GIB; size /= 2)
+  /* As much address space as the process may map, from 16 TiB down to 1 GiB (valgrind, for
+   * one, allows only tens of GiB). */
+  for (size_t size = 16ull << 40; size >= FK_GIB; size /= 2)
     {
       void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (p != MAP_FAILED)
         {
-          /* Align the usable part to 1 GiB so that every large alignment is available. */
-          uintptr_t base = fk_round_up((uintptr_t)p, FK_GIB);
+          /* Align the usable part to 2 MiB (1 GiB when large) for large alignments. */
+          size_t align = size >= 64 * FK_GIB ? FK_GIB : 2 * FK_MIB;
+          uintptr_t base = fk_round_up((uintptr_t)p, align);
           fk_arena_base = base;
           fk_arena_size = size - (base - (uintptr_t)p);
-          fk_arena_size -= fk_arena_size % FK_GIB;
-          fk_vmm_zone = fk_arena_base + fk_arena_size / 4;
-          fk_vmm_zone = fk_round_up(fk_vmm_zone, FK_GIB);
+          fk_arena_size -= fk_arena_size % align;
+          /* A quarter for allocations, the rest for VMM; half and half when small. */
+          fk_vmm_zone
+              = fk_arena_base + (size >= 256 * FK_GIB ? fk_arena_size / 4 : fk_arena_size / 2);
+          fk_vmm_zone = fk_round_up(fk_vmm_zone, align);
           fk_vmm_next = fk_vmm_zone;
           return true;
         }

@@ -186,6 +186,15 @@ fk_pool_valid(FkPool *pool)
   return false;
 }
 
+bool
+fk_pools_own_fd(int fd)
+{
+  for (FkPool *p = fk_pools; p; p = p->next)
+    if (p->memfd == fd)
+      return true;
+  return false;
+}
+
 /* Chunks */
 
 static void

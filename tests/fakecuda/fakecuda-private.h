@@ -273,6 +273,8 @@ CUresult fk_pool_free(uintptr_t ptr);
 /* Whether @device may access pool allocation memory (@write: for writing). */
 bool fk_pool_alloc_accessible(void *alloc, int device, bool write);
 int fk_pool_alloc_device(void *alloc);
+/* Whether @fd is a memfd the fake keeps (not one it handed out). */
+bool fk_pools_own_fd(int fd);
 CUmemoryPool fk_pool_alloc_pool(void *alloc);
 
 /* fakecuda-vmm.c */
@@ -281,6 +283,8 @@ CUresult fk_reservation_check(void *reservation, uintptr_t addr, size_t size, in
 /* Mapping queries for pointer attributes: FALSE when @addr is not mapped. */
 bool fk_reservation_lookup(void *reservation, uintptr_t addr, int *device, bool *host,
                            uintptr_t *map_base, size_t *map_size);
+
+bool fk_handles_own_fd(int fd);
 
 /* fakecuda.c */
 void fk_track_exported_fd(int fd);

@@ -139,6 +139,15 @@ fk_handle_lookup(unsigned long long id)
   return NULL;
 }
 
+bool
+fk_handles_own_fd(int fd)
+{
+  for (FkHandle *h = fk_handles; h; h = h->next)
+    if (h->memfd == fd)
+      return true;
+  return false;
+}
+
 static size_t *
 fk_handle_used(FkHandle *h, size_t *total)
 {

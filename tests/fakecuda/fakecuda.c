@@ -347,8 +347,10 @@ fk_prune_exported_fds(void)
   for (int i = 0; i < fk_n_exported; i++)
     {
       struct stat st;
+      /* (An fd number the fake reuses for a memfd of its own is not the exported one.) */
       if (fstat(fk_exported[i].fd, &st) == 0 && st.st_dev == fk_exported[i].dev
-          && st.st_ino == fk_exported[i].ino)
+          && st.st_ino == fk_exported[i].ino && !fk_pools_own_fd(fk_exported[i].fd)
+          && !fk_handles_own_fd(fk_exported[i].fd))
         fk_exported[j++] = fk_exported[i];
     }
   fk_n_exported = j;
