@@ -134,11 +134,11 @@ describe(BenchRaw *raw, gboolean fell_back, GError **error)
       raw->access.location.id = raw->ctx->device;
       raw->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
       if (!CHECK(cuMemGetAllocationGranularity,
-                 (&raw->granularity, &raw->prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM)))
+                 (&raw->granularity, &raw->prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)))
         return FALSE;
       raw->desc = g_strdup_printf(
           "cuMemCreate + cuMemAddressReserve + cuMemMap + cuMemSetAccess; cuStreamSynchronize + "
-          "cuMemUnmap + cuMemAddressFree + cuMemRelease (granularity %" G_GSIZE_FORMAT
+          "cuMemUnmap + cuMemAddressFree + cuMemRelease (recommended granularity %" G_GSIZE_FORMAT
           ", location type %d id %d, handle types 0x%x)",
           raw->granularity, raw->prop.location.type, raw->prop.location.id,
           raw->prop.requestedHandleTypes);

@@ -183,8 +183,8 @@ grow_job_init(GrowJob *job, BenchContext *ctx, const char *spec, GError **error)
   job->access.location.id = ctx->device;
   job->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   return bench_cuda_check(ctx,
-                          ctx->drv->cuMemGetAllocationGranularity(&job->granularity, &job->prop,
-                                                                  CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+                          ctx->drv->cuMemGetAllocationGranularity(
+                              &job->granularity, &job->prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
                           "cuMemGetAllocationGranularity", error);
 }
 
