@@ -1,0 +1,1162 @@
+/* test-dmr.c: the dmr kind (device memory pools, stream-ordered), against the fake driver
+ * (suite fake) and the real one (suite gpu). */
+#include "testutil.h"
+
+#define KiB   ((gsize)1024)
+#define MiB   (1024 * KiB)
+#define GiB   (1024 * MiB)
+#define CHUNK (64 * MiB)
+
+#define CU_OK(call) g_assert_cmpint((call), ==, CUDA_SUCCESS)
+
+static const MemresCudaDriver *
+drv(void)
+{
+  GError *error = NULL;
+  const MemresCudaDriver *d = memres_cuda_get_driver(&error);
+
+  g_assert_no_error(error);
+  return d;
+}
+
+/* Baseline of the fake's live counts (all zero and unused on the real driver). */
+static void
+begin(FakeCudaCounts *base)
+{
+  memset(base, 0, sizeof *base);
+  if (mt_driver_is_fake())
+    mt_fake_get_counts(base);
+}
+
+static MemresResource *
+new_mr(const char *spec)
+{
+  GError *error = NULL;
+  MemresResource *mr = memres_resource_new(spec, &error);
+
+  g_assert_no_error(error);
+  g_assert_nonnull(mr);
+  return mr;
+}
+
+static MemresBuffer *
+alloc_ok(MemresResource *mr, gsize size, MemresStream stream)
+{
+  GError *error = NULL;
+  MemresBuffer *buf = memres_resource_allocate(mr, size, stream, &error);
+
+  g_assert_no_error(error);
+  g_assert_nonnull(buf);
+  g_assert_cmpuint(memres_buffer_get_size(buf), ==, size);
+  return buf;
+}
+
+static void
+close_ok(MemresBuffer *buf, MemresStream stream)
+{
+  GError *error = NULL;
+
+  g_assert_true(memres_buffer_close(buf, stream, &error));
+  g_assert_no_error(error);
+  memres_buffer_unref(buf);
+}
+
+static void
+sync_ok(MemresStream stream)
+{
+  GError *error = NULL;
+
+  g_assert_true(memres_stream_synchronize(stream, &error));
+  g_assert_no_error(error);
+}
+
+static MemresStats
+stats_ok(MemresResource *mr)
+{
+  GError *error = NULL;
+  MemresStats stats;
+
+  memset(&stats, 0xff, sizeof stats);
+  g_assert_true(memres_resource_get_stats(mr, &stats, &error));
+  g_assert_no_error(error);
+  g_assert_cmpuint(stats.reserved_high, >=, stats.reserved_current);
+  g_assert_cmpuint(stats.used_high, >=, stats.used_current);
+  g_assert_cmpuint(stats.reserved_current, >=, stats.used_current);
+  return stats;
+}
+
+static CUstream
+stream_new(void)
+{
+  GError *error = NULL;
+  CUstream stream = NULL;
+
+  g_assert_true(memres_cuda_ensure_context(0, &error));
+  g_assert_no_error(error);
+  CU_OK(drv()->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  return stream;
+}
+
+static void
+stream_free(CUstream stream)
+{
+  CU_OK(drv()->cuStreamSynchronize(stream));
+  CU_OK(drv()->cuStreamDestroy(stream));
+}
+
+/* The pool a buffer came from, asked of the driver. */
+static CUmemoryPool
+pool_of(MemresBuffer *buf)
+{
+  CUmemoryPool pool = NULL;
+
+  CU_OK(drv()->cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                                     (CUdeviceptr)memres_buffer_get_address(buf)));
+  g_assert_nonnull(pool);
+  return pool;
+}
+
+static guint64
+pool_attr(CUmemoryPool pool, CUmemPool_attribute attr)
+{
+  cuuint64_t value = 0;
+
+  if (attr <= CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+    {
+      int v = -1;
+
+      CU_OK(drv()->cuMemPoolGetAttribute(pool, attr, &v));
+      return (guint64)v;
+    }
+  CU_OK(drv()->cuMemPoolGetAttribute(pool, attr, &value));
+  return value;
+}
+
+/* Host <-> device in chunks, so that a 1 GiB buffer needs CHUNK bytes of host memory. */
+static void
+write_pattern(MemresBuffer *buf, guint32 seed, MemresStream stream)
+{
+  gsize size = memres_buffer_get_size(buf);
+  g_autofree guint8 *host = g_malloc(MIN(size, CHUNK));
+
+  for (gsize off = 0; off < size; off += CHUNK)
+    {
+      gsize n = MIN(CHUNK, size - off);
+      GError *error = NULL;
+
+      mt_fill_pattern(host, n, seed + (guint32)(off / CHUNK));
+      g_assert_true(memres_buffer_write(buf, off, host, n, stream, &error));
+      g_assert_no_error(error);
+      sync_ok(stream);
+    }
+}
+
+static void
+check_pattern(MemresBuffer *buf, guint32 seed, MemresStream stream)
+{
+  gsize size = memres_buffer_get_size(buf);
+  g_autofree guint8 *host = g_malloc(MIN(size, CHUNK));
+
+  for (gsize off = 0; off < size; off += CHUNK)
+    {
+      gsize n = MIN(CHUNK, size - off);
+      GError *error = NULL;
+
+      memset(host, 0, n);
+      g_assert_true(memres_buffer_read(buf, off, host, n, stream, &error));
+      g_assert_no_error(error);
+      sync_ok(stream);
+      mt_assert_pattern(host, n, seed + (guint32)(off / CHUNK));
+    }
+}
+
+/* Every byte of @buf equals byte (i % 4) of little-endian @word. */
+static void
+check_fill(MemresBuffer *buf, guint32 word, MemresStream stream)
+{
+  gsize size = memres_buffer_get_size(buf);
+  g_autofree guint8 *host = g_malloc(MIN(size, CHUNK));
+  guint8 bytes[4] = { word & 0xff, (word >> 8) & 0xff, (word >> 16) & 0xff, word >> 24 };
+
+  for (gsize off = 0; off < size; off += CHUNK)
+    {
+      gsize n = MIN(CHUNK, size - off);
+      GError *error = NULL;
+
+      memset(host, ~bytes[0], n);
+      g_assert_true(memres_buffer_read(buf, off, host, n, stream, &error));
+      g_assert_no_error(error);
+      sync_ok(stream);
+      for (gsize i = 0; i < n; i++)
+        if (host[i] != bytes[(off + i) % 4])
+          g_error("byte %" G_GSIZE_FORMAT " is 0x%02x, expected 0x%02x", off + i, host[i],
+                  bytes[(off + i) % 4]);
+    }
+}
+
+static void
+fill_ok(MemresBuffer *buf, guint32 pattern, guint width, MemresStream stream)
+{
+  GError *error = NULL;
+
+  g_assert_true(memres_buffer_fill(buf, pattern, width, stream, &error));
+  g_assert_no_error(error);
+}
+
+/* write host -> a, copy a -> b, fill a, then verify both, every byte. */
+static void
+round_trip(MemresResource *mr, gsize size, MemresStream stream)
+{
+  MemresBuffer *a = alloc_ok(mr, size, stream);
+  MemresBuffer *b = alloc_ok(mr, size, stream);
+  GError *error = NULL;
+  guint32 seed = (guint32)size;
+
+  g_assert_cmpuint(memres_buffer_get_address(a), !=, 0);
+  g_assert_cmpuint(memres_buffer_get_address(a), !=, memres_buffer_get_address(b));
+  g_assert_cmpint(memres_buffer_get_device(a), ==, 0);
+  g_assert_true(memres_buffer_is_device_accessible(a));
+  g_assert_false(memres_buffer_is_host_accessible(a));
+
+  write_pattern(a, seed, stream);
+  g_assert_true(memres_buffer_copy_to(a, b, stream, &error));
+  g_assert_no_error(error);
+  fill_ok(a, 0x5a, 1, stream);
+  check_pattern(b, seed, stream);
+  check_fill(a, 0x5a5a5a5a, stream);
+  if (size % 4 == 0)
+    {
+      fill_ok(b, 0x11223344, 4, stream);
+      check_fill(b, 0x11223344, stream);
+    }
+  close_ok(a, stream);
+  close_ok(b, stream);
+  sync_ok(stream);
+}
+
+static void
+test_allocate_patterns(void)
+{
+  static const gsize sizes[] = { 1, 255, MiB, GiB };
+  FakeCudaCounts base;
+  MemresResource *mr;
+  CUstream stream;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new");
+  stream = stream_new();
+  for (guint i = 0; i < G_N_ELEMENTS(sizes); i++)
+    {
+      g_test_message("size %" G_GSIZE_FORMAT, sizes[i]);
+      round_trip(mr, sizes[i], stream);
+    }
+  /* the legacy default stream too */
+  round_trip(mr, 4 * KiB, NULL);
+  stream_free(stream);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_allocate_zero_size(void)
+{
+  FakeCudaCounts base;
+  MemresResource *mr;
+  MemresBuffer *buf;
+  MemresStats before, after;
+  long calls = 0;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new");
+  before = stats_ok(mr);
+  if (mt_driver_is_fake())
+    calls = mt_fake_call_count("cuMemAllocFromPoolAsync");
+  buf = alloc_ok(mr, 0, NULL);
+  g_assert_cmpuint(memres_buffer_get_address(buf), ==, 0);
+  after = stats_ok(mr);
+  g_assert_cmpuint(after.used_current, ==, before.used_current);
+  g_assert_cmpuint(after.n_buffers, ==, before.n_buffers + 1);
+  if (mt_driver_is_fake())
+    g_assert_cmpint(mt_fake_call_count("cuMemAllocFromPoolAsync"), ==, calls);
+  close_ok(buf, NULL);
+  g_assert_cmpuint(stats_ok(mr).n_buffers, ==, before.n_buffers);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_allocate_too_large(void)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *buf;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new");
+  buf = memres_resource_allocate(mr, G_MAXSIZE, NULL, &error);
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_null(buf);
+  g_clear_error(&error);
+  /* the pool keeps working */
+  round_trip(mr, 4 * KiB, NULL);
+  g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_stats(void)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *a, *b;
+  MemresStats s0, s1, s2, s3;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new,release_threshold=max");
+  s0 = stats_ok(mr);
+  g_assert_cmpuint(s0.used_current, ==, 0);
+  g_assert_cmpuint(s0.n_buffers, ==, 0);
+
+  a = alloc_ok(mr, 3 * MiB, NULL);
+  b = alloc_ok(mr, 5 * MiB + 1, NULL);
+  s1 = stats_ok(mr);
+  g_assert_cmpuint(s1.used_current, >=, 8 * MiB + 1);
+  g_assert_cmpuint(s1.used_high, >=, s1.used_current);
+  g_assert_cmpuint(s1.reserved_current, >=, s1.used_current);
+  g_assert_cmpuint(s1.n_buffers, ==, 2);
+
+  close_ok(b, NULL);
+  sync_ok(NULL);
+  s2 = stats_ok(mr);
+  g_assert_cmpuint(s2.used_current, <=, s1.used_current - (5 * MiB + 1));
+  g_assert_cmpuint(s2.used_current, >=, 3 * MiB);
+  g_assert_cmpuint(s2.used_high, ==, s1.used_high); /* the mark stays */
+  g_assert_cmpuint(s2.n_buffers, ==, 1);
+
+  /* reset: the high marks come down to the current values */
+  g_assert_true(memres_resource_reset_stats(mr, &error));
+  g_assert_no_error(error);
+  s3 = stats_ok(mr);
+  g_assert_cmpuint(s3.used_high, ==, s3.used_current);
+  g_assert_cmpuint(s3.used_high, <, s1.used_high);
+  g_assert_cmpuint(s3.reserved_high, ==, s3.reserved_current);
+
+  close_ok(a, NULL);
+  sync_ok(NULL);
+  s3 = stats_ok(mr);
+  g_assert_cmpuint(s3.used_current, ==, 0);
+  g_assert_cmpuint(s3.used_high, >=, 3 * MiB);
+  g_assert_cmpuint(s3.n_buffers, ==, 0);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_trim(void)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresStats s;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new,release_threshold=max");
+  close_ok(alloc_ok(mr, 16 * MiB, NULL), NULL);
+  sync_ok(NULL);
+  s = stats_ok(mr);
+  g_assert_cmpuint(s.used_current, ==, 0);
+  g_assert_cmpuint(s.reserved_current, >=, 16 * MiB); /* threshold max keeps it */
+
+  g_assert_true(memres_resource_trim(mr, 0, &error));
+  g_assert_no_error(error);
+  s = stats_ok(mr);
+  g_assert_cmpuint(s.reserved_current, ==, 0);
+  g_assert_cmpuint(s.reserved_high, >=, 16 * MiB);
+
+  /* still works after the trim */
+  round_trip(mr, 64 * KiB, NULL);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_max_size(void)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *a, *b;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new,max_size=64MiB");
+  a = alloc_ok(mr, 16 * MiB, NULL);
+  b = memres_resource_allocate(mr, 128 * MiB, NULL, &error);
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_null(b);
+  g_clear_error(&error);
+  /* the pool keeps working: the first buffer is intact, more fits */
+  write_pattern(a, 7, NULL);
+  b = alloc_ok(mr, 16 * MiB, NULL);
+  check_pattern(a, 7, NULL);
+  close_ok(b, NULL);
+  close_ok(a, NULL);
+  sync_ok(NULL);
+  g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+#define N_THREADS 16
+
+typedef struct
+{
+  MemresResource *mr;
+  guint iterations;
+  guint index;
+} ThreadData;
+
+static gpointer
+thread_main(gpointer user_data)
+{
+  ThreadData *td = user_data;
+
+  for (guint i = 0; i < td->iterations; i++)
+    {
+      gsize size = 1 + ((td->index * 7919 + i * 104729) % (64 * KiB));
+      GError *error = NULL;
+      MemresBuffer *buf = memres_resource_allocate(td->mr, size, NULL, &error);
+
+      g_assert_no_error(error);
+      g_assert_nonnull(buf);
+      g_assert_true(memres_buffer_close(buf, NULL, &error));
+      g_assert_no_error(error);
+      memres_buffer_unref(buf);
+    }
+  return NULL;
+}
+
+static void
+test_threads(void)
+{
+  FakeCudaCounts base;
+  ThreadData td[N_THREADS];
+  GThread *threads[N_THREADS];
+  MemresResource *mr;
+  MemresStats s;
+  guint iterations = mt_driver_is_fake() ? 2000 : 10000;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new");
+  for (guint t = 0; t < N_THREADS; t++)
+    {
+      td[t] = (ThreadData){ mr, iterations, t };
+      threads[t] = g_thread_new("dmr-test", thread_main, &td[t]);
+    }
+  for (guint t = 0; t < N_THREADS; t++)
+    g_thread_join(threads[t]);
+
+  /* every thread freed on the legacy stream of the device's primary context */
+  sync_ok(NULL);
+  s = stats_ok(mr);
+  g_assert_cmpuint(s.used_current, ==, 0);
+  g_assert_cmpuint(s.n_buffers, ==, 0);
+  g_assert_cmpuint(s.used_high, >=, 1);
+  if (mt_driver_is_fake())
+    g_assert_cmpint(mt_fake_call_count("cuMemFreeAsync"), >=, (long)N_THREADS * iterations);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_free_other_stream(void)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *src, *dst;
+  CUstream a, b;
+  CUevent done;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new");
+  a = stream_new();
+  b = stream_new();
+  CU_OK(drv()->cuEventCreate(&done, CU_EVENT_DISABLE_TIMING));
+
+  src = alloc_ok(mr, 4 * MiB, a);
+  dst = alloc_ok(mr, 4 * MiB, a);
+  write_pattern(src, 42, a);
+  g_assert_true(memres_buffer_copy_to(src, dst, a, &error));
+  g_assert_no_error(error);
+  check_pattern(src, 42, a); /* the bytes are intact before the free */
+
+  /* the free on b waits for everything queued on a */
+  CU_OK(drv()->cuEventRecord(done, a));
+  CU_OK(drv()->cuStreamWaitEvent(b, done, 0));
+  close_ok(src, b);
+  CU_OK(drv()->cuStreamSynchronize(b));
+  check_pattern(dst, 42, a);
+  g_assert_cmpuint(stats_ok(mr).used_current, >=, 4 * MiB);
+  close_ok(dst, a);
+  CU_OK(drv()->cuStreamSynchronize(a));
+  g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
+
+  CU_OK(drv()->cuEventDestroy(done));
+  stream_free(a);
+  stream_free(b);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_buffers_outlive_resource(void)
+{
+  FakeCudaCounts base, live;
+  MemresResource *mr;
+  MemresBuffer *bufs[3];
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new");
+  for (guint i = 0; i < G_N_ELEMENTS(bufs); i++)
+    bufs[i] = alloc_ok(mr, (i + 1) * 100 * KiB, NULL);
+  memres_resource_unref(mr); /* the buffers hold it now */
+
+  for (guint i = 0; i < G_N_ELEMENTS(bufs); i++)
+    {
+      g_assert_true(memres_buffer_get_resource(bufs[i]) == mr);
+      write_pattern(bufs[i], i, NULL);
+      check_pattern(bufs[i], i, NULL);
+    }
+  if (mt_driver_is_fake())
+    {
+      mt_fake_get_counts(&live);
+      g_assert_cmpint(live.pools, ==, base.pools + 1);
+      g_assert_cmpint(live.pool_allocations, ==, base.pool_allocations + 3);
+    }
+  close_ok(bufs[0], NULL);
+  close_ok(bufs[2], NULL);
+  if (mt_driver_is_fake())
+    {
+      mt_fake_get_counts(&live);
+      g_assert_cmpint(live.pools, ==, base.pools + 1); /* one buffer is left */
+    }
+  close_ok(bufs[1], NULL);
+  sync_ok(NULL);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_pool_current_vs_new(void)
+{
+  FakeCudaCounts base, now;
+  MemresResource *cur1, *cur2, *own;
+  MemresBuffer *b1, *b2, *b3;
+  CUmemoryPool current = NULL;
+  CUdevice dev;
+  cuuint64_t zero = 0;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  CU_OK(drv()->cuDeviceGet(&dev, 0));
+  CU_OK(drv()->cuDeviceGetMemPool(&current, dev));
+
+  /* a current pool with threshold 0 is raised to max; a given threshold is applied */
+  CU_OK(drv()->cuMemPoolSetAttribute(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+  cur1 = new_mr("dmr");
+  g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
+  cur2 = new_mr("dmr:pool=current,release_threshold=1MiB");
+  g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, MiB);
+  memres_resource_unref(cur2);
+  cur2 = new_mr("dmr:device=0,pool=current");
+  g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, MiB);
+  own = new_mr("dmr:pool=new");
+  if (mt_driver_is_fake())
+    {
+      mt_fake_get_counts(&now);
+      g_assert_cmpint(now.pools, ==, base.pools + 1); /* only the new pool was created */
+    }
+
+  b1 = alloc_ok(cur1, 2 * MiB, NULL);
+  b2 = alloc_ok(cur2, MiB, NULL);
+  b3 = alloc_ok(own, 3 * MiB, NULL);
+  g_assert_true(pool_of(b1) == current);
+  g_assert_true(pool_of(b2) == current);
+  g_assert_true(pool_of(b3) != current);
+  g_assert_cmpuint(pool_attr(pool_of(b3), CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), !=, G_MAXUINT64);
+  /* both current resources see all the current pool's memory, the new one only its own */
+  g_assert_cmpuint(stats_ok(cur1).used_current, >=, 3 * MiB);
+  g_assert_cmpuint(stats_ok(cur2).used_current, ==, stats_ok(cur1).used_current);
+  g_assert_cmpuint(stats_ok(own).used_current, >=, 3 * MiB);
+  g_assert_cmpuint(stats_ok(own).used_current, <, 4 * MiB + 4 * MiB);
+  g_assert_cmpint(memres_resource_get_device(cur1), ==, 0);
+  g_assert_cmpint(memres_resource_get_flags(cur1), ==,
+                  MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED);
+
+  close_ok(b1, NULL);
+  close_ok(b2, NULL);
+  close_ok(b3, NULL);
+  sync_ok(NULL);
+  memres_resource_unref(cur1);
+  memres_resource_unref(cur2);
+  memres_resource_unref(own);
+  /* the current pool survives its resources */
+  g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, MiB);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_reuse_options(void)
+{
+  FakeCudaCounts base;
+  MemresResource *mr;
+  MemresBuffer *buf;
+  CUmemoryPool pool;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new,release_threshold=2MiB,reuse_follow_event_dependencies=false,"
+              "reuse_allow_opportunistic=true,reuse_allow_internal_dependencies=no");
+  buf = alloc_ok(mr, KiB, NULL);
+  pool = pool_of(buf);
+  g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 2 * MiB);
+  g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES), ==, 0);
+  g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 1);
+  g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES), ==, 0);
+  close_ok(buf, NULL);
+  sync_ok(NULL);
+  memres_resource_unref(mr);
+
+  mr = new_mr("dmr:pool=new,reuse_follow_event_dependencies=true,reuse_allow_opportunistic=0");
+  buf = alloc_ok(mr, KiB, NULL);
+  pool = pool_of(buf);
+  g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES), ==, 1);
+  g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 0);
+  close_ok(buf, NULL);
+  sync_ok(NULL);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+assert_new_fails(const char *spec, GQuark domain, gint code, const char *in_message)
+{
+  GError *error = NULL;
+  MemresResource *mr = memres_resource_new(spec, &error);
+
+  g_assert_null(mr);
+  g_assert_error(error, domain, code);
+  if (in_message != NULL && strstr(error->message, in_message) == NULL)
+    g_error("\"%s\": message \"%s\" lacks \"%s\"", spec, error->message, in_message);
+  g_error_free(error);
+}
+
+static void
+test_bad_options(void)
+{
+  FakeCudaCounts base;
+  gint count = 0;
+  GError *error = NULL;
+  g_autofree char *beyond = NULL;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  g_assert_true(memres_cuda_get_device_count(&count, &error));
+  g_assert_no_error(error);
+  beyond = g_strdup_printf("dmr:device=%d", count);
+
+  assert_new_fails("dmr:max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_size");
+  assert_new_fails("dmr:pool=current,max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "pool=new");
+  assert_new_fails("dmr:pool=new,max_size=0", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "max_size");
+  assert_new_fails(beyond, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
+  assert_new_fails("dmr:device=4096,pool=new", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
+  assert_new_fails("dmr:device=-1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "device");
+  assert_new_fails("dmr:reuse_allow_opportunistic=maybe", MEMRES_ERROR,
+                   MEMRES_ERROR_INVALID_ARGUMENT, "reuse_allow_opportunistic");
+  assert_new_fails("dmr:pool=shared", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "pool");
+  assert_new_fails("dmr:release_threshold=lots", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "release_threshold");
+  assert_new_fails("dmr:no_such_key=1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "no_such_key");
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_query(void)
+{
+  FakeCudaCounts base;
+  MemresResource *mr;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new");
+  g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "dmr");
+  g_assert_cmpint(memres_resource_get_device(mr), ==, 0);
+  g_assert_true(memres_resource_is_device_accessible(mr));
+  g_assert_false(memres_resource_is_host_accessible(mr));
+  g_assert_cmpint(memres_resource_get_flags(mr), ==,
+                  MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_capture_refused(void)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *buf;
+  CUstream stream;
+  CUgraph graph = NULL;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new");
+  stream = stream_new();
+  CU_OK(drv()->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+  buf = memres_resource_allocate(mr, MiB, stream, &error);
+  g_assert_null(buf);
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull(strstr(error->message, "captur"));
+  g_clear_error(&error);
+  CU_OK(drv()->cuStreamEndCapture(stream, &graph));
+  if (graph != NULL)
+    CU_OK(drv()->cuGraphDestroy(graph));
+  g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
+
+  /* the same stream allocates again once the capture ended */
+  round_trip(mr, 8 * KiB, stream);
+  stream_free(stream);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_no_context(void)
+{
+  FakeCudaCounts base;
+  MemresResource *mr;
+
+  if (!mt_require_devices(1))
+    return;
+  begin(&base);
+  mr = new_mr("dmr:pool=new");
+  /* a thread that never made a context current allocates and frees on the NULL stream */
+  {
+    ThreadData td = { mr, 10, 0 };
+    GThread *t = g_thread_new("no-context", thread_main, &td);
+
+    g_thread_join(t);
+  }
+  sync_ok(NULL);
+  g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+assert_access(MemresResource *mr, gint device, MemresAccess expected)
+{
+  GError *error = NULL;
+  MemresAccess access = (MemresAccess)0x7f;
+
+  g_assert_true(memres_resource_get_access(mr, device, &access, &error));
+  g_assert_no_error(error);
+  g_assert_cmpint(access, ==, expected);
+}
+
+static void
+test_peer_access(void)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *buf;
+  long calls = 0;
+  gint count = 0;
+  int can = 0;
+  CUdevice d0, d1;
+
+  if (!mt_require_devices(2))
+    return;
+  CU_OK(drv()->cuDeviceGet(&d0, 0));
+  CU_OK(drv()->cuDeviceGet(&d1, 1));
+  CU_OK(drv()->cuDeviceCanAccessPeer(&can, d1, d0));
+  if (!can)
+    {
+      g_test_skip("device 1 cannot access device 0");
+      return;
+    }
+  begin(&base);
+  g_assert_true(memres_cuda_get_device_count(&count, &error));
+  mr = new_mr("dmr:pool=new");
+  buf = alloc_ok(mr, MiB, NULL);
+  assert_access(mr, 0, MEMRES_ACCESS_READWRITE);
+  assert_access(mr, 1, MEMRES_ACCESS_NONE);
+
+  /* one driver call for all entries; the owner's entry is ignored */
+  {
+    const MemresAccessDesc grant[] = { { 0, MEMRES_ACCESS_NONE }, { 1, MEMRES_ACCESS_READWRITE } };
+
+    if (mt_driver_is_fake())
+      calls = mt_fake_call_count("cuMemPoolSetAccess");
+    g_assert_true(memres_resource_set_access(mr, grant, G_N_ELEMENTS(grant), &error));
+    g_assert_no_error(error);
+    if (mt_driver_is_fake())
+      g_assert_cmpint(mt_fake_call_count("cuMemPoolSetAccess"), ==, calls + 1);
+  }
+  assert_access(mr, 0, MEMRES_ACCESS_READWRITE);
+  assert_access(mr, 1, MEMRES_ACCESS_READWRITE);
+
+  /* bad entries change nothing and make no driver call */
+  {
+    const MemresAccessDesc no_device[]
+        = { { 1, MEMRES_ACCESS_NONE }, { count, MEMRES_ACCESS_NONE } };
+    const MemresAccessDesc bad_access[] = { { 1, (MemresAccess)2 } };
+    const MemresAccessDesc conflict[] = { { 1, MEMRES_ACCESS_NONE }, { 1, MEMRES_ACCESS_READ } };
+
+    if (mt_driver_is_fake())
+      calls = mt_fake_call_count("cuMemPoolSetAccess");
+    g_assert_false(memres_resource_set_access(mr, no_device, 2, &error));
+    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+    g_clear_error(&error);
+    g_assert_false(memres_resource_set_access(mr, bad_access, 1, &error));
+    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_clear_error(&error);
+    g_assert_false(memres_resource_set_access(mr, conflict, 2, &error));
+    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_clear_error(&error);
+    g_assert_false(memres_resource_get_access(mr, count, &(MemresAccess){ 0 }, &error));
+    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+    g_clear_error(&error);
+    if (mt_driver_is_fake())
+      g_assert_cmpint(mt_fake_call_count("cuMemPoolSetAccess"), ==, calls);
+  }
+  assert_access(mr, 1, MEMRES_ACCESS_READWRITE);
+
+  /* revoke; duplicates with the same access collapse */
+  {
+    const MemresAccessDesc revoke[] = { { 1, MEMRES_ACCESS_NONE }, { 1, MEMRES_ACCESS_NONE } };
+
+    g_assert_true(memres_resource_set_access(mr, revoke, 2, &error));
+    g_assert_no_error(error);
+  }
+  assert_access(mr, 1, MEMRES_ACCESS_NONE);
+  /* an empty request is fine */
+  g_assert_true(memres_resource_set_access(mr, NULL, 0, &error));
+  g_assert_no_error(error);
+
+  close_ok(buf, NULL);
+  sync_ok(NULL);
+  memres_resource_unref(mr);
+
+  /* the device's current pool on device 1 is another pool, owned by device 1 */
+  mr = new_mr("dmr:device=1");
+  g_assert_cmpint(memres_resource_get_device(mr), ==, 1);
+  assert_access(mr, 1, MEMRES_ACCESS_READWRITE);
+  buf = alloc_ok(mr, 64 * KiB, NULL);
+  g_assert_cmpint(memres_buffer_get_device(buf), ==, 1);
+  write_pattern(buf, 3, NULL);
+  check_pattern(buf, 3, NULL);
+  close_ok(buf, NULL);
+  sync_ok(NULL);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_peer_unsupported(void)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  MemresResource *mr;
+  const MemresAccessDesc grant[] = { { 1, MEMRES_ACCESS_READWRITE } };
+  int can = 1;
+  CUdevice d0, d1;
+
+  if (!mt_require_devices(2))
+    return;
+  CU_OK(drv()->cuDeviceGet(&d0, 0));
+  CU_OK(drv()->cuDeviceGet(&d1, 1));
+  CU_OK(drv()->cuDeviceCanAccessPeer(&can, d1, d0));
+  if (can)
+    {
+      g_test_skip("device 1 can access device 0");
+      return;
+    }
+  begin(&base);
+  mr = new_mr("dmr:pool=new");
+  g_assert_false(memres_resource_set_access(mr, grant, 1, &error));
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error(&error);
+  assert_access(mr, 1, MEMRES_ACCESS_NONE);
+  memres_resource_unref(mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_no_pools(void)
+{
+  FakeCudaCounts base, live;
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *a, *b;
+  MemresStats s;
+  const MemresAccessDesc grant[] = { { 0, MEMRES_ACCESS_READWRITE } };
+
+  if (!mt_require_devices(1))
+    return;
+  if (!mt_driver_is_fake())
+    {
+      g_test_skip("needs a device without memory pools: the fake makes one");
+      return;
+    }
+  begin(&base);
+  mt_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
+
+  assert_new_fails("dmr", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "device 0");
+  assert_new_fails("dmr:pool=new,sync_fallback=false", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "device 0");
+
+  mr = new_mr("dmr:pool=new,max_size=8MiB,sync_fallback=true");
+  g_assert_cmpint(memres_resource_get_flags(mr), ==, MEMRES_MEMORY_DEVICE_ACCESSIBLE);
+  round_trip(mr, 255, NULL);
+  round_trip(mr, MiB, NULL);
+  a = alloc_ok(mr, 6 * MiB, NULL);
+  mt_fake_get_counts(&live);
+  g_assert_cmpint(live.allocations, ==, base.allocations + 1);
+  g_assert_cmpint(live.pool_allocations, ==, base.pool_allocations);
+  b = memres_resource_allocate(mr, 4 * MiB, NULL, &error);
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_null(b);
+  g_clear_error(&error);
+  s = stats_ok(mr);
+  g_assert_cmpuint(s.used_current, ==, 6 * MiB);
+  g_assert_cmpuint(s.reserved_current, ==, 6 * MiB);
+  g_assert_cmpuint(s.used_high, ==, 6 * MiB);
+  close_ok(a, NULL);
+  s = stats_ok(mr);
+  g_assert_cmpuint(s.used_current, ==, 0);
+  g_assert_cmpuint(s.used_high, ==, 6 * MiB);
+  g_assert_true(memres_resource_reset_stats(mr, &error));
+  g_assert_no_error(error);
+  g_assert_cmpuint(stats_ok(mr).used_high, ==, 0);
+  g_assert_true(memres_resource_trim(mr, 0, &error));
+  g_assert_no_error(error);
+  g_assert_false(memres_resource_set_access(mr, grant, 1, &error));
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error(&error);
+  memres_resource_unref(mr);
+
+  mt_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1);
+  mt_assert_fake_counts_equal(&base);
+}
+
+/* Fault sweeps (fake only) */
+
+typedef struct
+{
+  MemresResource *mr;
+  MemresStream stream;
+  MemresBuffer *buf;
+  const char *spec;
+} SweepData;
+
+static gboolean
+op_allocate(gpointer data, GError **error)
+{
+  SweepData *sd = data;
+
+  sd->buf = memres_resource_allocate(sd->mr, 256 * KiB, sd->stream, error);
+  return sd->buf != NULL;
+}
+
+static void
+undo_allocate(gpointer data)
+{
+  SweepData *sd = data;
+
+  close_ok(sd->buf, sd->stream);
+  sync_ok(sd->stream);
+  sd->buf = NULL;
+}
+
+static gboolean
+op_close(gpointer data, GError **error)
+{
+  SweepData *sd = data;
+
+  return memres_buffer_close(sd->buf, sd->stream, error);
+}
+
+static void
+undo_close(gpointer data)
+{
+  SweepData *sd = data;
+
+  sync_ok(sd->stream);
+  memres_buffer_unref(sd->buf);
+  sd->buf = alloc_ok(sd->mr, 256 * KiB, sd->stream);
+}
+
+static gboolean
+op_new(gpointer data, GError **error)
+{
+  SweepData *sd = data;
+
+  sd->mr = memres_resource_new(sd->spec, error);
+  return sd->mr != NULL;
+}
+
+static void
+undo_new(gpointer data)
+{
+  SweepData *sd = data;
+
+  g_clear_pointer(&sd->mr, memres_resource_unref);
+}
+
+static void
+test_fault_allocate(void)
+{
+  FakeCudaCounts base;
+  SweepData sd = { 0 };
+  CUstream stream;
+
+  if (!mt_require_devices(1))
+    return;
+  if (!mt_driver_is_fake())
+    {
+      g_test_skip("fault injection needs the fake driver");
+      return;
+    }
+  begin(&base);
+  sd.mr = new_mr("dmr:pool=new");
+  stream = stream_new();
+  sd.stream = NULL;
+  g_assert_cmpint(mt_fault_sweep("allocate (NULL stream)", op_allocate, undo_allocate, &sd,
+                                 CUDA_ERROR_INVALID_VALUE, NULL),
+                  >=, 1);
+  sd.stream = stream;
+  g_assert_cmpint(mt_fault_sweep("allocate (stream)", op_allocate, undo_allocate, &sd,
+                                 CUDA_ERROR_INVALID_VALUE, NULL),
+                  >=, 2);
+  stream_free(stream);
+  memres_resource_unref(sd.mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_fault_close(void)
+{
+  FakeCudaCounts base;
+  SweepData sd = { 0 };
+  CUstream stream;
+
+  if (!mt_require_devices(1))
+    return;
+  if (!mt_driver_is_fake())
+    {
+      g_test_skip("fault injection needs the fake driver");
+      return;
+    }
+  begin(&base);
+  sd.mr = new_mr("dmr:pool=new");
+  stream = stream_new();
+  sd.stream = stream;
+  sd.buf = alloc_ok(sd.mr, 256 * KiB, sd.stream);
+  g_assert_cmpint(
+      mt_fault_sweep("close", op_close, undo_close, &sd, CUDA_ERROR_INVALID_VALUE, NULL), >=, 1);
+  close_ok(sd.buf, sd.stream);
+  stream_free(stream);
+  memres_resource_unref(sd.mr);
+  mt_assert_fake_counts_equal(&base);
+}
+
+static void
+test_fault_new(void)
+{
+  static const char *const specs[] = {
+    "dmr:pool=new",
+    "dmr:pool=new,max_size=1GiB,release_threshold=4MiB,reuse_follow_event_dependencies=true,"
+    "reuse_allow_opportunistic=false,reuse_allow_internal_dependencies=true",
+    "dmr:pool=current,release_threshold=max,reuse_allow_opportunistic=true",
+  };
+  FakeCudaCounts base;
+  SweepData sd = { 0 };
+
+  if (!mt_require_devices(1))
+    return;
+  if (!mt_driver_is_fake())
+    {
+      g_test_skip("fault injection needs the fake driver");
+      return;
+    }
+  begin(&base);
+  for (guint i = 0; i < G_N_ELEMENTS(specs); i++)
+    {
+      sd.spec = specs[i];
+      g_assert_cmpint(
+          mt_fault_sweep(specs[i], op_new, undo_new, &sd, CUDA_ERROR_INVALID_VALUE, NULL), >=, 1);
+    }
+  mt_assert_fake_counts_equal(&base);
+}
+
+int
+main(int argc, char **argv)
+{
+  /* Against the fake, two devices, so that peer access is tested too. Set before the driver
+   * loads (it reads the environment at cuInit). */
+  g_setenv("FAKECUDA_DEVICES", "2", FALSE);
+  mt_init(&argc, &argv);
+
+  g_test_add_func("/dmr/allocate/patterns", test_allocate_patterns);
+  g_test_add_func("/dmr/allocate/zero-size", test_allocate_zero_size);
+  g_test_add_func("/dmr/allocate/too-large", test_allocate_too_large);
+  g_test_add_func("/dmr/allocate/no-context", test_no_context);
+  g_test_add_func("/dmr/allocate/capture-refused", test_capture_refused);
+  g_test_add_func("/dmr/allocate/threads", test_threads);
+  g_test_add_func("/dmr/stats/used", test_stats);
+  g_test_add_func("/dmr/stats/trim", test_trim);
+  g_test_add_func("/dmr/pool/max-size", test_max_size);
+  g_test_add_func("/dmr/pool/current-vs-new", test_pool_current_vs_new);
+  g_test_add_func("/dmr/pool/reuse-options", test_reuse_options);
+  g_test_add_func("/dmr/pool/no-pools", test_no_pools);
+  g_test_add_func("/dmr/lifetime/buffers-outlive-resource", test_buffers_outlive_resource);
+  g_test_add_func("/dmr/stream/free-other-stream", test_free_other_stream);
+  g_test_add_func("/dmr/options/bad", test_bad_options);
+  g_test_add_func("/dmr/query", test_query);
+  g_test_add_func("/dmr/peer/access", test_peer_access);
+  g_test_add_func("/dmr/peer/unsupported", test_peer_unsupported);
+  g_test_add_func("/dmr/fault/allocate", test_fault_allocate);
+  g_test_add_func("/dmr/fault/close", test_fault_close);
+  g_test_add_func("/dmr/fault/new", test_fault_new);
+  return g_test_run();
+}
