@@ -34,6 +34,7 @@ typedef struct
   GArray *chunks;        /* guint64: vmm chunk sizes in bytes */
   guint64 grow_size;     /* bytes a vmm buffer grows by */
   guint64 copy_size;     /* bytes per copy */
+  gint64 deadline_ns;    /* bench_now_ns() after which rows are skipped; 0: none */
   char **argv;           /* the command line, for the record */
 } BenchConfig;
 

@@ -86,7 +86,8 @@ run_variant(const BenchVariant *v, guint64 iterations, gint64 *elapsed, GError *
  *
  * Calibrates, warms up (excluded), then measures R repetitions of N iterations per variant,
  * interleaved and alternating the order. R shrinks (to at least 3) when the row would exceed
- * the row budget.
+ * the row budget. A row that would start after the deadline (--time-limit) is skipped with
+ * %MEMRES_ERROR_FAILED.
  *
  * Returns: %TRUE when every run succeeded
  */
@@ -103,6 +104,12 @@ bench_measure(const BenchContext *ctx, const char *what, const BenchVariant *var
   gint64 elapsed, started = bench_now_ns();
 
   g_return_val_if_fail(n_variants >= 1 && n_variants <= BENCH_MAX_VARIANTS, FALSE);
+  if (cfg->deadline_ns != 0 && started > cfg->deadline_ns)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                  "skipped: the --time-limit ran out before this row");
+      return FALSE;
+    }
 
   /* Calibration (doubles as the first warm-up): grow N until the slowest variant takes an
    * eighth of the target, then extrapolate. */

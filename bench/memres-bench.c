@@ -88,7 +88,7 @@ typedef struct
   gboolean pairs, random, threads, vmm_grow, copy;
   char *sizes, *thread_counts, *chunks, *min_size, *max_size, *grow_size, *copy_size;
   gint repetitions, live, seed;
-  gdouble target_ms, row_budget_ms;
+  gdouble target_ms, row_budget_ms, time_limit_s;
 } Args;
 
 static gboolean
@@ -133,6 +133,8 @@ configure(BenchConfig *cfg, Args *a, GError **error)
                   "sizes must be positive and --min-size at most --max-size");
       return FALSE;
     }
+  if (a->time_limit_s > 0)
+    cfg->deadline_ns = bench_now_ns() + (gint64)(a->time_limit_s * 1e9);
   if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy)
     a->pairs = a->random = a->threads = TRUE;
   return TRUE;
@@ -158,6 +160,8 @@ parse_args(int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     { "target-ms", 0, 0, G_OPTION_ARG_DOUBLE, &a->target_ms, "Length of a repetition (20)", "MS" },
     { "row-budget-ms", 0, 0, G_OPTION_ARG_DOUBLE, &a->row_budget_ms,
       "Most time per row; fewer repetitions beyond (4000)", "MS" },
+    { "time-limit", 0, 0, G_OPTION_ARG_DOUBLE, &a->time_limit_s,
+      "Skip the rows that would start after this many seconds (default: none)", "S" },
     { "sizes", 0, 0, G_OPTION_ARG_STRING, &a->sizes, "Pair sizes", "LIST" },
     { "live", 0, 0, G_OPTION_ARG_INT, &a->live, "Live allocations of (b) and (c) (1000)", "N" },
     { "min-size", 0, 0, G_OPTION_ARG_STRING, &a->min_size, "Smallest random size (1KiB)", "SIZE" },

@@ -488,6 +488,9 @@ def measure(live_peers, run, units, args, what):
     target = args.target_ms * 1e6
     budget = args.row_budget_ms * 1e6
     iters, results, started = {}, {}, time.perf_counter_ns()
+    if args.deadline and started > args.deadline:
+        return {p.name: {"error": "skipped: the --time-limit ran out before this row"}
+                for p in live_peers}
     for peer in list(live_peers):
         try:
             n = 1
@@ -549,7 +552,10 @@ def main(argv=None):
     p.add_argument("--min-size", type=parse_size, default=KIB)
     p.add_argument("--max-size", type=parse_size)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--time-limit", type=float, default=0,
+                   help="skip the rows that would start after this many seconds")
     args = p.parse_args(argv)
+    args.deadline = time.perf_counter_ns() + int(args.time_limit * 1e9) if args.time_limit else 0
     q = args.quick
     args.repetitions = args.repetitions or (3 if q else 15)
     args.target_ms = args.target_ms or (2.0 if q else 20.0)

@@ -369,7 +369,7 @@ def render(docs, errors, peers, peers_error, steps, args, plot_note):
             lines += ["Errors:", ""] + ["- " + e for e in errs] + [""]
     lines += ["## Plot", "", "![allocation latency by size](latency.png)" if plot_note is None
               else "(%s)" % plot_note, ""]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def main():
