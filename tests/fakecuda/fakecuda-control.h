@@ -10,6 +10,11 @@
  *                               ENTRY returns CODE (a number or a CUDA_ERROR_* name)
  *   FAKECUDA_NO_MEMPOOLS=1, FAKECUDA_NO_HOST_POOLS=1, FAKECUDA_NO_VMM=1, FAKECUDA_NO_IPC=1,
  *   FAKECUDA_NO_PEER=1          device attributes reported as 0
+ *   FAKECUDA_GRANULARITY=SIZE, FAKECUDA_RECOMMENDED_GRANULARITY=SIZE
+ *                               VMM granularities (default 2 MiB both; powers of two)
+ *   FAKECUDA_HOST_MEMORY=SIZE   bytes of pinned/host-pool/host-VMM memory (default 64 GiB)
+ * FAKECUDA_DEVICES=0 makes cuInit return CUDA_ERROR_NO_DEVICE, as the real driver does.
+ * See README.md in this directory for what is simulated and how it differs from the driver.
  */
 #pragma once
 
@@ -45,6 +50,10 @@ int fakecuda_trace_end (const char ***names);
 void fakecuda_set_attribute (int device, CUdevice_attribute attr, int value);
 /* Number of calls of @entry since cuInit. */
 long fakecuda_call_count (const char *entry);
+/* Sets the VMM granularities cuMemGetAllocationGranularity reports and cuMemCreate/cuMemMap
+ * enforce (bytes; powers of two, multiples of the page size, @recommended a multiple of
+ * @minimum). Takes effect at once; use it before creating VMM memory. */
+void fakecuda_set_granularity (size_t minimum, size_t recommended);
 
 #ifdef __cplusplus
 }
