@@ -901,6 +901,16 @@ test_peer_unsupported(void)
   int can = 1;
   CUdevice d0, d1;
 
+  /* The fake has peer access unless FAKECUDA_NO_PEER is set when it loads: run the test in a
+   * child process that loads it so. */
+  if (mt_driver_is_fake() && !g_test_subprocess())
+    {
+      g_setenv("FAKECUDA_NO_PEER", "1", TRUE);
+      g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      g_unsetenv("FAKECUDA_NO_PEER");
+      g_test_trap_assert_passed();
+      return;
+    }
   if (!mt_require_devices(2))
     return;
   CU_OK(drv()->cuDeviceGet(&d0, 0));

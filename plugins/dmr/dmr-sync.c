@@ -83,33 +83,41 @@ dmr_sync_allocate(DmrSync *self, gsize size, guint64 *address, GError **error)
   return TRUE;
 }
 
+/* As memres_pool_free(): when @stream cannot be synchronized (a destroyed stream), wait for
+ * the whole primary context instead and free anyway, reporting the stream's error. */
 gboolean
 dmr_sync_free(DmrSync *self, guint64 address, gsize size, MemresStream stream, GError **error)
 {
+  const MemresCudaDriver *drv = self->drv;
+  gboolean ordered = TRUE;
   CUcontext popped;
   CUresult r;
 
-  r = self->drv->cuStreamSynchronize(stream);
-  if (r == CUDA_ERROR_INVALID_CONTEXT)
-    {
-      if (!memres_cuda_ensure_context(self->device, error))
-        return FALSE;
-      r = self->drv->cuStreamSynchronize(stream);
-    }
+  r = drv->cuStreamSynchronize(stream);
+  if (r == CUDA_ERROR_INVALID_CONTEXT && memres_cuda_ensure_context(self->device, NULL))
+    r = drv->cuStreamSynchronize(stream);
   if (r == CUDA_ERROR_DEINITIALIZED)
     return TRUE; /* process exit: the memory is gone with the driver */
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuStreamSynchronize");
+    {
+      memres_cuda_set_error(error, r, "cuStreamSynchronize");
+      ordered = FALSE;
+    }
 
-  r = self->drv->cuCtxPushCurrent(self->context);
+  r = drv->cuCtxPushCurrent(self->context);
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuCtxPushCurrent");
-  r = self->drv->cuMemFree((CUdeviceptr)address);
-  (void)self->drv->cuCtxPopCurrent(&popped);
-  if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
+    return ordered ? memres_cuda_set_error(error, r, "cuCtxPushCurrent") : FALSE;
+  if (!ordered)
+    r = drv->cuCtxSynchronize();
+  if (r == CUDA_SUCCESS)
+    r = drv->cuMemFree((CUdeviceptr)address);
+  (void)drv->cuCtxPopCurrent(&popped);
+
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_DEINITIALIZED)
+    account(self, size, FALSE);
+  else if (ordered)
     return memres_cuda_set_error(error, r, "cuMemFree");
-  account(self, size, FALSE);
-  return TRUE;
+  return ordered;
 }
 
 void

@@ -508,7 +508,7 @@ memres_pool_allocate(MemresPool *pool, gsize size, MemresStream stream, guint64 
   CUdeviceptr ptr = 0;
   CUresult r = CUDA_SUCCESS;
 
-  if (stream_may_capture(stream))
+  if (stream_may_capture(stream) && drv->cuStreamIsCapturing != NULL)
     {
       CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
 
@@ -542,6 +542,26 @@ memres_pool_allocate(MemresPool *pool, gsize size, MemresStream stream, guint64 
   return TRUE;
 }
 
+/* The free could not be ordered on the caller's stream (a destroyed stream, for example). The
+ * core closes the buffer even then and never calls deallocate again, so the memory would stay
+ * allocated for the life of the process. Instead, wait for all work of the device's primary
+ * context, which by the ordering rule includes every use of the memory made there, and free it
+ * on that context's legacy stream. Best effort: the caller still gets the original error. */
+static void
+free_unordered(MemresPool *pool, CUdeviceptr ptr)
+{
+  const MemresCudaDriver *drv = pool->drv;
+  CUcontext context, popped;
+
+  if (!memres_cuda_get_primary_context(pool->device, &context, NULL))
+    return;
+  if (drv->cuCtxPushCurrent(context) != CUDA_SUCCESS)
+    return;
+  if (drv->cuCtxSynchronize() == CUDA_SUCCESS)
+    (void)drv->cuMemFreeAsync(ptr, CU_STREAM_LEGACY);
+  (void)drv->cuCtxPopCurrent(&popped);
+}
+
 /**
  * memres_pool_free:
  * @pool: the pool @address was allocated from
@@ -554,9 +574,14 @@ memres_pool_allocate(MemresPool *pool, gsize size, MemresStream stream, guint64 
  * (for work on another stream: cuEventRecord there, cuStreamWaitEvent on @stream). A thread
  * without a current context gets the primary context of @pool's device, as in
  * memres_pool_allocate(). `CUDA_ERROR_DEINITIALIZED` (the driver is shutting down at process
- * exit, the memory is gone anyway) counts as success. Thread-safe.
+ * exit, the memory is gone anyway) counts as success. When the free cannot be ordered on
+ * @stream (an invalid or destroyed stream), the memory is still freed, after waiting for all
+ * work of the device's primary context (cuCtxSynchronize, then cuMemFreeAsync on its legacy
+ * stream), and the error of the first attempt is reported: the memory never leaks because of
+ * a bad stream. Thread-safe.
  *
- * Returns: %TRUE on success; %FALSE with a %MEMRES_CUDA_ERROR otherwise.
+ * Returns: %TRUE on success; %FALSE with a %MEMRES_CUDA_ERROR otherwise (the memory is freed
+ *   nonetheless when at all possible).
  */
 gboolean
 memres_pool_free(MemresPool *pool, guint64 address, MemresStream stream, GError **error)
@@ -568,12 +593,17 @@ memres_pool_free(MemresPool *pool, guint64 address, MemresStream stream, GError 
   if (r == CUDA_ERROR_INVALID_CONTEXT)
     {
       if (!memres_cuda_ensure_context(pool->device, error))
-        return FALSE;
+        {
+          free_unordered(pool, (CUdeviceptr)address);
+          return FALSE;
+        }
       r = pool->drv->cuMemFreeAsync((CUdeviceptr)address, stream);
     }
   if (r == CUDA_SUCCESS || r == CUDA_ERROR_DEINITIALIZED)
     return TRUE;
-  return memres_cuda_set_error(error, r, "cuMemFreeAsync");
+  memres_cuda_set_error(error, r, "cuMemFreeAsync");
+  free_unordered(pool, (CUdeviceptr)address);
+  return FALSE;
 }
 
 /**
