@@ -142,7 +142,7 @@ print_section(const BenchContext *ctx, const BenchSection *section, FILE *out)
       GString *line = g_string_new(NULL);
 
       d = section_display(ctx, section, row);
-      g_string_append_printf(line, "  %-22s", row->label);
+      g_string_append_printf(line, "  %-26s", row->label);
       if (row->error != NULL || m == NULL || r == NULL)
         g_string_append_printf(line, "FAILED: %s", row->error ? row->error : "no result");
       else
@@ -160,7 +160,7 @@ print_section(const BenchContext *ctx, const BenchSection *section, FILE *out)
         }
       fprintf(out, "%s\n", line->str);
       if (row->note != NULL)
-        fprintf(out, "  %-22s(%s)\n", "", row->note);
+        fprintf(out, "  %-26s(%s)\n", "", row->note);
       g_string_free(line, TRUE);
     }
 }

@@ -88,7 +88,7 @@ def time_table(sec, first_col, unit, scale=1.0, extra=None):
     lines = ["| %s | memres %s | raw %s | ratio | ≤ %.2f× |" % (first_col, unit, unit, TARGET_RATIO),
              "|---|---:|---:|---:|:-:|"]
     if extra:
-        lines[0] = lines[0][:-1] + " %s |" % extra[0]
+        lines[0] += " %s |" % extra[0]
         lines[1] += "---:|"
     for r in sec["rows"]:
         if r.get("error"):

@@ -122,8 +122,9 @@ def smoke_peers(script, libmemres):
         for name in ("memres", "python"):
             check_summary("peers/%s/%s" % (row.get("label", "random"), name),
                           row["results"][name])
-    if doc["random"]["operations"] != 4 * doc["random"]["live"]:
-        fail("random trace has %d operations" % doc["random"]["operations"])
+    ops, live = doc["random"]["operations"], doc["random"]["live"]
+    if ops % 2 or not 3 * live <= ops <= 5 * live:  # every allocation freed once
+        fail("random trace has %d operations for %d live" % (ops, live))
 
 
 def smoke_run_all(script, build):
