@@ -311,7 +311,7 @@ memres_cuda_get_primary_context(gint device, CUcontext *context, GError **error)
     }
 
   g_mutex_lock(&context_mutex);
-  ctx = primary_contexts[device];
+  ctx = g_atomic_pointer_get(&primary_contexts[device]);
   if (ctx == NULL)
     {
       res = driver.cuDeviceGet(&dev, device);

@@ -24,7 +24,7 @@ validate_schema(const char *kind, const MemresOptionSpec *options, guint n_optio
     {
       const MemresOptionSpec *spec = &options[i];
 
-      if (!_memres_kind_name_is_valid(spec->name))
+      if (!_memres_key_is_valid(spec->name))
         {
           g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                       "kind \"%s\": option %u has an invalid name \"%s\"", kind, i,

@@ -34,28 +34,35 @@ ensure_table(void)
   g_once(&once, create_table, NULL);
 }
 
+/* The load token: one thread at a time loads plugins; the owner may take it again (a plugin's
+ * init may look up other kinds). load_owner is read and written atomically, so that what the
+ * owner did (loaded_plugins, embedded_state) happens before the next owner's work even for
+ * tools that do not see GMutex (ThreadSanitizer with GLib's futex-based mutex). */
 static void
 load_token_acquire(void)
 {
   GThread *self = g_thread_self();
 
+  if (g_atomic_pointer_get(&load_owner) == self)
+    {
+      load_depth++;
+      return;
+    }
   g_mutex_lock(&load_mutex);
-  while (load_owner != NULL && load_owner != self)
+  while (!g_atomic_pointer_compare_and_exchange(&load_owner, NULL, self))
     g_cond_wait(&load_cond, &load_mutex);
-  load_owner = self;
-  load_depth++;
   g_mutex_unlock(&load_mutex);
+  load_depth = 1;
 }
 
 static void
 load_token_release(void)
 {
+  if (--load_depth > 0)
+    return;
   g_mutex_lock(&load_mutex);
-  if (--load_depth == 0)
-    {
-      load_owner = NULL;
-      g_cond_broadcast(&load_cond);
-    }
+  g_atomic_pointer_set(&load_owner, NULL);
+  g_cond_broadcast(&load_cond);
   g_mutex_unlock(&load_mutex);
 }
 
@@ -71,9 +78,9 @@ ensure_embedded(void)
     return;
 
   load_token_acquire();
-  if (embedded_state == 0)
+  if (g_atomic_int_get(&embedded_state) == 0)
     {
-      embedded_state = 1;
+      g_atomic_int_set(&embedded_state, 1);
       plugin = _memres_plugin_load_embedded(_memres_host_get_desc(), &error);
       if (plugin == NULL)
         g_critical("The embedded host kind failed to register: %s", error->message);

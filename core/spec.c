@@ -19,10 +19,9 @@ is_name_char(char c)
   return is_name_start(c) || (c >= '0' && c <= '9') || c == '_';
 }
 
-/* TRUE when @name matches [a-z][a-z0-9_]* and fits MEMRES_KIND_NAME_MAX. Also used for option
- * keys. */
+/* TRUE when @name matches [a-z][a-z0-9_]* (option keys: any length). */
 gboolean
-_memres_kind_name_is_valid(const char *name)
+_memres_key_is_valid(const char *name)
 {
   gsize i;
 
@@ -31,7 +30,14 @@ _memres_kind_name_is_valid(const char *name)
   for (i = 1; name[i] != '\0'; i++)
     if (!is_name_char(name[i]))
       return FALSE;
-  return i < MEMRES_KIND_NAME_MAX;
+  return TRUE;
+}
+
+/* TRUE when @name matches [a-z][a-z0-9_]* and fits MEMRES_KIND_NAME_MAX. */
+gboolean
+_memres_kind_name_is_valid(const char *name)
+{
+  return _memres_key_is_valid(name) && strlen(name) < MEMRES_KIND_NAME_MAX;
 }
 
 /* Parses the decimal digits at @text, overflow-checked; returns the end in @end. */
@@ -105,6 +111,30 @@ _memres_parse_size(const char *text, guint64 *bytes, GError **error)
   g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
               "invalid size \"%s\": " SIZE_SYNTAX, text);
   return FALSE;
+}
+
+/**
+ * memres_parse_size:
+ * @text: a size as written in spec strings: bytes, optionally with a `B`, `KiB`, `MiB`, `GiB`
+ *   or `TiB` suffix, or `max`
+ * @bytes: (out): return location for the size in bytes (`max` is %G_MAXUINT64)
+ * @error: return location for a #GError, or %NULL
+ *
+ * Parses a size the way the values of %MEMRES_OPTION_SIZE options are parsed, for
+ * applications that read sizes from their own configuration or command line. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for anything else: a sign, a fraction, an exponent, an
+ * unknown suffix, a value that does not fit in 64 bits.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_parse_size(const char *text, guint64 *bytes, GError **error)
+{
+  g_return_val_if_fail(text != NULL, FALSE);
+  g_return_val_if_fail(bytes != NULL, FALSE);
+
+  return _memres_parse_size(text, bytes, error);
 }
 
 /* Parses true/false, yes/no, on/off, 1/0 (case-insensitive). */
@@ -239,7 +269,7 @@ _memres_spec_parse(const char *spec, char **kind, GPtrArray **keys, GPtrArray **
               return FALSE;
             }
           key = g_strndup(item, (gsize)(eq - item));
-          if (!_memres_kind_name_is_valid(key))
+          if (!_memres_key_is_valid(key))
             {
               g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                           "invalid spec \"%s\": invalid key \"%s\" (keys match "

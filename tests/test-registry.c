@@ -162,6 +162,39 @@ test_register_invalid(void)
   }
 }
 
+static gboolean
+long_keys_init(MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  g_assert_false(memres_options_get_bool(options, "reuse_allow_internal_dependencies_and_more"));
+  return TRUE;
+}
+
+static void
+test_register_long_option_key(void)
+{
+  static MemresResourceOps ops;
+  static const MemresOptionSpec options[] = {
+    { "reuse_allow_internal_dependencies_and_more", MEMRES_OPTION_BOOL, "true", "long", NULL, 0,
+      0 },
+  };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MemresResource) mr = NULL;
+  MemresKindInfo info = tk_info;
+
+  /* option keys have no length limit; kind names do */
+  ops = tk_ops;
+  ops.init = long_keys_init;
+  info.name = "long_keys";
+  info.ops = &ops;
+  info.options = options;
+  info.n_options = G_N_ELEMENTS(options);
+  g_assert_true(memres_registry_register_kind(&info, &error));
+  g_assert_no_error(error);
+  mr = memres_resource_new("long_keys:reuse_allow_internal_dependencies_and_more=no", &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(mr);
+}
+
 static void
 test_search_path(void)
 {
@@ -220,6 +253,7 @@ main(int argc, char **argv)
   g_test_add_func("/registry/register/app-kind", test_register_app_kind);
   g_test_add_func("/registry/register/duplicate", test_register_duplicate);
   g_test_add_func("/registry/register/invalid", test_register_invalid);
+  g_test_add_func("/registry/register/long-option-key", test_register_long_option_key);
   g_test_add_func("/registry/search-path", test_search_path);
   g_test_add_func("/registry/list-kinds", test_list_kinds);
   return g_test_run();
