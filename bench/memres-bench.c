@@ -265,6 +265,26 @@ all_rows_ok(GPtrArray *sections)
   return TRUE;
 }
 
+static void
+cleanup(BenchContext *ctx, BenchConfig *cfg, Args *a)
+{
+  if (ctx->stream != NULL)
+    ctx->drv->cuStreamDestroy(ctx->stream);
+  g_clear_pointer(&ctx->mr, memres_resource_unref);
+  g_free(cfg->spec);
+  g_strfreev(cfg->argv);
+  g_clear_pointer(&cfg->sizes, g_array_unref);
+  g_clear_pointer(&cfg->thread_counts, g_array_unref);
+  g_clear_pointer(&cfg->chunks, g_array_unref);
+  g_free(a->sizes);
+  g_free(a->thread_counts);
+  g_free(a->chunks);
+  g_free(a->min_size);
+  g_free(a->max_size);
+  g_free(a->grow_size);
+  g_free(a->copy_size);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -281,12 +301,13 @@ main(int argc, char **argv)
   if (!parse_args(&argc, &argv, &cfg, &a, &error))
     {
       fprintf(stderr, "memres-bench: %s\n", error->message);
+      cleanup(&ctx, &cfg, &a);
       return 2;
     }
   if (!setup(&ctx, &error))
     {
       fprintf(stderr, "memres-bench: %s\n", error->message);
-      g_clear_pointer(&ctx.mr, memres_resource_unref);
+      cleanup(&ctx, &cfg, &a);
       return 1;
     }
 
@@ -310,20 +331,6 @@ main(int argc, char **argv)
   fflush(stdout);
   bench_progress(&ctx, "%s: done in %.1f s", cfg.spec, (bench_now_ns() - started) / 1e9);
   status = all_rows_ok(sections) ? 0 : 3;
-
-  ctx.drv->cuStreamDestroy(ctx.stream);
-  memres_resource_unref(ctx.mr);
-  g_free(cfg.spec);
-  g_strfreev(cfg.argv);
-  g_array_unref(cfg.sizes);
-  g_array_unref(cfg.thread_counts);
-  g_array_unref(cfg.chunks);
-  g_free(a.sizes);
-  g_free(a.thread_counts);
-  g_free(a.chunks);
-  g_free(a.min_size);
-  g_free(a.max_size);
-  g_free(a.grow_size);
-  g_free(a.copy_size);
+  cleanup(&ctx, &cfg, &a);
   return status;
 }

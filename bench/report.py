@@ -172,7 +172,11 @@ def target_rows(docs, peers):
         rows = [r for r in ok_rows(section(doc, name)) if pick(r)]
         failed = [r for r in (section(doc, name) or {}).get("rows", []) if r.get("error")]
         if not rows:
-            out.append((what, "not run" if doc is None else "no result", "–"))
+            if failed:
+                out.append((what, "all %d row(s) failed: %s" % (len(failed), failed[0]["error"]),
+                            verdict(False)))
+            else:
+                out.append((what, "not run" if doc is None else "no result", "–"))
             return
         worst = max(rows, key=lambda r: r["ratio"])
         text = "worst %.3f× (%s)" % (worst["ratio"], worst["label"])
