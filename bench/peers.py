@@ -438,7 +438,8 @@ class CudaBindingsPeer:
         ctx = check(driver.cuDevicePrimaryCtxRetain(dev))
         check(driver.cuCtxSetCurrent(ctx))
         self.pool = check(driver.cuDeviceGetMemPool(dev))
-        self.stream = check(driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING))
+        non_blocking = int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        self.stream = check(driver.cuStreamCreate(non_blocking))
 
     def pairs(self, size, n):
         alloc, free = self.drv.cuMemAllocFromPoolAsync, self.drv.cuMemFreeAsync

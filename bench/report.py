@@ -52,6 +52,13 @@ def read_steps(path):
     return steps
 
 
+def fmt_size(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return "%g %s" % (n, unit)
+        n /= 1024.0
+
+
 def fmt(v, digits=4):
     if v is None:
         return "–"
@@ -252,7 +259,7 @@ def plot(docs, peers, path):
         import matplotlib.pyplot as plt
     except ImportError as e:
         return "no plot: %s" % e
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(10, 5))
     dmr_rows = ok_rows(section(docs.get("dmr"), "pairs"))
     if dmr_rows:
         xs = [r["size"] for r in dmr_rows]
@@ -268,12 +275,17 @@ def plot(docs, peers, path):
                     label=PEER_LABELS.get(name, name) + " (Python)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    sizes = sorted({r["size"] for r in dmr_rows} | {r["size"] for r in (peers or {}).get("pairs", [])})
+    if sizes:
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([fmt_size(n) for n in sizes])
+        ax.minorticks_off()
     ax.set_xlabel("allocation size (bytes)")
     ax.set_ylabel("allocate + free, ns per pair (median)")
     gpu = (docs.get("dmr") or {}).get("gpu", "")
     ax.set_title("Allocation latency by size %s" % ("on " + gpu if gpu else ""))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -9,7 +9,8 @@
 # matplotlib is there), bench-raw.json (every result) and bench.log (progress, errors); without
 # --quick also writes bench/RESULTS.md and bench/latency.png in the source tree. A step that
 # fails or runs past its time limit is recorded and the rest goes on. Prints RESULTS.md at the
-# end. About 1.5 minutes on an H200; each step is capped, all caps together 5 minutes.
+# end, then its targets table once more. About 1.5 minutes on an H200; each step is capped, all
+# caps together 5 minutes.
 # --quick runs everything small (the fake-driver smoke test uses it; timings mean nothing).
 set -u
 
@@ -95,5 +96,10 @@ else
   rc=1
 fi
 echo "run-all.sh: done in $(($(date +%s) - t0)) s; results in $out" >&2
-[ -e "$out/RESULTS.md" ] && cat "$out/RESULTS.md"
+if [ -e "$out/RESULTS.md" ]; then
+  cat "$out/RESULTS.md"
+  # the targets once more, last, so that the tail of a long log shows them
+  echo
+  awk '/^## Targets/ { on = 1 } /^## / && !/^## Targets/ { on = 0 } on' "$out/RESULTS.md"
+fi
 exit $rc
