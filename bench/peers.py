@@ -566,6 +566,10 @@ def main(argv=None):
     sizes = ([parse_size(s) for s in args.sizes.split(",")] if args.sizes
              else (QUICK_SIZES if q else DEFAULT_SIZES))
     wanted = set(args.peers.split(","))
+    unknown = wanted - {c.name for c in PEERS}
+    if unknown:
+        p.error("unknown peer(s) %s; known: %s" % (", ".join(sorted(unknown)),
+                                                   ", ".join(c.name for c in PEERS)))
 
     peers, status = [], []
     for cls in PEERS:

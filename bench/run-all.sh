@@ -12,6 +12,7 @@
 # end, then its targets table once more. About 1.5 minutes on an H200; each step is capped, all
 # caps together 5 minutes.
 # --quick runs everything small (the fake-driver smoke test uses it; timings mean nothing).
+# PEERS=memres,python (say) limits peers.py to those; PYTHON names the interpreter.
 set -u
 
 quick=
@@ -85,7 +86,8 @@ if has_kind ipc; then
   step ipc 35 "$bench" $quick --json --time-limit 20 --spec ipc --pairs
 fi
 if command -v "$python" >/dev/null; then
-  step peers 95 "$python" "$src/bench/peers.py" $quick --json --time-limit 80 --libmemres "$lib"
+  step peers 95 "$python" "$src/bench/peers.py" $quick --json --time-limit 80 --libmemres "$lib" \
+    ${PEERS:+--peers "$PEERS"}
   report_args=(--input "$work" --output "$out" --run-all "bench/run-all.sh $quick BUILD OUT")
   [ -n "$quick" ] || report_args+=(--copy-to "$src/bench")
   "$python" "$src/bench/report.py" "${report_args[@]}" 2>>"$log"

@@ -105,11 +105,14 @@ def smoke_bench(exe):
 
 def smoke_peers(script, libmemres):
     p = run([sys.executable, script, "--quick", "--json", "--quiet", "--libmemres", libmemres,
-             "--sizes", "256,64KiB"])
+             "--sizes", "256,64KiB", "--peers", "memres,python"])
     try:
         doc = json.loads(p.stdout)
     except ValueError as e:
         fail("peers.py printed invalid JSON (%s):\n%s" % (e, p.stdout[:2000]))
+    if [s["name"] for s in doc["peers"]] != ["memres", "python"]:
+        fail("--peers memres,python ran %r" % [s["name"] for s in doc["peers"]])
+    run([sys.executable, script, "--peers", "memres,nosuchpeer"], expect_rc=2)
     status = {s["name"]: s for s in doc["peers"]}
     if not status.get("memres", {}).get("available"):
         fail("memres peer unavailable: %r" % status.get("memres"))
@@ -129,6 +132,8 @@ def smoke_peers(script, libmemres):
 
 def smoke_run_all(script, build):
     with tempfile.TemporaryDirectory() as out:
+        # only the peers that use memres's driver: the fake suite must not touch a real GPU
+        os.environ["PEERS"] = "memres,python"
         run(["bash", script, "--quick", build, out])
         for name in ("RESULTS.md", "bench-raw.json", "bench.log"):
             if not os.path.exists(os.path.join(out, name)):
