@@ -25,23 +25,63 @@ is_host_only(MemresBuffer *buf)
          == MEMRES_MEMORY_HOST_ACCESSIBLE;
 }
 
-/* The driver, with a context current for @device (or device 0 for host memory). */
-static const MemresCudaDriver *
-driver_for(gint device, GError **error)
+/* The context a transfer runs in. An explicit stream carries its own context: the thread only
+ * needs some context current (memres_cuda_ensure_context()). The legacy default stream (NULL
+ * or MEMRES_STREAM_LEGACY) is the current context's, so for device memory the device's
+ * primary context is pushed for the call when another device's context is current. */
+typedef struct
 {
-  const MemresCudaDriver *drv = memres_cuda_get_driver(error);
+  const MemresCudaDriver *drv;
+  gboolean pushed;
+} Transfer;
 
-  if (drv == NULL)
-    return NULL;
-  if (!memres_cuda_ensure_context(MAX(device, 0), error))
-    return NULL;
-  return drv;
+static gboolean
+transfer_begin(Transfer *t, gint device, MemresStream stream, GError **error)
+{
+  CUcontext current = NULL, primary;
+  CUdevice current_device;
+  CUresult res;
+
+  t->pushed = FALSE;
+  t->drv = memres_cuda_get_driver(error);
+  if (t->drv == NULL || !memres_cuda_ensure_context(MAX(device, 0), error))
+    return FALSE;
+  if (device < 0 || (stream != NULL && stream != MEMRES_STREAM_LEGACY))
+    return TRUE;
+
+  res = t->drv->cuCtxGetCurrent(&current);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuCtxGetCurrent");
+  if (t->drv->cuCtxGetDevice == NULL || t->drv->cuCtxPushCurrent == NULL
+      || t->drv->cuCtxPopCurrent == NULL)
+    return TRUE;
+  res = t->drv->cuCtxGetDevice(&current_device);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuCtxGetDevice");
+  if (current_device == device)
+    return TRUE;
+  if (!memres_cuda_get_primary_context(device, &primary, error))
+    return FALSE;
+  res = t->drv->cuCtxPushCurrent(primary);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuCtxPushCurrent");
+  t->pushed = TRUE;
+  return TRUE;
+}
+
+static void
+transfer_end(Transfer *t)
+{
+  CUcontext popped;
+
+  if (t->pushed)
+    (void)t->drv->cuCtxPopCurrent(&popped);
 }
 
 static gboolean
 copy(MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
 {
-  const MemresCudaDriver *drv;
+  Transfer t;
   CUresult res;
 
   if (!check_open(src, error) || !check_open(dst, error))
@@ -62,11 +102,11 @@ copy(MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
               src->alloc.size);
       return TRUE;
     }
-  drv = driver_for(dst->device >= 0 ? dst->device : src->device, error);
-  if (drv == NULL)
+  if (!transfer_begin(&t, dst->device >= 0 ? dst->device : src->device, stream, error))
     return FALSE;
-  res = drv->cuMemcpyAsync((CUdeviceptr)dst->alloc.address, (CUdeviceptr)src->alloc.address,
-                           src->alloc.size, (CUstream)stream);
+  res = t.drv->cuMemcpyAsync((CUdeviceptr)dst->alloc.address, (CUdeviceptr)src->alloc.address,
+                             src->alloc.size, (CUstream)stream);
+  transfer_end(&t);
   if (res != CUDA_SUCCESS)
     return memres_cuda_set_error(error, res, "cuMemcpyAsync");
   return TRUE;
@@ -81,7 +121,9 @@ copy(MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
  *
  * Copies all of @src into @dst. Between two buffers of host-only memory it is a memcpy() done
  * before returning; otherwise cuMemcpyAsync() on @stream, after making a context current for
- * the device involved (memres_cuda_ensure_context()). Thread-safe for distinct buffers.
+ * the device involved (memres_cuda_ensure_context()); on the legacy default stream (%NULL)
+ * the device's primary context is pushed for the call (cuCtxPushCurrent()) when another
+ * device's context is current. Thread-safe for distinct buffers.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when the sizes differ;
  * %MEMRES_ERROR_NO_DRIVER when device memory is involved and no driver loads;
@@ -128,7 +170,8 @@ memres_buffer_copy_from(MemresBuffer *dst, MemresBuffer *src, MemresStream strea
  *
  * Fills the whole buffer with @pattern, stored in host byte order. Host-only memory is filled
  * before returning; device memory with cuMemsetD8Async(), cuMemsetD16Async() or
- * cuMemsetD32Async() on @stream. Thread-safe for distinct buffers.
+ * cuMemsetD32Async() on @stream, in the contexts memres_buffer_copy_to() uses. Thread-safe for
+ * distinct buffers.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT for a width other than 1, 2
  * or 4, a pattern wider than @width or a size that is not a multiple of @width;
@@ -140,7 +183,7 @@ gboolean
 memres_buffer_fill(MemresBuffer *buf, guint32 pattern, guint width, MemresStream stream,
                    GError **error)
 {
-  const MemresCudaDriver *drv;
+  Transfer t;
   CUdeviceptr addr;
   gsize size, n, i;
   CUresult res;
@@ -190,24 +233,24 @@ memres_buffer_fill(MemresBuffer *buf, guint32 pattern, guint width, MemresStream
       return TRUE;
     }
 
-  drv = driver_for(buf->device, error);
-  if (drv == NULL)
+  if (!transfer_begin(&t, buf->device, stream, error))
     return FALSE;
   if (width == 1)
     {
-      res = drv->cuMemsetD8Async(addr, (unsigned char)pattern, n, (CUstream)stream);
+      res = t.drv->cuMemsetD8Async(addr, (unsigned char)pattern, n, (CUstream)stream);
       call = "cuMemsetD8Async";
     }
   else if (width == 2)
     {
-      res = drv->cuMemsetD16Async(addr, (unsigned short)pattern, n, (CUstream)stream);
+      res = t.drv->cuMemsetD16Async(addr, (unsigned short)pattern, n, (CUstream)stream);
       call = "cuMemsetD16Async";
     }
   else
     {
-      res = drv->cuMemsetD32Async(addr, pattern, n, (CUstream)stream);
+      res = t.drv->cuMemsetD32Async(addr, pattern, n, (CUstream)stream);
       call = "cuMemsetD32Async";
     }
+  transfer_end(&t);
   if (res != CUDA_SUCCESS)
     return memres_cuda_set_error(error, res, call);
   return TRUE;
@@ -232,17 +275,21 @@ static gboolean
 transfer_sync(MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_bytes,
               MemresStream stream, GError **error)
 {
-  const MemresCudaDriver *drv = driver_for(buf->device, error);
+  Transfer t;
   CUresult res;
+  const char *call = "cuMemcpyAsync";
 
-  if (drv == NULL)
+  if (!transfer_begin(&t, buf->device, stream, error))
     return FALSE;
-  res = drv->cuMemcpyAsync(dst, src, n_bytes, (CUstream)stream);
+  res = t.drv->cuMemcpyAsync(dst, src, n_bytes, (CUstream)stream);
+  if (res == CUDA_SUCCESS)
+    {
+      call = "cuStreamSynchronize";
+      res = t.drv->cuStreamSynchronize((CUstream)stream);
+    }
+  transfer_end(&t);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuMemcpyAsync");
-  res = drv->cuStreamSynchronize((CUstream)stream);
-  if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuStreamSynchronize");
+    return memres_cuda_set_error(error, res, call);
   return TRUE;
 }
 
@@ -256,8 +303,8 @@ transfer_sync(MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_bytes
  * @error: return location for a #GError, or %NULL
  *
  * Copies bytes from the buffer into host memory and returns when they are there: memcpy() for
- * host-only memory, otherwise cuMemcpyAsync() on @stream followed by cuStreamSynchronize().
- * Thread-safe for distinct buffers.
+ * host-only memory, otherwise cuMemcpyAsync() on @stream followed by cuStreamSynchronize(), in
+ * the contexts memres_buffer_copy_to() uses. Thread-safe for distinct buffers.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when the range leaves the
  * buffer; %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
@@ -294,8 +341,8 @@ memres_buffer_read(MemresBuffer *buf, gsize offset, gpointer dest, gsize n_bytes
  * @error: return location for a #GError, or %NULL
  *
  * Copies bytes from host memory into the buffer and returns when they are there: memcpy() for
- * host-only memory, otherwise cuMemcpyAsync() on @stream followed by cuStreamSynchronize().
- * Thread-safe for distinct buffers.
+ * host-only memory, otherwise cuMemcpyAsync() on @stream followed by cuStreamSynchronize(), in
+ * the contexts memres_buffer_copy_to() uses. Thread-safe for distinct buffers.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when the range leaves the
  * buffer; %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.

@@ -163,9 +163,12 @@ memres_buffer_unref(MemresBuffer *buf)
 {
   g_return_if_fail(buf != NULL);
 
-  if (!g_atomic_ref_count_dec(&buf->ref))
+  /* The only reference: nobody else can change the count, so no locked decrement is needed
+   * (the allocate+close pair is the hot path). */
+  if (g_atomic_int_get(&buf->ref) != 1 && !g_atomic_ref_count_dec(&buf->ref))
     return;
-  if (g_atomic_int_compare_and_exchange(&buf->closed, 0, 1))
+  /* Usually closed already: read before the (locked) exchange. */
+  if (!g_atomic_int_get(&buf->closed) && g_atomic_int_compare_and_exchange(&buf->closed, 0, 1))
     {
       GError *error = NULL;
 

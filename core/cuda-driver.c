@@ -14,6 +14,7 @@ typedef CUresult (*GetProcAddressV1Func)(const char *symbol, void **pfn, int cud
 static MemresCudaDriver driver;
 static GError *driver_error; /* set once when loading failed; re-reported by every call */
 static gint n_devices;       /* 0 when cuInit said CUDA_ERROR_NO_DEVICE */
+static gboolean init_called; /* cuInit ran: the library stays loaded whatever happens */
 
 static GMutex context_mutex;
 static CUcontext *primary_contexts; /* n_devices entries, retained once, read atomically */
@@ -83,6 +84,7 @@ init_driver(const char *path, GError **error)
   const char *name = NULL;
   const char *text = NULL;
 
+  init_called = TRUE;
   res = driver.cuInit(0);
   if (res == CUDA_ERROR_NO_DEVICE)
     {
@@ -137,9 +139,9 @@ load_driver(gpointer data)
 
   if (!resolve_entries(handle, path, &error) || !init_driver(path, &error))
     {
-      /* Keep the library loaded: a driver that ran cuInit may have started threads. Only a
-       * file that is not a driver at all is closed again. */
-      if (driver.cuInit == NULL)
+      /* Keep the library loaded: a driver that ran cuInit may have started threads. A library
+       * whose cuInit never ran (not a driver, or one lacking entry points) is closed again. */
+      if (!init_called)
         dlclose(handle);
       memset(&driver, 0, sizeof driver);
       driver_error = error;

@@ -407,8 +407,10 @@ memres_resource_trim(MemresResource *mr, gsize bytes_to_keep, GError **error)
  * Grants or revokes access of other devices to the resource's memory, in one driver call (for
  * pools, cuMemPoolSetAccess()). Thread-safe.
  *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @n_descs is 0; %MEMRES_ERROR_NOT_SUPPORTED when
- * the kind has no peer access; those of the kind (%MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR).
+ * An empty request (@n_descs 0) changes nothing and succeeds.
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind has no peer access; those of the kind
+ * (%MEMRES_ERROR_INVALID_ARGUMENT, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR).
  *
  * Returns: %TRUE on success
  */
@@ -424,11 +426,7 @@ memres_resource_set_access(MemresResource *mr, const MemresAccessDesc *descs, gu
   if (mr->ops->set_access == NULL)
     return not_supported(mr, "peer access", error);
   if (n_descs == 0)
-    {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "no access descriptors given");
-      return FALSE;
-    }
+    return TRUE;
   return slot_result(mr, "set_access", mr->ops->set_access(mr, descs, n_descs, &local), &local,
                      error);
 }

@@ -26,6 +26,37 @@ describe_type(const MemresOptionSpec *spec)
     }
 }
 
+/* Prints @text word-wrapped to 100 columns, each line indented by @indent spaces. */
+static void
+print_wrapped(const char *text, int indent)
+{
+  g_auto(GStrv) words = g_strsplit(text, " ", -1);
+  int column = 0;
+  guint i;
+
+  for (i = 0; words[i] != NULL; i++)
+    {
+      int len = (int)strlen(words[i]);
+
+      if (column > 0 && column + 1 + len > 100)
+        {
+          g_print("\n");
+          column = 0;
+        }
+      if (column == 0)
+        {
+          g_print("%*s%s", indent, "", words[i]);
+          column = indent + len;
+        }
+      else
+        {
+          g_print(" %s", words[i]);
+          column += 1 + len;
+        }
+    }
+  g_print("\n");
+}
+
 static void
 print_kind_text(MemresKind *kind)
 {
@@ -33,40 +64,37 @@ print_kind_text(MemresKind *kind)
   const char *path = memres_kind_get_plugin_path(kind);
   const MemresOptionSpec *options;
   guint n, i;
-  gsize name_width = 4, type_width = 4, default_width = 7;
+  int name_width = 0;
 
-  g_print("%s: %s\n", memres_kind_get_name(kind), memres_kind_get_description(kind));
+  g_print("%s\n", memres_kind_get_name(kind));
+  print_wrapped(memres_kind_get_description(kind), 2);
   if (plugin == NULL)
-    g_print("  plugin   registered by the application\n");
+    g_print("  plugin: registered by the application\n");
   else if (path == NULL)
-    g_print("  plugin   %s (embedded in libmemres)\n", plugin);
+    g_print("  plugin: %s, embedded in libmemres\n", plugin);
   else
-    g_print("  plugin   %s (%s)\n", plugin, path);
+    g_print("  plugin: %s, %s\n", plugin, path);
 
   options = memres_kind_get_options(kind, &n);
   if (n == 0)
     {
-      g_print("  options  none\n");
+      g_print("  options: none\n");
       return;
     }
+  g_print("  options:\n");
+  for (i = 0; i < n; i++)
+    name_width = MAX(name_width, (int)strlen(options[i].name));
   for (i = 0; i < n; i++)
     {
       g_autofree char *type = describe_type(&options[i]);
-      name_width = MAX(name_width, strlen(options[i].name));
-      type_width = MAX(type_width, strlen(type));
+
       if (options[i].default_value != NULL)
-        default_width = MAX(default_width, strlen(options[i].default_value) + 2);
-    }
-  g_print("  options\n    %-*s  %-*s  %-*s  %s\n", (int)name_width, "name", (int)type_width, "type",
-          (int)default_width, "default", "description");
-  for (i = 0; i < n; i++)
-    {
-      g_autofree char *type = describe_type(&options[i]);
-      g_autofree char *def = options[i].default_value != NULL
-                                 ? g_strdup_printf("\"%s\"", options[i].default_value)
-                                 : g_strdup("(unset)");
-      g_print("    %-*s  %-*s  %-*s  %s\n", (int)name_width, options[i].name, (int)type_width, type,
-              (int)default_width, def, options[i].doc != NULL ? options[i].doc : "");
+        g_print("    %-*s  %s, default \"%s\"\n", name_width, options[i].name, type,
+                options[i].default_value);
+      else
+        g_print("    %-*s  %s, unset by default\n", name_width, options[i].name, type);
+      if (options[i].doc != NULL && options[i].doc[0] != '\0')
+        print_wrapped(options[i].doc, 6 + name_width);
     }
 }
 

@@ -186,11 +186,11 @@ memres_pool_check_supported(const MemresPoolConfig *config, gboolean *supported,
  * @error: return location for a #GError
  * @result: the failed driver call's result
  * @call: the driver call's name
- * @size: the bytes asked for
+ * @size: the bytes asked for, or 0 when the call allocates no buffer (pool creation)
  *
  * Sets @error for a failed allocation: `CUDA_ERROR_OUT_OF_MEMORY` becomes
- * %MEMRES_ERROR_OUT_OF_MEMORY with the driver's message and the size; any other result a
- * %MEMRES_CUDA_ERROR.
+ * %MEMRES_ERROR_OUT_OF_MEMORY with the driver's message (and the size when not 0); any other
+ * result a %MEMRES_CUDA_ERROR.
  *
  * Returns: %FALSE
  */
@@ -203,8 +203,12 @@ memres_pool_set_alloc_error(GError **error, CUresult result, const char *call, g
     return memres_cuda_set_error(error, result, call);
 
   memres_cuda_set_error(&cuda_error, result, call);
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-              "cannot allocate %" G_GSIZE_FORMAT " bytes: %s", size, cuda_error->message);
+  if (size > 0)
+    g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                "cannot allocate %" G_GSIZE_FORMAT " bytes: %s", size, cuda_error->message);
+  else
+    g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "out of memory: %s",
+                cuda_error->message);
   g_error_free(cuda_error);
   return FALSE;
 }
@@ -229,6 +233,41 @@ get_attribute(MemresPool *pool, CUmemPool_attribute attr, void *value, GError **
   return TRUE;
 }
 
+/* The release threshold is a cuuint64_t, the reuse policies are ints. */
+static gboolean
+attribute_is_int(CUmemPool_attribute attr)
+{
+  return attr != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+}
+
+static gboolean
+get_attribute_u64(MemresPool *pool, CUmemPool_attribute attr, guint64 *value, GError **error)
+{
+  cuuint64_t u = 0;
+  int i = 0;
+
+  if (!get_attribute(pool, attr, attribute_is_int(attr) ? (void *)&i : (void *)&u, error))
+    return FALSE;
+  *value = attribute_is_int(attr) ? (guint64)i : u;
+  return TRUE;
+}
+
+static gboolean
+set_attribute_u64(MemresPool *pool, CUmemPool_attribute attr, guint64 value, GError **error)
+{
+  cuuint64_t u = value;
+  int i = (int)value;
+
+  return set_attribute(pool, attr, attribute_is_int(attr) ? (void *)&i : (void *)&u, error);
+}
+
+typedef struct
+{
+  CUmemPool_attribute attr;
+  guint64 value;
+  guint64 old; /* a shared pool's value before, to restore on failure */
+} AttributeChange;
+
 static gboolean
 apply_attributes(MemresPool *pool, const MemresPoolConfig *config, GError **error)
 {
@@ -242,14 +281,12 @@ apply_attributes(MemresPool *pool, const MemresPoolConfig *config, GError **erro
     { CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
       config->reuse_allow_internal_dependencies },
   };
-  cuuint64_t threshold;
+  AttributeChange changes[1 + G_N_ELEMENTS(reuse)];
+  guint n = 0, done;
 
   if (config->release_threshold_set)
-    {
-      threshold = config->release_threshold;
-      if (!set_attribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold, error))
-        return FALSE;
-    }
+    changes[n++]
+        = (AttributeChange){ CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, config->release_threshold, 0 };
   else if (!pool->owned)
     {
       /* A current pool keeps the driver's release threshold, 0 by default: at every
@@ -257,26 +294,31 @@ apply_attributes(MemresPool *pool, const MemresPoolConfig *config, GError **erro
        * allocation has to map it again, which makes stream-ordered allocation as slow as
        * cuMemAlloc. Like cuda.core, raise a threshold of 0 to "keep everything"; trim releases
        * memory explicitly. A threshold someone else set (not 0) is left alone. */
-      if (!get_attribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold, error))
+      guint64 threshold = 0;
+
+      if (!get_attribute_u64(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold, error))
         return FALSE;
       if (threshold == 0)
-        {
-          threshold = G_MAXUINT64;
-          if (!set_attribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold, error))
-            return FALSE;
-        }
+        changes[n++] = (AttributeChange){ CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, G_MAXUINT64, 0 };
     }
-
   for (guint i = 0; i < G_N_ELEMENTS(reuse); i++)
     if (reuse[i].value >= 0)
-      {
-        int value = reuse[i].value;
+      changes[n++] = (AttributeChange){ reuse[i].attr, (guint64)reuse[i].value, 0 };
 
-        if (!set_attribute(pool, reuse[i].attr, &value, error))
-          return FALSE;
-      }
-
-  return TRUE;
+  /* A pool of our own is destroyed on failure; a shared one gets its old values back. */
+  for (done = 0; done < n; done++)
+    {
+      if (!pool->owned && !get_attribute_u64(pool, changes[done].attr, &changes[done].old, error))
+        break;
+      if (!set_attribute_u64(pool, changes[done].attr, changes[done].value, error))
+        break;
+    }
+  if (done == n)
+    return TRUE;
+  if (!pool->owned)
+    while (done-- > 0)
+      (void)set_attribute_u64(pool, changes[done].attr, changes[done].old, NULL);
+  return FALSE;
 }
 
 static void
@@ -397,7 +439,7 @@ memres_pool_init(MemresPool *pool, const MemresPoolConfig *config, GError **erro
       props.maxSize = (size_t)MIN(config->max_size, (guint64)G_MAXSIZE);
       r = drv->cuMemPoolCreate(&handle, &props);
       if (r != CUDA_SUCCESS)
-        return memres_pool_set_alloc_error(error, r, "cuMemPoolCreate", props.maxSize);
+        return memres_pool_set_alloc_error(error, r, "cuMemPoolCreate", 0);
     }
   else if (!get_current_pool(drv, config, &handle, error))
     return FALSE;

@@ -79,20 +79,38 @@ fk_check_access(uintptr_t addr, size_t size, int device, bool write)
       /* Plain host memory, unless it touches the fake's address space. */
       return fk_arena_contains(addr, size) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
     }
-  if (size > r->base + r->size - addr)
-    return CUDA_ERROR_INVALID_VALUE;
-  switch (r->kind)
+  for (;;)
     {
-    case FK_RANGE_ALLOC:
-    case FK_RANGE_HOST_ALLOC:
-      return CUDA_SUCCESS;
-    case FK_RANGE_POOL_ALLOC:
-      return fk_pool_alloc_accessible(r->obj, device, write) ? CUDA_SUCCESS
-                                                             : CUDA_ERROR_INVALID_VALUE;
-    case FK_RANGE_RESERVATION:
-      return fk_reservation_check(r->obj, addr, size, device, write);
+      size_t part = r->base + r->size - addr;
+      CUresult res;
+
+      if (part > size)
+        part = size;
+      switch (r->kind)
+        {
+        case FK_RANGE_ALLOC:
+        case FK_RANGE_HOST_ALLOC:
+          return part == size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        case FK_RANGE_POOL_ALLOC:
+          if (part != size)
+            return CUDA_ERROR_INVALID_VALUE;
+          return fk_pool_alloc_accessible(r->obj, device, write) ? CUDA_SUCCESS
+                                                                 : CUDA_ERROR_INVALID_VALUE;
+        case FK_RANGE_RESERVATION:
+          res = fk_reservation_check(r->obj, addr, part, device, write);
+          if (res != CUDA_SUCCESS || part == size)
+            return res;
+          /* Mapped memory may go on in the adjacent reservation. */
+          addr += part;
+          size -= part;
+          r = fk_range_find(addr);
+          if (r == NULL || r->kind != FK_RANGE_RESERVATION)
+            return CUDA_ERROR_INVALID_VALUE;
+          break;
+        default:
+          return CUDA_ERROR_INVALID_VALUE;
+        }
     }
-  return CUDA_ERROR_INVALID_VALUE;
 }
 
 int

@@ -374,49 +374,86 @@ fk_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationH
   FK_RETURN(CUDA_SUCCESS);
 }
 
-/* The mappings covering [ptr, ptr+size) exactly, without gaps: the first one, or NULL. */
-static FkMapping **
-fk_mappings_covering(FkReservation *res, uintptr_t ptr, size_t size)
+static FkMapping *
+fk_mapping_at(FkReservation *res, uintptr_t addr)
 {
-  FkMapping **first;
-  uintptr_t cur = ptr;
+  for (FkMapping *m = res ? res->maps : NULL; m; m = m->next)
+    if (addr >= m->base && addr - m->base < m->size)
+      return m;
+  return NULL;
+}
 
-  if (res == NULL || size == 0 || size > res->base + res->size - ptr)
+typedef struct
+{
+  FkReservation *res;
+  FkMapping *map;
+} FkSpan;
+
+/* The whole mappings that cover [ptr, ptr+size) exactly, in address order, possibly over
+ * adjacent reservations (as after growing in place); NULL when a byte is not mapped or a mapping
+ * reaches outside the range. Free with free(). */
+static FkSpan *
+fk_spans(uintptr_t ptr, size_t size, size_t *n_spans)
+{
+  uintptr_t cur = ptr, end = ptr + size;
+  FkSpan *spans = NULL;
+  size_t n = 0, cap = 0;
+
+  if (size == 0 || end < ptr)
     return NULL;
-  for (first = &res->maps; *first && (*first)->base < ptr; first = &(*first)->next)
-    ;
-  if (*first == NULL || (*first)->base != ptr)
-    return NULL;
-  for (FkMapping *m = *first; m && cur < ptr + size; m = m->next)
+  while (cur < end)
     {
-      if (m->base != cur || m->size > ptr + size - cur)
-        return NULL;
+      FkReservation *res = fk_reservation_at(cur);
+      FkMapping *m = fk_mapping_at(res, cur);
+
+      if (m == NULL || m->base != cur || m->size > end - cur)
+        {
+          free(spans);
+          return NULL;
+        }
+      if (n == cap)
+        {
+          FkSpan *more = realloc(spans, (cap = cap ? 2 * cap : 4) * sizeof *spans);
+          if (more == NULL)
+            {
+              free(spans);
+              return NULL;
+            }
+          spans = more;
+        }
+      spans[n++] = (FkSpan){ res, m };
       cur += m->size;
     }
-  return cur == ptr + size ? first : NULL;
+  *n_spans = n;
+  return spans;
 }
 
 CUresult
 fk_cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-  FkReservation *res;
-  FkMapping **first;
+  FkSpan *spans;
+  size_t n;
 
   FK_ENTER(cuMemUnmap);
-  res = fk_reservation_at(ptr);
-  first = fk_mappings_covering(res, ptr, size);
-  if (first == NULL)
+  spans = fk_spans(ptr, size, &n);
+  if (spans == NULL)
     FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  while (*first && (*first)->base < ptr + size)
+  for (size_t i = 0; i < n; i++)
     {
-      FkMapping *m = *first;
-      *first = m->next;
+      FkMapping *m = spans[i].map;
+      for (FkMapping **p = &spans[i].res->maps; *p; p = &(*p)->next)
+        if (*p == m)
+          {
+            *p = m->next;
+            break;
+          }
       fk_va_unback(m->base, m->size);
       m->handle->mappings--;
       fk_handle_maybe_free(m->handle);
       free(m);
       fk.counts.mappings--;
     }
+  free(spans);
   FK_RETURN(CUDA_SUCCESS);
 }
 
@@ -442,49 +479,56 @@ fk_mapping_protect(FkMapping *m)
   mprotect((void *)m->base, m->size, prot);
 }
 
+/* Whether @d may be applied to memory of @owner (-1: host memory). */
+static CUresult
+fk_check_access_desc(const CUmemAccessDesc *d, int owner)
+{
+  if (!fk_access_valid(d->flags))
+    return CUDA_ERROR_INVALID_VALUE;
+  switch (d->location.type)
+    {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      if (!fk_device_valid(d->location.id))
+        return CUDA_ERROR_INVALID_DEVICE;
+      if (owner >= 0 && d->location.id != owner && d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE
+          && !fk_can_access_peer(owner, d->location.id))
+        return CUDA_ERROR_INVALID_DEVICE;
+      return CUDA_SUCCESS;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+      /* Host access only to host memory. */
+      return owner >= 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
 CUresult
 fk_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
-  FkReservation *res;
-  FkMapping **first;
+  FkSpan *spans;
+  size_t n;
 
   FK_ENTER(cuMemSetAccess);
   if (desc == NULL || count == 0)
     FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  res = fk_reservation_at(ptr);
-  first = fk_mappings_covering(res, ptr, size);
-  if (first == NULL)
+  spans = fk_spans(ptr, size, &n);
+  if (spans == NULL)
     FK_RETURN(CUDA_ERROR_INVALID_VALUE);
   /* Validate everything first: a failed call changes nothing. */
-  for (size_t i = 0; i < count; i++)
+  for (size_t j = 0; j < n; j++)
+    for (size_t i = 0; i < count; i++)
+      {
+        CUresult r = fk_check_access_desc(&desc[i], spans[j].map->handle->device);
+        if (r != CUDA_SUCCESS)
+          {
+            free(spans);
+            FK_RETURN(r);
+          }
+      }
+  for (size_t j = 0; j < n; j++)
     {
-      const CUmemAccessDesc *d = &desc[i];
-      if (!fk_access_valid(d->flags))
-        FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-      for (FkMapping *m = *first; m && m->base < ptr + size; m = m->next)
-        {
-          int owner = m->handle->device;
-          switch (d->location.type)
-            {
-            case CU_MEM_LOCATION_TYPE_DEVICE:
-              if (!fk_device_valid(d->location.id))
-                FK_RETURN(CUDA_ERROR_INVALID_DEVICE);
-              if (owner >= 0 && d->location.id != owner && d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE
-                  && !fk_can_access_peer(owner, d->location.id))
-                FK_RETURN(CUDA_ERROR_INVALID_DEVICE);
-              break;
-            case CU_MEM_LOCATION_TYPE_HOST:
-            case CU_MEM_LOCATION_TYPE_HOST_NUMA:
-              if (owner >= 0)
-                FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-              break;
-            default:
-              FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-            }
-        }
-    }
-  for (FkMapping *m = *first; m && m->base < ptr + size; m = m->next)
-    {
+      FkMapping *m = spans[j].map;
       for (size_t i = 0; i < count; i++)
         if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE)
           m->access[desc[i].location.id] = desc[i].flags;
@@ -492,16 +536,8 @@ fk_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, siz
           m->host_access = desc[i].flags;
       fk_mapping_protect(m);
     }
+  free(spans);
   FK_RETURN(CUDA_SUCCESS);
-}
-
-static FkMapping *
-fk_mapping_at(FkReservation *res, uintptr_t addr)
-{
-  for (FkMapping *m = res ? res->maps : NULL; m; m = m->next)
-    if (addr >= m->base && addr - m->base < m->size)
-      return m;
-  return NULL;
 }
 
 CUresult
