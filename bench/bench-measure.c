@@ -1,0 +1,167 @@
+/* memres-bench: timing. Calibrates the iteration count so that one repetition lasts about the
+ * target time, then runs the variants interleaved (A B, B A, A B, ...) so that drift of the
+ * machine (clocks, pool state, other tenants) falls on all of them alike. */
+#include "bench-common.h"
+
+#include <stdio.h>
+#include <time.h>
+
+gint64
+bench_now_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (gint64)ts.tv_sec * G_GINT64_CONSTANT(1000000000) + ts.tv_nsec;
+}
+
+void
+bench_progress(const BenchContext *ctx, const char *format, ...)
+{
+  va_list args;
+
+  if (ctx->config->quiet)
+    return;
+  va_start(args, format);
+  fputs("memres-bench: ", stderr);
+  vfprintf(stderr, format, args);
+  fputc('\n', stderr);
+  va_end(args);
+}
+
+static int
+compare_doubles(gconstpointer a, gconstpointer b)
+{
+  gdouble x = *(const gdouble *)a, y = *(const gdouble *)b;
+
+  return (x > y) - (x < y);
+}
+
+/* Linear interpolation between the order statistics of sorted @v. */
+static gdouble
+quantile(const gdouble *v, guint n, gdouble q)
+{
+  gdouble pos = q * (n - 1);
+  guint lo = (guint)pos;
+  gdouble frac = pos - lo;
+
+  if (lo + 1 >= n)
+    return v[n - 1];
+  return v[lo] + frac * (v[lo + 1] - v[lo]);
+}
+
+static void
+summarize(gdouble *samples, guint n, guint64 iterations, BenchSummary *out)
+{
+  qsort(samples, n, sizeof(gdouble), compare_doubles);
+  out->min = samples[0];
+  out->max = samples[n - 1];
+  out->median = quantile(samples, n, 0.5);
+  out->q1 = quantile(samples, n, 0.25);
+  out->q3 = quantile(samples, n, 0.75);
+  out->repetitions = n;
+  out->iterations = iterations;
+}
+
+static gboolean
+run_variant(const BenchVariant *v, guint64 iterations, gint64 *elapsed, GError **error)
+{
+  *elapsed = 0;
+  if (!v->func(v->data, iterations, elapsed, error))
+    return FALSE;
+  if (*elapsed <= 0)
+    *elapsed = 1;
+  return TRUE;
+}
+
+/**
+ * bench_measure:
+ * @ctx: the benchmark context (its config gives repetitions, target and budget)
+ * @what: the row's name, for progress
+ * @variants: (array length=n_variants): what to measure
+ * @n_variants: 1 to %BENCH_MAX_VARIANTS
+ * @units: units one iteration counts (1 for a pair; the operations of a trace)
+ * @row: receives one summary per variant, in ns per unit
+ * @error: return location for a #GError: the first failing variant's error
+ *
+ * Calibrates, warms up (excluded), then measures R repetitions of N iterations per variant,
+ * interleaved and alternating the order. R shrinks (to at least 3) when the row would exceed
+ * the row budget. A row that would start after the deadline (--time-limit) is skipped with
+ * %MEMRES_ERROR_FAILED.
+ *
+ * Returns: %TRUE when every run succeeded
+ */
+gboolean
+bench_measure(const BenchContext *ctx, const char *what, const BenchVariant *variants,
+              guint n_variants, guint64 units, BenchRow *row, GError **error)
+{
+  const BenchConfig *cfg = ctx->config;
+  gdouble target = cfg->target_ms * 1e6, budget = cfg->row_budget_ms * 1e6;
+  gdouble per_iter[BENCH_MAX_VARIANTS] = { 0 }, slowest, rep_cost = 0;
+  g_autofree gdouble *samples = NULL;
+  guint64 iterations = 1;
+  guint reps, r, v;
+  gint64 elapsed, started = bench_now_ns();
+
+  g_return_val_if_fail(n_variants >= 1 && n_variants <= BENCH_MAX_VARIANTS, FALSE);
+  if (cfg->deadline_ns != 0 && started > cfg->deadline_ns)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                  "skipped: the --time-limit ran out before this row");
+      return FALSE;
+    }
+
+  /* Calibration (doubles as the first warm-up): grow N until the slowest variant takes an
+   * eighth of the target, then extrapolate. */
+  for (;;)
+    {
+      slowest = 0;
+      for (v = 0; v < n_variants; v++)
+        {
+          if (!run_variant(&variants[v], iterations, &elapsed, error))
+            return FALSE;
+          per_iter[v] = (gdouble)elapsed / iterations;
+          slowest = MAX(slowest, (gdouble)elapsed);
+        }
+      if (slowest >= target / 8 || iterations >= (G_GUINT64_CONSTANT(1) << 30))
+        break;
+      iterations *= (guint64)CLAMP((target / 8) / slowest + 1, 2, 64);
+    }
+  slowest = 0;
+  for (v = 0; v < n_variants; v++)
+    slowest = MAX(slowest, per_iter[v]);
+  iterations = (guint64)CLAMP(target / slowest, 1, (gdouble)(G_GUINT64_CONSTANT(1) << 32));
+  for (v = 0; v < n_variants; v++)
+    rep_cost += per_iter[v] * iterations;
+
+  reps = MAX(cfg->repetitions, 1);
+  if (rep_cost * (reps + 1) > budget)
+    reps = (guint)MAX(3, budget / rep_cost - 1);
+  reps = MIN(reps, MAX(cfg->repetitions, 1));
+
+  /* Warm-up at the measured N, excluded. */
+  for (v = 0; v < n_variants; v++)
+    if (!run_variant(&variants[v], iterations, &elapsed, error))
+      return FALSE;
+
+  samples = g_new0(gdouble, (gsize)n_variants * reps);
+  for (r = 0; r < reps; r++)
+    for (guint k = 0; k < n_variants; k++)
+      {
+        v = (r % 2 == 0) ? k : n_variants - 1 - k;
+        if (!run_variant(&variants[v], iterations, &elapsed, error))
+          return FALSE;
+        samples[v * reps + r] = (gdouble)elapsed / ((gdouble)iterations * units);
+      }
+
+  row->n_variants = n_variants;
+  row->units = units;
+  for (v = 0; v < n_variants; v++)
+    {
+      row->variant_names[v] = g_strdup(variants[v].name);
+      summarize(samples + v * reps, reps, iterations, &row->summaries[v]);
+    }
+  bench_progress(ctx, "  %-28s N=%" G_GUINT64_FORMAT " R=%u  %.2f s", what, iterations, reps,
+                 (bench_now_ns() - started) / 1e9);
+  return TRUE;
+}

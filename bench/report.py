@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""Writes RESULTS.md (and latency.png, when matplotlib is there) from the JSON that
+bench/run-all.sh collected: memres-bench's output per kind (dmr.json, pinned.json, vmm.json,
+ipc.json), peers.py's (peers.json) and the steps run (steps.tsv). Also writes bench-raw.json,
+every result in one file. Needs only the standard library; the plot is skipped without
+matplotlib.
+
+  report.py --input DIR --output DIR [--copy-to SRC/bench] [--run-all "COMMAND"]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import socket
+import sys
+
+KINDS = ("dmr", "pinned", "vmm", "ipc")
+GIB = 1 << 30
+TARGET_RATIO = 1.10  # memres time / raw time, at most
+TARGET_COPY = 0.97  # memres throughput / raw throughput, at least
+TARGET_GROW_MS = 2.0  # one 1 GiB grow
+PEER_LABELS = {"memres": "memres (ctypes)", "cuda.core": "cuda.core", "torch": "PyTorch",
+               "cupy": "CuPy", "cuda.bindings": "cuda.bindings (raw driver)",
+               "python": "Python floor"}
+RIVALS = ("cuda.core", "torch", "cupy")
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f), None
+    except OSError as e:
+        return None, "no output (%s)" % e.strerror
+    except ValueError as e:
+        return None, "invalid JSON (%s)" % e
+
+
+def read_steps(path):
+    steps = []
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) == 4:
+                    steps.append({"name": parts[0], "rc": int(parts[1]), "seconds": int(parts[2]),
+                                  "command": parts[3]})
+    except OSError:
+        pass
+    return steps
+
+
+def fmt_size(n):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return "%g %s" % (n, unit)
+        n /= 1024.0
+
+
+def fmt(v, digits=4):
+    if v is None:
+        return "–"
+    if v >= 100:
+        return "%.0f" % v
+    return "%.*g" % (digits, v)
+
+
+def section(doc, name):
+    for s in (doc or {}).get("sections", []):
+        if s["name"] == name:
+            return s
+    return None
+
+
+def ok_rows(sec):
+    return [r for r in (sec or {}).get("rows", []) if r.get("error") is None and r.get("variants")]
+
+
+def verdict(ok):
+    return "**yes**" if ok else "**NO**"
+
+
+# ---- tables ------------------------------------------------------------------------------------
+
+
+def iqr(s, f=lambda x: x):
+    a, b = f(s["q1"]), f(s["q3"])
+    return "%s [%s–%s]" % (fmt(f(s["median"])), fmt(min(a, b)), fmt(max(a, b)))
+
+
+def time_table(sec, first_col, unit, scale=1.0, extra=None):
+    """Rows of a time section: memres and raw median [IQR] in @unit (ns x @scale), ratio."""
+    lines = ["| %s | memres %s | raw %s | ratio | ≤ %.2f× |" % (first_col, unit, unit, TARGET_RATIO),
+             "|---|---:|---:|---:|:-:|"]
+    if extra:
+        lines[0] += " %s |" % extra[0]
+        lines[1] += "---:|"
+    for r in sec["rows"]:
+        if r.get("error"):
+            lines.append("| %s | failed: %s | | | |" % (r["label"], r["error"].replace("|", "/")))
+            continue
+        m, w = r["variants"]["memres"], r["variants"]["raw"]
+        cells = [r["label"], iqr(m, lambda x: x * scale), iqr(w, lambda x: x * scale),
+                 "%.3f×" % r["ratio"], "yes" if r["ratio"] <= TARGET_RATIO else "no"]
+        if extra:
+            cells.append(extra[1](r))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def copy_table(sec):
+    lines = ["| direction | memres GB/s | raw GB/s | pageable GB/s | memres/raw | ≥ %.2f× |"
+             % TARGET_COPY, "|---|---:|---:|---:|---:|:-:|"]
+    for r in sec["rows"]:
+        if r.get("error"):
+            lines.append("| %s | failed: %s | | | | |" % (r["label"], r["error"]))
+            continue
+        gbps = lambda ns, size=r["size"]: size / ns  # noqa: E731 (bytes per ns = GB/s)
+        v = r["variants"]
+        ratio = v["raw"]["median"] / v["memres"]["median"]
+        lines.append("| %s | %s | %s | %s | %.3f× | %s |" % (
+            r["label"], iqr(v["memres"], gbps), iqr(v["raw"], gbps), iqr(v["pageable"], gbps),
+            ratio, "yes" if ratio >= TARGET_COPY else "no"))
+    return lines
+
+
+def grow_ms(doc, ns):
+    return ns / 1e6 / (doc["grow_size"] / GIB)
+
+
+def peers_table(peers, bench_dmr):
+    names = [p["name"] for p in peers["peers"] if p["available"]]
+    c_pairs = {r["size"]: r for r in ok_rows(section(bench_dmr, "pairs"))}
+    head = ["size"] + [PEER_LABELS.get(n, n) for n in names] + ["memres (C)", "raw driver (C)",
+                                                                  "memres ahead"]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 2) + ":-:|"]
+    rows = [(r["label"], r["results"], c_pairs.get(r["size"])) for r in peers["pairs"]]
+    c_random = ok_rows(section(bench_dmr, "random"))
+    rows.append(("random (ns/op)", peers["random"]["results"], c_random[0] if c_random else None))
+    for label, res, c in rows:
+        cells = [label]
+        for n in names:
+            r = res.get(n, {})
+            cells.append(fmt(r["median"]) if "median" in r else "error")
+        cells.append(fmt(c["variants"]["memres"]["median"]) if c else "–")
+        cells.append(fmt(c["variants"]["raw"]["median"]) if c else "–")
+        cells.append(ahead_text(res))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def ahead(res):
+    """None when memres has no number; else the rivals (with numbers) memres is not ahead of."""
+    m = res.get("memres", {}).get("median")
+    if m is None:
+        return None
+    return [n for n in RIVALS if "median" in res.get(n, {}) and res[n]["median"] <= m]
+
+
+def ahead_text(res):
+    behind = ahead(res)
+    if behind is None:
+        return "–"
+    present = [n for n in RIVALS if "median" in res.get(n, {})]
+    if not present:
+        return "no rivals"
+    return "yes" if not behind else "no (%s)" % ", ".join(PEER_LABELS[n] for n in behind)
+
+
+# ---- targets -----------------------------------------------------------------------------------
+
+
+def target_rows(docs, peers):
+    out = []
+
+    def ratio_target(what, doc, name, pick=lambda r: True):
+        rows = [r for r in ok_rows(section(doc, name)) if pick(r)]
+        failed = [r for r in (section(doc, name) or {}).get("rows", []) if r.get("error")]
+        if not rows:
+            if failed:
+                out.append((what, "all %d row(s) failed: %s" % (len(failed), failed[0]["error"]),
+                            verdict(False)))
+            else:
+                out.append((what, "not run" if doc is None else "no result", "–"))
+            return
+        worst = max(rows, key=lambda r: r["ratio"])
+        text = "worst %.3f× (%s)" % (worst["ratio"], worst["label"])
+        if failed:
+            text += "; %d row(s) failed" % len(failed)
+        out.append((what, text, verdict(worst["ratio"] <= TARGET_RATIO and not failed)))
+
+    ratio_target("dmr pairs ≤ %.2f× raw, every size" % TARGET_RATIO, docs.get("dmr"), "pairs")
+    ratio_target("dmr random workload ≤ %.2f× raw" % TARGET_RATIO, docs.get("dmr"), "random")
+    ratio_target("dmr threads (1–16) ≤ %.2f× raw" % TARGET_RATIO, docs.get("dmr"), "threads")
+    ratio_target("pinned pool pairs ≤ %.2f× raw, every size" % TARGET_RATIO, docs.get("pinned"),
+                 "pairs")
+    copy_rows = ok_rows(section(docs.get("pinned"), "copy"))
+    if copy_rows:
+        ratios = [(r["variants"]["raw"]["median"] / r["variants"]["memres"]["median"], r["label"])
+                  for r in copy_rows]
+        worst = min(ratios)
+        out.append(("pinned copy ≥ %.2f× raw throughput" % TARGET_COPY,
+                    "worst %.3f× (%s)" % worst, verdict(worst[0] >= TARGET_COPY)))
+    else:
+        out.append(("pinned copy ≥ %.2f× raw throughput" % TARGET_COPY, "not run", "–"))
+    vmm = docs.get("vmm")
+    ratio_target("vmm grow ≤ %.2f× raw, every chunk size" % TARGET_RATIO, vmm, "vmm_grow")
+    grow = ok_rows(section(vmm, "vmm_grow"))
+    if grow:
+        fast = [r for r in grow
+                if grow_ms(vmm, r["variants"]["memres"]["median"]) <= TARGET_GROW_MS]
+        if fast:
+            best = min(fast, key=lambda r: r["size"])
+            text = "smallest chunk meeting it: %s (%s ms/GiB); also %s" % (
+                best["label"], fmt(grow_ms(vmm, best["variants"]["memres"]["median"])),
+                ", ".join(r["label"] for r in fast if r is not best) or "no other")
+        else:
+            text = "no chunk size meets it (best %s ms/GiB)" % fmt(min(
+                grow_ms(vmm, r["variants"]["memres"]["median"]) for r in grow))
+        out.append(("1 GiB vmm grow ≤ %.0f ms (chunk choice)" % TARGET_GROW_MS, text,
+                    verdict(bool(fast))))
+    else:
+        out.append(("1 GiB vmm grow ≤ %.0f ms (chunk choice)" % TARGET_GROW_MS, "not run", "–"))
+    if peers:
+        rows = [(r["label"], r["results"]) for r in peers["pairs"]]
+        rows.append(("random", peers["random"]["results"]))
+        present = [n for n in RIVALS
+                   if any(p["name"] == n and p["available"] for p in peers["peers"])]
+        losses = []
+        for label, res in rows:
+            behind = ahead(res)
+            if behind is None:
+                losses.append("%s: memres failed" % label)
+            elif behind:
+                losses.append("%s: %s" % (label, ", ".join(PEER_LABELS[n] for n in behind)))
+        if not present:
+            out.append(("memres ahead of cuda.core / PyTorch / CuPy, every row",
+                        "no rival available", "–"))
+        else:
+            out.append(("memres ahead of %s, every row (Python, memres via ctypes)"
+                        % " / ".join(PEER_LABELS[n] for n in present),
+                        "behind on " + "; ".join(losses) if losses else "ahead on all %d rows"
+                        % len(rows), verdict(not losses)))
+    else:
+        out.append(("memres ahead of cuda.core / PyTorch / CuPy, every row", "not run", "–"))
+    return out
+
+
+# ---- the plot ----------------------------------------------------------------------------------
+
+
+def plot(docs, peers, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        return "no plot: %s" % e
+    fig, ax = plt.subplots(figsize=(10, 5))
+    dmr_rows = ok_rows(section(docs.get("dmr"), "pairs"))
+    if dmr_rows:
+        xs = [r["size"] for r in dmr_rows]
+        ax.plot(xs, [r["variants"]["memres"]["median"] for r in dmr_rows], "o-", lw=2,
+                label="memres dmr (C)")
+        ax.plot(xs, [r["variants"]["raw"]["median"] for r in dmr_rows], "s--", lw=2,
+                label="raw driver (C)")
+    for name in (p["name"] for p in (peers or {}).get("peers", []) if p["available"]):
+        pts = [(r["size"], r["results"][name]["median"]) for r in peers["pairs"]
+               if "median" in r["results"].get(name, {})]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], ".-" if name != "python" else ":",
+                    label=PEER_LABELS.get(name, name) + " (Python)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    sizes = sorted({r["size"] for r in dmr_rows} | {r["size"] for r in (peers or {}).get("pairs", [])})
+    if sizes:
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([fmt_size(n) for n in sizes])
+        ax.minorticks_off()
+    ax.set_xlabel("allocation size (bytes)")
+    ax.set_ylabel("allocate + free, ns per pair (median)")
+    gpu = (docs.get("dmr") or {}).get("gpu", "")
+    ax.set_title("Allocation latency by size %s" % ("on " + gpu if gpu else ""))
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return None
+
+
+# ---- the document ------------------------------------------------------------------------------
+
+
+def render(docs, errors, peers, peers_error, steps, args, plot_note):
+    first = next((d for d in (docs.get(k) for k in KINDS) if d), {})
+    quick = any(d.get("quick") for d in docs.values() if d) or (peers or {}).get("quick")
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    drv = first.get("driver_version")
+    lines = ["# memres benchmark results", ""]
+    if quick:
+        lines += ["> **Quick run** (`--quick`, possibly against the fake driver): the numbers below "
+                  "prove that the harness runs and mean nothing.", ""]
+    lines += [
+        "| | |", "|---|---|",
+        "| date | %s |" % now,
+        "| GPU | %s (device %s) |" % (first.get("gpu", "unknown"), first.get("device", "?")),
+        "| driver | %s%s (%s) |" % (drv, " = CUDA %d.%d" % (drv // 1000, drv % 1000 // 10)
+                                     if isinstance(drv, int) else "", first.get("driver_path")),
+        "| memres | %s |" % first.get("memres_version", "?"),
+        "| host | %s, Python %s |" % (socket.gethostname(), platform.python_version()),
+        "", "## How it was made", "",
+        "One command on the GPU machine after the build:", "", "    " + args.run_all, "",
+        "which ran (exit status, seconds):", "", "| step | command | exit | s |", "|---|---|--:|--:|"]
+    for s in steps:
+        lines.append("| %s | `%s` | %d%s | %d |" % (s["name"], s["command"], s["rc"],
+                                                     " (time limit)" if s["rc"] in (124, 137)
+                                                     else "", s["seconds"]))
+    for k in KINDS:
+        if k not in docs and not any(s["name"] == k for s in steps):
+            lines.append("| %s | (kind not built: skipped) | | |" % k)
+    lines += ["", "Method: memres and the raw driver run in one process on one non-blocking "
+              "stream, on the same pool (the raw loop uses the pool the resource's buffers come "
+              "from, found with CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE). A repetition runs N "
+              "iterations (N scaled so it lasts about %s ms) and ends with a stream "
+              "synchronize; repetitions of memres and raw alternate (A B B A …) after a warm-up; "
+              "cells give the median [interquartile range] of R = %s repetitions. Ratio = memres "
+              "median / raw median (for copies: memres GB/s / raw GB/s)."
+              % (first.get("target_ms", "?"), first.get("repetitions", "?")), ""]
+
+    lines += ["## Targets", "", "| target | measured | met |", "|---|---|:-:|"]
+    for what, text, ok in target_rows(docs, peers):
+        lines.append("| %s | %s | %s |" % (what, text, ok))
+    lines.append("")
+
+    for kind in KINDS:
+        doc = docs.get(kind)
+        if doc is None:
+            if kind in errors:
+                lines += ["## %s" % kind, "", "No result: %s (see bench.log)." % errors[kind], ""]
+            continue
+        lines += ["## %s (`%s`)" % (kind, doc.get("resource", doc.get("spec"))), ""]
+        for sec in doc["sections"]:
+            lines += ["### %s" % sec["title"], "", "Raw: %s." % sec["raw"], ""]
+            if sec["name"] == "copy":
+                lines += copy_table(sec)
+            elif sec["name"] == "vmm_grow":
+                lines += time_table(sec, "chunk", "ms/GiB", 1e-6 / (doc["grow_size"] / GIB))
+            elif sec["name"] == "threads":
+                lines += time_table(sec, "threads", "ns/op", extra=(
+                    "Mops/s memres / raw", lambda r: "%.3g / %.3g" % (
+                        1e3 / r["variants"]["memres"]["median"],
+                        1e3 / r["variants"]["raw"]["median"])))
+            else:
+                lines += time_table(sec, "size" if sec["name"] == "pairs" else "workload",
+                                    sec["unit"])
+            notes = ["%s: %s" % (r["label"], r["note"]) for r in sec["rows"] if r.get("note")]
+            if notes:
+                lines += [""] + ["- " + n for n in notes]
+            lines.append("")
+
+    lines += ["## Peers (Python, ns per pair; last row ns per operation)", ""]
+    if peers is None:
+        lines += ["No result: %s (see bench.log)." % peers_error, ""]
+    else:
+        lines += ["Every peer timed the same way from Python (`bench/peers.py`, time.perf_counter_ns "
+                  "around loops of N pairs, median of R = %d interleaved repetitions); memres runs "
+                  "through ctypes, so its Python column carries ctypes' per-call cost, which the C "
+                  "columns (from memres-bench) do not. The Python floor is an empty loop making two "
+                  "no-op calls per pair. \"memres ahead\" compares memres (ctypes) with cuda.core, "
+                  "PyTorch and CuPy. memres spec: `%s`." % (peers["repetitions"],
+                                                             peers["memres_spec"]), ""]
+        for p in peers["peers"]:
+            lines.append("- %s: %s" % (PEER_LABELS.get(p["name"], p["name"]),
+                                       p["version"] if p["available"] else "n/a (%s)"
+                                       % p["reason"]))
+        lines += [""] + peers_table(peers, docs.get("dmr")) + [""]
+        errs = ["%s %s: %s" % (r.get("label", "random"), n, v["error"])
+                for r in peers["pairs"] + [peers["random"]] for n, v in r["results"].items()
+                if "error" in v]
+        if errs:
+            lines += ["Errors:", ""] + ["- " + e for e in errs] + [""]
+    lines += ["## Plot", "", "![allocation latency by size](latency.png)" if plot_note is None
+              else "(%s)" % plot_note, ""]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--input", required=True, help="directory with KIND.json, peers.json, steps.tsv")
+    p.add_argument("--output", required=True, help="directory for RESULTS.md, latency.png, "
+                   "bench-raw.json")
+    p.add_argument("--copy-to", help="also copy RESULTS.md and latency.png here (bench/)")
+    p.add_argument("--run-all", default="bench/run-all.sh BUILD OUT",
+                   help="the command line to record")
+    args = p.parse_args()
+
+    steps = read_steps(os.path.join(args.input, "steps.tsv"))
+    ran = {s["name"] for s in steps}
+    docs, errors = {}, {}
+    for kind in KINDS:
+        if steps and kind not in ran:
+            continue
+        doc, err = load(os.path.join(args.input, kind + ".json"))
+        if doc is not None:
+            docs[kind] = doc
+        elif kind in ran or not steps:
+            errors[kind] = err
+    peers, peers_error = load(os.path.join(args.input, "peers.json"))
+
+    os.makedirs(args.output, exist_ok=True)
+    png = os.path.join(args.output, "latency.png")
+    plot_note = plot(docs, peers, png)
+    text = render(docs, errors, peers, peers_error, steps, args, plot_note)
+    md = os.path.join(args.output, "RESULTS.md")
+    with open(md, "w") as f:
+        f.write(text)
+    with open(os.path.join(args.output, "bench-raw.json"), "w") as f:
+        json.dump({"bench": docs, "peers": peers, "steps": steps, "errors": errors,
+                   "peers_error": peers_error}, f, indent=1)
+    if args.copy_to:
+        shutil.copy(md, os.path.join(args.copy_to, "RESULTS.md"))
+        if plot_note is None:
+            shutil.copy(png, os.path.join(args.copy_to, "latency.png"))
+    print("report.py: wrote %s%s" % (md, "" if plot_note is None else " (%s)" % plot_note),
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Smoke tests of the benchmark harness (suite fake). They assert that the programs run, exit
+as documented and print well-formed JSON with the expected structure; never timings.
+
+  smoke.py bench MEMRES_BENCH        memres-bench --quick against the driver in the environment
+  smoke.py peers PEERS_PY LIBMEMRES  peers.py --quick, memres through ctypes
+  smoke.py run-all RUN_ALL BUILD     run-all.sh --quick into a scratch directory
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def run(argv, expect_rc=0):
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=240)
+    if p.returncode != expect_rc:
+        fail("%s exited %d, not %d\nstdout:\n%s\nstderr:\n%s"
+             % (" ".join(argv), p.returncode, expect_rc, p.stdout[-4000:], p.stderr[-4000:]))
+    return p
+
+
+def plugin_exists(kind):
+    for d in os.environ.get("MEMRES_PLUGIN_PATH", "").split(":"):
+        if d and os.path.exists(os.path.join(d, "libmemres-%s.so" % kind)):
+            return True
+    return False
+
+
+def check_summary(where, s):
+    for key in ("median", "min", "max", "q1", "q3"):
+        if not isinstance(s.get(key), (int, float)) or s[key] <= 0:
+            fail("%s: %s is %r" % (where, key, s.get(key)))
+    if not s["min"] <= s["q1"] <= s["median"] <= s["q3"] <= s["max"]:
+        fail("%s: statistics out of order: %r" % (where, s))
+    if s["repetitions"] < 1 or s["iterations"] < 1:
+        fail("%s: no repetitions or iterations: %r" % (where, s))
+
+
+def check_bench_json(text, sections, variants=("memres", "raw")):
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        fail("memres-bench printed invalid JSON (%s):\n%s" % (e, text[:2000]))
+    for key in ("spec", "kind", "gpu", "driver_version", "date", "command"):
+        if key not in doc:
+            fail("JSON lacks %r" % key)
+    names = [s["name"] for s in doc["sections"]]
+    if names != list(sections):
+        fail("sections %r, expected %r" % (names, list(sections)))
+    for section in doc["sections"]:
+        if not section["rows"]:
+            fail("section %s has no rows" % section["name"])
+        for row in section["rows"]:
+            where = "%s/%s" % (section["name"], row["label"])
+            if row["error"] is not None:
+                fail("%s failed: %s" % (where, row["error"]))
+            for v in variants if section["name"] != "copy" else ("memres", "raw", "pageable"):
+                if v not in row["variants"]:
+                    fail("%s lacks variant %s" % (where, v))
+                check_summary("%s/%s" % (where, v), row["variants"][v])
+            if not row["ratio"] > 0:
+                fail("%s: ratio %r" % (where, row["ratio"]))
+    return doc
+
+
+def smoke_bench(exe):
+    # (a) to (c) on dmr, with the quick defaults
+    p = run([exe, "--quick", "--json", "--quiet", "--spec", "dmr"])
+    doc = check_bench_json(p.stdout, ["pairs", "random", "threads"])
+    if [r["size"] for r in doc["sections"][0]["rows"]] != [256, 4096, 65536, 1 << 20]:
+        fail("quick pair sizes are wrong")
+    if [r["threads"] for r in doc["sections"][2]["rows"]] != [1, 2, 4]:
+        fail("quick thread counts are wrong")
+    # the table form prints every row
+    p = run([exe, "--quick", "--quiet", "--pairs", "--sizes", "4KiB,1MiB"])
+    if "4 KiB" not in p.stdout or "1 MiB" not in p.stdout or "ratio" not in p.stdout:
+        fail("table lacks rows:\n" + p.stdout)
+    # the kinds merged so far
+    if plugin_exists("pinned"):
+        p = run([exe, "--quick", "--json", "--quiet", "--spec", "pinned", "--pairs", "--copy"])
+        check_bench_json(p.stdout, ["pairs", "copy"])
+    if plugin_exists("vmm"):
+        p = run([exe, "--quick", "--json", "--quiet", "--spec", "vmm", "--pairs", "--vmm-grow"])
+        check_bench_json(p.stdout, ["pairs", "vmm_grow"])
+    # a spec that cannot be created: exit 1 and exactly one line on stderr
+    p = run([exe, "--quick", "--spec", "nosuchkind"], expect_rc=1)
+    lines = p.stderr.strip().splitlines()
+    if len(lines) != 1 or not lines[0].startswith("memres-bench: cannot create 'nosuchkind'"):
+        fail("bad spec gave stderr %r" % p.stderr)
+    if p.stdout:
+        fail("bad spec printed on stdout: %r" % p.stdout)
+    # a bad command line: exit 2
+    run([exe, "--sizes", "12XB"], expect_rc=2)
+    run([exe, "--vmm-grow", "--spec", "dmr", "--quick", "--quiet"], expect_rc=3)
+
+
+def smoke_peers(script, libmemres):
+    p = run([sys.executable, script, "--quick", "--json", "--quiet", "--libmemres", libmemres,
+             "--sizes", "256,64KiB", "--peers", "memres,python"])
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError as e:
+        fail("peers.py printed invalid JSON (%s):\n%s" % (e, p.stdout[:2000]))
+    if [s["name"] for s in doc["peers"]] != ["memres", "python"]:
+        fail("--peers memres,python ran %r" % [s["name"] for s in doc["peers"]])
+    run([sys.executable, script, "--peers", "memres,nosuchpeer"], expect_rc=2)
+    status = {s["name"]: s for s in doc["peers"]}
+    if not status.get("memres", {}).get("available"):
+        fail("memres peer unavailable: %r" % status.get("memres"))
+    for name, s in status.items():
+        if not s["available"] and not s["reason"]:
+            fail("peer %s is n/a without a reason" % name)
+    if [r["size"] for r in doc["pairs"]] != [256, 65536]:
+        fail("pair rows: %r" % doc["pairs"])
+    for row in doc["pairs"] + [doc["random"]]:
+        for name in ("memres", "python"):
+            check_summary("peers/%s/%s" % (row.get("label", "random"), name),
+                          row["results"][name])
+    ops, live = doc["random"]["operations"], doc["random"]["live"]
+    if ops % 2 or not 3 * live <= ops <= 5 * live:  # every allocation freed once
+        fail("random trace has %d operations for %d live" % (ops, live))
+
+
+def smoke_run_all(script, build):
+    with tempfile.TemporaryDirectory() as out:
+        # only the peers that use memres's driver: the fake suite must not touch a real GPU
+        os.environ["PEERS"] = "memres,python"
+        run(["bash", script, "--quick", build, out])
+        for name in ("RESULTS.md", "bench-raw.json", "bench.log"):
+            if not os.path.exists(os.path.join(out, name)):
+                fail("run-all.sh left no %s in %s: %r" % (name, out, os.listdir(out)))
+        with open(os.path.join(out, "bench-raw.json")) as f:
+            raw = json.load(f)
+        if "dmr" not in raw.get("bench", {}) or "peers" not in raw:
+            fail("bench-raw.json lacks dmr or peers: %r" % list(raw))
+        check_bench_json(json.dumps(raw["bench"]["dmr"]), ["pairs", "random", "threads"])
+        with open(os.path.join(out, "RESULTS.md")) as f:
+            text = f.read()
+        for needle in ("# memres benchmark results", "dmr", "ratio", "target"):
+            if needle not in text:
+                fail("RESULTS.md lacks %r:\n%s" % (needle, text[:3000]))
+
+
+def main():
+    if len(sys.argv) < 3:
+        fail(__doc__)
+    mode, args = sys.argv[1], sys.argv[2:]
+    {"bench": smoke_bench, "peers": smoke_peers, "run-all": smoke_run_all}[mode](*args)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
