@@ -117,6 +117,14 @@ typedef struct
  */
 #define MEMRES_PLUGIN_EXPORT __attribute__ ((visibility ("default")))
 
+/* C linkage for the entry point, so that a plugin written in C++ exports the unmangled
+ * memres_plugin_<name>_get_desc the loader looks up. */
+#ifdef __cplusplus
+#define MEMRES_PLUGIN_EXTERN_C_ extern "C"
+#else
+#define MEMRES_PLUGIN_EXTERN_C_
+#endif
+
 /**
  * MEMRES_PLUGIN_DEFINE:
  * @name: the plugin name, a bare identifier matching `[a-z][a-z0-9_]*` (not a string: it is
@@ -133,7 +141,8 @@ typedef struct
  * Since: 1.0
  */
 #define MEMRES_PLUGIN_DEFINE(name, description, init)                                             \
-  MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_##name##_get_desc (void);            \
+  MEMRES_PLUGIN_EXTERN_C_ MEMRES_PLUGIN_EXPORT const MemresPluginDesc                             \
+      *memres_plugin_##name##_get_desc (void);                                                    \
   const MemresPluginDesc *memres_plugin_##name##_get_desc (void)                                  \
   {                                                                                               \
     static const MemresPluginDesc desc_ = {                                                       \
