@@ -185,21 +185,20 @@ typedef struct
  *   on first use; %NULL with %MEMRES_ERROR_NO_DRIVER when no usable driver exists (no
  *   libcuda, a required entry point missing, cuInit failed). Never crashes without a GPU.
  * memres_cuda_set_error(): sets @error in %MEMRES_CUDA_ERROR with code @result and the message
- *   "@call: NAME: STRING" (cuGetErrorName, cuGetErrorString); returns %FALSE so that a slot
- *   can `return memres_cuda_set_error (error, r, "cuMemFree");`. @result must not be
- *   CUDA_SUCCESS.
- * memres_cuda_get_device_count(): the number of devices (cuDeviceGetCount); errors as
- *   memres_cuda_get_driver(), or a %MEMRES_CUDA_ERROR.
+ *   "CALL: CUDA_ERROR_NAME: description" (cuGetErrorName, cuGetErrorString); returns %FALSE so
+ *   that a slot can `return memres_cuda_set_error (error, r, "cuMemFree");`.
+ * memres_cuda_get_device_count(): the number of devices (cuDeviceGetCount at load; 0 when
+ *   cuInit said CUDA_ERROR_NO_DEVICE); errors as memres_cuda_get_driver().
  * memres_cuda_check_device(): %TRUE when @device is an existing ordinal; otherwise
  *   %MEMRES_ERROR_NO_DEVICE (or %MEMRES_ERROR_NO_DRIVER).
  * memres_cuda_get_primary_context(): the device's primary context (retained once per process
  *   and device by the core, never released: do not release it).
  * memres_cuda_ensure_context(): makes @device's primary context current on the calling thread
- *   unless a context of that device already is. Call it at the top of every slot that calls
- *   the driver.
+ *   when no context is current (a context the application made current is left alone). Call
+ *   it at the top of every slot that calls the driver.
  * memres_cuda_get_device_uuid(), memres_cuda_find_device_by_uuid(): between ordinals and the
- *   16-byte UUIDs used in IPC handles and descriptors; an unknown UUID gives
- *   %MEMRES_ERROR_NO_DEVICE.
+ *   16-byte UUIDs used in IPC handles and descriptors; a UUID no local device has gives
+ *   %MEMRES_ERROR_WRONG_DEVICE.
  * memres_cuda_check_stream_not_capturing(): %MEMRES_ERROR_NOT_SUPPORTED when @stream is being
  *   captured into a graph (cuStreamIsCapturing), for kinds that cannot allocate in a graph. */
 const MemresCudaDriver *memres_cuda_get_driver (GError **error);

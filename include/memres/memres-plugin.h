@@ -61,9 +61,10 @@ G_BEGIN_DECLS
  *
  * The plugin's entry point: registers the plugin's kinds with memres_plugin_register_kind().
  * Called once per process, from the thread that first asked for one of the plugin's kinds,
- * after every check of the descriptor (ABI version, names) passed. No memres lock is held
- * (loads are serialized, so init never runs twice concurrently), but it must not create
- * resources or load other plugins: do that lazily, in the ops.
+ * after every check of the descriptor (ABI version, names) passed. No memres lock is held;
+ * loads are serialized (init never runs concurrently with another plugin's init), and a lookup
+ * of another kind from init nests. Still, keep resources out of init: create them lazily,
+ * in the ops.
  *
  * Do only cheap, infallible-in-practice work here: no driver calls (the machine may have no
  * GPU and no driver; a kind must still register so that `memres kinds` can list it) and no
@@ -229,21 +230,23 @@ typedef struct
  * during the init slot only (copy what you keep: g_strdup() strings, copy int lists).
  *
  * Read it with the getter of the key's #MemresOptionType. All getters take a @name that must be
- * a key of the kind's schema, declared with the getter's type; anything else is a programmer
- * error (a g_return_val_if_fail() critical) and returns 0, %FALSE or %NULL. They are safe to
- * call from any thread and set no error: validation already happened.
+ * a key of the kind's schema, of a type the getter reads; anything else is a programmer error
+ * (a g_critical()) and returns 0, %FALSE or %NULL. They set no error (validation already
+ * happened) and only read, so any thread may call them while init runs.
  *
  * - memres_options_is_set(): %TRUE when the spec named the key or the schema has a default
  *   for it; %FALSE for a key with a %NULL default that the spec left out (its getter then
  *   returns 0, %FALSE or %NULL). Works for keys of every type.
  * - memres_options_get_bool(): %MEMRES_OPTION_BOOL.
- * - memres_options_get_int(): %MEMRES_OPTION_INT (and the ordinal of a %MEMRES_OPTION_ENUM
- *   is not available this way: read enums as strings).
+ * - memres_options_get_int(): %MEMRES_OPTION_INT; for %MEMRES_OPTION_ENUM the index of the
+ *   chosen value in @choices (so a C enum in the same order maps directly).
  * - memres_options_get_size(): %MEMRES_OPTION_SIZE, in bytes; `max` reads as %G_MAXUINT64.
- * - memres_options_get_string(): %MEMRES_OPTION_STRING and %MEMRES_OPTION_ENUM (the chosen
- *   one of @choices); transfer none, valid while the options are.
+ * - memres_options_get_string(): the value as written in the spec (or the default), for a key
+ *   of any type: a %MEMRES_OPTION_STRING's text, an enum's chosen value, an int list joined
+ *   with `+`. Transfer none, valid during init only.
  * - memres_options_get_int_list(): %MEMRES_OPTION_INT_LIST; stores the number of values in
- *   @n_values and returns the array (transfer none; %NULL when there are no values).
+ *   @n_values and returns the array (transfer none, valid during init only; %NULL with
+ *   @n_values 0 when unset or empty).
  *
  * Since: 1.0
  */
@@ -290,16 +293,15 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   g_warning() and go on releasing. Not called when init or import_handle failed.
  *   Since: 1.0
  * @allocate: required. Allocates @size bytes and fills @alloc (zero-filled on entry): a
- *   nonzero address and a size of at least @size. @size is never 0 (the core makes empty
- *   buffers itself without calling the plugin) but may be anything up to %G_MAXSIZE: rounding
- *   must not overflow. @stream is the caller's stream (%NULL is the legacy default stream;
+ *   nonzero address and a size of at least @size. @size is from 1 to %G_MAXSSIZE (the core
+ *   makes empty buffers itself without calling the plugin and refuses larger sizes with
+ *   %MEMRES_ERROR_OUT_OF_MEMORY): rounding up must still not overflow. @stream is the caller's stream (%NULL is the legacy default stream;
  *   %MEMRES_STREAM_LEGACY and per-thread streams are possible): a stream-ordered kind
  *   (%MEMRES_MEMORY_STREAM_ORDERED) makes the memory valid in @stream's order; any other kind
  *   returns memory usable at once and may ignore @stream. Called from any thread, concurrently
  *   with itself and with every slot but init and finalize: must be thread-safe. Errors:
  *   %MEMRES_ERROR_OUT_OF_MEMORY when the kind itself knows the size cannot be had (overflow
- *   while rounding, above a configured limit, a host allocation failed; %G_MAXSIZE must end
- *   here); a %MEMRES_CUDA_ERROR carrying the `CUresult` when a driver call failed (set with
+ *   while rounding, above a configured limit, a host allocation failed); a %MEMRES_CUDA_ERROR carrying the `CUresult` when a driver call failed (set with
  *   memres_cuda_set_error(), also for `CUDA_ERROR_OUT_OF_MEMORY`); %MEMRES_ERROR_NOT_SUPPORTED
  *   for a stream the kind cannot use (memres_cuda_check_stream_not_capturing());
  *   %MEMRES_ERROR_NO_DRIVER. On failure nothing stays allocated and @alloc is ignored.
@@ -315,7 +317,7 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   (synchronize @stream first when the memory is device-accessible). Errors: a
  *   %MEMRES_CUDA_ERROR. Whatever it returns, the allocation is gone for the core, which never
  *   passes it again: on failure release all that can be released, then report. Since: 1.0
- * @query: required. Fills @info (zero-filled on entry) with the device and the flags. Called
+ * @query: required. Fills @info (device -1 and flags 0 on entry) with the device and flags. Called
  *   once per instance, right after init or import_handle succeeded and before the instance
  *   is returned to anybody; the core caches the answer. Cannot fail. Since: 1.0
  * @get_stats: optional. Fills @stats (zero-filled on entry): reserved_current, reserved_high,
@@ -349,7 +351,7 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   kind's name. @handle and its fd stay owned by the caller and are valid during the call
  *   only: dup() the fd to keep it. Then query is called, as after init. Same threading and
  *   failure rules as init. Errors: %MEMRES_ERROR_INVALID_DESCRIPTOR (the handle's content is
- *   not acceptable), %MEMRES_ERROR_NO_DEVICE (no local device with the handle's UUID), a
+ *   not acceptable), %MEMRES_ERROR_WRONG_DEVICE (no local device has the handle's UUID), a
  *   %MEMRES_CUDA_ERROR. Since: 1.0
  * @export_buffer: optional. Fills @out (zero-filled on entry) for @alloc (transfer none), a
  *   live allocation of this instance; the core encodes the descriptor. Any thread. Errors:
@@ -391,8 +393,10 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  * - Arguments are transfer none and valid for the duration of the call, except what a slot
  *   is documented to return (transfer full).
  * - CUDA contexts: the core makes no context current before a slot. A slot that calls the
- *   driver makes its device's primary context current with memres_cuda_ensure_context() and
- *   reaches the driver through memres_cuda_get_driver() (plugins never link libcuda).
+ *   driver calls memres_cuda_ensure_context() first and reaches the driver through
+ *   memres_cuda_get_driver() (plugins never link libcuda). Prefer driver calls that name the
+ *   device or pool explicitly over ones that act on "the current context", which may belong
+ *   to another device when the application made one current.
  * - Errors: a slot returning %FALSE sets @error; one returning %TRUE never does. Use the
  *   %MEMRES_ERROR codes listed with each slot and %MEMRES_CUDA_ERROR (through
  *   memres_cuda_set_error()); %MEMRES_PLUGIN_ERROR belongs to the loader. Bad input is never
