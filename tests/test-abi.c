@@ -16,6 +16,7 @@
  * The record is for x86_64 only; elsewhere the tests skip. */
 
 #include <stddef.h>
+#include <string.h>
 
 #include "testutil.h"
 
@@ -439,9 +440,122 @@ test_cuda_driver_required(void)
     g_assert_cmpstr(required[i], ==, recorded[i]);
 }
 
+/* Loading plugins built for other ABI versions (tests/plugins/abi/). */
+
+static gboolean
+abi_plugins_available(void)
+{
+  if (g_getenv("MEMRES_TEST_PLUGIN_DIR") == NULL)
+    {
+      g_test_skip("MEMRES_TEST_PLUGIN_DIR is not set (run through meson test)");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+kind_is_listed(const char *name)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) kinds = memres_registry_list_kinds(&error);
+
+  g_assert_no_error(error);
+  for (guint i = 0; i < kinds->len; i++)
+    if (g_strcmp0(memres_kind_get_name(g_ptr_array_index(kinds, i)), name) == 0)
+      return TRUE;
+  return FALSE;
+}
+
+/* @name is refused with ABI_MISMATCH, by lookup and by resource creation, and never registers
+ * its kind (its init, which would register it, does not run). */
+static void
+assert_refused(const char *name)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MemresKind) kind = NULL;
+  g_autoptr(MemresResource) mr = NULL;
+
+  kind = memres_registry_lookup(name, &error);
+  g_assert_null(kind);
+  g_assert_error(error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH);
+  g_assert_nonnull(strstr(error->message, name));
+  g_clear_error(&error);
+
+  /* Refused again on a second try: a failed load leaves nothing behind. */
+  mr = memres_resource_new(name, &error);
+  g_assert_null(mr);
+  g_assert_error(error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH);
+
+  g_assert_false(kind_is_listed(name));
+}
+
+static void
+test_load_newer_minor(void)
+{
+  if (!abi_plugins_available())
+    return;
+  assert_refused("abinewer");
+}
+
+static void
+test_load_newer_major(void)
+{
+  if (!abi_plugins_available())
+    return;
+  assert_refused("abimajor");
+}
+
+static void
+test_load_older_minor(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MemresResource) mr = NULL;
+  g_autoptr(MemresBuffer) buf = NULL;
+  guint8 *p;
+
+  if (!abi_plugins_available())
+    return;
+
+  mr = memres_resource_new("abiolder", &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(mr);
+  g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "abiolder");
+  g_assert_cmpint(memres_resource_get_device(mr), ==, -1);
+  g_assert_true(memres_resource_is_host_accessible(mr));
+  g_assert_true(kind_is_listed("abiolder"));
+  {
+    g_autoptr(MemresKind) kind = memres_registry_lookup("abiolder", &error);
+    g_assert_no_error(error);
+    g_assert_cmpstr(memres_kind_get_plugin_name(kind), ==, "abiolder");
+    g_assert_true(g_str_has_suffix(memres_kind_get_plugin_path(kind), "libmemres-abiolder.so"));
+  }
+
+  buf = memres_resource_allocate(mr, 4096, NULL, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(memres_buffer_get_size(buf), ==, 4096);
+  p = memres_buffer_get_pointer(buf);
+  g_assert_nonnull(p);
+  mt_fill_pattern(p, 4096, 7);
+  mt_assert_pattern(p, 4096, 7);
+  g_assert_true(memres_buffer_close(buf, NULL, &error));
+  g_assert_no_error(error);
+}
+
 int
 main(int argc, char **argv)
 {
+  const char *test_plugins = g_getenv("MEMRES_TEST_PLUGIN_DIR");
+
+  /* Before any memres call: the ABI test plugins live in tests/plugins/abi of the build tree. */
+  if (test_plugins != NULL)
+    {
+      g_autofree char *abi_dir = g_build_filename(test_plugins, "abi", NULL);
+      const char *path = g_getenv("MEMRES_PLUGIN_PATH");
+      g_autofree char *joined = path != NULL && path[0] != '\0'
+                                    ? g_strjoin(G_SEARCHPATH_SEPARATOR_S, abi_dir, path, NULL)
+                                    : g_strdup(abi_dir);
+      g_setenv("MEMRES_PLUGIN_PATH", joined, TRUE);
+    }
   mt_init(&argc, &argv);
 
   g_test_add_func("/abi/version", test_version);
@@ -459,6 +573,9 @@ main(int argc, char **argv)
   g_test_add_func("/abi/enums", test_enums);
   g_test_add_func("/abi/cuda-driver/layout", test_cuda_driver);
   g_test_add_func("/abi/cuda-driver/required", test_cuda_driver_required);
+  g_test_add_func("/abi/load/newer-minor", test_load_newer_minor);
+  g_test_add_func("/abi/load/newer-major", test_load_newer_major);
+  g_test_add_func("/abi/load/older-minor", test_load_older_minor);
 
   return g_test_run();
 }
