@@ -63,6 +63,21 @@ struct _MemresBuffer
 /* registry.c / loader.c */
 MemresKind *_memres_registry_lookup_loaded (const char *name);
 gboolean _memres_kind_name_is_valid (const char *name);
+gboolean _memres_registry_contains (const char *name);
+gboolean _memres_registry_insert (GPtrArray *kinds, GError **error);
+MemresPlugin *_memres_plugin_load (const char *name, const char *path, GError **error);
+MemresPlugin *_memres_plugin_load_embedded (const MemresPluginDesc *desc, GError **error);
+MemresPlugin *_memres_plugin_ref (MemresPlugin *plugin);
+void _memres_plugin_unref (MemresPlugin *plugin);
+
+/* kind.c: a new kind from @info, validated (name, ops, option schema); @plugin may be NULL. */
+MemresKind *_memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **error);
+const MemresOptionSpec *_memres_kind_find_option (MemresKind *kind, const char *name,
+                                                  guint *index);
+char *_memres_kind_list_option_names (MemresKind *kind);
+
+/* plugins/host/host.c: the embedded host kind's plugin descriptor. */
+const MemresPluginDesc *_memres_host_get_desc (void);
 
 /* resource.c: create an instance of @kind, through the init slot (@options) or the
  * import_handle slot (@handle, when not NULL). */
@@ -81,6 +96,8 @@ gboolean _memres_parse_size (const char *text, guint64 *bytes, GError **error);
 gboolean _memres_parse_bool (const char *text, gboolean *value, GError **error);
 gboolean _memres_parse_int (const char *text, gint64 min, gint64 max, gint64 *value,
                             GError **error);
+gboolean _memres_parse_option_value (const MemresOptionSpec *spec, const char *text,
+                                     GError **error);
 
 /* options.c: validate key/values against @kind's schema; errors name the key and list what is
  * valid. */

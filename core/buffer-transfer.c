@@ -1,0 +1,352 @@
+/* memres - CUDA memory resources
+ * buffer-transfer.c: copy, fill, read and write, stream-ordered. Memory only the host can
+ * reach is handled with memcpy/memset on the calling thread; everything else goes through the
+ * driver after making a context current for the device involved. */
+#include "memres-private.h"
+
+#include <string.h>
+
+static gboolean
+check_open(MemresBuffer *buf, GError **error)
+{
+  if (G_UNLIKELY(memres_buffer_is_closed(buf)))
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Host memory no device can reach: plain memcpy/memset, no driver. */
+static gboolean
+is_host_only(MemresBuffer *buf)
+{
+  return (buf->flags & (MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE))
+         == MEMRES_MEMORY_HOST_ACCESSIBLE;
+}
+
+/* The driver, with a context current for @device (or device 0 for host memory). */
+static const MemresCudaDriver *
+driver_for(gint device, GError **error)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver(error);
+
+  if (drv == NULL)
+    return NULL;
+  if (!memres_cuda_ensure_context(MAX(device, 0), error))
+    return NULL;
+  return drv;
+}
+
+static gboolean
+copy(MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
+{
+  const MemresCudaDriver *drv;
+  CUresult res;
+
+  if (!check_open(src, error) || !check_open(dst, error))
+    return FALSE;
+  if (src->alloc.size != dst->alloc.size)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "cannot copy between buffers of different sizes (%" G_GSIZE_FORMAT
+                  " and %" G_GSIZE_FORMAT " bytes)",
+                  src->alloc.size, dst->alloc.size);
+      return FALSE;
+    }
+  if (src->alloc.size == 0)
+    return TRUE;
+  if (is_host_only(src) && is_host_only(dst))
+    {
+      memmove((gpointer)(guintptr)dst->alloc.address, (gconstpointer)(guintptr)src->alloc.address,
+              src->alloc.size);
+      return TRUE;
+    }
+  drv = driver_for(dst->device >= 0 ? dst->device : src->device, error);
+  if (drv == NULL)
+    return FALSE;
+  res = drv->cuMemcpyAsync((CUdeviceptr)dst->alloc.address, (CUdeviceptr)src->alloc.address,
+                           src->alloc.size, (CUstream)stream);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuMemcpyAsync");
+  return TRUE;
+}
+
+/**
+ * memres_buffer_copy_to:
+ * @src: the buffer to copy from
+ * @dst: the buffer to copy into, of the same size
+ * @stream: the stream the copy is ordered on
+ * @error: return location for a #GError, or %NULL
+ *
+ * Copies all of @src into @dst. Between two buffers of host-only memory it is a memcpy() done
+ * before returning; otherwise cuMemcpyAsync() on @stream, after making a context current for
+ * the device involved (memres_cuda_ensure_context()). Thread-safe for distinct buffers.
+ *
+ * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when the sizes differ;
+ * %MEMRES_ERROR_NO_DRIVER when device memory is involved and no driver loads;
+ * %MEMRES_CUDA_ERROR.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_buffer_copy_to(MemresBuffer *src, MemresBuffer *dst, MemresStream stream, GError **error)
+{
+  g_return_val_if_fail(src != NULL, FALSE);
+  g_return_val_if_fail(dst != NULL, FALSE);
+  return copy(dst, src, stream, error);
+}
+
+/**
+ * memres_buffer_copy_from:
+ * @dst: the buffer to copy into
+ * @src: the buffer to copy from, of the same size
+ * @stream: the stream the copy is ordered on
+ * @error: return location for a #GError, or %NULL
+ *
+ * Copies all of @src into @dst; the same as memres_buffer_copy_to() with the arguments swapped.
+ *
+ * Errors: those of memres_buffer_copy_to().
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_buffer_copy_from(MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
+{
+  g_return_val_if_fail(src != NULL, FALSE);
+  g_return_val_if_fail(dst != NULL, FALSE);
+  return copy(dst, src, stream, error);
+}
+
+/**
+ * memres_buffer_fill:
+ * @buf: a #MemresBuffer
+ * @pattern: the value to repeat; must fit in @width bytes
+ * @width: 1, 2 or 4: bytes per element; the buffer's size must be a multiple of it
+ * @stream: the stream the fill is ordered on
+ * @error: return location for a #GError, or %NULL
+ *
+ * Fills the whole buffer with @pattern, stored in host byte order. Host-only memory is filled
+ * before returning; device memory with cuMemsetD8Async(), cuMemsetD16Async() or
+ * cuMemsetD32Async() on @stream. Thread-safe for distinct buffers.
+ *
+ * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT for a width other than 1, 2
+ * or 4, a pattern wider than @width or a size that is not a multiple of @width;
+ * %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_buffer_fill(MemresBuffer *buf, guint32 pattern, guint width, MemresStream stream,
+                   GError **error)
+{
+  const MemresCudaDriver *drv;
+  CUdeviceptr addr;
+  gsize size, n, i;
+  CUresult res;
+  const char *call;
+
+  g_return_val_if_fail(buf != NULL, FALSE);
+
+  if (!check_open(buf, error))
+    return FALSE;
+  if (width != 1 && width != 2 && width != 4)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "invalid fill width %u: expected 1, 2 or 4 bytes", width);
+      return FALSE;
+    }
+  if (width < 4 && pattern >> (8 * width) != 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "fill pattern 0x%x does not fit in %u byte%s", pattern, width,
+                  width == 1 ? "" : "s");
+      return FALSE;
+    }
+  size = buf->alloc.size;
+  if (size % width != 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "buffer size %" G_GSIZE_FORMAT " is not a multiple of the fill width %u", size,
+                  width);
+      return FALSE;
+    }
+  if (size == 0)
+    return TRUE;
+  n = size / width;
+  addr = (CUdeviceptr)buf->alloc.address;
+
+  if (is_host_only(buf))
+    {
+      gpointer p = (gpointer)(guintptr)addr;
+      if (width == 1)
+        memset(p, (int)pattern, size);
+      else if (width == 2)
+        for (i = 0; i < n; i++)
+          ((guint16 *)p)[i] = (guint16)pattern;
+      else
+        for (i = 0; i < n; i++)
+          ((guint32 *)p)[i] = pattern;
+      return TRUE;
+    }
+
+  drv = driver_for(buf->device, error);
+  if (drv == NULL)
+    return FALSE;
+  if (width == 1)
+    {
+      res = drv->cuMemsetD8Async(addr, (unsigned char)pattern, n, (CUstream)stream);
+      call = "cuMemsetD8Async";
+    }
+  else if (width == 2)
+    {
+      res = drv->cuMemsetD16Async(addr, (unsigned short)pattern, n, (CUstream)stream);
+      call = "cuMemsetD16Async";
+    }
+  else
+    {
+      res = drv->cuMemsetD32Async(addr, pattern, n, (CUstream)stream);
+      call = "cuMemsetD32Async";
+    }
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, call);
+  return TRUE;
+}
+
+static gboolean
+check_range(MemresBuffer *buf, gsize offset, gsize n_bytes, GError **error)
+{
+  if (offset > buf->alloc.size || n_bytes > buf->alloc.size - offset)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "range of %" G_GSIZE_FORMAT " bytes at offset %" G_GSIZE_FORMAT
+                  " is outside the buffer of %" G_GSIZE_FORMAT " bytes",
+                  n_bytes, offset, buf->alloc.size);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Copies @n_bytes between host memory and the buffer, then waits for @stream. */
+static gboolean
+transfer_sync(MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_bytes,
+              MemresStream stream, GError **error)
+{
+  const MemresCudaDriver *drv = driver_for(buf->device, error);
+  CUresult res;
+
+  if (drv == NULL)
+    return FALSE;
+  res = drv->cuMemcpyAsync(dst, src, n_bytes, (CUstream)stream);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuMemcpyAsync");
+  res = drv->cuStreamSynchronize((CUstream)stream);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuStreamSynchronize");
+  return TRUE;
+}
+
+/**
+ * memres_buffer_read:
+ * @buf: a #MemresBuffer
+ * @offset: where to start reading, in bytes from the start of the buffer
+ * @dest: (out caller-allocates) (array length=n_bytes): host memory to copy into
+ * @n_bytes: bytes to read
+ * @stream: the stream the copy is ordered on
+ * @error: return location for a #GError, or %NULL
+ *
+ * Copies bytes from the buffer into host memory and returns when they are there: memcpy() for
+ * host-only memory, otherwise cuMemcpyAsync() on @stream followed by cuStreamSynchronize().
+ * Thread-safe for distinct buffers.
+ *
+ * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when the range leaves the
+ * buffer; %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_buffer_read(MemresBuffer *buf, gsize offset, gpointer dest, gsize n_bytes,
+                   MemresStream stream, GError **error)
+{
+  g_return_val_if_fail(buf != NULL, FALSE);
+  g_return_val_if_fail(dest != NULL || n_bytes == 0, FALSE);
+
+  if (!check_open(buf, error) || !check_range(buf, offset, n_bytes, error))
+    return FALSE;
+  if (n_bytes == 0)
+    return TRUE;
+  if (is_host_only(buf))
+    {
+      memcpy(dest, (guint8 *)(guintptr)buf->alloc.address + offset, n_bytes);
+      return TRUE;
+    }
+  return transfer_sync(buf, (CUdeviceptr)dest, (CUdeviceptr)(buf->alloc.address + offset), n_bytes,
+                       stream, error);
+}
+
+/**
+ * memres_buffer_write:
+ * @buf: a #MemresBuffer
+ * @offset: where to start writing, in bytes from the start of the buffer
+ * @src: (array length=n_bytes): host memory to copy from
+ * @n_bytes: bytes to write
+ * @stream: the stream the copy is ordered on
+ * @error: return location for a #GError, or %NULL
+ *
+ * Copies bytes from host memory into the buffer and returns when they are there: memcpy() for
+ * host-only memory, otherwise cuMemcpyAsync() on @stream followed by cuStreamSynchronize().
+ * Thread-safe for distinct buffers.
+ *
+ * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when the range leaves the
+ * buffer; %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_buffer_write(MemresBuffer *buf, gsize offset, gconstpointer src, gsize n_bytes,
+                    MemresStream stream, GError **error)
+{
+  g_return_val_if_fail(buf != NULL, FALSE);
+  g_return_val_if_fail(src != NULL || n_bytes == 0, FALSE);
+
+  if (!check_open(buf, error) || !check_range(buf, offset, n_bytes, error))
+    return FALSE;
+  if (n_bytes == 0)
+    return TRUE;
+  if (is_host_only(buf))
+    {
+      memcpy((guint8 *)(guintptr)buf->alloc.address + offset, src, n_bytes);
+      return TRUE;
+    }
+  return transfer_sync(buf, (CUdeviceptr)(buf->alloc.address + offset), (CUdeviceptr)src, n_bytes,
+                       stream, error);
+}
+
+/**
+ * memres_stream_synchronize:
+ * @stream: a CUDA stream; %NULL is the legacy default stream of the current context
+ * @error: return location for a #GError, or %NULL
+ *
+ * Waits until all work on @stream is done (cuStreamSynchronize()). For %NULL, device 0's
+ * primary context is made current first when no context is (memres_cuda_ensure_context()).
+ * Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_stream_synchronize(MemresStream stream, GError **error)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver(error);
+  CUresult res;
+
+  if (drv == NULL)
+    return FALSE;
+  if ((stream == NULL || stream == MEMRES_STREAM_LEGACY) && !memres_cuda_ensure_context(0, error))
+    return FALSE;
+  res = drv->cuStreamSynchronize((CUstream)stream);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuStreamSynchronize");
+  return TRUE;
+}

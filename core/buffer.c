@@ -1,0 +1,475 @@
+/* memres - CUDA memory resources
+ * buffer.c: allocation, lifetime and properties of buffers. The allocate/close pair is the hot
+ * path: one small allocation, one reference on the resource, one counter, the slot call; no
+ * locks, no lookups, no driver queries. Data movement lives in buffer-transfer.c. */
+#include "memres-private.h"
+
+#include <string.h>
+
+static gboolean
+buffer_closed_error(GError **error)
+{
+  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
+  return FALSE;
+}
+
+/* A new open buffer owning @alloc, holding a reference on @mr. */
+MemresBuffer *
+_memres_buffer_new(MemresResource *mr, const MemresAllocation *alloc, MemresStream stream)
+{
+  MemresBuffer *buf = g_new(MemresBuffer, 1);
+
+  g_atomic_ref_count_init(&buf->ref);
+  buf->closed = 0;
+  buf->mr = memres_resource_ref(mr);
+  buf->alloc = *alloc;
+  buf->dealloc_stream = stream;
+  buf->device = mr->info.device;
+  buf->flags = mr->info.flags;
+  buf->release = NULL;
+  buf->release_data = NULL;
+  g_atomic_int_inc(&mr->n_buffers);
+  return buf;
+}
+
+/**
+ * memres_resource_allocate:
+ * @mr: a #MemresResource
+ * @size: bytes to allocate; 0 gives a valid empty buffer (address 0, size 0) without calling
+ *   the kind
+ * @stream: the stream the allocation is ordered on (stream-ordered kinds), recorded as the
+ *   buffer's deallocation stream; %NULL is the legacy default stream
+ * @error: return location for a #GError, or %NULL
+ *
+ * Allocates a buffer from @mr through the kind's allocate slot (dmr: cuMemAllocFromPoolAsync();
+ * host: posix_memalign()). The buffer holds a reference on @mr. Thread-safe: any number of
+ * threads may allocate from one resource at once.
+ *
+ * Errors: %MEMRES_ERROR_OUT_OF_MEMORY when the memory cannot be had (always for sizes above
+ * %G_MAXSSIZE); %MEMRES_ERROR_NOT_SUPPORTED (an imported pool, a capturing stream); a
+ * %MEMRES_CUDA_ERROR from the driver.
+ *
+ * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
+ */
+MemresBuffer *
+memres_resource_allocate(MemresResource *mr, gsize size, MemresStream stream, GError **error)
+{
+  MemresAllocation alloc = { 0, 0, NULL };
+
+  g_return_val_if_fail(mr != NULL, NULL);
+
+  if (G_UNLIKELY(size > G_MAXSSIZE))
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                  "cannot allocate %" G_GSIZE_FORMAT " bytes from a resource of kind \"%s\"", size,
+                  mr->kind->name);
+      return NULL;
+    }
+  if (size > 0 && !mr->ops->allocate(mr, size, stream, &alloc, error))
+    return NULL;
+  return _memres_buffer_new(mr, &alloc, stream);
+}
+
+/* Frees what the buffer owns; called exactly once, by whoever set buf->closed. */
+static gboolean
+buffer_release(MemresBuffer *buf, MemresStream stream, GError **error)
+{
+  MemresResource *mr = buf->mr;
+  gboolean ok = TRUE;
+
+  if (mr != NULL)
+    {
+      if (buf->alloc.size > 0 || buf->alloc.address != 0)
+        ok = mr->ops->deallocate(mr, &buf->alloc, stream, error);
+      g_atomic_int_add(&mr->n_buffers, -1);
+      buf->mr = NULL;
+      memres_resource_unref(mr);
+    }
+  else if (buf->release != NULL)
+    {
+      buf->release(buf->release_data);
+    }
+  return ok;
+}
+
+/**
+ * memres_buffer_close:
+ * @buf: a #MemresBuffer
+ * @stream: the stream the deallocation is ordered on, or %NULL for the buffer's recorded
+ *   deallocation stream (memres_buffer_set_deallocation_stream())
+ * @error: return location for a #GError, or %NULL
+ *
+ * Frees the buffer's memory through the kind's deallocate slot (dmr: cuMemFreeAsync() on
+ * @stream; host: free()) and drops the buffer's reference on its resource; wrapped foreign
+ * memory gets its release function called. Idempotent: closing a closed buffer does nothing
+ * and succeeds. Every other call on a closed buffer fails with %MEMRES_ERROR_CLOSED. May be
+ * called from any thread, but not while another thread still uses the buffer.
+ *
+ * Errors: those of the kind's deallocate (a %MEMRES_CUDA_ERROR); the buffer is closed even
+ * then.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_buffer_close(MemresBuffer *buf, MemresStream stream, GError **error)
+{
+  g_return_val_if_fail(buf != NULL, FALSE);
+
+  if (!g_atomic_int_compare_and_exchange(&buf->closed, 0, 1))
+    return TRUE;
+  return buffer_release(buf, stream != NULL ? stream : buf->dealloc_stream, error);
+}
+
+/**
+ * memres_buffer_is_closed:
+ * @buf: a #MemresBuffer
+ *
+ * Returns: %TRUE once memres_buffer_close() ran
+ */
+gboolean
+memres_buffer_is_closed(MemresBuffer *buf)
+{
+  g_return_val_if_fail(buf != NULL, TRUE);
+  return g_atomic_int_get(&buf->closed) != 0;
+}
+
+/**
+ * memres_buffer_ref:
+ * @buf: a #MemresBuffer
+ *
+ * Adds a reference. Thread-safe.
+ *
+ * Returns: (transfer full): @buf
+ */
+MemresBuffer *
+memres_buffer_ref(MemresBuffer *buf)
+{
+  g_return_val_if_fail(buf != NULL, NULL);
+
+  g_atomic_ref_count_inc(&buf->ref);
+  return buf;
+}
+
+/**
+ * memres_buffer_unref:
+ * @buf: (transfer full): a #MemresBuffer
+ *
+ * Drops a reference. The last reference to an open buffer closes it on its deallocation
+ * stream; a failure there is logged with g_warning() (except `CUDA_ERROR_DEINITIALIZED`, which
+ * the driver returns while the process exits, and is ignored). Thread-safe.
+ */
+void
+memres_buffer_unref(MemresBuffer *buf)
+{
+  g_return_if_fail(buf != NULL);
+
+  if (!g_atomic_ref_count_dec(&buf->ref))
+    return;
+  if (g_atomic_int_compare_and_exchange(&buf->closed, 0, 1))
+    {
+      GError *error = NULL;
+
+      if (!buffer_release(buf, buf->dealloc_stream, &error))
+        {
+          if (error != NULL && !g_error_matches(error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
+            g_warning("Closing a buffer of %" G_GSIZE_FORMAT " bytes failed: %s", buf->alloc.size,
+                      error->message);
+          g_clear_error(&error);
+        }
+    }
+  g_free(buf);
+}
+
+/**
+ * memres_buffer_set_deallocation_stream:
+ * @buf: a #MemresBuffer
+ * @stream: the stream a later close with a %NULL stream (or the last unref) frees on
+ * @error: return location for a #GError, or %NULL
+ *
+ * Records the stream the buffer's memory is freed on. Not to be called while another thread
+ * closes the buffer.
+ *
+ * Errors: %MEMRES_ERROR_CLOSED.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_buffer_set_deallocation_stream(MemresBuffer *buf, MemresStream stream, GError **error)
+{
+  g_return_val_if_fail(buf != NULL, FALSE);
+
+  if (memres_buffer_is_closed(buf))
+    return buffer_closed_error(error);
+  buf->dealloc_stream = stream;
+  return TRUE;
+}
+
+/**
+ * memres_buffer_get_deallocation_stream:
+ * @buf: a #MemresBuffer
+ *
+ * Returns: the recorded deallocation stream (initially the allocation stream)
+ */
+MemresStream
+memres_buffer_get_deallocation_stream(MemresBuffer *buf)
+{
+  g_return_val_if_fail(buf != NULL, NULL);
+  return buf->dealloc_stream;
+}
+
+/* Asks the driver what @ptr is; FALSE when no driver loads (then it is host memory). */
+static gboolean
+query_pointer(gpointer ptr, gint *device, MemresMemoryFlags *flags)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver(NULL);
+  CUpointer_attribute attrs[]
+      = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+          CU_POINTER_ATTRIBUTE_IS_MANAGED };
+  unsigned int type = 0;
+  int ordinal = -1;
+  unsigned int managed = 0;
+  void *data[] = { &type, &ordinal, &managed };
+
+  if (drv == NULL || drv->cuPointerGetAttributes == NULL)
+    return FALSE;
+  if (drv->cuPointerGetAttributes(G_N_ELEMENTS(attrs), attrs, data, (CUdeviceptr)ptr)
+      != CUDA_SUCCESS)
+    return FALSE;
+  if (managed)
+    {
+      *flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE;
+      *device = ordinal;
+    }
+  else if (type == CU_MEMORYTYPE_DEVICE)
+    {
+      *flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE;
+      *device = ordinal;
+    }
+  else if (type == CU_MEMORYTYPE_HOST)
+    {
+      /* page-locked (registered or cuMemHostAlloc) host memory */
+      *flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE;
+      *device = -1;
+    }
+  else
+    return FALSE;
+  return TRUE;
+}
+
+/**
+ * memres_buffer_new_for_pointer:
+ * @ptr: (nullable): start of the memory (a host pointer, or a `CUdeviceptr` cast to a
+ *   pointer); %NULL only with @size 0
+ * @size: bytes
+ * @device: the device ordinal the memory is on, or -1 for host memory; ignored when @flags
+ *   is 0
+ * @flags: what the memory can do; 0 asks the driver (cuPointerGetAttributes(): memory type,
+ *   device ordinal, managed) when one loads, and otherwise takes it for pageable host memory
+ * @release: (nullable): called with @user_data when the buffer is closed
+ * @user_data: data for @release
+ * @error: return location for a #GError, or %NULL
+ *
+ * Wraps memory memres did not allocate, so that the copy and fill functions work on it. The
+ * buffer has no resource (memres_buffer_get_resource() returns %NULL). Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @ptr with a non-zero @size.
+ *
+ * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
+ */
+MemresBuffer *
+memres_buffer_new_for_pointer(gpointer ptr, gsize size, gint device, MemresMemoryFlags flags,
+                              GDestroyNotify release, gpointer user_data, GError **error)
+{
+  MemresBuffer *buf;
+
+  if (ptr == NULL && size > 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "cannot wrap a NULL pointer of %" G_GSIZE_FORMAT " bytes", size);
+      return NULL;
+    }
+  if (flags == 0 && (ptr == NULL || !query_pointer(ptr, &device, &flags)))
+    {
+      flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
+      device = -1;
+    }
+
+  buf = g_new0(MemresBuffer, 1);
+  g_atomic_ref_count_init(&buf->ref);
+  buf->alloc.address = (guint64)(guintptr)ptr;
+  buf->alloc.size = size;
+  buf->device = device;
+  buf->flags = flags;
+  buf->release = release;
+  buf->release_data = user_data;
+  return buf;
+}
+
+/**
+ * memres_buffer_get_pointer:
+ * @buf: a #MemresBuffer
+ *
+ * Returns: (transfer none) (nullable): the start of the memory as a pointer (device memory:
+ *   the `CUdeviceptr`); %NULL for an empty or closed buffer
+ */
+gpointer
+memres_buffer_get_pointer(MemresBuffer *buf)
+{
+  g_return_val_if_fail(buf != NULL, NULL);
+  return memres_buffer_is_closed(buf) ? NULL : (gpointer)(guintptr)buf->alloc.address;
+}
+
+/**
+ * memres_buffer_get_address:
+ * @buf: a #MemresBuffer
+ *
+ * Returns: the start of the memory as an integer (a `CUdeviceptr`); 0 for an empty or closed
+ *   buffer
+ */
+guint64
+memres_buffer_get_address(MemresBuffer *buf)
+{
+  g_return_val_if_fail(buf != NULL, 0);
+  return memres_buffer_is_closed(buf) ? 0 : buf->alloc.address;
+}
+
+/**
+ * memres_buffer_get_size:
+ * @buf: a #MemresBuffer
+ *
+ * Returns: the size in bytes (a kind that rounds up reports the rounded size); 0 when closed
+ */
+gsize
+memres_buffer_get_size(MemresBuffer *buf)
+{
+  g_return_val_if_fail(buf != NULL, 0);
+  return memres_buffer_is_closed(buf) ? 0 : buf->alloc.size;
+}
+
+/**
+ * memres_buffer_get_device:
+ * @buf: a #MemresBuffer
+ *
+ * Returns: the device ordinal of the memory; -1 for host memory or a closed buffer
+ */
+gint
+memres_buffer_get_device(MemresBuffer *buf)
+{
+  g_return_val_if_fail(buf != NULL, -1);
+  return memres_buffer_is_closed(buf) ? -1 : buf->device;
+}
+
+/**
+ * memres_buffer_get_resource:
+ * @buf: a #MemresBuffer
+ *
+ * Returns: (transfer none) (nullable): the resource the buffer came from; %NULL for wrapped
+ *   foreign memory or a closed buffer
+ */
+MemresResource *
+memres_buffer_get_resource(MemresBuffer *buf)
+{
+  g_return_val_if_fail(buf != NULL, NULL);
+  return memres_buffer_is_closed(buf) ? NULL : buf->mr;
+}
+
+/**
+ * memres_buffer_get_flags:
+ * @buf: a #MemresBuffer
+ *
+ * Returns: what the buffer's memory can do; 0 when closed
+ */
+MemresMemoryFlags
+memres_buffer_get_flags(MemresBuffer *buf)
+{
+  g_return_val_if_fail(buf != NULL, 0);
+  return memres_buffer_is_closed(buf) ? 0 : buf->flags;
+}
+
+/**
+ * memres_buffer_is_device_accessible:
+ * @buf: a #MemresBuffer
+ *
+ * Returns: %TRUE when device code can access the memory; %FALSE when closed
+ */
+gboolean
+memres_buffer_is_device_accessible(MemresBuffer *buf)
+{
+  return (memres_buffer_get_flags(buf) & MEMRES_MEMORY_DEVICE_ACCESSIBLE) != 0;
+}
+
+/**
+ * memres_buffer_is_host_accessible:
+ * @buf: a #MemresBuffer
+ *
+ * Returns: %TRUE when host code can dereference the pointer; %FALSE when closed
+ */
+gboolean
+memres_buffer_is_host_accessible(MemresBuffer *buf)
+{
+  return (memres_buffer_get_flags(buf) & MEMRES_MEMORY_HOST_ACCESSIBLE) != 0;
+}
+
+/**
+ * memres_buffer_get_allocation:
+ * @buf: a #MemresBuffer
+ *
+ * For plugins: the allocation record the kind filled in (address, size, plugin data).
+ *
+ * Returns: (transfer none) (nullable): the record, valid while the buffer is open; %NULL when
+ *   closed
+ */
+const MemresAllocation *
+memres_buffer_get_allocation(MemresBuffer *buf)
+{
+  g_return_val_if_fail(buf != NULL, NULL);
+  return memres_buffer_is_closed(buf) ? NULL : &buf->alloc;
+}
+
+/**
+ * memres_buffer_resize:
+ * @buf: a #MemresBuffer
+ * @new_size: the new size in bytes
+ * @stream: the stream the resize is ordered on
+ * @error: return location for a #GError, or %NULL
+ *
+ * Grows or shrinks the buffer through the kind's resize slot (vmm: maps more physical memory
+ * after the buffer, or remaps into a new reservation without copying); the address may change.
+ * On failure the buffer is left exactly as it was. Not to be called while another thread uses
+ * the buffer.
+ *
+ * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_NOT_SUPPORTED for kinds without
+ * %MEMRES_MEMORY_RESIZABLE and for wrapped memory; %MEMRES_ERROR_OUT_OF_MEMORY,
+ * %MEMRES_CUDA_ERROR from the kind.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_buffer_resize(MemresBuffer *buf, gsize new_size, MemresStream stream, GError **error)
+{
+  MemresAllocation alloc;
+
+  g_return_val_if_fail(buf != NULL, FALSE);
+
+  if (memres_buffer_is_closed(buf))
+    return buffer_closed_error(error);
+  if (buf->mr == NULL || buf->mr->ops->resize == NULL)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                  "buffers of %s%s%s cannot be resized",
+                  buf->mr != NULL ? "kind \"" : "wrapped memory",
+                  buf->mr != NULL ? buf->mr->kind->name : "", buf->mr != NULL ? "\"" : "");
+      return FALSE;
+    }
+  if (new_size > G_MAXSSIZE)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                  "cannot resize a buffer to %" G_GSIZE_FORMAT " bytes", new_size);
+      return FALSE;
+    }
+  alloc = buf->alloc;
+  if (!buf->mr->ops->resize(buf->mr, &alloc, new_size, stream, error))
+    return FALSE;
+  buf->alloc = alloc;
+  return TRUE;
+}

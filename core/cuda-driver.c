@@ -1,0 +1,494 @@
+/* memres - CUDA memory resources
+ * cuda-driver.c: loads the CUDA driver with dlopen() once per process, resolves the entry
+ * points of MEMRES_CUDA_FOREACH_ENTRY with cuGetProcAddress() and keeps the primary contexts. */
+#include "memres-private.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+typedef CUresult (*GetProcAddressV2Func)(const char *symbol, void **pfn, int cuda_version,
+                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+typedef CUresult (*GetProcAddressV1Func)(const char *symbol, void **pfn, int cuda_version,
+                                         cuuint64_t flags);
+
+static MemresCudaDriver driver;
+static GError *driver_error; /* set once when loading failed; re-reported by every call */
+static gint n_devices;       /* 0 when cuInit said CUDA_ERROR_NO_DEVICE */
+
+static GMutex context_mutex;
+static CUcontext *primary_contexts; /* n_devices entries, retained once, read atomically */
+
+static const char *
+driver_path(void)
+{
+  const char *path = g_getenv("MEMRES_CUDA_DRIVER");
+
+  return (path != NULL && path[0] != '\0') ? path : "libcuda.so.1";
+}
+
+static gboolean
+resolve_entries(gpointer handle, const char *path, GError **error)
+{
+  GetProcAddressV2Func get_proc_v2;
+  GetProcAddressV1Func get_proc_v1 = NULL;
+
+  get_proc_v2 = (GetProcAddressV2Func)dlsym(handle, "cuGetProcAddress_v2");
+  if (get_proc_v2 == NULL)
+    get_proc_v1 = (GetProcAddressV1Func)dlsym(handle, "cuGetProcAddress");
+  if (get_proc_v2 == NULL && get_proc_v1 == NULL)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                  "%s is not a CUDA driver: it has no cuGetProcAddress entry point", path);
+      return FALSE;
+    }
+
+#define RESOLVE_ENTRY_(name)                                                                       \
+  {                                                                                                \
+    void *pfn = NULL;                                                                              \
+    CUresult res;                                                                                  \
+    if (get_proc_v2 != NULL)                                                                       \
+      {                                                                                            \
+        CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;                       \
+        res = get_proc_v2(#name, &pfn, MEMRES_CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status); \
+        if (status != CU_GET_PROC_ADDRESS_SUCCESS)                                                 \
+          pfn = NULL;                                                                              \
+      }                                                                                            \
+    else                                                                                           \
+      res = get_proc_v1(#name, &pfn, MEMRES_CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT);            \
+    if (res != CUDA_SUCCESS)                                                                       \
+      pfn = NULL;                                                                                  \
+    driver.name = (__typeof__(driver.name))pfn;                                                    \
+  }
+  MEMRES_CUDA_FOREACH_ENTRY(RESOLVE_ENTRY_)
+#undef RESOLVE_ENTRY_
+
+#define CHECK_REQUIRED_(name)                                                                      \
+  if (driver.name == NULL)                                                                         \
+    {                                                                                              \
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,                                     \
+                  "The CUDA driver %s lacks the entry point %s (CUDA %d)", path, #name,            \
+                  MEMRES_CUDA_VERSION);                                                            \
+      return FALSE;                                                                                \
+    }
+  MEMRES_CUDA_FOREACH_REQUIRED_ENTRY(CHECK_REQUIRED_)
+#undef CHECK_REQUIRED_
+
+  return TRUE;
+}
+
+static gboolean
+init_driver(const char *path, GError **error)
+{
+  CUresult res;
+  const char *name = NULL;
+  const char *text = NULL;
+
+  res = driver.cuInit(0);
+  if (res == CUDA_ERROR_NO_DEVICE)
+    {
+      n_devices = 0;
+    }
+  else if (res != CUDA_SUCCESS)
+    {
+      if (driver.cuGetErrorName(res, &name) != CUDA_SUCCESS || name == NULL)
+        name = "CUDA_ERROR_UNKNOWN";
+      if (driver.cuGetErrorString(res, &text) != CUDA_SUCCESS || text == NULL)
+        text = "unknown error";
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                  "The CUDA driver %s failed to initialize: cuInit: %s: %s", path, name, text);
+      return FALSE;
+    }
+  else
+    {
+      res = driver.cuDeviceGetCount(&n_devices);
+      if (res != CUDA_SUCCESS)
+        return memres_cuda_set_error(error, res, "cuDeviceGetCount");
+      n_devices = MAX(n_devices, 0);
+    }
+
+  res = driver.cuDriverGetVersion(&driver.driver_version);
+  if (res != CUDA_SUCCESS)
+    driver.driver_version = 0;
+
+  primary_contexts = g_new0(CUcontext, MAX(n_devices, 1));
+  return TRUE;
+}
+
+static gpointer
+load_driver(gpointer data)
+{
+  const char *path = driver_path();
+  gpointer handle;
+  GError *error = NULL;
+
+  memset(&driver, 0, sizeof driver);
+  driver.struct_size = sizeof driver;
+
+  handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == NULL)
+    {
+      const char *why = dlerror();
+      g_set_error(&error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                  "No CUDA driver could be loaded from %s: %s", path,
+                  why != NULL ? why : "dlopen failed");
+      driver_error = error;
+      return NULL;
+    }
+
+  if (!resolve_entries(handle, path, &error) || !init_driver(path, &error))
+    {
+      /* Keep the library loaded: a driver that ran cuInit may have started threads. Only a
+       * file that is not a driver at all is closed again. */
+      if (driver.cuInit == NULL)
+        dlclose(handle);
+      memset(&driver, 0, sizeof driver);
+      driver_error = error;
+      return NULL;
+    }
+
+  driver.path = g_strdup(path);
+  return NULL;
+}
+
+static gboolean
+ensure_driver(GError **error)
+{
+  static GOnce once = G_ONCE_INIT;
+
+  g_once(&once, load_driver, NULL);
+  if (G_UNLIKELY(driver_error != NULL))
+    {
+      if (error != NULL)
+        *error = g_error_copy(driver_error);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/**
+ * memres_cuda_get_driver:
+ * @error: return location for a #GError, or %NULL
+ *
+ * Loads the CUDA driver on first use: `dlopen()` of the file named by the environment variable
+ * `MEMRES_CUDA_DRIVER`, or `libcuda.so.1`, then `cuGetProcAddress_v2` (or `cuGetProcAddress`)
+ * for every entry point of %MEMRES_CUDA_FOREACH_ENTRY at %MEMRES_CUDA_VERSION, then
+ * `cuInit(0)`. This happens once per process; a failure is remembered and reported again by
+ * every later call. A driver whose cuInit() returns `CUDA_ERROR_NO_DEVICE` is loaded, with no
+ * devices. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NO_DRIVER when the file is missing, is not a CUDA driver, lacks a
+ * required entry point (%MEMRES_CUDA_FOREACH_REQUIRED_ENTRY) or cuInit() fails (the message
+ * names the CUDA error); %MEMRES_CUDA_ERROR when cuDeviceGetCount() fails.
+ *
+ * Returns: (transfer none) (nullable): the driver table, valid for the life of the process, or
+ *   %NULL with @error set
+ */
+const MemresCudaDriver *
+memres_cuda_get_driver(GError **error)
+{
+  if (!ensure_driver(error))
+    return NULL;
+  return &driver;
+}
+
+/**
+ * memres_cuda_set_error:
+ * @error: return location for a #GError, or %NULL
+ * @result: the `CUresult` a driver call returned
+ * @call: (nullable): the name of the failing driver call, such as "cuMemPoolCreate"
+ *
+ * Sets @error in the %MEMRES_CUDA_ERROR domain with code @result and the message
+ * "CALL: CUDA_ERROR_NAME: description" (from cuGetErrorName() and cuGetErrorString() when the
+ * driver is loaded). Thread-safe.
+ *
+ * Returns: %FALSE, so that `return memres_cuda_set_error (...)` reads naturally
+ */
+gboolean
+memres_cuda_set_error(GError **error, CUresult result, const char *call)
+{
+  const char *name = NULL;
+  const char *text = NULL;
+
+  if (error == NULL)
+    return FALSE;
+
+  if (driver.cuGetErrorName != NULL && driver.cuGetErrorName(result, &name) != CUDA_SUCCESS)
+    name = NULL;
+  if (driver.cuGetErrorString != NULL && driver.cuGetErrorString(result, &text) != CUDA_SUCCESS)
+    text = NULL;
+
+  if (name != NULL)
+    g_set_error(error, MEMRES_CUDA_ERROR, (gint)result, "%s: %s: %s", call != NULL ? call : "CUDA",
+                name, text != NULL ? text : "no description");
+  else
+    g_set_error(error, MEMRES_CUDA_ERROR, (gint)result, "%s: CUDA error %d",
+                call != NULL ? call : "CUDA", (gint)result);
+  return FALSE;
+}
+
+/**
+ * memres_cuda_get_device_count:
+ * @count: (out): return location for the number of CUDA devices
+ * @error: return location for a #GError, or %NULL
+ *
+ * The number of devices the driver reported at load time (cuDeviceGetCount()); 0 when
+ * cuInit() said `CUDA_ERROR_NO_DEVICE`. Thread-safe.
+ *
+ * Errors: those of memres_cuda_get_driver().
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_cuda_get_device_count(gint *count, GError **error)
+{
+  g_return_val_if_fail(count != NULL, FALSE);
+
+  if (!ensure_driver(error))
+    return FALSE;
+  *count = n_devices;
+  return TRUE;
+}
+
+/**
+ * memres_cuda_check_device:
+ * @device: a CUDA device ordinal
+ * @error: return location for a #GError, or %NULL
+ *
+ * Checks that @device names a device of the loaded driver. Thread-safe.
+ *
+ * Errors: those of memres_cuda_get_driver(); %MEMRES_ERROR_NO_DEVICE when @device is negative
+ * or not below the device count.
+ *
+ * Returns: %TRUE when the device exists
+ */
+gboolean
+memres_cuda_check_device(gint device, GError **error)
+{
+  if (!ensure_driver(error))
+    return FALSE;
+  if (device < 0 || device >= n_devices)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE,
+                  "No CUDA device %d: the driver reports %d device%s", device, n_devices,
+                  n_devices == 1 ? "" : "s");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/**
+ * memres_cuda_get_primary_context:
+ * @device: a CUDA device ordinal
+ * @context: (out): return location for the device's primary context
+ * @error: return location for a #GError, or %NULL
+ *
+ * The primary context of @device, retained once per process (cuDeviceGet(),
+ * cuDevicePrimaryCtxRetain()) on first use and cached; memres keeps that reference for the life
+ * of the process. Thread-safe.
+ *
+ * Errors: those of memres_cuda_check_device(); %MEMRES_CUDA_ERROR when a driver call fails.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_cuda_get_primary_context(gint device, CUcontext *context, GError **error)
+{
+  CUcontext ctx;
+  CUdevice dev;
+  CUresult res;
+  gboolean ok = TRUE;
+
+  g_return_val_if_fail(context != NULL, FALSE);
+
+  if (!memres_cuda_check_device(device, error))
+    return FALSE;
+
+  ctx = g_atomic_pointer_get(&primary_contexts[device]);
+  if (G_LIKELY(ctx != NULL))
+    {
+      *context = ctx;
+      return TRUE;
+    }
+
+  g_mutex_lock(&context_mutex);
+  ctx = primary_contexts[device];
+  if (ctx == NULL)
+    {
+      res = driver.cuDeviceGet(&dev, device);
+      if (res != CUDA_SUCCESS)
+        ok = memres_cuda_set_error(error, res, "cuDeviceGet");
+      else if ((res = driver.cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS)
+        ok = memres_cuda_set_error(error, res, "cuDevicePrimaryCtxRetain");
+      else
+        g_atomic_pointer_set(&primary_contexts[device], ctx);
+    }
+  g_mutex_unlock(&context_mutex);
+
+  if (ok)
+    *context = ctx;
+  return ok;
+}
+
+/**
+ * memres_cuda_ensure_context:
+ * @device: a CUDA device ordinal
+ * @error: return location for a #GError, or %NULL
+ *
+ * Makes the primary context of @device current on the calling thread (cuCtxSetCurrent()) when
+ * no context is current (cuCtxGetCurrent()); a context already current is left alone.
+ * Thread-safe (it acts on the calling thread only).
+ *
+ * Errors: those of memres_cuda_get_primary_context(); %MEMRES_CUDA_ERROR when a driver call
+ * fails.
+ *
+ * Returns: %TRUE when a context is current
+ */
+gboolean
+memres_cuda_ensure_context(gint device, GError **error)
+{
+  CUcontext current = NULL;
+  CUcontext primary;
+  CUresult res;
+
+  if (!ensure_driver(error))
+    return FALSE;
+
+  res = driver.cuCtxGetCurrent(&current);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuCtxGetCurrent");
+  if (current != NULL)
+    return TRUE;
+
+  if (!memres_cuda_get_primary_context(device, &primary, error))
+    return FALSE;
+  res = driver.cuCtxSetCurrent(primary);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuCtxSetCurrent");
+  return TRUE;
+}
+
+/**
+ * memres_cuda_get_device_uuid:
+ * @device: a CUDA device ordinal
+ * @uuid: (out caller-allocates) (array fixed-size=16): return location for the 16-byte UUID
+ * @error: return location for a #GError, or %NULL
+ *
+ * Reads the UUID of @device with cuDeviceGet() and cuDeviceGetUuid(). Thread-safe.
+ *
+ * Errors: those of memres_cuda_check_device(); %MEMRES_ERROR_NOT_SUPPORTED when the driver
+ * lacks cuDeviceGetUuid; %MEMRES_CUDA_ERROR when a driver call fails.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_cuda_get_device_uuid(gint device, guint8 uuid[16], GError **error)
+{
+  CUdevice dev;
+  CUuuid id;
+  CUresult res;
+
+  g_return_val_if_fail(uuid != NULL, FALSE);
+
+  if (!memres_cuda_check_device(device, error))
+    return FALSE;
+  if (driver.cuDeviceGetUuid == NULL)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                  "The CUDA driver has no cuDeviceGetUuid");
+      return FALSE;
+    }
+  res = driver.cuDeviceGet(&dev, device);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuDeviceGet");
+  res = driver.cuDeviceGetUuid(&id, dev);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuDeviceGetUuid");
+  G_STATIC_ASSERT(sizeof id.bytes == 16);
+  memcpy(uuid, id.bytes, 16);
+  return TRUE;
+}
+
+/**
+ * memres_cuda_find_device_by_uuid:
+ * @uuid: (array fixed-size=16): a device UUID
+ * @device: (out): return location for the ordinal of the device with that UUID
+ * @error: return location for a #GError, or %NULL
+ *
+ * Finds the device whose UUID (cuDeviceGetUuid()) equals @uuid. Thread-safe.
+ *
+ * Errors: those of memres_cuda_get_driver(); %MEMRES_ERROR_NO_DEVICE when the driver has no
+ * device at all; %MEMRES_ERROR_WRONG_DEVICE when no device of this process has that UUID;
+ * %MEMRES_CUDA_ERROR when a driver call fails.
+ *
+ * Returns: %TRUE when found
+ */
+gboolean
+memres_cuda_find_device_by_uuid(const guint8 uuid[16], gint *device, GError **error)
+{
+  gint i;
+
+  g_return_val_if_fail(uuid != NULL, FALSE);
+  g_return_val_if_fail(device != NULL, FALSE);
+
+  if (!ensure_driver(error))
+    return FALSE;
+  if (n_devices == 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE,
+                  "No CUDA device: the driver reports none");
+      return FALSE;
+    }
+  for (i = 0; i < n_devices; i++)
+    {
+      guint8 id[16];
+
+      if (!memres_cuda_get_device_uuid(i, id, error))
+        return FALSE;
+      if (memcmp(id, uuid, 16) == 0)
+        {
+          *device = i;
+          return TRUE;
+        }
+    }
+  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_WRONG_DEVICE,
+              "No CUDA device of this process has the requested UUID");
+  return FALSE;
+}
+
+/**
+ * memres_cuda_check_stream_not_capturing:
+ * @stream: a CUDA stream
+ * @error: return location for a #GError, or %NULL
+ *
+ * Checks with cuStreamIsCapturing() that @stream is not capturing a graph: stream-ordered pools
+ * cannot allocate during graph capture. Does nothing when the driver lacks
+ * cuStreamIsCapturing. Thread-safe.
+ *
+ * Errors: those of memres_cuda_get_driver(); %MEMRES_ERROR_NOT_SUPPORTED when the stream is
+ * capturing; %MEMRES_CUDA_ERROR when cuStreamIsCapturing() fails.
+ *
+ * Returns: %TRUE when the stream is not capturing
+ */
+gboolean
+memres_cuda_check_stream_not_capturing(MemresStream stream, GError **error)
+{
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult res;
+
+  if (!ensure_driver(error))
+    return FALSE;
+  if (driver.cuStreamIsCapturing == NULL)
+    return TRUE;
+  res = driver.cuStreamIsCapturing((CUstream)stream, &status);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error(error, res, "cuStreamIsCapturing");
+  if (status != CU_STREAM_CAPTURE_STATUS_NONE)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                  "Stream %p is capturing a graph: stream-ordered pools cannot allocate during "
+                  "graph capture",
+                  (gpointer)stream);
+      return FALSE;
+    }
+  return TRUE;
+}

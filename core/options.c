@@ -1,0 +1,364 @@
+/* memres - CUDA memory resources
+ * options.c: a kind's options, validated against its schema, and the getters plugins use. */
+#include "memres-private.h"
+
+#include <string.h>
+
+typedef struct
+{
+  gboolean is_set;
+  gboolean given; /* named in the spec (not a default) */
+  char *text;     /* the value as written */
+  gboolean b;
+  gint64 i;
+  guint64 size;
+  gint64 *list;
+  gsize n_list;
+} OptionValue;
+
+struct _MemresOptions
+{
+  MemresKind *kind; /* not a reference: options live inside the kind's init call */
+  guint n_values;
+  OptionValue *values; /* one per schema entry, same order */
+};
+
+static char *
+join_choices(const char *const *choices)
+{
+  return choices != NULL ? g_strjoinv(", ", (char **)choices) : g_strdup("");
+}
+
+static gboolean
+parse_value(const MemresOptionSpec *spec, const char *text, OptionValue *out, GError **error)
+{
+  switch (spec->type)
+    {
+    case MEMRES_OPTION_BOOL:
+      return _memres_parse_bool(text, &out->b, error);
+    case MEMRES_OPTION_INT:
+      return _memres_parse_int(text, spec->min, spec->max, &out->i, error);
+    case MEMRES_OPTION_SIZE:
+      return _memres_parse_size(text, &out->size, error);
+    case MEMRES_OPTION_ENUM:
+      {
+        guint i;
+        g_autofree char *valid = NULL;
+
+        for (i = 0; spec->choices != NULL && spec->choices[i] != NULL; i++)
+          if (strcmp(spec->choices[i], text) == 0)
+            {
+              out->i = i;
+              return TRUE;
+            }
+        valid = join_choices(spec->choices);
+        g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                    "invalid value \"%s\": expected one of %s", text, valid);
+        return FALSE;
+      }
+    case MEMRES_OPTION_STRING:
+      if (strchr(text, ',') != NULL)
+        {
+          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                      "invalid value \"%s\": strings cannot hold ','", text);
+          return FALSE;
+        }
+      return TRUE;
+    case MEMRES_OPTION_INT_LIST:
+      {
+        g_auto(GStrv) parts = NULL;
+        g_autofree gint64 *list = NULL;
+        gsize n, i;
+
+        if (text[0] == '\0')
+          {
+            out->list = NULL;
+            out->n_list = 0;
+            return TRUE;
+          }
+        parts = g_strsplit(text, "+", -1);
+        n = g_strv_length(parts);
+        list = g_new0(gint64, n);
+        for (i = 0; i < n; i++)
+          if (!_memres_parse_int(parts[i], spec->min, spec->max, &list[i], error))
+            {
+              g_prefix_error(error, "in list \"%s\": ", text);
+              return FALSE;
+            }
+        out->list = g_steal_pointer(&list);
+        out->n_list = n;
+        return TRUE;
+      }
+    default:
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "option type %d is unknown",
+                  (gint)spec->type);
+      return FALSE;
+    }
+}
+
+static void
+option_value_clear(OptionValue *value)
+{
+  g_clear_pointer(&value->text, g_free);
+  g_clear_pointer(&value->list, g_free);
+  memset(value, 0, sizeof *value);
+}
+
+/* Checks that @text is a valid value for @spec (used to validate a schema's defaults). */
+gboolean
+_memres_parse_option_value(const MemresOptionSpec *spec, const char *text, GError **error)
+{
+  OptionValue value = { 0 };
+  gboolean ok = parse_value(spec, text, &value, error);
+
+  option_value_clear(&value);
+  return ok;
+}
+
+void
+_memres_options_free(MemresOptions *options)
+{
+  guint i;
+
+  if (options == NULL)
+    return;
+  for (i = 0; i < options->n_values; i++)
+    option_value_clear(&options->values[i]);
+  g_free(options->values);
+  g_free(options);
+}
+
+/* Validates @keys/@values (from _memres_spec_parse()) against @kind's schema and fills every
+ * other key from its default. */
+MemresOptions *
+_memres_options_new(MemresKind *kind, GPtrArray *keys, GPtrArray *values, GError **error)
+{
+  MemresOptions *options;
+  guint i;
+
+  g_return_val_if_fail(kind != NULL, NULL);
+
+  options = g_new0(MemresOptions, 1);
+  options->kind = kind;
+  options->n_values = kind->n_options;
+  options->values = g_new0(OptionValue, MAX(kind->n_options, 1));
+
+  for (i = 0; keys != NULL && i < keys->len; i++)
+    {
+      const char *key = g_ptr_array_index(keys, i);
+      const char *text = g_ptr_array_index(values, i);
+      const MemresOptionSpec *spec;
+      OptionValue *value;
+      guint index;
+
+      spec = _memres_kind_find_option(kind, key, &index);
+      if (spec == NULL)
+        {
+          g_autofree char *valid = _memres_kind_list_option_names(kind);
+          if (kind->n_options == 0)
+            g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                        "kind \"%s\" has no option \"%s\": it takes no options", kind->name, key);
+          else
+            g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                        "kind \"%s\" has no option \"%s\": valid options are %s", kind->name, key,
+                        valid);
+          goto fail;
+        }
+      value = &options->values[index];
+      if (value->given)
+        {
+          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                      "option \"%s\" of kind \"%s\" is given more than once", key, kind->name);
+          goto fail;
+        }
+      if (!parse_value(spec, text, value, error))
+        {
+          g_prefix_error(error, "option \"%s\" of kind \"%s\": ", key, kind->name);
+          goto fail;
+        }
+      value->given = TRUE;
+      value->is_set = TRUE;
+      value->text = g_strdup(text);
+    }
+
+  for (i = 0; i < kind->n_options; i++)
+    {
+      const MemresOptionSpec *spec = &kind->options[i];
+      OptionValue *value = &options->values[i];
+
+      if (value->given || spec->default_value == NULL)
+        continue;
+      /* The schema's defaults were validated when the kind was registered. */
+      if (!parse_value(spec, spec->default_value, value, error))
+        {
+          g_prefix_error(error, "default of option \"%s\" of kind \"%s\": ", spec->name,
+                         kind->name);
+          goto fail;
+        }
+      value->is_set = TRUE;
+      value->text = g_strdup(spec->default_value);
+    }
+  return options;
+
+fail:
+  _memres_options_free(options);
+  return NULL;
+}
+
+/* "key=value,..." for every option that is set (given or defaulted), in schema order. */
+char *
+_memres_options_to_string(const MemresOptions *options)
+{
+  GString *str = g_string_new(NULL);
+  guint i;
+
+  for (i = 0; i < options->n_values; i++)
+    {
+      if (!options->values[i].is_set)
+        continue;
+      if (str->len > 0)
+        g_string_append_c(str, ',');
+      g_string_append_printf(str, "%s=%s", options->kind->options[i].name, options->values[i].text);
+    }
+  return g_string_free(str, FALSE);
+}
+
+static const OptionValue *
+lookup(const MemresOptions *options, const char *name, MemresOptionType type)
+{
+  const MemresOptionSpec *spec;
+  guint index;
+
+  g_return_val_if_fail(options != NULL, NULL);
+  g_return_val_if_fail(name != NULL, NULL);
+
+  spec = _memres_kind_find_option(options->kind, name, &index);
+  if (spec == NULL)
+    {
+      g_critical("Kind \"%s\" has no option \"%s\"", options->kind->name, name);
+      return NULL;
+    }
+  if (type != (MemresOptionType)-1 && spec->type != type)
+    {
+      g_critical("Option \"%s\" of kind \"%s\" is of type %s, not %s", name, options->kind->name,
+                 memres_option_type_to_string(spec->type), memres_option_type_to_string(type));
+      return NULL;
+    }
+  return &options->values[index];
+}
+
+/**
+ * memres_options_is_set:
+ * @options: the options passed to the init slot
+ * @name: an option of the kind's schema
+ *
+ * Whether the option has a value: given in the spec, or defaulted by a non-%NULL
+ * default_value. Valid during the init slot only.
+ *
+ * Returns: %TRUE when set
+ */
+gboolean
+memres_options_is_set(const MemresOptions *options, const char *name)
+{
+  const OptionValue *v = lookup(options, name, (MemresOptionType)-1);
+
+  return v != NULL && v->is_set;
+}
+
+/**
+ * memres_options_get_bool:
+ * @options: the options passed to the init slot
+ * @name: an option of type %MEMRES_OPTION_BOOL
+ *
+ * Returns: the value; %FALSE when unset
+ */
+gboolean
+memres_options_get_bool(const MemresOptions *options, const char *name)
+{
+  const OptionValue *v = lookup(options, name, MEMRES_OPTION_BOOL);
+
+  return v != NULL && v->is_set && v->b;
+}
+
+/**
+ * memres_options_get_int:
+ * @options: the options passed to the init slot
+ * @name: an option of type %MEMRES_OPTION_INT or %MEMRES_OPTION_ENUM
+ *
+ * For an enum, the index of the chosen value in the option's choices.
+ *
+ * Returns: the value; 0 when unset
+ */
+gint64
+memres_options_get_int(const MemresOptions *options, const char *name)
+{
+  const MemresOptionSpec *spec;
+  guint index;
+
+  g_return_val_if_fail(options != NULL, 0);
+  spec = _memres_kind_find_option(options->kind, name, &index);
+  if (spec != NULL && spec->type == MEMRES_OPTION_ENUM)
+    return options->values[index].is_set ? options->values[index].i : 0;
+
+  {
+    const OptionValue *v = lookup(options, name, MEMRES_OPTION_INT);
+    return v != NULL && v->is_set ? v->i : 0;
+  }
+}
+
+/**
+ * memres_options_get_size:
+ * @options: the options passed to the init slot
+ * @name: an option of type %MEMRES_OPTION_SIZE
+ *
+ * Returns: the size in bytes (`max` is %G_MAXUINT64); 0 when unset
+ */
+guint64
+memres_options_get_size(const MemresOptions *options, const char *name)
+{
+  const OptionValue *v = lookup(options, name, MEMRES_OPTION_SIZE);
+
+  return v != NULL && v->is_set ? v->size : 0;
+}
+
+/**
+ * memres_options_get_string:
+ * @options: the options passed to the init slot
+ * @name: any option of the schema
+ *
+ * The value as written in the spec (or the default), for options of any type; an enum's chosen
+ * value, an int list joined with `+`.
+ *
+ * Returns: (transfer none) (nullable): the text, valid during the init slot; %NULL when unset
+ */
+const char *
+memres_options_get_string(const MemresOptions *options, const char *name)
+{
+  const OptionValue *v = lookup(options, name, (MemresOptionType)-1);
+
+  return v != NULL && v->is_set ? v->text : NULL;
+}
+
+/**
+ * memres_options_get_int_list:
+ * @options: the options passed to the init slot
+ * @name: an option of type %MEMRES_OPTION_INT_LIST
+ * @n_values: (out): return location for the number of values
+ *
+ * Returns: (transfer none) (array length=n_values) (nullable): the values, valid during the
+ *   init slot; %NULL with @n_values 0 when unset or empty
+ */
+const gint64 *
+memres_options_get_int_list(const MemresOptions *options, const char *name, gsize *n_values)
+{
+  const OptionValue *v = lookup(options, name, MEMRES_OPTION_INT_LIST);
+
+  g_return_val_if_fail(n_values != NULL, NULL);
+  if (v == NULL || !v->is_set)
+    {
+      *n_values = 0;
+      return NULL;
+    }
+  *n_values = v->n_list;
+  return v->list;
+}

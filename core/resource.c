@@ -1,0 +1,462 @@
+/* memres - CUDA memory resources
+ * resource.c: creating resources by name, their lifetime and the wrappers of the optional
+ * slots. Allocation lives in buffer.c. */
+#include "memres-private.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The instance and its private data are one allocation; the private data starts at a 16-byte
+ * boundary. */
+#define PRIV_OFFSET ((sizeof(MemresResource) + 15) & ~(gsize)15)
+
+static gboolean
+not_supported(MemresResource *mr, const char *what, GError **error)
+{
+  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+              "resources of kind \"%s\" do not support %s", mr->kind->name, what);
+  return FALSE;
+}
+
+/* Checks a slot's result: FALSE must come with an error, TRUE without one. */
+static gboolean
+slot_result(MemresResource *mr, const char *slot, gboolean ok, GError **local, GError **error)
+{
+  if (!ok && *local == NULL)
+    g_set_error(local, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                "kind \"%s\": %s failed without saying why", mr->kind->name, slot);
+  if (ok && *local != NULL)
+    {
+      g_warning("kind \"%s\": %s succeeded but set an error: %s", mr->kind->name, slot,
+                (*local)->message);
+      g_clear_error(local);
+    }
+  if (!ok)
+    g_propagate_error(error, g_steal_pointer(local));
+  return ok;
+}
+
+MemresResource *
+_memres_resource_new_for_kind(MemresKind *kind, const MemresOptions *options,
+                              const MemresIpcHandle *handle, const char *spec, GError **error)
+{
+  MemresResource *mr;
+  GError *local = NULL;
+  gpointer mem = NULL;
+  gsize total;
+  gboolean ok;
+
+  g_return_val_if_fail(kind != NULL, NULL);
+
+  if (handle != NULL && kind->ops.import_handle == NULL)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                  "resources of kind \"%s\" cannot be imported from a handle", kind->name);
+      return NULL;
+    }
+  if (kind->instance_size > G_MAXSIZE - PRIV_OFFSET)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                  "kind \"%s\": private data too large", kind->name);
+      return NULL;
+    }
+  total = PRIV_OFFSET + kind->instance_size;
+  if (posix_memalign(&mem, 16, total) != 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                  "kind \"%s\": cannot allocate %" G_GSIZE_FORMAT " bytes for the instance",
+                  kind->name, total);
+      return NULL;
+    }
+  memset(mem, 0, total);
+  mr = mem;
+  g_atomic_ref_count_init(&mr->ref);
+  mr->kind = memres_kind_ref(kind);
+  mr->ops = &mr->kind->ops;
+  mr->priv = kind->instance_size > 0 ? (guint8 *)mem + PRIV_OFFSET : NULL;
+  mr->spec = g_strdup(spec != NULL ? spec : kind->name);
+
+  if (handle != NULL)
+    ok = slot_result(mr, "import_handle", mr->ops->import_handle(mr, handle, &local), &local,
+                     error);
+  else
+    ok = slot_result(mr, "init", mr->ops->init(mr, options, &local), &local, error);
+  if (!ok)
+    {
+      memres_kind_unref(mr->kind);
+      g_free(mr->spec);
+      free(mem);
+      return NULL;
+    }
+
+  mr->info.device = -1;
+  mr->ops->query(mr, &mr->info);
+  return mr;
+}
+
+/**
+ * memres_resource_new:
+ * @spec: `KIND[:KEY=VALUE[,KEY=VALUE]...]`, such as "dmr:device=0,release_threshold=1GiB"
+ * @error: return location for a #GError, or %NULL
+ *
+ * Creates a memory resource by name: parses @spec, finds the kind (loading its plugin on first
+ * use, see memres_registry_lookup()), validates the options against the kind's schema (sizes
+ * take bytes, B/KiB/MiB/GiB/TiB suffixes or `max`; booleans true/false, yes/no, on/off, 1/0;
+ * missing keys get their defaults) and runs the kind's init. Driver calls are the kind's.
+ * Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed spec, an unknown or repeated key, a
+ * missing `=` or a bad value (the message names the key and lists what is valid); those of
+ * memres_registry_lookup(); whatever the kind's init sets (%MEMRES_ERROR_NO_DRIVER,
+ * %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...).
+ *
+ * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
+ */
+MemresResource *
+memres_resource_new(const char *spec, GError **error)
+{
+  g_autofree char *name = NULL;
+  g_autoptr(GPtrArray) keys = NULL;
+  g_autoptr(GPtrArray) values = NULL;
+  g_autoptr(MemresKind) kind = NULL;
+  g_autofree char *normalized = NULL;
+  g_autofree char *opts = NULL;
+  MemresOptions *options;
+  MemresResource *mr;
+
+  g_return_val_if_fail(spec != NULL, NULL);
+
+  if (!_memres_spec_parse(spec, &name, &keys, &values, error))
+    return NULL;
+  kind = memres_registry_lookup(name, error);
+  if (kind == NULL)
+    return NULL;
+  options = _memres_options_new(kind, keys, values, error);
+  if (options == NULL)
+    return NULL;
+
+  opts = _memres_options_to_string(options);
+  normalized = opts[0] != '\0' ? g_strconcat(name, ":", opts, NULL) : g_strdup(name);
+  mr = _memres_resource_new_for_kind(kind, options, NULL, normalized, error);
+  _memres_options_free(options);
+  return mr;
+}
+
+/**
+ * memres_resource_get_default:
+ * @device: a CUDA device ordinal, or -1 for host memory
+ * @error: return location for a #GError, or %NULL
+ *
+ * The resource an application gets when it names none: `dmr:device=N` (the device's memory
+ * pool, stream-ordered) when a CUDA driver loads (memres_cuda_get_driver()) and @device exists;
+ * otherwise `host` (pageable host memory). A new resource on each call. Thread-safe.
+ *
+ * Errors: those of memres_resource_new() for the chosen spec.
+ *
+ * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
+ */
+MemresResource *
+memres_resource_get_default(gint device, GError **error)
+{
+  g_autofree char *spec = NULL;
+
+  if (device >= 0 && memres_cuda_check_device(device, NULL))
+    spec = g_strdup_printf("dmr:device=%d", device);
+  else
+    spec = g_strdup("host");
+  return memres_resource_new(spec, error);
+}
+
+/**
+ * memres_resource_ref:
+ * @mr: a #MemresResource
+ *
+ * Adds a reference. Thread-safe.
+ *
+ * Returns: (transfer full): @mr
+ */
+MemresResource *
+memres_resource_ref(MemresResource *mr)
+{
+  g_return_val_if_fail(mr != NULL, NULL);
+
+  g_atomic_ref_count_inc(&mr->ref);
+  return mr;
+}
+
+/**
+ * memres_resource_unref:
+ * @mr: (transfer full): a #MemresResource
+ *
+ * Drops a reference. Each open buffer holds one, so the resource (a pool, say) is finalized
+ * (the kind's finalize slot) only when the application's last reference and the last buffer
+ * are gone. Thread-safe.
+ */
+void
+memres_resource_unref(MemresResource *mr)
+{
+  g_return_if_fail(mr != NULL);
+
+  if (!g_atomic_ref_count_dec(&mr->ref))
+    return;
+  mr->ops->finalize(mr);
+  memres_kind_unref(mr->kind);
+  g_free(mr->spec);
+  free(mr);
+}
+
+/**
+ * memres_resource_get_private:
+ * @mr: a #MemresResource
+ *
+ * For plugins: the instance's private data, `instance_size` bytes (see #MemresKindInfo),
+ * zero-filled at creation, 16-byte aligned. Thread-safe.
+ *
+ * Returns: (transfer none): the private data, or %NULL when the kind has none
+ */
+gpointer
+memres_resource_get_private(MemresResource *mr)
+{
+  g_return_val_if_fail(mr != NULL, NULL);
+  return mr->priv;
+}
+
+/**
+ * memres_resource_get_kind_name:
+ * @mr: a #MemresResource
+ *
+ * Returns: (transfer none): the name of the resource's kind
+ */
+const char *
+memres_resource_get_kind_name(MemresResource *mr)
+{
+  g_return_val_if_fail(mr != NULL, NULL);
+  return mr->kind->name;
+}
+
+/**
+ * memres_resource_get_kind:
+ * @mr: a #MemresResource
+ *
+ * Returns: (transfer none): the resource's kind, valid while @mr lives
+ */
+MemresKind *
+memres_resource_get_kind(MemresResource *mr)
+{
+  g_return_val_if_fail(mr != NULL, NULL);
+  return mr->kind;
+}
+
+/**
+ * memres_resource_to_string:
+ * @mr: a #MemresResource
+ *
+ * The resource as a spec string, every option that has a value written out (defaults
+ * included), such as "host:alignment=256"; for an imported resource, a description of the
+ * import.
+ *
+ * Returns: (transfer full): a new string; free with g_free()
+ */
+char *
+memres_resource_to_string(MemresResource *mr)
+{
+  g_return_val_if_fail(mr != NULL, NULL);
+  return g_strdup(mr->spec);
+}
+
+/**
+ * memres_resource_get_device:
+ * @mr: a #MemresResource
+ *
+ * Returns: the device ordinal the resource's memory belongs to, or -1 for host memory
+ */
+gint
+memres_resource_get_device(MemresResource *mr)
+{
+  g_return_val_if_fail(mr != NULL, -1);
+  return mr->info.device;
+}
+
+/**
+ * memres_resource_get_flags:
+ * @mr: a #MemresResource
+ *
+ * Returns: what the resource's memory can do (#MemresMemoryFlags)
+ */
+MemresMemoryFlags
+memres_resource_get_flags(MemresResource *mr)
+{
+  g_return_val_if_fail(mr != NULL, 0);
+  return mr->info.flags;
+}
+
+/**
+ * memres_resource_is_device_accessible:
+ * @mr: a #MemresResource
+ *
+ * Returns: %TRUE when device code can access the resource's memory
+ */
+gboolean
+memres_resource_is_device_accessible(MemresResource *mr)
+{
+  g_return_val_if_fail(mr != NULL, FALSE);
+  return (mr->info.flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE) != 0;
+}
+
+/**
+ * memres_resource_is_host_accessible:
+ * @mr: a #MemresResource
+ *
+ * Returns: %TRUE when host code can dereference pointers of the resource's buffers
+ */
+gboolean
+memres_resource_is_host_accessible(MemresResource *mr)
+{
+  g_return_val_if_fail(mr != NULL, FALSE);
+  return (mr->info.flags & MEMRES_MEMORY_HOST_ACCESSIBLE) != 0;
+}
+
+/**
+ * memres_resource_get_stats:
+ * @mr: a #MemresResource
+ * @stats: (out caller-allocates): return location for the statistics
+ * @error: return location for a #GError, or %NULL
+ *
+ * Reads the resource's statistics (reserved and used bytes, current and high-water, from the
+ * kind's get_stats slot; for pools, cuMemPoolGetAttribute()) and the number of live buffers.
+ * Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind keeps no statistics; those of the kind.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_resource_get_stats(MemresResource *mr, MemresStats *stats, GError **error)
+{
+  GError *local = NULL;
+  MemresStats s = { 0 };
+
+  g_return_val_if_fail(mr != NULL, FALSE);
+  g_return_val_if_fail(stats != NULL, FALSE);
+
+  if (mr->ops->get_stats == NULL)
+    return not_supported(mr, "statistics", error);
+  if (!slot_result(mr, "get_stats", mr->ops->get_stats(mr, &s, &local), &local, error))
+    return FALSE;
+  s.n_buffers = (guint64)MAX(g_atomic_int_get(&mr->n_buffers), 0);
+  *stats = s;
+  return TRUE;
+}
+
+/**
+ * memres_resource_reset_stats:
+ * @mr: a #MemresResource
+ * @error: return location for a #GError, or %NULL
+ *
+ * Resets the high-water marks to the current values (for pools, cuMemPoolSetAttribute() of
+ * the high attributes). Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind keeps no statistics; those of the kind.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_resource_reset_stats(MemresResource *mr, GError **error)
+{
+  GError *local = NULL;
+
+  g_return_val_if_fail(mr != NULL, FALSE);
+
+  if (mr->ops->reset_stats == NULL)
+    return not_supported(mr, "resetting statistics", error);
+  return slot_result(mr, "reset_stats", mr->ops->reset_stats(mr, &local), &local, error);
+}
+
+/**
+ * memres_resource_trim:
+ * @mr: a #MemresResource
+ * @bytes_to_keep: bytes the resource may keep reserved
+ * @error: return location for a #GError, or %NULL
+ *
+ * Returns memory the resource holds but does not use to the system, keeping at least
+ * @bytes_to_keep bytes reserved (for pools, cuMemPoolTrimTo()). Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind has nothing to trim; those of the kind.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_resource_trim(MemresResource *mr, gsize bytes_to_keep, GError **error)
+{
+  GError *local = NULL;
+
+  g_return_val_if_fail(mr != NULL, FALSE);
+
+  if (mr->ops->trim == NULL)
+    return not_supported(mr, "trimming", error);
+  return slot_result(mr, "trim", mr->ops->trim(mr, bytes_to_keep, &local), &local, error);
+}
+
+/**
+ * memres_resource_set_access:
+ * @mr: a #MemresResource
+ * @descs: (array length=n_descs): the devices and the access each gets
+ * @n_descs: entries in @descs
+ * @error: return location for a #GError, or %NULL
+ *
+ * Grants or revokes access of other devices to the resource's memory, in one driver call (for
+ * pools, cuMemPoolSetAccess()). Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @n_descs is 0; %MEMRES_ERROR_NOT_SUPPORTED when
+ * the kind has no peer access; those of the kind (%MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR).
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_resource_set_access(MemresResource *mr, const MemresAccessDesc *descs, guint n_descs,
+                           GError **error)
+{
+  GError *local = NULL;
+
+  g_return_val_if_fail(mr != NULL, FALSE);
+  g_return_val_if_fail(descs != NULL || n_descs == 0, FALSE);
+
+  if (mr->ops->set_access == NULL)
+    return not_supported(mr, "peer access", error);
+  if (n_descs == 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "no access descriptors given");
+      return FALSE;
+    }
+  return slot_result(mr, "set_access", mr->ops->set_access(mr, descs, n_descs, &local), &local,
+                     error);
+}
+
+/**
+ * memres_resource_get_access:
+ * @mr: a #MemresResource
+ * @device: a CUDA device ordinal
+ * @access: (out): return location for the access @device has
+ * @error: return location for a #GError, or %NULL
+ *
+ * Reads the access @device has to the resource's memory (for pools, cuMemPoolGetAccess()).
+ * Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind has no peer access; those of the kind.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_resource_get_access(MemresResource *mr, gint device, MemresAccess *access, GError **error)
+{
+  GError *local = NULL;
+
+  g_return_val_if_fail(mr != NULL, FALSE);
+  g_return_val_if_fail(access != NULL, FALSE);
+
+  if (mr->ops->get_access == NULL)
+    return not_supported(mr, "peer access", error);
+  return slot_result(mr, "get_access", mr->ops->get_access(mr, device, access, &local), &local,
+                     error);
+}

@@ -1,0 +1,253 @@
+/* memres - CUDA memory resources
+ * spec.c: the spec string grammar `KIND[:KEY=VALUE[,KEY=VALUE]...]` and the value parsers. */
+#include "memres-private.h"
+
+#include <string.h>
+
+#define SIZE_SYNTAX                                                                                \
+  "expected a number of bytes with an optional B, KiB, MiB, GiB or TiB suffix, or max"
+
+static gboolean
+is_name_start(char c)
+{
+  return c >= 'a' && c <= 'z';
+}
+
+static gboolean
+is_name_char(char c)
+{
+  return is_name_start(c) || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* TRUE when @name matches [a-z][a-z0-9_]* and fits MEMRES_KIND_NAME_MAX. Also used for option
+ * keys. */
+gboolean
+_memres_kind_name_is_valid(const char *name)
+{
+  gsize i;
+
+  if (name == NULL || !is_name_start(name[0]))
+    return FALSE;
+  for (i = 1; name[i] != '\0'; i++)
+    if (!is_name_char(name[i]))
+      return FALSE;
+  return i < MEMRES_KIND_NAME_MAX;
+}
+
+/* Parses the decimal digits at @text, overflow-checked; returns the end in @end. */
+static gboolean
+parse_digits(const char *text, guint64 *value, const char **end)
+{
+  guint64 v = 0;
+  const char *p = text;
+
+  if (!g_ascii_isdigit(*p))
+    return FALSE;
+  for (; g_ascii_isdigit(*p); p++)
+    {
+      guint d = (guint)(*p - '0');
+      if (v > (G_MAXUINT64 - d) / 10)
+        return FALSE;
+      v = v * 10 + d;
+    }
+  *value = v;
+  *end = p;
+  return TRUE;
+}
+
+/* Parses a size: plain bytes, or with a B/KiB/MiB/GiB/TiB suffix, or `max` (G_MAXUINT64).
+ * Sets MEMRES_ERROR_INVALID_ARGUMENT on anything else, including negative numbers, exponents
+ * and results that do not fit in 64 bits. */
+gboolean
+_memres_parse_size(const char *text, guint64 *bytes, GError **error)
+{
+  static const struct
+  {
+    const char *suffix;
+    guint shift;
+  } units[] = { { "", 0 }, { "B", 0 }, { "KiB", 10 }, { "MiB", 20 }, { "GiB", 30 }, { "TiB", 40 } };
+  guint64 value;
+  const char *end;
+  gsize i;
+
+  g_return_val_if_fail(text != NULL, FALSE);
+
+  if (strcmp(text, "max") == 0)
+    {
+      *bytes = G_MAXUINT64;
+      return TRUE;
+    }
+  if (!parse_digits(text, &value, &end))
+    {
+      if (g_ascii_isdigit(text[0]))
+        g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                    "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", text,
+                    G_MAXUINT64);
+      else
+        g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                    "invalid size \"%s\": " SIZE_SYNTAX, text);
+      return FALSE;
+    }
+  for (i = 0; i < G_N_ELEMENTS(units); i++)
+    {
+      if (strcmp(end, units[i].suffix) != 0)
+        continue;
+      if (units[i].shift > 0 && value > (G_MAXUINT64 >> units[i].shift))
+        {
+          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                      "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", text,
+                      G_MAXUINT64);
+          return FALSE;
+        }
+      *bytes = value << units[i].shift;
+      return TRUE;
+    }
+  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+              "invalid size \"%s\": " SIZE_SYNTAX, text);
+  return FALSE;
+}
+
+/* Parses true/false, yes/no, on/off, 1/0 (case-insensitive). */
+gboolean
+_memres_parse_bool(const char *text, gboolean *value, GError **error)
+{
+  static const char *const true_words[] = { "true", "yes", "on", "1" };
+  static const char *const false_words[] = { "false", "no", "off", "0" };
+  gsize i;
+
+  g_return_val_if_fail(text != NULL, FALSE);
+
+  for (i = 0; i < G_N_ELEMENTS(true_words); i++)
+    {
+      if (g_ascii_strcasecmp(text, true_words[i]) == 0)
+        {
+          *value = TRUE;
+          return TRUE;
+        }
+      if (g_ascii_strcasecmp(text, false_words[i]) == 0)
+        {
+          *value = FALSE;
+          return TRUE;
+        }
+    }
+  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+              "invalid boolean \"%s\": expected true, false, yes, no, on, off, 1 or 0", text);
+  return FALSE;
+}
+
+/* Parses a signed decimal integer within @min..@max. */
+gboolean
+_memres_parse_int(const char *text, gint64 min, gint64 max, gint64 *value, GError **error)
+{
+  guint64 magnitude;
+  const char *end;
+  gboolean negative = FALSE;
+  const char *p = text;
+  gint64 v;
+
+  g_return_val_if_fail(text != NULL, FALSE);
+
+  if (*p == '-')
+    {
+      negative = TRUE;
+      p++;
+    }
+  if (!parse_digits(p, &magnitude, &end) || *end != '\0')
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "invalid integer \"%s\": expected a decimal integer from %" G_GINT64_FORMAT
+                  " to %" G_GINT64_FORMAT,
+                  text, min, max);
+      return FALSE;
+    }
+  if (negative ? magnitude > (guint64)G_MAXINT64 + 1 : magnitude > (guint64)G_MAXINT64)
+    goto out_of_range;
+  v = negative ? (gint64)(0 - magnitude) : (gint64)magnitude;
+  if (v < min || v > max)
+    goto out_of_range;
+  *value = v;
+  return TRUE;
+
+out_of_range:
+  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+              "integer %s is out of range: expected %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT,
+              text, min, max);
+  return FALSE;
+}
+
+/* Splits @spec into the kind name and its KEY=VALUE pairs (in order, unvalidated beyond the
+ * syntax: keys must be names, each item must hold `=`). */
+gboolean
+_memres_spec_parse(const char *spec, char **kind, GPtrArray **keys, GPtrArray **values,
+                   GError **error)
+{
+  const char *colon;
+  g_autofree char *name = NULL;
+  g_autoptr(GPtrArray) k = NULL;
+  g_autoptr(GPtrArray) v = NULL;
+  g_auto(GStrv) items = NULL;
+  guint i;
+
+  g_return_val_if_fail(spec != NULL, FALSE);
+
+  colon = strchr(spec, ':');
+  name = colon != NULL ? g_strndup(spec, (gsize)(colon - spec)) : g_strdup(spec);
+  if (name[0] == '\0')
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "invalid spec \"%s\": it names no kind (expected KIND[:KEY=VALUE,...])", spec);
+      return FALSE;
+    }
+  if (!_memres_kind_name_is_valid(name))
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "invalid kind name \"%s\": kind names match [a-z][a-z0-9_]* and are at most "
+                  "%d characters",
+                  name, MEMRES_KIND_NAME_MAX - 1);
+      return FALSE;
+    }
+
+  k = g_ptr_array_new_with_free_func(g_free);
+  v = g_ptr_array_new_with_free_func(g_free);
+  if (colon != NULL)
+    {
+      items = g_strsplit(colon + 1, ",", -1);
+      for (i = 0; items[i] != NULL; i++)
+        {
+          const char *item = items[i];
+          const char *eq = strchr(item, '=');
+          g_autofree char *key = NULL;
+
+          if (item[0] == '\0')
+            {
+              g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                          "invalid spec \"%s\": empty option (expected KEY=VALUE)", spec);
+              return FALSE;
+            }
+          if (eq == NULL)
+            {
+              g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                          "invalid spec \"%s\": option \"%s\" has no value (missing '=', "
+                          "expected KEY=VALUE)",
+                          spec, item);
+              return FALSE;
+            }
+          key = g_strndup(item, (gsize)(eq - item));
+          if (!_memres_kind_name_is_valid(key))
+            {
+              g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                          "invalid spec \"%s\": invalid key \"%s\" (keys match "
+                          "[a-z][a-z0-9_]*)",
+                          spec, key);
+              return FALSE;
+            }
+          g_ptr_array_add(k, g_steal_pointer(&key));
+          g_ptr_array_add(v, g_strdup(eq + 1));
+        }
+    }
+
+  *kind = g_steal_pointer(&name);
+  *keys = g_steal_pointer(&k);
+  *values = g_steal_pointer(&v);
+  return TRUE;
+}
