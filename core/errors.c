@@ -2,6 +2,9 @@
  * errors.c: the three error domains. */
 #include "memres-private.h"
 
+/* clang-format off: the quark names contain dashes, which it would space out */
+// clang-format off
+
 /**
  * memres_error_quark:
  *
@@ -9,7 +12,7 @@
  *
  * Returns: the quark
  */
-G_DEFINE_QUARK(memres - error - quark, memres_error)
+G_DEFINE_QUARK (memres-error-quark, memres_error)
 
 /**
  * memres_plugin_error_quark:
@@ -18,7 +21,7 @@ G_DEFINE_QUARK(memres - error - quark, memres_error)
  *
  * Returns: the quark
  */
-G_DEFINE_QUARK(memres - plugin - error - quark, memres_plugin_error)
+G_DEFINE_QUARK (memres-plugin-error-quark, memres_plugin_error)
 
 /**
  * memres_cuda_error_quark:
@@ -27,4 +30,5 @@ G_DEFINE_QUARK(memres - plugin - error - quark, memres_plugin_error)
  *
  * Returns: the quark
  */
-G_DEFINE_QUARK(memres - cuda - error - quark, memres_cuda_error)
+G_DEFINE_QUARK (memres-cuda-error-quark, memres_cuda_error)
+// clang-format on

@@ -209,6 +209,12 @@ _memres_spec_parse(const char *spec, char **kind, GPtrArray **keys, GPtrArray **
 
   k = g_ptr_array_new_with_free_func(g_free);
   v = g_ptr_array_new_with_free_func(g_free);
+  if (colon != NULL && colon[1] == '\0')
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "invalid spec \"%s\": empty option list after ':' (expected KEY=VALUE)", spec);
+      return FALSE;
+    }
   if (colon != NULL)
     {
       items = g_strsplit(colon + 1, ",", -1);
