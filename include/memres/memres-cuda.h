@@ -7,11 +7,15 @@
  * tests/fakecuda/libfakecuda.so) and hands every plugin the same const table:
  *
  *   const MemresCudaDriver *drv = memres_cuda_get_driver (error);
- *   if (drv == NULL)
- *     return FALSE;                      (MEMRES_ERROR_NO_DRIVER, already set)
- *   if (!memres_cuda_ensure_context (device, error))
- *     return FALSE;
- *   CUresult r = drv->cuMemAlloc (&ptr, size);
+ *   CUcontext ctx;
+ *   CUresult r;
+ *
+ *   if (drv == NULL || !memres_cuda_get_primary_context (device, &ctx, error))
+ *     return FALSE;                      (NO_DRIVER, NO_DEVICE, ...: already set)
+ *   if ((r = drv->cuCtxPushCurrent (ctx)) != CUDA_SUCCESS)
+ *     return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
+ *   r = drv->cuMemAlloc (&ptr, size);    (acts on the current context: the pushed one)
+ *   drv->cuCtxPopCurrent (NULL);
  *   if (r != CUDA_SUCCESS)
  *     return memres_cuda_set_error (error, r, "cuMemAlloc");
  *
@@ -194,8 +198,9 @@ typedef struct
  * memres_cuda_get_primary_context(): the device's primary context (retained once per process
  *   and device by the core, never released: do not release it).
  * memres_cuda_ensure_context(): makes @device's primary context current on the calling thread
- *   when no context is current (a context the application made current is left alone). Call
- *   it at the top of every slot that calls the driver.
+ *   when no context is current (a context the application made current, maybe of another
+ *   device, is left alone). Enough before calls that name their device, pool or pointer; for
+ *   calls that act on the current context, push the primary context instead.
  * memres_cuda_get_device_uuid(), memres_cuda_find_device_by_uuid(): between ordinals and the
  *   16-byte UUIDs used in IPC handles and descriptors; a UUID no local device has gives
  *   %MEMRES_ERROR_WRONG_DEVICE.

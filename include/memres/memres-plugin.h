@@ -392,11 +392,14 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   guarantees that nothing follows its deallocate.
  * - Arguments are transfer none and valid for the duration of the call, except what a slot
  *   is documented to return (transfer full).
- * - CUDA contexts: the core makes no context current before a slot. A slot that calls the
- *   driver calls memres_cuda_ensure_context() first and reaches the driver through
- *   memres_cuda_get_driver() (plugins never link libcuda). Prefer driver calls that name the
- *   device or pool explicitly over ones that act on "the current context", which may belong
- *   to another device when the application made one current.
+ * - CUDA contexts: the core makes no context current before a slot, and slots run on
+ *   application threads whose current context, if any, may belong to another device. Before
+ *   driver calls that name their device, pool or pointer (pools, VMM, cuMemFreeAsync),
+ *   memres_cuda_ensure_context() is enough. Around calls that act on "the current context"
+ *   (cuMemAlloc, cuMemHostAlloc, a %NULL stream), push the device's primary context
+ *   (memres_cuda_get_primary_context(), then the table's cuCtxPushCurrent and
+ *   cuCtxPopCurrent). Plugins reach the driver through memres_cuda_get_driver() only and never
+ *   link libcuda.
  * - Errors: a slot returning %FALSE sets @error; one returning %TRUE never does. Use the
  *   %MEMRES_ERROR codes listed with each slot and %MEMRES_CUDA_ERROR (through
  *   memres_cuda_set_error()); %MEMRES_PLUGIN_ERROR belongs to the loader. Bad input is never
