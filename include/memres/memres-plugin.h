@@ -295,17 +295,18 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  * @allocate: required. Allocates @size bytes and fills @alloc (zero-filled on entry): a
  *   nonzero address and a size of at least @size. @size is from 1 to %G_MAXSSIZE (the core
  *   makes empty buffers itself without calling the plugin and refuses larger sizes with
- *   %MEMRES_ERROR_OUT_OF_MEMORY): rounding up must still not overflow. @stream is the caller's stream (%NULL is the legacy default stream;
- *   %MEMRES_STREAM_LEGACY and per-thread streams are possible): a stream-ordered kind
- *   (%MEMRES_MEMORY_STREAM_ORDERED) makes the memory valid in @stream's order; any other kind
- *   returns memory usable at once and may ignore @stream. Called from any thread, concurrently
- *   with itself and with every slot but init and finalize: must be thread-safe. Errors:
- *   %MEMRES_ERROR_OUT_OF_MEMORY when the kind itself knows the size cannot be had (overflow
- *   while rounding, above a configured limit, a host allocation failed); a %MEMRES_CUDA_ERROR carrying the `CUresult` when a driver call failed (set with
- *   memres_cuda_set_error(), also for `CUDA_ERROR_OUT_OF_MEMORY`); %MEMRES_ERROR_NOT_SUPPORTED
- *   for a stream the kind cannot use (memres_cuda_check_stream_not_capturing());
- *   %MEMRES_ERROR_NO_DRIVER. On failure nothing stays allocated and @alloc is ignored.
- *   Since: 1.0
+ *   %MEMRES_ERROR_OUT_OF_MEMORY): rounding up must still not overflow. @stream is the
+ *   caller's stream (%NULL is the legacy default stream; %MEMRES_STREAM_LEGACY and per-thread
+ *   streams are possible): a stream-ordered kind (%MEMRES_MEMORY_STREAM_ORDERED) makes the
+ *   memory valid in @stream's order; any other kind returns memory usable at once and may
+ *   ignore @stream. Called from any thread, concurrently with itself and with every slot but
+ *   init and finalize: must be thread-safe. Errors: %MEMRES_ERROR_OUT_OF_MEMORY when the kind
+ *   itself knows the size cannot be had (overflow while rounding, above a configured limit, a
+ *   host allocation failed); a %MEMRES_CUDA_ERROR carrying the `CUresult` when a driver call
+ *   failed (set with memres_cuda_set_error(), also for `CUDA_ERROR_OUT_OF_MEMORY`);
+ *   %MEMRES_ERROR_NOT_SUPPORTED for a stream the kind cannot use
+ *   (memres_cuda_check_stream_not_capturing()); %MEMRES_ERROR_NO_DRIVER. On failure nothing
+ *   stays allocated and @alloc is ignored. Since: 1.0
  * @deallocate: required. Frees @alloc, the record allocate, import_buffer or resize filled,
  *   including whatever @alloc->plugin_data owns. Called exactly once per such allocation, from
  *   memres_buffer_close() or from the memres_buffer_unref() that drops an open buffer's last
@@ -317,9 +318,10 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   (synchronize @stream first when the memory is device-accessible). Errors: a
  *   %MEMRES_CUDA_ERROR. Whatever it returns, the allocation is gone for the core, which never
  *   passes it again: on failure release all that can be released, then report. Since: 1.0
- * @query: required. Fills @info (device -1 and flags 0 on entry) with the device and flags. Called
- *   once per instance, right after init or import_handle succeeded and before the instance
- *   is returned to anybody; the core caches the answer. Cannot fail. Since: 1.0
+ * @query: required. Fills @info (device -1 and flags 0 on entry) with the device and the
+ *   flags. Called once per instance, right after init or import_handle succeeded and before
+ *   the instance is returned to anybody; the core caches the answer. Cannot fail.
+ *   Since: 1.0
  * @get_stats: optional. Fills @stats (zero-filled on entry): reserved_current, reserved_high,
  *   used_current, used_high, in bytes; the core overwrites n_buffers with its own count. A
  *   kind without a separate reservation reports reserved = used. Called from any thread,
@@ -330,8 +332,9 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   current values. Same threading as get_stats. Errors: a %MEMRES_CUDA_ERROR. Since: 1.0
  * @trim: optional. Returns memory held but unused to the system, keeping at least
  *   @bytes_to_keep bytes reserved; live buffers are never touched. Any thread, concurrently
- *   with allocate and deallocate; it orders nothing on a stream (the driver's pools release
- *   only memory whose frees have completed). Errors: a %MEMRES_CUDA_ERROR. Since: 1.0
+ *   with allocate and deallocate; it orders nothing on a stream (memory whose stream-ordered
+ *   free the host has not yet seen complete may stay reserved). Errors: a
+ *   %MEMRES_CUDA_ERROR. Since: 1.0
  * @set_access: optional. Grants or revokes the access of other devices to the resource's
  *   memory (existing and future buffers), all @n_descs entries of @descs (transfer none,
  *   @n_descs >= 1) in one driver call: all or nothing. Errors: %MEMRES_ERROR_NO_DEVICE (an
