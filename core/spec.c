@@ -107,6 +107,30 @@ _memres_parse_size(const char *text, guint64 *bytes, GError **error)
   return FALSE;
 }
 
+/**
+ * memres_parse_size:
+ * @text: a size as written in spec strings: bytes, optionally with a `B`, `KiB`, `MiB`, `GiB`
+ *   or `TiB` suffix, or `max`
+ * @bytes: (out): return location for the size in bytes (`max` is %G_MAXUINT64)
+ * @error: return location for a #GError, or %NULL
+ *
+ * Parses a size the way the values of %MEMRES_OPTION_SIZE options are parsed, for
+ * applications that read sizes from their own configuration or command line. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for anything else: a sign, a fraction, an exponent, an
+ * unknown suffix, a value that does not fit in 64 bits.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_parse_size(const char *text, guint64 *bytes, GError **error)
+{
+  g_return_val_if_fail(text != NULL, FALSE);
+  g_return_val_if_fail(bytes != NULL, FALSE);
+
+  return _memres_parse_size(text, bytes, error);
+}
+
 /* Parses true/false, yes/no, on/off, 1/0 (case-insensitive). */
 gboolean
 _memres_parse_bool(const char *text, gboolean *value, GError **error)

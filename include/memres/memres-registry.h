@@ -87,6 +87,7 @@ const char *memres_kind_get_plugin_name (MemresKind *kind);
 const char *memres_kind_get_plugin_path (MemresKind *kind);
 const MemresOptionSpec *memres_kind_get_options (MemresKind *kind, guint *n_options);
 const char *memres_option_type_to_string (MemresOptionType type);
+gboolean memres_parse_size (const char *text, guint64 *bytes, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MemresKind, memres_kind_unref)
 

@@ -1,0 +1,61 @@
+/* memres.c: the `memres` command: inspect kinds and devices, allocate by name. */
+#include "memres-tool.h"
+
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct
+{
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} commands[] = {
+  { "kinds", memres_tool_kinds, "list every resource kind with its options" },
+  { "info", memres_tool_info, "show the CUDA driver and devices" },
+  { "alloc", memres_tool_alloc, "allocate a buffer by name, fill it and verify it" },
+};
+
+static void
+print_usage(FILE *out)
+{
+  gsize i;
+
+  fprintf(out, "Usage: memres COMMAND [OPTION...]\n\nCUDA memory resources by name.\n\n"
+               "Commands:\n");
+  for (i = 0; i < G_N_ELEMENTS(commands); i++)
+    fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out, "\nRun memres COMMAND --help for the options of a command; every command "
+               "takes --json.\n");
+}
+
+int
+main(int argc, char **argv)
+{
+  gsize i;
+
+  setlocale(LC_ALL, "");
+  if (argc < 2)
+    {
+      print_usage(stderr);
+      return 2;
+    }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0)
+    {
+      print_usage(stdout);
+      return 0;
+    }
+  if (strcmp(argv[1], "--version") == 0)
+    {
+      g_print("memres %s\n", memres_get_version());
+      return 0;
+    }
+  for (i = 0; i < G_N_ELEMENTS(commands); i++)
+    if (strcmp(argv[1], commands[i].name) == 0)
+      return commands[i].run(argc - 1, argv + 1);
+
+  g_printerr("memres: unknown command \"%s\" (commands: kinds, info, alloc; see memres "
+             "--help)\n",
+             argv[1]);
+  return 2;
+}

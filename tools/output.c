@@ -1,0 +1,187 @@
+/* output.c: error reporting, a small JSON writer and formatting shared by the commands. */
+#include "memres-tool.h"
+
+#include <stdio.h>
+
+int
+memres_tool_fail(const GError *error)
+{
+  g_printerr("memres: %s\n", error->message);
+  return 1;
+}
+
+int
+memres_tool_usage_error(const char *command, const char *message)
+{
+  g_printerr("memres %s: %s (see memres %s --help)\n", command, message, command);
+  return 2;
+}
+
+void
+memres_json_init(MemresJson *json)
+{
+  json->str = g_string_new(NULL);
+  json->depth = 0;
+  json->first = TRUE;
+}
+
+char *
+memres_json_finish(MemresJson *json)
+{
+  g_string_append_c(json->str, '\n');
+  return g_string_free(json->str, FALSE);
+}
+
+static void
+append_escaped(GString *str, const char *text)
+{
+  const char *p;
+
+  g_string_append_c(str, '"');
+  for (p = text; *p != '\0'; p++)
+    {
+      guchar c = (guchar)*p;
+      if (c == '"' || c == '\\')
+        g_string_append_printf(str, "\\%c", c);
+      else if (c == '\n')
+        g_string_append(str, "\\n");
+      else if (c == '\t')
+        g_string_append(str, "\\t");
+      else if (c < 0x20)
+        g_string_append_printf(str, "\\u%04x", c);
+      else
+        g_string_append_c(str, (char)c);
+    }
+  g_string_append_c(str, '"');
+}
+
+/* Starts a value: the separator, the indentation and the key when inside an object. */
+static void
+begin_value(MemresJson *json, const char *key)
+{
+  if (json->depth > 0)
+    {
+      if (!json->first)
+        g_string_append_c(json->str, ',');
+      g_string_append_c(json->str, '\n');
+      g_string_append_printf(json->str, "%*s", (int)json->depth * 2, "");
+    }
+  if (key != NULL)
+    {
+      append_escaped(json->str, key);
+      g_string_append(json->str, ": ");
+    }
+  json->first = FALSE;
+}
+
+static void
+open_container(MemresJson *json, const char *key, char bracket)
+{
+  begin_value(json, key);
+  g_string_append_c(json->str, bracket);
+  json->depth++;
+  json->first = TRUE;
+}
+
+static void
+close_container(MemresJson *json, char bracket)
+{
+  gboolean empty = json->first;
+
+  json->depth--;
+  if (!empty)
+    {
+      g_string_append_c(json->str, '\n');
+      g_string_append_printf(json->str, "%*s", (int)json->depth * 2, "");
+    }
+  g_string_append_c(json->str, bracket);
+  json->first = FALSE;
+}
+
+void
+memres_json_begin_object(MemresJson *json, const char *key)
+{
+  open_container(json, key, '{');
+}
+
+void
+memres_json_end_object(MemresJson *json)
+{
+  close_container(json, '}');
+}
+
+void
+memres_json_begin_array(MemresJson *json, const char *key)
+{
+  open_container(json, key, '[');
+}
+
+void
+memres_json_end_array(MemresJson *json)
+{
+  close_container(json, ']');
+}
+
+void
+memres_json_string(MemresJson *json, const char *key, const char *value)
+{
+  begin_value(json, key);
+  if (value == NULL)
+    g_string_append(json->str, "null");
+  else
+    append_escaped(json->str, value);
+}
+
+void
+memres_json_int(MemresJson *json, const char *key, gint64 value)
+{
+  begin_value(json, key);
+  g_string_append_printf(json->str, "%" G_GINT64_FORMAT, value);
+}
+
+void
+memres_json_uint(MemresJson *json, const char *key, guint64 value)
+{
+  begin_value(json, key);
+  g_string_append_printf(json->str, "%" G_GUINT64_FORMAT, value);
+}
+
+void
+memres_json_bool(MemresJson *json, const char *key, gboolean value)
+{
+  begin_value(json, key);
+  g_string_append(json->str, value ? "true" : "false");
+}
+
+GStrv
+memres_tool_flag_names(MemresMemoryFlags flags)
+{
+  static const struct
+  {
+    MemresMemoryFlags flag;
+    const char *name;
+  } names[] = {
+    { MEMRES_MEMORY_DEVICE_ACCESSIBLE, "device-accessible" },
+    { MEMRES_MEMORY_HOST_ACCESSIBLE, "host-accessible" },
+    { MEMRES_MEMORY_IPC_ENABLED, "ipc-enabled" },
+    { MEMRES_MEMORY_IMPORTED, "imported" },
+    { MEMRES_MEMORY_RESIZABLE, "resizable" },
+    { MEMRES_MEMORY_STREAM_ORDERED, "stream-ordered" },
+  };
+  GPtrArray *out = g_ptr_array_new();
+  gsize i;
+
+  for (i = 0; i < G_N_ELEMENTS(names); i++)
+    if (flags & names[i].flag)
+      g_ptr_array_add(out, g_strdup(names[i].name));
+  g_ptr_array_add(out, NULL);
+  return (GStrv)g_ptr_array_free(out, FALSE);
+}
+
+char *
+memres_tool_format_size(guint64 bytes)
+{
+  g_autofree char *human = g_format_size_full(bytes, G_FORMAT_SIZE_IEC_UNITS);
+
+  return g_strdup_printf("%s (%" G_GUINT64_FORMAT " bytes)", human, bytes);
+}
