@@ -119,8 +119,10 @@ pass "counting loaded by name from MEMRES_PLUGIN_PATH, counts checked"
 
 if [ -x "$prefix/bin/memres" ]; then
   step "the installed memres command lists the kind"
-  kinds=$(MEMRES_PLUGIN_PATH="$work/plugins" MEMRES_CUDA_DRIVER=/nonexistent/libcuda.so.1 \
-    "$prefix/bin/memres" kinds) || fail "memres kinds"
+  # Without LD_LIBRARY_PATH: the installed command must find its own library.
+  kinds=$(env -u LD_LIBRARY_PATH MEMRES_PLUGIN_PATH="$work/plugins" \
+    MEMRES_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$prefix/bin/memres" kinds) \
+    || fail "memres kinds"
   printf '%s\n' "$kinds"
   printf '%s\n' "$kinds" | grep -q counting || fail "memres kinds does not list counting"
   pass "memres kinds lists counting"
