@@ -1,6 +1,27 @@
 /* memres - CUDA memory resources
  * memres-cuda.h: the table of CUDA driver entry points the core hands to plugins.
- * Part of the plugin SDK; included by memres-plugin.h. */
+ * Part of the plugin SDK; included by memres-plugin.h.
+ *
+ * Plugins never link libcuda and never dlopen it: the core opens the driver once (libcuda.so.1,
+ * or the file named by the environment variable MEMRES_CUDA_DRIVER, which tests point at
+ * tests/fakecuda/libfakecuda.so) and hands every plugin the same const table:
+ *
+ *   const MemresCudaDriver *drv = memres_cuda_get_driver (error);
+ *   CUcontext ctx;
+ *   CUresult r;
+ *
+ *   if (drv == NULL || !memres_cuda_get_primary_context (device, &ctx, error))
+ *     return FALSE;                      (NO_DRIVER, NO_DEVICE, ...: already set)
+ *   if ((r = drv->cuCtxPushCurrent (ctx)) != CUDA_SUCCESS)
+ *     return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
+ *   r = drv->cuMemAlloc (&ptr, size);    (acts on the current context: the pushed one)
+ *   drv->cuCtxPopCurrent (NULL);
+ *   if (r != CUDA_SUCCESS)
+ *     return memres_cuda_set_error (error, r, "cuMemAlloc");
+ *
+ * Do not define CUDA_API_PER_THREAD_DEFAULT_STREAM (or __CUDA_API_VERSION_INTERNAL) when
+ * compiling a plugin: cuda.h would rename the stream entry points to their _ptsz/_ptds
+ * variants, but the table holds the legacy-stream entry points the core resolved. */
 #pragma once
 
 #if !defined(MEMRES_INSIDE) && !defined(MEMRES_COMPILATION)
@@ -17,10 +38,18 @@ G_BEGIN_DECLS
  * MEMRES_CUDA_FOREACH_ENTRY:
  * @X: a macro taking one driver entry point name
  *
- * Every driver entry point the core resolves with cuGetProcAddress() at %MEMRES_CUDA_VERSION.
- * Entries are only appended (the table is part of the plugin ABI). An entry point the driver
- * does not have is %NULL in the table; the core requires the ones in
- * %MEMRES_CUDA_FOREACH_REQUIRED_ENTRY and refuses a driver without them (%MEMRES_ERROR_NO_DRIVER).
+ * Every driver entry point the core resolves with cuGetProcAddress() at %MEMRES_CUDA_VERSION
+ * (the CUDA version the core was built for), in the order of the #MemresCudaDriver fields.
+ * Entries are only appended, in a new ABI minor (the table is part of the plugin ABI). An entry
+ * point the driver does not have is %NULL in the table: check before calling anything outside
+ * %MEMRES_CUDA_FOREACH_REQUIRED_ENTRY, and fail with %MEMRES_ERROR_NOT_SUPPORTED. The core
+ * requires the ones in %MEMRES_CUDA_FOREACH_REQUIRED_ENTRY and refuses a driver without them
+ * (%MEMRES_ERROR_NO_DRIVER).
+ *
+ * A plugin that needs an entry point not listed here cannot resolve it itself: ask for it to be
+ * appended (next ABI minor).
+ *
+ * Since: 1.0
  */
 #define MEMRES_CUDA_FOREACH_ENTRY(X)                                                              \
   X (cuInit)                                                                                      \
@@ -106,7 +135,10 @@ G_BEGIN_DECLS
  * MEMRES_CUDA_FOREACH_REQUIRED_ENTRY:
  * @X: a macro taking one driver entry point name
  *
- * The entry points without which the core refuses a driver.
+ * The entry points without which the core refuses a driver: these are never %NULL in a table
+ * that memres_cuda_get_driver() returned.
+ *
+ * Since: 1.0
  */
 #define MEMRES_CUDA_FOREACH_REQUIRED_ENTRY(X)                                                     \
   X (cuInit)                                                                                      \
@@ -124,11 +156,23 @@ G_BEGIN_DECLS
 
 /**
  * MemresCudaDriver:
+ * @struct_size: sizeof (MemresCudaDriver) in the core's headers: an entry lies inside the table
+ *   only when its offset is below this (always true for a plugin the loader accepted, whose
+ *   ABI minor is at most the core's)
+ * @driver_version: what cuDriverGetVersion() reported (for example 13000 for CUDA 13.0)
+ * @path: the file the driver was loaded from (libcuda.so.1, or MEMRES_CUDA_DRIVER)
  *
  * The driver's entry points, one function pointer per name in %MEMRES_CUDA_FOREACH_ENTRY,
- * each of the type `cuda.h` declares for that name (so `drv->cuMemAlloc` is the `_v2` entry
- * point, exactly as a direct call would be). Obtained with memres_cuda_get_driver(); const,
- * valid for the life of the process, safe to use from any thread.
+ * after the three fields above, each of the type `cuda.h` declares for that name. `cuda.h`
+ * maps names to their current versions (`cuMemAlloc` is `cuMemAlloc_v2`), and so does the
+ * table: `drv->cuMemAlloc (&ptr, size)` calls the entry point a direct call would.
+ *
+ * Obtained with memres_cuda_get_driver(); const, valid for the life of the process, safe to use
+ * from any thread. The entry points behave as the driver documents them (`cuda.h`): in
+ * particular they act on the calling thread's current context, which memres_cuda_ensure_context()
+ * sets. Part of the plugin ABI: fields are only appended.
+ *
+ * Since: 1.0
  */
 typedef struct
 {
@@ -138,7 +182,30 @@ typedef struct
   MEMRES_CUDA_FOREACH_ENTRY (MEMRES_CUDA_DECLARE_ENTRY_)
 } MemresCudaDriver;
 
-/* Full documentation with each definition in core/cuda-driver.c. */
+/* Driver helpers. Full gtk-doc reference with each definition in core/cuda-driver.c; in short
+ * (all thread-safe, all Since: 1.0):
+ *
+ * memres_cuda_get_driver(): the table (transfer none), loading the driver and calling cuInit(0)
+ *   on first use; %NULL with %MEMRES_ERROR_NO_DRIVER when no usable driver exists (no
+ *   libcuda, a required entry point missing, cuInit failed). Never crashes without a GPU.
+ * memres_cuda_set_error(): sets @error in %MEMRES_CUDA_ERROR with code @result and the message
+ *   "CALL: CUDA_ERROR_NAME: description" (cuGetErrorName, cuGetErrorString); returns %FALSE so
+ *   that a slot can `return memres_cuda_set_error (error, r, "cuMemFree");`.
+ * memres_cuda_get_device_count(): the number of devices (cuDeviceGetCount at load; 0 when
+ *   cuInit said CUDA_ERROR_NO_DEVICE); errors as memres_cuda_get_driver().
+ * memres_cuda_check_device(): %TRUE when @device is an existing ordinal; otherwise
+ *   %MEMRES_ERROR_NO_DEVICE (or %MEMRES_ERROR_NO_DRIVER).
+ * memres_cuda_get_primary_context(): the device's primary context (retained once per process
+ *   and device by the core, never released: do not release it).
+ * memres_cuda_ensure_context(): makes @device's primary context current on the calling thread
+ *   when no context is current (a context the application made current, maybe of another
+ *   device, is left alone). Enough before calls that name their device, pool or pointer; for
+ *   calls that act on the current context, push the primary context instead.
+ * memres_cuda_get_device_uuid(), memres_cuda_find_device_by_uuid(): between ordinals and the
+ *   16-byte UUIDs used in IPC handles and descriptors; a UUID no local device has gives
+ *   %MEMRES_ERROR_WRONG_DEVICE.
+ * memres_cuda_check_stream_not_capturing(): %MEMRES_ERROR_NOT_SUPPORTED when @stream is being
+ *   captured into a graph (cuStreamIsCapturing), for kinds that cannot allocate in a graph. */
 const MemresCudaDriver *memres_cuda_get_driver (GError **error);
 gboolean memres_cuda_set_error (GError **error, CUresult result, const char *call);
 gboolean memres_cuda_get_device_count (gint *count, GError **error);

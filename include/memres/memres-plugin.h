@@ -1,7 +1,22 @@
 /* memres - CUDA memory resources
  * memres-plugin.h: the SDK for plugin authors. A plugin is a shared module named
  * libmemres-<name>.so exporting exactly one symbol, memres_plugin_<name>_get_desc, defined with
- * MEMRES_PLUGIN_DEFINE(). See docs/writing-a-plugin.md. */
+ * MEMRES_PLUGIN_DEFINE(). See docs/writing-a-plugin.md for a walk-through and
+ * examples/plugin-template/ for a complete out-of-tree plugin.
+ *
+ * Everything a plugin may use is declared here or in the headers this one includes; a plugin
+ * includes only <memres/memres-plugin.h> and builds against `pkg-config memres-1`.
+ *
+ * ABI rules (what "part of the plugin ABI" means below):
+ *  - A plugin built against headers of ABI MAJOR.MINOR loads into a core of ABI
+ *    MAJOR.CORE_MINOR when CORE_MINOR >= MINOR. Anything else is refused with
+ *    %MEMRES_PLUGIN_ERROR_ABI_MISMATCH before any plugin code runs.
+ *  - Minor versions only append: fields at the end of structs that carry a struct_size or a
+ *    version, slots at the end of #MemresResourceOps, entries at the end of the driver table,
+ *    values at the end of enums. Nothing is ever reordered, retyped or removed within a major.
+ *  - Structs without struct_size or version (#MemresOptionSpec, #MemresAllocation,
+ *    #MemresResourceInfo, #MemresBufferExport, #MemresStats, #MemresAccessDesc) are frozen for
+ *    the whole major version. tests/test-abi.c records every layout. */
 #pragma once
 
 #define MEMRES_INSIDE
@@ -21,26 +36,45 @@ G_BEGIN_DECLS
  * MEMRES_PLUGIN_ABI_MAJOR:
  *
  * Major version of the plugin ABI. The loader accepts a plugin whose major equals the core's.
+ * A new major may change anything; plugins must be rebuilt (and usually edited) for it.
+ *
+ * Since: 1.0
  */
 #define MEMRES_PLUGIN_ABI_MAJOR 1
 /**
  * MEMRES_PLUGIN_ABI_MINOR:
  *
  * Minor version of the plugin ABI. The loader accepts a plugin whose minor is at most the
- * core's: minors only append fields and slots.
+ * core's: minors only append fields, ops slots and driver table entries, so a plugin built
+ * against older headers keeps working, while one built against newer headers could use what
+ * this core does not have and is refused (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH).
+ *
+ * Since: 1.0
  */
 #define MEMRES_PLUGIN_ABI_MINOR 0
 
 /**
  * MemresPluginInitFunc:
- * @plugin: the plugin being loaded (transfer none)
+ * @plugin: the plugin being loaded (transfer none; valid for as long as the plugin is loaded,
+ *   which is the life of the process once init succeeded)
  * @error: return location for a #GError
  *
- * Registers the plugin's kinds with memres_plugin_register_kind(). Called once, with no memres
- * lock held, after every check of the descriptor passed.
+ * The plugin's entry point: registers the plugin's kinds with memres_plugin_register_kind().
+ * Called once per process, from the thread that first asked for one of the plugin's kinds,
+ * after every check of the descriptor (ABI version, names) passed. No memres lock is held;
+ * loads are serialized (init never runs concurrently with another plugin's init), and a lookup
+ * of another kind from init nests. Still, keep resources out of init: create them lazily,
+ * in the ops.
  *
- * Returns: %TRUE on success; %FALSE with @error set otherwise (the loader reports
- *   %MEMRES_PLUGIN_ERROR_INIT_FAILED and discards every kind the plugin registered).
+ * Do only cheap, infallible-in-practice work here: no driver calls (the machine may have no
+ * GPU and no driver; a kind must still register so that `memres kinds` can list it) and no
+ * global state that would need tearing down (plugins are never unloaded once init succeeded).
+ *
+ * Returns: %TRUE on success; %FALSE with @error set otherwise (any domain; the loader reports
+ *   %MEMRES_PLUGIN_ERROR_INIT_FAILED with your message and discards every kind the plugin
+ *   registered, then closes the module).
+ *
+ * Since: 1.0
  */
 typedef gboolean (*MemresPluginInitFunc) (MemresPlugin *plugin, GError **error);
 
@@ -49,11 +83,19 @@ typedef gboolean (*MemresPluginInitFunc) (MemresPlugin *plugin, GError **error);
  * @abi_major: %MEMRES_PLUGIN_ABI_MAJOR of the headers the plugin was built with
  * @abi_minor: %MEMRES_PLUGIN_ABI_MINOR of the headers the plugin was built with
  * @struct_size: sizeof (MemresPluginDesc) in those headers; the loader reads no field past it
- * @name: the plugin's name: must equal the `<name>` of the file and of the symbol
- * @description: one line
- * @init: registers the kinds
+ * @reserved: must be 0
+ * @name: the plugin's name, matching `[a-z][a-z0-9_]*`: must equal the `<name>` of the file
+ *   (`libmemres-<name>.so`) and of the symbol (`memres_plugin_<name>_get_desc`), else the load
+ *   fails with %MEMRES_PLUGIN_ERROR_NAME_MISMATCH
+ * @description: one line, shown by `memres kinds`
+ * @init: registers the kinds (see #MemresPluginInitFunc)
  *
- * What a plugin's one exported function returns. Define it with MEMRES_PLUGIN_DEFINE().
+ * What a plugin's one exported function returns: static, const data that the loader checks
+ * before it runs any plugin code. Never fill it by hand: MEMRES_PLUGIN_DEFINE() does it from
+ * these headers, so rebuilding against new headers updates the versions by itself. Part of the
+ * plugin ABI.
+ *
+ * Since: 1.0
  */
 typedef struct
 {
@@ -66,20 +108,42 @@ typedef struct
   MemresPluginInitFunc init;
 } MemresPluginDesc;
 
+/**
+ * MEMRES_PLUGIN_EXPORT:
+ *
+ * Marks a symbol as exported from a module built with `-fvisibility=hidden`. Only
+ * MEMRES_PLUGIN_DEFINE() needs it: a plugin exports nothing else.
+ *
+ * Since: 1.0
+ */
 #define MEMRES_PLUGIN_EXPORT __attribute__ ((visibility ("default")))
+
+/* C linkage for the entry point, so that a plugin written in C++ exports the unmangled
+ * memres_plugin_<name>_get_desc the loader looks up. */
+#ifdef __cplusplus
+#define MEMRES_PLUGIN_EXTERN_C_ extern "C"
+#else
+#define MEMRES_PLUGIN_EXTERN_C_
+#endif
 
 /**
  * MEMRES_PLUGIN_DEFINE:
- * @name: the plugin name, a bare identifier matching `[a-z][a-z0-9_]*`
- * @description: a string literal
- * @init: a #MemresPluginInitFunc
+ * @name: the plugin name, a bare identifier matching `[a-z][a-z0-9_]*` (not a string: it is
+ *   pasted into the symbol name); it must equal the `<name>` in `libmemres-<name>.so`
+ * @description: a string literal, one line
+ * @init: a #MemresPluginInitFunc (a `static` function of the plugin)
  *
- * Defines the plugin's one exported symbol, `memres_plugin_<name>_get_desc`, returning a static
- * const #MemresPluginDesc filled from these headers. Build the module with
- * `-fvisibility=hidden` so this is the only exported symbol.
+ * Defines the plugin's one exported symbol, `const MemresPluginDesc
+ * *memres_plugin_<name>_get_desc (void)`, returning a static const #MemresPluginDesc filled from
+ * these headers. Use it exactly once per module, at file scope. Build the module with
+ * `-fvisibility=hidden` (Meson: `gnu_symbol_visibility: 'hidden'`) and make every other
+ * function and variable `static`, so that this is the only exported symbol.
+ *
+ * Since: 1.0
  */
 #define MEMRES_PLUGIN_DEFINE(name, description, init)                                             \
-  MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_##name##_get_desc (void);            \
+  MEMRES_PLUGIN_EXTERN_C_ MEMRES_PLUGIN_EXPORT const MemresPluginDesc                             \
+      *memres_plugin_##name##_get_desc (void);                                                    \
   const MemresPluginDesc *memres_plugin_##name##_get_desc (void)                                  \
   {                                                                                               \
     static const MemresPluginDesc desc_ = {                                                       \
@@ -91,12 +155,22 @@ typedef struct
 
 /**
  * MemresAllocation:
- * @address: start of the memory: a `CUdeviceptr`, or a host pointer cast to an integer;
- *   0 only for an empty (zero-byte) buffer
- * @size: usable bytes; a kind that rounds up (granularity) reports the rounded size
- * @plugin_data: per-buffer state owned by the plugin, or %NULL
+ * @address: start of the memory: a `CUdeviceptr`, or a host pointer cast to an integer
+ *   (`(guint64) (guintptr) ptr`); never 0 for an allocation a slot returns (the core alone
+ *   creates the empty, zero-byte buffers whose address is 0)
+ * @size: usable bytes, at least the size asked for; a kind that rounds up (granularity)
+ *   reports the rounded size, which becomes the buffer's size
+ * @plugin_data: per-buffer state owned by the plugin, or %NULL; the core never reads it
  *
- * What the allocate, import_buffer and resize slots fill in, and what deallocate receives back.
+ * One allocation as the core keeps it inside its buffer. The allocate, import_buffer and resize
+ * slots fill it in (it arrives zero-filled for allocate and import_buffer); deallocate,
+ * export_buffer and resize receive the same record back, so @plugin_data is where a kind keeps
+ * what it needs to free the memory (a handle, a mapping, a reference to an upstream buffer).
+ * The core owns the record; the plugin owns what @plugin_data points to and frees it in
+ * deallocate. A plugin may read the allocation of any of its buffers with
+ * memres_buffer_get_allocation(). Frozen layout (part of the plugin ABI).
+ *
+ * Since: 1.0
  */
 typedef struct
 {
@@ -108,9 +182,14 @@ typedef struct
 /**
  * MemresResourceInfo:
  * @device: the device ordinal the memory belongs to, or -1 for host memory
- * @flags: what the memory and the resource can do
+ * @flags: what the memory and the resource can do (#MemresMemoryFlags); the core copies them
+ *   to every buffer of the resource and refuses calls the flags rule out (for example
+ *   memres_buffer_resize() without %MEMRES_MEMORY_RESIZABLE)
  *
- * Filled by the query slot once, right after init (or import_handle) succeeded.
+ * Filled by the query slot once, right after init (or import_handle) succeeded; the core
+ * caches it for the life of the resource. Frozen layout (part of the plugin ABI).
+ *
+ * Since: 1.0
  */
 typedef struct
 {
@@ -120,14 +199,19 @@ typedef struct
 
 /**
  * MemresBufferExport:
- * @pool_id: identity of the exporting pool
+ * @pool_id: identity of the exporting pool, unique per pool and stable while it lives (the
+ *   importer uses it to match the buffer to the pool it imported)
  * @device_uuid: UUID of the device the memory is on (all zero for host memory)
  * @offset: offset of the buffer inside the exported allocation, in bytes
  * @size: size of the buffer in bytes
- * @export_data: the driver's export data (`CUmemPoolPtrExportData`)
+ * @export_data: the driver's export data (`CUmemPoolPtrExportData`), unused bytes zero
  *
- * The decoded content of a #MemresBufferDescriptor. The core encodes and validates it; plugins
- * fill it in export_buffer and read it in import_buffer.
+ * The decoded content of a #MemresBufferDescriptor. The core encodes it (with the kind name,
+ * magic, version and length) and validates the framing on import; plugins fill it in
+ * export_buffer and must validate the content in import_buffer, which receives bytes from
+ * another process. Frozen layout (part of the plugin ABI).
+ *
+ * Since: 1.0
  */
 typedef struct
 {
@@ -141,8 +225,30 @@ typedef struct
 /**
  * MemresOptions:
  *
- * The validated options of one resource, every key of the schema present (given or default).
- * Read-only for plugins; valid during the init slot only.
+ * The validated options of one resource: every key of the kind's schema is present, with the
+ * value the spec string gave or the schema's default. Opaque and read-only for plugins; valid
+ * during the init slot only (copy what you keep: g_strdup() strings, copy int lists).
+ *
+ * Read it with the getter of the key's #MemresOptionType. All getters take a @name that must be
+ * a key of the kind's schema, of a type the getter reads; anything else is a programmer error
+ * (a g_critical()) and returns 0, %FALSE or %NULL. They set no error (validation already
+ * happened) and only read, so any thread may call them while init runs.
+ *
+ * - memres_options_is_set(): %TRUE when the spec named the key or the schema has a default
+ *   for it; %FALSE for a key with a %NULL default that the spec left out (its getter then
+ *   returns 0, %FALSE or %NULL). Works for keys of every type.
+ * - memres_options_get_bool(): %MEMRES_OPTION_BOOL.
+ * - memres_options_get_int(): %MEMRES_OPTION_INT; for %MEMRES_OPTION_ENUM the index of the
+ *   chosen value in @choices (so a C enum in the same order maps directly).
+ * - memres_options_get_size(): %MEMRES_OPTION_SIZE, in bytes; `max` reads as %G_MAXUINT64.
+ * - memres_options_get_string(): the value as written in the spec (or the default), for a key
+ *   of any type: a %MEMRES_OPTION_STRING's text, an enum's chosen value, an int list joined
+ *   with `+`. Transfer none, valid during init only.
+ * - memres_options_get_int_list(): %MEMRES_OPTION_INT_LIST; stores the number of values in
+ *   @n_values and returns the array (transfer none, valid during init only; %NULL with
+ *   @n_values 0 when unset or empty).
+ *
+ * Since: 1.0
  */
 typedef struct _MemresOptions MemresOptions;
 
@@ -157,47 +263,160 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
 /**
  * MEMRES_RESOURCE_OPS_VERSION:
  *
- * The number of the newest #MemresResourceOps layout these headers describe.
+ * The number of the newest #MemresResourceOps layout these headers describe: 1 for ABI 1.0.
+ * Each ABI minor that appends slots increments it; every slot's documentation says in which
+ * ABI version (`Since:`) it appeared. Set #MemresResourceOps.version to this macro.
+ *
+ * Since: 1.0
  */
 #define MEMRES_RESOURCE_OPS_VERSION 1
 
 /**
  * MemresResourceOps:
  * @version: %MEMRES_RESOURCE_OPS_VERSION of the plugin's headers; the core reads no slot newer
- *   than that
- * @init: required. Sets up the instance from validated options. On failure, sets @error and
- *   leaves nothing allocated (finalize is not called).
+ *   than that and treats the newer ones as %NULL. Since: 1.0
+ * @init: required. Sets up a new instance from its validated @options: reads them, checks
+ *   what the schema cannot (combinations, that the device exists), acquires what the
+ *   instance needs (a pool, a context reference) and stores it in the private data. Called
+ *   once per instance by memres_resource_new(), on the caller's thread, before the instance
+ *   is visible to anybody: nothing else runs on it concurrently. The private data arrives
+ *   zero-filled. @options is valid only during the call. On failure: sets @error
+ *   (%MEMRES_ERROR_INVALID_ARGUMENT for a bad combination of options, %MEMRES_ERROR_NO_DRIVER,
+ *   %MEMRES_ERROR_NO_DEVICE, %MEMRES_ERROR_NOT_SUPPORTED when the device lacks a feature, a
+ *   %MEMRES_CUDA_ERROR), releases everything it acquired and returns %FALSE; the core then
+ *   frees the instance without calling finalize. Since: 1.0
  * @finalize: required. Releases everything the instance holds. Called once, when the last
- *   reference (the application's or a buffer's) is gone; never fails.
- * @allocate: required. Allocates @size bytes (@size > 0; the core handles 0 itself), ordered on
- *   @stream for stream-ordered kinds. Sets %MEMRES_ERROR_OUT_OF_MEMORY or a %MEMRES_CUDA_ERROR.
- *   Called concurrently from any thread: must be thread-safe.
- * @deallocate: required. Frees @alloc, ordered on @stream (the buffer's deallocation stream).
- *   Called at most once per allocation, from any thread.
- * @query: required. Fills @info. Called once after init/import_handle.
- * @get_stats: optional. Fills every field of @stats but n_buffers (the core counts buffers).
- * @reset_stats: optional. Resets the high-water marks to the current values.
+ *   reference is gone: the application's and every buffer's (a buffer holds its resource, so
+ *   every allocation has been through deallocate by then). May run on any thread, including
+ *   inside the memres_buffer_close() or memres_buffer_unref() of the last buffer; nothing
+ *   else runs on the instance concurrently. Never fails: log a driver failure with
+ *   g_warning() and go on releasing. Not called when init or import_handle failed.
+ *   Since: 1.0
+ * @allocate: required. Allocates @size bytes and fills @alloc (zero-filled on entry): a
+ *   nonzero address and a size of at least @size. @size is from 1 to %G_MAXSSIZE (the core
+ *   makes empty buffers itself without calling the plugin and refuses larger sizes with
+ *   %MEMRES_ERROR_OUT_OF_MEMORY): rounding up must still not overflow. @stream is the
+ *   caller's stream (%NULL is the legacy default stream; %MEMRES_STREAM_LEGACY and per-thread
+ *   streams are possible): a stream-ordered kind (%MEMRES_MEMORY_STREAM_ORDERED) makes the
+ *   memory valid in @stream's order; any other kind returns memory usable at once and may
+ *   ignore @stream. Called from any thread, concurrently with itself and with every slot but
+ *   init and finalize: must be thread-safe. Errors: %MEMRES_ERROR_OUT_OF_MEMORY when the kind
+ *   itself knows the size cannot be had (overflow while rounding, above a configured limit, a
+ *   host allocation failed); a %MEMRES_CUDA_ERROR carrying the `CUresult` when a driver call
+ *   failed (set with memres_cuda_set_error(), also for `CUDA_ERROR_OUT_OF_MEMORY`);
+ *   %MEMRES_ERROR_NOT_SUPPORTED for a stream the kind cannot use
+ *   (memres_cuda_check_stream_not_capturing()); %MEMRES_ERROR_NO_DRIVER. On failure nothing
+ *   stays allocated and @alloc is ignored. Since: 1.0
+ * @deallocate: required. Frees @alloc, the record allocate, import_buffer or resize filled,
+ *   including whatever @alloc->plugin_data owns. Called exactly once per such allocation, from
+ *   memres_buffer_close() or from the memres_buffer_unref() that drops an open buffer's last
+ *   reference, on any thread, concurrently with every slot but init and finalize.
+ *   @stream is the stream the close was ordered on: the one given to memres_buffer_close() or
+ *   else the buffer's recorded deallocation stream (by default its allocation stream; %NULL
+ *   is the legacy default stream). A stream-ordered kind frees in @stream's order; any other
+ *   kind must not let the memory be reused while work queued on @stream may still touch it
+ *   (synchronize @stream first when the memory is device-accessible). Errors: a
+ *   %MEMRES_CUDA_ERROR. Whatever it returns, the allocation is gone for the core, which never
+ *   passes it again: on failure release all that can be released, then report. Since: 1.0
+ * @query: required. Fills @info (device -1 and flags 0 on entry) with the device and the
+ *   flags. Called once per instance, right after init or import_handle succeeded and before
+ *   the instance is returned to anybody; the core caches the answer. Cannot fail.
+ *   Since: 1.0
+ * @get_stats: optional. Fills @stats (zero-filled on entry): reserved_current, reserved_high,
+ *   used_current, used_high, in bytes; the core overwrites n_buffers with its own count. A
+ *   kind without a separate reservation reports reserved = used. Called from any thread,
+ *   concurrently with allocate and deallocate: read the counters under the kind's own lock
+ *   (or atomically) so that current <= high holds in what it returns. Errors: a
+ *   %MEMRES_CUDA_ERROR (pool attribute queries). Since: 1.0
+ * @reset_stats: optional. Resets the high-water marks (reserved_high, used_high) to the
+ *   current values. Same threading as get_stats. Errors: a %MEMRES_CUDA_ERROR. Since: 1.0
  * @trim: optional. Returns memory held but unused to the system, keeping at least
- *   @bytes_to_keep bytes reserved.
- * @set_access: optional. Grants or revokes access of other devices in one driver call.
- * @get_access: optional. Reads the access @device has.
- * @export_handle: optional. Returns a new #MemresIpcHandle (owning its own fd) for the pool.
- * @import_handle: optional. Alternative to init: sets up the instance as an importer of
- *   @handle (the fd stays owned by the caller: dup it to keep it).
- * @export_buffer: optional. Fills @out for @alloc.
- * @import_buffer: optional. Maps the allocation @in describes into this process and fills
- *   @alloc with the whole mapping: the mapped address and its extent in bytes (for pools, the
- *   driver's range), not just the buffer. The core then checks that @in's offset and size fit
- *   in it (else it calls deallocate with @alloc and fails with
+ *   @bytes_to_keep bytes reserved; live buffers are never touched. Any thread, concurrently
+ *   with allocate and deallocate; it orders nothing on a stream (memory whose stream-ordered
+ *   free the host has not yet seen complete may stay reserved). Errors: a
+ *   %MEMRES_CUDA_ERROR. Since: 1.0
+ * @set_access: optional. Grants or revokes the access of other devices to the resource's
+ *   memory (existing and future buffers), all @n_descs entries of @descs (transfer none,
+ *   @n_descs >= 1) in one driver call: all or nothing. Errors: %MEMRES_ERROR_NO_DEVICE (an
+ *   ordinal that does not exist), %MEMRES_ERROR_INVALID_ARGUMENT (an access value that is not
+ *   a #MemresAccess, or revoking the owning device's own access), %MEMRES_ERROR_NOT_SUPPORTED
+ *   (cuDeviceCanAccessPeer says no), a %MEMRES_CUDA_ERROR. Any thread; concurrent calls
+ *   must leave one of the requested states. Since: 1.0
+ * @get_access: optional. Stores in @access the access @device has to the resource's memory.
+ *   Errors: %MEMRES_ERROR_NO_DEVICE, a %MEMRES_CUDA_ERROR. Any thread. Since: 1.0
+ * @export_handle: optional. Creates a shareable handle for the pool: stores in @handle a new
+ *   #MemresIpcHandle (transfer full: the caller frees it) made with memres_ipc_handle_new(),
+ *   which takes ownership of its own fd. Errors: %MEMRES_ERROR_NOT_SUPPORTED (the instance
+ *   was not created shareable, or was itself imported), a %MEMRES_CUDA_ERROR; on failure no
+ *   fd stays open. Any thread. Since: 1.0
+ * @import_handle: optional. Alternative to init, for memres_resource_import_handle(): sets up
+ *   a new instance (private data zero-filled) as an importer of @handle, whose kind is this
+ *   kind's name. @handle and its fd stay owned by the caller and are valid during the call
+ *   only: dup() the fd to keep it. Then query is called, as after init. Same threading and
+ *   failure rules as init. Errors: %MEMRES_ERROR_INVALID_DESCRIPTOR (the handle's content is
+ *   not acceptable), %MEMRES_ERROR_WRONG_DEVICE (no local device has the handle's UUID), a
+ *   %MEMRES_CUDA_ERROR. Since: 1.0
+ * @export_buffer: optional. Fills @out (zero-filled on entry) for @alloc (transfer none), a
+ *   live allocation of this instance; the core encodes the descriptor. Any thread. Errors:
+ *   %MEMRES_ERROR_NOT_SUPPORTED, a %MEMRES_CUDA_ERROR. Since: 1.0
+ * @import_buffer: optional. Maps the allocation @in describes into this process, on an
+ *   instance created by import_handle, and fills @alloc (zero-filled on entry) with the WHOLE
+ *   mapping: the mapped address and its extent in bytes (for pools, the driver's range), not
+ *   just the buffer. @in comes from another process and its framing was checked by the core,
+ *   not its content: check @in->pool_id against the imported pool and @in->device_uuid
+ *   against the device before any driver call (%MEMRES_ERROR_INVALID_DESCRIPTOR,
+ *   %MEMRES_ERROR_WRONG_DEVICE). The core then checks that @in's offset and size fit in the
+ *   mapping (else it calls deallocate with @alloc and fails with
  *   %MEMRES_ERROR_INVALID_DESCRIPTOR), maps each exported allocation once per process however
  *   often it is imported, and passes @alloc to deallocate (the unmap) when the last buffer
- *   using it closes. On failure nothing stays mapped.
- * @resize: optional. Grows or shrinks @alloc to @new_size bytes, updating @alloc->address and
- *   @alloc->size; on failure @alloc is left exactly as it was.
+ *   using it closes. The mapping is usable in @stream's order. On failure nothing stays
+ *   mapped. Any thread. Errors also: %MEMRES_ERROR_NOT_SUPPORTED (not an importer), a
+ *   %MEMRES_CUDA_ERROR. Since: 1.0
+ * @resize: optional, for kinds that set %MEMRES_MEMORY_RESIZABLE. Grows or shrinks @alloc to
+ *   @new_size bytes (> 0), keeping the first MIN (old, new) bytes, and updates
+ *   @alloc->address (which may move), @alloc->size and @alloc->plugin_data; the result is
+ *   usable in @stream's order. On failure @alloc and the memory are left exactly as they
+ *   were. Any thread, concurrently with the other slots on other allocations. Errors:
+ *   %MEMRES_ERROR_OUT_OF_MEMORY, %MEMRES_ERROR_INVALID_ARGUMENT, a %MEMRES_CUDA_ERROR.
+ *   Since: 1.0
  *
- * The table of a kind's functions. Slots are only appended, each with its `Since:` version.
- * Slots of version 1 are all listed above. The core's public wrappers are the only callers; a
- * missing optional slot makes the wrapper fail with %MEMRES_ERROR_NOT_SUPPORTED.
+ * The table of a kind's functions. Define it `static const`, set @version to
+ * %MEMRES_RESOURCE_OPS_VERSION and name the slots with designated initializers; the core
+ * copies the table when the kind is registered.
+ *
+ * Contract common to every slot:
+ * - The core's public wrappers (memres_resource_*(), memres_buffer_*()) are the only callers;
+ *   a missing optional slot makes its wrapper fail with %MEMRES_ERROR_NOT_SUPPORTED without
+ *   calling the plugin. The wrappers check the arguments (NULL, closed buffers, zero sizes)
+ *   before a slot sees them.
+ * - @mr is the instance (never %NULL); memres_resource_get_private() returns its private data.
+ * - No memres lock is held while a slot runs: a slot may call any public memres function,
+ *   including creating other resources and allocating from them, but must not call a
+ *   memres_* function on its own @mr that would call back into the same slot.
+ * - Thread safety: besides init, finalize, query and import_handle (which never overlap with
+ *   anything on the same instance), every slot can run on any thread, concurrently with every
+ *   other slot on the same instance. The core serializes nothing for the plugin: protect
+ *   shared state in the private data with a #GMutex or atomics. For one allocation the core
+ *   guarantees that nothing follows its deallocate.
+ * - Arguments are transfer none and valid for the duration of the call, except what a slot
+ *   is documented to return (transfer full).
+ * - CUDA contexts: the core makes no context current before a slot, and slots run on
+ *   application threads whose current context, if any, may belong to another device. Before
+ *   driver calls that name their device, pool or pointer (pools, VMM, cuMemFreeAsync),
+ *   memres_cuda_ensure_context() is enough. Around calls that act on "the current context"
+ *   (cuMemAlloc, cuMemHostAlloc, a %NULL stream), push the device's primary context
+ *   (memres_cuda_get_primary_context(), then the table's cuCtxPushCurrent and
+ *   cuCtxPopCurrent). Plugins reach the driver through memres_cuda_get_driver() only and never
+ *   link libcuda.
+ * - Errors: a slot returning %FALSE sets @error; one returning %TRUE never does. Use the
+ *   %MEMRES_ERROR codes listed with each slot and %MEMRES_CUDA_ERROR (through
+ *   memres_cuda_set_error()); %MEMRES_PLUGIN_ERROR belongs to the loader. Bad input is never
+ *   a crash and a failure never leaks memory, driver handles or fds.
+ *
+ * Slots are only appended, each with its `Since:` ABI version; all slots above are
+ * of version 1 (ABI 1.0). Part of the plugin ABI.
+ *
+ * Since: 1.0
  */
 typedef struct
 {
@@ -228,16 +447,24 @@ typedef struct
 
 /**
  * MemresKindInfo:
- * @struct_size: sizeof (MemresKindInfo) in the plugin's headers
- * @name: the kind name, matching `[a-z][a-z0-9_]*`
- * @description: one line
- * @options: the option schema
+ * @struct_size: sizeof (MemresKindInfo) in the plugin's headers; the core reads no field past
+ *   it
+ * @name: the kind name, matching `[a-z][a-z0-9_]*`, at most 31 bytes. A kind whose name
+ *   equals its plugin's name is found by name (`libmemres-<name>.so` is loaded on first use);
+ *   further kinds of the same plugin exist only once the plugin is loaded
+ * @description: one line, shown by `memres kinds`
+ * @options: the option schema (see #MemresOptionSpec), or %NULL when @n_options is 0
  * @n_options: entries in @options
- * @ops: the functions (must stay valid while the plugin is loaded: use static const)
- * @instance_size: bytes of private data per resource, zero-filled, reached with
- *   memres_resource_get_private()
+ * @ops: the functions (see #MemresResourceOps)
+ * @instance_size: bytes of private data per resource, zero-filled, 16-byte aligned, freed by
+ *   the core after finalize; reached with memres_resource_get_private(). 0 for none
  *
- * What a plugin registers. The core copies the strings' pointers: they must be static.
+ * What a plugin registers with memres_plugin_register_kind() (or an application with
+ * memres_registry_register_kind()). The core copies the struct, the @options array and the
+ * @ops table, but keeps pointing at the strings (names, descriptions, docs, defaults, enum
+ * choices): they must be static. Part of the plugin ABI.
+ *
+ * Since: 1.0
  */
 typedef struct
 {
@@ -250,7 +477,27 @@ typedef struct
   gsize instance_size;
 } MemresKindInfo;
 
-/* Full documentation with each definition in core/. */
+/* Helpers for plugins. Full gtk-doc reference with each definition in core/; in short:
+ *
+ * memres_plugin_register_kind(): registers @info for @plugin; only valid while the plugin's
+ *   init function runs (on the thread running it). Checks the name, that the required slots
+ *   (init, finalize, allocate, deallocate, query) are there and the schema (valid keys, no
+ *   duplicate, enum choices present, defaults that parse): %MEMRES_ERROR_INVALID_ARGUMENT;
+ *   a kind of that name already registered: %MEMRES_ERROR_EXISTS. Since: 1.0
+ * memres_plugin_get_name(): the plugin's name (transfer none, valid while it is loaded).
+ *   Since: 1.0
+ * memres_registry_register_kind(): the same as memres_plugin_register_kind() for a kind that
+ *   lives in the application or test binary itself (no plugin file): its strings and
+ *   functions must stay valid for the life of the process. Since: 1.0
+ * memres_resource_get_private(): the instance's private data (instance_size bytes; %NULL when
+ *   instance_size is 0), transfer none, valid until finalize returns. Only meaningful for the
+ *   kind that registered it: never call it on a resource of another kind. Thread-safe.
+ *   Since: 1.0
+ * memres_buffer_get_resource(): the buffer's resource (transfer none; %NULL for wrapped
+ *   foreign memory). Thread-safe. Since: 1.0
+ * memres_buffer_get_allocation(): the buffer's #MemresAllocation (transfer none, read-only,
+ *   valid until the buffer is closed); for a plugin looking at one of its own buffers, for
+ *   example to implement a copy on a foreign kind's buffer. Since: 1.0 */
 gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info,
                                       GError **error);
 const char *memres_plugin_get_name (MemresPlugin *plugin);

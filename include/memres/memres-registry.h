@@ -19,6 +19,13 @@ G_BEGIN_DECLS
  * @MEMRES_OPTION_STRING: any text without `,`
  * @MEMRES_OPTION_INT_LIST: integers joined by `+` (for example `peers=1+2`), each within
  *   @min..@max; may be empty
+ *
+ * How the value of an option is written in a spec string and parsed; which
+ * memres_options_get_*() getter reads it. The grammar of a spec is
+ * `KIND[:KEY=VALUE[,KEY=VALUE]...]`, so no value contains `,`. Values are appended only
+ * (part of the plugin ABI).
+ *
+ * Since: 1.0
  */
 typedef enum
 {
@@ -35,13 +42,26 @@ typedef enum
  * @name: the key, matching `[a-z][a-z0-9_]*`
  * @type: how the value is parsed
  * @default_value: the value used when the spec does not name the key, written as in a spec
- *   string; %NULL means "unset" (memres_options_is_set() is %FALSE and getters return 0/%NULL)
- * @doc: one line for `memres kinds`
- * @choices: for %MEMRES_OPTION_ENUM, the %NULL-terminated list of accepted values
- * @min: for %MEMRES_OPTION_INT and %MEMRES_OPTION_INT_LIST, the smallest accepted value
- * @max: for %MEMRES_OPTION_INT and %MEMRES_OPTION_INT_LIST, the largest accepted value
+ *   string (`"0"`, `"1GiB"`, `"true"`, one of @choices); it is validated when the kind is
+ *   registered. %NULL means "unset" (memres_options_is_set() is %FALSE and getters return
+ *   0/%NULL)
+ * @doc: one line for `memres kinds` and for error messages
+ * @choices: for %MEMRES_OPTION_ENUM, the %NULL-terminated list of accepted values; %NULL for
+ *   other types
+ * @min: for %MEMRES_OPTION_INT and %MEMRES_OPTION_INT_LIST, the smallest accepted value;
+ *   ignored for other types
+ * @max: for %MEMRES_OPTION_INT and %MEMRES_OPTION_INT_LIST, the largest accepted value;
+ *   ignored for other types (a size limit is the kind's business: check it in init)
  *
- * One entry of a kind's option schema. Part of the plugin ABI: fields are never reordered.
+ * One entry of a kind's option schema, an array that #MemresKindInfo points to; define it
+ * `static const`. The core validates a spec against it before the init slot runs: an unknown
+ * key or a bad value fails memres_resource_new() with %MEMRES_ERROR_INVALID_ARGUMENT naming the
+ * key and what is valid, so init only reads values.
+ *
+ * Frozen layout: the core walks plugins' arrays with its own sizeof, so this struct cannot grow
+ * within a major version (part of the plugin ABI).
+ *
+ * Since: 1.0
  */
 typedef struct
 {

@@ -1,0 +1,140 @@
+#!/bin/bash
+# .ci/plugin-template.sh: checks that an installed memres is enough to write a plugin.
+#
+#   bash .ci/plugin-template.sh [WORKDIR]
+#
+# 1. builds memres from this tree and `meson install`s it into WORKDIR/prefix (--prefix, not
+#    DESTDIR: the library keeps the absolute plugin directory of its prefix);
+# 2. checks the install: library, headers, memres-1.pc with its plugindir variable, the
+#    plugins this tree builds, and the `memres` command where the tree builds one;
+# 3. builds examples/plugin-template out of tree against that install, through pkg-config only
+#    (PKG_CONFIG_PATH), and runs its test (the plugin loaded by name from its build directory);
+# 4. compiles the template's test program once more with plain `cc $(pkg-config ...)`, copies
+#    the plugin alone into a directory of its own and runs the program with MEMRES_PLUGIN_PATH
+#    naming that directory: the `counting` kind is loaded by name, allocated from, and its
+#    counts checked;
+#    Where the tree builds the `memres` command, the installed one must list the kind
+#    (`memres kinds`);
+# 5. installs the template (into the plugindir of memres-1.pc) and runs the program again with
+#    no MEMRES_PLUGIN_PATH: memres finds the plugin in its own plugin directory.
+#
+# WORKDIR defaults to a new temporary directory, removed at the end unless MEMRES_CI_KEEP=1.
+# Needs meson, ninja, pkg-config, a C compiler, GLib and the CUDA headers, nothing else (no GPU,
+# no driver). Exits non-zero on the first failure; the last line says how many steps passed.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+template="$root/examples/plugin-template"
+own_work=0
+if [ $# -ge 1 ]; then
+  work=$1
+  mkdir -p "$work"
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/memres-plugin-template.XXXXXX")
+  own_work=1
+fi
+work=$(cd "$work" && pwd)
+prefix="$work/prefix"
+jobs=2
+
+passed=0
+step() {
+  echo
+  echo "=== plugin-template: $*"
+}
+pass() {
+  passed=$((passed + 1))
+  echo "ok: $*"
+}
+fail() {
+  echo "FAILED: $*" >&2
+  echo "plugin-template: $passed passed, 1 failed"
+  exit 1
+}
+cleanup() {
+  if [ "$own_work" = 1 ] && [ "${MEMRES_CI_KEEP:-0}" != 1 ]; then
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+
+step "install memres into $prefix"
+rm -rf "$work/memres-build" "$prefix"
+meson setup "$work/memres-build" "$root" --prefix="$prefix" --libdir=lib -Dtests=false \
+  >"$work/memres-setup.log" || { cat "$work/memres-setup.log"; fail "meson setup of memres"; }
+meson compile -C "$work/memres-build" -j "$jobs" >"$work/memres-compile.log" \
+  || { cat "$work/memres-compile.log"; fail "meson compile of memres"; }
+meson install -C "$work/memres-build" >"$work/memres-install.log" \
+  || { cat "$work/memres-install.log"; fail "meson install of memres"; }
+pass "meson install"
+
+step "check the install"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+pkg-config --exists memres-1 || fail "pkg-config finds no memres-1 in $PKG_CONFIG_PATH"
+plugindir=$(pkg-config --variable=plugindir memres-1)
+[ "$plugindir" = "$prefix/lib/memres-1/plugins" ] \
+  || fail "plugindir is '$plugindir', expected $prefix/lib/memres-1/plugins"
+[ -e "$prefix/lib/libmemres.so" ] || fail "no $prefix/lib/libmemres.so"
+[ -e "$prefix/lib/libmemres.so.1" ] || fail "no $prefix/lib/libmemres.so.1 (the SONAME)"
+for h in memres.h memres-plugin.h memres-cuda.h memres-version.h; do
+  [ -f "$prefix/include/memres-1/memres/$h" ] || fail "header $h not installed"
+done
+for p in dmr ipc vmm pinned; do
+  if [ -f "$root/plugins/$p/$p.c" ]; then
+    [ -f "$plugindir/libmemres-$p.so" ] || fail "plugin $p is built but not installed"
+  fi
+done
+if [ -f "$root/tools/memres.c" ]; then
+  [ -x "$prefix/bin/memres" ] || fail "the memres command is built but not installed"
+fi
+pass "library, headers, memres-1.pc (plugindir $plugindir), plugins, command"
+
+step "build the template out of tree against the install"
+rm -rf "$work/template-build"
+meson setup "$work/template-build" "$template" --prefix="$prefix" >"$work/template-setup.log" \
+  || { cat "$work/template-setup.log"; fail "meson setup of the template"; }
+meson compile -C "$work/template-build" -j "$jobs" >"$work/template-compile.log" \
+  || { cat "$work/template-compile.log"; fail "meson compile of the template"; }
+plugin="$work/template-build/libmemres-counting.so"
+[ -f "$plugin" ] || fail "the template built no libmemres-counting.so"
+exports=$(nm -D --defined-only --format=posix "$plugin" | awk '{ print $1 }')
+[ "$exports" = "memres_plugin_counting_get_desc" ] \
+  || fail "libmemres-counting.so exports: $exports"
+pass "template built; it exports only memres_plugin_counting_get_desc"
+
+step "the template's own test (meson test)"
+meson test -C "$work/template-build" --print-errorlogs || fail "meson test of the template"
+pass "meson test of the template"
+
+step "load counting by name through MEMRES_PLUGIN_PATH"
+mkdir -p "$work/plugins"
+cp "$plugin" "$work/plugins/"
+# shellcheck disable=SC2046 # pkg-config output is meant to split into arguments
+cc -o "$work/test-counting" "$template/test-counting.c" \
+  $(pkg-config --cflags --libs memres-1) -pthread || fail "cc with pkg-config memres-1 flags"
+MEMRES_PLUGIN_PATH="$work/plugins" MEMRES_CUDA_DRIVER=/nonexistent/libcuda.so.1 \
+  "$work/test-counting" || fail "counting through MEMRES_PLUGIN_PATH"
+pass "counting loaded by name from MEMRES_PLUGIN_PATH, counts checked"
+
+if [ -x "$prefix/bin/memres" ]; then
+  step "the installed memres command lists the kind"
+  # Without LD_LIBRARY_PATH: the installed command must find its own library.
+  kinds=$(env -u LD_LIBRARY_PATH MEMRES_PLUGIN_PATH="$work/plugins" \
+    MEMRES_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$prefix/bin/memres" kinds) \
+    || fail "memres kinds"
+  printf '%s\n' "$kinds"
+  printf '%s\n' "$kinds" | grep -q counting || fail "memres kinds does not list counting"
+  pass "memres kinds lists counting"
+fi
+
+step "install the template and load it from memres's plugin directory"
+meson install -C "$work/template-build" >"$work/template-install.log" \
+  || { cat "$work/template-install.log"; fail "meson install of the template"; }
+[ -f "$plugindir/libmemres-counting.so" ] || fail "libmemres-counting.so not in $plugindir"
+env -u MEMRES_PLUGIN_PATH MEMRES_CUDA_DRIVER=/nonexistent/libcuda.so.1 \
+  "$work/test-counting" || fail "counting from the installed plugin directory"
+pass "counting loaded from $plugindir"
+
+echo
+echo "plugin-template: $passed passed, 0 failed"
