@@ -244,8 +244,13 @@ test_same_process(void)
   memres_buffer_unref(buf);
   g_clear_pointer(&handle, memres_ipc_handle_free);
   g_clear_pointer(&importer, memres_resource_unref);
-  /* The imported pool's fds are gone with it. */
-  g_assert_cmpint(mt_count_open_fds(), ==, fds);
+  /* The imported pool's fds are gone with it. The real driver opens descriptors of its own on
+   * the first import of a process (two more on the H200, kept for the life of the process):
+   * there, flatness is asserted over repeated cycles by /ipc-procs/cycles. */
+  if (mt_driver_is_fake())
+    g_assert_cmpint(mt_count_open_fds(), ==, fds);
+  else
+    g_assert_cmpint(mt_count_open_fds(), <=, fds + 4);
   g_clear_pointer(&exporter, memres_resource_unref);
   mt_assert_fake_counts_equal(&base);
 }

@@ -299,9 +299,11 @@ fk_get_proc_address(const char *symbol, void **pfn, int cudaVersion, cuuint64_t 
           *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
         FK_RETURN(CUDA_SUCCESS);
       }
+  /* The real driver (580, CUDA 13.0) answers an unknown name with CUDA_SUCCESS, a NULL
+   * pointer and the status SYMBOL_NOT_FOUND (seen on the H200 machine). */
   if (symbolStatus)
     *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-  FK_RETURN(CUDA_ERROR_NOT_FOUND);
+  FK_RETURN(CUDA_SUCCESS);
 }
 
 FK_EXPORT CUresult
