@@ -27,6 +27,22 @@ driver_path(void)
   return (path != NULL && path[0] != '\0') ? path : "libcuda.so.1";
 }
 
+/* The CUDA version at which @name is resolved. cuGetProcAddress() returns the newest ABI of a
+ * name up to that version; for the names below CUDA 13.0 introduced a new ABI (a context
+ * argument) while cuda.h keeps declaring the old one under the plain name, so they are asked
+ * for at 12000 to get the ABI the table's type describes. core/cuda-entry-check.c checks every
+ * field against the driver's typedefs at compile time. */
+static int
+entry_version(const char *name)
+{
+  static const char *const pre_13000[] = { "cuCtxGetDevice", "cuCtxSynchronize" };
+
+  for (guint i = 0; i < G_N_ELEMENTS(pre_13000); i++)
+    if (strcmp(name, pre_13000[i]) == 0)
+      return MIN(MEMRES_CUDA_VERSION, 12000);
+  return MEMRES_CUDA_VERSION;
+}
+
 static gboolean
 resolve_entries(gpointer handle, const char *path, GError **error)
 {
@@ -50,12 +66,12 @@ resolve_entries(gpointer handle, const char *path, GError **error)
     if (get_proc_v2 != NULL)                                                                       \
       {                                                                                            \
         CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;                       \
-        res = get_proc_v2(#name, &pfn, MEMRES_CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status); \
+        res = get_proc_v2(#name, &pfn, entry_version(#name), CU_GET_PROC_ADDRESS_DEFAULT, &status); \
         if (status != CU_GET_PROC_ADDRESS_SUCCESS)                                                 \
           pfn = NULL;                                                                              \
       }                                                                                            \
     else                                                                                           \
-      res = get_proc_v1(#name, &pfn, MEMRES_CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT);            \
+      res = get_proc_v1(#name, &pfn, entry_version(#name), CU_GET_PROC_ADDRESS_DEFAULT);            \
     if (res != CUDA_SUCCESS)                                                                       \
       pfn = NULL;                                                                                  \
     driver.name = (__typeof__(driver.name))pfn;                                                    \
