@@ -21,7 +21,8 @@ _memres_buffer_new(MemresResource *mr, const MemresAllocation *alloc, MemresStre
 
   g_atomic_ref_count_init(&buf->ref);
   buf->closed = 0;
-  buf->mr = memres_resource_ref(mr);
+  _memres_resource_add_buffer(mr);
+  buf->mr = mr;
   buf->alloc = *alloc;
   buf->dealloc_stream = stream;
   buf->device = mr->info.device;
@@ -29,7 +30,6 @@ _memres_buffer_new(MemresResource *mr, const MemresAllocation *alloc, MemresStre
   buf->release = NULL;
   buf->release_data = NULL;
   buf->ipc_mapping = NULL;
-  g_atomic_int_inc(&mr->n_buffers);
   return buf;
 }
 
@@ -84,9 +84,8 @@ buffer_release(MemresBuffer *buf, MemresStream stream, GError **error)
         ok = _memres_ipc_release_buffer(buf, stream, error);
       else if (buf->alloc.size > 0 || buf->alloc.address != 0)
         ok = mr->ops->deallocate(mr, &buf->alloc, stream, error);
-      g_atomic_int_add(&mr->n_buffers, -1);
       buf->mr = NULL;
-      memres_resource_unref(mr);
+      _memres_resource_remove_buffer(mr);
     }
   else if (buf->release != NULL)
     {
@@ -118,7 +117,15 @@ memres_buffer_close(MemresBuffer *buf, MemresStream stream, GError **error)
 {
   g_return_val_if_fail(buf != NULL, FALSE);
 
-  if (!g_atomic_int_compare_and_exchange(&buf->closed, 0, 1))
+  /* The only reference: no other thread can close concurrently, so no locked exchange is needed
+   * (the allocate+close pair is the hot path). */
+  if (__atomic_load_n(&buf->ref, __ATOMIC_ACQUIRE) == 1)
+    {
+      if (buf->closed)
+        return TRUE;
+      __atomic_store_n(&buf->closed, 1, __ATOMIC_RELAXED);
+    }
+  else if (!g_atomic_int_compare_and_exchange(&buf->closed, 0, 1))
     return TRUE;
   return buffer_release(buf, stream != NULL ? stream : buf->dealloc_stream, error);
 }

@@ -86,21 +86,6 @@ format_id(const guint8 id[MEMRES_IPC_ID_SIZE])
   return g_string_free(s, FALSE);
 }
 
-/* A new reference on @mr unless its last one is already gone (it is being finalized). */
-static gboolean
-resource_try_ref(MemresResource *mr)
-{
-  gint old;
-
-  do
-    {
-      old = g_atomic_int_get(&mr->ref);
-      if (old <= 0)
-        return FALSE;
-    }
-  while (!g_atomic_int_compare_and_exchange(&mr->ref, old, old + 1));
-  return TRUE;
-}
 
 /* Records @pool_id as the identity of @mr (an exporter learns its own at its first export). */
 static void
@@ -179,7 +164,7 @@ lookup_imported_pool(const MemresIpcHandle *handle, GError **error)
 
   g_mutex_lock(&pools_lock);
   mr = pools ? g_hash_table_lookup(pools, memres_ipc_handle_get_pool_id(handle)) : NULL;
-  if (mr != NULL && !resource_try_ref(mr))
+  if (mr != NULL && !_memres_resource_try_ref(mr))
     mr = NULL; /* being finalized: import anew */
   g_mutex_unlock(&pools_lock);
 

@@ -36,12 +36,14 @@ struct _MemresKind
 
 struct _MemresResource
 {
-  gatomicrefcount ref;
   MemresKind *kind;
   const MemresResourceOps *ops; /* == &kind->ops */
   MemresResourceInfo info; /* from the query slot, read on hot paths */
   char *spec; /* normalized spec, or a description of the import */
-  gint n_buffers; /* atomic */
+  /* Lifetime, in one atomic word so that the allocate/close hot path costs one locked operation
+   * each: the high 32 bits count the references of the application (memres_resource_ref()), the
+   * low 32 bits the open buffers. The instance is finalized when the word drops to 0. */
+  gint64 refs;
   gboolean has_pool_id;
   guint8 pool_id[MEMRES_IPC_ID_SIZE]; /* for imported resources: key of the dedup table */
   gpointer priv; /* instance_size bytes, zero-filled, 16-byte aligned */
@@ -80,6 +82,12 @@ char *_memres_kind_list_option_names (MemresKind *kind);
 
 /* plugins/host/host.c: the embedded host kind's plugin descriptor. */
 const MemresPluginDesc *_memres_host_get_desc (void);
+
+/* resource.c: references held by buffers (see MemresResource.refs) */
+#define MEMRES_RESOURCE_APP_REF ((gint64) 1 << 32)
+void _memres_resource_add_buffer (MemresResource *mr);
+void _memres_resource_remove_buffer (MemresResource *mr);
+gboolean _memres_resource_try_ref (MemresResource *mr);
 
 /* resource.c: create an instance of @kind, through the init slot (@options) or the
  * import_handle slot (@handle, when not NULL). */

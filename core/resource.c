@@ -78,7 +78,7 @@ _memres_resource_new_for_kind(MemresKind *kind, const MemresOptions *options,
     }
   memset(mem, 0, total);
   mr = mem;
-  g_atomic_ref_count_init(&mr->ref);
+  mr->refs = MEMRES_RESOURCE_APP_REF;
   mr->kind = memres_kind_ref(kind);
   mr->ops = &mr->kind->ops;
   mr->priv = kind->instance_size > 0 ? (guint8 *)mem + PRIV_OFFSET : NULL;
@@ -188,8 +188,51 @@ memres_resource_ref(MemresResource *mr)
 {
   g_return_val_if_fail(mr != NULL, NULL);
 
-  g_atomic_ref_count_inc(&mr->ref);
+  __atomic_add_fetch(&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_RELAXED);
   return mr;
+}
+
+static void
+resource_finalize(MemresResource *mr)
+{
+  if (mr->has_pool_id)
+    _memres_ipc_forget_resource(mr);
+  mr->ops->finalize(mr);
+  memres_kind_unref(mr->kind);
+  g_free(mr->spec);
+  free(mr);
+}
+
+/* One more open buffer: the buffer keeps @mr alive. */
+void
+_memres_resource_add_buffer(MemresResource *mr)
+{
+  __atomic_add_fetch(&mr->refs, 1, __ATOMIC_RELAXED);
+}
+
+/* One open buffer fewer; the last reference of any sort finalizes @mr. */
+void
+_memres_resource_remove_buffer(MemresResource *mr)
+{
+  if (__atomic_sub_fetch(&mr->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    resource_finalize(mr);
+}
+
+/* A new application reference on @mr unless it is already being finalized (the IPC import
+ * table finds resources whose last reference may be going away concurrently). */
+gboolean
+_memres_resource_try_ref(MemresResource *mr)
+{
+  gint64 old = __atomic_load_n(&mr->refs, __ATOMIC_RELAXED);
+
+  do
+    {
+      if (old <= 0)
+        return FALSE;
+    }
+  while (!__atomic_compare_exchange_n(&mr->refs, &old, old + MEMRES_RESOURCE_APP_REF, TRUE,
+                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+  return TRUE;
 }
 
 /**
@@ -205,14 +248,8 @@ memres_resource_unref(MemresResource *mr)
 {
   g_return_if_fail(mr != NULL);
 
-  if (!g_atomic_ref_count_dec(&mr->ref))
-    return;
-  if (mr->has_pool_id)
-    _memres_ipc_forget_resource(mr);
-  mr->ops->finalize(mr);
-  memres_kind_unref(mr->kind);
-  g_free(mr->spec);
-  free(mr);
+  if (__atomic_sub_fetch(&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_ACQ_REL) == 0)
+    resource_finalize(mr);
 }
 
 /**
@@ -353,7 +390,7 @@ memres_resource_get_stats(MemresResource *mr, MemresStats *stats, GError **error
     return not_supported(mr, "statistics", error);
   if (!slot_result(mr, "get_stats", mr->ops->get_stats(mr, &s, &local), &local, error))
     return FALSE;
-  s.n_buffers = (guint64)MAX(g_atomic_int_get(&mr->n_buffers), 0);
+  s.n_buffers = (guint64)(__atomic_load_n(&mr->refs, __ATOMIC_RELAXED) & 0xffffffff);
   *stats = s;
   return TRUE;
 }
