@@ -558,7 +558,8 @@ test_cycles(void)
       g_assert_no_error(error);
       g_assert_true(memres_buffer_fill(buf, (guint32)i, 4, NULL, &error));
       sync_ok();
-      g_assert_true(memres_buffer_export(buf, &desc, &error));
+      if (!memres_buffer_export(buf, &desc, &error))
+        g_error("cycle %d: %s", i, error->message);
       send_msg(c.sock, OP_CYCLE, 0, 0, NULL);
       send_pool(&c, mr);
       send_msg(c.sock, OP_IMPORT, (guint32)i, 4096, &desc);

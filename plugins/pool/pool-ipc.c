@@ -96,12 +96,14 @@ memres_pool_export_handle(MemresPool *pool, const char *kind, MemresIpcHandle **
   return TRUE;
 }
 
-/* The driver refuses an fd that is not a pool's shareable handle with one of these. */
+/* The driver refuses an fd that is not a pool's shareable handle with one of these; the real
+ * driver (580 on the H200) answers an ordinary memfd with CUDA_ERROR_UNKNOWN. */
 static gboolean
 is_not_a_pool_handle(CUresult r)
 {
   return r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_INVALID_HANDLE
-         || r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_DEVICE;
+         || r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_DEVICE
+         || r == CUDA_ERROR_UNKNOWN;
 }
 
 /**

@@ -993,8 +993,12 @@ fk_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
   FK_ENTER(cuMemPoolImportFromShareableHandle);
   if (pool_out == NULL || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
     FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  if (fd < 0 || fstat(fd, &st) != 0 || !fk_parse_pool_fd(fd, identity, &device, &props.location))
+  if (fd < 0 || fstat(fd, &st) != 0)
     FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+  /* An fd that is no pool's shareable handle: the real driver (580, H200) answers
+   * CUDA_ERROR_UNKNOWN. */
+  if (!fk_parse_pool_fd(fd, identity, &device, &props.location))
+    FK_RETURN(CUDA_ERROR_UNKNOWN);
   own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (own < 0)
     FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
