@@ -8,7 +8,7 @@
 
 #include "testutil.h"
 
-#define KiB ((gsize)1024)
+#define KiB ((gsize) 1024)
 #define MiB (1024 * KiB)
 
 /* Byte offsets in a descriptor (memres-private.h documents the layout). */
@@ -16,64 +16,64 @@
 #define OFF_SIZE   80
 
 static void
-begin(FakeCudaCounts *base)
+begin (FakeCudaCounts *base)
 {
-  memset(base, 0, sizeof *base);
-  if (mt_driver_is_fake())
-    mt_fake_get_counts(base);
+  memset (base, 0, sizeof *base);
+  if (mt_driver_is_fake ())
+    mt_fake_get_counts (base);
 }
 
 static MemresResource *
-new_mr(const char *spec)
+new_mr (const char *spec)
 {
   GError *error = NULL;
-  MemresResource *mr = memres_resource_new(spec, &error);
+  MemresResource *mr = memres_resource_new (spec, &error);
 
-  g_assert_no_error(error);
-  g_assert_nonnull(mr);
+  g_assert_no_error (error);
+  g_assert_nonnull (mr);
   return mr;
 }
 
 static void
-sync_ok(void)
+sync_ok (void)
 {
   GError *error = NULL;
 
-  g_assert_true(memres_stream_synchronize(NULL, &error));
-  g_assert_no_error(error);
+  g_assert_true (memres_stream_synchronize (NULL, &error));
+  g_assert_no_error (error);
 }
 
 static MemresBuffer *
-alloc_pattern(MemresResource *mr, gsize size, guint32 seed)
+alloc_pattern (MemresResource *mr, gsize size, guint32 seed)
 {
-  g_autofree guint8 *host = g_malloc(size);
+  g_autofree guint8 *host = g_malloc (size);
   GError *error = NULL;
-  MemresBuffer *buf = memres_resource_allocate(mr, size, NULL, &error);
+  MemresBuffer *buf = memres_resource_allocate (mr, size, NULL, &error);
 
-  g_assert_no_error(error);
-  mt_fill_pattern(host, size, seed);
-  g_assert_true(memres_buffer_write(buf, 0, host, size, NULL, &error));
-  g_assert_no_error(error);
-  sync_ok();
+  g_assert_no_error (error);
+  mt_fill_pattern (host, size, seed);
+  g_assert_true (memres_buffer_write (buf, 0, host, size, NULL, &error));
+  g_assert_no_error (error);
+  sync_ok ();
   return buf;
 }
 
 static void
-assert_buffer_pattern(MemresBuffer *buf, gsize offset, gsize size, guint32 seed, gsize seed_offset)
+assert_buffer_pattern (MemresBuffer *buf, gsize offset, gsize size, guint32 seed, gsize seed_offset)
 {
-  g_autofree guint8 *host = g_malloc(size);
-  g_autofree guint8 *want = g_malloc(seed_offset + size);
+  g_autofree guint8 *host = g_malloc (size);
+  g_autofree guint8 *want = g_malloc (seed_offset + size);
   GError *error = NULL;
 
-  g_assert_true(memres_buffer_read(buf, offset, host, size, NULL, &error));
-  g_assert_no_error(error);
-  sync_ok();
-  mt_fill_pattern(want, seed_offset + size, seed);
-  g_assert_cmpmem(host, size, want + seed_offset, size);
+  g_assert_true (memres_buffer_read (buf, offset, host, size, NULL, &error));
+  g_assert_no_error (error);
+  sync_ok ();
+  mt_fill_pattern (want, seed_offset + size, seed);
+  g_assert_cmpmem (host, size, want + seed_offset, size);
 }
 
 static void
-put_u64(guint8 *p, guint64 v)
+put_u64 (guint8 *p, guint64 v)
 {
   for (int i = 0; i < 8; i++)
     p[i] = (v >> (8 * i)) & 0xff;
@@ -82,110 +82,110 @@ put_u64(guint8 *p, guint64 v)
 /* The exporter's handle imported back into this process, or NULL (test skipped) when the real
  * driver refuses to import a pool into the process that created it. */
 static MemresResource *
-import_own(MemresResource *exporter)
+import_own (MemresResource *exporter)
 {
-  g_autoptr(MemresIpcHandle) handle = NULL;
+  g_autoptr (MemresIpcHandle) handle = NULL;
   GError *error = NULL;
   MemresResource *importer;
 
-  handle = memres_resource_export_handle(exporter, &error);
-  g_assert_no_error(error);
-  importer = memres_resource_import_handle(handle, &error);
-  if (importer == NULL && !mt_driver_is_fake() && error->domain == MEMRES_CUDA_ERROR)
+  handle = memres_resource_export_handle (exporter, &error);
+  g_assert_no_error (error);
+  importer = memres_resource_import_handle (handle, &error);
+  if (importer == NULL && !mt_driver_is_fake () && error->domain == MEMRES_CUDA_ERROR)
     {
-      g_test_skip_printf("the driver does not import a pool into its own process: %s",
-                         error->message);
-      g_clear_error(&error);
+      g_test_skip_printf ("the driver does not import a pool into its own process: %s",
+                          error->message);
+      g_clear_error (&error);
       return NULL;
     }
-  g_assert_no_error(error);
-  g_assert_true(importer != exporter);
+  g_assert_no_error (error);
+  g_assert_true (importer != exporter);
   return importer;
 }
 
 static void
-test_create(void)
+test_create (void)
 {
-  g_autoptr(MemresResource) mr = NULL;
+  g_autoptr (MemresResource) mr = NULL;
   FakeCudaCounts base;
   MemresBuffer *buf;
   MemresStats stats;
   GError *error = NULL;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  begin(&base);
-  mr = new_mr("ipc:device=0,max_size=64MiB,release_threshold=1MiB");
-  g_assert_cmpint(memres_resource_get_device(mr), ==, 0);
-  g_assert_cmpint(memres_resource_get_flags(mr), ==,
-                  MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED
-                      | MEMRES_MEMORY_IPC_ENABLED);
-  buf = alloc_pattern(mr, 1 * MiB, 3);
-  assert_buffer_pattern(buf, 0, 1 * MiB, 3, 0);
-  g_assert_true(memres_resource_get_stats(mr, &stats, &error));
-  g_assert_no_error(error);
-  g_assert_cmpuint(stats.used_current, >=, 1 * MiB);
-  g_assert_cmpuint(stats.n_buffers, ==, 1);
-  g_assert_true(memres_buffer_close(buf, NULL, &error));
-  g_assert_no_error(error);
-  memres_buffer_unref(buf);
-  g_clear_pointer(&mr, memres_resource_unref);
-  mt_assert_fake_counts_equal(&base);
+  begin (&base);
+  mr = new_mr ("ipc:device=0,max_size=64MiB,release_threshold=1MiB");
+  g_assert_cmpint (memres_resource_get_device (mr), ==, 0);
+  g_assert_cmpint (memres_resource_get_flags (mr), ==,
+                   MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED
+                       | MEMRES_MEMORY_IPC_ENABLED);
+  buf = alloc_pattern (mr, 1 * MiB, 3);
+  assert_buffer_pattern (buf, 0, 1 * MiB, 3, 0);
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (stats.used_current, >=, 1 * MiB);
+  g_assert_cmpuint (stats.n_buffers, ==, 1);
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  g_assert_no_error (error);
+  memres_buffer_unref (buf);
+  g_clear_pointer (&mr, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_options(void)
+test_options (void)
 {
   GError *error = NULL;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  g_assert_null(memres_resource_new("ipc:device=0,pool=new", &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
-  g_assert_null(memres_resource_new("ipc:device=0,max_size=0", &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
-  g_assert_null(memres_resource_new("ipc:device=4096", &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
-  g_clear_error(&error);
+  g_assert_null (memres_resource_new ("ipc:device=0,pool=new", &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (memres_resource_new ("ipc:device=0,max_size=0", &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (memres_resource_new ("ipc:device=4096", &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+  g_clear_error (&error);
 }
 
 /* A device without POSIX-fd pool handles cannot make an ipc pool (fake: attribute set to 0). */
 static void
-test_no_posix_fd_support(void)
+test_no_posix_fd_support (void)
 {
   FakeCudaCounts base;
   GError *error = NULL;
 
-  if (!mt_driver_is_fake())
+  if (!mt_driver_is_fake ())
     {
-      g_test_skip("needs the fake driver to hide POSIX file descriptor support");
+      g_test_skip ("needs the fake driver to hide POSIX file descriptor support");
       return;
     }
-  begin(&base);
-  mt_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0);
-  g_assert_null(memres_resource_new("ipc", &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_clear_error(&error);
-  mt_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
-                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-  mt_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
-  g_assert_null(memres_resource_new("ipc", &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_clear_error(&error);
-  mt_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1);
-  mt_assert_fake_counts_equal(&base);
+  begin (&base);
+  mt_fake_set_attribute (0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0);
+  g_assert_null (memres_resource_new ("ipc", &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  mt_fake_set_attribute (0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+                         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  mt_fake_set_attribute (0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
+  g_assert_null (memres_resource_new ("ipc", &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  mt_fake_set_attribute (0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1);
+  mt_assert_fake_counts_equal (&base);
 }
 
 /* Export and import within one process: the import is a separate resource that maps the same
  * memory; writes through one are read through the other. */
 static void
-test_same_process(void)
+test_same_process (void)
 {
-  g_autoptr(MemresResource) exporter = NULL;
-  g_autoptr(MemresResource) importer = NULL;
-  g_autoptr(MemresIpcHandle) handle = NULL;
+  g_autoptr (MemresResource) exporter = NULL;
+  g_autoptr (MemresResource) importer = NULL;
+  g_autoptr (MemresIpcHandle) handle = NULL;
   MemresBufferDescriptor desc;
   MemresBuffer *buf, *imported;
   MemresResource *again;
@@ -193,106 +193,106 @@ test_same_process(void)
   GError *error = NULL;
   int fds;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  begin(&base);
-  exporter = new_mr("ipc");
-  fds = mt_count_open_fds();
-  importer = import_own(exporter);
+  begin (&base);
+  exporter = new_mr ("ipc");
+  fds = mt_count_open_fds ();
+  importer = import_own (exporter);
   if (importer == NULL)
     return;
-  g_assert_true(memres_resource_get_flags(importer) & MEMRES_MEMORY_IMPORTED);
-  g_assert_true(memres_resource_get_flags(importer) & MEMRES_MEMORY_IPC_ENABLED);
-  g_assert_cmpint(memres_resource_get_device(importer), ==, 0);
-  g_assert_cmpstr(memres_resource_get_kind_name(importer), ==, "ipc");
+  g_assert_true (memres_resource_get_flags (importer) & MEMRES_MEMORY_IMPORTED);
+  g_assert_true (memres_resource_get_flags (importer) & MEMRES_MEMORY_IPC_ENABLED);
+  g_assert_cmpint (memres_resource_get_device (importer), ==, 0);
+  g_assert_cmpstr (memres_resource_get_kind_name (importer), ==, "ipc");
 
   /* Same pool again: the same resource. */
-  handle = memres_resource_export_handle(exporter, &error);
-  g_assert_no_error(error);
-  again = memres_resource_import_handle(handle, &error);
-  g_assert_no_error(error);
-  g_assert_true(again == importer);
-  memres_resource_unref(again);
+  handle = memres_resource_export_handle (exporter, &error);
+  g_assert_no_error (error);
+  again = memres_resource_import_handle (handle, &error);
+  g_assert_no_error (error);
+  g_assert_true (again == importer);
+  memres_resource_unref (again);
 
-  buf = alloc_pattern(exporter, 256 * KiB, 11);
-  g_assert_true(memres_buffer_export(buf, &desc, &error));
-  g_assert_no_error(error);
-  imported = memres_buffer_import(importer, desc.bytes, sizeof desc.bytes, NULL, &error);
-  g_assert_no_error(error);
-  g_assert_cmpuint(memres_buffer_get_size(imported), ==, 256 * KiB);
-  g_assert_true(memres_buffer_get_flags(imported) & MEMRES_MEMORY_IMPORTED);
-  g_assert_true(memres_buffer_get_resource(imported) == importer);
-  assert_buffer_pattern(imported, 0, 256 * KiB, 11, 0);
+  buf = alloc_pattern (exporter, 256 * KiB, 11);
+  g_assert_true (memres_buffer_export (buf, &desc, &error));
+  g_assert_no_error (error);
+  imported = memres_buffer_import (importer, desc.bytes, sizeof desc.bytes, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (memres_buffer_get_size (imported), ==, 256 * KiB);
+  g_assert_true (memres_buffer_get_flags (imported) & MEMRES_MEMORY_IMPORTED);
+  g_assert_true (memres_buffer_get_resource (imported) == importer);
+  assert_buffer_pattern (imported, 0, 256 * KiB, 11, 0);
 
   /* Importer writes, exporter reads. */
-  g_assert_true(memres_buffer_fill(imported, 0xabcd1234, 4, NULL, &error));
-  g_assert_no_error(error);
-  sync_ok();
+  g_assert_true (memres_buffer_fill (imported, 0xabcd1234, 4, NULL, &error));
+  g_assert_no_error (error);
+  sync_ok ();
   {
     guint32 words[4];
-    g_assert_true(memres_buffer_read(buf, 64 * KiB, words, sizeof words, NULL, &error));
-    sync_ok();
+    g_assert_true (memres_buffer_read (buf, 64 * KiB, words, sizeof words, NULL, &error));
+    sync_ok ();
     for (int i = 0; i < 4; i++)
-      g_assert_cmphex(words[i], ==, 0xabcd1234);
+      g_assert_cmphex (words[i], ==, 0xabcd1234);
   }
 
   /* The importer's buffer goes first (the driver's rule), then the exporter's. */
-  g_assert_true(memres_buffer_close(imported, NULL, &error));
-  g_assert_no_error(error);
-  memres_buffer_unref(imported);
-  g_assert_true(memres_buffer_close(buf, NULL, &error));
-  memres_buffer_unref(buf);
-  g_clear_pointer(&handle, memres_ipc_handle_free);
-  g_clear_pointer(&importer, memres_resource_unref);
+  g_assert_true (memres_buffer_close (imported, NULL, &error));
+  g_assert_no_error (error);
+  memres_buffer_unref (imported);
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  memres_buffer_unref (buf);
+  g_clear_pointer (&handle, memres_ipc_handle_free);
+  g_clear_pointer (&importer, memres_resource_unref);
   /* The imported pool's fds are gone with it. The real driver opens descriptors of its own on
    * the first import of a process (two more on the H200, kept for the life of the process):
    * there, flatness is asserted over repeated cycles by /ipc-procs/cycles. */
-  if (mt_driver_is_fake())
-    g_assert_cmpint(mt_count_open_fds(), ==, fds);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_count_open_fds (), ==, fds);
   else
-    g_assert_cmpint(mt_count_open_fds(), <=, fds + 4);
-  g_clear_pointer(&exporter, memres_resource_unref);
-  mt_assert_fake_counts_equal(&base);
+    g_assert_cmpint (mt_count_open_fds (), <=, fds + 4);
+  g_clear_pointer (&exporter, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_imported_cannot_allocate(void)
+test_imported_cannot_allocate (void)
 {
-  g_autoptr(MemresResource) exporter = NULL;
-  g_autoptr(MemresResource) importer = NULL;
-  g_autoptr(MemresBuffer) empty = NULL;
+  g_autoptr (MemresResource) exporter = NULL;
+  g_autoptr (MemresResource) importer = NULL;
+  g_autoptr (MemresBuffer) empty = NULL;
   GError *error = NULL;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  exporter = new_mr("ipc");
-  importer = import_own(exporter);
+  exporter = new_mr ("ipc");
+  importer = import_own (exporter);
   if (importer == NULL)
     return;
-  g_assert_null(memres_resource_allocate(importer, 4096, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_clear_error(&error);
+  g_assert_null (memres_resource_allocate (importer, 4096, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
   /* Zero bytes are the core's business, the same for every kind. */
-  empty = memres_resource_allocate(importer, 0, NULL, &error);
-  g_assert_no_error(error);
-  g_assert_cmpuint(memres_buffer_get_size(empty), ==, 0);
+  empty = memres_resource_allocate (importer, 0, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (memres_buffer_get_size (empty), ==, 0);
   /* The exporter cannot import its own buffers (it has them). */
   {
-    g_autoptr(MemresBuffer) buf = alloc_pattern(exporter, 4096, 1);
+    g_autoptr (MemresBuffer) buf = alloc_pattern (exporter, 4096, 1);
     MemresBufferDescriptor desc;
-    g_assert_true(memres_buffer_export(buf, &desc, &error));
-    g_assert_null(memres_buffer_import(exporter, desc.bytes, sizeof desc.bytes, NULL, &error));
-    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-    g_clear_error(&error);
+    g_assert_true (memres_buffer_export (buf, &desc, &error));
+    g_assert_null (memres_buffer_import (exporter, desc.bytes, sizeof desc.bytes, NULL, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+    g_clear_error (&error);
   }
 }
 
 /* Pools that are not shareable, and fds that are not pool handles: NOT_SUPPORTED, no crash,
  * no leak. */
 static void
-test_non_ipc_handle(void)
+test_non_ipc_handle (void)
 {
-  g_autoptr(MemresResource) dmr = NULL;
+  g_autoptr (MemresResource) dmr = NULL;
   FakeCudaCounts base;
   MemresIpcHandle *handle;
   GError *error = NULL;
@@ -300,202 +300,204 @@ test_non_ipc_handle(void)
   guint8 uuid[MEMRES_IPC_ID_SIZE];
   int fds;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  begin(&base);
-  g_assert_true(memres_cuda_get_device_uuid(0, uuid, &error));
-  g_assert_no_error(error);
-  dmr = new_mr("dmr:device=0,pool=new");
-  g_assert_null(memres_resource_export_handle(dmr, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_clear_error(&error);
-  fds = mt_count_open_fds();
+  begin (&base);
+  g_assert_true (memres_cuda_get_device_uuid (0, uuid, &error));
+  g_assert_no_error (error);
+  dmr = new_mr ("dmr:device=0,pool=new");
+  g_assert_null (memres_resource_export_handle (dmr, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  fds = mt_count_open_fds ();
 
   /* A handle that claims kind dmr: that kind cannot import. */
-  handle = memres_ipc_handle_new("dmr", memfd_create("not-a-pool", MFD_CLOEXEC), id, uuid, &error);
-  g_assert_no_error(error);
-  g_assert_null(memres_resource_import_handle(handle, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_clear_error(&error);
-  memres_ipc_handle_free(handle);
+  handle
+      = memres_ipc_handle_new ("dmr", memfd_create ("not-a-pool", MFD_CLOEXEC), id, uuid, &error);
+  g_assert_no_error (error);
+  g_assert_null (memres_resource_import_handle (handle, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  memres_ipc_handle_free (handle);
 
   /* Kind ipc, but the fd is no pool's. */
-  handle = memres_ipc_handle_new("ipc", memfd_create("not-a-pool", MFD_CLOEXEC), id, uuid, &error);
-  g_assert_no_error(error);
-  g_assert_null(memres_resource_import_handle(handle, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_test_message("refused: %s", error->message);
-  g_clear_error(&error);
-  memres_ipc_handle_free(handle);
+  handle
+      = memres_ipc_handle_new ("ipc", memfd_create ("not-a-pool", MFD_CLOEXEC), id, uuid, &error);
+  g_assert_no_error (error);
+  g_assert_null (memres_resource_import_handle (handle, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_test_message ("refused: %s", error->message);
+  g_clear_error (&error);
+  memres_ipc_handle_free (handle);
 
   /* A kind nobody provides. */
-  handle = memres_ipc_handle_new("nosuchkind", memfd_create("x", MFD_CLOEXEC), id, uuid, &error);
-  g_assert_null(memres_resource_import_handle(handle, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
-  g_clear_error(&error);
-  memres_ipc_handle_free(handle);
+  handle = memres_ipc_handle_new ("nosuchkind", memfd_create ("x", MFD_CLOEXEC), id, uuid, &error);
+  g_assert_null (memres_resource_import_handle (handle, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  memres_ipc_handle_free (handle);
 
   /* A device UUID no device here has. */
   {
-    g_autoptr(MemresResource) exporter = new_mr("ipc");
-    g_autoptr(MemresIpcHandle) good = memres_resource_export_handle(exporter, &error);
+    g_autoptr (MemresResource) exporter = new_mr ("ipc");
+    g_autoptr (MemresIpcHandle) good = memres_resource_export_handle (exporter, &error);
     guint8 bad_uuid[MEMRES_IPC_ID_SIZE];
-    int fd = fcntl(memres_ipc_handle_get_fd(good), F_DUPFD_CLOEXEC, 0);
-    memset(bad_uuid, 0x5a, sizeof bad_uuid);
+    int fd = fcntl (memres_ipc_handle_get_fd (good), F_DUPFD_CLOEXEC, 0);
+    memset (bad_uuid, 0x5a, sizeof bad_uuid);
     handle
-        = memres_ipc_handle_new("ipc", fd, memres_ipc_handle_get_pool_id(good), bad_uuid, &error);
-    g_assert_no_error(error);
-    g_assert_null(memres_resource_import_handle(handle, &error));
-    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_WRONG_DEVICE);
-    g_clear_error(&error);
-    memres_ipc_handle_free(handle);
+        = memres_ipc_handle_new ("ipc", fd, memres_ipc_handle_get_pool_id (good), bad_uuid, &error);
+    g_assert_no_error (error);
+    g_assert_null (memres_resource_import_handle (handle, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_WRONG_DEVICE);
+    g_clear_error (&error);
+    memres_ipc_handle_free (handle);
   }
 
-  g_assert_cmpint(mt_count_open_fds(), ==, fds);
-  g_clear_pointer(&dmr, memres_resource_unref);
-  mt_assert_fake_counts_equal(&base);
+  g_assert_cmpint (mt_count_open_fds (), ==, fds);
+  g_clear_pointer (&dmr, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
 }
 
 /* Bad descriptors are refused before any driver call. */
 static void
-test_validation_before_driver(void)
+test_validation_before_driver (void)
 {
-  g_autoptr(MemresResource) exporter = NULL;
-  g_autoptr(MemresResource) importer = NULL;
-  g_autoptr(MemresBuffer) buf = NULL;
+  g_autoptr (MemresResource) exporter = NULL;
+  g_autoptr (MemresResource) importer = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
   MemresBufferDescriptor desc, bad;
   GError *error = NULL;
   long imports, ranges;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  exporter = new_mr("ipc");
-  importer = import_own(exporter);
+  exporter = new_mr ("ipc");
+  importer = import_own (exporter);
   if (importer == NULL)
     return;
-  buf = alloc_pattern(exporter, 64 * KiB, 5);
-  g_assert_true(memres_buffer_export(buf, &desc, &error));
-  g_assert_no_error(error);
+  buf = alloc_pattern (exporter, 64 * KiB, 5);
+  g_assert_true (memres_buffer_export (buf, &desc, &error));
+  g_assert_no_error (error);
 
-  imports = mt_driver_is_fake() ? mt_fake_call_count("cuMemPoolImportPointer") : 0;
-  ranges = mt_driver_is_fake() ? mt_fake_call_count("cuPointerGetAttribute") : 0;
+  imports = mt_driver_is_fake () ? mt_fake_call_count ("cuMemPoolImportPointer") : 0;
+  ranges = mt_driver_is_fake () ? mt_fake_call_count ("cuPointerGetAttribute") : 0;
 
-  g_assert_null(memres_buffer_import(importer, desc.bytes, 159, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  g_clear_error(&error);
+  g_assert_null (memres_buffer_import (importer, desc.bytes, 159, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_clear_error (&error);
   bad = desc;
   bad.bytes[0] ^= 1;
-  g_assert_null(memres_buffer_import(importer, bad.bytes, sizeof bad.bytes, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  g_clear_error(&error);
+  g_assert_null (memres_buffer_import (importer, bad.bytes, sizeof bad.bytes, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_clear_error (&error);
   bad = desc;
-  put_u64(bad.bytes + OFF_SIZE, 0);
-  g_assert_null(memres_buffer_import(importer, bad.bytes, sizeof bad.bytes, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  g_clear_error(&error);
+  put_u64 (bad.bytes + OFF_SIZE, 0);
+  g_assert_null (memres_buffer_import (importer, bad.bytes, sizeof bad.bytes, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_clear_error (&error);
   bad = desc;
-  put_u64(bad.bytes + OFF_OFFSET, G_MAXUINT64);
-  g_assert_null(memres_buffer_import(importer, bad.bytes, sizeof bad.bytes, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  g_clear_error(&error);
+  put_u64 (bad.bytes + OFF_OFFSET, G_MAXUINT64);
+  g_assert_null (memres_buffer_import (importer, bad.bytes, sizeof bad.bytes, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_clear_error (&error);
   bad = desc;
   bad.bytes[40] ^= 0xff; /* pool identity */
-  g_assert_null(memres_buffer_import(importer, bad.bytes, sizeof bad.bytes, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  g_clear_error(&error);
+  g_assert_null (memres_buffer_import (importer, bad.bytes, sizeof bad.bytes, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_clear_error (&error);
 
-  if (mt_driver_is_fake())
+  if (mt_driver_is_fake ())
     {
-      g_assert_cmpint(mt_fake_call_count("cuMemPoolImportPointer"), ==, imports);
-      g_assert_cmpint(mt_fake_call_count("cuPointerGetAttribute"), ==, ranges);
+      g_assert_cmpint (mt_fake_call_count ("cuMemPoolImportPointer"), ==, imports);
+      g_assert_cmpint (mt_fake_call_count ("cuPointerGetAttribute"), ==, ranges);
     }
 }
 
 /* A descriptor claiming more bytes than were exported is refused and unmapped again. */
 static void
-test_size_lying(void)
+test_size_lying (void)
 {
-  g_autoptr(MemresResource) exporter = NULL;
-  g_autoptr(MemresResource) importer = NULL;
-  g_autoptr(MemresBuffer) buf = NULL;
+  g_autoptr (MemresResource) exporter = NULL;
+  g_autoptr (MemresResource) importer = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
   MemresBufferDescriptor desc, bad;
   FakeCudaCounts base;
   GError *error = NULL;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  exporter = new_mr("ipc");
-  importer = import_own(exporter);
+  exporter = new_mr ("ipc");
+  importer = import_own (exporter);
   if (importer == NULL)
     return;
-  buf = alloc_pattern(exporter, 64 * KiB, 5);
-  g_assert_true(memres_buffer_export(buf, &desc, &error));
-  g_assert_no_error(error);
-  begin(&base);
+  buf = alloc_pattern (exporter, 64 * KiB, 5);
+  g_assert_true (memres_buffer_export (buf, &desc, &error));
+  g_assert_no_error (error);
+  begin (&base);
 
   bad = desc;
-  put_u64(bad.bytes + OFF_SIZE, 1024 * MiB);
-  g_assert_null(memres_buffer_import(importer, bad.bytes, sizeof bad.bytes, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  g_test_message("refused: %s", error->message);
-  g_clear_error(&error);
-  sync_ok();
-  mt_assert_fake_counts_equal(&base);
+  put_u64 (bad.bytes + OFF_SIZE, 1024 * MiB);
+  g_assert_null (memres_buffer_import (importer, bad.bytes, sizeof bad.bytes, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_test_message ("refused: %s", error->message);
+  g_clear_error (&error);
+  sync_ok ();
+  mt_assert_fake_counts_equal (&base);
 
   /* A part of the buffer is fine. */
   {
-    g_autoptr(MemresBuffer) part = NULL;
+    g_autoptr (MemresBuffer) part = NULL;
     bad = desc;
-    put_u64(bad.bytes + OFF_OFFSET, 4 * KiB);
-    put_u64(bad.bytes + OFF_SIZE, 8 * KiB);
-    part = memres_buffer_import(importer, bad.bytes, sizeof bad.bytes, NULL, &error);
-    g_assert_no_error(error);
-    g_assert_cmpuint(memres_buffer_get_size(part), ==, 8 * KiB);
-    assert_buffer_pattern(part, 0, 8 * KiB, 5, 4 * KiB);
+    put_u64 (bad.bytes + OFF_OFFSET, 4 * KiB);
+    put_u64 (bad.bytes + OFF_SIZE, 8 * KiB);
+    part = memres_buffer_import (importer, bad.bytes, sizeof bad.bytes, NULL, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (memres_buffer_get_size (part), ==, 8 * KiB);
+    assert_buffer_pattern (part, 0, 8 * KiB, 5, 4 * KiB);
   }
 }
 
 /* Two imports of one buffer share one mapping: closing one leaves the other usable. */
 static void
-test_dedup(void)
+test_dedup (void)
 {
-  g_autoptr(MemresResource) exporter = NULL;
-  g_autoptr(MemresResource) importer = NULL;
-  g_autoptr(MemresBuffer) buf = NULL;
+  g_autoptr (MemresResource) exporter = NULL;
+  g_autoptr (MemresResource) importer = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
   MemresBufferDescriptor desc;
   MemresBuffer *a, *b;
   FakeCudaCounts base;
   GError *error = NULL;
   long imports;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  exporter = new_mr("ipc");
-  importer = import_own(exporter);
+  exporter = new_mr ("ipc");
+  importer = import_own (exporter);
   if (importer == NULL)
     return;
-  buf = alloc_pattern(exporter, 128 * KiB, 9);
-  g_assert_true(memres_buffer_export(buf, &desc, &error));
-  begin(&base);
-  imports = mt_driver_is_fake() ? mt_fake_call_count("cuMemPoolImportPointer") : 0;
+  buf = alloc_pattern (exporter, 128 * KiB, 9);
+  g_assert_true (memres_buffer_export (buf, &desc, &error));
+  begin (&base);
+  imports = mt_driver_is_fake () ? mt_fake_call_count ("cuMemPoolImportPointer") : 0;
 
-  a = memres_buffer_import(importer, desc.bytes, sizeof desc.bytes, NULL, &error);
-  g_assert_no_error(error);
-  b = memres_buffer_import(importer, desc.bytes, sizeof desc.bytes, NULL, &error);
-  g_assert_no_error(error);
-  g_assert_true(a != b);
+  a = memres_buffer_import (importer, desc.bytes, sizeof desc.bytes, NULL, &error);
+  g_assert_no_error (error);
+  b = memres_buffer_import (importer, desc.bytes, sizeof desc.bytes, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (a != b);
   /* One mapping: the driver saw one import (real drivers unmap both on the first free). */
-  if (mt_driver_is_fake())
-    g_assert_cmpint(mt_fake_call_count("cuMemPoolImportPointer"), ==, imports + 1);
-  g_assert_cmphex(memres_buffer_get_address(a), ==, memres_buffer_get_address(b));
-  g_assert_true(memres_buffer_close(a, NULL, &error));
-  g_assert_no_error(error);
-  sync_ok();
-  assert_buffer_pattern(b, 0, 128 * KiB, 9, 0);
-  memres_buffer_unref(a);
-  memres_buffer_unref(b);
-  sync_ok();
-  mt_assert_fake_counts_equal(&base);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuMemPoolImportPointer"), ==, imports + 1);
+  g_assert_cmphex (memres_buffer_get_address (a), ==, memres_buffer_get_address (b));
+  g_assert_true (memres_buffer_close (a, NULL, &error));
+  g_assert_no_error (error);
+  sync_ok ();
+  assert_buffer_pattern (b, 0, 128 * KiB, 9, 0);
+  memres_buffer_unref (a);
+  memres_buffer_unref (b);
+  sync_ok ();
+  mt_assert_fake_counts_equal (&base);
 }
 
 typedef struct
@@ -506,101 +508,101 @@ typedef struct
 } ThreadData;
 
 static gpointer
-import_thread(gpointer data)
+import_thread (gpointer data)
 {
   ThreadData *t = data;
 
   for (int i = 0; i < 200 && t->error == NULL; i++)
     {
-      MemresBuffer *buf = memres_buffer_import(t->importer, t->desc->bytes, sizeof t->desc->bytes,
-                                               NULL, &t->error);
+      MemresBuffer *buf = memres_buffer_import (t->importer, t->desc->bytes, sizeof t->desc->bytes,
+                                                NULL, &t->error);
       if (buf == NULL)
         break;
-      memres_buffer_unref(buf);
+      memres_buffer_unref (buf);
     }
   return NULL;
 }
 
 /* Four threads importing one descriptor: no deadlock, no leak. */
 static void
-test_threads(void)
+test_threads (void)
 {
-  g_autoptr(MemresResource) exporter = NULL;
-  g_autoptr(MemresResource) importer = NULL;
-  g_autoptr(MemresBuffer) buf = NULL;
+  g_autoptr (MemresResource) exporter = NULL;
+  g_autoptr (MemresResource) importer = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
   MemresBufferDescriptor desc;
   FakeCudaCounts base;
   GThread *threads[4];
   ThreadData t[4];
   GError *error = NULL;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  exporter = new_mr("ipc");
-  importer = import_own(exporter);
+  exporter = new_mr ("ipc");
+  importer = import_own (exporter);
   if (importer == NULL)
     return;
-  buf = alloc_pattern(exporter, 4 * KiB, 2);
-  g_assert_true(memres_buffer_export(buf, &desc, &error));
-  begin(&base);
+  buf = alloc_pattern (exporter, 4 * KiB, 2);
+  g_assert_true (memres_buffer_export (buf, &desc, &error));
+  begin (&base);
   for (int i = 0; i < 4; i++)
     {
       t[i] = (ThreadData){ importer, &desc, NULL };
-      threads[i] = g_thread_new("import", import_thread, &t[i]);
+      threads[i] = g_thread_new ("import", import_thread, &t[i]);
     }
   for (int i = 0; i < 4; i++)
     {
-      g_thread_join(threads[i]);
-      g_assert_no_error(t[i].error);
+      g_thread_join (threads[i]);
+      g_assert_no_error (t[i].error);
     }
-  sync_ok();
-  mt_assert_fake_counts_equal(&base);
+  sync_ok ();
+  mt_assert_fake_counts_equal (&base);
 }
 
 /* Repeated export/import in one process keeps fds and driver objects flat. */
 static void
-test_cycles_flat(void)
+test_cycles_flat (void)
 {
-  g_autoptr(MemresResource) exporter = NULL;
+  g_autoptr (MemresResource) exporter = NULL;
   FakeCudaCounts base;
   GError *error = NULL;
   int fds;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  exporter = new_mr("ipc");
-  begin(&base);
-  fds = mt_count_open_fds();
+  exporter = new_mr ("ipc");
+  begin (&base);
+  fds = mt_count_open_fds ();
   for (int i = 0; i < 1000; i++)
     {
-      MemresIpcHandle *handle = memres_resource_export_handle(exporter, &error);
+      MemresIpcHandle *handle = memres_resource_export_handle (exporter, &error);
       MemresResource *importer;
       MemresBuffer *buf, *imported;
       MemresBufferDescriptor desc;
 
-      g_assert_no_error(error);
-      importer = memres_resource_import_handle(handle, &error);
-      if (importer == NULL && !mt_driver_is_fake())
+      g_assert_no_error (error);
+      importer = memres_resource_import_handle (handle, &error);
+      if (importer == NULL && !mt_driver_is_fake ())
         {
-          g_test_skip_printf("no import into the exporting process: %s", error->message);
-          g_clear_error(&error);
-          memres_ipc_handle_free(handle);
+          g_test_skip_printf ("no import into the exporting process: %s", error->message);
+          g_clear_error (&error);
+          memres_ipc_handle_free (handle);
           return;
         }
-      g_assert_no_error(error);
-      memres_ipc_handle_free(handle);
-      buf = memres_resource_allocate(exporter, 4096, NULL, &error);
-      g_assert_no_error(error);
-      g_assert_true(memres_buffer_export(buf, &desc, &error));
-      imported = memres_buffer_import(importer, desc.bytes, sizeof desc.bytes, NULL, &error);
-      g_assert_no_error(error);
-      memres_buffer_unref(imported);
-      memres_resource_unref(importer);
-      memres_buffer_unref(buf);
+      g_assert_no_error (error);
+      memres_ipc_handle_free (handle);
+      buf = memres_resource_allocate (exporter, 4096, NULL, &error);
+      g_assert_no_error (error);
+      g_assert_true (memres_buffer_export (buf, &desc, &error));
+      imported = memres_buffer_import (importer, desc.bytes, sizeof desc.bytes, NULL, &error);
+      g_assert_no_error (error);
+      memres_buffer_unref (imported);
+      memres_resource_unref (importer);
+      memres_buffer_unref (buf);
     }
-  sync_ok();
-  g_assert_cmpint(mt_count_open_fds(), ==, fds);
-  mt_assert_fake_counts_equal(&base);
+  sync_ok ();
+  g_assert_cmpint (mt_count_open_fds (), ==, fds);
+  mt_assert_fake_counts_equal (&base);
 }
 
 /* Fault sweeps (fake): every driver call of each step fails once; nothing leaks. */
@@ -617,115 +619,117 @@ typedef struct
 } Sweep;
 
 static gboolean
-op_create(gpointer data, GError **error)
+op_create (gpointer data, GError **error)
 {
   Sweep *s = data;
-  s->made = memres_resource_new("ipc:release_threshold=1MiB,max_size=256MiB", error);
+  s->made = memres_resource_new ("ipc:release_threshold=1MiB,max_size=256MiB", error);
   return s->made != NULL;
 }
 
 static gboolean
-op_export_handle(gpointer data, GError **error)
+op_export_handle (gpointer data, GError **error)
 {
   Sweep *s = data;
-  s->made_handle = memres_resource_export_handle(s->exporter, error);
+  s->made_handle = memres_resource_export_handle (s->exporter, error);
   return s->made_handle != NULL;
 }
 
 static gboolean
-op_import_handle(gpointer data, GError **error)
+op_import_handle (gpointer data, GError **error)
 {
   Sweep *s = data;
-  s->made = memres_resource_import_handle(s->handle, error);
+  s->made = memres_resource_import_handle (s->handle, error);
   return s->made != NULL;
 }
 
 static gboolean
-op_export_buffer(gpointer data, GError **error)
+op_export_buffer (gpointer data, GError **error)
 {
   Sweep *s = data;
   MemresBufferDescriptor d;
-  return memres_buffer_export(s->buf, &d, error);
+  return memres_buffer_export (s->buf, &d, error);
 }
 
 static gboolean
-op_import_buffer(gpointer data, GError **error)
+op_import_buffer (gpointer data, GError **error)
 {
   Sweep *s = data;
-  s->made_buf = memres_buffer_import(s->importer, s->desc.bytes, sizeof s->desc.bytes, NULL, error);
+  s->made_buf
+      = memres_buffer_import (s->importer, s->desc.bytes, sizeof s->desc.bytes, NULL, error);
   return s->made_buf != NULL;
 }
 
 static void
-undo(gpointer data)
+undo (gpointer data)
 {
   Sweep *s = data;
-  g_clear_pointer(&s->made_buf, memres_buffer_unref);
-  g_clear_pointer(&s->made, memres_resource_unref);
-  g_clear_pointer(&s->made_handle, memres_ipc_handle_free);
-  memres_stream_synchronize(NULL, NULL);
+  g_clear_pointer (&s->made_buf, memres_buffer_unref);
+  g_clear_pointer (&s->made, memres_resource_unref);
+  g_clear_pointer (&s->made_handle, memres_ipc_handle_free);
+  memres_stream_synchronize (NULL, NULL);
 }
 
 static void
-test_fault_sweep(void)
+test_fault_sweep (void)
 {
   static const char *const ignore[] = { "cuStreamIsCapturing", NULL };
   Sweep s = { 0 };
   GError *error = NULL;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  if (!mt_driver_is_fake())
+  if (!mt_driver_is_fake ())
     {
-      g_test_skip("fault injection needs the fake driver");
+      g_test_skip ("fault injection needs the fake driver");
       return;
     }
-  s.exporter = new_mr("ipc");
-  s.handle = memres_resource_export_handle(s.exporter, &error);
-  g_assert_no_error(error);
-  s.buf = alloc_pattern(s.exporter, 4096, 1);
-  g_assert_true(memres_buffer_export(s.buf, &s.desc, &error));
+  s.exporter = new_mr ("ipc");
+  s.handle = memres_resource_export_handle (s.exporter, &error);
+  g_assert_no_error (error);
+  s.buf = alloc_pattern (s.exporter, 4096, 1);
+  g_assert_true (memres_buffer_export (s.buf, &s.desc, &error));
 
-  g_assert_cmpint(mt_fault_sweep("ipc create", op_create, undo, &s, CUDA_ERROR_UNKNOWN, ignore), >=,
-                  0);
-  g_assert_cmpint(
-      mt_fault_sweep("export handle", op_export_handle, undo, &s, CUDA_ERROR_UNKNOWN, ignore), >=,
+  g_assert_cmpint (
+      mt_fault_sweep ("ipc create", op_create, undo, &s, CUDA_ERROR_OPERATING_SYSTEM, ignore), >=,
       0);
-  g_assert_cmpint(
-      mt_fault_sweep("import handle", op_import_handle, undo, &s, CUDA_ERROR_UNKNOWN, ignore), >=,
-      0);
-  g_assert_cmpint(
-      mt_fault_sweep("export buffer", op_export_buffer, undo, &s, CUDA_ERROR_UNKNOWN, ignore), >=,
-      0);
-  s.importer = memres_resource_import_handle(s.handle, &error);
-  g_assert_no_error(error);
-  g_assert_cmpint(
-      mt_fault_sweep("import buffer", op_import_buffer, undo, &s, CUDA_ERROR_UNKNOWN, ignore), >=,
-      0);
-  memres_resource_unref(s.importer);
-  memres_ipc_handle_free(s.handle);
-  memres_buffer_unref(s.buf);
-  memres_resource_unref(s.exporter);
+  g_assert_cmpint (mt_fault_sweep ("export handle", op_export_handle, undo, &s,
+                                   CUDA_ERROR_OPERATING_SYSTEM, ignore),
+                   >=, 0);
+  g_assert_cmpint (mt_fault_sweep ("import handle", op_import_handle, undo, &s,
+                                   CUDA_ERROR_OPERATING_SYSTEM, ignore),
+                   >=, 0);
+  g_assert_cmpint (mt_fault_sweep ("export buffer", op_export_buffer, undo, &s,
+                                   CUDA_ERROR_OPERATING_SYSTEM, ignore),
+                   >=, 0);
+  s.importer = memres_resource_import_handle (s.handle, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (mt_fault_sweep ("import buffer", op_import_buffer, undo, &s,
+                                   CUDA_ERROR_OPERATING_SYSTEM, ignore),
+                   >=, 0);
+  memres_resource_unref (s.importer);
+  memres_ipc_handle_free (s.handle);
+  memres_buffer_unref (s.buf);
+  memres_resource_unref (s.exporter);
 }
 
 int
-main(int argc, char **argv)
+main (int argc, char **argv)
 {
   /* The fake gets two devices (peer tests); the real driver ignores this. */
-  g_setenv("FAKECUDA_DEVICES", "2", FALSE);
-  mt_init(&argc, &argv);
+  g_setenv ("FAKECUDA_DEVICES", "2", FALSE);
+  mt_init (&argc, &argv);
 
-  g_test_add_func("/ipc/create", test_create);
-  g_test_add_func("/ipc/options", test_options);
-  g_test_add_func("/ipc/no-posix-fd-support", test_no_posix_fd_support);
-  g_test_add_func("/ipc/same-process", test_same_process);
-  g_test_add_func("/ipc/imported-cannot-allocate", test_imported_cannot_allocate);
-  g_test_add_func("/ipc/non-ipc-handle", test_non_ipc_handle);
-  g_test_add_func("/ipc/descriptor/validated-before-driver", test_validation_before_driver);
-  g_test_add_func("/ipc/descriptor/size-lying", test_size_lying);
-  g_test_add_func("/ipc/import/dedup", test_dedup);
-  g_test_add_func("/ipc/import/threads", test_threads);
-  g_test_add_func("/ipc/cycles-flat", test_cycles_flat);
-  g_test_add_func("/ipc/fault-sweep", test_fault_sweep);
-  return g_test_run();
+  g_test_add_func ("/ipc/create", test_create);
+  g_test_add_func ("/ipc/options", test_options);
+  g_test_add_func ("/ipc/no-posix-fd-support", test_no_posix_fd_support);
+  g_test_add_func ("/ipc/same-process", test_same_process);
+  g_test_add_func ("/ipc/imported-cannot-allocate", test_imported_cannot_allocate);
+  g_test_add_func ("/ipc/non-ipc-handle", test_non_ipc_handle);
+  g_test_add_func ("/ipc/descriptor/validated-before-driver", test_validation_before_driver);
+  g_test_add_func ("/ipc/descriptor/size-lying", test_size_lying);
+  g_test_add_func ("/ipc/import/dedup", test_dedup);
+  g_test_add_func ("/ipc/import/threads", test_threads);
+  g_test_add_func ("/ipc/cycles-flat", test_cycles_flat);
+  g_test_add_func ("/ipc/fault-sweep", test_fault_sweep);
+  return g_test_run ();
 }
