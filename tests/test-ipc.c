@@ -575,6 +575,10 @@ test_cycles_flat (void)
   fds = mt_count_open_fds ();
   for (int i = 0; i < 1000; i++)
     {
+      /* The real driver opens descriptors of its own at the first import of a process and keeps
+       * them: count from the end of the first cycle there. */
+      if (i == 1 && !mt_driver_is_fake ())
+        fds = mt_count_open_fds ();
       MemresIpcHandle *handle = memres_resource_export_handle (exporter, &error);
       MemresResource *importer;
       MemresBuffer *buf, *imported;

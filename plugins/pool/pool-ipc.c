@@ -68,23 +68,13 @@ memres_pool_export_handle(MemresPool *pool, const char *kind, MemresIpcHandle **
                                "the pool was not created shareable (POSIX file descriptors)"),
            FALSE;
 
-  if (pool->import_fd >= 0)
+  fd = fcntl(pool->share_fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0)
     {
-      fd = fcntl(pool->import_fd, F_DUPFD_CLOEXEC, 0);
-      if (fd < 0)
-        {
-          int saved = errno;
-          return g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                             "duplicating the pool's file descriptor: %s", g_strerror(saved)),
-                 FALSE;
-        }
-    }
-  else
-    {
-      CUresult r = pool->drv->cuMemPoolExportToShareableHandle(
-          &fd, pool->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-      if (r != CUDA_SUCCESS)
-        return memres_cuda_set_error(error, r, "cuMemPoolExportToShareableHandle");
+      int saved = errno;
+      return g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                         "duplicating the pool's file descriptor: %s", g_strerror(saved)),
+             FALSE;
     }
 
   *handle = memres_ipc_handle_new(kind, fd, pool->pool_id, pool->device_uuid, error);
@@ -137,7 +127,7 @@ memres_pool_init_import(MemresPool *pool, const MemresIpcHandle *handle,
   int fd;
 
   memset(pool, 0, sizeof *pool);
-  pool->import_fd = -1;
+  pool->share_fd = -1;
   drv = memres_cuda_get_driver(error);
   if (drv == NULL)
     return FALSE;
@@ -179,7 +169,7 @@ memres_pool_init_import(MemresPool *pool, const MemresIpcHandle *handle,
 
   memres_pool_init_for_handle(pool, drv, imported, TRUE, &where, device,
                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-  pool->import_fd = fd;
+  pool->share_fd = fd;
   memcpy(pool->pool_id, memres_ipc_handle_get_pool_id(handle), MEMRES_IPC_ID_SIZE);
   memcpy(pool->device_uuid, memres_ipc_handle_get_device_uuid(handle), MEMRES_IPC_ID_SIZE);
   return TRUE;

@@ -392,7 +392,7 @@ memres_pool_init_for_handle(MemresPool *pool, const MemresCudaDriver *drv, CUmem
   pool->location = *location;
   pool->device = device;
   pool->handle_type = handle_type;
-  pool->import_fd = -1;
+  pool->share_fd = -1;
   make_pool_id(pool->pool_id);
   g_mutex_init(&pool->access_lock);
 }
@@ -455,6 +455,19 @@ memres_pool_init(MemresPool *pool, const MemresPoolConfig *config, GError **erro
   if (config->handle_type != CU_MEM_HANDLE_TYPE_NONE
       && !memres_cuda_get_device_uuid(config->device, pool->device_uuid, error))
     goto fail;
+  if (config->create && config->handle_type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    {
+      int fd = -1;
+
+      r = drv->cuMemPoolExportToShareableHandle(&fd, handle,
+                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      if (r != CUDA_SUCCESS)
+        {
+          memres_cuda_set_error(error, r, "cuMemPoolExportToShareableHandle");
+          goto fail;
+        }
+      pool->share_fd = fd;
+    }
   return TRUE;
 
 fail:
@@ -503,8 +516,8 @@ memres_pool_destroy(MemresPool *pool)
       revoke_peers(pool);
       (void)pool->drv->cuMemPoolDestroy(pool->handle);
     }
-  if (pool->import_fd >= 0)
-    close(pool->import_fd);
+  if (pool->share_fd >= 0)
+    close(pool->share_fd);
   g_mutex_clear(&pool->access_lock);
   memset(pool, 0, sizeof *pool);
 }

@@ -151,8 +151,11 @@ typedef struct
  *   copies the exporter's
  * @device_uuid: UUID of @device; filled only for shareable pools (@handle_type not NONE),
  *   all zero otherwise
- * @import_fd: imported pools: this process's duplicate of the fd the pool was imported from
- *   (closed by memres_pool_destroy()); -1 otherwise
+ * @share_fd: shareable pools: the pool's POSIX-fd shareable handle in this process: for a pool
+ *   created here, exported once at creation (the driver refuses cuMemPoolExportPointer on a
+ *   pool never exported: CUDA_ERROR_INVALID_VALUE, seen on the H200); for an imported pool,
+ *   this process's duplicate of the fd it was imported from. memres_pool_export_handle() hands
+ *   out duplicates; memres_pool_destroy() closes it. -1 for other pools
  *
  * A driver memory pool. Fields are read-only after init; plugins may read them freely.
  */
@@ -166,7 +169,7 @@ typedef struct
   CUmemAllocationHandleType handle_type;
   guint8 pool_id[MEMRES_IPC_ID_SIZE];
   guint8 device_uuid[MEMRES_IPC_ID_SIZE];
-  gint import_fd;
+  gint share_fd;
   /*< private >*/
   GMutex access_lock;    /* serializes set_access and guards peers_granted */
   guint64 peers_granted; /* bit d: device d was granted access by set_access */
