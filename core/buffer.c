@@ -13,11 +13,72 @@ buffer_closed_error(GError **error)
   return FALSE;
 }
 
+/* Buffer structures are recycled through a small per-thread cache: the allocate/close pair
+ * then costs no malloc/free. The cache is freed when its thread exits. */
+#define BUFFER_CACHE_MAX 64
+
+typedef struct
+{
+  MemresBuffer *head; /* linked through the mr field */
+  guint n;
+} BufferCache;
+
+static void
+buffer_cache_free(gpointer data)
+{
+  BufferCache *cache = data;
+
+  while (cache->head != NULL)
+    {
+      MemresBuffer *next = (MemresBuffer *)cache->head->mr;
+
+      g_free(cache->head);
+      cache->head = next;
+    }
+  g_free(cache);
+}
+
+static GPrivate buffer_cache = G_PRIVATE_INIT(buffer_cache_free);
+
+static MemresBuffer *
+buffer_struct_new(void)
+{
+  BufferCache *cache = g_private_get(&buffer_cache);
+  MemresBuffer *buf;
+
+  if (cache == NULL || cache->head == NULL)
+    return g_new(MemresBuffer, 1);
+  buf = cache->head;
+  cache->head = (MemresBuffer *)buf->mr;
+  cache->n--;
+  return buf;
+}
+
+static void
+buffer_struct_free(MemresBuffer *buf)
+{
+  BufferCache *cache = g_private_get(&buffer_cache);
+
+  if (G_UNLIKELY(cache == NULL))
+    {
+      cache = g_new0(BufferCache, 1);
+      g_private_set(&buffer_cache, cache);
+    }
+  if (cache->n >= BUFFER_CACHE_MAX)
+    {
+      g_free(buf);
+      return;
+    }
+  buf->mr = (MemresResource *)cache->head;
+  cache->head = buf;
+  cache->n++;
+}
+
 /* A new open buffer owning @alloc, holding a reference on @mr. */
 MemresBuffer *
 _memres_buffer_new(MemresResource *mr, const MemresAllocation *alloc, MemresStream stream)
 {
-  MemresBuffer *buf = g_new(MemresBuffer, 1);
+  MemresBuffer *buf = buffer_struct_new();
 
   g_atomic_ref_count_init(&buf->ref);
   buf->closed = 0;
@@ -190,7 +251,7 @@ memres_buffer_unref(MemresBuffer *buf)
           g_clear_error(&error);
         }
     }
-  g_free(buf);
+  buffer_struct_free(buf);
 }
 
 /**

@@ -472,8 +472,12 @@ other_uid_round(MemresIpcFlags flags, gboolean expect_ok)
       close(sv[1]);
       if (setgid(65534) != 0 || setuid(65534) != 0)
         _exit(3);
+      gboolean sent;
+
       handle = memres_ipc_handle_new("ipc", make_memfd("other"), pool_id, device_uuid, NULL);
-      _exit(handle != NULL && memres_ipc_send_handle(sv[0], handle, NULL) ? 0 : 4);
+      sent = handle != NULL && memres_ipc_send_handle(sv[0], handle, NULL);
+      g_clear_pointer(&handle, memres_ipc_handle_free);
+      _exit(sent ? 0 : 4);
     }
   received = memres_ipc_receive_handle_with_flags(sv[1], flags, &error);
   g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
