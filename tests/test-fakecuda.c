@@ -543,16 +543,18 @@ test_pool_max_size(void)
   if (!setup(1))
     return;
   get_counts(&base);
-  pool = pool_new(0, CU_MEM_HANDLE_TYPE_NONE, 8 * MiB);
+  /* The real driver rounds a small maxSize up (an 8 MiB pool took 4 + 8 MiB on the H200):
+   * stay well clear of the limit. */
+  pool = pool_new(0, CU_MEM_HANDLE_TYPE_NONE, 64 * MiB);
   stream = stream_new();
-  CU_OK(drv->cuMemAllocFromPoolAsync(&a, 4 * MiB, pool, stream));
-  CU_FAILS(drv->cuMemAllocFromPoolAsync(&b, 8 * MiB, pool, stream), CUDA_ERROR_OUT_OF_MEMORY);
+  CU_OK(drv->cuMemAllocFromPoolAsync(&a, 16 * MiB, pool, stream));
+  CU_FAILS(drv->cuMemAllocFromPoolAsync(&b, 128 * MiB, pool, stream), CUDA_ERROR_OUT_OF_MEMORY);
   CU_FAILS_UNDOC(drv->cuMemAllocFromPoolAsync(&b, G_MAXSIZE, pool, stream),
                  CUDA_ERROR_OUT_OF_MEMORY);
   /* Freed memory makes room again. */
   CU_OK(drv->cuMemFreeAsync(a, stream));
   CU_OK(drv->cuStreamSynchronize(stream));
-  CU_OK(drv->cuMemAllocFromPoolAsync(&b, 8 * MiB, pool, stream));
+  CU_OK(drv->cuMemAllocFromPoolAsync(&b, 60 * MiB, pool, stream));
   CU_OK(drv->cuMemFreeAsync(b, stream));
   CU_OK(drv->cuStreamSynchronize(stream));
   CU_OK(drv->cuStreamDestroy(stream));
