@@ -355,9 +355,12 @@ fk_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationH
   h = fk_handle_lookup(handle);
   if (flags != 0 || h == NULL || h->refs == 0)
     FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  if (offset != 0 || size == 0 || ptr % fk.granularity != 0 || size % fk.granularity != 0
-      || size > h->size)
+  if (offset != 0 || size == 0 || ptr % fk.granularity != 0)
     FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+  /* A size that is no multiple of the granularity, or beyond the handle: the real driver (580,
+   * H200) answers CUDA_ERROR_NOT_SUPPORTED. */
+  if (size % fk.granularity != 0 || size > h->size)
+    FK_RETURN(CUDA_ERROR_NOT_SUPPORTED);
   res = fk_reservation_at(ptr);
   if (res == NULL || size > res->base + res->size - ptr)
     FK_RETURN(CUDA_ERROR_INVALID_VALUE);
