@@ -34,6 +34,7 @@ typedef struct
   GArray *chunks;        /* guint64: vmm chunk sizes in bytes */
   guint64 grow_size;     /* bytes a vmm buffer grows by */
   guint64 copy_size;     /* bytes per copy */
+  guint import_buffers;  /* distinct buffers an IPC import repetition maps */
   gint64 deadline_ns;    /* bench_now_ns() after which rows are skipped; 0: none */
   char **argv;           /* the command line, for the record */
 } BenchConfig;
@@ -85,7 +86,7 @@ typedef struct
   char *note;  /* anything a reader must know about the row, or NULL */
 } BenchRow;
 
-/* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy. */
+/* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy, (f) ipc_import. */
 typedef struct
 {
   char *name;
@@ -123,6 +124,9 @@ BenchSection *bench_run_vmm_grow(BenchContext *ctx);
 
 /* bench-copy.c: section (e). */
 BenchSection *bench_run_copy(BenchContext *ctx);
+
+/* bench-ipc-import.c: section (f). */
+BenchSection *bench_run_ipc_import(BenchContext *ctx);
 
 /* bench-output.c */
 BenchSection *bench_section_new(const char *name, const char *title, const char *unit,

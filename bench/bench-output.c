@@ -332,9 +332,10 @@ bench_print_json(const BenchContext *ctx, GPtrArray *sections, FILE *out)
   g_string_append_printf(s,
                          ",\n\"seed\":%u,\n\"live\":%u,\n\"min_size\":%" G_GUINT64_FORMAT
                          ",\n\"max_size\":%" G_GUINT64_FORMAT ",\n\"grow_size\":%" G_GUINT64_FORMAT
-                         ",\n\"copy_size\":%" G_GUINT64_FORMAT ",\n\"sections\":[\n",
+                         ",\n\"copy_size\":%" G_GUINT64_FORMAT ",\n\"import_buffers\":%u"
+                         ",\n\"sections\":[\n",
                          cfg->seed, cfg->live, cfg->min_size, cfg->max_size, cfg->grow_size,
-                         cfg->copy_size);
+                         cfg->copy_size, cfg->import_buffers);
   for (guint i = 0; i < sections->len; i++)
     {
       if (i > 0)

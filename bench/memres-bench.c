@@ -2,7 +2,7 @@
  * process, on one non-blocking stream, and prints a table (or JSON with --json).
  *
  *   memres-bench [--spec SPEC] [--pairs] [--random] [--threads] [--vmm-grow] [--copy]
- *                [--quick] [--json] ...
+ *                [--ipc-import] [--quick] [--json] ...
  *
  * With no workload named, it runs --pairs --random --threads. Exit status: 0 when every row was
  * measured, 1 when the spec (or the driver, the context, the stream) could not be set up (one
@@ -85,9 +85,9 @@ parse_list(const char *text, gboolean as_uint, GError **error)
 
 typedef struct
 {
-  gboolean pairs, random, threads, vmm_grow, copy;
+  gboolean pairs, random, threads, vmm_grow, copy, ipc_import;
   char *sizes, *thread_counts, *chunks, *min_size, *max_size, *grow_size, *copy_size;
-  gint repetitions, live, seed;
+  gint repetitions, live, seed, import_buffers;
   gdouble target_ms, row_budget_ms, time_limit_s;
 } Args;
 
@@ -107,6 +107,13 @@ configure(BenchConfig *cfg, Args *a, GError **error)
   cfg->row_budget_ms = a->row_budget_ms > 0 ? a->row_budget_ms : (q ? 300 : 4000);
   cfg->live = a->live > 0 ? (guint)a->live : (q ? 64 : 1000);
   cfg->seed = (guint32)a->seed;
+  cfg->import_buffers = a->import_buffers > 0 ? (guint)a->import_buffers : (q ? 16 : 256);
+  if (a->import_buffers < 0 || a->import_buffers > 65536)
+    {
+      g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                  "--import-buffers must be 1 to 65536");
+      return FALSE;
+    }
   cfg->sizes = parse_list(a->sizes ? a->sizes
                           : q      ? "256,4KiB,64KiB,1MiB"
                                    : "256,4KiB,64KiB,1MiB,16MiB,64MiB,256MiB",
@@ -135,7 +142,7 @@ configure(BenchConfig *cfg, Args *a, GError **error)
     }
   if (a->time_limit_s > 0)
     cfg->deadline_ns = bench_now_ns() + (gint64)(a->time_limit_s * 1e9);
-  if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy)
+  if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy && !a->ipc_import)
     a->pairs = a->random = a->threads = TRUE;
   return TRUE;
 }
@@ -152,6 +159,8 @@ parse_args(int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     { "threads", 0, 0, G_OPTION_ARG_NONE, &a->threads, "(c) (b) on several threads", NULL },
     { "vmm-grow", 0, 0, G_OPTION_ARG_NONE, &a->vmm_grow, "(d) grow a vmm buffer (vmm spec)", NULL },
     { "copy", 0, 0, G_OPTION_ARG_NONE, &a->copy, "(e) host<->device copies (pinned spec)", NULL },
+    { "ipc-import", 0, 0, G_OPTION_ARG_NONE, &a->ipc_import,
+      "(f) import the pool and buffers into this process (ipc spec)", NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &cfg->json, "Print JSON instead of a table", NULL },
     { "quick", 0, 0, G_OPTION_ARG_NONE, &cfg->quick, "Small sizes, few repetitions (a smoke test)",
       NULL },
@@ -174,13 +183,15 @@ parse_args(int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     { "grow-size", 0, 0, G_OPTION_ARG_STRING, &a->grow_size, "Bytes a buffer grows by (1GiB)",
       "SIZE" },
     { "copy-size", 0, 0, G_OPTION_ARG_STRING, &a->copy_size, "Bytes per copy (256MiB)", "SIZE" },
+    { "import-buffers", 0, 0, G_OPTION_ARG_INT, &a->import_buffers,
+      "Distinct buffers of (f) per repetition (256)", "N" },
     { NULL },
   };
   g_autoptr(GOptionContext) octx = g_option_context_new("- benchmark a memres resource");
 
   g_option_context_set_summary(
-      octx, "Measures allocate+close pairs, random workloads, vmm growth and copies through "
-            "memres against the equivalent raw CUDA driver calls, in one process.");
+      octx, "Measures allocate+close pairs, random workloads, vmm growth, copies and IPC imports "
+            "through memres against the equivalent raw CUDA driver calls, in one process.");
   g_option_context_add_main_entries(octx, entries, NULL);
   if (!g_option_context_parse(octx, argc, argv, error))
     return FALSE;
@@ -191,7 +202,13 @@ parse_args(int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
       return FALSE;
     }
   if (cfg->spec == NULL)
-    cfg->spec = g_strdup(a->vmm_grow && !a->pairs && !a->random && !a->threads ? "vmm" : "dmr");
+    {
+      gboolean allocating = a->pairs || a->random || a->threads;
+
+      cfg->spec = g_strdup(a->vmm_grow && !allocating                     ? "vmm"
+                           : a->ipc_import && !allocating && !a->vmm_grow ? "ipc"
+                                                                          : "dmr");
+    }
   return configure(cfg, a, error);
 }
 
@@ -322,6 +339,11 @@ main(int argc, char **argv)
     {
       bench_progress(&ctx, "%s: copy", cfg.spec);
       g_ptr_array_add(sections, bench_run_copy(&ctx));
+    }
+  if (a.ipc_import)
+    {
+      bench_progress(&ctx, "%s: ipc import", cfg.spec);
+      g_ptr_array_add(sections, bench_run_ipc_import(&ctx));
     }
 
   if (cfg.json)

@@ -15,6 +15,9 @@ Each peer is optional: a missing import or a failing setup gives a row marked n/
 reason. Timing: time.perf_counter_ns around loops of N pairs (N scaled so that one repetition
 lasts about --target-ms), a stream synchronize at the end of each loop, one warm-up, then the
 median of R repetitions with the peers interleaved (their order rotates every repetition).
+Before the first row every peer, alike, runs --warmup-pairs pairs at the first size, untimed:
+first calls (ctypes' argument conversion, lazy binding, a pool's first growth) would otherwise
+land in the first row of whichever peer pays them.
 The random trace uses Python's own generator (seeded), the same for every peer here; it is not
 the C harness's sequence, only the same recipe.
 
@@ -533,6 +536,22 @@ def measure(live_peers, run, units, args, what):
     return results
 
 
+def warm_up(peers, size, n, quiet):
+    """Runs @n pairs of @size on every peer, untimed. A peer that fails here is kept: its rows
+    record the error."""
+    started = time.perf_counter_ns()
+    for peer in peers:
+        try:
+            peer.pairs(size, n)
+        except Exception as e:
+            if not quiet:
+                print("peers: %s warm-up failed (%s: %s)" % (peer.name, type(e).__name__, e),
+                      file=sys.stderr)
+    if not quiet:
+        print("peers: %-24s %.2f s" % ("warm-up %d x %s" % (n, format_size(size)),
+                                       (time.perf_counter_ns() - started) / 1e9), file=sys.stderr)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -553,6 +572,8 @@ def main(argv=None):
     p.add_argument("--min-size", type=parse_size, default=KIB)
     p.add_argument("--max-size", type=parse_size)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--warmup-pairs", type=int,
+                   help="untimed pairs per peer at the first size before any row (3000)")
     p.add_argument("--time-limit", type=float, default=0,
                    help="skip the rows that would start after this many seconds")
     args = p.parse_args(argv)
@@ -562,6 +583,8 @@ def main(argv=None):
     args.target_ms = args.target_ms or (2.0 if q else 20.0)
     args.row_budget_ms = args.row_budget_ms or (300.0 if q else 3000.0)
     args.live = args.live or (64 if q else 1000)
+    if args.warmup_pairs is None:
+        args.warmup_pairs = 300 if q else 3000
     args.max_size = args.max_size or (256 * KIB if q else 4 * MIB)
     sizes = ([parse_size(s) for s in args.sizes.split(",")] if args.sizes
              else (QUICK_SIZES if q else DEFAULT_SIZES))
@@ -586,6 +609,8 @@ def main(argv=None):
             if not args.quiet:
                 print("peers: %s n/a (%s)" % (cls.name, status[-1]["reason"]), file=sys.stderr)
 
+    if args.warmup_pairs > 0 and sizes:
+        warm_up(peers, sizes[0], args.warmup_pairs, args.quiet)
     pairs = []
     for size in sizes:
         res = measure(peers, lambda peer, n, size=size: peer.pairs(size, n), 1, args,
@@ -604,7 +629,8 @@ def main(argv=None):
            "command": " ".join([os.path.basename(sys.argv[0])] + (argv or sys.argv[1:])),
            "python": platform.python_version(), "quick": q, "device": args.device,
            "memres_spec": args.memres_spec, "repetitions": args.repetitions,
-           "target_ms": args.target_ms, "peers": status, "unit": "ns/pair",
+           "target_ms": args.target_ms, "warmup_pairs": args.warmup_pairs, "peers": status,
+           "unit": "ns/pair",
            "pairs": pairs,
            "random": {"live": args.live, "min_size": args.min_size, "max_size": args.max_size,
                       "seed": args.seed, "operations": len(ops), "unit": "ns/op",

@@ -177,7 +177,8 @@ def target_rows(docs, peers):
 
     def ratio_target(what, doc, name, pick=lambda r: True):
         rows = [r for r in ok_rows(section(doc, name)) if pick(r)]
-        failed = [r for r in (section(doc, name) or {}).get("rows", []) if r.get("error")]
+        failed = [r for r in (section(doc, name) or {}).get("rows", [])
+                  if r.get("error") and pick(r)]
         if not rows:
             if failed:
                 out.append((what, "all %d row(s) failed: %s" % (len(failed), failed[0]["error"]),
@@ -223,6 +224,10 @@ def target_rows(docs, peers):
                     verdict(bool(fast))))
     else:
         out.append(("1 GiB vmm grow ≤ %.0f ms (chunk choice)" % TARGET_GROW_MS, "not run", "–"))
+    ratio_target("ipc import pool+first buffer ≤ %.2f× raw" % TARGET_RATIO, docs.get("ipc"),
+                 "ipc_import", lambda r: r["label"].startswith("pool"))
+    ratio_target("ipc per-buffer import ≤ %.2f× raw" % TARGET_RATIO, docs.get("ipc"),
+                 "ipc_import", lambda r: r["label"].startswith("per buffer"))
     if peers:
         rows = [(r["label"], r["results"]) for r in peers["pairs"]]
         rows.append(("random", peers["random"]["results"]))

@@ -4,13 +4,15 @@
 #   bench/run-all.sh [--quick] BUILD_DIR OUT_DIR
 #
 # Runs memres-bench for dmr (pairs, random, threads), pinned (pairs, copy), vmm (pairs, grow)
-# and ipc (pairs) where those kinds are built, then bench/peers.py (cuda.core, PyTorch, CuPy,
-# memres through ctypes), then bench/report.py. Leaves in OUT_DIR: RESULTS.md, latency.png (when
-# matplotlib is there), bench-raw.json (every result) and bench.log (progress, errors); without
-# --quick also writes bench/RESULTS.md and bench/latency.png in the source tree. A step that
-# fails or runs past its time limit is recorded and the rest goes on. Prints RESULTS.md at the
-# end, then its targets table once more. About 1.5 minutes on an H200; each step is capped, all
-# caps together 5 minutes.
+# and ipc (pairs, import of the pool and of buffers) where those kinds are built, then
+# bench/peers.py (cuda.core, PyTorch, CuPy, memres through ctypes), then bench/report.py.
+# Leaves in OUT_DIR: RESULTS.md, latency.png (when matplotlib is there), bench-raw.json (every
+# result) and bench.log (progress, errors); without --quick also writes bench/RESULTS.md and
+# bench/latency.png in the source tree. A step that fails or runs past its time limit is
+# recorded and the rest goes on. Prints RESULTS.md at the end, then its targets table once more.
+# About 1.5 minutes on an H200; each step is capped, and all steps together stop within 3 minutes
+# 50 seconds (STEPS_BUDGET_S, below): a step that would run past it gets a shorter time limit, or
+# is not started.
 # --quick runs everything small (the fake-driver smoke test uses it; timings mean nothing).
 # PEERS=memres,python (say) limits peers.py to those; PYTHON names the interpreter.
 set -u
@@ -56,16 +58,30 @@ has_kind() {
   return 1
 }
 
-# step NAME SECONDS COMMAND...: stdout to $work/NAME.json, stderr to the log, the command and its
-# fate to $work/steps.tsv (read by report.py).
+# Seconds for all steps together, a hard kill included; the report takes about a second more.
+STEPS_BUDGET_S=230
+GRACE_S=15 # between a step's --time-limit (rows that would start later are skipped) and its kill
+KILL_S=5   # between SIGTERM and SIGKILL
+
+# step NAME SECONDS COMMAND...: runs COMMAND --time-limit SECONDS, killed GRACE_S later (or
+# sooner, at the end of the budget); stdout to $work/NAME.json, stderr to the log, the command
+# and its fate to $work/steps.tsv (read by report.py; exit 124 for a step the budget skipped).
 step() {
-  local name=$1 limit=$2 rc started
+  local name=$1 soft=$2 rc started left
   shift 2
   started=$(date +%s)
-  echo "== $name: $*" | sed "s|$build/||g; s|$src/||g" >>"$log"
-  echo "run-all.sh: $name ..." >&2
-  timeout --kill-after=10 "$limit" "$@" >"$work/$name.json" 2>>"$log"
-  rc=$?
+  left=$((t0 + STEPS_BUDGET_S - started - KILL_S))
+  [ $((soft + GRACE_S)) -le "$left" ] || soft=$((left - GRACE_S))
+  if [ "$soft" -lt 5 ]; then
+    echo "run-all.sh: $name skipped: the ${STEPS_BUDGET_S} s budget is spent" | tee -a "$log" >&2
+    rc=124
+  else
+    set -- "$@" --time-limit "$soft"
+    echo "== $name: $*" | sed "s|$build/||g; s|$src/||g" >>"$log"
+    echo "run-all.sh: $name ..." >&2
+    timeout --kill-after=$KILL_S $((soft + GRACE_S)) "$@" >"$work/$name.json" 2>>"$log"
+    rc=$?
+  fi
   printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$(($(date +%s) - started))" \
     "$(echo "$*" | sed "s|$build/||g; s|$src/||g")" >>"$work/steps.tsv"
   [ $rc -eq 0 ] || echo "run-all.sh: $name exited $rc (see bench.log)" >&2
@@ -74,19 +90,19 @@ step() {
 t0=$(date +%s)
 : >"$work/steps.tsv"
 # Each step gets a time limit (rows that would start later are skipped and marked so) and,
-# 15 s beyond it, a hard timeout.
-step dmr 65 "$bench" $quick --json --time-limit 50 --spec dmr
+# GRACE_S beyond it, a hard timeout; together at most STEPS_BUDGET_S.
+step dmr 50 "$bench" $quick --json --spec dmr
 if has_kind pinned; then
-  step pinned 55 "$bench" $quick --json --time-limit 40 --spec pinned --pairs --copy
+  step pinned 40 "$bench" $quick --json --spec pinned --pairs --copy
 fi
 if has_kind vmm; then
-  step vmm 55 "$bench" $quick --json --time-limit 40 --spec vmm --pairs --vmm-grow
+  step vmm 40 "$bench" $quick --json --spec vmm --pairs --vmm-grow
 fi
 if has_kind ipc; then
-  step ipc 35 "$bench" $quick --json --time-limit 20 --spec ipc --pairs
+  step ipc 30 "$bench" $quick --json --spec ipc --pairs --ipc-import
 fi
 if command -v "$python" >/dev/null; then
-  step peers 95 "$python" "$src/bench/peers.py" $quick --json --time-limit 80 --libmemres "$lib" \
+  step peers 80 "$python" "$src/bench/peers.py" $quick --json --libmemres "$lib" \
     ${PEERS:+--peers "$PEERS"}
   report_args=(--input "$work" --output "$out" --run-all "bench/run-all.sh $quick BUILD OUT")
   [ -n "$quick" ] || report_args+=(--copy-to "$src/bench")

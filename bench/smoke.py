@@ -72,6 +72,24 @@ def check_bench_json(text, sections, variants=("memres", "raw")):
     return doc
 
 
+def check_ipc_import(doc, n_buffers):
+    if doc["spec"].split(":")[0] != "ipc" or doc["import_buffers"] != n_buffers:
+        fail("ipc import ran on %r with %r buffers" % (doc["spec"], doc["import_buffers"]))
+    rows = section_rows(doc, "ipc_import")
+    labels = [r["label"] for r in rows]
+    if labels != ["pool + first buffer", "per buffer (%d distinct)" % n_buffers]:
+        fail("ipc_import rows %r" % labels)
+    if [r["units"] for r in rows] != [1, n_buffers]:
+        fail("ipc_import units %r" % [r["units"] for r in rows])
+
+
+def section_rows(doc, name):
+    for s in doc["sections"]:
+        if s["name"] == name:
+            return s["rows"]
+    fail("no section %s" % name)
+
+
 def smoke_bench(exe):
     # (a) to (c) on dmr, with the quick defaults
     p = run([exe, "--quick", "--json", "--quiet", "--spec", "dmr"])
@@ -91,6 +109,17 @@ def smoke_bench(exe):
     if plugin_exists("vmm"):
         p = run([exe, "--quick", "--json", "--quiet", "--spec", "vmm", "--pairs", "--vmm-grow"])
         check_bench_json(p.stdout, ["pairs", "vmm_grow"])
+    if plugin_exists("ipc"):
+        p = run([exe, "--quick", "--json", "--quiet", "--spec", "ipc", "--pairs", "--ipc-import"])
+        check_ipc_import(check_bench_json(p.stdout, ["pairs", "ipc_import"]), 16)
+        # --ipc-import alone picks the ipc spec; --import-buffers sets the per-buffer row's N
+        p = run([exe, "--quick", "--json", "--quiet", "--ipc-import", "--import-buffers", "5"])
+        check_ipc_import(check_bench_json(p.stdout, ["ipc_import"]), 5)
+        # a kind that cannot export: both rows fail with the reason, exit 3
+        p = run([exe, "--quick", "--quiet", "--spec", "dmr", "--ipc-import"], expect_rc=3)
+        if p.stdout.count("FAILED: --ipc-import needs a spec that exports its pool") != 2:
+            fail("--ipc-import on dmr:\n" + p.stdout)
+        run([exe, "--ipc-import", "--import-buffers", "70000"], expect_rc=2)
     # a spec that cannot be created: exit 1 and exactly one line on stderr
     p = run([exe, "--quick", "--spec", "nosuchkind"], expect_rc=1)
     lines = p.stderr.strip().splitlines()
@@ -119,6 +148,8 @@ def smoke_peers(script, libmemres):
     for name, s in status.items():
         if not s["available"] and not s["reason"]:
             fail("peer %s is n/a without a reason" % name)
+    if doc.get("warmup_pairs") != 300:
+        fail("quick warm-up is %r pairs, not 300" % doc.get("warmup_pairs"))
     if [r["size"] for r in doc["pairs"]] != [256, 65536]:
         fail("pair rows: %r" % doc["pairs"])
     for row in doc["pairs"] + [doc["random"]]:
@@ -143,9 +174,21 @@ def smoke_run_all(script, build):
         if "dmr" not in raw.get("bench", {}) or "peers" not in raw:
             fail("bench-raw.json lacks dmr or peers: %r" % list(raw))
         check_bench_json(json.dumps(raw["bench"]["dmr"]), ["pairs", "random", "threads"])
+        needles = ["# memres benchmark results", "dmr", "ratio", "target"]
+        if plugin_exists("ipc"):
+            doc = check_bench_json(json.dumps(raw["bench"].get("ipc")), ["pairs", "ipc_import"])
+            check_ipc_import(doc, 16)
+            needles += ["| ipc import pool+first buffer ≤ 1.10× raw | worst ",
+                        "| ipc per-buffer import ≤ 1.10× raw | worst "]
+        # every memres-bench step succeeds; peers.py may not (a sanitized libmemres cannot be
+        # loaded by ctypes; bench-peers-quick covers it in plain builds)
+        bad = [s for s in raw["steps"] if "--time-limit" not in s["command"]
+               or (s["rc"] != 0 and s["name"] != "peers")]
+        if not raw["steps"] or bad:
+            fail("steps %r" % (bad or raw["steps"]))
         with open(os.path.join(out, "RESULTS.md")) as f:
             text = f.read()
-        for needle in ("# memres benchmark results", "dmr", "ratio", "target"):
+        for needle in needles:
             if needle not in text:
                 fail("RESULTS.md lacks %r:\n%s" % (needle, text[:3000]))
 
