@@ -1,0 +1,100 @@
+/* test-tool.c: the `memres` command as a user runs it (the program named by MEMRES_TOOL), with
+ * no driver (suite core) and against the fake (suite fake). */
+#include <string.h>
+#include <sys/wait.h>
+
+#include <glib/gstdio.h>
+
+#include "testutil.h"
+
+typedef struct
+{
+  int status; /* exit status */
+  char *out;
+  char *err;
+} Run;
+
+static void
+run_clear(Run *r)
+{
+  g_free(r->out);
+  g_free(r->err);
+}
+
+/* Runs `memres ARGS...` (NULL-terminated) with the test's environment. */
+static void
+run_tool(Run *r, ...)
+{
+  const char *tool = g_getenv("MEMRES_TOOL");
+  g_autoptr(GPtrArray) argv = g_ptr_array_new();
+  GError *error = NULL;
+  const char *arg;
+  va_list args;
+  int wait_status;
+
+  g_assert_nonnull(tool);
+  g_ptr_array_add(argv, (gpointer)tool);
+  va_start(args, r);
+  while ((arg = va_arg(args, const char *)) != NULL)
+    g_ptr_array_add(argv, (gpointer)arg);
+  va_end(args);
+  g_ptr_array_add(argv, NULL);
+
+  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                             &r->out, &r->err, &wait_status, &error));
+  g_assert_no_error(error);
+  g_assert_true(WIFEXITED(wait_status));
+  r->status = WEXITSTATUS(wait_status);
+}
+
+/* The command's promise: an error is one line on stderr, whatever the input echoed in it. */
+static void
+assert_one_error_line(const Run *r)
+{
+  const char *nl = strchr(r->err, '\n');
+
+  g_assert_cmpint(r->status, !=, 0);
+  g_assert_true(g_str_has_prefix(r->err, "memres"));
+  g_assert_nonnull(nl);
+  g_assert_cmpstr(nl + 1, ==, "");
+  g_assert_true(g_utf8_validate(r->err, -1, NULL));
+}
+
+static void
+test_error_one_line(void)
+{
+  static const char *const specs[] = {
+    "host\n",                 /* kind name */
+    "host:alignment=8\nx",    /* option value */
+    "host:alignment=\r8\t",   /* other control characters */
+    "h\xff\xfe",              /* not UTF-8 */
+    "host:alignment=8\x1b[2J", /* a terminal escape */
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS(specs); i++)
+    {
+      Run r = { 0 };
+
+      run_tool(&r, "alloc", specs[i], "1", NULL);
+      g_test_message("%s", r.err);
+      assert_one_error_line(&r);
+      g_assert_cmpint(r.status, ==, 1);
+      run_clear(&r);
+    }
+  {
+    Run r = { 0 };
+
+    run_tool(&r, "alloc", "host", "1\n2", NULL);
+    assert_one_error_line(&r);
+    g_assert_nonnull(strstr(r.err, "\"1\\n2\""));
+    run_clear(&r);
+  }
+}
+
+int
+main(int argc, char **argv)
+{
+  mt_init(&argc, &argv);
+  g_test_add_func("/tool/error/one-line", test_error_one_line);
+  return g_test_run();
+}
