@@ -91,10 +91,38 @@ test_error_one_line(void)
   }
 }
 
+/* A kind that rounds sizes up: the command reports the buffer it got and verified. */
+static void
+test_alloc_reports_rounded_size(void)
+{
+  Run r = { 0 };
+  g_autofree char *want = NULL;
+
+  if (!mt_require_devices(1))
+    return;
+  run_tool(&r, "alloc", "--json", "vmm", "1MiB", NULL);
+  g_assert_cmpint(r.status, ==, 0);
+  g_test_message("%s", r.out);
+  /* vmm rounds to its granularity (the fake's and the H200's: 2 MiB) */
+  g_assert_nonnull(strstr(r.out, "\"size\": 2097152"));
+  g_assert_nonnull(strstr(r.out, "\"requested_size\": 1048576"));
+  g_assert_nonnull(strstr(r.out, "\"verified_bytes\": 2097152"));
+  run_clear(&r);
+
+  run_tool(&r, "alloc", "vmm", "1MiB", NULL);
+  g_test_message("%s", r.out);
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_nonnull(strstr(r.out, "\nbuffer    2.0 MiB (2097152 bytes) at "));
+  g_assert_nonnull(strstr(r.out, " (rounded up from 1048576 bytes)\n"));
+  g_assert_nonnull(strstr(r.out, "every byte checked (2097152)"));
+  run_clear(&r);
+}
+
 int
 main(int argc, char **argv)
 {
   mt_init(&argc, &argv);
   g_test_add_func("/tool/error/one-line", test_error_one_line);
+  g_test_add_func("/tool/alloc/rounded-size", test_alloc_reports_rounded_size);
   return g_test_run();
 }

@@ -228,6 +228,14 @@ char *
 memres_tool_format_size(guint64 bytes)
 {
   g_autofree char *human = g_format_size_full(bytes, G_FORMAT_SIZE_IEC_UNITS);
+  char *nbsp;
 
+  /* GLib puts a no-break space (U+00A0) before the unit, which a non-UTF-8 locale prints as
+   * '?' ("64.0?MiB"); output is for terminals and scripts alike: a plain space. */
+  while ((nbsp = strstr(human, "\xc2\xa0")) != NULL)
+    {
+      nbsp[0] = ' ';
+      memmove(nbsp + 1, nbsp + 2, strlen(nbsp + 2) + 1);
+    }
   return g_strdup_printf("%s (%" G_GUINT64_FORMAT " bytes)", human, bytes);
 }
