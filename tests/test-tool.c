@@ -118,11 +118,33 @@ test_alloc_reports_rounded_size(void)
   run_clear(&r);
 }
 
+/* ipc-serve with a resource that cannot be shared fails before it listens, not at the first
+ * client (with --count 0 it would otherwise fail every client, forever). */
+static void
+test_ipc_serve_not_shareable(void)
+{
+  g_autofree char *dir = g_dir_make_tmp("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename(dir, "s.sock", NULL);
+  Run r = { 0 };
+
+  g_assert_nonnull(dir);
+  run_tool(&r, "ipc-serve", "--spec", "host", "--count", "1", path, NULL);
+  g_test_message("%s", r.err);
+  assert_one_error_line(&r);
+  g_assert_cmpint(r.status, ==, 1);
+  g_assert_nonnull(strstr(r.err, "cannot be shared"));
+  g_assert_cmpstr(r.out, ==, "");
+  g_assert_false(g_file_test(path, G_FILE_TEST_EXISTS));
+  run_clear(&r);
+  g_rmdir(dir);
+}
+
 int
 main(int argc, char **argv)
 {
   mt_init(&argc, &argv);
   g_test_add_func("/tool/error/one-line", test_error_one_line);
   g_test_add_func("/tool/alloc/rounded-size", test_alloc_reports_rounded_size);
+  g_test_add_func("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
   return g_test_run();
 }
