@@ -10,7 +10,8 @@
 typedef struct
 {
   char *spec;
-  guint64 size;
+  guint64 size;   /* requested */
+  guint64 actual; /* the buffer's size: more than requested where the kind rounds up */
   guint32 pattern;
   guint width;
   MemresStats stats;
@@ -91,7 +92,7 @@ fill_and_verify(MemresBuffer *buf, guint32 pattern, guint width, GError **error)
 static void
 print_text(MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
 {
-  g_autofree char *size = memres_tool_format_size(r->size);
+  g_autofree char *size = memres_tool_format_size(r->actual);
   g_auto(GStrv) flags = memres_tool_flag_names(memres_buffer_get_flags(buf));
   g_autofree char *flag_text = g_strjoinv(", ", flags);
   gint device = memres_buffer_get_device(buf);
@@ -101,15 +102,17 @@ print_text(MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
           device >= 0 ? "device " : "host memory");
   if (device >= 0)
     g_print("%d", device);
+  if (r->actual != r->size)
+    g_print(" (rounded up from %" G_GUINT64_FORMAT " bytes)", r->size);
   g_print("\nflags     %s\n", flag_text[0] != '\0' ? flag_text : "none");
   if (r->width == 1)
     g_print("verified  filled with 0x%02x, copied back into host memory, every byte checked "
             "(%" G_GUINT64_FORMAT ")\n",
-            r->pattern & 0xff, r->size);
+            r->pattern & 0xff, r->actual);
   else
     g_print("verified  filled with the 4-byte pattern 0x%08x, copied back into host memory, "
             "every byte checked (%" G_GUINT64_FORMAT ")\n",
-            r->pattern, r->size);
+            r->pattern, r->actual);
   if (r->has_stats)
     {
       g_autofree char *used = memres_tool_format_size(r->stats.used_current);
@@ -143,7 +146,8 @@ print_json(MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
   memres_json_string(&json, "kind", memres_resource_get_kind_name(mr));
   memres_json_begin_object(&json, "buffer");
   memres_json_string(&json, "address", address);
-  memres_json_uint(&json, "size", r->size);
+  memres_json_uint(&json, "size", r->actual);
+  memres_json_uint(&json, "requested_size", r->size);
   memres_json_int(&json, "device", memres_buffer_get_device(buf));
   memres_json_begin_array(&json, "flags");
   for (i = 0; flags[i] != NULL; i++)
@@ -152,7 +156,7 @@ print_json(MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
   memres_json_end_object(&json);
   memres_json_uint(&json, "pattern", r->width == 1 ? (r->pattern & 0xff) : r->pattern);
   memres_json_uint(&json, "pattern_width", r->width);
-  memres_json_uint(&json, "verified_bytes", r->size);
+  memres_json_uint(&json, "verified_bytes", r->actual);
   if (r->has_stats)
     {
       memres_json_begin_object(&json, "stats");
@@ -230,7 +234,6 @@ memres_tool_alloc(int argc, char **argv)
   r.pattern = DEFAULT_PATTERN;
   if (pattern_text != NULL && !parse_pattern(pattern_text, &r.pattern, &error))
     return memres_tool_fail(error);
-  r.width = r.size % 4 == 0 ? 4 : 1;
 
   if (strcmp(spec, "default") == 0)
     mr = memres_resource_get_default(device, &error);
@@ -246,6 +249,8 @@ memres_tool_alloc(int argc, char **argv)
       g_free(r.spec);
       return memres_tool_fail(error);
     }
+  r.actual = memres_buffer_get_size(buf);
+  r.width = r.actual % 4 == 0 ? 4 : 1;
   ok = fill_and_verify(buf, r.pattern, r.width, &error);
   if (ok)
     {

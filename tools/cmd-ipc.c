@@ -178,7 +178,7 @@ memres_tool_ipc_serve(int argc, char **argv)
   g_autoptr(GOptionContext) context = g_option_context_new("SOCKET");
   g_autoptr(MemresResource) mr = NULL;
   g_autoptr(MemresBuffer) buf = NULL;
-  GError *error = NULL;
+  g_autoptr(GError) error = NULL;
   struct sockaddr_un addr;
   struct stat st;
   guint64 size = 1024 * 1024;
@@ -206,7 +206,17 @@ memres_tool_ipc_serve(int argc, char **argv)
   if (mr == NULL)
     return memres_tool_fail(error);
   buf = memres_resource_allocate(mr, size, NULL, &error);
-  if (buf == NULL || !buffer_put(buf, seed, &error))
+  if (buf == NULL)
+    return memres_tool_fail(error);
+  /* A resource that cannot be shared fails now, before listening, not at every client. */
+  {
+    g_autoptr(MemresIpcHandle) probe = memres_resource_export_handle(mr, &error);
+    MemresBufferDescriptor desc;
+
+    if (probe == NULL || !memres_buffer_export(buf, &desc, &error))
+      return memres_tool_fail(error);
+  }
+  if (!buffer_put(buf, seed, &error))
     return memres_tool_fail(error);
 
   if (lstat(addr.sun_path, &st) == 0)
@@ -354,7 +364,7 @@ memres_tool_ipc_attach(int argc, char **argv)
     { NULL },
   };
   g_autoptr(GOptionContext) context = g_option_context_new("SOCKET");
-  GError *error = NULL;
+  g_autoptr(GError) error = NULL;
   struct sockaddr_un addr;
   guint64 size = 0;
   guint32 seed = 0;

@@ -2,18 +2,64 @@
 #include "memres-tool.h"
 
 #include <stdio.h>
+#include <string.h>
+
+/* @message made printable on one line: messages echo the user's input, which may hold line
+ * breaks, terminal escapes or bytes that are not UTF-8. Control characters become \n, \r, \t
+ * or \xNN, invalid UTF-8 bytes \xNN; the rest is kept as it is. */
+static char *
+one_line(const char *message)
+{
+  GString *out = g_string_sized_new(strlen(message));
+  const char *p = message;
+
+  while (*p != '\0')
+    {
+      guchar c = (guchar)*p;
+      gunichar ch;
+
+      if (c >= 0x80)
+        {
+          ch = g_utf8_get_char_validated(p, -1);
+          if (ch != (gunichar)-1 && ch != (gunichar)-2)
+            {
+              const char *next = g_utf8_next_char(p);
+              g_string_append_len(out, p, next - p);
+              p = next;
+              continue;
+            }
+          g_string_append_printf(out, "\\x%02x", c);
+        }
+      else if (c == '\n')
+        g_string_append(out, "\\n");
+      else if (c == '\r')
+        g_string_append(out, "\\r");
+      else if (c == '\t')
+        g_string_append(out, "\\t");
+      else if (c < 0x20 || c == 0x7f)
+        g_string_append_printf(out, "\\x%02x", c);
+      else
+        g_string_append_c(out, (char)c);
+      p++;
+    }
+  return g_string_free(out, FALSE);
+}
 
 int
 memres_tool_fail(const GError *error)
 {
-  g_printerr("memres: %s\n", error->message);
+  g_autofree char *text = one_line(error->message);
+
+  g_printerr("memres: %s\n", text);
   return 1;
 }
 
 int
 memres_tool_usage_error(const char *command, const char *message)
 {
-  g_printerr("memres %s: %s (see memres %s --help)\n", command, message, command);
+  g_autofree char *text = one_line(message);
+
+  g_printerr("memres %s: %s (see memres %s --help)\n", command, text, command);
   return 2;
 }
 
@@ -182,6 +228,14 @@ char *
 memres_tool_format_size(guint64 bytes)
 {
   g_autofree char *human = g_format_size_full(bytes, G_FORMAT_SIZE_IEC_UNITS);
+  char *nbsp;
 
+  /* GLib puts a no-break space (U+00A0) before the unit, which a non-UTF-8 locale prints as
+   * '?' ("64.0?MiB"); output is for terminals and scripts alike: a plain space. */
+  while ((nbsp = strstr(human, "\xc2\xa0")) != NULL)
+    {
+      nbsp[0] = ' ';
+      memmove(nbsp + 1, nbsp + 2, strlen(nbsp + 2) + 1);
+    }
   return g_strdup_printf("%s (%" G_GUINT64_FORMAT " bytes)", human, bytes);
 }
