@@ -376,19 +376,29 @@ memres_buffer_write(MemresBuffer *buf, gsize offset, gconstpointer src, gsize n_
  *
  * Waits until all work on @stream is done (cuStreamSynchronize()). For %NULL, device 0's
  * primary context is made current first when no context is (memres_cuda_ensure_context()).
+ * Where no CUDA driver loads, synchronizing %NULL or %MEMRES_STREAM_LEGACY succeeds at once
+ * (no device work can be pending), so that code written for a GPU also runs on host memory.
  * Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
+ * Errors: %MEMRES_ERROR_NO_DRIVER (a stream of its own, but no driver); %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
  */
 gboolean
 memres_stream_synchronize(MemresStream stream, GError **error)
 {
-  const MemresCudaDriver *drv = memres_cuda_get_driver(error);
+  const MemresCudaDriver *drv;
   CUresult res;
 
-  if (drv == NULL)
+  /* Without a driver no device work can be pending: waiting on the default stream is then a
+   * no-op, so that code written for a GPU also runs where memres falls back to host memory. */
+  if (stream == NULL || stream == MEMRES_STREAM_LEGACY)
+    {
+      drv = memres_cuda_get_driver(NULL);
+      if (drv == NULL)
+        return TRUE;
+    }
+  else if ((drv = memres_cuda_get_driver(error)) == NULL)
     return FALSE;
   if ((stream == NULL || stream == MEMRES_STREAM_LEGACY) && !memres_cuda_ensure_context(0, error))
     return FALSE;

@@ -346,7 +346,10 @@ query_pointer(gpointer ptr, gint *device, MemresMemoryFlags *flags)
  * Wraps memory memres did not allocate, so that the copy and fill functions work on it. The
  * buffer has no resource (memres_buffer_get_resource() returns %NULL). Thread-safe.
  *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @ptr with a non-zero @size.
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @ptr with a non-zero @size, a range that
+ * wraps past the end of the address space, a @device below -1, or @flags other than
+ * %MEMRES_MEMORY_DEVICE_ACCESSIBLE and %MEMRES_MEMORY_HOST_ACCESSIBLE (wrapped memory is not
+ * imported, resizable, shareable or stream-ordered by memres).
  *
  * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
  */
@@ -360,6 +363,27 @@ memres_buffer_new_for_pointer(gpointer ptr, gsize size, gint device, MemresMemor
     {
       g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                   "cannot wrap a NULL pointer of %" G_GSIZE_FORMAT " bytes", size);
+      return NULL;
+    }
+  if ((guintptr)ptr > G_MAXSIZE - size)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "%" G_GSIZE_FORMAT " bytes at %p run past the end of the address space", size,
+                  ptr);
+      return NULL;
+    }
+  if (device < -1)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "device %d: a device ordinal is 0 or more, or -1 for host memory", device);
+      return NULL;
+    }
+  if ((flags & ~(MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE)) != 0)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                  "flags 0x%x: wrapped memory can only be described as device and/or host "
+                  "accessible",
+                  (guint)flags);
       return NULL;
     }
   if (flags == 0 && (ptr == NULL || !query_pointer(ptr, &device, &flags)))

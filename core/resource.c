@@ -157,9 +157,12 @@ memres_resource_new(const char *spec, GError **error)
  *
  * The resource an application gets when it names none: `dmr:device=N` (the device's memory
  * pool, stream-ordered) when a CUDA driver loads (memres_cuda_get_driver()) and @device exists;
- * otherwise `host` (pageable host memory). A new resource on each call. Thread-safe.
+ * `host` (pageable host memory) when @device is -1, when no driver loads or when the driver
+ * reports no device. A new resource on each call. Thread-safe.
  *
- * Errors: those of memres_resource_new() for the chosen spec.
+ * Errors: %MEMRES_ERROR_NO_DEVICE when a driver with devices loads but @device is not one of
+ * them (asking for device 5 on a one-GPU machine is a mistake, not a request for host memory);
+ * those of memres_resource_new() for the chosen spec.
  *
  * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
  */
@@ -168,8 +171,15 @@ memres_resource_get_default(gint device, GError **error)
 {
   g_autofree char *spec = NULL;
 
-  if (device >= 0 && memres_cuda_check_device(device, NULL))
-    spec = g_strdup_printf("dmr:device=%d", device);
+  gint n_devices = 0;
+
+  if (device >= 0 && memres_cuda_get_driver(NULL) != NULL
+      && memres_cuda_get_device_count(&n_devices, NULL) && n_devices > 0)
+    {
+      if (!memres_cuda_check_device(device, error))
+        return NULL;
+      spec = g_strdup_printf("dmr:device=%d", device);
+    }
   else
     spec = g_strdup("host");
   return memres_resource_new(spec, error);

@@ -420,6 +420,30 @@ test_wrap_host_memory(void)
   memres_buffer_unref(buf);
   g_assert_null(memres_buffer_new_for_pointer(NULL, 8, -1, 0, NULL, NULL, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+
+  /* a range past the end of the address space, a bad device, flags wrapped memory cannot have;
+   * the release function is not called for a refused wrap */
+  released = 0;
+  g_assert_null(memres_buffer_new_for_pointer(GSIZE_TO_POINTER(G_MAXSIZE - 15), 64, -1,
+                                              MEMRES_MEMORY_HOST_ACCESSIBLE, release_count,
+                                              &released, &error));
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  g_assert_null(memres_buffer_new_for_pointer(data, 4, -2, MEMRES_MEMORY_HOST_ACCESSIBLE,
+                                              release_count, &released, &error));
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  g_assert_null(memres_buffer_new_for_pointer(
+      data, 4, -1, MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_IMPORTED, release_count,
+      &released, &error));
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  g_assert_null(memres_buffer_new_for_pointer(data, 4, -1, 1 << 20, release_count, &released,
+                                              &error));
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error(&error);
+  g_assert_cmpint(released, ==, 0);
 }
 
 static void
@@ -448,7 +472,13 @@ test_device_memory_without_driver(void)
   g_assert_false(memres_buffer_write(dev, 0, bytes, 16, NULL, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
   g_clear_error(&error);
-  g_assert_false(memres_stream_synchronize(NULL, &error));
+  /* Without a driver nothing can be pending on the default stream: synchronizing it succeeds,
+   * so code written for a GPU runs on host memory too; a stream of its own needs a driver. */
+  g_assert_true(memres_stream_synchronize(NULL, &error));
+  g_assert_no_error(error);
+  g_assert_true(memres_stream_synchronize(MEMRES_STREAM_LEGACY, &error));
+  g_assert_no_error(error);
+  g_assert_false(memres_stream_synchronize((MemresStream)0x1234, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
 }
 

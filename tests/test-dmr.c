@@ -780,6 +780,31 @@ test_bad_options(void)
   mt_assert_fake_counts_equal(&base);
 }
 
+/* The default resource is the device's pool where the device exists; a device the driver does
+ * not have is an error, not a silent fallback to host memory. */
+static void
+test_default_resource(void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MemresResource) mr = NULL;
+  gint n = 0;
+
+  if (!mt_require_devices(1))
+    return;
+  mr = memres_resource_get_default(0, &error);
+  g_assert_no_error(error);
+  g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "dmr");
+  g_assert_cmpint(memres_resource_get_device(mr), ==, 0);
+  g_clear_pointer(&mr, memres_resource_unref);
+  g_assert_true(memres_cuda_get_device_count(&n, &error));
+  g_assert_null(memres_resource_get_default(n, &error));
+  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+  g_clear_error(&error);
+  mr = memres_resource_get_default(-1, &error);
+  g_assert_no_error(error);
+  g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "host");
+}
+
 static void
 test_query(void)
 {
@@ -1268,6 +1293,7 @@ main(int argc, char **argv)
   g_test_add_func("/dmr/options/bad", test_bad_options);
   g_test_add_func("/dmr/options/no-driver", test_no_driver);
   g_test_add_func("/dmr/query", test_query);
+  g_test_add_func("/dmr/default-resource", test_default_resource);
   g_test_add_func("/dmr/peer/access", test_peer_access);
   g_test_add_func("/dmr/peer/unsupported", test_peer_unsupported);
   g_test_add_func("/dmr/fault/allocate", test_fault_allocate);

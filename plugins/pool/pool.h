@@ -51,10 +51,11 @@ G_BEGIN_DECLS
   "current: the location's current pool (shared with other users, never destroyed); new: a "       \
   "pool of its own, destroyed after the resource's last buffer"
 #define MEMRES_POOL_DOC_MAX_SIZE                                                                   \
-  "most bytes the pool may reserve (pool=new only; unset: the driver's default)"
+  "most bytes the pool may reserve (a pool the resource creates, not a wrapped current pool; "     \
+  "unset: the driver's default)"
 #define MEMRES_POOL_DOC_RELEASE_THRESHOLD                                                          \
   "bytes of unused memory the pool keeps reserved across synchronizations, or max; unset: the "    \
-  "driver's value, except that a current pool whose threshold is 0 gets max, because at 0 the "    \
+  "driver's value, except that a wrapped current pool whose threshold is 0 gets max: at 0 the "     \
   "pool returns its memory to the system at every synchronization and allocation gets slow"
 #define MEMRES_POOL_DOC_REUSE_FOLLOW                                                               \
   "reuse memory freed on another stream once an event orders the two (unset: driver default)"
