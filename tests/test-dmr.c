@@ -29,55 +29,6 @@ drv(void)
   return d;
 }
 
-/* Baseline of the fake's live counts (all zero and unused on the real driver). */
-static void
-begin(FakeCudaCounts *base)
-{
-  memset(base, 0, sizeof *base);
-  if (mt_driver_is_fake())
-    mt_fake_get_counts(base);
-}
-
-static MemresResource *
-new_mr(const char *spec)
-{
-  GError *error = NULL;
-  MemresResource *mr = memres_resource_new(spec, &error);
-
-  g_assert_no_error(error);
-  g_assert_nonnull(mr);
-  return mr;
-}
-
-static MemresBuffer *
-alloc_ok(MemresResource *mr, gsize size, MemresStream stream)
-{
-  GError *error = NULL;
-  MemresBuffer *buf = memres_resource_allocate(mr, size, stream, &error);
-
-  g_assert_no_error(error);
-  g_assert_nonnull(buf);
-  g_assert_cmpuint(memres_buffer_get_size(buf), ==, size);
-  return buf;
-}
-
-static void
-close_ok(MemresBuffer *buf, MemresStream stream)
-{
-  GError *error = NULL;
-
-  CHECK(memres_buffer_close(buf, stream, &error));
-  memres_buffer_unref(buf);
-}
-
-static void
-sync_ok(MemresStream stream)
-{
-  GError *error = NULL;
-
-  CHECK(memres_stream_synchronize(stream, &error));
-}
-
 static MemresStats
 stats_ok(MemresResource *mr)
 {
@@ -129,7 +80,7 @@ pool_of(MemresBuffer *buf)
 {
   CUmemoryPool pool = NULL;
 
-  sync_ok(NULL); /* the allocation has happened */
+  mt_sync_ok(NULL); /* the allocation has happened */
   CU_OK(drv()->cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
                                      (CUdeviceptr)memres_buffer_get_address(buf)));
   g_assert_nonnull(pool);
@@ -157,35 +108,18 @@ static void
 write_pattern(MemresBuffer *buf, guint32 seed, MemresStream stream)
 {
   gsize size = memres_buffer_get_size(buf);
-  g_autofree guint8 *host = g_malloc(MIN(size, CHUNK));
 
   for (gsize off = 0; off < size; off += CHUNK)
-    {
-      gsize n = MIN(CHUNK, size - off);
-      GError *error = NULL;
-
-      mt_fill_pattern(host, n, seed + (guint32)(off / CHUNK));
-      CHECK(memres_buffer_write(buf, off, host, n, stream, &error));
-      sync_ok(stream);
-    }
+    mt_write_pattern(buf, off, MIN(CHUNK, size - off), seed + (guint32)(off / CHUNK), stream);
 }
 
 static void
 check_pattern(MemresBuffer *buf, guint32 seed, MemresStream stream)
 {
   gsize size = memres_buffer_get_size(buf);
-  g_autofree guint8 *host = g_malloc(MIN(size, CHUNK));
 
   for (gsize off = 0; off < size; off += CHUNK)
-    {
-      gsize n = MIN(CHUNK, size - off);
-      GError *error = NULL;
-
-      memset(host, 0, n);
-      CHECK(memres_buffer_read(buf, off, host, n, stream, &error));
-      sync_ok(stream);
-      mt_assert_pattern(host, n, seed + (guint32)(off / CHUNK));
-    }
+    mt_check_pattern(buf, off, MIN(CHUNK, size - off), seed + (guint32)(off / CHUNK), stream);
 }
 
 /* Every byte of @buf equals byte (i % 4) of little-endian @word. */
@@ -203,7 +137,7 @@ check_fill(MemresBuffer *buf, guint32 word, MemresStream stream)
 
       memset(host, ~bytes[0], n);
       CHECK(memres_buffer_read(buf, off, host, n, stream, &error));
-      sync_ok(stream);
+      mt_sync_ok(stream);
       for (gsize i = 0; i < n; i++)
         if (host[i] != bytes[(off + i) % 4])
           g_error("byte %" G_GSIZE_FORMAT " is 0x%02x, expected 0x%02x", off + i, host[i],
@@ -223,8 +157,8 @@ fill_ok(MemresBuffer *buf, guint32 pattern, guint width, MemresStream stream)
 static void
 round_trip(MemresResource *mr, gsize size, MemresStream stream)
 {
-  MemresBuffer *a = alloc_ok(mr, size, stream);
-  MemresBuffer *b = alloc_ok(mr, size, stream);
+  MemresBuffer *a = mt_alloc_ok(mr, size, stream);
+  MemresBuffer *b = mt_alloc_ok(mr, size, stream);
   GError *error = NULL;
   guint32 seed = (guint32)size;
 
@@ -244,9 +178,9 @@ round_trip(MemresResource *mr, gsize size, MemresStream stream)
       fill_ok(b, 0x11223344, 4, stream);
       check_fill(b, 0x11223344, stream);
     }
-  close_ok(a, stream);
-  close_ok(b, stream);
-  sync_ok(stream);
+  mt_close_ok(a, stream);
+  mt_close_ok(b, stream);
+  mt_sync_ok(stream);
 }
 
 static void
@@ -259,8 +193,8 @@ test_allocate_patterns(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new");
   stream = stream_new();
   for (guint i = 0; i < G_N_ELEMENTS(sizes); i++)
     {
@@ -285,19 +219,19 @@ test_allocate_zero_size(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new");
   before = stats_ok(mr);
   if (mt_driver_is_fake())
     calls = mt_fake_call_count("cuMemAllocFromPoolAsync");
-  buf = alloc_ok(mr, 0, NULL);
+  buf = mt_alloc_ok(mr, 0, NULL);
   g_assert_cmpuint(memres_buffer_get_address(buf), ==, 0);
   after = stats_ok(mr);
   g_assert_cmpuint(after.used_current, ==, before.used_current);
   g_assert_cmpuint(after.n_buffers, ==, before.n_buffers + 1);
   if (mt_driver_is_fake())
     g_assert_cmpint(mt_fake_call_count("cuMemAllocFromPoolAsync"), ==, calls);
-  close_ok(buf, NULL);
+  mt_close_ok(buf, NULL);
   g_assert_cmpuint(stats_ok(mr).n_buffers, ==, before.n_buffers);
   memres_resource_unref(mr);
   mt_assert_fake_counts_equal(&base);
@@ -313,8 +247,8 @@ test_allocate_too_large(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new");
   buf = memres_resource_allocate(mr, G_MAXSIZE, NULL, &error);
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
   g_assert_null(buf);
@@ -337,22 +271,22 @@ test_stats(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new,release_threshold=max");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new,release_threshold=max");
   s0 = stats_ok(mr);
   g_assert_cmpuint(s0.used_current, ==, 0);
   g_assert_cmpuint(s0.n_buffers, ==, 0);
 
-  a = alloc_ok(mr, 3 * MiB, NULL);
-  b = alloc_ok(mr, 5 * MiB + 1, NULL);
+  a = mt_alloc_ok(mr, 3 * MiB, NULL);
+  b = mt_alloc_ok(mr, 5 * MiB + 1, NULL);
   s1 = stats_ok(mr);
   g_assert_cmpuint(s1.used_current, >=, 8 * MiB + 1);
   g_assert_cmpuint(s1.used_high, >=, s1.used_current);
   g_assert_cmpuint(s1.reserved_current, >=, s1.used_current);
   g_assert_cmpuint(s1.n_buffers, ==, 2);
 
-  close_ok(b, NULL);
-  sync_ok(NULL);
+  mt_close_ok(b, NULL);
+  mt_sync_ok(NULL);
   s2 = stats_ok(mr);
   g_assert_cmpuint(s2.used_current, <=, s1.used_current - (5 * MiB + 1));
   g_assert_cmpuint(s2.used_current, >=, 3 * MiB);
@@ -366,8 +300,8 @@ test_stats(void)
   g_assert_cmpuint(s3.used_high, <, s1.used_high);
   g_assert_cmpuint(s3.reserved_high, ==, s3.reserved_current);
 
-  close_ok(a, NULL);
-  sync_ok(NULL);
+  mt_close_ok(a, NULL);
+  mt_sync_ok(NULL);
   s3 = stats_ok(mr);
   g_assert_cmpuint(s3.used_current, ==, 0);
   g_assert_cmpuint(s3.used_high, >=, 3 * MiB);
@@ -386,10 +320,10 @@ test_trim(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new,release_threshold=max");
-  close_ok(alloc_ok(mr, 16 * MiB, NULL), NULL);
-  sync_ok(NULL);
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new,release_threshold=max");
+  mt_close_ok(mt_alloc_ok(mr, 16 * MiB, NULL), NULL);
+  mt_sync_ok(NULL);
   s = stats_ok(mr);
   g_assert_cmpuint(s.used_current, ==, 0);
   g_assert_cmpuint(s.reserved_current, >=, 16 * MiB); /* threshold max keeps it */
@@ -415,20 +349,20 @@ test_max_size(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new,max_size=64MiB");
-  a = alloc_ok(mr, 16 * MiB, NULL);
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new,max_size=64MiB");
+  a = mt_alloc_ok(mr, 16 * MiB, NULL);
   b = memres_resource_allocate(mr, 128 * MiB, NULL, &error);
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
   g_assert_null(b);
   g_clear_error(&error);
   /* the pool keeps working: the first buffer is intact, more fits */
   write_pattern(a, 7, NULL);
-  b = alloc_ok(mr, 16 * MiB, NULL);
+  b = mt_alloc_ok(mr, 16 * MiB, NULL);
   check_pattern(a, 7, NULL);
-  close_ok(b, NULL);
-  close_ok(a, NULL);
-  sync_ok(NULL);
+  mt_close_ok(b, NULL);
+  mt_close_ok(a, NULL);
+  mt_sync_ok(NULL);
   g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
   memres_resource_unref(mr);
   mt_assert_fake_counts_equal(&base);
@@ -474,8 +408,8 @@ test_threads(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new");
   for (guint t = 0; t < N_THREADS; t++)
     {
       td[t] = (ThreadData){ mr, iterations, t };
@@ -485,7 +419,7 @@ test_threads(void)
     g_thread_join(threads[t]);
 
   /* every thread freed on the legacy stream of the device's primary context */
-  sync_ok(NULL);
+  mt_sync_ok(NULL);
   s = stats_ok(mr);
   g_assert_cmpuint(s.used_current, ==, 0);
   g_assert_cmpuint(s.n_buffers, ==, 0);
@@ -508,14 +442,14 @@ test_free_other_stream(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new");
   a = stream_new();
   b = stream_new();
   CU_OK(drv()->cuEventCreate(&done, CU_EVENT_DISABLE_TIMING));
 
-  src = alloc_ok(mr, 4 * MiB, a);
-  dst = alloc_ok(mr, 4 * MiB, a);
+  src = mt_alloc_ok(mr, 4 * MiB, a);
+  dst = mt_alloc_ok(mr, 4 * MiB, a);
   write_pattern(src, 42, a);
   CHECK(memres_buffer_copy_to(src, dst, a, &error));
   check_pattern(src, 42, a); /* the bytes are intact before the free */
@@ -523,11 +457,11 @@ test_free_other_stream(void)
   /* the free on b waits for everything queued on a */
   CU_OK(drv()->cuEventRecord(done, a));
   CU_OK(drv()->cuStreamWaitEvent(b, done, 0));
-  close_ok(src, b);
+  mt_close_ok(src, b);
   CU_OK(drv()->cuStreamSynchronize(b));
   check_pattern(dst, 42, a);
   g_assert_cmpuint(stats_ok(mr).used_current, >=, 4 * MiB);
-  close_ok(dst, a);
+  mt_close_ok(dst, a);
   CU_OK(drv()->cuStreamSynchronize(a));
   g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
 
@@ -547,10 +481,10 @@ test_buffers_outlive_resource(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new");
   for (guint i = 0; i < G_N_ELEMENTS(bufs); i++)
-    bufs[i] = alloc_ok(mr, (i + 1) * 100 * KiB, NULL);
+    bufs[i] = mt_alloc_ok(mr, (i + 1) * 100 * KiB, NULL);
   memres_resource_unref(mr); /* the buffers hold it now */
 
   for (guint i = 0; i < G_N_ELEMENTS(bufs); i++)
@@ -565,15 +499,15 @@ test_buffers_outlive_resource(void)
       g_assert_cmpint(live.pools, ==, base.pools + 1);
       g_assert_cmpint(live.pool_allocations, ==, base.pool_allocations + 3);
     }
-  close_ok(bufs[0], NULL);
-  close_ok(bufs[2], NULL);
+  mt_close_ok(bufs[0], NULL);
+  mt_close_ok(bufs[2], NULL);
   if (mt_driver_is_fake())
     {
       mt_fake_get_counts(&live);
       g_assert_cmpint(live.pools, ==, base.pools + 1); /* one buffer is left */
     }
-  close_ok(bufs[1], NULL);
-  sync_ok(NULL);
+  mt_close_ok(bufs[1], NULL);
+  mt_sync_ok(NULL);
   mt_assert_fake_counts_equal(&base);
 }
 
@@ -589,29 +523,29 @@ test_pool_current_vs_new(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
+  mt_counts_begin(&base);
   CU_OK(drv()->cuDeviceGet(&dev, 0));
   CU_OK(drv()->cuDeviceGetMemPool(&current, dev));
 
   /* a current pool with threshold 0 is raised to max; a given threshold is applied */
   CU_OK(drv()->cuMemPoolSetAttribute(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
-  cur1 = new_mr("dmr");
+  cur1 = mt_new_ok("dmr");
   g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
-  cur2 = new_mr("dmr:pool=current,release_threshold=1MiB");
+  cur2 = mt_new_ok("dmr:pool=current,release_threshold=1MiB");
   g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, MiB);
   memres_resource_unref(cur2);
-  cur2 = new_mr("dmr:device=0,pool=current");
+  cur2 = mt_new_ok("dmr:device=0,pool=current");
   g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, MiB);
-  own = new_mr("dmr:pool=new");
+  own = mt_new_ok("dmr:pool=new");
   if (mt_driver_is_fake())
     {
       mt_fake_get_counts(&now);
       g_assert_cmpint(now.pools, ==, base.pools + 1); /* only the new pool was created */
     }
 
-  b1 = alloc_ok(cur1, 2 * MiB, NULL);
-  b2 = alloc_ok(cur2, MiB, NULL);
-  b3 = alloc_ok(own, 3 * MiB, NULL);
+  b1 = mt_alloc_ok(cur1, 2 * MiB, NULL);
+  b2 = mt_alloc_ok(cur2, MiB, NULL);
+  b3 = mt_alloc_ok(own, 3 * MiB, NULL);
   g_assert_true(pool_of(b1) == current);
   g_assert_true(pool_of(b2) == current);
   g_assert_true(pool_of(b3) != current);
@@ -625,10 +559,10 @@ test_pool_current_vs_new(void)
   g_assert_cmpint(memres_resource_get_flags(cur1), ==,
                   MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED);
 
-  close_ok(b1, NULL);
-  close_ok(b2, NULL);
-  close_ok(b3, NULL);
-  sync_ok(NULL);
+  mt_close_ok(b1, NULL);
+  mt_close_ok(b2, NULL);
+  mt_close_ok(b3, NULL);
+  mt_sync_ok(NULL);
   memres_resource_unref(cur1);
   memres_resource_unref(cur2);
   memres_resource_unref(own);
@@ -691,7 +625,7 @@ test_pool_current_rollback(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  begin(&base);
+  mt_counts_begin(&base);
   CU_OK(drv()->cuDeviceGet(&dev, 0));
   CU_OK(drv()->cuDeviceGetMemPool(&current, dev));
   CU_OK(drv()->cuMemPoolSetAttribute(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
@@ -707,7 +641,7 @@ test_pool_current_rollback(void)
   g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 1);
 
   /* without the fault both change */
-  memres_resource_unref(new_mr("dmr:release_threshold=1GiB,reuse_allow_opportunistic=false"));
+  memres_resource_unref(mt_new_ok("dmr:release_threshold=1GiB,reuse_allow_opportunistic=false"));
   g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, GiB);
   g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 0);
   CU_OK(drv()->cuMemPoolSetAttribute(current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
@@ -725,26 +659,26 @@ test_reuse_options(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new,release_threshold=2MiB,reuse_follow_event_dependencies=false,"
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new,release_threshold=2MiB,reuse_follow_event_dependencies=false,"
               "reuse_allow_opportunistic=true,reuse_allow_internal_dependencies=no");
-  buf = alloc_ok(mr, KiB, NULL);
+  buf = mt_alloc_ok(mr, KiB, NULL);
   pool = pool_of(buf);
   g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 2 * MiB);
   g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES), ==, 0);
   g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 1);
   g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES), ==, 0);
-  close_ok(buf, NULL);
-  sync_ok(NULL);
+  mt_close_ok(buf, NULL);
+  mt_sync_ok(NULL);
   memres_resource_unref(mr);
 
-  mr = new_mr("dmr:pool=new,reuse_follow_event_dependencies=true,reuse_allow_opportunistic=0");
-  buf = alloc_ok(mr, KiB, NULL);
+  mr = mt_new_ok("dmr:pool=new,reuse_follow_event_dependencies=true,reuse_allow_opportunistic=0");
+  buf = mt_alloc_ok(mr, KiB, NULL);
   pool = pool_of(buf);
   g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES), ==, 1);
   g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 0);
-  close_ok(buf, NULL);
-  sync_ok(NULL);
+  mt_close_ok(buf, NULL);
+  mt_sync_ok(NULL);
   memres_resource_unref(mr);
   mt_assert_fake_counts_equal(&base);
 }
@@ -759,7 +693,7 @@ test_bad_options(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
+  mt_counts_begin(&base);
   CHECK(memres_cuda_get_device_count(&count, &error));
   beyond = g_strdup_printf("dmr:device=%d", count);
 
@@ -813,8 +747,8 @@ test_query(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new");
   g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "dmr");
   g_assert_cmpint(memres_resource_get_device(mr), ==, 0);
   g_assert_true(memres_resource_is_device_accessible(mr));
@@ -837,8 +771,8 @@ test_capture_refused(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new");
   stream = stream_new();
   CU_OK(drv()->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
   buf = memres_resource_allocate(mr, MiB, stream, &error);
@@ -866,8 +800,8 @@ test_no_context(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_mr("dmr:pool=new");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new");
   /* a thread that never made a context current allocates and frees on the NULL stream */
   {
     ThreadData td = { mr, 10, 0 };
@@ -875,7 +809,7 @@ test_no_context(void)
 
     g_thread_join(t);
   }
-  sync_ok(NULL);
+  mt_sync_ok(NULL);
   g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
   memres_resource_unref(mr);
   mt_assert_fake_counts_equal(&base);
@@ -929,11 +863,11 @@ test_peer_access(void)
       g_test_skip("device 1 cannot access device 0");
       return;
     }
-  begin(&base);
+  mt_counts_begin(&base);
   CHECK(memres_cuda_get_device_count(&count, &error));
   s1 = stream_new_on(1);
-  mr = new_mr("dmr:pool=new");
-  buf = alloc_ok(mr, MiB, NULL);
+  mr = mt_new_ok("dmr:pool=new");
+  buf = mt_alloc_ok(mr, MiB, NULL);
   assert_access(mr, 0, MEMRES_ACCESS_READWRITE);
   assert_access(mr, 1, MEMRES_ACCESS_NONE);
   assert_unreachable(buf, s1);
@@ -990,21 +924,21 @@ test_peer_access(void)
   assert_access(mr, 1, MEMRES_ACCESS_NONE);
   assert_unreachable(buf, s1);
 
-  close_ok(buf, NULL);
-  sync_ok(NULL);
+  mt_close_ok(buf, NULL);
+  mt_sync_ok(NULL);
   memres_resource_unref(mr);
 
   /* the current pool of device 1 is another pool, owned by device 1, which device 0 cannot
    * reach until a grant */
-  mr = new_mr("dmr:device=1");
+  mr = mt_new_ok("dmr:device=1");
   g_assert_cmpint(memres_resource_get_device(mr), ==, 1);
   assert_access(mr, 1, MEMRES_ACCESS_READWRITE);
   assert_access(mr, 0, MEMRES_ACCESS_NONE);
-  buf = alloc_ok(mr, 64 * KiB, s1);
+  buf = mt_alloc_ok(mr, 64 * KiB, s1);
   g_assert_cmpint(memres_buffer_get_device(buf), ==, 1);
   write_pattern(buf, 3, s1);
   check_pattern(buf, 3, s1);
-  close_ok(buf, s1);
+  mt_close_ok(buf, s1);
   stream_free(s1);
   memres_resource_unref(mr);
   mt_assert_fake_counts_equal(&base);
@@ -1040,8 +974,8 @@ test_peer_unsupported(void)
       g_test_skip("device 1 can access device 0");
       return;
     }
-  begin(&base);
-  mr = new_mr("dmr:pool=new");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new");
   g_assert_false(memres_resource_set_access(mr, grant, 1, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error(&error);
@@ -1067,18 +1001,18 @@ test_no_pools(void)
       g_test_skip("needs a device without memory pools: the fake makes one");
       return;
     }
-  begin(&base);
+  mt_counts_begin(&base);
   mt_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
 
   assert_new_fails("dmr", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "device 0");
   assert_new_fails("dmr:pool=new,sync_fallback=false", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "device 0");
 
-  mr = new_mr("dmr:pool=new,max_size=8MiB,sync_fallback=true");
+  mr = mt_new_ok("dmr:pool=new,max_size=8MiB,sync_fallback=true");
   g_assert_cmpint(memres_resource_get_flags(mr), ==, MEMRES_MEMORY_DEVICE_ACCESSIBLE);
   round_trip(mr, 255, NULL);
   round_trip(mr, MiB, NULL);
-  a = alloc_ok(mr, 6 * MiB, NULL);
+  a = mt_alloc_ok(mr, 6 * MiB, NULL);
   mt_fake_get_counts(&live);
   g_assert_cmpint(live.allocations, ==, base.allocations + 1);
   g_assert_cmpint(live.pool_allocations, ==, base.pool_allocations);
@@ -1090,7 +1024,7 @@ test_no_pools(void)
   g_assert_cmpuint(s.used_current, ==, 6 * MiB);
   g_assert_cmpuint(s.reserved_current, ==, 6 * MiB);
   g_assert_cmpuint(s.used_high, ==, 6 * MiB);
-  close_ok(a, NULL);
+  mt_close_ok(a, NULL);
   s = stats_ok(mr);
   g_assert_cmpuint(s.used_current, ==, 0);
   g_assert_cmpuint(s.used_high, ==, 6 * MiB);
@@ -1108,55 +1042,11 @@ test_no_pools(void)
 
 /* Fault sweeps (fake only) */
 
-typedef struct
-{
-  MemresResource *mr;
-  MemresStream stream;
-  MemresBuffer *buf;
-  const char *spec;
-} SweepData;
-
-static gboolean
-op_allocate(gpointer data, GError **error)
-{
-  SweepData *sd = data;
-
-  sd->buf = memres_resource_allocate(sd->mr, 256 * KiB, sd->stream, error);
-  return sd->buf != NULL;
-}
-
-static void
-undo_allocate(gpointer data)
-{
-  SweepData *sd = data;
-
-  close_ok(sd->buf, sd->stream);
-  sync_ok(sd->stream);
-  sd->buf = NULL;
-}
-
-static gboolean
-op_new(gpointer data, GError **error)
-{
-  SweepData *sd = data;
-
-  sd->mr = memres_resource_new(sd->spec, error);
-  return sd->mr != NULL;
-}
-
-static void
-undo_new(gpointer data)
-{
-  SweepData *sd = data;
-
-  g_clear_pointer(&sd->mr, memres_resource_unref);
-}
-
 static void
 test_fault_allocate(void)
 {
   FakeCudaCounts base;
-  SweepData sd = { 0 };
+  MtSweepData sd = { .size = 256 * KiB };
   CUstream stream;
 
   if (!mt_require_devices(1))
@@ -1166,15 +1056,15 @@ test_fault_allocate(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  begin(&base);
-  sd.mr = new_mr("dmr:pool=new");
+  mt_counts_begin(&base);
+  sd.mr = mt_new_ok("dmr:pool=new");
   stream = stream_new();
   sd.stream = NULL;
-  g_assert_cmpint(mt_fault_sweep("allocate (NULL stream)", op_allocate, undo_allocate, &sd,
+  g_assert_cmpint(mt_fault_sweep("allocate (NULL stream)", mt_op_allocate, mt_undo_allocate, &sd,
                                  CUDA_ERROR_INVALID_VALUE, NULL),
                   >=, 1);
   sd.stream = stream;
-  g_assert_cmpint(mt_fault_sweep("allocate (stream)", op_allocate, undo_allocate, &sd,
+  g_assert_cmpint(mt_fault_sweep("allocate (stream)", mt_op_allocate, mt_undo_allocate, &sd,
                                  CUDA_ERROR_INVALID_VALUE, NULL),
                   >=, 2);
   stream_free(stream);
@@ -1202,12 +1092,12 @@ test_fault_close(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  begin(&base);
-  mr = new_mr("dmr:pool=new");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("dmr:pool=new");
   stream = stream_new();
 
   /* the free cannot be ordered on the stream: reported, and the memory is freed anyway */
-  buf = alloc_ok(mr, 256 * KiB, stream);
+  buf = mt_alloc_ok(mr, 256 * KiB, stream);
   write_pattern(buf, 5, stream);
   mt_fake_fail_call("cuMemFreeAsync", 1, CUDA_ERROR_INVALID_HANDLE);
   g_assert_false(memres_buffer_close(buf, stream, &error));
@@ -1216,16 +1106,16 @@ test_fault_close(void)
   g_clear_error(&error);
   g_assert_true(memres_buffer_is_closed(buf));
   memres_buffer_unref(buf);
-  sync_ok(NULL);
+  mt_sync_ok(NULL);
   mt_fake_get_counts(&live);
   g_assert_cmpint(live.pool_allocations, ==, base.pool_allocations);
   g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
 
   /* at process exit (driver deinitialized) a failed free is no error */
-  buf = alloc_ok(mr, 256 * KiB, stream);
+  buf = mt_alloc_ok(mr, 256 * KiB, stream);
   address = memres_buffer_get_address(buf);
   mt_fake_fail_call("cuMemFreeAsync", 1, CUDA_ERROR_DEINITIALIZED);
-  close_ok(buf, stream);
+  mt_close_ok(buf, stream);
   mt_fake_get_counts(&live);
   g_assert_cmpint(live.pool_allocations, ==, base.pool_allocations + 1);
   CU_OK(drv()->cuMemFreeAsync((CUdeviceptr)address, stream)); /* what the exit would have done */
@@ -1248,7 +1138,7 @@ test_fault_new(void)
     "dmr:pool=current,release_threshold=max,reuse_allow_opportunistic=true",
   };
   FakeCudaCounts base;
-  SweepData sd = { 0 };
+  MtSweepData sd = { 0 };
 
   if (!mt_require_devices(1))
     return;
@@ -1257,12 +1147,12 @@ test_fault_new(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  begin(&base);
+  mt_counts_begin(&base);
   for (guint i = 0; i < G_N_ELEMENTS(specs); i++)
     {
       sd.spec = specs[i];
       g_assert_cmpint(
-          mt_fault_sweep(specs[i], op_new, undo_new, &sd, CUDA_ERROR_INVALID_VALUE, NULL), >=, 1);
+          mt_fault_sweep(specs[i], mt_op_new, mt_undo_new, &sd, CUDA_ERROR_INVALID_VALUE, NULL), >=, 1);
     }
   mt_assert_fake_counts_equal(&base);
 }

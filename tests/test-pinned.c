@@ -10,63 +10,6 @@
 
 #define MiB ((gsize)1 << 20)
 
-/* Every test starts with begin() and ends with end(): no driver object may outlive it. */
-static void
-begin(FakeCudaCounts *base)
-{
-  memset(base, 0, sizeof *base);
-  if (mt_driver_is_fake())
-    mt_fake_get_counts(base);
-}
-
-static void
-end(const FakeCudaCounts *base)
-{
-  mt_assert_fake_counts_equal(base);
-}
-
-static MemresResource *
-new_resource(const char *spec)
-{
-  g_autoptr(GError) error = NULL;
-  MemresResource *mr = memres_resource_new(spec, &error);
-
-  g_assert_no_error(error);
-  g_assert_nonnull(mr);
-  return mr;
-}
-
-static MemresBuffer *
-allocate(MemresResource *mr, gsize size)
-{
-  g_autoptr(GError) error = NULL;
-  MemresBuffer *buf = memres_resource_allocate(mr, size, NULL, &error);
-
-  g_assert_no_error(error);
-  g_assert_nonnull(buf);
-  g_assert_cmpuint(memres_buffer_get_size(buf), ==, size);
-  return buf;
-}
-
-static void
-close_buffer(MemresBuffer *buf)
-{
-  g_autoptr(GError) error = NULL;
-
-  g_assert_true(memres_buffer_close(buf, NULL, &error));
-  g_assert_no_error(error);
-  memres_buffer_unref(buf);
-}
-
-static void
-synchronize(void)
-{
-  g_autoptr(GError) error = NULL;
-
-  g_assert_true(memres_stream_synchronize(NULL, &error));
-  g_assert_no_error(error);
-}
-
 static void
 get_stats(MemresResource *mr, MemresStats *stats)
 {
@@ -116,12 +59,12 @@ static void
 check_roundtrip(const char *src_spec, const char *dst_spec, gsize size, guint32 seed)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) src_mr = new_resource(src_spec);
-  g_autoptr(MemresResource) dst_mr = new_resource(dst_spec);
-  g_autoptr(MemresResource) dev_mr = new_resource("dmr:device=0");
-  MemresBuffer *src = allocate(src_mr, size);
-  MemresBuffer *dev = allocate(dev_mr, size);
-  MemresBuffer *dst = allocate(dst_mr, size);
+  g_autoptr(MemresResource) src_mr = mt_new_ok(src_spec);
+  g_autoptr(MemresResource) dst_mr = mt_new_ok(dst_spec);
+  g_autoptr(MemresResource) dev_mr = mt_new_ok("dmr:device=0");
+  MemresBuffer *src = mt_alloc_ok(src_mr, size, NULL);
+  MemresBuffer *dev = mt_alloc_ok(dev_mr, size, NULL);
+  MemresBuffer *dst = mt_alloc_ok(dst_mr, size, NULL);
 
   g_assert_true(memres_buffer_is_host_accessible(src));
   g_assert_true(memres_buffer_is_device_accessible(src));
@@ -129,7 +72,7 @@ check_roundtrip(const char *src_spec, const char *dst_spec, gsize size, guint32 
   g_assert_nonnull(memres_buffer_get_pointer(src));
   g_assert_cmpuint((guintptr)memres_buffer_get_pointer(src), ==, memres_buffer_get_address(src));
 
-  synchronize(); /* stream-ordered allocations are usable from the host once complete */
+  mt_sync_ok(NULL); /* stream-ordered allocations are usable from the host once complete */
   mt_fill_pattern(memres_buffer_get_pointer(src), size, seed);
   memset(memres_buffer_get_pointer(dst), 0, size);
 
@@ -137,12 +80,12 @@ check_roundtrip(const char *src_spec, const char *dst_spec, gsize size, guint32 
   g_assert_no_error(error);
   g_assert_true(memres_buffer_copy_to(dev, dst, NULL, &error));
   g_assert_no_error(error);
-  synchronize();
+  mt_sync_ok(NULL);
   mt_assert_pattern(memres_buffer_get_pointer(dst), size, seed);
 
-  close_buffer(src);
-  close_buffer(dev);
-  close_buffer(dst);
+  mt_close_ok(src, NULL);
+  mt_close_ok(dev, NULL);
+  mt_close_ok(dst, NULL);
 }
 
 static void
@@ -152,10 +95,10 @@ test_pool_roundtrip(void)
 
   if (!require_pool_mode())
     return;
-  begin(&base);
+  mt_counts_begin(&base);
   check_roundtrip("pinned", "pinned", 3 * MiB + 5, 1);
   check_roundtrip("pinned:mode=pool,device=0,devices=0", "pinned:numa_id=-1", 4096, 2);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 static void
@@ -165,9 +108,9 @@ test_legacy_roundtrip(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
+  mt_counts_begin(&base);
   check_roundtrip("pinned:mode=legacy", "pinned:mode=legacy", 3 * MiB + 5, 3);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 /* Write-combined memory is slow to read from the host: write it, read it back through a copy
@@ -179,9 +122,9 @@ test_legacy_writecombined(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
+  mt_counts_begin(&base);
   check_roundtrip("pinned:mode=legacy,writecombined=true", "pinned:mode=legacy", 2 * MiB + 3, 4);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 static void
@@ -195,23 +138,23 @@ test_legacy_portable_devicemap(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
+  mt_counts_begin(&base);
   check_roundtrip("pinned:mode=legacy,portable=true,devicemap=true",
                   "pinned:mode=legacy,portable=true", MiB, 5);
 
   /* Mapped memory has a device pointer. */
   {
-    g_autoptr(MemresResource) mr = new_resource("pinned:mode=legacy,devicemap=true");
+    g_autoptr(MemresResource) mr = mt_new_ok("pinned:mode=legacy,devicemap=true");
 
     drv = memres_cuda_get_driver(&error);
     g_assert_no_error(error);
-    buf = allocate(mr, 4096);
+    buf = mt_alloc_ok(mr, 4096, NULL);
     g_assert_cmpint(drv->cuMemHostGetDevicePointer(&dptr, memres_buffer_get_pointer(buf), 0), ==,
                     CUDA_SUCCESS);
     g_assert_cmpuint(dptr, !=, 0);
-    close_buffer(buf);
+    mt_close_ok(buf, NULL);
   }
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 static void
@@ -224,9 +167,9 @@ test_pool_flags(void)
 
   if (!require_pool_mode())
     return;
-  begin(&base);
-  pool = new_resource("pinned");
-  legacy = new_resource("pinned:mode=legacy");
+  mt_counts_begin(&base);
+  pool = mt_new_ok("pinned");
+  legacy = mt_new_ok("pinned:mode=legacy");
 
   g_assert_cmpstr(memres_resource_get_kind_name(pool), ==, "pinned");
   g_assert_cmpint(memres_resource_get_device(pool), ==, 0);
@@ -237,16 +180,16 @@ test_pool_flags(void)
   g_assert_cmphex(memres_resource_get_flags(legacy), ==,
                   MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE);
 
-  buf = allocate(pool, 4096);
+  buf = mt_alloc_ok(pool, 4096, NULL);
   g_assert_cmphex(memres_buffer_get_flags(buf), ==, memres_resource_get_flags(pool));
-  close_buffer(buf);
-  buf = allocate(legacy, 4096);
+  mt_close_ok(buf, NULL);
+  buf = mt_alloc_ok(legacy, 4096, NULL);
   g_assert_cmphex(memres_buffer_get_flags(buf), ==, memres_resource_get_flags(legacy));
-  close_buffer(buf);
+  mt_close_ok(buf, NULL);
 
   g_clear_pointer(&pool, memres_resource_unref);
   g_clear_pointer(&legacy, memres_resource_unref);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 static void
@@ -260,24 +203,24 @@ test_pool_stats(void)
 
   if (!require_pool_mode())
     return;
-  begin(&base);
-  mr = new_resource("pinned");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("pinned");
 
   get_stats(mr, &s);
   g_assert_cmpuint(s.used_current, ==, 0);
   g_assert_cmpuint(s.reserved_current, ==, 0);
   g_assert_cmpuint(s.n_buffers, ==, 0);
 
-  a = allocate(mr, 2 * MiB);
-  synchronize();
+  a = mt_alloc_ok(mr, 2 * MiB, NULL);
+  mt_sync_ok(NULL);
   get_stats(mr, &s);
   g_assert_cmpuint(s.used_current, ==, 2 * MiB);
   g_assert_cmpuint(s.used_high, ==, 2 * MiB);
   g_assert_cmpuint(s.reserved_current, >=, 2 * MiB);
   g_assert_cmpuint(s.n_buffers, ==, 1);
 
-  b = allocate(mr, 4 * MiB);
-  synchronize();
+  b = mt_alloc_ok(mr, 4 * MiB, NULL);
+  mt_sync_ok(NULL);
   get_stats(mr, &s);
   g_assert_cmpuint(s.used_current, ==, 6 * MiB);
   g_assert_cmpuint(s.used_high, ==, 6 * MiB);
@@ -285,8 +228,8 @@ test_pool_stats(void)
   g_assert_cmpuint(s.reserved_high, >=, s.reserved_current);
   g_assert_cmpuint(s.n_buffers, ==, 2);
 
-  close_buffer(a);
-  synchronize();
+  mt_close_ok(a, NULL);
+  mt_sync_ok(NULL);
   get_stats(mr, &s);
   g_assert_cmpuint(s.used_current, ==, 4 * MiB);
   g_assert_cmpuint(s.used_high, ==, 6 * MiB);
@@ -299,8 +242,8 @@ test_pool_stats(void)
   g_assert_cmpuint(s.reserved_high, ==, s.reserved_current);
 
   /* The release threshold is max by default: freed memory stays reserved until trimmed. */
-  close_buffer(b);
-  synchronize();
+  mt_close_ok(b, NULL);
+  mt_sync_ok(NULL);
   get_stats(mr, &s);
   g_assert_cmpuint(s.used_current, ==, 0);
   g_assert_cmpuint(s.reserved_current, >=, 4 * MiB);
@@ -313,7 +256,7 @@ test_pool_stats(void)
   g_assert_cmpuint(s.used_current, ==, 0);
 
   g_clear_pointer(&mr, memres_resource_unref);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 /* Trimming keeps what is asked for and gives back the rest; a pool reused after a trim works. */
@@ -327,11 +270,11 @@ test_pool_trim(void)
 
   if (!require_pool_mode())
     return;
-  begin(&base);
-  mr = new_resource("pinned:release_threshold=max,max_size=64MiB");
+  mt_counts_begin(&base);
+  mr = mt_new_ok("pinned:release_threshold=max,max_size=64MiB");
 
-  close_buffer(allocate(mr, 8 * MiB));
-  synchronize();
+  mt_close_ok(mt_alloc_ok(mr, 8 * MiB, NULL), NULL);
+  mt_sync_ok(NULL);
   get_stats(mr, &before);
   g_assert_cmpuint(before.reserved_current, >=, 8 * MiB);
 
@@ -347,7 +290,7 @@ test_pool_trim(void)
 
   check_roundtrip("pinned:max_size=64MiB", "pinned:mode=legacy", MiB, 6);
   g_clear_pointer(&mr, memres_resource_unref);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 static void
@@ -361,15 +304,15 @@ test_legacy_stats(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
-  mr = new_resource("pinned:mode=legacy");
-  a = allocate(mr, 3000);
-  b = allocate(mr, 5000);
+  mt_counts_begin(&base);
+  mr = mt_new_ok("pinned:mode=legacy");
+  a = mt_alloc_ok(mr, 3000, NULL);
+  b = mt_alloc_ok(mr, 5000, NULL);
   get_stats(mr, &s);
   g_assert_cmpuint(s.used_current, ==, 8000);
   g_assert_cmpuint(s.reserved_current, ==, 8000);
   g_assert_cmpuint(s.n_buffers, ==, 2);
-  close_buffer(a);
+  mt_close_ok(a, NULL);
   get_stats(mr, &s);
   g_assert_cmpuint(s.used_current, ==, 5000);
   g_assert_cmpuint(s.used_high, ==, 8000);
@@ -382,12 +325,12 @@ test_legacy_stats(void)
   g_assert_no_error(error);
   get_stats(mr, &s);
   g_assert_cmpuint(s.reserved_current, ==, 5000);
-  close_buffer(b);
+  mt_close_ok(b, NULL);
   get_stats(mr, &s);
   g_assert_cmpuint(s.used_current, ==, 0);
   g_assert_cmpuint(s.n_buffers, ==, 0);
   g_clear_pointer(&mr, memres_resource_unref);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 static void
@@ -401,20 +344,20 @@ test_pool_access(void)
 
   if (!require_pool_mode())
     return;
-  begin(&base);
-  pool = new_resource("pinned:devices=0");
+  mt_counts_begin(&base);
+  pool = mt_new_ok("pinned:devices=0");
   g_assert_true(memres_resource_get_access(pool, 0, &access, &error));
   g_assert_no_error(error);
   g_assert_cmpint(access, ==, MEMRES_ACCESS_READWRITE);
 
-  legacy = new_resource("pinned:mode=legacy");
+  legacy = mt_new_ok("pinned:mode=legacy");
   g_assert_false(memres_resource_get_access(legacy, 0, &access, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error(&error);
 
   g_clear_pointer(&pool, memres_resource_unref);
   g_clear_pointer(&legacy, memres_resource_unref);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 static void
@@ -436,7 +379,7 @@ test_options_invalid(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
+  mt_counts_begin(&base);
   /* Options of the other mode. */
   assert_new_fails("pinned:mode=legacy,max_size=1MiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "max_size");
@@ -461,7 +404,7 @@ test_options_invalid(void)
   assert_new_fails("pinned:numa_id=-2", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "numa_id");
   assert_new_fails("pinned:device=4096", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
   assert_new_fails("pinned:mode=legacy,device=4096", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 /* A NUMA node the host does not have. */
@@ -472,7 +415,7 @@ test_options_numa_missing(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
+  mt_counts_begin(&base);
   assert_new_fails("pinned:numa_id=4095", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "NUMA node 4095");
   assert_new_fails("pinned:numa_id=4095,fallback=true", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
@@ -485,7 +428,7 @@ test_options_numa_missing(void)
                        "refuses host NUMA node 0");
       mt_fake_reset_faults();
     }
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 /* Node 0 exists on every Linux host: a pool on it works where the device has host NUMA pools,
@@ -497,13 +440,13 @@ test_pool_numa_node(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
+  mt_counts_begin(&base);
   if (device_attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED))
     check_roundtrip("pinned:numa_id=0", "pinned:numa_id=0", MiB + 1, 7);
   else
     assert_new_fails("pinned:numa_id=0", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                      "HOST_NUMA_MEMORY_POOLS_SUPPORTED");
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 /* Sets a fake device attribute for the rest of the test, remembering its value. */
@@ -543,7 +486,7 @@ test_pool_unsupported(void)
       g_test_skip("device 0 has host memory pools (the fake driver tests their absence)");
       return;
     }
-  begin(&base);
+  mt_counts_begin(&base);
   if (mt_driver_is_fake())
     {
       override_attribute(&host, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0);
@@ -557,7 +500,7 @@ test_pool_unsupported(void)
   assert_new_fails("pinned:ipc=true,fallback=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "ipc");
 
-  mr = new_resource("pinned:fallback=true,max_size=1GiB");
+  mr = mt_new_ok("pinned:fallback=true,max_size=1GiB");
   g_assert_cmphex(memres_resource_get_flags(mr), ==,
                   MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE);
   g_clear_pointer(&mr, memres_resource_unref);
@@ -568,7 +511,7 @@ test_pool_unsupported(void)
       restore_attribute(&numa);
       restore_attribute(&host);
     }
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 /* Host pools without host NUMA pools: the default pool mode uses the HOST location, a named
@@ -586,7 +529,7 @@ test_pool_no_numa_pools(void)
       g_test_skip("needs the fake driver to turn host NUMA pools off");
       return;
     }
-  begin(&base);
+  mt_counts_begin(&base);
   override_attribute(&host, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 1);
   override_attribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0);
 
@@ -601,18 +544,18 @@ test_pool_no_numa_pools(void)
   check_roundtrip("pinned", "pinned:numa_id=-1", MiB, 10);
   restore_attribute(&numa);
   restore_attribute(&host);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 static void
 check_zero_size(const char *spec)
 {
-  g_autoptr(MemresResource) mr = new_resource(spec);
-  MemresBuffer *buf = allocate(mr, 0);
+  g_autoptr(MemresResource) mr = mt_new_ok(spec);
+  MemresBuffer *buf = mt_alloc_ok(mr, 0, NULL);
 
   g_assert_cmpuint(memres_buffer_get_address(buf), ==, 0);
   g_assert_null(memres_buffer_get_pointer(buf));
-  close_buffer(buf);
+  mt_close_ok(buf, NULL);
 }
 
 static void
@@ -623,7 +566,7 @@ test_allocate_zero_size(void)
 
   if (!require_pool_mode())
     return;
-  begin(&base);
+  mt_counts_begin(&base);
   if (mt_driver_is_fake())
     {
       pool_allocs = mt_fake_call_count("cuMemAllocFromPoolAsync");
@@ -636,14 +579,14 @@ test_allocate_zero_size(void)
       g_assert_cmpint(mt_fake_call_count("cuMemAllocFromPoolAsync"), ==, pool_allocs);
       g_assert_cmpint(mt_fake_call_count("cuMemHostAlloc"), ==, host_allocs);
     }
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 static void
 check_too_large(const char *spec)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_resource(spec);
+  g_autoptr(MemresResource) mr = mt_new_ok(spec);
   MemresBuffer *buf = memres_resource_allocate(mr, G_MAXSIZE, NULL, &error);
 
   g_assert_null(buf);
@@ -657,7 +600,7 @@ test_allocate_max_size(void)
 
   if (!require_pool_mode())
     return;
-  begin(&base);
+  mt_counts_begin(&base);
   check_too_large("pinned");
   check_too_large("pinned:mode=legacy");
   check_too_large("pinned:max_size=1MiB");
@@ -665,14 +608,14 @@ test_allocate_max_size(void)
   /* Beyond the pool's max_size: the driver's out-of-memory, reported as such. */
   {
     g_autoptr(GError) error = NULL;
-    g_autoptr(MemresResource) mr = new_resource("pinned:max_size=4MiB");
-    MemresBuffer *buf = allocate(mr, 2 * MiB);
+    g_autoptr(MemresResource) mr = mt_new_ok("pinned:max_size=4MiB");
+    MemresBuffer *buf = mt_alloc_ok(mr, 2 * MiB, NULL);
 
     g_assert_null(memres_resource_allocate(mr, 64 * MiB, NULL, &error));
     g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-    close_buffer(buf);
+    mt_close_ok(buf, NULL);
   }
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 /* Allocation and free from several threads at once leave the statistics exact. */
@@ -704,7 +647,7 @@ thread_func(gpointer data)
 static void
 check_threads(const char *spec)
 {
-  g_autoptr(MemresResource) mr = new_resource(spec);
+  g_autoptr(MemresResource) mr = mt_new_ok(spec);
   ThreadData td[4];
   GThread *threads[4];
   MemresStats s;
@@ -717,7 +660,7 @@ check_threads(const char *spec)
     }
   for (guint i = 0; i < G_N_ELEMENTS(threads); i++)
     g_thread_join(threads[i]);
-  synchronize();
+  mt_sync_ok(NULL);
   get_stats(mr, &s);
   g_assert_cmpuint(s.used_current, ==, 0);
   g_assert_cmpuint(s.n_buffers, ==, 0);
@@ -730,60 +673,19 @@ test_threads(void)
 
   if (!require_pool_mode())
     return;
-  begin(&base);
+  mt_counts_begin(&base);
   check_threads("pinned");
   check_threads("pinned:mode=legacy");
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 /* Fault sweeps: every driver call of creation, allocation and close fails once in turn. */
-typedef struct
-{
-  const char *spec;
-  MemresResource *mr;
-  MemresBuffer *buf;
-} SweepData;
-
-static gboolean
-op_create(gpointer data, GError **error)
-{
-  SweepData *d = data;
-
-  d->mr = memres_resource_new(d->spec, error);
-  return d->mr != NULL;
-}
-
-static void
-undo_create(gpointer data)
-{
-  SweepData *d = data;
-
-  g_clear_pointer(&d->mr, memres_resource_unref);
-}
-
-static gboolean
-op_allocate(gpointer data, GError **error)
-{
-  SweepData *d = data;
-
-  d->buf = memres_resource_allocate(d->mr, 2 * MiB, NULL, error);
-  return d->buf != NULL;
-}
-
-static void
-undo_allocate(gpointer data)
-{
-  SweepData *d = data;
-
-  close_buffer(g_steal_pointer(&d->buf));
-}
-
 /* Allocate then close: a failing close must still leave nothing behind. */
 static gboolean
 op_allocate_close(gpointer data, GError **error)
 {
-  SweepData *d = data;
-  MemresBuffer *buf = memres_resource_allocate(d->mr, 2 * MiB, NULL, error);
+  MtSweepData *d = data;
+  MemresBuffer *buf = memres_resource_allocate(d->mr, d->size, NULL, error);
   gboolean ok;
 
   if (buf == NULL)
@@ -799,30 +701,30 @@ sweep(const char *spec, gboolean expect_calls)
   /* A failing free cannot be undone: the memory stays allocated. */
   static const char *const frees[] = { "cuMemFreeAsync", "cuMemFreeHost", NULL };
   g_autofree char *what = NULL;
-  SweepData d = { spec, NULL, NULL };
+  MtSweepData d = { .spec = spec, .size = 2 * MiB };
   int n;
 
   /* Warm up once: first-use work of the core (loading the plugin, retaining the primary
    * context) happens once per process and is not the operation under test. */
-  g_assert_true(op_create(&d, NULL));
+  g_assert_true(mt_op_new(&d, NULL));
   g_assert_true(op_allocate_close(&d, NULL));
-  undo_create(&d);
+  mt_undo_new(&d);
 
   what = g_strdup_printf("create %s", spec);
-  n = mt_fault_sweep(what, op_create, undo_create, &d, CUDA_ERROR_NOT_PERMITTED, NULL);
+  n = mt_fault_sweep(what, mt_op_new, mt_undo_new, &d, CUDA_ERROR_NOT_PERMITTED, NULL);
   if (expect_calls)
     g_assert_cmpint(n, >, 0);
 
-  d.mr = new_resource(spec);
+  d.mr = mt_new_ok(spec);
   g_free(what);
   what = g_strdup_printf("allocate %s", spec);
-  n = mt_fault_sweep(what, op_allocate, undo_allocate, &d, CUDA_ERROR_NOT_PERMITTED, NULL);
+  n = mt_fault_sweep(what, mt_op_allocate, mt_undo_allocate, &d, CUDA_ERROR_NOT_PERMITTED, NULL);
   g_assert_cmpint(n, >, 0);
   g_free(what);
   what = g_strdup_printf("allocate+close %s", spec);
   n = mt_fault_sweep(what, op_allocate_close, NULL, &d, CUDA_ERROR_NOT_PERMITTED, frees);
   g_assert_cmpint(n, >, 0);
-  undo_create(&d);
+  mt_undo_new(&d);
 }
 
 static void
@@ -837,10 +739,10 @@ test_fault_sweep_pool(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  begin(&base);
+  mt_counts_begin(&base);
   sweep("pinned", TRUE);
   sweep("pinned:numa_id=0,max_size=64MiB,release_threshold=1MiB", TRUE);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 static void
@@ -855,10 +757,10 @@ test_fault_sweep_legacy(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  begin(&base);
+  mt_counts_begin(&base);
   sweep("pinned:mode=legacy", FALSE);
   sweep("pinned:mode=legacy,portable=true,devicemap=true,writecombined=true", FALSE);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 /* ---- ipc=true ------------------------------------------------------------------------------ */
@@ -916,8 +818,8 @@ test_ipc_same_process(void)
 
   if (!require_pool_mode())
     return;
-  begin(&base);
-  exporter = new_resource("pinned:ipc=true");
+  mt_counts_begin(&base);
+  exporter = mt_new_ok("pinned:ipc=true");
   g_assert_cmphex(memres_resource_get_flags(exporter), ==, IPC_FLAGS);
 
   handle = export_handle(exporter);
@@ -940,8 +842,8 @@ test_ipc_same_process(void)
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error(&error);
 
-  buf = allocate(exporter, size);
-  synchronize();
+  buf = mt_alloc_ok(exporter, size, NULL);
+  mt_sync_ok(NULL);
   mt_fill_pattern(memres_buffer_get_pointer(buf), size, 21);
   export_buffer(buf, &desc);
   imported = import_buffer(importer, &desc);
@@ -951,29 +853,29 @@ test_ipc_same_process(void)
   mt_assert_pattern(memres_buffer_get_pointer(imported), size, 21);
 
   /* Through a device buffer: imported -> device -> exporter's buffer. */
-  dev_mr = new_resource("dmr:device=0");
-  dev = allocate(dev_mr, size);
+  dev_mr = mt_new_ok("dmr:device=0");
+  dev = mt_alloc_ok(dev_mr, size, NULL);
   mt_fill_pattern(memres_buffer_get_pointer(imported), size, 22);
   g_assert_true(memres_buffer_copy_to(imported, dev, NULL, &error));
   g_assert_no_error(error);
   /* buf and imported are the same page-locked memory and the copy from it is asynchronous:
    * wait for it before clearing the source (the fake runs copies at once, the GPU does not). */
-  synchronize();
+  mt_sync_ok(NULL);
   memset(memres_buffer_get_pointer(buf), 0, size);
   g_assert_true(memres_buffer_copy_to(dev, buf, NULL, &error));
   g_assert_no_error(error);
-  synchronize();
+  mt_sync_ok(NULL);
   mt_assert_pattern(memres_buffer_get_pointer(buf), size, 22);
-  close_buffer(dev);
+  mt_close_ok(dev, NULL);
 
   /* The importer's buffer goes first (the driver's rule), then the exporter's. */
-  close_buffer(imported);
-  close_buffer(buf);
+  mt_close_ok(imported, NULL);
+  mt_close_ok(buf, NULL);
   g_clear_pointer(&handle, memres_ipc_handle_free);
   g_clear_pointer(&importer, memres_resource_unref);
   g_clear_pointer(&exporter, memres_resource_unref);
   g_clear_pointer(&dev_mr, memres_resource_unref);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 static void
@@ -988,33 +890,33 @@ test_ipc_not_shareable(void)
 
   if (!require_pool_mode())
     return;
-  begin(&base);
-  pool = new_resource("pinned");
+  mt_counts_begin(&base);
+  pool = mt_new_ok("pinned");
   g_assert_false(memres_resource_get_flags(pool) & MEMRES_MEMORY_IPC_ENABLED);
   g_assert_null(memres_resource_export_handle(pool, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_assert_nonnull(strstr(error->message, "ipc=true"));
   g_clear_error(&error);
-  buf = allocate(pool, 4096);
+  buf = mt_alloc_ok(pool, 4096, NULL);
   g_assert_false(memres_buffer_export(buf, &desc, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error(&error);
-  close_buffer(buf);
+  mt_close_ok(buf, NULL);
 
-  legacy = new_resource("pinned:mode=legacy");
+  legacy = mt_new_ok("pinned:mode=legacy");
   g_assert_null(memres_resource_export_handle(legacy, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_assert_nonnull(strstr(error->message, "mode=pool,ipc=true"));
   g_clear_error(&error);
-  buf = allocate(legacy, 4096);
+  buf = mt_alloc_ok(legacy, 4096, NULL);
   g_assert_false(memres_buffer_export(buf, &desc, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error(&error);
-  close_buffer(buf);
+  mt_close_ok(buf, NULL);
 
   g_clear_pointer(&pool, memres_resource_unref);
   g_clear_pointer(&legacy, memres_resource_unref);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 /* ipc=true needs a host NUMA node and POSIX fd pool handles. */
@@ -1031,12 +933,12 @@ test_ipc_unsupported(void)
       g_test_skip("needs the fake driver to change device attributes");
       return;
     }
-  begin(&base);
+  mt_counts_begin(&base);
   override_attribute(&saved, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
   assert_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "numa_id");
   assert_new_fails("pinned:ipc=true,fallback=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "numa_id");
-  g_clear_pointer(&(MemresResource *){ new_resource("pinned:ipc=true,numa_id=0") },
+  g_clear_pointer(&(MemresResource *){ mt_new_ok("pinned:ipc=true,numa_id=0") },
                   memres_resource_unref);
   restore_attribute(&saved);
 
@@ -1044,7 +946,7 @@ test_ipc_unsupported(void)
   assert_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "MEMPOOL_SUPPORTED_HANDLE_TYPES");
   restore_attribute(&saved);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 typedef struct
@@ -1112,11 +1014,11 @@ test_ipc_fault_sweep(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  begin(&base);
+  mt_counts_begin(&base);
   sweep("pinned:ipc=true", TRUE);
 
-  d.mr = new_resource("pinned:ipc=true");
-  d.buf = allocate(d.mr, MiB);
+  d.mr = mt_new_ok("pinned:ipc=true");
+  d.buf = mt_alloc_ok(d.mr, MiB, NULL);
   g_assert_true(op_export_handle(&d, NULL));
   undo_export_handle(&d);
   fds = mt_count_open_fds();
@@ -1137,9 +1039,9 @@ test_ipc_fault_sweep(void)
   undo_export_handle(&d);
   g_assert_cmpint(mt_count_open_fds(), ==, fds);
 
-  close_buffer(d.buf);
+  mt_close_ok(d.buf, NULL);
   g_clear_pointer(&d.mr, memres_resource_unref);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 /* Between processes: this program runs again as `--child import` with fd 3 its end of a
@@ -1233,10 +1135,10 @@ test_ipc_processes(void)
 
   if (!require_pool_mode())
     return;
-  begin(&base);
-  mr = new_resource("pinned:ipc=true");
-  buf = allocate(mr, size);
-  synchronize();
+  mt_counts_begin(&base);
+  mr = mt_new_ok("pinned:ipc=true");
+  buf = mt_alloc_ok(mr, size, NULL);
+  mt_sync_ok(NULL);
   mt_fill_pattern(memres_buffer_get_pointer(buf), size, 31);
   export_buffer(buf, &msg.desc);
   msg.seed = 31;
@@ -1262,10 +1164,10 @@ test_ipc_processes(void)
 
   /* The child's bytes, seen here. */
   mt_assert_pattern(memres_buffer_get_pointer(buf), size, 32);
-  close_buffer(buf);
+  mt_close_ok(buf, NULL);
   g_clear_pointer(&handle, memres_ipc_handle_free);
   g_clear_pointer(&mr, memres_resource_unref);
-  end(&base);
+  mt_assert_fake_counts_equal(&base);
 }
 
 int

@@ -358,3 +358,112 @@ mt_fault_sweep(const char *what, MtOp op, MtUndo undo, gpointer data, CUresult c
     }
   return swept;
 }
+
+void
+mt_counts_begin(FakeCudaCounts *base)
+{
+  memset(base, 0, sizeof *base);
+  if (mt_driver_is_fake())
+    mt_fake_get_counts(base);
+}
+
+MemresResource *
+mt_new_ok(const char *spec)
+{
+  g_autoptr(GError) error = NULL;
+  MemresResource *mr = memres_resource_new(spec, &error);
+
+  g_assert_no_error(error);
+  g_assert_nonnull(mr);
+  return mr;
+}
+
+MemresBuffer *
+mt_alloc_ok(MemresResource *mr, gsize size, MemresStream stream)
+{
+  g_autoptr(GError) error = NULL;
+  MemresBuffer *buf = memres_resource_allocate(mr, size, stream, &error);
+
+  g_assert_no_error(error);
+  g_assert_nonnull(buf);
+  g_assert_cmpuint(memres_buffer_get_size(buf), ==, size);
+  return buf;
+}
+
+void
+mt_close_ok(MemresBuffer *buf, MemresStream stream)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true(memres_buffer_close(buf, stream, &error));
+  g_assert_no_error(error);
+  memres_buffer_unref(buf);
+}
+
+void
+mt_sync_ok(MemresStream stream)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true(memres_stream_synchronize(stream, &error));
+  g_assert_no_error(error);
+}
+
+void
+mt_write_pattern(MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree guint8 *host = g_malloc(n);
+
+  mt_fill_pattern(host, n, seed);
+  g_assert_true(memres_buffer_write(buf, offset, host, n, stream, &error));
+  g_assert_no_error(error);
+  mt_sync_ok(stream);
+}
+
+void
+mt_check_pattern(MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree guint8 *host = g_malloc0(n);
+
+  g_assert_true(memres_buffer_read(buf, offset, host, n, stream, &error));
+  g_assert_no_error(error);
+  mt_sync_ok(stream);
+  mt_assert_pattern(host, n, seed);
+}
+
+gboolean
+mt_op_new(gpointer data, GError **error)
+{
+  MtSweepData *d = data;
+
+  d->mr = memres_resource_new(d->spec, error);
+  return d->mr != NULL;
+}
+
+void
+mt_undo_new(gpointer data)
+{
+  MtSweepData *d = data;
+
+  g_clear_pointer(&d->mr, memres_resource_unref);
+}
+
+gboolean
+mt_op_allocate(gpointer data, GError **error)
+{
+  MtSweepData *d = data;
+
+  d->buf = memres_resource_allocate(d->mr, d->size, d->stream, error);
+  return d->buf != NULL;
+}
+
+void
+mt_undo_allocate(gpointer data)
+{
+  MtSweepData *d = data;
+
+  mt_close_ok(g_steal_pointer(&d->buf), d->stream);
+  mt_sync_ok(d->stream);
+}

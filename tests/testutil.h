@@ -35,6 +35,30 @@ int mt_count_open_fds(void);
 void mt_fill_pattern(guint8 *dest, gsize n, guint32 seed);
 void mt_assert_pattern(const guint8 *data, gsize n, guint32 seed);
 
+/* Baseline for mt_assert_fake_counts_equal(): the fake's live counts now, all zero on the real
+ * driver. Every test that checks for leaks starts with it. */
+void mt_counts_begin(FakeCudaCounts *base);
+
+/* memres_resource_new(@spec), asserting no error and a resource. Returns (transfer full). */
+MemresResource *mt_new_ok(const char *spec);
+
+/* memres_resource_allocate(@mr, @size, @stream), asserting no error, a buffer and that its size
+ * is @size bytes. Returns (transfer full). */
+MemresBuffer *mt_alloc_ok(MemresResource *mr, gsize size, MemresStream stream);
+
+/* memres_buffer_close(@buf, @stream), asserting success and no error, then drops the caller's
+ * reference to @buf. */
+void mt_close_ok(MemresBuffer *buf, MemresStream stream);
+
+/* memres_stream_synchronize(@stream), asserting success and no error. */
+void mt_sync_ok(MemresStream stream);
+
+/* Writes mt_fill_pattern(@seed) to @n bytes of @buf at @offset on @stream, then synchronizes
+ * @stream; mt_check_pattern() reads the same range back on @stream, synchronizes and asserts
+ * the pattern. Both assert that every call succeeds without an error. */
+void mt_write_pattern(MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream);
+void mt_check_pattern(MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream);
+
 /* Fault sweep (fake only; skips on the real driver). @op performs one plugin operation and
  * returns TRUE on success; @undo reverts a successful @op. The sweep records the driver calls
  * @op makes, then for each call in turn makes exactly that call fail with
@@ -46,5 +70,24 @@ typedef gboolean (*MtOp)(gpointer data, GError **error);
 typedef void (*MtUndo)(gpointer data);
 int mt_fault_sweep(const char *what, MtOp op, MtUndo undo, gpointer data, CUresult code,
                    const char *const *ignore);
+
+/* Operands of the fault-sweep operations below (unused fields stay zero). */
+typedef struct
+{
+  const char *spec;    /* mt_op_new: the resource to create */
+  MemresResource *mr;  /* mt_op_new's result; the resource mt_op_allocate allocates from */
+  gsize size;          /* mt_op_allocate: bytes */
+  MemresStream stream; /* mt_op_allocate, mt_undo_allocate: the stream */
+  MemresBuffer *buf;   /* mt_op_allocate's result */
+} MtSweepData;
+
+/* MtOp/MtUndo pairs on an MtSweepData. mt_op_new sets ->mr to memres_resource_new(->spec);
+ * mt_undo_new drops it. mt_op_allocate sets ->buf to memres_resource_allocate(->mr, ->size,
+ * ->stream); mt_undo_allocate closes it on ->stream (mt_close_ok), synchronizes ->stream
+ * (mt_sync_ok) and clears ->buf. */
+gboolean mt_op_new(gpointer data, GError **error);
+void mt_undo_new(gpointer data);
+gboolean mt_op_allocate(gpointer data, GError **error);
+void mt_undo_allocate(gpointer data);
 
 G_END_DECLS
