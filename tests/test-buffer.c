@@ -2,28 +2,7 @@
  * zero-size buffers, wrapped memory, and copy/fill/read/write on host memory; on the in-test
  * kind "tk" (testkind.h), which counts its slot calls, and on host. */
 #include "testkind.h"
-
-static MemresResource *
-new_ok(const char *spec)
-{
-  g_autoptr(GError) error = NULL;
-  MemresResource *mr = memres_resource_new(spec, &error);
-
-  g_assert_no_error(error);
-  g_assert_nonnull(mr);
-  return mr;
-}
-
-static MemresBuffer *
-alloc_ok(MemresResource *mr, gsize size)
-{
-  g_autoptr(GError) error = NULL;
-  MemresBuffer *buf = memres_resource_allocate(mr, size, NULL, &error);
-
-  g_assert_no_error(error);
-  g_assert_nonnull(buf);
-  return buf;
-}
+#include "testutil.h"
 
 static void
 test_zero_size_skips_kind(void)
@@ -33,8 +12,8 @@ test_zero_size_skips_kind(void)
   MemresBuffer *buf;
 
   tk_reset();
-  mr = new_ok("tk");
-  buf = alloc_ok(mr, 0);
+  mr = mt_new_ok("tk");
+  buf = mt_alloc_ok(mr, 0, NULL);
   g_assert_cmpuint(memres_buffer_get_address(buf), ==, 0);
   g_assert_cmpuint(memres_buffer_get_size(buf), ==, 0);
   g_assert_true(memres_buffer_get_resource(buf) == mr);
@@ -56,8 +35,8 @@ test_close_idempotent(void)
   MemresBuffer *buf;
 
   tk_reset();
-  mr = new_ok("tk");
-  buf = alloc_ok(mr, 100);
+  mr = mt_new_ok("tk");
+  buf = mt_alloc_ok(mr, 100, NULL);
   g_assert_false(memres_buffer_is_closed(buf));
   g_assert_true(memres_buffer_close(buf, NULL, &error));
   g_assert_true(memres_buffer_is_closed(buf));
@@ -73,9 +52,9 @@ static void
 test_closed_buffer(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
-  g_autoptr(MemresBuffer) buf = alloc_ok(mr, 64);
-  g_autoptr(MemresBuffer) other = alloc_ok(mr, 64);
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
+  g_autoptr(MemresBuffer) buf = mt_alloc_ok(mr, 64, NULL);
+  g_autoptr(MemresBuffer) other = mt_alloc_ok(mr, 64, NULL);
   guint8 bytes[8] = { 0 };
 
   g_assert_true(memres_buffer_close(buf, NULL, &error));
@@ -120,9 +99,9 @@ test_buffer_holds_resource(void)
   MemresBuffer *a, *b;
 
   tk_reset();
-  mr = new_ok("tk");
-  a = alloc_ok(mr, 10);
-  b = alloc_ok(mr, 20);
+  mr = mt_new_ok("tk");
+  a = mt_alloc_ok(mr, 10, NULL);
+  b = mt_alloc_ok(mr, 20, NULL);
   memres_resource_unref(mr);
   /* the buffers keep the resource alive */
   g_assert_cmpint(tk.finalizes, ==, 0);
@@ -141,8 +120,8 @@ test_ref_keeps_buffer(void)
   MemresBuffer *buf;
 
   tk_reset();
-  mr = new_ok("tk");
-  buf = alloc_ok(mr, 10);
+  mr = mt_new_ok("tk");
+  buf = mt_alloc_ok(mr, 10, NULL);
   g_assert_true(memres_buffer_ref(buf) == buf);
   memres_buffer_unref(buf);
   g_assert_false(memres_buffer_is_closed(buf));
@@ -155,7 +134,7 @@ static void
 test_deallocation_stream(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
   g_autoptr(MemresBuffer) buf = NULL;
   MemresStream s = (MemresStream)GSIZE_TO_POINTER(0x1234);
 
@@ -179,8 +158,8 @@ test_unref_close_failure(void)
       const char *mode = g_getenv("TK_MODE");
 
       tk_register();
-      mr = new_ok("tk");
-      buf = alloc_ok(mr, 10);
+      mr = mt_new_ok("tk");
+      buf = mt_alloc_ok(mr, 10, NULL);
       tk.dealloc_fail_code
           = g_strcmp0(mode, "deinit") == 0 ? CUDA_ERROR_DEINITIALIZED : CUDA_ERROR_ILLEGAL_ADDRESS;
       memres_buffer_unref(buf);
@@ -207,8 +186,8 @@ test_close_failure_reported(void)
   g_autoptr(MemresBuffer) buf = NULL;
 
   tk_reset();
-  mr = new_ok("tk");
-  buf = alloc_ok(mr, 10);
+  mr = mt_new_ok("tk");
+  buf = mt_alloc_ok(mr, 10, NULL);
   tk.dealloc_fail_code = CUDA_ERROR_ILLEGAL_ADDRESS;
   g_assert_false(memres_buffer_close(buf, NULL, &error));
   g_assert_error(error, MEMRES_CUDA_ERROR, CUDA_ERROR_ILLEGAL_ADDRESS);
@@ -224,10 +203,10 @@ static void
 test_copy(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
-  g_autoptr(MemresBuffer) a = alloc_ok(mr, 1000);
-  g_autoptr(MemresBuffer) b = alloc_ok(mr, 1000);
-  g_autoptr(MemresBuffer) c = alloc_ok(mr, 1000);
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
+  g_autoptr(MemresBuffer) a = mt_alloc_ok(mr, 1000, NULL);
+  g_autoptr(MemresBuffer) b = mt_alloc_ok(mr, 1000, NULL);
+  g_autoptr(MemresBuffer) c = mt_alloc_ok(mr, 1000, NULL);
   guint8 *pa = memres_buffer_get_pointer(a);
   guint8 *pb = memres_buffer_get_pointer(b);
   guint8 *pc = memres_buffer_get_pointer(c);
@@ -249,10 +228,10 @@ static void
 test_copy_size_mismatch(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
-  g_autoptr(MemresBuffer) a = alloc_ok(mr, 100);
-  g_autoptr(MemresBuffer) b = alloc_ok(mr, 101);
-  g_autoptr(MemresBuffer) empty = alloc_ok(mr, 0);
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
+  g_autoptr(MemresBuffer) a = mt_alloc_ok(mr, 100, NULL);
+  g_autoptr(MemresBuffer) b = mt_alloc_ok(mr, 101, NULL);
+  g_autoptr(MemresBuffer) empty = mt_alloc_ok(mr, 0, NULL);
   guint8 *pb = memres_buffer_get_pointer(b);
 
   memset(memres_buffer_get_pointer(a), 1, 100);
@@ -276,8 +255,8 @@ static void
 test_fill(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
-  g_autoptr(MemresBuffer) buf = alloc_ok(mr, 64);
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
+  g_autoptr(MemresBuffer) buf = mt_alloc_ok(mr, 64, NULL);
   guint8 *p = memres_buffer_get_pointer(buf);
   gsize i;
 
@@ -302,9 +281,9 @@ test_fill_invalid(void)
 {
   static const guint widths[] = { 0, 3, 5, 8, 16 };
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
-  g_autoptr(MemresBuffer) buf = alloc_ok(mr, 64);
-  g_autoptr(MemresBuffer) odd = alloc_ok(mr, 7);
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
+  g_autoptr(MemresBuffer) buf = mt_alloc_ok(mr, 64, NULL);
+  g_autoptr(MemresBuffer) odd = mt_alloc_ok(mr, 7, NULL);
   guint8 *p = memres_buffer_get_pointer(buf);
   gsize i;
 
@@ -338,8 +317,8 @@ static void
 test_read_write(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
-  g_autoptr(MemresBuffer) buf = alloc_ok(mr, 100);
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
+  g_autoptr(MemresBuffer) buf = mt_alloc_ok(mr, 100, NULL);
   guint8 in[100], out[100];
   gsize i;
 
@@ -381,8 +360,8 @@ static void
 test_wrap_host_memory(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
-  g_autoptr(MemresBuffer) dst = alloc_ok(mr, 16);
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
+  g_autoptr(MemresBuffer) dst = mt_alloc_ok(mr, 16, NULL);
   guint8 data[16];
   int released = 0;
   MemresBuffer *buf;
@@ -450,8 +429,8 @@ static void
 test_device_memory_without_driver(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
-  g_autoptr(MemresBuffer) host = alloc_ok(mr, 16);
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
+  g_autoptr(MemresBuffer) host = mt_alloc_ok(mr, 16, NULL);
   g_autoptr(MemresBuffer) dev = NULL;
   guint8 bytes[16];
 
@@ -485,8 +464,8 @@ test_device_memory_without_driver(void)
 static void
 test_allocation_record(void)
 {
-  g_autoptr(MemresResource) mr = new_ok("host");
-  g_autoptr(MemresBuffer) buf = alloc_ok(mr, 48);
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
+  g_autoptr(MemresBuffer) buf = mt_alloc_ok(mr, 48, NULL);
   const MemresAllocation *alloc = memres_buffer_get_allocation(buf);
 
   g_assert_nonnull(alloc);

@@ -4,21 +4,12 @@
 
 #include <string.h>
 
-static MemresResource *
-new_ok(const char *spec)
-{
-  g_autoptr(GError) error = NULL;
-  MemresResource *mr = memres_resource_new(spec, &error);
-
-  g_assert_no_error(error);
-  g_assert_nonnull(mr);
-  return mr;
-}
+#include "testutil.h"
 
 static void
 test_properties(void)
 {
-  g_autoptr(MemresResource) mr = new_ok("host");
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
 
   g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "host");
   g_assert_cmpstr(memres_kind_get_name(memres_resource_get_kind(mr)), ==, "host");
@@ -32,7 +23,7 @@ static void
 test_allocate_and_use(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
   g_autoptr(MemresBuffer) buf = NULL;
   guint8 *p;
   gsize i;
@@ -67,7 +58,7 @@ test_alignment(void)
 
   for (i = 0; i < G_N_ELEMENTS(specs); i++)
     {
-      g_autoptr(MemresResource) mr = new_ok(specs[i]);
+      g_autoptr(MemresResource) mr = mt_new_ok(specs[i]);
       for (j = 0; j < 8; j++)
         {
           g_autoptr(GError) error = NULL;
@@ -100,7 +91,7 @@ static void
 test_stats(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
   MemresStats stats;
   MemresBuffer *a, *b;
 
@@ -143,7 +134,7 @@ static void
 test_zero_size(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
   g_autoptr(MemresBuffer) buf = memres_resource_allocate(mr, 0, NULL, &error);
   MemresStats stats;
 
@@ -167,7 +158,7 @@ static void
 test_too_large(void)
 {
   static const gsize sizes[] = { G_MAXSIZE, G_MAXSIZE - 1, G_MAXSIZE / 2 + 1 };
-  g_autoptr(MemresResource) mr = new_ok("host");
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
   MemresStats stats;
   gsize i;
 
@@ -189,7 +180,7 @@ static void
 test_not_supported(void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = new_ok("host");
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
   g_autoptr(MemresBuffer) buf = memres_resource_allocate(mr, 16, NULL, NULL);
   MemresAccessDesc desc = { 0, MEMRES_ACCESS_READWRITE };
   MemresAccess access;

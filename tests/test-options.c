@@ -1,17 +1,7 @@
 /* test-options.c: validation against a kind's schema, defaults, the getters and the resource's
  * spec string, on the in-test kind "tk" (testkind.h). */
 #include "testkind.h"
-
-static MemresResource *
-new_ok(const char *spec)
-{
-  g_autoptr(GError) error = NULL;
-  MemresResource *mr = memres_resource_new(spec, &error);
-
-  g_assert_no_error(error);
-  g_assert_nonnull(mr);
-  return mr;
-}
+#include "testutil.h"
 
 static void
 test_defaults(void)
@@ -20,7 +10,7 @@ test_defaults(void)
 
   tk_reset();
   tk.count = 99;
-  mr = new_ok("tk");
+  mr = mt_new_ok("tk");
   g_assert_false(tk.flag);
   g_assert_cmpint(tk.count, ==, 4);
   g_assert_cmpuint(tk.limit, ==, 1024 * 1024);
@@ -38,7 +28,7 @@ test_given_and_defaults(void)
   g_autoptr(MemresResource) mr = NULL;
 
   tk_reset();
-  mr = new_ok("tk:count=-3,flag=yes,peers=0+5");
+  mr = mt_new_ok("tk:count=-3,flag=yes,peers=0+5");
   g_assert_true(tk.flag);
   g_assert_cmpint(tk.count, ==, -3);
   g_assert_cmpuint(tk.limit, ==, 1024 * 1024); /* default */
@@ -58,12 +48,12 @@ test_to_string(void)
   g_autofree char *spec_again = NULL;
 
   tk_reset();
-  mr = new_ok("tk:label=x,count=7");
+  mr = mt_new_ok("tk:label=x,count=7");
   spec = memres_resource_to_string(mr);
   /* schema order, every option that has a value, defaults included */
   g_assert_cmpstr(spec, ==, "tk:flag=false,count=7,limit=1MiB,mode=safe,label=x,peers=");
   /* the string is a spec that creates the same resource */
-  again = new_ok(spec);
+  again = mt_new_ok(spec);
   spec_again = memres_resource_to_string(again);
   g_assert_cmpstr(spec, ==, spec_again);
   g_assert_cmpint(tk.count, ==, 7);
@@ -72,7 +62,7 @@ test_to_string(void)
 static void
 test_host_to_string(void)
 {
-  g_autoptr(MemresResource) mr = new_ok("host");
+  g_autoptr(MemresResource) mr = mt_new_ok("host");
   g_autofree char *spec = memres_resource_to_string(mr);
 
   g_assert_cmpstr(spec, ==, "host:alignment=256");

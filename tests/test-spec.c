@@ -1,6 +1,7 @@
 /* test-spec.c: the spec grammar KIND[:KEY=VALUE[,KEY=VALUE]...] and the value parsers, through
  * memres_resource_new() on the in-test kind "tk" (testkind.h) and the embedded host kind. */
 #include "testkind.h"
+#include "testutil.h"
 
 /* Asserts that @spec fails with @domain/@code and that the message holds @needle (or NULL). */
 static void
@@ -22,24 +23,13 @@ assert_invalid(const char *spec, const char *needle)
   assert_spec_fails(spec, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, needle);
 }
 
-static MemresResource *
-new_ok(const char *spec)
-{
-  g_autoptr(GError) error = NULL;
-  MemresResource *mr = memres_resource_new(spec, &error);
-
-  g_assert_no_error(error);
-  g_assert_nonnull(mr);
-  return mr;
-}
-
 static void
 test_kind_only(void)
 {
   g_autoptr(MemresResource) mr = NULL;
 
   tk_reset();
-  mr = new_ok("tk");
+  mr = mt_new_ok("tk");
   g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "tk");
   g_assert_cmpint(tk.inits, ==, 1);
 }
@@ -150,7 +140,7 @@ test_sizes_valid(void)
       g_autoptr(MemresResource) mr = NULL;
 
       tk_reset();
-      mr = new_ok(spec);
+      mr = mt_new_ok(spec);
       g_assert_cmpuint(tk.limit, ==, cases[i].bytes);
     }
 }
@@ -213,7 +203,7 @@ test_bools(void)
 
       tk_reset();
       tk.flag = !valid[i].value;
-      mr = new_ok(spec);
+      mr = mt_new_ok(spec);
       g_assert_cmpint(tk.flag, ==, valid[i].value);
     }
   for (i = 0; i < G_N_ELEMENTS(invalid); i++)
@@ -244,7 +234,7 @@ test_ints(void)
       g_autoptr(MemresResource) mr = NULL;
 
       tk_reset();
-      mr = new_ok(spec);
+      mr = mt_new_ok(spec);
       g_assert_cmpint(tk.count, ==, valid[i].value);
     }
   for (i = 0; i < G_N_ELEMENTS(invalid); i++)
@@ -261,7 +251,7 @@ test_enums(void)
   g_autoptr(MemresResource) mr = NULL;
 
   tk_reset();
-  mr = new_ok("tk:mode=fast");
+  mr = mt_new_ok("tk:mode=fast");
   g_assert_cmpint(tk.mode, ==, 0);
   g_assert_cmpstr(tk.mode_text, ==, "fast");
   assert_invalid("tk:mode=slow", "expected one of fast, safe");
@@ -276,11 +266,11 @@ test_strings(void)
   g_autoptr(MemresResource) empty = NULL;
 
   tk_reset();
-  mr = new_ok("tk:label=hello=world");
+  mr = mt_new_ok("tk:label=hello=world");
   g_assert_true(tk.label_set);
   g_assert_cmpstr(tk.label, ==, "hello=world");
   tk_reset();
-  empty = new_ok("tk:label=");
+  empty = mt_new_ok("tk:label=");
   g_assert_true(tk.label_set);
   g_assert_cmpstr(tk.label, ==, "");
 }
@@ -292,7 +282,7 @@ test_int_lists(void)
   g_autoptr(MemresResource) empty = NULL;
 
   tk_reset();
-  mr = new_ok("tk:peers=1+2+7");
+  mr = mt_new_ok("tk:peers=1+2+7");
   g_assert_cmpuint(tk.n_peers, ==, 3);
   g_assert_cmpint(tk.peers[0], ==, 1);
   g_assert_cmpint(tk.peers[1], ==, 2);
@@ -300,7 +290,7 @@ test_int_lists(void)
   g_assert_cmpstr(tk.peers_text, ==, "1+2+7");
 
   tk_reset();
-  empty = new_ok("tk:peers=");
+  empty = mt_new_ok("tk:peers=");
   g_assert_cmpuint(tk.n_peers, ==, 0);
 
   assert_invalid("tk:peers=1+8", "option \"peers\"");
