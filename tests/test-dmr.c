@@ -193,7 +193,7 @@ test_allocate_patterns(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new");
   stream = stream_new();
   for (guint i = 0; i < G_N_ELEMENTS(sizes); i++)
@@ -219,7 +219,7 @@ test_allocate_zero_size(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new");
   before = stats_ok(mr);
   if (mt_driver_is_fake())
@@ -247,7 +247,7 @@ test_allocate_too_large(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new");
   buf = memres_resource_allocate(mr, G_MAXSIZE, NULL, &error);
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
@@ -271,7 +271,7 @@ test_stats(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new,release_threshold=max");
   s0 = stats_ok(mr);
   g_assert_cmpuint(s0.used_current, ==, 0);
@@ -320,7 +320,7 @@ test_trim(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new,release_threshold=max");
   mt_close_ok(mt_alloc_ok(mr, 16 * MiB, NULL), NULL);
   mt_sync_ok(NULL);
@@ -349,7 +349,7 @@ test_max_size(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new,max_size=64MiB");
   a = mt_alloc_ok(mr, 16 * MiB, NULL);
   b = memres_resource_allocate(mr, 128 * MiB, NULL, &error);
@@ -408,7 +408,7 @@ test_threads(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new");
   for (guint t = 0; t < N_THREADS; t++)
     {
@@ -442,7 +442,7 @@ test_free_other_stream(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new");
   a = stream_new();
   b = stream_new();
@@ -481,7 +481,7 @@ test_buffers_outlive_resource(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new");
   for (guint i = 0; i < G_N_ELEMENTS(bufs); i++)
     bufs[i] = mt_alloc_ok(mr, (i + 1) * 100 * KiB, NULL);
@@ -523,7 +523,7 @@ test_pool_current_vs_new(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   CU_OK(drv()->cuDeviceGet(&dev, 0));
   CU_OK(drv()->cuDeviceGetMemPool(&current, dev));
 
@@ -625,7 +625,7 @@ test_pool_current_rollback(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   CU_OK(drv()->cuDeviceGet(&dev, 0));
   CU_OK(drv()->cuDeviceGetMemPool(&current, dev));
   CU_OK(drv()->cuMemPoolSetAttribute(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
@@ -659,7 +659,7 @@ test_reuse_options(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new,release_threshold=2MiB,reuse_follow_event_dependencies=false,"
               "reuse_allow_opportunistic=true,reuse_allow_internal_dependencies=no");
   buf = mt_alloc_ok(mr, KiB, NULL);
@@ -693,7 +693,7 @@ test_bad_options(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   CHECK(memres_cuda_get_device_count(&count, &error));
   beyond = g_strdup_printf("dmr:device=%d", count);
 
@@ -747,7 +747,7 @@ test_query(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new");
   g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "dmr");
   g_assert_cmpint(memres_resource_get_device(mr), ==, 0);
@@ -771,7 +771,7 @@ test_capture_refused(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new");
   stream = stream_new();
   CU_OK(drv()->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
@@ -800,7 +800,7 @@ test_no_context(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new");
   /* a thread that never made a context current allocates and frees on the NULL stream */
   {
@@ -863,7 +863,7 @@ test_peer_access(void)
       g_test_skip("device 1 cannot access device 0");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   CHECK(memres_cuda_get_device_count(&count, &error));
   s1 = stream_new_on(1);
   mr = mt_new_ok("dmr:pool=new");
@@ -974,7 +974,7 @@ test_peer_unsupported(void)
       g_test_skip("device 1 can access device 0");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new");
   g_assert_false(memres_resource_set_access(mr, grant, 1, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
@@ -1001,7 +1001,7 @@ test_no_pools(void)
       g_test_skip("needs a device without memory pools: the fake makes one");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mt_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
 
   assert_new_fails("dmr", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "device 0");
@@ -1056,7 +1056,7 @@ test_fault_allocate(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   sd.mr = mt_new_ok("dmr:pool=new");
   stream = stream_new();
   sd.stream = NULL;
@@ -1092,7 +1092,7 @@ test_fault_close(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new");
   stream = stream_new();
 
@@ -1147,7 +1147,7 @@ test_fault_new(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   for (guint i = 0; i < G_N_ELEMENTS(specs); i++)
     {
       sd.spec = specs[i];

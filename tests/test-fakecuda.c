@@ -46,14 +46,6 @@ setup(int n_devices)
   return TRUE;
 }
 
-static void
-get_counts(FakeCudaCounts *counts)
-{
-  memset(counts, 0, sizeof *counts);
-  if (mt_driver_is_fake())
-    mt_fake_get_counts(counts);
-}
-
 static CUmemoryPool
 pool_new(int device, CUmemAllocationHandleType handle_types, size_t max_size)
 {
@@ -293,13 +285,13 @@ test_streams_events(void)
 
   if (!setup(1))
     return;
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   stream = stream_new();
   CU_OK(drv->cuEventCreate(&start, CU_EVENT_DEFAULT));
   CU_OK(drv->cuEventCreate(&end, CU_EVENT_DEFAULT));
   if (mt_driver_is_fake())
     {
-      get_counts(&now);
+      mt_counts_snapshot(&now);
       g_assert_cmpint(now.streams, ==, base.streams + 1);
       g_assert_cmpint(now.events, ==, base.events + 2);
     }
@@ -342,7 +334,7 @@ test_memory_alloc(void)
 
   if (!setup(1))
     return;
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   CU_OK(drv->cuMemGetInfo(&free0, &total));
   g_assert_cmpuint(free0, <=, total);
   CU_OK(drv->cuMemAlloc(&dptr, 64 * MiB));
@@ -400,7 +392,7 @@ test_pool_alloc_free(void)
 
   if (!setup(1))
     return;
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   pool = pool_new(0, CU_MEM_HANDLE_TYPE_NONE, 0);
   stream = stream_new();
   g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), ==, 0);
@@ -411,7 +403,7 @@ test_pool_alloc_free(void)
   g_assert_true(b >= a + 1000 || b + 3 * MiB <= a);
   if (mt_driver_is_fake())
     {
-      get_counts(&now);
+      mt_counts_snapshot(&now);
       g_assert_cmpint(now.pools, ==, base.pools + 1);
       g_assert_cmpint(now.pool_allocations, ==, base.pool_allocations + 2);
     }
@@ -542,7 +534,7 @@ test_pool_max_size(void)
 
   if (!setup(1))
     return;
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   /* The real driver rounds a small maxSize up (an 8 MiB pool took 4 + 8 MiB on the H200):
    * stay well clear of the limit. */
   pool = pool_new(0, CU_MEM_HANDLE_TYPE_NONE, 64 * MiB);
@@ -572,7 +564,7 @@ test_pool_destroy_deferred(void)
 
   if (!setup(1))
     return;
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   pool = pool_new(0, CU_MEM_HANDLE_TYPE_NONE, 0);
   stream = stream_new();
   CU_OK(drv->cuMemAllocFromPoolAsync(&a, 2 * MiB, pool, stream));
@@ -595,7 +587,7 @@ test_pool_invalid(void)
 
   if (!setup(1))
     return;
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
   CU_FAILS(drv->cuMemPoolCreate(&pool, &props), CUDA_ERROR_INVALID_VALUE);
@@ -671,7 +663,7 @@ test_vmm_granularity(void)
 
   if (!setup(1))
     return;
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   min = granularity(CU_MEM_ALLOC_GRANULARITY_MINIMUM);
   rec = granularity(CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
   g_assert_cmpuint(rec % min, ==, 0);
@@ -709,7 +701,7 @@ test_vmm_map(void)
 
   if (!setup(1))
     return;
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   g = granularity(CU_MEM_ALLOC_GRANULARITY_MINIMUM);
   CU_OK(drv->cuMemAddressReserve(&va, 4 * g, 0, 0, 0));
   g_assert_cmpuint(va % g, ==, 0);
@@ -724,7 +716,7 @@ test_vmm_map(void)
   CU_OK(drv->cuMemMap(va + 2 * g, g, 0, h2, 0));
   if (mt_driver_is_fake())
     {
-      get_counts(&now);
+      mt_counts_snapshot(&now);
       g_assert_cmpint(now.reservations, ==, base.reservations + 1);
       g_assert_cmpint(now.mappings, ==, base.mappings + 2);
       g_assert_cmpint(now.physical_handles, ==, base.physical_handles + 2);
@@ -792,7 +784,7 @@ test_vmm_no_access(void)
       g_test_skip("an inaccessible mapping would fault the real device");
       return;
     }
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   g = granularity(CU_MEM_ALLOC_GRANULARITY_MINIMUM);
   CU_OK(drv->cuMemAddressReserve(&va, g, 0, 0, 0));
   h = physical_new(g, CU_MEM_HANDLE_TYPE_NONE);
@@ -852,7 +844,7 @@ test_vmm_export_import(void)
       g_test_skip("no POSIX file descriptor handles");
       return;
     }
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   fds = mt_count_open_fds();
   g = granularity(CU_MEM_ALLOC_GRANULARITY_MINIMUM);
   bytes = g_malloc(g);
@@ -871,7 +863,7 @@ test_vmm_export_import(void)
   if (mt_driver_is_fake())
     {
       FakeCudaCounts now;
-      get_counts(&now);
+      mt_counts_snapshot(&now);
       g_assert_cmpint(now.exported_fds, ==, base.exported_fds + 1);
     }
   CU_OK(drv->cuMemImportFromShareableHandle(&imported, (void *)(intptr_t)fd,
@@ -907,7 +899,7 @@ test_vmm_adjacent(void)
 
   if (!setup(1))
     return;
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   g = granularity(CU_MEM_ALLOC_GRANULARITY_MINIMUM);
   CU_OK(drv->cuMemAddressReserve(&a, 2 * g, 0, 0, 0));
   CU_OK(drv->cuMemAddressReserve(&b, 2 * g, 0, a + 2 * g, 0));
@@ -1000,7 +992,7 @@ test_pool_host(void)
       g_test_skip("no host memory pools");
       return;
     }
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   CU_OK(drv->cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, 0));
   CU_OK(drv->cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED,
                                   0));
@@ -1063,7 +1055,7 @@ test_ipc_in_process(void)
       g_test_skip("importing a pool into its own process is not documented");
       return;
     }
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   fds = mt_count_open_fds();
   pool = pool_new(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 64 * MiB);
   CU_OK(drv->cuMemAllocFromPoolAsync(&ptr, 1000, pool, NULL));
@@ -1072,7 +1064,7 @@ test_ipc_in_process(void)
   CU_FAILS(drv->cuMemPoolExportPointer(&bad, ptr + 512), CUDA_ERROR_INVALID_VALUE);
   CU_OK(drv->cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
                                               0));
-  get_counts(&now);
+  mt_counts_snapshot(&now);
   g_assert_cmpint(now.exported_fds, ==, base.exported_fds + 1);
   /* Anything that is not a pool handle is refused (the real driver: CUDA_ERROR_UNKNOWN). */
   CU_FAILS_UNDOC(drv->cuMemPoolImportFromShareableHandle(&imported, (void *)(intptr_t)0,
@@ -1082,7 +1074,7 @@ test_ipc_in_process(void)
   CU_OK(drv->cuMemPoolImportFromShareableHandle(&imported, (void *)(intptr_t)fd,
                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
   close(fd);
-  get_counts(&now);
+  mt_counts_snapshot(&now);
   g_assert_cmpint(now.exported_fds, ==, base.exported_fds);
   g_assert_cmpint(now.pools, ==, base.pools + 2);
   /* An imported pool cannot allocate; the owner's pool cannot import. */
@@ -1097,7 +1089,7 @@ test_ipc_in_process(void)
   g_assert_cmpuint(p1, !=, ptr);
   CU_OK(drv->cuMemcpy((CUdeviceptr)&byte, p1 + 999, 1));
   g_assert_cmpuint(byte, ==, 0x7e);
-  get_counts(&now);
+  mt_counts_snapshot(&now);
   g_assert_cmpint(now.pool_allocations, ==, base.pool_allocations + 3);
   CU_OK(drv->cuMemFree(p1));
   CU_OK(drv->cuMemcpy((CUdeviceptr)&byte, p2, 1));
@@ -1189,7 +1181,7 @@ test_ipc_pool_processes(void)
       g_test_skip("no pool IPC with POSIX file descriptors");
       return;
     }
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   fds = mt_count_open_fds();
   pool = pool_new(0, CU_MEM_HANDLE_TYPE_NONE, 0);
   g_assert_cmpint(drv->cuMemPoolExportToShareableHandle(
@@ -1255,7 +1247,7 @@ test_faults_once(void)
       return;
     }
   pool = pool_new(0, CU_MEM_HANDLE_TYPE_NONE, 0);
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   calls = mt_fake_call_count("cuMemAllocFromPoolAsync");
   mt_fake_fail_call("cuMemAllocFromPoolAsync", 2, CUDA_ERROR_ILLEGAL_STATE);
   CU_OK(drv->cuMemAllocFromPoolAsync(&a, 1024, pool, NULL));
@@ -1411,7 +1403,7 @@ test_fault_sweep(void)
       g_test_skip("fault sweeps need the fake driver");
       return;
     }
-  get_counts(&base);
+  mt_counts_snapshot(&base);
   g_assert_cmpint(
       mt_fault_sweep("stream alloc", op_stream_alloc, NULL, NULL, CUDA_ERROR_NOT_PERMITTED, NULL),
       ==, 6);

@@ -80,39 +80,6 @@ recv_msg(int sock)
   return m;
 }
 
-static void
-sync_ok(void)
-{
-  GError *error = NULL;
-
-  g_assert_true(memres_stream_synchronize(NULL, &error));
-  g_assert_no_error(error);
-}
-
-static void
-write_pattern(MemresBuffer *buf, gsize size, guint32 seed)
-{
-  g_autofree guint8 *host = g_malloc(size);
-  GError *error = NULL;
-
-  mt_fill_pattern(host, size, seed);
-  g_assert_true(memres_buffer_write(buf, 0, host, size, NULL, &error));
-  g_assert_no_error(error);
-  sync_ok();
-}
-
-static void
-check_pattern(MemresBuffer *buf, gsize size, guint32 seed)
-{
-  g_autofree guint8 *host = g_malloc(size);
-  GError *error = NULL;
-
-  g_assert_true(memres_buffer_read(buf, 0, host, size, NULL, &error));
-  g_assert_no_error(error);
-  sync_ok();
-  mt_assert_pattern(host, size, seed);
-}
-
 /* ---- the child ---------------------------------------------------------------------------- */
 
 static MemresResource *
@@ -159,12 +126,12 @@ child_roundtrip(int sock)
     g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
     g_clear_error(&error);
   }
-  check_pattern(buf, size, m.seed);
-  write_pattern(buf, size, m.seed + 1);
+  mt_check_pattern(buf, 0, size, m.seed, NULL);
+  mt_write_pattern(buf, 0, size, m.seed + 1, NULL);
   /* Importers release before the exporter frees (the driver's rule). */
   g_assert_true(memres_buffer_close(buf, NULL, NULL));
   memres_buffer_unref(buf);
-  sync_ok();
+  mt_sync_ok(NULL);
   send_msg(sock, OP_DONE, 0, 0, NULL);
   g_assert_cmpuint(recv_msg(sock).op, ==, OP_QUIT);
   return 0;
@@ -185,11 +152,11 @@ child_dedup(int sock)
   same = a != b && memres_buffer_get_address(a) == memres_buffer_get_address(b);
   g_assert_true(memres_buffer_close(a, NULL, NULL));
   memres_buffer_unref(a);
-  sync_ok();
-  check_pattern(b, size, m.seed);
-  write_pattern(b, size, m.seed + 1);
+  mt_sync_ok(NULL);
+  mt_check_pattern(b, 0, size, m.seed, NULL);
+  mt_write_pattern(b, 0, size, m.seed + 1, NULL);
   memres_buffer_unref(b);
-  sync_ok();
+  mt_sync_ok(NULL);
   send_msg(sock, OP_DONE, 0, same ? 0 : 1, NULL);
   g_assert_cmpuint(recv_msg(sock).op, ==, OP_QUIT);
   return 0;
@@ -213,7 +180,7 @@ child_exporter(int sock)
   g_assert_true(memres_ipc_send_handle(sock, handle, &error));
   buf = memres_resource_allocate(mr, 1 * MiB, NULL, &error);
   g_assert_no_error(error);
-  write_pattern(buf, 1 * MiB, 77);
+  mt_write_pattern(buf, 0, 1 * MiB, 77, NULL);
   g_assert_true(memres_buffer_export(buf, &desc, &error));
   send_msg(sock, OP_HOLD, 77, 1 * MiB, &desc);
   m = recv_msg(sock); /* the importer holds the buffer now */
@@ -240,10 +207,10 @@ child_cycles(int sock)
       buf = child_import_buffer(mr, &m);
       g_assert_true(memres_buffer_read(buf, 0, &word, sizeof word, NULL, &error));
       g_assert_no_error(error);
-      sync_ok();
+      mt_sync_ok(NULL);
       memres_buffer_unref(buf);
       memres_resource_unref(mr);
-      sync_ok();
+      mt_sync_ok(NULL);
       send_msg(sock, OP_DONE, 0, word == m.seed ? 0 : 1, NULL);
     }
   return 0;
@@ -277,10 +244,10 @@ child_other_uid(int sock)
   mr = child_import_pool(sock, MEMRES_IPC_ALLOW_ANY_UID);
   m = recv_msg(sock);
   buf = child_import_buffer(mr, &m);
-  check_pattern(buf, (gsize)m.value, m.seed);
+  mt_check_pattern(buf, 0, (gsize)m.value, m.seed, NULL);
   memres_buffer_unref(buf);
   memres_resource_unref(mr);
-  sync_ok();
+  mt_sync_ok(NULL);
   send_msg(sock, OP_DONE, 0, 0, NULL);
   g_assert_cmpuint(recv_msg(sock).op, ==, OP_QUIT);
   return 0;
@@ -315,12 +282,12 @@ child_peer(int sock)
       g_assert_no_error(error);
       g_assert_true(memres_buffer_copy_to(buf, copy, NULL, &error));
       g_assert_no_error(error);
-      sync_ok();
-      check_pattern(copy, (gsize)m.value, m.seed);
+      mt_sync_ok(NULL);
+      mt_check_pattern(copy, 0, (gsize)m.value, m.seed, NULL);
       memres_buffer_unref(copy);
     }
   memres_buffer_unref(buf);
-  sync_ok();
+  mt_sync_ok(NULL);
   send_msg(sock, OP_DONE, 0, status, NULL);
   g_assert_cmpuint(recv_msg(sock).op, ==, OP_QUIT);
   return 0;
@@ -407,18 +374,10 @@ alloc_export(MemresResource *mr, gsize size, guint32 seed, MemresBufferDescripto
   MemresBuffer *buf = memres_resource_allocate(mr, size, NULL, &error);
 
   g_assert_no_error(error);
-  write_pattern(buf, size, seed);
+  mt_write_pattern(buf, 0, size, seed, NULL);
   g_assert_true(memres_buffer_export(buf, desc, &error));
   g_assert_no_error(error);
   return buf;
-}
-
-static void
-begin(FakeCudaCounts *base)
-{
-  memset(base, 0, sizeof *base);
-  if (mt_driver_is_fake())
-    mt_fake_get_counts(base);
 }
 
 /* Data both ways: the child reads the parent's bytes and writes its own back. */
@@ -433,7 +392,7 @@ test_roundtrip(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
+  mt_counts_snapshot(&base);
   mr = memres_resource_new("ipc:device=0", NULL);
   g_assert_nonnull(mr);
   c = spawn_child("roundtrip");
@@ -441,7 +400,7 @@ test_roundtrip(void)
   buf = alloc_export(mr, 2 * MiB, 21, &desc);
   send_msg(c.sock, OP_IMPORT, 21, 2 * MiB, &desc);
   g_assert_cmpuint(recv_msg(c.sock).op, ==, OP_DONE);
-  check_pattern(buf, 2 * MiB, 22);
+  mt_check_pattern(buf, 0, 2 * MiB, 22, NULL);
   send_msg(c.sock, OP_QUIT, 0, 0, NULL);
   wait_child(&c);
   memres_buffer_unref(buf);
@@ -468,7 +427,7 @@ test_dedup(void)
   m = recv_msg(c.sock);
   g_assert_cmpuint(m.op, ==, OP_DONE);
   g_assert_cmpint(m.value, ==, 0); /* two buffers, one address */
-  check_pattern(buf, 256 * KiB, 32);
+  mt_check_pattern(buf, 0, 256 * KiB, 32, NULL);
   send_msg(c.sock, OP_QUIT, 0, 0, NULL);
   wait_child(&c);
   memres_buffer_unref(buf);
@@ -490,7 +449,7 @@ test_exporter_exits(void)
 
   if (!mt_require_devices(1))
     return;
-  begin(&base);
+  mt_counts_snapshot(&base);
   fds = mt_count_open_fds();
   c = spawn_child("exporter");
   handle = memres_ipc_receive_handle(c.sock, &error);
@@ -505,7 +464,7 @@ test_exporter_exits(void)
   send_msg(c.sock, OP_DONE, 0, 0, NULL);
   wait_child(&c); /* the exporter is gone */
 
-  check_pattern(held, 1 * MiB, 77);
+  mt_check_pattern(held, 0, 1 * MiB, 77, NULL);
   if (!memres_buffer_close(held, NULL, &error))
     {
       g_test_message("closing after the exporter exited: %s", error->message);
@@ -545,7 +504,7 @@ test_cycles(void)
     return;
   mr = memres_resource_new("ipc:device=0", NULL);
   c = spawn_child("cycles");
-  begin(&base);
+  mt_counts_snapshot(&base);
   fds = -1;
   for (int i = 0; i < n; i++)
     {
@@ -557,7 +516,7 @@ test_cycles(void)
       buf = memres_resource_allocate(mr, 4096, NULL, &error);
       g_assert_no_error(error);
       g_assert_true(memres_buffer_fill(buf, (guint32)i, 4, NULL, &error));
-      sync_ok();
+      mt_sync_ok(NULL);
       if (!memres_buffer_export(buf, &desc, &error))
         g_error("cycle %d: %s", i, error->message);
       send_msg(c.sock, OP_CYCLE, 0, 0, NULL);
@@ -580,7 +539,7 @@ test_cycles(void)
     }
   send_msg(c.sock, OP_QUIT, 0, 0, NULL);
   wait_child(&c);
-  sync_ok();
+  mt_sync_ok(NULL);
   g_test_message("%d cycles; fds: parent %d, child %" G_GINT64_FORMAT, n, fds, child_fds);
   mt_assert_fake_counts_equal(&base);
 }

@@ -15,46 +15,12 @@
 #define OFF_OFFSET 72
 #define OFF_SIZE   80
 
-static void
-begin (FakeCudaCounts *base)
-{
-  memset (base, 0, sizeof *base);
-  if (mt_driver_is_fake ())
-    mt_fake_get_counts (base);
-}
-
-static MemresResource *
-new_mr (const char *spec)
-{
-  GError *error = NULL;
-  MemresResource *mr = memres_resource_new (spec, &error);
-
-  g_assert_no_error (error);
-  g_assert_nonnull (mr);
-  return mr;
-}
-
-static void
-sync_ok (void)
-{
-  GError *error = NULL;
-
-  g_assert_true (memres_stream_synchronize (NULL, &error));
-  g_assert_no_error (error);
-}
-
 static MemresBuffer *
 alloc_pattern (MemresResource *mr, gsize size, guint32 seed)
 {
-  g_autofree guint8 *host = g_malloc (size);
-  GError *error = NULL;
-  MemresBuffer *buf = memres_resource_allocate (mr, size, NULL, &error);
+  MemresBuffer *buf = mt_alloc_ok (mr, size, NULL);
 
-  g_assert_no_error (error);
-  mt_fill_pattern (host, size, seed);
-  g_assert_true (memres_buffer_write (buf, 0, host, size, NULL, &error));
-  g_assert_no_error (error);
-  sync_ok ();
+  mt_write_pattern (buf, 0, size, seed, NULL);
   return buf;
 }
 
@@ -67,7 +33,7 @@ assert_buffer_pattern (MemresBuffer *buf, gsize offset, gsize size, guint32 seed
 
   g_assert_true (memres_buffer_read (buf, offset, host, size, NULL, &error));
   g_assert_no_error (error);
-  sync_ok ();
+  mt_sync_ok (NULL);
   mt_fill_pattern (want, seed_offset + size, seed);
   g_assert_cmpmem (host, size, want + seed_offset, size);
 }
@@ -114,8 +80,8 @@ test_create (void)
 
   if (!mt_require_devices (1))
     return;
-  begin (&base);
-  mr = new_mr ("ipc:device=0,max_size=64MiB,release_threshold=1MiB");
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("ipc:device=0,max_size=64MiB,release_threshold=1MiB");
   g_assert_cmpint (memres_resource_get_device (mr), ==, 0);
   g_assert_cmpint (memres_resource_get_flags (mr), ==,
                    MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED
@@ -163,7 +129,7 @@ test_no_posix_fd_support (void)
       g_test_skip ("needs the fake driver to hide POSIX file descriptor support");
       return;
     }
-  begin (&base);
+  mt_counts_snapshot (&base);
   mt_fake_set_attribute (0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0);
   g_assert_null (memres_resource_new ("ipc", &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
@@ -195,8 +161,8 @@ test_same_process (void)
 
   if (!mt_require_devices (1))
     return;
-  begin (&base);
-  exporter = new_mr ("ipc");
+  mt_counts_snapshot (&base);
+  exporter = mt_new_ok ("ipc");
   fds = mt_count_open_fds ();
   importer = import_own (exporter);
   if (importer == NULL)
@@ -227,11 +193,11 @@ test_same_process (void)
   /* Importer writes, exporter reads. */
   g_assert_true (memres_buffer_fill (imported, 0xabcd1234, 4, NULL, &error));
   g_assert_no_error (error);
-  sync_ok ();
+  mt_sync_ok (NULL);
   {
     guint32 words[4];
     g_assert_true (memres_buffer_read (buf, 64 * KiB, words, sizeof words, NULL, &error));
-    sync_ok ();
+    mt_sync_ok (NULL);
     for (int i = 0; i < 4; i++)
       g_assert_cmphex (words[i], ==, 0xabcd1234);
   }
@@ -265,7 +231,7 @@ test_imported_cannot_allocate (void)
 
   if (!mt_require_devices (1))
     return;
-  exporter = new_mr ("ipc");
+  exporter = mt_new_ok ("ipc");
   importer = import_own (exporter);
   if (importer == NULL)
     return;
@@ -302,10 +268,10 @@ test_non_ipc_handle (void)
 
   if (!mt_require_devices (1))
     return;
-  begin (&base);
+  mt_counts_snapshot (&base);
   g_assert_true (memres_cuda_get_device_uuid (0, uuid, &error));
   g_assert_no_error (error);
-  dmr = new_mr ("dmr:device=0,pool=new");
+  dmr = mt_new_ok ("dmr:device=0,pool=new");
   g_assert_null (memres_resource_export_handle (dmr, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error (&error);
@@ -339,7 +305,7 @@ test_non_ipc_handle (void)
 
   /* A device UUID no device here has. */
   {
-    g_autoptr (MemresResource) exporter = new_mr ("ipc");
+    g_autoptr (MemresResource) exporter = mt_new_ok ("ipc");
     g_autoptr (MemresIpcHandle) good = memres_resource_export_handle (exporter, &error);
     guint8 bad_uuid[MEMRES_IPC_ID_SIZE];
     int fd = fcntl (memres_ipc_handle_get_fd (good), F_DUPFD_CLOEXEC, 0);
@@ -371,7 +337,7 @@ test_validation_before_driver (void)
 
   if (!mt_require_devices (1))
     return;
-  exporter = new_mr ("ipc");
+  exporter = mt_new_ok ("ipc");
   importer = import_own (exporter);
   if (importer == NULL)
     return;
@@ -426,14 +392,14 @@ test_size_lying (void)
 
   if (!mt_require_devices (1))
     return;
-  exporter = new_mr ("ipc");
+  exporter = mt_new_ok ("ipc");
   importer = import_own (exporter);
   if (importer == NULL)
     return;
   buf = alloc_pattern (exporter, 64 * KiB, 5);
   g_assert_true (memres_buffer_export (buf, &desc, &error));
   g_assert_no_error (error);
-  begin (&base);
+  mt_counts_snapshot (&base);
 
   bad = desc;
   put_u64 (bad.bytes + OFF_SIZE, 1024 * MiB);
@@ -441,7 +407,7 @@ test_size_lying (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
   g_test_message ("refused: %s", error->message);
   g_clear_error (&error);
-  sync_ok ();
+  mt_sync_ok (NULL);
   mt_assert_fake_counts_equal (&base);
 
   /* A part of the buffer is fine. */
@@ -472,13 +438,13 @@ test_dedup (void)
 
   if (!mt_require_devices (1))
     return;
-  exporter = new_mr ("ipc");
+  exporter = mt_new_ok ("ipc");
   importer = import_own (exporter);
   if (importer == NULL)
     return;
   buf = alloc_pattern (exporter, 128 * KiB, 9);
   g_assert_true (memres_buffer_export (buf, &desc, &error));
-  begin (&base);
+  mt_counts_snapshot (&base);
   imports = mt_driver_is_fake () ? mt_fake_call_count ("cuMemPoolImportPointer") : 0;
 
   a = memres_buffer_import (importer, desc.bytes, sizeof desc.bytes, NULL, &error);
@@ -492,11 +458,11 @@ test_dedup (void)
   g_assert_cmphex (memres_buffer_get_address (a), ==, memres_buffer_get_address (b));
   g_assert_true (memres_buffer_close (a, NULL, &error));
   g_assert_no_error (error);
-  sync_ok ();
+  mt_sync_ok (NULL);
   assert_buffer_pattern (b, 0, 128 * KiB, 9, 0);
   memres_buffer_unref (a);
   memres_buffer_unref (b);
-  sync_ok ();
+  mt_sync_ok (NULL);
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -538,13 +504,13 @@ test_threads (void)
 
   if (!mt_require_devices (1))
     return;
-  exporter = new_mr ("ipc");
+  exporter = mt_new_ok ("ipc");
   importer = import_own (exporter);
   if (importer == NULL)
     return;
   buf = alloc_pattern (exporter, 4 * KiB, 2);
   g_assert_true (memres_buffer_export (buf, &desc, &error));
-  begin (&base);
+  mt_counts_snapshot (&base);
   for (int i = 0; i < 4; i++)
     {
       t[i] = (ThreadData){ importer, &desc, NULL };
@@ -555,7 +521,7 @@ test_threads (void)
       g_thread_join (threads[i]);
       g_assert_no_error (t[i].error);
     }
-  sync_ok ();
+  mt_sync_ok (NULL);
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -570,8 +536,8 @@ test_cycles_flat (void)
 
   if (!mt_require_devices (1))
     return;
-  exporter = new_mr ("ipc");
-  begin (&base);
+  exporter = mt_new_ok ("ipc");
+  mt_counts_snapshot (&base);
   fds = mt_count_open_fds ();
   for (int i = 0; i < 1000; i++)
     {
@@ -604,7 +570,7 @@ test_cycles_flat (void)
       memres_resource_unref (importer);
       memres_buffer_unref (buf);
     }
-  sync_ok ();
+  mt_sync_ok (NULL);
   g_assert_cmpint (mt_count_open_fds (), ==, fds);
   mt_assert_fake_counts_equal (&base);
 }
@@ -687,7 +653,7 @@ test_fault_sweep (void)
       g_test_skip ("fault injection needs the fake driver");
       return;
     }
-  s.exporter = new_mr ("ipc");
+  s.exporter = mt_new_ok ("ipc");
   s.handle = memres_resource_export_handle (s.exporter, &error);
   g_assert_no_error (error);
   s.buf = alloc_pattern (s.exporter, 4096, 1);

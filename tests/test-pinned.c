@@ -95,7 +95,7 @@ test_pool_roundtrip(void)
 
   if (!require_pool_mode())
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   check_roundtrip("pinned", "pinned", 3 * MiB + 5, 1);
   check_roundtrip("pinned:mode=pool,device=0,devices=0", "pinned:numa_id=-1", 4096, 2);
   mt_assert_fake_counts_equal(&base);
@@ -108,7 +108,7 @@ test_legacy_roundtrip(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   check_roundtrip("pinned:mode=legacy", "pinned:mode=legacy", 3 * MiB + 5, 3);
   mt_assert_fake_counts_equal(&base);
 }
@@ -122,7 +122,7 @@ test_legacy_writecombined(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   check_roundtrip("pinned:mode=legacy,writecombined=true", "pinned:mode=legacy", 2 * MiB + 3, 4);
   mt_assert_fake_counts_equal(&base);
 }
@@ -138,7 +138,7 @@ test_legacy_portable_devicemap(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   check_roundtrip("pinned:mode=legacy,portable=true,devicemap=true",
                   "pinned:mode=legacy,portable=true", MiB, 5);
 
@@ -167,7 +167,7 @@ test_pool_flags(void)
 
   if (!require_pool_mode())
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   pool = mt_new_ok("pinned");
   legacy = mt_new_ok("pinned:mode=legacy");
 
@@ -203,7 +203,7 @@ test_pool_stats(void)
 
   if (!require_pool_mode())
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("pinned");
 
   get_stats(mr, &s);
@@ -270,7 +270,7 @@ test_pool_trim(void)
 
   if (!require_pool_mode())
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("pinned:release_threshold=max,max_size=64MiB");
 
   mt_close_ok(mt_alloc_ok(mr, 8 * MiB, NULL), NULL);
@@ -304,7 +304,7 @@ test_legacy_stats(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("pinned:mode=legacy");
   a = mt_alloc_ok(mr, 3000, NULL);
   b = mt_alloc_ok(mr, 5000, NULL);
@@ -344,7 +344,7 @@ test_pool_access(void)
 
   if (!require_pool_mode())
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   pool = mt_new_ok("pinned:devices=0");
   g_assert_true(memres_resource_get_access(pool, 0, &access, &error));
   g_assert_no_error(error);
@@ -379,7 +379,7 @@ test_options_invalid(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   /* Options of the other mode. */
   assert_new_fails("pinned:mode=legacy,max_size=1MiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "max_size");
@@ -415,7 +415,7 @@ test_options_numa_missing(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   assert_new_fails("pinned:numa_id=4095", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "NUMA node 4095");
   assert_new_fails("pinned:numa_id=4095,fallback=true", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
@@ -440,7 +440,7 @@ test_pool_numa_node(void)
 
   if (!mt_require_devices(1))
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   if (device_attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED))
     check_roundtrip("pinned:numa_id=0", "pinned:numa_id=0", MiB + 1, 7);
   else
@@ -486,7 +486,7 @@ test_pool_unsupported(void)
       g_test_skip("device 0 has host memory pools (the fake driver tests their absence)");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   if (mt_driver_is_fake())
     {
       override_attribute(&host, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0);
@@ -529,7 +529,7 @@ test_pool_no_numa_pools(void)
       g_test_skip("needs the fake driver to turn host NUMA pools off");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   override_attribute(&host, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 1);
   override_attribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0);
 
@@ -566,7 +566,7 @@ test_allocate_zero_size(void)
 
   if (!require_pool_mode())
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   if (mt_driver_is_fake())
     {
       pool_allocs = mt_fake_call_count("cuMemAllocFromPoolAsync");
@@ -600,7 +600,7 @@ test_allocate_max_size(void)
 
   if (!require_pool_mode())
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   check_too_large("pinned");
   check_too_large("pinned:mode=legacy");
   check_too_large("pinned:max_size=1MiB");
@@ -673,7 +673,7 @@ test_threads(void)
 
   if (!require_pool_mode())
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   check_threads("pinned");
   check_threads("pinned:mode=legacy");
   mt_assert_fake_counts_equal(&base);
@@ -739,7 +739,7 @@ test_fault_sweep_pool(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   sweep("pinned", TRUE);
   sweep("pinned:numa_id=0,max_size=64MiB,release_threshold=1MiB", TRUE);
   mt_assert_fake_counts_equal(&base);
@@ -757,7 +757,7 @@ test_fault_sweep_legacy(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   sweep("pinned:mode=legacy", FALSE);
   sweep("pinned:mode=legacy,portable=true,devicemap=true,writecombined=true", FALSE);
   mt_assert_fake_counts_equal(&base);
@@ -818,7 +818,7 @@ test_ipc_same_process(void)
 
   if (!require_pool_mode())
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   exporter = mt_new_ok("pinned:ipc=true");
   g_assert_cmphex(memres_resource_get_flags(exporter), ==, IPC_FLAGS);
 
@@ -890,7 +890,7 @@ test_ipc_not_shareable(void)
 
   if (!require_pool_mode())
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   pool = mt_new_ok("pinned");
   g_assert_false(memres_resource_get_flags(pool) & MEMRES_MEMORY_IPC_ENABLED);
   g_assert_null(memres_resource_export_handle(pool, &error));
@@ -933,7 +933,7 @@ test_ipc_unsupported(void)
       g_test_skip("needs the fake driver to change device attributes");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   override_attribute(&saved, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
   assert_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "numa_id");
   assert_new_fails("pinned:ipc=true,fallback=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
@@ -1014,7 +1014,7 @@ test_ipc_fault_sweep(void)
       g_test_skip("fault injection needs the fake driver");
       return;
     }
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   sweep("pinned:ipc=true", TRUE);
 
   d.mr = mt_new_ok("pinned:ipc=true");
@@ -1135,7 +1135,7 @@ test_ipc_processes(void)
 
   if (!require_pool_mode())
     return;
-  mt_counts_begin(&base);
+  mt_counts_snapshot(&base);
   mr = mt_new_ok("pinned:ipc=true");
   buf = mt_alloc_ok(mr, size, NULL);
   mt_sync_ok(NULL);

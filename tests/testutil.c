@@ -360,7 +360,7 @@ mt_fault_sweep(const char *what, MtOp op, MtUndo undo, gpointer data, CUresult c
 }
 
 void
-mt_counts_begin(FakeCudaCounts *base)
+mt_counts_snapshot(FakeCudaCounts *base)
 {
   memset(base, 0, sizeof *base);
   if (mt_driver_is_fake())

@@ -35,9 +35,9 @@ int mt_count_open_fds(void);
 void mt_fill_pattern(guint8 *dest, gsize n, guint32 seed);
 void mt_assert_pattern(const guint8 *data, gsize n, guint32 seed);
 
-/* Baseline for mt_assert_fake_counts_equal(): the fake's live counts now, all zero on the real
- * driver. Every test that checks for leaks starts with it. */
-void mt_counts_begin(FakeCudaCounts *base);
+/* Stores the fake's live counts now in @counts (all zero on the real driver): the baseline a
+ * test takes at its start for mt_assert_fake_counts_equal() at its end. */
+void mt_counts_snapshot(FakeCudaCounts *base);
 
 /* memres_resource_new(@spec), asserting no error and a resource. Returns (transfer full). */
 MemresResource *mt_new_ok(const char *spec);
