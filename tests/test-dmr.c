@@ -620,11 +620,8 @@ test_pool_current_rollback(void)
 
   if (!mt_require_devices(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("fault injection needs the fake driver");
-      return;
-    }
+  if (!mt_require_fake("fault injection needs the fake driver"))
+    return;
   mt_counts_snapshot(&base);
   CU_OK(drv()->cuDeviceGet(&dev, 0));
   CU_OK(drv()->cuDeviceGetMemPool(&current, dev));
@@ -996,11 +993,8 @@ test_no_pools(void)
 
   if (!mt_require_devices(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("needs a device without memory pools: the fake makes one");
-      return;
-    }
+  if (!mt_require_fake("needs a device without memory pools: the fake makes one"))
+    return;
   mt_counts_snapshot(&base);
   mt_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
 
@@ -1051,11 +1045,8 @@ test_fault_allocate(void)
 
   if (!mt_require_devices(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("fault injection needs the fake driver");
-      return;
-    }
+  if (!mt_require_fake("fault injection needs the fake driver"))
+    return;
   mt_counts_snapshot(&base);
   sd.mr = mt_new_ok("dmr:pool=new");
   stream = stream_new();
@@ -1087,11 +1078,8 @@ test_fault_close(void)
 
   if (!mt_require_devices(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("fault injection needs the fake driver");
-      return;
-    }
+  if (!mt_require_fake("fault injection needs the fake driver"))
+    return;
   mt_counts_snapshot(&base);
   mr = mt_new_ok("dmr:pool=new");
   stream = stream_new();
@@ -1142,11 +1130,8 @@ test_fault_new(void)
 
   if (!mt_require_devices(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("fault injection needs the fake driver");
-      return;
-    }
+  if (!mt_require_fake("fault injection needs the fake driver"))
+    return;
   mt_counts_snapshot(&base);
   for (guint i = 0; i < G_N_ELEMENTS(specs); i++)
     {

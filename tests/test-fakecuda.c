@@ -779,11 +779,8 @@ test_vmm_no_access(void)
   if (!setup(1))
     return;
   /* On a GPU, touching mapped memory without access faults the context: fake only. */
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("an inaccessible mapping would fault the real device");
-      return;
-    }
+  if (!mt_require_fake("an inaccessible mapping would fault the real device"))
+    return;
   mt_counts_snapshot(&base);
   g = granularity(CU_MEM_ALLOC_GRANULARITY_MINIMUM);
   CU_OK(drv->cuMemAddressReserve(&va, g, 0, 0, 0));
@@ -1050,11 +1047,8 @@ test_ipc_in_process(void)
 
   if (!setup(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("importing a pool into its own process is not documented");
-      return;
-    }
+  if (!mt_require_fake("importing a pool into its own process is not documented"))
+    return;
   mt_counts_snapshot(&base);
   fds = mt_count_open_fds();
   pool = pool_new(0, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 64 * MiB);
@@ -1241,11 +1235,8 @@ test_faults_once(void)
 
   if (!setup(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("fault injection needs the fake driver");
-      return;
-    }
+  if (!mt_require_fake("fault injection needs the fake driver"))
+    return;
   pool = pool_new(0, CU_MEM_HANDLE_TYPE_NONE, 0);
   mt_counts_snapshot(&base);
   calls = mt_fake_call_count("cuMemAllocFromPoolAsync");
@@ -1290,11 +1281,8 @@ test_faults_env(void)
 {
   if (!setup(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("fault injection needs the fake driver");
-      return;
-    }
+  if (!mt_require_fake("fault injection needs the fake driver"))
+    return;
   if (g_test_subprocess())
     {
       /* FAKECUDA_FAIL=cuMemAlloc:2:CUDA_ERROR_ILLEGAL_STATE */
@@ -1324,11 +1312,8 @@ test_trace(void)
 
   if (!setup(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("tracing needs the fake driver");
-      return;
-    }
+  if (!mt_require_fake("tracing needs the fake driver"))
+    return;
   handle = dlopen(g_getenv("MEMRES_CUDA_DRIVER"), RTLD_NOW | RTLD_NOLOAD);
   g_assert_nonnull(handle);
   begin = (void (*)(void))dlsym(handle, "fakecuda_trace_begin");
@@ -1398,11 +1383,8 @@ test_fault_sweep(void)
 
   if (!setup(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("fault sweeps need the fake driver");
-      return;
-    }
+  if (!mt_require_fake("fault sweeps need the fake driver"))
+    return;
   mt_counts_snapshot(&base);
   g_assert_cmpint(
       mt_fault_sweep("stream alloc", op_stream_alloc, NULL, NULL, CUDA_ERROR_NOT_PERMITTED, NULL),

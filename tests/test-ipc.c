@@ -124,11 +124,8 @@ test_no_posix_fd_support (void)
   FakeCudaCounts base;
   GError *error = NULL;
 
-  if (!mt_driver_is_fake ())
-    {
-      g_test_skip ("needs the fake driver to hide POSIX file descriptor support");
-      return;
-    }
+  if (!mt_require_fake ("needs the fake driver to hide POSIX file descriptor support"))
+    return;
   mt_counts_snapshot (&base);
   mt_fake_set_attribute (0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0);
   g_assert_null (memres_resource_new ("ipc", &error));
@@ -648,11 +645,8 @@ test_fault_sweep (void)
 
   if (!mt_require_devices (1))
     return;
-  if (!mt_driver_is_fake ())
-    {
-      g_test_skip ("fault injection needs the fake driver");
-      return;
-    }
+  if (!mt_require_fake ("fault injection needs the fake driver"))
+    return;
   s.exporter = mt_new_ok ("ipc");
   s.handle = memres_resource_export_handle (s.exporter, &error);
   g_assert_no_error (error);

@@ -524,11 +524,8 @@ test_pool_no_numa_pools(void)
 
   if (!mt_require_devices(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("needs the fake driver to turn host NUMA pools off");
-      return;
-    }
+  if (!mt_require_fake("needs the fake driver to turn host NUMA pools off"))
+    return;
   mt_counts_snapshot(&base);
   override_attribute(&host, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 1);
   override_attribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0);
@@ -734,11 +731,8 @@ test_fault_sweep_pool(void)
 
   if (!require_pool_mode())
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("fault injection needs the fake driver");
-      return;
-    }
+  if (!mt_require_fake("fault injection needs the fake driver"))
+    return;
   mt_counts_snapshot(&base);
   sweep("pinned", TRUE);
   sweep("pinned:numa_id=0,max_size=64MiB,release_threshold=1MiB", TRUE);
@@ -752,11 +746,8 @@ test_fault_sweep_legacy(void)
 
   if (!mt_require_devices(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("fault injection needs the fake driver");
-      return;
-    }
+  if (!mt_require_fake("fault injection needs the fake driver"))
+    return;
   mt_counts_snapshot(&base);
   sweep("pinned:mode=legacy", FALSE);
   sweep("pinned:mode=legacy,portable=true,devicemap=true,writecombined=true", FALSE);
@@ -928,11 +919,8 @@ test_ipc_unsupported(void)
 
   if (!mt_require_devices(1))
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("needs the fake driver to change device attributes");
-      return;
-    }
+  if (!mt_require_fake("needs the fake driver to change device attributes"))
+    return;
   mt_counts_snapshot(&base);
   override_attribute(&saved, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
   assert_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "numa_id");
@@ -1009,11 +997,8 @@ test_ipc_fault_sweep(void)
 
   if (!require_pool_mode())
     return;
-  if (!mt_driver_is_fake())
-    {
-      g_test_skip("fault injection needs the fake driver");
-      return;
-    }
+  if (!mt_require_fake("fault injection needs the fake driver"))
+    return;
   mt_counts_snapshot(&base);
   sweep("pinned:ipc=true", TRUE);
 

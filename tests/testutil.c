@@ -68,6 +68,15 @@ mt_driver_is_fake(void)
   return get_fake()->get_counts != NULL;
 }
 
+gboolean
+mt_require_fake(const char *why)
+{
+  if (mt_driver_is_fake())
+    return TRUE;
+  g_test_skip(why);
+  return FALSE;
+}
+
 /* The fake's control functions, or a failed test when the driver is not the fake. */
 static const MtFake *
 require_fake(const char *what)

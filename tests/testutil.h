@@ -17,6 +17,10 @@ gboolean mt_driver_is_fake(void);
  * (the fake suite never skips). */
 gboolean mt_require_devices(int n);
 
+/* TRUE when the driver is the fake; otherwise calls g_test_skip(@why) and returns FALSE. For
+ * tests that need the fake's control (fault injection, changed attributes). */
+gboolean mt_require_fake(const char *why);
+
 /* Fake control; each one fails the test when the driver is not the fake. */
 void mt_fake_get_counts(FakeCudaCounts *counts);
 void mt_fake_fail_call(const char *entry, int nth, CUresult result);
