@@ -17,9 +17,7 @@ test_zero_size_skips_kind(void)
   g_assert_cmpuint(memres_buffer_get_address(buf), ==, 0);
   g_assert_cmpuint(memres_buffer_get_size(buf), ==, 0);
   g_assert_true(memres_buffer_get_resource(buf) == mr);
-  g_assert_true(memres_buffer_close(buf, NULL, &error));
-  g_assert_no_error(error);
-  memres_buffer_unref(buf);
+  mt_close_ok(buf, NULL);
   /* neither allocate nor deallocate ran */
   g_assert_cmpint(tk.allocates, ==, 0);
   g_assert_cmpint(tk.deallocates, ==, 0);
@@ -41,9 +39,7 @@ test_close_idempotent(void)
   g_assert_true(memres_buffer_close(buf, NULL, &error));
   g_assert_true(memres_buffer_is_closed(buf));
   g_assert_true(memres_buffer_close(buf, NULL, &error));
-  g_assert_true(memres_buffer_close(buf, MEMRES_STREAM_LEGACY, &error));
-  g_assert_no_error(error);
-  memres_buffer_unref(buf);
+  mt_close_ok(buf, MEMRES_STREAM_LEGACY);
   g_assert_cmpint(tk.allocates, ==, 1);
   g_assert_cmpint(tk.deallocates, ==, 1);
 }
@@ -453,10 +449,8 @@ test_device_memory_without_driver(void)
   g_clear_error(&error);
   /* Without a driver nothing can be pending on the default stream: synchronizing it succeeds,
    * so code written for a GPU runs on host memory too; a stream of its own needs a driver. */
-  g_assert_true(memres_stream_synchronize(NULL, &error));
-  g_assert_no_error(error);
-  g_assert_true(memres_stream_synchronize(MEMRES_STREAM_LEGACY, &error));
-  g_assert_no_error(error);
+  mt_sync_ok(NULL);
+  mt_sync_ok(MEMRES_STREAM_LEGACY);
   g_assert_false(memres_stream_synchronize((MemresStream)0x1234, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
 }

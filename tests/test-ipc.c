@@ -92,9 +92,7 @@ test_create (void)
   g_assert_no_error (error);
   g_assert_cmpuint (stats.used_current, >=, 1 * MiB);
   g_assert_cmpuint (stats.n_buffers, ==, 1);
-  g_assert_true (memres_buffer_close (buf, NULL, &error));
-  g_assert_no_error (error);
-  memres_buffer_unref (buf);
+  mt_close_ok (buf, NULL);
   g_clear_pointer (&mr, memres_resource_unref);
   mt_assert_fake_counts_equal (&base);
 }
@@ -200,9 +198,7 @@ test_same_process (void)
   }
 
   /* The importer's buffer goes first (the driver's rule), then the exporter's. */
-  g_assert_true (memres_buffer_close (imported, NULL, &error));
-  g_assert_no_error (error);
-  memres_buffer_unref (imported);
+  mt_close_ok (imported, NULL);
   g_assert_true (memres_buffer_close (buf, NULL, &error));
   memres_buffer_unref (buf);
   g_clear_pointer (&handle, memres_ipc_handle_free);

@@ -634,9 +634,7 @@ thread_func(gpointer data)
       MemresBuffer *buf = memres_resource_allocate(td->mr, size, NULL, &error);
 
       g_assert_no_error(error);
-      g_assert_true(memres_buffer_close(buf, NULL, &error));
-      g_assert_no_error(error);
-      memres_buffer_unref(buf);
+      mt_close_ok(buf, NULL);
     }
   return NULL;
 }
