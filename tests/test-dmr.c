@@ -571,19 +571,6 @@ test_pool_current_vs_new(void)
   mt_assert_fake_counts_equal(&base);
 }
 
-static void
-assert_new_fails(const char *spec, GQuark domain, gint code, const char *in_message)
-{
-  GError *error = NULL;
-  MemresResource *mr = memres_resource_new(spec, &error);
-
-  g_assert_null(mr);
-  g_assert_error(error, domain, code);
-  if (in_message != NULL && strstr(error->message, in_message) == NULL)
-    g_error("\"%s\": message \"%s\" lacks \"%s\"", spec, error->message, in_message);
-  g_error_free(error);
-}
-
 /* Without a driver (run in a child whose MEMRES_CUDA_DRIVER names nothing). */
 static void
 test_no_driver(void)
@@ -601,11 +588,11 @@ test_no_driver(void)
       g_test_trap_assert_passed();
       return;
     }
-  assert_new_fails("dmr", MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER, NULL);
-  assert_new_fails("dmr:device=1,pool=new,release_threshold=max", MEMRES_ERROR,
+  mt_new_fails("dmr", MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER, NULL);
+  mt_new_fails("dmr:device=1,pool=new,release_threshold=max", MEMRES_ERROR,
                    MEMRES_ERROR_NO_DRIVER, NULL);
   /* bad options are reported before the driver is needed */
-  assert_new_fails("dmr:max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "pool=new");
+  mt_new_fails("dmr:max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "pool=new");
 }
 
 /* A resource on the current pool that fails half-way gives the pool its attributes back. */
@@ -631,7 +618,7 @@ test_pool_current_rollback(void)
 
   /* the threshold is set, then setting the reuse policy fails */
   mt_fake_fail_call("cuMemPoolSetAttribute", 2, CUDA_ERROR_INVALID_VALUE);
-  assert_new_fails("dmr:release_threshold=1GiB,reuse_allow_opportunistic=false", MEMRES_CUDA_ERROR,
+  mt_new_fails("dmr:release_threshold=1GiB,reuse_allow_opportunistic=false", MEMRES_CUDA_ERROR,
                    CUDA_ERROR_INVALID_VALUE, "cuMemPoolSetAttribute");
   mt_fake_reset_faults();
   g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 5 * MiB);
@@ -694,20 +681,20 @@ test_bad_options(void)
   CHECK(memres_cuda_get_device_count(&count, &error));
   beyond = g_strdup_printf("dmr:device=%d", count);
 
-  assert_new_fails("dmr:max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_size");
-  assert_new_fails("dmr:pool=current,max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails("dmr:max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_size");
+  mt_new_fails("dmr:pool=current,max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "pool=new");
-  assert_new_fails("dmr:pool=new,max_size=0", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails("dmr:pool=new,max_size=0", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "max_size");
-  assert_new_fails(beyond, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
-  assert_new_fails("dmr:device=4096,pool=new", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
-  assert_new_fails("dmr:device=-1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "device");
-  assert_new_fails("dmr:reuse_allow_opportunistic=maybe", MEMRES_ERROR,
+  mt_new_fails(beyond, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
+  mt_new_fails("dmr:device=4096,pool=new", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
+  mt_new_fails("dmr:device=-1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "device");
+  mt_new_fails("dmr:reuse_allow_opportunistic=maybe", MEMRES_ERROR,
                    MEMRES_ERROR_INVALID_ARGUMENT, "reuse_allow_opportunistic");
-  assert_new_fails("dmr:pool=shared", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "pool");
-  assert_new_fails("dmr:release_threshold=lots", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails("dmr:pool=shared", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "pool");
+  mt_new_fails("dmr:release_threshold=lots", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "release_threshold");
-  assert_new_fails("dmr:no_such_key=1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "no_such_key");
+  mt_new_fails("dmr:no_such_key=1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "no_such_key");
   mt_assert_fake_counts_equal(&base);
 }
 
@@ -998,8 +985,8 @@ test_no_pools(void)
   mt_counts_snapshot(&base);
   mt_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
 
-  assert_new_fails("dmr", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "device 0");
-  assert_new_fails("dmr:pool=new,sync_fallback=false", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+  mt_new_fails("dmr", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "device 0");
+  mt_new_fails("dmr:pool=new,sync_fallback=false", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "device 0");
 
   mr = mt_new_ok("dmr:pool=new,max_size=8MiB,sync_fallback=true");

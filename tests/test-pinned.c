@@ -361,18 +361,6 @@ test_pool_access(void)
 }
 
 static void
-assert_new_fails(const char *spec, GQuark domain, gint code, const char *mentions)
-{
-  g_autoptr(GError) error = NULL;
-  MemresResource *mr = memres_resource_new(spec, &error);
-
-  g_assert_null(mr);
-  g_assert_error(error, domain, code);
-  if (mentions != NULL && strstr(error->message, mentions) == NULL)
-    g_error("%s: message \"%s\" does not mention \"%s\"", spec, error->message, mentions);
-}
-
-static void
 test_options_invalid(void)
 {
   FakeCudaCounts base;
@@ -381,29 +369,29 @@ test_options_invalid(void)
     return;
   mt_counts_snapshot(&base);
   /* Options of the other mode. */
-  assert_new_fails("pinned:mode=legacy,max_size=1MiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails("pinned:mode=legacy,max_size=1MiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "max_size");
-  assert_new_fails("pinned:mode=legacy,numa_id=0", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails("pinned:mode=legacy,numa_id=0", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "numa_id");
-  assert_new_fails("pinned:mode=legacy,fallback=false", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails("pinned:mode=legacy,fallback=false", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "fallback");
-  assert_new_fails("pinned:mode=legacy,release_threshold=0", MEMRES_ERROR,
+  mt_new_fails("pinned:mode=legacy,release_threshold=0", MEMRES_ERROR,
                    MEMRES_ERROR_INVALID_ARGUMENT, "release_threshold");
-  assert_new_fails("pinned:mode=legacy,ipc=false", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails("pinned:mode=legacy,ipc=false", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "ipc");
-  assert_new_fails("pinned:writecombined=true", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails("pinned:writecombined=true", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "writecombined");
-  assert_new_fails("pinned:mode=pool,portable=false", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails("pinned:mode=pool,portable=false", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "portable");
-  assert_new_fails("pinned:devicemap=true", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails("pinned:devicemap=true", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "devicemap");
   /* Bad values. */
-  assert_new_fails("pinned:max_size=0", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_size");
-  assert_new_fails("pinned:devices=1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "devices");
-  assert_new_fails("pinned:mode=auto", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "mode");
-  assert_new_fails("pinned:numa_id=-2", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "numa_id");
-  assert_new_fails("pinned:device=4096", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
-  assert_new_fails("pinned:mode=legacy,device=4096", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
+  mt_new_fails("pinned:max_size=0", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_size");
+  mt_new_fails("pinned:devices=1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "devices");
+  mt_new_fails("pinned:mode=auto", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "mode");
+  mt_new_fails("pinned:numa_id=-2", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "numa_id");
+  mt_new_fails("pinned:device=4096", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
+  mt_new_fails("pinned:mode=legacy,device=4096", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
   mt_assert_fake_counts_equal(&base);
 }
 
@@ -416,15 +404,15 @@ test_options_numa_missing(void)
   if (!mt_require_devices(1))
     return;
   mt_counts_snapshot(&base);
-  assert_new_fails("pinned:numa_id=4095", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails("pinned:numa_id=4095", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "NUMA node 4095");
-  assert_new_fails("pinned:numa_id=4095,fallback=true", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails("pinned:numa_id=4095,fallback=true", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "NUMA node 4095");
   /* A node the driver refuses. */
   if (mt_driver_is_fake())
     {
       mt_fake_fail_call("cuMemPoolCreate", 1, CUDA_ERROR_INVALID_VALUE);
-      assert_new_fails("pinned:numa_id=0", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+      mt_new_fails("pinned:numa_id=0", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                        "refuses host NUMA node 0");
       mt_fake_reset_faults();
     }
@@ -444,7 +432,7 @@ test_pool_numa_node(void)
   if (device_attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED))
     check_roundtrip("pinned:numa_id=0", "pinned:numa_id=0", MiB + 1, 7);
   else
-    assert_new_fails("pinned:numa_id=0", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+    mt_new_fails("pinned:numa_id=0", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                      "HOST_NUMA_MEMORY_POOLS_SUPPORTED");
   mt_assert_fake_counts_equal(&base);
 }
@@ -493,11 +481,11 @@ test_pool_unsupported(void)
       override_attribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0);
     }
 
-  assert_new_fails("pinned", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "mode=legacy");
-  assert_new_fails("pinned:mode=pool,fallback=false", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+  mt_new_fails("pinned", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "mode=legacy");
+  mt_new_fails("pinned:mode=pool,fallback=false", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "mode=legacy");
   /* Legacy mode cannot share memory: no fallback for ipc=true. */
-  assert_new_fails("pinned:ipc=true,fallback=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+  mt_new_fails("pinned:ipc=true,fallback=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "ipc");
 
   mr = mt_new_ok("pinned:fallback=true,max_size=1GiB");
@@ -531,8 +519,8 @@ test_pool_no_numa_pools(void)
   override_attribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0);
 
   check_roundtrip("pinned", "pinned", MiB, 9);
-  assert_new_fails("pinned:numa_id=0", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "mode=legacy");
-  assert_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "ipc");
+  mt_new_fails("pinned:numa_id=0", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "mode=legacy");
+  mt_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "ipc");
 
   restore_attribute(&numa);
 
@@ -921,15 +909,15 @@ test_ipc_unsupported(void)
     return;
   mt_counts_snapshot(&base);
   override_attribute(&saved, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
-  assert_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "numa_id");
-  assert_new_fails("pinned:ipc=true,fallback=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+  mt_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "numa_id");
+  mt_new_fails("pinned:ipc=true,fallback=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "numa_id");
   g_clear_pointer(&(MemresResource *){ mt_new_ok("pinned:ipc=true,numa_id=0") },
                   memres_resource_unref);
   restore_attribute(&saved);
 
   override_attribute(&saved, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0);
-  assert_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+  mt_new_fails("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "MEMPOOL_SUPPORTED_HANDLE_TYPES");
   restore_attribute(&saved);
   mt_assert_fake_counts_equal(&base);

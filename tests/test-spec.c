@@ -3,24 +3,10 @@
 #include "testkind.h"
 #include "testutil.h"
 
-/* Asserts that @spec fails with @domain/@code and that the message holds @needle (or NULL). */
-static void
-assert_spec_fails(const char *spec, GQuark domain, gint code, const char *needle)
-{
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = memres_resource_new(spec, &error);
-
-  if (mr != NULL)
-    g_error("spec \"%s\" was accepted", spec);
-  g_assert_error(error, domain, code);
-  if (needle != NULL && strstr(error->message, needle) == NULL)
-    g_error("error for \"%s\" lacks \"%s\": %s", spec, needle, error->message);
-}
-
 static void
 assert_invalid(const char *spec, const char *needle)
 {
-  assert_spec_fails(spec, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, needle);
+  mt_new_fails(spec, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, needle);
 }
 
 static void
@@ -64,11 +50,11 @@ test_bad_kind_names(void)
 static void
 test_unknown_kind(void)
 {
-  assert_spec_fails("nonexistent", MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND, "nonexistent");
-  assert_spec_fails("nonexistent:a=1", MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+  mt_new_fails("nonexistent", MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND, "nonexistent");
+  mt_new_fails("nonexistent:a=1", MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
                     "libmemres-nonexistent.so");
   /* 31 characters is a valid name, just not a known one */
-  assert_spec_fails("abcdefghijklmnopqrstuvwxyzabcde", MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND, NULL);
+  mt_new_fails("abcdefghijklmnopqrstuvwxyzabcde", MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND, NULL);
 }
 
 static void

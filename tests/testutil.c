@@ -387,6 +387,19 @@ mt_new_ok(const char *spec)
   return mr;
 }
 
+void
+mt_new_fails(const char *spec, GQuark domain, gint code, const char *needle)
+{
+  g_autoptr(GError) error = NULL;
+  MemresResource *mr = memres_resource_new(spec, &error);
+
+  if (mr != NULL)
+    g_error("spec \"%s\" was accepted", spec);
+  g_assert_error(error, domain, code);
+  if (needle != NULL && strstr(error->message, needle) == NULL)
+    g_error("error for \"%s\" lacks \"%s\": %s", spec, needle, error->message);
+}
+
 MemresBuffer *
 mt_alloc_ok(MemresResource *mr, gsize size, MemresStream stream)
 {

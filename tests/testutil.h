@@ -46,6 +46,10 @@ void mt_counts_snapshot(FakeCudaCounts *base);
 /* memres_resource_new(@spec), asserting no error and a resource. Returns (transfer full). */
 MemresResource *mt_new_ok(const char *spec);
 
+/* Asserts that memres_resource_new(@spec) returns NULL with @domain/@code and, when @needle is
+ * not NULL, that the error's message contains @needle. */
+void mt_new_fails(const char *spec, GQuark domain, gint code, const char *needle);
+
 /* memres_resource_allocate(@mr, @size, @stream), asserting no error, a buffer and that its size
  * is @size bytes. Returns (transfer full). */
 MemresBuffer *mt_alloc_ok(MemresResource *mr, gsize size, MemresStream stream);
