@@ -516,8 +516,7 @@ test_load_older_minor(void)
   if (!abi_plugins_available())
     return;
 
-  mr = memres_resource_new("abiolder", &error);
-  g_assert_no_error(error);
+  mr = mt_new_ok("abiolder");
   g_assert_nonnull(mr);
   g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "abiolder");
   g_assert_cmpint(memres_resource_get_device(mr), ==, -1);
@@ -530,8 +529,7 @@ test_load_older_minor(void)
     g_assert_true(g_str_has_suffix(memres_kind_get_plugin_path(kind), "libmemres-abiolder.so"));
   }
 
-  buf = memres_resource_allocate(mr, 4096, NULL, &error);
-  g_assert_no_error(error);
+  buf = mt_alloc_ok(mr, 4096, NULL);
   g_assert_cmpuint(memres_buffer_get_size(buf), ==, 4096);
   p = memres_buffer_get_pointer(buf);
   g_assert_nonnull(p);

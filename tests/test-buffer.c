@@ -134,8 +134,7 @@ test_deallocation_stream(void)
   g_autoptr(MemresBuffer) buf = NULL;
   MemresStream s = (MemresStream)GSIZE_TO_POINTER(0x1234);
 
-  buf = memres_resource_allocate(mr, 8, MEMRES_STREAM_LEGACY, &error);
-  g_assert_no_error(error);
+  buf = mt_alloc_ok(mr, 8, MEMRES_STREAM_LEGACY);
   /* the allocation stream is recorded */
   g_assert_true(memres_buffer_get_deallocation_stream(buf) == MEMRES_STREAM_LEGACY);
   g_assert_true(memres_buffer_set_deallocation_stream(buf, s, &error));

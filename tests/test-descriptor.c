@@ -195,15 +195,13 @@ fixture_set_up(Fixture *f, gconstpointer data)
   g_autoptr(MemresIpcHandle) handle = NULL;
   GError *error = NULL;
 
-  f->exporter = memres_resource_new("loopback", &error);
-  g_assert_no_error(error);
+  f->exporter = mt_new_ok("loopback");
   handle = memres_resource_export_handle(f->exporter, &error);
   g_assert_no_error(error);
   f->importer = memres_resource_import_handle(handle, &error);
   g_assert_no_error(error);
   g_assert_true(f->importer != f->exporter);
-  f->buf = memres_resource_allocate(f->exporter, 4096, NULL, &error);
-  g_assert_no_error(error);
+  f->buf = mt_alloc_ok(f->exporter, 4096, NULL);
   mt_fill_pattern(memres_buffer_get_pointer(f->buf), 4096, 7);
   g_assert_true(memres_buffer_export(f->buf, &f->desc, &error));
   g_assert_no_error(error);
@@ -462,14 +460,12 @@ test_wrong_pool(Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
   g_autoptr(MemresResource) other = NULL;
-  GError *error = NULL;
 
   d.bytes[OFF_POOL_ID] ^= 0xff;
   expect_invalid(f->importer, d.bytes, sizeof d.bytes, "pool");
 
   /* A resource that never exported nor imported a pool has no identity to match. */
-  other = memres_resource_new("loopback", &error);
-  g_assert_no_error(error);
+  other = mt_new_ok("loopback");
   expect_invalid(other, f->desc.bytes, sizeof f->desc.bytes, "pool");
 }
 
@@ -481,13 +477,11 @@ test_not_supported(Fixture *f, gconstpointer data)
   MemresBufferDescriptor d;
   GError *error = NULL;
 
-  host = memres_resource_new("host", &error);
-  g_assert_no_error(error);
+  host = mt_new_ok("host");
   g_assert_null(memres_resource_export_handle(host, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error(&error);
-  buf = memres_resource_allocate(host, 64, NULL, &error);
-  g_assert_no_error(error);
+  buf = mt_alloc_ok(host, 64, NULL);
   g_assert_false(memres_buffer_export(buf, &d, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error(&error);
@@ -507,8 +501,7 @@ test_export_closed_empty(Fixture *f, gconstpointer data)
   MemresBufferDescriptor d;
   GError *error = NULL;
 
-  empty = memres_resource_allocate(f->exporter, 0, NULL, &error);
-  g_assert_no_error(error);
+  empty = mt_alloc_ok(f->exporter, 0, NULL);
   g_assert_false(memres_buffer_export(empty, &d, &error));
   g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   g_clear_error(&error);

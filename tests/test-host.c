@@ -28,8 +28,7 @@ test_allocate_and_use(void)
   guint8 *p;
   gsize i;
 
-  buf = memres_resource_allocate(mr, 4096, NULL, &error);
-  g_assert_no_error(error);
+  buf = mt_alloc_ok(mr, 4096, NULL);
   g_assert_cmpuint(memres_buffer_get_size(buf), ==, 4096);
   g_assert_cmpint(memres_buffer_get_device(buf), ==, -1);
   g_assert_true(memres_buffer_is_host_accessible(buf));
@@ -62,8 +61,7 @@ test_alignment(void)
       for (j = 0; j < 8; j++)
         {
           g_autoptr(GError) error = NULL;
-          g_autoptr(MemresBuffer) buf = memres_resource_allocate(mr, 1 + j * 13, NULL, &error);
-          g_assert_no_error(error);
+          g_autoptr(MemresBuffer) buf = mt_alloc_ok(mr, 1 + j * 13, NULL);
           g_assert_cmpuint(memres_buffer_get_address(buf) % expected[i], ==, 0);
         }
     }
@@ -102,8 +100,7 @@ test_stats(void)
   g_assert_cmpuint(stats.n_buffers, ==, 0);
 
   a = memres_resource_allocate(mr, 1000, NULL, &error);
-  b = memres_resource_allocate(mr, 3000, NULL, &error);
-  g_assert_no_error(error);
+  b = mt_alloc_ok(mr, 3000, NULL);
   g_assert_true(memres_resource_get_stats(mr, &stats, &error));
   g_assert_cmpuint(stats.used_current, ==, 4000);
   g_assert_cmpuint(stats.used_high, ==, 4000);

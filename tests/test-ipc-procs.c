@@ -173,13 +173,11 @@ child_exporter(int sock)
   GError *error = NULL;
   Msg m;
 
-  mr = memres_resource_new("ipc:device=0", &error);
-  g_assert_no_error(error);
+  mr = mt_new_ok("ipc:device=0");
   handle = memres_resource_export_handle(mr, &error);
   g_assert_no_error(error);
   g_assert_true(memres_ipc_send_handle(sock, handle, &error));
-  buf = memres_resource_allocate(mr, 1 * MiB, NULL, &error);
-  g_assert_no_error(error);
+  buf = mt_alloc_ok(mr, 1 * MiB, NULL);
   mt_write_pattern(buf, 0, 1 * MiB, 77, NULL);
   g_assert_true(memres_buffer_export(buf, &desc, &error));
   send_msg(sock, OP_HOLD, 77, 1 * MiB, &desc);
@@ -276,10 +274,8 @@ child_peer(int sock)
     }
   else
     {
-      other = memres_resource_new("dmr:device=1", &error);
-      g_assert_no_error(error);
-      copy = memres_resource_allocate(other, (gsize)m.value, NULL, &error);
-      g_assert_no_error(error);
+      other = mt_new_ok("dmr:device=1");
+      copy = mt_alloc_ok(other, (gsize)m.value, NULL);
       g_assert_true(memres_buffer_copy_to(buf, copy, NULL, &error));
       g_assert_no_error(error);
       mt_sync_ok(NULL);
@@ -371,9 +367,8 @@ static MemresBuffer *
 alloc_export(MemresResource *mr, gsize size, guint32 seed, MemresBufferDescriptor *desc)
 {
   GError *error = NULL;
-  MemresBuffer *buf = memres_resource_allocate(mr, size, NULL, &error);
+  MemresBuffer *buf = mt_alloc_ok(mr, size, NULL);
 
-  g_assert_no_error(error);
   mt_write_pattern(buf, 0, size, seed, NULL);
   g_assert_true(memres_buffer_export(buf, desc, &error));
   g_assert_no_error(error);
@@ -393,8 +388,7 @@ test_roundtrip(void)
   if (!mt_require_devices(1))
     return;
   mt_counts_snapshot(&base);
-  mr = memres_resource_new("ipc:device=0", NULL);
-  g_assert_nonnull(mr);
+  mr = mt_new_ok("ipc:device=0");
   c = spawn_child("roundtrip");
   send_pool(&c, mr);
   buf = alloc_export(mr, 2 * MiB, 21, &desc);
@@ -419,7 +413,7 @@ test_dedup(void)
 
   if (!mt_require_devices(1))
     return;
-  mr = memres_resource_new("ipc:device=0", NULL);
+  mr = mt_new_ok("ipc:device=0");
   c = spawn_child("dedup");
   send_pool(&c, mr);
   buf = alloc_export(mr, 256 * KiB, 31, &desc);
@@ -502,7 +496,7 @@ test_cycles(void)
 
   if (!mt_require_devices(1))
     return;
-  mr = memres_resource_new("ipc:device=0", NULL);
+  mr = mt_new_ok("ipc:device=0");
   c = spawn_child("cycles");
   mt_counts_snapshot(&base);
   fds = -1;
@@ -513,8 +507,7 @@ test_cycles(void)
       GError *error = NULL;
       Msg m;
 
-      buf = memres_resource_allocate(mr, 4096, NULL, &error);
-      g_assert_no_error(error);
+      buf = mt_alloc_ok(mr, 4096, NULL);
       g_assert_true(memres_buffer_fill(buf, (guint32)i, 4, NULL, &error));
       mt_sync_ok(NULL);
       if (!memres_buffer_export(buf, &desc, &error))
@@ -560,7 +553,7 @@ test_other_uid(void)
       g_test_skip("needs root to run a peer under another uid");
       return;
     }
-  mr = memres_resource_new("ipc:device=0", NULL);
+  mr = mt_new_ok("ipc:device=0");
   c = spawn_child("other-uid");
   send_pool(&c, mr);
   g_assert_cmpuint(recv_msg(c.sock).op, ==, OP_DONE); /* refused */
@@ -586,7 +579,7 @@ test_peer(void)
 
   if (!mt_require_devices(2))
     return;
-  mr = memres_resource_new("ipc:device=0", NULL);
+  mr = mt_new_ok("ipc:device=0");
   c = spawn_child("peer");
   send_pool(&c, mr);
   buf = alloc_export(mr, 1 * MiB, 61, &desc);

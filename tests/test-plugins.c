@@ -6,6 +6,8 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "testutil.h"
+
 static char *tmp_dir;
 
 /* Asserts that the registry still works: the embedded host kind allocates. */
@@ -17,8 +19,7 @@ assert_registry_usable(void)
   g_autoptr(MemresBuffer) buf = NULL;
 
   g_assert_no_error(error);
-  buf = memres_resource_allocate(mr, 64, NULL, &error);
-  g_assert_no_error(error);
+  buf = mt_alloc_ok(mr, 64, NULL);
   g_assert_cmpuint(memres_buffer_get_size(buf), ==, 64);
 }
 
@@ -109,10 +110,8 @@ test_older_minor_loads(void)
   g_assert_no_error(error);
   g_assert_cmpstr(memres_kind_get_plugin_name(kind), ==, "abi_old");
   g_assert_true(g_str_has_suffix(memres_kind_get_plugin_path(kind), "libmemres-abi_old.so"));
-  mr = memres_resource_new("abi_old", &error);
-  g_assert_no_error(error);
-  buf = memres_resource_allocate(mr, 100, NULL, &error);
-  g_assert_no_error(error);
+  mr = mt_new_ok("abi_old");
+  buf = mt_alloc_ok(mr, 100, NULL);
   g_assert_true(memres_buffer_fill(buf, 7, 1, NULL, &error));
   g_assert_no_error(error);
   g_assert_cmpint(((guint8 *)memres_buffer_get_pointer(buf))[99], ==, 7);

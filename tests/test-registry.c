@@ -1,6 +1,7 @@
 /* test-registry.c: lookups, kinds registered by the application, schema validation at
  * registration, the search path and the list of kinds. */
 #include "testkind.h"
+#include "testutil.h"
 
 static void
 test_lookup_host(void)
@@ -190,8 +191,7 @@ test_register_long_option_key(void)
   info.n_options = G_N_ELEMENTS(options);
   g_assert_true(memres_registry_register_kind(&info, &error));
   g_assert_no_error(error);
-  mr = memres_resource_new("long_keys:reuse_allow_internal_dependencies_and_more=no", &error);
-  g_assert_no_error(error);
+  mr = mt_new_ok("long_keys:reuse_allow_internal_dependencies_and_more=no");
   g_assert_nonnull(mr);
 }
 

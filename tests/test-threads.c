@@ -1,6 +1,7 @@
 /* test-threads.c: 8 threads at once looking up kinds (loading the same plugin), creating
  * resources, allocating from a shared resource and their own, and listing kinds. */
 #include "testkind.h"
+#include "testutil.h"
 
 #define N_THREADS 8
 #define N_ROUNDS  200
@@ -37,10 +38,8 @@ worker(gpointer data)
 
       g_assert_no_error(error);
       g_assert_nonnull(host);
-      a = memres_resource_allocate(own, 64 + round, NULL, &error);
-      g_assert_no_error(error);
-      b = memres_resource_allocate(shared, 32 + id, NULL, &error);
-      g_assert_no_error(error);
+      a = mt_alloc_ok(own, 64 + round, NULL);
+      b = mt_alloc_ok(shared, 32 + id, NULL);
       p = memres_buffer_get_pointer(b);
       memset(p, (int)id, 32 + id);
       g_assert_true(memres_buffer_fill(a, id, 1, NULL, &error));
@@ -69,8 +68,7 @@ test_concurrent(void)
   MemresStats stats;
   guint i;
 
-  shared = memres_resource_new("tk", &error);
-  g_assert_no_error(error);
+  shared = mt_new_ok("tk");
 
   for (i = 0; i < N_THREADS; i++)
     threads[i] = g_thread_new("worker", worker, GUINT_TO_POINTER(i));
