@@ -101,6 +101,15 @@ gint64 bench_now_ns(void);
 gboolean bench_measure(const BenchContext *ctx, const char *what, const BenchVariant *variants,
                        guint n_variants, guint64 units, BenchRow *row, GError **error);
 void bench_progress(const BenchContext *ctx, const char *format, ...) G_GNUC_PRINTF(2, 3);
+/* cuStreamSynchronize(@stream), its failure reported as bench_cuda_check() does. */
+gboolean bench_sync_stream(const BenchContext *ctx, CUstream stream, GError **error);
+/* The end of a timed run begun at @t0 (bench_now_ns()): synchronizes @stream, then stores the
+ * nanoseconds since @t0 in @elapsed_ns. */
+gboolean bench_finish(const BenchContext *ctx, CUstream stream, gint64 t0, gint64 *elapsed_ns,
+                      GError **error);
+/* memres_buffer_close(@buf, @stream), then drops the caller's reference, whatever the close
+ * returned. */
+gboolean bench_close_buffer(MemresBuffer *buf, CUstream stream, GError **error);
 
 /* bench-raw.c: the raw driver equivalent of the resource's allocate and close. */
 typedef struct _BenchRaw BenchRaw;

@@ -21,15 +21,6 @@ typedef struct
 #define CHECK(call, args) bench_cuda_check(ctx, ctx->drv->call args, #call, error)
 
 static gboolean
-finish(const BenchContext *ctx, gint64 t0, gint64 *elapsed_ns, GError **error)
-{
-  if (!CHECK(cuStreamSynchronize, (ctx->stream)))
-    return FALSE;
-  *elapsed_ns = bench_now_ns() - t0;
-  return TRUE;
-}
-
-static gboolean
 copy_memres(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **error)
 {
   CopyJob *job = data;
@@ -40,7 +31,7 @@ copy_memres(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **erro
               ? memres_buffer_copy_to(job->host_buf, job->device_buf, job->ctx->stream, error)
               : memres_buffer_copy_to(job->device_buf, job->host_buf, job->ctx->stream, error)))
       return FALSE;
-  return finish(job->ctx, t0, elapsed_ns, error);
+  return bench_finish(job->ctx, job->ctx->stream, t0, elapsed_ns, error);
 }
 
 static gboolean
@@ -53,7 +44,7 @@ copy_driver(CopyJob *job, void *host, guint64 iterations, gint64 *elapsed_ns, GE
     if (!(job->to_device ? CHECK(cuMemcpyHtoDAsync, (job->device, host, job->size, ctx->stream))
                          : CHECK(cuMemcpyDtoHAsync, (host, job->device, job->size, ctx->stream))))
       return FALSE;
-  return finish(ctx, t0, elapsed_ns, error);
+  return bench_finish(ctx, ctx->stream, t0, elapsed_ns, error);
 }
 
 static gboolean
@@ -101,7 +92,7 @@ copy_job_init(CopyJob *job, const BenchContext *ctx, GError **error)
   memset(job->pageable, 1, job->size);
   memset(job->pinned, 1, job->size);
   memset(memres_buffer_get_pointer(job->host_buf), 1, job->size);
-  return CHECK(cuStreamSynchronize, (ctx->stream));
+  return bench_sync_stream(ctx, ctx->stream, error);
 }
 
 static void

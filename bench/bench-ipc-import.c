@@ -39,21 +39,6 @@ typedef struct
 
 #define CHECK(call, args) bench_cuda_check(ctx, ctx->drv->call args, #call, error)
 
-static gboolean
-sync_stream(const BenchContext *ctx, GError **error)
-{
-  return CHECK(cuStreamSynchronize, (ctx->stream));
-}
-
-static gboolean
-close_buffer(MemresBuffer *buf, CUstream stream, GError **error)
-{
-  gboolean ok = memres_buffer_close(buf, stream, error);
-
-  memres_buffer_unref(buf);
-  return ok;
-}
-
 /* A dup of the handle's fd, as memres's import makes for itself. */
 static int
 dup_fd(const ImportJob *job, GError **error)
@@ -117,9 +102,9 @@ pool_memres(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **erro
         return FALSE;
       buf = memres_buffer_import(mr, job->descs[0].bytes, sizeof job->descs[0].bytes, ctx->stream,
                                  error);
-      ok = buf != NULL && close_buffer(buf, ctx->stream, error);
+      ok = buf != NULL && bench_close_buffer(buf, ctx->stream, error);
       memres_resource_unref(mr);
-      if (!ok || !sync_stream(ctx, error))
+      if (!ok || !bench_sync_stream(ctx, ctx->stream, error))
         return FALSE;
     }
   *elapsed_ns = bench_now_ns() - t0;
@@ -145,7 +130,7 @@ pool_raw(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **error)
       ok = CHECK(cuMemPoolImportPointer, (&ptr, pool, &job->raw_data[0]))
            && CHECK(cuMemFreeAsync, (ptr, ctx->stream));
       ok = raw_destroy_pool(job, pool, fd, ok ? error : NULL) && ok;
-      if (!ok || !sync_stream(ctx, error))
+      if (!ok || !bench_sync_stream(ctx, ctx->stream, error))
         return FALSE;
     }
   *elapsed_ns = bench_now_ns() - t0;
@@ -173,9 +158,9 @@ buffers_memres(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **e
       if (!ok)
         opened--;
       for (k = 0; k < opened; k++) /* after a failure too: leave nothing mapped */
-        if (!close_buffer(job->imported[k], ctx->stream, ok ? error : NULL))
+        if (!bench_close_buffer(job->imported[k], ctx->stream, ok ? error : NULL))
           ok = FALSE;
-      ok = ok && sync_stream(ctx, error);
+      ok = ok && bench_sync_stream(ctx, ctx->stream, error);
     }
   *elapsed_ns = bench_now_ns() - t0;
   return ok;
@@ -201,7 +186,7 @@ buffers_raw(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **erro
         if (!bench_cuda_check(ctx, ctx->drv->cuMemFreeAsync(job->raw_ptrs[k], ctx->stream),
                               "cuMemFreeAsync", ok ? error : NULL))
           ok = FALSE;
-      ok = ok && sync_stream(ctx, error);
+      ok = ok && bench_sync_stream(ctx, ctx->stream, error);
     }
   *elapsed_ns = bench_now_ns() - t0;
   return ok;
@@ -234,7 +219,7 @@ import_job_init(ImportJob *job, const BenchContext *ctx, GError **error)
         return FALSE;
     }
   /* The allocations complete before anything imports them. */
-  return sync_stream(ctx, error);
+  return bench_sync_stream(ctx, ctx->stream, error);
 }
 
 /* The importers of "per buffer", one per side; only while that row runs (memres deduplicates
@@ -265,7 +250,7 @@ import_job_clear(ImportJob *job)
   import_job_close_importers(job);
   for (guint i = 0; i < job->n; i++)
     if (job->exported[i] != NULL)
-      close_buffer(job->exported[i], ctx->stream, NULL);
+      bench_close_buffer(job->exported[i], ctx->stream, NULL);
   ctx->drv->cuStreamSynchronize(ctx->stream);
   g_clear_pointer(&job->handle, memres_ipc_handle_free);
   g_free(job->exported);

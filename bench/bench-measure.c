@@ -15,6 +15,31 @@ bench_now_ns(void)
   return (gint64)ts.tv_sec * G_GINT64_CONSTANT(1000000000) + ts.tv_nsec;
 }
 
+gboolean
+bench_sync_stream(const BenchContext *ctx, CUstream stream, GError **error)
+{
+  return bench_cuda_check(ctx, ctx->drv->cuStreamSynchronize(stream), "cuStreamSynchronize", error);
+}
+
+gboolean
+bench_finish(const BenchContext *ctx, CUstream stream, gint64 t0, gint64 *elapsed_ns,
+             GError **error)
+{
+  if (!bench_sync_stream(ctx, stream, error))
+    return FALSE;
+  *elapsed_ns = bench_now_ns() - t0;
+  return TRUE;
+}
+
+gboolean
+bench_close_buffer(MemresBuffer *buf, CUstream stream, GError **error)
+{
+  gboolean ok = memres_buffer_close(buf, stream, error);
+
+  memres_buffer_unref(buf);
+  return ok;
+}
+
 void
 bench_progress(const BenchContext *ctx, const char *format, ...)
 {

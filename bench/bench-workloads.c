@@ -96,21 +96,6 @@ trace_new(guint live, guint64 min_size, guint64 max_size, guint32 seed)
 /* ---- one replay, memres and raw ------------------------------------------------------------ */
 
 static gboolean
-sync_stream(const BenchContext *ctx, CUstream stream, GError **error)
-{
-  return bench_cuda_check(ctx, ctx->drv->cuStreamSynchronize(stream), "cuStreamSynchronize", error);
-}
-
-static gboolean
-close_buffer(MemresBuffer *buf, CUstream stream, GError **error)
-{
-  gboolean ok = memres_buffer_close(buf, stream, error);
-
-  memres_buffer_unref(buf);
-  return ok;
-}
-
-static gboolean
 replay_memres(const BenchContext *ctx, const Trace *trace, MemresBuffer **slots, CUstream stream,
               GError **error)
 {
@@ -125,14 +110,14 @@ replay_memres(const BenchContext *ctx, const Trace *trace, MemresBuffer **slots,
              != NULL;
       else
         {
-          ok = close_buffer(slots[ops[i].slot], stream, error);
+          ok = bench_close_buffer(slots[ops[i].slot], stream, error);
           slots[ops[i].slot] = NULL;
         }
     }
   for (i = 0; i < trace->n_slots; i++) /* after a failure: leave nothing behind */
     if (slots[i] != NULL)
       {
-        close_buffer(slots[i], stream, NULL);
+        bench_close_buffer(slots[i], stream, NULL);
         slots[i] = NULL;
       }
   return ok;
@@ -187,13 +172,10 @@ pairs_memres(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **err
     {
       MemresBuffer *buf = memres_resource_allocate(ctx->mr, job->size, ctx->stream, error);
 
-      if (buf == NULL || !close_buffer(buf, ctx->stream, error))
+      if (buf == NULL || !bench_close_buffer(buf, ctx->stream, error))
         return FALSE;
     }
-  if (!sync_stream(ctx, ctx->stream, error))
-    return FALSE;
-  *elapsed_ns = bench_now_ns() - t0;
-  return TRUE;
+  return bench_finish(ctx, ctx->stream, t0, elapsed_ns, error);
 }
 
 static gboolean
@@ -208,10 +190,7 @@ pairs_raw(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **error)
     if (!bench_raw_alloc(job->raw, job->size, ctx->stream, &handle, error)
         || !bench_raw_free_one(job->raw, handle, ctx->stream, error))
       return FALSE;
-  if (!sync_stream(ctx, ctx->stream, error))
-    return FALSE;
-  *elapsed_ns = bench_now_ns() - t0;
-  return TRUE;
+  return bench_finish(ctx, ctx->stream, t0, elapsed_ns, error);
 }
 
 /**
@@ -267,10 +246,7 @@ random_memres(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **er
   for (guint64 i = 0; i < iterations; i++)
     if (!replay_memres(job->ctx, job->trace, job->buffers, job->stream, error))
       return FALSE;
-  if (!sync_stream(job->ctx, job->stream, error))
-    return FALSE;
-  *elapsed_ns = bench_now_ns() - t0;
-  return TRUE;
+  return bench_finish(job->ctx, job->stream, t0, elapsed_ns, error);
 }
 
 static gboolean
@@ -282,10 +258,7 @@ random_raw(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **error
   for (guint64 i = 0; i < iterations; i++)
     if (!replay_raw(job->raw, job->trace, job->handles, job->held, job->stream, error))
       return FALSE;
-  if (!sync_stream(job->ctx, job->stream, error))
-    return FALSE;
-  *elapsed_ns = bench_now_ns() - t0;
-  return TRUE;
+  return bench_finish(job->ctx, job->stream, t0, elapsed_ns, error);
 }
 
 static void
