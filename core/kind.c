@@ -88,14 +88,8 @@ _memres_kind_new(MemresPlugin *plugin, const MemresKindInfo *info, GError **erro
     }
   memcpy(&ki, info, MIN(info->struct_size, sizeof ki));
 
-  if (!_memres_kind_name_is_valid(ki.name))
-    {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "invalid kind name \"%s\": kind names match [a-z][a-z0-9_]* and are at most "
-                  "%d characters",
-                  ki.name != NULL ? ki.name : "(null)", MEMRES_KIND_NAME_MAX - 1);
-      return NULL;
-    }
+  if (!_memres_kind_name_check(ki.name, error))
+    return NULL;
   if (ki.ops == NULL || ki.ops->version < 1)
     {
       g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,

@@ -66,6 +66,7 @@ struct _MemresBuffer
 /* registry.c / loader.c */
 MemresKind *_memres_registry_lookup_loaded (const char *name);
 gboolean _memres_kind_name_is_valid (const char *name);
+gboolean _memres_kind_name_check (const char *name, GError **error);
 gboolean _memres_key_is_valid (const char *name);
 gboolean _memres_registry_contains (const char *name);
 gboolean _memres_registry_insert (GPtrArray *kinds, GError **error);

@@ -230,14 +230,8 @@ memres_registry_lookup(const char *name, GError **error)
 
   g_return_val_if_fail(name != NULL, NULL);
 
-  if (!_memres_kind_name_is_valid(name))
-    {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "invalid kind name \"%s\": kind names match [a-z][a-z0-9_]* and are at most "
-                  "%d characters",
-                  name, MEMRES_KIND_NAME_MAX - 1);
-      return NULL;
-    }
+  if (!_memres_kind_name_check(name, error))
+    return NULL;
 
   kind = _memres_registry_lookup_loaded(name);
   if (kind != NULL)

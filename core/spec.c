@@ -40,6 +40,20 @@ _memres_kind_name_is_valid(const char *name)
   return _memres_key_is_valid(name) && strlen(name) < MEMRES_KIND_NAME_MAX;
 }
 
+/* _memres_kind_name_is_valid(), setting MEMRES_ERROR_INVALID_ARGUMENT with the rule when not.
+ * @name may be NULL (invalid). */
+gboolean
+_memres_kind_name_check(const char *name, GError **error)
+{
+  if (_memres_kind_name_is_valid(name))
+    return TRUE;
+  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+              "invalid kind name \"%s\": kind names match [a-z][a-z0-9_]* and are at most "
+              "%d characters",
+              name != NULL ? name : "(null)", MEMRES_KIND_NAME_MAX - 1);
+  return FALSE;
+}
+
 /* Parses the decimal digits at @text, overflow-checked; returns the end in @end. */
 static gboolean
 parse_digits(const char *text, guint64 *value, const char **end)
@@ -228,14 +242,8 @@ _memres_spec_parse(const char *spec, char **kind, GPtrArray **keys, GPtrArray **
                   "invalid spec \"%s\": it names no kind (expected KIND[:KEY=VALUE,...])", spec);
       return FALSE;
     }
-  if (!_memres_kind_name_is_valid(name))
-    {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "invalid kind name \"%s\": kind names match [a-z][a-z0-9_]* and are at most "
-                  "%d characters",
-                  name, MEMRES_KIND_NAME_MAX - 1);
-      return FALSE;
-    }
+  if (!_memres_kind_name_check(name, error))
+    return FALSE;
 
   k = g_ptr_array_new_with_free_func(g_free);
   v = g_ptr_array_new_with_free_func(g_free);
