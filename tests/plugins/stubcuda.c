@@ -30,44 +30,45 @@ stub_driver_get_version(int *version)
   return CUDA_SUCCESS;
 }
 
+/* The errors the stub returns, with the driver's name and text for each. */
+static const struct
+{
+  CUresult code;
+  const char *name;
+  const char *text;
+} errors[] = {
+  { CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected" },
+  { CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal" },
+  { CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory" },
+};
+
+/* Stores the name (@text false) or text of @error in @str: CUDA_SUCCESS, or NULL and
+ * CUDA_ERROR_INVALID_VALUE for an error the stub does not know. */
+static CUresult
+describe_error(CUresult error, int text, const char **str)
+{
+  size_t i;
+
+  for (i = 0; i < sizeof errors / sizeof errors[0]; i++)
+    if (errors[i].code == error)
+      {
+        *str = text ? errors[i].text : errors[i].name;
+        return CUDA_SUCCESS;
+      }
+  *str = NULL;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult
 stub_get_error_name(CUresult error, const char **str)
 {
-  switch (error)
-    {
-    case CUDA_ERROR_NO_DEVICE:
-      *str = "CUDA_ERROR_NO_DEVICE";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_INVALID_DEVICE:
-      *str = "CUDA_ERROR_INVALID_DEVICE";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_OUT_OF_MEMORY:
-      *str = "CUDA_ERROR_OUT_OF_MEMORY";
-      return CUDA_SUCCESS;
-    default:
-      *str = NULL;
-      return CUDA_ERROR_INVALID_VALUE;
-    }
+  return describe_error(error, 0, str);
 }
 
 static CUresult
 stub_get_error_string(CUresult error, const char **str)
 {
-  switch (error)
-    {
-    case CUDA_ERROR_NO_DEVICE:
-      *str = "no CUDA-capable device is detected";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_INVALID_DEVICE:
-      *str = "invalid device ordinal";
-      return CUDA_SUCCESS;
-    case CUDA_ERROR_OUT_OF_MEMORY:
-      *str = "out of memory";
-      return CUDA_SUCCESS;
-    default:
-      *str = NULL;
-      return CUDA_ERROR_INVALID_VALUE;
-    }
+  return describe_error(error, 1, str);
 }
 
 static CUresult
