@@ -10,52 +10,52 @@
 #include "memres-private.h"
 
 static void
-close_chunk_fds(MemresBufferChunks *chunks)
+close_chunk_fds (MemresBufferChunks *chunks)
 {
   for (guint i = 0; i < chunks->n_chunks && i < MEMRES_IPC_MAX_CHUNKS; i++)
     if (chunks->fds[i] >= 0)
       {
-        close(chunks->fds[i]);
+        close (chunks->fds[i]);
         chunks->fds[i] = -1;
       }
 }
 
 /* Checks what the export_chunks slot returned (a plugin bug otherwise: MEMRES_ERROR_FAILED). */
 static gboolean
-check_exported(MemresResource *mr, const MemresAllocation *alloc, MemresBufferChunks *chunks,
-               GError **error)
+check_exported (MemresResource *mr, const MemresAllocation *alloc, MemresBufferChunks *chunks,
+                GError **error)
 {
   GError *local = NULL;
 
   if (chunks->n_chunks > MEMRES_IPC_MAX_CHUNKS)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                  "kind \"%s\": export_chunks returned %u chunks (at most %d)", mr->kind->name,
-                  chunks->n_chunks, MEMRES_IPC_MAX_CHUNKS);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "kind \"%s\": export_chunks returned %u chunks (at most %d)", mr->kind->name,
+                   chunks->n_chunks, MEMRES_IPC_MAX_CHUNKS);
       chunks->n_chunks = MEMRES_IPC_MAX_CHUNKS; /* close what can be closed */
       return FALSE;
     }
   if (chunks->size != alloc->size)
-    g_set_error(&local, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                "size %" G_GUINT64_FORMAT " is not the buffer's (%" G_GSIZE_FORMAT ")",
-                chunks->size, alloc->size);
-  else if (_memres_layout_check(chunks, &local))
+    g_set_error (&local, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                 "size %" G_GUINT64_FORMAT " is not the buffer's (%" G_GSIZE_FORMAT ")",
+                 chunks->size, alloc->size);
+  else if (_memres_layout_check (chunks, &local))
     {
       for (guint i = 0; i < chunks->n_chunks; i++)
-        if (!_memres_fd_is_open(chunks->fds[i]))
+        if (!_memres_fd_is_open (chunks->fds[i]))
           {
-            g_set_error(&local, MEMRES_ERROR, MEMRES_ERROR_FAILED, "fd %d of chunk %u is not open",
-                        chunks->fds[i], i);
+            g_set_error (&local, MEMRES_ERROR, MEMRES_ERROR_FAILED, "fd %d of chunk %u is not open",
+                         chunks->fds[i], i);
             chunks->fds[i] = -1;
             break;
           }
     }
   if (local == NULL)
     return TRUE;
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-              "kind \"%s\": export_chunks returned an unusable layout: %s", mr->kind->name,
-              local->message);
-  g_error_free(local);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+               "kind \"%s\": export_chunks returned an unusable layout: %s", mr->kind->name,
+               local->message);
+  g_error_free (local);
   return FALSE;
 }
 
@@ -93,7 +93,7 @@ check_exported(MemresResource *mr, const MemresAllocation *alloc, MemresBufferCh
  * Since: 1.1
  */
 gboolean
-memres_ipc_send_buffer(gint socket_fd, MemresBuffer *buf, GError **error)
+memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
 {
   guint8 record[MEMRES_LAYOUT_MAX_SIZE];
   MemresBufferChunks chunks;
@@ -102,57 +102,57 @@ memres_ipc_send_buffer(gint socket_fd, MemresBuffer *buf, GError **error)
   gsize length;
   gboolean ok;
 
-  g_return_val_if_fail(buf != NULL, FALSE);
-  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+  g_return_val_if_fail (buf != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (memres_buffer_is_closed(buf))
+  if (memres_buffer_is_closed (buf))
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "cannot send a closed buffer");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "cannot send a closed buffer");
       return FALSE;
     }
   if (buf->alloc.size == 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "cannot send an empty (zero-byte) buffer");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "cannot send an empty (zero-byte) buffer");
       return FALSE;
     }
   mr = buf->mr;
   if (mr == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "cannot send foreign memory (a buffer wrapping a pointer)");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "cannot send foreign memory (a buffer wrapping a pointer)");
       return FALSE;
     }
   if (buf->flags & MEMRES_MEMORY_IMPORTED)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "this buffer was imported from another process and cannot be exported again: "
-                  "forward what you received, or copy the data into a buffer of your own");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "this buffer was imported from another process and cannot be exported again: "
+                   "forward what you received, or copy the data into a buffer of your own");
       return FALSE;
     }
   if (mr->ops->export_chunks == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "buffers of kind \"%s\" cannot be sent as chunks (use kind \"vmm\" with "
-                  "handle_type=posix_fd)",
-                  mr->kind->name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "buffers of kind \"%s\" cannot be sent as chunks (use kind \"vmm\" with "
+                   "handle_type=posix_fd)",
+                   mr->kind->name);
       return FALSE;
     }
-  if (!_memres_ipc_check_socket(socket_fd, error))
+  if (!_memres_ipc_check_socket (socket_fd, error))
     return FALSE;
 
-  memset(&chunks, 0, sizeof chunks);
-  ok = mr->ops->export_chunks(mr, &buf->alloc, &chunks, &local);
-  if (!_memres_resource_slot_result(mr, "export_chunks", ok, &local, error))
+  memset (&chunks, 0, sizeof chunks);
+  ok = mr->ops->export_chunks (mr, &buf->alloc, &chunks, &local);
+  if (!_memres_resource_slot_result (mr, "export_chunks", ok, &local, error))
     return FALSE;
-  ok = check_exported(mr, &buf->alloc, &chunks, error);
+  ok = check_exported (mr, &buf->alloc, &chunks, error);
   if (ok)
     {
-      length = _memres_layout_encode(mr->kind->name, &chunks, record);
-      ok = _memres_ipc_send_message(socket_fd, "buffer", record, length, chunks.fds,
-                                    chunks.n_chunks, error);
+      length = _memres_layout_encode (mr->kind->name, &chunks, record);
+      ok = _memres_ipc_send_message (socket_fd, "buffer", record, length, chunks.fds,
+                                     chunks.n_chunks, error);
     }
-  close_chunk_fds(&chunks);
+  close_chunk_fds (&chunks);
   return ok;
 }
 
@@ -201,11 +201,11 @@ memres_ipc_send_buffer(gint socket_fd, MemresBuffer *buf, GError **error)
  * Since: 1.1
  */
 MemresBuffer *
-memres_ipc_receive_buffer(gint socket_fd, MemresResource *importer, MemresIpcFlags flags,
-                          MemresStream stream, GError **error)
+memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer, MemresIpcFlags flags,
+                           MemresStream stream, GError **error)
 {
   guint8 record[MEMRES_LAYOUT_MAX_SIZE];
-  g_autoptr(GArray) fds = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr (GArray) fds = g_array_new (FALSE, FALSE, sizeof (int));
   char kind[MEMRES_KIND_NAME_MAX];
   MemresBufferChunks chunks;
   MemresAllocation alloc = { 0, 0, NULL };
@@ -214,49 +214,49 @@ memres_ipc_receive_buffer(gint socket_fd, MemresResource *importer, MemresIpcFla
   gsize length;
   gboolean ok;
 
-  g_return_val_if_fail(importer != NULL, NULL);
-  g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+  g_return_val_if_fail (importer != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   /* The message is taken from the socket whatever follows, so that the next one stays
    * readable; from here on every fd that arrived is closed before returning. */
-  if (!_memres_ipc_receive_message(socket_fd, flags, "buffer", record, MEMRES_LAYOUT_HEADER_SIZE,
-                                   MEMRES_LAYOUT_MAX_SIZE, _memres_layout_declared_length, &length,
-                                   fds, error))
+  if (!_memres_ipc_receive_message (socket_fd, flags, "buffer", record, MEMRES_LAYOUT_HEADER_SIZE,
+                                    MEMRES_LAYOUT_MAX_SIZE, _memres_layout_declared_length, &length,
+                                    fds, error))
     return NULL;
-  if (!_memres_layout_decode(record, length, kind, &chunks, error))
+  if (!_memres_layout_decode (record, length, kind, &chunks, error))
     goto out;
   if (fds->len != chunks.n_chunks)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "invalid buffer layout: n_chunks: %u chunks, but %u file descriptors came "
-                  "with the message",
-                  chunks.n_chunks, fds->len);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "invalid buffer layout: n_chunks: %u chunks, but %u file descriptors came "
+                   "with the message",
+                   chunks.n_chunks, fds->len);
       goto out;
     }
   if (importer->ops->import_chunks == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "resources of kind \"%s\" cannot import buffers sent as chunks (use kind "
-                  "\"vmm\" with handle_type=posix_fd)",
-                  importer->kind->name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "resources of kind \"%s\" cannot import buffers sent as chunks (use kind "
+                   "\"vmm\" with handle_type=posix_fd)",
+                   importer->kind->name);
       goto out;
     }
-  if (strcmp(kind, importer->kind->name) != 0)
+  if (strcmp (kind, importer->kind->name) != 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "invalid buffer layout: kind: \"%s\", but the importer is of kind \"%s\"", kind,
-                  importer->kind->name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "invalid buffer layout: kind: \"%s\", but the importer is of kind \"%s\"", kind,
+                   importer->kind->name);
       goto out;
     }
-  memcpy(chunks.fds, fds->data, sizeof(int) * fds->len);
+  memcpy (chunks.fds, fds->data, sizeof (int) * fds->len);
 
-  ok = importer->ops->import_chunks(importer, &chunks, stream, &alloc, &local);
-  if (!_memres_resource_slot_result(importer, "import_chunks", ok, &local, error))
+  ok = importer->ops->import_chunks (importer, &chunks, stream, &alloc, &local);
+  if (!_memres_resource_slot_result (importer, "import_chunks", ok, &local, error))
     goto out;
-  buf = _memres_buffer_new(importer, &alloc, stream);
+  buf = _memres_buffer_new (importer, &alloc, stream);
   buf->flags |= MEMRES_MEMORY_IMPORTED;
 
 out:
-  _memres_ipc_close_fds(fds);
+  _memres_ipc_close_fds (fds);
   return buf;
 }

@@ -491,8 +491,7 @@ fail:
 
 gboolean
 _vmm_map_imported (VmmResource *self, const CUmemGenericAllocationHandle *handles,
-                   const gsize *sizes, gsize n, gsize size, MemresAllocation *alloc,
-                   GError **error)
+                   const gsize *sizes, gsize n, gsize size, MemresAllocation *alloc, GError **error)
 {
   VmmBuffer *buf = g_new0 (VmmBuffer, 1);
   VmmRange range = { 0, 0 };

@@ -66,9 +66,9 @@ _vmm_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBuf
         {
           vmm_close_fds (out->fds, (guint) i);
           memres_cuda_set_error (error, res, "cuMemExportToShareableHandle");
-          g_prefix_error (error, "vmm: exporting chunk %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT
-                                 ": ",
-                          i, buf->n_chunks);
+          g_prefix_error (error,
+                          "vmm: exporting chunk %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT ": ", i,
+                          buf->n_chunks);
           return FALSE;
         }
       out->fds[i] = fd;
