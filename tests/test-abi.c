@@ -423,6 +423,7 @@ static const char *const recorded_entries[] = {
   "cuMemImportFromShareableHandle",
   "cuMemRetainAllocationHandle",
   "cuMemGetAllocationPropertiesFromHandle",
+  "cuStreamGetCtx", /* appended in ABI 1.1 */
 };
 
 typedef struct
@@ -452,7 +453,7 @@ test_cuda_driver(void)
       g_assert_cmpuint(table_entries[i].offset, ==, 16 + 8 * i);
     }
   ASSERT_SIZE(MemresCudaDriver, 16 + 8 * G_N_ELEMENTS(recorded_entries));
-  ASSERT_SIZE(MemresCudaDriver, 640);
+  ASSERT_SIZE(MemresCudaDriver, 648);
 }
 
 /* The entries a driver must have: a longer list would refuse drivers that used to load. */
