@@ -111,6 +111,27 @@ pool_memres(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **erro
   return TRUE;
 }
 
+/* The size check a safe importer makes after cuMemPoolImportPointer (memres's ipc kind does):
+ * the mapped range must hold the bytes the descriptor claims. */
+static gboolean
+raw_range_check(ImportJob *job, CUdeviceptr ptr, GError **error)
+{
+  size_t range = 0;
+
+  if (!bench_cuda_check(job->ctx,
+                        job->ctx->drv->cuPointerGetAttribute(&range,
+                                                             CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr),
+                        "cuPointerGetAttribute", error))
+    return FALSE;
+  if (range < IMPORT_BUFFER_SIZE)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                  "raw import: the mapped range is %zu bytes, fewer than the buffer", range);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 pool_raw(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **error)
 {
@@ -128,7 +149,7 @@ pool_raw(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **error)
       if (!raw_import_pool(job, &pool, &fd, error))
         return FALSE;
       ok = CHECK(cuMemPoolImportPointer, (&ptr, pool, &job->raw_data[0]))
-           && CHECK(cuMemFreeAsync, (ptr, ctx->stream));
+           && raw_range_check(job, ptr, error) && CHECK(cuMemFreeAsync, (ptr, ctx->stream));
       ok = raw_destroy_pool(job, pool, fd, ok ? error : NULL) && ok;
       if (!ok || !bench_sync_stream(ctx, ctx->stream, error))
         return FALSE;
@@ -179,7 +200,8 @@ buffers_raw(gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **erro
     {
       for (opened = 0; ok && opened < job->n; opened++)
         ok = CHECK(cuMemPoolImportPointer,
-                   (&job->raw_ptrs[opened], job->raw_pool, &job->raw_data[opened]));
+                   (&job->raw_ptrs[opened], job->raw_pool, &job->raw_data[opened]))
+             && raw_range_check(job, job->raw_ptrs[opened], error);
       if (!ok)
         opened--;
       for (k = 0; k < opened; k++)
@@ -281,8 +303,11 @@ bench_run_ipc_import(BenchContext *ctx)
   BenchSection *section = bench_section_new(
       "ipc_import", title, "ns/import",
       "pool + first buffer: dup + cuMemPoolImportFromShareableHandle + cuMemPoolImportPointer + "
-      "cuMemFreeAsync + cuMemPoolDestroy + close; per buffer: cuMemPoolImportPointer + "
-      "cuMemFreeAsync on a pool imported once; every iteration ends with cuStreamSynchronize");
+      "cuPointerGetAttribute(RANGE_SIZE) + cuMemFreeAsync + cuMemPoolDestroy + close; per buffer: "
+      "cuMemPoolImportPointer + cuPointerGetAttribute(RANGE_SIZE) + cuMemFreeAsync on a pool "
+      "imported once; every iteration ends with cuStreamSynchronize. The range query is the "
+      "check every safe importer makes (memres and cuda.core alike): a descriptor from another "
+      "process may claim more bytes than the exporter's allocation has");
   BenchRow *rows[] = { bench_section_add_row(section, "pool + first buffer", IMPORT_BUFFER_SIZE, 0),
                        bench_section_add_row(section, per_label, IMPORT_BUFFER_SIZE, 0) };
   g_autoptr(GError) error = NULL;

@@ -25,10 +25,12 @@ is_host_only(MemresBuffer *buf)
          == MEMRES_MEMORY_HOST_ACCESSIBLE;
 }
 
-/* The context a transfer runs in. An explicit stream carries its own context: the thread only
- * needs some context current (memres_cuda_ensure_context()). The legacy default stream (NULL
- * or MEMRES_STREAM_LEGACY) is the current context's, so for device memory the device's
- * primary context is pushed for the call when another device's context is current. */
+/* The context a transfer runs in. An explicit stream runs in its own context, which the real
+ * driver wants current for the call (a copy on device 1's stream while device 0's context is
+ * current fails with CUDA_ERROR_INVALID_VALUE, seen on two H200s): it is pushed when another
+ * is current. The legacy default stream (NULL or MEMRES_STREAM_LEGACY) is the current
+ * context's, so for device memory the device's primary context is pushed for the call when
+ * another device's context is current. */
 typedef struct
 {
   const MemresCudaDriver *drv;
@@ -46,7 +48,28 @@ transfer_begin(Transfer *t, gint device, MemresStream stream, GError **error)
   t->drv = memres_cuda_get_driver(error);
   if (t->drv == NULL || !memres_cuda_ensure_context(MAX(device, 0), error))
     return FALSE;
-  if (device < 0 || (stream != NULL && stream != MEMRES_STREAM_LEGACY))
+  if (stream != NULL && stream != MEMRES_STREAM_LEGACY)
+    {
+      CUcontext own = NULL;
+
+      if (t->drv->cuStreamGetCtx == NULL || t->drv->cuCtxPushCurrent == NULL
+          || t->drv->cuCtxPopCurrent == NULL)
+        return TRUE;
+      res = t->drv->cuStreamGetCtx((CUstream)stream, &own);
+      if (res != CUDA_SUCCESS)
+        return memres_cuda_set_error(error, res, "cuStreamGetCtx");
+      res = t->drv->cuCtxGetCurrent(&current);
+      if (res != CUDA_SUCCESS)
+        return memres_cuda_set_error(error, res, "cuCtxGetCurrent");
+      if (own == NULL || own == current)
+        return TRUE;
+      res = t->drv->cuCtxPushCurrent(own);
+      if (res != CUDA_SUCCESS)
+        return memres_cuda_set_error(error, res, "cuCtxPushCurrent");
+      t->pushed = TRUE;
+      return TRUE;
+    }
+  if (device < 0)
     return TRUE;
 
   res = t->drv->cuCtxGetCurrent(&current);

@@ -537,7 +537,8 @@ memres_buffer_get_allocation(MemresBuffer *buf)
  * the buffer.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_NOT_SUPPORTED for kinds without
- * %MEMRES_MEMORY_RESIZABLE and for wrapped memory; %MEMRES_ERROR_OUT_OF_MEMORY,
+ * %MEMRES_MEMORY_RESIZABLE, for wrapped memory and for buffers imported from another process
+ * (%MEMRES_MEMORY_IMPORTED); %MEMRES_ERROR_OUT_OF_MEMORY,
  * %MEMRES_CUDA_ERROR from the kind.
  *
  * Returns: %TRUE on success
@@ -557,6 +558,12 @@ memres_buffer_resize(MemresBuffer *buf, gsize new_size, MemresStream stream, GEr
                   "buffers of %s%s%s cannot be resized",
                   buf->mr != NULL ? "kind \"" : "wrapped memory",
                   buf->mr != NULL ? buf->mr->kind->name : "", buf->mr != NULL ? "\"" : "");
+      return FALSE;
+    }
+  if (buf->flags & MEMRES_MEMORY_IMPORTED)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                  "a buffer imported from another process cannot be resized");
       return FALSE;
     }
   if (new_size > G_MAXSSIZE)

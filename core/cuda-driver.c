@@ -28,14 +28,15 @@ driver_path(void)
 }
 
 /* The CUDA version at which @name is resolved. cuGetProcAddress() returns the newest ABI of a
- * name up to that version; for the names below CUDA 13.0 introduced a new ABI (a context
- * argument) while cuda.h keeps declaring the old one under the plain name, so they are asked
- * for at 12000 to get the ABI the table's type describes. core/cuda-entry-check.c checks every
+ * name up to that version; for the names below a newer ABI (a context argument from CUDA 13.0;
+ * a green-context argument for cuStreamGetCtx from 12.5) exists while cuda.h keeps declaring
+ * the old one under the plain name, so they are asked for at 12000 to get the ABI the table's
+ * type describes. core/cuda-entry-check.c checks every
  * field against the driver's typedefs at compile time. */
 static int
 entry_version(const char *name)
 {
-  static const char *const pre_13000[] = { "cuCtxGetDevice", "cuCtxSynchronize" };
+  static const char *const pre_13000[] = { "cuCtxGetDevice", "cuCtxSynchronize", "cuStreamGetCtx" };
 
   for (guint i = 0; i < G_N_ELEMENTS(pre_13000); i++)
     if (strcmp(name, pre_13000[i]) == 0)

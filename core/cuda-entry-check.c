@@ -94,7 +94,8 @@
   X (cuMemExportToShareableHandle, 10020) \
   X (cuMemImportFromShareableHandle, 10020) \
   X (cuMemRetainAllocationHandle, 11000) \
-  X (cuMemGetAllocationPropertiesFromHandle, 10020)
+  X (cuMemGetAllocationPropertiesFromHandle, 10020) \
+  X (cuStreamGetCtx, 9020)
 
 MEMRES_CHECKED_ENTRIES_ (MEMRES_CHECK_ENTRY_)
 #endif

@@ -1,8 +1,9 @@
 /* memres - CUDA memory resources
- * ipc-transport.c: a MemresIpcHandle over a connected AF_UNIX socket. One message: a fixed
- * versioned header (below) with the fd in SCM_RIGHTS and the sender's credentials in
- * SCM_CREDENTIALS. The receiver trusts nothing: every fd that arrives has exactly one owner,
- * the new handle or close(). */
+ * ipc-transport.c: messages with file descriptors over a connected AF_UNIX socket, and the
+ * MemresIpcHandle message on top of them. One message: a versioned record with the fds in
+ * SCM_RIGHTS and the sender's credentials in SCM_CREDENTIALS. The receiver trusts nothing:
+ * every fd that arrives has exactly one owner, the caller or close(). ipc-chunks.c sends whole
+ * buffers the same way. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
@@ -27,9 +28,9 @@ enum
   HEADER_SIZE = H_OFF_DEVICE_UUID + MEMRES_IPC_ID_SIZE, /* 72 */
 };
 
-/* Room for a few fds, so that a message carrying more than one is seen (and every fd closed)
- * rather than truncated, plus the credentials. */
-#define MAX_FDS      8
+/* Room for one more fd than any message carries, so that a message with too many is seen (and
+ * every fd closed) rather than truncated, plus the credentials. */
+#define MAX_FDS      (MEMRES_IPC_MAX_CHUNKS + 1)
 #define CONTROL_SIZE (CMSG_SPACE(sizeof(int) * MAX_FDS) + CMSG_SPACE(sizeof(struct ucred)))
 
 static gboolean
@@ -64,20 +65,74 @@ check_socket(gint socket_fd, gint *type, GError **error)
   return TRUE;
 }
 
-static void
-put_le(guint8 *p, guint64 v, int n)
+gboolean
+_memres_ipc_check_socket(gint socket_fd, GError **error)
 {
-  for (int i = 0; i < n; i++)
-    p[i] = (v >> (8 * i)) & 0xff;
+  gint type;
+
+  return check_socket(socket_fd, &type, error);
 }
 
-static guint64
-get_le(const guint8 *p, int n)
+gboolean
+_memres_ipc_send_message(gint socket_fd, const char *what, const guint8 *data, gsize len,
+                         const gint *fds, guint n_fds, GError **error)
 {
-  guint64 v = 0;
-  for (int i = n - 1; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
+  union
+  {
+    char buf[CMSG_SPACE(sizeof(int) * MEMRES_IPC_MAX_CHUNKS) + CMSG_SPACE(sizeof(struct ucred))];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = { (void *)data, len };
+  struct msghdr msg = { 0 };
+  struct cmsghdr *cmsg;
+  struct ucred creds;
+  gint type;
+  ssize_t sent;
+
+  g_return_val_if_fail(n_fds >= 1 && n_fds <= MEMRES_IPC_MAX_CHUNKS, FALSE);
+
+  if (!check_socket(socket_fd, &type, error))
+    return FALSE;
+
+  memset(&control, 0, sizeof control);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds) + CMSG_SPACE(sizeof creds);
+  cmsg = CMSG_FIRSTHDR(&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+  memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * n_fds);
+  /* Our own credentials, so that the receiver sees who sent this message even when it enabled
+   * SO_PASSCRED after we connected; the kernel refuses values that are not ours. */
+  creds.pid = getpid();
+  creds.uid = geteuid();
+  creds.gid = getegid();
+  cmsg = CMSG_NXTHDR(&msg, cmsg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_CREDENTIALS;
+  cmsg->cmsg_len = CMSG_LEN(sizeof creds);
+  memcpy(CMSG_DATA(cmsg), &creds, sizeof creds);
+
+  do
+    sent = sendmsg(socket_fd, &msg, MSG_NOSIGNAL);
+  while (sent < 0 && errno == EINTR);
+  if (sent < 0)
+    {
+      int saved = errno;
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                  "IPC transport: sending the %s failed: sendmsg: %s", what, g_strerror(saved));
+      return FALSE;
+    }
+  if ((gsize)sent != len)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                  "IPC transport: sent only %zd of %" G_GSIZE_FORMAT " bytes of the %s", sent, len,
+                  what);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 /**
@@ -103,18 +158,8 @@ gboolean
 memres_ipc_send_handle(gint socket_fd, const MemresIpcHandle *handle, GError **error)
 {
   guint8 header[HEADER_SIZE];
-  union
-  {
-    char buf[CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(struct ucred))];
-    struct cmsghdr align;
-  } control;
-  struct iovec iov = { header, sizeof header };
-  struct msghdr msg = { 0 };
-  struct cmsghdr *cmsg;
-  struct ucred creds;
   const char *kind;
   gint fd, type;
-  ssize_t sent;
 
   g_return_val_if_fail(handle != NULL, FALSE);
   g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
@@ -137,51 +182,13 @@ memres_ipc_send_handle(gint socket_fd, const MemresIpcHandle *handle, GError **e
 
   memset(header, 0, sizeof header);
   kind = memres_ipc_handle_get_kind(handle);
-  put_le(header + H_OFF_MAGIC, HANDLE_MAGIC, 4);
-  put_le(header + H_OFF_VERSION, HANDLE_VERSION, 2);
-  put_le(header + H_OFF_LENGTH, HEADER_SIZE, 2);
+  _memres_put_le(header + H_OFF_MAGIC, HANDLE_MAGIC, 4);
+  _memres_put_le(header + H_OFF_VERSION, HANDLE_VERSION, 2);
+  _memres_put_le(header + H_OFF_LENGTH, HEADER_SIZE, 2);
   memcpy(header + H_OFF_KIND, kind, strnlen(kind, MEMRES_KIND_NAME_MAX - 1));
   memcpy(header + H_OFF_POOL_ID, memres_ipc_handle_get_pool_id(handle), MEMRES_IPC_ID_SIZE);
   memcpy(header + H_OFF_DEVICE_UUID, memres_ipc_handle_get_device_uuid(handle), MEMRES_IPC_ID_SIZE);
-
-  memset(&control, 0, sizeof control);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.buf;
-  msg.msg_controllen = sizeof control.buf;
-  cmsg = CMSG_FIRSTHDR(&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-  /* Our own credentials, so that the receiver sees who sent this message even when it enabled
-   * SO_PASSCRED after we connected; the kernel refuses values that are not ours. */
-  creds.pid = getpid();
-  creds.uid = geteuid();
-  creds.gid = getegid();
-  cmsg = CMSG_NXTHDR(&msg, cmsg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_CREDENTIALS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof creds);
-  memcpy(CMSG_DATA(cmsg), &creds, sizeof creds);
-
-  do
-    sent = sendmsg(socket_fd, &msg, MSG_NOSIGNAL);
-  while (sent < 0 && errno == EINTR);
-  if (sent < 0)
-    {
-      int saved = errno;
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                  "IPC transport: sending the handle failed: sendmsg: %s", g_strerror(saved));
-      return FALSE;
-    }
-  if ((gsize)sent != sizeof header)
-    {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                  "IPC transport: sent only %zd of %d bytes of the handle", sent, HEADER_SIZE);
-      return FALSE;
-    }
-  return TRUE;
+  return _memres_ipc_send_message(socket_fd, "handle", header, sizeof header, &fd, 1, error);
 }
 
 /* The state of one receive: every fd that arrived, and the sender's credentials. */
@@ -193,12 +200,12 @@ typedef struct
   gboolean control_truncated;
 } Received;
 
-static void
-received_close_fds(Received *r)
+void
+_memres_ipc_close_fds(GArray *fds)
 {
-  for (guint i = 0; i < r->fds->len; i++)
-    close(g_array_index(r->fds, int, i));
-  g_array_set_size(r->fds, 0);
+  for (guint i = 0; i < fds->len; i++)
+    close(g_array_index(fds, int, i));
+  g_array_set_size(fds, 0);
 }
 
 static void
@@ -260,12 +267,13 @@ receive_some(gint socket_fd, guint8 *buf, gsize len, Received *r)
     return -1;
   collect_control(&msg, r);
   if (msg.msg_flags & MSG_TRUNC)
-    return (gssize)len + 1; /* a datagram longer than the header: the caller refuses it */
+    return (gssize)len + 1; /* a datagram longer than the buffer: the caller refuses it */
   return n;
 }
 
 static gboolean
-check_peer(gint socket_fd, const Received *r, MemresIpcFlags flags, GError **error)
+check_peer(gint socket_fd, const Received *r, MemresIpcFlags flags, const char *what,
+           GError **error)
 {
   struct ucred peer;
   socklen_t len = sizeof peer;
@@ -292,20 +300,161 @@ check_peer(gint socket_fd, const Received *r, MemresIpcFlags flags, GError **err
   if (r->have_creds && r->creds.uid != self)
     {
       g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
-                  "IPC transport: the handle was sent by pid %d as uid %u, this process runs "
+                  "IPC transport: the %s was sent by pid %d as uid %u, this process runs "
                   "as uid %u (pass MEMRES_IPC_ALLOW_ANY_UID to accept it)",
-                  (int)r->creds.pid, (unsigned)r->creds.uid, (unsigned)self);
+                  what, (int)r->creds.pid, (unsigned)r->creds.uid, (unsigned)self);
       return FALSE;
     }
   return TRUE;
 }
 
+static gboolean
+receive_failed(const char *what, GError **error)
+{
+  int saved = errno;
+
+  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+              "IPC transport: receiving a %s failed: recvmsg: %s", what, g_strerror(saved));
+  return FALSE;
+}
+
+static gboolean
+peer_closed(const char *what, GError **error)
+{
+  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+              "IPC transport: the peer closed the connection before sending a %s", what);
+  return FALSE;
+}
+
+static gboolean
+truncated(const char *what, gsize have, gsize want, GError **error)
+{
+  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+              "IPC transport: invalid %s message: truncated after %" G_GSIZE_FORMAT
+              " of %" G_GSIZE_FORMAT " bytes",
+              what, have, want);
+  return FALSE;
+}
+
+/* Reads the bytes [have, want) of a message from a stream socket. */
+static gboolean
+read_stream(gint socket_fd, guint8 *buf, gsize have, gsize want, Received *r, const char *what,
+            GError **error)
+{
+  while (have < want)
+    {
+      gssize n = receive_some(socket_fd, buf + have, want - have, r);
+
+      if (n < 0)
+        return receive_failed(what, error);
+      if (n == 0 && have == 0)
+        return peer_closed(what, error);
+      if (n == 0)
+        return truncated(what, have, want, error);
+      have += (gsize)n;
+    }
+  return TRUE;
+}
+
+/* Reads one datagram (seqpacket) of @header_len to @max_len bytes; *@len gets its length. */
+static gboolean
+read_datagram(gint socket_fd, guint8 *buf, gsize header_len, gsize max_len, gsize *len,
+              Received *r, const char *what, GError **error)
+{
+  gssize n = receive_some(socket_fd, buf, max_len, r);
+
+  if (n < 0)
+    return receive_failed(what, error);
+  if (n == 0)
+    return peer_closed(what, error);
+  if ((gsize)n > max_len)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "IPC transport: invalid %s message: longer than %" G_GSIZE_FORMAT " bytes", what,
+                  max_len);
+      return FALSE;
+    }
+  if ((gsize)n < header_len)
+    return truncated(what, (gsize)n, header_len, error);
+  *len = (gsize)n;
+  return TRUE;
+}
+
+gboolean
+_memres_ipc_receive_message(gint socket_fd, MemresIpcFlags flags, const char *what, guint8 *buf,
+                            gsize header_len, gsize max_len, MemresIpcLengthFunc length_of,
+                            gsize *length, GArray *fds, GError **error)
+{
+  Received r = { 0 };
+  gsize total, got = 0;
+  gint type;
+  int one = 1;
+
+  g_return_val_if_fail(fds != NULL && fds->len == 0, FALSE);
+  g_return_val_if_fail(header_len > 0 && header_len <= max_len, FALSE);
+
+  if (!check_socket(socket_fd, &type, error))
+    return FALSE;
+  /* Best effort: without it the per-message credentials are missing and SO_PEERCRED alone
+   * decides. */
+  (void)setsockopt(socket_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
+
+  r.fds = fds;
+  if (type == SOCK_STREAM)
+    {
+      if (!read_stream(socket_fd, buf, 0, header_len, &r, what, error))
+        goto fail;
+    }
+  else if (!read_datagram(socket_fd, buf, header_len, max_len, &got, &r, what, error))
+    goto fail;
+
+  total = length_of(buf);
+  if (total < header_len || total > max_len)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "IPC transport: invalid %s message: its header declares %" G_GSIZE_FORMAT
+                  " bytes (%" G_GSIZE_FORMAT " to %" G_GSIZE_FORMAT " expected)",
+                  what, total, header_len, max_len);
+      goto fail;
+    }
+  if (type == SOCK_STREAM)
+    {
+      if (!read_stream(socket_fd, buf, header_len, total, &r, what, error))
+        goto fail;
+    }
+  else if (got != total)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "IPC transport: invalid %s message: %" G_GSIZE_FORMAT
+                  " bytes, its header declares %" G_GSIZE_FORMAT,
+                  what, got, total);
+      goto fail;
+    }
+
+  if (r.control_truncated)
+    {
+      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "IPC transport: invalid %s message: more control data than a message "
+                  "carries (more than %d fds)",
+                  what, MAX_FDS);
+      goto fail;
+    }
+  if (!check_peer(socket_fd, &r, flags, what, error))
+    goto fail;
+  *length = total;
+  return TRUE;
+
+fail:
+  _memres_ipc_close_fds(fds);
+  return FALSE;
+}
+
 static MemresIpcHandle *
 parse_header(const guint8 *header, gint fd, GError **error)
 {
-  guint64 magic = get_le(header + H_OFF_MAGIC, 4);
-  guint64 version = get_le(header + H_OFF_VERSION, 2);
-  guint64 length = get_le(header + H_OFF_LENGTH, 2);
+  guint64 magic = _memres_get_le(header + H_OFF_MAGIC, 4);
+  guint64 version = _memres_get_le(header + H_OFF_VERSION, 2);
+  guint64 length = _memres_get_le(header + H_OFF_LENGTH, 2);
   const guint8 *kind = header + H_OFF_KIND;
   const guint8 *nul;
 
@@ -342,6 +491,13 @@ parse_header(const guint8 *header, gint fd, GError **error)
                                header + H_OFF_DEVICE_UUID, error);
 }
 
+/* The handle message has one length; parse_header() checks the length field. */
+static gsize
+handle_length(const guint8 *header)
+{
+  return HEADER_SIZE;
+}
+
 /**
  * memres_ipc_receive_handle_with_flags:
  * @socket_fd: a connected `AF_UNIX` socket (stream or seqpacket)
@@ -370,79 +526,25 @@ MemresIpcHandle *
 memres_ipc_receive_handle_with_flags(gint socket_fd, MemresIpcFlags flags, GError **error)
 {
   guint8 header[HEADER_SIZE];
-  Received r = { 0 };
+  g_autoptr(GArray) fds = g_array_new(FALSE, FALSE, sizeof(int));
   MemresIpcHandle *handle = NULL;
-  gsize have = 0;
-  gint type;
-  int one = 1;
+  gsize length;
 
   g_return_val_if_fail(error == NULL || *error == NULL, NULL);
 
-  if (!check_socket(socket_fd, &type, error))
+  if (!_memres_ipc_receive_message(socket_fd, flags, "handle", header, HEADER_SIZE, HEADER_SIZE,
+                                   handle_length, &length, fds, error))
     return NULL;
-  /* Best effort: without it the per-message credentials are missing and SO_PEERCRED alone
-   * decides. */
-  (void)setsockopt(socket_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
-
-  r.fds = g_array_new(FALSE, FALSE, sizeof(int));
-  while (have < HEADER_SIZE)
-    {
-      gssize n = receive_some(socket_fd, header + have, HEADER_SIZE - have, &r);
-      if (n < 0)
-        {
-          int saved = errno;
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                      "IPC transport: receiving a handle failed: recvmsg: %s", g_strerror(saved));
-          goto out;
-        }
-      if (n == 0 && have == 0)
-        {
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                      "IPC transport: the peer closed the connection before sending a handle");
-          goto out;
-        }
-      if (n == 0 || (type != SOCK_STREAM && (gsize)n < HEADER_SIZE - have))
-        {
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                      "IPC transport: invalid handle message: truncated after %" G_GSIZE_FORMAT
-                      " of %d bytes",
-                      have + (gsize)n, HEADER_SIZE);
-          goto out;
-        }
-      if ((gsize)n > HEADER_SIZE - have)
-        {
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                      "IPC transport: invalid handle message: longer than %d bytes", HEADER_SIZE);
-          goto out;
-        }
-      have += (gsize)n;
-    }
-
-  if (r.control_truncated)
-    {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "IPC transport: invalid handle message: more control data than a handle "
-                  "carries (more than %d fds)",
-                  MAX_FDS);
-      goto out;
-    }
-  if (r.fds->len != 1)
-    {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "IPC transport: invalid handle message: %u file descriptors attached "
-                  "(expected 1)",
-                  r.fds->len);
-      goto out;
-    }
-  if (!check_peer(socket_fd, &r, flags, error))
-    goto out;
-  handle = parse_header(header, g_array_index(r.fds, int, 0), error);
+  if (fds->len != 1)
+    g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                "IPC transport: invalid handle message: %u file descriptors attached "
+                "(expected 1)",
+                fds->len);
+  else
+    handle = parse_header(header, g_array_index(fds, int, 0), error);
   if (handle != NULL)
-    g_array_set_size(r.fds, 0); /* the handle owns the fd now */
-
-out:
-  received_close_fds(&r);
-  g_array_unref(r.fds);
+    g_array_set_size(fds, 0); /* the handle owns the fd now */
+  _memres_ipc_close_fds(fds);
   return handle;
 }
 

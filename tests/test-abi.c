@@ -17,6 +17,8 @@
 
 #include <stddef.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -47,8 +49,8 @@ static void
 test_version(void)
 {
   g_assert_cmpint(MEMRES_PLUGIN_ABI_MAJOR, ==, 1);
-  g_assert_cmpint(MEMRES_PLUGIN_ABI_MINOR, ==, 0);
-  g_assert_cmpint(MEMRES_RESOURCE_OPS_VERSION, ==, 1);
+  g_assert_cmpint(MEMRES_PLUGIN_ABI_MINOR, ==, 1);     /* 1.1: export_chunks, import_chunks */
+  g_assert_cmpint(MEMRES_RESOURCE_OPS_VERSION, ==, 2); /* 2: the same */
 }
 
 static void
@@ -128,11 +130,32 @@ test_buffer_export(void)
   g_assert_cmpuint(sizeof(((MemresBufferExport *)0)->export_data), ==, 64);
 }
 
+/* Since 1.1. */
+static void
+test_buffer_chunks(void)
+{
+  SKIP_UNLESS_RECORDED();
+  ASSERT_SIZE(MemresBufferChunks, 816);
+  ASSERT_OFFSET(MemresBufferChunks, device_uuid, 0);
+  ASSERT_OFFSET(MemresBufferChunks, handle_type, 16);
+  ASSERT_OFFSET(MemresBufferChunks, location_type, 20);
+  ASSERT_OFFSET(MemresBufferChunks, granularity, 24);
+  ASSERT_OFFSET(MemresBufferChunks, size, 32);
+  ASSERT_OFFSET(MemresBufferChunks, n_chunks, 40);
+  ASSERT_OFFSET(MemresBufferChunks, reserved, 44);
+  ASSERT_OFFSET(MemresBufferChunks, chunk_sizes, 48);
+  ASSERT_OFFSET(MemresBufferChunks, fds, 560);
+  ASSERT_FIELD_TYPE(MemresBufferChunks, handle_type, guint32);
+  ASSERT_FIELD_TYPE(MemresBufferChunks, granularity, guint64);
+  ASSERT_FIELD_TYPE(MemresBufferChunks, chunk_sizes, guint64[64]);
+  ASSERT_FIELD_TYPE(MemresBufferChunks, fds, gint[64]);
+}
+
 static void
 test_resource_ops(void)
 {
   SKIP_UNLESS_RECORDED();
-  ASSERT_SIZE(MemresResourceOps, 128);
+  ASSERT_SIZE(MemresResourceOps, 144);
   ASSERT_OFFSET(MemresResourceOps, version, 0);
   ASSERT_OFFSET(MemresResourceOps, init, 8);
   ASSERT_OFFSET(MemresResourceOps, finalize, 16);
@@ -149,6 +172,9 @@ test_resource_ops(void)
   ASSERT_OFFSET(MemresResourceOps, export_buffer, 104);
   ASSERT_OFFSET(MemresResourceOps, import_buffer, 112);
   ASSERT_OFFSET(MemresResourceOps, resize, 120);
+  /* version 2 (ABI 1.1) */
+  ASSERT_OFFSET(MemresResourceOps, export_chunks, 128);
+  ASSERT_OFFSET(MemresResourceOps, import_chunks, 136);
 }
 
 /* The signatures of the slots: changing one breaks plugins as surely as moving it. */
@@ -186,6 +212,12 @@ test_resource_ops_signatures(void)
   ASSERT_FIELD_TYPE(
       MemresResourceOps, resize,
       gboolean(*)(MemresResource *, MemresAllocation *, gsize, MemresStream, GError **));
+  ASSERT_FIELD_TYPE(
+      MemresResourceOps, export_chunks,
+      gboolean(*)(MemresResource *, const MemresAllocation *, MemresBufferChunks *, GError **));
+  ASSERT_FIELD_TYPE(MemresResourceOps, import_chunks,
+                    gboolean(*)(MemresResource *, const MemresBufferChunks *, MemresStream,
+                                MemresAllocation *, GError **));
 }
 
 static void
@@ -249,6 +281,7 @@ static void
 test_constants(void)
 {
   g_assert_cmpint(MEMRES_IPC_ID_SIZE, ==, 16);
+  g_assert_cmpint(MEMRES_IPC_MAX_CHUNKS, ==, 64); /* since 1.1 */
   g_assert_cmpint(MEMRES_BUFFER_DESCRIPTOR_SIZE, ==, 160);
   g_assert_true(MEMRES_STREAM_LEGACY == (MemresStream)0x1);
   g_assert_true(MEMRES_STREAM_LEGACY == CU_STREAM_LEGACY);
@@ -390,6 +423,7 @@ static const char *const recorded_entries[] = {
   "cuMemImportFromShareableHandle",
   "cuMemRetainAllocationHandle",
   "cuMemGetAllocationPropertiesFromHandle",
+  "cuStreamGetCtx", /* appended in ABI 1.1 */
 };
 
 typedef struct
@@ -419,7 +453,7 @@ test_cuda_driver(void)
       g_assert_cmpuint(table_entries[i].offset, ==, 16 + 8 * i);
     }
   ASSERT_SIZE(MemresCudaDriver, 16 + 8 * G_N_ELEMENTS(recorded_entries));
-  ASSERT_SIZE(MemresCudaDriver, 640);
+  ASSERT_SIZE(MemresCudaDriver, 648);
 }
 
 /* The entries a driver must have: a longer list would refuse drivers that used to load. */
@@ -535,6 +569,17 @@ test_load_older_minor(void)
   g_assert_nonnull(p);
   mt_fill_pattern(p, 4096, 7);
   mt_assert_pattern(p, 4096, 7);
+  /* A version-1 ops table has no chunk slots: the core treats them as missing. */
+  {
+    int sv[2];
+
+    g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+    g_assert_false(memres_ipc_send_buffer(sv[0], buf, &error));
+    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+    g_clear_error(&error);
+    close(sv[0]);
+    close(sv[1]);
+  }
   g_assert_true(memres_buffer_close(buf, NULL, &error));
   g_assert_no_error(error);
 }
@@ -562,6 +607,7 @@ main(int argc, char **argv)
   g_test_add_func("/abi/allocation", test_allocation);
   g_test_add_func("/abi/resource-info", test_resource_info);
   g_test_add_func("/abi/buffer-export", test_buffer_export);
+  g_test_add_func("/abi/buffer-chunks", test_buffer_chunks);
   g_test_add_func("/abi/resource-ops/layout", test_resource_ops);
   g_test_add_func("/abi/resource-ops/signatures", test_resource_ops_signatures);
   g_test_add_func("/abi/kind-info", test_kind_info);

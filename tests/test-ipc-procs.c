@@ -7,14 +7,13 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
 
 #define KiB      ((gsize)1024)
 #define MiB      (1024 * KiB)
-#define CHILD_FD 3
+#define CHILD_FD MT_CHILD_FD
 
 enum
 {
@@ -38,8 +37,6 @@ static void
 send_msg(int sock, guint32 op, guint32 seed, gint64 value, const MemresBufferDescriptor *desc)
 {
   Msg m;
-  const guint8 *p = (const guint8 *)&m;
-  gsize left = sizeof m;
 
   memset(&m, 0, sizeof m);
   m.op = op;
@@ -48,35 +45,15 @@ send_msg(int sock, guint32 op, guint32 seed, gint64 value, const MemresBufferDes
   m.fds = mt_count_open_fds();
   if (desc != NULL)
     memcpy(m.desc, desc->bytes, sizeof m.desc);
-  while (left > 0)
-    {
-      gssize n = send(sock, p, left, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        g_error("send: %s", g_strerror(errno));
-      p += n;
-      left -= (gsize)n;
-    }
+  mt_send_all(sock, &m, sizeof m);
 }
 
 static Msg
 recv_msg(int sock)
 {
   Msg m;
-  guint8 *p = (guint8 *)&m;
-  gsize left = sizeof m;
 
-  while (left > 0)
-    {
-      gssize n = recv(sock, p, left, 0);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        g_error("recv: %s", n == 0 ? "the peer closed the connection" : g_strerror(errno));
-      p += n;
-      left -= (gsize)n;
-    }
+  mt_recv_all(sock, &m, sizeof m);
   return m;
 }
 
@@ -320,35 +297,16 @@ typedef struct
 static Child
 spawn_child(const char *mode)
 {
-  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
-  const char *argv[] = { self, "--child", mode, NULL };
-  GError *error = NULL;
-  int sv[2];
-  int source[1], target[1] = { CHILD_FD };
   Child c;
 
-  g_assert_nonnull(self);
-  g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
-  source[0] = sv[1];
-  g_assert_true(g_spawn_async_with_pipes_and_fds(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
-                                                 NULL, -1, -1, -1, source, target, 1, &c.pid, NULL,
-                                                 NULL, NULL, &error));
-  g_assert_no_error(error);
-  close(sv[1]);
-  c.sock = sv[0];
+  c.pid = mt_spawn_child(mode, &c.sock);
   return c;
 }
 
 static void
 wait_child(Child *c)
 {
-  int status = 0;
-
-  close(c->sock);
-  g_assert_cmpint(waitpid(c->pid, &status, 0), ==, c->pid);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    g_error("child failed: %s %d", WIFEXITED(status) ? "exit status" : "signal",
-            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  mt_wait_child(c->pid, c->sock);
 }
 
 static void

@@ -3,7 +3,11 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 void
 mt_init(int *argc, char ***argv)
@@ -488,4 +492,72 @@ mt_undo_allocate(gpointer data)
 
   mt_close_ok(g_steal_pointer(&d->buf), d->stream);
   mt_sync_ok(d->stream);
+}
+
+GPid
+mt_spawn_child(const char *mode, int *sock)
+{
+  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+  const char *argv[] = { self, "--child", mode, NULL };
+  GError *error = NULL;
+  int sv[2];
+  int source[1], target[1] = { MT_CHILD_FD };
+  GPid pid;
+
+  g_assert_nonnull(self);
+  g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+  source[0] = sv[1];
+  g_assert_true(g_spawn_async_with_pipes_and_fds(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                                 NULL, -1, -1, -1, source, target, 1, &pid, NULL,
+                                                 NULL, NULL, &error));
+  g_assert_no_error(error);
+  close(sv[1]);
+  *sock = sv[0];
+  return pid;
+}
+
+void
+mt_wait_child(GPid pid, int sock)
+{
+  int status = 0;
+
+  close(sock);
+  g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    g_error("child failed: %s %d", WIFEXITED(status) ? "exit status" : "signal",
+            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+void
+mt_send_all(int sock, gconstpointer data, gsize n)
+{
+  const guint8 *p = data;
+
+  while (n > 0)
+    {
+      gssize sent = send(sock, p, n, MSG_NOSIGNAL);
+      if (sent < 0 && errno == EINTR)
+        continue;
+      if (sent <= 0)
+        g_error("send: %s", g_strerror(errno));
+      p += sent;
+      n -= (gsize)sent;
+    }
+}
+
+void
+mt_recv_all(int sock, gpointer data, gsize n)
+{
+  guint8 *p = data;
+
+  while (n > 0)
+    {
+      gssize got = recv(sock, p, n, 0);
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got <= 0)
+        g_error("recv: %s", got == 0 ? "the peer closed the connection" : g_strerror(errno));
+      p += got;
+      n -= (gsize)got;
+    }
 }

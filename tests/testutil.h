@@ -67,6 +67,17 @@ void mt_sync_ok(MemresStream stream);
 void mt_write_pattern(MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream);
 void mt_check_pattern(MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream);
 
+/* Child processes for the IPC tests: never a bare fork() after CUDA init. mt_spawn_child() runs
+ * this same program again as `PROGRAM --child MODE` with its end of a stream socketpair as fd
+ * MT_CHILD_FD, and returns this end in *@sock; the test's main() dispatches on the arguments
+ * before mt_init(). mt_wait_child() closes @sock, reaps the child and fails the test unless it
+ * exited with status 0. mt_send_all()/mt_recv_all() move exactly @n bytes (g_error otherwise). */
+#define MT_CHILD_FD 3
+GPid mt_spawn_child(const char *mode, int *sock);
+void mt_wait_child(GPid pid, int sock);
+void mt_send_all(int sock, gconstpointer data, gsize n);
+void mt_recv_all(int sock, gpointer data, gsize n);
+
 /* Fault sweep (fake only; skips on the real driver). @op performs one plugin operation and
  * returns TRUE on success; @undo reverts a successful @op. The sweep records the driver calls
  * @op makes, then for each call in turn makes exactly that call fail with

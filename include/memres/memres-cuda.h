@@ -129,7 +129,8 @@ G_BEGIN_DECLS
   X (cuMemExportToShareableHandle)                                                                \
   X (cuMemImportFromShareableHandle)                                                              \
   X (cuMemRetainAllocationHandle)                                                                 \
-  X (cuMemGetAllocationPropertiesFromHandle)
+  X (cuMemGetAllocationPropertiesFromHandle)                                                      \
+  X (cuStreamGetCtx)
 
 /**
  * MEMRES_CUDA_FOREACH_REQUIRED_ENTRY:

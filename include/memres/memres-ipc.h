@@ -18,6 +18,17 @@ G_BEGIN_DECLS
 #define MEMRES_IPC_ID_SIZE 16
 
 /**
+ * MEMRES_IPC_MAX_CHUNKS:
+ *
+ * The most physical chunks (and so file descriptors) one buffer sent with
+ * memres_ipc_send_buffer() may have. A buffer with more cannot be sent
+ * (%MEMRES_ERROR_NOT_SUPPORTED): give its resource a larger `chunk`.
+ *
+ * Since: 1.1
+ */
+#define MEMRES_IPC_MAX_CHUNKS 64
+
+/**
  * MemresIpcFlags:
  * @MEMRES_IPC_NONE: defaults: the peer must run under the same uid
  * @MEMRES_IPC_ALLOW_ANY_UID: accept a handle from a peer of any uid
@@ -46,6 +57,13 @@ gboolean memres_ipc_send_handle (gint socket_fd, const MemresIpcHandle *handle, 
 MemresIpcHandle *memres_ipc_receive_handle (gint socket_fd, GError **error);
 MemresIpcHandle *memres_ipc_receive_handle_with_flags (gint socket_fd, MemresIpcFlags flags,
                                                        GError **error);
+
+/* A whole buffer over the same transport: its physical chunks' fds plus their layout (vmm with
+ * handle_type=posix_fd). Documentation in core/ipc-chunks.c. Since: 1.1 */
+gboolean memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error);
+MemresBuffer *memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer,
+                                         MemresIpcFlags flags, MemresStream stream,
+                                         GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MemresIpcHandle, memres_ipc_handle_free)
 

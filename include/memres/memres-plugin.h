@@ -15,7 +15,8 @@
  *    version, slots at the end of #MemresResourceOps, entries at the end of the driver table,
  *    values at the end of enums. Nothing is ever reordered, retyped or removed within a major.
  *  - Structs without struct_size or version (#MemresOptionSpec, #MemresAllocation,
- *    #MemresResourceInfo, #MemresBufferExport, #MemresStats, #MemresAccessDesc) are frozen for
+ *    #MemresResourceInfo, #MemresBufferExport, #MemresBufferChunks, #MemresStats,
+ *    #MemresAccessDesc) are frozen for
  *    the whole major version. tests/test-abi.c records every layout. */
 #pragma once
 
@@ -49,9 +50,11 @@ G_BEGIN_DECLS
  * against older headers keeps working, while one built against newer headers could use what
  * this core does not have and is refused (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH).
  *
+ * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks.
+ *
  * Since: 1.0
  */
-#define MEMRES_PLUGIN_ABI_MINOR 0
+#define MEMRES_PLUGIN_ABI_MINOR 1
 
 /**
  * MemresPluginInitFunc:
@@ -223,6 +226,44 @@ typedef struct
 } MemresBufferExport;
 
 /**
+ * MemresBufferChunks:
+ * @device_uuid: UUID of the device the memory belongs to (the resource's device, also for
+ *   host-NUMA memory)
+ * @handle_type: the shareable handle type of every chunk, a `CUmemAllocationHandleType`
+ *   (memres transports only `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`)
+ * @location_type: where the physical memory lives, a `CUmemLocationType`
+ * @granularity: the exporter's allocation granularity in bytes (a power of two; every chunk
+ *   size is a multiple of it)
+ * @size: size of the buffer in bytes (1 to the sum of the chunk sizes)
+ * @n_chunks: chunks in use in @chunk_sizes and @fds, 1 to %MEMRES_IPC_MAX_CHUNKS
+ * @reserved: must be 0
+ * @chunk_sizes: the size in bytes of each physical allocation, in address order: chunk i is
+ *   mapped right after chunk i - 1, the first at the buffer's start
+ * @fds: the POSIX-fd shareable handle of each chunk, in the same order
+ *
+ * A buffer as the physical allocations (chunks) it is mapped from, for kinds whose buffers are
+ * made of several allocations (vmm). The export_chunks slot fills it (the fds then belong to
+ * the core, which sends and closes them); the import_chunks slot receives it from the core,
+ * which decoded it from another process's message and checked its framing (counts, sizes
+ * positive multiples of @granularity, no overflow, @size within the sum, one received fd per
+ * chunk) but not its meaning. Frozen layout (part of the plugin ABI).
+ *
+ * Since: 1.1
+ */
+typedef struct
+{
+  guint8 device_uuid[MEMRES_IPC_ID_SIZE];
+  guint32 handle_type;
+  guint32 location_type;
+  guint64 granularity;
+  guint64 size;
+  guint32 n_chunks;
+  guint32 reserved;
+  guint64 chunk_sizes[MEMRES_IPC_MAX_CHUNKS];
+  gint fds[MEMRES_IPC_MAX_CHUNKS];
+} MemresBufferChunks;
+
+/**
  * MemresOptions:
  *
  * The validated options of one resource: every key of the kind's schema is present, with the
@@ -263,13 +304,14 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
 /**
  * MEMRES_RESOURCE_OPS_VERSION:
  *
- * The number of the newest #MemresResourceOps layout these headers describe: 1 for ABI 1.0.
- * Each ABI minor that appends slots increments it; every slot's documentation says in which
- * ABI version (`Since:`) it appeared. Set #MemresResourceOps.version to this macro.
+ * The number of the newest #MemresResourceOps layout these headers describe: 1 for ABI 1.0,
+ * 2 for ABI 1.1 (export_chunks, import_chunks). Each ABI minor that appends slots increments
+ * it; every slot's documentation says in which ABI version (`Since:`) it appeared. Set
+ * #MemresResourceOps.version to this macro.
  *
  * Since: 1.0
  */
-#define MEMRES_RESOURCE_OPS_VERSION 1
+#define MEMRES_RESOURCE_OPS_VERSION 2
 
 /**
  * MemresResourceOps:
@@ -379,6 +421,28 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   were. Any thread, concurrently with the other slots on other allocations. Errors:
  *   %MEMRES_ERROR_OUT_OF_MEMORY, %MEMRES_ERROR_INVALID_ARGUMENT, a %MEMRES_CUDA_ERROR.
  *   Since: 1.0
+ * @export_chunks: optional, for memres_ipc_send_buffer(). Fills @out (zero-filled on entry)
+ *   for @alloc (transfer none), a live, non-empty allocation of this instance that was not
+ *   imported: the device UUID, handle type, location type, granularity, @alloc->size as the
+ *   buffer size, and for each physical allocation in address order its size and a NEW
+ *   shareable-handle fd (for vmm: cuMemExportToShareableHandle()). On success the fds belong to
+ *   the core, which sends and closes them; on failure no fd stays open. Errors:
+ *   %MEMRES_ERROR_NOT_SUPPORTED (the instance was not created with a POSIX-fd handle type, the
+ *   buffer was imported, or it has more than %MEMRES_IPC_MAX_CHUNKS chunks), a
+ *   %MEMRES_CUDA_ERROR. Any thread. Since: 1.1
+ * @import_chunks: optional, for memres_ipc_receive_buffer(). Maps the chunks @in describes
+ *   (a message from another process; the core checked its framing, see #MemresBufferChunks)
+ *   into ONE new address range of this instance, in order, with this instance's own access
+ *   rights, and fills @alloc (zero-filled on entry): the address, @in->size as the size, and
+ *   the plugin data deallocate needs to unmap and release it all. The fds stay the core's
+ *   (valid during the call; the driver keeps its own reference to what it imports). Before any
+ *   driver call that creates something, check what only the kind knows: that the instance can
+ *   import (%MEMRES_ERROR_NOT_SUPPORTED), the handle and location types
+ *   (%MEMRES_ERROR_INVALID_DESCRIPTOR), the device UUID (%MEMRES_ERROR_WRONG_DEVICE) and the
+ *   chunk sizes against the instance's granularity (%MEMRES_ERROR_INVALID_DESCRIPTOR). On
+ *   failure everything imported, reserved or mapped is released. The core marks the buffer
+ *   %MEMRES_MEMORY_IMPORTED and refuses to export or resize it; deallocate gets @alloc at
+ *   close, as for allocate. Errors also: a %MEMRES_CUDA_ERROR. Any thread. Since: 1.1
  *
  * The table of a kind's functions. Define it `static const`, set @version to
  * %MEMRES_RESOURCE_OPS_VERSION and name the slots with designated initializers; the core
@@ -413,8 +477,9 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   memres_cuda_set_error()); %MEMRES_PLUGIN_ERROR belongs to the loader. Bad input is never
  *   a crash and a failure never leaks memory, driver handles or fds.
  *
- * Slots are only appended, each with its `Since:` ABI version; all slots above are
- * of version 1 (ABI 1.0). Part of the plugin ABI.
+ * Slots are only appended, each with its `Since:` ABI version: init to resize are of version
+ * 1 (ABI 1.0), export_chunks and import_chunks of version 2 (ABI 1.1). A table whose @version
+ * is 1 ends after resize: the core reads nothing past it. Part of the plugin ABI.
  *
  * Since: 1.0
  */
@@ -443,6 +508,11 @@ typedef struct
                              MemresStream stream, MemresAllocation *alloc, GError **error);
   gboolean (*resize) (MemresResource *mr, MemresAllocation *alloc, gsize new_size,
                       MemresStream stream, GError **error);
+  /* Since: 1.1 (version 2) */
+  gboolean (*export_chunks) (MemresResource *mr, const MemresAllocation *alloc,
+                             MemresBufferChunks *out, GError **error);
+  gboolean (*import_chunks) (MemresResource *mr, const MemresBufferChunks *in,
+                             MemresStream stream, MemresAllocation *alloc, GError **error);
 } MemresResourceOps;
 
 /**

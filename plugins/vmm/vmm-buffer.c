@@ -489,6 +489,55 @@ fail:
   return FALSE;
 }
 
+gboolean
+_vmm_map_imported (VmmResource *self, const CUmemGenericAllocationHandle *handles,
+                   const gsize *sizes, gsize n, gsize size, MemresAllocation *alloc, GError **error)
+{
+  VmmBuffer *buf = g_new0 (VmmBuffer, 1);
+  VmmRange range = { 0, 0 };
+  VmmSpace space;
+
+  buf->chunks = g_new (VmmChunk, n);
+  buf->chunks_cap = n;
+  for (gsize i = 0; i < n; i++)
+    {
+      buf->chunks[i].handle = handles[i];
+      buf->chunks[i].offset = range.size;
+      buf->chunks[i].size = sizes[i];
+      range.size += sizes[i];
+    }
+  buf->n_chunks = n;
+  if (!vmm_reserve_ranges (buf, 1, error)
+      || !vmm_address_reserve (self, range.size, 0, &range.ptr, error))
+    goto fail;
+  buf->ranges[buf->n_ranges++] = range;
+  buf->base = range.ptr;
+  buf->reserved = range.size;
+
+  space = vmm_space_of (buf);
+  if (!vmm_map_chunks (self, buf, space, 0, n, error))
+    goto fail_range;
+  if (!vmm_grant (self, space, 0, range.size, error))
+    {
+      vmm_unmap_or_warn (self, space, 0, range.size);
+      goto fail_range;
+    }
+  buf->mapped = range.size;
+  buf->imported = TRUE;
+
+  alloc->address = buf->base;
+  alloc->size = size;
+  alloc->plugin_data = buf;
+  _vmm_stats_update (self, (gint64) buf->mapped, (gint64) size);
+  return TRUE;
+
+fail_range:
+  vmm_address_free_or_warn (self, range.ptr, range.size);
+fail:
+  vmm_buffer_free (buf);
+  return FALSE;
+}
+
 /* Keeps the first failure of a teardown in *@first. */
 static void
 vmm_note_failure (GError **first, CUresult res, const char *call)
@@ -750,6 +799,13 @@ _vmm_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size, Memres
   /* The core's empty buffer (no address, no state) grows by allocating. */
   if (buf == NULL)
     return new_size == 0 || _vmm_allocate (mr, new_size, stream, alloc, error);
+  if (buf->imported)
+    {
+      /* the core refuses first; the chunks are another process's, sized by its options */
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "vmm: a buffer imported from another process cannot be resized");
+      return FALSE;
+    }
 
   if (!vmm_round_size (self, new_size, &rounded, error))
     return FALSE;

@@ -59,6 +59,7 @@ typedef struct
   VmmRange *ranges;
   gsize n_ranges;
   gsize ranges_cap;
+  gboolean imported; /* chunks imported from another process: no export, no resize */
 } VmmBuffer;
 
 /* vmm-buffer.c: the allocate, deallocate and resize slots. */
@@ -68,6 +69,22 @@ G_GNUC_INTERNAL gboolean _vmm_deallocate (MemresResource *mr, MemresAllocation *
                                           MemresStream stream, GError **error);
 G_GNUC_INTERNAL gboolean _vmm_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size,
                                       MemresStream stream, GError **error);
+
+/* vmm-buffer.c: maps the @n imported physical allocations @handles, of @sizes bytes each, in
+ * order into one new reservation of their total size, grants the resource's access and fills
+ * @alloc (a buffer of @size bytes, its plugin data owning the handles from then on). On failure
+ * unmaps and frees what it made and leaves the handles to the caller. */
+G_GNUC_INTERNAL gboolean _vmm_map_imported (VmmResource *self,
+                                            const CUmemGenericAllocationHandle *handles,
+                                            const gsize *sizes, gsize n, gsize size,
+                                            MemresAllocation *alloc, GError **error);
+
+/* vmm-ipc.c: the export_chunks and import_chunks slots. */
+G_GNUC_INTERNAL gboolean _vmm_export_chunks (MemresResource *mr, const MemresAllocation *alloc,
+                                             MemresBufferChunks *out, GError **error);
+G_GNUC_INTERNAL gboolean _vmm_import_chunks (MemresResource *mr, const MemresBufferChunks *in,
+                                             MemresStream stream, MemresAllocation *alloc,
+                                             GError **error);
 
 /* vmm.c: statistics; @physical_delta and @used_delta in bytes. */
 G_GNUC_INTERNAL void _vmm_stats_update (VmmResource *self, gint64 physical_delta,

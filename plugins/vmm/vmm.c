@@ -171,6 +171,8 @@ vmm_setup_handle_type (VmmResource *self, const MemresOptions *options, GError *
     }
   if (g_strcmp0 (handle_type, "posix_fd") == 0)
     {
+      /* buffers can be sent to other processes (vmm-ipc.c) */
+      self->flags |= MEMRES_MEMORY_IPC_ENABLED;
       self->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
       attr = CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED;
     }
@@ -443,6 +445,8 @@ static const MemresResourceOps vmm_ops = {
   .get_stats = vmm_get_stats,
   .reset_stats = vmm_reset_stats,
   .resize = _vmm_resize,
+  .export_chunks = _vmm_export_chunks,
+  .import_chunks = _vmm_import_chunks,
 };
 
 static gboolean

@@ -495,6 +495,21 @@ fk_cuStreamSynchronize(CUstream hStream)
 }
 
 CUresult
+fk_cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+  int device;
+  CUresult r;
+
+  FK_ENTER(cuStreamGetCtx);
+  if (pctx == NULL)
+    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+  r = fk_stream_device(hStream, &device);
+  if (r == CUDA_SUCCESS)
+    *pctx = &fk.devices[device].ctx;
+  FK_RETURN(r);
+}
+
+CUresult
 fk_cuStreamQuery(CUstream hStream)
 {
   int device;

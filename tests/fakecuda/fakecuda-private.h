@@ -54,6 +54,7 @@
   X(cuStreamDestroy)                                                                               \
   X(cuStreamSynchronize)                                                                           \
   X(cuStreamQuery)                                                                                 \
+  X(cuStreamGetCtx)                                                                                \
   X(cuStreamWaitEvent)                                                                             \
   X(cuStreamIsCapturing)                                                                           \
   X(cuStreamBeginCapture)                                                                          \

@@ -1,6 +1,6 @@
 /* libmemres-abiolder.so: a plugin as built against the headers of the previous ABI minor, which
- * the loader must accept. At ABI 1.0 there is no previous minor: it then declares 1.0, the
- * oldest this major has, and becomes a true older-minor plugin with the first minor bump. */
+ * the loader must accept. At ABI 1.1 that is 1.0: the descriptor says 1.0 and the ops table is
+ * of version 1 (16 slots, ending after resize). */
 #include "abi-kind.h"
 
 #if MEMRES_PLUGIN_ABI_MINOR > 0
@@ -12,7 +12,8 @@
 static gboolean
 abiolder_init(MemresPlugin *plugin, GError **error)
 {
-  return abi_kind_register(plugin, "abiolder", error);
+  return OLDER_MINOR == 0 ? abi_kind_register_v1(plugin, "abiolder", error)
+                          : abi_kind_register(plugin, "abiolder", error);
 }
 
 MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_abiolder_get_desc(void);

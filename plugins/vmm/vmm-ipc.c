@@ -1,0 +1,185 @@
+/* memres - CUDA memory resources
+ * vmm-ipc.c: buffers of the `vmm` kind shared with other processes (handle_type=posix_fd): the
+ * export_chunks slot hands the core one POSIX-fd shareable handle per physical chunk, the
+ * import_chunks slot maps the chunks another process sent into one new reservation with this
+ * resource's own access rights. The core carries the fds and the layout over the socket
+ * (memres_ipc_send_buffer(), memres_ipc_receive_buffer()) and checks the framing; what only
+ * this kind knows is checked here, before any driver call that creates something. */
+#include <unistd.h>
+
+#include "vmm-private.h"
+
+static gboolean
+vmm_check_posix_fd (VmmResource *self, const char *what, GError **error)
+{
+  if (self->prop.requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    return TRUE;
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+               "vmm: only a resource created with handle_type=posix_fd can %s buffers of other "
+               "processes",
+               what);
+  return FALSE;
+}
+
+static void
+vmm_close_fds (gint *fds, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    close (fds[i]);
+}
+
+/* _vmm_export_chunks: the export_chunks slot. One cuMemExportToShareableHandle() per chunk, in
+ * address order; on failure the fds already made are closed. */
+gboolean
+_vmm_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBufferChunks *out,
+                    GError **error)
+{
+  VmmResource *self = memres_resource_get_private (mr);
+  const VmmBuffer *buf = alloc->plugin_data;
+
+  if (!vmm_check_posix_fd (self, "export", error))
+    return FALSE;
+  if (buf->imported)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "vmm: a buffer imported from another process cannot be exported again");
+      return FALSE;
+    }
+  if (buf->n_chunks > MEMRES_IPC_MAX_CHUNKS)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "vmm: the buffer has %" G_GSIZE_FORMAT " physical chunks, more than the %d "
+                   "that can be sent (create the resource with a larger chunk)",
+                   buf->n_chunks, MEMRES_IPC_MAX_CHUNKS);
+      return FALSE;
+    }
+  if (!memres_cuda_get_device_uuid (self->device, out->device_uuid, error))
+    return FALSE;
+
+  for (gsize i = 0; i < buf->n_chunks; i++)
+    {
+      gint fd = -1;
+      CUresult res = self->drv->cuMemExportToShareableHandle (
+          &fd, buf->chunks[i].handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+
+      if (res != CUDA_SUCCESS)
+        {
+          vmm_close_fds (out->fds, (guint) i);
+          memres_cuda_set_error (error, res, "cuMemExportToShareableHandle");
+          g_prefix_error (error,
+                          "vmm: exporting chunk %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT ": ", i,
+                          buf->n_chunks);
+          return FALSE;
+        }
+      out->fds[i] = fd;
+      out->chunk_sizes[i] = buf->chunks[i].size;
+    }
+  out->handle_type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  out->location_type = self->prop.location.type;
+  out->granularity = self->granularity;
+  out->size = alloc->size;
+  out->n_chunks = (guint32) buf->n_chunks;
+  return TRUE;
+}
+
+/* Everything about @in that this resource must agree with, before any driver call that
+ * creates something (the device lookup only reads UUIDs). */
+static gboolean
+vmm_check_import (VmmResource *self, const MemresBufferChunks *in, GError **error)
+{
+  gint device = -1;
+  GError *local = NULL;
+
+  if (!vmm_check_posix_fd (self, "import", error))
+    return FALSE;
+  if (in->handle_type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "vmm: invalid buffer layout: handle type %u (expected POSIX file descriptors)",
+                   in->handle_type);
+      return FALSE;
+    }
+  if (in->location_type != (guint32) self->prop.location.type)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "vmm: invalid buffer layout: location type %u, but the importer's memory is "
+                   "of location type %d",
+                   in->location_type, (int) self->prop.location.type);
+      return FALSE;
+    }
+  if (!memres_cuda_find_device_by_uuid (in->device_uuid, &device, &local))
+    {
+      if (g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_WRONG_DEVICE))
+        g_prefix_error (&local, "vmm: the buffer's memory belongs to no device here: ");
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  if (device != self->device)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_WRONG_DEVICE,
+                   "vmm: the buffer's memory belongs to device %d, the importer to device %d",
+                   device, self->device);
+      return FALSE;
+    }
+  for (guint i = 0; i < in->n_chunks; i++)
+    if (in->chunk_sizes[i] % self->granularity != 0)
+      {
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                     "vmm: invalid buffer layout: chunk %u of %u is %" G_GUINT64_FORMAT
+                     " bytes, not a multiple of the importer's granularity (%" G_GSIZE_FORMAT
+                     " bytes)",
+                     i, in->n_chunks, in->chunk_sizes[i], self->granularity);
+        return FALSE;
+      }
+  return TRUE;
+}
+
+static void
+vmm_release_or_warn (VmmResource *self, const CUmemGenericAllocationHandle *handles, guint n)
+{
+  for (guint i = n; i-- > 0;)
+    {
+      CUresult res = self->drv->cuMemRelease (handles[i]);
+
+      if (res != CUDA_SUCCESS)
+        g_warning ("vmm: cuMemRelease failed with error %d while rolling back a failed import",
+                   (int) res);
+    }
+}
+
+/* _vmm_import_chunks: the import_chunks slot. One cuMemImportFromShareableHandle() per chunk,
+ * then _vmm_map_imported() (one cuMemAddressReserve, one cuMemMap per chunk, cuMemSetAccess).
+ * On failure releases what it imported. Synchronous: @stream is not used. */
+gboolean
+_vmm_import_chunks (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
+                    MemresAllocation *alloc, GError **error)
+{
+  VmmResource *self = memres_resource_get_private (mr);
+  CUmemGenericAllocationHandle handles[MEMRES_IPC_MAX_CHUNKS];
+  gsize sizes[MEMRES_IPC_MAX_CHUNKS];
+  guint n = 0;
+
+  if (!vmm_check_import (self, in, error))
+    return FALSE;
+
+  for (; n < in->n_chunks; n++)
+    {
+      CUresult res = self->drv->cuMemImportFromShareableHandle (
+          &handles[n], (void *) (gintptr) in->fds[n], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+
+      if (res != CUDA_SUCCESS)
+        {
+          memres_cuda_set_error (error, res, "cuMemImportFromShareableHandle");
+          g_prefix_error (error, "vmm: importing chunk %u of %u: ", n, in->n_chunks);
+          goto fail;
+        }
+      sizes[n] = (gsize) in->chunk_sizes[n];
+    }
+  if (_vmm_map_imported (self, handles, sizes, n, (gsize) in->size, alloc, error))
+    return TRUE;
+  g_prefix_error (error, "vmm: mapping %u imported chunks: ", n);
+
+fail:
+  vmm_release_or_warn (self, handles, n);
+  return FALSE;
+}
