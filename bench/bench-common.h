@@ -11,9 +11,9 @@
 
 G_BEGIN_DECLS
 
-#define BENCH_KIB (G_GUINT64_CONSTANT(1) << 10)
-#define BENCH_MIB (G_GUINT64_CONSTANT(1) << 20)
-#define BENCH_GIB (G_GUINT64_CONSTANT(1) << 30)
+#define BENCH_KIB (G_GUINT64_CONSTANT (1) << 10)
+#define BENCH_MIB (G_GUINT64_CONSTANT (1) << 20)
+#define BENCH_GIB (G_GUINT64_CONSTANT (1) << 30)
 
 /* What the command line asked for. */
 typedef struct
@@ -60,8 +60,8 @@ typedef struct
 
 /* Runs one variant @iterations times and stores the time it measured (only the part that
  * counts: setup and teardown a repetition needs stay outside) in @elapsed_ns. */
-typedef gboolean (*BenchFunc)(gpointer data, guint64 iterations, gint64 *elapsed_ns,
-                              GError **error);
+typedef gboolean (*BenchFunc) (gpointer data, guint64 iterations, gint64 *elapsed_ns,
+                               GError **error);
 
 typedef struct
 {
@@ -97,55 +97,55 @@ typedef struct
 } BenchSection;
 
 /* bench-measure.c */
-gint64 bench_now_ns(void);
-gboolean bench_measure(const BenchContext *ctx, const char *what, const BenchVariant *variants,
-                       guint n_variants, guint64 units, BenchRow *row, GError **error);
-void bench_progress(const BenchContext *ctx, const char *format, ...) G_GNUC_PRINTF(2, 3);
+gint64 bench_now_ns (void);
+gboolean bench_measure (const BenchContext *ctx, const char *what, const BenchVariant *variants,
+                        guint n_variants, guint64 units, BenchRow *row, GError **error);
+void bench_progress (const BenchContext *ctx, const char *format, ...) G_GNUC_PRINTF (2, 3);
 /* cuStreamSynchronize(@stream), its failure reported as bench_cuda_check() does. */
-gboolean bench_sync_stream(const BenchContext *ctx, CUstream stream, GError **error);
+gboolean bench_sync_stream (const BenchContext *ctx, CUstream stream, GError **error);
 /* The end of a timed run begun at @t0 (bench_now_ns()): synchronizes @stream, then stores the
  * nanoseconds since @t0 in @elapsed_ns. */
-gboolean bench_finish(const BenchContext *ctx, CUstream stream, gint64 t0, gint64 *elapsed_ns,
-                      GError **error);
+gboolean bench_finish (const BenchContext *ctx, CUstream stream, gint64 t0, gint64 *elapsed_ns,
+                       GError **error);
 /* memres_buffer_close(@buf, @stream), then drops the caller's reference, whatever the close
  * returned. */
-gboolean bench_close_buffer(MemresBuffer *buf, CUstream stream, GError **error);
+gboolean bench_close_buffer (MemresBuffer *buf, CUstream stream, GError **error);
 
 /* bench-raw.c: the raw driver equivalent of the resource's allocate and close. */
 typedef struct _BenchRaw BenchRaw;
-BenchRaw *bench_raw_new(const BenchContext *ctx, GError **error);
-void bench_raw_free(BenchRaw *raw);
-const char *bench_raw_describe(const BenchRaw *raw);
-gboolean bench_raw_alloc(BenchRaw *raw, gsize size, CUstream stream, gpointer *handle,
-                         GError **error);
-gboolean bench_raw_free_one(BenchRaw *raw, gpointer handle, CUstream stream, GError **error);
-gboolean bench_raw_get_vmm_prop(const BenchRaw *raw, CUmemAllocationProp *prop);
-gboolean bench_cuda_check(const BenchContext *ctx, CUresult result, const char *call,
+BenchRaw *bench_raw_new (const BenchContext *ctx, GError **error);
+void bench_raw_free (BenchRaw *raw);
+const char *bench_raw_describe (const BenchRaw *raw);
+gboolean bench_raw_alloc (BenchRaw *raw, gsize size, CUstream stream, gpointer *handle,
                           GError **error);
+gboolean bench_raw_free_one (BenchRaw *raw, gpointer handle, CUstream stream, GError **error);
+gboolean bench_raw_get_vmm_prop (const BenchRaw *raw, CUmemAllocationProp *prop);
+gboolean bench_cuda_check (const BenchContext *ctx, CUresult result, const char *call,
+                           GError **error);
 
 /* bench-workloads.c: sections (a), (b), (c). */
-BenchSection *bench_run_pairs(BenchContext *ctx, BenchRaw *raw);
-BenchSection *bench_run_random(BenchContext *ctx, BenchRaw *raw);
-BenchSection *bench_run_threads(BenchContext *ctx, BenchRaw *raw);
+BenchSection *bench_run_pairs (BenchContext *ctx, BenchRaw *raw);
+BenchSection *bench_run_random (BenchContext *ctx, BenchRaw *raw);
+BenchSection *bench_run_threads (BenchContext *ctx, BenchRaw *raw);
 
 /* bench-vmm-grow.c: section (d). */
-BenchSection *bench_run_vmm_grow(BenchContext *ctx);
+BenchSection *bench_run_vmm_grow (BenchContext *ctx);
 
 /* bench-copy.c: section (e). */
-BenchSection *bench_run_copy(BenchContext *ctx);
+BenchSection *bench_run_copy (BenchContext *ctx);
 
 /* bench-ipc-import.c: section (f). */
-BenchSection *bench_run_ipc_import(BenchContext *ctx);
+BenchSection *bench_run_ipc_import (BenchContext *ctx);
 
 /* bench-output.c */
-BenchSection *bench_section_new(const char *name, const char *title, const char *unit,
-                                const char *raw_desc);
-void bench_section_free(BenchSection *section);
-BenchRow *bench_section_add_row(BenchSection *section, const char *label, guint64 size,
-                                guint threads);
-void bench_row_set_error(BenchRow *row, const GError *error);
-char *bench_format_size(guint64 bytes);
-void bench_print_table(const BenchContext *ctx, GPtrArray *sections, FILE *out);
-void bench_print_json(const BenchContext *ctx, GPtrArray *sections, FILE *out);
+BenchSection *bench_section_new (const char *name, const char *title, const char *unit,
+                                 const char *raw_desc);
+void bench_section_free (BenchSection *section);
+BenchRow *bench_section_add_row (BenchSection *section, const char *label, guint64 size,
+                                 guint threads);
+void bench_row_set_error (BenchRow *row, const GError *error);
+char *bench_format_size (guint64 bytes);
+void bench_print_table (const BenchContext *ctx, GPtrArray *sections, FILE *out);
+void bench_print_json (const BenchContext *ctx, GPtrArray *sections, FILE *out);
 
 G_END_DECLS

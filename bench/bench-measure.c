@@ -7,67 +7,68 @@
 #include <time.h>
 
 gint64
-bench_now_ns(void)
+bench_now_ns (void)
 {
   struct timespec ts;
 
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (gint64)ts.tv_sec * G_GINT64_CONSTANT(1000000000) + ts.tv_nsec;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (gint64) ts.tv_sec * G_GINT64_CONSTANT (1000000000) + ts.tv_nsec;
 }
 
 gboolean
-bench_sync_stream(const BenchContext *ctx, CUstream stream, GError **error)
+bench_sync_stream (const BenchContext *ctx, CUstream stream, GError **error)
 {
-  return bench_cuda_check(ctx, ctx->drv->cuStreamSynchronize(stream), "cuStreamSynchronize", error);
+  return bench_cuda_check (ctx, ctx->drv->cuStreamSynchronize (stream), "cuStreamSynchronize",
+                           error);
 }
 
 gboolean
-bench_finish(const BenchContext *ctx, CUstream stream, gint64 t0, gint64 *elapsed_ns,
-             GError **error)
+bench_finish (const BenchContext *ctx, CUstream stream, gint64 t0, gint64 *elapsed_ns,
+              GError **error)
 {
-  if (!bench_sync_stream(ctx, stream, error))
+  if (!bench_sync_stream (ctx, stream, error))
     return FALSE;
-  *elapsed_ns = bench_now_ns() - t0;
+  *elapsed_ns = bench_now_ns () - t0;
   return TRUE;
 }
 
 gboolean
-bench_close_buffer(MemresBuffer *buf, CUstream stream, GError **error)
+bench_close_buffer (MemresBuffer *buf, CUstream stream, GError **error)
 {
-  gboolean ok = memres_buffer_close(buf, stream, error);
+  gboolean ok = memres_buffer_close (buf, stream, error);
 
-  memres_buffer_unref(buf);
+  memres_buffer_unref (buf);
   return ok;
 }
 
 void
-bench_progress(const BenchContext *ctx, const char *format, ...)
+bench_progress (const BenchContext *ctx, const char *format, ...)
 {
   va_list args;
 
   if (ctx->config->quiet)
     return;
-  va_start(args, format);
-  fputs("memres-bench: ", stderr);
-  vfprintf(stderr, format, args);
-  fputc('\n', stderr);
-  va_end(args);
+  va_start (args, format);
+  fputs ("memres-bench: ", stderr);
+  vfprintf (stderr, format, args);
+  fputc ('\n', stderr);
+  va_end (args);
 }
 
 static int
-compare_doubles(gconstpointer a, gconstpointer b)
+compare_doubles (gconstpointer a, gconstpointer b)
 {
-  gdouble x = *(const gdouble *)a, y = *(const gdouble *)b;
+  gdouble x = *(const gdouble *) a, y = *(const gdouble *) b;
 
   return (x > y) - (x < y);
 }
 
 /* Linear interpolation between the order statistics of sorted @v. */
 static gdouble
-quantile(const gdouble *v, guint n, gdouble q)
+quantile (const gdouble *v, guint n, gdouble q)
 {
   gdouble pos = q * (n - 1);
-  guint lo = (guint)pos;
+  guint lo = (guint) pos;
   gdouble frac = pos - lo;
 
   if (lo + 1 >= n)
@@ -76,23 +77,23 @@ quantile(const gdouble *v, guint n, gdouble q)
 }
 
 static void
-summarize(gdouble *samples, guint n, guint64 iterations, BenchSummary *out)
+summarize (gdouble *samples, guint n, guint64 iterations, BenchSummary *out)
 {
-  qsort(samples, n, sizeof(gdouble), compare_doubles);
+  qsort (samples, n, sizeof (gdouble), compare_doubles);
   out->min = samples[0];
   out->max = samples[n - 1];
-  out->median = quantile(samples, n, 0.5);
-  out->q1 = quantile(samples, n, 0.25);
-  out->q3 = quantile(samples, n, 0.75);
+  out->median = quantile (samples, n, 0.5);
+  out->q1 = quantile (samples, n, 0.25);
+  out->q3 = quantile (samples, n, 0.75);
   out->repetitions = n;
   out->iterations = iterations;
 }
 
 static gboolean
-run_variant(const BenchVariant *v, guint64 iterations, gint64 *elapsed, GError **error)
+run_variant (const BenchVariant *v, guint64 iterations, gint64 *elapsed, GError **error)
 {
   *elapsed = 0;
-  if (!v->func(v->data, iterations, elapsed, error))
+  if (!v->func (v->data, iterations, elapsed, error))
     return FALSE;
   if (*elapsed <= 0)
     *elapsed = 1;
@@ -117,8 +118,8 @@ run_variant(const BenchVariant *v, guint64 iterations, gint64 *elapsed, GError *
  * Returns: %TRUE when every run succeeded
  */
 gboolean
-bench_measure(const BenchContext *ctx, const char *what, const BenchVariant *variants,
-              guint n_variants, guint64 units, BenchRow *row, GError **error)
+bench_measure (const BenchContext *ctx, const char *what, const BenchVariant *variants,
+               guint n_variants, guint64 units, BenchRow *row, GError **error)
 {
   const BenchConfig *cfg = ctx->config;
   gdouble target = cfg->target_ms * 1e6, budget = cfg->row_budget_ms * 1e6;
@@ -126,13 +127,13 @@ bench_measure(const BenchContext *ctx, const char *what, const BenchVariant *var
   g_autofree gdouble *samples = NULL;
   guint64 iterations = 1;
   guint reps, r, v;
-  gint64 elapsed, started = bench_now_ns();
+  gint64 elapsed, started = bench_now_ns ();
 
-  g_return_val_if_fail(n_variants >= 1 && n_variants <= BENCH_MAX_VARIANTS, FALSE);
+  g_return_val_if_fail (n_variants >= 1 && n_variants <= BENCH_MAX_VARIANTS, FALSE);
   if (cfg->deadline_ns != 0 && started > cfg->deadline_ns)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                  "skipped: the --time-limit ran out before this row");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "skipped: the --time-limit ran out before this row");
       return FALSE;
     }
 
@@ -143,50 +144,50 @@ bench_measure(const BenchContext *ctx, const char *what, const BenchVariant *var
       slowest = 0;
       for (v = 0; v < n_variants; v++)
         {
-          if (!run_variant(&variants[v], iterations, &elapsed, error))
+          if (!run_variant (&variants[v], iterations, &elapsed, error))
             return FALSE;
-          per_iter[v] = (gdouble)elapsed / iterations;
-          slowest = MAX(slowest, (gdouble)elapsed);
+          per_iter[v] = (gdouble) elapsed / iterations;
+          slowest = MAX (slowest, (gdouble) elapsed);
         }
-      if (slowest >= target / 8 || iterations >= (G_GUINT64_CONSTANT(1) << 30))
+      if (slowest >= target / 8 || iterations >= (G_GUINT64_CONSTANT (1) << 30))
         break;
-      iterations *= (guint64)CLAMP((target / 8) / slowest + 1, 2, 64);
+      iterations *= (guint64) CLAMP ((target / 8) / slowest + 1, 2, 64);
     }
   slowest = 0;
   for (v = 0; v < n_variants; v++)
-    slowest = MAX(slowest, per_iter[v]);
-  iterations = (guint64)CLAMP(target / slowest, 1, (gdouble)(G_GUINT64_CONSTANT(1) << 32));
+    slowest = MAX (slowest, per_iter[v]);
+  iterations = (guint64) CLAMP (target / slowest, 1, (gdouble) (G_GUINT64_CONSTANT (1) << 32));
   for (v = 0; v < n_variants; v++)
     rep_cost += per_iter[v] * iterations;
 
-  reps = MAX(cfg->repetitions, 1);
+  reps = MAX (cfg->repetitions, 1);
   if (rep_cost * (reps + 1) > budget)
-    reps = (guint)MAX(3, budget / rep_cost - 1);
-  reps = MIN(reps, MAX(cfg->repetitions, 1));
+    reps = (guint) MAX (3, budget / rep_cost - 1);
+  reps = MIN (reps, MAX (cfg->repetitions, 1));
 
   /* Warm-up at the measured N, excluded. */
   for (v = 0; v < n_variants; v++)
-    if (!run_variant(&variants[v], iterations, &elapsed, error))
+    if (!run_variant (&variants[v], iterations, &elapsed, error))
       return FALSE;
 
-  samples = g_new0(gdouble, (gsize)n_variants * reps);
+  samples = g_new0 (gdouble, (gsize) n_variants * reps);
   for (r = 0; r < reps; r++)
     for (guint k = 0; k < n_variants; k++)
       {
         v = (r % 2 == 0) ? k : n_variants - 1 - k;
-        if (!run_variant(&variants[v], iterations, &elapsed, error))
+        if (!run_variant (&variants[v], iterations, &elapsed, error))
           return FALSE;
-        samples[v * reps + r] = (gdouble)elapsed / ((gdouble)iterations * units);
+        samples[v * reps + r] = (gdouble) elapsed / ((gdouble) iterations * units);
       }
 
   row->n_variants = n_variants;
   row->units = units;
   for (v = 0; v < n_variants; v++)
     {
-      row->variant_names[v] = g_strdup(variants[v].name);
-      summarize(samples + v * reps, reps, iterations, &row->summaries[v]);
+      row->variant_names[v] = g_strdup (variants[v].name);
+      summarize (samples + v * reps, reps, iterations, &row->summaries[v]);
     }
-  bench_progress(ctx, "  %-28s N=%" G_GUINT64_FORMAT " R=%u  %.2f s", what, iterations, reps,
-                 (bench_now_ns() - started) / 1e9);
+  bench_progress (ctx, "  %-28s N=%" G_GUINT64_FORMAT " R=%u  %.2f s", what, iterations, reps,
+                  (bench_now_ns () - started) / 1e9);
   return TRUE;
 }

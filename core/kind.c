@@ -8,64 +8,64 @@
 /* The smallest MemresKindInfo the core understands (ABI 1.0), and the size of each version of
  * MemresResourceOps: version 1 (ABI 1.0) ends after resize, version 2 (ABI 1.1) after
  * import_chunks. */
-#define KIND_INFO_MIN_SIZE (offsetof(MemresKindInfo, instance_size) + sizeof(gsize))
-#define OPS_V1_SIZE        (offsetof(MemresResourceOps, resize) + sizeof(gpointer))
-#define OPS_V2_SIZE        (offsetof(MemresResourceOps, import_chunks) + sizeof(gpointer))
-G_STATIC_ASSERT(OPS_V2_SIZE == sizeof(MemresResourceOps));
+#define KIND_INFO_MIN_SIZE (offsetof (MemresKindInfo, instance_size) + sizeof (gsize))
+#define OPS_V1_SIZE        (offsetof (MemresResourceOps, resize) + sizeof (gpointer))
+#define OPS_V2_SIZE        (offsetof (MemresResourceOps, import_chunks) + sizeof (gpointer))
+G_STATIC_ASSERT (OPS_V2_SIZE == sizeof (MemresResourceOps));
 
 static gboolean
-validate_schema(const char *kind, const MemresOptionSpec *options, guint n_options, GError **error)
+validate_schema (const char *kind, const MemresOptionSpec *options, guint n_options, GError **error)
 {
   guint i, j;
 
   if (n_options > 0 && options == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "kind \"%s\" declares %u options but no option table", kind, n_options);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"%s\" declares %u options but no option table", kind, n_options);
       return FALSE;
     }
   for (i = 0; i < n_options; i++)
     {
       const MemresOptionSpec *spec = &options[i];
 
-      if (!_memres_key_is_valid(spec->name))
+      if (!_memres_key_is_valid (spec->name))
         {
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                      "kind \"%s\": option %u has an invalid name \"%s\"", kind, i,
-                      spec->name != NULL ? spec->name : "(null)");
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "kind \"%s\": option %u has an invalid name \"%s\"", kind, i,
+                       spec->name != NULL ? spec->name : "(null)");
           return FALSE;
         }
       for (j = 0; j < i; j++)
-        if (strcmp(options[j].name, spec->name) == 0)
+        if (strcmp (options[j].name, spec->name) == 0)
           {
-            g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                        "kind \"%s\": option \"%s\" is declared twice", kind, spec->name);
+            g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                         "kind \"%s\": option \"%s\" is declared twice", kind, spec->name);
             return FALSE;
           }
-      if ((guint)spec->type > MEMRES_OPTION_INT_LIST)
+      if ((guint) spec->type > MEMRES_OPTION_INT_LIST)
         {
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                      "kind \"%s\": option \"%s\" has an unknown type %d", kind, spec->name,
-                      (gint)spec->type);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "kind \"%s\": option \"%s\" has an unknown type %d", kind, spec->name,
+                       (gint) spec->type);
           return FALSE;
         }
       if (spec->type == MEMRES_OPTION_ENUM && (spec->choices == NULL || spec->choices[0] == NULL))
         {
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                      "kind \"%s\": enum option \"%s\" has no choices", kind, spec->name);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "kind \"%s\": enum option \"%s\" has no choices", kind, spec->name);
           return FALSE;
         }
       if ((spec->type == MEMRES_OPTION_INT || spec->type == MEMRES_OPTION_INT_LIST)
           && spec->min > spec->max)
         {
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                      "kind \"%s\": option \"%s\" has min > max", kind, spec->name);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "kind \"%s\": option \"%s\" has min > max", kind, spec->name);
           return FALSE;
         }
       if (spec->default_value != NULL
-          && !_memres_parse_option_value(spec, spec->default_value, error))
+          && !_memres_parse_option_value (spec, spec->default_value, error))
         {
-          g_prefix_error(error, "kind \"%s\": default of option \"%s\": ", kind, spec->name);
+          g_prefix_error (error, "kind \"%s\": default of option \"%s\": ", kind, spec->name);
           return FALSE;
         }
     }
@@ -75,7 +75,7 @@ validate_schema(const char *kind, const MemresOptionSpec *options, guint n_optio
 /* Creates a kind from @info after validating everything in it. Reads no field of @info past
  * info->struct_size, and no slot of the ops table newer than ops->version. */
 MemresKind *
-_memres_kind_new(MemresPlugin *plugin, const MemresKindInfo *info, GError **error)
+_memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **error)
 {
   MemresKindInfo ki = { 0 };
   MemresKind *kind;
@@ -83,60 +83,60 @@ _memres_kind_new(MemresPlugin *plugin, const MemresKindInfo *info, GError **erro
 
   if (info == NULL || info->struct_size < KIND_INFO_MIN_SIZE)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "MemresKindInfo is %s (struct_size %" G_GSIZE_FORMAT ", at least %" G_GSIZE_FORMAT
-                  " expected)",
-                  info == NULL ? "missing" : "too small", info != NULL ? info->struct_size : 0,
-                  (gsize)KIND_INFO_MIN_SIZE);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "MemresKindInfo is %s (struct_size %" G_GSIZE_FORMAT
+                   ", at least %" G_GSIZE_FORMAT " expected)",
+                   info == NULL ? "missing" : "too small", info != NULL ? info->struct_size : 0,
+                   (gsize) KIND_INFO_MIN_SIZE);
       return NULL;
     }
-  memcpy(&ki, info, MIN(info->struct_size, sizeof ki));
+  memcpy (&ki, info, MIN (info->struct_size, sizeof ki));
 
-  if (!_memres_kind_name_check(ki.name, error))
+  if (!_memres_kind_name_check (ki.name, error))
     return NULL;
   if (ki.ops == NULL || ki.ops->version < 1)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "kind \"%s\" has no ops table (or its version is 0)", ki.name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"%s\" has no ops table (or its version is 0)", ki.name);
       return NULL;
     }
   if (ki.ops->init == NULL || ki.ops->finalize == NULL || ki.ops->allocate == NULL
       || ki.ops->deallocate == NULL || ki.ops->query == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "kind \"%s\" lacks a required slot (init, finalize, allocate, deallocate, "
-                  "query)",
-                  ki.name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"%s\" lacks a required slot (init, finalize, allocate, deallocate, "
+                   "query)",
+                   ki.name);
       return NULL;
     }
-  if (!validate_schema(ki.name, ki.options, ki.n_options, error))
+  if (!validate_schema (ki.name, ki.options, ki.n_options, error))
     return NULL;
 
-  kind = g_new0(MemresKind, 1);
-  g_atomic_ref_count_init(&kind->ref);
-  kind->name = g_strdup(ki.name);
-  kind->description = g_strdup(ki.description != NULL ? ki.description : "");
+  kind = g_new0 (MemresKind, 1);
+  g_atomic_ref_count_init (&kind->ref);
+  kind->name = g_strdup (ki.name);
+  kind->description = g_strdup (ki.description != NULL ? ki.description : "");
   kind->n_options = ki.n_options;
-  kind->options = g_memdup2(ki.options, sizeof(MemresOptionSpec) * ki.n_options);
+  kind->options = g_memdup2 (ki.options, sizeof (MemresOptionSpec) * ki.n_options);
   /* Only the slots of the plugin's version are read (an older table is shorter); those of a
    * newer version than the core's are ignored. kind->ops is zero-filled: missing slots are
    * NULL. */
   ops_size = ki.ops->version >= 2 ? OPS_V2_SIZE : OPS_V1_SIZE;
-  memcpy(&kind->ops, ki.ops, MIN(ops_size, sizeof kind->ops));
-  kind->ops.version = MIN(ki.ops->version, MEMRES_RESOURCE_OPS_VERSION);
+  memcpy (&kind->ops, ki.ops, MIN (ops_size, sizeof kind->ops));
+  kind->ops.version = MIN (ki.ops->version, MEMRES_RESOURCE_OPS_VERSION);
   kind->instance_size = ki.instance_size;
-  kind->plugin = plugin != NULL ? _memres_plugin_ref(plugin) : NULL;
+  kind->plugin = plugin != NULL ? _memres_plugin_ref (plugin) : NULL;
   return kind;
 }
 
 /* The schema entry named @name, with its position in @index (may be NULL). */
 const MemresOptionSpec *
-_memres_kind_find_option(MemresKind *kind, const char *name, guint *index)
+_memres_kind_find_option (MemresKind *kind, const char *name, guint *index)
 {
   guint i;
 
   for (i = 0; i < kind->n_options; i++)
-    if (strcmp(kind->options[i].name, name) == 0)
+    if (strcmp (kind->options[i].name, name) == 0)
       {
         if (index != NULL)
           *index = i;
@@ -147,18 +147,18 @@ _memres_kind_find_option(MemresKind *kind, const char *name, guint *index)
 
 /* "a, b, c": the kind's option names for error messages. */
 char *
-_memres_kind_list_option_names(MemresKind *kind)
+_memres_kind_list_option_names (MemresKind *kind)
 {
-  GString *str = g_string_new(NULL);
+  GString *str = g_string_new (NULL);
   guint i;
 
   for (i = 0; i < kind->n_options; i++)
     {
       if (i > 0)
-        g_string_append(str, ", ");
-      g_string_append(str, kind->options[i].name);
+        g_string_append (str, ", ");
+      g_string_append (str, kind->options[i].name);
     }
-  return g_string_free(str, FALSE);
+  return g_string_free (str, FALSE);
 }
 
 /**
@@ -170,11 +170,11 @@ _memres_kind_list_option_names(MemresKind *kind)
  * Returns: (transfer full): @kind
  */
 MemresKind *
-memres_kind_ref(MemresKind *kind)
+memres_kind_ref (MemresKind *kind)
 {
-  g_return_val_if_fail(kind != NULL, NULL);
+  g_return_val_if_fail (kind != NULL, NULL);
 
-  g_atomic_ref_count_inc(&kind->ref);
+  g_atomic_ref_count_inc (&kind->ref);
   return kind;
 }
 
@@ -186,18 +186,18 @@ memres_kind_ref(MemresKind *kind)
  * registered). Thread-safe.
  */
 void
-memres_kind_unref(MemresKind *kind)
+memres_kind_unref (MemresKind *kind)
 {
-  g_return_if_fail(kind != NULL);
+  g_return_if_fail (kind != NULL);
 
-  if (!g_atomic_ref_count_dec(&kind->ref))
+  if (!g_atomic_ref_count_dec (&kind->ref))
     return;
-  g_free(kind->name);
-  g_free(kind->description);
-  g_free(kind->options);
+  g_free (kind->name);
+  g_free (kind->description);
+  g_free (kind->options);
   if (kind->plugin != NULL)
-    _memres_plugin_unref(kind->plugin);
-  g_free(kind);
+    _memres_plugin_unref (kind->plugin);
+  g_free (kind);
 }
 
 /**
@@ -207,9 +207,9 @@ memres_kind_unref(MemresKind *kind)
  * Returns: (transfer none): the kind's name, such as "dmr"
  */
 const char *
-memres_kind_get_name(MemresKind *kind)
+memres_kind_get_name (MemresKind *kind)
 {
-  g_return_val_if_fail(kind != NULL, NULL);
+  g_return_val_if_fail (kind != NULL, NULL);
   return kind->name;
 }
 
@@ -220,9 +220,9 @@ memres_kind_get_name(MemresKind *kind)
  * Returns: (transfer none): one line describing the kind
  */
 const char *
-memres_kind_get_description(MemresKind *kind)
+memres_kind_get_description (MemresKind *kind)
 {
-  g_return_val_if_fail(kind != NULL, NULL);
+  g_return_val_if_fail (kind != NULL, NULL);
   return kind->description;
 }
 
@@ -234,9 +234,9 @@ memres_kind_get_description(MemresKind *kind)
  *   %NULL for a kind registered by the application with memres_registry_register_kind()
  */
 const char *
-memres_kind_get_plugin_name(MemresKind *kind)
+memres_kind_get_plugin_name (MemresKind *kind)
 {
-  g_return_val_if_fail(kind != NULL, NULL);
+  g_return_val_if_fail (kind != NULL, NULL);
   return kind->plugin != NULL ? kind->plugin->name : NULL;
 }
 
@@ -248,9 +248,9 @@ memres_kind_get_plugin_name(MemresKind *kind)
  *   for a kind embedded in libmemres (host) or registered by the application
  */
 const char *
-memres_kind_get_plugin_path(MemresKind *kind)
+memres_kind_get_plugin_path (MemresKind *kind)
 {
-  g_return_val_if_fail(kind != NULL, NULL);
+  g_return_val_if_fail (kind != NULL, NULL);
   return kind->plugin != NULL ? kind->plugin->path : NULL;
 }
 
@@ -265,9 +265,9 @@ memres_kind_get_plugin_path(MemresKind *kind)
  * Returns: (transfer none) (array length=n_options): the schema, valid while @kind lives
  */
 const MemresOptionSpec *
-memres_kind_get_options(MemresKind *kind, guint *n_options)
+memres_kind_get_options (MemresKind *kind, guint *n_options)
 {
-  g_return_val_if_fail(kind != NULL, NULL);
+  g_return_val_if_fail (kind != NULL, NULL);
 
   if (n_options != NULL)
     *n_options = kind->n_options;
@@ -281,7 +281,7 @@ memres_kind_get_options(MemresKind *kind, guint *n_options)
  * Returns: (transfer none): "bool", "int", "size", "enum", "string", "int-list" or "unknown"
  */
 const char *
-memres_option_type_to_string(MemresOptionType type)
+memres_option_type_to_string (MemresOptionType type)
 {
   switch (type)
     {
@@ -320,45 +320,46 @@ memres_option_type_to_string(MemresOptionType type)
  * Returns: %TRUE on success
  */
 gboolean
-memres_plugin_register_kind(MemresPlugin *plugin, const MemresKindInfo *info, GError **error)
+memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info, GError **error)
 {
   GError *local = NULL;
   MemresKind *kind;
   guint i;
 
-  g_return_val_if_fail(plugin != NULL, FALSE);
-  g_return_val_if_fail(info != NULL, FALSE);
+  g_return_val_if_fail (plugin != NULL, FALSE);
+  g_return_val_if_fail (info != NULL, FALSE);
 
   if (plugin->kinds == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                  "plugin \"%s\": kinds can only be registered while the plugin's init runs",
-                  plugin->name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "plugin \"%s\": kinds can only be registered while the plugin's init runs",
+                   plugin->name);
       return FALSE;
     }
 
-  kind = _memres_kind_new(plugin, info, &local);
+  kind = _memres_kind_new (plugin, info, &local);
   if (kind != NULL)
     {
-      gboolean taken = _memres_registry_contains(kind->name);
+      gboolean taken = _memres_registry_contains (kind->name);
       for (i = 0; !taken && i < plugin->kinds->len; i++)
-        taken = strcmp(((MemresKind *)g_ptr_array_index(plugin->kinds, i))->name, kind->name) == 0;
+        taken
+            = strcmp (((MemresKind *) g_ptr_array_index (plugin->kinds, i))->name, kind->name) == 0;
       if (taken)
         {
-          g_set_error(&local, MEMRES_ERROR, MEMRES_ERROR_EXISTS,
-                      "plugin \"%s\": a kind named \"%s\" is already registered", plugin->name,
-                      kind->name);
-          g_clear_pointer(&kind, memres_kind_unref);
+          g_set_error (&local, MEMRES_ERROR, MEMRES_ERROR_EXISTS,
+                       "plugin \"%s\": a kind named \"%s\" is already registered", plugin->name,
+                       kind->name);
+          g_clear_pointer (&kind, memres_kind_unref);
         }
     }
   if (kind == NULL)
     {
       if (plugin->register_error == NULL)
-        plugin->register_error = g_error_copy(local);
-      g_propagate_error(error, local);
+        plugin->register_error = g_error_copy (local);
+      g_propagate_error (error, local);
       return FALSE;
     }
-  g_ptr_array_add(plugin->kinds, kind);
+  g_ptr_array_add (plugin->kinds, kind);
   return TRUE;
 }
 
@@ -369,8 +370,8 @@ memres_plugin_register_kind(MemresPlugin *plugin, const MemresKindInfo *info, GE
  * Returns: (transfer none): the plugin's name (the `<name>` of libmemres-<name>.so)
  */
 const char *
-memres_plugin_get_name(MemresPlugin *plugin)
+memres_plugin_get_name (MemresPlugin *plugin)
 {
-  g_return_val_if_fail(plugin != NULL, NULL);
+  g_return_val_if_fail (plugin != NULL, NULL);
   return plugin->name;
 }

@@ -18,7 +18,7 @@ struct _MemresPlugin
   char *path; /* NULL for a plugin embedded in the core */
   GModule *module;
   const MemresPluginDesc *desc;
-  GPtrArray *kinds; /* MemresKind*, registered while init runs */
+  GPtrArray *kinds;       /* MemresKind*, registered while init runs */
   GError *register_error; /* first error of memres_plugin_register_kind() during init */
 };
 
@@ -38,21 +38,21 @@ struct _MemresResource
 {
   MemresKind *kind;
   const MemresResourceOps *ops; /* == &kind->ops */
-  MemresResourceInfo info; /* from the query slot, read on hot paths */
-  char *spec; /* normalized spec, or a description of the import */
+  MemresResourceInfo info;      /* from the query slot, read on hot paths */
+  char *spec;                   /* normalized spec, or a description of the import */
   /* Lifetime, in one atomic word so that the allocate/close hot path costs one locked operation
    * each: the high 32 bits count the references of the application (memres_resource_ref()), the
    * low 32 bits the open buffers. The instance is finalized when the word drops to 0. */
   gint64 refs;
   gboolean has_pool_id;
   guint8 pool_id[MEMRES_IPC_ID_SIZE]; /* for imported resources: key of the dedup table */
-  gpointer priv; /* instance_size bytes, zero-filled, 16-byte aligned */
+  gpointer priv;                      /* instance_size bytes, zero-filled, 16-byte aligned */
 };
 
 struct _MemresBuffer
 {
   gatomicrefcount ref;
-  gint closed; /* atomic; set exactly once */
+  gint closed;        /* atomic; set exactly once */
   MemresResource *mr; /* strong reference; NULL for wrapped foreign memory */
   MemresAllocation alloc;
   MemresStream dealloc_stream;
@@ -77,8 +77,7 @@ void _memres_plugin_unref (MemresPlugin *plugin);
 
 /* kind.c: a new kind from @info, validated (name, ops, option schema); @plugin may be NULL. */
 MemresKind *_memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **error);
-const MemresOptionSpec *_memres_kind_find_option (MemresKind *kind, const char *name,
-                                                  guint *index);
+const MemresOptionSpec *_memres_kind_find_option (MemresKind *kind, const char *name, guint *index);
 char *_memres_kind_list_option_names (MemresKind *kind);
 
 /* plugins/host/host.c: the embedded host kind's plugin descriptor. */
@@ -99,8 +98,8 @@ MemresResource *_memres_resource_new_for_kind (MemresKind *kind, const MemresOpt
 /* resource.c: checks the result of a call of @mr's @slot: FALSE must come with an error (one
  * is made up when the plugin set none), TRUE without one (dropped with a warning); moves *@local
  * into @error on failure. Returns @ok. */
-gboolean _memres_resource_slot_result(MemresResource *mr, const char *slot, gboolean ok,
-                                      GError **local, GError **error);
+gboolean _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
+                                       GError **local, GError **error);
 
 /* buffer.c: a new open buffer owning @alloc, holding a reference on @mr. */
 MemresBuffer *_memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc,
@@ -126,7 +125,7 @@ char *_memres_options_to_string (const MemresOptions *options);
 /* ipc-descriptor.c: the buffer descriptor codec (fuzzed). Layout, little-endian, 160 bytes:
  * magic u32 'MRBD', version u16, length u16, kind char[32] (NUL-padded), pool_id[16],
  * device_uuid[16], offset u64, size u64, export_data[64], reserved[8] (zero). */
-#define MEMRES_DESCRIPTOR_MAGIC 0x4442524du /* "MRBD" read as little-endian u32 */
+#define MEMRES_DESCRIPTOR_MAGIC   0x4442524du /* "MRBD" read as little-endian u32 */
 #define MEMRES_DESCRIPTOR_VERSION 1
 void _memres_descriptor_encode (const char *kind, const MemresBufferExport *info,
                                 MemresBufferDescriptor *out);
@@ -174,8 +173,8 @@ _memres_get_le (const guint8 *p, int n)
  * _memres_ipc_close_fds(): closes every fd in @fds and empties it. */
 typedef gsize (*MemresIpcLengthFunc) (const guint8 *header);
 gboolean _memres_ipc_check_socket (gint socket_fd, GError **error);
-gboolean _memres_ipc_send_message (gint socket_fd, const char *what, const guint8 *data,
-                                   gsize len, const gint *fds, guint n_fds, GError **error);
+gboolean _memres_ipc_send_message (gint socket_fd, const char *what, const guint8 *data, gsize len,
+                                   const gint *fds, guint n_fds, GError **error);
 gboolean _memres_ipc_receive_message (gint socket_fd, MemresIpcFlags flags, const char *what,
                                       guint8 *buf, gsize header_len, gsize max_len,
                                       MemresIpcLengthFunc length_of, gsize *length, GArray *fds,
@@ -186,10 +185,10 @@ void _memres_ipc_close_fds (GArray *fds);
  * magic u32 'MRCB', version u16, length u16 (header + 8 * n_chunks), kind char[32]
  * (NUL-padded), device_uuid[16], handle_type u32, location_type u32, granularity u64, size u64,
  * n_chunks u32, reserved u32 (zero), then n_chunks chunk sizes u64. */
-#define MEMRES_LAYOUT_MAGIC 0x4243524du /* "MRCB" read as little-endian u32 */
-#define MEMRES_LAYOUT_VERSION 1
+#define MEMRES_LAYOUT_MAGIC       0x4243524du /* "MRCB" read as little-endian u32 */
+#define MEMRES_LAYOUT_VERSION     1
 #define MEMRES_LAYOUT_HEADER_SIZE 88
-#define MEMRES_LAYOUT_MAX_SIZE (MEMRES_LAYOUT_HEADER_SIZE + 8 * MEMRES_IPC_MAX_CHUNKS)
+#define MEMRES_LAYOUT_MAX_SIZE    (MEMRES_LAYOUT_HEADER_SIZE + 8 * MEMRES_IPC_MAX_CHUNKS)
 gsize _memres_layout_encode (const char *kind, const MemresBufferChunks *chunks,
                              guint8 out[MEMRES_LAYOUT_MAX_SIZE]);
 gsize _memres_layout_declared_length (const guint8 *header);

@@ -17,21 +17,21 @@ static GHashTable *loaded_plugins; /* name -> MemresPlugin* (strong); load token
 static gint embedded_state;        /* 0 not yet, 1 loading, 2 done; load token owner only */
 
 static gpointer
-create_table(gpointer data)
+create_table (gpointer data)
 {
   registry_kinds
-      = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)memres_kind_unref);
-  loaded_plugins = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-                                         (GDestroyNotify)_memres_plugin_unref);
+      = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) memres_kind_unref);
+  loaded_plugins = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                          (GDestroyNotify) _memres_plugin_unref);
   return NULL;
 }
 
 static void
-ensure_table(void)
+ensure_table (void)
 {
   static GOnce once = G_ONCE_INIT;
 
-  g_once(&once, create_table, NULL);
+  g_once (&once, create_table, NULL);
 }
 
 /* The load token: one thread at a time loads plugins; the owner may take it again (a plugin's
@@ -39,111 +39,111 @@ ensure_table(void)
  * owner did (loaded_plugins, embedded_state) happens before the next owner's work even for
  * tools that do not see GMutex (ThreadSanitizer with GLib's futex-based mutex). */
 static void
-load_token_acquire(void)
+load_token_acquire (void)
 {
-  GThread *self = g_thread_self();
+  GThread *self = g_thread_self ();
 
-  if (g_atomic_pointer_get(&load_owner) == self)
+  if (g_atomic_pointer_get (&load_owner) == self)
     {
       load_depth++;
       return;
     }
-  g_mutex_lock(&load_mutex);
-  while (!g_atomic_pointer_compare_and_exchange(&load_owner, NULL, self))
-    g_cond_wait(&load_cond, &load_mutex);
-  g_mutex_unlock(&load_mutex);
+  g_mutex_lock (&load_mutex);
+  while (!g_atomic_pointer_compare_and_exchange (&load_owner, NULL, self))
+    g_cond_wait (&load_cond, &load_mutex);
+  g_mutex_unlock (&load_mutex);
   load_depth = 1;
 }
 
 static void
-load_token_release(void)
+load_token_release (void)
 {
   if (--load_depth > 0)
     return;
-  g_mutex_lock(&load_mutex);
-  g_atomic_pointer_set(&load_owner, NULL);
-  g_cond_broadcast(&load_cond);
-  g_mutex_unlock(&load_mutex);
+  g_mutex_lock (&load_mutex);
+  g_atomic_pointer_set (&load_owner, NULL);
+  g_cond_broadcast (&load_cond);
+  g_mutex_unlock (&load_mutex);
 }
 
 /* Registers the kinds compiled into libmemres (host) once, at first registry use. */
 static void
-ensure_embedded(void)
+ensure_embedded (void)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
   MemresPlugin *plugin;
 
-  ensure_table();
-  if (G_LIKELY(g_atomic_int_get(&embedded_state) == 2))
+  ensure_table ();
+  if (G_LIKELY (g_atomic_int_get (&embedded_state) == 2))
     return;
 
-  load_token_acquire();
-  if (g_atomic_int_get(&embedded_state) == 0)
+  load_token_acquire ();
+  if (g_atomic_int_get (&embedded_state) == 0)
     {
-      g_atomic_int_set(&embedded_state, 1);
-      plugin = _memres_plugin_load_embedded(_memres_host_get_desc(), &error);
+      g_atomic_int_set (&embedded_state, 1);
+      plugin = _memres_plugin_load_embedded (_memres_host_get_desc (), &error);
       if (plugin == NULL)
-        g_critical("The embedded host kind failed to register: %s", error->message);
+        g_critical ("The embedded host kind failed to register: %s", error->message);
       else
-        g_hash_table_insert(loaded_plugins, g_strdup(plugin->name), plugin);
-      g_atomic_int_set(&embedded_state, 2);
+        g_hash_table_insert (loaded_plugins, g_strdup (plugin->name), plugin);
+      g_atomic_int_set (&embedded_state, 2);
     }
-  load_token_release();
+  load_token_release ();
 }
 
 /* TRUE when a kind named @name is registered. */
 gboolean
-_memres_registry_contains(const char *name)
+_memres_registry_contains (const char *name)
 {
   gboolean found;
 
-  ensure_table();
-  g_rw_lock_reader_lock(&registry_lock);
-  found = g_hash_table_contains(registry_kinds, name);
-  g_rw_lock_reader_unlock(&registry_lock);
+  ensure_table ();
+  g_rw_lock_reader_lock (&registry_lock);
+  found = g_hash_table_contains (registry_kinds, name);
+  g_rw_lock_reader_unlock (&registry_lock);
   return found;
 }
 
 /* Inserts every kind of @kinds, or none when one name is taken (MEMRES_ERROR_EXISTS). */
 gboolean
-_memres_registry_insert(GPtrArray *kinds, GError **error)
+_memres_registry_insert (GPtrArray *kinds, GError **error)
 {
   guint i;
 
-  ensure_table();
-  g_rw_lock_writer_lock(&registry_lock);
+  ensure_table ();
+  g_rw_lock_writer_lock (&registry_lock);
   for (i = 0; i < kinds->len; i++)
     {
-      MemresKind *kind = g_ptr_array_index(kinds, i);
-      if (g_hash_table_contains(registry_kinds, kind->name))
+      MemresKind *kind = g_ptr_array_index (kinds, i);
+      if (g_hash_table_contains (registry_kinds, kind->name))
         {
-          g_rw_lock_writer_unlock(&registry_lock);
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_EXISTS,
-                      "a kind named \"%s\" is already registered", kind->name);
+          g_rw_lock_writer_unlock (&registry_lock);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_EXISTS,
+                       "a kind named \"%s\" is already registered", kind->name);
           return FALSE;
         }
     }
   for (i = 0; i < kinds->len; i++)
     {
-      MemresKind *kind = g_ptr_array_index(kinds, i);
-      g_hash_table_insert(registry_kinds, kind->name, memres_kind_ref(kind));
+      MemresKind *kind = g_ptr_array_index (kinds, i);
+      g_hash_table_insert (registry_kinds, kind->name, memres_kind_ref (kind));
     }
-  g_rw_lock_writer_unlock(&registry_lock);
+  g_rw_lock_writer_unlock (&registry_lock);
   return TRUE;
 }
 
 /* A new reference to the registered kind @name, or NULL; never loads anything. */
 MemresKind *
-_memres_registry_lookup_loaded(const char *name)
+_memres_registry_lookup_loaded (const char *name)
 {
   MemresKind *kind;
 
-  ensure_embedded();
-  g_rw_lock_reader_lock(&registry_lock);
-  kind = g_hash_table_lookup(registry_kinds, name);
+  ensure_embedded ();
+  g_rw_lock_reader_lock (&registry_lock);
+  kind = g_hash_table_lookup (registry_kinds, name);
   if (kind != NULL)
-    memres_kind_ref(kind);
-  g_rw_lock_reader_unlock(&registry_lock);
+    memres_kind_ref (kind);
+  g_rw_lock_reader_unlock (&registry_lock);
   return kind;
 }
 
@@ -158,43 +158,43 @@ _memres_registry_lookup_loaded(const char *name)
  * Returns: (transfer full) (array zero-terminated=1): the directories; free with g_strfreev()
  */
 gchar **
-memres_registry_get_search_path(void)
+memres_registry_get_search_path (void)
 {
-  GPtrArray *dirs = g_ptr_array_new();
-  const char *env = g_getenv("MEMRES_PLUGIN_PATH");
+  GPtrArray *dirs = g_ptr_array_new ();
+  const char *env = g_getenv ("MEMRES_PLUGIN_PATH");
   guint i;
 
   if (env != NULL)
     {
-      g_auto(GStrv) parts = g_strsplit(env, G_SEARCHPATH_SEPARATOR_S, -1);
+      g_auto (GStrv) parts = g_strsplit (env, G_SEARCHPATH_SEPARATOR_S, -1);
       for (i = 0; parts[i] != NULL; i++)
         if (parts[i][0] != '\0')
-          g_ptr_array_add(dirs, g_strdup(parts[i]));
+          g_ptr_array_add (dirs, g_strdup (parts[i]));
     }
-  g_ptr_array_add(dirs, g_strdup(MEMRES_PLUGINDIR));
-  g_ptr_array_add(dirs, NULL);
-  return (gchar **)g_ptr_array_free(dirs, FALSE);
+  g_ptr_array_add (dirs, g_strdup (MEMRES_PLUGINDIR));
+  g_ptr_array_add (dirs, NULL);
+  return (gchar **) g_ptr_array_free (dirs, FALSE);
 }
 
 static char *
-plugin_file_name(const char *name)
+plugin_file_name (const char *name)
 {
-  return g_strdup_printf("libmemres-%s.so", name);
+  return g_strdup_printf ("libmemres-%s.so", name);
 }
 
 /* Loads plugin @name from @path unless a plugin of that name is loaded already. Holds the load
  * token. */
 static gboolean
-load_plugin(const char *name, const char *path, GError **error)
+load_plugin (const char *name, const char *path, GError **error)
 {
   MemresPlugin *plugin;
 
-  if (g_hash_table_contains(loaded_plugins, name))
+  if (g_hash_table_contains (loaded_plugins, name))
     return TRUE;
-  plugin = _memres_plugin_load(name, path, error);
+  plugin = _memres_plugin_load (name, path, error);
   if (plugin == NULL)
     return FALSE;
-  g_hash_table_insert(loaded_plugins, g_strdup(name), plugin);
+  g_hash_table_insert (loaded_plugins, g_strdup (name), plugin);
   return TRUE;
 }
 
@@ -220,95 +220,95 @@ load_plugin(const char *name, const char *path, GError **error)
  * Returns: (transfer full) (nullable): a new reference to the kind, or %NULL with @error set
  */
 MemresKind *
-memres_registry_lookup(const char *name, GError **error)
+memres_registry_lookup (const char *name, GError **error)
 {
-  g_auto(GStrv) dirs = NULL;
+  g_auto (GStrv) dirs = NULL;
   g_autofree char *file = NULL;
   g_autofree char *path = NULL;
   MemresKind *kind;
   guint i;
 
-  g_return_val_if_fail(name != NULL, NULL);
+  g_return_val_if_fail (name != NULL, NULL);
 
-  if (!_memres_kind_name_check(name, error))
+  if (!_memres_kind_name_check (name, error))
     return NULL;
 
-  kind = _memres_registry_lookup_loaded(name);
+  kind = _memres_registry_lookup_loaded (name);
   if (kind != NULL)
     return kind;
 
-  dirs = memres_registry_get_search_path();
-  file = plugin_file_name(name);
+  dirs = memres_registry_get_search_path ();
+  file = plugin_file_name (name);
   for (i = 0; dirs[i] != NULL && path == NULL; i++)
     {
-      char *candidate = g_build_filename(dirs[i], file, NULL);
-      if (g_file_test(candidate, G_FILE_TEST_EXISTS))
+      char *candidate = g_build_filename (dirs[i], file, NULL);
+      if (g_file_test (candidate, G_FILE_TEST_EXISTS))
         path = candidate;
       else
-        g_free(candidate);
+        g_free (candidate);
     }
   if (path == NULL)
     {
-      g_autofree char *where = g_strjoinv(":", dirs);
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
-                  "no kind \"%s\": no %s in the plugin search path %s (set MEMRES_PLUGIN_PATH "
-                  "to add directories)",
-                  name, file, where);
+      g_autofree char *where = g_strjoinv (":", dirs);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                   "no kind \"%s\": no %s in the plugin search path %s (set MEMRES_PLUGIN_PATH "
+                   "to add directories)",
+                   name, file, where);
       return NULL;
     }
 
-  load_token_acquire();
-  kind = _memres_registry_lookup_loaded(name);
-  if (kind == NULL && load_plugin(name, path, error))
+  load_token_acquire ();
+  kind = _memres_registry_lookup_loaded (name);
+  if (kind == NULL && load_plugin (name, path, error))
     {
-      kind = _memres_registry_lookup_loaded(name);
+      kind = _memres_registry_lookup_loaded (name);
       if (kind == NULL)
-        g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
-                    "no kind \"%s\": plugin %s registers no kind of that name", name, path);
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                     "no kind \"%s\": plugin %s registers no kind of that name", name, path);
     }
-  load_token_release();
+  load_token_release ();
   return kind;
 }
 
 static gint
-compare_kinds(gconstpointer a, gconstpointer b)
+compare_kinds (gconstpointer a, gconstpointer b)
 {
-  const MemresKind *ka = *(MemresKind *const *)a;
-  const MemresKind *kb = *(MemresKind *const *)b;
+  const MemresKind *ka = *(MemresKind *const *) a;
+  const MemresKind *kb = *(MemresKind *const *) b;
 
-  return strcmp(ka->name, kb->name);
+  return strcmp (ka->name, kb->name);
 }
 
 /* Loads every libmemres-<name>.so of @dir whose name is not in @seen (names of earlier
  * directories: the first file on the path counts) and not loaded yet; failures are logged and
  * skipped. Holds the load token. */
 static void
-load_directory(const char *dir, GHashTable *seen)
+load_directory (const char *dir, GHashTable *seen)
 {
-  g_autoptr(GDir) d = NULL;
+  g_autoptr (GDir) d = NULL;
   const char *entry;
 
-  d = g_dir_open(dir, 0, NULL);
+  d = g_dir_open (dir, 0, NULL);
   if (d == NULL)
     return;
-  while ((entry = g_dir_read_name(d)) != NULL)
+  while ((entry = g_dir_read_name (d)) != NULL)
     {
       g_autofree char *name = NULL;
       g_autofree char *path = NULL;
-      g_autoptr(GError) error = NULL;
-      gsize len = strlen(entry);
-      const gsize prefix = strlen("libmemres-"), suffix = strlen(".so");
+      g_autoptr (GError) error = NULL;
+      gsize len = strlen (entry);
+      const gsize prefix = strlen ("libmemres-"), suffix = strlen (".so");
 
-      if (len <= prefix + suffix || !g_str_has_prefix(entry, "libmemres-")
-          || !g_str_has_suffix(entry, ".so"))
+      if (len <= prefix + suffix || !g_str_has_prefix (entry, "libmemres-")
+          || !g_str_has_suffix (entry, ".so"))
         continue;
-      name = g_strndup(entry + prefix, len - prefix - suffix);
-      if (!_memres_kind_name_is_valid(name) || g_hash_table_contains(seen, name))
+      name = g_strndup (entry + prefix, len - prefix - suffix);
+      if (!_memres_kind_name_is_valid (name) || g_hash_table_contains (seen, name))
         continue;
-      g_hash_table_add(seen, g_strdup(name));
-      path = g_build_filename(dir, entry, NULL);
-      if (!load_plugin(name, path, &error))
-        g_debug("Skipping plugin %s: %s", path, error->message);
+      g_hash_table_add (seen, g_strdup (name));
+      path = g_build_filename (dir, entry, NULL);
+      if (!load_plugin (name, path, &error))
+        g_debug ("Skipping plugin %s: %s", path, error->message);
     }
 }
 
@@ -327,31 +327,31 @@ load_directory(const char *dir, GHashTable *seen)
  *   name; free with g_ptr_array_unref()
  */
 GPtrArray *
-memres_registry_list_kinds(GError **error)
+memres_registry_list_kinds (GError **error)
 {
-  g_auto(GStrv) dirs = NULL;
-  g_autoptr(GHashTable) seen = NULL;
+  g_auto (GStrv) dirs = NULL;
+  g_autoptr (GHashTable) seen = NULL;
   GHashTableIter iter;
   gpointer value;
   GPtrArray *result;
   guint i;
 
-  ensure_embedded();
-  dirs = memres_registry_get_search_path();
+  ensure_embedded ();
+  dirs = memres_registry_get_search_path ();
 
-  load_token_acquire();
-  seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  load_token_acquire ();
+  seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   for (i = 0; dirs[i] != NULL; i++)
-    load_directory(dirs[i], seen);
-  load_token_release();
+    load_directory (dirs[i], seen);
+  load_token_release ();
 
-  result = g_ptr_array_new_with_free_func((GDestroyNotify)memres_kind_unref);
-  g_rw_lock_reader_lock(&registry_lock);
-  g_hash_table_iter_init(&iter, registry_kinds);
-  while (g_hash_table_iter_next(&iter, NULL, &value))
-    g_ptr_array_add(result, memres_kind_ref(value));
-  g_rw_lock_reader_unlock(&registry_lock);
-  g_ptr_array_sort(result, compare_kinds);
+  result = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_kind_unref);
+  g_rw_lock_reader_lock (&registry_lock);
+  g_hash_table_iter_init (&iter, registry_kinds);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    g_ptr_array_add (result, memres_kind_ref (value));
+  g_rw_lock_reader_unlock (&registry_lock);
+  g_ptr_array_sort (result, compare_kinds);
   return result;
 }
 
@@ -371,18 +371,18 @@ memres_registry_list_kinds(GError **error)
  * Returns: %TRUE on success
  */
 gboolean
-memres_registry_register_kind(const MemresKindInfo *info, GError **error)
+memres_registry_register_kind (const MemresKindInfo *info, GError **error)
 {
-  g_autoptr(GPtrArray) kinds = NULL;
+  g_autoptr (GPtrArray) kinds = NULL;
   MemresKind *kind;
 
-  g_return_val_if_fail(info != NULL, FALSE);
+  g_return_val_if_fail (info != NULL, FALSE);
 
-  ensure_embedded();
-  kind = _memres_kind_new(NULL, info, error);
+  ensure_embedded ();
+  kind = _memres_kind_new (NULL, info, error);
   if (kind == NULL)
     return FALSE;
-  kinds = g_ptr_array_new_with_free_func((GDestroyNotify)memres_kind_unref);
-  g_ptr_array_add(kinds, kind);
-  return _memres_registry_insert(kinds, error);
+  kinds = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_kind_unref);
+  g_ptr_array_add (kinds, kind);
+  return _memres_registry_insert (kinds, error);
 }

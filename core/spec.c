@@ -8,64 +8,64 @@
   "expected a number of bytes with an optional B, KiB, MiB, GiB or TiB suffix, or max"
 
 static gboolean
-is_name_start(char c)
+is_name_start (char c)
 {
   return c >= 'a' && c <= 'z';
 }
 
 static gboolean
-is_name_char(char c)
+is_name_char (char c)
 {
-  return is_name_start(c) || (c >= '0' && c <= '9') || c == '_';
+  return is_name_start (c) || (c >= '0' && c <= '9') || c == '_';
 }
 
 /* TRUE when @name matches [a-z][a-z0-9_]* (option keys: any length). */
 gboolean
-_memres_key_is_valid(const char *name)
+_memres_key_is_valid (const char *name)
 {
   gsize i;
 
-  if (name == NULL || !is_name_start(name[0]))
+  if (name == NULL || !is_name_start (name[0]))
     return FALSE;
   for (i = 1; name[i] != '\0'; i++)
-    if (!is_name_char(name[i]))
+    if (!is_name_char (name[i]))
       return FALSE;
   return TRUE;
 }
 
 /* TRUE when @name matches [a-z][a-z0-9_]* and fits MEMRES_KIND_NAME_MAX. */
 gboolean
-_memres_kind_name_is_valid(const char *name)
+_memres_kind_name_is_valid (const char *name)
 {
-  return _memres_key_is_valid(name) && strlen(name) < MEMRES_KIND_NAME_MAX;
+  return _memres_key_is_valid (name) && strlen (name) < MEMRES_KIND_NAME_MAX;
 }
 
 /* _memres_kind_name_is_valid(), setting MEMRES_ERROR_INVALID_ARGUMENT with the rule when not.
  * @name may be NULL (invalid). */
 gboolean
-_memres_kind_name_check(const char *name, GError **error)
+_memres_kind_name_check (const char *name, GError **error)
 {
-  if (_memres_kind_name_is_valid(name))
+  if (_memres_kind_name_is_valid (name))
     return TRUE;
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-              "invalid kind name \"%s\": kind names match [a-z][a-z0-9_]* and are at most "
-              "%d characters",
-              name != NULL ? name : "(null)", MEMRES_KIND_NAME_MAX - 1);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+               "invalid kind name \"%s\": kind names match [a-z][a-z0-9_]* and are at most "
+               "%d characters",
+               name != NULL ? name : "(null)", MEMRES_KIND_NAME_MAX - 1);
   return FALSE;
 }
 
 /* Parses the decimal digits at @text, overflow-checked; returns the end in @end. */
 static gboolean
-parse_digits(const char *text, guint64 *value, const char **end)
+parse_digits (const char *text, guint64 *value, const char **end)
 {
   guint64 v = 0;
   const char *p = text;
 
-  if (!g_ascii_isdigit(*p))
+  if (!g_ascii_isdigit (*p))
     return FALSE;
-  for (; g_ascii_isdigit(*p); p++)
+  for (; g_ascii_isdigit (*p); p++)
     {
-      guint d = (guint)(*p - '0');
+      guint d = (guint) (*p - '0');
       if (v > (G_MAXUINT64 - d) / 10)
         return FALSE;
       v = v * 10 + d;
@@ -79,7 +79,7 @@ parse_digits(const char *text, guint64 *value, const char **end)
  * Sets MEMRES_ERROR_INVALID_ARGUMENT on anything else, including negative numbers, exponents
  * and results that do not fit in 64 bits. */
 gboolean
-_memres_parse_size(const char *text, guint64 *bytes, GError **error)
+_memres_parse_size (const char *text, guint64 *bytes, GError **error)
 {
   static const struct
   {
@@ -90,40 +90,40 @@ _memres_parse_size(const char *text, guint64 *bytes, GError **error)
   const char *end;
   gsize i;
 
-  g_return_val_if_fail(text != NULL, FALSE);
+  g_return_val_if_fail (text != NULL, FALSE);
 
-  if (strcmp(text, "max") == 0)
+  if (strcmp (text, "max") == 0)
     {
       *bytes = G_MAXUINT64;
       return TRUE;
     }
-  if (!parse_digits(text, &value, &end))
+  if (!parse_digits (text, &value, &end))
     {
-      if (g_ascii_isdigit(text[0]))
-        g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                    "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", text,
-                    G_MAXUINT64);
+      if (g_ascii_isdigit (text[0]))
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                     "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", text,
+                     G_MAXUINT64);
       else
-        g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                    "invalid size \"%s\": " SIZE_SYNTAX, text);
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                     "invalid size \"%s\": " SIZE_SYNTAX, text);
       return FALSE;
     }
-  for (i = 0; i < G_N_ELEMENTS(units); i++)
+  for (i = 0; i < G_N_ELEMENTS (units); i++)
     {
-      if (strcmp(end, units[i].suffix) != 0)
+      if (strcmp (end, units[i].suffix) != 0)
         continue;
       if (units[i].shift > 0 && value > (G_MAXUINT64 >> units[i].shift))
         {
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                      "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", text,
-                      G_MAXUINT64);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", text,
+                       G_MAXUINT64);
           return FALSE;
         }
       *bytes = value << units[i].shift;
       return TRUE;
     }
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-              "invalid size \"%s\": " SIZE_SYNTAX, text);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+               "invalid size \"%s\": " SIZE_SYNTAX, text);
   return FALSE;
 }
 
@@ -143,45 +143,45 @@ _memres_parse_size(const char *text, guint64 *bytes, GError **error)
  * Returns: %TRUE on success
  */
 gboolean
-memres_parse_size(const char *text, guint64 *bytes, GError **error)
+memres_parse_size (const char *text, guint64 *bytes, GError **error)
 {
-  g_return_val_if_fail(text != NULL, FALSE);
-  g_return_val_if_fail(bytes != NULL, FALSE);
+  g_return_val_if_fail (text != NULL, FALSE);
+  g_return_val_if_fail (bytes != NULL, FALSE);
 
-  return _memres_parse_size(text, bytes, error);
+  return _memres_parse_size (text, bytes, error);
 }
 
 /* Parses true/false, yes/no, on/off, 1/0 (case-insensitive). */
 gboolean
-_memres_parse_bool(const char *text, gboolean *value, GError **error)
+_memres_parse_bool (const char *text, gboolean *value, GError **error)
 {
   static const char *const true_words[] = { "true", "yes", "on", "1" };
   static const char *const false_words[] = { "false", "no", "off", "0" };
   gsize i;
 
-  g_return_val_if_fail(text != NULL, FALSE);
+  g_return_val_if_fail (text != NULL, FALSE);
 
-  for (i = 0; i < G_N_ELEMENTS(true_words); i++)
+  for (i = 0; i < G_N_ELEMENTS (true_words); i++)
     {
-      if (g_ascii_strcasecmp(text, true_words[i]) == 0)
+      if (g_ascii_strcasecmp (text, true_words[i]) == 0)
         {
           *value = TRUE;
           return TRUE;
         }
-      if (g_ascii_strcasecmp(text, false_words[i]) == 0)
+      if (g_ascii_strcasecmp (text, false_words[i]) == 0)
         {
           *value = FALSE;
           return TRUE;
         }
     }
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-              "invalid boolean \"%s\": expected true, false, yes, no, on, off, 1 or 0", text);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+               "invalid boolean \"%s\": expected true, false, yes, no, on, off, 1 or 0", text);
   return FALSE;
 }
 
 /* Parses a signed decimal integer within @min..@max. */
 gboolean
-_memres_parse_int(const char *text, gint64 min, gint64 max, gint64 *value, GError **error)
+_memres_parse_int (const char *text, gint64 min, gint64 max, gint64 *value, GError **error)
 {
   guint64 magnitude;
   const char *end;
@@ -189,109 +189,109 @@ _memres_parse_int(const char *text, gint64 min, gint64 max, gint64 *value, GErro
   const char *p = text;
   gint64 v;
 
-  g_return_val_if_fail(text != NULL, FALSE);
+  g_return_val_if_fail (text != NULL, FALSE);
 
   if (*p == '-')
     {
       negative = TRUE;
       p++;
     }
-  if (!parse_digits(p, &magnitude, &end) || *end != '\0')
+  if (!parse_digits (p, &magnitude, &end) || *end != '\0')
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "invalid integer \"%s\": expected a decimal integer from %" G_GINT64_FORMAT
-                  " to %" G_GINT64_FORMAT,
-                  text, min, max);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "invalid integer \"%s\": expected a decimal integer from %" G_GINT64_FORMAT
+                   " to %" G_GINT64_FORMAT,
+                   text, min, max);
       return FALSE;
     }
-  if (negative ? magnitude > (guint64)G_MAXINT64 + 1 : magnitude > (guint64)G_MAXINT64)
+  if (negative ? magnitude > (guint64) G_MAXINT64 + 1 : magnitude > (guint64) G_MAXINT64)
     goto out_of_range;
-  v = negative ? (gint64)(0 - magnitude) : (gint64)magnitude;
+  v = negative ? (gint64) (0 - magnitude) : (gint64) magnitude;
   if (v < min || v > max)
     goto out_of_range;
   *value = v;
   return TRUE;
 
 out_of_range:
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-              "integer %s is out of range: expected %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT,
-              text, min, max);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+               "integer %s is out of range: expected %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT,
+               text, min, max);
   return FALSE;
 }
 
 /* Splits @spec into the kind name and its KEY=VALUE pairs (in order, unvalidated beyond the
  * syntax: keys must be names, each item must hold `=`). */
 gboolean
-_memres_spec_parse(const char *spec, char **kind, GPtrArray **keys, GPtrArray **values,
-                   GError **error)
+_memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray **values,
+                    GError **error)
 {
   const char *colon;
   g_autofree char *name = NULL;
-  g_autoptr(GPtrArray) k = NULL;
-  g_autoptr(GPtrArray) v = NULL;
-  g_auto(GStrv) items = NULL;
+  g_autoptr (GPtrArray) k = NULL;
+  g_autoptr (GPtrArray) v = NULL;
+  g_auto (GStrv) items = NULL;
   guint i;
 
-  g_return_val_if_fail(spec != NULL, FALSE);
+  g_return_val_if_fail (spec != NULL, FALSE);
 
-  colon = strchr(spec, ':');
-  name = colon != NULL ? g_strndup(spec, (gsize)(colon - spec)) : g_strdup(spec);
+  colon = strchr (spec, ':');
+  name = colon != NULL ? g_strndup (spec, (gsize) (colon - spec)) : g_strdup (spec);
   if (name[0] == '\0')
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "invalid spec \"%s\": it names no kind (expected KIND[:KEY=VALUE,...])", spec);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "invalid spec \"%s\": it names no kind (expected KIND[:KEY=VALUE,...])", spec);
       return FALSE;
     }
-  if (!_memres_kind_name_check(name, error))
+  if (!_memres_kind_name_check (name, error))
     return FALSE;
 
-  k = g_ptr_array_new_with_free_func(g_free);
-  v = g_ptr_array_new_with_free_func(g_free);
+  k = g_ptr_array_new_with_free_func (g_free);
+  v = g_ptr_array_new_with_free_func (g_free);
   if (colon != NULL && colon[1] == '\0')
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "invalid spec \"%s\": empty option list after ':' (expected KEY=VALUE)", spec);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "invalid spec \"%s\": empty option list after ':' (expected KEY=VALUE)", spec);
       return FALSE;
     }
   if (colon != NULL)
     {
-      items = g_strsplit(colon + 1, ",", -1);
+      items = g_strsplit (colon + 1, ",", -1);
       for (i = 0; items[i] != NULL; i++)
         {
           const char *item = items[i];
-          const char *eq = strchr(item, '=');
+          const char *eq = strchr (item, '=');
           g_autofree char *key = NULL;
 
           if (item[0] == '\0')
             {
-              g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                          "invalid spec \"%s\": empty option (expected KEY=VALUE)", spec);
+              g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                           "invalid spec \"%s\": empty option (expected KEY=VALUE)", spec);
               return FALSE;
             }
           if (eq == NULL)
             {
-              g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                          "invalid spec \"%s\": option \"%s\" has no value (missing '=', "
-                          "expected KEY=VALUE)",
-                          spec, item);
+              g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                           "invalid spec \"%s\": option \"%s\" has no value (missing '=', "
+                           "expected KEY=VALUE)",
+                           spec, item);
               return FALSE;
             }
-          key = g_strndup(item, (gsize)(eq - item));
-          if (!_memres_key_is_valid(key))
+          key = g_strndup (item, (gsize) (eq - item));
+          if (!_memres_key_is_valid (key))
             {
-              g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                          "invalid spec \"%s\": invalid key \"%s\" (keys match "
-                          "[a-z][a-z0-9_]*)",
-                          spec, key);
+              g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                           "invalid spec \"%s\": invalid key \"%s\" (keys match "
+                           "[a-z][a-z0-9_]*)",
+                           spec, key);
               return FALSE;
             }
-          g_ptr_array_add(k, g_steal_pointer(&key));
-          g_ptr_array_add(v, g_strdup(eq + 1));
+          g_ptr_array_add (k, g_steal_pointer (&key));
+          g_ptr_array_add (v, g_strdup (eq + 1));
         }
     }
 
-  *kind = g_steal_pointer(&name);
-  *keys = g_steal_pointer(&k);
-  *values = g_steal_pointer(&v);
+  *kind = g_steal_pointer (&name);
+  *keys = g_steal_pointer (&k);
+  *values = g_steal_pointer (&v);
   return TRUE;
 }

@@ -33,314 +33,314 @@
   {                                                                                                \
     if (!ABI_RECORDED)                                                                             \
       {                                                                                            \
-        g_test_skip("the ABI record is for x86_64 only");                                          \
+        g_test_skip ("the ABI record is for x86_64 only");                                         \
         return;                                                                                    \
       }                                                                                            \
   }                                                                                                \
   G_STMT_END
 
-#define ASSERT_SIZE(type, n)          g_assert_cmpuint(sizeof(type), ==, (n))
-#define ASSERT_OFFSET(type, field, n) g_assert_cmpuint(offsetof(type, field), ==, (n))
-#define FIELD_TYPE(type, field)       __typeof__(((type *)0)->field)
+#define ASSERT_SIZE(type, n)          g_assert_cmpuint (sizeof (type), ==, (n))
+#define ASSERT_OFFSET(type, field, n) g_assert_cmpuint (offsetof (type, field), ==, (n))
+#define FIELD_TYPE(type, field)       __typeof__ (((type *) 0)->field)
 #define ASSERT_FIELD_TYPE(type, field, expected)                                                   \
-  g_assert_true(__builtin_types_compatible_p(FIELD_TYPE(type, field), expected))
+  g_assert_true (__builtin_types_compatible_p (FIELD_TYPE (type, field), expected))
 
 static void
-test_version(void)
+test_version (void)
 {
-  g_assert_cmpint(MEMRES_PLUGIN_ABI_MAJOR, ==, 1);
-  g_assert_cmpint(MEMRES_PLUGIN_ABI_MINOR, ==, 1);     /* 1.1: export_chunks, import_chunks */
-  g_assert_cmpint(MEMRES_RESOURCE_OPS_VERSION, ==, 2); /* 2: the same */
+  g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 1);
+  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 1);     /* 1.1: export_chunks, import_chunks */
+  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 2); /* 2: the same */
 }
 
 static void
-test_plugin_desc(void)
+test_plugin_desc (void)
 {
-  SKIP_UNLESS_RECORDED();
-  ASSERT_SIZE(MemresPluginDesc, 40);
-  ASSERT_OFFSET(MemresPluginDesc, abi_major, 0);
-  ASSERT_OFFSET(MemresPluginDesc, abi_minor, 4);
-  ASSERT_OFFSET(MemresPluginDesc, struct_size, 8);
-  ASSERT_OFFSET(MemresPluginDesc, reserved, 12);
-  ASSERT_OFFSET(MemresPluginDesc, name, 16);
-  ASSERT_OFFSET(MemresPluginDesc, description, 24);
-  ASSERT_OFFSET(MemresPluginDesc, init, 32);
-  ASSERT_FIELD_TYPE(MemresPluginDesc, abi_major, guint32);
-  ASSERT_FIELD_TYPE(MemresPluginDesc, abi_minor, guint32);
-  ASSERT_FIELD_TYPE(MemresPluginDesc, struct_size, guint32);
-  ASSERT_FIELD_TYPE(MemresPluginDesc, init, gboolean(*)(MemresPlugin *, GError **));
+  SKIP_UNLESS_RECORDED ();
+  ASSERT_SIZE (MemresPluginDesc, 40);
+  ASSERT_OFFSET (MemresPluginDesc, abi_major, 0);
+  ASSERT_OFFSET (MemresPluginDesc, abi_minor, 4);
+  ASSERT_OFFSET (MemresPluginDesc, struct_size, 8);
+  ASSERT_OFFSET (MemresPluginDesc, reserved, 12);
+  ASSERT_OFFSET (MemresPluginDesc, name, 16);
+  ASSERT_OFFSET (MemresPluginDesc, description, 24);
+  ASSERT_OFFSET (MemresPluginDesc, init, 32);
+  ASSERT_FIELD_TYPE (MemresPluginDesc, abi_major, guint32);
+  ASSERT_FIELD_TYPE (MemresPluginDesc, abi_minor, guint32);
+  ASSERT_FIELD_TYPE (MemresPluginDesc, struct_size, guint32);
+  ASSERT_FIELD_TYPE (MemresPluginDesc, init, gboolean (*) (MemresPlugin *, GError **));
 }
 
 /* What MEMRES_PLUGIN_DEFINE() produces: the macro is part of the ABI as much as the struct. */
 static gboolean
-abi_record_init(MemresPlugin *plugin, GError **error)
+abi_record_init (MemresPlugin *plugin, GError **error)
 {
   return TRUE;
 }
 
-MEMRES_PLUGIN_DEFINE(abirecord, "the ABI record's own descriptor", abi_record_init)
+MEMRES_PLUGIN_DEFINE (abirecord, "the ABI record's own descriptor", abi_record_init)
 
 static void
-test_plugin_define(void)
+test_plugin_define (void)
 {
-  const MemresPluginDesc *desc = memres_plugin_abirecord_get_desc();
+  const MemresPluginDesc *desc = memres_plugin_abirecord_get_desc ();
 
-  g_assert_nonnull(desc);
-  g_assert_true(desc == memres_plugin_abirecord_get_desc());
-  g_assert_cmpuint(desc->abi_major, ==, MEMRES_PLUGIN_ABI_MAJOR);
-  g_assert_cmpuint(desc->abi_minor, ==, MEMRES_PLUGIN_ABI_MINOR);
-  g_assert_cmpuint(desc->struct_size, ==, sizeof(MemresPluginDesc));
-  g_assert_cmpuint(desc->reserved, ==, 0);
-  g_assert_cmpstr(desc->name, ==, "abirecord");
-  g_assert_cmpstr(desc->description, ==, "the ABI record's own descriptor");
-  g_assert_true(desc->init == abi_record_init);
+  g_assert_nonnull (desc);
+  g_assert_true (desc == memres_plugin_abirecord_get_desc ());
+  g_assert_cmpuint (desc->abi_major, ==, MEMRES_PLUGIN_ABI_MAJOR);
+  g_assert_cmpuint (desc->abi_minor, ==, MEMRES_PLUGIN_ABI_MINOR);
+  g_assert_cmpuint (desc->struct_size, ==, sizeof (MemresPluginDesc));
+  g_assert_cmpuint (desc->reserved, ==, 0);
+  g_assert_cmpstr (desc->name, ==, "abirecord");
+  g_assert_cmpstr (desc->description, ==, "the ABI record's own descriptor");
+  g_assert_true (desc->init == abi_record_init);
 }
 
 static void
-test_allocation(void)
+test_allocation (void)
 {
-  SKIP_UNLESS_RECORDED();
-  ASSERT_SIZE(MemresAllocation, 24);
-  ASSERT_OFFSET(MemresAllocation, address, 0);
-  ASSERT_OFFSET(MemresAllocation, size, 8);
-  ASSERT_OFFSET(MemresAllocation, plugin_data, 16);
-  ASSERT_FIELD_TYPE(MemresAllocation, address, guint64);
-  ASSERT_FIELD_TYPE(MemresAllocation, size, gsize);
+  SKIP_UNLESS_RECORDED ();
+  ASSERT_SIZE (MemresAllocation, 24);
+  ASSERT_OFFSET (MemresAllocation, address, 0);
+  ASSERT_OFFSET (MemresAllocation, size, 8);
+  ASSERT_OFFSET (MemresAllocation, plugin_data, 16);
+  ASSERT_FIELD_TYPE (MemresAllocation, address, guint64);
+  ASSERT_FIELD_TYPE (MemresAllocation, size, gsize);
 }
 
 static void
-test_resource_info(void)
+test_resource_info (void)
 {
-  SKIP_UNLESS_RECORDED();
-  ASSERT_SIZE(MemresResourceInfo, 8);
-  ASSERT_OFFSET(MemresResourceInfo, device, 0);
-  ASSERT_OFFSET(MemresResourceInfo, flags, 4);
+  SKIP_UNLESS_RECORDED ();
+  ASSERT_SIZE (MemresResourceInfo, 8);
+  ASSERT_OFFSET (MemresResourceInfo, device, 0);
+  ASSERT_OFFSET (MemresResourceInfo, flags, 4);
 }
 
 static void
-test_buffer_export(void)
+test_buffer_export (void)
 {
-  SKIP_UNLESS_RECORDED();
-  ASSERT_SIZE(MemresBufferExport, 112);
-  ASSERT_OFFSET(MemresBufferExport, pool_id, 0);
-  ASSERT_OFFSET(MemresBufferExport, device_uuid, 16);
-  ASSERT_OFFSET(MemresBufferExport, offset, 32);
-  ASSERT_OFFSET(MemresBufferExport, size, 40);
-  ASSERT_OFFSET(MemresBufferExport, export_data, 48);
-  g_assert_cmpuint(sizeof(((MemresBufferExport *)0)->export_data), ==, 64);
+  SKIP_UNLESS_RECORDED ();
+  ASSERT_SIZE (MemresBufferExport, 112);
+  ASSERT_OFFSET (MemresBufferExport, pool_id, 0);
+  ASSERT_OFFSET (MemresBufferExport, device_uuid, 16);
+  ASSERT_OFFSET (MemresBufferExport, offset, 32);
+  ASSERT_OFFSET (MemresBufferExport, size, 40);
+  ASSERT_OFFSET (MemresBufferExport, export_data, 48);
+  g_assert_cmpuint (sizeof (((MemresBufferExport *) 0)->export_data), ==, 64);
 }
 
 /* Since 1.1. */
 static void
-test_buffer_chunks(void)
+test_buffer_chunks (void)
 {
-  SKIP_UNLESS_RECORDED();
-  ASSERT_SIZE(MemresBufferChunks, 816);
-  ASSERT_OFFSET(MemresBufferChunks, device_uuid, 0);
-  ASSERT_OFFSET(MemresBufferChunks, handle_type, 16);
-  ASSERT_OFFSET(MemresBufferChunks, location_type, 20);
-  ASSERT_OFFSET(MemresBufferChunks, granularity, 24);
-  ASSERT_OFFSET(MemresBufferChunks, size, 32);
-  ASSERT_OFFSET(MemresBufferChunks, n_chunks, 40);
-  ASSERT_OFFSET(MemresBufferChunks, reserved, 44);
-  ASSERT_OFFSET(MemresBufferChunks, chunk_sizes, 48);
-  ASSERT_OFFSET(MemresBufferChunks, fds, 560);
-  ASSERT_FIELD_TYPE(MemresBufferChunks, handle_type, guint32);
-  ASSERT_FIELD_TYPE(MemresBufferChunks, granularity, guint64);
-  ASSERT_FIELD_TYPE(MemresBufferChunks, chunk_sizes, guint64[64]);
-  ASSERT_FIELD_TYPE(MemresBufferChunks, fds, gint[64]);
+  SKIP_UNLESS_RECORDED ();
+  ASSERT_SIZE (MemresBufferChunks, 816);
+  ASSERT_OFFSET (MemresBufferChunks, device_uuid, 0);
+  ASSERT_OFFSET (MemresBufferChunks, handle_type, 16);
+  ASSERT_OFFSET (MemresBufferChunks, location_type, 20);
+  ASSERT_OFFSET (MemresBufferChunks, granularity, 24);
+  ASSERT_OFFSET (MemresBufferChunks, size, 32);
+  ASSERT_OFFSET (MemresBufferChunks, n_chunks, 40);
+  ASSERT_OFFSET (MemresBufferChunks, reserved, 44);
+  ASSERT_OFFSET (MemresBufferChunks, chunk_sizes, 48);
+  ASSERT_OFFSET (MemresBufferChunks, fds, 560);
+  ASSERT_FIELD_TYPE (MemresBufferChunks, handle_type, guint32);
+  ASSERT_FIELD_TYPE (MemresBufferChunks, granularity, guint64);
+  ASSERT_FIELD_TYPE (MemresBufferChunks, chunk_sizes, guint64[64]);
+  ASSERT_FIELD_TYPE (MemresBufferChunks, fds, gint[64]);
 }
 
 static void
-test_resource_ops(void)
+test_resource_ops (void)
 {
-  SKIP_UNLESS_RECORDED();
-  ASSERT_SIZE(MemresResourceOps, 144);
-  ASSERT_OFFSET(MemresResourceOps, version, 0);
-  ASSERT_OFFSET(MemresResourceOps, init, 8);
-  ASSERT_OFFSET(MemresResourceOps, finalize, 16);
-  ASSERT_OFFSET(MemresResourceOps, allocate, 24);
-  ASSERT_OFFSET(MemresResourceOps, deallocate, 32);
-  ASSERT_OFFSET(MemresResourceOps, query, 40);
-  ASSERT_OFFSET(MemresResourceOps, get_stats, 48);
-  ASSERT_OFFSET(MemresResourceOps, reset_stats, 56);
-  ASSERT_OFFSET(MemresResourceOps, trim, 64);
-  ASSERT_OFFSET(MemresResourceOps, set_access, 72);
-  ASSERT_OFFSET(MemresResourceOps, get_access, 80);
-  ASSERT_OFFSET(MemresResourceOps, export_handle, 88);
-  ASSERT_OFFSET(MemresResourceOps, import_handle, 96);
-  ASSERT_OFFSET(MemresResourceOps, export_buffer, 104);
-  ASSERT_OFFSET(MemresResourceOps, import_buffer, 112);
-  ASSERT_OFFSET(MemresResourceOps, resize, 120);
+  SKIP_UNLESS_RECORDED ();
+  ASSERT_SIZE (MemresResourceOps, 144);
+  ASSERT_OFFSET (MemresResourceOps, version, 0);
+  ASSERT_OFFSET (MemresResourceOps, init, 8);
+  ASSERT_OFFSET (MemresResourceOps, finalize, 16);
+  ASSERT_OFFSET (MemresResourceOps, allocate, 24);
+  ASSERT_OFFSET (MemresResourceOps, deallocate, 32);
+  ASSERT_OFFSET (MemresResourceOps, query, 40);
+  ASSERT_OFFSET (MemresResourceOps, get_stats, 48);
+  ASSERT_OFFSET (MemresResourceOps, reset_stats, 56);
+  ASSERT_OFFSET (MemresResourceOps, trim, 64);
+  ASSERT_OFFSET (MemresResourceOps, set_access, 72);
+  ASSERT_OFFSET (MemresResourceOps, get_access, 80);
+  ASSERT_OFFSET (MemresResourceOps, export_handle, 88);
+  ASSERT_OFFSET (MemresResourceOps, import_handle, 96);
+  ASSERT_OFFSET (MemresResourceOps, export_buffer, 104);
+  ASSERT_OFFSET (MemresResourceOps, import_buffer, 112);
+  ASSERT_OFFSET (MemresResourceOps, resize, 120);
   /* version 2 (ABI 1.1) */
-  ASSERT_OFFSET(MemresResourceOps, export_chunks, 128);
-  ASSERT_OFFSET(MemresResourceOps, import_chunks, 136);
+  ASSERT_OFFSET (MemresResourceOps, export_chunks, 128);
+  ASSERT_OFFSET (MemresResourceOps, import_chunks, 136);
 }
 
 /* The signatures of the slots: changing one breaks plugins as surely as moving it. */
 static void
-test_resource_ops_signatures(void)
+test_resource_ops_signatures (void)
 {
-  ASSERT_FIELD_TYPE(MemresResourceOps, version, guint32);
-  ASSERT_FIELD_TYPE(MemresResourceOps, init,
-                    gboolean(*)(MemresResource *, const MemresOptions *, GError **));
-  ASSERT_FIELD_TYPE(MemresResourceOps, finalize, void (*)(MemresResource *));
-  ASSERT_FIELD_TYPE(
+  ASSERT_FIELD_TYPE (MemresResourceOps, version, guint32);
+  ASSERT_FIELD_TYPE (MemresResourceOps, init,
+                     gboolean (*) (MemresResource *, const MemresOptions *, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, finalize, void (*) (MemresResource *));
+  ASSERT_FIELD_TYPE (
       MemresResourceOps, allocate,
-      gboolean(*)(MemresResource *, gsize, MemresStream, MemresAllocation *, GError **));
-  ASSERT_FIELD_TYPE(MemresResourceOps, deallocate,
-                    gboolean(*)(MemresResource *, MemresAllocation *, MemresStream, GError **));
-  ASSERT_FIELD_TYPE(MemresResourceOps, query, void (*)(MemresResource *, MemresResourceInfo *));
-  ASSERT_FIELD_TYPE(MemresResourceOps, get_stats,
-                    gboolean(*)(MemresResource *, MemresStats *, GError **));
-  ASSERT_FIELD_TYPE(MemresResourceOps, reset_stats, gboolean(*)(MemresResource *, GError **));
-  ASSERT_FIELD_TYPE(MemresResourceOps, trim, gboolean(*)(MemresResource *, gsize, GError **));
-  ASSERT_FIELD_TYPE(MemresResourceOps, set_access,
-                    gboolean(*)(MemresResource *, const MemresAccessDesc *, guint, GError **));
-  ASSERT_FIELD_TYPE(MemresResourceOps, get_access,
-                    gboolean(*)(MemresResource *, gint, MemresAccess *, GError **));
-  ASSERT_FIELD_TYPE(MemresResourceOps, export_handle,
-                    gboolean(*)(MemresResource *, MemresIpcHandle **, GError **));
-  ASSERT_FIELD_TYPE(MemresResourceOps, import_handle,
-                    gboolean(*)(MemresResource *, const MemresIpcHandle *, GError **));
-  ASSERT_FIELD_TYPE(
+      gboolean (*) (MemresResource *, gsize, MemresStream, MemresAllocation *, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, deallocate,
+                     gboolean (*) (MemresResource *, MemresAllocation *, MemresStream, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, query, void (*) (MemresResource *, MemresResourceInfo *));
+  ASSERT_FIELD_TYPE (MemresResourceOps, get_stats,
+                     gboolean (*) (MemresResource *, MemresStats *, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, reset_stats, gboolean (*) (MemresResource *, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, trim, gboolean (*) (MemresResource *, gsize, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, set_access,
+                     gboolean (*) (MemresResource *, const MemresAccessDesc *, guint, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, get_access,
+                     gboolean (*) (MemresResource *, gint, MemresAccess *, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, export_handle,
+                     gboolean (*) (MemresResource *, MemresIpcHandle **, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, import_handle,
+                     gboolean (*) (MemresResource *, const MemresIpcHandle *, GError **));
+  ASSERT_FIELD_TYPE (
       MemresResourceOps, export_buffer,
-      gboolean(*)(MemresResource *, const MemresAllocation *, MemresBufferExport *, GError **));
-  ASSERT_FIELD_TYPE(MemresResourceOps, import_buffer,
-                    gboolean(*)(MemresResource *, const MemresBufferExport *, MemresStream,
-                                MemresAllocation *, GError **));
-  ASSERT_FIELD_TYPE(
+      gboolean (*) (MemresResource *, const MemresAllocation *, MemresBufferExport *, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, import_buffer,
+                     gboolean (*) (MemresResource *, const MemresBufferExport *, MemresStream,
+                                   MemresAllocation *, GError **));
+  ASSERT_FIELD_TYPE (
       MemresResourceOps, resize,
-      gboolean(*)(MemresResource *, MemresAllocation *, gsize, MemresStream, GError **));
-  ASSERT_FIELD_TYPE(
+      gboolean (*) (MemresResource *, MemresAllocation *, gsize, MemresStream, GError **));
+  ASSERT_FIELD_TYPE (
       MemresResourceOps, export_chunks,
-      gboolean(*)(MemresResource *, const MemresAllocation *, MemresBufferChunks *, GError **));
-  ASSERT_FIELD_TYPE(MemresResourceOps, import_chunks,
-                    gboolean(*)(MemresResource *, const MemresBufferChunks *, MemresStream,
-                                MemresAllocation *, GError **));
+      gboolean (*) (MemresResource *, const MemresAllocation *, MemresBufferChunks *, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, import_chunks,
+                     gboolean (*) (MemresResource *, const MemresBufferChunks *, MemresStream,
+                                   MemresAllocation *, GError **));
 }
 
 static void
-test_kind_info(void)
+test_kind_info (void)
 {
-  SKIP_UNLESS_RECORDED();
-  ASSERT_SIZE(MemresKindInfo, 56);
-  ASSERT_OFFSET(MemresKindInfo, struct_size, 0);
-  ASSERT_OFFSET(MemresKindInfo, name, 8);
-  ASSERT_OFFSET(MemresKindInfo, description, 16);
-  ASSERT_OFFSET(MemresKindInfo, options, 24);
-  ASSERT_OFFSET(MemresKindInfo, n_options, 32);
-  ASSERT_OFFSET(MemresKindInfo, ops, 40);
-  ASSERT_OFFSET(MemresKindInfo, instance_size, 48);
-  ASSERT_FIELD_TYPE(MemresKindInfo, struct_size, gsize);
-  ASSERT_FIELD_TYPE(MemresKindInfo, n_options, guint);
-  ASSERT_FIELD_TYPE(MemresKindInfo, instance_size, gsize);
+  SKIP_UNLESS_RECORDED ();
+  ASSERT_SIZE (MemresKindInfo, 56);
+  ASSERT_OFFSET (MemresKindInfo, struct_size, 0);
+  ASSERT_OFFSET (MemresKindInfo, name, 8);
+  ASSERT_OFFSET (MemresKindInfo, description, 16);
+  ASSERT_OFFSET (MemresKindInfo, options, 24);
+  ASSERT_OFFSET (MemresKindInfo, n_options, 32);
+  ASSERT_OFFSET (MemresKindInfo, ops, 40);
+  ASSERT_OFFSET (MemresKindInfo, instance_size, 48);
+  ASSERT_FIELD_TYPE (MemresKindInfo, struct_size, gsize);
+  ASSERT_FIELD_TYPE (MemresKindInfo, n_options, guint);
+  ASSERT_FIELD_TYPE (MemresKindInfo, instance_size, gsize);
 }
 
 static void
-test_option_spec(void)
+test_option_spec (void)
 {
-  SKIP_UNLESS_RECORDED();
-  ASSERT_SIZE(MemresOptionSpec, 56);
-  ASSERT_OFFSET(MemresOptionSpec, name, 0);
-  ASSERT_OFFSET(MemresOptionSpec, type, 8);
-  ASSERT_OFFSET(MemresOptionSpec, default_value, 16);
-  ASSERT_OFFSET(MemresOptionSpec, doc, 24);
-  ASSERT_OFFSET(MemresOptionSpec, choices, 32);
-  ASSERT_OFFSET(MemresOptionSpec, min, 40);
-  ASSERT_OFFSET(MemresOptionSpec, max, 48);
-  ASSERT_FIELD_TYPE(MemresOptionSpec, choices, const char *const *);
-  ASSERT_FIELD_TYPE(MemresOptionSpec, min, gint64);
-  ASSERT_FIELD_TYPE(MemresOptionSpec, max, gint64);
+  SKIP_UNLESS_RECORDED ();
+  ASSERT_SIZE (MemresOptionSpec, 56);
+  ASSERT_OFFSET (MemresOptionSpec, name, 0);
+  ASSERT_OFFSET (MemresOptionSpec, type, 8);
+  ASSERT_OFFSET (MemresOptionSpec, default_value, 16);
+  ASSERT_OFFSET (MemresOptionSpec, doc, 24);
+  ASSERT_OFFSET (MemresOptionSpec, choices, 32);
+  ASSERT_OFFSET (MemresOptionSpec, min, 40);
+  ASSERT_OFFSET (MemresOptionSpec, max, 48);
+  ASSERT_FIELD_TYPE (MemresOptionSpec, choices, const char *const *);
+  ASSERT_FIELD_TYPE (MemresOptionSpec, min, gint64);
+  ASSERT_FIELD_TYPE (MemresOptionSpec, max, gint64);
 }
 
 static void
-test_types(void)
+test_types (void)
 {
-  SKIP_UNLESS_RECORDED();
-  ASSERT_SIZE(MemresAccessDesc, 8);
-  ASSERT_OFFSET(MemresAccessDesc, device, 0);
-  ASSERT_OFFSET(MemresAccessDesc, access, 4);
+  SKIP_UNLESS_RECORDED ();
+  ASSERT_SIZE (MemresAccessDesc, 8);
+  ASSERT_OFFSET (MemresAccessDesc, device, 0);
+  ASSERT_OFFSET (MemresAccessDesc, access, 4);
 
-  ASSERT_SIZE(MemresStats, 40);
-  ASSERT_OFFSET(MemresStats, reserved_current, 0);
-  ASSERT_OFFSET(MemresStats, reserved_high, 8);
-  ASSERT_OFFSET(MemresStats, used_current, 16);
-  ASSERT_OFFSET(MemresStats, used_high, 24);
-  ASSERT_OFFSET(MemresStats, n_buffers, 32);
+  ASSERT_SIZE (MemresStats, 40);
+  ASSERT_OFFSET (MemresStats, reserved_current, 0);
+  ASSERT_OFFSET (MemresStats, reserved_high, 8);
+  ASSERT_OFFSET (MemresStats, used_current, 16);
+  ASSERT_OFFSET (MemresStats, used_high, 24);
+  ASSERT_OFFSET (MemresStats, n_buffers, 32);
 
-  ASSERT_SIZE(MemresBufferDescriptor, 160);
-  ASSERT_OFFSET(MemresBufferDescriptor, bytes, 0);
-  g_assert_cmpuint(G_ALIGNOF(MemresBufferDescriptor), ==, 1);
+  ASSERT_SIZE (MemresBufferDescriptor, 160);
+  ASSERT_OFFSET (MemresBufferDescriptor, bytes, 0);
+  g_assert_cmpuint (G_ALIGNOF (MemresBufferDescriptor), ==, 1);
 
   /* MemresStream is the driver's CUstream. */
-  g_assert_true(__builtin_types_compatible_p(MemresStream, CUstream));
+  g_assert_true (__builtin_types_compatible_p (MemresStream, CUstream));
 }
 
 static void
-test_constants(void)
+test_constants (void)
 {
-  g_assert_cmpint(MEMRES_IPC_ID_SIZE, ==, 16);
-  g_assert_cmpint(MEMRES_IPC_MAX_CHUNKS, ==, 64); /* since 1.1 */
-  g_assert_cmpint(MEMRES_BUFFER_DESCRIPTOR_SIZE, ==, 160);
-  g_assert_true(MEMRES_STREAM_LEGACY == (MemresStream)0x1);
-  g_assert_true(MEMRES_STREAM_LEGACY == CU_STREAM_LEGACY);
+  g_assert_cmpint (MEMRES_IPC_ID_SIZE, ==, 16);
+  g_assert_cmpint (MEMRES_IPC_MAX_CHUNKS, ==, 64); /* since 1.1 */
+  g_assert_cmpint (MEMRES_BUFFER_DESCRIPTOR_SIZE, ==, 160);
+  g_assert_true (MEMRES_STREAM_LEGACY == (MemresStream) 0x1);
+  g_assert_true (MEMRES_STREAM_LEGACY == CU_STREAM_LEGACY);
 }
 
 static void
-test_enums(void)
+test_enums (void)
 {
-  SKIP_UNLESS_RECORDED();
-  ASSERT_SIZE(MemresMemoryFlags, 4);
-  ASSERT_SIZE(MemresAccess, 4);
-  ASSERT_SIZE(MemresOptionType, 4);
-  ASSERT_SIZE(MemresError, 4);
-  ASSERT_SIZE(MemresPluginError, 4);
-  ASSERT_SIZE(MemresIpcFlags, 4);
+  SKIP_UNLESS_RECORDED ();
+  ASSERT_SIZE (MemresMemoryFlags, 4);
+  ASSERT_SIZE (MemresAccess, 4);
+  ASSERT_SIZE (MemresOptionType, 4);
+  ASSERT_SIZE (MemresError, 4);
+  ASSERT_SIZE (MemresPluginError, 4);
+  ASSERT_SIZE (MemresIpcFlags, 4);
 
-  g_assert_cmpint(MEMRES_MEMORY_DEVICE_ACCESSIBLE, ==, 1);
-  g_assert_cmpint(MEMRES_MEMORY_HOST_ACCESSIBLE, ==, 2);
-  g_assert_cmpint(MEMRES_MEMORY_IPC_ENABLED, ==, 4);
-  g_assert_cmpint(MEMRES_MEMORY_IMPORTED, ==, 8);
-  g_assert_cmpint(MEMRES_MEMORY_RESIZABLE, ==, 16);
-  g_assert_cmpint(MEMRES_MEMORY_STREAM_ORDERED, ==, 32);
+  g_assert_cmpint (MEMRES_MEMORY_DEVICE_ACCESSIBLE, ==, 1);
+  g_assert_cmpint (MEMRES_MEMORY_HOST_ACCESSIBLE, ==, 2);
+  g_assert_cmpint (MEMRES_MEMORY_IPC_ENABLED, ==, 4);
+  g_assert_cmpint (MEMRES_MEMORY_IMPORTED, ==, 8);
+  g_assert_cmpint (MEMRES_MEMORY_RESIZABLE, ==, 16);
+  g_assert_cmpint (MEMRES_MEMORY_STREAM_ORDERED, ==, 32);
 
   /* Equal to the driver's values by design. */
-  g_assert_cmpint(MEMRES_ACCESS_NONE, ==, 0);
-  g_assert_cmpint(MEMRES_ACCESS_READ, ==, 1);
-  g_assert_cmpint(MEMRES_ACCESS_READWRITE, ==, 3);
-  g_assert_cmpint(MEMRES_ACCESS_NONE, ==, CU_MEM_ACCESS_FLAGS_PROT_NONE);
-  g_assert_cmpint(MEMRES_ACCESS_READ, ==, CU_MEM_ACCESS_FLAGS_PROT_READ);
-  g_assert_cmpint(MEMRES_ACCESS_READWRITE, ==, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  g_assert_cmpint (MEMRES_ACCESS_NONE, ==, 0);
+  g_assert_cmpint (MEMRES_ACCESS_READ, ==, 1);
+  g_assert_cmpint (MEMRES_ACCESS_READWRITE, ==, 3);
+  g_assert_cmpint (MEMRES_ACCESS_NONE, ==, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+  g_assert_cmpint (MEMRES_ACCESS_READ, ==, CU_MEM_ACCESS_FLAGS_PROT_READ);
+  g_assert_cmpint (MEMRES_ACCESS_READWRITE, ==, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
 
-  g_assert_cmpint(MEMRES_OPTION_BOOL, ==, 0);
-  g_assert_cmpint(MEMRES_OPTION_INT, ==, 1);
-  g_assert_cmpint(MEMRES_OPTION_SIZE, ==, 2);
-  g_assert_cmpint(MEMRES_OPTION_ENUM, ==, 3);
-  g_assert_cmpint(MEMRES_OPTION_STRING, ==, 4);
-  g_assert_cmpint(MEMRES_OPTION_INT_LIST, ==, 5);
+  g_assert_cmpint (MEMRES_OPTION_BOOL, ==, 0);
+  g_assert_cmpint (MEMRES_OPTION_INT, ==, 1);
+  g_assert_cmpint (MEMRES_OPTION_SIZE, ==, 2);
+  g_assert_cmpint (MEMRES_OPTION_ENUM, ==, 3);
+  g_assert_cmpint (MEMRES_OPTION_STRING, ==, 4);
+  g_assert_cmpint (MEMRES_OPTION_INT_LIST, ==, 5);
 
-  g_assert_cmpint(MEMRES_ERROR_FAILED, ==, 0);
-  g_assert_cmpint(MEMRES_ERROR_INVALID_ARGUMENT, ==, 1);
-  g_assert_cmpint(MEMRES_ERROR_NOT_FOUND, ==, 2);
-  g_assert_cmpint(MEMRES_ERROR_EXISTS, ==, 3);
-  g_assert_cmpint(MEMRES_ERROR_NOT_SUPPORTED, ==, 4);
-  g_assert_cmpint(MEMRES_ERROR_OUT_OF_MEMORY, ==, 5);
-  g_assert_cmpint(MEMRES_ERROR_CLOSED, ==, 6);
-  g_assert_cmpint(MEMRES_ERROR_NO_DRIVER, ==, 7);
-  g_assert_cmpint(MEMRES_ERROR_NO_DEVICE, ==, 8);
-  g_assert_cmpint(MEMRES_ERROR_WRONG_DEVICE, ==, 9);
-  g_assert_cmpint(MEMRES_ERROR_INVALID_DESCRIPTOR, ==, 10);
-  g_assert_cmpint(MEMRES_ERROR_PERMISSION_DENIED, ==, 11);
+  g_assert_cmpint (MEMRES_ERROR_FAILED, ==, 0);
+  g_assert_cmpint (MEMRES_ERROR_INVALID_ARGUMENT, ==, 1);
+  g_assert_cmpint (MEMRES_ERROR_NOT_FOUND, ==, 2);
+  g_assert_cmpint (MEMRES_ERROR_EXISTS, ==, 3);
+  g_assert_cmpint (MEMRES_ERROR_NOT_SUPPORTED, ==, 4);
+  g_assert_cmpint (MEMRES_ERROR_OUT_OF_MEMORY, ==, 5);
+  g_assert_cmpint (MEMRES_ERROR_CLOSED, ==, 6);
+  g_assert_cmpint (MEMRES_ERROR_NO_DRIVER, ==, 7);
+  g_assert_cmpint (MEMRES_ERROR_NO_DEVICE, ==, 8);
+  g_assert_cmpint (MEMRES_ERROR_WRONG_DEVICE, ==, 9);
+  g_assert_cmpint (MEMRES_ERROR_INVALID_DESCRIPTOR, ==, 10);
+  g_assert_cmpint (MEMRES_ERROR_PERMISSION_DENIED, ==, 11);
 
-  g_assert_cmpint(MEMRES_PLUGIN_ERROR_MODULE, ==, 0);
-  g_assert_cmpint(MEMRES_PLUGIN_ERROR_SYMBOL, ==, 1);
-  g_assert_cmpint(MEMRES_PLUGIN_ERROR_ABI_MISMATCH, ==, 2);
-  g_assert_cmpint(MEMRES_PLUGIN_ERROR_NAME_MISMATCH, ==, 3);
-  g_assert_cmpint(MEMRES_PLUGIN_ERROR_INIT_FAILED, ==, 4);
+  g_assert_cmpint (MEMRES_PLUGIN_ERROR_MODULE, ==, 0);
+  g_assert_cmpint (MEMRES_PLUGIN_ERROR_SYMBOL, ==, 1);
+  g_assert_cmpint (MEMRES_PLUGIN_ERROR_ABI_MISMATCH, ==, 2);
+  g_assert_cmpint (MEMRES_PLUGIN_ERROR_NAME_MISMATCH, ==, 3);
+  g_assert_cmpint (MEMRES_PLUGIN_ERROR_INIT_FAILED, ==, 4);
 
-  g_assert_cmpint(MEMRES_IPC_NONE, ==, 0);
-  g_assert_cmpint(MEMRES_IPC_ALLOW_ANY_UID, ==, 1);
+  g_assert_cmpint (MEMRES_IPC_NONE, ==, 0);
+  g_assert_cmpint (MEMRES_IPC_ALLOW_ANY_UID, ==, 1);
 }
 
 /* The driver table, in order: entries are only ever appended. */
@@ -432,33 +432,33 @@ typedef struct
   gsize offset;
 } Entry;
 
-#define ENTRY_OF_(name) { #name, offsetof(MemresCudaDriver, name) },
-static const Entry table_entries[] = { MEMRES_CUDA_FOREACH_ENTRY(ENTRY_OF_) };
+#define ENTRY_OF_(name) { #name, offsetof (MemresCudaDriver, name) },
+static const Entry table_entries[] = { MEMRES_CUDA_FOREACH_ENTRY (ENTRY_OF_) };
 #undef ENTRY_OF_
 
 static void
-test_cuda_driver(void)
+test_cuda_driver (void)
 {
-  SKIP_UNLESS_RECORDED();
-  ASSERT_OFFSET(MemresCudaDriver, struct_size, 0);
-  ASSERT_OFFSET(MemresCudaDriver, driver_version, 4);
-  ASSERT_OFFSET(MemresCudaDriver, path, 8);
-  ASSERT_FIELD_TYPE(MemresCudaDriver, struct_size, guint32);
-  ASSERT_FIELD_TYPE(MemresCudaDriver, driver_version, gint);
+  SKIP_UNLESS_RECORDED ();
+  ASSERT_OFFSET (MemresCudaDriver, struct_size, 0);
+  ASSERT_OFFSET (MemresCudaDriver, driver_version, 4);
+  ASSERT_OFFSET (MemresCudaDriver, path, 8);
+  ASSERT_FIELD_TYPE (MemresCudaDriver, struct_size, guint32);
+  ASSERT_FIELD_TYPE (MemresCudaDriver, driver_version, gint);
 
-  g_assert_cmpuint(G_N_ELEMENTS(table_entries), ==, G_N_ELEMENTS(recorded_entries));
-  for (gsize i = 0; i < G_N_ELEMENTS(recorded_entries); i++)
+  g_assert_cmpuint (G_N_ELEMENTS (table_entries), ==, G_N_ELEMENTS (recorded_entries));
+  for (gsize i = 0; i < G_N_ELEMENTS (recorded_entries); i++)
     {
-      g_assert_cmpstr(table_entries[i].name, ==, recorded_entries[i]);
-      g_assert_cmpuint(table_entries[i].offset, ==, 16 + 8 * i);
+      g_assert_cmpstr (table_entries[i].name, ==, recorded_entries[i]);
+      g_assert_cmpuint (table_entries[i].offset, ==, 16 + 8 * i);
     }
-  ASSERT_SIZE(MemresCudaDriver, 16 + 8 * G_N_ELEMENTS(recorded_entries));
-  ASSERT_SIZE(MemresCudaDriver, 648);
+  ASSERT_SIZE (MemresCudaDriver, 16 + 8 * G_N_ELEMENTS (recorded_entries));
+  ASSERT_SIZE (MemresCudaDriver, 648);
 }
 
 /* The entries a driver must have: a longer list would refuse drivers that used to load. */
 static void
-test_cuda_driver_required(void)
+test_cuda_driver_required (void)
 {
   static const char *const recorded[] = {
     "cuInit",          "cuDriverGetVersion", "cuGetErrorName",       "cuGetErrorString",
@@ -466,36 +466,36 @@ test_cuda_driver_required(void)
     "cuCtxGetCurrent", "cuCtxSetCurrent",
   };
 #define NAME_OF_(name) #name,
-  static const char *const required[] = { MEMRES_CUDA_FOREACH_REQUIRED_ENTRY(NAME_OF_) };
+  static const char *const required[] = { MEMRES_CUDA_FOREACH_REQUIRED_ENTRY (NAME_OF_) };
 #undef NAME_OF_
 
-  g_assert_cmpuint(G_N_ELEMENTS(required), ==, G_N_ELEMENTS(recorded));
-  for (gsize i = 0; i < G_N_ELEMENTS(recorded); i++)
-    g_assert_cmpstr(required[i], ==, recorded[i]);
+  g_assert_cmpuint (G_N_ELEMENTS (required), ==, G_N_ELEMENTS (recorded));
+  for (gsize i = 0; i < G_N_ELEMENTS (recorded); i++)
+    g_assert_cmpstr (required[i], ==, recorded[i]);
 }
 
 /* Loading plugins built for other ABI versions (tests/plugins/abi/). */
 
 static gboolean
-abi_plugins_available(void)
+abi_plugins_available (void)
 {
-  if (g_getenv("MEMRES_TEST_PLUGIN_DIR") == NULL)
+  if (g_getenv ("MEMRES_TEST_PLUGIN_DIR") == NULL)
     {
-      g_test_skip("MEMRES_TEST_PLUGIN_DIR is not set (run through meson test)");
+      g_test_skip ("MEMRES_TEST_PLUGIN_DIR is not set (run through meson test)");
       return FALSE;
     }
   return TRUE;
 }
 
 static gboolean
-kind_is_listed(const char *name)
+kind_is_listed (const char *name)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) kinds = memres_registry_list_kinds(&error);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) kinds = memres_registry_list_kinds (&error);
 
-  g_assert_no_error(error);
+  g_assert_no_error (error);
   for (guint i = 0; i < kinds->len; i++)
-    if (g_strcmp0(memres_kind_get_name(g_ptr_array_index(kinds, i)), name) == 0)
+    if (g_strcmp0 (memres_kind_get_name (g_ptr_array_index (kinds, i)), name) == 0)
       return TRUE;
   return FALSE;
 }
@@ -503,123 +503,123 @@ kind_is_listed(const char *name)
 /* @name is refused with ABI_MISMATCH, by lookup and by resource creation, and never registers
  * its kind (its init, which would register it, does not run). */
 static void
-assert_refused(const char *name)
+assert_refused (const char *name)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresKind) kind = NULL;
-  g_autoptr(MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresKind) kind = NULL;
+  g_autoptr (MemresResource) mr = NULL;
 
-  kind = memres_registry_lookup(name, &error);
-  g_assert_null(kind);
-  g_assert_error(error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH);
-  g_assert_nonnull(strstr(error->message, name));
-  g_clear_error(&error);
+  kind = memres_registry_lookup (name, &error);
+  g_assert_null (kind);
+  g_assert_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH);
+  g_assert_nonnull (strstr (error->message, name));
+  g_clear_error (&error);
 
   /* Refused again on a second try: a failed load leaves nothing behind. */
-  mr = memres_resource_new(name, &error);
-  g_assert_null(mr);
-  g_assert_error(error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH);
+  mr = memres_resource_new (name, &error);
+  g_assert_null (mr);
+  g_assert_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH);
 
-  g_assert_false(kind_is_listed(name));
+  g_assert_false (kind_is_listed (name));
 }
 
 static void
-test_load_newer_minor(void)
+test_load_newer_minor (void)
 {
-  if (!abi_plugins_available())
+  if (!abi_plugins_available ())
     return;
-  assert_refused("abinewer");
+  assert_refused ("abinewer");
 }
 
 static void
-test_load_newer_major(void)
+test_load_newer_major (void)
 {
-  if (!abi_plugins_available())
+  if (!abi_plugins_available ())
     return;
-  assert_refused("abimajor");
+  assert_refused ("abimajor");
 }
 
 static void
-test_load_older_minor(void)
+test_load_older_minor (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = NULL;
-  g_autoptr(MemresBuffer) buf = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
   guint8 *p;
 
-  if (!abi_plugins_available())
+  if (!abi_plugins_available ())
     return;
 
-  mr = mt_new_ok("abiolder");
-  g_assert_nonnull(mr);
-  g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "abiolder");
-  g_assert_cmpint(memres_resource_get_device(mr), ==, -1);
-  g_assert_true(memres_resource_is_host_accessible(mr));
-  g_assert_true(kind_is_listed("abiolder"));
+  mr = mt_new_ok ("abiolder");
+  g_assert_nonnull (mr);
+  g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "abiolder");
+  g_assert_cmpint (memres_resource_get_device (mr), ==, -1);
+  g_assert_true (memres_resource_is_host_accessible (mr));
+  g_assert_true (kind_is_listed ("abiolder"));
   {
-    g_autoptr(MemresKind) kind = memres_registry_lookup("abiolder", &error);
-    g_assert_no_error(error);
-    g_assert_cmpstr(memres_kind_get_plugin_name(kind), ==, "abiolder");
-    g_assert_true(g_str_has_suffix(memres_kind_get_plugin_path(kind), "libmemres-abiolder.so"));
+    g_autoptr (MemresKind) kind = memres_registry_lookup ("abiolder", &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (memres_kind_get_plugin_name (kind), ==, "abiolder");
+    g_assert_true (g_str_has_suffix (memres_kind_get_plugin_path (kind), "libmemres-abiolder.so"));
   }
 
-  buf = mt_alloc_ok(mr, 4096, NULL);
-  g_assert_cmpuint(memres_buffer_get_size(buf), ==, 4096);
-  p = memres_buffer_get_pointer(buf);
-  g_assert_nonnull(p);
-  mt_fill_pattern(p, 4096, 7);
-  mt_assert_pattern(p, 4096, 7);
+  buf = mt_alloc_ok (mr, 4096, NULL);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 4096);
+  p = memres_buffer_get_pointer (buf);
+  g_assert_nonnull (p);
+  mt_fill_pattern (p, 4096, 7);
+  mt_assert_pattern (p, 4096, 7);
   /* A version-1 ops table has no chunk slots: the core treats them as missing. */
   {
     int sv[2];
 
-    g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
-    g_assert_false(memres_ipc_send_buffer(sv[0], buf, &error));
-    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-    g_clear_error(&error);
-    close(sv[0]);
-    close(sv[1]);
+    g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+    g_assert_false (memres_ipc_send_buffer (sv[0], buf, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+    g_clear_error (&error);
+    close (sv[0]);
+    close (sv[1]);
   }
-  g_assert_true(memres_buffer_close(buf, NULL, &error));
-  g_assert_no_error(error);
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  g_assert_no_error (error);
 }
 
 int
-main(int argc, char **argv)
+main (int argc, char **argv)
 {
-  const char *test_plugins = g_getenv("MEMRES_TEST_PLUGIN_DIR");
+  const char *test_plugins = g_getenv ("MEMRES_TEST_PLUGIN_DIR");
 
   /* Before any memres call: the ABI test plugins live in tests/plugins/abi of the build tree. */
   if (test_plugins != NULL)
     {
-      g_autofree char *abi_dir = g_build_filename(test_plugins, "abi", NULL);
-      const char *path = g_getenv("MEMRES_PLUGIN_PATH");
+      g_autofree char *abi_dir = g_build_filename (test_plugins, "abi", NULL);
+      const char *path = g_getenv ("MEMRES_PLUGIN_PATH");
       g_autofree char *joined = path != NULL && path[0] != '\0'
-                                    ? g_strjoin(G_SEARCHPATH_SEPARATOR_S, abi_dir, path, NULL)
-                                    : g_strdup(abi_dir);
-      g_setenv("MEMRES_PLUGIN_PATH", joined, TRUE);
+                                    ? g_strjoin (G_SEARCHPATH_SEPARATOR_S, abi_dir, path, NULL)
+                                    : g_strdup (abi_dir);
+      g_setenv ("MEMRES_PLUGIN_PATH", joined, TRUE);
     }
-  mt_init(&argc, &argv);
+  mt_init (&argc, &argv);
 
-  g_test_add_func("/abi/version", test_version);
-  g_test_add_func("/abi/plugin-desc/layout", test_plugin_desc);
-  g_test_add_func("/abi/plugin-desc/define", test_plugin_define);
-  g_test_add_func("/abi/allocation", test_allocation);
-  g_test_add_func("/abi/resource-info", test_resource_info);
-  g_test_add_func("/abi/buffer-export", test_buffer_export);
-  g_test_add_func("/abi/buffer-chunks", test_buffer_chunks);
-  g_test_add_func("/abi/resource-ops/layout", test_resource_ops);
-  g_test_add_func("/abi/resource-ops/signatures", test_resource_ops_signatures);
-  g_test_add_func("/abi/kind-info", test_kind_info);
-  g_test_add_func("/abi/option-spec", test_option_spec);
-  g_test_add_func("/abi/types", test_types);
-  g_test_add_func("/abi/constants", test_constants);
-  g_test_add_func("/abi/enums", test_enums);
-  g_test_add_func("/abi/cuda-driver/layout", test_cuda_driver);
-  g_test_add_func("/abi/cuda-driver/required", test_cuda_driver_required);
-  g_test_add_func("/abi/load/newer-minor", test_load_newer_minor);
-  g_test_add_func("/abi/load/newer-major", test_load_newer_major);
-  g_test_add_func("/abi/load/older-minor", test_load_older_minor);
+  g_test_add_func ("/abi/version", test_version);
+  g_test_add_func ("/abi/plugin-desc/layout", test_plugin_desc);
+  g_test_add_func ("/abi/plugin-desc/define", test_plugin_define);
+  g_test_add_func ("/abi/allocation", test_allocation);
+  g_test_add_func ("/abi/resource-info", test_resource_info);
+  g_test_add_func ("/abi/buffer-export", test_buffer_export);
+  g_test_add_func ("/abi/buffer-chunks", test_buffer_chunks);
+  g_test_add_func ("/abi/resource-ops/layout", test_resource_ops);
+  g_test_add_func ("/abi/resource-ops/signatures", test_resource_ops_signatures);
+  g_test_add_func ("/abi/kind-info", test_kind_info);
+  g_test_add_func ("/abi/option-spec", test_option_spec);
+  g_test_add_func ("/abi/types", test_types);
+  g_test_add_func ("/abi/constants", test_constants);
+  g_test_add_func ("/abi/enums", test_enums);
+  g_test_add_func ("/abi/cuda-driver/layout", test_cuda_driver);
+  g_test_add_func ("/abi/cuda-driver/required", test_cuda_driver_required);
+  g_test_add_func ("/abi/load/newer-minor", test_load_newer_minor);
+  g_test_add_func ("/abi/load/newer-major", test_load_newer_major);
+  g_test_add_func ("/abi/load/older-minor", test_load_older_minor);
 
-  return g_test_run();
+  return g_test_run ();
 }

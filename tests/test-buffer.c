@@ -5,488 +5,488 @@
 #include "testutil.h"
 
 static void
-test_zero_size_skips_kind(void)
+test_zero_size_skips_kind (void)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
   MemresResource *mr;
   MemresBuffer *buf;
 
-  tk_reset();
-  mr = mt_new_ok("tk");
-  buf = mt_alloc_ok(mr, 0, NULL);
-  g_assert_cmpuint(memres_buffer_get_address(buf), ==, 0);
-  g_assert_cmpuint(memres_buffer_get_size(buf), ==, 0);
-  g_assert_true(memres_buffer_get_resource(buf) == mr);
-  mt_close_ok(buf, NULL);
+  tk_reset ();
+  mr = mt_new_ok ("tk");
+  buf = mt_alloc_ok (mr, 0, NULL);
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
+  g_assert_true (memres_buffer_get_resource (buf) == mr);
+  mt_close_ok (buf, NULL);
   /* neither allocate nor deallocate ran */
-  g_assert_cmpint(tk.allocates, ==, 0);
-  g_assert_cmpint(tk.deallocates, ==, 0);
-  memres_resource_unref(mr);
-  g_assert_cmpint(tk.finalizes, ==, 1);
+  g_assert_cmpint (tk.allocates, ==, 0);
+  g_assert_cmpint (tk.deallocates, ==, 0);
+  memres_resource_unref (mr);
+  g_assert_cmpint (tk.finalizes, ==, 1);
 }
 
 static void
-test_close_idempotent(void)
+test_close_idempotent (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
   MemresBuffer *buf;
 
-  tk_reset();
-  mr = mt_new_ok("tk");
-  buf = mt_alloc_ok(mr, 100, NULL);
-  g_assert_false(memres_buffer_is_closed(buf));
-  g_assert_true(memres_buffer_close(buf, NULL, &error));
-  g_assert_true(memres_buffer_is_closed(buf));
-  g_assert_true(memres_buffer_close(buf, NULL, &error));
-  mt_close_ok(buf, MEMRES_STREAM_LEGACY);
-  g_assert_cmpint(tk.allocates, ==, 1);
-  g_assert_cmpint(tk.deallocates, ==, 1);
+  tk_reset ();
+  mr = mt_new_ok ("tk");
+  buf = mt_alloc_ok (mr, 100, NULL);
+  g_assert_false (memres_buffer_is_closed (buf));
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  g_assert_true (memres_buffer_is_closed (buf));
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  mt_close_ok (buf, MEMRES_STREAM_LEGACY);
+  g_assert_cmpint (tk.allocates, ==, 1);
+  g_assert_cmpint (tk.deallocates, ==, 1);
 }
 
 static void
-test_closed_buffer(void)
+test_closed_buffer (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = mt_new_ok("host");
-  g_autoptr(MemresBuffer) buf = mt_alloc_ok(mr, 64, NULL);
-  g_autoptr(MemresBuffer) other = mt_alloc_ok(mr, 64, NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (MemresBuffer) buf = mt_alloc_ok (mr, 64, NULL);
+  g_autoptr (MemresBuffer) other = mt_alloc_ok (mr, 64, NULL);
   guint8 bytes[8] = { 0 };
 
-  g_assert_true(memres_buffer_close(buf, NULL, &error));
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
 
   /* every call but close fails with CLOSED */
 #define ASSERT_CLOSED(call)                                                                        \
   G_STMT_START                                                                                     \
   {                                                                                                \
-    g_assert_false(call);                                                                          \
-    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_CLOSED);                                      \
-    g_clear_error(&error);                                                                         \
+    g_assert_false (call);                                                                         \
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED);                                     \
+    g_clear_error (&error);                                                                        \
   }                                                                                                \
   G_STMT_END
-  ASSERT_CLOSED(memres_buffer_copy_to(buf, other, NULL, &error));
-  ASSERT_CLOSED(memres_buffer_copy_to(other, buf, NULL, &error));
-  ASSERT_CLOSED(memres_buffer_copy_from(buf, other, NULL, &error));
-  ASSERT_CLOSED(memres_buffer_fill(buf, 1, 1, NULL, &error));
-  ASSERT_CLOSED(memres_buffer_read(buf, 0, bytes, 8, NULL, &error));
-  ASSERT_CLOSED(memres_buffer_write(buf, 0, bytes, 8, NULL, &error));
-  ASSERT_CLOSED(memres_buffer_resize(buf, 128, NULL, &error));
-  ASSERT_CLOSED(memres_buffer_set_deallocation_stream(buf, NULL, &error));
+  ASSERT_CLOSED (memres_buffer_copy_to (buf, other, NULL, &error));
+  ASSERT_CLOSED (memres_buffer_copy_to (other, buf, NULL, &error));
+  ASSERT_CLOSED (memres_buffer_copy_from (buf, other, NULL, &error));
+  ASSERT_CLOSED (memres_buffer_fill (buf, 1, 1, NULL, &error));
+  ASSERT_CLOSED (memres_buffer_read (buf, 0, bytes, 8, NULL, &error));
+  ASSERT_CLOSED (memres_buffer_write (buf, 0, bytes, 8, NULL, &error));
+  ASSERT_CLOSED (memres_buffer_resize (buf, 128, NULL, &error));
+  ASSERT_CLOSED (memres_buffer_set_deallocation_stream (buf, NULL, &error));
 #undef ASSERT_CLOSED
 
   /* getters report nothing */
-  g_assert_null(memres_buffer_get_pointer(buf));
-  g_assert_cmpuint(memres_buffer_get_address(buf), ==, 0);
-  g_assert_cmpuint(memres_buffer_get_size(buf), ==, 0);
-  g_assert_cmpint(memres_buffer_get_device(buf), ==, -1);
-  g_assert_null(memres_buffer_get_resource(buf));
-  g_assert_cmpint(memres_buffer_get_flags(buf), ==, 0);
-  g_assert_false(memres_buffer_is_host_accessible(buf));
-  g_assert_null(memres_buffer_get_allocation(buf));
+  g_assert_null (memres_buffer_get_pointer (buf));
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
+  g_assert_cmpint (memres_buffer_get_device (buf), ==, -1);
+  g_assert_null (memres_buffer_get_resource (buf));
+  g_assert_cmpint (memres_buffer_get_flags (buf), ==, 0);
+  g_assert_false (memres_buffer_is_host_accessible (buf));
+  g_assert_null (memres_buffer_get_allocation (buf));
   /* close stays fine */
-  g_assert_true(memres_buffer_close(buf, NULL, &error));
-  g_assert_no_error(error);
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  g_assert_no_error (error);
 }
 
 static void
-test_buffer_holds_resource(void)
+test_buffer_holds_resource (void)
 {
   MemresResource *mr;
   MemresBuffer *a, *b;
 
-  tk_reset();
-  mr = mt_new_ok("tk");
-  a = mt_alloc_ok(mr, 10, NULL);
-  b = mt_alloc_ok(mr, 20, NULL);
-  memres_resource_unref(mr);
+  tk_reset ();
+  mr = mt_new_ok ("tk");
+  a = mt_alloc_ok (mr, 10, NULL);
+  b = mt_alloc_ok (mr, 20, NULL);
+  memres_resource_unref (mr);
   /* the buffers keep the resource alive */
-  g_assert_cmpint(tk.finalizes, ==, 0);
-  g_assert_true(memres_buffer_close(a, NULL, NULL));
-  g_assert_cmpint(tk.finalizes, ==, 0);
-  memres_buffer_unref(a);
-  memres_buffer_unref(b); /* the last unref closes b, then the resource goes */
-  g_assert_cmpint(tk.deallocates, ==, 2);
-  g_assert_cmpint(tk.finalizes, ==, 1);
+  g_assert_cmpint (tk.finalizes, ==, 0);
+  g_assert_true (memres_buffer_close (a, NULL, NULL));
+  g_assert_cmpint (tk.finalizes, ==, 0);
+  memres_buffer_unref (a);
+  memres_buffer_unref (b); /* the last unref closes b, then the resource goes */
+  g_assert_cmpint (tk.deallocates, ==, 2);
+  g_assert_cmpint (tk.finalizes, ==, 1);
 }
 
 static void
-test_ref_keeps_buffer(void)
+test_ref_keeps_buffer (void)
 {
-  g_autoptr(MemresResource) mr = NULL;
+  g_autoptr (MemresResource) mr = NULL;
   MemresBuffer *buf;
 
-  tk_reset();
-  mr = mt_new_ok("tk");
-  buf = mt_alloc_ok(mr, 10, NULL);
-  g_assert_true(memres_buffer_ref(buf) == buf);
-  memres_buffer_unref(buf);
-  g_assert_false(memres_buffer_is_closed(buf));
-  g_assert_cmpint(tk.deallocates, ==, 0);
-  memres_buffer_unref(buf);
-  g_assert_cmpint(tk.deallocates, ==, 1);
+  tk_reset ();
+  mr = mt_new_ok ("tk");
+  buf = mt_alloc_ok (mr, 10, NULL);
+  g_assert_true (memres_buffer_ref (buf) == buf);
+  memres_buffer_unref (buf);
+  g_assert_false (memres_buffer_is_closed (buf));
+  g_assert_cmpint (tk.deallocates, ==, 0);
+  memres_buffer_unref (buf);
+  g_assert_cmpint (tk.deallocates, ==, 1);
 }
 
 static void
-test_deallocation_stream(void)
+test_deallocation_stream (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = mt_new_ok("host");
-  g_autoptr(MemresBuffer) buf = NULL;
-  MemresStream s = (MemresStream)GSIZE_TO_POINTER(0x1234);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (MemresBuffer) buf = NULL;
+  MemresStream s = (MemresStream) GSIZE_TO_POINTER (0x1234);
 
-  buf = mt_alloc_ok(mr, 8, MEMRES_STREAM_LEGACY);
+  buf = mt_alloc_ok (mr, 8, MEMRES_STREAM_LEGACY);
   /* the allocation stream is recorded */
-  g_assert_true(memres_buffer_get_deallocation_stream(buf) == MEMRES_STREAM_LEGACY);
-  g_assert_true(memres_buffer_set_deallocation_stream(buf, s, &error));
-  g_assert_true(memres_buffer_get_deallocation_stream(buf) == s);
+  g_assert_true (memres_buffer_get_deallocation_stream (buf) == MEMRES_STREAM_LEGACY);
+  g_assert_true (memres_buffer_set_deallocation_stream (buf, s, &error));
+  g_assert_true (memres_buffer_get_deallocation_stream (buf) == s);
 }
 
 /* Closing through the last unref logs a failed deallocation, but never the driver's
  * "deinitialized" at process exit. */
 static void
-test_unref_close_failure(void)
+test_unref_close_failure (void)
 {
-  if (g_test_subprocess())
+  if (g_test_subprocess ())
     {
       MemresResource *mr;
       MemresBuffer *buf;
-      const char *mode = g_getenv("TK_MODE");
+      const char *mode = g_getenv ("TK_MODE");
 
-      tk_register();
-      mr = mt_new_ok("tk");
-      buf = mt_alloc_ok(mr, 10, NULL);
+      tk_register ();
+      mr = mt_new_ok ("tk");
+      buf = mt_alloc_ok (mr, 10, NULL);
       tk.dealloc_fail_code
-          = g_strcmp0(mode, "deinit") == 0 ? CUDA_ERROR_DEINITIALIZED : CUDA_ERROR_ILLEGAL_ADDRESS;
-      memres_buffer_unref(buf);
-      memres_resource_unref(mr);
+          = g_strcmp0 (mode, "deinit") == 0 ? CUDA_ERROR_DEINITIALIZED : CUDA_ERROR_ILLEGAL_ADDRESS;
+      memres_buffer_unref (buf);
+      memres_resource_unref (mr);
       return;
     }
-  g_setenv("TK_MODE", "fail", TRUE);
-  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
-  g_test_trap_assert_failed(); /* the warning is fatal under g_test */
-  g_test_trap_assert_stderr("*Closing a buffer of 10 bytes failed*cuMemFreeAsync*");
+  g_setenv ("TK_MODE", "fail", TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed (); /* the warning is fatal under g_test */
+  g_test_trap_assert_stderr ("*Closing a buffer of 10 bytes failed*cuMemFreeAsync*");
 
-  g_setenv("TK_MODE", "deinit", TRUE);
-  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
-  g_test_trap_assert_passed();
-  g_test_trap_assert_stderr("");
-  g_unsetenv("TK_MODE");
+  g_setenv ("TK_MODE", "deinit", TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("");
+  g_unsetenv ("TK_MODE");
 }
 
 static void
-test_close_failure_reported(void)
+test_close_failure_reported (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = NULL;
-  g_autoptr(MemresBuffer) buf = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
 
-  tk_reset();
-  mr = mt_new_ok("tk");
-  buf = mt_alloc_ok(mr, 10, NULL);
+  tk_reset ();
+  mr = mt_new_ok ("tk");
+  buf = mt_alloc_ok (mr, 10, NULL);
   tk.dealloc_fail_code = CUDA_ERROR_ILLEGAL_ADDRESS;
-  g_assert_false(memres_buffer_close(buf, NULL, &error));
-  g_assert_error(error, MEMRES_CUDA_ERROR, CUDA_ERROR_ILLEGAL_ADDRESS);
+  g_assert_false (memres_buffer_close (buf, NULL, &error));
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_ILLEGAL_ADDRESS);
   tk.dealloc_fail_code = 0;
   /* closed all the same, the resource's reference dropped */
-  g_assert_true(memres_buffer_is_closed(buf));
-  g_clear_error(&error);
-  g_assert_true(memres_buffer_close(buf, NULL, &error));
-  g_assert_no_error(error);
+  g_assert_true (memres_buffer_is_closed (buf));
+  g_clear_error (&error);
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  g_assert_no_error (error);
 }
 
 static void
-test_copy(void)
+test_copy (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = mt_new_ok("host");
-  g_autoptr(MemresBuffer) a = mt_alloc_ok(mr, 1000, NULL);
-  g_autoptr(MemresBuffer) b = mt_alloc_ok(mr, 1000, NULL);
-  g_autoptr(MemresBuffer) c = mt_alloc_ok(mr, 1000, NULL);
-  guint8 *pa = memres_buffer_get_pointer(a);
-  guint8 *pb = memres_buffer_get_pointer(b);
-  guint8 *pc = memres_buffer_get_pointer(c);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (MemresBuffer) a = mt_alloc_ok (mr, 1000, NULL);
+  g_autoptr (MemresBuffer) b = mt_alloc_ok (mr, 1000, NULL);
+  g_autoptr (MemresBuffer) c = mt_alloc_ok (mr, 1000, NULL);
+  guint8 *pa = memres_buffer_get_pointer (a);
+  guint8 *pb = memres_buffer_get_pointer (b);
+  guint8 *pc = memres_buffer_get_pointer (c);
   gsize i;
 
   for (i = 0; i < 1000; i++)
-    pa[i] = (guint8)(i ^ 0x5a);
-  memset(pb, 0, 1000);
-  g_assert_true(memres_buffer_copy_to(a, b, NULL, &error));
-  g_assert_no_error(error);
-  g_assert_cmpmem(pa, 1000, pb, 1000);
-  memset(pc, 0, 1000);
-  g_assert_true(memres_buffer_copy_from(c, b, NULL, &error));
-  g_assert_no_error(error);
-  g_assert_cmpmem(pa, 1000, pc, 1000);
+    pa[i] = (guint8) (i ^ 0x5a);
+  memset (pb, 0, 1000);
+  g_assert_true (memres_buffer_copy_to (a, b, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (pa, 1000, pb, 1000);
+  memset (pc, 0, 1000);
+  g_assert_true (memres_buffer_copy_from (c, b, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (pa, 1000, pc, 1000);
 }
 
 static void
-test_copy_size_mismatch(void)
+test_copy_size_mismatch (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = mt_new_ok("host");
-  g_autoptr(MemresBuffer) a = mt_alloc_ok(mr, 100, NULL);
-  g_autoptr(MemresBuffer) b = mt_alloc_ok(mr, 101, NULL);
-  g_autoptr(MemresBuffer) empty = mt_alloc_ok(mr, 0, NULL);
-  guint8 *pb = memres_buffer_get_pointer(b);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (MemresBuffer) a = mt_alloc_ok (mr, 100, NULL);
+  g_autoptr (MemresBuffer) b = mt_alloc_ok (mr, 101, NULL);
+  g_autoptr (MemresBuffer) empty = mt_alloc_ok (mr, 0, NULL);
+  guint8 *pb = memres_buffer_get_pointer (b);
 
-  memset(memres_buffer_get_pointer(a), 1, 100);
-  memset(pb, 2, 101);
-  g_assert_false(memres_buffer_copy_to(a, b, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_assert_nonnull(strstr(error->message, "100"));
-  g_assert_nonnull(strstr(error->message, "101"));
-  g_clear_error(&error);
-  g_assert_false(memres_buffer_copy_from(a, b, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
-  g_assert_false(memres_buffer_copy_to(empty, a, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  memset (memres_buffer_get_pointer (a), 1, 100);
+  memset (pb, 2, 101);
+  g_assert_false (memres_buffer_copy_to (a, b, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "100"));
+  g_assert_nonnull (strstr (error->message, "101"));
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_copy_from (a, b, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_copy_to (empty, a, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   /* nothing was written */
-  g_assert_cmpint(pb[0], ==, 2);
-  g_assert_cmpint(pb[100], ==, 2);
+  g_assert_cmpint (pb[0], ==, 2);
+  g_assert_cmpint (pb[100], ==, 2);
 }
 
 static void
-test_fill(void)
+test_fill (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = mt_new_ok("host");
-  g_autoptr(MemresBuffer) buf = mt_alloc_ok(mr, 64, NULL);
-  guint8 *p = memres_buffer_get_pointer(buf);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (MemresBuffer) buf = mt_alloc_ok (mr, 64, NULL);
+  guint8 *p = memres_buffer_get_pointer (buf);
   gsize i;
 
-  g_assert_true(memres_buffer_fill(buf, 0xab, 1, NULL, &error));
-  g_assert_no_error(error);
+  g_assert_true (memres_buffer_fill (buf, 0xab, 1, NULL, &error));
+  g_assert_no_error (error);
   for (i = 0; i < 64; i++)
-    g_assert_cmpint(p[i], ==, 0xab);
+    g_assert_cmpint (p[i], ==, 0xab);
 
-  g_assert_true(memres_buffer_fill(buf, 0x1234, 2, NULL, &error));
-  g_assert_no_error(error);
+  g_assert_true (memres_buffer_fill (buf, 0x1234, 2, NULL, &error));
+  g_assert_no_error (error);
   for (i = 0; i < 32; i++)
-    g_assert_cmpint(((guint16 *)p)[i], ==, 0x1234);
+    g_assert_cmpint (((guint16 *) p)[i], ==, 0x1234);
 
-  g_assert_true(memres_buffer_fill(buf, 0xdeadbeef, 4, NULL, &error));
-  g_assert_no_error(error);
+  g_assert_true (memres_buffer_fill (buf, 0xdeadbeef, 4, NULL, &error));
+  g_assert_no_error (error);
   for (i = 0; i < 16; i++)
-    g_assert_cmpuint(((guint32 *)p)[i], ==, 0xdeadbeef);
+    g_assert_cmpuint (((guint32 *) p)[i], ==, 0xdeadbeef);
 }
 
 static void
-test_fill_invalid(void)
+test_fill_invalid (void)
 {
   static const guint widths[] = { 0, 3, 5, 8, 16 };
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = mt_new_ok("host");
-  g_autoptr(MemresBuffer) buf = mt_alloc_ok(mr, 64, NULL);
-  g_autoptr(MemresBuffer) odd = mt_alloc_ok(mr, 7, NULL);
-  guint8 *p = memres_buffer_get_pointer(buf);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (MemresBuffer) buf = mt_alloc_ok (mr, 64, NULL);
+  g_autoptr (MemresBuffer) odd = mt_alloc_ok (mr, 7, NULL);
+  guint8 *p = memres_buffer_get_pointer (buf);
   gsize i;
 
-  memset(p, 0x11, 64);
-  for (i = 0; i < G_N_ELEMENTS(widths); i++)
+  memset (p, 0x11, 64);
+  for (i = 0; i < G_N_ELEMENTS (widths); i++)
     {
-      g_assert_false(memres_buffer_fill(buf, 0, widths[i], NULL, &error));
-      g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-      g_assert_nonnull(strstr(error->message, "1, 2 or 4"));
-      g_clear_error(&error);
+      g_assert_false (memres_buffer_fill (buf, 0, widths[i], NULL, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+      g_assert_nonnull (strstr (error->message, "1, 2 or 4"));
+      g_clear_error (&error);
     }
   /* a pattern wider than the width */
-  g_assert_false(memres_buffer_fill(buf, 0x100, 1, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
-  g_assert_false(memres_buffer_fill(buf, 0x10000, 2, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
+  g_assert_false (memres_buffer_fill (buf, 0x100, 1, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_fill (buf, 0x10000, 2, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
   /* a size that is not a multiple of the width */
-  g_assert_false(memres_buffer_fill(odd, 1, 2, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
-  g_assert_false(memres_buffer_fill(odd, 1, 4, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_assert_false (memres_buffer_fill (odd, 1, 2, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_fill (odd, 1, 4, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   /* nothing was written */
   for (i = 0; i < 64; i++)
-    g_assert_cmpint(p[i], ==, 0x11);
+    g_assert_cmpint (p[i], ==, 0x11);
 }
 
 static void
-test_read_write(void)
+test_read_write (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = mt_new_ok("host");
-  g_autoptr(MemresBuffer) buf = mt_alloc_ok(mr, 100, NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (MemresBuffer) buf = mt_alloc_ok (mr, 100, NULL);
   guint8 in[100], out[100];
   gsize i;
 
   for (i = 0; i < 100; i++)
-    in[i] = (guint8)(3 * i + 1);
-  g_assert_true(memres_buffer_write(buf, 0, in, 100, NULL, &error));
-  g_assert_no_error(error);
-  memset(out, 0, sizeof out);
-  g_assert_true(memres_buffer_read(buf, 0, out, 100, NULL, &error));
-  g_assert_cmpmem(in, 100, out, 100);
+    in[i] = (guint8) (3 * i + 1);
+  g_assert_true (memres_buffer_write (buf, 0, in, 100, NULL, &error));
+  g_assert_no_error (error);
+  memset (out, 0, sizeof out);
+  g_assert_true (memres_buffer_read (buf, 0, out, 100, NULL, &error));
+  g_assert_cmpmem (in, 100, out, 100);
   /* partial ranges */
-  g_assert_true(memres_buffer_write(buf, 90, in, 10, NULL, &error));
-  g_assert_true(memres_buffer_read(buf, 90, out, 10, NULL, &error));
-  g_assert_cmpmem(in, 10, out, 10);
-  g_assert_true(memres_buffer_read(buf, 100, out, 0, NULL, &error));
-  g_assert_no_error(error);
+  g_assert_true (memres_buffer_write (buf, 90, in, 10, NULL, &error));
+  g_assert_true (memres_buffer_read (buf, 90, out, 10, NULL, &error));
+  g_assert_cmpmem (in, 10, out, 10);
+  g_assert_true (memres_buffer_read (buf, 100, out, 0, NULL, &error));
+  g_assert_no_error (error);
 
   /* out of range, including offsets that would overflow */
-  g_assert_false(memres_buffer_read(buf, 1, out, 100, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
-  g_assert_false(memres_buffer_write(buf, 101, in, 0, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
-  g_assert_false(memres_buffer_read(buf, G_MAXSIZE, out, 2, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
-  g_assert_false(memres_buffer_write(buf, 2, in, G_MAXSIZE, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_assert_false (memres_buffer_read (buf, 1, out, 100, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_write (buf, 101, in, 0, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_read (buf, G_MAXSIZE, out, 2, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_write (buf, 2, in, G_MAXSIZE, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
 }
 
 static void
-release_count(gpointer data)
+release_count (gpointer data)
 {
-  (*(int *)data)++;
+  (*(int *) data)++;
 }
 
 static void
-test_wrap_host_memory(void)
+test_wrap_host_memory (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = mt_new_ok("host");
-  g_autoptr(MemresBuffer) dst = mt_alloc_ok(mr, 16, NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (MemresBuffer) dst = mt_alloc_ok (mr, 16, NULL);
   guint8 data[16];
   int released = 0;
   MemresBuffer *buf;
 
-  memset(data, 0x42, sizeof data);
+  memset (data, 0x42, sizeof data);
   /* flags 0 and no driver: pageable host memory */
-  buf = memres_buffer_new_for_pointer(data, sizeof data, 3, 0, release_count, &released, &error);
-  g_assert_no_error(error);
-  g_assert_true(memres_buffer_get_pointer(buf) == data);
-  g_assert_cmpint(memres_buffer_get_device(buf), ==, -1);
-  g_assert_cmpint(memres_buffer_get_flags(buf), ==, MEMRES_MEMORY_HOST_ACCESSIBLE);
-  g_assert_null(memres_buffer_get_resource(buf));
-  g_assert_true(memres_buffer_copy_to(buf, dst, NULL, &error));
-  g_assert_no_error(error);
-  g_assert_cmpint(((guint8 *)memres_buffer_get_pointer(dst))[15], ==, 0x42);
-  g_assert_false(memres_buffer_resize(buf, 32, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_clear_error(&error);
-  g_assert_cmpint(released, ==, 0);
-  g_assert_true(memres_buffer_close(buf, NULL, &error));
-  g_assert_cmpint(released, ==, 1);
-  memres_buffer_unref(buf);
-  g_assert_cmpint(released, ==, 1);
+  buf = memres_buffer_new_for_pointer (data, sizeof data, 3, 0, release_count, &released, &error);
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_get_pointer (buf) == data);
+  g_assert_cmpint (memres_buffer_get_device (buf), ==, -1);
+  g_assert_cmpint (memres_buffer_get_flags (buf), ==, MEMRES_MEMORY_HOST_ACCESSIBLE);
+  g_assert_null (memres_buffer_get_resource (buf));
+  g_assert_true (memres_buffer_copy_to (buf, dst, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (((guint8 *) memres_buffer_get_pointer (dst))[15], ==, 0x42);
+  g_assert_false (memres_buffer_resize (buf, 32, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  g_assert_cmpint (released, ==, 0);
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  g_assert_cmpint (released, ==, 1);
+  memres_buffer_unref (buf);
+  g_assert_cmpint (released, ==, 1);
 
   /* the last unref closes too */
-  buf = memres_buffer_new_for_pointer(data, 4, -1, MEMRES_MEMORY_HOST_ACCESSIBLE, release_count,
-                                      &released, &error);
-  memres_buffer_unref(buf);
-  g_assert_cmpint(released, ==, 2);
+  buf = memres_buffer_new_for_pointer (data, 4, -1, MEMRES_MEMORY_HOST_ACCESSIBLE, release_count,
+                                       &released, &error);
+  memres_buffer_unref (buf);
+  g_assert_cmpint (released, ==, 2);
 
   /* empty and NULL */
-  buf = memres_buffer_new_for_pointer(NULL, 0, -1, 0, NULL, NULL, &error);
-  g_assert_no_error(error);
-  g_assert_cmpuint(memres_buffer_get_size(buf), ==, 0);
-  memres_buffer_unref(buf);
-  g_assert_null(memres_buffer_new_for_pointer(NULL, 8, -1, 0, NULL, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
+  buf = memres_buffer_new_for_pointer (NULL, 0, -1, 0, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
+  memres_buffer_unref (buf);
+  g_assert_null (memres_buffer_new_for_pointer (NULL, 8, -1, 0, NULL, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
 
   /* a range past the end of the address space, a bad device, flags wrapped memory cannot have;
    * the release function is not called for a refused wrap */
   released = 0;
-  g_assert_null(memres_buffer_new_for_pointer(GSIZE_TO_POINTER(G_MAXSIZE - 15), 64, -1,
-                                              MEMRES_MEMORY_HOST_ACCESSIBLE, release_count,
-                                              &released, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
-  g_assert_null(memres_buffer_new_for_pointer(data, 4, -2, MEMRES_MEMORY_HOST_ACCESSIBLE,
-                                              release_count, &released, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
-  g_assert_null(memres_buffer_new_for_pointer(
-      data, 4, -1, MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_IMPORTED, release_count,
-      &released, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
-  g_assert_null(memres_buffer_new_for_pointer(data, 4, -1, 1 << 20, release_count, &released,
-                                              &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
-  g_assert_cmpint(released, ==, 0);
+  g_assert_null (memres_buffer_new_for_pointer (GSIZE_TO_POINTER (G_MAXSIZE - 15), 64, -1,
+                                                MEMRES_MEMORY_HOST_ACCESSIBLE, release_count,
+                                                &released, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (memres_buffer_new_for_pointer (data, 4, -2, MEMRES_MEMORY_HOST_ACCESSIBLE,
+                                                release_count, &released, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (memres_buffer_new_for_pointer (
+      data, 4, -1, MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_IMPORTED, release_count, &released,
+      &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (
+      memres_buffer_new_for_pointer (data, 4, -1, 1 << 20, release_count, &released, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_cmpint (released, ==, 0);
 }
 
 static void
-test_device_memory_without_driver(void)
+test_device_memory_without_driver (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = mt_new_ok("host");
-  g_autoptr(MemresBuffer) host = mt_alloc_ok(mr, 16, NULL);
-  g_autoptr(MemresBuffer) dev = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (MemresBuffer) host = mt_alloc_ok (mr, 16, NULL);
+  g_autoptr (MemresBuffer) dev = NULL;
   guint8 bytes[16];
 
   /* memory claimed to be on device 0: everything needs the driver, which is not there */
-  dev = memres_buffer_new_for_pointer(GSIZE_TO_POINTER(0x10000), 16, 0,
-                                      MEMRES_MEMORY_DEVICE_ACCESSIBLE, NULL, NULL, &error);
-  g_assert_no_error(error);
-  g_assert_cmpint(memres_buffer_get_device(dev), ==, 0);
-  g_assert_false(memres_buffer_fill(dev, 0, 1, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
-  g_clear_error(&error);
-  g_assert_false(memres_buffer_copy_to(host, dev, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
-  g_clear_error(&error);
-  g_assert_false(memres_buffer_read(dev, 0, bytes, 16, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
-  g_clear_error(&error);
-  g_assert_false(memres_buffer_write(dev, 0, bytes, 16, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
-  g_clear_error(&error);
+  dev = memres_buffer_new_for_pointer (GSIZE_TO_POINTER (0x10000), 16, 0,
+                                       MEMRES_MEMORY_DEVICE_ACCESSIBLE, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (memres_buffer_get_device (dev), ==, 0);
+  g_assert_false (memres_buffer_fill (dev, 0, 1, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_copy_to (host, dev, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_read (dev, 0, bytes, 16, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_write (dev, 0, bytes, 16, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&error);
   /* Without a driver nothing can be pending on the default stream: synchronizing it succeeds,
    * so code written for a GPU runs on host memory too; a stream of its own needs a driver. */
-  mt_sync_ok(NULL);
-  mt_sync_ok(MEMRES_STREAM_LEGACY);
-  g_assert_false(memres_stream_synchronize((MemresStream)0x1234, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  mt_sync_ok (NULL);
+  mt_sync_ok (MEMRES_STREAM_LEGACY);
+  g_assert_false (memres_stream_synchronize ((MemresStream) 0x1234, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
 }
 
 static void
-test_allocation_record(void)
+test_allocation_record (void)
 {
-  g_autoptr(MemresResource) mr = mt_new_ok("host");
-  g_autoptr(MemresBuffer) buf = mt_alloc_ok(mr, 48, NULL);
-  const MemresAllocation *alloc = memres_buffer_get_allocation(buf);
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (MemresBuffer) buf = mt_alloc_ok (mr, 48, NULL);
+  const MemresAllocation *alloc = memres_buffer_get_allocation (buf);
 
-  g_assert_nonnull(alloc);
-  g_assert_cmpuint(alloc->address, ==, memres_buffer_get_address(buf));
-  g_assert_cmpuint(alloc->size, ==, 48);
+  g_assert_nonnull (alloc);
+  g_assert_cmpuint (alloc->address, ==, memres_buffer_get_address (buf));
+  g_assert_cmpuint (alloc->size, ==, 48);
 }
 
 int
-main(int argc, char **argv)
+main (int argc, char **argv)
 {
-  g_test_init(&argc, &argv, NULL);
-  tk_register();
+  g_test_init (&argc, &argv, NULL);
+  tk_register ();
 
-  g_test_add_func("/buffer/allocate/zero-size", test_zero_size_skips_kind);
-  g_test_add_func("/buffer/close/idempotent", test_close_idempotent);
-  g_test_add_func("/buffer/close/failure", test_close_failure_reported);
-  g_test_add_func("/buffer/closed", test_closed_buffer);
-  g_test_add_func("/buffer/holds-resource", test_buffer_holds_resource);
-  g_test_add_func("/buffer/ref", test_ref_keeps_buffer);
-  g_test_add_func("/buffer/unref/close-failure", test_unref_close_failure);
-  g_test_add_func("/buffer/deallocation-stream", test_deallocation_stream);
-  g_test_add_func("/buffer/copy", test_copy);
-  g_test_add_func("/buffer/copy/size-mismatch", test_copy_size_mismatch);
-  g_test_add_func("/buffer/fill", test_fill);
-  g_test_add_func("/buffer/fill/invalid", test_fill_invalid);
-  g_test_add_func("/buffer/read-write", test_read_write);
-  g_test_add_func("/buffer/wrap/host", test_wrap_host_memory);
-  g_test_add_func("/buffer/wrap/device-without-driver", test_device_memory_without_driver);
-  g_test_add_func("/buffer/allocation-record", test_allocation_record);
-  return g_test_run();
+  g_test_add_func ("/buffer/allocate/zero-size", test_zero_size_skips_kind);
+  g_test_add_func ("/buffer/close/idempotent", test_close_idempotent);
+  g_test_add_func ("/buffer/close/failure", test_close_failure_reported);
+  g_test_add_func ("/buffer/closed", test_closed_buffer);
+  g_test_add_func ("/buffer/holds-resource", test_buffer_holds_resource);
+  g_test_add_func ("/buffer/ref", test_ref_keeps_buffer);
+  g_test_add_func ("/buffer/unref/close-failure", test_unref_close_failure);
+  g_test_add_func ("/buffer/deallocation-stream", test_deallocation_stream);
+  g_test_add_func ("/buffer/copy", test_copy);
+  g_test_add_func ("/buffer/copy/size-mismatch", test_copy_size_mismatch);
+  g_test_add_func ("/buffer/fill", test_fill);
+  g_test_add_func ("/buffer/fill/invalid", test_fill_invalid);
+  g_test_add_func ("/buffer/read-write", test_read_write);
+  g_test_add_func ("/buffer/wrap/host", test_wrap_host_memory);
+  g_test_add_func ("/buffer/wrap/device-without-driver", test_device_memory_without_driver);
+  g_test_add_func ("/buffer/allocation-record", test_allocation_record);
+  return g_test_run ();
 }

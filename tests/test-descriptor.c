@@ -40,53 +40,53 @@ static gint n_unmap;         /* atomic: deallocate of an import */
 static gint n_pools_created; /* atomic */
 
 static gboolean
-lo_init(MemresResource *mr, const MemresOptions *options, GError **error)
+lo_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
-  Loopback *self = memres_resource_get_private(mr);
-  guint32 n = (guint32)g_atomic_int_add(&n_pools_created, 1) + 1;
+  Loopback *self = memres_resource_get_private (mr);
+  guint32 n = (guint32) g_atomic_int_add (&n_pools_created, 1) + 1;
 
-  memset(self->pool_id, 0xa5, sizeof self->pool_id);
-  memcpy(self->pool_id, &n, sizeof n);
+  memset (self->pool_id, 0xa5, sizeof self->pool_id);
+  memcpy (self->pool_id, &n, sizeof n);
   return TRUE;
 }
 
 static void
-lo_finalize(MemresResource *mr)
+lo_finalize (MemresResource *mr)
 {
 }
 
 static gboolean
-lo_allocate(MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-            GError **error)
+lo_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+             GError **error)
 {
-  Loopback *self = memres_resource_get_private(mr);
+  Loopback *self = memres_resource_get_private (mr);
 
   if (self->imported)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "imported pool");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "imported pool");
       return FALSE;
     }
-  alloc->address = (guint64)(guintptr)g_malloc0(size);
+  alloc->address = (guint64) (guintptr) g_malloc0 (size);
   alloc->size = size;
   return TRUE;
 }
 
 static gboolean
-lo_deallocate(MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+lo_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  Loopback *self = memres_resource_get_private(mr);
+  Loopback *self = memres_resource_get_private (mr);
 
   if (self->imported)
-    g_atomic_int_inc(&n_unmap); /* the memory belongs to the exporter */
+    g_atomic_int_inc (&n_unmap); /* the memory belongs to the exporter */
   else
-    g_free((gpointer)(guintptr)alloc->address);
+    g_free ((gpointer) (guintptr) alloc->address);
   return TRUE;
 }
 
 static void
-lo_query(MemresResource *mr, MemresResourceInfo *info)
+lo_query (MemresResource *mr, MemresResourceInfo *info)
 {
-  Loopback *self = memres_resource_get_private(mr);
+  Loopback *self = memres_resource_get_private (mr);
 
   info->device = -1;
   info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_IPC_ENABLED;
@@ -95,57 +95,57 @@ lo_query(MemresResource *mr, MemresResourceInfo *info)
 }
 
 static gboolean
-lo_export_handle(MemresResource *mr, MemresIpcHandle **handle, GError **error)
+lo_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error)
 {
-  Loopback *self = memres_resource_get_private(mr);
+  Loopback *self = memres_resource_get_private (mr);
   static const guint8 no_uuid[MEMRES_IPC_ID_SIZE] = { 0 };
-  int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
 
-  g_assert_cmpint(fd, >=, 0);
-  *handle = memres_ipc_handle_new("loopback", fd, self->pool_id, no_uuid, error);
+  g_assert_cmpint (fd, >=, 0);
+  *handle = memres_ipc_handle_new ("loopback", fd, self->pool_id, no_uuid, error);
   if (*handle == NULL)
-    close(fd);
+    close (fd);
   return *handle != NULL;
 }
 
 static gboolean
-lo_import_handle(MemresResource *mr, const MemresIpcHandle *handle, GError **error)
+lo_import_handle (MemresResource *mr, const MemresIpcHandle *handle, GError **error)
 {
-  Loopback *self = memres_resource_get_private(mr);
+  Loopback *self = memres_resource_get_private (mr);
 
-  g_atomic_int_inc(&n_import_handle);
+  g_atomic_int_inc (&n_import_handle);
   self->imported = TRUE;
-  memcpy(self->pool_id, memres_ipc_handle_get_pool_id(handle), MEMRES_IPC_ID_SIZE);
+  memcpy (self->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
   return TRUE;
 }
 
 static gboolean
-lo_export_buffer(MemresResource *mr, const MemresAllocation *alloc, MemresBufferExport *out,
-                 GError **error)
+lo_export_buffer (MemresResource *mr, const MemresAllocation *alloc, MemresBufferExport *out,
+                  GError **error)
 {
-  Loopback *self = memres_resource_get_private(mr);
+  Loopback *self = memres_resource_get_private (mr);
   guint64 size = alloc->size;
 
-  memcpy(out->pool_id, self->pool_id, MEMRES_IPC_ID_SIZE);
-  memset(out->device_uuid, 0, MEMRES_IPC_ID_SIZE);
+  memcpy (out->pool_id, self->pool_id, MEMRES_IPC_ID_SIZE);
+  memset (out->device_uuid, 0, MEMRES_IPC_ID_SIZE);
   out->offset = 0;
   out->size = alloc->size;
-  memset(out->export_data, 0, sizeof out->export_data);
-  memcpy(out->export_data, &alloc->address, 8);
-  memcpy(out->export_data + 8, &size, 8);
+  memset (out->export_data, 0, sizeof out->export_data);
+  memcpy (out->export_data, &alloc->address, 8);
+  memcpy (out->export_data + 8, &size, 8);
   return TRUE;
 }
 
 /* Reports the whole exported allocation, as the ipc kind reports the driver's range. */
 static gboolean
-lo_import_buffer(MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
-                 MemresAllocation *alloc, GError **error)
+lo_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
+                  MemresAllocation *alloc, GError **error)
 {
   guint64 size;
 
-  g_atomic_int_inc(&n_import_buffer);
-  memcpy(&alloc->address, in->export_data, 8);
-  memcpy(&size, in->export_data + 8, 8);
+  g_atomic_int_inc (&n_import_buffer);
+  memcpy (&alloc->address, in->export_data, 8);
+  memcpy (&size, in->export_data + 8, 8);
   alloc->size = size;
   return TRUE;
 }
@@ -164,19 +164,19 @@ static const MemresResourceOps lo_ops = {
 };
 
 static void
-register_loopback(void)
+register_loopback (void)
 {
   const MemresKindInfo info = {
     .struct_size = sizeof info,
     .name = "loopback",
     .description = "IPC test double on host memory",
     .ops = &lo_ops,
-    .instance_size = sizeof(Loopback),
+    .instance_size = sizeof (Loopback),
   };
   GError *error = NULL;
 
-  g_assert_true(memres_registry_register_kind(&info, &error));
-  g_assert_no_error(error);
+  g_assert_true (memres_registry_register_kind (&info, &error));
+  g_assert_no_error (error);
 }
 
 /* An exporter, an importer of its pool, a buffer of @size bytes filled with a pattern, and its
@@ -190,40 +190,40 @@ typedef struct
 } Fixture;
 
 static void
-fixture_set_up(Fixture *f, gconstpointer data)
+fixture_set_up (Fixture *f, gconstpointer data)
 {
-  g_autoptr(MemresIpcHandle) handle = NULL;
+  g_autoptr (MemresIpcHandle) handle = NULL;
   GError *error = NULL;
 
-  f->exporter = mt_new_ok("loopback");
-  handle = memres_resource_export_handle(f->exporter, &error);
-  g_assert_no_error(error);
-  f->importer = memres_resource_import_handle(handle, &error);
-  g_assert_no_error(error);
-  g_assert_true(f->importer != f->exporter);
-  f->buf = mt_alloc_ok(f->exporter, 4096, NULL);
-  mt_fill_pattern(memres_buffer_get_pointer(f->buf), 4096, 7);
-  g_assert_true(memres_buffer_export(f->buf, &f->desc, &error));
-  g_assert_no_error(error);
+  f->exporter = mt_new_ok ("loopback");
+  handle = memres_resource_export_handle (f->exporter, &error);
+  g_assert_no_error (error);
+  f->importer = memres_resource_import_handle (handle, &error);
+  g_assert_no_error (error);
+  g_assert_true (f->importer != f->exporter);
+  f->buf = mt_alloc_ok (f->exporter, 4096, NULL);
+  mt_fill_pattern (memres_buffer_get_pointer (f->buf), 4096, 7);
+  g_assert_true (memres_buffer_export (f->buf, &f->desc, &error));
+  g_assert_no_error (error);
 }
 
 static void
-fixture_tear_down(Fixture *f, gconstpointer data)
+fixture_tear_down (Fixture *f, gconstpointer data)
 {
-  memres_buffer_unref(f->buf);
-  memres_resource_unref(f->importer);
-  memres_resource_unref(f->exporter);
+  memres_buffer_unref (f->buf);
+  memres_resource_unref (f->importer);
+  memres_resource_unref (f->exporter);
 }
 
 static void
-put_u64(guint8 *p, guint64 v)
+put_u64 (guint8 *p, guint64 v)
 {
   for (int i = 0; i < 8; i++)
     p[i] = (v >> (8 * i)) & 0xff;
 }
 
 static guint64
-get_u64(const guint8 *p)
+get_u64 (const guint8 *p)
 {
   guint64 v = 0;
   for (int i = 7; i >= 0; i--)
@@ -234,391 +234,391 @@ get_u64(const guint8 *p)
 /* Imports @len bytes at @bytes into @mr and asserts INVALID_DESCRIPTOR naming @field, with no
  * plugin import made and no buffer counted. */
 static void
-expect_invalid(MemresResource *mr, gconstpointer bytes, gsize len, const char *field)
+expect_invalid (MemresResource *mr, gconstpointer bytes, gsize len, const char *field)
 {
   GError *error = NULL;
   MemresStats before, after;
-  gint imports = g_atomic_int_get(&n_import_buffer);
+  gint imports = g_atomic_int_get (&n_import_buffer);
   /* the core counts buffers even for a kind without a get_stats slot, or says it cannot */
-  gboolean have_stats = memres_resource_get_stats(mr, &before, NULL);
+  gboolean have_stats = memres_resource_get_stats (mr, &before, NULL);
 
-  g_assert_null(memres_buffer_import(mr, bytes, len, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  g_test_message("refused: %s", error->message);
+  g_assert_null (memres_buffer_import (mr, bytes, len, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_test_message ("refused: %s", error->message);
   if (field != NULL)
-    g_assert_nonnull(strstr(error->message, field));
-  g_clear_error(&error);
-  g_assert_cmpint(g_atomic_int_get(&n_import_buffer), ==, imports);
+    g_assert_nonnull (strstr (error->message, field));
+  g_clear_error (&error);
+  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports);
   if (have_stats)
     {
-      g_assert_true(memres_resource_get_stats(mr, &after, NULL));
-      g_assert_cmpuint(after.n_buffers, ==, before.n_buffers);
+      g_assert_true (memres_resource_get_stats (mr, &after, NULL));
+      g_assert_cmpuint (after.n_buffers, ==, before.n_buffers);
     }
 }
 
 static void
-test_round_trip(Fixture *f, gconstpointer data)
+test_round_trip (Fixture *f, gconstpointer data)
 {
-  g_autoptr(MemresBuffer) imported = NULL;
+  g_autoptr (MemresBuffer) imported = NULL;
   MemresBufferDescriptor again;
   GError *error = NULL;
 
   /* The encoding is the documented one. */
-  g_assert_cmpmem(f->desc.bytes + OFF_MAGIC, 4, "MRBD", 4);
-  g_assert_cmpuint(f->desc.bytes[OFF_VERSION], ==, 1);
-  g_assert_cmpuint(f->desc.bytes[OFF_LENGTH] | (f->desc.bytes[OFF_LENGTH + 1] << 8), ==, 160);
-  g_assert_cmpstr((const char *)f->desc.bytes + OFF_KIND, ==, "loopback");
-  g_assert_cmpuint(get_u64(f->desc.bytes + OFF_SIZE), ==, 4096);
-  g_assert_cmpuint(get_u64(f->desc.bytes + OFF_OFFSET), ==, 0);
+  g_assert_cmpmem (f->desc.bytes + OFF_MAGIC, 4, "MRBD", 4);
+  g_assert_cmpuint (f->desc.bytes[OFF_VERSION], ==, 1);
+  g_assert_cmpuint (f->desc.bytes[OFF_LENGTH] | (f->desc.bytes[OFF_LENGTH + 1] << 8), ==, 160);
+  g_assert_cmpstr ((const char *) f->desc.bytes + OFF_KIND, ==, "loopback");
+  g_assert_cmpuint (get_u64 (f->desc.bytes + OFF_SIZE), ==, 4096);
+  g_assert_cmpuint (get_u64 (f->desc.bytes + OFF_OFFSET), ==, 0);
 
-  imported = memres_buffer_import(f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
-  g_assert_no_error(error);
-  g_assert_nonnull(imported);
-  g_assert_true(memres_buffer_get_resource(imported) == f->importer);
-  g_assert_cmpuint(memres_buffer_get_size(imported), ==, 4096);
-  g_assert_true(memres_buffer_get_flags(imported) & MEMRES_MEMORY_IMPORTED);
-  g_assert_false(memres_buffer_get_flags(f->buf) & MEMRES_MEMORY_IMPORTED);
-  g_assert_true(memres_buffer_get_pointer(imported) == memres_buffer_get_pointer(f->buf));
-  mt_assert_pattern(memres_buffer_get_pointer(imported), 4096, 7);
+  imported = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (imported);
+  g_assert_true (memres_buffer_get_resource (imported) == f->importer);
+  g_assert_cmpuint (memres_buffer_get_size (imported), ==, 4096);
+  g_assert_true (memres_buffer_get_flags (imported) & MEMRES_MEMORY_IMPORTED);
+  g_assert_false (memres_buffer_get_flags (f->buf) & MEMRES_MEMORY_IMPORTED);
+  g_assert_true (memres_buffer_get_pointer (imported) == memres_buffer_get_pointer (f->buf));
+  mt_assert_pattern (memres_buffer_get_pointer (imported), 4096, 7);
 
   /* An imported buffer re-exports to the same descriptor (to forward it to a third process). */
-  g_assert_true(memres_buffer_export(imported, &again, &error));
-  g_assert_no_error(error);
-  g_assert_cmpmem(again.bytes, sizeof again.bytes, f->desc.bytes, sizeof f->desc.bytes);
+  g_assert_true (memres_buffer_export (imported, &again, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (again.bytes, sizeof again.bytes, f->desc.bytes, sizeof f->desc.bytes);
 
-  g_assert_true(memres_buffer_close(imported, NULL, &error));
-  g_assert_no_error(error);
+  g_assert_true (memres_buffer_close (imported, NULL, &error));
+  g_assert_no_error (error);
 }
 
 static void
-test_truncated(Fixture *f, gconstpointer data)
+test_truncated (Fixture *f, gconstpointer data)
 {
-  expect_invalid(f->importer, f->desc.bytes, sizeof f->desc.bytes - 1, "input length");
-  expect_invalid(f->importer, f->desc.bytes, 64, "input length");
-  expect_invalid(f->importer, f->desc.bytes, 0, NULL);
-  expect_invalid(f->importer, NULL, 0, NULL);
+  expect_invalid (f->importer, f->desc.bytes, sizeof f->desc.bytes - 1, "input length");
+  expect_invalid (f->importer, f->desc.bytes, 64, "input length");
+  expect_invalid (f->importer, f->desc.bytes, 0, NULL);
+  expect_invalid (f->importer, NULL, 0, NULL);
 }
 
 static void
-test_oversized(Fixture *f, gconstpointer data)
+test_oversized (Fixture *f, gconstpointer data)
 {
   guint8 big[MEMRES_BUFFER_DESCRIPTOR_SIZE + 8];
 
-  memset(big, 0, sizeof big);
-  memcpy(big, f->desc.bytes, sizeof f->desc.bytes);
-  expect_invalid(f->importer, big, MEMRES_BUFFER_DESCRIPTOR_SIZE + 1, "input length");
-  expect_invalid(f->importer, big, sizeof big, "input length");
+  memset (big, 0, sizeof big);
+  memcpy (big, f->desc.bytes, sizeof f->desc.bytes);
+  expect_invalid (f->importer, big, MEMRES_BUFFER_DESCRIPTOR_SIZE + 1, "input length");
+  expect_invalid (f->importer, big, sizeof big, "input length");
 }
 
 static void
-test_wrong_magic(Fixture *f, gconstpointer data)
+test_wrong_magic (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
 
   d.bytes[OFF_MAGIC + 3] ^= 0x20;
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "magic");
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "magic");
 }
 
 static void
-test_wrong_version(Fixture *f, gconstpointer data)
+test_wrong_version (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
 
   d.bytes[OFF_VERSION] = 2;
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "version");
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "version");
   d.bytes[OFF_VERSION] = 0;
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "version");
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "version");
 }
 
 static void
-test_wrong_length_field(Fixture *f, gconstpointer data)
+test_wrong_length_field (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
 
   d.bytes[OFF_LENGTH] = 159;
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "length");
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "length");
   d.bytes[OFF_LENGTH] = 160;
   d.bytes[OFF_LENGTH + 1] = 1;
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "length");
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "length");
 }
 
 static void
-test_bad_kind(Fixture *f, gconstpointer data)
+test_bad_kind (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d;
 
   d = f->desc;
-  memcpy(d.bytes + OFF_KIND, "Loopback", 8); /* not a kind name */
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "kind");
+  memcpy (d.bytes + OFF_KIND, "Loopback", 8); /* not a kind name */
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "kind");
   d = f->desc;
-  memset(d.bytes + OFF_KIND, 'a', 32); /* no NUL */
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "kind");
+  memset (d.bytes + OFF_KIND, 'a', 32); /* no NUL */
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "kind");
   d = f->desc;
   d.bytes[OFF_KIND + 31] = 'x'; /* garbage in the padding */
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "kind");
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "kind");
   d = f->desc;
-  memset(d.bytes + OFF_KIND, 0, 32); /* empty */
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "kind");
+  memset (d.bytes + OFF_KIND, 0, 32); /* empty */
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "kind");
   d = f->desc;
-  memset(d.bytes + OFF_KIND, 0, 32);
-  memcpy(d.bytes + OFF_KIND, "loopbacks", 9); /* valid, but another kind than the resource */
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "kind");
+  memset (d.bytes + OFF_KIND, 0, 32);
+  memcpy (d.bytes + OFF_KIND, "loopbacks", 9); /* valid, but another kind than the resource */
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "kind");
 }
 
 static void
-test_nonzero_reserved(Fixture *f, gconstpointer data)
+test_nonzero_reserved (Fixture *f, gconstpointer data)
 {
   for (int i = 0; i < 8; i++)
     {
       MemresBufferDescriptor d = f->desc;
       d.bytes[OFF_RESERVED + i] = 1;
-      expect_invalid(f->importer, d.bytes, sizeof d.bytes, "reserved");
+      expect_invalid (f->importer, d.bytes, sizeof d.bytes, "reserved");
     }
 }
 
 static void
-test_zero_size(Fixture *f, gconstpointer data)
+test_zero_size (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
 
-  put_u64(d.bytes + OFF_SIZE, 0);
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "size");
+  put_u64 (d.bytes + OFF_SIZE, 0);
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "size");
 }
 
 static void
-test_offset_overflow(Fixture *f, gconstpointer data)
+test_offset_overflow (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
 
-  put_u64(d.bytes + OFF_OFFSET, G_MAXUINT64 - 100);
-  put_u64(d.bytes + OFF_SIZE, 101);
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "offset");
-  put_u64(d.bytes + OFF_OFFSET, 1);
-  put_u64(d.bytes + OFF_SIZE, G_MAXUINT64);
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "offset");
+  put_u64 (d.bytes + OFF_OFFSET, G_MAXUINT64 - 100);
+  put_u64 (d.bytes + OFF_SIZE, 101);
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "offset");
+  put_u64 (d.bytes + OFF_OFFSET, 1);
+  put_u64 (d.bytes + OFF_SIZE, G_MAXUINT64);
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "offset");
 }
 
 /* A well-formed descriptor claiming more than was exported: refused after the plugin mapped the
  * allocation (the only place the real extent is known), and unmapped again. */
 static void
-test_size_lying(Fixture *f, gconstpointer data)
+test_size_lying (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
   GError *error = NULL;
-  gint unmaps = g_atomic_int_get(&n_unmap);
-  gint imports = g_atomic_int_get(&n_import_buffer);
+  gint unmaps = g_atomic_int_get (&n_unmap);
+  gint imports = g_atomic_int_get (&n_import_buffer);
 
-  put_u64(d.bytes + OFF_SIZE, 4097);
-  g_assert_null(memres_buffer_import(f->importer, d.bytes, sizeof d.bytes, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  g_assert_nonnull(strstr(error->message, "size"));
-  g_clear_error(&error);
-  g_assert_cmpint(g_atomic_int_get(&n_import_buffer), ==, imports + 1);
-  g_assert_cmpint(g_atomic_int_get(&n_unmap), ==, unmaps + 1);
+  put_u64 (d.bytes + OFF_SIZE, 4097);
+  g_assert_null (memres_buffer_import (f->importer, d.bytes, sizeof d.bytes, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_assert_nonnull (strstr (error->message, "size"));
+  g_clear_error (&error);
+  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports + 1);
+  g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps + 1);
 
   /* In range on its own, but not at that offset. */
-  put_u64(d.bytes + OFF_SIZE, 100);
-  put_u64(d.bytes + OFF_OFFSET, 4000);
-  g_assert_null(memres_buffer_import(f->importer, d.bytes, sizeof d.bytes, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  g_clear_error(&error);
-  g_assert_cmpint(g_atomic_int_get(&n_unmap), ==, unmaps + 2);
+  put_u64 (d.bytes + OFF_SIZE, 100);
+  put_u64 (d.bytes + OFF_OFFSET, 4000);
+  g_assert_null (memres_buffer_import (f->importer, d.bytes, sizeof d.bytes, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_clear_error (&error);
+  g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps + 2);
 
   /* A sub-range that fits is fine: offset 1000, 96 bytes. */
   {
-    g_autoptr(MemresBuffer) part = NULL;
-    put_u64(d.bytes + OFF_SIZE, 96);
-    put_u64(d.bytes + OFF_OFFSET, 1000);
-    part = memres_buffer_import(f->importer, d.bytes, sizeof d.bytes, NULL, &error);
-    g_assert_no_error(error);
-    g_assert_cmpuint(memres_buffer_get_size(part), ==, 96);
-    g_assert_true((guint8 *)memres_buffer_get_pointer(part)
-                  == (guint8 *)memres_buffer_get_pointer(f->buf) + 1000);
+    g_autoptr (MemresBuffer) part = NULL;
+    put_u64 (d.bytes + OFF_SIZE, 96);
+    put_u64 (d.bytes + OFF_OFFSET, 1000);
+    part = memres_buffer_import (f->importer, d.bytes, sizeof d.bytes, NULL, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (memres_buffer_get_size (part), ==, 96);
+    g_assert_true ((guint8 *) memres_buffer_get_pointer (part)
+                   == (guint8 *) memres_buffer_get_pointer (f->buf) + 1000);
   }
 }
 
 /* A size-lying descriptor is refused also when the allocation is already mapped here. */
 static void
-test_size_lying_mapped(Fixture *f, gconstpointer data)
+test_size_lying_mapped (Fixture *f, gconstpointer data)
 {
-  g_autoptr(MemresBuffer) first = NULL;
+  g_autoptr (MemresBuffer) first = NULL;
   MemresBufferDescriptor d = f->desc;
   GError *error = NULL;
   gint imports;
 
-  first = memres_buffer_import(f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
-  g_assert_no_error(error);
-  imports = g_atomic_int_get(&n_import_buffer);
-  put_u64(d.bytes + OFF_SIZE, 8192);
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "size");
-  g_assert_cmpint(g_atomic_int_get(&n_import_buffer), ==, imports);
-  g_assert_true(memres_buffer_close(first, NULL, NULL));
+  first = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
+  g_assert_no_error (error);
+  imports = g_atomic_int_get (&n_import_buffer);
+  put_u64 (d.bytes + OFF_SIZE, 8192);
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "size");
+  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports);
+  g_assert_true (memres_buffer_close (first, NULL, NULL));
 }
 
 static void
-test_wrong_pool(Fixture *f, gconstpointer data)
+test_wrong_pool (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
-  g_autoptr(MemresResource) other = NULL;
+  g_autoptr (MemresResource) other = NULL;
 
   d.bytes[OFF_POOL_ID] ^= 0xff;
-  expect_invalid(f->importer, d.bytes, sizeof d.bytes, "pool");
+  expect_invalid (f->importer, d.bytes, sizeof d.bytes, "pool");
 
   /* A resource that never exported nor imported a pool has no identity to match. */
-  other = mt_new_ok("loopback");
-  expect_invalid(other, f->desc.bytes, sizeof f->desc.bytes, "pool");
+  other = mt_new_ok ("loopback");
+  expect_invalid (other, f->desc.bytes, sizeof f->desc.bytes, "pool");
 }
 
 static void
-test_not_supported(Fixture *f, gconstpointer data)
+test_not_supported (Fixture *f, gconstpointer data)
 {
-  g_autoptr(MemresResource) host = NULL;
-  g_autoptr(MemresBuffer) buf = NULL;
+  g_autoptr (MemresResource) host = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
   MemresBufferDescriptor d;
   GError *error = NULL;
 
-  host = mt_new_ok("host");
-  g_assert_null(memres_resource_export_handle(host, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_clear_error(&error);
-  buf = mt_alloc_ok(host, 64, NULL);
-  g_assert_false(memres_buffer_export(buf, &d, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_clear_error(&error);
-  g_assert_null(memres_buffer_import(host, f->desc.bytes, sizeof f->desc.bytes, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_clear_error(&error);
+  host = mt_new_ok ("host");
+  g_assert_null (memres_resource_export_handle (host, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  buf = mt_alloc_ok (host, 64, NULL);
+  g_assert_false (memres_buffer_export (buf, &d, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  g_assert_null (memres_buffer_import (host, f->desc.bytes, sizeof f->desc.bytes, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
   /* ...but a malformed descriptor is reported as such, whatever the resource. */
-  g_assert_null(memres_buffer_import(host, f->desc.bytes, 10, NULL, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  g_clear_error(&error);
+  g_assert_null (memres_buffer_import (host, f->desc.bytes, 10, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_clear_error (&error);
 }
 
 static void
-test_export_closed_empty(Fixture *f, gconstpointer data)
+test_export_closed_empty (Fixture *f, gconstpointer data)
 {
-  g_autoptr(MemresBuffer) empty = NULL;
+  g_autoptr (MemresBuffer) empty = NULL;
   MemresBufferDescriptor d;
   GError *error = NULL;
 
-  empty = mt_alloc_ok(f->exporter, 0, NULL);
-  g_assert_false(memres_buffer_export(empty, &d, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_clear_error(&error);
+  empty = mt_alloc_ok (f->exporter, 0, NULL);
+  g_assert_false (memres_buffer_export (empty, &d, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
 
-  g_assert_true(memres_buffer_close(f->buf, NULL, &error));
-  g_assert_false(memres_buffer_export(f->buf, &d, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_CLOSED);
-  g_clear_error(&error);
+  g_assert_true (memres_buffer_close (f->buf, NULL, &error));
+  g_assert_false (memres_buffer_export (f->buf, &d, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED);
+  g_clear_error (&error);
 }
 
 /* Two imports of one buffer share one mapping; it goes with the last close only. */
 static void
-test_dedup(Fixture *f, gconstpointer data)
+test_dedup (Fixture *f, gconstpointer data)
 {
   MemresBuffer *a, *b;
   GError *error = NULL;
-  gint imports = g_atomic_int_get(&n_import_buffer);
-  gint unmaps = g_atomic_int_get(&n_unmap);
+  gint imports = g_atomic_int_get (&n_import_buffer);
+  gint unmaps = g_atomic_int_get (&n_unmap);
 
-  a = memres_buffer_import(f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
-  g_assert_no_error(error);
-  b = memres_buffer_import(f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
-  g_assert_no_error(error);
-  g_assert_true(a != b);
-  g_assert_true(memres_buffer_get_pointer(a) == memres_buffer_get_pointer(b));
-  g_assert_cmpint(g_atomic_int_get(&n_import_buffer), ==, imports + 1);
+  a = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
+  g_assert_no_error (error);
+  b = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (a != b);
+  g_assert_true (memres_buffer_get_pointer (a) == memres_buffer_get_pointer (b));
+  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports + 1);
 
-  g_assert_true(memres_buffer_close(a, NULL, &error));
-  g_assert_no_error(error);
-  g_assert_cmpint(g_atomic_int_get(&n_unmap), ==, unmaps);
-  g_assert_false(memres_buffer_is_closed(b));
-  mt_assert_pattern(memres_buffer_get_pointer(b), 4096, 7);
+  g_assert_true (memres_buffer_close (a, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps);
+  g_assert_false (memres_buffer_is_closed (b));
+  mt_assert_pattern (memres_buffer_get_pointer (b), 4096, 7);
   /* Closing again is a no-op, not a second release of the mapping. */
-  g_assert_true(memres_buffer_close(a, NULL, &error));
-  g_assert_cmpint(g_atomic_int_get(&n_unmap), ==, unmaps);
+  g_assert_true (memres_buffer_close (a, NULL, &error));
+  g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps);
 
-  memres_buffer_unref(b); /* the last reference closes it */
-  g_assert_cmpint(g_atomic_int_get(&n_unmap), ==, unmaps + 1);
-  memres_buffer_unref(a);
+  memres_buffer_unref (b); /* the last reference closes it */
+  g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps + 1);
+  memres_buffer_unref (a);
 
   /* A fresh import maps again. */
-  a = memres_buffer_import(f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
-  g_assert_no_error(error);
-  g_assert_cmpint(g_atomic_int_get(&n_import_buffer), ==, imports + 2);
-  memres_buffer_unref(a);
-  g_assert_cmpint(g_atomic_int_get(&n_unmap), ==, unmaps + 2);
+  a = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports + 2);
+  memres_buffer_unref (a);
+  g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps + 2);
 }
 
 /* Same pool, same resource; the entry leaves the table with the resource. */
 static void
-test_handle_dedup(Fixture *f, gconstpointer data)
+test_handle_dedup (Fixture *f, gconstpointer data)
 {
-  g_autoptr(MemresIpcHandle) h1 = NULL;
-  g_autoptr(MemresIpcHandle) h2 = NULL;
+  g_autoptr (MemresIpcHandle) h1 = NULL;
+  g_autoptr (MemresIpcHandle) h2 = NULL;
   MemresResource *a, *b;
   GError *error = NULL;
-  gint imports = g_atomic_int_get(&n_import_handle);
+  gint imports = g_atomic_int_get (&n_import_handle);
 
-  h1 = memres_resource_export_handle(f->exporter, &error);
-  g_assert_no_error(error);
-  h2 = memres_resource_export_handle(f->exporter, &error);
-  g_assert_no_error(error);
-  g_assert_cmpint(memres_ipc_handle_get_fd(h1), !=, memres_ipc_handle_get_fd(h2));
+  h1 = memres_resource_export_handle (f->exporter, &error);
+  g_assert_no_error (error);
+  h2 = memres_resource_export_handle (f->exporter, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (memres_ipc_handle_get_fd (h1), !=, memres_ipc_handle_get_fd (h2));
 
-  a = memres_resource_import_handle(h1, &error);
-  g_assert_no_error(error);
-  b = memres_resource_import_handle(h2, &error);
-  g_assert_no_error(error);
-  g_assert_true(a == f->importer);
-  g_assert_true(b == f->importer);
-  g_assert_cmpint(g_atomic_int_get(&n_import_handle), ==, imports);
-  g_assert_true(memres_resource_get_flags(a) & MEMRES_MEMORY_IMPORTED);
-  memres_resource_unref(a);
-  memres_resource_unref(b);
+  a = memres_resource_import_handle (h1, &error);
+  g_assert_no_error (error);
+  b = memres_resource_import_handle (h2, &error);
+  g_assert_no_error (error);
+  g_assert_true (a == f->importer);
+  g_assert_true (b == f->importer);
+  g_assert_cmpint (g_atomic_int_get (&n_import_handle), ==, imports);
+  g_assert_true (memres_resource_get_flags (a) & MEMRES_MEMORY_IMPORTED);
+  memres_resource_unref (a);
+  memres_resource_unref (b);
 
   /* Drop the fixture's importer (and the buffer keeping nothing of it): the next import makes
    * a new resource. */
-  g_clear_pointer(&f->importer, memres_resource_unref);
-  a = memres_resource_import_handle(h1, &error);
-  g_assert_no_error(error);
-  g_assert_cmpint(g_atomic_int_get(&n_import_handle), ==, imports + 1);
+  g_clear_pointer (&f->importer, memres_resource_unref);
+  a = memres_resource_import_handle (h1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (g_atomic_int_get (&n_import_handle), ==, imports + 1);
   f->importer = a;
 
   /* A handle with no fd cannot be imported. */
   {
-    MemresIpcHandle *h3 = memres_resource_export_handle(f->exporter, &error);
-    int fd = memres_ipc_handle_steal_fd(h3);
-    g_assert_null(memres_resource_import_handle(h3, &error));
-    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-    g_clear_error(&error);
-    close(fd);
-    memres_ipc_handle_free(h3);
+    MemresIpcHandle *h3 = memres_resource_export_handle (f->exporter, &error);
+    int fd = memres_ipc_handle_steal_fd (h3);
+    g_assert_null (memres_resource_import_handle (h3, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+    close (fd);
+    memres_ipc_handle_free (h3);
   }
 }
 
 /* An imported buffer keeps its resource (and the import table entry) alive. */
 static void
-test_buffer_keeps_import(Fixture *f, gconstpointer data)
+test_buffer_keeps_import (Fixture *f, gconstpointer data)
 {
-  g_autoptr(MemresIpcHandle) handle = NULL;
+  g_autoptr (MemresIpcHandle) handle = NULL;
   MemresBuffer *imported;
   MemresResource *again;
   GError *error = NULL;
-  gint imports = g_atomic_int_get(&n_import_handle);
+  gint imports = g_atomic_int_get (&n_import_handle);
 
-  imported = memres_buffer_import(f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
-  g_assert_no_error(error);
-  g_clear_pointer(&f->importer, memres_resource_unref);
+  imported = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
+  g_assert_no_error (error);
+  g_clear_pointer (&f->importer, memres_resource_unref);
 
-  handle = memres_resource_export_handle(f->exporter, &error);
-  g_assert_no_error(error);
-  again = memres_resource_import_handle(handle, &error);
-  g_assert_no_error(error);
-  g_assert_true(again == memres_buffer_get_resource(imported));
-  g_assert_cmpint(g_atomic_int_get(&n_import_handle), ==, imports);
+  handle = memres_resource_export_handle (f->exporter, &error);
+  g_assert_no_error (error);
+  again = memres_resource_import_handle (handle, &error);
+  g_assert_no_error (error);
+  g_assert_true (again == memres_buffer_get_resource (imported));
+  g_assert_cmpint (g_atomic_int_get (&n_import_handle), ==, imports);
   f->importer = again;
-  memres_buffer_unref(imported);
+  memres_buffer_unref (imported);
 }
 
 typedef struct
@@ -629,75 +629,76 @@ typedef struct
 } ThreadData;
 
 static gpointer
-import_thread(gpointer data)
+import_thread (gpointer data)
 {
   ThreadData *t = data;
 
   for (int i = 0; i < t->rounds && t->error == NULL; i++)
     {
-      MemresBuffer *buf = memres_buffer_import(t->f->importer, t->f->desc.bytes,
-                                               sizeof t->f->desc.bytes, NULL, &t->error);
+      MemresBuffer *buf = memres_buffer_import (t->f->importer, t->f->desc.bytes,
+                                                sizeof t->f->desc.bytes, NULL, &t->error);
       if (buf == NULL)
         break;
-      if (memcmp(memres_buffer_get_pointer(buf), memres_buffer_get_pointer(t->f->buf), 4096) != 0)
-        g_set_error(&t->error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "wrong bytes");
-      memres_buffer_close(buf, NULL, t->error ? NULL : &t->error);
-      memres_buffer_unref(buf);
+      if (memcmp (memres_buffer_get_pointer (buf), memres_buffer_get_pointer (t->f->buf), 4096)
+          != 0)
+        g_set_error (&t->error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "wrong bytes");
+      memres_buffer_close (buf, NULL, t->error ? NULL : &t->error);
+      memres_buffer_unref (buf);
     }
   return NULL;
 }
 
 static void
-test_threads(Fixture *f, gconstpointer data)
+test_threads (Fixture *f, gconstpointer data)
 {
   ThreadData t[4];
   GThread *threads[4];
-  gint imports = g_atomic_int_get(&n_import_buffer);
-  gint unmaps = g_atomic_int_get(&n_unmap);
+  gint imports = g_atomic_int_get (&n_import_buffer);
+  gint unmaps = g_atomic_int_get (&n_unmap);
 
   for (int i = 0; i < 4; i++)
     {
       t[i] = (ThreadData){ f, NULL, 500 };
-      threads[i] = g_thread_new("import", import_thread, &t[i]);
+      threads[i] = g_thread_new ("import", import_thread, &t[i]);
     }
   for (int i = 0; i < 4; i++)
     {
-      g_thread_join(threads[i]);
-      g_assert_no_error(t[i].error);
+      g_thread_join (threads[i]);
+      g_assert_no_error (t[i].error);
     }
   /* Every mapping made was unmapped once. */
-  g_assert_cmpint(g_atomic_int_get(&n_import_buffer) - imports, ==,
-                  g_atomic_int_get(&n_unmap) - unmaps);
-  g_assert_cmpint(g_atomic_int_get(&n_import_buffer) - imports, >=, 1);
+  g_assert_cmpint (g_atomic_int_get (&n_import_buffer) - imports, ==,
+                   g_atomic_int_get (&n_unmap) - unmaps);
+  g_assert_cmpint (g_atomic_int_get (&n_import_buffer) - imports, >=, 1);
 }
 
 int
-main(int argc, char **argv)
+main (int argc, char **argv)
 {
-  mt_init(&argc, &argv);
-  register_loopback();
+  mt_init (&argc, &argv);
+  register_loopback ();
 
 #define ADD(path, func)                                                                            \
-  g_test_add("/descriptor/" path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
-  ADD("round-trip", test_round_trip);
-  ADD("invalid/truncated", test_truncated);
-  ADD("invalid/oversized", test_oversized);
-  ADD("invalid/wrong-magic", test_wrong_magic);
-  ADD("invalid/wrong-version", test_wrong_version);
-  ADD("invalid/wrong-length-field", test_wrong_length_field);
-  ADD("invalid/bad-kind", test_bad_kind);
-  ADD("invalid/nonzero-reserved", test_nonzero_reserved);
-  ADD("invalid/zero-size", test_zero_size);
-  ADD("invalid/offset-overflow", test_offset_overflow);
-  ADD("invalid/size-lying", test_size_lying);
-  ADD("invalid/size-lying-mapped", test_size_lying_mapped);
-  ADD("invalid/wrong-pool", test_wrong_pool);
-  ADD("not-supported", test_not_supported);
-  ADD("export/closed-and-empty", test_export_closed_empty);
-  ADD("import/dedup", test_dedup);
-  ADD("import/handle-dedup", test_handle_dedup);
-  ADD("import/buffer-keeps-import", test_buffer_keeps_import);
-  ADD("import/threads", test_threads);
+  g_test_add ("/descriptor/" path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
+  ADD ("round-trip", test_round_trip);
+  ADD ("invalid/truncated", test_truncated);
+  ADD ("invalid/oversized", test_oversized);
+  ADD ("invalid/wrong-magic", test_wrong_magic);
+  ADD ("invalid/wrong-version", test_wrong_version);
+  ADD ("invalid/wrong-length-field", test_wrong_length_field);
+  ADD ("invalid/bad-kind", test_bad_kind);
+  ADD ("invalid/nonzero-reserved", test_nonzero_reserved);
+  ADD ("invalid/zero-size", test_zero_size);
+  ADD ("invalid/offset-overflow", test_offset_overflow);
+  ADD ("invalid/size-lying", test_size_lying);
+  ADD ("invalid/size-lying-mapped", test_size_lying_mapped);
+  ADD ("invalid/wrong-pool", test_wrong_pool);
+  ADD ("not-supported", test_not_supported);
+  ADD ("export/closed-and-empty", test_export_closed_empty);
+  ADD ("import/dedup", test_dedup);
+  ADD ("import/handle-dedup", test_handle_dedup);
+  ADD ("import/buffer-keeps-import", test_buffer_keeps_import);
+  ADD ("import/threads", test_threads);
 #undef ADD
-  return g_test_run();
+  return g_test_run ();
 }

@@ -2,93 +2,93 @@
  * (suite fake) and the real one (suite gpu). */
 #include "testutil.h"
 
-#define KiB   ((gsize)1024)
+#define KiB   ((gsize) 1024)
 #define MiB   (1024 * KiB)
 #define GiB   (1024 * MiB)
 #define CHUNK (64 * MiB)
 
-#define CU_OK(call) g_assert_cmpint((call), ==, CUDA_SUCCESS)
+#define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
 
 /* Asserts that @call, which sets `error`, succeeds; the error's message shows when it does not. */
 #define CHECK(call)                                                                                \
   G_STMT_START                                                                                     \
   {                                                                                                \
     gboolean ok_ = (call);                                                                         \
-    g_assert_no_error(error);                                                                      \
-    g_assert_true(ok_);                                                                            \
+    g_assert_no_error (error);                                                                     \
+    g_assert_true (ok_);                                                                           \
   }                                                                                                \
   G_STMT_END
 
 static const MemresCudaDriver *
-drv(void)
+drv (void)
 {
   GError *error = NULL;
-  const MemresCudaDriver *d = memres_cuda_get_driver(&error);
+  const MemresCudaDriver *d = memres_cuda_get_driver (&error);
 
-  g_assert_no_error(error);
+  g_assert_no_error (error);
   return d;
 }
 
 static MemresStats
-stats_ok(MemresResource *mr)
+stats_ok (MemresResource *mr)
 {
   GError *error = NULL;
   MemresStats stats;
 
-  memset(&stats, 0xff, sizeof stats);
-  CHECK(memres_resource_get_stats(mr, &stats, &error));
-  g_assert_cmpuint(stats.reserved_high, >=, stats.reserved_current);
-  g_assert_cmpuint(stats.used_high, >=, stats.used_current);
-  g_assert_cmpuint(stats.reserved_current, >=, stats.used_current);
+  memset (&stats, 0xff, sizeof stats);
+  CHECK (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_cmpuint (stats.reserved_high, >=, stats.reserved_current);
+  g_assert_cmpuint (stats.used_high, >=, stats.used_current);
+  g_assert_cmpuint (stats.reserved_current, >=, stats.used_current);
   return stats;
 }
 
 static CUstream
-stream_new_on(gint device)
+stream_new_on (gint device)
 {
   GError *error = NULL;
   CUstream stream = NULL;
   CUcontext context, popped;
 
-  CHECK(memres_cuda_get_primary_context(device, &context, &error));
-  CU_OK(drv()->cuCtxPushCurrent(context));
-  CU_OK(drv()->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  CU_OK(drv()->cuCtxPopCurrent(&popped));
+  CHECK (memres_cuda_get_primary_context (device, &context, &error));
+  CU_OK (drv ()->cuCtxPushCurrent (context));
+  CU_OK (drv ()->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING));
+  CU_OK (drv ()->cuCtxPopCurrent (&popped));
   return stream;
 }
 
 /* A stream of device 0, which also becomes the calling thread's current context. */
 static CUstream
-stream_new(void)
+stream_new (void)
 {
   GError *error = NULL;
 
-  CHECK(memres_cuda_ensure_context(0, &error));
-  return stream_new_on(0);
+  CHECK (memres_cuda_ensure_context (0, &error));
+  return stream_new_on (0);
 }
 
 static void
-stream_free(CUstream stream)
+stream_free (CUstream stream)
 {
-  CU_OK(drv()->cuStreamSynchronize(stream));
-  CU_OK(drv()->cuStreamDestroy(stream));
+  CU_OK (drv ()->cuStreamSynchronize (stream));
+  CU_OK (drv ()->cuStreamDestroy (stream));
 }
 
 /* The pool a buffer came from, asked of the driver. */
 static CUmemoryPool
-pool_of(MemresBuffer *buf)
+pool_of (MemresBuffer *buf)
 {
   CUmemoryPool pool = NULL;
 
-  mt_sync_ok(NULL); /* the allocation has happened */
-  CU_OK(drv()->cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
-                                     (CUdeviceptr)memres_buffer_get_address(buf)));
-  g_assert_nonnull(pool);
+  mt_sync_ok (NULL); /* the allocation has happened */
+  CU_OK (drv ()->cuPointerGetAttribute (&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                                        (CUdeviceptr) memres_buffer_get_address (buf)));
+  g_assert_nonnull (pool);
   return pool;
 }
 
 static guint64
-pool_attr(CUmemoryPool pool, CUmemPool_attribute attr)
+pool_attr (CUmemoryPool pool, CUmemPool_attribute attr)
 {
   cuuint64_t value = 0;
 
@@ -96,120 +96,120 @@ pool_attr(CUmemoryPool pool, CUmemPool_attribute attr)
     {
       int v = -1;
 
-      CU_OK(drv()->cuMemPoolGetAttribute(pool, attr, &v));
-      return (guint64)v;
+      CU_OK (drv ()->cuMemPoolGetAttribute (pool, attr, &v));
+      return (guint64) v;
     }
-  CU_OK(drv()->cuMemPoolGetAttribute(pool, attr, &value));
+  CU_OK (drv ()->cuMemPoolGetAttribute (pool, attr, &value));
   return value;
 }
 
 /* Host <-> device in chunks, so that a 1 GiB buffer needs CHUNK bytes of host memory. */
 static void
-write_pattern(MemresBuffer *buf, guint32 seed, MemresStream stream)
+write_pattern (MemresBuffer *buf, guint32 seed, MemresStream stream)
 {
-  gsize size = memres_buffer_get_size(buf);
+  gsize size = memres_buffer_get_size (buf);
 
   for (gsize off = 0; off < size; off += CHUNK)
-    mt_write_pattern(buf, off, MIN(CHUNK, size - off), seed + (guint32)(off / CHUNK), stream);
+    mt_write_pattern (buf, off, MIN (CHUNK, size - off), seed + (guint32) (off / CHUNK), stream);
 }
 
 static void
-check_pattern(MemresBuffer *buf, guint32 seed, MemresStream stream)
+check_pattern (MemresBuffer *buf, guint32 seed, MemresStream stream)
 {
-  gsize size = memres_buffer_get_size(buf);
+  gsize size = memres_buffer_get_size (buf);
 
   for (gsize off = 0; off < size; off += CHUNK)
-    mt_check_pattern(buf, off, MIN(CHUNK, size - off), seed + (guint32)(off / CHUNK), stream);
+    mt_check_pattern (buf, off, MIN (CHUNK, size - off), seed + (guint32) (off / CHUNK), stream);
 }
 
 /* Every byte of @buf equals byte (i % 4) of little-endian @word. */
 static void
-check_fill(MemresBuffer *buf, guint32 word, MemresStream stream)
+check_fill (MemresBuffer *buf, guint32 word, MemresStream stream)
 {
-  gsize size = memres_buffer_get_size(buf);
-  g_autofree guint8 *host = g_malloc(MIN(size, CHUNK));
+  gsize size = memres_buffer_get_size (buf);
+  g_autofree guint8 *host = g_malloc (MIN (size, CHUNK));
   guint8 bytes[4] = { word & 0xff, (word >> 8) & 0xff, (word >> 16) & 0xff, word >> 24 };
 
   for (gsize off = 0; off < size; off += CHUNK)
     {
-      gsize n = MIN(CHUNK, size - off);
+      gsize n = MIN (CHUNK, size - off);
       GError *error = NULL;
 
-      memset(host, ~bytes[0], n);
-      CHECK(memres_buffer_read(buf, off, host, n, stream, &error));
-      mt_sync_ok(stream);
+      memset (host, ~bytes[0], n);
+      CHECK (memres_buffer_read (buf, off, host, n, stream, &error));
+      mt_sync_ok (stream);
       for (gsize i = 0; i < n; i++)
         if (host[i] != bytes[(off + i) % 4])
-          g_error("byte %" G_GSIZE_FORMAT " is 0x%02x, expected 0x%02x", off + i, host[i],
-                  bytes[(off + i) % 4]);
+          g_error ("byte %" G_GSIZE_FORMAT " is 0x%02x, expected 0x%02x", off + i, host[i],
+                   bytes[(off + i) % 4]);
     }
 }
 
 static void
-fill_ok(MemresBuffer *buf, guint32 pattern, guint width, MemresStream stream)
+fill_ok (MemresBuffer *buf, guint32 pattern, guint width, MemresStream stream)
 {
   GError *error = NULL;
 
-  CHECK(memres_buffer_fill(buf, pattern, width, stream, &error));
+  CHECK (memres_buffer_fill (buf, pattern, width, stream, &error));
 }
 
 /* write host -> a, copy a -> b, fill a, then verify both, every byte. */
 static void
-round_trip(MemresResource *mr, gsize size, MemresStream stream)
+round_trip (MemresResource *mr, gsize size, MemresStream stream)
 {
-  MemresBuffer *a = mt_alloc_ok(mr, size, stream);
-  MemresBuffer *b = mt_alloc_ok(mr, size, stream);
+  MemresBuffer *a = mt_alloc_ok (mr, size, stream);
+  MemresBuffer *b = mt_alloc_ok (mr, size, stream);
   GError *error = NULL;
-  guint32 seed = (guint32)size;
+  guint32 seed = (guint32) size;
 
-  g_assert_cmpuint(memres_buffer_get_address(a), !=, 0);
-  g_assert_cmpuint(memres_buffer_get_address(a), !=, memres_buffer_get_address(b));
-  g_assert_cmpint(memres_buffer_get_device(a), ==, 0);
-  g_assert_true(memres_buffer_is_device_accessible(a));
-  g_assert_false(memres_buffer_is_host_accessible(a));
+  g_assert_cmpuint (memres_buffer_get_address (a), !=, 0);
+  g_assert_cmpuint (memres_buffer_get_address (a), !=, memres_buffer_get_address (b));
+  g_assert_cmpint (memres_buffer_get_device (a), ==, 0);
+  g_assert_true (memres_buffer_is_device_accessible (a));
+  g_assert_false (memres_buffer_is_host_accessible (a));
 
-  write_pattern(a, seed, stream);
-  CHECK(memres_buffer_copy_to(a, b, stream, &error));
-  fill_ok(a, 0x5a, 1, stream);
-  check_pattern(b, seed, stream);
-  check_fill(a, 0x5a5a5a5a, stream);
+  write_pattern (a, seed, stream);
+  CHECK (memres_buffer_copy_to (a, b, stream, &error));
+  fill_ok (a, 0x5a, 1, stream);
+  check_pattern (b, seed, stream);
+  check_fill (a, 0x5a5a5a5a, stream);
   if (size % 4 == 0)
     {
-      fill_ok(b, 0x11223344, 4, stream);
-      check_fill(b, 0x11223344, stream);
+      fill_ok (b, 0x11223344, 4, stream);
+      check_fill (b, 0x11223344, stream);
     }
-  mt_close_ok(a, stream);
-  mt_close_ok(b, stream);
-  mt_sync_ok(stream);
+  mt_close_ok (a, stream);
+  mt_close_ok (b, stream);
+  mt_sync_ok (stream);
 }
 
 static void
-test_allocate_patterns(void)
+test_allocate_patterns (void)
 {
   static const gsize sizes[] = { 1, 255, MiB, GiB };
   FakeCudaCounts base;
   MemresResource *mr;
   CUstream stream;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new");
-  stream = stream_new();
-  for (guint i = 0; i < G_N_ELEMENTS(sizes); i++)
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new");
+  stream = stream_new ();
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
     {
-      g_test_message("size %" G_GSIZE_FORMAT, sizes[i]);
-      round_trip(mr, sizes[i], stream);
+      g_test_message ("size %" G_GSIZE_FORMAT, sizes[i]);
+      round_trip (mr, sizes[i], stream);
     }
   /* the legacy default stream too */
-  round_trip(mr, 4 * KiB, NULL);
-  stream_free(stream);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  round_trip (mr, 4 * KiB, NULL);
+  stream_free (stream);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_allocate_zero_size(void)
+test_allocate_zero_size (void)
 {
   FakeCudaCounts base;
   MemresResource *mr;
@@ -217,51 +217,51 @@ test_allocate_zero_size(void)
   MemresStats before, after;
   long calls = 0;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new");
-  before = stats_ok(mr);
-  if (mt_driver_is_fake())
-    calls = mt_fake_call_count("cuMemAllocFromPoolAsync");
-  buf = mt_alloc_ok(mr, 0, NULL);
-  g_assert_cmpuint(memres_buffer_get_address(buf), ==, 0);
-  after = stats_ok(mr);
-  g_assert_cmpuint(after.used_current, ==, before.used_current);
-  g_assert_cmpuint(after.n_buffers, ==, before.n_buffers + 1);
-  if (mt_driver_is_fake())
-    g_assert_cmpint(mt_fake_call_count("cuMemAllocFromPoolAsync"), ==, calls);
-  mt_close_ok(buf, NULL);
-  g_assert_cmpuint(stats_ok(mr).n_buffers, ==, before.n_buffers);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new");
+  before = stats_ok (mr);
+  if (mt_driver_is_fake ())
+    calls = mt_fake_call_count ("cuMemAllocFromPoolAsync");
+  buf = mt_alloc_ok (mr, 0, NULL);
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
+  after = stats_ok (mr);
+  g_assert_cmpuint (after.used_current, ==, before.used_current);
+  g_assert_cmpuint (after.n_buffers, ==, before.n_buffers + 1);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuMemAllocFromPoolAsync"), ==, calls);
+  mt_close_ok (buf, NULL);
+  g_assert_cmpuint (stats_ok (mr).n_buffers, ==, before.n_buffers);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_allocate_too_large(void)
+test_allocate_too_large (void)
 {
   FakeCudaCounts base;
   GError *error = NULL;
   MemresResource *mr;
   MemresBuffer *buf;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new");
-  buf = memres_resource_allocate(mr, G_MAXSIZE, NULL, &error);
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_null(buf);
-  g_clear_error(&error);
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new");
+  buf = memres_resource_allocate (mr, G_MAXSIZE, NULL, &error);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_null (buf);
+  g_clear_error (&error);
   /* the pool keeps working */
-  round_trip(mr, 4 * KiB, NULL);
-  g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  round_trip (mr, 4 * KiB, NULL);
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_stats(void)
+test_stats (void)
 {
   FakeCudaCounts base;
   GError *error = NULL;
@@ -269,103 +269,103 @@ test_stats(void)
   MemresBuffer *a, *b;
   MemresStats s0, s1, s2, s3;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new,release_threshold=max");
-  s0 = stats_ok(mr);
-  g_assert_cmpuint(s0.used_current, ==, 0);
-  g_assert_cmpuint(s0.n_buffers, ==, 0);
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new,release_threshold=max");
+  s0 = stats_ok (mr);
+  g_assert_cmpuint (s0.used_current, ==, 0);
+  g_assert_cmpuint (s0.n_buffers, ==, 0);
 
-  a = mt_alloc_ok(mr, 3 * MiB, NULL);
-  b = mt_alloc_ok(mr, 5 * MiB + 1, NULL);
-  s1 = stats_ok(mr);
-  g_assert_cmpuint(s1.used_current, >=, 8 * MiB + 1);
-  g_assert_cmpuint(s1.used_high, >=, s1.used_current);
-  g_assert_cmpuint(s1.reserved_current, >=, s1.used_current);
-  g_assert_cmpuint(s1.n_buffers, ==, 2);
+  a = mt_alloc_ok (mr, 3 * MiB, NULL);
+  b = mt_alloc_ok (mr, 5 * MiB + 1, NULL);
+  s1 = stats_ok (mr);
+  g_assert_cmpuint (s1.used_current, >=, 8 * MiB + 1);
+  g_assert_cmpuint (s1.used_high, >=, s1.used_current);
+  g_assert_cmpuint (s1.reserved_current, >=, s1.used_current);
+  g_assert_cmpuint (s1.n_buffers, ==, 2);
 
-  mt_close_ok(b, NULL);
-  mt_sync_ok(NULL);
-  s2 = stats_ok(mr);
-  g_assert_cmpuint(s2.used_current, <=, s1.used_current - (5 * MiB + 1));
-  g_assert_cmpuint(s2.used_current, >=, 3 * MiB);
-  g_assert_cmpuint(s2.used_high, ==, s1.used_high); /* the mark stays */
-  g_assert_cmpuint(s2.n_buffers, ==, 1);
+  mt_close_ok (b, NULL);
+  mt_sync_ok (NULL);
+  s2 = stats_ok (mr);
+  g_assert_cmpuint (s2.used_current, <=, s1.used_current - (5 * MiB + 1));
+  g_assert_cmpuint (s2.used_current, >=, 3 * MiB);
+  g_assert_cmpuint (s2.used_high, ==, s1.used_high); /* the mark stays */
+  g_assert_cmpuint (s2.n_buffers, ==, 1);
 
   /* reset: the high marks come down to the current values */
-  CHECK(memres_resource_reset_stats(mr, &error));
-  s3 = stats_ok(mr);
-  g_assert_cmpuint(s3.used_high, ==, s3.used_current);
-  g_assert_cmpuint(s3.used_high, <, s1.used_high);
-  g_assert_cmpuint(s3.reserved_high, ==, s3.reserved_current);
+  CHECK (memres_resource_reset_stats (mr, &error));
+  s3 = stats_ok (mr);
+  g_assert_cmpuint (s3.used_high, ==, s3.used_current);
+  g_assert_cmpuint (s3.used_high, <, s1.used_high);
+  g_assert_cmpuint (s3.reserved_high, ==, s3.reserved_current);
 
-  mt_close_ok(a, NULL);
-  mt_sync_ok(NULL);
-  s3 = stats_ok(mr);
-  g_assert_cmpuint(s3.used_current, ==, 0);
-  g_assert_cmpuint(s3.used_high, >=, 3 * MiB);
-  g_assert_cmpuint(s3.n_buffers, ==, 0);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  mt_close_ok (a, NULL);
+  mt_sync_ok (NULL);
+  s3 = stats_ok (mr);
+  g_assert_cmpuint (s3.used_current, ==, 0);
+  g_assert_cmpuint (s3.used_high, >=, 3 * MiB);
+  g_assert_cmpuint (s3.n_buffers, ==, 0);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_trim(void)
+test_trim (void)
 {
   FakeCudaCounts base;
   GError *error = NULL;
   MemresResource *mr;
   MemresStats s;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new,release_threshold=max");
-  mt_close_ok(mt_alloc_ok(mr, 16 * MiB, NULL), NULL);
-  mt_sync_ok(NULL);
-  s = stats_ok(mr);
-  g_assert_cmpuint(s.used_current, ==, 0);
-  g_assert_cmpuint(s.reserved_current, >=, 16 * MiB); /* threshold max keeps it */
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new,release_threshold=max");
+  mt_close_ok (mt_alloc_ok (mr, 16 * MiB, NULL), NULL);
+  mt_sync_ok (NULL);
+  s = stats_ok (mr);
+  g_assert_cmpuint (s.used_current, ==, 0);
+  g_assert_cmpuint (s.reserved_current, >=, 16 * MiB); /* threshold max keeps it */
 
-  CHECK(memres_resource_trim(mr, 0, &error));
-  s = stats_ok(mr);
-  g_assert_cmpuint(s.reserved_current, ==, 0);
-  g_assert_cmpuint(s.reserved_high, >=, 16 * MiB);
+  CHECK (memres_resource_trim (mr, 0, &error));
+  s = stats_ok (mr);
+  g_assert_cmpuint (s.reserved_current, ==, 0);
+  g_assert_cmpuint (s.reserved_high, >=, 16 * MiB);
 
   /* still works after the trim */
-  round_trip(mr, 64 * KiB, NULL);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  round_trip (mr, 64 * KiB, NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_max_size(void)
+test_max_size (void)
 {
   FakeCudaCounts base;
   GError *error = NULL;
   MemresResource *mr;
   MemresBuffer *a, *b;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new,max_size=64MiB");
-  a = mt_alloc_ok(mr, 16 * MiB, NULL);
-  b = memres_resource_allocate(mr, 128 * MiB, NULL, &error);
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_null(b);
-  g_clear_error(&error);
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new,max_size=64MiB");
+  a = mt_alloc_ok (mr, 16 * MiB, NULL);
+  b = memres_resource_allocate (mr, 128 * MiB, NULL, &error);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_null (b);
+  g_clear_error (&error);
   /* the pool keeps working: the first buffer is intact, more fits */
-  write_pattern(a, 7, NULL);
-  b = mt_alloc_ok(mr, 16 * MiB, NULL);
-  check_pattern(a, 7, NULL);
-  mt_close_ok(b, NULL);
-  mt_close_ok(a, NULL);
-  mt_sync_ok(NULL);
-  g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  write_pattern (a, 7, NULL);
+  b = mt_alloc_ok (mr, 16 * MiB, NULL);
+  check_pattern (a, 7, NULL);
+  mt_close_ok (b, NULL);
+  mt_close_ok (a, NULL);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 #define N_THREADS 16
@@ -378,7 +378,7 @@ typedef struct
 } ThreadData;
 
 static gpointer
-thread_main(gpointer user_data)
+thread_main (gpointer user_data)
 {
   ThreadData *td = user_data;
 
@@ -386,18 +386,18 @@ thread_main(gpointer user_data)
     {
       gsize size = 1 + ((td->index * 7919 + i * 104729) % (64 * KiB));
       GError *error = NULL;
-      MemresBuffer *buf = memres_resource_allocate(td->mr, size, NULL, &error);
+      MemresBuffer *buf = memres_resource_allocate (td->mr, size, NULL, &error);
 
-      g_assert_no_error(error);
-      g_assert_nonnull(buf);
-      CHECK(memres_buffer_close(buf, NULL, &error));
-      memres_buffer_unref(buf);
+      g_assert_no_error (error);
+      g_assert_nonnull (buf);
+      CHECK (memres_buffer_close (buf, NULL, &error));
+      memres_buffer_unref (buf);
     }
   return NULL;
 }
 
 static void
-test_threads(void)
+test_threads (void)
 {
   FakeCudaCounts base;
   ThreadData td[N_THREADS];
@@ -406,32 +406,32 @@ test_threads(void)
   MemresStats s;
   guint iterations = 10000;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new");
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new");
   for (guint t = 0; t < N_THREADS; t++)
     {
       td[t] = (ThreadData){ mr, iterations, t };
-      threads[t] = g_thread_new("dmr-test", thread_main, &td[t]);
+      threads[t] = g_thread_new ("dmr-test", thread_main, &td[t]);
     }
   for (guint t = 0; t < N_THREADS; t++)
-    g_thread_join(threads[t]);
+    g_thread_join (threads[t]);
 
   /* every thread freed on the legacy stream of the device's primary context */
-  mt_sync_ok(NULL);
-  s = stats_ok(mr);
-  g_assert_cmpuint(s.used_current, ==, 0);
-  g_assert_cmpuint(s.n_buffers, ==, 0);
-  g_assert_cmpuint(s.used_high, >=, 1);
-  if (mt_driver_is_fake())
-    g_assert_cmpint(mt_fake_call_count("cuMemFreeAsync"), >=, (long)N_THREADS * iterations);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  mt_sync_ok (NULL);
+  s = stats_ok (mr);
+  g_assert_cmpuint (s.used_current, ==, 0);
+  g_assert_cmpuint (s.n_buffers, ==, 0);
+  g_assert_cmpuint (s.used_high, >=, 1);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync"), >=, (long) N_THREADS * iterations);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_free_other_stream(void)
+test_free_other_stream (void)
 {
   FakeCudaCounts base;
   GError *error = NULL;
@@ -440,79 +440,79 @@ test_free_other_stream(void)
   CUstream a, b;
   CUevent done;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new");
-  a = stream_new();
-  b = stream_new();
-  CU_OK(drv()->cuEventCreate(&done, CU_EVENT_DISABLE_TIMING));
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new");
+  a = stream_new ();
+  b = stream_new ();
+  CU_OK (drv ()->cuEventCreate (&done, CU_EVENT_DISABLE_TIMING));
 
-  src = mt_alloc_ok(mr, 4 * MiB, a);
-  dst = mt_alloc_ok(mr, 4 * MiB, a);
-  write_pattern(src, 42, a);
-  CHECK(memres_buffer_copy_to(src, dst, a, &error));
-  check_pattern(src, 42, a); /* the bytes are intact before the free */
+  src = mt_alloc_ok (mr, 4 * MiB, a);
+  dst = mt_alloc_ok (mr, 4 * MiB, a);
+  write_pattern (src, 42, a);
+  CHECK (memres_buffer_copy_to (src, dst, a, &error));
+  check_pattern (src, 42, a); /* the bytes are intact before the free */
 
   /* the free on b waits for everything queued on a */
-  CU_OK(drv()->cuEventRecord(done, a));
-  CU_OK(drv()->cuStreamWaitEvent(b, done, 0));
-  mt_close_ok(src, b);
-  CU_OK(drv()->cuStreamSynchronize(b));
-  check_pattern(dst, 42, a);
-  g_assert_cmpuint(stats_ok(mr).used_current, >=, 4 * MiB);
-  mt_close_ok(dst, a);
-  CU_OK(drv()->cuStreamSynchronize(a));
-  g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
+  CU_OK (drv ()->cuEventRecord (done, a));
+  CU_OK (drv ()->cuStreamWaitEvent (b, done, 0));
+  mt_close_ok (src, b);
+  CU_OK (drv ()->cuStreamSynchronize (b));
+  check_pattern (dst, 42, a);
+  g_assert_cmpuint (stats_ok (mr).used_current, >=, 4 * MiB);
+  mt_close_ok (dst, a);
+  CU_OK (drv ()->cuStreamSynchronize (a));
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
 
-  CU_OK(drv()->cuEventDestroy(done));
-  stream_free(a);
-  stream_free(b);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  CU_OK (drv ()->cuEventDestroy (done));
+  stream_free (a);
+  stream_free (b);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_buffers_outlive_resource(void)
+test_buffers_outlive_resource (void)
 {
   FakeCudaCounts base, live;
   MemresResource *mr;
   MemresBuffer *bufs[3];
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new");
-  for (guint i = 0; i < G_N_ELEMENTS(bufs); i++)
-    bufs[i] = mt_alloc_ok(mr, (i + 1) * 100 * KiB, NULL);
-  memres_resource_unref(mr); /* the buffers hold it now */
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new");
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    bufs[i] = mt_alloc_ok (mr, (i + 1) * 100 * KiB, NULL);
+  memres_resource_unref (mr); /* the buffers hold it now */
 
-  for (guint i = 0; i < G_N_ELEMENTS(bufs); i++)
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
     {
-      g_assert_true(memres_buffer_get_resource(bufs[i]) == mr);
-      write_pattern(bufs[i], i, NULL);
-      check_pattern(bufs[i], i, NULL);
+      g_assert_true (memres_buffer_get_resource (bufs[i]) == mr);
+      write_pattern (bufs[i], i, NULL);
+      check_pattern (bufs[i], i, NULL);
     }
-  if (mt_driver_is_fake())
+  if (mt_driver_is_fake ())
     {
-      mt_fake_get_counts(&live);
-      g_assert_cmpint(live.pools, ==, base.pools + 1);
-      g_assert_cmpint(live.pool_allocations, ==, base.pool_allocations + 3);
+      mt_fake_get_counts (&live);
+      g_assert_cmpint (live.pools, ==, base.pools + 1);
+      g_assert_cmpint (live.pool_allocations, ==, base.pool_allocations + 3);
     }
-  mt_close_ok(bufs[0], NULL);
-  mt_close_ok(bufs[2], NULL);
-  if (mt_driver_is_fake())
+  mt_close_ok (bufs[0], NULL);
+  mt_close_ok (bufs[2], NULL);
+  if (mt_driver_is_fake ())
     {
-      mt_fake_get_counts(&live);
-      g_assert_cmpint(live.pools, ==, base.pools + 1); /* one buffer is left */
+      mt_fake_get_counts (&live);
+      g_assert_cmpint (live.pools, ==, base.pools + 1); /* one buffer is left */
     }
-  mt_close_ok(bufs[1], NULL);
-  mt_sync_ok(NULL);
-  mt_assert_fake_counts_equal(&base);
+  mt_close_ok (bufs[1], NULL);
+  mt_sync_ok (NULL);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_pool_current_vs_new(void)
+test_pool_current_vs_new (void)
 {
   FakeCudaCounts base, now;
   MemresResource *cur1, *cur2, *own;
@@ -521,83 +521,83 @@ test_pool_current_vs_new(void)
   CUdevice dev;
   cuuint64_t zero = 0;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  CU_OK(drv()->cuDeviceGet(&dev, 0));
-  CU_OK(drv()->cuDeviceGetMemPool(&current, dev));
+  mt_counts_snapshot (&base);
+  CU_OK (drv ()->cuDeviceGet (&dev, 0));
+  CU_OK (drv ()->cuDeviceGetMemPool (&current, dev));
 
   /* a current pool with threshold 0 is raised to max; a given threshold is applied */
-  CU_OK(drv()->cuMemPoolSetAttribute(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
-  cur1 = mt_new_ok("dmr");
-  g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
-  cur2 = mt_new_ok("dmr:pool=current,release_threshold=1MiB");
-  g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, MiB);
-  memres_resource_unref(cur2);
-  cur2 = mt_new_ok("dmr:device=0,pool=current");
-  g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, MiB);
-  own = mt_new_ok("dmr:pool=new");
-  if (mt_driver_is_fake())
+  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+  cur1 = mt_new_ok ("dmr");
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
+  cur2 = mt_new_ok ("dmr:pool=current,release_threshold=1MiB");
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, MiB);
+  memres_resource_unref (cur2);
+  cur2 = mt_new_ok ("dmr:device=0,pool=current");
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, MiB);
+  own = mt_new_ok ("dmr:pool=new");
+  if (mt_driver_is_fake ())
     {
-      mt_fake_get_counts(&now);
-      g_assert_cmpint(now.pools, ==, base.pools + 1); /* only the new pool was created */
+      mt_fake_get_counts (&now);
+      g_assert_cmpint (now.pools, ==, base.pools + 1); /* only the new pool was created */
     }
 
-  b1 = mt_alloc_ok(cur1, 2 * MiB, NULL);
-  b2 = mt_alloc_ok(cur2, MiB, NULL);
-  b3 = mt_alloc_ok(own, 3 * MiB, NULL);
-  g_assert_true(pool_of(b1) == current);
-  g_assert_true(pool_of(b2) == current);
-  g_assert_true(pool_of(b3) != current);
-  g_assert_cmpuint(pool_attr(pool_of(b3), CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), !=, G_MAXUINT64);
+  b1 = mt_alloc_ok (cur1, 2 * MiB, NULL);
+  b2 = mt_alloc_ok (cur2, MiB, NULL);
+  b3 = mt_alloc_ok (own, 3 * MiB, NULL);
+  g_assert_true (pool_of (b1) == current);
+  g_assert_true (pool_of (b2) == current);
+  g_assert_true (pool_of (b3) != current);
+  g_assert_cmpuint (pool_attr (pool_of (b3), CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), !=, G_MAXUINT64);
   /* both current resources see all the current pool's memory, the new one only its own */
-  g_assert_cmpuint(stats_ok(cur1).used_current, >=, 3 * MiB);
-  g_assert_cmpuint(stats_ok(cur2).used_current, ==, stats_ok(cur1).used_current);
-  g_assert_cmpuint(stats_ok(own).used_current, >=, 3 * MiB);
-  g_assert_cmpuint(stats_ok(own).used_current, <, 4 * MiB + 4 * MiB);
-  g_assert_cmpint(memres_resource_get_device(cur1), ==, 0);
-  g_assert_cmpint(memres_resource_get_flags(cur1), ==,
-                  MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED);
+  g_assert_cmpuint (stats_ok (cur1).used_current, >=, 3 * MiB);
+  g_assert_cmpuint (stats_ok (cur2).used_current, ==, stats_ok (cur1).used_current);
+  g_assert_cmpuint (stats_ok (own).used_current, >=, 3 * MiB);
+  g_assert_cmpuint (stats_ok (own).used_current, <, 4 * MiB + 4 * MiB);
+  g_assert_cmpint (memres_resource_get_device (cur1), ==, 0);
+  g_assert_cmpint (memres_resource_get_flags (cur1), ==,
+                   MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED);
 
-  mt_close_ok(b1, NULL);
-  mt_close_ok(b2, NULL);
-  mt_close_ok(b3, NULL);
-  mt_sync_ok(NULL);
-  memres_resource_unref(cur1);
-  memres_resource_unref(cur2);
-  memres_resource_unref(own);
+  mt_close_ok (b1, NULL);
+  mt_close_ok (b2, NULL);
+  mt_close_ok (b3, NULL);
+  mt_sync_ok (NULL);
+  memres_resource_unref (cur1);
+  memres_resource_unref (cur2);
+  memres_resource_unref (own);
   /* the current pool survives its resources */
-  g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, MiB);
-  mt_assert_fake_counts_equal(&base);
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, MiB);
+  mt_assert_fake_counts_equal (&base);
 }
 
 /* Without a driver (run in a child whose MEMRES_CUDA_DRIVER names nothing). */
 static void
-test_no_driver(void)
+test_no_driver (void)
 {
-  if (!g_test_subprocess())
+  if (!g_test_subprocess ())
     {
-      g_autofree char *saved = g_strdup(g_getenv("MEMRES_CUDA_DRIVER"));
+      g_autofree char *saved = g_strdup (g_getenv ("MEMRES_CUDA_DRIVER"));
 
-      g_setenv("MEMRES_CUDA_DRIVER", "/nonexistent/libcuda.so.1", TRUE);
-      g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      g_setenv ("MEMRES_CUDA_DRIVER", "/nonexistent/libcuda.so.1", TRUE);
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
       if (saved != NULL)
-        g_setenv("MEMRES_CUDA_DRIVER", saved, TRUE);
+        g_setenv ("MEMRES_CUDA_DRIVER", saved, TRUE);
       else
-        g_unsetenv("MEMRES_CUDA_DRIVER");
-      g_test_trap_assert_passed();
+        g_unsetenv ("MEMRES_CUDA_DRIVER");
+      g_test_trap_assert_passed ();
       return;
     }
-  mt_new_fails("dmr", MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER, NULL);
-  mt_new_fails("dmr:device=1,pool=new,release_threshold=max", MEMRES_ERROR,
-                   MEMRES_ERROR_NO_DRIVER, NULL);
+  mt_new_fails ("dmr", MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER, NULL);
+  mt_new_fails ("dmr:device=1,pool=new,release_threshold=max", MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                NULL);
   /* bad options are reported before the driver is needed */
-  mt_new_fails("dmr:max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "pool=new");
+  mt_new_fails ("dmr:max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "pool=new");
 }
 
 /* A resource on the current pool that fails half-way gives the pool its attributes back. */
 static void
-test_pool_current_rollback(void)
+test_pool_current_rollback (void)
 {
   FakeCudaCounts base;
   CUmemoryPool current = NULL;
@@ -605,146 +605,145 @@ test_pool_current_rollback(void)
   cuuint64_t threshold = 5 * MiB;
   int opportunistic = 1;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  if (!mt_require_fake("fault injection needs the fake driver"))
+  if (!mt_require_fake ("fault injection needs the fake driver"))
     return;
-  mt_counts_snapshot(&base);
-  CU_OK(drv()->cuDeviceGet(&dev, 0));
-  CU_OK(drv()->cuDeviceGetMemPool(&current, dev));
-  CU_OK(drv()->cuMemPoolSetAttribute(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
-  CU_OK(drv()->cuMemPoolSetAttribute(current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
-                                     &opportunistic));
+  mt_counts_snapshot (&base);
+  CU_OK (drv ()->cuDeviceGet (&dev, 0));
+  CU_OK (drv ()->cuDeviceGetMemPool (&current, dev));
+  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+                                        &opportunistic));
 
   /* the threshold is set, then setting the reuse policy fails */
-  mt_fake_fail_call("cuMemPoolSetAttribute", 2, CUDA_ERROR_INVALID_VALUE);
-  mt_new_fails("dmr:release_threshold=1GiB,reuse_allow_opportunistic=false", MEMRES_CUDA_ERROR,
-                   CUDA_ERROR_INVALID_VALUE, "cuMemPoolSetAttribute");
-  mt_fake_reset_faults();
-  g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 5 * MiB);
-  g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 1);
+  mt_fake_fail_call ("cuMemPoolSetAttribute", 2, CUDA_ERROR_INVALID_VALUE);
+  mt_new_fails ("dmr:release_threshold=1GiB,reuse_allow_opportunistic=false", MEMRES_CUDA_ERROR,
+                CUDA_ERROR_INVALID_VALUE, "cuMemPoolSetAttribute");
+  mt_fake_reset_faults ();
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 5 * MiB);
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 1);
 
   /* without the fault both change */
-  memres_resource_unref(mt_new_ok("dmr:release_threshold=1GiB,reuse_allow_opportunistic=false"));
-  g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, GiB);
-  g_assert_cmpuint(pool_attr(current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 0);
-  CU_OK(drv()->cuMemPoolSetAttribute(current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
-                                     &opportunistic));
-  mt_assert_fake_counts_equal(&base);
+  memres_resource_unref (mt_new_ok ("dmr:release_threshold=1GiB,reuse_allow_opportunistic=false"));
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, GiB);
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 0);
+  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+                                        &opportunistic));
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_reuse_options(void)
+test_reuse_options (void)
 {
   FakeCudaCounts base;
   MemresResource *mr;
   MemresBuffer *buf;
   CUmemoryPool pool;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new,release_threshold=2MiB,reuse_follow_event_dependencies=false,"
-              "reuse_allow_opportunistic=true,reuse_allow_internal_dependencies=no");
-  buf = mt_alloc_ok(mr, KiB, NULL);
-  pool = pool_of(buf);
-  g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 2 * MiB);
-  g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES), ==, 0);
-  g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 1);
-  g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES), ==, 0);
-  mt_close_ok(buf, NULL);
-  mt_sync_ok(NULL);
-  memres_resource_unref(mr);
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new,release_threshold=2MiB,reuse_follow_event_dependencies=false,"
+                  "reuse_allow_opportunistic=true,reuse_allow_internal_dependencies=no");
+  buf = mt_alloc_ok (mr, KiB, NULL);
+  pool = pool_of (buf);
+  g_assert_cmpuint (pool_attr (pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 2 * MiB);
+  g_assert_cmpuint (pool_attr (pool, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES), ==, 0);
+  g_assert_cmpuint (pool_attr (pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 1);
+  g_assert_cmpuint (pool_attr (pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES), ==, 0);
+  mt_close_ok (buf, NULL);
+  mt_sync_ok (NULL);
+  memres_resource_unref (mr);
 
-  mr = mt_new_ok("dmr:pool=new,reuse_follow_event_dependencies=true,reuse_allow_opportunistic=0");
-  buf = mt_alloc_ok(mr, KiB, NULL);
-  pool = pool_of(buf);
-  g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES), ==, 1);
-  g_assert_cmpuint(pool_attr(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 0);
-  mt_close_ok(buf, NULL);
-  mt_sync_ok(NULL);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  mr = mt_new_ok ("dmr:pool=new,reuse_follow_event_dependencies=true,reuse_allow_opportunistic=0");
+  buf = mt_alloc_ok (mr, KiB, NULL);
+  pool = pool_of (buf);
+  g_assert_cmpuint (pool_attr (pool, CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES), ==, 1);
+  g_assert_cmpuint (pool_attr (pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 0);
+  mt_close_ok (buf, NULL);
+  mt_sync_ok (NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_bad_options(void)
+test_bad_options (void)
 {
   FakeCudaCounts base;
   gint count = 0;
   GError *error = NULL;
   g_autofree char *beyond = NULL;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  CHECK(memres_cuda_get_device_count(&count, &error));
-  beyond = g_strdup_printf("dmr:device=%d", count);
+  mt_counts_snapshot (&base);
+  CHECK (memres_cuda_get_device_count (&count, &error));
+  beyond = g_strdup_printf ("dmr:device=%d", count);
 
-  mt_new_fails("dmr:max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_size");
-  mt_new_fails("dmr:pool=current,max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "pool=new");
-  mt_new_fails("dmr:pool=new,max_size=0", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "max_size");
-  mt_new_fails(beyond, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
-  mt_new_fails("dmr:device=4096,pool=new", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
-  mt_new_fails("dmr:device=-1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "device");
-  mt_new_fails("dmr:reuse_allow_opportunistic=maybe", MEMRES_ERROR,
-                   MEMRES_ERROR_INVALID_ARGUMENT, "reuse_allow_opportunistic");
-  mt_new_fails("dmr:pool=shared", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "pool");
-  mt_new_fails("dmr:release_threshold=lots", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "release_threshold");
-  mt_new_fails("dmr:no_such_key=1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "no_such_key");
-  mt_assert_fake_counts_equal(&base);
+  mt_new_fails ("dmr:max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_size");
+  mt_new_fails ("dmr:pool=current,max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "pool=new");
+  mt_new_fails ("dmr:pool=new,max_size=0", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_size");
+  mt_new_fails (beyond, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
+  mt_new_fails ("dmr:device=4096,pool=new", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
+  mt_new_fails ("dmr:device=-1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "device");
+  mt_new_fails ("dmr:reuse_allow_opportunistic=maybe", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "reuse_allow_opportunistic");
+  mt_new_fails ("dmr:pool=shared", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "pool");
+  mt_new_fails ("dmr:release_threshold=lots", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "release_threshold");
+  mt_new_fails ("dmr:no_such_key=1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "no_such_key");
+  mt_assert_fake_counts_equal (&base);
 }
 
 /* The default resource is the device's pool where the device exists; a device the driver does
  * not have is an error, not a silent fallback to host memory. */
 static void
-test_default_resource(void)
+test_default_resource (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
   gint n = 0;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mr = memres_resource_get_default(0, &error);
-  g_assert_no_error(error);
-  g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "dmr");
-  g_assert_cmpint(memres_resource_get_device(mr), ==, 0);
-  g_clear_pointer(&mr, memres_resource_unref);
-  g_assert_true(memres_cuda_get_device_count(&n, &error));
-  g_assert_null(memres_resource_get_default(n, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
-  g_clear_error(&error);
-  mr = memres_resource_get_default(-1, &error);
-  g_assert_no_error(error);
-  g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "host");
+  mr = memres_resource_get_default (0, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "dmr");
+  g_assert_cmpint (memres_resource_get_device (mr), ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  g_assert_true (memres_cuda_get_device_count (&n, &error));
+  g_assert_null (memres_resource_get_default (n, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+  g_clear_error (&error);
+  mr = memres_resource_get_default (-1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "host");
 }
 
 static void
-test_query(void)
+test_query (void)
 {
   FakeCudaCounts base;
   MemresResource *mr;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new");
-  g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "dmr");
-  g_assert_cmpint(memres_resource_get_device(mr), ==, 0);
-  g_assert_true(memres_resource_is_device_accessible(mr));
-  g_assert_false(memres_resource_is_host_accessible(mr));
-  g_assert_cmpint(memres_resource_get_flags(mr), ==,
-                  MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new");
+  g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "dmr");
+  g_assert_cmpint (memres_resource_get_device (mr), ==, 0);
+  g_assert_true (memres_resource_is_device_accessible (mr));
+  g_assert_false (memres_resource_is_host_accessible (mr));
+  g_assert_cmpint (memres_resource_get_flags (mr), ==,
+                   MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_capture_refused(void)
+test_capture_refused (void)
 {
   FakeCudaCounts base;
   GError *error = NULL;
@@ -753,79 +752,79 @@ test_capture_refused(void)
   CUstream stream;
   CUgraph graph = NULL;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new");
-  stream = stream_new();
-  CU_OK(drv()->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
-  buf = memres_resource_allocate(mr, MiB, stream, &error);
-  g_assert_null(buf);
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_assert_nonnull(strstr(error->message, "captur"));
-  g_clear_error(&error);
-  CU_OK(drv()->cuStreamEndCapture(stream, &graph));
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new");
+  stream = stream_new ();
+  CU_OK (drv ()->cuStreamBeginCapture (stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+  buf = memres_resource_allocate (mr, MiB, stream, &error);
+  g_assert_null (buf);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "captur"));
+  g_clear_error (&error);
+  CU_OK (drv ()->cuStreamEndCapture (stream, &graph));
   if (graph != NULL)
-    CU_OK(drv()->cuGraphDestroy(graph));
-  g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
+    CU_OK (drv ()->cuGraphDestroy (graph));
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
 
   /* the same stream allocates again once the capture ended */
-  round_trip(mr, 8 * KiB, stream);
-  stream_free(stream);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  round_trip (mr, 8 * KiB, stream);
+  stream_free (stream);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_no_context(void)
+test_no_context (void)
 {
   FakeCudaCounts base;
   MemresResource *mr;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new");
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new");
   /* a thread that never made a context current allocates and frees on the NULL stream */
   {
     ThreadData td = { mr, 10, 0 };
-    GThread *t = g_thread_new("no-context", thread_main, &td);
+    GThread *t = g_thread_new ("no-context", thread_main, &td);
 
-    g_thread_join(t);
+    g_thread_join (t);
   }
-  mt_sync_ok(NULL);
-  g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-assert_access(MemresResource *mr, gint device, MemresAccess expected)
+assert_access (MemresResource *mr, gint device, MemresAccess expected)
 {
   GError *error = NULL;
-  MemresAccess access = (MemresAccess)0x7f;
+  MemresAccess access = (MemresAccess) 0x7f;
 
-  CHECK(memres_resource_get_access(mr, device, &access, &error));
-  g_assert_cmpint(access, ==, expected);
+  CHECK (memres_resource_get_access (mr, device, &access, &error));
+  g_assert_cmpint (access, ==, expected);
 }
 
 /* Work on @stream (another device's) cannot reach @buf. Checked against the fake only: on real
  * hardware a kernel or copy touching memory without access may fault instead of failing, which
  * would poison the context for every later test. */
 static void
-assert_unreachable(MemresBuffer *buf, CUstream stream)
+assert_unreachable (MemresBuffer *buf, CUstream stream)
 {
   GError *error = NULL;
 
-  if (!mt_driver_is_fake())
+  if (!mt_driver_is_fake ())
     return;
-  g_assert_false(memres_buffer_fill(buf, 0x77, 1, stream, &error));
-  g_assert_error(error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_VALUE);
-  g_clear_error(&error);
+  g_assert_false (memres_buffer_fill (buf, 0x77, 1, stream, &error));
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_VALUE);
+  g_clear_error (&error);
 }
 
 static void
-test_peer_access(void)
+test_peer_access (void)
 {
   FakeCudaCounts base;
   GError *error = NULL;
@@ -837,99 +836,99 @@ test_peer_access(void)
   CUdevice d0, d1;
   CUstream s1;
 
-  if (!mt_require_devices(2))
+  if (!mt_require_devices (2))
     return;
-  CU_OK(drv()->cuDeviceGet(&d0, 0));
-  CU_OK(drv()->cuDeviceGet(&d1, 1));
-  CU_OK(drv()->cuDeviceCanAccessPeer(&can, d1, d0));
+  CU_OK (drv ()->cuDeviceGet (&d0, 0));
+  CU_OK (drv ()->cuDeviceGet (&d1, 1));
+  CU_OK (drv ()->cuDeviceCanAccessPeer (&can, d1, d0));
   if (!can)
     {
-      g_test_skip("device 1 cannot access device 0");
+      g_test_skip ("device 1 cannot access device 0");
       return;
     }
-  mt_counts_snapshot(&base);
-  CHECK(memres_cuda_get_device_count(&count, &error));
-  s1 = stream_new_on(1);
-  mr = mt_new_ok("dmr:pool=new");
-  buf = mt_alloc_ok(mr, MiB, NULL);
-  assert_access(mr, 0, MEMRES_ACCESS_READWRITE);
-  assert_access(mr, 1, MEMRES_ACCESS_NONE);
-  assert_unreachable(buf, s1);
+  mt_counts_snapshot (&base);
+  CHECK (memres_cuda_get_device_count (&count, &error));
+  s1 = stream_new_on (1);
+  mr = mt_new_ok ("dmr:pool=new");
+  buf = mt_alloc_ok (mr, MiB, NULL);
+  assert_access (mr, 0, MEMRES_ACCESS_READWRITE);
+  assert_access (mr, 1, MEMRES_ACCESS_NONE);
+  assert_unreachable (buf, s1);
 
   /* one driver call for all entries; the owner's entry is ignored */
   {
     const MemresAccessDesc grant[] = { { 0, MEMRES_ACCESS_NONE }, { 1, MEMRES_ACCESS_READWRITE } };
 
-    if (mt_driver_is_fake())
-      calls = mt_fake_call_count("cuMemPoolSetAccess");
-    CHECK(memres_resource_set_access(mr, grant, G_N_ELEMENTS(grant), &error));
-    if (mt_driver_is_fake())
-      g_assert_cmpint(mt_fake_call_count("cuMemPoolSetAccess"), ==, calls + 1);
+    if (mt_driver_is_fake ())
+      calls = mt_fake_call_count ("cuMemPoolSetAccess");
+    CHECK (memres_resource_set_access (mr, grant, G_N_ELEMENTS (grant), &error));
+    if (mt_driver_is_fake ())
+      g_assert_cmpint (mt_fake_call_count ("cuMemPoolSetAccess"), ==, calls + 1);
   }
-  assert_access(mr, 0, MEMRES_ACCESS_READWRITE);
-  assert_access(mr, 1, MEMRES_ACCESS_READWRITE);
+  assert_access (mr, 0, MEMRES_ACCESS_READWRITE);
+  assert_access (mr, 1, MEMRES_ACCESS_READWRITE);
   /* now it can: device 1 writes and reads the memory of device 0 */
-  write_pattern(buf, 11, s1);
-  check_pattern(buf, 11, s1);
-  check_pattern(buf, 11, NULL);
+  write_pattern (buf, 11, s1);
+  check_pattern (buf, 11, s1);
+  check_pattern (buf, 11, NULL);
 
   /* bad entries change nothing and make no driver call */
   {
     const MemresAccessDesc no_device[]
         = { { 1, MEMRES_ACCESS_NONE }, { count, MEMRES_ACCESS_NONE } };
-    const MemresAccessDesc bad_access[] = { { 1, (MemresAccess)2 } };
+    const MemresAccessDesc bad_access[] = { { 1, (MemresAccess) 2 } };
     const MemresAccessDesc conflict[] = { { 1, MEMRES_ACCESS_NONE }, { 1, MEMRES_ACCESS_READ } };
 
-    if (mt_driver_is_fake())
-      calls = mt_fake_call_count("cuMemPoolSetAccess");
-    g_assert_false(memres_resource_set_access(mr, no_device, 2, &error));
-    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
-    g_clear_error(&error);
-    g_assert_false(memres_resource_set_access(mr, bad_access, 1, &error));
-    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-    g_clear_error(&error);
-    g_assert_false(memres_resource_set_access(mr, conflict, 2, &error));
-    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-    g_clear_error(&error);
-    g_assert_false(memres_resource_get_access(mr, count, &(MemresAccess){ 0 }, &error));
-    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
-    g_clear_error(&error);
-    if (mt_driver_is_fake())
-      g_assert_cmpint(mt_fake_call_count("cuMemPoolSetAccess"), ==, calls);
+    if (mt_driver_is_fake ())
+      calls = mt_fake_call_count ("cuMemPoolSetAccess");
+    g_assert_false (memres_resource_set_access (mr, no_device, 2, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+    g_clear_error (&error);
+    g_assert_false (memres_resource_set_access (mr, bad_access, 1, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+    g_assert_false (memres_resource_set_access (mr, conflict, 2, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+    g_assert_false (memres_resource_get_access (mr, count, &(MemresAccess){ 0 }, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+    g_clear_error (&error);
+    if (mt_driver_is_fake ())
+      g_assert_cmpint (mt_fake_call_count ("cuMemPoolSetAccess"), ==, calls);
   }
-  assert_access(mr, 1, MEMRES_ACCESS_READWRITE);
+  assert_access (mr, 1, MEMRES_ACCESS_READWRITE);
 
   /* revoke; duplicates with the same access collapse */
   {
     const MemresAccessDesc revoke[] = { { 1, MEMRES_ACCESS_NONE }, { 1, MEMRES_ACCESS_NONE } };
 
-    CHECK(memres_resource_set_access(mr, revoke, 2, &error));
+    CHECK (memres_resource_set_access (mr, revoke, 2, &error));
   }
-  assert_access(mr, 1, MEMRES_ACCESS_NONE);
-  assert_unreachable(buf, s1);
+  assert_access (mr, 1, MEMRES_ACCESS_NONE);
+  assert_unreachable (buf, s1);
 
-  mt_close_ok(buf, NULL);
-  mt_sync_ok(NULL);
-  memres_resource_unref(mr);
+  mt_close_ok (buf, NULL);
+  mt_sync_ok (NULL);
+  memres_resource_unref (mr);
 
   /* the current pool of device 1 is another pool, owned by device 1, which device 0 cannot
    * reach until a grant */
-  mr = mt_new_ok("dmr:device=1");
-  g_assert_cmpint(memres_resource_get_device(mr), ==, 1);
-  assert_access(mr, 1, MEMRES_ACCESS_READWRITE);
-  assert_access(mr, 0, MEMRES_ACCESS_NONE);
-  buf = mt_alloc_ok(mr, 64 * KiB, s1);
-  g_assert_cmpint(memres_buffer_get_device(buf), ==, 1);
-  write_pattern(buf, 3, s1);
-  check_pattern(buf, 3, s1);
-  mt_close_ok(buf, s1);
-  stream_free(s1);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  mr = mt_new_ok ("dmr:device=1");
+  g_assert_cmpint (memres_resource_get_device (mr), ==, 1);
+  assert_access (mr, 1, MEMRES_ACCESS_READWRITE);
+  assert_access (mr, 0, MEMRES_ACCESS_NONE);
+  buf = mt_alloc_ok (mr, 64 * KiB, s1);
+  g_assert_cmpint (memres_buffer_get_device (buf), ==, 1);
+  write_pattern (buf, 3, s1);
+  check_pattern (buf, 3, s1);
+  mt_close_ok (buf, s1);
+  stream_free (s1);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_peer_unsupported(void)
+test_peer_unsupported (void)
 {
   FakeCudaCounts base;
   GError *error = NULL;
@@ -940,36 +939,36 @@ test_peer_unsupported(void)
 
   /* The fake has peer access unless FAKECUDA_NO_PEER is set when it loads: run the test in a
    * child process that loads it so. */
-  if (mt_driver_is_fake() && !g_test_subprocess())
+  if (mt_driver_is_fake () && !g_test_subprocess ())
     {
-      g_setenv("FAKECUDA_NO_PEER", "1", TRUE);
-      g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
-      g_unsetenv("FAKECUDA_NO_PEER");
-      g_test_trap_assert_passed();
+      g_setenv ("FAKECUDA_NO_PEER", "1", TRUE);
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      g_unsetenv ("FAKECUDA_NO_PEER");
+      g_test_trap_assert_passed ();
       return;
     }
-  if (!mt_require_devices(2))
+  if (!mt_require_devices (2))
     return;
-  CU_OK(drv()->cuDeviceGet(&d0, 0));
-  CU_OK(drv()->cuDeviceGet(&d1, 1));
-  CU_OK(drv()->cuDeviceCanAccessPeer(&can, d1, d0));
+  CU_OK (drv ()->cuDeviceGet (&d0, 0));
+  CU_OK (drv ()->cuDeviceGet (&d1, 1));
+  CU_OK (drv ()->cuDeviceCanAccessPeer (&can, d1, d0));
   if (can)
     {
-      g_test_skip("device 1 can access device 0");
+      g_test_skip ("device 1 can access device 0");
       return;
     }
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new");
-  g_assert_false(memres_resource_set_access(mr, grant, 1, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_clear_error(&error);
-  assert_access(mr, 1, MEMRES_ACCESS_NONE);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new");
+  g_assert_false (memres_resource_set_access (mr, grant, 1, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  assert_access (mr, 1, MEMRES_ACCESS_NONE);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_no_pools(void)
+test_no_pools (void)
 {
   FakeCudaCounts base, live;
   GError *error = NULL;
@@ -978,83 +977,83 @@ test_no_pools(void)
   MemresStats s;
   const MemresAccessDesc grant[] = { { 0, MEMRES_ACCESS_READWRITE } };
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  if (!mt_require_fake("needs a device without memory pools: the fake makes one"))
+  if (!mt_require_fake ("needs a device without memory pools: the fake makes one"))
     return;
-  mt_counts_snapshot(&base);
-  mt_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
+  mt_counts_snapshot (&base);
+  mt_fake_set_attribute (0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
 
-  mt_new_fails("dmr", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "device 0");
-  mt_new_fails("dmr:pool=new,sync_fallback=false", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "device 0");
+  mt_new_fails ("dmr", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "device 0");
+  mt_new_fails ("dmr:pool=new,sync_fallback=false", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                "device 0");
 
-  mr = mt_new_ok("dmr:pool=new,max_size=8MiB,sync_fallback=true");
-  g_assert_cmpint(memres_resource_get_flags(mr), ==, MEMRES_MEMORY_DEVICE_ACCESSIBLE);
-  round_trip(mr, 255, NULL);
-  round_trip(mr, MiB, NULL);
-  a = mt_alloc_ok(mr, 6 * MiB, NULL);
-  mt_fake_get_counts(&live);
-  g_assert_cmpint(live.allocations, ==, base.allocations + 1);
-  g_assert_cmpint(live.pool_allocations, ==, base.pool_allocations);
-  b = memres_resource_allocate(mr, 4 * MiB, NULL, &error);
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_null(b);
-  g_clear_error(&error);
-  s = stats_ok(mr);
-  g_assert_cmpuint(s.used_current, ==, 6 * MiB);
-  g_assert_cmpuint(s.reserved_current, ==, 6 * MiB);
-  g_assert_cmpuint(s.used_high, ==, 6 * MiB);
-  mt_close_ok(a, NULL);
-  s = stats_ok(mr);
-  g_assert_cmpuint(s.used_current, ==, 0);
-  g_assert_cmpuint(s.used_high, ==, 6 * MiB);
-  CHECK(memres_resource_reset_stats(mr, &error));
-  g_assert_cmpuint(stats_ok(mr).used_high, ==, 0);
-  CHECK(memres_resource_trim(mr, 0, &error));
-  g_assert_false(memres_resource_set_access(mr, grant, 1, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_clear_error(&error);
-  memres_resource_unref(mr);
+  mr = mt_new_ok ("dmr:pool=new,max_size=8MiB,sync_fallback=true");
+  g_assert_cmpint (memres_resource_get_flags (mr), ==, MEMRES_MEMORY_DEVICE_ACCESSIBLE);
+  round_trip (mr, 255, NULL);
+  round_trip (mr, MiB, NULL);
+  a = mt_alloc_ok (mr, 6 * MiB, NULL);
+  mt_fake_get_counts (&live);
+  g_assert_cmpint (live.allocations, ==, base.allocations + 1);
+  g_assert_cmpint (live.pool_allocations, ==, base.pool_allocations);
+  b = memres_resource_allocate (mr, 4 * MiB, NULL, &error);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_null (b);
+  g_clear_error (&error);
+  s = stats_ok (mr);
+  g_assert_cmpuint (s.used_current, ==, 6 * MiB);
+  g_assert_cmpuint (s.reserved_current, ==, 6 * MiB);
+  g_assert_cmpuint (s.used_high, ==, 6 * MiB);
+  mt_close_ok (a, NULL);
+  s = stats_ok (mr);
+  g_assert_cmpuint (s.used_current, ==, 0);
+  g_assert_cmpuint (s.used_high, ==, 6 * MiB);
+  CHECK (memres_resource_reset_stats (mr, &error));
+  g_assert_cmpuint (stats_ok (mr).used_high, ==, 0);
+  CHECK (memres_resource_trim (mr, 0, &error));
+  g_assert_false (memres_resource_set_access (mr, grant, 1, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  memres_resource_unref (mr);
 
-  mt_fake_set_attribute(0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1);
-  mt_assert_fake_counts_equal(&base);
+  mt_fake_set_attribute (0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1);
+  mt_assert_fake_counts_equal (&base);
 }
 
 /* Fault sweeps (fake only) */
 
 static void
-test_fault_allocate(void)
+test_fault_allocate (void)
 {
   FakeCudaCounts base;
   MtSweepData sd = { .size = 256 * KiB };
   CUstream stream;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  if (!mt_require_fake("fault injection needs the fake driver"))
+  if (!mt_require_fake ("fault injection needs the fake driver"))
     return;
-  mt_counts_snapshot(&base);
-  sd.mr = mt_new_ok("dmr:pool=new");
-  stream = stream_new();
+  mt_counts_snapshot (&base);
+  sd.mr = mt_new_ok ("dmr:pool=new");
+  stream = stream_new ();
   sd.stream = NULL;
-  g_assert_cmpint(mt_fault_sweep("allocate (NULL stream)", mt_op_allocate, mt_undo_allocate, &sd,
-                                 CUDA_ERROR_INVALID_VALUE, NULL),
-                  >=, 1);
+  g_assert_cmpint (mt_fault_sweep ("allocate (NULL stream)", mt_op_allocate, mt_undo_allocate, &sd,
+                                   CUDA_ERROR_INVALID_VALUE, NULL),
+                   >=, 1);
   sd.stream = stream;
-  g_assert_cmpint(mt_fault_sweep("allocate (stream)", mt_op_allocate, mt_undo_allocate, &sd,
-                                 CUDA_ERROR_INVALID_VALUE, NULL),
-                  >=, 2);
-  stream_free(stream);
-  memres_resource_unref(sd.mr);
-  mt_assert_fake_counts_equal(&base);
+  g_assert_cmpint (mt_fault_sweep ("allocate (stream)", mt_op_allocate, mt_undo_allocate, &sd,
+                                   CUDA_ERROR_INVALID_VALUE, NULL),
+                   >=, 2);
+  stream_free (stream);
+  memres_resource_unref (sd.mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 /* A close whose free fails. The core closes the buffer even then (and never calls deallocate
  * again), so mt_fault_sweep(), which expects a failed operation to change nothing, does not fit:
  * check instead that the error is reported and that the memory is freed nonetheless. */
 static void
-test_fault_close(void)
+test_fault_close (void)
 {
   FakeCudaCounts base, live;
   GError *error = NULL;
@@ -1063,48 +1062,49 @@ test_fault_close(void)
   CUstream stream;
   guint64 address;
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  if (!mt_require_fake("fault injection needs the fake driver"))
+  if (!mt_require_fake ("fault injection needs the fake driver"))
     return;
-  mt_counts_snapshot(&base);
-  mr = mt_new_ok("dmr:pool=new");
-  stream = stream_new();
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("dmr:pool=new");
+  stream = stream_new ();
 
   /* the free cannot be ordered on the stream: reported, and the memory is freed anyway */
-  buf = mt_alloc_ok(mr, 256 * KiB, stream);
-  write_pattern(buf, 5, stream);
-  mt_fake_fail_call("cuMemFreeAsync", 1, CUDA_ERROR_INVALID_HANDLE);
-  g_assert_false(memres_buffer_close(buf, stream, &error));
-  g_assert_error(error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_HANDLE);
-  g_assert_nonnull(strstr(error->message, "cuMemFreeAsync"));
-  g_clear_error(&error);
-  g_assert_true(memres_buffer_is_closed(buf));
-  memres_buffer_unref(buf);
-  mt_sync_ok(NULL);
-  mt_fake_get_counts(&live);
-  g_assert_cmpint(live.pool_allocations, ==, base.pool_allocations);
-  g_assert_cmpuint(stats_ok(mr).used_current, ==, 0);
+  buf = mt_alloc_ok (mr, 256 * KiB, stream);
+  write_pattern (buf, 5, stream);
+  mt_fake_fail_call ("cuMemFreeAsync", 1, CUDA_ERROR_INVALID_HANDLE);
+  g_assert_false (memres_buffer_close (buf, stream, &error));
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_HANDLE);
+  g_assert_nonnull (strstr (error->message, "cuMemFreeAsync"));
+  g_clear_error (&error);
+  g_assert_true (memres_buffer_is_closed (buf));
+  memres_buffer_unref (buf);
+  mt_sync_ok (NULL);
+  mt_fake_get_counts (&live);
+  g_assert_cmpint (live.pool_allocations, ==, base.pool_allocations);
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
 
   /* at process exit (driver deinitialized) a failed free is no error */
-  buf = mt_alloc_ok(mr, 256 * KiB, stream);
-  address = memres_buffer_get_address(buf);
-  mt_fake_fail_call("cuMemFreeAsync", 1, CUDA_ERROR_DEINITIALIZED);
-  mt_close_ok(buf, stream);
-  mt_fake_get_counts(&live);
-  g_assert_cmpint(live.pool_allocations, ==, base.pool_allocations + 1);
-  CU_OK(drv()->cuMemFreeAsync((CUdeviceptr)address, stream)); /* what the exit would have done */
+  buf = mt_alloc_ok (mr, 256 * KiB, stream);
+  address = memres_buffer_get_address (buf);
+  mt_fake_fail_call ("cuMemFreeAsync", 1, CUDA_ERROR_DEINITIALIZED);
+  mt_close_ok (buf, stream);
+  mt_fake_get_counts (&live);
+  g_assert_cmpint (live.pool_allocations, ==, base.pool_allocations + 1);
+  CU_OK (
+      drv ()->cuMemFreeAsync ((CUdeviceptr) address, stream)); /* what the exit would have done */
 
   /* the resource keeps working */
-  round_trip(mr, 4 * KiB, stream);
-  mt_fake_reset_faults();
-  stream_free(stream);
-  memres_resource_unref(mr);
-  mt_assert_fake_counts_equal(&base);
+  round_trip (mr, 4 * KiB, stream);
+  mt_fake_reset_faults ();
+  stream_free (stream);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 static void
-test_fault_new(void)
+test_fault_new (void)
 {
   static const char *const specs[] = {
     "dmr:pool=new",
@@ -1115,51 +1115,52 @@ test_fault_new(void)
   FakeCudaCounts base;
   MtSweepData sd = { 0 };
 
-  if (!mt_require_devices(1))
+  if (!mt_require_devices (1))
     return;
-  if (!mt_require_fake("fault injection needs the fake driver"))
+  if (!mt_require_fake ("fault injection needs the fake driver"))
     return;
-  mt_counts_snapshot(&base);
-  for (guint i = 0; i < G_N_ELEMENTS(specs); i++)
+  mt_counts_snapshot (&base);
+  for (guint i = 0; i < G_N_ELEMENTS (specs); i++)
     {
       sd.spec = specs[i];
-      g_assert_cmpint(
-          mt_fault_sweep(specs[i], mt_op_new, mt_undo_new, &sd, CUDA_ERROR_INVALID_VALUE, NULL), >=, 1);
+      g_assert_cmpint (
+          mt_fault_sweep (specs[i], mt_op_new, mt_undo_new, &sd, CUDA_ERROR_INVALID_VALUE, NULL),
+          >=, 1);
     }
-  mt_assert_fake_counts_equal(&base);
+  mt_assert_fake_counts_equal (&base);
 }
 
 int
-main(int argc, char **argv)
+main (int argc, char **argv)
 {
   /* Against the fake, two devices, so that peer access is tested too. Set before the driver
    * loads (it reads the environment at cuInit). */
-  g_setenv("FAKECUDA_DEVICES", "2", FALSE);
-  mt_init(&argc, &argv);
+  g_setenv ("FAKECUDA_DEVICES", "2", FALSE);
+  mt_init (&argc, &argv);
 
-  g_test_add_func("/dmr/allocate/patterns", test_allocate_patterns);
-  g_test_add_func("/dmr/allocate/zero-size", test_allocate_zero_size);
-  g_test_add_func("/dmr/allocate/too-large", test_allocate_too_large);
-  g_test_add_func("/dmr/allocate/no-context", test_no_context);
-  g_test_add_func("/dmr/allocate/capture-refused", test_capture_refused);
-  g_test_add_func("/dmr/allocate/threads", test_threads);
-  g_test_add_func("/dmr/stats/used", test_stats);
-  g_test_add_func("/dmr/stats/trim", test_trim);
-  g_test_add_func("/dmr/pool/max-size", test_max_size);
-  g_test_add_func("/dmr/pool/current-vs-new", test_pool_current_vs_new);
-  g_test_add_func("/dmr/pool/current-rollback", test_pool_current_rollback);
-  g_test_add_func("/dmr/pool/reuse-options", test_reuse_options);
-  g_test_add_func("/dmr/pool/no-pools", test_no_pools);
-  g_test_add_func("/dmr/lifetime/buffers-outlive-resource", test_buffers_outlive_resource);
-  g_test_add_func("/dmr/stream/free-other-stream", test_free_other_stream);
-  g_test_add_func("/dmr/options/bad", test_bad_options);
-  g_test_add_func("/dmr/options/no-driver", test_no_driver);
-  g_test_add_func("/dmr/query", test_query);
-  g_test_add_func("/dmr/default-resource", test_default_resource);
-  g_test_add_func("/dmr/peer/access", test_peer_access);
-  g_test_add_func("/dmr/peer/unsupported", test_peer_unsupported);
-  g_test_add_func("/dmr/fault/allocate", test_fault_allocate);
-  g_test_add_func("/dmr/fault/close", test_fault_close);
-  g_test_add_func("/dmr/fault/new", test_fault_new);
-  return g_test_run();
+  g_test_add_func ("/dmr/allocate/patterns", test_allocate_patterns);
+  g_test_add_func ("/dmr/allocate/zero-size", test_allocate_zero_size);
+  g_test_add_func ("/dmr/allocate/too-large", test_allocate_too_large);
+  g_test_add_func ("/dmr/allocate/no-context", test_no_context);
+  g_test_add_func ("/dmr/allocate/capture-refused", test_capture_refused);
+  g_test_add_func ("/dmr/allocate/threads", test_threads);
+  g_test_add_func ("/dmr/stats/used", test_stats);
+  g_test_add_func ("/dmr/stats/trim", test_trim);
+  g_test_add_func ("/dmr/pool/max-size", test_max_size);
+  g_test_add_func ("/dmr/pool/current-vs-new", test_pool_current_vs_new);
+  g_test_add_func ("/dmr/pool/current-rollback", test_pool_current_rollback);
+  g_test_add_func ("/dmr/pool/reuse-options", test_reuse_options);
+  g_test_add_func ("/dmr/pool/no-pools", test_no_pools);
+  g_test_add_func ("/dmr/lifetime/buffers-outlive-resource", test_buffers_outlive_resource);
+  g_test_add_func ("/dmr/stream/free-other-stream", test_free_other_stream);
+  g_test_add_func ("/dmr/options/bad", test_bad_options);
+  g_test_add_func ("/dmr/options/no-driver", test_no_driver);
+  g_test_add_func ("/dmr/query", test_query);
+  g_test_add_func ("/dmr/default-resource", test_default_resource);
+  g_test_add_func ("/dmr/peer/access", test_peer_access);
+  g_test_add_func ("/dmr/peer/unsupported", test_peer_unsupported);
+  g_test_add_func ("/dmr/fault/allocate", test_fault_allocate);
+  g_test_add_func ("/dmr/fault/close", test_fault_close);
+  g_test_add_func ("/dmr/fault/new", test_fault_new);
+  return g_test_run ();
 }

@@ -12,173 +12,173 @@ static char *tmp_dir;
 
 /* Asserts that the registry still works: the embedded host kind allocates. */
 static void
-assert_registry_usable(void)
+assert_registry_usable (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = memres_resource_new("host", &error);
-  g_autoptr(MemresBuffer) buf = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = memres_resource_new ("host", &error);
+  g_autoptr (MemresBuffer) buf = NULL;
 
-  g_assert_no_error(error);
-  buf = mt_alloc_ok(mr, 64, NULL);
-  g_assert_cmpuint(memres_buffer_get_size(buf), ==, 64);
+  g_assert_no_error (error);
+  buf = mt_alloc_ok (mr, 64, NULL);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 64);
 }
 
 static void
-assert_lookup_fails(const char *name, GQuark domain, gint code, const char *needle)
+assert_lookup_fails (const char *name, GQuark domain, gint code, const char *needle)
 {
   int attempt;
 
   /* a failed load leaves nothing behind: the second attempt fails the same way */
   for (attempt = 0; attempt < 2; attempt++)
     {
-      g_autoptr(GError) error = NULL;
-      g_autoptr(MemresKind) kind = memres_registry_lookup(name, &error);
+      g_autoptr (GError) error = NULL;
+      g_autoptr (MemresKind) kind = memres_registry_lookup (name, &error);
 
-      g_assert_null(kind);
-      g_assert_error(error, domain, code);
-      if (needle != NULL && strstr(error->message, needle) == NULL)
-        g_error("message for %s lacks \"%s\": %s", name, needle, error->message);
-      assert_registry_usable();
+      g_assert_null (kind);
+      g_assert_error (error, domain, code);
+      if (needle != NULL && strstr (error->message, needle) == NULL)
+        g_error ("message for %s lacks \"%s\": %s", name, needle, error->message);
+      assert_registry_usable ();
     }
 }
 
 static void
-test_abi_major_too_new(void)
+test_abi_major_too_new (void)
 {
-  assert_lookup_fails("abi_new", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
-                      "plugin ABI 2.0");
+  assert_lookup_fails ("abi_new", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                       "plugin ABI 2.0");
 }
 
 static void
-test_struct_too_small(void)
+test_struct_too_small (void)
 {
-  assert_lookup_fails("abi_small", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
-                      "struct_size 12");
+  assert_lookup_fails ("abi_small", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                       "struct_size 12");
 }
 
 static void
-test_name_mismatch(void)
+test_name_mismatch (void)
 {
-  assert_lookup_fails("wrong_name", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
-                      "other_name");
+  assert_lookup_fails ("wrong_name", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
+                       "other_name");
 }
 
 static void
-test_no_symbol(void)
+test_no_symbol (void)
 {
-  assert_lookup_fails("no_symbol", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_SYMBOL,
-                      "memres_plugin_no_symbol_get_desc");
+  assert_lookup_fails ("no_symbol", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_SYMBOL,
+                       "memres_plugin_no_symbol_get_desc");
 }
 
 static void
-test_init_fails(void)
+test_init_fails (void)
 {
-  assert_lookup_fails("init_fails", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_INIT_FAILED,
-                      "fails on purpose");
+  assert_lookup_fails ("init_fails", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_INIT_FAILED,
+                       "fails on purpose");
 }
 
 static void
-test_duplicate_kind(void)
+test_duplicate_kind (void)
 {
-  assert_lookup_fails("duplicate", MEMRES_ERROR, MEMRES_ERROR_EXISTS, "\"host\"");
+  assert_lookup_fails ("duplicate", MEMRES_ERROR, MEMRES_ERROR_EXISTS, "\"host\"");
   /* the embedded host kind is untouched */
   {
-    g_autoptr(MemresKind) host = memres_registry_lookup("host", NULL);
-    g_assert_nonnull(host);
-    g_assert_null(memres_kind_get_plugin_path(host));
+    g_autoptr (MemresKind) host = memres_registry_lookup ("host", NULL);
+    g_assert_nonnull (host);
+    g_assert_null (memres_kind_get_plugin_path (host));
   }
 }
 
 static void
-test_not_a_module(void)
+test_not_a_module (void)
 {
-  g_autofree char *path = g_build_filename(tmp_dir, "libmemres-garbage.so", NULL);
+  g_autofree char *path = g_build_filename (tmp_dir, "libmemres-garbage.so", NULL);
 
-  g_assert_true(g_file_set_contents(path, "this is not an ELF file\n", -1, NULL));
-  assert_lookup_fails("garbage", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE, "garbage");
-  g_assert_cmpint(g_unlink(path), ==, 0);
+  g_assert_true (g_file_set_contents (path, "this is not an ELF file\n", -1, NULL));
+  assert_lookup_fails ("garbage", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE, "garbage");
+  g_assert_cmpint (g_unlink (path), ==, 0);
 }
 
 static void
-test_older_minor_loads(void)
+test_older_minor_loads (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresKind) kind = memres_registry_lookup("abi_old", &error);
-  g_autoptr(MemresResource) mr = NULL;
-  g_autoptr(MemresBuffer) buf = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresKind) kind = memres_registry_lookup ("abi_old", &error);
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
 
-  g_assert_no_error(error);
-  g_assert_cmpstr(memres_kind_get_plugin_name(kind), ==, "abi_old");
-  g_assert_true(g_str_has_suffix(memres_kind_get_plugin_path(kind), "libmemres-abi_old.so"));
-  mr = mt_new_ok("abi_old");
-  buf = mt_alloc_ok(mr, 100, NULL);
-  g_assert_true(memres_buffer_fill(buf, 7, 1, NULL, &error));
-  g_assert_no_error(error);
-  g_assert_cmpint(((guint8 *)memres_buffer_get_pointer(buf))[99], ==, 7);
+  g_assert_no_error (error);
+  g_assert_cmpstr (memres_kind_get_plugin_name (kind), ==, "abi_old");
+  g_assert_true (g_str_has_suffix (memres_kind_get_plugin_path (kind), "libmemres-abi_old.so"));
+  mr = mt_new_ok ("abi_old");
+  buf = mt_alloc_ok (mr, 100, NULL);
+  g_assert_true (memres_buffer_fill (buf, 7, 1, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (((guint8 *) memres_buffer_get_pointer (buf))[99], ==, 7);
 }
 
 static void
-test_plugin_with_two_kinds(void)
+test_plugin_with_two_kinds (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresKind) good = memres_registry_lookup("good", &error);
-  g_autoptr(MemresKind) extra = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresKind) good = memres_registry_lookup ("good", &error);
+  g_autoptr (MemresKind) extra = NULL;
 
-  g_assert_no_error(error);
+  g_assert_no_error (error);
   /* the second kind became visible with the first; no plugin file of its name is needed */
-  extra = memres_registry_lookup("good_extra", &error);
-  g_assert_no_error(error);
-  g_assert_cmpstr(memres_kind_get_plugin_name(extra), ==, "good");
-  g_assert_cmpstr(memres_kind_get_plugin_path(extra), ==, memres_kind_get_plugin_path(good));
+  extra = memres_registry_lookup ("good_extra", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (memres_kind_get_plugin_name (extra), ==, "good");
+  g_assert_cmpstr (memres_kind_get_plugin_path (extra), ==, memres_kind_get_plugin_path (good));
 }
 
 static void
-test_list_skips_broken(void)
+test_list_skips_broken (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) kinds = memres_registry_list_kinds(&error);
-  g_autoptr(GString) names = g_string_new(NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) kinds = memres_registry_list_kinds (&error);
+  g_autoptr (GString) names = g_string_new (NULL);
   guint i;
 
-  g_assert_no_error(error);
+  g_assert_no_error (error);
   for (i = 0; i < kinds->len; i++)
-    g_string_append_printf(names, "%s ", memres_kind_get_name(g_ptr_array_index(kinds, i)));
+    g_string_append_printf (names, "%s ", memres_kind_get_name (g_ptr_array_index (kinds, i)));
   /* every loadable kind, sorted; none of the broken plugins' kinds */
-  g_assert_nonnull(strstr(names->str, "abi_old good good_extra host "));
-  g_assert_null(strstr(names->str, "init_fails"));
-  g_assert_null(strstr(names->str, "duplicate"));
-  g_assert_null(strstr(names->str, "no_symbol"));
-  assert_registry_usable();
+  g_assert_nonnull (strstr (names->str, "abi_old good good_extra host "));
+  g_assert_null (strstr (names->str, "init_fails"));
+  g_assert_null (strstr (names->str, "duplicate"));
+  g_assert_null (strstr (names->str, "no_symbol"));
+  assert_registry_usable ();
 }
 
 int
-main(int argc, char **argv)
+main (int argc, char **argv)
 {
   g_autofree char *path = NULL;
-  const char *plugin_dir = g_getenv("MEMRES_TEST_PLUGIN_DIR");
+  const char *plugin_dir = g_getenv ("MEMRES_TEST_PLUGIN_DIR");
   int ret;
 
-  g_test_init(&argc, &argv, NULL);
+  g_test_init (&argc, &argv, NULL);
   if (plugin_dir == NULL)
-    g_error("MEMRES_TEST_PLUGIN_DIR is not set: run through meson test");
-  tmp_dir = g_dir_make_tmp("memres-test-plugins-XXXXXX", NULL);
-  g_assert_nonnull(tmp_dir);
+    g_error ("MEMRES_TEST_PLUGIN_DIR is not set: run through meson test");
+  tmp_dir = g_dir_make_tmp ("memres-test-plugins-XXXXXX", NULL);
+  g_assert_nonnull (tmp_dir);
   /* only the test plugins and a scratch directory: never an installed copy */
-  path = g_strjoin(":", plugin_dir, tmp_dir, NULL);
-  g_setenv("MEMRES_PLUGIN_PATH", path, TRUE);
+  path = g_strjoin (":", plugin_dir, tmp_dir, NULL);
+  g_setenv ("MEMRES_PLUGIN_PATH", path, TRUE);
 
-  g_test_add_func("/plugins/abi/major-too-new", test_abi_major_too_new);
-  g_test_add_func("/plugins/abi/struct-too-small", test_struct_too_small);
-  g_test_add_func("/plugins/abi/older-minor-loads", test_older_minor_loads);
-  g_test_add_func("/plugins/name-mismatch", test_name_mismatch);
-  g_test_add_func("/plugins/no-symbol", test_no_symbol);
-  g_test_add_func("/plugins/init-fails", test_init_fails);
-  g_test_add_func("/plugins/duplicate-kind", test_duplicate_kind);
-  g_test_add_func("/plugins/not-a-module", test_not_a_module);
-  g_test_add_func("/plugins/two-kinds", test_plugin_with_two_kinds);
-  g_test_add_func("/plugins/list-skips-broken", test_list_skips_broken);
-  ret = g_test_run();
-  g_rmdir(tmp_dir);
-  g_free(tmp_dir);
+  g_test_add_func ("/plugins/abi/major-too-new", test_abi_major_too_new);
+  g_test_add_func ("/plugins/abi/struct-too-small", test_struct_too_small);
+  g_test_add_func ("/plugins/abi/older-minor-loads", test_older_minor_loads);
+  g_test_add_func ("/plugins/name-mismatch", test_name_mismatch);
+  g_test_add_func ("/plugins/no-symbol", test_no_symbol);
+  g_test_add_func ("/plugins/init-fails", test_init_fails);
+  g_test_add_func ("/plugins/duplicate-kind", test_duplicate_kind);
+  g_test_add_func ("/plugins/not-a-module", test_not_a_module);
+  g_test_add_func ("/plugins/two-kinds", test_plugin_with_two_kinds);
+  g_test_add_func ("/plugins/list-skips-broken", test_list_skips_broken);
+  ret = g_test_run ();
+  g_rmdir (tmp_dir);
+  g_free (tmp_dir);
   return ret;
 }

@@ -4,94 +4,94 @@
 #include "testutil.h"
 
 static void
-test_lookup_host(void)
+test_lookup_host (void)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
   MemresKind *a, *b;
 
-  a = memres_registry_lookup("host", &error);
-  g_assert_no_error(error);
-  b = memres_registry_lookup("host", &error);
-  g_assert_no_error(error);
+  a = memres_registry_lookup ("host", &error);
+  g_assert_no_error (error);
+  b = memres_registry_lookup ("host", &error);
+  g_assert_no_error (error);
   /* one kind, a new reference per lookup */
-  g_assert_true(a == b);
-  memres_kind_unref(a);
-  g_assert_cmpstr(memres_kind_get_name(b), ==, "host");
-  g_assert_cmpstr(memres_kind_get_plugin_name(b), ==, "host");
-  g_assert_null(memres_kind_get_plugin_path(b)); /* embedded */
-  g_assert_nonnull(strstr(memres_kind_get_description(b), "host memory"));
-  memres_kind_unref(b);
+  g_assert_true (a == b);
+  memres_kind_unref (a);
+  g_assert_cmpstr (memres_kind_get_name (b), ==, "host");
+  g_assert_cmpstr (memres_kind_get_plugin_name (b), ==, "host");
+  g_assert_null (memres_kind_get_plugin_path (b)); /* embedded */
+  g_assert_nonnull (strstr (memres_kind_get_description (b), "host memory"));
+  memres_kind_unref (b);
 }
 
 static void
-test_lookup_invalid(void)
+test_lookup_invalid (void)
 {
   static const char *const names[] = { "", "a/b", "..", "../host", "host/", "HOST", "1x", "a-b" };
   gsize i;
 
-  for (i = 0; i < G_N_ELEMENTS(names); i++)
+  for (i = 0; i < G_N_ELEMENTS (names); i++)
     {
-      g_autoptr(GError) error = NULL;
-      g_assert_null(memres_registry_lookup(names[i], &error));
-      g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+      g_autoptr (GError) error = NULL;
+      g_assert_null (memres_registry_lookup (names[i], &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
     }
 }
 
 static void
-test_lookup_unknown(void)
+test_lookup_unknown (void)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
 
-  g_assert_null(memres_registry_lookup("no_such_kind", &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
-  g_assert_nonnull(strstr(error->message, "libmemres-no_such_kind.so"));
+  g_assert_null (memres_registry_lookup ("no_such_kind", &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  g_assert_nonnull (strstr (error->message, "libmemres-no_such_kind.so"));
 }
 
 static void
-test_register_app_kind(void)
+test_register_app_kind (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresKind) kind = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresKind) kind = NULL;
 
-  tk_register();
-  kind = memres_registry_lookup("tk", &error);
-  g_assert_no_error(error);
-  g_assert_cmpstr(memres_kind_get_name(kind), ==, "tk");
-  g_assert_null(memres_kind_get_plugin_name(kind));
-  g_assert_null(memres_kind_get_plugin_path(kind));
+  tk_register ();
+  kind = memres_registry_lookup ("tk", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (memres_kind_get_name (kind), ==, "tk");
+  g_assert_null (memres_kind_get_plugin_name (kind));
+  g_assert_null (memres_kind_get_plugin_path (kind));
 }
 
 static void
-test_register_duplicate(void)
+test_register_duplicate (void)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
   MemresKindInfo info = tk_info;
 
-  tk_register();
-  g_assert_false(memres_registry_register_kind(&tk_info, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_EXISTS);
-  g_clear_error(&error);
+  tk_register ();
+  g_assert_false (memres_registry_register_kind (&tk_info, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_EXISTS);
+  g_clear_error (&error);
   /* the embedded kind is registered before any application kind can take its name */
   info.name = "host";
-  g_assert_false(memres_registry_register_kind(&info, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_EXISTS);
+  g_assert_false (memres_registry_register_kind (&info, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_EXISTS);
 }
 
 static const char *const no_choices[] = { NULL };
 
 static void
-assert_register_invalid(const MemresKindInfo *info, const char *needle)
+assert_register_invalid (const MemresKindInfo *info, const char *needle)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
 
-  g_assert_false(memres_registry_register_kind(info, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  if (needle != NULL && strstr(error->message, needle) == NULL)
-    g_error("message lacks \"%s\": %s", needle, error->message);
+  g_assert_false (memres_registry_register_kind (info, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  if (needle != NULL && strstr (error->message, needle) == NULL)
+    g_error ("message lacks \"%s\": %s", needle, error->message);
 }
 
 static void
-test_register_invalid(void)
+test_register_invalid (void)
 {
   MemresKindInfo info = tk_info;
   MemresResourceOps ops = tk_ops;
@@ -101,27 +101,27 @@ test_register_invalid(void)
 
   /* names */
   info.name = "Bad";
-  assert_register_invalid(&info, "invalid kind name");
+  assert_register_invalid (&info, "invalid kind name");
   info.name = "../bad";
-  assert_register_invalid(&info, "invalid kind name");
+  assert_register_invalid (&info, "invalid kind name");
   info.name = NULL;
-  assert_register_invalid(&info, "invalid kind name");
+  assert_register_invalid (&info, "invalid kind name");
   info.name = "bad_kind";
 
   /* struct size */
   info.struct_size = 8;
-  assert_register_invalid(&info, "too small");
+  assert_register_invalid (&info, "too small");
   info.struct_size = sizeof info;
 
   /* ops */
   info.ops = NULL;
-  assert_register_invalid(&info, "ops");
+  assert_register_invalid (&info, "ops");
   info.ops = &ops;
   ops.allocate = NULL;
-  assert_register_invalid(&info, "required slot");
+  assert_register_invalid (&info, "required slot");
   ops = tk_ops;
   ops.version = 0;
-  assert_register_invalid(&info, "version");
+  assert_register_invalid (&info, "version");
   ops = tk_ops;
 
   /* schema */
@@ -129,57 +129,57 @@ test_register_invalid(void)
   info.n_options = 1;
   bad[0] = tk_options[2];
   bad[0].default_value = "1e30";
-  assert_register_invalid(&info, "default of option \"limit\"");
+  assert_register_invalid (&info, "default of option \"limit\"");
   bad[0] = tk_options[3];
   bad[0].choices = no_choices;
-  assert_register_invalid(&info, "no choices");
+  assert_register_invalid (&info, "no choices");
   bad[0] = tk_options[3];
   bad[0].default_value = "medium";
-  assert_register_invalid(&info, "default of option \"mode\"");
+  assert_register_invalid (&info, "default of option \"mode\"");
   bad[0] = tk_options[1];
   bad[0].min = 5;
   bad[0].max = 4;
-  assert_register_invalid(&info, "min > max");
+  assert_register_invalid (&info, "min > max");
   bad[0] = tk_options[0];
   bad[0].name = "Bad-Key";
-  assert_register_invalid(&info, "invalid name");
+  assert_register_invalid (&info, "invalid name");
   bad[0].name = NULL;
-  assert_register_invalid(&info, "invalid name");
+  assert_register_invalid (&info, "invalid name");
   bad[0] = tk_options[0];
-  bad[0].type = (MemresOptionType)42;
-  assert_register_invalid(&info, "unknown type");
+  bad[0].type = (MemresOptionType) 42;
+  assert_register_invalid (&info, "unknown type");
   bad[0] = tk_options[0];
   bad[1] = tk_options[0];
   info.n_options = 2;
-  assert_register_invalid(&info, "declared twice");
+  assert_register_invalid (&info, "declared twice");
   info.options = NULL;
-  assert_register_invalid(&info, "no option table");
+  assert_register_invalid (&info, "no option table");
 
   /* nothing of the above got registered */
   {
-    g_autoptr(GError) error = NULL;
-    g_assert_null(memres_registry_lookup("bad_kind", &error));
-    g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+    g_autoptr (GError) error = NULL;
+    g_assert_null (memres_registry_lookup ("bad_kind", &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
   }
 }
 
 static gboolean
-long_keys_init(MemresResource *mr, const MemresOptions *options, GError **error)
+long_keys_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
-  g_assert_false(memres_options_get_bool(options, "reuse_allow_internal_dependencies_and_more"));
+  g_assert_false (memres_options_get_bool (options, "reuse_allow_internal_dependencies_and_more"));
   return TRUE;
 }
 
 static void
-test_register_long_option_key(void)
+test_register_long_option_key (void)
 {
   static MemresResourceOps ops;
   static const MemresOptionSpec options[] = {
     { "reuse_allow_internal_dependencies_and_more", MEMRES_OPTION_BOOL, "true", "long", NULL, 0,
       0 },
   };
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
   MemresKindInfo info = tk_info;
 
   /* option keys have no length limit; kind names do */
@@ -188,73 +188,73 @@ test_register_long_option_key(void)
   info.name = "long_keys";
   info.ops = &ops;
   info.options = options;
-  info.n_options = G_N_ELEMENTS(options);
-  g_assert_true(memres_registry_register_kind(&info, &error));
-  g_assert_no_error(error);
-  mr = mt_new_ok("long_keys:reuse_allow_internal_dependencies_and_more=no");
-  g_assert_nonnull(mr);
+  info.n_options = G_N_ELEMENTS (options);
+  g_assert_true (memres_registry_register_kind (&info, &error));
+  g_assert_no_error (error);
+  mr = mt_new_ok ("long_keys:reuse_allow_internal_dependencies_and_more=no");
+  g_assert_nonnull (mr);
 }
 
 static void
-test_search_path(void)
+test_search_path (void)
 {
-  g_auto(GStrv) path = NULL;
-  g_autofree char *saved = g_strdup(g_getenv("MEMRES_PLUGIN_PATH"));
+  g_auto (GStrv) path = NULL;
+  g_autofree char *saved = g_strdup (g_getenv ("MEMRES_PLUGIN_PATH"));
 
-  g_setenv("MEMRES_PLUGIN_PATH", "/first::/second", TRUE);
-  path = memres_registry_get_search_path();
-  g_assert_cmpuint(g_strv_length(path), ==, 3);
-  g_assert_cmpstr(path[0], ==, "/first");
-  g_assert_cmpstr(path[1], ==, "/second");
+  g_setenv ("MEMRES_PLUGIN_PATH", "/first::/second", TRUE);
+  path = memres_registry_get_search_path ();
+  g_assert_cmpuint (g_strv_length (path), ==, 3);
+  g_assert_cmpstr (path[0], ==, "/first");
+  g_assert_cmpstr (path[1], ==, "/second");
   /* then the installed plugin directory */
-  g_assert_true(g_str_has_suffix(path[2], "memres-1/plugins"));
-  g_clear_pointer(&path, g_strfreev);
+  g_assert_true (g_str_has_suffix (path[2], "memres-1/plugins"));
+  g_clear_pointer (&path, g_strfreev);
 
-  g_unsetenv("MEMRES_PLUGIN_PATH");
-  path = memres_registry_get_search_path();
-  g_assert_cmpuint(g_strv_length(path), ==, 1);
+  g_unsetenv ("MEMRES_PLUGIN_PATH");
+  path = memres_registry_get_search_path ();
+  g_assert_cmpuint (g_strv_length (path), ==, 1);
   if (saved != NULL)
-    g_setenv("MEMRES_PLUGIN_PATH", saved, TRUE);
+    g_setenv ("MEMRES_PLUGIN_PATH", saved, TRUE);
 }
 
 static void
-test_list_kinds(void)
+test_list_kinds (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) kinds = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) kinds = NULL;
   gboolean host = FALSE, app = FALSE;
   guint i;
 
-  tk_register();
-  kinds = memres_registry_list_kinds(&error);
-  g_assert_no_error(error);
-  g_assert_nonnull(kinds);
+  tk_register ();
+  kinds = memres_registry_list_kinds (&error);
+  g_assert_no_error (error);
+  g_assert_nonnull (kinds);
   for (i = 0; i < kinds->len; i++)
     {
-      MemresKind *kind = g_ptr_array_index(kinds, i);
-      host |= g_strcmp0(memres_kind_get_name(kind), "host") == 0;
-      app |= g_strcmp0(memres_kind_get_name(kind), "tk") == 0;
+      MemresKind *kind = g_ptr_array_index (kinds, i);
+      host |= g_strcmp0 (memres_kind_get_name (kind), "host") == 0;
+      app |= g_strcmp0 (memres_kind_get_name (kind), "tk") == 0;
       if (i > 0)
-        g_assert_cmpstr(memres_kind_get_name(g_ptr_array_index(kinds, i - 1)), <,
-                        memres_kind_get_name(kind));
+        g_assert_cmpstr (memres_kind_get_name (g_ptr_array_index (kinds, i - 1)), <,
+                         memres_kind_get_name (kind));
     }
-  g_assert_true(host);
-  g_assert_true(app);
+  g_assert_true (host);
+  g_assert_true (app);
 }
 
 int
-main(int argc, char **argv)
+main (int argc, char **argv)
 {
-  g_test_init(&argc, &argv, NULL);
+  g_test_init (&argc, &argv, NULL);
 
-  g_test_add_func("/registry/lookup/host", test_lookup_host);
-  g_test_add_func("/registry/lookup/invalid-name", test_lookup_invalid);
-  g_test_add_func("/registry/lookup/unknown", test_lookup_unknown);
-  g_test_add_func("/registry/register/app-kind", test_register_app_kind);
-  g_test_add_func("/registry/register/duplicate", test_register_duplicate);
-  g_test_add_func("/registry/register/invalid", test_register_invalid);
-  g_test_add_func("/registry/register/long-option-key", test_register_long_option_key);
-  g_test_add_func("/registry/search-path", test_search_path);
-  g_test_add_func("/registry/list-kinds", test_list_kinds);
-  return g_test_run();
+  g_test_add_func ("/registry/lookup/host", test_lookup_host);
+  g_test_add_func ("/registry/lookup/invalid-name", test_lookup_invalid);
+  g_test_add_func ("/registry/lookup/unknown", test_lookup_unknown);
+  g_test_add_func ("/registry/register/app-kind", test_register_app_kind);
+  g_test_add_func ("/registry/register/duplicate", test_register_duplicate);
+  g_test_add_func ("/registry/register/invalid", test_register_invalid);
+  g_test_add_func ("/registry/register/long-option-key", test_register_long_option_key);
+  g_test_add_func ("/registry/search-path", test_search_path);
+  g_test_add_func ("/registry/list-kinds", test_list_kinds);
+  return g_test_run ();
 }

@@ -13,135 +13,135 @@ static MemresKind *loaded_kinds[N_THREADS];
 static gint start_flag;
 
 static gpointer
-worker(gpointer data)
+worker (gpointer data)
 {
-  guint id = GPOINTER_TO_UINT(data);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresKind) plugin_kind = NULL;
+  guint id = GPOINTER_TO_UINT (data);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresKind) plugin_kind = NULL;
   guint round;
 
-  while (!g_atomic_int_get(&start_flag))
-    g_thread_yield();
+  while (!g_atomic_int_get (&start_flag))
+    g_thread_yield ();
 
   /* all threads load the same plugin at the same moment: exactly one load happens */
-  plugin_kind = memres_registry_lookup("abi_old", &error);
-  g_assert_no_error(error);
-  loaded_kinds[id] = memres_kind_ref(plugin_kind);
+  plugin_kind = memres_registry_lookup ("abi_old", &error);
+  g_assert_no_error (error);
+  loaded_kinds[id] = memres_kind_ref (plugin_kind);
 
   for (round = 0; round < N_ROUNDS; round++)
     {
-      g_autofree char *spec = g_strdup_printf("host:alignment=%u", 1u << (round % 12));
-      g_autoptr(MemresResource) own = memres_resource_new(spec, &error);
-      g_autoptr(MemresKind) host = memres_registry_lookup("host", &error);
+      g_autofree char *spec = g_strdup_printf ("host:alignment=%u", 1u << (round % 12));
+      g_autoptr (MemresResource) own = memres_resource_new (spec, &error);
+      g_autoptr (MemresKind) host = memres_registry_lookup ("host", &error);
       MemresBuffer *a, *b;
       guint8 *p;
 
-      g_assert_no_error(error);
-      g_assert_nonnull(host);
-      a = mt_alloc_ok(own, 64 + round, NULL);
-      b = mt_alloc_ok(shared, 32 + id, NULL);
-      p = memres_buffer_get_pointer(b);
-      memset(p, (int)id, 32 + id);
-      g_assert_true(memres_buffer_fill(a, id, 1, NULL, &error));
-      g_assert_cmpint(((guint8 *)memres_buffer_get_pointer(a))[63], ==, id);
-      g_assert_cmpint(p[31 + id], ==, id);
+      g_assert_no_error (error);
+      g_assert_nonnull (host);
+      a = mt_alloc_ok (own, 64 + round, NULL);
+      b = mt_alloc_ok (shared, 32 + id, NULL);
+      p = memres_buffer_get_pointer (b);
+      memset (p, (int) id, 32 + id);
+      g_assert_true (memres_buffer_fill (a, id, 1, NULL, &error));
+      g_assert_cmpint (((guint8 *) memres_buffer_get_pointer (a))[63], ==, id);
+      g_assert_cmpint (p[31 + id], ==, id);
       if (round % 2 == 0)
-        g_assert_true(memres_buffer_close(b, NULL, &error));
-      memres_buffer_unref(b);
-      memres_buffer_unref(a);
+        g_assert_true (memres_buffer_close (b, NULL, &error));
+      memres_buffer_unref (b);
+      memres_buffer_unref (a);
 
       if (round % 50 == 0)
         {
-          g_autoptr(GPtrArray) kinds = memres_registry_list_kinds(&error);
-          g_assert_no_error(error);
-          g_assert_cmpuint(kinds->len, >=, 3);
+          g_autoptr (GPtrArray) kinds = memres_registry_list_kinds (&error);
+          g_assert_no_error (error);
+          g_assert_cmpuint (kinds->len, >=, 3);
         }
     }
   return NULL;
 }
 
 static void
-test_concurrent(void)
+test_concurrent (void)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
   GThread *threads[N_THREADS];
   MemresStats stats;
   guint i;
 
-  shared = mt_new_ok("tk");
+  shared = mt_new_ok ("tk");
 
   for (i = 0; i < N_THREADS; i++)
-    threads[i] = g_thread_new("worker", worker, GUINT_TO_POINTER(i));
-  g_atomic_int_set(&start_flag, 1);
+    threads[i] = g_thread_new ("worker", worker, GUINT_TO_POINTER (i));
+  g_atomic_int_set (&start_flag, 1);
   for (i = 0; i < N_THREADS; i++)
-    g_thread_join(threads[i]);
+    g_thread_join (threads[i]);
 
   /* one kind: the plugin was loaded once */
   for (i = 0; i < N_THREADS; i++)
     {
-      g_assert_nonnull(loaded_kinds[i]);
-      g_assert_true(loaded_kinds[i] == loaded_kinds[0]);
+      g_assert_nonnull (loaded_kinds[i]);
+      g_assert_true (loaded_kinds[i] == loaded_kinds[0]);
     }
   for (i = 0; i < N_THREADS; i++)
-    memres_kind_unref(loaded_kinds[i]);
+    memres_kind_unref (loaded_kinds[i]);
 
   /* every allocation of the shared resource was freed exactly once */
-  g_assert_cmpint(g_atomic_int_get(&tk.allocates), ==, N_THREADS * N_ROUNDS);
-  g_assert_cmpint(g_atomic_int_get(&tk.deallocates), ==, N_THREADS * N_ROUNDS);
-  g_assert_false(memres_resource_get_stats(shared, &stats, &error)); /* tk keeps none */
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  memres_resource_unref(shared);
-  g_assert_cmpint(tk.finalizes, ==, 1);
+  g_assert_cmpint (g_atomic_int_get (&tk.allocates), ==, N_THREADS * N_ROUNDS);
+  g_assert_cmpint (g_atomic_int_get (&tk.deallocates), ==, N_THREADS * N_ROUNDS);
+  g_assert_false (memres_resource_get_stats (shared, &stats, &error)); /* tk keeps none */
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  memres_resource_unref (shared);
+  g_assert_cmpint (tk.finalizes, ==, 1);
 }
 
 static gint register_wins;
 static gint register_exists;
 
 static gpointer
-register_worker(gpointer data)
+register_worker (gpointer data)
 {
   MemresKindInfo info = tk_info;
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
 
   info.name = "race";
-  while (!g_atomic_int_get(&start_flag))
-    g_thread_yield();
-  if (memres_registry_register_kind(&info, &error))
-    g_atomic_int_inc(&register_wins);
-  else if (g_error_matches(error, MEMRES_ERROR, MEMRES_ERROR_EXISTS))
-    g_atomic_int_inc(&register_exists);
+  while (!g_atomic_int_get (&start_flag))
+    g_thread_yield ();
+  if (memres_registry_register_kind (&info, &error))
+    g_atomic_int_inc (&register_wins);
+  else if (g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_EXISTS))
+    g_atomic_int_inc (&register_exists);
   return NULL;
 }
 
 static void
-test_concurrent_register(void)
+test_concurrent_register (void)
 {
   GThread *threads[N_THREADS];
   guint i;
 
   /* several threads register the same application kind: exactly one wins */
-  g_atomic_int_set(&start_flag, 0);
+  g_atomic_int_set (&start_flag, 0);
   for (i = 0; i < N_THREADS; i++)
-    threads[i] = g_thread_new("register", register_worker, NULL);
-  g_atomic_int_set(&start_flag, 1);
+    threads[i] = g_thread_new ("register", register_worker, NULL);
+  g_atomic_int_set (&start_flag, 1);
   for (i = 0; i < N_THREADS; i++)
-    g_thread_join(threads[i]);
-  g_assert_cmpint(register_wins, ==, 1);
-  g_assert_cmpint(register_exists, ==, N_THREADS - 1);
+    g_thread_join (threads[i]);
+  g_assert_cmpint (register_wins, ==, 1);
+  g_assert_cmpint (register_exists, ==, N_THREADS - 1);
 }
 
 int
-main(int argc, char **argv)
+main (int argc, char **argv)
 {
-  const char *plugin_dir = g_getenv("MEMRES_TEST_PLUGIN_DIR");
+  const char *plugin_dir = g_getenv ("MEMRES_TEST_PLUGIN_DIR");
 
-  g_test_init(&argc, &argv, NULL);
+  g_test_init (&argc, &argv, NULL);
   if (plugin_dir == NULL)
-    g_error("MEMRES_TEST_PLUGIN_DIR is not set: run through meson test");
-  g_setenv("MEMRES_PLUGIN_PATH", plugin_dir, TRUE);
-  tk_register();
+    g_error ("MEMRES_TEST_PLUGIN_DIR is not set: run through meson test");
+  g_setenv ("MEMRES_PLUGIN_PATH", plugin_dir, TRUE);
+  tk_register ();
 
-  g_test_add_func("/threads/lookup-create-allocate", test_concurrent);
-  g_test_add_func("/threads/register-race", test_concurrent_register);
-  return g_test_run();
+  g_test_add_func ("/threads/lookup-create-allocate", test_concurrent);
+  g_test_add_func ("/threads/register-race", test_concurrent_register);
+  return g_test_run ();
 }

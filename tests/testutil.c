@@ -10,210 +10,210 @@
 #include <unistd.h>
 
 void
-mt_init(int *argc, char ***argv)
+mt_init (int *argc, char ***argv)
 {
-  g_test_init(argc, argv, NULL);
+  g_test_init (argc, argv, NULL);
 }
 
 /* The fake's control functions, resolved once from the library MEMRES_CUDA_DRIVER names. */
 typedef struct
 {
-  void (*get_counts)(FakeCudaCounts *counts);
-  void (*fail_call)(const char *entry, int nth, CUresult result);
-  void (*reset_faults)(void);
-  void (*trace_begin)(void);
-  int (*trace_end)(const char ***names);
-  void (*set_attribute)(int device, CUdevice_attribute attr, int value);
-  long (*call_count)(const char *entry);
+  void (*get_counts) (FakeCudaCounts *counts);
+  void (*fail_call) (const char *entry, int nth, CUresult result);
+  void (*reset_faults) (void);
+  void (*trace_begin) (void);
+  int (*trace_end) (const char ***names);
+  void (*set_attribute) (int device, CUdevice_attribute attr, int value);
+  long (*call_count) (const char *entry);
 } MtFake;
 
 static gpointer
-load_fake(gpointer data)
+load_fake (gpointer data)
 {
-  MtFake *fake = g_new0(MtFake, 1);
-  const char *path = g_getenv("MEMRES_CUDA_DRIVER");
+  MtFake *fake = g_new0 (MtFake, 1);
+  const char *path = g_getenv ("MEMRES_CUDA_DRIVER");
   void *handle;
 
   if (path == NULL || path[0] == '\0')
     return fake;
   /* The core may have loaded it already; otherwise load it now (the core's dlopen() of the same
    * path later gets this same copy). */
-  handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  handle = dlopen (path, RTLD_NOW | RTLD_NOLOAD);
   if (handle == NULL)
-    handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    handle = dlopen (path, RTLD_NOW | RTLD_LOCAL);
   if (handle == NULL)
     return fake;
-  fake->get_counts = (void (*)(FakeCudaCounts *))dlsym(handle, "fakecuda_get_counts");
-  fake->fail_call = (void (*)(const char *, int, CUresult))dlsym(handle, "fakecuda_fail_call");
-  fake->reset_faults = (void (*)(void))dlsym(handle, "fakecuda_reset_faults");
-  fake->trace_begin = (void (*)(void))dlsym(handle, "fakecuda_trace_begin");
-  fake->trace_end = (int (*)(const char ***))dlsym(handle, "fakecuda_trace_end");
+  fake->get_counts = (void (*) (FakeCudaCounts *)) dlsym (handle, "fakecuda_get_counts");
+  fake->fail_call = (void (*) (const char *, int, CUresult)) dlsym (handle, "fakecuda_fail_call");
+  fake->reset_faults = (void (*) (void)) dlsym (handle, "fakecuda_reset_faults");
+  fake->trace_begin = (void (*) (void)) dlsym (handle, "fakecuda_trace_begin");
+  fake->trace_end = (int (*) (const char ***)) dlsym (handle, "fakecuda_trace_end");
   fake->set_attribute
-      = (void (*)(int, CUdevice_attribute, int))dlsym(handle, "fakecuda_set_attribute");
-  fake->call_count = (long (*)(const char *))dlsym(handle, "fakecuda_call_count");
+      = (void (*) (int, CUdevice_attribute, int)) dlsym (handle, "fakecuda_set_attribute");
+  fake->call_count = (long (*) (const char *)) dlsym (handle, "fakecuda_call_count");
   if (fake->get_counts == NULL || fake->fail_call == NULL || fake->reset_faults == NULL
       || fake->trace_begin == NULL || fake->trace_end == NULL || fake->set_attribute == NULL
       || fake->call_count == NULL)
-    memset(fake, 0, sizeof *fake);
+    memset (fake, 0, sizeof *fake);
   return fake;
 }
 
 static const MtFake *
-get_fake(void)
+get_fake (void)
 {
   static GOnce once = G_ONCE_INIT;
 
-  return g_once(&once, load_fake, NULL);
+  return g_once (&once, load_fake, NULL);
 }
 
 gboolean
-mt_driver_is_fake(void)
+mt_driver_is_fake (void)
 {
-  return get_fake()->get_counts != NULL;
+  return get_fake ()->get_counts != NULL;
 }
 
 gboolean
-mt_require_fake(const char *why)
+mt_require_fake (const char *why)
 {
-  if (mt_driver_is_fake())
+  if (mt_driver_is_fake ())
     return TRUE;
-  g_test_skip(why);
+  g_test_skip (why);
   return FALSE;
 }
 
 /* The fake's control functions, or a failed test when the driver is not the fake. */
 static const MtFake *
-require_fake(const char *what)
+require_fake (const char *what)
 {
-  const MtFake *fake = get_fake();
+  const MtFake *fake = get_fake ();
 
   if (fake->get_counts == NULL)
-    g_error("%s needs the fake CUDA driver (MEMRES_CUDA_DRIVER=%s)", what,
-            g_getenv("MEMRES_CUDA_DRIVER") ? g_getenv("MEMRES_CUDA_DRIVER") : "(unset)");
+    g_error ("%s needs the fake CUDA driver (MEMRES_CUDA_DRIVER=%s)", what,
+             g_getenv ("MEMRES_CUDA_DRIVER") ? g_getenv ("MEMRES_CUDA_DRIVER") : "(unset)");
   return fake;
 }
 
 gboolean
-mt_require_devices(int n)
+mt_require_devices (int n)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
   gint count = 0;
 
-  if (memres_cuda_get_driver(&error) == NULL || !memres_cuda_get_device_count(&count, &error))
+  if (memres_cuda_get_driver (&error) == NULL || !memres_cuda_get_device_count (&count, &error))
     {
-      if (mt_driver_is_fake())
-        g_test_fail_printf("The fake CUDA driver did not load: %s", error->message);
+      if (mt_driver_is_fake ())
+        g_test_fail_printf ("The fake CUDA driver did not load: %s", error->message);
       else
-        g_test_skip_printf("No CUDA driver: %s", error->message);
+        g_test_skip_printf ("No CUDA driver: %s", error->message);
       return FALSE;
     }
   if (count < n)
     {
-      if (mt_driver_is_fake())
-        g_test_fail_printf("The fake CUDA driver has %d devices, the test needs %d "
-                           "(set FAKECUDA_DEVICES before the driver loads)",
-                           count, n);
+      if (mt_driver_is_fake ())
+        g_test_fail_printf ("The fake CUDA driver has %d devices, the test needs %d "
+                            "(set FAKECUDA_DEVICES before the driver loads)",
+                            count, n);
       else
-        g_test_skip_printf("The test needs %d CUDA devices, this machine has %d", n, count);
+        g_test_skip_printf ("The test needs %d CUDA devices, this machine has %d", n, count);
       return FALSE;
     }
   return TRUE;
 }
 
 void
-mt_fake_get_counts(FakeCudaCounts *counts)
+mt_fake_get_counts (FakeCudaCounts *counts)
 {
-  require_fake("mt_fake_get_counts")->get_counts(counts);
+  require_fake ("mt_fake_get_counts")->get_counts (counts);
 }
 
 void
-mt_fake_fail_call(const char *entry, int nth, CUresult result)
+mt_fake_fail_call (const char *entry, int nth, CUresult result)
 {
-  require_fake("mt_fake_fail_call")->fail_call(entry, nth, result);
+  require_fake ("mt_fake_fail_call")->fail_call (entry, nth, result);
 }
 
 void
-mt_fake_reset_faults(void)
+mt_fake_reset_faults (void)
 {
-  require_fake("mt_fake_reset_faults")->reset_faults();
+  require_fake ("mt_fake_reset_faults")->reset_faults ();
 }
 
 void
-mt_fake_set_attribute(int device, CUdevice_attribute attr, int value)
+mt_fake_set_attribute (int device, CUdevice_attribute attr, int value)
 {
-  require_fake("mt_fake_set_attribute")->set_attribute(device, attr, value);
+  require_fake ("mt_fake_set_attribute")->set_attribute (device, attr, value);
 }
 
 long
-mt_fake_call_count(const char *entry)
+mt_fake_call_count (const char *entry)
 {
-  return require_fake("mt_fake_call_count")->call_count(entry);
+  return require_fake ("mt_fake_call_count")->call_count (entry);
 }
 
 #define MT_FOREACH_COUNT(X)                                                                        \
-  X(pools)                                                                                         \
-  X(pool_allocations)                                                                              \
-  X(allocations)                                                                                   \
-  X(reservations)                                                                                  \
-  X(mappings)                                                                                      \
-  X(physical_handles)                                                                              \
-  X(exported_fds)                                                                                  \
-  X(streams)                                                                                       \
-  X(events)
+  X (pools)                                                                                        \
+  X (pool_allocations)                                                                             \
+  X (allocations)                                                                                  \
+  X (reservations)                                                                                 \
+  X (mappings)                                                                                     \
+  X (physical_handles)                                                                             \
+  X (exported_fds)                                                                                 \
+  X (streams)                                                                                      \
+  X (events)
 
 void
-mt_assert_fake_counts_equal(const FakeCudaCounts *baseline)
+mt_assert_fake_counts_equal (const FakeCudaCounts *baseline)
 {
   FakeCudaCounts now;
 
-  if (!mt_driver_is_fake())
+  if (!mt_driver_is_fake ())
     return;
-  mt_fake_get_counts(&now);
-#define MT_CMP_(field) g_assert_cmpint(now.field, ==, baseline->field);
-  MT_FOREACH_COUNT(MT_CMP_)
+  mt_fake_get_counts (&now);
+#define MT_CMP_(field) g_assert_cmpint (now.field, ==, baseline->field);
+  MT_FOREACH_COUNT (MT_CMP_)
 #undef MT_CMP_
 }
 
 /* "field a→b, ..." for the counts that differ, or NULL. */
 static char *
-counts_diff(const FakeCudaCounts *a, const FakeCudaCounts *b)
+counts_diff (const FakeCudaCounts *a, const FakeCudaCounts *b)
 {
-  GString *s = g_string_new(NULL);
+  GString *s = g_string_new (NULL);
 
 #define MT_DIFF_(field)                                                                            \
   if (a->field != b->field)                                                                        \
-    g_string_append_printf(s, "%s%s %d -> %d", s->len ? ", " : "", #field, a->field, b->field);
-  MT_FOREACH_COUNT(MT_DIFF_)
+    g_string_append_printf (s, "%s%s %d -> %d", s->len ? ", " : "", #field, a->field, b->field);
+  MT_FOREACH_COUNT (MT_DIFF_)
 #undef MT_DIFF_
   if (s->len == 0)
     {
-      g_string_free(s, TRUE);
+      g_string_free (s, TRUE);
       return NULL;
     }
-  return g_string_free(s, FALSE);
+  return g_string_free (s, FALSE);
 }
 
 int
-mt_count_open_fds(void)
+mt_count_open_fds (void)
 {
-  DIR *dir = opendir("/proc/self/fd");
+  DIR *dir = opendir ("/proc/self/fd");
   struct dirent *e;
   int n = 0;
 
-  g_assert_nonnull(dir);
-  while ((e = readdir(dir)) != NULL)
+  g_assert_nonnull (dir);
+  while ((e = readdir (dir)) != NULL)
     if (e->d_name[0] != '.')
       n++;
-  closedir(dir);
+  closedir (dir);
   return n - 1; /* the directory's own fd */
 }
 
 /* The pattern: each 32-bit word a hash of its index and the seed, so that shifted, repeated or
  * truncated copies differ. */
 static guint32
-pattern_word(gsize index, guint32 seed)
+pattern_word (gsize index, guint32 seed)
 {
-  guint32 x = (guint32)index ^ (guint32)(index >> 32) * 0x27d4eb2du ^ (seed * 0x9e3779b9u);
+  guint32 x = (guint32) index ^ (guint32) (index >> 32) * 0x27d4eb2du ^ (seed * 0x9e3779b9u);
 
   x ^= x >> 16;
   x *= 0x85ebca6bu;
@@ -224,340 +224,341 @@ pattern_word(gsize index, guint32 seed)
 }
 
 static guint8
-pattern_byte(gsize offset, guint32 seed)
+pattern_byte (gsize offset, guint32 seed)
 {
-  return (guint8)(pattern_word(offset / 4, seed) >> (8 * (offset % 4)));
+  return (guint8) (pattern_word (offset / 4, seed) >> (8 * (offset % 4)));
 }
 
 void
-mt_fill_pattern(guint8 *dest, gsize n, guint32 seed)
+mt_fill_pattern (guint8 *dest, gsize n, guint32 seed)
 {
   gsize i = 0;
 
   for (; i + 4 <= n; i += 4)
     {
-      guint32 w = pattern_word(i / 4, seed);
-      dest[i] = (guint8)w;
-      dest[i + 1] = (guint8)(w >> 8);
-      dest[i + 2] = (guint8)(w >> 16);
-      dest[i + 3] = (guint8)(w >> 24);
+      guint32 w = pattern_word (i / 4, seed);
+      dest[i] = (guint8) w;
+      dest[i + 1] = (guint8) (w >> 8);
+      dest[i + 2] = (guint8) (w >> 16);
+      dest[i + 3] = (guint8) (w >> 24);
     }
   for (; i < n; i++)
-    dest[i] = pattern_byte(i, seed);
+    dest[i] = pattern_byte (i, seed);
 }
 
 void
-mt_assert_pattern(const guint8 *data, gsize n, guint32 seed)
+mt_assert_pattern (const guint8 *data, gsize n, guint32 seed)
 {
   gsize i = 0;
 
   /* Word by word while everything matches; the first differing byte is then found below. */
   for (; i + 4 <= n; i += 4)
     {
-      guint32 w = pattern_word(i / 4, seed);
-      if (data[i] != (guint8)w || data[i + 1] != (guint8)(w >> 8)
-          || data[i + 2] != (guint8)(w >> 16) || data[i + 3] != (guint8)(w >> 24))
+      guint32 w = pattern_word (i / 4, seed);
+      if (data[i] != (guint8) w || data[i + 1] != (guint8) (w >> 8)
+          || data[i + 2] != (guint8) (w >> 16) || data[i + 3] != (guint8) (w >> 24))
         break;
     }
   for (; i < n; i++)
-    if (data[i] != pattern_byte(i, seed))
+    if (data[i] != pattern_byte (i, seed))
       {
-        g_autofree char *msg = g_strdup_printf("pattern %u differs at offset %" G_GSIZE_FORMAT
-                                               " of %" G_GSIZE_FORMAT ": 0x%02x, expected 0x%02x",
-                                               seed, i, n, data[i], pattern_byte(i, seed));
-        g_assertion_message(G_LOG_DOMAIN, __FILE__, __LINE__, G_STRFUNC, msg);
+        g_autofree char *msg = g_strdup_printf ("pattern %u differs at offset %" G_GSIZE_FORMAT
+                                                " of %" G_GSIZE_FORMAT ": 0x%02x, expected 0x%02x",
+                                                seed, i, n, data[i], pattern_byte (i, seed));
+        g_assertion_message (G_LOG_DOMAIN, __FILE__, __LINE__, G_STRFUNC, msg);
         return;
       }
 }
 
 static gboolean
-ignored(const char *entry, const char *const *ignore)
+ignored (const char *entry, const char *const *ignore)
 {
   /* Error names and texts only build messages; failing them fails nothing. */
-  if (g_str_equal(entry, "cuGetErrorName") || g_str_equal(entry, "cuGetErrorString")
-      || g_str_equal(entry, "cuGetProcAddress"))
+  if (g_str_equal (entry, "cuGetErrorName") || g_str_equal (entry, "cuGetErrorString")
+      || g_str_equal (entry, "cuGetProcAddress"))
     return TRUE;
-  return ignore != NULL && g_strv_contains((const char *const *)ignore, entry);
+  return ignore != NULL && g_strv_contains ((const char *const *) ignore, entry);
 }
 
 /* Runs @op expecting success, then @undo. */
 static void
-sweep_run_ok(const char *what, const char *when, MtOp op, MtUndo undo, gpointer data)
+sweep_run_ok (const char *what, const char *when, MtOp op, MtUndo undo, gpointer data)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
 
-  if (!op(data, &error))
-    g_error("mt_fault_sweep(%s): the operation failed %s: %s", what, when,
-            error ? error->message : "(no error set)");
-  g_assert_no_error(error);
+  if (!op (data, &error))
+    g_error ("mt_fault_sweep(%s): the operation failed %s: %s", what, when,
+             error ? error->message : "(no error set)");
+  g_assert_no_error (error);
   if (undo != NULL)
-    undo(data);
+    undo (data);
 }
 
 int
-mt_fault_sweep(const char *what, MtOp op, MtUndo undo, gpointer data, CUresult code,
-               const char *const *ignore)
+mt_fault_sweep (const char *what, MtOp op, MtUndo undo, gpointer data, CUresult code,
+                const char *const *ignore)
 {
   const MtFake *fake;
   const char **names = NULL;
-  g_auto(GStrv) calls = NULL;
+  g_auto (GStrv) calls = NULL;
   FakeCudaCounts base;
   int n, swept = 0;
 
-  if (!mt_driver_is_fake())
+  if (!mt_driver_is_fake ())
     {
-      g_test_skip("fault sweeps need the fake CUDA driver");
+      g_test_skip ("fault sweeps need the fake CUDA driver");
       return 0;
     }
-  fake = get_fake();
+  fake = get_fake ();
   if (code == 0)
     code = CUDA_ERROR_OUT_OF_MEMORY;
-  fake->reset_faults();
+  fake->reset_faults ();
 
   /* A first run settles one-time work (driver load, contexts, caches); the second one, traced,
    * lists the calls every later run makes. */
-  sweep_run_ok(what, "on its first run", op, undo, data);
-  fake->trace_begin();
+  sweep_run_ok (what, "on its first run", op, undo, data);
+  fake->trace_begin ();
   {
-    g_autoptr(GError) error = NULL;
-    gboolean ok = op(data, &error);
+    g_autoptr (GError) error = NULL;
+    gboolean ok = op (data, &error);
 
-    n = fake->trace_end(&names);
-    calls = g_new0(char *, n + 1);
+    n = fake->trace_end (&names);
+    calls = g_new0 (char *, n + 1);
     for (int i = 0; i < n; i++)
-      calls[i] = g_strdup(names[i]);
+      calls[i] = g_strdup (names[i]);
     if (!ok)
-      g_error("mt_fault_sweep(%s): the operation failed on its traced run: %s", what,
-              error ? error->message : "(no error set)");
+      g_error ("mt_fault_sweep(%s): the operation failed on its traced run: %s", what,
+               error ? error->message : "(no error set)");
     if (undo != NULL)
-      undo(data);
+      undo (data);
   }
-  fake->get_counts(&base);
+  fake->get_counts (&base);
 
   for (int i = 0; i < n; i++)
     {
-      g_autoptr(GError) error = NULL;
+      g_autoptr (GError) error = NULL;
       g_autofree char *diff = NULL;
       FakeCudaCounts now;
       int nth = 0;
       long before;
       gboolean ok;
 
-      if (ignored(calls[i], ignore))
+      if (ignored (calls[i], ignore))
         continue;
       for (int j = 0; j <= i; j++)
-        nth += g_str_equal(calls[j], calls[i]);
-      g_test_message("%s: failing call %d of %d, %s (its call %d in the operation)", what, i + 1, n,
-                     calls[i], nth);
-      before = fake->call_count(calls[i]);
-      fake->fail_call(calls[i], nth, code);
-      ok = op(data, &error);
-      fake->fail_call(calls[i], 0, CUDA_SUCCESS);
+        nth += g_str_equal (calls[j], calls[i]);
+      g_test_message ("%s: failing call %d of %d, %s (its call %d in the operation)", what, i + 1,
+                      n, calls[i], nth);
+      before = fake->call_count (calls[i]);
+      fake->fail_call (calls[i], nth, code);
+      ok = op (data, &error);
+      fake->fail_call (calls[i], 0, CUDA_SUCCESS);
       if (ok)
-        g_error("mt_fault_sweep(%s): the operation succeeded although call %d (%s #%d) failed "
-                "with %d%s",
-                what, i + 1, calls[i], nth, code,
-                fake->call_count(calls[i]) < before + nth ? " (the call was not made)" : "");
-      if (!g_error_matches(error, MEMRES_CUDA_ERROR, code))
-        g_error("mt_fault_sweep(%s): failing call %d (%s #%d) with %d gave %s %d: %s", what, i + 1,
-                calls[i], nth, code, g_quark_to_string(error->domain), error->code, error->message);
-      fake->get_counts(&now);
-      diff = counts_diff(&base, &now);
+        g_error ("mt_fault_sweep(%s): the operation succeeded although call %d (%s #%d) failed "
+                 "with %d%s",
+                 what, i + 1, calls[i], nth, code,
+                 fake->call_count (calls[i]) < before + nth ? " (the call was not made)" : "");
+      if (!g_error_matches (error, MEMRES_CUDA_ERROR, code))
+        g_error ("mt_fault_sweep(%s): failing call %d (%s #%d) with %d gave %s %d: %s", what, i + 1,
+                 calls[i], nth, code, g_quark_to_string (error->domain), error->code,
+                 error->message);
+      fake->get_counts (&now);
+      diff = counts_diff (&base, &now);
       if (diff != NULL)
-        g_error("mt_fault_sweep(%s): failing call %d (%s #%d) leaked: %s", what, i + 1, calls[i],
-                nth, diff);
-      sweep_run_ok(what, "again after a failed run", op, undo, data);
+        g_error ("mt_fault_sweep(%s): failing call %d (%s #%d) leaked: %s", what, i + 1, calls[i],
+                 nth, diff);
+      sweep_run_ok (what, "again after a failed run", op, undo, data);
       swept++;
     }
   return swept;
 }
 
 void
-mt_counts_snapshot(FakeCudaCounts *base)
+mt_counts_snapshot (FakeCudaCounts *base)
 {
-  memset(base, 0, sizeof *base);
-  if (mt_driver_is_fake())
-    mt_fake_get_counts(base);
+  memset (base, 0, sizeof *base);
+  if (mt_driver_is_fake ())
+    mt_fake_get_counts (base);
 }
 
 MemresResource *
-mt_new_ok(const char *spec)
+mt_new_ok (const char *spec)
 {
-  g_autoptr(GError) error = NULL;
-  MemresResource *mr = memres_resource_new(spec, &error);
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr = memres_resource_new (spec, &error);
 
-  g_assert_no_error(error);
-  g_assert_nonnull(mr);
+  g_assert_no_error (error);
+  g_assert_nonnull (mr);
   return mr;
 }
 
 void
-mt_new_fails(const char *spec, GQuark domain, gint code, const char *needle)
+mt_new_fails (const char *spec, GQuark domain, gint code, const char *needle)
 {
-  g_autoptr(GError) error = NULL;
-  MemresResource *mr = memres_resource_new(spec, &error);
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr = memres_resource_new (spec, &error);
 
   if (mr != NULL)
-    g_error("spec \"%s\" was accepted", spec);
-  g_assert_error(error, domain, code);
-  if (needle != NULL && strstr(error->message, needle) == NULL)
-    g_error("error for \"%s\" lacks \"%s\": %s", spec, needle, error->message);
+    g_error ("spec \"%s\" was accepted", spec);
+  g_assert_error (error, domain, code);
+  if (needle != NULL && strstr (error->message, needle) == NULL)
+    g_error ("error for \"%s\" lacks \"%s\": %s", spec, needle, error->message);
 }
 
 MemresBuffer *
-mt_alloc_ok(MemresResource *mr, gsize size, MemresStream stream)
+mt_alloc_ok (MemresResource *mr, gsize size, MemresStream stream)
 {
-  g_autoptr(GError) error = NULL;
-  MemresBuffer *buf = memres_resource_allocate(mr, size, stream, &error);
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf = memres_resource_allocate (mr, size, stream, &error);
 
-  g_assert_no_error(error);
-  g_assert_nonnull(buf);
-  g_assert_cmpuint(memres_buffer_get_size(buf), ==, size);
+  g_assert_no_error (error);
+  g_assert_nonnull (buf);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, size);
   return buf;
 }
 
 void
-mt_close_ok(MemresBuffer *buf, MemresStream stream)
+mt_close_ok (MemresBuffer *buf, MemresStream stream)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
 
-  g_assert_true(memres_buffer_close(buf, stream, &error));
-  g_assert_no_error(error);
-  memres_buffer_unref(buf);
+  g_assert_true (memres_buffer_close (buf, stream, &error));
+  g_assert_no_error (error);
+  memres_buffer_unref (buf);
 }
 
 void
-mt_sync_ok(MemresStream stream)
+mt_sync_ok (MemresStream stream)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
 
-  g_assert_true(memres_stream_synchronize(stream, &error));
-  g_assert_no_error(error);
+  g_assert_true (memres_stream_synchronize (stream, &error));
+  g_assert_no_error (error);
 }
 
 void
-mt_write_pattern(MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream)
+mt_write_pattern (MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream)
 {
-  g_autoptr(GError) error = NULL;
-  g_autofree guint8 *host = g_malloc(n);
+  g_autoptr (GError) error = NULL;
+  g_autofree guint8 *host = g_malloc (n);
 
-  mt_fill_pattern(host, n, seed);
-  g_assert_true(memres_buffer_write(buf, offset, host, n, stream, &error));
-  g_assert_no_error(error);
-  mt_sync_ok(stream);
+  mt_fill_pattern (host, n, seed);
+  g_assert_true (memres_buffer_write (buf, offset, host, n, stream, &error));
+  g_assert_no_error (error);
+  mt_sync_ok (stream);
 }
 
 void
-mt_check_pattern(MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream)
+mt_check_pattern (MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream)
 {
-  g_autoptr(GError) error = NULL;
-  g_autofree guint8 *host = g_malloc0(n);
+  g_autoptr (GError) error = NULL;
+  g_autofree guint8 *host = g_malloc0 (n);
 
-  g_assert_true(memres_buffer_read(buf, offset, host, n, stream, &error));
-  g_assert_no_error(error);
-  mt_sync_ok(stream);
-  mt_assert_pattern(host, n, seed);
+  g_assert_true (memres_buffer_read (buf, offset, host, n, stream, &error));
+  g_assert_no_error (error);
+  mt_sync_ok (stream);
+  mt_assert_pattern (host, n, seed);
 }
 
 gboolean
-mt_op_new(gpointer data, GError **error)
+mt_op_new (gpointer data, GError **error)
 {
   MtSweepData *d = data;
 
-  d->mr = memres_resource_new(d->spec, error);
+  d->mr = memres_resource_new (d->spec, error);
   return d->mr != NULL;
 }
 
 void
-mt_undo_new(gpointer data)
+mt_undo_new (gpointer data)
 {
   MtSweepData *d = data;
 
-  g_clear_pointer(&d->mr, memres_resource_unref);
+  g_clear_pointer (&d->mr, memres_resource_unref);
 }
 
 gboolean
-mt_op_allocate(gpointer data, GError **error)
+mt_op_allocate (gpointer data, GError **error)
 {
   MtSweepData *d = data;
 
-  d->buf = memres_resource_allocate(d->mr, d->size, d->stream, error);
+  d->buf = memres_resource_allocate (d->mr, d->size, d->stream, error);
   return d->buf != NULL;
 }
 
 void
-mt_undo_allocate(gpointer data)
+mt_undo_allocate (gpointer data)
 {
   MtSweepData *d = data;
 
-  mt_close_ok(g_steal_pointer(&d->buf), d->stream);
-  mt_sync_ok(d->stream);
+  mt_close_ok (g_steal_pointer (&d->buf), d->stream);
+  mt_sync_ok (d->stream);
 }
 
 GPid
-mt_spawn_child(const char *mode, int *sock)
+mt_spawn_child (const char *mode, int *sock)
 {
-  g_autofree char *self = g_file_read_link("/proc/self/exe", NULL);
+  g_autofree char *self = g_file_read_link ("/proc/self/exe", NULL);
   const char *argv[] = { self, "--child", mode, NULL };
   GError *error = NULL;
   int sv[2];
   int source[1], target[1] = { MT_CHILD_FD };
   GPid pid;
 
-  g_assert_nonnull(self);
-  g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+  g_assert_nonnull (self);
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
   source[0] = sv[1];
-  g_assert_true(g_spawn_async_with_pipes_and_fds(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD, NULL,
-                                                 NULL, -1, -1, -1, source, target, 1, &pid, NULL,
-                                                 NULL, NULL, &error));
-  g_assert_no_error(error);
-  close(sv[1]);
+  g_assert_true (g_spawn_async_with_pipes_and_fds (NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
+                                                   NULL, NULL, -1, -1, -1, source, target, 1, &pid,
+                                                   NULL, NULL, NULL, &error));
+  g_assert_no_error (error);
+  close (sv[1]);
   *sock = sv[0];
   return pid;
 }
 
 void
-mt_wait_child(GPid pid, int sock)
+mt_wait_child (GPid pid, int sock)
 {
   int status = 0;
 
-  close(sock);
-  g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    g_error("child failed: %s %d", WIFEXITED(status) ? "exit status" : "signal",
-            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  close (sock);
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  if (!WIFEXITED (status) || WEXITSTATUS (status) != 0)
+    g_error ("child failed: %s %d", WIFEXITED (status) ? "exit status" : "signal",
+             WIFEXITED (status) ? WEXITSTATUS (status) : WTERMSIG (status));
 }
 
 void
-mt_send_all(int sock, gconstpointer data, gsize n)
+mt_send_all (int sock, gconstpointer data, gsize n)
 {
   const guint8 *p = data;
 
   while (n > 0)
     {
-      gssize sent = send(sock, p, n, MSG_NOSIGNAL);
+      gssize sent = send (sock, p, n, MSG_NOSIGNAL);
       if (sent < 0 && errno == EINTR)
         continue;
       if (sent <= 0)
-        g_error("send: %s", g_strerror(errno));
+        g_error ("send: %s", g_strerror (errno));
       p += sent;
-      n -= (gsize)sent;
+      n -= (gsize) sent;
     }
 }
 
 void
-mt_recv_all(int sock, gpointer data, gsize n)
+mt_recv_all (int sock, gpointer data, gsize n)
 {
   guint8 *p = data;
 
   while (n > 0)
     {
-      gssize got = recv(sock, p, n, 0);
+      gssize got = recv (sock, p, n, 0);
       if (got < 0 && errno == EINTR)
         continue;
       if (got <= 0)
-        g_error("recv: %s", got == 0 ? "the peer closed the connection" : g_strerror(errno));
+        g_error ("recv: %s", got == 0 ? "the peer closed the connection" : g_strerror (errno));
       p += got;
-      n -= (gsize)got;
+      n -= (gsize) got;
     }
 }

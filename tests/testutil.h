@@ -7,65 +7,65 @@
 G_BEGIN_DECLS
 
 /* g_test_init() plus the project's settings. */
-void mt_init(int *argc, char ***argv);
+void mt_init (int *argc, char ***argv);
 
 /* TRUE when MEMRES_CUDA_DRIVER names libfakecuda (the control functions resolve). */
-gboolean mt_driver_is_fake(void);
+gboolean mt_driver_is_fake (void);
 
 /* TRUE when at least @n CUDA devices are usable. Otherwise, against the real driver, calls
  * g_test_skip() with the reason and returns FALSE; against the fake it fails the test
  * (the fake suite never skips). */
-gboolean mt_require_devices(int n);
+gboolean mt_require_devices (int n);
 
 /* TRUE when the driver is the fake; otherwise calls g_test_skip(@why) and returns FALSE. For
  * tests that need the fake's control (fault injection, changed attributes). */
-gboolean mt_require_fake(const char *why);
+gboolean mt_require_fake (const char *why);
 
 /* Fake control; each one fails the test when the driver is not the fake. */
-void mt_fake_get_counts(FakeCudaCounts *counts);
-void mt_fake_fail_call(const char *entry, int nth, CUresult result);
-void mt_fake_reset_faults(void);
-void mt_fake_set_attribute(int device, CUdevice_attribute attr, int value);
-long mt_fake_call_count(const char *entry);
+void mt_fake_get_counts (FakeCudaCounts *counts);
+void mt_fake_fail_call (const char *entry, int nth, CUresult result);
+void mt_fake_reset_faults (void);
+void mt_fake_set_attribute (int device, CUdevice_attribute attr, int value);
+long mt_fake_call_count (const char *entry);
 
 /* Asserts every live count of the fake equals the one in @baseline (no-op on the real driver). */
-void mt_assert_fake_counts_equal(const FakeCudaCounts *baseline);
+void mt_assert_fake_counts_equal (const FakeCudaCounts *baseline);
 
 /* Number of open file descriptors of this process (/proc/self/fd). */
-int mt_count_open_fds(void);
+int mt_count_open_fds (void);
 
 /* Fills @n bytes at @dest with a pattern derived from @seed; mt_check_pattern() verifies it
  * and reports the first differing offset. */
-void mt_fill_pattern(guint8 *dest, gsize n, guint32 seed);
-void mt_assert_pattern(const guint8 *data, gsize n, guint32 seed);
+void mt_fill_pattern (guint8 *dest, gsize n, guint32 seed);
+void mt_assert_pattern (const guint8 *data, gsize n, guint32 seed);
 
 /* Stores the fake's live counts now in @counts (all zero on the real driver): the baseline a
  * test takes at its start for mt_assert_fake_counts_equal() at its end. */
-void mt_counts_snapshot(FakeCudaCounts *base);
+void mt_counts_snapshot (FakeCudaCounts *base);
 
 /* memres_resource_new(@spec), asserting no error and a resource. Returns (transfer full). */
-MemresResource *mt_new_ok(const char *spec);
+MemresResource *mt_new_ok (const char *spec);
 
 /* Asserts that memres_resource_new(@spec) returns NULL with @domain/@code and, when @needle is
  * not NULL, that the error's message contains @needle. */
-void mt_new_fails(const char *spec, GQuark domain, gint code, const char *needle);
+void mt_new_fails (const char *spec, GQuark domain, gint code, const char *needle);
 
 /* memres_resource_allocate(@mr, @size, @stream), asserting no error, a buffer and that its size
  * is @size bytes. Returns (transfer full). */
-MemresBuffer *mt_alloc_ok(MemresResource *mr, gsize size, MemresStream stream);
+MemresBuffer *mt_alloc_ok (MemresResource *mr, gsize size, MemresStream stream);
 
 /* memres_buffer_close(@buf, @stream), asserting success and no error, then drops the caller's
  * reference to @buf. */
-void mt_close_ok(MemresBuffer *buf, MemresStream stream);
+void mt_close_ok (MemresBuffer *buf, MemresStream stream);
 
 /* memres_stream_synchronize(@stream), asserting success and no error. */
-void mt_sync_ok(MemresStream stream);
+void mt_sync_ok (MemresStream stream);
 
 /* Writes mt_fill_pattern(@seed) to @n bytes of @buf at @offset on @stream, then synchronizes
  * @stream; mt_check_pattern() reads the same range back on @stream, synchronizes and asserts
  * the pattern. Both assert that every call succeeds without an error. */
-void mt_write_pattern(MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream);
-void mt_check_pattern(MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream);
+void mt_write_pattern (MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream);
+void mt_check_pattern (MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream);
 
 /* Child processes for the IPC tests: never a bare fork() after CUDA init. mt_spawn_child() runs
  * this same program again as `PROGRAM --child MODE` with its end of a stream socketpair as fd
@@ -73,10 +73,10 @@ void mt_check_pattern(MemresBuffer *buf, gsize offset, gsize n, guint32 seed, Me
  * before mt_init(). mt_wait_child() closes @sock, reaps the child and fails the test unless it
  * exited with status 0. mt_send_all()/mt_recv_all() move exactly @n bytes (g_error otherwise). */
 #define MT_CHILD_FD 3
-GPid mt_spawn_child(const char *mode, int *sock);
-void mt_wait_child(GPid pid, int sock);
-void mt_send_all(int sock, gconstpointer data, gsize n);
-void mt_recv_all(int sock, gpointer data, gsize n);
+GPid mt_spawn_child (const char *mode, int *sock);
+void mt_wait_child (GPid pid, int sock);
+void mt_send_all (int sock, gconstpointer data, gsize n);
+void mt_recv_all (int sock, gpointer data, gsize n);
 
 /* Fault sweep (fake only; skips on the real driver). @op performs one plugin operation and
  * returns TRUE on success; @undo reverts a successful @op. The sweep records the driver calls
@@ -85,10 +85,10 @@ void mt_recv_all(int sock, gpointer data, gsize n);
  * MEMRES_CUDA_ERROR and that code, that no fake count moved, and that @op then succeeds again.
  * Entry points in @ignore (NULL-terminated, may be NULL) are not failed: queries whose failure
  * the operation tolerates by design. Returns the number of calls swept. */
-typedef gboolean (*MtOp)(gpointer data, GError **error);
-typedef void (*MtUndo)(gpointer data);
-int mt_fault_sweep(const char *what, MtOp op, MtUndo undo, gpointer data, CUresult code,
-                   const char *const *ignore);
+typedef gboolean (*MtOp) (gpointer data, GError **error);
+typedef void (*MtUndo) (gpointer data);
+int mt_fault_sweep (const char *what, MtOp op, MtUndo undo, gpointer data, CUresult code,
+                    const char *const *ignore);
 
 /* Operands of the fault-sweep operations below (unused fields stay zero). */
 typedef struct
@@ -104,9 +104,9 @@ typedef struct
  * mt_undo_new drops it. mt_op_allocate sets ->buf to memres_resource_allocate(->mr, ->size,
  * ->stream); mt_undo_allocate closes it on ->stream (mt_close_ok), synchronizes ->stream
  * (mt_sync_ok) and clears ->buf. */
-gboolean mt_op_new(gpointer data, GError **error);
-void mt_undo_new(gpointer data);
-gboolean mt_op_allocate(gpointer data, GError **error);
-void mt_undo_allocate(gpointer data);
+gboolean mt_op_new (gpointer data, GError **error);
+void mt_undo_new (gpointer data);
+gboolean mt_op_allocate (gpointer data, GError **error);
+void mt_undo_allocate (gpointer data);
 
 G_END_DECLS

@@ -9,22 +9,22 @@
 #include <string.h>
 
 static const char *
-mode(void)
+mode (void)
 {
-  const char *m = getenv("STUBCUDA_MODE");
+  const char *m = getenv ("STUBCUDA_MODE");
   return m != NULL ? m : "nodevice";
 }
 
 static CUresult
-stub_init(unsigned int flags)
+stub_init (unsigned int flags)
 {
-  if (strcmp(mode(), "initfail") == 0)
+  if (strcmp (mode (), "initfail") == 0)
     return CUDA_ERROR_INVALID_DEVICE;
   return CUDA_ERROR_NO_DEVICE;
 }
 
 static CUresult
-stub_driver_get_version(int *version)
+stub_driver_get_version (int *version)
 {
   *version = 12030;
   return CUDA_SUCCESS;
@@ -45,7 +45,7 @@ static const struct
 /* Stores the name (@text false) or text of @error in @str: CUDA_SUCCESS, or NULL and
  * CUDA_ERROR_INVALID_VALUE for an error the stub does not know. */
 static CUresult
-describe_error(CUresult error, int text, const char **str)
+describe_error (CUresult error, int text, const char **str)
 {
   size_t i;
 
@@ -60,19 +60,19 @@ describe_error(CUresult error, int text, const char **str)
 }
 
 static CUresult
-stub_get_error_name(CUresult error, const char **str)
+stub_get_error_name (CUresult error, const char **str)
 {
-  return describe_error(error, 0, str);
+  return describe_error (error, 0, str);
 }
 
 static CUresult
-stub_get_error_string(CUresult error, const char **str)
+stub_get_error_string (CUresult error, const char **str)
 {
-  return describe_error(error, 1, str);
+  return describe_error (error, 1, str);
 }
 
 static CUresult
-stub_not_initialized(void)
+stub_not_initialized (void)
 {
   return CUDA_ERROR_NOT_INITIALIZED;
 }
@@ -82,29 +82,29 @@ static const struct
   const char *name;
   void *pfn;
 } entries[] = {
-  { "cuInit", (void *)stub_init },
-  { "cuDriverGetVersion", (void *)stub_driver_get_version },
-  { "cuGetErrorName", (void *)stub_get_error_name },
-  { "cuGetErrorString", (void *)stub_get_error_string },
-  { "cuDeviceGet", (void *)stub_not_initialized },
-  { "cuDeviceGetCount", (void *)stub_not_initialized },
-  { "cuDeviceGetAttribute", (void *)stub_not_initialized },
-  { "cuDevicePrimaryCtxRetain", (void *)stub_not_initialized },
-  { "cuCtxGetCurrent", (void *)stub_not_initialized },
-  { "cuCtxSetCurrent", (void *)stub_not_initialized },
+  { "cuInit", (void *) stub_init },
+  { "cuDriverGetVersion", (void *) stub_driver_get_version },
+  { "cuGetErrorName", (void *) stub_get_error_name },
+  { "cuGetErrorString", (void *) stub_get_error_string },
+  { "cuDeviceGet", (void *) stub_not_initialized },
+  { "cuDeviceGetCount", (void *) stub_not_initialized },
+  { "cuDeviceGetAttribute", (void *) stub_not_initialized },
+  { "cuDevicePrimaryCtxRetain", (void *) stub_not_initialized },
+  { "cuCtxGetCurrent", (void *) stub_not_initialized },
+  { "cuCtxSetCurrent", (void *) stub_not_initialized },
 };
 
 CUresult
-cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
-                    CUdriverProcAddressQueryResult *status)
+cuGetProcAddress_v2 (const char *symbol, void **pfn, int version, cuuint64_t flags,
+                     CUdriverProcAddressQueryResult *status)
 {
   size_t i;
 
   for (i = 0; i < sizeof entries / sizeof entries[0]; i++)
     {
-      if (strcmp(entries[i].name, symbol) != 0)
+      if (strcmp (entries[i].name, symbol) != 0)
         continue;
-      if (strcmp(mode(), "missing") == 0 && strcmp(symbol, "cuDeviceGetCount") == 0)
+      if (strcmp (mode (), "missing") == 0 && strcmp (symbol, "cuDeviceGetCount") == 0)
         break;
       *pfn = entries[i].pfn;
       if (status != NULL)
