@@ -7,11 +7,11 @@
 #include <string.h>
 
 static gboolean
-check_open(MemresBuffer *buf, GError **error)
+check_open (MemresBuffer *buf, GError **error)
 {
-  if (G_UNLIKELY(memres_buffer_is_closed(buf)))
+  if (G_UNLIKELY (memres_buffer_is_closed (buf)))
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
       return FALSE;
     }
   return TRUE;
@@ -19,7 +19,7 @@ check_open(MemresBuffer *buf, GError **error)
 
 /* Host memory no device can reach: plain memcpy/memset, no driver. */
 static gboolean
-is_host_only(MemresBuffer *buf)
+is_host_only (MemresBuffer *buf)
 {
   return (buf->flags & (MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE))
          == MEMRES_MEMORY_HOST_ACCESSIBLE;
@@ -38,15 +38,15 @@ typedef struct
 } Transfer;
 
 static gboolean
-transfer_begin(Transfer *t, gint device, MemresStream stream, GError **error)
+transfer_begin (Transfer *t, gint device, MemresStream stream, GError **error)
 {
   CUcontext current = NULL, primary;
   CUdevice current_device;
   CUresult res;
 
   t->pushed = FALSE;
-  t->drv = memres_cuda_get_driver(error);
-  if (t->drv == NULL || !memres_cuda_ensure_context(MAX(device, 0), error))
+  t->drv = memres_cuda_get_driver (error);
+  if (t->drv == NULL || !memres_cuda_ensure_context (MAX (device, 0), error))
     return FALSE;
   if (stream != NULL && stream != MEMRES_STREAM_LEGACY)
     {
@@ -55,83 +55,83 @@ transfer_begin(Transfer *t, gint device, MemresStream stream, GError **error)
       if (t->drv->cuStreamGetCtx == NULL || t->drv->cuCtxPushCurrent == NULL
           || t->drv->cuCtxPopCurrent == NULL)
         return TRUE;
-      res = t->drv->cuStreamGetCtx((CUstream)stream, &own);
+      res = t->drv->cuStreamGetCtx ((CUstream) stream, &own);
       if (res != CUDA_SUCCESS)
-        return memres_cuda_set_error(error, res, "cuStreamGetCtx");
-      res = t->drv->cuCtxGetCurrent(&current);
+        return memres_cuda_set_error (error, res, "cuStreamGetCtx");
+      res = t->drv->cuCtxGetCurrent (&current);
       if (res != CUDA_SUCCESS)
-        return memres_cuda_set_error(error, res, "cuCtxGetCurrent");
+        return memres_cuda_set_error (error, res, "cuCtxGetCurrent");
       if (own == NULL || own == current)
         return TRUE;
-      res = t->drv->cuCtxPushCurrent(own);
+      res = t->drv->cuCtxPushCurrent (own);
       if (res != CUDA_SUCCESS)
-        return memres_cuda_set_error(error, res, "cuCtxPushCurrent");
+        return memres_cuda_set_error (error, res, "cuCtxPushCurrent");
       t->pushed = TRUE;
       return TRUE;
     }
   if (device < 0)
     return TRUE;
 
-  res = t->drv->cuCtxGetCurrent(&current);
+  res = t->drv->cuCtxGetCurrent (&current);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuCtxGetCurrent");
+    return memres_cuda_set_error (error, res, "cuCtxGetCurrent");
   if (t->drv->cuCtxGetDevice == NULL || t->drv->cuCtxPushCurrent == NULL
       || t->drv->cuCtxPopCurrent == NULL)
     return TRUE;
-  res = t->drv->cuCtxGetDevice(&current_device);
+  res = t->drv->cuCtxGetDevice (&current_device);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuCtxGetDevice");
+    return memres_cuda_set_error (error, res, "cuCtxGetDevice");
   if (current_device == device)
     return TRUE;
-  if (!memres_cuda_get_primary_context(device, &primary, error))
+  if (!memres_cuda_get_primary_context (device, &primary, error))
     return FALSE;
-  res = t->drv->cuCtxPushCurrent(primary);
+  res = t->drv->cuCtxPushCurrent (primary);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuCtxPushCurrent");
+    return memres_cuda_set_error (error, res, "cuCtxPushCurrent");
   t->pushed = TRUE;
   return TRUE;
 }
 
 static void
-transfer_end(Transfer *t)
+transfer_end (Transfer *t)
 {
   CUcontext popped;
 
   if (t->pushed)
-    (void)t->drv->cuCtxPopCurrent(&popped);
+    (void) t->drv->cuCtxPopCurrent (&popped);
 }
 
 static gboolean
-copy(MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
+copy (MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
 {
   Transfer t;
   CUresult res;
 
-  if (!check_open(src, error) || !check_open(dst, error))
+  if (!check_open (src, error) || !check_open (dst, error))
     return FALSE;
   if (src->alloc.size != dst->alloc.size)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "cannot copy between buffers of different sizes (%" G_GSIZE_FORMAT
-                  " and %" G_GSIZE_FORMAT " bytes)",
-                  src->alloc.size, dst->alloc.size);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "cannot copy between buffers of different sizes (%" G_GSIZE_FORMAT
+                   " and %" G_GSIZE_FORMAT " bytes)",
+                   src->alloc.size, dst->alloc.size);
       return FALSE;
     }
   if (src->alloc.size == 0)
     return TRUE;
-  if (is_host_only(src) && is_host_only(dst))
+  if (is_host_only (src) && is_host_only (dst))
     {
-      memmove((gpointer)(guintptr)dst->alloc.address, (gconstpointer)(guintptr)src->alloc.address,
-              src->alloc.size);
+      memmove ((gpointer) (guintptr) dst->alloc.address,
+               (gconstpointer) (guintptr) src->alloc.address, src->alloc.size);
       return TRUE;
     }
-  if (!transfer_begin(&t, dst->device >= 0 ? dst->device : src->device, stream, error))
+  if (!transfer_begin (&t, dst->device >= 0 ? dst->device : src->device, stream, error))
     return FALSE;
-  res = t.drv->cuMemcpyAsync((CUdeviceptr)dst->alloc.address, (CUdeviceptr)src->alloc.address,
-                             src->alloc.size, (CUstream)stream);
-  transfer_end(&t);
+  res = t.drv->cuMemcpyAsync ((CUdeviceptr) dst->alloc.address, (CUdeviceptr) src->alloc.address,
+                              src->alloc.size, (CUstream) stream);
+  transfer_end (&t);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuMemcpyAsync");
+    return memres_cuda_set_error (error, res, "cuMemcpyAsync");
   return TRUE;
 }
 
@@ -155,11 +155,11 @@ copy(MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
  * Returns: %TRUE on success
  */
 gboolean
-memres_buffer_copy_to(MemresBuffer *src, MemresBuffer *dst, MemresStream stream, GError **error)
+memres_buffer_copy_to (MemresBuffer *src, MemresBuffer *dst, MemresStream stream, GError **error)
 {
-  g_return_val_if_fail(src != NULL, FALSE);
-  g_return_val_if_fail(dst != NULL, FALSE);
-  return copy(dst, src, stream, error);
+  g_return_val_if_fail (src != NULL, FALSE);
+  g_return_val_if_fail (dst != NULL, FALSE);
+  return copy (dst, src, stream, error);
 }
 
 /**
@@ -176,11 +176,11 @@ memres_buffer_copy_to(MemresBuffer *src, MemresBuffer *dst, MemresStream stream,
  * Returns: %TRUE on success
  */
 gboolean
-memres_buffer_copy_from(MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
+memres_buffer_copy_from (MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
 {
-  g_return_val_if_fail(src != NULL, FALSE);
-  g_return_val_if_fail(dst != NULL, FALSE);
-  return copy(dst, src, stream, error);
+  g_return_val_if_fail (src != NULL, FALSE);
+  g_return_val_if_fail (dst != NULL, FALSE);
+  return copy (dst, src, stream, error);
 }
 
 /**
@@ -203,8 +203,8 @@ memres_buffer_copy_from(MemresBuffer *dst, MemresBuffer *src, MemresStream strea
  * Returns: %TRUE on success
  */
 gboolean
-memres_buffer_fill(MemresBuffer *buf, guint32 pattern, guint width, MemresStream stream,
-                   GError **error)
+memres_buffer_fill (MemresBuffer *buf, guint32 pattern, guint width, MemresStream stream,
+                    GError **error)
 {
   Transfer t;
   CUdeviceptr addr;
@@ -212,82 +212,82 @@ memres_buffer_fill(MemresBuffer *buf, guint32 pattern, guint width, MemresStream
   CUresult res;
   const char *call;
 
-  g_return_val_if_fail(buf != NULL, FALSE);
+  g_return_val_if_fail (buf != NULL, FALSE);
 
-  if (!check_open(buf, error))
+  if (!check_open (buf, error))
     return FALSE;
   if (width != 1 && width != 2 && width != 4)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "invalid fill width %u: expected 1, 2 or 4 bytes", width);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "invalid fill width %u: expected 1, 2 or 4 bytes", width);
       return FALSE;
     }
   if (width < 4 && pattern >> (8 * width) != 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "fill pattern 0x%x does not fit in %u byte%s", pattern, width,
-                  width == 1 ? "" : "s");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "fill pattern 0x%x does not fit in %u byte%s", pattern, width,
+                   width == 1 ? "" : "s");
       return FALSE;
     }
   size = buf->alloc.size;
   if (size % width != 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "buffer size %" G_GSIZE_FORMAT " is not a multiple of the fill width %u", size,
-                  width);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "buffer size %" G_GSIZE_FORMAT " is not a multiple of the fill width %u", size,
+                   width);
       return FALSE;
     }
   if (size == 0)
     return TRUE;
   n = size / width;
-  addr = (CUdeviceptr)buf->alloc.address;
+  addr = (CUdeviceptr) buf->alloc.address;
 
-  if (is_host_only(buf))
+  if (is_host_only (buf))
     {
-      gpointer p = (gpointer)(guintptr)addr;
+      gpointer p = (gpointer) (guintptr) addr;
       if (width == 1)
-        memset(p, (int)pattern, size);
+        memset (p, (int) pattern, size);
       else if (width == 2)
         for (i = 0; i < n; i++)
-          ((guint16 *)p)[i] = (guint16)pattern;
+          ((guint16 *) p)[i] = (guint16) pattern;
       else
         for (i = 0; i < n; i++)
-          ((guint32 *)p)[i] = pattern;
+          ((guint32 *) p)[i] = pattern;
       return TRUE;
     }
 
-  if (!transfer_begin(&t, buf->device, stream, error))
+  if (!transfer_begin (&t, buf->device, stream, error))
     return FALSE;
   if (width == 1)
     {
-      res = t.drv->cuMemsetD8Async(addr, (unsigned char)pattern, n, (CUstream)stream);
+      res = t.drv->cuMemsetD8Async (addr, (unsigned char) pattern, n, (CUstream) stream);
       call = "cuMemsetD8Async";
     }
   else if (width == 2)
     {
-      res = t.drv->cuMemsetD16Async(addr, (unsigned short)pattern, n, (CUstream)stream);
+      res = t.drv->cuMemsetD16Async (addr, (unsigned short) pattern, n, (CUstream) stream);
       call = "cuMemsetD16Async";
     }
   else
     {
-      res = t.drv->cuMemsetD32Async(addr, pattern, n, (CUstream)stream);
+      res = t.drv->cuMemsetD32Async (addr, pattern, n, (CUstream) stream);
       call = "cuMemsetD32Async";
     }
-  transfer_end(&t);
+  transfer_end (&t);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, call);
+    return memres_cuda_set_error (error, res, call);
   return TRUE;
 }
 
 static gboolean
-check_range(MemresBuffer *buf, gsize offset, gsize n_bytes, GError **error)
+check_range (MemresBuffer *buf, gsize offset, gsize n_bytes, GError **error)
 {
   if (offset > buf->alloc.size || n_bytes > buf->alloc.size - offset)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "range of %" G_GSIZE_FORMAT " bytes at offset %" G_GSIZE_FORMAT
-                  " is outside the buffer of %" G_GSIZE_FORMAT " bytes",
-                  n_bytes, offset, buf->alloc.size);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "range of %" G_GSIZE_FORMAT " bytes at offset %" G_GSIZE_FORMAT
+                   " is outside the buffer of %" G_GSIZE_FORMAT " bytes",
+                   n_bytes, offset, buf->alloc.size);
       return FALSE;
     }
   return TRUE;
@@ -295,24 +295,24 @@ check_range(MemresBuffer *buf, gsize offset, gsize n_bytes, GError **error)
 
 /* Copies @n_bytes between host memory and the buffer, then waits for @stream. */
 static gboolean
-transfer_sync(MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_bytes,
-              MemresStream stream, GError **error)
+transfer_sync (MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_bytes,
+               MemresStream stream, GError **error)
 {
   Transfer t;
   CUresult res;
   const char *call = "cuMemcpyAsync";
 
-  if (!transfer_begin(&t, buf->device, stream, error))
+  if (!transfer_begin (&t, buf->device, stream, error))
     return FALSE;
-  res = t.drv->cuMemcpyAsync(dst, src, n_bytes, (CUstream)stream);
+  res = t.drv->cuMemcpyAsync (dst, src, n_bytes, (CUstream) stream);
   if (res == CUDA_SUCCESS)
     {
       call = "cuStreamSynchronize";
-      res = t.drv->cuStreamSynchronize((CUstream)stream);
+      res = t.drv->cuStreamSynchronize ((CUstream) stream);
     }
-  transfer_end(&t);
+  transfer_end (&t);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, call);
+    return memres_cuda_set_error (error, res, call);
   return TRUE;
 }
 
@@ -335,23 +335,23 @@ transfer_sync(MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_bytes
  * Returns: %TRUE on success
  */
 gboolean
-memres_buffer_read(MemresBuffer *buf, gsize offset, gpointer dest, gsize n_bytes,
-                   MemresStream stream, GError **error)
+memres_buffer_read (MemresBuffer *buf, gsize offset, gpointer dest, gsize n_bytes,
+                    MemresStream stream, GError **error)
 {
-  g_return_val_if_fail(buf != NULL, FALSE);
-  g_return_val_if_fail(dest != NULL || n_bytes == 0, FALSE);
+  g_return_val_if_fail (buf != NULL, FALSE);
+  g_return_val_if_fail (dest != NULL || n_bytes == 0, FALSE);
 
-  if (!check_open(buf, error) || !check_range(buf, offset, n_bytes, error))
+  if (!check_open (buf, error) || !check_range (buf, offset, n_bytes, error))
     return FALSE;
   if (n_bytes == 0)
     return TRUE;
-  if (is_host_only(buf))
+  if (is_host_only (buf))
     {
-      memcpy(dest, (guint8 *)(guintptr)buf->alloc.address + offset, n_bytes);
+      memcpy (dest, (guint8 *) (guintptr) buf->alloc.address + offset, n_bytes);
       return TRUE;
     }
-  return transfer_sync(buf, (CUdeviceptr)dest, (CUdeviceptr)(buf->alloc.address + offset), n_bytes,
-                       stream, error);
+  return transfer_sync (buf, (CUdeviceptr) dest, (CUdeviceptr) (buf->alloc.address + offset),
+                        n_bytes, stream, error);
 }
 
 /**
@@ -373,23 +373,23 @@ memres_buffer_read(MemresBuffer *buf, gsize offset, gpointer dest, gsize n_bytes
  * Returns: %TRUE on success
  */
 gboolean
-memres_buffer_write(MemresBuffer *buf, gsize offset, gconstpointer src, gsize n_bytes,
-                    MemresStream stream, GError **error)
+memres_buffer_write (MemresBuffer *buf, gsize offset, gconstpointer src, gsize n_bytes,
+                     MemresStream stream, GError **error)
 {
-  g_return_val_if_fail(buf != NULL, FALSE);
-  g_return_val_if_fail(src != NULL || n_bytes == 0, FALSE);
+  g_return_val_if_fail (buf != NULL, FALSE);
+  g_return_val_if_fail (src != NULL || n_bytes == 0, FALSE);
 
-  if (!check_open(buf, error) || !check_range(buf, offset, n_bytes, error))
+  if (!check_open (buf, error) || !check_range (buf, offset, n_bytes, error))
     return FALSE;
   if (n_bytes == 0)
     return TRUE;
-  if (is_host_only(buf))
+  if (is_host_only (buf))
     {
-      memcpy((guint8 *)(guintptr)buf->alloc.address + offset, src, n_bytes);
+      memcpy ((guint8 *) (guintptr) buf->alloc.address + offset, src, n_bytes);
       return TRUE;
     }
-  return transfer_sync(buf, (CUdeviceptr)(buf->alloc.address + offset), (CUdeviceptr)src, n_bytes,
-                       stream, error);
+  return transfer_sync (buf, (CUdeviceptr) (buf->alloc.address + offset), (CUdeviceptr) src,
+                        n_bytes, stream, error);
 }
 
 /**
@@ -408,7 +408,7 @@ memres_buffer_write(MemresBuffer *buf, gsize offset, gconstpointer src, gsize n_
  * Returns: %TRUE on success
  */
 gboolean
-memres_stream_synchronize(MemresStream stream, GError **error)
+memres_stream_synchronize (MemresStream stream, GError **error)
 {
   const MemresCudaDriver *drv;
   CUresult res;
@@ -417,16 +417,16 @@ memres_stream_synchronize(MemresStream stream, GError **error)
    * no-op, so that code written for a GPU also runs where memres falls back to host memory. */
   if (stream == NULL || stream == MEMRES_STREAM_LEGACY)
     {
-      drv = memres_cuda_get_driver(NULL);
+      drv = memres_cuda_get_driver (NULL);
       if (drv == NULL)
         return TRUE;
     }
-  else if ((drv = memres_cuda_get_driver(error)) == NULL)
+  else if ((drv = memres_cuda_get_driver (error)) == NULL)
     return FALSE;
-  if ((stream == NULL || stream == MEMRES_STREAM_LEGACY) && !memres_cuda_ensure_context(0, error))
+  if ((stream == NULL || stream == MEMRES_STREAM_LEGACY) && !memres_cuda_ensure_context (0, error))
     return FALSE;
-  res = drv->cuStreamSynchronize((CUstream)stream);
+  res = drv->cuStreamSynchronize ((CUstream) stream);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuStreamSynchronize");
+    return memres_cuda_set_error (error, res, "cuStreamSynchronize");
   return TRUE;
 }

@@ -7,9 +7,9 @@
 #include <string.h>
 
 static gboolean
-buffer_closed_error(GError **error)
+buffer_closed_error (GError **error)
 {
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
   return FALSE;
 }
 
@@ -24,65 +24,65 @@ typedef struct
 } BufferCache;
 
 static void
-buffer_cache_free(gpointer data)
+buffer_cache_free (gpointer data)
 {
   BufferCache *cache = data;
 
   while (cache->head != NULL)
     {
-      MemresBuffer *next = (MemresBuffer *)cache->head->mr;
+      MemresBuffer *next = (MemresBuffer *) cache->head->mr;
 
-      g_free(cache->head);
+      g_free (cache->head);
       cache->head = next;
     }
-  g_free(cache);
+  g_free (cache);
 }
 
-static GPrivate buffer_cache = G_PRIVATE_INIT(buffer_cache_free);
+static GPrivate buffer_cache = G_PRIVATE_INIT (buffer_cache_free);
 
 static MemresBuffer *
-buffer_struct_new(void)
+buffer_struct_new (void)
 {
-  BufferCache *cache = g_private_get(&buffer_cache);
+  BufferCache *cache = g_private_get (&buffer_cache);
   MemresBuffer *buf;
 
   if (cache == NULL || cache->head == NULL)
-    return g_new(MemresBuffer, 1);
+    return g_new (MemresBuffer, 1);
   buf = cache->head;
-  cache->head = (MemresBuffer *)buf->mr;
+  cache->head = (MemresBuffer *) buf->mr;
   cache->n--;
   return buf;
 }
 
 static void
-buffer_struct_free(MemresBuffer *buf)
+buffer_struct_free (MemresBuffer *buf)
 {
-  BufferCache *cache = g_private_get(&buffer_cache);
+  BufferCache *cache = g_private_get (&buffer_cache);
 
-  if (G_UNLIKELY(cache == NULL))
+  if (G_UNLIKELY (cache == NULL))
     {
-      cache = g_new0(BufferCache, 1);
-      g_private_set(&buffer_cache, cache);
+      cache = g_new0 (BufferCache, 1);
+      g_private_set (&buffer_cache, cache);
     }
   if (cache->n >= BUFFER_CACHE_MAX)
     {
-      g_free(buf);
+      g_free (buf);
       return;
     }
-  buf->mr = (MemresResource *)cache->head;
+  buf->mr = (MemresResource *) cache->head;
   cache->head = buf;
   cache->n++;
 }
 
 /* A new open buffer owning @alloc, holding a reference on @mr. */
 MemresBuffer *
-_memres_buffer_new(MemresResource *mr, const MemresAllocation *alloc, MemresStream stream)
+_memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stream)
 {
-  MemresBuffer *buf = buffer_struct_new();
+  MemresBuffer *buf = buffer_struct_new ();
 
-  g_atomic_ref_count_init(&buf->ref);
+  g_atomic_ref_count_init (&buf->ref);
   buf->closed = 0;
-  _memres_resource_add_buffer(mr);
+  _memres_resource_add_buffer (mr);
   buf->mr = mr;
   buf->alloc = *alloc;
   buf->dealloc_stream = stream;
@@ -114,27 +114,27 @@ _memres_buffer_new(MemresResource *mr, const MemresAllocation *alloc, MemresStre
  * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
  */
 MemresBuffer *
-memres_resource_allocate(MemresResource *mr, gsize size, MemresStream stream, GError **error)
+memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, GError **error)
 {
   MemresAllocation alloc = { 0, 0, NULL };
 
-  g_return_val_if_fail(mr != NULL, NULL);
+  g_return_val_if_fail (mr != NULL, NULL);
 
-  if (G_UNLIKELY(size > G_MAXSSIZE))
+  if (G_UNLIKELY (size > G_MAXSSIZE))
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                  "cannot allocate %" G_GSIZE_FORMAT " bytes from a resource of kind \"%s\"", size,
-                  mr->kind->name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "cannot allocate %" G_GSIZE_FORMAT " bytes from a resource of kind \"%s\"", size,
+                   mr->kind->name);
       return NULL;
     }
-  if (size > 0 && !mr->ops->allocate(mr, size, stream, &alloc, error))
+  if (size > 0 && !mr->ops->allocate (mr, size, stream, &alloc, error))
     return NULL;
-  return _memres_buffer_new(mr, &alloc, stream);
+  return _memres_buffer_new (mr, &alloc, stream);
 }
 
 /* Frees what the buffer owns; called exactly once, by whoever set buf->closed. */
 static gboolean
-buffer_release(MemresBuffer *buf, MemresStream stream, GError **error)
+buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
 {
   MemresResource *mr = buf->mr;
   gboolean ok = TRUE;
@@ -142,15 +142,15 @@ buffer_release(MemresBuffer *buf, MemresStream stream, GError **error)
   if (mr != NULL)
     {
       if (buf->ipc_mapping != NULL)
-        ok = _memres_ipc_release_buffer(buf, stream, error);
+        ok = _memres_ipc_release_buffer (buf, stream, error);
       else if (buf->alloc.size > 0 || buf->alloc.address != 0)
-        ok = mr->ops->deallocate(mr, &buf->alloc, stream, error);
+        ok = mr->ops->deallocate (mr, &buf->alloc, stream, error);
       buf->mr = NULL;
-      _memres_resource_remove_buffer(mr);
+      _memres_resource_remove_buffer (mr);
     }
   else if (buf->release != NULL)
     {
-      buf->release(buf->release_data);
+      buf->release (buf->release_data);
     }
   return ok;
 }
@@ -174,21 +174,21 @@ buffer_release(MemresBuffer *buf, MemresStream stream, GError **error)
  * Returns: %TRUE on success
  */
 gboolean
-memres_buffer_close(MemresBuffer *buf, MemresStream stream, GError **error)
+memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
 {
-  g_return_val_if_fail(buf != NULL, FALSE);
+  g_return_val_if_fail (buf != NULL, FALSE);
 
   /* The only reference: no other thread can close concurrently, so no locked exchange is needed
    * (the allocate+close pair is the hot path). */
-  if (__atomic_load_n(&buf->ref, __ATOMIC_ACQUIRE) == 1)
+  if (__atomic_load_n (&buf->ref, __ATOMIC_ACQUIRE) == 1)
     {
       if (buf->closed)
         return TRUE;
-      __atomic_store_n(&buf->closed, 1, __ATOMIC_RELAXED);
+      __atomic_store_n (&buf->closed, 1, __ATOMIC_RELAXED);
     }
-  else if (!g_atomic_int_compare_and_exchange(&buf->closed, 0, 1))
+  else if (!g_atomic_int_compare_and_exchange (&buf->closed, 0, 1))
     return TRUE;
-  return buffer_release(buf, stream != NULL ? stream : buf->dealloc_stream, error);
+  return buffer_release (buf, stream != NULL ? stream : buf->dealloc_stream, error);
 }
 
 /**
@@ -198,10 +198,10 @@ memres_buffer_close(MemresBuffer *buf, MemresStream stream, GError **error)
  * Returns: %TRUE once memres_buffer_close() ran
  */
 gboolean
-memres_buffer_is_closed(MemresBuffer *buf)
+memres_buffer_is_closed (MemresBuffer *buf)
 {
-  g_return_val_if_fail(buf != NULL, TRUE);
-  return g_atomic_int_get(&buf->closed) != 0;
+  g_return_val_if_fail (buf != NULL, TRUE);
+  return g_atomic_int_get (&buf->closed) != 0;
 }
 
 /**
@@ -213,11 +213,11 @@ memres_buffer_is_closed(MemresBuffer *buf)
  * Returns: (transfer full): @buf
  */
 MemresBuffer *
-memres_buffer_ref(MemresBuffer *buf)
+memres_buffer_ref (MemresBuffer *buf)
 {
-  g_return_val_if_fail(buf != NULL, NULL);
+  g_return_val_if_fail (buf != NULL, NULL);
 
-  g_atomic_ref_count_inc(&buf->ref);
+  g_atomic_ref_count_inc (&buf->ref);
   return buf;
 }
 
@@ -230,28 +230,29 @@ memres_buffer_ref(MemresBuffer *buf)
  * the driver returns while the process exits, and is ignored). Thread-safe.
  */
 void
-memres_buffer_unref(MemresBuffer *buf)
+memres_buffer_unref (MemresBuffer *buf)
 {
-  g_return_if_fail(buf != NULL);
+  g_return_if_fail (buf != NULL);
 
   /* The only reference: nobody else can change the count, so no locked decrement is needed
    * (the allocate+close pair is the hot path). */
-  if (g_atomic_int_get(&buf->ref) != 1 && !g_atomic_ref_count_dec(&buf->ref))
+  if (g_atomic_int_get (&buf->ref) != 1 && !g_atomic_ref_count_dec (&buf->ref))
     return;
   /* Usually closed already: read before the (locked) exchange. */
-  if (!g_atomic_int_get(&buf->closed) && g_atomic_int_compare_and_exchange(&buf->closed, 0, 1))
+  if (!g_atomic_int_get (&buf->closed) && g_atomic_int_compare_and_exchange (&buf->closed, 0, 1))
     {
       GError *error = NULL;
 
-      if (!buffer_release(buf, buf->dealloc_stream, &error))
+      if (!buffer_release (buf, buf->dealloc_stream, &error))
         {
-          if (error != NULL && !g_error_matches(error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
-            g_warning("Closing a buffer of %" G_GSIZE_FORMAT " bytes failed: %s", buf->alloc.size,
-                      error->message);
-          g_clear_error(&error);
+          if (error != NULL
+              && !g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
+            g_warning ("Closing a buffer of %" G_GSIZE_FORMAT " bytes failed: %s", buf->alloc.size,
+                       error->message);
+          g_clear_error (&error);
         }
     }
-  buffer_struct_free(buf);
+  buffer_struct_free (buf);
 }
 
 /**
@@ -268,12 +269,12 @@ memres_buffer_unref(MemresBuffer *buf)
  * Returns: %TRUE on success
  */
 gboolean
-memres_buffer_set_deallocation_stream(MemresBuffer *buf, MemresStream stream, GError **error)
+memres_buffer_set_deallocation_stream (MemresBuffer *buf, MemresStream stream, GError **error)
 {
-  g_return_val_if_fail(buf != NULL, FALSE);
+  g_return_val_if_fail (buf != NULL, FALSE);
 
-  if (memres_buffer_is_closed(buf))
-    return buffer_closed_error(error);
+  if (memres_buffer_is_closed (buf))
+    return buffer_closed_error (error);
   buf->dealloc_stream = stream;
   return TRUE;
 }
@@ -285,17 +286,17 @@ memres_buffer_set_deallocation_stream(MemresBuffer *buf, MemresStream stream, GE
  * Returns: the recorded deallocation stream (initially the allocation stream)
  */
 MemresStream
-memres_buffer_get_deallocation_stream(MemresBuffer *buf)
+memres_buffer_get_deallocation_stream (MemresBuffer *buf)
 {
-  g_return_val_if_fail(buf != NULL, NULL);
+  g_return_val_if_fail (buf != NULL, NULL);
   return buf->dealloc_stream;
 }
 
 /* Asks the driver what @ptr is; FALSE when no driver loads (then it is host memory). */
 static gboolean
-query_pointer(gpointer ptr, gint *device, MemresMemoryFlags *flags)
+query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
 {
-  const MemresCudaDriver *drv = memres_cuda_get_driver(NULL);
+  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
   CUpointer_attribute attrs[]
       = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
           CU_POINTER_ATTRIBUTE_IS_MANAGED };
@@ -306,7 +307,7 @@ query_pointer(gpointer ptr, gint *device, MemresMemoryFlags *flags)
 
   if (drv == NULL || drv->cuPointerGetAttributes == NULL)
     return FALSE;
-  if (drv->cuPointerGetAttributes(G_N_ELEMENTS(attrs), attrs, data, (CUdeviceptr)ptr)
+  if (drv->cuPointerGetAttributes (G_N_ELEMENTS (attrs), attrs, data, (CUdeviceptr) ptr)
       != CUDA_SUCCESS)
     return FALSE;
   if (managed)
@@ -354,47 +355,47 @@ query_pointer(gpointer ptr, gint *device, MemresMemoryFlags *flags)
  * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
  */
 MemresBuffer *
-memres_buffer_new_for_pointer(gpointer ptr, gsize size, gint device, MemresMemoryFlags flags,
-                              GDestroyNotify release, gpointer user_data, GError **error)
+memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemoryFlags flags,
+                               GDestroyNotify release, gpointer user_data, GError **error)
 {
   MemresBuffer *buf;
 
   if (ptr == NULL && size > 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "cannot wrap a NULL pointer of %" G_GSIZE_FORMAT " bytes", size);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "cannot wrap a NULL pointer of %" G_GSIZE_FORMAT " bytes", size);
       return NULL;
     }
-  if ((guintptr)ptr > G_MAXSIZE - size)
+  if ((guintptr) ptr > G_MAXSIZE - size)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "%" G_GSIZE_FORMAT " bytes at %p run past the end of the address space", size,
-                  ptr);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "%" G_GSIZE_FORMAT " bytes at %p run past the end of the address space", size,
+                   ptr);
       return NULL;
     }
   if (device < -1)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "device %d: a device ordinal is 0 or more, or -1 for host memory", device);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "device %d: a device ordinal is 0 or more, or -1 for host memory", device);
       return NULL;
     }
   if ((flags & ~(MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE)) != 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "flags 0x%x: wrapped memory can only be described as device and/or host "
-                  "accessible",
-                  (guint)flags);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "flags 0x%x: wrapped memory can only be described as device and/or host "
+                   "accessible",
+                   (guint) flags);
       return NULL;
     }
-  if (flags == 0 && (ptr == NULL || !query_pointer(ptr, &device, &flags)))
+  if (flags == 0 && (ptr == NULL || !query_pointer (ptr, &device, &flags)))
     {
       flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
       device = -1;
     }
 
-  buf = g_new0(MemresBuffer, 1);
-  g_atomic_ref_count_init(&buf->ref);
-  buf->alloc.address = (guint64)(guintptr)ptr;
+  buf = g_new0 (MemresBuffer, 1);
+  g_atomic_ref_count_init (&buf->ref);
+  buf->alloc.address = (guint64) (guintptr) ptr;
   buf->alloc.size = size;
   buf->device = device;
   buf->flags = flags;
@@ -411,10 +412,10 @@ memres_buffer_new_for_pointer(gpointer ptr, gsize size, gint device, MemresMemor
  *   the `CUdeviceptr`); %NULL for an empty or closed buffer
  */
 gpointer
-memres_buffer_get_pointer(MemresBuffer *buf)
+memres_buffer_get_pointer (MemresBuffer *buf)
 {
-  g_return_val_if_fail(buf != NULL, NULL);
-  return memres_buffer_is_closed(buf) ? NULL : (gpointer)(guintptr)buf->alloc.address;
+  g_return_val_if_fail (buf != NULL, NULL);
+  return memres_buffer_is_closed (buf) ? NULL : (gpointer) (guintptr) buf->alloc.address;
 }
 
 /**
@@ -425,10 +426,10 @@ memres_buffer_get_pointer(MemresBuffer *buf)
  *   buffer
  */
 guint64
-memres_buffer_get_address(MemresBuffer *buf)
+memres_buffer_get_address (MemresBuffer *buf)
 {
-  g_return_val_if_fail(buf != NULL, 0);
-  return memres_buffer_is_closed(buf) ? 0 : buf->alloc.address;
+  g_return_val_if_fail (buf != NULL, 0);
+  return memres_buffer_is_closed (buf) ? 0 : buf->alloc.address;
 }
 
 /**
@@ -438,10 +439,10 @@ memres_buffer_get_address(MemresBuffer *buf)
  * Returns: the size in bytes (a kind that rounds up reports the rounded size); 0 when closed
  */
 gsize
-memres_buffer_get_size(MemresBuffer *buf)
+memres_buffer_get_size (MemresBuffer *buf)
 {
-  g_return_val_if_fail(buf != NULL, 0);
-  return memres_buffer_is_closed(buf) ? 0 : buf->alloc.size;
+  g_return_val_if_fail (buf != NULL, 0);
+  return memres_buffer_is_closed (buf) ? 0 : buf->alloc.size;
 }
 
 /**
@@ -451,10 +452,10 @@ memres_buffer_get_size(MemresBuffer *buf)
  * Returns: the device ordinal of the memory; -1 for host memory or a closed buffer
  */
 gint
-memres_buffer_get_device(MemresBuffer *buf)
+memres_buffer_get_device (MemresBuffer *buf)
 {
-  g_return_val_if_fail(buf != NULL, -1);
-  return memres_buffer_is_closed(buf) ? -1 : buf->device;
+  g_return_val_if_fail (buf != NULL, -1);
+  return memres_buffer_is_closed (buf) ? -1 : buf->device;
 }
 
 /**
@@ -465,10 +466,10 @@ memres_buffer_get_device(MemresBuffer *buf)
  *   foreign memory or a closed buffer
  */
 MemresResource *
-memres_buffer_get_resource(MemresBuffer *buf)
+memres_buffer_get_resource (MemresBuffer *buf)
 {
-  g_return_val_if_fail(buf != NULL, NULL);
-  return memres_buffer_is_closed(buf) ? NULL : buf->mr;
+  g_return_val_if_fail (buf != NULL, NULL);
+  return memres_buffer_is_closed (buf) ? NULL : buf->mr;
 }
 
 /**
@@ -478,10 +479,10 @@ memres_buffer_get_resource(MemresBuffer *buf)
  * Returns: what the buffer's memory can do; 0 when closed
  */
 MemresMemoryFlags
-memres_buffer_get_flags(MemresBuffer *buf)
+memres_buffer_get_flags (MemresBuffer *buf)
 {
-  g_return_val_if_fail(buf != NULL, 0);
-  return memres_buffer_is_closed(buf) ? 0 : buf->flags;
+  g_return_val_if_fail (buf != NULL, 0);
+  return memres_buffer_is_closed (buf) ? 0 : buf->flags;
 }
 
 /**
@@ -491,9 +492,9 @@ memres_buffer_get_flags(MemresBuffer *buf)
  * Returns: %TRUE when device code can access the memory; %FALSE when closed
  */
 gboolean
-memres_buffer_is_device_accessible(MemresBuffer *buf)
+memres_buffer_is_device_accessible (MemresBuffer *buf)
 {
-  return (memres_buffer_get_flags(buf) & MEMRES_MEMORY_DEVICE_ACCESSIBLE) != 0;
+  return (memres_buffer_get_flags (buf) & MEMRES_MEMORY_DEVICE_ACCESSIBLE) != 0;
 }
 
 /**
@@ -503,9 +504,9 @@ memres_buffer_is_device_accessible(MemresBuffer *buf)
  * Returns: %TRUE when host code can dereference the pointer; %FALSE when closed
  */
 gboolean
-memres_buffer_is_host_accessible(MemresBuffer *buf)
+memres_buffer_is_host_accessible (MemresBuffer *buf)
 {
-  return (memres_buffer_get_flags(buf) & MEMRES_MEMORY_HOST_ACCESSIBLE) != 0;
+  return (memres_buffer_get_flags (buf) & MEMRES_MEMORY_HOST_ACCESSIBLE) != 0;
 }
 
 /**
@@ -518,10 +519,10 @@ memres_buffer_is_host_accessible(MemresBuffer *buf)
  *   closed
  */
 const MemresAllocation *
-memres_buffer_get_allocation(MemresBuffer *buf)
+memres_buffer_get_allocation (MemresBuffer *buf)
 {
-  g_return_val_if_fail(buf != NULL, NULL);
-  return memres_buffer_is_closed(buf) ? NULL : &buf->alloc;
+  g_return_val_if_fail (buf != NULL, NULL);
+  return memres_buffer_is_closed (buf) ? NULL : &buf->alloc;
 }
 
 /**
@@ -544,36 +545,36 @@ memres_buffer_get_allocation(MemresBuffer *buf)
  * Returns: %TRUE on success
  */
 gboolean
-memres_buffer_resize(MemresBuffer *buf, gsize new_size, MemresStream stream, GError **error)
+memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GError **error)
 {
   MemresAllocation alloc;
 
-  g_return_val_if_fail(buf != NULL, FALSE);
+  g_return_val_if_fail (buf != NULL, FALSE);
 
-  if (memres_buffer_is_closed(buf))
-    return buffer_closed_error(error);
+  if (memres_buffer_is_closed (buf))
+    return buffer_closed_error (error);
   if (buf->mr == NULL || buf->mr->ops->resize == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "buffers of %s%s%s cannot be resized",
-                  buf->mr != NULL ? "kind \"" : "wrapped memory",
-                  buf->mr != NULL ? buf->mr->kind->name : "", buf->mr != NULL ? "\"" : "");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "buffers of %s%s%s cannot be resized",
+                   buf->mr != NULL ? "kind \"" : "wrapped memory",
+                   buf->mr != NULL ? buf->mr->kind->name : "", buf->mr != NULL ? "\"" : "");
       return FALSE;
     }
   if (buf->flags & MEMRES_MEMORY_IMPORTED)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "a buffer imported from another process cannot be resized");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "a buffer imported from another process cannot be resized");
       return FALSE;
     }
   if (new_size > G_MAXSSIZE)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                  "cannot resize a buffer to %" G_GSIZE_FORMAT " bytes", new_size);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "cannot resize a buffer to %" G_GSIZE_FORMAT " bytes", new_size);
       return FALSE;
     }
   alloc = buf->alloc;
-  if (!buf->mr->ops->resize(buf->mr, &alloc, new_size, stream, error))
+  if (!buf->mr->ops->resize (buf->mr, &alloc, new_size, stream, error))
     return FALSE;
   buf->alloc = alloc;
   return TRUE;

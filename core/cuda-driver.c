@@ -6,10 +6,10 @@
 #include <dlfcn.h>
 #include <string.h>
 
-typedef CUresult (*GetProcAddressV2Func)(const char *symbol, void **pfn, int cuda_version,
-                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status);
-typedef CUresult (*GetProcAddressV1Func)(const char *symbol, void **pfn, int cuda_version,
-                                         cuuint64_t flags);
+typedef CUresult (*GetProcAddressV2Func) (const char *symbol, void **pfn, int cuda_version,
+                                          cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+typedef CUresult (*GetProcAddressV1Func) (const char *symbol, void **pfn, int cuda_version,
+                                          cuuint64_t flags);
 
 static MemresCudaDriver driver;
 static GError *driver_error; /* set once when loading failed; re-reported by every call */
@@ -20,9 +20,9 @@ static GMutex context_mutex;
 static CUcontext *primary_contexts; /* n_devices entries, retained once, read atomically */
 
 static const char *
-driver_path(void)
+driver_path (void)
 {
-  const char *path = g_getenv("MEMRES_CUDA_DRIVER");
+  const char *path = g_getenv ("MEMRES_CUDA_DRIVER");
 
   return (path != NULL && path[0] != '\0') ? path : "libcuda.so.1";
 }
@@ -34,29 +34,29 @@ driver_path(void)
  * type describes. core/cuda-entry-check.c checks every
  * field against the driver's typedefs at compile time. */
 static int
-entry_version(const char *name)
+entry_version (const char *name)
 {
   static const char *const pre_13000[] = { "cuCtxGetDevice", "cuCtxSynchronize", "cuStreamGetCtx" };
 
-  for (guint i = 0; i < G_N_ELEMENTS(pre_13000); i++)
-    if (strcmp(name, pre_13000[i]) == 0)
-      return MIN(MEMRES_CUDA_VERSION, 12000);
+  for (guint i = 0; i < G_N_ELEMENTS (pre_13000); i++)
+    if (strcmp (name, pre_13000[i]) == 0)
+      return MIN (MEMRES_CUDA_VERSION, 12000);
   return MEMRES_CUDA_VERSION;
 }
 
 static gboolean
-resolve_entries(gpointer handle, const char *path, GError **error)
+resolve_entries (gpointer handle, const char *path, GError **error)
 {
   GetProcAddressV2Func get_proc_v2;
   GetProcAddressV1Func get_proc_v1 = NULL;
 
-  get_proc_v2 = (GetProcAddressV2Func)dlsym(handle, "cuGetProcAddress_v2");
+  get_proc_v2 = (GetProcAddressV2Func) dlsym (handle, "cuGetProcAddress_v2");
   if (get_proc_v2 == NULL)
-    get_proc_v1 = (GetProcAddressV1Func)dlsym(handle, "cuGetProcAddress");
+    get_proc_v1 = (GetProcAddressV1Func) dlsym (handle, "cuGetProcAddress");
   if (get_proc_v2 == NULL && get_proc_v1 == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
-                  "%s is not a CUDA driver: it has no cuGetProcAddress entry point", path);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                   "%s is not a CUDA driver: it has no cuGetProcAddress entry point", path);
       return FALSE;
     }
 
@@ -67,118 +67,119 @@ resolve_entries(gpointer handle, const char *path, GError **error)
     if (get_proc_v2 != NULL)                                                                       \
       {                                                                                            \
         CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;                       \
-        res = get_proc_v2(#name, &pfn, entry_version(#name), CU_GET_PROC_ADDRESS_DEFAULT, &status); \
+        res = get_proc_v2 (#name, &pfn, entry_version (#name), CU_GET_PROC_ADDRESS_DEFAULT,        \
+                           &status);                                                               \
         if (status != CU_GET_PROC_ADDRESS_SUCCESS)                                                 \
           pfn = NULL;                                                                              \
       }                                                                                            \
     else                                                                                           \
-      res = get_proc_v1(#name, &pfn, entry_version(#name), CU_GET_PROC_ADDRESS_DEFAULT);            \
+      res = get_proc_v1 (#name, &pfn, entry_version (#name), CU_GET_PROC_ADDRESS_DEFAULT);         \
     if (res != CUDA_SUCCESS)                                                                       \
       pfn = NULL;                                                                                  \
-    driver.name = (__typeof__(driver.name))pfn;                                                    \
+    driver.name = (__typeof__ (driver.name)) pfn;                                                  \
   }
-  MEMRES_CUDA_FOREACH_ENTRY(RESOLVE_ENTRY_)
+  MEMRES_CUDA_FOREACH_ENTRY (RESOLVE_ENTRY_)
 #undef RESOLVE_ENTRY_
 
 #define CHECK_REQUIRED_(name)                                                                      \
   if (driver.name == NULL)                                                                         \
     {                                                                                              \
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,                                     \
-                  "The CUDA driver %s lacks the entry point %s (CUDA %d)", path, #name,            \
-                  MEMRES_CUDA_VERSION);                                                            \
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,                                    \
+                   "The CUDA driver %s lacks the entry point %s (CUDA %d)", path, #name,           \
+                   MEMRES_CUDA_VERSION);                                                           \
       return FALSE;                                                                                \
     }
-  MEMRES_CUDA_FOREACH_REQUIRED_ENTRY(CHECK_REQUIRED_)
+  MEMRES_CUDA_FOREACH_REQUIRED_ENTRY (CHECK_REQUIRED_)
 #undef CHECK_REQUIRED_
 
   return TRUE;
 }
 
 static gboolean
-init_driver(const char *path, GError **error)
+init_driver (const char *path, GError **error)
 {
   CUresult res;
   const char *name = NULL;
   const char *text = NULL;
 
   init_called = TRUE;
-  res = driver.cuInit(0);
+  res = driver.cuInit (0);
   if (res == CUDA_ERROR_NO_DEVICE)
     {
       n_devices = 0;
     }
   else if (res != CUDA_SUCCESS)
     {
-      if (driver.cuGetErrorName(res, &name) != CUDA_SUCCESS || name == NULL)
+      if (driver.cuGetErrorName (res, &name) != CUDA_SUCCESS || name == NULL)
         name = "CUDA_ERROR_UNKNOWN";
-      if (driver.cuGetErrorString(res, &text) != CUDA_SUCCESS || text == NULL)
+      if (driver.cuGetErrorString (res, &text) != CUDA_SUCCESS || text == NULL)
         text = "unknown error";
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
-                  "The CUDA driver %s failed to initialize: cuInit: %s: %s", path, name, text);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                   "The CUDA driver %s failed to initialize: cuInit: %s: %s", path, name, text);
       return FALSE;
     }
   else
     {
-      res = driver.cuDeviceGetCount(&n_devices);
+      res = driver.cuDeviceGetCount (&n_devices);
       if (res != CUDA_SUCCESS)
-        return memres_cuda_set_error(error, res, "cuDeviceGetCount");
-      n_devices = MAX(n_devices, 0);
+        return memres_cuda_set_error (error, res, "cuDeviceGetCount");
+      n_devices = MAX (n_devices, 0);
     }
 
-  res = driver.cuDriverGetVersion(&driver.driver_version);
+  res = driver.cuDriverGetVersion (&driver.driver_version);
   if (res != CUDA_SUCCESS)
     driver.driver_version = 0;
 
-  primary_contexts = g_new0(CUcontext, MAX(n_devices, 1));
+  primary_contexts = g_new0 (CUcontext, MAX (n_devices, 1));
   return TRUE;
 }
 
 static gpointer
-load_driver(gpointer data)
+load_driver (gpointer data)
 {
-  const char *path = driver_path();
+  const char *path = driver_path ();
   gpointer handle;
   GError *error = NULL;
 
-  memset(&driver, 0, sizeof driver);
+  memset (&driver, 0, sizeof driver);
   driver.struct_size = sizeof driver;
 
-  handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  handle = dlopen (path, RTLD_NOW | RTLD_LOCAL);
   if (handle == NULL)
     {
-      const char *why = dlerror();
-      g_set_error(&error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
-                  "No CUDA driver could be loaded from %s: %s", path,
-                  why != NULL ? why : "dlopen failed");
+      const char *why = dlerror ();
+      g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                   "No CUDA driver could be loaded from %s: %s", path,
+                   why != NULL ? why : "dlopen failed");
       driver_error = error;
       return NULL;
     }
 
-  if (!resolve_entries(handle, path, &error) || !init_driver(path, &error))
+  if (!resolve_entries (handle, path, &error) || !init_driver (path, &error))
     {
       /* Keep the library loaded: a driver that ran cuInit may have started threads. A library
        * whose cuInit never ran (not a driver, or one lacking entry points) is closed again. */
       if (!init_called)
-        dlclose(handle);
-      memset(&driver, 0, sizeof driver);
+        dlclose (handle);
+      memset (&driver, 0, sizeof driver);
       driver_error = error;
       return NULL;
     }
 
-  driver.path = g_strdup(path);
+  driver.path = g_strdup (path);
   return NULL;
 }
 
 static gboolean
-ensure_driver(GError **error)
+ensure_driver (GError **error)
 {
   static GOnce once = G_ONCE_INIT;
 
-  g_once(&once, load_driver, NULL);
-  if (G_UNLIKELY(driver_error != NULL))
+  g_once (&once, load_driver, NULL);
+  if (G_UNLIKELY (driver_error != NULL))
     {
       if (error != NULL)
-        *error = g_error_copy(driver_error);
+        *error = g_error_copy (driver_error);
       return FALSE;
     }
   return TRUE;
@@ -203,9 +204,9 @@ ensure_driver(GError **error)
  *   %NULL with @error set
  */
 const MemresCudaDriver *
-memres_cuda_get_driver(GError **error)
+memres_cuda_get_driver (GError **error)
 {
-  if (!ensure_driver(error))
+  if (!ensure_driver (error))
     return NULL;
   return &driver;
 }
@@ -223,7 +224,7 @@ memres_cuda_get_driver(GError **error)
  * Returns: %FALSE, so that `return memres_cuda_set_error (...)` reads naturally
  */
 gboolean
-memres_cuda_set_error(GError **error, CUresult result, const char *call)
+memres_cuda_set_error (GError **error, CUresult result, const char *call)
 {
   const char *name = NULL;
   const char *text = NULL;
@@ -231,17 +232,17 @@ memres_cuda_set_error(GError **error, CUresult result, const char *call)
   if (error == NULL)
     return FALSE;
 
-  if (driver.cuGetErrorName != NULL && driver.cuGetErrorName(result, &name) != CUDA_SUCCESS)
+  if (driver.cuGetErrorName != NULL && driver.cuGetErrorName (result, &name) != CUDA_SUCCESS)
     name = NULL;
-  if (driver.cuGetErrorString != NULL && driver.cuGetErrorString(result, &text) != CUDA_SUCCESS)
+  if (driver.cuGetErrorString != NULL && driver.cuGetErrorString (result, &text) != CUDA_SUCCESS)
     text = NULL;
 
   if (name != NULL)
-    g_set_error(error, MEMRES_CUDA_ERROR, (gint)result, "%s: %s: %s", call != NULL ? call : "CUDA",
-                name, text != NULL ? text : "no description");
+    g_set_error (error, MEMRES_CUDA_ERROR, (gint) result, "%s: %s: %s",
+                 call != NULL ? call : "CUDA", name, text != NULL ? text : "no description");
   else
-    g_set_error(error, MEMRES_CUDA_ERROR, (gint)result, "%s: CUDA error %d",
-                call != NULL ? call : "CUDA", (gint)result);
+    g_set_error (error, MEMRES_CUDA_ERROR, (gint) result, "%s: CUDA error %d",
+                 call != NULL ? call : "CUDA", (gint) result);
   return FALSE;
 }
 
@@ -258,11 +259,11 @@ memres_cuda_set_error(GError **error, CUresult result, const char *call)
  * Returns: %TRUE on success
  */
 gboolean
-memres_cuda_get_device_count(gint *count, GError **error)
+memres_cuda_get_device_count (gint *count, GError **error)
 {
-  g_return_val_if_fail(count != NULL, FALSE);
+  g_return_val_if_fail (count != NULL, FALSE);
 
-  if (!ensure_driver(error))
+  if (!ensure_driver (error))
     return FALSE;
   *count = n_devices;
   return TRUE;
@@ -281,15 +282,15 @@ memres_cuda_get_device_count(gint *count, GError **error)
  * Returns: %TRUE when the device exists
  */
 gboolean
-memres_cuda_check_device(gint device, GError **error)
+memres_cuda_check_device (gint device, GError **error)
 {
-  if (!ensure_driver(error))
+  if (!ensure_driver (error))
     return FALSE;
   if (device < 0 || device >= n_devices)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE,
-                  "No CUDA device %d: the driver reports %d device%s", device, n_devices,
-                  n_devices == 1 ? "" : "s");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE,
+                   "No CUDA device %d: the driver reports %d device%s", device, n_devices,
+                   n_devices == 1 ? "" : "s");
       return FALSE;
     }
   return TRUE;
@@ -310,38 +311,38 @@ memres_cuda_check_device(gint device, GError **error)
  * Returns: %TRUE on success
  */
 gboolean
-memres_cuda_get_primary_context(gint device, CUcontext *context, GError **error)
+memres_cuda_get_primary_context (gint device, CUcontext *context, GError **error)
 {
   CUcontext ctx;
   CUdevice dev;
   CUresult res;
   gboolean ok = TRUE;
 
-  g_return_val_if_fail(context != NULL, FALSE);
+  g_return_val_if_fail (context != NULL, FALSE);
 
-  if (!memres_cuda_check_device(device, error))
+  if (!memres_cuda_check_device (device, error))
     return FALSE;
 
-  ctx = g_atomic_pointer_get(&primary_contexts[device]);
-  if (G_LIKELY(ctx != NULL))
+  ctx = g_atomic_pointer_get (&primary_contexts[device]);
+  if (G_LIKELY (ctx != NULL))
     {
       *context = ctx;
       return TRUE;
     }
 
-  g_mutex_lock(&context_mutex);
-  ctx = g_atomic_pointer_get(&primary_contexts[device]);
+  g_mutex_lock (&context_mutex);
+  ctx = g_atomic_pointer_get (&primary_contexts[device]);
   if (ctx == NULL)
     {
-      res = driver.cuDeviceGet(&dev, device);
+      res = driver.cuDeviceGet (&dev, device);
       if (res != CUDA_SUCCESS)
-        ok = memres_cuda_set_error(error, res, "cuDeviceGet");
-      else if ((res = driver.cuDevicePrimaryCtxRetain(&ctx, dev)) != CUDA_SUCCESS)
-        ok = memres_cuda_set_error(error, res, "cuDevicePrimaryCtxRetain");
+        ok = memres_cuda_set_error (error, res, "cuDeviceGet");
+      else if ((res = driver.cuDevicePrimaryCtxRetain (&ctx, dev)) != CUDA_SUCCESS)
+        ok = memres_cuda_set_error (error, res, "cuDevicePrimaryCtxRetain");
       else
-        g_atomic_pointer_set(&primary_contexts[device], ctx);
+        g_atomic_pointer_set (&primary_contexts[device], ctx);
     }
-  g_mutex_unlock(&context_mutex);
+  g_mutex_unlock (&context_mutex);
 
   if (ok)
     *context = ctx;
@@ -363,26 +364,26 @@ memres_cuda_get_primary_context(gint device, CUcontext *context, GError **error)
  * Returns: %TRUE when a context is current
  */
 gboolean
-memres_cuda_ensure_context(gint device, GError **error)
+memres_cuda_ensure_context (gint device, GError **error)
 {
   CUcontext current = NULL;
   CUcontext primary;
   CUresult res;
 
-  if (!ensure_driver(error))
+  if (!ensure_driver (error))
     return FALSE;
 
-  res = driver.cuCtxGetCurrent(&current);
+  res = driver.cuCtxGetCurrent (&current);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuCtxGetCurrent");
+    return memres_cuda_set_error (error, res, "cuCtxGetCurrent");
   if (current != NULL)
     return TRUE;
 
-  if (!memres_cuda_get_primary_context(device, &primary, error))
+  if (!memres_cuda_get_primary_context (device, &primary, error))
     return FALSE;
-  res = driver.cuCtxSetCurrent(primary);
+  res = driver.cuCtxSetCurrent (primary);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuCtxSetCurrent");
+    return memres_cuda_set_error (error, res, "cuCtxSetCurrent");
   return TRUE;
 }
 
@@ -400,30 +401,30 @@ memres_cuda_ensure_context(gint device, GError **error)
  * Returns: %TRUE on success
  */
 gboolean
-memres_cuda_get_device_uuid(gint device, guint8 uuid[16], GError **error)
+memres_cuda_get_device_uuid (gint device, guint8 uuid[16], GError **error)
 {
   CUdevice dev;
   CUuuid id;
   CUresult res;
 
-  g_return_val_if_fail(uuid != NULL, FALSE);
+  g_return_val_if_fail (uuid != NULL, FALSE);
 
-  if (!memres_cuda_check_device(device, error))
+  if (!memres_cuda_check_device (device, error))
     return FALSE;
   if (driver.cuDeviceGetUuid == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "The CUDA driver has no cuDeviceGetUuid");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "The CUDA driver has no cuDeviceGetUuid");
       return FALSE;
     }
-  res = driver.cuDeviceGet(&dev, device);
+  res = driver.cuDeviceGet (&dev, device);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuDeviceGet");
-  res = driver.cuDeviceGetUuid(&id, dev);
+    return memres_cuda_set_error (error, res, "cuDeviceGet");
+  res = driver.cuDeviceGetUuid (&id, dev);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuDeviceGetUuid");
-  G_STATIC_ASSERT(sizeof id.bytes == 16);
-  memcpy(uuid, id.bytes, 16);
+    return memres_cuda_set_error (error, res, "cuDeviceGetUuid");
+  G_STATIC_ASSERT (sizeof id.bytes == 16);
+  memcpy (uuid, id.bytes, 16);
   return TRUE;
 }
 
@@ -442,35 +443,35 @@ memres_cuda_get_device_uuid(gint device, guint8 uuid[16], GError **error)
  * Returns: %TRUE when found
  */
 gboolean
-memres_cuda_find_device_by_uuid(const guint8 uuid[16], gint *device, GError **error)
+memres_cuda_find_device_by_uuid (const guint8 uuid[16], gint *device, GError **error)
 {
   gint i;
 
-  g_return_val_if_fail(uuid != NULL, FALSE);
-  g_return_val_if_fail(device != NULL, FALSE);
+  g_return_val_if_fail (uuid != NULL, FALSE);
+  g_return_val_if_fail (device != NULL, FALSE);
 
-  if (!ensure_driver(error))
+  if (!ensure_driver (error))
     return FALSE;
   if (n_devices == 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE,
-                  "No CUDA device: the driver reports none");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE,
+                   "No CUDA device: the driver reports none");
       return FALSE;
     }
   for (i = 0; i < n_devices; i++)
     {
       guint8 id[16];
 
-      if (!memres_cuda_get_device_uuid(i, id, error))
+      if (!memres_cuda_get_device_uuid (i, id, error))
         return FALSE;
-      if (memcmp(id, uuid, 16) == 0)
+      if (memcmp (id, uuid, 16) == 0)
         {
           *device = i;
           return TRUE;
         }
     }
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_WRONG_DEVICE,
-              "No CUDA device of this process has the requested UUID");
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_WRONG_DEVICE,
+               "No CUDA device of this process has the requested UUID");
   return FALSE;
 }
 
@@ -489,24 +490,24 @@ memres_cuda_find_device_by_uuid(const guint8 uuid[16], gint *device, GError **er
  * Returns: %TRUE when the stream is not capturing
  */
 gboolean
-memres_cuda_check_stream_not_capturing(MemresStream stream, GError **error)
+memres_cuda_check_stream_not_capturing (MemresStream stream, GError **error)
 {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult res;
 
-  if (!ensure_driver(error))
+  if (!ensure_driver (error))
     return FALSE;
   if (driver.cuStreamIsCapturing == NULL)
     return TRUE;
-  res = driver.cuStreamIsCapturing((CUstream)stream, &status);
+  res = driver.cuStreamIsCapturing ((CUstream) stream, &status);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuStreamIsCapturing");
+    return memres_cuda_set_error (error, res, "cuStreamIsCapturing");
   if (status != CU_STREAM_CAPTURE_STATUS_NONE)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "Stream %p is capturing a graph: stream-ordered pools cannot allocate during "
-                  "graph capture",
-                  (gpointer)stream);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "Stream %p is capturing a graph: stream-ordered pools cannot allocate during "
+                   "graph capture",
+                   (gpointer) stream);
       return FALSE;
     }
   return TRUE;

@@ -21,38 +21,38 @@ enum
   DESCRIPTOR_END = OFF_RESERVED + 8,                  /* 160 */
 };
 
-G_STATIC_ASSERT(DESCRIPTOR_END == MEMRES_BUFFER_DESCRIPTOR_SIZE);
-G_STATIC_ASSERT(sizeof(((MemresBufferExport *)NULL)->export_data) == 64);
+G_STATIC_ASSERT (DESCRIPTOR_END == MEMRES_BUFFER_DESCRIPTOR_SIZE);
+G_STATIC_ASSERT (sizeof (((MemresBufferExport *) NULL)->export_data) == 64);
 
 static void
-put_u16(guint8 *p, guint16 v)
+put_u16 (guint8 *p, guint16 v)
 {
   p[0] = v & 0xff;
   p[1] = v >> 8;
 }
 
 static void
-put_u32(guint8 *p, guint32 v)
+put_u32 (guint8 *p, guint32 v)
 {
   for (int i = 0; i < 4; i++)
     p[i] = (v >> (8 * i)) & 0xff;
 }
 
 static void
-put_u64(guint8 *p, guint64 v)
+put_u64 (guint8 *p, guint64 v)
 {
   for (int i = 0; i < 8; i++)
     p[i] = (v >> (8 * i)) & 0xff;
 }
 
 static guint16
-get_u16(const guint8 *p)
+get_u16 (const guint8 *p)
 {
-  return (guint16)(p[0] | (p[1] << 8));
+  return (guint16) (p[0] | (p[1] << 8));
 }
 
 static guint32
-get_u32(const guint8 *p)
+get_u32 (const guint8 *p)
 {
   guint32 v = 0;
   for (int i = 3; i >= 0; i--)
@@ -61,7 +61,7 @@ get_u32(const guint8 *p)
 }
 
 static guint64
-get_u64(const guint8 *p)
+get_u64 (const guint8 *p)
 {
   guint64 v = 0;
   for (int i = 7; i >= 0; i--)
@@ -72,40 +72,40 @@ get_u64(const guint8 *p)
 /* Encodes @info of a buffer of kind @kind (a valid kind name, shorter than
  * MEMRES_KIND_NAME_MAX) into the 160-byte little-endian record. Never fails. */
 void
-_memres_descriptor_encode(const char *kind, const MemresBufferExport *info,
-                          MemresBufferDescriptor *out)
+_memres_descriptor_encode (const char *kind, const MemresBufferExport *info,
+                           MemresBufferDescriptor *out)
 {
   guint8 *b = out->bytes;
 
-  g_return_if_fail(kind != NULL && strlen(kind) < MEMRES_KIND_NAME_MAX);
+  g_return_if_fail (kind != NULL && strlen (kind) < MEMRES_KIND_NAME_MAX);
 
-  memset(out, 0, sizeof *out);
-  put_u32(b + OFF_MAGIC, MEMRES_DESCRIPTOR_MAGIC);
-  put_u16(b + OFF_VERSION, MEMRES_DESCRIPTOR_VERSION);
-  put_u16(b + OFF_LENGTH, MEMRES_BUFFER_DESCRIPTOR_SIZE);
-  memcpy(b + OFF_KIND, kind, strlen(kind));
-  memcpy(b + OFF_POOL_ID, info->pool_id, MEMRES_IPC_ID_SIZE);
-  memcpy(b + OFF_DEVICE_UUID, info->device_uuid, MEMRES_IPC_ID_SIZE);
-  put_u64(b + OFF_OFFSET, info->offset);
-  put_u64(b + OFF_SIZE, info->size);
-  memcpy(b + OFF_EXPORT_DATA, info->export_data, sizeof info->export_data);
+  memset (out, 0, sizeof *out);
+  put_u32 (b + OFF_MAGIC, MEMRES_DESCRIPTOR_MAGIC);
+  put_u16 (b + OFF_VERSION, MEMRES_DESCRIPTOR_VERSION);
+  put_u16 (b + OFF_LENGTH, MEMRES_BUFFER_DESCRIPTOR_SIZE);
+  memcpy (b + OFF_KIND, kind, strlen (kind));
+  memcpy (b + OFF_POOL_ID, info->pool_id, MEMRES_IPC_ID_SIZE);
+  memcpy (b + OFF_DEVICE_UUID, info->device_uuid, MEMRES_IPC_ID_SIZE);
+  put_u64 (b + OFF_OFFSET, info->offset);
+  put_u64 (b + OFF_SIZE, info->size);
+  memcpy (b + OFF_EXPORT_DATA, info->export_data, sizeof info->export_data);
   /* reserved: zero from the memset */
 }
 
-static gboolean invalid(GError **error, const char *field, const char *format, ...)
-    G_GNUC_PRINTF(3, 4);
+static gboolean invalid (GError **error, const char *field, const char *format, ...)
+    G_GNUC_PRINTF (3, 4);
 
 static gboolean
-invalid(GError **error, const char *field, const char *format, ...)
+invalid (GError **error, const char *field, const char *format, ...)
 {
   va_list args;
   g_autofree char *detail = NULL;
 
-  va_start(args, format);
-  detail = g_strdup_vprintf(format, args);
-  va_end(args);
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-              "invalid buffer descriptor: %s: %s", field, detail);
+  va_start (args, format);
+  detail = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+               "invalid buffer descriptor: %s: %s", field, detail);
   return FALSE;
 }
 
@@ -113,8 +113,8 @@ invalid(GError **error, const char *field, const char *format, ...)
  * terminated) and @info; on failure sets MEMRES_ERROR_INVALID_DESCRIPTOR naming the field and
  * leaves @kind and @info untouched. Reads no byte outside @data[0 .. length). */
 gboolean
-_memres_descriptor_decode(gconstpointer data, gsize length, char kind[MEMRES_KIND_NAME_MAX],
-                          MemresBufferExport *info, GError **error)
+_memres_descriptor_decode (gconstpointer data, gsize length, char kind[MEMRES_KIND_NAME_MAX],
+                           MemresBufferExport *info, GError **error)
 {
   const guint8 *b = data;
   const guint8 *nul;
@@ -122,58 +122,58 @@ _memres_descriptor_decode(gconstpointer data, gsize length, char kind[MEMRES_KIN
   guint16 version, record_length;
   guint64 offset, size;
 
-  g_return_val_if_fail(kind != NULL && info != NULL, FALSE);
+  g_return_val_if_fail (kind != NULL && info != NULL, FALSE);
 
   if (b == NULL && length > 0)
-    return invalid(error, "input", "no data");
+    return invalid (error, "input", "no data");
   if (length < MEMRES_BUFFER_DESCRIPTOR_SIZE)
-    return invalid(error, "input length", "%" G_GSIZE_FORMAT " bytes, truncated (expected %d)",
-                   length, MEMRES_BUFFER_DESCRIPTOR_SIZE);
+    return invalid (error, "input length", "%" G_GSIZE_FORMAT " bytes, truncated (expected %d)",
+                    length, MEMRES_BUFFER_DESCRIPTOR_SIZE);
   if (length > MEMRES_BUFFER_DESCRIPTOR_SIZE)
-    return invalid(error, "input length", "%" G_GSIZE_FORMAT " bytes, oversized (expected %d)",
-                   length, MEMRES_BUFFER_DESCRIPTOR_SIZE);
+    return invalid (error, "input length", "%" G_GSIZE_FORMAT " bytes, oversized (expected %d)",
+                    length, MEMRES_BUFFER_DESCRIPTOR_SIZE);
 
-  magic = get_u32(b + OFF_MAGIC);
+  magic = get_u32 (b + OFF_MAGIC);
   if (magic != MEMRES_DESCRIPTOR_MAGIC)
-    return invalid(error, "magic", "0x%08x (expected 0x%08x)", magic, MEMRES_DESCRIPTOR_MAGIC);
-  version = get_u16(b + OFF_VERSION);
+    return invalid (error, "magic", "0x%08x (expected 0x%08x)", magic, MEMRES_DESCRIPTOR_MAGIC);
+  version = get_u16 (b + OFF_VERSION);
   if (version != MEMRES_DESCRIPTOR_VERSION)
-    return invalid(error, "version", "%u (this library reads version %d)", version,
-                   MEMRES_DESCRIPTOR_VERSION);
-  record_length = get_u16(b + OFF_LENGTH);
+    return invalid (error, "version", "%u (this library reads version %d)", version,
+                    MEMRES_DESCRIPTOR_VERSION);
+  record_length = get_u16 (b + OFF_LENGTH);
   if (record_length != MEMRES_BUFFER_DESCRIPTOR_SIZE)
-    return invalid(error, "length", "%u (expected %d)", record_length,
-                   MEMRES_BUFFER_DESCRIPTOR_SIZE);
+    return invalid (error, "length", "%u (expected %d)", record_length,
+                    MEMRES_BUFFER_DESCRIPTOR_SIZE);
 
-  nul = memchr(b + OFF_KIND, '\0', MEMRES_KIND_NAME_MAX);
+  nul = memchr (b + OFF_KIND, '\0', MEMRES_KIND_NAME_MAX);
   if (nul == NULL)
-    return invalid(error, "kind", "not NUL-terminated within %d bytes", MEMRES_KIND_NAME_MAX);
+    return invalid (error, "kind", "not NUL-terminated within %d bytes", MEMRES_KIND_NAME_MAX);
   for (const guint8 *p = nul; p < b + OFF_KIND + MEMRES_KIND_NAME_MAX; p++)
     if (*p != 0)
-      return invalid(error, "kind", "padding after the name is not zero");
-  if (!_memres_kind_name_is_valid((const char *)(b + OFF_KIND)))
-    return invalid(error, "kind", "not a kind name (expected [a-z][a-z0-9_]*)");
+      return invalid (error, "kind", "padding after the name is not zero");
+  if (!_memres_kind_name_is_valid ((const char *) (b + OFF_KIND)))
+    return invalid (error, "kind", "not a kind name (expected [a-z][a-z0-9_]*)");
 
   for (int i = 0; i < 8; i++)
     if (b[OFF_RESERVED + i] != 0)
-      return invalid(error, "reserved", "byte %d is 0x%02x (expected 0)", i, b[OFF_RESERVED + i]);
+      return invalid (error, "reserved", "byte %d is 0x%02x (expected 0)", i, b[OFF_RESERVED + i]);
 
-  offset = get_u64(b + OFF_OFFSET);
-  size = get_u64(b + OFF_SIZE);
+  offset = get_u64 (b + OFF_OFFSET);
+  size = get_u64 (b + OFF_SIZE);
   if (size == 0)
-    return invalid(error, "size", "0 bytes (an empty buffer is never exported)");
+    return invalid (error, "size", "0 bytes (an empty buffer is never exported)");
   if (offset > G_MAXUINT64 - size)
-    return invalid(error, "offset",
-                   "offset %" G_GUINT64_FORMAT " + size %" G_GUINT64_FORMAT " overflows", offset,
-                   size);
+    return invalid (error, "offset",
+                    "offset %" G_GUINT64_FORMAT " + size %" G_GUINT64_FORMAT " overflows", offset,
+                    size);
   if (size > G_MAXSIZE)
-    return invalid(error, "size", "%" G_GUINT64_FORMAT " bytes do not fit in this process", size);
+    return invalid (error, "size", "%" G_GUINT64_FORMAT " bytes do not fit in this process", size);
 
-  memcpy(kind, b + OFF_KIND, MEMRES_KIND_NAME_MAX);
-  memcpy(info->pool_id, b + OFF_POOL_ID, MEMRES_IPC_ID_SIZE);
-  memcpy(info->device_uuid, b + OFF_DEVICE_UUID, MEMRES_IPC_ID_SIZE);
+  memcpy (kind, b + OFF_KIND, MEMRES_KIND_NAME_MAX);
+  memcpy (info->pool_id, b + OFF_POOL_ID, MEMRES_IPC_ID_SIZE);
+  memcpy (info->device_uuid, b + OFF_DEVICE_UUID, MEMRES_IPC_ID_SIZE);
   info->offset = offset;
   info->size = size;
-  memcpy(info->export_data, b + OFF_EXPORT_DATA, sizeof info->export_data);
+  memcpy (info->export_data, b + OFF_EXPORT_DATA, sizeof info->export_data);
   return TRUE;
 }

@@ -16,9 +16,9 @@ struct _MemresIpcHandle
 };
 
 gboolean
-_memres_fd_is_open(gint fd)
+_memres_fd_is_open (gint fd)
 {
-  return fd >= 0 && fcntl(fd, F_GETFD) != -1;
+  return fd >= 0 && fcntl (fd, F_GETFD) != -1;
 }
 
 /**
@@ -43,41 +43,41 @@ _memres_fd_is_open(gint fd)
  * Returns: (transfer full) (nullable): the new handle, or %NULL with @error set
  */
 MemresIpcHandle *
-memres_ipc_handle_new(const char *kind, gint fd, const guint8 pool_id[MEMRES_IPC_ID_SIZE],
-                      const guint8 device_uuid[MEMRES_IPC_ID_SIZE], GError **error)
+memres_ipc_handle_new (const char *kind, gint fd, const guint8 pool_id[MEMRES_IPC_ID_SIZE],
+                       const guint8 device_uuid[MEMRES_IPC_ID_SIZE], GError **error)
 {
   MemresIpcHandle *handle;
 
-  g_return_val_if_fail(pool_id != NULL, NULL);
-  g_return_val_if_fail(device_uuid != NULL, NULL);
-  g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+  g_return_val_if_fail (pool_id != NULL, NULL);
+  g_return_val_if_fail (device_uuid != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  if (kind == NULL || strlen(kind) >= MEMRES_KIND_NAME_MAX || !_memres_kind_name_is_valid(kind))
+  if (kind == NULL || strlen (kind) >= MEMRES_KIND_NAME_MAX || !_memres_kind_name_is_valid (kind))
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "IPC handle: invalid kind name \"%s\" (expected [a-z][a-z0-9_]*, at most %d "
-                  "bytes)",
-                  kind ? kind : "(null)", MEMRES_KIND_NAME_MAX - 1);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "IPC handle: invalid kind name \"%s\" (expected [a-z][a-z0-9_]*, at most %d "
+                   "bytes)",
+                   kind ? kind : "(null)", MEMRES_KIND_NAME_MAX - 1);
       return NULL;
     }
   if (fd < 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "IPC handle: file descriptor %d is negative", fd);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "IPC handle: file descriptor %d is negative", fd);
       return NULL;
     }
-  if (!_memres_fd_is_open(fd))
+  if (!_memres_fd_is_open (fd))
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "IPC handle: file descriptor %d is not open", fd);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "IPC handle: file descriptor %d is not open", fd);
       return NULL;
     }
 
-  handle = g_new0(MemresIpcHandle, 1);
+  handle = g_new0 (MemresIpcHandle, 1);
   handle->fd = fd;
-  g_strlcpy(handle->kind, kind, sizeof handle->kind);
-  memcpy(handle->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
-  memcpy(handle->device_uuid, device_uuid, MEMRES_IPC_ID_SIZE);
+  g_strlcpy (handle->kind, kind, sizeof handle->kind);
+  memcpy (handle->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
+  memcpy (handle->device_uuid, device_uuid, MEMRES_IPC_ID_SIZE);
   return handle;
 }
 
@@ -90,13 +90,13 @@ memres_ipc_handle_new(const char *kind, gint fd, const guint8 pool_id[MEMRES_IPC
  * descriptor or mapping. Never fails; a failing close() is logged.
  */
 void
-memres_ipc_handle_free(MemresIpcHandle *handle)
+memres_ipc_handle_free (MemresIpcHandle *handle)
 {
   if (handle == NULL)
     return;
-  if (handle->fd >= 0 && close(handle->fd) != 0 && errno != EINTR)
-    g_warning("IPC handle: closing file descriptor %d failed: %s", handle->fd, g_strerror(errno));
-  g_free(handle);
+  if (handle->fd >= 0 && close (handle->fd) != 0 && errno != EINTR)
+    g_warning ("IPC handle: closing file descriptor %d failed: %s", handle->fd, g_strerror (errno));
+  g_free (handle);
 }
 
 /**
@@ -107,9 +107,9 @@ memres_ipc_handle_free(MemresIpcHandle *handle)
  *   a copy), or -1 after memres_ipc_handle_steal_fd()
  */
 gint
-memres_ipc_handle_get_fd(const MemresIpcHandle *handle)
+memres_ipc_handle_get_fd (const MemresIpcHandle *handle)
 {
-  g_return_val_if_fail(handle != NULL, -1);
+  g_return_val_if_fail (handle != NULL, -1);
   return handle->fd;
 }
 
@@ -124,11 +124,11 @@ memres_ipc_handle_get_fd(const MemresIpcHandle *handle)
  * Returns: (transfer full): the file descriptor, or -1 when it was already stolen
  */
 gint
-memres_ipc_handle_steal_fd(MemresIpcHandle *handle)
+memres_ipc_handle_steal_fd (MemresIpcHandle *handle)
 {
   gint fd;
 
-  g_return_val_if_fail(handle != NULL, -1);
+  g_return_val_if_fail (handle != NULL, -1);
   fd = handle->fd;
   handle->fd = -1;
   return fd;
@@ -141,9 +141,9 @@ memres_ipc_handle_steal_fd(MemresIpcHandle *handle)
  * Returns: (transfer none): the kind name of the exporting resource
  */
 const char *
-memres_ipc_handle_get_kind(const MemresIpcHandle *handle)
+memres_ipc_handle_get_kind (const MemresIpcHandle *handle)
 {
-  g_return_val_if_fail(handle != NULL, NULL);
+  g_return_val_if_fail (handle != NULL, NULL);
   return handle->kind;
 }
 
@@ -154,9 +154,9 @@ memres_ipc_handle_get_kind(const MemresIpcHandle *handle)
  * Returns: (transfer none) (array fixed-size=16): the pool identity, %MEMRES_IPC_ID_SIZE bytes
  */
 const guint8 *
-memres_ipc_handle_get_pool_id(const MemresIpcHandle *handle)
+memres_ipc_handle_get_pool_id (const MemresIpcHandle *handle)
 {
-  g_return_val_if_fail(handle != NULL, NULL);
+  g_return_val_if_fail (handle != NULL, NULL);
   return handle->pool_id;
 }
 
@@ -168,8 +168,8 @@ memres_ipc_handle_get_pool_id(const MemresIpcHandle *handle)
  *   %MEMRES_IPC_ID_SIZE bytes
  */
 const guint8 *
-memres_ipc_handle_get_device_uuid(const MemresIpcHandle *handle)
+memres_ipc_handle_get_device_uuid (const MemresIpcHandle *handle)
 {
-  g_return_val_if_fail(handle != NULL, NULL);
+  g_return_val_if_fail (handle != NULL, NULL);
   return handle->device_uuid;
 }

@@ -27,8 +27,8 @@ typedef struct
   guint8 pool_id[MEMRES_IPC_ID_SIZE];
   guint8 export_data[64];
 } MappingKey;
-#define MAPPING_KEY_SIZE sizeof(MappingKey)
-G_STATIC_ASSERT(sizeof(MappingKey) == sizeof(gpointer) + MEMRES_IPC_ID_SIZE + 64);
+#define MAPPING_KEY_SIZE sizeof (MappingKey)
+G_STATIC_ASSERT (sizeof (MappingKey) == sizeof (gpointer) + MEMRES_IPC_ID_SIZE + 64);
 
 typedef struct
 {
@@ -45,7 +45,7 @@ static GMutex buffers_lock;     /* buffers and every Mapping */
 static GHashTable *buffers;     /* MappingKey (in the Mapping) -> Mapping* */
 
 static guint
-bytes_hash(const guint8 *bytes, gsize n)
+bytes_hash (const guint8 *bytes, gsize n)
 {
   guint h = 2166136261u; /* FNV-1a */
   for (gsize i = 0; i < n; i++)
@@ -54,59 +54,58 @@ bytes_hash(const guint8 *bytes, gsize n)
 }
 
 static guint
-pool_id_hash(gconstpointer key)
+pool_id_hash (gconstpointer key)
 {
-  return bytes_hash(key, MEMRES_IPC_ID_SIZE);
+  return bytes_hash (key, MEMRES_IPC_ID_SIZE);
 }
 
 static gboolean
-pool_id_equal(gconstpointer a, gconstpointer b)
+pool_id_equal (gconstpointer a, gconstpointer b)
 {
-  return memcmp(a, b, MEMRES_IPC_ID_SIZE) == 0;
+  return memcmp (a, b, MEMRES_IPC_ID_SIZE) == 0;
 }
 
 static guint
-mapping_key_hash(gconstpointer key)
+mapping_key_hash (gconstpointer key)
 {
-  return bytes_hash(key, MAPPING_KEY_SIZE);
+  return bytes_hash (key, MAPPING_KEY_SIZE);
 }
 
 static gboolean
-mapping_key_equal(gconstpointer a, gconstpointer b)
+mapping_key_equal (gconstpointer a, gconstpointer b)
 {
-  return memcmp(a, b, MAPPING_KEY_SIZE) == 0;
+  return memcmp (a, b, MAPPING_KEY_SIZE) == 0;
 }
 
 static char *
-format_id(const guint8 id[MEMRES_IPC_ID_SIZE])
+format_id (const guint8 id[MEMRES_IPC_ID_SIZE])
 {
-  GString *s = g_string_sized_new(2 * MEMRES_IPC_ID_SIZE);
+  GString *s = g_string_sized_new (2 * MEMRES_IPC_ID_SIZE);
   for (int i = 0; i < MEMRES_IPC_ID_SIZE; i++)
-    g_string_append_printf(s, "%02x", id[i]);
-  return g_string_free(s, FALSE);
+    g_string_append_printf (s, "%02x", id[i]);
+  return g_string_free (s, FALSE);
 }
-
 
 /* Records @pool_id as the identity of @mr (an exporter learns its own at its first export). */
 static void
-remember_pool_id(MemresResource *mr, const guint8 pool_id[MEMRES_IPC_ID_SIZE])
+remember_pool_id (MemresResource *mr, const guint8 pool_id[MEMRES_IPC_ID_SIZE])
 {
-  g_mutex_lock(&pools_lock);
+  g_mutex_lock (&pools_lock);
   if (!mr->has_pool_id)
     {
-      memcpy(mr->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
+      memcpy (mr->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
       mr->has_pool_id = TRUE;
     }
-  g_mutex_unlock(&pools_lock);
+  g_mutex_unlock (&pools_lock);
 }
 
 void
-_memres_ipc_forget_resource(MemresResource *mr)
+_memres_ipc_forget_resource (MemresResource *mr)
 {
-  g_mutex_lock(&pools_lock);
-  if (mr->has_pool_id && pools != NULL && g_hash_table_lookup(pools, mr->pool_id) == mr)
-    g_hash_table_remove(pools, mr->pool_id);
-  g_mutex_unlock(&pools_lock);
+  g_mutex_lock (&pools_lock);
+  if (mr->has_pool_id && pools != NULL && g_hash_table_lookup (pools, mr->pool_id) == mr)
+    g_hash_table_remove (pools, mr->pool_id);
+  g_mutex_unlock (&pools_lock);
 }
 
 /**
@@ -128,52 +127,52 @@ _memres_ipc_forget_resource(MemresResource *mr)
  * Returns: (transfer full) (nullable): a new handle, or %NULL with @error set
  */
 MemresIpcHandle *
-memres_resource_export_handle(MemresResource *mr, GError **error)
+memres_resource_export_handle (MemresResource *mr, GError **error)
 {
   MemresIpcHandle *handle = NULL;
   GError *local = NULL;
   gboolean ok;
 
-  g_return_val_if_fail(mr != NULL, NULL);
-  g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+  g_return_val_if_fail (mr != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   if (mr->ops->export_handle == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "resources of kind \"%s\" cannot be shared with other processes (use kind "
-                  "\"ipc\")",
-                  mr->kind->name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "resources of kind \"%s\" cannot be shared with other processes (use kind "
+                   "\"ipc\")",
+                   mr->kind->name);
       return NULL;
     }
-  ok = mr->ops->export_handle(mr, &handle, &local);
+  ok = mr->ops->export_handle (mr, &handle, &local);
   if (ok && handle == NULL)
     ok = FALSE; /* a plugin bug: reported as a failure without a reason */
-  if (!_memres_resource_slot_result(mr, "export_handle", ok, &local, error))
+  if (!_memres_resource_slot_result (mr, "export_handle", ok, &local, error))
     {
-      g_clear_pointer(&handle, memres_ipc_handle_free);
+      g_clear_pointer (&handle, memres_ipc_handle_free);
       return NULL;
     }
-  remember_pool_id(mr, memres_ipc_handle_get_pool_id(handle));
+  remember_pool_id (mr, memres_ipc_handle_get_pool_id (handle));
   return handle;
 }
 
 static MemresResource *
-lookup_imported_pool(const MemresIpcHandle *handle, GError **error)
+lookup_imported_pool (const MemresIpcHandle *handle, GError **error)
 {
   MemresResource *mr;
 
-  g_mutex_lock(&pools_lock);
-  mr = pools ? g_hash_table_lookup(pools, memres_ipc_handle_get_pool_id(handle)) : NULL;
-  if (mr != NULL && !_memres_resource_try_ref(mr))
+  g_mutex_lock (&pools_lock);
+  mr = pools ? g_hash_table_lookup (pools, memres_ipc_handle_get_pool_id (handle)) : NULL;
+  if (mr != NULL && !_memres_resource_try_ref (mr))
     mr = NULL; /* being finalized: import anew */
-  g_mutex_unlock(&pools_lock);
+  g_mutex_unlock (&pools_lock);
 
-  if (mr != NULL && strcmp(mr->kind->name, memres_ipc_handle_get_kind(handle)) != 0)
+  if (mr != NULL && strcmp (mr->kind->name, memres_ipc_handle_get_kind (handle)) != 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "IPC handle of kind \"%s\" names a pool already imported as kind \"%s\"",
-                  memres_ipc_handle_get_kind(handle), mr->kind->name);
-      memres_resource_unref(mr);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "IPC handle of kind \"%s\" names a pool already imported as kind \"%s\"",
+                   memres_ipc_handle_get_kind (handle), mr->kind->name);
+      memres_resource_unref (mr);
       return NULL;
     }
   return mr;
@@ -205,65 +204,65 @@ lookup_imported_pool(const MemresIpcHandle *handle, GError **error)
  * Returns: (transfer full) (nullable): the imported resource, or %NULL with @error set
  */
 MemresResource *
-memres_resource_import_handle(const MemresIpcHandle *handle, GError **error)
+memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
 {
-  g_autoptr(MemresKind) kind = NULL;
+  g_autoptr (MemresKind) kind = NULL;
   g_autofree char *id = NULL;
   g_autofree char *spec = NULL;
   MemresResource *mr;
   GError *local_error = NULL;
 
-  g_return_val_if_fail(handle != NULL, NULL);
-  g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+  g_return_val_if_fail (handle != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  if (memres_ipc_handle_get_fd(handle) < 0)
+  if (memres_ipc_handle_get_fd (handle) < 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "IPC handle holds no file descriptor (it was stolen)");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "IPC handle holds no file descriptor (it was stolen)");
       return NULL;
     }
 
   /* Before the lock: this may load the kind's plugin. */
-  kind = memres_registry_lookup(memres_ipc_handle_get_kind(handle), error);
+  kind = memres_registry_lookup (memres_ipc_handle_get_kind (handle), error);
   if (kind == NULL)
     return NULL;
 
-  g_mutex_lock(&import_pool_lock);
-  mr = lookup_imported_pool(handle, &local_error);
+  g_mutex_lock (&import_pool_lock);
+  mr = lookup_imported_pool (handle, &local_error);
   if (mr != NULL || local_error != NULL)
     goto out;
-  id = format_id(memres_ipc_handle_get_pool_id(handle));
-  spec = g_strdup_printf("%s (imported pool %s)", kind->name, id);
-  mr = _memres_resource_new_for_kind(kind, NULL, handle, spec, &local_error);
+  id = format_id (memres_ipc_handle_get_pool_id (handle));
+  spec = g_strdup_printf ("%s (imported pool %s)", kind->name, id);
+  mr = _memres_resource_new_for_kind (kind, NULL, handle, spec, &local_error);
   if (mr == NULL)
     goto out;
 
-  g_mutex_lock(&pools_lock);
-  memcpy(mr->pool_id, memres_ipc_handle_get_pool_id(handle), MEMRES_IPC_ID_SIZE);
+  g_mutex_lock (&pools_lock);
+  memcpy (mr->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
   mr->has_pool_id = TRUE;
   if (pools == NULL)
-    pools = g_hash_table_new(pool_id_hash, pool_id_equal);
-  g_hash_table_replace(pools, mr->pool_id, mr);
-  g_mutex_unlock(&pools_lock);
+    pools = g_hash_table_new (pool_id_hash, pool_id_equal);
+  g_hash_table_replace (pools, mr->pool_id, mr);
+  g_mutex_unlock (&pools_lock);
 
 out:
-  g_mutex_unlock(&import_pool_lock);
+  g_mutex_unlock (&import_pool_lock);
   if (local_error != NULL)
-    g_propagate_error(error, local_error);
+    g_propagate_error (error, local_error);
   return mr;
 }
 
 static gboolean
-check_descriptor_fits(const MemresBufferExport *info, const MemresAllocation *mapped,
-                      GError **error)
+check_descriptor_fits (const MemresBufferExport *info, const MemresAllocation *mapped,
+                       GError **error)
 {
   if (info->offset > mapped->size || info->size > mapped->size - info->offset)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "invalid buffer descriptor: size: %" G_GUINT64_FORMAT
-                  " bytes at offset %" G_GUINT64_FORMAT
-                  " do not fit in the exported allocation of %" G_GSIZE_FORMAT " bytes",
-                  info->size, info->offset, mapped->size);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "invalid buffer descriptor: size: %" G_GUINT64_FORMAT
+                   " bytes at offset %" G_GUINT64_FORMAT
+                   " do not fit in the exported allocation of %" G_GSIZE_FORMAT " bytes",
+                   info->size, info->offset, mapped->size);
       return FALSE;
     }
   return TRUE;
@@ -290,35 +289,35 @@ check_descriptor_fits(const MemresBufferExport *info, const MemresAllocation *ma
  * Returns: %TRUE with @descriptor filled
  */
 gboolean
-memres_buffer_export(MemresBuffer *buf, MemresBufferDescriptor *descriptor, GError **error)
+memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GError **error)
 {
   MemresBufferExport info;
   MemresResource *mr;
 
-  g_return_val_if_fail(buf != NULL, FALSE);
-  g_return_val_if_fail(descriptor != NULL, FALSE);
-  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+  g_return_val_if_fail (buf != NULL, FALSE);
+  g_return_val_if_fail (descriptor != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (g_atomic_int_get(&buf->closed))
+  if (g_atomic_int_get (&buf->closed))
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "cannot export a closed buffer");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "cannot export a closed buffer");
       return FALSE;
     }
   if (buf->alloc.size == 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "cannot export an empty (zero-byte) buffer");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "cannot export an empty (zero-byte) buffer");
       return FALSE;
     }
   mr = buf->mr;
   if (mr == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "cannot export foreign memory (a buffer wrapping a pointer)");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "cannot export foreign memory (a buffer wrapping a pointer)");
       return FALSE;
     }
 
-  memset(&info, 0, sizeof info);
+  memset (&info, 0, sizeof info);
   if (buf->ipc_mapping != NULL)
     {
       const Mapping *mapping = buf->ipc_mapping;
@@ -330,27 +329,27 @@ memres_buffer_export(MemresBuffer *buf, MemresBufferDescriptor *descriptor, GErr
     {
       if (mr->ops->export_buffer == NULL)
         {
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                      "buffers of kind \"%s\" cannot be shared with other processes (use kind "
-                      "\"ipc\")",
-                      mr->kind->name);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                       "buffers of kind \"%s\" cannot be shared with other processes (use kind "
+                       "\"ipc\")",
+                       mr->kind->name);
           return FALSE;
         }
       GError *local = NULL;
-      gboolean ok = mr->ops->export_buffer(mr, &buf->alloc, &info, &local);
-      if (!_memres_resource_slot_result(mr, "export_buffer", ok, &local, error))
+      gboolean ok = mr->ops->export_buffer (mr, &buf->alloc, &info, &local);
+      if (!_memres_resource_slot_result (mr, "export_buffer", ok, &local, error))
         return FALSE;
-      remember_pool_id(mr, info.pool_id);
+      remember_pool_id (mr, info.pool_id);
     }
-  _memres_descriptor_encode(mr->kind->name, &info, descriptor);
+  _memres_descriptor_encode (mr->kind->name, &info, descriptor);
   return TRUE;
 }
 
 /* The mapping for @info on @mr, made through the import_buffer slot if none exists; one more
  * user counted. Called with buffers_lock held. */
 static Mapping *
-acquire_mapping(MemresResource *mr, const MemresBufferExport *info, MemresStream stream,
-                GError **error)
+acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStream stream,
+                 GError **error)
 {
   MappingKey key;
   Mapping *mapping;
@@ -358,38 +357,38 @@ acquire_mapping(MemresResource *mr, const MemresBufferExport *info, MemresStream
   GError *local = NULL;
   gboolean ok;
 
-  memset(&key, 0, sizeof key);
+  memset (&key, 0, sizeof key);
   key.mr = mr;
-  memcpy(key.pool_id, info->pool_id, MEMRES_IPC_ID_SIZE);
-  memcpy(key.export_data, info->export_data, 64);
+  memcpy (key.pool_id, info->pool_id, MEMRES_IPC_ID_SIZE);
+  memcpy (key.export_data, info->export_data, 64);
   if (buffers == NULL)
-    buffers = g_hash_table_new(mapping_key_hash, mapping_key_equal);
+    buffers = g_hash_table_new (mapping_key_hash, mapping_key_equal);
 
-  mapping = g_hash_table_lookup(buffers, &key);
+  mapping = g_hash_table_lookup (buffers, &key);
   if (mapping != NULL)
     {
-      if (!check_descriptor_fits(info, &mapping->alloc, error))
+      if (!check_descriptor_fits (info, &mapping->alloc, error))
         return NULL;
       mapping->n_users++;
       return mapping;
     }
 
-  ok = mr->ops->import_buffer(mr, info, stream, &alloc, &local);
-  if (!_memres_resource_slot_result(mr, "import_buffer", ok, &local, error))
+  ok = mr->ops->import_buffer (mr, info, stream, &alloc, &local);
+  if (!_memres_resource_slot_result (mr, "import_buffer", ok, &local, error))
     return NULL;
-  if (!check_descriptor_fits(info, &alloc, error))
+  if (!check_descriptor_fits (info, &alloc, error))
     {
-      g_autoptr(GError) unmap_error = NULL;
-      if (!mr->ops->deallocate(mr, &alloc, stream, &unmap_error))
-        g_warning("unmapping a refused buffer import failed: %s", unmap_error->message);
+      g_autoptr (GError) unmap_error = NULL;
+      if (!mr->ops->deallocate (mr, &alloc, stream, &unmap_error))
+        g_warning ("unmapping a refused buffer import failed: %s", unmap_error->message);
       return NULL;
     }
-  mapping = g_new0(Mapping, 1);
+  mapping = g_new0 (Mapping, 1);
   mapping->key = key;
   mapping->exported = *info;
   mapping->alloc = alloc;
   mapping->n_users = 1;
-  g_hash_table_insert(buffers, &mapping->key, mapping);
+  g_hash_table_insert (buffers, &mapping->key, mapping);
   return mapping;
 }
 
@@ -421,8 +420,8 @@ acquire_mapping(MemresResource *mr, const MemresBufferExport *info, MemresStream
  * Returns: (transfer full) (nullable): a new buffer, or %NULL with @error set
  */
 MemresBuffer *
-memres_buffer_import(MemresResource *mr, gconstpointer descriptor, gsize length,
-                     MemresStream stream, GError **error)
+memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length,
+                      MemresStream stream, GError **error)
 {
   char kind[MEMRES_KIND_NAME_MAX];
   MemresBufferExport info;
@@ -431,48 +430,48 @@ memres_buffer_import(MemresResource *mr, gconstpointer descriptor, gsize length,
   Mapping *mapping;
   gboolean same_pool;
 
-  g_return_val_if_fail(mr != NULL, NULL);
-  g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+  g_return_val_if_fail (mr != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  if (!_memres_descriptor_decode(descriptor, length, kind, &info, error))
+  if (!_memres_descriptor_decode (descriptor, length, kind, &info, error))
     return NULL;
   if (mr->ops->import_buffer == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "resources of kind \"%s\" cannot import buffers from other processes",
-                  mr->kind->name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "resources of kind \"%s\" cannot import buffers from other processes",
+                   mr->kind->name);
       return NULL;
     }
-  if (strcmp(kind, mr->kind->name) != 0)
+  if (strcmp (kind, mr->kind->name) != 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "invalid buffer descriptor: kind: \"%s\", but the resource is of kind \"%s\"",
-                  kind, mr->kind->name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "invalid buffer descriptor: kind: \"%s\", but the resource is of kind \"%s\"",
+                   kind, mr->kind->name);
       return NULL;
     }
-  g_mutex_lock(&pools_lock);
-  same_pool = mr->has_pool_id && memcmp(mr->pool_id, info.pool_id, MEMRES_IPC_ID_SIZE) == 0;
-  g_mutex_unlock(&pools_lock);
+  g_mutex_lock (&pools_lock);
+  same_pool = mr->has_pool_id && memcmp (mr->pool_id, info.pool_id, MEMRES_IPC_ID_SIZE) == 0;
+  g_mutex_unlock (&pools_lock);
   if (!same_pool)
     {
-      g_autofree char *id = format_id(info.pool_id);
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "invalid buffer descriptor: pool_id: the buffer belongs to pool %s, not to "
-                  "this resource's pool (import that pool's handle first)",
-                  id);
+      g_autofree char *id = format_id (info.pool_id);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "invalid buffer descriptor: pool_id: the buffer belongs to pool %s, not to "
+                   "this resource's pool (import that pool's handle first)",
+                   id);
       return NULL;
     }
 
-  g_mutex_lock(&buffers_lock);
-  mapping = acquire_mapping(mr, &info, stream, error);
-  g_mutex_unlock(&buffers_lock);
+  g_mutex_lock (&buffers_lock);
+  mapping = acquire_mapping (mr, &info, stream, error);
+  g_mutex_unlock (&buffers_lock);
   if (mapping == NULL)
     return NULL;
 
   alloc.address = mapping->alloc.address + info.offset;
   alloc.size = info.size;
   alloc.plugin_data = NULL;
-  buf = _memres_buffer_new(mr, &alloc, stream);
+  buf = _memres_buffer_new (mr, &alloc, stream);
   buf->ipc_mapping = mapping; /* see _memres_ipc_release_buffer() */
   buf->flags |= MEMRES_MEMORY_IMPORTED;
   return buf;
@@ -482,23 +481,23 @@ memres_buffer_import(MemresResource *mr, gconstpointer descriptor, gsize length,
  * the buffer's use of its mapping and unmaps it (deallocate slot, ordered on @stream) when it
  * was the last. */
 gboolean
-_memres_ipc_release_buffer(MemresBuffer *buf, MemresStream stream, GError **error)
+_memres_ipc_release_buffer (MemresBuffer *buf, MemresStream stream, GError **error)
 {
   Mapping *mapping = buf->ipc_mapping;
   gboolean ok = TRUE;
 
-  g_return_val_if_fail(mapping != NULL, FALSE);
+  g_return_val_if_fail (mapping != NULL, FALSE);
 
-  g_mutex_lock(&buffers_lock);
-  g_assert(mapping->n_users > 0);
+  g_mutex_lock (&buffers_lock);
+  g_assert (mapping->n_users > 0);
   if (--mapping->n_users == 0)
     {
       MemresResource *owner = mapping->key.mr;
-      g_hash_table_remove(buffers, &mapping->key);
-      ok = owner->ops->deallocate(owner, &mapping->alloc, stream, error);
-      g_free(mapping);
+      g_hash_table_remove (buffers, &mapping->key);
+      ok = owner->ops->deallocate (owner, &mapping->alloc, stream, error);
+      g_free (mapping);
     }
-  g_mutex_unlock(&buffers_lock);
+  g_mutex_unlock (&buffers_lock);
   buf->ipc_mapping = NULL;
   return ok;
 }

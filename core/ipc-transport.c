@@ -31,10 +31,10 @@ enum
 /* Room for one more fd than any message carries, so that a message with too many is seen (and
  * every fd closed) rather than truncated, plus the credentials. */
 #define MAX_FDS      (MEMRES_IPC_MAX_CHUNKS + 1)
-#define CONTROL_SIZE (CMSG_SPACE(sizeof(int) * MAX_FDS) + CMSG_SPACE(sizeof(struct ucred)))
+#define CONTROL_SIZE (CMSG_SPACE (sizeof (int) * MAX_FDS) + CMSG_SPACE (sizeof (struct ucred)))
 
 static gboolean
-check_socket(gint socket_fd, gint *type, GError **error)
+check_socket (gint socket_fd, gint *type, GError **error)
 {
   struct sockaddr_storage addr;
   socklen_t len = sizeof addr;
@@ -42,94 +42,96 @@ check_socket(gint socket_fd, gint *type, GError **error)
 
   if (socket_fd < 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "IPC transport: socket descriptor %d is negative", socket_fd);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "IPC transport: socket descriptor %d is negative", socket_fd);
       return FALSE;
     }
-  memset(&addr, 0, sizeof addr);
-  if (getsockname(socket_fd, (struct sockaddr *)&addr, &len) != 0
-      || getsockopt(socket_fd, SOL_SOCKET, SO_TYPE, type, &type_len) != 0)
+  memset (&addr, 0, sizeof addr);
+  if (getsockname (socket_fd, (struct sockaddr *) &addr, &len) != 0
+      || getsockopt (socket_fd, SOL_SOCKET, SO_TYPE, type, &type_len) != 0)
     {
       int saved = errno;
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "IPC transport: descriptor %d is not a socket: %s", socket_fd, g_strerror(saved));
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "IPC transport: descriptor %d is not a socket: %s", socket_fd,
+                   g_strerror (saved));
       return FALSE;
     }
   if (addr.ss_family != AF_UNIX)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "IPC transport: socket %d is not an AF_UNIX socket (family %d)", socket_fd,
-                  addr.ss_family);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "IPC transport: socket %d is not an AF_UNIX socket (family %d)", socket_fd,
+                   addr.ss_family);
       return FALSE;
     }
   return TRUE;
 }
 
 gboolean
-_memres_ipc_check_socket(gint socket_fd, GError **error)
+_memres_ipc_check_socket (gint socket_fd, GError **error)
 {
   gint type;
 
-  return check_socket(socket_fd, &type, error);
+  return check_socket (socket_fd, &type, error);
 }
 
 gboolean
-_memres_ipc_send_message(gint socket_fd, const char *what, const guint8 *data, gsize len,
-                         const gint *fds, guint n_fds, GError **error)
+_memres_ipc_send_message (gint socket_fd, const char *what, const guint8 *data, gsize len,
+                          const gint *fds, guint n_fds, GError **error)
 {
   union
   {
-    char buf[CMSG_SPACE(sizeof(int) * MEMRES_IPC_MAX_CHUNKS) + CMSG_SPACE(sizeof(struct ucred))];
+    char
+        buf[CMSG_SPACE (sizeof (int) * MEMRES_IPC_MAX_CHUNKS) + CMSG_SPACE (sizeof (struct ucred))];
     struct cmsghdr align;
   } control;
-  struct iovec iov = { (void *)data, len };
+  struct iovec iov = { (void *) data, len };
   struct msghdr msg = { 0 };
   struct cmsghdr *cmsg;
   struct ucred creds;
   gint type;
   ssize_t sent;
 
-  g_return_val_if_fail(n_fds >= 1 && n_fds <= MEMRES_IPC_MAX_CHUNKS, FALSE);
+  g_return_val_if_fail (n_fds >= 1 && n_fds <= MEMRES_IPC_MAX_CHUNKS, FALSE);
 
-  if (!check_socket(socket_fd, &type, error))
+  if (!check_socket (socket_fd, &type, error))
     return FALSE;
 
-  memset(&control, 0, sizeof control);
+  memset (&control, 0, sizeof control);
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control.buf;
-  msg.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds) + CMSG_SPACE(sizeof creds);
-  cmsg = CMSG_FIRSTHDR(&msg);
+  msg.msg_controllen = CMSG_SPACE (sizeof (int) * n_fds) + CMSG_SPACE (sizeof creds);
+  cmsg = CMSG_FIRSTHDR (&msg);
   cmsg->cmsg_level = SOL_SOCKET;
   cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-  memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * n_fds);
+  cmsg->cmsg_len = CMSG_LEN (sizeof (int) * n_fds);
+  memcpy (CMSG_DATA (cmsg), fds, sizeof (int) * n_fds);
   /* Our own credentials, so that the receiver sees who sent this message even when it enabled
    * SO_PASSCRED after we connected; the kernel refuses values that are not ours. */
-  creds.pid = getpid();
-  creds.uid = geteuid();
-  creds.gid = getegid();
-  cmsg = CMSG_NXTHDR(&msg, cmsg);
+  creds.pid = getpid ();
+  creds.uid = geteuid ();
+  creds.gid = getegid ();
+  cmsg = CMSG_NXTHDR (&msg, cmsg);
   cmsg->cmsg_level = SOL_SOCKET;
   cmsg->cmsg_type = SCM_CREDENTIALS;
-  cmsg->cmsg_len = CMSG_LEN(sizeof creds);
-  memcpy(CMSG_DATA(cmsg), &creds, sizeof creds);
+  cmsg->cmsg_len = CMSG_LEN (sizeof creds);
+  memcpy (CMSG_DATA (cmsg), &creds, sizeof creds);
 
   do
-    sent = sendmsg(socket_fd, &msg, MSG_NOSIGNAL);
+    sent = sendmsg (socket_fd, &msg, MSG_NOSIGNAL);
   while (sent < 0 && errno == EINTR);
   if (sent < 0)
     {
       int saved = errno;
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                  "IPC transport: sending the %s failed: sendmsg: %s", what, g_strerror(saved));
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "IPC transport: sending the %s failed: sendmsg: %s", what, g_strerror (saved));
       return FALSE;
     }
-  if ((gsize)sent != len)
+  if ((gsize) sent != len)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                  "IPC transport: sent only %zd of %" G_GSIZE_FORMAT " bytes of the %s", sent, len,
-                  what);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "IPC transport: sent only %zd of %" G_GSIZE_FORMAT " bytes of the %s", sent, len,
+                   what);
       return FALSE;
     }
   return TRUE;
@@ -155,40 +157,41 @@ _memres_ipc_send_message(gint socket_fd, const char *what, const guint8 *data, g
  * Returns: %TRUE when the whole message was sent
  */
 gboolean
-memres_ipc_send_handle(gint socket_fd, const MemresIpcHandle *handle, GError **error)
+memres_ipc_send_handle (gint socket_fd, const MemresIpcHandle *handle, GError **error)
 {
   guint8 header[HEADER_SIZE];
   const char *kind;
   gint fd, type;
 
-  g_return_val_if_fail(handle != NULL, FALSE);
-  g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+  g_return_val_if_fail (handle != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (!check_socket(socket_fd, &type, error))
+  if (!check_socket (socket_fd, &type, error))
     return FALSE;
-  fd = memres_ipc_handle_get_fd(handle);
+  fd = memres_ipc_handle_get_fd (handle);
   if (fd < 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "IPC transport: the handle holds no file descriptor (%d)", fd);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "IPC transport: the handle holds no file descriptor (%d)", fd);
       return FALSE;
     }
-  if (!_memres_fd_is_open(fd))
+  if (!_memres_fd_is_open (fd))
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "IPC transport: the handle's file descriptor %d is not open", fd);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "IPC transport: the handle's file descriptor %d is not open", fd);
       return FALSE;
     }
 
-  memset(header, 0, sizeof header);
-  kind = memres_ipc_handle_get_kind(handle);
-  _memres_put_le(header + H_OFF_MAGIC, HANDLE_MAGIC, 4);
-  _memres_put_le(header + H_OFF_VERSION, HANDLE_VERSION, 2);
-  _memres_put_le(header + H_OFF_LENGTH, HEADER_SIZE, 2);
-  memcpy(header + H_OFF_KIND, kind, strnlen(kind, MEMRES_KIND_NAME_MAX - 1));
-  memcpy(header + H_OFF_POOL_ID, memres_ipc_handle_get_pool_id(handle), MEMRES_IPC_ID_SIZE);
-  memcpy(header + H_OFF_DEVICE_UUID, memres_ipc_handle_get_device_uuid(handle), MEMRES_IPC_ID_SIZE);
-  return _memres_ipc_send_message(socket_fd, "handle", header, sizeof header, &fd, 1, error);
+  memset (header, 0, sizeof header);
+  kind = memres_ipc_handle_get_kind (handle);
+  _memres_put_le (header + H_OFF_MAGIC, HANDLE_MAGIC, 4);
+  _memres_put_le (header + H_OFF_VERSION, HANDLE_VERSION, 2);
+  _memres_put_le (header + H_OFF_LENGTH, HEADER_SIZE, 2);
+  memcpy (header + H_OFF_KIND, kind, strnlen (kind, MEMRES_KIND_NAME_MAX - 1));
+  memcpy (header + H_OFF_POOL_ID, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
+  memcpy (header + H_OFF_DEVICE_UUID, memres_ipc_handle_get_device_uuid (handle),
+          MEMRES_IPC_ID_SIZE);
+  return _memres_ipc_send_message (socket_fd, "handle", header, sizeof header, &fd, 1, error);
 }
 
 /* The state of one receive: every fd that arrived, and the sender's credentials. */
@@ -201,36 +204,36 @@ typedef struct
 } Received;
 
 void
-_memres_ipc_close_fds(GArray *fds)
+_memres_ipc_close_fds (GArray *fds)
 {
   for (guint i = 0; i < fds->len; i++)
-    close(g_array_index(fds, int, i));
-  g_array_set_size(fds, 0);
+    close (g_array_index (fds, int, i));
+  g_array_set_size (fds, 0);
 }
 
 static void
-collect_control(struct msghdr *msg, Received *r)
+collect_control (struct msghdr *msg, Received *r)
 {
   if (msg->msg_flags & MSG_CTRUNC)
     r->control_truncated = TRUE;
-  for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL; c = CMSG_NXTHDR(msg, c))
+  for (struct cmsghdr *c = CMSG_FIRSTHDR (msg); c != NULL; c = CMSG_NXTHDR (msg, c))
     {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_len < CMSG_LEN(0))
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_len < CMSG_LEN (0))
         continue;
       if (c->cmsg_type == SCM_RIGHTS)
         {
-          gsize n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+          gsize n = (c->cmsg_len - CMSG_LEN (0)) / sizeof (int);
           for (gsize i = 0; i < n; i++)
             {
               int fd;
-              memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-              g_array_append_val(r->fds, fd);
+              memcpy (&fd, CMSG_DATA (c) + i * sizeof (int), sizeof fd);
+              g_array_append_val (r->fds, fd);
             }
         }
-      else if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred)))
+      else if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN (sizeof (struct ucred)))
         {
           struct ucred creds;
-          memcpy(&creds, CMSG_DATA(c), sizeof creds);
+          memcpy (&creds, CMSG_DATA (c), sizeof creds);
           /* pid 0: the kernel had no credentials for this message (the sender attached none
            * and SO_PASSCRED was off when it sent); only SO_PEERCRED speaks then. */
           if (creds.pid != 0 && !r->have_creds)
@@ -245,7 +248,7 @@ collect_control(struct msghdr *msg, Received *r)
 /* One recvmsg of up to @len bytes into @buf, collecting control data. Returns bytes read, 0 at
  * end of stream, or -1 with errno. */
 static gssize
-receive_some(gint socket_fd, guint8 *buf, gsize len, Received *r)
+receive_some (gint socket_fd, guint8 *buf, gsize len, Received *r)
 {
   union
   {
@@ -261,239 +264,239 @@ receive_some(gint socket_fd, guint8 *buf, gsize len, Received *r)
   msg.msg_control = control.buf;
   msg.msg_controllen = sizeof control.buf;
   do
-    n = recvmsg(socket_fd, &msg, MSG_CMSG_CLOEXEC);
+    n = recvmsg (socket_fd, &msg, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
   if (n < 0)
     return -1;
-  collect_control(&msg, r);
+  collect_control (&msg, r);
   if (msg.msg_flags & MSG_TRUNC)
-    return (gssize)len + 1; /* a datagram longer than the buffer: the caller refuses it */
+    return (gssize) len + 1; /* a datagram longer than the buffer: the caller refuses it */
   return n;
 }
 
 static gboolean
-check_peer(gint socket_fd, const Received *r, MemresIpcFlags flags, const char *what,
-           GError **error)
+check_peer (gint socket_fd, const Received *r, MemresIpcFlags flags, const char *what,
+            GError **error)
 {
   struct ucred peer;
   socklen_t len = sizeof peer;
-  uid_t self = geteuid();
+  uid_t self = geteuid ();
 
   if (flags & MEMRES_IPC_ALLOW_ANY_UID)
     return TRUE;
-  if (getsockopt(socket_fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || len < sizeof peer)
+  if (getsockopt (socket_fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || len < sizeof peer)
     {
       int saved = errno;
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
-                  "IPC transport: cannot read the peer's credentials (SO_PEERCRED): %s",
-                  g_strerror(saved));
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
+                   "IPC transport: cannot read the peer's credentials (SO_PEERCRED): %s",
+                   g_strerror (saved));
       return FALSE;
     }
   if (peer.uid != self)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
-                  "IPC transport: the peer (pid %d) runs as uid %u, this process as uid %u "
-                  "(pass MEMRES_IPC_ALLOW_ANY_UID to accept it)",
-                  (int)peer.pid, (unsigned)peer.uid, (unsigned)self);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
+                   "IPC transport: the peer (pid %d) runs as uid %u, this process as uid %u "
+                   "(pass MEMRES_IPC_ALLOW_ANY_UID to accept it)",
+                   (int) peer.pid, (unsigned) peer.uid, (unsigned) self);
       return FALSE;
     }
   if (r->have_creds && r->creds.uid != self)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
-                  "IPC transport: the %s was sent by pid %d as uid %u, this process runs "
-                  "as uid %u (pass MEMRES_IPC_ALLOW_ANY_UID to accept it)",
-                  what, (int)r->creds.pid, (unsigned)r->creds.uid, (unsigned)self);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
+                   "IPC transport: the %s was sent by pid %d as uid %u, this process runs "
+                   "as uid %u (pass MEMRES_IPC_ALLOW_ANY_UID to accept it)",
+                   what, (int) r->creds.pid, (unsigned) r->creds.uid, (unsigned) self);
       return FALSE;
     }
   return TRUE;
 }
 
 static gboolean
-receive_failed(const char *what, GError **error)
+receive_failed (const char *what, GError **error)
 {
   int saved = errno;
 
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-              "IPC transport: receiving a %s failed: recvmsg: %s", what, g_strerror(saved));
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+               "IPC transport: receiving a %s failed: recvmsg: %s", what, g_strerror (saved));
   return FALSE;
 }
 
 static gboolean
-peer_closed(const char *what, GError **error)
+peer_closed (const char *what, GError **error)
 {
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-              "IPC transport: the peer closed the connection before sending a %s", what);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+               "IPC transport: the peer closed the connection before sending a %s", what);
   return FALSE;
 }
 
 static gboolean
-truncated(const char *what, gsize have, gsize want, GError **error)
+truncated (const char *what, gsize have, gsize want, GError **error)
 {
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-              "IPC transport: invalid %s message: truncated after %" G_GSIZE_FORMAT
-              " of %" G_GSIZE_FORMAT " bytes",
-              what, have, want);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+               "IPC transport: invalid %s message: truncated after %" G_GSIZE_FORMAT
+               " of %" G_GSIZE_FORMAT " bytes",
+               what, have, want);
   return FALSE;
 }
 
 /* Reads the bytes [have, want) of a message from a stream socket. */
 static gboolean
-read_stream(gint socket_fd, guint8 *buf, gsize have, gsize want, Received *r, const char *what,
-            GError **error)
+read_stream (gint socket_fd, guint8 *buf, gsize have, gsize want, Received *r, const char *what,
+             GError **error)
 {
   while (have < want)
     {
-      gssize n = receive_some(socket_fd, buf + have, want - have, r);
+      gssize n = receive_some (socket_fd, buf + have, want - have, r);
 
       if (n < 0)
-        return receive_failed(what, error);
+        return receive_failed (what, error);
       if (n == 0 && have == 0)
-        return peer_closed(what, error);
+        return peer_closed (what, error);
       if (n == 0)
-        return truncated(what, have, want, error);
-      have += (gsize)n;
+        return truncated (what, have, want, error);
+      have += (gsize) n;
     }
   return TRUE;
 }
 
 /* Reads one datagram (seqpacket) of @header_len to @max_len bytes; *@len gets its length. */
 static gboolean
-read_datagram(gint socket_fd, guint8 *buf, gsize header_len, gsize max_len, gsize *len,
-              Received *r, const char *what, GError **error)
+read_datagram (gint socket_fd, guint8 *buf, gsize header_len, gsize max_len, gsize *len,
+               Received *r, const char *what, GError **error)
 {
-  gssize n = receive_some(socket_fd, buf, max_len, r);
+  gssize n = receive_some (socket_fd, buf, max_len, r);
 
   if (n < 0)
-    return receive_failed(what, error);
+    return receive_failed (what, error);
   if (n == 0)
-    return peer_closed(what, error);
-  if ((gsize)n > max_len)
+    return peer_closed (what, error);
+  if ((gsize) n > max_len)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "IPC transport: invalid %s message: longer than %" G_GSIZE_FORMAT " bytes", what,
-                  max_len);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "IPC transport: invalid %s message: longer than %" G_GSIZE_FORMAT " bytes", what,
+                   max_len);
       return FALSE;
     }
-  if ((gsize)n < header_len)
-    return truncated(what, (gsize)n, header_len, error);
-  *len = (gsize)n;
+  if ((gsize) n < header_len)
+    return truncated (what, (gsize) n, header_len, error);
+  *len = (gsize) n;
   return TRUE;
 }
 
 gboolean
-_memres_ipc_receive_message(gint socket_fd, MemresIpcFlags flags, const char *what, guint8 *buf,
-                            gsize header_len, gsize max_len, MemresIpcLengthFunc length_of,
-                            gsize *length, GArray *fds, GError **error)
+_memres_ipc_receive_message (gint socket_fd, MemresIpcFlags flags, const char *what, guint8 *buf,
+                             gsize header_len, gsize max_len, MemresIpcLengthFunc length_of,
+                             gsize *length, GArray *fds, GError **error)
 {
   Received r = { 0 };
   gsize total, got = 0;
   gint type;
   int one = 1;
 
-  g_return_val_if_fail(fds != NULL && fds->len == 0, FALSE);
-  g_return_val_if_fail(header_len > 0 && header_len <= max_len, FALSE);
+  g_return_val_if_fail (fds != NULL && fds->len == 0, FALSE);
+  g_return_val_if_fail (header_len > 0 && header_len <= max_len, FALSE);
 
-  if (!check_socket(socket_fd, &type, error))
+  if (!check_socket (socket_fd, &type, error))
     return FALSE;
   /* Best effort: without it the per-message credentials are missing and SO_PEERCRED alone
    * decides. */
-  (void)setsockopt(socket_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
+  (void) setsockopt (socket_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
 
   r.fds = fds;
   if (type == SOCK_STREAM)
     {
-      if (!read_stream(socket_fd, buf, 0, header_len, &r, what, error))
+      if (!read_stream (socket_fd, buf, 0, header_len, &r, what, error))
         goto fail;
     }
-  else if (!read_datagram(socket_fd, buf, header_len, max_len, &got, &r, what, error))
+  else if (!read_datagram (socket_fd, buf, header_len, max_len, &got, &r, what, error))
     goto fail;
 
-  total = length_of(buf);
+  total = length_of (buf);
   if (total < header_len || total > max_len)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "IPC transport: invalid %s message: its header declares %" G_GSIZE_FORMAT
-                  " bytes (%" G_GSIZE_FORMAT " to %" G_GSIZE_FORMAT " expected)",
-                  what, total, header_len, max_len);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "IPC transport: invalid %s message: its header declares %" G_GSIZE_FORMAT
+                   " bytes (%" G_GSIZE_FORMAT " to %" G_GSIZE_FORMAT " expected)",
+                   what, total, header_len, max_len);
       goto fail;
     }
   if (type == SOCK_STREAM)
     {
-      if (!read_stream(socket_fd, buf, header_len, total, &r, what, error))
+      if (!read_stream (socket_fd, buf, header_len, total, &r, what, error))
         goto fail;
     }
   else if (got != total)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "IPC transport: invalid %s message: %" G_GSIZE_FORMAT
-                  " bytes, its header declares %" G_GSIZE_FORMAT,
-                  what, got, total);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "IPC transport: invalid %s message: %" G_GSIZE_FORMAT
+                   " bytes, its header declares %" G_GSIZE_FORMAT,
+                   what, got, total);
       goto fail;
     }
 
   if (r.control_truncated)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "IPC transport: invalid %s message: more control data than a message "
-                  "carries (more than %d fds)",
-                  what, MAX_FDS);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "IPC transport: invalid %s message: more control data than a message "
+                   "carries (more than %d fds)",
+                   what, MAX_FDS);
       goto fail;
     }
-  if (!check_peer(socket_fd, &r, flags, what, error))
+  if (!check_peer (socket_fd, &r, flags, what, error))
     goto fail;
   *length = total;
   return TRUE;
 
 fail:
-  _memres_ipc_close_fds(fds);
+  _memres_ipc_close_fds (fds);
   return FALSE;
 }
 
 static MemresIpcHandle *
-parse_header(const guint8 *header, gint fd, GError **error)
+parse_header (const guint8 *header, gint fd, GError **error)
 {
-  guint64 magic = _memres_get_le(header + H_OFF_MAGIC, 4);
-  guint64 version = _memres_get_le(header + H_OFF_VERSION, 2);
-  guint64 length = _memres_get_le(header + H_OFF_LENGTH, 2);
+  guint64 magic = _memres_get_le (header + H_OFF_MAGIC, 4);
+  guint64 version = _memres_get_le (header + H_OFF_VERSION, 2);
+  guint64 length = _memres_get_le (header + H_OFF_LENGTH, 2);
   const guint8 *kind = header + H_OFF_KIND;
   const guint8 *nul;
 
   if (magic != HANDLE_MAGIC)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "IPC transport: invalid handle message: magic 0x%08x (expected 0x%08x)",
-                  (guint32)magic, HANDLE_MAGIC);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "IPC transport: invalid handle message: magic 0x%08x (expected 0x%08x)",
+                   (guint32) magic, HANDLE_MAGIC);
       return NULL;
     }
   if (version != HANDLE_VERSION || length != HEADER_SIZE)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "IPC transport: invalid handle message: version %u, length %u (this library "
-                  "reads version %d, length %d)",
-                  (guint)version, (guint)length, HANDLE_VERSION, HEADER_SIZE);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "IPC transport: invalid handle message: version %u, length %u (this library "
+                   "reads version %d, length %d)",
+                   (guint) version, (guint) length, HANDLE_VERSION, HEADER_SIZE);
       return NULL;
     }
-  nul = memchr(kind, '\0', MEMRES_KIND_NAME_MAX);
-  if (nul == NULL || !_memres_kind_name_is_valid((const char *)kind))
+  nul = memchr (kind, '\0', MEMRES_KIND_NAME_MAX);
+  if (nul == NULL || !_memres_kind_name_is_valid ((const char *) kind))
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "IPC transport: invalid handle message: the kind is not a valid kind name");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "IPC transport: invalid handle message: the kind is not a valid kind name");
       return NULL;
     }
   for (const guint8 *p = nul; p < kind + MEMRES_KIND_NAME_MAX; p++)
     if (*p != 0)
       {
-        g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                    "IPC transport: invalid handle message: the kind's padding is not zero");
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                     "IPC transport: invalid handle message: the kind's padding is not zero");
         return NULL;
       }
-  return memres_ipc_handle_new((const char *)kind, fd, header + H_OFF_POOL_ID,
-                               header + H_OFF_DEVICE_UUID, error);
+  return memres_ipc_handle_new ((const char *) kind, fd, header + H_OFF_POOL_ID,
+                                header + H_OFF_DEVICE_UUID, error);
 }
 
 /* The handle message has one length; parse_header() checks the length field. */
 static gsize
-handle_length(const guint8 *header)
+handle_length (const guint8 *header)
 {
   return HEADER_SIZE;
 }
@@ -523,28 +526,28 @@ handle_length(const guint8 *header)
  * Returns: (transfer full) (nullable): a new handle owning the received fd, or %NULL
  */
 MemresIpcHandle *
-memres_ipc_receive_handle_with_flags(gint socket_fd, MemresIpcFlags flags, GError **error)
+memres_ipc_receive_handle_with_flags (gint socket_fd, MemresIpcFlags flags, GError **error)
 {
   guint8 header[HEADER_SIZE];
-  g_autoptr(GArray) fds = g_array_new(FALSE, FALSE, sizeof(int));
+  g_autoptr (GArray) fds = g_array_new (FALSE, FALSE, sizeof (int));
   MemresIpcHandle *handle = NULL;
   gsize length;
 
-  g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  if (!_memres_ipc_receive_message(socket_fd, flags, "handle", header, HEADER_SIZE, HEADER_SIZE,
-                                   handle_length, &length, fds, error))
+  if (!_memres_ipc_receive_message (socket_fd, flags, "handle", header, HEADER_SIZE, HEADER_SIZE,
+                                    handle_length, &length, fds, error))
     return NULL;
   if (fds->len != 1)
-    g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                "IPC transport: invalid handle message: %u file descriptors attached "
-                "(expected 1)",
-                fds->len);
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                 "IPC transport: invalid handle message: %u file descriptors attached "
+                 "(expected 1)",
+                 fds->len);
   else
-    handle = parse_header(header, g_array_index(fds, int, 0), error);
+    handle = parse_header (header, g_array_index (fds, int, 0), error);
   if (handle != NULL)
-    g_array_set_size(fds, 0); /* the handle owns the fd now */
-  _memres_ipc_close_fds(fds);
+    g_array_set_size (fds, 0); /* the handle owns the fd now */
+  _memres_ipc_close_fds (fds);
   return handle;
 }
 
@@ -559,7 +562,7 @@ memres_ipc_receive_handle_with_flags(gint socket_fd, MemresIpcFlags flags, GErro
  * Returns: (transfer full) (nullable): a new handle owning the received fd, or %NULL
  */
 MemresIpcHandle *
-memres_ipc_receive_handle(gint socket_fd, GError **error)
+memres_ipc_receive_handle (gint socket_fd, GError **error)
 {
-  return memres_ipc_receive_handle_with_flags(socket_fd, MEMRES_IPC_NONE, error);
+  return memres_ipc_receive_handle_with_flags (socket_fd, MEMRES_IPC_NONE, error);
 }

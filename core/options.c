@@ -24,49 +24,49 @@ struct _MemresOptions
 };
 
 static char *
-join_choices(const char *const *choices)
+join_choices (const char *const *choices)
 {
-  return choices != NULL ? g_strjoinv(", ", (char **)choices) : g_strdup("");
+  return choices != NULL ? g_strjoinv (", ", (char **) choices) : g_strdup ("");
 }
 
 static gboolean
-parse_value(const MemresOptionSpec *spec, const char *text, OptionValue *out, GError **error)
+parse_value (const MemresOptionSpec *spec, const char *text, OptionValue *out, GError **error)
 {
   switch (spec->type)
     {
     case MEMRES_OPTION_BOOL:
-      return _memres_parse_bool(text, &out->b, error);
+      return _memres_parse_bool (text, &out->b, error);
     case MEMRES_OPTION_INT:
-      return _memres_parse_int(text, spec->min, spec->max, &out->i, error);
+      return _memres_parse_int (text, spec->min, spec->max, &out->i, error);
     case MEMRES_OPTION_SIZE:
-      return _memres_parse_size(text, &out->size, error);
+      return _memres_parse_size (text, &out->size, error);
     case MEMRES_OPTION_ENUM:
       {
         guint i;
         g_autofree char *valid = NULL;
 
         for (i = 0; spec->choices != NULL && spec->choices[i] != NULL; i++)
-          if (strcmp(spec->choices[i], text) == 0)
+          if (strcmp (spec->choices[i], text) == 0)
             {
               out->i = i;
               return TRUE;
             }
-        valid = join_choices(spec->choices);
-        g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                    "invalid value \"%s\": expected one of %s", text, valid);
+        valid = join_choices (spec->choices);
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                     "invalid value \"%s\": expected one of %s", text, valid);
         return FALSE;
       }
     case MEMRES_OPTION_STRING:
-      if (strchr(text, ',') != NULL)
+      if (strchr (text, ',') != NULL)
         {
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                      "invalid value \"%s\": strings cannot hold ','", text);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "invalid value \"%s\": strings cannot hold ','", text);
           return FALSE;
         }
       return TRUE;
     case MEMRES_OPTION_INT_LIST:
       {
-        g_auto(GStrv) parts = NULL;
+        g_auto (GStrv) parts = NULL;
         g_autofree gint64 *list = NULL;
         gsize n, i;
 
@@ -76,109 +76,109 @@ parse_value(const MemresOptionSpec *spec, const char *text, OptionValue *out, GE
             out->n_list = 0;
             return TRUE;
           }
-        parts = g_strsplit(text, "+", -1);
-        n = g_strv_length(parts);
-        list = g_new0(gint64, n);
+        parts = g_strsplit (text, "+", -1);
+        n = g_strv_length (parts);
+        list = g_new0 (gint64, n);
         for (i = 0; i < n; i++)
-          if (!_memres_parse_int(parts[i], spec->min, spec->max, &list[i], error))
+          if (!_memres_parse_int (parts[i], spec->min, spec->max, &list[i], error))
             {
-              g_prefix_error(error, "in list \"%s\": ", text);
+              g_prefix_error (error, "in list \"%s\": ", text);
               return FALSE;
             }
-        out->list = g_steal_pointer(&list);
+        out->list = g_steal_pointer (&list);
         out->n_list = n;
         return TRUE;
       }
     default:
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "option type %d is unknown",
-                  (gint)spec->type);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "option type %d is unknown",
+                   (gint) spec->type);
       return FALSE;
     }
 }
 
 static void
-option_value_clear(OptionValue *value)
+option_value_clear (OptionValue *value)
 {
-  g_clear_pointer(&value->text, g_free);
-  g_clear_pointer(&value->list, g_free);
-  memset(value, 0, sizeof *value);
+  g_clear_pointer (&value->text, g_free);
+  g_clear_pointer (&value->list, g_free);
+  memset (value, 0, sizeof *value);
 }
 
 /* Checks that @text is a valid value for @spec (used to validate a schema's defaults). */
 gboolean
-_memres_parse_option_value(const MemresOptionSpec *spec, const char *text, GError **error)
+_memres_parse_option_value (const MemresOptionSpec *spec, const char *text, GError **error)
 {
   OptionValue value = { 0 };
-  gboolean ok = parse_value(spec, text, &value, error);
+  gboolean ok = parse_value (spec, text, &value, error);
 
-  option_value_clear(&value);
+  option_value_clear (&value);
   return ok;
 }
 
 void
-_memres_options_free(MemresOptions *options)
+_memres_options_free (MemresOptions *options)
 {
   guint i;
 
   if (options == NULL)
     return;
   for (i = 0; i < options->n_values; i++)
-    option_value_clear(&options->values[i]);
-  g_free(options->values);
-  g_free(options);
+    option_value_clear (&options->values[i]);
+  g_free (options->values);
+  g_free (options);
 }
 
 /* Validates @keys/@values (from _memres_spec_parse()) against @kind's schema and fills every
  * other key from its default. */
 MemresOptions *
-_memres_options_new(MemresKind *kind, GPtrArray *keys, GPtrArray *values, GError **error)
+_memres_options_new (MemresKind *kind, GPtrArray *keys, GPtrArray *values, GError **error)
 {
   MemresOptions *options;
   guint i;
 
-  g_return_val_if_fail(kind != NULL, NULL);
+  g_return_val_if_fail (kind != NULL, NULL);
 
-  options = g_new0(MemresOptions, 1);
+  options = g_new0 (MemresOptions, 1);
   options->kind = kind;
   options->n_values = kind->n_options;
-  options->values = g_new0(OptionValue, MAX(kind->n_options, 1));
+  options->values = g_new0 (OptionValue, MAX (kind->n_options, 1));
 
   for (i = 0; keys != NULL && i < keys->len; i++)
     {
-      const char *key = g_ptr_array_index(keys, i);
-      const char *text = g_ptr_array_index(values, i);
+      const char *key = g_ptr_array_index (keys, i);
+      const char *text = g_ptr_array_index (values, i);
       const MemresOptionSpec *spec;
       OptionValue *value;
       guint index;
 
-      spec = _memres_kind_find_option(kind, key, &index);
+      spec = _memres_kind_find_option (kind, key, &index);
       if (spec == NULL)
         {
-          g_autofree char *valid = _memres_kind_list_option_names(kind);
+          g_autofree char *valid = _memres_kind_list_option_names (kind);
           if (kind->n_options == 0)
-            g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                        "kind \"%s\" has no option \"%s\": it takes no options", kind->name, key);
+            g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                         "kind \"%s\" has no option \"%s\": it takes no options", kind->name, key);
           else
-            g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                        "kind \"%s\" has no option \"%s\": valid options are %s", kind->name, key,
-                        valid);
+            g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                         "kind \"%s\" has no option \"%s\": valid options are %s", kind->name, key,
+                         valid);
           goto fail;
         }
       value = &options->values[index];
       if (value->given)
         {
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                      "option \"%s\" of kind \"%s\" is given more than once", key, kind->name);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "option \"%s\" of kind \"%s\" is given more than once", key, kind->name);
           goto fail;
         }
-      if (!parse_value(spec, text, value, error))
+      if (!parse_value (spec, text, value, error))
         {
-          g_prefix_error(error, "option \"%s\" of kind \"%s\": ", key, kind->name);
+          g_prefix_error (error, "option \"%s\" of kind \"%s\": ", key, kind->name);
           goto fail;
         }
       value->given = TRUE;
       value->is_set = TRUE;
-      value->text = g_strdup(text);
+      value->text = g_strdup (text);
     }
 
   for (i = 0; i < kind->n_options; i++)
@@ -189,27 +189,27 @@ _memres_options_new(MemresKind *kind, GPtrArray *keys, GPtrArray *values, GError
       if (value->given || spec->default_value == NULL)
         continue;
       /* The schema's defaults were validated when the kind was registered. */
-      if (!parse_value(spec, spec->default_value, value, error))
+      if (!parse_value (spec, spec->default_value, value, error))
         {
-          g_prefix_error(error, "default of option \"%s\" of kind \"%s\": ", spec->name,
-                         kind->name);
+          g_prefix_error (error, "default of option \"%s\" of kind \"%s\": ", spec->name,
+                          kind->name);
           goto fail;
         }
       value->is_set = TRUE;
-      value->text = g_strdup(spec->default_value);
+      value->text = g_strdup (spec->default_value);
     }
   return options;
 
 fail:
-  _memres_options_free(options);
+  _memres_options_free (options);
   return NULL;
 }
 
 /* "key=value,..." for every option that is set (given or defaulted), in schema order. */
 char *
-_memres_options_to_string(const MemresOptions *options)
+_memres_options_to_string (const MemresOptions *options)
 {
-  GString *str = g_string_new(NULL);
+  GString *str = g_string_new (NULL);
   guint i;
 
   for (i = 0; i < options->n_values; i++)
@@ -217,31 +217,32 @@ _memres_options_to_string(const MemresOptions *options)
       if (!options->values[i].is_set)
         continue;
       if (str->len > 0)
-        g_string_append_c(str, ',');
-      g_string_append_printf(str, "%s=%s", options->kind->options[i].name, options->values[i].text);
+        g_string_append_c (str, ',');
+      g_string_append_printf (str, "%s=%s", options->kind->options[i].name,
+                              options->values[i].text);
     }
-  return g_string_free(str, FALSE);
+  return g_string_free (str, FALSE);
 }
 
 static const OptionValue *
-lookup(const MemresOptions *options, const char *name, MemresOptionType type)
+lookup (const MemresOptions *options, const char *name, MemresOptionType type)
 {
   const MemresOptionSpec *spec;
   guint index;
 
-  g_return_val_if_fail(options != NULL, NULL);
-  g_return_val_if_fail(name != NULL, NULL);
+  g_return_val_if_fail (options != NULL, NULL);
+  g_return_val_if_fail (name != NULL, NULL);
 
-  spec = _memres_kind_find_option(options->kind, name, &index);
+  spec = _memres_kind_find_option (options->kind, name, &index);
   if (spec == NULL)
     {
-      g_critical("Kind \"%s\" has no option \"%s\"", options->kind->name, name);
+      g_critical ("Kind \"%s\" has no option \"%s\"", options->kind->name, name);
       return NULL;
     }
-  if (type != (MemresOptionType)-1 && spec->type != type)
+  if (type != (MemresOptionType) -1 && spec->type != type)
     {
-      g_critical("Option \"%s\" of kind \"%s\" is of type %s, not %s", name, options->kind->name,
-                 memres_option_type_to_string(spec->type), memres_option_type_to_string(type));
+      g_critical ("Option \"%s\" of kind \"%s\" is of type %s, not %s", name, options->kind->name,
+                  memres_option_type_to_string (spec->type), memres_option_type_to_string (type));
       return NULL;
     }
   return &options->values[index];
@@ -258,9 +259,9 @@ lookup(const MemresOptions *options, const char *name, MemresOptionType type)
  * Returns: %TRUE when set
  */
 gboolean
-memres_options_is_set(const MemresOptions *options, const char *name)
+memres_options_is_set (const MemresOptions *options, const char *name)
 {
-  const OptionValue *v = lookup(options, name, (MemresOptionType)-1);
+  const OptionValue *v = lookup (options, name, (MemresOptionType) -1);
 
   return v != NULL && v->is_set;
 }
@@ -273,9 +274,9 @@ memres_options_is_set(const MemresOptions *options, const char *name)
  * Returns: the value; %FALSE when unset
  */
 gboolean
-memres_options_get_bool(const MemresOptions *options, const char *name)
+memres_options_get_bool (const MemresOptions *options, const char *name)
 {
-  const OptionValue *v = lookup(options, name, MEMRES_OPTION_BOOL);
+  const OptionValue *v = lookup (options, name, MEMRES_OPTION_BOOL);
 
   return v != NULL && v->is_set && v->b;
 }
@@ -290,18 +291,18 @@ memres_options_get_bool(const MemresOptions *options, const char *name)
  * Returns: the value; 0 when unset
  */
 gint64
-memres_options_get_int(const MemresOptions *options, const char *name)
+memres_options_get_int (const MemresOptions *options, const char *name)
 {
   const MemresOptionSpec *spec;
   guint index;
 
-  g_return_val_if_fail(options != NULL, 0);
-  spec = _memres_kind_find_option(options->kind, name, &index);
+  g_return_val_if_fail (options != NULL, 0);
+  spec = _memres_kind_find_option (options->kind, name, &index);
   if (spec != NULL && spec->type == MEMRES_OPTION_ENUM)
     return options->values[index].is_set ? options->values[index].i : 0;
 
   {
-    const OptionValue *v = lookup(options, name, MEMRES_OPTION_INT);
+    const OptionValue *v = lookup (options, name, MEMRES_OPTION_INT);
     return v != NULL && v->is_set ? v->i : 0;
   }
 }
@@ -314,9 +315,9 @@ memres_options_get_int(const MemresOptions *options, const char *name)
  * Returns: the size in bytes (`max` is %G_MAXUINT64); 0 when unset
  */
 guint64
-memres_options_get_size(const MemresOptions *options, const char *name)
+memres_options_get_size (const MemresOptions *options, const char *name)
 {
-  const OptionValue *v = lookup(options, name, MEMRES_OPTION_SIZE);
+  const OptionValue *v = lookup (options, name, MEMRES_OPTION_SIZE);
 
   return v != NULL && v->is_set ? v->size : 0;
 }
@@ -332,9 +333,9 @@ memres_options_get_size(const MemresOptions *options, const char *name)
  * Returns: (transfer none) (nullable): the text, valid during the init slot; %NULL when unset
  */
 const char *
-memres_options_get_string(const MemresOptions *options, const char *name)
+memres_options_get_string (const MemresOptions *options, const char *name)
 {
-  const OptionValue *v = lookup(options, name, (MemresOptionType)-1);
+  const OptionValue *v = lookup (options, name, (MemresOptionType) -1);
 
   return v != NULL && v->is_set ? v->text : NULL;
 }
@@ -349,11 +350,11 @@ memres_options_get_string(const MemresOptions *options, const char *name)
  *   init slot; %NULL with @n_values 0 when unset or empty
  */
 const gint64 *
-memres_options_get_int_list(const MemresOptions *options, const char *name, gsize *n_values)
+memres_options_get_int_list (const MemresOptions *options, const char *name, gsize *n_values)
 {
-  const OptionValue *v = lookup(options, name, MEMRES_OPTION_INT_LIST);
+  const OptionValue *v = lookup (options, name, MEMRES_OPTION_INT_LIST);
 
-  g_return_val_if_fail(n_values != NULL, NULL);
+  g_return_val_if_fail (n_values != NULL, NULL);
   if (v == NULL || !v->is_set)
     {
       *n_values = 0;

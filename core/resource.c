@@ -8,45 +8,45 @@
 
 /* The instance and its private data are one allocation; the private data starts at a 16-byte
  * boundary. */
-#define PRIV_OFFSET ((sizeof(MemresResource) + 15) & ~(gsize)15)
+#define PRIV_OFFSET ((sizeof (MemresResource) + 15) & ~(gsize) 15)
 
 static gboolean
-not_supported(MemresResource *mr, const char *what, GError **error)
+not_supported (MemresResource *mr, const char *what, GError **error)
 {
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-              "resources of kind \"%s\" do not support %s", mr->kind->name, what);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+               "resources of kind \"%s\" do not support %s", mr->kind->name, what);
   return FALSE;
 }
 
 /* Checks a slot's result: FALSE must come with an error, TRUE without one. */
 static gboolean
-slot_result(MemresResource *mr, const char *slot, gboolean ok, GError **local, GError **error)
+slot_result (MemresResource *mr, const char *slot, gboolean ok, GError **local, GError **error)
 {
   if (!ok && *local == NULL)
-    g_set_error(local, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                "kind \"%s\": %s failed without saying why", mr->kind->name, slot);
+    g_set_error (local, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                 "kind \"%s\": %s failed without saying why", mr->kind->name, slot);
   if (ok && *local != NULL)
     {
-      g_warning("kind \"%s\": %s succeeded but set an error: %s", mr->kind->name, slot,
-                (*local)->message);
-      g_clear_error(local);
+      g_warning ("kind \"%s\": %s succeeded but set an error: %s", mr->kind->name, slot,
+                 (*local)->message);
+      g_clear_error (local);
     }
   if (!ok)
-    g_propagate_error(error, g_steal_pointer(local));
+    g_propagate_error (error, g_steal_pointer (local));
   return ok;
 }
 
 /* slot_result() for the slot wrappers outside this file (ipc-resource.c). */
 gboolean
-_memres_resource_slot_result(MemresResource *mr, const char *slot, gboolean ok, GError **local,
-                             GError **error)
+_memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok, GError **local,
+                              GError **error)
 {
-  return slot_result(mr, slot, ok, local, error);
+  return slot_result (mr, slot, ok, local, error);
 }
 
 MemresResource *
-_memres_resource_new_for_kind(MemresKind *kind, const MemresOptions *options,
-                              const MemresIpcHandle *handle, const char *spec, GError **error)
+_memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
+                               const MemresIpcHandle *handle, const char *spec, GError **error)
 {
   MemresResource *mr;
   GError *local = NULL;
@@ -54,51 +54,51 @@ _memres_resource_new_for_kind(MemresKind *kind, const MemresOptions *options,
   gsize total;
   gboolean ok;
 
-  g_return_val_if_fail(kind != NULL, NULL);
+  g_return_val_if_fail (kind != NULL, NULL);
 
   if (handle != NULL && kind->ops.import_handle == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                  "resources of kind \"%s\" cannot be imported from a handle", kind->name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "resources of kind \"%s\" cannot be imported from a handle", kind->name);
       return NULL;
     }
   if (kind->instance_size > G_MAXSIZE - PRIV_OFFSET)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                  "kind \"%s\": private data too large", kind->name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "kind \"%s\": private data too large", kind->name);
       return NULL;
     }
   total = PRIV_OFFSET + kind->instance_size;
-  if (posix_memalign(&mem, 16, total) != 0)
+  if (posix_memalign (&mem, 16, total) != 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                  "kind \"%s\": cannot allocate %" G_GSIZE_FORMAT " bytes for the instance",
-                  kind->name, total);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "kind \"%s\": cannot allocate %" G_GSIZE_FORMAT " bytes for the instance",
+                   kind->name, total);
       return NULL;
     }
-  memset(mem, 0, total);
+  memset (mem, 0, total);
   mr = mem;
   mr->refs = MEMRES_RESOURCE_APP_REF;
-  mr->kind = memres_kind_ref(kind);
+  mr->kind = memres_kind_ref (kind);
   mr->ops = &mr->kind->ops;
-  mr->priv = kind->instance_size > 0 ? (guint8 *)mem + PRIV_OFFSET : NULL;
-  mr->spec = g_strdup(spec != NULL ? spec : kind->name);
+  mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;
+  mr->spec = g_strdup (spec != NULL ? spec : kind->name);
 
   if (handle != NULL)
-    ok = slot_result(mr, "import_handle", mr->ops->import_handle(mr, handle, &local), &local,
-                     error);
+    ok = slot_result (mr, "import_handle", mr->ops->import_handle (mr, handle, &local), &local,
+                      error);
   else
-    ok = slot_result(mr, "init", mr->ops->init(mr, options, &local), &local, error);
+    ok = slot_result (mr, "init", mr->ops->init (mr, options, &local), &local, error);
   if (!ok)
     {
-      memres_kind_unref(mr->kind);
-      g_free(mr->spec);
-      free(mem);
+      memres_kind_unref (mr->kind);
+      g_free (mr->spec);
+      free (mem);
       return NULL;
     }
 
   mr->info.device = -1;
-  mr->ops->query(mr, &mr->info);
+  mr->ops->query (mr, &mr->info);
   return mr;
 }
 
@@ -121,32 +121,32 @@ _memres_resource_new_for_kind(MemresKind *kind, const MemresOptions *options,
  * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
  */
 MemresResource *
-memres_resource_new(const char *spec, GError **error)
+memres_resource_new (const char *spec, GError **error)
 {
   g_autofree char *name = NULL;
-  g_autoptr(GPtrArray) keys = NULL;
-  g_autoptr(GPtrArray) values = NULL;
-  g_autoptr(MemresKind) kind = NULL;
+  g_autoptr (GPtrArray) keys = NULL;
+  g_autoptr (GPtrArray) values = NULL;
+  g_autoptr (MemresKind) kind = NULL;
   g_autofree char *normalized = NULL;
   g_autofree char *opts = NULL;
   MemresOptions *options;
   MemresResource *mr;
 
-  g_return_val_if_fail(spec != NULL, NULL);
+  g_return_val_if_fail (spec != NULL, NULL);
 
-  if (!_memres_spec_parse(spec, &name, &keys, &values, error))
+  if (!_memres_spec_parse (spec, &name, &keys, &values, error))
     return NULL;
-  kind = memres_registry_lookup(name, error);
+  kind = memres_registry_lookup (name, error);
   if (kind == NULL)
     return NULL;
-  options = _memres_options_new(kind, keys, values, error);
+  options = _memres_options_new (kind, keys, values, error);
   if (options == NULL)
     return NULL;
 
-  opts = _memres_options_to_string(options);
-  normalized = opts[0] != '\0' ? g_strconcat(name, ":", opts, NULL) : g_strdup(name);
-  mr = _memres_resource_new_for_kind(kind, options, NULL, normalized, error);
-  _memres_options_free(options);
+  opts = _memres_options_to_string (options);
+  normalized = opts[0] != '\0' ? g_strconcat (name, ":", opts, NULL) : g_strdup (name);
+  mr = _memres_resource_new_for_kind (kind, options, NULL, normalized, error);
+  _memres_options_free (options);
   return mr;
 }
 
@@ -167,22 +167,22 @@ memres_resource_new(const char *spec, GError **error)
  * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
  */
 MemresResource *
-memres_resource_get_default(gint device, GError **error)
+memres_resource_get_default (gint device, GError **error)
 {
   g_autofree char *spec = NULL;
 
   gint n_devices = 0;
 
-  if (device >= 0 && memres_cuda_get_driver(NULL) != NULL
-      && memres_cuda_get_device_count(&n_devices, NULL) && n_devices > 0)
+  if (device >= 0 && memres_cuda_get_driver (NULL) != NULL
+      && memres_cuda_get_device_count (&n_devices, NULL) && n_devices > 0)
     {
-      if (!memres_cuda_check_device(device, error))
+      if (!memres_cuda_check_device (device, error))
         return NULL;
-      spec = g_strdup_printf("dmr:device=%d", device);
+      spec = g_strdup_printf ("dmr:device=%d", device);
     }
   else
-    spec = g_strdup("host");
-  return memres_resource_new(spec, error);
+    spec = g_strdup ("host");
+  return memres_resource_new (spec, error);
 }
 
 /**
@@ -194,54 +194,54 @@ memres_resource_get_default(gint device, GError **error)
  * Returns: (transfer full): @mr
  */
 MemresResource *
-memres_resource_ref(MemresResource *mr)
+memres_resource_ref (MemresResource *mr)
 {
-  g_return_val_if_fail(mr != NULL, NULL);
+  g_return_val_if_fail (mr != NULL, NULL);
 
-  __atomic_add_fetch(&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_RELAXED);
+  __atomic_add_fetch (&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_RELAXED);
   return mr;
 }
 
 static void
-resource_finalize(MemresResource *mr)
+resource_finalize (MemresResource *mr)
 {
   if (mr->has_pool_id)
-    _memres_ipc_forget_resource(mr);
-  mr->ops->finalize(mr);
-  memres_kind_unref(mr->kind);
-  g_free(mr->spec);
-  free(mr);
+    _memres_ipc_forget_resource (mr);
+  mr->ops->finalize (mr);
+  memres_kind_unref (mr->kind);
+  g_free (mr->spec);
+  free (mr);
 }
 
 /* One more open buffer: the buffer keeps @mr alive. */
 void
-_memres_resource_add_buffer(MemresResource *mr)
+_memres_resource_add_buffer (MemresResource *mr)
 {
-  __atomic_add_fetch(&mr->refs, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch (&mr->refs, 1, __ATOMIC_RELAXED);
 }
 
 /* One open buffer fewer; the last reference of any sort finalizes @mr. */
 void
-_memres_resource_remove_buffer(MemresResource *mr)
+_memres_resource_remove_buffer (MemresResource *mr)
 {
-  if (__atomic_sub_fetch(&mr->refs, 1, __ATOMIC_ACQ_REL) == 0)
-    resource_finalize(mr);
+  if (__atomic_sub_fetch (&mr->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    resource_finalize (mr);
 }
 
 /* A new application reference on @mr unless it is already being finalized (the IPC import
  * table finds resources whose last reference may be going away concurrently). */
 gboolean
-_memres_resource_try_ref(MemresResource *mr)
+_memres_resource_try_ref (MemresResource *mr)
 {
-  gint64 old = __atomic_load_n(&mr->refs, __ATOMIC_RELAXED);
+  gint64 old = __atomic_load_n (&mr->refs, __ATOMIC_RELAXED);
 
   do
     {
       if (old <= 0)
         return FALSE;
     }
-  while (!__atomic_compare_exchange_n(&mr->refs, &old, old + MEMRES_RESOURCE_APP_REF, TRUE,
-                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+  while (!__atomic_compare_exchange_n (&mr->refs, &old, old + MEMRES_RESOURCE_APP_REF, TRUE,
+                                       __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
   return TRUE;
 }
 
@@ -254,12 +254,12 @@ _memres_resource_try_ref(MemresResource *mr)
  * are gone. Thread-safe.
  */
 void
-memres_resource_unref(MemresResource *mr)
+memres_resource_unref (MemresResource *mr)
 {
-  g_return_if_fail(mr != NULL);
+  g_return_if_fail (mr != NULL);
 
-  if (__atomic_sub_fetch(&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_ACQ_REL) == 0)
-    resource_finalize(mr);
+  if (__atomic_sub_fetch (&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_ACQ_REL) == 0)
+    resource_finalize (mr);
 }
 
 /**
@@ -272,9 +272,9 @@ memres_resource_unref(MemresResource *mr)
  * Returns: (transfer none): the private data, or %NULL when the kind has none
  */
 gpointer
-memres_resource_get_private(MemresResource *mr)
+memres_resource_get_private (MemresResource *mr)
 {
-  g_return_val_if_fail(mr != NULL, NULL);
+  g_return_val_if_fail (mr != NULL, NULL);
   return mr->priv;
 }
 
@@ -285,9 +285,9 @@ memres_resource_get_private(MemresResource *mr)
  * Returns: (transfer none): the name of the resource's kind
  */
 const char *
-memres_resource_get_kind_name(MemresResource *mr)
+memres_resource_get_kind_name (MemresResource *mr)
 {
-  g_return_val_if_fail(mr != NULL, NULL);
+  g_return_val_if_fail (mr != NULL, NULL);
   return mr->kind->name;
 }
 
@@ -298,9 +298,9 @@ memres_resource_get_kind_name(MemresResource *mr)
  * Returns: (transfer none): the resource's kind, valid while @mr lives
  */
 MemresKind *
-memres_resource_get_kind(MemresResource *mr)
+memres_resource_get_kind (MemresResource *mr)
 {
-  g_return_val_if_fail(mr != NULL, NULL);
+  g_return_val_if_fail (mr != NULL, NULL);
   return mr->kind;
 }
 
@@ -315,10 +315,10 @@ memres_resource_get_kind(MemresResource *mr)
  * Returns: (transfer full): a new string; free with g_free()
  */
 char *
-memres_resource_to_string(MemresResource *mr)
+memres_resource_to_string (MemresResource *mr)
 {
-  g_return_val_if_fail(mr != NULL, NULL);
-  return g_strdup(mr->spec);
+  g_return_val_if_fail (mr != NULL, NULL);
+  return g_strdup (mr->spec);
 }
 
 /**
@@ -328,9 +328,9 @@ memres_resource_to_string(MemresResource *mr)
  * Returns: the device ordinal the resource's memory belongs to, or -1 for host memory
  */
 gint
-memres_resource_get_device(MemresResource *mr)
+memres_resource_get_device (MemresResource *mr)
 {
-  g_return_val_if_fail(mr != NULL, -1);
+  g_return_val_if_fail (mr != NULL, -1);
   return mr->info.device;
 }
 
@@ -341,9 +341,9 @@ memres_resource_get_device(MemresResource *mr)
  * Returns: what the resource's memory can do (#MemresMemoryFlags)
  */
 MemresMemoryFlags
-memres_resource_get_flags(MemresResource *mr)
+memres_resource_get_flags (MemresResource *mr)
 {
-  g_return_val_if_fail(mr != NULL, 0);
+  g_return_val_if_fail (mr != NULL, 0);
   return mr->info.flags;
 }
 
@@ -354,9 +354,9 @@ memres_resource_get_flags(MemresResource *mr)
  * Returns: %TRUE when device code can access the resource's memory
  */
 gboolean
-memres_resource_is_device_accessible(MemresResource *mr)
+memres_resource_is_device_accessible (MemresResource *mr)
 {
-  g_return_val_if_fail(mr != NULL, FALSE);
+  g_return_val_if_fail (mr != NULL, FALSE);
   return (mr->info.flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE) != 0;
 }
 
@@ -367,9 +367,9 @@ memres_resource_is_device_accessible(MemresResource *mr)
  * Returns: %TRUE when host code can dereference pointers of the resource's buffers
  */
 gboolean
-memres_resource_is_host_accessible(MemresResource *mr)
+memres_resource_is_host_accessible (MemresResource *mr)
 {
-  g_return_val_if_fail(mr != NULL, FALSE);
+  g_return_val_if_fail (mr != NULL, FALSE);
   return (mr->info.flags & MEMRES_MEMORY_HOST_ACCESSIBLE) != 0;
 }
 
@@ -388,19 +388,19 @@ memres_resource_is_host_accessible(MemresResource *mr)
  * Returns: %TRUE on success
  */
 gboolean
-memres_resource_get_stats(MemresResource *mr, MemresStats *stats, GError **error)
+memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 {
   GError *local = NULL;
   MemresStats s = { 0 };
 
-  g_return_val_if_fail(mr != NULL, FALSE);
-  g_return_val_if_fail(stats != NULL, FALSE);
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (stats != NULL, FALSE);
 
   if (mr->ops->get_stats == NULL)
-    return not_supported(mr, "statistics", error);
-  if (!slot_result(mr, "get_stats", mr->ops->get_stats(mr, &s, &local), &local, error))
+    return not_supported (mr, "statistics", error);
+  if (!slot_result (mr, "get_stats", mr->ops->get_stats (mr, &s, &local), &local, error))
     return FALSE;
-  s.n_buffers = (guint64)(__atomic_load_n(&mr->refs, __ATOMIC_RELAXED) & 0xffffffff);
+  s.n_buffers = (guint64) (__atomic_load_n (&mr->refs, __ATOMIC_RELAXED) & 0xffffffff);
   *stats = s;
   return TRUE;
 }
@@ -418,15 +418,15 @@ memres_resource_get_stats(MemresResource *mr, MemresStats *stats, GError **error
  * Returns: %TRUE on success
  */
 gboolean
-memres_resource_reset_stats(MemresResource *mr, GError **error)
+memres_resource_reset_stats (MemresResource *mr, GError **error)
 {
   GError *local = NULL;
 
-  g_return_val_if_fail(mr != NULL, FALSE);
+  g_return_val_if_fail (mr != NULL, FALSE);
 
   if (mr->ops->reset_stats == NULL)
-    return not_supported(mr, "resetting statistics", error);
-  return slot_result(mr, "reset_stats", mr->ops->reset_stats(mr, &local), &local, error);
+    return not_supported (mr, "resetting statistics", error);
+  return slot_result (mr, "reset_stats", mr->ops->reset_stats (mr, &local), &local, error);
 }
 
 /**
@@ -443,15 +443,15 @@ memres_resource_reset_stats(MemresResource *mr, GError **error)
  * Returns: %TRUE on success
  */
 gboolean
-memres_resource_trim(MemresResource *mr, gsize bytes_to_keep, GError **error)
+memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 {
   GError *local = NULL;
 
-  g_return_val_if_fail(mr != NULL, FALSE);
+  g_return_val_if_fail (mr != NULL, FALSE);
 
   if (mr->ops->trim == NULL)
-    return not_supported(mr, "trimming", error);
-  return slot_result(mr, "trim", mr->ops->trim(mr, bytes_to_keep, &local), &local, error);
+    return not_supported (mr, "trimming", error);
+  return slot_result (mr, "trim", mr->ops->trim (mr, bytes_to_keep, &local), &local, error);
 }
 
 /**
@@ -472,20 +472,20 @@ memres_resource_trim(MemresResource *mr, gsize bytes_to_keep, GError **error)
  * Returns: %TRUE on success
  */
 gboolean
-memres_resource_set_access(MemresResource *mr, const MemresAccessDesc *descs, guint n_descs,
-                           GError **error)
+memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs,
+                            GError **error)
 {
   GError *local = NULL;
 
-  g_return_val_if_fail(mr != NULL, FALSE);
-  g_return_val_if_fail(descs != NULL || n_descs == 0, FALSE);
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (descs != NULL || n_descs == 0, FALSE);
 
   if (mr->ops->set_access == NULL)
-    return not_supported(mr, "peer access", error);
+    return not_supported (mr, "peer access", error);
   if (n_descs == 0)
     return TRUE;
-  return slot_result(mr, "set_access", mr->ops->set_access(mr, descs, n_descs, &local), &local,
-                     error);
+  return slot_result (mr, "set_access", mr->ops->set_access (mr, descs, n_descs, &local), &local,
+                      error);
 }
 
 /**
@@ -503,15 +503,15 @@ memres_resource_set_access(MemresResource *mr, const MemresAccessDesc *descs, gu
  * Returns: %TRUE on success
  */
 gboolean
-memres_resource_get_access(MemresResource *mr, gint device, MemresAccess *access, GError **error)
+memres_resource_get_access (MemresResource *mr, gint device, MemresAccess *access, GError **error)
 {
   GError *local = NULL;
 
-  g_return_val_if_fail(mr != NULL, FALSE);
-  g_return_val_if_fail(access != NULL, FALSE);
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (access != NULL, FALSE);
 
   if (mr->ops->get_access == NULL)
-    return not_supported(mr, "peer access", error);
-  return slot_result(mr, "get_access", mr->ops->get_access(mr, device, access, &local), &local,
-                     error);
+    return not_supported (mr, "peer access", error);
+  return slot_result (mr, "get_access", mr->ops->get_access (mr, device, access, &local), &local,
+                      error);
 }

@@ -11,7 +11,7 @@
  * Returns: (transfer none): a static string
  */
 const char *
-memres_get_version(void)
+memres_get_version (void)
 {
   return MEMRES_VERSION_STRING;
 }

@@ -10,10 +10,10 @@
 
 #include "memres-private.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
 int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
   char kind[MEMRES_KIND_NAME_MAX];
   MemresBufferChunks chunks;
@@ -21,26 +21,26 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   GError *error = NULL;
   guint64 total = 0;
 
-  if (!_memres_layout_decode(data, size, kind, &chunks, &error))
+  if (!_memres_layout_decode (data, size, kind, &chunks, &error))
     {
-      if (error == NULL || !g_error_matches(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR))
-        abort();
-      g_error_free(error);
+      if (error == NULL || !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR))
+        abort ();
+      g_error_free (error);
       return 0;
     }
-  if (error != NULL || memchr(kind, '\0', sizeof kind) == NULL || chunks.n_chunks == 0
+  if (error != NULL || memchr (kind, '\0', sizeof kind) == NULL || chunks.n_chunks == 0
       || chunks.n_chunks > MEMRES_IPC_MAX_CHUNKS)
-    abort();
+    abort ();
   for (guint i = 0; i < chunks.n_chunks; i++)
     {
       if (chunks.chunk_sizes[i] == 0 || chunks.chunk_sizes[i] > G_MAXUINT64 - total
           || chunks.fds[i] != -1)
-        abort();
+        abort ();
       total += chunks.chunk_sizes[i];
     }
   if (chunks.size == 0 || chunks.size > total)
-    abort();
-  if (_memres_layout_encode(kind, &chunks, again) != size || memcmp(again, data, size) != 0)
-    abort();
+    abort ();
+  if (_memres_layout_encode (kind, &chunks, again) != size || memcmp (again, data, size) != 0)
+    abort ();
   return 0;
 }

@@ -10,7 +10,7 @@
 
 #include "memres-private.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
 static const char *const fuzz_choices[] = { "device", "host", "host_numa", NULL };
 
@@ -24,32 +24,32 @@ static const MemresOptionSpec fuzz_options[] = {
 };
 
 static gboolean
-fuzz_init(MemresResource *mr, const MemresOptions *options, GError **error)
+fuzz_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
   return TRUE;
 }
 
 static void
-fuzz_finalize(MemresResource *mr)
+fuzz_finalize (MemresResource *mr)
 {
 }
 
 static gboolean
-fuzz_allocate(MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-              GError **error)
+fuzz_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+               GError **error)
 {
-  g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "fuzz kind");
+  g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "fuzz kind");
   return FALSE;
 }
 
 static gboolean
-fuzz_deallocate(MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+fuzz_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   return TRUE;
 }
 
 static void
-fuzz_query(MemresResource *mr, MemresResourceInfo *info)
+fuzz_query (MemresResource *mr, MemresResourceInfo *info)
 {
   info->device = -1;
   info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
@@ -65,115 +65,115 @@ static const MemresResourceOps fuzz_ops = {
 };
 
 static void
-register_fuzz_kind(void)
+register_fuzz_kind (void)
 {
   static gsize done;
 
-  if (g_once_init_enter(&done))
+  if (g_once_init_enter (&done))
     {
       const MemresKindInfo info = {
         .struct_size = sizeof info,
         .name = "fuzz",
         .description = "option schema with every type",
         .options = fuzz_options,
-        .n_options = G_N_ELEMENTS(fuzz_options),
+        .n_options = G_N_ELEMENTS (fuzz_options),
         .ops = &fuzz_ops,
       };
       GError *error = NULL;
       /* Registering also loads the embedded host kind. */
-      g_autoptr(GPtrArray) kinds = memres_registry_list_kinds(NULL);
-      if (!memres_registry_register_kind(&info, &error))
-        g_error("registering the fuzz kind: %s", error->message);
-      g_once_init_leave(&done, 1);
+      g_autoptr (GPtrArray) kinds = memres_registry_list_kinds (NULL);
+      if (!memres_registry_register_kind (&info, &error))
+        g_error ("registering the fuzz kind: %s", error->message);
+      g_once_init_leave (&done, 1);
     }
 }
 
 static void
-expect_error(GError *error)
+expect_error (GError *error)
 {
   if (error == NULL)
-    abort();
-  g_error_free(error);
+    abort ();
+  g_error_free (error);
 }
 
 static void
-check_options(MemresKind *kind, GPtrArray *keys, GPtrArray *values)
+check_options (MemresKind *kind, GPtrArray *keys, GPtrArray *values)
 {
   MemresOptions *options;
   GError *error = NULL;
   g_autofree char *text = NULL;
   g_autofree char *kind_name = NULL;
-  g_autoptr(GPtrArray) keys2 = NULL;
-  g_autoptr(GPtrArray) values2 = NULL;
+  g_autoptr (GPtrArray) keys2 = NULL;
+  g_autoptr (GPtrArray) values2 = NULL;
   g_autofree char *spec2 = NULL;
   MemresOptions *options2;
 
-  options = _memres_options_new(kind, keys, values, &error);
+  options = _memres_options_new (kind, keys, values, &error);
   if (options == NULL)
     {
-      expect_error(error);
+      expect_error (error);
       return;
     }
   if (error != NULL)
-    abort();
-  text = _memres_options_to_string(options);
-  _memres_options_free(options);
+    abort ();
+  text = _memres_options_to_string (options);
+  _memres_options_free (options);
 
   /* The printed form is itself a valid option list for the same kind. */
-  spec2 = text && *text ? g_strdup_printf("%s:%s", kind->name, text) : g_strdup(kind->name);
-  if (!_memres_spec_parse(spec2, &kind_name, &keys2, &values2, &error))
-    g_error("normalized spec “%s” does not parse: %s", spec2, error->message);
-  options2 = _memres_options_new(kind, keys2, values2, &error);
+  spec2 = text && *text ? g_strdup_printf ("%s:%s", kind->name, text) : g_strdup (kind->name);
+  if (!_memres_spec_parse (spec2, &kind_name, &keys2, &values2, &error))
+    g_error ("normalized spec “%s” does not parse: %s", spec2, error->message);
+  options2 = _memres_options_new (kind, keys2, values2, &error);
   if (options2 == NULL)
-    g_error("normalized spec “%s” does not validate: %s", spec2, error->message);
-  _memres_options_free(options2);
+    g_error ("normalized spec “%s” does not validate: %s", spec2, error->message);
+  _memres_options_free (options2);
 }
 
 int
-LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
   g_autofree char *spec = NULL;
   g_autofree char *kind_name = NULL;
-  g_autoptr(GPtrArray) keys = NULL;
-  g_autoptr(GPtrArray) values = NULL;
+  g_autoptr (GPtrArray) keys = NULL;
+  g_autoptr (GPtrArray) values = NULL;
   MemresKind *kind;
   GError *error = NULL;
 
-  register_fuzz_kind();
-  spec = g_strndup((const char *)data, size); /* stops at an embedded NUL, as C callers do */
+  register_fuzz_kind ();
+  spec = g_strndup ((const char *) data, size); /* stops at an embedded NUL, as C callers do */
 
-  if (!_memres_spec_parse(spec, &kind_name, &keys, &values, &error))
+  if (!_memres_spec_parse (spec, &kind_name, &keys, &values, &error))
     {
-      expect_error(error);
+      expect_error (error);
       return 0;
     }
   if (error != NULL || kind_name == NULL || keys == NULL || values == NULL
       || keys->len != values->len)
-    abort();
+    abort ();
 
   /* The value parsers on their own, on every value. */
   for (guint i = 0; i < values->len; i++)
     {
-      const char *value = g_ptr_array_index(values, i);
+      const char *value = g_ptr_array_index (values, i);
       guint64 bytes;
       gboolean flag;
       gint64 number;
 
-      if (!_memres_parse_size(value, &bytes, &error))
-        expect_error(error), error = NULL;
-      if (!_memres_parse_bool(value, &flag, &error))
-        expect_error(error), error = NULL;
-      if (!_memres_parse_int(value, -1000, 1000, &number, &error))
-        expect_error(error), error = NULL;
+      if (!_memres_parse_size (value, &bytes, &error))
+        expect_error (error), error = NULL;
+      if (!_memres_parse_bool (value, &flag, &error))
+        expect_error (error), error = NULL;
+      if (!_memres_parse_int (value, -1000, 1000, &number, &error))
+        expect_error (error), error = NULL;
       else if (number < -1000 || number > 1000)
-        abort();
+        abort ();
     }
 
-  kind = _memres_registry_lookup_loaded(kind_name);
+  kind = _memres_registry_lookup_loaded (kind_name);
   if (kind != NULL)
     {
-      check_options(kind, keys, values);
-      memres_kind_unref(kind);
+      check_options (kind, keys, values);
+      memres_kind_unref (kind);
     }
   return 0;
 }

@@ -13,47 +13,47 @@ static const char *plugin_dir;
 /* In the child: the driver fails to load with NO_DRIVER, again on the second call, and the
  * functions that need it fail the same way while host memory still works. */
 static void
-child_expect_no_driver(const char *needle)
+child_expect_no_driver (const char *needle)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GError) again = NULL;
-  g_autoptr(MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GError) again = NULL;
+  g_autoptr (MemresResource) mr = NULL;
   guint8 uuid[16];
   gint count = -1, device = -1;
 
-  g_assert_null(memres_cuda_get_driver(&error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
-  if (needle != NULL && strstr(error->message, needle) == NULL)
-    g_error("message lacks \"%s\": %s", needle, error->message);
+  g_assert_null (memres_cuda_get_driver (&error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  if (needle != NULL && strstr (error->message, needle) == NULL)
+    g_error ("message lacks \"%s\": %s", needle, error->message);
   /* the failure is remembered and reported again, identically */
-  g_assert_null(memres_cuda_get_driver(&again));
-  g_assert_error(again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
-  g_assert_cmpstr(error->message, ==, again->message);
-  g_clear_error(&again);
+  g_assert_null (memres_cuda_get_driver (&again));
+  g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_assert_cmpstr (error->message, ==, again->message);
+  g_clear_error (&again);
 
-  g_assert_false(memres_cuda_get_device_count(&count, &again));
-  g_assert_error(again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
-  g_clear_error(&again);
-  g_assert_false(memres_cuda_check_device(0, &again));
-  g_assert_error(again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
-  g_clear_error(&again);
-  g_assert_false(memres_cuda_ensure_context(0, &again));
-  g_assert_error(again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
-  g_clear_error(&again);
-  g_assert_false(memres_cuda_get_device_uuid(0, uuid, &again));
-  g_assert_error(again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
-  g_clear_error(&again);
-  g_assert_false(memres_cuda_find_device_by_uuid(uuid, &device, &again));
-  g_assert_error(again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
-  g_clear_error(&again);
-  g_assert_false(memres_cuda_check_stream_not_capturing(NULL, &again));
-  g_assert_error(again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
-  g_clear_error(&again);
+  g_assert_false (memres_cuda_get_device_count (&count, &again));
+  g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&again);
+  g_assert_false (memres_cuda_check_device (0, &again));
+  g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&again);
+  g_assert_false (memres_cuda_ensure_context (0, &again));
+  g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&again);
+  g_assert_false (memres_cuda_get_device_uuid (0, uuid, &again));
+  g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&again);
+  g_assert_false (memres_cuda_find_device_by_uuid (uuid, &device, &again));
+  g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&again);
+  g_assert_false (memres_cuda_check_stream_not_capturing (NULL, &again));
+  g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&again);
 
   /* the default resource falls back to host memory */
-  mr = memres_resource_get_default(0, &again);
-  g_assert_no_error(again);
-  g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "host");
+  mr = memres_resource_get_default (0, &again);
+  g_assert_no_error (again);
+  g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "host");
 }
 
 typedef struct
@@ -67,78 +67,78 @@ typedef struct
 static char *text_file;
 static char *empty_file;
 
-static void test_no_device_child(void);
+static void test_no_device_child (void);
 
 /* Runs the case in a child process with MEMRES_CUDA_DRIVER set before the first driver use. */
 static void
-test_case(gconstpointer data)
+test_case (gconstpointer data)
 {
   const Case *c = data;
   g_autofree char *stub = NULL;
   const char *driver = c->driver;
 
-  if (g_test_subprocess())
+  if (g_test_subprocess ())
     {
-      if (c->needle == NULL && g_strcmp0(c->stub_mode, "nodevice") == 0)
-        test_no_device_child();
+      if (c->needle == NULL && g_strcmp0 (c->stub_mode, "nodevice") == 0)
+        test_no_device_child ();
       else
-        child_expect_no_driver(c->needle);
+        child_expect_no_driver (c->needle);
       return;
     }
-  if (strcmp(driver, "@stub") == 0)
-    driver = stub = g_build_filename(plugin_dir, "libstubcuda.so", NULL);
-  else if (strcmp(driver, "@text") == 0)
+  if (strcmp (driver, "@stub") == 0)
+    driver = stub = g_build_filename (plugin_dir, "libstubcuda.so", NULL);
+  else if (strcmp (driver, "@text") == 0)
     driver = text_file;
-  else if (strcmp(driver, "@empty") == 0)
+  else if (strcmp (driver, "@empty") == 0)
     driver = empty_file;
-  g_setenv("MEMRES_CUDA_DRIVER", driver, TRUE);
+  g_setenv ("MEMRES_CUDA_DRIVER", driver, TRUE);
   if (c->stub_mode != NULL)
-    g_setenv("STUBCUDA_MODE", c->stub_mode, TRUE);
+    g_setenv ("STUBCUDA_MODE", c->stub_mode, TRUE);
   else
-    g_unsetenv("STUBCUDA_MODE");
-  g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
-  g_test_trap_assert_passed();
+    g_unsetenv ("STUBCUDA_MODE");
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+  g_test_trap_assert_passed ();
 }
 
 static void
-test_no_device_child(void)
+test_no_device_child (void)
 {
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
   const MemresCudaDriver *drv;
   guint8 uuid[16] = { 0 };
   gint count = -1, device = -1;
 
   /* cuInit said CUDA_ERROR_NO_DEVICE: a loaded driver with no devices */
-  drv = memres_cuda_get_driver(&error);
-  g_assert_no_error(error);
-  g_assert_nonnull(drv);
-  g_assert_cmpuint(drv->struct_size, ==, sizeof(MemresCudaDriver));
-  g_assert_cmpint(drv->driver_version, ==, 12030);
-  g_assert_true(g_str_has_suffix(drv->path, "libstubcuda.so"));
-  g_assert_nonnull(drv->cuInit);
-  g_assert_null(drv->cuMemAlloc); /* the stub has no such entry point */
-  g_assert_true(memres_cuda_get_device_count(&count, &error));
-  g_assert_cmpint(count, ==, 0);
-  g_assert_false(memres_cuda_check_device(0, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
-  g_clear_error(&error);
-  g_assert_false(memres_cuda_check_device(-1, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
-  g_clear_error(&error);
-  g_assert_false(memres_cuda_find_device_by_uuid(uuid, &device, &error));
-  g_assert_error(error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
-  g_clear_error(&error);
+  drv = memres_cuda_get_driver (&error);
+  g_assert_no_error (error);
+  g_assert_nonnull (drv);
+  g_assert_cmpuint (drv->struct_size, ==, sizeof (MemresCudaDriver));
+  g_assert_cmpint (drv->driver_version, ==, 12030);
+  g_assert_true (g_str_has_suffix (drv->path, "libstubcuda.so"));
+  g_assert_nonnull (drv->cuInit);
+  g_assert_null (drv->cuMemAlloc); /* the stub has no such entry point */
+  g_assert_true (memres_cuda_get_device_count (&count, &error));
+  g_assert_cmpint (count, ==, 0);
+  g_assert_false (memres_cuda_check_device (0, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+  g_clear_error (&error);
+  g_assert_false (memres_cuda_check_device (-1, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+  g_clear_error (&error);
+  g_assert_false (memres_cuda_find_device_by_uuid (uuid, &device, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+  g_clear_error (&error);
 
   /* with a driver loaded, errors carry the driver's names */
-  g_assert_false(memres_cuda_set_error(&error, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc"));
-  g_assert_error(error, MEMRES_CUDA_ERROR, CUDA_ERROR_OUT_OF_MEMORY);
-  g_assert_cmpstr(error->message, ==, "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY: out of memory");
-  g_clear_error(&error);
+  g_assert_false (memres_cuda_set_error (&error, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc"));
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_OUT_OF_MEMORY);
+  g_assert_cmpstr (error->message, ==, "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY: out of memory");
+  g_clear_error (&error);
 
-  mr = memres_resource_get_default(0, &error);
-  g_assert_no_error(error);
-  g_assert_cmpstr(memres_resource_get_kind_name(mr), ==, "host");
+  mr = memres_resource_get_default (0, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "host");
 }
 
 static const Case cases[] = {
@@ -158,46 +158,47 @@ static const char *const case_names[] = {
 };
 
 int
-main(int argc, char **argv)
+main (int argc, char **argv)
 {
   gsize i;
   int ret;
 
-  g_test_init(&argc, &argv, NULL);
-  plugin_dir = g_getenv("MEMRES_TEST_PLUGIN_DIR");
+  g_test_init (&argc, &argv, NULL);
+  plugin_dir = g_getenv ("MEMRES_TEST_PLUGIN_DIR");
   if (plugin_dir == NULL)
-    g_error("MEMRES_TEST_PLUGIN_DIR is not set: run through meson test");
-  text_file = g_strdup_printf("%s/memres-test-not-a-driver-%d.txt", g_get_tmp_dir(), (int)getpid());
-  empty_file = g_strdup_printf("%s/memres-test-empty-%d.so", g_get_tmp_dir(), (int)getpid());
-  if (!g_test_subprocess())
+    g_error ("MEMRES_TEST_PLUGIN_DIR is not set: run through meson test");
+  text_file
+      = g_strdup_printf ("%s/memres-test-not-a-driver-%d.txt", g_get_tmp_dir (), (int) getpid ());
+  empty_file = g_strdup_printf ("%s/memres-test-empty-%d.so", g_get_tmp_dir (), (int) getpid ());
+  if (!g_test_subprocess ())
     {
-      g_assert_true(g_file_set_contents(text_file, "This is not a shared object.\n", -1, NULL));
-      g_assert_true(g_file_set_contents(empty_file, "", 0, NULL));
+      g_assert_true (g_file_set_contents (text_file, "This is not a shared object.\n", -1, NULL));
+      g_assert_true (g_file_set_contents (empty_file, "", 0, NULL));
     }
   else
     {
       /* the child inherits the parent's file names through the environment */
-      g_free(text_file);
-      g_free(empty_file);
-      text_file = g_strdup(g_getenv("MEMRES_TEST_TEXT_FILE"));
-      empty_file = g_strdup(g_getenv("MEMRES_TEST_EMPTY_FILE"));
+      g_free (text_file);
+      g_free (empty_file);
+      text_file = g_strdup (g_getenv ("MEMRES_TEST_TEXT_FILE"));
+      empty_file = g_strdup (g_getenv ("MEMRES_TEST_EMPTY_FILE"));
     }
-  g_setenv("MEMRES_TEST_TEXT_FILE", text_file, TRUE);
-  g_setenv("MEMRES_TEST_EMPTY_FILE", empty_file, TRUE);
+  g_setenv ("MEMRES_TEST_TEXT_FILE", text_file, TRUE);
+  g_setenv ("MEMRES_TEST_EMPTY_FILE", empty_file, TRUE);
 
-  G_STATIC_ASSERT(G_N_ELEMENTS(cases) == G_N_ELEMENTS(case_names));
-  for (i = 0; i < G_N_ELEMENTS(cases); i++)
+  G_STATIC_ASSERT (G_N_ELEMENTS (cases) == G_N_ELEMENTS (case_names));
+  for (i = 0; i < G_N_ELEMENTS (cases); i++)
     {
-      g_autofree char *path = g_strconcat("/driver-loader/", case_names[i], NULL);
-      g_test_add_data_func(path, &cases[i], test_case);
+      g_autofree char *path = g_strconcat ("/driver-loader/", case_names[i], NULL);
+      g_test_add_data_func (path, &cases[i], test_case);
     }
-  ret = g_test_run();
-  if (!g_test_subprocess())
+  ret = g_test_run ();
+  if (!g_test_subprocess ())
     {
-      g_remove(text_file);
-      g_remove(empty_file);
+      g_remove (text_file);
+      g_remove (empty_file);
     }
-  g_free(text_file);
-  g_free(empty_file);
+  g_free (text_file);
+  g_free (empty_file);
   return ret;
 }

@@ -4,56 +4,56 @@
 #include <string.h>
 
 static void
-test_domains(void)
+test_domains (void)
 {
-  g_assert_cmpstr(g_quark_to_string(MEMRES_ERROR), ==, "memres-error-quark");
-  g_assert_cmpstr(g_quark_to_string(MEMRES_PLUGIN_ERROR), ==, "memres-plugin-error-quark");
-  g_assert_cmpstr(g_quark_to_string(MEMRES_CUDA_ERROR), ==, "memres-cuda-error-quark");
-  g_assert_cmpuint(MEMRES_ERROR, !=, MEMRES_PLUGIN_ERROR);
-  g_assert_cmpuint(MEMRES_ERROR, !=, MEMRES_CUDA_ERROR);
-  g_assert_cmpuint(MEMRES_PLUGIN_ERROR, !=, MEMRES_CUDA_ERROR);
+  g_assert_cmpstr (g_quark_to_string (MEMRES_ERROR), ==, "memres-error-quark");
+  g_assert_cmpstr (g_quark_to_string (MEMRES_PLUGIN_ERROR), ==, "memres-plugin-error-quark");
+  g_assert_cmpstr (g_quark_to_string (MEMRES_CUDA_ERROR), ==, "memres-cuda-error-quark");
+  g_assert_cmpuint (MEMRES_ERROR, !=, MEMRES_PLUGIN_ERROR);
+  g_assert_cmpuint (MEMRES_ERROR, !=, MEMRES_CUDA_ERROR);
+  g_assert_cmpuint (MEMRES_PLUGIN_ERROR, !=, MEMRES_CUDA_ERROR);
   /* the same quark on every call */
-  g_assert_cmpuint(memres_error_quark(), ==, memres_error_quark());
+  g_assert_cmpuint (memres_error_quark (), ==, memres_error_quark ());
 }
 
 static void
-test_cuda_set_error_without_driver(void)
+test_cuda_set_error_without_driver (void)
 {
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GError) error = NULL;
 
   /* No driver loaded (the core suite points MEMRES_CUDA_DRIVER at nothing): the code is the
    * CUresult and the message still names the call. */
-  g_assert_false(memres_cuda_set_error(&error, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc"));
-  g_assert_error(error, MEMRES_CUDA_ERROR, CUDA_ERROR_OUT_OF_MEMORY);
-  g_assert_true(g_str_has_prefix(error->message, "cuMemAlloc: "));
-  g_assert_nonnull(strstr(error->message, "2"));
+  g_assert_false (memres_cuda_set_error (&error, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc"));
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_OUT_OF_MEMORY);
+  g_assert_true (g_str_has_prefix (error->message, "cuMemAlloc: "));
+  g_assert_nonnull (strstr (error->message, "2"));
 }
 
 static void
-test_cuda_set_error_null(void)
+test_cuda_set_error_null (void)
 {
   /* a NULL error location is allowed and still returns FALSE */
-  g_assert_false(memres_cuda_set_error(NULL, CUDA_ERROR_INVALID_VALUE, "cuFoo"));
+  g_assert_false (memres_cuda_set_error (NULL, CUDA_ERROR_INVALID_VALUE, "cuFoo"));
 }
 
 static void
-test_version(void)
+test_version (void)
 {
-  g_autofree char *expected = g_strdup_printf("%d.%d.%d", MEMRES_MAJOR_VERSION,
-                                              MEMRES_MINOR_VERSION, MEMRES_MICRO_VERSION);
+  g_autofree char *expected = g_strdup_printf ("%d.%d.%d", MEMRES_MAJOR_VERSION,
+                                               MEMRES_MINOR_VERSION, MEMRES_MICRO_VERSION);
 
-  g_assert_cmpstr(memres_get_version(), ==, MEMRES_VERSION_STRING);
-  g_assert_cmpstr(memres_get_version(), ==, expected);
-  g_assert_cmpint(MEMRES_CUDA_VERSION, >=, 12030);
+  g_assert_cmpstr (memres_get_version (), ==, MEMRES_VERSION_STRING);
+  g_assert_cmpstr (memres_get_version (), ==, expected);
+  g_assert_cmpint (MEMRES_CUDA_VERSION, >=, 12030);
 }
 
 int
-main(int argc, char **argv)
+main (int argc, char **argv)
 {
-  g_test_init(&argc, &argv, NULL);
-  g_test_add_func("/errors/domains", test_domains);
-  g_test_add_func("/errors/cuda/without-driver", test_cuda_set_error_without_driver);
-  g_test_add_func("/errors/cuda/null-error", test_cuda_set_error_null);
-  g_test_add_func("/errors/version", test_version);
-  return g_test_run();
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/errors/domains", test_domains);
+  g_test_add_func ("/errors/cuda/without-driver", test_cuda_set_error_without_driver);
+  g_test_add_func ("/errors/cuda/null-error", test_cuda_set_error_null);
+  g_test_add_func ("/errors/version", test_version);
+  return g_test_run ();
 }

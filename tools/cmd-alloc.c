@@ -20,166 +20,166 @@ typedef struct
 } AllocReport;
 
 static gboolean
-parse_pattern(const char *text, guint32 *pattern, GError **error)
+parse_pattern (const char *text, guint32 *pattern, GError **error)
 {
   guint64 value;
 
-  if (!g_ascii_string_to_unsigned(text, g_str_has_prefix(text, "0x") ? 16 : 10, 0, G_MAXUINT32,
-                                  &value, NULL)
-      && !(g_str_has_prefix(text, "0x")
-           && g_ascii_string_to_unsigned(text + 2, 16, 0, G_MAXUINT32, &value, NULL)))
+  if (!g_ascii_string_to_unsigned (text, g_str_has_prefix (text, "0x") ? 16 : 10, 0, G_MAXUINT32,
+                                   &value, NULL)
+      && !(g_str_has_prefix (text, "0x")
+           && g_ascii_string_to_unsigned (text + 2, 16, 0, G_MAXUINT32, &value, NULL)))
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "invalid pattern \"%s\": expected a 32-bit number, decimal or 0x-hex", text);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "invalid pattern \"%s\": expected a 32-bit number, decimal or 0x-hex", text);
       return FALSE;
     }
-  *pattern = (guint32)value;
+  *pattern = (guint32) value;
   return TRUE;
 }
 
 /* The byte at @offset of a buffer filled with @pattern in elements of @width bytes. */
 static guint8
-expected_byte(guint32 pattern, guint width, gsize offset)
+expected_byte (guint32 pattern, guint width, gsize offset)
 {
   guint8 element[4];
 
   if (width == 1)
-    return (guint8)pattern;
-  memcpy(element, &pattern, 4); /* host byte order, like the fill */
+    return (guint8) pattern;
+  memcpy (element, &pattern, 4); /* host byte order, like the fill */
   return element[offset % 4];
 }
 
 /* Fills @buf, copies it into a new host buffer and checks every byte. */
 static gboolean
-fill_and_verify(MemresBuffer *buf, guint32 pattern, guint width, GError **error)
+fill_and_verify (MemresBuffer *buf, guint32 pattern, guint width, GError **error)
 {
-  g_autoptr(MemresResource) host = NULL;
-  g_autoptr(MemresBuffer) copy = NULL;
-  gsize size = memres_buffer_get_size(buf);
+  g_autoptr (MemresResource) host = NULL;
+  g_autoptr (MemresBuffer) copy = NULL;
+  gsize size = memres_buffer_get_size (buf);
   const guint8 *bytes;
   gsize i;
 
-  if (!memres_buffer_fill(buf, width == 1 ? (pattern & 0xff) : pattern, width, NULL, error))
+  if (!memres_buffer_fill (buf, width == 1 ? (pattern & 0xff) : pattern, width, NULL, error))
     return FALSE;
-  host = memres_resource_new("host", error);
+  host = memres_resource_new ("host", error);
   if (host == NULL)
     return FALSE;
-  copy = memres_resource_allocate(host, size, NULL, error);
+  copy = memres_resource_allocate (host, size, NULL, error);
   if (copy == NULL)
     return FALSE;
   /* zero the copy first, so that a copy that does nothing cannot pass */
-  if (size > 0 && !memres_buffer_fill(copy, 0, 1, NULL, error))
+  if (size > 0 && !memres_buffer_fill (copy, 0, 1, NULL, error))
     return FALSE;
-  if (!memres_buffer_copy_to(buf, copy, NULL, error))
+  if (!memres_buffer_copy_to (buf, copy, NULL, error))
     return FALSE;
-  if (!memres_buffer_is_host_accessible(buf) || memres_buffer_is_device_accessible(buf))
-    if (!memres_stream_synchronize(NULL, error))
+  if (!memres_buffer_is_host_accessible (buf) || memres_buffer_is_device_accessible (buf))
+    if (!memres_stream_synchronize (NULL, error))
       return FALSE;
 
-  bytes = memres_buffer_get_pointer(copy);
+  bytes = memres_buffer_get_pointer (copy);
   for (i = 0; i < size; i++)
-    if (bytes[i] != expected_byte(pattern, width, i))
+    if (bytes[i] != expected_byte (pattern, width, i))
       {
-        g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                    "verification failed at byte %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT
-                    ": read 0x%02x, expected 0x%02x",
-                    i, size, bytes[i], expected_byte(pattern, width, i));
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                     "verification failed at byte %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT
+                     ": read 0x%02x, expected 0x%02x",
+                     i, size, bytes[i], expected_byte (pattern, width, i));
         return FALSE;
       }
-  return memres_buffer_close(copy, NULL, error);
+  return memres_buffer_close (copy, NULL, error);
 }
 
 static void
-print_text(MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
+print_text (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
 {
-  g_autofree char *size = memres_tool_format_size(r->actual);
-  g_auto(GStrv) flags = memres_tool_flag_names(memres_buffer_get_flags(buf));
-  g_autofree char *flag_text = g_strjoinv(", ", flags);
-  gint device = memres_buffer_get_device(buf);
+  g_autofree char *size = memres_tool_format_size (r->actual);
+  g_auto (GStrv) flags = memres_tool_flag_names (memres_buffer_get_flags (buf));
+  g_autofree char *flag_text = g_strjoinv (", ", flags);
+  gint device = memres_buffer_get_device (buf);
 
-  g_print("resource  %s\n", r->spec);
-  g_print("buffer    %s at 0x%" G_GINT64_MODIFIER "x, %s", size, memres_buffer_get_address(buf),
-          device >= 0 ? "device " : "host memory");
+  g_print ("resource  %s\n", r->spec);
+  g_print ("buffer    %s at 0x%" G_GINT64_MODIFIER "x, %s", size, memres_buffer_get_address (buf),
+           device >= 0 ? "device " : "host memory");
   if (device >= 0)
-    g_print("%d", device);
+    g_print ("%d", device);
   if (r->actual != r->size)
-    g_print(" (rounded up from %" G_GUINT64_FORMAT " bytes)", r->size);
-  g_print("\nflags     %s\n", flag_text[0] != '\0' ? flag_text : "none");
+    g_print (" (rounded up from %" G_GUINT64_FORMAT " bytes)", r->size);
+  g_print ("\nflags     %s\n", flag_text[0] != '\0' ? flag_text : "none");
   if (r->width == 1)
-    g_print("verified  filled with 0x%02x, copied back into host memory, every byte checked "
-            "(%" G_GUINT64_FORMAT ")\n",
-            r->pattern & 0xff, r->actual);
+    g_print ("verified  filled with 0x%02x, copied back into host memory, every byte checked "
+             "(%" G_GUINT64_FORMAT ")\n",
+             r->pattern & 0xff, r->actual);
   else
-    g_print("verified  filled with the 4-byte pattern 0x%08x, copied back into host memory, "
-            "every byte checked (%" G_GUINT64_FORMAT ")\n",
-            r->pattern, r->actual);
+    g_print ("verified  filled with the 4-byte pattern 0x%08x, copied back into host memory, "
+             "every byte checked (%" G_GUINT64_FORMAT ")\n",
+             r->pattern, r->actual);
   if (r->has_stats)
     {
-      g_autofree char *used = memres_tool_format_size(r->stats.used_current);
-      g_autofree char *used_high = memres_tool_format_size(r->stats.used_high);
-      g_autofree char *reserved = memres_tool_format_size(r->stats.reserved_current);
-      g_autofree char *reserved_high = memres_tool_format_size(r->stats.reserved_high);
+      g_autofree char *used = memres_tool_format_size (r->stats.used_current);
+      g_autofree char *used_high = memres_tool_format_size (r->stats.used_high);
+      g_autofree char *reserved = memres_tool_format_size (r->stats.reserved_current);
+      g_autofree char *reserved_high = memres_tool_format_size (r->stats.reserved_high);
 
-      g_print("stats     used %s, high %s\n", used, used_high);
-      g_print("          reserved %s, high %s\n", reserved, reserved_high);
-      g_print("          %" G_GUINT64_FORMAT " live buffer%s\n", r->stats.n_buffers,
-              r->stats.n_buffers == 1 ? "" : "s");
+      g_print ("stats     used %s, high %s\n", used, used_high);
+      g_print ("          reserved %s, high %s\n", reserved, reserved_high);
+      g_print ("          %" G_GUINT64_FORMAT " live buffer%s\n", r->stats.n_buffers,
+               r->stats.n_buffers == 1 ? "" : "s");
     }
   else
-    g_print("stats     %s\n", r->stats_error);
-  g_print("closed    the buffer was freed\n");
+    g_print ("stats     %s\n", r->stats_error);
+  g_print ("closed    the buffer was freed\n");
 }
 
 static void
-print_json(MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
+print_json (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
 {
-  g_auto(GStrv) flags = memres_tool_flag_names(memres_buffer_get_flags(buf));
+  g_auto (GStrv) flags = memres_tool_flag_names (memres_buffer_get_flags (buf));
   MemresJson json;
   g_autofree char *out = NULL;
   g_autofree char *address
-      = g_strdup_printf("0x%" G_GINT64_MODIFIER "x", memres_buffer_get_address(buf));
+      = g_strdup_printf ("0x%" G_GINT64_MODIFIER "x", memres_buffer_get_address (buf));
   guint i;
 
-  memres_json_init(&json);
-  memres_json_begin_object(&json, NULL);
-  memres_json_string(&json, "resource", r->spec);
-  memres_json_string(&json, "kind", memres_resource_get_kind_name(mr));
-  memres_json_begin_object(&json, "buffer");
-  memres_json_string(&json, "address", address);
-  memres_json_uint(&json, "size", r->actual);
-  memres_json_uint(&json, "requested_size", r->size);
-  memres_json_int(&json, "device", memres_buffer_get_device(buf));
-  memres_json_begin_array(&json, "flags");
+  memres_json_init (&json);
+  memres_json_begin_object (&json, NULL);
+  memres_json_string (&json, "resource", r->spec);
+  memres_json_string (&json, "kind", memres_resource_get_kind_name (mr));
+  memres_json_begin_object (&json, "buffer");
+  memres_json_string (&json, "address", address);
+  memres_json_uint (&json, "size", r->actual);
+  memres_json_uint (&json, "requested_size", r->size);
+  memres_json_int (&json, "device", memres_buffer_get_device (buf));
+  memres_json_begin_array (&json, "flags");
   for (i = 0; flags[i] != NULL; i++)
-    memres_json_string(&json, NULL, flags[i]);
-  memres_json_end_array(&json);
-  memres_json_end_object(&json);
-  memres_json_uint(&json, "pattern", r->width == 1 ? (r->pattern & 0xff) : r->pattern);
-  memres_json_uint(&json, "pattern_width", r->width);
-  memres_json_uint(&json, "verified_bytes", r->actual);
+    memres_json_string (&json, NULL, flags[i]);
+  memres_json_end_array (&json);
+  memres_json_end_object (&json);
+  memres_json_uint (&json, "pattern", r->width == 1 ? (r->pattern & 0xff) : r->pattern);
+  memres_json_uint (&json, "pattern_width", r->width);
+  memres_json_uint (&json, "verified_bytes", r->actual);
   if (r->has_stats)
     {
-      memres_json_begin_object(&json, "stats");
-      memres_json_uint(&json, "reserved_current", r->stats.reserved_current);
-      memres_json_uint(&json, "reserved_high", r->stats.reserved_high);
-      memres_json_uint(&json, "used_current", r->stats.used_current);
-      memres_json_uint(&json, "used_high", r->stats.used_high);
-      memres_json_uint(&json, "n_buffers", r->stats.n_buffers);
-      memres_json_end_object(&json);
+      memres_json_begin_object (&json, "stats");
+      memres_json_uint (&json, "reserved_current", r->stats.reserved_current);
+      memres_json_uint (&json, "reserved_high", r->stats.reserved_high);
+      memres_json_uint (&json, "used_current", r->stats.used_current);
+      memres_json_uint (&json, "used_high", r->stats.used_high);
+      memres_json_uint (&json, "n_buffers", r->stats.n_buffers);
+      memres_json_end_object (&json);
     }
   else
     {
-      memres_json_string(&json, "stats", NULL);
-      memres_json_string(&json, "stats_error", r->stats_error);
+      memres_json_string (&json, "stats", NULL);
+      memres_json_string (&json, "stats_error", r->stats_error);
     }
-  memres_json_bool(&json, "closed", TRUE);
-  memres_json_end_object(&json);
-  out = memres_json_finish(&json);
-  g_print("%s", out);
+  memres_json_bool (&json, "closed", TRUE);
+  memres_json_end_object (&json);
+  out = memres_json_finish (&json);
+  g_print ("%s", out);
 }
 
 int
-memres_tool_alloc(int argc, char **argv)
+memres_tool_alloc (int argc, char **argv)
 {
   gboolean json_output = FALSE;
   gint device = 0;
@@ -193,23 +193,23 @@ memres_tool_alloc(int argc, char **argv)
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json_output, "Print JSON", NULL },
     { NULL },
   };
-  g_autoptr(GOptionContext) context = NULL;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(MemresResource) mr = NULL;
-  g_autoptr(MemresBuffer) buf = NULL;
+  g_autoptr (GOptionContext) context = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
   const char *spec, *size_text;
   AllocReport r = { 0 };
   gboolean ok;
 
-  context = g_option_context_new("[SPEC|default] SIZE - allocate a buffer by name and verify it");
-  g_option_context_set_summary(
+  context = g_option_context_new ("[SPEC|default] SIZE - allocate a buffer by name and verify it");
+  g_option_context_set_summary (
       context, "SPEC is KIND[:KEY=VALUE,...], for example \"host\" or "
                "\"dmr:device=0,release_threshold=1GiB\"; \"default\" (or no SPEC) is the "
                "device's memory pool where a GPU exists, host memory otherwise.\nSIZE is bytes "
                "with an optional B, KiB, MiB, GiB or TiB suffix.");
-  g_option_context_add_main_entries(context, entries, NULL);
-  if (!g_option_context_parse(context, &argc, &argv, &error))
-    return memres_tool_usage_error("alloc", error->message);
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, &argc, &argv, &error))
+    return memres_tool_usage_error ("alloc", error->message);
   if (argc == 2)
     {
       spec = "default";
@@ -221,52 +221,52 @@ memres_tool_alloc(int argc, char **argv)
       size_text = argv[2];
     }
   else
-    return memres_tool_usage_error("alloc", "expected [SPEC|default] SIZE");
+    return memres_tool_usage_error ("alloc", "expected [SPEC|default] SIZE");
 
-  if (!memres_parse_size(size_text, &r.size, &error))
-    return memres_tool_fail(error);
+  if (!memres_parse_size (size_text, &r.size, &error))
+    return memres_tool_fail (error);
   if (r.size > G_MAXSIZE)
     {
-      g_set_error(&error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "cannot allocate %s bytes",
-                  size_text);
-      return memres_tool_fail(error);
+      g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "cannot allocate %s bytes",
+                   size_text);
+      return memres_tool_fail (error);
     }
   r.pattern = DEFAULT_PATTERN;
-  if (pattern_text != NULL && !parse_pattern(pattern_text, &r.pattern, &error))
-    return memres_tool_fail(error);
+  if (pattern_text != NULL && !parse_pattern (pattern_text, &r.pattern, &error))
+    return memres_tool_fail (error);
 
-  if (strcmp(spec, "default") == 0)
-    mr = memres_resource_get_default(device, &error);
+  if (strcmp (spec, "default") == 0)
+    mr = memres_resource_get_default (device, &error);
   else
-    mr = memres_resource_new(spec, &error);
+    mr = memres_resource_new (spec, &error);
   if (mr == NULL)
-    return memres_tool_fail(error);
-  r.spec = memres_resource_to_string(mr);
+    return memres_tool_fail (error);
+  r.spec = memres_resource_to_string (mr);
 
-  buf = memres_resource_allocate(mr, (gsize)r.size, NULL, &error);
+  buf = memres_resource_allocate (mr, (gsize) r.size, NULL, &error);
   if (buf == NULL)
     {
-      g_free(r.spec);
-      return memres_tool_fail(error);
+      g_free (r.spec);
+      return memres_tool_fail (error);
     }
-  r.actual = memres_buffer_get_size(buf);
+  r.actual = memres_buffer_get_size (buf);
   r.width = r.actual % 4 == 0 ? 4 : 1;
-  ok = fill_and_verify(buf, r.pattern, r.width, &error);
+  ok = fill_and_verify (buf, r.pattern, r.width, &error);
   if (ok)
     {
-      g_autoptr(GError) stats_error = NULL;
-      r.has_stats = memres_resource_get_stats(mr, &r.stats, &stats_error);
+      g_autoptr (GError) stats_error = NULL;
+      r.has_stats = memres_resource_get_stats (mr, &r.stats, &stats_error);
       if (!r.has_stats)
-        r.stats_error = g_strdup(stats_error->message);
+        r.stats_error = g_strdup (stats_error->message);
       if (json_output)
-        print_json(mr, buf, &r);
+        print_json (mr, buf, &r);
       else
-        print_text(mr, buf, &r);
-      ok = memres_buffer_close(buf, NULL, &error);
+        print_text (mr, buf, &r);
+      ok = memres_buffer_close (buf, NULL, &error);
     }
-  g_free(r.spec);
-  g_free(r.stats_error);
+  g_free (r.spec);
+  g_free (r.stats_error);
   if (!ok)
-    return memres_tool_fail(error);
+    return memres_tool_fail (error);
   return 0;
 }

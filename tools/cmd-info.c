@@ -6,8 +6,8 @@
 
 /* Device attributes that newer headers name; by number so that older headers still build. A
  * driver that does not know one reports an error, shown as "unknown". */
-#define ATTR_HOST_NUMA_MEMORY_POOLS_SUPPORTED ((CUdevice_attribute)142)
-#define ATTR_HOST_MEMORY_POOLS_SUPPORTED      ((CUdevice_attribute)144)
+#define ATTR_HOST_NUMA_MEMORY_POOLS_SUPPORTED ((CUdevice_attribute) 142)
+#define ATTR_HOST_MEMORY_POOLS_SUPPORTED      ((CUdevice_attribute) 144)
 
 typedef struct
 {
@@ -23,210 +23,211 @@ typedef struct
 } DeviceInfo;
 
 static int
-attribute(const MemresCudaDriver *drv, CUdevice dev, CUdevice_attribute attr)
+attribute (const MemresCudaDriver *drv, CUdevice dev, CUdevice_attribute attr)
 {
   int value = -1;
 
-  if (drv->cuDeviceGetAttribute(&value, attr, dev) != CUDA_SUCCESS)
+  if (drv->cuDeviceGetAttribute (&value, attr, dev) != CUDA_SUCCESS)
     return -1;
   return value;
 }
 
 static gboolean
-query_device(const MemresCudaDriver *drv, int ordinal, DeviceInfo *info, GError **error)
+query_device (const MemresCudaDriver *drv, int ordinal, DeviceInfo *info, GError **error)
 {
   CUdevice dev;
   CUresult res;
 
-  memset(info, 0, sizeof *info);
+  memset (info, 0, sizeof *info);
   info->ordinal = ordinal;
-  res = drv->cuDeviceGet(&dev, ordinal);
+  res = drv->cuDeviceGet (&dev, ordinal);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuDeviceGet");
+    return memres_cuda_set_error (error, res, "cuDeviceGet");
   if (drv->cuDeviceGetName == NULL
-      || drv->cuDeviceGetName(info->name, sizeof info->name, dev) != CUDA_SUCCESS)
-    g_strlcpy(info->name, "(unknown)", sizeof info->name);
+      || drv->cuDeviceGetName (info->name, sizeof info->name, dev) != CUDA_SUCCESS)
+    g_strlcpy (info->name, "(unknown)", sizeof info->name);
   if (drv->cuDeviceTotalMem == NULL
-      || drv->cuDeviceTotalMem(&info->total_memory, dev) != CUDA_SUCCESS)
+      || drv->cuDeviceTotalMem (&info->total_memory, dev) != CUDA_SUCCESS)
     info->total_memory = 0;
-  info->cc_major = attribute(drv, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-  info->cc_minor = attribute(drv, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-  info->pools = attribute(drv, dev, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
-  info->vmm = attribute(drv, dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
-  info->ipc_types = attribute(drv, dev, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES);
-  info->host_pools = attribute(drv, dev, ATTR_HOST_MEMORY_POOLS_SUPPORTED);
-  info->host_numa_pools = attribute(drv, dev, ATTR_HOST_NUMA_MEMORY_POOLS_SUPPORTED);
+  info->cc_major = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  info->cc_minor = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info->pools = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
+  info->vmm = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+  info->ipc_types = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES);
+  info->host_pools = attribute (drv, dev, ATTR_HOST_MEMORY_POOLS_SUPPORTED);
+  info->host_numa_pools = attribute (drv, dev, ATTR_HOST_NUMA_MEMORY_POOLS_SUPPORTED);
   return TRUE;
 }
 
 static const char *
-yes_no(int value)
+yes_no (int value)
 {
   return value < 0 ? "unknown" : value ? "yes" : "no";
 }
 
 static char *
-ipc_types_text(int types)
+ipc_types_text (int types)
 {
   GPtrArray *names;
 
   if (types < 0)
-    return g_strdup("unknown");
+    return g_strdup ("unknown");
   if ((types & (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC)) == 0)
-    return g_strdup("none");
-  names = g_ptr_array_new();
+    return g_strdup ("none");
+  names = g_ptr_array_new ();
   if (types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-    g_ptr_array_add(names, (gpointer) "POSIX fd");
+    g_ptr_array_add (names, (gpointer) "POSIX fd");
   if (types & CU_MEM_HANDLE_TYPE_FABRIC)
-    g_ptr_array_add(names, (gpointer) "fabric");
-  g_ptr_array_add(names, NULL);
+    g_ptr_array_add (names, (gpointer) "fabric");
+  g_ptr_array_add (names, NULL);
   {
-    char *text = g_strjoinv(", ", (char **)names->pdata);
-    g_ptr_array_unref(names);
+    char *text = g_strjoinv (", ", (char **) names->pdata);
+    g_ptr_array_unref (names);
     return text;
   }
 }
 
 static void
-json_tristate(MemresJson *json, const char *key, int value)
+json_tristate (MemresJson *json, const char *key, int value)
 {
   if (value < 0)
-    memres_json_string(json, key, NULL);
+    memres_json_string (json, key, NULL);
   else
-    memres_json_bool(json, key, value != 0);
+    memres_json_bool (json, key, value != 0);
 }
 
 static void
-print_json(const MemresCudaDriver *drv, const GError *driver_error, GArray *devices)
+print_json (const MemresCudaDriver *drv, const GError *driver_error, GArray *devices)
 {
   MemresJson json;
   g_autofree char *out = NULL;
   guint i;
 
-  memres_json_init(&json);
-  memres_json_begin_object(&json, NULL);
-  memres_json_string(&json, "memres_version", memres_get_version());
-  memres_json_int(&json, "cuda_headers_version", MEMRES_CUDA_VERSION);
+  memres_json_init (&json);
+  memres_json_begin_object (&json, NULL);
+  memres_json_string (&json, "memres_version", memres_get_version ());
+  memres_json_int (&json, "cuda_headers_version", MEMRES_CUDA_VERSION);
   if (drv == NULL)
     {
-      memres_json_string(&json, "driver", NULL);
-      memres_json_string(&json, "driver_error", driver_error->message);
+      memres_json_string (&json, "driver", NULL);
+      memres_json_string (&json, "driver_error", driver_error->message);
     }
   else
     {
-      memres_json_begin_object(&json, "driver");
-      memres_json_string(&json, "path", drv->path);
-      memres_json_int(&json, "version", drv->driver_version);
-      memres_json_end_object(&json);
+      memres_json_begin_object (&json, "driver");
+      memres_json_string (&json, "path", drv->path);
+      memres_json_int (&json, "version", drv->driver_version);
+      memres_json_end_object (&json);
     }
-  memres_json_begin_array(&json, "devices");
+  memres_json_begin_array (&json, "devices");
   for (i = 0; devices != NULL && i < devices->len; i++)
     {
-      const DeviceInfo *d = &g_array_index(devices, DeviceInfo, i);
-      memres_json_begin_object(&json, NULL);
-      memres_json_int(&json, "ordinal", d->ordinal);
-      memres_json_string(&json, "name", d->name);
-      memres_json_uint(&json, "total_memory", d->total_memory);
+      const DeviceInfo *d = &g_array_index (devices, DeviceInfo, i);
+      memres_json_begin_object (&json, NULL);
+      memres_json_int (&json, "ordinal", d->ordinal);
+      memres_json_string (&json, "name", d->name);
+      memres_json_uint (&json, "total_memory", d->total_memory);
       if (d->cc_major >= 0 && d->cc_minor >= 0)
         {
-          g_autofree char *cc = g_strdup_printf("%d.%d", d->cc_major, d->cc_minor);
-          memres_json_string(&json, "compute_capability", cc);
+          g_autofree char *cc = g_strdup_printf ("%d.%d", d->cc_major, d->cc_minor);
+          memres_json_string (&json, "compute_capability", cc);
         }
-      json_tristate(&json, "memory_pools", d->pools);
-      json_tristate(&json, "virtual_memory_management", d->vmm);
-      memres_json_begin_array(&json, "ipc_handle_types");
+      json_tristate (&json, "memory_pools", d->pools);
+      json_tristate (&json, "virtual_memory_management", d->vmm);
+      memres_json_begin_array (&json, "ipc_handle_types");
       if (d->ipc_types > 0 && (d->ipc_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
-        memres_json_string(&json, NULL, "posix_fd");
+        memres_json_string (&json, NULL, "posix_fd");
       if (d->ipc_types > 0 && (d->ipc_types & CU_MEM_HANDLE_TYPE_FABRIC))
-        memres_json_string(&json, NULL, "fabric");
-      memres_json_end_array(&json);
-      json_tristate(&json, "host_memory_pools", d->host_pools);
-      json_tristate(&json, "host_numa_memory_pools", d->host_numa_pools);
-      memres_json_end_object(&json);
+        memres_json_string (&json, NULL, "fabric");
+      memres_json_end_array (&json);
+      json_tristate (&json, "host_memory_pools", d->host_pools);
+      json_tristate (&json, "host_numa_memory_pools", d->host_numa_pools);
+      memres_json_end_object (&json);
     }
-  memres_json_end_array(&json);
-  memres_json_end_object(&json);
-  out = memres_json_finish(&json);
-  g_print("%s", out);
+  memres_json_end_array (&json);
+  memres_json_end_object (&json);
+  out = memres_json_finish (&json);
+  g_print ("%s", out);
 }
 
 static void
-print_text(const MemresCudaDriver *drv, const GError *driver_error, GArray *devices)
+print_text (const MemresCudaDriver *drv, const GError *driver_error, GArray *devices)
 {
   guint i;
 
-  g_print("memres %s (built against CUDA %d.%d headers)\n", memres_get_version(),
-          MEMRES_CUDA_VERSION / 1000, (MEMRES_CUDA_VERSION % 1000) / 10);
+  g_print ("memres %s (built against CUDA %d.%d headers)\n", memres_get_version (),
+           MEMRES_CUDA_VERSION / 1000, (MEMRES_CUDA_VERSION % 1000) / 10);
   if (drv == NULL)
     {
-      g_print("No CUDA driver is present: %s\n"
-              "Only host memory is available (the default resource is \"host\").\n",
-              driver_error->message);
+      g_print ("No CUDA driver is present: %s\n"
+               "Only host memory is available (the default resource is \"host\").\n",
+               driver_error->message);
       return;
     }
-  g_print("CUDA driver %d.%d (%s)\n", drv->driver_version / 1000, (drv->driver_version % 1000) / 10,
-          drv->path);
-  g_print("%u CUDA device%s\n", devices->len, devices->len == 1 ? "" : "s");
+  g_print ("CUDA driver %d.%d (%s)\n", drv->driver_version / 1000,
+           (drv->driver_version % 1000) / 10, drv->path);
+  g_print ("%u CUDA device%s\n", devices->len, devices->len == 1 ? "" : "s");
   for (i = 0; i < devices->len; i++)
     {
-      const DeviceInfo *d = &g_array_index(devices, DeviceInfo, i);
-      g_autofree char *memory = memres_tool_format_size(d->total_memory);
-      g_autofree char *ipc = ipc_types_text(d->ipc_types);
+      const DeviceInfo *d = &g_array_index (devices, DeviceInfo, i);
+      g_autofree char *memory = memres_tool_format_size (d->total_memory);
+      g_autofree char *ipc = ipc_types_text (d->ipc_types);
 
-      g_print("\ndevice %d: %s\n", d->ordinal, d->name);
-      g_print("  memory                      %s\n", memory);
+      g_print ("\ndevice %d: %s\n", d->ordinal, d->name);
+      g_print ("  memory                      %s\n", memory);
       if (d->cc_major >= 0 && d->cc_minor >= 0)
-        g_print("  compute capability          %d.%d\n", d->cc_major, d->cc_minor);
-      g_print("  memory pools                %s\n", yes_no(d->pools));
-      g_print("  virtual memory management   %s\n", yes_no(d->vmm));
-      g_print("  pool IPC handle types       %s\n", ipc);
-      g_print("  host memory pools           %s\n", yes_no(d->host_pools));
-      g_print("  host NUMA memory pools      %s\n", yes_no(d->host_numa_pools));
+        g_print ("  compute capability          %d.%d\n", d->cc_major, d->cc_minor);
+      g_print ("  memory pools                %s\n", yes_no (d->pools));
+      g_print ("  virtual memory management   %s\n", yes_no (d->vmm));
+      g_print ("  pool IPC handle types       %s\n", ipc);
+      g_print ("  host memory pools           %s\n", yes_no (d->host_pools));
+      g_print ("  host NUMA memory pools      %s\n", yes_no (d->host_numa_pools));
     }
 }
 
 int
-memres_tool_info(int argc, char **argv)
+memres_tool_info (int argc, char **argv)
 {
   gboolean json_output = FALSE;
   GOptionEntry entries[] = {
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json_output, "Print JSON", NULL },
     { NULL },
   };
-  g_autoptr(GOptionContext) context = NULL;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GError) driver_error = NULL;
-  g_autoptr(GArray) devices = NULL;
+  g_autoptr (GOptionContext) context = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GError) driver_error = NULL;
+  g_autoptr (GArray) devices = NULL;
   const MemresCudaDriver *drv;
   gint count = 0, i;
 
-  context = g_option_context_new("- show the CUDA driver and devices");
-  g_option_context_set_summary(context, "Shows the CUDA driver memres loads (MEMRES_CUDA_DRIVER or "
-                                        "libcuda.so.1) and what each device supports.");
-  g_option_context_add_main_entries(context, entries, NULL);
-  if (!g_option_context_parse(context, &argc, &argv, &error))
-    return memres_tool_usage_error("info", error->message);
+  context = g_option_context_new ("- show the CUDA driver and devices");
+  g_option_context_set_summary (context,
+                                "Shows the CUDA driver memres loads (MEMRES_CUDA_DRIVER or "
+                                "libcuda.so.1) and what each device supports.");
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, &argc, &argv, &error))
+    return memres_tool_usage_error ("info", error->message);
   if (argc > 1)
-    return memres_tool_usage_error("info", "takes no arguments");
+    return memres_tool_usage_error ("info", "takes no arguments");
 
-  drv = memres_cuda_get_driver(&driver_error);
-  devices = g_array_new(FALSE, TRUE, sizeof(DeviceInfo));
+  drv = memres_cuda_get_driver (&driver_error);
+  devices = g_array_new (FALSE, TRUE, sizeof (DeviceInfo));
   if (drv != NULL)
     {
-      if (!memres_cuda_get_device_count(&count, &error))
-        return memres_tool_fail(error);
+      if (!memres_cuda_get_device_count (&count, &error))
+        return memres_tool_fail (error);
       for (i = 0; i < count; i++)
         {
           DeviceInfo info;
-          if (!query_device(drv, i, &info, &error))
-            return memres_tool_fail(error);
-          g_array_append_val(devices, info);
+          if (!query_device (drv, i, &info, &error))
+            return memres_tool_fail (error);
+          g_array_append_val (devices, info);
         }
     }
 
   if (json_output)
-    print_json(drv, driver_error, devices);
+    print_json (drv, driver_error, devices);
   else
-    print_text(drv, driver_error, devices);
+    print_text (drv, driver_error, devices);
   return 0;
 }

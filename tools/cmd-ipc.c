@@ -21,88 +21,88 @@
 #define TRAILER_SIZE (MEMRES_BUFFER_DESCRIPTOR_SIZE + 8)
 
 static void
-fill_pattern(guint8 *host, gsize n, guint32 seed)
+fill_pattern (guint8 *host, gsize n, guint32 seed)
 {
   for (gsize i = 0; i < n; i++)
-    host[i] = (guint8)(seed * 131 + i * 7 + i / 256);
+    host[i] = (guint8) (seed * 131 + i * 7 + i / 256);
 }
 
 /* Index of the first byte that differs from the pattern, or -1. */
 static gssize
-find_mismatch(const guint8 *host, gsize n, guint32 seed)
+find_mismatch (const guint8 *host, gsize n, guint32 seed)
 {
   for (gsize i = 0; i < n; i++)
-    if (host[i] != (guint8)(seed * 131 + i * 7 + i / 256))
-      return (gssize)i;
+    if (host[i] != (guint8) (seed * 131 + i * 7 + i / 256))
+      return (gssize) i;
   return -1;
 }
 
 static gboolean
-io_all(int fd, gpointer data, gsize n, gboolean writing, GError **error)
+io_all (int fd, gpointer data, gsize n, gboolean writing, GError **error)
 {
   guint8 *p = data;
 
   while (n > 0)
     {
-      gssize k = writing ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
+      gssize k = writing ? send (fd, p, n, MSG_NOSIGNAL) : recv (fd, p, n, 0);
       if (k < 0 && errno == EINTR)
         continue;
       if (k <= 0)
         {
           int saved = errno;
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "%s the peer: %s",
-                      writing ? "sending to" : "receiving from",
-                      k == 0 ? "connection closed" : g_strerror(saved));
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "%s the peer: %s",
+                       writing ? "sending to" : "receiving from",
+                       k == 0 ? "connection closed" : g_strerror (saved));
           return FALSE;
         }
       p += k;
-      n -= (gsize)k;
+      n -= (gsize) k;
     }
   return TRUE;
 }
 
 static gboolean
-make_address(const char *path, struct sockaddr_un *addr, GError **error)
+make_address (const char *path, struct sockaddr_un *addr, GError **error)
 {
-  memset(addr, 0, sizeof *addr);
+  memset (addr, 0, sizeof *addr);
   addr->sun_family = AF_UNIX;
-  if (strlen(path) >= sizeof addr->sun_path)
+  if (strlen (path) >= sizeof addr->sun_path)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "socket path \"%s\" is longer than %zu bytes", path, sizeof addr->sun_path - 1);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "socket path \"%s\" is longer than %zu bytes", path, sizeof addr->sun_path - 1);
       return FALSE;
     }
-  strcpy(addr->sun_path, path);
+  strcpy (addr->sun_path, path);
   return TRUE;
 }
 
 static gboolean
-buffer_put(MemresBuffer *buf, guint32 seed, GError **error)
+buffer_put (MemresBuffer *buf, guint32 seed, GError **error)
 {
-  gsize size = memres_buffer_get_size(buf);
-  g_autofree guint8 *host = g_malloc(size);
+  gsize size = memres_buffer_get_size (buf);
+  g_autofree guint8 *host = g_malloc (size);
 
-  fill_pattern(host, size, seed);
-  return memres_buffer_write(buf, 0, host, size, NULL, error)
-         && memres_stream_synchronize(NULL, error);
+  fill_pattern (host, size, seed);
+  return memres_buffer_write (buf, 0, host, size, NULL, error)
+         && memres_stream_synchronize (NULL, error);
 }
 
 static gboolean
-buffer_check(MemresBuffer *buf, guint32 seed, GError **error)
+buffer_check (MemresBuffer *buf, guint32 seed, GError **error)
 {
-  gsize size = memres_buffer_get_size(buf);
-  g_autofree guint8 *host = g_malloc(size);
+  gsize size = memres_buffer_get_size (buf);
+  g_autofree guint8 *host = g_malloc (size);
   gssize bad;
 
-  if (!memres_buffer_read(buf, 0, host, size, NULL, error)
-      || !memres_stream_synchronize(NULL, error))
+  if (!memres_buffer_read (buf, 0, host, size, NULL, error)
+      || !memres_stream_synchronize (NULL, error))
     return FALSE;
-  bad = find_mismatch(host, size, seed);
+  bad = find_mismatch (host, size, seed);
   if (bad >= 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                  "byte %" G_GSSIZE_FORMAT " is 0x%02x, the pattern of seed %u has 0x%02x", bad,
-                  host[bad], seed, (guint8)(seed * 131 + bad * 7 + bad / 256));
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "byte %" G_GSSIZE_FORMAT " is 0x%02x, the pattern of seed %u has 0x%02x", bad,
+                   host[bad], seed, (guint8) (seed * 131 + bad * 7 + bad / 256));
       return FALSE;
     }
   return TRUE;
@@ -110,36 +110,36 @@ buffer_check(MemresBuffer *buf, guint32 seed, GError **error)
 
 /* One client: handle, descriptor + seed, wait for its answer, verify its write-back. */
 static gboolean
-serve_client(int fd, MemresResource *mr, MemresBuffer *buf, guint32 *seed, GError **error)
+serve_client (int fd, MemresResource *mr, MemresBuffer *buf, guint32 *seed, GError **error)
 {
-  g_autoptr(MemresIpcHandle) handle = NULL;
+  g_autoptr (MemresIpcHandle) handle = NULL;
   MemresBufferDescriptor desc;
   guint8 trailer[TRAILER_SIZE];
-  guint32 kib = (guint32)(memres_buffer_get_size(buf) / 1024);
+  guint32 kib = (guint32) (memres_buffer_get_size (buf) / 1024);
   char answer = 0;
 
-  handle = memres_resource_export_handle(mr, error);
-  if (handle == NULL || !memres_ipc_send_handle(fd, handle, error))
+  handle = memres_resource_export_handle (mr, error);
+  if (handle == NULL || !memres_ipc_send_handle (fd, handle, error))
     return FALSE;
-  if (!memres_buffer_export(buf, &desc, error))
+  if (!memres_buffer_export (buf, &desc, error))
     return FALSE;
-  memcpy(trailer, desc.bytes, sizeof desc.bytes);
+  memcpy (trailer, desc.bytes, sizeof desc.bytes);
   for (int i = 0; i < 4; i++)
     {
       trailer[MEMRES_BUFFER_DESCRIPTOR_SIZE + i] = (*seed >> (8 * i)) & 0xff;
       trailer[MEMRES_BUFFER_DESCRIPTOR_SIZE + 4 + i] = (kib >> (8 * i)) & 0xff;
     }
-  if (!io_all(fd, trailer, sizeof trailer, TRUE, error) || !io_all(fd, &answer, 1, FALSE, error))
+  if (!io_all (fd, trailer, sizeof trailer, TRUE, error) || !io_all (fd, &answer, 1, FALSE, error))
     return FALSE;
   if (answer != 'D')
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                  "the client reported a failure (see its output)");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "the client reported a failure (see its output)");
       return FALSE;
     }
-  if (!buffer_check(buf, *seed + 1, error))
+  if (!buffer_check (buf, *seed + 1, error))
     {
-      g_prefix_error(error, "the client's write-back: ");
+      g_prefix_error (error, "the client's write-back: ");
       return FALSE;
     }
   *seed += 1;
@@ -160,7 +160,7 @@ serve_client(int fd, MemresResource *mr, MemresBuffer *buf, guint32 *seed, GErro
  * Returns: the exit status: 0 when every client succeeded, 1 on an error, 2 for bad usage
  */
 int
-memres_tool_ipc_serve(int argc, char **argv)
+memres_tool_ipc_serve (int argc, char **argv)
 {
   g_autofree char *spec = NULL;
   g_autofree char *size_text = NULL;
@@ -175,10 +175,10 @@ memres_tool_ipc_serve(int argc, char **argv)
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "print the summary as JSON", NULL },
     { NULL },
   };
-  g_autoptr(GOptionContext) context = g_option_context_new("SOCKET");
-  g_autoptr(MemresResource) mr = NULL;
-  g_autoptr(MemresBuffer) buf = NULL;
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GOptionContext) context = g_option_context_new ("SOCKET");
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
+  g_autoptr (GError) error = NULL;
   struct sockaddr_un addr;
   struct stat st;
   guint64 size = 1024 * 1024;
@@ -186,158 +186,158 @@ memres_tool_ipc_serve(int argc, char **argv)
   int served = 0, failed = 0;
   int listener;
 
-  g_option_context_set_summary(context, "Share a buffer of an ipc pool with the clients of a "
-                                        "UNIX socket (memres ipc-attach).");
-  g_option_context_add_main_entries(context, entries, NULL);
-  if (!g_option_context_parse(context, &argc, &argv, &error))
-    return memres_tool_usage_error("ipc-serve", error->message);
+  g_option_context_set_summary (context, "Share a buffer of an ipc pool with the clients of a "
+                                         "UNIX socket (memres ipc-attach).");
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, &argc, &argv, &error))
+    return memres_tool_usage_error ("ipc-serve", error->message);
   if (argc != 2)
-    return memres_tool_usage_error("ipc-serve", "give exactly one SOCKET path");
+    return memres_tool_usage_error ("ipc-serve", "give exactly one SOCKET path");
   if (count < 0)
-    return memres_tool_usage_error("ipc-serve", "--count must be 0 or more");
-  if (size_text != NULL && !memres_parse_size(size_text, &size, &error))
-    return memres_tool_usage_error("ipc-serve", error->message);
+    return memres_tool_usage_error ("ipc-serve", "--count must be 0 or more");
+  if (size_text != NULL && !memres_parse_size (size_text, &size, &error))
+    return memres_tool_usage_error ("ipc-serve", error->message);
   if (size == 0 || size % 1024 != 0 || size / 1024 > G_MAXUINT32)
-    return memres_tool_usage_error("ipc-serve", "--size must be a non-zero multiple of 1KiB");
-  if (!make_address(argv[1], &addr, &error))
-    return memres_tool_fail(error);
+    return memres_tool_usage_error ("ipc-serve", "--size must be a non-zero multiple of 1KiB");
+  if (!make_address (argv[1], &addr, &error))
+    return memres_tool_fail (error);
 
-  mr = memres_resource_new(spec != NULL ? spec : "ipc:device=0", &error);
+  mr = memres_resource_new (spec != NULL ? spec : "ipc:device=0", &error);
   if (mr == NULL)
-    return memres_tool_fail(error);
-  buf = memres_resource_allocate(mr, size, NULL, &error);
+    return memres_tool_fail (error);
+  buf = memres_resource_allocate (mr, size, NULL, &error);
   if (buf == NULL)
-    return memres_tool_fail(error);
+    return memres_tool_fail (error);
   /* A resource that cannot be shared fails now, before listening, not at every client. */
   {
-    g_autoptr(MemresIpcHandle) probe = memres_resource_export_handle(mr, &error);
+    g_autoptr (MemresIpcHandle) probe = memres_resource_export_handle (mr, &error);
     MemresBufferDescriptor desc;
 
-    if (probe == NULL || !memres_buffer_export(buf, &desc, &error))
-      return memres_tool_fail(error);
+    if (probe == NULL || !memres_buffer_export (buf, &desc, &error))
+      return memres_tool_fail (error);
   }
-  if (!buffer_put(buf, seed, &error))
-    return memres_tool_fail(error);
+  if (!buffer_put (buf, seed, &error))
+    return memres_tool_fail (error);
 
-  if (lstat(addr.sun_path, &st) == 0)
+  if (lstat (addr.sun_path, &st) == 0)
     {
-      if (!S_ISSOCK(st.st_mode))
+      if (!S_ISSOCK (st.st_mode))
         {
-          g_printerr("memres: %s exists and is not a socket\n", addr.sun_path);
+          g_printerr ("memres: %s exists and is not a socket\n", addr.sun_path);
           return 1;
         }
-      unlink(addr.sun_path);
+      unlink (addr.sun_path);
     }
-  listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  listener = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0)
     {
-      g_printerr("memres: socket: %s\n", g_strerror(errno));
+      g_printerr ("memres: socket: %s\n", g_strerror (errno));
       return 1;
     }
   {
-    mode_t old = umask(0077);
-    int r = bind(listener, (struct sockaddr *)&addr, sizeof addr);
+    mode_t old = umask (0077);
+    int r = bind (listener, (struct sockaddr *) &addr, sizeof addr);
     int saved = errno;
-    umask(old);
-    if (r != 0 || listen(listener, 8) != 0)
+    umask (old);
+    if (r != 0 || listen (listener, 8) != 0)
       {
-        g_printerr("memres: listening on %s: %s\n", addr.sun_path,
-                   g_strerror(r != 0 ? saved : errno));
-        close(listener);
+        g_printerr ("memres: listening on %s: %s\n", addr.sun_path,
+                    g_strerror (r != 0 ? saved : errno));
+        close (listener);
         return 1;
       }
   }
   if (!json)
-    g_print("serving %" G_GUINT64_FORMAT " bytes of %s on %s\n", size,
-            memres_resource_get_kind_name(mr), addr.sun_path);
+    g_print ("serving %" G_GUINT64_FORMAT " bytes of %s on %s\n", size,
+             memres_resource_get_kind_name (mr), addr.sun_path);
 
   while (count == 0 || served + failed < count)
     {
-      int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+      int fd = accept4 (listener, NULL, NULL, SOCK_CLOEXEC);
       if (fd < 0)
         {
           if (errno == EINTR)
             continue;
-          g_printerr("memres: accept: %s\n", g_strerror(errno));
+          g_printerr ("memres: accept: %s\n", g_strerror (errno));
           break;
         }
-      if (serve_client(fd, mr, buf, &seed, &error))
+      if (serve_client (fd, mr, buf, &seed, &error))
         {
           served++;
           if (!json)
-            g_print("client %d: ok\n", served + failed);
+            g_print ("client %d: ok\n", served + failed);
         }
       else
         {
           failed++;
-          g_printerr("memres: client %d: %s\n", served + failed, error->message);
-          g_clear_error(&error);
-          if (!buffer_put(buf, seed, &error)) /* restore the pattern for the next one */
+          g_printerr ("memres: client %d: %s\n", served + failed, error->message);
+          g_clear_error (&error);
+          if (!buffer_put (buf, seed, &error)) /* restore the pattern for the next one */
             {
-              close(fd);
+              close (fd);
               break;
             }
         }
-      close(fd);
+      close (fd);
     }
-  close(listener);
-  unlink(addr.sun_path);
+  close (listener);
+  unlink (addr.sun_path);
 
   if (json)
     {
       MemresJson j;
       g_autofree char *text = NULL;
-      memres_json_init(&j);
-      memres_json_begin_object(&j, NULL);
-      memres_json_string(&j, "socket", addr.sun_path);
-      memres_json_uint(&j, "size", size);
-      memres_json_int(&j, "served", served);
-      memres_json_int(&j, "failed", failed);
-      memres_json_end_object(&j);
-      text = memres_json_finish(&j);
-      g_print("%s", text);
+      memres_json_init (&j);
+      memres_json_begin_object (&j, NULL);
+      memres_json_string (&j, "socket", addr.sun_path);
+      memres_json_uint (&j, "size", size);
+      memres_json_int (&j, "served", served);
+      memres_json_int (&j, "failed", failed);
+      memres_json_end_object (&j);
+      text = memres_json_finish (&j);
+      g_print ("%s", text);
     }
   if (error != NULL)
-    return memres_tool_fail(error);
+    return memres_tool_fail (error);
   return failed == 0 ? 0 : 1;
 }
 
 static gboolean
-attach(int fd, MemresIpcFlags flags, guint64 *size_out, guint32 *seed_out, GError **error)
+attach (int fd, MemresIpcFlags flags, guint64 *size_out, guint32 *seed_out, GError **error)
 {
-  g_autoptr(MemresIpcHandle) handle = NULL;
-  g_autoptr(MemresResource) mr = NULL;
-  g_autoptr(MemresBuffer) buf = NULL;
+  g_autoptr (MemresIpcHandle) handle = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
   guint8 trailer[TRAILER_SIZE];
   guint32 seed = 0, kib = 0;
 
-  handle = memres_ipc_receive_handle_with_flags(fd, flags, error);
+  handle = memres_ipc_receive_handle_with_flags (fd, flags, error);
   if (handle == NULL)
     return FALSE;
-  mr = memres_resource_import_handle(handle, error);
-  if (mr == NULL || !io_all(fd, trailer, sizeof trailer, FALSE, error))
+  mr = memres_resource_import_handle (handle, error);
+  if (mr == NULL || !io_all (fd, trailer, sizeof trailer, FALSE, error))
     return FALSE;
   for (int i = 3; i >= 0; i--)
     {
       seed = (seed << 8) | trailer[MEMRES_BUFFER_DESCRIPTOR_SIZE + i];
       kib = (kib << 8) | trailer[MEMRES_BUFFER_DESCRIPTOR_SIZE + 4 + i];
     }
-  buf = memres_buffer_import(mr, trailer, MEMRES_BUFFER_DESCRIPTOR_SIZE, NULL, error);
+  buf = memres_buffer_import (mr, trailer, MEMRES_BUFFER_DESCRIPTOR_SIZE, NULL, error);
   if (buf == NULL)
     return FALSE;
-  if (memres_buffer_get_size(buf) != (gsize)kib * 1024)
+  if (memres_buffer_get_size (buf) != (gsize) kib * 1024)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                  "the buffer has %" G_GSIZE_FORMAT " bytes, the server said %u KiB",
-                  memres_buffer_get_size(buf), kib);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "the buffer has %" G_GSIZE_FORMAT " bytes, the server said %u KiB",
+                   memres_buffer_get_size (buf), kib);
       return FALSE;
     }
-  if (!buffer_check(buf, seed, error) || !buffer_put(buf, seed + 1, error))
+  if (!buffer_check (buf, seed, error) || !buffer_put (buf, seed + 1, error))
     return FALSE;
   /* Release the import before the server may free the buffer. */
-  if (!memres_buffer_close(buf, NULL, error) || !memres_stream_synchronize(NULL, error))
+  if (!memres_buffer_close (buf, NULL, error) || !memres_stream_synchronize (NULL, error))
     return FALSE;
-  *size_out = (guint64)kib * 1024;
+  *size_out = (guint64) kib * 1024;
   *seed_out = seed;
   return TRUE;
 }
@@ -354,7 +354,7 @@ attach(int fd, MemresIpcFlags flags, guint64 *size_out, guint32 *seed_out, GErro
  * Returns: the exit status: 0 on success, 1 on an error, 2 for bad usage
  */
 int
-memres_tool_ipc_attach(int argc, char **argv)
+memres_tool_ipc_attach (int argc, char **argv)
 {
   gboolean any_uid = FALSE, json = FALSE;
   GOptionEntry entries[] = {
@@ -363,54 +363,54 @@ memres_tool_ipc_attach(int argc, char **argv)
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "print the result as JSON", NULL },
     { NULL },
   };
-  g_autoptr(GOptionContext) context = g_option_context_new("SOCKET");
-  g_autoptr(GError) error = NULL;
+  g_autoptr (GOptionContext) context = g_option_context_new ("SOCKET");
+  g_autoptr (GError) error = NULL;
   struct sockaddr_un addr;
   guint64 size = 0;
   guint32 seed = 0;
   gboolean ok;
   int fd;
 
-  g_option_context_set_summary(context, "Import the buffer a memres ipc-serve shares, verify it "
-                                        "and write back.");
-  g_option_context_add_main_entries(context, entries, NULL);
-  if (!g_option_context_parse(context, &argc, &argv, &error))
-    return memres_tool_usage_error("ipc-attach", error->message);
+  g_option_context_set_summary (context, "Import the buffer a memres ipc-serve shares, verify it "
+                                         "and write back.");
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, &argc, &argv, &error))
+    return memres_tool_usage_error ("ipc-attach", error->message);
   if (argc != 2)
-    return memres_tool_usage_error("ipc-attach", "give exactly one SOCKET path");
-  if (!make_address(argv[1], &addr, &error))
-    return memres_tool_fail(error);
+    return memres_tool_usage_error ("ipc-attach", "give exactly one SOCKET path");
+  if (!make_address (argv[1], &addr, &error))
+    return memres_tool_fail (error);
 
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0)
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect (fd, (struct sockaddr *) &addr, sizeof addr) != 0)
     {
-      g_printerr("memres: connecting to %s: %s\n", addr.sun_path, g_strerror(errno));
+      g_printerr ("memres: connecting to %s: %s\n", addr.sun_path, g_strerror (errno));
       if (fd >= 0)
-        close(fd);
+        close (fd);
       return 1;
     }
-  ok = attach(fd, any_uid ? MEMRES_IPC_ALLOW_ANY_UID : MEMRES_IPC_NONE, &size, &seed, &error);
-  (void)io_all(fd, ok ? "D" : "F", 1, TRUE, NULL);
-  close(fd);
+  ok = attach (fd, any_uid ? MEMRES_IPC_ALLOW_ANY_UID : MEMRES_IPC_NONE, &size, &seed, &error);
+  (void) io_all (fd, ok ? "D" : "F", 1, TRUE, NULL);
+  close (fd);
   if (!ok)
-    return memres_tool_fail(error);
+    return memres_tool_fail (error);
 
   if (json)
     {
       MemresJson j;
       g_autofree char *text = NULL;
-      memres_json_init(&j);
-      memres_json_begin_object(&j, NULL);
-      memres_json_string(&j, "socket", addr.sun_path);
-      memres_json_uint(&j, "size", size);
-      memres_json_uint(&j, "seed", seed);
-      memres_json_bool(&j, "verified", TRUE);
-      memres_json_end_object(&j);
-      text = memres_json_finish(&j);
-      g_print("%s", text);
+      memres_json_init (&j);
+      memres_json_begin_object (&j, NULL);
+      memres_json_string (&j, "socket", addr.sun_path);
+      memres_json_uint (&j, "size", size);
+      memres_json_uint (&j, "seed", seed);
+      memres_json_bool (&j, "verified", TRUE);
+      memres_json_end_object (&j);
+      text = memres_json_finish (&j);
+      g_print ("%s", text);
     }
   else
-    g_print("verified %" G_GUINT64_FORMAT " bytes (seed %u) and wrote seed %u back\n", size, seed,
-            seed + 1);
+    g_print ("verified %" G_GUINT64_FORMAT " bytes (seed %u) and wrote seed %u back\n", size, seed,
+             seed + 1);
   return 0;
 }

@@ -6,203 +6,203 @@
 
 /* "enum: a|b", "int: -10..100", "size", ... */
 static char *
-describe_type(const MemresOptionSpec *spec)
+describe_type (const MemresOptionSpec *spec)
 {
-  const char *type = memres_option_type_to_string(spec->type);
+  const char *type = memres_option_type_to_string (spec->type);
 
   switch (spec->type)
     {
     case MEMRES_OPTION_ENUM:
       {
-        g_autofree char *choices = g_strjoinv("|", (char **)spec->choices);
-        return g_strdup_printf("%s (%s)", type, choices);
+        g_autofree char *choices = g_strjoinv ("|", (char **) spec->choices);
+        return g_strdup_printf ("%s (%s)", type, choices);
       }
     case MEMRES_OPTION_INT:
     case MEMRES_OPTION_INT_LIST:
-      return g_strdup_printf("%s (%" G_GINT64_FORMAT "..%" G_GINT64_FORMAT ")", type, spec->min,
-                             spec->max);
+      return g_strdup_printf ("%s (%" G_GINT64_FORMAT "..%" G_GINT64_FORMAT ")", type, spec->min,
+                              spec->max);
     default:
-      return g_strdup(type);
+      return g_strdup (type);
     }
 }
 
 /* Prints @text word-wrapped to 100 columns, each line indented by @indent spaces. */
 static void
-print_wrapped(const char *text, int indent)
+print_wrapped (const char *text, int indent)
 {
-  g_auto(GStrv) words = g_strsplit(text, " ", -1);
+  g_auto (GStrv) words = g_strsplit (text, " ", -1);
   int column = 0;
   guint i;
 
   for (i = 0; words[i] != NULL; i++)
     {
-      int len = (int)strlen(words[i]);
+      int len = (int) strlen (words[i]);
 
       if (column > 0 && column + 1 + len > 100)
         {
-          g_print("\n");
+          g_print ("\n");
           column = 0;
         }
       if (column == 0)
         {
-          g_print("%*s%s", indent, "", words[i]);
+          g_print ("%*s%s", indent, "", words[i]);
           column = indent + len;
         }
       else
         {
-          g_print(" %s", words[i]);
+          g_print (" %s", words[i]);
           column += 1 + len;
         }
     }
-  g_print("\n");
+  g_print ("\n");
 }
 
 static void
-print_kind_text(MemresKind *kind)
+print_kind_text (MemresKind *kind)
 {
-  const char *plugin = memres_kind_get_plugin_name(kind);
-  const char *path = memres_kind_get_plugin_path(kind);
+  const char *plugin = memres_kind_get_plugin_name (kind);
+  const char *path = memres_kind_get_plugin_path (kind);
   const MemresOptionSpec *options;
   guint n, i;
   int name_width = 0;
 
-  g_print("%s\n", memres_kind_get_name(kind));
-  print_wrapped(memres_kind_get_description(kind), 2);
+  g_print ("%s\n", memres_kind_get_name (kind));
+  print_wrapped (memres_kind_get_description (kind), 2);
   if (plugin == NULL)
-    g_print("  plugin: registered by the application\n");
+    g_print ("  plugin: registered by the application\n");
   else if (path == NULL)
-    g_print("  plugin: %s, embedded in libmemres\n", plugin);
+    g_print ("  plugin: %s, embedded in libmemres\n", plugin);
   else
-    g_print("  plugin: %s, %s\n", plugin, path);
+    g_print ("  plugin: %s, %s\n", plugin, path);
 
-  options = memres_kind_get_options(kind, &n);
+  options = memres_kind_get_options (kind, &n);
   if (n == 0)
     {
-      g_print("  options: none\n");
+      g_print ("  options: none\n");
       return;
     }
-  g_print("  options:\n");
+  g_print ("  options:\n");
   for (i = 0; i < n; i++)
-    name_width = MAX(name_width, (int)strlen(options[i].name));
+    name_width = MAX (name_width, (int) strlen (options[i].name));
   for (i = 0; i < n; i++)
     {
-      g_autofree char *type = describe_type(&options[i]);
+      g_autofree char *type = describe_type (&options[i]);
 
       if (options[i].default_value != NULL)
-        g_print("    %-*s  %s, default \"%s\"\n", name_width, options[i].name, type,
-                options[i].default_value);
+        g_print ("    %-*s  %s, default \"%s\"\n", name_width, options[i].name, type,
+                 options[i].default_value);
       else
-        g_print("    %-*s  %s, unset by default\n", name_width, options[i].name, type);
+        g_print ("    %-*s  %s, unset by default\n", name_width, options[i].name, type);
       if (options[i].doc != NULL && options[i].doc[0] != '\0')
-        print_wrapped(options[i].doc, 6 + name_width);
+        print_wrapped (options[i].doc, 6 + name_width);
     }
 }
 
 static void
-print_kind_json(MemresJson *json, MemresKind *kind)
+print_kind_json (MemresJson *json, MemresKind *kind)
 {
   const MemresOptionSpec *options;
   guint n, i, j;
 
-  memres_json_begin_object(json, NULL);
-  memres_json_string(json, "name", memres_kind_get_name(kind));
-  memres_json_string(json, "description", memres_kind_get_description(kind));
-  memres_json_string(json, "plugin", memres_kind_get_plugin_name(kind));
-  memres_json_string(json, "plugin_path", memres_kind_get_plugin_path(kind));
-  memres_json_begin_array(json, "options");
-  options = memres_kind_get_options(kind, &n);
+  memres_json_begin_object (json, NULL);
+  memres_json_string (json, "name", memres_kind_get_name (kind));
+  memres_json_string (json, "description", memres_kind_get_description (kind));
+  memres_json_string (json, "plugin", memres_kind_get_plugin_name (kind));
+  memres_json_string (json, "plugin_path", memres_kind_get_plugin_path (kind));
+  memres_json_begin_array (json, "options");
+  options = memres_kind_get_options (kind, &n);
   for (i = 0; i < n; i++)
     {
-      memres_json_begin_object(json, NULL);
-      memres_json_string(json, "name", options[i].name);
-      memres_json_string(json, "type", memres_option_type_to_string(options[i].type));
-      memres_json_string(json, "default", options[i].default_value);
-      memres_json_string(json, "doc", options[i].doc);
+      memres_json_begin_object (json, NULL);
+      memres_json_string (json, "name", options[i].name);
+      memres_json_string (json, "type", memres_option_type_to_string (options[i].type));
+      memres_json_string (json, "default", options[i].default_value);
+      memres_json_string (json, "doc", options[i].doc);
       if (options[i].type == MEMRES_OPTION_ENUM)
         {
-          memres_json_begin_array(json, "choices");
+          memres_json_begin_array (json, "choices");
           for (j = 0; options[i].choices[j] != NULL; j++)
-            memres_json_string(json, NULL, options[i].choices[j]);
-          memres_json_end_array(json);
+            memres_json_string (json, NULL, options[i].choices[j]);
+          memres_json_end_array (json);
         }
       if (options[i].type == MEMRES_OPTION_INT || options[i].type == MEMRES_OPTION_INT_LIST)
         {
-          memres_json_int(json, "min", options[i].min);
-          memres_json_int(json, "max", options[i].max);
+          memres_json_int (json, "min", options[i].min);
+          memres_json_int (json, "max", options[i].max);
         }
-      memres_json_end_object(json);
+      memres_json_end_object (json);
     }
-  memres_json_end_array(json);
-  memres_json_end_object(json);
+  memres_json_end_array (json);
+  memres_json_end_object (json);
 }
 
 int
-memres_tool_kinds(int argc, char **argv)
+memres_tool_kinds (int argc, char **argv)
 {
   gboolean json_output = FALSE;
   GOptionEntry entries[] = {
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json_output, "Print JSON", NULL },
     { NULL },
   };
-  g_autoptr(GOptionContext) context = NULL;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) kinds = NULL;
+  g_autoptr (GOptionContext) context = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) kinds = NULL;
   guint i;
 
-  context = g_option_context_new("[KIND...] - list resource kinds and their options");
-  g_option_context_set_summary(context,
-                               "Lists every kind: the embedded ones and those of every plugin "
-                               "on the search path (MEMRES_PLUGIN_PATH, then the installed "
-                               "plugin directory).");
-  g_option_context_add_main_entries(context, entries, NULL);
-  if (!g_option_context_parse(context, &argc, &argv, &error))
-    return memres_tool_usage_error("kinds", error->message);
+  context = g_option_context_new ("[KIND...] - list resource kinds and their options");
+  g_option_context_set_summary (context,
+                                "Lists every kind: the embedded ones and those of every plugin "
+                                "on the search path (MEMRES_PLUGIN_PATH, then the installed "
+                                "plugin directory).");
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!g_option_context_parse (context, &argc, &argv, &error))
+    return memres_tool_usage_error ("kinds", error->message);
 
   if (argc > 1)
     {
-      kinds = g_ptr_array_new_with_free_func((GDestroyNotify)memres_kind_unref);
-      for (i = 1; i < (guint)argc; i++)
+      kinds = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_kind_unref);
+      for (i = 1; i < (guint) argc; i++)
         {
-          MemresKind *kind = memres_registry_lookup(argv[i], &error);
+          MemresKind *kind = memres_registry_lookup (argv[i], &error);
           if (kind == NULL)
-            return memres_tool_fail(error);
-          g_ptr_array_add(kinds, kind);
+            return memres_tool_fail (error);
+          g_ptr_array_add (kinds, kind);
         }
     }
   else
     {
-      kinds = memres_registry_list_kinds(&error);
+      kinds = memres_registry_list_kinds (&error);
       if (kinds == NULL)
-        return memres_tool_fail(error);
+        return memres_tool_fail (error);
     }
 
   if (json_output)
     {
       MemresJson json;
       g_autofree char *out = NULL;
-      g_auto(GStrv) path = memres_registry_get_search_path();
+      g_auto (GStrv) path = memres_registry_get_search_path ();
 
-      memres_json_init(&json);
-      memres_json_begin_object(&json, NULL);
-      memres_json_begin_array(&json, "search_path");
+      memres_json_init (&json);
+      memres_json_begin_object (&json, NULL);
+      memres_json_begin_array (&json, "search_path");
       for (i = 0; path[i] != NULL; i++)
-        memres_json_string(&json, NULL, path[i]);
-      memres_json_end_array(&json);
-      memres_json_begin_array(&json, "kinds");
+        memres_json_string (&json, NULL, path[i]);
+      memres_json_end_array (&json);
+      memres_json_begin_array (&json, "kinds");
       for (i = 0; i < kinds->len; i++)
-        print_kind_json(&json, g_ptr_array_index(kinds, i));
-      memres_json_end_array(&json);
-      memres_json_end_object(&json);
-      out = memres_json_finish(&json);
-      g_print("%s", out);
+        print_kind_json (&json, g_ptr_array_index (kinds, i));
+      memres_json_end_array (&json);
+      memres_json_end_object (&json);
+      out = memres_json_finish (&json);
+      g_print ("%s", out);
       return 0;
     }
 
   for (i = 0; i < kinds->len; i++)
     {
       if (i > 0)
-        g_print("\n");
-      print_kind_text(g_ptr_array_index(kinds, i));
+        g_print ("\n");
+      print_kind_text (g_ptr_array_index (kinds, i));
     }
   return 0;
 }

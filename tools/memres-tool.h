@@ -7,16 +7,16 @@ G_BEGIN_DECLS
 
 /* Each command parses its own options from @argv (argv[0] is the command name) and returns
  * the process exit status. */
-int memres_tool_kinds(int argc, char **argv);
-int memres_tool_info(int argc, char **argv);
-int memres_tool_alloc(int argc, char **argv);
-int memres_tool_ipc_serve(int argc, char **argv);  /* cmd-ipc.c */
-int memres_tool_ipc_attach(int argc, char **argv); /* cmd-ipc.c */
+int memres_tool_kinds (int argc, char **argv);
+int memres_tool_info (int argc, char **argv);
+int memres_tool_alloc (int argc, char **argv);
+int memres_tool_ipc_serve (int argc, char **argv);  /* cmd-ipc.c */
+int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 
 /* Prints "memres: MESSAGE" on one line to stderr and returns 1. */
-int memres_tool_fail(const GError *error);
+int memres_tool_fail (const GError *error);
 /* Prints "memres COMMAND: MESSAGE" and a hint to run with --help; returns 2. */
-int memres_tool_usage_error(const char *command, const char *message);
+int memres_tool_usage_error (const char *command, const char *message);
 
 /* A small JSON writer: values are appended to a GString with indentation. */
 typedef struct
@@ -26,20 +26,20 @@ typedef struct
   gboolean first; /* no value yet at the current depth */
 } MemresJson;
 
-void memres_json_init(MemresJson *json);
-char *memres_json_finish(MemresJson *json); /* transfer full, ends with a newline */
-void memres_json_begin_object(MemresJson *json, const char *key);
-void memres_json_end_object(MemresJson *json);
-void memres_json_begin_array(MemresJson *json, const char *key);
-void memres_json_end_array(MemresJson *json);
-void memres_json_string(MemresJson *json, const char *key, const char *value); /* NULL: null */
-void memres_json_int(MemresJson *json, const char *key, gint64 value);
-void memres_json_uint(MemresJson *json, const char *key, guint64 value);
-void memres_json_bool(MemresJson *json, const char *key, gboolean value);
+void memres_json_init (MemresJson *json);
+char *memres_json_finish (MemresJson *json); /* transfer full, ends with a newline */
+void memres_json_begin_object (MemresJson *json, const char *key);
+void memres_json_end_object (MemresJson *json);
+void memres_json_begin_array (MemresJson *json, const char *key);
+void memres_json_end_array (MemresJson *json);
+void memres_json_string (MemresJson *json, const char *key, const char *value); /* NULL: null */
+void memres_json_int (MemresJson *json, const char *key, gint64 value);
+void memres_json_uint (MemresJson *json, const char *key, guint64 value);
+void memres_json_bool (MemresJson *json, const char *key, gboolean value);
 
 /* "HOST_ACCESSIBLE|STREAM_ORDERED"-style names of @flags, as a NULL-terminated array. */
-GStrv memres_tool_flag_names(MemresMemoryFlags flags);
+GStrv memres_tool_flag_names (MemresMemoryFlags flags);
 /* "64.0 MiB (67108864 bytes)" */
-char *memres_tool_format_size(guint64 bytes);
+char *memres_tool_format_size (guint64 bytes);
 
 G_END_DECLS

@@ -8,7 +8,7 @@
 static const struct
 {
   const char *name;
-  int (*run)(int argc, char **argv);
+  int (*run) (int argc, char **argv);
   const char *summary;
 } commands[] = {
   { "kinds", memres_tool_kinds, "list every resource kind with its options" },
@@ -19,45 +19,46 @@ static const struct
 };
 
 static void
-print_usage(FILE *out)
+print_usage (FILE *out)
 {
   gsize i;
 
-  fprintf(out, "Usage: memres COMMAND [OPTION...]\n\nCUDA memory resources by name.\n\n"
-               "Commands:\n");
-  for (i = 0; i < G_N_ELEMENTS(commands); i++)
-    fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out, "\nRun memres COMMAND --help for the options of a command; every command "
-               "takes --json.\n");
+  fprintf (out, "Usage: memres COMMAND [OPTION...]\n\nCUDA memory resources by name.\n\n"
+                "Commands:\n");
+  for (i = 0; i < G_N_ELEMENTS (commands); i++)
+    fprintf (out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf (out, "\nRun memres COMMAND --help for the options of a command; every command "
+                "takes --json.\n");
 }
 
 int
-main(int argc, char **argv)
+main (int argc, char **argv)
 {
   gsize i;
 
-  setlocale(LC_ALL, "");
+  setlocale (LC_ALL, "");
   if (argc < 2)
     {
-      print_usage(stderr);
+      print_usage (stderr);
       return 2;
     }
-  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0)
+  if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0
+      || strcmp (argv[1], "help") == 0)
     {
-      print_usage(stdout);
+      print_usage (stdout);
       return 0;
     }
-  if (strcmp(argv[1], "--version") == 0)
+  if (strcmp (argv[1], "--version") == 0)
     {
-      g_print("memres %s\n", memres_get_version());
+      g_print ("memres %s\n", memres_get_version ());
       return 0;
     }
-  for (i = 0; i < G_N_ELEMENTS(commands); i++)
-    if (strcmp(argv[1], commands[i].name) == 0)
-      return commands[i].run(argc - 1, argv + 1);
+  for (i = 0; i < G_N_ELEMENTS (commands); i++)
+    if (strcmp (argv[1], commands[i].name) == 0)
+      return commands[i].run (argc - 1, argv + 1);
 
-  g_printerr("memres: unknown command \"%s\" (commands: kinds, info, alloc, ipc-serve, "
-             "ipc-attach; see memres --help)\n",
-             argv[1]);
+  g_printerr ("memres: unknown command \"%s\" (commands: kinds, info, alloc, ipc-serve, "
+              "ipc-attach; see memres --help)\n",
+              argv[1]);
   return 2;
 }

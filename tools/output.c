@@ -8,199 +8,199 @@
  * breaks, terminal escapes or bytes that are not UTF-8. Control characters become \n, \r, \t
  * or \xNN, invalid UTF-8 bytes \xNN; the rest is kept as it is. */
 static char *
-one_line(const char *message)
+one_line (const char *message)
 {
-  GString *out = g_string_sized_new(strlen(message));
+  GString *out = g_string_sized_new (strlen (message));
   const char *p = message;
 
   while (*p != '\0')
     {
-      guchar c = (guchar)*p;
+      guchar c = (guchar) *p;
       gunichar ch;
 
       if (c >= 0x80)
         {
-          ch = g_utf8_get_char_validated(p, -1);
-          if (ch != (gunichar)-1 && ch != (gunichar)-2)
+          ch = g_utf8_get_char_validated (p, -1);
+          if (ch != (gunichar) -1 && ch != (gunichar) -2)
             {
-              const char *next = g_utf8_next_char(p);
-              g_string_append_len(out, p, next - p);
+              const char *next = g_utf8_next_char (p);
+              g_string_append_len (out, p, next - p);
               p = next;
               continue;
             }
-          g_string_append_printf(out, "\\x%02x", c);
+          g_string_append_printf (out, "\\x%02x", c);
         }
       else if (c == '\n')
-        g_string_append(out, "\\n");
+        g_string_append (out, "\\n");
       else if (c == '\r')
-        g_string_append(out, "\\r");
+        g_string_append (out, "\\r");
       else if (c == '\t')
-        g_string_append(out, "\\t");
+        g_string_append (out, "\\t");
       else if (c < 0x20 || c == 0x7f)
-        g_string_append_printf(out, "\\x%02x", c);
+        g_string_append_printf (out, "\\x%02x", c);
       else
-        g_string_append_c(out, (char)c);
+        g_string_append_c (out, (char) c);
       p++;
     }
-  return g_string_free(out, FALSE);
+  return g_string_free (out, FALSE);
 }
 
 int
-memres_tool_fail(const GError *error)
+memres_tool_fail (const GError *error)
 {
-  g_autofree char *text = one_line(error->message);
+  g_autofree char *text = one_line (error->message);
 
-  g_printerr("memres: %s\n", text);
+  g_printerr ("memres: %s\n", text);
   return 1;
 }
 
 int
-memres_tool_usage_error(const char *command, const char *message)
+memres_tool_usage_error (const char *command, const char *message)
 {
-  g_autofree char *text = one_line(message);
+  g_autofree char *text = one_line (message);
 
-  g_printerr("memres %s: %s (see memres %s --help)\n", command, text, command);
+  g_printerr ("memres %s: %s (see memres %s --help)\n", command, text, command);
   return 2;
 }
 
 void
-memres_json_init(MemresJson *json)
+memres_json_init (MemresJson *json)
 {
-  json->str = g_string_new(NULL);
+  json->str = g_string_new (NULL);
   json->depth = 0;
   json->first = TRUE;
 }
 
 char *
-memres_json_finish(MemresJson *json)
+memres_json_finish (MemresJson *json)
 {
-  g_string_append_c(json->str, '\n');
-  return g_string_free(json->str, FALSE);
+  g_string_append_c (json->str, '\n');
+  return g_string_free (json->str, FALSE);
 }
 
 static void
-append_escaped(GString *str, const char *text)
+append_escaped (GString *str, const char *text)
 {
   const char *p;
 
-  g_string_append_c(str, '"');
+  g_string_append_c (str, '"');
   for (p = text; *p != '\0'; p++)
     {
-      guchar c = (guchar)*p;
+      guchar c = (guchar) *p;
       if (c == '"' || c == '\\')
-        g_string_append_printf(str, "\\%c", c);
+        g_string_append_printf (str, "\\%c", c);
       else if (c == '\n')
-        g_string_append(str, "\\n");
+        g_string_append (str, "\\n");
       else if (c == '\t')
-        g_string_append(str, "\\t");
+        g_string_append (str, "\\t");
       else if (c < 0x20)
-        g_string_append_printf(str, "\\u%04x", c);
+        g_string_append_printf (str, "\\u%04x", c);
       else
-        g_string_append_c(str, (char)c);
+        g_string_append_c (str, (char) c);
     }
-  g_string_append_c(str, '"');
+  g_string_append_c (str, '"');
 }
 
 /* Starts a value: the separator, the indentation and the key when inside an object. */
 static void
-begin_value(MemresJson *json, const char *key)
+begin_value (MemresJson *json, const char *key)
 {
   if (json->depth > 0)
     {
       if (!json->first)
-        g_string_append_c(json->str, ',');
-      g_string_append_c(json->str, '\n');
-      g_string_append_printf(json->str, "%*s", (int)json->depth * 2, "");
+        g_string_append_c (json->str, ',');
+      g_string_append_c (json->str, '\n');
+      g_string_append_printf (json->str, "%*s", (int) json->depth * 2, "");
     }
   if (key != NULL)
     {
-      append_escaped(json->str, key);
-      g_string_append(json->str, ": ");
+      append_escaped (json->str, key);
+      g_string_append (json->str, ": ");
     }
   json->first = FALSE;
 }
 
 static void
-open_container(MemresJson *json, const char *key, char bracket)
+open_container (MemresJson *json, const char *key, char bracket)
 {
-  begin_value(json, key);
-  g_string_append_c(json->str, bracket);
+  begin_value (json, key);
+  g_string_append_c (json->str, bracket);
   json->depth++;
   json->first = TRUE;
 }
 
 static void
-close_container(MemresJson *json, char bracket)
+close_container (MemresJson *json, char bracket)
 {
   gboolean empty = json->first;
 
   json->depth--;
   if (!empty)
     {
-      g_string_append_c(json->str, '\n');
-      g_string_append_printf(json->str, "%*s", (int)json->depth * 2, "");
+      g_string_append_c (json->str, '\n');
+      g_string_append_printf (json->str, "%*s", (int) json->depth * 2, "");
     }
-  g_string_append_c(json->str, bracket);
+  g_string_append_c (json->str, bracket);
   json->first = FALSE;
 }
 
 void
-memres_json_begin_object(MemresJson *json, const char *key)
+memres_json_begin_object (MemresJson *json, const char *key)
 {
-  open_container(json, key, '{');
+  open_container (json, key, '{');
 }
 
 void
-memres_json_end_object(MemresJson *json)
+memres_json_end_object (MemresJson *json)
 {
-  close_container(json, '}');
+  close_container (json, '}');
 }
 
 void
-memres_json_begin_array(MemresJson *json, const char *key)
+memres_json_begin_array (MemresJson *json, const char *key)
 {
-  open_container(json, key, '[');
+  open_container (json, key, '[');
 }
 
 void
-memres_json_end_array(MemresJson *json)
+memres_json_end_array (MemresJson *json)
 {
-  close_container(json, ']');
+  close_container (json, ']');
 }
 
 void
-memres_json_string(MemresJson *json, const char *key, const char *value)
+memres_json_string (MemresJson *json, const char *key, const char *value)
 {
-  begin_value(json, key);
+  begin_value (json, key);
   if (value == NULL)
-    g_string_append(json->str, "null");
+    g_string_append (json->str, "null");
   else
-    append_escaped(json->str, value);
+    append_escaped (json->str, value);
 }
 
 void
-memres_json_int(MemresJson *json, const char *key, gint64 value)
+memres_json_int (MemresJson *json, const char *key, gint64 value)
 {
-  begin_value(json, key);
-  g_string_append_printf(json->str, "%" G_GINT64_FORMAT, value);
+  begin_value (json, key);
+  g_string_append_printf (json->str, "%" G_GINT64_FORMAT, value);
 }
 
 void
-memres_json_uint(MemresJson *json, const char *key, guint64 value)
+memres_json_uint (MemresJson *json, const char *key, guint64 value)
 {
-  begin_value(json, key);
-  g_string_append_printf(json->str, "%" G_GUINT64_FORMAT, value);
+  begin_value (json, key);
+  g_string_append_printf (json->str, "%" G_GUINT64_FORMAT, value);
 }
 
 void
-memres_json_bool(MemresJson *json, const char *key, gboolean value)
+memres_json_bool (MemresJson *json, const char *key, gboolean value)
 {
-  begin_value(json, key);
-  g_string_append(json->str, value ? "true" : "false");
+  begin_value (json, key);
+  g_string_append (json->str, value ? "true" : "false");
 }
 
 GStrv
-memres_tool_flag_names(MemresMemoryFlags flags)
+memres_tool_flag_names (MemresMemoryFlags flags)
 {
   static const struct
   {
@@ -214,28 +214,28 @@ memres_tool_flag_names(MemresMemoryFlags flags)
     { MEMRES_MEMORY_RESIZABLE, "resizable" },
     { MEMRES_MEMORY_STREAM_ORDERED, "stream-ordered" },
   };
-  GPtrArray *out = g_ptr_array_new();
+  GPtrArray *out = g_ptr_array_new ();
   gsize i;
 
-  for (i = 0; i < G_N_ELEMENTS(names); i++)
+  for (i = 0; i < G_N_ELEMENTS (names); i++)
     if (flags & names[i].flag)
-      g_ptr_array_add(out, g_strdup(names[i].name));
-  g_ptr_array_add(out, NULL);
-  return (GStrv)g_ptr_array_free(out, FALSE);
+      g_ptr_array_add (out, g_strdup (names[i].name));
+  g_ptr_array_add (out, NULL);
+  return (GStrv) g_ptr_array_free (out, FALSE);
 }
 
 char *
-memres_tool_format_size(guint64 bytes)
+memres_tool_format_size (guint64 bytes)
 {
-  g_autofree char *human = g_format_size_full(bytes, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *human = g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
   char *nbsp;
 
   /* GLib puts a no-break space (U+00A0) before the unit, which a non-UTF-8 locale prints as
    * '?' ("64.0?MiB"); output is for terminals and scripts alike: a plain space. */
-  while ((nbsp = strstr(human, "\xc2\xa0")) != NULL)
+  while ((nbsp = strstr (human, "\xc2\xa0")) != NULL)
     {
       nbsp[0] = ' ';
-      memmove(nbsp + 1, nbsp + 2, strlen(nbsp + 2) + 1);
+      memmove (nbsp + 1, nbsp + 2, strlen (nbsp + 2) + 1);
     }
-  return g_strdup_printf("%s (%" G_GUINT64_FORMAT " bytes)", human, bytes);
+  return g_strdup_printf ("%s (%" G_GUINT64_FORMAT " bytes)", human, bytes);
 }

@@ -53,131 +53,131 @@ static const MemresOptionSpec counting_options[] = {
 };
 
 static gboolean
-counting_init(MemresResource *mr, const MemresOptions *options, GError **error)
+counting_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
-  Counting *self = memres_resource_get_private(mr);
+  Counting *self = memres_resource_get_private (mr);
   /* The options are valid during init only: copy what is kept. */
-  g_autofree char *spec = g_strdup(memres_options_get_string(options, "upstream"));
+  g_autofree char *spec = g_strdup (memres_options_get_string (options, "upstream"));
 
-  g_strdelimit(spec, ";", ',');
-  self->upstream = memres_resource_new(spec, error);
+  g_strdelimit (spec, ";", ',');
+  self->upstream = memres_resource_new (spec, error);
   if (self->upstream == NULL)
     {
       /* Nothing was acquired: the core frees the instance without calling finalize. */
-      g_prefix_error(error, "counting: upstream \"%s\": ", spec);
+      g_prefix_error (error, "counting: upstream \"%s\": ", spec);
       return FALSE;
     }
-  self->limit = memres_options_get_size(options, "limit");
-  g_mutex_init(&self->lock);
+  self->limit = memres_options_get_size (options, "limit");
+  g_mutex_init (&self->lock);
   return TRUE;
 }
 
 /* Logs the call counts with structured fields that a program can read through its own log
  * writer (g_log_set_writer_func()); shown with G_MESSAGES_DEBUG=memres-counting. */
 static void
-log_counts(Counting *self)
+log_counts (Counting *self)
 {
   char allocations[24], deallocations[24], failed[24], high[24];
 
-  g_snprintf(allocations, sizeof allocations, "%" G_GUINT64_FORMAT, self->n_allocate);
-  g_snprintf(deallocations, sizeof deallocations, "%" G_GUINT64_FORMAT, self->n_deallocate);
-  g_snprintf(failed, sizeof failed, "%" G_GUINT64_FORMAT, self->n_failed);
-  g_snprintf(high, sizeof high, "%" G_GUINT64_FORMAT, self->high_bytes);
-  g_log_structured(G_LOG_DOMAIN, G_LOG_LEVEL_DEBUG, "MEMRES_COUNTING_ALLOCATIONS", allocations,
-                   "MEMRES_COUNTING_DEALLOCATIONS", deallocations, "MEMRES_COUNTING_FAILED", failed,
-                   "MEMRES_COUNTING_HIGH_BYTES", high, "MESSAGE",
-                   "counting: %s allocations, %s deallocations, %s refused, high-water %s bytes",
-                   allocations, deallocations, failed, high);
+  g_snprintf (allocations, sizeof allocations, "%" G_GUINT64_FORMAT, self->n_allocate);
+  g_snprintf (deallocations, sizeof deallocations, "%" G_GUINT64_FORMAT, self->n_deallocate);
+  g_snprintf (failed, sizeof failed, "%" G_GUINT64_FORMAT, self->n_failed);
+  g_snprintf (high, sizeof high, "%" G_GUINT64_FORMAT, self->high_bytes);
+  g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_DEBUG, "MEMRES_COUNTING_ALLOCATIONS", allocations,
+                    "MEMRES_COUNTING_DEALLOCATIONS", deallocations, "MEMRES_COUNTING_FAILED",
+                    failed, "MEMRES_COUNTING_HIGH_BYTES", high, "MESSAGE",
+                    "counting: %s allocations, %s deallocations, %s refused, high-water %s bytes",
+                    allocations, deallocations, failed, high);
 }
 
 static void
-counting_finalize(MemresResource *mr)
+counting_finalize (MemresResource *mr)
 {
-  Counting *self = memres_resource_get_private(mr);
+  Counting *self = memres_resource_get_private (mr);
 
   /* Every buffer is gone (each held a reference on this resource): nothing is live. */
-  log_counts(self);
-  g_mutex_clear(&self->lock);
-  g_clear_pointer(&self->upstream, memres_resource_unref);
+  log_counts (self);
+  g_mutex_clear (&self->lock);
+  g_clear_pointer (&self->upstream, memres_resource_unref);
 }
 
 static gboolean
-counting_allocate(MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-                  GError **error)
+counting_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                   GError **error)
 {
-  Counting *self = memres_resource_get_private(mr);
+  Counting *self = memres_resource_get_private (mr);
   MemresBuffer *buf;
   guint64 live;
 
   /* Reserve the bytes first, so that concurrent allocations cannot pass the limit together;
    * never call out (into the upstream) with the lock held. */
-  g_mutex_lock(&self->lock);
+  g_mutex_lock (&self->lock);
   if (self->live_bytes > self->limit || size > self->limit - self->live_bytes)
     {
       live = self->live_bytes;
       self->n_failed++;
-      g_mutex_unlock(&self->lock);
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                  "counting: %" G_GSIZE_FORMAT
-                  " more bytes would pass the limit of %" G_GUINT64_FORMAT
-                  " bytes (%" G_GUINT64_FORMAT " live)",
-                  size, self->limit, live);
+      g_mutex_unlock (&self->lock);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "counting: %" G_GSIZE_FORMAT
+                   " more bytes would pass the limit of %" G_GUINT64_FORMAT
+                   " bytes (%" G_GUINT64_FORMAT " live)",
+                   size, self->limit, live);
       return FALSE;
     }
   self->live_bytes += size;
-  g_mutex_unlock(&self->lock);
+  g_mutex_unlock (&self->lock);
 
-  buf = memres_resource_allocate(self->upstream, size, stream, error);
+  buf = memres_resource_allocate (self->upstream, size, stream, error);
 
-  g_mutex_lock(&self->lock);
+  g_mutex_lock (&self->lock);
   if (buf == NULL)
     {
       self->live_bytes -= size;
       self->n_failed++;
-      g_mutex_unlock(&self->lock);
+      g_mutex_unlock (&self->lock);
       return FALSE;
     }
   /* Count the buffer's size, which an upstream that rounds up makes larger than asked. */
-  self->live_bytes += memres_buffer_get_size(buf) - size;
-  self->high_bytes = MAX(self->high_bytes, self->live_bytes);
+  self->live_bytes += memres_buffer_get_size (buf) - size;
+  self->high_bytes = MAX (self->high_bytes, self->live_bytes);
   self->n_allocate++;
-  g_mutex_unlock(&self->lock);
+  g_mutex_unlock (&self->lock);
 
-  alloc->address = memres_buffer_get_address(buf);
-  alloc->size = memres_buffer_get_size(buf);
+  alloc->address = memres_buffer_get_address (buf);
+  alloc->size = memres_buffer_get_size (buf);
   alloc->plugin_data = buf; /* the upstream buffer, owned until deallocate */
   return TRUE;
 }
 
 static gboolean
-counting_deallocate(MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                    GError **error)
+counting_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                     GError **error)
 {
-  Counting *self = memres_resource_get_private(mr);
+  Counting *self = memres_resource_get_private (mr);
   MemresBuffer *buf = alloc->plugin_data;
   gboolean ok;
 
   /* @stream is already resolved; NULL is the legacy default stream here, while NULL to
    * memres_buffer_close() would mean the upstream buffer's own recorded stream. */
-  ok = memres_buffer_close(buf, stream != NULL ? stream : MEMRES_STREAM_LEGACY, error);
-  memres_buffer_unref(buf);
+  ok = memres_buffer_close (buf, stream != NULL ? stream : MEMRES_STREAM_LEGACY, error);
+  memres_buffer_unref (buf);
 
   /* The allocation is gone whatever close returned: count it as such. */
-  g_mutex_lock(&self->lock);
+  g_mutex_lock (&self->lock);
   self->live_bytes -= alloc->size;
   self->n_deallocate++;
-  g_mutex_unlock(&self->lock);
+  g_mutex_unlock (&self->lock);
   return ok;
 }
 
 static void
-counting_query(MemresResource *mr, MemresResourceInfo *info)
+counting_query (MemresResource *mr, MemresResourceInfo *info)
 {
-  Counting *self = memres_resource_get_private(mr);
+  Counting *self = memres_resource_get_private (mr);
 
-  info->device = memres_resource_get_device(self->upstream);
+  info->device = memres_resource_get_device (self->upstream);
   /* Only what forwarding allocate and deallocate keeps true: no IPC, no resize. */
-  info->flags = memres_resource_get_flags(self->upstream)
+  info->flags = memres_resource_get_flags (self->upstream)
                 & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE
                    | MEMRES_MEMORY_STREAM_ORDERED);
 }
@@ -185,51 +185,51 @@ counting_query(MemresResource *mr, MemresResourceInfo *info)
 /* used_*: the bytes in this resource's buffers. reserved_*: the upstream's, when it keeps
  * statistics; otherwise the same as used. */
 static gboolean
-counting_get_stats(MemresResource *mr, MemresStats *stats, GError **error)
+counting_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 {
-  Counting *self = memres_resource_get_private(mr);
+  Counting *self = memres_resource_get_private (mr);
   MemresStats upstream = { 0 };
   GError *local = NULL;
   gboolean have_upstream;
 
-  have_upstream = memres_resource_get_stats(self->upstream, &upstream, &local);
+  have_upstream = memres_resource_get_stats (self->upstream, &upstream, &local);
   if (!have_upstream)
     {
-      if (!g_error_matches(local, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
+      if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
         {
-          g_propagate_prefixed_error(error, local, "counting: upstream: ");
+          g_propagate_prefixed_error (error, local, "counting: upstream: ");
           return FALSE;
         }
-      g_clear_error(&local);
+      g_clear_error (&local);
     }
 
-  g_mutex_lock(&self->lock);
+  g_mutex_lock (&self->lock);
   stats->used_current = self->live_bytes;
   stats->used_high = self->high_bytes;
-  g_mutex_unlock(&self->lock);
+  g_mutex_unlock (&self->lock);
   stats->reserved_current = have_upstream ? upstream.reserved_current : stats->used_current;
   stats->reserved_high = have_upstream ? upstream.reserved_high : stats->used_high;
   return TRUE;
 }
 
 static gboolean
-counting_reset_stats(MemresResource *mr, GError **error)
+counting_reset_stats (MemresResource *mr, GError **error)
 {
-  Counting *self = memres_resource_get_private(mr);
+  Counting *self = memres_resource_get_private (mr);
   GError *local = NULL;
 
-  g_mutex_lock(&self->lock);
+  g_mutex_lock (&self->lock);
   self->high_bytes = self->live_bytes;
-  g_mutex_unlock(&self->lock);
+  g_mutex_unlock (&self->lock);
 
-  if (!memres_resource_reset_stats(self->upstream, &local))
+  if (!memres_resource_reset_stats (self->upstream, &local))
     {
-      if (!g_error_matches(local, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
+      if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
         {
-          g_propagate_prefixed_error(error, local, "counting: upstream: ");
+          g_propagate_prefixed_error (error, local, "counting: upstream: ");
           return FALSE;
         }
-      g_clear_error(&local);
+      g_clear_error (&local);
     }
   return TRUE;
 }
@@ -246,20 +246,20 @@ static const MemresResourceOps counting_ops = {
 };
 
 static const MemresKindInfo counting_kind = {
-  .struct_size = sizeof(MemresKindInfo),
+  .struct_size = sizeof (MemresKindInfo),
   .name = "counting",
   .description = "Forwards to an upstream resource and counts bytes and calls",
   .options = counting_options,
-  .n_options = G_N_ELEMENTS(counting_options),
+  .n_options = G_N_ELEMENTS (counting_options),
   .ops = &counting_ops,
-  .instance_size = sizeof(Counting),
+  .instance_size = sizeof (Counting),
 };
 
 static gboolean
-counting_plugin_init(MemresPlugin *plugin, GError **error)
+counting_plugin_init (MemresPlugin *plugin, GError **error)
 {
-  return memres_plugin_register_kind(plugin, &counting_kind, error);
+  return memres_plugin_register_kind (plugin, &counting_kind, error);
 }
 
-MEMRES_PLUGIN_DEFINE(counting, "A counting wrapper around any memory resource",
-                     counting_plugin_init)
+MEMRES_PLUGIN_DEFINE (counting, "A counting wrapper around any memory resource",
+                      counting_plugin_init)

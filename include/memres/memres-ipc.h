@@ -62,8 +62,7 @@ MemresIpcHandle *memres_ipc_receive_handle_with_flags (gint socket_fd, MemresIpc
  * handle_type=posix_fd). Documentation in core/ipc-chunks.c. Since: 1.1 */
 gboolean memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error);
 MemresBuffer *memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer,
-                                         MemresIpcFlags flags, MemresStream stream,
-                                         GError **error);
+                                         MemresIpcFlags flags, MemresStream stream, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MemresIpcHandle, memres_ipc_handle_free)
 

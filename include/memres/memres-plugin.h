@@ -144,16 +144,21 @@ typedef struct
  *
  * Since: 1.0
  */
-#define MEMRES_PLUGIN_DEFINE(name, description, init)                                             \
-  MEMRES_PLUGIN_EXTERN_C_ MEMRES_PLUGIN_EXPORT const MemresPluginDesc                             \
-      *memres_plugin_##name##_get_desc (void);                                                    \
-  const MemresPluginDesc *memres_plugin_##name##_get_desc (void)                                  \
-  {                                                                                               \
-    static const MemresPluginDesc desc_ = {                                                       \
-      MEMRES_PLUGIN_ABI_MAJOR, MEMRES_PLUGIN_ABI_MINOR, sizeof (MemresPluginDesc), 0, #name,      \
-      (description),           (init),                                                            \
-    };                                                                                            \
-    return &desc_;                                                                                \
+#define MEMRES_PLUGIN_DEFINE(name, description, init)                                              \
+  MEMRES_PLUGIN_EXTERN_C_ MEMRES_PLUGIN_EXPORT const MemresPluginDesc                              \
+      *memres_plugin_##name##_get_desc (void);                                                     \
+  const MemresPluginDesc *memres_plugin_##name##_get_desc (void)                                   \
+  {                                                                                                \
+    static const MemresPluginDesc desc_ = {                                                        \
+      MEMRES_PLUGIN_ABI_MAJOR,                                                                     \
+      MEMRES_PLUGIN_ABI_MINOR,                                                                     \
+      sizeof (MemresPluginDesc),                                                                   \
+      0,                                                                                           \
+      #name,                                                                                       \
+      (description),                                                                               \
+      (init),                                                                                      \
+    };                                                                                             \
+    return &desc_;                                                                                 \
   }
 
 /**
@@ -498,21 +503,20 @@ typedef struct
   gboolean (*trim) (MemresResource *mr, gsize bytes_to_keep, GError **error);
   gboolean (*set_access) (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs,
                           GError **error);
-  gboolean (*get_access) (MemresResource *mr, gint device, MemresAccess *access,
-                          GError **error);
+  gboolean (*get_access) (MemresResource *mr, gint device, MemresAccess *access, GError **error);
   gboolean (*export_handle) (MemresResource *mr, MemresIpcHandle **handle, GError **error);
   gboolean (*import_handle) (MemresResource *mr, const MemresIpcHandle *handle, GError **error);
   gboolean (*export_buffer) (MemresResource *mr, const MemresAllocation *alloc,
                              MemresBufferExport *out, GError **error);
-  gboolean (*import_buffer) (MemresResource *mr, const MemresBufferExport *in,
-                             MemresStream stream, MemresAllocation *alloc, GError **error);
+  gboolean (*import_buffer) (MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
+                             MemresAllocation *alloc, GError **error);
   gboolean (*resize) (MemresResource *mr, MemresAllocation *alloc, gsize new_size,
                       MemresStream stream, GError **error);
   /* Since: 1.1 (version 2) */
   gboolean (*export_chunks) (MemresResource *mr, const MemresAllocation *alloc,
                              MemresBufferChunks *out, GError **error);
-  gboolean (*import_chunks) (MemresResource *mr, const MemresBufferChunks *in,
-                             MemresStream stream, MemresAllocation *alloc, GError **error);
+  gboolean (*import_chunks) (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
+                             MemresAllocation *alloc, GError **error);
 } MemresResourceOps;
 
 /**

@@ -8,36 +8,36 @@
 #include "pool.h"
 
 gboolean
-dmr_sync_init(DmrSync *self, gint device, guint64 max_size, GError **error)
+dmr_sync_init (DmrSync *self, gint device, guint64 max_size, GError **error)
 {
-  memset(self, 0, sizeof *self);
-  self->drv = memres_cuda_get_driver(error);
+  memset (self, 0, sizeof *self);
+  self->drv = memres_cuda_get_driver (error);
   if (self->drv == NULL)
     return FALSE;
-  if (!memres_cuda_get_primary_context(device, &self->context, error))
+  if (!memres_cuda_get_primary_context (device, &self->context, error))
     return FALSE;
   self->device = device;
   self->max_size = max_size;
-  g_mutex_init(&self->lock);
+  g_mutex_init (&self->lock);
   return TRUE;
 }
 
 void
-dmr_sync_clear(DmrSync *self)
+dmr_sync_clear (DmrSync *self)
 {
   if (self->drv == NULL)
     return;
-  g_mutex_clear(&self->lock);
-  memset(self, 0, sizeof *self);
+  g_mutex_clear (&self->lock);
+  memset (self, 0, sizeof *self);
 }
 
 /* Adds @delta bytes (or takes -@delta away) to the counters; refuses growth beyond max_size. */
 static gboolean
-account(DmrSync *self, gsize size, gboolean add)
+account (DmrSync *self, gsize size, gboolean add)
 {
   gboolean ok = TRUE;
 
-  g_mutex_lock(&self->lock);
+  g_mutex_lock (&self->lock);
   if (!add)
     self->used_current -= size;
   else if (self->max_size != 0
@@ -46,38 +46,38 @@ account(DmrSync *self, gsize size, gboolean add)
   else
     {
       self->used_current += size;
-      self->used_high = MAX(self->used_high, self->used_current);
+      self->used_high = MAX (self->used_high, self->used_current);
     }
-  g_mutex_unlock(&self->lock);
+  g_mutex_unlock (&self->lock);
   return ok;
 }
 
 gboolean
-dmr_sync_allocate(DmrSync *self, gsize size, guint64 *address, GError **error)
+dmr_sync_allocate (DmrSync *self, gsize size, guint64 *address, GError **error)
 {
   CUdeviceptr ptr = 0;
   CUcontext popped;
   CUresult r;
 
-  if (!account(self, size, TRUE))
-    return g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                       "cannot allocate %" G_GSIZE_FORMAT " bytes: max_size (%" G_GUINT64_FORMAT
-                       " bytes) would be exceeded",
-                       size, self->max_size),
+  if (!account (self, size, TRUE))
+    return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                        "cannot allocate %" G_GSIZE_FORMAT " bytes: max_size (%" G_GUINT64_FORMAT
+                        " bytes) would be exceeded",
+                        size, self->max_size),
            FALSE;
 
-  r = self->drv->cuCtxPushCurrent(self->context);
+  r = self->drv->cuCtxPushCurrent (self->context);
   if (r != CUDA_SUCCESS)
     {
-      account(self, size, FALSE);
-      return memres_cuda_set_error(error, r, "cuCtxPushCurrent");
+      account (self, size, FALSE);
+      return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
     }
-  r = self->drv->cuMemAlloc(&ptr, size);
-  (void)self->drv->cuCtxPopCurrent(&popped);
+  r = self->drv->cuMemAlloc (&ptr, size);
+  (void) self->drv->cuCtxPopCurrent (&popped);
   if (r != CUDA_SUCCESS)
     {
-      account(self, size, FALSE);
-      return memres_pool_set_alloc_error(error, r, "cuMemAlloc", size);
+      account (self, size, FALSE);
+      return memres_pool_set_alloc_error (error, r, "cuMemAlloc", size);
     }
   *address = ptr;
   return TRUE;
@@ -86,53 +86,53 @@ dmr_sync_allocate(DmrSync *self, gsize size, guint64 *address, GError **error)
 /* As memres_pool_free(): when @stream cannot be synchronized (a destroyed stream), wait for
  * the whole primary context instead and free anyway, reporting the stream's error. */
 gboolean
-dmr_sync_free(DmrSync *self, guint64 address, gsize size, MemresStream stream, GError **error)
+dmr_sync_free (DmrSync *self, guint64 address, gsize size, MemresStream stream, GError **error)
 {
   const MemresCudaDriver *drv = self->drv;
   gboolean ordered = TRUE;
   CUcontext popped;
   CUresult r;
 
-  r = drv->cuStreamSynchronize(stream);
-  if (r == CUDA_ERROR_INVALID_CONTEXT && memres_cuda_ensure_context(self->device, NULL))
-    r = drv->cuStreamSynchronize(stream);
+  r = drv->cuStreamSynchronize (stream);
+  if (r == CUDA_ERROR_INVALID_CONTEXT && memres_cuda_ensure_context (self->device, NULL))
+    r = drv->cuStreamSynchronize (stream);
   if (r == CUDA_ERROR_DEINITIALIZED)
     return TRUE; /* process exit: the memory is gone with the driver */
   if (r != CUDA_SUCCESS)
     {
-      memres_cuda_set_error(error, r, "cuStreamSynchronize");
+      memres_cuda_set_error (error, r, "cuStreamSynchronize");
       ordered = FALSE;
     }
 
-  r = drv->cuCtxPushCurrent(self->context);
+  r = drv->cuCtxPushCurrent (self->context);
   if (r != CUDA_SUCCESS)
-    return ordered ? memres_cuda_set_error(error, r, "cuCtxPushCurrent") : FALSE;
+    return ordered ? memres_cuda_set_error (error, r, "cuCtxPushCurrent") : FALSE;
   if (!ordered)
-    r = drv->cuCtxSynchronize();
+    r = drv->cuCtxSynchronize ();
   if (r == CUDA_SUCCESS)
-    r = drv->cuMemFree((CUdeviceptr)address);
-  (void)drv->cuCtxPopCurrent(&popped);
+    r = drv->cuMemFree ((CUdeviceptr) address);
+  (void) drv->cuCtxPopCurrent (&popped);
 
   if (r == CUDA_SUCCESS || r == CUDA_ERROR_DEINITIALIZED)
-    account(self, size, FALSE);
+    account (self, size, FALSE);
   else if (ordered)
-    return memres_cuda_set_error(error, r, "cuMemFree");
+    return memres_cuda_set_error (error, r, "cuMemFree");
   return ordered;
 }
 
 void
-dmr_sync_get_stats(DmrSync *self, MemresStats *stats)
+dmr_sync_get_stats (DmrSync *self, MemresStats *stats)
 {
-  g_mutex_lock(&self->lock);
+  g_mutex_lock (&self->lock);
   stats->reserved_current = stats->used_current = self->used_current;
   stats->reserved_high = stats->used_high = self->used_high;
-  g_mutex_unlock(&self->lock);
+  g_mutex_unlock (&self->lock);
 }
 
 void
-dmr_sync_reset_stats(DmrSync *self)
+dmr_sync_reset_stats (DmrSync *self)
 {
-  g_mutex_lock(&self->lock);
+  g_mutex_lock (&self->lock);
   self->used_high = self->used_current;
-  g_mutex_unlock(&self->lock);
+  g_mutex_unlock (&self->lock);
 }

@@ -32,78 +32,78 @@ static const MemresOptionSpec dmr_options[] = {
 };
 
 static gboolean
-dmr_init(MemresResource *mr, const MemresOptions *options, GError **error)
+dmr_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
-  Dmr *self = memres_resource_get_private(mr);
-  gint device = (gint)memres_options_get_int(options, "device");
+  Dmr *self = memres_resource_get_private (mr);
+  gint device = (gint) memres_options_get_int (options, "device");
   MemresPoolConfig config;
   gboolean supported = FALSE;
 
-  memres_pool_config_init_device(&config, device);
-  if (!memres_pool_config_set_options(&config, options, MEMRES_POOL_OPTIONS_ALL, error))
+  memres_pool_config_init_device (&config, device);
+  if (!memres_pool_config_set_options (&config, options, MEMRES_POOL_OPTIONS_ALL, error))
     return FALSE;
-  if (!memres_cuda_check_device(device, error))
+  if (!memres_cuda_check_device (device, error))
     return FALSE;
-  if (!memres_pool_check_supported(&config, &supported, error))
+  if (!memres_pool_check_supported (&config, &supported, error))
     return FALSE;
 
   self->device = device;
   if (!supported)
     {
-      if (!memres_options_get_bool(options, "sync_fallback"))
-        return g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                           "device %d does not support memory pools "
-                           "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0); "
-                           "sync_fallback=true allocates with cuMemAlloc instead",
-                           device),
+      if (!memres_options_get_bool (options, "sync_fallback"))
+        return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                            "device %d does not support memory pools "
+                            "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0); "
+                            "sync_fallback=true allocates with cuMemAlloc instead",
+                            device),
                FALSE;
       self->sync = TRUE;
-      return dmr_sync_init(&self->fallback, device, config.max_size, error);
+      return dmr_sync_init (&self->fallback, device, config.max_size, error);
     }
-  return memres_pool_init(&self->pool, &config, error);
+  return memres_pool_init (&self->pool, &config, error);
 }
 
 static void
-dmr_finalize(MemresResource *mr)
+dmr_finalize (MemresResource *mr)
 {
-  Dmr *self = memres_resource_get_private(mr);
+  Dmr *self = memres_resource_get_private (mr);
 
   if (self->sync)
-    dmr_sync_clear(&self->fallback);
+    dmr_sync_clear (&self->fallback);
   else
-    memres_pool_destroy(&self->pool);
+    memres_pool_destroy (&self->pool);
 }
 
 static gboolean
-dmr_allocate(MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-             GError **error)
+dmr_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+              GError **error)
 {
-  Dmr *self = memres_resource_get_private(mr);
+  Dmr *self = memres_resource_get_private (mr);
   gboolean ok;
 
-  if (G_UNLIKELY(self->sync))
-    ok = dmr_sync_allocate(&self->fallback, size, &alloc->address, error);
+  if (G_UNLIKELY (self->sync))
+    ok = dmr_sync_allocate (&self->fallback, size, &alloc->address, error);
   else
-    ok = memres_pool_allocate(&self->pool, size, stream, &alloc->address, error);
+    ok = memres_pool_allocate (&self->pool, size, stream, &alloc->address, error);
   if (ok)
     alloc->size = size;
   return ok;
 }
 
 static gboolean
-dmr_deallocate(MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+dmr_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  Dmr *self = memres_resource_get_private(mr);
+  Dmr *self = memres_resource_get_private (mr);
 
-  if (G_UNLIKELY(self->sync))
-    return dmr_sync_free(&self->fallback, alloc->address, alloc->size, stream, error);
-  return memres_pool_free(&self->pool, alloc->address, stream, error);
+  if (G_UNLIKELY (self->sync))
+    return dmr_sync_free (&self->fallback, alloc->address, alloc->size, stream, error);
+  return memres_pool_free (&self->pool, alloc->address, stream, error);
 }
 
 static void
-dmr_query(MemresResource *mr, MemresResourceInfo *info)
+dmr_query (MemresResource *mr, MemresResourceInfo *info)
 {
-  Dmr *self = memres_resource_get_private(mr);
+  Dmr *self = memres_resource_get_private (mr);
 
   info->device = self->device;
   info->flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE;
@@ -112,66 +112,66 @@ dmr_query(MemresResource *mr, MemresResourceInfo *info)
 }
 
 static gboolean
-dmr_get_stats(MemresResource *mr, MemresStats *stats, GError **error)
+dmr_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 {
-  Dmr *self = memres_resource_get_private(mr);
+  Dmr *self = memres_resource_get_private (mr);
 
   if (self->sync)
     {
-      dmr_sync_get_stats(&self->fallback, stats);
+      dmr_sync_get_stats (&self->fallback, stats);
       return TRUE;
     }
-  return memres_pool_get_stats(&self->pool, stats, error);
+  return memres_pool_get_stats (&self->pool, stats, error);
 }
 
 static gboolean
-dmr_reset_stats(MemresResource *mr, GError **error)
+dmr_reset_stats (MemresResource *mr, GError **error)
 {
-  Dmr *self = memres_resource_get_private(mr);
+  Dmr *self = memres_resource_get_private (mr);
 
   if (self->sync)
     {
-      dmr_sync_reset_stats(&self->fallback);
+      dmr_sync_reset_stats (&self->fallback);
       return TRUE;
     }
-  return memres_pool_reset_stats(&self->pool, error);
+  return memres_pool_reset_stats (&self->pool, error);
 }
 
 static gboolean
-dmr_trim(MemresResource *mr, gsize bytes_to_keep, GError **error)
+dmr_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 {
-  Dmr *self = memres_resource_get_private(mr);
+  Dmr *self = memres_resource_get_private (mr);
 
   if (self->sync)
     return TRUE; /* cuMemAlloc memory is returned at every free: nothing is held */
-  return memres_pool_trim(&self->pool, bytes_to_keep, error);
+  return memres_pool_trim (&self->pool, bytes_to_keep, error);
 }
 
 static gboolean
-check_pool(Dmr *self, GError **error)
+check_pool (Dmr *self, GError **error)
 {
   if (!self->sync)
     return TRUE;
-  return g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                     "peer access needs a memory pool; device %d has none (sync_fallback)",
-                     self->device),
+  return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                      "peer access needs a memory pool; device %d has none (sync_fallback)",
+                      self->device),
          FALSE;
 }
 
 static gboolean
-dmr_set_access(MemresResource *mr, const MemresAccessDesc *descs, guint n_descs, GError **error)
+dmr_set_access (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs, GError **error)
 {
-  Dmr *self = memres_resource_get_private(mr);
+  Dmr *self = memres_resource_get_private (mr);
 
-  return check_pool(self, error) && memres_pool_set_access(&self->pool, descs, n_descs, error);
+  return check_pool (self, error) && memres_pool_set_access (&self->pool, descs, n_descs, error);
 }
 
 static gboolean
-dmr_get_access(MemresResource *mr, gint device, MemresAccess *access, GError **error)
+dmr_get_access (MemresResource *mr, gint device, MemresAccess *access, GError **error)
 {
-  Dmr *self = memres_resource_get_private(mr);
+  Dmr *self = memres_resource_get_private (mr);
 
-  return check_pool(self, error) && memres_pool_get_access(&self->pool, device, access, error);
+  return check_pool (self, error) && memres_pool_get_access (&self->pool, device, access, error);
 }
 
 static const MemresResourceOps dmr_ops = {
@@ -189,20 +189,20 @@ static const MemresResourceOps dmr_ops = {
 };
 
 static const MemresKindInfo dmr_kind = {
-  .struct_size = sizeof(MemresKindInfo),
+  .struct_size = sizeof (MemresKindInfo),
   .name = "dmr",
   .description = "device memory from a stream-ordered driver memory pool, with statistics, "
                  "trimming and peer access",
   .options = dmr_options,
-  .n_options = G_N_ELEMENTS(dmr_options),
+  .n_options = G_N_ELEMENTS (dmr_options),
   .ops = &dmr_ops,
-  .instance_size = sizeof(Dmr),
+  .instance_size = sizeof (Dmr),
 };
 
 static gboolean
-dmr_plugin_init(MemresPlugin *plugin, GError **error)
+dmr_plugin_init (MemresPlugin *plugin, GError **error)
 {
-  return memres_plugin_register_kind(plugin, &dmr_kind, error);
+  return memres_plugin_register_kind (plugin, &dmr_kind, error);
 }
 
-MEMRES_PLUGIN_DEFINE(dmr, "device memory pools (stream-ordered)", dmr_plugin_init)
+MEMRES_PLUGIN_DEFINE (dmr, "device memory pools (stream-ordered)", dmr_plugin_init)

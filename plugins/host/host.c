@@ -17,81 +17,81 @@ typedef struct
 } HostResource;
 
 static gboolean
-host_init(MemresResource *mr, const MemresOptions *options, GError **error)
+host_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
-  HostResource *self = memres_resource_get_private(mr);
-  guint64 alignment = memres_options_get_size(options, "alignment");
+  HostResource *self = memres_resource_get_private (mr);
+  guint64 alignment = memres_options_get_size (options, "alignment");
 
   if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > G_MAXSIZE / 2
-      || alignment > ((guint64)1 << 30))
+      || alignment > ((guint64) 1 << 30))
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                  "option \"alignment\" of kind \"host\": %" G_GUINT64_FORMAT
-                  " is not a power of two from 1 byte to 1 GiB",
-                  alignment);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "option \"alignment\" of kind \"host\": %" G_GUINT64_FORMAT
+                   " is not a power of two from 1 byte to 1 GiB",
+                   alignment);
       return FALSE;
     }
   /* posix_memalign() wants a multiple of sizeof (void *). */
-  self->alignment = MAX((gsize)alignment, sizeof(gpointer));
+  self->alignment = MAX ((gsize) alignment, sizeof (gpointer));
   return TRUE;
 }
 
 static void
-host_finalize(MemresResource *mr)
+host_finalize (MemresResource *mr)
 {
 }
 
 static gboolean
-host_allocate(MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-              GError **error)
+host_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+               GError **error)
 {
-  HostResource *self = memres_resource_get_private(mr);
+  HostResource *self = memres_resource_get_private (mr);
   gpointer mem = NULL;
   guint64 used, high;
 
-  if (size > G_MAXSIZE - (self->alignment - 1) || posix_memalign(&mem, self->alignment, size) != 0)
+  if (size > G_MAXSIZE - (self->alignment - 1) || posix_memalign (&mem, self->alignment, size) != 0)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                  "cannot allocate %" G_GSIZE_FORMAT " bytes of host memory", size);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "cannot allocate %" G_GSIZE_FORMAT " bytes of host memory", size);
       return FALSE;
     }
-  alloc->address = (guint64)(guintptr)mem;
+  alloc->address = (guint64) (guintptr) mem;
   alloc->size = size;
   alloc->plugin_data = NULL;
 
-  used = __atomic_add_fetch(&self->used_current, size, __ATOMIC_RELAXED);
-  high = __atomic_load_n(&self->used_high, __ATOMIC_RELAXED);
+  used = __atomic_add_fetch (&self->used_current, size, __ATOMIC_RELAXED);
+  high = __atomic_load_n (&self->used_high, __ATOMIC_RELAXED);
   while (used > high
-         && !__atomic_compare_exchange_n(&self->used_high, &high, used, TRUE, __ATOMIC_RELAXED,
-                                         __ATOMIC_RELAXED))
+         && !__atomic_compare_exchange_n (&self->used_high, &high, used, TRUE, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED))
     ;
   return TRUE;
 }
 
 static gboolean
-host_deallocate(MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+host_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  HostResource *self = memres_resource_get_private(mr);
+  HostResource *self = memres_resource_get_private (mr);
 
-  free((gpointer)(guintptr)alloc->address);
-  __atomic_sub_fetch(&self->used_current, alloc->size, __ATOMIC_RELAXED);
+  free ((gpointer) (guintptr) alloc->address);
+  __atomic_sub_fetch (&self->used_current, alloc->size, __ATOMIC_RELAXED);
   return TRUE;
 }
 
 static void
-host_query(MemresResource *mr, MemresResourceInfo *info)
+host_query (MemresResource *mr, MemresResourceInfo *info)
 {
   info->device = -1;
   info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
 }
 
 static gboolean
-host_get_stats(MemresResource *mr, MemresStats *stats, GError **error)
+host_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 {
-  HostResource *self = memres_resource_get_private(mr);
+  HostResource *self = memres_resource_get_private (mr);
 
-  stats->used_current = __atomic_load_n(&self->used_current, __ATOMIC_RELAXED);
-  stats->used_high = __atomic_load_n(&self->used_high, __ATOMIC_RELAXED);
+  stats->used_current = __atomic_load_n (&self->used_current, __ATOMIC_RELAXED);
+  stats->used_high = __atomic_load_n (&self->used_high, __ATOMIC_RELAXED);
   /* Every byte in use is a byte held from the system, and nothing more. */
   stats->reserved_current = stats->used_current;
   stats->reserved_high = stats->used_high;
@@ -99,12 +99,12 @@ host_get_stats(MemresResource *mr, MemresStats *stats, GError **error)
 }
 
 static gboolean
-host_reset_stats(MemresResource *mr, GError **error)
+host_reset_stats (MemresResource *mr, GError **error)
 {
-  HostResource *self = memres_resource_get_private(mr);
+  HostResource *self = memres_resource_get_private (mr);
 
-  __atomic_store_n(&self->used_high, __atomic_load_n(&self->used_current, __ATOMIC_RELAXED),
-                   __ATOMIC_RELAXED);
+  __atomic_store_n (&self->used_high, __atomic_load_n (&self->used_current, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
   return TRUE;
 }
 
@@ -120,33 +120,33 @@ static const MemresResourceOps host_ops = {
 };
 
 static const MemresOptionSpec host_options[] = {
-  { "alignment", MEMRES_OPTION_SIZE, G_STRINGIFY(HOST_DEFAULT_ALIGNMENT),
+  { "alignment", MEMRES_OPTION_SIZE, G_STRINGIFY (HOST_DEFAULT_ALIGNMENT),
     "alignment of every buffer in bytes, a power of two", NULL, 0, 0 },
 };
 
 static const MemresKindInfo host_kind = {
-  .struct_size = sizeof(MemresKindInfo),
+  .struct_size = sizeof (MemresKindInfo),
   .name = "host",
   .description = "Pageable host memory (posix_memalign); needs no GPU",
   .options = host_options,
-  .n_options = G_N_ELEMENTS(host_options),
+  .n_options = G_N_ELEMENTS (host_options),
   .ops = &host_ops,
-  .instance_size = sizeof(HostResource),
+  .instance_size = sizeof (HostResource),
 };
 
 static gboolean
-host_plugin_init(MemresPlugin *plugin, GError **error)
+host_plugin_init (MemresPlugin *plugin, GError **error)
 {
-  return memres_plugin_register_kind(plugin, &host_kind, error);
+  return memres_plugin_register_kind (plugin, &host_kind, error);
 }
 
 const MemresPluginDesc *
-_memres_host_get_desc(void)
+_memres_host_get_desc (void)
 {
   static const MemresPluginDesc desc = {
     MEMRES_PLUGIN_ABI_MAJOR,
     MEMRES_PLUGIN_ABI_MINOR,
-    sizeof(MemresPluginDesc),
+    sizeof (MemresPluginDesc),
     0,
     "host",
     "Pageable host memory, embedded in libmemres",

@@ -36,63 +36,63 @@ static const MemresOptionSpec ipc_options[] = {
 };
 
 static gboolean
-ipc_init(MemresResource *mr, const MemresOptions *options, GError **error)
+ipc_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
-  Ipc *self = memres_resource_get_private(mr);
-  gint device = (gint)memres_options_get_int(options, "device");
+  Ipc *self = memres_resource_get_private (mr);
+  gint device = (gint) memres_options_get_int (options, "device");
   MemresPoolConfig config;
   gboolean supported = FALSE;
 
-  memres_pool_config_init_device(&config, device);
+  memres_pool_config_init_device (&config, device);
   config.create = TRUE;
   config.handle_type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  if (!memres_pool_config_set_options(&config, options, MEMRES_POOL_OPTIONS_ATTRIBUTES, error))
+  if (!memres_pool_config_set_options (&config, options, MEMRES_POOL_OPTIONS_ATTRIBUTES, error))
     return FALSE;
-  if (!memres_cuda_check_device(device, error))
+  if (!memres_cuda_check_device (device, error))
     return FALSE;
-  if (!memres_pool_check_supported(&config, &supported, error))
+  if (!memres_pool_check_supported (&config, &supported, error))
     return FALSE;
   if (!supported)
-    return g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                       "device %d cannot share memory pools between processes: it lacks memory "
-                       "pools or POSIX file descriptor pool handles "
-                       "(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)",
-                       device),
+    return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                        "device %d cannot share memory pools between processes: it lacks memory "
+                        "pools or POSIX file descriptor pool handles "
+                        "(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)",
+                        device),
            FALSE;
-  return memres_pool_init(&self->pool, &config, error);
+  return memres_pool_init (&self->pool, &config, error);
 }
 
 static gboolean
-ipc_import_handle(MemresResource *mr, const MemresIpcHandle *handle, GError **error)
+ipc_import_handle (MemresResource *mr, const MemresIpcHandle *handle, GError **error)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
-  if (!memres_pool_init_import(&self->pool, handle, NULL, error))
+  if (!memres_pool_init_import (&self->pool, handle, NULL, error))
     return FALSE;
   self->imported = TRUE;
   return TRUE;
 }
 
 static void
-ipc_finalize(MemresResource *mr)
+ipc_finalize (MemresResource *mr)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
-  memres_pool_destroy(&self->pool);
+  memres_pool_destroy (&self->pool);
 }
 
 static gboolean
-ipc_allocate(MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-             GError **error)
+ipc_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+              GError **error)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
-  if (G_UNLIKELY(self->imported))
-    return g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                               "a pool imported from another process cannot allocate: allocate "
-                               "in the exporting process and import the buffer"),
+  if (G_UNLIKELY (self->imported))
+    return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                                "a pool imported from another process cannot allocate: allocate "
+                                "in the exporting process and import the buffer"),
            FALSE;
-  if (!memres_pool_allocate(&self->pool, size, stream, &alloc->address, error))
+  if (!memres_pool_allocate (&self->pool, size, stream, &alloc->address, error))
     return FALSE;
   alloc->size = size;
   return TRUE;
@@ -100,17 +100,17 @@ ipc_allocate(MemresResource *mr, gsize size, MemresStream stream, MemresAllocati
 
 /* Frees an allocation (exporter) or unmaps an imported one (importer): cuMemFreeAsync both. */
 static gboolean
-ipc_deallocate(MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+ipc_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
-  return memres_pool_free(&self->pool, alloc->address, stream, error);
+  return memres_pool_free (&self->pool, alloc->address, stream, error);
 }
 
 static void
-ipc_query(MemresResource *mr, MemresResourceInfo *info)
+ipc_query (MemresResource *mr, MemresResourceInfo *info)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
   info->device = self->pool.device;
   info->flags
@@ -120,74 +120,74 @@ ipc_query(MemresResource *mr, MemresResourceInfo *info)
 }
 
 static gboolean
-ipc_get_stats(MemresResource *mr, MemresStats *stats, GError **error)
+ipc_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
-  return memres_pool_get_stats(&self->pool, stats, error);
+  return memres_pool_get_stats (&self->pool, stats, error);
 }
 
 static gboolean
-ipc_reset_stats(MemresResource *mr, GError **error)
+ipc_reset_stats (MemresResource *mr, GError **error)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
-  return memres_pool_reset_stats(&self->pool, error);
+  return memres_pool_reset_stats (&self->pool, error);
 }
 
 static gboolean
-ipc_trim(MemresResource *mr, gsize bytes_to_keep, GError **error)
+ipc_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
-  return memres_pool_trim(&self->pool, bytes_to_keep, error);
+  return memres_pool_trim (&self->pool, bytes_to_keep, error);
 }
 
 static gboolean
-ipc_set_access(MemresResource *mr, const MemresAccessDesc *descs, guint n_descs, GError **error)
+ipc_set_access (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs, GError **error)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
-  return memres_pool_set_access(&self->pool, descs, n_descs, error);
+  return memres_pool_set_access (&self->pool, descs, n_descs, error);
 }
 
 static gboolean
-ipc_get_access(MemresResource *mr, gint device, MemresAccess *access, GError **error)
+ipc_get_access (MemresResource *mr, gint device, MemresAccess *access, GError **error)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
-  return memres_pool_get_access(&self->pool, device, access, error);
+  return memres_pool_get_access (&self->pool, device, access, error);
 }
 
 static gboolean
-ipc_export_handle(MemresResource *mr, MemresIpcHandle **handle, GError **error)
+ipc_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
-  return memres_pool_export_handle(&self->pool, "ipc", handle, error);
+  return memres_pool_export_handle (&self->pool, "ipc", handle, error);
 }
 
 static gboolean
-ipc_export_buffer(MemresResource *mr, const MemresAllocation *alloc, MemresBufferExport *out,
-                  GError **error)
+ipc_export_buffer (MemresResource *mr, const MemresAllocation *alloc, MemresBufferExport *out,
+                   GError **error)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
-  return memres_pool_export_pointer(&self->pool, alloc, out, error);
+  return memres_pool_export_pointer (&self->pool, alloc, out, error);
 }
 
 static gboolean
-ipc_import_buffer(MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
-                  MemresAllocation *alloc, GError **error)
+ipc_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
+                   MemresAllocation *alloc, GError **error)
 {
-  Ipc *self = memres_resource_get_private(mr);
+  Ipc *self = memres_resource_get_private (mr);
 
   if (!self->imported)
-    return g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                               "the exporting resource cannot import its own buffers: use the "
-                               "buffer itself, or import the pool's handle first"),
+    return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                                "the exporting resource cannot import its own buffers: use the "
+                                "buffer itself, or import the pool's handle first"),
            FALSE;
-  return memres_pool_import_pointer(&self->pool, in, alloc, error);
+  return memres_pool_import_pointer (&self->pool, in, alloc, error);
 }
 
 static const MemresResourceOps ipc_ops = {
@@ -209,20 +209,20 @@ static const MemresResourceOps ipc_ops = {
 };
 
 static const MemresKindInfo ipc_kind = {
-  .struct_size = sizeof(MemresKindInfo),
+  .struct_size = sizeof (MemresKindInfo),
   .name = "ipc",
   .description = "device memory from a stream-ordered pool shared between processes (POSIX "
                  "file descriptors); imported pools map buffers but cannot allocate",
   .options = ipc_options,
-  .n_options = G_N_ELEMENTS(ipc_options),
+  .n_options = G_N_ELEMENTS (ipc_options),
   .ops = &ipc_ops,
-  .instance_size = sizeof(Ipc),
+  .instance_size = sizeof (Ipc),
 };
 
 static gboolean
-ipc_plugin_init(MemresPlugin *plugin, GError **error)
+ipc_plugin_init (MemresPlugin *plugin, GError **error)
 {
-  return memres_plugin_register_kind(plugin, &ipc_kind, error);
+  return memres_plugin_register_kind (plugin, &ipc_kind, error);
 }
 
-MEMRES_PLUGIN_DEFINE(ipc, "device memory pools shared between processes", ipc_plugin_init)
+MEMRES_PLUGIN_DEFINE (ipc, "device memory pools shared between processes", ipc_plugin_init)

@@ -34,8 +34,8 @@ typedef struct
   guint host_alloc_flags;
 } PinnedConfig;
 
-gboolean pinned_config_init(PinnedConfig *config, const MemresOptions *options, GError **error);
-gboolean pinned_config_resolve(PinnedConfig *config, GError **error);
-void pinned_config_clear(PinnedConfig *config);
+gboolean pinned_config_init (PinnedConfig *config, const MemresOptions *options, GError **error);
+gboolean pinned_config_resolve (PinnedConfig *config, GError **error);
+void pinned_config_clear (PinnedConfig *config);
 
 G_END_DECLS

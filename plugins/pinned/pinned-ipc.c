@@ -11,15 +11,15 @@
 #include "pinned-private.h"
 
 static gboolean
-check_shareable(Pinned *self, GError **error)
+check_shareable (Pinned *self, GError **error)
 {
   if (self->ipc)
     return TRUE;
-  g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                      self->mode == PINNED_MODE_LEGACY
-                          ? "pinned: mode=legacy memory cannot be shared with other processes: "
-                            "use mode=pool,ipc=true"
-                          : "pinned: the pool is not shareable: create it with ipc=true");
+  g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                       self->mode == PINNED_MODE_LEGACY
+                           ? "pinned: mode=legacy memory cannot be shared with other processes: "
+                             "use mode=pool,ipc=true"
+                           : "pinned: the pool is not shareable: create it with ipc=true");
   return FALSE;
 }
 
@@ -39,13 +39,13 @@ check_shareable(Pinned *self, GError **error)
  * Returns: %TRUE on success; %FALSE with @error set otherwise.
  */
 gboolean
-pinned_export_handle(MemresResource *mr, MemresIpcHandle **handle, GError **error)
+pinned_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
 
-  if (!check_shareable(self, error))
+  if (!check_shareable (self, error))
     return FALSE;
-  return memres_pool_export_handle(&self->pool, "pinned", handle, error);
+  return memres_pool_export_handle (&self->pool, "pinned", handle, error);
 }
 
 /**
@@ -67,20 +67,20 @@ pinned_export_handle(MemresResource *mr, MemresIpcHandle **handle, GError **erro
  * Returns: %TRUE on success; %FALSE with @error set otherwise.
  */
 gboolean
-pinned_import_handle(MemresResource *mr, const MemresIpcHandle *handle, GError **error)
+pinned_import_handle (MemresResource *mr, const MemresIpcHandle *handle, GError **error)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
   /* The handle does not say which node the exporter's pool is on; nothing here needs it. */
   const CUmemLocation location = { .type = CU_MEM_LOCATION_TYPE_HOST_NUMA, .id = -1 };
   MemresAccessDesc access;
 
-  if (!memres_pool_init_import(&self->pool, handle, &location, error))
+  if (!memres_pool_init_import (&self->pool, handle, &location, error))
     return FALSE;
   access.device = self->pool.device;
   access.access = MEMRES_ACCESS_READWRITE;
-  if (!memres_pool_set_access(&self->pool, &access, 1, error))
+  if (!memres_pool_set_access (&self->pool, &access, 1, error))
     {
-      memres_pool_destroy(&self->pool);
+      memres_pool_destroy (&self->pool);
       return FALSE;
     }
   self->mode = PINNED_MODE_POOL;
@@ -105,14 +105,14 @@ pinned_import_handle(MemresResource *mr, const MemresIpcHandle *handle, GError *
  * Returns: %TRUE on success; %FALSE with @error set otherwise.
  */
 gboolean
-pinned_export_buffer(MemresResource *mr, const MemresAllocation *alloc, MemresBufferExport *out,
-                     GError **error)
+pinned_export_buffer (MemresResource *mr, const MemresAllocation *alloc, MemresBufferExport *out,
+                      GError **error)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
 
-  if (!check_shareable(self, error))
+  if (!check_shareable (self, error))
     return FALSE;
-  return memres_pool_export_pointer(&self->pool, alloc, out, error);
+  return memres_pool_export_pointer (&self->pool, alloc, out, error);
 }
 
 /**
@@ -130,17 +130,17 @@ pinned_export_buffer(MemresResource *mr, const MemresAllocation *alloc, MemresBu
  * Returns: %TRUE on success; %FALSE with @error set otherwise.
  */
 gboolean
-pinned_import_buffer(MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
-                     MemresAllocation *alloc, GError **error)
+pinned_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
+                      MemresAllocation *alloc, GError **error)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
 
   if (!self->imported)
     {
-      g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                          "pinned: only a pool imported with memres_resource_import_handle() "
-                          "imports buffers; the exporter uses its buffers directly");
+      g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                           "pinned: only a pool imported with memres_resource_import_handle() "
+                           "imports buffers; the exporter uses its buffers directly");
       return FALSE;
     }
-  return memres_pool_import_pointer(&self->pool, in, alloc, error);
+  return memres_pool_import_pointer (&self->pool, in, alloc, error);
 }

@@ -20,14 +20,14 @@
  * Returns: %TRUE on success; %FALSE with @error set otherwise (nothing to undo).
  */
 gboolean
-pinned_legacy_init(PinnedLegacy *self, gint device, guint host_alloc_flags, GError **error)
+pinned_legacy_init (PinnedLegacy *self, gint device, guint host_alloc_flags, GError **error)
 {
-  self->drv = memres_cuda_get_driver(error);
+  self->drv = memres_cuda_get_driver (error);
   if (self->drv == NULL)
     return FALSE;
   self->device = device;
   self->host_alloc_flags = host_alloc_flags;
-  g_mutex_init(&self->lock);
+  g_mutex_init (&self->lock);
   return TRUE;
 }
 
@@ -38,23 +38,23 @@ pinned_legacy_init(PinnedLegacy *self, gint device, guint host_alloc_flags, GErr
  * Releases the state. Every buffer is gone by then (each held the resource).
  */
 void
-pinned_legacy_finalize(PinnedLegacy *self)
+pinned_legacy_finalize (PinnedLegacy *self)
 {
-  g_mutex_clear(&self->lock);
+  g_mutex_clear (&self->lock);
 }
 
 static void
-account(PinnedLegacy *self, gsize size, gboolean add)
+account (PinnedLegacy *self, gsize size, gboolean add)
 {
-  g_mutex_lock(&self->lock);
+  g_mutex_lock (&self->lock);
   if (add)
     {
       self->used_current += size;
-      self->used_high = MAX(self->used_high, self->used_current);
+      self->used_high = MAX (self->used_high, self->used_current);
     }
   else
     self->used_current -= size;
-  g_mutex_unlock(&self->lock);
+  g_mutex_unlock (&self->lock);
 }
 
 /**
@@ -74,20 +74,20 @@ account(PinnedLegacy *self, gsize size, gboolean add)
  * Returns: %TRUE on success; %FALSE with @error set otherwise.
  */
 gboolean
-pinned_legacy_allocate(PinnedLegacy *self, gsize size, MemresAllocation *alloc, GError **error)
+pinned_legacy_allocate (PinnedLegacy *self, gsize size, MemresAllocation *alloc, GError **error)
 {
   void *ptr = NULL;
   CUresult res;
 
-  if (!memres_cuda_ensure_context(self->device, error))
+  if (!memres_cuda_ensure_context (self->device, error))
     return FALSE;
-  res = self->drv->cuMemHostAlloc(&ptr, size, self->host_alloc_flags);
+  res = self->drv->cuMemHostAlloc (&ptr, size, self->host_alloc_flags);
   if (res != CUDA_SUCCESS)
-    return memres_pool_set_alloc_error(error, res, "cuMemHostAlloc", size);
-  alloc->address = (guint64)(guintptr)ptr;
+    return memres_pool_set_alloc_error (error, res, "cuMemHostAlloc", size);
+  alloc->address = (guint64) (guintptr) ptr;
   alloc->size = size;
   alloc->plugin_data = NULL;
-  account(self, size, TRUE);
+  account (self, size, TRUE);
   return TRUE;
 }
 
@@ -109,25 +109,25 @@ pinned_legacy_allocate(PinnedLegacy *self, gsize size, MemresAllocation *alloc, 
  * Returns: %TRUE on success; %FALSE with @error set otherwise.
  */
 gboolean
-pinned_legacy_deallocate(PinnedLegacy *self, MemresAllocation *alloc, MemresStream stream,
-                         GError **error)
+pinned_legacy_deallocate (PinnedLegacy *self, MemresAllocation *alloc, MemresStream stream,
+                          GError **error)
 {
-  g_autoptr(GError) sync_error = NULL;
+  g_autoptr (GError) sync_error = NULL;
   CUresult res;
 
-  if (memres_cuda_ensure_context(self->device, &sync_error))
+  if (memres_cuda_ensure_context (self->device, &sync_error))
     {
-      res = self->drv->cuStreamSynchronize(stream);
+      res = self->drv->cuStreamSynchronize (stream);
       if (res != CUDA_SUCCESS)
-        memres_cuda_set_error(&sync_error, res, "cuStreamSynchronize");
+        memres_cuda_set_error (&sync_error, res, "cuStreamSynchronize");
     }
-  res = self->drv->cuMemFreeHost((void *)(guintptr)alloc->address);
+  res = self->drv->cuMemFreeHost ((void *) (guintptr) alloc->address);
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, res, "cuMemFreeHost");
-  account(self, alloc->size, FALSE);
+    return memres_cuda_set_error (error, res, "cuMemFreeHost");
+  account (self, alloc->size, FALSE);
   if (sync_error != NULL)
     {
-      g_propagate_error(error, g_steal_pointer(&sync_error));
+      g_propagate_error (error, g_steal_pointer (&sync_error));
       return FALSE;
     }
   return TRUE;
@@ -141,12 +141,12 @@ pinned_legacy_deallocate(PinnedLegacy *self, MemresAllocation *alloc, MemresStre
  * Legacy mode holds nothing beyond its buffers: reserved equals used. Thread-safe.
  */
 void
-pinned_legacy_get_stats(PinnedLegacy *self, MemresStats *stats)
+pinned_legacy_get_stats (PinnedLegacy *self, MemresStats *stats)
 {
-  g_mutex_lock(&self->lock);
+  g_mutex_lock (&self->lock);
   stats->reserved_current = stats->used_current = self->used_current;
   stats->reserved_high = stats->used_high = self->used_high;
-  g_mutex_unlock(&self->lock);
+  g_mutex_unlock (&self->lock);
 }
 
 /**
@@ -156,9 +156,9 @@ pinned_legacy_get_stats(PinnedLegacy *self, MemresStats *stats)
  * Resets the high-water marks to the current values. Thread-safe.
  */
 void
-pinned_legacy_reset_stats(PinnedLegacy *self)
+pinned_legacy_reset_stats (PinnedLegacy *self)
 {
-  g_mutex_lock(&self->lock);
+  g_mutex_lock (&self->lock);
   self->used_high = self->used_current;
-  g_mutex_unlock(&self->lock);
+  g_mutex_unlock (&self->lock);
 }

@@ -17,14 +17,14 @@ typedef struct
   guint64 used_high;
 } PinnedLegacy;
 
-gboolean pinned_legacy_init(PinnedLegacy *self, gint device, guint host_alloc_flags,
-                            GError **error);
-void pinned_legacy_finalize(PinnedLegacy *self);
-gboolean pinned_legacy_allocate(PinnedLegacy *self, gsize size, MemresAllocation *alloc,
-                                GError **error);
-gboolean pinned_legacy_deallocate(PinnedLegacy *self, MemresAllocation *alloc, MemresStream stream,
-                                  GError **error);
-void pinned_legacy_get_stats(PinnedLegacy *self, MemresStats *stats);
-void pinned_legacy_reset_stats(PinnedLegacy *self);
+gboolean pinned_legacy_init (PinnedLegacy *self, gint device, guint host_alloc_flags,
+                             GError **error);
+void pinned_legacy_finalize (PinnedLegacy *self);
+gboolean pinned_legacy_allocate (PinnedLegacy *self, gsize size, MemresAllocation *alloc,
+                                 GError **error);
+gboolean pinned_legacy_deallocate (PinnedLegacy *self, MemresAllocation *alloc, MemresStream stream,
+                                   GError **error);
+void pinned_legacy_get_stats (PinnedLegacy *self, MemresStats *stats);
+void pinned_legacy_reset_stats (PinnedLegacy *self);
 
 G_END_DECLS

@@ -24,24 +24,24 @@
  * Returns: %TRUE on success; %FALSE with @error set otherwise.
  */
 gboolean
-pinned_pool_init(MemresPool *pool, const PinnedConfig *config, GError **error)
+pinned_pool_init (MemresPool *pool, const PinnedConfig *config, GError **error)
 {
-  g_autofree MemresAccessDesc *descs = g_new(MemresAccessDesc, MAX(config->n_devices, 1));
+  g_autofree MemresAccessDesc *descs = g_new (MemresAccessDesc, MAX (config->n_devices, 1));
   GError *local = NULL;
 
-  if (!memres_pool_init(pool, &config->pool, &local))
+  if (!memres_pool_init (pool, &config->pool, &local))
     {
       /* The driver refuses a node it cannot place a pool on with CUDA_ERROR_INVALID_VALUE. */
       if (config->numa_id_given
-          && g_error_matches(local, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_VALUE))
+          && g_error_matches (local, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_VALUE))
         {
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                      "pinned: numa_id=%d: the driver refuses host NUMA node %d: %s",
-                      config->numa_id, config->numa_id, local->message);
-          g_error_free(local);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "pinned: numa_id=%d: the driver refuses host NUMA node %d: %s",
+                       config->numa_id, config->numa_id, local->message);
+          g_error_free (local);
           return FALSE;
         }
-      g_propagate_error(error, local);
+      g_propagate_error (error, local);
       return FALSE;
     }
 
@@ -50,9 +50,9 @@ pinned_pool_init(MemresPool *pool, const PinnedConfig *config, GError **error)
       descs[i].device = config->devices[i];
       descs[i].access = MEMRES_ACCESS_READWRITE;
     }
-  if (!memres_pool_set_access(pool, descs, config->n_devices, error))
+  if (!memres_pool_set_access (pool, descs, config->n_devices, error))
     {
-      memres_pool_destroy(pool);
+      memres_pool_destroy (pool);
       return FALSE;
     }
   return TRUE;

@@ -8,6 +8,6 @@
 
 G_BEGIN_DECLS
 
-gboolean pinned_pool_init(MemresPool *pool, const PinnedConfig *config, GError **error);
+gboolean pinned_pool_init (MemresPool *pool, const PinnedConfig *config, GError **error);
 
 G_END_DECLS

@@ -19,11 +19,11 @@ typedef struct
 } Pinned;
 
 /* pinned-ipc.c: the IPC slots. */
-gboolean pinned_export_handle(MemresResource *mr, MemresIpcHandle **handle, GError **error);
-gboolean pinned_import_handle(MemresResource *mr, const MemresIpcHandle *handle, GError **error);
-gboolean pinned_export_buffer(MemresResource *mr, const MemresAllocation *alloc,
-                              MemresBufferExport *out, GError **error);
-gboolean pinned_import_buffer(MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
-                              MemresAllocation *alloc, GError **error);
+gboolean pinned_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error);
+gboolean pinned_import_handle (MemresResource *mr, const MemresIpcHandle *handle, GError **error);
+gboolean pinned_export_buffer (MemresResource *mr, const MemresAllocation *alloc,
+                               MemresBufferExport *out, GError **error);
+gboolean pinned_import_buffer (MemresResource *mr, const MemresBufferExport *in,
+                               MemresStream stream, MemresAllocation *alloc, GError **error);
 
 G_END_DECLS

@@ -87,52 +87,52 @@ static const MemresOptionSpec pinned_options[] = {
 };
 
 static gboolean
-pinned_init(MemresResource *mr, const MemresOptions *options, GError **error)
+pinned_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
   PinnedConfig config;
   gboolean ok;
 
-  ok = pinned_config_init(&config, options, error) && pinned_config_resolve(&config, error);
+  ok = pinned_config_init (&config, options, error) && pinned_config_resolve (&config, error);
   if (ok)
     {
       self->mode = config.mode;
       self->device = config.device;
       self->ipc = config.ipc;
       if (config.mode == PINNED_MODE_POOL)
-        ok = pinned_pool_init(&self->pool, &config, error);
+        ok = pinned_pool_init (&self->pool, &config, error);
       else
-        ok = pinned_legacy_init(&self->legacy, config.device, config.host_alloc_flags, error);
+        ok = pinned_legacy_init (&self->legacy, config.device, config.host_alloc_flags, error);
     }
-  pinned_config_clear(&config);
+  pinned_config_clear (&config);
   return ok;
 }
 
 static void
-pinned_finalize(MemresResource *mr)
+pinned_finalize (MemresResource *mr)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
 
   if (self->mode == PINNED_MODE_POOL)
-    memres_pool_destroy(&self->pool);
+    memres_pool_destroy (&self->pool);
   else
-    pinned_legacy_finalize(&self->legacy);
+    pinned_legacy_finalize (&self->legacy);
 }
 
 /* Bytes of physical memory of the host (G_MAXUINT64 where unknown), read once. */
 static guint64
-host_memory(void)
+host_memory (void)
 {
   static gsize total = 0;
 
-  if (g_once_init_enter(&total))
+  if (g_once_init_enter (&total))
     {
-      long pages = sysconf(_SC_PHYS_PAGES);
-      long page_size = sysconf(_SC_PAGESIZE);
+      long pages = sysconf (_SC_PHYS_PAGES);
+      long page_size = sysconf (_SC_PAGESIZE);
       guint64 bytes
-          = pages > 0 && page_size > 0 ? (guint64)pages * (guint64)page_size : G_MAXUINT64;
+          = pages > 0 && page_size > 0 ? (guint64) pages * (guint64) page_size : G_MAXUINT64;
 
-      g_once_init_leave(&total, (gsize)MIN(bytes, (guint64)G_MAXSIZE));
+      g_once_init_leave (&total, (gsize) MIN (bytes, (guint64) G_MAXSIZE));
     }
   return total;
 }
@@ -140,37 +140,37 @@ host_memory(void)
 /* Page-locked memory cannot exceed the host's physical memory: a larger request fails before
  * any driver call. */
 static gboolean
-check_size(gsize size, GError **error)
+check_size (gsize size, GError **error)
 {
-  guint64 total = host_memory();
+  guint64 total = host_memory ();
 
   if (size <= total)
     return TRUE;
-  g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-              "pinned: cannot allocate %" G_GSIZE_FORMAT " bytes of page-locked memory: the "
-              "host has %" G_GUINT64_FORMAT " bytes",
-              size, total);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+               "pinned: cannot allocate %" G_GSIZE_FORMAT " bytes of page-locked memory: the "
+               "host has %" G_GUINT64_FORMAT " bytes",
+               size, total);
   return FALSE;
 }
 
 static gboolean
-pinned_allocate(MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-                GError **error)
+pinned_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                 GError **error)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
 
-  if (G_UNLIKELY(self->imported))
+  if (G_UNLIKELY (self->imported))
     {
-      g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                          "pinned: a pool imported from another process cannot allocate: "
-                          "allocate in the exporting process and import the buffer");
+      g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                           "pinned: a pool imported from another process cannot allocate: "
+                           "allocate in the exporting process and import the buffer");
       return FALSE;
     }
-  if (!check_size(size, error))
+  if (!check_size (size, error))
     return FALSE;
   if (self->mode == PINNED_MODE_LEGACY)
-    return pinned_legacy_allocate(&self->legacy, size, alloc, error);
-  if (!memres_pool_allocate(&self->pool, size, stream, &alloc->address, error))
+    return pinned_legacy_allocate (&self->legacy, size, alloc, error);
+  if (!memres_pool_allocate (&self->pool, size, stream, &alloc->address, error))
     return FALSE;
   alloc->size = size;
   alloc->plugin_data = NULL;
@@ -178,19 +178,19 @@ pinned_allocate(MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
 }
 
 static gboolean
-pinned_deallocate(MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+pinned_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
 
   if (self->mode == PINNED_MODE_LEGACY)
-    return pinned_legacy_deallocate(&self->legacy, alloc, stream, error);
-  return memres_pool_free(&self->pool, alloc->address, stream, error);
+    return pinned_legacy_deallocate (&self->legacy, alloc, stream, error);
+  return memres_pool_free (&self->pool, alloc->address, stream, error);
 }
 
 static void
-pinned_query(MemresResource *mr, MemresResourceInfo *info)
+pinned_query (MemresResource *mr, MemresResourceInfo *info)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
 
   info->device = self->device;
   info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE;
@@ -203,65 +203,65 @@ pinned_query(MemresResource *mr, MemresResourceInfo *info)
 }
 
 static gboolean
-pinned_get_stats(MemresResource *mr, MemresStats *stats, GError **error)
+pinned_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
 
   if (self->mode == PINNED_MODE_POOL)
-    return memres_pool_get_stats(&self->pool, stats, error);
-  pinned_legacy_get_stats(&self->legacy, stats);
+    return memres_pool_get_stats (&self->pool, stats, error);
+  pinned_legacy_get_stats (&self->legacy, stats);
   return TRUE;
 }
 
 static gboolean
-pinned_reset_stats(MemresResource *mr, GError **error)
+pinned_reset_stats (MemresResource *mr, GError **error)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
 
   if (self->mode == PINNED_MODE_POOL)
-    return memres_pool_reset_stats(&self->pool, error);
-  pinned_legacy_reset_stats(&self->legacy);
+    return memres_pool_reset_stats (&self->pool, error);
+  pinned_legacy_reset_stats (&self->legacy);
   return TRUE;
 }
 
 /* Legacy mode holds no memory beyond its buffers: trimming it has nothing to do. */
 static gboolean
-pinned_trim(MemresResource *mr, gsize bytes_to_keep, GError **error)
+pinned_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
 
   if (self->mode == PINNED_MODE_POOL)
-    return memres_pool_trim(&self->pool, bytes_to_keep, error);
+    return memres_pool_trim (&self->pool, bytes_to_keep, error);
   return TRUE;
 }
 
 static gboolean
-legacy_has_no_access_control(GError **error)
+legacy_has_no_access_control (GError **error)
 {
-  g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                      "pinned: mode=legacy memory is accessible from every device with unified "
-                      "addressing; its access cannot be read or changed (use mode=pool)");
+  g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                       "pinned: mode=legacy memory is accessible from every device with unified "
+                       "addressing; its access cannot be read or changed (use mode=pool)");
   return FALSE;
 }
 
 static gboolean
-pinned_set_access(MemresResource *mr, const MemresAccessDesc *descs, guint n_descs, GError **error)
+pinned_set_access (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs, GError **error)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
 
   if (self->mode == PINNED_MODE_LEGACY)
-    return legacy_has_no_access_control(error);
-  return memres_pool_set_access(&self->pool, descs, n_descs, error);
+    return legacy_has_no_access_control (error);
+  return memres_pool_set_access (&self->pool, descs, n_descs, error);
 }
 
 static gboolean
-pinned_get_access(MemresResource *mr, gint device, MemresAccess *access, GError **error)
+pinned_get_access (MemresResource *mr, gint device, MemresAccess *access, GError **error)
 {
-  Pinned *self = memres_resource_get_private(mr);
+  Pinned *self = memres_resource_get_private (mr);
 
   if (self->mode == PINNED_MODE_LEGACY)
-    return legacy_has_no_access_control(error);
-  return memres_pool_get_access(&self->pool, device, access, error);
+    return legacy_has_no_access_control (error);
+  return memres_pool_get_access (&self->pool, device, access, error);
 }
 
 static const MemresResourceOps pinned_ops = {
@@ -283,20 +283,20 @@ static const MemresResourceOps pinned_ops = {
 };
 
 static gboolean
-pinned_plugin_init(MemresPlugin *plugin, GError **error)
+pinned_plugin_init (MemresPlugin *plugin, GError **error)
 {
   static const MemresKindInfo info = {
-    .struct_size = sizeof(MemresKindInfo),
+    .struct_size = sizeof (MemresKindInfo),
     .name = "pinned",
     .description = "page-locked host memory, accessible from the devices: a stream-ordered "
                    "host-located pool (mode=pool) or cuMemHostAlloc (mode=legacy)",
     .options = pinned_options,
-    .n_options = G_N_ELEMENTS(pinned_options),
+    .n_options = G_N_ELEMENTS (pinned_options),
     .ops = &pinned_ops,
-    .instance_size = sizeof(Pinned),
+    .instance_size = sizeof (Pinned),
   };
 
-  return memres_plugin_register_kind(plugin, &info, error);
+  return memres_plugin_register_kind (plugin, &info, error);
 }
 
-MEMRES_PLUGIN_DEFINE(pinned, "page-locked host memory", pinned_plugin_init)
+MEMRES_PLUGIN_DEFINE (pinned, "page-locked host memory", pinned_plugin_init)

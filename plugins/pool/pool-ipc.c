@@ -11,8 +11,8 @@
 
 #include "pool.h"
 
-G_STATIC_ASSERT(sizeof(((CUmemPoolPtrExportData *)NULL)->reserved)
-                == sizeof(((MemresBufferExport *)NULL)->export_data));
+G_STATIC_ASSERT (sizeof (((CUmemPoolPtrExportData *) NULL)->reserved)
+                 == sizeof (((MemresBufferExport *) NULL)->export_data));
 
 /* Runs a driver call; when the thread has no current context, makes the primary context of
  * @device current and tries once more. */
@@ -22,7 +22,7 @@ G_STATIC_ASSERT(sizeof(((CUmemPoolPtrExportData *)NULL)->reserved)
     (r) = (call);                                                                                  \
     if ((r) == CUDA_ERROR_INVALID_CONTEXT)                                                         \
       {                                                                                            \
-        if (!memres_cuda_ensure_context((device), (error)))                                        \
+        if (!memres_cuda_ensure_context ((device), (error)))                                       \
           return FALSE;                                                                            \
         (r) = (call);                                                                              \
       }                                                                                            \
@@ -36,7 +36,7 @@ G_STATIC_ASSERT(sizeof(((CUmemPoolPtrExportData *)NULL)->reserved)
  * Returns: %TRUE when @pool was created with POSIX file descriptor handles, or imported
  */
 gboolean
-memres_pool_is_shareable(const MemresPool *pool)
+memres_pool_is_shareable (const MemresPool *pool)
 {
   return (pool->handle_type & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
 }
@@ -58,29 +58,29 @@ memres_pool_is_shareable(const MemresPool *pool)
  *   shareable), %MEMRES_ERROR_FAILED (dup() failed) or a %MEMRES_CUDA_ERROR.
  */
 gboolean
-memres_pool_export_handle(MemresPool *pool, const char *kind, MemresIpcHandle **handle,
-                          GError **error)
+memres_pool_export_handle (MemresPool *pool, const char *kind, MemresIpcHandle **handle,
+                           GError **error)
 {
   int fd = -1;
 
-  if (!memres_pool_is_shareable(pool))
-    return g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                               "the pool was not created shareable (POSIX file descriptors)"),
+  if (!memres_pool_is_shareable (pool))
+    return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                                "the pool was not created shareable (POSIX file descriptors)"),
            FALSE;
 
-  fd = fcntl(pool->share_fd, F_DUPFD_CLOEXEC, 0);
+  fd = fcntl (pool->share_fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0)
     {
       int saved = errno;
-      return g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                         "duplicating the pool's file descriptor: %s", g_strerror(saved)),
+      return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                          "duplicating the pool's file descriptor: %s", g_strerror (saved)),
              FALSE;
     }
 
-  *handle = memres_ipc_handle_new(kind, fd, pool->pool_id, pool->device_uuid, error);
+  *handle = memres_ipc_handle_new (kind, fd, pool->pool_id, pool->device_uuid, error);
   if (*handle == NULL)
     {
-      close(fd);
+      close (fd);
       return FALSE;
     }
   return TRUE;
@@ -89,7 +89,7 @@ memres_pool_export_handle(MemresPool *pool, const char *kind, MemresIpcHandle **
 /* The driver refuses an fd that is not a pool's shareable handle with one of these; the real
  * driver (580 on the H200) answers an ordinary memfd with CUDA_ERROR_UNKNOWN. */
 static gboolean
-is_not_a_pool_handle(CUresult r)
+is_not_a_pool_handle (CUresult r)
 {
   return r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_INVALID_HANDLE
          || r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_DEVICE
@@ -116,8 +116,8 @@ is_not_a_pool_handle(CUresult r)
  *   a shareable pool handle), %MEMRES_ERROR_FAILED (dup() failed) or a %MEMRES_CUDA_ERROR.
  */
 gboolean
-memres_pool_init_import(MemresPool *pool, const MemresIpcHandle *handle,
-                        const CUmemLocation *location, GError **error)
+memres_pool_init_import (MemresPool *pool, const MemresIpcHandle *handle,
+                         const CUmemLocation *location, GError **error)
 {
   const MemresCudaDriver *drv;
   CUmemLocation where;
@@ -126,12 +126,12 @@ memres_pool_init_import(MemresPool *pool, const MemresIpcHandle *handle,
   gint device;
   int fd;
 
-  memset(pool, 0, sizeof *pool);
+  memset (pool, 0, sizeof *pool);
   pool->share_fd = -1;
-  drv = memres_cuda_get_driver(error);
+  drv = memres_cuda_get_driver (error);
   if (drv == NULL)
     return FALSE;
-  if (!memres_cuda_find_device_by_uuid(memres_ipc_handle_get_device_uuid(handle), &device, error))
+  if (!memres_cuda_find_device_by_uuid (memres_ipc_handle_get_device_uuid (handle), &device, error))
     return FALSE;
   if (location != NULL)
     where = *location;
@@ -141,37 +141,37 @@ memres_pool_init_import(MemresPool *pool, const MemresIpcHandle *handle,
       where.id = device;
     }
 
-  fd = fcntl(memres_ipc_handle_get_fd(handle), F_DUPFD_CLOEXEC, 0);
+  fd = fcntl (memres_ipc_handle_get_fd (handle), F_DUPFD_CLOEXEC, 0);
   if (fd < 0)
     {
       int saved = errno;
-      return g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                         "duplicating the handle's file descriptor: %s", g_strerror(saved)),
+      return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                          "duplicating the handle's file descriptor: %s", g_strerror (saved)),
              FALSE;
     }
-  r = drv->cuMemPoolImportFromShareableHandle(&imported, (void *)(gintptr)fd,
-                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  r = drv->cuMemPoolImportFromShareableHandle (&imported, (void *) (gintptr) fd,
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
   if (r != CUDA_SUCCESS)
     {
-      close(fd);
-      if (is_not_a_pool_handle(r))
+      close (fd);
+      if (is_not_a_pool_handle (r))
         {
           GError *cuda_error = NULL;
-          memres_cuda_set_error(&cuda_error, r, "cuMemPoolImportFromShareableHandle");
-          g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                      "the handle is not the shareable handle of a memory pool: %s",
-                      cuda_error->message);
-          g_error_free(cuda_error);
+          memres_cuda_set_error (&cuda_error, r, "cuMemPoolImportFromShareableHandle");
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                       "the handle is not the shareable handle of a memory pool: %s",
+                       cuda_error->message);
+          g_error_free (cuda_error);
           return FALSE;
         }
-      return memres_cuda_set_error(error, r, "cuMemPoolImportFromShareableHandle");
+      return memres_cuda_set_error (error, r, "cuMemPoolImportFromShareableHandle");
     }
 
-  memres_pool_init_for_handle(pool, drv, imported, TRUE, &where, device,
-                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  memres_pool_init_for_handle (pool, drv, imported, TRUE, &where, device,
+                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   pool->share_fd = fd;
-  memcpy(pool->pool_id, memres_ipc_handle_get_pool_id(handle), MEMRES_IPC_ID_SIZE);
-  memcpy(pool->device_uuid, memres_ipc_handle_get_device_uuid(handle), MEMRES_IPC_ID_SIZE);
+  memcpy (pool->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
+  memcpy (pool->device_uuid, memres_ipc_handle_get_device_uuid (handle), MEMRES_IPC_ID_SIZE);
   return TRUE;
 }
 
@@ -189,28 +189,28 @@ memres_pool_init_import(MemresPool *pool, const MemresIpcHandle *handle,
  *   shareable) or a %MEMRES_CUDA_ERROR.
  */
 gboolean
-memres_pool_export_pointer(MemresPool *pool, const MemresAllocation *alloc, MemresBufferExport *out,
-                           GError **error)
+memres_pool_export_pointer (MemresPool *pool, const MemresAllocation *alloc,
+                            MemresBufferExport *out, GError **error)
 {
   CUmemPoolPtrExportData data;
   CUresult r;
 
-  if (!memres_pool_is_shareable(pool))
-    return g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                               "the pool was not created shareable (POSIX file descriptors)"),
+  if (!memres_pool_is_shareable (pool))
+    return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                                "the pool was not created shareable (POSIX file descriptors)"),
            FALSE;
-  memset(&data, 0, sizeof data);
-  CALL_WITH_CONTEXT(r, pool->device, error,
-                    pool->drv->cuMemPoolExportPointer(&data, (CUdeviceptr)alloc->address));
+  memset (&data, 0, sizeof data);
+  CALL_WITH_CONTEXT (r, pool->device, error,
+                     pool->drv->cuMemPoolExportPointer (&data, (CUdeviceptr) alloc->address));
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuMemPoolExportPointer");
+    return memres_cuda_set_error (error, r, "cuMemPoolExportPointer");
 
-  memset(out, 0, sizeof *out);
-  memcpy(out->pool_id, pool->pool_id, MEMRES_IPC_ID_SIZE);
-  memcpy(out->device_uuid, pool->device_uuid, MEMRES_IPC_ID_SIZE);
+  memset (out, 0, sizeof *out);
+  memcpy (out->pool_id, pool->pool_id, MEMRES_IPC_ID_SIZE);
+  memcpy (out->device_uuid, pool->device_uuid, MEMRES_IPC_ID_SIZE);
   out->offset = 0;
   out->size = alloc->size;
-  memcpy(out->export_data, data.reserved, sizeof data.reserved);
+  memcpy (out->export_data, data.reserved, sizeof data.reserved);
   return TRUE;
 }
 
@@ -230,25 +230,25 @@ memres_pool_export_pointer(MemresPool *pool, const MemresAllocation *alloc, Memr
  * Returns: %TRUE on success; %FALSE with a %MEMRES_CUDA_ERROR otherwise.
  */
 gboolean
-memres_pool_import_pointer(MemresPool *pool, const MemresBufferExport *in, MemresAllocation *alloc,
-                           GError **error)
+memres_pool_import_pointer (MemresPool *pool, const MemresBufferExport *in, MemresAllocation *alloc,
+                            GError **error)
 {
   CUmemPoolPtrExportData data;
   CUdeviceptr ptr = 0;
   size_t extent = 0;
   CUresult r;
 
-  memcpy(data.reserved, in->export_data, sizeof data.reserved);
-  CALL_WITH_CONTEXT(r, pool->device, error,
-                    pool->drv->cuMemPoolImportPointer(&ptr, pool->handle, &data));
+  memcpy (data.reserved, in->export_data, sizeof data.reserved);
+  CALL_WITH_CONTEXT (r, pool->device, error,
+                     pool->drv->cuMemPoolImportPointer (&ptr, pool->handle, &data));
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuMemPoolImportPointer");
+    return memres_cuda_set_error (error, r, "cuMemPoolImportPointer");
 
-  r = pool->drv->cuPointerGetAttribute(&extent, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr);
+  r = pool->drv->cuPointerGetAttribute (&extent, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr);
   if (r != CUDA_SUCCESS)
     {
-      memres_cuda_set_error(error, r, "cuPointerGetAttribute");
-      (void)pool->drv->cuMemFreeAsync(ptr, NULL);
+      memres_cuda_set_error (error, r, "cuPointerGetAttribute");
+      (void) pool->drv->cuMemFreeAsync (ptr, NULL);
       return FALSE;
     }
 

@@ -10,9 +10,9 @@ const char *const memres_pool_choices_[] = { "current", "new", NULL };
  * allocation on it needs no capture check. Every other stream, the per-thread default stream
  * included, may be capturing. */
 static inline gboolean
-stream_may_capture(MemresStream stream)
+stream_may_capture (MemresStream stream)
 {
-  return stream != NULL && stream != (MemresStream)CU_STREAM_LEGACY;
+  return stream != NULL && stream != (MemresStream) CU_STREAM_LEGACY;
 }
 
 /**
@@ -23,9 +23,9 @@ stream_may_capture(MemresStream stream)
  * Fills @config for the current pool of device @device, every attribute left to the driver.
  */
 void
-memres_pool_config_init_device(MemresPoolConfig *config, gint device)
+memres_pool_config_init_device (MemresPoolConfig *config, gint device)
 {
-  memset(config, 0, sizeof *config);
+  memset (config, 0, sizeof *config);
   config->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   config->location.id = device;
   config->device = device;
@@ -46,10 +46,10 @@ memres_pool_config_init_device(MemresPoolConfig *config, gint device)
  * Fills @config for the current pool of a host location, every attribute left to the driver.
  */
 void
-memres_pool_config_init_host(MemresPoolConfig *config, CUmemLocationType type, gint numa_id,
-                             gint device)
+memres_pool_config_init_host (MemresPoolConfig *config, CUmemLocationType type, gint numa_id,
+                              gint device)
 {
-  memres_pool_config_init_device(config, device);
+  memres_pool_config_init_device (config, device);
   config->location.type = type;
   config->location.id = type == CU_MEM_LOCATION_TYPE_HOST_NUMA ? numa_id : 0;
 }
@@ -67,8 +67,8 @@ memres_pool_config_init_host(MemresPoolConfig *config, CUmemLocationType type, g
  *   given for a current pool (it applies to new pools only), or is 0.
  */
 gboolean
-memres_pool_config_set_options(MemresPoolConfig *config, const MemresOptions *options,
-                               MemresPoolOptions which, GError **error)
+memres_pool_config_set_options (MemresPoolConfig *config, const MemresOptions *options,
+                                MemresPoolOptions which, GError **error)
 {
   static const char *const reuse_keys[] = {
     "reuse_follow_event_dependencies",
@@ -82,36 +82,36 @@ memres_pool_config_set_options(MemresPoolConfig *config, const MemresOptions *op
   };
 
   if (which & MEMRES_POOL_OPTIONS_POOL)
-    config->create = g_strcmp0(memres_options_get_string(options, "pool"), "new") == 0;
+    config->create = g_strcmp0 (memres_options_get_string (options, "pool"), "new") == 0;
 
   if (!(which & MEMRES_POOL_OPTIONS_ATTRIBUTES))
     return TRUE;
 
-  if (memres_options_is_set(options, "max_size"))
+  if (memres_options_is_set (options, "max_size"))
     {
-      guint64 max_size = memres_options_get_size(options, "max_size");
+      guint64 max_size = memres_options_get_size (options, "max_size");
 
       if (!config->create)
-        return g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                                   "max_size applies to new pools only: add pool=new"),
+        return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                                    "max_size applies to new pools only: add pool=new"),
                FALSE;
       if (max_size == 0)
-        return g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                                   "max_size must be at least 1 byte (leave it unset for the "
-                                   "driver's default)"),
+        return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                                    "max_size must be at least 1 byte (leave it unset for the "
+                                    "driver's default)"),
                FALSE;
       config->max_size = max_size;
     }
 
-  if (memres_options_is_set(options, "release_threshold"))
+  if (memres_options_is_set (options, "release_threshold"))
     {
       config->release_threshold_set = TRUE;
-      config->release_threshold = memres_options_get_size(options, "release_threshold");
+      config->release_threshold = memres_options_get_size (options, "release_threshold");
     }
 
-  for (guint i = 0; i < G_N_ELEMENTS(reuse_keys); i++)
-    if (memres_options_is_set(options, reuse_keys[i]))
-      *reuse_fields[i] = memres_options_get_bool(options, reuse_keys[i]) ? 1 : 0;
+  for (guint i = 0; i < G_N_ELEMENTS (reuse_keys); i++)
+    if (memres_options_is_set (options, reuse_keys[i]))
+      *reuse_fields[i] = memres_options_get_bool (options, reuse_keys[i]) ? 1 : 0;
 
   return TRUE;
 }
@@ -135,9 +135,9 @@ memres_pool_config_set_options(MemresPoolConfig *config, const MemresOptions *op
  *   %MEMRES_ERROR_NO_DRIVER or a %MEMRES_CUDA_ERROR otherwise.
  */
 gboolean
-memres_pool_check_supported(const MemresPoolConfig *config, gboolean *supported, GError **error)
+memres_pool_check_supported (const MemresPoolConfig *config, gboolean *supported, GError **error)
 {
-  const MemresCudaDriver *drv = memres_cuda_get_driver(error);
+  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
   CUdevice dev;
   CUdevice_attribute attr;
   CUresult r;
@@ -160,22 +160,22 @@ memres_pool_check_supported(const MemresPoolConfig *config, gboolean *supported,
       break;
     }
 
-  r = drv->cuDeviceGet(&dev, config->device);
+  r = drv->cuDeviceGet (&dev, config->device);
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuDeviceGet");
-  r = drv->cuDeviceGetAttribute(&value, attr, dev);
+    return memres_cuda_set_error (error, r, "cuDeviceGet");
+  r = drv->cuDeviceGetAttribute (&value, attr, dev);
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuDeviceGetAttribute");
+    return memres_cuda_set_error (error, r, "cuDeviceGetAttribute");
   if (value == 0)
     return TRUE;
 
   if (config->handle_type != CU_MEM_HANDLE_TYPE_NONE)
     {
-      r = drv->cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
-                                    dev);
+      r = drv->cuDeviceGetAttribute (&value, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
+                                     dev);
       if (r != CUDA_SUCCESS)
-        return memres_cuda_set_error(error, r, "cuDeviceGetAttribute");
-      if (((guint)value & (guint)config->handle_type) != (guint)config->handle_type)
+        return memres_cuda_set_error (error, r, "cuDeviceGetAttribute");
+      if (((guint) value & (guint) config->handle_type) != (guint) config->handle_type)
         return TRUE;
     }
 
@@ -197,70 +197,70 @@ memres_pool_check_supported(const MemresPoolConfig *config, gboolean *supported,
  * Returns: %FALSE
  */
 gboolean
-memres_pool_set_alloc_error(GError **error, CUresult result, const char *call, gsize size)
+memres_pool_set_alloc_error (GError **error, CUresult result, const char *call, gsize size)
 {
   GError *cuda_error = NULL;
 
   if (result != CUDA_ERROR_OUT_OF_MEMORY)
-    return memres_cuda_set_error(error, result, call);
+    return memres_cuda_set_error (error, result, call);
 
-  memres_cuda_set_error(&cuda_error, result, call);
+  memres_cuda_set_error (&cuda_error, result, call);
   if (size > 0)
-    g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                "cannot allocate %" G_GSIZE_FORMAT " bytes: %s", size, cuda_error->message);
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                 "cannot allocate %" G_GSIZE_FORMAT " bytes: %s", size, cuda_error->message);
   else
-    g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "out of memory: %s",
-                cuda_error->message);
-  g_error_free(cuda_error);
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "out of memory: %s",
+                 cuda_error->message);
+  g_error_free (cuda_error);
   return FALSE;
 }
 
 static gboolean
-set_attribute(MemresPool *pool, CUmemPool_attribute attr, void *value, GError **error)
+set_attribute (MemresPool *pool, CUmemPool_attribute attr, void *value, GError **error)
 {
-  CUresult r = pool->drv->cuMemPoolSetAttribute(pool->handle, attr, value);
+  CUresult r = pool->drv->cuMemPoolSetAttribute (pool->handle, attr, value);
 
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuMemPoolSetAttribute");
+    return memres_cuda_set_error (error, r, "cuMemPoolSetAttribute");
   return TRUE;
 }
 
 static gboolean
-get_attribute(MemresPool *pool, CUmemPool_attribute attr, void *value, GError **error)
+get_attribute (MemresPool *pool, CUmemPool_attribute attr, void *value, GError **error)
 {
-  CUresult r = pool->drv->cuMemPoolGetAttribute(pool->handle, attr, value);
+  CUresult r = pool->drv->cuMemPoolGetAttribute (pool->handle, attr, value);
 
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuMemPoolGetAttribute");
+    return memres_cuda_set_error (error, r, "cuMemPoolGetAttribute");
   return TRUE;
 }
 
 /* The release threshold is a cuuint64_t, the reuse policies are ints. */
 static gboolean
-attribute_is_int(CUmemPool_attribute attr)
+attribute_is_int (CUmemPool_attribute attr)
 {
   return attr != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
 }
 
 static gboolean
-get_attribute_u64(MemresPool *pool, CUmemPool_attribute attr, guint64 *value, GError **error)
+get_attribute_u64 (MemresPool *pool, CUmemPool_attribute attr, guint64 *value, GError **error)
 {
   cuuint64_t u = 0;
   int i = 0;
 
-  if (!get_attribute(pool, attr, attribute_is_int(attr) ? (void *)&i : (void *)&u, error))
+  if (!get_attribute (pool, attr, attribute_is_int (attr) ? (void *) &i : (void *) &u, error))
     return FALSE;
-  *value = attribute_is_int(attr) ? (guint64)i : u;
+  *value = attribute_is_int (attr) ? (guint64) i : u;
   return TRUE;
 }
 
 static gboolean
-set_attribute_u64(MemresPool *pool, CUmemPool_attribute attr, guint64 value, GError **error)
+set_attribute_u64 (MemresPool *pool, CUmemPool_attribute attr, guint64 value, GError **error)
 {
   cuuint64_t u = value;
-  int i = (int)value;
+  int i = (int) value;
 
-  return set_attribute(pool, attr, attribute_is_int(attr) ? (void *)&i : (void *)&u, error);
+  return set_attribute (pool, attr, attribute_is_int (attr) ? (void *) &i : (void *) &u, error);
 }
 
 typedef struct
@@ -271,7 +271,7 @@ typedef struct
 } AttributeChange;
 
 static gboolean
-apply_attributes(MemresPool *pool, const MemresPoolConfig *config, GError **error)
+apply_attributes (MemresPool *pool, const MemresPoolConfig *config, GError **error)
 {
   const struct
   {
@@ -283,7 +283,7 @@ apply_attributes(MemresPool *pool, const MemresPoolConfig *config, GError **erro
     { CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
       config->reuse_allow_internal_dependencies },
   };
-  AttributeChange changes[1 + G_N_ELEMENTS(reuse)];
+  AttributeChange changes[1 + G_N_ELEMENTS (reuse)];
   guint n = 0, done;
 
   if (config->release_threshold_set)
@@ -298,47 +298,47 @@ apply_attributes(MemresPool *pool, const MemresPoolConfig *config, GError **erro
        * memory explicitly. A threshold someone else set (not 0) is left alone. */
       guint64 threshold = 0;
 
-      if (!get_attribute_u64(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold, error))
+      if (!get_attribute_u64 (pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold, error))
         return FALSE;
       if (threshold == 0)
         changes[n++] = (AttributeChange){ CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, G_MAXUINT64, 0 };
     }
-  for (guint i = 0; i < G_N_ELEMENTS(reuse); i++)
+  for (guint i = 0; i < G_N_ELEMENTS (reuse); i++)
     if (reuse[i].value >= 0)
-      changes[n++] = (AttributeChange){ reuse[i].attr, (guint64)reuse[i].value, 0 };
+      changes[n++] = (AttributeChange){ reuse[i].attr, (guint64) reuse[i].value, 0 };
 
   /* A pool of our own is destroyed on failure; a shared one gets its old values back. */
   for (done = 0; done < n; done++)
     {
-      if (!pool->owned && !get_attribute_u64(pool, changes[done].attr, &changes[done].old, error))
+      if (!pool->owned && !get_attribute_u64 (pool, changes[done].attr, &changes[done].old, error))
         break;
-      if (!set_attribute_u64(pool, changes[done].attr, changes[done].value, error))
+      if (!set_attribute_u64 (pool, changes[done].attr, changes[done].value, error))
         break;
     }
   if (done == n)
     return TRUE;
   if (!pool->owned)
     while (done-- > 0)
-      (void)set_attribute_u64(pool, changes[done].attr, changes[done].old, NULL);
+      (void) set_attribute_u64 (pool, changes[done].attr, changes[done].old, NULL);
   return FALSE;
 }
 
 static void
-make_pool_id(guint8 id[MEMRES_IPC_ID_SIZE])
+make_pool_id (guint8 id[MEMRES_IPC_ID_SIZE])
 {
   for (guint i = 0; i < MEMRES_IPC_ID_SIZE; i += 4)
     {
-      guint32 r = g_random_int();
+      guint32 r = g_random_int ();
 
-      memcpy(id + i, &r, 4);
+      memcpy (id + i, &r, 4);
     }
   id[6] = (id[6] & 0x0f) | 0x40; /* version 4 */
   id[8] = (id[8] & 0x3f) | 0x80; /* RFC 4122 variant */
 }
 
 static gboolean
-get_current_pool(const MemresCudaDriver *drv, const MemresPoolConfig *config, CUmemoryPool *handle,
-                 GError **error)
+get_current_pool (const MemresCudaDriver *drv, const MemresPoolConfig *config, CUmemoryPool *handle,
+                  GError **error)
 {
   CUmemLocation location = config->location;
   CUdevice dev;
@@ -347,22 +347,22 @@ get_current_pool(const MemresCudaDriver *drv, const MemresPoolConfig *config, CU
   if (config->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     {
       if (drv->cuMemGetMemPool == NULL)
-        return g_set_error_literal(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                                   "the CUDA driver has no cuMemGetMemPool (CUDA 13 or newer "
-                                   "is needed for the current pool of a host location)"),
+        return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                                    "the CUDA driver has no cuMemGetMemPool (CUDA 13 or newer "
+                                    "is needed for the current pool of a host location)"),
                FALSE;
-      r = drv->cuMemGetMemPool(handle, &location, CU_MEM_ALLOCATION_TYPE_PINNED);
+      r = drv->cuMemGetMemPool (handle, &location, CU_MEM_ALLOCATION_TYPE_PINNED);
       if (r != CUDA_SUCCESS)
-        return memres_cuda_set_error(error, r, "cuMemGetMemPool");
+        return memres_cuda_set_error (error, r, "cuMemGetMemPool");
       return TRUE;
     }
 
-  r = drv->cuDeviceGet(&dev, config->location.id);
+  r = drv->cuDeviceGet (&dev, config->location.id);
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuDeviceGet");
-  r = drv->cuDeviceGetMemPool(handle, dev);
+    return memres_cuda_set_error (error, r, "cuDeviceGet");
+  r = drv->cuDeviceGetMemPool (handle, dev);
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuDeviceGetMemPool");
+    return memres_cuda_set_error (error, r, "cuDeviceGetMemPool");
   return TRUE;
 }
 
@@ -381,11 +381,11 @@ get_current_pool(const MemresCudaDriver *drv, const MemresPoolConfig *config, CU
  * Undo with memres_pool_destroy().
  */
 void
-memres_pool_init_for_handle(MemresPool *pool, const MemresCudaDriver *drv, CUmemoryPool handle,
-                            gboolean owned, const CUmemLocation *location, gint device,
-                            CUmemAllocationHandleType handle_type)
+memres_pool_init_for_handle (MemresPool *pool, const MemresCudaDriver *drv, CUmemoryPool handle,
+                             gboolean owned, const CUmemLocation *location, gint device,
+                             CUmemAllocationHandleType handle_type)
 {
-  memset(pool, 0, sizeof *pool);
+  memset (pool, 0, sizeof *pool);
   pool->drv = drv;
   pool->handle = handle;
   pool->owned = owned;
@@ -393,8 +393,8 @@ memres_pool_init_for_handle(MemresPool *pool, const MemresCudaDriver *drv, CUmem
   pool->device = device;
   pool->handle_type = handle_type;
   pool->share_fd = -1;
-  make_pool_id(pool->pool_id);
-  g_mutex_init(&pool->access_lock);
+  make_pool_id (pool->pool_id);
+  g_mutex_init (&pool->access_lock);
 }
 
 /**
@@ -421,13 +421,13 @@ memres_pool_init_for_handle(MemresPool *pool, const MemresCudaDriver *drv, CUmem
  *   driver older than CUDA 13.
  */
 gboolean
-memres_pool_init(MemresPool *pool, const MemresPoolConfig *config, GError **error)
+memres_pool_init (MemresPool *pool, const MemresPoolConfig *config, GError **error)
 {
-  const MemresCudaDriver *drv = memres_cuda_get_driver(error);
+  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
   CUmemoryPool handle = NULL;
   CUresult r;
 
-  memset(pool, 0, sizeof *pool);
+  memset (pool, 0, sizeof *pool);
   if (drv == NULL)
     return FALSE;
 
@@ -435,35 +435,35 @@ memres_pool_init(MemresPool *pool, const MemresPoolConfig *config, GError **erro
     {
       CUmemPoolProps props;
 
-      memset(&props, 0, sizeof props);
+      memset (&props, 0, sizeof props);
       props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
       props.handleTypes = config->handle_type;
       props.location = config->location;
-      props.maxSize = (size_t)MIN(config->max_size, (guint64)G_MAXSIZE);
-      r = drv->cuMemPoolCreate(&handle, &props);
+      props.maxSize = (size_t) MIN (config->max_size, (guint64) G_MAXSIZE);
+      r = drv->cuMemPoolCreate (&handle, &props);
       if (r != CUDA_SUCCESS)
-        return memres_pool_set_alloc_error(error, r, "cuMemPoolCreate", 0);
+        return memres_pool_set_alloc_error (error, r, "cuMemPoolCreate", 0);
     }
-  else if (!get_current_pool(drv, config, &handle, error))
+  else if (!get_current_pool (drv, config, &handle, error))
     return FALSE;
 
-  memres_pool_init_for_handle(pool, drv, handle, config->create, &config->location, config->device,
-                              config->handle_type);
+  memres_pool_init_for_handle (pool, drv, handle, config->create, &config->location, config->device,
+                               config->handle_type);
 
-  if (!apply_attributes(pool, config, error))
+  if (!apply_attributes (pool, config, error))
     goto fail;
   if (config->handle_type != CU_MEM_HANDLE_TYPE_NONE
-      && !memres_cuda_get_device_uuid(config->device, pool->device_uuid, error))
+      && !memres_cuda_get_device_uuid (config->device, pool->device_uuid, error))
     goto fail;
   if (config->create && config->handle_type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
     {
       int fd = -1;
 
-      r = drv->cuMemPoolExportToShareableHandle(&fd, handle,
-                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      r = drv->cuMemPoolExportToShareableHandle (&fd, handle,
+                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
       if (r != CUDA_SUCCESS)
         {
-          memres_cuda_set_error(error, r, "cuMemPoolExportToShareableHandle");
+          memres_cuda_set_error (error, r, "cuMemPoolExportToShareableHandle");
           goto fail;
         }
       pool->share_fd = fd;
@@ -471,20 +471,20 @@ memres_pool_init(MemresPool *pool, const MemresPoolConfig *config, GError **erro
   return TRUE;
 
 fail:
-  memres_pool_destroy(pool);
+  memres_pool_destroy (pool);
   return FALSE;
 }
 
 /* Grants of peer access survive in the driver beyond the pool: a pool created later can get
  * the same handle and inherit them. Revoke every grant made here before destroying. */
 static void
-revoke_peers(MemresPool *pool)
+revoke_peers (MemresPool *pool)
 {
   CUmemAccessDesc descs[64];
   guint n = 0;
 
   for (gint d = 0; d < 64; d++)
-    if (pool->peers_granted & (G_GUINT64_CONSTANT(1) << d))
+    if (pool->peers_granted & (G_GUINT64_CONSTANT (1) << d))
       {
         descs[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         descs[n].location.id = d;
@@ -492,7 +492,7 @@ revoke_peers(MemresPool *pool)
         n++;
       }
   if (n > 0)
-    (void)pool->drv->cuMemPoolSetAccess(pool->handle, descs, n);
+    (void) pool->drv->cuMemPoolSetAccess (pool->handle, descs, n);
   pool->peers_granted = 0;
 }
 
@@ -507,32 +507,32 @@ revoke_peers(MemresPool *pool)
  * second call does nothing. Not thread-safe.
  */
 void
-memres_pool_destroy(MemresPool *pool)
+memres_pool_destroy (MemresPool *pool)
 {
   if (pool->drv == NULL)
     return;
   if (pool->owned && pool->handle != NULL)
     {
-      revoke_peers(pool);
-      (void)pool->drv->cuMemPoolDestroy(pool->handle);
+      revoke_peers (pool);
+      (void) pool->drv->cuMemPoolDestroy (pool->handle);
     }
   if (pool->share_fd >= 0)
-    close(pool->share_fd);
-  g_mutex_clear(&pool->access_lock);
-  memset(pool, 0, sizeof *pool);
+    close (pool->share_fd);
+  g_mutex_clear (&pool->access_lock);
+  memset (pool, 0, sizeof *pool);
 }
 
 static gboolean
-allocate_checked(MemresPool *pool, gsize size, MemresStream stream, CUdeviceptr *ptr,
-                 GError **error)
+allocate_checked (MemresPool *pool, gsize size, MemresStream stream, CUdeviceptr *ptr,
+                  GError **error)
 {
   CUresult r;
 
-  if (stream_may_capture(stream) && !memres_cuda_check_stream_not_capturing(stream, error))
+  if (stream_may_capture (stream) && !memres_cuda_check_stream_not_capturing (stream, error))
     return FALSE;
-  r = pool->drv->cuMemAllocFromPoolAsync(ptr, size, pool->handle, stream);
+  r = pool->drv->cuMemAllocFromPoolAsync (ptr, size, pool->handle, stream);
   if (r != CUDA_SUCCESS)
-    return memres_pool_set_alloc_error(error, r, "cuMemAllocFromPoolAsync", size);
+    return memres_pool_set_alloc_error (error, r, "cuMemAllocFromPoolAsync", size);
   return TRUE;
 }
 
@@ -559,8 +559,8 @@ allocate_checked(MemresPool *pool, gsize size, MemresStream stream, CUdeviceptr 
  *   for a capturing stream, a %MEMRES_CUDA_ERROR for any other driver failure.
  */
 gboolean
-memres_pool_allocate(MemresPool *pool, gsize size, MemresStream stream, guint64 *address,
-                     GError **error)
+memres_pool_allocate (MemresPool *pool, gsize size, MemresStream stream, guint64 *address,
+                      GError **error)
 {
   const MemresCudaDriver *drv = pool->drv;
   const char *call = "cuStreamIsCapturing";
@@ -568,18 +568,18 @@ memres_pool_allocate(MemresPool *pool, gsize size, MemresStream stream, guint64 
   CUdeviceptr ptr = 0;
   CUresult r = CUDA_SUCCESS;
 
-  if (stream_may_capture(stream) && drv->cuStreamIsCapturing != NULL)
+  if (stream_may_capture (stream) && drv->cuStreamIsCapturing != NULL)
     {
       CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
 
-      r = drv->cuStreamIsCapturing(stream, &status);
+      r = drv->cuStreamIsCapturing (stream, &status);
       capturing = r == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
     }
-  if (G_LIKELY(r == CUDA_SUCCESS && !capturing))
+  if (G_LIKELY (r == CUDA_SUCCESS && !capturing))
     {
       call = "cuMemAllocFromPoolAsync";
-      r = drv->cuMemAllocFromPoolAsync(&ptr, size, pool->handle, stream);
-      if (G_LIKELY(r == CUDA_SUCCESS))
+      r = drv->cuMemAllocFromPoolAsync (&ptr, size, pool->handle, stream);
+      if (G_LIKELY (r == CUDA_SUCCESS))
         {
           *address = ptr;
           return TRUE;
@@ -590,13 +590,13 @@ memres_pool_allocate(MemresPool *pool, gsize size, MemresStream stream, guint64 
    * a capturing stream gets its error from the core's check. */
   if (r == CUDA_ERROR_INVALID_CONTEXT)
     {
-      if (!memres_cuda_ensure_context(pool->device, error))
+      if (!memres_cuda_ensure_context (pool->device, error))
         return FALSE;
     }
   else if (!capturing)
-    return memres_pool_set_alloc_error(error, r, call, size);
+    return memres_pool_set_alloc_error (error, r, call, size);
 
-  if (!allocate_checked(pool, size, stream, &ptr, error))
+  if (!allocate_checked (pool, size, stream, &ptr, error))
     return FALSE;
   *address = ptr;
   return TRUE;
@@ -608,18 +608,18 @@ memres_pool_allocate(MemresPool *pool, gsize size, MemresStream stream, guint64 
  * context, which by the ordering rule includes every use of the memory made there, and free it
  * on that context's legacy stream. Best effort: the caller still gets the original error. */
 static void
-free_unordered(MemresPool *pool, CUdeviceptr ptr)
+free_unordered (MemresPool *pool, CUdeviceptr ptr)
 {
   const MemresCudaDriver *drv = pool->drv;
   CUcontext context, popped;
 
-  if (!memres_cuda_get_primary_context(pool->device, &context, NULL))
+  if (!memres_cuda_get_primary_context (pool->device, &context, NULL))
     return;
-  if (drv->cuCtxPushCurrent(context) != CUDA_SUCCESS)
+  if (drv->cuCtxPushCurrent (context) != CUDA_SUCCESS)
     return;
-  if (drv->cuCtxSynchronize() == CUDA_SUCCESS)
-    (void)drv->cuMemFreeAsync(ptr, CU_STREAM_LEGACY);
-  (void)drv->cuCtxPopCurrent(&popped);
+  if (drv->cuCtxSynchronize () == CUDA_SUCCESS)
+    (void) drv->cuMemFreeAsync (ptr, CU_STREAM_LEGACY);
+  (void) drv->cuCtxPopCurrent (&popped);
 }
 
 /**
@@ -644,25 +644,25 @@ free_unordered(MemresPool *pool, CUdeviceptr ptr)
  *   nonetheless when at all possible).
  */
 gboolean
-memres_pool_free(MemresPool *pool, guint64 address, MemresStream stream, GError **error)
+memres_pool_free (MemresPool *pool, guint64 address, MemresStream stream, GError **error)
 {
-  CUresult r = pool->drv->cuMemFreeAsync((CUdeviceptr)address, stream);
+  CUresult r = pool->drv->cuMemFreeAsync ((CUdeviceptr) address, stream);
 
-  if (G_LIKELY(r == CUDA_SUCCESS))
+  if (G_LIKELY (r == CUDA_SUCCESS))
     return TRUE;
   if (r == CUDA_ERROR_INVALID_CONTEXT)
     {
-      if (!memres_cuda_ensure_context(pool->device, error))
+      if (!memres_cuda_ensure_context (pool->device, error))
         {
-          free_unordered(pool, (CUdeviceptr)address);
+          free_unordered (pool, (CUdeviceptr) address);
           return FALSE;
         }
-      r = pool->drv->cuMemFreeAsync((CUdeviceptr)address, stream);
+      r = pool->drv->cuMemFreeAsync ((CUdeviceptr) address, stream);
     }
   if (r == CUDA_SUCCESS || r == CUDA_ERROR_DEINITIALIZED)
     return TRUE;
-  memres_cuda_set_error(error, r, "cuMemFreeAsync");
-  free_unordered(pool, (CUdeviceptr)address);
+  memres_cuda_set_error (error, r, "cuMemFreeAsync");
+  free_unordered (pool, (CUdeviceptr) address);
   return FALSE;
 }
 
@@ -679,7 +679,7 @@ memres_pool_free(MemresPool *pool, guint64 address, MemresStream stream, GError 
  * Returns: %TRUE on success; %FALSE with a %MEMRES_CUDA_ERROR otherwise.
  */
 gboolean
-memres_pool_get_stats(MemresPool *pool, MemresStats *stats, GError **error)
+memres_pool_get_stats (MemresPool *pool, MemresStats *stats, GError **error)
 {
   const struct
   {
@@ -692,11 +692,11 @@ memres_pool_get_stats(MemresPool *pool, MemresStats *stats, GError **error)
     { CU_MEMPOOL_ATTR_USED_MEM_HIGH, &stats->used_high },
   };
 
-  for (guint i = 0; i < G_N_ELEMENTS(fields); i++)
+  for (guint i = 0; i < G_N_ELEMENTS (fields); i++)
     {
       cuuint64_t value = 0;
 
-      if (!get_attribute(pool, fields[i].attr, &value, error))
+      if (!get_attribute (pool, fields[i].attr, &value, error))
         return FALSE;
       *fields[i].out = value;
     }
@@ -714,12 +714,12 @@ memres_pool_get_stats(MemresPool *pool, MemresStats *stats, GError **error)
  * Returns: %TRUE on success; %FALSE with a %MEMRES_CUDA_ERROR otherwise.
  */
 gboolean
-memres_pool_reset_stats(MemresPool *pool, GError **error)
+memres_pool_reset_stats (MemresPool *pool, GError **error)
 {
   cuuint64_t zero = 0;
 
-  return set_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero, error)
-         && set_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero, error);
+  return set_attribute (pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero, error)
+         && set_attribute (pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero, error);
 }
 
 /**
@@ -735,12 +735,12 @@ memres_pool_reset_stats(MemresPool *pool, GError **error)
  * Returns: %TRUE on success; %FALSE with a %MEMRES_CUDA_ERROR otherwise.
  */
 gboolean
-memres_pool_trim(MemresPool *pool, gsize bytes_to_keep, GError **error)
+memres_pool_trim (MemresPool *pool, gsize bytes_to_keep, GError **error)
 {
-  CUresult r = pool->drv->cuMemPoolTrimTo(pool->handle, bytes_to_keep);
+  CUresult r = pool->drv->cuMemPoolTrimTo (pool->handle, bytes_to_keep);
 
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuMemPoolTrimTo");
+    return memres_cuda_set_error (error, r, "cuMemPoolTrimTo");
   return TRUE;
 }
 
@@ -755,18 +755,18 @@ memres_pool_trim(MemresPool *pool, gsize bytes_to_keep, GError **error)
  * Returns: %TRUE on success; %FALSE with a %MEMRES_CUDA_ERROR otherwise.
  */
 gboolean
-memres_pool_get_release_threshold(MemresPool *pool, guint64 *bytes, GError **error)
+memres_pool_get_release_threshold (MemresPool *pool, guint64 *bytes, GError **error)
 {
   cuuint64_t value = 0;
 
-  if (!get_attribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &value, error))
+  if (!get_attribute (pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &value, error))
     return FALSE;
   *bytes = value;
   return TRUE;
 }
 
 static gboolean
-access_is_valid(MemresAccess access)
+access_is_valid (MemresAccess access)
 {
   return access == MEMRES_ACCESS_NONE || access == MEMRES_ACCESS_READ
          || access == MEMRES_ACCESS_READWRITE;
@@ -774,13 +774,13 @@ access_is_valid(MemresAccess access)
 
 /* Whether @device is the device the pool's memory lives on (always has access). */
 static gboolean
-is_owner(MemresPool *pool, gint device)
+is_owner (MemresPool *pool, gint device)
 {
   return pool->location.type == CU_MEM_LOCATION_TYPE_DEVICE && pool->location.id == device;
 }
 
 static gboolean
-check_peer(MemresPool *pool, gint device, GError **error)
+check_peer (MemresPool *pool, gint device, GError **error)
 {
   CUdevice dev, owner;
   int can = 0;
@@ -788,18 +788,18 @@ check_peer(MemresPool *pool, gint device, GError **error)
 
   if (pool->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return TRUE; /* host memory: every device may be granted access */
-  r = pool->drv->cuDeviceGet(&dev, device);
+  r = pool->drv->cuDeviceGet (&dev, device);
   if (r == CUDA_SUCCESS)
-    r = pool->drv->cuDeviceGet(&owner, pool->location.id);
+    r = pool->drv->cuDeviceGet (&owner, pool->location.id);
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuDeviceGet");
-  r = pool->drv->cuDeviceCanAccessPeer(&can, dev, owner);
+    return memres_cuda_set_error (error, r, "cuDeviceGet");
+  r = pool->drv->cuDeviceCanAccessPeer (&can, dev, owner);
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuDeviceCanAccessPeer");
+    return memres_cuda_set_error (error, r, "cuDeviceCanAccessPeer");
   if (!can)
-    return g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                       "device %d cannot access the memory of device %d (no peer access)", device,
-                       pool->location.id),
+    return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                        "device %d cannot access the memory of device %d (no peer access)", device,
+                        pool->location.id),
            FALSE;
   return TRUE;
 }
@@ -824,69 +824,69 @@ check_peer(MemresPool *pool, gint device, GError **error)
  *   %MEMRES_ERROR_NOT_SUPPORTED (no peer access between the devices), %MEMRES_CUDA_ERROR.
  */
 gboolean
-memres_pool_set_access(MemresPool *pool, const MemresAccessDesc *descs, guint n_descs,
-                       GError **error)
+memres_pool_set_access (MemresPool *pool, const MemresAccessDesc *descs, guint n_descs,
+                        GError **error)
 {
-  g_autofree CUmemAccessDesc *map = g_new0(CUmemAccessDesc, MAX(n_descs, 1));
+  g_autofree CUmemAccessDesc *map = g_new0 (CUmemAccessDesc, MAX (n_descs, 1));
   guint64 granted = 0, revoked = 0;
   guint n = 0;
   CUresult r;
 
-  g_return_val_if_fail(descs != NULL || n_descs == 0, FALSE);
+  g_return_val_if_fail (descs != NULL || n_descs == 0, FALSE);
 
   for (guint i = 0; i < n_descs; i++)
     {
       gint device = descs[i].device;
       gboolean dup = FALSE;
 
-      if (!memres_cuda_check_device(device, error))
+      if (!memres_cuda_check_device (device, error))
         return FALSE;
-      if (!access_is_valid(descs[i].access))
-        return g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                           "invalid access %d for device %d (valid: none 0, read 1, "
-                           "readwrite 3)",
-                           (int)descs[i].access, device),
+      if (!access_is_valid (descs[i].access))
+        return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                            "invalid access %d for device %d (valid: none 0, read 1, "
+                            "readwrite 3)",
+                            (int) descs[i].access, device),
                FALSE;
-      if (is_owner(pool, device))
+      if (is_owner (pool, device))
         continue;
       for (guint j = 0; j < n; j++)
         if (map[j].location.id == device)
           {
-            if ((MemresAccess)map[j].flags != descs[i].access)
-              return g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                                 "device %d is given two different accesses", device),
+            if ((MemresAccess) map[j].flags != descs[i].access)
+              return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                                  "device %d is given two different accesses", device),
                      FALSE;
             dup = TRUE;
           }
       if (dup)
         continue;
-      if (descs[i].access != MEMRES_ACCESS_NONE && !check_peer(pool, device, error))
+      if (descs[i].access != MEMRES_ACCESS_NONE && !check_peer (pool, device, error))
         return FALSE;
 
       map[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
       map[n].location.id = device;
-      map[n].flags = (CUmemAccess_flags)descs[i].access;
+      map[n].flags = (CUmemAccess_flags) descs[i].access;
       n++;
       if (device < 64)
         {
           if (descs[i].access == MEMRES_ACCESS_NONE)
-            revoked |= G_GUINT64_CONSTANT(1) << device;
+            revoked |= G_GUINT64_CONSTANT (1) << device;
           else
-            granted |= G_GUINT64_CONSTANT(1) << device;
+            granted |= G_GUINT64_CONSTANT (1) << device;
         }
     }
 
   if (n == 0)
     return TRUE;
 
-  g_mutex_lock(&pool->access_lock);
-  r = pool->drv->cuMemPoolSetAccess(pool->handle, map, n);
+  g_mutex_lock (&pool->access_lock);
+  r = pool->drv->cuMemPoolSetAccess (pool->handle, map, n);
   if (r == CUDA_SUCCESS)
     pool->peers_granted = (pool->peers_granted & ~revoked) | granted;
-  g_mutex_unlock(&pool->access_lock);
+  g_mutex_unlock (&pool->access_lock);
 
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuMemPoolSetAccess");
+    return memres_cuda_set_error (error, r, "cuMemPoolSetAccess");
   return TRUE;
 }
 
@@ -904,17 +904,17 @@ memres_pool_set_access(MemresPool *pool, const MemresAccessDesc *descs, guint n_
  *   %MEMRES_CUDA_ERROR otherwise.
  */
 gboolean
-memres_pool_get_access(MemresPool *pool, gint device, MemresAccess *access, GError **error)
+memres_pool_get_access (MemresPool *pool, gint device, MemresAccess *access, GError **error)
 {
   CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
   CUmemLocation location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device };
   CUresult r;
 
-  if (!memres_cuda_check_device(device, error))
+  if (!memres_cuda_check_device (device, error))
     return FALSE;
-  r = pool->drv->cuMemPoolGetAccess(&flags, pool->handle, &location);
+  r = pool->drv->cuMemPoolGetAccess (&flags, pool->handle, &location);
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error(error, r, "cuMemPoolGetAccess");
-  *access = (MemresAccess)flags;
+    return memres_cuda_set_error (error, r, "cuMemPoolGetAccess");
+  *access = (MemresAccess) flags;
   return TRUE;
 }

@@ -55,7 +55,7 @@ G_BEGIN_DECLS
   "unset: the driver's default)"
 #define MEMRES_POOL_DOC_RELEASE_THRESHOLD                                                          \
   "bytes of unused memory the pool keeps reserved across synchronizations, or max; unset: the "    \
-  "driver's value, except that a wrapped current pool whose threshold is 0 gets max: at 0 the "     \
+  "driver's value, except that a wrapped current pool whose threshold is 0 gets max: at 0 the "    \
   "pool returns its memory to the system at every synchronization and allocation gets slow"
 #define MEMRES_POOL_DOC_REUSE_FOLLOW                                                               \
   "reuse memory freed on another stream once an event orders the two (unset: driver default)"
@@ -77,15 +77,15 @@ G_BEGIN_DECLS
  * %MEMRES_POOL_OPTIONS_ATTRIBUTES.
  */
 #define MEMRES_POOL_OPTION_SPECS_ATTRIBUTES                                                        \
-  MEMRES_POOL_OPTION_("max_size", MEMRES_OPTION_SIZE, MEMRES_POOL_DOC_MAX_SIZE),                   \
-      MEMRES_POOL_OPTION_("release_threshold", MEMRES_OPTION_SIZE,                                 \
-                          MEMRES_POOL_DOC_RELEASE_THRESHOLD),                                      \
-      MEMRES_POOL_OPTION_("reuse_follow_event_dependencies", MEMRES_OPTION_BOOL,                   \
-                          MEMRES_POOL_DOC_REUSE_FOLLOW),                                           \
-      MEMRES_POOL_OPTION_("reuse_allow_opportunistic", MEMRES_OPTION_BOOL,                         \
-                          MEMRES_POOL_DOC_REUSE_OPPORTUNISTIC),                                    \
-      MEMRES_POOL_OPTION_("reuse_allow_internal_dependencies", MEMRES_OPTION_BOOL,                 \
-                          MEMRES_POOL_DOC_REUSE_INTERNAL)
+  MEMRES_POOL_OPTION_ ("max_size", MEMRES_OPTION_SIZE, MEMRES_POOL_DOC_MAX_SIZE),                  \
+      MEMRES_POOL_OPTION_ ("release_threshold", MEMRES_OPTION_SIZE,                                \
+                           MEMRES_POOL_DOC_RELEASE_THRESHOLD),                                     \
+      MEMRES_POOL_OPTION_ ("reuse_follow_event_dependencies", MEMRES_OPTION_BOOL,                  \
+                           MEMRES_POOL_DOC_REUSE_FOLLOW),                                          \
+      MEMRES_POOL_OPTION_ ("reuse_allow_opportunistic", MEMRES_OPTION_BOOL,                        \
+                           MEMRES_POOL_DOC_REUSE_OPPORTUNISTIC),                                   \
+      MEMRES_POOL_OPTION_ ("reuse_allow_internal_dependencies", MEMRES_OPTION_BOOL,                \
+                           MEMRES_POOL_DOC_REUSE_INTERNAL)
 
 /* The choices of MEMRES_POOL_OPTION_SPEC_POOL: {"current", "new", NULL}. */
 extern const char *const memres_pool_choices_[];
@@ -177,52 +177,54 @@ typedef struct
 } MemresPool;
 
 /* Configuration */
-void memres_pool_config_init_device(MemresPoolConfig *config, gint device);
-void memres_pool_config_init_host(MemresPoolConfig *config, CUmemLocationType type, gint numa_id,
-                                  gint device);
-gboolean memres_pool_config_set_options(MemresPoolConfig *config, const MemresOptions *options,
-                                        MemresPoolOptions which, GError **error);
-gboolean memres_pool_check_supported(const MemresPoolConfig *config, gboolean *supported,
-                                     GError **error);
+void memres_pool_config_init_device (MemresPoolConfig *config, gint device);
+void memres_pool_config_init_host (MemresPoolConfig *config, CUmemLocationType type, gint numa_id,
+                                   gint device);
+gboolean memres_pool_config_set_options (MemresPoolConfig *config, const MemresOptions *options,
+                                         MemresPoolOptions which, GError **error);
+gboolean memres_pool_check_supported (const MemresPoolConfig *config, gboolean *supported,
+                                      GError **error);
 
 /* Lifetime */
-gboolean memres_pool_init(MemresPool *pool, const MemresPoolConfig *config, GError **error);
-void memres_pool_init_for_handle(MemresPool *pool, const MemresCudaDriver *drv, CUmemoryPool handle,
-                                 gboolean owned, const CUmemLocation *location, gint device,
-                                 CUmemAllocationHandleType handle_type);
-void memres_pool_destroy(MemresPool *pool);
+gboolean memres_pool_init (MemresPool *pool, const MemresPoolConfig *config, GError **error);
+void memres_pool_init_for_handle (MemresPool *pool, const MemresCudaDriver *drv,
+                                  CUmemoryPool handle, gboolean owned,
+                                  const CUmemLocation *location, gint device,
+                                  CUmemAllocationHandleType handle_type);
+void memres_pool_destroy (MemresPool *pool);
 
 /* Stream-ordered allocation */
-gboolean memres_pool_allocate(MemresPool *pool, gsize size, MemresStream stream, guint64 *address,
-                              GError **error);
-gboolean memres_pool_free(MemresPool *pool, guint64 address, MemresStream stream, GError **error);
+gboolean memres_pool_allocate (MemresPool *pool, gsize size, MemresStream stream, guint64 *address,
+                               GError **error);
+gboolean memres_pool_free (MemresPool *pool, guint64 address, MemresStream stream, GError **error);
 
 /* Attributes */
-gboolean memres_pool_get_stats(MemresPool *pool, MemresStats *stats, GError **error);
-gboolean memres_pool_reset_stats(MemresPool *pool, GError **error);
-gboolean memres_pool_trim(MemresPool *pool, gsize bytes_to_keep, GError **error);
-gboolean memres_pool_get_release_threshold(MemresPool *pool, guint64 *bytes, GError **error);
+gboolean memres_pool_get_stats (MemresPool *pool, MemresStats *stats, GError **error);
+gboolean memres_pool_reset_stats (MemresPool *pool, GError **error);
+gboolean memres_pool_trim (MemresPool *pool, gsize bytes_to_keep, GError **error);
+gboolean memres_pool_get_release_threshold (MemresPool *pool, guint64 *bytes, GError **error);
 
 /* Peer access */
-gboolean memres_pool_set_access(MemresPool *pool, const MemresAccessDesc *descs, guint n_descs,
-                                GError **error);
-gboolean memres_pool_get_access(MemresPool *pool, gint device, MemresAccess *access,
-                                GError **error);
+gboolean memres_pool_set_access (MemresPool *pool, const MemresAccessDesc *descs, guint n_descs,
+                                 GError **error);
+gboolean memres_pool_get_access (MemresPool *pool, gint device, MemresAccess *access,
+                                 GError **error);
 
 /* Sharing between processes (pool-ipc.c): POSIX file descriptor handles only */
-gboolean memres_pool_is_shareable(const MemresPool *pool);
-gboolean memres_pool_export_handle(MemresPool *pool, const char *kind, MemresIpcHandle **handle,
-                                   GError **error);
-gboolean memres_pool_init_import(MemresPool *pool, const MemresIpcHandle *handle,
-                                 const CUmemLocation *location, GError **error);
-gboolean memres_pool_export_pointer(MemresPool *pool, const MemresAllocation *alloc,
-                                    MemresBufferExport *out, GError **error);
-gboolean memres_pool_import_pointer(MemresPool *pool, const MemresBufferExport *in,
-                                    MemresAllocation *alloc, GError **error);
+gboolean memres_pool_is_shareable (const MemresPool *pool);
+gboolean memres_pool_export_handle (MemresPool *pool, const char *kind, MemresIpcHandle **handle,
+                                    GError **error);
+gboolean memres_pool_init_import (MemresPool *pool, const MemresIpcHandle *handle,
+                                  const CUmemLocation *location, GError **error);
+gboolean memres_pool_export_pointer (MemresPool *pool, const MemresAllocation *alloc,
+                                     MemresBufferExport *out, GError **error);
+gboolean memres_pool_import_pointer (MemresPool *pool, const MemresBufferExport *in,
+                                     MemresAllocation *alloc, GError **error);
 
 /* Errors: sets @error from a failed driver call @call, mapping CUDA_ERROR_OUT_OF_MEMORY to
  * MEMRES_ERROR_OUT_OF_MEMORY (keeping the driver's message) and everything else to
  * MEMRES_CUDA_ERROR. Always returns FALSE. */
-gboolean memres_pool_set_alloc_error(GError **error, CUresult result, const char *call, gsize size);
+gboolean memres_pool_set_alloc_error (GError **error, CUresult result, const char *call,
+                                      gsize size);
 
 G_END_DECLS

@@ -21,42 +21,43 @@
 #include <cuda.h>
 
 #ifdef __cplusplus
-extern "C" {
+extern "C"
+{
 #endif
 
-typedef struct
-{
-  int pools;            /* live pools created with cuMemPoolCreate or imported */
-  int pool_allocations; /* live allocations from pools (cuMemAllocFromPoolAsync/cuMemAllocAsync,
-                           imported pointers) */
-  int allocations;      /* live cuMemAlloc and cuMemHostAlloc allocations */
-  int reservations;     /* live cuMemAddressReserve ranges */
-  int mappings;         /* live cuMemMap mappings */
-  int physical_handles; /* live cuMemCreate / imported handles, counting retains */
-  int exported_fds;     /* fds the fake created for shareable handles and still open */
-  int streams;          /* live streams */
-  int events;           /* live events */
-} FakeCudaCounts;
+  typedef struct
+  {
+    int pools;            /* live pools created with cuMemPoolCreate or imported */
+    int pool_allocations; /* live allocations from pools (cuMemAllocFromPoolAsync/cuMemAllocAsync,
+                             imported pointers) */
+    int allocations;      /* live cuMemAlloc and cuMemHostAlloc allocations */
+    int reservations;     /* live cuMemAddressReserve ranges */
+    int mappings;         /* live cuMemMap mappings */
+    int physical_handles; /* live cuMemCreate / imported handles, counting retains */
+    int exported_fds;     /* fds the fake created for shareable handles and still open */
+    int streams;          /* live streams */
+    int events;           /* live events */
+  } FakeCudaCounts;
 
-void fakecuda_get_counts (FakeCudaCounts *counts);
-/* Makes the @nth call (1-based, counted from now) of @entry (a base name as cuGetProcAddress
- * takes it, or "cuGetProcAddress") return @result, once, without doing anything else; several
- * faults may be armed. @nth 0 disarms every fault of @entry. An unknown @entry aborts. */
-void fakecuda_fail_call (const char *entry, int nth, CUresult result);
-void fakecuda_reset_faults (void);
-/* Starts recording the names of the entry points called, in order (failed calls included). */
-void fakecuda_trace_begin (void);
-/* Returns the number of recorded calls; names[i] stay valid until the next trace_begin. */
-int fakecuda_trace_end (const char ***names);
-/* Overrides a device attribute (takes effect at once). */
-void fakecuda_set_attribute (int device, CUdevice_attribute attr, int value);
-/* Number of calls of @entry since the library was loaded (the same as since cuInit for every
- * entry point but cuGetProcAddress, cuDriverGetVersion and the error-name functions). */
-long fakecuda_call_count (const char *entry);
-/* Sets the VMM granularities cuMemGetAllocationGranularity reports and cuMemCreate/cuMemMap
- * enforce (bytes; powers of two, multiples of the page size, @recommended a multiple of
- * @minimum). Takes effect at once; use it before creating VMM memory. */
-void fakecuda_set_granularity (size_t minimum, size_t recommended);
+  void fakecuda_get_counts (FakeCudaCounts *counts);
+  /* Makes the @nth call (1-based, counted from now) of @entry (a base name as cuGetProcAddress
+   * takes it, or "cuGetProcAddress") return @result, once, without doing anything else; several
+   * faults may be armed. @nth 0 disarms every fault of @entry. An unknown @entry aborts. */
+  void fakecuda_fail_call (const char *entry, int nth, CUresult result);
+  void fakecuda_reset_faults (void);
+  /* Starts recording the names of the entry points called, in order (failed calls included). */
+  void fakecuda_trace_begin (void);
+  /* Returns the number of recorded calls; names[i] stay valid until the next trace_begin. */
+  int fakecuda_trace_end (const char ***names);
+  /* Overrides a device attribute (takes effect at once). */
+  void fakecuda_set_attribute (int device, CUdevice_attribute attr, int value);
+  /* Number of calls of @entry since the library was loaded (the same as since cuInit for every
+   * entry point but cuGetProcAddress, cuDriverGetVersion and the error-name functions). */
+  long fakecuda_call_count (const char *entry);
+  /* Sets the VMM granularities cuMemGetAllocationGranularity reports and cuMemCreate/cuMemMap
+   * enforce (bytes; powers of two, multiples of the page size, @recommended a multiple of
+   * @minimum). Takes effect at once; use it before creating VMM memory. */
+  void fakecuda_set_granularity (size_t minimum, size_t recommended);
 
 #ifdef __cplusplus
 }

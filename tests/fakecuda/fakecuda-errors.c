@@ -123,7 +123,7 @@ static const FkError fk_errors[] = {
 static char fk_error_texts[FK_N_ERRORS][64];
 
 static const FkError *
-fk_error_find(CUresult code, size_t *index)
+fk_error_find (CUresult code, size_t *index)
 {
   for (size_t i = 0; i < FK_N_ERRORS; i++)
     if (fk_errors[i].code == code)
@@ -135,33 +135,33 @@ fk_error_find(CUresult code, size_t *index)
 }
 
 CUresult
-fk_cuGetErrorName(CUresult error, const char **pStr)
+fk_cuGetErrorName (CUresult error, const char **pStr)
 {
   size_t i;
   const FkError *e;
 
-  FK_ENTER_NO_INIT(cuGetErrorName);
+  FK_ENTER_NO_INIT (cuGetErrorName);
   if (pStr == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  e = fk_error_find(error, &i);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  e = fk_error_find (error, &i);
   *pStr = e ? e->name : NULL;
-  FK_RETURN(e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+  FK_RETURN (e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
 }
 
 CUresult
-fk_cuGetErrorString(CUresult error, const char **pStr)
+fk_cuGetErrorString (CUresult error, const char **pStr)
 {
   size_t i;
   const FkError *e;
 
-  FK_ENTER_NO_INIT(cuGetErrorString);
+  FK_ENTER_NO_INIT (cuGetErrorString);
   if (pStr == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  e = fk_error_find(error, &i);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  e = fk_error_find (error, &i);
   if (e == NULL)
     {
       *pStr = NULL;
-      FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+      FK_RETURN (CUDA_ERROR_INVALID_VALUE);
     }
   if (e->text != NULL)
     *pStr = e->text;
@@ -170,20 +170,20 @@ fk_cuGetErrorString(CUresult error, const char **pStr)
       char *t = fk_error_texts[i];
       if (t[0] == '\0')
         {
-          const char *s = e->name + strlen("CUDA_ERROR_");
+          const char *s = e->name + strlen ("CUDA_ERROR_");
           size_t n = 0;
           for (; *s != '\0' && n + 1 < sizeof fk_error_texts[i]; s++, n++)
-            t[n] = *s == '_' ? ' ' : (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
+            t[n] = *s == '_' ? ' ' : (char) (*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
           t[n] = '\0';
         }
       *pStr = t;
     }
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 /* Parses a CUresult given as a number or a CUDA_ERROR_* name. */
 CUresult
-fk_parse_result(const char *text, bool *ok)
+fk_parse_result (const char *text, bool *ok)
 {
   char *end;
   long value;
@@ -191,14 +191,14 @@ fk_parse_result(const char *text, bool *ok)
   *ok = false;
   if (text == NULL || *text == '\0')
     return CUDA_SUCCESS;
-  value = strtol(text, &end, 0);
+  value = strtol (text, &end, 0);
   if (*end == '\0')
     {
       *ok = true;
-      return (CUresult)value;
+      return (CUresult) value;
     }
   for (size_t i = 0; i < FK_N_ERRORS; i++)
-    if (strcmp(fk_errors[i].name, text) == 0)
+    if (strcmp (fk_errors[i].name, text) == 0)
       {
         *ok = true;
         return fk_errors[i].code;

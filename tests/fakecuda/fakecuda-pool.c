@@ -73,39 +73,39 @@ struct CUmemPoolHandle_st
 static FkPool *fk_pools;
 
 static void
-fk_hex(char *out, const uint8_t *bytes, size_t n)
+fk_hex (char *out, const uint8_t *bytes, size_t n)
 {
   for (size_t i = 0; i < n; i++)
-    sprintf(out + 2 * i, "%02x", bytes[i]);
+    sprintf (out + 2 * i, "%02x", bytes[i]);
 }
 
 static bool
-fk_unhex(uint8_t *bytes, const char *in, size_t n)
+fk_unhex (uint8_t *bytes, const char *in, size_t n)
 {
   for (size_t i = 0; i < n; i++)
     {
       unsigned v;
-      if (sscanf(in + 2 * i, "%2x", &v) != 1)
+      if (sscanf (in + 2 * i, "%2x", &v) != 1)
         return false;
-      bytes[i] = (uint8_t)v;
+      bytes[i] = (uint8_t) v;
     }
   return true;
 }
 
 static void
-fk_random(uint8_t *bytes, size_t n)
+fk_random (uint8_t *bytes, size_t n)
 {
   static unsigned long long counter;
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || read(fd, bytes, n) != (ssize_t)n)
+  int fd = open ("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || read (fd, bytes, n) != (ssize_t) n)
     for (size_t i = 0; i < n; i++)
-      bytes[i] = (uint8_t)((getpid() * 131 + ++counter * 7919) >> (i % 8));
+      bytes[i] = (uint8_t) ((getpid () * 131 + ++counter * 7919) >> (i % 8));
   if (fd >= 0)
-    close(fd);
+    close (fd);
 }
 
 static size_t *
-fk_pool_used_counter(FkPool *pool, size_t *total)
+fk_pool_used_counter (FkPool *pool, size_t *total)
 {
   if (pool->device >= 0)
     {
@@ -117,9 +117,9 @@ fk_pool_used_counter(FkPool *pool, size_t *total)
 }
 
 static FkPool *
-fk_pool_new(const CUmemPoolProps *props, int device)
+fk_pool_new (const CUmemPoolProps *props, int device)
 {
-  FkPool *pool = calloc(1, sizeof *pool);
+  FkPool *pool = calloc (1, sizeof *pool);
   if (pool == NULL)
     return NULL;
   pool->magic = FK_MAGIC_POOL;
@@ -129,14 +129,14 @@ fk_pool_new(const CUmemPoolProps *props, int device)
   pool->memfd = -1;
   if (device >= 0)
     pool->access[device] = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  fk_random(pool->identity, sizeof pool->identity);
+  fk_random (pool->identity, sizeof pool->identity);
   pool->next = fk_pools;
   fk_pools = pool;
   return pool;
 }
 
 static void
-fk_pool_unlink(FkPool *pool)
+fk_pool_unlink (FkPool *pool)
 {
   for (FkPool **p = &fk_pools; *p; p = &(*p)->next)
     if (*p == pool)
@@ -147,7 +147,7 @@ fk_pool_unlink(FkPool *pool)
 }
 
 static FkPool *
-fk_default_pool_new(CUmemLocationType type, int id)
+fk_default_pool_new (CUmemLocationType type, int id)
 {
   CUmemPoolProps props = { 0 };
   FkPool *pool;
@@ -155,29 +155,29 @@ fk_default_pool_new(CUmemLocationType type, int id)
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.location.type = type;
   props.location.id = id;
-  pool = fk_pool_new(&props, type == CU_MEM_LOCATION_TYPE_DEVICE ? id : -1);
+  pool = fk_pool_new (&props, type == CU_MEM_LOCATION_TYPE_DEVICE ? id : -1);
   if (pool == NULL)
-    abort();
+    abort ();
   pool->is_default = true;
   pool->max_size = type == CU_MEM_LOCATION_TYPE_DEVICE ? fk.devices[id].total : fk.host_total;
   return pool;
 }
 
 void
-fk_pools_init(void)
+fk_pools_init (void)
 {
   for (int i = 0; i < fk.n_devices; i++)
     {
-      fk.devices[i].default_pool = fk_default_pool_new(CU_MEM_LOCATION_TYPE_DEVICE, i);
+      fk.devices[i].default_pool = fk_default_pool_new (CU_MEM_LOCATION_TYPE_DEVICE, i);
       fk.devices[i].current_pool = fk.devices[i].default_pool;
     }
-  fk.host_pool = fk_default_pool_new(CU_MEM_LOCATION_TYPE_HOST, 0);
+  fk.host_pool = fk_default_pool_new (CU_MEM_LOCATION_TYPE_HOST, 0);
   for (int i = 0; i < FK_N_NUMA_NODES; i++)
-    fk.numa_pools[i] = fk_default_pool_new(CU_MEM_LOCATION_TYPE_HOST_NUMA, i);
+    fk.numa_pools[i] = fk_default_pool_new (CU_MEM_LOCATION_TYPE_HOST_NUMA, i);
 }
 
 bool
-fk_pool_valid(FkPool *pool)
+fk_pool_valid (FkPool *pool)
 {
   if (pool == NULL)
     return false;
@@ -188,7 +188,7 @@ fk_pool_valid(FkPool *pool)
 }
 
 bool
-fk_pools_own_fd(int fd)
+fk_pools_own_fd (int fd)
 {
   for (FkPool *p = fk_pools; p; p = p->next)
     if (p->memfd == fd)
@@ -199,10 +199,10 @@ fk_pools_own_fd(int fd)
 /* Chunks */
 
 static void
-fk_chunk_release(FkPool *pool, FkChunk *chunk)
+fk_chunk_release (FkPool *pool, FkChunk *chunk)
 {
   size_t total;
-  size_t *used = fk_pool_used_counter(pool, &total);
+  size_t *used = fk_pool_used_counter (pool, &total);
 
   for (FkChunk **p = &pool->chunks; *p; p = &(*p)->next)
     if (*p == chunk)
@@ -210,31 +210,31 @@ fk_chunk_release(FkPool *pool, FkChunk *chunk)
         *p = chunk->next;
         break;
       }
-  fk_va_free(chunk->va, chunk->size);
+  fk_va_free (chunk->va, chunk->size);
   if (pool->memfd >= 0)
-    fallocate(pool->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)chunk->fd_offset,
-              (off_t)chunk->size);
+    fallocate (pool->memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t) chunk->fd_offset,
+               (off_t) chunk->size);
   pool->reserved -= chunk->size;
   *used -= chunk->size;
-  free(chunk);
+  free (chunk);
 }
 
 /* Releases free chunks while the pool keeps at least @keep reserved bytes after each one. */
 static void
-fk_pool_trim(FkPool *pool, size_t keep)
+fk_pool_trim (FkPool *pool, size_t keep)
 {
   FkChunk *c = pool->chunks;
   while (c != NULL)
     {
       FkChunk *next = c->next;
       if (c->n_allocs == 0 && pool->reserved - c->size >= keep)
-        fk_chunk_release(pool, c);
+        fk_chunk_release (pool, c);
       c = next;
     }
 }
 
 void
-fk_pools_release_above_threshold(void)
+fk_pools_release_above_threshold (void)
 {
   for (FkPool *p = fk_pools; p; p = p->next)
     if (!p->imported && p->reserved > p->release_threshold)
@@ -244,7 +244,7 @@ fk_pools_release_above_threshold(void)
           {
             FkChunk *next = c->next;
             if (c->n_allocs == 0)
-              fk_chunk_release(p, c);
+              fk_chunk_release (p, c);
             c = next;
           }
       }
@@ -252,7 +252,7 @@ fk_pools_release_above_threshold(void)
 
 /* Offset for a new chunk of @size bytes in the pool's memfd; 0 when full. */
 static uint64_t
-fk_chunk_fd_offset(FkPool *pool, size_t size, FkChunk ***link)
+fk_chunk_fd_offset (FkPool *pool, size_t size, FkChunk ***link)
 {
   uint64_t candidate = FK_POOL_FD_BASE;
   FkChunk **p = &pool->chunks;
@@ -270,10 +270,10 @@ fk_chunk_fd_offset(FkPool *pool, size_t size, FkChunk ***link)
 }
 
 static FkChunk *
-fk_chunk_new(FkPool *pool, size_t size)
+fk_chunk_new (FkPool *pool, size_t size)
 {
   size_t total;
-  size_t *used = fk_pool_used_counter(pool, &total);
+  size_t *used = fk_pool_used_counter (pool, &total);
   FkChunk *chunk, **link = &pool->chunks;
   uint64_t offset = 0;
   uintptr_t va;
@@ -283,24 +283,24 @@ fk_chunk_new(FkPool *pool, size_t size)
     return NULL;
   if (pool->memfd >= 0)
     {
-      offset = fk_chunk_fd_offset(pool, size, &link);
+      offset = fk_chunk_fd_offset (pool, size, &link);
       if (offset == 0)
         return NULL;
     }
   else
     while (*link)
       link = &(*link)->next;
-  chunk = calloc(1, sizeof *chunk);
+  chunk = calloc (1, sizeof *chunk);
   if (chunk == NULL)
     return NULL;
-  va = fk_va_alloc(size, FK_POOL_CHUNK, 0, false);
+  va = fk_va_alloc (size, FK_POOL_CHUNK, 0, false);
   if (va == 0
-      || !(pool->memfd >= 0 ? fk_va_back_fd(va, size, pool->memfd, offset, true)
-                            : fk_va_back_anonymous(va, size)))
+      || !(pool->memfd >= 0 ? fk_va_back_fd (va, size, pool->memfd, offset, true)
+                            : fk_va_back_anonymous (va, size)))
     {
       if (va != 0)
-        fk_va_free(va, size);
-      free(chunk);
+        fk_va_free (va, size);
+      free (chunk);
       return NULL;
     }
   chunk->va = va;
@@ -317,7 +317,7 @@ fk_chunk_new(FkPool *pool, size_t size)
 
 /* First fit of @rsize bytes in @chunk; links the allocation in. */
 static bool
-fk_chunk_place(FkChunk *chunk, FkPoolAlloc *a)
+fk_chunk_place (FkChunk *chunk, FkPoolAlloc *a)
 {
   uintptr_t candidate = chunk->va;
   FkPoolAlloc **p = &chunk->allocs;
@@ -340,15 +340,15 @@ fk_chunk_place(FkChunk *chunk, FkPoolAlloc *a)
 }
 
 static CUresult
-fk_pool_alloc(FkPool *pool, size_t size, uintptr_t *out)
+fk_pool_alloc (FkPool *pool, size_t size, uintptr_t *out)
 {
-  size_t rsize = fk_round_up(size, FK_POOL_ALIGN);
+  size_t rsize = fk_round_up (size, FK_POOL_ALIGN);
   FkPoolAlloc *a;
   bool placed = false;
 
   if (rsize == 0)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  a = calloc(1, sizeof *a);
+  a = calloc (1, sizeof *a);
   if (a == NULL)
     return CUDA_ERROR_OUT_OF_MEMORY;
   a->pool = pool;
@@ -356,20 +356,20 @@ fk_pool_alloc(FkPool *pool, size_t size, uintptr_t *out)
   a->rsize = rsize;
   a->refs = 1;
   for (FkChunk *c = pool->chunks; c && !placed; c = c->next)
-    placed = fk_chunk_place(c, a);
+    placed = fk_chunk_place (c, a);
   if (!placed)
     {
-      size_t csize = fk_round_up(rsize, FK_POOL_CHUNK);
-      FkChunk *c = csize ? fk_chunk_new(pool, csize) : NULL;
+      size_t csize = fk_round_up (rsize, FK_POOL_CHUNK);
+      FkChunk *c = csize ? fk_chunk_new (pool, csize) : NULL;
       if (c == NULL && csize != 0)
         {
           /* Out of room: give back what the pool holds unused, then try again. */
-          fk_pool_trim(pool, 0);
-          c = fk_chunk_new(pool, csize);
+          fk_pool_trim (pool, 0);
+          c = fk_chunk_new (pool, csize);
         }
-      placed = c != NULL && fk_chunk_place(c, a);
+      placed = c != NULL && fk_chunk_place (c, a);
     }
-  if (!placed || !fk_range_add(a->base, size, FK_RANGE_POOL_ALLOC, a))
+  if (!placed || !fk_range_add (a->base, size, FK_RANGE_POOL_ALLOC, a))
     {
       if (placed)
         {
@@ -382,7 +382,7 @@ fk_pool_alloc(FkPool *pool, size_t size, uintptr_t *out)
               }
           c->n_allocs--;
         }
-      free(a);
+      free (a);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
   pool->used += rsize;
@@ -395,22 +395,22 @@ fk_pool_alloc(FkPool *pool, size_t size, uintptr_t *out)
 }
 
 static void
-fk_pool_finalize(FkPool *pool)
+fk_pool_finalize (FkPool *pool)
 {
   while (pool->chunks)
-    fk_chunk_release(pool, pool->chunks);
+    fk_chunk_release (pool, pool->chunks);
   if (pool->memfd >= 0)
-    close(pool->memfd);
-  fk_pool_unlink(pool);
+    close (pool->memfd);
+  fk_pool_unlink (pool);
   pool->magic = 0;
-  free(pool);
+  free (pool);
   fk.counts.pools--;
 }
 
 CUresult
-fk_pool_free(uintptr_t ptr)
+fk_pool_free (uintptr_t ptr)
 {
-  FkRange *r = fk_range_find(ptr);
+  FkRange *r = fk_range_find (ptr);
   FkPoolAlloc *a;
   FkPool *pool;
 
@@ -425,8 +425,8 @@ fk_pool_free(uintptr_t ptr)
       /* An imported pointer: unmapped when its last import is freed. */
       if (--a->refs > 0)
         return CUDA_SUCCESS;
-      fk_range_remove(ptr);
-      fk_va_free(a->map_base, a->map_size);
+      fk_range_remove (ptr);
+      fk_va_free (a->map_base, a->map_size);
       for (FkPoolAlloc **p = &pool->imports; *p; p = &(*p)->next)
         if (*p == a)
           {
@@ -438,7 +438,7 @@ fk_pool_free(uintptr_t ptr)
   else
     {
       FkChunk *c = a->chunk;
-      fk_range_remove(ptr);
+      fk_range_remove (ptr);
       for (FkPoolAlloc **p = &c->allocs; *p; p = &(*p)->next)
         if (*p == a)
           {
@@ -448,16 +448,16 @@ fk_pool_free(uintptr_t ptr)
       c->n_allocs--;
       pool->used -= a->rsize;
     }
-  free(a);
+  free (a);
   if (pool->destroyed && pool->n_allocs == 0)
-    fk_pool_finalize(pool);
+    fk_pool_finalize (pool);
   return CUDA_SUCCESS;
 }
 
 bool
-fk_pool_alloc_accessible(void *alloc, int device, bool write)
+fk_pool_alloc_accessible (void *alloc, int device, bool write)
 {
-  FkPool *pool = ((FkPoolAlloc *)alloc)->pool;
+  FkPool *pool = ((FkPoolAlloc *) alloc)->pool;
   CUmemAccess_flags need
       = write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_READ;
   if (device < 0)
@@ -466,79 +466,79 @@ fk_pool_alloc_accessible(void *alloc, int device, bool write)
 }
 
 int
-fk_pool_alloc_device(void *alloc)
+fk_pool_alloc_device (void *alloc)
 {
-  return ((FkPoolAlloc *)alloc)->pool->device;
+  return ((FkPoolAlloc *) alloc)->pool->device;
 }
 
 CUmemoryPool
-fk_pool_alloc_pool(void *alloc)
+fk_pool_alloc_pool (void *alloc)
 {
-  return ((FkPoolAlloc *)alloc)->pool;
+  return ((FkPoolAlloc *) alloc)->pool;
 }
 
 /* Entry points */
 
 static bool
-fk_pools_supported(int device)
+fk_pools_supported (int device)
 {
-  return fk_device_attribute(device, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
+  return fk_device_attribute (device, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
 }
 
 static bool
-fk_host_pools_supported(bool numa)
+fk_host_pools_supported (bool numa)
 {
   for (int i = 0; i < fk.n_devices; i++)
-    if (fk_device_attribute(i, numa ? CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED
-                                    : CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED))
+    if (fk_device_attribute (i, numa ? CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED
+                                     : CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED))
       return true;
   return false;
 }
 
 CUresult
-fk_cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+fk_cuDeviceGetDefaultMemPool (CUmemoryPool *pool_out, CUdevice dev)
 {
-  FK_ENTER(cuDeviceGetDefaultMemPool);
+  FK_ENTER (cuDeviceGetDefaultMemPool);
   if (pool_out == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  if (!fk_device_valid(dev))
-    FK_RETURN(CUDA_ERROR_INVALID_DEVICE);
-  if (!fk_pools_supported(dev))
-    FK_RETURN(CUDA_ERROR_NOT_SUPPORTED);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  if (!fk_device_valid (dev))
+    FK_RETURN (CUDA_ERROR_INVALID_DEVICE);
+  if (!fk_pools_supported (dev))
+    FK_RETURN (CUDA_ERROR_NOT_SUPPORTED);
   *pool_out = fk.devices[dev].default_pool;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+fk_cuDeviceGetMemPool (CUmemoryPool *pool, CUdevice dev)
 {
-  FK_ENTER(cuDeviceGetMemPool);
+  FK_ENTER (cuDeviceGetMemPool);
   if (pool == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  if (!fk_device_valid(dev))
-    FK_RETURN(CUDA_ERROR_INVALID_DEVICE);
-  if (!fk_pools_supported(dev))
-    FK_RETURN(CUDA_ERROR_NOT_SUPPORTED);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  if (!fk_device_valid (dev))
+    FK_RETURN (CUDA_ERROR_INVALID_DEVICE);
+  if (!fk_pools_supported (dev))
+    FK_RETURN (CUDA_ERROR_NOT_SUPPORTED);
   *pool = fk.devices[dev].current_pool;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+fk_cuDeviceSetMemPool (CUdevice dev, CUmemoryPool pool)
 {
-  FK_ENTER(cuDeviceSetMemPool);
-  if (!fk_device_valid(dev))
-    FK_RETURN(CUDA_ERROR_INVALID_DEVICE);
-  if (!fk_pool_valid(pool) || pool->imported || pool->device != dev)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+  FK_ENTER (cuDeviceSetMemPool);
+  if (!fk_device_valid (dev))
+    FK_RETURN (CUDA_ERROR_INVALID_DEVICE);
+  if (!fk_pool_valid (pool) || pool->imported || pool->device != dev)
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   fk.devices[dev].current_pool = pool;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 /* The default (or current) pool of @location. */
 static CUresult
-fk_location_pool(CUmemoryPool *pool, const CUmemLocation *location, CUmemAllocationType type,
-                 bool current)
+fk_location_pool (CUmemoryPool *pool, const CUmemLocation *location, CUmemAllocationType type,
+                  bool current)
 {
   if (pool == NULL || location == NULL)
     return CUDA_ERROR_INVALID_VALUE;
@@ -549,22 +549,22 @@ fk_location_pool(CUmemoryPool *pool, const CUmemLocation *location, CUmemAllocat
   switch (location->type)
     {
     case CU_MEM_LOCATION_TYPE_DEVICE:
-      if (!fk_device_valid(location->id))
+      if (!fk_device_valid (location->id))
         return CUDA_ERROR_INVALID_DEVICE;
-      if (!fk_pools_supported(location->id))
+      if (!fk_pools_supported (location->id))
         return CUDA_ERROR_NOT_SUPPORTED;
       *pool
           = current ? fk.devices[location->id].current_pool : fk.devices[location->id].default_pool;
       return CUDA_SUCCESS;
     case CU_MEM_LOCATION_TYPE_HOST:
-      if (!fk_host_pools_supported(false))
+      if (!fk_host_pools_supported (false))
         return CUDA_ERROR_NOT_SUPPORTED;
       *pool = fk.host_pool;
       return CUDA_SUCCESS;
     case CU_MEM_LOCATION_TYPE_HOST_NUMA:
       if (location->id < 0 || location->id >= FK_N_NUMA_NODES)
         return CUDA_ERROR_INVALID_VALUE;
-      if (!fk_host_pools_supported(true))
+      if (!fk_host_pools_supported (true))
         return CUDA_ERROR_NOT_SUPPORTED;
       *pool = fk.numa_pools[location->id];
       return CUDA_SUCCESS;
@@ -574,21 +574,22 @@ fk_location_pool(CUmemoryPool *pool, const CUmemLocation *location, CUmemAllocat
 }
 
 CUresult
-fk_cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
+fk_cuMemGetMemPool (CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type)
 {
-  FK_ENTER(cuMemGetMemPool);
-  FK_RETURN(fk_location_pool(pool, location, type, true));
+  FK_ENTER (cuMemGetMemPool);
+  FK_RETURN (fk_location_pool (pool, location, type, true));
 }
 
 CUresult
-fk_cuMemGetDefaultMemPool(CUmemoryPool *pool_out, CUmemLocation *location, CUmemAllocationType type)
+fk_cuMemGetDefaultMemPool (CUmemoryPool *pool_out, CUmemLocation *location,
+                           CUmemAllocationType type)
 {
-  FK_ENTER(cuMemGetDefaultMemPool);
-  FK_RETURN(fk_location_pool(pool_out, location, type, false));
+  FK_ENTER (cuMemGetDefaultMemPool);
+  FK_RETURN (fk_location_pool (pool_out, location, type, false));
 }
 
 static bool
-fk_all_zero(const void *p, size_t n)
+fk_all_zero (const void *p, size_t n)
 {
   const unsigned char *b = p;
   for (size_t i = 0; i < n; i++)
@@ -599,25 +600,25 @@ fk_all_zero(const void *p, size_t n)
 
 /* Creates the memfd of an IPC capable pool. */
 static bool
-fk_pool_make_memfd(FkPool *pool)
+fk_pool_make_memfd (FkPool *pool)
 {
   char name[160], id[33], uuid[33];
   int fd;
 
-  fk_hex(id, pool->identity, 16);
+  fk_hex (id, pool->identity, 16);
   if (pool->device >= 0)
-    fk_hex(uuid, (const uint8_t *)fk.devices[pool->device].uuid.bytes, 16);
+    fk_hex (uuid, (const uint8_t *) fk.devices[pool->device].uuid.bytes, 16);
   else
-    snprintf(uuid, sizeof uuid, "host");
-  snprintf(name, sizeof name, "fakecuda-pool:%s:%s:%d:%d", id, uuid, (int)pool->props.location.type,
-           pool->props.location.id);
-  fd = memfd_create(name, MFD_CLOEXEC);
+    snprintf (uuid, sizeof uuid, "host");
+  snprintf (name, sizeof name, "fakecuda-pool:%s:%s:%d:%d", id, uuid,
+            (int) pool->props.location.type, pool->props.location.id);
+  fd = memfd_create (name, MFD_CLOEXEC);
   if (fd < 0)
     return false;
-  pool->fd_size = FK_POOL_FD_BASE + fk_round_up(pool->max_size, FK_POOL_CHUNK);
-  if (ftruncate(fd, (off_t)pool->fd_size) != 0)
+  pool->fd_size = FK_POOL_FD_BASE + fk_round_up (pool->max_size, FK_POOL_CHUNK);
+  if (ftruncate (fd, (off_t) pool->fd_size) != 0)
     {
-      close(fd);
+      close (fd);
       return false;
     }
   pool->memfd = fd;
@@ -625,192 +626,192 @@ fk_pool_make_memfd(FkPool *pool)
 }
 
 CUresult
-fk_cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+fk_cuMemPoolCreate (CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
   int device = -1;
   size_t max_default;
   unsigned handle_types;
   FkPool *p;
 
-  FK_ENTER(cuMemPoolCreate);
+  FK_ENTER (cuMemPoolCreate);
   if (pool == NULL || poolProps == NULL || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED
       || poolProps->win32SecurityAttributes != NULL
-      || !fk_all_zero(poolProps->reserved, sizeof poolProps->reserved)
+      || !fk_all_zero (poolProps->reserved, sizeof poolProps->reserved)
       || (poolProps->usage & ~CU_MEM_POOL_CREATE_USAGE_HW_DECOMPRESS) != 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   handle_types = poolProps->handleTypes;
   if ((handle_types
-       & ~(unsigned)(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC))
+       & ~(unsigned) (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC))
       != 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   switch (poolProps->location.type)
     {
     case CU_MEM_LOCATION_TYPE_DEVICE:
       device = poolProps->location.id;
-      if (!fk_device_valid(device))
-        FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-      if (!fk_pools_supported(device))
-        FK_RETURN(CUDA_ERROR_NOT_SUPPORTED);
+      if (!fk_device_valid (device))
+        FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+      if (!fk_pools_supported (device))
+        FK_RETURN (CUDA_ERROR_NOT_SUPPORTED);
       if ((handle_types
-           & (unsigned)fk_device_attribute(device,
-                                           CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES))
+           & (unsigned) fk_device_attribute (device,
+                                             CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES))
           != handle_types)
-        FK_RETURN(CUDA_ERROR_NOT_SUPPORTED);
+        FK_RETURN (CUDA_ERROR_NOT_SUPPORTED);
       max_default = fk.devices[device].total;
       break;
     case CU_MEM_LOCATION_TYPE_HOST:
       if (handle_types != 0)
-        FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-      if (!fk_host_pools_supported(false))
-        FK_RETURN(CUDA_ERROR_NOT_SUPPORTED);
+        FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+      if (!fk_host_pools_supported (false))
+        FK_RETURN (CUDA_ERROR_NOT_SUPPORTED);
       max_default = fk.host_total;
       break;
     case CU_MEM_LOCATION_TYPE_HOST_NUMA:
       if (poolProps->location.id < 0 || poolProps->location.id >= FK_N_NUMA_NODES)
-        FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-      if (!fk_host_pools_supported(true))
-        FK_RETURN(CUDA_ERROR_NOT_SUPPORTED);
-      if ((handle_types & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0
+        FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+      if (!fk_host_pools_supported (true))
+        FK_RETURN (CUDA_ERROR_NOT_SUPPORTED);
+      if ((handle_types & ~(unsigned) CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0
           || (handle_types != 0
               && (fk.n_devices == 0
-                  || !(fk_device_attribute(0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)
+                  || !(fk_device_attribute (0, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)
                        & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))))
-        FK_RETURN(CUDA_ERROR_NOT_SUPPORTED);
+        FK_RETURN (CUDA_ERROR_NOT_SUPPORTED);
       max_default = fk.host_total;
       break;
     default:
-      FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+      FK_RETURN (CUDA_ERROR_INVALID_VALUE);
     }
-  p = fk_pool_new(poolProps, device);
+  p = fk_pool_new (poolProps, device);
   if (p == NULL)
-    FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
   p->max_size = poolProps->maxSize ? poolProps->maxSize : max_default;
   if (handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
     {
-      if (!fk_pool_make_memfd(p))
+      if (!fk_pool_make_memfd (p))
         {
-          fk_pool_unlink(p);
-          free(p);
-          FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+          fk_pool_unlink (p);
+          free (p);
+          FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
         }
     }
   fk.counts.pools++;
   *pool = p;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemPoolDestroy(CUmemoryPool pool)
+fk_cuMemPoolDestroy (CUmemoryPool pool)
 {
-  FK_ENTER(cuMemPoolDestroy);
-  if (!fk_pool_valid(pool) || pool->is_default)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+  FK_ENTER (cuMemPoolDestroy);
+  if (!fk_pool_valid (pool) || pool->is_default)
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   for (int i = 0; i < fk.n_devices; i++)
     if (fk.devices[i].current_pool == pool)
       fk.devices[i].current_pool = fk.devices[i].default_pool;
   pool->destroyed = true;
   /* Outstanding allocations keep the rest alive until they are freed. */
-  fk_pool_trim(pool, 0);
+  fk_pool_trim (pool, 0);
   if (pool->n_allocs == 0)
-    fk_pool_finalize(pool);
-  FK_RETURN(CUDA_SUCCESS);
+    fk_pool_finalize (pool);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+fk_cuMemPoolGetAttribute (CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
-  FK_ENTER(cuMemPoolGetAttribute);
-  if (!fk_pool_valid(pool) || value == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+  FK_ENTER (cuMemPoolGetAttribute);
+  if (!fk_pool_valid (pool) || value == NULL)
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   switch (attr)
     {
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      *(int *)value = pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+      *(int *) value = pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
       break;
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-      *(cuuint64_t *)value = pool->release_threshold;
+      *(cuuint64_t *) value = pool->release_threshold;
       break;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-      *(cuuint64_t *)value = pool->reserved;
+      *(cuuint64_t *) value = pool->reserved;
       break;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-      *(cuuint64_t *)value = pool->reserved_high;
+      *(cuuint64_t *) value = pool->reserved_high;
       break;
     case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
-      *(cuuint64_t *)value = pool->used;
+      *(cuuint64_t *) value = pool->used;
       break;
     case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-      *(cuuint64_t *)value = pool->used_high;
+      *(cuuint64_t *) value = pool->used_high;
       break;
     default:
-      FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+      FK_RETURN (CUDA_ERROR_INVALID_VALUE);
     }
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+fk_cuMemPoolSetAttribute (CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
-  FK_ENTER(cuMemPoolSetAttribute);
-  if (!fk_pool_valid(pool) || value == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+  FK_ENTER (cuMemPoolSetAttribute);
+  if (!fk_pool_valid (pool) || value == NULL)
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   switch (attr)
     {
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *)value != 0;
+      pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *) value != 0;
       break;
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-      pool->release_threshold = *(cuuint64_t *)value;
+      pool->release_threshold = *(cuuint64_t *) value;
       break;
     case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
     case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
       /* High watermarks can only be reset, which restarts them from the current value. */
-      if (*(cuuint64_t *)value != 0)
-        FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+      if (*(cuuint64_t *) value != 0)
+        FK_RETURN (CUDA_ERROR_INVALID_VALUE);
       if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
         pool->reserved_high = pool->reserved;
       else
         pool->used_high = pool->used;
       break;
     default:
-      FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+      FK_RETURN (CUDA_ERROR_INVALID_VALUE);
     }
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+fk_cuMemPoolTrimTo (CUmemoryPool pool, size_t minBytesToKeep)
 {
-  FK_ENTER(cuMemPoolTrimTo);
-  if (!fk_pool_valid(pool))
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  fk_pool_trim(pool, minBytesToKeep);
-  FK_RETURN(CUDA_SUCCESS);
+  FK_ENTER (cuMemPoolTrimTo);
+  if (!fk_pool_valid (pool))
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  fk_pool_trim (pool, minBytesToKeep);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 static bool
-fk_access_flags_valid(CUmemAccess_flags flags)
+fk_access_flags_valid (CUmemAccess_flags flags)
 {
   return flags == CU_MEM_ACCESS_FLAGS_PROT_NONE || flags == CU_MEM_ACCESS_FLAGS_PROT_READ
          || flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 }
 
 CUresult
-fk_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
+fk_cuMemPoolSetAccess (CUmemoryPool pool, const CUmemAccessDesc *map, size_t count)
 {
-  FK_ENTER(cuMemPoolSetAccess);
-  if (!fk_pool_valid(pool) || (map == NULL && count > 0))
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+  FK_ENTER (cuMemPoolSetAccess);
+  if (!fk_pool_valid (pool) || (map == NULL && count > 0))
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   /* Validate every descriptor before changing anything. */
   for (size_t i = 0; i < count; i++)
     {
       const CUmemAccessDesc *d = &map[i];
-      if (!fk_access_flags_valid(d->flags))
-        FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+      if (!fk_access_flags_valid (d->flags))
+        FK_RETURN (CUDA_ERROR_INVALID_VALUE);
       if (d->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         {
           /* The host's access to a host pool is always read-write. */
@@ -819,37 +820,37 @@ fk_cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc *map, size_t coun
                   || d->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA)
               && d->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
             continue;
-          FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+          FK_RETURN (CUDA_ERROR_INVALID_VALUE);
         }
-      if (!fk_device_valid(d->location.id))
-        FK_RETURN(CUDA_ERROR_INVALID_DEVICE);
+      if (!fk_device_valid (d->location.id))
+        FK_RETURN (CUDA_ERROR_INVALID_DEVICE);
       if (d->location.id == pool->device)
         {
           /* The owner's access cannot be taken away. */
           if (d->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-            FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+            FK_RETURN (CUDA_ERROR_INVALID_VALUE);
         }
       else if (pool->device >= 0 && d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE
-               && !fk_can_access_peer(pool->device, d->location.id))
-        FK_RETURN(CUDA_ERROR_INVALID_DEVICE);
+               && !fk_can_access_peer (pool->device, d->location.id))
+        FK_RETURN (CUDA_ERROR_INVALID_DEVICE);
     }
   for (size_t i = 0; i < count; i++)
     if (map[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE)
       pool->access[map[i].location.id] = map[i].flags;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
+fk_cuMemPoolGetAccess (CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocation *location)
 {
-  FK_ENTER(cuMemPoolGetAccess);
-  if (flags == NULL || location == NULL || !fk_pool_valid(memPool))
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+  FK_ENTER (cuMemPoolGetAccess);
+  if (flags == NULL || location == NULL || !fk_pool_valid (memPool))
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   switch (location->type)
     {
     case CU_MEM_LOCATION_TYPE_DEVICE:
-      if (!fk_device_valid(location->id))
-        FK_RETURN(CUDA_ERROR_INVALID_DEVICE);
+      if (!fk_device_valid (location->id))
+        FK_RETURN (CUDA_ERROR_INVALID_DEVICE);
       *flags = memPool->access[location->id];
       break;
     case CU_MEM_LOCATION_TYPE_HOST:
@@ -858,121 +859,121 @@ fk_cuMemPoolGetAccess(CUmemAccess_flags *flags, CUmemoryPool memPool, CUmemLocat
                                    : CU_MEM_ACCESS_FLAGS_PROT_NONE;
       break;
     default:
-      FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+      FK_RETURN (CUDA_ERROR_INVALID_VALUE);
     }
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+fk_cuMemAllocFromPoolAsync (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
   int device;
   uintptr_t base;
   CUresult r;
 
-  FK_ENTER(cuMemAllocFromPoolAsync);
+  FK_ENTER (cuMemAllocFromPoolAsync);
   if (dptr == NULL || bytesize == 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  r = fk_stream_for_work(hStream, &device);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  r = fk_stream_for_work (hStream, &device);
   if (r != CUDA_SUCCESS)
-    FK_RETURN(r);
-  if (!fk_pool_valid(pool) || pool->imported)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  r = fk_pool_alloc(pool, bytesize, &base);
+    FK_RETURN (r);
+  if (!fk_pool_valid (pool) || pool->imported)
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  r = fk_pool_alloc (pool, bytesize, &base);
   if (r == CUDA_SUCCESS)
     *dptr = base;
-  FK_RETURN(r);
+  FK_RETURN (r);
 }
 
 CUresult
-fk_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+fk_cuMemAllocAsync (CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
   int device;
   uintptr_t base;
   CUresult r;
 
-  FK_ENTER(cuMemAllocAsync);
+  FK_ENTER (cuMemAllocAsync);
   if (dptr == NULL || bytesize == 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  r = fk_stream_for_work(hStream, &device);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  r = fk_stream_for_work (hStream, &device);
   if (r != CUDA_SUCCESS)
-    FK_RETURN(r);
-  if (!fk_pools_supported(device))
-    FK_RETURN(CUDA_ERROR_NOT_SUPPORTED);
-  r = fk_pool_alloc(fk.devices[device].current_pool, bytesize, &base);
+    FK_RETURN (r);
+  if (!fk_pools_supported (device))
+    FK_RETURN (CUDA_ERROR_NOT_SUPPORTED);
+  r = fk_pool_alloc (fk.devices[device].current_pool, bytesize, &base);
   if (r == CUDA_SUCCESS)
     *dptr = base;
-  FK_RETURN(r);
+  FK_RETURN (r);
 }
 
 CUresult
-fk_cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+fk_cuMemFreeAsync (CUdeviceptr dptr, CUstream hStream)
 {
   int device;
   CUresult r;
 
-  FK_ENTER(cuMemFreeAsync);
-  r = fk_stream_for_work(hStream, &device);
+  FK_ENTER (cuMemFreeAsync);
+  r = fk_stream_for_work (hStream, &device);
   if (r != CUDA_SUCCESS)
-    FK_RETURN(r);
-  FK_RETURN(fk_pool_free(dptr));
+    FK_RETURN (r);
+  FK_RETURN (fk_pool_free (dptr));
 }
 
 /* Pool IPC */
 
 CUresult
-fk_cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
-                                    CUmemAllocationHandleType handleType, unsigned long long flags)
+fk_cuMemPoolExportToShareableHandle (void *handle_out, CUmemoryPool pool,
+                                     CUmemAllocationHandleType handleType, unsigned long long flags)
 {
   int fd;
 
-  FK_ENTER(cuMemPoolExportToShareableHandle);
-  if (handle_out == NULL || flags != 0 || !fk_pool_valid(pool) || pool->imported
+  FK_ENTER (cuMemPoolExportToShareableHandle);
+  if (handle_out == NULL || flags != 0 || !fk_pool_valid (pool) || pool->imported
       || (pool->props.handleTypes & handleType) == 0
       || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  fd = fcntl(pool->memfd, F_DUPFD_CLOEXEC, 0);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  fd = fcntl (pool->memfd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0)
-    FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-  fk_track_exported_fd(fd);
+    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
+  fk_track_exported_fd (fd);
   fk.counts.exported_fds++;
-  *(int *)handle_out = fd;
-  FK_RETURN(CUDA_SUCCESS);
+  *(int *) handle_out = fd;
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 /* Reads the pool description from the name of a pool memfd. */
 static bool
-fk_parse_pool_fd(int fd, uint8_t identity[16], int *device, CUmemLocation *location)
+fk_parse_pool_fd (int fd, uint8_t identity[16], int *device, CUmemLocation *location)
 {
   char path[64], link[256], uuid[33];
   ssize_t n;
   const char *p;
   int type, id;
 
-  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  n = readlink(path, link, sizeof link - 1);
+  snprintf (path, sizeof path, "/proc/self/fd/%d", fd);
+  n = readlink (path, link, sizeof link - 1);
   if (n <= 0)
     return false;
   link[n] = '\0';
-  p = strstr(link, "memfd:fakecuda-pool:");
+  p = strstr (link, "memfd:fakecuda-pool:");
   if (p == NULL)
     return false;
-  p += strlen("memfd:fakecuda-pool:");
-  if (strlen(p) < 33 || !fk_unhex(identity, p, 16) || p[32] != ':')
+  p += strlen ("memfd:fakecuda-pool:");
+  if (strlen (p) < 33 || !fk_unhex (identity, p, 16) || p[32] != ':')
     return false;
   p += 33;
-  if (sscanf(p, "%32[0-9a-z]:%d:%d", uuid, &type, &id) != 3)
+  if (sscanf (p, "%32[0-9a-z]:%d:%d", uuid, &type, &id) != 3)
     return false;
-  location->type = (CUmemLocationType)type;
+  location->type = (CUmemLocationType) type;
   location->id = id;
   *device = -1;
   if (type == CU_MEM_LOCATION_TYPE_DEVICE)
     {
       uint8_t bytes[16];
-      if (!fk_unhex(bytes, uuid, 16))
+      if (!fk_unhex (bytes, uuid, 16))
         return false;
       for (int i = 0; i < fk.n_devices; i++)
-        if (memcmp(fk.devices[i].uuid.bytes, bytes, 16) == 0)
+        if (memcmp (fk.devices[i].uuid.bytes, bytes, 16) == 0)
           *device = i;
       return *device >= 0;
     }
@@ -980,44 +981,44 @@ fk_parse_pool_fd(int fd, uint8_t identity[16], int *device, CUmemLocation *locat
 }
 
 CUresult
-fk_cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
-                                      CUmemAllocationHandleType handleType,
-                                      unsigned long long flags)
+fk_cuMemPoolImportFromShareableHandle (CUmemoryPool *pool_out, void *handle,
+                                       CUmemAllocationHandleType handleType,
+                                       unsigned long long flags)
 {
-  int fd = (int)(intptr_t)handle, device, own;
+  int fd = (int) (intptr_t) handle, device, own;
   CUmemPoolProps props = { 0 };
   uint8_t identity[16];
   struct stat st;
   FkPool *p;
 
-  FK_ENTER(cuMemPoolImportFromShareableHandle);
+  FK_ENTER (cuMemPoolImportFromShareableHandle);
   if (pool_out == NULL || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  if (fd < 0 || fstat(fd, &st) != 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  if (fd < 0 || fstat (fd, &st) != 0)
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   /* An fd that is no pool's shareable handle: the real driver (580, H200) answers
    * CUDA_ERROR_UNKNOWN. */
-  if (!fk_parse_pool_fd(fd, identity, &device, &props.location))
-    FK_RETURN(CUDA_ERROR_UNKNOWN);
-  own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (!fk_parse_pool_fd (fd, identity, &device, &props.location))
+    FK_RETURN (CUDA_ERROR_UNKNOWN);
+  own = fcntl (fd, F_DUPFD_CLOEXEC, 0);
   if (own < 0)
-    FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  p = fk_pool_new(&props, device);
+  p = fk_pool_new (&props, device);
   if (p == NULL)
     {
-      close(own);
-      FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+      close (own);
+      FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
     }
   p->imported = true;
-  memcpy(p->identity, identity, 16);
+  memcpy (p->identity, identity, 16);
   p->memfd = own;
-  p->fd_size = (size_t)st.st_size;
+  p->fd_size = (size_t) st.st_size;
   p->max_size = p->fd_size;
   fk.counts.pools++;
   *pool_out = p;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 typedef struct
@@ -1029,75 +1030,75 @@ typedef struct
   uint64_t rsize;
   uint8_t zero[16];
 } FkPtrExport;
-_Static_assert(sizeof(FkPtrExport) == sizeof(CUmemPoolPtrExportData), "export data size");
+_Static_assert(sizeof (FkPtrExport) == sizeof (CUmemPoolPtrExportData), "export data size");
 
 CUresult
-fk_cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+fk_cuMemPoolExportPointer (CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
 {
   FkRange *r;
   FkPoolAlloc *a;
   FkPtrExport e = { 0 };
 
-  FK_ENTER(cuMemPoolExportPointer);
+  FK_ENTER (cuMemPoolExportPointer);
   if (shareData_out == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  r = fk_range_find(ptr);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  r = fk_range_find (ptr);
   if (r == NULL || r->kind != FK_RANGE_POOL_ALLOC || r->base != ptr)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   a = r->obj;
   if (a->chunk == NULL || a->pool->memfd < 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  memcpy(e.magic, FK_PTR_MAGIC, 8);
-  memcpy(e.identity, a->pool->identity, 16);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  memcpy (e.magic, FK_PTR_MAGIC, 8);
+  memcpy (e.identity, a->pool->identity, 16);
   e.offset = a->fd_offset;
   e.size = a->size;
   e.rsize = a->rsize;
-  memcpy(shareData_out, &e, sizeof e);
-  FK_RETURN(CUDA_SUCCESS);
+  memcpy (shareData_out, &e, sizeof e);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
-                          CUmemPoolPtrExportData *shareData)
+fk_cuMemPoolImportPointer (CUdeviceptr *ptr_out, CUmemoryPool pool,
+                           CUmemPoolPtrExportData *shareData)
 {
   FkPtrExport e;
   FkPoolAlloc *a;
-  size_t page = fk_page_size();
+  size_t page = fk_page_size ();
   uint64_t map_offset;
 
-  FK_ENTER(cuMemPoolImportPointer);
-  if (ptr_out == NULL || shareData == NULL || !fk_pool_valid(pool) || !pool->imported)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  memcpy(&e, shareData, sizeof e);
-  if (memcmp(e.magic, FK_PTR_MAGIC, 8) != 0 || memcmp(e.identity, pool->identity, 16) != 0
+  FK_ENTER (cuMemPoolImportPointer);
+  if (ptr_out == NULL || shareData == NULL || !fk_pool_valid (pool) || !pool->imported)
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  memcpy (&e, shareData, sizeof e);
+  if (memcmp (e.magic, FK_PTR_MAGIC, 8) != 0 || memcmp (e.identity, pool->identity, 16) != 0
       || e.size == 0 || e.rsize < e.size || e.rsize % FK_POOL_ALIGN != 0
       || e.offset % FK_POOL_ALIGN != 0 || e.offset < FK_POOL_FD_BASE || e.offset > pool->fd_size
-      || e.rsize > pool->fd_size - e.offset || !fk_all_zero(e.zero, sizeof e.zero))
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+      || e.rsize > pool->fd_size - e.offset || !fk_all_zero (e.zero, sizeof e.zero))
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   /* The same pointer imported again: the same mapping, one more reference. */
   for (a = pool->imports; a; a = a->next)
     if (a->fd_offset == e.offset)
       {
         if (a->size != e.size)
-          FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+          FK_RETURN (CUDA_ERROR_INVALID_VALUE);
         a->refs++;
         pool->n_allocs++;
         fk.counts.pool_allocations++;
         *ptr_out = a->base;
-        FK_RETURN(CUDA_SUCCESS);
+        FK_RETURN (CUDA_SUCCESS);
       }
-  a = calloc(1, sizeof *a);
+  a = calloc (1, sizeof *a);
   if (a == NULL)
-    FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
   map_offset = e.offset - e.offset % page;
-  a->map_size = fk_round_up(e.offset + e.rsize, page) - map_offset;
-  a->map_base = fk_va_alloc(a->map_size, page, 0, false);
-  if (a->map_base == 0 || !fk_va_back_fd(a->map_base, a->map_size, pool->memfd, map_offset, true))
+  a->map_size = fk_round_up (e.offset + e.rsize, page) - map_offset;
+  a->map_base = fk_va_alloc (a->map_size, page, 0, false);
+  if (a->map_base == 0 || !fk_va_back_fd (a->map_base, a->map_size, pool->memfd, map_offset, true))
     {
       if (a->map_base != 0)
-        fk_va_free(a->map_base, a->map_size);
-      free(a);
-      FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+        fk_va_free (a->map_base, a->map_size);
+      free (a);
+      FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
     }
   a->pool = pool;
   a->base = a->map_base + (e.offset - map_offset);
@@ -1105,11 +1106,11 @@ fk_cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
   a->rsize = e.rsize;
   a->refs = 1;
   a->fd_offset = e.offset;
-  if (!fk_range_add(a->base, a->size, FK_RANGE_POOL_ALLOC, a))
+  if (!fk_range_add (a->base, a->size, FK_RANGE_POOL_ALLOC, a))
     {
-      fk_va_free(a->map_base, a->map_size);
-      free(a);
-      FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+      fk_va_free (a->map_base, a->map_size);
+      free (a);
+      FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
     }
   a->next = pool->imports;
   pool->imports = a;
@@ -1119,5 +1120,5 @@ fk_cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
   pool->n_allocs++;
   fk.counts.pool_allocations++;
   *ptr_out = a->base;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }

@@ -18,7 +18,7 @@
 
 #include "fakecuda-control.h"
 
-#define FK_EXPORT __attribute__((visibility("default")))
+#define FK_EXPORT __attribute__ ((visibility ("default")))
 
 #define FK_MAX_DEVICES    8
 #define FK_N_NUMA_NODES   1
@@ -31,109 +31,109 @@
 /* Every entry point the fake serves through cuGetProcAddress (base names, as cuda.h spells them
  * before its _v2 renames). */
 #define FK_FOREACH_ENTRY(X)                                                                        \
-  X(cuInit)                                                                                        \
-  X(cuDriverGetVersion)                                                                            \
-  X(cuGetErrorName)                                                                                \
-  X(cuGetErrorString)                                                                              \
-  X(cuDeviceGet)                                                                                   \
-  X(cuDeviceGetCount)                                                                              \
-  X(cuDeviceGetName)                                                                               \
-  X(cuDeviceGetUuid)                                                                               \
-  X(cuDeviceGetAttribute)                                                                          \
-  X(cuDeviceTotalMem)                                                                              \
-  X(cuDeviceCanAccessPeer)                                                                         \
-  X(cuDevicePrimaryCtxRetain)                                                                      \
-  X(cuDevicePrimaryCtxRelease)                                                                     \
-  X(cuCtxGetCurrent)                                                                               \
-  X(cuCtxSetCurrent)                                                                               \
-  X(cuCtxPushCurrent)                                                                              \
-  X(cuCtxPopCurrent)                                                                               \
-  X(cuCtxGetDevice)                                                                                \
-  X(cuCtxSynchronize)                                                                              \
-  X(cuStreamCreate)                                                                                \
-  X(cuStreamDestroy)                                                                               \
-  X(cuStreamSynchronize)                                                                           \
-  X(cuStreamQuery)                                                                                 \
-  X(cuStreamGetCtx)                                                                                \
-  X(cuStreamWaitEvent)                                                                             \
-  X(cuStreamIsCapturing)                                                                           \
-  X(cuStreamBeginCapture)                                                                          \
-  X(cuStreamEndCapture)                                                                            \
-  X(cuGraphDestroy)                                                                                \
-  X(cuEventCreate)                                                                                 \
-  X(cuEventRecord)                                                                                 \
-  X(cuEventQuery)                                                                                  \
-  X(cuEventSynchronize)                                                                            \
-  X(cuEventElapsedTime)                                                                            \
-  X(cuEventDestroy)                                                                                \
-  X(cuMemGetInfo)                                                                                  \
-  X(cuMemAlloc)                                                                                    \
-  X(cuMemFree)                                                                                     \
-  X(cuMemGetAddressRange)                                                                          \
-  X(cuMemHostAlloc)                                                                                \
-  X(cuMemFreeHost)                                                                                 \
-  X(cuMemHostGetDevicePointer)                                                                     \
-  X(cuMemcpy)                                                                                      \
-  X(cuMemcpyAsync)                                                                                 \
-  X(cuMemcpyHtoD)                                                                                  \
-  X(cuMemcpyDtoH)                                                                                  \
-  X(cuMemcpyDtoD)                                                                                  \
-  X(cuMemcpyHtoDAsync)                                                                             \
-  X(cuMemcpyDtoHAsync)                                                                             \
-  X(cuMemcpyDtoDAsync)                                                                             \
-  X(cuMemsetD8)                                                                                    \
-  X(cuMemsetD32)                                                                                   \
-  X(cuMemsetD8Async)                                                                               \
-  X(cuMemsetD16Async)                                                                              \
-  X(cuMemsetD32Async)                                                                              \
-  X(cuPointerGetAttribute)                                                                         \
-  X(cuPointerGetAttributes)                                                                        \
-  X(cuDeviceGetDefaultMemPool)                                                                     \
-  X(cuDeviceGetMemPool)                                                                            \
-  X(cuDeviceSetMemPool)                                                                            \
-  X(cuMemGetMemPool)                                                                               \
-  X(cuMemGetDefaultMemPool)                                                                        \
-  X(cuMemPoolCreate)                                                                               \
-  X(cuMemPoolDestroy)                                                                              \
-  X(cuMemPoolGetAttribute)                                                                         \
-  X(cuMemPoolSetAttribute)                                                                         \
-  X(cuMemPoolTrimTo)                                                                               \
-  X(cuMemPoolSetAccess)                                                                            \
-  X(cuMemPoolGetAccess)                                                                            \
-  X(cuMemAllocFromPoolAsync)                                                                       \
-  X(cuMemAllocAsync)                                                                               \
-  X(cuMemFreeAsync)                                                                                \
-  X(cuMemPoolExportToShareableHandle)                                                              \
-  X(cuMemPoolImportFromShareableHandle)                                                            \
-  X(cuMemPoolExportPointer)                                                                        \
-  X(cuMemPoolImportPointer)                                                                        \
-  X(cuMemGetAllocationGranularity)                                                                 \
-  X(cuMemCreate)                                                                                   \
-  X(cuMemRelease)                                                                                  \
-  X(cuMemAddressReserve)                                                                           \
-  X(cuMemAddressFree)                                                                              \
-  X(cuMemMap)                                                                                      \
-  X(cuMemUnmap)                                                                                    \
-  X(cuMemSetAccess)                                                                                \
-  X(cuMemGetAccess)                                                                                \
-  X(cuMemExportToShareableHandle)                                                                  \
-  X(cuMemImportFromShareableHandle)                                                                \
-  X(cuMemRetainAllocationHandle)                                                                   \
-  X(cuMemGetAllocationPropertiesFromHandle)
+  X (cuInit)                                                                                       \
+  X (cuDriverGetVersion)                                                                           \
+  X (cuGetErrorName)                                                                               \
+  X (cuGetErrorString)                                                                             \
+  X (cuDeviceGet)                                                                                  \
+  X (cuDeviceGetCount)                                                                             \
+  X (cuDeviceGetName)                                                                              \
+  X (cuDeviceGetUuid)                                                                              \
+  X (cuDeviceGetAttribute)                                                                         \
+  X (cuDeviceTotalMem)                                                                             \
+  X (cuDeviceCanAccessPeer)                                                                        \
+  X (cuDevicePrimaryCtxRetain)                                                                     \
+  X (cuDevicePrimaryCtxRelease)                                                                    \
+  X (cuCtxGetCurrent)                                                                              \
+  X (cuCtxSetCurrent)                                                                              \
+  X (cuCtxPushCurrent)                                                                             \
+  X (cuCtxPopCurrent)                                                                              \
+  X (cuCtxGetDevice)                                                                               \
+  X (cuCtxSynchronize)                                                                             \
+  X (cuStreamCreate)                                                                               \
+  X (cuStreamDestroy)                                                                              \
+  X (cuStreamSynchronize)                                                                          \
+  X (cuStreamQuery)                                                                                \
+  X (cuStreamGetCtx)                                                                               \
+  X (cuStreamWaitEvent)                                                                            \
+  X (cuStreamIsCapturing)                                                                          \
+  X (cuStreamBeginCapture)                                                                         \
+  X (cuStreamEndCapture)                                                                           \
+  X (cuGraphDestroy)                                                                               \
+  X (cuEventCreate)                                                                                \
+  X (cuEventRecord)                                                                                \
+  X (cuEventQuery)                                                                                 \
+  X (cuEventSynchronize)                                                                           \
+  X (cuEventElapsedTime)                                                                           \
+  X (cuEventDestroy)                                                                               \
+  X (cuMemGetInfo)                                                                                 \
+  X (cuMemAlloc)                                                                                   \
+  X (cuMemFree)                                                                                    \
+  X (cuMemGetAddressRange)                                                                         \
+  X (cuMemHostAlloc)                                                                               \
+  X (cuMemFreeHost)                                                                                \
+  X (cuMemHostGetDevicePointer)                                                                    \
+  X (cuMemcpy)                                                                                     \
+  X (cuMemcpyAsync)                                                                                \
+  X (cuMemcpyHtoD)                                                                                 \
+  X (cuMemcpyDtoH)                                                                                 \
+  X (cuMemcpyDtoD)                                                                                 \
+  X (cuMemcpyHtoDAsync)                                                                            \
+  X (cuMemcpyDtoHAsync)                                                                            \
+  X (cuMemcpyDtoDAsync)                                                                            \
+  X (cuMemsetD8)                                                                                   \
+  X (cuMemsetD32)                                                                                  \
+  X (cuMemsetD8Async)                                                                              \
+  X (cuMemsetD16Async)                                                                             \
+  X (cuMemsetD32Async)                                                                             \
+  X (cuPointerGetAttribute)                                                                        \
+  X (cuPointerGetAttributes)                                                                       \
+  X (cuDeviceGetDefaultMemPool)                                                                    \
+  X (cuDeviceGetMemPool)                                                                           \
+  X (cuDeviceSetMemPool)                                                                           \
+  X (cuMemGetMemPool)                                                                              \
+  X (cuMemGetDefaultMemPool)                                                                       \
+  X (cuMemPoolCreate)                                                                              \
+  X (cuMemPoolDestroy)                                                                             \
+  X (cuMemPoolGetAttribute)                                                                        \
+  X (cuMemPoolSetAttribute)                                                                        \
+  X (cuMemPoolTrimTo)                                                                              \
+  X (cuMemPoolSetAccess)                                                                           \
+  X (cuMemPoolGetAccess)                                                                           \
+  X (cuMemAllocFromPoolAsync)                                                                      \
+  X (cuMemAllocAsync)                                                                              \
+  X (cuMemFreeAsync)                                                                               \
+  X (cuMemPoolExportToShareableHandle)                                                             \
+  X (cuMemPoolImportFromShareableHandle)                                                           \
+  X (cuMemPoolExportPointer)                                                                       \
+  X (cuMemPoolImportPointer)                                                                       \
+  X (cuMemGetAllocationGranularity)                                                                \
+  X (cuMemCreate)                                                                                  \
+  X (cuMemRelease)                                                                                 \
+  X (cuMemAddressReserve)                                                                          \
+  X (cuMemAddressFree)                                                                             \
+  X (cuMemMap)                                                                                     \
+  X (cuMemUnmap)                                                                                   \
+  X (cuMemSetAccess)                                                                               \
+  X (cuMemGetAccess)                                                                               \
+  X (cuMemExportToShareableHandle)                                                                 \
+  X (cuMemImportFromShareableHandle)                                                               \
+  X (cuMemRetainAllocationHandle)                                                                  \
+  X (cuMemGetAllocationPropertiesFromHandle)
 
 /* Entry points: the ones above plus cuGetProcAddress itself (counted, traced and failable, but
  * not handed out by itself). */
 typedef enum
 {
 #define FK_ENUM_(name) FK_E_##name,
-  FK_FOREACH_ENTRY(FK_ENUM_)
+  FK_FOREACH_ENTRY (FK_ENUM_)
 #undef FK_ENUM_
       FK_E_cuGetProcAddress,
   FK_N_ENTRIES
 } FkEntry;
 
-#define FK_DECLARE_(name) extern __typeof__(name) fk_##name;
-FK_FOREACH_ENTRY(FK_DECLARE_)
+#define FK_DECLARE_(name) extern __typeof__ (name) fk_##name;
+FK_FOREACH_ENTRY (FK_DECLARE_)
 #undef FK_DECLARE_
 
 #define FK_MAGIC_CTX    0x46435458u
@@ -211,82 +211,82 @@ typedef struct
 extern FkState fk;
 
 /* Entry/exit of every entry point. */
-CUresult fk_enter(FkEntry entry, bool needs_init);
-CUresult fk_leave(CUresult result);
+CUresult fk_enter (FkEntry entry, bool needs_init);
+CUresult fk_leave (CUresult result);
 #define FK_ENTER_(entry, needs_init)                                                               \
   do                                                                                               \
     {                                                                                              \
-      CUresult fk_enter_result_ = fk_enter(entry, needs_init);                                     \
+      CUresult fk_enter_result_ = fk_enter (entry, needs_init);                                    \
       if (fk_enter_result_ != CUDA_SUCCESS)                                                        \
         return fk_enter_result_;                                                                   \
     }                                                                                              \
   while (0)
 /* (The name is pasted at once: cuda.h renames several entry points with macros.) */
-#define FK_ENTER(name)         FK_ENTER_(FK_E_##name, true)
-#define FK_ENTER_NO_INIT(name) FK_ENTER_(FK_E_##name, false)
-#define FK_RETURN(result)      return fk_leave(result)
+#define FK_ENTER(name)         FK_ENTER_ (FK_E_##name, true)
+#define FK_ENTER_NO_INIT(name) FK_ENTER_ (FK_E_##name, false)
+#define FK_RETURN(result)      return fk_leave (result)
 
 /* fakecuda-device.c */
-void fk_devices_init(void);
-int fk_device_attribute(int device, int attr);
-bool fk_device_valid(int device);
-bool fk_can_access_peer(int device, int peer);
-CUcontext fk_current_context(void);
+void fk_devices_init (void);
+int fk_device_attribute (int device, int attr);
+bool fk_device_valid (int device);
+bool fk_can_access_peer (int device, int peer);
+CUcontext fk_current_context (void);
 /* Resolves @stream (NULL, legacy and per-thread handles included) to its device. */
-CUresult fk_stream_device(CUstream stream, int *device);
+CUresult fk_stream_device (CUstream stream, int *device);
 /* Like fk_stream_device, and fails for a stream being captured. */
-CUresult fk_stream_for_work(CUstream stream, int *device);
+CUresult fk_stream_for_work (CUstream stream, int *device);
 /* Synchronization point: pools release memory above their release threshold. */
-void fk_sync_point(void);
-const char *fk_entry_name(FkEntry entry);
+void fk_sync_point (void);
+const char *fk_entry_name (FkEntry entry);
 
 /* fakecuda-arena.c: the address space of "device" memory. */
-bool fk_arena_init(void);
-bool fk_arena_contains(uintptr_t addr, size_t size);
+bool fk_arena_init (void);
+bool fk_arena_contains (uintptr_t addr, size_t size);
 /* Reserves @size bytes (a multiple of the page size) of address space aligned to @align,
  * at @hint (page aligned) when that is free (0: anywhere); @vmm places it in the VMM zone with room
  * after it. */
-uintptr_t fk_va_alloc(size_t size, size_t align, uintptr_t hint, bool vmm);
-void fk_va_free(uintptr_t base, size_t size);
+uintptr_t fk_va_alloc (size_t size, size_t align, uintptr_t hint, bool vmm);
+void fk_va_free (uintptr_t base, size_t size);
 /* Backing: anonymous read-write memory, a shared file mapping, or back to inaccessible. */
-bool fk_va_back_anonymous(uintptr_t base, size_t size);
-bool fk_va_back_fd(uintptr_t base, size_t size, int fd, uint64_t offset, bool accessible);
-void fk_va_unback(uintptr_t base, size_t size);
-size_t fk_page_size(void);
+bool fk_va_back_anonymous (uintptr_t base, size_t size);
+bool fk_va_back_fd (uintptr_t base, size_t size, int fd, uint64_t offset, bool accessible);
+void fk_va_unback (uintptr_t base, size_t size);
+size_t fk_page_size (void);
 
 /* fakecuda-memory.c: the range table and access checks. */
-bool fk_range_add(uintptr_t base, size_t size, FkRangeKind kind, void *obj);
-void fk_range_remove(uintptr_t base);
-FkRange *fk_range_find(uintptr_t addr);
+bool fk_range_add (uintptr_t base, size_t size, FkRangeKind kind, void *obj);
+void fk_range_remove (uintptr_t base);
+FkRange *fk_range_find (uintptr_t addr);
 /* Checks that [addr, addr+size) may be read (or written) by work of @device (-1: the host). */
-CUresult fk_check_access(uintptr_t addr, size_t size, int device, bool write);
+CUresult fk_check_access (uintptr_t addr, size_t size, int device, bool write);
 /* Device index of memory, or -1 for host memory; for memory type queries. */
-int fk_memory_device(uintptr_t addr);
-size_t fk_round_up(size_t value, size_t multiple);
-bool fk_is_power_of_two(size_t value);
+int fk_memory_device (uintptr_t addr);
+size_t fk_round_up (size_t value, size_t multiple);
+bool fk_is_power_of_two (size_t value);
 
 /* fakecuda-pool.c */
-void fk_pools_init(void);
-void fk_pools_release_above_threshold(void);
-bool fk_pool_valid(FkPool *pool);
+void fk_pools_init (void);
+void fk_pools_release_above_threshold (void);
+bool fk_pool_valid (FkPool *pool);
 /* Frees a pool allocation or an imported pointer starting at @ptr. */
-CUresult fk_pool_free(uintptr_t ptr);
+CUresult fk_pool_free (uintptr_t ptr);
 /* Whether @device may access pool allocation memory (@write: for writing). */
-bool fk_pool_alloc_accessible(void *alloc, int device, bool write);
-int fk_pool_alloc_device(void *alloc);
+bool fk_pool_alloc_accessible (void *alloc, int device, bool write);
+int fk_pool_alloc_device (void *alloc);
 /* Whether @fd is a memfd the fake keeps (not one it handed out). */
-bool fk_pools_own_fd(int fd);
-CUmemoryPool fk_pool_alloc_pool(void *alloc);
+bool fk_pools_own_fd (int fd);
+CUmemoryPool fk_pool_alloc_pool (void *alloc);
 
 /* fakecuda-vmm.c */
-CUresult fk_reservation_check(void *reservation, uintptr_t addr, size_t size, int device,
-                              bool write);
+CUresult fk_reservation_check (void *reservation, uintptr_t addr, size_t size, int device,
+                               bool write);
 /* Mapping queries for pointer attributes: FALSE when @addr is not mapped. */
-bool fk_reservation_lookup(void *reservation, uintptr_t addr, int *device, bool *host,
-                           uintptr_t *map_base, size_t *map_size);
+bool fk_reservation_lookup (void *reservation, uintptr_t addr, int *device, bool *host,
+                            uintptr_t *map_base, size_t *map_size);
 
-bool fk_handles_own_fd(int fd);
+bool fk_handles_own_fd (int fd);
 
 /* fakecuda.c */
-void fk_track_exported_fd(int fd);
-CUresult fk_parse_result(const char *text, bool *ok);
+void fk_track_exported_fd (int fd);
+CUresult fk_parse_result (const char *text, bool *ok);

@@ -55,14 +55,14 @@ typedef struct
   uint64_t id;
   uint8_t zero[40];
 } FkFabric;
-_Static_assert(sizeof(FkFabric) == sizeof(CUmemFabricHandle), "fabric handle size");
+_Static_assert(sizeof (FkFabric) == sizeof (CUmemFabricHandle), "fabric handle size");
 #define FK_FABRIC_MAGIC "FKFABRC1"
 
 static FkHandle *fk_handles;
 static unsigned long long fk_next_handle = 0x7a000;
 
 static bool
-fk_vmm_supported(const CUmemLocation *location)
+fk_vmm_supported (const CUmemLocation *location)
 {
   int attr = CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED;
   int device = location->type == CU_MEM_LOCATION_TYPE_DEVICE ? location->id : 0;
@@ -71,17 +71,17 @@ fk_vmm_supported(const CUmemLocation *location)
     attr = CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED;
   else if (location->type == CU_MEM_LOCATION_TYPE_HOST_NUMA)
     attr = CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED;
-  return fk.n_devices > 0 && fk_device_attribute(device, attr) != 0;
+  return fk.n_devices > 0 && fk_device_attribute (device, attr) != 0;
 }
 
 /* Validates an allocation's location; @device is -1 for host memory. */
 static CUresult
-fk_check_location(const CUmemLocation *location, int *device)
+fk_check_location (const CUmemLocation *location, int *device)
 {
   switch (location->type)
     {
     case CU_MEM_LOCATION_TYPE_DEVICE:
-      if (!fk_device_valid(location->id))
+      if (!fk_device_valid (location->id))
         return CUDA_ERROR_INVALID_DEVICE;
       *device = location->id;
       break;
@@ -96,11 +96,11 @@ fk_check_location(const CUmemLocation *location, int *device)
     default:
       return CUDA_ERROR_INVALID_VALUE;
     }
-  return fk_vmm_supported(location) ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+  return fk_vmm_supported (location) ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
 }
 
 static CUresult
-fk_check_prop(const CUmemAllocationProp *prop, int *device)
+fk_check_prop (const CUmemAllocationProp *prop, int *device)
 {
   CUresult r;
   unsigned types;
@@ -108,11 +108,11 @@ fk_check_prop(const CUmemAllocationProp *prop, int *device)
   if (prop == NULL || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED
       || prop->win32HandleMetaData != NULL)
     return CUDA_ERROR_INVALID_VALUE;
-  r = fk_check_location(&prop->location, device);
+  r = fk_check_location (&prop->location, device);
   if (r != CUDA_SUCCESS)
     return r;
   types = prop->requestedHandleTypes;
-  if ((types & ~(unsigned)(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC)))
+  if ((types & ~(unsigned) (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC)))
     return CUDA_ERROR_INVALID_VALUE;
   if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST && types != 0)
     return CUDA_ERROR_INVALID_VALUE;
@@ -120,18 +120,18 @@ fk_check_prop(const CUmemAllocationProp *prop, int *device)
     {
       int d = *device >= 0 ? *device : 0;
       if ((types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-          && !fk_device_attribute(d,
-                                  CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED))
+          && !fk_device_attribute (d,
+                                   CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED))
         return CUDA_ERROR_NOT_SUPPORTED;
       if ((types & CU_MEM_HANDLE_TYPE_FABRIC)
-          && !fk_device_attribute(d, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED))
+          && !fk_device_attribute (d, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED))
         return CUDA_ERROR_NOT_SUPPORTED;
     }
   return CUDA_SUCCESS;
 }
 
 static FkHandle *
-fk_handle_lookup(unsigned long long id)
+fk_handle_lookup (unsigned long long id)
 {
   for (FkHandle *h = fk_handles; h; h = h->next)
     if (h->id == id)
@@ -140,7 +140,7 @@ fk_handle_lookup(unsigned long long id)
 }
 
 bool
-fk_handles_own_fd(int fd)
+fk_handles_own_fd (int fd)
 {
   for (FkHandle *h = fk_handles; h; h = h->next)
     if (h->memfd == fd)
@@ -149,7 +149,7 @@ fk_handles_own_fd(int fd)
 }
 
 static size_t *
-fk_handle_used(FkHandle *h, size_t *total)
+fk_handle_used (FkHandle *h, size_t *total)
 {
   if (h->device >= 0)
     {
@@ -162,7 +162,7 @@ fk_handle_used(FkHandle *h, size_t *total)
 
 /* Frees the physical memory once no handle reference and no mapping is left. */
 static void
-fk_handle_maybe_free(FkHandle *h)
+fk_handle_maybe_free (FkHandle *h)
 {
   size_t total;
 
@@ -175,15 +175,15 @@ fk_handle_maybe_free(FkHandle *h)
         break;
       }
   if (h->accounted)
-    *fk_handle_used(h, &total) -= h->size;
-  close(h->memfd);
-  free(h);
+    *fk_handle_used (h, &total) -= h->size;
+  close (h->memfd);
+  free (h);
 }
 
 static FkHandle *
-fk_handle_new(int memfd, size_t size, const CUmemAllocationProp *prop, int device, bool accounted)
+fk_handle_new (int memfd, size_t size, const CUmemAllocationProp *prop, int device, bool accounted)
 {
-  FkHandle *h = calloc(1, sizeof *h);
+  FkHandle *h = calloc (1, sizeof *h);
   size_t total;
 
   if (h == NULL)
@@ -196,7 +196,7 @@ fk_handle_new(int memfd, size_t size, const CUmemAllocationProp *prop, int devic
   h->refs = 1;
   h->accounted = accounted;
   if (accounted)
-    *fk_handle_used(h, &total) += size;
+    *fk_handle_used (h, &total) += size;
   h->next = fk_handles;
   fk_handles = h;
   fk.counts.physical_handles++;
@@ -204,28 +204,28 @@ fk_handle_new(int memfd, size_t size, const CUmemAllocationProp *prop, int devic
 }
 
 CUresult
-fk_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
-                                 CUmemAllocationGranularity_flags option)
+fk_cuMemGetAllocationGranularity (size_t *granularity, const CUmemAllocationProp *prop,
+                                  CUmemAllocationGranularity_flags option)
 {
   int device;
   CUresult r;
 
-  FK_ENTER(cuMemGetAllocationGranularity);
+  FK_ENTER (cuMemGetAllocationGranularity);
   if (granularity == NULL
       || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM
           && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  r = fk_check_prop(prop, &device);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  r = fk_check_prop (prop, &device);
   if (r != CUDA_SUCCESS)
-    FK_RETURN(r);
+    FK_RETURN (r);
   *granularity
       = option == CU_MEM_ALLOC_GRANULARITY_MINIMUM ? fk.granularity : fk.recommended_granularity;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
-               unsigned long long flags)
+fk_cuMemCreate (CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                unsigned long long flags)
 {
   int device, fd;
   CUresult r;
@@ -233,148 +233,148 @@ fk_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAll
   char name[128], uuid[33] = "host";
   FkHandle *h, probe;
 
-  FK_ENTER(cuMemCreate);
+  FK_ENTER (cuMemCreate);
   if (handle == NULL || flags != 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  r = fk_check_prop(prop, &device);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  r = fk_check_prop (prop, &device);
   if (r != CUDA_SUCCESS)
-    FK_RETURN(r);
+    FK_RETURN (r);
   if (size == 0 || size % fk.granularity != 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   probe.device = device;
-  used = fk_handle_used(&probe, &total);
+  used = fk_handle_used (&probe, &total);
   if (size > total - *used)
-    FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
   if (device >= 0)
     for (int i = 0; i < 16; i++)
-      sprintf(uuid + 2 * i, "%02x", (uint8_t)fk.devices[device].uuid.bytes[i]);
-  snprintf(name, sizeof name, "fakecuda-vmm:%s:%d:%d:%u", uuid, (int)prop->location.type,
-           prop->location.id, (unsigned)prop->requestedHandleTypes);
-  fd = memfd_create(name, MFD_CLOEXEC);
+      sprintf (uuid + 2 * i, "%02x", (uint8_t) fk.devices[device].uuid.bytes[i]);
+  snprintf (name, sizeof name, "fakecuda-vmm:%s:%d:%d:%u", uuid, (int) prop->location.type,
+            prop->location.id, (unsigned) prop->requestedHandleTypes);
+  fd = memfd_create (name, MFD_CLOEXEC);
   if (fd < 0)
-    FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-  if (ftruncate(fd, (off_t)size) != 0)
+    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
+  if (ftruncate (fd, (off_t) size) != 0)
     {
-      close(fd);
-      FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+      close (fd);
+      FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
     }
-  h = fk_handle_new(fd, size, prop, device, true);
+  h = fk_handle_new (fd, size, prop, device, true);
   if (h == NULL)
     {
-      close(fd);
-      FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+      close (fd);
+      FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
     }
   *handle = h->id;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemRelease(CUmemGenericAllocationHandle handle)
+fk_cuMemRelease (CUmemGenericAllocationHandle handle)
 {
   FkHandle *h;
 
-  FK_ENTER(cuMemRelease);
-  h = fk_handle_lookup(handle);
+  FK_ENTER (cuMemRelease);
+  h = fk_handle_lookup (handle);
   if (h == NULL || h->refs == 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   h->refs--;
   fk.counts.physical_handles--;
-  fk_handle_maybe_free(h);
-  FK_RETURN(CUDA_SUCCESS);
+  fk_handle_maybe_free (h);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
-                       unsigned long long flags)
+fk_cuMemAddressReserve (CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                        unsigned long long flags)
 {
-  size_t page = fk_page_size(), align;
+  size_t page = fk_page_size (), align;
   FkReservation *res;
   uintptr_t base;
 
-  FK_ENTER(cuMemAddressReserve);
+  FK_ENTER (cuMemAddressReserve);
   if (ptr == NULL || flags != 0 || size == 0 || size % page != 0 || addr % page != 0
-      || (alignment != 0 && !fk_is_power_of_two(alignment)))
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+      || (alignment != 0 && !fk_is_power_of_two (alignment)))
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   if (fk.n_devices == 0
-      || !fk_device_attribute(0, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED))
-    FK_RETURN(CUDA_ERROR_NOT_SUPPORTED);
+      || !fk_device_attribute (0, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED))
+    FK_RETURN (CUDA_ERROR_NOT_SUPPORTED);
   align = alignment > fk.granularity ? alignment : fk.granularity;
   /* A hint is honoured when that range is free (at the alignment asked for, if any). */
   if (addr % (alignment > page ? alignment : page) != 0)
     addr = 0;
-  base = fk_va_alloc(size, align, addr, true);
+  base = fk_va_alloc (size, align, addr, true);
   if (base == 0)
-    FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-  res = calloc(1, sizeof *res);
-  if (res == NULL || !fk_range_add(base, size, FK_RANGE_RESERVATION, res))
+    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
+  res = calloc (1, sizeof *res);
+  if (res == NULL || !fk_range_add (base, size, FK_RANGE_RESERVATION, res))
     {
-      free(res);
-      fk_va_free(base, size);
-      FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+      free (res);
+      fk_va_free (base, size);
+      FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
     }
   res->base = base;
   res->size = size;
   fk.counts.reservations++;
   *ptr = base;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 static FkReservation *
-fk_reservation_at(uintptr_t addr)
+fk_reservation_at (uintptr_t addr)
 {
-  FkRange *r = fk_range_find(addr);
+  FkRange *r = fk_range_find (addr);
   return r != NULL && r->kind == FK_RANGE_RESERVATION ? r->obj : NULL;
 }
 
 CUresult
-fk_cuMemAddressFree(CUdeviceptr ptr, size_t size)
+fk_cuMemAddressFree (CUdeviceptr ptr, size_t size)
 {
   FkReservation *res;
 
-  FK_ENTER(cuMemAddressFree);
-  res = fk_reservation_at(ptr);
+  FK_ENTER (cuMemAddressFree);
+  res = fk_reservation_at (ptr);
   /* Only exactly one whole reservation, with nothing mapped in it. */
   if (res == NULL || res->base != ptr || res->size != size || res->maps != NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  fk_range_remove(res->base);
-  fk_va_free(res->base, res->size);
-  free(res);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  fk_range_remove (res->base);
+  fk_va_free (res->base, res->size);
+  free (res);
   fk.counts.reservations--;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-            unsigned long long flags)
+fk_cuMemMap (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+             unsigned long long flags)
 {
   FkReservation *res;
   FkHandle *h;
   FkMapping *m, **link;
 
-  FK_ENTER(cuMemMap);
-  h = fk_handle_lookup(handle);
+  FK_ENTER (cuMemMap);
+  h = fk_handle_lookup (handle);
   if (flags != 0 || h == NULL || h->refs == 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   if (offset != 0 || size == 0 || ptr % fk.granularity != 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   /* A size that is no multiple of the granularity, or beyond the handle: the real driver (580,
    * H200) answers CUDA_ERROR_NOT_SUPPORTED. */
   if (size % fk.granularity != 0 || size > h->size)
-    FK_RETURN(CUDA_ERROR_NOT_SUPPORTED);
-  res = fk_reservation_at(ptr);
+    FK_RETURN (CUDA_ERROR_NOT_SUPPORTED);
+  res = fk_reservation_at (ptr);
   if (res == NULL || size > res->base + res->size - ptr)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   for (link = &res->maps; *link && (*link)->base + (*link)->size <= ptr; link = &(*link)->next)
     ;
   if (*link != NULL && (*link)->base < ptr + size)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE); /* already mapped */
-  m = calloc(1, sizeof *m);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE); /* already mapped */
+  m = calloc (1, sizeof *m);
   if (m == NULL)
-    FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-  if (!fk_va_back_fd(ptr, size, h->memfd, 0, false))
+    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
+  if (!fk_va_back_fd (ptr, size, h->memfd, 0, false))
     {
-      free(m);
-      FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+      free (m);
+      FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
     }
   m->base = ptr;
   m->size = size;
@@ -383,11 +383,11 @@ fk_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationH
   *link = m;
   h->mappings++;
   fk.counts.mappings++;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 static FkMapping *
-fk_mapping_at(FkReservation *res, uintptr_t addr)
+fk_mapping_at (FkReservation *res, uintptr_t addr)
 {
   for (FkMapping *m = res ? res->maps : NULL; m; m = m->next)
     if (addr >= m->base && addr - m->base < m->size)
@@ -405,7 +405,7 @@ typedef struct
  * adjacent reservations (as after growing in place); NULL when a byte is not mapped or a mapping
  * reaches outside the range. Free with free(). */
 static FkSpan *
-fk_spans(uintptr_t ptr, size_t size, size_t *n_spans)
+fk_spans (uintptr_t ptr, size_t size, size_t *n_spans)
 {
   uintptr_t cur = ptr, end = ptr + size;
   FkSpan *spans = NULL;
@@ -415,20 +415,20 @@ fk_spans(uintptr_t ptr, size_t size, size_t *n_spans)
     return NULL;
   while (cur < end)
     {
-      FkReservation *res = fk_reservation_at(cur);
-      FkMapping *m = fk_mapping_at(res, cur);
+      FkReservation *res = fk_reservation_at (cur);
+      FkMapping *m = fk_mapping_at (res, cur);
 
       if (m == NULL || m->base != cur || m->size > end - cur)
         {
-          free(spans);
+          free (spans);
           return NULL;
         }
       if (n == cap)
         {
-          FkSpan *more = realloc(spans, (cap = cap ? 2 * cap : 4) * sizeof *spans);
+          FkSpan *more = realloc (spans, (cap = cap ? 2 * cap : 4) * sizeof *spans);
           if (more == NULL)
             {
-              free(spans);
+              free (spans);
               return NULL;
             }
           spans = more;
@@ -441,15 +441,15 @@ fk_spans(uintptr_t ptr, size_t size, size_t *n_spans)
 }
 
 CUresult
-fk_cuMemUnmap(CUdeviceptr ptr, size_t size)
+fk_cuMemUnmap (CUdeviceptr ptr, size_t size)
 {
   FkSpan *spans;
   size_t n;
 
-  FK_ENTER(cuMemUnmap);
-  spans = fk_spans(ptr, size, &n);
+  FK_ENTER (cuMemUnmap);
+  spans = fk_spans (ptr, size, &n);
   if (spans == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   for (size_t i = 0; i < n; i++)
     {
       FkMapping *m = spans[i].map;
@@ -459,25 +459,25 @@ fk_cuMemUnmap(CUdeviceptr ptr, size_t size)
             *p = m->next;
             break;
           }
-      fk_va_unback(m->base, m->size);
+      fk_va_unback (m->base, m->size);
       m->handle->mappings--;
-      fk_handle_maybe_free(m->handle);
-      free(m);
+      fk_handle_maybe_free (m->handle);
+      free (m);
       fk.counts.mappings--;
     }
-  free(spans);
-  FK_RETURN(CUDA_SUCCESS);
+  free (spans);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 static bool
-fk_access_valid(CUmemAccess_flags flags)
+fk_access_valid (CUmemAccess_flags flags)
 {
   return flags == CU_MEM_ACCESS_FLAGS_PROT_NONE || flags == CU_MEM_ACCESS_FLAGS_PROT_READ
          || flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 }
 
 static void
-fk_mapping_protect(FkMapping *m)
+fk_mapping_protect (FkMapping *m)
 {
   CUmemAccess_flags most = m->host_access;
   int prot = PROT_NONE;
@@ -488,22 +488,22 @@ fk_mapping_protect(FkMapping *m)
     prot |= PROT_READ;
   if ((most & CU_MEM_ACCESS_FLAGS_PROT_READWRITE) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
     prot |= PROT_WRITE;
-  mprotect((void *)m->base, m->size, prot);
+  mprotect ((void *) m->base, m->size, prot);
 }
 
 /* Whether @d may be applied to memory of @owner (-1: host memory). */
 static CUresult
-fk_check_access_desc(const CUmemAccessDesc *d, int owner)
+fk_check_access_desc (const CUmemAccessDesc *d, int owner)
 {
-  if (!fk_access_valid(d->flags))
+  if (!fk_access_valid (d->flags))
     return CUDA_ERROR_INVALID_VALUE;
   switch (d->location.type)
     {
     case CU_MEM_LOCATION_TYPE_DEVICE:
-      if (!fk_device_valid(d->location.id))
+      if (!fk_device_valid (d->location.id))
         return CUDA_ERROR_INVALID_DEVICE;
       if (owner >= 0 && d->location.id != owner && d->flags != CU_MEM_ACCESS_FLAGS_PROT_NONE
-          && !fk_can_access_peer(owner, d->location.id))
+          && !fk_can_access_peer (owner, d->location.id))
         return CUDA_ERROR_INVALID_DEVICE;
       return CUDA_SUCCESS;
     case CU_MEM_LOCATION_TYPE_HOST:
@@ -516,26 +516,26 @@ fk_check_access_desc(const CUmemAccessDesc *d, int owner)
 }
 
 CUresult
-fk_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+fk_cuMemSetAccess (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
   FkSpan *spans;
   size_t n;
 
-  FK_ENTER(cuMemSetAccess);
+  FK_ENTER (cuMemSetAccess);
   if (desc == NULL || count == 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  spans = fk_spans(ptr, size, &n);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  spans = fk_spans (ptr, size, &n);
   if (spans == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   /* Validate everything first: a failed call changes nothing. */
   for (size_t j = 0; j < n; j++)
     for (size_t i = 0; i < count; i++)
       {
-        CUresult r = fk_check_access_desc(&desc[i], spans[j].map->handle->device);
+        CUresult r = fk_check_access_desc (&desc[i], spans[j].map->handle->device);
         if (r != CUDA_SUCCESS)
           {
-            free(spans);
-            FK_RETURN(r);
+            free (spans);
+            FK_RETURN (r);
           }
       }
   for (size_t j = 0; j < n; j++)
@@ -546,28 +546,28 @@ fk_cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, siz
           m->access[desc[i].location.id] = desc[i].flags;
         else
           m->host_access = desc[i].flags;
-      fk_mapping_protect(m);
+      fk_mapping_protect (m);
     }
-  free(spans);
-  FK_RETURN(CUDA_SUCCESS);
+  free (spans);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
+fk_cuMemGetAccess (unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
 {
   FkMapping *m;
 
-  FK_ENTER(cuMemGetAccess);
+  FK_ENTER (cuMemGetAccess);
   if (flags == NULL || location == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  m = fk_mapping_at(fk_reservation_at(ptr), ptr);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  m = fk_mapping_at (fk_reservation_at (ptr), ptr);
   if (m == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   switch (location->type)
     {
     case CU_MEM_LOCATION_TYPE_DEVICE:
-      if (!fk_device_valid(location->id))
-        FK_RETURN(CUDA_ERROR_INVALID_DEVICE);
+      if (!fk_device_valid (location->id))
+        FK_RETURN (CUDA_ERROR_INVALID_DEVICE);
       *flags = m->access[location->id];
       break;
     case CU_MEM_LOCATION_TYPE_HOST:
@@ -575,13 +575,13 @@ fk_cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUde
       *flags = m->host_access;
       break;
     default:
-      FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+      FK_RETURN (CUDA_ERROR_INVALID_VALUE);
     }
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_reservation_check(void *reservation, uintptr_t addr, size_t size, int device, bool write)
+fk_reservation_check (void *reservation, uintptr_t addr, size_t size, int device, bool write)
 {
   FkReservation *res = reservation;
   CUmemAccess_flags need
@@ -604,10 +604,10 @@ fk_reservation_check(void *reservation, uintptr_t addr, size_t size, int device,
 }
 
 bool
-fk_reservation_lookup(void *reservation, uintptr_t addr, int *device, bool *host,
-                      uintptr_t *map_base, size_t *map_size)
+fk_reservation_lookup (void *reservation, uintptr_t addr, int *device, bool *host,
+                       uintptr_t *map_base, size_t *map_size)
 {
-  FkMapping *m = fk_mapping_at(reservation, addr);
+  FkMapping *m = fk_mapping_at (reservation, addr);
   if (m == NULL)
     return false;
   *device = m->handle->device;
@@ -622,42 +622,42 @@ fk_reservation_lookup(void *reservation, uintptr_t addr, int *device, bool *host
 /* Shareable handles */
 
 CUresult
-fk_cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
-                                CUmemAllocationHandleType handleType, unsigned long long flags)
+fk_cuMemExportToShareableHandle (void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                 CUmemAllocationHandleType handleType, unsigned long long flags)
 {
   FkHandle *h;
 
-  FK_ENTER(cuMemExportToShareableHandle);
-  h = fk_handle_lookup(handle);
+  FK_ENTER (cuMemExportToShareableHandle);
+  h = fk_handle_lookup (handle);
   if (shareableHandle == NULL || flags != 0 || h == NULL || h->refs == 0
       || (h->prop.requestedHandleTypes & handleType) == 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   if (handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
     {
-      int fd = fcntl(h->memfd, F_DUPFD_CLOEXEC, 0);
+      int fd = fcntl (h->memfd, F_DUPFD_CLOEXEC, 0);
       if (fd < 0)
-        FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
-      fk_track_exported_fd(fd);
+        FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
+      fk_track_exported_fd (fd);
       fk.counts.exported_fds++;
-      *(int *)shareableHandle = fd;
-      FK_RETURN(CUDA_SUCCESS);
+      *(int *) shareableHandle = fd;
+      FK_RETURN (CUDA_SUCCESS);
     }
   if (handleType == CU_MEM_HANDLE_TYPE_FABRIC)
     {
       FkFabric f = { 0 };
-      memcpy(f.magic, FK_FABRIC_MAGIC, 8);
-      f.pid = (int32_t)getpid();
+      memcpy (f.magic, FK_FABRIC_MAGIC, 8);
+      f.pid = (int32_t) getpid ();
       f.fd = h->memfd;
       f.id = h->id;
-      memcpy(shareableHandle, &f, sizeof f);
-      FK_RETURN(CUDA_SUCCESS);
+      memcpy (shareableHandle, &f, sizeof f);
+      FK_RETURN (CUDA_SUCCESS);
     }
-  FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+  FK_RETURN (CUDA_ERROR_INVALID_VALUE);
 }
 
 /* Reads an allocation's description from the name of its memfd. */
 static bool
-fk_parse_vmm_fd(int fd, CUmemAllocationProp *prop, int *device)
+fk_parse_vmm_fd (int fd, CUmemAllocationProp *prop, int *device)
 {
   char path[64], link[256], uuid[33];
   ssize_t n;
@@ -665,21 +665,22 @@ fk_parse_vmm_fd(int fd, CUmemAllocationProp *prop, int *device)
   int type, id;
   unsigned types;
 
-  snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  n = readlink(path, link, sizeof link - 1);
+  snprintf (path, sizeof path, "/proc/self/fd/%d", fd);
+  n = readlink (path, link, sizeof link - 1);
   if (n <= 0)
     return false;
   link[n] = '\0';
-  p = strstr(link, "memfd:fakecuda-vmm:");
+  p = strstr (link, "memfd:fakecuda-vmm:");
   if (p == NULL
-      || sscanf(p + strlen("memfd:fakecuda-vmm:"), "%32[0-9a-z]:%d:%d:%u", uuid, &type, &id, &types)
+      || sscanf (p + strlen ("memfd:fakecuda-vmm:"), "%32[0-9a-z]:%d:%d:%u", uuid, &type, &id,
+                 &types)
              != 4)
     return false;
-  memset(prop, 0, sizeof *prop);
+  memset (prop, 0, sizeof *prop);
   prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop->location.type = (CUmemLocationType)type;
+  prop->location.type = (CUmemLocationType) type;
   prop->location.id = id;
-  prop->requestedHandleTypes = (CUmemAllocationHandleType)types;
+  prop->requestedHandleTypes = (CUmemAllocationHandleType) types;
   *device = -1;
   if (type == CU_MEM_LOCATION_TYPE_DEVICE)
     {
@@ -687,8 +688,8 @@ fk_parse_vmm_fd(int fd, CUmemAllocationProp *prop, int *device)
         {
           char hex[33];
           for (int j = 0; j < 16; j++)
-            sprintf(hex + 2 * j, "%02x", (uint8_t)fk.devices[i].uuid.bytes[j]);
-          if (strcmp(hex, uuid) == 0)
+            sprintf (hex + 2 * j, "%02x", (uint8_t) fk.devices[i].uuid.bytes[j]);
+          if (strcmp (hex, uuid) == 0)
             {
               *device = i;
               prop->location.id = i;
@@ -700,85 +701,85 @@ fk_parse_vmm_fd(int fd, CUmemAllocationProp *prop, int *device)
 }
 
 CUresult
-fk_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
-                                  CUmemAllocationHandleType shHandleType)
+fk_cuMemImportFromShareableHandle (CUmemGenericAllocationHandle *handle, void *osHandle,
+                                   CUmemAllocationHandleType shHandleType)
 {
   CUmemAllocationProp prop;
   int device, own = -1;
   struct stat st;
   FkHandle *h;
 
-  FK_ENTER(cuMemImportFromShareableHandle);
+  FK_ENTER (cuMemImportFromShareableHandle);
   if (handle == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   if (shHandleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
     {
-      int fd = (int)(intptr_t)osHandle;
-      if (fd < 0 || fstat(fd, &st) != 0 || !fk_parse_vmm_fd(fd, &prop, &device))
-        FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-      own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+      int fd = (int) (intptr_t) osHandle;
+      if (fd < 0 || fstat (fd, &st) != 0 || !fk_parse_vmm_fd (fd, &prop, &device))
+        FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+      own = fcntl (fd, F_DUPFD_CLOEXEC, 0);
     }
   else if (shHandleType == CU_MEM_HANDLE_TYPE_FABRIC)
     {
       FkFabric f;
       char path[64];
       if (osHandle == NULL)
-        FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-      memcpy(&f, osHandle, sizeof f);
-      if (memcmp(f.magic, FK_FABRIC_MAGIC, 8) != 0)
-        FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-      snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)f.pid, (int)f.fd);
-      own = open(path, O_RDWR | O_CLOEXEC);
+        FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+      memcpy (&f, osHandle, sizeof f);
+      if (memcmp (f.magic, FK_FABRIC_MAGIC, 8) != 0)
+        FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+      snprintf (path, sizeof path, "/proc/%d/fd/%d", (int) f.pid, (int) f.fd);
+      own = open (path, O_RDWR | O_CLOEXEC);
       if (own < 0)
-        FK_RETURN(CUDA_ERROR_NOT_PERMITTED);
-      if (fstat(own, &st) != 0 || !fk_parse_vmm_fd(own, &prop, &device))
+        FK_RETURN (CUDA_ERROR_NOT_PERMITTED);
+      if (fstat (own, &st) != 0 || !fk_parse_vmm_fd (own, &prop, &device))
         {
-          close(own);
-          FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+          close (own);
+          FK_RETURN (CUDA_ERROR_INVALID_VALUE);
         }
     }
   else
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   if (own < 0)
-    FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
   /* Memory created by this process is already counted; memory of another is not ours. */
-  h = fk_handle_new(own, (size_t)st.st_size, &prop, device, false);
+  h = fk_handle_new (own, (size_t) st.st_size, &prop, device, false);
   if (h == NULL)
     {
-      close(own);
-      FK_RETURN(CUDA_ERROR_OUT_OF_MEMORY);
+      close (own);
+      FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
     }
   *handle = h->id;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+fk_cuMemRetainAllocationHandle (CUmemGenericAllocationHandle *handle, void *addr)
 {
   FkMapping *m;
 
-  FK_ENTER(cuMemRetainAllocationHandle);
+  FK_ENTER (cuMemRetainAllocationHandle);
   if (handle == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
-  m = fk_mapping_at(fk_reservation_at((uintptr_t)addr), (uintptr_t)addr);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  m = fk_mapping_at (fk_reservation_at ((uintptr_t) addr), (uintptr_t) addr);
   if (m == NULL)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   m->handle->refs++;
   fk.counts.physical_handles++;
   *handle = m->handle->id;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }
 
 CUresult
-fk_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
-                                          CUmemGenericAllocationHandle handle)
+fk_cuMemGetAllocationPropertiesFromHandle (CUmemAllocationProp *prop,
+                                           CUmemGenericAllocationHandle handle)
 {
   FkHandle *h;
 
-  FK_ENTER(cuMemGetAllocationPropertiesFromHandle);
-  h = fk_handle_lookup(handle);
+  FK_ENTER (cuMemGetAllocationPropertiesFromHandle);
+  h = fk_handle_lookup (handle);
   if (prop == NULL || h == NULL || h->refs == 0)
-    FK_RETURN(CUDA_ERROR_INVALID_VALUE);
+    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   *prop = h->prop;
-  FK_RETURN(CUDA_SUCCESS);
+  FK_RETURN (CUDA_SUCCESS);
 }

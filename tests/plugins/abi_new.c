@@ -3,19 +3,19 @@
 #include "common.h"
 
 static gboolean
-plugin_init(MemresPlugin *plugin, GError **error)
+plugin_init (MemresPlugin *plugin, GError **error)
 {
-  g_error("the init of a plugin with a newer ABI major must not run");
+  g_error ("the init of a plugin with a newer ABI major must not run");
   return FALSE;
 }
 
-MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_abi_new_get_desc(void);
+MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_abi_new_get_desc (void);
 
 const MemresPluginDesc *
-memres_plugin_abi_new_get_desc(void)
+memres_plugin_abi_new_get_desc (void)
 {
   static const MemresPluginDesc desc = {
-    MEMRES_PLUGIN_ABI_MAJOR + 1, 0, sizeof(MemresPluginDesc), 0, "abi_new", "too new", plugin_init,
+    MEMRES_PLUGIN_ABI_MAJOR + 1, 0, sizeof (MemresPluginDesc), 0, "abi_new", "too new", plugin_init,
   };
   return &desc;
 }

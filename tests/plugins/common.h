@@ -5,41 +5,41 @@
 #include <stdlib.h>
 
 static gboolean
-tp_init(MemresResource *mr, const MemresOptions *options, GError **error)
+tp_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
   return TRUE;
 }
 
 static void
-tp_finalize(MemresResource *mr)
+tp_finalize (MemresResource *mr)
 {
 }
 
 static gboolean
-tp_allocate(MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-            GError **error)
+tp_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+             GError **error)
 {
-  gpointer p = malloc(size);
+  gpointer p = malloc (size);
 
   if (p == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "out of memory");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "out of memory");
       return FALSE;
     }
-  alloc->address = (guint64)(guintptr)p;
+  alloc->address = (guint64) (guintptr) p;
   alloc->size = size;
   return TRUE;
 }
 
 static gboolean
-tp_deallocate(MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+tp_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  free((gpointer)(guintptr)alloc->address);
+  free ((gpointer) (guintptr) alloc->address);
   return TRUE;
 }
 
 static void
-tp_query(MemresResource *mr, MemresResourceInfo *info)
+tp_query (MemresResource *mr, MemresResourceInfo *info)
 {
   info->device = -1;
   info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
@@ -56,6 +56,6 @@ static const MemresResourceOps tp_ops = {
 
 #define TP_KIND_INFO(kind_name)                                                                    \
   {                                                                                                \
-    .struct_size = sizeof(MemresKindInfo), .name = (kind_name),                                    \
+    .struct_size = sizeof (MemresKindInfo), .name = (kind_name),                                   \
     .description = "test kind " kind_name, .ops = &tp_ops,                                         \
   }

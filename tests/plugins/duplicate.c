@@ -3,19 +3,19 @@
  * fail anyway and discard both kinds. */
 #include "common.h"
 
-static const MemresKindInfo own_kind = TP_KIND_INFO("duplicate");
-static const MemresKindInfo host_kind = TP_KIND_INFO("host");
+static const MemresKindInfo own_kind = TP_KIND_INFO ("duplicate");
+static const MemresKindInfo host_kind = TP_KIND_INFO ("host");
 
 static gboolean
-plugin_init(MemresPlugin *plugin, GError **error)
+plugin_init (MemresPlugin *plugin, GError **error)
 {
   GError *local = NULL;
 
-  if (!memres_plugin_register_kind(plugin, &own_kind, error))
+  if (!memres_plugin_register_kind (plugin, &own_kind, error))
     return FALSE;
-  if (!memres_plugin_register_kind(plugin, &host_kind, &local))
-    g_clear_error(&local);
+  if (!memres_plugin_register_kind (plugin, &host_kind, &local))
+    g_clear_error (&local);
   return TRUE;
 }
 
-MEMRES_PLUGIN_DEFINE(duplicate, "registers a kind name already taken", plugin_init)
+MEMRES_PLUGIN_DEFINE (duplicate, "registers a kind name already taken", plugin_init)

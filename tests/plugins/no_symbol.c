@@ -2,12 +2,12 @@
  * entry point under another plugin's name. */
 #include "common.h"
 
-static const MemresKindInfo kind = TP_KIND_INFO("no_symbol");
+static const MemresKindInfo kind = TP_KIND_INFO ("no_symbol");
 
 static gboolean
-plugin_init(MemresPlugin *plugin, GError **error)
+plugin_init (MemresPlugin *plugin, GError **error)
 {
-  return memres_plugin_register_kind(plugin, &kind, error);
+  return memres_plugin_register_kind (plugin, &kind, error);
 }
 
-MEMRES_PLUGIN_DEFINE(something_else, "the entry point has the wrong name", plugin_init)
+MEMRES_PLUGIN_DEFINE (something_else, "the entry point has the wrong name", plugin_init)

@@ -3,21 +3,21 @@
 #include "common.h"
 
 static gboolean
-plugin_init(MemresPlugin *plugin, GError **error)
+plugin_init (MemresPlugin *plugin, GError **error)
 {
-  g_error("the init of a plugin with a mismatched name must not run");
+  g_error ("the init of a plugin with a mismatched name must not run");
   return FALSE;
 }
 
-MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_wrong_name_get_desc(void);
+MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_wrong_name_get_desc (void);
 
 const MemresPluginDesc *
-memres_plugin_wrong_name_get_desc(void)
+memres_plugin_wrong_name_get_desc (void)
 {
   static const MemresPluginDesc desc = {
     MEMRES_PLUGIN_ABI_MAJOR,
     MEMRES_PLUGIN_ABI_MINOR,
-    sizeof(MemresPluginDesc),
+    sizeof (MemresPluginDesc),
     0,
     "other_name",
     "names itself other_name",

@@ -5,43 +5,43 @@
 #include <string.h>
 
 static gboolean
-abi_kind_init(MemresResource *mr, const MemresOptions *options, GError **error)
+abi_kind_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
   return TRUE;
 }
 
 static void
-abi_kind_finalize(MemresResource *mr)
+abi_kind_finalize (MemresResource *mr)
 {
 }
 
 static gboolean
-abi_kind_allocate(MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-                  GError **error)
+abi_kind_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                   GError **error)
 {
-  gpointer mem = g_try_malloc0(size);
+  gpointer mem = g_try_malloc0 (size);
 
   if (mem == NULL)
     {
-      g_set_error(error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                  "cannot allocate %" G_GSIZE_FORMAT " bytes", size);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "cannot allocate %" G_GSIZE_FORMAT " bytes", size);
       return FALSE;
     }
-  alloc->address = (guint64)(guintptr)mem;
+  alloc->address = (guint64) (guintptr) mem;
   alloc->size = size;
   return TRUE;
 }
 
 static gboolean
-abi_kind_deallocate(MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                    GError **error)
+abi_kind_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                     GError **error)
 {
-  g_free((gpointer)(guintptr)alloc->address);
+  g_free ((gpointer) (guintptr) alloc->address);
   return TRUE;
 }
 
 static void
-abi_kind_query(MemresResource *mr, MemresResourceInfo *info)
+abi_kind_query (MemresResource *mr, MemresResourceInfo *info)
 {
   info->device = -1;
   info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
@@ -57,35 +57,35 @@ static const MemresResourceOps abi_kind_ops = {
 };
 
 gboolean
-abi_kind_register(MemresPlugin *plugin, const char *name, GError **error)
+abi_kind_register (MemresPlugin *plugin, const char *name, GError **error)
 {
   const MemresKindInfo info = {
-    .struct_size = sizeof(MemresKindInfo),
+    .struct_size = sizeof (MemresKindInfo),
     .name = name,
     .description = "host memory, for the plugin ABI tests",
     .ops = &abi_kind_ops,
   };
 
-  return memres_plugin_register_kind(plugin, &info, error);
+  return memres_plugin_register_kind (plugin, &info, error);
 }
 
 gboolean
-abi_kind_register_v1(MemresPlugin *plugin, const char *name, GError **error)
+abi_kind_register_v1 (MemresPlugin *plugin, const char *name, GError **error)
 {
   static union
   {
-    guint8 bytes[offsetof(MemresResourceOps, resize) + sizeof(gpointer)];
+    guint8 bytes[offsetof (MemresResourceOps, resize) + sizeof (gpointer)];
     gpointer align;
   } ops_v1;
   const guint32 version = 1;
   const MemresKindInfo info = {
-    .struct_size = sizeof(MemresKindInfo),
+    .struct_size = sizeof (MemresKindInfo),
     .name = name,
     .description = "host memory, for the plugin ABI tests (ops table version 1)",
-    .ops = (const MemresResourceOps *)ops_v1.bytes,
+    .ops = (const MemresResourceOps *) ops_v1.bytes,
   };
 
-  memcpy(ops_v1.bytes, &abi_kind_ops, sizeof ops_v1.bytes);
-  memcpy(ops_v1.bytes + offsetof(MemresResourceOps, version), &version, sizeof version);
-  return memres_plugin_register_kind(plugin, &info, error);
+  memcpy (ops_v1.bytes, &abi_kind_ops, sizeof ops_v1.bytes);
+  memcpy (ops_v1.bytes + offsetof (MemresResourceOps, version), &version, sizeof version);
+  return memres_plugin_register_kind (plugin, &info, error);
 }

@@ -3,20 +3,20 @@
 #include "abi-kind.h"
 
 static gboolean
-abimajor_init(MemresPlugin *plugin, GError **error)
+abimajor_init (MemresPlugin *plugin, GError **error)
 {
-  return abi_kind_register(plugin, "abimajor", error);
+  return abi_kind_register (plugin, "abimajor", error);
 }
 
-MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_abimajor_get_desc(void);
+MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_abimajor_get_desc (void);
 
 const MemresPluginDesc *
-memres_plugin_abimajor_get_desc(void)
+memres_plugin_abimajor_get_desc (void)
 {
   static const MemresPluginDesc desc = {
     .abi_major = MEMRES_PLUGIN_ABI_MAJOR + 1,
     .abi_minor = 0,
-    .struct_size = sizeof(MemresPluginDesc),
+    .struct_size = sizeof (MemresPluginDesc),
     .name = "abimajor",
     .description = "built for the next plugin ABI major",
     .init = abimajor_init,

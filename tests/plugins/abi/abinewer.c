@@ -10,15 +10,15 @@ typedef struct
 } NewerDesc;
 
 static gboolean
-abinewer_init(MemresPlugin *plugin, GError **error)
+abinewer_init (MemresPlugin *plugin, GError **error)
 {
-  return abi_kind_register(plugin, "abinewer", error);
+  return abi_kind_register (plugin, "abinewer", error);
 }
 
-MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_abinewer_get_desc(void);
+MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_abinewer_get_desc (void);
 
 const MemresPluginDesc *
-memres_plugin_abinewer_get_desc(void)
+memres_plugin_abinewer_get_desc (void)
 {
   static const NewerDesc desc = {
     .base = {

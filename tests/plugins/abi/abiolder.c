@@ -10,22 +10,22 @@
 #endif
 
 static gboolean
-abiolder_init(MemresPlugin *plugin, GError **error)
+abiolder_init (MemresPlugin *plugin, GError **error)
 {
-  return OLDER_MINOR == 0 ? abi_kind_register_v1(plugin, "abiolder", error)
-                          : abi_kind_register(plugin, "abiolder", error);
+  return OLDER_MINOR == 0 ? abi_kind_register_v1 (plugin, "abiolder", error)
+                          : abi_kind_register (plugin, "abiolder", error);
 }
 
-MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_abiolder_get_desc(void);
+MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_abiolder_get_desc (void);
 
 const MemresPluginDesc *
-memres_plugin_abiolder_get_desc(void)
+memres_plugin_abiolder_get_desc (void)
 {
   /* The 1.0 descriptor: the layout every minor of this major starts with. */
   static const MemresPluginDesc desc = {
     .abi_major = MEMRES_PLUGIN_ABI_MAJOR,
     .abi_minor = OLDER_MINOR,
-    .struct_size = sizeof(MemresPluginDesc),
+    .struct_size = sizeof (MemresPluginDesc),
     .name = "abiolder",
     .description = "built for an older plugin ABI minor",
     .init = abiolder_init,
