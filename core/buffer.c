@@ -14,7 +14,8 @@ buffer_closed_error (GError **error)
 }
 
 /* Buffer structures are recycled through a small per-thread cache: the allocate/close pair
- * then costs no malloc/free. The cache is freed when its thread exits. */
+ * then costs no malloc/free. The cache is reached through a thread-local pointer (no call on
+ * the hot path); a GPrivate registered with it frees it when its thread exits. */
 #define BUFFER_CACHE_MAX 64
 
 typedef struct
@@ -23,10 +24,15 @@ typedef struct
   guint n;
 } BufferCache;
 
+static __thread BufferCache *thread_cache;
+
 static void
 buffer_cache_free (gpointer data)
 {
   BufferCache *cache = data;
+
+  if (thread_cache == cache)
+    thread_cache = NULL; /* a buffer freed later in this thread's exit gets a new cache */
 
   while (cache->head != NULL)
     {
@@ -38,12 +44,12 @@ buffer_cache_free (gpointer data)
   g_free (cache);
 }
 
-static GPrivate buffer_cache = G_PRIVATE_INIT (buffer_cache_free);
+static GPrivate buffer_cache_cleanup = G_PRIVATE_INIT (buffer_cache_free);
 
 static MemresBuffer *
 buffer_struct_new (void)
 {
-  BufferCache *cache = g_private_get (&buffer_cache);
+  BufferCache *cache = thread_cache;
   MemresBuffer *buf;
 
   if (cache == NULL || cache->head == NULL)
@@ -57,12 +63,13 @@ buffer_struct_new (void)
 static void
 buffer_struct_free (MemresBuffer *buf)
 {
-  BufferCache *cache = g_private_get (&buffer_cache);
+  BufferCache *cache = thread_cache;
 
   if (G_UNLIKELY (cache == NULL))
     {
       cache = g_new0 (BufferCache, 1);
-      g_private_set (&buffer_cache, cache);
+      thread_cache = cache;
+      g_private_set (&buffer_cache_cleanup, cache);
     }
   if (cache->n >= BUFFER_CACHE_MAX)
     {
