@@ -24,51 +24,6 @@ enum
 G_STATIC_ASSERT (DESCRIPTOR_END == MEMRES_BUFFER_DESCRIPTOR_SIZE);
 G_STATIC_ASSERT (sizeof (((MemresBufferExport *) NULL)->export_data) == 64);
 
-static void
-put_u16 (guint8 *p, guint16 v)
-{
-  p[0] = v & 0xff;
-  p[1] = v >> 8;
-}
-
-static void
-put_u32 (guint8 *p, guint32 v)
-{
-  for (int i = 0; i < 4; i++)
-    p[i] = (v >> (8 * i)) & 0xff;
-}
-
-static void
-put_u64 (guint8 *p, guint64 v)
-{
-  for (int i = 0; i < 8; i++)
-    p[i] = (v >> (8 * i)) & 0xff;
-}
-
-static guint16
-get_u16 (const guint8 *p)
-{
-  return (guint16) (p[0] | (p[1] << 8));
-}
-
-static guint32
-get_u32 (const guint8 *p)
-{
-  guint32 v = 0;
-  for (int i = 3; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-
-static guint64
-get_u64 (const guint8 *p)
-{
-  guint64 v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-
 /* Encodes @info of a buffer of kind @kind (a valid kind name, shorter than
  * MEMRES_KIND_NAME_MAX) into the 160-byte little-endian record. Never fails. */
 void
@@ -80,23 +35,24 @@ _memres_descriptor_encode (const char *kind, const MemresBufferExport *info,
   g_return_if_fail (kind != NULL && strlen (kind) < MEMRES_KIND_NAME_MAX);
 
   memset (out, 0, sizeof *out);
-  put_u32 (b + OFF_MAGIC, MEMRES_DESCRIPTOR_MAGIC);
-  put_u16 (b + OFF_VERSION, MEMRES_DESCRIPTOR_VERSION);
-  put_u16 (b + OFF_LENGTH, MEMRES_BUFFER_DESCRIPTOR_SIZE);
+  _memres_put_le (b + OFF_MAGIC, MEMRES_DESCRIPTOR_MAGIC, 4);
+  _memres_put_le (b + OFF_VERSION, MEMRES_DESCRIPTOR_VERSION, 2);
+  _memres_put_le (b + OFF_LENGTH, MEMRES_BUFFER_DESCRIPTOR_SIZE, 2);
   memcpy (b + OFF_KIND, kind, strlen (kind));
   memcpy (b + OFF_POOL_ID, info->pool_id, MEMRES_IPC_ID_SIZE);
   memcpy (b + OFF_DEVICE_UUID, info->device_uuid, MEMRES_IPC_ID_SIZE);
-  put_u64 (b + OFF_OFFSET, info->offset);
-  put_u64 (b + OFF_SIZE, info->size);
+  _memres_put_le (b + OFF_OFFSET, info->offset, 8);
+  _memres_put_le (b + OFF_SIZE, info->size, 8);
   memcpy (b + OFF_EXPORT_DATA, info->export_data, sizeof info->export_data);
   /* reserved: zero from the memset */
 }
 
-static gboolean invalid (GError **error, const char *field, const char *format, ...)
-    G_GNUC_PRINTF (3, 4);
-
-static gboolean
-invalid (GError **error, const char *field, const char *format, ...)
+/* Sets MEMRES_ERROR_INVALID_DESCRIPTOR: "invalid @what: @field: detail". Shared by the codecs
+ * of the records that come from other processes (buffer descriptors, VMM layouts). Returns
+ * FALSE. */
+gboolean
+_memres_set_invalid_record (GError **error, const char *what, const char *field, const char *format,
+                            ...)
 {
   va_list args;
   g_autofree char *detail = NULL;
@@ -104,10 +60,13 @@ invalid (GError **error, const char *field, const char *format, ...)
   va_start (args, format);
   detail = g_strdup_vprintf (format, args);
   va_end (args);
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-               "invalid buffer descriptor: %s: %s", field, detail);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR, "invalid %s: %s: %s", what,
+               field, detail);
   return FALSE;
 }
+
+#define invalid(error, field, ...)                                                                 \
+  _memres_set_invalid_record ((error), "buffer descriptor", (field), __VA_ARGS__)
 
 /* Decodes and validates @length bytes at @data (untrusted). On success fills @kind (NUL-
  * terminated) and @info; on failure sets MEMRES_ERROR_INVALID_DESCRIPTOR naming the field and
@@ -133,14 +92,14 @@ _memres_descriptor_decode (gconstpointer data, gsize length, char kind[MEMRES_KI
     return invalid (error, "input length", "%" G_GSIZE_FORMAT " bytes, oversized (expected %d)",
                     length, MEMRES_BUFFER_DESCRIPTOR_SIZE);
 
-  magic = get_u32 (b + OFF_MAGIC);
+  magic = (guint32) _memres_get_le (b + OFF_MAGIC, 4);
   if (magic != MEMRES_DESCRIPTOR_MAGIC)
     return invalid (error, "magic", "0x%08x (expected 0x%08x)", magic, MEMRES_DESCRIPTOR_MAGIC);
-  version = get_u16 (b + OFF_VERSION);
+  version = (guint16) _memres_get_le (b + OFF_VERSION, 2);
   if (version != MEMRES_DESCRIPTOR_VERSION)
     return invalid (error, "version", "%u (this library reads version %d)", version,
                     MEMRES_DESCRIPTOR_VERSION);
-  record_length = get_u16 (b + OFF_LENGTH);
+  record_length = (guint16) _memres_get_le (b + OFF_LENGTH, 2);
   if (record_length != MEMRES_BUFFER_DESCRIPTOR_SIZE)
     return invalid (error, "length", "%u (expected %d)", record_length,
                     MEMRES_BUFFER_DESCRIPTOR_SIZE);
@@ -158,8 +117,8 @@ _memres_descriptor_decode (gconstpointer data, gsize length, char kind[MEMRES_KI
     if (b[OFF_RESERVED + i] != 0)
       return invalid (error, "reserved", "byte %d is 0x%02x (expected 0)", i, b[OFF_RESERVED + i]);
 
-  offset = get_u64 (b + OFF_OFFSET);
-  size = get_u64 (b + OFF_SIZE);
+  offset = _memres_get_le (b + OFF_OFFSET, 8);
+  size = _memres_get_le (b + OFF_SIZE, 8);
   if (size == 0)
     return invalid (error, "size", "0 bytes (an empty buffer is never exported)");
   if (offset > G_MAXUINT64 - size)

@@ -26,22 +26,8 @@ enum
 G_STATIC_ASSERT (OFF_CHUNK_SIZES == MEMRES_LAYOUT_HEADER_SIZE);
 G_STATIC_ASSERT (MEMRES_LAYOUT_MAX_SIZE <= G_MAXUINT16);
 
-static gboolean invalid (GError **error, const char *field, const char *format, ...)
-    G_GNUC_PRINTF (3, 4);
-
-static gboolean
-invalid (GError **error, const char *field, const char *format, ...)
-{
-  va_list args;
-  g_autofree char *detail = NULL;
-
-  va_start (args, format);
-  detail = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-               "invalid buffer layout: %s: %s", field, detail);
-  return FALSE;
-}
+#define invalid(error, field, ...)                                                                 \
+  _memres_set_invalid_record ((error), "buffer layout", (field), __VA_ARGS__)
 
 /* Checks the content of @chunks as far as the core can without knowing the kind: one to
  * MEMRES_IPC_MAX_CHUNKS chunks of POSIX-fd handles, each a positive multiple of a power-of-two

@@ -127,6 +127,8 @@ char *_memres_options_to_string (const MemresOptions *options);
  * device_uuid[16], offset u64, size u64, export_data[64], reserved[8] (zero). */
 #define MEMRES_DESCRIPTOR_MAGIC   0x4442524du /* "MRBD" read as little-endian u32 */
 #define MEMRES_DESCRIPTOR_VERSION 1
+gboolean _memres_set_invalid_record (GError **error, const char *what, const char *field,
+                                     const char *format, ...) G_GNUC_PRINTF (4, 5);
 void _memres_descriptor_encode (const char *kind, const MemresBufferExport *info,
                                 MemresBufferDescriptor *out);
 gboolean _memres_descriptor_decode (gconstpointer data, gsize length,
