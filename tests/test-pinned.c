@@ -922,62 +922,12 @@ test_ipc_unsupported (void)
   mt_assert_fake_counts_equal (&base);
 }
 
-typedef struct
-{
-  MemresResource *mr;
-  MemresBuffer *buf;
-  MemresIpcHandle *handle;
-  MemresBufferDescriptor desc;
-  MemresResource *importer;
-} IpcSweepData;
-
-static gboolean
-op_import_handle (gpointer data, GError **error)
-{
-  IpcSweepData *d = data;
-
-  d->importer = memres_resource_import_handle (d->handle, error);
-  return d->importer != NULL;
-}
-
-static void
-undo_import_handle (gpointer data)
-{
-  IpcSweepData *d = data;
-
-  g_clear_pointer (&d->importer, memres_resource_unref);
-}
-
-static gboolean
-op_export_handle (gpointer data, GError **error)
-{
-  IpcSweepData *d = data;
-
-  d->handle = memres_resource_export_handle (d->mr, error);
-  return d->handle != NULL;
-}
-
-static void
-undo_export_handle (gpointer data)
-{
-  IpcSweepData *d = data;
-
-  g_clear_pointer (&d->handle, memres_ipc_handle_free);
-}
-
-static gboolean
-op_export_buffer (gpointer data, GError **error)
-{
-  IpcSweepData *d = data;
-
-  return memres_buffer_export (d->buf, &d->desc, error);
-}
-
 static void
 test_ipc_fault_sweep (void)
 {
-  IpcSweepData d = { NULL, NULL, NULL, { { 0 } }, NULL };
+  MtIpcSweepData d = { 0 };
   FakeCudaCounts base;
+  GError *error = NULL;
   int fds;
 
   if (!require_pool_mode ())
@@ -987,30 +937,31 @@ test_ipc_fault_sweep (void)
   mt_counts_snapshot (&base);
   sweep ("pinned:ipc=true", TRUE);
 
-  d.mr = mt_new_ok ("pinned:ipc=true");
-  d.buf = mt_alloc_ok (d.mr, MiB, NULL);
-  g_assert_true (op_export_handle (&d, NULL));
-  undo_export_handle (&d);
+  d.exporter = mt_new_ok ("pinned:ipc=true");
+  d.buf = mt_alloc_ok (d.exporter, MiB, NULL);
+  g_assert_true (mt_op_export_handle (&d, NULL));
+  mt_undo_ipc (&d);
   fds = mt_count_open_fds ();
   /* The pool's shareable handle is exported once, at creation (swept above): exporting a
    * handle only duplicates it, with no driver call to fail. */
-  g_assert_cmpint (mt_fault_sweep ("export handle", op_export_handle, undo_export_handle, &d,
+  g_assert_cmpint (mt_fault_sweep ("export handle", mt_op_export_handle, mt_undo_ipc, &d,
                                    CUDA_ERROR_NOT_PERMITTED, NULL),
                    ==, 0);
   g_assert_cmpint (mt_count_open_fds (), ==, fds);
-  g_assert_cmpint (
-      mt_fault_sweep ("export buffer", op_export_buffer, NULL, &d, CUDA_ERROR_NOT_PERMITTED, NULL),
-      >, 0);
-
-  g_assert_true (op_export_handle (&d, NULL));
-  g_assert_cmpint (mt_fault_sweep ("import handle", op_import_handle, undo_import_handle, &d,
+  g_assert_cmpint (mt_fault_sweep ("export buffer", mt_op_export_buffer, NULL, &d,
                                    CUDA_ERROR_NOT_PERMITTED, NULL),
                    >, 0);
-  undo_export_handle (&d);
+
+  d.handle = memres_resource_export_handle (d.exporter, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (mt_fault_sweep ("import handle", mt_op_import_handle, mt_undo_ipc, &d,
+                                   CUDA_ERROR_NOT_PERMITTED, NULL),
+                   >, 0);
+  g_clear_pointer (&d.handle, memres_ipc_handle_free);
   g_assert_cmpint (mt_count_open_fds (), ==, fds);
 
   mt_close_ok (d.buf, NULL);
-  g_clear_pointer (&d.mr, memres_resource_unref);
+  g_clear_pointer (&d.exporter, memres_resource_unref);
   mt_assert_fake_counts_equal (&base);
 }
 

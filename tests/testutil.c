@@ -495,6 +495,53 @@ mt_undo_allocate (gpointer data)
   mt_sync_ok (d->stream);
 }
 
+gboolean
+mt_op_export_handle (gpointer data, GError **error)
+{
+  MtIpcSweepData *d = data;
+
+  d->made_handle = memres_resource_export_handle (d->exporter, error);
+  return d->made_handle != NULL;
+}
+
+gboolean
+mt_op_import_handle (gpointer data, GError **error)
+{
+  MtIpcSweepData *d = data;
+
+  d->made_import = memres_resource_import_handle (d->handle, error);
+  return d->made_import != NULL;
+}
+
+gboolean
+mt_op_export_buffer (gpointer data, GError **error)
+{
+  MtIpcSweepData *d = data;
+
+  return memres_buffer_export (d->buf, &d->desc, error);
+}
+
+gboolean
+mt_op_import_buffer (gpointer data, GError **error)
+{
+  MtIpcSweepData *d = data;
+
+  d->made_buf
+      = memres_buffer_import (d->importer, d->desc.bytes, sizeof d->desc.bytes, NULL, error);
+  return d->made_buf != NULL;
+}
+
+void
+mt_undo_ipc (gpointer data)
+{
+  MtIpcSweepData *d = data;
+
+  g_clear_pointer (&d->made_buf, memres_buffer_unref);
+  g_clear_pointer (&d->made_import, memres_resource_unref);
+  g_clear_pointer (&d->made_handle, memres_ipc_handle_free);
+  mt_sync_ok (NULL);
+}
+
 GPid
 mt_spawn_child (const char *mode, int *sock)
 {

@@ -109,4 +109,26 @@ void mt_undo_new (gpointer data);
 gboolean mt_op_allocate (gpointer data, GError **error);
 void mt_undo_allocate (gpointer data);
 
+/* Operands and results of the IPC fault-sweep operations below. */
+typedef struct
+{
+  MemresResource *exporter;     /* mt_op_export_handle: the pool to export */
+  MemresBuffer *buf;            /* mt_op_export_buffer: the buffer to export (into ->desc) */
+  MemresIpcHandle *handle;      /* mt_op_import_handle: the handle to import */
+  MemresResource *importer;     /* mt_op_import_buffer: the resource to import ->desc into */
+  MemresBufferDescriptor desc;  /* mt_op_import_buffer's input, mt_op_export_buffer's output */
+  MemresIpcHandle *made_handle; /* mt_op_export_handle's result */
+  MemresResource *made_import;  /* mt_op_import_handle's result */
+  MemresBuffer *made_buf;       /* mt_op_import_buffer's result */
+} MtIpcSweepData;
+
+/* MtOp's on an MtIpcSweepData: memres_resource_export_handle, memres_resource_import_handle,
+ * memres_buffer_export and memres_buffer_import (on the default stream). mt_undo_ipc drops
+ * every made_* result and synchronizes the default stream. */
+gboolean mt_op_export_handle (gpointer data, GError **error);
+gboolean mt_op_import_handle (gpointer data, GError **error);
+gboolean mt_op_export_buffer (gpointer data, GError **error);
+gboolean mt_op_import_buffer (gpointer data, GError **error);
+void mt_undo_ipc (gpointer data);
+
 G_END_DECLS
