@@ -68,18 +68,74 @@ _memres_set_invalid_record (GError **error, const char *what, const char *field,
 #define invalid(error, field, ...)                                                                 \
   _memres_set_invalid_record ((error), "buffer descriptor", (field), __VA_ARGS__)
 
-/* Decodes and validates @length bytes at @data (untrusted). On success fills @kind (NUL-
- * terminated) and @info; on failure sets MEMRES_ERROR_INVALID_DESCRIPTOR naming the field and
- * leaves @kind and @info untouched. Reads no byte outside @data[0 .. length). */
-gboolean
-_memres_descriptor_decode (gconstpointer data, gsize length, char kind[MEMRES_KIND_NAME_MAX],
-                           MemresBufferExport *info, GError **error)
+/* The first 8 bytes of every valid descriptor: magic, version, length. */
+static const guint8 header[8] = {
+  MEMRES_DESCRIPTOR_MAGIC & 0xff,         (MEMRES_DESCRIPTOR_MAGIC >> 8) & 0xff,
+  (MEMRES_DESCRIPTOR_MAGIC >> 16) & 0xff, MEMRES_DESCRIPTOR_MAGIC >> 24,
+  MEMRES_DESCRIPTOR_VERSION & 0xff,       MEMRES_DESCRIPTOR_VERSION >> 8,
+  MEMRES_BUFFER_DESCRIPTOR_SIZE & 0xff,   MEMRES_BUFFER_DESCRIPTOR_SIZE >> 8,
+};
+
+static gboolean
+check_header (const guint8 *b, GError **error)
 {
-  const guint8 *b = data;
-  const guint8 *nul;
   guint32 magic;
   guint16 version, record_length;
-  guint64 offset, size;
+
+  if (memcmp (b, header, sizeof header) == 0)
+    return TRUE;
+  magic = (guint32) _memres_get_le (b + OFF_MAGIC, 4);
+  if (magic != MEMRES_DESCRIPTOR_MAGIC)
+    return invalid (error, "magic", "0x%08x (expected 0x%08x)", magic, MEMRES_DESCRIPTOR_MAGIC);
+  version = (guint16) _memres_get_le (b + OFF_VERSION, 2);
+  if (version != MEMRES_DESCRIPTOR_VERSION)
+    return invalid (error, "version", "%u (this library reads version %d)", version,
+                    MEMRES_DESCRIPTOR_VERSION);
+  record_length = (guint16) _memres_get_le (b + OFF_LENGTH, 2);
+  return invalid (error, "length", "%u (expected %d)", record_length,
+                  MEMRES_BUFFER_DESCRIPTOR_SIZE);
+}
+
+static gboolean
+check_kind (const guint8 *b, const guint8 *expected_kind, GError **error)
+{
+  const guint8 *nul;
+
+  if (expected_kind != NULL && memcmp (b + OFF_KIND, expected_kind, MEMRES_KIND_NAME_MAX) == 0)
+    return TRUE; /* a registered kind's name, so valid */
+  nul = memchr (b + OFF_KIND, '\0', MEMRES_KIND_NAME_MAX);
+  if (nul == NULL)
+    return invalid (error, "kind", "not NUL-terminated within %d bytes", MEMRES_KIND_NAME_MAX);
+  for (const guint8 *p = nul; p < b + OFF_KIND + MEMRES_KIND_NAME_MAX; p++)
+    if (*p != 0)
+      return invalid (error, "kind", "padding after the name is not zero");
+  if (!_memres_kind_name_is_valid ((const char *) (b + OFF_KIND)))
+    return invalid (error, "kind", "not a kind name (expected [a-z][a-z0-9_]*)");
+  return TRUE;
+}
+
+static guint64
+get_u64 (const guint8 *p)
+{
+  guint64 v;
+
+  memcpy (&v, p, 8);
+  return GUINT64_FROM_LE (v);
+}
+
+/* Decodes and validates @length bytes at @data (untrusted). On success fills @kind (NUL-
+ * terminated) and @info; on failure sets MEMRES_ERROR_INVALID_DESCRIPTOR naming the field and
+ * leaves @kind and @info untouched. Reads no byte outside @data[0 .. length). @expected_kind,
+ * when not NULL, is the kind field (MEMRES_KIND_NAME_MAX bytes, NUL-padded) of a registered
+ * kind the caller expects: a descriptor carrying exactly it skips the kind name checks (the
+ * importer's hot path). */
+gboolean
+_memres_descriptor_decode (gconstpointer data, gsize length, const guint8 *expected_kind,
+                           char kind[MEMRES_KIND_NAME_MAX], MemresBufferExport *info,
+                           GError **error)
+{
+  const guint8 *b = data;
+  guint64 offset, size, reserved;
 
   g_return_val_if_fail (kind != NULL && info != NULL, FALSE);
 
@@ -91,34 +147,18 @@ _memres_descriptor_decode (gconstpointer data, gsize length, char kind[MEMRES_KI
   if (length > MEMRES_BUFFER_DESCRIPTOR_SIZE)
     return invalid (error, "input length", "%" G_GSIZE_FORMAT " bytes, oversized (expected %d)",
                     length, MEMRES_BUFFER_DESCRIPTOR_SIZE);
+  if (!check_header (b, error) || !check_kind (b, expected_kind, error))
+    return FALSE;
 
-  magic = (guint32) _memres_get_le (b + OFF_MAGIC, 4);
-  if (magic != MEMRES_DESCRIPTOR_MAGIC)
-    return invalid (error, "magic", "0x%08x (expected 0x%08x)", magic, MEMRES_DESCRIPTOR_MAGIC);
-  version = (guint16) _memres_get_le (b + OFF_VERSION, 2);
-  if (version != MEMRES_DESCRIPTOR_VERSION)
-    return invalid (error, "version", "%u (this library reads version %d)", version,
-                    MEMRES_DESCRIPTOR_VERSION);
-  record_length = (guint16) _memres_get_le (b + OFF_LENGTH, 2);
-  if (record_length != MEMRES_BUFFER_DESCRIPTOR_SIZE)
-    return invalid (error, "length", "%u (expected %d)", record_length,
-                    MEMRES_BUFFER_DESCRIPTOR_SIZE);
+  reserved = get_u64 (b + OFF_RESERVED);
+  if (reserved != 0)
+    for (int i = 0; i < 8; i++)
+      if (b[OFF_RESERVED + i] != 0)
+        return invalid (error, "reserved", "byte %d is 0x%02x (expected 0)", i,
+                        b[OFF_RESERVED + i]);
 
-  nul = memchr (b + OFF_KIND, '\0', MEMRES_KIND_NAME_MAX);
-  if (nul == NULL)
-    return invalid (error, "kind", "not NUL-terminated within %d bytes", MEMRES_KIND_NAME_MAX);
-  for (const guint8 *p = nul; p < b + OFF_KIND + MEMRES_KIND_NAME_MAX; p++)
-    if (*p != 0)
-      return invalid (error, "kind", "padding after the name is not zero");
-  if (!_memres_kind_name_is_valid ((const char *) (b + OFF_KIND)))
-    return invalid (error, "kind", "not a kind name (expected [a-z][a-z0-9_]*)");
-
-  for (int i = 0; i < 8; i++)
-    if (b[OFF_RESERVED + i] != 0)
-      return invalid (error, "reserved", "byte %d is 0x%02x (expected 0)", i, b[OFF_RESERVED + i]);
-
-  offset = _memres_get_le (b + OFF_OFFSET, 8);
-  size = _memres_get_le (b + OFF_SIZE, 8);
+  offset = get_u64 (b + OFF_OFFSET);
+  size = get_u64 (b + OFF_SIZE);
   if (size == 0)
     return invalid (error, "size", "0 bytes (an empty buffer is never exported)");
   if (offset > G_MAXUINT64 - size)

@@ -1,90 +1,44 @@
 /* memres - CUDA memory resources
- * ipc-resource.c: export and import of pools and buffers, with the per-process tables that
- * deduplicate imports.
+ * ipc-resource.c: export and import of pools and buffers, and the deduplication of imports.
  *
- * Two tables, each under its own mutex:
- *  - imported pools: pool identity -> MemresResource (weak: the entry leaves when the resource
- *    is finalized, through _memres_ipc_forget_resource()). Importing a pool that is already
- *    imported returns the same resource with a new reference.
- *  - imported buffers: (resource, pool identity, driver export data) -> Mapping, the one mapping
- * made by the import_buffer slot, shared by every MemresBuffer importing that allocation and
- *    unmapped (deallocate slot) when the last of them is closed. Drivers map the same
- *    allocation twice to the same address and unmap it on the first free (nvbug 5570902), so
- *    without this one close would pull memory out from under another part of the program.
- * Creating imports is serialized by a third mutex held across the plugin's import_handle /
- * import_buffer call, so that two threads never map the same thing twice. No table mutex is
- * held while plugin code runs, except the buffer mutex around import_buffer and the final
- * deallocate (neither calls back into memres). */
+ * - Imported pools: a per-process table, pool identity -> MemresResource (weak: the entry
+ *   leaves when the resource is finalized, through _memres_ipc_forget_resource()), under
+ *   pools_lock. Importing a pool that is already imported returns the same resource with a new
+ *   reference. import_pool_lock serializes creating imported pools, held across the kind's
+ *   import_handle slot, so that two threads never import the same pool twice.
+ * - Imported buffers: each resource's table of mappings (ipc-mappings.c), export data ->
+ *   mapping, under that table's lock. The mapping is made by the import_buffer slot, shared by
+ *   every MemresBuffer importing that allocation and unmapped (deallocate slot) when the last of
+ *   them is closed. Drivers map the same allocation twice to the same address and unmap it on
+ *   the first free (nvbug 5570902), so without this one close would pull memory out from under
+ *   another part of the program. The table's lock is held across import_buffer and the final
+ *   deallocate (neither calls back into memres): two threads never map the same thing twice.
+ *   The table is per resource because a mapping belongs to the resource that made it (and
+ *   lives no longer than it: each of its buffers holds a reference); the pool is the
+ *   resource's, so the export data alone is the key. */
 #include <string.h>
 
 #include "memres-private.h"
 
-/* A mapping belongs to the resource that made it (and lives no longer than it: each of its
- * buffers holds a reference), so the resource is part of the key. */
-typedef struct
-{
-  MemresResource *mr; /* not a reference: every buffer using the mapping holds one */
-  guint8 pool_id[MEMRES_IPC_ID_SIZE];
-  guint8 export_data[64];
-} MappingKey;
-#define MAPPING_KEY_SIZE sizeof (MappingKey)
-G_STATIC_ASSERT (sizeof (MappingKey) == sizeof (gpointer) + MEMRES_IPC_ID_SIZE + 64);
-G_STATIC_ASSERT (sizeof (MappingKey) % 8 == 0 && MEMRES_IPC_ID_SIZE % 8 == 0);
-
-typedef struct
-{
-  MappingKey key;
-  MemresBufferExport exported; /* as first imported (offset and size of that import) */
-  MemresAllocation alloc;      /* what import_buffer filled: the whole mapped allocation */
-  guint n_users;               /* open buffers using this mapping */
-} Mapping;
-
-static GMutex pools_lock;       /* pools, and every resource's has_pool_id / pool_id */
+static GMutex pools_lock;       /* pools, and writes of every resource's pool_id */
 static GHashTable *pools;       /* guint8[16] (in the resource) -> MemresResource* */
 static GMutex import_pool_lock; /* serializes creating imported pools */
-static GMutex buffers_lock;     /* buffers and every Mapping */
-static GHashTable *buffers;     /* MappingKey (in the Mapping) -> Mapping* */
-
-/* Hash of @n bytes (@n a multiple of 8) a 64-bit word at a time: keys are hashed on every
- * import and close, so a byte-wise hash showed in per-buffer import costs. */
-static guint
-bytes_hash (const guint8 *bytes, gsize n)
-{
-  guint64 h = G_GUINT64_CONSTANT (0x9e3779b97f4a7c15);
-
-  for (gsize i = 0; i + 8 <= n; i += 8)
-    {
-      guint64 w;
-
-      memcpy (&w, bytes + i, 8);
-      h = (h ^ w) * G_GUINT64_CONSTANT (0xff51afd7ed558ccd);
-      h ^= h >> 29;
-    }
-  return (guint) (h ^ (h >> 32));
-}
 
 static guint
 pool_id_hash (gconstpointer key)
 {
-  return bytes_hash (key, MEMRES_IPC_ID_SIZE);
+  guint64 a, b;
+
+  memcpy (&a, key, 8);
+  memcpy (&b, (const guint8 *) key + 8, 8);
+  a = (a ^ (b * G_GUINT64_CONSTANT (0xff51afd7ed558ccd))) * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15);
+  return (guint) (a ^ (a >> 32));
 }
 
 static gboolean
 pool_id_equal (gconstpointer a, gconstpointer b)
 {
   return memcmp (a, b, MEMRES_IPC_ID_SIZE) == 0;
-}
-
-static guint
-mapping_key_hash (gconstpointer key)
-{
-  return bytes_hash (key, MAPPING_KEY_SIZE);
-}
-
-static gboolean
-mapping_key_equal (gconstpointer a, gconstpointer b)
-{
-  return memcmp (a, b, MAPPING_KEY_SIZE) == 0;
 }
 
 static char *
@@ -96,15 +50,17 @@ format_id (const guint8 id[MEMRES_IPC_ID_SIZE])
   return g_string_free (s, FALSE);
 }
 
-/* Records @pool_id as the identity of @mr (an exporter learns its own at its first export). */
+/* Records @pool_id as the identity of @mr (an exporter learns its own at its first export; an
+ * imported resource has it before it is published). Set once: readers check has_pool_id
+ * (atomically) and then read pool_id without a lock. */
 static void
 remember_pool_id (MemresResource *mr, const guint8 pool_id[MEMRES_IPC_ID_SIZE])
 {
   g_mutex_lock (&pools_lock);
-  if (!mr->has_pool_id)
+  if (!g_atomic_int_get (&mr->has_pool_id))
     {
       memcpy (mr->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
-      mr->has_pool_id = TRUE;
+      g_atomic_int_set (&mr->has_pool_id, TRUE);
     }
   g_mutex_unlock (&pools_lock);
 }
@@ -113,7 +69,8 @@ void
 _memres_ipc_forget_resource (MemresResource *mr)
 {
   g_mutex_lock (&pools_lock);
-  if (mr->has_pool_id && pools != NULL && g_hash_table_lookup (pools, mr->pool_id) == mr)
+  if (g_atomic_int_get (&mr->has_pool_id) && pools != NULL
+      && g_hash_table_lookup (pools, mr->pool_id) == mr)
     g_hash_table_remove (pools, mr->pool_id);
   g_mutex_unlock (&pools_lock);
 }
@@ -247,9 +204,8 @@ memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
   if (mr == NULL)
     goto out;
 
+  remember_pool_id (mr, memres_ipc_handle_get_pool_id (handle));
   g_mutex_lock (&pools_lock);
-  memcpy (mr->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
-  mr->has_pool_id = TRUE;
   if (pools == NULL)
     pools = g_hash_table_new (pool_id_hash, pool_id_equal);
   g_hash_table_replace (pools, mr->pool_id, mr);
@@ -330,7 +286,7 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
   memset (&info, 0, sizeof info);
   if (buf->ipc_mapping != NULL)
     {
-      const Mapping *mapping = buf->ipc_mapping;
+      const MemresIpcMapping *mapping = buf->ipc_mapping;
       info = mapping->exported;
       info.offset = buf->alloc.address - mapping->alloc.address;
       info.size = buf->alloc.size;
@@ -356,49 +312,43 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
 }
 
 /* The mapping for @info on @mr, made through the import_buffer slot if none exists; one more
- * user counted. Called with buffers_lock held. */
-static Mapping *
+ * user counted. */
+static MemresIpcMapping *
 acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStream stream,
                  GError **error)
 {
-  MappingKey key;
-  Mapping *mapping;
+  MemresIpcMappings *table = &mr->ipc_mappings;
+  guint64 hash = _memres_ipc_mappings_hash (info->export_data);
+  MemresIpcMapping *mapping;
   MemresAllocation alloc = { 0 };
   GError *local = NULL;
   gboolean ok;
 
-  memset (&key, 0, sizeof key);
-  key.mr = mr;
-  memcpy (key.pool_id, info->pool_id, MEMRES_IPC_ID_SIZE);
-  memcpy (key.export_data, info->export_data, 64);
-  if (buffers == NULL)
-    buffers = g_hash_table_new (mapping_key_hash, mapping_key_equal);
-
-  mapping = g_hash_table_lookup (buffers, &key);
+  g_mutex_lock (&table->lock);
+  mapping = _memres_ipc_mappings_lookup (table, info->export_data, hash);
   if (mapping != NULL)
     {
-      if (!check_descriptor_fits (info, &mapping->alloc, error))
-        return NULL;
-      mapping->n_users++;
+      if (check_descriptor_fits (info, &mapping->alloc, error))
+        mapping->n_users++;
+      else
+        mapping = NULL;
+      g_mutex_unlock (&table->lock);
       return mapping;
     }
 
   ok = mr->ops->import_buffer (mr, info, stream, &alloc, &local);
   if (!_memres_resource_slot_result (mr, "import_buffer", ok, &local, error))
-    return NULL;
-  if (!check_descriptor_fits (info, &alloc, error))
+    mapping = NULL;
+  else if (!check_descriptor_fits (info, &alloc, error))
     {
       g_autoptr (GError) unmap_error = NULL;
       if (!mr->ops->deallocate (mr, &alloc, stream, &unmap_error))
         g_warning ("unmapping a refused buffer import failed: %s", unmap_error->message);
-      return NULL;
+      mapping = NULL;
     }
-  mapping = g_new0 (Mapping, 1);
-  mapping->key = key;
-  mapping->exported = *info;
-  mapping->alloc = alloc;
-  mapping->n_users = 1;
-  g_hash_table_insert (buffers, &mapping->key, mapping);
+  else
+    mapping = _memres_ipc_mappings_add (table, hash, info, &alloc);
+  g_mutex_unlock (&table->lock);
   return mapping;
 }
 
@@ -437,13 +387,12 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
   MemresBufferExport info;
   MemresAllocation alloc;
   MemresBuffer *buf;
-  Mapping *mapping;
-  gboolean same_pool;
+  MemresIpcMapping *mapping;
 
   g_return_val_if_fail (mr != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  if (!_memres_descriptor_decode (descriptor, length, kind, &info, error))
+  if (!_memres_descriptor_decode (descriptor, length, mr->kind->name_field, kind, &info, error))
     return NULL;
   if (mr->ops->import_buffer == NULL)
     {
@@ -459,10 +408,8 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
                    kind, mr->kind->name);
       return NULL;
     }
-  g_mutex_lock (&pools_lock);
-  same_pool = mr->has_pool_id && memcmp (mr->pool_id, info.pool_id, MEMRES_IPC_ID_SIZE) == 0;
-  g_mutex_unlock (&pools_lock);
-  if (!same_pool)
+  if (!g_atomic_int_get (&mr->has_pool_id)
+      || memcmp (mr->pool_id, info.pool_id, MEMRES_IPC_ID_SIZE) != 0)
     {
       g_autofree char *id = format_id (info.pool_id);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
@@ -472,9 +419,7 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
       return NULL;
     }
 
-  g_mutex_lock (&buffers_lock);
   mapping = acquire_mapping (mr, &info, stream, error);
-  g_mutex_unlock (&buffers_lock);
   if (mapping == NULL)
     return NULL;
 
@@ -493,21 +438,22 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
 gboolean
 _memres_ipc_release_buffer (MemresBuffer *buf, MemresStream stream, GError **error)
 {
-  Mapping *mapping = buf->ipc_mapping;
+  MemresIpcMapping *mapping = buf->ipc_mapping;
+  MemresResource *owner = buf->mr;
+  MemresIpcMappings *table;
   gboolean ok = TRUE;
 
-  g_return_val_if_fail (mapping != NULL, FALSE);
+  g_return_val_if_fail (mapping != NULL && owner != NULL, FALSE);
 
-  g_mutex_lock (&buffers_lock);
+  table = &owner->ipc_mappings;
+  g_mutex_lock (&table->lock);
   g_assert (mapping->n_users > 0);
   if (--mapping->n_users == 0)
     {
-      MemresResource *owner = mapping->key.mr;
-      g_hash_table_remove (buffers, &mapping->key);
       ok = owner->ops->deallocate (owner, &mapping->alloc, stream, error);
-      g_free (mapping);
+      _memres_ipc_mappings_remove (table, mapping);
     }
-  g_mutex_unlock (&buffers_lock);
+  g_mutex_unlock (&table->lock);
   buf->ipc_mapping = NULL;
   return ok;
 }

@@ -115,6 +115,7 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
   kind = g_new0 (MemresKind, 1);
   g_atomic_ref_count_init (&kind->ref);
   kind->name = g_strdup (ki.name);
+  memcpy (kind->name_field, ki.name, strlen (ki.name)); /* checked: shorter than the field */
   kind->description = g_strdup (ki.description != NULL ? ki.description : "");
   kind->n_options = ki.n_options;
   kind->options = g_memdup2 (ki.options, sizeof (MemresOptionSpec) * ki.n_options);

@@ -26,6 +26,7 @@ struct _MemresKind
 {
   gatomicrefcount ref;
   char *name;
+  guint8 name_field[MEMRES_KIND_NAME_MAX]; /* the name NUL-padded, as descriptors carry it */
   char *description;
   MemresOptionSpec *options; /* copied array; strings point into the plugin */
   guint n_options;
@@ -33,6 +34,40 @@ struct _MemresKind
   gsize instance_size;
   MemresPlugin *plugin; /* strong reference; NULL for a kind registered by the application */
 };
+
+/* ipc-mappings.c: one resource's imported buffer mappings (see there). A mapping is made by
+ * the import_buffer slot, shared by every MemresBuffer importing that allocation, and unmapped
+ * (deallocate slot) when the last of them is closed. */
+#define MEMRES_EXPORT_DATA_SIZE 64
+typedef struct _MemresIpcMapping MemresIpcMapping;
+struct _MemresIpcMapping
+{
+  guint64 hash;                /* of exported.export_data, the key */
+  MemresBufferExport exported; /* as first imported (offset and size of that import) */
+  MemresAllocation alloc;      /* what import_buffer filled: the whole mapped allocation */
+  guint n_users;               /* open buffers using this mapping */
+  MemresIpcMapping *next_free; /* in the free list */
+};
+typedef struct
+{
+  GMutex lock;              /* everything here and in every mapping */
+  MemresIpcMapping **slots; /* 2^k slots, NULL when empty */
+  gsize mask;               /* number of slots - 1 */
+  gsize n_mappings;
+  MemresIpcMapping *free_list;
+} MemresIpcMappings;
+G_STATIC_ASSERT (sizeof (((MemresBufferExport *) NULL)->export_data) == MEMRES_EXPORT_DATA_SIZE);
+
+void _memres_ipc_mappings_init (MemresIpcMappings *t);
+void _memres_ipc_mappings_clear (MemresIpcMappings *t);
+guint64 _memres_ipc_mappings_hash (const guint8 key[MEMRES_EXPORT_DATA_SIZE]);
+MemresIpcMapping *_memres_ipc_mappings_lookup (const MemresIpcMappings *t,
+                                               const guint8 key[MEMRES_EXPORT_DATA_SIZE],
+                                               guint64 hash);
+MemresIpcMapping *_memres_ipc_mappings_add (MemresIpcMappings *t, guint64 hash,
+                                            const MemresBufferExport *exported,
+                                            const MemresAllocation *alloc);
+void _memres_ipc_mappings_remove (MemresIpcMappings *t, MemresIpcMapping *m);
 
 struct _MemresResource
 {
@@ -44,8 +79,9 @@ struct _MemresResource
    * each: the high 32 bits count the references of the application (memres_resource_ref()), the
    * low 32 bits the open buffers. The instance is finalized when the word drops to 0. */
   gint64 refs;
-  gboolean has_pool_id;
+  gint has_pool_id; /* atomic: set once, after pool_id (under ipc-resource.c's pools lock) */
   guint8 pool_id[MEMRES_IPC_ID_SIZE]; /* for imported resources: key of the dedup table */
+  MemresIpcMappings ipc_mappings;     /* buffers imported through this resource */
   gpointer priv;                      /* instance_size bytes, zero-filled, 16-byte aligned */
 };
 
@@ -60,7 +96,7 @@ struct _MemresBuffer
   MemresMemoryFlags flags;
   GDestroyNotify release; /* foreign memory */
   gpointer release_data;
-  gpointer ipc_mapping; /* imported buffers: the shared mapping (ipc-resource.c), else NULL */
+  MemresIpcMapping *ipc_mapping; /* imported buffers: the shared mapping, else NULL */
 };
 
 /* registry.c / loader.c */
@@ -131,7 +167,7 @@ gboolean _memres_set_invalid_record (GError **error, const char *what, const cha
                                      const char *format, ...) G_GNUC_PRINTF (4, 5);
 void _memres_descriptor_encode (const char *kind, const MemresBufferExport *info,
                                 MemresBufferDescriptor *out);
-gboolean _memres_descriptor_decode (gconstpointer data, gsize length,
+gboolean _memres_descriptor_decode (gconstpointer data, gsize length, const guint8 *expected_kind,
                                     char kind[MEMRES_KIND_NAME_MAX], MemresBufferExport *info,
                                     GError **error);
 

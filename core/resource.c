@@ -83,6 +83,7 @@ _memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
   mr->ops = &mr->kind->ops;
   mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;
   mr->spec = g_strdup (spec != NULL ? spec : kind->name);
+  _memres_ipc_mappings_init (&mr->ipc_mappings);
 
   if (handle != NULL)
     ok = slot_result (mr, "import_handle", mr->ops->import_handle (mr, handle, &local), &local,
@@ -91,6 +92,7 @@ _memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
     ok = slot_result (mr, "init", mr->ops->init (mr, options, &local), &local, error);
   if (!ok)
     {
+      _memres_ipc_mappings_clear (&mr->ipc_mappings);
       memres_kind_unref (mr->kind);
       g_free (mr->spec);
       free (mem);
@@ -205,9 +207,10 @@ memres_resource_ref (MemresResource *mr)
 static void
 resource_finalize (MemresResource *mr)
 {
-  if (mr->has_pool_id)
+  if (g_atomic_int_get (&mr->has_pool_id))
     _memres_ipc_forget_resource (mr);
   mr->ops->finalize (mr);
+  _memres_ipc_mappings_clear (&mr->ipc_mappings);
   memres_kind_unref (mr->kind);
   g_free (mr->spec);
   free (mr);

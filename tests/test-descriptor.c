@@ -621,6 +621,76 @@ test_buffer_keeps_import (Fixture *f, gconstpointer data)
   memres_buffer_unref (imported);
 }
 
+/* Many buffers, some imported twice, closed in a random order, twice over: each import maps the
+ * exporter's buffer (same address, same bytes), each allocation is mapped once and unmapped
+ * exactly when its last importer closes. */
+#define N_MANY 300
+static void
+test_many (Fixture *f, gconstpointer data)
+{
+  MemresBuffer *sources[N_MANY];
+  MemresBufferDescriptor descs[N_MANY];
+  MemresBuffer *imported[2 * N_MANY];
+  guint owner[2 * N_MANY];
+  guint users[N_MANY];
+  GError *error = NULL;
+
+  for (guint i = 0; i < N_MANY; i++)
+    {
+      sources[i] = mt_alloc_ok (f->exporter, 64 + i, NULL);
+      mt_fill_pattern (memres_buffer_get_pointer (sources[i]), 64 + i, i);
+      g_assert_true (memres_buffer_export (sources[i], &descs[i], &error));
+      g_assert_no_error (error);
+    }
+  for (int round = 0; round < 2; round++)
+    {
+      gint imports = g_atomic_int_get (&n_import_buffer);
+      gint unmaps = g_atomic_int_get (&n_unmap);
+      guint n = 0, n_unmapped = 0;
+
+      for (guint i = 0; i < N_MANY; i++)
+        for (guint k = 0; k < (i % 3 == 0 ? 2u : 1u); k++)
+          {
+            imported[n] = memres_buffer_import (f->importer, descs[i].bytes, sizeof descs[i].bytes,
+                                                NULL, &error);
+            g_assert_no_error (error);
+            g_assert_true (memres_buffer_get_pointer (imported[n])
+                           == memres_buffer_get_pointer (sources[i]));
+            g_assert_cmpuint (memres_buffer_get_size (imported[n]), ==, 64 + i);
+            owner[n++] = i;
+          }
+      for (guint i = 0; i < N_MANY; i++)
+        users[i] = i % 3 == 0 ? 2 : 1;
+      g_assert_cmpint (g_atomic_int_get (&n_import_buffer) - imports, ==, N_MANY);
+      g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps);
+
+      /* Fisher-Yates, then close in that order. */
+      for (guint i = n - 1; i > 0; i--)
+        {
+          guint j = (guint) g_test_rand_int_range (0, (gint32) i + 1);
+          MemresBuffer *b = imported[i];
+          guint o = owner[i];
+          imported[i] = imported[j];
+          owner[i] = owner[j];
+          imported[j] = b;
+          owner[j] = o;
+        }
+      for (guint i = 0; i < n; i++)
+        {
+          mt_assert_pattern (memres_buffer_get_pointer (imported[i]), 64 + owner[i], owner[i]);
+          g_assert_true (memres_buffer_close (imported[i], NULL, &error));
+          g_assert_no_error (error);
+          if (--users[owner[i]] == 0)
+            n_unmapped++;
+          g_assert_cmpint (g_atomic_int_get (&n_unmap) - unmaps, ==, n_unmapped);
+          memres_buffer_unref (imported[i]);
+        }
+      g_assert_cmpuint (n_unmapped, ==, N_MANY);
+    }
+  for (guint i = 0; i < N_MANY; i++)
+    memres_buffer_unref (sources[i]);
+}
+
 typedef struct
 {
   Fixture *f;
@@ -698,6 +768,7 @@ main (int argc, char **argv)
   ADD ("import/dedup", test_dedup);
   ADD ("import/handle-dedup", test_handle_dedup);
   ADD ("import/buffer-keeps-import", test_buffer_keeps_import);
+  ADD ("import/many", test_many);
   ADD ("import/threads", test_threads);
 #undef ADD
   return g_test_run ();
