@@ -16,7 +16,7 @@ buffer_closed_error (GError **error)
 /* Buffer structures are recycled through a small per-thread cache: the allocate/close pair
  * then costs no malloc/free. The cache is reached through a thread-local pointer (no call on
  * the hot path); a GPrivate registered with it frees it when its thread exits. */
-#define BUFFER_CACHE_MAX 64
+#define BUFFER_CACHE_MAX 256 /* 80-byte structures: at most 20 KiB per thread */
 
 typedef struct
 {
@@ -81,15 +81,13 @@ buffer_struct_free (MemresBuffer *buf)
   cache->n++;
 }
 
-/* A new open buffer owning @alloc, holding a reference on @mr. */
-MemresBuffer *
-_memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stream)
+static MemresBuffer *
+buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stream)
 {
   MemresBuffer *buf = buffer_struct_new ();
 
   g_atomic_ref_count_init (&buf->ref);
   buf->closed = 0;
-  _memres_resource_add_buffer (mr);
   buf->mr = mr;
   buf->alloc = *alloc;
   buf->dealloc_stream = stream;
@@ -98,6 +96,25 @@ _memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStr
   buf->release = NULL;
   buf->release_data = NULL;
   buf->ipc_mapping = NULL;
+  return buf;
+}
+
+/* A new open buffer owning @alloc, holding a reference on @mr. */
+MemresBuffer *
+_memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stream)
+{
+  _memres_resource_add_buffer (mr);
+  return buffer_new (mr, alloc, stream);
+}
+
+MemresBuffer *
+_memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc, MemresStream stream,
+                             MemresIpcMapping *mapping)
+{
+  MemresBuffer *buf = buffer_new (mr, alloc, stream);
+
+  buf->ipc_mapping = mapping; /* released by _memres_ipc_release_buffer() */
+  buf->flags |= MEMRES_MEMORY_IMPORTED;
   return buf;
 }
 
@@ -148,11 +165,11 @@ buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
 
   if (mr != NULL)
     {
-      if (buf->ipc_mapping != NULL)
-        ok = _memres_ipc_release_buffer (buf, stream, error);
-      else if (buf->alloc.size > 0 || buf->alloc.address != 0)
-        ok = mr->ops->deallocate (mr, &buf->alloc, stream, error);
       buf->mr = NULL;
+      if (buf->ipc_mapping != NULL)
+        return _memres_ipc_release_buffer (buf, mr, stream, error);
+      if (buf->alloc.size > 0 || buf->alloc.address != 0)
+        ok = mr->ops->deallocate (mr, &buf->alloc, stream, error);
       _memres_resource_remove_buffer (mr);
     }
   else if (buf->release != NULL)

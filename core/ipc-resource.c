@@ -332,22 +332,25 @@ acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStrea
         mapping->n_users++;
       else
         mapping = NULL;
-      g_mutex_unlock (&table->lock);
-      return mapping;
-    }
-
-  ok = mr->ops->import_buffer (mr, info, stream, &alloc, &local);
-  if (!_memres_resource_slot_result (mr, "import_buffer", ok, &local, error))
-    mapping = NULL;
-  else if (!check_descriptor_fits (info, &alloc, error))
-    {
-      g_autoptr (GError) unmap_error = NULL;
-      if (!mr->ops->deallocate (mr, &alloc, stream, &unmap_error))
-        g_warning ("unmapping a refused buffer import failed: %s", unmap_error->message);
-      mapping = NULL;
     }
   else
-    mapping = _memres_ipc_mappings_add (table, hash, info, &alloc);
+    {
+      ok = mr->ops->import_buffer (mr, info, stream, &alloc, &local);
+      if (!_memres_resource_slot_result (mr, "import_buffer", ok, &local, error))
+        ;
+      else if (!check_descriptor_fits (info, &alloc, error))
+        {
+          g_autoptr (GError) unmap_error = NULL;
+          if (!mr->ops->deallocate (mr, &alloc, stream, &unmap_error))
+            g_warning ("unmapping a refused buffer import failed: %s", unmap_error->message);
+        }
+      else
+        mapping = _memres_ipc_mappings_add (table, hash, info, &alloc);
+    }
+  /* The open imported buffers of @mr together hold one buffer reference on it: one atomic
+   * operation per busy period instead of two per buffer. */
+  if (mapping != NULL && table->n_users++ == 0)
+    _memres_resource_add_buffer (mr);
   g_mutex_unlock (&table->lock);
   return mapping;
 }
@@ -386,7 +389,6 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
   char kind[MEMRES_KIND_NAME_MAX];
   MemresBufferExport info;
   MemresAllocation alloc;
-  MemresBuffer *buf;
   MemresIpcMapping *mapping;
 
   g_return_val_if_fail (mr != NULL, NULL);
@@ -401,7 +403,7 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
                    mr->kind->name);
       return NULL;
     }
-  if (strcmp (kind, mr->kind->name) != 0)
+  if (memcmp (kind, mr->kind->name_field, MEMRES_KIND_NAME_MAX) != 0) /* both NUL-padded */
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
                    "invalid buffer descriptor: kind: \"%s\", but the resource is of kind \"%s\"",
@@ -426,34 +428,45 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
   alloc.address = mapping->alloc.address + info.offset;
   alloc.size = info.size;
   alloc.plugin_data = NULL;
-  buf = _memres_buffer_new (mr, &alloc, stream);
-  buf->ipc_mapping = mapping; /* see _memres_ipc_release_buffer() */
-  buf->flags |= MEMRES_MEMORY_IMPORTED;
-  return buf;
+  return _memres_buffer_new_imported (mr, &alloc, stream, mapping);
 }
 
-/* Called by buffer.c instead of the deallocate slot when an imported buffer is closed: drops
- * the buffer's use of its mapping and unmaps it (deallocate slot, ordered on @stream) when it
- * was the last. */
+/* Called by buffer.c instead of the deallocate slot and the buffer reference when an imported
+ * buffer of @owner is closed: drops the buffer's use of its mapping and unmaps it (deallocate
+ * slot, ordered on @stream) when it was the last; drops the imported buffers' reference on
+ * @owner when no imported buffer is left (which may finalize @owner). */
 gboolean
-_memres_ipc_release_buffer (MemresBuffer *buf, MemresStream stream, GError **error)
+_memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStream stream,
+                            GError **error)
 {
   MemresIpcMapping *mapping = buf->ipc_mapping;
-  MemresResource *owner = buf->mr;
-  MemresIpcMappings *table;
+  MemresIpcMappings *table = &owner->ipc_mappings;
   gboolean ok = TRUE;
+  gboolean last;
 
-  g_return_val_if_fail (mapping != NULL && owner != NULL, FALSE);
-
-  table = &owner->ipc_mappings;
   g_mutex_lock (&table->lock);
-  g_assert (mapping->n_users > 0);
+  g_assert (mapping->n_users > 0 && table->n_users > 0);
   if (--mapping->n_users == 0)
     {
       ok = owner->ops->deallocate (owner, &mapping->alloc, stream, error);
       _memres_ipc_mappings_remove (table, mapping);
     }
+  last = --table->n_users == 0;
   g_mutex_unlock (&table->lock);
   buf->ipc_mapping = NULL;
+  if (last)
+    _memres_resource_remove_buffer (owner);
   return ok;
+}
+
+/* The open buffers imported through @mr (for its statistics). */
+guint64
+_memres_ipc_count_buffers (MemresResource *mr)
+{
+  guint64 n;
+
+  g_mutex_lock (&mr->ipc_mappings.lock);
+  n = mr->ipc_mappings.n_users;
+  g_mutex_unlock (&mr->ipc_mappings.lock);
+  return n;
 }

@@ -54,6 +54,7 @@ typedef struct
   MemresIpcMapping **slots; /* 2^k slots, NULL when empty */
   gsize mask;               /* number of slots - 1 */
   gsize n_mappings;
+  gsize n_users; /* open imported buffers, over every mapping */
   MemresIpcMapping *free_list;
 } MemresIpcMappings;
 G_STATIC_ASSERT (sizeof (((MemresBufferExport *) NULL)->export_data) == MEMRES_EXPORT_DATA_SIZE);
@@ -137,9 +138,14 @@ MemresResource *_memres_resource_new_for_kind (MemresKind *kind, const MemresOpt
 gboolean _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
                                        GError **local, GError **error);
 
-/* buffer.c: a new open buffer owning @alloc, holding a reference on @mr. */
+/* buffer.c: a new open buffer owning @alloc, holding a reference on @mr.
+ * _memres_buffer_new_imported(): a new open buffer at @alloc inside @mapping (one user of it
+ * already counted), flagged MEMRES_MEMORY_IMPORTED; it holds no reference of its own on @mr:
+ * the imported buffers of @mr share one (ipc-resource.c). */
 MemresBuffer *_memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc,
                                   MemresStream stream);
+MemresBuffer *_memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc,
+                                           MemresStream stream, MemresIpcMapping *mapping);
 
 /* spec.c */
 gboolean _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray **values,
@@ -237,9 +243,12 @@ gboolean _memres_layout_check (const MemresBufferChunks *chunks, GError **error)
 /* ipc-resource.c: hooks of the per-process import tables. resource.c calls
  * _memres_ipc_forget_resource() when a resource that has a pool identity is finalized (drops
  * it from the table of imported pools); buffer.c calls _memres_ipc_release_buffer() instead of
- * the deallocate slot for a buffer with an ipc_mapping (the mapping is shared by every import
- * of the same buffer and unmapped with the last). */
+ * the deallocate slot and the resource reference for a buffer with an ipc_mapping (the mapping
+ * is shared by every import of the same buffer and unmapped with the last);
+ * _memres_ipc_count_buffers() gives the open imported buffers of @mr for its statistics. */
 void _memres_ipc_forget_resource (MemresResource *mr);
-gboolean _memres_ipc_release_buffer (MemresBuffer *buf, MemresStream stream, GError **error);
+gboolean _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStream stream,
+                                     GError **error);
+guint64 _memres_ipc_count_buffers (MemresResource *mr);
 
 G_END_DECLS

@@ -404,6 +404,12 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
   if (!slot_result (mr, "get_stats", mr->ops->get_stats (mr, &s, &local), &local, error))
     return FALSE;
   s.n_buffers = (guint64) (__atomic_load_n (&mr->refs, __ATOMIC_RELAXED) & 0xffffffff);
+  if (mr->ops->import_buffer != NULL)
+    {
+      /* imported buffers share one buffer reference */
+      guint64 imported = _memres_ipc_count_buffers (mr);
+      s.n_buffers += imported > 0 ? imported - 1 : 0;
+    }
   *stats = s;
   return TRUE;
 }

@@ -150,6 +150,13 @@ lo_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresStream
   return TRUE;
 }
 
+/* Statistics of nothing: the core fills in n_buffers. */
+static gboolean
+lo_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
+{
+  return TRUE;
+}
+
 static const MemresResourceOps lo_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = lo_init,
@@ -157,6 +164,7 @@ static const MemresResourceOps lo_ops = {
   .allocate = lo_allocate,
   .deallocate = lo_deallocate,
   .query = lo_query,
+  .get_stats = lo_get_stats,
   .export_handle = lo_export_handle,
   .import_handle = lo_import_handle,
   .export_buffer = lo_export_buffer,
@@ -621,9 +629,20 @@ test_buffer_keeps_import (Fixture *f, gconstpointer data)
   memres_buffer_unref (imported);
 }
 
+static void
+assert_n_buffers (MemresResource *mr, guint64 n)
+{
+  MemresStats stats;
+  GError *error = NULL;
+
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (stats.n_buffers, ==, n);
+}
+
 /* Many buffers, some imported twice, closed in a random order, twice over: each import maps the
  * exporter's buffer (same address, same bytes), each allocation is mapped once and unmapped
- * exactly when its last importer closes. */
+ * exactly when its last importer closes, and the importer counts its open buffers. */
 #define N_MANY 300
 static void
 test_many (Fixture *f, gconstpointer data)
@@ -662,6 +681,7 @@ test_many (Fixture *f, gconstpointer data)
       for (guint i = 0; i < N_MANY; i++)
         users[i] = i % 3 == 0 ? 2 : 1;
       g_assert_cmpint (g_atomic_int_get (&n_import_buffer) - imports, ==, N_MANY);
+      assert_n_buffers (f->importer, n);
       g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps);
 
       /* Fisher-Yates, then close in that order. */
@@ -683,6 +703,7 @@ test_many (Fixture *f, gconstpointer data)
           if (--users[owner[i]] == 0)
             n_unmapped++;
           g_assert_cmpint (g_atomic_int_get (&n_unmap) - unmaps, ==, n_unmapped);
+          assert_n_buffers (f->importer, n - i - 1);
           memres_buffer_unref (imported[i]);
         }
       g_assert_cmpuint (n_unmapped, ==, N_MANY);
