@@ -14,6 +14,8 @@
 
 #define MIN_SLOTS 16
 
+G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresIpcMapping, export_data) == 64);
+
 void
 _memres_ipc_mappings_init (MemresIpcMappings *t)
 {
@@ -37,21 +39,35 @@ _memres_ipc_mappings_clear (MemresIpcMappings *t)
   g_mutex_clear (&t->lock);
 }
 
-/* A 64-bit hash of the export data, a word at a time (any value works: an empty slot is a NULL
- * pointer, not a reserved hash). */
+/* A 64-bit hash of the export data: the eight words weighted by distinct odd constants
+ * (independent multiplies, no chain through every word: this runs on every import), then
+ * MurmurHash3's 64-bit finalizer, so that every input bit reaches the low bits the table
+ * uses. A changed word always changes the sum (odd weights), and the finalizer is a bijection.
+ * Only keys of allocations the driver did import are ever stored, so a peer cannot fill the
+ * table with crafted collisions. */
 guint64
 _memres_ipc_mappings_hash (const guint8 key[MEMRES_EXPORT_DATA_SIZE])
 {
-  guint64 h = G_GUINT64_CONSTANT (0x9e3779b97f4a7c15);
+  static const guint64 weights[MEMRES_EXPORT_DATA_SIZE / 8] = {
+    G_GUINT64_CONSTANT (0x9e3779b97f4a7c15), G_GUINT64_CONSTANT (0xbf58476d1ce4e5b9),
+    G_GUINT64_CONSTANT (0x94d049bb133111eb), G_GUINT64_CONSTANT (0xd6e8feb86659fd93),
+    G_GUINT64_CONSTANT (0xa0761d6478bd642f), G_GUINT64_CONSTANT (0xe7037ed1a0b428db),
+    G_GUINT64_CONSTANT (0x8ebc6af09c88c6e3), G_GUINT64_CONSTANT (0x589965cc75374cc3),
+  };
+  guint64 h = 0;
 
-  for (gsize i = 0; i < MEMRES_EXPORT_DATA_SIZE; i += 8)
+  for (gsize i = 0; i < G_N_ELEMENTS (weights); i++)
     {
       guint64 w;
 
-      memcpy (&w, key + i, 8);
-      h = (h ^ w) * G_GUINT64_CONSTANT (0xff51afd7ed558ccd);
-      h ^= h >> 29;
+      memcpy (&w, key + 8 * i, 8);
+      h += w * weights[i];
     }
+  h ^= h >> 33;
+  h *= G_GUINT64_CONSTANT (0xff51afd7ed558ccd);
+  h ^= h >> 33;
+  h *= G_GUINT64_CONSTANT (0xc4ceb9fe1a85ec53);
+  h ^= h >> 33;
   return h;
 }
 
@@ -67,7 +83,7 @@ _memres_ipc_mappings_lookup (const MemresIpcMappings *t, const guint8 key[MEMRES
 
       if (m == NULL)
         return NULL;
-      if (m->hash == hash && memcmp (m->exported.export_data, key, MEMRES_EXPORT_DATA_SIZE) == 0)
+      if (m->hash == hash && memcmp (m->export_data, key, MEMRES_EXPORT_DATA_SIZE) == 0)
         return m;
     }
 }
@@ -110,8 +126,9 @@ _memres_ipc_mappings_add (MemresIpcMappings *t, guint64 hash, const MemresBuffer
   else
     m = g_new (MemresIpcMapping, 1);
   m->hash = hash;
-  m->exported = *exported;
   m->alloc = *alloc;
+  memcpy (m->device_uuid, exported->device_uuid, MEMRES_IPC_ID_SIZE);
+  memcpy (m->export_data, exported->export_data, MEMRES_EXPORT_DATA_SIZE);
   m->n_users = 1;
   m->next_free = NULL;
 

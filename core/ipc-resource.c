@@ -287,7 +287,9 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
   if (buf->ipc_mapping != NULL)
     {
       const MemresIpcMapping *mapping = buf->ipc_mapping;
-      info = mapping->exported;
+      memcpy (info.pool_id, mr->pool_id, MEMRES_IPC_ID_SIZE); /* it imported that pool */
+      memcpy (info.device_uuid, mapping->device_uuid, MEMRES_IPC_ID_SIZE);
+      memcpy (info.export_data, mapping->export_data, MEMRES_EXPORT_DATA_SIZE);
       info.offset = buf->alloc.address - mapping->alloc.address;
       info.size = buf->alloc.size;
     }
@@ -336,7 +338,8 @@ acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStrea
   else
     {
       ok = mr->ops->import_buffer (mr, info, stream, &alloc, &local);
-      if (!_memres_resource_slot_result (mr, "import_buffer", ok, &local, error))
+      if (G_UNLIKELY (!ok || local != NULL)
+          && !_memres_resource_slot_result (mr, "import_buffer", ok, &local, error))
         ;
       else if (!check_descriptor_fits (info, &alloc, error))
         {

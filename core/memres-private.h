@@ -42,11 +42,15 @@ struct _MemresKind
 typedef struct _MemresIpcMapping MemresIpcMapping;
 struct _MemresIpcMapping
 {
-  guint64 hash;                /* of exported.export_data, the key */
-  MemresBufferExport exported; /* as first imported (offset and size of that import) */
+  /* 64 bytes read on every import and close */
+  guint64 hash;                /* of export_data */
   MemresAllocation alloc;      /* what import_buffer filled: the whole mapped allocation */
   guint n_users;               /* open buffers using this mapping */
   MemresIpcMapping *next_free; /* in the free list */
+  guint8 device_uuid[MEMRES_IPC_ID_SIZE];
+  /* the key, compared when the hash matches; with device_uuid (and the resource's pool
+   * identity) what a buffer of this mapping is exported again with */
+  guint8 export_data[MEMRES_EXPORT_DATA_SIZE];
 };
 typedef struct
 {

@@ -19,7 +19,7 @@ make_key (guint i, MemresBufferExport *e)
   memset (e, 0, sizeof *e);
   memcpy (e->export_data, &i, sizeof i);
   e->export_data[63] = 0x5a;
-  e->size = 1000 + i;
+  e->device_uuid[0] = (guint8) i;
 }
 
 /* Hash @i of a bucket scheme: @n_buckets distinct values, all near the end of the table so
@@ -45,7 +45,9 @@ assert_model (Fixture *f, guint n_buckets)
       g_assert_true (m == f->present[i]);
       if (m != NULL)
         {
-          g_assert_cmpuint (m->exported.size, ==, 1000 + i);
+          g_assert_cmpmem (m->export_data, sizeof m->export_data, e.export_data,
+                           sizeof e.export_data);
+          g_assert_cmpuint (m->device_uuid[0], ==, (guint8) i);
           g_assert_cmpuint (m->alloc.address, ==, 0x10000 + i);
           n++;
         }
