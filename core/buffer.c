@@ -24,7 +24,9 @@ typedef struct
   guint n;
 } BufferCache;
 
-static __thread BufferCache *thread_cache;
+/* initial-exec: no __tls_get_addr call on the hot path; one pointer fits the static TLS room
+ * glibc keeps for libraries loaded with dlopen() (as Python's ctypes does). */
+static __thread BufferCache *thread_cache __attribute__ ((tls_model ("initial-exec")));
 
 static void
 buffer_cache_free (gpointer data)
