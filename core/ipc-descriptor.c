@@ -96,22 +96,31 @@ check_header (const guint8 *b, GError **error)
                   MEMRES_BUFFER_DESCRIPTOR_SIZE);
 }
 
+/* Checks the kind field of a record of @what (MEMRES_KIND_NAME_MAX bytes at @field): a kind
+ * name, NUL-terminated and NUL-padded. Shared by the codecs of records from other processes. */
+gboolean
+_memres_check_kind_field (const guint8 *field, const char *what, GError **error)
+{
+  const guint8 *nul = memchr (field, '\0', MEMRES_KIND_NAME_MAX);
+
+  if (nul == NULL)
+    return _memres_set_invalid_record (error, what, "kind", "not NUL-terminated within %d bytes",
+                                       MEMRES_KIND_NAME_MAX);
+  for (const guint8 *p = nul; p < field + MEMRES_KIND_NAME_MAX; p++)
+    if (*p != 0)
+      return _memres_set_invalid_record (error, what, "kind", "padding after the name is not zero");
+  if (!_memres_kind_name_is_valid ((const char *) field))
+    return _memres_set_invalid_record (error, what, "kind",
+                                       "not a kind name (expected [a-z][a-z0-9_]*)");
+  return TRUE;
+}
+
 static gboolean
 check_kind (const guint8 *b, const guint8 *expected_kind, GError **error)
 {
-  const guint8 *nul;
-
   if (expected_kind != NULL && memcmp (b + OFF_KIND, expected_kind, MEMRES_KIND_NAME_MAX) == 0)
     return TRUE; /* a registered kind's name, so valid */
-  nul = memchr (b + OFF_KIND, '\0', MEMRES_KIND_NAME_MAX);
-  if (nul == NULL)
-    return invalid (error, "kind", "not NUL-terminated within %d bytes", MEMRES_KIND_NAME_MAX);
-  for (const guint8 *p = nul; p < b + OFF_KIND + MEMRES_KIND_NAME_MAX; p++)
-    if (*p != 0)
-      return invalid (error, "kind", "padding after the name is not zero");
-  if (!_memres_kind_name_is_valid ((const char *) (b + OFF_KIND)))
-    return invalid (error, "kind", "not a kind name (expected [a-z][a-z0-9_]*)");
-  return TRUE;
+  return _memres_check_kind_field (b + OFF_KIND, "buffer descriptor", error);
 }
 
 static guint64

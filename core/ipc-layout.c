@@ -116,7 +116,6 @@ _memres_layout_decode (gconstpointer data, gsize length, char kind[MEMRES_KIND_N
                        MemresBufferChunks *chunks, GError **error)
 {
   const guint8 *b = data;
-  const guint8 *nul;
   MemresBufferChunks c;
   guint32 magic, version, record_length;
 
@@ -147,14 +146,8 @@ _memres_layout_decode (gconstpointer data, gsize length, char kind[MEMRES_KIND_N
     return invalid (error, "input length", "%" G_GSIZE_FORMAT " bytes, the record declares %u",
                     length, record_length);
 
-  nul = memchr (b + OFF_KIND, '\0', MEMRES_KIND_NAME_MAX);
-  if (nul == NULL)
-    return invalid (error, "kind", "not NUL-terminated within %d bytes", MEMRES_KIND_NAME_MAX);
-  for (const guint8 *p = nul; p < b + OFF_KIND + MEMRES_KIND_NAME_MAX; p++)
-    if (*p != 0)
-      return invalid (error, "kind", "padding after the name is not zero");
-  if (!_memres_kind_name_is_valid ((const char *) (b + OFF_KIND)))
-    return invalid (error, "kind", "not a kind name (expected [a-z][a-z0-9_]*)");
+  if (!_memres_check_kind_field (b + OFF_KIND, "buffer layout", error))
+    return FALSE;
 
   memcpy (c.device_uuid, b + OFF_DEVICE_UUID, MEMRES_IPC_ID_SIZE);
   c.handle_type = (guint32) _memres_get_le (b + OFF_HANDLE_TYPE, 4);

@@ -175,6 +175,7 @@ char *_memres_options_to_string (const MemresOptions *options);
 #define MEMRES_DESCRIPTOR_VERSION 1
 gboolean _memres_set_invalid_record (GError **error, const char *what, const char *field,
                                      const char *format, ...) G_GNUC_PRINTF (4, 5);
+gboolean _memres_check_kind_field (const guint8 *field, const char *what, GError **error);
 void _memres_descriptor_encode (const char *kind, const MemresBufferExport *info,
                                 MemresBufferDescriptor *out);
 gboolean _memres_descriptor_decode (gconstpointer data, gsize length, const guint8 *expected_kind,
