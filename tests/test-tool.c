@@ -21,30 +21,46 @@ run_clear (Run *r)
   g_free (r->err);
 }
 
-/* Runs `memres ARGS...` (NULL-terminated) with the test's environment. */
+/* Runs `memres ARGS...` (@args NULL-terminated) with the test's environment, where
+ * @plugin_path, when not NULL, replaces MEMRES_PLUGIN_PATH. */
 static void
-run_tool (Run *r, ...)
+run_toolv (Run *r, const char *plugin_path, const char *const *args)
 {
   const char *tool = g_getenv ("MEMRES_TOOL");
   g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_auto (GStrv) envp = g_get_environ ();
   GError *error = NULL;
-  const char *arg;
-  va_list args;
   int wait_status;
 
   g_assert_nonnull (tool);
   g_ptr_array_add (argv, (gpointer) tool);
-  va_start (args, r);
-  while ((arg = va_arg (args, const char *)) != NULL)
-    g_ptr_array_add (argv, (gpointer) arg);
-  va_end (args);
+  for (; *args != NULL; args++)
+    g_ptr_array_add (argv, (gpointer) *args);
   g_ptr_array_add (argv, NULL);
+  if (plugin_path != NULL)
+    envp = g_environ_setenv (envp, "MEMRES_PLUGIN_PATH", plugin_path, TRUE);
 
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL,
                                &r->out, &r->err, &wait_status, &error));
   g_assert_no_error (error);
   g_assert_true (WIFEXITED (wait_status));
   r->status = WEXITSTATUS (wait_status);
+}
+
+/* Runs `memres ARGS...` (NULL-terminated) with the test's environment. */
+static void
+run_tool (Run *r, ...)
+{
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  const char *arg;
+  va_list ap;
+
+  va_start (ap, r);
+  while ((arg = va_arg (ap, const char *)) != NULL)
+    g_ptr_array_add (args, (gpointer) arg);
+  va_end (ap);
+  g_ptr_array_add (args, NULL);
+  run_toolv (r, NULL, (const char *const *) args->pdata);
 }
 
 /* The command's promise: an error is one line on stderr, whatever the input echoed in it. */
@@ -89,6 +105,47 @@ test_error_one_line (void)
     g_assert_nonnull (strstr (r.err, "\"1\\n2\""));
     run_clear (&r);
   }
+}
+
+/* Input of any size gives one short line: the spec and the pattern quoted in part, with their
+ * size; an unknown command and GLib's own message about an unknown option made printable.
+ * (Linux takes at most 128 KiB in one argument.) */
+static void
+test_error_huge_input (void)
+{
+  g_autofree char *spec = g_strnfill (100 * 1024, 'a');
+  g_autofree char *value = g_strconcat ("host:alignment=", spec, NULL);
+  g_autofree char *option = g_strconcat ("--", spec, "\x1b[2J", NULL);
+  g_autofree char *head = g_strnfill (64, 'a');
+  struct
+  {
+    const char *args[6];
+    int status;
+    const char *needle;
+    gsize max_len;
+  } cases[] = {
+    { { "alloc", spec, "1" }, 1, "... (102400 bytes)\": kind names match", 300 },
+    { { "alloc", value, "1" }, 1, "invalid size \"aaaaaaaa", 300 },
+    { { "alloc", "--pattern", spec, "host", "1" }, 1, "invalid pattern \"aaaaaaaa", 300 },
+    { { "ho\x1b[2Jst\n" }, 2, "unknown command \"ho\\x1b[2Jst\\n\"", 300 },
+    /* GLib's message quotes the option whole: the line is cut at 4 KiB */
+    { { "kinds", option }, 2, "memres kinds: ", 4200 },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      Run r = { 0 };
+
+      run_toolv (&r, NULL, cases[i].args);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, cases[i].status);
+      mt_assert_printable (g_strchomp (r.err), cases[i].max_len);
+      if (strstr (r.err, cases[i].needle) == NULL)
+        g_error ("stderr lacks \"%s\": %.300s", cases[i].needle, r.err);
+      if (i < 3)
+        g_assert_nonnull (strstr (r.err, head));
+      run_clear (&r);
+    }
 }
 
 /* A kind that rounds sizes up: the command reports the buffer it got and verified. */
@@ -144,6 +201,7 @@ main (int argc, char **argv)
 {
   mt_init (&argc, &argv);
   g_test_add_func ("/tool/error/one-line", test_error_one_line);
+  g_test_add_func ("/tool/error/huge-input", test_error_huge_input);
   g_test_add_func ("/tool/alloc/rounded-size", test_alloc_reports_rounded_size);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
   return g_test_run ();
