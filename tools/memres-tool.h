@@ -21,6 +21,12 @@ int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 int memres_tool_fail (const GError *error);
 /* The same for a message made from @format; returns 1. */
 int memres_tool_failf (const char *format, ...) G_GNUC_PRINTF (1, 2);
+/* @text made printable on one line and cut at 4 KiB, as memres_tool_fail() prints messages:
+ * for messages printed in a command's output. (transfer full) */
+char *memres_tool_one_line (const char *text);
+/* "MEMRES_PLUGIN_ERROR_ABI_MISMATCH"-style name of @error's code, or NULL for a domain or code
+ * it does not know (CUresult values of MEMRES_CUDA_ERROR among them). */
+const char *memres_tool_error_code_name (const GError *error);
 /* Prints "memres COMMAND: MESSAGE" and a hint to run with --help; returns 2. */
 int memres_tool_usage_error (const char *command, const char *message);
 

@@ -10,10 +10,44 @@
 
 /* @message made printable on one line (line breaks, terminal escapes, bytes that are not UTF-8
  * escaped), the way the core quotes user input. */
-static char *
-one_line (const char *message)
+char *
+memres_tool_one_line (const char *message)
 {
   return _memres_printable (message, LINE_MAX_BYTES);
+}
+
+const char *
+memres_tool_error_code_name (const GError *error)
+{
+  static const char *const memres_codes[] = {
+    "MEMRES_ERROR_FAILED",
+    "MEMRES_ERROR_INVALID_ARGUMENT",
+    "MEMRES_ERROR_NOT_FOUND",
+    "MEMRES_ERROR_EXISTS",
+    "MEMRES_ERROR_NOT_SUPPORTED",
+    "MEMRES_ERROR_OUT_OF_MEMORY",
+    "MEMRES_ERROR_CLOSED",
+    "MEMRES_ERROR_NO_DRIVER",
+    "MEMRES_ERROR_NO_DEVICE",
+    "MEMRES_ERROR_WRONG_DEVICE",
+    "MEMRES_ERROR_INVALID_DESCRIPTOR",
+    "MEMRES_ERROR_PERMISSION_DENIED",
+  };
+  static const char *const plugin_codes[] = {
+    "MEMRES_PLUGIN_ERROR_MODULE",       "MEMRES_PLUGIN_ERROR_SYMBOL",
+    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "MEMRES_PLUGIN_ERROR_NAME_MISMATCH",
+    "MEMRES_PLUGIN_ERROR_INIT_FAILED",
+  };
+  G_STATIC_ASSERT (G_N_ELEMENTS (memres_codes) == MEMRES_ERROR_PERMISSION_DENIED + 1);
+  G_STATIC_ASSERT (G_N_ELEMENTS (plugin_codes) == MEMRES_PLUGIN_ERROR_INIT_FAILED + 1);
+
+  if (error->code < 0)
+    return NULL;
+  if (error->domain == MEMRES_ERROR && error->code < (gint) G_N_ELEMENTS (memres_codes))
+    return memres_codes[error->code];
+  if (error->domain == MEMRES_PLUGIN_ERROR && error->code < (gint) G_N_ELEMENTS (plugin_codes))
+    return plugin_codes[error->code];
+  return NULL;
 }
 
 int
@@ -26,7 +60,7 @@ memres_tool_failf (const char *format, ...)
   va_start (args, format);
   message = g_strdup_vprintf (format, args);
   va_end (args);
-  text = one_line (message);
+  text = memres_tool_one_line (message);
   g_printerr ("memres: %s\n", text);
   return 1;
 }
@@ -40,7 +74,7 @@ memres_tool_fail (const GError *error)
 int
 memres_tool_usage_error (const char *command, const char *message)
 {
-  g_autofree char *text = one_line (message);
+  g_autofree char *text = memres_tool_one_line (message);
 
   g_printerr ("memres %s: %s (see memres %s --help)\n", command, text, command);
   return 2;
