@@ -7,6 +7,8 @@
 #include <gmodule.h>
 #include <memres/memres-plugin.h>
 
+#include "memres-printable.h"
+
 G_BEGIN_DECLS
 
 #define MEMRES_KIND_NAME_MAX 32 /* bytes including the terminating NUL */

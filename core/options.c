@@ -32,6 +32,8 @@ join_choices (const char *const *choices)
 static gboolean
 parse_value (const MemresOptionSpec *spec, const char *text, OptionValue *out, GError **error)
 {
+  g_autofree char *shown = NULL;
+
   switch (spec->type)
     {
     case MEMRES_OPTION_BOOL:
@@ -52,15 +54,17 @@ parse_value (const MemresOptionSpec *spec, const char *text, OptionValue *out, G
               return TRUE;
             }
         valid = join_choices (spec->choices);
+        shown = _memres_show_input (text);
         g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "invalid value \"%s\": expected one of %s", text, valid);
+                     "invalid value \"%s\": expected one of %s", shown, valid);
         return FALSE;
       }
     case MEMRES_OPTION_STRING:
       if (strchr (text, ',') != NULL)
         {
+          shown = _memres_show_input (text);
           g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                       "invalid value \"%s\": strings cannot hold ','", text);
+                       "invalid value \"%s\": strings cannot hold ','", shown);
           return FALSE;
         }
       return TRUE;
@@ -82,7 +86,8 @@ parse_value (const MemresOptionSpec *spec, const char *text, OptionValue *out, G
         for (i = 0; i < n; i++)
           if (!_memres_parse_int (parts[i], spec->min, spec->max, &list[i], error))
             {
-              g_prefix_error (error, "in list \"%s\": ", text);
+              shown = _memres_show_input (text);
+              g_prefix_error (error, "in list \"%s\": ", shown);
               return FALSE;
             }
         out->list = g_steal_pointer (&list);
@@ -155,13 +160,16 @@ _memres_options_new (MemresKind *kind, GPtrArray *keys, GPtrArray *values, GErro
       if (spec == NULL)
         {
           g_autofree char *valid = _memres_kind_list_option_names (kind);
+          g_autofree char *shown = _memres_show_input (key);
+
           if (kind->n_options == 0)
             g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                         "kind \"%s\" has no option \"%s\": it takes no options", kind->name, key);
+                         "kind \"%s\" has no option \"%s\": it takes no options", kind->name,
+                         shown);
           else
             g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                         "kind \"%s\" has no option \"%s\": valid options are %s", kind->name, key,
-                         valid);
+                         "kind \"%s\" has no option \"%s\": valid options are %s", kind->name,
+                         shown, valid);
           goto fail;
         }
       value = &options->values[index];

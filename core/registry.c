@@ -280,10 +280,11 @@ compare_kinds (gconstpointer a, gconstpointer b)
 }
 
 /* Loads every libmemres-<name>.so of @dir whose name is not in @seen (names of earlier
- * directories: the first file on the path counts) and not loaded yet; failures are logged and
- * skipped. Holds the load token. */
+ * directories: the first file on the path counts) and not loaded yet. A file that does not load
+ * (or whose name cannot be a kind's) is skipped with a debug message and, when @failures is not
+ * NULL, added to it: path -> GError. Holds the load token. */
 static void
-load_directory (const char *dir, GHashTable *seen)
+load_directory (const char *dir, GHashTable *seen, GHashTable *failures)
 {
   g_autoptr (GDir) d = NULL;
   const char *entry;
@@ -303,12 +304,20 @@ load_directory (const char *dir, GHashTable *seen)
           || !g_str_has_suffix (entry, ".so"))
         continue;
       name = g_strndup (entry + prefix, len - prefix - suffix);
-      if (!_memres_kind_name_is_valid (name) || g_hash_table_contains (seen, name))
-        continue;
-      g_hash_table_add (seen, g_strdup (name));
       path = g_build_filename (dir, entry, NULL);
-      if (!load_plugin (name, path, &error))
-        g_debug ("Skipping plugin %s: %s", path, error->message);
+      if (!_memres_kind_name_check (name, &error))
+        g_prefix_error (&error, "plugin file %s: ", path);
+      else if (g_hash_table_contains (seen, name))
+        continue;
+      else
+        {
+          g_hash_table_add (seen, g_strdup (name));
+          if (load_plugin (name, path, &error))
+            continue;
+        }
+      g_debug ("Skipping plugin %s: %s", path, error->message);
+      if (failures != NULL)
+        g_hash_table_insert (failures, g_steal_pointer (&path), g_steal_pointer (&error));
     }
 }
 
@@ -319,7 +328,8 @@ load_directory (const char *dir, GHashTable *seen)
  * Loads every plugin on the search path (memres_registry_get_search_path(); a broken plugin is
  * skipped with a debug message; for a name present in several directories only the first
  * counts) and lists every registered kind: the embedded host kind, the plugins' kinds and
- * those the application registered. Thread-safe.
+ * those the application registered. memres_registry_list_kinds_full() also tells which plugin
+ * files did not load, and why. Thread-safe.
  *
  * Errors: none at present; the parameter is there for future failures.
  *
@@ -329,8 +339,38 @@ load_directory (const char *dir, GHashTable *seen)
 GPtrArray *
 memres_registry_list_kinds (GError **error)
 {
+  return memres_registry_list_kinds_full (NULL, error);
+}
+
+/**
+ * memres_registry_list_kinds_full:
+ * @failures: (out) (optional) (transfer full) (element-type filename GError): return location
+ *   for the plugin files that did not load, or %NULL
+ * @error: return location for a #GError, or %NULL
+ *
+ * memres_registry_list_kinds(), and in @failures a new hash table (empty when every plugin
+ * loaded) that maps the path of each plugin file on the search path that did not load to the
+ * #GError of that attempt: the errors of memres_registry_lookup() (%MEMRES_PLUGIN_ERROR_MODULE,
+ * %MEMRES_PLUGIN_ERROR_SYMBOL, %MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+ * %MEMRES_PLUGIN_ERROR_NAME_MISMATCH, %MEMRES_PLUGIN_ERROR_INIT_FAILED, %MEMRES_ERROR_EXISTS),
+ * or %MEMRES_ERROR_INVALID_ARGUMENT for a `libmemres-<name>.so` whose name cannot be a kind's.
+ * A failed file is tried again on each call (it may have been replaced); a file shadowed by
+ * one of the same name in an earlier directory is neither loaded nor listed. A failure here is
+ * not a failure of the call: @error is not set for it. Thread-safe.
+ *
+ * Errors: none at present; the parameter is there for future failures.
+ *
+ * Returns: (transfer full) (element-type MemresKind): new references to every kind, sorted by
+ *   name; free with g_ptr_array_unref(); free @failures with g_hash_table_unref()
+ *
+ * Since: 1.1
+ */
+GPtrArray *
+memres_registry_list_kinds_full (GHashTable **failures, GError **error)
+{
   g_auto (GStrv) dirs = NULL;
   g_autoptr (GHashTable) seen = NULL;
+  g_autoptr (GHashTable) failed = NULL;
   GHashTableIter iter;
   gpointer value;
   GPtrArray *result;
@@ -338,11 +378,13 @@ memres_registry_list_kinds (GError **error)
 
   ensure_embedded ();
   dirs = memres_registry_get_search_path ();
+  if (failures != NULL)
+    failed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_error_free);
 
   load_token_acquire ();
   seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   for (i = 0; dirs[i] != NULL; i++)
-    load_directory (dirs[i], seen);
+    load_directory (dirs[i], seen, failed);
   load_token_release ();
 
   result = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_kind_unref);
@@ -352,6 +394,8 @@ memres_registry_list_kinds (GError **error)
     g_ptr_array_add (result, memres_kind_ref (value));
   g_rw_lock_reader_unlock (&registry_lock);
   g_ptr_array_sort (result, compare_kinds);
+  if (failures != NULL)
+    *failures = g_steal_pointer (&failed);
   return result;
 }
 

@@ -45,12 +45,15 @@ _memres_kind_name_is_valid (const char *name)
 gboolean
 _memres_kind_name_check (const char *name, GError **error)
 {
+  g_autofree char *shown = NULL;
+
   if (_memres_kind_name_is_valid (name))
     return TRUE;
+  shown = _memres_show_input (name);
   g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                "invalid kind name \"%s\": kind names match [a-z][a-z0-9_]* and are at most "
                "%d characters",
-               name != NULL ? name : "(null)", MEMRES_KIND_NAME_MAX - 1);
+               shown, MEMRES_KIND_NAME_MAX - 1);
   return FALSE;
 }
 
@@ -86,6 +89,7 @@ _memres_parse_size (const char *text, guint64 *bytes, GError **error)
     const char *suffix;
     guint shift;
   } units[] = { { "", 0 }, { "B", 0 }, { "KiB", 10 }, { "MiB", 20 }, { "GiB", 30 }, { "TiB", 40 } };
+  g_autofree char *shown = NULL;
   guint64 value;
   const char *end;
   gsize i;
@@ -99,13 +103,14 @@ _memres_parse_size (const char *text, guint64 *bytes, GError **error)
     }
   if (!parse_digits (text, &value, &end))
     {
+      shown = _memres_show_input (text);
       if (g_ascii_isdigit (text[0]))
         g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", text,
+                     "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", shown,
                      G_MAXUINT64);
       else
         g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "invalid size \"%s\": " SIZE_SYNTAX, text);
+                     "invalid size \"%s\": " SIZE_SYNTAX, shown);
       return FALSE;
     }
   for (i = 0; i < G_N_ELEMENTS (units); i++)
@@ -114,16 +119,18 @@ _memres_parse_size (const char *text, guint64 *bytes, GError **error)
         continue;
       if (units[i].shift > 0 && value > (G_MAXUINT64 >> units[i].shift))
         {
+          shown = _memres_show_input (text);
           g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                       "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", text,
+                       "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", shown,
                        G_MAXUINT64);
           return FALSE;
         }
       *bytes = value << units[i].shift;
       return TRUE;
     }
+  shown = _memres_show_input (text);
   g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-               "invalid size \"%s\": " SIZE_SYNTAX, text);
+               "invalid size \"%s\": " SIZE_SYNTAX, shown);
   return FALSE;
 }
 
@@ -157,6 +164,7 @@ _memres_parse_bool (const char *text, gboolean *value, GError **error)
 {
   static const char *const true_words[] = { "true", "yes", "on", "1" };
   static const char *const false_words[] = { "false", "no", "off", "0" };
+  g_autofree char *shown = NULL;
   gsize i;
 
   g_return_val_if_fail (text != NULL, FALSE);
@@ -174,8 +182,9 @@ _memres_parse_bool (const char *text, gboolean *value, GError **error)
           return TRUE;
         }
     }
+  shown = _memres_show_input (text);
   g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-               "invalid boolean \"%s\": expected true, false, yes, no, on, off, 1 or 0", text);
+               "invalid boolean \"%s\": expected true, false, yes, no, on, off, 1 or 0", shown);
   return FALSE;
 }
 
@@ -183,6 +192,7 @@ _memres_parse_bool (const char *text, gboolean *value, GError **error)
 gboolean
 _memres_parse_int (const char *text, gint64 min, gint64 max, gint64 *value, GError **error)
 {
+  g_autofree char *shown = NULL;
   guint64 magnitude;
   const char *end;
   gboolean negative = FALSE;
@@ -198,10 +208,11 @@ _memres_parse_int (const char *text, gint64 min, gint64 max, gint64 *value, GErr
     }
   if (!parse_digits (p, &magnitude, &end) || *end != '\0')
     {
+      shown = _memres_show_input (text);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "invalid integer \"%s\": expected a decimal integer from %" G_GINT64_FORMAT
                    " to %" G_GINT64_FORMAT,
-                   text, min, max);
+                   shown, min, max);
       return FALSE;
     }
   if (negative ? magnitude > (guint64) G_MAXINT64 + 1 : magnitude > (guint64) G_MAXINT64)
@@ -213,9 +224,10 @@ _memres_parse_int (const char *text, gint64 min, gint64 max, gint64 *value, GErr
   return TRUE;
 
 out_of_range:
+  shown = _memres_show_input (text);
   g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                "integer %s is out of range: expected %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT,
-               text, min, max);
+               shown, min, max);
   return FALSE;
 }
 
@@ -227,6 +239,7 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
 {
   const char *colon;
   g_autofree char *name = NULL;
+  g_autofree char *shown = NULL; /* the spec, as error messages quote it */
   g_autoptr (GPtrArray) k = NULL;
   g_autoptr (GPtrArray) v = NULL;
   g_auto (GStrv) items = NULL;
@@ -238,8 +251,9 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
   name = colon != NULL ? g_strndup (spec, (gsize) (colon - spec)) : g_strdup (spec);
   if (name[0] == '\0')
     {
+      shown = _memres_show_input (spec);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "invalid spec \"%s\": it names no kind (expected KIND[:KEY=VALUE,...])", spec);
+                   "invalid spec \"%s\": it names no kind (expected KIND[:KEY=VALUE,...])", shown);
       return FALSE;
     }
   if (!_memres_kind_name_check (name, error))
@@ -249,8 +263,9 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
   v = g_ptr_array_new_with_free_func (g_free);
   if (colon != NULL && colon[1] == '\0')
     {
+      shown = _memres_show_input (spec);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "invalid spec \"%s\": empty option list after ':' (expected KEY=VALUE)", spec);
+                   "invalid spec \"%s\": empty option list after ':' (expected KEY=VALUE)", shown);
       return FALSE;
     }
   if (colon != NULL)
@@ -264,25 +279,32 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
 
           if (item[0] == '\0')
             {
+              shown = _memres_show_input (spec);
               g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                           "invalid spec \"%s\": empty option (expected KEY=VALUE)", spec);
+                           "invalid spec \"%s\": empty option (expected KEY=VALUE)", shown);
               return FALSE;
             }
           if (eq == NULL)
             {
+              g_autofree char *shown_item = _memres_show_input (item);
+
+              shown = _memres_show_input (spec);
               g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                            "invalid spec \"%s\": option \"%s\" has no value (missing '=', "
                            "expected KEY=VALUE)",
-                           spec, item);
+                           shown, shown_item);
               return FALSE;
             }
           key = g_strndup (item, (gsize) (eq - item));
           if (!_memres_key_is_valid (key))
             {
+              g_autofree char *shown_key = _memres_show_input (key);
+
+              shown = _memres_show_input (spec);
               g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                            "invalid spec \"%s\": invalid key \"%s\" (keys match "
                            "[a-z][a-z0-9_]*)",
-                           spec, key);
+                           shown, shown_key);
               return FALSE;
             }
           g_ptr_array_add (k, g_steal_pointer (&key));

@@ -151,6 +151,75 @@ test_list_skips_broken (void)
   assert_registry_usable ();
 }
 
+/* memres_registry_list_kinds_full() lists the same kinds and, for each plugin file that did not
+ * load, the error that lookup gives; again on a second call (failures are not cached). */
+static void
+test_list_reports_broken (void)
+{
+  static const struct
+  {
+    const char *name;
+    GQuark (*domain) (void);
+    gint code;
+  } expected[] = {
+    { "abi_new", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_ABI_MISMATCH },
+    { "abi_small", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_ABI_MISMATCH },
+    { "wrong_name", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_NAME_MISMATCH },
+    { "no_symbol", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_SYMBOL },
+    { "init_fails", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_INIT_FAILED },
+    { "duplicate", memres_error_quark, MEMRES_ERROR_EXISTS },
+    { "garbage", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_MODULE },
+    { "Bad-Name", memres_error_quark, MEMRES_ERROR_INVALID_ARGUMENT },
+  };
+  const char *plugin_dir = g_getenv ("MEMRES_TEST_PLUGIN_DIR");
+  g_autofree char *garbage = g_build_filename (tmp_dir, "libmemres-garbage.so", NULL);
+  g_autofree char *bad_name = g_build_filename (tmp_dir, "libmemres-Bad-Name.so", NULL);
+  int attempt;
+  gsize i;
+
+  g_assert_true (g_file_set_contents (garbage, "this is not an ELF file\n", -1, NULL));
+  g_assert_true (g_file_set_contents (bad_name, "", -1, NULL));
+  for (attempt = 0; attempt < 2; attempt++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (GHashTable) failures = NULL;
+      g_autoptr (GPtrArray) kinds = memres_registry_list_kinds_full (&failures, &error);
+      g_autoptr (GPtrArray) plain = memres_registry_list_kinds (NULL);
+
+      g_assert_no_error (error);
+      g_assert_nonnull (kinds);
+      g_assert_cmpuint (kinds->len, ==, plain->len);
+      for (i = 0; i < kinds->len; i++)
+        g_assert_true (g_ptr_array_index (kinds, i) == g_ptr_array_index (plain, i));
+      g_assert_nonnull (failures);
+      g_assert_cmpuint (g_hash_table_size (failures), ==, G_N_ELEMENTS (expected));
+      for (i = 0; i < G_N_ELEMENTS (expected); i++)
+        {
+          g_autofree char *file = g_strdup_printf ("libmemres-%s.so", expected[i].name);
+          g_autofree char *path = g_build_filename (
+              i < G_N_ELEMENTS (expected) - 2 ? plugin_dir : tmp_dir, file, NULL);
+          const GError *failure = g_hash_table_lookup (failures, path);
+
+          if (failure == NULL)
+            g_error ("%s is not among the failures", path);
+          g_assert_error (failure, expected[i].domain (), expected[i].code);
+          if (strstr (failure->message, expected[i].name) == NULL)
+            g_error ("the message for %s does not name it: %s", path, failure->message);
+        }
+    }
+  /* once the scratch files are gone, so are their failures */
+  {
+    g_autoptr (GHashTable) failures = NULL;
+    g_autoptr (GPtrArray) kinds = NULL;
+
+    g_assert_cmpint (g_unlink (garbage), ==, 0);
+    g_assert_cmpint (g_unlink (bad_name), ==, 0);
+    kinds = memres_registry_list_kinds_full (&failures, NULL);
+    g_assert_cmpuint (g_hash_table_size (failures), ==, G_N_ELEMENTS (expected) - 2);
+  }
+  assert_registry_usable ();
+}
+
 int
 main (int argc, char **argv)
 {
@@ -177,6 +246,7 @@ main (int argc, char **argv)
   g_test_add_func ("/plugins/not-a-module", test_not_a_module);
   g_test_add_func ("/plugins/two-kinds", test_plugin_with_two_kinds);
   g_test_add_func ("/plugins/list-skips-broken", test_list_skips_broken);
+  g_test_add_func ("/plugins/list-reports-broken", test_list_reports_broken);
   ret = g_test_run ();
   g_rmdir (tmp_dir);
   g_free (tmp_dir);

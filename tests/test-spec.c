@@ -47,6 +47,84 @@ test_bad_kind_names (void)
     }
 }
 
+/* memres_resource_new (@spec) fails with MEMRES_ERROR_INVALID_ARGUMENT and a message that is
+ * short and printable, whatever the size of @spec, and holds @needle. */
+static void
+assert_invalid_short (const char *spec, const char *needle)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = memres_resource_new (spec, &error);
+
+  g_assert_null (mr);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_test_message ("%s", error->message);
+  mt_assert_printable (error->message, 300);
+  if (strstr (error->message, needle) == NULL)
+    g_error ("message lacks \"%s\": %s", needle, error->message);
+}
+
+/* @prefix, then @n copies of @c, then @suffix. */
+static char *
+make_input (const char *prefix, char c, gsize n, const char *suffix)
+{
+  GString *s = g_string_new (prefix);
+
+  for (gsize i = 0; i < n; i++)
+    g_string_append_c (s, c);
+  g_string_append (s, suffix);
+  return g_string_free (s, FALSE);
+}
+
+#define MIB ((gsize) 1024 * 1024)
+
+/* A spec of a megabyte: every message quotes the first 64 bytes and the size, not the whole. */
+static void
+test_huge_spec (void)
+{
+  g_autofree char *name = make_input ("", 'a', MIB, "");
+  g_autofree char *no_value = make_input ("tk:", 'a', MIB, "");
+  g_autofree char *unknown_key = make_input ("tk:", 'a', MIB, "=1");
+  g_autofree char *bad_key = make_input ("tk:", 'A', MIB, "=1");
+  g_autofree char *empty_options = make_input ("tk:flag=1", ',', MIB, "");
+  g_autofree char *escapes = make_input ("", '\x1b', MIB, "");
+  g_autofree char *head = make_input ("\"", 'a', 64, "... (1048576 bytes)\"");
+
+  assert_invalid_short (name, "invalid kind name");
+  assert_invalid_short (name, head);
+  assert_invalid_short (no_value, "invalid spec \"tk:aaaaaaaa");
+  assert_invalid_short (no_value, "... (1048579 bytes)\": option");
+  assert_invalid_short (no_value, head);
+  assert_invalid_short (unknown_key, "has no option");
+  assert_invalid_short (unknown_key, head);
+  assert_invalid_short (bad_key, "invalid key \"AAAAAAAA");
+  assert_invalid_short (bad_key, "... (1048576 bytes)\" (keys match");
+  assert_invalid_short (empty_options, "empty option");
+  assert_invalid_short (empty_options, "\"tk:flag=1,,,,,");
+  assert_invalid_short (empty_options, "... (1048585 bytes)\"");
+  /* 16 escapes of 4 bytes fill the 64 */
+  assert_invalid_short (escapes,
+                        "\"\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b"
+                        "\\x1b\\x1b\\x1b... (1048576 bytes)\"");
+}
+
+/* Control characters in a kind name reach no message raw. */
+static void
+test_kind_name_control_characters (void)
+{
+  static const char name[] = "ho\x1b[2Jst\n\r\t\x7f\xc2\x9b\xff";
+  const char *shown = "\"ho\\x1b[2Jst\\n\\r\\t\\x7f\\u009b\\xff\"";
+  g_autofree char *spec = g_strconcat (name, ":alignment=8", NULL);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresKind) kind = memres_registry_lookup (name, &error);
+
+  g_assert_null (kind);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  mt_assert_printable (error->message, 300);
+  g_assert_nonnull (strstr (error->message, shown));
+  assert_invalid_short (name, shown);
+  assert_invalid_short (spec, shown);
+}
+
 static void
 test_unknown_kind (void)
 {
@@ -295,6 +373,8 @@ main (int argc, char **argv)
   g_test_add_func ("/spec/kind-only", test_kind_only);
   g_test_add_func ("/spec/kind/bad-names", test_bad_kind_names);
   g_test_add_func ("/spec/kind/unknown", test_unknown_kind);
+  g_test_add_func ("/spec/kind/control-characters", test_kind_name_control_characters);
+  g_test_add_func ("/spec/huge", test_huge_spec);
   g_test_add_func ("/spec/syntax", test_syntax);
   g_test_add_func ("/spec/key/unknown", test_unknown_key);
   g_test_add_func ("/spec/key/repeated", test_repeated_key);

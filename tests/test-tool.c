@@ -21,30 +21,46 @@ run_clear (Run *r)
   g_free (r->err);
 }
 
-/* Runs `memres ARGS...` (NULL-terminated) with the test's environment. */
+/* Runs `memres ARGS...` (@args NULL-terminated) with the test's environment, where
+ * @plugin_path, when not NULL, replaces MEMRES_PLUGIN_PATH. */
 static void
-run_tool (Run *r, ...)
+run_toolv (Run *r, const char *plugin_path, const char *const *args)
 {
   const char *tool = g_getenv ("MEMRES_TOOL");
   g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_auto (GStrv) envp = g_get_environ ();
   GError *error = NULL;
-  const char *arg;
-  va_list args;
   int wait_status;
 
   g_assert_nonnull (tool);
   g_ptr_array_add (argv, (gpointer) tool);
-  va_start (args, r);
-  while ((arg = va_arg (args, const char *)) != NULL)
-    g_ptr_array_add (argv, (gpointer) arg);
-  va_end (args);
+  for (; *args != NULL; args++)
+    g_ptr_array_add (argv, (gpointer) *args);
   g_ptr_array_add (argv, NULL);
+  if (plugin_path != NULL)
+    envp = g_environ_setenv (envp, "MEMRES_PLUGIN_PATH", plugin_path, TRUE);
 
-  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+  g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL,
                                &r->out, &r->err, &wait_status, &error));
   g_assert_no_error (error);
   g_assert_true (WIFEXITED (wait_status));
   r->status = WEXITSTATUS (wait_status);
+}
+
+/* Runs `memres ARGS...` (NULL-terminated) with the test's environment. */
+static void
+run_tool (Run *r, ...)
+{
+  g_autoptr (GPtrArray) args = g_ptr_array_new ();
+  const char *arg;
+  va_list ap;
+
+  va_start (ap, r);
+  while ((arg = va_arg (ap, const char *)) != NULL)
+    g_ptr_array_add (args, (gpointer) arg);
+  va_end (ap);
+  g_ptr_array_add (args, NULL);
+  run_toolv (r, NULL, (const char *const *) args->pdata);
 }
 
 /* The command's promise: an error is one line on stderr, whatever the input echoed in it. */
@@ -89,6 +105,176 @@ test_error_one_line (void)
     g_assert_nonnull (strstr (r.err, "\"1\\n2\""));
     run_clear (&r);
   }
+}
+
+/* Input of any size gives one short line: the spec and the pattern quoted in part, with their
+ * size; an unknown command and GLib's own message about an unknown option made printable.
+ * (Linux takes at most 128 KiB in one argument.) */
+static void
+test_error_huge_input (void)
+{
+  g_autofree char *spec = g_strnfill (100 * 1024, 'a');
+  g_autofree char *value = g_strconcat ("host:alignment=", spec, NULL);
+  g_autofree char *option = g_strconcat ("--", spec, "\x1b[2J", NULL);
+  g_autofree char *head = g_strnfill (64, 'a');
+  struct
+  {
+    const char *args[6];
+    int status;
+    const char *needle;
+    gsize max_len;
+  } cases[] = {
+    { { "alloc", spec, "1" }, 1, "... (102400 bytes)\": kind names match", 300 },
+    { { "alloc", value, "1" }, 1, "invalid size \"aaaaaaaa", 300 },
+    { { "alloc", "--pattern", spec, "host", "1" }, 1, "invalid pattern \"aaaaaaaa", 300 },
+    { { "ho\x1b[2Jst\n" }, 2, "unknown command \"ho\\x1b[2Jst\\n\"", 300 },
+    /* GLib's message quotes the option whole: the line is cut at 4 KiB */
+    { { "kinds", option }, 2, "memres kinds: ", 4200 },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      Run r = { 0 };
+
+      run_toolv (&r, NULL, cases[i].args);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, cases[i].status);
+      mt_assert_printable (g_strchomp (r.err), cases[i].max_len);
+      if (strstr (r.err, cases[i].needle) == NULL)
+        g_error ("stderr lacks \"%s\": %.300s", cases[i].needle, r.err);
+      if (i < 3)
+        g_assert_nonnull (strstr (r.err, head));
+      run_clear (&r);
+    }
+}
+
+/* The broken plugins of tests/plugins/ and two more files: each plugin file, the code name of
+ * its error and a piece of the reason. */
+static const struct
+{
+  const char *file;
+  const char *domain;
+  int code;
+  const char *code_name;
+  const char *reason;
+} broken[] = {
+  { "libmemres-abi_new.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "plugin ABI 2.0" },
+  { "libmemres-abi_small.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "struct_size 12" },
+  { "libmemres-wrong_name.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
+    "MEMRES_PLUGIN_ERROR_NAME_MISMATCH", "names itself \"other_name\"" },
+  { "libmemres-no_symbol.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_SYMBOL,
+    "MEMRES_PLUGIN_ERROR_SYMBOL", "has no entry point memres_plugin_no_symbol_get_desc" },
+  { "libmemres-init_fails.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_INIT_FAILED,
+    "MEMRES_PLUGIN_ERROR_INIT_FAILED", "failed to initialize: init_fails fails on purpose" },
+  { "libmemres-duplicate.so", "memres-error-quark", MEMRES_ERROR_EXISTS, "MEMRES_ERROR_EXISTS",
+    "a kind named \"host\" is already registered" },
+  /* in the scratch directory: not a shared object; a name no kind can have */
+  { "libmemres-garbage.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_MODULE,
+    "MEMRES_PLUGIN_ERROR_MODULE", "plugin \"garbage\" could not be opened: " },
+  { "libmemres-Bad-Name.so", "memres-error-quark", MEMRES_ERROR_INVALID_ARGUMENT,
+    "MEMRES_ERROR_INVALID_ARGUMENT", "invalid kind name \"Bad-Name\"" },
+};
+
+/* `memres kinds` on a path with broken plugins lists every loadable kind, then each broken
+ * plugin file with its error's code name and message; exit status 3 and one line on stderr. */
+static void
+test_kinds_broken_plugins (void)
+{
+  const char *plugin_dir = g_getenv ("MEMRES_TEST_PLUGIN_DIR");
+  g_autofree char *tmp = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *garbage = g_build_filename (tmp, "libmemres-garbage.so", NULL);
+  g_autofree char *bad_name = g_build_filename (tmp, "libmemres-Bad-Name.so", NULL);
+  g_autofree char *path = g_strjoin (":", plugin_dir, tmp, NULL);
+  const char *const text_args[] = { "kinds", NULL };
+  const char *const json_args[] = { "kinds", "--json", NULL };
+  Run text = { 0 }, json = { 0 };
+
+  g_assert_nonnull (plugin_dir);
+  g_assert_true (g_file_set_contents (garbage, "this is not an ELF file\n", -1, NULL));
+  g_assert_true (g_file_set_contents (bad_name, "", -1, NULL));
+  run_toolv (&text, path, text_args);
+  run_toolv (&json, path, json_args);
+  g_test_message ("%s%s", text.out, text.err);
+
+  for (gsize i = 0; i < G_N_ELEMENTS (broken); i++)
+    {
+      const char *dir = i < G_N_ELEMENTS (broken) - 2 ? plugin_dir : tmp;
+      g_autofree char *file = g_build_filename (dir, broken[i].file, NULL);
+      g_autofree char *entry
+          = g_strdup_printf ("\nnot loadable: %s\n  %s: ", file, broken[i].code_name);
+      g_autofree char *object = g_strdup_printf (
+          "{\n      \"path\": \"%s\",\n      \"domain\": \"%s\",\n      \"code\": %d,\n"
+          "      \"code_name\": \"%s\",\n      \"message\": \"",
+          file, broken[i].domain, broken[i].code, broken[i].code_name);
+      g_autofree char *json_reason = g_strescape (broken[i].reason, NULL); /* \" */
+      const char *at = strstr (text.out, entry);
+      const char *line_end;
+
+      /* text: the path, then on the next line the code name and a message with the reason */
+      if (at == NULL)
+        g_error ("no \"%s\" in the listing", entry);
+      at += strlen (entry);
+      line_end = strchr (at, '\n');
+      g_assert_nonnull (line_end);
+      g_assert_nonnull (g_strstr_len (at, line_end - at, broken[i].reason));
+      /* JSON: one object with the path, the domain, the code, its name and the message */
+      at = strstr (json.out, object);
+      if (at == NULL)
+        g_error ("no \"%s\" in the JSON", object);
+      line_end = strchr (at + strlen (object), '\n');
+      g_assert_nonnull (g_strstr_len (at, line_end - at, json_reason));
+    }
+  /* the loadable kinds are all there, before the broken plugins */
+  g_assert_true (g_str_has_prefix (text.out, "abi_old\n"));
+  g_assert_nonnull (strstr (text.out, "\ngood_extra\n"));
+  g_assert_nonnull (strstr (text.out, "\nhost\n"));
+  g_assert_cmpuint (strstr (text.out, "\nhost\n") - text.out, <,
+                    strstr (text.out, "not loadable") - text.out);
+  g_assert_nonnull (strstr (json.out, "\"name\": \"good_extra\""));
+  g_assert_nonnull (strstr (json.out, "\n  \"broken_plugins\": [\n"));
+  /* exit status 3, and one line on stderr that says how many */
+  g_assert_cmpint (text.status, ==, 3);
+  g_assert_cmpint (json.status, ==, 3);
+  g_assert_cmpstr (text.err, ==,
+                   "memres: 8 plugin files on the search path did not load (listed after the "
+                   "kinds)\n");
+  g_assert_cmpstr (json.err, ==,
+                   "memres: 8 plugin files on the search path did not load (see "
+                   "\"broken_plugins\")\n");
+  run_clear (&text);
+  run_clear (&json);
+  g_assert_cmpint (g_unlink (garbage), ==, 0);
+  g_assert_cmpint (g_unlink (bad_name), ==, 0);
+  g_assert_cmpint (g_rmdir (tmp), ==, 0);
+}
+
+/* A path whose every plugin loads: exit status 0, nothing on stderr, no broken plugin. */
+static void
+test_kinds_healthy (void)
+{
+  Run r = { 0 };
+
+  run_tool (&r, "kinds", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.err, ==, "");
+  g_assert_true (g_str_has_prefix (r.out, "dmr\n"));
+  g_assert_null (strstr (r.out, "not loadable"));
+  run_clear (&r);
+
+  run_tool (&r, "kinds", "--json", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.err, ==, "");
+  g_assert_nonnull (strstr (r.out, "\"name\": \"vmm\""));
+  g_assert_true (g_str_has_suffix (r.out, "\n  \"broken_plugins\": []\n}\n"));
+  run_clear (&r);
+
+  /* named kinds: no listing of the path, so no broken_plugins */
+  run_tool (&r, "kinds", "--json", "host", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_null (strstr (r.out, "broken_plugins"));
+  run_clear (&r);
 }
 
 /* A kind that rounds sizes up: the command reports the buffer it got and verified. */
@@ -144,6 +330,9 @@ main (int argc, char **argv)
 {
   mt_init (&argc, &argv);
   g_test_add_func ("/tool/error/one-line", test_error_one_line);
+  g_test_add_func ("/tool/error/huge-input", test_error_huge_input);
+  g_test_add_func ("/tool/kinds/broken-plugins", test_kinds_broken_plugins);
+  g_test_add_func ("/tool/kinds/healthy", test_kinds_healthy);
   g_test_add_func ("/tool/alloc/rounded-size", test_alloc_reports_rounded_size);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
   return g_test_run ();

@@ -405,6 +405,29 @@ mt_new_fails (const char *spec, GQuark domain, gint code, const char *needle)
     g_error ("error for \"%s\" lacks \"%s\": %s", spec, needle, error->message);
 }
 
+void
+mt_assert_printable (const char *text, gsize max_len)
+{
+  const char *p;
+
+  g_assert_nonnull (text);
+  if (strlen (text) >= max_len)
+    g_error ("%" G_GSIZE_FORMAT " bytes, not under %" G_GSIZE_FORMAT ": %.200s...", strlen (text),
+             max_len, text);
+  g_assert_true (g_utf8_validate (text, -1, NULL));
+  for (p = text; *p != '\0'; p = g_utf8_next_char (p))
+    {
+      gunichar c = g_utf8_get_char (p);
+
+      if (c < 0x20 || (c >= 0x7f && c < 0xa0))
+        {
+          g_autofree char *escaped = g_strescape (text, NULL);
+          g_error ("control character U+%04X at byte %" G_GSIZE_FORMAT " of: %s", c,
+                   (gsize) (p - text), escaped);
+        }
+    }
+}
+
 MemresBuffer *
 mt_alloc_ok (MemresResource *mr, gsize size, MemresStream stream)
 {

@@ -50,6 +50,11 @@ MemresResource *mt_new_ok (const char *spec);
  * not NULL, that the error's message contains @needle. */
 void mt_new_fails (const char *spec, GQuark domain, gint code, const char *needle);
 
+/* Asserts that @text (an error message, a line of the memres command) is valid UTF-8, shorter
+ * than @max_len bytes and holds no control character (C0, DEL, C1): what a message quoting user
+ * input of any size and content must be. */
+void mt_assert_printable (const char *text, gsize max_len);
+
 /* memres_resource_allocate(@mr, @size, @stream), asserting no error, a buffer and that its size
  * is @size bytes. Returns (transfer full). */
 MemresBuffer *mt_alloc_ok (MemresResource *mr, gsize size, MemresStream stream);

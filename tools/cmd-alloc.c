@@ -22,6 +22,7 @@ typedef struct
 static gboolean
 parse_pattern (const char *text, guint32 *pattern, GError **error)
 {
+  g_autofree char *shown = NULL;
   guint64 value;
 
   if (!g_ascii_string_to_unsigned (text, g_str_has_prefix (text, "0x") ? 16 : 10, 0, G_MAXUINT32,
@@ -29,8 +30,9 @@ parse_pattern (const char *text, guint32 *pattern, GError **error)
       && !(g_str_has_prefix (text, "0x")
            && g_ascii_string_to_unsigned (text + 2, 16, 0, G_MAXUINT32, &value, NULL)))
     {
+      shown = _memres_show_input (text);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "invalid pattern \"%s\": expected a 32-bit number, decimal or 0x-hex", text);
+                   "invalid pattern \"%s\": expected a 32-bit number, decimal or 0x-hex", shown);
       return FALSE;
     }
   *pattern = (guint32) value;

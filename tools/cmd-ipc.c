@@ -68,8 +68,9 @@ make_address (const char *path, struct sockaddr_un *addr, GError **error)
   addr->sun_family = AF_UNIX;
   if (strlen (path) >= sizeof addr->sun_path)
     {
+      g_autofree char *shown = _memres_show_input (path);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "socket path \"%s\" is longer than %zu bytes", path, sizeof addr->sun_path - 1);
+                   "socket path \"%s\" is longer than %zu bytes", shown, sizeof addr->sun_path - 1);
       return FALSE;
     }
   strcpy (addr->sun_path, path);
@@ -222,18 +223,12 @@ memres_tool_ipc_serve (int argc, char **argv)
   if (lstat (addr.sun_path, &st) == 0)
     {
       if (!S_ISSOCK (st.st_mode))
-        {
-          g_printerr ("memres: %s exists and is not a socket\n", addr.sun_path);
-          return 1;
-        }
+        return memres_tool_failf ("%s exists and is not a socket", addr.sun_path);
       unlink (addr.sun_path);
     }
   listener = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0)
-    {
-      g_printerr ("memres: socket: %s\n", g_strerror (errno));
-      return 1;
-    }
+    return memres_tool_failf ("socket: %s", g_strerror (errno));
   {
     mode_t old = umask (0077);
     int r = bind (listener, (struct sockaddr *) &addr, sizeof addr);
@@ -241,10 +236,10 @@ memres_tool_ipc_serve (int argc, char **argv)
     umask (old);
     if (r != 0 || listen (listener, 8) != 0)
       {
-        g_printerr ("memres: listening on %s: %s\n", addr.sun_path,
-                    g_strerror (r != 0 ? saved : errno));
+        int status = memres_tool_failf ("listening on %s: %s", addr.sun_path,
+                                        g_strerror (r != 0 ? saved : errno));
         close (listener);
-        return 1;
+        return status;
       }
   }
   if (!json)
@@ -258,7 +253,7 @@ memres_tool_ipc_serve (int argc, char **argv)
         {
           if (errno == EINTR)
             continue;
-          g_printerr ("memres: accept: %s\n", g_strerror (errno));
+          memres_tool_failf ("accept: %s", g_strerror (errno));
           break;
         }
       if (serve_client (fd, mr, buf, &seed, &error))
@@ -270,7 +265,7 @@ memres_tool_ipc_serve (int argc, char **argv)
       else
         {
           failed++;
-          g_printerr ("memres: client %d: %s\n", served + failed, error->message);
+          memres_tool_failf ("client %d: %s", served + failed, error->message);
           g_clear_error (&error);
           if (!buffer_put (buf, seed, &error)) /* restore the pattern for the next one */
             {
@@ -384,7 +379,9 @@ memres_tool_ipc_attach (int argc, char **argv)
   fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0 || connect (fd, (struct sockaddr *) &addr, sizeof addr) != 0)
     {
-      g_printerr ("memres: connecting to %s: %s\n", addr.sun_path, g_strerror (errno));
+      int saved = errno;
+
+      memres_tool_failf ("connecting to %s: %s", addr.sun_path, g_strerror (saved));
       if (fd >= 0)
         close (fd);
       return 1;

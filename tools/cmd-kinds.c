@@ -1,5 +1,6 @@
 /* cmd-kinds.c: `memres kinds [--json] [KIND...]`: every kind on the plugin search path with
- * its description, plugin and option schema. */
+ * its description, plugin and option schema, and every plugin file there that does not load,
+ * with the reason. */
 #include "memres-tool.h"
 
 #include <string.h>
@@ -136,6 +137,57 @@ print_kind_json (MemresJson *json, MemresKind *kind)
   memres_json_end_object (json);
 }
 
+/* Exit status of a complete listing in which some plugin file did not load. */
+#define EXIT_BROKEN_PLUGIN 3
+
+static gint
+compare_paths (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+/* The paths of @failures (path -> GError), sorted. (transfer container) */
+static GPtrArray *
+sorted_paths (GHashTable *failures)
+{
+  GPtrArray *paths = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer path;
+
+  g_hash_table_iter_init (&iter, failures);
+  while (g_hash_table_iter_next (&iter, &path, NULL))
+    g_ptr_array_add (paths, path);
+  g_ptr_array_sort (paths, compare_paths);
+  return paths;
+}
+
+/* Two lines, not wrapped: messages hold paths, and grep finds a line. */
+static void
+print_failure_text (const char *path, const GError *error)
+{
+  const char *code = memres_tool_error_code_name (error);
+  g_autofree char *shown_path = memres_tool_one_line (path);
+  g_autofree char *message = memres_tool_one_line (error->message);
+
+  g_print ("not loadable: %s\n", shown_path);
+  if (code != NULL)
+    g_print ("  %s: %s\n", code, message);
+  else
+    g_print ("  %s %d: %s\n", g_quark_to_string (error->domain), error->code, message);
+}
+
+static void
+print_failure_json (MemresJson *json, const char *path, const GError *error)
+{
+  memres_json_begin_object (json, NULL);
+  memres_json_string (json, "path", path);
+  memres_json_string (json, "domain", g_quark_to_string (error->domain));
+  memres_json_int (json, "code", error->code);
+  memres_json_string (json, "code_name", memres_tool_error_code_name (error));
+  memres_json_string (json, "message", error->message);
+  memres_json_end_object (json);
+}
+
 int
 memres_tool_kinds (int argc, char **argv)
 {
@@ -147,13 +199,24 @@ memres_tool_kinds (int argc, char **argv)
   g_autoptr (GOptionContext) context = NULL;
   g_autoptr (GError) error = NULL;
   g_autoptr (GPtrArray) kinds = NULL;
+  g_autoptr (GHashTable) failures = NULL;
+  g_autoptr (GPtrArray) failed_paths = NULL;
   guint i;
 
   context = g_option_context_new ("[KIND...] - list resource kinds and their options");
   g_option_context_set_summary (context,
                                 "Lists every kind: the embedded ones and those of every plugin "
                                 "on the search path (MEMRES_PLUGIN_PATH, then the installed "
-                                "plugin directory).");
+                                "plugin directory). A plugin file there that does not load (built "
+                                "for another plugin ABI, without its entry point, failing its "
+                                "init, ...) is listed after the kinds as \"not loadable\", with "
+                                "the reason (with --json: in \"broken_plugins\", each with its "
+                                "path, error domain, code, code name and message).");
+  g_option_context_set_description (
+      context, "Exit status: 0 when every plugin file on the search path loaded; 3 when the "
+               "listing is complete but a plugin file did not load (one line on stderr says "
+               "how many); 1 when a KIND named cannot be found or loaded; 2 for a usage "
+               "error.");
   g_option_context_add_main_entries (context, entries, NULL);
   if (!g_option_context_parse (context, &argc, &argv, &error))
     return memres_tool_usage_error ("kinds", error->message);
@@ -171,10 +234,11 @@ memres_tool_kinds (int argc, char **argv)
     }
   else
     {
-      kinds = memres_registry_list_kinds (&error);
+      kinds = memres_registry_list_kinds_full (&failures, &error);
       if (kinds == NULL)
         return memres_tool_fail (error);
     }
+  failed_paths = failures != NULL ? sorted_paths (failures) : g_ptr_array_new ();
 
   if (json_output)
     {
@@ -192,17 +256,42 @@ memres_tool_kinds (int argc, char **argv)
       for (i = 0; i < kinds->len; i++)
         print_kind_json (&json, g_ptr_array_index (kinds, i));
       memres_json_end_array (&json);
+      /* only a listing of the whole path has it: KIND... fails on a broken plugin instead */
+      if (failures != NULL)
+        {
+          memres_json_begin_array (&json, "broken_plugins");
+          for (i = 0; i < failed_paths->len; i++)
+            {
+              const char *path = g_ptr_array_index (failed_paths, i);
+              print_failure_json (&json, path, g_hash_table_lookup (failures, path));
+            }
+          memres_json_end_array (&json);
+        }
       memres_json_end_object (&json);
       out = memres_json_finish (&json);
       g_print ("%s", out);
-      return 0;
+    }
+  else
+    {
+      for (i = 0; i < kinds->len; i++)
+        {
+          if (i > 0)
+            g_print ("\n");
+          print_kind_text (g_ptr_array_index (kinds, i));
+        }
+      for (i = 0; i < failed_paths->len; i++)
+        {
+          const char *path = g_ptr_array_index (failed_paths, i);
+
+          g_print ("\n");
+          print_failure_text (path, g_hash_table_lookup (failures, path));
+        }
     }
 
-  for (i = 0; i < kinds->len; i++)
-    {
-      if (i > 0)
-        g_print ("\n");
-      print_kind_text (g_ptr_array_index (kinds, i));
-    }
-  return 0;
+  if (failed_paths->len == 0)
+    return 0;
+  memres_tool_failf ("%u plugin file%s on the search path did not load (%s)", failed_paths->len,
+                     failed_paths->len == 1 ? "" : "s",
+                     json_output ? "see \"broken_plugins\"" : "listed after the kinds");
+  return EXIT_BROKEN_PLUGIN;
 }

@@ -3,6 +3,8 @@
 
 #include <memres/memres-plugin.h>
 
+#include "memres-printable.h" /* from core/: user input quoted the way the core quotes it */
+
 G_BEGIN_DECLS
 
 /* Each command parses its own options from @argv (argv[0] is the command name) and returns
@@ -13,8 +15,18 @@ int memres_tool_alloc (int argc, char **argv);
 int memres_tool_ipc_serve (int argc, char **argv);  /* cmd-ipc.c */
 int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 
-/* Prints "memres: MESSAGE" on one line to stderr and returns 1. */
+/* Prints "memres: MESSAGE" on one line to stderr and returns 1. MESSAGE is made printable:
+ * control characters and bytes that are not UTF-8 escaped, shortened past 4 KiB. Quote user input
+ * in a message of a command through _memres_show_input() (memres-printable.h). */
 int memres_tool_fail (const GError *error);
+/* The same for a message made from @format; returns 1. */
+int memres_tool_failf (const char *format, ...) G_GNUC_PRINTF (1, 2);
+/* @text made printable on one line and cut at 4 KiB, as memres_tool_fail() prints messages:
+ * for messages printed in a command's output. (transfer full) */
+char *memres_tool_one_line (const char *text);
+/* "MEMRES_PLUGIN_ERROR_ABI_MISMATCH"-style name of @error's code, or NULL for a domain or code
+ * it does not know (CUresult values of MEMRES_CUDA_ERROR among them). */
+const char *memres_tool_error_code_name (const GError *error);
 /* Prints "memres COMMAND: MESSAGE" and a hint to run with --help; returns 2. */
 int memres_tool_usage_error (const char *command, const char *message);
 

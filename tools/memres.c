@@ -57,8 +57,12 @@ main (int argc, char **argv)
     if (strcmp (argv[1], commands[i].name) == 0)
       return commands[i].run (argc - 1, argv + 1);
 
-  g_printerr ("memres: unknown command \"%s\" (commands: kinds, info, alloc, ipc-serve, "
-              "ipc-attach; see memres --help)\n",
-              argv[1]);
+  {
+    g_autofree char *shown = _memres_show_input (argv[1]);
+
+    g_printerr ("memres: unknown command \"%s\" (commands: kinds, info, alloc, ipc-serve, "
+                "ipc-attach; see memres --help)\n",
+                shown);
+  }
   return 2;
 }

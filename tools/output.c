@@ -4,60 +4,77 @@
 #include <stdio.h>
 #include <string.h>
 
-/* @message made printable on one line: messages echo the user's input, which may hold line
- * breaks, terminal escapes or bytes that are not UTF-8. Control characters become \n, \r, \t
- * or \xNN, invalid UTF-8 bytes \xNN; the rest is kept as it is. */
-static char *
-one_line (const char *message)
+/* The most bytes of one message line: messages quote the user's input, which the core and the
+ * commands shorten, but GLib's option parser quotes it whole. */
+#define LINE_MAX_BYTES 4096
+
+/* @message made printable on one line (line breaks, terminal escapes, bytes that are not UTF-8
+ * escaped), the way the core quotes user input. */
+char *
+memres_tool_one_line (const char *message)
 {
-  GString *out = g_string_sized_new (strlen (message));
-  const char *p = message;
+  return _memres_printable (message, LINE_MAX_BYTES);
+}
 
-  while (*p != '\0')
-    {
-      guchar c = (guchar) *p;
-      gunichar ch;
+const char *
+memres_tool_error_code_name (const GError *error)
+{
+  static const char *const memres_codes[] = {
+    "MEMRES_ERROR_FAILED",
+    "MEMRES_ERROR_INVALID_ARGUMENT",
+    "MEMRES_ERROR_NOT_FOUND",
+    "MEMRES_ERROR_EXISTS",
+    "MEMRES_ERROR_NOT_SUPPORTED",
+    "MEMRES_ERROR_OUT_OF_MEMORY",
+    "MEMRES_ERROR_CLOSED",
+    "MEMRES_ERROR_NO_DRIVER",
+    "MEMRES_ERROR_NO_DEVICE",
+    "MEMRES_ERROR_WRONG_DEVICE",
+    "MEMRES_ERROR_INVALID_DESCRIPTOR",
+    "MEMRES_ERROR_PERMISSION_DENIED",
+  };
+  static const char *const plugin_codes[] = {
+    "MEMRES_PLUGIN_ERROR_MODULE",       "MEMRES_PLUGIN_ERROR_SYMBOL",
+    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "MEMRES_PLUGIN_ERROR_NAME_MISMATCH",
+    "MEMRES_PLUGIN_ERROR_INIT_FAILED",
+  };
+  G_STATIC_ASSERT (G_N_ELEMENTS (memres_codes) == MEMRES_ERROR_PERMISSION_DENIED + 1);
+  G_STATIC_ASSERT (G_N_ELEMENTS (plugin_codes) == MEMRES_PLUGIN_ERROR_INIT_FAILED + 1);
 
-      if (c >= 0x80)
-        {
-          ch = g_utf8_get_char_validated (p, -1);
-          if (ch != (gunichar) -1 && ch != (gunichar) -2)
-            {
-              const char *next = g_utf8_next_char (p);
-              g_string_append_len (out, p, next - p);
-              p = next;
-              continue;
-            }
-          g_string_append_printf (out, "\\x%02x", c);
-        }
-      else if (c == '\n')
-        g_string_append (out, "\\n");
-      else if (c == '\r')
-        g_string_append (out, "\\r");
-      else if (c == '\t')
-        g_string_append (out, "\\t");
-      else if (c < 0x20 || c == 0x7f)
-        g_string_append_printf (out, "\\x%02x", c);
-      else
-        g_string_append_c (out, (char) c);
-      p++;
-    }
-  return g_string_free (out, FALSE);
+  if (error->code < 0)
+    return NULL;
+  if (error->domain == MEMRES_ERROR && error->code < (gint) G_N_ELEMENTS (memres_codes))
+    return memres_codes[error->code];
+  if (error->domain == MEMRES_PLUGIN_ERROR && error->code < (gint) G_N_ELEMENTS (plugin_codes))
+    return plugin_codes[error->code];
+  return NULL;
 }
 
 int
-memres_tool_fail (const GError *error)
+memres_tool_failf (const char *format, ...)
 {
-  g_autofree char *text = one_line (error->message);
+  g_autofree char *message = NULL;
+  g_autofree char *text = NULL;
+  va_list args;
 
+  va_start (args, format);
+  message = g_strdup_vprintf (format, args);
+  va_end (args);
+  text = memres_tool_one_line (message);
   g_printerr ("memres: %s\n", text);
   return 1;
 }
 
 int
+memres_tool_fail (const GError *error)
+{
+  return memres_tool_failf ("%s", error->message);
+}
+
+int
 memres_tool_usage_error (const char *command, const char *message)
 {
-  g_autofree char *text = one_line (message);
+  g_autofree char *text = memres_tool_one_line (message);
 
   g_printerr ("memres %s: %s (see memres %s --help)\n", command, text, command);
   return 2;

@@ -76,6 +76,7 @@ typedef struct
 
 /* Full documentation with each definition in core/registry.c and core/kind.c. */
 GPtrArray *memres_registry_list_kinds (GError **error);
+GPtrArray *memres_registry_list_kinds_full (GHashTable **failures, GError **error);
 MemresKind *memres_registry_lookup (const char *name, GError **error);
 gchar **memres_registry_get_search_path (void);
 
