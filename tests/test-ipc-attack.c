@@ -1283,12 +1283,13 @@ test_ipc_threads (IpcFixture *f, gconstpointer data)
   MemresBufferDescriptor descs[3];
   GThread *importers[3], *closers[2];
   IpcWorker wi[3], wc[2];
-  GAsyncQueue *queue = g_async_queue_new ();
+  GAsyncQueue *queue;
   FakeCudaCounts base;
   GError *error = NULL;
 
   if (f->importer == NULL)
     return;
+  queue = g_async_queue_new ();
   for (guint i = 0; i < 3; i++)
     {
       sources[i] = mt_alloc_ok (f->exporter, IPC_SIZE, NULL);
@@ -1323,6 +1324,60 @@ test_ipc_threads (IpcFixture *f, gconstpointer data)
     mt_close_ok (sources[i], NULL);
 }
 
+static long
+ordering_calls (void)
+{
+  static const char *const entries[]
+      = { "cuEventRecord", "cuStreamWaitEvent", "cuStreamSynchronize", "cuEventSynchronize",
+          "cuCtxSynchronize" };
+  long n = 0;
+
+  for (gsize i = 0; i < G_N_ELEMENTS (entries); i++)
+    n += mt_fake_call_count (entries[i]);
+  return n;
+}
+
+/* BUG: two imports of one buffer closed on two streams: the mapping is freed on the last
+ * closer's stream only (cuMemFreeAsync on @s2), not ordered after the work the first closer
+ * may still have queued on @s1, which its close said the memory was free after. Any fix makes
+ * some ordering call (an event recorded on s1 and waited for on s2, or a synchronization); the
+ * fake runs work at once, so the call is what a test can see. */
+static void
+test_ipc_close_orders_every_stream (IpcFixture *f, gconstpointer data)
+{
+  const MemresCudaDriver *drv;
+  CUstream s1 = NULL, s2 = NULL;
+  MemresBuffer *a, *b;
+  GError *error = NULL;
+  long before, frees;
+
+  if (f->importer == NULL || !mt_require_fake ("counts driver calls"))
+    return;
+  drv = memres_cuda_get_driver (&error);
+  g_assert_no_error (error);
+  g_assert_true (memres_cuda_ensure_context (0, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (drv->cuStreamCreate (&s1, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamCreate (&s2, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  a = memres_buffer_import (f->importer, f->desc.bytes, DESC_SIZE, s1, &error);
+  g_assert_no_error (error);
+  b = memres_buffer_import (f->importer, f->desc.bytes, DESC_SIZE, s2, &error);
+  g_assert_no_error (error);
+  mt_check_pattern (a, 0, IPC_SIZE, 9, s1); /* work of a's user on s1 */
+  before = ordering_calls ();
+  frees = mt_fake_call_count ("cuMemFreeAsync");
+  mt_close_ok (a, s1);
+  mt_close_ok (b, s2);
+  g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync") - frees, ==, 1);
+  if (ordering_calls () == before)
+    g_test_fail_printf ("the shared mapping was freed on the last closer's stream only, not "
+                        "ordered after the first closer's stream");
+  g_assert_cmpint (drv->cuStreamSynchronize (s1), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamSynchronize (s2), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamDestroy (s1), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamDestroy (s2), ==, CUDA_SUCCESS);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1349,6 +1404,7 @@ main (int argc, char **argv)
   ADD ("flip-device-uuid", test_ipc_flip_device_uuid);
   ADD ("reexport-after-forged-uuid", test_ipc_reexport_after_forged_uuid);
   ADD ("alias-export-data", test_ipc_alias_export_data);
+  ADD ("close-orders-every-stream", test_ipc_close_orders_every_stream);
 #undef ADD
   return g_test_run ();
 }
