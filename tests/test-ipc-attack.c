@@ -14,6 +14,9 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <memres/memres.h>
@@ -1324,6 +1327,44 @@ test_ipc_threads (IpcFixture *f, gconstpointer data)
     mt_close_ok (sources[i], NULL);
 }
 
+/* The free at the last close of a shared mapping fails: that close reports the driver's error,
+ * the buffer is closed all the same, the memory is still freed (unordered) and the importer
+ * counts no buffer. The first close of the two makes no driver call at all. */
+static void
+test_ipc_last_close_fails (IpcFixture *f, gconstpointer data)
+{
+  MemresBuffer *a, *b;
+  GError *error = NULL;
+  FakeCudaCounts base;
+  long frees;
+
+  if (f->importer == NULL || !mt_require_fake ("injects a fault"))
+    return;
+  mt_sync_ok (NULL);
+  mt_counts_snapshot (&base);
+  a = ipc_import_ok (f->importer, f->desc.bytes);
+  b = ipc_import_ok (f->importer, f->desc.bytes);
+  frees = mt_fake_call_count ("cuMemFreeAsync");
+  mt_fake_fail_call ("cuMemFreeAsync", 1, CUDA_ERROR_INVALID_HANDLE);
+  mt_close_ok (a, NULL);
+  g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync"), ==, frees);
+  g_assert_false (memres_buffer_close (b, NULL, &error));
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_HANDLE);
+  g_clear_error (&error);
+  mt_fake_reset_faults ();
+  g_assert_true (memres_buffer_is_closed (b));
+  g_assert_true (memres_buffer_close (b, NULL, &error)); /* idempotent, no second free */
+  g_assert_no_error (error);
+  memres_buffer_unref (b);
+  g_assert_cmpuint (n_buffers_of (f->importer), ==, 0);
+  mt_sync_ok (NULL);
+  mt_assert_fake_counts_equal (&base);
+  /* the buffer imports and frees normally again */
+  mt_close_ok (ipc_import_ok (f->importer, f->desc.bytes), NULL);
+  mt_sync_ok (NULL);
+  mt_assert_fake_counts_equal (&base);
+}
+
 static long
 ordering_calls (void)
 {
@@ -1378,6 +1419,133 @@ test_ipc_close_orders_every_stream (IpcFixture *f, gconstpointer data)
   g_assert_cmpint (drv->cuStreamDestroy (s2), ==, CUDA_SUCCESS);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The handle transport */
+
+/* In a forked child (raw syscalls only: no GLib, no CUDA): drops to uid 65534 and writes bytes
+ * @from .. 71 of a well-formed handle message (kind "ipc") with one memfd in SCM_RIGHTS and no
+ * SCM_CREDENTIALS of its own. Returns the child's exit status. */
+static int
+send_as_other_uid (int sock, gsize from)
+{
+  guint8 header[72] = { 'M', 'R', 'I', 'H', 1, 0, 72, 0, 'i', 'p', 'c' };
+  union
+  {
+    char buf[CMSG_SPACE (sizeof (int))];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov;
+  struct msghdr msg = { 0 };
+  struct cmsghdr *cmsg;
+  int fd;
+
+  if (setgid (65534) != 0 || setuid (65534) != 0)
+    return 3;
+  fd = memfd_create ("other", MFD_CLOEXEC);
+  if (fd < 0)
+    return 4;
+  memset (header + 40, 0x42, 32); /* pool identity and device UUID */
+  iov.iov_base = header + from;
+  iov.iov_len = sizeof header - from;
+  memset (&control, 0, sizeof control);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
+  cmsg = CMSG_FIRSTHDR (&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN (sizeof (int));
+  memcpy (CMSG_DATA (cmsg), &fd, sizeof fd);
+  return sendmsg (sock, &msg, 0) == (ssize_t) iov.iov_len ? 0 : 5;
+}
+
+/* BUG: a peer under another uid that sends its handle message without SCM_CREDENTIALS before
+ * the receiver enabled SO_PASSCRED (which memres_ipc_receive_handle() does only when called) is
+ * judged by SO_PEERCRED alone, which names whoever created or connected the socket, not the
+ * sender. Here: a socket pair made by root, the child drops to uid 65534 and writes a
+ * well-formed handle message with one fd and no credentials. The documented rule (docs/ipc.md:
+ * "by SO_PEERCRED and by the message's SCM_CREDENTIALS") says PERMISSION_DENIED. */
+static void
+test_transport_other_uid_no_creds (void)
+{
+  GError *error = NULL;
+  MemresIpcHandle *received;
+  int sv[2], status;
+  pid_t pid;
+
+  if (geteuid () != 0)
+    {
+      g_test_skip ("needs root to run a peer under another uid");
+      return;
+    }
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+  pid = fork ();
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    {
+      close (sv[1]);
+      _exit (send_as_other_uid (sv[0], 0));
+    }
+  close (sv[0]);
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+  received = memres_ipc_receive_handle (sv[1], &error);
+  close (sv[1]);
+  if (received != NULL)
+    {
+      memres_ipc_handle_free (received);
+      g_test_fail_printf ("a handle sent by uid 65534 without credentials was accepted");
+      return;
+    }
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED);
+  g_clear_error (&error);
+}
+
+/* BUG: the receiver keeps the credentials of the first piece of a stream message only. Here
+ * SO_PASSCRED is on (the kernel attaches every writer's credentials): root writes the first 8
+ * bytes of the header, a child under uid 65534 writes the rest with the fd. The kernel delivers
+ * them in two reads, each with its writer's credentials; the second writer's are ignored. */
+static void
+test_transport_other_uid_second_piece (void)
+{
+  GError *error = NULL;
+  MemresIpcHandle *received;
+  int sv[2], status, one = 1;
+  pid_t pid;
+
+  if (geteuid () != 0)
+    {
+      g_test_skip ("needs root to run a peer under another uid");
+      return;
+    }
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+  g_assert_cmpint (setsockopt (sv[1], SOL_SOCKET, SO_PASSCRED, &one, sizeof one), ==, 0);
+  g_assert_cmpint (write (sv[0], "MRIH\x01\x00\x48\x00", 8), ==, 8);
+  pid = fork ();
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    {
+      close (sv[1]);
+      _exit (send_as_other_uid (sv[0], 8));
+    }
+  close (sv[0]);
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+  received = memres_ipc_receive_handle (sv[1], &error);
+  close (sv[1]);
+  if (received != NULL)
+    {
+      memres_ipc_handle_free (received);
+      g_test_fail_printf ("a handle whose fd and most bytes uid 65534 wrote was accepted");
+      return;
+    }
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED);
+  g_clear_error (&error);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1400,11 +1568,15 @@ main (int argc, char **argv)
   ADD ("flip-every-bit", test_ipc_flip_every_bit);
   ADD ("last-ref-cycles", test_ipc_last_ref_cycles);
   ADD ("threads", test_ipc_threads);
+  ADD ("last-close-fails", test_ipc_last_close_fails);
   /* Known bugs, last: a failure ends the program (TAP bails out unless -k). */
   ADD ("flip-device-uuid", test_ipc_flip_device_uuid);
   ADD ("reexport-after-forged-uuid", test_ipc_reexport_after_forged_uuid);
   ADD ("alias-export-data", test_ipc_alias_export_data);
   ADD ("close-orders-every-stream", test_ipc_close_orders_every_stream);
 #undef ADD
+  g_test_add_func ("/ipc-attack/transport/other-uid-no-creds", test_transport_other_uid_no_creds);
+  g_test_add_func ("/ipc-attack/transport/other-uid-second-piece",
+                   test_transport_other_uid_second_piece);
   return g_test_run ();
 }
