@@ -308,7 +308,7 @@ hold (guint64 address, gint delta)
   g_mutex_unlock (&ranges_lock);
 }
 
-#define N_SOURCES 8
+#define N_SOURCES 40 /* enough mappings at once that the table grows past its first size */
 
 typedef struct
 {
@@ -792,8 +792,8 @@ importer_thread (gpointer data)
 
   for (guint i = 0; i < N_ROUNDS; i++)
     {
-      /* a few sources, so that imports collide */
-      guint which = (guint) g_rand_int_range (rand, 0, 3);
+      /* half of them on three sources, so that imports collide; the others spread */
+      guint which = (guint) g_rand_int_range (rand, 0, g_rand_boolean (rand) ? 3 : N_SOURCES);
       Held *h = g_new (Held, 1);
 
       h->buf = import_ok (w->f, w->f->importer, which);
