@@ -1,0 +1,1582 @@
+/* test-ipc-attack.c: the IPC import path under attack: forged descriptors (every bit of every
+ * field), imports into the wrong resource, re-export, many threads importing and closing (and
+ * closing what other threads imported), the application's last resource reference dropped while
+ * imported buffers are open, and finalization racing with new imports.
+ *
+ * Two halves.
+ * - /ipc-attack/loopback/: `attack`, a kind registered here, is an IPC-enabled pool on host
+ *   memory whose imports behave as the driver's pool pointers do: importing an allocation that
+ *   is already mapped returns the same address without counting, and the first unmap ends the
+ *   mapping. The test counts the imports it holds open per allocation; an unmap while one is
+ *   held, or of something not mapped, is a violation. No driver needed.
+ * - /ipc-attack/ipc/: the `ipc` kind against the fake (suite fake) or the real driver (suite
+ *   gpu), for what needs the driver's own export data. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memres/memres.h>
+#include "testutil.h"
+
+/* Layout of the descriptor (memres-private.h), little-endian. */
+enum
+{
+  OFF_KIND = 8,
+  OFF_POOL_ID = 40,
+  OFF_DEVICE_UUID = 56,
+  OFF_OFFSET = 72,
+  OFF_SIZE = 80,
+  OFF_EXPORT_DATA = 88,
+  OFF_RESERVED = 152,
+  DESC_SIZE = 160,
+};
+
+static void
+put_u64 (guint8 *p, guint64 v)
+{
+  for (int i = 0; i < 8; i++)
+    p[i] = (v >> (8 * i)) & 0xff;
+}
+
+static guint64
+get_u64 (const guint8 *p)
+{
+  guint64 v = 0;
+
+  for (int i = 7; i >= 0; i--)
+    v = (v << 8) | p[i];
+  return v;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The `attack` kind */
+
+static const guint8 attack_uuid[MEMRES_IPC_ID_SIZE]
+    = { 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+        0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11 };
+
+typedef struct
+{
+  gboolean imported;
+  guint8 pool_id[MEMRES_IPC_ID_SIZE];
+} Attack;
+
+/* An exporter's allocation as the "driver" sees it. */
+typedef struct
+{
+  guint64 address; /* the key */
+  gsize size;
+  gboolean mapped; /* imported into this process: one mapping, however many imports */
+  gint held;       /* imported buffers the test holds open */
+} Range;
+
+static GMutex ranges_lock;
+static GHashTable *ranges; /* &Range.address -> Range* */
+
+static gint n_pools;             /* atomic */
+static gint n_import_handle;     /* atomic */
+static gint n_import_buffer;     /* atomic: mappings made */
+static gint n_unmap;             /* atomic */
+static gint n_finalized_imports; /* atomic */
+static gint n_violations;        /* atomic */
+
+static gboolean
+attack_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  Attack *self = memres_resource_get_private (mr);
+  guint32 n = (guint32) g_atomic_int_add (&n_pools, 1) + 1;
+
+  memset (self->pool_id, 0x5a, sizeof self->pool_id);
+  memcpy (self->pool_id, &n, sizeof n);
+  return TRUE;
+}
+
+static void
+attack_finalize (MemresResource *mr)
+{
+  Attack *self = memres_resource_get_private (mr);
+
+  if (self->imported)
+    g_atomic_int_inc (&n_finalized_imports);
+}
+
+static gboolean
+attack_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                 GError **error)
+{
+  Attack *self = memres_resource_get_private (mr);
+  Range *r;
+
+  if (self->imported)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "an imported pool");
+      return FALSE;
+    }
+  r = g_new0 (Range, 1);
+  r->address = (guint64) (guintptr) g_malloc0 (size);
+  r->size = size;
+  g_mutex_lock (&ranges_lock);
+  g_hash_table_insert (ranges, &r->address, r);
+  g_mutex_unlock (&ranges_lock);
+  alloc->address = r->address;
+  alloc->size = size;
+  return TRUE;
+}
+
+static gboolean
+attack_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  Attack *self = memres_resource_get_private (mr);
+  Range *r;
+
+  g_mutex_lock (&ranges_lock);
+  r = g_hash_table_lookup (ranges, &alloc->address);
+  if (self->imported)
+    {
+      g_atomic_int_inc (&n_unmap);
+      if (r == NULL || !r->mapped || r->held > 0)
+        {
+          g_atomic_int_inc (&n_violations);
+          g_test_message ("unmap of 0x%" G_GINT64_MODIFIER "x: %s", alloc->address,
+                          r == NULL    ? "no such allocation"
+                          : !r->mapped ? "not mapped"
+                                       : "an import of it is still open");
+        }
+      if (r != NULL)
+        r->mapped = FALSE;
+      g_mutex_unlock (&ranges_lock);
+      return TRUE;
+    }
+  g_assert_nonnull (r);
+  g_hash_table_remove (ranges, &alloc->address);
+  g_mutex_unlock (&ranges_lock);
+  g_free ((gpointer) (guintptr) r->address);
+  g_free (r);
+  return TRUE;
+}
+
+static void
+attack_query (MemresResource *mr, MemresResourceInfo *info)
+{
+  Attack *self = memres_resource_get_private (mr);
+
+  info->device = -1;
+  info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_IPC_ENABLED;
+  if (self->imported)
+    info->flags |= MEMRES_MEMORY_IMPORTED;
+}
+
+static gboolean
+attack_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
+{
+  return TRUE; /* the core fills in n_buffers */
+}
+
+static gboolean
+attack_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error)
+{
+  Attack *self = memres_resource_get_private (mr);
+  int fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+
+  g_assert_cmpint (fd, >=, 0);
+  *handle = memres_ipc_handle_new ("attack", fd, self->pool_id, attack_uuid, error);
+  if (*handle == NULL)
+    close (fd);
+  return *handle != NULL;
+}
+
+static gboolean
+attack_import_handle (MemresResource *mr, const MemresIpcHandle *handle, GError **error)
+{
+  Attack *self = memres_resource_get_private (mr);
+
+  g_atomic_int_inc (&n_import_handle);
+  self->imported = TRUE;
+  memcpy (self->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
+  return TRUE;
+}
+
+/* Export data: the address (8 bytes), the size (8 bytes), zeros. */
+static gboolean
+attack_export_buffer (MemresResource *mr, const MemresAllocation *alloc, MemresBufferExport *out,
+                      GError **error)
+{
+  Attack *self = memres_resource_get_private (mr);
+  guint64 size = alloc->size;
+
+  memcpy (out->pool_id, self->pool_id, MEMRES_IPC_ID_SIZE);
+  memcpy (out->device_uuid, attack_uuid, MEMRES_IPC_ID_SIZE);
+  out->offset = 0;
+  out->size = size;
+  memset (out->export_data, 0, sizeof out->export_data);
+  memcpy (out->export_data, &alloc->address, 8);
+  memcpy (out->export_data + 8, &size, 8);
+  return TRUE;
+}
+
+/* Maps what the export data names, checking it as a driver would; a repeated import of a
+ * mapped allocation returns the same address and counts nothing. */
+static gboolean
+attack_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
+                      MemresAllocation *alloc, GError **error)
+{
+  Attack *self = memres_resource_get_private (mr);
+  guint64 address, size;
+  Range *r;
+
+  if (!self->imported)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "the exporter imports nothing");
+      return FALSE;
+    }
+  memcpy (&address, in->export_data, 8);
+  memcpy (&size, in->export_data + 8, 8);
+  for (gsize i = 16; i < sizeof in->export_data; i++)
+    if (in->export_data[i] != 0)
+      {
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "export data: byte %zu", i);
+        return FALSE;
+      }
+  g_mutex_lock (&ranges_lock);
+  r = g_hash_table_lookup (ranges, &address);
+  if (r == NULL || r->size != size)
+    {
+      g_mutex_unlock (&ranges_lock);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "export data: no such allocation");
+      return FALSE;
+    }
+  r->mapped = TRUE;
+  g_atomic_int_inc (&n_import_buffer);
+  g_mutex_unlock (&ranges_lock);
+  alloc->address = address;
+  alloc->size = size;
+  return TRUE;
+}
+
+static const MemresResourceOps attack_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = attack_init,
+  .finalize = attack_finalize,
+  .allocate = attack_allocate,
+  .deallocate = attack_deallocate,
+  .query = attack_query,
+  .get_stats = attack_get_stats,
+  .export_handle = attack_export_handle,
+  .import_handle = attack_import_handle,
+  .export_buffer = attack_export_buffer,
+  .import_buffer = attack_import_buffer,
+};
+
+static void
+register_attack (void)
+{
+  const MemresKindInfo info = {
+    .struct_size = sizeof info,
+    .name = "attack",
+    .description = "IPC test double on host memory with the driver's mapping rules",
+    .ops = &attack_ops,
+    .instance_size = sizeof (Attack),
+  };
+  GError *error = NULL;
+
+  ranges = g_hash_table_new (g_int64_hash, g_int64_equal);
+  g_assert_true (memres_registry_register_kind (&info, &error));
+  g_assert_no_error (error);
+}
+
+/* The test holds one more (@delta 1) or one fewer (-1) open import of the allocation at
+ * @address; holding one asserts that it is mapped. */
+static void
+hold (guint64 address, gint delta)
+{
+  Range *r;
+
+  g_mutex_lock (&ranges_lock);
+  r = g_hash_table_lookup (ranges, &address);
+  g_assert_nonnull (r);
+  if (delta > 0 && !r->mapped)
+    {
+      g_atomic_int_inc (&n_violations);
+      g_test_message ("an open import of 0x%" G_GINT64_MODIFIER "x is not mapped", address);
+    }
+  r->held += delta;
+  g_assert_cmpint (r->held, >=, 0);
+  g_mutex_unlock (&ranges_lock);
+}
+
+#define N_SOURCES 40 /* enough mappings at once that the table grows past its first size */
+
+typedef struct
+{
+  MemresResource *exporter;
+  MemresIpcHandle *handle;
+  MemresResource *importer;
+  MemresBuffer *sources[N_SOURCES];
+  MemresBufferDescriptor descs[N_SOURCES];
+  gint violations, imports, unmaps;
+} Fixture;
+
+static gsize
+source_size (guint i)
+{
+  return 4096 * (i + 1);
+}
+
+static guint64
+source_address (Fixture *f, guint i)
+{
+  return (guint64) (guintptr) memres_buffer_get_pointer (f->sources[i]);
+}
+
+static void
+fixture_set_up (Fixture *f, gconstpointer data)
+{
+  GError *error = NULL;
+
+  f->exporter = mt_new_ok ("attack");
+  f->handle = memres_resource_export_handle (f->exporter, &error);
+  g_assert_no_error (error);
+  f->importer = memres_resource_import_handle (f->handle, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < N_SOURCES; i++)
+    {
+      f->sources[i] = mt_alloc_ok (f->exporter, source_size (i), NULL);
+      mt_fill_pattern (memres_buffer_get_pointer (f->sources[i]), source_size (i), i);
+      g_assert_true (memres_buffer_export (f->sources[i], &f->descs[i], &error));
+      g_assert_no_error (error);
+    }
+  f->violations = g_atomic_int_get (&n_violations);
+  f->imports = g_atomic_int_get (&n_import_buffer);
+  f->unmaps = g_atomic_int_get (&n_unmap);
+}
+
+/* Every mapping made was unmapped exactly once, never under an open import. */
+static void
+assert_balanced (Fixture *f)
+{
+  g_assert_cmpint (g_atomic_int_get (&n_violations), ==, f->violations);
+  g_assert_cmpint (g_atomic_int_get (&n_import_buffer) - f->imports, ==,
+                   g_atomic_int_get (&n_unmap) - f->unmaps);
+}
+
+static void
+fixture_tear_down (Fixture *f, gconstpointer data)
+{
+  g_clear_pointer (&f->importer, memres_resource_unref);
+  for (guint i = 0; i < N_SOURCES; i++)
+    memres_buffer_unref (f->sources[i]);
+  memres_ipc_handle_free (f->handle);
+  memres_resource_unref (f->exporter);
+}
+
+/* Imports source @i's descriptor into @mr, asserting success and the bytes; the test holds it. */
+static MemresBuffer *
+import_ok (Fixture *f, MemresResource *mr, guint i)
+{
+  GError *error = NULL;
+  MemresBuffer *buf;
+
+  buf = memres_buffer_import (mr, f->descs[i].bytes, DESC_SIZE, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (buf);
+  g_assert_true (memres_buffer_get_pointer (buf) == memres_buffer_get_pointer (f->sources[i]));
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, source_size (i));
+  g_assert_true (memres_buffer_get_flags (buf) & MEMRES_MEMORY_IMPORTED);
+  hold (source_address (f, i), 1);
+  return buf;
+}
+
+/* Releases the test's hold on @buf (an import of source @i), then closes and unrefs it. */
+static void
+close_held (Fixture *f, MemresBuffer *buf, guint i)
+{
+  mt_assert_pattern (memres_buffer_get_pointer (buf), source_size (i), i);
+  hold (source_address (f, i), -1);
+  mt_close_ok (buf, NULL);
+}
+
+static guint64
+n_buffers_of (MemresResource *mr)
+{
+  MemresStats stats;
+  GError *error = NULL;
+
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_no_error (error);
+  return stats.n_buffers;
+}
+
+/* Importing @bytes into @mr fails with @domain/@code (a message naming @field when not NULL),
+ * makes no mapping and changes no buffer count. */
+static void
+expect_refused (MemresResource *mr, const guint8 *bytes, GQuark domain, gint code,
+                const char *field)
+{
+  GError *error = NULL;
+  gint imports = g_atomic_int_get (&n_import_buffer);
+  guint64 before = n_buffers_of (mr);
+
+  g_assert_null (memres_buffer_import (mr, bytes, DESC_SIZE, NULL, &error));
+  g_assert_error (error, domain, code);
+  if (field != NULL && strstr (error->message, field) == NULL)
+    g_error ("\"%s\" does not name the field %s", error->message, field);
+  g_clear_error (&error);
+  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports);
+  g_assert_cmpuint (n_buffers_of (mr), ==, before);
+}
+
+/* Kind fields that are not the importer's, each refused before the plugin is reached: the fast
+ * path compares the whole padded field, the slow path validates the name. */
+static void
+test_kind_field (Fixture *f, gconstpointer data)
+{
+  static const struct
+  {
+    const char *name; /* copied with its NUL */
+    gsize pos;        /* then this byte of the field set to @byte (when @byte is not 0) */
+    guint8 byte;
+  } cases[] = {
+    { "ATTACK", 0, 0 },
+    { "Attack", 0, 0 },
+    { "attack", 7, 'x' },
+    { "attack", 31, 1 },
+    { "attack", 6, 0x80 },
+    { " attack", 0, 0 },
+    { "attac", 0, 0 },
+    { "attack2", 0, 0 },
+    { "ipc", 0, 0 },
+    { "", 0, 0 },
+    { "attack", 6, ' ' },
+    { "attack/..", 0, 0 },
+    { "attack_attack_attack_attack_12", 0, 0 }, /* 30 bytes: a valid name, not the kind */
+  };
+  guint8 bytes[DESC_SIZE];
+
+  for (gsize c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      memcpy (bytes, f->descs[0].bytes, DESC_SIZE);
+      memset (bytes + OFF_KIND, 0, 32);
+      memcpy (bytes + OFF_KIND, cases[c].name, strlen (cases[c].name));
+      if (cases[c].byte != 0)
+        bytes[OFF_KIND + cases[c].pos] = cases[c].byte;
+      g_test_message ("kind case %zu: \"%s\"", c, cases[c].name);
+      expect_refused (f->importer, bytes, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR, "kind");
+    }
+  /* No NUL in the 32 bytes. */
+  memcpy (bytes, f->descs[0].bytes, DESC_SIZE);
+  memset (bytes + OFF_KIND, 'a', 32);
+  expect_refused (f->importer, bytes, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR, "kind");
+  assert_balanced (f);
+}
+
+/* The field a descriptor byte belongs to, as an error names it. */
+static const char *
+field_of (gsize byte)
+{
+  if (byte < 4)
+    return "magic";
+  if (byte < 6)
+    return "version";
+  if (byte < 8)
+    return "length";
+  if (byte < OFF_POOL_ID)
+    return "kind";
+  if (byte < OFF_DEVICE_UUID)
+    return "pool_id";
+  if (byte < OFF_OFFSET)
+    return "device_uuid";
+  if (byte < OFF_EXPORT_DATA)
+    return NULL; /* offset and size: either may be named (they are checked together) */
+  if (byte < OFF_RESERVED)
+    return "export_data";
+  return "reserved";
+}
+
+/* Every single-bit change of every field but the export data (the driver's to check) and the
+ * device UUID (/ipc-attack/ipc/flip-device-uuid) is refused with INVALID_DESCRIPTOR. With an
+ * import of the buffer held, not even the plugin is reached (offset and size are checked
+ * against the existing mapping); without one, offset and size need the mapping, which is
+ * undone. */
+static void
+test_flip_every_bit (Fixture *f, gconstpointer data)
+{
+  guint8 bytes[DESC_SIZE];
+
+  for (int holding = 1; holding >= 0; holding--)
+    {
+      MemresBuffer *held = holding ? import_ok (f, f->importer, 0) : NULL;
+
+      for (gsize byte = 0; byte < OFF_EXPORT_DATA; byte++)
+        {
+          if (byte >= OFF_DEVICE_UUID && byte < OFF_OFFSET)
+            continue;
+          for (int bit = 0; bit < 8; bit++)
+            {
+              GError *error = NULL;
+              gint imports = g_atomic_int_get (&n_import_buffer);
+
+              memcpy (bytes, f->descs[0].bytes, DESC_SIZE);
+              bytes[byte] ^= (guint8) (1u << bit);
+              g_assert_null (memres_buffer_import (f->importer, bytes, DESC_SIZE, NULL, &error));
+              g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+              if (field_of (byte) != NULL && strstr (error->message, field_of (byte)) == NULL)
+                g_error ("byte %zu bit %d: \"%s\" does not name %s", byte, bit, error->message,
+                         field_of (byte));
+              g_clear_error (&error);
+              if (holding || byte < OFF_OFFSET)
+                g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports);
+            }
+        }
+      for (gsize byte = OFF_RESERVED; byte < DESC_SIZE; byte++)
+        for (int bit = 0; bit < 8; bit++)
+          {
+            memcpy (bytes, f->descs[0].bytes, DESC_SIZE);
+            bytes[byte] ^= (guint8) (1u << bit);
+            expect_refused (f->importer, bytes, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                            "reserved");
+          }
+      /* Export data: the plugin refuses every change (the address or size names no
+       * allocation, or the zero bytes are not zero). */
+      for (gsize byte = OFF_EXPORT_DATA; byte < OFF_RESERVED; byte++)
+        for (int bit = 0; bit < 8; bit++)
+          {
+            memcpy (bytes, f->descs[0].bytes, DESC_SIZE);
+            bytes[byte] ^= (guint8) (1u << bit);
+            expect_refused (f->importer, bytes, MEMRES_ERROR, MEMRES_ERROR_FAILED, NULL);
+          }
+      g_assert_cmpuint (n_buffers_of (f->importer), ==, holding ? 1 : 0);
+      if (held != NULL)
+        close_held (f, held, 0);
+    }
+  assert_balanced (f);
+}
+
+/* A re-exported import is the descriptor that was imported, a sub-range included; importing it
+ * again joins the same mapping. */
+static void
+test_reexport (Fixture *f, gconstpointer data)
+{
+  MemresBufferDescriptor again, sub_again;
+  guint8 sub[DESC_SIZE];
+  MemresBuffer *a, *b, *c;
+  GError *error = NULL;
+  gint imports = g_atomic_int_get (&n_import_buffer);
+
+  a = import_ok (f, f->importer, 2);
+  g_assert_true (memres_buffer_export (a, &again, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (again.bytes, DESC_SIZE, f->descs[2].bytes, DESC_SIZE);
+  b = memres_buffer_import (f->importer, again.bytes, DESC_SIZE, NULL, &error);
+  g_assert_no_error (error);
+  hold (source_address (f, 2), 1);
+  g_assert_true (memres_buffer_get_pointer (b) == memres_buffer_get_pointer (a));
+
+  /* bytes 512 .. 1535 of the allocation */
+  memcpy (sub, f->descs[2].bytes, DESC_SIZE);
+  put_u64 (sub + OFF_OFFSET, 512);
+  put_u64 (sub + OFF_SIZE, 1024);
+  c = memres_buffer_import (f->importer, sub, DESC_SIZE, NULL, &error);
+  g_assert_no_error (error);
+  hold (source_address (f, 2), 1);
+  g_assert_true ((guint8 *) memres_buffer_get_pointer (c)
+                 == (guint8 *) memres_buffer_get_pointer (a) + 512);
+  g_assert_cmpuint (memres_buffer_get_size (c), ==, 1024);
+  g_assert_true (memres_buffer_export (c, &sub_again, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (sub_again.bytes, DESC_SIZE, sub, DESC_SIZE);
+  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports + 1);
+
+  /* The application lets go of the importer: the buffers still re-export. */
+  g_clear_pointer (&f->importer, memres_resource_unref);
+  close_held (f, a, 2);
+  close_held (f, b, 2);
+  g_assert_true (memres_buffer_export (c, &sub_again, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (sub_again.bytes, DESC_SIZE, sub, DESC_SIZE);
+  hold (source_address (f, 2), -1);
+  mt_close_ok (c, NULL);
+  assert_balanced (f);
+}
+
+/* Another pool's importer, the exporter itself, an exporter that never exported, a kind without
+ * imports: each refuses, no mapping is made. */
+static void
+test_wrong_resource (Fixture *f, gconstpointer data)
+{
+  g_autoptr (MemresResource) other = mt_new_ok ("attack");
+  g_autoptr (MemresResource) host = mt_new_ok ("host");
+  g_autoptr (MemresIpcHandle) other_handle = NULL;
+  g_autoptr (MemresResource) other_importer = NULL;
+  GError *error = NULL;
+  gint imports = g_atomic_int_get (&n_import_buffer);
+
+  /* before its first export, @other has no pool identity */
+  expect_refused (other, f->descs[0].bytes, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "pool_id");
+  other_handle = memres_resource_export_handle (other, &error);
+  g_assert_no_error (error);
+  other_importer = memres_resource_import_handle (other_handle, &error);
+  g_assert_no_error (error);
+  g_assert_true (other_importer != f->importer);
+  expect_refused (other_importer, f->descs[0].bytes, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "pool_id");
+  expect_refused (other, f->descs[0].bytes, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                  "pool_id");
+  /* the exporter: the core lets it through (its pool), the kind refuses */
+  expect_refused (f->exporter, f->descs[0].bytes, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, NULL);
+
+  g_assert_null (memres_buffer_import (host, f->descs[0].bytes, DESC_SIZE, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  /* NULL and short inputs */
+  g_assert_null (memres_buffer_import (f->importer, NULL, DESC_SIZE, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_clear_error (&error);
+  g_assert_null (memres_buffer_import (f->importer, NULL, 0, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_clear_error (&error);
+  g_assert_null (
+      memres_buffer_import (f->importer, f->descs[0].bytes, DESC_SIZE - 1, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_clear_error (&error);
+  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports);
+
+  /* The importer cannot allocate; an oversized request is refused before the kind. */
+  g_assert_null (memres_resource_allocate (f->importer, 4096, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  g_assert_null (memres_resource_allocate (f->importer, G_MAXSIZE, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  g_assert_cmpuint (n_buffers_of (f->importer), ==, 0);
+  assert_balanced (f);
+}
+
+/* The importer counts its open imported buffers (shared mappings or not), also once the
+ * application has let go of it. */
+static void
+test_stats (Fixture *f, gconstpointer data)
+{
+  static const guint which[] = { 0, 0, 0, 1, 1, 2, 5, 5 };
+  MemresBuffer *bufs[G_N_ELEMENTS (which)];
+  MemresBuffer *empty;
+  MemresResource *mr;
+  GError *error = NULL;
+
+  for (guint i = 0; i < G_N_ELEMENTS (which); i++)
+    {
+      bufs[i] = import_ok (f, f->importer, which[i]);
+      g_assert_cmpuint (n_buffers_of (f->importer), ==, i + 1);
+    }
+  /* an extra reference on a buffer is not another buffer */
+  memres_buffer_ref (bufs[0]);
+  g_assert_cmpuint (n_buffers_of (f->importer), ==, G_N_ELEMENTS (which));
+  memres_buffer_unref (bufs[0]);
+  /* a zero-byte buffer is a buffer of the importer too */
+  empty = memres_resource_allocate (f->importer, 0, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (n_buffers_of (f->importer), ==, G_N_ELEMENTS (which) + 1);
+  mt_close_ok (empty, NULL);
+
+  mr = memres_buffer_get_resource (bufs[7]);
+  g_assert_true (mr == f->importer);
+  g_clear_pointer (&f->importer, memres_resource_unref);
+  for (guint i = 0; i < G_N_ELEMENTS (which) - 1; i++)
+    {
+      close_held (f, bufs[i], which[i]);
+      g_assert_cmpuint (n_buffers_of (mr), ==, G_N_ELEMENTS (which) - i - 1);
+    }
+  close_held (f, bufs[G_N_ELEMENTS (which) - 1], which[G_N_ELEMENTS (which) - 1]);
+  assert_balanced (f);
+}
+
+typedef struct
+{
+  Fixture *f;
+  MemresBuffer **bufs;
+  guint *which;
+  guint n;
+} CloseJob;
+
+static gpointer
+close_all_thread (gpointer data)
+{
+  CloseJob *job = data;
+
+  for (guint i = 0; i < job->n; i++)
+    close_held (job->f, job->bufs[i], job->which[i]);
+  return NULL;
+}
+
+/* The application drops its last reference to the importer while imports are open; another
+ * thread closes them in a random order. Each mapping lasts until its last import is closed, the
+ * resource until the last of all, and it is finalized exactly once. */
+static void
+test_last_ref_dropped (Fixture *f, gconstpointer data)
+{
+  enum
+  {
+    N = 24
+  };
+  MemresBuffer *bufs[N];
+  guint which[N];
+  CloseJob job = { f, bufs, which, N };
+  GError *error = NULL;
+  gint finalized = g_atomic_int_get (&n_finalized_imports);
+  gint handles = g_atomic_int_get (&n_import_handle);
+  MemresResource *again;
+
+  for (guint round = 0; round < 20; round++)
+    {
+      for (guint i = 0; i < N; i++)
+        {
+          which[i] = (guint) g_test_rand_int_range (0, 4);
+          bufs[i] = import_ok (f, f->importer, which[i]);
+        }
+      for (guint i = N - 1; i > 0; i--)
+        {
+          guint j = (guint) g_test_rand_int_range (0, (gint32) i + 1);
+          MemresBuffer *b = bufs[i];
+          guint w = which[i];
+          bufs[i] = bufs[j];
+          which[i] = which[j];
+          bufs[j] = b;
+          which[j] = w;
+        }
+      g_clear_pointer (&f->importer, memres_resource_unref);
+      g_assert_cmpint (g_atomic_int_get (&n_finalized_imports), ==, finalized);
+      g_thread_join (g_thread_new ("close", close_all_thread, &job));
+      g_assert_cmpint (g_atomic_int_get (&n_finalized_imports), ==, ++finalized);
+      assert_balanced (f);
+
+      /* the pool is imported anew */
+      f->importer = memres_resource_import_handle (f->handle, &error);
+      g_assert_no_error (error);
+      g_assert_cmpint (g_atomic_int_get (&n_import_handle), ==, ++handles);
+      again = memres_resource_import_handle (f->handle, &error);
+      g_assert_no_error (error);
+      g_assert_true (again == f->importer);
+      memres_resource_unref (again);
+    }
+}
+
+/* Many threads import the same and different descriptors; closer threads close what they
+ * imported, sometimes after re-exporting it and importing that, or with an extra reference
+ * dropped by yet another thread. */
+#define N_IMPORTERS 4
+#define N_CLOSERS   3
+#define N_ROUNDS    3000
+
+typedef struct
+{
+  MemresBuffer *buf;
+  guint which;
+} Held;
+
+typedef struct
+{
+  Fixture *f;
+  GAsyncQueue *queue;
+  guint seed;
+} Worker;
+
+static gpointer
+importer_thread (gpointer data)
+{
+  Worker *w = data;
+  GRand *rand = g_rand_new_with_seed (w->seed);
+
+  for (guint i = 0; i < N_ROUNDS; i++)
+    {
+      /* half of them on three sources, so that imports collide; the others spread */
+      guint which = (guint) g_rand_int_range (rand, 0, g_rand_boolean (rand) ? 3 : N_SOURCES);
+      Held *h = g_new (Held, 1);
+
+      h->buf = import_ok (w->f, w->f->importer, which);
+      h->which = which;
+      if (g_rand_int_range (rand, 0, 4) == 0)
+        close_held (w->f, h->buf, which), g_free (h);
+      else
+        g_async_queue_push (w->queue, h);
+    }
+  g_rand_free (rand);
+  return NULL;
+}
+
+static gpointer
+closer_thread (gpointer data)
+{
+  Worker *w = data;
+  GRand *rand = g_rand_new_with_seed (w->seed);
+  Held *h;
+
+  while ((h = g_async_queue_pop (w->queue)) != GINT_TO_POINTER (1))
+    {
+      switch (g_rand_int_range (rand, 0, 3))
+        {
+        case 0:
+          {
+            MemresBufferDescriptor d;
+            GError *error = NULL;
+            MemresBuffer *again;
+
+            g_assert_true (memres_buffer_export (h->buf, &d, &error));
+            g_assert_no_error (error);
+            g_assert_cmpmem (d.bytes, DESC_SIZE, w->f->descs[h->which].bytes, DESC_SIZE);
+            again = import_ok (w->f, memres_buffer_get_resource (h->buf), h->which);
+            close_held (w->f, again, h->which);
+            close_held (w->f, h->buf, h->which);
+            break;
+          }
+        case 1:
+          /* the last reference closes it (not memres_buffer_close) */
+          mt_assert_pattern (memres_buffer_get_pointer (h->buf), source_size (h->which), h->which);
+          hold (source_address (w->f, h->which), -1);
+          memres_buffer_unref (h->buf);
+          break;
+        default:
+          close_held (w->f, h->buf, h->which);
+          break;
+        }
+      g_free (h);
+    }
+  g_rand_free (rand);
+  return NULL;
+}
+
+static void
+test_threads (Fixture *f, gconstpointer data)
+{
+  GThread *importers[N_IMPORTERS], *closers[N_CLOSERS];
+  Worker wi[N_IMPORTERS], wc[N_CLOSERS];
+  GAsyncQueue *queue = g_async_queue_new ();
+
+  for (guint i = 0; i < N_CLOSERS; i++)
+    {
+      wc[i] = (Worker){ f, queue, g_test_rand_int () };
+      closers[i] = g_thread_new ("closer", closer_thread, &wc[i]);
+    }
+  for (guint i = 0; i < N_IMPORTERS; i++)
+    {
+      wi[i] = (Worker){ f, queue, g_test_rand_int () };
+      importers[i] = g_thread_new ("importer", importer_thread, &wi[i]);
+    }
+  for (guint i = 0; i < N_IMPORTERS; i++)
+    g_thread_join (importers[i]);
+  for (guint i = 0; i < N_CLOSERS; i++)
+    g_async_queue_push (queue, GINT_TO_POINTER (1));
+  for (guint i = 0; i < N_CLOSERS; i++)
+    g_thread_join (closers[i]);
+  g_async_queue_unref (queue);
+  g_assert_cmpuint (n_buffers_of (f->importer), ==, 0);
+  assert_balanced (f);
+}
+
+/* Threads import the pool (deduplicated), import a buffer, drop the resource at once and close
+ * the buffer (here or in a closer thread): the last close finalizes the resource while other
+ * threads look it up in the table of imported pools. Every resource made is finalized once. */
+static gpointer
+pool_cycler_thread (gpointer data)
+{
+  Worker *w = data;
+  GRand *rand = g_rand_new_with_seed (w->seed);
+
+  for (guint i = 0; i < N_ROUNDS; i++)
+    {
+      GError *error = NULL;
+      MemresResource *mr = memres_resource_import_handle (w->f->handle, &error);
+      guint which = (guint) g_rand_int_range (rand, 0, N_SOURCES);
+      Held *h = g_new (Held, 1);
+
+      g_assert_no_error (error);
+      h->buf = import_ok (w->f, mr, which);
+      h->which = which;
+      memres_resource_unref (mr);
+      /* mostly here: the resource must often lose its last buffer */
+      if (g_rand_int_range (rand, 0, 8) != 0)
+        close_held (w->f, h->buf, which), g_free (h);
+      else
+        g_async_queue_push (w->queue, h);
+    }
+  g_rand_free (rand);
+  return NULL;
+}
+
+static void
+test_finalize_race (Fixture *f, gconstpointer data)
+{
+  GThread *cyclers[N_IMPORTERS], *closers[N_CLOSERS];
+  Worker wi[N_IMPORTERS], wc[N_CLOSERS];
+  GAsyncQueue *queue = g_async_queue_new ();
+  gint handles = g_atomic_int_get (&n_import_handle);
+  gint finalized = g_atomic_int_get (&n_finalized_imports);
+
+  g_clear_pointer (&f->importer, memres_resource_unref);
+  g_assert_cmpint (g_atomic_int_get (&n_finalized_imports), ==, ++finalized);
+  for (guint i = 0; i < N_CLOSERS; i++)
+    {
+      wc[i] = (Worker){ f, queue, g_test_rand_int () };
+      closers[i] = g_thread_new ("closer", closer_thread, &wc[i]);
+    }
+  for (guint i = 0; i < N_IMPORTERS; i++)
+    {
+      wi[i] = (Worker){ f, queue, g_test_rand_int () };
+      cyclers[i] = g_thread_new ("cycler", pool_cycler_thread, &wi[i]);
+    }
+  for (guint i = 0; i < N_IMPORTERS; i++)
+    g_thread_join (cyclers[i]);
+  for (guint i = 0; i < N_CLOSERS; i++)
+    g_async_queue_push (queue, GINT_TO_POINTER (1));
+  for (guint i = 0; i < N_CLOSERS; i++)
+    g_thread_join (closers[i]);
+  g_async_queue_unref (queue);
+  g_test_message ("%d pools imported", g_atomic_int_get (&n_import_handle) - handles);
+  g_assert_cmpint (g_atomic_int_get (&n_import_handle) - handles, >=, 1);
+  g_assert_cmpint (g_atomic_int_get (&n_import_handle) - handles, ==,
+                   g_atomic_int_get (&n_finalized_imports) - finalized);
+  assert_balanced (f);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The ipc kind */
+
+#define IPC_SIZE 4096
+
+typedef struct
+{
+  MemresResource *exporter;
+  MemresResource *importer; /* NULL: the driver does not import into its own process (skip) */
+  MemresBuffer *buf;
+  MemresBufferDescriptor desc;
+  FakeCudaCounts base;
+  int fds;
+} IpcFixture;
+
+static void
+ipc_set_up (IpcFixture *f, gconstpointer data)
+{
+  g_autoptr (MemresIpcHandle) handle = NULL;
+  GError *error = NULL;
+
+  memset (f, 0, sizeof *f);
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&f->base);
+  f->fds = mt_count_open_fds ();
+  f->exporter = mt_new_ok ("ipc:max_size=64MiB");
+  handle = memres_resource_export_handle (f->exporter, &error);
+  g_assert_no_error (error);
+  f->importer = memres_resource_import_handle (handle, &error);
+  if (f->importer == NULL && !mt_driver_is_fake () && error->domain == MEMRES_CUDA_ERROR)
+    {
+      g_test_skip_printf ("the driver does not import a pool into its own process: %s",
+                          error->message);
+      g_clear_error (&error);
+      return;
+    }
+  g_assert_no_error (error);
+  f->buf = mt_alloc_ok (f->exporter, IPC_SIZE, NULL);
+  mt_write_pattern (f->buf, 0, IPC_SIZE, 9, NULL);
+  g_assert_true (memres_buffer_export (f->buf, &f->desc, &error));
+  g_assert_no_error (error);
+}
+
+static void
+ipc_tear_down (IpcFixture *f, gconstpointer data)
+{
+  if (f->exporter == NULL)
+    return;
+  g_clear_pointer (&f->buf, memres_buffer_unref);
+  g_clear_pointer (&f->importer, memres_resource_unref);
+  g_clear_pointer (&f->exporter, memres_resource_unref);
+  mt_sync_ok (NULL);
+  mt_assert_fake_counts_equal (&f->base);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_count_open_fds (), ==, f->fds);
+}
+
+static MemresBuffer *
+ipc_import_ok (MemresResource *mr, const guint8 *bytes)
+{
+  GError *error = NULL;
+  MemresBuffer *buf = memres_buffer_import (mr, bytes, DESC_SIZE, NULL, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (buf);
+  return buf;
+}
+
+/* Every bit of every field but the export data and the device UUID: INVALID_DESCRIPTOR naming
+ * the field, and (an import of the buffer held) no driver call at all. Then every bit of the
+ * export data: the driver refuses it, or maps memory the core checks and unmaps; nothing
+ * leaks. */
+static void
+test_ipc_flip_every_bit (IpcFixture *f, gconstpointer data)
+{
+  guint8 bytes[DESC_SIZE];
+  MemresBuffer *held;
+  long imports;
+
+  if (f->importer == NULL || !mt_require_fake ("counts driver calls"))
+    return;
+  held = ipc_import_ok (f->importer, f->desc.bytes);
+  imports = mt_fake_call_count ("cuMemPoolImportPointer");
+  for (gsize byte = 0; byte < DESC_SIZE; byte++)
+    {
+      if ((byte >= OFF_DEVICE_UUID && byte < OFF_OFFSET)
+          || (byte >= OFF_EXPORT_DATA && byte < OFF_RESERVED))
+        continue;
+      for (int bit = 0; bit < 8; bit++)
+        {
+          GError *error = NULL;
+
+          memcpy (bytes, f->desc.bytes, DESC_SIZE);
+          bytes[byte] ^= (guint8) (1u << bit);
+          g_assert_null (memres_buffer_import (f->importer, bytes, DESC_SIZE, NULL, &error));
+          g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+          if (field_of (byte) != NULL && strstr (error->message, field_of (byte)) == NULL)
+            g_error ("byte %zu bit %d: \"%s\" does not name %s", byte, bit, error->message,
+                     field_of (byte));
+          g_clear_error (&error);
+        }
+    }
+  g_assert_cmpint (mt_fake_call_count ("cuMemPoolImportPointer"), ==, imports);
+  mt_check_pattern (held, 0, IPC_SIZE, 9, NULL);
+  mt_close_ok (held, NULL);
+
+  for (gsize byte = OFF_EXPORT_DATA; byte < OFF_RESERVED; byte++)
+    for (int bit = 0; bit < 8; bit++)
+      {
+        GError *error = NULL;
+        MemresBuffer *buf;
+
+        memcpy (bytes, f->desc.bytes, DESC_SIZE);
+        bytes[byte] ^= (guint8) (1u << bit);
+        buf = memres_buffer_import (f->importer, bytes, DESC_SIZE, NULL, &error);
+        if (buf == NULL)
+          {
+            g_assert_nonnull (error);
+            g_clear_error (&error);
+            continue;
+          }
+        g_assert_no_error (error);
+        /* the fake does not check that the export data names a live allocation: no bytes to
+         * compare, only the mapping to undo */
+        g_test_message ("export data byte %zu bit %d accepted by the driver",
+                        byte - OFF_EXPORT_DATA, bit);
+        mt_close_ok (buf, NULL);
+      }
+  mt_sync_ok (NULL);
+}
+
+/* BUG: the descriptor's device UUID is never checked. A flipped bit there is accepted. (The
+ * known bugs fail with g_test_fail_printf(), so that the other tests still run.) */
+static void
+test_ipc_flip_device_uuid (IpcFixture *f, gconstpointer data)
+{
+  guint8 bytes[DESC_SIZE];
+  guint n_accepted = 0;
+
+  if (f->importer == NULL)
+    return;
+  for (gsize byte = OFF_DEVICE_UUID; byte < OFF_OFFSET; byte++)
+    for (int bit = 0; bit < 8; bit++)
+      {
+        GError *error = NULL;
+        MemresBuffer *buf;
+
+        memcpy (bytes, f->desc.bytes, DESC_SIZE);
+        bytes[byte] ^= (guint8) (1u << bit);
+        buf = memres_buffer_import (f->importer, bytes, DESC_SIZE, NULL, &error);
+        if (buf != NULL)
+          {
+            g_assert_no_error (error);
+            mt_close_ok (buf, NULL);
+            n_accepted++;
+            continue;
+          }
+        g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+        g_assert_nonnull (strstr (error->message, "device_uuid"));
+        g_clear_error (&error);
+      }
+  mt_sync_ok (NULL);
+  if (n_accepted > 0)
+    g_test_fail_printf ("%u of 128 descriptors with one device_uuid bit flipped were imported",
+                        n_accepted);
+}
+
+/* BUG: a forged device UUID that is accepted poisons the shared mapping: a later, genuine import
+ * of the same buffer re-exports with the forged UUID ("the descriptor is the same" no more). */
+static void
+test_ipc_reexport_after_forged_uuid (IpcFixture *f, gconstpointer data)
+{
+  guint8 forged[DESC_SIZE];
+  MemresBufferDescriptor again;
+  MemresBuffer *bad, *good;
+  GError *error = NULL;
+
+  if (f->importer == NULL)
+    return;
+  memcpy (forged, f->desc.bytes, DESC_SIZE);
+  forged[OFF_DEVICE_UUID] ^= 0xff;
+  bad = memres_buffer_import (f->importer, forged, DESC_SIZE, NULL, &error);
+  g_clear_error (&error); /* refusing it is right */
+  good = ipc_import_ok (f->importer, f->desc.bytes);
+  g_assert_true (memres_buffer_export (good, &again, &error));
+  g_assert_no_error (error);
+  if (bad != NULL)
+    memres_buffer_unref (bad);
+  mt_close_ok (good, NULL);
+  mt_sync_ok (NULL);
+  if (memcmp (again.bytes, f->desc.bytes, DESC_SIZE) != 0)
+    g_test_fail_printf ("a genuine import re-exports as another descriptor (device_uuid 0x%02x, "
+                        "imported 0x%02x)",
+                        again.bytes[OFF_DEVICE_UUID], f->desc.bytes[OFF_DEVICE_UUID]);
+}
+
+/* BUG: two descriptors whose export data differ only in bytes the driver does not use for
+ * identifying the allocation (the fake: the rounded size) are two keys of the mapping table, but
+ * the driver maps them to the same address. Closing one frees (cuMemFreeAsync) that address while
+ * the other is open; the real driver unmaps at the first free (ipc-resource.c, nvbug 5570902),
+ * the fake only hides it because it counts imports. */
+static void
+test_ipc_alias_export_data (IpcFixture *f, gconstpointer data)
+{
+  enum
+  {
+    OFF_FAKE_RSIZE = OFF_EXPORT_DATA + 8 + 16 + 8 + 8
+  };
+  guint8 alias[DESC_SIZE];
+  MemresBuffer *a, *b;
+  long frees, freed_early;
+
+  if (f->importer == NULL || !mt_require_fake ("forges the fake's export data"))
+    return;
+  memcpy (alias, f->desc.bytes, DESC_SIZE);
+  put_u64 (alias + OFF_FAKE_RSIZE, get_u64 (alias + OFF_FAKE_RSIZE) + 512);
+  a = ipc_import_ok (f->importer, f->desc.bytes);
+  b = ipc_import_ok (f->importer, alias);
+  g_assert_true (memres_buffer_get_pointer (a) == memres_buffer_get_pointer (b));
+  frees = mt_fake_call_count ("cuMemFreeAsync");
+  mt_close_ok (b, NULL);
+  mt_sync_ok (NULL);
+  freed_early = mt_fake_call_count ("cuMemFreeAsync") - frees;
+  mt_check_pattern (a, 0, IPC_SIZE, 9, NULL);
+  mt_close_ok (a, NULL);
+  mt_sync_ok (NULL);
+  /* one address, one mapping: freed once, at the last close */
+  if (freed_early != 0)
+    g_test_fail_printf ("closing one of two imports of address %p freed it (%ld cuMemFreeAsync) "
+                        "while the other was open",
+                        memres_buffer_get_pointer (f->buf), freed_early);
+  g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync") - frees, >=, 1);
+}
+
+static gpointer
+ipc_close_thread (gpointer data)
+{
+  GPtrArray *bufs = data;
+
+  for (guint i = 0; i < bufs->len; i++)
+    mt_close_ok (g_ptr_array_index (bufs, i), NULL);
+  return NULL;
+}
+
+/* Cycles of: export the pool's handle, import it, import the buffer a few times, drop the
+ * importer, close the imports in another thread. The pool goes with the last close: driver
+ * objects and fds of the process stay flat. */
+static void
+test_ipc_last_ref_cycles (IpcFixture *f, gconstpointer data)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  int fds;
+
+  if (f->importer == NULL)
+    return;
+  g_clear_pointer (&f->importer, memres_resource_unref);
+  mt_sync_ok (NULL);
+  mt_counts_snapshot (&base);
+  fds = mt_count_open_fds ();
+  for (int round = 0; round < 300; round++)
+    {
+      g_autoptr (MemresIpcHandle) handle = memres_resource_export_handle (f->exporter, &error);
+      g_autoptr (GPtrArray) bufs = g_ptr_array_new ();
+      MemresResource *importer;
+
+      g_assert_no_error (error);
+      importer = memres_resource_import_handle (handle, &error);
+      g_assert_no_error (error);
+      g_clear_pointer (&handle, memres_ipc_handle_free);
+      for (int i = 0; i < 3; i++)
+        g_ptr_array_add (bufs, ipc_import_ok (importer, f->desc.bytes));
+      g_assert_cmpuint (n_buffers_of (importer), ==, 3);
+      memres_resource_unref (importer);
+      mt_check_pattern (g_ptr_array_index (bufs, 2), 0, IPC_SIZE, 9, NULL);
+      g_thread_join (g_thread_new ("close", ipc_close_thread, bufs));
+      mt_sync_ok (NULL);
+      mt_assert_fake_counts_equal (&base);
+      g_assert_cmpint (mt_count_open_fds (), ==, fds);
+    }
+}
+
+/* Threads import three buffers of the pool at random (the same ones often); closer threads close
+ * them, some only by dropping the last reference, after checking their bytes. Driver objects and
+ * fds end where they began. */
+typedef struct
+{
+  MemresResource *importer;
+  const MemresBufferDescriptor *descs;
+  GAsyncQueue *queue;
+  guint seed;
+} IpcWorker;
+
+typedef struct
+{
+  MemresBuffer *buf;
+  guint which;
+} IpcHeld;
+
+static gpointer
+ipc_importer_thread (gpointer data)
+{
+  IpcWorker *w = data;
+  GRand *rand = g_rand_new_with_seed (w->seed);
+
+  for (guint i = 0; i < 500; i++)
+    {
+      IpcHeld *h = g_new (IpcHeld, 1);
+
+      h->which = (guint) g_rand_int_range (rand, 0, 3);
+      h->buf = ipc_import_ok (w->importer, w->descs[h->which].bytes);
+      g_async_queue_push (w->queue, h);
+    }
+  g_rand_free (rand);
+  return NULL;
+}
+
+static gpointer
+ipc_closer_thread (gpointer data)
+{
+  IpcWorker *w = data;
+  GRand *rand = g_rand_new_with_seed (w->seed);
+  IpcHeld *h;
+
+  while ((h = g_async_queue_pop (w->queue)) != GINT_TO_POINTER (1))
+    {
+      mt_check_pattern (h->buf, 0, IPC_SIZE, 100 + h->which, NULL);
+      if (g_rand_boolean (rand))
+        mt_close_ok (h->buf, NULL);
+      else
+        memres_buffer_unref (h->buf);
+      g_free (h);
+    }
+  g_rand_free (rand);
+  return NULL;
+}
+
+static void
+test_ipc_threads (IpcFixture *f, gconstpointer data)
+{
+  MemresBuffer *sources[3];
+  MemresBufferDescriptor descs[3];
+  GThread *importers[3], *closers[2];
+  IpcWorker wi[3], wc[2];
+  GAsyncQueue *queue;
+  FakeCudaCounts base;
+  GError *error = NULL;
+
+  if (f->importer == NULL)
+    return;
+  queue = g_async_queue_new ();
+  for (guint i = 0; i < 3; i++)
+    {
+      sources[i] = mt_alloc_ok (f->exporter, IPC_SIZE, NULL);
+      mt_write_pattern (sources[i], 0, IPC_SIZE, 100 + i, NULL);
+      g_assert_true (memres_buffer_export (sources[i], &descs[i], &error));
+      g_assert_no_error (error);
+    }
+  mt_counts_snapshot (&base);
+  for (guint i = 0; i < 2; i++)
+    {
+      wc[i] = (IpcWorker){ f->importer, descs, queue, g_test_rand_int () };
+      closers[i] = g_thread_new ("closer", ipc_closer_thread, &wc[i]);
+    }
+  for (guint i = 0; i < 3; i++)
+    {
+      wi[i] = (IpcWorker){ f->importer, descs, queue, g_test_rand_int () };
+      importers[i] = g_thread_new ("importer", ipc_importer_thread, &wi[i]);
+    }
+  for (guint i = 0; i < 3; i++)
+    g_thread_join (importers[i]);
+  /* the application lets go of the importer while closers still work */
+  g_clear_pointer (&f->importer, memres_resource_unref);
+  for (guint i = 0; i < 2; i++)
+    g_async_queue_push (queue, GINT_TO_POINTER (1));
+  for (guint i = 0; i < 2; i++)
+    g_thread_join (closers[i]);
+  g_async_queue_unref (queue);
+  mt_sync_ok (NULL);
+  base.pools--; /* the imported pool went with its last buffer */
+  mt_assert_fake_counts_equal (&base);
+  for (guint i = 0; i < 3; i++)
+    mt_close_ok (sources[i], NULL);
+}
+
+/* The free at the last close of a shared mapping fails: that close reports the driver's error,
+ * the buffer is closed all the same, the memory is still freed (unordered) and the importer
+ * counts no buffer. The first close of the two makes no driver call at all. */
+static void
+test_ipc_last_close_fails (IpcFixture *f, gconstpointer data)
+{
+  MemresBuffer *a, *b;
+  GError *error = NULL;
+  FakeCudaCounts base;
+  long frees;
+
+  if (f->importer == NULL || !mt_require_fake ("injects a fault"))
+    return;
+  mt_sync_ok (NULL);
+  mt_counts_snapshot (&base);
+  a = ipc_import_ok (f->importer, f->desc.bytes);
+  b = ipc_import_ok (f->importer, f->desc.bytes);
+  frees = mt_fake_call_count ("cuMemFreeAsync");
+  mt_fake_fail_call ("cuMemFreeAsync", 1, CUDA_ERROR_INVALID_HANDLE);
+  mt_close_ok (a, NULL);
+  g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync"), ==, frees);
+  g_assert_false (memres_buffer_close (b, NULL, &error));
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_HANDLE);
+  g_clear_error (&error);
+  mt_fake_reset_faults ();
+  g_assert_true (memres_buffer_is_closed (b));
+  g_assert_true (memres_buffer_close (b, NULL, &error)); /* idempotent, no second free */
+  g_assert_no_error (error);
+  memres_buffer_unref (b);
+  g_assert_cmpuint (n_buffers_of (f->importer), ==, 0);
+  mt_sync_ok (NULL);
+  mt_assert_fake_counts_equal (&base);
+  /* the buffer imports and frees normally again */
+  mt_close_ok (ipc_import_ok (f->importer, f->desc.bytes), NULL);
+  mt_sync_ok (NULL);
+  mt_assert_fake_counts_equal (&base);
+}
+
+static long
+ordering_calls (void)
+{
+  static const char *const entries[]
+      = { "cuEventRecord", "cuStreamWaitEvent", "cuStreamSynchronize", "cuEventSynchronize",
+          "cuCtxSynchronize" };
+  long n = 0;
+
+  for (gsize i = 0; i < G_N_ELEMENTS (entries); i++)
+    n += mt_fake_call_count (entries[i]);
+  return n;
+}
+
+/* BUG: two imports of one buffer closed on two streams: the mapping is freed on the last
+ * closer's stream only (cuMemFreeAsync on @s2), not ordered after the work the first closer
+ * may still have queued on @s1, which its close said the memory was free after. Any fix makes
+ * some ordering call (an event recorded on s1 and waited for on s2, or a synchronization); the
+ * fake runs work at once, so the call is what a test can see. */
+static void
+test_ipc_close_orders_every_stream (IpcFixture *f, gconstpointer data)
+{
+  const MemresCudaDriver *drv;
+  CUstream s1 = NULL, s2 = NULL;
+  MemresBuffer *a, *b;
+  GError *error = NULL;
+  long before, frees;
+
+  if (f->importer == NULL || !mt_require_fake ("counts driver calls"))
+    return;
+  drv = memres_cuda_get_driver (&error);
+  g_assert_no_error (error);
+  g_assert_true (memres_cuda_ensure_context (0, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (drv->cuStreamCreate (&s1, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamCreate (&s2, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  a = memres_buffer_import (f->importer, f->desc.bytes, DESC_SIZE, s1, &error);
+  g_assert_no_error (error);
+  b = memres_buffer_import (f->importer, f->desc.bytes, DESC_SIZE, s2, &error);
+  g_assert_no_error (error);
+  mt_check_pattern (a, 0, IPC_SIZE, 9, s1); /* work of a's user on s1 */
+  before = ordering_calls ();
+  frees = mt_fake_call_count ("cuMemFreeAsync");
+  mt_close_ok (a, s1);
+  mt_close_ok (b, s2);
+  g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync") - frees, ==, 1);
+  if (ordering_calls () == before)
+    g_test_fail_printf ("the shared mapping was freed on the last closer's stream only, not "
+                        "ordered after the first closer's stream");
+  g_assert_cmpint (drv->cuStreamSynchronize (s1), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamSynchronize (s2), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamDestroy (s1), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamDestroy (s2), ==, CUDA_SUCCESS);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The handle transport */
+
+/* In a forked child (raw syscalls only: no GLib, no CUDA): drops to uid 65534 and writes bytes
+ * @from .. 71 of a well-formed handle message (kind "ipc") with one memfd in SCM_RIGHTS and no
+ * SCM_CREDENTIALS of its own. Returns the child's exit status. */
+static int
+send_as_other_uid (int sock, gsize from)
+{
+  guint8 header[72] = { 'M', 'R', 'I', 'H', 1, 0, 72, 0, 'i', 'p', 'c' };
+  union
+  {
+    char buf[CMSG_SPACE (sizeof (int))];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov;
+  struct msghdr msg = { 0 };
+  struct cmsghdr *cmsg;
+  int fd;
+
+  if (setgid (65534) != 0 || setuid (65534) != 0)
+    return 3;
+  fd = memfd_create ("other", MFD_CLOEXEC);
+  if (fd < 0)
+    return 4;
+  memset (header + 40, 0x42, 32); /* pool identity and device UUID */
+  iov.iov_base = header + from;
+  iov.iov_len = sizeof header - from;
+  memset (&control, 0, sizeof control);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.buf;
+  msg.msg_controllen = sizeof control.buf;
+  cmsg = CMSG_FIRSTHDR (&msg);
+  cmsg->cmsg_level = SOL_SOCKET;
+  cmsg->cmsg_type = SCM_RIGHTS;
+  cmsg->cmsg_len = CMSG_LEN (sizeof (int));
+  memcpy (CMSG_DATA (cmsg), &fd, sizeof fd);
+  return sendmsg (sock, &msg, 0) == (ssize_t) iov.iov_len ? 0 : 5;
+}
+
+/* BUG: a peer under another uid that sends its handle message without SCM_CREDENTIALS before
+ * the receiver enabled SO_PASSCRED (which memres_ipc_receive_handle() does only when called) is
+ * judged by SO_PEERCRED alone, which names whoever created or connected the socket, not the
+ * sender. Here: a socket pair made by root, the child drops to uid 65534 and writes a
+ * well-formed handle message with one fd and no credentials. The documented rule (docs/ipc.md:
+ * "by SO_PEERCRED and by the message's SCM_CREDENTIALS") says PERMISSION_DENIED. */
+static void
+test_transport_other_uid_no_creds (void)
+{
+  GError *error = NULL;
+  MemresIpcHandle *received;
+  int sv[2], status;
+  pid_t pid;
+
+  if (geteuid () != 0)
+    {
+      g_test_skip ("needs root to run a peer under another uid");
+      return;
+    }
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+  pid = fork ();
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    {
+      close (sv[1]);
+      _exit (send_as_other_uid (sv[0], 0));
+    }
+  close (sv[0]);
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+  received = memres_ipc_receive_handle (sv[1], &error);
+  close (sv[1]);
+  if (received != NULL)
+    {
+      memres_ipc_handle_free (received);
+      g_test_fail_printf ("a handle sent by uid 65534 without credentials was accepted");
+      return;
+    }
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED);
+  g_clear_error (&error);
+}
+
+/* BUG: the receiver keeps the credentials of the first piece of a stream message only. Here
+ * SO_PASSCRED is on (the kernel attaches every writer's credentials): root writes the first 8
+ * bytes of the header, a child under uid 65534 writes the rest with the fd. The kernel delivers
+ * them in two reads, each with its writer's credentials; the second writer's are ignored. */
+static void
+test_transport_other_uid_second_piece (void)
+{
+  GError *error = NULL;
+  MemresIpcHandle *received;
+  int sv[2], status, one = 1;
+  pid_t pid;
+
+  if (geteuid () != 0)
+    {
+      g_test_skip ("needs root to run a peer under another uid");
+      return;
+    }
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+  g_assert_cmpint (setsockopt (sv[1], SOL_SOCKET, SO_PASSCRED, &one, sizeof one), ==, 0);
+  g_assert_cmpint (write (sv[0], "MRIH\x01\x00\x48\x00", 8), ==, 8);
+  pid = fork ();
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    {
+      close (sv[1]);
+      _exit (send_as_other_uid (sv[0], 8));
+    }
+  close (sv[0]);
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+  received = memres_ipc_receive_handle (sv[1], &error);
+  close (sv[1]);
+  if (received != NULL)
+    {
+      memres_ipc_handle_free (received);
+      g_test_fail_printf ("a handle whose fd and most bytes uid 65534 wrote was accepted");
+      return;
+    }
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED);
+  g_clear_error (&error);
+}
+
+int
+main (int argc, char **argv)
+{
+  mt_init (&argc, &argv);
+  register_attack ();
+
+#define ADD(path, func)                                                                            \
+  g_test_add ("/ipc-attack/loopback/" path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
+  ADD ("kind-field", test_kind_field);
+  ADD ("flip-every-bit", test_flip_every_bit);
+  ADD ("reexport", test_reexport);
+  ADD ("wrong-resource", test_wrong_resource);
+  ADD ("stats", test_stats);
+  ADD ("last-ref-dropped", test_last_ref_dropped);
+  ADD ("threads", test_threads);
+  ADD ("finalize-race", test_finalize_race);
+#undef ADD
+#define ADD(path, func)                                                                            \
+  g_test_add ("/ipc-attack/ipc/" path, IpcFixture, NULL, ipc_set_up, func, ipc_tear_down)
+  ADD ("flip-every-bit", test_ipc_flip_every_bit);
+  ADD ("last-ref-cycles", test_ipc_last_ref_cycles);
+  ADD ("threads", test_ipc_threads);
+  ADD ("last-close-fails", test_ipc_last_close_fails);
+  /* Known bugs, last: a failure ends the program (TAP bails out unless -k). */
+  ADD ("flip-device-uuid", test_ipc_flip_device_uuid);
+  ADD ("reexport-after-forged-uuid", test_ipc_reexport_after_forged_uuid);
+  ADD ("alias-export-data", test_ipc_alias_export_data);
+  ADD ("close-orders-every-stream", test_ipc_close_orders_every_stream);
+#undef ADD
+  g_test_add_func ("/ipc-attack/transport/other-uid-no-creds", test_transport_other_uid_no_creds);
+  g_test_add_func ("/ipc-attack/transport/other-uid-second-piece",
+                   test_transport_other_uid_second_piece);
+  return g_test_run ();
+}
