@@ -25,20 +25,15 @@ is_host_only (MemresBuffer *buf)
          == MEMRES_MEMORY_HOST_ACCESSIBLE;
 }
 
-/* The context a transfer runs in. An explicit stream runs in its own context, which the real
- * driver wants current for the call (a copy on device 1's stream while device 0's context is
- * current fails with CUDA_ERROR_INVALID_VALUE, seen on two H200s): it is pushed when another
- * is current. The legacy default stream (NULL or MEMRES_STREAM_LEGACY) is the current
- * context's, so for device memory the device's primary context is pushed for the call when
- * another device's context is current. */
-typedef struct
-{
-  const MemresCudaDriver *drv;
-  gboolean pushed;
-} Transfer;
-
-static gboolean
-transfer_begin (Transfer *t, gint device, MemresStream stream, GError **error)
+/* The context stream work runs in (transfers here, IPC close ordering in ipc-resource.c). An
+ * explicit stream runs in its own context, which the real driver wants current for the call (a copy
+ * on device 1's stream while device 0's context is current fails with CUDA_ERROR_INVALID_VALUE,
+ * seen on two H200s): it is pushed when another is current. The legacy default stream (NULL or
+ * MEMRES_STREAM_LEGACY) is the current context's, so for device memory the device's primary context
+ * is pushed for the call when another device's context is current. */
+gboolean
+_memres_stream_context_begin (MemresStreamContext *t, gint device, MemresStream stream,
+                              GError **error)
 {
   CUcontext current = NULL, primary;
   CUdevice current_device;
@@ -92,8 +87,8 @@ transfer_begin (Transfer *t, gint device, MemresStream stream, GError **error)
   return TRUE;
 }
 
-static void
-transfer_end (Transfer *t)
+void
+_memres_stream_context_end (MemresStreamContext *t)
 {
   CUcontext popped;
 
@@ -104,7 +99,7 @@ transfer_end (Transfer *t)
 static gboolean
 copy (MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
 {
-  Transfer t;
+  MemresStreamContext t;
   CUresult res;
 
   if (!check_open (src, error) || !check_open (dst, error))
@@ -125,11 +120,12 @@ copy (MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
                (gconstpointer) (guintptr) src->alloc.address, src->alloc.size);
       return TRUE;
     }
-  if (!transfer_begin (&t, dst->device >= 0 ? dst->device : src->device, stream, error))
+  if (!_memres_stream_context_begin (&t, dst->device >= 0 ? dst->device : src->device, stream,
+                                     error))
     return FALSE;
   res = t.drv->cuMemcpyAsync ((CUdeviceptr) dst->alloc.address, (CUdeviceptr) src->alloc.address,
                               src->alloc.size, (CUstream) stream);
-  transfer_end (&t);
+  _memres_stream_context_end (&t);
   if (res != CUDA_SUCCESS)
     return memres_cuda_set_error (error, res, "cuMemcpyAsync");
   return TRUE;
@@ -206,7 +202,7 @@ gboolean
 memres_buffer_fill (MemresBuffer *buf, guint32 pattern, guint width, MemresStream stream,
                     GError **error)
 {
-  Transfer t;
+  MemresStreamContext t;
   CUdeviceptr addr;
   gsize size, n, i;
   CUresult res;
@@ -256,7 +252,7 @@ memres_buffer_fill (MemresBuffer *buf, guint32 pattern, guint width, MemresStrea
       return TRUE;
     }
 
-  if (!transfer_begin (&t, buf->device, stream, error))
+  if (!_memres_stream_context_begin (&t, buf->device, stream, error))
     return FALSE;
   if (width == 1)
     {
@@ -273,7 +269,7 @@ memres_buffer_fill (MemresBuffer *buf, guint32 pattern, guint width, MemresStrea
       res = t.drv->cuMemsetD32Async (addr, pattern, n, (CUstream) stream);
       call = "cuMemsetD32Async";
     }
-  transfer_end (&t);
+  _memres_stream_context_end (&t);
   if (res != CUDA_SUCCESS)
     return memres_cuda_set_error (error, res, call);
   return TRUE;
@@ -298,11 +294,11 @@ static gboolean
 transfer_sync (MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_bytes,
                MemresStream stream, GError **error)
 {
-  Transfer t;
+  MemresStreamContext t;
   CUresult res;
   const char *call = "cuMemcpyAsync";
 
-  if (!transfer_begin (&t, buf->device, stream, error))
+  if (!_memres_stream_context_begin (&t, buf->device, stream, error))
     return FALSE;
   res = t.drv->cuMemcpyAsync (dst, src, n_bytes, (CUstream) stream);
   if (res == CUDA_SUCCESS)
@@ -310,7 +306,7 @@ transfer_sync (MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_byte
       call = "cuStreamSynchronize";
       res = t.drv->cuStreamSynchronize ((CUstream) stream);
     }
-  transfer_end (&t);
+  _memres_stream_context_end (&t);
   if (res != CUDA_SUCCESS)
     return memres_cuda_set_error (error, res, call);
   return TRUE;

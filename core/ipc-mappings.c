@@ -1,11 +1,13 @@
 /* memres - CUDA memory resources
- * ipc-mappings.c: the table of one resource's imported buffer mappings, keyed by the driver's
- * 64-byte export data. Every import and every close of an imported buffer goes through it, so
- * it is built for that: open addressing with linear probing (no allocation per lookup, the
- * stored hash compared before the key), deletion by backward shift (no tombstones, so a table
- * that fills and empties over and over never degrades or rehashes), and mapping records
- * recycled through a free list. It grows at half full and never shrinks: it stays at the size
- * of the most buffers of the resource mapped at once, and is freed with the resource.
+ * ipc-mappings.c: the table of one resource's imported buffer mappings, indexed by the driver's
+ * 64-byte export data (the lookup before an import) and by mapped address (after an import: two
+ * descriptors whose export data differ but name one allocation are mapped by the driver at one
+ * address, and must share one mapping). Every import and every close of an imported buffer goes
+ * through it, so it is built for that: open addressing with linear probing (no allocation per
+ * lookup, the stored hash compared before the key), deletion by backward shift (no tombstones,
+ * so a table that fills and empties over and over never degrades or rehashes), and mapping
+ * records recycled through a free list. It grows at half full and never shrinks: it stays at
+ * the size of the most buffers of the resource mapped at once, and is freed with the resource.
  *
  * Every function but init and clear is called with @t->lock held. */
 #include <string.h>
@@ -34,8 +36,9 @@ _memres_ipc_mappings_clear (MemresIpcMappings *t)
       g_free (t->free_list);
       t->free_list = next;
     }
-  g_free (t->slots);
-  t->slots = NULL;
+  g_free (t->by_key.slots);
+  g_free (t->by_address.slots);
+  t->by_key.slots = t->by_address.slots = NULL;
   g_mutex_clear (&t->lock);
 }
 
@@ -71,15 +74,33 @@ _memres_ipc_mappings_hash (const guint8 key[MEMRES_EXPORT_DATA_SIZE])
   return h;
 }
 
+/* Mapped addresses are aligned: their low bits say little. */
+static guint64
+address_hash (guint64 address)
+{
+  guint64 h = address * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15);
+
+  return h ^ (h >> 29);
+}
+
+/* The hash a mapping is placed by in @idx of @t. */
+static guint64
+hash_in (const MemresIpcMappings *t, const MemresIpcIndex *idx, const MemresIpcMapping *m)
+{
+  return idx == &t->by_key ? m->hash : address_hash (m->alloc.address);
+}
+
 MemresIpcMapping *
 _memres_ipc_mappings_lookup (const MemresIpcMappings *t, const guint8 key[MEMRES_EXPORT_DATA_SIZE],
                              guint64 hash)
 {
-  if (t->slots == NULL)
+  const MemresIpcIndex *idx = &t->by_key;
+
+  if (idx->slots == NULL)
     return NULL;
-  for (gsize i = hash & t->mask;; i = (i + 1) & t->mask)
+  for (gsize i = hash & idx->mask;; i = (i + 1) & idx->mask)
     {
-      MemresIpcMapping *m = t->slots[i];
+      MemresIpcMapping *m = idx->slots[i];
 
       if (m == NULL)
         return NULL;
@@ -88,33 +109,56 @@ _memres_ipc_mappings_lookup (const MemresIpcMappings *t, const guint8 key[MEMRES
     }
 }
 
-static void
-place (MemresIpcMapping **slots, gsize mask, MemresIpcMapping *m)
+MemresIpcMapping *
+_memres_ipc_mappings_lookup_address (const MemresIpcMappings *t, guint64 address)
 {
-  gsize i = m->hash & mask;
+  const MemresIpcIndex *idx = &t->by_address;
+
+  if (idx->slots == NULL)
+    return NULL;
+  for (gsize i = address_hash (address) & idx->mask;; i = (i + 1) & idx->mask)
+    {
+      MemresIpcMapping *m = idx->slots[i];
+
+      if (m == NULL)
+        return NULL;
+      if (m->alloc.address == address)
+        return m;
+    }
+}
+
+static void
+place (MemresIpcMapping **slots, gsize mask, MemresIpcMapping *m, guint64 hash)
+{
+  gsize i = hash & mask;
 
   while (slots[i] != NULL)
     i = (i + 1) & mask;
   slots[i] = m;
 }
 
+/* Makes room in @idx for one more mapping (of @t->n_mappings). */
 static void
-grow (MemresIpcMappings *t)
+reserve (MemresIpcMappings *t, MemresIpcIndex *idx)
 {
-  gsize n_slots = t->slots == NULL ? MIN_SLOTS : 2 * (t->mask + 1);
-  MemresIpcMapping **slots = g_new0 (MemresIpcMapping *, n_slots);
+  gsize n_slots;
+  MemresIpcMapping **slots;
 
-  if (t->slots != NULL)
-    for (gsize i = 0; i <= t->mask; i++)
-      if (t->slots[i] != NULL)
-        place (slots, n_slots - 1, t->slots[i]);
-  g_free (t->slots);
-  t->slots = slots;
-  t->mask = n_slots - 1;
+  if (idx->slots != NULL && 2 * (t->n_mappings + 1) <= idx->mask + 1)
+    return;
+  n_slots = idx->slots == NULL ? MIN_SLOTS : 2 * (idx->mask + 1);
+  slots = g_new0 (MemresIpcMapping *, n_slots);
+  if (idx->slots != NULL)
+    for (gsize i = 0; i <= idx->mask; i++)
+      if (idx->slots[i] != NULL)
+        place (slots, n_slots - 1, idx->slots[i], hash_in (t, idx, idx->slots[i]));
+  g_free (idx->slots);
+  idx->slots = slots;
+  idx->mask = n_slots - 1;
 }
 
 /* Adds a mapping of @exported (its export data is the key, which must not be in @t yet) that
- * maps @alloc, with one user. */
+ * maps @alloc (whose address must not be in @t yet), with one user. */
 MemresIpcMapping *
 _memres_ipc_mappings_add (MemresIpcMappings *t, guint64 hash, const MemresBufferExport *exported,
                           const MemresAllocation *alloc)
@@ -127,40 +171,50 @@ _memres_ipc_mappings_add (MemresIpcMappings *t, guint64 hash, const MemresBuffer
     m = g_new (MemresIpcMapping, 1);
   m->hash = hash;
   m->alloc = *alloc;
-  memcpy (m->device_uuid, exported->device_uuid, MEMRES_IPC_ID_SIZE);
-  memcpy (m->export_data, exported->export_data, MEMRES_EXPORT_DATA_SIZE);
   m->n_users = 1;
   m->next_free = NULL;
+  m->waits = NULL;
+  memcpy (m->export_data, exported->export_data, MEMRES_EXPORT_DATA_SIZE);
 
-  if (t->slots == NULL || 2 * (t->n_mappings + 1) > t->mask + 1)
-    grow (t);
-  place (t->slots, t->mask, m);
+  reserve (t, &t->by_key);
+  reserve (t, &t->by_address);
+  place (t->by_key.slots, t->by_key.mask, m, hash);
+  place (t->by_address.slots, t->by_address.mask, m, address_hash (alloc->address));
   t->n_mappings++;
   return m;
 }
 
-/* Takes @m (which is in @t) out of the table; its record goes to the free list. */
-void
-_memres_ipc_mappings_remove (MemresIpcMappings *t, MemresIpcMapping *m)
+/* Takes @m out of @idx, shifting back later entries of its probe run when the hole lies between
+ * their home slot and where they sit (cyclically). */
+static void
+unplace (const MemresIpcMappings *t, MemresIpcIndex *idx, MemresIpcMapping *m)
 {
-  gsize i = m->hash & t->mask;
+  gsize i = hash_in (t, idx, m) & idx->mask;
   gsize j;
 
-  while (t->slots[i] != m)
-    i = (i + 1) & t->mask;
-  /* Backward shift: move later entries of the probe run into the hole when the hole lies
-   * between their home slot and where they sit (cyclically). */
-  for (j = (i + 1) & t->mask; t->slots[j] != NULL; j = (j + 1) & t->mask)
+  while (idx->slots[i] != m)
+    i = (i + 1) & idx->mask;
+  for (j = (i + 1) & idx->mask; idx->slots[j] != NULL; j = (j + 1) & idx->mask)
     {
-      gsize home = t->slots[j]->hash & t->mask;
+      gsize home = hash_in (t, idx, idx->slots[j]) & idx->mask;
 
-      if (((j - home) & t->mask) >= ((j - i) & t->mask))
+      if (((j - home) & idx->mask) >= ((j - i) & idx->mask))
         {
-          t->slots[i] = t->slots[j];
+          idx->slots[i] = idx->slots[j];
           i = j;
         }
     }
-  t->slots[i] = NULL;
+  idx->slots[i] = NULL;
+}
+
+/* Takes @m (which is in @t, its waits gone) out of the table; its record goes to the free
+ * list. */
+void
+_memres_ipc_mappings_remove (MemresIpcMappings *t, MemresIpcMapping *m)
+{
+  g_warn_if_fail (m->waits == NULL);
+  unplace (t, &t->by_key, m);
+  unplace (t, &t->by_address, m);
   t->n_mappings--;
   m->next_free = t->free_list;
   t->free_list = m;

@@ -50,16 +50,18 @@ format_id (const guint8 id[MEMRES_IPC_ID_SIZE])
   return g_string_free (s, FALSE);
 }
 
-/* Records @pool_id as the identity of @mr (an exporter learns its own at its first export; an
- * imported resource has it before it is published). Set once: readers check has_pool_id
- * (atomically) and then read pool_id without a lock. */
+/* Records @pool_id and @device_uuid as the identity of @mr's pool (an exporter learns its own
+ * at its first export; an imported resource has it before it is published). Set once: readers
+ * check has_pool_id (atomically) and then read both without a lock. */
 static void
-remember_pool_id (MemresResource *mr, const guint8 pool_id[MEMRES_IPC_ID_SIZE])
+remember_pool (MemresResource *mr, const guint8 pool_id[MEMRES_IPC_ID_SIZE],
+               const guint8 device_uuid[MEMRES_IPC_ID_SIZE])
 {
   g_mutex_lock (&pools_lock);
   if (!g_atomic_int_get (&mr->has_pool_id))
     {
       memcpy (mr->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
+      memcpy (mr->device_uuid, device_uuid, MEMRES_IPC_ID_SIZE);
       g_atomic_int_set (&mr->has_pool_id, TRUE);
     }
   g_mutex_unlock (&pools_lock);
@@ -119,7 +121,8 @@ memres_resource_export_handle (MemresResource *mr, GError **error)
       g_clear_pointer (&handle, memres_ipc_handle_free);
       return NULL;
     }
-  remember_pool_id (mr, memres_ipc_handle_get_pool_id (handle));
+  remember_pool (mr, memres_ipc_handle_get_pool_id (handle),
+                 memres_ipc_handle_get_device_uuid (handle));
   return handle;
 }
 
@@ -204,7 +207,8 @@ memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
   if (mr == NULL)
     goto out;
 
-  remember_pool_id (mr, memres_ipc_handle_get_pool_id (handle));
+  remember_pool (mr, memres_ipc_handle_get_pool_id (handle),
+                 memres_ipc_handle_get_device_uuid (handle));
   g_mutex_lock (&pools_lock);
   if (pools == NULL)
     pools = g_hash_table_new (pool_id_hash, pool_id_equal);
@@ -287,8 +291,9 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
   if (buf->ipc_mapping != NULL)
     {
       const MemresIpcMapping *mapping = buf->ipc_mapping;
-      memcpy (info.pool_id, mr->pool_id, MEMRES_IPC_ID_SIZE); /* it imported that pool */
-      memcpy (info.device_uuid, mapping->device_uuid, MEMRES_IPC_ID_SIZE);
+      /* the pool it imported, which the import checked the buffer's identity against */
+      memcpy (info.pool_id, mr->pool_id, MEMRES_IPC_ID_SIZE);
+      memcpy (info.device_uuid, mr->device_uuid, MEMRES_IPC_ID_SIZE);
       memcpy (info.export_data, mapping->export_data, MEMRES_EXPORT_DATA_SIZE);
       info.offset = buf->alloc.address - mapping->alloc.address;
       info.size = buf->alloc.size;
@@ -307,10 +312,20 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
       gboolean ok = mr->ops->export_buffer (mr, &buf->alloc, &info, &local);
       if (!_memres_resource_slot_result (mr, "export_buffer", ok, &local, error))
         return FALSE;
-      remember_pool_id (mr, info.pool_id);
+      remember_pool (mr, info.pool_id, info.device_uuid);
     }
   _memres_descriptor_encode (mr->kind->name, &info, descriptor);
   return TRUE;
+}
+
+/* One more user of @mapping for @info, which must fit in it. */
+static MemresIpcMapping *
+join_mapping (MemresIpcMapping *mapping, const MemresBufferExport *info, GError **error)
+{
+  if (!check_descriptor_fits (info, &mapping->alloc, error))
+    return NULL;
+  mapping->n_users++;
+  return mapping;
 }
 
 /* The mapping for @info on @mr, made through the import_buffer slot if none exists; one more
@@ -329,18 +344,18 @@ acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStrea
   g_mutex_lock (&table->lock);
   mapping = _memres_ipc_mappings_lookup (table, info->export_data, hash);
   if (mapping != NULL)
-    {
-      if (check_descriptor_fits (info, &mapping->alloc, error))
-        mapping->n_users++;
-      else
-        mapping = NULL;
-    }
+    mapping = join_mapping (mapping, info, error);
   else
     {
       ok = mr->ops->import_buffer (mr, info, stream, &alloc, &local);
       if (G_UNLIKELY (!ok || local != NULL)
           && !_memres_resource_slot_result (mr, "import_buffer", ok, &local, error))
         ;
+      else if (G_UNLIKELY ((mapping = _memres_ipc_mappings_lookup_address (table, alloc.address))
+                           != NULL))
+        /* Other export data naming an allocation mapped already: the driver mapped it again at
+         * the same address (no second mapping to undo). One mapping, one unmap at its end. */
+        mapping = join_mapping (mapping, info, error);
       else if (!check_descriptor_fits (info, &alloc, error))
         {
           g_autoptr (GError) unmap_error = NULL;
@@ -423,6 +438,16 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
                    id);
       return NULL;
     }
+  if (memcmp (mr->device_uuid, info.device_uuid, MEMRES_IPC_ID_SIZE) != 0)
+    {
+      g_autofree char *buffer_device = format_id (info.device_uuid);
+      g_autofree char *pool_device = format_id (mr->device_uuid);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "invalid buffer descriptor: device_uuid: the buffer is on device %s, but this "
+                   "resource's pool is on device %s",
+                   buffer_device, pool_device);
+      return NULL;
+    }
 
   mapping = acquire_mapping (mr, &info, stream, error);
   if (mapping == NULL)
@@ -434,10 +459,76 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
   return _memres_buffer_new_imported (mr, &alloc, stream, mapping);
 }
 
+/* A user of @mapping was closed on @stream while others stay: its unmap, on the stream of the
+ * last close, must still come after the work queued on @stream so far, which the caller was
+ * told the memory was free after. Records an event there for the last close to wait for; when
+ * no event can be had, waits for @stream here. Only stream-ordered kinds order anything. */
+static gboolean
+order_after_close (MemresResource *mr, MemresIpcMapping *mapping, MemresStream stream,
+                   GError **error)
+{
+  MemresStreamContext ctx;
+  CUevent event = NULL;
+  CUresult r;
+
+  if (!(mr->info.flags & MEMRES_MEMORY_STREAM_ORDERED))
+    return TRUE;
+  if (!_memres_stream_context_begin (&ctx, mr->info.device, stream, error))
+    return FALSE;
+  r = ctx.drv->cuEventCreate (&event, CU_EVENT_DISABLE_TIMING);
+  if (r == CUDA_SUCCESS && (r = ctx.drv->cuEventRecord (event, (CUstream) stream)) != CUDA_SUCCESS)
+    (void) ctx.drv->cuEventDestroy (event);
+  if (r != CUDA_SUCCESS)
+    {
+      event = NULL;
+      r = ctx.drv->cuStreamSynchronize ((CUstream) stream);
+    }
+  _memres_stream_context_end (&ctx);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuStreamSynchronize");
+  if (event != NULL)
+    {
+      if (mapping->waits == NULL)
+        mapping->waits = g_array_new (FALSE, FALSE, sizeof (CUevent));
+      g_array_append_val (mapping->waits, event);
+    }
+  return TRUE;
+}
+
+/* Before the unmap on @stream: makes @stream wait for the events order_after_close() recorded
+ * (or, when it cannot, waits for each event here) and destroys them. */
+static gboolean
+wait_for_earlier_closes (MemresResource *mr, MemresIpcMapping *mapping, MemresStream stream,
+                         GError **error)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL); /* it made the events */
+  MemresStreamContext ctx;
+  gboolean ok = TRUE;
+  gboolean began = _memres_stream_context_begin (&ctx, mr->info.device, stream, NULL);
+
+  for (guint i = 0; i < mapping->waits->len; i++)
+    {
+      CUevent event = g_array_index (mapping->waits, CUevent, i);
+      CUresult r = began ? drv->cuStreamWaitEvent ((CUstream) stream, event, 0)
+                         : CUDA_ERROR_INVALID_HANDLE;
+
+      if (r != CUDA_SUCCESS)
+        r = drv->cuEventSynchronize (event);
+      if (r != CUDA_SUCCESS && ok)
+        ok = memres_cuda_set_error (error, r, "cuEventSynchronize");
+      (void) drv->cuEventDestroy (event);
+    }
+  if (began)
+    _memres_stream_context_end (&ctx);
+  g_clear_pointer (&mapping->waits, g_array_unref);
+  return ok;
+}
+
 /* Called by buffer.c instead of the deallocate slot and the buffer reference when an imported
  * buffer of @owner is closed: drops the buffer's use of its mapping and unmaps it (deallocate
- * slot, ordered on @stream) when it was the last; drops the imported buffers' reference on
- * @owner when no imported buffer is left (which may finalize @owner). */
+ * slot, ordered on @stream and after the streams earlier users were closed on) when it was the
+ * last; drops the imported buffers' reference on @owner when no imported buffer is left (which
+ * may finalize @owner). */
 gboolean
 _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStream stream,
                             GError **error)
@@ -449,9 +540,13 @@ _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStre
 
   g_mutex_lock (&table->lock);
   g_assert (mapping->n_users > 0 && table->n_users > 0);
-  if (--mapping->n_users == 0)
+  if (--mapping->n_users > 0)
+    ok = order_after_close (owner, mapping, stream, error);
+  else
     {
-      ok = owner->ops->deallocate (owner, &mapping->alloc, stream, error);
+      if (G_UNLIKELY (mapping->waits != NULL))
+        ok = wait_for_earlier_closes (owner, mapping, stream, error);
+      ok = owner->ops->deallocate (owner, &mapping->alloc, stream, ok ? error : NULL) && ok;
       _memres_ipc_mappings_remove (table, mapping);
     }
   last = --table->n_users == 0;

@@ -49,16 +49,23 @@ struct _MemresIpcMapping
   MemresAllocation alloc;      /* what import_buffer filled: the whole mapped allocation */
   guint n_users;               /* open buffers using this mapping */
   MemresIpcMapping *next_free; /* in the free list */
-  guint8 device_uuid[MEMRES_IPC_ID_SIZE];
-  /* the key, compared when the hash matches; with device_uuid (and the resource's pool
-   * identity) what a buffer of this mapping is exported again with */
+  GArray *waits;               /* CUevent recorded where earlier users were closed, or NULL */
+  gpointer unused;
+  /* the key, compared when the hash matches; with the resource's pool identity and device
+   * what a buffer of this mapping is exported again with */
   guint8 export_data[MEMRES_EXPORT_DATA_SIZE];
 };
+/* An open-addressing index of mappings (2^k slots, NULL when empty). */
 typedef struct
 {
-  GMutex lock;              /* everything here and in every mapping */
-  MemresIpcMapping **slots; /* 2^k slots, NULL when empty */
-  gsize mask;               /* number of slots - 1 */
+  MemresIpcMapping **slots;
+  gsize mask; /* number of slots - 1 */
+} MemresIpcIndex;
+typedef struct
+{
+  GMutex lock;               /* everything here and in every mapping */
+  MemresIpcIndex by_key;     /* by export data */
+  MemresIpcIndex by_address; /* by mapped address: the driver maps one allocation at one address */
   gsize n_mappings;
   gsize n_users; /* open imported buffers, over every mapping */
   MemresIpcMapping *free_list;
@@ -71,6 +78,7 @@ guint64 _memres_ipc_mappings_hash (const guint8 key[MEMRES_EXPORT_DATA_SIZE]);
 MemresIpcMapping *_memres_ipc_mappings_lookup (const MemresIpcMappings *t,
                                                const guint8 key[MEMRES_EXPORT_DATA_SIZE],
                                                guint64 hash);
+MemresIpcMapping *_memres_ipc_mappings_lookup_address (const MemresIpcMappings *t, guint64 address);
 MemresIpcMapping *_memres_ipc_mappings_add (MemresIpcMappings *t, guint64 hash,
                                             const MemresBufferExport *exported,
                                             const MemresAllocation *alloc);
@@ -86,10 +94,12 @@ struct _MemresResource
    * each: the high 32 bits count the references of the application (memres_resource_ref()), the
    * low 32 bits the open buffers. The instance is finalized when the word drops to 0. */
   gint64 refs;
-  gint has_pool_id; /* atomic: set once, after pool_id (under ipc-resource.c's pools lock) */
-  guint8 pool_id[MEMRES_IPC_ID_SIZE]; /* for imported resources: key of the dedup table */
-  MemresIpcMappings ipc_mappings;     /* buffers imported through this resource */
-  gpointer priv;                      /* instance_size bytes, zero-filled, 16-byte aligned */
+  /* atomic: set once, after pool_id and device_uuid (under ipc-resource.c's pools lock) */
+  gint has_pool_id;
+  guint8 pool_id[MEMRES_IPC_ID_SIZE];     /* for imported resources: key of the dedup table */
+  guint8 device_uuid[MEMRES_IPC_ID_SIZE]; /* of the pool's device (zero: host memory) */
+  MemresIpcMappings ipc_mappings;         /* buffers imported through this resource */
+  gpointer priv;                          /* instance_size bytes, zero-filled, 16-byte aligned */
 };
 
 struct _MemresBuffer
@@ -143,6 +153,20 @@ MemresResource *_memres_resource_new_for_kind (MemresKind *kind, const MemresOpt
  * into @error on failure. Returns @ok. */
 gboolean _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
                                        GError **local, GError **error);
+
+/* buffer-transfer.c: makes the context of @stream (an explicit stream: its own; the legacy
+ * stream: device @device's primary context) current for driver calls on it, pushing it when
+ * another is current; _memres_stream_context_end() pops what begin pushed. @t->drv is the
+ * driver. Errors: those of memres_cuda_get_driver(), memres_cuda_ensure_context(),
+ * MEMRES_CUDA_ERROR. */
+typedef struct
+{
+  const MemresCudaDriver *drv;
+  gboolean pushed;
+} MemresStreamContext;
+gboolean _memres_stream_context_begin (MemresStreamContext *t, gint device, MemresStream stream,
+                                       GError **error);
+void _memres_stream_context_end (MemresStreamContext *t);
 
 /* buffer.c: a new open buffer owning @alloc, holding a reference on @mr.
  * _memres_buffer_new_imported(): a new open buffer at @alloc inside @mapping (one user of it

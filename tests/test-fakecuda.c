@@ -1085,11 +1085,12 @@ test_ipc_in_process (void)
   g_assert_cmpuint (p1, !=, ptr);
   CU_OK (drv->cuMemcpy ((CUdeviceptr) &byte, p1 + 999, 1));
   g_assert_cmpuint (byte, ==, 0x7e);
+  /* Imports are not counted (as on the H200's driver 580.159.04): one mapping, which the first
+   * free unmaps for both; memres maps each exported allocation once per process for this. */
   mt_counts_snapshot (&now);
-  g_assert_cmpint (now.pool_allocations, ==, base.pool_allocations + 3);
-  CU_OK (drv->cuMemFree (p1));
-  CU_OK (drv->cuMemcpy ((CUdeviceptr) &byte, p2, 1));
-  CU_OK (drv->cuMemFreeAsync (p2, NULL));
+  g_assert_cmpint (now.pool_allocations, ==, base.pool_allocations + 2);
+  CU_OK (drv->cuMemFreeAsync (p1, NULL));
+  CU_FAILS (drv->cuMemcpy ((CUdeviceptr) &byte, p2, 1), CUDA_ERROR_INVALID_VALUE);
   CU_FAILS (drv->cuMemFreeAsync (p2, NULL), CUDA_ERROR_INVALID_VALUE);
   CU_OK (drv->cuMemPoolDestroy (imported));
   CU_OK (drv->cuMemFreeAsync (ptr, NULL));

@@ -1073,8 +1073,9 @@ test_ipc_flip_every_bit (IpcFixture *f, gconstpointer data)
   mt_sync_ok (NULL);
 }
 
-/* BUG: the descriptor's device UUID is never checked. A flipped bit there is accepted. (The
- * known bugs fail with g_test_fail_printf(), so that the other tests still run.) */
+/* The descriptor's device UUID must be the importer's pool's: every flipped bit there is
+ * INVALID_DESCRIPTOR naming device_uuid. (Failures are reported with g_test_fail_printf(), so
+ * that the other tests still run.) */
 static void
 test_ipc_flip_device_uuid (IpcFixture *f, gconstpointer data)
 {
@@ -1109,7 +1110,7 @@ test_ipc_flip_device_uuid (IpcFixture *f, gconstpointer data)
                         n_accepted);
 }
 
-/* BUG: a forged device UUID that is accepted poisons the shared mapping: a later, genuine import
+/* A forged device UUID, were it accepted, would poison the shared mapping: a later, genuine import
  * of the same buffer re-exports with the forged UUID ("the descriptor is the same" no more). */
 static void
 test_ipc_reexport_after_forged_uuid (IpcFixture *f, gconstpointer data)
@@ -1138,11 +1139,10 @@ test_ipc_reexport_after_forged_uuid (IpcFixture *f, gconstpointer data)
                         again.bytes[OFF_DEVICE_UUID], f->desc.bytes[OFF_DEVICE_UUID]);
 }
 
-/* BUG: two descriptors whose export data differ only in bytes the driver does not use for
- * identifying the allocation (the fake: the rounded size) are two keys of the mapping table, but
- * the driver maps them to the same address. Closing one frees (cuMemFreeAsync) that address while
- * the other is open; the real driver unmaps at the first free (ipc-resource.c, nvbug 5570902),
- * the fake only hides it because it counts imports. */
+/* Two descriptors whose export data differ only in bytes the driver does not use for
+ * identifying the allocation (the fake: the rounded size) are two keys, but the driver maps
+ * them to the same address, and unmaps it at the first free (as the H200's driver does: nvbug
+ * 5570902). They must share one mapping, freed once, at the last close. */
 static void
 test_ipc_alias_export_data (IpcFixture *f, gconstpointer data)
 {
@@ -1378,11 +1378,11 @@ ordering_calls (void)
   return n;
 }
 
-/* BUG: two imports of one buffer closed on two streams: the mapping is freed on the last
- * closer's stream only (cuMemFreeAsync on @s2), not ordered after the work the first closer
- * may still have queued on @s1, which its close said the memory was free after. Any fix makes
- * some ordering call (an event recorded on s1 and waited for on s2, or a synchronization); the
- * fake runs work at once, so the call is what a test can see. */
+/* Two imports of one buffer closed on two streams: the mapping is freed on the last closer's
+ * stream (cuMemFreeAsync on @s2), and must also come after the work the first closer may still
+ * have queued on @s1, which its close said the memory was free after: some ordering call (an
+ * event recorded on s1 and waited for on s2, or a synchronization). The fake runs work at once,
+ * so the call is what a test can see. */
 static void
 test_ipc_close_orders_every_stream (IpcFixture *f, gconstpointer data)
 {

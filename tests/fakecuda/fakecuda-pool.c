@@ -30,7 +30,6 @@ struct FkPoolAlloc
   uintptr_t base;
   size_t size;  /* bytes asked for */
   size_t rsize; /* bytes taken, a multiple of FK_POOL_ALIGN */
-  int refs;     /* imports of the same pointer */
   uint64_t fd_offset;
   uintptr_t map_base; /* imported pointer: the pages mapped */
   size_t map_size;
@@ -354,7 +353,6 @@ fk_pool_alloc (FkPool *pool, size_t size, uintptr_t *out)
   a->pool = pool;
   a->size = size;
   a->rsize = rsize;
-  a->refs = 1;
   for (FkChunk *c = pool->chunks; c && !placed; c = c->next)
     placed = fk_chunk_place (c, a);
   if (!placed)
@@ -422,9 +420,7 @@ fk_pool_free (uintptr_t ptr)
   pool->n_allocs--;
   if (a->chunk == NULL)
     {
-      /* An imported pointer: unmapped when its last import is freed. */
-      if (--a->refs > 0)
-        return CUDA_SUCCESS;
+      /* An imported pointer: unmapped at its first free, however often it was imported. */
       fk_range_remove (ptr);
       fk_va_free (a->map_base, a->map_size);
       for (FkPoolAlloc **p = &pool->imports; *p; p = &(*p)->next)
@@ -1075,15 +1071,14 @@ fk_cuMemPoolImportPointer (CUdeviceptr *ptr_out, CUmemoryPool pool,
       || e.offset % FK_POOL_ALIGN != 0 || e.offset < FK_POOL_FD_BASE || e.offset > pool->fd_size
       || e.rsize > pool->fd_size - e.offset || !fk_all_zero (e.zero, sizeof e.zero))
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
-  /* The same pointer imported again: the same mapping, one more reference. */
+  /* The same pointer imported again: the same mapping at the same address, not counted, as the
+   * real driver does (seen on 580.159.04; nvbug 5570902): the first cuMemFreeAsync unmaps it
+   * for every import, and later frees of it fail. */
   for (a = pool->imports; a; a = a->next)
     if (a->fd_offset == e.offset)
       {
         if (a->size != e.size)
           FK_RETURN (CUDA_ERROR_INVALID_VALUE);
-        a->refs++;
-        pool->n_allocs++;
-        fk.counts.pool_allocations++;
         *ptr_out = a->base;
         FK_RETURN (CUDA_SUCCESS);
       }
@@ -1104,7 +1099,6 @@ fk_cuMemPoolImportPointer (CUdeviceptr *ptr_out, CUmemoryPool pool,
   a->base = a->map_base + (e.offset - map_offset);
   a->size = e.size;
   a->rsize = e.rsize;
-  a->refs = 1;
   a->fd_offset = e.offset;
   if (!fk_range_add (a->base, a->size, FK_RANGE_POOL_ALLOC, a))
     {
