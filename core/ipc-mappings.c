@@ -84,23 +84,23 @@ address_hash (guint64 address)
 }
 
 /* The hash a mapping is placed by in @idx of @t. */
-static guint64
+static inline guint64
 hash_in (const MemresIpcMappings *t, const MemresIpcIndex *idx, const MemresIpcMapping *m)
 {
-  return idx == &t->by_key ? m->hash : address_hash (m->alloc.address);
+  return idx == &t->by_key ? m->hash : m->address_hash;
 }
 
 MemresIpcMapping *
 _memres_ipc_mappings_lookup (const MemresIpcMappings *t, const guint8 key[MEMRES_EXPORT_DATA_SIZE],
                              guint64 hash)
 {
-  const MemresIpcIndex *idx = &t->by_key;
+  MemresIpcMapping *const *slots = t->by_key.slots;
 
-  if (idx->slots == NULL)
+  if (slots == NULL)
     return NULL;
-  for (gsize i = hash & idx->mask;; i = (i + 1) & idx->mask)
+  for (gsize i = hash & t->mask;; i = (i + 1) & t->mask)
     {
-      MemresIpcMapping *m = idx->slots[i];
+      MemresIpcMapping *m = slots[i];
 
       if (m == NULL)
         return NULL;
@@ -112,13 +112,13 @@ _memres_ipc_mappings_lookup (const MemresIpcMappings *t, const guint8 key[MEMRES
 MemresIpcMapping *
 _memres_ipc_mappings_lookup_address (const MemresIpcMappings *t, guint64 address)
 {
-  const MemresIpcIndex *idx = &t->by_address;
+  MemresIpcMapping *const *slots = t->by_address.slots;
 
-  if (idx->slots == NULL)
+  if (slots == NULL)
     return NULL;
-  for (gsize i = address_hash (address) & idx->mask;; i = (i + 1) & idx->mask)
+  for (gsize i = address_hash (address) & t->mask;; i = (i + 1) & t->mask)
     {
-      MemresIpcMapping *m = idx->slots[i];
+      MemresIpcMapping *m = slots[i];
 
       if (m == NULL)
         return NULL;
@@ -127,7 +127,7 @@ _memres_ipc_mappings_lookup_address (const MemresIpcMappings *t, guint64 address
     }
 }
 
-static void
+static inline void
 place (MemresIpcMapping **slots, gsize mask, MemresIpcMapping *m, guint64 hash)
 {
   gsize i = hash & mask;
@@ -137,24 +137,26 @@ place (MemresIpcMapping **slots, gsize mask, MemresIpcMapping *m, guint64 hash)
   slots[i] = m;
 }
 
-/* Makes room in @idx for one more mapping (of @t->n_mappings). */
+/* Doubles both indexes (or makes them), placing every mapping again. */
 static void
-reserve (MemresIpcMappings *t, MemresIpcIndex *idx)
+grow (MemresIpcMappings *t)
 {
-  gsize n_slots;
-  MemresIpcMapping **slots;
+  gsize n_slots = t->by_key.slots == NULL ? MIN_SLOTS : 2 * (t->mask + 1);
+  MemresIpcIndex *indexes[] = { &t->by_key, &t->by_address };
 
-  if (idx->slots != NULL && 2 * (t->n_mappings + 1) <= idx->mask + 1)
-    return;
-  n_slots = idx->slots == NULL ? MIN_SLOTS : 2 * (idx->mask + 1);
-  slots = g_new0 (MemresIpcMapping *, n_slots);
-  if (idx->slots != NULL)
-    for (gsize i = 0; i <= idx->mask; i++)
-      if (idx->slots[i] != NULL)
-        place (slots, n_slots - 1, idx->slots[i], hash_in (t, idx, idx->slots[i]));
-  g_free (idx->slots);
-  idx->slots = slots;
-  idx->mask = n_slots - 1;
+  for (gsize k = 0; k < G_N_ELEMENTS (indexes); k++)
+    {
+      MemresIpcIndex *idx = indexes[k];
+      MemresIpcMapping **slots = g_new0 (MemresIpcMapping *, n_slots);
+
+      if (idx->slots != NULL)
+        for (gsize i = 0; i <= t->mask; i++)
+          if (idx->slots[i] != NULL)
+            place (slots, n_slots - 1, idx->slots[i], hash_in (t, idx, idx->slots[i]));
+      g_free (idx->slots);
+      idx->slots = slots;
+    }
+  t->mask = n_slots - 1;
 }
 
 /* Adds a mapping of @exported (its export data is the key, which must not be in @t yet) that
@@ -174,37 +176,40 @@ _memres_ipc_mappings_add (MemresIpcMappings *t, guint64 hash, const MemresBuffer
   m->n_users = 1;
   m->next_free = NULL;
   m->waits = NULL;
+  m->address_hash = address_hash (alloc->address);
   memcpy (m->export_data, exported->export_data, MEMRES_EXPORT_DATA_SIZE);
 
-  reserve (t, &t->by_key);
-  reserve (t, &t->by_address);
-  place (t->by_key.slots, t->by_key.mask, m, hash);
-  place (t->by_address.slots, t->by_address.mask, m, address_hash (alloc->address));
+  if (t->by_key.slots == NULL || 2 * (t->n_mappings + 1) > t->mask + 1)
+    grow (t);
+  place (t->by_key.slots, t->mask, m, hash);
+  place (t->by_address.slots, t->mask, m, m->address_hash);
   t->n_mappings++;
   return m;
 }
 
 /* Takes @m out of @idx, shifting back later entries of its probe run when the hole lies between
  * their home slot and where they sit (cyclically). */
-static void
+static inline void
 unplace (const MemresIpcMappings *t, MemresIpcIndex *idx, MemresIpcMapping *m)
 {
-  gsize i = hash_in (t, idx, m) & idx->mask;
+  const gsize mask = t->mask;
+  MemresIpcMapping **slots = idx->slots;
+  gsize i = hash_in (t, idx, m) & mask;
   gsize j;
 
-  while (idx->slots[i] != m)
-    i = (i + 1) & idx->mask;
-  for (j = (i + 1) & idx->mask; idx->slots[j] != NULL; j = (j + 1) & idx->mask)
+  while (slots[i] != m)
+    i = (i + 1) & mask;
+  for (j = (i + 1) & mask; slots[j] != NULL; j = (j + 1) & mask)
     {
-      gsize home = hash_in (t, idx, idx->slots[j]) & idx->mask;
+      gsize home = hash_in (t, idx, slots[j]) & mask;
 
-      if (((j - home) & idx->mask) >= ((j - i) & idx->mask))
+      if (((j - home) & mask) >= ((j - i) & mask))
         {
-          idx->slots[i] = idx->slots[j];
+          slots[i] = slots[j];
           i = j;
         }
     }
-  idx->slots[i] = NULL;
+  slots[i] = NULL;
 }
 
 /* Takes @m (which is in @t, its waits gone) out of the table; its record goes to the free

@@ -50,7 +50,7 @@ struct _MemresIpcMapping
   guint n_users;               /* open buffers using this mapping */
   MemresIpcMapping *next_free; /* in the free list */
   GArray *waits;               /* CUevent recorded where earlier users were closed, or NULL */
-  gpointer unused;
+  guint64 address_hash;        /* of alloc.address */
   /* the key, compared when the hash matches; with the resource's pool identity and device
    * what a buffer of this mapping is exported again with */
   guint8 export_data[MEMRES_EXPORT_DATA_SIZE];
@@ -59,13 +59,13 @@ struct _MemresIpcMapping
 typedef struct
 {
   MemresIpcMapping **slots;
-  gsize mask; /* number of slots - 1 */
 } MemresIpcIndex;
 typedef struct
 {
   GMutex lock;               /* everything here and in every mapping */
   MemresIpcIndex by_key;     /* by export data */
   MemresIpcIndex by_address; /* by mapped address: the driver maps one allocation at one address */
+  gsize mask;                /* number of slots of each index - 1 */
   gsize n_mappings;
   gsize n_users; /* open imported buffers, over every mapping */
   MemresIpcMapping *free_list;
