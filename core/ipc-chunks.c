@@ -161,7 +161,7 @@ memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
  * @socket_fd: a connected `AF_UNIX` socket (stream or seqpacket)
  * @importer: the resource that maps the buffer: of the sender's kind (`vmm`), created with
  *   `handle_type=posix_fd` on the device whose UUID the message carries
- * @flags: #MemresIpcFlags: %MEMRES_IPC_ALLOW_ANY_UID accepts a peer of another uid
+ * @flags: #MemresIpcFlags: %MEMRES_IPC_ALLOW_ANY_UID accepts a message from any sender
  * @stream: recorded as the buffer's deallocation stream (the mapping itself is synchronous)
  * @error: return location for a #GError
  *
@@ -174,8 +174,9 @@ memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
  *
  * The message is untrusted. Before any driver call: the record's framing (magic, version,
  * length, chunk count against the fds that came with it, kind, chunk sizes positive multiples
- * of the sender's granularity, their sum without overflow and at least the size), the peer's
- * uid (as memres_ipc_receive_handle_with_flags()), and then, in the kind, the handle type,
+ * of the sender's granularity, their sum without overflow and at least the size), the sender's
+ * uid on every piece of the message and the peer's (as memres_ipc_receive_handle_with_flags():
+ * a piece without credentials is refused too), and then, in the kind, the handle type,
  * location, device UUID and the chunk sizes against @importer's granularity. Every received fd
  * is closed before this returns, on every path, success included (the driver keeps its own
  * reference to what it imported). Each call maps anew: receiving the same memory twice gives
@@ -191,7 +192,9 @@ memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
  * %MEMRES_ERROR_FAILED when recvmsg() fails or the peer closed the connection before sending
  * anything; %MEMRES_ERROR_INVALID_DESCRIPTOR for a short, oversized or malformed message, a
  * chunk count that differs from the fds received, a kind other than @importer's, or chunk
- * sizes @importer cannot map; %MEMRES_ERROR_PERMISSION_DENIED for a peer of another uid;
+ * sizes @importer cannot map; %MEMRES_ERROR_PERMISSION_DENIED (never with
+ * %MEMRES_IPC_ALLOW_ANY_UID) for a piece of the message sent under another uid or without
+ * credentials, or a peer of another uid (refused before @importer is looked at);
  * %MEMRES_ERROR_NOT_SUPPORTED when @importer cannot import chunks (another kind, or not created
  * with `handle_type=posix_fd`); %MEMRES_ERROR_WRONG_DEVICE when the memory is not on
  * @importer's device; %MEMRES_CUDA_ERROR from the driver.

@@ -2,8 +2,9 @@
  * ipc-transport.c: messages with file descriptors over a connected AF_UNIX socket, and the
  * MemresIpcHandle message on top of them. One message: a versioned record with the fds in
  * SCM_RIGHTS and the sender's credentials in SCM_CREDENTIALS. The receiver trusts nothing:
- * every fd that arrives has exactly one owner, the caller or close(). ipc-chunks.c sends whole
- * buffers the same way. */
+ * every piece of a message (every recvmsg()) must carry credentials of its uid, and every fd
+ * that arrives has exactly one owner, the caller or close(). ipc-chunks.c sends whole buffers
+ * the same way. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <string.h>
@@ -194,13 +195,16 @@ memres_ipc_send_handle (gint socket_fd, const MemresIpcHandle *handle, GError **
   return _memres_ipc_send_message (socket_fd, "handle", header, sizeof header, &fd, 1, error);
 }
 
-/* The state of one receive: every fd that arrived, and the sender's credentials. */
+/* The state of one receive: every fd that arrived, and what each piece is checked against. */
 typedef struct
 {
   GArray *fds;
-  gboolean have_creds;
-  struct ucred creds;
-  gboolean control_truncated;
+  MemresIpcFlags flags;
+  const char *what;
+  gint type;       /* SOCK_STREAM, else read as datagrams */
+  uid_t self;      /* this process's effective uid */
+  guint n_pieces;  /* pieces received so far */
+  GError *refusal; /* why the first refused piece was refused, or NULL */
 } Received;
 
 void
@@ -211,11 +215,14 @@ _memres_ipc_close_fds (GArray *fds)
   g_array_set_size (fds, 0);
 }
 
-static void
-collect_control (struct msghdr *msg, Received *r)
+/* Appends every fd of @msg to @r->fds (all of them, so that all get closed whatever follows) and
+ * returns the credentials that came with it, or NULL. pid 0 counts as none: the kernel had no
+ * credentials for these bytes (the sender attached none and SO_PASSCRED was off when it sent). */
+static const struct ucred *
+collect_control (struct msghdr *msg, Received *r, struct ucred *creds)
 {
-  if (msg->msg_flags & MSG_CTRUNC)
-    r->control_truncated = TRUE;
+  gboolean have_creds = FALSE;
+
   for (struct cmsghdr *c = CMSG_FIRSTHDR (msg); c != NULL; c = CMSG_NXTHDR (msg, c))
     {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_len < CMSG_LEN (0))
@@ -230,25 +237,56 @@ collect_control (struct msghdr *msg, Received *r)
               g_array_append_val (r->fds, fd);
             }
         }
-      else if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN (sizeof (struct ucred)))
+      else if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN (sizeof (struct ucred))
+               && !have_creds)
         {
-          struct ucred creds;
-          memcpy (&creds, CMSG_DATA (c), sizeof creds);
-          /* pid 0: the kernel had no credentials for this message (the sender attached none
-           * and SO_PASSCRED was off when it sent); only SO_PEERCRED speaks then. */
-          if (creds.pid != 0 && !r->have_creds)
-            {
-              r->have_creds = TRUE;
-              r->creds = creds;
-            }
+          memcpy (creds, CMSG_DATA (c), sizeof *creds);
+          have_creds = creds->pid != 0;
         }
     }
+  return have_creds ? creds : NULL;
 }
 
-/* One recvmsg of up to @len bytes into @buf, collecting control data. Returns bytes read, 0 at
- * end of stream, or -1 with errno. */
+/* Checks one piece of a message, the @n bytes at @offset of it, as it arrives: written by a
+ * process of this uid (unless MEMRES_IPC_ALLOW_ANY_UID), and with all its control data. The
+ * first refusal is kept in @r->refusal; the rest of the message is still read, so that the next
+ * message on a stream stays readable, and the message is refused once read. */
+static void
+check_piece (Received *r, const struct msghdr *msg, const struct ucred *creds, gsize offset,
+             gsize n)
+{
+  gboolean any_uid = (r->flags & MEMRES_IPC_ALLOW_ANY_UID) != 0;
+
+  if (r->refusal != NULL)
+    return;
+  if (!any_uid && creds != NULL && creds->uid != r->self)
+    g_set_error (&r->refusal, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
+                 "IPC transport: piece %u of the %s message (%" G_GSIZE_FORMAT
+                 " bytes at offset %" G_GSIZE_FORMAT ") was sent by pid %d as uid %u, this "
+                 "process runs as uid %u (pass MEMRES_IPC_ALLOW_ANY_UID to accept it)",
+                 r->n_pieces, r->what, n, offset, (int) creds->pid, (unsigned) creds->uid,
+                 (unsigned) r->self);
+  else if (msg->msg_flags & MSG_CTRUNC)
+    g_set_error (&r->refusal, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                 "IPC transport: invalid %s message: piece %u carries more control data than "
+                 "a message does (more than %d fds)",
+                 r->what, r->n_pieces, MAX_FDS);
+  else if (!any_uid && creds == NULL)
+    g_set_error (&r->refusal, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
+                 "IPC transport: piece %u of the %s message (%" G_GSIZE_FORMAT
+                 " bytes at offset %" G_GSIZE_FORMAT ") came without the sender's credentials: "
+                 "it was sent without SCM_CREDENTIALS before this socket had SO_PASSCRED on, so "
+                 "who sent it is unknown (memres senders always attach theirs; pass "
+                 "MEMRES_IPC_ALLOW_ANY_UID to accept it)",
+                 r->n_pieces, r->what, n, offset);
+}
+
+/* One recvmsg of up to @len bytes into @buf, bytes @offset.. of the message, collecting its fds
+ * and checking the piece (check_piece()). Returns the bytes read (@len + 1 for a datagram longer
+ * than @len, which the caller refuses), 0 at end of stream, or -1 with @error set when recvmsg
+ * failed. */
 static gssize
-receive_some (gint socket_fd, guint8 *buf, gsize len, Received *r)
+receive_piece (gint socket_fd, guint8 *buf, gsize offset, gsize len, Received *r, GError **error)
 {
   union
   {
@@ -257,6 +295,8 @@ receive_some (gint socket_fd, guint8 *buf, gsize len, Received *r)
   } control;
   struct iovec iov = { buf, len };
   struct msghdr msg = { 0 };
+  const struct ucred *creds;
+  struct ucred storage;
   gssize n;
 
   msg.msg_iov = &iov;
@@ -267,22 +307,35 @@ receive_some (gint socket_fd, guint8 *buf, gsize len, Received *r)
     n = recvmsg (socket_fd, &msg, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
   if (n < 0)
-    return -1;
-  collect_control (&msg, r);
+    {
+      int saved = errno;
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "IPC transport: receiving a %s failed: recvmsg: %s", r->what,
+                   g_strerror (saved));
+      return -1;
+    }
+  creds = collect_control (&msg, r, &storage);
+  /* End of stream. A stream read of 0 bytes is one (the kernel may add empty credentials to it);
+   * on a seqpacket socket, where SO_PASSCRED is on, every datagram, even an empty one, comes
+   * with a credentials message. */
+  if (n == 0 && (r->type == SOCK_STREAM || msg.msg_controllen == 0))
+    return 0;
+  r->n_pieces++;
+  check_piece (r, &msg, creds, offset, (gsize) n);
   if (msg.msg_flags & MSG_TRUNC)
-    return (gssize) len + 1; /* a datagram longer than the buffer: the caller refuses it */
+    return (gssize) len + 1;
   return n;
 }
 
+/* Checks who holds the other end of the socket (SO_PEERCRED: who created or connected it), on
+ * top of the pieces' senders. */
 static gboolean
-check_peer (gint socket_fd, const Received *r, MemresIpcFlags flags, const char *what,
-            GError **error)
+check_peer (gint socket_fd, const Received *r, GError **error)
 {
   struct ucred peer;
   socklen_t len = sizeof peer;
-  uid_t self = geteuid ();
 
-  if (flags & MEMRES_IPC_ALLOW_ANY_UID)
+  if (r->flags & MEMRES_IPC_ALLOW_ANY_UID)
     return TRUE;
   if (getsockopt (socket_fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || len < sizeof peer)
     {
@@ -292,33 +345,15 @@ check_peer (gint socket_fd, const Received *r, MemresIpcFlags flags, const char 
                    g_strerror (saved));
       return FALSE;
     }
-  if (peer.uid != self)
+  if (peer.uid != r->self)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
                    "IPC transport: the peer (pid %d) runs as uid %u, this process as uid %u "
                    "(pass MEMRES_IPC_ALLOW_ANY_UID to accept it)",
-                   (int) peer.pid, (unsigned) peer.uid, (unsigned) self);
-      return FALSE;
-    }
-  if (r->have_creds && r->creds.uid != self)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
-                   "IPC transport: the %s was sent by pid %d as uid %u, this process runs "
-                   "as uid %u (pass MEMRES_IPC_ALLOW_ANY_UID to accept it)",
-                   what, (int) r->creds.pid, (unsigned) r->creds.uid, (unsigned) self);
+                   (int) peer.pid, (unsigned) peer.uid, (unsigned) r->self);
       return FALSE;
     }
   return TRUE;
-}
-
-static gboolean
-receive_failed (const char *what, GError **error)
-{
-  int saved = errno;
-
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-               "IPC transport: receiving a %s failed: recvmsg: %s", what, g_strerror (saved));
-  return FALSE;
 }
 
 static gboolean
@@ -339,21 +374,20 @@ truncated (const char *what, gsize have, gsize want, GError **error)
   return FALSE;
 }
 
-/* Reads the bytes [have, want) of a message from a stream socket. */
+/* Reads the bytes [have, want) of a message from a stream socket, piece by piece. */
 static gboolean
-read_stream (gint socket_fd, guint8 *buf, gsize have, gsize want, Received *r, const char *what,
-             GError **error)
+read_stream (gint socket_fd, guint8 *buf, gsize have, gsize want, Received *r, GError **error)
 {
   while (have < want)
     {
-      gssize n = receive_some (socket_fd, buf + have, want - have, r);
+      gssize n = receive_piece (socket_fd, buf + have, have, want - have, r, error);
 
       if (n < 0)
-        return receive_failed (what, error);
+        return FALSE;
       if (n == 0 && have == 0)
-        return peer_closed (what, error);
+        return peer_closed (r->what, error);
       if (n == 0)
-        return truncated (what, have, want, error);
+        return truncated (r->what, have, want, error);
       have += (gsize) n;
     }
   return TRUE;
@@ -362,23 +396,23 @@ read_stream (gint socket_fd, guint8 *buf, gsize have, gsize want, Received *r, c
 /* Reads one datagram (seqpacket) of @header_len to @max_len bytes; *@len gets its length. */
 static gboolean
 read_datagram (gint socket_fd, guint8 *buf, gsize header_len, gsize max_len, gsize *len,
-               Received *r, const char *what, GError **error)
+               Received *r, GError **error)
 {
-  gssize n = receive_some (socket_fd, buf, max_len, r);
+  gssize n = receive_piece (socket_fd, buf, 0, max_len, r, error);
 
   if (n < 0)
-    return receive_failed (what, error);
-  if (n == 0)
-    return peer_closed (what, error);
+    return FALSE;
+  if (n == 0 && r->n_pieces == 0)
+    return peer_closed (r->what, error);
   if ((gsize) n > max_len)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                   "IPC transport: invalid %s message: longer than %" G_GSIZE_FORMAT " bytes", what,
-                   max_len);
+                   "IPC transport: invalid %s message: longer than %" G_GSIZE_FORMAT " bytes",
+                   r->what, max_len);
       return FALSE;
     }
   if ((gsize) n < header_len)
-    return truncated (what, (gsize) n, header_len, error);
+    return truncated (r->what, (gsize) n, header_len, error);
   *len = (gsize) n;
   return TRUE;
 }
@@ -389,6 +423,7 @@ _memres_ipc_receive_message (gint socket_fd, MemresIpcFlags flags, const char *w
                              gsize *length, GArray *fds, GError **error)
 {
   Received r = { 0 };
+  GError *local = NULL;
   gsize total, got = 0;
   gint type;
   int one = 1;
@@ -398,23 +433,36 @@ _memres_ipc_receive_message (gint socket_fd, MemresIpcFlags flags, const char *w
 
   if (!check_socket (socket_fd, &type, error))
     return FALSE;
-  /* Best effort: without it the per-message credentials are missing and SO_PEERCRED alone
-   * decides. */
-  (void) setsockopt (socket_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one);
-
   r.fds = fds;
+  r.type = type;
+  r.flags = flags;
+  r.what = what;
+  r.self = geteuid ();
+  /* Without it the kernel passes no credentials up, not even those the sender attached, and
+   * every piece would be refused as anonymous. */
+  if (setsockopt (socket_fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0
+      && !(flags & MEMRES_IPC_ALLOW_ANY_UID))
+    {
+      int saved = errno;
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED,
+                   "IPC transport: cannot enable SO_PASSCRED on socket %d, so the sender of a "
+                   "%s cannot be checked: %s",
+                   socket_fd, what, g_strerror (saved));
+      return FALSE;
+    }
+
   if (type == SOCK_STREAM)
     {
-      if (!read_stream (socket_fd, buf, 0, header_len, &r, what, error))
+      if (!read_stream (socket_fd, buf, 0, header_len, &r, &local))
         goto fail;
     }
-  else if (!read_datagram (socket_fd, buf, header_len, max_len, &got, &r, what, error))
+  else if (!read_datagram (socket_fd, buf, header_len, max_len, &got, &r, &local))
     goto fail;
 
   total = length_of (buf);
   if (total < header_len || total > max_len)
     {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+      g_set_error (&local, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
                    "IPC transport: invalid %s message: its header declares %" G_GSIZE_FORMAT
                    " bytes (%" G_GSIZE_FORMAT " to %" G_GSIZE_FORMAT " expected)",
                    what, total, header_len, max_len);
@@ -422,32 +470,32 @@ _memres_ipc_receive_message (gint socket_fd, MemresIpcFlags flags, const char *w
     }
   if (type == SOCK_STREAM)
     {
-      if (!read_stream (socket_fd, buf, header_len, total, &r, what, error))
+      if (!read_stream (socket_fd, buf, header_len, total, &r, &local))
         goto fail;
     }
   else if (got != total)
     {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+      g_set_error (&local, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
                    "IPC transport: invalid %s message: %" G_GSIZE_FORMAT
                    " bytes, its header declares %" G_GSIZE_FORMAT,
                    what, got, total);
       goto fail;
     }
 
-  if (r.control_truncated)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                   "IPC transport: invalid %s message: more control data than a message "
-                   "carries (more than %d fds)",
-                   what, MAX_FDS);
-      goto fail;
-    }
-  if (!check_peer (socket_fd, &r, flags, what, error))
+  if (r.refusal != NULL || !check_peer (socket_fd, &r, &local))
     goto fail;
   *length = total;
   return TRUE;
 
 fail:
+  /* A refused piece is the reason, whatever went wrong after it. */
+  if (r.refusal != NULL)
+    {
+      g_clear_error (&local);
+      g_propagate_error (error, r.refusal);
+    }
+  else
+    g_propagate_error (error, local);
   _memres_ipc_close_fds (fds);
   return FALSE;
 }
@@ -504,24 +552,41 @@ handle_length (const guint8 *header)
 /**
  * memres_ipc_receive_handle_with_flags:
  * @socket_fd: a connected `AF_UNIX` socket (stream or seqpacket)
- * @flags: #MemresIpcFlags: %MEMRES_IPC_ALLOW_ANY_UID accepts a peer of another uid
+ * @flags: #MemresIpcFlags: %MEMRES_IPC_ALLOW_ANY_UID accepts a message from any sender
  * @error: return location for a #GError
  *
  * Receives one handle sent with memres_ipc_send_handle(). Blocks until a message arrives
  * (unless @socket_fd is non-blocking). Enables `SO_PASSCRED` on @socket_fd (and leaves it on)
- * so that the sender's credentials come with the message. The message is untrusted: the header
- * must be complete with the right magic, version, length and a valid kind name, exactly one fd
- * must come with it, and the peer must run under this process's effective uid, both by
- * `SO_PEERCRED` (who connected) and by the credentials of the message (who sent it), unless
- * @flags has %MEMRES_IPC_ALLOW_ANY_UID. Received fds are close-on-exec (`MSG_CMSG_CLOEXEC`). On
- * any failure every fd that arrived is closed. No driver call. Thread safety: safe from any
- * thread; receive on one socket from one thread at a time.
+ * so that the kernel passes the senders' credentials up. The message is untrusted: the header
+ * must be complete with the right magic, version, length and a valid kind name, and exactly
+ * one fd must come with it.
+ *
+ * Unless @flags has %MEMRES_IPC_ALLOW_ANY_UID, the message must also have been sent entirely by
+ * processes running under this process's effective uid. Each piece of it is checked: one
+ * recvmsg() reads one piece (a seqpacket message is one piece; a stream message may arrive in
+ * several, written by different processes, and the kernel never mixes writers in one read).
+ * Every piece must come with `SCM_CREDENTIALS` naming this uid: those the sender attached
+ * (memres_ipc_send_handle() always attaches its own; the kernel refuses a uid that is not the
+ * sender's real, effective or saved uid unless it has `CAP_SETUID`) or, for bytes written after
+ * `SO_PASSCRED` was on, those the kernel attached. A piece without credentials (written without
+ * `SCM_CREDENTIALS` before `SO_PASSCRED` was on) is refused: nobody can tell who wrote it. The
+ * socket's peer
+ * (`SO_PEERCRED`: who created or connected it, not necessarily who wrote) must run under this
+ * uid too. A refused message is still read to its end, so that the next message on a stream
+ * stays readable; the first refused piece is the error reported, whatever else is wrong with
+ * the message.
+ *
+ * Received fds are close-on-exec (`MSG_CMSG_CLOEXEC`). On any failure every fd that arrived is
+ * closed. No driver call. Thread safety: safe from any thread; receive on one socket from one
+ * thread at a time.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @socket_fd is not an `AF_UNIX` socket;
  * %MEMRES_ERROR_FAILED when recvmsg() fails or the peer closed the connection before sending
  * anything; %MEMRES_ERROR_INVALID_DESCRIPTOR for a short, oversized or malformed message, a
- * message with no fd or with more than one; %MEMRES_ERROR_PERMISSION_DENIED for a peer of
- * another uid.
+ * message with no fd or with more than one; %MEMRES_ERROR_PERMISSION_DENIED (never with
+ * %MEMRES_IPC_ALLOW_ANY_UID) for a piece sent under another uid (the message names the piece,
+ * its bytes, the sender's pid and uid) or without credentials, for a peer of another uid, or
+ * when `SO_PASSCRED` cannot be enabled.
  *
  * Returns: (transfer full) (nullable): a new handle owning the received fd, or %NULL
  */
@@ -556,8 +621,9 @@ memres_ipc_receive_handle_with_flags (gint socket_fd, MemresIpcFlags flags, GErr
  * @socket_fd: a connected `AF_UNIX` socket
  * @error: return location for a #GError
  *
- * memres_ipc_receive_handle_with_flags() with %MEMRES_IPC_NONE: the peer must run under this
- * process's effective uid. See there for the semantics and the errors.
+ * memres_ipc_receive_handle_with_flags() with %MEMRES_IPC_NONE: every piece of the message
+ * must come with the sender's credentials naming this process's effective uid, and the peer
+ * must run under it. See there for the semantics and the errors.
  *
  * Returns: (transfer full) (nullable): a new handle owning the received fd, or %NULL
  */

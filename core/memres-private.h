@@ -238,9 +238,11 @@ _memres_get_le (const guint8 *p, int n)
  *   header of @header_len bytes, from which @length_of tells the whole message's length
  *   (checked to lie in [header_len, max_len]), then the rest; on a stream socket exactly that
  *   many bytes are read (the next message stays in the socket), on a seqpacket socket the
- *   datagram must have exactly that length. Then the peer's credentials are checked (uid, unless
- *   MEMRES_IPC_ALLOW_ANY_UID). On success *@length gets the length and @fds (an empty GArray of
- *   int) the received fds, which the caller owns (close them with _memres_ipc_close_fds()); on
+ *   datagram must have exactly that length. Unless MEMRES_IPC_ALLOW_ANY_UID, every piece read
+ *   (every recvmsg()) must carry SCM_CREDENTIALS of this process's euid (a piece without is
+ *   refused) and SO_PEERCRED must name it; a refused message is still read to its end, and the
+ *   first refused piece is the error. On success *@length gets the length and @fds (an empty GArray
+ * of int) the received fds, which the caller owns (close them with _memres_ipc_close_fds()); on
  *   failure every fd that arrived is closed and @fds is empty. Errors:
  *   MEMRES_ERROR_INVALID_ARGUMENT, MEMRES_ERROR_FAILED (recvmsg failed, or the peer closed before
  *   sending anything), MEMRES_ERROR_INVALID_DESCRIPTOR (short, long, too many fds),

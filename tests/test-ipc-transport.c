@@ -1,4 +1,6 @@
-/* test-ipc-transport.c: MemresIpcHandle and its transport over AF_UNIX sockets (no driver). */
+/* test-ipc-transport.c: MemresIpcHandle and its transport over AF_UNIX sockets (no driver):
+ * framing, fd ownership, and who may send (every piece of a message checked for the sender's
+ * uid, peers under uid 65534 when run as root), for handles and for the buffer message. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -280,31 +282,6 @@ valid_header (void)
   return h;
 }
 
-/* Sends @len bytes with @n_fds fds attached, raw. */
-static void
-raw_send (int sock, const void *data, gsize len, const int *fds, int n_fds)
-{
-  struct iovec iov = { (void *) data, len };
-  struct msghdr msg = { 0 };
-  g_autofree char *control = NULL;
-
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (n_fds > 0)
-    {
-      struct cmsghdr *cmsg;
-      control = g_malloc0 (CMSG_SPACE (sizeof (int) * n_fds));
-      msg.msg_control = control;
-      msg.msg_controllen = CMSG_SPACE (sizeof (int) * n_fds);
-      cmsg = CMSG_FIRSTHDR (&msg);
-      cmsg->cmsg_level = SOL_SOCKET;
-      cmsg->cmsg_type = SCM_RIGHTS;
-      cmsg->cmsg_len = CMSG_LEN (sizeof (int) * n_fds);
-      memcpy (CMSG_DATA (cmsg), fds, sizeof (int) * n_fds);
-    }
-  g_assert_cmpint (sendmsg (sock, &msg, MSG_NOSIGNAL), ==, (gssize) len);
-}
-
 /* Sends a raw message and asserts that receiving it fails with @code, leaving this process
  * with exactly the fds it had before (every received fd closed). */
 static void
@@ -319,7 +296,7 @@ expect_refused (int type, const void *data, gsize len, int n_fds, gboolean close
   make_pair (type, sv);
   for (int i = 0; i < n_fds; i++)
     fds[i] = make_memfd ("x");
-  raw_send (sv[0], data, len, fds, n_fds);
+  mt_send_raw (sv[0], data, len, fds, n_fds, TRUE);
   for (int i = 0; i < n_fds; i++)
     close (fds[i]);
   if (close_after)
@@ -404,7 +381,8 @@ test_bad_header (void)
   expect_refused (SOCK_STREAM, h.b, sizeof h.b, 1, FALSE, MEMRES_ERROR_INVALID_DESCRIPTOR);
 }
 
-/* The raw format is the documented one: a hand-made valid message is accepted. */
+/* The raw format is the documented one: a hand-made valid message, with the sender's
+ * credentials attached as the documentation says, is accepted. */
 static void
 test_raw_valid (void)
 {
@@ -415,12 +393,56 @@ test_raw_valid (void)
   int fd = make_memfd ("raw");
 
   make_pair (SOCK_STREAM, sv);
-  raw_send (sv[0], h.b, sizeof h.b, &fd, 1);
+  mt_send_raw (sv[0], h.b, sizeof h.b, &fd, 1, TRUE);
   handle = memres_ipc_receive_handle (sv[1], &error);
   g_assert_no_error (error);
   assert_same_file (fd, memres_ipc_handle_get_fd (handle));
   close (fd);
   close_pair (sv);
+}
+
+/* The same hand-made message without SCM_CREDENTIALS, sent before the receiver turned
+ * SO_PASSCRED on: nobody can tell who sent it, so it is refused (its fd closed) like a message
+ * of another uid, and accepted with MEMRES_IPC_ALLOW_ANY_UID. A user who writes messages by
+ * hand must attach credentials, as memres's own senders do. */
+static void
+no_credentials_round (int type)
+{
+  Header h = valid_header ();
+  GError *error = NULL;
+  MemresIpcHandle *handle;
+  int sv[2];
+  int fd = make_memfd ("anonymous");
+  int before;
+
+  make_pair (type, sv);
+  before = mt_count_open_fds ();
+  mt_send_raw (sv[0], h.b, sizeof h.b, &fd, 1, FALSE);
+  g_assert_null (memres_ipc_receive_handle (sv[1], &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED);
+  g_assert_nonnull (strstr (error->message, "without the sender's credentials"));
+  g_test_message ("refused: %s", error->message);
+  g_clear_error (&error);
+  g_assert_cmpint (mt_count_open_fds (), ==, before);
+
+  /* Again on a new pair, so that the message goes before SO_PASSCRED is on. */
+  close_pair (sv);
+  make_pair (type, sv);
+  mt_send_raw (sv[0], h.b, sizeof h.b, &fd, 1, FALSE);
+  handle = memres_ipc_receive_handle_with_flags (sv[1], MEMRES_IPC_ALLOW_ANY_UID, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (handle);
+  assert_same_file (fd, memres_ipc_handle_get_fd (handle));
+  memres_ipc_handle_free (handle);
+  close (fd);
+  close_pair (sv);
+}
+
+static void
+test_no_credentials (void)
+{
+  no_credentials_round (SOCK_STREAM);
+  no_credentials_round (SOCK_SEQPACKET);
 }
 
 /* Two handles queued back to back on a stream arrive as two handles. */
@@ -502,16 +524,253 @@ other_uid_round (MemresIpcFlags flags, gboolean expect_ok)
   close_pair (sv);
 }
 
+static gboolean
+require_root (void)
+{
+  if (geteuid () == 0)
+    return TRUE;
+  g_test_skip ("needs root to run a peer under another uid");
+  return FALSE;
+}
+
 static void
 test_other_uid (void)
 {
-  if (geteuid () != 0)
-    {
-      g_test_skip ("needs root to run a peer under another uid");
-      return;
-    }
+  if (!require_root ())
+    return;
   other_uid_round (MEMRES_IPC_NONE, FALSE);
   other_uid_round (MEMRES_IPC_ALLOW_ANY_UID, TRUE);
+}
+
+/* Forks a child that drops to uid and gid 65534 and sends @len bytes at @data on @sock in one
+ * sendmsg() with a new memfd holding @text and, when @with_creds, its own credentials; waits
+ * for it. The bytes are queued in the socket when this returns. The child makes no CUDA call. */
+static void
+send_as_other_uid (int sock, gconstpointer data, gsize len, const char *text, gboolean with_creds)
+{
+  int status;
+  pid_t pid = fork ();
+
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    {
+      int fd;
+
+      if (setgid (65534) != 0 || setuid (65534) != 0)
+        _exit (3);
+      fd = make_memfd (text);
+      mt_send_raw (sock, data, len, &fd, 1, with_creds);
+      _exit (0);
+    }
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+}
+
+/* Receives one handle on @sock with @flags and asserts that it is refused with
+ * PERMISSION_DENIED, the message naming @needle, and every fd that came closed. */
+static void
+expect_denied (int sock, MemresIpcFlags flags, const char *needle)
+{
+  GError *error = NULL;
+  int before = mt_count_open_fds ();
+
+  g_assert_null (memres_ipc_receive_handle_with_flags (sock, flags, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED);
+  g_test_message ("refused: %s", error->message);
+  g_assert_nonnull (strstr (error->message, needle));
+  g_clear_error (&error);
+  g_assert_cmpint (mt_count_open_fds (), ==, before);
+}
+
+/* Receives one handle on @sock with @flags, asserting that it is accepted and that its fd holds
+ * @text. */
+static void
+expect_accepted (int sock, MemresIpcFlags flags, const char *text)
+{
+  g_autoptr (MemresIpcHandle) handle = NULL;
+  g_autofree char *content = NULL;
+  GError *error = NULL;
+
+  handle = memres_ipc_receive_handle_with_flags (sock, flags, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (handle);
+  content = read_fd (memres_ipc_handle_get_fd (handle));
+  g_assert_cmpstr (content, ==, text);
+}
+
+/* A peer under another uid writes a well-formed handle message with one fd and no
+ * SCM_CREDENTIALS before the receiver enabled SO_PASSCRED, on a socket pair this process (root)
+ * made: SO_PEERCRED names root, the message names nobody. Refused: only the message's own
+ * credentials tell who sent it. */
+static void
+test_other_uid_no_credentials (void)
+{
+  Header h = valid_header ();
+  int sv[2];
+
+  if (!require_root ())
+    return;
+  make_pair (SOCK_STREAM, sv);
+  send_as_other_uid (sv[0], h.b, sizeof h.b, "other", FALSE);
+  expect_denied (sv[1], MEMRES_IPC_NONE, "piece 1 of the handle message (72 bytes at offset 0)");
+  close_pair (sv);
+}
+
+/* Queues a stream message in two pieces on a new pair: this process writes the first 8 bytes of
+ * the header (SO_PASSCRED is on, so the kernel attaches its credentials), a child under uid
+ * 65534 the other 64 with the fd, attaching its credentials when @with_creds (otherwise the
+ * kernel attaches them). The kernel delivers the pieces in two reads, each with its writer's
+ * credentials. */
+static void
+queue_split_message (int sv[2], gboolean with_creds)
+{
+  Header h = valid_header ();
+  int one = 1;
+
+  make_pair (SOCK_STREAM, sv);
+  g_assert_cmpint (setsockopt (sv[1], SOL_SOCKET, SO_PASSCRED, &one, sizeof one), ==, 0);
+  mt_send_raw (sv[0], h.b, 8, NULL, 0, FALSE);
+  send_as_other_uid (sv[0], h.b + 8, sizeof h.b - 8, "other", with_creds);
+}
+
+/* Every piece is checked, not only the first: the second one's uid refuses the message. */
+static void
+test_other_uid_second_piece (void)
+{
+  int sv[2];
+
+  if (!require_root ())
+    return;
+  for (int with_creds = 0; with_creds < 2; with_creds++)
+    {
+      queue_split_message (sv, with_creds);
+      expect_denied (sv[1], MEMRES_IPC_NONE,
+                     "piece 2 of the handle message (64 bytes at offset 8) was sent by pid");
+      close_pair (sv);
+    }
+}
+
+/* The same message with MEMRES_IPC_ALLOW_ANY_UID: accepted. */
+static void
+test_pieces_any_uid (void)
+{
+  int sv[2];
+
+  if (!require_root ())
+    return;
+  for (int with_creds = 0; with_creds < 2; with_creds++)
+    {
+      queue_split_message (sv, with_creds);
+      expect_accepted (sv[1], MEMRES_IPC_ALLOW_ANY_UID, "other");
+      close_pair (sv);
+    }
+}
+
+/* The first piece from another uid (explicit credentials), the rest, with the fd, from this
+ * process: refused, and the whole message is taken off the stream, so that the next one is
+ * read as it was sent. A foreign piece followed by the end of the stream is refused for its
+ * uid, not for the truncation. */
+static void
+test_other_uid_first_piece (void)
+{
+  g_autoptr (MemresIpcHandle) next = make_handle ("next");
+  Header h = valid_header ();
+  GError *error = NULL;
+  int sv[2], fd;
+
+  if (!require_root ())
+    return;
+  make_pair (SOCK_STREAM, sv);
+  send_as_other_uid (sv[0], h.b, 40, "other", TRUE);
+  fd = make_memfd ("mine");
+  mt_send_raw (sv[0], h.b + 40, sizeof h.b - 40, &fd, 1, TRUE);
+  close (fd);
+  g_assert_true (memres_ipc_send_handle (sv[0], next, &error));
+  g_assert_no_error (error);
+  expect_denied (sv[1], MEMRES_IPC_NONE,
+                 "piece 1 of the handle message (40 bytes at offset 0) was sent by pid");
+  expect_accepted (sv[1], MEMRES_IPC_NONE, "next");
+
+  send_as_other_uid (sv[0], h.b, 40, "other", TRUE);
+  shutdown (sv[0], SHUT_WR);
+  expect_denied (sv[1], MEMRES_IPC_NONE, "was sent by pid");
+  close_pair (sv);
+}
+
+/* A message in three pieces, all from this uid: the fd in the first (the kernel ends a read
+ * after a piece that carries fds), the second with this process's explicit credentials, the
+ * third with those the kernel attaches (SO_PASSCRED is on by then). Accepted. */
+static void
+test_pieces_same_uid (void)
+{
+  Header h = valid_header ();
+  int sv[2], fd, one = 1;
+  int before;
+
+  make_pair (SOCK_STREAM, sv);
+  before = mt_count_open_fds ();
+  g_assert_cmpint (setsockopt (sv[1], SOL_SOCKET, SO_PASSCRED, &one, sizeof one), ==, 0);
+  fd = make_memfd ("pieces");
+  mt_send_raw (sv[0], h.b, 8, &fd, 1, TRUE);
+  close (fd);
+  mt_send_raw (sv[0], h.b + 8, 32, NULL, 0, TRUE);
+  mt_send_raw (sv[0], h.b + 40, sizeof h.b - 40, NULL, 0, FALSE);
+  expect_accepted (sv[1], MEMRES_IPC_NONE, "pieces");
+  g_assert_cmpint (mt_count_open_fds (), ==, before);
+  close_pair (sv);
+}
+
+/* A buffer's layout record (memres_ipc_send_buffer()) goes through the same receive: sent by
+ * another uid it is refused before the importer is even looked at. The control, the same
+ * record from this uid, gets as far as the importer (a host resource, which cannot import
+ * chunks: NOT_SUPPORTED). */
+static void
+test_buffer_other_uid (void)
+{
+  const guint64 gran = 2 << 20;
+  guint8 rec[96] = { 'M', 'R', 'C', 'B', 1, 0, 96, 0, 'v', 'm', 'm' };
+  g_autoptr (MemresResource) host = NULL;
+  GError *error = NULL;
+  int sv[2], fd, before;
+
+  if (!require_root ())
+    return;
+  memcpy (rec + 40, device_uuid, MEMRES_IPC_ID_SIZE);
+  rec[56] = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  rec[60] = CU_MEM_LOCATION_TYPE_DEVICE;
+  for (int i = 0; i < 8; i++)
+    {
+      rec[64 + i] = (gran >> (8 * i)) & 0xff; /* granularity */
+      rec[72 + i] = (gran >> (8 * i)) & 0xff; /* size */
+      rec[88 + i] = (gran >> (8 * i)) & 0xff; /* the one chunk */
+    }
+  rec[80] = 1; /* n_chunks */
+  host = mt_new_ok ("host");
+
+  for (int t = 0; t < 2; t++)
+    {
+      int type = t == 0 ? SOCK_STREAM : SOCK_SEQPACKET;
+
+      make_pair (type, sv);
+      before = mt_count_open_fds ();
+      send_as_other_uid (sv[0], rec, sizeof rec, "other", TRUE);
+      g_assert_null (memres_ipc_receive_buffer (sv[1], host, MEMRES_IPC_NONE, NULL, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED);
+      g_test_message ("refused: %s", error->message);
+      g_assert_nonnull (strstr (error->message, "piece 1 of the buffer message"));
+      g_clear_error (&error);
+      g_assert_cmpint (mt_count_open_fds (), ==, before);
+
+      fd = make_memfd ("mine");
+      mt_send_raw (sv[0], rec, sizeof rec, &fd, 1, TRUE);
+      close (fd);
+      g_assert_null (memres_ipc_receive_buffer (sv[1], host, MEMRES_IPC_NONE, NULL, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_clear_error (&error);
+      g_assert_cmpint (mt_count_open_fds (), ==, before);
+      close_pair (sv);
+    }
 }
 
 static void
@@ -558,7 +817,15 @@ main (int argc, char **argv)
   g_test_add_func ("/ipc-transport/receive/no-fd", test_no_fd);
   g_test_add_func ("/ipc-transport/receive/extra-fds", test_extra_fds);
   g_test_add_func ("/ipc-transport/receive/bad-header", test_bad_header);
+  g_test_add_func ("/ipc-transport/receive/no-credentials", test_no_credentials);
+  g_test_add_func ("/ipc-transport/receive/pieces-same-uid", test_pieces_same_uid);
   g_test_add_func ("/ipc-transport/receive/other-uid", test_other_uid);
+  g_test_add_func ("/ipc-transport/receive/other-uid-no-credentials",
+                   test_other_uid_no_credentials);
+  g_test_add_func ("/ipc-transport/receive/other-uid-first-piece", test_other_uid_first_piece);
+  g_test_add_func ("/ipc-transport/receive/other-uid-second-piece", test_other_uid_second_piece);
+  g_test_add_func ("/ipc-transport/receive/pieces-any-uid", test_pieces_any_uid);
+  g_test_add_func ("/ipc-transport/receive-buffer/other-uid", test_buffer_other_uid);
   g_test_add_func ("/ipc-transport/fd-count-flat", test_fd_count_flat);
   return g_test_run ();
 }

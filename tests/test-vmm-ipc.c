@@ -690,35 +690,6 @@ capture (MemresBuffer *buf, Capture *c)
 }
 
 static void
-raw_send (int sock, const guint8 *data, gsize len, const int *fds, int n_fds)
-{
-  union
-  {
-    char buf[CMSG_SPACE (sizeof (int) * (MEMRES_IPC_MAX_CHUNKS + 1))];
-    struct cmsghdr align;
-  } control;
-  struct iovec iov = { (void *) data, len };
-  struct msghdr msg = { 0 };
-
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (n_fds > 0)
-    {
-      struct cmsghdr *cmsg;
-
-      memset (&control, 0, sizeof control);
-      msg.msg_control = control.buf;
-      msg.msg_controllen = CMSG_SPACE (sizeof (int) * n_fds);
-      cmsg = CMSG_FIRSTHDR (&msg);
-      cmsg->cmsg_level = SOL_SOCKET;
-      cmsg->cmsg_type = SCM_RIGHTS;
-      cmsg->cmsg_len = CMSG_LEN (sizeof (int) * n_fds);
-      memcpy (CMSG_DATA (cmsg), fds, sizeof (int) * n_fds);
-    }
-  g_assert_cmpint (sendmsg (sock, &msg, MSG_NOSIGNAL), ==, (gssize) len);
-}
-
-static void
 put_le (guint8 *p, guint64 v, int n)
 {
   for (int i = 0; i < n; i++)
@@ -748,7 +719,7 @@ expect_refused (MemresResource *importer, const Capture *c, int type, const guin
   int sv[2], fds;
 
   make_pair (type, sv);
-  raw_send (sv[0], rec, len, c->fds, n_fds);
+  mt_send_raw (sv[0], rec, len, c->fds, n_fds, TRUE);
   if (type == SOCK_STREAM)
     shutdown (sv[0], SHUT_WR);
   counts_begin (&base);
@@ -1009,7 +980,7 @@ test_forged (void)
 
   /* The control: the real message is accepted. */
   make_pair (SOCK_STREAM, sv);
-  raw_send (sv[0], c.bytes, c.len, c.fds, 3);
+  mt_send_raw (sv[0], c.bytes, c.len, c.fds, 3, TRUE);
   got = memres_ipc_receive_buffer (sv[1], importer, MEMRES_IPC_NONE, NULL, &error);
   g_assert_no_error (error);
   close_pair (sv);

@@ -1,4 +1,5 @@
 /* testutil.c: helpers shared by the test programs (see testutil.h). */
+#define _GNU_SOURCE /* struct ucred */
 #include "testutil.h"
 
 #include <dirent.h>
@@ -631,4 +632,48 @@ mt_recv_all (int sock, gpointer data, gsize n)
       p += got;
       n -= (gsize) got;
     }
+}
+
+void
+mt_send_raw (int sock, gconstpointer data, gsize len, const int *fds, int n_fds,
+             gboolean with_creds)
+{
+  struct iovec iov = { (void *) data, len };
+  struct msghdr msg = { 0 };
+  g_autofree char *control = NULL;
+  struct cmsghdr *cmsg;
+  gsize size = 0;
+
+  g_assert_cmpint (n_fds, >=, 0);
+  if (n_fds > 0)
+    size += CMSG_SPACE (sizeof (int) * n_fds);
+  if (with_creds)
+    size += CMSG_SPACE (sizeof (struct ucred));
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (size > 0)
+    {
+      control = g_malloc0 (size);
+      msg.msg_control = control;
+      msg.msg_controllen = size;
+      cmsg = CMSG_FIRSTHDR (&msg);
+      if (n_fds > 0)
+        {
+          cmsg->cmsg_level = SOL_SOCKET;
+          cmsg->cmsg_type = SCM_RIGHTS;
+          cmsg->cmsg_len = CMSG_LEN (sizeof (int) * n_fds);
+          memcpy (CMSG_DATA (cmsg), fds, sizeof (int) * n_fds);
+          cmsg = CMSG_NXTHDR (&msg, cmsg);
+        }
+      if (with_creds)
+        {
+          struct ucred creds = { getpid (), geteuid (), getegid () };
+
+          cmsg->cmsg_level = SOL_SOCKET;
+          cmsg->cmsg_type = SCM_CREDENTIALS;
+          cmsg->cmsg_len = CMSG_LEN (sizeof creds);
+          memcpy (CMSG_DATA (cmsg), &creds, sizeof creds);
+        }
+    }
+  g_assert_cmpint (sendmsg (sock, &msg, MSG_NOSIGNAL), ==, (gssize) len);
 }

@@ -83,6 +83,14 @@ void mt_wait_child (GPid pid, int sock);
 void mt_send_all (int sock, gconstpointer data, gsize n);
 void mt_recv_all (int sock, gpointer data, gsize n);
 
+/* For tests that hand-craft IPC messages: sends @len bytes at @data in one sendmsg() with the
+ * @n_fds fds at @fds in SCM_RIGHTS (none when 0) and, when @with_creds, this process's
+ * credentials in SCM_CREDENTIALS, as memres's own senders always attach them (the receiver
+ * refuses a message without, unless MEMRES_IPC_ALLOW_ANY_UID). Asserts that all @len bytes
+ * went. */
+void mt_send_raw (int sock, gconstpointer data, gsize len, const int *fds, int n_fds,
+                  gboolean with_creds);
+
 /* Fault sweep (fake only; skips on the real driver). @op performs one plugin operation and
  * returns TRUE on success; @undo reverts a successful @op. The sweep records the driver calls
  * @op makes, then for each call in turn makes exactly that call fail with

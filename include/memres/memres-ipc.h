@@ -30,8 +30,10 @@ G_BEGIN_DECLS
 
 /**
  * MemresIpcFlags:
- * @MEMRES_IPC_NONE: defaults: the peer must run under the same uid
- * @MEMRES_IPC_ALLOW_ANY_UID: accept a handle from a peer of any uid
+ * @MEMRES_IPC_NONE: defaults: every piece of a message must come with the credentials of a
+ *   sender running under this process's effective uid, and the peer must run under it
+ * @MEMRES_IPC_ALLOW_ANY_UID: accept a message from a peer of any uid, and one that came
+ *   without the sender's credentials
  */
 typedef enum
 {
