@@ -10,12 +10,14 @@
  *   mapping, under that table's lock. The mapping is made by the import_buffer slot, shared by
  *   every MemresBuffer importing that allocation and unmapped (deallocate slot) when the last of
  *   them is closed. Drivers map the same allocation twice to the same address and unmap it on
- *   the first free (nvbug 5570902), so without this one close would pull memory out from under
- *   another part of the program. The table's lock is held across import_buffer and the final
- *   deallocate (neither calls back into memres): two threads never map the same thing twice.
- *   The table is per resource because a mapping belongs to the resource that made it (and
- *   lives no longer than it: each of its buffers holds a reference); the pool is the
- *   resource's, so the export data alone is the key. */
+ *   the first free (nvbug 5570902; probed on the H200's 580.159.04), so without this one close
+ *   would pull memory out from under another part of the program. The table's lock is held
+ *   across import_buffer and the final deallocate (neither calls back into memres): two threads
+ *   never map the same thing twice. The table is per resource because a mapping belongs to the
+ *   resource that made it (and lives no longer than it: the resource's imported buffers share
+ *   one reference on it); the pool is the resource's, so the export data alone is the key, and
+ *   the mapped address a second one (other export data the driver maps at an address already
+ *   mapped joins that mapping). */
 #include <string.h>
 
 #include "memres-private.h"
@@ -384,19 +386,25 @@ acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStrea
  *
  * Maps the buffer described by @descriptor into this process. Every field is validated before
  * any driver call (length, magic, version, kind, reserved bytes, size, offset), then the
- * descriptor's kind and pool identity must be those of @mr. Importing the same buffer more than
- * once returns distinct #MemresBuffer objects sharing one mapping: the mapping stays until the
- * last of them is closed, so closing one never unmaps memory another still uses. The buffer is
- * flagged %MEMRES_MEMORY_IMPORTED. Thread safety: safe from any thread, concurrently too.
+ * descriptor's kind, pool identity and device UUID must be those of @mr's pool. The 64 bytes of
+ * driver export data in it are passed to the driver as they came (see docs/ipc.md: the driver
+ * trusts them). Importing the same buffer more than once returns distinct #MemresBuffer objects
+ * sharing one mapping: the mapping stays until the last of them is closed, so closing one never
+ * unmaps memory another still uses; the unmap, ordered on the stream of the last close, also
+ * waits for the streams the others were closed on. The buffer is flagged
+ * %MEMRES_MEMORY_IMPORTED. Thread safety: safe from any thread, concurrently too.
  *
  * Driver calls: the kind's import_buffer slot, once per mapping (for `ipc`,
  * cuMemPoolImportPointer() and cuPointerGetAttribute(`CU_POINTER_ATTRIBUTE_RANGE_SIZE`)); on
- * the last close, its deallocate slot (cuMemFreeAsync() on the deallocation stream).
+ * the last close, its deallocate slot (cuMemFreeAsync() on the deallocation stream). Closing one
+ * of several users of a mapping of a stream-ordered kind: cuEventCreate() and cuEventRecord()
+ * on its stream (cuStreamSynchronize() when that fails); the last close then makes its stream
+ * wait for those events (cuStreamWaitEvent(), cuEventDestroy()).
  *
  * Errors: %MEMRES_ERROR_INVALID_DESCRIPTOR for a malformed descriptor (the message names the
- * field), one of another kind or another pool than @mr's, or one claiming more bytes than the
- * exported allocation has; %MEMRES_ERROR_NOT_SUPPORTED when @mr's kind cannot import buffers;
- * %MEMRES_CUDA_ERROR from the driver.
+ * field), one of another kind, another pool or another device than @mr's pool, or one claiming
+ * more bytes than the exported allocation has; %MEMRES_ERROR_NOT_SUPPORTED when @mr's kind
+ * cannot import buffers; %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): a new buffer, or %NULL with @error set
  */

@@ -404,21 +404,23 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   not acceptable), %MEMRES_ERROR_WRONG_DEVICE (no local device has the handle's UUID), a
  *   %MEMRES_CUDA_ERROR. Since: 1.0
  * @export_buffer: optional. Fills @out (zero-filled on entry) for @alloc (transfer none), a
- *   live allocation of this instance; the core encodes the descriptor. Any thread. Errors:
- *   %MEMRES_ERROR_NOT_SUPPORTED, a %MEMRES_CUDA_ERROR. Since: 1.0
+ *   live allocation of this instance; the core encodes the descriptor. @out->pool_id and
+ *   @out->device_uuid must be those export_handle puts in the instance's handles (importers
+ *   refuse a descriptor whose identity differs from the handle they imported), and exporting
+ *   one allocation twice must give the same export data (importers deduplicate by it). Any
+ *   thread. Errors: %MEMRES_ERROR_NOT_SUPPORTED, a %MEMRES_CUDA_ERROR. Since: 1.0
  * @import_buffer: optional. Maps the allocation @in describes into this process, on an
  *   instance created by import_handle, and fills @alloc (zero-filled on entry) with the WHOLE
  *   mapping: the mapped address and its extent in bytes (for pools, the driver's range), not
  *   just the buffer. @in comes from another process and its framing was checked by the core,
- *   not its content: check @in->pool_id against the imported pool and @in->device_uuid
- *   against the device before any driver call (%MEMRES_ERROR_INVALID_DESCRIPTOR,
- *   %MEMRES_ERROR_WRONG_DEVICE). The core then checks that @in's offset and size fit in the
- *   mapping (else it calls deallocate with @alloc and fails with
- *   %MEMRES_ERROR_INVALID_DESCRIPTOR), maps each exported allocation once per process however
- *   often it is imported, and passes @alloc to deallocate (the unmap) when the last buffer
- *   using it closes. The mapping is usable in @stream's order. On failure nothing stays
- *   mapped. Any thread. Errors also: %MEMRES_ERROR_NOT_SUPPORTED (not an importer), a
- *   %MEMRES_CUDA_ERROR. Since: 1.0
+ *   not its content; the core checked @in->pool_id and @in->device_uuid against the handle
+ *   the instance was imported from (%MEMRES_ERROR_INVALID_DESCRIPTOR). The core then checks
+ *   that @in's offset and size fit in the mapping (else it calls deallocate with @alloc and
+ *   fails with %MEMRES_ERROR_INVALID_DESCRIPTOR), maps each exported allocation once per
+ *   process however often it is imported, and passes @alloc to deallocate (the unmap) when
+ *   the last buffer using it closes. The mapping is usable in @stream's order. On failure
+ *   nothing stays mapped. Any thread. Errors also: %MEMRES_ERROR_NOT_SUPPORTED (not an
+ *   importer), a %MEMRES_CUDA_ERROR. Since: 1.0
  * @resize: optional, for kinds that set %MEMRES_MEMORY_RESIZABLE. Grows or shrinks @alloc to
  *   @new_size bytes (> 0), keeping the first MIN (old, new) bytes, and updates
  *   @alloc->address (which may move), @alloc->size and @alloc->plugin_data; the result is
