@@ -184,6 +184,8 @@ _memres_ipc_mappings_add (MemresIpcMappings *t, guint64 hash, const MemresBuffer
   place (t->by_key.slots, t->mask, m, hash);
   place (t->by_address.slots, t->mask, m, m->address_hash);
   t->n_mappings++;
+  t->mapped_bytes += alloc->size;
+  t->mapped_high = MAX (t->mapped_high, t->mapped_bytes);
   return m;
 }
 
@@ -221,6 +223,7 @@ _memres_ipc_mappings_remove (MemresIpcMappings *t, MemresIpcMapping *m)
   unplace (t, &t->by_key, m);
   unplace (t, &t->by_address, m);
   t->n_mappings--;
+  t->mapped_bytes -= m->alloc.size;
   m->next_free = t->free_list;
   t->free_list = m;
 }

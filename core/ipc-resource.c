@@ -565,14 +565,30 @@ _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStre
   return ok;
 }
 
-/* The open buffers imported through @mr (for its statistics). */
-guint64
-_memres_ipc_count_buffers (MemresResource *mr)
+/* The statistics of what @mr imported: in @stats (may be NULL) the bytes mapped now as reserved
+ * and used, their high-water mark; in @n_imported its open imported buffers. */
+void
+_memres_ipc_get_stats (MemresResource *mr, MemresStats *stats, guint64 *n_imported)
 {
-  guint64 n;
+  MemresIpcMappings *table = &mr->ipc_mappings;
 
-  g_mutex_lock (&mr->ipc_mappings.lock);
-  n = mr->ipc_mappings.n_users;
-  g_mutex_unlock (&mr->ipc_mappings.lock);
-  return n;
+  g_mutex_lock (&table->lock);
+  *n_imported = table->n_users;
+  if (stats != NULL)
+    {
+      stats->reserved_current = stats->used_current = table->mapped_bytes;
+      stats->reserved_high = stats->used_high = table->mapped_high;
+    }
+  g_mutex_unlock (&table->lock);
+}
+
+/* Resets the high-water mark of what @mr imported to the bytes mapped now. */
+void
+_memres_ipc_reset_stats (MemresResource *mr)
+{
+  MemresIpcMappings *table = &mr->ipc_mappings;
+
+  g_mutex_lock (&table->lock);
+  table->mapped_high = table->mapped_bytes;
+  g_mutex_unlock (&table->lock);
 }

@@ -67,7 +67,9 @@ typedef struct
   MemresIpcIndex by_address; /* by mapped address: the driver maps one allocation at one address */
   gsize mask;                /* number of slots of each index - 1 */
   gsize n_mappings;
-  gsize n_users; /* open imported buffers, over every mapping */
+  gsize n_users;        /* open imported buffers, over every mapping */
+  guint64 mapped_bytes; /* the sizes of every mapping */
+  guint64 mapped_high;  /* high-water mark of mapped_bytes */
   MemresIpcMapping *free_list;
 } MemresIpcMappings;
 G_STATIC_ASSERT (sizeof (((MemresBufferExport *) NULL)->export_data) == MEMRES_EXPORT_DATA_SIZE);
@@ -278,10 +280,11 @@ gboolean _memres_layout_check (const MemresBufferChunks *chunks, GError **error)
  * it from the table of imported pools); buffer.c calls _memres_ipc_release_buffer() instead of
  * the deallocate slot and the resource reference for a buffer with an ipc_mapping (the mapping
  * is shared by every import of the same buffer and unmapped with the last);
- * _memres_ipc_count_buffers() gives the open imported buffers of @mr for its statistics. */
+ * _memres_ipc_get_stats() and _memres_ipc_reset_stats(): the statistics of what @mr imported. */
 void _memres_ipc_forget_resource (MemresResource *mr);
 gboolean _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStream stream,
                                      GError **error);
-guint64 _memres_ipc_count_buffers (MemresResource *mr);
+void _memres_ipc_get_stats (MemresResource *mr, MemresStats *stats, guint64 *n_imported);
+void _memres_ipc_reset_stats (MemresResource *mr);
 
 G_END_DECLS

@@ -384,7 +384,11 @@ memres_resource_is_host_accessible (MemresResource *mr)
  *
  * Reads the resource's statistics (reserved and used bytes, current and high-water, from the
  * kind's get_stats slot; for pools, cuMemPoolGetAttribute()) and the number of live buffers.
- * Thread-safe.
+ * A resource imported from another process (%MEMRES_MEMORY_IMPORTED) reports what this process
+ * maps of the pool (reserved and used: the bytes of the allocations its imported buffers
+ * mapped; the driver keeps the pool's own counts in the exporting process and refuses
+ * cuMemPoolGetAttribute() on an imported pool) and its open imported buffers, without calling
+ * the kind. Thread-safe.
  *
  * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind keeps no statistics; those of the kind.
  *
@@ -395,21 +399,22 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
 {
   GError *local = NULL;
   MemresStats s = { 0 };
+  guint64 imported = 0;
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (stats != NULL, FALSE);
 
-  if (mr->ops->get_stats == NULL)
+  if (mr->info.flags & MEMRES_MEMORY_IMPORTED)
+    _memres_ipc_get_stats (mr, &s, &imported);
+  else if (mr->ops->get_stats == NULL)
     return not_supported (mr, "statistics", error);
-  if (!slot_result (mr, "get_stats", mr->ops->get_stats (mr, &s, &local), &local, error))
+  else if (!slot_result (mr, "get_stats", mr->ops->get_stats (mr, &s, &local), &local, error))
     return FALSE;
+  else if (mr->ops->import_buffer != NULL)
+    _memres_ipc_get_stats (mr, NULL, &imported);
   s.n_buffers = (guint64) (__atomic_load_n (&mr->refs, __ATOMIC_RELAXED) & 0xffffffff);
-  if (mr->ops->import_buffer != NULL)
-    {
-      /* imported buffers share one buffer reference */
-      guint64 imported = _memres_ipc_count_buffers (mr);
-      s.n_buffers += imported > 0 ? imported - 1 : 0;
-    }
+  /* imported buffers share one buffer reference */
+  s.n_buffers += imported > 0 ? imported - 1 : 0;
   *stats = s;
   return TRUE;
 }
@@ -433,6 +438,11 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
 
   g_return_val_if_fail (mr != NULL, FALSE);
 
+  if (mr->info.flags & MEMRES_MEMORY_IMPORTED)
+    {
+      _memres_ipc_reset_stats (mr);
+      return TRUE;
+    }
   if (mr->ops->reset_stats == NULL)
     return not_supported (mr, "resetting statistics", error);
   return slot_result (mr, "reset_stats", mr->ops->reset_stats (mr, &local), &local, error);

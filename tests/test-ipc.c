@@ -444,6 +444,19 @@ test_dedup (void)
   b = memres_buffer_import (importer, desc.bytes, sizeof desc.bytes, NULL, &error);
   g_assert_no_error (error);
   g_assert_true (a != b);
+  /* The importer's statistics come from the core (the driver refuses cuMemPoolGetAttribute on
+   * an imported pool): two open buffers, one mapping of at least their size. */
+  {
+    MemresStats stats;
+
+    g_assert_true (memres_resource_get_stats (importer, &stats, &error));
+    g_assert_no_error (error);
+    g_assert_cmpuint (stats.n_buffers, ==, 2);
+    g_assert_cmpuint (stats.used_current, >=, 128 * KiB);
+    g_assert_cmpuint (stats.used_current, <, 2 * 128 * KiB);
+    g_assert_cmpuint (stats.reserved_current, ==, stats.used_current);
+    g_assert_cmpuint (stats.used_high, ==, stats.used_current);
+  }
   /* One mapping: the driver saw one import (real drivers unmap both on the first free). */
   if (mt_driver_is_fake ())
     g_assert_cmpint (mt_fake_call_count ("cuMemPoolImportPointer"), ==, imports + 1);
@@ -456,6 +469,20 @@ test_dedup (void)
   memres_buffer_unref (b);
   mt_sync_ok (NULL);
   mt_assert_fake_counts_equal (&base);
+  /* Nothing mapped any more; the high-water mark stays until reset. */
+  {
+    MemresStats stats;
+
+    g_assert_true (memres_resource_get_stats (importer, &stats, &error));
+    g_assert_no_error (error);
+    g_assert_cmpuint (stats.n_buffers, ==, 0);
+    g_assert_cmpuint (stats.used_current, ==, 0);
+    g_assert_cmpuint (stats.used_high, >=, 128 * KiB);
+    g_assert_true (memres_resource_reset_stats (importer, &error));
+    g_assert_no_error (error);
+    g_assert_true (memres_resource_get_stats (importer, &stats, &error));
+    g_assert_cmpuint (stats.used_high, ==, 0);
+  }
 }
 
 typedef struct

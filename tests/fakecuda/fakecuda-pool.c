@@ -717,7 +717,9 @@ CUresult
 fk_cuMemPoolGetAttribute (CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
   FK_ENTER (cuMemPoolGetAttribute);
-  if (!fk_pool_valid (pool) || value == NULL)
+  /* An imported pool has no attributes here (the real driver: CUDA_ERROR_INVALID_VALUE for every
+   * attribute, seen on the H200's 580.159.04). */
+  if (!fk_pool_valid (pool) || value == NULL || pool->imported)
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   switch (attr)
     {
@@ -751,7 +753,9 @@ CUresult
 fk_cuMemPoolSetAttribute (CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
   FK_ENTER (cuMemPoolSetAttribute);
-  if (!fk_pool_valid (pool) || value == NULL)
+  /* An imported pool has no attributes here (the real driver: CUDA_ERROR_INVALID_VALUE for every
+   * attribute, seen on the H200's 580.159.04). */
+  if (!fk_pool_valid (pool) || value == NULL || pool->imported)
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   switch (attr)
     {
