@@ -1185,7 +1185,8 @@ ipc_close_thread (gpointer data)
 
 /* Cycles of: export the pool's handle, import it, import the buffer a few times, drop the
  * importer, close the imports in another thread. The pool goes with the last close: driver
- * objects and fds of the process stay flat. */
+ * objects and fds of the process stay flat (with the real driver, from the second round: it
+ * opens a descriptor of its own on first use). */
 static void
 test_ipc_last_ref_cycles (IpcFixture *f, gconstpointer data)
 {
@@ -1217,6 +1218,8 @@ test_ipc_last_ref_cycles (IpcFixture *f, gconstpointer data)
       g_thread_join (g_thread_new ("close", ipc_close_thread, bufs));
       mt_sync_ok (NULL);
       mt_assert_fake_counts_equal (&base);
+      if (round == 0 && !mt_driver_is_fake ())
+        fds = mt_count_open_fds ();
       g_assert_cmpint (mt_count_open_fds (), ==, fds);
     }
 }
