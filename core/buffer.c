@@ -88,7 +88,7 @@ buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stre
 {
   MemresBuffer *buf = buffer_struct_new ();
 
-  g_atomic_ref_count_init (&buf->ref);
+  buf->ref = 1; /* g_atomic_ref_count_init() is a call into GLib on this hot path */
   buf->closed = 0;
   buf->mr = mr;
   buf->alloc = *alloc;
