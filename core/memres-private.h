@@ -182,6 +182,7 @@ MemresBuffer *_memres_buffer_new_imported (MemresResource *mr, const MemresAlloc
 /* spec.c */
 gboolean _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray **values,
                              GError **error);
+GStrv _memres_split (const char *text, char separator);
 gboolean _memres_parse_size (const char *text, guint64 *bytes, GError **error);
 gboolean _memres_parse_bool (const char *text, gboolean *value, GError **error);
 gboolean _memres_parse_int (const char *text, gint64 min, gint64 max, gint64 *value,

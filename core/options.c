@@ -80,7 +80,7 @@ parse_value (const MemresOptionSpec *spec, const char *text, OptionValue *out, G
             out->n_list = 0;
             return TRUE;
           }
-        parts = g_strsplit (text, "+", -1);
+        parts = _memres_split (text, '+');
         n = g_strv_length (parts);
         list = g_new0 (gint64, n);
         for (i = 0; i < n; i++)
