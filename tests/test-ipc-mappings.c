@@ -1,7 +1,6 @@
 /* test-ipc-mappings.c: the table of imported buffer mappings (core/ipc-mappings.c), against a
  * plain array as the model. Hashes are chosen by the test so that keys collide, probe runs
- * wrap around the end of the slot array, and removal has to shift entries back; in the
- * one-bucket runs the mapped addresses collide in the address index too. */
+ * wrap around the end of the slot array, and removal has to shift entries back. */
 #include <string.h>
 
 #include "memres-private.h"
@@ -22,12 +21,11 @@ make_key (guint i, MemresBufferExport *e)
   e->export_data[63] = 0x5a;
 }
 
-/* The address key @i is mapped at: with one bucket, multiples of 2^40, which the address index
- * hashes to one slot of any table up to 2048 slots. */
+/* The address key @i is mapped at. */
 static guint64
-address_of (guint i, guint n_buckets)
+address_of (guint i)
 {
-  return n_buckets == 1 ? (guint64) (i + 1) << 40 : 0x10000 + (guint64) i * 4096;
+  return 0x10000 + (guint64) i * 4096;
 }
 
 /* Hash @i of a bucket scheme: @n_buckets distinct values, all near the end of the table so
@@ -51,13 +49,11 @@ assert_model (Fixture *f, guint n_buckets)
       make_key (i, &e);
       m = _memres_ipc_mappings_lookup (&f->table, e.export_data, forced_hash (i, n_buckets));
       g_assert_true (m == f->present[i]);
-      g_assert_true (_memres_ipc_mappings_lookup_address (&f->table, address_of (i, n_buckets))
-                     == f->present[i]);
       if (m != NULL)
         {
           g_assert_cmpmem (m->export_data, sizeof m->export_data, e.export_data,
                            sizeof e.export_data);
-          g_assert_cmpuint (m->alloc.address, ==, address_of (i, n_buckets));
+          g_assert_cmpuint (m->alloc.address, ==, address_of (i));
           g_assert_cmpuint (m->alloc.size, ==, 1000 + i);
           n++;
         }
@@ -69,7 +65,7 @@ static void
 add (Fixture *f, guint i, guint n_buckets)
 {
   MemresBufferExport e;
-  MemresAllocation alloc = { address_of (i, n_buckets), 1000 + i, NULL };
+  MemresAllocation alloc = { address_of (i), 1000 + i, NULL };
   MemresIpcMapping *m;
 
   make_key (i, &e);
@@ -137,14 +133,13 @@ test_reuse (void)
 {
   Fixture f = { 0 };
   MemresIpcMapping *first;
-  MemresIpcMapping **slots, **address_slots;
+  MemresIpcMapping **slots;
   gsize mask;
 
   _memres_ipc_mappings_init (&f.table);
   for (guint i = 0; i < 100; i++)
     add (&f, i, N_KEYS);
-  slots = f.table.by_key.slots;
-  address_slots = f.table.by_address.slots;
+  slots = f.table.slots;
   mask = f.table.mask;
   g_assert_cmpuint (mask + 1, >=, 2 * 100);
   first = f.present[0];
@@ -160,8 +155,7 @@ test_reuse (void)
   for (guint i = 0; i < 100; i++)
     add (&f, i, N_KEYS);
   assert_model (&f, N_KEYS);
-  g_assert_true (f.table.by_key.slots == slots);
-  g_assert_true (f.table.by_address.slots == address_slots);
+  g_assert_true (f.table.slots == slots);
   g_assert_cmpuint (f.table.mask, ==, mask);
   for (guint i = 0; i < 100; i++)
     _memres_ipc_mappings_remove (&f.table, f.present[i]);
