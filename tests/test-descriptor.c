@@ -11,22 +11,8 @@
 #include <unistd.h>
 
 #include <memres/memres.h>
+#include "descriptor-layout.h"
 #include "testutil.h"
-
-/* Layout of the descriptor, from the documentation (memres-private.h), little-endian. */
-enum
-{
-  OFF_MAGIC = 0,
-  OFF_VERSION = 4,
-  OFF_LENGTH = 6,
-  OFF_KIND = 8,
-  OFF_POOL_ID = 40,
-  OFF_DEVICE_UUID = 56,
-  OFF_OFFSET = 72,
-  OFF_SIZE = 80,
-  OFF_EXPORT_DATA = 88,
-  OFF_RESERVED = 152,
-};
 
 typedef struct
 {
@@ -223,22 +209,6 @@ fixture_tear_down (Fixture *f, gconstpointer data)
   memres_resource_unref (f->exporter);
 }
 
-static void
-put_u64 (guint8 *p, guint64 v)
-{
-  for (int i = 0; i < 8; i++)
-    p[i] = (v >> (8 * i)) & 0xff;
-}
-
-static guint64
-get_u64 (const guint8 *p)
-{
-  guint64 v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-
 /* Imports @len bytes at @bytes into @mr and asserts INVALID_DESCRIPTOR naming @field, with no
  * plugin import made and no buffer counted. */
 static void
@@ -276,8 +246,8 @@ test_round_trip (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->desc.bytes[OFF_VERSION], ==, 1);
   g_assert_cmpuint (f->desc.bytes[OFF_LENGTH] | (f->desc.bytes[OFF_LENGTH + 1] << 8), ==, 160);
   g_assert_cmpstr ((const char *) f->desc.bytes + OFF_KIND, ==, "loopback");
-  g_assert_cmpuint (get_u64 (f->desc.bytes + OFF_SIZE), ==, 4096);
-  g_assert_cmpuint (get_u64 (f->desc.bytes + OFF_OFFSET), ==, 0);
+  g_assert_cmpuint (mt_get_u64 (f->desc.bytes + OFF_SIZE), ==, 4096);
+  g_assert_cmpuint (mt_get_u64 (f->desc.bytes + OFF_OFFSET), ==, 0);
 
   imported = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
   g_assert_no_error (error);
@@ -389,7 +359,7 @@ test_zero_size (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
 
-  put_u64 (d.bytes + OFF_SIZE, 0);
+  mt_put_u64 (d.bytes + OFF_SIZE, 0);
   expect_invalid (f->importer, d.bytes, sizeof d.bytes, "size");
 }
 
@@ -398,11 +368,11 @@ test_offset_overflow (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
 
-  put_u64 (d.bytes + OFF_OFFSET, G_MAXUINT64 - 100);
-  put_u64 (d.bytes + OFF_SIZE, 101);
+  mt_put_u64 (d.bytes + OFF_OFFSET, G_MAXUINT64 - 100);
+  mt_put_u64 (d.bytes + OFF_SIZE, 101);
   expect_invalid (f->importer, d.bytes, sizeof d.bytes, "offset");
-  put_u64 (d.bytes + OFF_OFFSET, 1);
-  put_u64 (d.bytes + OFF_SIZE, G_MAXUINT64);
+  mt_put_u64 (d.bytes + OFF_OFFSET, 1);
+  mt_put_u64 (d.bytes + OFF_SIZE, G_MAXUINT64);
   expect_invalid (f->importer, d.bytes, sizeof d.bytes, "offset");
 }
 
@@ -416,7 +386,7 @@ test_size_lying (Fixture *f, gconstpointer data)
   gint unmaps = g_atomic_int_get (&n_unmap);
   gint imports = g_atomic_int_get (&n_import_buffer);
 
-  put_u64 (d.bytes + OFF_SIZE, 4097);
+  mt_put_u64 (d.bytes + OFF_SIZE, 4097);
   g_assert_null (memres_buffer_import (f->importer, d.bytes, sizeof d.bytes, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
   g_assert_nonnull (strstr (error->message, "size"));
@@ -425,8 +395,8 @@ test_size_lying (Fixture *f, gconstpointer data)
   g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps + 1);
 
   /* In range on its own, but not at that offset. */
-  put_u64 (d.bytes + OFF_SIZE, 100);
-  put_u64 (d.bytes + OFF_OFFSET, 4000);
+  mt_put_u64 (d.bytes + OFF_SIZE, 100);
+  mt_put_u64 (d.bytes + OFF_OFFSET, 4000);
   g_assert_null (memres_buffer_import (f->importer, d.bytes, sizeof d.bytes, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
   g_clear_error (&error);
@@ -435,8 +405,8 @@ test_size_lying (Fixture *f, gconstpointer data)
   /* A sub-range that fits is fine: offset 1000, 96 bytes. */
   {
     g_autoptr (MemresBuffer) part = NULL;
-    put_u64 (d.bytes + OFF_SIZE, 96);
-    put_u64 (d.bytes + OFF_OFFSET, 1000);
+    mt_put_u64 (d.bytes + OFF_SIZE, 96);
+    mt_put_u64 (d.bytes + OFF_OFFSET, 1000);
     part = memres_buffer_import (f->importer, d.bytes, sizeof d.bytes, NULL, &error);
     g_assert_no_error (error);
     g_assert_cmpuint (memres_buffer_get_size (part), ==, 96);
@@ -457,7 +427,7 @@ test_size_lying_mapped (Fixture *f, gconstpointer data)
   first = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
   g_assert_no_error (error);
   imports = g_atomic_int_get (&n_import_buffer);
-  put_u64 (d.bytes + OFF_SIZE, 8192);
+  mt_put_u64 (d.bytes + OFF_SIZE, 8192);
   expect_invalid (f->importer, d.bytes, sizeof d.bytes, "size");
   g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports);
   g_assert_true (memres_buffer_close (first, NULL, NULL));

@@ -17,37 +17,8 @@
 #include <unistd.h>
 
 #include <memres/memres.h>
+#include "descriptor-layout.h"
 #include "testutil.h"
-
-/* Layout of the descriptor (memres-private.h), little-endian. */
-enum
-{
-  OFF_KIND = 8,
-  OFF_POOL_ID = 40,
-  OFF_DEVICE_UUID = 56,
-  OFF_OFFSET = 72,
-  OFF_SIZE = 80,
-  OFF_EXPORT_DATA = 88,
-  OFF_RESERVED = 152,
-  DESC_SIZE = 160,
-};
-
-static void
-put_u64 (guint8 *p, guint64 v)
-{
-  for (int i = 0; i < 8; i++)
-    p[i] = (v >> (8 * i)) & 0xff;
-}
-
-static guint64
-get_u64 (const guint8 *p)
-{
-  guint64 v = 0;
-
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* The `attack` kind */
@@ -574,8 +545,8 @@ test_reexport (Fixture *f, gconstpointer data)
 
   /* bytes 512 .. 1535 of the allocation */
   memcpy (sub, f->descs[2].bytes, DESC_SIZE);
-  put_u64 (sub + OFF_OFFSET, 512);
-  put_u64 (sub + OFF_SIZE, 1024);
+  mt_put_u64 (sub + OFF_OFFSET, 512);
+  mt_put_u64 (sub + OFF_SIZE, 1024);
   c = memres_buffer_import (f->importer, sub, DESC_SIZE, NULL, &error);
   g_assert_no_error (error);
   hold (source_address (f, 2), 1);
@@ -1154,7 +1125,7 @@ test_ipc_alias_export_data (IpcFixture *f, gconstpointer data)
   if (f->importer == NULL || !mt_require_fake ("forges the fake's export data"))
     return;
   memcpy (alias, f->desc.bytes, DESC_SIZE);
-  put_u64 (alias + OFF_FAKE_RSIZE, get_u64 (alias + OFF_FAKE_RSIZE) + 512);
+  mt_put_u64 (alias + OFF_FAKE_RSIZE, mt_get_u64 (alias + OFF_FAKE_RSIZE) + 512);
   a = ipc_import_ok (f->importer, f->desc.bytes);
   b = ipc_import_ok (f->importer, alias);
   g_assert_true (memres_buffer_get_pointer (a) == memres_buffer_get_pointer (b));
