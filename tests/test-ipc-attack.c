@@ -496,34 +496,35 @@ typedef struct
   guint which;
 } Held;
 
-typedef struct
+typedef struct Worker Worker;
+
+/* One round of an importer thread: imports one buffer, closes it or hands it to a closer. */
+typedef void (*RoundFunc) (Worker *w, GRand *rand);
+
+struct Worker
 {
   Fixture *f;
   GAsyncQueue *queue;
   guint seed;
-} Worker;
+  RoundFunc round; /* importers' */
+};
 
-static gpointer
-importer_thread (gpointer data)
+/* Closes @buf (an import of source @which) in this thread when @here, or hands it to a closer
+ * thread. */
+static void
+close_here_or_queue (Worker *w, MemresBuffer *buf, guint which, gboolean here)
 {
-  Worker *w = data;
-  GRand *rand = g_rand_new_with_seed (w->seed);
+  Held *h;
 
-  for (guint i = 0; i < N_ROUNDS; i++)
+  if (here)
     {
-      /* half of them on three sources, so that imports collide; the others spread */
-      guint which = (guint) g_rand_int_range (rand, 0, g_rand_boolean (rand) ? 3 : N_SOURCES);
-      Held *h = g_new (Held, 1);
-
-      h->buf = import_ok (w->f, w->f->importer, which);
-      h->which = which;
-      if (g_rand_int_range (rand, 0, 4) == 0)
-        close_held (w->f, h->buf, which), g_free (h);
-      else
-        g_async_queue_push (w->queue, h);
+      close_held (w->f, buf, which);
+      return;
     }
-  g_rand_free (rand);
-  return NULL;
+  h = g_new (Held, 1);
+  h->buf = buf;
+  h->which = which;
+  g_async_queue_push (w->queue, h);
 }
 
 static gpointer
@@ -567,8 +568,23 @@ closer_thread (gpointer data)
   return NULL;
 }
 
+static gpointer
+importer_thread (gpointer data)
+{
+  Worker *w = data;
+  GRand *rand = g_rand_new_with_seed (w->seed);
+
+  for (guint i = 0; i < N_ROUNDS; i++)
+    w->round (w, rand);
+  g_rand_free (rand);
+  return NULL;
+}
+
+/* Runs N_CLOSERS closer threads and N_IMPORTERS importer threads of N_ROUNDS @round's, each
+ * thread with a seed of its own, until the importers are done and the closers have closed all
+ * they were handed. */
 static void
-test_threads (Fixture *f, gconstpointer data)
+run_workers (Fixture *f, RoundFunc round)
 {
   GThread *importers[N_IMPORTERS], *closers[N_CLOSERS];
   Worker wi[N_IMPORTERS], wc[N_CLOSERS];
@@ -576,12 +592,12 @@ test_threads (Fixture *f, gconstpointer data)
 
   for (guint i = 0; i < N_CLOSERS; i++)
     {
-      wc[i] = (Worker){ f, queue, g_test_rand_int () };
+      wc[i] = (Worker){ f, queue, g_test_rand_int (), NULL };
       closers[i] = g_thread_new ("closer", closer_thread, &wc[i]);
     }
   for (guint i = 0; i < N_IMPORTERS; i++)
     {
-      wi[i] = (Worker){ f, queue, g_test_rand_int () };
+      wi[i] = (Worker){ f, queue, g_test_rand_int (), round };
       importers[i] = g_thread_new ("importer", importer_thread, &wi[i]);
     }
   for (guint i = 0; i < N_IMPORTERS; i++)
@@ -591,6 +607,22 @@ test_threads (Fixture *f, gconstpointer data)
   for (guint i = 0; i < N_CLOSERS; i++)
     g_thread_join (closers[i]);
   g_async_queue_unref (queue);
+}
+
+static void
+import_round (Worker *w, GRand *rand)
+{
+  /* half of them on three sources, so that imports collide; the others spread */
+  guint which = (guint) g_rand_int_range (rand, 0, g_rand_boolean (rand) ? 3 : N_SOURCES);
+  MemresBuffer *buf = import_ok (w->f, w->f->importer, which);
+
+  close_here_or_queue (w, buf, which, g_rand_int_range (rand, 0, 4) == 0);
+}
+
+static void
+test_threads (Fixture *f, gconstpointer data)
+{
+  run_workers (f, import_round);
   g_assert_cmpuint (n_buffers_of (f->importer), ==, 0);
   assert_balanced (f);
 }
@@ -598,61 +630,30 @@ test_threads (Fixture *f, gconstpointer data)
 /* Threads import the pool (deduplicated), import a buffer, drop the resource at once and close
  * the buffer (here or in a closer thread): the last close finalizes the resource while other
  * threads look it up in the table of imported pools. Every resource made is finalized once. */
-static gpointer
-pool_cycler_thread (gpointer data)
+static void
+pool_cycle_round (Worker *w, GRand *rand)
 {
-  Worker *w = data;
-  GRand *rand = g_rand_new_with_seed (w->seed);
+  GError *error = NULL;
+  MemresResource *mr = memres_resource_import_handle (w->f->handle, &error);
+  guint which = (guint) g_rand_int_range (rand, 0, N_SOURCES);
+  MemresBuffer *buf;
 
-  for (guint i = 0; i < N_ROUNDS; i++)
-    {
-      GError *error = NULL;
-      MemresResource *mr = memres_resource_import_handle (w->f->handle, &error);
-      guint which = (guint) g_rand_int_range (rand, 0, N_SOURCES);
-      Held *h = g_new (Held, 1);
-
-      g_assert_no_error (error);
-      h->buf = import_ok (w->f, mr, which);
-      h->which = which;
-      memres_resource_unref (mr);
-      /* mostly here: the resource must often lose its last buffer */
-      if (g_rand_int_range (rand, 0, 8) != 0)
-        close_held (w->f, h->buf, which), g_free (h);
-      else
-        g_async_queue_push (w->queue, h);
-    }
-  g_rand_free (rand);
-  return NULL;
+  g_assert_no_error (error);
+  buf = import_ok (w->f, mr, which);
+  memres_resource_unref (mr);
+  /* mostly here: the resource must often lose its last buffer */
+  close_here_or_queue (w, buf, which, g_rand_int_range (rand, 0, 8) != 0);
 }
 
 static void
 test_finalize_race (Fixture *f, gconstpointer data)
 {
-  GThread *cyclers[N_IMPORTERS], *closers[N_CLOSERS];
-  Worker wi[N_IMPORTERS], wc[N_CLOSERS];
-  GAsyncQueue *queue = g_async_queue_new ();
   gint handles = g_atomic_int_get (&mt_ipc_kind.handle_imports);
   gint finalized = g_atomic_int_get (&mt_ipc_kind.finalized_imports);
 
   g_clear_pointer (&f->importer, memres_resource_unref);
   g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.finalized_imports), ==, ++finalized);
-  for (guint i = 0; i < N_CLOSERS; i++)
-    {
-      wc[i] = (Worker){ f, queue, g_test_rand_int () };
-      closers[i] = g_thread_new ("closer", closer_thread, &wc[i]);
-    }
-  for (guint i = 0; i < N_IMPORTERS; i++)
-    {
-      wi[i] = (Worker){ f, queue, g_test_rand_int () };
-      cyclers[i] = g_thread_new ("cycler", pool_cycler_thread, &wi[i]);
-    }
-  for (guint i = 0; i < N_IMPORTERS; i++)
-    g_thread_join (cyclers[i]);
-  for (guint i = 0; i < N_CLOSERS; i++)
-    g_async_queue_push (queue, GINT_TO_POINTER (1));
-  for (guint i = 0; i < N_CLOSERS; i++)
-    g_thread_join (closers[i]);
-  g_async_queue_unref (queue);
+  run_workers (f, pool_cycle_round);
   g_test_message ("%d pools imported", g_atomic_int_get (&mt_ipc_kind.handle_imports) - handles);
   g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.handle_imports) - handles, >=, 1);
   g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.handle_imports) - handles, ==,
