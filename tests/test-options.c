@@ -105,15 +105,8 @@ static void
 assert_value_refused (const char *kind, const char *key, const char *value, const char *needle)
 {
   g_autofree char *spec = g_strdup_printf ("%s:%s=%s", kind, key, value);
-  g_autoptr (GError) error = NULL;
-  g_autoptr (MemresResource) mr = memres_resource_new (spec, &error);
 
-  g_assert_null (mr);
-  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_test_message ("%s", error->message);
-  mt_assert_printable (error->message, 300);
-  if (strstr (error->message, needle) == NULL)
-    g_error ("message lacks \"%s\": %s", needle, error->message);
+  mt_new_fails_short (spec, needle);
 }
 
 /* @n copies of @unit (of any length), then @suffix. */

@@ -407,6 +407,20 @@ mt_new_fails (const char *spec, GQuark domain, gint code, const char *needle)
 }
 
 void
+mt_new_fails_short (const char *spec, const char *needle)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = memres_resource_new (spec, &error);
+
+  g_assert_null (mr);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_test_message ("%s", error->message);
+  mt_assert_printable (error->message, 300);
+  if (strstr (error->message, needle) == NULL)
+    g_error ("message lacks \"%s\": %s", needle, error->message);
+}
+
+void
 mt_assert_printable (const char *text, gsize max_len)
 {
   const char *p;

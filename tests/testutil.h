@@ -50,6 +50,11 @@ MemresResource *mt_new_ok (const char *spec);
  * not NULL, that the error's message contains @needle. */
 void mt_new_fails (const char *spec, GQuark domain, gint code, const char *needle);
 
+/* Asserts that memres_resource_new(@spec) returns NULL with MEMRES_ERROR_INVALID_ARGUMENT and a
+ * message that is printable and under 300 bytes (mt_assert_printable()), whatever the size of
+ * @spec, and contains @needle. */
+void mt_new_fails_short (const char *spec, const char *needle);
+
 /* Asserts that @text (an error message, a line of the memres command) is valid UTF-8, shorter
  * than @max_len bytes and holds no control character (C0, DEL, C1): what a message quoting user
  * input of any size and content must be. */
