@@ -497,17 +497,8 @@ test_many (Fixture *f, gconstpointer data)
       assert_n_buffers (f->importer, n);
       g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.unmaps), ==, unmaps);
 
-      /* Fisher-Yates, then close in that order. */
-      for (guint i = n - 1; i > 0; i--)
-        {
-          guint j = (guint) g_test_rand_int_range (0, (gint32) i + 1);
-          MemresBuffer *b = imported[i];
-          guint o = owner[i];
-          imported[i] = imported[j];
-          owner[i] = owner[j];
-          imported[j] = b;
-          owner[j] = o;
-        }
+      /* Shuffled, then closed in that order. */
+      mt_shuffle_buffers (imported, owner, n);
       for (guint i = 0; i < n; i++)
         {
           mt_assert_pattern (memres_buffer_get_pointer (imported[i]), 64 + owner[i], owner[i]);

@@ -456,16 +456,7 @@ test_last_ref_dropped (Fixture *f, gconstpointer data)
           which[i] = (guint) g_test_rand_int_range (0, 4);
           bufs[i] = import_ok (f, f->importer, which[i]);
         }
-      for (guint i = N - 1; i > 0; i--)
-        {
-          guint j = (guint) g_test_rand_int_range (0, (gint32) i + 1);
-          MemresBuffer *b = bufs[i];
-          guint w = which[i];
-          bufs[i] = bufs[j];
-          which[i] = which[j];
-          bufs[j] = b;
-          which[j] = w;
-        }
+      mt_shuffle_buffers (bufs, which, N);
       g_clear_pointer (&f->importer, memres_resource_unref);
       g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.finalized_imports), ==, finalized);
       g_thread_join (g_thread_new ("close", close_all_thread, &job));

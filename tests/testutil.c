@@ -421,6 +421,23 @@ mt_new_fails_short (const char *spec, const char *needle)
 }
 
 void
+mt_shuffle_buffers (MemresBuffer **bufs, guint *tags, guint n)
+{
+  /* the last of the first @k trades places with one of them */
+  for (guint k = n; k > 1; k--)
+    {
+      guint j = (guint) g_test_rand_int_range (0, (gint32) k);
+      MemresBuffer *b = bufs[k - 1];
+      guint t = tags[k - 1];
+
+      bufs[k - 1] = bufs[j];
+      tags[k - 1] = tags[j];
+      bufs[j] = b;
+      tags[j] = t;
+    }
+}
+
+void
 mt_assert_printable (const char *text, gsize max_len)
 {
   const char *p;

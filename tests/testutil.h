@@ -60,6 +60,10 @@ void mt_new_fails_short (const char *spec, const char *needle);
  * input of any size and content must be. */
 void mt_assert_printable (const char *text, gsize max_len);
 
+/* Shuffles the @n buffers at @bufs (Fisher-Yates, drawing with g_test_rand_int_range()) and the
+ * @n numbers at @tags alike: @tags[i] stays the number of @bufs[i]. */
+void mt_shuffle_buffers (MemresBuffer **bufs, guint *tags, guint n);
+
 /* memres_resource_allocate(@mr, @size, @stream), asserting no error, a buffer and that its size
  * is @size bytes. Returns (transfer full). */
 MemresBuffer *mt_alloc_ok (MemresResource *mr, gsize size, MemresStream stream);
