@@ -47,31 +47,19 @@ test_bad_kind_names (void)
     }
 }
 
-/* @prefix, then @n copies of @c, then @suffix. */
-static char *
-make_input (const char *prefix, char c, gsize n, const char *suffix)
-{
-  GString *s = g_string_new (prefix);
-
-  for (gsize i = 0; i < n; i++)
-    g_string_append_c (s, c);
-  g_string_append (s, suffix);
-  return g_string_free (s, FALSE);
-}
-
 #define MIB ((gsize) 1024 * 1024)
 
 /* A spec of a megabyte: every message quotes the first 64 bytes and the size, not the whole. */
 static void
 test_huge_spec (void)
 {
-  g_autofree char *name = make_input ("", 'a', MIB, "");
-  g_autofree char *no_value = make_input ("tk:", 'a', MIB, "");
-  g_autofree char *unknown_key = make_input ("tk:", 'a', MIB, "=1");
-  g_autofree char *bad_key = make_input ("tk:", 'A', MIB, "=1");
-  g_autofree char *empty_options = make_input ("tk:flag=1", ',', MIB, "");
-  g_autofree char *escapes = make_input ("", '\x1b', MIB, "");
-  g_autofree char *head = make_input ("\"", 'a', 64, "... (1048576 bytes)\"");
+  g_autofree char *name = mt_repeat ("", "a", MIB, "");
+  g_autofree char *no_value = mt_repeat ("tk:", "a", MIB, "");
+  g_autofree char *unknown_key = mt_repeat ("tk:", "a", MIB, "=1");
+  g_autofree char *bad_key = mt_repeat ("tk:", "A", MIB, "=1");
+  g_autofree char *empty_options = mt_repeat ("tk:flag=1", ",", MIB, "");
+  g_autofree char *escapes = mt_repeat ("", "\x1b", MIB, "");
+  g_autofree char *head = mt_repeat ("\"", "a", 64, "... (1048576 bytes)\"");
 
   mt_new_fails_short (name, "invalid kind name");
   mt_new_fails_short (name, head);

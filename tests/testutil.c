@@ -437,6 +437,18 @@ mt_shuffle_buffers (MemresBuffer **bufs, guint *tags, guint n)
     }
 }
 
+char *
+mt_repeat (const char *prefix, const char *unit, gsize n, const char *suffix)
+{
+  GString *s = g_string_sized_new (strlen (prefix) + strlen (unit) * n + strlen (suffix) + 1);
+
+  g_string_append (s, prefix);
+  for (gsize i = 0; i < n; i++)
+    g_string_append (s, unit);
+  g_string_append (s, suffix);
+  return g_string_free (s, FALSE);
+}
+
 void
 mt_assert_printable (const char *text, gsize max_len)
 {

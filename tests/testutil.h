@@ -55,6 +55,10 @@ void mt_new_fails (const char *spec, GQuark domain, gint code, const char *needl
  * @spec, and contains @needle. */
 void mt_new_fails_short (const char *spec, const char *needle);
 
+/* @prefix, then @n copies of @unit (of any length), then @suffix: inputs of any size for the
+ * parsers. Returns (transfer full) a new string. */
+char *mt_repeat (const char *prefix, const char *unit, gsize n, const char *suffix);
+
 /* Asserts that @text (an error message, a line of the memres command) is valid UTF-8, shorter
  * than @max_len bytes and holds no control character (C0, DEL, C1): what a message quoting user
  * input of any size and content must be. */
