@@ -1,191 +1,20 @@
 /* test-descriptor.c: buffer descriptors and the core's import path (validation before any
  * plugin or driver call, per-process deduplication of pools and mappings), without a driver.
  *
- * A kind registered here, `loopback`, plays an IPC-enabled pool on host memory: its export
- * data is the allocation's address and size, and its "mapping" of an import is that same
- * memory. It counts its import and unmap calls, so the tests see exactly when the core reaches
- * plugin code. */
-#define _GNU_SOURCE
-#include <fcntl.h>
+ * `loopback`, the in-test IPC kind (ipc-testkind.h) registered under that name, plays an
+ * IPC-enabled pool on host memory: its export data is the allocation's address and size, and
+ * its "mapping" of an import is that same memory. It counts its import and unmap calls
+ * (mt_ipc_kind), so the tests see exactly when the core reaches plugin code. */
 #include <string.h>
 #include <unistd.h>
 
 #include <memres/memres.h>
+#include "descriptor-layout.h"
+#include "ipc-testkind.h"
 #include "testutil.h"
 
-/* Layout of the descriptor, from the documentation (memres-private.h), little-endian. */
-enum
-{
-  OFF_MAGIC = 0,
-  OFF_VERSION = 4,
-  OFF_LENGTH = 6,
-  OFF_KIND = 8,
-  OFF_POOL_ID = 40,
-  OFF_DEVICE_UUID = 56,
-  OFF_OFFSET = 72,
-  OFF_SIZE = 80,
-  OFF_EXPORT_DATA = 88,
-  OFF_RESERVED = 152,
-};
-
-typedef struct
-{
-  gboolean imported;
-  guint8 pool_id[MEMRES_IPC_ID_SIZE];
-} Loopback;
-
-static gint n_import_handle; /* atomic */
-static gint n_import_buffer; /* atomic */
-static gint n_unmap;         /* atomic: deallocate of an import */
-static gint n_pools_created; /* atomic */
-
-static gboolean
-lo_init (MemresResource *mr, const MemresOptions *options, GError **error)
-{
-  Loopback *self = memres_resource_get_private (mr);
-  guint32 n = (guint32) g_atomic_int_add (&n_pools_created, 1) + 1;
-
-  memset (self->pool_id, 0xa5, sizeof self->pool_id);
-  memcpy (self->pool_id, &n, sizeof n);
-  return TRUE;
-}
-
-static void
-lo_finalize (MemresResource *mr)
-{
-}
-
-static gboolean
-lo_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-             GError **error)
-{
-  Loopback *self = memres_resource_get_private (mr);
-
-  if (self->imported)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "imported pool");
-      return FALSE;
-    }
-  alloc->address = (guint64) (guintptr) g_malloc0 (size);
-  alloc->size = size;
-  return TRUE;
-}
-
-static gboolean
-lo_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
-{
-  Loopback *self = memres_resource_get_private (mr);
-
-  if (self->imported)
-    g_atomic_int_inc (&n_unmap); /* the memory belongs to the exporter */
-  else
-    g_free ((gpointer) (guintptr) alloc->address);
-  return TRUE;
-}
-
-static void
-lo_query (MemresResource *mr, MemresResourceInfo *info)
-{
-  Loopback *self = memres_resource_get_private (mr);
-
-  info->device = -1;
-  info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_IPC_ENABLED;
-  if (self->imported)
-    info->flags |= MEMRES_MEMORY_IMPORTED;
-}
-
-static gboolean
-lo_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error)
-{
-  Loopback *self = memres_resource_get_private (mr);
-  static const guint8 no_uuid[MEMRES_IPC_ID_SIZE] = { 0 };
-  int fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
-
-  g_assert_cmpint (fd, >=, 0);
-  *handle = memres_ipc_handle_new ("loopback", fd, self->pool_id, no_uuid, error);
-  if (*handle == NULL)
-    close (fd);
-  return *handle != NULL;
-}
-
-static gboolean
-lo_import_handle (MemresResource *mr, const MemresIpcHandle *handle, GError **error)
-{
-  Loopback *self = memres_resource_get_private (mr);
-
-  g_atomic_int_inc (&n_import_handle);
-  self->imported = TRUE;
-  memcpy (self->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
-  return TRUE;
-}
-
-static gboolean
-lo_export_buffer (MemresResource *mr, const MemresAllocation *alloc, MemresBufferExport *out,
-                  GError **error)
-{
-  Loopback *self = memres_resource_get_private (mr);
-  guint64 size = alloc->size;
-
-  memcpy (out->pool_id, self->pool_id, MEMRES_IPC_ID_SIZE);
-  memset (out->device_uuid, 0, MEMRES_IPC_ID_SIZE);
-  out->offset = 0;
-  out->size = alloc->size;
-  memset (out->export_data, 0, sizeof out->export_data);
-  memcpy (out->export_data, &alloc->address, 8);
-  memcpy (out->export_data + 8, &size, 8);
-  return TRUE;
-}
-
-/* Reports the whole exported allocation, as the ipc kind reports the driver's range. */
-static gboolean
-lo_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
-                  MemresAllocation *alloc, GError **error)
-{
-  guint64 size;
-
-  g_atomic_int_inc (&n_import_buffer);
-  memcpy (&alloc->address, in->export_data, 8);
-  memcpy (&size, in->export_data + 8, 8);
-  alloc->size = size;
-  return TRUE;
-}
-
-/* Statistics of nothing: the core fills in n_buffers. */
-static gboolean
-lo_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
-{
-  return TRUE;
-}
-
-static const MemresResourceOps lo_ops = {
-  .version = MEMRES_RESOURCE_OPS_VERSION,
-  .init = lo_init,
-  .finalize = lo_finalize,
-  .allocate = lo_allocate,
-  .deallocate = lo_deallocate,
-  .query = lo_query,
-  .get_stats = lo_get_stats,
-  .export_handle = lo_export_handle,
-  .import_handle = lo_import_handle,
-  .export_buffer = lo_export_buffer,
-  .import_buffer = lo_import_buffer,
-};
-
-static void
-register_loopback (void)
-{
-  const MemresKindInfo info = {
-    .struct_size = sizeof info,
-    .name = "loopback",
-    .description = "IPC test double on host memory",
-    .ops = &lo_ops,
-    .instance_size = sizeof (Loopback),
-  };
-  GError *error = NULL;
-
-  g_assert_true (memres_registry_register_kind (&info, &error));
-  g_assert_no_error (error);
-}
+/* the device UUID of the kind's pools: none */
+static const guint8 no_uuid[MEMRES_IPC_ID_SIZE] = { 0 };
 
 /* An exporter, an importer of its pool, a buffer of @size bytes filled with a pattern, and its
  * descriptor. */
@@ -223,22 +52,6 @@ fixture_tear_down (Fixture *f, gconstpointer data)
   memres_resource_unref (f->exporter);
 }
 
-static void
-put_u64 (guint8 *p, guint64 v)
-{
-  for (int i = 0; i < 8; i++)
-    p[i] = (v >> (8 * i)) & 0xff;
-}
-
-static guint64
-get_u64 (const guint8 *p)
-{
-  guint64 v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-
 /* Imports @len bytes at @bytes into @mr and asserts INVALID_DESCRIPTOR naming @field, with no
  * plugin import made and no buffer counted. */
 static void
@@ -246,7 +59,7 @@ expect_invalid (MemresResource *mr, gconstpointer bytes, gsize len, const char *
 {
   GError *error = NULL;
   MemresStats before, after;
-  gint imports = g_atomic_int_get (&n_import_buffer);
+  gint imports = g_atomic_int_get (&mt_ipc_kind.maps);
   /* the core counts buffers even for a kind without a get_stats slot, or says it cannot */
   gboolean have_stats = memres_resource_get_stats (mr, &before, NULL);
 
@@ -256,7 +69,7 @@ expect_invalid (MemresResource *mr, gconstpointer bytes, gsize len, const char *
   if (field != NULL)
     g_assert_nonnull (strstr (error->message, field));
   g_clear_error (&error);
-  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps), ==, imports);
   if (have_stats)
     {
       g_assert_true (memres_resource_get_stats (mr, &after, NULL));
@@ -276,8 +89,8 @@ test_round_trip (Fixture *f, gconstpointer data)
   g_assert_cmpuint (f->desc.bytes[OFF_VERSION], ==, 1);
   g_assert_cmpuint (f->desc.bytes[OFF_LENGTH] | (f->desc.bytes[OFF_LENGTH + 1] << 8), ==, 160);
   g_assert_cmpstr ((const char *) f->desc.bytes + OFF_KIND, ==, "loopback");
-  g_assert_cmpuint (get_u64 (f->desc.bytes + OFF_SIZE), ==, 4096);
-  g_assert_cmpuint (get_u64 (f->desc.bytes + OFF_OFFSET), ==, 0);
+  g_assert_cmpuint (mt_get_u64 (f->desc.bytes + OFF_SIZE), ==, 4096);
+  g_assert_cmpuint (mt_get_u64 (f->desc.bytes + OFF_OFFSET), ==, 0);
 
   imported = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
   g_assert_no_error (error);
@@ -389,7 +202,7 @@ test_zero_size (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
 
-  put_u64 (d.bytes + OFF_SIZE, 0);
+  mt_put_u64 (d.bytes + OFF_SIZE, 0);
   expect_invalid (f->importer, d.bytes, sizeof d.bytes, "size");
 }
 
@@ -398,11 +211,11 @@ test_offset_overflow (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
 
-  put_u64 (d.bytes + OFF_OFFSET, G_MAXUINT64 - 100);
-  put_u64 (d.bytes + OFF_SIZE, 101);
+  mt_put_u64 (d.bytes + OFF_OFFSET, G_MAXUINT64 - 100);
+  mt_put_u64 (d.bytes + OFF_SIZE, 101);
   expect_invalid (f->importer, d.bytes, sizeof d.bytes, "offset");
-  put_u64 (d.bytes + OFF_OFFSET, 1);
-  put_u64 (d.bytes + OFF_SIZE, G_MAXUINT64);
+  mt_put_u64 (d.bytes + OFF_OFFSET, 1);
+  mt_put_u64 (d.bytes + OFF_SIZE, G_MAXUINT64);
   expect_invalid (f->importer, d.bytes, sizeof d.bytes, "offset");
 }
 
@@ -413,30 +226,30 @@ test_size_lying (Fixture *f, gconstpointer data)
 {
   MemresBufferDescriptor d = f->desc;
   GError *error = NULL;
-  gint unmaps = g_atomic_int_get (&n_unmap);
-  gint imports = g_atomic_int_get (&n_import_buffer);
+  gint unmaps = g_atomic_int_get (&mt_ipc_kind.unmaps);
+  gint imports = g_atomic_int_get (&mt_ipc_kind.maps);
 
-  put_u64 (d.bytes + OFF_SIZE, 4097);
+  mt_put_u64 (d.bytes + OFF_SIZE, 4097);
   g_assert_null (memres_buffer_import (f->importer, d.bytes, sizeof d.bytes, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
   g_assert_nonnull (strstr (error->message, "size"));
   g_clear_error (&error);
-  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports + 1);
-  g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps + 1);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps), ==, imports + 1);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.unmaps), ==, unmaps + 1);
 
   /* In range on its own, but not at that offset. */
-  put_u64 (d.bytes + OFF_SIZE, 100);
-  put_u64 (d.bytes + OFF_OFFSET, 4000);
+  mt_put_u64 (d.bytes + OFF_SIZE, 100);
+  mt_put_u64 (d.bytes + OFF_OFFSET, 4000);
   g_assert_null (memres_buffer_import (f->importer, d.bytes, sizeof d.bytes, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
   g_clear_error (&error);
-  g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps + 2);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.unmaps), ==, unmaps + 2);
 
   /* A sub-range that fits is fine: offset 1000, 96 bytes. */
   {
     g_autoptr (MemresBuffer) part = NULL;
-    put_u64 (d.bytes + OFF_SIZE, 96);
-    put_u64 (d.bytes + OFF_OFFSET, 1000);
+    mt_put_u64 (d.bytes + OFF_SIZE, 96);
+    mt_put_u64 (d.bytes + OFF_OFFSET, 1000);
     part = memres_buffer_import (f->importer, d.bytes, sizeof d.bytes, NULL, &error);
     g_assert_no_error (error);
     g_assert_cmpuint (memres_buffer_get_size (part), ==, 96);
@@ -456,10 +269,10 @@ test_size_lying_mapped (Fixture *f, gconstpointer data)
 
   first = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
   g_assert_no_error (error);
-  imports = g_atomic_int_get (&n_import_buffer);
-  put_u64 (d.bytes + OFF_SIZE, 8192);
+  imports = g_atomic_int_get (&mt_ipc_kind.maps);
+  mt_put_u64 (d.bytes + OFF_SIZE, 8192);
   expect_invalid (f->importer, d.bytes, sizeof d.bytes, "size");
-  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps), ==, imports);
   g_assert_true (memres_buffer_close (first, NULL, NULL));
 }
 
@@ -526,8 +339,8 @@ test_dedup (Fixture *f, gconstpointer data)
 {
   MemresBuffer *a, *b;
   GError *error = NULL;
-  gint imports = g_atomic_int_get (&n_import_buffer);
-  gint unmaps = g_atomic_int_get (&n_unmap);
+  gint imports = g_atomic_int_get (&mt_ipc_kind.maps);
+  gint unmaps = g_atomic_int_get (&mt_ipc_kind.unmaps);
 
   a = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
   g_assert_no_error (error);
@@ -535,27 +348,27 @@ test_dedup (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
   g_assert_true (a != b);
   g_assert_true (memres_buffer_get_pointer (a) == memres_buffer_get_pointer (b));
-  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports + 1);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps), ==, imports + 1);
 
   g_assert_true (memres_buffer_close (a, NULL, &error));
   g_assert_no_error (error);
-  g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.unmaps), ==, unmaps);
   g_assert_false (memres_buffer_is_closed (b));
   mt_assert_pattern (memres_buffer_get_pointer (b), 4096, 7);
   /* Closing again is a no-op, not a second release of the mapping. */
   g_assert_true (memres_buffer_close (a, NULL, &error));
-  g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.unmaps), ==, unmaps);
 
   memres_buffer_unref (b); /* the last reference closes it */
-  g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps + 1);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.unmaps), ==, unmaps + 1);
   memres_buffer_unref (a);
 
   /* A fresh import maps again. */
   a = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
   g_assert_no_error (error);
-  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports + 2);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps), ==, imports + 2);
   memres_buffer_unref (a);
-  g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps + 2);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.unmaps), ==, unmaps + 2);
 }
 
 /* Same pool, same resource; the entry leaves the table with the resource. */
@@ -566,7 +379,7 @@ test_handle_dedup (Fixture *f, gconstpointer data)
   g_autoptr (MemresIpcHandle) h2 = NULL;
   MemresResource *a, *b;
   GError *error = NULL;
-  gint imports = g_atomic_int_get (&n_import_handle);
+  gint imports = g_atomic_int_get (&mt_ipc_kind.handle_imports);
 
   h1 = memres_resource_export_handle (f->exporter, &error);
   g_assert_no_error (error);
@@ -580,7 +393,7 @@ test_handle_dedup (Fixture *f, gconstpointer data)
   g_assert_no_error (error);
   g_assert_true (a == f->importer);
   g_assert_true (b == f->importer);
-  g_assert_cmpint (g_atomic_int_get (&n_import_handle), ==, imports);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.handle_imports), ==, imports);
   g_assert_true (memres_resource_get_flags (a) & MEMRES_MEMORY_IMPORTED);
   memres_resource_unref (a);
   memres_resource_unref (b);
@@ -590,7 +403,7 @@ test_handle_dedup (Fixture *f, gconstpointer data)
   g_clear_pointer (&f->importer, memres_resource_unref);
   a = memres_resource_import_handle (h1, &error);
   g_assert_no_error (error);
-  g_assert_cmpint (g_atomic_int_get (&n_import_handle), ==, imports + 1);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.handle_imports), ==, imports + 1);
   f->importer = a;
 
   /* A handle with no fd cannot be imported. */
@@ -613,7 +426,7 @@ test_buffer_keeps_import (Fixture *f, gconstpointer data)
   MemresBuffer *imported;
   MemresResource *again;
   GError *error = NULL;
-  gint imports = g_atomic_int_get (&n_import_handle);
+  gint imports = g_atomic_int_get (&mt_ipc_kind.handle_imports);
 
   imported = memres_buffer_import (f->importer, f->desc.bytes, sizeof f->desc.bytes, NULL, &error);
   g_assert_no_error (error);
@@ -624,7 +437,7 @@ test_buffer_keeps_import (Fixture *f, gconstpointer data)
   again = memres_resource_import_handle (handle, &error);
   g_assert_no_error (error);
   g_assert_true (again == memres_buffer_get_resource (imported));
-  g_assert_cmpint (g_atomic_int_get (&n_import_handle), ==, imports);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.handle_imports), ==, imports);
   f->importer = again;
   memres_buffer_unref (imported);
 }
@@ -663,8 +476,8 @@ test_many (Fixture *f, gconstpointer data)
     }
   for (int round = 0; round < 2; round++)
     {
-      gint imports = g_atomic_int_get (&n_import_buffer);
-      gint unmaps = g_atomic_int_get (&n_unmap);
+      gint imports = g_atomic_int_get (&mt_ipc_kind.maps);
+      gint unmaps = g_atomic_int_get (&mt_ipc_kind.unmaps);
       guint n = 0, n_unmapped = 0;
 
       for (guint i = 0; i < N_MANY; i++)
@@ -680,21 +493,12 @@ test_many (Fixture *f, gconstpointer data)
           }
       for (guint i = 0; i < N_MANY; i++)
         users[i] = i % 3 == 0 ? 2 : 1;
-      g_assert_cmpint (g_atomic_int_get (&n_import_buffer) - imports, ==, N_MANY);
+      g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps) - imports, ==, N_MANY);
       assert_n_buffers (f->importer, n);
-      g_assert_cmpint (g_atomic_int_get (&n_unmap), ==, unmaps);
+      g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.unmaps), ==, unmaps);
 
-      /* Fisher-Yates, then close in that order. */
-      for (guint i = n - 1; i > 0; i--)
-        {
-          guint j = (guint) g_test_rand_int_range (0, (gint32) i + 1);
-          MemresBuffer *b = imported[i];
-          guint o = owner[i];
-          imported[i] = imported[j];
-          owner[i] = owner[j];
-          imported[j] = b;
-          owner[j] = o;
-        }
+      /* Shuffled, then closed in that order. */
+      mt_shuffle_buffers (imported, owner, n);
       for (guint i = 0; i < n; i++)
         {
           mt_assert_pattern (memres_buffer_get_pointer (imported[i]), 64 + owner[i], owner[i]);
@@ -702,7 +506,7 @@ test_many (Fixture *f, gconstpointer data)
           g_assert_no_error (error);
           if (--users[owner[i]] == 0)
             n_unmapped++;
-          g_assert_cmpint (g_atomic_int_get (&n_unmap) - unmaps, ==, n_unmapped);
+          g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.unmaps) - unmaps, ==, n_unmapped);
           assert_n_buffers (f->importer, n - i - 1);
           memres_buffer_unref (imported[i]);
         }
@@ -744,8 +548,8 @@ test_threads (Fixture *f, gconstpointer data)
 {
   ThreadData t[4];
   GThread *threads[4];
-  gint imports = g_atomic_int_get (&n_import_buffer);
-  gint unmaps = g_atomic_int_get (&n_unmap);
+  gint imports = g_atomic_int_get (&mt_ipc_kind.maps);
+  gint unmaps = g_atomic_int_get (&mt_ipc_kind.unmaps);
 
   for (int i = 0; i < 4; i++)
     {
@@ -758,16 +562,16 @@ test_threads (Fixture *f, gconstpointer data)
       g_assert_no_error (t[i].error);
     }
   /* Every mapping made was unmapped once. */
-  g_assert_cmpint (g_atomic_int_get (&n_import_buffer) - imports, ==,
-                   g_atomic_int_get (&n_unmap) - unmaps);
-  g_assert_cmpint (g_atomic_int_get (&n_import_buffer) - imports, >=, 1);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps) - imports, ==,
+                   g_atomic_int_get (&mt_ipc_kind.unmaps) - unmaps);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps) - imports, >=, 1);
 }
 
 int
 main (int argc, char **argv)
 {
   mt_init (&argc, &argv);
-  register_loopback ();
+  mt_ipc_kind_register ("loopback", no_uuid);
 
 #define ADD(path, func)                                                                            \
   g_test_add ("/descriptor/" path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)

@@ -4,296 +4,28 @@
  * imported buffers are open, and finalization racing with new imports.
  *
  * Two halves.
- * - /ipc-attack/loopback/: `attack`, a kind registered here, is an IPC-enabled pool on host
- *   memory whose imports behave as the driver's pool pointers do: importing an allocation that
- *   is already mapped returns the same address without counting, and the first unmap ends the
- *   mapping. The test counts the imports it holds open per allocation; an unmap while one is
- *   held, or of something not mapped, is a violation. No driver needed.
+ * - /ipc-attack/loopback/: `attack`, the in-test IPC kind on host memory (ipc-testkind.h)
+ *   registered under that name, whose imports behave as the driver's pool pointers do:
+ *   importing an allocation that is already mapped returns the same address, and the first
+ *   unmap ends the mapping. The test counts the imports it holds open per allocation
+ *   (mt_ipc_kind_hold); an unmap while one is held, or of something not mapped, is a
+ *   violation. No driver needed.
  * - /ipc-attack/ipc/: the `ipc` kind against the fake (suite fake) or the real driver (suite
  *   gpu), for what needs the driver's own export data. */
-#define _GNU_SOURCE
-#include <fcntl.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <memres/memres.h>
+#include "descriptor-layout.h"
+#include "ipc-testkind.h"
 #include "testutil.h"
 
-/* Layout of the descriptor (memres-private.h), little-endian. */
-enum
-{
-  OFF_KIND = 8,
-  OFF_POOL_ID = 40,
-  OFF_DEVICE_UUID = 56,
-  OFF_OFFSET = 72,
-  OFF_SIZE = 80,
-  OFF_EXPORT_DATA = 88,
-  OFF_RESERVED = 152,
-  DESC_SIZE = 160,
-};
-
-static void
-put_u64 (guint8 *p, guint64 v)
-{
-  for (int i = 0; i < 8; i++)
-    p[i] = (v >> (8 * i)) & 0xff;
-}
-
 /* ------------------------------------------------------------------------------------------ */
-/* The `attack` kind */
+/* The loopback half: the `attack` kind */
 
+/* the device UUID of its pools */
 static const guint8 attack_uuid[MEMRES_IPC_ID_SIZE]
     = { 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
         0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11 };
-
-typedef struct
-{
-  gboolean imported;
-  guint8 pool_id[MEMRES_IPC_ID_SIZE];
-} Attack;
-
-/* An exporter's allocation as the "driver" sees it. */
-typedef struct
-{
-  guint64 address; /* the key */
-  gsize size;
-  gboolean mapped; /* imported into this process: one mapping, however many imports */
-  gint held;       /* imported buffers the test holds open */
-} Range;
-
-static GMutex ranges_lock;
-static GHashTable *ranges; /* &Range.address -> Range* */
-
-static gint n_pools;             /* atomic */
-static gint n_import_handle;     /* atomic */
-static gint n_import_buffer;     /* atomic: mappings made */
-static gint n_unmap;             /* atomic */
-static gint n_finalized_imports; /* atomic */
-static gint n_violations;        /* atomic */
-
-static gboolean
-attack_init (MemresResource *mr, const MemresOptions *options, GError **error)
-{
-  Attack *self = memres_resource_get_private (mr);
-  guint32 n = (guint32) g_atomic_int_add (&n_pools, 1) + 1;
-
-  memset (self->pool_id, 0x5a, sizeof self->pool_id);
-  memcpy (self->pool_id, &n, sizeof n);
-  return TRUE;
-}
-
-static void
-attack_finalize (MemresResource *mr)
-{
-  Attack *self = memres_resource_get_private (mr);
-
-  if (self->imported)
-    g_atomic_int_inc (&n_finalized_imports);
-}
-
-static gboolean
-attack_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-                 GError **error)
-{
-  Attack *self = memres_resource_get_private (mr);
-  Range *r;
-
-  if (self->imported)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "an imported pool");
-      return FALSE;
-    }
-  r = g_new0 (Range, 1);
-  r->address = (guint64) (guintptr) g_malloc0 (size);
-  r->size = size;
-  g_mutex_lock (&ranges_lock);
-  g_hash_table_insert (ranges, &r->address, r);
-  g_mutex_unlock (&ranges_lock);
-  alloc->address = r->address;
-  alloc->size = size;
-  return TRUE;
-}
-
-static gboolean
-attack_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
-{
-  Attack *self = memres_resource_get_private (mr);
-  Range *r;
-
-  g_mutex_lock (&ranges_lock);
-  r = g_hash_table_lookup (ranges, &alloc->address);
-  if (self->imported)
-    {
-      g_atomic_int_inc (&n_unmap);
-      if (r == NULL || !r->mapped || r->held > 0)
-        {
-          g_atomic_int_inc (&n_violations);
-          g_test_message ("unmap of 0x%" G_GINT64_MODIFIER "x: %s", alloc->address,
-                          r == NULL    ? "no such allocation"
-                          : !r->mapped ? "not mapped"
-                                       : "an import of it is still open");
-        }
-      if (r != NULL)
-        r->mapped = FALSE;
-      g_mutex_unlock (&ranges_lock);
-      return TRUE;
-    }
-  g_assert_nonnull (r);
-  g_hash_table_remove (ranges, &alloc->address);
-  g_mutex_unlock (&ranges_lock);
-  g_free ((gpointer) (guintptr) r->address);
-  g_free (r);
-  return TRUE;
-}
-
-static void
-attack_query (MemresResource *mr, MemresResourceInfo *info)
-{
-  Attack *self = memres_resource_get_private (mr);
-
-  info->device = -1;
-  info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_IPC_ENABLED;
-  if (self->imported)
-    info->flags |= MEMRES_MEMORY_IMPORTED;
-}
-
-static gboolean
-attack_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
-{
-  return TRUE; /* the core fills in n_buffers */
-}
-
-static gboolean
-attack_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error)
-{
-  Attack *self = memres_resource_get_private (mr);
-  int fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
-
-  g_assert_cmpint (fd, >=, 0);
-  *handle = memres_ipc_handle_new ("attack", fd, self->pool_id, attack_uuid, error);
-  if (*handle == NULL)
-    close (fd);
-  return *handle != NULL;
-}
-
-static gboolean
-attack_import_handle (MemresResource *mr, const MemresIpcHandle *handle, GError **error)
-{
-  Attack *self = memres_resource_get_private (mr);
-
-  g_atomic_int_inc (&n_import_handle);
-  self->imported = TRUE;
-  memcpy (self->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
-  return TRUE;
-}
-
-/* Export data: the address (8 bytes), the size (8 bytes), zeros. */
-static gboolean
-attack_export_buffer (MemresResource *mr, const MemresAllocation *alloc, MemresBufferExport *out,
-                      GError **error)
-{
-  Attack *self = memres_resource_get_private (mr);
-  guint64 size = alloc->size;
-
-  memcpy (out->pool_id, self->pool_id, MEMRES_IPC_ID_SIZE);
-  memcpy (out->device_uuid, attack_uuid, MEMRES_IPC_ID_SIZE);
-  out->offset = 0;
-  out->size = size;
-  memset (out->export_data, 0, sizeof out->export_data);
-  memcpy (out->export_data, &alloc->address, 8);
-  memcpy (out->export_data + 8, &size, 8);
-  return TRUE;
-}
-
-/* Maps what the export data names, checking it as a driver would; a repeated import of a
- * mapped allocation returns the same address and counts nothing. */
-static gboolean
-attack_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
-                      MemresAllocation *alloc, GError **error)
-{
-  Attack *self = memres_resource_get_private (mr);
-  guint64 address, size;
-  Range *r;
-
-  if (!self->imported)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "the exporter imports nothing");
-      return FALSE;
-    }
-  memcpy (&address, in->export_data, 8);
-  memcpy (&size, in->export_data + 8, 8);
-  for (gsize i = 16; i < sizeof in->export_data; i++)
-    if (in->export_data[i] != 0)
-      {
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "export data: byte %zu", i);
-        return FALSE;
-      }
-  g_mutex_lock (&ranges_lock);
-  r = g_hash_table_lookup (ranges, &address);
-  if (r == NULL || r->size != size)
-    {
-      g_mutex_unlock (&ranges_lock);
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "export data: no such allocation");
-      return FALSE;
-    }
-  r->mapped = TRUE;
-  g_atomic_int_inc (&n_import_buffer);
-  g_mutex_unlock (&ranges_lock);
-  alloc->address = address;
-  alloc->size = size;
-  return TRUE;
-}
-
-static const MemresResourceOps attack_ops = {
-  .version = MEMRES_RESOURCE_OPS_VERSION,
-  .init = attack_init,
-  .finalize = attack_finalize,
-  .allocate = attack_allocate,
-  .deallocate = attack_deallocate,
-  .query = attack_query,
-  .get_stats = attack_get_stats,
-  .export_handle = attack_export_handle,
-  .import_handle = attack_import_handle,
-  .export_buffer = attack_export_buffer,
-  .import_buffer = attack_import_buffer,
-};
-
-static void
-register_attack (void)
-{
-  const MemresKindInfo info = {
-    .struct_size = sizeof info,
-    .name = "attack",
-    .description = "IPC test double on host memory with the driver's mapping rules",
-    .ops = &attack_ops,
-    .instance_size = sizeof (Attack),
-  };
-  GError *error = NULL;
-
-  ranges = g_hash_table_new (g_int64_hash, g_int64_equal);
-  g_assert_true (memres_registry_register_kind (&info, &error));
-  g_assert_no_error (error);
-}
-
-/* The test holds one more (@delta 1) or one fewer (-1) open import of the allocation at
- * @address; holding one asserts that it is mapped. */
-static void
-hold (guint64 address, gint delta)
-{
-  Range *r;
-
-  g_mutex_lock (&ranges_lock);
-  r = g_hash_table_lookup (ranges, &address);
-  g_assert_nonnull (r);
-  if (delta > 0 && !r->mapped)
-    {
-      g_atomic_int_inc (&n_violations);
-      g_test_message ("an open import of 0x%" G_GINT64_MODIFIER "x is not mapped", address);
-    }
-  r->held += delta;
-  g_assert_cmpint (r->held, >=, 0);
-  g_mutex_unlock (&ranges_lock);
-}
 
 #define N_SOURCES 40 /* enough mappings at once that the table grows past its first size */
 
@@ -336,18 +68,18 @@ fixture_set_up (Fixture *f, gconstpointer data)
       g_assert_true (memres_buffer_export (f->sources[i], &f->descs[i], &error));
       g_assert_no_error (error);
     }
-  f->violations = g_atomic_int_get (&n_violations);
-  f->imports = g_atomic_int_get (&n_import_buffer);
-  f->unmaps = g_atomic_int_get (&n_unmap);
+  f->violations = g_atomic_int_get (&mt_ipc_kind.violations);
+  f->imports = g_atomic_int_get (&mt_ipc_kind.maps);
+  f->unmaps = g_atomic_int_get (&mt_ipc_kind.unmaps);
 }
 
 /* Every mapping made was unmapped exactly once, never under an open import. */
 static void
 assert_balanced (Fixture *f)
 {
-  g_assert_cmpint (g_atomic_int_get (&n_violations), ==, f->violations);
-  g_assert_cmpint (g_atomic_int_get (&n_import_buffer) - f->imports, ==,
-                   g_atomic_int_get (&n_unmap) - f->unmaps);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.violations), ==, f->violations);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps) - f->imports, ==,
+                   g_atomic_int_get (&mt_ipc_kind.unmaps) - f->unmaps);
 }
 
 static void
@@ -373,7 +105,7 @@ import_ok (Fixture *f, MemresResource *mr, guint i)
   g_assert_true (memres_buffer_get_pointer (buf) == memres_buffer_get_pointer (f->sources[i]));
   g_assert_cmpuint (memres_buffer_get_size (buf), ==, source_size (i));
   g_assert_true (memres_buffer_get_flags (buf) & MEMRES_MEMORY_IMPORTED);
-  hold (source_address (f, i), 1);
+  mt_ipc_kind_hold (source_address (f, i), 1);
   return buf;
 }
 
@@ -382,7 +114,7 @@ static void
 close_held (Fixture *f, MemresBuffer *buf, guint i)
 {
   mt_assert_pattern (memres_buffer_get_pointer (buf), source_size (i), i);
-  hold (source_address (f, i), -1);
+  mt_ipc_kind_hold (source_address (f, i), -1);
   mt_close_ok (buf, NULL);
 }
 
@@ -404,7 +136,7 @@ expect_refused (MemresResource *mr, const guint8 *bytes, GQuark domain, gint cod
                 const char *field)
 {
   GError *error = NULL;
-  gint imports = g_atomic_int_get (&n_import_buffer);
+  gint imports = g_atomic_int_get (&mt_ipc_kind.maps);
   guint64 before = n_buffers_of (mr);
 
   g_assert_null (memres_buffer_import (mr, bytes, DESC_SIZE, NULL, &error));
@@ -412,7 +144,7 @@ expect_refused (MemresResource *mr, const guint8 *bytes, GQuark domain, gint cod
   if (field != NULL && strstr (error->message, field) == NULL)
     g_error ("\"%s\" does not name the field %s", error->message, field);
   g_clear_error (&error);
-  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps), ==, imports);
   g_assert_cmpuint (n_buffers_of (mr), ==, before);
 }
 
@@ -504,7 +236,7 @@ test_flip_every_bit (Fixture *f, gconstpointer data)
           for (int bit = 0; bit < 8; bit++)
             {
               GError *error = NULL;
-              gint imports = g_atomic_int_get (&n_import_buffer);
+              gint imports = g_atomic_int_get (&mt_ipc_kind.maps);
 
               memcpy (bytes, f->descs[0].bytes, DESC_SIZE);
               bytes[byte] ^= (guint8) (1u << bit);
@@ -515,7 +247,7 @@ test_flip_every_bit (Fixture *f, gconstpointer data)
                          field_of (byte));
               g_clear_error (&error);
               if (holding || byte < OFF_OFFSET)
-                g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports);
+                g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps), ==, imports);
             }
         }
       for (gsize byte = OFF_RESERVED; byte < DESC_SIZE; byte++)
@@ -551,7 +283,7 @@ test_reexport (Fixture *f, gconstpointer data)
   guint8 sub[DESC_SIZE];
   MemresBuffer *a, *b, *c;
   GError *error = NULL;
-  gint imports = g_atomic_int_get (&n_import_buffer);
+  gint imports = g_atomic_int_get (&mt_ipc_kind.maps);
 
   a = import_ok (f, f->importer, 2);
   g_assert_true (memres_buffer_export (a, &again, &error));
@@ -559,23 +291,23 @@ test_reexport (Fixture *f, gconstpointer data)
   g_assert_cmpmem (again.bytes, DESC_SIZE, f->descs[2].bytes, DESC_SIZE);
   b = memres_buffer_import (f->importer, again.bytes, DESC_SIZE, NULL, &error);
   g_assert_no_error (error);
-  hold (source_address (f, 2), 1);
+  mt_ipc_kind_hold (source_address (f, 2), 1);
   g_assert_true (memres_buffer_get_pointer (b) == memres_buffer_get_pointer (a));
 
   /* bytes 512 .. 1535 of the allocation */
   memcpy (sub, f->descs[2].bytes, DESC_SIZE);
-  put_u64 (sub + OFF_OFFSET, 512);
-  put_u64 (sub + OFF_SIZE, 1024);
+  mt_put_u64 (sub + OFF_OFFSET, 512);
+  mt_put_u64 (sub + OFF_SIZE, 1024);
   c = memres_buffer_import (f->importer, sub, DESC_SIZE, NULL, &error);
   g_assert_no_error (error);
-  hold (source_address (f, 2), 1);
+  mt_ipc_kind_hold (source_address (f, 2), 1);
   g_assert_true ((guint8 *) memres_buffer_get_pointer (c)
                  == (guint8 *) memres_buffer_get_pointer (a) + 512);
   g_assert_cmpuint (memres_buffer_get_size (c), ==, 1024);
   g_assert_true (memres_buffer_export (c, &sub_again, &error));
   g_assert_no_error (error);
   g_assert_cmpmem (sub_again.bytes, DESC_SIZE, sub, DESC_SIZE);
-  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports + 1);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps), ==, imports + 1);
 
   /* The application lets go of the importer: the buffers still re-export. */
   g_clear_pointer (&f->importer, memres_resource_unref);
@@ -584,7 +316,7 @@ test_reexport (Fixture *f, gconstpointer data)
   g_assert_true (memres_buffer_export (c, &sub_again, &error));
   g_assert_no_error (error);
   g_assert_cmpmem (sub_again.bytes, DESC_SIZE, sub, DESC_SIZE);
-  hold (source_address (f, 2), -1);
+  mt_ipc_kind_hold (source_address (f, 2), -1);
   mt_close_ok (c, NULL);
   assert_balanced (f);
 }
@@ -599,7 +331,7 @@ test_wrong_resource (Fixture *f, gconstpointer data)
   g_autoptr (MemresIpcHandle) other_handle = NULL;
   g_autoptr (MemresResource) other_importer = NULL;
   GError *error = NULL;
-  gint imports = g_atomic_int_get (&n_import_buffer);
+  gint imports = g_atomic_int_get (&mt_ipc_kind.maps);
 
   /* before its first export, @other has no pool identity */
   expect_refused (other, f->descs[0].bytes, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
@@ -630,7 +362,7 @@ test_wrong_resource (Fixture *f, gconstpointer data)
       memres_buffer_import (f->importer, f->descs[0].bytes, DESC_SIZE - 1, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
   g_clear_error (&error);
-  g_assert_cmpint (g_atomic_int_get (&n_import_buffer), ==, imports);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.maps), ==, imports);
 
   /* The importer cannot allocate; an oversized request is refused before the kind. */
   g_assert_null (memres_resource_allocate (f->importer, 4096, NULL, &error));
@@ -713,8 +445,8 @@ test_last_ref_dropped (Fixture *f, gconstpointer data)
   guint which[N];
   CloseJob job = { f, bufs, which, N };
   GError *error = NULL;
-  gint finalized = g_atomic_int_get (&n_finalized_imports);
-  gint handles = g_atomic_int_get (&n_import_handle);
+  gint finalized = g_atomic_int_get (&mt_ipc_kind.finalized_imports);
+  gint handles = g_atomic_int_get (&mt_ipc_kind.handle_imports);
   MemresResource *again;
 
   for (guint round = 0; round < 20; round++)
@@ -724,26 +456,17 @@ test_last_ref_dropped (Fixture *f, gconstpointer data)
           which[i] = (guint) g_test_rand_int_range (0, 4);
           bufs[i] = import_ok (f, f->importer, which[i]);
         }
-      for (guint i = N - 1; i > 0; i--)
-        {
-          guint j = (guint) g_test_rand_int_range (0, (gint32) i + 1);
-          MemresBuffer *b = bufs[i];
-          guint w = which[i];
-          bufs[i] = bufs[j];
-          which[i] = which[j];
-          bufs[j] = b;
-          which[j] = w;
-        }
+      mt_shuffle_buffers (bufs, which, N);
       g_clear_pointer (&f->importer, memres_resource_unref);
-      g_assert_cmpint (g_atomic_int_get (&n_finalized_imports), ==, finalized);
+      g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.finalized_imports), ==, finalized);
       g_thread_join (g_thread_new ("close", close_all_thread, &job));
-      g_assert_cmpint (g_atomic_int_get (&n_finalized_imports), ==, ++finalized);
+      g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.finalized_imports), ==, ++finalized);
       assert_balanced (f);
 
       /* the pool is imported anew */
       f->importer = memres_resource_import_handle (f->handle, &error);
       g_assert_no_error (error);
-      g_assert_cmpint (g_atomic_int_get (&n_import_handle), ==, ++handles);
+      g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.handle_imports), ==, ++handles);
       again = memres_resource_import_handle (f->handle, &error);
       g_assert_no_error (error);
       g_assert_true (again == f->importer);
@@ -764,34 +487,35 @@ typedef struct
   guint which;
 } Held;
 
-typedef struct
+typedef struct Worker Worker;
+
+/* One round of an importer thread: imports one buffer, closes it or hands it to a closer. */
+typedef void (*RoundFunc) (Worker *w, GRand *rand);
+
+struct Worker
 {
   Fixture *f;
   GAsyncQueue *queue;
   guint seed;
-} Worker;
+  RoundFunc round; /* importers' */
+};
 
-static gpointer
-importer_thread (gpointer data)
+/* Closes @buf (an import of source @which) in this thread when @here, or hands it to a closer
+ * thread. */
+static void
+close_here_or_queue (Worker *w, MemresBuffer *buf, guint which, gboolean here)
 {
-  Worker *w = data;
-  GRand *rand = g_rand_new_with_seed (w->seed);
+  Held *h;
 
-  for (guint i = 0; i < N_ROUNDS; i++)
+  if (here)
     {
-      /* half of them on three sources, so that imports collide; the others spread */
-      guint which = (guint) g_rand_int_range (rand, 0, g_rand_boolean (rand) ? 3 : N_SOURCES);
-      Held *h = g_new (Held, 1);
-
-      h->buf = import_ok (w->f, w->f->importer, which);
-      h->which = which;
-      if (g_rand_int_range (rand, 0, 4) == 0)
-        close_held (w->f, h->buf, which), g_free (h);
-      else
-        g_async_queue_push (w->queue, h);
+      close_held (w->f, buf, which);
+      return;
     }
-  g_rand_free (rand);
-  return NULL;
+  h = g_new (Held, 1);
+  h->buf = buf;
+  h->which = which;
+  g_async_queue_push (w->queue, h);
 }
 
 static gpointer
@@ -822,7 +546,7 @@ closer_thread (gpointer data)
         case 1:
           /* the last reference closes it (not memres_buffer_close) */
           mt_assert_pattern (memres_buffer_get_pointer (h->buf), source_size (h->which), h->which);
-          hold (source_address (w->f, h->which), -1);
+          mt_ipc_kind_hold (source_address (w->f, h->which), -1);
           memres_buffer_unref (h->buf);
           break;
         default:
@@ -835,8 +559,23 @@ closer_thread (gpointer data)
   return NULL;
 }
 
+static gpointer
+importer_thread (gpointer data)
+{
+  Worker *w = data;
+  GRand *rand = g_rand_new_with_seed (w->seed);
+
+  for (guint i = 0; i < N_ROUNDS; i++)
+    w->round (w, rand);
+  g_rand_free (rand);
+  return NULL;
+}
+
+/* Runs N_CLOSERS closer threads and N_IMPORTERS importer threads of N_ROUNDS @round's, each
+ * thread with a seed of its own, until the importers are done and the closers have closed all
+ * they were handed. */
 static void
-test_threads (Fixture *f, gconstpointer data)
+run_workers (Fixture *f, RoundFunc round)
 {
   GThread *importers[N_IMPORTERS], *closers[N_CLOSERS];
   Worker wi[N_IMPORTERS], wc[N_CLOSERS];
@@ -844,12 +583,12 @@ test_threads (Fixture *f, gconstpointer data)
 
   for (guint i = 0; i < N_CLOSERS; i++)
     {
-      wc[i] = (Worker){ f, queue, g_test_rand_int () };
+      wc[i] = (Worker){ f, queue, g_test_rand_int (), NULL };
       closers[i] = g_thread_new ("closer", closer_thread, &wc[i]);
     }
   for (guint i = 0; i < N_IMPORTERS; i++)
     {
-      wi[i] = (Worker){ f, queue, g_test_rand_int () };
+      wi[i] = (Worker){ f, queue, g_test_rand_int (), round };
       importers[i] = g_thread_new ("importer", importer_thread, &wi[i]);
     }
   for (guint i = 0; i < N_IMPORTERS; i++)
@@ -859,6 +598,22 @@ test_threads (Fixture *f, gconstpointer data)
   for (guint i = 0; i < N_CLOSERS; i++)
     g_thread_join (closers[i]);
   g_async_queue_unref (queue);
+}
+
+static void
+import_round (Worker *w, GRand *rand)
+{
+  /* half of them on three sources, so that imports collide; the others spread */
+  guint which = (guint) g_rand_int_range (rand, 0, g_rand_boolean (rand) ? 3 : N_SOURCES);
+  MemresBuffer *buf = import_ok (w->f, w->f->importer, which);
+
+  close_here_or_queue (w, buf, which, g_rand_int_range (rand, 0, 4) == 0);
+}
+
+static void
+test_threads (Fixture *f, gconstpointer data)
+{
+  run_workers (f, import_round);
   g_assert_cmpuint (n_buffers_of (f->importer), ==, 0);
   assert_balanced (f);
 }
@@ -866,65 +621,34 @@ test_threads (Fixture *f, gconstpointer data)
 /* Threads import the pool (deduplicated), import a buffer, drop the resource at once and close
  * the buffer (here or in a closer thread): the last close finalizes the resource while other
  * threads look it up in the table of imported pools. Every resource made is finalized once. */
-static gpointer
-pool_cycler_thread (gpointer data)
+static void
+pool_cycle_round (Worker *w, GRand *rand)
 {
-  Worker *w = data;
-  GRand *rand = g_rand_new_with_seed (w->seed);
+  GError *error = NULL;
+  MemresResource *mr = memres_resource_import_handle (w->f->handle, &error);
+  guint which = (guint) g_rand_int_range (rand, 0, N_SOURCES);
+  MemresBuffer *buf;
 
-  for (guint i = 0; i < N_ROUNDS; i++)
-    {
-      GError *error = NULL;
-      MemresResource *mr = memres_resource_import_handle (w->f->handle, &error);
-      guint which = (guint) g_rand_int_range (rand, 0, N_SOURCES);
-      Held *h = g_new (Held, 1);
-
-      g_assert_no_error (error);
-      h->buf = import_ok (w->f, mr, which);
-      h->which = which;
-      memres_resource_unref (mr);
-      /* mostly here: the resource must often lose its last buffer */
-      if (g_rand_int_range (rand, 0, 8) != 0)
-        close_held (w->f, h->buf, which), g_free (h);
-      else
-        g_async_queue_push (w->queue, h);
-    }
-  g_rand_free (rand);
-  return NULL;
+  g_assert_no_error (error);
+  buf = import_ok (w->f, mr, which);
+  memres_resource_unref (mr);
+  /* mostly here: the resource must often lose its last buffer */
+  close_here_or_queue (w, buf, which, g_rand_int_range (rand, 0, 8) != 0);
 }
 
 static void
 test_finalize_race (Fixture *f, gconstpointer data)
 {
-  GThread *cyclers[N_IMPORTERS], *closers[N_CLOSERS];
-  Worker wi[N_IMPORTERS], wc[N_CLOSERS];
-  GAsyncQueue *queue = g_async_queue_new ();
-  gint handles = g_atomic_int_get (&n_import_handle);
-  gint finalized = g_atomic_int_get (&n_finalized_imports);
+  gint handles = g_atomic_int_get (&mt_ipc_kind.handle_imports);
+  gint finalized = g_atomic_int_get (&mt_ipc_kind.finalized_imports);
 
   g_clear_pointer (&f->importer, memres_resource_unref);
-  g_assert_cmpint (g_atomic_int_get (&n_finalized_imports), ==, ++finalized);
-  for (guint i = 0; i < N_CLOSERS; i++)
-    {
-      wc[i] = (Worker){ f, queue, g_test_rand_int () };
-      closers[i] = g_thread_new ("closer", closer_thread, &wc[i]);
-    }
-  for (guint i = 0; i < N_IMPORTERS; i++)
-    {
-      wi[i] = (Worker){ f, queue, g_test_rand_int () };
-      cyclers[i] = g_thread_new ("cycler", pool_cycler_thread, &wi[i]);
-    }
-  for (guint i = 0; i < N_IMPORTERS; i++)
-    g_thread_join (cyclers[i]);
-  for (guint i = 0; i < N_CLOSERS; i++)
-    g_async_queue_push (queue, GINT_TO_POINTER (1));
-  for (guint i = 0; i < N_CLOSERS; i++)
-    g_thread_join (closers[i]);
-  g_async_queue_unref (queue);
-  g_test_message ("%d pools imported", g_atomic_int_get (&n_import_handle) - handles);
-  g_assert_cmpint (g_atomic_int_get (&n_import_handle) - handles, >=, 1);
-  g_assert_cmpint (g_atomic_int_get (&n_import_handle) - handles, ==,
-                   g_atomic_int_get (&n_finalized_imports) - finalized);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.finalized_imports), ==, ++finalized);
+  run_workers (f, pool_cycle_round);
+  g_test_message ("%d pools imported", g_atomic_int_get (&mt_ipc_kind.handle_imports) - handles);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.handle_imports) - handles, >=, 1);
+  g_assert_cmpint (g_atomic_int_get (&mt_ipc_kind.handle_imports) - handles, ==,
+                   g_atomic_int_get (&mt_ipc_kind.finalized_imports) - finalized);
   assert_balanced (f);
 }
 
@@ -1376,7 +1100,7 @@ int
 main (int argc, char **argv)
 {
   mt_init (&argc, &argv);
-  register_attack ();
+  mt_ipc_kind_register ("attack", attack_uuid);
 
 #define ADD(path, func)                                                                            \
   g_test_add ("/ipc-attack/loopback/" path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)

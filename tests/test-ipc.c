@@ -6,14 +6,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "descriptor-layout.h"
 #include "testutil.h"
 
 #define KiB ((gsize) 1024)
 #define MiB (1024 * KiB)
-
-/* Byte offsets in a descriptor (memres-private.h documents the layout). */
-#define OFF_OFFSET 72
-#define OFF_SIZE   80
 
 static MemresBuffer *
 alloc_pattern (MemresResource *mr, gsize size, guint32 seed)
@@ -36,13 +33,6 @@ assert_buffer_pattern (MemresBuffer *buf, gsize offset, gsize size, guint32 seed
   mt_sync_ok (NULL);
   mt_fill_pattern (want, seed_offset + size, seed);
   g_assert_cmpmem (host, size, want + seed_offset, size);
-}
-
-static void
-put_u64 (guint8 *p, guint64 v)
-{
-  for (int i = 0; i < 8; i++)
-    p[i] = (v >> (8 * i)) & 0xff;
 }
 
 /* The exporter's handle imported back into this process, or NULL (test skipped) when the real
@@ -349,12 +339,12 @@ test_validation_before_driver (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
   g_clear_error (&error);
   bad = desc;
-  put_u64 (bad.bytes + OFF_SIZE, 0);
+  mt_put_u64 (bad.bytes + OFF_SIZE, 0);
   g_assert_null (memres_buffer_import (importer, bad.bytes, sizeof bad.bytes, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
   g_clear_error (&error);
   bad = desc;
-  put_u64 (bad.bytes + OFF_OFFSET, G_MAXUINT64);
+  mt_put_u64 (bad.bytes + OFF_OFFSET, G_MAXUINT64);
   g_assert_null (memres_buffer_import (importer, bad.bytes, sizeof bad.bytes, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
   g_clear_error (&error);
@@ -394,7 +384,7 @@ test_size_lying (void)
   mt_counts_snapshot (&base);
 
   bad = desc;
-  put_u64 (bad.bytes + OFF_SIZE, 1024 * MiB);
+  mt_put_u64 (bad.bytes + OFF_SIZE, 1024 * MiB);
   g_assert_null (memres_buffer_import (importer, bad.bytes, sizeof bad.bytes, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
   g_test_message ("refused: %s", error->message);
@@ -406,8 +396,8 @@ test_size_lying (void)
   {
     g_autoptr (MemresBuffer) part = NULL;
     bad = desc;
-    put_u64 (bad.bytes + OFF_OFFSET, 4 * KiB);
-    put_u64 (bad.bytes + OFF_SIZE, 8 * KiB);
+    mt_put_u64 (bad.bytes + OFF_OFFSET, 4 * KiB);
+    mt_put_u64 (bad.bytes + OFF_SIZE, 8 * KiB);
     part = memres_buffer_import (importer, bad.bytes, sizeof bad.bytes, NULL, &error);
     g_assert_no_error (error);
     g_assert_cmpuint (memres_buffer_get_size (part), ==, 8 * KiB);

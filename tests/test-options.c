@@ -105,27 +105,8 @@ static void
 assert_value_refused (const char *kind, const char *key, const char *value, const char *needle)
 {
   g_autofree char *spec = g_strdup_printf ("%s:%s=%s", kind, key, value);
-  g_autoptr (GError) error = NULL;
-  g_autoptr (MemresResource) mr = memres_resource_new (spec, &error);
 
-  g_assert_null (mr);
-  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_test_message ("%s", error->message);
-  mt_assert_printable (error->message, 300);
-  if (strstr (error->message, needle) == NULL)
-    g_error ("message lacks \"%s\": %s", needle, error->message);
-}
-
-/* @n copies of @unit (of any length), then @suffix. */
-static char *
-repeat (const char *unit, gsize n, const char *suffix)
-{
-  GString *s = g_string_sized_new (strlen (unit) * n + strlen (suffix) + 1);
-
-  for (gsize i = 0; i < n; i++)
-    g_string_append (s, unit);
-  g_string_append (s, suffix);
-  return g_string_free (s, FALSE);
+  mt_new_fails_short (spec, needle);
 }
 
 #define MIB ((gsize) 1024 * 1024)
@@ -134,15 +115,15 @@ repeat (const char *unit, gsize n, const char *suffix)
 static void
 test_huge_values (void)
 {
-  g_autofree char *letters = repeat ("x", MIB, "");
-  g_autofree char *nines = repeat ("9", MIB, "");
-  g_autofree char *zeros_then_500 = repeat ("0", MIB - 3, "500");
-  g_autofree char *zeros_then_big = repeat ("0", MIB - 11, "16777216TiB");
-  g_autofree char *zeros_then_xib = repeat ("0", MIB - 4, "1XiB");
-  g_autofree char *list = repeat ("1+", MIB / 2 - 1, "19");
-  g_autofree char *lines = repeat ("\n", MIB, "");
-  g_autofree char *x64 = repeat ("x", 64, "... (1048576 bytes)\"");
-  g_autofree char *zero64 = repeat ("0", 64, "... (1048576 bytes)");
+  g_autofree char *letters = mt_repeat ("", "x", MIB, "");
+  g_autofree char *nines = mt_repeat ("", "9", MIB, "");
+  g_autofree char *zeros_then_500 = mt_repeat ("", "0", MIB - 3, "500");
+  g_autofree char *zeros_then_big = mt_repeat ("", "0", MIB - 11, "16777216TiB");
+  g_autofree char *zeros_then_xib = mt_repeat ("", "0", MIB - 4, "1XiB");
+  g_autofree char *list = mt_repeat ("", "1+", MIB / 2 - 1, "19");
+  g_autofree char *lines = mt_repeat ("", "\n", MIB, "");
+  g_autofree char *x64 = mt_repeat ("", "x", 64, "... (1048576 bytes)\"");
+  g_autofree char *zero64 = mt_repeat ("", "0", 64, "... (1048576 bytes)");
 
   assert_value_refused ("tk", "flag", letters, "invalid boolean");
   assert_value_refused ("tk", "flag", letters, x64);
@@ -168,26 +149,26 @@ test_huge_values (void)
 static void
 test_values_shown (void)
 {
-  g_autofree char *x64 = repeat ("x", 64, "");
-  g_autofree char *x65 = repeat ("x", 65, "");
-  g_autofree char *x63_e = repeat ("x", 63, "\xc3\xa9");
-  g_autofree char *e40 = repeat ("\xc3\xa9", 40, "");
-  g_autofree char *ctl20 = repeat ("\x01", 20, "");
+  g_autofree char *x64 = mt_repeat ("", "x", 64, "");
+  g_autofree char *x65 = mt_repeat ("", "x", 65, "");
+  g_autofree char *x63_e = mt_repeat ("", "x", 63, "\xc3\xa9");
+  g_autofree char *e40 = mt_repeat ("", "\xc3\xa9", 40, "");
+  g_autofree char *ctl20 = mt_repeat ("", "\x01", 20, "");
   g_autofree char *want = NULL;
 
   want = g_strdup_printf ("invalid value \"%s\": expected one of fast, safe", x64);
   assert_value_refused ("tk", "mode", x64, want);
   g_free (want);
-  want = repeat ("x", 64, "... (65 bytes)\": expected");
+  want = mt_repeat ("", "x", 64, "... (65 bytes)\": expected");
   assert_value_refused ("tk", "mode", x65, want);
   g_free (want);
-  want = repeat ("x", 63, "... (65 bytes)\"");
+  want = mt_repeat ("", "x", 63, "... (65 bytes)\"");
   assert_value_refused ("tk", "mode", x63_e, want);
   g_free (want);
-  want = repeat ("\xc3\xa9", 32, "... (80 bytes)\"");
+  want = mt_repeat ("", "\xc3\xa9", 32, "... (80 bytes)\"");
   assert_value_refused ("tk", "mode", e40, want);
   g_free (want);
-  want = repeat ("\\x01", 16, "... (20 bytes)\"");
+  want = mt_repeat ("", "\\x01", 16, "... (20 bytes)\"");
   assert_value_refused ("tk", "mode", ctl20, want);
   assert_value_refused ("tk", "mode", "a\\b\"c", "invalid value \"a\\b\"c\"");
   assert_value_refused ("tk", "mode", "\xff\xc2\x9b\x7f", "\"\\xff\\u009b\\x7f\"");

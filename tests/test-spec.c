@@ -47,64 +47,35 @@ test_bad_kind_names (void)
     }
 }
 
-/* memres_resource_new (@spec) fails with MEMRES_ERROR_INVALID_ARGUMENT and a message that is
- * short and printable, whatever the size of @spec, and holds @needle. */
-static void
-assert_invalid_short (const char *spec, const char *needle)
-{
-  g_autoptr (GError) error = NULL;
-  g_autoptr (MemresResource) mr = memres_resource_new (spec, &error);
-
-  g_assert_null (mr);
-  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
-  g_test_message ("%s", error->message);
-  mt_assert_printable (error->message, 300);
-  if (strstr (error->message, needle) == NULL)
-    g_error ("message lacks \"%s\": %s", needle, error->message);
-}
-
-/* @prefix, then @n copies of @c, then @suffix. */
-static char *
-make_input (const char *prefix, char c, gsize n, const char *suffix)
-{
-  GString *s = g_string_new (prefix);
-
-  for (gsize i = 0; i < n; i++)
-    g_string_append_c (s, c);
-  g_string_append (s, suffix);
-  return g_string_free (s, FALSE);
-}
-
 #define MIB ((gsize) 1024 * 1024)
 
 /* A spec of a megabyte: every message quotes the first 64 bytes and the size, not the whole. */
 static void
 test_huge_spec (void)
 {
-  g_autofree char *name = make_input ("", 'a', MIB, "");
-  g_autofree char *no_value = make_input ("tk:", 'a', MIB, "");
-  g_autofree char *unknown_key = make_input ("tk:", 'a', MIB, "=1");
-  g_autofree char *bad_key = make_input ("tk:", 'A', MIB, "=1");
-  g_autofree char *empty_options = make_input ("tk:flag=1", ',', MIB, "");
-  g_autofree char *escapes = make_input ("", '\x1b', MIB, "");
-  g_autofree char *head = make_input ("\"", 'a', 64, "... (1048576 bytes)\"");
+  g_autofree char *name = mt_repeat ("", "a", MIB, "");
+  g_autofree char *no_value = mt_repeat ("tk:", "a", MIB, "");
+  g_autofree char *unknown_key = mt_repeat ("tk:", "a", MIB, "=1");
+  g_autofree char *bad_key = mt_repeat ("tk:", "A", MIB, "=1");
+  g_autofree char *empty_options = mt_repeat ("tk:flag=1", ",", MIB, "");
+  g_autofree char *escapes = mt_repeat ("", "\x1b", MIB, "");
+  g_autofree char *head = mt_repeat ("\"", "a", 64, "... (1048576 bytes)\"");
 
-  assert_invalid_short (name, "invalid kind name");
-  assert_invalid_short (name, head);
-  assert_invalid_short (no_value, "invalid spec \"tk:aaaaaaaa");
-  assert_invalid_short (no_value, "... (1048579 bytes)\": option");
-  assert_invalid_short (no_value, head);
-  assert_invalid_short (unknown_key, "has no option");
-  assert_invalid_short (unknown_key, head);
-  assert_invalid_short (bad_key, "invalid key \"AAAAAAAA");
-  assert_invalid_short (bad_key, "... (1048576 bytes)\" (keys match");
-  assert_invalid_short (empty_options, "empty option");
-  assert_invalid_short (empty_options, "\"tk:flag=1,,,,,");
-  assert_invalid_short (empty_options, "... (1048585 bytes)\"");
+  mt_new_fails_short (name, "invalid kind name");
+  mt_new_fails_short (name, head);
+  mt_new_fails_short (no_value, "invalid spec \"tk:aaaaaaaa");
+  mt_new_fails_short (no_value, "... (1048579 bytes)\": option");
+  mt_new_fails_short (no_value, head);
+  mt_new_fails_short (unknown_key, "has no option");
+  mt_new_fails_short (unknown_key, head);
+  mt_new_fails_short (bad_key, "invalid key \"AAAAAAAA");
+  mt_new_fails_short (bad_key, "... (1048576 bytes)\" (keys match");
+  mt_new_fails_short (empty_options, "empty option");
+  mt_new_fails_short (empty_options, "\"tk:flag=1,,,,,");
+  mt_new_fails_short (empty_options, "... (1048585 bytes)\"");
   /* 16 escapes of 4 bytes fill the 64 */
-  assert_invalid_short (escapes,
-                        "\"\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b"
-                        "\\x1b\\x1b\\x1b... (1048576 bytes)\"");
+  mt_new_fails_short (escapes, "\"\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b\\x1b"
+                               "\\x1b\\x1b\\x1b... (1048576 bytes)\"");
 }
 
 /* Control characters in a kind name reach no message raw. */
@@ -121,8 +92,8 @@ test_kind_name_control_characters (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   mt_assert_printable (error->message, 300);
   g_assert_nonnull (strstr (error->message, shown));
-  assert_invalid_short (name, shown);
-  assert_invalid_short (spec, shown);
+  mt_new_fails_short (name, shown);
+  mt_new_fails_short (spec, shown);
 }
 
 static void

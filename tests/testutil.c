@@ -407,6 +407,49 @@ mt_new_fails (const char *spec, GQuark domain, gint code, const char *needle)
 }
 
 void
+mt_new_fails_short (const char *spec, const char *needle)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = memres_resource_new (spec, &error);
+
+  g_assert_null (mr);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_test_message ("%s", error->message);
+  mt_assert_printable (error->message, 300);
+  if (strstr (error->message, needle) == NULL)
+    g_error ("message lacks \"%s\": %s", needle, error->message);
+}
+
+void
+mt_shuffle_buffers (MemresBuffer **bufs, guint *tags, guint n)
+{
+  /* the last of the first @k trades places with one of them */
+  for (guint k = n; k > 1; k--)
+    {
+      guint j = (guint) g_test_rand_int_range (0, (gint32) k);
+      MemresBuffer *b = bufs[k - 1];
+      guint t = tags[k - 1];
+
+      bufs[k - 1] = bufs[j];
+      tags[k - 1] = tags[j];
+      bufs[j] = b;
+      tags[j] = t;
+    }
+}
+
+char *
+mt_repeat (const char *prefix, const char *unit, gsize n, const char *suffix)
+{
+  GString *s = g_string_sized_new (strlen (prefix) + strlen (unit) * n + strlen (suffix) + 1);
+
+  g_string_append (s, prefix);
+  for (gsize i = 0; i < n; i++)
+    g_string_append (s, unit);
+  g_string_append (s, suffix);
+  return g_string_free (s, FALSE);
+}
+
+void
 mt_assert_printable (const char *text, gsize max_len)
 {
   const char *p;

@@ -50,10 +50,23 @@ MemresResource *mt_new_ok (const char *spec);
  * not NULL, that the error's message contains @needle. */
 void mt_new_fails (const char *spec, GQuark domain, gint code, const char *needle);
 
+/* Asserts that memres_resource_new(@spec) returns NULL with MEMRES_ERROR_INVALID_ARGUMENT and a
+ * message that is printable and under 300 bytes (mt_assert_printable()), whatever the size of
+ * @spec, and contains @needle. */
+void mt_new_fails_short (const char *spec, const char *needle);
+
+/* @prefix, then @n copies of @unit (of any length), then @suffix: inputs of any size for the
+ * parsers. Returns (transfer full) a new string. */
+char *mt_repeat (const char *prefix, const char *unit, gsize n, const char *suffix);
+
 /* Asserts that @text (an error message, a line of the memres command) is valid UTF-8, shorter
  * than @max_len bytes and holds no control character (C0, DEL, C1): what a message quoting user
  * input of any size and content must be. */
 void mt_assert_printable (const char *text, gsize max_len);
+
+/* Shuffles the @n buffers at @bufs (Fisher-Yates, drawing with g_test_rand_int_range()) and the
+ * @n numbers at @tags alike: @tags[i] stays the number of @bufs[i]. */
+void mt_shuffle_buffers (MemresBuffer **bufs, guint *tags, guint n);
 
 /* memres_resource_allocate(@mr, @size, @stream), asserting no error, a buffer and that its size
  * is @size bytes. Returns (transfer full). */
