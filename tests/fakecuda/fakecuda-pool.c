@@ -713,13 +713,20 @@ fk_cuMemPoolDestroy (CUmemoryPool pool)
   FK_RETURN (CUDA_SUCCESS);
 }
 
+/* Whether cuMemPoolGetAttribute / cuMemPoolSetAttribute may touch @pool's attributes through
+ * @value. Not on an imported pool: the real driver answers CUDA_ERROR_INVALID_VALUE to a get of
+ * every attribute there (seen on the H200's 580.159.04); set is assumed to be refused alike. */
+static bool
+fk_pool_attribute_usable (CUmemoryPool pool, const void *value)
+{
+  return fk_pool_valid (pool) && value != NULL && !pool->imported;
+}
+
 CUresult
 fk_cuMemPoolGetAttribute (CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
   FK_ENTER (cuMemPoolGetAttribute);
-  /* An imported pool has no attributes here (the real driver: CUDA_ERROR_INVALID_VALUE for every
-   * attribute, seen on the H200's 580.159.04). */
-  if (!fk_pool_valid (pool) || value == NULL || pool->imported)
+  if (!fk_pool_attribute_usable (pool, value))
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   switch (attr)
     {
@@ -753,9 +760,7 @@ CUresult
 fk_cuMemPoolSetAttribute (CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
   FK_ENTER (cuMemPoolSetAttribute);
-  /* An imported pool has no attributes here (the real driver: CUDA_ERROR_INVALID_VALUE for every
-   * attribute, seen on the H200's 580.159.04). */
-  if (!fk_pool_valid (pool) || value == NULL || pool->imported)
+  if (!fk_pool_attribute_usable (pool, value))
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   switch (attr)
     {
