@@ -123,15 +123,6 @@ check_kind (const guint8 *b, const guint8 *expected_kind, GError **error)
   return _memres_check_kind_field (b + OFF_KIND, "buffer descriptor", error);
 }
 
-static guint64
-get_u64 (const guint8 *p)
-{
-  guint64 v;
-
-  memcpy (&v, p, 8);
-  return GUINT64_FROM_LE (v);
-}
-
 /* Decodes and validates @length bytes at @data (untrusted). On success fills @kind (NUL-
  * terminated) and @info; on failure sets MEMRES_ERROR_INVALID_DESCRIPTOR naming the field and
  * leaves @kind and @info untouched. Reads no byte outside @data[0 .. length). @expected_kind,
@@ -159,15 +150,15 @@ _memres_descriptor_decode (gconstpointer data, gsize length, const guint8 *expec
   if (!check_header (b, error) || !check_kind (b, expected_kind, error))
     return FALSE;
 
-  reserved = get_u64 (b + OFF_RESERVED);
+  reserved = _memres_get_le (b + OFF_RESERVED, 8);
   if (reserved != 0)
     for (int i = 0; i < 8; i++)
       if (b[OFF_RESERVED + i] != 0)
         return invalid (error, "reserved", "byte %d is 0x%02x (expected 0)", i,
                         b[OFF_RESERVED + i]);
 
-  offset = get_u64 (b + OFF_OFFSET);
-  size = get_u64 (b + OFF_SIZE);
+  offset = _memres_get_le (b + OFF_OFFSET, 8);
+  size = _memres_get_le (b + OFF_SIZE, 8);
   if (size == 0)
     return invalid (error, "size", "0 bytes (an empty buffer is never exported)");
   if (offset > G_MAXUINT64 - size)

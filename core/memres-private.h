@@ -4,6 +4,8 @@
  * version script (memres_* only) keeps them out of libmemres's exports. */
 #pragma once
 
+#include <string.h>
+
 #include <gmodule.h>
 #include <memres/memres-plugin.h>
 
@@ -218,9 +220,10 @@ static inline guint64
 _memres_get_le (const guint8 *p, int n)
 {
   guint64 v = 0;
-  for (int i = n - 1; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
+
+  /* one load where a byte loop would not be merged into one (the import path decodes these) */
+  memcpy (&v, p, (gsize) n);
+  return GUINT64_FROM_LE (v);
 }
 
 /* ipc-transport.c: messages with fds over a connected AF_UNIX socket.
