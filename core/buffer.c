@@ -4,6 +4,7 @@
  * locks, no lookups, no driver queries. Data movement lives in buffer-transfer.c. */
 #include "memres-private.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static gboolean
@@ -16,7 +17,7 @@ buffer_closed_error (GError **error)
 /* Buffer structures are recycled through a small per-thread cache: the allocate/close pair
  * then costs no malloc/free. The cache is reached through a thread-local pointer (no call on
  * the hot path); a GPrivate registered with it frees it when its thread exits. */
-#define BUFFER_CACHE_MAX 256 /* 80-byte structures: at most 20 KiB per thread */
+#define BUFFER_CACHE_MAX 256 /* 64-byte structures: at most 16 KiB per thread */
 
 typedef struct
 {
@@ -48,6 +49,18 @@ buffer_cache_free (gpointer data)
 
 static GPrivate buffer_cache_cleanup = G_PRIVATE_INIT (buffer_cache_free);
 
+/* A buffer structure on a cache line of its own. */
+static MemresBuffer *
+buffer_struct_alloc (void)
+{
+  gpointer p;
+
+  if (posix_memalign (&p, 64, sizeof (MemresBuffer)) != 0)
+    g_error ("out of memory: a buffer structure of %" G_GSIZE_FORMAT " bytes",
+             sizeof (MemresBuffer));
+  return p;
+}
+
 static MemresBuffer *
 buffer_struct_new (void)
 {
@@ -55,7 +68,7 @@ buffer_struct_new (void)
   MemresBuffer *buf;
 
   if (cache == NULL || cache->head == NULL)
-    return g_new (MemresBuffer, 1);
+    return buffer_struct_alloc ();
   buf = cache->head;
   cache->head = (MemresBuffer *) buf->mr;
   cache->n--;
@@ -95,8 +108,6 @@ buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stre
   buf->dealloc_stream = stream;
   buf->device = mr->info.device;
   buf->flags = mr->info.flags;
-  buf->release = NULL;
-  buf->release_data = NULL;
   buf->ipc_mapping = NULL;
   return buf;
 }
@@ -176,7 +187,7 @@ buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
     }
   else if (buf->release != NULL)
     {
-      buf->release (buf->release_data);
+      buf->release (buf->alloc.plugin_data);
     }
   return ok;
 }
@@ -419,14 +430,15 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
       device = -1;
     }
 
-  buf = g_new0 (MemresBuffer, 1);
+  buf = buffer_struct_alloc ();
+  memset (buf, 0, sizeof *buf);
   g_atomic_ref_count_init (&buf->ref);
   buf->alloc.address = (guint64) (guintptr) ptr;
   buf->alloc.size = size;
+  buf->alloc.plugin_data = user_data;
   buf->device = device;
   buf->flags = flags;
   buf->release = release;
-  buf->release_data = user_data;
   return buf;
 }
 

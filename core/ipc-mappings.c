@@ -1,17 +1,25 @@
 /* memres - CUDA memory resources
  * ipc-mappings.c: the table of one resource's imported buffer mappings, keyed by the driver's
  * 64-byte export data. Every import and every close of an imported buffer goes through it, so
- * it is built for that: open addressing with linear probing (no allocation per lookup, the
- * stored hash compared before the key), deletion by backward shift (no tombstones, so a table
- * that fills and empties over and over never degrades or rehashes), and mapping records
- * recycled through a free list. It grows at half full and never shrinks: it stays at the size
- * of the most buffers of the resource mapped at once, and is freed with the resource. (An
- * index by mapped address as well, against forged export data that the driver maps to an
+ * it is built for that:
+ *  - open addressing with linear probing, no allocation per lookup; each slot holds the hash
+ *    beside the record, so a probe reads a record only when the hashes are equal;
+ *  - a mapping that is unmapped (its last buffer closed) is retired, not removed: its record
+ *    stays in its slot with no users. The close touches the record only, never the slot array,
+ *    and importing the same buffer again (a ring of buffers shared between two processes, say)
+ *    revives the record in place. Retired records are dropped when the table is rebuilt, which
+ *    happens when live and retired records together fill half the slots: it keeps the live
+ *    ones only and doubles the slots when those alone fill a quarter, so the rebuild costs O(1)
+ *    per insertion, amortized, and the table never shrinks;
+ *  - records are 64-byte aligned (what a close touches is one cache line) and recycled through
+ *    a free list.
+ * (An index by mapped address as well, against forged export data that the driver maps to an
  * allocation mapped already, cost 17 ns per import + close once the working set left the
- * cache, measured with 4096 buffers in flight; forged export data can crash the driver
- * anyway: see docs/ipc.md.)
+ * cache, measured with 4096 buffers in flight; forged export data can crash the driver anyway:
+ * see docs/ipc.md.)
  *
  * Every function but init and clear is called with @t->lock held. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "memres-private.h"
@@ -25,11 +33,14 @@ _memres_ipc_mappings_init (MemresIpcMappings *t)
   g_mutex_init (&t->lock);
 }
 
-/* Called when the resource is finalized: every buffer (and so every mapping) is gone. */
+/* Called when the resource is finalized: every buffer (and so every live mapping) is gone. */
 void
 _memres_ipc_mappings_clear (MemresIpcMappings *t)
 {
   g_warn_if_fail (t->n_mappings == 0);
+  if (t->slots != NULL)
+    for (gsize i = 0; i <= t->mask; i++)
+      g_free (t->slots[i].mapping);
   while (t->free_list != NULL)
     {
       MemresIpcMapping *next = t->free_list->next_free;
@@ -73,6 +84,7 @@ _memres_ipc_mappings_hash (const guint8 key[MEMRES_EXPORT_DATA_SIZE])
   return h;
 }
 
+/* The record of @key, live (n_users > 0) or retired (n_users == 0), or NULL. */
 MemresIpcMapping *
 _memres_ipc_mappings_lookup (const MemresIpcMappings *t, const guint8 key[MEMRES_EXPORT_DATA_SIZE],
                              guint64 hash)
@@ -81,94 +93,113 @@ _memres_ipc_mappings_lookup (const MemresIpcMappings *t, const guint8 key[MEMRES
     return NULL;
   for (gsize i = hash & t->mask;; i = (i + 1) & t->mask)
     {
-      MemresIpcMapping *m = t->slots[i];
+      const MemresIpcSlot *slot = &t->slots[i];
 
-      if (m == NULL)
+      if (slot->mapping == NULL)
         return NULL;
-      if (m->hash == hash && memcmp (m->export_data, key, MEMRES_EXPORT_DATA_SIZE) == 0)
-        return m;
+      if (slot->hash == hash
+          && memcmp (slot->mapping->export_data, key, MEMRES_EXPORT_DATA_SIZE) == 0)
+        return slot->mapping;
     }
 }
 
 static void
-place (MemresIpcMapping **slots, gsize mask, MemresIpcMapping *m)
+place (MemresIpcSlot *slots, gsize mask, guint64 hash, MemresIpcMapping *m)
 {
-  gsize i = m->hash & mask;
+  gsize i = hash & mask;
 
-  while (slots[i] != NULL)
+  while (slots[i].mapping != NULL)
     i = (i + 1) & mask;
-  slots[i] = m;
+  slots[i].hash = hash;
+  slots[i].mapping = m;
 }
 
+/* Makes room for one more record: a new slot array with the live records only (the retired
+ * ones go to the free list), twice as large when they fill a quarter of the current one. */
 static void
-grow (MemresIpcMappings *t)
+rebuild (MemresIpcMappings *t)
 {
-  gsize n_slots = t->slots == NULL ? MIN_SLOTS : 2 * (t->mask + 1);
-  MemresIpcMapping **slots = g_new0 (MemresIpcMapping *, n_slots);
+  gsize n_slots = t->slots == NULL ? MIN_SLOTS : t->mask + 1;
+  MemresIpcSlot *slots;
 
+  while (4 * (t->n_mappings + 1) > n_slots)
+    n_slots *= 2;
+  slots = g_new0 (MemresIpcSlot, n_slots);
   if (t->slots != NULL)
     for (gsize i = 0; i <= t->mask; i++)
-      if (t->slots[i] != NULL)
-        place (slots, n_slots - 1, t->slots[i]);
+      {
+        MemresIpcMapping *m = t->slots[i].mapping;
+
+        if (m == NULL)
+          continue;
+        if (m->n_users > 0)
+          place (slots, n_slots - 1, t->slots[i].hash, m);
+        else
+          {
+            m->next_free = t->free_list;
+            t->free_list = m;
+          }
+      }
   g_free (t->slots);
   t->slots = slots;
   t->mask = n_slots - 1;
+  t->n_retired = 0;
 }
 
-/* Adds a mapping of @exported (its export data is the key, which must not be in @t yet) that
- * maps @alloc, with one user. */
+static void
+count_live (MemresIpcMappings *t, const MemresAllocation *alloc)
+{
+  t->n_mappings++;
+  t->mapped_bytes += alloc->size;
+  t->mapped_high = MAX (t->mapped_high, t->mapped_bytes);
+}
+
+/* Adds a live mapping of @exported (its export data is the key, which must not be in @t yet,
+ * live or retired) that maps @alloc, with one user. */
 MemresIpcMapping *
 _memres_ipc_mappings_add (MemresIpcMappings *t, guint64 hash, const MemresBufferExport *exported,
                           const MemresAllocation *alloc)
 {
-  MemresIpcMapping *m = t->free_list;
+  MemresIpcMapping *m;
 
+  if (t->slots == NULL || 2 * (t->n_mappings + t->n_retired + 1) > t->mask + 1)
+    rebuild (t);
+  m = t->free_list;
   if (m != NULL)
     t->free_list = m->next_free;
-  else
-    m = g_new (MemresIpcMapping, 1);
+  else if (posix_memalign ((gpointer *) &m, 64, sizeof *m) != 0)
+    g_error ("out of memory: an IPC mapping record of %" G_GSIZE_FORMAT " bytes", sizeof *m);
   m->hash = hash;
   m->alloc = *alloc;
   m->n_users = 1;
   m->next_free = NULL;
   m->waits = NULL;
   memcpy (m->export_data, exported->export_data, MEMRES_EXPORT_DATA_SIZE);
-
-  if (t->slots == NULL || 2 * (t->n_mappings + 1) > t->mask + 1)
-    grow (t);
-  place (t->slots, t->mask, m);
-  t->n_mappings++;
-  t->mapped_bytes += alloc->size;
-  t->mapped_high = MAX (t->mapped_high, t->mapped_bytes);
+  place (t->slots, t->mask, hash, m);
+  count_live (t, alloc);
   return m;
 }
 
-/* Takes @m (which is in @t, its waits gone) out of the table; its record goes to the free
- * list. */
+/* @m (live in @t, its last user gone, its waits gone) was unmapped: it stays in its slot,
+ * retired, until the same export data is imported again or the table is rebuilt. */
 void
-_memres_ipc_mappings_remove (MemresIpcMappings *t, MemresIpcMapping *m)
+_memres_ipc_mappings_retire (MemresIpcMappings *t, MemresIpcMapping *m)
 {
-  gsize i = m->hash & t->mask;
-  gsize j;
-
-  g_warn_if_fail (m->waits == NULL);
-  while (t->slots[i] != m)
-    i = (i + 1) & t->mask;
-  /* Backward shift: move later entries of the probe run into the hole when the hole lies
-   * between their home slot and where they sit (cyclically). */
-  for (j = (i + 1) & t->mask; t->slots[j] != NULL; j = (j + 1) & t->mask)
-    {
-      gsize home = t->slots[j]->hash & t->mask;
-
-      if (((j - home) & t->mask) >= ((j - i) & t->mask))
-        {
-          t->slots[i] = t->slots[j];
-          i = j;
-        }
-    }
-  t->slots[i] = NULL;
+  g_warn_if_fail (m->n_users == 0 && m->waits == NULL);
   t->n_mappings--;
+  t->n_retired++;
   t->mapped_bytes -= m->alloc.size;
-  m->next_free = t->free_list;
-  t->free_list = m;
+}
+
+/* Retired @m (found by _memres_ipc_mappings_lookup()) maps its export data again, at @alloc,
+ * with one user. */
+void
+_memres_ipc_mappings_revive (MemresIpcMappings *t, MemresIpcMapping *m,
+                             const MemresAllocation *alloc)
+{
+  g_warn_if_fail (m->n_users == 0);
+  m->alloc = *alloc;
+  m->n_users = 1;
+  t->n_retired--;
+  count_live (t, alloc);
 }

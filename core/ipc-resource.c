@@ -336,15 +336,15 @@ acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStrea
 {
   MemresIpcMappings *table = &mr->ipc_mappings;
   guint64 hash = _memres_ipc_mappings_hash (info->export_data);
-  MemresIpcMapping *mapping;
+  MemresIpcMapping *found, *mapping = NULL;
   MemresAllocation alloc = { 0 };
   GError *local = NULL;
   gboolean ok;
 
   g_mutex_lock (&table->lock);
-  mapping = _memres_ipc_mappings_lookup (table, info->export_data, hash);
-  if (mapping != NULL)
-    mapping = join_mapping (mapping, info, error);
+  found = _memres_ipc_mappings_lookup (table, info->export_data, hash);
+  if (found != NULL && found->n_users > 0)
+    mapping = join_mapping (found, info, error);
   else
     {
       ok = mr->ops->import_buffer (mr, info, stream, &alloc, &local);
@@ -356,6 +356,11 @@ acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStrea
           g_autoptr (GError) unmap_error = NULL;
           if (!mr->ops->deallocate (mr, &alloc, stream, &unmap_error))
             g_warning ("unmapping a refused buffer import failed: %s", unmap_error->message);
+        }
+      else if (found != NULL) /* imported and unmapped before: the record is reused */
+        {
+          _memres_ipc_mappings_revive (table, found, &alloc);
+          mapping = found;
         }
       else
         mapping = _memres_ipc_mappings_add (table, hash, info, &alloc);
@@ -548,7 +553,7 @@ _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStre
       if (G_UNLIKELY (mapping->waits != NULL))
         ok = wait_for_earlier_closes (owner, mapping, stream, error);
       ok = owner->ops->deallocate (owner, &mapping->alloc, stream, ok ? error : NULL) && ok;
-      _memres_ipc_mappings_remove (table, mapping);
+      _memres_ipc_mappings_retire (table, mapping);
     }
   last = --table->n_users == 0;
   g_mutex_unlock (&table->lock);

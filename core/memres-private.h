@@ -44,26 +44,36 @@ struct _MemresKind
  * (deallocate slot) when the last of them is closed. */
 #define MEMRES_EXPORT_DATA_SIZE 64
 typedef struct _MemresIpcMapping MemresIpcMapping;
+/* Allocated 64-byte aligned (ipc-mappings.c): what a close reads and writes is the first cache
+ * line; the export data after it is written by the import and read only on a repeated import
+ * or an export again. */
 struct _MemresIpcMapping
 {
-  /* read on every import and close */
   guint64 hash;                /* of export_data */
   MemresAllocation alloc;      /* what import_buffer filled: the whole mapped allocation */
-  guint n_users;               /* open buffers using this mapping */
-  MemresIpcMapping *next_free; /* in the free list */
   GArray *waits;               /* CUevent recorded where earlier users were closed, or NULL */
+  MemresIpcMapping *next_free; /* in the free list */
+  guint n_users;               /* open buffers using this mapping; 0: retired (unmapped) */
   /* the key, compared when the hash matches; with the resource's pool identity and device
    * what a buffer of this mapping is exported again with */
   guint8 export_data[MEMRES_EXPORT_DATA_SIZE];
 };
+/* A slot of the table: the mapping's hash beside it, so that probing and deleting read the
+ * slot array only, not the records. */
 typedef struct
 {
-  GMutex lock;              /* everything here and in every mapping */
-  MemresIpcMapping **slots; /* 2^k slots, NULL when empty */
-  gsize mask;               /* number of slots - 1 */
-  gsize n_mappings;
+  guint64 hash;
+  MemresIpcMapping *mapping; /* NULL when empty */
+} MemresIpcSlot;
+typedef struct
+{
+  GMutex lock;          /* everything here and in every mapping */
+  MemresIpcSlot *slots; /* 2^k slots */
+  gsize mask;           /* number of slots - 1 */
+  gsize n_mappings;     /* live mappings (n_users > 0) */
+  gsize n_retired;      /* records still in the slots whose mapping was unmapped */
   gsize n_users;        /* open imported buffers, over every mapping */
-  guint64 mapped_bytes; /* the sizes of every mapping */
+  guint64 mapped_bytes; /* the sizes of every live mapping */
   guint64 mapped_high;  /* high-water mark of mapped_bytes */
   MemresIpcMapping *free_list;
 } MemresIpcMappings;
@@ -78,7 +88,9 @@ MemresIpcMapping *_memres_ipc_mappings_lookup (const MemresIpcMappings *t,
 MemresIpcMapping *_memres_ipc_mappings_add (MemresIpcMappings *t, guint64 hash,
                                             const MemresBufferExport *exported,
                                             const MemresAllocation *alloc);
-void _memres_ipc_mappings_remove (MemresIpcMappings *t, MemresIpcMapping *m);
+void _memres_ipc_mappings_retire (MemresIpcMappings *t, MemresIpcMapping *m);
+void _memres_ipc_mappings_revive (MemresIpcMappings *t, MemresIpcMapping *m,
+                                  const MemresAllocation *alloc);
 
 struct _MemresResource
 {
@@ -98,19 +110,24 @@ struct _MemresResource
   gpointer priv;                          /* instance_size bytes, zero-filled, 16-byte aligned */
 };
 
+/* One cache line, allocated 64-byte aligned (buffer.c): an import or allocation and its close
+ * touch one line of it, not two. */
 struct _MemresBuffer
 {
   gatomicrefcount ref;
-  gint closed;        /* atomic; set exactly once */
-  MemresResource *mr; /* strong reference; NULL for wrapped foreign memory */
-  MemresAllocation alloc;
+  gint closed;            /* atomic; set exactly once */
+  MemresResource *mr;     /* strong reference; NULL for wrapped foreign memory */
+  MemresAllocation alloc; /* wrapped foreign memory: plugin_data is the release function's data */
   MemresStream dealloc_stream;
   gint device;
   MemresMemoryFlags flags;
-  GDestroyNotify release; /* foreign memory */
-  gpointer release_data;
-  MemresIpcMapping *ipc_mapping; /* imported buffers: the shared mapping, else NULL */
+  union
+  {
+    MemresIpcMapping *ipc_mapping; /* mr != NULL: the shared mapping (imported), else NULL */
+    GDestroyNotify release;        /* mr == NULL (wrapped foreign memory), or NULL */
+  };
 };
+G_STATIC_ASSERT (sizeof (MemresBuffer) <= 64);
 
 /* registry.c / loader.c */
 MemresKind *_memres_registry_lookup_loaded (const char *name);

@@ -1,6 +1,7 @@
 /* test-ipc-mappings.c: the table of imported buffer mappings (core/ipc-mappings.c), against a
  * plain array as the model. Hashes are chosen by the test so that keys collide, probe runs
- * wrap around the end of the slot array, and removal has to shift entries back. */
+ * wrap around the end of the slot array, and rebuilds have to drop retired records from long
+ * runs. */
 #include <string.h>
 
 #include "memres-private.h"
@@ -10,7 +11,10 @@
 typedef struct
 {
   MemresIpcMappings table;
-  MemresIpcMapping *present[N_KEYS]; /* the model: key i is in the table iff present[i] */
+  /* the model: key i has the record present[i] in the table (NULL: none), live when its
+   * n_users is 1, retired when 0 */
+  MemresIpcMapping *present[N_KEYS];
+  gboolean live[N_KEYS];
 } Fixture;
 
 static void
@@ -39,7 +43,8 @@ forced_hash (guint i, guint n_buckets)
 static void
 assert_model (Fixture *f, guint n_buckets)
 {
-  gsize n = 0;
+  gsize n_live = 0, n_retired = 0;
+  guint64 bytes = 0;
 
   for (guint i = 0; i < N_KEYS; i++)
     {
@@ -49,16 +54,34 @@ assert_model (Fixture *f, guint n_buckets)
       make_key (i, &e);
       m = _memres_ipc_mappings_lookup (&f->table, e.export_data, forced_hash (i, n_buckets));
       g_assert_true (m == f->present[i]);
-      if (m != NULL)
+      if (m == NULL)
+        continue;
+      g_assert_cmpmem (m->export_data, sizeof m->export_data, e.export_data, sizeof e.export_data);
+      g_assert_cmpuint (m->n_users, ==, f->live[i] ? 1 : 0);
+      if (f->live[i])
         {
-          g_assert_cmpmem (m->export_data, sizeof m->export_data, e.export_data,
-                           sizeof e.export_data);
           g_assert_cmpuint (m->alloc.address, ==, address_of (i));
           g_assert_cmpuint (m->alloc.size, ==, 1000 + i);
-          n++;
+          bytes += 1000 + i;
+          n_live++;
         }
+      else
+        n_retired++;
     }
-  g_assert_cmpuint (f->table.n_mappings, ==, n);
+  g_assert_cmpuint (f->table.n_mappings, ==, n_live);
+  g_assert_cmpuint (f->table.n_retired, ==, n_retired);
+  g_assert_cmpuint (f->table.mapped_bytes, ==, bytes);
+}
+
+/* A rebuild (n_retired back to 0) dropped every retired record. */
+static void
+forget_dropped (Fixture *f)
+{
+  if (f->table.n_retired != 0)
+    return;
+  for (guint i = 0; i < N_KEYS; i++)
+    if (!f->live[i])
+      f->present[i] = NULL;
 }
 
 static void
@@ -68,12 +91,36 @@ add (Fixture *f, guint i, guint n_buckets)
   MemresAllocation alloc = { address_of (i), 1000 + i, NULL };
   MemresIpcMapping *m;
 
+  g_assert_null (f->present[i]);
   make_key (i, &e);
   m = _memres_ipc_mappings_add (&f->table, forced_hash (i, n_buckets), &e, &alloc);
   g_assert_cmpuint (m->n_users, ==, 1);
+  forget_dropped (f);
   f->present[i] = m;
+  f->live[i] = TRUE;
 }
 
+static void
+retire (Fixture *f, guint i)
+{
+  g_assert_true (f->live[i]);
+  f->present[i]->n_users = 0;
+  _memres_ipc_mappings_retire (&f->table, f->present[i]);
+  f->live[i] = FALSE;
+}
+
+static void
+revive (Fixture *f, guint i)
+{
+  MemresAllocation alloc = { address_of (i), 1000 + i, NULL };
+
+  g_assert_true (f->present[i] != NULL && !f->live[i]);
+  _memres_ipc_mappings_revive (&f->table, f->present[i], &alloc);
+  g_assert_cmpuint (f->present[i]->n_users, ==, 1);
+  f->live[i] = TRUE;
+}
+
+/* Random imports (add or revive) and last closes (retire) of N_KEYS keys. */
 static void
 run_model (guint n_buckets, guint n_ops)
 {
@@ -85,24 +132,22 @@ run_model (guint n_buckets, guint n_ops)
     {
       guint i = (guint) g_test_rand_int_range (0, N_KEYS);
 
-      if (f.present[i] == NULL)
-        add (&f, i, n_buckets);
+      if (f.live[i])
+        retire (&f, i);
+      else if (f.present[i] != NULL)
+        revive (&f, i);
       else
-        {
-          _memres_ipc_mappings_remove (&f.table, f.present[i]);
-          f.present[i] = NULL;
-        }
+        add (&f, i, n_buckets);
       assert_model (&f, n_buckets);
     }
   for (guint i = 0; i < N_KEYS; i++)
-    if (f.present[i] != NULL)
+    if (f.live[i])
       {
-        _memres_ipc_mappings_remove (&f.table, f.present[i]);
-        f.present[i] = NULL;
+        retire (&f, i);
         assert_model (&f, n_buckets);
       }
   g_assert_cmpuint (f.table.n_mappings, ==, 0);
-  _memres_ipc_mappings_clear (&f.table);
+  _memres_ipc_mappings_clear (&f.table); /* frees the retired records: valgrind checks */
 }
 
 /* Every key in one bucket: one long run. */
@@ -126,14 +171,14 @@ test_distinct (void)
   run_model (N_KEYS, 5000);
 }
 
-/* A removed record is reused by the next add, and the table never shrinks, so filling and
- * emptying it again allocates nothing. */
+/* Importing the buffers of a ring again and again revives their records in place: no slot
+ * array is allocated, and the table keeps its size. */
 static void
 test_reuse (void)
 {
   Fixture f = { 0 };
   MemresIpcMapping *first;
-  MemresIpcMapping **slots;
+  MemresIpcSlot *slots;
   gsize mask;
 
   _memres_ipc_mappings_init (&f.table);
@@ -143,23 +188,63 @@ test_reuse (void)
   mask = f.table.mask;
   g_assert_cmpuint (mask + 1, >=, 2 * 100);
   first = f.present[0];
-  _memres_ipc_mappings_remove (&f.table, first);
-  f.present[0] = NULL;
-  add (&f, 0, N_KEYS);
+  retire (&f, 0);
+  revive (&f, 0);
   g_assert_true (f.present[0] == first);
-  for (guint i = 0; i < 100; i++)
+  for (guint round = 0; round < 3; round++)
     {
-      _memres_ipc_mappings_remove (&f.table, f.present[i]);
-      f.present[i] = NULL;
+      for (guint i = 0; i < 100; i++)
+        retire (&f, i);
+      assert_model (&f, N_KEYS);
+      for (guint i = 0; i < 100; i++)
+        revive (&f, i);
+      assert_model (&f, N_KEYS);
     }
-  for (guint i = 0; i < 100; i++)
-    add (&f, i, N_KEYS);
-  assert_model (&f, N_KEYS);
   g_assert_true (f.table.slots == slots);
   g_assert_cmpuint (f.table.mask, ==, mask);
   for (guint i = 0; i < 100; i++)
-    _memres_ipc_mappings_remove (&f.table, f.present[i]);
+    retire (&f, i);
   _memres_ipc_mappings_clear (&f.table);
+}
+
+/* Ever new keys with few live at once (a long-running importer of short-lived buffers):
+ * retired records are dropped by rebuilds, so the table stays at the size the live ones need
+ * and the records are recycled. */
+static void
+test_churn (void)
+{
+  MemresIpcMappings t;
+  MemresIpcMapping *live[10] = { NULL };
+  gsize most_records = 0;
+
+  _memres_ipc_mappings_init (&t);
+  for (guint k = 0; k < 100000; k++)
+    {
+      MemresBufferExport e;
+      MemresAllocation alloc = { address_of (k), 4096, NULL };
+      MemresIpcMapping **m = &live[k % G_N_ELEMENTS (live)];
+
+      if (*m != NULL)
+        {
+          (*m)->n_users = 0;
+          _memres_ipc_mappings_retire (&t, *m);
+        }
+      memset (&e, 0, sizeof e);
+      memcpy (e.export_data, &k, sizeof k);
+      *m = _memres_ipc_mappings_add (&t, _memres_ipc_mappings_hash (e.export_data), &e, &alloc);
+      most_records = MAX (most_records, t.n_mappings + t.n_retired);
+    }
+  g_assert_cmpuint (t.n_mappings, ==, G_N_ELEMENTS (live));
+  g_assert_cmpuint (t.mapped_bytes, ==, G_N_ELEMENTS (live) * 4096);
+  /* 10 live need 4 * 11 <= 64 slots; the table is rebuilt when half of them are used */
+  g_assert_cmpuint (t.mask + 1, ==, 64);
+  g_assert_cmpuint (most_records, ==, 32);
+  for (guint i = 0; i < G_N_ELEMENTS (live); i++)
+    {
+      live[i]->n_users = 0;
+      _memres_ipc_mappings_retire (&t, live[i]);
+    }
+  _memres_ipc_mappings_clear (&t);
 }
 
 /* The hash depends on every word of the key. */
@@ -186,6 +271,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ipc-mappings/few-buckets", test_few_buckets);
   g_test_add_func ("/ipc-mappings/distinct", test_distinct);
   g_test_add_func ("/ipc-mappings/reuse", test_reuse);
+  g_test_add_func ("/ipc-mappings/churn", test_churn);
   g_test_add_func ("/ipc-mappings/hash", test_hash);
   return g_test_run ();
 }
