@@ -22,7 +22,16 @@ enum
 };
 
 G_STATIC_ASSERT (DESCRIPTOR_END == MEMRES_BUFFER_DESCRIPTOR_SIZE);
+G_STATIC_ASSERT (OFF_OFFSET == MEMRES_DESCRIPTOR_PREFIX_SIZE);
 G_STATIC_ASSERT (sizeof (((MemresBufferExport *) NULL)->export_data) == 64);
+
+static void
+put_header (guint8 *b)
+{
+  _memres_put_le (b + OFF_MAGIC, MEMRES_DESCRIPTOR_MAGIC, 4);
+  _memres_put_le (b + OFF_VERSION, MEMRES_DESCRIPTOR_VERSION, 2);
+  _memres_put_le (b + OFF_LENGTH, MEMRES_BUFFER_DESCRIPTOR_SIZE, 2);
+}
 
 /* Encodes @info of a buffer of kind @kind (a valid kind name, shorter than
  * MEMRES_KIND_NAME_MAX) into the 160-byte little-endian record. Never fails. */
@@ -35,9 +44,7 @@ _memres_descriptor_encode (const char *kind, const MemresBufferExport *info,
   g_return_if_fail (kind != NULL && strlen (kind) < MEMRES_KIND_NAME_MAX);
 
   memset (out, 0, sizeof *out);
-  _memres_put_le (b + OFF_MAGIC, MEMRES_DESCRIPTOR_MAGIC, 4);
-  _memres_put_le (b + OFF_VERSION, MEMRES_DESCRIPTOR_VERSION, 2);
-  _memres_put_le (b + OFF_LENGTH, MEMRES_BUFFER_DESCRIPTOR_SIZE, 2);
+  put_header (b);
   memcpy (b + OFF_KIND, kind, strlen (kind));
   memcpy (b + OFF_POOL_ID, info->pool_id, MEMRES_IPC_ID_SIZE);
   memcpy (b + OFF_DEVICE_UUID, info->device_uuid, MEMRES_IPC_ID_SIZE);
@@ -45,6 +52,21 @@ _memres_descriptor_encode (const char *kind, const MemresBufferExport *info,
   _memres_put_le (b + OFF_SIZE, info->size, 8);
   memcpy (b + OFF_EXPORT_DATA, info->export_data, sizeof info->export_data);
   /* reserved: zero from the memset */
+}
+
+/* The first MEMRES_DESCRIPTOR_PREFIX_SIZE bytes of every descriptor of a buffer of the kind
+ * whose NUL-padded name is @kind_field, in the pool @pool_id on the device @device_uuid: the
+ * header, then those three fields as _memres_descriptor_encode() writes them. */
+void
+_memres_descriptor_prefix (const guint8 kind_field[MEMRES_KIND_NAME_MAX],
+                           const guint8 pool_id[MEMRES_IPC_ID_SIZE],
+                           const guint8 device_uuid[MEMRES_IPC_ID_SIZE],
+                           guint8 prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE])
+{
+  put_header (prefix);
+  memcpy (prefix + OFF_KIND, kind_field, MEMRES_KIND_NAME_MAX);
+  memcpy (prefix + OFF_POOL_ID, pool_id, MEMRES_IPC_ID_SIZE);
+  memcpy (prefix + OFF_DEVICE_UUID, device_uuid, MEMRES_IPC_ID_SIZE);
 }
 
 /* Sets MEMRES_ERROR_INVALID_DESCRIPTOR: "invalid @what: @field: detail". Shared by the codecs
@@ -169,6 +191,35 @@ _memres_descriptor_decode (gconstpointer data, gsize length, const guint8 *expec
     return invalid (error, "size", "%" G_GUINT64_FORMAT " bytes do not fit in this process", size);
 
   memcpy (kind, b + OFF_KIND, MEMRES_KIND_NAME_MAX);
+  memcpy (info->pool_id, b + OFF_POOL_ID, MEMRES_IPC_ID_SIZE);
+  memcpy (info->device_uuid, b + OFF_DEVICE_UUID, MEMRES_IPC_ID_SIZE);
+  info->offset = offset;
+  info->size = size;
+  memcpy (info->export_data, b + OFF_EXPORT_DATA, sizeof info->export_data);
+  return TRUE;
+}
+
+/* The importer's hot path: decodes @length bytes at @data into @info when they are a valid
+ * descriptor that starts with @prefix (_memres_descriptor_prefix() of the importing pool), and
+ * returns FALSE, setting nothing, for anything else. It accepts exactly the descriptors that
+ * _memres_descriptor_decode() accepts and whose kind, pool and device are the prefix's, with the
+ * same @info; on FALSE the caller runs the full decode for the error. */
+gboolean
+_memres_descriptor_decode_pool (gconstpointer data, gsize length,
+                                const guint8 prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE],
+                                MemresBufferExport *info)
+{
+  const guint8 *b = data;
+  guint64 offset, size;
+
+  if (length != MEMRES_BUFFER_DESCRIPTOR_SIZE || b == NULL
+      || memcmp (b, prefix, MEMRES_DESCRIPTOR_PREFIX_SIZE) != 0
+      || _memres_get_le (b + OFF_RESERVED, 8) != 0)
+    return FALSE;
+  offset = _memres_get_le (b + OFF_OFFSET, 8);
+  size = _memres_get_le (b + OFF_SIZE, 8);
+  if (size == 0 || offset > G_MAXUINT64 - size || size > G_MAXSIZE)
+    return FALSE;
   memcpy (info->pool_id, b + OFF_POOL_ID, MEMRES_IPC_ID_SIZE);
   memcpy (info->device_uuid, b + OFF_DEVICE_UUID, MEMRES_IPC_ID_SIZE);
   info->offset = offset;

@@ -62,6 +62,7 @@ remember_pool (MemresResource *mr, const guint8 pool_id[MEMRES_IPC_ID_SIZE],
     {
       memcpy (mr->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
       memcpy (mr->device_uuid, device_uuid, MEMRES_IPC_ID_SIZE);
+      _memres_descriptor_prefix (mr->kind->name_field, pool_id, device_uuid, mr->descriptor_prefix);
       g_atomic_int_set (&mr->has_pool_id, TRUE);
     }
   g_mutex_unlock (&pools_lock);
@@ -373,6 +374,54 @@ acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStrea
   return mapping;
 }
 
+/* The full validation of @descriptor for an import into @mr, in the order of the checks that
+ * name the first bad field (INVALID_DESCRIPTOR) or the unsupported kind (NOT_SUPPORTED). */
+static gboolean
+check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
+                  MemresBufferExport *info, GError **error)
+{
+  char kind[MEMRES_KIND_NAME_MAX];
+
+  if (!_memres_descriptor_decode (descriptor, length, mr->kind->name_field, kind, info, error))
+    return FALSE;
+  if (mr->ops->import_buffer == NULL)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "resources of kind \"%s\" cannot import buffers from other processes",
+                   mr->kind->name);
+      return FALSE;
+    }
+  if (memcmp (kind, mr->kind->name_field, MEMRES_KIND_NAME_MAX) != 0) /* both NUL-padded */
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "invalid buffer descriptor: kind: \"%s\", but the resource is of kind \"%s\"",
+                   kind, mr->kind->name);
+      return FALSE;
+    }
+  if (!g_atomic_int_get (&mr->has_pool_id)
+      || memcmp (mr->pool_id, info->pool_id, MEMRES_IPC_ID_SIZE) != 0)
+    {
+      g_autofree char *id = format_id (info->pool_id);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "invalid buffer descriptor: pool_id: the buffer belongs to pool %s, not to "
+                   "this resource's pool (import that pool's handle first)",
+                   id);
+      return FALSE;
+    }
+  if (memcmp (mr->device_uuid, info->device_uuid, MEMRES_IPC_ID_SIZE) != 0)
+    {
+      g_autofree char *buffer_device = format_id (info->device_uuid);
+      g_autofree char *pool_device = format_id (mr->device_uuid);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "invalid buffer descriptor: device_uuid: the buffer is on device %s, but this "
+                   "resource's pool is on device %s",
+                   buffer_device, pool_device);
+      return FALSE;
+    }
+
+  return TRUE;
+}
+
 /**
  * memres_buffer_import:
  * @mr: the resource imported from the buffer's pool (memres_resource_import_handle())
@@ -410,7 +459,6 @@ MemresBuffer *
 memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length,
                       MemresStream stream, GError **error)
 {
-  char kind[MEMRES_KIND_NAME_MAX];
   MemresBufferExport info;
   MemresAllocation alloc;
   MemresIpcMapping *mapping;
@@ -418,42 +466,13 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
   g_return_val_if_fail (mr != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  if (!_memres_descriptor_decode (descriptor, length, mr->kind->name_field, kind, &info, error))
+  /* A valid descriptor of this resource's pool: one compare checks its kind, pool and device. */
+  if (G_LIKELY (
+          g_atomic_int_get (&mr->has_pool_id) && mr->ops->import_buffer != NULL
+          && _memres_descriptor_decode_pool (descriptor, length, mr->descriptor_prefix, &info)))
+    ;
+  else if (!check_descriptor (mr, descriptor, length, &info, error))
     return NULL;
-  if (mr->ops->import_buffer == NULL)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "resources of kind \"%s\" cannot import buffers from other processes",
-                   mr->kind->name);
-      return NULL;
-    }
-  if (memcmp (kind, mr->kind->name_field, MEMRES_KIND_NAME_MAX) != 0) /* both NUL-padded */
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                   "invalid buffer descriptor: kind: \"%s\", but the resource is of kind \"%s\"",
-                   kind, mr->kind->name);
-      return NULL;
-    }
-  if (!g_atomic_int_get (&mr->has_pool_id)
-      || memcmp (mr->pool_id, info.pool_id, MEMRES_IPC_ID_SIZE) != 0)
-    {
-      g_autofree char *id = format_id (info.pool_id);
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                   "invalid buffer descriptor: pool_id: the buffer belongs to pool %s, not to "
-                   "this resource's pool (import that pool's handle first)",
-                   id);
-      return NULL;
-    }
-  if (memcmp (mr->device_uuid, info.device_uuid, MEMRES_IPC_ID_SIZE) != 0)
-    {
-      g_autofree char *buffer_device = format_id (info.device_uuid);
-      g_autofree char *pool_device = format_id (mr->device_uuid);
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                   "invalid buffer descriptor: device_uuid: the buffer is on device %s, but this "
-                   "resource's pool is on device %s",
-                   buffer_device, pool_device);
-      return NULL;
-    }
 
   mapping = acquire_mapping (mr, &info, stream, error);
   if (mapping == NULL)

@@ -43,6 +43,8 @@ struct _MemresKind
  * the import_buffer slot, shared by every MemresBuffer importing that allocation, and unmapped
  * (deallocate slot) when the last of them is closed. */
 #define MEMRES_EXPORT_DATA_SIZE 64
+/* The header, kind, pool_id and device_uuid of a buffer descriptor (ipc-descriptor.c). */
+#define MEMRES_DESCRIPTOR_PREFIX_SIZE (8 + MEMRES_KIND_NAME_MAX + 2 * MEMRES_IPC_ID_SIZE)
 typedef struct _MemresIpcMapping MemresIpcMapping;
 /* Allocated 64-byte aligned (ipc-mappings.c): what a close reads and writes is the first cache
  * line; the export data after it is written by the import and read only on a repeated import
@@ -106,8 +108,11 @@ struct _MemresResource
   gint has_pool_id;
   guint8 pool_id[MEMRES_IPC_ID_SIZE];     /* for imported resources: key of the dedup table */
   guint8 device_uuid[MEMRES_IPC_ID_SIZE]; /* of the pool's device (zero: host memory) */
-  MemresIpcMappings ipc_mappings;         /* buffers imported through this resource */
-  gpointer priv;                          /* instance_size bytes, zero-filled, 16-byte aligned */
+  /* set with them: the bytes every descriptor of a buffer of this pool starts with (header,
+   * kind, pool_id, device_uuid), so that the importer's hot path checks them with one compare */
+  guint8 descriptor_prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE];
+  MemresIpcMappings ipc_mappings; /* buffers imported through this resource */
+  gpointer priv;                  /* instance_size bytes, zero-filled, 16-byte aligned */
 };
 
 /* One cache line, allocated 64-byte aligned (buffer.c): an import or allocation and its close
@@ -221,6 +226,13 @@ void _memres_descriptor_encode (const char *kind, const MemresBufferExport *info
 gboolean _memres_descriptor_decode (gconstpointer data, gsize length, const guint8 *expected_kind,
                                     char kind[MEMRES_KIND_NAME_MAX], MemresBufferExport *info,
                                     GError **error);
+void _memres_descriptor_prefix (const guint8 kind_field[MEMRES_KIND_NAME_MAX],
+                                const guint8 pool_id[MEMRES_IPC_ID_SIZE],
+                                const guint8 device_uuid[MEMRES_IPC_ID_SIZE],
+                                guint8 prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE]);
+gboolean _memres_descriptor_decode_pool (gconstpointer data, gsize length,
+                                         const guint8 prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE],
+                                         MemresBufferExport *info);
 
 /* ipc-handle.c */
 gboolean _memres_fd_is_open (gint fd);

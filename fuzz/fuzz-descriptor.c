@@ -1,7 +1,10 @@
 /* memres - CUDA memory resources
  * fuzz-descriptor.c: libFuzzer target for the buffer descriptor codec. Any input must decode
  * without a crash or an out-of-bounds read; an input that decodes must be canonical, that is
- * encode (decode (input)) == input, and every failure must be MEMRES_ERROR_INVALID_DESCRIPTOR. */
+ * encode (decode (input)) == input, and every failure must be MEMRES_ERROR_INVALID_DESCRIPTOR.
+ * The importer's shortcuts must decide as the full decode does: the expected-kind one, and the
+ * pool-prefix one (_memres_descriptor_decode_pool), given the prefix of the input's own pool and
+ * device (the bytes where they would be) and of its kind when it decodes, else of "ipc". */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +24,25 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   static const guint8 ipc_kind[MEMRES_KIND_NAME_MAX] = "ipc";
   char kind_fast[MEMRES_KIND_NAME_MAX];
   MemresBufferExport info_fast;
-  gboolean ok_fast;
+  gboolean ok_fast, ok_pool, ok;
+  guint8 pool_id[MEMRES_IPC_ID_SIZE] = { 0 }, device_uuid[MEMRES_IPC_ID_SIZE] = { 0 };
+  guint8 prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE];
+  MemresBufferExport info_pool;
 
   /* The importer's shortcut for an expected kind decides exactly as the full checks do. */
   ok_fast = _memres_descriptor_decode (data, size, ipc_kind, kind_fast, &info_fast, NULL);
-  if (!_memres_descriptor_decode (data, size, NULL, kind, &info, &error))
+  ok = _memres_descriptor_decode (data, size, NULL, kind, &info, &error);
+  if (size >= MEMRES_DESCRIPTOR_PREFIX_SIZE)
+    {
+      memcpy (pool_id, data + 8 + MEMRES_KIND_NAME_MAX, MEMRES_IPC_ID_SIZE);
+      memcpy (device_uuid, data + 8 + MEMRES_KIND_NAME_MAX + MEMRES_IPC_ID_SIZE,
+              MEMRES_IPC_ID_SIZE);
+    }
+  _memres_descriptor_prefix (ok ? (const guint8 *) kind : ipc_kind, pool_id, device_uuid, prefix);
+  ok_pool = _memres_descriptor_decode_pool (data, size, prefix, &info_pool);
+  if (ok_pool != ok || (ok && memcmp (&info, &info_pool, sizeof info) != 0))
+    abort ();
+  if (!ok)
     {
       if (ok_fast)
         abort ();
