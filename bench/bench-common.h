@@ -82,6 +82,9 @@ typedef struct
   guint n_variants;
   char *variant_names[BENCH_MAX_VARIANTS];
   BenchSummary summaries[BENCH_MAX_VARIANTS];
+  /* memres / raw, paired: the median and quartiles over the repetitions of memres's time over
+   * raw's in the same repetition (they run back to back); NAN without both variants */
+  gdouble ratio, ratio_q1, ratio_q3;
   char *error; /* the row failed: why (then summaries are meaningless) */
   char *note;  /* anything a reader must know about the row, or NULL */
 } BenchRow;

@@ -1,6 +1,10 @@
 /* memres-bench: timing. Calibrates the iteration count so that one repetition lasts about the
  * target time, then runs the variants interleaved (A B, B A, A B, ...) so that drift of the
- * machine (clocks, pool state, other tenants) falls on all of them alike. */
+ * machine (clocks, pool state, other tenants) falls on all of them alike. The ratio of memres to
+ * raw is taken per repetition, where the two ran back to back, and its median reported: on the
+ * GPU machines the speed of a process shifts between two levels about 1.6 times apart for
+ * seconds at a time, and a ratio of the two medians then compares samples of different levels
+ * (raw against raw, measured so, came out anywhere from 0.84 to 1.04). */
 #include "bench-common.h"
 
 #include <stdio.h>
@@ -87,6 +91,36 @@ summarize (gdouble *samples, guint n, guint64 iterations, BenchSummary *out)
   out->q3 = quantile (samples, n, 0.75);
   out->repetitions = n;
   out->iterations = iterations;
+}
+
+static int
+find_variant (const BenchVariant *variants, guint n_variants, const char *name)
+{
+  for (guint v = 0; v < n_variants; v++)
+    if (g_str_equal (variants[v].name, name))
+      return (int) v;
+  return -1;
+}
+
+/* The median and quartiles over the repetitions of memres's time over raw's in the same
+ * repetition, into @row; NAN when the row lacks either. @samples: unsorted, variant-major. */
+static void
+paired_ratio (const BenchVariant *variants, guint n_variants, const gdouble *samples, guint reps,
+              BenchRow *row)
+{
+  int m = find_variant (variants, n_variants, "memres");
+  int r = find_variant (variants, n_variants, "raw");
+  g_autofree gdouble *ratios = NULL;
+
+  if (m < 0 || r < 0)
+    return;
+  ratios = g_new (gdouble, reps);
+  for (guint i = 0; i < reps; i++)
+    ratios[i] = samples[m * reps + i] / samples[r * reps + i];
+  qsort (ratios, reps, sizeof (gdouble), compare_doubles);
+  row->ratio = quantile (ratios, reps, 0.5);
+  row->ratio_q1 = quantile (ratios, reps, 0.25);
+  row->ratio_q3 = quantile (ratios, reps, 0.75);
 }
 
 static gboolean
@@ -180,6 +214,7 @@ bench_measure (const BenchContext *ctx, const char *what, const BenchVariant *va
         samples[v * reps + r] = (gdouble) elapsed / ((gdouble) iterations * units);
       }
 
+  paired_ratio (variants, n_variants, samples, reps, row);
   row->n_variants = n_variants;
   row->units = units;
   for (v = 0; v < n_variants; v++)

@@ -55,6 +55,7 @@ bench_section_add_row (BenchSection *section, const char *label, guint64 size, g
   row->label = g_strdup (label);
   row->size = size;
   row->threads = threads;
+  row->ratio = row->ratio_q1 = row->ratio_q3 = NAN;
   g_ptr_array_add (section->rows, row);
   return row;
 }
@@ -154,8 +155,12 @@ print_section (const BenchContext *ctx, const BenchSection *section, FILE *out)
 
               g_string_append_printf (line, "%s %-26s", row->variant_names[v], cell);
             }
-          g_string_append_printf (line, "ratio %.3fx",
-                                  display_value (&d, m->median) / display_value (&d, r->median));
+          if (g_str_equal (section->name, "copy")) /* GB/s: raw over memres */
+            g_string_append_printf (line, "ratio %.3fx",
+                                    display_value (&d, m->median) / display_value (&d, r->median));
+          else
+            g_string_append_printf (line, "ratio %.3fx [%.3f-%.3f]", row->ratio, row->ratio_q1,
+                                    row->ratio_q3);
           if (g_str_equal (section->name, "threads"))
             g_string_append_printf (line, "  Mops/s %.3g vs %.3g", 1e3 / m->median,
                                     1e3 / r->median);
@@ -264,6 +269,12 @@ json_row (GString *s, const BenchRow *row)
                           ",\"size\":%" G_GUINT64_FORMAT
                           ",\"threads\":%u,\"units\":%" G_GUINT64_FORMAT ",\"ratio\":",
                           row->size, row->threads, row->units);
+  json_number (s, ok ? row->ratio : NAN);
+  g_string_append (s, ",\"ratio_q1\":");
+  json_number (s, ok ? row->ratio_q1 : NAN);
+  g_string_append (s, ",\"ratio_q3\":");
+  json_number (s, ok ? row->ratio_q3 : NAN);
+  g_string_append (s, ",\"ratio_of_medians\":");
   json_number (s, ok ? m->median / r->median : NAN);
   g_string_append (s, ",\"error\":");
   json_string (s, row->error);

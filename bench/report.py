@@ -90,6 +90,13 @@ def iqr(s, f=lambda x: x):
     return "%s [%s–%s]" % (fmt(f(s["median"])), fmt(min(a, b)), fmt(max(a, b)))
 
 
+def ratio_cell(r):
+    """The paired ratio with its quartiles (older result files have the ratio alone)."""
+    if r.get("ratio_q1") is None:
+        return "%.3f×" % r["ratio"]
+    return "%.3f× [%.3f–%.3f]" % (r["ratio"], r["ratio_q1"], r["ratio_q3"])
+
+
 def time_table(sec, first_col, unit, scale=1.0, extra=None):
     """Rows of a time section: memres and raw median [IQR] in @unit (ns x @scale), ratio."""
     lines = ["| %s | memres %s | raw %s | ratio | ≤ %.2f× |" % (first_col, unit, unit, TARGET_RATIO),
@@ -103,7 +110,7 @@ def time_table(sec, first_col, unit, scale=1.0, extra=None):
             continue
         m, w = r["variants"]["memres"], r["variants"]["raw"]
         cells = [r["label"], iqr(m, lambda x: x * scale), iqr(w, lambda x: x * scale),
-                 "%.3f×" % r["ratio"], "yes" if r["ratio"] <= TARGET_RATIO else "no"]
+                 ratio_cell(r), "yes" if r["ratio"] <= TARGET_RATIO else "no"]
         if extra:
             cells.append(extra[1](r))
         lines.append("| " + " | ".join(cells) + " |")
@@ -332,8 +339,10 @@ def render(docs, errors, peers, peers_error, steps, args, plot_note):
               "from, found with CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE). A repetition runs N "
               "iterations (N scaled so it lasts about %s ms) and ends with a stream "
               "synchronize; repetitions of memres and raw alternate (A B B A …) after a warm-up; "
-              "cells give the median [interquartile range] of R = %s repetitions. Ratio = memres "
-              "median / raw median (for copies: memres GB/s / raw GB/s)."
+              "cells give the median [interquartile range] of R = %s repetitions. Ratio: the median "
+              "over the repetitions of memres's time / raw's time in the same repetition (they "
+              "run back to back, so a shift of the machine's speed falls on both); its quartiles "
+              "in brackets (for copies: memres GB/s / raw GB/s)."
               % (first.get("target_ms", "?"), first.get("repetitions", "?")), ""]
 
     lines += ["## Targets", "", "| target | measured | met |", "|---|---|:-:|"]
