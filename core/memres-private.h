@@ -154,6 +154,13 @@ char *_memres_kind_list_option_names (MemresKind *kind);
 /* plugins/host/host.c: the embedded host kind's plugin descriptor. */
 const MemresPluginDesc *_memres_host_get_desc (void);
 
+/* default-spec.c: the spec memres_resource_get_default() uses for @device: "dmr:device=N"
+ * when a driver loads and reports devices, else "host", with *@host_reason (when not NULL) set
+ * to why, one line (transfer full; NULL for the device's pool). Errors (NULL returned):
+ * MEMRES_ERROR_NO_DEVICE when the driver has devices but not @device. Thread-safe. The memres
+ * command compiles default-spec.c too (core/meson.build: default_spec_sources). */
+char *_memres_default_spec (gint device, char **host_reason, GError **error);
+
 /* resource.c: references held by buffers (see MemresResource.refs) */
 #define MEMRES_RESOURCE_APP_REF ((gint64) 1 << 32)
 void _memres_resource_add_buffer (MemresResource *mr);

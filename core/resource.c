@@ -171,19 +171,10 @@ memres_resource_new (const char *spec, GError **error)
 MemresResource *
 memres_resource_get_default (gint device, GError **error)
 {
-  g_autofree char *spec = NULL;
+  g_autofree char *spec = _memres_default_spec (device, NULL, error);
 
-  gint n_devices = 0;
-
-  if (device >= 0 && memres_cuda_get_driver (NULL) != NULL
-      && memres_cuda_get_device_count (&n_devices, NULL) && n_devices > 0)
-    {
-      if (!memres_cuda_check_device (device, error))
-        return NULL;
-      spec = g_strdup_printf ("dmr:device=%d", device);
-    }
-  else
-    spec = g_strdup ("host");
+  if (spec == NULL)
+    return NULL;
   return memres_resource_new (spec, error);
 }
 

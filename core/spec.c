@@ -5,7 +5,8 @@
 #include <string.h>
 
 #define SIZE_SYNTAX                                                                                \
-  "expected a number of bytes with an optional B, KiB, MiB, GiB or TiB suffix, or max"
+  "expected a non-negative whole number of bytes with an optional B, KiB, MiB, GiB or TiB "        \
+  "suffix, or max"
 
 static gboolean
 is_name_start (char c)

@@ -21,10 +21,10 @@ run_clear (Run *r)
   g_free (r->err);
 }
 
-/* Runs `memres ARGS...` (@args NULL-terminated) with the test's environment, where
- * @plugin_path, when not NULL, replaces MEMRES_PLUGIN_PATH. */
+/* Runs `memres ARGS...` (@args NULL-terminated) with the test's environment, where @env, when
+ * not NULL, sets variables: NULL-terminated NAME, VALUE pairs. */
 static void
-run_toolv (Run *r, const char *plugin_path, const char *const *args)
+run_toolv (Run *r, const char *const *env, const char *const *args)
 {
   const char *tool = g_getenv ("MEMRES_TOOL");
   g_autoptr (GPtrArray) argv = g_ptr_array_new ();
@@ -37,8 +37,8 @@ run_toolv (Run *r, const char *plugin_path, const char *const *args)
   for (; *args != NULL; args++)
     g_ptr_array_add (argv, (gpointer) *args);
   g_ptr_array_add (argv, NULL);
-  if (plugin_path != NULL)
-    envp = g_environ_setenv (envp, "MEMRES_PLUGIN_PATH", plugin_path, TRUE);
+  for (; env != NULL && env[0] != NULL; env += 2)
+    envp = g_environ_setenv (envp, env[0], env[1], TRUE);
 
   g_assert_true (g_spawn_sync (NULL, (char **) argv->pdata, envp, G_SPAWN_DEFAULT, NULL, NULL,
                                &r->out, &r->err, &wait_status, &error));
@@ -189,13 +189,14 @@ test_kinds_broken_plugins (void)
   g_autofree char *path = g_strjoin (":", plugin_dir, tmp, NULL);
   const char *const text_args[] = { "kinds", NULL };
   const char *const json_args[] = { "kinds", "--json", NULL };
+  const char *const env[] = { "MEMRES_PLUGIN_PATH", path, NULL };
   Run text = { 0 }, json = { 0 };
 
   g_assert_nonnull (plugin_dir);
   g_assert_true (g_file_set_contents (garbage, "this is not an ELF file\n", -1, NULL));
   g_assert_true (g_file_set_contents (bad_name, "", -1, NULL));
-  run_toolv (&text, path, text_args);
-  run_toolv (&json, path, json_args);
+  run_toolv (&text, env, text_args);
+  run_toolv (&json, env, json_args);
   g_test_message ("%s%s", text.out, text.err);
 
   for (gsize i = 0; i < G_N_ELEMENTS (broken); i++)
@@ -304,6 +305,206 @@ test_alloc_reports_rounded_size (void)
   run_clear (&r);
 }
 
+/* A negative SIZE is an invalid size, not an unknown option, before and after "--": a usage
+ * error (exit status 2) that says what a size is. Other arguments that start with '-' are still
+ * unknown options; "--" ends the options. */
+static void
+test_alloc_negative_size (void)
+{
+  struct
+  {
+    const char *args[6];
+    const char *shown;
+  } cases[] = {
+    { { "alloc", "host", "-1" }, "\"-1\"" },
+    { { "alloc", "-1" }, "\"-1\"" },
+    { { "alloc", "host", "-1KiB" }, "\"-1KiB\"" },
+    { { "alloc", "--json", "host", "-.5" }, "\"-.5\"" },
+    { { "alloc", "host", "--", "-1" }, "\"-1\"" },
+    { { "alloc", "--", "host", "-1" }, "\"-1\"" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      Run r = { 0 };
+      g_autofree char *want = g_strdup_printf (
+          "memres alloc: invalid size %s: expected a non-negative whole number of bytes with an "
+          "optional B, KiB, MiB, GiB or TiB suffix, or max (see memres alloc --help)\n",
+          cases[i].shown);
+
+      run_toolv (&r, NULL, cases[i].args);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, 2);
+      g_assert_cmpstr (r.err, ==, want);
+      g_assert_cmpstr (r.out, ==, "");
+      run_clear (&r);
+    }
+
+  {
+    Run r = { 0 };
+
+    /* an option it does not know is still one, and "--" makes a later "--json" an operand */
+    run_tool (&r, "alloc", "host", "-x", "1", NULL);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_cmpstr (r.err, ==, "memres alloc: Unknown option -x (see memres alloc --help)\n");
+    run_clear (&r);
+    run_tool (&r, "alloc", "host", "--", "--json", NULL);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_nonnull (strstr (r.err, "invalid size \"--json\""));
+    run_clear (&r);
+    /* "--" before valid operands, and a negative --device taken as that option's value */
+    run_tool (&r, "alloc", "--device", "-1", "--", "host", "8", NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "");
+    g_assert_true (g_str_has_prefix (r.out, "resource  host:"));
+    g_assert_nonnull (strstr (r.out, "\nbuffer    8 bytes at 0x"));
+    run_clear (&r);
+  }
+}
+
+/* Sizes below 1 KiB print as the byte count alone; from 1 KiB on the IEC form and the count. */
+static void
+test_alloc_small_sizes (void)
+{
+  static const struct
+  {
+    const char *size;
+    const char *shown;
+  } cases[] = {
+    { "1", "1 byte" },
+    { "100", "100 bytes" },
+    { "1023", "1023 bytes" },
+    { "1KiB", "1.0 KiB (1024 bytes)" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      Run r = { 0 };
+      g_autofree char *buffer = g_strdup_printf ("\nbuffer    %s at 0x", cases[i].shown);
+      g_autofree char *stats
+          = g_strdup_printf ("\nstats     used %s, high %s\n", cases[i].shown, cases[i].shown);
+
+      run_tool (&r, "alloc", "host", cases[i].size, NULL);
+      g_test_message ("%s", r.out);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_cmpstr (r.err, ==, "");
+      g_assert_nonnull (strstr (r.out, buffer));
+      g_assert_nonnull (strstr (r.out, stats));
+      if (i < 3)
+        g_assert_null (strstr (r.out, "bytes ("));
+      run_clear (&r);
+    }
+}
+
+/* A 0-byte allocation is an empty buffer at address 0: the command says so, writes and reads
+ * nothing, and succeeds; the same through `default` (the device's pool against the fake). */
+static void
+test_alloc_zero_size (void)
+{
+  static const char *const specs[] = { "host", "default" };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      Run r = { 0 };
+
+      run_tool (&r, "alloc", specs[i], "0", NULL);
+      g_test_message ("%s", r.out);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_cmpstr (r.err, ==, "");
+      g_assert_nonnull (strstr (r.out, "\nbuffer    0 bytes at 0x0, "));
+      g_assert_nonnull (strstr (
+          r.out,
+          "\nverified  nothing: a 0-byte buffer is empty (address 0, nothing to write or read)\n"));
+      g_assert_null (strstr (r.out, "filled with"));
+      g_assert_true (g_str_has_suffix (r.out, "\nclosed    the buffer was freed\n"));
+      run_clear (&r);
+
+      run_tool (&r, "alloc", "--json", specs[i], "0", NULL);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_nonnull (strstr (r.out, "\"address\": \"0x0\",\n    \"size\": 0,\n"));
+      g_assert_nonnull (strstr (r.out, "\"verified_bytes\": 0,"));
+      run_clear (&r);
+    }
+}
+
+/* `default` that is host memory says why: one line in the text, "default_host_reason" in the
+ * JSON (null when it is the device's pool; absent for a named spec). The reasons: no driver
+ * (suite core), a driver without devices, device -1 (both suites). */
+static void
+test_alloc_default_reason (void)
+{
+  g_autoptr (GError) driver_error = NULL;
+  const MemresCudaDriver *drv = memres_cuda_get_driver (&driver_error);
+  const char *const no_devices[] = { "FAKECUDA_DEVICES", "0", NULL };
+  const char *const default_args[] = { "alloc", "default", "1KiB", NULL };
+  const char *const default_json[] = { "alloc", "--json", "default", "1KiB", NULL };
+  Run r = { 0 };
+
+  if (drv == NULL)
+    {
+      g_autofree char *line
+          = g_strdup_printf ("\ndefault   host memory: %s\n", driver_error->message);
+      g_autofree char *json_reason = g_strescape (driver_error->message, NULL);
+      g_autofree char *field
+          = g_strdup_printf ("\n  \"default_host_reason\": \"%s\",\n", json_reason);
+
+      g_assert_true (g_str_has_prefix (driver_error->message, "No CUDA driver could be loaded"));
+      run_tool (&r, "alloc", "default", "1KiB", NULL);
+      g_test_message ("%s", r.out);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_cmpstr (r.err, ==, "");
+      g_assert_true (g_str_has_prefix (r.out, "resource  host:"));
+      g_assert_nonnull (strstr (r.out, line));
+      run_clear (&r);
+      /* SIZE alone is `default` too */
+      run_tool (&r, "alloc", "--json", "1KiB", NULL);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_nonnull (strstr (r.out, "\n  \"kind\": \"host\",\n"));
+      g_assert_nonnull (strstr (r.out, field));
+      run_clear (&r);
+    }
+  else if (mt_require_fake ("FAKECUDA_DEVICES=0 needs the fake"))
+    {
+      /* the device's pool: no line, a null reason */
+      run_tool (&r, "alloc", "default", "1KiB", NULL);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_true (g_str_has_prefix (r.out, "resource  dmr:"));
+      g_assert_null (strstr (r.out, "\ndefault "));
+      run_clear (&r);
+      run_tool (&r, "alloc", "--json", "default", "1KiB", NULL);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_nonnull (strstr (r.out, "\n  \"default_host_reason\": null,\n"));
+      run_clear (&r);
+      /* a driver that reports no device */
+      run_toolv (&r, no_devices, default_args);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_true (g_str_has_prefix (r.out, "resource  host:"));
+      g_assert_nonnull (
+          strstr (r.out, "\ndefault   host memory: the CUDA driver reports no device\n"));
+      run_clear (&r);
+      run_toolv (&r, no_devices, default_json);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_nonnull (
+          strstr (r.out, "\n  \"default_host_reason\": \"the CUDA driver reports no device\",\n"));
+      run_clear (&r);
+    }
+
+  /* device -1 is host memory, in either suite */
+  run_tool (&r, "alloc", "--device", "-1", "default", "1KiB", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\ndefault   host memory: asked for device -1\n"));
+  run_clear (&r);
+  /* a named spec: neither the line nor the field */
+  run_tool (&r, "alloc", "host", "1KiB", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_null (strstr (r.out, "\ndefault "));
+  run_clear (&r);
+  run_tool (&r, "alloc", "--json", "host", "1KiB", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_null (strstr (r.out, "default_host_reason"));
+  run_clear (&r);
+}
+
 /* ipc-serve with a resource that cannot be shared fails before it listens, not at the first
  * client (with --count 0 it would otherwise fail every client, forever). */
 static void
@@ -334,6 +535,10 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/kinds/broken-plugins", test_kinds_broken_plugins);
   g_test_add_func ("/tool/kinds/healthy", test_kinds_healthy);
   g_test_add_func ("/tool/alloc/rounded-size", test_alloc_reports_rounded_size);
+  g_test_add_func ("/tool/alloc/negative-size", test_alloc_negative_size);
+  g_test_add_func ("/tool/alloc/small-sizes", test_alloc_small_sizes);
+  g_test_add_func ("/tool/alloc/zero-size", test_alloc_zero_size);
+  g_test_add_func ("/tool/alloc/default-reason", test_alloc_default_reason);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
   return g_test_run ();
 }

@@ -1,7 +1,10 @@
 /* cmd-alloc.c: `memres alloc [SPEC|default] SIZE`: allocates a buffer by name, fills it with a
  * pattern, copies it back into host memory, verifies every byte, prints the buffer and the
- * resource's statistics, and closes it. */
+ * resource's statistics, and closes it. A 0-byte buffer is empty: nothing to fill or check.
+ * `default` that is host memory says why. */
 #include "memres-tool.h"
+
+#include "memres-private.h" /* from core/: _memres_default_spec() (default-spec.c) */
 
 #include <string.h>
 
@@ -10,8 +13,10 @@
 typedef struct
 {
   char *spec;
-  guint64 size;   /* requested */
-  guint64 actual; /* the buffer's size: more than requested where the kind rounds up */
+  gboolean is_default; /* `default` was asked for */
+  char *host_reason;   /* it is host memory: why; else NULL */
+  guint64 size;        /* requested */
+  guint64 actual;      /* the buffer's size: more than requested where the kind rounds up */
   guint32 pattern;
   guint width;
   MemresStats stats;
@@ -100,6 +105,11 @@ print_text (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
   gint device = memres_buffer_get_device (buf);
 
   g_print ("resource  %s\n", r->spec);
+  if (r->host_reason != NULL)
+    {
+      g_autofree char *reason = memres_tool_one_line (r->host_reason);
+      g_print ("default   host memory: %s\n", reason);
+    }
   g_print ("buffer    %s at 0x%" G_GINT64_MODIFIER "x, %s", size, memres_buffer_get_address (buf),
            device >= 0 ? "device " : "host memory");
   if (device >= 0)
@@ -107,7 +117,9 @@ print_text (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
   if (r->actual != r->size)
     g_print (" (rounded up from %" G_GUINT64_FORMAT " bytes)", r->size);
   g_print ("\nflags     %s\n", flag_text[0] != '\0' ? flag_text : "none");
-  if (r->width == 1)
+  if (r->actual == 0)
+    g_print ("verified  nothing: a 0-byte buffer is empty (address 0, nothing to write or read)\n");
+  else if (r->width == 1)
     g_print ("verified  filled with 0x%02x, copied back into host memory, every byte checked "
              "(%" G_GUINT64_FORMAT ")\n",
              r->pattern & 0xff, r->actual);
@@ -146,6 +158,8 @@ print_json (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
   memres_json_begin_object (&json, NULL);
   memres_json_string (&json, "resource", r->spec);
   memres_json_string (&json, "kind", memres_resource_get_kind_name (mr));
+  if (r->is_default)
+    memres_json_string (&json, "default_host_reason", r->host_reason);
   memres_json_begin_object (&json, "buffer");
   memres_json_string (&json, "address", address);
   memres_json_uint (&json, "size", r->actual);
@@ -158,7 +172,7 @@ print_json (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
   memres_json_end_object (&json);
   memres_json_uint (&json, "pattern", r->width == 1 ? (r->pattern & 0xff) : r->pattern);
   memres_json_uint (&json, "pattern_width", r->width);
-  memres_json_uint (&json, "verified_bytes", r->actual);
+  memres_json_uint (&json, "verified_bytes", r->actual); /* 0: empty, nothing written */
   if (r->has_stats)
     {
       memres_json_begin_object (&json, "stats");
@@ -200,17 +214,19 @@ memres_tool_alloc (int argc, char **argv)
   g_autoptr (MemresResource) mr = NULL;
   g_autoptr (MemresBuffer) buf = NULL;
   const char *spec, *size_text;
+  g_autofree char *default_spec = NULL;
   AllocReport r = { 0 };
-  gboolean ok;
+  gboolean ok = TRUE;
 
   context = g_option_context_new ("[SPEC|default] SIZE - allocate a buffer by name and verify it");
   g_option_context_set_summary (
       context, "SPEC is KIND[:KEY=VALUE,...], for example \"host\" or "
                "\"dmr:device=0,release_threshold=1GiB\"; \"default\" (or no SPEC) is the "
-               "device's memory pool where a GPU exists, host memory otherwise.\nSIZE is bytes "
-               "with an optional B, KiB, MiB, GiB or TiB suffix.");
+               "device's memory pool where a GPU exists, host memory otherwise (then it says "
+               "why).\nSIZE is a non-negative number of bytes with an optional B, KiB, MiB, GiB "
+               "or TiB suffix; 0 is an empty buffer, with nothing to fill or verify.");
   g_option_context_add_main_entries (context, entries, NULL);
-  if (!g_option_context_parse (context, &argc, &argv, &error))
+  if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("alloc", error->message);
   if (argc == 2)
     {
@@ -226,7 +242,7 @@ memres_tool_alloc (int argc, char **argv)
     return memres_tool_usage_error ("alloc", "expected [SPEC|default] SIZE");
 
   if (!memres_parse_size (size_text, &r.size, &error))
-    return memres_tool_fail (error);
+    return memres_tool_usage_error ("alloc", error->message);
   if (r.size > G_MAXSIZE)
     {
       g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "cannot allocate %s bytes",
@@ -237,23 +253,34 @@ memres_tool_alloc (int argc, char **argv)
   if (pattern_text != NULL && !parse_pattern (pattern_text, &r.pattern, &error))
     return memres_tool_fail (error);
 
-  if (strcmp (spec, "default") == 0)
-    mr = memres_resource_get_default (device, &error);
-  else
-    mr = memres_resource_new (spec, &error);
+  /* what memres_resource_get_default() makes, with the reason when it is host memory */
+  r.is_default = strcmp (spec, "default") == 0;
+  if (r.is_default)
+    {
+      default_spec = _memres_default_spec (device, &r.host_reason, &error);
+      if (default_spec == NULL)
+        return memres_tool_fail (error);
+      spec = default_spec;
+    }
+  mr = memres_resource_new (spec, &error);
   if (mr == NULL)
-    return memres_tool_fail (error);
+    {
+      g_free (r.host_reason);
+      return memres_tool_fail (error);
+    }
   r.spec = memres_resource_to_string (mr);
 
   buf = memres_resource_allocate (mr, (gsize) r.size, NULL, &error);
   if (buf == NULL)
     {
       g_free (r.spec);
+      g_free (r.host_reason);
       return memres_tool_fail (error);
     }
   r.actual = memres_buffer_get_size (buf);
   r.width = r.actual % 4 == 0 ? 4 : 1;
-  ok = fill_and_verify (buf, r.pattern, r.width, &error);
+  if (r.actual > 0)
+    ok = fill_and_verify (buf, r.pattern, r.width, &error);
   if (ok)
     {
       g_autoptr (GError) stats_error = NULL;
@@ -267,6 +294,7 @@ memres_tool_alloc (int argc, char **argv)
       ok = memres_buffer_close (buf, NULL, &error);
     }
   g_free (r.spec);
+  g_free (r.host_reason);
   g_free (r.stats_error);
   if (!ok)
     return memres_tool_fail (error);

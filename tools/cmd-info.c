@@ -205,7 +205,7 @@ memres_tool_info (int argc, char **argv)
                                 "Shows the CUDA driver memres loads (MEMRES_CUDA_DRIVER or "
                                 "libcuda.so.1) and what each device supports.");
   g_option_context_add_main_entries (context, entries, NULL);
-  if (!g_option_context_parse (context, &argc, &argv, &error))
+  if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("info", error->message);
   if (argc > 1)
     return memres_tool_usage_error ("info", "takes no arguments");

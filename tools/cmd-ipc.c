@@ -190,7 +190,7 @@ memres_tool_ipc_serve (int argc, char **argv)
   g_option_context_set_summary (context, "Share a buffer of an ipc pool with the clients of a "
                                          "UNIX socket (memres ipc-attach).");
   g_option_context_add_main_entries (context, entries, NULL);
-  if (!g_option_context_parse (context, &argc, &argv, &error))
+  if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("ipc-serve", error->message);
   if (argc != 2)
     return memres_tool_usage_error ("ipc-serve", "give exactly one SOCKET path");
@@ -369,7 +369,7 @@ memres_tool_ipc_attach (int argc, char **argv)
   g_option_context_set_summary (context, "Import the buffer a memres ipc-serve shares, verify it "
                                          "and write back.");
   g_option_context_add_main_entries (context, entries, NULL);
-  if (!g_option_context_parse (context, &argc, &argv, &error))
+  if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("ipc-attach", error->message);
   if (argc != 2)
     return memres_tool_usage_error ("ipc-attach", "give exactly one SOCKET path");

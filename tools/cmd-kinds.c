@@ -218,7 +218,7 @@ memres_tool_kinds (int argc, char **argv)
                "how many); 1 when a KIND named cannot be found or loaded; 2 for a usage "
                "error.");
   g_option_context_add_main_entries (context, entries, NULL);
-  if (!g_option_context_parse (context, &argc, &argv, &error))
+  if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("kinds", error->message);
 
   if (argc > 1)

@@ -27,6 +27,13 @@ char *memres_tool_one_line (const char *text);
 /* "MEMRES_PLUGIN_ERROR_ABI_MISMATCH"-style name of @error's code, or NULL for a domain or code
  * it does not know (CUresult values of MEMRES_CUDA_ERROR among them). */
 const char *memres_tool_error_code_name (const GError *error);
+/* g_option_context_parse() for a command, which leaves only the operands in @argv after
+ * argv[0]: the first "--" ends the options and is dropped; before it an argument that starts
+ * with '-' and a digit or '.' is an operand (a negative number, for the command to refuse as a
+ * value, not an unknown option), any other that starts with '-' (not "-" alone) is an unknown
+ * option. Errors: G_OPTION_ERROR. */
+gboolean memres_tool_parse_options (GOptionContext *context, int *argc, char ***argv,
+                                    GError **error);
 /* Prints "memres COMMAND: MESSAGE" and a hint to run with --help; returns 2. */
 int memres_tool_usage_error (const char *command, const char *message);
 
@@ -51,7 +58,7 @@ void memres_json_bool (MemresJson *json, const char *key, gboolean value);
 
 /* "HOST_ACCESSIBLE|STREAM_ORDERED"-style names of @flags, as a NULL-terminated array. */
 GStrv memres_tool_flag_names (MemresMemoryFlags flags);
-/* "64.0 MiB (67108864 bytes)" */
+/* "64.0 MiB (67108864 bytes)"; below 1 KiB the count alone: "100 bytes", "1 byte" */
 char *memres_tool_format_size (guint64 bytes);
 
 G_END_DECLS

@@ -71,6 +71,46 @@ memres_tool_fail (const GError *error)
   return memres_tool_failf ("%s", error->message);
 }
 
+/* An operand that starts like a negative number ("-1", "-2KiB", "-.5"): no option of a command
+ * is a digit or a dot, so GLib would report it as an unknown option. */
+static gboolean
+looks_negative (const char *arg)
+{
+  return arg[0] == '-' && (g_ascii_isdigit (arg[1]) || arg[1] == '.');
+}
+
+gboolean
+memres_tool_parse_options (GOptionContext *context, int *argc, char ***argv, GError **error)
+{
+  int i, n = 1;
+  gboolean operands_only = FALSE;
+
+  /* GLib keeps what it does not know in argv, in order, and parses nothing after "--" */
+  g_option_context_set_ignore_unknown_options (context, TRUE);
+  if (!g_option_context_parse (context, argc, argv, error))
+    return FALSE;
+  for (i = 1; i < *argc; i++)
+    {
+      char *arg = (*argv)[i];
+
+      if (!operands_only && strcmp (arg, "--") == 0)
+        {
+          operands_only = TRUE;
+          continue;
+        }
+      if (!operands_only && arg[0] == '-' && arg[1] != '\0' && !looks_negative (arg))
+        {
+          /* GLib's own message for it */
+          g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_UNKNOWN_OPTION, "Unknown option %s",
+                       arg);
+          return FALSE;
+        }
+      (*argv)[n++] = arg;
+    }
+  *argc = n;
+  return TRUE;
+}
+
 int
 memres_tool_usage_error (const char *command, const char *message)
 {
@@ -244,8 +284,13 @@ memres_tool_flag_names (MemresMemoryFlags flags)
 char *
 memres_tool_format_size (guint64 bytes)
 {
-  g_autofree char *human = g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
+  g_autofree char *human = NULL;
   char *nbsp;
+
+  /* below 1 KiB GLib's IEC form is the byte count itself: no need to say it twice */
+  if (bytes < 1024)
+    return g_strdup_printf ("%" G_GUINT64_FORMAT " byte%s", bytes, bytes == 1 ? "" : "s");
+  human = g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
 
   /* GLib puts a no-break space (U+00A0) before the unit, which a non-UTF-8 locale prints as
    * '?' ("64.0?MiB"); output is for terminals and scripts alike: a plain space. */
