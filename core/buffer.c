@@ -187,7 +187,10 @@ buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
     }
   else if (buf->release != NULL)
     {
-      buf->release (buf->alloc.plugin_data);
+      MemresRelease *release = g_steal_pointer (&buf->release);
+
+      release->func (release->data);
+      g_free (release);
     }
   return ok;
 }
@@ -435,10 +438,14 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
   g_atomic_ref_count_init (&buf->ref);
   buf->alloc.address = (guint64) (guintptr) ptr;
   buf->alloc.size = size;
-  buf->alloc.plugin_data = user_data;
   buf->device = device;
   buf->flags = flags;
-  buf->release = release;
+  if (release != NULL)
+    {
+      buf->release = g_new (MemresRelease, 1);
+      buf->release->func = release;
+      buf->release->data = user_data;
+    }
   return buf;
 }
 

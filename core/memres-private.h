@@ -115,21 +115,30 @@ struct _MemresResource
   gpointer priv;                  /* instance_size bytes, zero-filled, 16-byte aligned */
 };
 
+/* The release function of wrapped foreign memory and its data (buffer.c). Kept out of the
+ * buffer's allocation record: memres_buffer_get_allocation() shows that record to plugins, whose
+ * plugin_data it is (NULL for memory no kind allocated). */
+typedef struct
+{
+  GDestroyNotify func;
+  gpointer data;
+} MemresRelease;
+
 /* One cache line, allocated 64-byte aligned (buffer.c): an import or allocation and its close
  * touch one line of it, not two. */
 struct _MemresBuffer
 {
   gatomicrefcount ref;
-  gint closed;            /* atomic; set exactly once */
-  MemresResource *mr;     /* strong reference; NULL for wrapped foreign memory */
-  MemresAllocation alloc; /* wrapped foreign memory: plugin_data is the release function's data */
+  gint closed;        /* atomic; set exactly once */
+  MemresResource *mr; /* strong reference; NULL for wrapped foreign memory */
+  MemresAllocation alloc;
   MemresStream dealloc_stream;
   gint device;
   MemresMemoryFlags flags;
   union
   {
     MemresIpcMapping *ipc_mapping; /* mr != NULL: the shared mapping (imported), else NULL */
-    GDestroyNotify release;        /* mr == NULL (wrapped foreign memory), or NULL */
+    MemresRelease *release;        /* mr == NULL (wrapped foreign memory): owned, or NULL */
   };
 };
 G_STATIC_ASSERT (sizeof (MemresBuffer) <= 64);

@@ -1,6 +1,8 @@
 /* test-buffer.c: buffer lifetime (close, unref, the resource reference), the closed state,
  * zero-size buffers, wrapped memory, and copy/fill/read/write on host memory; on the in-test
  * kind "tk" (testkind.h), which counts its slot calls, and on host. */
+#include "descriptor-layout.h"
+#include "ipc-testkind.h"
 #include "testkind.h"
 #include "testutil.h"
 
@@ -420,6 +422,256 @@ test_wrap_host_memory (void)
   g_assert_cmpint (released, ==, 0);
 }
 
+/* What a release function of wrapped memory was called with. */
+typedef struct
+{
+  gint calls;
+  gpointer last_data;
+} ReleaseLog;
+
+static ReleaseLog release_log;
+
+static void
+release_logged (gpointer data)
+{
+  g_atomic_int_inc (&release_log.calls);
+  release_log.last_data = data;
+}
+
+/* The device UUID of the pools of the in-test IPC kind "wrapipc". */
+static const guint8 wrap_ipc_uuid[MEMRES_IPC_ID_SIZE] = { 0x77 };
+
+/* Wrapped memory's release function and its data: called once, with that data, by the close
+ * (or the last unref), never again; no other call reaches them, and the allocation record a
+ * plugin may read shows no plugin data (the core's record of memory no kind allocated). */
+static void
+test_wrap_release_data (void)
+{
+  g_autoptr (MemresResource) host = mt_new_ok ("host");
+  g_autoptr (MemresBuffer) other = mt_alloc_ok (host, 64, NULL);
+  gpointer user_data = GINT_TO_POINTER (0x5eed);
+  const MemresAllocation *alloc;
+  MemresBufferDescriptor desc;
+  GError *error = NULL;
+  guint8 data[64], out[64];
+  MemresBuffer *buf;
+
+  memset (&release_log, 0, sizeof release_log);
+  memset (data, 0x17, sizeof data);
+  buf = memres_buffer_new_for_pointer (data, sizeof data, -1, MEMRES_MEMORY_HOST_ACCESSIBLE,
+                                       release_logged, user_data, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint ((guintptr) buf % 64, ==, 0);
+
+  alloc = memres_buffer_get_allocation (buf);
+  g_assert_nonnull (alloc);
+  g_assert_cmpuint (alloc->address, ==, (guintptr) data);
+  g_assert_cmpuint (alloc->size, ==, sizeof data);
+  g_assert_null (alloc->plugin_data);
+
+  /* every call on it, none reaching the release function */
+  g_assert_true (memres_buffer_get_pointer (buf) == data);
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, (guintptr) data);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, sizeof data);
+  g_assert_cmpint (memres_buffer_get_device (buf), ==, -1);
+  g_assert_null (memres_buffer_get_resource (buf));
+  g_assert_cmpint (memres_buffer_get_flags (buf), ==, MEMRES_MEMORY_HOST_ACCESSIBLE);
+  g_assert_true (memres_buffer_is_host_accessible (buf));
+  g_assert_false (memres_buffer_is_device_accessible (buf));
+  g_assert_null (memres_buffer_get_deallocation_stream (buf));
+  g_assert_true (memres_buffer_copy_to (buf, other, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_fill (other, 0x29, 1, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_copy_from (buf, other, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (data[63], ==, 0x29);
+  g_assert_true (memres_buffer_write (buf, 8, "abc", 3, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_read (buf, 8, out, 3, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (out, 3, "abc", 3);
+  g_assert_true (memres_buffer_fill (buf, 0x31, 1, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (data[0], ==, 0x31);
+  g_assert_false (memres_buffer_export (buf, &desc, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  g_assert_false (memres_ipc_send_buffer (-1, buf, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_resize (buf, 128, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  g_assert_true (memres_buffer_set_deallocation_stream (buf, (MemresStream) 0x40, &error));
+  g_assert_no_error (error);
+  memres_buffer_unref (memres_buffer_ref (buf));
+  g_assert_cmpint (release_log.calls, ==, 0);
+
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (release_log.calls, ==, 1);
+  g_assert_true (release_log.last_data == user_data);
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  g_assert_null (memres_buffer_get_allocation (buf));
+  g_assert_false (memres_buffer_export (buf, &desc, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED);
+  g_clear_error (&error);
+  memres_buffer_unref (buf);
+  g_assert_cmpint (release_log.calls, ==, 1);
+
+  /* NULL data, a NULL release function with data */
+  buf = memres_buffer_new_for_pointer (data, 8, -1, 0, release_logged, NULL, &error);
+  g_assert_no_error (error);
+  memres_buffer_unref (buf);
+  g_assert_cmpint (release_log.calls, ==, 2);
+  g_assert_null (release_log.last_data);
+  buf = memres_buffer_new_for_pointer (data, 8, -1, 0, NULL, user_data, &error);
+  g_assert_no_error (error);
+  g_assert_null (memres_buffer_get_allocation (buf)->plugin_data);
+  mt_close_ok (buf, NULL);
+  g_assert_cmpint (release_log.calls, ==, 2);
+}
+
+/* A wrapped buffer's structure, recycled for buffers of resources (the thread's cache of
+ * structures hands back the last one freed): they neither call the old release function nor
+ * take it for an IPC mapping (an export of an IPC kind's buffer asks the kind; an import is a
+ * mapping of its own). The other way round too: a wrapped buffer made after imported ones
+ * were freed has no mapping. */
+static void
+test_wrap_struct_recycled (void)
+{
+  g_autoptr (MemresResource) tkr = mt_new_ok ("tk");
+  g_autoptr (MemresResource) exporter = mt_new_ok ("wrapipc");
+  g_autoptr (MemresIpcHandle) handle = NULL;
+  g_autoptr (MemresResource) importer = NULL;
+  MemresBufferDescriptor desc, again;
+  GError *error = NULL;
+  guint8 data[32];
+  MemresBuffer *wrapped, *buf, *src, *imp;
+  guintptr freed;
+
+  handle = memres_resource_export_handle (exporter, &error);
+  g_assert_no_error (error);
+  importer = memres_resource_import_handle (handle, &error);
+  g_assert_no_error (error);
+  memset (&release_log, 0, sizeof release_log);
+  tk_reset ();
+
+  /* into an allocated buffer */
+  wrapped = memres_buffer_new_for_pointer (data, sizeof data, -1, 0, release_logged, data, &error);
+  g_assert_no_error (error);
+  freed = (guintptr) wrapped;
+  memres_buffer_unref (wrapped);
+  g_assert_cmpint (release_log.calls, ==, 1);
+  buf = mt_alloc_ok (tkr, 16, NULL);
+  g_assert_cmpuint ((guintptr) buf, ==, freed);
+  g_assert_cmpuint ((guintptr) buf % 64, ==, 0);
+  g_assert_false (memres_buffer_export (buf, &desc, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  mt_close_ok (buf, NULL);
+  g_assert_cmpint (tk.deallocates, ==, 1);
+  g_assert_cmpint (release_log.calls, ==, 1);
+
+  /* into an exported buffer: the export asks the kind */
+  wrapped = memres_buffer_new_for_pointer (data, sizeof data, -1, 0, release_logged, data, &error);
+  g_assert_no_error (error);
+  freed = (guintptr) wrapped;
+  memres_buffer_unref (wrapped);
+  src = mt_alloc_ok (exporter, 4096, NULL);
+  g_assert_cmpuint ((guintptr) src, ==, freed);
+  mt_fill_pattern (memres_buffer_get_pointer (src), 4096, 5);
+  g_assert_true (memres_buffer_export (src, &desc, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (mt_get_u64 (desc.bytes + OFF_SIZE), ==, 4096);
+  g_assert_cmpuint (mt_get_u64 (desc.bytes + OFF_EXPORT_DATA), ==, memres_buffer_get_address (src));
+
+  /* into an imported buffer: its own mapping, re-exported as it came */
+  wrapped = memres_buffer_new_for_pointer (data, sizeof data, -1, 0, release_logged, data, &error);
+  g_assert_no_error (error);
+  freed = (guintptr) wrapped;
+  memres_buffer_unref (wrapped);
+  imp = memres_buffer_import (importer, desc.bytes, DESC_SIZE, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint ((guintptr) imp, ==, freed);
+  g_assert_true (memres_buffer_export (imp, &again, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (again.bytes, DESC_SIZE, desc.bytes, DESC_SIZE);
+  mt_assert_pattern (memres_buffer_get_pointer (imp), 4096, 5);
+  g_assert_null (memres_buffer_get_allocation (imp)->plugin_data);
+  mt_close_ok (imp, NULL);
+  g_assert_cmpint (release_log.calls, ==, 3);
+
+  /* an imported buffer's structure freed, then memory wrapped: released once, with its data */
+  imp = memres_buffer_import (importer, desc.bytes, DESC_SIZE, NULL, &error);
+  g_assert_no_error (error);
+  memres_buffer_unref (imp);
+  wrapped = memres_buffer_new_for_pointer (data, sizeof data, -1, 0, release_logged, data, &error);
+  g_assert_no_error (error);
+  g_assert_false (memres_buffer_export (wrapped, &again, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  mt_close_ok (wrapped, NULL);
+  g_assert_cmpint (release_log.calls, ==, 4);
+  g_assert_true (release_log.last_data == data);
+  mt_close_ok (src, NULL);
+  g_assert_cmpint (release_log.calls, ==, 4);
+}
+
+/* Threads race to close and drop the references of wrapped buffers: each release function runs
+ * exactly once, with its own data. */
+typedef struct
+{
+  MemresBuffer *buf;
+  gint released;
+} RaceItem;
+
+static void
+release_item (gpointer data)
+{
+  g_atomic_int_inc (&((RaceItem *) data)->released);
+}
+
+static gpointer
+close_items_thread (gpointer data)
+{
+  RaceItem *items = data;
+
+  for (guint i = 0; i < 2000; i++)
+    {
+      if (i % 2 == 0)
+        g_assert_true (memres_buffer_close (items[i].buf, NULL, NULL));
+      memres_buffer_unref (items[i].buf);
+    }
+  return NULL;
+}
+
+static void
+test_wrap_release_race (void)
+{
+  RaceItem *items = g_new0 (RaceItem, 2000);
+  guint8 data[8];
+  GThread *threads[2];
+
+  for (guint i = 0; i < 2000; i++)
+    {
+      GError *error = NULL;
+
+      items[i].buf = memres_buffer_new_for_pointer (data, sizeof data, -1, 0, release_item,
+                                                    &items[i], &error);
+      g_assert_no_error (error);
+      memres_buffer_ref (items[i].buf);
+    }
+  for (guint t = 0; t < 2; t++)
+    threads[t] = g_thread_new ("closer", close_items_thread, items);
+  for (guint t = 0; t < 2; t++)
+    g_thread_join (threads[t]);
+  for (guint i = 0; i < 2000; i++)
+    g_assert_cmpint (items[i].released, ==, 1);
+  g_free (items);
+}
+
 static void
 test_device_memory_without_driver (void)
 {
@@ -471,6 +723,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   tk_register ();
+  mt_ipc_kind_register ("wrapipc", wrap_ipc_uuid);
 
   g_test_add_func ("/buffer/allocate/zero-size", test_zero_size_skips_kind);
   g_test_add_func ("/buffer/close/idempotent", test_close_idempotent);
@@ -487,6 +740,9 @@ main (int argc, char **argv)
   g_test_add_func ("/buffer/read-write", test_read_write);
   g_test_add_func ("/buffer/wrap/host", test_wrap_host_memory);
   g_test_add_func ("/buffer/wrap/device-without-driver", test_device_memory_without_driver);
+  g_test_add_func ("/buffer/wrap/release-data", test_wrap_release_data);
+  g_test_add_func ("/buffer/wrap/struct-recycled", test_wrap_struct_recycled);
+  g_test_add_func ("/buffer/wrap/release-race", test_wrap_release_race);
   g_test_add_func ("/buffer/allocation-record", test_allocation_record);
   return g_test_run ();
 }

@@ -247,6 +247,89 @@ test_churn (void)
   _memres_ipc_mappings_clear (&t);
 }
 
+/* Records held by @t: in its slots (live and retired) and on its free list. */
+static gsize
+count_records (const MemresIpcMappings *t)
+{
+  gsize n = 0;
+
+  for (gsize i = 0; t->slots != NULL && i <= t->mask; i++)
+    n += t->slots[i].mapping != NULL;
+  for (const MemresIpcMapping *m = t->free_list; m != NULL; m = m->next_free)
+    n++;
+  return n;
+}
+
+/* A peak of many live mappings, all closed, then a long run of ever new keys with one live at a
+ * time: the slot array keeps the size of the peak (it never shrinks) and the records never
+ * outnumber half the slots, however many keys come; the peak's records are reused. Then the
+ * peak's keys again: none of them is found (their records were dropped and reused for others). */
+static void
+test_peak_then_churn (void)
+{
+  enum
+  {
+    PEAK = 1000
+  };
+  MemresIpcMappings t;
+  MemresIpcMapping *peak[PEAK], *live = NULL;
+  gsize n_slots;
+
+  _memres_ipc_mappings_init (&t);
+  for (guint k = 0; k < PEAK; k++)
+    {
+      MemresBufferExport e;
+      MemresAllocation alloc = { address_of (k), 4096, NULL };
+
+      make_key (k, &e);
+      peak[k]
+          = _memres_ipc_mappings_add (&t, _memres_ipc_mappings_hash (e.export_data), &e, &alloc);
+    }
+  n_slots = t.mask + 1;
+  g_assert_cmpuint (n_slots, ==, 4096); /* 4 * 1001 <= 4096 */
+  g_assert_cmpuint (t.mapped_high, ==, PEAK * 4096);
+  for (guint k = 0; k < PEAK; k++)
+    {
+      peak[k]->n_users = 0;
+      _memres_ipc_mappings_retire (&t, peak[k]);
+    }
+  g_assert_cmpuint (t.n_retired, ==, PEAK);
+  g_assert_cmpuint (t.mapped_bytes, ==, 0);
+  g_assert_cmpuint (count_records (&t), ==, PEAK);
+
+  for (guint k = PEAK; k < PEAK + 50000; k++)
+    {
+      MemresBufferExport e;
+      MemresAllocation alloc = { address_of (k), 4096, NULL };
+
+      if (live != NULL)
+        {
+          live->n_users = 0;
+          _memres_ipc_mappings_retire (&t, live);
+        }
+      make_key (k, &e);
+      live = _memres_ipc_mappings_add (&t, _memres_ipc_mappings_hash (e.export_data), &e, &alloc);
+      g_assert_cmpuint (t.mask + 1, ==, n_slots);
+      g_assert_cmpuint (t.n_mappings + t.n_retired, <=, n_slots / 2);
+      if (k % 997 == 0)
+        g_assert_cmpuint (count_records (&t), <=, n_slots / 2);
+    }
+  g_assert_cmpuint (count_records (&t), <=, n_slots / 2);
+  g_assert_cmpuint (t.mapped_bytes, ==, 4096);
+  g_assert_cmpuint (t.mapped_high, ==, PEAK * 4096);
+  for (guint k = 0; k < PEAK; k++)
+    {
+      MemresBufferExport e;
+
+      make_key (k, &e);
+      g_assert_null (_memres_ipc_mappings_lookup (&t, e.export_data,
+                                                  _memres_ipc_mappings_hash (e.export_data)));
+    }
+  live->n_users = 0;
+  _memres_ipc_mappings_retire (&t, live);
+  _memres_ipc_mappings_clear (&t); /* valgrind: every record freed once */
+}
+
 /* The hash depends on every word of the key. */
 static void
 test_hash (void)
@@ -272,6 +355,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ipc-mappings/distinct", test_distinct);
   g_test_add_func ("/ipc-mappings/reuse", test_reuse);
   g_test_add_func ("/ipc-mappings/churn", test_churn);
+  g_test_add_func ("/ipc-mappings/peak-then-churn", test_peak_then_churn);
   g_test_add_func ("/ipc-mappings/hash", test_hash);
   return g_test_run ();
 }
