@@ -169,7 +169,6 @@ _memres_ipc_mappings_add (MemresIpcMappings *t, guint64 hash, const MemresBuffer
     t->free_list = m->next_free;
   else if (posix_memalign ((gpointer *) &m, 64, sizeof *m) != 0)
     g_error ("out of memory: an IPC mapping record of %" G_GSIZE_FORMAT " bytes", sizeof *m);
-  m->hash = hash;
   m->alloc = *alloc;
   m->n_users = 1;
   m->next_free = NULL;

@@ -51,7 +51,6 @@ typedef struct _MemresIpcMapping MemresIpcMapping;
  * or an export again. */
 struct _MemresIpcMapping
 {
-  guint64 hash;                /* of export_data */
   MemresAllocation alloc;      /* what import_buffer filled: the whole mapped allocation */
   GArray *waits;               /* CUevent recorded where earlier users were closed, or NULL */
   MemresIpcMapping *next_free; /* in the free list */
@@ -60,7 +59,7 @@ struct _MemresIpcMapping
    * what a buffer of this mapping is exported again with */
   guint8 export_data[MEMRES_EXPORT_DATA_SIZE];
 };
-/* A slot of the table: the mapping's hash beside it, so that probing and deleting read the
+/* A slot of the table: the mapping's hash beside it, so that probing and rebuilding read the
  * slot array only, not the records. */
 typedef struct
 {
