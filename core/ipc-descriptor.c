@@ -145,6 +145,17 @@ check_kind (const guint8 *b, const guint8 *expected_kind, GError **error)
   return _memres_check_kind_field (b + OFF_KIND, "buffer descriptor", error);
 }
 
+/* The fields of @info from a validated descriptor @b whose offset and size were read. */
+static void
+fill_info (const guint8 *b, guint64 offset, guint64 size, MemresBufferExport *info)
+{
+  memcpy (info->pool_id, b + OFF_POOL_ID, MEMRES_IPC_ID_SIZE);
+  memcpy (info->device_uuid, b + OFF_DEVICE_UUID, MEMRES_IPC_ID_SIZE);
+  info->offset = offset;
+  info->size = size;
+  memcpy (info->export_data, b + OFF_EXPORT_DATA, sizeof info->export_data);
+}
+
 /* Decodes and validates @length bytes at @data (untrusted). On success fills @kind (NUL-
  * terminated) and @info; on failure sets MEMRES_ERROR_INVALID_DESCRIPTOR naming the field and
  * leaves @kind and @info untouched. Reads no byte outside @data[0 .. length). @expected_kind,
@@ -191,11 +202,7 @@ _memres_descriptor_decode (gconstpointer data, gsize length, const guint8 *expec
     return invalid (error, "size", "%" G_GUINT64_FORMAT " bytes do not fit in this process", size);
 
   memcpy (kind, b + OFF_KIND, MEMRES_KIND_NAME_MAX);
-  memcpy (info->pool_id, b + OFF_POOL_ID, MEMRES_IPC_ID_SIZE);
-  memcpy (info->device_uuid, b + OFF_DEVICE_UUID, MEMRES_IPC_ID_SIZE);
-  info->offset = offset;
-  info->size = size;
-  memcpy (info->export_data, b + OFF_EXPORT_DATA, sizeof info->export_data);
+  fill_info (b, offset, size, info);
   return TRUE;
 }
 
@@ -238,10 +245,6 @@ _memres_descriptor_decode_pool (gconstpointer data, gsize length,
   size = _memres_get_le (b + OFF_SIZE, 8);
   if (size == 0 || offset > G_MAXUINT64 - size || size > G_MAXSIZE)
     return FALSE;
-  memcpy (info->pool_id, b + OFF_POOL_ID, MEMRES_IPC_ID_SIZE);
-  memcpy (info->device_uuid, b + OFF_DEVICE_UUID, MEMRES_IPC_ID_SIZE);
-  info->offset = offset;
-  info->size = size;
-  memcpy (info->export_data, b + OFF_EXPORT_DATA, sizeof info->export_data);
+  fill_info (b, offset, size, info);
   return TRUE;
 }

@@ -1481,6 +1481,21 @@ test_ipc_last_close_fails (IpcFixture *f, gconstpointer data)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* The driver, with a context current on device 0 and two new non-blocking streams there. */
+static const MemresCudaDriver *
+new_two_streams (CUstream *s1, CUstream *s2)
+{
+  GError *error = NULL;
+  const MemresCudaDriver *drv = memres_cuda_get_driver (&error);
+
+  g_assert_no_error (error);
+  g_assert_true (memres_cuda_ensure_context (0, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (drv->cuStreamCreate (s1, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamCreate (s2, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  return drv;
+}
+
 static long
 ordering_calls (void)
 {
@@ -1510,12 +1525,7 @@ test_ipc_close_orders_every_stream (IpcFixture *f, gconstpointer data)
 
   if (f->importer == NULL || !mt_require_fake ("counts driver calls"))
     return;
-  drv = memres_cuda_get_driver (&error);
-  g_assert_no_error (error);
-  g_assert_true (memres_cuda_ensure_context (0, &error));
-  g_assert_no_error (error);
-  g_assert_cmpint (drv->cuStreamCreate (&s1, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
-  g_assert_cmpint (drv->cuStreamCreate (&s2, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  drv = new_two_streams (&s1, &s2);
   a = memres_buffer_import (f->importer, f->desc.bytes, DESC_SIZE, s1, &error);
   g_assert_no_error (error);
   b = memres_buffer_import (f->importer, f->desc.bytes, DESC_SIZE, s2, &error);
@@ -1651,12 +1661,7 @@ test_ipc_revive_orders_streams (IpcFixture *f, gconstpointer data)
 
   if (f->importer == NULL || !mt_require_fake ("counts driver calls"))
     return;
-  drv = memres_cuda_get_driver (&error);
-  g_assert_no_error (error);
-  g_assert_true (memres_cuda_ensure_context (0, &error));
-  g_assert_no_error (error);
-  g_assert_cmpint (drv->cuStreamCreate (&s1, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
-  g_assert_cmpint (drv->cuStreamCreate (&s2, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  drv = new_two_streams (&s1, &s2);
   mt_sync_ok (NULL);
   mt_counts_snapshot (&base);
   for (int cycle = 0; cycle < 3; cycle++)
