@@ -147,6 +147,8 @@ void bench_section_free (BenchSection *section);
 BenchRow *bench_section_add_row (BenchSection *section, const char *label, guint64 size,
                                  guint threads);
 void bench_row_set_error (BenchRow *row, const GError *error);
+/* The index of the variant named @name in @row, or -1. */
+int bench_row_variant_index (const BenchRow *row, const char *name);
 char *bench_format_size (guint64 bytes);
 void bench_print_table (const BenchContext *ctx, GPtrArray *sections, FILE *out);
 void bench_print_json (const BenchContext *ctx, GPtrArray *sections, FILE *out);

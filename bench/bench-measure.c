@@ -93,23 +93,14 @@ summarize (gdouble *samples, guint n, guint64 iterations, BenchSummary *out)
   out->iterations = iterations;
 }
 
-static int
-find_variant (const BenchVariant *variants, guint n_variants, const char *name)
-{
-  for (guint v = 0; v < n_variants; v++)
-    if (g_str_equal (variants[v].name, name))
-      return (int) v;
-  return -1;
-}
-
 /* The median and quartiles over the repetitions of memres's time over raw's in the same
- * repetition, into @row; NAN when the row lacks either. @samples: unsorted, variant-major. */
+ * repetition, into @row (its variant names set); left NAN when the row lacks either.
+ * @samples: unsorted, variant-major. */
 static void
-paired_ratio (const BenchVariant *variants, guint n_variants, const gdouble *samples, guint reps,
-              BenchRow *row)
+paired_ratio (const gdouble *samples, guint reps, BenchRow *row)
 {
-  int m = find_variant (variants, n_variants, "memres");
-  int r = find_variant (variants, n_variants, "raw");
+  int m = bench_row_variant_index (row, "memres");
+  int r = bench_row_variant_index (row, "raw");
   g_autofree gdouble *ratios = NULL;
 
   if (m < 0 || r < 0)
@@ -214,14 +205,13 @@ bench_measure (const BenchContext *ctx, const char *what, const BenchVariant *va
         samples[v * reps + r] = (gdouble) elapsed / ((gdouble) iterations * units);
       }
 
-  paired_ratio (variants, n_variants, samples, reps, row);
   row->n_variants = n_variants;
   row->units = units;
   for (v = 0; v < n_variants; v++)
-    {
-      row->variant_names[v] = g_strdup (variants[v].name);
-      summarize (samples + v * reps, reps, iterations, &row->summaries[v]);
-    }
+    row->variant_names[v] = g_strdup (variants[v].name);
+  paired_ratio (samples, reps, row); /* before summarize() sorts the samples */
+  for (v = 0; v < n_variants; v++)
+    summarize (samples + v * reps, reps, iterations, &row->summaries[v]);
   bench_progress (ctx, "  %-28s N=%" G_GUINT64_FORMAT " R=%u  %.2f s", what, iterations, reps,
                   (bench_now_ns () - started) / 1e9);
   return TRUE;

@@ -85,13 +85,21 @@ bench_format_size (guint64 bytes)
   return g_strdup_printf ("%.3g %s", v, units[u]);
 }
 
-static const BenchSummary *
-find_variant (const BenchRow *row, const char *name)
+int
+bench_row_variant_index (const BenchRow *row, const char *name)
 {
   for (guint v = 0; v < row->n_variants; v++)
     if (g_strcmp0 (row->variant_names[v], name) == 0)
-      return &row->summaries[v];
-  return NULL;
+      return (int) v;
+  return -1;
+}
+
+static const BenchSummary *
+find_variant (const BenchRow *row, const char *name)
+{
+  int v = bench_row_variant_index (row, name);
+
+  return v < 0 ? NULL : &row->summaries[v];
 }
 
 /* ---- table --------------------------------------------------------------------------------- */
