@@ -24,6 +24,16 @@ typedef struct
   char *stats_error;
 } AllocReport;
 
+static void
+alloc_report_clear (AllocReport *r)
+{
+  g_free (r->spec);
+  g_free (r->host_reason);
+  g_free (r->stats_error);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (AllocReport, alloc_report_clear)
+
 static gboolean
 parse_pattern (const char *text, guint32 *pattern, GError **error)
 {
@@ -215,7 +225,7 @@ memres_tool_alloc (int argc, char **argv)
   g_autoptr (MemresBuffer) buf = NULL;
   const char *spec, *size_text;
   g_autofree char *default_spec = NULL;
-  AllocReport r = { 0 };
+  g_auto (AllocReport) r = { 0 };
   gboolean ok = TRUE;
 
   context = g_option_context_new ("[SPEC|default] SIZE - allocate a buffer by name and verify it");
@@ -264,19 +274,12 @@ memres_tool_alloc (int argc, char **argv)
     }
   mr = memres_resource_new (spec, &error);
   if (mr == NULL)
-    {
-      g_free (r.host_reason);
-      return memres_tool_fail (error);
-    }
+    return memres_tool_fail (error);
   r.spec = memres_resource_to_string (mr);
 
   buf = memres_resource_allocate (mr, (gsize) r.size, NULL, &error);
   if (buf == NULL)
-    {
-      g_free (r.spec);
-      g_free (r.host_reason);
-      return memres_tool_fail (error);
-    }
+    return memres_tool_fail (error);
   r.actual = memres_buffer_get_size (buf);
   r.width = r.actual % 4 == 0 ? 4 : 1;
   if (r.actual > 0)
@@ -293,9 +296,6 @@ memres_tool_alloc (int argc, char **argv)
         print_text (mr, buf, &r);
       ok = memres_buffer_close (buf, NULL, &error);
     }
-  g_free (r.spec);
-  g_free (r.host_reason);
-  g_free (r.stats_error);
   if (!ok)
     return memres_tool_fail (error);
   return 0;
