@@ -161,8 +161,18 @@ MemresKind *_memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, 
 const MemresOptionSpec *_memres_kind_find_option (MemresKind *kind, const char *name, guint *index);
 char *_memres_kind_list_option_names (MemresKind *kind);
 
-/* plugins/host/host.c: the embedded host kind's plugin descriptor. */
+/* plugins/host/host.c: the embedded host kind's plugin descriptor; plugins/stats, track and
+ * retry: the embedded adaptors' (their C API, memres-adaptors.h, is part of libmemres). */
 const MemresPluginDesc *_memres_host_get_desc (void);
+const MemresPluginDesc *_memres_stats_get_desc (void);
+const MemresPluginDesc *_memres_track_get_desc (void);
+const MemresPluginDesc *_memres_retry_get_desc (void);
+
+/* stack.c: the first layer at or below @mr whose kind has @allocate as its allocate slot (the
+ * identity of an embedded adaptor), transfer none; NULL with MEMRES_ERROR_NOT_FOUND naming
+ * @kind_name and the stack. */
+MemresResource *_memres_stack_find_layer (MemresResource *mr, gpointer allocate,
+                                          const char *kind_name, GError **error);
 
 /* default-spec.c: the spec memres_resource_get_default() uses for @device: "dmr:device=N"
  * when a driver loads and reports devices, else "host", with *@host_reason (when not NULL) set

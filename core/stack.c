@@ -402,3 +402,19 @@ memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
     return TRUE;
   return _memres_resource_slot_result (up, "deallocate", ok, &local, error);
 }
+
+MemresResource *
+_memres_stack_find_layer (MemresResource *mr, gpointer allocate, const char *kind_name,
+                          GError **error)
+{
+  MemresResource *layer;
+  g_autofree char *stack = NULL;
+
+  for (layer = mr; layer != NULL; layer = layer->upstream)
+    if ((gpointer) layer->ops->allocate == allocate)
+      return layer;
+  stack = memres_resource_to_string (mr);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+               "no \"%s\" layer at or below the resource \"%s\"", kind_name, stack);
+  return NULL;
+}

@@ -28,6 +28,7 @@
 #include <memres/memres-resource.h>
 #include <memres/memres-buffer.h>
 #include <memres/memres-ipc.h>
+#include <memres/memres-adaptors.h>
 #include <memres/memres-cuda.h>
 #undef MEMRES_INSIDE
 

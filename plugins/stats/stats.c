@@ -1,0 +1,263 @@
+/* memres - CUDA memory resources
+ * stats.c: the `stats` adaptor: counts what goes through it, bytes and allocations, current,
+ * peak and total, and allocations by power-of-two size class (memres_stats_get_counters()).
+ * Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). Embedded in libmemres
+ * for its C API.
+ *
+ * The hot path is the point of this kind: an allocate+close pair through it must cost a few
+ * nanoseconds over its upstream. No lock: on allocate, one relaxed atomic add each for the
+ * current bytes and count (a peak moves only when a new high is reached: a relaxed load, and a
+ * compare-and-swap only then), one for the size class; totals are not counted separately
+ * (count_total is the sum of the classes, bytes_total the current bytes plus those freed);
+ * on free, two relaxed atomic adds and one for the freed bytes. */
+#include "memres-private.h"
+
+typedef struct
+{
+  /* written on every allocate and free: one cache line */
+  guint64 bytes_current;
+  guint64 count_current;
+  guint64 bytes_freed;
+  guint64 bytes_peak;
+  guint64 count_peak;
+  guint8 pad[64 - 5 * sizeof (guint64)];
+  /* written on allocate, by size */
+  guint64 size_classes[MEMRES_STATS_N_SIZE_CLASSES];
+  /* what memres_stats_reset() subtracts (written under reset_lock) */
+  GMutex reset_lock;
+  guint64 bytes_total_base;
+  guint64 classes_base[MEMRES_STATS_N_SIZE_CLASSES];
+} StatsResource;
+
+G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, size_classes) == 64);
+
+static gboolean
+stats_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  StatsResource *self = memres_resource_get_private (mr);
+
+  g_mutex_init (&self->reset_lock);
+  return TRUE;
+}
+
+static void
+stats_finalize (MemresResource *mr)
+{
+  StatsResource *self = memres_resource_get_private (mr);
+
+  g_mutex_clear (&self->reset_lock);
+}
+
+static inline void
+raise_peak (guint64 *peak, guint64 value)
+{
+  guint64 old = __atomic_load_n (peak, __ATOMIC_RELAXED);
+
+  while (
+      G_UNLIKELY (value > old)
+      && !__atomic_compare_exchange_n (peak, &old, value, TRUE, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    ;
+}
+
+static gboolean
+stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                GError **error)
+{
+  StatsResource *self = mr->priv;
+  guint64 bytes, count;
+
+  if (G_UNLIKELY (!memres_upstream_allocate (mr, size, stream, alloc, error)))
+    return FALSE;
+  bytes = __atomic_add_fetch (&self->bytes_current, alloc->size, __ATOMIC_RELAXED);
+  count = __atomic_add_fetch (&self->count_current, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch (&self->size_classes[63 - __builtin_clzll ((guint64) alloc->size)], 1,
+                      __ATOMIC_RELAXED);
+  raise_peak (&self->bytes_peak, bytes);
+  raise_peak (&self->count_peak, count);
+  return TRUE;
+}
+
+static gboolean
+stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  StatsResource *self = mr->priv;
+  gsize size = alloc->size;
+
+  __atomic_sub_fetch (&self->bytes_current, size, __ATOMIC_RELAXED);
+  __atomic_sub_fetch (&self->count_current, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch (&self->bytes_freed, size, __ATOMIC_RELAXED);
+  return memres_upstream_deallocate (mr, alloc, stream, error);
+}
+
+/* Accounting per buffer: a resize would change sizes behind the counters. */
+static void
+stats_query (MemresResource *mr, MemresResourceInfo *info)
+{
+  info->flags &= ~MEMRES_MEMORY_RESIZABLE;
+}
+
+static void
+read_counters (StatsResource *self, MemresStatsCounters *c)
+{
+  guint64 freed;
+  guint i;
+
+  memset (c, 0, sizeof *c);
+  g_mutex_lock (&self->reset_lock);
+  /* freed before current: a free between the two reads makes current smaller, never the
+   * total (current + freed) larger than what was allocated */
+  freed = __atomic_load_n (&self->bytes_freed, __ATOMIC_RELAXED);
+  c->bytes_current = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED);
+  c->count_current = __atomic_load_n (&self->count_current, __ATOMIC_RELAXED);
+  c->bytes_peak = MAX (__atomic_load_n (&self->bytes_peak, __ATOMIC_RELAXED), c->bytes_current);
+  c->count_peak = MAX (__atomic_load_n (&self->count_peak, __ATOMIC_RELAXED), c->count_current);
+  c->bytes_total = c->bytes_current + freed - self->bytes_total_base;
+  for (i = 0; i < MEMRES_STATS_N_SIZE_CLASSES; i++)
+    {
+      c->size_classes[i]
+          = __atomic_load_n (&self->size_classes[i], __ATOMIC_RELAXED) - self->classes_base[i];
+      c->count_total += c->size_classes[i];
+    }
+  g_mutex_unlock (&self->reset_lock);
+}
+
+static gboolean
+stats_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
+{
+  StatsResource *self = memres_resource_get_private (mr);
+  MemresStatsCounters c;
+
+  read_counters (self, &c);
+  /* the layer's own view: what it handed out (reserving is the upstream's business) */
+  stats->used_current = c.bytes_current;
+  stats->used_high = c.bytes_peak;
+  stats->reserved_current = c.bytes_current;
+  stats->reserved_high = c.bytes_peak;
+  return TRUE;
+}
+
+static void
+reset (StatsResource *self)
+{
+  guint i;
+
+  g_mutex_lock (&self->reset_lock);
+  __atomic_store_n (&self->bytes_peak, __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
+  __atomic_store_n (&self->count_peak, __atomic_load_n (&self->count_current, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
+  self->bytes_total_base = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED)
+                           + __atomic_load_n (&self->bytes_freed, __ATOMIC_RELAXED);
+  for (i = 0; i < MEMRES_STATS_N_SIZE_CLASSES; i++)
+    self->classes_base[i] = __atomic_load_n (&self->size_classes[i], __ATOMIC_RELAXED);
+  g_mutex_unlock (&self->reset_lock);
+}
+
+static gboolean
+stats_reset_stats (MemresResource *mr, GError **error)
+{
+  reset (memres_resource_get_private (mr));
+  return TRUE;
+}
+
+static const MemresResourceOps stats_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = stats_init,
+  .finalize = stats_finalize,
+  .allocate = stats_allocate,
+  .deallocate = stats_deallocate,
+  .query = stats_query,
+  .get_stats = stats_get_stats,
+  .reset_stats = stats_reset_stats,
+};
+
+static const MemresKindInfo stats_kind = {
+  .struct_size = sizeof (MemresKindInfo),
+  .name = "stats",
+  .description = "Adaptor: counts bytes and allocations (current, peak, total, by size class)",
+  .ops = &stats_ops,
+  .instance_size = sizeof (StatsResource),
+  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+};
+
+/**
+ * memres_stats_get_counters:
+ * @mr: a resource whose stack has a `stats` layer at or below it
+ * @counters: (out caller-allocates): return location for the counters
+ * @error: return location for a #GError, or %NULL
+ *
+ * Reads what the first `stats` layer at or below @mr counted: bytes and allocations, current,
+ * peak and total, and allocations by size class. Each value is read atomically; while other
+ * threads allocate, the values may come from slightly different instants (current <= peak
+ * always holds). No driver call. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_FOUND when the stack has no `stats` layer there.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.2
+ */
+gboolean
+memres_stats_get_counters (MemresResource *mr, MemresStatsCounters *counters, GError **error)
+{
+  MemresResource *layer;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (counters != NULL, FALSE);
+
+  layer = _memres_stack_find_layer (mr, (gpointer) stats_allocate, "stats", error);
+  if (layer == NULL)
+    return FALSE;
+  read_counters (layer->priv, counters);
+  return TRUE;
+}
+
+/**
+ * memres_stats_reset:
+ * @mr: a resource whose stack has a `stats` layer at or below it
+ * @error: return location for a #GError, or %NULL
+ *
+ * Resets the first `stats` layer at or below @mr: the peaks to the current values, the totals
+ * and size classes to 0 (the current values stay). memres_resource_reset_stats() on the layer
+ * does the same. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_FOUND when the stack has no `stats` layer there.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.2
+ */
+gboolean
+memres_stats_reset (MemresResource *mr, GError **error)
+{
+  MemresResource *layer;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+
+  layer = _memres_stack_find_layer (mr, (gpointer) stats_allocate, "stats", error);
+  if (layer == NULL)
+    return FALSE;
+  reset (layer->priv);
+  return TRUE;
+}
+
+static gboolean
+stats_plugin_init (MemresPlugin *plugin, GError **error)
+{
+  return memres_plugin_register_kind (plugin, &stats_kind, error);
+}
+
+const MemresPluginDesc *
+_memres_stats_get_desc (void)
+{
+  static const MemresPluginDesc desc = {
+    MEMRES_PLUGIN_ABI_MAJOR,
+    MEMRES_PLUGIN_ABI_MINOR,
+    sizeof (MemresPluginDesc),
+    0,
+    "stats",
+    "Statistics adaptor, embedded in libmemres",
+    stats_plugin_init,
+  };
+  return &desc;
+}
