@@ -2,7 +2,7 @@
  * process, on one non-blocking stream, and prints a table (or JSON with --json).
  *
  *   memres-bench [--spec SPEC] [--pairs] [--random] [--threads] [--vmm-grow] [--copy]
- *                [--ipc-import] [--quick] [--json] ...
+ *                [--ipc-import] [--adaptor] [--quick] [--json] ...
  *
  * With no workload named, it runs --pairs --random --threads. Exit status: 0 when every row was
  * measured, 1 when the spec (or the driver, the context, the stream) could not be set up (one
@@ -85,7 +85,7 @@ parse_list (const char *text, gboolean as_uint, GError **error)
 
 typedef struct
 {
-  gboolean pairs, random, threads, vmm_grow, copy, ipc_import;
+  gboolean pairs, random, threads, vmm_grow, copy, ipc_import, adaptor;
   char *sizes, *thread_counts, *chunks, *min_size, *max_size, *grow_size, *copy_size;
   gint repetitions, live, seed, import_buffers;
   gdouble target_ms, row_budget_ms, time_limit_s;
@@ -142,7 +142,8 @@ configure (BenchConfig *cfg, Args *a, GError **error)
     }
   if (a->time_limit_s > 0)
     cfg->deadline_ns = bench_now_ns () + (gint64) (a->time_limit_s * 1e9);
-  if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy && !a->ipc_import)
+  if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy && !a->ipc_import
+      && !a->adaptor)
     a->pairs = a->random = a->threads = TRUE;
   return TRUE;
 }
@@ -161,6 +162,8 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     { "copy", 0, 0, G_OPTION_ARG_NONE, &a->copy, "(e) host<->device copies (pinned spec)", NULL },
     { "ipc-import", 0, 0, G_OPTION_ARG_NONE, &a->ipc_import,
       "(f) import the pool and buffers into this process (ipc spec)", NULL },
+    { "adaptor", 0, 0, G_OPTION_ARG_NONE, &a->adaptor,
+      "(g) pairs through stats>SPEC against SPEC (a pass-through adaptor's cost)", NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &cfg->json, "Print JSON instead of a table", NULL },
     { "quick", 0, 0, G_OPTION_ARG_NONE, &cfg->quick, "Small sizes, few repetitions (a smoke test)",
       NULL },
@@ -344,6 +347,11 @@ main (int argc, char **argv)
     {
       bench_progress (&ctx, "%s: ipc import", cfg.spec);
       g_ptr_array_add (sections, bench_run_ipc_import (&ctx));
+    }
+  if (a.adaptor)
+    {
+      bench_progress (&ctx, "%s: adaptor", cfg.spec);
+      g_ptr_array_add (sections, bench_run_adaptor (&ctx));
     }
 
   if (cfg.json)
