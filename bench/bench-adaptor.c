@@ -1,4 +1,4 @@
-/* memres-bench: section (g), the cost of a pass-through adaptor. Allocate+close pairs through
+/* memres-bench: section (j), the cost of a pass-through adaptor. Allocate+close pairs through
  * `stats>SPEC` (variant "memres") against the same pairs through SPEC itself (variant "raw":
  * here the plain memres resource, not driver calls), at each pair size, back to back in each
  * repetition: the paired ratio is stats>SPEC over SPEC, and the note gives the difference of
@@ -33,7 +33,7 @@ adaptor_pairs (gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **e
  * bench_run_adaptor:
  * @ctx: the benchmark context (its resource is SPEC)
  *
- * Section (g): pairs through `stats>SPEC` against pairs through SPEC.
+ * Section (j): pairs through `stats>SPEC` against pairs through SPEC.
  *
  * Returns: (transfer full): the section; failed rows carry their error
  */

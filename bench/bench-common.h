@@ -90,7 +90,7 @@ typedef struct
 } BenchRow;
 
 /* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy, (f) ipc_import,
- * (g) adaptor. */
+ * (j) adaptor. */
 typedef struct
 {
   char *name;
@@ -141,7 +141,7 @@ BenchSection *bench_run_copy (BenchContext *ctx);
 /* bench-ipc-import.c: section (f). */
 BenchSection *bench_run_ipc_import (BenchContext *ctx);
 
-/* bench-adaptor.c: section (g). */
+/* bench-adaptor.c: section (j). */
 BenchSection *bench_run_adaptor (BenchContext *ctx);
 
 /* bench-output.c */

@@ -163,7 +163,7 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     { "ipc-import", 0, 0, G_OPTION_ARG_NONE, &a->ipc_import,
       "(f) import the pool and buffers into this process (ipc spec)", NULL },
     { "adaptor", 0, 0, G_OPTION_ARG_NONE, &a->adaptor,
-      "(g) pairs through stats>SPEC against SPEC (a pass-through adaptor's cost)", NULL },
+      "(j) pairs through stats>SPEC against SPEC (a pass-through adaptor's cost)", NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &cfg->json, "Print JSON instead of a table", NULL },
     { "quick", 0, 0, G_OPTION_ARG_NONE, &cfg->quick, "Small sizes, few repetitions (a smoke test)",
       NULL },
