@@ -5,38 +5,63 @@
  * for its C API.
  *
  * The hot path is the point of this kind: an allocate+close pair through it must cost a few
- * nanoseconds over its upstream. No lock: on allocate, one relaxed atomic add each for the
- * current bytes and count (a peak moves only when a new high is reached: a relaxed load, and a
- * compare-and-swap only then), one for the size class; totals are not counted separately
- * (count_total is the sum of the classes, bytes_total the current bytes plus those freed);
- * on free, two relaxed atomic adds and one for the freed bytes. */
+ * nanoseconds over its upstream. No lock, and two locked instructions per call: one relaxed
+ * atomic add each for the current bytes and count, shared by all threads (a peak moves only when
+ * a new high is reached: a relaxed load, and a compare-and-swap only then). The totals (bytes
+ * allocated, allocations per size class) are counted at allocate on a shard of the calling
+ * thread, a cache line or two written by that thread alone with plain stores; a reader sums the
+ * shards. A thread finds its shard through a small thread-local cache keyed by the instance's
+ * serial number (never reused, so a stale entry of a finalized instance never matches); on a
+ * miss it looks the shard up, or adds one, under the instance's mutex. */
 #include "memres-private.h"
+
+#include <stdlib.h>
+
+typedef struct _Shard Shard;
+struct _Shard
+{
+  /* written by one thread only */
+  guint64 bytes_allocated;
+  guint64 size_classes[MEMRES_STATS_N_SIZE_CLASSES];
+  gconstpointer owner; /* the thread's cache (its address identifies the thread) */
+  Shard *next;
+};
 
 typedef struct
 {
-  /* written on every allocate and free: one cache line */
+  /* written on every allocate and free by every thread: one cache line */
   guint64 bytes_current;
   guint64 count_current;
-  guint64 bytes_freed;
   guint64 bytes_peak;
   guint64 count_peak;
+  guint64 serial;
   guint8 pad[64 - 5 * sizeof (guint64)];
-  /* written on allocate, by size */
-  guint64 size_classes[MEMRES_STATS_N_SIZE_CLASSES];
-  /* what memres_stats_reset() subtracts (written under reset_lock) */
-  GMutex reset_lock;
+  GMutex lock; /* the shard list and the reset bases */
+  Shard *shards;
   guint64 bytes_total_base;
   guint64 classes_base[MEMRES_STATS_N_SIZE_CLASSES];
 } StatsResource;
 
-G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, size_classes) == 64);
+/* A thread's shards of the last few instances it used. */
+#define SHARD_CACHE_SIZE 4
+typedef struct
+{
+  guint64 serial;
+  Shard *shard;
+} ShardCacheEntry;
+/* initial-exec, as buffer.c's cache: no __tls_get_addr call on the hot path */
+static __thread ShardCacheEntry shard_cache[SHARD_CACHE_SIZE]
+    __attribute__ ((tls_model ("initial-exec")));
+
+static guint64 next_serial = 1; /* atomic */
 
 static gboolean
 stats_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
   StatsResource *self = memres_resource_get_private (mr);
 
-  g_mutex_init (&self->reset_lock);
+  g_mutex_init (&self->lock);
+  self->serial = __atomic_fetch_add (&next_serial, 1, __ATOMIC_RELAXED);
   return TRUE;
 }
 
@@ -45,7 +70,55 @@ stats_finalize (MemresResource *mr)
 {
   StatsResource *self = memres_resource_get_private (mr);
 
-  g_mutex_clear (&self->reset_lock);
+  while (self->shards != NULL)
+    {
+      Shard *next = self->shards->next;
+      free (self->shards);
+      self->shards = next;
+    }
+  g_mutex_clear (&self->lock);
+}
+
+static Shard *
+shard_lookup (StatsResource *self, ShardCacheEntry *entry)
+{
+  Shard *shard;
+  gpointer mem;
+
+  g_mutex_lock (&self->lock);
+  for (shard = self->shards; shard != NULL; shard = shard->next)
+    if (shard->owner == shard_cache)
+      break;
+  if (shard == NULL)
+    {
+      if (posix_memalign (&mem, 64, sizeof (Shard)) != 0)
+        g_error ("stats: out of memory for a shard of %" G_GSIZE_FORMAT " bytes", sizeof (Shard));
+      shard = memset (mem, 0, sizeof (Shard));
+      shard->owner = shard_cache;
+      shard->next = self->shards;
+      self->shards = shard;
+    }
+  g_mutex_unlock (&self->lock);
+  entry->serial = self->serial;
+  entry->shard = shard;
+  return shard;
+}
+
+static inline Shard *
+my_shard (StatsResource *self)
+{
+  ShardCacheEntry *entry = &shard_cache[self->serial % SHARD_CACHE_SIZE];
+
+  if (G_LIKELY (entry->serial == self->serial))
+    return entry->shard;
+  return shard_lookup (self, entry);
+}
+
+/* One writer: a plain load and store, atomic only so that readers see whole values. */
+static inline void
+shard_add (guint64 *counter, guint64 n)
+{
+  __atomic_store_n (counter, __atomic_load_n (counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
 static inline void
@@ -64,16 +137,18 @@ stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
                 GError **error)
 {
   StatsResource *self = mr->priv;
+  Shard *shard;
   guint64 bytes, count;
 
   if (G_UNLIKELY (!memres_upstream_allocate (mr, size, stream, alloc, error)))
     return FALSE;
   bytes = __atomic_add_fetch (&self->bytes_current, alloc->size, __ATOMIC_RELAXED);
   count = __atomic_add_fetch (&self->count_current, 1, __ATOMIC_RELAXED);
-  __atomic_add_fetch (&self->size_classes[63 - __builtin_clzll ((guint64) alloc->size)], 1,
-                      __ATOMIC_RELAXED);
   raise_peak (&self->bytes_peak, bytes);
   raise_peak (&self->count_peak, count);
+  shard = my_shard (self);
+  shard_add (&shard->bytes_allocated, alloc->size);
+  shard_add (&shard->size_classes[63 - __builtin_clzll ((guint64) alloc->size)], 1);
   return TRUE;
 }
 
@@ -85,7 +160,6 @@ stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
 
   __atomic_sub_fetch (&self->bytes_current, size, __ATOMIC_RELAXED);
   __atomic_sub_fetch (&self->count_current, 1, __ATOMIC_RELAXED);
-  __atomic_add_fetch (&self->bytes_freed, size, __ATOMIC_RELAXED);
   return memres_upstream_deallocate (mr, alloc, stream, error);
 }
 
@@ -96,29 +170,45 @@ stats_query (MemresResource *mr, MemresResourceInfo *info)
   info->flags &= ~MEMRES_MEMORY_RESIZABLE;
 }
 
+/* The shards' sums: bytes allocated, and allocations per class (under self->lock). */
+static guint64
+sum_shards (StatsResource *self, guint64 classes[MEMRES_STATS_N_SIZE_CLASSES])
+{
+  guint64 bytes = 0;
+  Shard *shard;
+  guint i;
+
+  memset (classes, 0, MEMRES_STATS_N_SIZE_CLASSES * sizeof (guint64));
+  for (shard = self->shards; shard != NULL; shard = shard->next)
+    {
+      bytes += __atomic_load_n (&shard->bytes_allocated, __ATOMIC_RELAXED);
+      for (i = 0; i < MEMRES_STATS_N_SIZE_CLASSES; i++)
+        classes[i] += __atomic_load_n (&shard->size_classes[i], __ATOMIC_RELAXED);
+    }
+  return bytes;
+}
+
 static void
 read_counters (StatsResource *self, MemresStatsCounters *c)
 {
-  guint64 freed;
+  guint64 classes[MEMRES_STATS_N_SIZE_CLASSES];
+  guint64 allocated;
   guint i;
 
   memset (c, 0, sizeof *c);
-  g_mutex_lock (&self->reset_lock);
-  /* freed before current: a free between the two reads makes current smaller, never the
-   * total (current + freed) larger than what was allocated */
-  freed = __atomic_load_n (&self->bytes_freed, __ATOMIC_RELAXED);
+  g_mutex_lock (&self->lock);
+  allocated = sum_shards (self, classes);
   c->bytes_current = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED);
   c->count_current = __atomic_load_n (&self->count_current, __ATOMIC_RELAXED);
   c->bytes_peak = MAX (__atomic_load_n (&self->bytes_peak, __ATOMIC_RELAXED), c->bytes_current);
   c->count_peak = MAX (__atomic_load_n (&self->count_peak, __ATOMIC_RELAXED), c->count_current);
-  c->bytes_total = c->bytes_current + freed - self->bytes_total_base;
+  c->bytes_total = allocated - self->bytes_total_base;
   for (i = 0; i < MEMRES_STATS_N_SIZE_CLASSES; i++)
     {
-      c->size_classes[i]
-          = __atomic_load_n (&self->size_classes[i], __ATOMIC_RELAXED) - self->classes_base[i];
+      c->size_classes[i] = classes[i] - self->classes_base[i];
       c->count_total += c->size_classes[i];
     }
-  g_mutex_unlock (&self->reset_lock);
+  g_mutex_unlock (&self->lock);
 }
 
 static gboolean
@@ -139,18 +229,13 @@ stats_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 static void
 reset (StatsResource *self)
 {
-  guint i;
-
-  g_mutex_lock (&self->reset_lock);
+  g_mutex_lock (&self->lock);
   __atomic_store_n (&self->bytes_peak, __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED),
                     __ATOMIC_RELAXED);
   __atomic_store_n (&self->count_peak, __atomic_load_n (&self->count_current, __ATOMIC_RELAXED),
                     __ATOMIC_RELAXED);
-  self->bytes_total_base = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED)
-                           + __atomic_load_n (&self->bytes_freed, __ATOMIC_RELAXED);
-  for (i = 0; i < MEMRES_STATS_N_SIZE_CLASSES; i++)
-    self->classes_base[i] = __atomic_load_n (&self->size_classes[i], __ATOMIC_RELAXED);
-  g_mutex_unlock (&self->reset_lock);
+  self->bytes_total_base = sum_shards (self, self->classes_base);
+  g_mutex_unlock (&self->lock);
 }
 
 static gboolean
