@@ -75,14 +75,15 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
   gboolean ok;
 
   g_return_val_if_fail (kind != NULL, NULL);
-  g_return_val_if_fail ((upstream != NULL) == ((kind->flags & MEMRES_KIND_ADAPTOR) != 0), NULL);
 
+  /* a handle naming an adaptor kind (whose import slots are dropped) is refused here too */
   if (handle != NULL && kind->ops.import_handle == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "resources of kind \"%s\" cannot be imported from a handle", kind->name);
       return NULL;
     }
+  g_return_val_if_fail ((upstream != NULL) == ((kind->flags & MEMRES_KIND_ADAPTOR) != 0), NULL);
   if (kind->instance_size > G_MAXSIZE - PRIV_OFFSET)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,

@@ -4,6 +4,7 @@
  * kind whose allocate lies. Over the embedded host kind: no driver needed. */
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <string.h>
 
 typedef struct
@@ -396,6 +397,24 @@ test_not_passing (void)
   g_assert_cmpuint (stats.n_buffers, ==, 0);
 }
 
+/* A handle (from another process, say) that names an adaptor kind: imports go to base kinds. */
+static void
+test_import_adaptor (void)
+{
+  static const guint8 id[MEMRES_IPC_ID_SIZE] = { 1 };
+  g_autoptr (GError) error = NULL;
+  MemresIpcHandle *handle
+      = memres_ipc_handle_new ("pt", open ("/dev/null", O_RDONLY), id, id, &error);
+  MemresResource *mr;
+
+  g_assert_no_error (error);
+  g_assert_nonnull (handle);
+  mr = memres_resource_import_handle (handle, &error);
+  g_assert_null (mr);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  memres_ipc_handle_free (handle);
+}
+
 /* memres_upstream_allocate() checks the upstream's record as the core checks its own calls. */
 static void
 test_lying_upstream (void)
@@ -516,6 +535,7 @@ main (int argc, char **argv)
   g_test_add_func ("/stack/escapes", test_escapes);
   g_test_add_func ("/stack/init-fails", test_init_fails);
   g_test_add_func ("/stack/not-passing", test_not_passing);
+  g_test_add_func ("/stack/import-adaptor", test_import_adaptor);
   g_test_add_func ("/stack/lying-upstream", test_lying_upstream);
   g_test_add_func ("/stack/upstream-calls", test_upstream_calls);
   g_test_add_func ("/stack/register-flags", test_register_flags);
