@@ -85,8 +85,12 @@ shard_lookup (StatsResource *self, ShardCacheEntry *entry)
   Shard *shard;
   gpointer mem;
 
+  /* The list is only added to, under the lock; its head is published with release and read
+   * with acquire, so that the readers (and ThreadSanitizer, which does not see GLib's futex
+   * mutex) see every shard whole. */
   g_mutex_lock (&self->lock);
-  for (shard = self->shards; shard != NULL; shard = shard->next)
+  for (shard = __atomic_load_n (&self->shards, __ATOMIC_ACQUIRE); shard != NULL;
+       shard = shard->next)
     if (shard->owner == shard_cache)
       break;
   if (shard == NULL)
@@ -95,8 +99,8 @@ shard_lookup (StatsResource *self, ShardCacheEntry *entry)
         g_error ("stats: out of memory for a shard of %" G_GSIZE_FORMAT " bytes", sizeof (Shard));
       shard = memset (mem, 0, sizeof (Shard));
       shard->owner = shard_cache;
-      shard->next = self->shards;
-      self->shards = shard;
+      shard->next = __atomic_load_n (&self->shards, __ATOMIC_RELAXED);
+      __atomic_store_n (&self->shards, shard, __ATOMIC_RELEASE);
     }
   g_mutex_unlock (&self->lock);
   entry->serial = self->serial;
@@ -179,7 +183,8 @@ sum_shards (StatsResource *self, guint64 classes[MEMRES_STATS_N_SIZE_CLASSES])
   guint i;
 
   memset (classes, 0, MEMRES_STATS_N_SIZE_CLASSES * sizeof (guint64));
-  for (shard = self->shards; shard != NULL; shard = shard->next)
+  for (shard = __atomic_load_n (&self->shards, __ATOMIC_ACQUIRE); shard != NULL;
+       shard = shard->next)
     {
       bytes += __atomic_load_n (&shard->bytes_allocated, __ATOMIC_RELAXED);
       for (i = 0; i < MEMRES_STATS_N_SIZE_CLASSES; i++)
