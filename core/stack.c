@@ -278,10 +278,38 @@ out:
   return upstream;
 }
 
-/* Checks the record an upstream's allocate slot filled, as for the core's own calls. */
-static gboolean
-check_upstream_record (MemresResource *up, gsize size, MemresStream stream, MemresAllocation *alloc,
-                       GError **error)
+/* The cold paths of memres_upstream_allocate() and memres_upstream_deallocate(), out of line
+ * so that their hot paths stay a few instructions around the slot call. */
+static G_GNUC_NO_INLINE gboolean
+upstream_refused (MemresResource *mr, gsize size, GError **error)
+{
+  if (mr->upstream == NULL)
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                 "kind \"%s\" has no upstream (it is not an adaptor)", mr->kind->name);
+  else if (size == 0)
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                 "cannot allocate 0 bytes from an upstream");
+  else
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                 "cannot allocate %" G_GSIZE_FORMAT " bytes from a resource of kind \"%s\"", size,
+                 mr->upstream->kind->name);
+  return FALSE;
+}
+
+/* A slot of @up returned FALSE: it must have said why. */
+static G_GNUC_NO_INLINE gboolean
+upstream_slot_failed (MemresResource *up, const char *slot, GError **error)
+{
+  if (error != NULL && *error == NULL)
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                 "kind \"%s\": %s failed without saying why", up->kind->name, slot);
+  return FALSE;
+}
+
+/* The upstream's allocate succeeded with a record the core refuses: released, and an error. */
+static G_GNUC_NO_INLINE gboolean
+upstream_bad_record (MemresResource *up, gsize size, MemresStream stream, MemresAllocation *alloc,
+                     GError **error)
 {
   g_autoptr (GError) ignored = NULL;
 
@@ -308,10 +336,11 @@ check_upstream_record (MemresResource *up, gsize size, MemresStream stream, Memr
  * For adaptor kinds: calls the allocate slot of @mr's upstream (memres_resource_get_upstream())
  * for @size bytes, filling @alloc (zero-filled first) with the upstream's record, which must go
  * back to memres_upstream_deallocate() exactly once. No #MemresBuffer is created and no
- * reference taken: the adaptor holds its upstream for its whole life. The result is checked as
- * the core checks its own calls: a slot failing without an error gets one, a record of address
- * 0 or smaller than @size is released and refused. Thread-safe, no lock held: call it from the
- * adaptor's slots on any thread. The driver calls are the upstream's.
+ * reference taken: the adaptor holds its upstream for its whole life. The result is checked: a
+ * slot failing without an error gets one (when @error is not %NULL), a record of address 0 or
+ * smaller than @size is released and refused. As for the core's own calls, @error goes to the
+ * slot as it is: the hot path is the slot call and three compares. Thread-safe, no lock held:
+ * call it from the adaptor's slots on any thread. The driver calls are the upstream's.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT (@mr has no upstream, @size 0),
  * %MEMRES_ERROR_OUT_OF_MEMORY (@size above %G_MAXSSIZE), %MEMRES_ERROR_FAILED (an upstream
@@ -327,38 +356,24 @@ memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
                           MemresAllocation *alloc, GError **error)
 {
   MemresResource *up;
-  GError *local = NULL;
   gboolean ok;
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (alloc != NULL, FALSE);
 
   up = mr->upstream;
-  if (G_UNLIKELY (up == NULL || size == 0 || size > G_MAXSSIZE))
-    {
-      if (up == NULL)
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "kind \"%s\" has no upstream (it is not an adaptor)", mr->kind->name);
-      else if (size == 0)
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "cannot allocate 0 bytes from an upstream");
-      else
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                     "cannot allocate %" G_GSIZE_FORMAT " bytes from a resource of kind \"%s\"",
-                     size, up->kind->name);
-      return FALSE;
-    }
+  /* one compare for both 0 and above G_MAXSSIZE */
+  if (G_UNLIKELY (up == NULL || size - 1 >= (gsize) G_MAXSSIZE))
+    return upstream_refused (mr, size, error);
   alloc->address = 0;
   alloc->size = 0;
   alloc->plugin_data = NULL;
-  ok = up->ops->allocate (up, size, stream, alloc, &local);
-  if (G_LIKELY (ok && local == NULL && alloc->address != 0 && alloc->size >= size))
+  ok = up->ops->allocate (up, size, stream, alloc, error);
+  if (G_LIKELY (ok && alloc->address != 0 && alloc->size >= size))
     return TRUE;
-  if (!_memres_resource_slot_result (up, "allocate", ok, &local, error))
-    return FALSE;
-  if (alloc->address == 0 || alloc->size < size)
-    return check_upstream_record (up, size, stream, alloc, error);
-  return TRUE;
+  if (!ok)
+    return upstream_slot_failed (up, "allocate", error);
+  return upstream_bad_record (up, size, stream, alloc, error);
 }
 
 /**
@@ -384,23 +399,16 @@ memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
                             GError **error)
 {
   MemresResource *up;
-  GError *local = NULL;
-  gboolean ok;
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (alloc != NULL, FALSE);
 
   up = mr->upstream;
   if (G_UNLIKELY (up == NULL))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "kind \"%s\" has no upstream (it is not an adaptor)", mr->kind->name);
-      return FALSE;
-    }
-  ok = up->ops->deallocate (up, alloc, stream, &local);
-  if (G_LIKELY (ok && local == NULL))
+    return upstream_refused (mr, 1, error);
+  if (G_LIKELY (up->ops->deallocate (up, alloc, stream, error)))
     return TRUE;
-  return _memres_resource_slot_result (up, "deallocate", ok, &local, error);
+  return upstream_slot_failed (up, "deallocate", error);
 }
 
 MemresResource *
