@@ -591,6 +591,57 @@ test_log_lines (void)
   g_assert_cmpstr (lines[6], ==, "");
 }
 
+/* Many threads through one log layer: every line whole, none lost. */
+typedef struct
+{
+  MemresResource *mr;
+  guint rounds;
+} LogWorker;
+
+static gpointer
+log_worker (gpointer data)
+{
+  LogWorker *w = data;
+
+  for (guint i = 0; i < w->rounds; i++)
+    mt_close_ok (mt_alloc_ok (w->mr, 16 + i % 100, NULL), NULL);
+  return NULL;
+}
+
+static void
+test_log_threads (void)
+{
+  g_autofree char *path = temp_path ("threads.csv");
+  g_autofree char *spec = g_strdup_printf ("log:path=%s>host", path);
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+  MemresResource *mr = mt_new_ok (spec);
+  LogWorker w = { mr, 500 };
+  GThread *threads[8];
+  guint i, allocs = 0, frees = 0;
+
+  for (i = 0; i < G_N_ELEMENTS (threads); i++)
+    threads[i] = g_thread_new ("log", log_worker, &w);
+  for (i = 0; i < G_N_ELEMENTS (threads); i++)
+    g_thread_join (threads[i]);
+  memres_resource_unref (mr);
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 2 + 2 * 8 * 500);
+  for (i = 1; lines[i] != NULL && lines[i][0] != '\0'; i++)
+    {
+      g_auto (GStrv) f = g_strsplit (lines[i], ",", -1);
+
+      g_assert_cmpuint (g_strv_length (f), ==, 6);
+      g_assert_true (g_str_has_prefix (f[3], "0x"));
+      allocs += strcmp (f[2], "allocate") == 0;
+      frees += strcmp (f[2], "free") == 0;
+    }
+  g_assert_cmpuint (allocs, ==, 8 * 500);
+  g_assert_cmpuint (frees, ==, 8 * 500);
+}
+
 /* ---- retry ---- */
 
 typedef struct
@@ -841,6 +892,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/track-live", test_track_live);
   g_test_add_func ("/adaptors/track-left-open", test_track_left_open);
   g_test_add_func ("/adaptors/log-lines", test_log_lines);
+  g_test_add_func ("/adaptors/log-threads", test_log_threads);
   g_test_add_func ("/adaptors/retry-handlers", test_retry_handlers);
   g_test_add_func ("/adaptors/retry-default-trims", test_retry_default_trims);
   g_test_add_func ("/adaptors/threads-exact", test_threads_exact);
