@@ -49,6 +49,10 @@ G_BEGIN_DECLS
  * A plugin that needs an entry point not listed here cannot resolve it itself: ask for it to be
  * appended (next ABI minor).
  *
+ * ABI 1.2 appended the graph entry points: cuGraphInstantiateWithFlags, cuGraphLaunch,
+ * cuGraphExecDestroy, cuDeviceGraphMemTrim, cuDeviceGetGraphMemAttribute and
+ * cuDeviceSetGraphMemAttribute (the `graph` kind, and tests that capture and launch graphs).
+ *
  * Since: 1.0
  */
 #define MEMRES_CUDA_FOREACH_ENTRY(X)                                                               \
@@ -130,7 +134,13 @@ G_BEGIN_DECLS
   X (cuMemImportFromShareableHandle)                                                               \
   X (cuMemRetainAllocationHandle)                                                                  \
   X (cuMemGetAllocationPropertiesFromHandle)                                                       \
-  X (cuStreamGetCtx)
+  X (cuStreamGetCtx)                                                                               \
+  X (cuGraphInstantiateWithFlags)                                                                  \
+  X (cuGraphLaunch)                                                                                \
+  X (cuGraphExecDestroy)                                                                           \
+  X (cuDeviceGraphMemTrim)                                                                         \
+  X (cuDeviceGetGraphMemAttribute)                                                                 \
+  X (cuDeviceSetGraphMemAttribute)
 
 /**
  * MEMRES_CUDA_FOREACH_REQUIRED_ENTRY:

@@ -50,11 +50,12 @@ G_BEGIN_DECLS
  * against older headers keeps working, while one built against newer headers could use what
  * this core does not have and is refused (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH).
  *
- * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks.
+ * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks; ABI 1.2
+ * appended driver table entries (see %MEMRES_CUDA_FOREACH_ENTRY).
  *
  * Since: 1.0
  */
-#define MEMRES_PLUGIN_ABI_MINOR 1
+#define MEMRES_PLUGIN_ABI_MINOR 2
 
 /**
  * MemresPluginInitFunc:
