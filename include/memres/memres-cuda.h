@@ -216,7 +216,8 @@ typedef struct
  *   16-byte UUIDs used in IPC handles and descriptors; a UUID no local device has gives
  *   %MEMRES_ERROR_WRONG_DEVICE.
  * memres_cuda_check_stream_not_capturing(): %MEMRES_ERROR_NOT_SUPPORTED when @stream is being
- *   captured into a graph (cuStreamIsCapturing), for kinds that cannot allocate in a graph. */
+ *   captured into a graph (cuStreamIsCapturing), for kinds that cannot allocate in a graph; the
+ *   message points at the `graph` kind, which can. */
 const MemresCudaDriver *memres_cuda_get_driver (GError **error);
 gboolean memres_cuda_set_error (GError **error, CUresult result, const char *call);
 gboolean memres_cuda_get_device_count (gint *count, GError **error);
