@@ -17,6 +17,7 @@
 
 typedef struct
 {
+  const MemresCudaDriver *drv;
   gint device;
   CUdevice cu_device;
 } Graph;
@@ -81,6 +82,7 @@ graph_init (MemresResource *mr, const MemresOptions *options, GError **error)
                    device);
       return FALSE;
     }
+  self->drv = drv;
   self->device = device;
   return TRUE;
 }
@@ -90,9 +92,22 @@ graph_finalize (MemresResource *mr)
 {
 }
 
+/* Calls on an explicit stream act in the stream's context; a thread without any current
+ * context may still be refused one. Then the device's primary context is made current and the
+ * call tried again, so that the usual path stays one driver call. */
+#define WITH_CONTEXT(self, r, call)                                                                \
+  G_STMT_START                                                                                     \
+  {                                                                                                \
+    (r) = (call);                                                                                  \
+    if (G_UNLIKELY ((r) == CUDA_ERROR_INVALID_CONTEXT)                                             \
+        && memres_cuda_ensure_context ((self)->device, NULL))                                      \
+      (r) = (call);                                                                                \
+  }                                                                                                \
+  G_STMT_END
+
 /* INVALID_ARGUMENT unless @stream is capturing a graph. */
 static gboolean
-check_capturing (const MemresCudaDriver *drv, Graph *self, MemresStream stream, GError **error)
+check_capturing (Graph *self, MemresStream stream, GError **error)
 {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   CUresult r;
@@ -107,7 +122,7 @@ check_capturing (const MemresCudaDriver *drv, Graph *self, MemresStream stream, 
                    self->device);
       return FALSE;
     }
-  r = drv->cuStreamIsCapturing ((CUstream) stream, &status);
+  WITH_CONTEXT (self, r, self->drv->cuStreamIsCapturing ((CUstream) stream, &status));
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuStreamIsCapturing");
   if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
@@ -128,16 +143,14 @@ graph_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
                 GError **error)
 {
   Graph *self = memres_resource_get_private (mr);
-  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
   CUdeviceptr ptr = 0;
   CUresult r;
 
-  if (drv == NULL || !memres_cuda_ensure_context (self->device, error)
-      || !check_capturing (drv, self, stream, error))
+  if (!check_capturing (self, stream, error))
     return FALSE;
   /* On a capturing stream this adds an allocation node: the address is fixed now, the memory
    * is allocated by each launch. */
-  r = drv->cuMemAllocAsync (&ptr, size, (CUstream) stream);
+  WITH_CONTEXT (self, r, self->drv->cuMemAllocAsync (&ptr, size, (CUstream) stream));
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuMemAllocAsync");
   alloc->address = ptr;
@@ -149,15 +162,13 @@ static gboolean
 graph_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   Graph *self = memres_resource_get_private (mr);
-  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
   CUresult r;
 
-  if (drv == NULL || !memres_cuda_ensure_context (self->device, error))
-    return FALSE;
   /* A free node when @stream is capturing; otherwise the free of the allocation a launch left
    * live. The core calls this once per buffer: the buffer is closed from here on, so no later
    * close or unref frees it again. */
-  r = drv->cuMemFreeAsync ((CUdeviceptr) alloc->address, (CUstream) stream);
+  WITH_CONTEXT (self, r,
+                self->drv->cuMemFreeAsync ((CUdeviceptr) alloc->address, (CUstream) stream));
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuMemFreeAsync");
   return TRUE;
@@ -173,11 +184,10 @@ graph_query (MemresResource *mr, MemresResourceInfo *info)
 }
 
 static gboolean
-get_attribute (const MemresCudaDriver *drv, Graph *self, CUgraphMem_attribute attr, guint64 *value,
-               GError **error)
+get_attribute (Graph *self, CUgraphMem_attribute attr, guint64 *value, GError **error)
 {
   cuuint64_t v = 0;
-  CUresult r = drv->cuDeviceGetGraphMemAttribute (self->cu_device, attr, &v);
+  CUresult r = self->drv->cuDeviceGetGraphMemAttribute (self->cu_device, attr, &v);
 
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuDeviceGetGraphMemAttribute");
@@ -189,16 +199,12 @@ static gboolean
 graph_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 {
   Graph *self = memres_resource_get_private (mr);
-  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
 
-  return drv != NULL
-         && get_attribute (drv, self, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
-                           &stats->reserved_current, error)
-         && get_attribute (drv, self, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, &stats->reserved_high,
-                           error)
-         && get_attribute (drv, self, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &stats->used_current,
-                           error)
-         && get_attribute (drv, self, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &stats->used_high, error);
+  return get_attribute (self, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &stats->reserved_current,
+                        error)
+         && get_attribute (self, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, &stats->reserved_high, error)
+         && get_attribute (self, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &stats->used_current, error)
+         && get_attribute (self, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &stats->used_high, error);
 }
 
 static gboolean
@@ -207,14 +213,11 @@ graph_reset_stats (MemresResource *mr, GError **error)
   static const CUgraphMem_attribute highs[]
       = { CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH };
   Graph *self = memres_resource_get_private (mr);
-  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
 
-  if (drv == NULL)
-    return FALSE;
   for (guint i = 0; i < G_N_ELEMENTS (highs); i++)
     {
       cuuint64_t zero = 0; /* the only value the driver accepts: a reset */
-      CUresult r = drv->cuDeviceSetGraphMemAttribute (self->cu_device, highs[i], &zero);
+      CUresult r = self->drv->cuDeviceSetGraphMemAttribute (self->cu_device, highs[i], &zero);
 
       if (r != CUDA_SUCCESS)
         return memres_cuda_set_error (error, r, "cuDeviceSetGraphMemAttribute");
@@ -226,16 +229,13 @@ static gboolean
 graph_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 {
   Graph *self = memres_resource_get_private (mr);
-  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
   guint64 reserved = 0;
   CUresult r;
 
-  if (drv == NULL)
-    return FALSE;
   if (bytes_to_keep > 0)
     {
       /* cuDeviceGraphMemTrim keeps nothing it can release: only a no-op honours a floor. */
-      if (!get_attribute (drv, self, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved, error))
+      if (!get_attribute (self, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved, error))
         return FALSE;
       if (reserved <= bytes_to_keep)
         return TRUE;
@@ -246,7 +246,7 @@ graph_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
                    self->device, bytes_to_keep, reserved);
       return FALSE;
     }
-  r = drv->cuDeviceGraphMemTrim (self->cu_device);
+  r = self->drv->cuDeviceGraphMemTrim (self->cu_device);
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuDeviceGraphMemTrim");
   return TRUE;
