@@ -1,5 +1,5 @@
 /* fakecuda-device.c: devices, attributes, primary contexts, the thread's context stack, streams
- * (work runs at once, in order), stream capture, graphs and events. */
+ * (work runs at once, in order), stream capture (what it records: fakecuda-graph.c) and events. */
 #include "fakecuda-private.h"
 
 #include <stdio.h>
