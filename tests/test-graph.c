@@ -423,6 +423,117 @@ test_double_free_driver (void)
   fixture_clear (&f);
 }
 
+/* A buffer allocated in one graph and freed in another: the second graph's free node frees what
+ * the first graph's launch allocated. */
+static void
+test_freed_by_other_graph (void)
+{
+  GError *error = NULL;
+  MemresBuffer *buf;
+  CUgraph alloc_graph, free_graph;
+  CUgraphExec alloc_exec, free_exec;
+  Fixture f;
+
+  if (!fixture_init (&f, 512 * KiB))
+    return;
+  begin_capture (&f);
+  buf = capture_fill_copy (&f, FALSE);
+  alloc_graph = end_capture (&f);
+  begin_capture (&f);
+  CHECK (memres_buffer_close (buf, f.stream, &error)); /* the other graph's free node */
+  memres_buffer_unref (buf);
+  free_graph = end_capture (&f);
+  CU_OK (f.drv->cuGraphInstantiateWithFlags (&alloc_exec, alloc_graph, 0));
+  CU_OK (f.drv->cuGraphInstantiateWithFlags (&free_exec, free_graph, 0));
+  for (int i = 0; i < 2; i++)
+    {
+      launch_and_check (&f, alloc_exec);
+      g_assert_cmpuint (stats_ok (f.mr).used_current, >=, f.size);
+      CU_OK (f.drv->cuGraphLaunch (free_exec, f.stream));
+      CU_OK (f.drv->cuStreamSynchronize (f.stream));
+      if (mt_driver_is_fake ())
+        g_assert_cmpuint (stats_ok (f.mr).used_current, ==, 0);
+    }
+  CU_OK (f.drv->cuGraphExecDestroy (alloc_exec));
+  CU_OK (f.drv->cuGraphExecDestroy (free_exec));
+  CU_OK (f.drv->cuGraphDestroy (alloc_graph));
+  CU_OK (f.drv->cuGraphDestroy (free_graph));
+  fixture_clear (&f);
+}
+
+/* A graph with memory nodes has one executable graph at a time (cuda.h), on both drivers. */
+static void
+test_one_exec_per_graph (void)
+{
+  MemresBuffer *buf;
+  CUgraph graph;
+  CUgraphExec exec, second = NULL;
+  Fixture f;
+
+  if (!fixture_init (&f, 64 * KiB))
+    return;
+  begin_capture (&f);
+  buf = capture_fill_copy (&f, TRUE);
+  memres_buffer_unref (buf);
+  graph = end_capture (&f);
+  CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
+  g_assert_cmpint (f.drv->cuGraphInstantiateWithFlags (&second, graph, 0), !=, CUDA_SUCCESS);
+  CU_OK (f.drv->cuGraphExecDestroy (exec));
+  CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
+  launch_and_check (&f, exec);
+  CU_OK (f.drv->cuGraphExecDestroy (exec));
+  CU_OK (f.drv->cuGraphDestroy (graph));
+  fixture_clear (&f);
+}
+
+/* Allocation and free from a thread with no current context: the stream's context serves. */
+typedef struct
+{
+  Fixture *f;
+  gboolean done;
+} ThreadJob;
+
+static gpointer
+allocate_in_thread (gpointer data)
+{
+  ThreadJob *job = data;
+  GError *error = NULL;
+  CUcontext current = NULL;
+  MemresBuffer *buf;
+
+  CU_OK (job->f->drv->cuCtxGetCurrent (&current));
+  g_assert_null (current);
+  buf = memres_resource_allocate (job->f->mr, 64 * KiB, job->f->stream, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (buf);
+  CHECK (memres_buffer_close (buf, job->f->stream, &error));
+  memres_buffer_unref (buf);
+  job->done = TRUE;
+  return NULL;
+}
+
+static void
+test_thread_without_context (void)
+{
+  Fixture f;
+  ThreadJob job = { &f, FALSE };
+  CUgraph graph;
+  CUgraphExec exec;
+
+  if (!fixture_init (&f, 64 * KiB))
+    return;
+  begin_capture (&f);
+  g_thread_join (g_thread_new ("no-context", allocate_in_thread, &job));
+  g_assert_true (job.done);
+  graph = end_capture (&f);
+  CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
+  CU_OK (f.drv->cuGraphLaunch (exec, f.stream));
+  CU_OK (f.drv->cuStreamSynchronize (f.stream));
+  CU_OK (f.drv->cuGraphExecDestroy (exec));
+  CU_OK (f.drv->cuGraphDestroy (graph));
+  fixture_clear (&f);
+}
+
 /* Two graph resources of a device are equal views of its graph memory. */
 static void
 test_equal_resources (void)
@@ -548,6 +659,9 @@ main (int argc, char **argv)
   g_test_add_func ("/graph/buffer/outlives-graph", test_outlives_graph);
   g_test_add_func ("/graph/buffer/double-free", test_double_free);
   g_test_add_func ("/graph/buffer/double-free-driver", test_double_free_driver);
+  g_test_add_func ("/graph/buffer/freed-by-other-graph", test_freed_by_other_graph);
+  g_test_add_func ("/graph/driver/one-exec-per-graph", test_one_exec_per_graph);
+  g_test_add_func ("/graph/allocate/thread-without-context", test_thread_without_context);
   g_test_add_func ("/graph/resource/equal", test_equal_resources);
   g_test_add_func ("/graph/new/bad-spec", test_bad_spec);
   g_test_add_func ("/graph/new/no-pools", test_no_pools);
