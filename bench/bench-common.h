@@ -90,7 +90,7 @@ typedef struct
 } BenchRow;
 
 /* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy, (f) ipc_import,
- * (j) adaptor. */
+ * (g) graph_capture, (j) adaptor. */
 typedef struct
 {
   char *name;
@@ -140,6 +140,9 @@ BenchSection *bench_run_copy (BenchContext *ctx);
 
 /* bench-ipc-import.c: section (f). */
 BenchSection *bench_run_ipc_import (BenchContext *ctx);
+
+/* bench-graph.c: section (g). */
+BenchSection *bench_run_graph_capture (BenchContext *ctx);
 
 /* bench-adaptor.c: section (j). */
 BenchSection *bench_run_adaptor (BenchContext *ctx);
