@@ -155,6 +155,13 @@ register_kinds (void)
 /* ---- helpers ---- */
 
 static gboolean
+count_live (const MemresLiveAllocation *a, gpointer data)
+{
+  (*(guint *) data)++;
+  return TRUE;
+}
+
+static gboolean
 never_live (const MemresLiveAllocation *a, gpointer data)
 {
   g_assert_not_reached ();
@@ -310,6 +317,56 @@ test_stacks_devices (void)
     return;
   for (i = 0; i < G_N_ELEMENTS (device_specs); i++)
     check_stack (device_specs[i]);
+}
+
+/* Adaptors that only count, limit and track over the graph kind: allocations inside a stream
+ * capture pass straight through (docs/graph.md, "Under adaptors"). */
+static void
+test_over_graph (void)
+{
+  const MemresCudaDriver *drv;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresStatsCounters c;
+  MemresBuffer *buf;
+  CUstream stream;
+  CUgraph graph = NULL;
+  CUgraphExec exec;
+  guint n_live = 0;
+
+  if (!mt_require_devices (1))
+    return;
+  drv = memres_cuda_get_driver (&error);
+  g_assert_no_error (error);
+  mr = mt_new_ok ("stats>limit:max=64MiB>track>graph:device=0");
+  g_assert_true (memres_cuda_ensure_context (0, &error));
+  g_assert_cmpint (drv->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamBeginCapture (stream, CU_STREAM_CAPTURE_MODE_RELAXED), ==,
+                   CUDA_SUCCESS);
+  buf = memres_resource_allocate (mr, 4 << 20, stream, &error);
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_fill (buf, 0x5a5a5a5a, 4, stream, &error));
+  g_assert_true (memres_track_foreach_live (mr, count_live, &n_live, &error));
+  g_assert_cmpuint (n_live, ==, 1);
+  g_assert_true (memres_buffer_close (buf, stream, &error));
+  memres_buffer_unref (buf);
+  g_assert_cmpint (drv->cuStreamEndCapture (stream, &graph), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuGraphInstantiateWithFlags (&exec, graph, 0), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuGraphLaunch (exec, stream), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamSynchronize (stream), ==, CUDA_SUCCESS);
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_cmpuint (c.count_total, ==, 1);
+  g_assert_cmpuint (c.count_current, ==, 0);
+  g_assert_cmpuint (c.bytes_peak, ==, 4 << 20);
+  n_live = 0;
+  g_assert_true (memres_track_foreach_live (mr, count_live, &n_live, &error));
+  g_assert_cmpuint (n_live, ==, 0);
+  g_assert_cmpint (drv->cuGraphExecDestroy (exec), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuGraphDestroy (graph), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamDestroy (stream), ==, CUDA_SUCCESS);
+  /* trim passes down to graph */
+  g_assert_true (memres_resource_trim (mr, 0, &error));
+  g_assert_no_error (error);
 }
 
 /* stats: exact counters, size classes, reset. */
@@ -885,6 +942,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/over-devices", test_over_devices);
   g_test_add_func ("/adaptors/stacks-host", test_stacks_host);
   g_test_add_func ("/adaptors/stacks-devices", test_stacks_devices);
+  g_test_add_func ("/adaptors/over-graph", test_over_graph);
   g_test_add_func ("/adaptors/stats-counters", test_stats_counters);
   g_test_add_func ("/adaptors/limit-boundary", test_limit_boundary);
   g_test_add_func ("/adaptors/bad-options", test_bad_options);
