@@ -72,7 +72,8 @@ def main():
 
     got = workload()
     for k in reference:
-        numpy.testing.assert_allclose(got[k], reference[k], rtol=1e-6, atol=0, err_msg=k)
+        # cuBLAS may pick another kernel for other pointers' alignment: float tolerance
+        numpy.testing.assert_allclose(got[k], reference[k], rtol=1e-5, atol=1e-5, err_msg=k)
     print("results equal to CuPy's memory pool:", ", ".join(sorted(reference)))
     print("memres statistics:", memres.stats(mr))
 

@@ -56,25 +56,31 @@ def expected_floats(offset=0.0):
 
 
 def export_case(memres, mr, consumer, name):
-    """A memres buffer of N float32 [0, 1, 2...] read by @consumer (returns (pointer, bytes, obj))."""
+    """A memres buffer of N float32 [0, 1, 2...] read by @consumer, which returns
+    (pointer, object, read): the consumer's object holds the only reference left once ours is
+    dropped; its bytes are read after that; dropping it runs the deleter once and frees the
+    buffer."""
     buf = memres.allocate(mr, N * 4)
     memres.write(buf, expected_floats())
     deleted = Counter()
     exported = mi.DLPackExport(memres, buf, "float32", (N,), on_delete=deleted)
     assert exported.__dlpack_device__() == (mi.kDLCUDA, 0), exported.__dlpack_device__()
-    memres.lib.memres_buffer_unref(buf)  # the exported tensors keep it alive from here on
+    address = memres.address(buf)
     n_before = memres.stats(mr)["n_buffers"]
-    ptr, data, obj = consumer(exported)
-    assert ptr == memres.address(buf), f"{name}: {ptr:#x} != {memres.address(buf):#x} (a copy)"
-    assert data == expected_floats(), f"{name}: the bytes differ"
+    ptr, obj, read = consumer(exported)
+    memres.lib.memres_buffer_unref(buf)  # the consumer's tensor keeps the buffer alive now
+    assert memres.stats(mr)["n_buffers"] == n_before, "the buffer went with our reference"
+    assert ptr == address, f"{name}: {ptr:#x} != {address:#x} (a copy)"
+    assert read(obj) == expected_floats(), f"{name}: the bytes differ"
     assert deleted.n == 0
-    del obj, data
+    del obj
     gc.collect()
     assert deleted.n == 1, f"{name}: the deleter ran {deleted.n} times"
     del exported
     gc.collect()
+    assert deleted.n == 1, f"{name}: the deleter ran {deleted.n} times"
     assert memres.stats(mr)["n_buffers"] == n_before - 1, memres.stats(mr)
-    print(f"{name}: read a memres buffer at {ptr:#x} without a copy; deleter once")
+    print(f"{name}: read a memres buffer at {ptr:#x} without a copy; deleter once; freed")
 
 
 def torch_bytes(t):
@@ -85,21 +91,20 @@ def torch_bytes(t):
 def torch_consumer(exported):
     t = torch.from_dlpack(exported)
     assert t.is_cuda and t.dtype == torch.float32 and t.shape == (N,)
-    return t.data_ptr(), torch_bytes(t), t
+    return t.data_ptr(), t, torch_bytes
 
 
 def cupy_consumer(exported):
     a = cupy.from_dlpack(exported)
     assert a.dtype == cupy.float32 and a.shape == (N,)
-    return a.data.ptr, cupy.asnumpy(a).tobytes(), a
+    return a.data.ptr, a, lambda x: cupy.asnumpy(x).tobytes()
 
 
 def jax_consumer(exported):
     import jax
     import numpy
     a = jax.dlpack.from_dlpack(exported)
-    ptr = a.unsafe_buffer_pointer()
-    return ptr, numpy.asarray(a).tobytes(), a
+    return a.unsafe_buffer_pointer(), a, lambda x: numpy.asarray(x).tobytes()
 
 
 def write_through_torch(memres, mr):
