@@ -346,7 +346,6 @@ test_per_device_spec (void)
   g_setenv ("MEMRES_ALLOCATOR_RESOURCE_3", "host:alignment=4KiB", TRUE);
   child_setup ();
   {
-    g_autoptr (GError) error = NULL;
     MemresResource *mr = shim.get_resource (3);
     void *p;
 
