@@ -250,7 +250,9 @@ release (void *ptr, int device, MemresStream stream)
       wait_for_recorded (entry->device, stream, entry->recorded);
       g_array_unref (entry->recorded);
     }
-  if (!memres_buffer_close (entry->buf, stream, &error))
+  /* CUDA_ERROR_DEINITIALIZED: the process exits and the driver is gone (torch frees late) */
+  if (!memres_buffer_close (entry->buf, stream, &error)
+      && !g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
     log_once (&close_failure_logged, "free", error);
   memres_buffer_unref (entry->buf);
   __atomic_fetch_sub (&devices[entry->device].n_buffers, 1, __ATOMIC_RELAXED);
@@ -316,7 +318,8 @@ memres_torch_alloc (ssize_t size, int device, void *stream)
  * from @ptr in a table sharded by pointer (no scan, one shard's lock), makes @stream wait for
  * the streams memres_torch_record_stream() recorded for it, and closes it on @stream (dmr:
  * cuMemFreeAsync()). A pointer that was not allocated here, or is freed already, is logged
- * once and otherwise ignored; so is a failing close.
+ * once and otherwise ignored; so is a failing close (except `CUDA_ERROR_DEINITIALIZED`, which
+ * the driver returns while the process exits, and is not logged).
  *
  * Thread safety: any thread, concurrently with every function here.
  */
