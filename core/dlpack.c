@@ -66,6 +66,12 @@ tensor_span (MemresDLDataType dtype, gint ndim, const gint64 *shape, const gint6
                      shape[i]);
         return FALSE;
       }
+  /* the extents other than 0 multiply to a count that fits (the compact strides of an empty
+   * tensor are their products) */
+  for (gint i = 0; i < ndim; i++)
+    if (!g_uint64_checked_mul (&count, count, (guint64) MAX (shape[i], 1)) || count > G_MAXINT64)
+      return geometry_error (error, "the number of elements overflows");
+  count = 1;
   for (gint i = 0; i < ndim; i++)
     if (shape[i] == 0)
       {
@@ -78,17 +84,13 @@ tensor_span (MemresDLDataType dtype, gint ndim, const gint64 *shape, const gint6
     {
       gint64 stride, reach;
 
-      if (strides != NULL)
-        stride = strides[i];
-      else if (count > G_MAXINT64)
-        return geometry_error (error, "the number of elements overflows");
-      else
-        stride = (gint64) count; /* compact row-major */
+      /* compact row-major without strides: the product of the later extents (it fits) */
+      stride = strides != NULL ? strides[i] : (gint64) count;
       if (__builtin_mul_overflow (shape[i] - 1, stride, &reach)
           || (reach > 0 ? __builtin_add_overflow (hi, reach, &hi)
-                        : __builtin_add_overflow (lo, reach, &lo))
-          || !g_uint64_checked_mul (&count, count, (guint64) shape[i]))
+                        : __builtin_add_overflow (lo, reach, &lo)))
         return geometry_error (error, "shape and strides overflow 64 bits");
+      count *= (guint64) shape[i];
     }
   /* elements lo..hi, each element_size bytes */
   if (lo == G_MININT64 || (guint64) hi >= G_MAXINT64 / element_size
@@ -257,7 +259,7 @@ memres_buffer_export_dlpack (MemresBuffer *buf, MemresDLDataType dtype, gint ndi
       memcpy (t->shape, shape, (gsize) ndim * sizeof (gint64));
       for (gint i = ndim - 1; i >= 0; i--)
         {
-          /* tensor_span() checked that these products fit (or an extent is 0) */
+          /* tensor_span() checked that these products fit */
           t->strides[i] = strides != NULL ? strides[i] : compact;
           compact *= MAX (shape[i], 1);
         }

@@ -326,6 +326,7 @@ test_export_invalid (void)
   const gint64 back[] = { -1 };
   const gint64 half_max[] = { G_MAXINT64 / 2 + 1 };
   const gint64 two[] = { 2 };
+  const gint64 empty_huge[] = { 0, G_GINT64_CONSTANT (1) << 59, 16 };
   const gint64 many[MEMRES_DLPACK_MAX_NDIM + 1] = { 0 };
 
   close_ok (closed);
@@ -346,6 +347,8 @@ test_export_invalid (void)
                        MEMRES_ERROR_NOT_SUPPORTED);
   /* 2^80 elements; a stride whose reach overflows; a span that overflows once in bytes */
   assert_export_fails (buf, u8, 2, huge, NULL, 0, MEMRES_ERROR_INVALID_ARGUMENT);
+  /* no element, but the other extents' product (a compact stride) overflows */
+  assert_export_fails (buf, u8, 3, empty_huge, NULL, 0, MEMRES_ERROR_INVALID_ARGUMENT);
   assert_export_fails (buf, u8, 1, three, max_stride, 0, MEMRES_ERROR_INVALID_ARGUMENT);
   assert_export_fails (buf, u8, 1, three, min_stride, 0, MEMRES_ERROR_INVALID_ARGUMENT);
   assert_export_fails (buf, f32, 1, two, half_max, 0, MEMRES_ERROR_INVALID_ARGUMENT);
