@@ -112,6 +112,19 @@ class Worker:
         self.p.wait()
 
 
+def default_spec():
+    """MEMRES_ALLOCATOR_DEFAULT_SPEC, read from the header next to this script."""
+    header = os.path.join(HERE, "..", "interop", "memres-allocator.h")
+    try:
+        with open(header) as f:
+            for line in f:
+                if line.startswith("#define MEMRES_ALLOCATOR_DEFAULT_SPEC"):
+                    return line.split('"')[1] + " (the library's default)"
+    except (OSError, IndexError):
+        pass
+    return "the library's default"
+
+
 def quartiles(values):
     if len(values) < 2:
         return values[0], values[0], values[0]
@@ -140,7 +153,7 @@ def main():
     reps = args.reps or (3 if args.quick else 7)
     plan = {"resnet18-step": (3 if args.quick else 10, "ms/step"),
             "empty-del": (500 if args.quick else 20000, "us/pair")}
-    spec = os.environ.get("MEMRES_ALLOCATOR_RESOURCE", "library default (dmr:device={device})")
+    spec = os.environ.get("MEMRES_ALLOCATOR_RESOURCE") or default_spec()
     workers = {k: Worker(k, args.quick) for k in ("torch", "memres")}
     results = {w: {k: [] for k in plan} for w in workers}
     for rep in range(reps):

@@ -16,7 +16,9 @@ G_BEGIN_DECLS
  * MEMRES_ALLOCATOR_DEFAULT_SPEC:
  *
  * The resource of each device when neither `MEMRES_ALLOCATOR_RESOURCE_<N>` nor
- * `MEMRES_ALLOCATOR_RESOURCE` is set; `{device}` stands for the device ordinal.
+ * `MEMRES_ALLOCATOR_RESOURCE` is set; `{device}` stands for the device ordinal. Device
+ * memory from the device's pool; a caching adaptor over it (`cache>dmr:device={device}`) is
+ * the intended default once that kind exists.
  */
 #define MEMRES_ALLOCATOR_DEFAULT_SPEC "dmr:device={device}"
 
