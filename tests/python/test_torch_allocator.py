@@ -151,6 +151,16 @@ def main():
                                    msg=lambda m, k=key: f"{k}: {m}")
     print("results equal to torch's own allocator:", ", ".join(sorted(reference)))
 
+    # a failing allocation (more than any device has) returns NULL to torch, which must raise
+    before = alloc.count_buffers(-1)
+    try:
+        torch.empty(1 << 50, dtype=torch.uint8, device="cuda")
+    except (torch.OutOfMemoryError if hasattr(torch, "OutOfMemoryError") else RuntimeError) as e:
+        print(f"1 PiB: torch raised {type(e).__name__} (memres logged the GError once)")
+    else:
+        raise AssertionError("torch did not raise for a NULL allocation of 1 PiB")
+    assert alloc.count_buffers(-1) == before
+
     # everything gone: the models, the optimizer state, cuBLAS's workspaces, the cache
     del out, keep, got
     gc.collect()
