@@ -95,7 +95,14 @@
   X (cuMemImportFromShareableHandle, 10020)                                                        \
   X (cuMemRetainAllocationHandle, 11000)                                                           \
   X (cuMemGetAllocationPropertiesFromHandle, 10020)                                                \
-  X (cuStreamGetCtx, 9020)
+  X (cuStreamGetCtx, 9020)                                                                         \
+  X (cuMemAllocManaged, 6000)                                                                      \
+  X (cuMemAdvise, 12020)                                                                           \
+  X (cuMemPrefetchAsync, 12020)                                                                    \
+  X (cuMemRangeGetAttribute, 8000)                                                                 \
+  X (cuMemPrefetchBatchAsync, 13000)                                                               \
+  X (cuMemDiscardBatchAsync, 13000)                                                                \
+  X (cuMemDiscardAndPrefetchBatchAsync, 13000)
 
 MEMRES_CHECKED_ENTRIES_ (MEMRES_CHECK_ENTRY_)
 #endif

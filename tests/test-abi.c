@@ -49,7 +49,8 @@ static void
 test_version (void)
 {
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 1);
-  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 1);     /* 1.1: export_chunks, import_chunks */
+  /* 1.1: export_chunks, import_chunks; 1.2: the managed-memory driver entries */
+  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 2);
   g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 2); /* 2: the same */
 }
 
@@ -304,6 +305,7 @@ test_enums (void)
   g_assert_cmpint (MEMRES_MEMORY_IMPORTED, ==, 8);
   g_assert_cmpint (MEMRES_MEMORY_RESIZABLE, ==, 16);
   g_assert_cmpint (MEMRES_MEMORY_STREAM_ORDERED, ==, 32);
+  g_assert_cmpint (MEMRES_MEMORY_MANAGED, ==, 64); /* appended in ABI 1.2 */
 
   /* Equal to the driver's values by design. */
   g_assert_cmpint (MEMRES_ACCESS_NONE, ==, 0);
@@ -424,6 +426,14 @@ static const char *const recorded_entries[] = {
   "cuMemRetainAllocationHandle",
   "cuMemGetAllocationPropertiesFromHandle",
   "cuStreamGetCtx", /* appended in ABI 1.1 */
+  /* appended in ABI 1.2 (managed memory) */
+  "cuMemAllocManaged",
+  "cuMemAdvise",
+  "cuMemPrefetchAsync",
+  "cuMemRangeGetAttribute",
+  "cuMemPrefetchBatchAsync",
+  "cuMemDiscardBatchAsync",
+  "cuMemDiscardAndPrefetchBatchAsync",
 };
 
 typedef struct
@@ -453,7 +463,7 @@ test_cuda_driver (void)
       g_assert_cmpuint (table_entries[i].offset, ==, 16 + 8 * i);
     }
   ASSERT_SIZE (MemresCudaDriver, 16 + 8 * G_N_ELEMENTS (recorded_entries));
-  ASSERT_SIZE (MemresCudaDriver, 648);
+  ASSERT_SIZE (MemresCudaDriver, 704);
 }
 
 /* The entries a driver must have: a longer list would refuse drivers that used to load. */

@@ -49,6 +49,13 @@ G_BEGIN_DECLS
  * A plugin that needs an entry point not listed here cannot resolve it itself: ask for it to be
  * appended (next ABI minor).
  *
+ * ABI 1.1 appended cuStreamGetCtx. ABI 1.2 appended the managed-memory entry points
+ * cuMemAllocManaged, cuMemAdvise, cuMemPrefetchAsync, cuMemRangeGetAttribute,
+ * cuMemPrefetchBatchAsync, cuMemDiscardBatchAsync and cuMemDiscardAndPrefetchBatchAsync. cuda.h
+ * (CUDA 13) names the CUmemLocation forms of cuMemAdvise and cuMemPrefetchAsync (their `_v2`),
+ * and cuGetProcAddress() at CUDA 13.0 returns exactly those (introduced in CUDA 12.2); the three
+ * batch entry points exist from CUDA 13.0 and are %NULL with older drivers.
+ *
  * Since: 1.0
  */
 #define MEMRES_CUDA_FOREACH_ENTRY(X)                                                               \
@@ -130,7 +137,14 @@ G_BEGIN_DECLS
   X (cuMemImportFromShareableHandle)                                                               \
   X (cuMemRetainAllocationHandle)                                                                  \
   X (cuMemGetAllocationPropertiesFromHandle)                                                       \
-  X (cuStreamGetCtx)
+  X (cuStreamGetCtx)                                                                               \
+  X (cuMemAllocManaged)                                                                            \
+  X (cuMemAdvise)                                                                                  \
+  X (cuMemPrefetchAsync)                                                                           \
+  X (cuMemRangeGetAttribute)                                                                       \
+  X (cuMemPrefetchBatchAsync)                                                                      \
+  X (cuMemDiscardBatchAsync)                                                                       \
+  X (cuMemDiscardAndPrefetchBatchAsync)
 
 /**
  * MEMRES_CUDA_FOREACH_REQUIRED_ENTRY:

@@ -28,6 +28,7 @@
 #include <memres/memres-resource.h>
 #include <memres/memres-buffer.h>
 #include <memres/memres-ipc.h>
+#include <memres/memres-managed.h>
 #include <memres/memres-cuda.h>
 #undef MEMRES_INSIDE
 
@@ -50,11 +51,13 @@ G_BEGIN_DECLS
  * against older headers keeps working, while one built against newer headers could use what
  * this core does not have and is refused (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH).
  *
- * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks.
+ * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks. ABI 1.2
+ * appended the managed-memory driver entry points (see %MEMRES_CUDA_FOREACH_ENTRY) and
+ * %MEMRES_MEMORY_MANAGED.
  *
  * Since: 1.0
  */
-#define MEMRES_PLUGIN_ABI_MINOR 1
+#define MEMRES_PLUGIN_ABI_MINOR 2
 
 /**
  * MemresPluginInitFunc:
