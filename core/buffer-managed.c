@@ -133,7 +133,10 @@ advise (MemresBuffer *buf, CUmem_advise advice, const MemresLocation *location, 
   CUmemLocation loc = { CU_MEM_LOCATION_TYPE_HOST, 0 };
   CUresult res;
 
-  if (location != NULL && !check_location (location, use, what, &loc, error))
+  /* accessed-by always names a location; read-mostly and unsetting the preferred location
+   * none (the driver ignores it) */
+  if ((location != NULL || (use & LOCATIONS_DEVICE_OR_HOST))
+      && !check_location (location, use, what, &loc, error))
     return FALSE;
   if (!begin (buf, what, &drv, error))
     return FALSE;
