@@ -873,9 +873,11 @@ op_allocate_close (gpointer data, GError **error)
 static void
 sweep (const char *spec)
 {
-  /* A failing free cannot be undone; a missing device name is only cosmetic. */
-  static const char *const frees[] = { "cuMemFreeAsync", "cuMemFree", "cuDeviceGetName", NULL };
+  /* A failing free cannot be undone; a missing device name is only cosmetic; a failing pop
+   * leaves nothing allocated. */
+  static const char *const frees[] = { "cuMemFreeAsync", "cuMemFree", "cuCtxPopCurrent", NULL };
   static const char *const tolerated[] = { "cuDeviceGetName", NULL };
+  static const char *const pops[] = { "cuCtxPopCurrent", NULL }; /* nothing to undo */
   g_autofree char *what = NULL;
   MtSweepData d = { .spec = spec, .size = 2 * MiB };
   int n;
@@ -890,7 +892,7 @@ sweep (const char *spec)
   d.mr = mt_new_ok (spec);
   g_free (what);
   what = g_strdup_printf ("allocate %s", spec);
-  n = mt_fault_sweep (what, mt_op_allocate, mt_undo_allocate, &d, CUDA_ERROR_NOT_PERMITTED, NULL);
+  n = mt_fault_sweep (what, mt_op_allocate, mt_undo_allocate, &d, CUDA_ERROR_NOT_PERMITTED, pops);
   g_assert_cmpint (n, >, 0);
   g_free (what);
   what = g_strdup_printf ("allocate+close %s", spec);

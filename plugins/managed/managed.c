@@ -301,7 +301,8 @@ managed_init (MemresResource *mr, const MemresOptions *options, GError **error)
     }
   else
     {
-      if (self->drv->cuMemAllocManaged == NULL
+      if (self->drv->cuMemAllocManaged == NULL || self->drv->cuCtxPushCurrent == NULL
+          || self->drv->cuCtxPopCurrent == NULL
           || (location.type != CU_MEM_LOCATION_TYPE_NONE && self->drv->cuMemAdvise == NULL))
         {
           g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
@@ -348,11 +349,17 @@ static gboolean
 allocate_managed (Managed *self, gsize size, MemresAllocation *alloc, GError **error)
 {
   CUdeviceptr ptr = 0;
+  CUcontext ctx;
   CUresult r;
 
-  if (!memres_cuda_ensure_context (self->device, error))
+  /* cuMemAllocManaged acts on the current context: the device's primary one, for the call */
+  if (!memres_cuda_get_primary_context (self->device, &ctx, error))
     return FALSE;
+  r = self->drv->cuCtxPushCurrent (ctx);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
   r = self->drv->cuMemAllocManaged (&ptr, size, self->attach);
+  (void) self->drv->cuCtxPopCurrent (&ctx);
   if (r != CUDA_SUCCESS)
     return memres_pool_set_alloc_error (error, r, "cuMemAllocManaged", size);
   if (self->preferred.type != CU_MEM_LOCATION_TYPE_NONE)
