@@ -96,6 +96,12 @@
   X (cuMemRetainAllocationHandle, 11000)                                                           \
   X (cuMemGetAllocationPropertiesFromHandle, 10020)                                                \
   X (cuStreamGetCtx, 9020)                                                                         \
+  X (cuGraphInstantiateWithFlags, 11040)                                                           \
+  X (cuGraphLaunch, 10000)                                                                         \
+  X (cuGraphExecDestroy, 10000)                                                                    \
+  X (cuDeviceGraphMemTrim, 11040)                                                                  \
+  X (cuDeviceGetGraphMemAttribute, 11040)                                                          \
+  X (cuDeviceSetGraphMemAttribute, 11040)                                                          \
   X (cuMemAllocManaged, 6000)                                                                      \
   X (cuMemAdvise, 12020)                                                                           \
   X (cuMemPrefetchAsync, 12020)                                                                    \

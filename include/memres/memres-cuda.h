@@ -49,11 +49,14 @@ G_BEGIN_DECLS
  * A plugin that needs an entry point not listed here cannot resolve it itself: ask for it to be
  * appended (next ABI minor).
  *
- * ABI 1.1 appended cuStreamGetCtx. ABI 1.2 appended the managed-memory entry points
- * cuMemAllocManaged, cuMemAdvise, cuMemPrefetchAsync, cuMemRangeGetAttribute,
- * cuMemPrefetchBatchAsync, cuMemDiscardBatchAsync and cuMemDiscardAndPrefetchBatchAsync. cuda.h
- * (CUDA 13) names the CUmemLocation forms of cuMemAdvise and cuMemPrefetchAsync (their `_v2`),
- * and cuGetProcAddress() at CUDA 13.0 returns exactly those (introduced in CUDA 12.2); the three
+ * ABI 1.2 appended the graph entry points: cuGraphInstantiateWithFlags, cuGraphLaunch,
+ * cuGraphExecDestroy, cuDeviceGraphMemTrim, cuDeviceGetGraphMemAttribute and
+ * cuDeviceSetGraphMemAttribute (the `graph` kind, and tests that capture and launch graphs);
+ * then the managed-memory entry points cuMemAllocManaged, cuMemAdvise, cuMemPrefetchAsync,
+ * cuMemRangeGetAttribute, cuMemPrefetchBatchAsync, cuMemDiscardBatchAsync and
+ * cuMemDiscardAndPrefetchBatchAsync (the `managed` kind). cuda.h (CUDA 13) names the
+ * CUmemLocation forms of cuMemAdvise and cuMemPrefetchAsync (their `_v2`), and
+ * cuGetProcAddress() at CUDA 13.0 returns exactly those (introduced in CUDA 12.2); the three
  * batch entry points exist from CUDA 13.0 and are %NULL with older drivers.
  *
  * Since: 1.0
@@ -138,6 +141,12 @@ G_BEGIN_DECLS
   X (cuMemRetainAllocationHandle)                                                                  \
   X (cuMemGetAllocationPropertiesFromHandle)                                                       \
   X (cuStreamGetCtx)                                                                               \
+  X (cuGraphInstantiateWithFlags)                                                                  \
+  X (cuGraphLaunch)                                                                                \
+  X (cuGraphExecDestroy)                                                                           \
+  X (cuDeviceGraphMemTrim)                                                                         \
+  X (cuDeviceGetGraphMemAttribute)                                                                 \
+  X (cuDeviceSetGraphMemAttribute)                                                                 \
   X (cuMemAllocManaged)                                                                            \
   X (cuMemAdvise)                                                                                  \
   X (cuMemPrefetchAsync)                                                                           \
@@ -220,7 +229,8 @@ typedef struct
  *   16-byte UUIDs used in IPC handles and descriptors; a UUID no local device has gives
  *   %MEMRES_ERROR_WRONG_DEVICE.
  * memres_cuda_check_stream_not_capturing(): %MEMRES_ERROR_NOT_SUPPORTED when @stream is being
- *   captured into a graph (cuStreamIsCapturing), for kinds that cannot allocate in a graph. */
+ *   captured into a graph (cuStreamIsCapturing), for kinds that cannot allocate in a graph; the
+ *   message points at the `graph` kind, which can. */
 const MemresCudaDriver *memres_cuda_get_driver (GError **error);
 gboolean memres_cuda_set_error (GError **error, CUresult result, const char *call);
 gboolean memres_cuda_get_device_count (gint *count, GError **error);
