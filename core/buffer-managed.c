@@ -65,14 +65,12 @@ begin (MemresBuffer *buf, const char *what, const MemresCudaDriver **drv, GError
   return *drv != NULL && memres_cuda_ensure_context (MAX (buf->device, 0), error);
 }
 
+/* @since: the CUDA version that introduced the form of @entry the table holds */
 static gboolean
-no_entry (const char *what, const char *entry, GError **error)
+no_entry (const char *what, const char *entry, const char *since, GError **error)
 {
   g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-               "%s: the CUDA driver has no %s (CUDA %s or newer is needed)", what, entry,
-               g_str_has_prefix (entry, "cuMemDiscard") || g_str_has_suffix (entry, "BatchAsync")
-                   ? "13.0"
-                   : "12.2");
+               "%s: the CUDA driver has no %s (CUDA %s or newer is needed)", what, entry, since);
   return FALSE;
 }
 
@@ -143,7 +141,7 @@ advise (MemresBuffer *buf, CUmem_advise advice, const MemresLocation *location, 
   if (drv == NULL)
     return TRUE;
   if (drv->cuMemAdvise == NULL)
-    return no_entry (what, "cuMemAdvise", error);
+    return no_entry (what, "cuMemAdvise", "12.2", error);
   res = drv->cuMemAdvise ((CUdeviceptr) buf->alloc.address, buf->alloc.size, advice, loc);
   if (res != CUDA_SUCCESS)
     return memres_cuda_set_error (error, res, "cuMemAdvise");
@@ -166,7 +164,7 @@ get_int_attribute (MemresBuffer *buf, CUmem_range_attribute attr, const char *wh
       return TRUE;
     }
   if (drv->cuMemRangeGetAttribute == NULL)
-    return no_entry (what, "cuMemRangeGetAttribute", error);
+    return no_entry (what, "cuMemRangeGetAttribute", "8.0", error);
   res = drv->cuMemRangeGetAttribute (value, sizeof *value, attr, (CUdeviceptr) buf->alloc.address,
                                      buf->alloc.size);
   if (res != CUDA_SUCCESS)
@@ -250,7 +248,8 @@ memres_buffer_set_read_mostly (MemresBuffer *buf, gboolean read_mostly, GError *
  * (%FALSE for an empty buffer). Thread-safe.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when @buf is not managed memory;
- * %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
+ * %MEMRES_ERROR_NO_DRIVER; %MEMRES_ERROR_NOT_SUPPORTED (no cuMemRangeGetAttribute);
+ * %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
  *
@@ -314,7 +313,8 @@ memres_buffer_set_preferred_location (MemresBuffer *buf, const MemresLocation *l
  * Thread-safe.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when @buf is not managed memory;
- * %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
+ * %MEMRES_ERROR_NO_DRIVER; %MEMRES_ERROR_NOT_SUPPORTED (no cuMemRangeGetAttribute);
+ * %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
  *
@@ -391,7 +391,8 @@ memres_buffer_remove_accessed_by (MemresBuffer *buf, const MemresLocation *locat
  * an array of one slot per device plus one for the host. Thread-safe.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when @buf is not managed memory;
- * %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
+ * %MEMRES_ERROR_NO_DRIVER; %MEMRES_ERROR_NOT_SUPPORTED (no cuMemRangeGetAttribute);
+ * %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success (@locations and @n_locations are set only then)
  *
@@ -419,7 +420,7 @@ memres_buffer_get_accessed_by (MemresBuffer *buf, MemresLocation **locations, gu
       return TRUE;
     }
   if (drv->cuMemRangeGetAttribute == NULL)
-    return no_entry ("accessed-by query", "cuMemRangeGetAttribute", error);
+    return no_entry ("accessed-by query", "cuMemRangeGetAttribute", "8.0", error);
   if (!memres_cuda_get_device_count (&n_devices, error))
     return FALSE;
   slots = g_new (int, n_devices + 1);
@@ -483,7 +484,8 @@ memres_buffer_prefetch (MemresBuffer *buf, const MemresLocation *location, Memre
  * `_ID`). It reports what was asked for, not where the pages are now. Thread-safe.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when @buf is not managed memory;
- * %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
+ * %MEMRES_ERROR_NO_DRIVER; %MEMRES_ERROR_NOT_SUPPORTED (no cuMemRangeGetAttribute);
+ * %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
  *
@@ -553,12 +555,12 @@ batch (BatchOp op, MemresBuffer *const *bufs, guint n_buffers, const CUmemLocati
     return TRUE;
 
   if (op == BATCH_DISCARD && drv->cuMemDiscardBatchAsync == NULL)
-    return no_entry (what, "cuMemDiscardBatchAsync", error);
+    return no_entry (what, "cuMemDiscardBatchAsync", "13.0", error);
   if (op == BATCH_DISCARD_AND_PREFETCH && drv->cuMemDiscardAndPrefetchBatchAsync == NULL)
-    return no_entry (what, "cuMemDiscardAndPrefetchBatchAsync", error);
+    return no_entry (what, "cuMemDiscardAndPrefetchBatchAsync", "13.0", error);
   if (op == BATCH_PREFETCH && drv->cuMemPrefetchBatchAsync == NULL
       && drv->cuMemPrefetchAsync == NULL)
-    return no_entry (what, "cuMemPrefetchAsync", error);
+    return no_entry (what, "cuMemPrefetchAsync", "12.2", error);
 
   if (!_memres_stream_context_begin (&t, device, stream, error))
     return FALSE;
@@ -575,7 +577,7 @@ batch (BatchOp op, MemresBuffer *const *bufs, guint n_buffers, const CUmemLocati
       break;
     default:
       /* One buffer, or a driver without the batch call (before CUDA 13): one prefetch each. */
-      if (n == 1 || drv->cuMemPrefetchBatchAsync == NULL)
+      if (drv->cuMemPrefetchBatchAsync == NULL || (n == 1 && drv->cuMemPrefetchAsync != NULL))
         {
           call = "cuMemPrefetchAsync";
           for (size_t i = 0, r = 0; i < n && res == CUDA_SUCCESS; i++)
