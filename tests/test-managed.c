@@ -3,6 +3,8 @@
  * gpu). Buffers stay at a few MiB: over-subscribing managed memory can hang a real GPU. */
 #include <string.h>
 
+#include <memres/memres.h>
+
 #include "testutil.h"
 
 #define MiB ((gsize) 1 << 20)
@@ -115,6 +117,22 @@ destroy_stream (MemresStream stream)
   g_assert_cmpint (drv->cuStreamDestroy ((CUstream) stream), ==, CUDA_SUCCESS);
 }
 
+/* DLPack sees managed memory, pool memory too (which does not report IS_MANAGED). */
+static void
+assert_dlpack_managed (MemresBuffer *buf)
+{
+  g_autoptr (GError) error = NULL;
+  MemresDLDataType u8 = { MEMRES_DL_UINT, 8, 1 };
+  gint64 shape = 16;
+  MemresDLManagedTensorVersioned *t
+      = memres_buffer_export_dlpack (buf, u8, 1, &shape, NULL, 0, &error);
+
+  g_assert_no_error (error);
+  g_assert_cmpint (t->dl_tensor.device.device_type, ==, MEMRES_DL_CUDA_MANAGED);
+  g_assert_cmpint (t->dl_tensor.device.device_id, ==, 0);
+  t->deleter (t);
+}
+
 /* Fill on the device, read through the host pointer; write through it, copy to device memory
  * and back into another managed buffer. */
 static void
@@ -140,6 +158,7 @@ roundtrip (const char *spec, gboolean pools)
   g_assert_true (memres_buffer_is_managed (buf));
   g_assert_true (memres_buffer_is_host_accessible (buf));
   g_assert_cmpint (memres_buffer_get_device (buf), ==, 0);
+  assert_dlpack_managed (buf);
 
   g_assert_true (memres_buffer_fill (buf, 0x5a, 1, stream, &error));
   g_assert_no_error (error);
