@@ -326,7 +326,8 @@ wrap_device (const MemresDLDevice *dl, MemresMemoryFlags *flags, gint *device, G
  * empty for a tensor with an extent of 0. Its device and flags come from the device type:
  * `kDLCPU` host memory (device -1), `kDLCUDAHost` pinned memory (device -1, host and device
  * accessible), `kDLCUDA` device memory of `device_id`, `kDLCUDAManaged` managed memory of
- * `device_id` (host and device accessible). The buffer has no resource.
+ * `device_id` (host and device accessible, %MEMRES_MEMORY_MANAGED: the advice and prefetch
+ * functions of memres-managed.h accept it). The buffer has no resource.
  *
  * On success the buffer owns the tensor: closing the buffer (memres_buffer_close(), or the last
  * memres_buffer_unref()) calls `tensor->deleter (tensor)` exactly once, in the thread that
