@@ -164,7 +164,7 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
                    mr->kind->name);
       return NULL;
     }
-  if (size > 0 && !mr->ops->allocate (mr, size, stream, &alloc, error))
+  if (size > 0 && !_memres_resource_call_allocate (mr, size, stream, &alloc, error))
     return NULL;
   return _memres_buffer_new (mr, &alloc, stream);
 }
@@ -182,7 +182,7 @@ buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
       if (buf->ipc_mapping != NULL)
         return _memres_ipc_release_buffer (buf, mr, stream, error);
       if (buf->alloc.size > 0 || buf->alloc.address != 0)
-        ok = mr->ops->deallocate (mr, &buf->alloc, stream, error);
+        ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
       _memres_resource_remove_buffer (mr);
     }
   else if (buf->release != NULL)
@@ -593,6 +593,8 @@ gboolean
 memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GError **error)
 {
   MemresAllocation alloc;
+  GError *local = NULL;
+  gboolean ok;
 
   g_return_val_if_fail (buf != NULL, FALSE);
 
@@ -619,8 +621,18 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
       return FALSE;
     }
   alloc = buf->alloc;
-  if (!buf->mr->ops->resize (buf->mr, &alloc, new_size, stream, error))
-    return FALSE;
+  ok = buf->mr->ops->resize (buf->mr, &alloc, new_size, stream, &local);
+  if (!ok || new_size == 0) /* resized to nothing: address 0 is allowed */
+    {
+      if (!_memres_resource_slot_result (buf->mr, "resize", ok, &local, error))
+        return FALSE;
+      buf->alloc = alloc;
+      return TRUE;
+    }
+  /* A success that breaks the contract (address 0, too few bytes): what the plugin returned is
+   * released and the buffer is left open and empty (the old memory belongs to the new record). */
+  ok = _memres_resource_alloc_result (buf->mr, "resize", ok, &local, new_size, stream, &alloc,
+                                      error);
   buf->alloc = alloc;
-  return TRUE;
+  return ok;
 }

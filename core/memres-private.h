@@ -187,6 +187,20 @@ MemresResource *_memres_resource_new_for_kind (MemresKind *kind, const MemresOpt
 gboolean _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
                                        GError **local, GError **error);
 
+/* resource.c: the calls of the slots that return or take back memory, with their results
+ * checked. _memres_resource_call_allocate() is the one way to call the allocate slot; it and
+ * _memres_resource_alloc_result() (for resize, import_buffer, import_chunks) refuse a success
+ * with address 0 or fewer than @size bytes (MEMRES_ERROR_FAILED), releasing what the plugin
+ * returned through deallocate, and zero @alloc. _memres_resource_call_deallocate() is the one
+ * way to call deallocate. */
+gboolean _memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                         MemresAllocation *alloc, GError **error);
+gboolean _memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok,
+                                        GError **local, gsize size, MemresStream stream,
+                                        MemresAllocation *alloc, GError **error);
+gboolean _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc,
+                                           MemresStream stream, GError **error);
+
 /* buffer-transfer.c: makes the context of @stream (an explicit stream: its own; the legacy
  * stream: device @device's primary context) current for driver calls on it, pushing it when
  * another is current; _memres_stream_context_end() pops what begin pushed. @t->drv is the

@@ -44,6 +44,72 @@ _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
   return slot_result (mr, slot, ok, local, error);
 }
 
+/* The deallocate slot on @alloc, its result checked (slot_result()). */
+gboolean
+_memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                                  GError **error)
+{
+  GError *local = NULL;
+  gboolean ok = mr->ops->deallocate (mr, alloc, stream, &local);
+
+  if (G_LIKELY (ok && local == NULL))
+    return TRUE;
+  return slot_result (mr, "deallocate", ok, &local, error);
+}
+
+/* The slow half of _memres_resource_alloc_result(). */
+static gboolean
+alloc_result_slow (MemresResource *mr, const char *slot, gboolean ok, GError **local, gsize size,
+                   MemresStream stream, MemresAllocation *alloc, GError **error)
+{
+  g_autoptr (GError) release_error = NULL;
+  const char *what;
+
+  if (!slot_result (mr, slot, ok, local, error))
+    return FALSE;
+  if (alloc->address != 0 && alloc->size >= size)
+    return TRUE;
+  what = alloc->address == 0 ? "address 0" : "fewer bytes than asked for";
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+               "kind \"%s\": %s succeeded but returned %s (%" G_GSIZE_FORMAT
+               " bytes at 0x%" G_GINT64_MODIFIER "x for %" G_GSIZE_FORMAT
+               " asked): a plugin bug; the memory was given back to it",
+               mr->kind->name, slot, what, alloc->size, alloc->address, size);
+  if (!_memres_resource_call_deallocate (mr, alloc, stream, &release_error))
+    g_warning ("kind \"%s\": releasing what %s returned failed: %s", mr->kind->name, slot,
+               release_error->message);
+  memset (alloc, 0, sizeof *alloc);
+  return FALSE;
+}
+
+/* Checks the result of a slot that returns memory in @alloc (allocate, resize, import_buffer,
+ * import_chunks): slot_result(), then, on success, a nonzero address and at least @size bytes.
+ * A success that breaks that contract is released through the deallocate slot (its failure a
+ * warning), @alloc zeroed and refused with MEMRES_ERROR_FAILED. A good result costs a few
+ * compares on the allocation hot path. */
+gboolean
+_memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok, GError **local,
+                               gsize size, MemresStream stream, MemresAllocation *alloc,
+                               GError **error)
+{
+  if (G_LIKELY (ok && *local == NULL && alloc->address != 0 && alloc->size >= size))
+    return TRUE;
+  return alloc_result_slow (mr, slot, ok, local, size, stream, alloc, error);
+}
+
+/* The allocate slot for @size (> 0) bytes, its result checked (_memres_resource_alloc_result()).
+ * Every caller of the allocate slot goes through here (memres_resource_allocate() and the
+ * upstream resources of adaptor kinds). */
+gboolean
+_memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                MemresAllocation *alloc, GError **error)
+{
+  GError *local = NULL;
+  gboolean ok = mr->ops->allocate (mr, size, stream, alloc, &local);
+
+  return _memres_resource_alloc_result (mr, "allocate", ok, &local, size, stream, alloc, error);
+}
+
 MemresResource *
 _memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
                                const MemresIpcHandle *handle, const char *spec, GError **error)
