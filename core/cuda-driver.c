@@ -144,6 +144,20 @@ load_driver (gpointer data)
   memset (&driver, 0, sizeof driver);
   driver.struct_size = sizeof driver;
 
+  /* A path (not a name the dynamic linker searches for) is looked at first: dlopen() of a FIFO
+   * would block forever, and its errors for a directory or a link loop do not say so. */
+  if (strchr (path, '/') != NULL)
+    {
+      g_autofree char *problem = _memres_module_file_problem (path);
+      if (problem != NULL)
+        {
+          g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                       "No CUDA driver could be loaded from %s: it is %s, not a shared library",
+                       path, problem);
+          driver_error = error;
+          return NULL;
+        }
+    }
   handle = dlopen (path, RTLD_NOW | RTLD_LOCAL);
   if (handle == NULL)
     {

@@ -95,6 +95,15 @@ check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GE
       g_free (desc);
       return NULL;
     }
+  if (desc->reserved != 0)
+    {
+      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                   "plugin \"%s\" (%s): descriptor field reserved is %u, must be 0 (a descriptor "
+                   "not made by MEMRES_PLUGIN_DEFINE)",
+                   name, where, desc->reserved);
+      g_free (desc);
+      return NULL;
+    }
   if (desc->init == NULL)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_INIT_FAILED,
@@ -141,22 +150,42 @@ run_init (MemresPlugin *plugin, const char *where, GError **error)
 }
 
 /* Opens @path as plugin @name, checks it and runs its init. The caller holds the registry's
- * load token. Returns a new reference to the plugin, made resident. */
+ * load token. Returns a new reference to the plugin, made resident.
+ *
+ * The file is looked at first (a FIFO would block dlopen() forever). It is opened with
+ * G_MODULE_BIND_LOCAL and without G_MODULE_BIND_LAZY: every symbol is bound now, so a plugin
+ * that calls a function its dependencies do not have fails here, naming the symbol, instead of
+ * killing the process at its first call. Once the module opened, its code may have run (ELF
+ * constructors, g_module_check_init(), the descriptor function, init) and left pointers into it
+ * in process-wide state (a GQuark of a static string, a GType): it stays resident even when the
+ * load fails. */
 MemresPlugin *
 _memres_plugin_load (const char *name, const char *path, GError **error)
 {
   g_autofree char *symbol = NULL;
+  g_autofree char *problem = NULL;
   gpointer get_desc = NULL;
   MemresPlugin *plugin;
   GModule *module;
 
-  module = g_module_open (path, G_MODULE_BIND_LOCAL | G_MODULE_BIND_LAZY);
-  if (module == NULL)
+  problem = _memres_module_file_problem (path);
+  if (problem != NULL)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
-                   "plugin \"%s\" could not be opened: %s", name, g_module_error ());
+                   "plugin \"%s\" could not be opened: %s is %s, not a shared module", name, path,
+                   problem);
       return NULL;
     }
+  module = g_module_open (path, G_MODULE_BIND_LOCAL);
+  if (module == NULL)
+    {
+      /* dlerror() names the plugin file for a bad file, but only the dependency or the symbol
+       * for a missing dependency or symbol: name the plugin file in every case. */
+      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
+                   "plugin \"%s\" (%s) could not be opened: %s", name, path, g_module_error ());
+      return NULL;
+    }
+  g_module_make_resident (module);
   plugin = plugin_new (name, path, module);
 
   symbol = g_strdup_printf ("memres_plugin_%s_get_desc", name);
@@ -171,8 +200,6 @@ _memres_plugin_load (const char *name, const char *path, GError **error)
     goto fail;
   if (!run_init (plugin, path, error))
     goto fail;
-
-  g_module_make_resident (module);
   return plugin;
 
 fail:

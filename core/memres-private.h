@@ -154,6 +154,10 @@ MemresPlugin *_memres_plugin_load_embedded (const MemresPluginDesc *desc, GError
 MemresPlugin *_memres_plugin_ref (MemresPlugin *plugin);
 void _memres_plugin_unref (MemresPlugin *plugin);
 
+/* module-file.c: NULL when @path is a regular, readable file; else what it is, in a new string
+ * ("a FIFO", "a directory", "a dangling symbolic link", ...). Never blocks. */
+char *_memres_module_file_problem (const char *path);
+
 /* kind.c: a new kind from @info, validated (name, ops, option schema); @plugin may be NULL. */
 MemresKind *_memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **error);
 const MemresOptionSpec *_memres_kind_find_option (MemresKind *kind, const char *name, guint *index);

@@ -170,9 +170,15 @@ static const struct
     "MEMRES_PLUGIN_ERROR_INIT_FAILED", "failed to initialize: init_fails fails on purpose" },
   { "libmemres-duplicate.so", "memres-error-quark", MEMRES_ERROR_EXISTS, "MEMRES_ERROR_EXISTS",
     "a kind named \"host\" is already registered" },
+  { "libmemres-reserved.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "reserved is 7, must be 0" },
+  { "libmemres-missing_symbol.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_MODULE,
+    "MEMRES_PLUGIN_ERROR_MODULE", "memres_test_function_that_does_not_exist" },
+  { "libmemres-quark_fails.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_INIT_FAILED,
+    "MEMRES_PLUGIN_ERROR_INIT_FAILED", "quark_fails fails on purpose" },
   /* in the scratch directory: not a shared object; a name no kind can have */
   { "libmemres-garbage.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_MODULE,
-    "MEMRES_PLUGIN_ERROR_MODULE", "plugin \"garbage\" could not be opened: " },
+    "MEMRES_PLUGIN_ERROR_MODULE", "file too short" },
   { "libmemres-Bad-Name.so", "memres-error-quark", MEMRES_ERROR_INVALID_ARGUMENT,
     "MEMRES_ERROR_INVALID_ARGUMENT", "invalid kind name \"Bad-Name\"" },
 };
@@ -239,10 +245,10 @@ test_kinds_broken_plugins (void)
   g_assert_cmpint (text.status, ==, 3);
   g_assert_cmpint (json.status, ==, 3);
   g_assert_cmpstr (text.err, ==,
-                   "memres: 8 plugin files on the search path did not load (listed after the "
+                   "memres: 11 plugin files on the search path did not load (listed after the "
                    "kinds)\n");
   g_assert_cmpstr (json.err, ==,
-                   "memres: 8 plugin files on the search path did not load (see "
+                   "memres: 11 plugin files on the search path did not load (see "
                    "\"broken_plugins\")\n");
   run_clear (&text);
   run_clear (&json);
