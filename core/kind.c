@@ -100,6 +100,16 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
                    "kind \"%s\" has no ops table (or its version is 0)", ki.name);
       return NULL;
     }
+  if (ki.ops->version > MEMRES_RESOURCE_OPS_VERSION)
+    {
+      /* a table newer than this core with a plugin whose ABI this core accepts: a lie, and
+       * the slots past this core's would be ignored silently */
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"%s\": ops table version %u is newer than this memres's %d (set "
+                   "version to MEMRES_RESOURCE_OPS_VERSION of the headers you build with)",
+                   ki.name, ki.ops->version, MEMRES_RESOURCE_OPS_VERSION);
+      return NULL;
+    }
   if (ki.ops->init == NULL || ki.ops->finalize == NULL || ki.ops->allocate == NULL
       || ki.ops->deallocate == NULL || ki.ops->query == NULL)
     {
@@ -119,12 +129,11 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
   kind->description = g_strdup (ki.description != NULL ? ki.description : "");
   kind->n_options = ki.n_options;
   kind->options = g_memdup2 (ki.options, sizeof (MemresOptionSpec) * ki.n_options);
-  /* Only the slots of the plugin's version are read (an older table is shorter); those of a
-   * newer version than the core's are ignored. kind->ops is zero-filled: missing slots are
-   * NULL. */
+  /* Only the slots of the plugin's version are read (an older table is shorter). kind->ops is
+   * zero-filled: missing slots are NULL. */
   ops_size = ki.ops->version >= 2 ? OPS_V2_SIZE : OPS_V1_SIZE;
   memcpy (&kind->ops, ki.ops, MIN (ops_size, sizeof kind->ops));
-  kind->ops.version = MIN (ki.ops->version, MEMRES_RESOURCE_OPS_VERSION);
+  kind->ops.version = ki.ops->version;
   kind->instance_size = ki.instance_size;
   kind->plugin = plugin != NULL ? _memres_plugin_ref (plugin) : NULL;
   return kind;

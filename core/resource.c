@@ -110,6 +110,43 @@ _memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream str
   return _memres_resource_alloc_result (mr, "allocate", ok, &local, size, stream, alloc, error);
 }
 
+/* The flags this core knows: bits 0 to 6 (MEMRES_MEMORY_DEVICE_ACCESSIBLE to
+ * MEMRES_MEMORY_MANAGED); a flag appended to MemresMemoryFlags widens the mask. */
+#define KNOWN_FLAGS ((MemresMemoryFlags) ((1u << 7) - 1))
+
+/* Checks what the query slot reported: a device that exists (or -1), flags this core knows
+ * (unknown ones are cleared with a warning, as is MEMRES_MEMORY_IMPORTED on a resource that
+ * init made). */
+static gboolean
+check_info (MemresResource *mr, gboolean imported, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  gint device = mr->info.device;
+
+  if (device < -1 || (device >= 0 && !memres_cuda_check_device (device, &local)))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "kind \"%s\": query reported device %d, which %s: a plugin bug", mr->kind->name,
+                   device,
+                   local != NULL ? local->message : "is neither a device ordinal nor -1 (host)");
+      return FALSE;
+    }
+  if (mr->info.flags & ~KNOWN_FLAGS)
+    {
+      g_warning ("kind \"%s\": query reported unknown flags 0x%x: ignored", mr->kind->name,
+                 (guint) (mr->info.flags & ~KNOWN_FLAGS));
+      mr->info.flags &= KNOWN_FLAGS;
+    }
+  if (!imported && (mr->info.flags & MEMRES_MEMORY_IMPORTED))
+    {
+      g_warning ("kind \"%s\": query reported MEMRES_MEMORY_IMPORTED for a resource made by "
+                 "init: ignored",
+                 mr->kind->name);
+      mr->info.flags &= ~MEMRES_MEMORY_IMPORTED;
+    }
+  return TRUE;
+}
+
 MemresResource *
 _memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
                                const MemresIpcHandle *handle, const char *spec, GError **error)
@@ -156,6 +193,14 @@ _memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
                       error);
   else
     ok = slot_result (mr, "init", mr->ops->init (mr, options, &local), &local, error);
+  if (ok)
+    {
+      mr->info.device = -1;
+      mr->ops->query (mr, &mr->info);
+      ok = check_info (mr, handle != NULL, error);
+      if (!ok)
+        mr->ops->finalize (mr);
+    }
   if (!ok)
     {
       _memres_ipc_mappings_clear (&mr->ipc_mappings);
@@ -164,9 +209,6 @@ _memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
       free (mem);
       return NULL;
     }
-
-  mr->info.device = -1;
-  mr->ops->query (mr, &mr->info);
   return mr;
 }
 

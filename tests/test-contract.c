@@ -20,7 +20,9 @@ typedef enum
 static struct
 {
   Lie lie;
-  gint live; /* allocations not yet deallocated (plugin data included) */
+  gint live;   /* allocations not yet deallocated (plugin data included) */
+  gint device; /* what query reports */
+  guint extra_flags;
   gint deallocates;
 } liar;
 
@@ -39,9 +41,12 @@ liar_init (MemresResource *mr G_GNUC_UNUSED, const MemresOptions *options G_GNUC
   return TRUE;
 }
 
+static gint finalizes;
+
 static void
 liar_finalize (MemresResource *mr G_GNUC_UNUSED)
 {
+  finalizes++;
 }
 
 static gboolean
@@ -77,8 +82,8 @@ liar_deallocate (MemresResource *mr G_GNUC_UNUSED, MemresAllocation *alloc,
 static void
 liar_query (MemresResource *mr G_GNUC_UNUSED, MemresResourceInfo *info)
 {
-  info->device = -1;
-  info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_RESIZABLE;
+  info->device = liar.device;
+  info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_RESIZABLE | liar.extra_flags;
 }
 
 static gboolean
@@ -128,6 +133,8 @@ static MemresResource *
 liar_new (void)
 {
   liar.lie = LIE_NONE;
+  liar.device = -1;
+  liar.extra_flags = 0;
   return mt_new_ok ("liar");
 }
 
@@ -270,6 +277,52 @@ test_other_slots_false_without_error (void)
   }
 }
 
+/* A query that reports a device that does not exist fails the creation (after finalize). */
+static void
+test_query_bad_device (void)
+{
+  static const gint devices[] = { -2, G_MININT, 4096 };
+  gsize i;
+
+  for (i = 0; i < G_N_ELEMENTS (devices); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (MemresResource) mr = NULL;
+      gint before = finalizes;
+
+      liar.device = devices[i];
+      mr = memres_resource_new ("liar", &error);
+      g_assert_null (mr);
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+      g_assert_nonnull (strstr (error->message, "query reported device"));
+      g_assert_cmpint (finalizes, ==, before + 1);
+    }
+  liar.device = -1;
+}
+
+/* Unknown flags and IMPORTED on a resource init made are cleared with a warning. */
+static void
+test_query_bad_flags (void)
+{
+  if (g_test_subprocess ())
+    {
+      g_autoptr (MemresResource) mr = NULL;
+
+      g_log_set_always_fatal (G_LOG_FATAL_MASK);
+      liar.device = -1;
+      liar.extra_flags = (1u << 20) | MEMRES_MEMORY_IMPORTED;
+      mr = memres_resource_new ("liar", NULL);
+      g_assert_nonnull (mr);
+      g_assert_cmpuint (memres_resource_get_flags (mr), ==,
+                        MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_RESIZABLE);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("*query reported unknown flags 0x100000: ignored*"
+                             "query reported MEMRES_MEMORY_IMPORTED*");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -286,5 +339,7 @@ main (int argc, char **argv)
   g_test_add_func ("/contract/deallocate/false-without-error", test_deallocate_false_without_error);
   g_test_add_func ("/contract/resize", test_resize_lies);
   g_test_add_func ("/contract/other-slots", test_other_slots_false_without_error);
+  g_test_add_func ("/contract/query/bad-device", test_query_bad_device);
+  g_test_add_func ("/contract/query/bad-flags", test_query_bad_flags);
   return g_test_run ();
 }
