@@ -532,6 +532,50 @@ test_ipc_serve_not_shareable (void)
   g_rmdir (dir);
 }
 
+/* @text holds no control character but line breaks, and is UTF-8. */
+static void
+assert_no_control (const char *text)
+{
+  const char *p;
+
+  g_assert_true (g_utf8_validate (text, -1, NULL));
+  for (p = text; *p != '\0'; p = g_utf8_next_char (p))
+    {
+      gunichar c = g_utf8_get_char (p);
+      if (c != '\n' && (c < 0x20 || (c >= 0x7f && c < 0xa0)))
+        g_error ("control character U+%04X at offset %d: %.80s", c, (int) (p - text), p);
+    }
+}
+
+/* A plugin's strings with control characters and bytes that are not UTF-8 are escaped in the
+ * listing, and the JSON stays valid (its strings escape them, \xNN for a byte that is not
+ * UTF-8). */
+static void
+test_kinds_odd_strings (void)
+{
+  const char *const env[] = { "MEMRES_PLUGIN_PATH", g_getenv ("MEMRES_TEST_PLUGIN_DIR"), NULL };
+  const char *const text_args[] = { "kinds", "odd_strings", NULL };
+  const char *const json_args[] = { "kinds", "--json", "odd_strings", NULL };
+  Run text = { 0 }, json = { 0 };
+
+  run_toolv (&text, env, text_args);
+  run_toolv (&json, env, json_args);
+  g_test_message ("%s%s%s", text.out, json.out, json.err);
+  g_assert_cmpint (text.status, ==, 0);
+  g_assert_cmpint (json.status, ==, 0);
+  assert_no_control (text.out);
+  assert_no_control (json.out);
+  g_assert_nonnull (strstr (text.out, "line one\\nline two \\x1b[31mred\\x7f \\xff\\xfe end"));
+  g_assert_nonnull (strstr (text.out, "default \"x\\x07y\\xfe\""));
+  g_assert_nonnull (strstr (text.out, "C1 control \\u009b here"));
+  g_assert_nonnull (strstr (text.out, "enum (a\\x1b[2J|b\\xff)"));
+  g_assert_nonnull (
+      strstr (json.out, "\"line one\\nline two \\u001b[31mred\\u007f \\\\xff\\\\xfe end\""));
+  g_assert_nonnull (strstr (json.out, "\"doc with a bell\\u0007 and \\\\xc3( bad UTF-8\""));
+  run_clear (&text);
+  run_clear (&json);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -540,6 +584,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/error/huge-input", test_error_huge_input);
   g_test_add_func ("/tool/kinds/broken-plugins", test_kinds_broken_plugins);
   g_test_add_func ("/tool/kinds/healthy", test_kinds_healthy);
+  g_test_add_func ("/tool/kinds/odd-strings", test_kinds_odd_strings);
   g_test_add_func ("/tool/alloc/rounded-size", test_alloc_reports_rounded_size);
   g_test_add_func ("/tool/alloc/negative-size", test_alloc_negative_size);
   g_test_add_func ("/tool/alloc/small-sizes", test_alloc_small_sizes);

@@ -135,25 +135,41 @@ memres_json_finish (MemresJson *json)
   return g_string_free (json->str, FALSE);
 }
 
+/* @text as a JSON string. Bytes that are not UTF-8 (plugins' strings, paths) become the
+ * six characters `\\xNN` (a backslash in the decoded string, as the text output shows them),
+ * so that the output is always valid JSON; control characters (C0, DEL, C1) are escaped. */
 static void
 append_escaped (GString *str, const char *text)
 {
   const char *p;
+  gsize len;
 
   g_string_append_c (str, '"');
-  for (p = text; *p != '\0'; p++)
+  for (p = text; *p != '\0'; p += len)
     {
-      guchar c = (guchar) *p;
+      gunichar c = (guchar) *p;
+
+      len = 1;
+      if (c >= 0x80)
+        {
+          c = g_utf8_get_char_validated (p, -1);
+          if (c == (gunichar) -1 || c == (gunichar) -2)
+            {
+              g_string_append_printf (str, "\\\\x%02x", (guchar) *p);
+              continue;
+            }
+          len = (gsize) (g_utf8_next_char (p) - p);
+        }
       if (c == '"' || c == '\\')
-        g_string_append_printf (str, "\\%c", c);
+        g_string_append_printf (str, "\\%c", (char) c);
       else if (c == '\n')
         g_string_append (str, "\\n");
       else if (c == '\t')
         g_string_append (str, "\\t");
-      else if (c < 0x20)
+      else if (c < 0x20 || (c >= 0x7f && c < 0xa0))
         g_string_append_printf (str, "\\u%04x", c);
       else
-        g_string_append_c (str, (char) c);
+        g_string_append_len (str, p, (gssize) len);
     }
   g_string_append_c (str, '"');
 }
