@@ -1,6 +1,7 @@
 /* memres - CUDA memory resources
- * loader.c: opens a plugin module, checks its descriptor before any of its code runs beyond
- * the descriptor function, runs its init and hands the kinds it registered to the registry. */
+ * loader.c: checks a plugin file (what it is, its ELF note: ABI version and name) before
+ * opening it, opens the module, checks its descriptor, runs its init and hands the kinds it
+ * registered to the registry. */
 #include "memres-private.h"
 
 #include <stddef.h>
@@ -46,6 +47,45 @@ _memres_plugin_unref (MemresPlugin *plugin)
   g_free (plugin);
 }
 
+/* The ABI rule: the core's major, a minor up to the core's. */
+static gboolean
+check_abi (guint32 major, guint32 minor, const char *name, const char *where, GError **error)
+{
+  if (major != MEMRES_PLUGIN_ABI_MAJOR || minor > MEMRES_PLUGIN_ABI_MINOR)
+    {
+      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                   "plugin \"%s\" (%s) was built for plugin ABI %u.%u; this memres accepts %d.0 "
+                   "to %d.%d",
+                   name, where, major, minor, MEMRES_PLUGIN_ABI_MAJOR, MEMRES_PLUGIN_ABI_MAJOR,
+                   MEMRES_PLUGIN_ABI_MINOR);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The checks of the plugin's ELF note, when it has one (MEMRES_PLUGIN_DEFINE of headers 1.2
+ * and later), made on the file before it is opened: the ABI version and the name. */
+static gboolean
+check_note (const char *name, const char *path, GError **error)
+{
+  MemresPluginNote note;
+
+  if (!_memres_module_file_read_note (path, &note))
+    return TRUE;
+  if (!check_abi (note.abi_major, note.abi_minor, name, path, error))
+    return FALSE;
+  if (strcmp (note.name, name) != 0)
+    {
+      g_autofree char *shown = _memres_show_input (note.name);
+      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
+                   "plugin file libmemres-%s.so (%s) names itself \"%s\": file name, symbol and "
+                   "descriptor name must agree",
+                   name, path, shown);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* Checks @raw (as returned by the plugin) and copies the fields this core knows into a new
  * descriptor; reads no field past raw->struct_size. */
 static MemresPluginDesc *
@@ -65,15 +105,8 @@ check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GE
   major = raw->abi_major;
   minor = raw->abi_minor;
   size = raw->struct_size;
-  if (major != MEMRES_PLUGIN_ABI_MAJOR || minor > MEMRES_PLUGIN_ABI_MINOR)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
-                   "plugin \"%s\" (%s) was built for plugin ABI %u.%u; this memres accepts %d.0 "
-                   "to %d.%d",
-                   name, where, major, minor, MEMRES_PLUGIN_ABI_MAJOR, MEMRES_PLUGIN_ABI_MAJOR,
-                   MEMRES_PLUGIN_ABI_MINOR);
-      return NULL;
-    }
+  if (!check_abi (major, minor, name, where, error))
+    return NULL;
   if (size < DESC_MIN_SIZE)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
@@ -152,7 +185,8 @@ run_init (MemresPlugin *plugin, const char *where, GError **error)
 /* Opens @path as plugin @name, checks it and runs its init. The caller holds the registry's
  * load token. Returns a new reference to the plugin, made resident.
  *
- * The file is looked at first (a FIFO would block dlopen() forever). It is opened with
+ * The file is looked at first (a FIFO would block dlopen() forever), and its ELF note checked
+ * (ABI version, name): a plugin refused by its note is never opened. It is opened with
  * G_MODULE_BIND_LOCAL and without G_MODULE_BIND_LAZY: every symbol is bound now, so a plugin
  * that calls a function its dependencies do not have fails here, naming the symbol, instead of
  * killing the process at its first call. Once the module opened, its code may have run (ELF
@@ -176,6 +210,8 @@ _memres_plugin_load (const char *name, const char *path, GError **error)
                    problem);
       return NULL;
     }
+  if (!check_note (name, path, error))
+    return NULL;
   module = g_module_open (path, G_MODULE_BIND_LOCAL);
   if (module == NULL)
     {

@@ -157,6 +157,9 @@ void _memres_plugin_unref (MemresPlugin *plugin);
 /* module-file.c: NULL when @path is a regular, readable file; else what it is, in a new string
  * ("a FIFO", "a directory", "a dangling symbolic link", ...). Never blocks. */
 char *_memres_module_file_problem (const char *path);
+/* module-file.c: fills @note from the `.note.memres` section of the ELF file @path (TRUE), or
+ * returns FALSE (not an ELF object of this machine, no note). Only reads the file. */
+gboolean _memres_module_file_read_note (const char *path, MemresPluginNote *note);
 
 /* kind.c: a new kind from @info, validated (name, ops, option schema); @plugin may be NULL. */
 MemresKind *_memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **error);

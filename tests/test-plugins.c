@@ -206,6 +206,18 @@ test_unreadable_search_dir (void)
   g_assert_cmpint (g_remove (file), ==, 0);
 }
 
+/* The ELF note of MEMRES_PLUGIN_DEFINE refuses a plugin of a newer ABI, or of another name,
+ * before the module is opened: its ELF constructor never runs. */
+static void
+test_note_checked_before_open (void)
+{
+  assert_lookup_fails ("note_new", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                       "plugin ABI 1.99");
+  assert_lookup_fails ("note_name", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
+                       "names itself \"something_else\"");
+  g_assert_null (g_getenv ("MEMRES_TEST_CONSTRUCTOR_RAN"));
+}
+
 static void
 test_older_minor_loads (void)
 {
@@ -278,6 +290,8 @@ test_list_reports_broken (void)
     { "reserved", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_ABI_MISMATCH },
     { "missing_symbol", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_MODULE },
     { "quark_fails", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_INIT_FAILED },
+    { "note_new", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_ABI_MISMATCH },
+    { "note_name", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_NAME_MISMATCH },
     { "garbage", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_MODULE },
     { "Bad-Name", memres_error_quark, MEMRES_ERROR_INVALID_ARGUMENT },
   };
@@ -360,6 +374,7 @@ main (int argc, char **argv)
   g_test_add_func ("/plugins/failed-module-stays-resident", test_failed_module_stays_resident);
   g_test_add_func ("/plugins/reentrant-init", test_reentrant_init);
   g_test_add_func ("/plugins/odd-files", test_odd_files);
+  g_test_add_func ("/plugins/note-checked-before-open", test_note_checked_before_open);
   g_test_add_func ("/plugins/unreadable-search-dir", test_unreadable_search_dir);
   g_test_add_func ("/plugins/list-skips-broken", test_list_skips_broken);
   g_test_add_func ("/plugins/list-reports-broken", test_list_reports_broken);

@@ -176,6 +176,10 @@ static const struct
     "MEMRES_PLUGIN_ERROR_MODULE", "memres_test_function_that_does_not_exist" },
   { "libmemres-quark_fails.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_INIT_FAILED,
     "MEMRES_PLUGIN_ERROR_INIT_FAILED", "quark_fails fails on purpose" },
+  { "libmemres-note_new.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "plugin ABI 1.99" },
+  { "libmemres-note_name.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
+    "MEMRES_PLUGIN_ERROR_NAME_MISMATCH", "names itself \"something_else\"" },
   /* in the scratch directory: not a shared object; a name no kind can have */
   { "libmemres-garbage.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_MODULE,
     "MEMRES_PLUGIN_ERROR_MODULE", "file too short" },
@@ -245,10 +249,10 @@ test_kinds_broken_plugins (void)
   g_assert_cmpint (text.status, ==, 3);
   g_assert_cmpint (json.status, ==, 3);
   g_assert_cmpstr (text.err, ==,
-                   "memres: 11 plugin files on the search path did not load (listed after the "
+                   "memres: 13 plugin files on the search path did not load (listed after the "
                    "kinds)\n");
   g_assert_cmpstr (json.err, ==,
-                   "memres: 11 plugin files on the search path did not load (see "
+                   "memres: 13 plugin files on the search path did not load (see "
                    "\"broken_plugins\")\n");
   run_clear (&text);
   run_clear (&json);
