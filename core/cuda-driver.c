@@ -152,8 +152,7 @@ load_driver (gpointer data)
       if (problem != NULL)
         {
           g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
-                       "No CUDA driver could be loaded from %s: it is %s, not a shared library",
-                       path, problem);
+                       MEMRES_NO_DRIVER_PREFIX "%s: it is %s, not a shared library", path, problem);
           driver_error = error;
           return NULL;
         }
@@ -162,9 +161,14 @@ load_driver (gpointer data)
   if (handle == NULL)
     {
       const char *why = dlerror ();
-      g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
-                   "No CUDA driver could be loaded from %s: %s", path,
-                   why != NULL ? why : "dlopen failed");
+      gsize len = strlen (path);
+
+      if (why == NULL)
+        why = "dlopen failed";
+      else if (strncmp (why, path, len) == 0 && strncmp (why + len, ": ", 2) == 0)
+        why += len + 2; /* dlerror() starts with the path too: say it once */
+      g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER, MEMRES_NO_DRIVER_PREFIX "%s: %s",
+                   path, why);
       driver_error = error;
       return NULL;
     }

@@ -154,7 +154,12 @@ MemresPlugin *_memres_plugin_load_embedded (const MemresPluginDesc *desc, GError
 MemresPlugin *_memres_plugin_ref (MemresPlugin *plugin);
 void _memres_plugin_unref (MemresPlugin *plugin);
 
-/* module-file.c: NULL when @path is a regular, readable file; else what it is, in a new string
+/* cuda-driver.c: how the message of the driver's MEMRES_ERROR_NO_DRIVER starts when no driver
+ * library could be opened at all (other messages: a library that is not a driver, or a driver
+ * that failed to initialize); `memres info` tells the cases apart by it. */
+#define MEMRES_NO_DRIVER_PREFIX "No CUDA driver could be loaded from "
+
+/* module-file.c: NULL when @path is a regular, readable file (or missing); else what it is, in a new string
  * ("a FIFO", "a directory", "a dangling symbolic link", ...). Never blocks. */
 char *_memres_module_file_problem (const char *path);
 /* module-file.c: fills @note from the `.note.memres` section of the ELF file @path (TRUE), or

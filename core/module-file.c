@@ -28,7 +28,8 @@ file_type_name (mode_t mode)
   return "not a regular file";
 }
 
-/* NULL when @path is a regular file this process can read; otherwise, in a new string, what it
+/* NULL when @path is a regular file this process can read (or nothing at all: dlopen() then
+ * reports the missing file); otherwise, in a new string, what it
  * is instead ("a FIFO", "a directory", "a dangling symbolic link", "a symbolic link loop",
  * "unreadable (Permission denied)", ...). Never blocks: the file is opened with O_NONBLOCK and
  * looked at with fstat(). */
@@ -46,6 +47,8 @@ _memres_module_file_problem (const char *path)
         return g_strdup ("a symbolic link loop");
       if (saved == ENOENT && lstat (path, &st) == 0 && S_ISLNK (st.st_mode))
         return g_strdup ("a dangling symbolic link");
+      if (saved == ENOENT) /* nothing there: dlopen() says so in its own words */
+        return NULL;
       if (saved == ENXIO) /* a socket, or a FIFO opened for writing */
         return g_strdup ("not a regular file");
       return g_strdup_printf ("unreadable (%s)", g_strerror (saved));

@@ -270,7 +270,8 @@ memres_resource_new (const char *spec, GError **error)
  * `host` (pageable host memory) when @device is -1, when no driver loads or when the driver
  * reports no device. A new resource on each call. Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NO_DEVICE when a driver with devices loads but @device is not one of
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @device is below -1;
+ * %MEMRES_ERROR_NO_DEVICE when a driver with devices loads but @device is not one of
  * them (asking for device 5 on a one-GPU machine is a mistake, not a request for host memory);
  * those of memres_resource_new() for the chosen spec.
  *

@@ -52,10 +52,12 @@ child_expect_no_driver (const char *needle)
   g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
   g_clear_error (&again);
 
-  /* the default resource falls back to host memory */
+  /* the default resource falls back to host memory; an ordinal below -1 is refused */
   mr = memres_resource_get_default (0, &again);
   g_assert_no_error (again);
   g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "host");
+  g_assert_null (memres_resource_get_default (-2, &again));
+  g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
 }
 
 typedef struct

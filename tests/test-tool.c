@@ -94,7 +94,7 @@ test_error_one_line (void)
       run_tool (&r, "alloc", specs[i], "1", NULL);
       g_test_message ("%s", r.err);
       assert_one_error_line (&r);
-      g_assert_cmpint (r.status, ==, 1);
+      g_assert_cmpint (r.status, ==, 2); /* an invalid operand */
       run_clear (&r);
     }
   {
@@ -124,9 +124,9 @@ test_error_huge_input (void)
     const char *needle;
     gsize max_len;
   } cases[] = {
-    { { "alloc", spec, "1" }, 1, "... (102400 bytes)\": kind names match", 300 },
-    { { "alloc", value, "1" }, 1, "invalid size \"aaaaaaaa", 300 },
-    { { "alloc", "--pattern", spec, "host", "1" }, 1, "invalid pattern \"aaaaaaaa", 300 },
+    { { "alloc", spec, "1" }, 2, "... (102400 bytes)\": kind names match", 300 },
+    { { "alloc", value, "1" }, 2, "invalid size \"aaaaaaaa", 300 },
+    { { "alloc", "--pattern", spec, "host", "1" }, 2, "invalid pattern \"aaaaaaaa", 300 },
     { { "ho\x1b[2Jst\n" }, 2, "unknown command \"ho\\x1b[2Jst\\n\"", 300 },
     /* GLib's message quotes the option whole: the line is cut at 4 KiB */
     { { "kinds", option }, 2, "memres kinds: ", 4200 },
@@ -338,15 +338,19 @@ test_alloc_negative_size (void)
     {
       Run r = { 0 };
       g_autofree char *want = g_strdup_printf (
-          "memres alloc: invalid size %s: expected a non-negative whole number of bytes with an "
-          "optional B, KiB, MiB, GiB or TiB suffix, or max (see memres alloc --help)\n",
+          "memres alloc: invalid SIZE %s: expected a non-negative whole number of bytes with an "
+          "optional B, KiB, MiB, GiB or TiB suffix (see memres alloc --help)\n",
           cases[i].shown);
 
       run_toolv (&r, NULL, cases[i].args);
       assert_one_error_line (&r);
       g_assert_cmpint (r.status, ==, 2);
       g_assert_cmpstr (r.err, ==, want);
-      g_assert_cmpstr (r.out, ==, "");
+      /* with --json, the error is JSON on stdout too */
+      if (strcmp (cases[i].args[1], "--json") == 0)
+        g_assert_nonnull (strstr (r.out, "\n    \"exit_status\": 2\n"));
+      else
+        g_assert_cmpstr (r.out, ==, "");
       run_clear (&r);
     }
 
@@ -360,10 +364,11 @@ test_alloc_negative_size (void)
     run_clear (&r);
     run_tool (&r, "alloc", "host", "--", "--json", NULL);
     g_assert_cmpint (r.status, ==, 2);
-    g_assert_nonnull (strstr (r.err, "invalid size \"--json\""));
+    g_assert_nonnull (strstr (r.err, "invalid SIZE \"--json\""));
+    g_assert_cmpstr (r.out, ==, "");
     run_clear (&r);
     /* "--" before valid operands, and a negative --device taken as that option's value */
-    run_tool (&r, "alloc", "--device", "-1", "--", "host", "8", NULL);
+    run_tool (&r, "alloc", "--device", "-1", "--", "default", "8", NULL);
     g_assert_cmpint (r.status, ==, 0);
     g_assert_cmpstr (r.err, ==, "");
     g_assert_true (g_str_has_prefix (r.out, "resource  host:"));
@@ -536,6 +541,99 @@ test_ipc_serve_not_shareable (void)
   g_rmdir (dir);
 }
 
+/* Every invalid option or operand exits with 2 and says what is wrong; a failure of the work
+ * (no such kind) with 1. With --json the error is also a JSON object on stdout. */
+static void
+test_alloc_usage_errors (void)
+{
+  static const struct
+  {
+    const char *args[6];
+    int status;
+    const char *needle;
+  } cases[] = {
+    { { "alloc" }, 2, "SIZE is missing" },
+    { { "alloc", "host" }, 2, "SIZE is missing after \"host\"" },
+    { { "alloc", "default" }, 2, "SIZE is missing after \"default\"" },
+    { { "alloc", "host", "max" }, 2, "invalid SIZE \"max\"" },
+    { { "alloc", "--pattern=abc", "host", "1" }, 2, "invalid pattern \"abc\"" },
+    { { "alloc", "", "1" }, 2, "invalid spec \"\"" },
+    { { "alloc", "host:", "1" }, 2, "host:" },
+    { { "alloc", "host:alignment", "1" }, 2, "alignment" },
+    { { "alloc", "--device=1", "host", "1" }, 2, "--device applies to \"default\" only" },
+    { { "alloc", "--device=-2", "1" }, 2, "--device takes a device ordinal" },
+    { { "alloc", "host", "1", "2" }, 2, "too many operands" },
+    { { "alloc", "no_such_kind", "1" }, 1, "no kind \"no_such_kind\"" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GPtrArray) json_args = g_ptr_array_new ();
+      g_autofree char *status = g_strdup_printf ("\n    \"exit_status\": %d\n", cases[i].status);
+      Run r = { 0 }, j = { 0 };
+
+      run_toolv (&r, NULL, cases[i].args);
+      g_test_message ("%s", r.err);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, cases[i].status);
+      if (strstr (r.err, cases[i].needle) == NULL)
+        g_error ("stderr lacks \"%s\": %s", cases[i].needle, r.err);
+      g_assert_cmpstr (r.out, ==, "");
+
+      /* the same with --json: the same line on stderr, the error as JSON on stdout */
+      g_ptr_array_add (json_args, (gpointer) "alloc");
+      g_ptr_array_add (json_args, (gpointer) "--json");
+      for (gsize k = 1; cases[i].args[k] != NULL; k++)
+        g_ptr_array_add (json_args, (gpointer) cases[i].args[k]);
+      g_ptr_array_add (json_args, NULL);
+      run_toolv (&j, NULL, (const char *const *) json_args->pdata);
+      g_assert_cmpint (j.status, ==, cases[i].status);
+      g_assert_cmpstr (j.err, ==, r.err);
+      g_assert_true (g_str_has_prefix (j.out, "{\n  \"error\": {\n    \"message\": \""));
+      g_assert_nonnull (strstr (j.out, status));
+      g_assert_true (g_str_has_suffix (j.out, "\n  }\n}\n"));
+      run_clear (&r);
+      run_clear (&j);
+    }
+}
+
+/* `memres info` without a driver library and with one that fails to initialize: the message
+ * once, then what it means, different for the two; in JSON a driver_state. */
+static void
+test_info_driver_states (void)
+{
+  g_autofree char *stub
+      = g_build_filename (g_getenv ("MEMRES_TEST_PLUGIN_DIR"), "libstubcuda.so", NULL);
+  const char *const absent_env[] = { "MEMRES_CUDA_DRIVER", "/nonexistent/libcuda.so.1", NULL };
+  const char *const failed_env[]
+      = { "MEMRES_CUDA_DRIVER", stub, "STUBCUDA_MODE", "initfail", NULL };
+  const char *const text_args[] = { "info", NULL };
+  const char *const json_args[] = { "info", "--json", NULL };
+  Run r = { 0 };
+
+  run_toolv (&r, absent_env, text_args);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\nNo CUDA driver could be loaded from "
+                                   "/nonexistent/libcuda.so.1: cannot open shared object file"));
+  g_assert_nonnull (strstr (r.out, "\nNo CUDA driver is present: only host memory"));
+  /* the path once: dlerror()'s own copy of it is dropped */
+  g_assert_null (strstr (r.out, "libcuda.so.1: /nonexistent"));
+  run_clear (&r);
+  run_toolv (&r, absent_env, json_args);
+  g_assert_nonnull (strstr (r.out, "\"driver_state\": \"absent\""));
+  run_clear (&r);
+
+  run_toolv (&r, failed_env, text_args);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "failed to initialize: cuInit: CUDA_ERROR_INVALID_DEVICE"));
+  g_assert_nonnull (strstr (r.out, "\nA CUDA driver library loaded but cannot be used: only"));
+  g_assert_null (strstr (r.out, "No CUDA driver is present"));
+  run_clear (&r);
+  run_toolv (&r, failed_env, json_args);
+  g_assert_nonnull (strstr (r.out, "\"driver_state\": \"failed\""));
+  run_clear (&r);
+}
+
 /* @text holds no control character but line breaks, and is UTF-8. */
 static void
 assert_no_control (const char *text)
@@ -589,6 +687,8 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/kinds/broken-plugins", test_kinds_broken_plugins);
   g_test_add_func ("/tool/kinds/healthy", test_kinds_healthy);
   g_test_add_func ("/tool/kinds/odd-strings", test_kinds_odd_strings);
+  g_test_add_func ("/tool/alloc/usage-errors", test_alloc_usage_errors);
+  g_test_add_func ("/tool/info/driver-states", test_info_driver_states);
   g_test_add_func ("/tool/alloc/rounded-size", test_alloc_reports_rounded_size);
   g_test_add_func ("/tool/alloc/negative-size", test_alloc_negative_size);
   g_test_add_func ("/tool/alloc/small-sizes", test_alloc_small_sizes);
