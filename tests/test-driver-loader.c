@@ -51,6 +51,15 @@ child_expect_no_driver (const char *needle)
   g_assert_false (memres_cuda_check_stream_not_capturing (NULL, &again));
   g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
   g_clear_error (&again);
+  /* as the README says: the default streams synchronize at once, a stream of one's own needs
+   * the driver */
+  g_assert_true (memres_stream_synchronize (NULL, &again));
+  g_assert_no_error (again);
+  g_assert_true (memres_stream_synchronize (MEMRES_STREAM_LEGACY, &again));
+  g_assert_no_error (again);
+  g_assert_false (memres_stream_synchronize ((MemresStream) 0x1000, &again));
+  g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&again);
 
   /* the default resource falls back to host memory; an ordinal below -1 is refused */
   mr = memres_resource_get_default (0, &again);
@@ -139,6 +148,9 @@ test_no_device_child (void)
   g_assert_false (memres_cuda_find_device_by_uuid (uuid, &device, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
   g_clear_error (&error);
+  /* no device: no device work can be pending on the default stream */
+  g_assert_true (memres_stream_synchronize (NULL, &error));
+  g_assert_no_error (error);
 
   /* with a driver loaded, errors carry the driver's names */
   g_assert_false (memres_cuda_set_error (&error, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc"));

@@ -1,5 +1,6 @@
 /* test-tool.c: the `memres` command as a user runs it (the program named by MEMRES_TOOL), with
  * no driver (suite core) and against the fake (suite fake). */
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -541,6 +542,60 @@ test_ipc_serve_not_shareable (void)
   g_rmdir (dir);
 }
 
+/* A second ipc-serve on the socket of a live one is refused (the first keeps it); SIGTERM and
+ * SIGINT make a server remove its socket and exit. `ipc-attach ''` says the path is empty. */
+static void
+test_ipc_serve_socket (void)
+{
+  const char *tool = g_getenv ("MEMRES_TOOL");
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "s.sock", NULL);
+  static const int signals[] = { SIGTERM, SIGINT };
+  Run r = { 0 };
+
+  run_tool (&r, "ipc-attach", "", NULL);
+  assert_one_error_line (&r);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.err, "the socket path is empty"));
+  run_clear (&r);
+  if (!mt_require_fake ("ipc-serve needs a driver with pools: the fake"))
+    {
+      g_rmdir (dir);
+      return;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (signals); i++)
+    {
+      const char *argv[] = { tool, "ipc-serve", "--size", "4KiB", path, NULL };
+      g_autoptr (GError) error = NULL;
+      GPid pid;
+      int status, tries;
+
+      g_assert_true (g_spawn_async (NULL, (char **) argv, NULL,
+                                    G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL, NULL,
+                                    NULL, &pid, &error));
+      g_assert_no_error (error);
+      for (tries = 0; tries < 500 && !g_file_test (path, G_FILE_TEST_EXISTS); tries++)
+        g_usleep (10000);
+      g_assert_true (g_file_test (path, G_FILE_TEST_EXISTS));
+      if (i == 0)
+        {
+          run_tool (&r, "ipc-serve", "--size", "4KiB", "--count", "1", path, NULL);
+          assert_one_error_line (&r);
+          g_assert_cmpint (r.status, ==, 1);
+          g_assert_nonnull (strstr (r.err, "a server is already listening on"));
+          g_assert_true (g_file_test (path, G_FILE_TEST_EXISTS));
+          run_clear (&r);
+        }
+      g_assert_cmpint (kill (pid, signals[i]), ==, 0);
+      g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+      g_spawn_close_pid (pid);
+      g_assert_true (WIFEXITED (status));
+      g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+      g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+    }
+  g_rmdir (dir);
+}
+
 /* Every invalid option or operand exits with 2 and says what is wrong; a failure of the work
  * (no such kind) with 1. With --json the error is also a JSON object on stdout. */
 static void
@@ -695,5 +750,6 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/alloc/zero-size", test_alloc_zero_size);
   g_test_add_func ("/tool/alloc/default-reason", test_alloc_default_reason);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
+  g_test_add_func ("/tool/ipc-serve/socket", test_ipc_serve_socket);
   return g_test_run ();
 }
