@@ -596,6 +596,48 @@ test_ipc_serve_socket (void)
   g_rmdir (dir);
 }
 
+/* Odd files named like plugins: `memres alloc KIND` says what the file is (not "no such
+ * plugin"), and `memres kinds` lists them as not loadable instead of hanging on the FIFO. */
+static void
+test_odd_plugin_files (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  const char *const env[] = { "MEMRES_PLUGIN_PATH", dir, NULL };
+  static const struct
+  {
+    const char *kind;
+    const char *what;
+  } cases[] = {
+    { "fifo", "is a FIFO" },
+    { "loop", "is a symbolic link loop" },
+    { "dangling", "is a dangling symbolic link" },
+  };
+  Run r = { 0 };
+
+  mt_make_odd_files (dir, "libmemres-fifo.so", "libmemres-loop.so", "libmemres-dangling.so");
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const char *const args[] = { "alloc", cases[i].kind, "1", NULL };
+
+      run_toolv (&r, env, args);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, 1);
+      if (strstr (r.err, cases[i].what) == NULL)
+        g_error ("stderr lacks \"%s\": %s", cases[i].what, r.err);
+      run_clear (&r);
+    }
+  {
+    const char *const args[] = { "kinds", NULL };
+
+    run_toolv (&r, env, args);
+    g_assert_cmpint (r.status, ==, 3);
+    for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+      g_assert_nonnull (strstr (r.out, cases[i].what));
+    run_clear (&r);
+  }
+  mt_remove_dir (dir);
+}
+
 /* Every invalid option or operand exits with 2 and says what is wrong; a failure of the work
  * (no such kind) with 1. With --json the error is also a JSON object on stdout. */
 static void
@@ -751,5 +793,6 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/alloc/default-reason", test_alloc_default_reason);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
   g_test_add_func ("/tool/ipc-serve/socket", test_ipc_serve_socket);
+  g_test_add_func ("/tool/odd-plugin-files", test_odd_plugin_files);
   return g_test_run ();
 }
