@@ -166,6 +166,7 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
     }
   if (size > 0 && !_memres_resource_call_allocate (mr, size, stream, &alloc, error))
     return NULL;
+  _memres_resource_count_used (mr, (gint64) alloc.size);
   return _memres_buffer_new (mr, &alloc, stream);
 }
 
@@ -183,6 +184,8 @@ buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
         return _memres_ipc_release_buffer (buf, mr, stream, error);
       if (buf->alloc.size > 0 || buf->alloc.address != 0)
         ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+      if (!(buf->flags & MEMRES_MEMORY_IMPORTED))
+        _memres_resource_count_used (mr, -(gint64) buf->alloc.size);
       _memres_resource_remove_buffer (mr);
     }
   else if (buf->release != NULL)
@@ -626,6 +629,7 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
     {
       if (!_memres_resource_slot_result (buf->mr, "resize", ok, &local, error))
         return FALSE;
+      _memres_resource_count_used (buf->mr, (gint64) alloc.size - (gint64) buf->alloc.size);
       buf->alloc = alloc;
       return TRUE;
     }
@@ -633,6 +637,7 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
    * released and the buffer is left open and empty (the old memory belongs to the new record). */
   ok = _memres_resource_alloc_result (buf->mr, "resize", ok, &local, new_size, stream, &alloc,
                                       error);
+  _memres_resource_count_used (buf->mr, (gint64) alloc.size - (gint64) buf->alloc.size);
   buf->alloc = alloc;
   return ok;
 }

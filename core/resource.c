@@ -482,15 +482,17 @@ memres_resource_is_host_accessible (MemresResource *mr)
  * @stats: (out caller-allocates): return location for the statistics
  * @error: return location for a #GError, or %NULL
  *
- * Reads the resource's statistics (reserved and used bytes, current and high-water, from the
- * kind's get_stats slot; for pools, cuMemPoolGetAttribute()) and the number of live buffers.
+ * Reads the resource's statistics (reserved and used bytes, current and high-water) and the
+ * number of live buffers. The core counts the bytes of the buffers memres_resource_allocate()
+ * made for every kind (reserved = used); a kind's get_stats slot starts from those counts and
+ * replaces what it knows better (for pools, cuMemPoolGetAttribute()).
  * A resource imported from another process (%MEMRES_MEMORY_IMPORTED) reports what this process
  * maps of the pool (reserved and used: the bytes of the allocations its imported buffers
  * mapped; the driver keeps the pool's own counts in the exporting process and refuses
  * cuMemPoolGetAttribute() on an imported pool) and its open imported buffers, without calling
  * the kind. Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind keeps no statistics; those of the kind.
+ * Errors: those of the kind's get_stats slot.
  *
  * Returns: %TRUE on success
  */
@@ -504,11 +506,16 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (stats != NULL, FALSE);
 
+  /* what the core counted; a kind's get_stats replaces what it knows better (a pool's
+   * reserved bytes, say) */
+  s.used_current = __atomic_load_n (&mr->used_bytes, __ATOMIC_RELAXED);
+  s.used_high = MAX (__atomic_load_n (&mr->used_high, __ATOMIC_RELAXED), s.used_current);
+  s.reserved_current = s.used_current;
+  s.reserved_high = s.used_high;
   if (mr->info.flags & MEMRES_MEMORY_IMPORTED)
     _memres_ipc_get_stats (mr, &s, &imported);
-  else if (mr->ops->get_stats == NULL)
-    return not_supported (mr, "statistics", error);
-  else if (!slot_result (mr, "get_stats", mr->ops->get_stats (mr, &s, &local), &local, error))
+  else if (mr->ops->get_stats != NULL
+           && !slot_result (mr, "get_stats", mr->ops->get_stats (mr, &s, &local), &local, error))
     return FALSE;
   else if (mr->ops->import_buffer != NULL)
     _memres_ipc_get_stats (mr, NULL, &imported);
@@ -524,10 +531,11 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
  * @mr: a #MemresResource
  * @error: return location for a #GError, or %NULL
  *
- * Resets the high-water marks to the current values (for pools, cuMemPoolSetAttribute() of
- * the high attributes). Thread-safe.
+ * Resets the high-water marks to the current values: the core's count, and the kind's
+ * through its reset_stats slot when it has one (for pools, cuMemPoolSetAttribute() of the high
+ * attributes). Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind keeps no statistics; those of the kind.
+ * Errors: those of the kind's reset_stats slot.
  *
  * Returns: %TRUE on success
  */
@@ -543,8 +551,10 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
       _memres_ipc_reset_stats (mr);
       return TRUE;
     }
+  __atomic_store_n (&mr->used_high, __atomic_load_n (&mr->used_bytes, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
   if (mr->ops->reset_stats == NULL)
-    return not_supported (mr, "resetting statistics", error);
+    return TRUE;
   return slot_result (mr, "reset_stats", mr->ops->reset_stats (mr, &local), &local, error);
 }
 

@@ -129,6 +129,23 @@ static const MemresKindInfo liar_info = {
   .ops = &liar_ops,
 };
 
+/* The same without statistics of its own. */
+static const MemresResourceOps plain_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = liar_init,
+  .finalize = liar_finalize,
+  .allocate = liar_allocate,
+  .deallocate = liar_deallocate,
+  .query = liar_query,
+};
+
+static const MemresKindInfo plain_info = {
+  .struct_size = sizeof (MemresKindInfo),
+  .name = "plain",
+  .description = "keeps no statistics",
+  .ops = &plain_ops,
+};
+
 static MemresResource *
 liar_new (void)
 {
@@ -323,6 +340,58 @@ test_query_bad_flags (void)
                              "query reported MEMRES_MEMORY_IMPORTED*");
 }
 
+/* The core counts the bytes of every kind's buffers: a kind without a get_stats slot reports
+ * them (reserved = used), with the high-water mark, resizes and resets. */
+static void
+test_core_counts_usage (void)
+{
+  g_autoptr (MemresResource) mr = liar_new ();
+  g_autoptr (MemresBuffer) a = NULL;
+  g_autoptr (MemresBuffer) b = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresStats s;
+
+  a = mt_alloc_ok (mr, 100, NULL);
+  b = mt_alloc_ok (mr, 50, NULL);
+  g_assert_true (memres_buffer_resize (b, 70, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_close (a, NULL, &error));
+  /* plain: no get_stats slot at all */
+  {
+    g_autoptr (MemresResource) plain = mt_new_ok ("plain");
+    g_autoptr (MemresBuffer) c = mt_alloc_ok (plain, 40, NULL);
+
+    g_assert_true (memres_resource_get_stats (plain, &s, &error));
+    g_assert_no_error (error);
+    g_assert_cmpuint (s.used_current, ==, 40);
+    g_assert_cmpuint (s.reserved_current, ==, 40);
+    g_assert_true (memres_buffer_close (c, NULL, &error));
+    g_assert_true (memres_resource_get_stats (plain, &s, &error));
+    g_assert_cmpuint (s.used_current, ==, 0);
+    g_assert_cmpuint (s.used_high, ==, 40);
+    g_assert_true (memres_resource_reset_stats (plain, &error));
+    g_assert_no_error (error);
+    g_assert_true (memres_resource_get_stats (plain, &s, &error));
+    g_assert_cmpuint (s.used_high, ==, 0);
+  }
+  /* liar has a get_stats slot (here truthful: it leaves the core's counts) */
+  liar.lie = LIE_NONE;
+  g_assert_true (memres_resource_get_stats (mr, &s, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (s.used_current, ==, 70);
+  g_assert_cmpuint (s.used_high, ==, 170);
+  g_assert_cmpuint (s.reserved_current, ==, 70);
+  g_assert_cmpuint (s.n_buffers, ==, 1);
+  g_assert_true (memres_resource_reset_stats (mr, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_resource_get_stats (mr, &s, &error));
+  g_assert_cmpuint (s.used_high, ==, 70);
+  g_assert_true (memres_buffer_close (b, NULL, &error));
+  g_assert_true (memres_resource_get_stats (mr, &s, &error));
+  g_assert_cmpuint (s.used_current, ==, 0);
+  g_assert_cmpuint (s.used_high, ==, 70);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -330,6 +399,8 @@ main (int argc, char **argv)
 
   mt_init (&argc, &argv);
   g_assert_true (memres_registry_register_kind (&liar_info, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_registry_register_kind (&plain_info, &error));
   g_assert_no_error (error);
 
   g_test_add_func ("/contract/allocate/false-without-error", test_allocate_false_without_error);
@@ -341,5 +412,6 @@ main (int argc, char **argv)
   g_test_add_func ("/contract/other-slots", test_other_slots_false_without_error);
   g_test_add_func ("/contract/query/bad-device", test_query_bad_device);
   g_test_add_func ("/contract/query/bad-flags", test_query_bad_flags);
+  g_test_add_func ("/contract/core-counts-usage", test_core_counts_usage);
   return g_test_run ();
 }

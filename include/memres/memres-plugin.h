@@ -425,14 +425,18 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   flags. Called once per instance, right after init or import_handle succeeded and before
  *   the instance is returned to anybody; the core caches the answer. Cannot fail.
  *   Since: 1.0
- * @get_stats: optional. Fills @stats (zero-filled on entry): reserved_current, reserved_high,
- *   used_current, used_high, in bytes; the core overwrites n_buffers with its own count. A
- *   kind without a separate reservation reports reserved = used. Called from any thread,
+ * @get_stats: optional: without it, the core reports what it counts itself for every kind
+ *   (the bytes of the buffers allocated from the instance, their high-water mark, reserved =
+ *   used), so a kind needs no accounting of its own. @stats arrives filled with those counts
+ *   (since 1.2; zero-filled before): overwrite only what the kind knows better (a pool's
+ *   reserved bytes, the driver's used bytes); the core overwrites n_buffers with its own
+ *   count. Called from any thread,
  *   concurrently with allocate and deallocate: read the counters under the kind's own lock
  *   (or atomically) so that current <= high holds in what it returns. Errors: a
  *   %MEMRES_CUDA_ERROR (pool attribute queries). Since: 1.0
  * @reset_stats: optional. Resets the high-water marks (reserved_high, used_high) to the
- *   current values. Same threading as get_stats. Errors: a %MEMRES_CUDA_ERROR. Since: 1.0
+ *   current values, for what get_stats reports beyond the core's counts (which the core
+ *   resets itself). Same threading as get_stats. Errors: a %MEMRES_CUDA_ERROR. Since: 1.0
  * @trim: optional. Returns memory held but unused to the system, keeping at least
  *   @bytes_to_keep bytes reserved; live buffers are never touched. Any thread, concurrently
  *   with allocate and deallocate; it orders nothing on a stream (memory whose stream-ordered
