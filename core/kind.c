@@ -377,7 +377,7 @@ memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info, G
  * memres_plugin_get_name:
  * @plugin: a #MemresPlugin
  *
- * Returns: (transfer none): the plugin's name (the `<name>` of libmemres-<name>.so)
+ * Returns: (transfer none): the plugin's name (the `<name>` of `libmemres-<name>.so`)
  */
 const char *
 memres_plugin_get_name (MemresPlugin *plugin)
