@@ -357,7 +357,8 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
     return FALSE;
   if (managed)
     {
-      *flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE;
+      *flags
+          = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED;
       *device = ordinal;
     }
   else if (type == CU_MEMORYTYPE_DEVICE)
@@ -384,7 +385,9 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
  * @device: the device ordinal the memory is on, or -1 for host memory; ignored when @flags
  *   is 0
  * @flags: what the memory can do; 0 asks the driver (cuPointerGetAttributes(): memory type,
- *   device ordinal, managed) when one loads, and otherwise takes it for pageable host memory
+ *   device ordinal, managed) when one loads, and otherwise takes it for pageable host memory.
+ *   %MEMRES_MEMORY_MANAGED (cuMemAllocManaged memory; Since: 1.2) implies both accessible
+ *   flags
  * @release: (nullable): called with @user_data when the buffer is closed
  * @user_data: data for @release
  * @error: return location for a #GError, or %NULL
@@ -394,8 +397,8 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @ptr with a non-zero @size, a range that
  * wraps past the end of the address space, a @device below -1, or @flags other than
- * %MEMRES_MEMORY_DEVICE_ACCESSIBLE and %MEMRES_MEMORY_HOST_ACCESSIBLE (wrapped memory is not
- * imported, resizable, shareable or stream-ordered by memres).
+ * %MEMRES_MEMORY_DEVICE_ACCESSIBLE, %MEMRES_MEMORY_HOST_ACCESSIBLE and %MEMRES_MEMORY_MANAGED
+ * (wrapped memory is not imported, resizable, shareable or stream-ordered by memres).
  *
  * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
  */
@@ -424,14 +427,18 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
                    "device %d: a device ordinal is 0 or more, or -1 for host memory", device);
       return NULL;
     }
-  if ((flags & ~(MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE)) != 0)
+  if ((flags
+       & ~(MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED))
+      != 0)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "flags 0x%x: wrapped memory can only be described as device and/or host "
-                   "accessible",
+                   "accessible, or managed",
                    (guint) flags);
       return NULL;
     }
+  if (flags & MEMRES_MEMORY_MANAGED)
+    flags |= MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE;
   if (flags == 0 && (ptr == NULL || !query_pointer (ptr, &device, &flags)))
     {
       flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
@@ -598,6 +605,7 @@ gboolean
 memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GError **error)
 {
   MemresAllocation alloc;
+  MemresResource *owner;
   GError *local = NULL;
   gboolean ok;
 
@@ -605,7 +613,13 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
 
   if (memres_buffer_is_closed (buf))
     return buffer_closed_error (error);
-  if (buf->mr == NULL || buf->mr->ops->resize == NULL)
+  /* through adaptors that pass allocations through: the layer that made the allocation */
+  owner = buf->mr != NULL ? _memres_resource_slot_owner (buf->mr, MEMRES_SLOT_OFFSET (resize), TRUE)
+                          : NULL;
+  /* an adaptor that keeps per-buffer accounting clears RESIZABLE in its query */
+  if (owner != buf->mr && !(buf->flags & MEMRES_MEMORY_RESIZABLE))
+    owner = NULL;
+  if (owner == NULL || owner->ops->resize == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "buffers of %s%s%s cannot be resized",
@@ -626,10 +640,10 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
       return FALSE;
     }
   alloc = buf->alloc;
-  ok = buf->mr->ops->resize (buf->mr, &alloc, new_size, stream, &local);
+  ok = owner->ops->resize (owner, &alloc, new_size, stream, &local);
   if (!ok || new_size == 0) /* resized to nothing: address 0 is allowed */
     {
-      if (!_memres_resource_slot_result (buf->mr, "resize", ok, &local, error))
+      if (!_memres_resource_slot_result (owner, "resize", ok, &local, error))
         return FALSE;
       _memres_resource_count_used (buf->mr, (gint64) alloc.size - (gint64) buf->alloc.size);
       buf->alloc = alloc;
@@ -637,8 +651,7 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
     }
   /* A success that breaks the contract (address 0, too few bytes): what the plugin returned is
    * released and the buffer is left open and empty (the old memory belongs to the new record). */
-  ok = _memres_resource_alloc_result (buf->mr, "resize", ok, &local, new_size, stream, &alloc,
-                                      error);
+  ok = _memres_resource_alloc_result (owner, "resize", ok, &local, new_size, stream, &alloc, error);
   _memres_resource_count_used (buf->mr, (gint64) alloc.size - (gint64) buf->alloc.size);
   buf->alloc = alloc;
   return ok;

@@ -90,6 +90,11 @@ print_kind_text (MemresKind *kind)
       g_autofree char *shown = memres_tool_one_line (path);
       g_print ("  plugin: %s, %s\n", plugin, shown);
     }
+  if (memres_kind_get_flags (kind) & MEMRES_KIND_ADAPTOR)
+    g_print ("  adaptor: goes above another layer (%s>host)%s\n", memres_kind_get_name (kind),
+             (memres_kind_get_flags (kind) & MEMRES_KIND_PASSES_ALLOCATIONS)
+                 ? ", passes allocations through"
+                 : "");
 
   options = memres_kind_get_options (kind, &n);
   if (n == 0)
@@ -126,6 +131,7 @@ print_kind_json (MemresJson *json, MemresKind *kind)
   memres_json_string (json, "name", memres_kind_get_name (kind));
   memres_json_string (json, "description", memres_kind_get_description (kind));
   memres_json_string (json, "plugin", memres_kind_get_plugin_name (kind));
+  memres_json_bool (json, "adaptor", (memres_kind_get_flags (kind) & MEMRES_KIND_ADAPTOR) != 0);
   memres_json_string (json, "plugin_path", memres_kind_get_plugin_path (kind));
   memres_json_begin_array (json, "options");
   options = memres_kind_get_options (kind, &n);
