@@ -867,6 +867,20 @@ test_peer_access (void)
   }
   assert_access (mr, 0, MEMRES_ACCESS_READWRITE);
   assert_access (mr, 1, MEMRES_ACCESS_READWRITE);
+
+  /* granting again what is granted makes no cuMemPoolSetAccess (it would remap every mapping
+   * of the pool); a mixed request passes only the change */
+  {
+    const MemresAccessDesc again[] = { { 1, MEMRES_ACCESS_READWRITE } };
+
+    if (mt_driver_is_fake ())
+      calls = mt_fake_call_count ("cuMemPoolSetAccess");
+    CHECK (memres_resource_set_access (mr, again, 1, &error));
+    CHECK (memres_resource_set_access (mr, again, 1, &error));
+    if (mt_driver_is_fake ())
+      g_assert_cmpint (mt_fake_call_count ("cuMemPoolSetAccess"), ==, calls);
+  }
+  assert_access (mr, 1, MEMRES_ACCESS_READWRITE);
   /* now it can: device 1 writes and reads the memory of device 0 */
   write_pattern (buf, 11, s1);
   check_pattern (buf, 11, s1);

@@ -812,7 +812,9 @@ check_peer (MemresPool *pool, gint device, GError **error)
  * @error: return location for a #GError
  *
  * Grants or revokes access of devices to the pool's memory, all in ONE cuMemPoolSetAccess call
- * (each change updates every mapping of the pool and can take long). Every entry is checked
+ * (each change updates every mapping of the pool and can take long). A device that already
+ * has the access asked for (cuMemPoolGetAccess) is left out of that call, and when every
+ * device already has it no cuMemPoolSetAccess is made at all. Every entry is checked
  * before the call: the device exists (memres_cuda_check_device()), the access is a
  * #MemresAccess value, a device named twice gets the same access both times, and a device
  * being granted access to a device pool can reach the owner (cuDeviceCanAccessPeer). The
@@ -828,15 +830,20 @@ memres_pool_set_access (MemresPool *pool, const MemresAccessDesc *descs, guint n
                         GError **error)
 {
   g_autofree CUmemAccessDesc *map = g_new0 (CUmemAccessDesc, MAX (n_descs, 1));
+  g_autofree MemresAccessDesc *seen = g_new0 (MemresAccessDesc, MAX (n_descs, 1));
   guint64 granted = 0, revoked = 0;
-  guint n = 0;
+  g_autoptr (GMutexLocker) locker = NULL;
+  guint n = 0, n_seen = 0;
   CUresult r;
 
   g_return_val_if_fail (descs != NULL || n_descs == 0, FALSE);
 
+  /* held across the reads of the current access too, so that two callers cannot both skip */
+  locker = g_mutex_locker_new (&pool->access_lock);
   for (guint i = 0; i < n_descs; i++)
     {
       gint device = descs[i].device;
+      MemresAccess current = MEMRES_ACCESS_NONE;
       gboolean dup = FALSE;
 
       if (!memres_cuda_check_device (device, error))
@@ -849,10 +856,10 @@ memres_pool_set_access (MemresPool *pool, const MemresAccessDesc *descs, guint n
                FALSE;
       if (is_owner (pool, device))
         continue;
-      for (guint j = 0; j < n; j++)
-        if (map[j].location.id == device)
+      for (guint j = 0; j < n_seen; j++)
+        if (seen[j].device == device)
           {
-            if ((MemresAccess) map[j].flags != descs[i].access)
+            if (seen[j].access != descs[i].access)
               return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                                   "device %d is given two different accesses", device),
                      FALSE;
@@ -860,8 +867,16 @@ memres_pool_set_access (MemresPool *pool, const MemresAccessDesc *descs, guint n
           }
       if (dup)
         continue;
+      seen[n_seen++] = descs[i];
       if (descs[i].access != MEMRES_ACCESS_NONE && !check_peer (pool, device, error))
         return FALSE;
+      /* An access the device already has is left out of the call: each cuMemPoolSetAccess
+       * remaps every mapping of the pool, and granting again what is granted must cost
+       * nothing (cuMemPoolGetAccess only reads). */
+      if (!memres_pool_get_access (pool, device, &current, error))
+        return FALSE;
+      if (current == descs[i].access)
+        continue;
 
       map[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
       map[n].location.id = device;
@@ -879,12 +894,9 @@ memres_pool_set_access (MemresPool *pool, const MemresAccessDesc *descs, guint n
   if (n == 0)
     return TRUE;
 
-  g_mutex_lock (&pool->access_lock);
   r = pool->drv->cuMemPoolSetAccess (pool->handle, map, n);
   if (r == CUDA_SUCCESS)
     pool->peers_granted = (pool->peers_granted & ~revoked) | granted;
-  g_mutex_unlock (&pool->access_lock);
-
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuMemPoolSetAccess");
   return TRUE;
