@@ -110,7 +110,8 @@ void mt_send_raw (int sock, gconstpointer data, gsize len, const int *fds, int n
  * CUDA_ERROR_OUT_OF_MEMORY (or @code when not 0) and asserts that @op fails with
  * MEMRES_CUDA_ERROR and that code, that no fake count moved, and that @op then succeeds again.
  * Entry points in @ignore (NULL-terminated, may be NULL) are not failed: queries whose failure
- * the operation tolerates by design. Returns the number of calls swept. */
+ * the operation tolerates by design; "ENTRY#N" spares only the Nth call of ENTRY in the
+ * operation. Returns the number of calls swept. */
 typedef gboolean (*MtOp) (gpointer data, GError **error);
 typedef void (*MtUndo) (gpointer data);
 int mt_fault_sweep (const char *what, MtOp op, MtUndo undo, gpointer data, CUresult code,

@@ -607,8 +607,9 @@ _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
 }
 
 /* Maps new chunks after the buffer's mapped bytes up to @new_size, into its reservations, or
- * into the address range right after them, which it reserves. When that range is taken, returns
- * FALSE with *@taken set (no error, nothing changed): the caller moves the buffer. */
+ * into the address range right after them, which it reserves. When that range is taken (the
+ * driver reserved elsewhere, or refused the reservation with any error), returns FALSE with
+ * *@taken set (no error, nothing changed): the caller moves the buffer. */
 static gboolean
 vmm_grow_in_place (VmmResource *self, VmmBuffer *buf, gsize new_size, gboolean *taken,
                    GError **error)
@@ -626,8 +627,15 @@ vmm_grow_in_place (VmmResource *self, VmmBuffer *buf, gsize new_size, gboolean *
       CUdeviceptr hint = buf->base + buf->reserved;
       VmmRange extra = { 0, new_size - buf->reserved };
 
-      if (!vmm_address_reserve (self, extra.size, hint, &extra.ptr, error))
-        return FALSE;
+      /* The hint is only a wish: a driver that cannot reserve there may say so with an
+       * error rather than another address. Either way the buffer moves (the move reserves
+       * anywhere, and reports the driver's error if it cannot reserve at all). */
+      if (self->drv->cuMemAddressReserve (&extra.ptr, extra.size, self->granularity, hint, 0)
+          != CUDA_SUCCESS)
+        {
+          *taken = TRUE;
+          return FALSE;
+        }
       if (extra.ptr != hint)
         {
           CUresult res = self->drv->cuMemAddressFree (extra.ptr, extra.size);
