@@ -103,7 +103,8 @@ struct _MemresResource
    * each: the high 32 bits count the references of the application (memres_resource_ref()), the
    * low 32 bits the open buffers. The instance is finalized when the word drops to 0. */
   gint64 refs;
-  /* atomic: set once, after pool_id and device_uuid (under ipc-resource.c's pools lock) */
+  /* atomic: set once, after pool_id and device_uuid (under ipc-resource.c's pools lock): 0,
+   * or whose identity they are (ipc-resource.c: POOL_ID_EXPORTER, POOL_ID_IMPORTED) */
   gint has_pool_id;
   guint8 pool_id[MEMRES_IPC_ID_SIZE];     /* for imported resources: key of the dedup table */
   guint8 device_uuid[MEMRES_IPC_ID_SIZE]; /* of the pool's device (zero: host memory) */
