@@ -164,6 +164,8 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
                    mr->kind->name);
       return NULL;
     }
+  if (!_memres_resource_check_usable (mr, "allocating", error))
+    return NULL;
   if (size > 0 && !mr->ops->allocate (mr, size, stream, &alloc, error))
     return NULL;
   return _memres_buffer_new (mr, &alloc, stream);
@@ -181,7 +183,8 @@ buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
       buf->mr = NULL;
       if (buf->ipc_mapping != NULL)
         return _memres_ipc_release_buffer (buf, mr, stream, error);
-      if (buf->alloc.size > 0 || buf->alloc.address != 0)
+      /* in the child of a fork(), inherited memory is left as it is (fork.c) */
+      if ((buf->alloc.size > 0 || buf->alloc.address != 0) && !_memres_resource_is_inherited (mr))
         ok = mr->ops->deallocate (mr, &buf->alloc, stream, error);
       _memres_resource_remove_buffer (mr);
     }
@@ -618,6 +621,8 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
                    "cannot resize a buffer to %" G_GSIZE_FORMAT " bytes", new_size);
       return FALSE;
     }
+  if (!_memres_resource_check_usable (buf->mr, "resizing", error))
+    return FALSE;
   alloc = buf->alloc;
   if (!buf->mr->ops->resize (buf->mr, &alloc, new_size, stream, error))
     return FALSE;

@@ -103,6 +103,7 @@ init_driver (const char *path, GError **error)
   const char *text = NULL;
 
   init_called = TRUE;
+  _memres_fork_note_driver_init ();
   res = driver.cuInit (0);
   if (res == CUDA_ERROR_NO_DEVICE)
     {
@@ -182,6 +183,8 @@ ensure_driver (GError **error)
         *error = g_error_copy (driver_error);
       return FALSE;
     }
+  if (G_UNLIKELY (_memres_fork_driver_lost ()))
+    return _memres_fork_set_error (error, "the CUDA driver");
   return TRUE;
 }
 
@@ -196,9 +199,13 @@ ensure_driver (GError **error)
  * every later call. A driver whose cuInit() returns `CUDA_ERROR_NO_DEVICE` is loaded, with no
  * devices. Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NO_DRIVER when the file is missing, is not a CUDA driver, lacks a
- * required entry point (%MEMRES_CUDA_FOREACH_REQUIRED_ENTRY) or cuInit() fails (the message
- * names the CUDA error); %MEMRES_CUDA_ERROR when cuDeviceGetCount() fails.
+ * In the child of a fork() made after the driver was initialized the driver cannot be used:
+ * every call fails with %MEMRES_ERROR_FORKED (a child of a process that never initialized the
+ * driver loads it as usual).
+ *
+ * Errors: %MEMRES_ERROR_FORKED (see above); %MEMRES_ERROR_NO_DRIVER when the file is missing, is
+ * not a CUDA driver, lacks a required entry point (%MEMRES_CUDA_FOREACH_REQUIRED_ENTRY) or cuInit()
+ * fails (the message names the CUDA error); %MEMRES_CUDA_ERROR when cuDeviceGetCount() fails.
  *
  * Returns: (transfer none) (nullable): the driver table, valid for the life of the process, or
  *   %NULL with @error set

@@ -119,6 +119,8 @@ memres_resource_export_handle (MemresResource *mr, GError **error)
                    mr->kind->name);
       return NULL;
     }
+  if (!_memres_resource_check_usable (mr, "exporting a pool", error))
+    return NULL;
   ok = mr->ops->export_handle (mr, &handle, &local);
   if (ok && handle == NULL)
     ok = FALSE; /* a plugin bug: reported as a failure without a reason */
@@ -315,7 +317,11 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
           return FALSE;
         }
       GError *local = NULL;
-      gboolean ok = mr->ops->export_buffer (mr, &buf->alloc, &info, &local);
+      gboolean ok;
+
+      if (!_memres_resource_check_usable (mr, "exporting a buffer", error))
+        return FALSE;
+      ok = mr->ops->export_buffer (mr, &buf->alloc, &info, &local);
       if (!_memres_resource_slot_result (mr, "export_buffer", ok, &local, error))
         return FALSE;
       remember_pool (mr, info.pool_id, info.device_uuid, POOL_ID_EXPORTER);
@@ -492,6 +498,8 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
   else if (!check_descriptor (mr, descriptor, length, &info, error))
     return NULL;
 
+  if (!_memres_resource_check_usable (mr, "importing a buffer", error))
+    return NULL;
   mapping = acquire_mapping (mr, &info, stream, error);
   if (mapping == NULL)
     return NULL;
@@ -583,7 +591,16 @@ _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStre
 
   g_mutex_lock (&table->lock);
   g_assert (mapping->n_users > 0 && table->n_users > 0);
-  if (--mapping->n_users > 0)
+  if (G_UNLIKELY (_memres_resource_is_inherited (owner)))
+    {
+      /* the child of a fork(): no driver call; the mapping stays until the child exits */
+      if (--mapping->n_users == 0)
+        {
+          g_clear_pointer (&mapping->waits, g_array_unref);
+          _memres_ipc_mappings_retire (table, mapping);
+        }
+    }
+  else if (--mapping->n_users > 0)
     ok = order_after_close (owner, mapping, stream, error);
   else
     {

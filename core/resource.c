@@ -83,6 +83,7 @@ _memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
   mr->ops = &mr->kind->ops;
   mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;
   mr->spec = g_strdup (spec != NULL ? spec : kind->name);
+  mr->generation = g_atomic_int_get (&_memres_fork_generation_);
   _memres_ipc_mappings_init (&mr->ipc_mappings);
 
   if (handle != NULL)
@@ -200,7 +201,9 @@ resource_finalize (MemresResource *mr)
 {
   if (g_atomic_int_get (&mr->has_pool_id))
     _memres_ipc_forget_resource (mr);
-  mr->ops->finalize (mr);
+  /* in the child of a fork(), what the kind holds stays (no driver call may be made) */
+  if (!_memres_resource_is_inherited (mr))
+    mr->ops->finalize (mr);
   _memres_ipc_mappings_clear (&mr->ipc_mappings);
   memres_kind_unref (mr->kind);
   g_free (mr->spec);
@@ -394,6 +397,8 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (stats != NULL, FALSE);
+  if (!_memres_resource_check_usable (mr, "statistics", error))
+    return FALSE;
 
   if (mr->info.flags & MEMRES_MEMORY_IMPORTED)
     _memres_ipc_get_stats (mr, &s, &imported);
@@ -428,6 +433,8 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
   GError *local = NULL;
 
   g_return_val_if_fail (mr != NULL, FALSE);
+  if (!_memres_resource_check_usable (mr, "resetting statistics", error))
+    return FALSE;
 
   if (mr->info.flags & MEMRES_MEMORY_IMPORTED)
     {
@@ -458,6 +465,8 @@ memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
   GError *local = NULL;
 
   g_return_val_if_fail (mr != NULL, FALSE);
+  if (!_memres_resource_check_usable (mr, "trimming", error))
+    return FALSE;
 
   if (mr->ops->trim == NULL)
     return not_supported (mr, "trimming", error);
@@ -489,6 +498,8 @@ memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs, g
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (descs != NULL || n_descs == 0, FALSE);
+  if (!_memres_resource_check_usable (mr, "peer access", error))
+    return FALSE;
 
   if (mr->ops->set_access == NULL)
     return not_supported (mr, "peer access", error);
@@ -519,6 +530,8 @@ memres_resource_get_access (MemresResource *mr, gint device, MemresAccess *acces
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (access != NULL, FALSE);
+  if (!_memres_resource_check_usable (mr, "peer access", error))
+    return FALSE;
 
   if (mr->ops->get_access == NULL)
     return not_supported (mr, "peer access", error);

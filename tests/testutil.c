@@ -151,6 +151,18 @@ mt_fake_call_count (const char *entry)
   return require_fake ("mt_fake_call_count")->call_count (entry);
 }
 
+void
+mt_fake_trace_begin (void)
+{
+  require_fake ("mt_fake_trace_begin")->trace_begin ();
+}
+
+int
+mt_fake_trace_end (const char ***names)
+{
+  return require_fake ("mt_fake_trace_end")->trace_end (names);
+}
+
 #define MT_FOREACH_COUNT(X)                                                                        \
   X (pools)                                                                                        \
   X (pool_allocations)                                                                             \

@@ -27,6 +27,9 @@ void mt_fake_fail_call (const char *entry, int nth, CUresult result);
 void mt_fake_reset_faults (void);
 void mt_fake_set_attribute (int device, CUdevice_attribute attr, int value);
 long mt_fake_call_count (const char *entry);
+/* fakecuda_trace_begin() and fakecuda_trace_end(): the names of the calls made in between. */
+void mt_fake_trace_begin (void);
+int mt_fake_trace_end (const char ***names);
 
 /* Asserts every live count of the fake equals the one in @baseline (no-op on the real driver). */
 void mt_assert_fake_counts_equal (const FakeCudaCounts *baseline);
