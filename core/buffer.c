@@ -269,8 +269,9 @@ memres_buffer_ref (MemresBuffer *buf)
  * @buf: (transfer full): a #MemresBuffer
  *
  * Drops a reference. The last reference to an open buffer closes it on its deallocation
- * stream; a failure there is logged with g_warning() (except `CUDA_ERROR_DEINITIALIZED`, which
- * the driver returns while the process exits, and is ignored). Thread-safe.
+ * stream; a failure there is logged with memres_cuda_warn_release_failure() (a g_warning(),
+ * silent for `CUDA_ERROR_DEINITIALIZED`, which the driver returns while the process exits).
+ * Thread-safe.
  */
 void
 memres_buffer_unref (MemresBuffer *buf)
@@ -288,10 +289,8 @@ memres_buffer_unref (MemresBuffer *buf)
 
       if (!buffer_release (buf, buf->dealloc_stream, &error))
         {
-          if (error != NULL
-              && !g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
-            g_warning ("Closing a buffer of %" G_GSIZE_FORMAT " bytes failed: %s", buf->alloc.size,
-                       error->message);
+          memres_cuda_warn_release_failure (
+              error, "Closing a buffer of %" G_GSIZE_FORMAT " bytes failed", buf->alloc.size);
           g_clear_error (&error);
         }
     }

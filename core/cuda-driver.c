@@ -519,3 +519,38 @@ memres_cuda_check_stream_not_capturing (MemresStream stream, GError **error)
     }
   return TRUE;
 }
+
+/**
+ * memres_cuda_warn_release_failure:
+ * @error: (nullable): why releasing failed
+ * @format: printf() format of what was being released or rolled back, such as
+ *   "closing a buffer of %zu bytes"
+ * @...: the arguments of @format
+ *
+ * Reports a failure nobody can be told about: freeing memory on the last unref of a buffer,
+ * a driver call failing while a failed operation is rolled back. Logs "WHAT: MESSAGE" with
+ * g_warning(), except when @error is the %MEMRES_CUDA_ERROR `CUDA_ERROR_DEINITIALIZED`: the
+ * driver returns it for every call once it shut down at process exit (a thread still
+ * allocating while another returns from main()), when whatever was being released is gone
+ * with the process anyway; that is logged with g_debug() only. Every warning of memres and its
+ * plugins about a failed release goes through here, so that process exit is silent. Makes no
+ * driver call. Thread-safe.
+ *
+ * Since: 1.2
+ */
+void
+memres_cuda_warn_release_failure (const GError *error, const char *format, ...)
+{
+  g_autofree char *what = NULL;
+  va_list args;
+
+  g_return_if_fail (format != NULL);
+
+  va_start (args, format);
+  what = g_strdup_vprintf (format, args);
+  va_end (args);
+  if (error != NULL && g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
+    g_debug ("%s: %s (the driver shut down: the process is exiting)", what, error->message);
+  else
+    g_warning ("%s: %s", what, error != NULL ? error->message : "failed without saying why");
+}

@@ -367,7 +367,7 @@ acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStrea
         {
           g_autoptr (GError) unmap_error = NULL;
           if (!mr->ops->deallocate (mr, &alloc, stream, &unmap_error))
-            g_warning ("unmapping a refused buffer import failed: %s", unmap_error->message);
+            memres_cuda_warn_release_failure (unmap_error, "unmapping a refused buffer import");
         }
       else if (found != NULL) /* imported and unmapped before: the record is reused */
         {

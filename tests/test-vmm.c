@@ -471,6 +471,47 @@ test_grow_probe_fails (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* A rollback whose driver call fails is warned about, except with CUDA_ERROR_DEINITIALIZED
+ * (the driver shut down at process exit): then it is silent. In a subprocess (the warning is
+ * fatal under g_test, and the failed rollback leaks a reservation). */
+static void
+test_rollback_deinitialized (void)
+{
+  if (!require_device ())
+    return;
+  if (!mt_require_fake ("failing the rollback needs the fake driver"))
+    return;
+  if (g_test_subprocess ())
+    {
+      g_autoptr (MemresResource) mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, gran ());
+      g_autoptr (GError) error = NULL;
+      MemresBuffer *buf = allocate (mr, 2 * gran ());
+      const char *mode = g_getenv ("VMM_ROLLBACK_MODE");
+
+      /* the grow in place fails at the access grant; its rollback frees the range it reserved */
+      mt_fake_fail_call ("cuMemSetAccess", 1, CUDA_ERROR_OUT_OF_MEMORY);
+      mt_fake_fail_call ("cuMemAddressFree", 1,
+                         g_strcmp0 (mode, "deinit") == 0 ? CUDA_ERROR_DEINITIALIZED
+                                                         : CUDA_ERROR_INVALID_VALUE);
+      g_assert_false (memres_buffer_resize (buf, 5 * gran (), NULL, &error));
+      g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_OUT_OF_MEMORY);
+      mt_fake_reset_faults ();
+      g_assert_cmpuint (memres_buffer_get_size (buf), ==, 2 * gran ());
+      close_buffer (buf);
+      return;
+    }
+  g_setenv ("VMM_ROLLBACK_MODE", "fail", TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*vmm: rolling back a failure: cuMemAddressFree: "
+                             "CUDA_ERROR_INVALID_VALUE*");
+  g_setenv ("VMM_ROLLBACK_MODE", "deinit", TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("");
+  g_unsetenv ("VMM_ROLLBACK_MODE");
+}
+
 /* With an up-front reservation a grow needs no new address range at all. */
 static void
 test_grow_within_reserve (void)
@@ -1389,6 +1430,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/grow/within-reserve", test_grow_within_reserve);
   g_test_add_func ("/vmm/grow/move", test_grow_by_move);
   g_test_add_func ("/vmm/grow/probe-fails", test_grow_probe_fails);
+  g_test_add_func ("/vmm/grow/rollback-deinitialized", test_rollback_deinitialized);
   g_test_add_func ("/vmm/grow/from-empty", test_grow_from_empty);
   g_test_add_func ("/vmm/shrink/chunks", test_shrink);
   g_test_add_func ("/vmm/shrink/partial-chunk", test_shrink_partial_chunk);

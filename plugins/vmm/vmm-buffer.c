@@ -27,7 +27,7 @@ vmm_cuda_error (GError **error, CUresult res, const char *call)
 static void
 vmm_warn_leak (CUresult res, const char *call)
 {
-  g_warning ("vmm: %s failed with error %d while rolling back a failure", call, (int) res);
+  vmm_warn_call_failed (res, call, "rolling back a failure");
 }
 
 static gboolean
@@ -388,7 +388,8 @@ vmm_remap_or_warn (VmmResource *self, VmmBuffer *buf, gsize start, gsize end)
   if (!vmm_map_chunks (self, buf, space, vmm_chunk_index (buf, start), vmm_chunk_index (buf, end),
                        &error)
       || !vmm_grant (self, space, start, end, &error))
-    g_warning ("vmm: cannot map a buffer again while rolling back a failure: %s", error->message);
+    memres_cuda_warn_release_failure (error, "vmm: mapping a buffer again while rolling back a "
+                                             "failure");
 }
 
 /* Unmaps the bytes [start, end) of @buf, whose handles are held. On failure maps back what was
@@ -742,9 +743,11 @@ vmm_replace_lost_or_warn (VmmResource *self, VmmBuffer *buf, gsize from)
   return;
 
 fail:
-  g_warning ("vmm: a buffer lost %" G_GSIZE_FORMAT " bytes of memory after offset %" G_GSIZE_FORMAT
-             " while rolling back a failure: %s",
-             end - from, from, error->message);
+  memres_cuda_warn_release_failure (error,
+                                    "vmm: a buffer lost %" G_GSIZE_FORMAT
+                                    " bytes of memory after offset %" G_GSIZE_FORMAT
+                                    " while rolling back a failure",
+                                    end - from, from);
 }
 
 /* Releases the chunks that start at or beyond @new_size bytes. The handles are released first,
