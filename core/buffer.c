@@ -496,7 +496,13 @@ memres_buffer_get_size (MemresBuffer *buf)
  * memres_buffer_get_device:
  * @buf: a #MemresBuffer
  *
- * Returns: the device ordinal of the memory; -1 for host memory or a closed buffer
+ * The device the memory lives on. Page-locked host memory lives on none: it is -1 whoever
+ * allocated it (the `pinned` kind, a host-located `vmm` resource, cudaHostAlloc() or
+ * cuMemHostRegister() memory wrapped with memres_buffer_new_for_pointer()), although every
+ * device can reach it (memres_buffer_is_device_accessible()).
+ *
+ * Returns: the device ordinal of the memory; -1 for host memory (pageable or page-locked) or
+ *   a closed buffer
  */
 gint
 memres_buffer_get_device (MemresBuffer *buf)

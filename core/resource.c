@@ -323,6 +323,7 @@ memres_resource_to_string (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * Returns: the device ordinal the resource's memory belongs to, or -1 for host memory
+ *   (pageable or page-locked: see memres_buffer_get_device())
  */
 gint
 memres_resource_get_device (MemresResource *mr)

@@ -312,8 +312,11 @@ check_host_location (const char *spec)
   g_assert_cmpuint (memres_resource_get_flags (mr), ==,
                     MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE
                         | MEMRES_MEMORY_RESIZABLE);
+  /* page-locked host memory belongs to no device (the rule of memres_buffer_get_device()) */
+  g_assert_cmpint (memres_resource_get_device (mr), ==, -1);
   buf = allocate (mr, 3 * gran () + 1);
   size = memres_buffer_get_size (buf);
+  g_assert_cmpint (memres_buffer_get_device (buf), ==, -1);
   g_assert_true (memres_buffer_is_host_accessible (buf));
   mt_fill_pattern (memres_buffer_get_pointer (buf), size, 77);
   check_pattern (buf, 0, size, 77);
