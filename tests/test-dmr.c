@@ -571,6 +571,68 @@ test_pool_current_vs_new (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* The release threshold memres raises on a wrapped current pool (0 -> max) lasts while a
+ * resource on the pool lives (its buffers included) and is set back to 0 after the last one;
+ * a value someone set meanwhile is theirs and stays. */
+static void
+test_pool_current_threshold_restored (void)
+{
+  FakeCudaCounts base;
+  MemresResource *a, *b;
+  MemresBuffer *buf;
+  CUmemoryPool current = NULL;
+  CUdevice dev;
+  cuuint64_t zero = 0, five = 5 * MiB;
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  CU_OK (drv ()->cuDeviceGet (&dev, 0));
+  CU_OK (drv ()->cuDeviceGetMemPool (&current, dev));
+  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+
+  a = mt_new_ok ("dmr");
+  b = mt_new_ok ("dmr:device=0");
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
+  buf = mt_alloc_ok (b, MiB, NULL);
+  memres_resource_unref (a);
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
+  memres_resource_unref (b);
+  /* the buffer keeps its resource, and so the raise */
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
+  mt_close_ok (buf, NULL);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 0);
+
+  /* raised again by a new wrap; changed by someone else meanwhile: left as they set it */
+  a = mt_new_ok ("dmr");
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
+  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &five));
+  memres_resource_unref (a);
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 5 * MiB);
+
+  /* a threshold that was not 0 is not raised, and not touched at the end */
+  a = mt_new_ok ("dmr");
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 5 * MiB);
+  memres_resource_unref (a);
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 5 * MiB);
+
+  /* a failed wrap leaves it at 0 (fake: fail the second attribute set) */
+  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+  if (mt_driver_is_fake ())
+    {
+      mt_fake_fail_call ("cuMemPoolSetAttribute", 2, CUDA_ERROR_INVALID_VALUE);
+      mt_new_fails ("dmr:reuse_allow_opportunistic=true", MEMRES_CUDA_ERROR,
+                    CUDA_ERROR_INVALID_VALUE, NULL);
+      mt_fake_reset_faults ();
+      g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 0);
+      /* and the next wrap and its end work as before */
+      memres_resource_unref (mt_new_ok ("dmr"));
+      g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 0);
+    }
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* Without a driver (run in a child whose MEMRES_CUDA_DRIVER names nothing). */
 static void
 test_no_driver (void)
@@ -1163,6 +1225,7 @@ main (int argc, char **argv)
   g_test_add_func ("/dmr/pool/max-size", test_max_size);
   g_test_add_func ("/dmr/pool/current-vs-new", test_pool_current_vs_new);
   g_test_add_func ("/dmr/pool/current-rollback", test_pool_current_rollback);
+  g_test_add_func ("/dmr/pool/current-threshold-restored", test_pool_current_threshold_restored);
   g_test_add_func ("/dmr/pool/reuse-options", test_reuse_options);
   g_test_add_func ("/dmr/pool/no-pools", test_no_pools);
   g_test_add_func ("/dmr/lifetime/buffers-outlive-resource", test_buffers_outlive_resource);

@@ -270,9 +270,63 @@ typedef struct
   guint64 old; /* a shared pool's value before, to restore on failure */
 } AttributeChange;
 
+/* The current pools this plugin wraps, with how many #MemresPool use each and the release
+ * threshold memres raised (apply_attributes()), so that the last user gives it back
+ * (memres_pool_destroy()). Per plugin (this code is linked into each): the device pools are
+ * wrapped by dmr only. */
+typedef struct
+{
+  guint users;
+  gboolean raised;   /* the threshold was 0 and memres set it to G_MAXUINT64 */
+  guint64 threshold; /* the value before (0) */
+} SharedPool;
+
+static GMutex shared_lock;       /* shared_pools, and the threshold check of a wrap */
+static GHashTable *shared_pools; /* CUmemoryPool -> SharedPool* */
+
+/* Under shared_lock: the entry of @handle, made on first use. */
+static SharedPool *
+shared_pool_get (CUmemoryPool handle)
+{
+  SharedPool *shared;
+
+  if (shared_pools == NULL)
+    shared_pools = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+  shared = g_hash_table_lookup (shared_pools, handle);
+  if (shared == NULL)
+    {
+      shared = g_new0 (SharedPool, 1);
+      g_hash_table_insert (shared_pools, handle, shared);
+    }
+  return shared;
+}
+
+/* A user of a wrapped current pool is gone; the last one gives back the release threshold
+ * memres raised, unless someone set another value meanwhile (then it is theirs). Failures
+ * (CUDA_ERROR_DEINITIALIZED at exit) are ignored: the pool is the driver's. */
+static void
+shared_pool_release (MemresPool *pool)
+{
+  SharedPool *shared;
+
+  g_mutex_lock (&shared_lock);
+  shared = g_hash_table_lookup (shared_pools, pool->handle);
+  if (shared != NULL && --shared->users == 0)
+    {
+      guint64 now = 0;
+
+      if (shared->raised && get_attribute_u64 (pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &now, NULL)
+          && now == G_MAXUINT64)
+        (void) set_attribute_u64 (pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, shared->threshold, NULL);
+      g_hash_table_remove (shared_pools, pool->handle);
+    }
+  g_mutex_unlock (&shared_lock);
+}
+
 static gboolean
 apply_attributes (MemresPool *pool, const MemresPoolConfig *config, GError **error)
 {
+  gboolean raising = FALSE;
   const struct
   {
     CUmemPool_attribute attr;
@@ -301,7 +355,10 @@ apply_attributes (MemresPool *pool, const MemresPoolConfig *config, GError **err
       if (!get_attribute_u64 (pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold, error))
         return FALSE;
       if (threshold == 0)
-        changes[n++] = (AttributeChange){ CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, G_MAXUINT64, 0 };
+        {
+          changes[n++] = (AttributeChange){ CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, G_MAXUINT64, 0 };
+          raising = TRUE;
+        }
     }
   for (guint i = 0; i < G_N_ELEMENTS (reuse); i++)
     if (reuse[i].value >= 0)
@@ -316,7 +373,17 @@ apply_attributes (MemresPool *pool, const MemresPoolConfig *config, GError **err
         break;
     }
   if (done == n)
-    return TRUE;
+    {
+      /* the last user of the shared pool gives the threshold back (shared_pool_release()) */
+      if (raising)
+        {
+          SharedPool *shared = shared_pool_get (pool->handle);
+
+          shared->raised = TRUE;
+          shared->threshold = 0;
+        }
+      return TRUE;
+    }
   if (!pool->owned)
     while (done-- > 0)
       (void) set_attribute_u64 (pool, changes[done].attr, changes[done].old, NULL);
@@ -409,8 +476,11 @@ memres_pool_init_for_handle (MemresPool *pool, const MemresCudaDriver *drv, CUme
  * location), then applies the attributes of @config with cuMemPoolSetAttribute. When a
  * current pool is wrapped and @config gives no release threshold, a threshold of 0 is raised
  * to G_MAXUINT64 (read with cuMemPoolGetAttribute): the driver's default 0 releases memory at
- * every synchronization and makes allocation slow. Shareable pools also get @device_uuid
- * (cuDeviceGetUuid). The caller checks beforehand that the device exists
+ * every synchronization and makes allocation slow. That raise lasts while a #MemresPool of
+ * this plugin wraps the pool: memres_pool_destroy() of the last one sets the threshold back
+ * to 0 (unless someone set another value meanwhile). Attributes @config gives explicitly stay
+ * as set: they change the shared pool for every user, for the life of the process. Shareable pools
+ * also get @device_uuid (cuDeviceGetUuid). The caller checks beforehand that the device exists
  * (memres_cuda_check_device()) and supports pools (memres_pool_check_supported()).
  *
  * On failure nothing is left: a pool created here is destroyed again.
@@ -450,7 +520,21 @@ memres_pool_init (MemresPool *pool, const MemresPoolConfig *config, GError **err
   memres_pool_init_for_handle (pool, drv, handle, config->create, &config->location, config->device,
                                config->handle_type);
 
-  if (!apply_attributes (pool, config, error))
+  if (!config->create)
+    {
+      /* one more user of the shared pool: its threshold is checked and raised under the lock,
+       * so that two wraps at once raise it once and the last user restores it */
+      gboolean ok;
+
+      g_mutex_lock (&shared_lock);
+      shared_pool_get (handle)->users++;
+      pool->shared = TRUE;
+      ok = apply_attributes (pool, config, error);
+      g_mutex_unlock (&shared_lock);
+      if (!ok)
+        goto fail;
+    }
+  else if (!apply_attributes (pool, config, error))
     goto fail;
   if (config->handle_type != CU_MEM_HANDLE_TYPE_NONE
       && !memres_cuda_get_device_uuid (config->device, pool->device_uuid, error))
@@ -501,7 +585,9 @@ revoke_peers (MemresPool *pool)
  * @pool: a pool set up with memres_pool_init() or memres_pool_init_for_handle(), or zeroed
  *
  * Releases @pool: an owned pool is destroyed (peer grants made with memres_pool_set_access()
- * revoked first, then cuMemPoolDestroy); a wrapped current pool is left to the driver. Call it
+ * revoked first, then cuMemPoolDestroy); a wrapped current pool is left to the driver, except
+ * that the last user of it gives back the release threshold memres_pool_init() raised
+ * (cuMemPoolGetAttribute, cuMemPoolSetAttribute). Call it
  * only when no allocation of the pool is live. Failures (`CUDA_ERROR_DEINITIALIZED` at process
  * exit, for example) are ignored: there is nobody to report them to. Leaves @pool zeroed, so a
  * second call does nothing. Not thread-safe.
@@ -516,6 +602,8 @@ memres_pool_destroy (MemresPool *pool)
       revoke_peers (pool);
       (void) pool->drv->cuMemPoolDestroy (pool->handle);
     }
+  if (pool->shared)
+    shared_pool_release (pool);
   if (pool->share_fd >= 0)
     close (pool->share_fd);
   g_mutex_clear (&pool->access_lock);

@@ -55,8 +55,10 @@ G_BEGIN_DECLS
   "unset: the driver's default)"
 #define MEMRES_POOL_DOC_RELEASE_THRESHOLD                                                          \
   "bytes of unused memory the pool keeps reserved across synchronizations, or max; unset: the "    \
-  "driver's value, except that a wrapped current pool whose threshold is 0 gets max: at 0 the "    \
-  "pool returns its memory to the system at every synchronization and allocation gets slow"
+  "driver's value, except that a wrapped current pool whose threshold is 0 gets max (at 0 the "    \
+  "pool returns its memory to the system at every synchronization and allocation gets slow) "      \
+  "until the last resource on it is gone, which sets it back to 0; a value given for a current "   \
+  "pool stays after the resource"
 #define MEMRES_POOL_DOC_REUSE_FOLLOW                                                               \
   "reuse memory freed on another stream once an event orders the two (unset: driver default)"
 #define MEMRES_POOL_DOC_REUSE_OPPORTUNISTIC                                                        \
@@ -174,6 +176,7 @@ typedef struct
   /*< private >*/
   GMutex access_lock;    /* serializes set_access and guards peers_granted */
   guint64 peers_granted; /* bit d: device d was granted access by set_access */
+  gboolean shared;       /* a wrapped current pool counted as a user (pool.c: SharedPool) */
 } MemresPool;
 
 /* Configuration */
