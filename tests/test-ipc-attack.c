@@ -1615,12 +1615,12 @@ test_ipc_revive_cycles (IpcFixture *f, gconstpointer data)
 }
 
 /* The driver refuses to map a retired mapping's export data again (cuMemPoolImportPointer, then
- * cuPointerGetAttribute failing): the import reports the driver's error, nothing stays mapped or
+ * cuPointerGetAttributes failing): the import reports the driver's error, nothing stays mapped or
  * counted, and the next import maps it. */
 static void
 test_ipc_revive_import_fails (IpcFixture *f, gconstpointer data)
 {
-  static const char *const entries[] = { "cuMemPoolImportPointer", "cuPointerGetAttribute" };
+  static const char *const entries[] = { "cuMemPoolImportPointer", "cuPointerGetAttributes" };
   MemresStats stats;
   GError *error = NULL;
   FakeCudaCounts base;

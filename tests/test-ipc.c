@@ -405,6 +405,87 @@ test_import_not_importer (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* Imports @exporter's handle relabelled as kind @as, and one of its buffers with the descriptor's
+ * kind relabelled alike: the importer of @as must find out from the driver that the memory is
+ * not what kind @as makes (device memory named pinned, host memory named ipc), and refuse the
+ * buffer with INVALID_DESCRIPTOR, leaving nothing mapped. */
+static void
+check_relabelled (const char *exporter_spec, const char *as)
+{
+  g_autoptr (MemresResource) exporter = NULL;
+  g_autoptr (MemresResource) importer = NULL;
+  g_autoptr (MemresIpcHandle) handle = NULL;
+  g_autoptr (MemresIpcHandle) forged = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
+  MemresBufferDescriptor desc;
+  FakeCudaCounts base;
+  GError *error = NULL;
+
+  mt_counts_snapshot (&base);
+  exporter = memres_resource_new (exporter_spec, &error);
+  if (exporter == NULL)
+    {
+      g_assert_false (mt_driver_is_fake ());
+      g_test_skip_printf ("%s: %s", exporter_spec, error->message);
+      g_clear_error (&error);
+      return;
+    }
+  buf = alloc_pattern (exporter, 64 * KiB, 12);
+  g_assert_true (memres_buffer_export (buf, &desc, &error));
+  g_assert_no_error (error);
+  handle = memres_resource_export_handle (exporter, &error);
+  g_assert_no_error (error);
+  forged = memres_ipc_handle_new (as, fcntl (memres_ipc_handle_get_fd (handle), F_DUPFD_CLOEXEC, 0),
+                                  memres_ipc_handle_get_pool_id (handle),
+                                  memres_ipc_handle_get_device_uuid (handle), &error);
+  g_assert_no_error (error);
+  importer = memres_resource_import_handle (forged, &error);
+  if (importer == NULL)
+    {
+      /* refusing the pool outright is as good (the real driver may refuse the access grant) */
+      g_test_message ("%s relabelled %s: pool refused: %s", exporter_spec, as, error->message);
+      g_clear_error (&error);
+    }
+  else
+    {
+      MemresBufferDescriptor relabelled = desc;
+      long imports = mt_driver_is_fake () ? mt_fake_call_count ("cuMemPoolImportPointer") : 0;
+      MemresStats stats;
+
+      memset (relabelled.bytes + OFF_KIND, 0, OFF_POOL_ID - OFF_KIND);
+      memcpy (relabelled.bytes + OFF_KIND, as, strlen (as));
+      g_assert_null (
+          memres_buffer_import (importer, relabelled.bytes, sizeof relabelled.bytes, NULL, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+      g_test_message ("%s relabelled %s: %s", exporter_spec, as, error->message);
+      g_assert_nonnull (strstr (error->message, "relabelled"));
+      g_clear_error (&error);
+      /* the driver was asked (the check is the mapped memory's type), and nothing stays */
+      if (mt_driver_is_fake ())
+        g_assert_cmpint (mt_fake_call_count ("cuMemPoolImportPointer"), ==, imports + 1);
+      g_assert_true (memres_resource_get_stats (importer, &stats, &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (stats.n_buffers, ==, 0);
+      g_assert_cmpuint (stats.used_current, ==, 0);
+      g_clear_pointer (&importer, memres_resource_unref);
+    }
+  /* the exporter's bytes are intact */
+  assert_buffer_pattern (buf, 0, 64 * KiB, 12, 0);
+  mt_close_ok (g_steal_pointer (&buf), NULL);
+  g_clear_pointer (&exporter, memres_resource_unref);
+  mt_sync_ok (NULL);
+  mt_assert_fake_counts_equal (&base);
+}
+
+static void
+test_relabelled_handle (void)
+{
+  if (!mt_require_devices (1))
+    return;
+  check_relabelled ("ipc", "pinned");
+  check_relabelled ("pinned:ipc=true", "ipc");
+}
+
 /* Bad descriptors are refused before any driver call. */
 static void
 test_validation_before_driver (void)
@@ -427,7 +508,7 @@ test_validation_before_driver (void)
   g_assert_no_error (error);
 
   imports = mt_driver_is_fake () ? mt_fake_call_count ("cuMemPoolImportPointer") : 0;
-  ranges = mt_driver_is_fake () ? mt_fake_call_count ("cuPointerGetAttribute") : 0;
+  ranges = mt_driver_is_fake () ? mt_fake_call_count ("cuPointerGetAttributes") : 0;
 
   g_assert_null (memres_buffer_import (importer, desc.bytes, 159, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
@@ -456,7 +537,7 @@ test_validation_before_driver (void)
   if (mt_driver_is_fake ())
     {
       g_assert_cmpint (mt_fake_call_count ("cuMemPoolImportPointer"), ==, imports);
-      g_assert_cmpint (mt_fake_call_count ("cuPointerGetAttribute"), ==, ranges);
+      g_assert_cmpint (mt_fake_call_count ("cuPointerGetAttributes"), ==, ranges);
     }
 }
 
@@ -748,6 +829,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ipc/imported-cannot-allocate", test_imported_cannot_allocate);
   g_test_add_func ("/ipc/non-ipc-handle", test_non_ipc_handle);
   g_test_add_func ("/ipc/import/not-an-importer", test_import_not_importer);
+  g_test_add_func ("/ipc/import/relabelled-handle", test_relabelled_handle);
   g_test_add_func ("/ipc/descriptor/validated-before-driver", test_validation_before_driver);
   g_test_add_func ("/ipc/descriptor/size-lying", test_size_lying);
   g_test_add_func ("/ipc/import/dedup", test_dedup);
