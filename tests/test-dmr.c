@@ -368,6 +368,65 @@ test_max_size (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* max_size is the size asked for, not the larger one the driver rounds a small maxSize up to
+ * (the fake rounds to 32 MiB as the real driver rounds up: a 2 MiB pool served 4 MiB on the
+ * H200): the bytes of live buffers never exceed it, for dmr, pinned and ipc alike. */
+static void
+check_max_size_exact (const char *spec, gsize max)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *a, *b;
+
+  mt_counts_snapshot (&base);
+  mr = memres_resource_new (spec, &error);
+  if (mr == NULL)
+    {
+      g_assert_false (mt_driver_is_fake ());
+      g_test_message ("%s: %s", spec, error->message);
+      g_clear_error (&error);
+      return;
+    }
+  g_assert_null (memres_resource_allocate (mr, 2 * max, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, "max_size"));
+  g_test_message ("%s: %s", spec, error->message);
+  g_clear_error (&error);
+  a = mt_alloc_ok (mr, max / 2, NULL);
+  b = mt_alloc_ok (mr, max / 2, NULL);
+  g_assert_null (memres_resource_allocate (mr, 1, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  /* a freed buffer makes room again, exactly its size */
+  mt_close_ok (b, NULL);
+  g_assert_null (memres_resource_allocate (mr, max / 2 + 1, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  b = mt_alloc_ok (mr, max / 2, NULL);
+  mt_close_ok (b, NULL);
+  mt_close_ok (a, NULL);
+  mt_sync_ok (NULL);
+  /* zero-byte buffers are free */
+  mt_close_ok (mt_alloc_ok (mr, 0, NULL), NULL);
+  a = mt_alloc_ok (mr, max, NULL);
+  mt_close_ok (a, NULL);
+  mt_sync_ok (NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+static void
+test_max_size_exact (void)
+{
+  if (!mt_require_devices (1))
+    return;
+  check_max_size_exact ("dmr:pool=new,max_size=2MiB", 2 * MiB);
+  check_max_size_exact ("pinned:max_size=2MiB", 2 * MiB);
+  check_max_size_exact ("ipc:max_size=2MiB", 2 * MiB);
+  check_max_size_exact ("dmr:pool=new,max_size=3000000", 3000000);
+}
+
 #define N_THREADS 16
 
 typedef struct
@@ -1223,6 +1282,7 @@ main (int argc, char **argv)
   g_test_add_func ("/dmr/stats/used", test_stats);
   g_test_add_func ("/dmr/stats/trim", test_trim);
   g_test_add_func ("/dmr/pool/max-size", test_max_size);
+  g_test_add_func ("/dmr/pool/max-size-exact", test_max_size_exact);
   g_test_add_func ("/dmr/pool/current-vs-new", test_pool_current_vs_new);
   g_test_add_func ("/dmr/pool/current-rollback", test_pool_current_rollback);
   g_test_add_func ("/dmr/pool/current-threshold-restored", test_pool_current_threshold_restored);

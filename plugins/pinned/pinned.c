@@ -184,7 +184,7 @@ pinned_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream str
 
   if (self->mode == PINNED_MODE_LEGACY)
     return pinned_legacy_deallocate (&self->legacy, alloc, stream, error);
-  return memres_pool_free (&self->pool, alloc->address, stream, error);
+  return memres_pool_free (&self->pool, alloc->address, alloc->size, stream, error);
 }
 
 static void

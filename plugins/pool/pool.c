@@ -519,6 +519,8 @@ memres_pool_init (MemresPool *pool, const MemresPoolConfig *config, GError **err
 
   memres_pool_init_for_handle (pool, drv, handle, config->create, &config->location, config->device,
                                config->handle_type);
+  if (config->create)
+    pool->max_size = config->max_size;
 
   if (!config->create)
     {
@@ -624,6 +626,37 @@ allocate_checked (MemresPool *pool, gsize size, MemresStream stream, CUdeviceptr
   return TRUE;
 }
 
+/* The max_size a user asks for is enforced here, not left to the driver: the driver rounds a
+ * small CUmemPoolProps.maxSize up and then serves more than was asked (on the H200, CUDA 13,
+ * driver 580: a pool with maxSize 2 MiB served a 4 MiB allocation, one with 8 MiB took 4 +
+ * 8 MiB; CUmemPoolProps documents no granularity). @pool->max_size bounds the bytes of live
+ * allocations, as asked (the driver's 512-byte rounding is not counted); the driver still gets
+ * maxSize, a bound on what it reserves. */
+static gboolean
+limit_charge (MemresPool *pool, gsize size, GError **error)
+{
+  guint64 used = __atomic_add_fetch (&pool->max_size_used, (guint64) size, __ATOMIC_RELAXED);
+
+  if (used <= pool->max_size && used >= size)
+    return TRUE;
+  used = __atomic_sub_fetch (&pool->max_size_used, (guint64) size, __ATOMIC_RELAXED);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+               "cannot allocate %" G_GSIZE_FORMAT
+               " bytes: the pool's max_size is %" G_GUINT64_FORMAT " bytes and %" G_GUINT64_FORMAT
+               " are in use",
+               size, pool->max_size, used);
+  return FALSE;
+}
+
+static void
+limit_uncharge (MemresPool *pool, gsize size)
+{
+  __atomic_sub_fetch (&pool->max_size_used, (guint64) size, __ATOMIC_RELAXED);
+}
+
+static gboolean pool_allocate (MemresPool *pool, gsize size, MemresStream stream, guint64 *address,
+                               GError **error);
+
 /**
  * memres_pool_allocate:
  * @pool: a pool
@@ -642,13 +675,32 @@ allocate_checked (MemresPool *pool, gsize size, MemresStream stream, CUdeviceptr
  * (memres_cuda_ensure_context()) and the allocation tried again, so that the hot path stays
  * one or two driver calls. Thread-safe.
  *
+ * A pool created with a max_size (#MemresPoolConfig) serves at most that many bytes of live
+ * allocations, counted as asked, whatever the driver's own limit: the driver rounds a small
+ * maxSize up (see limit_charge()).
+ *
  * Returns: %TRUE on success; %FALSE with @error set: %MEMRES_ERROR_OUT_OF_MEMORY (the device
- *   or the pool's max_size is exhausted), the error of memres_cuda_check_stream_not_capturing()
- *   for a capturing stream, a %MEMRES_CUDA_ERROR for any other driver failure.
+ *   or the pool's max_size is exhausted: the message gives the max_size and the bytes in use), the
+ * error of memres_cuda_check_stream_not_capturing() for a capturing stream, a %MEMRES_CUDA_ERROR
+ * for any other driver failure.
  */
 gboolean
 memres_pool_allocate (MemresPool *pool, gsize size, MemresStream stream, guint64 *address,
                       GError **error)
+{
+  if (G_LIKELY (pool->max_size == 0))
+    return pool_allocate (pool, size, stream, address, error);
+  if (!limit_charge (pool, size, error))
+    return FALSE;
+  if (pool_allocate (pool, size, stream, address, error))
+    return TRUE;
+  limit_uncharge (pool, size);
+  return FALSE;
+}
+
+/* memres_pool_allocate() without the max_size accounting. */
+static gboolean
+pool_allocate (MemresPool *pool, gsize size, MemresStream stream, guint64 *address, GError **error)
 {
   const MemresCudaDriver *drv = pool->drv;
   const char *call = "cuStreamIsCapturing";
@@ -710,10 +762,13 @@ free_unordered (MemresPool *pool, CUdeviceptr ptr)
   (void) drv->cuCtxPopCurrent (&popped);
 }
 
+static gboolean pool_free (MemresPool *pool, guint64 address, MemresStream stream, GError **error);
+
 /**
  * memres_pool_free:
  * @pool: the pool @address was allocated from
  * @address: an address memres_pool_allocate() returned
+ * @size: the bytes memres_pool_allocate() was asked for (for the max_size accounting)
  * @stream: the stream that orders the free (%NULL: the legacy default stream)
  * @error: return location for a #GError
  *
@@ -732,7 +787,18 @@ free_unordered (MemresPool *pool, CUdeviceptr ptr)
  *   nonetheless when at all possible).
  */
 gboolean
-memres_pool_free (MemresPool *pool, guint64 address, MemresStream stream, GError **error)
+memres_pool_free (MemresPool *pool, guint64 address, gsize size, MemresStream stream,
+                  GError **error)
+{
+  /* the core closes the buffer whatever this returns, and the memory is freed even then */
+  if (G_UNLIKELY (pool->max_size > 0))
+    limit_uncharge (pool, size);
+  return pool_free (pool, address, stream, error);
+}
+
+/* memres_pool_free() without the max_size accounting. */
+static gboolean
+pool_free (MemresPool *pool, guint64 address, MemresStream stream, GError **error)
 {
   CUresult r = pool->drv->cuMemFreeAsync ((CUdeviceptr) address, stream);
 
