@@ -89,7 +89,8 @@ typedef struct
   char *note;  /* anything a reader must know about the row, or NULL */
 } BenchRow;
 
-/* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy, (f) ipc_import. */
+/* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy, (f) ipc_import,
+ * (g) graph_capture. */
 typedef struct
 {
   char *name;
@@ -139,6 +140,9 @@ BenchSection *bench_run_copy (BenchContext *ctx);
 
 /* bench-ipc-import.c: section (f). */
 BenchSection *bench_run_ipc_import (BenchContext *ctx);
+
+/* bench-graph.c: section (g). */
+BenchSection *bench_run_graph_capture (BenchContext *ctx);
 
 /* bench-output.c */
 BenchSection *bench_section_new (const char *name, const char *title, const char *unit,

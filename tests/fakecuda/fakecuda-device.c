@@ -1,5 +1,5 @@
 /* fakecuda-device.c: devices, attributes, primary contexts, the thread's context stack, streams
- * (work runs at once, in order), stream capture, graphs and events. */
+ * (work runs at once, in order), stream capture (what it records: fakecuda-graph.c) and events. */
 #include "fakecuda-private.h"
 
 #include <stdio.h>
@@ -14,6 +14,7 @@ struct CUstream_st
   int device;
   unsigned flags;
   CUstreamCaptureStatus capture;
+  struct CUgraph_st *graph; /* what the capture records into (fakecuda-graph.c) */
 };
 
 struct CUevent_st
@@ -24,11 +25,6 @@ struct CUevent_st
   unsigned flags;
   bool recorded;
   double time_ms;
-};
-
-struct CUgraph_st
-{
-  uint32_t magic;
 };
 
 static struct CUstream_st *fk_streams;
@@ -456,8 +452,9 @@ fk_cuStreamCreate (CUstream *phStream, unsigned int Flags)
   s = calloc (1, sizeof *s);
   if (s == NULL)
     FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
-  *s = (struct CUstream_st){ FK_MAGIC_STREAM, fk_streams, ctx->device, Flags,
-                             CU_STREAM_CAPTURE_STATUS_NONE };
+  *s = (struct CUstream_st){
+    FK_MAGIC_STREAM, fk_streams, ctx->device, Flags, CU_STREAM_CAPTURE_STATUS_NONE, NULL
+  };
   fk_streams = s;
   fk.counts.streams++;
   *phStream = s;
@@ -473,6 +470,8 @@ fk_cuStreamDestroy (CUstream hStream)
       {
         struct CUstream_st *s = *p;
         *p = s->next;
+        if (s->graph != NULL)
+          fk_graph_free (s->graph); /* a capture never ended */
         s->magic = 0;
         free (s);
         fk.counts.streams--;
@@ -577,6 +576,9 @@ fk_cuStreamBeginCapture (CUstream hStream, CUstreamCaptureMode mode)
   s = hStream;
   if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE)
     FK_RETURN (CUDA_ERROR_ILLEGAL_STATE);
+  s->graph = fk_graph_new (device);
+  if (s->graph == NULL)
+    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
   s->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   FK_RETURN (CUDA_SUCCESS);
 }
@@ -587,7 +589,6 @@ fk_cuStreamEndCapture (CUstream hStream, CUgraph *phGraph)
   int device;
   CUresult r;
   struct CUstream_st *s;
-  struct CUgraph_st *g;
 
   FK_ENTER (cuStreamEndCapture);
   if (phGraph == NULL)
@@ -598,24 +599,18 @@ fk_cuStreamEndCapture (CUstream hStream, CUgraph *phGraph)
   s = fk_stream_special (hStream) ? NULL : hStream;
   if (s == NULL || s->capture == CU_STREAM_CAPTURE_STATUS_NONE)
     FK_RETURN (CUDA_ERROR_ILLEGAL_STATE);
-  g = calloc (1, sizeof *g);
-  if (g == NULL)
-    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
-  g->magic = FK_MAGIC_GRAPH;
   s->capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  *phGraph = g;
+  *phGraph = s->graph;
+  s->graph = NULL;
   FK_RETURN (CUDA_SUCCESS);
 }
 
-CUresult
-fk_cuGraphDestroy (CUgraph hGraph)
+struct CUgraph_st *
+fk_stream_capture_graph (CUstream stream)
 {
-  FK_ENTER (cuGraphDestroy);
-  if (hGraph == NULL || hGraph->magic != FK_MAGIC_GRAPH)
-    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
-  hGraph->magic = 0;
-  free (hGraph);
-  FK_RETURN (CUDA_SUCCESS);
+  struct CUstream_st *s = fk_stream_special (stream) ? NULL : fk_stream_lookup (stream);
+
+  return s != NULL && s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE ? s->graph : NULL;
 }
 
 /* Events */

@@ -96,6 +96,11 @@ fk_check_access (uintptr_t addr, size_t size, int device, bool write)
             return CUDA_ERROR_INVALID_VALUE;
           return fk_pool_alloc_accessible (r->obj, device, write) ? CUDA_SUCCESS
                                                                   : CUDA_ERROR_INVALID_VALUE;
+        case FK_RANGE_GRAPH_ALLOC:
+          if (part != size)
+            return CUDA_ERROR_INVALID_VALUE;
+          return fk_graph_alloc_accessible (r->obj, device) ? CUDA_SUCCESS
+                                                            : CUDA_ERROR_INVALID_VALUE;
         case FK_RANGE_RESERVATION:
           res = fk_reservation_check (r->obj, addr, part, device, write);
           if (res != CUDA_SUCCESS || part == size)
@@ -129,6 +134,8 @@ fk_memory_device (uintptr_t addr)
       return -1;
     case FK_RANGE_POOL_ALLOC:
       return fk_pool_alloc_device (r->obj);
+    case FK_RANGE_GRAPH_ALLOC:
+      return fk_graph_alloc_device (r->obj);
     case FK_RANGE_RESERVATION:
       {
         bool host = true;
@@ -234,6 +241,8 @@ fk_cuMemFree (CUdeviceptr dptr)
     }
   if (r->kind == FK_RANGE_POOL_ALLOC)
     FK_RETURN (fk_pool_free (dptr));
+  if (r->kind == FK_RANGE_GRAPH_ALLOC)
+    FK_RETURN (fk_graph_free_outside (dptr));
   FK_RETURN (CUDA_ERROR_INVALID_VALUE);
 }
 
@@ -341,7 +350,7 @@ fk_cuMemGetInfo (size_t *free_bytes, size_t *total)
 
 /* Copies and fills */
 
-static CUresult
+CUresult
 fk_copy (uintptr_t dst, uintptr_t src, size_t n, int device)
 {
   CUresult r;
@@ -375,8 +384,13 @@ fk_copy_sync (uintptr_t dst, uintptr_t src, size_t n)
 static CUresult
 fk_copy_async (uintptr_t dst, uintptr_t src, size_t n, CUstream stream)
 {
+  struct CUgraph_st *graph = fk_stream_capture_graph (stream);
   int device;
-  CUresult r = fk_stream_for_work (stream, &device);
+  CUresult r;
+
+  if (graph != NULL)
+    return fk_graph_capture_copy (graph, dst, src, n);
+  r = fk_stream_for_work (stream, &device);
   if (r != CUDA_SUCCESS)
     return r;
   return fk_copy (dst, src, n, device);
@@ -440,7 +454,7 @@ fk_cuMemcpyDtoDAsync (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteC
   FK_RETURN (fk_copy_async (dstDevice, srcDevice, ByteCount, hStream));
 }
 
-static CUresult
+CUresult
 fk_fill (uintptr_t dst, uint32_t value, size_t width, size_t count, int device)
 {
   CUresult r;
@@ -483,8 +497,13 @@ fk_fill_sync (uintptr_t dst, uint32_t value, size_t width, size_t count)
 static CUresult
 fk_fill_async (uintptr_t dst, uint32_t value, size_t width, size_t count, CUstream stream)
 {
+  struct CUgraph_st *graph = fk_stream_capture_graph (stream);
   int device;
-  CUresult r = fk_stream_for_work (stream, &device);
+  CUresult r;
+
+  if (graph != NULL)
+    return fk_graph_capture_memset (graph, dst, value, width, count);
+  r = fk_stream_for_work (stream, &device);
   if (r != CUDA_SUCCESS)
     return r;
   return fk_fill (dst, value, width, count, device);
@@ -564,6 +583,11 @@ fk_pointer_attribute (void *data, CUpointer_attribute attribute, uintptr_t ptr)
         device = ctx_device;
       mapped = true;
       pool = fk_pool_alloc_pool (r->obj);
+      break;
+    case FK_RANGE_GRAPH_ALLOC:
+      device = fk_graph_alloc_device (r->obj);
+      type = CU_MEMORYTYPE_DEVICE;
+      mapped = fk_graph_alloc_is_live (r->obj);
       break;
     case FK_RANGE_RESERVATION:
       {
