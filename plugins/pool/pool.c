@@ -479,9 +479,10 @@ memres_pool_init_for_handle (MemresPool *pool, const MemresCudaDriver *drv, CUme
  * every synchronization and makes allocation slow. That raise lasts while a #MemresPool of
  * this plugin wraps the pool: memres_pool_destroy() of the last one sets the threshold back
  * to 0 (unless someone set another value meanwhile). Attributes @config gives explicitly stay
- * as set: they change the shared pool for every user, for the life of the process. Shareable pools
- * also get @device_uuid (cuDeviceGetUuid). The caller checks beforehand that the device exists
- * (memres_cuda_check_device()) and supports pools (memres_pool_check_supported()).
+ * as set: they change the shared pool for every user, for the life of the process.
+ * Shareable pools also get @device_uuid (cuDeviceGetUuid). The caller checks beforehand that
+ * the device exists (memres_cuda_check_device()) and supports pools
+ * (memres_pool_check_supported()).
  *
  * On failure nothing is left: a pool created here is destroyed again.
  *
