@@ -21,7 +21,9 @@
  *   work too; only what was made before the fork is treated as dead.
  *
  * A child of a parent that never initialized the driver is not affected: it may load the driver
- * itself (nothing was inherited that holds driver state).
+ * itself (nothing was inherited that holds driver state). As after any fork() of a threaded
+ * process, a lock another thread of the parent held at the fork stays held in the child: fork
+ * while no other thread is inside a memres call.
  *
  * Detection: a pthread_atfork() child handler, registered when the driver is loaded, increments
  * the process's fork generation. Each resource records the generation it was made in; the
