@@ -194,7 +194,8 @@ buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
     {
       MemresRelease *release = g_steal_pointer (&buf->release);
 
-      release->func (release->data);
+      if (G_LIKELY (!_memres_fork_skips_release (release->generation, buf->flags)))
+        release->func (release->data);
       g_free (release);
     }
   return ok;
@@ -384,7 +385,9 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
  *   is 0
  * @flags: what the memory can do; 0 asks the driver (cuPointerGetAttributes(): memory type,
  *   device ordinal, managed) when one loads, and otherwise takes it for pageable host memory
- * @release: (nullable): called with @user_data when the buffer is closed
+ * @release: (nullable): called with @user_data when the buffer is closed (except in the child
+ *   of a fork() made after the driver was initialized, for device-accessible memory wrapped
+ *   before the fork: that release would free it through the driver, and is skipped)
  * @user_data: data for @release
  * @error: return location for a #GError, or %NULL
  *
@@ -449,6 +452,7 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
       buf->release = g_new (MemresRelease, 1);
       buf->release->func = release;
       buf->release->data = user_data;
+      buf->release->generation = g_atomic_int_get (&_memres_fork_generation_);
     }
   return buf;
 }

@@ -16,6 +16,9 @@
  *   driver (memres_cuda_get_driver() and every function built on it, so also creating any
  *   resource of a driver kind) and every slot call on an inherited resource (allocate, resize,
  *   export, import, statistics, trim, access);
+ * - device-accessible memory wrapped before the fork (memres_buffer_new_for_pointer(), DLPack
+ *   tensors) is released without calling its release function, which would free it through
+ *   the driver; the release function of wrapped host-only memory runs as usual;
  * - the embedded `host` kind keeps working, inherited or new: it never calls the driver.
  *   Resources of any other kind made in the child itself (a kind that does not use the driver)
  *   work too; only what was made before the fork is treated as dead.
@@ -98,4 +101,11 @@ _memres_resource_check_usable (MemresResource *mr, const char *what, GError **er
   if (G_LIKELY (!_memres_resource_is_inherited (mr)))
     return TRUE;
   return _memres_fork_set_error (error, what);
+}
+
+gboolean
+_memres_fork_skips_release (gint generation, MemresMemoryFlags flags)
+{
+  return generation != g_atomic_int_get (&_memres_fork_generation_)
+         && (flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE) && _memres_fork_driver_lost ();
 }

@@ -123,6 +123,7 @@ typedef struct
 {
   GDestroyNotify func;
   gpointer data;
+  gint generation; /* the fork generation the buffer was made in (fork.c) */
 } MemresRelease;
 
 /* One cache line, allocated 64-byte aligned (buffer.c): an import or allocation and its close
@@ -162,6 +163,10 @@ gboolean _memres_fork_driver_lost (void);
 gboolean _memres_fork_set_error (GError **error, const char *what);
 gboolean _memres_resource_is_inherited_slow (MemresResource *mr);
 gboolean _memres_resource_check_usable (MemresResource *mr, const char *what, GError **error);
+/* Whether the release function of wrapped memory with @flags, wrapped in fork @generation, must
+ * not run: device-accessible memory wrapped before the fork (its release would call the
+ * driver). */
+gboolean _memres_fork_skips_release (gint generation, MemresMemoryFlags flags);
 
 static inline gboolean
 _memres_resource_is_inherited (MemresResource *mr)

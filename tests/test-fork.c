@@ -57,10 +57,21 @@ static const char *const specs[N_SPECS] = {
   "dmr", "dmr:pool=new", "ipc", "vmm:handle_type=posix_fd", "pinned", "host",
 };
 
+static int n_released; /* calls of count_release() in this process */
+
+static void
+count_release (gpointer data)
+{
+  n_released++;
+}
+
 typedef struct
 {
   MemresResource *mr[N_SPECS];
   MemresBuffer *buf[N_SPECS];
+  MemresBuffer *wrapped_device; /* buf[DMR]'s memory wrapped, with count_release() */
+  MemresBuffer *wrapped_host;   /* host memory wrapped, with count_release() */
+  guint8 host_bytes[64];
   MemresResource *importer; /* the ipc pool imported back; NULL when the driver refuses */
   MemresBuffer *imported;
   MemresBufferDescriptor desc;
@@ -79,6 +90,14 @@ make_objects (Objects *o)
       o->buf[i] = mt_alloc_ok (o->mr[i], o->size, NULL);
       mt_write_pattern (o->buf[i], 0, o->size, 100 + i, NULL);
     }
+  o->wrapped_device = memres_buffer_new_for_pointer (memres_buffer_get_pointer (o->buf[DMR]),
+                                                     o->size, 0, 0, count_release, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_is_device_accessible (o->wrapped_device));
+  o->wrapped_host
+      = memres_buffer_new_for_pointer (o->host_bytes, sizeof o->host_bytes, -1,
+                                       MEMRES_MEMORY_HOST_ACCESSIBLE, count_release, NULL, &error);
+  g_assert_no_error (error);
   g_assert_true (memres_buffer_export (o->buf[IPC], &o->desc, &error));
   g_assert_no_error (error);
   {
@@ -104,6 +123,11 @@ make_objects (Objects *o)
 static void
 check_and_free_objects (Objects *o)
 {
+  /* the parent's wrapped buffers release as usual */
+  n_released = 0;
+  mt_close_ok (g_steal_pointer (&o->wrapped_host), NULL);
+  mt_close_ok (g_steal_pointer (&o->wrapped_device), NULL);
+  g_assert_cmpint (n_released, ==, 2);
   for (guint i = 0; i < N_SPECS; i++)
     {
       mt_check_pattern (o->buf[i], 0, o->size, 100 + i, NULL);
@@ -199,7 +223,16 @@ child_main (Objects *o, gboolean fake)
     memres_resource_unref (def);
   }
 
-  /* every inherited object is released without an error and without a driver call */
+  /* every inherited object is released without an error and without a driver call; wrapped
+   * device memory without its release function (it would free through the driver), wrapped
+   * host memory with it */
+  n_released = 0;
+  CHILD_CHECK (memres_buffer_close (o->wrapped_device, NULL, &error) && error == NULL);
+  memres_buffer_unref (o->wrapped_device);
+  CHILD_CHECK (n_released == 0);
+  CHILD_CHECK (memres_buffer_close (o->wrapped_host, NULL, &error) && error == NULL);
+  memres_buffer_unref (o->wrapped_host);
+  CHILD_CHECK (n_released == 1);
   if (o->imported != NULL)
     {
       MemresBuffer *again = memres_buffer_ref (o->imported);
