@@ -791,7 +791,9 @@ gboolean
 memres_pool_free (MemresPool *pool, guint64 address, gsize size, MemresStream stream,
                   GError **error)
 {
-  /* the core closes the buffer whatever this returns, and the memory is freed even then */
+  /* the core closes the buffer whatever this returns, and the memory is freed even then
+   * (free_unordered()): uncharged always. Where a failing free leaves the memory allocated and
+   * the buffer open (to be closed again), uncharge only when pool_free() succeeds. */
   if (G_UNLIKELY (pool->max_size > 0))
     limit_uncharge (pool, size);
   return pool_free (pool, address, stream, error);
