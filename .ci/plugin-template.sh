@@ -78,10 +78,10 @@ plugindir=$(pkg-config --variable=plugindir memres-1)
   || fail "plugindir is '$plugindir', expected $prefix/lib/memres-1/plugins"
 [ -e "$prefix/lib/libmemres.so" ] || fail "no $prefix/lib/libmemres.so"
 [ -e "$prefix/lib/libmemres.so.0" ] || fail "no $prefix/lib/libmemres.so.0 (the SONAME)"
-for h in memres.h memres-plugin.h memres-cuda.h memres-version.h; do
+for h in memres.h memres-plugin.h memres-cuda.h memres-managed.h memres-version.h; do
   [ -f "$prefix/include/memres-1/memres/$h" ] || fail "header $h not installed"
 done
-for p in dmr ipc vmm pinned graph limit log; do
+for p in dmr ipc vmm pinned graph managed limit log; do
   if [ -f "$root/plugins/$p/$p.c" ]; then
     [ -f "$plugindir/libmemres-$p.so" ] || fail "plugin $p is built but not installed"
   fi

@@ -357,7 +357,8 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
     return FALSE;
   if (managed)
     {
-      *flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE;
+      *flags
+          = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED;
       *device = ordinal;
     }
   else if (type == CU_MEMORYTYPE_DEVICE)
@@ -384,7 +385,9 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
  * @device: the device ordinal the memory is on, or -1 for host memory; ignored when @flags
  *   is 0
  * @flags: what the memory can do; 0 asks the driver (cuPointerGetAttributes(): memory type,
- *   device ordinal, managed) when one loads, and otherwise takes it for pageable host memory
+ *   device ordinal, managed) when one loads, and otherwise takes it for pageable host memory.
+ *   %MEMRES_MEMORY_MANAGED (cuMemAllocManaged memory; Since: 1.2) implies both accessible
+ *   flags
  * @release: (nullable): called with @user_data when the buffer is closed (except in the child
  *   of a fork() made after the driver was initialized, for device-accessible memory wrapped
  *   before the fork: that release would free it through the driver, and is skipped)
@@ -396,8 +399,8 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @ptr with a non-zero @size, a range that
  * wraps past the end of the address space, a @device below -1, or @flags other than
- * %MEMRES_MEMORY_DEVICE_ACCESSIBLE and %MEMRES_MEMORY_HOST_ACCESSIBLE (wrapped memory is not
- * imported, resizable, shareable or stream-ordered by memres).
+ * %MEMRES_MEMORY_DEVICE_ACCESSIBLE, %MEMRES_MEMORY_HOST_ACCESSIBLE and %MEMRES_MEMORY_MANAGED
+ * (wrapped memory is not imported, resizable, shareable or stream-ordered by memres).
  *
  * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
  */
@@ -426,14 +429,18 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
                    "device %d: a device ordinal is 0 or more, or -1 for host memory", device);
       return NULL;
     }
-  if ((flags & ~(MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE)) != 0)
+  if ((flags
+       & ~(MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED))
+      != 0)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "flags 0x%x: wrapped memory can only be described as device and/or host "
-                   "accessible",
+                   "accessible, or managed",
                    (guint) flags);
       return NULL;
     }
+  if (flags & MEMRES_MEMORY_MANAGED)
+    flags |= MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE;
   if (flags == 0 && (ptr == NULL || !query_pointer (ptr, &device, &flags)))
     {
       flags = MEMRES_MEMORY_HOST_ACCESSIBLE;

@@ -49,8 +49,9 @@ static void
 test_version (void)
 {
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 1);
-  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 2);     /* 1.2: driver table entries,
-                                                           MemresKindInfo.flags */
+  /* 1.1: export_chunks, import_chunks; 1.2: driver table entries (graph, managed memory),
+   * MemresKindInfo.flags */
+  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 2);
   g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 2); /* 2: the same */
 }
 
@@ -308,6 +309,7 @@ test_enums (void)
   g_assert_cmpint (MEMRES_MEMORY_IMPORTED, ==, 8);
   g_assert_cmpint (MEMRES_MEMORY_RESIZABLE, ==, 16);
   g_assert_cmpint (MEMRES_MEMORY_STREAM_ORDERED, ==, 32);
+  g_assert_cmpint (MEMRES_MEMORY_MANAGED, ==, 64); /* appended in ABI 1.2 */
 
   /* Equal to the driver's values by design. */
   g_assert_cmpint (MEMRES_ACCESS_NONE, ==, 0);
@@ -438,6 +440,14 @@ static const char *const recorded_entries[] = {
   "cuDeviceGraphMemTrim",
   "cuDeviceGetGraphMemAttribute",
   "cuDeviceSetGraphMemAttribute",
+  /* appended in ABI 1.2 (managed memory) */
+  "cuMemAllocManaged",
+  "cuMemAdvise",
+  "cuMemPrefetchAsync",
+  "cuMemRangeGetAttribute",
+  "cuMemPrefetchBatchAsync",
+  "cuMemDiscardBatchAsync",
+  "cuMemDiscardAndPrefetchBatchAsync",
 };
 
 typedef struct
@@ -467,7 +477,7 @@ test_cuda_driver (void)
       g_assert_cmpuint (table_entries[i].offset, ==, 16 + 8 * i);
     }
   ASSERT_SIZE (MemresCudaDriver, 16 + 8 * G_N_ELEMENTS (recorded_entries));
-  ASSERT_SIZE (MemresCudaDriver, 696);
+  ASSERT_SIZE (MemresCudaDriver, 752);
 }
 
 /* The entries a driver must have: a longer list would refuse drivers that used to load. */

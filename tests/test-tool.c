@@ -279,6 +279,30 @@ test_kinds_healthy (void)
   run_clear (&r);
 }
 
+/* `memres info` reports what each device can do with managed memory (the fake: everything). */
+static void
+test_info_managed (void)
+{
+  Run r = { 0 };
+
+  if (!mt_require_devices (1))
+    return;
+  run_tool (&r, "info", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_test_message ("%s", r.out);
+  g_assert_nonnull (strstr (r.out, "\n  managed memory              yes\n"));
+  g_assert_nonnull (strstr (r.out, "\n  concurrent managed access   yes\n"));
+  g_assert_nonnull (strstr (r.out, "\n  managed memory pools        yes\n"));
+  run_clear (&r);
+
+  run_tool (&r, "info", "--json", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\"managed_memory\": true"));
+  g_assert_nonnull (strstr (r.out, "\"concurrent_managed_access\": true"));
+  g_assert_nonnull (strstr (r.out, "\"managed_memory_pools\": true"));
+  run_clear (&r);
+}
+
 /* A kind that rounds sizes up: the command reports the buffer it got and verified. */
 static void
 test_alloc_reports_rounded_size (void)
@@ -702,6 +726,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/alloc/negative-size", test_alloc_negative_size);
   g_test_add_func ("/tool/alloc/small-sizes", test_alloc_small_sizes);
   g_test_add_func ("/tool/alloc/zero-size", test_alloc_zero_size);
+  g_test_add_func ("/tool/info/managed", test_info_managed);
   g_test_add_func ("/tool/alloc/default-reason", test_alloc_default_reason);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
   g_test_add_func ("/tool/replay/round-trip", test_replay_round_trip);

@@ -29,6 +29,7 @@
 #include <memres/memres-buffer.h>
 #include <memres/memres-ipc.h>
 #include <memres/memres-adaptors.h>
+#include <memres/memres-managed.h>
 #include <memres/memres-cuda.h>
 #undef MEMRES_INSIDE
 
@@ -52,9 +53,9 @@ G_BEGIN_DECLS
  * this core does not have and is refused (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH).
  *
  * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks. ABI 1.2
- * appended driver table entries (see %MEMRES_CUDA_FOREACH_ENTRY), #MemresKindInfo.flags
- * (adaptor kinds, #MemresKindFlags), memres_upstream_allocate() and
- * memres_upstream_deallocate().
+ * appended driver table entries (see %MEMRES_CUDA_FOREACH_ENTRY: graph and managed memory),
+ * %MEMRES_MEMORY_MANAGED, #MemresKindInfo.flags (adaptor kinds, #MemresKindFlags),
+ * memres_upstream_allocate() and memres_upstream_deallocate().
  *
  * Since: 1.0
  */

@@ -11,5 +11,6 @@
 #include <memres/memres-buffer.h>
 #include <memres/memres-ipc.h>
 #include <memres/memres-adaptors.h>
+#include <memres/memres-managed.h>
 #include <memres/memres-dlpack.h>
 #undef MEMRES_INSIDE
