@@ -89,9 +89,14 @@ static gboolean
 limit_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   LimitResource *self = memres_resource_get_private (mr);
+  gsize size = alloc->size;
 
-  __atomic_sub_fetch (&self->used, alloc->size, __ATOMIC_RELAXED);
-  return memres_upstream_deallocate (mr, alloc, stream, error);
+  /* The bytes count until the layer below has them back: released first, another thread could
+   * have more than max below at once; and a free that fails leaves the buffer open. */
+  if (!memres_upstream_deallocate (mr, alloc, stream, error))
+    return FALSE;
+  __atomic_sub_fetch (&self->used, size, __ATOMIC_RELEASE);
+  return TRUE;
 }
 
 /* A resize would change sizes behind the count. */
