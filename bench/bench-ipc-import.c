@@ -111,18 +111,28 @@ pool_memres (gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **err
   return TRUE;
 }
 
-/* The size check a safe importer makes after cuMemPoolImportPointer (memres's ipc kind does):
- * the mapped range must hold the bytes the descriptor claims. */
+/* The checks a safe importer makes after cuMemPoolImportPointer (memres's ipc kind does): the
+ * mapped range must hold the bytes the descriptor claims, and be device memory (one
+ * cuPointerGetAttributes, as memres asks). */
 static gboolean
 raw_range_check (ImportJob *job, CUdeviceptr ptr, GError **error)
 {
+  CUpointer_attribute attrs[]
+      = { CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_MEMORY_TYPE };
   size_t range = 0;
+  unsigned int type = 0;
+  void *data[] = { &range, &type };
 
   if (!bench_cuda_check (
-          job->ctx,
-          job->ctx->drv->cuPointerGetAttribute (&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr),
-          "cuPointerGetAttribute", error))
+          job->ctx, job->ctx->drv->cuPointerGetAttributes (G_N_ELEMENTS (attrs), attrs, data, ptr),
+          "cuPointerGetAttributes", error))
     return FALSE;
+  if (type != CU_MEMORYTYPE_DEVICE)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "raw import: the mapped range is not device memory");
+      return FALSE;
+    }
   if (range < IMPORT_BUFFER_SIZE)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,

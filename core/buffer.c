@@ -166,6 +166,8 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
                    mr->kind->name);
       return NULL;
     }
+  if (!_memres_resource_check_usable (mr, "allocating", error))
+    return NULL;
   if (size > 0 && !_memres_resource_call_allocate (mr, size, stream, &alloc, error))
     return NULL;
   _memres_resource_count_used (mr, (gint64) alloc.size);
@@ -184,7 +186,8 @@ buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
       buf->mr = NULL;
       if (buf->ipc_mapping != NULL)
         return _memres_ipc_release_buffer (buf, mr, stream, error);
-      if (buf->alloc.size > 0 || buf->alloc.address != 0)
+      /* in the child of a fork(), inherited memory is left as it is (fork.c) */
+      if ((buf->alloc.size > 0 || buf->alloc.address != 0) && !_memres_resource_is_inherited (mr))
         ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
       if (!(buf->flags & MEMRES_MEMORY_IMPORTED))
         _memres_resource_count_used (mr, -(gint64) buf->alloc.size);
@@ -194,7 +197,8 @@ buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
     {
       MemresRelease *release = g_steal_pointer (&buf->release);
 
-      release->func (release->data);
+      if (G_LIKELY (!_memres_fork_skips_release (release->generation, buf->flags)))
+        release->func (release->data);
       g_free (release);
     }
   return ok;
@@ -271,8 +275,9 @@ memres_buffer_ref (MemresBuffer *buf)
  * @buf: (transfer full): a #MemresBuffer
  *
  * Drops a reference. The last reference to an open buffer closes it on its deallocation
- * stream; a failure there is logged with g_warning() (except `CUDA_ERROR_DEINITIALIZED`, which
- * the driver returns while the process exits, and is ignored). Thread-safe.
+ * stream; a failure there is logged with memres_cuda_warn_release_failure() (a g_warning(),
+ * silent for `CUDA_ERROR_DEINITIALIZED`, which the driver returns while the process exits).
+ * Thread-safe.
  */
 void
 memres_buffer_unref (MemresBuffer *buf)
@@ -290,10 +295,8 @@ memres_buffer_unref (MemresBuffer *buf)
 
       if (!buffer_release (buf, buf->dealloc_stream, &error))
         {
-          if (error != NULL
-              && !g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
-            g_warning ("Closing a buffer of %" G_GSIZE_FORMAT " bytes failed: %s", buf->alloc.size,
-                       error->message);
+          memres_cuda_warn_release_failure (
+              error, "Closing a buffer of %" G_GSIZE_FORMAT " bytes failed", buf->alloc.size);
           g_clear_error (&error);
         }
     }
@@ -388,7 +391,9 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
  *   device ordinal, managed) when one loads, and otherwise takes it for pageable host memory.
  *   %MEMRES_MEMORY_MANAGED (cuMemAllocManaged memory; Since: 1.2) implies both accessible
  *   flags
- * @release: (nullable): called with @user_data when the buffer is closed
+ * @release: (nullable): called with @user_data when the buffer is closed (except in the child
+ *   of a fork() made after the driver was initialized, for device-accessible memory wrapped
+ *   before the fork: that release would free it through the driver, and is skipped)
  * @user_data: data for @release
  * @error: return location for a #GError, or %NULL
  *
@@ -457,6 +462,7 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
       buf->release = g_new (MemresRelease, 1);
       buf->release->func = release;
       buf->release->data = user_data;
+      buf->release->generation = g_atomic_int_get (&_memres_fork_generation_);
     }
   return buf;
 }
@@ -506,7 +512,13 @@ memres_buffer_get_size (MemresBuffer *buf)
  * memres_buffer_get_device:
  * @buf: a #MemresBuffer
  *
- * Returns: the device ordinal of the memory; -1 for host memory or a closed buffer
+ * The device the memory lives on. Page-locked host memory lives on none: it is -1 whoever
+ * allocated it (the `pinned` kind, a host-located `vmm` resource, cudaHostAlloc() or
+ * cuMemHostRegister() memory wrapped with memres_buffer_new_for_pointer()), although every
+ * device can reach it (memres_buffer_is_device_accessible()).
+ *
+ * Returns: the device ordinal of the memory; -1 for host memory (pageable or page-locked) or
+ *   a closed buffer
  */
 gint
 memres_buffer_get_device (MemresBuffer *buf)
@@ -639,6 +651,8 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
                    "cannot resize a buffer to %" G_GSIZE_FORMAT " bytes", new_size);
       return FALSE;
     }
+  if (!_memres_resource_check_usable (buf->mr, "resizing", error))
+    return FALSE;
   alloc = buf->alloc;
   ok = owner->ops->resize (owner, &alloc, new_size, stream, &local);
   if (!ok || new_size == 0) /* resized to nothing: address 0 is allowed */

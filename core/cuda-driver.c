@@ -103,6 +103,7 @@ init_driver (const char *path, GError **error)
   const char *text = NULL;
 
   init_called = TRUE;
+  _memres_fork_note_driver_init ();
   res = driver.cuInit (0);
   if (res == CUDA_ERROR_NO_DEVICE)
     {
@@ -200,6 +201,8 @@ ensure_driver (GError **error)
         *error = g_error_copy (driver_error);
       return FALSE;
     }
+  if (G_UNLIKELY (_memres_fork_driver_lost ()))
+    return _memres_fork_set_error (error, "the CUDA driver");
   return TRUE;
 }
 
@@ -214,9 +217,13 @@ ensure_driver (GError **error)
  * every later call. A driver whose cuInit() returns `CUDA_ERROR_NO_DEVICE` is loaded, with no
  * devices. Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NO_DRIVER when the file is missing, is not a CUDA driver, lacks a
- * required entry point (%MEMRES_CUDA_FOREACH_REQUIRED_ENTRY) or cuInit() fails (the message
- * names the CUDA error); %MEMRES_CUDA_ERROR when cuDeviceGetCount() fails.
+ * In the child of a fork() made after the driver was initialized the driver cannot be used:
+ * every call fails with %MEMRES_ERROR_FORKED (a child of a process that never initialized the
+ * driver loads it as usual).
+ *
+ * Errors: %MEMRES_ERROR_FORKED (see above); %MEMRES_ERROR_NO_DRIVER when the file is missing, is
+ * not a CUDA driver, lacks a required entry point (%MEMRES_CUDA_FOREACH_REQUIRED_ENTRY) or cuInit()
+ * fails (the message names the CUDA error); %MEMRES_CUDA_ERROR when cuDeviceGetCount() fails.
  *
  * Returns: (transfer none) (nullable): the driver table, valid for the life of the process, or
  *   %NULL with @error set
@@ -530,4 +537,39 @@ memres_cuda_check_stream_not_capturing (MemresStream stream, GError **error)
       return FALSE;
     }
   return TRUE;
+}
+
+/**
+ * memres_cuda_warn_release_failure:
+ * @error: (nullable): why releasing failed
+ * @format: printf() format of what was being released or rolled back, such as
+ *   "closing a buffer of %zu bytes"
+ * @...: the arguments of @format
+ *
+ * Reports a failure nobody can be told about: freeing memory on the last unref of a buffer,
+ * a driver call failing while a failed operation is rolled back. Logs "WHAT: MESSAGE" with
+ * g_warning(), except when @error is the %MEMRES_CUDA_ERROR `CUDA_ERROR_DEINITIALIZED`: the
+ * driver returns it for every call once it shut down at process exit (a thread still
+ * allocating while another returns from main()), when whatever was being released is gone
+ * with the process anyway; that is logged with g_debug() only. Every warning of memres and its
+ * plugins about a failed release goes through here, so that process exit is silent. Makes no
+ * driver call. Thread-safe.
+ *
+ * Since: 1.2
+ */
+void
+memres_cuda_warn_release_failure (const GError *error, const char *format, ...)
+{
+  g_autofree char *what = NULL;
+  va_list args;
+
+  g_return_if_fail (format != NULL);
+
+  va_start (args, format);
+  what = g_strdup_vprintf (format, args);
+  va_end (args);
+  if (error != NULL && g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
+    g_debug ("%s: %s (the driver shut down: the process is exiting)", what, error->message);
+  else
+    g_warning ("%s: %s", what, error != NULL ? error->message : "failed without saying why");
 }

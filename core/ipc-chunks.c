@@ -143,6 +143,8 @@ memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
     return FALSE;
 
   memset (&chunks, 0, sizeof chunks);
+  if (!_memres_resource_check_usable (mr, "sending a buffer", error))
+    return FALSE;
   ok = mr->ops->export_chunks (mr, &buf->alloc, &chunks, &local);
   if (!_memres_resource_slot_result (mr, "export_chunks", ok, &local, error))
     return FALSE;
@@ -252,6 +254,8 @@ memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer, MemresIpcFl
                    importer->kind->name);
       goto out;
     }
+  if (!_memres_resource_check_usable (importer, "receiving a buffer", error))
+    goto out;
   memcpy (chunks.fds, fds->data, sizeof (int) * fds->len);
 
   ok = importer->ops->import_chunks (importer, &chunks, stream, &alloc, &local);

@@ -50,12 +50,17 @@ format_id (const guint8 id[MEMRES_IPC_ID_SIZE])
   return g_string_free (s, FALSE);
 }
 
+/* The values of MemresResource.has_pool_id once set: whose identity it is. */
+#define POOL_ID_EXPORTER 1 /* the resource exported its pool */
+#define POOL_ID_IMPORTED 2 /* memres_resource_import_handle() made the resource */
+
 /* Records @pool_id and @device_uuid as the identity of @mr's pool (an exporter learns its own
- * at its first export; an imported resource has it before it is published). Set once: readers
- * check has_pool_id (atomically) and then read both without a lock. */
+ * at its first export, @how POOL_ID_EXPORTER; an imported resource has it before it is
+ * published, POOL_ID_IMPORTED). Set once: readers check has_pool_id (atomically) and then read
+ * both without a lock. */
 static void
 remember_pool (MemresResource *mr, const guint8 pool_id[MEMRES_IPC_ID_SIZE],
-               const guint8 device_uuid[MEMRES_IPC_ID_SIZE])
+               const guint8 device_uuid[MEMRES_IPC_ID_SIZE], gint how)
 {
   g_mutex_lock (&pools_lock);
   if (!g_atomic_int_get (&mr->has_pool_id))
@@ -63,7 +68,7 @@ remember_pool (MemresResource *mr, const guint8 pool_id[MEMRES_IPC_ID_SIZE],
       memcpy (mr->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
       memcpy (mr->device_uuid, device_uuid, MEMRES_IPC_ID_SIZE);
       _memres_descriptor_prefix (mr->kind->name_field, pool_id, device_uuid, mr->descriptor_prefix);
-      g_atomic_int_set (&mr->has_pool_id, TRUE);
+      g_atomic_int_set (&mr->has_pool_id, how);
     }
   g_mutex_unlock (&pools_lock);
 }
@@ -115,6 +120,8 @@ memres_resource_export_handle (MemresResource *mr, GError **error)
                    mr->kind->name);
       return NULL;
     }
+  if (!_memres_resource_check_usable (mr, "exporting a pool", error))
+    return NULL;
   ok = mr->ops->export_handle (mr, &handle, &local);
   if (ok && handle == NULL)
     ok = FALSE; /* a plugin bug: reported as a failure without a reason */
@@ -124,7 +131,7 @@ memres_resource_export_handle (MemresResource *mr, GError **error)
       return NULL;
     }
   remember_pool (mr, memres_ipc_handle_get_pool_id (handle),
-                 memres_ipc_handle_get_device_uuid (handle));
+                 memres_ipc_handle_get_device_uuid (handle), POOL_ID_EXPORTER);
   return handle;
 }
 
@@ -210,7 +217,7 @@ memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
     goto out;
 
   remember_pool (mr, memres_ipc_handle_get_pool_id (handle),
-                 memres_ipc_handle_get_device_uuid (handle));
+                 memres_ipc_handle_get_device_uuid (handle), POOL_ID_IMPORTED);
   g_mutex_lock (&pools_lock);
   if (pools == NULL)
     pools = g_hash_table_new (pool_id_hash, pool_id_equal);
@@ -313,10 +320,14 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
           return FALSE;
         }
       GError *local = NULL;
-      gboolean ok = mr->ops->export_buffer (mr, &buf->alloc, &info, &local);
+      gboolean ok;
+
+      if (!_memres_resource_check_usable (mr, "exporting a buffer", error))
+        return FALSE;
+      ok = mr->ops->export_buffer (mr, &buf->alloc, &info, &local);
       if (!_memres_resource_slot_result (mr, "export_buffer", ok, &local, error))
         return FALSE;
-      remember_pool (mr, info.pool_id, info.device_uuid);
+      remember_pool (mr, info.pool_id, info.device_uuid, POOL_ID_EXPORTER);
     }
   _memres_descriptor_encode (mr->kind->name, &info, descriptor);
   return TRUE;
@@ -359,7 +370,7 @@ acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStrea
         {
           g_autoptr (GError) unmap_error = NULL;
           if (!_memres_resource_call_deallocate (mr, &alloc, stream, &unmap_error))
-            g_warning ("unmapping a refused buffer import failed: %s", unmap_error->message);
+            memres_cuda_warn_release_failure (unmap_error, "unmapping a refused buffer import");
         }
       else if (found != NULL) /* imported and unmapped before: the record is reused */
         {
@@ -378,7 +389,10 @@ acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStrea
 }
 
 /* The full validation of @descriptor for an import into @mr, in the order of the checks that
- * name the first bad field (INVALID_DESCRIPTOR) or the unsupported kind (NOT_SUPPORTED). */
+ * name the first bad field (INVALID_DESCRIPTOR) or the resource that cannot import
+ * (NOT_SUPPORTED). A well-formed descriptor imported into a resource that imports nothing
+ * (a kind without IPC, an exporter, a pool made without IPC) is NOT_SUPPORTED whatever its
+ * kind, pool and device say: the same answer as on every other path. */
 static gboolean
 check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
                   MemresBufferExport *info, GError **error)
@@ -391,6 +405,14 @@ check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "resources of kind \"%s\" cannot import buffers from other processes",
+                   mr->kind->name);
+      return FALSE;
+    }
+  if (g_atomic_int_get (&mr->has_pool_id) != POOL_ID_IMPORTED)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "this resource of kind \"%s\" was not imported from another process: only "
+                   "a pool imported with memres_resource_import_handle() imports buffers",
                    mr->kind->name);
       return FALSE;
     }
@@ -453,8 +475,10 @@ check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
  *
  * Errors: %MEMRES_ERROR_INVALID_DESCRIPTOR for a malformed descriptor (the message names the
  * field), one of another kind, another pool or another device than @mr's pool, or one claiming
- * more bytes than the exported allocation has; %MEMRES_ERROR_NOT_SUPPORTED when @mr's kind
- * cannot import buffers; %MEMRES_CUDA_ERROR from the driver.
+ * more bytes than the exported allocation has; %MEMRES_ERROR_NOT_SUPPORTED when @mr cannot
+ * import buffers: its kind has no imports, or @mr was not made by
+ * memres_resource_import_handle() (an exporter, a pool made without IPC), whatever the
+ * descriptor names; %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): a new buffer, or %NULL with @error set
  */
@@ -471,12 +495,14 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
 
   /* A valid descriptor of this resource's pool: one compare checks its kind, pool and device. */
   if (G_LIKELY (
-          g_atomic_int_get (&mr->has_pool_id) && mr->ops->import_buffer != NULL
+          g_atomic_int_get (&mr->has_pool_id) == POOL_ID_IMPORTED && mr->ops->import_buffer != NULL
           && _memres_descriptor_decode_pool (descriptor, length, mr->descriptor_prefix, &info)))
     ;
   else if (!check_descriptor (mr, descriptor, length, &info, error))
     return NULL;
 
+  if (!_memres_resource_check_usable (mr, "importing a buffer", error))
+    return NULL;
   mapping = acquire_mapping (mr, &info, stream, error);
   if (mapping == NULL)
     return NULL;
@@ -568,7 +594,16 @@ _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStre
 
   g_mutex_lock (&table->lock);
   g_assert (mapping->n_users > 0 && table->n_users > 0);
-  if (--mapping->n_users > 0)
+  if (G_UNLIKELY (_memres_resource_is_inherited (owner)))
+    {
+      /* the child of a fork(): no driver call; the mapping stays until the child exits */
+      if (--mapping->n_users == 0)
+        {
+          g_clear_pointer (&mapping->waits, g_array_unref);
+          _memres_ipc_mappings_retire (table, mapping);
+        }
+    }
+  else if (--mapping->n_users > 0)
     ok = order_after_close (owner, mapping, stream, error);
   else
     {

@@ -110,7 +110,8 @@ struct _MemresResource
    * without a get_stats slot reports, and what a get_stats slot starts from. */
   guint64 used_bytes;
   guint64 used_high;
-  /* atomic: set once, after pool_id and device_uuid (under ipc-resource.c's pools lock) */
+  /* atomic: set once, after pool_id and device_uuid (under ipc-resource.c's pools lock): 0,
+   * or whose identity they are (ipc-resource.c: POOL_ID_EXPORTER, POOL_ID_IMPORTED) */
   gint has_pool_id;
   guint8 pool_id[MEMRES_IPC_ID_SIZE];     /* for imported resources: key of the dedup table */
   guint8 device_uuid[MEMRES_IPC_ID_SIZE]; /* of the pool's device (zero: host memory) */
@@ -118,6 +119,7 @@ struct _MemresResource
    * kind, pool_id, device_uuid), so that the importer's hot path checks them with one compare */
   guint8 descriptor_prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE];
   MemresIpcMappings ipc_mappings; /* buffers imported through this resource */
+  gint generation;                /* the fork generation it was made in (fork.c) */
   gpointer priv;                  /* instance_size bytes, zero-filled, 16-byte aligned */
   MemresResource *upstream;       /* adaptors: the layer below (strong reference), else NULL */
 };
@@ -129,6 +131,7 @@ typedef struct
 {
   GDestroyNotify func;
   gpointer data;
+  gint generation; /* the fork generation the buffer was made in (fork.c) */
 } MemresRelease;
 
 /* One cache line, allocated 64-byte aligned (buffer.c): an import or allocation and its close
@@ -149,6 +152,36 @@ struct _MemresBuffer
   };
 };
 G_STATIC_ASSERT (sizeof (MemresBuffer) <= 64);
+
+/* fork.c: the child of a fork() after the driver was initialized (see there).
+ * _memres_fork_generation_: incremented in every child of a fork() once the driver is loaded;
+ *   read it with g_atomic_int_get().
+ * _memres_fork_note_driver_init(): cuInit ran in this generation (cuda-driver.c).
+ * _memres_fork_driver_lost(): the driver was initialized before a fork of this process: it
+ *   must not be called here.
+ * _memres_fork_set_error(): sets MEMRES_ERROR_FORKED for @what; returns FALSE.
+ * _memres_resource_is_inherited(): @mr was made before the fork in a parent whose driver was
+ *   initialized, and its kind is not the embedded host kind: its slots must not be called
+ *   (release it without them).
+ * _memres_resource_check_usable(): FALSE with MEMRES_ERROR_FORKED naming @what when @mr is
+ *   inherited. */
+extern gint _memres_fork_generation_;
+void _memres_fork_note_driver_init (void);
+gboolean _memres_fork_driver_lost (void);
+gboolean _memres_fork_set_error (GError **error, const char *what);
+gboolean _memres_resource_is_inherited_slow (MemresResource *mr);
+gboolean _memres_resource_check_usable (MemresResource *mr, const char *what, GError **error);
+/* Whether the release function of wrapped memory with @flags, wrapped in fork @generation, must
+ * not run: device-accessible memory wrapped before the fork (its release would call the
+ * driver). */
+gboolean _memres_fork_skips_release (gint generation, MemresMemoryFlags flags);
+
+static inline gboolean
+_memres_resource_is_inherited (MemresResource *mr)
+{
+  return G_UNLIKELY (mr->generation != g_atomic_int_get (&_memres_fork_generation_))
+         && _memres_resource_is_inherited_slow (mr);
+}
 
 /* registry.c / loader.c */
 MemresKind *_memres_registry_lookup_loaded (const char *name);

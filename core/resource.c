@@ -208,6 +208,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
   mr->ops = &mr->kind->ops;
   mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;
   mr->spec = g_strdup (spec != NULL ? spec : kind->name);
+  mr->generation = g_atomic_int_get (&_memres_fork_generation_);
   mr->upstream = upstream; /* valid while init runs; the reference is taken over on success */
   _memres_ipc_mappings_init (&mr->ipc_mappings);
 
@@ -357,7 +358,9 @@ resource_finalize (MemresResource *mr)
 
   if (g_atomic_int_get (&mr->has_pool_id))
     _memres_ipc_forget_resource (mr);
-  mr->ops->finalize (mr);
+  /* in the child of a fork(), what the kind holds stays (no driver call may be made) */
+  if (!_memres_resource_is_inherited (mr))
+    mr->ops->finalize (mr);
   _memres_ipc_mappings_clear (&mr->ipc_mappings);
   memres_kind_unref (mr->kind);
   g_free (mr->spec);
@@ -512,6 +515,7 @@ memres_resource_get_upstream (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * Returns: the device ordinal the resource's memory belongs to, or -1 for host memory
+ *   (pageable or page-locked: see memres_buffer_get_device())
  */
 gint
 memres_resource_get_device (MemresResource *mr)
@@ -593,6 +597,8 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (stats != NULL, FALSE);
+  if (!_memres_resource_check_usable (mr, "statistics", error))
+    return FALSE;
 
   /* what the core counted for the layer that reports; its get_stats replaces what it knows
    * better (a pool's reserved bytes, say) */
@@ -636,6 +642,8 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
   GError *local = NULL;
 
   g_return_val_if_fail (mr != NULL, FALSE);
+  if (!_memres_resource_check_usable (mr, "resetting statistics", error))
+    return FALSE;
 
   mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (reset_stats), FALSE);
   if (mr->info.flags & MEMRES_MEMORY_IMPORTED)
@@ -670,6 +678,8 @@ memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
   GError *local = NULL;
 
   g_return_val_if_fail (mr != NULL, FALSE);
+  if (!_memres_resource_check_usable (mr, "trimming", error))
+    return FALSE;
 
   mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (trim), FALSE);
   if (mr->ops->trim == NULL)
@@ -703,6 +713,8 @@ memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs, g
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (descs != NULL || n_descs == 0, FALSE);
+  if (!_memres_resource_check_usable (mr, "peer access", error))
+    return FALSE;
 
   mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (set_access), FALSE);
   if (mr->ops->set_access == NULL)
@@ -734,6 +746,8 @@ memres_resource_get_access (MemresResource *mr, gint device, MemresAccess *acces
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (access != NULL, FALSE);
+  if (!_memres_resource_check_usable (mr, "peer access", error))
+    return FALSE;
 
   mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_access), FALSE);
   if (mr->ops->get_access == NULL)

@@ -362,6 +362,7 @@ test_enums (void)
   g_assert_cmpint (MEMRES_ERROR_WRONG_DEVICE, ==, 9);
   g_assert_cmpint (MEMRES_ERROR_INVALID_DESCRIPTOR, ==, 10);
   g_assert_cmpint (MEMRES_ERROR_PERMISSION_DENIED, ==, 11);
+  g_assert_cmpint (MEMRES_ERROR_FORKED, ==, 12); /* Since: 1.2 */
 
   g_assert_cmpint (MEMRES_PLUGIN_ERROR_MODULE, ==, 0);
   g_assert_cmpint (MEMRES_PLUGIN_ERROR_SYMBOL, ==, 1);

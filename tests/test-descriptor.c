@@ -285,9 +285,24 @@ test_wrong_pool (Fixture *f, gconstpointer data)
   d.bytes[OFF_POOL_ID] ^= 0xff;
   expect_invalid (f->importer, d.bytes, sizeof d.bytes, "pool");
 
-  /* A resource that never exported nor imported a pool has no identity to match. */
+  /* A resource that never exported nor imported a pool imports nothing: NOT_SUPPORTED, as
+   * for a kind without imports (not a question of the descriptor's pool); the exporter too. */
   other = mt_new_ok ("loopback");
-  expect_invalid (other, f->desc.bytes, sizeof f->desc.bytes, "pool");
+  {
+    MemresResource *not_importers[] = { other, f->exporter };
+
+    for (guint i = 0; i < G_N_ELEMENTS (not_importers); i++)
+      {
+        GError *error = NULL;
+
+        g_assert_null (memres_buffer_import (not_importers[i], f->desc.bytes, sizeof f->desc.bytes,
+                                             NULL, &error));
+        g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+        g_clear_error (&error);
+      }
+  }
+  /* ...and a malformed descriptor is still reported as such */
+  expect_invalid (other, f->desc.bytes, 10, "input length");
 }
 
 static void

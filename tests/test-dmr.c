@@ -368,6 +368,65 @@ test_max_size (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* max_size is the size asked for, not the larger one the driver rounds a small maxSize up to
+ * (the fake rounds to 32 MiB as the real driver rounds up: a 2 MiB pool served 4 MiB on the
+ * H200): the bytes of live buffers never exceed it, for dmr, pinned and ipc alike. */
+static void
+check_max_size_exact (const char *spec, gsize max)
+{
+  FakeCudaCounts base;
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *a, *b;
+
+  mt_counts_snapshot (&base);
+  mr = memres_resource_new (spec, &error);
+  if (mr == NULL)
+    {
+      g_assert_false (mt_driver_is_fake ());
+      g_test_message ("%s: %s", spec, error->message);
+      g_clear_error (&error);
+      return;
+    }
+  g_assert_null (memres_resource_allocate (mr, 2 * max, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, "max_size"));
+  g_test_message ("%s: %s", spec, error->message);
+  g_clear_error (&error);
+  a = mt_alloc_ok (mr, max / 2, NULL);
+  b = mt_alloc_ok (mr, max / 2, NULL);
+  g_assert_null (memres_resource_allocate (mr, 1, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  /* a freed buffer makes room again, exactly its size */
+  mt_close_ok (b, NULL);
+  g_assert_null (memres_resource_allocate (mr, max / 2 + 1, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  b = mt_alloc_ok (mr, max / 2, NULL);
+  mt_close_ok (b, NULL);
+  mt_close_ok (a, NULL);
+  mt_sync_ok (NULL);
+  /* zero-byte buffers are free */
+  mt_close_ok (mt_alloc_ok (mr, 0, NULL), NULL);
+  a = mt_alloc_ok (mr, max, NULL);
+  mt_close_ok (a, NULL);
+  mt_sync_ok (NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+static void
+test_max_size_exact (void)
+{
+  if (!mt_require_devices (1))
+    return;
+  check_max_size_exact ("dmr:pool=new,max_size=2MiB", 2 * MiB);
+  check_max_size_exact ("pinned:max_size=2MiB", 2 * MiB);
+  check_max_size_exact ("ipc:max_size=2MiB", 2 * MiB);
+  check_max_size_exact ("dmr:pool=new,max_size=3000000", 3000000);
+}
+
 #define N_THREADS 16
 
 typedef struct
@@ -568,6 +627,68 @@ test_pool_current_vs_new (void)
   memres_resource_unref (own);
   /* the current pool survives its resources */
   g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, MiB);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* The release threshold memres raises on a wrapped current pool (0 -> max) lasts while a
+ * resource on the pool lives (its buffers included) and is set back to 0 after the last one;
+ * a value someone set meanwhile is theirs and stays. */
+static void
+test_pool_current_threshold_restored (void)
+{
+  FakeCudaCounts base;
+  MemresResource *a, *b;
+  MemresBuffer *buf;
+  CUmemoryPool current = NULL;
+  CUdevice dev;
+  cuuint64_t zero = 0, five = 5 * MiB;
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  CU_OK (drv ()->cuDeviceGet (&dev, 0));
+  CU_OK (drv ()->cuDeviceGetMemPool (&current, dev));
+  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+
+  a = mt_new_ok ("dmr");
+  b = mt_new_ok ("dmr:device=0");
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
+  buf = mt_alloc_ok (b, MiB, NULL);
+  memres_resource_unref (a);
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
+  memres_resource_unref (b);
+  /* the buffer keeps its resource, and so the raise */
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
+  mt_close_ok (buf, NULL);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 0);
+
+  /* raised again by a new wrap; changed by someone else meanwhile: left as they set it */
+  a = mt_new_ok ("dmr");
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
+  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &five));
+  memres_resource_unref (a);
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 5 * MiB);
+
+  /* a threshold that was not 0 is not raised, and not touched at the end */
+  a = mt_new_ok ("dmr");
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 5 * MiB);
+  memres_resource_unref (a);
+  g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 5 * MiB);
+
+  /* a failed wrap leaves it at 0 (fake: fail the second attribute set) */
+  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+  if (mt_driver_is_fake ())
+    {
+      mt_fake_fail_call ("cuMemPoolSetAttribute", 2, CUDA_ERROR_INVALID_VALUE);
+      mt_new_fails ("dmr:reuse_allow_opportunistic=true", MEMRES_CUDA_ERROR,
+                    CUDA_ERROR_INVALID_VALUE, NULL);
+      mt_fake_reset_faults ();
+      g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 0);
+      /* and the next wrap and its end work as before */
+      memres_resource_unref (mt_new_ok ("dmr"));
+      g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 0);
+    }
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -875,6 +996,20 @@ test_peer_access (void)
   }
   assert_access (mr, 0, MEMRES_ACCESS_READWRITE);
   assert_access (mr, 1, MEMRES_ACCESS_READWRITE);
+
+  /* granting again what is granted makes no cuMemPoolSetAccess (it would remap every mapping
+   * of the pool); a mixed request passes only the change */
+  {
+    const MemresAccessDesc again[] = { { 1, MEMRES_ACCESS_READWRITE } };
+
+    if (mt_driver_is_fake ())
+      calls = mt_fake_call_count ("cuMemPoolSetAccess");
+    CHECK (memres_resource_set_access (mr, again, 1, &error));
+    CHECK (memres_resource_set_access (mr, again, 1, &error));
+    if (mt_driver_is_fake ())
+      g_assert_cmpint (mt_fake_call_count ("cuMemPoolSetAccess"), ==, calls);
+  }
+  assert_access (mr, 1, MEMRES_ACCESS_READWRITE);
   /* now it can: device 1 writes and reads the memory of device 0 */
   write_pattern (buf, 11, s1);
   check_pattern (buf, 11, s1);
@@ -1155,8 +1290,10 @@ main (int argc, char **argv)
   g_test_add_func ("/dmr/stats/used", test_stats);
   g_test_add_func ("/dmr/stats/trim", test_trim);
   g_test_add_func ("/dmr/pool/max-size", test_max_size);
+  g_test_add_func ("/dmr/pool/max-size-exact", test_max_size_exact);
   g_test_add_func ("/dmr/pool/current-vs-new", test_pool_current_vs_new);
   g_test_add_func ("/dmr/pool/current-rollback", test_pool_current_rollback);
+  g_test_add_func ("/dmr/pool/current-threshold-restored", test_pool_current_threshold_restored);
   g_test_add_func ("/dmr/pool/reuse-options", test_reuse_options);
   g_test_add_func ("/dmr/pool/no-pools", test_no_pools);
   g_test_add_func ("/dmr/lifetime/buffers-outlive-resource", test_buffers_outlive_resource);

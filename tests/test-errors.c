@@ -36,6 +36,60 @@ test_cuda_set_error_null (void)
   g_assert_false (memres_cuda_set_error (NULL, CUDA_ERROR_INVALID_VALUE, "cuFoo"));
 }
 
+/* One helper warns about release failures; the driver's "deinitialized" (process exit) is
+ * silent, every other failure a warning naming what was released and why. In subprocesses:
+ * the warning is fatal under g_test. */
+static void
+test_warn_release_failure (void)
+{
+  static const char *const modes[] = { "deinit", "other", "null", "same-code" };
+  static const char *const expected[] = {
+    "",
+    "*closing a buffer of 10 bytes: cuMemFreeAsync: *",
+    "*rolling back: failed without saying why*",
+    "*x: not the driver*",
+  };
+
+  if (g_test_subprocess ())
+    {
+      const char *mode = g_getenv ("WARN_MODE");
+      g_autoptr (GError) error = NULL;
+
+      if (g_strcmp0 (mode, "deinit") == 0 || g_strcmp0 (mode, "other") == 0)
+        memres_cuda_set_error (&error,
+                               g_strcmp0 (mode, "deinit") == 0 ? CUDA_ERROR_DEINITIALIZED
+                                                               : CUDA_ERROR_ILLEGAL_ADDRESS,
+                               "cuMemFreeAsync");
+      if (g_strcmp0 (mode, "null") == 0)
+        memres_cuda_warn_release_failure (NULL, "rolling back");
+      else if (g_strcmp0 (mode, "same-code") == 0)
+        {
+          /* a MEMRES_ERROR with the code number of DEINITIALIZED is not the driver's */
+          error = g_error_new_literal (MEMRES_ERROR, CUDA_ERROR_DEINITIALIZED, "not the driver");
+          memres_cuda_warn_release_failure (error, "x");
+        }
+      else
+        memres_cuda_warn_release_failure (error, "closing a buffer of %d bytes", 10);
+      return;
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (modes); i++)
+    {
+      g_setenv ("WARN_MODE", modes[i], TRUE);
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      if (i == 0)
+        {
+          g_test_trap_assert_passed ();
+          g_test_trap_assert_stderr ("");
+        }
+      else
+        {
+          g_test_trap_assert_failed ();
+          g_test_trap_assert_stderr (expected[i]);
+        }
+    }
+  g_unsetenv ("WARN_MODE");
+}
+
 static void
 test_version (void)
 {
@@ -55,5 +109,6 @@ main (int argc, char **argv)
   g_test_add_func ("/errors/cuda/without-driver", test_cuda_set_error_without_driver);
   g_test_add_func ("/errors/cuda/null-error", test_cuda_set_error_null);
   g_test_add_func ("/errors/version", test_version);
+  g_test_add_func ("/errors/cuda/warn-release-failure", test_warn_release_failure);
   return g_test_run ();
 }

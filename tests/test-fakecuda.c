@@ -555,6 +555,35 @@ test_pool_max_size (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* How far past a small maxSize the driver serves (memres enforces the size asked for itself):
+ * the fake rounds maxSize up to 32 MiB; against the real driver (suite gpu) the test reports
+ * what it serves, in 1 MiB steps up to 256 MiB, for a maxSize of 2 MiB. */
+static void
+test_pool_max_size_rounding (void)
+{
+  CUdeviceptr ptrs[256];
+  CUmemoryPool pool;
+  CUstream stream;
+  guint n = 0;
+
+  if (!setup (1))
+    return;
+  pool = pool_new (0, CU_MEM_HANDLE_TYPE_NONE, 2 * MiB);
+  stream = stream_new ();
+  while (n < G_N_ELEMENTS (ptrs)
+         && drv->cuMemAllocFromPoolAsync (&ptrs[n], MiB, pool, stream) == CUDA_SUCCESS)
+    n++;
+  g_test_message ("a pool with maxSize 2 MiB served %u allocations of 1 MiB", n);
+  g_assert_cmpuint (n, >=, 2);
+  if (mt_driver_is_fake ())
+    g_assert_cmpuint (n, ==, 32);
+  while (n > 0)
+    CU_OK (drv->cuMemFreeAsync (ptrs[--n], stream));
+  CU_OK (drv->cuStreamSynchronize (stream));
+  CU_OK (drv->cuStreamDestroy (stream));
+  CU_OK (drv->cuMemPoolDestroy (pool));
+}
+
 static void
 test_pool_destroy_deferred (void)
 {
@@ -1432,6 +1461,7 @@ main (int argc, char **argv)
   g_test_add_func ("/fakecuda/pool/alloc-free", test_pool_alloc_free);
   g_test_add_func ("/fakecuda/pool/threshold-trim", test_pool_threshold_trim);
   g_test_add_func ("/fakecuda/pool/max-size", test_pool_max_size);
+  g_test_add_func ("/fakecuda/pool/max-size-rounding", test_pool_max_size_rounding);
   g_test_add_func ("/fakecuda/pool/destroy-deferred", test_pool_destroy_deferred);
   g_test_add_func ("/fakecuda/pool/invalid-props", test_pool_invalid);
   g_test_add_func ("/fakecuda/pool/access", test_pool_access);

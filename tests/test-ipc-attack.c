@@ -333,9 +333,11 @@ test_wrong_resource (Fixture *f, gconstpointer data)
   GError *error = NULL;
   gint imports = g_atomic_int_get (&mt_ipc_kind.maps);
 
-  /* before its first export, @other has no pool identity */
-  expect_refused (other, f->descs[0].bytes, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "pool_id");
+  /* a resource not imported from another process imports nothing: NOT_SUPPORTED, before its
+   * first export (no pool identity), after it, and for the exporter itself, whose pool the
+   * descriptor names; only an importer of another pool is told the pool is wrong */
+  expect_refused (other, f->descs[0].bytes, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                  "not imported");
   other_handle = memres_resource_export_handle (other, &error);
   g_assert_no_error (error);
   other_importer = memres_resource_import_handle (other_handle, &error);
@@ -343,10 +345,10 @@ test_wrong_resource (Fixture *f, gconstpointer data)
   g_assert_true (other_importer != f->importer);
   expect_refused (other_importer, f->descs[0].bytes, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
                   "pool_id");
-  expect_refused (other, f->descs[0].bytes, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                  "pool_id");
-  /* the exporter: the core lets it through (its pool), the kind refuses */
-  expect_refused (f->exporter, f->descs[0].bytes, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, NULL);
+  expect_refused (other, f->descs[0].bytes, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                  "not imported");
+  expect_refused (f->exporter, f->descs[0].bytes, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                  "not imported");
 
   g_assert_null (memres_buffer_import (host, f->descs[0].bytes, DESC_SIZE, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
@@ -1030,16 +1032,20 @@ test_fast_path_errors (Fixture *f, gconstpointer data)
 /* Every single-byte change of the 72 compared bytes and of the offset, size and reserved
  * fields: the importer (fast path) refuses exactly when the full checks do, with the same
  * message for what they refuse in decoding; what they accept decodes to the same buffer. The
- * full checks are what an `attack` resource that never exported gives in decoding (it refuses
+ * full checks are what the importer of another `attack` pool gives in decoding (it refuses
  * every decodable descriptor as of another pool). */
 static void
 test_fast_path_every_byte (Fixture *f, gconstpointer data)
 {
   static const guint8 values[] = { 0x00, 0x01, 0x20, 0x61, 0x7f, 0x80, 0xff };
-  g_autoptr (MemresResource) reference = mt_new_ok ("attack");
+  g_autoptr (MemresResource) other = mt_new_ok ("attack");
+  g_autoptr (MemresIpcHandle) other_handle = memres_resource_export_handle (other, NULL);
+  g_autoptr (MemresResource) reference = memres_resource_import_handle (other_handle, NULL);
   MemresBuffer *held = import_ok (f, f->importer, 0);
   guint8 bytes[DESC_SIZE];
   guint n_accepted = 0;
+
+  g_assert_nonnull (reference);
 
   for (gsize byte = 0; byte < DESC_SIZE; byte++)
     {
@@ -1609,12 +1615,12 @@ test_ipc_revive_cycles (IpcFixture *f, gconstpointer data)
 }
 
 /* The driver refuses to map a retired mapping's export data again (cuMemPoolImportPointer, then
- * cuPointerGetAttribute failing): the import reports the driver's error, nothing stays mapped or
+ * cuPointerGetAttributes failing): the import reports the driver's error, nothing stays mapped or
  * counted, and the next import maps it. */
 static void
 test_ipc_revive_import_fails (IpcFixture *f, gconstpointer data)
 {
-  static const char *const entries[] = { "cuMemPoolImportPointer", "cuPointerGetAttribute" };
+  static const char *const entries[] = { "cuMemPoolImportPointer", "cuPointerGetAttributes" };
   MemresStats stats;
   GError *error = NULL;
   FakeCudaCounts base;

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "descriptor-layout.h"
@@ -306,6 +307,185 @@ test_non_ipc_handle (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+static void
+assert_import_not_supported (MemresResource *mr, const MemresBufferDescriptor *desc)
+{
+  g_autoptr (GError) error = NULL;
+  long imports = mt_driver_is_fake () ? mt_fake_call_count ("cuMemPoolImportPointer") : 0;
+
+  g_assert_null (memres_buffer_import (mr, desc->bytes, sizeof desc->bytes, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_test_message ("%s: %s", memres_resource_get_kind_name (mr), error->message);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuMemPoolImportPointer"), ==, imports);
+}
+
+/* A resource that imports nothing answers NOT_SUPPORTED to a well-formed descriptor on every
+ * path, whatever kind, pool and device the descriptor names: a kind without IPC, an exporter
+ * (before and after it exported), a pinned pool made without ipc=true, a vmm resource, and
+ * receiving a buffer sent as chunks. */
+static void
+test_import_not_importer (void)
+{
+  g_autoptr (MemresResource) exporter = NULL;
+  g_autoptr (MemresResource) pinned_exporter = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
+  g_autoptr (MemresBuffer) pinned_buf = NULL;
+  FakeCudaCounts base;
+  MemresBufferDescriptor desc, pinned_desc;
+  GError *error = NULL;
+  const char *const others[]
+      = { "dmr", "dmr:pool=new", "ipc", "pinned", "pinned:ipc=false", "vmm", "host" };
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  exporter = mt_new_ok ("ipc");
+  buf = alloc_pattern (exporter, 64 * KiB, 8);
+  g_assert_true (memres_buffer_export (buf, &desc, &error));
+  g_assert_no_error (error);
+  pinned_exporter = memres_resource_new ("pinned:ipc=true", &error);
+  if (pinned_exporter == NULL)
+    {
+      /* the real driver may have no host NUMA pools */
+      g_assert_false (mt_driver_is_fake ());
+      g_test_message ("no shareable pinned pool: %s", error->message);
+      g_clear_error (&error);
+    }
+  else
+    {
+      pinned_buf = alloc_pattern (pinned_exporter, 64 * KiB, 9);
+      g_assert_true (memres_buffer_export (pinned_buf, &pinned_desc, &error));
+      g_assert_no_error (error);
+    }
+
+  /* the exporter itself, with its own descriptor (its pool identity is known) */
+  assert_import_not_supported (exporter, &desc);
+  if (pinned_exporter != NULL)
+    assert_import_not_supported (pinned_exporter, &pinned_desc);
+  /* new resources that never exported, with descriptors of their kind and of another */
+  for (guint i = 0; i < G_N_ELEMENTS (others); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (others[i]);
+
+      assert_import_not_supported (mr, &desc);
+      if (pinned_exporter != NULL)
+        assert_import_not_supported (mr, &pinned_desc);
+    }
+
+  /* a buffer sent as chunks, received by resources that cannot import chunks */
+  {
+    const char *const receivers[] = { "vmm", "dmr", "ipc" };
+    g_autoptr (MemresResource) sender = mt_new_ok ("vmm:handle_type=posix_fd");
+    g_autoptr (MemresBuffer) vbuf = mt_alloc_ok (sender, 2 * MiB, NULL);
+
+    for (guint i = 0; i < G_N_ELEMENTS (receivers); i++)
+      {
+        g_autoptr (MemresResource) mr = mt_new_ok (receivers[i]);
+        int sv[2];
+
+        g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+        g_assert_true (memres_ipc_send_buffer (sv[0], vbuf, &error));
+        g_assert_no_error (error);
+        g_assert_null (memres_ipc_receive_buffer (sv[1], mr, 0, NULL, &error));
+        g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+        g_test_message ("%s: %s", receivers[i], error->message);
+        g_clear_error (&error);
+        close (sv[0]);
+        close (sv[1]);
+      }
+    mt_close_ok (g_steal_pointer (&vbuf), NULL);
+  }
+
+  g_clear_pointer (&buf, memres_buffer_unref);
+  g_clear_pointer (&pinned_buf, memres_buffer_unref);
+  g_clear_pointer (&exporter, memres_resource_unref);
+  g_clear_pointer (&pinned_exporter, memres_resource_unref);
+  mt_sync_ok (NULL);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* Imports @exporter's handle relabelled as kind @as, and one of its buffers with the descriptor's
+ * kind relabelled alike: the importer of @as must find out from the driver that the memory is
+ * not what kind @as makes (device memory named pinned, host memory named ipc), and refuse the
+ * buffer with INVALID_DESCRIPTOR, leaving nothing mapped. */
+static void
+check_relabelled (const char *exporter_spec, const char *as)
+{
+  g_autoptr (MemresResource) exporter = NULL;
+  g_autoptr (MemresResource) importer = NULL;
+  g_autoptr (MemresIpcHandle) handle = NULL;
+  g_autoptr (MemresIpcHandle) forged = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
+  MemresBufferDescriptor desc;
+  FakeCudaCounts base;
+  GError *error = NULL;
+
+  mt_counts_snapshot (&base);
+  exporter = memres_resource_new (exporter_spec, &error);
+  if (exporter == NULL)
+    {
+      g_assert_false (mt_driver_is_fake ());
+      g_test_skip_printf ("%s: %s", exporter_spec, error->message);
+      g_clear_error (&error);
+      return;
+    }
+  buf = alloc_pattern (exporter, 64 * KiB, 12);
+  g_assert_true (memres_buffer_export (buf, &desc, &error));
+  g_assert_no_error (error);
+  handle = memres_resource_export_handle (exporter, &error);
+  g_assert_no_error (error);
+  forged = memres_ipc_handle_new (as, fcntl (memres_ipc_handle_get_fd (handle), F_DUPFD_CLOEXEC, 0),
+                                  memres_ipc_handle_get_pool_id (handle),
+                                  memres_ipc_handle_get_device_uuid (handle), &error);
+  g_assert_no_error (error);
+  importer = memres_resource_import_handle (forged, &error);
+  if (importer == NULL)
+    {
+      /* refusing the pool outright is as good (the real driver may refuse the access grant) */
+      g_test_message ("%s relabelled %s: pool refused: %s", exporter_spec, as, error->message);
+      g_clear_error (&error);
+    }
+  else
+    {
+      MemresBufferDescriptor relabelled = desc;
+      long imports = mt_driver_is_fake () ? mt_fake_call_count ("cuMemPoolImportPointer") : 0;
+      MemresStats stats;
+
+      memset (relabelled.bytes + OFF_KIND, 0, OFF_POOL_ID - OFF_KIND);
+      memcpy (relabelled.bytes + OFF_KIND, as, strlen (as));
+      g_assert_null (
+          memres_buffer_import (importer, relabelled.bytes, sizeof relabelled.bytes, NULL, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+      g_test_message ("%s relabelled %s: %s", exporter_spec, as, error->message);
+      g_assert_nonnull (strstr (error->message, "relabelled"));
+      g_clear_error (&error);
+      /* the driver was asked (the check is the mapped memory's type), and nothing stays */
+      if (mt_driver_is_fake ())
+        g_assert_cmpint (mt_fake_call_count ("cuMemPoolImportPointer"), ==, imports + 1);
+      g_assert_true (memres_resource_get_stats (importer, &stats, &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (stats.n_buffers, ==, 0);
+      g_assert_cmpuint (stats.used_current, ==, 0);
+      g_clear_pointer (&importer, memres_resource_unref);
+    }
+  /* the exporter's bytes are intact */
+  assert_buffer_pattern (buf, 0, 64 * KiB, 12, 0);
+  mt_close_ok (g_steal_pointer (&buf), NULL);
+  g_clear_pointer (&exporter, memres_resource_unref);
+  mt_sync_ok (NULL);
+  mt_assert_fake_counts_equal (&base);
+}
+
+static void
+test_relabelled_handle (void)
+{
+  if (!mt_require_devices (1))
+    return;
+  check_relabelled ("ipc", "pinned");
+  check_relabelled ("pinned:ipc=true", "ipc");
+}
+
 /* Bad descriptors are refused before any driver call. */
 static void
 test_validation_before_driver (void)
@@ -328,7 +508,7 @@ test_validation_before_driver (void)
   g_assert_no_error (error);
 
   imports = mt_driver_is_fake () ? mt_fake_call_count ("cuMemPoolImportPointer") : 0;
-  ranges = mt_driver_is_fake () ? mt_fake_call_count ("cuPointerGetAttribute") : 0;
+  ranges = mt_driver_is_fake () ? mt_fake_call_count ("cuPointerGetAttributes") : 0;
 
   g_assert_null (memres_buffer_import (importer, desc.bytes, 159, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
@@ -357,7 +537,7 @@ test_validation_before_driver (void)
   if (mt_driver_is_fake ())
     {
       g_assert_cmpint (mt_fake_call_count ("cuMemPoolImportPointer"), ==, imports);
-      g_assert_cmpint (mt_fake_call_count ("cuPointerGetAttribute"), ==, ranges);
+      g_assert_cmpint (mt_fake_call_count ("cuPointerGetAttributes"), ==, ranges);
     }
 }
 
@@ -648,6 +828,8 @@ main (int argc, char **argv)
   g_test_add_func ("/ipc/same-process", test_same_process);
   g_test_add_func ("/ipc/imported-cannot-allocate", test_imported_cannot_allocate);
   g_test_add_func ("/ipc/non-ipc-handle", test_non_ipc_handle);
+  g_test_add_func ("/ipc/import/not-an-importer", test_import_not_importer);
+  g_test_add_func ("/ipc/import/relabelled-handle", test_relabelled_handle);
   g_test_add_func ("/ipc/descriptor/validated-before-driver", test_validation_before_driver);
   g_test_add_func ("/ipc/descriptor/size-lying", test_size_lying);
   g_test_add_func ("/ipc/import/dedup", test_dedup);

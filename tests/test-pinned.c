@@ -68,7 +68,7 @@ check_roundtrip (const char *src_spec, const char *dst_spec, gsize size, guint32
 
   g_assert_true (memres_buffer_is_host_accessible (src));
   g_assert_true (memres_buffer_is_device_accessible (src));
-  g_assert_cmpint (memres_buffer_get_device (src), ==, 0);
+  g_assert_cmpint (memres_buffer_get_device (src), ==, -1);
   g_assert_nonnull (memres_buffer_get_pointer (src));
   g_assert_cmpuint ((guintptr) memres_buffer_get_pointer (src), ==,
                     memres_buffer_get_address (src));
@@ -173,11 +173,11 @@ test_pool_flags (void)
   legacy = mt_new_ok ("pinned:mode=legacy");
 
   g_assert_cmpstr (memres_resource_get_kind_name (pool), ==, "pinned");
-  g_assert_cmpint (memres_resource_get_device (pool), ==, 0);
+  g_assert_cmpint (memres_resource_get_device (pool), ==, -1);
   g_assert_cmphex (memres_resource_get_flags (pool), ==,
                    MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE
                        | MEMRES_MEMORY_STREAM_ORDERED);
-  g_assert_cmpint (memres_resource_get_device (legacy), ==, 0);
+  g_assert_cmpint (memres_resource_get_device (legacy), ==, -1);
   g_assert_cmphex (memres_resource_get_flags (legacy), ==,
                    MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE);
 
@@ -191,6 +191,47 @@ test_pool_flags (void)
   g_clear_pointer (&pool, memres_resource_unref);
   g_clear_pointer (&legacy, memres_resource_unref);
   mt_assert_fake_counts_equal (&base);
+}
+
+/* One rule for page-locked memory: a pinned buffer (either mode, on any device) and the same
+ * memory wrapped with memres_buffer_new_for_pointer() (the driver asked) report the same
+ * device, -1, and the same accessibility. */
+static void
+test_device_rule (void)
+{
+  const char *const specs[]
+      = { "pinned", "pinned:mode=legacy", "pinned:device=1", "pinned:mode=legacy,device=1" };
+  gint n_devices = 0;
+  g_autoptr (GError) error = NULL;
+
+  if (!require_pool_mode ())
+    return;
+  g_assert_true (memres_cuda_get_device_count (&n_devices, &error));
+  for (guint i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      g_autoptr (MemresResource) mr = NULL;
+      MemresBuffer *buf, *wrapped;
+
+      if (strstr (specs[i], "device=1") != NULL && n_devices < 2)
+        continue;
+      mr = mt_new_ok (specs[i]);
+      buf = mt_alloc_ok (mr, 64 * 1024, NULL);
+      mt_sync_ok (NULL);
+      wrapped = memres_buffer_new_for_pointer (memres_buffer_get_pointer (buf), 64 * 1024, 0, 0,
+                                               NULL, NULL, &error);
+      g_assert_no_error (error);
+      g_assert_cmpint (memres_resource_get_device (mr), ==, -1);
+      g_assert_cmpint (memres_buffer_get_device (buf), ==, -1);
+      g_assert_cmpint (memres_buffer_get_device (wrapped), ==, memres_buffer_get_device (buf));
+      g_assert_cmphex (memres_buffer_get_flags (wrapped)
+                           & (MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE),
+                       ==, MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE);
+      /* copies still work both ways through either buffer */
+      mt_write_pattern (buf, 0, 64 * 1024, 40 + i, NULL);
+      mt_check_pattern (wrapped, 0, 64 * 1024, 40 + i, NULL);
+      mt_close_ok (wrapped, NULL);
+      mt_close_ok (buf, NULL);
+    }
 }
 
 static void
@@ -810,7 +851,7 @@ test_ipc_same_process (void)
   g_assert_no_error (error);
   g_assert_true (importer != exporter);
   g_assert_cmpstr (memres_resource_get_kind_name (importer), ==, "pinned");
-  g_assert_cmpint (memres_resource_get_device (importer), ==, 0);
+  g_assert_cmpint (memres_resource_get_device (importer), ==, -1);
   g_assert_cmphex (memres_resource_get_flags (importer), ==, IPC_FLAGS | MEMRES_MEMORY_IMPORTED);
 
   /* An importer cannot allocate. */
@@ -1100,6 +1141,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/pinned/pool/roundtrip", test_pool_roundtrip);
   g_test_add_func ("/pinned/pool/flags", test_pool_flags);
+  g_test_add_func ("/pinned/device-rule", test_device_rule);
   g_test_add_func ("/pinned/pool/stats", test_pool_stats);
   g_test_add_func ("/pinned/pool/trim", test_pool_trim);
   g_test_add_func ("/pinned/pool/access", test_pool_access);

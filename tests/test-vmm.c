@@ -312,8 +312,11 @@ check_host_location (const char *spec)
   g_assert_cmpuint (memres_resource_get_flags (mr), ==,
                     MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE
                         | MEMRES_MEMORY_RESIZABLE);
+  /* page-locked host memory belongs to no device (the rule of memres_buffer_get_device()) */
+  g_assert_cmpint (memres_resource_get_device (mr), ==, -1);
   buf = allocate (mr, 3 * gran () + 1);
   size = memres_buffer_get_size (buf);
+  g_assert_cmpint (memres_buffer_get_device (buf), ==, -1);
   g_assert_true (memres_buffer_is_host_accessible (buf));
   mt_fill_pattern (memres_buffer_get_pointer (buf), size, 77);
   check_pattern (buf, 0, size, 77);
@@ -419,6 +422,97 @@ test_grow_one_copy (void)
   mt_assert_pattern (data, 3 * g, 20);
   close_buffer (buf);
   mt_assert_fake_counts_equal (&base);
+}
+
+/* A probe reservation after the buffer that the driver refuses with an error (rather than
+ * placing it elsewhere) moves the buffer, as when the range is taken. */
+static void
+test_grow_probe_fails (void)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *buf;
+  guint64 address;
+  gsize g;
+
+  if (!require_device ())
+    return;
+  if (!mt_require_fake ("failing the probe reservation needs the fake driver"))
+    return;
+  g = gran ();
+  counts_begin (&base);
+  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  buf = allocate (mr, 2 * g);
+  address = memres_buffer_get_address (buf);
+  write_pattern (buf, 0, 2 * g, 21);
+
+  mt_fake_fail_call ("cuMemAddressReserve", 1, CUDA_ERROR_INVALID_VALUE);
+  resize (buf, 5 * g);
+  mt_fake_reset_faults ();
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 5 * g);
+  g_assert_cmpuint (memres_buffer_get_address (buf), !=, address);
+  check_pattern (buf, 0, 2 * g, 21);
+  write_pattern (buf, 2 * g, 3 * g, 22);
+  check_pattern (buf, 0, 2 * g, 21);
+
+  /* also with an out-of-memory answer, and when the move's own reservation then fails the
+   * grow fails with that error and leaves the buffer as it was */
+  address = memres_buffer_get_address (buf);
+  mt_fake_fail_call ("cuMemAddressReserve", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  mt_fake_fail_call ("cuMemAddressReserve", 2, CUDA_ERROR_OUT_OF_MEMORY);
+  {
+    g_autoptr (GError) error = NULL;
+
+    g_assert_false (memres_buffer_resize (buf, 8 * g, NULL, &error));
+    g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  mt_fake_reset_faults ();
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, address);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 5 * g);
+  check_pattern (buf, 0, 2 * g, 21);
+  close_buffer (buf);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* A rollback whose driver call fails is warned about, except with CUDA_ERROR_DEINITIALIZED
+ * (the driver shut down at process exit): then it is silent. In a subprocess (the warning is
+ * fatal under g_test, and the failed rollback leaks a reservation). */
+static void
+test_rollback_deinitialized (void)
+{
+  if (!require_device ())
+    return;
+  if (!mt_require_fake ("failing the rollback needs the fake driver"))
+    return;
+  if (g_test_subprocess ())
+    {
+      g_autoptr (MemresResource) mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, gran ());
+      g_autoptr (GError) error = NULL;
+      MemresBuffer *buf = allocate (mr, 2 * gran ());
+      const char *mode = g_getenv ("VMM_ROLLBACK_MODE");
+
+      /* the grow in place fails at the access grant; its rollback frees the range it reserved */
+      mt_fake_fail_call ("cuMemSetAccess", 1, CUDA_ERROR_OUT_OF_MEMORY);
+      mt_fake_fail_call ("cuMemAddressFree", 1,
+                         g_strcmp0 (mode, "deinit") == 0 ? CUDA_ERROR_DEINITIALIZED
+                                                         : CUDA_ERROR_INVALID_VALUE);
+      g_assert_false (memres_buffer_resize (buf, 5 * gran (), NULL, &error));
+      g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_OUT_OF_MEMORY);
+      mt_fake_reset_faults ();
+      g_assert_cmpuint (memres_buffer_get_size (buf), ==, 2 * gran ());
+      close_buffer (buf);
+      return;
+    }
+  g_setenv ("VMM_ROLLBACK_MODE", "fail", TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*vmm: rolling back a failure: cuMemAddressFree: "
+                             "CUDA_ERROR_INVALID_VALUE*");
+  g_setenv ("VMM_ROLLBACK_MODE", "deinit", TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("");
+  g_unsetenv ("VMM_ROLLBACK_MODE");
 }
 
 /* With an up-front reservation a grow needs no new address range at all. */
@@ -1120,10 +1214,12 @@ test_faults_allocate (void)
 static void
 test_faults_grow_in_place (void)
 {
+  /* A failed probe reservation moves the buffer instead (test_grow_probe_fails). */
+  const char *const ignore[] = { "cuMemAddressReserve#1", NULL };
   SweepData d = { .size = 2, .new_size = 5 };
 
-  /* probe reserve, 3 × (create, map), set access */
-  run_sweep ("vmm grow in place", op_resize, undo_resize, &d, TRUE, NULL, 8);
+  /* 3 × (create, map), set access */
+  run_sweep ("vmm grow in place", op_resize, undo_resize, &d, TRUE, ignore, 7);
 }
 
 static void
@@ -1131,10 +1227,10 @@ test_faults_grow_by_move (void)
 {
   /* Freeing the probe reservation the driver placed elsewhere cannot be undone; the free of the
    * old range after the move is swept on its own in test_faults_move_commit. */
-  const char *const ignore[] = { "cuMemAddressFree", NULL };
+  const char *const ignore[] = { "cuMemAddressFree", "cuMemAddressReserve#1", NULL };
   SweepData d = { .size = 2, .new_size = 4, .block = TRUE };
 
-  /* probe, reserve, 2 × map, 2 × (create, map), set access, sync, unmap */
+  /* (probe), reserve, 2 × map, 2 × (create, map), set access, sync, unmap */
   run_sweep ("vmm grow by move", op_resize, undo_resize, &d, TRUE, ignore, 11);
 }
 
@@ -1336,6 +1432,8 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/grow/one-copy", test_grow_one_copy);
   g_test_add_func ("/vmm/grow/within-reserve", test_grow_within_reserve);
   g_test_add_func ("/vmm/grow/move", test_grow_by_move);
+  g_test_add_func ("/vmm/grow/probe-fails", test_grow_probe_fails);
+  g_test_add_func ("/vmm/grow/rollback-deinitialized", test_rollback_deinitialized);
   g_test_add_func ("/vmm/grow/from-empty", test_grow_from_empty);
   g_test_add_func ("/vmm/shrink/chunks", test_shrink);
   g_test_add_func ("/vmm/shrink/partial-chunk", test_shrink_partial_chunk);

@@ -27,6 +27,9 @@ void mt_fake_fail_call (const char *entry, int nth, CUresult result);
 void mt_fake_reset_faults (void);
 void mt_fake_set_attribute (int device, CUdevice_attribute attr, int value);
 long mt_fake_call_count (const char *entry);
+/* fakecuda_trace_begin() and fakecuda_trace_end(): the names of the calls made in between. */
+void mt_fake_trace_begin (void);
+int mt_fake_trace_end (const char ***names);
 
 /* Asserts every live count of the fake equals the one in @baseline (no-op on the real driver). */
 void mt_assert_fake_counts_equal (const FakeCudaCounts *baseline);
@@ -110,7 +113,8 @@ void mt_send_raw (int sock, gconstpointer data, gsize len, const int *fds, int n
  * CUDA_ERROR_OUT_OF_MEMORY (or @code when not 0) and asserts that @op fails with
  * MEMRES_CUDA_ERROR and that code, that no fake count moved, and that @op then succeeds again.
  * Entry points in @ignore (NULL-terminated, may be NULL) are not failed: queries whose failure
- * the operation tolerates by design. Returns the number of calls swept. */
+ * the operation tolerates by design; "ENTRY#N" spares only the Nth call of ENTRY in the
+ * operation. Returns the number of calls swept. */
 typedef gboolean (*MtOp) (gpointer data, GError **error);
 typedef void (*MtUndo) (gpointer data);
 int mt_fault_sweep (const char *what, MtOp op, MtUndo undo, gpointer data, CUresult code,

@@ -24,7 +24,9 @@ MemresBuffer *memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint devi
                                              MemresMemoryFlags flags, GDestroyNotify release,
                                              gpointer user_data, GError **error);
 
-/* Properties (a closed buffer reports NULL / 0 / -1 / FALSE) */
+/* Properties (a closed buffer reports NULL / 0 / -1 / FALSE). The device of host memory is -1,
+ * page-locked host memory included (pinned, host-located vmm, wrapped cuMemHostAlloc or
+ * registered memory): one rule whoever allocated it. */
 gpointer memres_buffer_get_pointer (MemresBuffer *buf);
 guint64 memres_buffer_get_address (MemresBuffer *buf);
 gsize memres_buffer_get_size (MemresBuffer *buf);

@@ -230,7 +230,10 @@ typedef struct
  *   %MEMRES_ERROR_WRONG_DEVICE.
  * memres_cuda_check_stream_not_capturing(): %MEMRES_ERROR_NOT_SUPPORTED when @stream is being
  *   captured into a graph (cuStreamIsCapturing), for kinds that cannot allocate in a graph; the
- *   message points at the `graph` kind, which can. */
+ *   message points at the `graph` kind, which can.
+ * memres_cuda_warn_release_failure() (Since: 1.2): logs a release or rollback failure nobody
+ *   can be told about with g_warning(), except `CUDA_ERROR_DEINITIALIZED` (the driver shut
+ *   down at process exit), which is silent (g_debug()); every such warning goes through it. */
 const MemresCudaDriver *memres_cuda_get_driver (GError **error);
 gboolean memres_cuda_set_error (GError **error, CUresult result, const char *call);
 gboolean memres_cuda_get_device_count (gint *count, GError **error);
@@ -240,5 +243,7 @@ gboolean memres_cuda_ensure_context (gint device, GError **error);
 gboolean memres_cuda_get_device_uuid (gint device, guint8 uuid[16], GError **error);
 gboolean memres_cuda_find_device_by_uuid (const guint8 uuid[16], gint *device, GError **error);
 gboolean memres_cuda_check_stream_not_capturing (MemresStream stream, GError **error);
+void memres_cuda_warn_release_failure (const GError *error, const char *format, ...)
+    G_GNUC_PRINTF (2, 3);
 
 G_END_DECLS

@@ -32,6 +32,9 @@ G_BEGIN_DECLS
  * @MEMRES_ERROR_WRONG_DEVICE: the object belongs to another device
  * @MEMRES_ERROR_INVALID_DESCRIPTOR: an IPC handle or buffer descriptor failed validation
  * @MEMRES_ERROR_PERMISSION_DENIED: the peer process may not use this resource
+ * @MEMRES_ERROR_FORKED: this process is the child of a fork() made after the CUDA driver was
+ *   initialized: the driver, and every resource made before the fork that uses it, cannot be
+ *   used here (host memory can). Since: 1.2
  */
 typedef enum
 {
@@ -47,6 +50,7 @@ typedef enum
   MEMRES_ERROR_WRONG_DEVICE,
   MEMRES_ERROR_INVALID_DESCRIPTOR,
   MEMRES_ERROR_PERMISSION_DENIED,
+  MEMRES_ERROR_FORKED,
 } MemresError;
 
 /**

@@ -250,7 +250,9 @@ typedef struct
 
 /**
  * MemresResourceInfo:
- * @device: the device ordinal the memory belongs to, or -1 for host memory
+ * @device: the device ordinal the memory belongs to, or -1 for host memory, page-locked
+ *   (pinned, host-located pools and VMM) or not: page-locked memory belongs to no device, as
+ *   memres_buffer_new_for_pointer() reports it too
  * @flags: what the memory and the resource can do (#MemresMemoryFlags); the core copies them
  *   to every buffer of the resource and refuses calls the flags rule out (for example
  *   memres_buffer_resize() without %MEMRES_MEMORY_RESIZABLE)

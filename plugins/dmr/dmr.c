@@ -97,7 +97,7 @@ dmr_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream
 
   if (G_UNLIKELY (self->sync))
     return dmr_sync_free (&self->fallback, alloc->address, alloc->size, stream, error);
-  return memres_pool_free (&self->pool, alloc->address, stream, error);
+  return memres_pool_free (&self->pool, alloc->address, alloc->size, stream, error);
 }
 
 static void

@@ -104,7 +104,7 @@ ipc_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream
 {
   Ipc *self = memres_resource_get_private (mr);
 
-  return memres_pool_free (&self->pool, alloc->address, stream, error);
+  return memres_pool_free (&self->pool, alloc->address, alloc->size, stream, error);
 }
 
 static void

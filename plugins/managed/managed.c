@@ -402,7 +402,7 @@ managed_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream st
   CUresult r;
 
   if (self->pooled)
-    return memres_pool_free (&self->pool, alloc->address, stream, error);
+    return memres_pool_free (&self->pool, alloc->address, alloc->size, stream, error);
 
   /* cuMemFree is not stream-ordered: wait for the work on the buffer first, and free even when
    * that wait fails (the memory is not leaked; the error is still reported). */

@@ -184,7 +184,7 @@ pinned_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream str
 
   if (self->mode == PINNED_MODE_LEGACY)
     return pinned_legacy_deallocate (&self->legacy, alloc, stream, error);
-  return memres_pool_free (&self->pool, alloc->address, stream, error);
+  return memres_pool_free (&self->pool, alloc->address, alloc->size, stream, error);
 }
 
 static void
@@ -192,7 +192,10 @@ pinned_query (MemresResource *mr, MemresResourceInfo *info)
 {
   Pinned *self = memres_resource_get_private (mr);
 
-  info->device = self->device;
+  /* page-locked host memory belongs to no device (the rule of memres_buffer_get_device(),
+   * the same as for a wrapped page-locked pointer); the device option only picks the context
+   * the allocations use */
+  info->device = -1;
   info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE;
   if (self->mode == PINNED_MODE_POOL)
     info->flags |= MEMRES_MEMORY_STREAM_ORDERED;

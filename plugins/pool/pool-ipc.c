@@ -214,6 +214,39 @@ memres_pool_export_pointer (MemresPool *pool, const MemresAllocation *alloc,
   return TRUE;
 }
 
+/* What the driver says about the memory just imported at @ptr: its extent, and whether it is
+ * device or host memory. The pool's handle came with a kind name from another process, which
+ * chose where the pool's memory lives (device memory for ipc, host memory for pinned): a
+ * handle relabelled with another kind's name (a device pool sent as pinned, a pinned pool as
+ * ipc) would make this resource claim an accessibility its memory does not have (a host
+ * pointer that is device memory), so the memory type must be the one of @pool's location. One
+ * call (cuPointerGetAttributes: RANGE_SIZE and MEMORY_TYPE; CUDA 13 has no query of a pool's
+ * location, only of its memory). */
+static gboolean
+query_import (MemresPool *pool, CUdeviceptr ptr, size_t *extent, GError **error)
+{
+  CUpointer_attribute attrs[]
+      = { CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_MEMORY_TYPE };
+  unsigned int type = 0;
+  void *data[] = { extent, &type };
+  gboolean want_device = pool->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  CUresult r;
+
+  r = pool->drv->cuPointerGetAttributes (G_N_ELEMENTS (attrs), attrs, data, ptr);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuPointerGetAttributes");
+  if (want_device ? type != CU_MEMORYTYPE_DEVICE : type != CU_MEMORYTYPE_HOST)
+    return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                        "the imported pool's memory is %s memory, but its handle named a kind "
+                        "of %s memory (a handle relabelled with another kind's name?)",
+                        type == CU_MEMORYTYPE_DEVICE ? "device"
+                        : type == CU_MEMORYTYPE_HOST ? "host"
+                                                     : "unknown",
+                        want_device ? "device" : "host"),
+           FALSE;
+  return TRUE;
+}
+
 /**
  * memres_pool_import_pointer:
  * @pool: an imported pool
@@ -223,11 +256,15 @@ memres_pool_export_pointer (MemresPool *pool, const MemresAllocation *alloc,
  *   checks that the descriptor's offset and size fit in it
  * @error: return location for a #GError
  *
- * Maps an allocation of the exporting process with cuMemPoolImportPointer(). Undo with
- * memres_pool_free() (cuMemFreeAsync). Not deduplicated here: the core maps each exported
- * allocation once per process. On failure nothing stays mapped. Thread-safe.
+ * Maps an allocation of the exporting process with cuMemPoolImportPointer(), then asks the
+ * driver what was mapped (cuPointerGetAttributes: RANGE_SIZE and MEMORY_TYPE): memory of
+ * another type than @pool's location (device memory in a host-located pool, host memory in a
+ * device pool: a pool handle relabelled with another kind's name) is unmapped again and
+ * refused. Undo with memres_pool_free() (cuMemFreeAsync). Not deduplicated here: the core maps
+ * each exported allocation once per process. On failure nothing stays mapped. Thread-safe.
  *
- * Returns: %TRUE on success; %FALSE with a %MEMRES_CUDA_ERROR otherwise.
+ * Returns: %TRUE on success; %FALSE with %MEMRES_ERROR_INVALID_DESCRIPTOR (memory of the wrong
+ *   type) or a %MEMRES_CUDA_ERROR otherwise.
  */
 gboolean
 memres_pool_import_pointer (MemresPool *pool, const MemresBufferExport *in, MemresAllocation *alloc,
@@ -244,10 +281,8 @@ memres_pool_import_pointer (MemresPool *pool, const MemresBufferExport *in, Memr
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuMemPoolImportPointer");
 
-  r = pool->drv->cuPointerGetAttribute (&extent, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr);
-  if (r != CUDA_SUCCESS)
+  if (!query_import (pool, ptr, &extent, error))
     {
-      memres_cuda_set_error (error, r, "cuPointerGetAttribute");
       (void) pool->drv->cuMemFreeAsync (ptr, NULL);
       return FALSE;
     }

@@ -271,9 +271,63 @@ typedef struct
   guint64 old; /* a shared pool's value before, to restore on failure */
 } AttributeChange;
 
+/* The current pools this plugin wraps, with how many #MemresPool use each and the release
+ * threshold memres raised (apply_attributes()), so that the last user gives it back
+ * (memres_pool_destroy()). Per plugin (this code is linked into each): the device pools are
+ * wrapped by dmr only. */
+typedef struct
+{
+  guint users;
+  gboolean raised;   /* the threshold was 0 and memres set it to G_MAXUINT64 */
+  guint64 threshold; /* the value before (0) */
+} SharedPool;
+
+static GMutex shared_lock;       /* shared_pools, and the threshold check of a wrap */
+static GHashTable *shared_pools; /* CUmemoryPool -> SharedPool* */
+
+/* Under shared_lock: the entry of @handle, made on first use. */
+static SharedPool *
+shared_pool_get (CUmemoryPool handle)
+{
+  SharedPool *shared;
+
+  if (shared_pools == NULL)
+    shared_pools = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+  shared = g_hash_table_lookup (shared_pools, handle);
+  if (shared == NULL)
+    {
+      shared = g_new0 (SharedPool, 1);
+      g_hash_table_insert (shared_pools, handle, shared);
+    }
+  return shared;
+}
+
+/* A user of a wrapped current pool is gone; the last one gives back the release threshold
+ * memres raised, unless someone set another value meanwhile (then it is theirs). Failures
+ * (CUDA_ERROR_DEINITIALIZED at exit) are ignored: the pool is the driver's. */
+static void
+shared_pool_release (MemresPool *pool)
+{
+  SharedPool *shared;
+
+  g_mutex_lock (&shared_lock);
+  shared = g_hash_table_lookup (shared_pools, pool->handle);
+  if (shared != NULL && --shared->users == 0)
+    {
+      guint64 now = 0;
+
+      if (shared->raised && get_attribute_u64 (pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &now, NULL)
+          && now == G_MAXUINT64)
+        (void) set_attribute_u64 (pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, shared->threshold, NULL);
+      g_hash_table_remove (shared_pools, pool->handle);
+    }
+  g_mutex_unlock (&shared_lock);
+}
+
 static gboolean
 apply_attributes (MemresPool *pool, const MemresPoolConfig *config, GError **error)
 {
+  gboolean raising = FALSE;
   const struct
   {
     CUmemPool_attribute attr;
@@ -302,7 +356,10 @@ apply_attributes (MemresPool *pool, const MemresPoolConfig *config, GError **err
       if (!get_attribute_u64 (pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold, error))
         return FALSE;
       if (threshold == 0)
-        changes[n++] = (AttributeChange){ CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, G_MAXUINT64, 0 };
+        {
+          changes[n++] = (AttributeChange){ CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, G_MAXUINT64, 0 };
+          raising = TRUE;
+        }
     }
   for (guint i = 0; i < G_N_ELEMENTS (reuse); i++)
     if (reuse[i].value >= 0)
@@ -317,7 +374,17 @@ apply_attributes (MemresPool *pool, const MemresPoolConfig *config, GError **err
         break;
     }
   if (done == n)
-    return TRUE;
+    {
+      /* the last user of the shared pool gives the threshold back (shared_pool_release()) */
+      if (raising)
+        {
+          SharedPool *shared = shared_pool_get (pool->handle);
+
+          shared->raised = TRUE;
+          shared->threshold = 0;
+        }
+      return TRUE;
+    }
   if (!pool->owned)
     while (done-- > 0)
       (void) set_attribute_u64 (pool, changes[done].attr, changes[done].old, NULL);
@@ -408,13 +475,17 @@ memres_pool_init_for_handle (MemresPool *pool, const MemresCudaDriver *drv, CUme
  *
  * Creates a new pool (@config->create, cuMemPoolCreate with a zeroed `CUmemPoolProps`:
  * @config->alloc_type allocations (pinned or managed), @config->location, @config->handle_type,
- * @config->max_size) or wraps the location's current pool (cuDeviceGetMemPool for a device's pinned
- * pool, cuMemGetMemPool for a host location or a managed pool), then applies the attributes of
- * @config with cuMemPoolSetAttribute. When a current pool is wrapped and @config gives no release
- * threshold, a threshold of 0 is raised to G_MAXUINT64 (read with cuMemPoolGetAttribute): the
- * driver's default 0 releases memory at every synchronization and makes allocation slow. Shareable
- * pools also get @device_uuid (cuDeviceGetUuid). The caller checks beforehand that the device
- * exists (memres_cuda_check_device()) and supports pools (memres_pool_check_supported()).
+ * @config->max_size) or wraps the location's current pool (cuDeviceGetMemPool for a device's
+ * pinned pool, cuMemGetMemPool for a host location or a managed pool), then applies the
+ * attributes of @config with cuMemPoolSetAttribute. When a current pool is wrapped and @config
+ * gives no release threshold, a threshold of 0 is raised to G_MAXUINT64 (read with
+ * cuMemPoolGetAttribute): the driver's default 0 releases memory at every synchronization and
+ * makes allocation slow. That raise lasts while a #MemresPool of this plugin wraps the pool:
+ * memres_pool_destroy() of the last one sets the threshold back to 0 (unless someone set
+ * another value meanwhile). Attributes @config gives explicitly stay as set: they change the
+ * shared pool for every user, for the life of the process. Shareable pools also get
+ * @device_uuid (cuDeviceGetUuid). The caller checks beforehand that the device exists
+ * (memres_cuda_check_device()) and supports pools (memres_pool_check_supported()).
  *
  * On failure nothing is left: a pool created here is destroyed again.
  *
@@ -452,8 +523,24 @@ memres_pool_init (MemresPool *pool, const MemresPoolConfig *config, GError **err
 
   memres_pool_init_for_handle (pool, drv, handle, config->create, &config->location, config->device,
                                config->handle_type);
+  if (config->create)
+    pool->max_size = config->max_size;
 
-  if (!apply_attributes (pool, config, error))
+  if (!config->create)
+    {
+      /* one more user of the shared pool: its threshold is checked and raised under the lock,
+       * so that two wraps at once raise it once and the last user restores it */
+      gboolean ok;
+
+      g_mutex_lock (&shared_lock);
+      shared_pool_get (handle)->users++;
+      pool->shared = TRUE;
+      ok = apply_attributes (pool, config, error);
+      g_mutex_unlock (&shared_lock);
+      if (!ok)
+        goto fail;
+    }
+  else if (!apply_attributes (pool, config, error))
     goto fail;
   if (config->handle_type != CU_MEM_HANDLE_TYPE_NONE
       && !memres_cuda_get_device_uuid (config->device, pool->device_uuid, error))
@@ -504,7 +591,9 @@ revoke_peers (MemresPool *pool)
  * @pool: a pool set up with memres_pool_init() or memres_pool_init_for_handle(), or zeroed
  *
  * Releases @pool: an owned pool is destroyed (peer grants made with memres_pool_set_access()
- * revoked first, then cuMemPoolDestroy); a wrapped current pool is left to the driver. Call it
+ * revoked first, then cuMemPoolDestroy); a wrapped current pool is left to the driver, except
+ * that the last user of it gives back the release threshold memres_pool_init() raised
+ * (cuMemPoolGetAttribute, cuMemPoolSetAttribute). Call it
  * only when no allocation of the pool is live. Failures (`CUDA_ERROR_DEINITIALIZED` at process
  * exit, for example) are ignored: there is nobody to report them to. Leaves @pool zeroed, so a
  * second call does nothing. Not thread-safe.
@@ -519,6 +608,8 @@ memres_pool_destroy (MemresPool *pool)
       revoke_peers (pool);
       (void) pool->drv->cuMemPoolDestroy (pool->handle);
     }
+  if (pool->shared)
+    shared_pool_release (pool);
   if (pool->share_fd >= 0)
     close (pool->share_fd);
   g_mutex_clear (&pool->access_lock);
@@ -539,6 +630,37 @@ allocate_checked (MemresPool *pool, gsize size, MemresStream stream, CUdeviceptr
   return TRUE;
 }
 
+/* The max_size a user asks for is enforced here, not left to the driver: the driver rounds a
+ * small CUmemPoolProps.maxSize up and then serves more than was asked (on the H200, CUDA 13,
+ * driver 580: a pool with maxSize 2 MiB served a 4 MiB allocation, one with 8 MiB took 4 +
+ * 8 MiB; CUmemPoolProps documents no granularity). @pool->max_size bounds the bytes of live
+ * allocations, as asked (the driver's 512-byte rounding is not counted); the driver still gets
+ * maxSize, a bound on what it reserves. */
+static gboolean
+limit_charge (MemresPool *pool, gsize size, GError **error)
+{
+  guint64 used = __atomic_add_fetch (&pool->max_size_used, (guint64) size, __ATOMIC_RELAXED);
+
+  if (used <= pool->max_size && used >= size)
+    return TRUE;
+  used = __atomic_sub_fetch (&pool->max_size_used, (guint64) size, __ATOMIC_RELAXED);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+               "cannot allocate %" G_GSIZE_FORMAT
+               " bytes: the pool's max_size is %" G_GUINT64_FORMAT " bytes and %" G_GUINT64_FORMAT
+               " are in use",
+               size, pool->max_size, used);
+  return FALSE;
+}
+
+static void
+limit_uncharge (MemresPool *pool, gsize size)
+{
+  __atomic_sub_fetch (&pool->max_size_used, (guint64) size, __ATOMIC_RELAXED);
+}
+
+static gboolean pool_allocate (MemresPool *pool, gsize size, MemresStream stream, guint64 *address,
+                               GError **error);
+
 /**
  * memres_pool_allocate:
  * @pool: a pool
@@ -557,13 +679,32 @@ allocate_checked (MemresPool *pool, gsize size, MemresStream stream, CUdeviceptr
  * (memres_cuda_ensure_context()) and the allocation tried again, so that the hot path stays
  * one or two driver calls. Thread-safe.
  *
+ * A pool created with a max_size (#MemresPoolConfig) serves at most that many bytes of live
+ * allocations, counted as asked, whatever the driver's own limit: the driver rounds a small
+ * maxSize up (see limit_charge()).
+ *
  * Returns: %TRUE on success; %FALSE with @error set: %MEMRES_ERROR_OUT_OF_MEMORY (the device
- *   or the pool's max_size is exhausted), the error of memres_cuda_check_stream_not_capturing()
- *   for a capturing stream, a %MEMRES_CUDA_ERROR for any other driver failure.
+ *   or the pool's max_size is exhausted: the message gives the max_size and the bytes in use), the
+ * error of memres_cuda_check_stream_not_capturing() for a capturing stream, a %MEMRES_CUDA_ERROR
+ * for any other driver failure.
  */
 gboolean
 memres_pool_allocate (MemresPool *pool, gsize size, MemresStream stream, guint64 *address,
                       GError **error)
+{
+  if (G_LIKELY (pool->max_size == 0))
+    return pool_allocate (pool, size, stream, address, error);
+  if (!limit_charge (pool, size, error))
+    return FALSE;
+  if (pool_allocate (pool, size, stream, address, error))
+    return TRUE;
+  limit_uncharge (pool, size);
+  return FALSE;
+}
+
+/* memres_pool_allocate() without the max_size accounting. */
+static gboolean
+pool_allocate (MemresPool *pool, gsize size, MemresStream stream, guint64 *address, GError **error)
 {
   const MemresCudaDriver *drv = pool->drv;
   const char *call = "cuStreamIsCapturing";
@@ -625,10 +766,13 @@ free_unordered (MemresPool *pool, CUdeviceptr ptr)
   (void) drv->cuCtxPopCurrent (&popped);
 }
 
+static gboolean pool_free (MemresPool *pool, guint64 address, MemresStream stream, GError **error);
+
 /**
  * memres_pool_free:
  * @pool: the pool @address was allocated from
  * @address: an address memres_pool_allocate() returned
+ * @size: the bytes memres_pool_allocate() was asked for (for the max_size accounting)
  * @stream: the stream that orders the free (%NULL: the legacy default stream)
  * @error: return location for a #GError
  *
@@ -647,7 +791,20 @@ free_unordered (MemresPool *pool, CUdeviceptr ptr)
  *   nonetheless when at all possible).
  */
 gboolean
-memres_pool_free (MemresPool *pool, guint64 address, MemresStream stream, GError **error)
+memres_pool_free (MemresPool *pool, guint64 address, gsize size, MemresStream stream,
+                  GError **error)
+{
+  /* the core closes the buffer whatever this returns, and the memory is freed even then
+   * (free_unordered()): uncharged always. Where a failing free leaves the memory allocated and
+   * the buffer open (to be closed again), uncharge only when pool_free() succeeds. */
+  if (G_UNLIKELY (pool->max_size > 0))
+    limit_uncharge (pool, size);
+  return pool_free (pool, address, stream, error);
+}
+
+/* memres_pool_free() without the max_size accounting. */
+static gboolean
+pool_free (MemresPool *pool, guint64 address, MemresStream stream, GError **error)
 {
   CUresult r = pool->drv->cuMemFreeAsync ((CUdeviceptr) address, stream);
 
@@ -815,7 +972,9 @@ check_peer (MemresPool *pool, gint device, GError **error)
  * @error: return location for a #GError
  *
  * Grants or revokes access of devices to the pool's memory, all in ONE cuMemPoolSetAccess call
- * (each change updates every mapping of the pool and can take long). Every entry is checked
+ * (each change updates every mapping of the pool and can take long). A device that already
+ * has the access asked for (cuMemPoolGetAccess) is left out of that call, and when every
+ * device already has it no cuMemPoolSetAccess is made at all. Every entry is checked
  * before the call: the device exists (memres_cuda_check_device()), the access is a
  * #MemresAccess value, a device named twice gets the same access both times, and a device
  * being granted access to a device pool can reach the owner (cuDeviceCanAccessPeer). The
@@ -831,15 +990,20 @@ memres_pool_set_access (MemresPool *pool, const MemresAccessDesc *descs, guint n
                         GError **error)
 {
   g_autofree CUmemAccessDesc *map = g_new0 (CUmemAccessDesc, MAX (n_descs, 1));
+  g_autofree MemresAccessDesc *seen = g_new0 (MemresAccessDesc, MAX (n_descs, 1));
   guint64 granted = 0, revoked = 0;
-  guint n = 0;
+  g_autoptr (GMutexLocker) locker = NULL;
+  guint n = 0, n_seen = 0;
   CUresult r;
 
   g_return_val_if_fail (descs != NULL || n_descs == 0, FALSE);
 
+  /* held across the reads of the current access too, so that two callers cannot both skip */
+  locker = g_mutex_locker_new (&pool->access_lock);
   for (guint i = 0; i < n_descs; i++)
     {
       gint device = descs[i].device;
+      MemresAccess current = MEMRES_ACCESS_NONE;
       gboolean dup = FALSE;
 
       if (!memres_cuda_check_device (device, error))
@@ -852,10 +1016,10 @@ memres_pool_set_access (MemresPool *pool, const MemresAccessDesc *descs, guint n
                FALSE;
       if (is_owner (pool, device))
         continue;
-      for (guint j = 0; j < n; j++)
-        if (map[j].location.id == device)
+      for (guint j = 0; j < n_seen; j++)
+        if (seen[j].device == device)
           {
-            if ((MemresAccess) map[j].flags != descs[i].access)
+            if (seen[j].access != descs[i].access)
               return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                                   "device %d is given two different accesses", device),
                      FALSE;
@@ -863,8 +1027,16 @@ memres_pool_set_access (MemresPool *pool, const MemresAccessDesc *descs, guint n
           }
       if (dup)
         continue;
+      seen[n_seen++] = descs[i];
       if (descs[i].access != MEMRES_ACCESS_NONE && !check_peer (pool, device, error))
         return FALSE;
+      /* An access the device already has is left out of the call: each cuMemPoolSetAccess
+       * remaps every mapping of the pool, and granting again what is granted must cost
+       * nothing (cuMemPoolGetAccess only reads). */
+      if (!memres_pool_get_access (pool, device, &current, error))
+        return FALSE;
+      if (current == descs[i].access)
+        continue;
 
       map[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
       map[n].location.id = device;
@@ -882,12 +1054,9 @@ memres_pool_set_access (MemresPool *pool, const MemresAccessDesc *descs, guint n
   if (n == 0)
     return TRUE;
 
-  g_mutex_lock (&pool->access_lock);
   r = pool->drv->cuMemPoolSetAccess (pool->handle, map, n);
   if (r == CUDA_SUCCESS)
     pool->peers_granted = (pool->peers_granted & ~revoked) | granted;
-  g_mutex_unlock (&pool->access_lock);
-
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuMemPoolSetAccess");
   return TRUE;

@@ -20,7 +20,7 @@
  *              memres_pool_config_set_options (&cfg, options, MEMRES_POOL_OPTIONS_ALL, error);
  *              memres_pool_init (&self->pool, &cfg, error);
  *   allocate:  memres_pool_allocate (&self->pool, size, stream, &alloc->address, error);
- *   deallocate memres_pool_free (&self->pool, alloc->address, stream, error);
+ *   deallocate memres_pool_free (&self->pool, alloc->address, alloc->size, stream, error);
  *   finalize:  memres_pool_destroy (&self->pool);
  */
 #pragma once
@@ -51,12 +51,15 @@ G_BEGIN_DECLS
   "current: the location's current pool (shared with other users, never destroyed); new: a "       \
   "pool of its own, destroyed after the resource's last buffer"
 #define MEMRES_POOL_DOC_MAX_SIZE                                                                   \
-  "most bytes the pool may reserve (a pool the resource creates, not a wrapped current pool; "     \
-  "unset: the driver's default)"
+  "most bytes of live buffers the pool serves, exactly as given (enforced by memres: the driver "  \
+  "rounds a small maxSize up, so what the pool reserves may be somewhat more); a pool the "        \
+  "resource creates, not a wrapped current pool; unset: the driver's default"
 #define MEMRES_POOL_DOC_RELEASE_THRESHOLD                                                          \
   "bytes of unused memory the pool keeps reserved across synchronizations, or max; unset: the "    \
-  "driver's value, except that a wrapped current pool whose threshold is 0 gets max: at 0 the "    \
-  "pool returns its memory to the system at every synchronization and allocation gets slow"
+  "driver's value, except that a wrapped current pool whose threshold is 0 gets max (at 0 the "    \
+  "pool returns its memory to the system at every synchronization and allocation gets slow) "      \
+  "until the last resource on it is gone, which sets it back to 0; a value given for a current "   \
+  "pool stays after the resource"
 #define MEMRES_POOL_DOC_REUSE_FOLLOW                                                               \
   "reuse memory freed on another stream once an event orders the two (unset: driver default)"
 #define MEMRES_POOL_DOC_REUSE_OPPORTUNISTIC                                                        \
@@ -69,8 +72,8 @@ G_BEGIN_DECLS
  * MEMRES_POOL_OPTION_SPECS_ATTRIBUTES:
  *
  * The options that set pool attributes, as five #MemresOptionSpec initializers:
- * `max_size` (size, new pools only), `release_threshold` (size or `max`),
- * `reuse_follow_event_dependencies`, `reuse_allow_opportunistic`,
+ * `max_size` (size, new pools only; bytes of live buffers, enforced by memres), `release_threshold`
+ * (size or `max`), `reuse_follow_event_dependencies`, `reuse_allow_opportunistic`,
  * `reuse_allow_internal_dependencies` (bools). All unset by default, which keeps the driver's
  * values, except that wrapping a current pool whose release threshold is 0 raises it to `max`
  * (see memres_pool_init()). Read by memres_pool_config_set_options() with
@@ -116,7 +119,8 @@ typedef enum
  *   location's current pool (not owned)
  * @handle_type: shareable handle types of a new pool: `CU_MEM_HANDLE_TYPE_NONE`, or
  *   `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR` for IPC
- * @max_size: new pools: the most bytes the pool may reserve; 0 = driver default
+ * @max_size: new pools: the most bytes of live allocations the pool serves (enforced by
+ *   memres, also passed to the driver as maxSize, which it rounds up); 0 = driver default
  * @release_threshold_set: whether @release_threshold is given
  * @release_threshold: bytes kept reserved at synchronization (G_MAXUINT64 = keep everything)
  * @reuse_follow_event_dependencies: -1 = driver default, 0 or 1
@@ -178,6 +182,9 @@ typedef struct
   /*< private >*/
   GMutex access_lock;    /* serializes set_access and guards peers_granted */
   guint64 peers_granted; /* bit d: device d was granted access by set_access */
+  gboolean shared;       /* a wrapped current pool counted as a user (pool.c: SharedPool) */
+  guint64 max_size;      /* created pools: the max_size asked for, enforced by memres; 0: none */
+  guint64 max_size_used; /* atomic: bytes of live allocations, when max_size is set */
 } MemresPool;
 
 /* Configuration */
@@ -200,7 +207,8 @@ void memres_pool_destroy (MemresPool *pool);
 /* Stream-ordered allocation */
 gboolean memres_pool_allocate (MemresPool *pool, gsize size, MemresStream stream, guint64 *address,
                                GError **error);
-gboolean memres_pool_free (MemresPool *pool, guint64 address, MemresStream stream, GError **error);
+gboolean memres_pool_free (MemresPool *pool, guint64 address, gsize size, MemresStream stream,
+                           GError **error);
 
 /* Attributes */
 gboolean memres_pool_get_stats (MemresPool *pool, MemresStats *stats, GError **error);

@@ -27,7 +27,7 @@ vmm_cuda_error (GError **error, CUresult res, const char *call)
 static void
 vmm_warn_leak (CUresult res, const char *call)
 {
-  g_warning ("vmm: %s failed with error %d while rolling back a failure", call, (int) res);
+  vmm_warn_call_failed (res, call, "rolling back a failure");
 }
 
 static gboolean
@@ -388,7 +388,8 @@ vmm_remap_or_warn (VmmResource *self, VmmBuffer *buf, gsize start, gsize end)
   if (!vmm_map_chunks (self, buf, space, vmm_chunk_index (buf, start), vmm_chunk_index (buf, end),
                        &error)
       || !vmm_grant (self, space, start, end, &error))
-    g_warning ("vmm: cannot map a buffer again while rolling back a failure: %s", error->message);
+    memres_cuda_warn_release_failure (error, "vmm: mapping a buffer again while rolling back a "
+                                             "failure");
 }
 
 /* Unmaps the bytes [start, end) of @buf, whose handles are held. On failure maps back what was
@@ -607,8 +608,9 @@ _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
 }
 
 /* Maps new chunks after the buffer's mapped bytes up to @new_size, into its reservations, or
- * into the address range right after them, which it reserves. When that range is taken, returns
- * FALSE with *@taken set (no error, nothing changed): the caller moves the buffer. */
+ * into the address range right after them, which it reserves. When that range is taken (the
+ * driver reserved elsewhere, or refused the reservation with any error), returns FALSE with
+ * *@taken set (no error, nothing changed): the caller moves the buffer. */
 static gboolean
 vmm_grow_in_place (VmmResource *self, VmmBuffer *buf, gsize new_size, gboolean *taken,
                    GError **error)
@@ -626,8 +628,15 @@ vmm_grow_in_place (VmmResource *self, VmmBuffer *buf, gsize new_size, gboolean *
       CUdeviceptr hint = buf->base + buf->reserved;
       VmmRange extra = { 0, new_size - buf->reserved };
 
-      if (!vmm_address_reserve (self, extra.size, hint, &extra.ptr, error))
-        return FALSE;
+      /* The hint is only a wish: a driver that cannot reserve there may say so with an
+       * error rather than another address. Either way the buffer moves (the move reserves
+       * anywhere, and reports the driver's error if it cannot reserve at all). */
+      if (self->drv->cuMemAddressReserve (&extra.ptr, extra.size, self->granularity, hint, 0)
+          != CUDA_SUCCESS)
+        {
+          *taken = TRUE;
+          return FALSE;
+        }
       if (extra.ptr != hint)
         {
           CUresult res = self->drv->cuMemAddressFree (extra.ptr, extra.size);
@@ -734,9 +743,11 @@ vmm_replace_lost_or_warn (VmmResource *self, VmmBuffer *buf, gsize from)
   return;
 
 fail:
-  g_warning ("vmm: a buffer lost %" G_GSIZE_FORMAT " bytes of memory after offset %" G_GSIZE_FORMAT
-             " while rolling back a failure: %s",
-             end - from, from, error->message);
+  memres_cuda_warn_release_failure (error,
+                                    "vmm: a buffer lost %" G_GSIZE_FORMAT
+                                    " bytes of memory after offset %" G_GSIZE_FORMAT
+                                    " while rolling back a failure",
+                                    end - from, from);
 }
 
 /* Releases the chunks that start at or beyond @new_size bytes. The handles are released first,

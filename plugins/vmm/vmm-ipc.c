@@ -142,8 +142,7 @@ vmm_release_or_warn (VmmResource *self, const CUmemGenericAllocationHandle *hand
       CUresult res = self->drv->cuMemRelease (handles[i]);
 
       if (res != CUDA_SUCCESS)
-        g_warning ("vmm: cuMemRelease failed with error %d while rolling back a failed import",
-                   (int) res);
+        vmm_warn_call_failed (res, "cuMemRelease", "rolling back a failed import");
     }
 }
 

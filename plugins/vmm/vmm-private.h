@@ -90,4 +90,15 @@ G_GNUC_INTERNAL gboolean _vmm_import_chunks (MemresResource *mr, const MemresBuf
 G_GNUC_INTERNAL void _vmm_stats_update (VmmResource *self, gint64 physical_delta,
                                         gint64 used_delta);
 
+/* A driver call @call failed with @res while @during ("rolling back a failure"): nothing else
+ * can be done about it; warned about unless the driver shut down (process exit). */
+static inline void
+vmm_warn_call_failed (CUresult res, const char *call, const char *during)
+{
+  g_autoptr (GError) error = NULL;
+
+  memres_cuda_set_error (&error, res, call);
+  memres_cuda_warn_release_failure (error, "vmm: %s", during);
+}
+
 G_END_DECLS

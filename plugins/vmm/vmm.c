@@ -393,7 +393,9 @@ vmm_query (MemresResource *mr, MemresResourceInfo *info)
 {
   VmmResource *self = memres_resource_get_private (mr);
 
-  info->device = self->device;
+  /* host-located memory (page-locked) belongs to no device: the rule of
+   * memres_buffer_get_device() */
+  info->device = self->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? self->device : -1;
   info->flags = self->flags;
 }
 

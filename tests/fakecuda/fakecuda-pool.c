@@ -65,9 +65,10 @@ struct CUmemPoolHandle_st
   int n_allocs; /* live allocations, imports counted once per import */
 };
 
-#define FK_POOL_CHUNK   (2 * FK_MIB) /* pools reserve backing memory in multiples of this */
-#define FK_POOL_FD_BASE (2 * FK_MIB) /* first chunk offset in a pool memfd */
-#define FK_PTR_MAGIC    "FKPOOLP1"
+#define FK_POOL_CHUNK     (2 * FK_MIB)  /* pools reserve backing memory in multiples of this */
+#define FK_POOL_MAX_ROUND (32 * FK_MIB) /* created pools: maxSize rounded up to this */
+#define FK_POOL_FD_BASE   (2 * FK_MIB)  /* first chunk offset in a pool memfd */
+#define FK_PTR_MAGIC      "FKPOOLP1"
 
 static FkPool *fk_pools;
 
@@ -790,7 +791,16 @@ fk_cuMemPoolCreate (CUmemoryPool *pool, const CUmemPoolProps *poolProps)
   p = fk_pool_new (poolProps, device);
   if (p == NULL)
     FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
-  p->max_size = poolProps->maxSize ? poolProps->maxSize : max_default;
+  /* The real driver rounds a small maxSize up and serves more than it: on the H200 (CUDA 13,
+   * driver 580) a pool with maxSize 2 MiB served a 4 MiB allocation and one with 8 MiB took
+   * 4 + 8 MiB (memres issue 15, and test-fakecuda's /fakecuda/pool/max-size). The granularity
+   * is documented nowhere (CUmemPoolProps.maxSize: "Maximum pool size"); the fake rounds up to
+   * FK_POOL_MAX_ROUND (32 MiB), an assumption consistent with both observations, so
+   * that memres's own enforcement of the size asked for is tested. */
+  p->max_size
+      = poolProps->maxSize ? fk_round_up (poolProps->maxSize, FK_POOL_MAX_ROUND) : max_default;
+  if (p->max_size == 0) /* rounding overflowed */
+    p->max_size = SIZE_MAX;
   if (handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
     {
       if (!fk_pool_make_memfd (p))
