@@ -3,13 +3,9 @@
  * its pluggable allocator's alloc from C++ and does not check the pointer it gets back, but it
  * turns a C++ exception into a Python RuntimeError: a failure is thrown here, in C++, with the
  * GError's message (no exception crosses a C frame). */
-#include "memres-allocator.h"
+#include "memres-allocator-private.h"
 
 #include <stdexcept>
-#include <string>
-
-extern "C" void *_memres_allocator_torch_alloc (ssize_t size, int device, void *stream,
-                                                GError **error);
 
 namespace
 {

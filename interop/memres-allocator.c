@@ -4,7 +4,7 @@
  * environment variable; every live allocation is kept in a table sharded by pointer (a hash
  * picks the shard, a mutex of its own guards each), so that free finds the buffer from the
  * pointer alone, in any thread, without a scan and without a global lock. */
-#include "memres-allocator.h"
+#include "memres-allocator-private.h"
 
 #include <memres/memres-plugin.h>
 
@@ -276,9 +276,7 @@ explicit_stream (void *stream)
   return stream != NULL ? (MemresStream) stream : MEMRES_STREAM_LEGACY;
 }
 
-/* The allocation of memres_torch_alloc(), both builds: NULL with @error set on failure (a
- * @size of 0: NULL, no error). Not exported under this name (the version script keeps only
- * memres_torch_*, memres_cupy_*, memres_allocator_*): memres-allocator-torch.cc calls it. */
+/* The allocation of memres_torch_alloc(), both builds (memres-allocator-private.h). */
 void *
 _memres_allocator_torch_alloc (ssize_t size, int device, void *stream, GError **error)
 {
