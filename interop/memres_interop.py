@@ -310,8 +310,6 @@ class DLPackExport:
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
         if copy:
             raise BufferError("memres exports without a copy")
-        if dl_device is not None and tuple(dl_device) != self.device:
-            raise BufferError(f"memres exports on its own device {self.device}, not {dl_device}")
         # stream: the consumer's stream; memres's work is synchronized before export here
         versioned = max_version is not None and tuple(max_version) >= (1, 0)
         t = self.memres.export_dlpack(self.buf, self.dtype, self.shape, self.strides,
