@@ -18,6 +18,9 @@
 #    (`memres kinds`);
 # 5. installs the template (into the plugindir of memres-1.pc) and runs the program again with
 #    no MEMRES_PLUGIN_PATH: memres finds the plugin in its own plugin directory.
+# Between 3 and 4, the template is also built as a project of its own with memres as a Meson
+# subproject (subprojects/memres a link to this tree): dependency('memres-1') falls back to it,
+# get_variable('plugindir') answers, and the template's test passes.
 #
 # WORKDIR defaults to a new temporary directory, removed at the end unless MEMRES_CI_KEEP=1.
 # Needs meson, ninja, pkg-config, a C compiler, GLib and the CUDA headers, nothing else (no GPU,
@@ -93,7 +96,10 @@ pass "library, headers, memres-1.pc (plugindir $plugindir), plugins, command"
 
 step "build the template out of tree against the install"
 rm -rf "$work/template-build"
-meson setup "$work/template-build" "$template" --prefix="$prefix" >"$work/template-setup.log" \
+# -Dwerror=true: a plugin written as the guide says builds at warning_level=2 without
+# -Wno-unused-parameter or any other warning switched off.
+meson setup "$work/template-build" "$template" --prefix="$prefix" -Dwerror=true \
+  --wrap-mode=nofallback >"$work/template-setup.log" \
   || { cat "$work/template-setup.log"; fail "meson setup of the template"; }
 meson compile -C "$work/template-build" -j "$jobs" >"$work/template-compile.log" \
   || { cat "$work/template-compile.log"; fail "meson compile of the template"; }
@@ -111,6 +117,23 @@ pass "template built; counting and the tally adaptor each export only their desc
 step "the template's own test (meson test)"
 meson test -C "$work/template-build" --print-errorlogs || fail "meson test of the template"
 pass "meson test of the template"
+
+step "the template with memres as a Meson subproject (no install, no pkg-config)"
+rm -rf "$work/subproject"
+mkdir -p "$work/subproject/subprojects"
+cp "$template"/*.c "$template"/meson.build "$template"/meson_options.txt "$work/subproject/"
+ln -s "$root" "$work/subproject/subprojects/memres"
+env -u PKG_CONFIG_PATH meson setup "$work/subproject-build" "$work/subproject" \
+  --prefix="$work/subproject-prefix" --wrap-mode=forcefallback -Dwerror=true \
+  -Dmemres:werror=false -Dmemres:tests=false >"$work/subproject-setup.log" \
+  || { cat "$work/subproject-setup.log"; fail "meson setup with memres as a subproject"; }
+grep -q "plugin directory *: $work/subproject-prefix/" "$work/subproject-setup.log" \
+  || { cat "$work/subproject-setup.log"; fail "the subproject's plugindir variable"; }
+meson compile -C "$work/subproject-build" -j "$jobs" >"$work/subproject-compile.log" \
+  || { cat "$work/subproject-compile.log"; fail "meson compile with memres as a subproject"; }
+meson test -C "$work/subproject-build" --print-errorlogs counting \
+  || fail "meson test of the template with memres as a subproject"
+pass "the template builds and its test passes with memres as a subproject"
 
 step "load counting by name through MEMRES_PLUGIN_PATH"
 mkdir -p "$work/plugins"

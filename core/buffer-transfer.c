@@ -395,8 +395,9 @@ memres_buffer_write (MemresBuffer *buf, gsize offset, gconstpointer src, gsize n
  *
  * Waits until all work on @stream is done (cuStreamSynchronize()). For %NULL, device 0's
  * primary context is made current first when no context is (memres_cuda_ensure_context()).
- * Where no CUDA driver loads, synchronizing %NULL or %MEMRES_STREAM_LEGACY succeeds at once
- * (no device work can be pending), so that code written for a GPU also runs on host memory.
+ * Where no CUDA driver loads, or the driver reports no device, synchronizing %NULL or
+ * %MEMRES_STREAM_LEGACY succeeds at once (no device work can be pending), so that code written
+ * for a GPU also runs on host memory.
  * Thread-safe.
  *
  * Errors: %MEMRES_ERROR_NO_DRIVER (a stream of its own, but no driver); %MEMRES_CUDA_ERROR.
@@ -413,8 +414,10 @@ memres_stream_synchronize (MemresStream stream, GError **error)
    * no-op, so that code written for a GPU also runs where memres falls back to host memory. */
   if (stream == NULL || stream == MEMRES_STREAM_LEGACY)
     {
+      gint n_devices = 0;
+
       drv = memres_cuda_get_driver (NULL);
-      if (drv == NULL)
+      if (drv == NULL || !memres_cuda_get_device_count (&n_devices, NULL) || n_devices == 0)
         return TRUE;
     }
   else if ((drv = memres_cuda_get_driver (error)) == NULL)

@@ -166,8 +166,9 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
                    mr->kind->name);
       return NULL;
     }
-  if (size > 0 && !mr->ops->allocate (mr, size, stream, &alloc, error))
+  if (size > 0 && !_memres_resource_call_allocate (mr, size, stream, &alloc, error))
     return NULL;
+  _memres_resource_count_used (mr, (gint64) alloc.size);
   return _memres_buffer_new (mr, &alloc, stream);
 }
 
@@ -184,7 +185,9 @@ buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
       if (buf->ipc_mapping != NULL)
         return _memres_ipc_release_buffer (buf, mr, stream, error);
       if (buf->alloc.size > 0 || buf->alloc.address != 0)
-        ok = mr->ops->deallocate (mr, &buf->alloc, stream, error);
+        ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+      if (!(buf->flags & MEMRES_MEMORY_IMPORTED))
+        _memres_resource_count_used (mr, -(gint64) buf->alloc.size);
       _memres_resource_remove_buffer (mr);
     }
   else if (buf->release != NULL)
@@ -603,6 +606,8 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
 {
   MemresAllocation alloc;
   MemresResource *owner;
+  GError *local = NULL;
+  gboolean ok;
 
   g_return_val_if_fail (buf != NULL, FALSE);
 
@@ -635,8 +640,19 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
       return FALSE;
     }
   alloc = buf->alloc;
-  if (!owner->ops->resize (owner, &alloc, new_size, stream, error))
-    return FALSE;
+  ok = owner->ops->resize (owner, &alloc, new_size, stream, &local);
+  if (!ok || new_size == 0) /* resized to nothing: address 0 is allowed */
+    {
+      if (!_memres_resource_slot_result (owner, "resize", ok, &local, error))
+        return FALSE;
+      _memres_resource_count_used (buf->mr, (gint64) alloc.size - (gint64) buf->alloc.size);
+      buf->alloc = alloc;
+      return TRUE;
+    }
+  /* A success that breaks the contract (address 0, too few bytes): what the plugin returned is
+   * released and the buffer is left open and empty (the old memory belongs to the new record). */
+  ok = _memres_resource_alloc_result (owner, "resize", ok, &local, new_size, stream, &alloc, error);
+  _memres_resource_count_used (buf->mr, (gint64) alloc.size - (gint64) buf->alloc.size);
   buf->alloc = alloc;
-  return TRUE;
+  return ok;
 }

@@ -144,13 +144,31 @@ load_driver (gpointer data)
   memset (&driver, 0, sizeof driver);
   driver.struct_size = sizeof driver;
 
+  /* A path (not a name the dynamic linker searches for) is looked at first: dlopen() of a FIFO
+   * would block forever, and its errors for a directory or a link loop do not say so. */
+  if (strchr (path, '/') != NULL)
+    {
+      g_autofree char *problem = _memres_module_file_problem (path);
+      if (problem != NULL)
+        {
+          g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                       MEMRES_NO_DRIVER_PREFIX "%s: it is %s, not a shared library", path, problem);
+          driver_error = error;
+          return NULL;
+        }
+    }
   handle = dlopen (path, RTLD_NOW | RTLD_LOCAL);
   if (handle == NULL)
     {
       const char *why = dlerror ();
-      g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
-                   "No CUDA driver could be loaded from %s: %s", path,
-                   why != NULL ? why : "dlopen failed");
+      gsize len = strlen (path);
+
+      if (why == NULL)
+        why = "dlopen failed";
+      else if (strncmp (why, path, len) == 0 && strncmp (why + len, ": ", 2) == 0)
+        why += len + 2; /* dlerror() starts with the path too: say it once */
+      g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER, MEMRES_NO_DRIVER_PREFIX "%s: %s",
+                   path, why);
       driver_error = error;
       return NULL;
     }

@@ -13,6 +13,12 @@ _memres_default_spec (gint device, char **host_reason, GError **error)
 
   if (host_reason != NULL)
     *host_reason = NULL;
+  if (device < -1)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "device %d: a device ordinal is 0 or more, or -1 for host memory", device);
+      return NULL;
+    }
   if (device < 0)
     reason = g_strdup_printf ("asked for device %d", device);
   else if (memres_cuda_get_driver (&local) == NULL

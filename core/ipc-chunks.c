@@ -255,7 +255,8 @@ memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer, MemresIpcFl
   memcpy (chunks.fds, fds->data, sizeof (int) * fds->len);
 
   ok = importer->ops->import_chunks (importer, &chunks, stream, &alloc, &local);
-  if (!_memres_resource_slot_result (importer, "import_chunks", ok, &local, error))
+  if (!_memres_resource_alloc_result (importer, "import_chunks", ok, &local, chunks.size, stream,
+                                      &alloc, error))
     goto out;
   buf = _memres_buffer_new (importer, &alloc, stream);
   buf->flags |= MEMRES_MEMORY_IMPORTED;

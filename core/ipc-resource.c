@@ -352,13 +352,13 @@ acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStrea
   else
     {
       ok = mr->ops->import_buffer (mr, info, stream, &alloc, &local);
-      if (G_UNLIKELY (!ok || local != NULL)
-          && !_memres_resource_slot_result (mr, "import_buffer", ok, &local, error))
+      if (!_memres_resource_alloc_result (mr, "import_buffer", ok, &local, 1, stream, &alloc,
+                                          error))
         ;
       else if (!check_descriptor_fits (info, &alloc, error))
         {
           g_autoptr (GError) unmap_error = NULL;
-          if (!mr->ops->deallocate (mr, &alloc, stream, &unmap_error))
+          if (!_memres_resource_call_deallocate (mr, &alloc, stream, &unmap_error))
             g_warning ("unmapping a refused buffer import failed: %s", unmap_error->message);
         }
       else if (found != NULL) /* imported and unmapped before: the record is reused */
@@ -574,7 +574,8 @@ _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStre
     {
       if (G_UNLIKELY (mapping->waits != NULL))
         ok = wait_for_earlier_closes (owner, mapping, stream, error);
-      ok = owner->ops->deallocate (owner, &mapping->alloc, stream, ok ? error : NULL) && ok;
+      ok = _memres_resource_call_deallocate (owner, &mapping->alloc, stream, ok ? error : NULL)
+           && ok;
       _memres_ipc_mappings_retire (table, mapping);
     }
   last = --table->n_users == 0;

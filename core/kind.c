@@ -101,6 +101,16 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
                    "kind \"%s\" has no ops table (or its version is 0)", ki.name);
       return NULL;
     }
+  if (ki.ops->version > MEMRES_RESOURCE_OPS_VERSION)
+    {
+      /* a table newer than this core with a plugin whose ABI this core accepts: a lie, and
+       * the slots past this core's would be ignored silently */
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"%s\": ops table version %u is newer than this memres's %d (set "
+                   "version to MEMRES_RESOURCE_OPS_VERSION of the headers you build with)",
+                   ki.name, ki.ops->version, MEMRES_RESOURCE_OPS_VERSION);
+      return NULL;
+    }
   if ((ki.flags & ~(MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS)) != 0
       || ((ki.flags & MEMRES_KIND_PASSES_ALLOCATIONS) && !(ki.flags & MEMRES_KIND_ADAPTOR)))
     {
@@ -130,12 +140,11 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
   kind->description = g_strdup (ki.description != NULL ? ki.description : "");
   kind->n_options = ki.n_options;
   kind->options = g_memdup2 (ki.options, sizeof (MemresOptionSpec) * ki.n_options);
-  /* Only the slots of the plugin's version are read (an older table is shorter); those of a
-   * newer version than the core's are ignored. kind->ops is zero-filled: missing slots are
-   * NULL. */
+  /* Only the slots of the plugin's version are read (an older table is shorter). kind->ops is
+   * zero-filled: missing slots are NULL. */
   ops_size = ki.ops->version >= 2 ? OPS_V2_SIZE : OPS_V1_SIZE;
   memcpy (&kind->ops, ki.ops, MIN (ops_size, sizeof kind->ops));
-  kind->ops.version = MIN (ki.ops->version, MEMRES_RESOURCE_OPS_VERSION);
+  kind->ops.version = ki.ops->version;
   kind->instance_size = ki.instance_size;
   kind->flags = ki.flags;
   if (kind->flags & MEMRES_KIND_ADAPTOR)
@@ -405,7 +414,7 @@ memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info, G
  * memres_plugin_get_name:
  * @plugin: a #MemresPlugin
  *
- * Returns: (transfer none): the plugin's name (the `<name>` of libmemres-<name>.so)
+ * Returns: (transfer none): the plugin's name (the `<name>` of `libmemres-<name>.so`)
  */
 const char *
 memres_plugin_get_name (MemresPlugin *plugin)

@@ -1,6 +1,7 @@
 /* memres - CUDA memory resources
- * loader.c: opens a plugin module, checks its descriptor before any of its code runs beyond
- * the descriptor function, runs its init and hands the kinds it registered to the registry. */
+ * loader.c: checks a plugin file (what it is, its ELF note: ABI version and name) before
+ * opening it, opens the module, checks its descriptor, runs its init and hands the kinds it
+ * registered to the registry. */
 #include "memres-private.h"
 
 #include <stddef.h>
@@ -46,6 +47,45 @@ _memres_plugin_unref (MemresPlugin *plugin)
   g_free (plugin);
 }
 
+/* The ABI rule: the core's major, a minor up to the core's. */
+static gboolean
+check_abi (guint32 major, guint32 minor, const char *name, const char *where, GError **error)
+{
+  if (major != MEMRES_PLUGIN_ABI_MAJOR || minor > MEMRES_PLUGIN_ABI_MINOR)
+    {
+      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                   "plugin \"%s\" (%s) was built for plugin ABI %u.%u; this memres accepts %d.0 "
+                   "to %d.%d",
+                   name, where, major, minor, MEMRES_PLUGIN_ABI_MAJOR, MEMRES_PLUGIN_ABI_MAJOR,
+                   MEMRES_PLUGIN_ABI_MINOR);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The checks of the plugin's ELF note, when it has one (MEMRES_PLUGIN_DEFINE of headers 1.2
+ * and later), made on the file before it is opened: the ABI version and the name. */
+static gboolean
+check_note (const char *name, const char *path, GError **error)
+{
+  MemresPluginNote note;
+
+  if (!_memres_module_file_read_note (path, &note))
+    return TRUE;
+  if (!check_abi (note.abi_major, note.abi_minor, name, path, error))
+    return FALSE;
+  if (strcmp (note.name, name) != 0)
+    {
+      g_autofree char *shown = _memres_show_input (note.name);
+      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
+                   "plugin file libmemres-%s.so (%s) names itself \"%s\": file name, symbol and "
+                   "descriptor name must agree",
+                   name, path, shown);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* Checks @raw (as returned by the plugin) and copies the fields this core knows into a new
  * descriptor; reads no field past raw->struct_size. */
 static MemresPluginDesc *
@@ -65,15 +105,8 @@ check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GE
   major = raw->abi_major;
   minor = raw->abi_minor;
   size = raw->struct_size;
-  if (major != MEMRES_PLUGIN_ABI_MAJOR || minor > MEMRES_PLUGIN_ABI_MINOR)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
-                   "plugin \"%s\" (%s) was built for plugin ABI %u.%u; this memres accepts %d.0 "
-                   "to %d.%d",
-                   name, where, major, minor, MEMRES_PLUGIN_ABI_MAJOR, MEMRES_PLUGIN_ABI_MAJOR,
-                   MEMRES_PLUGIN_ABI_MINOR);
-      return NULL;
-    }
+  if (!check_abi (major, minor, name, where, error))
+    return NULL;
   if (size < DESC_MIN_SIZE)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
@@ -92,6 +125,15 @@ check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GE
                    "plugin file libmemres-%s.so (%s) names itself \"%s\": file name, symbol and "
                    "descriptor name must agree",
                    name, where, desc->name != NULL ? desc->name : "(null)");
+      g_free (desc);
+      return NULL;
+    }
+  if (desc->reserved != 0)
+    {
+      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                   "plugin \"%s\" (%s): descriptor field reserved is %u, must be 0 (a descriptor "
+                   "not made by MEMRES_PLUGIN_DEFINE)",
+                   name, where, desc->reserved);
       g_free (desc);
       return NULL;
     }
@@ -141,22 +183,45 @@ run_init (MemresPlugin *plugin, const char *where, GError **error)
 }
 
 /* Opens @path as plugin @name, checks it and runs its init. The caller holds the registry's
- * load token. Returns a new reference to the plugin, made resident. */
+ * load token. Returns a new reference to the plugin, made resident.
+ *
+ * The file is looked at first (a FIFO would block dlopen() forever), and its ELF note checked
+ * (ABI version, name): a plugin refused by its note is never opened. It is opened with
+ * G_MODULE_BIND_LOCAL and without G_MODULE_BIND_LAZY: every symbol is bound now, so a plugin
+ * that calls a function its dependencies do not have fails here, naming the symbol, instead of
+ * killing the process at its first call. Once the module opened, its code may have run (ELF
+ * constructors, g_module_check_init(), the descriptor function, init) and left pointers into it
+ * in process-wide state (a GQuark of a static string, a GType): it stays resident even when the
+ * load fails. */
 MemresPlugin *
 _memres_plugin_load (const char *name, const char *path, GError **error)
 {
   g_autofree char *symbol = NULL;
+  g_autofree char *problem = NULL;
   gpointer get_desc = NULL;
   MemresPlugin *plugin;
   GModule *module;
 
-  module = g_module_open (path, G_MODULE_BIND_LOCAL | G_MODULE_BIND_LAZY);
-  if (module == NULL)
+  problem = _memres_module_file_problem (path);
+  if (problem != NULL)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
-                   "plugin \"%s\" could not be opened: %s", name, g_module_error ());
+                   "plugin \"%s\" could not be opened: %s is %s, not a shared module", name, path,
+                   problem);
       return NULL;
     }
+  if (!check_note (name, path, error))
+    return NULL;
+  module = g_module_open (path, G_MODULE_BIND_LOCAL);
+  if (module == NULL)
+    {
+      /* dlerror() names the plugin file for a bad file, but only the dependency or the symbol
+       * for a missing dependency or symbol: name the plugin file in every case. */
+      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
+                   "plugin \"%s\" (%s) could not be opened: %s", name, path, g_module_error ());
+      return NULL;
+    }
+  g_module_make_resident (module);
   plugin = plugin_new (name, path, module);
 
   symbol = g_strdup_printf ("memres_plugin_%s_get_desc", name);
@@ -171,8 +236,6 @@ _memres_plugin_load (const char *name, const char *path, GError **error)
     goto fail;
   if (!run_init (plugin, path, error))
     goto fail;
-
-  g_module_make_resident (module);
   return plugin;
 
 fail:

@@ -104,6 +104,12 @@ struct _MemresResource
    * each: the high 32 bits count the references of the application (memres_resource_ref()), the
    * low 32 bits the open buffers. The instance is finalized when the word drops to 0. */
   gint64 refs;
+  /* The bytes of the buffers memres_resource_allocate() made (resized ones at their size now;
+   * imported ones not counted) and their high-water mark, kept by the core for every kind in
+   * relaxed atomics next to refs (the same cache line on the hot path): the statistics a kind
+   * without a get_stats slot reports, and what a get_stats slot starts from. */
+  guint64 used_bytes;
+  guint64 used_high;
   /* atomic: set once, after pool_id and device_uuid (under ipc-resource.c's pools lock) */
   gint has_pool_id;
   guint8 pool_id[MEMRES_IPC_ID_SIZE];     /* for imported resources: key of the dedup table */
@@ -156,6 +162,19 @@ MemresPlugin *_memres_plugin_load_embedded (const MemresPluginDesc *desc, GError
 MemresPlugin *_memres_plugin_ref (MemresPlugin *plugin);
 void _memres_plugin_unref (MemresPlugin *plugin);
 
+/* cuda-driver.c: how the message of the driver's MEMRES_ERROR_NO_DRIVER starts when no driver
+ * library could be opened at all (other messages: a library that is not a driver, or a driver
+ * that failed to initialize); `memres info` tells the cases apart by it. */
+#define MEMRES_NO_DRIVER_PREFIX "No CUDA driver could be loaded from "
+
+/* module-file.c: NULL when @path is a regular, readable file (or missing); else what it is, in a
+ * new string
+ * ("a FIFO", "a directory", "a dangling symbolic link", ...). Never blocks. */
+char *_memres_module_file_problem (const char *path);
+/* module-file.c: fills @note from the `.note.memres` section of the ELF file @path (TRUE), or
+ * returns FALSE (not an ELF object of this machine, no note). Only reads the file. */
+gboolean _memres_module_file_read_note (const char *path, MemresPluginNote *note);
+
 /* kind.c: a new kind from @info, validated (name, ops, option schema); @plugin may be NULL. */
 MemresKind *_memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **error);
 const MemresOptionSpec *_memres_kind_find_option (MemresKind *kind, const char *name, guint *index);
@@ -184,6 +203,22 @@ char *_memres_default_spec (gint device, char **host_reason, GError **error);
 /* resource.c: references held by buffers (see MemresResource.refs) */
 #define MEMRES_RESOURCE_APP_REF ((gint64) 1 << 32)
 void _memres_resource_add_buffer (MemresResource *mr);
+
+/* resource.c: @delta more (or fewer) bytes in @mr's allocated buffers (MemresResource.used_*). */
+static inline void
+_memres_resource_count_used (MemresResource *mr, gint64 delta)
+{
+  guint64 now = __atomic_add_fetch (&mr->used_bytes, (guint64) delta, __ATOMIC_RELAXED);
+  guint64 high;
+
+  if (delta <= 0)
+    return;
+  high = __atomic_load_n (&mr->used_high, __ATOMIC_RELAXED);
+  while (now > high
+         && !__atomic_compare_exchange_n (&mr->used_high, &high, now, TRUE, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED))
+    ;
+}
 void _memres_resource_remove_buffer (MemresResource *mr);
 gboolean _memres_resource_try_ref (MemresResource *mr);
 
@@ -242,6 +277,20 @@ char *_memres_config_lookup (const char *name, char **origin, GError **error);
  * into @error on failure. Returns @ok. */
 gboolean _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
                                        GError **local, GError **error);
+
+/* resource.c: the calls of the slots that return or take back memory, with their results
+ * checked. _memres_resource_call_allocate() is the one way to call the allocate slot; it and
+ * _memres_resource_alloc_result() (for resize, import_buffer, import_chunks) refuse a success
+ * with address 0 or fewer than @size bytes (MEMRES_ERROR_FAILED), releasing what the plugin
+ * returned through deallocate, and zero @alloc. _memres_resource_call_deallocate() is the one
+ * way to call deallocate. */
+gboolean _memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                         MemresAllocation *alloc, GError **error);
+gboolean _memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok,
+                                        GError **local, gsize size, MemresStream stream,
+                                        MemresAllocation *alloc, GError **error);
+gboolean _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc,
+                                           MemresStream stream, GError **error);
 
 /* buffer-transfer.c: makes the context of @stream (an explicit stream: its own; the legacy
  * stream: device @device's primary context) current for driver calls on it, pushing it when

@@ -14,7 +14,9 @@ static GCond load_cond;
 static GThread *load_owner;
 static guint load_depth;
 static GHashTable *loaded_plugins; /* name -> MemresPlugin* (strong); load token owner only */
-static gint embedded_state;        /* 0 not yet, 1 loading, 2 done; load token owner only */
+static GHashTable
+    *loading_plugins;       /* names of the plugins whose load runs; load token owner only */
+static gint embedded_state; /* 0 not yet, 1 loading, 2 done; load token owner only */
 
 static gpointer
 create_table (gpointer data)
@@ -23,6 +25,7 @@ create_table (gpointer data)
       = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) memres_kind_unref);
   loaded_plugins = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                           (GDestroyNotify) _memres_plugin_unref);
+  loading_plugins = g_hash_table_new (g_str_hash, g_str_equal);
   return NULL;
 }
 
@@ -198,7 +201,8 @@ plugin_file_name (const char *name)
 }
 
 /* Loads plugin @name from @path unless a plugin of that name is loaded already. Holds the load
- * token. */
+ * token. A plugin whose load is running (its init looks up its own kind, or lists the kinds) is
+ * not loaded again: MEMRES_ERROR_NOT_FOUND, its kinds are not registered yet. */
 static gboolean
 load_plugin (const char *name, const char *path, GError **error)
 {
@@ -206,7 +210,17 @@ load_plugin (const char *name, const char *path, GError **error)
 
   if (g_hash_table_contains (loaded_plugins, name))
     return TRUE;
+  if (g_hash_table_contains (loading_plugins, name))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                   "no kind \"%s\" yet: plugin \"%s\" is still initializing (its kinds are "
+                   "registered when its init returns; init cannot look them up)",
+                   name, name);
+      return FALSE;
+    }
+  g_hash_table_add (loading_plugins, (gpointer) name);
   plugin = _memres_plugin_load (name, path, error);
+  g_hash_table_remove (loading_plugins, name);
   if (plugin == NULL)
     return FALSE;
   g_hash_table_insert (loaded_plugins, g_strdup (name), plugin);
@@ -225,8 +239,15 @@ load_plugin (const char *name, const char *path, GError **error)
  * no lock is held while plugin code runs. After any failure the registry stays usable and a
  * later lookup tries again. Thread-safe.
  *
+ * A file of the plugin's name that is not a regular, readable file (a FIFO, a directory, a
+ * dangling symbolic link, a link loop) is refused without blocking, with a message saying what
+ * it is (%MEMRES_PLUGIN_ERROR_MODULE). A plugin's init may look up other plugins' kinds (the
+ * loads nest); a lookup of one of its own kinds from its init fails (%MEMRES_ERROR_NOT_FOUND:
+ * they are registered when init returns) and lists made from its init omit them.
+ *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed name (`/`, `..`, upper case, ...);
- * %MEMRES_ERROR_NOT_FOUND when no plugin file provides the kind; %MEMRES_ERROR_EXISTS when the
+ * %MEMRES_ERROR_NOT_FOUND when no plugin file provides the kind (or when the plugin that
+ * provides it is still running its init); %MEMRES_ERROR_EXISTS when the
  * plugin registers a kind name already taken; in the %MEMRES_PLUGIN_ERROR domain:
  * %MEMRES_PLUGIN_ERROR_MODULE (the module does not open), %MEMRES_PLUGIN_ERROR_SYMBOL (no
  * `memres_plugin_<name>_get_desc`), %MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
@@ -257,7 +278,9 @@ memres_registry_lookup (const char *name, GError **error)
   for (i = 0; dirs[i] != NULL && path == NULL; i++)
     {
       char *candidate = g_build_filename (dirs[i], file, NULL);
-      if (g_file_test (candidate, G_FILE_TEST_EXISTS))
+      /* anything of that name counts (a dangling link, a FIFO, a directory): the load says what
+       * is wrong with it rather than "no such kind" */
+      if (g_file_test (candidate, G_FILE_TEST_EXISTS | G_FILE_TEST_IS_SYMLINK))
         path = candidate;
       else
         g_free (candidate);
@@ -302,11 +325,24 @@ static void
 load_directory (const char *dir, GHashTable *seen, GHashTable *failures)
 {
   g_autoptr (GDir) d = NULL;
+  g_autoptr (GError) dir_error = NULL;
   const char *entry;
 
-  d = g_dir_open (dir, 0, NULL);
+  d = g_dir_open (dir, 0, &dir_error);
   if (d == NULL)
-    return;
+    {
+      /* a directory that is not there is normal (the installed one, before any install) */
+      if (g_error_matches (dir_error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        return;
+      g_debug ("Skipping plugin directory %s: %s", dir, dir_error->message);
+      if (failures != NULL)
+        g_hash_table_insert (failures, g_strdup (dir),
+                             g_error_new (MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
+                                          "plugin directory %s on the search path cannot be "
+                                          "read: %s",
+                                          dir, dir_error->message));
+      return;
+    }
   while ((entry = g_dir_read_name (d)) != NULL)
     {
       g_autofree char *name = NULL;
@@ -324,6 +360,11 @@ load_directory (const char *dir, GHashTable *seen, GHashTable *failures)
         g_prefix_error (&error, "plugin file %s: ", path);
       else if (g_hash_table_contains (seen, name))
         continue;
+      else if (g_hash_table_contains (loading_plugins, name))
+        {
+          g_hash_table_add (seen, g_strdup (name)); /* listed from its own init: not yet */
+          continue;
+        }
       else
         {
           g_hash_table_add (seen, g_strdup (name));
@@ -368,7 +409,9 @@ memres_registry_list_kinds (GError **error)
  * #GError of that attempt: the errors of memres_registry_lookup() (%MEMRES_PLUGIN_ERROR_MODULE,
  * %MEMRES_PLUGIN_ERROR_SYMBOL, %MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
  * %MEMRES_PLUGIN_ERROR_NAME_MISMATCH, %MEMRES_PLUGIN_ERROR_INIT_FAILED, %MEMRES_ERROR_EXISTS),
- * or %MEMRES_ERROR_INVALID_ARGUMENT for a `libmemres-<name>.so` whose name cannot be a kind's.
+ * or %MEMRES_ERROR_INVALID_ARGUMENT for a `libmemres-<name>.so` whose name cannot be a kind's;
+ * and a directory of the search path that exists but cannot be read maps to a
+ * %MEMRES_PLUGIN_ERROR_MODULE saying why.
  * A failed file is tried again on each call (it may have been replaced); a file shadowed by
  * one of the same name in an earlier directory is neither loaded nor listed. A failure here is
  * not a failure of the call: @error is not set for it. Thread-safe.

@@ -44,6 +44,109 @@ _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
   return slot_result (mr, slot, ok, local, error);
 }
 
+/* The deallocate slot on @alloc, its result checked (slot_result()). */
+gboolean
+_memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                                  GError **error)
+{
+  GError *local = NULL;
+  gboolean ok = mr->ops->deallocate (mr, alloc, stream, &local);
+
+  if (G_LIKELY (ok && local == NULL))
+    return TRUE;
+  return slot_result (mr, "deallocate", ok, &local, error);
+}
+
+/* The slow half of _memres_resource_alloc_result(). */
+static gboolean
+alloc_result_slow (MemresResource *mr, const char *slot, gboolean ok, GError **local, gsize size,
+                   MemresStream stream, MemresAllocation *alloc, GError **error)
+{
+  g_autoptr (GError) release_error = NULL;
+  const char *what;
+
+  if (!slot_result (mr, slot, ok, local, error))
+    return FALSE;
+  if (alloc->address != 0 && alloc->size >= size)
+    return TRUE;
+  what = alloc->address == 0 ? "address 0" : "fewer bytes than asked for";
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+               "kind \"%s\": %s succeeded but returned %s (%" G_GSIZE_FORMAT
+               " bytes at 0x%" G_GINT64_MODIFIER "x for %" G_GSIZE_FORMAT
+               " asked): a plugin bug; the memory was given back to it",
+               mr->kind->name, slot, what, alloc->size, alloc->address, size);
+  if (!_memres_resource_call_deallocate (mr, alloc, stream, &release_error))
+    g_warning ("kind \"%s\": releasing what %s returned failed: %s", mr->kind->name, slot,
+               release_error->message);
+  memset (alloc, 0, sizeof *alloc);
+  return FALSE;
+}
+
+/* Checks the result of a slot that returns memory in @alloc (allocate, resize, import_buffer,
+ * import_chunks): slot_result(), then, on success, a nonzero address and at least @size bytes.
+ * A success that breaks that contract is released through the deallocate slot (its failure a
+ * warning), @alloc zeroed and refused with MEMRES_ERROR_FAILED. A good result costs a few
+ * compares on the allocation hot path. */
+gboolean
+_memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok, GError **local,
+                               gsize size, MemresStream stream, MemresAllocation *alloc,
+                               GError **error)
+{
+  if (G_LIKELY (ok && *local == NULL && alloc->address != 0 && alloc->size >= size))
+    return TRUE;
+  return alloc_result_slow (mr, slot, ok, local, size, stream, alloc, error);
+}
+
+/* The allocate slot for @size (> 0) bytes, its result checked (_memres_resource_alloc_result()).
+ * Every caller of the allocate slot goes through here (memres_resource_allocate() and the
+ * upstream resources of adaptor kinds). */
+gboolean
+_memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                MemresAllocation *alloc, GError **error)
+{
+  GError *local = NULL;
+  gboolean ok = mr->ops->allocate (mr, size, stream, alloc, &local);
+
+  return _memres_resource_alloc_result (mr, "allocate", ok, &local, size, stream, alloc, error);
+}
+
+/* The flags this core knows: bits 0 to 6 (MEMRES_MEMORY_DEVICE_ACCESSIBLE to
+ * MEMRES_MEMORY_MANAGED); a flag appended to MemresMemoryFlags widens the mask. */
+#define KNOWN_FLAGS ((MemresMemoryFlags) ((1u << 7) - 1))
+
+/* Checks what the query slot reported: a device that exists (or -1), flags this core knows
+ * (unknown ones are cleared with a warning, as is MEMRES_MEMORY_IMPORTED on a resource that
+ * init made). */
+static gboolean
+check_info (MemresResource *mr, gboolean imported, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  gint device = mr->info.device;
+
+  if (device < -1 || (device >= 0 && !memres_cuda_check_device (device, &local)))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "kind \"%s\": query reported device %d, which %s: a plugin bug", mr->kind->name,
+                   device,
+                   local != NULL ? local->message : "is neither a device ordinal nor -1 (host)");
+      return FALSE;
+    }
+  if (mr->info.flags & ~KNOWN_FLAGS)
+    {
+      g_warning ("kind \"%s\": query reported unknown flags 0x%x: ignored", mr->kind->name,
+                 (guint) (mr->info.flags & ~KNOWN_FLAGS));
+      mr->info.flags &= KNOWN_FLAGS;
+    }
+  if (!imported && (mr->info.flags & MEMRES_MEMORY_IMPORTED))
+    {
+      g_warning ("kind \"%s\": query reported MEMRES_MEMORY_IMPORTED for a resource made by "
+                 "init: ignored",
+                 mr->kind->name);
+      mr->info.flags &= ~MEMRES_MEMORY_IMPORTED;
+    }
+  return TRUE;
+}
+
 /* What an adaptor's information may keep of its upstream's: IPC and resizing only where the
  * slots serve them (its own, or its upstream's passed through). */
 static void
@@ -113,6 +216,19 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
                       error);
   else
     ok = slot_result (mr, "init", mr->ops->init (mr, options, &local), &local, error);
+  if (ok)
+    {
+      if (upstream != NULL)
+        adaptor_info (mr);
+      else
+        {
+          mr->info.device = -1;
+          mr->ops->query (mr, &mr->info);
+        }
+      ok = check_info (mr, handle != NULL, error);
+      if (!ok)
+        mr->ops->finalize (mr);
+    }
   if (!ok)
     {
       _memres_ipc_mappings_clear (&mr->ipc_mappings);
@@ -120,14 +236,6 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
       g_free (mr->spec);
       free (mem);
       return NULL;
-    }
-
-  if (upstream != NULL)
-    adaptor_info (mr);
-  else
-    {
-      mr->info.device = -1;
-      mr->ops->query (mr, &mr->info);
     }
   return mr;
 }
@@ -208,7 +316,8 @@ memres_resource_new (const char *spec, GError **error)
  * `host` (pageable host memory) when @device is -1, when no driver loads or when the driver
  * reports no device. A new resource on each call. Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NO_DEVICE when a driver with devices loads but @device is not one of
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @device is below -1;
+ * %MEMRES_ERROR_NO_DEVICE when a driver with devices loads but @device is not one of
  * them (asking for device 5 on a one-GPU machine is a mistake, not a request for host memory);
  * those of memres_resource_new() for the chosen spec.
  *
@@ -456,8 +565,10 @@ memres_resource_is_host_accessible (MemresResource *mr)
  * @stats: (out caller-allocates): return location for the statistics
  * @error: return location for a #GError, or %NULL
  *
- * Reads the resource's statistics (reserved and used bytes, current and high-water, from the
- * kind's get_stats slot; for pools, cuMemPoolGetAttribute()) and the number of live buffers.
+ * Reads the resource's statistics (reserved and used bytes, current and high-water) and the
+ * number of live buffers. The core counts the bytes of the buffers memres_resource_allocate()
+ * made for every kind (reserved = used); a kind's get_stats slot starts from those counts and
+ * replaces what it knows better (for pools, cuMemPoolGetAttribute()).
  * A resource imported from another process (%MEMRES_MEMORY_IMPORTED) reports what this process
  * maps of the pool (reserved and used: the bytes of the allocations its imported buffers
  * mapped; the driver keeps the pool's own counts in the exporting process and refuses
@@ -467,7 +578,8 @@ memres_resource_is_host_accessible (MemresResource *mr)
  * n_buffers counts the buffers allocated from that layer, not the allocations adaptors above
  * made through it. Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NOT_SUPPORTED when no layer keeps statistics; those of the kind.
+ * Errors: those of the get_stats slot of the layer that reports (the core's own counts of
+ * that layer's buffers where it has none).
  *
  * Returns: %TRUE on success
  */
@@ -482,13 +594,18 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (stats != NULL, FALSE);
 
+  /* what the core counted for the layer that reports; its get_stats replaces what it knows
+   * better (a pool's reserved bytes, say) */
   owner = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_stats), FALSE);
+  s.used_current = __atomic_load_n (&owner->used_bytes, __ATOMIC_RELAXED);
+  s.used_high = MAX (__atomic_load_n (&owner->used_high, __ATOMIC_RELAXED), s.used_current);
+  s.reserved_current = s.used_current;
+  s.reserved_high = s.used_high;
   if (owner->info.flags & MEMRES_MEMORY_IMPORTED)
     _memres_ipc_get_stats (owner, &s, &imported);
-  else if (owner->ops->get_stats == NULL)
-    return not_supported (mr, "statistics", error);
-  else if (!slot_result (owner, "get_stats", owner->ops->get_stats (owner, &s, &local), &local,
-                         error))
+  else if (owner->ops->get_stats != NULL
+           && !slot_result (owner, "get_stats", owner->ops->get_stats (owner, &s, &local), &local,
+                            error))
     return FALSE;
   else if (owner == mr && mr->ops->import_buffer != NULL)
     _memres_ipc_get_stats (mr, NULL, &imported);
@@ -504,11 +621,12 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
  * @mr: a #MemresResource
  * @error: return location for a #GError, or %NULL
  *
- * Resets the high-water marks to the current values (for pools, cuMemPoolSetAttribute() of
- * the high attributes). An adaptor without a reset_stats slot resets its upstream's (down the
- * stack). Thread-safe.
+ * Resets the high-water marks to the current values: the core's count, and the kind's
+ * through its reset_stats slot when it has one (for pools, cuMemPoolSetAttribute() of the high
+ * attributes). An adaptor without a reset_stats slot resets its upstream's (down the stack).
+ * Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NOT_SUPPORTED when no layer keeps statistics; those of the kind.
+ * Errors: those of the kind's reset_stats slot.
  *
  * Returns: %TRUE on success
  */
@@ -525,8 +643,10 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
       _memres_ipc_reset_stats (mr);
       return TRUE;
     }
+  __atomic_store_n (&mr->used_high, __atomic_load_n (&mr->used_bytes, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
   if (mr->ops->reset_stats == NULL)
-    return not_supported (mr, "resetting statistics", error);
+    return TRUE;
   return slot_result (mr, "reset_stats", mr->ops->reset_stats (mr, &local), &local, error);
 }
 

@@ -98,6 +98,27 @@ test_plugin_define (void)
   g_assert_true (desc->init == abi_record_init);
 }
 
+/* Since 1.2: the ELF note of MEMRES_PLUGIN_DEFINE, read by the loader before it opens a file. */
+static void
+test_plugin_note (void)
+{
+  ASSERT_SIZE (MemresPluginNote, 60);
+  ASSERT_OFFSET (MemresPluginNote, namesz, 0);
+  ASSERT_OFFSET (MemresPluginNote, descsz, 4);
+  ASSERT_OFFSET (MemresPluginNote, type, 8);
+  ASSERT_OFFSET (MemresPluginNote, owner, 12);
+  ASSERT_OFFSET (MemresPluginNote, abi_major, 20);
+  ASSERT_OFFSET (MemresPluginNote, abi_minor, 24);
+  ASSERT_OFFSET (MemresPluginNote, name, 28);
+  g_assert_cmpint (MEMRES_PLUGIN_NOTE_TYPE, ==, 1);
+  g_assert_cmpuint (memres_plugin_note_abirecord_.namesz, ==, 7);
+  g_assert_cmpuint (memres_plugin_note_abirecord_.descsz, ==, 40);
+  g_assert_cmpstr (memres_plugin_note_abirecord_.owner, ==, "memres");
+  g_assert_cmpuint (memres_plugin_note_abirecord_.abi_major, ==, MEMRES_PLUGIN_ABI_MAJOR);
+  g_assert_cmpuint (memres_plugin_note_abirecord_.abi_minor, ==, MEMRES_PLUGIN_ABI_MINOR);
+  g_assert_cmpstr (memres_plugin_note_abirecord_.name, ==, "abirecord");
+}
+
 static void
 test_allocation (void)
 {
@@ -625,6 +646,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
 
   g_test_add_func ("/abi/version", test_version);
+  g_test_add_func ("/abi/plugin-note", test_plugin_note);
   g_test_add_func ("/abi/plugin-desc/layout", test_plugin_desc);
   g_test_add_func ("/abi/plugin-desc/define", test_plugin_define);
   g_test_add_func ("/abi/allocation", test_allocation);

@@ -720,6 +720,12 @@ test_default_resource (void)
   mr = memres_resource_get_default (-1, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "host");
+  /* below -1 is no ordinal at all: refused, not host memory */
+  g_assert_null (memres_resource_get_default (-2, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (memres_resource_get_default (G_MININT, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
 }
 
 static void

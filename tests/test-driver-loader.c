@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 static const char *plugin_dir;
 
 /* In the child: the driver fails to load with NO_DRIVER, again on the second call, and the
@@ -49,23 +51,37 @@ child_expect_no_driver (const char *needle)
   g_assert_false (memres_cuda_check_stream_not_capturing (NULL, &again));
   g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
   g_clear_error (&again);
+  /* as the README says: the default streams synchronize at once, a stream of one's own needs
+   * the driver */
+  g_assert_true (memres_stream_synchronize (NULL, &again));
+  g_assert_no_error (again);
+  g_assert_true (memres_stream_synchronize (MEMRES_STREAM_LEGACY, &again));
+  g_assert_no_error (again);
+  g_assert_false (memres_stream_synchronize ((MemresStream) 0x1000, &again));
+  g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&again);
 
-  /* the default resource falls back to host memory */
+  /* the default resource falls back to host memory; an ordinal below -1 is refused */
   mr = memres_resource_get_default (0, &again);
   g_assert_no_error (again);
   g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "host");
+  g_assert_null (memres_resource_get_default (-2, &again));
+  g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
 }
 
 typedef struct
 {
   const char *driver; /* MEMRES_CUDA_DRIVER; "@stub" for libstubcuda.so, "@text" for a text
-                         file, "@empty" for an empty file */
+                         file, "@empty" for an empty file, "@fifo" for a FIFO (it must not
+                         hang), "@loop" for a symbolic link to itself, "@dangling" for a link to
+                         nothing; the odd files are in odd_dir */
   const char *stub_mode;
   const char *needle; /* expected in the NO_DRIVER message, or NULL */
 } Case;
 
 static char *text_file;
 static char *empty_file;
+static char *odd_dir;
 
 static void test_no_device_child (void);
 
@@ -75,6 +91,7 @@ test_case (gconstpointer data)
 {
   const Case *c = data;
   g_autofree char *stub = NULL;
+  g_autofree char *odd = NULL;
   const char *driver = c->driver;
 
   if (g_test_subprocess ())
@@ -91,6 +108,8 @@ test_case (gconstpointer data)
     driver = text_file;
   else if (strcmp (driver, "@empty") == 0)
     driver = empty_file;
+  else if (driver[0] == '@')
+    driver = odd = g_build_filename (odd_dir, driver + 1, NULL);
   g_setenv ("MEMRES_CUDA_DRIVER", driver, TRUE);
   if (c->stub_mode != NULL)
     g_setenv ("STUBCUDA_MODE", c->stub_mode, TRUE);
@@ -129,6 +148,9 @@ test_no_device_child (void)
   g_assert_false (memres_cuda_find_device_by_uuid (uuid, &device, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
   g_clear_error (&error);
+  /* no device: no device work can be pending on the default stream */
+  g_assert_true (memres_stream_synchronize (NULL, &error));
+  g_assert_no_error (error);
 
   /* with a driver loaded, errors carry the driver's names */
   g_assert_false (memres_cuda_set_error (&error, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc"));
@@ -145,7 +167,10 @@ static const Case cases[] = {
   { "/nonexistent/libcuda.so.1", NULL, "/nonexistent/libcuda.so.1" },
   { "@text", NULL, "No CUDA driver could be loaded" },
   { "@empty", NULL, "No CUDA driver could be loaded" },
-  { "/", NULL, "No CUDA driver could be loaded" },
+  { "/", NULL, "it is a directory" },
+  { "@fifo", NULL, "it is a FIFO" },
+  { "@loop", NULL, "it is a symbolic link loop" },
+  { "@dangling", NULL, "it is a dangling symbolic link" },
   { "libc.so.6", NULL, "is not a CUDA driver" },
   { "libglib-2.0.so.0", NULL, "is not a CUDA driver" },
   { "@stub", "missing", "lacks the entry point cuDeviceGetCount" },
@@ -153,8 +178,8 @@ static const Case cases[] = {
   { "@stub", "nodevice", NULL },
 };
 static const char *const case_names[] = {
-  "missing-file", "text-file",     "empty-file", "directory", "libc",
-  "glib",         "missing-entry", "init-fails", "no-device",
+  "missing-file",  "text-file", "empty-file", "directory",     "fifo",       "link-loop",
+  "dangling-link", "libc",      "glib",       "missing-entry", "init-fails", "no-device",
 };
 
 int
@@ -174,6 +199,9 @@ main (int argc, char **argv)
     {
       g_assert_true (g_file_set_contents (text_file, "This is not a shared object.\n", -1, NULL));
       g_assert_true (g_file_set_contents (empty_file, "", 0, NULL));
+      odd_dir = g_dir_make_tmp ("memres-test-driver-XXXXXX", NULL);
+      g_assert_nonnull (odd_dir);
+      mt_make_odd_files (odd_dir, "fifo", "loop", "dangling");
     }
   else
     {
@@ -182,7 +210,9 @@ main (int argc, char **argv)
       g_free (empty_file);
       text_file = g_strdup (g_getenv ("MEMRES_TEST_TEXT_FILE"));
       empty_file = g_strdup (g_getenv ("MEMRES_TEST_EMPTY_FILE"));
+      odd_dir = g_strdup (g_getenv ("MEMRES_TEST_ODD_DIR"));
     }
+  g_setenv ("MEMRES_TEST_ODD_DIR", odd_dir, TRUE);
   g_setenv ("MEMRES_TEST_TEXT_FILE", text_file, TRUE);
   g_setenv ("MEMRES_TEST_EMPTY_FILE", empty_file, TRUE);
 
@@ -197,6 +227,7 @@ main (int argc, char **argv)
     {
       g_remove (text_file);
       g_remove (empty_file);
+      mt_remove_dir (odd_dir);
     }
   g_free (text_file);
   g_free (empty_file);

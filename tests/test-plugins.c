@@ -100,6 +100,125 @@ test_not_a_module (void)
 }
 
 static void
+test_reserved_nonzero (void)
+{
+  assert_lookup_fails ("reserved", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                       "reserved is 7, must be 0");
+}
+
+/* Bound at load time: the missing function fails the load, naming it and the plugin file. */
+static void
+test_missing_symbol (void)
+{
+  assert_lookup_fails ("missing_symbol", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
+                       "memres_test_function_that_does_not_exist");
+  assert_lookup_fails ("missing_symbol", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
+                       "libmemres-missing_symbol.so");
+}
+
+/* A module whose init ran stays mapped after the init failed: the quark it made from its own
+ * static string still reads. */
+static void
+test_failed_module_stays_resident (void)
+{
+  assert_lookup_fails ("quark_fails", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_INIT_FAILED,
+                       "fails on purpose");
+  g_assert_cmpstr (g_quark_to_string (g_quark_try_string ("memres-test-quark-of-a-failed-plugin")),
+                   ==, "memres-test-quark-of-a-failed-plugin");
+}
+
+/* The plugin's init lists the kinds and looks up its own and the host kind (it checks the
+ * answers itself and fails with the reason otherwise): no recursion into its own init. */
+static void
+test_reentrant_init (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresKind) kind = memres_registry_lookup ("reentrant", &error);
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (memres_kind_get_plugin_name (kind), ==, "reentrant");
+  assert_registry_usable ();
+}
+
+/* Odd files named like plugins: each refused at once (no hang in open() for the FIFO), with a
+ * message saying what it is, by lookup and by the listing. */
+static void
+test_odd_files (void)
+{
+  static const struct
+  {
+    const char *name;
+    const char *what;
+  } odd[] = {
+    { "fifo", "is a FIFO" },
+    { "loop", "is a symbolic link loop" },
+    { "dangling", "is a dangling symbolic link" },
+    { "adir", "is a directory" },
+  };
+  g_autofree char *adir = g_build_filename (tmp_dir, "libmemres-adir.so", NULL);
+  g_autoptr (GHashTable) failures = NULL;
+  g_autoptr (GPtrArray) kinds = NULL;
+  gsize i;
+
+  mt_make_odd_files (tmp_dir, "libmemres-fifo.so", "libmemres-loop.so", "libmemres-dangling.so");
+  g_assert_cmpint (g_mkdir (adir, 0700), ==, 0);
+  for (i = 0; i < G_N_ELEMENTS (odd); i++)
+    assert_lookup_fails (odd[i].name, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE, odd[i].what);
+  kinds = memres_registry_list_kinds_full (&failures, NULL);
+  g_assert_nonnull (kinds);
+  for (i = 0; i < G_N_ELEMENTS (odd); i++)
+    {
+      g_autofree char *file = g_strdup_printf ("libmemres-%s.so", odd[i].name);
+      g_autofree char *path = g_build_filename (tmp_dir, file, NULL);
+      const GError *failure = g_hash_table_lookup (failures, path);
+
+      g_assert_nonnull (failure);
+      g_assert_error (failure, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE);
+      g_assert_nonnull (strstr (failure->message, odd[i].what));
+      g_assert_cmpint (g_remove (path), ==, 0);
+    }
+  assert_registry_usable ();
+}
+
+/* A search path entry that cannot be read as a directory is reported by the listing (one that
+ * does not exist is not: the installed directory may not be there). */
+static void
+test_unreadable_search_dir (void)
+{
+  g_autofree char *file = g_build_filename (tmp_dir, "not-a-directory", NULL);
+  g_autofree char *missing = g_build_filename (tmp_dir, "missing", NULL);
+  g_autofree char *old = g_strdup (g_getenv ("MEMRES_PLUGIN_PATH"));
+  g_autofree char *path = g_strjoin (":", old, file, missing, NULL);
+  g_autoptr (GHashTable) failures = NULL;
+  g_autoptr (GPtrArray) kinds = NULL;
+  const GError *failure;
+
+  g_assert_true (g_file_set_contents (file, "", -1, NULL));
+  g_setenv ("MEMRES_PLUGIN_PATH", path, TRUE);
+  kinds = memres_registry_list_kinds_full (&failures, NULL);
+  g_setenv ("MEMRES_PLUGIN_PATH", old, TRUE);
+  g_assert_nonnull (kinds);
+  failure = g_hash_table_lookup (failures, file);
+  g_assert_nonnull (failure);
+  g_assert_error (failure, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE);
+  g_assert_nonnull (strstr (failure->message, "cannot be read"));
+  g_assert_null (g_hash_table_lookup (failures, missing));
+  g_assert_cmpint (g_remove (file), ==, 0);
+}
+
+/* The ELF note of MEMRES_PLUGIN_DEFINE refuses a plugin of a newer ABI, or of another name,
+ * before the module is opened: its ELF constructor never runs. */
+static void
+test_note_checked_before_open (void)
+{
+  assert_lookup_fails ("note_new", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                       "plugin ABI 1.99");
+  assert_lookup_fails ("note_name", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
+                       "names itself \"something_else\"");
+  g_assert_null (g_getenv ("MEMRES_TEST_CONSTRUCTOR_RAN"));
+}
+
+static void
 test_older_minor_loads (void)
 {
   g_autoptr (GError) error = NULL;
@@ -168,6 +287,11 @@ test_list_reports_broken (void)
     { "no_symbol", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_SYMBOL },
     { "init_fails", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_INIT_FAILED },
     { "duplicate", memres_error_quark, MEMRES_ERROR_EXISTS },
+    { "reserved", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_ABI_MISMATCH },
+    { "missing_symbol", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_MODULE },
+    { "quark_fails", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_INIT_FAILED },
+    { "note_new", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_ABI_MISMATCH },
+    { "note_name", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_NAME_MISMATCH },
     { "garbage", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_MODULE },
     { "Bad-Name", memres_error_quark, MEMRES_ERROR_INVALID_ARGUMENT },
   };
@@ -245,6 +369,13 @@ main (int argc, char **argv)
   g_test_add_func ("/plugins/duplicate-kind", test_duplicate_kind);
   g_test_add_func ("/plugins/not-a-module", test_not_a_module);
   g_test_add_func ("/plugins/two-kinds", test_plugin_with_two_kinds);
+  g_test_add_func ("/plugins/reserved-nonzero", test_reserved_nonzero);
+  g_test_add_func ("/plugins/missing-symbol", test_missing_symbol);
+  g_test_add_func ("/plugins/failed-module-stays-resident", test_failed_module_stays_resident);
+  g_test_add_func ("/plugins/reentrant-init", test_reentrant_init);
+  g_test_add_func ("/plugins/odd-files", test_odd_files);
+  g_test_add_func ("/plugins/note-checked-before-open", test_note_checked_before_open);
+  g_test_add_func ("/plugins/unreadable-search-dir", test_unreadable_search_dir);
   g_test_add_func ("/plugins/list-skips-broken", test_list_skips_broken);
   g_test_add_func ("/plugins/list-reports-broken", test_list_reports_broken);
   ret = g_test_run ();

@@ -122,6 +122,8 @@ test_register_invalid (void)
   ops = tk_ops;
   ops.version = 0;
   assert_register_invalid (&info, "version");
+  ops.version = MEMRES_RESOURCE_OPS_VERSION + 1;
+  assert_register_invalid (&info, "is newer than this memres");
   ops = tk_ops;
 
   /* schema */

@@ -1,5 +1,6 @@
 /* test-tool.c: the `memres` command as a user runs it (the program named by MEMRES_TOOL), with
  * no driver (suite core) and against the fake (suite fake). */
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -94,7 +95,7 @@ test_error_one_line (void)
       run_tool (&r, "alloc", specs[i], "1", NULL);
       g_test_message ("%s", r.err);
       assert_one_error_line (&r);
-      g_assert_cmpint (r.status, ==, 1);
+      g_assert_cmpint (r.status, ==, 2); /* an invalid operand */
       run_clear (&r);
     }
   {
@@ -124,9 +125,9 @@ test_error_huge_input (void)
     const char *needle;
     gsize max_len;
   } cases[] = {
-    { { "alloc", spec, "1" }, 1, "... (102400 bytes)\": kind names match", 300 },
-    { { "alloc", value, "1" }, 1, "invalid size \"aaaaaaaa", 300 },
-    { { "alloc", "--pattern", spec, "host", "1" }, 1, "invalid pattern \"aaaaaaaa", 300 },
+    { { "alloc", spec, "1" }, 2, "... (102400 bytes)\": kind names match", 300 },
+    { { "alloc", value, "1" }, 2, "invalid size \"aaaaaaaa", 300 },
+    { { "alloc", "--pattern", spec, "host", "1" }, 2, "invalid pattern \"aaaaaaaa", 300 },
     { { "ho\x1b[2Jst\n" }, 2, "unknown command \"ho\\x1b[2Jst\\n\"", 300 },
     /* GLib's message quotes the option whole: the line is cut at 4 KiB */
     { { "kinds", option }, 2, "memres kinds: ", 4200 },
@@ -170,9 +171,19 @@ static const struct
     "MEMRES_PLUGIN_ERROR_INIT_FAILED", "failed to initialize: init_fails fails on purpose" },
   { "libmemres-duplicate.so", "memres-error-quark", MEMRES_ERROR_EXISTS, "MEMRES_ERROR_EXISTS",
     "a kind named \"host\" is already registered" },
+  { "libmemres-reserved.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "reserved is 7, must be 0" },
+  { "libmemres-missing_symbol.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_MODULE,
+    "MEMRES_PLUGIN_ERROR_MODULE", "memres_test_function_that_does_not_exist" },
+  { "libmemres-quark_fails.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_INIT_FAILED,
+    "MEMRES_PLUGIN_ERROR_INIT_FAILED", "quark_fails fails on purpose" },
+  { "libmemres-note_new.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "plugin ABI 1.99" },
+  { "libmemres-note_name.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
+    "MEMRES_PLUGIN_ERROR_NAME_MISMATCH", "names itself \"something_else\"" },
   /* in the scratch directory: not a shared object; a name no kind can have */
   { "libmemres-garbage.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_MODULE,
-    "MEMRES_PLUGIN_ERROR_MODULE", "plugin \"garbage\" could not be opened: " },
+    "MEMRES_PLUGIN_ERROR_MODULE", "file too short" },
   { "libmemres-Bad-Name.so", "memres-error-quark", MEMRES_ERROR_INVALID_ARGUMENT,
     "MEMRES_ERROR_INVALID_ARGUMENT", "invalid kind name \"Bad-Name\"" },
 };
@@ -239,10 +250,10 @@ test_kinds_broken_plugins (void)
   g_assert_cmpint (text.status, ==, 3);
   g_assert_cmpint (json.status, ==, 3);
   g_assert_cmpstr (text.err, ==,
-                   "memres: 8 plugin files on the search path did not load (listed after the "
+                   "memres: 13 plugin files on the search path did not load (listed after the "
                    "kinds)\n");
   g_assert_cmpstr (json.err, ==,
-                   "memres: 8 plugin files on the search path did not load (see "
+                   "memres: 13 plugin files on the search path did not load (see "
                    "\"broken_plugins\")\n");
   run_clear (&text);
   run_clear (&json);
@@ -353,15 +364,19 @@ test_alloc_negative_size (void)
     {
       Run r = { 0 };
       g_autofree char *want = g_strdup_printf (
-          "memres alloc: invalid size %s: expected a non-negative whole number of bytes with an "
-          "optional B, KiB, MiB, GiB or TiB suffix, or max (see memres alloc --help)\n",
+          "memres alloc: invalid SIZE %s: expected a non-negative whole number of bytes with an "
+          "optional B, KiB, MiB, GiB or TiB suffix (see memres alloc --help)\n",
           cases[i].shown);
 
       run_toolv (&r, NULL, cases[i].args);
       assert_one_error_line (&r);
       g_assert_cmpint (r.status, ==, 2);
       g_assert_cmpstr (r.err, ==, want);
-      g_assert_cmpstr (r.out, ==, "");
+      /* with --json, the error is JSON on stdout too */
+      if (strcmp (cases[i].args[1], "--json") == 0)
+        g_assert_nonnull (strstr (r.out, "\n    \"exit_status\": 2\n"));
+      else
+        g_assert_cmpstr (r.out, ==, "");
       run_clear (&r);
     }
 
@@ -375,10 +390,11 @@ test_alloc_negative_size (void)
     run_clear (&r);
     run_tool (&r, "alloc", "host", "--", "--json", NULL);
     g_assert_cmpint (r.status, ==, 2);
-    g_assert_nonnull (strstr (r.err, "invalid size \"--json\""));
+    g_assert_nonnull (strstr (r.err, "invalid SIZE \"--json\""));
+    g_assert_cmpstr (r.out, ==, "");
     run_clear (&r);
     /* "--" before valid operands, and a negative --device taken as that option's value */
-    run_tool (&r, "alloc", "--device", "-1", "--", "host", "8", NULL);
+    run_tool (&r, "alloc", "--device", "-1", "--", "default", "8", NULL);
     g_assert_cmpint (r.status, ==, 0);
     g_assert_cmpstr (r.err, ==, "");
     g_assert_true (g_str_has_prefix (r.out, "resource  host:"));
@@ -551,6 +567,239 @@ test_ipc_serve_not_shareable (void)
   g_rmdir (dir);
 }
 
+/* A second ipc-serve on the socket of a live one is refused (the first keeps it); SIGTERM and
+ * SIGINT make a server remove its socket and exit. `ipc-attach ''` says the path is empty. */
+static void
+test_ipc_serve_socket (void)
+{
+  const char *tool = g_getenv ("MEMRES_TOOL");
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "s.sock", NULL);
+  static const int signals[] = { SIGTERM, SIGINT };
+  Run r = { 0 };
+
+  run_tool (&r, "ipc-attach", "", NULL);
+  assert_one_error_line (&r);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.err, "the socket path is empty"));
+  run_clear (&r);
+  if (!mt_require_fake ("ipc-serve needs a driver with pools: the fake"))
+    {
+      g_rmdir (dir);
+      return;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (signals); i++)
+    {
+      const char *argv[] = { tool, "ipc-serve", "--size", "4KiB", path, NULL };
+      g_autoptr (GError) error = NULL;
+      GPid pid;
+      int status, tries;
+
+      g_assert_true (g_spawn_async (NULL, (char **) argv, NULL,
+                                    G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL, NULL,
+                                    NULL, &pid, &error));
+      g_assert_no_error (error);
+      for (tries = 0; tries < 500 && !g_file_test (path, G_FILE_TEST_EXISTS); tries++)
+        g_usleep (10000);
+      g_assert_true (g_file_test (path, G_FILE_TEST_EXISTS));
+      if (i == 0)
+        {
+          run_tool (&r, "ipc-serve", "--size", "4KiB", "--count", "1", path, NULL);
+          assert_one_error_line (&r);
+          g_assert_cmpint (r.status, ==, 1);
+          g_assert_nonnull (strstr (r.err, "a server is already listening on"));
+          g_assert_true (g_file_test (path, G_FILE_TEST_EXISTS));
+          run_clear (&r);
+        }
+      g_assert_cmpint (kill (pid, signals[i]), ==, 0);
+      g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+      g_spawn_close_pid (pid);
+      g_assert_true (WIFEXITED (status));
+      g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+      g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+    }
+  g_rmdir (dir);
+}
+
+/* Odd files named like plugins: `memres alloc KIND` says what the file is (not "no such
+ * plugin"), and `memres kinds` lists them as not loadable instead of hanging on the FIFO. */
+static void
+test_odd_plugin_files (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  const char *const env[] = { "MEMRES_PLUGIN_PATH", dir, NULL };
+  static const struct
+  {
+    const char *kind;
+    const char *what;
+  } cases[] = {
+    { "fifo", "is a FIFO" },
+    { "loop", "is a symbolic link loop" },
+    { "dangling", "is a dangling symbolic link" },
+  };
+  Run r = { 0 };
+
+  mt_make_odd_files (dir, "libmemres-fifo.so", "libmemres-loop.so", "libmemres-dangling.so");
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const char *const args[] = { "alloc", cases[i].kind, "1", NULL };
+
+      run_toolv (&r, env, args);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, 1);
+      if (strstr (r.err, cases[i].what) == NULL)
+        g_error ("stderr lacks \"%s\": %s", cases[i].what, r.err);
+      run_clear (&r);
+    }
+  {
+    const char *const args[] = { "kinds", NULL };
+
+    run_toolv (&r, env, args);
+    g_assert_cmpint (r.status, ==, 3);
+    for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+      g_assert_nonnull (strstr (r.out, cases[i].what));
+    run_clear (&r);
+  }
+  mt_remove_dir (dir);
+}
+
+/* Every invalid option or operand exits with 2 and says what is wrong; a failure of the work
+ * (no such kind) with 1. With --json the error is also a JSON object on stdout. */
+static void
+test_alloc_usage_errors (void)
+{
+  static const struct
+  {
+    const char *args[6];
+    int status;
+    const char *needle;
+  } cases[] = {
+    { { "alloc" }, 2, "SIZE is missing" },
+    { { "alloc", "host" }, 2, "SIZE is missing after \"host\"" },
+    { { "alloc", "default" }, 2, "SIZE is missing after \"default\"" },
+    { { "alloc", "host", "max" }, 2, "invalid SIZE \"max\"" },
+    { { "alloc", "--pattern=abc", "host", "1" }, 2, "invalid pattern \"abc\"" },
+    { { "alloc", "", "1" }, 2, "invalid spec \"\"" },
+    { { "alloc", "host:", "1" }, 2, "host:" },
+    { { "alloc", "host:alignment", "1" }, 2, "alignment" },
+    { { "alloc", "--device=1", "host", "1" }, 2, "--device applies to \"default\" only" },
+    { { "alloc", "--device=-2", "1" }, 2, "--device takes a device ordinal" },
+    { { "alloc", "host", "1", "2" }, 2, "too many operands" },
+    { { "alloc", "no_such_kind", "1" }, 1, "no kind \"no_such_kind\"" },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (GPtrArray) json_args = g_ptr_array_new ();
+      g_autofree char *status = g_strdup_printf ("\n    \"exit_status\": %d\n", cases[i].status);
+      Run r = { 0 }, j = { 0 };
+
+      run_toolv (&r, NULL, cases[i].args);
+      g_test_message ("%s", r.err);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, cases[i].status);
+      if (strstr (r.err, cases[i].needle) == NULL)
+        g_error ("stderr lacks \"%s\": %s", cases[i].needle, r.err);
+      g_assert_cmpstr (r.out, ==, "");
+
+      /* the same with --json: the same line on stderr, the error as JSON on stdout */
+      g_ptr_array_add (json_args, (gpointer) "alloc");
+      g_ptr_array_add (json_args, (gpointer) "--json");
+      for (gsize k = 1; cases[i].args[k] != NULL; k++)
+        g_ptr_array_add (json_args, (gpointer) cases[i].args[k]);
+      g_ptr_array_add (json_args, NULL);
+      run_toolv (&j, NULL, (const char *const *) json_args->pdata);
+      g_assert_cmpint (j.status, ==, cases[i].status);
+      g_assert_cmpstr (j.err, ==, r.err);
+      g_assert_true (g_str_has_prefix (j.out, "{\n  \"error\": {\n    \"message\": \""));
+      g_assert_nonnull (strstr (j.out, status));
+      g_assert_true (g_str_has_suffix (j.out, "\n  }\n}\n"));
+      run_clear (&r);
+      run_clear (&j);
+    }
+}
+
+/* `memres info` without a driver library and with one that fails to initialize: the message
+ * once, then what it means, different for the two; in JSON a driver_state. */
+static void
+test_info_driver_states (void)
+{
+  g_autofree char *stub
+      = g_build_filename (g_getenv ("MEMRES_TEST_PLUGIN_DIR"), "libstubcuda.so", NULL);
+  const char *const absent_env[] = { "MEMRES_CUDA_DRIVER", "/nonexistent/libcuda.so.1", NULL };
+  const char *const failed_env[]
+      = { "MEMRES_CUDA_DRIVER", stub, "STUBCUDA_MODE", "initfail", NULL };
+  const char *const text_args[] = { "info", NULL };
+  const char *const json_args[] = { "info", "--json", NULL };
+  Run r = { 0 };
+
+  run_toolv (&r, absent_env, text_args);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\nNo CUDA driver could be loaded from "
+                                   "/nonexistent/libcuda.so.1: cannot open shared object file"));
+  g_assert_nonnull (strstr (r.out, "\nNo CUDA driver is present: only host memory"));
+  /* the path once: dlerror()'s own copy of it is dropped */
+  g_assert_null (strstr (r.out, "libcuda.so.1: /nonexistent"));
+  run_clear (&r);
+  run_toolv (&r, absent_env, json_args);
+  g_assert_nonnull (strstr (r.out, "\"driver_state\": \"absent\""));
+  run_clear (&r);
+
+  run_toolv (&r, failed_env, text_args);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "failed to initialize: cuInit: CUDA_ERROR_INVALID_DEVICE"));
+  g_assert_nonnull (strstr (r.out, "\nA CUDA driver library loaded but cannot be used: only"));
+  g_assert_null (strstr (r.out, "No CUDA driver is present"));
+  run_clear (&r);
+  run_toolv (&r, failed_env, json_args);
+  g_assert_nonnull (strstr (r.out, "\"driver_state\": \"failed\""));
+  run_clear (&r);
+}
+
+/* @text holds no control character but line breaks, and is UTF-8. */
+static void
+assert_no_control (const char *text)
+{
+  const char *p;
+
+  g_assert_true (g_utf8_validate (text, -1, NULL));
+  for (p = text; *p != '\0'; p = g_utf8_next_char (p))
+    {
+      gunichar c = g_utf8_get_char (p);
+      if (c != '\n' && (c < 0x20 || (c >= 0x7f && c < 0xa0)))
+        g_error ("control character U+%04X at offset %d: %.80s", c, (int) (p - text), p);
+    }
+}
+
+/* A plugin's strings with control characters and bytes that are not UTF-8 are escaped in the
+ * listing, and the JSON stays valid (its strings escape them, \xNN for a byte that is not
+ * UTF-8). */
+static void
+test_kinds_odd_strings (void)
+{
+  const char *const env[] = { "MEMRES_PLUGIN_PATH", g_getenv ("MEMRES_TEST_PLUGIN_DIR"), NULL };
+  const char *const text_args[] = { "kinds", "odd_strings", NULL };
+  const char *const json_args[] = { "kinds", "--json", "odd_strings", NULL };
+  Run text = { 0 }, json = { 0 };
+
+  run_toolv (&text, env, text_args);
+  run_toolv (&json, env, json_args);
+  g_test_message ("%s%s%s", text.out, json.out, json.err);
+  g_assert_cmpint (text.status, ==, 0);
+  g_assert_cmpint (json.status, ==, 0);
+  assert_no_control (text.out);
+  assert_no_control (json.out);
+  g_assert_nonnull (strstr (text.out, "line one\\nline two \\x1b[31mred\\x7f \\xff\\xfe end"));
+  g_assert_nonnull (strstr (text.out, "default \"x\\x07y\\xfe\""));
+  g_assert_nonnull (strstr (text.out, "C1 control \\u009b here"));
+  g_assert_nonnull (strstr (text.out, "enum (a\\x1b[2J|b\\xff)"));
+  g_assert_nonnull (
+      strstr (json.out, "\"line one\\nline two \\u001b[31mred\\u007f \\\\xff\\\\xfe end\""));
+  g_assert_nonnull (strstr (json.out, "\"doc with a bell\\u0007 and \\\\xc3( bad UTF-8\""));
+  run_clear (&text);
+  run_clear (&json);
+}
+
 /* A log written by the log adaptor, replayed against other stacks: the same peak of used
  * bytes; against a limit below that peak, failures. */
 static void
@@ -641,7 +890,8 @@ test_replay_bad_logs (void)
       g_assert_true (g_file_set_contents (log, cases[i].text, -1, NULL));
       run_tool (&r, "replay", log, "host", NULL);
       assert_one_error_line (&r);
-      g_assert_cmpint (r.status, ==, 1);
+      /* MEMRES_ERROR_INVALID_ARGUMENT: the operand (the log) is invalid, exit status 2 */
+      g_assert_cmpint (r.status, ==, 2);
       if (strstr (r.err, cases[i].needle) == NULL)
         g_error ("expected \"%s\": %s", cases[i].needle, r.err);
       run_clear (&r);
@@ -722,6 +972,9 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/error/huge-input", test_error_huge_input);
   g_test_add_func ("/tool/kinds/broken-plugins", test_kinds_broken_plugins);
   g_test_add_func ("/tool/kinds/healthy", test_kinds_healthy);
+  g_test_add_func ("/tool/kinds/odd-strings", test_kinds_odd_strings);
+  g_test_add_func ("/tool/alloc/usage-errors", test_alloc_usage_errors);
+  g_test_add_func ("/tool/info/driver-states", test_info_driver_states);
   g_test_add_func ("/tool/alloc/rounded-size", test_alloc_reports_rounded_size);
   g_test_add_func ("/tool/alloc/negative-size", test_alloc_negative_size);
   g_test_add_func ("/tool/alloc/small-sizes", test_alloc_small_sizes);
@@ -729,6 +982,8 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/info/managed", test_info_managed);
   g_test_add_func ("/tool/alloc/default-reason", test_alloc_default_reason);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
+  g_test_add_func ("/tool/ipc-serve/socket", test_ipc_serve_socket);
+  g_test_add_func ("/tool/odd-plugin-files", test_odd_plugin_files);
   g_test_add_func ("/tool/replay/round-trip", test_replay_round_trip);
   g_test_add_func ("/tool/replay/bad-logs", test_replay_bad_logs);
   g_test_add_func ("/tool/resources-and-layers", test_resources_and_layers);

@@ -6,7 +6,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
+#include <glib/gstdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -722,4 +724,42 @@ mt_send_raw (int sock, gconstpointer data, gsize len, const int *fds, int n_fds,
         }
     }
   g_assert_cmpint (sendmsg (sock, &msg, MSG_NOSIGNAL), ==, (gssize) len);
+}
+
+void
+mt_make_odd_files (const char *dir, const char *fifo, const char *loop, const char *dangling)
+{
+  if (fifo != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, fifo, NULL);
+      g_assert_cmpint (mkfifo (path, 0600), ==, 0);
+    }
+  if (loop != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, loop, NULL);
+      g_assert_cmpint (symlink (path, path), ==, 0);
+    }
+  if (dangling != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, dangling, NULL);
+      g_autofree char *target = g_build_filename (dir, "nothing-here", NULL);
+      g_assert_cmpint (symlink (target, path), ==, 0);
+    }
+}
+
+void
+mt_remove_dir (const char *dir)
+{
+  g_autoptr (GDir) d = g_dir_open (dir, 0, NULL);
+  const char *entry;
+
+  if (d == NULL)
+    return;
+  while ((entry = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *path = g_build_filename (dir, entry, NULL);
+      if (g_remove (path) != 0)
+        g_warning ("cannot remove %s", path);
+    }
+  g_rmdir (dir);
 }

@@ -157,4 +157,10 @@ gboolean mt_op_export_buffer (gpointer data, GError **error);
 gboolean mt_op_import_buffer (gpointer data, GError **error);
 void mt_undo_ipc (gpointer data);
 
+/* Creates in @dir the odd files a search path may hold, each name NULL to skip: a FIFO
+ * @fifo, a symbolic link to itself @loop, a symbolic link to a file that does not exist
+ * @dangling. mt_remove_dir() removes @dir's entries (not recursively) and then @dir. */
+void mt_make_odd_files (const char *dir, const char *fifo, const char *loop, const char *dangling);
+void mt_remove_dir (const char *dir);
+
 G_END_DECLS

@@ -55,6 +55,30 @@ parse_pattern (const char *text, guint32 *pattern, GError **error)
   return TRUE;
 }
 
+/* An operand that is meant as a SIZE (it starts with a digit or a sign) rather than a spec. */
+static gboolean
+looks_like_size (const char *text)
+{
+  return g_ascii_isdigit (text[0]) || text[0] == '-' || text[0] == '+' || text[0] == '.';
+}
+
+/* SIZE: what memres_parse_size() takes, but not `max` (nothing can allocate G_MAXUINT64
+ * bytes; `max` is for options such as max_size). */
+static gboolean
+parse_alloc_size (const char *text, guint64 *size, GError **error)
+{
+  if (strcmp (text, "max") == 0 || !memres_parse_size (text, size, NULL))
+    {
+      g_autofree char *shown = _memres_show_input (text);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "invalid SIZE \"%s\": expected a non-negative whole number of bytes with an "
+                   "optional B, KiB, MiB, GiB or TiB suffix",
+                   shown);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* The byte at @offset of a buffer filled with @pattern in elements of @width bytes. */
 static guint8
 expected_byte (guint32 pattern, guint width, gsize offset)
@@ -295,7 +319,7 @@ int
 memres_tool_alloc (int argc, char **argv)
 {
   gboolean json_output = FALSE;
-  gint device = 0;
+  gint device = G_MININT; /* not given: 0 */
   g_autofree char *pattern_text = NULL;
   GOptionEntry entries[] = {
     { "device", 'd', 0, G_OPTION_ARG_INT, &device, "Device of the default resource (default 0)",
@@ -327,6 +351,12 @@ memres_tool_alloc (int argc, char **argv)
   g_option_context_add_main_entries (context, entries, NULL);
   if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("alloc", error->message);
+  if (argc == 2 && !looks_like_size (argv[1]))
+    {
+      g_autofree char *shown = _memres_show_input (argv[1]);
+      g_autofree char *message = g_strdup_printf ("SIZE is missing after \"%s\"", shown);
+      return memres_tool_usage_error ("alloc", message);
+    }
   if (argc == 2)
     {
       spec = "default";
@@ -337,11 +367,21 @@ memres_tool_alloc (int argc, char **argv)
       spec = argv[1];
       size_text = argv[2];
     }
+  else if (argc == 1)
+    return memres_tool_usage_error ("alloc", "SIZE is missing (expected [SPEC|default] SIZE)");
   else
-    return memres_tool_usage_error ("alloc", "expected [SPEC|default] SIZE");
+    return memres_tool_usage_error ("alloc", "too many operands (expected [SPEC|default] SIZE)");
 
-  if (!memres_parse_size (size_text, &r.size, &error))
+  if (!parse_alloc_size (size_text, &r.size, &error))
     return memres_tool_usage_error ("alloc", error->message);
+  if (device != G_MININT && strcmp (spec, "default") != 0)
+    return memres_tool_usage_error ("alloc", "--device applies to \"default\" only: name the "
+                                             "device in the spec (for example dmr:device=1)");
+  if (device == G_MININT)
+    device = 0;
+  if (device < -1)
+    return memres_tool_usage_error ("alloc", "--device takes a device ordinal (0 or more) or -1 "
+                                             "for host memory");
   if (r.size > G_MAXSIZE)
     {
       g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "cannot allocate %s bytes",

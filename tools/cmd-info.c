@@ -2,7 +2,17 @@
  * statement that no driver is present. */
 #include "memres-tool.h"
 
+#include "memres-private.h" /* from core/: MEMRES_NO_DRIVER_PREFIX */
+
 #include <string.h>
+
+/* No driver library at all, as opposed to one that loaded but cannot be used (not a driver,
+ * cuInit failed). */
+static gboolean
+driver_absent (const GError *driver_error)
+{
+  return g_str_has_prefix (driver_error->message, MEMRES_NO_DRIVER_PREFIX);
+}
 
 /* Device attributes that newer headers name; by number so that older headers still build. A
  * driver that does not know one reports an error, shown as "unknown". */
@@ -123,11 +133,15 @@ print_json (const MemresCudaDriver *drv, const GError *driver_error, GArray *dev
   if (drv == NULL)
     {
       memres_json_string (&json, "driver", NULL);
+      /* "absent": no library could be opened; "failed": one opened but cannot be used */
+      memres_json_string (&json, "driver_state",
+                          driver_absent (driver_error) ? "absent" : "failed");
       memres_json_string (&json, "driver_error", driver_error->message);
     }
   else
     {
       memres_json_begin_object (&json, "driver");
+      memres_json_string (&json, "state", "loaded");
       memres_json_string (&json, "path", drv->path);
       memres_json_int (&json, "version", drv->driver_version);
       memres_json_end_object (&json);
@@ -175,9 +189,13 @@ print_text (const MemresCudaDriver *drv, const GError *driver_error, GArray *dev
            MEMRES_CUDA_VERSION / 1000, (MEMRES_CUDA_VERSION % 1000) / 10);
   if (drv == NULL)
     {
-      g_print ("No CUDA driver is present: %s\n"
-               "Only host memory is available (the default resource is \"host\").\n",
-               driver_error->message);
+      g_autofree char *message = memres_tool_one_line (driver_error->message);
+
+      /* the message says what happened; the line after it, what it means */
+      g_print ("%s\n%s: only host memory is available (the default resource is \"host\").\n",
+               message,
+               driver_absent (driver_error) ? "No CUDA driver is present"
+                                            : "A CUDA driver library loaded but cannot be used");
       return;
     }
   g_print ("CUDA driver %d.%d (%s)\n", drv->driver_version / 1000,

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -37,6 +38,10 @@ find_mismatch (const guint8 *host, gsize n, guint32 seed)
   return -1;
 }
 
+/* SIGINT or SIGTERM received: ipc-serve stops accepting (and talking to a client), removes its
+ * socket and exits. */
+static volatile sig_atomic_t stop_signal;
+
 static gboolean
 io_all (int fd, gpointer data, gsize n, gboolean writing, GError **error)
 {
@@ -45,7 +50,7 @@ io_all (int fd, gpointer data, gsize n, gboolean writing, GError **error)
   while (n > 0)
     {
       gssize k = writing ? send (fd, p, n, MSG_NOSIGNAL) : recv (fd, p, n, 0);
-      if (k < 0 && errno == EINTR)
+      if (k < 0 && errno == EINTR && !stop_signal)
         continue;
       if (k <= 0)
         {
@@ -66,6 +71,12 @@ make_address (const char *path, struct sockaddr_un *addr, GError **error)
 {
   memset (addr, 0, sizeof *addr);
   addr->sun_family = AF_UNIX;
+  if (path[0] == '\0')
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "the socket path is empty: give the path of a UNIX socket");
+      return FALSE;
+    }
   if (strlen (path) >= sizeof addr->sun_path)
     {
       g_autofree char *shown = _memres_show_input (path);
@@ -147,6 +158,76 @@ serve_client (int fd, MemresResource *mr, MemresBuffer *buf, guint32 *seed, GErr
   return TRUE;
 }
 
+/* A live server holds, besides its socket, an abstract-namespace socket named after the socket
+ * file's device and inode: the kernel drops it when the server exits, however it exits, so a
+ * socket file whose lock nobody holds is stale. Checking needs no connection (which the live
+ * server would count as a client). Binds the lock on @lock_fd (a new socket) and returns TRUE,
+ * or returns FALSE with errno set (EADDRINUSE: a live server holds it). */
+static gboolean
+bind_socket_lock (const char *path, int *lock_fd)
+{
+  struct sockaddr_un lock_addr;
+  struct stat st;
+  socklen_t len;
+  int fd, saved;
+
+  *lock_fd = -1;
+  if (stat (path, &st) != 0)
+    return FALSE;
+  memset (&lock_addr, 0, sizeof lock_addr);
+  lock_addr.sun_family = AF_UNIX;
+  /* sun_path[0] stays 0: the abstract namespace */
+  len = (socklen_t) g_snprintf (lock_addr.sun_path + 1, sizeof lock_addr.sun_path - 1,
+                                "memres-ipc-serve-%" G_GUINT64_FORMAT "-%" G_GUINT64_FORMAT,
+                                (guint64) st.st_dev, (guint64) st.st_ino);
+  len += (socklen_t) (offsetof (struct sockaddr_un, sun_path) + 1);
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return FALSE;
+  if (bind (fd, (struct sockaddr *) &lock_addr, len) != 0)
+    {
+      saved = errno;
+      close (fd);
+      errno = saved;
+      return FALSE;
+    }
+  *lock_fd = fd;
+  return TRUE;
+}
+
+/* TRUE when a live server (one holding the socket's lock) listens on @path. */
+static gboolean
+socket_is_live (const char *path)
+{
+  int fd;
+
+  if (bind_socket_lock (path, &fd))
+    {
+      close (fd);
+      return FALSE;
+    }
+  return errno == EADDRINUSE;
+}
+
+static void
+on_stop_signal (int signum)
+{
+  stop_signal = signum;
+}
+
+/* Without SA_RESTART: a blocked accept() returns EINTR and the loop sees stop_signal. */
+static void
+catch_stop_signals (void)
+{
+  struct sigaction sa;
+
+  memset (&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sigemptyset (&sa.sa_mask);
+  sigaction (SIGINT, &sa, NULL);
+  sigaction (SIGTERM, &sa, NULL);
+}
+
 /**
  * memres_tool_ipc_serve:
  * @argc: number of arguments, the command name included
@@ -154,9 +235,10 @@ serve_client (int fd, MemresResource *mr, MemresBuffer *buf, guint32 *seed, GErr
  *
  * Creates an ipc pool (SPEC, default `ipc:device=0`) and one buffer of SIZE bytes (default
  * 1MiB) holding the pattern of seed 1, listens on the UNIX socket SOCKET (created with mode
- * 0600; a stale socket file there is replaced, any other file is an error) and serves each
- * client in turn (see the protocol above), N clients (default 0: until interrupted). A client
- * that fails is reported and the server goes on with the next.
+ * 0600; a stale socket file there is replaced, a socket where a server listens or any other
+ * file is an error) and serves each client in turn (see the protocol above), N clients
+ * (default 0: until SIGINT or SIGTERM, which remove the socket and exit). A client that fails
+ * is reported and the server goes on with the next.
  *
  * Returns: the exit status: 0 when every client succeeded, 1 on an error, 2 for bad usage
  */
@@ -185,7 +267,7 @@ memres_tool_ipc_serve (int argc, char **argv)
   guint64 size = 1024 * 1024;
   guint32 seed = 1;
   int served = 0, failed = 0;
-  int listener;
+  int listener, lock_fd;
 
   g_option_context_set_summary (context, "Share a buffer of an ipc pool with the clients of a "
                                          "UNIX socket (memres ipc-attach).");
@@ -224,7 +306,9 @@ memres_tool_ipc_serve (int argc, char **argv)
     {
       if (!S_ISSOCK (st.st_mode))
         return memres_tool_failf ("%s exists and is not a socket", addr.sun_path);
-      unlink (addr.sun_path);
+      if (socket_is_live (addr.sun_path))
+        return memres_tool_failf ("a server is already listening on %s", addr.sun_path);
+      unlink (addr.sun_path); /* stale: nobody listens */
     }
   listener = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0)
@@ -242,17 +326,25 @@ memres_tool_ipc_serve (int argc, char **argv)
         return status;
       }
   }
+  if (!bind_socket_lock (addr.sun_path, &lock_fd))
+    {
+      int status = memres_tool_failf ("locking %s: %s", addr.sun_path, g_strerror (errno));
+      close (listener);
+      unlink (addr.sun_path);
+      return status;
+    }
+  catch_stop_signals ();
   if (!json)
     g_print ("serving %" G_GUINT64_FORMAT " bytes of %s on %s\n", size,
              memres_resource_get_kind_name (mr), addr.sun_path);
 
-  while (count == 0 || served + failed < count)
+  while ((count == 0 || served + failed < count) && !stop_signal)
     {
       int fd = accept4 (listener, NULL, NULL, SOCK_CLOEXEC);
       if (fd < 0)
         {
           if (errno == EINTR)
-            continue;
+            continue; /* a stop signal ends the loop */
           memres_tool_failf ("accept: %s", g_strerror (errno));
           break;
         }
@@ -275,8 +367,9 @@ memres_tool_ipc_serve (int argc, char **argv)
         }
       close (fd);
     }
-  close (listener);
   unlink (addr.sun_path);
+  close (listener);
+  close (lock_fd);
 
   if (json)
     {

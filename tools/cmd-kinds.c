@@ -5,6 +5,15 @@
 
 #include <string.h>
 
+/* A plugin's string (a description, an option's doc, default or choice) as printable text:
+ * plugins are not trusted to give UTF-8 without control characters. */
+#define KIND_TEXT_MAX 4096
+static char *
+plugin_text (const char *text)
+{
+  return _memres_printable (text, KIND_TEXT_MAX);
+}
+
 /* "enum: a|b", "int: -10..100", "size", ... */
 static char *
 describe_type (const MemresOptionSpec *spec)
@@ -16,7 +25,8 @@ describe_type (const MemresOptionSpec *spec)
     case MEMRES_OPTION_ENUM:
       {
         g_autofree char *choices = g_strjoinv ("|", (char **) spec->choices);
-        return g_strdup_printf ("%s (%s)", type, choices);
+        g_autofree char *shown = plugin_text (choices);
+        return g_strdup_printf ("%s (%s)", type, shown);
       }
     case MEMRES_OPTION_INT:
     case MEMRES_OPTION_INT_LIST:
@@ -27,10 +37,12 @@ describe_type (const MemresOptionSpec *spec)
     }
 }
 
-/* Prints @text word-wrapped to 100 columns, each line indented by @indent spaces. */
+/* Prints @text (a plugin's, made printable) word-wrapped to 100 columns, each line indented by
+ * @indent spaces. */
 static void
-print_wrapped (const char *text, int indent)
+print_wrapped (const char *raw, int indent)
 {
+  g_autofree char *text = plugin_text (raw);
   g_auto (GStrv) words = g_strsplit (text, " ", -1);
   int column = 0;
   guint i;
@@ -74,7 +86,10 @@ print_kind_text (MemresKind *kind)
   else if (path == NULL)
     g_print ("  plugin: %s, embedded in libmemres\n", plugin);
   else
-    g_print ("  plugin: %s, %s\n", plugin, path);
+    {
+      g_autofree char *shown = memres_tool_one_line (path);
+      g_print ("  plugin: %s, %s\n", plugin, shown);
+    }
   if (memres_kind_get_flags (kind) & MEMRES_KIND_ADAPTOR)
     g_print ("  adaptor: goes above another layer (%s>host)%s\n", memres_kind_get_name (kind),
              (memres_kind_get_flags (kind) & MEMRES_KIND_PASSES_ALLOCATIONS)
@@ -95,8 +110,10 @@ print_kind_text (MemresKind *kind)
       g_autofree char *type = describe_type (&options[i]);
 
       if (options[i].default_value != NULL)
-        g_print ("    %-*s  %s, default \"%s\"\n", name_width, options[i].name, type,
-                 options[i].default_value);
+        {
+          g_autofree char *shown = plugin_text (options[i].default_value);
+          g_print ("    %-*s  %s, default \"%s\"\n", name_width, options[i].name, type, shown);
+        }
       else
         g_print ("    %-*s  %s, unset by default\n", name_width, options[i].name, type);
       if (options[i].doc != NULL && options[i].doc[0] != '\0')

@@ -17,12 +17,18 @@ int memres_tool_replay (int argc, char **argv);     /* cmd-replay.c */
 int memres_tool_ipc_serve (int argc, char **argv);  /* cmd-ipc.c */
 int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 
-/* Prints "memres: MESSAGE" on one line to stderr and returns 1. MESSAGE is made printable:
- * control characters and bytes that are not UTF-8 escaped, shortened past 4 KiB. Quote user input
- * in a message of a command through _memres_show_input() (memres-printable.h). */
+/* Prints "memres: MESSAGE" on one line to stderr and returns the exit status: 2 for
+ * MEMRES_ERROR_INVALID_ARGUMENT (a bad operand: spec, option value, size, pattern), else 1.
+ * MESSAGE is made printable: control characters and bytes that are not UTF-8 escaped,
+ * shortened past 4 KiB. Quote user input in a message of a command through
+ * _memres_show_input() (memres-printable.h). With memres_tool_set_json_errors(), every error
+ * (these and usage errors) is also printed on stdout as JSON: {"error": {"message", "domain",
+ * "code", "code_name", "exit_status"}}. */
 int memres_tool_fail (const GError *error);
 /* The same for a message made from @format; returns 1. */
 int memres_tool_failf (const char *format, ...) G_GNUC_PRINTF (1, 2);
+/* main() calls it when the command line holds --json (or -j) before any "--". */
+void memres_tool_set_json_errors (gboolean enabled);
 /* @text made printable on one line and cut at 4 KiB, as memres_tool_fail() prints messages:
  * for messages printed in a command's output. (transfer full) */
 char *memres_tool_one_line (const char *text);

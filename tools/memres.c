@@ -33,6 +33,19 @@ print_usage (FILE *out)
                 "takes --json.\n");
 }
 
+/* TRUE when the command's options ask for JSON: errors found while parsing them (an unknown
+ * option, a bad operand) are JSON too. */
+static gboolean
+wants_json (int argc, char **argv)
+{
+  int i;
+
+  for (i = 2; i < argc && strcmp (argv[i], "--") != 0; i++)
+    if (strcmp (argv[i], "--json") == 0 || strcmp (argv[i], "-j") == 0)
+      return TRUE;
+  return FALSE;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -57,7 +70,10 @@ main (int argc, char **argv)
     }
   for (i = 0; i < G_N_ELEMENTS (commands); i++)
     if (strcmp (argv[1], commands[i].name) == 0)
-      return commands[i].run (argc - 1, argv + 1);
+      {
+        memres_tool_set_json_errors (wants_json (argc, argv));
+        return commands[i].run (argc - 1, argv + 1);
+      }
 
   {
     g_autofree char *shown = _memres_show_input (argv[1]);

@@ -50,25 +50,74 @@ memres_tool_error_code_name (const GError *error)
   return NULL;
 }
 
+/* Set by main() when the command line asks for --json: errors then also go to stdout, as a
+ * JSON object. */
+static gboolean json_errors;
+
+void
+memres_tool_set_json_errors (gboolean enabled)
+{
+  json_errors = enabled;
+}
+
+/* The one line on stderr ("memres: MESSAGE" or "memres COMMAND: MESSAGE (see ...)"), and with
+ * --json the same error as JSON on stdout: {"error": {"message", "domain", "code", "code_name",
+ * "exit_status"}} (domain, code and code_name null when the error has no GError). Returns
+ * @status. */
+static int
+report (const char *command, const char *message, const GError *error, int status)
+{
+  g_autofree char *text = memres_tool_one_line (message);
+
+  if (command != NULL)
+    g_printerr ("memres %s: %s (see memres %s --help)\n", command, text, command);
+  else
+    g_printerr ("memres: %s\n", text);
+  if (json_errors)
+    {
+      g_autofree char *out = NULL;
+      MemresJson json;
+
+      memres_json_init (&json);
+      memres_json_begin_object (&json, NULL);
+      memres_json_begin_object (&json, "error");
+      memres_json_string (&json, "message", message);
+      memres_json_string (&json, "domain",
+                          error != NULL ? g_quark_to_string (error->domain) : NULL);
+      if (error != NULL)
+        memres_json_int (&json, "code", error->code);
+      else
+        memres_json_string (&json, "code", NULL);
+      memres_json_string (&json, "code_name",
+                          error != NULL ? memres_tool_error_code_name (error) : NULL);
+      memres_json_int (&json, "exit_status", status);
+      memres_json_end_object (&json);
+      memres_json_end_object (&json);
+      out = memres_json_finish (&json);
+      g_print ("%s", out);
+    }
+  return status;
+}
+
 int
 memres_tool_failf (const char *format, ...)
 {
   g_autofree char *message = NULL;
-  g_autofree char *text = NULL;
   va_list args;
 
   va_start (args, format);
   message = g_strdup_vprintf (format, args);
   va_end (args);
-  text = memres_tool_one_line (message);
-  g_printerr ("memres: %s\n", text);
-  return 1;
+  return report (NULL, message, NULL, 1);
 }
 
 int
 memres_tool_fail (const GError *error)
 {
-  return memres_tool_failf ("%s", error->message);
+  /* a bad spec, option value, size or pattern is the user's operand: a usage error */
+  int status = g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT) ? 2 : 1;
+
+  return report (NULL, error->message, error, status);
 }
 
 /* An operand that starts like a negative number ("-1", "-2KiB", "-.5"): no option of a command
@@ -114,10 +163,7 @@ memres_tool_parse_options (GOptionContext *context, int *argc, char ***argv, GEr
 int
 memres_tool_usage_error (const char *command, const char *message)
 {
-  g_autofree char *text = memres_tool_one_line (message);
-
-  g_printerr ("memres %s: %s (see memres %s --help)\n", command, text, command);
-  return 2;
+  return report (command, message, NULL, 2);
 }
 
 void
@@ -135,25 +181,41 @@ memres_json_finish (MemresJson *json)
   return g_string_free (json->str, FALSE);
 }
 
+/* @text as a JSON string. Bytes that are not UTF-8 (plugins' strings, paths) become the
+ * six characters `\\xNN` (a backslash in the decoded string, as the text output shows them),
+ * so that the output is always valid JSON; control characters (C0, DEL, C1) are escaped. */
 static void
 append_escaped (GString *str, const char *text)
 {
   const char *p;
+  gsize len;
 
   g_string_append_c (str, '"');
-  for (p = text; *p != '\0'; p++)
+  for (p = text; *p != '\0'; p += len)
     {
-      guchar c = (guchar) *p;
+      gunichar c = (guchar) *p;
+
+      len = 1;
+      if (c >= 0x80)
+        {
+          c = g_utf8_get_char_validated (p, -1);
+          if (c == (gunichar) -1 || c == (gunichar) -2)
+            {
+              g_string_append_printf (str, "\\\\x%02x", (guchar) *p);
+              continue;
+            }
+          len = (gsize) (g_utf8_next_char (p) - p);
+        }
       if (c == '"' || c == '\\')
-        g_string_append_printf (str, "\\%c", c);
+        g_string_append_printf (str, "\\%c", (char) c);
       else if (c == '\n')
         g_string_append (str, "\\n");
       else if (c == '\t')
         g_string_append (str, "\\t");
-      else if (c < 0x20)
+      else if (c < 0x20 || (c >= 0x7f && c < 0xa0))
         g_string_append_printf (str, "\\u%04x", c);
       else
-        g_string_append_c (str, (char) c);
+        g_string_append_len (str, p, (gssize) len);
     }
   g_string_append_c (str, '"');
 }

@@ -10,7 +10,10 @@
  * ABI rules (what "part of the plugin ABI" means below):
  *  - A plugin built against headers of ABI MAJOR.MINOR loads into a core of ABI
  *    MAJOR.CORE_MINOR when CORE_MINOR >= MINOR. Anything else is refused with
- *    %MEMRES_PLUGIN_ERROR_ABI_MISMATCH before any plugin code runs.
+ *    %MEMRES_PLUGIN_ERROR_ABI_MISMATCH before any plugin code runs: the loader reads the
+ *    version from the plugin's ELF note (#MemresPluginNote) before it opens the file. (A plugin
+ *    built with headers older than 1.2 has no note: it is opened, which runs its ELF
+ *    constructors, and its descriptor function is called before the check.)
  *  - Minor versions only append: fields at the end of structs that carry a struct_size or a
  *    version, slots at the end of #MemresResourceOps, entries at the end of the driver table,
  *    values at the end of enums. Nothing is ever reordered, retyped or removed within a major.
@@ -80,7 +83,8 @@ G_BEGIN_DECLS
  *
  * Returns: %TRUE on success; %FALSE with @error set otherwise (any domain; the loader reports
  *   %MEMRES_PLUGIN_ERROR_INIT_FAILED with your message and discards every kind the plugin
- *   registered, then closes the module).
+ *   registered; the module stays loaded, since its code ran and may have left pointers into
+ *   it in process-wide state).
  *
  * Since: 1.0
  */
@@ -99,9 +103,10 @@ typedef gboolean (*MemresPluginInitFunc) (MemresPlugin *plugin, GError **error);
  * @init: registers the kinds (see #MemresPluginInitFunc)
  *
  * What a plugin's one exported function returns: static, const data that the loader checks
- * before it runs any plugin code. Never fill it by hand: MEMRES_PLUGIN_DEFINE() does it from
- * these headers, so rebuilding against new headers updates the versions by itself. Part of the
- * plugin ABI.
+ * before it runs the plugin's init (the ABI version and name were checked already, from the
+ * #MemresPluginNote, before the module was opened). Never fill it by hand: MEMRES_PLUGIN_DEFINE()
+ * does it from these headers, so rebuilding against new headers updates the versions by itself.
+ * Part of the plugin ABI.
  *
  * Since: 1.0
  */
@@ -115,6 +120,45 @@ typedef struct
   const char *description;
   MemresPluginInitFunc init;
 } MemresPluginDesc;
+
+/**
+ * MemresPluginNote:
+ * @namesz: 7, the length of @owner with its NUL
+ * @descsz: 40, the bytes from @abi_major to the end
+ * @type: %MEMRES_PLUGIN_NOTE_TYPE
+ * @owner: "memres"
+ * @abi_major: %MEMRES_PLUGIN_ABI_MAJOR of the headers the plugin was built with
+ * @abi_minor: %MEMRES_PLUGIN_ABI_MINOR of those headers
+ * @name: the plugin's name, NUL-padded
+ *
+ * An ELF note (section `.note.memres`) that MEMRES_PLUGIN_DEFINE() puts in every plugin: the
+ * loader reads it from the file with plain ELF parsing before it opens the module, so that a
+ * plugin built for another ABI, or whose name is not its file's, is refused before any of its
+ * code runs (ELF constructors and `g_module_check_init` included). A plugin without the note
+ * (built with headers older than 1.2) is checked through its descriptor, after opening.
+ * Never fill one by hand. Frozen layout (part of the plugin ABI).
+ *
+ * Since: 1.2
+ */
+typedef struct
+{
+  guint32 namesz;
+  guint32 descsz;
+  guint32 type;
+  char owner[8];
+  guint32 abi_major;
+  guint32 abi_minor;
+  char name[32];
+} MemresPluginNote;
+
+/**
+ * MEMRES_PLUGIN_NOTE_TYPE:
+ *
+ * The type of the #MemresPluginNote in `.note.memres`.
+ *
+ * Since: 1.2
+ */
+#define MEMRES_PLUGIN_NOTE_TYPE 1
 
 /**
  * MEMRES_PLUGIN_EXPORT:
@@ -143,13 +187,25 @@ typedef struct
  *
  * Defines the plugin's one exported symbol, `const MemresPluginDesc
  * *memres_plugin_<name>_get_desc (void)`, returning a static const #MemresPluginDesc filled from
- * these headers. Use it exactly once per module, at file scope. Build the module with
+ * these headers, and (since 1.2) the #MemresPluginNote the loader reads before it opens the
+ * module. Use it exactly once per module, at file scope. Build the module with
  * `-fvisibility=hidden` (Meson: `gnu_symbol_visibility: 'hidden'`) and make every other
  * function and variable `static`, so that this is the only exported symbol.
  *
  * Since: 1.0
  */
 #define MEMRES_PLUGIN_DEFINE(name, description, init)                                              \
+  __attribute__ ((section (".note.memres"), used,                                                  \
+                  aligned (4))) static const MemresPluginNote memres_plugin_note_##name##_         \
+      = {                                                                                          \
+          7,                                                                                       \
+          40,                                                                                      \
+          MEMRES_PLUGIN_NOTE_TYPE,                                                                 \
+          "memres",                                                                                \
+          MEMRES_PLUGIN_ABI_MAJOR,                                                                 \
+          MEMRES_PLUGIN_ABI_MINOR,                                                                 \
+          #name,                                                                                   \
+        };                                                                                         \
   MEMRES_PLUGIN_EXTERN_C_ MEMRES_PLUGIN_EXPORT const MemresPluginDesc                              \
       *memres_plugin_##name##_get_desc (void);                                                     \
   const MemresPluginDesc *memres_plugin_##name##_get_desc (void)                                   \
@@ -376,14 +432,18 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   flags. Called once per instance, right after init or import_handle succeeded and before
  *   the instance is returned to anybody; the core caches the answer. Cannot fail.
  *   Since: 1.0
- * @get_stats: optional. Fills @stats (zero-filled on entry): reserved_current, reserved_high,
- *   used_current, used_high, in bytes; the core overwrites n_buffers with its own count. A
- *   kind without a separate reservation reports reserved = used. Called from any thread,
+ * @get_stats: optional: without it, the core reports what it counts itself for every kind
+ *   (the bytes of the buffers allocated from the instance, their high-water mark, reserved =
+ *   used), so a kind needs no accounting of its own. @stats arrives filled with those counts
+ *   (since 1.2; zero-filled before): overwrite only what the kind knows better (a pool's
+ *   reserved bytes, the driver's used bytes); the core overwrites n_buffers with its own
+ *   count. Called from any thread,
  *   concurrently with allocate and deallocate: read the counters under the kind's own lock
  *   (or atomically) so that current <= high holds in what it returns. Errors: a
  *   %MEMRES_CUDA_ERROR (pool attribute queries). Since: 1.0
  * @reset_stats: optional. Resets the high-water marks (reserved_high, used_high) to the
- *   current values. Same threading as get_stats. Errors: a %MEMRES_CUDA_ERROR. Since: 1.0
+ *   current values, for what get_stats reports beyond the core's counts (which the core
+ *   resets itself). Same threading as get_stats. Errors: a %MEMRES_CUDA_ERROR. Since: 1.0
  * @trim: optional. Returns memory held but unused to the system, keeping at least
  *   @bytes_to_keep bytes reserved; live buffers are never touched. Any thread, concurrently
  *   with allocate and deallocate; it orders nothing on a stream (memory whose stream-ordered
