@@ -116,16 +116,19 @@ test_failures (void)
   assert_contains (alloc_must_throw (-5, 0), "a negative size (-5 bytes)");
   assert_contains (alloc_must_throw (4096, 64), "device 64 is not served");
   assert_contains (alloc_must_throw (4096, -1), "device -1 is not served");
-  /* a size no memory has (refused by memres before any allocator sees it) */
-  {
-    std::string m = alloc_must_throw (G_MAXSSIZE, 0);
+  /* a size no memory has, from dmr (suite fake; the host kind would hand it to malloc, which
+   * a sanitizer aborts on: test-allocator checks the host case through sizes memres refuses,
+   * which ssize_t cannot carry) */
+  if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") == NULL)
+    {
+      std::string m = alloc_must_throw (G_MAXSSIZE, 0);
 
-    assert_contains (m, "memres allocator: device 0: allocating");
-    /* a second failure throws too (the log is once only, the exception every time) */
-    assert_contains (alloc_must_throw (G_MAXSSIZE, 0), "memres allocator: device 0: allocating");
-  }
+      assert_contains (m, "memres allocator: device 0: allocating");
+      /* a second failure throws too (the log is once only, the exception every time) */
+      assert_contains (alloc_must_throw (G_MAXSSIZE, 0), "memres allocator: device 0: allocating");
+    }
   g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
-  g_assert_cmpuint (n_warnings, >=, 1);
+  g_assert_cmpuint (n_warnings, >=, 1); /* the device warning, at least */
   /* the library still works after the failures */
   void *p = shim.alloc (100, 0, NULL);
   g_assert_nonnull (p);
