@@ -1,5 +1,6 @@
 /* memres - CUDA memory resources
- * dlpack.c: buffers as DLPack 1.x tensors and DLPack tensors as buffers. The exported tensor is
+ * dlpack.c: buffers as DLPack 1.x (or unversioned 0.x) tensors and DLPack 1.x tensors as
+ * buffers. The exported tensor is
  * one allocation (the structure, then its shape and strides) holding a reference on the
  * buffer; a wrapped tensor is a buffer of foreign memory whose release calls the tensor's
  * deleter. Both directions check the tensor's geometry with the same function. */
@@ -161,11 +162,78 @@ typedef struct
   gint64 dims[]; /* ndim extents, then ndim strides */
 } ExportedTensor;
 
+/* The same for the unversioned (DLPack 0.x) tensor. */
+typedef struct
+{
+  MemresDLManagedTensor tensor;
+  gint64 dims[];
+} ExportedTensorUnversioned;
+
 static void
 exported_tensor_delete (MemresDLManagedTensorVersioned *self)
 {
   memres_buffer_unref (self->manager_ctx);
   g_free (self);
+}
+
+static void
+exported_tensor_unversioned_delete (MemresDLManagedTensor *self)
+{
+  memres_buffer_unref (self->manager_ctx);
+  g_free (self);
+}
+
+/* Checks what an export of @buf is asked for. */
+static gboolean
+check_export (MemresBuffer *buf, MemresDLDataType dtype, gint ndim, const gint64 *shape,
+              const gint64 *strides, guint64 byte_offset, GError **error)
+{
+  TensorSpan span;
+  guint64 first, end;
+
+  if (memres_buffer_is_closed (buf))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
+      return FALSE;
+    }
+  if (!tensor_span (dtype, ndim, shape, strides, &span, error)
+      || !span_from_base (&span, byte_offset, &first, &end, error))
+    return FALSE;
+  if (span.size > 0 && end > memres_buffer_get_size (buf))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "DLPack tensor: its elements end at byte %" G_GUINT64_FORMAT
+                   ", past the buffer's %" G_GSIZE_FORMAT " bytes",
+                   end, memres_buffer_get_size (buf));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* Fills @t for @buf (checked by check_export()); @dims has room for 2 × @ndim values. */
+static void
+fill_tensor (MemresDLTensor *t, gint64 *dims, MemresBuffer *buf, MemresDLDataType dtype, gint ndim,
+             const gint64 *shape, const gint64 *strides, guint64 byte_offset)
+{
+  t->data = memres_buffer_get_pointer (buf);
+  t->device = buffer_dl_device (buf);
+  t->ndim = ndim;
+  t->dtype = dtype;
+  t->byte_offset = byte_offset;
+  if (ndim > 0)
+    {
+      gint64 compact = 1;
+
+      t->shape = dims;
+      t->strides = dims + ndim;
+      memcpy (t->shape, shape, (gsize) ndim * sizeof (gint64));
+      for (gint i = ndim - 1; i >= 0; i--)
+        {
+          /* tensor_span() checked that these products fit */
+          t->strides[i] = strides != NULL ? strides[i] : compact;
+          compact *= MAX (shape[i], 1);
+        }
+    }
 }
 
 /**
@@ -198,6 +266,8 @@ exported_tensor_delete (MemresDLManagedTensorVersioned *self)
  *
  * For Python, a capsule named `"dltensor_versioned"` over the returned pointer is what
  * `torch.from_dlpack()` and `cupy.from_dlpack()` take (docs/interop.md has the ctypes recipe).
+ * A consumer that asks for no version (`__dlpack__()` without `max_version`, as JAX 0.11 does)
+ * gets memres_buffer_export_dlpack_unversioned() in a `"dltensor"` capsule instead.
  *
  * Thread safety: like every call on @buf; the tensor may be deleted in any thread.
  *
@@ -217,56 +287,70 @@ memres_buffer_export_dlpack (MemresBuffer *buf, MemresDLDataType dtype, gint ndi
                              GError **error)
 {
   ExportedTensor *exported;
-  MemresDLTensor *t;
-  TensorSpan span;
-  guint64 first, end;
 
   g_return_val_if_fail (buf != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  if (memres_buffer_is_closed (buf))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
-      return NULL;
-    }
-  if (!tensor_span (dtype, ndim, shape, strides, &span, error)
-      || !span_from_base (&span, byte_offset, &first, &end, error))
+  if (!check_export (buf, dtype, ndim, shape, strides, byte_offset, error))
     return NULL;
-  if (span.size > 0 && end > memres_buffer_get_size (buf))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "DLPack tensor: its elements end at byte %" G_GUINT64_FORMAT
-                   ", past the buffer's %" G_GSIZE_FORMAT " bytes",
-                   end, memres_buffer_get_size (buf));
-      return NULL;
-    }
-
   exported = g_malloc0 (sizeof *exported + 2 * (gsize) ndim * sizeof (gint64));
   exported->tensor.version.major = MEMRES_DLPACK_MAJOR_VERSION;
   exported->tensor.version.minor = MEMRES_DLPACK_MINOR_VERSION;
   exported->tensor.manager_ctx = memres_buffer_ref (buf);
   exported->tensor.deleter = exported_tensor_delete;
   exported->tensor.flags = 0;
-  t = &exported->tensor.dl_tensor;
-  t->data = memres_buffer_get_pointer (buf);
-  t->device = buffer_dl_device (buf);
-  t->ndim = ndim;
-  t->dtype = dtype;
-  t->byte_offset = byte_offset;
-  if (ndim > 0)
-    {
-      gint64 compact = 1;
+  fill_tensor (&exported->tensor.dl_tensor, exported->dims, buf, dtype, ndim, shape, strides,
+               byte_offset);
+  return &exported->tensor;
+}
 
-      t->shape = exported->dims;
-      t->strides = exported->dims + ndim;
-      memcpy (t->shape, shape, (gsize) ndim * sizeof (gint64));
-      for (gint i = ndim - 1; i >= 0; i--)
-        {
-          /* tensor_span() checked that these products fit */
-          t->strides[i] = strides != NULL ? strides[i] : compact;
-          compact *= MAX (shape[i], 1);
-        }
-    }
+/**
+ * memres_buffer_export_dlpack_unversioned:
+ * @buf: an open #MemresBuffer
+ * @dtype: the element type
+ * @ndim: number of dimensions, 0 (a scalar) to %MEMRES_DLPACK_MAX_NDIM
+ * @shape: (array length=ndim) (nullable): the extents (%NULL only with @ndim 0)
+ * @strides: (array length=ndim) (nullable): strides in elements (negative ones allowed), or
+ *   %NULL for a compact row-major tensor
+ * @byte_offset: bytes from the buffer's start to the first element
+ * @error: return location for a #GError, or %NULL
+ *
+ * As memres_buffer_export_dlpack(), in the unversioned layout of DLPack before 1.0
+ * (#MemresDLManagedTensor: no version, no flags, so nothing says "read-only" or "copied":
+ * the memory is the buffer's, writable). This is what a consumer gets that calls
+ * `__dlpack__()` without `max_version` (or with one below 1.0), as JAX 0.11 does; in Python
+ * it goes into a capsule named `"dltensor"`. The same tensor, device and rules: it holds a
+ * reference on @buf until the consumer calls `tensor->deleter (tensor)`, exactly once, from any
+ * thread; memres_buffer_close() on @buf frees the memory under the consumer; no stream
+ * synchronization is done.
+ *
+ * Thread safety: like every call on @buf; the tensor may be deleted in any thread.
+ *
+ * Errors: as memres_buffer_export_dlpack(): %MEMRES_ERROR_CLOSED,
+ * %MEMRES_ERROR_INVALID_ARGUMENT for bad geometry, %MEMRES_ERROR_NOT_SUPPORTED for elements
+ * that are not whole bytes.
+ *
+ * Returns: (transfer full): a new tensor, to be released with its deleter; %NULL on error
+ *
+ * Since: 1.2
+ */
+MemresDLManagedTensor *
+memres_buffer_export_dlpack_unversioned (MemresBuffer *buf, MemresDLDataType dtype, gint ndim,
+                                         const gint64 *shape, const gint64 *strides,
+                                         guint64 byte_offset, GError **error)
+{
+  ExportedTensorUnversioned *exported;
+
+  g_return_val_if_fail (buf != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (!check_export (buf, dtype, ndim, shape, strides, byte_offset, error))
+    return NULL;
+  exported = g_malloc0 (sizeof *exported + 2 * (gsize) ndim * sizeof (gint64));
+  exported->tensor.manager_ctx = memres_buffer_ref (buf);
+  exported->tensor.deleter = exported_tensor_unversioned_delete;
+  fill_tensor (&exported->tensor.dl_tensor, exported->dims, buf, dtype, ndim, shape, strides,
+               byte_offset);
   return &exported->tensor;
 }
 

@@ -24,7 +24,7 @@ esac
 if [ ! -d "$builddir" ]; then
   # The whole project gets coverage instrumentation (fuzzer-no-link) and the sanitizers, so
   # that libFuzzer sees inside the core code it calls.
-  CC=${CC:-clang} meson setup "$builddir" "$top" \
+  CC=${CC:-clang} CXX=${CXX:-clang++} meson setup "$builddir" "$top" \
     -Dfuzzing=true -Dtests=false -Dbuildtype=debug \
     -Db_sanitize=address,undefined -Db_lundef=false \
     -Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined -fno-omit-frame-pointer"

@@ -4,7 +4,7 @@
  * environment variable; every live allocation is kept in a table sharded by pointer (a hash
  * picks the shard, a mutex of its own guards each), so that free finds the buffer from the
  * pointer alone, in any thread, without a scan and without a global lock. */
-#include "memres-allocator.h"
+#include "memres-allocator-private.h"
 
 #include <memres/memres-plugin.h>
 
@@ -16,7 +16,7 @@ typedef struct
 {
   GMutex lock;         /* held while the resource is made */
   MemresResource *mr;  /* set once under @lock; read with an atomic load */
-  gboolean failed;     /* making it failed (logged once); no later try */
+  GError *failure;     /* why making it failed (logged once); no later try */
   gint failure_logged; /* an allocation failure was logged (atomic) */
   gint64 n_buffers;    /* live allocations (atomic builtins) */
 } Device;
@@ -107,20 +107,22 @@ make_resource (int device, GError **error)
   return g_steal_pointer (&mr);
 }
 
-/* The resource of @device, made on first use; NULL (logged once) when it cannot be made. */
+/* The resource of @device, made on first use; NULL when it cannot be made (logged once with
+ * g_warning(); @error is set on every call, with the message of the first failure). */
 static MemresResource *
-device_resource (int device)
+device_resource (int device, GError **error)
 {
   Device *d;
   MemresResource *mr;
 
   if (device < 0 || device >= MEMRES_ALLOCATOR_MAX_DEVICES)
     {
-      g_autoptr (GError) error = g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+      g_autoptr (GError) local = g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                                               "device %d is not served (0 to %d are)", device,
                                               MEMRES_ALLOCATOR_MAX_DEVICES - 1);
 
-      log_once (&bad_call_logged, "allocation", error);
+      log_once (&bad_call_logged, "allocation", local);
+      g_propagate_prefixed_error (error, g_steal_pointer (&local), "memres allocator: ");
       return NULL;
     }
   d = &devices[device];
@@ -129,29 +131,35 @@ device_resource (int device)
     return mr;
 
   g_mutex_lock (&d->lock);
-  if (d->mr == NULL && !d->failed)
+  if (d->mr == NULL && d->failure == NULL)
     {
-      g_autoptr (GError) error = NULL;
+      g_autoptr (GError) local = NULL;
 
-      mr = make_resource (device, &error);
+      mr = make_resource (device, &local);
       if (mr == NULL)
         {
-          d->failed = TRUE;
-          g_warning ("memres allocator: device %d: no resource: %s", device, error->message);
+          d->failure = g_error_copy (local);
+          g_warning ("memres allocator: device %d: no resource: %s", device, local->message);
         }
       g_atomic_pointer_set (&d->mr, mr);
     }
   mr = d->mr;
+  if (mr == NULL && error != NULL)
+    {
+      *error = g_error_copy (d->failure);
+      g_prefix_error (error, "memres allocator: device %d: no resource: ", device);
+    }
   g_mutex_unlock (&d->lock);
   return mr;
 }
 
 /* Allocates @size bytes on @stream from @device's resource and records the buffer under its
- * pointer. */
+ * pointer. A failure is logged (once at warning level per device, then at debug level) and set
+ * in @error (NULL returned); a @size of 0 gives NULL without an error. */
 static void *
-allocate (gsize size, int device, MemresStream stream)
+allocate (gsize size, int device, MemresStream stream, GError **error)
 {
-  g_autoptr (GError) error = NULL;
+  g_autoptr (GError) local = NULL;
   MemresResource *mr;
   MemresBuffer *buf;
   Entry *entry;
@@ -159,16 +167,17 @@ allocate (gsize size, int device, MemresStream stream)
 
   if (size == 0)
     return NULL; /* nothing to allocate; freeing NULL does nothing */
-  mr = device_resource (device);
+  mr = device_resource (device, error);
   if (mr == NULL)
     return NULL;
-  buf = memres_resource_allocate (mr, size, stream, &error);
+  buf = memres_resource_allocate (mr, size, stream, &local);
   if (buf == NULL)
     {
       g_autofree char *what
           = g_strdup_printf ("device %d: allocating %" G_GSIZE_FORMAT " bytes", device, size);
 
-      log_once (&devices[device].failure_logged, what, error);
+      log_once (&devices[device].failure_logged, what, local);
+      g_propagate_prefixed_error (error, g_steal_pointer (&local), "memres allocator: %s: ", what);
       return NULL;
     }
   entry = g_new (Entry, 1);
@@ -267,42 +276,54 @@ explicit_stream (void *stream)
   return stream != NULL ? (MemresStream) stream : MEMRES_STREAM_LEGACY;
 }
 
-/**
- * memres_torch_alloc:
- * @size: bytes (0 gives %NULL; negative: %NULL, logged)
- * @device: the CUDA device ordinal
- * @stream: the `cudaStream_t`/`CUstream` the allocation is ordered on (%NULL: the legacy
- *   default stream)
- *
- * The allocation function of `torch.cuda.memory.CUDAPluggableAllocator`
- * (`void *alloc (ssize_t size, int device, cudaStream_t stream)`). Allocates from the device's
- * resource: the spec in `MEMRES_ALLOCATOR_RESOURCE_<device>`, else in
- * `MEMRES_ALLOCATOR_RESOURCE` (`{device}` in it is replaced by the ordinal; a spec or an
- * `@name`), else %MEMRES_ALLOCATOR_DEFAULT_SPEC; the resource is made on the first allocation
- * for the device (memres_allocator_get_resource()) and kept for the life of the process.
- *
- * Errors cannot be returned through torch's signature: a failure (no resource for the device,
- * out of memory, a driver error) returns %NULL, which torch turns into its own
- * out-of-memory error; the GError is logged with g_warning() the first time for each device
- * and with g_debug() afterwards.
- *
- * Thread safety: may be called from any thread, concurrently with every function here.
- *
- * Returns: the pointer (a `CUdeviceptr` for device memory), or %NULL
- */
+/* The allocation of memres_torch_alloc(), both builds (memres-allocator-private.h). */
 void *
-memres_torch_alloc (ssize_t size, int device, void *stream)
+_memres_allocator_torch_alloc (ssize_t size, int device, void *stream, GError **error)
 {
   if (size < 0)
     {
-      g_autoptr (GError) error
+      g_autoptr (GError) local
           = g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                          "a negative size (%" G_GSSIZE_FORMAT " bytes)", (gssize) size);
 
-      log_once (&bad_call_logged, "allocation", error);
+      log_once (&bad_call_logged, "allocation", local);
+      g_propagate_prefixed_error (error, g_steal_pointer (&local), "memres allocator: ");
       return NULL;
     }
-  return allocate ((gsize) size, device, explicit_stream (stream));
+  return allocate ((gsize) size, device, explicit_stream (stream), error);
+}
+
+#ifndef MEMRES_ALLOCATOR_TORCH_THROWS
+/* Without a C++ compiler: the C entry point, which can only return NULL. With one,
+ * memres-allocator-torch.cc defines memres_torch_alloc() (documented there). */
+void *
+memres_torch_alloc (ssize_t size, int device, void *stream)
+{
+  return _memres_allocator_torch_alloc (size, device, stream, NULL);
+}
+#endif
+
+/**
+ * memres_torch_alloc_throws:
+ *
+ * Tells which memres_torch_alloc() this library was built with: with a C++ compiler, it throws
+ * a C++ exception (a `std::runtime_error` carrying the GError's message) on failure, which
+ * torch turns into a Python `RuntimeError`; without one it returns %NULL, and torch 2.x does not
+ * check the pointer: the tensor gets address 0 and the first kernel touching it faults the
+ * context (docs/interop.md). Use memres with torch only where this returns %TRUE.
+ *
+ * Thread safety: any thread.
+ *
+ * Returns: %TRUE when memres_torch_alloc() throws on failure
+ */
+gboolean
+memres_torch_alloc_throws (void)
+{
+#ifdef MEMRES_ALLOCATOR_TORCH_THROWS
+  return TRUE;
+#else
+  return FALSE;
+#endif
 }
 
 /**
@@ -407,15 +428,18 @@ memres_torch_empty_cache (void)
  * Work on non-blocking streams (`cupy.cuda.Stream(non_blocking=True)`) is not ordered with
  * it: synchronize such a stream before dropping its arrays, or pass it as @param.
  *
- * Otherwise as memres_torch_alloc(): the same resources, the same table, %NULL with the
- * GError logged once on failure.
+ * Otherwise as memres_torch_alloc(): the same resources, the same table; on failure %NULL,
+ * with the GError logged (g_warning() the first time per device, g_debug() afterwards). CuPy's
+ * `CFunctionAllocator` does not check the pointer (CuPy 14 makes an array at address 0 from a
+ * %NULL): use it through memres_interop.Allocator.cupy_allocator(), which raises
+ * `cupy.cuda.memory.OutOfMemoryError` for a %NULL (docs/interop.md).
  *
  * Returns: the pointer, or %NULL
  */
 void *
 memres_cupy_malloc (void *param, size_t size, int device)
 {
-  return allocate (size, device, explicit_stream (param));
+  return allocate (size, device, explicit_stream (param), NULL);
 }
 
 /**
@@ -451,7 +475,7 @@ memres_cupy_free (void *param, void *ptr, int device)
 MemresResource *
 memres_allocator_get_resource (int device)
 {
-  return device_resource (device);
+  return device_resource (device, NULL);
 }
 
 /**

@@ -29,13 +29,19 @@ G_BEGIN_DECLS
  */
 #define MEMRES_ALLOCATOR_MAX_DEVICES 64
 
-/* PyTorch: CUDAPluggableAllocator (alloc, free) and the optional hooks of its C++ API. */
+/* PyTorch: CUDAPluggableAllocator (alloc, free) and the optional hooks of its C++ API.
+ * torch does not check the pointer alloc returns: built with a C++ compiler,
+ * memres_torch_alloc() throws a std::runtime_error on failure (torch raises RuntimeError) and
+ * memres_torch_alloc_throws() returns TRUE; built without one, it returns NULL and torch makes
+ * a tensor at address 0 (never use that build with torch). Call it from C++ only. */
 void *memres_torch_alloc (ssize_t size, int device, void *stream);
+gboolean memres_torch_alloc_throws (void);
 void memres_torch_free (void *ptr, ssize_t size, int device, void *stream);
 void memres_torch_record_stream (void *ptr, void *stream);
 void memres_torch_empty_cache (void);
 
-/* CuPy: CFunctionAllocator (param: NULL for the legacy default stream, or a CUstream). */
+/* CuPy: CFunctionAllocator (param: NULL for the legacy default stream, or a CUstream). NULL on
+ * failure, which CuPy does not check: wrap it (memres_interop.Allocator.cupy_allocator()). */
 void *memres_cupy_malloc (void *param, size_t size, int device);
 void memres_cupy_free (void *param, void *ptr, int device);
 

@@ -10,8 +10,10 @@ The recipe of docs/interop.md as a module the tests and benchmarks share (copy i
   back = lib.buffer_from_dlpack(torch_tensor)      # a MemresBuffer over torch's memory
 
   alloc = Allocator()                              # libmemres-allocator ($MEMRES_ALLOCATOR_LIB)
+  assert alloc.torch_alloc_throws()                # torch does not check a NULL: needs the C++ build
   torch.cuda.memory.change_current_allocator(
       torch.cuda.memory.CUDAPluggableAllocator(alloc.path, "memres_torch_alloc", "memres_torch_free"))
+  cupy.cuda.set_allocator(alloc.cupy_allocator(cupy))  # raises OutOfMemoryError for a NULL
 
 Environment: MEMRES_LIBMEMRES (path of libmemres.so), MEMRES_ALLOCATOR_LIB (path of
 libmemres-allocator.so), MEMRES_PLUGIN_PATH (the plugins), as `meson devenv` or the test suite set them.
@@ -72,12 +74,22 @@ DLManagedTensorVersioned._fields_ = [("version", DLPackVersion), ("manager_ctx",
                                      ("deleter", DELETER), ("flags", ctypes.c_uint64),
                                      ("dl_tensor", DLTensor)]
 
+# the unversioned tensor of DLPack 0.x, for consumers that ask for no version (JAX 0.11)
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+LEGACY_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", vp),
+                            ("deleter", LEGACY_DELETER)]
+
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged = 1, 2, 3, 13
 DTYPES = {"uint8": (1, 8), "int32": (0, 32), "int64": (0, 64), "float32": (2, 32),
           "float64": (2, 64), "float16": (2, 16)}
 
 CAPSULE_NAME = b"dltensor_versioned"
 USED_CAPSULE_NAME = b"used_dltensor_versioned"
+LEGACY_CAPSULE_NAME = b"dltensor"  # DLPack 0.x; the consumer renames it "used_dltensor"
 
 _api = ctypes.pythonapi
 _api.PyCapsule_New.restype = ctypes.py_object
@@ -89,10 +101,11 @@ _api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
-# The capsule's destructor: a tensor nobody consumed (the name is still "dltensor_versioned")
-# is deleted; a consumer renames the capsule to "used_dltensor_versioned" and owns the tensor.
-# It gets the dying capsule as a raw pointer: no Python reference may be made to it there, so
-# the capsule calls below take the address (PYFUNCTYPE: called with the GIL held).
+# The capsules' destructors: a tensor nobody consumed (the name is still "dltensor_versioned",
+# or "dltensor" for the unversioned one) is deleted; a consumer renames the capsule
+# ("used_dltensor_versioned", "used_dltensor") and owns the tensor. A destructor gets the dying
+# capsule as a raw pointer: no Python reference may be made to it there, so the capsule calls
+# below take the address (PYFUNCTYPE: called with the GIL held).
 CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, vp)
 _is_valid_raw = ctypes.PYFUNCTYPE(ctypes.c_int, vp, ctypes.c_char_p)(
     ("PyCapsule_IsValid", ctypes.pythonapi))
@@ -100,19 +113,33 @@ _get_pointer_raw = ctypes.PYFUNCTYPE(vp, vp, ctypes.c_char_p)(
     ("PyCapsule_GetPointer", ctypes.pythonapi))
 
 
-@CAPSULE_DESTRUCTOR
-def _capsule_destructor(capsule_ptr):
-    if _is_valid_raw(capsule_ptr, CAPSULE_NAME):
-        t = ctypes.cast(_get_pointer_raw(capsule_ptr, CAPSULE_NAME),
-                        ctypes.POINTER(DLManagedTensorVersioned))
+def _delete_unconsumed(capsule_ptr, name, tensor_type):
+    if _is_valid_raw(capsule_ptr, name):
+        t = ctypes.cast(_get_pointer_raw(capsule_ptr, name), ctypes.POINTER(tensor_type))
         if t.contents.deleter:
             t.contents.deleter(t)
+
+
+@CAPSULE_DESTRUCTOR
+def _capsule_destructor(capsule_ptr):
+    _delete_unconsumed(capsule_ptr, CAPSULE_NAME, DLManagedTensorVersioned)
+
+
+@CAPSULE_DESTRUCTOR
+def _legacy_capsule_destructor(capsule_ptr):
+    _delete_unconsumed(capsule_ptr, LEGACY_CAPSULE_NAME, DLManagedTensor)
 
 
 def capsule_from_tensor(tensor_ptr):
     """A "dltensor_versioned" capsule over a DLManagedTensorVersioned pointer (an int)."""
     return _api.PyCapsule_New(tensor_ptr, CAPSULE_NAME,
                               ctypes.cast(_capsule_destructor, vp).value)
+
+
+def legacy_capsule_from_tensor(tensor_ptr):
+    """A "dltensor" capsule over an unversioned DLManagedTensor pointer (an int)."""
+    return _api.PyCapsule_New(tensor_ptr, LEGACY_CAPSULE_NAME,
+                              ctypes.cast(_legacy_capsule_destructor, vp).value)
 
 
 def tensor_from_capsule(capsule):
@@ -171,6 +198,11 @@ class Memres:
                                              ctypes.POINTER(ctypes.c_int64),
                                              ctypes.POINTER(ctypes.c_int64), ctypes.c_uint64,
                                              err_p]),
+            "memres_buffer_export_dlpack_unversioned": (ctypes.POINTER(DLManagedTensor),
+                                                        [vp, DLDataType, ctypes.c_int,
+                                                         ctypes.POINTER(ctypes.c_int64),
+                                                         ctypes.POINTER(ctypes.c_int64),
+                                                         ctypes.c_uint64, err_p]),
             "memres_buffer_new_for_dlpack": (vp, [ctypes.POINTER(DLManagedTensorVersioned),
                                                   err_p]),
             "memres_error_quark": (ctypes.c_uint32, []),
@@ -220,13 +252,16 @@ class Memres:
     def size(self, buf):
         return self.lib.memres_buffer_get_size(buf)
 
-    def export_dlpack(self, buf, dtype, shape, strides=None, byte_offset=0):
+    def export_dlpack(self, buf, dtype, shape, strides=None, byte_offset=0, versioned=True):
+        """memres_buffer_export_dlpack() (a DLManagedTensorVersioned pointer), or with
+        versioned=False memres_buffer_export_dlpack_unversioned() (a DLManagedTensor one)."""
         code, bits = DTYPES[dtype]
         n = len(shape)
         shape_a = (ctypes.c_int64 * max(n, 1))(*shape)
         strides_a = (ctypes.c_int64 * n)(*strides) if strides is not None else None
-        return self._call(self.lib.memres_buffer_export_dlpack, buf, DLDataType(code, bits, 1),
-                          n, shape_a, strides_a, byte_offset)
+        fn = (self.lib.memres_buffer_export_dlpack if versioned
+              else self.lib.memres_buffer_export_dlpack_unversioned)
+        return self._call(fn, buf, DLDataType(code, bits, 1), n, shape_a, strides_a, byte_offset)
 
     def buffer_from_dlpack(self, obj):
         """A MemresBuffer over another library's array (its __dlpack__ with max_version 1.0);
@@ -242,12 +277,14 @@ class Memres:
 
 class DLPackExport:
     """A memres buffer seen by array libraries: torch.from_dlpack(x), cupy.from_dlpack(x),
-    jax.dlpack.from_dlpack(x) call __dlpack__ and get a "dltensor_versioned" capsule."""
+    jax.dlpack.from_dlpack(x) call __dlpack__ and get a "dltensor_versioned" capsule when they
+    pass max_version >= (1, 0), an unversioned "dltensor" one when they pass none (JAX 0.11)."""
 
     def __init__(self, memres, buf, dtype, shape, strides=None, byte_offset=0, on_delete=None):
         self.memres, self.buf = memres, buf
         self.dtype, self.shape, self.strides, self.byte_offset = dtype, shape, strides, byte_offset
         self.on_delete = on_delete  # called once per exported tensor, when its deleter runs
+        self.exported_versions = []  # "1.x" or "0.x", one per __dlpack__ call
         self._deleters = []  # keeps the counting callbacks alive
         probe = memres.export_dlpack(buf, dtype, shape, strides, byte_offset)
         self.device = (probe.contents.dl_tensor.device.device_type,
@@ -257,27 +294,31 @@ class DLPackExport:
     def __dlpack_device__(self):
         return self.device
 
+    def _count_deletes(self, t, deleter_type):
+        # a copy of the pointer: the field itself is about to change
+        original = deleter_type(ctypes.cast(t.contents.deleter, vp).value)
+        cb = self.on_delete
+
+        @deleter_type
+        def counting(self_ptr):
+            cb()
+            original(self_ptr)
+
+        self._deleters.append((counting, original))
+        t.contents.deleter = counting
+
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        if max_version is None or max_version[0] < 1:
-            raise BufferError("memres exports DLPack 1.x tensors only (pass max_version)")
         if copy:
             raise BufferError("memres exports without a copy")
         # stream: the consumer's stream; memres's work is synchronized before export here
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
         t = self.memres.export_dlpack(self.buf, self.dtype, self.shape, self.strides,
-                                      self.byte_offset)
+                                      self.byte_offset, versioned=versioned)
+        self.exported_versions.append("1.x" if versioned else "0.x")
         if self.on_delete is not None:
-            # a copy of the pointer: the field itself is about to change
-            original = DELETER(ctypes.cast(t.contents.deleter, vp).value)
-            cb = self.on_delete
-
-            @DELETER
-            def counting(self_ptr):
-                cb()
-                original(self_ptr)
-
-            self._deleters.append((counting, original))
-            t.contents.deleter = counting
-        return capsule_from_tensor(ctypes.cast(t, vp).value)
+            self._count_deletes(t, DELETER if versioned else LEGACY_DELETER)
+        ptr = ctypes.cast(t, vp).value
+        return capsule_from_tensor(ptr) if versioned else legacy_capsule_from_tensor(ptr)
 
 
 class Allocator:
@@ -291,6 +332,8 @@ class Allocator:
         lib.memres_allocator_count_buffers.restype = ctypes.c_uint64
         lib.memres_allocator_count_buffers.argtypes = [ctypes.c_int]
         lib.memres_torch_empty_cache.restype = None
+        lib.memres_torch_alloc_throws.restype = ctypes.c_int
+        lib.memres_torch_alloc_throws.argtypes = []
 
     def fn_address(self, name):
         return ctypes.cast(getattr(self.lib, name), vp).value
@@ -303,3 +346,26 @@ class Allocator:
 
     def empty_cache(self):
         self.lib.memres_torch_empty_cache()
+
+    def torch_alloc_throws(self):
+        """True when memres_torch_alloc throws on failure (the build with a C++ compiler): the
+        only build to give torch, which does not check a NULL pointer."""
+        return bool(self.lib.memres_torch_alloc_throws())
+
+    def cupy_allocator(self, cupy, param=0):
+        """memres as CuPy's allocator: a CFunctionAllocator over memres_cupy_malloc/free, and a
+        check CuPy does not make (CuPy 14 makes an array at address 0 from a NULL): a failed
+        allocation raises cupy.cuda.memory.OutOfMemoryError. Pass it to cupy.cuda.set_allocator.
+        param: 0 for the legacy default stream, or a CUstream (int)."""
+        cfa = cupy.cuda.memory.CFunctionAllocator(param, self.fn_address("memres_cupy_malloc"),
+                                                  self.fn_address("memres_cupy_free"), self)
+        oom = cupy.cuda.memory.OutOfMemoryError
+
+        def malloc(size):
+            mp = cfa.malloc(size)
+            if size > 0 and mp.ptr == 0:
+                raise oom(size, -1)
+            return mp
+
+        malloc.c_function_allocator = cfa
+        return malloc

@@ -3,7 +3,7 @@
  * device types, type codes and flag bits. The build passes the header it found as
  * MEMRES_REAL_DLPACK_H (torch's copy, or the system's); without one the test skips. A header
  * older than DLPack 1.0 has no DLManagedTensorVersioned: then only the shared structures are
- * compared and that part is skipped. */
+ * compared (with the unversioned DLManagedTensor) and that part is skipped. */
 #include <memres/memres.h>
 
 #include <stddef.h>
@@ -61,6 +61,12 @@ test_shared_structures (void)
   g_assert_cmpint (MEMRES_DL_OPAQUE_HANDLE, ==, kDLOpaqueHandle);
   g_assert_cmpint (MEMRES_DL_BFLOAT, ==, kDLBfloat);
   g_assert_cmpint (MEMRES_DL_COMPLEX, ==, kDLComplex);
+
+  /* the unversioned tensor of DLPack 0.x (still in 1.x headers) */
+  SAME_SIZE (MemresDLManagedTensor, DLManagedTensor);
+  SAME_FIELD (MemresDLManagedTensor, DLManagedTensor, dl_tensor);
+  SAME_FIELD (MemresDLManagedTensor, DLManagedTensor, manager_ctx);
+  SAME_FIELD (MemresDLManagedTensor, DLManagedTensor, deleter);
 #endif
 }
 

@@ -311,6 +311,11 @@ assert_export_fails (MemresBuffer *buf, MemresDLDataType dtype, gint ndim, const
       memres_buffer_export_dlpack (buf, dtype, ndim, shape, strides, byte_offset, &error));
   g_assert_error (error, MEMRES_ERROR, code);
   mt_assert_printable (error->message, 300);
+  g_clear_error (&error);
+  /* the unversioned export checks the same */
+  g_assert_null (memres_buffer_export_dlpack_unversioned (buf, dtype, ndim, shape, strides,
+                                                          byte_offset, &error));
+  g_assert_error (error, MEMRES_ERROR, code);
 }
 
 static void
@@ -492,6 +497,153 @@ test_round_trip_device (void)
     }
 }
 
+/* The unversioned (DLPack 0.x) tensor: a deleter that counts its calls. */
+static void (*saved_unversioned_deleter) (MemresDLManagedTensor *);
+
+static void
+counting_unversioned_deleter (MemresDLManagedTensor *self)
+{
+  n_export_deleted++;
+  saved_unversioned_deleter (self);
+}
+
+static void
+count_unversioned_deletes (MemresDLManagedTensor *t)
+{
+  saved_unversioned_deleter = t->deleter;
+  n_export_deleted = 0;
+  t->deleter = counting_unversioned_deleter;
+}
+
+static void
+unversioned_release (gpointer data)
+{
+  MemresDLManagedTensor *t = data;
+
+  t->deleter (t);
+}
+
+/* The fields of an unversioned export: as the versioned one's, and the tensor keeps the buffer
+ * until its deleter runs, once. */
+static void
+test_unversioned_fields (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  MemresBuffer *buf = mt_alloc_ok (mr, 4096, NULL);
+  const gint64 shape[] = { 4, 128 };
+  const gint64 strides[] = { 1, 4 };
+  MemresDLManagedTensor *t;
+
+  t = memres_buffer_export_dlpack_unversioned (buf, f32, 2, shape, NULL, 1024, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (t);
+  g_assert_nonnull (t->deleter);
+  g_assert_true (t->manager_ctx == buf);
+  g_assert_true (t->dl_tensor.data == memres_buffer_get_pointer (buf));
+  g_assert_cmpint (t->dl_tensor.device.device_type, ==, MEMRES_DL_CPU);
+  g_assert_cmpint (t->dl_tensor.ndim, ==, 2);
+  g_assert_cmpint (t->dl_tensor.dtype.bits, ==, 32);
+  g_assert_cmpint (t->dl_tensor.shape[0], ==, 4);
+  g_assert_cmpint (t->dl_tensor.shape[1], ==, 128);
+  g_assert_cmpint (t->dl_tensor.strides[0], ==, 128);
+  g_assert_cmpint (t->dl_tensor.strides[1], ==, 1);
+  g_assert_cmpuint (t->dl_tensor.byte_offset, ==, 1024);
+
+  count_unversioned_deletes (t);
+  memres_buffer_unref (buf);
+  g_assert_cmpuint (n_buffers (mr), ==, 1);
+  memset (t->dl_tensor.data, 0xa5, 4096); /* still allocated */
+  t->deleter (t);
+  g_assert_cmpint (n_export_deleted, ==, 1);
+  g_assert_cmpuint (n_buffers (mr), ==, 0);
+
+  /* given strides are copied */
+  buf = mt_alloc_ok (mr, 4096, NULL);
+  t = memres_buffer_export_dlpack_unversioned (buf, f32, 2, shape, strides, 0, &error);
+  g_assert_no_error (error);
+  g_assert_true (t->dl_tensor.strides != strides);
+  g_assert_cmpint (t->dl_tensor.strides[0], ==, 1);
+  g_assert_cmpint (t->dl_tensor.strides[1], ==, 4);
+  /* a scalar: no shape, no strides */
+  {
+    MemresDLManagedTensor *scalar
+        = memres_buffer_export_dlpack_unversioned (buf, u8, 0, NULL, NULL, 4095, &error);
+
+    g_assert_no_error (error);
+    g_assert_null (scalar->dl_tensor.shape);
+    g_assert_null (scalar->dl_tensor.strides);
+    scalar->deleter (scalar);
+  }
+  memres_buffer_unref (buf);
+  t->deleter (t);
+  g_assert_cmpuint (n_buffers (mr), ==, 0);
+}
+
+/* An unversioned export of @spec's memory taken by a consumer (here memres itself, over the
+ * tensor's pointer): the bytes read back through it, the consumer's release calls the deleter
+ * once, and the exporting buffer goes with it. */
+static void
+unversioned_round_trip (const char *spec, gint32 device_type, guint seed)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok (spec);
+  MemresBuffer *buf = mt_alloc_ok (mr, 8192, NULL);
+  const gint64 shape[] = { 1024 };
+  MemresDLManagedTensor *t;
+  MemresBuffer *back;
+
+  mt_write_pattern (buf, 0, 8192, seed, NULL);
+  t = memres_buffer_export_dlpack_unversioned (buf, f32, 1, shape, NULL, 4096, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (t->dl_tensor.device.device_type, ==, device_type);
+  g_assert_cmpint (t->dl_tensor.device.device_id, ==, 0);
+  g_assert_cmpuint ((guintptr) t->dl_tensor.data, ==, memres_buffer_get_address (buf));
+  memres_buffer_unref (buf);
+  count_unversioned_deletes (t);
+
+  back = memres_buffer_new_for_pointer (
+      (guint8 *) t->dl_tensor.data + t->dl_tensor.byte_offset, 4096,
+      memres_resource_get_device (mr),
+      memres_resource_get_flags (mr)
+          & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE),
+      unversioned_release, t, &error);
+  g_assert_no_error (error);
+  {
+    /* the second half of the pattern written over 8192 bytes */
+    g_autofree guint8 *expected = g_malloc (8192);
+    guint8 got[4096];
+
+    mt_fill_pattern (expected, 8192, seed);
+    g_assert_true (memres_buffer_read (back, 0, got, sizeof got, NULL, &error));
+    g_assert_no_error (error);
+    mt_sync_ok (NULL);
+    g_assert_cmpmem (got, sizeof got, expected + 4096, 4096);
+  }
+  g_assert_cmpint (n_export_deleted, ==, 0);
+  g_assert_cmpuint (n_buffers (mr), ==, 1);
+  close_ok (back);
+  g_assert_cmpint (n_export_deleted, ==, 1);
+  g_assert_cmpuint (n_buffers (mr), ==, 0);
+  memres_buffer_unref (back);
+  g_assert_cmpint (n_export_deleted, ==, 1);
+}
+
+static void
+test_unversioned_round_trip_host (void)
+{
+  unversioned_round_trip ("host", MEMRES_DL_CPU, 23);
+}
+
+static void
+test_unversioned_round_trip_device (void)
+{
+  if (!mt_require_devices (1))
+    return;
+  unversioned_round_trip ("dmr:device=0", MEMRES_DL_CUDA, 29);
+  unversioned_round_trip ("pinned", MEMRES_DL_CUDA_HOST, 31);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -503,5 +655,8 @@ main (int argc, char **argv)
   g_test_add_func ("/dlpack/wrap/invalid", test_wrap_invalid);
   g_test_add_func ("/dlpack/round-trip/host", test_round_trip_host);
   g_test_add_func ("/dlpack/round-trip/device", test_round_trip_device);
+  g_test_add_func ("/dlpack/unversioned/fields", test_unversioned_fields);
+  g_test_add_func ("/dlpack/unversioned/round-trip-host", test_unversioned_round_trip_host);
+  g_test_add_func ("/dlpack/unversioned/round-trip-device", test_unversioned_round_trip_device);
   return g_test_run ();
 }

@@ -1,5 +1,6 @@
 /* memres - CUDA memory resources
- * memres-dlpack.h: buffers exchanged with array libraries through DLPack 1.x.
+ * memres-dlpack.h: buffers exchanged with array libraries through DLPack 1.x (and exported to
+ * consumers of the unversioned DLPack 0.x tensor).
  *
  * The types below are memres's own declarations of the DLPack 1.x structures, written from the
  * DLPack specification (https://dmlc.github.io/dlpack/latest/): memres ships no copy of
@@ -159,12 +160,38 @@ struct _MemresDLManagedTensorVersioned
   MemresDLTensor dl_tensor;
 };
 
+typedef struct _MemresDLManagedTensor MemresDLManagedTensor;
+
+/**
+ * MemresDLManagedTensor:
+ * @dl_tensor: the tensor
+ * @manager_ctx: the producer's context (for memres's tensors: the buffer)
+ * @deleter: (nullable): called once by the consumer when it is done with the tensor
+ *
+ * The specification's unversioned `DLManagedTensor` of DLPack before 1.0 (no version, no
+ * flags), what a consumer gets when it calls `__dlpack__()` without `max_version` (the capsule
+ * name is then `"dltensor"`). memres exports it (memres_buffer_export_dlpack_unversioned())
+ * for such consumers; it does not wrap it.
+ *
+ * Since: 1.2
+ */
+struct _MemresDLManagedTensor
+{
+  MemresDLTensor dl_tensor;
+  gpointer manager_ctx;
+  void (*deleter) (MemresDLManagedTensor *self);
+};
+
 /* Full documentation with each definition in core/dlpack.c. */
 MemresDLManagedTensorVersioned *memres_buffer_export_dlpack (MemresBuffer *buf,
                                                              MemresDLDataType dtype, gint ndim,
                                                              const gint64 *shape,
                                                              const gint64 *strides,
                                                              guint64 byte_offset, GError **error);
+MemresDLManagedTensor *
+memres_buffer_export_dlpack_unversioned (MemresBuffer *buf, MemresDLDataType dtype, gint ndim,
+                                         const gint64 *shape, const gint64 *strides,
+                                         guint64 byte_offset, GError **error);
 MemresBuffer *memres_buffer_new_for_dlpack (MemresDLManagedTensorVersioned *tensor, GError **error);
 
 G_END_DECLS

@@ -1,7 +1,9 @@
 """CuPy with memres as its allocator (libmemres-allocator through
-cupy.cuda.memory.CFunctionAllocator, legacy default stream): array creation, arithmetic,
-reductions and frees give the results CuPy's own memory pool gives; every array's memory comes
-from memres (one allocation per array, its pointer in the table) and all of it is freed.
+cupy.cuda.memory.CFunctionAllocator, legacy default stream, wrapped by
+memres_interop.Allocator.cupy_allocator): array creation, arithmetic, reductions and frees give
+the results CuPy's own memory pool gives; every array's memory comes from memres (one
+allocation per array, its pointer in the table) and all of it is freed; a failed allocation
+raises OutOfMemoryError (CuPy itself does not check a NULL) and the context stays usable.
 
 Exit 77 (skipped) without CuPy or a CUDA device. Run by `meson test --suite python`."""
 
@@ -57,9 +59,8 @@ def main():
 
     alloc = Allocator()
     memres = Memres()
-    c_alloc = cupy.cuda.memory.CFunctionAllocator(0, alloc.fn_address("memres_cupy_malloc"),
-                                                  alloc.fn_address("memres_cupy_free"), alloc)
-    cupy.cuda.set_allocator(c_alloc.malloc)
+    malloc = alloc.cupy_allocator(cupy)
+    cupy.cuda.set_allocator(malloc)
 
     before = alloc.count_buffers(0)
     x = cupy.empty(12345, dtype=cupy.float32)
@@ -76,6 +77,27 @@ def main():
         numpy.testing.assert_allclose(got[k], reference[k], rtol=1e-5, atol=1e-5, err_msg=k)
     print("results equal to CuPy's memory pool:", ", ".join(sorted(reference)))
     print("memres statistics:", memres.stats(mr))
+
+    # a failing allocation (more than any device has): CuPy's CFunctionAllocator does not check
+    # the pointer (what it makes of a NULL is printed: an address 0 nobody may touch), the
+    # wrapper of memres_interop raises OutOfMemoryError, and the context stays usable
+    before = alloc.count_buffers(-1)
+    raw = malloc.c_function_allocator.malloc(1 << 50)
+    print(f"CFunctionAllocator.malloc(1 PiB) itself gives ptr {raw.ptr:#x} (0: CuPy does not "
+          "check)")
+    del raw
+    try:
+        cupy.empty(1 << 50, dtype=cupy.uint8)
+    except MemoryError as e:  # cupy.cuda.memory.OutOfMemoryError
+        print(f"1 PiB: CuPy raised {type(e).__name__}: {e}")
+    else:
+        raise AssertionError("CuPy did not raise for a failed allocation of 1 PiB")
+    assert alloc.count_buffers(-1) == before
+    cupy.cuda.Device(0).synchronize()
+    total = int((cupy.arange(4096, dtype=cupy.int64) * 2).sum())
+    cupy.cuda.Device(0).synchronize()
+    assert total == 4095 * 4096, total
+    print("context usable after the failure: a kernel ran, synchronize succeeded")
 
     gc.collect()
     cupy.cuda.Device(0).synchronize()

@@ -1,11 +1,13 @@
 """DLPack between memres and the array libraries, through ctypes capsules only
 (memres_interop.py; docs/interop.md):
 - a memres device buffer read by torch.from_dlpack, cupy.from_dlpack and jax.dlpack.from_dlpack
-  (when JAX sees the GPU) without a copy: the same device pointer, the bytes memres wrote, and a
+  (when JAX sees the GPU; JAX 0.11 asks for no DLPack version and gets the unversioned
+  "dltensor" capsule) without a copy: the same device pointer, the bytes memres wrote, and a
   write through torch seen by memres; the deleter of each exported tensor runs exactly once and
   the buffer is freed when the last consumer lets go;
 - a torch (and CuPy) array wrapped into a memres buffer: the same pointer, its bytes read back
-  through memres, and the producer's deleter run exactly once, when the buffer closes.
+  through memres, and the producer's deleter run exactly once, when the buffer closes;
+- capsules nobody consumes, versioned and unversioned: the deleter runs once when they die.
 
 Exit 77 (skipped) without torch and CuPy, or without a CUDA device."""
 
@@ -90,7 +92,8 @@ def export_case(memres, mr, consumer, name):
     gc.collect()
     assert deleted.n == 1, f"{name}: the deleter ran {deleted.n} times"
     assert memres.stats(mr)["n_buffers"] == n_before - 1, memres.stats(mr)
-    print(f"{name}: read a memres buffer at {ptr:#x} without a copy; deleter once; freed")
+    print(f"{name}: read a memres buffer at {ptr:#x} without a copy (DLPack "
+          f"{', '.join(exported.exported_versions)}); deleter once; freed")
 
 
 def torch_bytes(t):
@@ -111,10 +114,42 @@ def cupy_consumer(exported):
 
 
 def jax_consumer(exported):
+    """JAX 0.11 calls __dlpack__(stream=...) without max_version: it gets the unversioned
+    "dltensor" capsule; the array must be over memres's memory (same device pointer)."""
     import jax
     import numpy
     a = jax.dlpack.from_dlpack(exported)
-    return a.unsafe_buffer_pointer(), a, lambda x: numpy.asarray(x).tobytes()
+    assert exported.exported_versions, "JAX did not call __dlpack__"
+    if hasattr(a, "unsafe_buffer_pointer"):
+        ptr = a.unsafe_buffer_pointer()
+    else:
+        ptr = a.__cuda_array_interface__["data"][0]
+    return ptr, a, lambda x: numpy.asarray(x).tobytes()
+
+
+def unconsumed_case(memres, mr):
+    """Capsules nobody consumes: each kind ("dltensor_versioned" for max_version >= (1, 0),
+    "dltensor" for none or below) deletes its tensor once when it dies, and the buffer goes."""
+    for kwargs, name, version in (({"max_version": (1, 0)}, mi.CAPSULE_NAME, "1.x"),
+                                  ({"max_version": (1, 3)}, mi.CAPSULE_NAME, "1.x"),
+                                  ({}, mi.LEGACY_CAPSULE_NAME, "0.x"),
+                                  ({"max_version": (0, 8)}, mi.LEGACY_CAPSULE_NAME, "0.x")):
+        n_before = memres.stats(mr)["n_buffers"]
+        buf = memres.allocate(mr, N * 4)
+        deleted = Counter()
+        exported = mi.DLPackExport(memres, buf, "float32", (N,), on_delete=deleted)
+        capsule = exported.__dlpack__(**kwargs)
+        memres.lib.memres_buffer_unref(buf)  # the capsule's tensor keeps the buffer now
+        assert mi._api.PyCapsule_IsValid(capsule, name), f"{kwargs}: not a {name} capsule"
+        assert exported.exported_versions == [version], exported.exported_versions
+        assert memres.stats(mr)["n_buffers"] == n_before + 1
+        del capsule
+        assert deleted.n == 1, f"{kwargs}: the deleter ran {deleted.n} times"
+        del exported
+        gc.collect()
+        assert deleted.n == 1
+        assert memres.stats(mr)["n_buffers"] == n_before, memres.stats(mr)
+    print("unconsumed capsules (versioned and unversioned): deleter once each; freed")
 
 
 def write_through_torch(memres, mr):
@@ -179,6 +214,7 @@ def main():
         mi.skip("no CUDA device")
     memres = mi.Memres()
     mr = memres.resource_new("dmr:device=0")
+    unconsumed_case(memres, mr)
 
     if torch is not None:
         export_case(memres, mr, torch_consumer, "torch.from_dlpack")

@@ -122,6 +122,9 @@ def main():
     if not torch.cuda.is_available():
         skip("torch sees no CUDA device")
     alloc = Allocator()
+    if not alloc.torch_alloc_throws():
+        skip("libmemres-allocator was built without a C++ compiler: memres_torch_alloc returns "
+             "NULL on failure and torch would make a tensor at address 0 (install g++, rebuild)")
     memres = Memres()
 
     # torch's own allocator, in a process of its own, same seeds
@@ -151,15 +154,24 @@ def main():
                                    msg=lambda m, k=key: f"{k}: {m}")
     print("results equal to torch's own allocator:", ", ".join(sorted(reference)))
 
-    # a failing allocation (more than any device has) returns NULL to torch, which must raise
+    # a failing allocation (more than any device has): torch does not check the pointer its
+    # pluggable allocator returns, so memres_torch_alloc throws a C++ exception carrying the
+    # GError's message, which torch raises as RuntimeError; the context must stay usable
     before = alloc.count_buffers(-1)
     try:
         torch.empty(1 << 50, dtype=torch.uint8, device="cuda")
-    except RuntimeError as e:  # torch.OutOfMemoryError is one
-        print(f"1 PiB: torch raised {type(e).__name__} (memres logged the GError once)")
+    except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError
+        print(f"1 PiB: torch raised {type(e).__name__}: {e}")
+        assert "memres allocator" in str(e), str(e)
     else:
-        raise AssertionError("torch did not raise for a NULL allocation of 1 PiB")
+        raise AssertionError("torch did not raise for a failed allocation of 1 PiB")
     assert alloc.count_buffers(-1) == before
+    torch.cuda.synchronize()
+    x = torch.arange(4096, dtype=torch.float32, device="cuda")
+    total = (x * 2).sum().item()
+    torch.cuda.synchronize()
+    assert total == 2 * 4095 * 4096 / 2, total
+    print("context usable after the failure: a kernel ran, synchronize succeeded")
 
     # everything gone: the models, the optimizer state, cuBLAS's workspaces, the cache
     del out, keep, got
