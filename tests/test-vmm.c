@@ -1255,10 +1255,10 @@ test_faults_shrink_split (void)
   mt_assert_fake_counts_equal (&base);
 }
 
-/* Close is not undone: the core calls the deallocate slot once and closes the buffer whatever it
- * returns. So each failing driver call of a close is reported, everything else is still released,
- * and only what the driver refused is left. The buffer has two reservations (it grew in place)
- * and three chunks. */
+/* A close that cannot wait for its stream changes nothing: the buffer stays open and closes
+ * later. Once the teardown began it is not undone: each failing driver call of it is reported,
+ * everything else is still released, only what the driver refused is left, and the buffer is
+ * closed. The buffer has two reservations (it grew in place) and three chunks. */
 static void
 test_faults_close (void)
 {
@@ -1266,16 +1266,17 @@ test_faults_close (void)
   {
     const char *entry;
     int nth;
+    gboolean stays_open;
     int reservations, mappings, physical_handles; /* left behind */
   } cases[] = {
-    { "cuCtxGetCurrent", 1, 0, 0, 0 },     /* no stream sync: the context is synchronized */
-    { "cuStreamSynchronize", 1, 0, 0, 0 }, /* likewise */
-    { "cuMemUnmap", 1, 1, 1, 0 },          /* the first reservation and its chunk's mapping */
-    { "cuMemAddressFree", 1, 1, 0, 0 },
-    { "cuMemUnmap", 2, 1, 2, 0 }, /* the second reservation and its two chunks' mappings */
-    { "cuMemAddressFree", 2, 1, 0, 0 },
-    { "cuMemRelease", 1, 0, 0, 1 },
-    { "cuMemRelease", 3, 0, 0, 1 },
+    { "cuCtxGetCurrent", 1, TRUE, 0, 0, 0 }, /* no stream sync: nothing released */
+    { "cuStreamSynchronize", 1, TRUE, 0, 0, 0 },
+    { "cuMemUnmap", 1, FALSE, 1, 1, 0 }, /* the first reservation and its chunk's mapping */
+    { "cuMemAddressFree", 1, FALSE, 1, 0, 0 },
+    { "cuMemUnmap", 2, FALSE, 1, 2, 0 }, /* the second reservation and its two chunks' mappings */
+    { "cuMemAddressFree", 2, FALSE, 1, 0, 0 },
+    { "cuMemRelease", 1, FALSE, 0, 0, 1 },
+    { "cuMemRelease", 3, FALSE, 0, 0, 1 },
   };
   FakeCudaCounts expected;
   g_autoptr (MemresResource) mr = NULL;
@@ -1304,7 +1305,16 @@ test_faults_close (void)
       mt_fake_reset_faults ();
       g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
       g_assert_nonnull (strstr (error->message, cases[i].entry));
-      g_assert_true (memres_buffer_is_closed (buf));
+      g_assert_true (memres_buffer_is_closed (buf) == !cases[i].stays_open);
+      if (cases[i].stays_open)
+        {
+          g_assert_cmpuint (memres_buffer_get_address (buf), ==, address);
+          g_assert_cmpuint (memres_buffer_get_size (buf), ==, 3 * gran ());
+          g_assert_cmpuint (stats (mr).reserved_current, >, 0);
+          g_clear_error (&error);
+          g_assert_true (memres_buffer_close (buf, NULL, &error));
+          g_assert_no_error (error);
+        }
       memres_buffer_unref (buf);
       expected.reservations += cases[i].reservations;
       expected.mappings += cases[i].mappings;
