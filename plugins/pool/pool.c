@@ -552,6 +552,22 @@ ensure_thread_context (MemresPool *pool, GError **error)
 }
 
 /**
+ * memres_pool_ensure_context:
+ * @pool: a pool
+ * @error: return location for a #GError
+ *
+ * Makes sure that a context is current on the calling thread before a driver call that needs one
+ * (memres_cuda_ensure_context() the first time on a thread; nothing after that). Thread-safe.
+ *
+ * Returns: %TRUE when a context is current; %FALSE with @error set otherwise.
+ */
+gboolean
+memres_pool_ensure_context (MemresPool *pool, GError **error)
+{
+  return G_LIKELY (thread_has_context) || ensure_thread_context (pool, error);
+}
+
+/**
  * memres_pool_allocate:
  * @pool: a pool
  * @size: bytes to allocate, more than 0
