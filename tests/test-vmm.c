@@ -508,6 +508,65 @@ test_grow_by_move (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* A grow whose adjacent reservation lands elsewhere frees that stray reservation and moves the
+ * buffer. When the driver refuses to free it, the grow still moves the buffer (no error) and the
+ * stray reservation is kept, freed at the next grow or with the resource, never lost. */
+static void
+test_grow_stray_free_fails (void)
+{
+  FakeCudaCounts base, now;
+  MemresResource *mr;
+  MemresBuffer *buf;
+  VmmBlocker blocker;
+  guint64 address;
+  gsize g;
+
+  if (!require_device () || !mt_require_fake ("injects a fault"))
+    return;
+  g = gran ();
+  counts_begin (&base);
+  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  buf = allocate (mr, 2 * g);
+  address = memres_buffer_get_address (buf);
+  write_pattern (buf, 0, 2 * g, 21);
+  blocker = block_after (buf);
+  g_assert_cmpuint (blocker.ptr, ==, address + 2 * g); /* the fake honours the hint */
+
+  mt_fake_fail_call ("cuMemAddressFree", 1, CUDA_ERROR_UNKNOWN);
+  resize (buf, 4 * g);
+  mt_fake_reset_faults ();
+  g_assert_cmpuint (memres_buffer_get_address (buf), !=, address);
+  check_pattern (buf, 0, 2 * g, 21);
+  mt_fake_get_counts (&now);
+  /* the buffer's new reservation, the blocker and the stray one */
+  g_assert_cmpint (now.reservations, ==, base.reservations + 3);
+
+  /* the next grow frees the stray reservation */
+  resize (buf, 5 * g);
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.reservations, <=, base.reservations + 3);
+  check_pattern (buf, 0, 2 * g, 21);
+  close_buffer (buf);
+  unblock (&blocker);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+
+  /* kept until the resource goes when no grow comes */
+  counts_begin (&base);
+  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  buf = allocate (mr, 2 * g);
+  blocker = block_after (buf);
+  mt_fake_fail_call ("cuMemAddressFree", 1, CUDA_ERROR_UNKNOWN);
+  resize (buf, 4 * g);
+  mt_fake_reset_faults ();
+  close_buffer (buf);
+  unblock (&blocker);
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.reservations, ==, base.reservations + 1); /* the stray one */
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* --- shrinking ----------------------------------------------------------------------------- */
 
 static void
@@ -1338,6 +1397,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
 
   g_test_add_func ("/vmm/allocate/rounding", test_allocate_rounding);
+  g_test_add_func ("/vmm/grow/stray-free-fails", test_grow_stray_free_fails);
   g_test_add_func ("/vmm/allocate/minimum-granularity", test_allocate_minimum_granularity);
   g_test_add_func ("/vmm/allocate/huge", test_allocate_huge);
   g_test_add_func ("/vmm/allocate/host", test_allocate_host);

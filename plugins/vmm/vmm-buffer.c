@@ -596,6 +596,32 @@ _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
   return TRUE;
 }
 
+static void
+vmm_keep_stray (VmmResource *self, const VmmRange *r)
+{
+  g_mutex_lock (&self->stats_lock);
+  if (self->strays == NULL)
+    g_atomic_pointer_set (&self->strays, g_array_new (FALSE, FALSE, sizeof (VmmRange)));
+  g_array_append_val (self->strays, *r);
+  g_mutex_unlock (&self->stats_lock);
+}
+
+void
+_vmm_free_strays (VmmResource *self)
+{
+  g_mutex_lock (&self->stats_lock);
+  for (guint i = 0; self->strays != NULL && i < self->strays->len;)
+    {
+      const VmmRange *r = &g_array_index (self->strays, VmmRange, i);
+
+      if (self->drv->cuMemAddressFree (r->ptr, r->size) == CUDA_SUCCESS)
+        g_array_remove_index_fast (self->strays, i);
+      else
+        i++;
+    }
+  g_mutex_unlock (&self->stats_lock);
+}
+
 /* Maps new chunks after the buffer's mapped bytes up to @new_size, into its reservations, or
  * into the address range right after them, which it reserves. When that range is taken, returns
  * FALSE with *@taken set (no error, nothing changed): the caller moves the buffer. */
@@ -620,10 +646,10 @@ vmm_grow_in_place (VmmResource *self, VmmBuffer *buf, gsize new_size, gboolean *
         return FALSE;
       if (extra.ptr != hint)
         {
-          CUresult res = self->drv->cuMemAddressFree (extra.ptr, extra.size);
-
-          if (res != CUDA_SUCCESS)
-            return vmm_cuda_error (error, res, "cuMemAddressFree");
+          /* The range after the buffer is taken: the caller moves the buffer. A stray
+           * reservation the driver will not free now is kept for later, not lost. */
+          if (self->drv->cuMemAddressFree (extra.ptr, extra.size) != CUDA_SUCCESS)
+            vmm_keep_stray (self, &extra);
           *taken = TRUE;
           return FALSE;
         }
@@ -799,6 +825,8 @@ _vmm_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size, Memres
 
   if (!vmm_round_size (self, new_size, &rounded, error))
     return FALSE;
+  if (G_UNLIKELY (g_atomic_pointer_get (&self->strays) != NULL))
+    _vmm_free_strays (self);
 
   old_mapped = buf->mapped;
   if (rounded > buf->mapped)
