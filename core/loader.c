@@ -83,6 +83,14 @@ check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GE
       return NULL;
     }
 
+  if (raw->reserved != 0)
+    {
+      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                   "plugin \"%s\" (%s): descriptor field reserved is 0x%x (it must be 0)", name,
+                   where, raw->reserved);
+      return NULL;
+    }
+
   desc = g_new0 (MemresPluginDesc, 1);
   memcpy (desc, raw, MIN ((gsize) size, sizeof *desc));
 

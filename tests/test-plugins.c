@@ -57,6 +57,13 @@ test_struct_too_small (void)
 }
 
 static void
+test_reserved_nonzero (void)
+{
+  assert_lookup_fails ("reserved_set", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                       "reserved is 0x7 (it must be 0)");
+}
+
+static void
 test_name_mismatch (void)
 {
   assert_lookup_fails ("wrong_name", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
@@ -164,6 +171,7 @@ test_list_reports_broken (void)
   } expected[] = {
     { "abi_new", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_ABI_MISMATCH },
     { "abi_small", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_ABI_MISMATCH },
+    { "reserved_set", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_ABI_MISMATCH },
     { "wrong_name", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_NAME_MISMATCH },
     { "no_symbol", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_SYMBOL },
     { "init_fails", memres_plugin_error_quark, MEMRES_PLUGIN_ERROR_INIT_FAILED },
@@ -238,6 +246,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/plugins/abi/major-too-new", test_abi_major_too_new);
   g_test_add_func ("/plugins/abi/struct-too-small", test_struct_too_small);
+  g_test_add_func ("/plugins/abi/reserved-nonzero", test_reserved_nonzero);
   g_test_add_func ("/plugins/abi/older-minor-loads", test_older_minor_loads);
   g_test_add_func ("/plugins/name-mismatch", test_name_mismatch);
   g_test_add_func ("/plugins/no-symbol", test_no_symbol);

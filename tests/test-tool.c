@@ -162,6 +162,8 @@ static const struct
     "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "plugin ABI 2.0" },
   { "libmemres-abi_small.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
     "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "struct_size 12" },
+  { "libmemres-reserved_set.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "reserved is 0x7 (it must be 0)" },
   { "libmemres-wrong_name.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
     "MEMRES_PLUGIN_ERROR_NAME_MISMATCH", "names itself \"other_name\"" },
   { "libmemres-no_symbol.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_SYMBOL,
@@ -239,10 +241,10 @@ test_kinds_broken_plugins (void)
   g_assert_cmpint (text.status, ==, 3);
   g_assert_cmpint (json.status, ==, 3);
   g_assert_cmpstr (text.err, ==,
-                   "memres: 8 plugin files on the search path did not load (listed after the "
+                   "memres: 9 plugin files on the search path did not load (listed after the "
                    "kinds)\n");
   g_assert_cmpstr (json.err, ==,
-                   "memres: 8 plugin files on the search path did not load (see "
+                   "memres: 9 plugin files on the search path did not load (see "
                    "\"broken_plugins\")\n");
   run_clear (&text);
   run_clear (&json);

@@ -86,7 +86,8 @@ typedef gboolean (*MemresPluginInitFunc) (MemresPlugin *plugin, GError **error);
  * @abi_major: %MEMRES_PLUGIN_ABI_MAJOR of the headers the plugin was built with
  * @abi_minor: %MEMRES_PLUGIN_ABI_MINOR of the headers the plugin was built with
  * @struct_size: sizeof (MemresPluginDesc) in those headers; the loader reads no field past it
- * @reserved: must be 0
+ * @reserved: must be 0 (the loader refuses another value with
+ *   %MEMRES_PLUGIN_ERROR_ABI_MISMATCH, since 1.2)
  * @name: the plugin's name, matching `[a-z][a-z0-9_]*`: must equal the `<name>` of the file
  *   (`libmemres-<name>.so`) and of the symbol (`memres_plugin_<name>_get_desc`), else the load
  *   fails with %MEMRES_PLUGIN_ERROR_NAME_MISMATCH
