@@ -89,7 +89,8 @@ typedef struct
   char *note;  /* anything a reader must know about the row, or NULL */
 } BenchRow;
 
-/* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy, (f) ipc_import. */
+/* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy, (f) ipc_import,
+ * (g) cross_stream. */
 typedef struct
 {
   char *name;
@@ -128,6 +129,7 @@ gboolean bench_cuda_check (const BenchContext *ctx, CUresult result, const char 
 
 /* bench-workloads.c: sections (a), (b), (c). */
 BenchSection *bench_run_pairs (BenchContext *ctx, BenchRaw *raw);
+BenchSection *bench_run_cross_stream (BenchContext *ctx, BenchRaw *raw);
 BenchSection *bench_run_random (BenchContext *ctx, BenchRaw *raw);
 BenchSection *bench_run_threads (BenchContext *ctx, BenchRaw *raw);
 

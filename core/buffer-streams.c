@@ -22,23 +22,40 @@ _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **err
    * one stream. */
   if (!(buf->flags & MEMRES_MEMORY_STREAM_ORDERED) || (is_legacy (stream) && is_legacy (last)))
     return TRUE;
-  /* The event belongs to the context of the stream it is recorded on. */
+  /* The event belongs to the context of the stream it is recorded on. One is kept per resource
+   * for the next cross-stream close (a wait takes the record as it is when the wait is queued, so
+   * the event may be recorded again at once); a kept one of another context is replaced. */
   if (_memres_stream_context_begin (&ctx, buf->device, last, NULL))
     {
-      call = "cuEventCreate";
-      r = ctx.drv->cuEventCreate (&event, CU_EVENT_DISABLE_TIMING);
-      if (r == CUDA_SUCCESS)
+      event = __atomic_exchange_n (&buf->mr->close_event, NULL, __ATOMIC_ACQ_REL);
+      for (int attempt = 0; attempt < 2; attempt++)
         {
+          gboolean kept = event != NULL;
+
+          call = "cuEventCreate";
+          r = kept ? CUDA_SUCCESS : ctx.drv->cuEventCreate (&event, CU_EVENT_DISABLE_TIMING);
+          if (r != CUDA_SUCCESS)
+            {
+              event = NULL;
+              break;
+            }
           call = "cuEventRecord";
           r = ctx.drv->cuEventRecord (event, (CUstream) last);
-          if (r == CUDA_SUCCESS)
-            {
-              call = "cuStreamWaitEvent";
-              r = ctx.drv->cuStreamWaitEvent ((CUstream) stream, event, 0);
-            }
-          /* The driver keeps a recorded event until the work it waits for is done. */
+          if (r == CUDA_SUCCESS || !kept)
+            break;
           (void) ctx.drv->cuEventDestroy (event);
+          event = NULL;
         }
+      if (r == CUDA_SUCCESS)
+        {
+          call = "cuStreamWaitEvent";
+          r = ctx.drv->cuStreamWaitEvent ((CUstream) stream, event, 0);
+        }
+      /* The driver keeps a recorded event until the work it waits for is done. */
+      if (event != NULL
+          && (r != CUDA_SUCCESS
+              || !g_atomic_pointer_compare_and_exchange (&buf->mr->close_event, NULL, event)))
+        (void) ctx.drv->cuEventDestroy (event);
       _memres_stream_context_end (&ctx);
       if (r == CUDA_SUCCESS)
         return TRUE;
@@ -68,4 +85,14 @@ _memres_buffer_wait_device (MemresBuffer *buf)
   ok = drv->cuCtxSynchronize () == CUDA_SUCCESS;
   (void) drv->cuCtxPopCurrent (&popped);
   return ok;
+}
+
+void
+_memres_resource_clear_close_event (MemresResource *mr)
+{
+  CUevent event = __atomic_exchange_n (&mr->close_event, NULL, __ATOMIC_ACQ_REL);
+  const MemresCudaDriver *drv;
+
+  if (event != NULL && (drv = memres_cuda_get_driver (NULL)) != NULL)
+    (void) drv->cuEventDestroy (event);
 }

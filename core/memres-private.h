@@ -111,6 +111,7 @@ struct _MemresResource
    * kind, pool_id, device_uuid), so that the importer's hot path checks them with one compare */
   guint8 descriptor_prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE];
   MemresIpcMappings ipc_mappings; /* buffers imported through this resource */
+  gpointer close_event;           /* atomic: a CUevent kept for the next cross-stream close */
   gpointer priv;                  /* instance_size bytes, zero-filled, 16-byte aligned */
 };
 
@@ -148,6 +149,8 @@ G_STATIC_ASSERT (sizeof (MemresBuffer) <= 64);
  * Errors: MEMRES_CUDA_ERROR (a @stream that cannot wait: CUDA_ERROR_INVALID_HANDLE for a
  * destroyed one), MEMRES_ERROR_NO_DRIVER; nothing changed then. */
 gboolean _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **error);
+/* buffer-streams.c: destroys @mr's kept close event (resource finalize). */
+void _memres_resource_clear_close_event (MemresResource *mr);
 /* buffer-streams.c: waits for all work of the primary context of @buf's device
  * (cuCtxSynchronize()); FALSE when it cannot. */
 gboolean _memres_buffer_wait_device (MemresBuffer *buf);

@@ -200,6 +200,7 @@ resource_finalize (MemresResource *mr)
 {
   if (g_atomic_int_get (&mr->has_pool_id))
     _memres_ipc_forget_resource (mr);
+  _memres_resource_clear_close_event (mr);
   mr->ops->finalize (mr);
   _memres_ipc_mappings_clear (&mr->ipc_mappings);
   memres_kind_unref (mr->kind);

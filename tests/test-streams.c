@@ -580,14 +580,27 @@ test_close_calls (void)
   g_assert_cmpstr (trace, ==, "cuMemFreeAsync");
   g_free (trace);
 
+  /* the first cross-stream close of the resource makes the event it keeps */
   x = mt_alloc_ok (mr, SIZE, a);
   mt_fake_trace_begin ();
   mt_close_ok (x, b);
   trace = mt_fake_trace_end ();
-  g_test_message ("cross-stream close: %s", trace);
-  g_assert_true (g_str_has_suffix (trace, "cuEventCreate cuEventRecord cuStreamWaitEvent "
-                                          "cuEventDestroy cuMemFreeAsync"));
+  g_test_message ("first cross-stream close: %s", trace);
+  g_assert_true (
+      g_str_has_suffix (trace, "cuEventCreate cuEventRecord cuStreamWaitEvent cuMemFreeAsync"));
   g_free (trace);
+  for (int i = 0; i < 2; i++)
+    {
+      x = mt_alloc_ok (mr, SIZE, a);
+      mt_fake_trace_begin ();
+      mt_close_ok (x, b);
+      trace = mt_fake_trace_end ();
+      g_test_message ("cross-stream close: %s", trace);
+      g_assert_true (g_str_has_suffix (trace, "cuEventRecord cuStreamWaitEvent cuMemFreeAsync"));
+      g_assert_null (strstr (trace, "cuEventCreate"));
+      g_assert_null (strstr (trace, "cuEventDestroy"));
+      g_free (trace);
+    }
 
   x = mt_alloc_ok (mr, SIZE, a);
   mt_fake_trace_begin ();
@@ -625,7 +638,7 @@ test_close_cross_stream_faults (void)
   static const char *const entries[] = { "cuStreamGetCtx", "cuCtxGetCurrent",   "cuEventCreate",
                                          "cuEventRecord",  "cuStreamWaitEvent", "cuMemFreeAsync" };
   CUstream a, b;
-  MemresResource *mr;
+  MemresResource *mr, *fresh;
   FakeCudaCounts base;
 
   if (!mt_require_fake ("injects faults") || !mt_require_devices (1))
@@ -633,11 +646,15 @@ test_close_cross_stream_faults (void)
   a = stream_new (CU_STREAM_NON_BLOCKING);
   b = stream_new (CU_STREAM_NON_BLOCKING);
   mr = dmr_new ();
+  mt_close_ok (mt_alloc_ok (mr, SIZE, a), b); /* mr keeps an event from now on */
+  mt_sync_ok (b);
+  fresh = dmr_new (); /* keeps none yet: its close creates one */
   mt_counts_snapshot (&base);
   for (guint i = 0; i < G_N_ELEMENTS (entries); i++)
     {
       g_autoptr (GError) error = NULL;
-      MemresBuffer *x = mt_alloc_ok (mr, SIZE, a);
+      MemresBuffer *x
+          = mt_alloc_ok (g_str_equal (entries[i], "cuEventCreate") ? fresh : mr, SIZE, a);
       guint64 address = memres_buffer_get_address (x);
       long calls = mt_fake_call_count (entries[i]);
 
@@ -669,6 +686,7 @@ test_close_cross_stream_faults (void)
       mt_sync_ok (b);
       mt_assert_fake_counts_equal (&base);
     }
+  memres_resource_unref (fresh);
   memres_resource_unref (mr);
   stream_destroy (a);
   stream_destroy (b);
