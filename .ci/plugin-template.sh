@@ -80,7 +80,7 @@ plugindir=$(pkg-config --variable=plugindir memres-1)
 for h in memres.h memres-plugin.h memres-cuda.h memres-version.h; do
   [ -f "$prefix/include/memres-1/memres/$h" ] || fail "header $h not installed"
 done
-for p in dmr ipc vmm pinned; do
+for p in dmr ipc vmm pinned graph; do
   if [ -f "$root/plugins/$p/$p.c" ]; then
     [ -f "$plugindir/libmemres-$p.so" ] || fail "plugin $p is built but not installed"
   fi

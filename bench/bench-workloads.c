@@ -224,7 +224,7 @@ bench_run_pairs (BenchContext *ctx, BenchRaw *raw)
   return section;
 }
 
-/* ---- (g) cross-stream close ---------------------------------------------------------------- */
+/* ---- (h) cross-stream close ---------------------------------------------------------------- */
 
 typedef struct
 {
@@ -292,7 +292,7 @@ cross_same_stream (gpointer data, guint64 iterations, gint64 *elapsed_ns, GError
  * @ctx: the benchmark context
  * @raw: the raw equivalent of @ctx's resource
  *
- * Section (g): allocate on one stream, close on another, at each configured size: memres (which
+ * Section (h): allocate on one stream, close on another, at each configured size: memres (which
  * records an event and makes the closing stream wait on it) against the same event calls written
  * by hand with one reused event, and memres's same-stream pair as a third column.
  *

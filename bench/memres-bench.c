@@ -2,7 +2,7 @@
  * process, on one non-blocking stream, and prints a table (or JSON with --json).
  *
  *   memres-bench [--spec SPEC] [--pairs] [--random] [--threads] [--vmm-grow] [--copy]
- *                [--ipc-import] [--quick] [--json] ...
+ *                [--ipc-import] [--graph-capture] [--quick] [--json] ...
  *
  * With no workload named, it runs --pairs --random --threads. Exit status: 0 when every row was
  * measured, 1 when the spec (or the driver, the context, the stream) could not be set up (one
@@ -85,7 +85,7 @@ parse_list (const char *text, gboolean as_uint, GError **error)
 
 typedef struct
 {
-  gboolean pairs, random, threads, vmm_grow, copy, ipc_import, cross_stream;
+  gboolean pairs, random, threads, vmm_grow, copy, ipc_import, graph_capture, cross_stream;
   char *sizes, *thread_counts, *chunks, *min_size, *max_size, *grow_size, *copy_size;
   gint repetitions, live, seed, import_buffers;
   gdouble target_ms, row_budget_ms, time_limit_s;
@@ -143,7 +143,7 @@ configure (BenchConfig *cfg, Args *a, GError **error)
   if (a->time_limit_s > 0)
     cfg->deadline_ns = bench_now_ns () + (gint64) (a->time_limit_s * 1e9);
   if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy && !a->ipc_import
-      && !a->cross_stream)
+      && !a->graph_capture && !a->cross_stream)
     a->pairs = a->random = a->threads = TRUE;
   return TRUE;
 }
@@ -161,9 +161,11 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     { "vmm-grow", 0, 0, G_OPTION_ARG_NONE, &a->vmm_grow, "(d) grow a vmm buffer (vmm spec)", NULL },
     { "copy", 0, 0, G_OPTION_ARG_NONE, &a->copy, "(e) host<->device copies (pinned spec)", NULL },
     { "cross-stream", 0, 0, G_OPTION_ARG_NONE, &a->cross_stream,
-      "(g) allocate on one stream, close on another", NULL },
+      "(h) allocate on one stream, close on another", NULL },
     { "ipc-import", 0, 0, G_OPTION_ARG_NONE, &a->ipc_import,
       "(f) import the pool and buffers into this process (ipc spec)", NULL },
+    { "graph-capture", 0, 0, G_OPTION_ARG_NONE, &a->graph_capture,
+      "(g) allocate+free pairs inside a stream capture (graph spec)", NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &cfg->json, "Print JSON instead of a table", NULL },
     { "quick", 0, 0, G_OPTION_ARG_NONE, &cfg->quick, "Small sizes, few repetitions (a smoke test)",
       NULL },
@@ -193,8 +195,9 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
   g_autoptr (GOptionContext) octx = g_option_context_new ("- benchmark a memres resource");
 
   g_option_context_set_summary (
-      octx, "Measures allocate+close pairs, random workloads, vmm growth, copies and IPC imports "
-            "through memres against the equivalent raw CUDA driver calls, in one process.");
+      octx, "Measures allocate+close pairs, random workloads, vmm growth, copies, IPC imports "
+            "and allocations inside a stream capture through memres against the equivalent raw "
+            "CUDA driver calls, in one process.");
   g_option_context_add_main_entries (octx, entries, NULL);
   if (!g_option_context_parse (octx, argc, argv, error))
     return FALSE;
@@ -208,8 +211,11 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     {
       gboolean allocating = a->pairs || a->random || a->threads || a->cross_stream;
 
+      gboolean other = allocating || a->vmm_grow || a->ipc_import;
+
       cfg->spec = g_strdup (a->vmm_grow && !allocating                     ? "vmm"
                             : a->ipc_import && !allocating && !a->vmm_grow ? "ipc"
+                            : a->graph_capture && !other                   ? "graph"
                                                                            : "dmr");
     }
   return configure (cfg, a, error);
@@ -348,6 +354,11 @@ main (int argc, char **argv)
     {
       bench_progress (&ctx, "%s: ipc import", cfg.spec);
       g_ptr_array_add (sections, bench_run_ipc_import (&ctx));
+    }
+  if (a.graph_capture)
+    {
+      bench_progress (&ctx, "%s: graph capture", cfg.spec);
+      g_ptr_array_add (sections, bench_run_graph_capture (&ctx));
     }
 
   if (cfg.json)

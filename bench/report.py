@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes RESULTS.md (and latency.png, when matplotlib is there) from the JSON that
 bench/run-all.sh collected: memres-bench's output per kind (dmr.json, pinned.json, vmm.json,
-ipc.json), peers.py's (peers.json) and the steps run (steps.tsv). Also writes bench-raw.json,
+ipc.json, graph.json), peers.py's (peers.json) and the steps run (steps.tsv). Also writes bench-raw.json,
 every result in one file. Needs only the standard library; the plot is skipped without
 matplotlib.
 
@@ -17,7 +17,7 @@ import shutil
 import socket
 import sys
 
-KINDS = ("dmr", "pinned", "vmm", "ipc")
+KINDS = ("dmr", "pinned", "vmm", "ipc", "graph")
 GIB = 1 << 30
 TARGET_RATIO = 1.10  # memres time / raw time, at most
 TARGET_COPY = 0.97  # memres throughput / raw throughput, at least
@@ -235,6 +235,8 @@ def target_rows(docs, peers):
                  "ipc_import", lambda r: r["label"].startswith("pool"))
     ratio_target("ipc per-buffer import ≤ %.2f× raw" % TARGET_RATIO, docs.get("ipc"),
                  "ipc_import", lambda r: r["label"].startswith("per buffer"))
+    ratio_target("graph capture pairs ≤ %.2f× raw, every size" % TARGET_RATIO, docs.get("graph"),
+                 "graph_capture")
     if peers:
         rows = [(r["label"], r["results"]) for r in peers["pairs"]]
         rows.append(("random", peers["random"]["results"]))
@@ -369,7 +371,8 @@ def render(docs, errors, peers, peers_error, steps, args, plot_note):
                         1e3 / r["variants"]["memres"]["median"],
                         1e3 / r["variants"]["raw"]["median"])))
             else:
-                lines += time_table(sec, "size" if sec["name"] == "pairs" else "workload",
+                lines += time_table(sec, "size" if sec["name"] in ("pairs", "graph_capture")
+                                    else "workload",
                                     sec["unit"])
             notes = ["%s: %s" % (r["label"], r["note"]) for r in sec["rows"] if r.get("note")]
             if notes:

@@ -4,7 +4,8 @@
 #   bench/run-all.sh [--quick] BUILD_DIR OUT_DIR
 #
 # Runs memres-bench for dmr (pairs, random, threads), pinned (pairs, copy), vmm (pairs, grow)
-# and ipc (pairs, import of the pool and of buffers) where those kinds are built, then
+# ipc (pairs, import of the pool and of buffers) and graph (allocate+free pairs inside a stream
+# capture) where those kinds are built, then
 # bench/peers.py (cuda.core, PyTorch, CuPy, memres through ctypes), then bench/report.py.
 # Leaves in OUT_DIR: RESULTS.md, latency.png (when matplotlib is there), bench-raw.json (every
 # result) and bench.log (progress, errors); without --quick also writes bench/RESULTS.md and
@@ -100,6 +101,9 @@ if has_kind vmm; then
 fi
 if has_kind ipc; then
   step ipc 30 "$bench" $quick --json --spec ipc --pairs --ipc-import
+fi
+if has_kind graph; then
+  step graph 15 "$bench" $quick --json --spec graph --graph-capture
 fi
 if command -v "$python" >/dev/null; then
   step peers 80 "$python" "$src/bench/peers.py" $quick --json --libmemres "$lib" \

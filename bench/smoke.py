@@ -120,6 +120,15 @@ def smoke_bench(exe):
         if p.stdout.count("FAILED: --ipc-import needs a spec that exports its pool") != 2:
             fail("--ipc-import on dmr:\n" + p.stdout)
         run([exe, "--ipc-import", "--import-buffers", "70000"], expect_rc=2)
+    if plugin_exists("graph"):
+        # --graph-capture alone picks the graph spec
+        p = run([exe, "--quick", "--json", "--quiet", "--graph-capture"])
+        doc = check_bench_json(p.stdout, ["graph_capture"])
+        if doc["spec"].split(":")[0] != "graph":
+            fail("--graph-capture ran on %r" % doc["spec"])
+        p = run([exe, "--quick", "--quiet", "--spec", "dmr", "--graph-capture"], expect_rc=3)
+        if "FAILED: --graph-capture needs a spec of the graph kind" not in p.stdout:
+            fail("--graph-capture on dmr:\n" + p.stdout)
     # a spec that cannot be created: exit 1 and exactly one line on stderr
     p = run([exe, "--quick", "--spec", "nosuchkind"], expect_rc=1)
     lines = p.stderr.strip().splitlines()
@@ -175,6 +184,9 @@ def smoke_run_all(script, build):
             fail("bench-raw.json lacks dmr or peers: %r" % list(raw))
         check_bench_json(json.dumps(raw["bench"]["dmr"]), ["pairs", "random", "threads"])
         needles = ["# memres benchmark results", "dmr", "ratio", "target"]
+        if plugin_exists("graph"):
+            check_bench_json(json.dumps(raw["bench"].get("graph")), ["graph_capture"])
+            needles += ["## graph (`graph"]
         if plugin_exists("ipc"):
             doc = check_bench_json(json.dumps(raw["bench"].get("ipc")), ["pairs", "ipc_import"])
             check_ipc_import(doc, 16)

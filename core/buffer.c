@@ -145,8 +145,10 @@ _memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc, 
  * threads may allocate from one resource at once.
  *
  * Errors: %MEMRES_ERROR_OUT_OF_MEMORY when the memory cannot be had (always for sizes above
- * %G_MAXSSIZE); %MEMRES_ERROR_NOT_SUPPORTED (an imported pool, a capturing stream); a
- * %MEMRES_CUDA_ERROR from the driver.
+ * %G_MAXSSIZE); %MEMRES_ERROR_NOT_SUPPORTED (an imported pool, a capturing stream given to a
+ * kind that cannot allocate in a graph); %MEMRES_ERROR_INVALID_ARGUMENT (the `graph` kind, which
+ * allocates only on a capturing stream, given another stream); a %MEMRES_CUDA_ERROR from the
+ * driver.
  *
  * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
  */

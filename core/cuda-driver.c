@@ -481,8 +481,9 @@ memres_cuda_find_device_by_uuid (const guint8 uuid[16], gint *device, GError **e
  * @error: return location for a #GError, or %NULL
  *
  * Checks with cuStreamIsCapturing() that @stream is not capturing a graph: stream-ordered pools
- * cannot allocate during graph capture. Does nothing when the driver lacks
- * cuStreamIsCapturing. Thread-safe.
+ * cannot allocate during graph capture. The error message points at the `graph` kind, the one
+ * that allocates inside a capture. Does nothing when the driver lacks cuStreamIsCapturing.
+ * Thread-safe.
  *
  * Errors: those of memres_cuda_get_driver(); %MEMRES_ERROR_NOT_SUPPORTED when the stream is
  * capturing; %MEMRES_CUDA_ERROR when cuStreamIsCapturing() fails.
@@ -505,8 +506,8 @@ memres_cuda_check_stream_not_capturing (MemresStream stream, GError **error)
   if (status != CU_STREAM_CAPTURE_STATUS_NONE)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "Stream %p is capturing a graph: stream-ordered pools cannot allocate during "
-                   "graph capture",
+                   "Stream %p is capturing a graph: this kind cannot allocate during graph "
+                   "capture; allocate from the \"graph\" kind (graph:device=N) inside a capture",
                    (gpointer) stream);
       return FALSE;
     }

@@ -95,7 +95,13 @@
   X (cuMemImportFromShareableHandle, 10020)                                                        \
   X (cuMemRetainAllocationHandle, 11000)                                                           \
   X (cuMemGetAllocationPropertiesFromHandle, 10020)                                                \
-  X (cuStreamGetCtx, 9020)
+  X (cuStreamGetCtx, 9020)                                                                         \
+  X (cuGraphInstantiateWithFlags, 11040)                                                           \
+  X (cuGraphLaunch, 10000)                                                                         \
+  X (cuGraphExecDestroy, 10000)                                                                    \
+  X (cuDeviceGraphMemTrim, 11040)                                                                  \
+  X (cuDeviceGetGraphMemAttribute, 11040)                                                          \
+  X (cuDeviceSetGraphMemAttribute, 11040)
 
 MEMRES_CHECKED_ENTRIES_ (MEMRES_CHECK_ENTRY_)
 #endif

@@ -49,7 +49,7 @@ static void
 test_version (void)
 {
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 1);
-  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 1);     /* 1.1: export_chunks, import_chunks */
+  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 2);     /* 1.2: driver table entries */
   g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 2); /* 2: the same */
 }
 
@@ -423,7 +423,13 @@ static const char *const recorded_entries[] = {
   "cuMemImportFromShareableHandle",
   "cuMemRetainAllocationHandle",
   "cuMemGetAllocationPropertiesFromHandle",
-  "cuStreamGetCtx", /* appended in ABI 1.1 */
+  "cuStreamGetCtx",              /* appended in ABI 1.1 */
+  "cuGraphInstantiateWithFlags", /* appended in ABI 1.2 (graph) */
+  "cuGraphLaunch",
+  "cuGraphExecDestroy",
+  "cuDeviceGraphMemTrim",
+  "cuDeviceGetGraphMemAttribute",
+  "cuDeviceSetGraphMemAttribute",
 };
 
 typedef struct
@@ -453,7 +459,7 @@ test_cuda_driver (void)
       g_assert_cmpuint (table_entries[i].offset, ==, 16 + 8 * i);
     }
   ASSERT_SIZE (MemresCudaDriver, 16 + 8 * G_N_ELEMENTS (recorded_entries));
-  ASSERT_SIZE (MemresCudaDriver, 648);
+  ASSERT_SIZE (MemresCudaDriver, 696);
 }
 
 /* The entries a driver must have: a longer list would refuse drivers that used to load. */

@@ -762,6 +762,8 @@ test_capture_refused (void)
   g_assert_null (buf);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_assert_nonnull (strstr (error->message, "captur"));
+  /* the message points at the kind that can allocate there */
+  g_assert_nonnull (strstr (error->message, "\"graph\" kind"));
   g_clear_error (&error);
   CU_OK (drv ()->cuStreamEndCapture (stream, &graph));
   if (graph != NULL)

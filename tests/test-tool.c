@@ -270,6 +270,7 @@ test_kinds_healthy (void)
   g_assert_cmpint (r.status, ==, 0);
   g_assert_cmpstr (r.err, ==, "");
   g_assert_nonnull (strstr (r.out, "\"name\": \"vmm\""));
+  g_assert_nonnull (strstr (r.out, "\"name\": \"graph\""));
   g_assert_true (g_str_has_suffix (r.out, "\n  \"broken_plugins\": []\n}\n"));
   run_clear (&r);
 

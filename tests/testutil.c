@@ -227,7 +227,10 @@ mt_fake_trace_end (void)
   X (physical_handles)                                                                             \
   X (exported_fds)                                                                                 \
   X (streams)                                                                                      \
-  X (events)
+  X (events)                                                                                       \
+  X (graphs)                                                                                       \
+  X (graph_execs)                                                                                  \
+  X (graph_allocations)
 
 void
 mt_assert_fake_counts_equal (const FakeCudaCounts *baseline)

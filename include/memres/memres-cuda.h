@@ -49,6 +49,10 @@ G_BEGIN_DECLS
  * A plugin that needs an entry point not listed here cannot resolve it itself: ask for it to be
  * appended (next ABI minor).
  *
+ * ABI 1.2 appended the graph entry points: cuGraphInstantiateWithFlags, cuGraphLaunch,
+ * cuGraphExecDestroy, cuDeviceGraphMemTrim, cuDeviceGetGraphMemAttribute and
+ * cuDeviceSetGraphMemAttribute (the `graph` kind, and tests that capture and launch graphs).
+ *
  * Since: 1.0
  */
 #define MEMRES_CUDA_FOREACH_ENTRY(X)                                                               \
@@ -130,7 +134,13 @@ G_BEGIN_DECLS
   X (cuMemImportFromShareableHandle)                                                               \
   X (cuMemRetainAllocationHandle)                                                                  \
   X (cuMemGetAllocationPropertiesFromHandle)                                                       \
-  X (cuStreamGetCtx)
+  X (cuStreamGetCtx)                                                                               \
+  X (cuGraphInstantiateWithFlags)                                                                  \
+  X (cuGraphLaunch)                                                                                \
+  X (cuGraphExecDestroy)                                                                           \
+  X (cuDeviceGraphMemTrim)                                                                         \
+  X (cuDeviceGetGraphMemAttribute)                                                                 \
+  X (cuDeviceSetGraphMemAttribute)
 
 /**
  * MEMRES_CUDA_FOREACH_REQUIRED_ENTRY:
@@ -206,7 +216,8 @@ typedef struct
  *   16-byte UUIDs used in IPC handles and descriptors; a UUID no local device has gives
  *   %MEMRES_ERROR_WRONG_DEVICE.
  * memres_cuda_check_stream_not_capturing(): %MEMRES_ERROR_NOT_SUPPORTED when @stream is being
- *   captured into a graph (cuStreamIsCapturing), for kinds that cannot allocate in a graph. */
+ *   captured into a graph (cuStreamIsCapturing), for kinds that cannot allocate in a graph; the
+ *   message points at the `graph` kind, which can. */
 const MemresCudaDriver *memres_cuda_get_driver (GError **error);
 gboolean memres_cuda_set_error (GError **error, CUresult result, const char *call);
 gboolean memres_cuda_get_device_count (gint *count, GError **error);

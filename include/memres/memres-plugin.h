@@ -50,11 +50,12 @@ G_BEGIN_DECLS
  * against older headers keeps working, while one built against newer headers could use what
  * this core does not have and is refused (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH).
  *
- * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks.
+ * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks; ABI 1.2
+ * appended driver table entries (see %MEMRES_CUDA_FOREACH_ENTRY).
  *
  * Since: 1.0
  */
-#define MEMRES_PLUGIN_ABI_MINOR 1
+#define MEMRES_PLUGIN_ABI_MINOR 2
 
 /**
  * MemresPluginInitFunc:
@@ -353,7 +354,9 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   host allocation failed); a %MEMRES_CUDA_ERROR carrying the `CUresult` when a driver call
  *   failed (set with memres_cuda_set_error(), also for `CUDA_ERROR_OUT_OF_MEMORY`);
  *   %MEMRES_ERROR_NOT_SUPPORTED for a stream the kind cannot use
- *   (memres_cuda_check_stream_not_capturing()); %MEMRES_ERROR_NO_DRIVER. On failure nothing
+ *   (memres_cuda_check_stream_not_capturing()); %MEMRES_ERROR_INVALID_ARGUMENT for a stream
+ *   the kind needs in another state (the graph kind: a stream that is not capturing);
+ *   %MEMRES_ERROR_NO_DRIVER. On failure nothing
  *   stays allocated and @alloc is ignored. Since: 1.0
  * @deallocate: required. Frees @alloc, the record allocate, import_buffer or resize filled,
  *   including whatever @alloc->plugin_data owns. Called from memres_buffer_close() or from the

@@ -28,16 +28,19 @@ extern "C"
 
   typedef struct
   {
-    int pools;            /* live pools created with cuMemPoolCreate or imported */
-    int pool_allocations; /* live allocations from pools (cuMemAllocFromPoolAsync/cuMemAllocAsync,
-                             imported pointers) */
-    int allocations;      /* live cuMemAlloc and cuMemHostAlloc allocations */
-    int reservations;     /* live cuMemAddressReserve ranges */
-    int mappings;         /* live cuMemMap mappings */
-    int physical_handles; /* live cuMemCreate / imported handles, counting retains */
-    int exported_fds;     /* fds the fake created for shareable handles and still open */
-    int streams;          /* live streams */
-    int events;           /* live events */
+    int pools;             /* live pools created with cuMemPoolCreate or imported */
+    int pool_allocations;  /* live allocations from pools (cuMemAllocFromPoolAsync/cuMemAllocAsync,
+                              imported pointers) */
+    int allocations;       /* live cuMemAlloc and cuMemHostAlloc allocations */
+    int reservations;      /* live cuMemAddressReserve ranges */
+    int mappings;          /* live cuMemMap mappings */
+    int physical_handles;  /* live cuMemCreate / imported handles, counting retains */
+    int exported_fds;      /* fds the fake created for shareable handles and still open */
+    int streams;           /* live streams */
+    int events;            /* live events */
+    int graphs;            /* live graphs (cuStreamEndCapture, until cuGraphDestroy) */
+    int graph_execs;       /* live executable graphs */
+    int graph_allocations; /* graph allocations a launch made and nobody freed yet */
   } FakeCudaCounts;
 
   void fakecuda_get_counts (FakeCudaCounts *counts);

@@ -96,6 +96,11 @@ fk_check_access (uintptr_t addr, size_t size, int device, bool write)
             return CUDA_ERROR_INVALID_VALUE;
           return fk_pool_alloc_accessible (r->obj, device, write) ? CUDA_SUCCESS
                                                                   : CUDA_ERROR_INVALID_VALUE;
+        case FK_RANGE_GRAPH_ALLOC:
+          if (part != size)
+            return CUDA_ERROR_INVALID_VALUE;
+          return fk_graph_alloc_accessible (r->obj, device) ? CUDA_SUCCESS
+                                                            : CUDA_ERROR_INVALID_VALUE;
         case FK_RANGE_RESERVATION:
           res = fk_reservation_check (r->obj, addr, part, device, write);
           if (res != CUDA_SUCCESS || part == size)
@@ -129,6 +134,8 @@ fk_memory_device (uintptr_t addr)
       return -1;
     case FK_RANGE_POOL_ALLOC:
       return fk_pool_alloc_device (r->obj);
+    case FK_RANGE_GRAPH_ALLOC:
+      return fk_graph_alloc_device (r->obj);
     case FK_RANGE_RESERVATION:
       {
         bool host = true;
@@ -237,6 +244,8 @@ fk_cuMemFree (CUdeviceptr dptr)
     }
   if (r->kind == FK_RANGE_POOL_ALLOC)
     FK_RETURN (fk_pool_free (dptr, false));
+  if (r->kind == FK_RANGE_GRAPH_ALLOC)
+    FK_RETURN (fk_graph_free_outside (dptr));
   FK_RETURN (CUDA_ERROR_INVALID_VALUE);
 }
 
@@ -429,10 +438,14 @@ fk_copy_sync (uintptr_t dst, uintptr_t src, size_t n)
 static CUresult
 fk_copy_async (uintptr_t dst, uintptr_t src, size_t n, CUstream stream)
 {
+  struct CUgraph_st *graph = fk_stream_capture_graph (stream);
   FkWork w = { FK_OP_COPY, 0, dst, src, n, 0, 0 };
   int device;
-  CUresult r = fk_stream_for_work (stream, &device);
+  CUresult r;
 
+  if (graph != NULL)
+    return fk_graph_capture_copy (graph, dst, src, n);
+  r = fk_stream_for_work (stream, &device);
   w.device = device;
   if (r == CUDA_SUCCESS)
     r = fk_copy_check (dst, src, n, &w.device);
@@ -499,6 +512,29 @@ fk_cuMemcpyDtoDAsync (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteC
   FK_RETURN (fk_copy_async (dstDevice, srcDevice, ByteCount, hStream));
 }
 
+/* A copy or fill by @device's work now (graph launches): checked, then done. */
+CUresult
+fk_copy (uintptr_t dst, uintptr_t src, size_t n, int device)
+{
+  FkWork w = { FK_OP_COPY, device, dst, src, n, 0, 0 };
+  CUresult r = fk_copy_check (dst, src, n, &w.device);
+
+  if (r == CUDA_SUCCESS)
+    fk_work_execute (&w);
+  return r;
+}
+
+CUresult
+fk_fill (uintptr_t dst, uint32_t value, size_t width, size_t count, int device)
+{
+  FkWork w = { FK_OP_FILL, device, dst, 0, count, width, value };
+  CUresult r = fk_fill_check (dst, width, count, device);
+
+  if (r == CUDA_SUCCESS)
+    fk_work_execute (&w);
+  return r;
+}
+
 static CUresult
 fk_fill_sync (uintptr_t dst, uint32_t value, size_t width, size_t count)
 {
@@ -520,8 +556,13 @@ fk_fill_sync (uintptr_t dst, uint32_t value, size_t width, size_t count)
 static CUresult
 fk_fill_async (uintptr_t dst, uint32_t value, size_t width, size_t count, CUstream stream)
 {
+  struct CUgraph_st *graph = fk_stream_capture_graph (stream);
   FkWork w = { FK_OP_FILL, 0, dst, 0, count, width, value };
-  CUresult r = fk_stream_for_work (stream, &w.device);
+  CUresult r;
+
+  if (graph != NULL)
+    return fk_graph_capture_memset (graph, dst, value, width, count);
+  r = fk_stream_for_work (stream, &w.device);
 
   if (r == CUDA_SUCCESS)
     r = fk_fill_check (dst, width, count, w.device);
@@ -604,6 +645,11 @@ fk_pointer_attribute (void *data, CUpointer_attribute attribute, uintptr_t ptr)
         device = ctx_device;
       mapped = true;
       pool = fk_pool_alloc_pool (r->obj);
+      break;
+    case FK_RANGE_GRAPH_ALLOC:
+      device = fk_graph_alloc_device (r->obj);
+      type = CU_MEMORYTYPE_DEVICE;
+      mapped = fk_graph_alloc_is_live (r->obj);
       break;
     case FK_RANGE_RESERVATION:
       {

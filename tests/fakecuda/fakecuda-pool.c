@@ -923,6 +923,7 @@ fk_cuMemAllocFromPoolAsync (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
 CUresult
 fk_cuMemAllocAsync (CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
+  struct CUgraph_st *graph;
   int device;
   uintptr_t base;
   CUresult r;
@@ -930,6 +931,19 @@ fk_cuMemAllocAsync (CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
   FK_ENTER (cuMemAllocAsync);
   if (dptr == NULL || bytesize == 0)
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  if ((graph = fk_stream_capture_graph (hStream)) != NULL)
+    {
+      /* An allocation node: the address now, the memory at each launch. */
+      r = fk_stream_device (hStream, &device);
+      if (r != CUDA_SUCCESS)
+        FK_RETURN (r);
+      if (!fk_pools_supported (device))
+        FK_RETURN (CUDA_ERROR_NOT_SUPPORTED);
+      r = fk_graph_capture_alloc (graph, bytesize, &base);
+      if (r == CUDA_SUCCESS)
+        *dptr = base;
+      FK_RETURN (r);
+    }
   r = fk_stream_for_work (hStream, &device);
   if (r != CUDA_SUCCESS)
     FK_RETURN (r);
@@ -944,13 +958,20 @@ fk_cuMemAllocAsync (CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 CUresult
 fk_cuMemFreeAsync (CUdeviceptr dptr, CUstream hStream)
 {
+  struct CUgraph_st *graph;
+  FkRange *range;
   int device;
   CUresult r;
 
   FK_ENTER (cuMemFreeAsync);
+  if ((graph = fk_stream_capture_graph (hStream)) != NULL)
+    FK_RETURN (fk_graph_capture_free (graph, dptr)); /* a free node */
   r = fk_stream_for_work (hStream, &device);
   if (r != CUDA_SUCCESS)
     FK_RETURN (r);
+  range = fk_range_find (dptr);
+  if (range != NULL && range->base == dptr && range->kind == FK_RANGE_GRAPH_ALLOC)
+    FK_RETURN (fk_graph_free_outside (dptr));
   if (!fk.async)
     FK_RETURN (fk_pool_free (dptr, false));
   /* Stream-ordered: the memory returns to its pool when the stream reaches the free. */

@@ -122,7 +122,13 @@
   X (cuMemGetAllocationPropertiesFromHandle)                                                       \
   X (cuStreamWaitValue32)                                                                          \
   X (cuStreamWriteValue32)                                                                         \
-  X (cuLaunchHostFunc)
+  X (cuLaunchHostFunc)                                                                             \
+  X (cuGraphInstantiateWithFlags)                                                                  \
+  X (cuGraphLaunch)                                                                                \
+  X (cuGraphExecDestroy)                                                                           \
+  X (cuDeviceGraphMemTrim)                                                                         \
+  X (cuDeviceGetGraphMemAttribute)                                                                 \
+  X (cuDeviceSetGraphMemAttribute)
 
 /* Entry points: the ones above plus cuGetProcAddress itself (counted, traced and failable, but
  * not handed out by itself). */
@@ -175,6 +181,7 @@ typedef enum
   FK_RANGE_HOST_ALLOC,  /* cuMemHostAlloc */
   FK_RANGE_POOL_ALLOC,  /* pool allocation or imported pool pointer */
   FK_RANGE_RESERVATION, /* cuMemAddressReserve */
+  FK_RANGE_GRAPH_ALLOC, /* an allocation node's address (fakecuda-graph.c) */
 } FkRangeKind;
 
 typedef struct
@@ -327,6 +334,30 @@ bool fk_reservation_lookup (void *reservation, uintptr_t addr, int *device, bool
                             uintptr_t *map_base, size_t *map_size);
 
 bool fk_handles_own_fd (int fd);
+
+/* fakecuda-graph.c: stream capture records nodes into the capturing stream's graph. */
+struct CUgraph_st *fk_graph_new (int device);
+void fk_graph_free (struct CUgraph_st *graph);
+CUresult fk_graph_capture_alloc (struct CUgraph_st *graph, size_t size, uintptr_t *out);
+CUresult fk_graph_capture_free (struct CUgraph_st *graph, uintptr_t ptr);
+CUresult fk_graph_capture_memset (struct CUgraph_st *graph, uintptr_t dst, uint32_t value,
+                                  size_t width, size_t count);
+CUresult fk_graph_capture_copy (struct CUgraph_st *graph, uintptr_t dst, uintptr_t src, size_t n);
+/* cuMemFreeAsync/cuMemFree of a graph allocation outside a capture. */
+CUresult fk_graph_free_outside (uintptr_t ptr);
+bool fk_graph_alloc_accessible (void *alloc, int device);
+int fk_graph_alloc_device (void *alloc);
+bool fk_graph_alloc_is_live (void *alloc);
+/* fakecuda-stream.c: the graph @stream is capturing into, or NULL (not a stream, or not
+ * capturing). */
+struct CUgraph_st *fk_stream_capture_graph (CUstream stream);
+/* fakecuda-stream.c: in the asynchronous mode waits until @stream (of @device) ran what is
+ * queued on it (a graph launch then runs in the call, in the stream's order); returns its sticky
+ * error. */
+CUresult fk_stream_wait_queue (CUstream stream, int device);
+/* fakecuda-memory.c: a copy or fill by @device's work (-1: the host), every byte checked. */
+CUresult fk_copy (uintptr_t dst, uintptr_t src, size_t n, int device);
+CUresult fk_fill (uintptr_t dst, uint32_t value, size_t width, size_t count, int device);
 
 /* fakecuda.c */
 void fk_track_exported_fd (int fd);

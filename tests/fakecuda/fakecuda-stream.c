@@ -1,5 +1,5 @@
-/* fakecuda-stream.c: streams, events, stream capture, graphs, stream memory operations and host
- * functions, in two modes.
+/* fakecuda-stream.c: streams, events, stream capture (what it records: fakecuda-graph.c), stream
+ * memory operations and host functions, in two modes.
  *
  * Synchronous (the default): work runs inside the call that submits it, in order; events
  * complete when recorded.
@@ -68,7 +68,8 @@ struct CUstream_st
   bool destroyed; /* cuStreamDestroy ran: the worker drains the queue, then frees the stream */
   bool worker;    /* a worker thread runs the queue */
   FkOp *head, *tail;
-  CUresult error; /* sticky: queued work that met memory gone (asynchronous mode) */
+  CUresult error;           /* sticky: queued work that met memory gone (asynchronous mode) */
+  struct CUgraph_st *graph; /* what the capture records into (fakecuda-graph.c) */
 };
 
 struct CUevent_st
@@ -78,11 +79,6 @@ struct CUevent_st
   int device;
   unsigned flags;
   FkMark *mark; /* the last record, or NULL */
-};
-
-struct CUgraph_st
-{
-  uint32_t magic;
 };
 
 /* Streams made with cuStreamCreate, destroyed ones still draining included (flag destroyed). */
@@ -652,6 +648,11 @@ fk_cuStreamDestroy (CUstream hStream)
   if (s == NULL)
     FK_RETURN (CUDA_ERROR_INVALID_HANDLE);
   fk.counts.streams--;
+  if (s->graph != NULL)
+    {
+      fk_graph_free (s->graph); /* a capture never ended */
+      s->graph = NULL;
+    }
   /* The handle is gone at once; queued work still runs, then the worker frees the stream. */
   s->destroyed = true;
   if (s->worker)
@@ -844,6 +845,9 @@ fk_cuStreamBeginCapture (CUstream hStream, CUstreamCaptureMode mode)
   s = hStream;
   if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE)
     FK_RETURN (CUDA_ERROR_ILLEGAL_STATE);
+  s->graph = fk_graph_new (device);
+  if (s->graph == NULL)
+    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
   s->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
   FK_RETURN (CUDA_SUCCESS);
 }
@@ -854,7 +858,6 @@ fk_cuStreamEndCapture (CUstream hStream, CUgraph *phGraph)
   int device;
   CUresult r;
   struct CUstream_st *s;
-  struct CUgraph_st *g;
 
   FK_ENTER (cuStreamEndCapture);
   if (phGraph == NULL)
@@ -865,24 +868,26 @@ fk_cuStreamEndCapture (CUstream hStream, CUgraph *phGraph)
   s = fk_stream_special (hStream) ? NULL : hStream;
   if (s == NULL || s->capture == CU_STREAM_CAPTURE_STATUS_NONE)
     FK_RETURN (CUDA_ERROR_ILLEGAL_STATE);
-  g = calloc (1, sizeof *g);
-  if (g == NULL)
-    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
-  g->magic = FK_MAGIC_GRAPH;
   s->capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  *phGraph = g;
+  *phGraph = s->graph;
+  s->graph = NULL;
   FK_RETURN (CUDA_SUCCESS);
 }
 
-CUresult
-fk_cuGraphDestroy (CUgraph hGraph)
+struct CUgraph_st *
+fk_stream_capture_graph (CUstream stream)
 {
-  FK_ENTER (cuGraphDestroy);
-  if (hGraph == NULL || hGraph->magic != FK_MAGIC_GRAPH)
-    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
-  hGraph->magic = 0;
-  free (hGraph);
-  FK_RETURN (CUDA_SUCCESS);
+  struct CUstream_st *s = fk_stream_special (stream) ? NULL : fk_stream_lookup (stream);
+
+  return s != NULL && s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE ? s->graph : NULL;
+}
+
+CUresult
+fk_stream_wait_queue (CUstream stream, int device)
+{
+  if (!fk.async)
+    return CUDA_SUCCESS;
+  return fk_stream_drain (fk_stream_queue (stream, device));
 }
 
 /* Events */
