@@ -357,6 +357,12 @@ memres_buffer_unref (MemresBuffer *buf)
             g_warning ("Closing a buffer of %" G_GSIZE_FORMAT " bytes failed: %s", buf->alloc.size,
                        error->message);
           g_clear_error (&error);
+          /* Process exit: the memory went with the driver; let the resource go too. */
+          if (buf->mr != NULL && deinitialized && buf->ipc_mapping == NULL)
+            {
+              _memres_resource_remove_buffer (buf->mr);
+              buf->mr = NULL;
+            }
           /* Nobody is left to close it again: after all work of its device is done, free it on
            * the legacy stream rather than leak it. */
           if (buf->mr != NULL && !deinitialized && _memres_buffer_wait_device (buf)
