@@ -427,9 +427,10 @@ fk_copy_sync (uintptr_t dst, uintptr_t src, size_t n)
   if (ctx == NULL)
     return CUDA_ERROR_INVALID_CONTEXT;
   w.device = ctx->device;
-  r = fk_copy_check (dst, src, n, &w.device);
+  /* First the legacy stream's work (the wait drops the lock), then check and copy at once. */
+  r = fk_legacy_drain ();
   if (r == CUDA_SUCCESS)
-    r = fk_legacy_drain ();
+    r = fk_copy_check (dst, src, n, &w.device);
   if (r == CUDA_SUCCESS)
     fk_work_execute (&w);
   return r;
@@ -545,9 +546,9 @@ fk_fill_sync (uintptr_t dst, uint32_t value, size_t width, size_t count)
   if (ctx == NULL)
     return CUDA_ERROR_INVALID_CONTEXT;
   w.device = ctx->device;
-  r = fk_fill_check (dst, width, count, w.device);
+  r = fk_legacy_drain ();
   if (r == CUDA_SUCCESS)
-    r = fk_legacy_drain ();
+    r = fk_fill_check (dst, width, count, w.device);
   if (r == CUDA_SUCCESS)
     fk_work_execute (&w);
   return r;

@@ -31,6 +31,7 @@ typedef struct
   int refs;
   bool done;
   double time_ms; /* when it was reached */
+  CUresult error; /* the stream's sticky error then */
 } FkMark;
 
 typedef enum
@@ -291,6 +292,8 @@ fk_op_run (struct CUstream_st *s, FkOp *op)
         s->error = r;
       break;
     case FK_Q_MARK:
+      if (s != NULL)
+        op->mark->error = s->error;
       fk_mark_reach (op->mark);
       break;
     case FK_Q_WAIT_MARK:
@@ -501,16 +504,18 @@ static CUresult
 fk_stream_drain (struct CUstream_st *s)
 {
   FkMark *m;
+  CUresult r;
 
   if (s->legacy)
     fk_order_with_legacy (s);
-  if (fk_stream_pending (s))
-    {
-      m = fk_queue_mark (s);
-      fk_mark_wait (m);
-      fk_mark_unref (m);
-    }
-  return s->error;
+  if (!fk_stream_pending (s))
+    return s->error;
+  /* (The stream may be destroyed and freed while this waits: the mark keeps its error.) */
+  m = fk_queue_mark (s);
+  fk_mark_wait (m);
+  r = m->error;
+  fk_mark_unref (m);
+  return r;
 }
 
 CUresult
@@ -572,11 +577,39 @@ fakecuda_wait_idle (void)
   pthread_mutex_unlock (&fk.lock);
 }
 
+/* fork(): the child has none of the workers. The lock is taken around the fork so that the child
+ * gets it in a known state; in the child every queue gets a new worker at its next work (what was
+ * queued at the fork runs then). */
+static void
+fk_fork_prepare (void)
+{
+  pthread_mutex_lock (&fk.lock);
+}
+
+static void
+fk_fork_parent (void)
+{
+  pthread_mutex_unlock (&fk.lock);
+}
+
+static void
+fk_fork_child (void)
+{
+  pthread_cond_init (&fk_async_cond, NULL);
+  for (struct CUstream_st *s = fk_streams; s; s = s->next)
+    s->worker = false;
+  for (int i = 0; i < FK_MAX_DEVICES; i++)
+    if (fk.devices[i].legacy != NULL)
+      fk.devices[i].legacy->worker = false;
+  pthread_mutex_unlock (&fk.lock);
+}
+
 __attribute__ ((constructor)) static void
 fk_stream_load (void)
 {
   const char *v = getenv ("FAKECUDA_ASYNC");
   fk.async = v != NULL && *v != '\0' && strcmp (v, "0") != 0;
+  pthread_atfork (fk_fork_prepare, fk_fork_parent, fk_fork_child);
 }
 
 /* Context */
