@@ -214,6 +214,30 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
   return ok;
 }
 
+/* memres_buffer_close() and memres_buffer_close_full(): one body, inlined into both (a call of
+ * the exported function from the other would go through the PLT on the hot path). */
+static inline gboolean
+buffer_close (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GError **error)
+{
+  g_return_val_if_fail (buf != NULL, FALSE);
+
+  /* The only reference: no other thread can close concurrently, so no locked exchange is needed
+   * (the allocate+close pair is the hot path). */
+  if (__atomic_load_n (&buf->ref, __ATOMIC_ACQUIRE) == 1)
+    {
+      if (buf->closed)
+        return TRUE;
+      __atomic_store_n (&buf->closed, 1, __ATOMIC_RELAXED);
+    }
+  else if (!g_atomic_int_compare_and_exchange (&buf->closed, 0, 1))
+    return TRUE;
+  if (G_LIKELY (buffer_release (buf, stream != NULL ? stream : buf->dealloc_stream, flags, error)))
+    return TRUE;
+  if (buf->mr != NULL)
+    g_atomic_int_set (&buf->closed, 0); /* nothing released: open again */
+  return FALSE;
+}
+
 /**
  * memres_buffer_close:
  * @buf: a #MemresBuffer
@@ -236,7 +260,7 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
 gboolean
 memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
 {
-  return memres_buffer_close_full (buf, stream, MEMRES_CLOSE_DEFAULT, error);
+  return buffer_close (buf, stream, MEMRES_CLOSE_DEFAULT, error);
 }
 
 /**
@@ -275,23 +299,7 @@ gboolean
 memres_buffer_close_full (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags,
                           GError **error)
 {
-  g_return_val_if_fail (buf != NULL, FALSE);
-
-  /* The only reference: no other thread can close concurrently, so no locked exchange is needed
-   * (the allocate+close pair is the hot path). */
-  if (__atomic_load_n (&buf->ref, __ATOMIC_ACQUIRE) == 1)
-    {
-      if (buf->closed)
-        return TRUE;
-      __atomic_store_n (&buf->closed, 1, __ATOMIC_RELAXED);
-    }
-  else if (!g_atomic_int_compare_and_exchange (&buf->closed, 0, 1))
-    return TRUE;
-  if (G_LIKELY (buffer_release (buf, stream != NULL ? stream : buf->dealloc_stream, flags, error)))
-    return TRUE;
-  if (buf->mr != NULL)
-    g_atomic_int_set (&buf->closed, 0); /* nothing released: open again */
-  return FALSE;
+  return buffer_close (buf, stream, flags, error);
 }
 
 /**
