@@ -10,4 +10,5 @@
 #include <memres/memres-resource.h>
 #include <memres/memres-buffer.h>
 #include <memres/memres-ipc.h>
+#include <memres/memres-dlpack.h>
 #undef MEMRES_INSIDE

@@ -1,0 +1,170 @@
+/* memres - CUDA memory resources
+ * memres-dlpack.h: buffers exchanged with array libraries through DLPack 1.x.
+ *
+ * The types below are memres's own declarations of the DLPack 1.x structures, written from the
+ * DLPack specification (https://dmlc.github.io/dlpack/latest/): memres ships no copy of
+ * dlpack.h, and the names carry memres's prefix so that a program can include both. Their
+ * layout is that of the specification's `DLManagedTensorVersioned` (and its members); the test
+ * dlpack-layout compares them field by field with a real dlpack.h wherever the build finds one. */
+#pragma once
+
+#if !defined(MEMRES_INSIDE) && !defined(MEMRES_COMPILATION)
+#error "Only <memres/memres.h> or <memres/memres-plugin.h> can be included directly."
+#endif
+
+#include <memres/memres-types.h>
+
+G_BEGIN_DECLS
+
+/**
+ * MEMRES_DLPACK_MAJOR_VERSION:
+ *
+ * The DLPack major version memres reads and writes (1). A tensor of another major version is
+ * refused by memres_buffer_new_for_dlpack().
+ */
+#define MEMRES_DLPACK_MAJOR_VERSION 1
+/**
+ * MEMRES_DLPACK_MINOR_VERSION:
+ *
+ * The DLPack minor version memres writes into the tensors it exports (0: memres uses nothing
+ * that later minor versions added). Any minor version is read.
+ */
+#define MEMRES_DLPACK_MINOR_VERSION 0
+
+/**
+ * MEMRES_DLPACK_MAX_NDIM:
+ *
+ * The most dimensions memres accepts in a tensor (DLPack sets no limit; memres refuses more
+ * than this many as a forged or corrupt tensor).
+ */
+#define MEMRES_DLPACK_MAX_NDIM 64
+
+/* Bits of MemresDLManagedTensorVersioned.flags (the specification's DLPACK_FLAG_BITMASK_*). */
+#define MEMRES_DLPACK_FLAG_READ_ONLY              (G_GUINT64_CONSTANT (1) << 0)
+#define MEMRES_DLPACK_FLAG_IS_COPIED              (G_GUINT64_CONSTANT (1) << 1)
+#define MEMRES_DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED (G_GUINT64_CONSTANT (1) << 2)
+
+/**
+ * MemresDLDeviceType:
+ * @MEMRES_DL_CPU: host memory (`kDLCPU`)
+ * @MEMRES_DL_CUDA: CUDA device memory (`kDLCUDA`)
+ * @MEMRES_DL_CUDA_HOST: page-locked host memory that CUDA devices reach (`kDLCUDAHost`)
+ * @MEMRES_DL_CUDA_MANAGED: CUDA managed (unified) memory (`kDLCUDAManaged`)
+ *
+ * The DLPack device types memres exports and wraps, with the specification's values. Every
+ * other device type (OpenCL, Vulkan, ROCm, ...) is refused with %MEMRES_ERROR_NOT_SUPPORTED.
+ */
+typedef enum
+{
+  MEMRES_DL_CPU = 1,
+  MEMRES_DL_CUDA = 2,
+  MEMRES_DL_CUDA_HOST = 3,
+  MEMRES_DL_CUDA_MANAGED = 13,
+} MemresDLDeviceType;
+
+/**
+ * MemresDLDataTypeCode:
+ *
+ * The type codes of the DLPack specification (`kDLInt` ... `kDLBool`). memres only needs the
+ * element size (bits × lanes) and carries the code through unchanged.
+ */
+typedef enum
+{
+  MEMRES_DL_INT = 0,
+  MEMRES_DL_UINT = 1,
+  MEMRES_DL_FLOAT = 2,
+  MEMRES_DL_OPAQUE_HANDLE = 3,
+  MEMRES_DL_BFLOAT = 4,
+  MEMRES_DL_COMPLEX = 5,
+  MEMRES_DL_BOOL = 6,
+} MemresDLDataTypeCode;
+
+/**
+ * MemresDLDevice:
+ * @device_type: a DLPack device type (#MemresDLDeviceType for those memres knows); a 32-bit
+ *   integer, the size of the specification's enum
+ * @device_id: the device ordinal (0 for host and pinned memory)
+ */
+typedef struct
+{
+  gint32 device_type;
+  gint32 device_id;
+} MemresDLDevice;
+
+/**
+ * MemresDLDataType:
+ * @code: a #MemresDLDataTypeCode
+ * @bits: bits of one lane (8, 16, 32, 64, ...)
+ * @lanes: lanes of one element (1 for scalars)
+ */
+typedef struct
+{
+  guint8 code;
+  guint8 bits;
+  guint16 lanes;
+} MemresDLDataType;
+
+/**
+ * MemresDLTensor:
+ * @data: the base address (a host pointer or a `CUdeviceptr`)
+ * @device: where the memory lives
+ * @ndim: number of dimensions (0 for a scalar)
+ * @dtype: the element type
+ * @shape: @ndim extents
+ * @strides: (nullable): @ndim strides in elements, or %NULL for a compact row-major tensor
+ * @byte_offset: bytes from @data to the first element
+ *
+ * The specification's `DLTensor`.
+ */
+typedef struct
+{
+  gpointer data;
+  MemresDLDevice device;
+  gint32 ndim;
+  MemresDLDataType dtype;
+  gint64 *shape;
+  gint64 *strides;
+  guint64 byte_offset;
+} MemresDLTensor;
+
+/**
+ * MemresDLPackVersion:
+ * @major: %MEMRES_DLPACK_MAJOR_VERSION for tensors memres reads
+ * @minor: any
+ */
+typedef struct
+{
+  guint32 major;
+  guint32 minor;
+} MemresDLPackVersion;
+
+typedef struct _MemresDLManagedTensorVersioned MemresDLManagedTensorVersioned;
+
+/**
+ * MemresDLManagedTensorVersioned:
+ * @version: the DLPack version the producer wrote
+ * @manager_ctx: the producer's context (for memres's tensors: the buffer)
+ * @deleter: (nullable): called once by the consumer when it is done with the tensor
+ * @flags: %MEMRES_DLPACK_FLAG_READ_ONLY, ...
+ * @dl_tensor: the tensor
+ *
+ * The specification's `DLManagedTensorVersioned`.
+ */
+struct _MemresDLManagedTensorVersioned
+{
+  MemresDLPackVersion version;
+  gpointer manager_ctx;
+  void (*deleter) (MemresDLManagedTensorVersioned *self);
+  guint64 flags;
+  MemresDLTensor dl_tensor;
+};
+
+/* Full documentation with each definition in core/dlpack.c. */
+MemresDLManagedTensorVersioned *memres_buffer_export_dlpack (MemresBuffer *buf,
+                                                             MemresDLDataType dtype, gint ndim,
+                                                             const gint64 *shape,
+                                                             const gint64 *strides,
+                                                             guint64 byte_offset, GError **error);
+MemresBuffer *memres_buffer_new_for_dlpack (MemresDLManagedTensorVersioned *tensor, GError **error);
+
+G_END_DECLS

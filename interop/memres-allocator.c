@@ -1,0 +1,472 @@
+/* memres - CUDA memory resources
+ * memres-allocator.c: libmemres-allocator, the functions PyTorch and CuPy load by name to use
+ * memres as their allocator. Each device gets one resource, made on first use from an
+ * environment variable; every live allocation is kept in a table sharded by pointer (a hash
+ * picks the shard, a mutex of its own guards each), so that free finds the buffer from the
+ * pointer alone, in any thread, without a scan and without a global lock. */
+#include "memres-allocator.h"
+
+#include <memres/memres-plugin.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One device's resource, made once. */
+typedef struct
+{
+  GMutex lock;         /* held while the resource is made */
+  MemresResource *mr;  /* set once under @lock; read with an atomic load */
+  gboolean failed;     /* making it failed (logged once); no later try */
+  gint failure_logged; /* an allocation failure was logged (atomic) */
+  gint64 n_buffers;    /* live allocations (atomic builtins) */
+} Device;
+
+static Device devices[MEMRES_ALLOCATOR_MAX_DEVICES];
+
+#define N_SHARDS 64 /* a power of 2 */
+
+/* What the table keeps of a live allocation. */
+typedef struct
+{
+  MemresBuffer *buf; /* owned */
+  gint device;       /* the device it was allocated for */
+  GArray *recorded;  /* MemresStream from record_stream; NULL until used */
+} Entry;
+
+typedef struct
+{
+  GMutex lock;
+  GHashTable *entries; /* pointer -> Entry (owned); made on first use */
+} __attribute__ ((aligned (64))) Shard;
+
+static Shard shards[N_SHARDS];
+
+static gint bad_call_logged;
+static gint unknown_pointer_logged;
+static gint close_failure_logged;
+
+static Shard *
+shard_for (gconstpointer ptr)
+{
+  guint64 h = (guint64) (guintptr) ptr;
+
+  /* allocations are aligned: mix the high bits down before taking the top 6 bits */
+  h ^= h >> 31;
+  h *= G_GUINT64_CONSTANT (0x9e3779b97f4a7c15);
+  return &shards[h >> (64 - 6)];
+}
+
+/* Logs @error with g_warning() the first time @flag is raised, with g_debug() afterwards. */
+static void
+log_once (gint *flag, const char *what, const GError *error)
+{
+  if (g_atomic_int_compare_and_exchange (flag, 0, 1))
+    g_warning ("memres allocator: %s: %s (further failures of this kind are logged at debug "
+               "level)",
+               what, error->message);
+  else
+    g_debug ("memres allocator: %s: %s", what, error->message);
+}
+
+/* The spec for @device: MEMRES_ALLOCATOR_RESOURCE_<device>, else MEMRES_ALLOCATOR_RESOURCE,
+ * else MEMRES_ALLOCATOR_DEFAULT_SPEC, with `{device}` replaced by the ordinal. */
+static char *
+device_spec (int device)
+{
+  g_autofree char *own = g_strdup_printf ("MEMRES_ALLOCATOR_RESOURCE_%d", device);
+  g_autofree char *ordinal = g_strdup_printf ("%d", device);
+  const char *spec = g_getenv (own);
+  g_auto (GStrv) parts = NULL;
+
+  if (spec == NULL || spec[0] == '\0')
+    spec = g_getenv ("MEMRES_ALLOCATOR_RESOURCE");
+  if (spec == NULL || spec[0] == '\0')
+    spec = MEMRES_ALLOCATOR_DEFAULT_SPEC;
+  parts = g_strsplit (spec, "{device}", -1);
+  return g_strjoinv (ordinal, parts);
+}
+
+static MemresResource *
+make_resource (int device, GError **error)
+{
+  g_autofree char *spec = device_spec (device);
+  g_autoptr (MemresResource) mr = memres_resource_new (spec, error);
+  gint mr_device;
+
+  if (mr == NULL)
+    return NULL;
+  mr_device = memres_resource_get_device (mr);
+  if (mr_device >= 0 && mr_device != device)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_WRONG_DEVICE,
+                   "the resource '%s' is of device %d, not of device %d (put {device} in the "
+                   "spec, or set MEMRES_ALLOCATOR_RESOURCE_%d)",
+                   spec, mr_device, device, device);
+      return NULL;
+    }
+  return g_steal_pointer (&mr);
+}
+
+/* The resource of @device, made on first use; NULL (logged once) when it cannot be made. */
+static MemresResource *
+device_resource (int device)
+{
+  Device *d;
+  MemresResource *mr;
+
+  if (device < 0 || device >= MEMRES_ALLOCATOR_MAX_DEVICES)
+    {
+      g_autoptr (GError) error = g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                                              "device %d is not served (0 to %d are)", device,
+                                              MEMRES_ALLOCATOR_MAX_DEVICES - 1);
+
+      log_once (&bad_call_logged, "allocation", error);
+      return NULL;
+    }
+  d = &devices[device];
+  mr = g_atomic_pointer_get (&d->mr);
+  if (G_LIKELY (mr != NULL))
+    return mr;
+
+  g_mutex_lock (&d->lock);
+  if (d->mr == NULL && !d->failed)
+    {
+      g_autoptr (GError) error = NULL;
+
+      mr = make_resource (device, &error);
+      if (mr == NULL)
+        {
+          d->failed = TRUE;
+          g_warning ("memres allocator: device %d: no resource: %s", device, error->message);
+        }
+      g_atomic_pointer_set (&d->mr, mr);
+    }
+  mr = d->mr;
+  g_mutex_unlock (&d->lock);
+  return mr;
+}
+
+/* Allocates @size bytes on @stream from @device's resource and records the buffer under its
+ * pointer. */
+static void *
+allocate (gsize size, int device, MemresStream stream)
+{
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr;
+  MemresBuffer *buf;
+  Entry *entry;
+  Shard *shard;
+
+  if (size == 0)
+    return NULL; /* nothing to allocate; freeing NULL does nothing */
+  mr = device_resource (device);
+  if (mr == NULL)
+    return NULL;
+  buf = memres_resource_allocate (mr, size, stream, &error);
+  if (buf == NULL)
+    {
+      g_autofree char *what
+          = g_strdup_printf ("device %d: allocating %" G_GSIZE_FORMAT " bytes", device, size);
+
+      log_once (&devices[device].failure_logged, what, error);
+      return NULL;
+    }
+  entry = g_new (Entry, 1);
+  entry->buf = buf;
+  entry->device = device;
+  entry->recorded = NULL;
+  shard = shard_for (memres_buffer_get_pointer (buf));
+  g_mutex_lock (&shard->lock);
+  if (G_UNLIKELY (shard->entries == NULL))
+    shard->entries = g_hash_table_new (g_direct_hash, g_direct_equal);
+  g_hash_table_insert (shard->entries, memres_buffer_get_pointer (buf), entry);
+  g_mutex_unlock (&shard->lock);
+  __atomic_fetch_add (&devices[device].n_buffers, 1, __ATOMIC_RELAXED);
+  return memres_buffer_get_pointer (buf);
+}
+
+/* Makes @stream wait for the work queued so far on each of @recorded: an event recorded on each,
+ * waited for on @stream, in @device's primary context. Where that fails, the recorded stream is
+ * synchronized instead. */
+static void
+wait_for_recorded (int device, MemresStream stream, GArray *recorded)
+{
+  g_autoptr (GError) error = NULL;
+  const MemresCudaDriver *drv = memres_cuda_get_driver (&error);
+  CUcontext ctx = NULL;
+  gboolean pushed;
+
+  if (drv == NULL || !memres_cuda_get_primary_context (device, &ctx, &error))
+    {
+      log_once (&close_failure_logged, "ordering a free after recorded streams", error);
+      return;
+    }
+  pushed = drv->cuCtxPushCurrent (ctx) == CUDA_SUCCESS;
+  for (guint i = 0; i < recorded->len; i++)
+    {
+      MemresStream s = g_array_index (recorded, MemresStream, i);
+      CUevent ev = NULL;
+
+      if (s == stream)
+        continue;
+      if (drv->cuEventCreate (&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS
+          || drv->cuEventRecord (ev, (CUstream) s) != CUDA_SUCCESS
+          || drv->cuStreamWaitEvent ((CUstream) stream, ev, 0) != CUDA_SUCCESS)
+        drv->cuStreamSynchronize ((CUstream) s);
+      if (ev != NULL)
+        drv->cuEventDestroy (ev);
+    }
+  if (pushed)
+    drv->cuCtxPopCurrent (&ctx);
+}
+
+/* Frees what allocate() returned at @ptr, ordered on @stream. */
+static void
+release (void *ptr, int device, MemresStream stream)
+{
+  g_autoptr (GError) error = NULL;
+  Entry *entry = NULL;
+  Shard *shard;
+
+  if (ptr == NULL)
+    return;
+  shard = shard_for (ptr);
+  g_mutex_lock (&shard->lock);
+  if (shard->entries != NULL)
+    g_hash_table_steal_extended (shard->entries, ptr, NULL, (gpointer *) &entry);
+  g_mutex_unlock (&shard->lock);
+
+  if (entry == NULL)
+    {
+      g_autoptr (GError) unknown
+          = g_error_new (MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                         "%p (device %d) was not allocated here, or is freed already", ptr, device);
+
+      log_once (&unknown_pointer_logged, "free", unknown);
+      return;
+    }
+  if (entry->recorded != NULL)
+    {
+      wait_for_recorded (entry->device, stream, entry->recorded);
+      g_array_unref (entry->recorded);
+    }
+  /* CUDA_ERROR_DEINITIALIZED: the process exits and the driver is gone (torch frees late) */
+  if (!memres_buffer_close (entry->buf, stream, &error)
+      && !g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
+    log_once (&close_failure_logged, "free", error);
+  memres_buffer_unref (entry->buf);
+  __atomic_fetch_sub (&devices[entry->device].n_buffers, 1, __ATOMIC_RELAXED);
+  g_free (entry);
+}
+
+/* NULL is the legacy default stream for torch and for memres's allocate, but "the recorded
+ * stream" for memres_buffer_close(): name it. */
+static MemresStream
+explicit_stream (void *stream)
+{
+  return stream != NULL ? (MemresStream) stream : MEMRES_STREAM_LEGACY;
+}
+
+/**
+ * memres_torch_alloc:
+ * @size: bytes (0 gives %NULL; negative: %NULL, logged)
+ * @device: the CUDA device ordinal
+ * @stream: the `cudaStream_t`/`CUstream` the allocation is ordered on (%NULL: the legacy
+ *   default stream)
+ *
+ * The allocation function of `torch.cuda.memory.CUDAPluggableAllocator`
+ * (`void *alloc (ssize_t size, int device, cudaStream_t stream)`). Allocates from the device's
+ * resource: the spec in `MEMRES_ALLOCATOR_RESOURCE_<device>`, else in
+ * `MEMRES_ALLOCATOR_RESOURCE` (`{device}` in it is replaced by the ordinal; a spec or an
+ * `@name`), else %MEMRES_ALLOCATOR_DEFAULT_SPEC; the resource is made on the first allocation
+ * for the device (memres_allocator_get_resource()) and kept for the life of the process.
+ *
+ * Errors cannot be returned through torch's signature: a failure (no resource for the device,
+ * out of memory, a driver error) returns %NULL, which torch turns into its own
+ * out-of-memory error; the GError is logged with g_warning() the first time for each device
+ * and with g_debug() afterwards.
+ *
+ * Thread safety: may be called from any thread, concurrently with every function here.
+ *
+ * Returns: the pointer (a `CUdeviceptr` for device memory), or %NULL
+ */
+void *
+memres_torch_alloc (ssize_t size, int device, void *stream)
+{
+  if (size < 0)
+    {
+      g_autoptr (GError) error
+          = g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                         "a negative size (%" G_GSSIZE_FORMAT " bytes)", (gssize) size);
+
+      log_once (&bad_call_logged, "allocation", error);
+      return NULL;
+    }
+  return allocate ((gsize) size, device, explicit_stream (stream));
+}
+
+/**
+ * memres_torch_free:
+ * @ptr: (nullable): what memres_torch_alloc() returned; %NULL does nothing
+ * @size: ignored (the buffer knows its size)
+ * @device: ignored (the buffer knows its device)
+ * @stream: the stream the free is ordered on: torch passes the allocation's stream (%NULL:
+ *   the legacy default stream)
+ *
+ * The free function of `torch.cuda.memory.CUDAPluggableAllocator`
+ * (`void free (void *ptr, ssize_t size, int device, cudaStream_t stream)`). Finds the buffer
+ * from @ptr in a table sharded by pointer (no scan, one shard's lock), makes @stream wait for
+ * the streams memres_torch_record_stream() recorded for it, and closes it on @stream (dmr:
+ * cuMemFreeAsync()). A pointer that was not allocated here, or is freed already, is logged
+ * once and otherwise ignored; so is a failing close (except `CUDA_ERROR_DEINITIALIZED`, which
+ * the driver returns while the process exits, and is not logged).
+ *
+ * Thread safety: any thread, concurrently with every function here.
+ */
+void
+memres_torch_free (void *ptr, ssize_t size, int device, void *stream)
+{
+  release (ptr, device, explicit_stream (stream));
+}
+
+/**
+ * memres_torch_record_stream:
+ * @ptr: what memres_torch_alloc() returned
+ * @stream: a stream that uses the memory besides the allocation's
+ *
+ * The `record_stream` hook of torch's C++ `CUDAPluggableAllocator::set_record_stream_fn()`
+ * (`void (void *ptr, cudaStream_t stream)`; not reachable from Python, where torch ignores
+ * `Tensor.record_stream()` for a pluggable allocator). Remembers @stream for @ptr: the free
+ * of @ptr is then ordered after the work queued on @stream until then (an event recorded on
+ * it, waited for on the free's stream; cuEventCreate(), cuEventRecord(), cuStreamWaitEvent(),
+ * or cuStreamSynchronize() where those fail). An unknown pointer does nothing.
+ *
+ * Thread safety: any thread.
+ */
+void
+memres_torch_record_stream (void *ptr, void *stream)
+{
+  Shard *shard = shard_for (ptr);
+  Entry *entry;
+
+  g_mutex_lock (&shard->lock);
+  entry = shard->entries != NULL ? g_hash_table_lookup (shard->entries, ptr) : NULL;
+  if (entry != NULL)
+    {
+      MemresStream s = explicit_stream (stream);
+      gboolean seen = FALSE;
+
+      if (entry->recorded == NULL)
+        entry->recorded = g_array_new (FALSE, FALSE, sizeof (MemresStream));
+      for (guint i = 0; i < entry->recorded->len && !seen; i++)
+        seen = g_array_index (entry->recorded, MemresStream, i) == s;
+      if (!seen)
+        g_array_append_val (entry->recorded, s);
+    }
+  g_mutex_unlock (&shard->lock);
+}
+
+/**
+ * memres_torch_empty_cache:
+ *
+ * The reset hook of torch's C++ `CUDAPluggableAllocator::set_reset_fn()`, also called directly
+ * (ctypes) after `torch.cuda.empty_cache()`: trims every device's resource to 0 bytes kept
+ * (memres_resource_trim(); dmr: cuMemPoolTrimTo()). Kinds that keep nothing cached
+ * (%MEMRES_ERROR_NOT_SUPPORTED) are skipped; other failures are logged with g_warning().
+ *
+ * Thread safety: any thread.
+ */
+void
+memres_torch_empty_cache (void)
+{
+  for (int d = 0; d < MEMRES_ALLOCATOR_MAX_DEVICES; d++)
+    {
+      MemresResource *mr = g_atomic_pointer_get (&devices[d].mr);
+      g_autoptr (GError) error = NULL;
+
+      if (mr != NULL && !memres_resource_trim (mr, 0, &error)
+          && !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
+        g_warning ("memres allocator: device %d: trimming: %s", d, error->message);
+    }
+}
+
+/**
+ * memres_cupy_malloc:
+ * @param: the `param` given to `cupy.cuda.memory.CFunctionAllocator`: 0 for the legacy
+ *   default stream, or a `CUstream` to order every allocation and free on
+ * @size: bytes (0 gives %NULL)
+ * @device: the CUDA device ordinal
+ *
+ * The malloc function of `cupy.cuda.memory.CFunctionAllocator`
+ * (`void *malloc (void *param, size_t size, int device)`). CuPy passes no stream: the
+ * allocation is ordered on the legacy default stream unless @param names one. The legacy
+ * stream is the choice because CuPy's default stream is the legacy stream, and the legacy
+ * stream waits for (and is waited for by) every blocking stream of the context: memory freed
+ * on it is not reused before the work CuPy queued on its default or any blocking stream is
+ * done. The per-thread default stream would not be ordered with other threads' streams.
+ * Work on non-blocking streams (`cupy.cuda.Stream(non_blocking=True)`) is not ordered with
+ * it: synchronize such a stream before dropping its arrays, or pass it as @param.
+ *
+ * Otherwise as memres_torch_alloc(): the same resources, the same table, %NULL with the
+ * GError logged once on failure.
+ *
+ * Returns: the pointer, or %NULL
+ */
+void *
+memres_cupy_malloc (void *param, size_t size, int device)
+{
+  return allocate (size, device, explicit_stream (param));
+}
+
+/**
+ * memres_cupy_free:
+ * @param: as given to memres_cupy_malloc()
+ * @ptr: (nullable): what memres_cupy_malloc() returned
+ * @device: ignored (the buffer knows its device)
+ *
+ * The free function of `cupy.cuda.memory.CFunctionAllocator`
+ * (`void free (void *param, void *ptr, int device)`): as memres_torch_free(), ordered on the
+ * legacy default stream or the stream @param names.
+ */
+void
+memres_cupy_free (void *param, void *ptr, int device)
+{
+  release (ptr, device, explicit_stream (param));
+}
+
+/**
+ * memres_allocator_get_resource:
+ * @device: a CUDA device ordinal
+ *
+ * The resource the library allocates from for @device, made now if no allocation made it yet.
+ * Its statistics (memres_resource_get_stats()) show what torch or CuPy allocated through it;
+ * from Python, load libmemres with ctypes and call memres_resource_get_stats() on the pointer
+ * this returns (docs/interop.md).
+ *
+ * Thread safety: any thread.
+ *
+ * Returns: (transfer none) (nullable): the resource, valid for the life of the process; %NULL
+ *   when it cannot be made (the error is logged with g_warning() once)
+ */
+MemresResource *
+memres_allocator_get_resource (int device)
+{
+  return device_resource (device);
+}
+
+/**
+ * memres_allocator_count_buffers:
+ * @device: a CUDA device ordinal, or -1 for every device
+ *
+ * Returns: the allocations made through this library for @device (or all) and not freed yet
+ */
+guint64
+memres_allocator_count_buffers (int device)
+{
+  gint64 n = 0;
+
+  for (int d = 0; d < MEMRES_ALLOCATOR_MAX_DEVICES; d++)
+    if (device < 0 || d == device)
+      n += __atomic_load_n (&devices[d].n_buffers, __ATOMIC_RELAXED);
+  return (guint64) n;
+}

@@ -1,0 +1,46 @@
+/* memres - CUDA memory resources
+ * memres-allocator.h: libmemres-allocator, memres as the allocator of PyTorch
+ * (torch.cuda.memory.CUDAPluggableAllocator) and CuPy (cupy.cuda.memory.CFunctionAllocator),
+ * loaded by name from the shared library; no Python extension module. docs/interop.md tells how
+ * to set it up. Streams are `CUstream` values declared as `void *`: the library does not need
+ * the CUDA runtime. */
+#pragma once
+
+#include <sys/types.h>
+
+#include <memres/memres.h>
+
+G_BEGIN_DECLS
+
+/**
+ * MEMRES_ALLOCATOR_DEFAULT_SPEC:
+ *
+ * The resource of each device when neither `MEMRES_ALLOCATOR_RESOURCE_<N>` nor
+ * `MEMRES_ALLOCATOR_RESOURCE` is set; `{device}` stands for the device ordinal. Device
+ * memory from the device's pool; a caching adaptor over it (`cache>dmr:device={device}`) is
+ * the intended default once that kind exists.
+ */
+#define MEMRES_ALLOCATOR_DEFAULT_SPEC "dmr:device={device}"
+
+/**
+ * MEMRES_ALLOCATOR_MAX_DEVICES:
+ *
+ * Devices 0 to this minus one are served; an allocation for another device fails.
+ */
+#define MEMRES_ALLOCATOR_MAX_DEVICES 64
+
+/* PyTorch: CUDAPluggableAllocator (alloc, free) and the optional hooks of its C++ API. */
+void *memres_torch_alloc (ssize_t size, int device, void *stream);
+void memres_torch_free (void *ptr, ssize_t size, int device, void *stream);
+void memres_torch_record_stream (void *ptr, void *stream);
+void memres_torch_empty_cache (void);
+
+/* CuPy: CFunctionAllocator (param: NULL for the legacy default stream, or a CUstream). */
+void *memres_cupy_malloc (void *param, size_t size, int device);
+void memres_cupy_free (void *param, void *ptr, int device);
+
+/* The resource behind a device and what is allocated through the library. */
+MemresResource *memres_allocator_get_resource (int device);
+guint64 memres_allocator_count_buffers (int device);
+
+G_END_DECLS

@@ -1,0 +1,305 @@
+"""memres from Python with ctypes only: no extension module.
+
+The recipe of docs/interop.md as a module the tests and benchmarks share (copy it freely):
+
+  lib = Memres()                                   # libmemres ($MEMRES_LIBMEMRES or the loader's path)
+  mr = lib.resource_new("dmr:device=0")
+  buf = lib.allocate(mr, 4096)
+  arr = DLPackExport(lib, buf, "float32", (1024,))  # has __dlpack__ / __dlpack_device__
+  t = torch.from_dlpack(arr)                       # same device pointer, no copy
+  back = lib.buffer_from_dlpack(torch_tensor)      # a MemresBuffer over torch's memory
+
+  alloc = Allocator()                              # libmemres-allocator ($MEMRES_ALLOCATOR_LIB)
+  torch.cuda.memory.change_current_allocator(
+      torch.cuda.memory.CUDAPluggableAllocator(alloc.path, "memres_torch_alloc", "memres_torch_free"))
+
+Environment: MEMRES_LIBMEMRES (path of libmemres.so), MEMRES_ALLOCATOR_LIB (path of
+libmemres-allocator.so), MEMRES_PLUGIN_PATH (the plugins), as `meson devenv` or the test suite set them.
+"""
+
+import ctypes
+import os
+import sys
+
+SKIP = 77  # Meson's exit code of a skipped test
+
+
+def skip(why):
+    print(f"SKIP: {why}", flush=True)
+    sys.exit(SKIP)
+
+
+vp = ctypes.c_void_p
+
+
+class GError(ctypes.Structure):
+    _fields_ = [("domain", ctypes.c_uint32), ("code", ctypes.c_int), ("message", ctypes.c_char_p)]
+
+
+class MemresStats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in
+                ("reserved_current", "reserved_high", "used_current", "used_high", "n_buffers")]
+
+    def as_dict(self):
+        return {n: getattr(self, n) for n, _ in self._fields_}
+
+
+# DLPack 1.x (memres-dlpack.h, from the DLPack specification)
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", vp), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
+DLManagedTensorVersioned._fields_ = [("version", DLPackVersion), ("manager_ctx", vp),
+                                     ("deleter", DELETER), ("flags", ctypes.c_uint64),
+                                     ("dl_tensor", DLTensor)]
+
+kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged = 1, 2, 3, 13
+DTYPES = {"uint8": (1, 8), "int32": (0, 32), "int64": (0, 64), "float32": (2, 32),
+          "float64": (2, 64), "float16": (2, 16)}
+
+CAPSULE_NAME = b"dltensor_versioned"
+USED_CAPSULE_NAME = b"used_dltensor_versioned"
+
+_api = ctypes.pythonapi
+_api.PyCapsule_New.restype = ctypes.py_object
+_api.PyCapsule_New.argtypes = [vp, ctypes.c_char_p, vp]
+_api.PyCapsule_IsValid.restype = ctypes.c_int
+_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_GetPointer.restype = vp
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_SetName.restype = ctypes.c_int
+_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+# The capsule's destructor: a tensor nobody consumed (the name is still "dltensor_versioned")
+# is deleted; a consumer renames the capsule to "used_dltensor_versioned" and owns the tensor.
+# It gets the dying capsule as a raw pointer: no Python reference may be made to it there, so
+# the capsule calls below take the address (PYFUNCTYPE: called with the GIL held).
+CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, vp)
+_is_valid_raw = ctypes.PYFUNCTYPE(ctypes.c_int, vp, ctypes.c_char_p)(
+    ("PyCapsule_IsValid", ctypes.pythonapi))
+_get_pointer_raw = ctypes.PYFUNCTYPE(vp, vp, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+
+
+@CAPSULE_DESTRUCTOR
+def _capsule_destructor(capsule_ptr):
+    if _is_valid_raw(capsule_ptr, CAPSULE_NAME):
+        t = ctypes.cast(_get_pointer_raw(capsule_ptr, CAPSULE_NAME),
+                        ctypes.POINTER(DLManagedTensorVersioned))
+        if t.contents.deleter:
+            t.contents.deleter(t)
+
+
+def capsule_from_tensor(tensor_ptr):
+    """A "dltensor_versioned" capsule over a DLManagedTensorVersioned pointer (an int)."""
+    return _api.PyCapsule_New(tensor_ptr, CAPSULE_NAME,
+                              ctypes.cast(_capsule_destructor, vp).value)
+
+
+def tensor_from_capsule(capsule):
+    """Takes the tensor out of a "dltensor_versioned" capsule (renamed "used_...": the caller owns
+    the tensor and must call its deleter)."""
+    if not _api.PyCapsule_IsValid(capsule, CAPSULE_NAME):
+        raise ValueError("not an unused dltensor_versioned capsule")
+    ptr = _api.PyCapsule_GetPointer(capsule, CAPSULE_NAME)
+    _api.PyCapsule_SetName(capsule, USED_CAPSULE_NAME)
+    return ctypes.cast(ptr, ctypes.POINTER(DLManagedTensorVersioned))
+
+
+def _find(env, default_names):
+    path = os.environ.get(env)
+    if path:
+        return path
+    for name in default_names:
+        try:
+            ctypes.CDLL(name)
+            return name
+        except OSError:
+            pass
+    skip(f"{env} is not set and {default_names[0]} cannot be loaded")
+
+
+class MemresError(RuntimeError):
+    def __init__(self, err):
+        self.domain, self.code = err.contents.domain, err.contents.code
+        super().__init__(err.contents.message.decode(errors="replace"))
+
+
+class Memres:
+    """libmemres through ctypes: the calls the tests and benchmarks use."""
+
+    def __init__(self, path=None):
+        self.path = path or _find("MEMRES_LIBMEMRES", ["libmemres.so.0", "libmemres.so"])
+        lib = self.lib = ctypes.CDLL(self.path)
+        err_p = ctypes.POINTER(ctypes.POINTER(GError))
+        sigs = {
+            "memres_resource_new": (vp, [ctypes.c_char_p, err_p]),
+            "memres_resource_unref": (None, [vp]),
+            "memres_resource_get_stats": (ctypes.c_int, [vp, ctypes.POINTER(MemresStats), err_p]),
+            "memres_resource_allocate": (vp, [vp, ctypes.c_size_t, vp, err_p]),
+            "memres_buffer_close": (ctypes.c_int, [vp, vp, err_p]),
+            "memres_buffer_unref": (None, [vp]),
+            "memres_buffer_get_address": (ctypes.c_uint64, [vp]),
+            "memres_buffer_get_size": (ctypes.c_size_t, [vp]),
+            "memres_buffer_get_device": (ctypes.c_int, [vp]),
+            "memres_buffer_write": (ctypes.c_int,
+                                    [vp, ctypes.c_size_t, vp, ctypes.c_size_t, vp, err_p]),
+            "memres_buffer_read": (ctypes.c_int,
+                                   [vp, ctypes.c_size_t, vp, ctypes.c_size_t, vp, err_p]),
+            "memres_stream_synchronize": (ctypes.c_int, [vp, err_p]),
+            "memres_buffer_export_dlpack": (ctypes.POINTER(DLManagedTensorVersioned),
+                                            [vp, DLDataType, ctypes.c_int,
+                                             ctypes.POINTER(ctypes.c_int64),
+                                             ctypes.POINTER(ctypes.c_int64), ctypes.c_uint64,
+                                             err_p]),
+            "memres_buffer_new_for_dlpack": (vp, [ctypes.POINTER(DLManagedTensorVersioned),
+                                                  err_p]),
+            "memres_error_quark": (ctypes.c_uint32, []),
+            "g_error_free": (None, [ctypes.POINTER(GError)]),
+        }
+        for name, (res, args) in sigs.items():
+            f = getattr(lib, name)
+            f.restype, f.argtypes = res, args
+        self.MEMRES_ERROR = lib.memres_error_quark()
+
+    def _call(self, fn, *args):
+        err = ctypes.POINTER(GError)()
+        r = fn(*args, ctypes.byref(err))
+        if err:
+            e = MemresError(err)
+            self.lib.g_error_free(err)
+            raise e
+        return r
+
+    def resource_new(self, spec):
+        return self._call(self.lib.memres_resource_new, spec.encode())
+
+    def stats(self, mr):
+        s = MemresStats()
+        self._call(self.lib.memres_resource_get_stats, mr, ctypes.byref(s))
+        return s.as_dict()
+
+    def allocate(self, mr, size, stream=None):
+        return self._call(self.lib.memres_resource_allocate, mr, size, stream)
+
+    def close(self, buf, stream=None):
+        self._call(self.lib.memres_buffer_close, buf, stream)
+
+    def write(self, buf, data, offset=0):
+        self._call(self.lib.memres_buffer_write, buf, offset, data, len(data), None)
+        self._call(self.lib.memres_stream_synchronize, None)
+
+    def read(self, buf, n, offset=0):
+        out = ctypes.create_string_buffer(n)
+        self._call(self.lib.memres_buffer_read, buf, offset, out, n, None)
+        self._call(self.lib.memres_stream_synchronize, None)
+        return out.raw
+
+    def address(self, buf):
+        return self.lib.memres_buffer_get_address(buf)
+
+    def size(self, buf):
+        return self.lib.memres_buffer_get_size(buf)
+
+    def export_dlpack(self, buf, dtype, shape, strides=None, byte_offset=0):
+        code, bits = DTYPES[dtype]
+        n = len(shape)
+        shape_a = (ctypes.c_int64 * max(n, 1))(*shape)
+        strides_a = (ctypes.c_int64 * n)(*strides) if strides is not None else None
+        return self._call(self.lib.memres_buffer_export_dlpack, buf, DLDataType(code, bits, 1),
+                          n, shape_a, strides_a, byte_offset)
+
+    def buffer_from_dlpack(self, obj):
+        """A MemresBuffer over another library's array (its __dlpack__ with max_version 1.0);
+        the buffer calls the tensor's deleter when it closes."""
+        capsule = obj.__dlpack__(max_version=(1, 0))
+        t = tensor_from_capsule(capsule)
+        try:
+            return self._call(self.lib.memres_buffer_new_for_dlpack, t)
+        except MemresError:
+            t.contents.deleter(t)  # not taken: ours to delete
+            raise
+
+
+class DLPackExport:
+    """A memres buffer seen by array libraries: torch.from_dlpack(x), cupy.from_dlpack(x),
+    jax.dlpack.from_dlpack(x) call __dlpack__ and get a "dltensor_versioned" capsule."""
+
+    def __init__(self, memres, buf, dtype, shape, strides=None, byte_offset=0, on_delete=None):
+        self.memres, self.buf = memres, buf
+        self.dtype, self.shape, self.strides, self.byte_offset = dtype, shape, strides, byte_offset
+        self.on_delete = on_delete  # called once per exported tensor, when its deleter runs
+        self._deleters = []  # keeps the counting callbacks alive
+        probe = memres.export_dlpack(buf, dtype, shape, strides, byte_offset)
+        self.device = (probe.contents.dl_tensor.device.device_type,
+                       probe.contents.dl_tensor.device.device_id)
+        probe.contents.deleter(probe)
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        if max_version is None or max_version[0] < 1:
+            raise BufferError("memres exports DLPack 1.x tensors only (pass max_version)")
+        if copy:
+            raise BufferError("memres exports without a copy")
+        # stream: the consumer's stream; memres's work is synchronized before export here
+        t = self.memres.export_dlpack(self.buf, self.dtype, self.shape, self.strides,
+                                      self.byte_offset)
+        if self.on_delete is not None:
+            # a copy of the pointer: the field itself is about to change
+            original = DELETER(ctypes.cast(t.contents.deleter, vp).value)
+            cb = self.on_delete
+
+            @DELETER
+            def counting(self_ptr):
+                cb()
+                original(self_ptr)
+
+            self._deleters.append((counting, original))
+            t.contents.deleter = counting
+        return capsule_from_tensor(ctypes.cast(t, vp).value)
+
+
+class Allocator:
+    """libmemres-allocator: its path (for torch's CUDAPluggableAllocator) and its functions."""
+
+    def __init__(self, path=None):
+        self.path = path or _find("MEMRES_ALLOCATOR_LIB", ["libmemres-allocator.so"])
+        lib = self.lib = ctypes.CDLL(self.path)
+        lib.memres_allocator_get_resource.restype = vp
+        lib.memres_allocator_get_resource.argtypes = [ctypes.c_int]
+        lib.memres_allocator_count_buffers.restype = ctypes.c_uint64
+        lib.memres_allocator_count_buffers.argtypes = [ctypes.c_int]
+        lib.memres_torch_empty_cache.restype = None
+
+    def fn_address(self, name):
+        return ctypes.cast(getattr(self.lib, name), vp).value
+
+    def resource(self, device=0):
+        return self.lib.memres_allocator_get_resource(device)
+
+    def count_buffers(self, device=-1):
+        return self.lib.memres_allocator_count_buffers(device)
+
+    def empty_cache(self):
+        self.lib.memres_torch_empty_cache()

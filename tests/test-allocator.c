@@ -1,0 +1,462 @@
+/* test-allocator.c: libmemres-allocator, loaded with dlopen() and its functions found by name,
+ * as torch and CuPy do: allocations and frees (bytes written and read back through memres),
+ * from many threads with frees in other threads than the allocations, the statistics of the
+ * resource it uses, sizes 0 and NULL, unknown pointers, record_stream, empty_cache, and the
+ * failures that can only return NULL (bad spec, wrong device, out of memory), each logged once.
+ * Suite core: MEMRES_ALLOCATOR_RESOURCE=host; suite fake and gpu: the default (dmr). */
+#include <memres/memres.h>
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "testutil.h"
+
+typedef struct
+{
+  void *(*torch_alloc) (ssize_t size, int device, void *stream);
+  void (*torch_free) (void *ptr, ssize_t size, int device, void *stream);
+  void (*torch_record_stream) (void *ptr, void *stream);
+  void (*torch_empty_cache) (void);
+  void *(*cupy_malloc) (void *param, size_t size, int device);
+  void (*cupy_free) (void *param, void *ptr, int device);
+  MemresResource *(*get_resource) (int device);
+  guint64 (*count_buffers) (int device);
+} Shim;
+
+static Shim shim;
+
+static void
+load_shim (void)
+{
+  const char *path = g_getenv ("MEMRES_ALLOCATOR_LIB");
+  void *handle;
+
+  g_assert_nonnull (path);
+  handle = dlopen (path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == NULL)
+    g_error ("dlopen %s: %s", path, dlerror ());
+#define FIND(field, name)                                                                          \
+  do                                                                                               \
+    {                                                                                              \
+      *(void **) &shim.field = dlsym (handle, name);                                               \
+      g_assert_nonnull (shim.field);                                                               \
+    }                                                                                              \
+  while (0)
+  FIND (torch_alloc, "memres_torch_alloc");
+  FIND (torch_free, "memres_torch_free");
+  FIND (torch_record_stream, "memres_torch_record_stream");
+  FIND (torch_empty_cache, "memres_torch_empty_cache");
+  FIND (cupy_malloc, "memres_cupy_malloc");
+  FIND (cupy_free, "memres_cupy_free");
+  FIND (get_resource, "memres_allocator_get_resource");
+  FIND (count_buffers, "memres_allocator_count_buffers");
+#undef FIND
+}
+
+/* The resource for device 0: host in suite core, dmr against a driver. */
+static gboolean
+require_resource (void)
+{
+  if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") == NULL && !mt_require_devices (1))
+    return FALSE;
+  g_assert_nonnull (shim.get_resource (0));
+  return TRUE;
+}
+
+static MemresStats
+stats_of (MemresResource *mr)
+{
+  g_autoptr (GError) error = NULL;
+  MemresStats stats;
+
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_no_error (error);
+  return stats;
+}
+
+/* @ptr of @size bytes from the shim, wrapped (no ownership) to reach it through memres. */
+static MemresBuffer *
+wrap (MemresResource *mr, void *ptr, gsize size)
+{
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf = memres_buffer_new_for_pointer (
+      ptr, size, memres_resource_get_device (mr),
+      memres_resource_get_flags (mr)
+          & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE),
+      NULL, NULL, &error);
+
+  g_assert_no_error (error);
+  return buf;
+}
+
+static void
+test_alloc_free (void)
+{
+  static const gsize sizes[] = { 1, 255, 4096, 65536 + 3, 1 << 20 };
+  void *ptrs[G_N_ELEMENTS (sizes)];
+  MemresResource *mr;
+
+  if (!require_resource ())
+    return;
+  mr = shim.get_resource (0);
+  g_assert_true (shim.get_resource (0) == mr); /* one resource per device */
+  g_assert_cmpuint (stats_of (mr).n_buffers, ==, 0);
+  for (gsize i = 0; i < G_N_ELEMENTS (sizes); i++)
+    {
+      g_autoptr (MemresBuffer) view = NULL;
+
+      ptrs[i] = i % 2 ? shim.cupy_malloc (NULL, sizes[i], 0)
+                      : shim.torch_alloc ((ssize_t) sizes[i], 0, NULL);
+      g_assert_nonnull (ptrs[i]);
+      view = wrap (mr, ptrs[i], sizes[i]);
+      mt_write_pattern (view, 0, sizes[i], (guint32) i, NULL);
+    }
+  g_assert_cmpuint (shim.count_buffers (0), ==, G_N_ELEMENTS (sizes));
+  g_assert_cmpuint (shim.count_buffers (-1), ==, G_N_ELEMENTS (sizes));
+  g_assert_cmpuint (shim.count_buffers (1), ==, 0);
+  g_assert_cmpuint (stats_of (mr).n_buffers, ==, G_N_ELEMENTS (sizes));
+  /* every buffer still holds its own bytes: none was handed out twice */
+  for (gsize i = 0; i < G_N_ELEMENTS (sizes); i++)
+    {
+      g_autoptr (MemresBuffer) view = wrap (mr, ptrs[i], sizes[i]);
+
+      mt_check_pattern (view, 0, sizes[i], (guint32) i, NULL);
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (sizes); i++)
+    if (i % 2)
+      shim.cupy_free (NULL, ptrs[i], 0);
+    else
+      shim.torch_free (ptrs[i], (ssize_t) sizes[i], 0, NULL);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  g_assert_cmpuint (stats_of (mr).n_buffers, ==, 0);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, 0);
+}
+
+static void
+test_zero_and_null (void)
+{
+  if (!require_resource ())
+    return;
+  g_assert_null (shim.torch_alloc (0, 0, NULL));
+  g_assert_null (shim.cupy_malloc (NULL, 0, 0));
+  shim.torch_free (NULL, 0, 0, NULL);
+  shim.cupy_free (NULL, NULL, 0);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+}
+
+/* Allocations passed between threads through a queue: each thread frees what another made. */
+#define N_THREADS 8
+#define N_ROUNDS  3000
+
+typedef struct
+{
+  GAsyncQueue *queue;
+  gboolean host; /* the memory can be tagged and checked in place */
+  guint seed;
+} ThreadData;
+
+typedef struct
+{
+  void *ptr;
+  gsize size;
+  guint64 tag;
+} Handed;
+
+static gpointer
+thread_main (gpointer data)
+{
+  ThreadData *td = data;
+  GRand *rand = g_rand_new_with_seed (td->seed);
+
+  for (guint i = 0; i < N_ROUNDS; i++)
+    {
+      Handed *h = g_new (Handed, 1);
+
+      h->size = 8 + g_rand_int_range (rand, 0, 1 << 16);
+      h->tag = ((guint64) td->seed << 32) | i;
+      h->ptr = i % 3 ? shim.torch_alloc ((ssize_t) h->size, 0, NULL)
+                     : shim.cupy_malloc (NULL, h->size, 0);
+      g_assert_nonnull (h->ptr);
+      if (td->host)
+        memcpy (h->ptr, &h->tag, sizeof h->tag);
+      g_async_queue_push (td->queue, h);
+      /* free one of the queued allocations, most likely another thread's */
+      if (g_rand_boolean (rand))
+        {
+          Handed *other = g_async_queue_try_pop (td->queue);
+
+          if (other != NULL)
+            {
+              if (td->host)
+                g_assert_cmpmem (other->ptr, sizeof other->tag, &other->tag, sizeof other->tag);
+              if (g_rand_boolean (rand))
+                shim.torch_free (other->ptr, (ssize_t) other->size, 0, NULL);
+              else
+                shim.cupy_free (NULL, other->ptr, 0);
+              g_free (other);
+            }
+        }
+    }
+  g_rand_free (rand);
+  return NULL;
+}
+
+static void
+test_threads (void)
+{
+  GAsyncQueue *queue = g_async_queue_new ();
+  ThreadData td[N_THREADS];
+  GThread *threads[N_THREADS];
+  MemresResource *mr;
+  Handed *h;
+  guint64 left = 0;
+
+  if (!require_resource ())
+    return;
+  mr = shim.get_resource (0);
+  for (int i = 0; i < N_THREADS; i++)
+    {
+      td[i].queue = queue;
+      td[i].host = (memres_resource_get_flags (mr) & MEMRES_MEMORY_HOST_ACCESSIBLE) != 0;
+      td[i].seed = 1000 + i;
+      threads[i] = g_thread_new ("allocator", thread_main, &td[i]);
+    }
+  for (int i = 0; i < N_THREADS; i++)
+    g_thread_join (threads[i]);
+  left = g_async_queue_length (queue);
+  g_assert_cmpuint (shim.count_buffers (0), ==, left);
+  g_assert_cmpuint (stats_of (mr).n_buffers, ==, left);
+  while ((h = g_async_queue_try_pop (queue)) != NULL)
+    {
+      if (td[0].host)
+        g_assert_cmpmem (h->ptr, sizeof h->tag, &h->tag, sizeof h->tag);
+      shim.torch_free (h->ptr, (ssize_t) h->size, 0, NULL);
+      g_free (h);
+    }
+  g_async_queue_unref (queue);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  g_assert_cmpuint (stats_of (mr).n_buffers, ==, 0);
+}
+
+/* The failures below are logged once each: they run in a subprocess of their own, with the
+ * environment they need set before the library's first use, and a log writer that keeps every
+ * warning (GLib of this age does not match structured messages with g_test_expect_message()). */
+static GPtrArray *warnings;
+static guint warnings_seen;
+
+static GLogWriterOutput
+keep_warnings (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer data)
+{
+  if ((level & G_LOG_LEVEL_WARNING) != 0)
+    for (gsize i = 0; i < n_fields; i++)
+      if (g_strcmp0 (fields[i].key, "MESSAGE") == 0)
+        g_ptr_array_add (warnings, g_strdup (fields[i].value));
+  return G_LOG_WRITER_HANDLED;
+}
+
+static void
+child_setup (void)
+{
+  warnings = g_ptr_array_new_with_free_func (g_free);
+  g_log_set_writer_func (keep_warnings, NULL, NULL);
+  load_shim ();
+}
+
+/* Exactly one warning since the last check, matching @pattern; NULL: none. */
+static void
+assert_new_warning (const char *pattern)
+{
+  if (pattern == NULL)
+    {
+      g_assert_cmpuint (warnings->len, ==, warnings_seen);
+      return;
+    }
+  g_assert_cmpuint (warnings->len, ==, warnings_seen + 1);
+  if (!g_pattern_match_simple (pattern, g_ptr_array_index (warnings, warnings_seen)))
+    g_error ("warning '%s' does not match '%s'",
+             (char *) g_ptr_array_index (warnings, warnings_seen), pattern);
+  warnings_seen++;
+}
+
+static void
+test_unknown_pointer (void)
+{
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  {
+    int not_allocated;
+
+    child_setup ();
+    shim.torch_free (&not_allocated, 4, 0, NULL);
+    assert_new_warning ("*was not allocated here*");
+    /* the second one is logged at debug level only */
+    shim.cupy_free (NULL, &not_allocated, 0);
+    shim.torch_record_stream (&not_allocated, NULL); /* an unknown pointer: nothing */
+    assert_new_warning (NULL);
+  }
+}
+
+static void
+test_bad_spec (void)
+{
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE", "no_such_kind:device={device}", TRUE);
+  child_setup ();
+  g_assert_null (shim.torch_alloc (4096, 0, NULL));
+  assert_new_warning ("*device 0: no resource*no_such_kind*");
+  /* no second try, no second warning */
+  g_assert_null (shim.cupy_malloc (NULL, 4096, 0));
+  g_assert_null (shim.get_resource (0));
+  assert_new_warning (NULL);
+  /* another device is tried once, with its own warning */
+  g_assert_null (shim.torch_alloc (4096, 5, NULL));
+  assert_new_warning ("*device 5: no resource*");
+  /* devices out of range, a negative size */
+  g_assert_null (shim.torch_alloc (4096, -1, NULL));
+  assert_new_warning ("*device -1 is not served*");
+  g_assert_null (shim.torch_alloc (4096, 64, NULL));
+  g_assert_null (shim.torch_alloc (-5, 0, NULL));
+  assert_new_warning (NULL);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+}
+
+static void
+test_per_device_spec (void)
+{
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE", "no_such_kind", TRUE);
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE_3", "host:alignment=4KiB", TRUE);
+  child_setup ();
+  {
+    MemresResource *mr = shim.get_resource (3);
+    void *p;
+
+    g_assert_nonnull (mr);
+    g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "host");
+    p = shim.torch_alloc (100, 3, NULL);
+    g_assert_nonnull (p);
+    g_assert_cmpuint ((guintptr) p % 4096, ==, 0);
+    g_assert_cmpuint (shim.count_buffers (3), ==, 1);
+    g_assert_cmpuint (shim.count_buffers (0), ==, 0);
+    shim.torch_free (p, 100, 3, NULL);
+    g_assert_cmpuint (shim.count_buffers (3), ==, 0);
+  }
+}
+
+static void
+test_wrong_device (void)
+{
+  if (!g_test_subprocess ())
+    {
+      if (!mt_require_devices (1))
+        return;
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  /* no {device}: every device would get device 0's memory */
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE", "dmr:device=0", TRUE);
+  child_setup ();
+  g_assert_null (shim.torch_alloc (4096, 1, NULL));
+  assert_new_warning ("*is of device 0, not of device 1*");
+}
+
+static void
+test_out_of_memory (void)
+{
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE", "host", TRUE);
+  child_setup ();
+  /* sizes no memory has (memres refuses them before the allocator sees them; a sanitizer's
+   * malloc would abort on them) */
+  g_assert_null (shim.cupy_malloc (NULL, G_MAXSIZE - 4096, 0));
+  assert_new_warning ("*device 0: allocating*");
+  g_assert_null (shim.cupy_malloc (NULL, (gsize) G_MAXSSIZE + 1, 0)); /* debug level only */
+  assert_new_warning (NULL);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  g_assert_cmpuint (stats_of (shim.get_resource (0)).n_buffers, ==, 0);
+}
+
+/* record_stream: the free waits for the recorded stream (one event waited for on the free's
+ * stream), then empty_cache trims the pool. */
+static void
+test_record_stream_and_trim (void)
+{
+  g_autoptr (GError) error = NULL;
+  const MemresCudaDriver *drv;
+  MemresResource *mr;
+  CUstream other = NULL;
+  long waits;
+  void *p;
+
+  if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL || !mt_require_devices (1))
+    {
+      if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
+        g_test_skip ("record_stream needs device memory (suite fake or gpu)");
+      return;
+    }
+  mr = shim.get_resource (0);
+  g_assert_nonnull (mr);
+  drv = memres_cuda_get_driver (&error);
+  g_assert_no_error (error);
+  g_assert_true (memres_cuda_ensure_context (0, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (drv->cuStreamCreate (&other, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+
+  p = shim.torch_alloc (1 << 20, 0, NULL);
+  g_assert_nonnull (p);
+  shim.torch_record_stream (p, other);
+  shim.torch_record_stream (p, other); /* recorded once */
+  shim.torch_record_stream (p, NULL);  /* the allocation's own stream: no wait */
+  waits = mt_driver_is_fake () ? mt_fake_call_count ("cuStreamWaitEvent") : 0;
+  shim.torch_free (p, 1 << 20, 0, NULL);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuStreamWaitEvent") - waits, ==, 1);
+  g_assert_cmpuint (shim.count_buffers (0), ==, 0);
+  mt_sync_ok (NULL);
+
+  shim.torch_empty_cache ();
+  g_assert_cmpuint (stats_of (mr).reserved_current, ==, 0);
+  g_assert_cmpint (drv->cuStreamDestroy (other), ==, CUDA_SUCCESS);
+}
+
+int
+main (int argc, char **argv)
+{
+  mt_init (&argc, &argv);
+  if (!g_test_subprocess ())
+    load_shim ();
+  g_test_add_func ("/allocator/alloc-free", test_alloc_free);
+  g_test_add_func ("/allocator/zero-and-null", test_zero_and_null);
+  g_test_add_func ("/allocator/threads", test_threads);
+  g_test_add_func ("/allocator/unknown-pointer", test_unknown_pointer);
+  g_test_add_func ("/allocator/bad-spec", test_bad_spec);
+  g_test_add_func ("/allocator/per-device-spec", test_per_device_spec);
+  g_test_add_func ("/allocator/wrong-device", test_wrong_device);
+  g_test_add_func ("/allocator/out-of-memory", test_out_of_memory);
+  g_test_add_func ("/allocator/record-stream-and-trim", test_record_stream_and_trim);
+  return g_test_run ();
+}
