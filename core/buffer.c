@@ -279,8 +279,10 @@ memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
  * waits for it before the free (cuEventCreate(), cuEventRecord(), cuStreamWaitEvent(),
  * cuEventDestroy(): about the cost of one more stream-ordered call pair, paid only on such a
  * cross-stream close; see docs/streams.md), so that the memory is not reused on @stream while
- * work queued on the deallocation stream still uses it. %MEMRES_CLOSE_CALLER_ORDERED skips the
- * event for a caller that ordered @stream after every use itself.
+ * work queued on the deallocation stream still uses it. No event is added when either stream is
+ * capturing a graph (cuStreamIsCapturing(): the graph's dependencies order a free node there).
+ * %MEMRES_CLOSE_CALLER_ORDERED skips the event for a caller that ordered @stream after every use
+ * itself.
  *
  * When the close fails, nothing is released and the buffer stays open (its memory, address and
  * resource reference unchanged), so that it can be closed again, for example on a live stream
