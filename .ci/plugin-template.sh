@@ -9,6 +9,7 @@
 #    plugins this tree builds, and the `memres` command where the tree builds one;
 # 3. builds examples/plugin-template out of tree against that install, through pkg-config only
 #    (PKG_CONFIG_PATH), and runs its test (the plugin loaded by name from its build directory);
+#    (the template has two plugins: the `counting` kind and the `tally` adaptor)
 # 4. compiles the template's test program once more with plain `cc $(pkg-config ...)`, copies
 #    the plugin alone into a directory of its own and runs the program with MEMRES_PLUGIN_PATH
 #    naming that directory: the `counting` kind is loaded by name, allocated from, and its
@@ -77,10 +78,10 @@ plugindir=$(pkg-config --variable=plugindir memres-1)
   || fail "plugindir is '$plugindir', expected $prefix/lib/memres-1/plugins"
 [ -e "$prefix/lib/libmemres.so" ] || fail "no $prefix/lib/libmemres.so"
 [ -e "$prefix/lib/libmemres.so.0" ] || fail "no $prefix/lib/libmemres.so.0 (the SONAME)"
-for h in memres.h memres-plugin.h memres-cuda.h memres-version.h; do
+for h in memres.h memres-plugin.h memres-cuda.h memres-managed.h memres-version.h; do
   [ -f "$prefix/include/memres-1/memres/$h" ] || fail "header $h not installed"
 done
-for p in dmr ipc vmm pinned graph; do
+for p in dmr ipc vmm pinned graph managed limit log; do
   if [ -f "$root/plugins/$p/$p.c" ]; then
     [ -f "$plugindir/libmemres-$p.so" ] || fail "plugin $p is built but not installed"
   fi
@@ -101,7 +102,11 @@ plugin="$work/template-build/libmemres-counting.so"
 exports=$(nm -D --defined-only --format=posix "$plugin" | awk '{ print $1 }')
 [ "$exports" = "memres_plugin_counting_get_desc" ] \
   || fail "libmemres-counting.so exports: $exports"
-pass "template built; it exports only memres_plugin_counting_get_desc"
+tally="$work/template-build/libmemres-tally.so"
+[ -f "$tally" ] || fail "the template built no libmemres-tally.so (the adaptor example)"
+exports=$(nm -D --defined-only --format=posix "$tally" | awk '{ print $1 }')
+[ "$exports" = "memres_plugin_tally_get_desc" ] || fail "libmemres-tally.so exports: $exports"
+pass "template built; counting and the tally adaptor each export only their descriptor"
 
 step "the template's own test (meson test)"
 meson test -C "$work/template-build" --print-errorlogs || fail "meson test of the template"
@@ -109,7 +114,7 @@ pass "meson test of the template"
 
 step "load counting by name through MEMRES_PLUGIN_PATH"
 mkdir -p "$work/plugins"
-cp "$plugin" "$work/plugins/"
+cp "$plugin" "$tally" "$work/plugins/"
 # shellcheck disable=SC2046 # pkg-config output is meant to split into arguments
 cc -o "$work/test-counting" "$template/test-counting.c" \
   $(pkg-config --cflags --libs memres-1) -pthread || fail "cc with pkg-config memres-1 flags"
@@ -125,7 +130,11 @@ if [ -x "$prefix/bin/memres" ]; then
     || fail "memres kinds"
   printf '%s\n' "$kinds"
   printf '%s\n' "$kinds" | grep -q counting || fail "memres kinds does not list counting"
-  pass "memres kinds lists counting"
+  printf '%s\n' "$kinds" | grep -q '^tally$' || fail "memres kinds does not list tally"
+  env -u LD_LIBRARY_PATH MEMRES_PLUGIN_PATH="$work/plugins" \
+    MEMRES_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$prefix/bin/memres" alloc 'tally>stats>host' 1MiB \
+    || fail "memres alloc through the tally adaptor"
+  pass "memres kinds lists counting and tally; memres alloc 'tally>stats>host' works"
 fi
 
 step "install the template and load it from memres's plugin directory"

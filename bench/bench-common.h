@@ -90,7 +90,7 @@ typedef struct
 } BenchRow;
 
 /* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy, (f) ipc_import,
- * (g) graph_capture, (h) cross_stream. */
+ * (g) graph_capture, (h) cross_stream, (j) adaptor. */
 typedef struct
 {
   char *name;
@@ -144,6 +144,9 @@ BenchSection *bench_run_ipc_import (BenchContext *ctx);
 
 /* bench-graph.c: section (g). */
 BenchSection *bench_run_graph_capture (BenchContext *ctx);
+
+/* bench-adaptor.c: section (j). */
+BenchSection *bench_run_adaptor (BenchContext *ctx);
 
 /* bench-output.c */
 BenchSection *bench_section_new (const char *name, const char *title, const char *unit,

@@ -2,7 +2,7 @@
  * process, on one non-blocking stream, and prints a table (or JSON with --json).
  *
  *   memres-bench [--spec SPEC] [--pairs] [--random] [--threads] [--vmm-grow] [--copy]
- *                [--ipc-import] [--graph-capture] [--quick] [--json] ...
+ *                [--ipc-import] [--graph-capture] [--adaptor] [--quick] [--json] ...
  *
  * With no workload named, it runs --pairs --random --threads. Exit status: 0 when every row was
  * measured, 1 when the spec (or the driver, the context, the stream) could not be set up (one
@@ -85,7 +85,7 @@ parse_list (const char *text, gboolean as_uint, GError **error)
 
 typedef struct
 {
-  gboolean pairs, random, threads, vmm_grow, copy, ipc_import, graph_capture, cross_stream;
+  gboolean pairs, random, threads, vmm_grow, copy, ipc_import, graph_capture, adaptor, cross_stream;
   char *sizes, *thread_counts, *chunks, *min_size, *max_size, *grow_size, *copy_size;
   gint repetitions, live, seed, import_buffers;
   gdouble target_ms, row_budget_ms, time_limit_s;
@@ -143,7 +143,7 @@ configure (BenchConfig *cfg, Args *a, GError **error)
   if (a->time_limit_s > 0)
     cfg->deadline_ns = bench_now_ns () + (gint64) (a->time_limit_s * 1e9);
   if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy && !a->ipc_import
-      && !a->graph_capture && !a->cross_stream)
+      && !a->graph_capture && !a->adaptor && !a->cross_stream)
     a->pairs = a->random = a->threads = TRUE;
   return TRUE;
 }
@@ -166,6 +166,8 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
       "(f) import the pool and buffers into this process (ipc spec)", NULL },
     { "graph-capture", 0, 0, G_OPTION_ARG_NONE, &a->graph_capture,
       "(g) allocate+free pairs inside a stream capture (graph spec)", NULL },
+    { "adaptor", 0, 0, G_OPTION_ARG_NONE, &a->adaptor,
+      "(j) pairs through stats>SPEC against SPEC (a pass-through adaptor's cost)", NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &cfg->json, "Print JSON instead of a table", NULL },
     { "quick", 0, 0, G_OPTION_ARG_NONE, &cfg->quick, "Small sizes, few repetitions (a smoke test)",
       NULL },
@@ -359,6 +361,11 @@ main (int argc, char **argv)
     {
       bench_progress (&ctx, "%s: graph capture", cfg.spec);
       g_ptr_array_add (sections, bench_run_graph_capture (&ctx));
+    }
+  if (a.adaptor)
+    {
+      bench_progress (&ctx, "%s: adaptor", cfg.spec);
+      g_ptr_array_add (sections, bench_run_adaptor (&ctx));
     }
 
   if (cfg.json)

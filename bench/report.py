@@ -17,7 +17,7 @@ import shutil
 import socket
 import sys
 
-KINDS = ("dmr", "pinned", "vmm", "ipc", "graph")
+KINDS = ("dmr", "pinned", "vmm", "ipc", "graph", "managed")
 GIB = 1 << 30
 TARGET_RATIO = 1.10  # memres time / raw time, at most
 TARGET_COPY = 0.97  # memres throughput / raw throughput, at least
@@ -231,6 +231,8 @@ def target_rows(docs, peers):
                     verdict(bool(fast))))
     else:
         out.append(("1 GiB vmm grow ≤ %.0f ms (chunk choice)" % TARGET_GROW_MS, "not run", "–"))
+    ratio_target("managed pool pairs ≤ %.2f× raw, every size" % TARGET_RATIO,
+                 docs.get("managed"), "pairs")
     ratio_target("ipc import pool+first buffer ≤ %.2f× raw" % TARGET_RATIO, docs.get("ipc"),
                  "ipc_import", lambda r: r["label"].startswith("pool"))
     ratio_target("ipc per-buffer import ≤ %.2f× raw" % TARGET_RATIO, docs.get("ipc"),

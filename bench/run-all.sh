@@ -3,16 +3,16 @@
 #
 #   bench/run-all.sh [--quick] BUILD_DIR OUT_DIR
 #
-# Runs memres-bench for dmr (pairs, random, threads), pinned (pairs, copy), vmm (pairs, grow)
-# ipc (pairs, import of the pool and of buffers) and graph (allocate+free pairs inside a stream
-# capture) where those kinds are built, then
+# Runs memres-bench for dmr (pairs, random, threads), pinned (pairs, copy), vmm (pairs, grow),
+# ipc (pairs, import of the pool and of buffers), graph (allocate+free pairs inside a stream
+# capture) and managed (pairs on the current managed pool) where those kinds are built, then
 # bench/peers.py (cuda.core, PyTorch, CuPy, memres through ctypes), then bench/report.py.
 # Leaves in OUT_DIR: RESULTS.md, latency.png (when matplotlib is there), bench-raw.json (every
 # result) and bench.log (progress, errors); without --quick also writes bench/RESULTS.md and
 # bench/latency.png in the source tree. A step that fails or runs past its time limit is
 # recorded and the rest goes on. Prints RESULTS.md at the end, then its targets table once more.
-# About 1.5 minutes on an H200; each step is capped, and all steps together stop within 3 minutes
-# 50 seconds (STEPS_BUDGET_S, below): a step that would run past it gets a shorter time limit, or
+# About 1.5 minutes on an H200; each step is capped, and all steps together stop within 4 minutes
+# 25 seconds (STEPS_BUDGET_S, below): a step that would run past it gets a shorter time limit, or
 # is not started.
 # --quick runs everything small (the fake-driver smoke test uses it; timings mean nothing).
 # PEERS=memres,python (say) limits peers.py to those; PYTHON names the interpreter.
@@ -60,7 +60,7 @@ has_kind() {
 }
 
 # Seconds for all steps together, a hard kill included; the report takes about a second more.
-STEPS_BUDGET_S=230
+STEPS_BUDGET_S=265
 GRACE_S=15 # between a step's --time-limit (rows that would start later are skipped) and its kill
 KILL_S=5   # between SIGTERM and SIGKILL
 
@@ -104,6 +104,10 @@ if has_kind ipc; then
 fi
 if has_kind graph; then
   step graph 15 "$bench" $quick --json --spec graph --graph-capture
+fi
+# the current managed pool (CUDA 13) against cuMemAllocFromPoolAsync/cuMemFreeAsync on it
+if has_kind managed; then
+  step managed 20 "$bench" $quick --json --spec managed --pairs
 fi
 if command -v "$python" >/dev/null; then
   step peers 80 "$python" "$src/bench/peers.py" $quick --json --libmemres "$lib" \

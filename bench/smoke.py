@@ -109,6 +109,12 @@ def smoke_bench(exe):
     if plugin_exists("vmm"):
         p = run([exe, "--quick", "--json", "--quiet", "--spec", "vmm", "--pairs", "--vmm-grow"])
         check_bench_json(p.stdout, ["pairs", "vmm_grow"])
+    if plugin_exists("managed"):
+        p = run([exe, "--quick", "--json", "--quiet", "--spec", "managed", "--pairs"])
+        doc = check_bench_json(p.stdout, ["pairs"])
+        if "cuMemAllocFromPoolAsync" not in doc["sections"][0]["raw"]:
+            fail("managed pairs are not paired with the raw pool calls: %r"
+                 % doc["sections"][0]["raw"])
     if plugin_exists("ipc"):
         p = run([exe, "--quick", "--json", "--quiet", "--spec", "ipc", "--pairs", "--ipc-import"])
         check_ipc_import(check_bench_json(p.stdout, ["pairs", "ipc_import"]), 16)

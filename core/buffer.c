@@ -442,7 +442,8 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
     return FALSE;
   if (managed)
     {
-      *flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE;
+      *flags
+          = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED;
       *device = ordinal;
     }
   else if (type == CU_MEMORYTYPE_DEVICE)
@@ -469,7 +470,9 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
  * @device: the device ordinal the memory is on, or -1 for host memory; ignored when @flags
  *   is 0
  * @flags: what the memory can do; 0 asks the driver (cuPointerGetAttributes(): memory type,
- *   device ordinal, managed) when one loads, and otherwise takes it for pageable host memory
+ *   device ordinal, managed) when one loads, and otherwise takes it for pageable host memory.
+ *   %MEMRES_MEMORY_MANAGED (cuMemAllocManaged memory; Since: 1.2) implies both accessible
+ *   flags
  * @release: (nullable): called with @user_data when the buffer is closed
  * @user_data: data for @release
  * @error: return location for a #GError, or %NULL
@@ -479,8 +482,8 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @ptr with a non-zero @size, a range that
  * wraps past the end of the address space, a @device below -1, or @flags other than
- * %MEMRES_MEMORY_DEVICE_ACCESSIBLE and %MEMRES_MEMORY_HOST_ACCESSIBLE (wrapped memory is not
- * imported, resizable, shareable or stream-ordered by memres).
+ * %MEMRES_MEMORY_DEVICE_ACCESSIBLE, %MEMRES_MEMORY_HOST_ACCESSIBLE and %MEMRES_MEMORY_MANAGED
+ * (wrapped memory is not imported, resizable, shareable or stream-ordered by memres).
  *
  * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
  */
@@ -509,14 +512,18 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
                    "device %d: a device ordinal is 0 or more, or -1 for host memory", device);
       return NULL;
     }
-  if ((flags & ~(MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE)) != 0)
+  if ((flags
+       & ~(MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED))
+      != 0)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "flags 0x%x: wrapped memory can only be described as device and/or host "
-                   "accessible",
+                   "accessible, or managed",
                    (guint) flags);
       return NULL;
     }
+  if (flags & MEMRES_MEMORY_MANAGED)
+    flags |= MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE;
   if (flags == 0 && (ptr == NULL || !query_pointer (ptr, &device, &flags)))
     {
       flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
@@ -683,12 +690,19 @@ gboolean
 memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GError **error)
 {
   MemresAllocation alloc;
+  MemresResource *owner;
 
   g_return_val_if_fail (buf != NULL, FALSE);
 
   if (memres_buffer_is_closed (buf))
     return buffer_closed_error (error);
-  if (buf->mr == NULL || buf->mr->ops->resize == NULL)
+  /* through adaptors that pass allocations through: the layer that made the allocation */
+  owner = buf->mr != NULL ? _memres_resource_slot_owner (buf->mr, MEMRES_SLOT_OFFSET (resize), TRUE)
+                          : NULL;
+  /* an adaptor that keeps per-buffer accounting clears RESIZABLE in its query */
+  if (owner != buf->mr && !(buf->flags & MEMRES_MEMORY_RESIZABLE))
+    owner = NULL;
+  if (owner == NULL || owner->ops->resize == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "buffers of %s%s%s cannot be resized",
@@ -709,7 +723,7 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
       return FALSE;
     }
   alloc = buf->alloc;
-  if (!buf->mr->ops->resize (buf->mr, &alloc, new_size, stream, error))
+  if (!owner->ops->resize (owner, &alloc, new_size, stream, error))
     return FALSE;
   buf->alloc = alloc;
   return TRUE;

@@ -101,7 +101,14 @@
   X (cuGraphExecDestroy, 10000)                                                                    \
   X (cuDeviceGraphMemTrim, 11040)                                                                  \
   X (cuDeviceGetGraphMemAttribute, 11040)                                                          \
-  X (cuDeviceSetGraphMemAttribute, 11040)
+  X (cuDeviceSetGraphMemAttribute, 11040)                                                          \
+  X (cuMemAllocManaged, 6000)                                                                      \
+  X (cuMemAdvise, 12020)                                                                           \
+  X (cuMemPrefetchAsync, 12020)                                                                    \
+  X (cuMemRangeGetAttribute, 8000)                                                                 \
+  X (cuMemPrefetchBatchAsync, 13000)                                                               \
+  X (cuMemDiscardBatchAsync, 13000)                                                                \
+  X (cuMemDiscardAndPrefetchBatchAsync, 13000)
 
 MEMRES_CHECKED_ENTRIES_ (MEMRES_CHECK_ENTRY_)
 #endif

@@ -137,11 +137,13 @@ buffer_dl_device (MemresBuffer *buf)
       const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
       unsigned int managed = 0;
 
-      if (drv != NULL && drv->cuPointerGetAttribute != NULL
-          && drv->cuPointerGetAttribute (&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED,
-                                         (CUdeviceptr) memres_buffer_get_address (buf))
-                 == CUDA_SUCCESS
-          && managed)
+      /* the buffer's flag first: memory of a managed pool does not report IS_MANAGED */
+      if ((flags & MEMRES_MEMORY_MANAGED)
+          || (drv != NULL && drv->cuPointerGetAttribute != NULL
+              && drv->cuPointerGetAttribute (&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                             (CUdeviceptr) memres_buffer_get_address (buf))
+                     == CUDA_SUCCESS
+              && managed))
         {
           dl.device_type = MEMRES_DL_CUDA_MANAGED;
           dl.device_id = MAX (device, 0);
@@ -180,8 +182,9 @@ exported_tensor_delete (MemresDLManagedTensorVersioned *self)
  * Describes the buffer's memory as a DLPack 1.x tensor for another array library (PyTorch,
  * CuPy, JAX, NumPy...). The tensor's `data` is the buffer's pointer and its device is taken
  * from the memory: `kDLCUDA` (device_id: the buffer's device) for device memory, `kDLCUDAHost`
- * for pinned host memory, `kDLCUDAManaged` for managed memory (told apart from pinned memory
- * with cuPointerGetAttribute(`CU_POINTER_ATTRIBUTE_IS_MANAGED`)), `kDLCPU` for host memory.
+ * for pinned host memory, `kDLCUDAManaged` for managed memory (a buffer flagged
+ * %MEMRES_MEMORY_MANAGED, or told apart from pinned memory with
+ * cuPointerGetAttribute(`CU_POINTER_ATTRIBUTE_IS_MANAGED`)), `kDLCPU` for host memory.
  * The strides are always filled in (computed for a compact tensor when @strides is %NULL);
  * @shape and @strides are copied. Flags are 0 (writable, not a copy).
  *
@@ -299,7 +302,7 @@ wrap_device (const MemresDLDevice *dl, MemresMemoryFlags *flags, gint *device, G
         }
       *flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE;
       if (dl->device_type == MEMRES_DL_CUDA_MANAGED)
-        *flags |= MEMRES_MEMORY_HOST_ACCESSIBLE;
+        *flags |= MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED;
       *device = dl->device_id;
       return TRUE;
     default:
@@ -323,7 +326,8 @@ wrap_device (const MemresDLDevice *dl, MemresMemoryFlags *flags, gint *device, G
  * empty for a tensor with an extent of 0. Its device and flags come from the device type:
  * `kDLCPU` host memory (device -1), `kDLCUDAHost` pinned memory (device -1, host and device
  * accessible), `kDLCUDA` device memory of `device_id`, `kDLCUDAManaged` managed memory of
- * `device_id` (host and device accessible). The buffer has no resource.
+ * `device_id` (host and device accessible, %MEMRES_MEMORY_MANAGED: the advice and prefetch
+ * functions of memres-managed.h accept it). The buffer has no resource.
  *
  * On success the buffer owns the tensor: closing the buffer (memres_buffer_close(), or the last
  * memres_buffer_unref()) calls `tensor->deleter (tensor)` exactly once, in the thread that

@@ -66,7 +66,8 @@ load_token_release (void)
   g_mutex_unlock (&load_mutex);
 }
 
-/* Registers the kinds compiled into libmemres (host) once, at first registry use. */
+/* Registers the kinds compiled into libmemres (host, and the adaptors with a C API: stats,
+ * track, retry) once, at first registry use. */
 static void
 ensure_embedded (void)
 {
@@ -81,11 +82,25 @@ ensure_embedded (void)
   if (g_atomic_int_get (&embedded_state) == 0)
     {
       g_atomic_int_set (&embedded_state, 1);
-      plugin = _memres_plugin_load_embedded (_memres_host_get_desc (), &error);
-      if (plugin == NULL)
-        g_critical ("The embedded host kind failed to register: %s", error->message);
-      else
-        g_hash_table_insert (loaded_plugins, g_strdup (plugin->name), plugin);
+      const MemresPluginDesc *(*embedded[]) (void) = {
+        _memres_host_get_desc,
+        _memres_stats_get_desc,
+        _memres_track_get_desc,
+        _memres_retry_get_desc,
+      };
+
+      for (gsize i = 0; i < G_N_ELEMENTS (embedded); i++)
+        {
+          plugin = _memres_plugin_load_embedded (embedded[i](), &error);
+          if (plugin == NULL)
+            {
+              g_critical ("The embedded kind %s failed to register: %s", embedded[i]()->name,
+                          error->message);
+              g_clear_error (&error);
+            }
+          else
+            g_hash_table_insert (loaded_plugins, g_strdup (plugin->name), plugin);
+        }
       g_atomic_int_set (&embedded_state, 2);
     }
   load_token_release ();

@@ -49,7 +49,9 @@ static void
 test_version (void)
 {
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 1);
-  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 2);     /* 1.2: driver table entries */
+  /* 1.1: export_chunks, import_chunks; 1.2: driver table entries (graph, managed memory),
+   * MemresKindInfo.flags */
+  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 2);
   g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 2); /* 2: the same */
 }
 
@@ -224,7 +226,7 @@ static void
 test_kind_info (void)
 {
   SKIP_UNLESS_RECORDED ();
-  ASSERT_SIZE (MemresKindInfo, 56);
+  ASSERT_SIZE (MemresKindInfo, 64);
   ASSERT_OFFSET (MemresKindInfo, struct_size, 0);
   ASSERT_OFFSET (MemresKindInfo, name, 8);
   ASSERT_OFFSET (MemresKindInfo, description, 16);
@@ -232,6 +234,8 @@ test_kind_info (void)
   ASSERT_OFFSET (MemresKindInfo, n_options, 32);
   ASSERT_OFFSET (MemresKindInfo, ops, 40);
   ASSERT_OFFSET (MemresKindInfo, instance_size, 48);
+  ASSERT_OFFSET (MemresKindInfo, flags, 56); /* 1.2 */
+  ASSERT_FIELD_TYPE (MemresKindInfo, flags, MemresKindFlags);
   ASSERT_FIELD_TYPE (MemresKindInfo, struct_size, gsize);
   ASSERT_FIELD_TYPE (MemresKindInfo, n_options, guint);
   ASSERT_FIELD_TYPE (MemresKindInfo, instance_size, gsize);
@@ -297,6 +301,7 @@ test_enums (void)
   ASSERT_SIZE (MemresError, 4);
   ASSERT_SIZE (MemresPluginError, 4);
   ASSERT_SIZE (MemresIpcFlags, 4);
+  ASSERT_SIZE (MemresKindFlags, 4);
 
   g_assert_cmpint (MEMRES_MEMORY_DEVICE_ACCESSIBLE, ==, 1);
   g_assert_cmpint (MEMRES_MEMORY_HOST_ACCESSIBLE, ==, 2);
@@ -304,6 +309,7 @@ test_enums (void)
   g_assert_cmpint (MEMRES_MEMORY_IMPORTED, ==, 8);
   g_assert_cmpint (MEMRES_MEMORY_RESIZABLE, ==, 16);
   g_assert_cmpint (MEMRES_MEMORY_STREAM_ORDERED, ==, 32);
+  g_assert_cmpint (MEMRES_MEMORY_MANAGED, ==, 64); /* appended in ABI 1.2 */
 
   g_assert_cmpint (MEMRES_CLOSE_DEFAULT, ==, 0);
   g_assert_cmpint (MEMRES_CLOSE_CALLER_ORDERED, ==, 1);
@@ -322,6 +328,9 @@ test_enums (void)
   g_assert_cmpint (MEMRES_OPTION_ENUM, ==, 3);
   g_assert_cmpint (MEMRES_OPTION_STRING, ==, 4);
   g_assert_cmpint (MEMRES_OPTION_INT_LIST, ==, 5);
+
+  g_assert_cmpint (MEMRES_KIND_ADAPTOR, ==, 1);            /* since 1.2 */
+  g_assert_cmpint (MEMRES_KIND_PASSES_ALLOCATIONS, ==, 2); /* since 1.2 */
 
   g_assert_cmpint (MEMRES_ERROR_FAILED, ==, 0);
   g_assert_cmpint (MEMRES_ERROR_INVALID_ARGUMENT, ==, 1);
@@ -433,6 +442,14 @@ static const char *const recorded_entries[] = {
   "cuDeviceGraphMemTrim",
   "cuDeviceGetGraphMemAttribute",
   "cuDeviceSetGraphMemAttribute",
+  /* appended in ABI 1.2 (managed memory) */
+  "cuMemAllocManaged",
+  "cuMemAdvise",
+  "cuMemPrefetchAsync",
+  "cuMemRangeGetAttribute",
+  "cuMemPrefetchBatchAsync",
+  "cuMemDiscardBatchAsync",
+  "cuMemDiscardAndPrefetchBatchAsync",
 };
 
 typedef struct
@@ -462,7 +479,7 @@ test_cuda_driver (void)
       g_assert_cmpuint (table_entries[i].offset, ==, 16 + 8 * i);
     }
   ASSERT_SIZE (MemresCudaDriver, 16 + 8 * G_N_ELEMENTS (recorded_entries));
-  ASSERT_SIZE (MemresCudaDriver, 696);
+  ASSERT_SIZE (MemresCudaDriver, 752);
 }
 
 /* The entries a driver must have: a longer list would refuse drivers that used to load. */

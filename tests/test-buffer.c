@@ -358,6 +358,50 @@ release_count (gpointer data)
   (*(int *) data)++;
 }
 
+/* Memory described as managed: both accessible flags follow; without a driver the managed
+ * calls fail with NO_DRIVER, except on an empty buffer, which needs no driver. */
+static void
+test_wrap_managed_no_driver (void)
+{
+  g_autoptr (GError) error = NULL;
+  guint8 data[64];
+  MemresLocation host = { MEMRES_LOCATION_HOST, 0 }, got = { 42, 42 };
+  MemresBuffer *buf;
+  gboolean mostly = TRUE;
+
+  buf = memres_buffer_new_for_pointer (data, sizeof data, -1, MEMRES_MEMORY_MANAGED, NULL, NULL,
+                                       &error);
+  g_assert_no_error (error);
+  g_assert_cmphex (memres_buffer_get_flags (buf), ==,
+                   MEMRES_MEMORY_MANAGED | MEMRES_MEMORY_HOST_ACCESSIBLE
+                       | MEMRES_MEMORY_DEVICE_ACCESSIBLE);
+  g_assert_true (memres_buffer_is_managed (buf));
+  g_assert_false (memres_buffer_set_read_mostly (buf, TRUE, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_prefetch (buf, &host, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&error);
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  g_assert_false (memres_buffer_is_managed (buf));
+  memres_buffer_unref (buf);
+
+  buf = memres_buffer_new_for_pointer (NULL, 0, -1, MEMRES_MEMORY_MANAGED, NULL, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_set_read_mostly (buf, TRUE, &error));
+  g_assert_true (memres_buffer_get_read_mostly (buf, &mostly, &error));
+  g_assert_false (mostly);
+  g_assert_true (memres_buffer_get_last_prefetch_location (buf, &got, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (got.type, ==, MEMRES_LOCATION_NONE);
+  memres_buffer_unref (buf);
+
+  /* other flags are still refused */
+  g_assert_null (memres_buffer_new_for_pointer (
+      data, 8, -1, MEMRES_MEMORY_MANAGED | MEMRES_MEMORY_RESIZABLE, NULL, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+}
+
 static void
 test_wrap_host_memory (void)
 {
@@ -749,5 +793,6 @@ main (int argc, char **argv)
   g_test_add_func ("/buffer/wrap/struct-recycled", test_wrap_struct_recycled);
   g_test_add_func ("/buffer/wrap/release-race", test_wrap_release_race);
   g_test_add_func ("/buffer/allocation-record", test_allocation_record);
+  g_test_add_func ("/buffer/wrap/managed-no-driver", test_wrap_managed_no_driver);
   return g_test_run ();
 }

@@ -285,7 +285,9 @@ test_wrap_foreign (void)
   g_assert_no_error (error);
   g_assert_cmpint (memres_buffer_get_device (buf), ==, 2);
   g_assert_cmpint (memres_buffer_get_flags (buf), ==,
-                   MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE);
+                   MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE
+                       | MEMRES_MEMORY_MANAGED);
+  g_assert_true (memres_buffer_is_managed (buf));
   memres_buffer_unref (buf);
 
   /* pinned memory: host and device accessible, device -1 */

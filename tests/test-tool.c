@@ -281,6 +281,30 @@ test_kinds_healthy (void)
   run_clear (&r);
 }
 
+/* `memres info` reports what each device can do with managed memory (the fake: everything). */
+static void
+test_info_managed (void)
+{
+  Run r = { 0 };
+
+  if (!mt_require_devices (1))
+    return;
+  run_tool (&r, "info", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_test_message ("%s", r.out);
+  g_assert_nonnull (strstr (r.out, "\n  managed memory              yes\n"));
+  g_assert_nonnull (strstr (r.out, "\n  concurrent managed access   yes\n"));
+  g_assert_nonnull (strstr (r.out, "\n  managed memory pools        yes\n"));
+  run_clear (&r);
+
+  run_tool (&r, "info", "--json", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\"managed_memory\": true"));
+  g_assert_nonnull (strstr (r.out, "\"concurrent_managed_access\": true"));
+  g_assert_nonnull (strstr (r.out, "\"managed_memory_pools\": true"));
+  run_clear (&r);
+}
+
 /* A kind that rounds sizes up: the command reports the buffer it got and verified. */
 static void
 test_alloc_reports_rounded_size (void)
@@ -529,6 +553,169 @@ test_ipc_serve_not_shareable (void)
   g_rmdir (dir);
 }
 
+/* A log written by the log adaptor, replayed against other stacks: the same peak of used
+ * bytes; against a limit below that peak, failures. */
+static void
+test_replay_round_trip (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "run.csv", NULL);
+  g_autofree char *spec = g_strdup_printf ("log:path=%s>stats>host", log);
+  g_autofree char *want_peak = NULL;
+  g_autofree char *want_log_peak = NULL;
+  MemresResource *mr = mt_new_ok (spec);
+  MemresBuffer *live[8] = { NULL };
+  MemresStatsCounters c;
+  Run r = { 0 };
+  guint i;
+
+  /* a pattern whose peak is not its end: allocate, free every other one, allocate more */
+  for (i = 0; i < 40; i++)
+    {
+      guint slot = (i * 5) % G_N_ELEMENTS (live);
+
+      if (live[slot] != NULL)
+        mt_close_ok (live[slot], NULL);
+      live[slot] = mt_alloc_ok (mr, 1000 + 997 * ((i * 7) % 13), NULL);
+    }
+  for (i = 0; i < G_N_ELEMENTS (live); i++)
+    mt_close_ok (live[i], NULL);
+  g_assert_true (memres_stats_get_counters (mr, &c, NULL));
+  g_assert_cmpuint (c.count_total, ==, 40);
+  memres_resource_unref (mr); /* flushes and closes the log */
+
+  want_peak = g_strdup_printf ("\"peak_used_bytes\": %" G_GUINT64_FORMAT ",", c.bytes_peak);
+  want_log_peak = g_strdup_printf ("\"log_peak_used_bytes\": %" G_GUINT64_FORMAT ",", c.bytes_peak);
+  run_tool (&r, "replay", "--json", log, "stats>host", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, want_peak));
+  g_assert_nonnull (strstr (r.out, want_log_peak));
+  g_assert_nonnull (strstr (r.out, "\"allocations\": 40,"));
+  g_assert_nonnull (strstr (r.out, "\"frees\": 40,"));
+  g_assert_nonnull (strstr (r.out, "\"failures\": 0,"));
+  g_assert_nonnull (strstr (r.out, "\"threads\": 1,"));
+  g_assert_nonnull (strstr (r.out, "\"live_at_end\": 0"));
+  run_clear (&r);
+
+  /* a limit below the peak: some allocations fail, and their frees are skipped */
+  {
+    g_autofree char *limited
+        = g_strdup_printf ("limit:max=%" G_GUINT64_FORMAT ">host", c.bytes_peak - 1);
+    run_tool (&r, "replay", "--json", log, limited, NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_null (strstr (r.out, "\"failures\": 0,"));
+    g_assert_nonnull (strstr (r.out, "would pass the limit"));
+    run_clear (&r);
+  }
+  run_tool (&r, "replay", log, "host", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "replayed  "));
+  g_assert_nonnull (
+      strstr (r.out, ": 80 operations (40 allocations, 40 frees) logged by 1 thread\n"));
+  g_assert_nonnull (strstr (r.out, "\nfailures  0 allocations failed"));
+  run_clear (&r);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
+static void
+test_replay_bad_logs (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "bad.csv", NULL);
+  static const struct
+  {
+    const char *text;
+    const char *needle;
+  } cases[] = {
+    { "Pointer,Size\n", ":1: expected the header" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10\n", ":2: expected 6 fields" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,16,1,0x0\n", ":2: invalid Pointer" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,-1,0x0\n", ":2: invalid Size" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,steal,0x10,1,0x0\n", ":2: invalid Action" },
+  };
+  Run r = { 0 };
+  gsize i;
+
+  for (i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_assert_true (g_file_set_contents (log, cases[i].text, -1, NULL));
+      run_tool (&r, "replay", log, "host", NULL);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, 1);
+      if (strstr (r.err, cases[i].needle) == NULL)
+        g_error ("expected \"%s\": %s", cases[i].needle, r.err);
+      run_clear (&r);
+    }
+  run_tool (&r, "replay", "/nonexistent/log.csv", "host", NULL);
+  assert_one_error_line (&r);
+  run_clear (&r);
+  run_tool (&r, "replay", log, NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  run_clear (&r);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
+/* `memres resources` lists the names of the config file; `memres alloc @NAME` prints every
+ * layer with its own statistics. */
+static void
+test_resources_and_layers (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-resources-XXXXXX", NULL);
+  g_autofree char *conf = g_build_filename (dir, "resources.conf", NULL);
+  const char *env[] = { "MEMRES_CONFIG", conf, NULL };
+  const char *list[] = { "resources", NULL };
+  const char *list_json[] = { "resources", "--json", NULL };
+  const char *alloc[] = { "alloc", "@training", "1MiB", NULL };
+  const char *alloc_json[] = { "alloc", "--json", "@training", "1MiB", NULL };
+  g_autofree char *want = NULL;
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (conf,
+                                      "[base]\nspec=stats>host\n"
+                                      "[training]\nspec=limit:max=1GiB>@base\n",
+                                      -1, NULL));
+  run_toolv (&r, env, list);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  want = g_strdup_printf ("%s: 2 named resources\n\n@base\n  spec: stats>host\n  from: %s:2\n\n"
+                          "@training\n  spec: limit:max=1GiB>@base\n  from: %s:4\n",
+                          conf, conf, conf);
+  g_assert_cmpstr (r.out, ==, want);
+  run_clear (&r);
+  run_toolv (&r, env, list_json);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\"name\": \"training\""));
+  g_assert_nonnull (strstr (r.out, "\"spec\": \"limit:max=1GiB>@base\""));
+  run_clear (&r);
+
+  run_toolv (&r, env, alloc);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "resource  limit:max=1GiB>stats>host:alignment=256\n"));
+  g_assert_nonnull (strstr (r.out, "\nlayers    1  limit:max=1GiB\n"));
+  g_assert_nonnull (
+      strstr (r.out, "\n          2  stats\n             used 1.0 MiB (1048576 bytes)"));
+  g_assert_nonnull (strstr (r.out, "\n          3  host:alignment=256\n"));
+  run_clear (&r);
+  run_toolv (&r, env, alloc_json);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\"position\": 2,"));
+  g_assert_nonnull (strstr (r.out, "\"kind\": \"stats\","));
+  run_clear (&r);
+
+  /* a bad file: one error line naming file and line */
+  g_assert_true (g_file_set_contents (conf, "[a]\nspec=host\nnonsense\n", -1, NULL));
+  run_toolv (&r, env, list);
+  assert_one_error_line (&r);
+  g_assert_nonnull (strstr (r.err, "resources.conf:3: "));
+  run_clear (&r);
+  g_remove (conf);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -541,7 +728,11 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/alloc/negative-size", test_alloc_negative_size);
   g_test_add_func ("/tool/alloc/small-sizes", test_alloc_small_sizes);
   g_test_add_func ("/tool/alloc/zero-size", test_alloc_zero_size);
+  g_test_add_func ("/tool/info/managed", test_info_managed);
   g_test_add_func ("/tool/alloc/default-reason", test_alloc_default_reason);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
+  g_test_add_func ("/tool/replay/round-trip", test_replay_round_trip);
+  g_test_add_func ("/tool/replay/bad-logs", test_replay_bad_logs);
+  g_test_add_func ("/tool/resources-and-layers", test_resources_and_layers);
   return g_test_run ();
 }

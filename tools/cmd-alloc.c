@@ -1,7 +1,8 @@
 /* cmd-alloc.c: `memres alloc [SPEC|default] SIZE`: allocates a buffer by name, fills it with a
  * pattern, copies it back into host memory, verifies every byte, prints the buffer and the
  * resource's statistics, and closes it. A 0-byte buffer is empty: nothing to fill or check.
- * `default` that is host memory says why. */
+ * `default` that is host memory says why. For a stack (`stats>limit:max=1GiB>host`, `@NAME`),
+ * each layer with its kind, options and own statistics after the allocation. */
 #include "memres-tool.h"
 
 #include "memres-private.h" /* from core/: _memres_default_spec() (default-spec.c) */
@@ -106,6 +107,90 @@ fill_and_verify (MemresBuffer *buf, guint32 pattern, guint width, GError **error
   return memres_buffer_close (copy, NULL, error);
 }
 
+/* One layer of a stack: its own spec (the stack from it, less the stack below it). */
+static char *
+layer_spec (MemresResource *layer)
+{
+  g_autofree char *all = memres_resource_to_string (layer);
+  MemresResource *up = memres_resource_get_upstream (layer);
+  g_autofree char *below = up != NULL ? memres_resource_to_string (up) : NULL;
+
+  if (below == NULL || strlen (below) + 1 > strlen (all))
+    return g_steal_pointer (&all);
+  return g_strndup (all, strlen (all) - strlen (below) - 1);
+}
+
+static void
+print_layers_text (MemresResource *mr)
+{
+  MemresResource *layer;
+  guint i = 1;
+
+  if (memres_resource_get_upstream (mr) == NULL)
+    return;
+  for (layer = mr; layer != NULL; layer = memres_resource_get_upstream (layer), i++)
+    {
+      g_autofree char *spec = layer_spec (layer);
+      g_autoptr (GError) error = NULL;
+      MemresStats st;
+
+      g_print ("%s%u  %s\n", i == 1 ? "layers    " : "          ", i, spec);
+      if (memres_resource_get_stats (layer, &st, &error))
+        {
+          g_autofree char *used = memres_tool_format_size (st.used_current);
+          g_autofree char *used_high = memres_tool_format_size (st.used_high);
+          g_autofree char *reserved = memres_tool_format_size (st.reserved_current);
+
+          g_print ("             used %s, high %s; reserved %s; %" G_GUINT64_FORMAT
+                   " live buffer%s of its own\n",
+                   used, used_high, reserved, st.n_buffers, st.n_buffers == 1 ? "" : "s");
+        }
+      else
+        {
+          g_autofree char *msg = memres_tool_one_line (error->message);
+          g_print ("             %s\n", msg);
+        }
+    }
+}
+
+static void
+print_layers_json (MemresJson *json, MemresResource *mr)
+{
+  MemresResource *layer;
+  guint i = 1;
+
+  memres_json_begin_array (json, "layers");
+  for (layer = mr; layer != NULL; layer = memres_resource_get_upstream (layer), i++)
+    {
+      g_autofree char *spec = layer_spec (layer);
+      g_autoptr (GError) error = NULL;
+      MemresStats st;
+
+      memres_json_begin_object (json, NULL);
+      memres_json_uint (json, "position", i);
+      memres_json_string (json, "kind", memres_resource_get_kind_name (layer));
+      memres_json_string (json, "spec", spec);
+      memres_json_bool (json, "adaptor", memres_resource_get_upstream (layer) != NULL);
+      if (memres_resource_get_stats (layer, &st, &error))
+        {
+          memres_json_begin_object (json, "stats");
+          memres_json_uint (json, "reserved_current", st.reserved_current);
+          memres_json_uint (json, "reserved_high", st.reserved_high);
+          memres_json_uint (json, "used_current", st.used_current);
+          memres_json_uint (json, "used_high", st.used_high);
+          memres_json_uint (json, "n_buffers", st.n_buffers);
+          memres_json_end_object (json);
+        }
+      else
+        {
+          memres_json_string (json, "stats", NULL);
+          memres_json_string (json, "stats_error", error->message);
+        }
+      memres_json_end_object (json);
+    }
+  memres_json_end_array (json);
+}
+
 static void
 print_text (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
 {
@@ -151,6 +236,7 @@ print_text (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
     }
   else
     g_print ("stats     %s\n", r->stats_error);
+  print_layers_text (mr);
   g_print ("closed    the buffer was freed\n");
 }
 
@@ -198,6 +284,7 @@ print_json (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
       memres_json_string (&json, "stats", NULL);
       memres_json_string (&json, "stats_error", r->stats_error);
     }
+  print_layers_json (&json, mr);
   memres_json_bool (&json, "closed", TRUE);
   memres_json_end_object (&json);
   out = memres_json_finish (&json);
@@ -231,7 +318,9 @@ memres_tool_alloc (int argc, char **argv)
   context = g_option_context_new ("[SPEC|default] SIZE - allocate a buffer by name and verify it");
   g_option_context_set_summary (
       context, "SPEC is KIND[:KEY=VALUE,...], for example \"host\" or "
-               "\"dmr:device=0,release_threshold=1GiB\"; \"default\" (or no SPEC) is the "
+               "\"dmr:device=0,release_threshold=1GiB\", or a stack of layers joined by '>' "
+               "(\"stats>limit:max=1GiB>dmr\"), or @NAME from the config file (memres "
+               "resources); \"default\" (or no SPEC) is the "
                "device's memory pool where a GPU exists, host memory otherwise (then it says "
                "why).\nSIZE is a non-negative number of bytes with an optional B, KiB, MiB, GiB "
                "or TiB suffix; 0 is an empty buffer, with nothing to fill or verify.");

@@ -20,6 +20,9 @@ typedef struct
   int ipc_types;  /* CUmemAllocationHandleType bits of pool IPC; -1: unknown */
   int host_pools; /* -1: unknown */
   int host_numa_pools;
+  int managed;       /* managed memory (cuMemAllocManaged); -1: unknown */
+  int concurrent;    /* concurrent managed access; -1: unknown */
+  int managed_pools; /* managed memory pools: CUDA 13, memory pools, concurrent access */
 } DeviceInfo;
 
 static int
@@ -56,6 +59,16 @@ query_device (const MemresCudaDriver *drv, int ordinal, DeviceInfo *info, GError
   info->ipc_types = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES);
   info->host_pools = attribute (drv, dev, ATTR_HOST_MEMORY_POOLS_SUPPORTED);
   info->host_numa_pools = attribute (drv, dev, ATTR_HOST_NUMA_MEMORY_POOLS_SUPPORTED);
+  info->managed = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
+  info->concurrent = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+  /* what the managed kind's pools need (plugins/managed/managed.c) */
+  if (drv->driver_version < 13000 || drv->cuMemGetMemPool == NULL || info->pools == 0
+      || info->managed == 0 || info->concurrent == 0)
+    info->managed_pools = 0;
+  else if (info->pools < 0 || info->managed < 0 || info->concurrent < 0)
+    info->managed_pools = -1;
+  else
+    info->managed_pools = 1;
   return TRUE;
 }
 
@@ -142,6 +155,9 @@ print_json (const MemresCudaDriver *drv, const GError *driver_error, GArray *dev
       memres_json_end_array (&json);
       json_tristate (&json, "host_memory_pools", d->host_pools);
       json_tristate (&json, "host_numa_memory_pools", d->host_numa_pools);
+      json_tristate (&json, "managed_memory", d->managed);
+      json_tristate (&json, "concurrent_managed_access", d->concurrent);
+      json_tristate (&json, "managed_memory_pools", d->managed_pools);
       memres_json_end_object (&json);
     }
   memres_json_end_array (&json);
@@ -182,6 +198,9 @@ print_text (const MemresCudaDriver *drv, const GError *driver_error, GArray *dev
       g_print ("  pool IPC handle types       %s\n", ipc);
       g_print ("  host memory pools           %s\n", yes_no (d->host_pools));
       g_print ("  host NUMA memory pools      %s\n", yes_no (d->host_numa_pools));
+      g_print ("  managed memory              %s\n", yes_no (d->managed));
+      g_print ("  concurrent managed access   %s\n", yes_no (d->concurrent));
+      g_print ("  managed memory pools        %s\n", yes_no (d->managed_pools));
     }
 }
 

@@ -75,6 +75,11 @@ print_kind_text (MemresKind *kind)
     g_print ("  plugin: %s, embedded in libmemres\n", plugin);
   else
     g_print ("  plugin: %s, %s\n", plugin, path);
+  if (memres_kind_get_flags (kind) & MEMRES_KIND_ADAPTOR)
+    g_print ("  adaptor: goes above another layer (%s>host)%s\n", memres_kind_get_name (kind),
+             (memres_kind_get_flags (kind) & MEMRES_KIND_PASSES_ALLOCATIONS)
+                 ? ", passes allocations through"
+                 : "");
 
   options = memres_kind_get_options (kind, &n);
   if (n == 0)
@@ -109,6 +114,7 @@ print_kind_json (MemresJson *json, MemresKind *kind)
   memres_json_string (json, "name", memres_kind_get_name (kind));
   memres_json_string (json, "description", memres_kind_get_description (kind));
   memres_json_string (json, "plugin", memres_kind_get_plugin_name (kind));
+  memres_json_bool (json, "adaptor", (memres_kind_get_flags (kind) & MEMRES_KIND_ADAPTOR) != 0);
   memres_json_string (json, "plugin_path", memres_kind_get_plugin_path (kind));
   memres_json_begin_array (json, "options");
   options = memres_kind_get_options (kind, &n);

@@ -12,6 +12,8 @@ G_BEGIN_DECLS
 int memres_tool_kinds (int argc, char **argv);
 int memres_tool_info (int argc, char **argv);
 int memres_tool_alloc (int argc, char **argv);
+int memres_tool_resources (int argc, char **argv);  /* cmd-resources.c */
+int memres_tool_replay (int argc, char **argv);     /* cmd-replay.c */
 int memres_tool_ipc_serve (int argc, char **argv);  /* cmd-ipc.c */
 int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 

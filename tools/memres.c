@@ -14,6 +14,8 @@ static const struct
   { "kinds", memres_tool_kinds, "list every resource kind with its options" },
   { "info", memres_tool_info, "show the CUDA driver and devices" },
   { "alloc", memres_tool_alloc, "allocate a buffer by name, fill it and verify it" },
+  { "resources", memres_tool_resources, "list the named resources of the config file" },
+  { "replay", memres_tool_replay, "replay a log of the log adaptor against a stack" },
   { "ipc-serve", memres_tool_ipc_serve, "share a buffer of an ipc pool over a UNIX socket" },
   { "ipc-attach", memres_tool_ipc_attach, "import a shared buffer, verify it, write back" },
 };
@@ -60,8 +62,8 @@ main (int argc, char **argv)
   {
     g_autofree char *shown = _memres_show_input (argv[1]);
 
-    g_printerr ("memres: unknown command \"%s\" (commands: kinds, info, alloc, ipc-serve, "
-                "ipc-attach; see memres --help)\n",
+    g_printerr ("memres: unknown command \"%s\" (commands: kinds, info, alloc, resources, "
+                "replay, ipc-serve, ipc-attach; see memres --help)\n",
                 shown);
   }
   return 2;

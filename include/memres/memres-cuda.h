@@ -51,7 +51,13 @@ G_BEGIN_DECLS
  *
  * ABI 1.2 appended the graph entry points: cuGraphInstantiateWithFlags, cuGraphLaunch,
  * cuGraphExecDestroy, cuDeviceGraphMemTrim, cuDeviceGetGraphMemAttribute and
- * cuDeviceSetGraphMemAttribute (the `graph` kind, and tests that capture and launch graphs).
+ * cuDeviceSetGraphMemAttribute (the `graph` kind, and tests that capture and launch graphs);
+ * then the managed-memory entry points cuMemAllocManaged, cuMemAdvise, cuMemPrefetchAsync,
+ * cuMemRangeGetAttribute, cuMemPrefetchBatchAsync, cuMemDiscardBatchAsync and
+ * cuMemDiscardAndPrefetchBatchAsync (the `managed` kind). cuda.h (CUDA 13) names the
+ * CUmemLocation forms of cuMemAdvise and cuMemPrefetchAsync (their `_v2`), and
+ * cuGetProcAddress() at CUDA 13.0 returns exactly those (introduced in CUDA 12.2); the three
+ * batch entry points exist from CUDA 13.0 and are %NULL with older drivers.
  *
  * Since: 1.0
  */
@@ -140,7 +146,14 @@ G_BEGIN_DECLS
   X (cuGraphExecDestroy)                                                                           \
   X (cuDeviceGraphMemTrim)                                                                         \
   X (cuDeviceGetGraphMemAttribute)                                                                 \
-  X (cuDeviceSetGraphMemAttribute)
+  X (cuDeviceSetGraphMemAttribute)                                                                 \
+  X (cuMemAllocManaged)                                                                            \
+  X (cuMemAdvise)                                                                                  \
+  X (cuMemPrefetchAsync)                                                                           \
+  X (cuMemRangeGetAttribute)                                                                       \
+  X (cuMemPrefetchBatchAsync)                                                                      \
+  X (cuMemDiscardBatchAsync)                                                                       \
+  X (cuMemDiscardAndPrefetchBatchAsync)
 
 /**
  * MEMRES_CUDA_FOREACH_REQUIRED_ENTRY:

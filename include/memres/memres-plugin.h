@@ -28,6 +28,8 @@
 #include <memres/memres-resource.h>
 #include <memres/memres-buffer.h>
 #include <memres/memres-ipc.h>
+#include <memres/memres-adaptors.h>
+#include <memres/memres-managed.h>
 #include <memres/memres-cuda.h>
 #undef MEMRES_INSIDE
 
@@ -50,8 +52,10 @@ G_BEGIN_DECLS
  * against older headers keeps working, while one built against newer headers could use what
  * this core does not have and is refused (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH).
  *
- * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks; ABI 1.2
- * appended driver table entries (see %MEMRES_CUDA_FOREACH_ENTRY).
+ * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks. ABI 1.2
+ * appended driver table entries (see %MEMRES_CUDA_FOREACH_ENTRY: graph and managed memory),
+ * %MEMRES_MEMORY_MANAGED, #MemresKindInfo.flags (adaptor kinds, #MemresKindFlags),
+ * memres_upstream_allocate() and memres_upstream_deallocate().
  *
  * Since: 1.0
  */
@@ -543,6 +547,10 @@ typedef struct
  * @ops: the functions (see #MemresResourceOps)
  * @instance_size: bytes of private data per resource, zero-filled, 16-byte aligned, freed by
  *   the core after finalize; reached with memres_resource_get_private(). 0 for none
+ * @flags: #MemresKindFlags: 0 for a base kind (one that gets its memory itself),
+ *   %MEMRES_KIND_ADAPTOR for a kind layered over another resource (see "Adaptors" in
+ *   docs/writing-a-plugin.md). Since: 1.2; a plugin built against older headers registers
+ *   base kinds
  *
  * What a plugin registers with memres_plugin_register_kind() (or an application with
  * memres_registry_register_kind()). The core copies the struct, the @options array and the
@@ -560,6 +568,8 @@ typedef struct
   guint n_options;
   const MemresResourceOps *ops;
   gsize instance_size;
+  /* Since: 1.2 */
+  MemresKindFlags flags;
 } MemresKindInfo;
 
 /* Helpers for plugins. Full gtk-doc reference with each definition in core/; in short:
@@ -582,7 +592,10 @@ typedef struct
  *   foreign memory). Thread-safe. Since: 1.0
  * memres_buffer_get_allocation(): the buffer's #MemresAllocation (transfer none, read-only,
  *   valid until the buffer is closed); for a plugin looking at one of its own buffers, for
- *   example to implement a copy on a foreign kind's buffer. Since: 1.0 */
+ *   example to implement a copy on a foreign kind's buffer. Since: 1.0
+ * memres_upstream_allocate(), memres_upstream_deallocate(): for adaptor kinds, the allocate
+ *   and deallocate slots of the adaptor's upstream (memres_resource_get_upstream()), called on
+ *   an allocation record without creating a #MemresBuffer. Since: 1.2 */
 gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info,
                                       GError **error);
 const char *memres_plugin_get_name (MemresPlugin *plugin);
@@ -590,5 +603,9 @@ gboolean memres_registry_register_kind (const MemresKindInfo *info, GError **err
 gpointer memres_resource_get_private (MemresResource *mr);
 MemresResource *memres_buffer_get_resource (MemresBuffer *buf);
 const MemresAllocation *memres_buffer_get_allocation (MemresBuffer *buf);
+gboolean memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                   MemresAllocation *alloc, GError **error);
+gboolean memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc,
+                                     MemresStream stream, GError **error);
 
 G_END_DECLS

@@ -40,6 +40,9 @@ typedef struct _MemresIpcHandle MemresIpcHandle;
  * @MEMRES_MEMORY_IMPORTED: the resource or buffer was imported from another process
  * @MEMRES_MEMORY_RESIZABLE: buffers of the resource support memres_buffer_resize()
  * @MEMRES_MEMORY_STREAM_ORDERED: allocation and free are ordered on a stream
+ * @MEMRES_MEMORY_MANAGED: managed (unified) memory: host- and device-accessible, migrated on
+ *   demand by the driver; the advice and prefetch functions of memres-managed.h accept it
+ *   (Since: 1.2)
  */
 typedef enum
 {
@@ -49,6 +52,7 @@ typedef enum
   MEMRES_MEMORY_IMPORTED = 1 << 3,
   MEMRES_MEMORY_RESIZABLE = 1 << 4,
   MEMRES_MEMORY_STREAM_ORDERED = 1 << 5,
+  MEMRES_MEMORY_MANAGED = 1 << 6,
 } MemresMemoryFlags;
 
 /**

@@ -10,5 +10,7 @@
 #include <memres/memres-resource.h>
 #include <memres/memres-buffer.h>
 #include <memres/memres-ipc.h>
+#include <memres/memres-adaptors.h>
+#include <memres/memres-managed.h>
 #include <memres/memres-dlpack.h>
 #undef MEMRES_INSIDE

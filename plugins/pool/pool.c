@@ -34,6 +34,7 @@ memres_pool_config_init_device (MemresPoolConfig *config, gint device)
   config->reuse_follow_event_dependencies = -1;
   config->reuse_allow_opportunistic = -1;
   config->reuse_allow_internal_dependencies = -1;
+  config->alloc_type = CU_MEM_ALLOCATION_TYPE_PINNED;
 }
 
 /**
@@ -344,14 +345,16 @@ get_current_pool (const MemresCudaDriver *drv, const MemresPoolConfig *config, C
   CUdevice dev;
   CUresult r;
 
-  if (config->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+  if (config->location.type != CU_MEM_LOCATION_TYPE_DEVICE
+      || config->alloc_type == CU_MEM_ALLOCATION_TYPE_MANAGED)
     {
       if (drv->cuMemGetMemPool == NULL)
         return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                                     "the CUDA driver has no cuMemGetMemPool (CUDA 13 or newer "
-                                    "is needed for the current pool of a host location)"),
+                                    "is needed for the current pool of a host location or of "
+                                    "managed memory)"),
                FALSE;
-      r = drv->cuMemGetMemPool (handle, &location, CU_MEM_ALLOCATION_TYPE_PINNED);
+      r = drv->cuMemGetMemPool (handle, &location, config->alloc_type);
       if (r != CUDA_SUCCESS)
         return memres_cuda_set_error (error, r, "cuMemGetMemPool");
       return TRUE;
@@ -404,14 +407,14 @@ memres_pool_init_for_handle (MemresPool *pool, const MemresCudaDriver *drv, CUme
  * @error: return location for a #GError
  *
  * Creates a new pool (@config->create, cuMemPoolCreate with a zeroed `CUmemPoolProps`:
- * pinned allocations, @config->location, @config->handle_type, @config->max_size) or wraps the
- * location's current pool (cuDeviceGetMemPool for a device, cuMemGetMemPool for a host
- * location), then applies the attributes of @config with cuMemPoolSetAttribute. When a
- * current pool is wrapped and @config gives no release threshold, a threshold of 0 is raised
- * to G_MAXUINT64 (read with cuMemPoolGetAttribute): the driver's default 0 releases memory at
- * every synchronization and makes allocation slow. Shareable pools also get @device_uuid
- * (cuDeviceGetUuid). The caller checks beforehand that the device exists
- * (memres_cuda_check_device()) and supports pools (memres_pool_check_supported()).
+ * @config->alloc_type allocations (pinned or managed), @config->location, @config->handle_type,
+ * @config->max_size) or wraps the location's current pool (cuDeviceGetMemPool for a device's pinned
+ * pool, cuMemGetMemPool for a host location or a managed pool), then applies the attributes of
+ * @config with cuMemPoolSetAttribute. When a current pool is wrapped and @config gives no release
+ * threshold, a threshold of 0 is raised to G_MAXUINT64 (read with cuMemPoolGetAttribute): the
+ * driver's default 0 releases memory at every synchronization and makes allocation slow. Shareable
+ * pools also get @device_uuid (cuDeviceGetUuid). The caller checks beforehand that the device
+ * exists (memres_cuda_check_device()) and supports pools (memres_pool_check_supported()).
  *
  * On failure nothing is left: a pool created here is destroyed again.
  *
@@ -436,7 +439,7 @@ memres_pool_init (MemresPool *pool, const MemresPoolConfig *config, GError **err
       CUmemPoolProps props;
 
       memset (&props, 0, sizeof props);
-      props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+      props.allocType = config->alloc_type;
       props.handleTypes = config->handle_type;
       props.location = config->location;
       props.maxSize = (size_t) MIN (config->max_size, (guint64) G_MAXSIZE);

@@ -122,6 +122,9 @@ typedef enum
  * @reuse_follow_event_dependencies: -1 = driver default, 0 or 1
  * @reuse_allow_opportunistic: -1 = driver default, 0 or 1
  * @reuse_allow_internal_dependencies: -1 = driver default, 0 or 1
+ * @alloc_type: `CU_MEM_ALLOCATION_TYPE_PINNED` (what the init functions set) or
+ *   `CU_MEM_ALLOCATION_TYPE_MANAGED` (the managed kind: a managed pool, whose @location may
+ *   also be `CU_MEM_LOCATION_TYPE_NONE`; @max_size and @handle_type must stay 0 and NONE)
  *
  * How to set up a #MemresPool. Start with memres_pool_config_init_device() or
  * memres_pool_config_init_host(), then memres_pool_config_set_options() or set fields.
@@ -138,6 +141,7 @@ typedef struct
   gint reuse_follow_event_dependencies;
   gint reuse_allow_opportunistic;
   gint reuse_allow_internal_dependencies;
+  CUmemAllocationType alloc_type;
 } MemresPoolConfig;
 
 /**

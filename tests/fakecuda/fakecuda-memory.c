@@ -90,6 +90,7 @@ fk_check_access (uintptr_t addr, size_t size, int device, bool write)
         {
         case FK_RANGE_ALLOC:
         case FK_RANGE_HOST_ALLOC:
+        case FK_RANGE_MANAGED: /* the host and every device reach managed memory */
           return part == size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
         case FK_RANGE_POOL_ALLOC:
           if (part != size)
@@ -130,6 +131,8 @@ fk_memory_device (uintptr_t addr)
     {
     case FK_RANGE_ALLOC:
       return ((FkAlloc *) r->obj)->device;
+    case FK_RANGE_MANAGED:
+      return fk_managed_device (r->obj);
     case FK_RANGE_HOST_ALLOC:
       return -1;
     case FK_RANGE_POOL_ALLOC:
@@ -240,6 +243,11 @@ fk_cuMemFree (CUdeviceptr dptr)
   if (r->kind == FK_RANGE_ALLOC)
     {
       fk_free_block (r);
+      FK_RETURN (CUDA_SUCCESS);
+    }
+  if (r->kind == FK_RANGE_MANAGED)
+    {
+      fk_managed_free (r);
       FK_RETURN (CUDA_SUCCESS);
     }
   if (r->kind == FK_RANGE_POOL_ALLOC)
@@ -647,6 +655,11 @@ fk_pointer_attribute (void *data, CUpointer_attribute attribute, uintptr_t ptr)
       mapped = true;
       pool = fk_pool_alloc_pool (r->obj);
       break;
+    case FK_RANGE_MANAGED:
+      device = fk_managed_device (r->obj);
+      type = CU_MEMORYTYPE_DEVICE;
+      mapped = true;
+      break;
     case FK_RANGE_GRAPH_ALLOC:
       device = fk_graph_alloc_device (r->obj);
       type = CU_MEMORYTYPE_DEVICE;
@@ -700,7 +713,8 @@ fk_pointer_attribute (void *data, CUpointer_attribute attribute, uintptr_t ptr)
       *(unsigned long long *) data = (unsigned long long) range_base;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-      *(int *) data = 0;
+      /* as on the real driver, memory of a managed pool does not say it is managed */
+      *(int *) data = r->kind == FK_RANGE_MANAGED;
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
       *(CUdeviceptr *) data = range_base;

@@ -147,12 +147,12 @@ fk_pool_unlink (FkPool *pool)
 }
 
 static FkPool *
-fk_default_pool_new (CUmemLocationType type, int id)
+fk_default_pool_new_of_type (CUmemLocationType type, int id, CUmemAllocationType alloc_type)
 {
   CUmemPoolProps props = { 0 };
   FkPool *pool;
 
-  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.allocType = alloc_type;
   props.location.type = type;
   props.location.id = id;
   pool = fk_pool_new (&props, type == CU_MEM_LOCATION_TYPE_DEVICE ? id : -1);
@@ -161,6 +161,73 @@ fk_default_pool_new (CUmemLocationType type, int id)
   pool->is_default = true;
   pool->max_size = type == CU_MEM_LOCATION_TYPE_DEVICE ? fk.devices[id].total : fk.host_total;
   return pool;
+}
+
+static FkPool *
+fk_default_pool_new (CUmemLocationType type, int id)
+{
+  return fk_default_pool_new_of_type (type, id, CU_MEM_ALLOCATION_TYPE_PINNED);
+}
+
+/* The default managed pools, made on first use: no location, the host, each host NUMA node,
+ * each device. */
+static FkPool *fk_managed_defaults[2 + FK_N_NUMA_NODES + FK_MAX_DEVICES];
+
+static bool
+fk_is_managed (const FkPool *pool)
+{
+  return pool->props.allocType == CU_MEM_ALLOCATION_TYPE_MANAGED;
+}
+
+bool
+fk_pool_alloc_is_managed (void *alloc)
+{
+  return fk_is_managed (((FkPoolAlloc *) alloc)->pool);
+}
+
+/* The device whose attributes decide managed pools at a location without a device. */
+static int
+fk_managed_context_device (void)
+{
+  CUcontext ctx = fk_current_context ();
+
+  return ctx != NULL ? ctx->device : 0;
+}
+
+/* Checks a managed pool's location; stores the device it belongs to (-1: none) and the slot of
+ * its default pool in fk_managed_defaults. */
+static CUresult
+fk_managed_location (const CUmemLocation *location, int *device, size_t *slot)
+{
+  int check;
+
+  *device = -1;
+  switch (location->type)
+    {
+    case CU_MEM_LOCATION_TYPE_NONE:
+      *slot = 0;
+      check = fk_managed_context_device ();
+      break;
+    case CU_MEM_LOCATION_TYPE_HOST:
+      *slot = 1;
+      check = fk_managed_context_device ();
+      break;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+      if (location->id < 0 || location->id >= FK_N_NUMA_NODES)
+        return CUDA_ERROR_INVALID_VALUE;
+      *slot = 2 + (size_t) location->id;
+      check = fk_managed_context_device ();
+      break;
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      if (!fk_device_valid (location->id))
+        return CUDA_ERROR_INVALID_DEVICE;
+      *slot = 2 + FK_N_NUMA_NODES + (size_t) location->id;
+      *device = check = location->id;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  return fk_managed_pools_supported (check) ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
 }
 
 void
@@ -390,6 +457,11 @@ fk_pool_alloc (FkPool *pool, size_t size, uintptr_t *out)
   pool->n_allocs++;
   fk.counts.pool_allocations++;
   *out = a->base;
+  if (fk_is_managed (pool) && !fk_managed_track (a->base, size, pool->device))
+    {
+      fk_pool_free (a->base, false);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
   return CUDA_SUCCESS;
 }
 
@@ -446,6 +518,8 @@ fk_pool_free (uintptr_t ptr, bool queued)
   if (a == NULL || a->free_queued != queued)
     return CUDA_ERROR_INVALID_VALUE;
   pool = a->pool;
+  if (fk_is_managed (pool))
+    fk_managed_untrack (ptr);
   fk.counts.pool_allocations--;
   pool->n_allocs--;
   if (a->chunk == NULL)
@@ -486,6 +560,8 @@ fk_pool_alloc_accessible (void *alloc, int device, bool write)
   FkPool *pool = ((FkPoolAlloc *) alloc)->pool;
   CUmemAccess_flags need
       = write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_READ;
+  if (fk_is_managed (pool))
+    return true;
   if (device < 0)
     return pool->device < 0;
   return (pool->access[device] & need) == need;
@@ -569,7 +645,19 @@ fk_location_pool (CUmemoryPool *pool, const CUmemLocation *location, CUmemAlloca
   if (pool == NULL || location == NULL)
     return CUDA_ERROR_INVALID_VALUE;
   if (type == CU_MEM_ALLOCATION_TYPE_MANAGED)
-    return CUDA_ERROR_NOT_SUPPORTED;
+    {
+      int device;
+      size_t slot;
+      CUresult r = fk_managed_location (location, &device, &slot);
+
+      if (r != CUDA_SUCCESS)
+        return r;
+      if (fk_managed_defaults[slot] == NULL)
+        fk_managed_defaults[slot]
+            = fk_default_pool_new_of_type (location->type, location->id, type);
+      *pool = fk_managed_defaults[slot];
+      return CUDA_SUCCESS;
+    }
   if (type != CU_MEM_ALLOCATION_TYPE_PINNED)
     return CUDA_ERROR_INVALID_VALUE;
   switch (location->type)
@@ -660,6 +748,27 @@ fk_cuMemPoolCreate (CUmemoryPool *pool, const CUmemPoolProps *poolProps)
   FkPool *p;
 
   FK_ENTER (cuMemPoolCreate);
+  if (pool != NULL && poolProps != NULL && poolProps->allocType == CU_MEM_ALLOCATION_TYPE_MANAGED)
+    {
+      size_t slot;
+      CUresult r;
+
+      /* managed pools: no handle types, no maxSize (cuda.h) */
+      if (poolProps->handleTypes != 0 || poolProps->maxSize != 0
+          || poolProps->win32SecurityAttributes != NULL
+          || !fk_all_zero (poolProps->reserved, sizeof poolProps->reserved)
+          || poolProps->usage != 0)
+        FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+      if ((r = fk_managed_location (&poolProps->location, &device, &slot)) != CUDA_SUCCESS)
+        FK_RETURN (r);
+      p = fk_pool_new (poolProps, device);
+      if (p == NULL)
+        FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
+      p->max_size = device >= 0 ? fk.devices[device].total : fk.host_total;
+      fk.counts.pools++;
+      *pool = p;
+      FK_RETURN (CUDA_SUCCESS);
+    }
   if (pool == NULL || poolProps == NULL || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED
       || poolProps->win32SecurityAttributes != NULL
       || !fk_all_zero (poolProps->reserved, sizeof poolProps->reserved)

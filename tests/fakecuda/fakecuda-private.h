@@ -128,7 +128,14 @@
   X (cuGraphExecDestroy)                                                                           \
   X (cuDeviceGraphMemTrim)                                                                         \
   X (cuDeviceGetGraphMemAttribute)                                                                 \
-  X (cuDeviceSetGraphMemAttribute)
+  X (cuDeviceSetGraphMemAttribute)                                                                 \
+  X (cuMemAllocManaged)                                                                            \
+  X (cuMemAdvise)                                                                                  \
+  X (cuMemPrefetchAsync)                                                                           \
+  X (cuMemRangeGetAttribute)                                                                       \
+  X (cuMemPrefetchBatchAsync)                                                                      \
+  X (cuMemDiscardBatchAsync)                                                                       \
+  X (cuMemDiscardAndPrefetchBatchAsync)
 
 /* Entry points: the ones above plus cuGetProcAddress itself (counted, traced and failable, but
  * not handed out by itself). */
@@ -182,6 +189,7 @@ typedef enum
   FK_RANGE_POOL_ALLOC,  /* pool allocation or imported pool pointer */
   FK_RANGE_RESERVATION, /* cuMemAddressReserve */
   FK_RANGE_GRAPH_ALLOC, /* an allocation node's address (fakecuda-graph.c) */
+  FK_RANGE_MANAGED,     /* cuMemAllocManaged (fakecuda-managed.c) */
 } FkRangeKind;
 
 typedef struct
@@ -358,6 +366,21 @@ CUresult fk_stream_wait_queue (CUstream stream, int device);
 /* fakecuda-memory.c: a copy or fill by @device's work (-1: the host), every byte checked. */
 CUresult fk_copy (uintptr_t dst, uintptr_t src, size_t n, int device);
 CUresult fk_fill (uintptr_t dst, uint32_t value, size_t width, size_t count, int device);
+
+/* fakecuda-managed.c. A managed allocation's advice record: fk_managed_track() makes one for
+ * an allocation of a managed pool (fakecuda-pool.c), fk_managed_untrack() drops it at its free;
+ * cuMemAllocManaged's own ranges (FK_RANGE_MANAGED, obj an FkManaged) are freed with
+ * fk_managed_free(). */
+typedef struct FkManaged FkManaged;
+bool fk_managed_track (uintptr_t base, size_t size, int device);
+void fk_managed_untrack (uintptr_t base);
+void fk_managed_free (FkRange *r);
+int fk_managed_device (void *obj);
+/* Whether @device can have managed pools: memory pools, managed memory and concurrent managed
+ * access. */
+bool fk_managed_pools_supported (int device);
+/* fakecuda-pool.c: whether a pool allocation (an FkRange obj) is of a managed pool. */
+bool fk_pool_alloc_is_managed (void *alloc);
 
 /* fakecuda.c */
 void fk_track_exported_fd (int fd);

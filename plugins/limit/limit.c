@@ -1,0 +1,136 @@
+/* memres - CUDA memory resources
+ * limit.c: the `limit` adaptor: at most `max` bytes in live allocations of the layer. An
+ * allocation that would go past it fails with MEMRES_ERROR_OUT_OF_MEMORY, saying the limit and
+ * what is in use, without calling anything below. The bytes counted are those the upstream
+ * hands out (its rounded sizes): the requested size is reserved first (one atomic add, undone
+ * when over the limit), then the difference of a rounded-up record, so that the limit is exact
+ * at the boundary under any number of threads. Allocations pass through unchanged
+ * (MEMRES_KIND_PASSES_ALLOCATIONS). */
+#include <memres/memres-plugin.h>
+
+typedef struct
+{
+  guint64 max;
+  guint64 used; /* atomic */
+} LimitResource;
+
+static const MemresOptionSpec limit_options[] = {
+  { "max", MEMRES_OPTION_SIZE, NULL, "the most bytes live at once in allocations of the layer",
+    NULL, 0, 0 },
+};
+
+static gboolean
+limit_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  LimitResource *self = memres_resource_get_private (mr);
+
+  if (!memres_options_is_set (options, "max"))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"limit\" needs option \"max\" (bytes, for example limit:max=8GiB)");
+      return FALSE;
+    }
+  self->max = memres_options_get_size (options, "max");
+  return TRUE;
+}
+
+static void
+limit_finalize (MemresResource *mr)
+{
+}
+
+/* Takes @bytes more of the limit, or sets the error and takes nothing. */
+static gboolean
+reserve (LimitResource *self, guint64 bytes, guint64 asked, GError **error)
+{
+  guint64 used = __atomic_load_n (&self->used, __ATOMIC_RELAXED);
+
+  do
+    {
+      if (bytes > self->max || used > self->max - bytes)
+        {
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                       "limit: allocating %" G_GUINT64_FORMAT " bytes would pass the limit of "
+                       "%" G_GUINT64_FORMAT " bytes (%" G_GUINT64_FORMAT " in use)",
+                       asked, self->max, used);
+          return FALSE;
+        }
+    }
+  while (!__atomic_compare_exchange_n (&self->used, &used, used + bytes, TRUE, __ATOMIC_RELAXED,
+                                       __ATOMIC_RELAXED));
+  return TRUE;
+}
+
+static gboolean
+limit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                GError **error)
+{
+  LimitResource *self = memres_resource_get_private (mr);
+
+  if (!reserve (self, size, size, error))
+    return FALSE;
+  if (!memres_upstream_allocate (mr, size, stream, alloc, error))
+    {
+      __atomic_sub_fetch (&self->used, size, __ATOMIC_RELAXED);
+      return FALSE;
+    }
+  if (G_UNLIKELY (alloc->size > size) && !reserve (self, alloc->size - size, alloc->size, error))
+    {
+      g_prefix_error (error,
+                      "rounded up to %" G_GSIZE_FORMAT " bytes by the layer below: ", alloc->size);
+      memres_upstream_deallocate (mr, alloc, stream, NULL);
+      __atomic_sub_fetch (&self->used, size, __ATOMIC_RELAXED);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static gboolean
+limit_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  LimitResource *self = memres_resource_get_private (mr);
+  gsize size = alloc->size;
+
+  /* The bytes count until the layer below has them back: released first, another thread could
+   * have more than max below at once; and a free that fails leaves the buffer open. */
+  if (!memres_upstream_deallocate (mr, alloc, stream, error))
+    return FALSE;
+  __atomic_sub_fetch (&self->used, size, __ATOMIC_RELEASE);
+  return TRUE;
+}
+
+/* A resize would change sizes behind the count. */
+static void
+limit_query (MemresResource *mr, MemresResourceInfo *info)
+{
+  info->flags &= ~MEMRES_MEMORY_RESIZABLE;
+}
+
+static const MemresResourceOps limit_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = limit_init,
+  .finalize = limit_finalize,
+  .allocate = limit_allocate,
+  .deallocate = limit_deallocate,
+  .query = limit_query,
+};
+
+static const MemresKindInfo limit_kind = {
+  .struct_size = sizeof (MemresKindInfo),
+  .name = "limit",
+  .description
+  = "Adaptor: at most `max` bytes live; past it allocations fail, nothing below called",
+  .options = limit_options,
+  .n_options = G_N_ELEMENTS (limit_options),
+  .ops = &limit_ops,
+  .instance_size = sizeof (LimitResource),
+  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+};
+
+static gboolean
+limit_plugin_init (MemresPlugin *plugin, GError **error)
+{
+  return memres_plugin_register_kind (plugin, &limit_kind, error);
+}
+
+MEMRES_PLUGIN_DEFINE (limit, "Limiting adaptor: a byte budget over any resource", limit_plugin_init)

@@ -1,0 +1,173 @@
+/* memres - CUDA memory resources
+ * log.c: the `log` adaptor: one CSV line per allocate and free that goes through it, with
+ * RMM's column set, to the file named by option `path`:
+ *
+ *   Thread,Time,Action,Pointer,Size,Stream
+ *   12345,10:04:05.123456,allocate,0x7f0000000000,1048576,0x0
+ *   12345,10:04:05.123470,free,0x7f0000000000,1048576,0x0
+ *
+ * Thread is the kernel thread id, Time the local wall-clock time with microseconds, Action one
+ * of `allocate`, `allocate failure` (Pointer then 0x0) and `free`, Pointer the address in hex,
+ * Size bytes (what the upstream returned; the size asked for on a failure), Stream the stream
+ * handle in hex. Each line is formatted without a lock, then written whole under the layer's
+ * mutex, so lines of many threads never interleave; with `flush=true` every line is flushed
+ * at once (survives a crash), else when stdio's buffer fills and when the layer is finalized.
+ * `memres replay LOG SPEC` replays such a file. Allocations pass through unchanged
+ * (MEMRES_KIND_PASSES_ALLOCATIONS). */
+#include <memres/memres-plugin.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream\n"
+
+typedef struct
+{
+  GMutex lock;
+  FILE *file;
+  char *path;
+  gboolean flush;
+  gboolean failed; /* a write failed: warned once */
+} LogResource;
+
+static const MemresOptionSpec log_options[] = {
+  { "path", MEMRES_OPTION_STRING, NULL,
+    "the CSV file to write (created or truncated; write ',', '>' and '\\' as '\\,', '\\>', "
+    "'\\\\')",
+    NULL, 0, 0 },
+  { "append", MEMRES_OPTION_BOOL, "false", "append to an existing file instead of truncating it",
+    NULL, 0, 0 },
+  { "flush", MEMRES_OPTION_BOOL, "false", "flush every line at once", NULL, 0, 0 },
+};
+
+static gboolean
+log_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  LogResource *self = memres_resource_get_private (mr);
+  const char *path = memres_options_get_string (options, "path");
+  gboolean append = memres_options_get_bool (options, "append");
+
+  if (path == NULL || path[0] == '\0')
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"log\" needs option \"path\" (the CSV file to write)");
+      return FALSE;
+    }
+  self->file = fopen (path, append ? "ae" : "we");
+  if (self->file == NULL)
+    {
+      int saved = errno;
+      g_set_error (error, MEMRES_ERROR,
+                   saved == EACCES ? MEMRES_ERROR_PERMISSION_DENIED : MEMRES_ERROR_FAILED,
+                   "kind \"log\": cannot open \"%s\": %s", path, g_strerror (saved));
+      return FALSE;
+    }
+  if (ftell (self->file) == 0)
+    fputs (LOG_HEADER, self->file);
+  self->path = g_strdup (path);
+  self->flush = memres_options_get_bool (options, "flush");
+  g_mutex_init (&self->lock);
+  return TRUE;
+}
+
+static void
+log_finalize (MemresResource *mr)
+{
+  LogResource *self = memres_resource_get_private (mr);
+
+  if (fclose (self->file) != 0)
+    g_warning ("log: writing \"%s\": %s", self->path, g_strerror (errno));
+  g_free (self->path);
+  g_mutex_clear (&self->lock);
+}
+
+static void
+write_line (LogResource *self, const char *action, guint64 address, gsize size, MemresStream stream)
+{
+  char line[160];
+  gint64 now = g_get_real_time ();
+  time_t secs = (time_t) (now / G_USEC_PER_SEC);
+  struct tm tm;
+  int n;
+
+  localtime_r (&secs, &tm);
+  n = g_snprintf (line, sizeof line,
+                  "%ld,%02d:%02d:%02d.%06d,%s,0x%" G_GINT64_MODIFIER "x,%" G_GSIZE_FORMAT
+                  ",0x%" G_GINT64_MODIFIER "x\n",
+                  (long) syscall (SYS_gettid), tm.tm_hour, tm.tm_min, tm.tm_sec,
+                  (int) (now % G_USEC_PER_SEC), action, address, size, (guint64) (guintptr) stream);
+  g_mutex_lock (&self->lock);
+  if ((fwrite (line, 1, (gsize) n, self->file) != (gsize) n
+       || (self->flush && fflush (self->file) != 0))
+      && !self->failed)
+    {
+      self->failed = TRUE;
+      g_warning ("log: writing \"%s\": %s (further errors are not reported)", self->path,
+                 g_strerror (errno));
+    }
+  g_mutex_unlock (&self->lock);
+}
+
+static gboolean
+log_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+              GError **error)
+{
+  LogResource *self = memres_resource_get_private (mr);
+
+  if (!memres_upstream_allocate (mr, size, stream, alloc, error))
+    {
+      write_line (self, "allocate failure", 0, size, stream);
+      return FALSE;
+    }
+  write_line (self, "allocate", alloc->address, alloc->size, stream);
+  return TRUE;
+}
+
+static gboolean
+log_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  LogResource *self = memres_resource_get_private (mr);
+
+  /* logged before the free: once freed, another thread may get the same address */
+  write_line (self, "free", alloc->address, alloc->size, stream);
+  return memres_upstream_deallocate (mr, alloc, stream, error);
+}
+
+/* A resize would not be logged. */
+static void
+log_query (MemresResource *mr, MemresResourceInfo *info)
+{
+  info->flags &= ~MEMRES_MEMORY_RESIZABLE;
+}
+
+static const MemresResourceOps log_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = log_init,
+  .finalize = log_finalize,
+  .allocate = log_allocate,
+  .deallocate = log_deallocate,
+  .query = log_query,
+};
+
+static const MemresKindInfo log_kind = {
+  .struct_size = sizeof (MemresKindInfo),
+  .name = "log",
+  .description = "Adaptor: one CSV line per allocate and free (RMM's columns), for memres replay",
+  .options = log_options,
+  .n_options = G_N_ELEMENTS (log_options),
+  .ops = &log_ops,
+  .instance_size = sizeof (LogResource),
+  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+};
+
+static gboolean
+log_plugin_init (MemresPlugin *plugin, GError **error)
+{
+  return memres_plugin_register_kind (plugin, &log_kind, error);
+}
+
+MEMRES_PLUGIN_DEFINE (log, "Logging adaptor: a CSV line per allocate and free", log_plugin_init)

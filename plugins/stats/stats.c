@@ -1,0 +1,397 @@
+/* memres - CUDA memory resources
+ * stats.c: the `stats` adaptor: counts what goes through it, bytes and allocations, current,
+ * peak and total, and allocations by power-of-two size class (memres_stats_get_counters()).
+ * Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). Embedded in libmemres
+ * for its C API.
+ *
+ * The hot path is the point of this kind: an allocate+close pair through it must cost a few
+ * nanoseconds over its upstream. No lock, and one locked instruction per call: the current bytes
+ * and count, shared by all threads, change together with one 16-byte compare-and-swap (x86_64;
+ * elsewhere one atomic add each); a peak moves only when a new high is reached (a relaxed load,
+ * and a compare-and-swap only then). The totals (bytes
+ * allocated, allocations per size class) are counted at allocate on a shard of the calling
+ * thread, a cache line or two written by that thread alone with plain stores; a reader sums the
+ * shards. A thread finds its shard through a small thread-local cache keyed by the instance's
+ * serial number (never reused, so a stale entry of a finalized instance never matches); on a
+ * miss it looks the shard up, or adds one, under the instance's mutex. */
+#include "memres-private.h"
+
+#include <stdlib.h>
+
+typedef struct _Shard Shard;
+struct _Shard
+{
+  /* written by one thread only */
+  guint64 bytes_allocated;
+  guint64 size_classes[MEMRES_STATS_N_SIZE_CLASSES];
+  gconstpointer owner; /* the thread's cache (its address identifies the thread) */
+  Shard *next;
+};
+
+/* The current bytes and count, changed together: on x86_64 with one 16-byte compare-and-swap
+ * (one locked instruction for both), elsewhere with one atomic add each. */
+#if defined(__x86_64__)
+#define STATS_PAIR_CAS 1
+#define STATS_HOT      __attribute__ ((target ("cx16")))
+#else
+#define STATS_PAIR_CAS 0
+#define STATS_HOT
+#endif
+
+typedef struct
+{
+  /* written on every allocate and free by every thread: one cache line; 16-byte aligned (the
+   * private data is) */
+  guint64 bytes_current;
+  guint64 count_current;
+  guint64 bytes_peak;
+  guint64 count_peak;
+  guint64 serial;
+  guint8 pad[64 - 5 * sizeof (guint64)];
+  GMutex lock; /* the shard list and the reset bases */
+  Shard *shards;
+  guint64 bytes_total_base;
+  guint64 classes_base[MEMRES_STATS_N_SIZE_CLASSES];
+} StatsResource;
+
+/* the pair at the start of the 16-byte aligned private data */
+G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_current) == 0);
+G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, count_current) == 8);
+
+/* A thread's shards of the last few instances it used. */
+#define SHARD_CACHE_SIZE 4
+typedef struct
+{
+  guint64 serial;
+  Shard *shard;
+} ShardCacheEntry;
+/* initial-exec, as buffer.c's cache: no __tls_get_addr call on the hot path */
+static __thread ShardCacheEntry shard_cache[SHARD_CACHE_SIZE]
+    __attribute__ ((tls_model ("initial-exec")));
+
+static guint64 next_serial = 1; /* atomic */
+
+static gboolean
+stats_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  StatsResource *self = memres_resource_get_private (mr);
+
+  g_mutex_init (&self->lock);
+  self->serial = __atomic_fetch_add (&next_serial, 1, __ATOMIC_RELAXED);
+  return TRUE;
+}
+
+static void
+stats_finalize (MemresResource *mr)
+{
+  StatsResource *self = memres_resource_get_private (mr);
+
+  while (self->shards != NULL)
+    {
+      Shard *next = self->shards->next;
+      free (self->shards);
+      self->shards = next;
+    }
+  g_mutex_clear (&self->lock);
+}
+
+static Shard *
+shard_lookup (StatsResource *self, ShardCacheEntry *entry)
+{
+  Shard *shard;
+  gpointer mem;
+
+  /* The list is only added to, under the lock; its head is published with release and read
+   * with acquire, so that the readers (and ThreadSanitizer, which does not see GLib's futex
+   * mutex) see every shard whole. */
+  g_mutex_lock (&self->lock);
+  for (shard = __atomic_load_n (&self->shards, __ATOMIC_ACQUIRE); shard != NULL;
+       shard = shard->next)
+    if (shard->owner == shard_cache)
+      break;
+  if (shard == NULL)
+    {
+      if (posix_memalign (&mem, 64, sizeof (Shard)) != 0)
+        g_error ("stats: out of memory for a shard of %" G_GSIZE_FORMAT " bytes", sizeof (Shard));
+      shard = memset (mem, 0, sizeof (Shard));
+      shard->owner = shard_cache;
+      shard->next = __atomic_load_n (&self->shards, __ATOMIC_RELAXED);
+      __atomic_store_n (&self->shards, shard, __ATOMIC_RELEASE);
+    }
+  g_mutex_unlock (&self->lock);
+  entry->serial = self->serial;
+  entry->shard = shard;
+  return shard;
+}
+
+static inline Shard *
+my_shard (StatsResource *self)
+{
+  ShardCacheEntry *entry = &shard_cache[self->serial % SHARD_CACHE_SIZE];
+
+  if (G_LIKELY (entry->serial == self->serial))
+    return entry->shard;
+  return shard_lookup (self, entry);
+}
+
+/* One writer: a plain load and store, atomic only so that readers see whole values. */
+static inline void
+shard_add (guint64 *counter, guint64 n)
+{
+  __atomic_store_n (counter, __atomic_load_n (counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+}
+
+/* Adds @bytes and @count (two's complement for a decrease) to the current values; stores the
+ * new ones in *@new_bytes and *@new_count. */
+static inline STATS_HOT void
+current_add (StatsResource *self, guint64 bytes, guint64 count, guint64 *new_bytes,
+             guint64 *new_count)
+{
+#if STATS_PAIR_CAS
+  typedef unsigned __int128 Pair;
+  Pair *pair = (Pair *) &self->bytes_current;
+  guint64 b = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED);
+  guint64 c = __atomic_load_n (&self->count_current, __ATOMIC_RELAXED);
+
+  for (;;)
+    {
+      Pair old = ((Pair) c << 64) | b;
+      Pair prev = __sync_val_compare_and_swap (pair, old, ((Pair) (c + count) << 64) | (b + bytes));
+
+      if (G_LIKELY (prev == old))
+        break;
+      b = (guint64) prev;
+      c = (guint64) (prev >> 64);
+    }
+  *new_bytes = b + bytes;
+  *new_count = c + count;
+#else
+  *new_bytes = __atomic_add_fetch (&self->bytes_current, bytes, __ATOMIC_RELAXED);
+  *new_count = __atomic_add_fetch (&self->count_current, count, __ATOMIC_RELAXED);
+#endif
+}
+
+static inline void
+raise_peak (guint64 *peak, guint64 value)
+{
+  guint64 old = __atomic_load_n (peak, __ATOMIC_RELAXED);
+
+  while (
+      G_UNLIKELY (value > old)
+      && !__atomic_compare_exchange_n (peak, &old, value, TRUE, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    ;
+}
+
+static STATS_HOT gboolean
+stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                GError **error)
+{
+  StatsResource *self = mr->priv;
+  Shard *shard;
+  guint64 bytes, count;
+
+  if (G_UNLIKELY (!memres_upstream_allocate (mr, size, stream, alloc, error)))
+    return FALSE;
+  current_add (self, alloc->size, 1, &bytes, &count);
+  raise_peak (&self->bytes_peak, bytes);
+  raise_peak (&self->count_peak, count);
+  shard = my_shard (self);
+  shard_add (&shard->bytes_allocated, alloc->size);
+  shard_add (&shard->size_classes[63 - __builtin_clzll ((guint64) alloc->size)], 1);
+  return TRUE;
+}
+
+static STATS_HOT gboolean
+stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  StatsResource *self = mr->priv;
+  guint64 bytes, count;
+
+  current_add (self, -(guint64) alloc->size, -(guint64) 1, &bytes, &count);
+  return memres_upstream_deallocate (mr, alloc, stream, error);
+}
+
+/* Accounting per buffer: a resize would change sizes behind the counters. */
+static void
+stats_query (MemresResource *mr, MemresResourceInfo *info)
+{
+  info->flags &= ~MEMRES_MEMORY_RESIZABLE;
+}
+
+/* The shards' sums: bytes allocated, and allocations per class (under self->lock). */
+static guint64
+sum_shards (StatsResource *self, guint64 classes[MEMRES_STATS_N_SIZE_CLASSES])
+{
+  guint64 bytes = 0;
+  Shard *shard;
+  guint i;
+
+  memset (classes, 0, MEMRES_STATS_N_SIZE_CLASSES * sizeof (guint64));
+  for (shard = __atomic_load_n (&self->shards, __ATOMIC_ACQUIRE); shard != NULL;
+       shard = shard->next)
+    {
+      bytes += __atomic_load_n (&shard->bytes_allocated, __ATOMIC_RELAXED);
+      for (i = 0; i < MEMRES_STATS_N_SIZE_CLASSES; i++)
+        classes[i] += __atomic_load_n (&shard->size_classes[i], __ATOMIC_RELAXED);
+    }
+  return bytes;
+}
+
+static void
+read_counters (StatsResource *self, MemresStatsCounters *c)
+{
+  guint64 classes[MEMRES_STATS_N_SIZE_CLASSES];
+  guint64 allocated;
+  guint i;
+
+  memset (c, 0, sizeof *c);
+  g_mutex_lock (&self->lock);
+  allocated = sum_shards (self, classes);
+  c->bytes_current = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED);
+  c->count_current = __atomic_load_n (&self->count_current, __ATOMIC_RELAXED);
+  c->bytes_peak = MAX (__atomic_load_n (&self->bytes_peak, __ATOMIC_RELAXED), c->bytes_current);
+  c->count_peak = MAX (__atomic_load_n (&self->count_peak, __ATOMIC_RELAXED), c->count_current);
+  c->bytes_total = allocated - self->bytes_total_base;
+  for (i = 0; i < MEMRES_STATS_N_SIZE_CLASSES; i++)
+    {
+      c->size_classes[i] = classes[i] - self->classes_base[i];
+      c->count_total += c->size_classes[i];
+    }
+  g_mutex_unlock (&self->lock);
+}
+
+static gboolean
+stats_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
+{
+  StatsResource *self = memres_resource_get_private (mr);
+  MemresStatsCounters c;
+
+  read_counters (self, &c);
+  /* the layer's own view: what it handed out (reserving is the upstream's business) */
+  stats->used_current = c.bytes_current;
+  stats->used_high = c.bytes_peak;
+  stats->reserved_current = c.bytes_current;
+  stats->reserved_high = c.bytes_peak;
+  return TRUE;
+}
+
+static void
+reset (StatsResource *self)
+{
+  g_mutex_lock (&self->lock);
+  __atomic_store_n (&self->bytes_peak, __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
+  __atomic_store_n (&self->count_peak, __atomic_load_n (&self->count_current, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
+  self->bytes_total_base = sum_shards (self, self->classes_base);
+  g_mutex_unlock (&self->lock);
+}
+
+static gboolean
+stats_reset_stats (MemresResource *mr, GError **error)
+{
+  reset (memres_resource_get_private (mr));
+  return TRUE;
+}
+
+static const MemresResourceOps stats_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = stats_init,
+  .finalize = stats_finalize,
+  .allocate = stats_allocate,
+  .deallocate = stats_deallocate,
+  .query = stats_query,
+  .get_stats = stats_get_stats,
+  .reset_stats = stats_reset_stats,
+};
+
+static const MemresKindInfo stats_kind = {
+  .struct_size = sizeof (MemresKindInfo),
+  .name = "stats",
+  .description = "Adaptor: counts bytes and allocations (current, peak, total, by size class)",
+  .ops = &stats_ops,
+  .instance_size = sizeof (StatsResource),
+  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+};
+
+/**
+ * memres_stats_get_counters:
+ * @mr: a resource whose stack has a `stats` layer at or below it
+ * @counters: (out caller-allocates): return location for the counters
+ * @error: return location for a #GError, or %NULL
+ *
+ * Reads what the first `stats` layer at or below @mr counted: bytes and allocations, current,
+ * peak and total, and allocations by size class. Each value is read atomically; while other
+ * threads allocate, the values may come from slightly different instants (current <= peak
+ * always holds). No driver call. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_FOUND when the stack has no `stats` layer there.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.2
+ */
+gboolean
+memres_stats_get_counters (MemresResource *mr, MemresStatsCounters *counters, GError **error)
+{
+  MemresResource *layer;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (counters != NULL, FALSE);
+
+  layer = _memres_stack_find_layer (mr, (gpointer) stats_allocate, "stats", error);
+  if (layer == NULL)
+    return FALSE;
+  read_counters (layer->priv, counters);
+  return TRUE;
+}
+
+/**
+ * memres_stats_reset:
+ * @mr: a resource whose stack has a `stats` layer at or below it
+ * @error: return location for a #GError, or %NULL
+ *
+ * Resets the first `stats` layer at or below @mr: the peaks to the current values, the totals
+ * and size classes to 0 (the current values stay). memres_resource_reset_stats() on the layer
+ * does the same. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_FOUND when the stack has no `stats` layer there.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.2
+ */
+gboolean
+memres_stats_reset (MemresResource *mr, GError **error)
+{
+  MemresResource *layer;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+
+  layer = _memres_stack_find_layer (mr, (gpointer) stats_allocate, "stats", error);
+  if (layer == NULL)
+    return FALSE;
+  reset (layer->priv);
+  return TRUE;
+}
+
+static gboolean
+stats_plugin_init (MemresPlugin *plugin, GError **error)
+{
+  return memres_plugin_register_kind (plugin, &stats_kind, error);
+}
+
+const MemresPluginDesc *
+_memres_stats_get_desc (void)
+{
+  static const MemresPluginDesc desc = {
+    MEMRES_PLUGIN_ABI_MAJOR,
+    MEMRES_PLUGIN_ABI_MINOR,
+    sizeof (MemresPluginDesc),
+    0,
+    "stats",
+    "Statistics adaptor, embedded in libmemres",
+    stats_plugin_init,
+  };
+  return &desc;
+}

@@ -1,0 +1,958 @@
+/* test-adaptors.c: the adaptors memres ships (stats, limit, track, log, retry), over host and
+ * over every device kind (suite fake: the fake driver; suite gpu: a real device; suite core:
+ * host only, the device cases skip), alone and in stacks of three and more. In-test kinds:
+ * "leaky", an adaptor that never gives allocations back (so that track is finalized with
+ * allocations live), and "tight", a base kind of host memory with a capacity and a cache of
+ * freed bytes that only trim returns (for retry's default handler). */
+#include "testutil.h"
+
+#include <string.h>
+
+#include <glib/gstdio.h>
+
+static const char *const device_specs[] = { "dmr:pool=new", "pinned", "vmm", "ipc" };
+
+/* ---- leaky ---- */
+
+static gboolean
+leaky_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  return TRUE;
+}
+
+static void
+leaky_finalize (MemresResource *mr)
+{
+}
+
+static gboolean
+leaky_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                GError **error)
+{
+  return memres_upstream_allocate (mr, size, stream, alloc, error);
+}
+
+static gboolean
+leaky_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  return TRUE; /* never passed down: the layer below keeps it live */
+}
+
+static const MemresResourceOps leaky_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = leaky_init,
+  .finalize = leaky_finalize,
+  .allocate = leaky_allocate,
+  .deallocate = leaky_deallocate,
+};
+
+/* ---- tight ---- */
+
+typedef struct
+{
+  guint64 capacity;
+  guint64 used;   /* atomic */
+  guint64 cached; /* atomic: freed, held until trimmed */
+  gint trims;     /* atomic */
+} TightResource;
+
+static const MemresOptionSpec tight_options[] = {
+  { "capacity", MEMRES_OPTION_SIZE, "1000", "bytes", NULL, 0, 0 },
+};
+
+static gboolean
+tight_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  TightResource *self = memres_resource_get_private (mr);
+
+  self->capacity = memres_options_get_size (options, "capacity");
+  return TRUE;
+}
+
+static gboolean
+tight_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                GError **error)
+{
+  TightResource *self = memres_resource_get_private (mr);
+  guint64 used = __atomic_add_fetch (&self->used, size, __ATOMIC_SEQ_CST);
+
+  if (used + __atomic_load_n (&self->cached, __ATOMIC_SEQ_CST) > self->capacity)
+    {
+      __atomic_sub_fetch (&self->used, size, __ATOMIC_SEQ_CST);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "tight: full");
+      return FALSE;
+    }
+  alloc->address = (guint64) (guintptr) g_malloc (size);
+  alloc->size = size;
+  return TRUE;
+}
+
+static gboolean
+tight_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  TightResource *self = memres_resource_get_private (mr);
+
+  g_free ((gpointer) (guintptr) alloc->address);
+  __atomic_sub_fetch (&self->used, alloc->size, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch (&self->cached, alloc->size, __ATOMIC_SEQ_CST);
+  return TRUE;
+}
+
+static gboolean
+tight_trim (MemresResource *mr, gsize keep, GError **error)
+{
+  TightResource *self = memres_resource_get_private (mr);
+
+  g_atomic_int_inc (&self->trims);
+  __atomic_store_n (&self->cached, MIN (keep, __atomic_load_n (&self->cached, __ATOMIC_SEQ_CST)),
+                    __ATOMIC_SEQ_CST);
+  return TRUE;
+}
+
+static void
+tight_query (MemresResource *mr, MemresResourceInfo *info)
+{
+  info->device = -1;
+  info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
+}
+
+static const MemresResourceOps tight_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = tight_init,
+  .finalize = leaky_finalize,
+  .allocate = tight_allocate,
+  .deallocate = tight_deallocate,
+  .query = tight_query,
+  .trim = tight_trim,
+};
+
+static void
+register_kinds (void)
+{
+  const MemresKindInfo leaky = {
+    .struct_size = sizeof leaky,
+    .name = "leaky",
+    .description = "adaptor that never frees",
+    .ops = &leaky_ops,
+    .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+  };
+  const MemresKindInfo tight = {
+    .struct_size = sizeof tight,
+    .name = "tight",
+    .description = "small host memory with a cache only trim empties",
+    .options = tight_options,
+    .n_options = G_N_ELEMENTS (tight_options),
+    .ops = &tight_ops,
+    .instance_size = sizeof (TightResource),
+  };
+  GError *error = NULL;
+
+  if (!memres_registry_register_kind (&leaky, &error)
+      || !memres_registry_register_kind (&tight, &error))
+    g_error ("%s", error->message);
+}
+
+/* ---- helpers ---- */
+
+static gboolean
+count_live (const MemresLiveAllocation *a, gpointer data)
+{
+  (*(guint *) data)++;
+  return TRUE;
+}
+
+static gboolean
+never_live (const MemresLiveAllocation *a, gpointer data)
+{
+  g_assert_not_reached ();
+  return FALSE;
+}
+
+static gboolean
+never_oom (MemresResource *mr, gsize size, guint attempt, const GError *why, gpointer data)
+{
+  g_assert_not_reached ();
+  return FALSE;
+}
+
+static char *
+temp_path (const char *name)
+{
+  static char *dir;
+
+  if (dir == NULL)
+    dir = g_dir_make_tmp ("memres-test-adaptors-XXXXXX", NULL);
+  return g_build_filename (dir, name, NULL);
+}
+
+/* An allocation of at least @size bytes (device kinds round up to their granularity). */
+static MemresBuffer *
+alloc_at_least (MemresResource *mr, gsize size)
+{
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf = memres_resource_allocate (mr, size, NULL, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (buf);
+  g_assert_cmpuint (memres_buffer_get_size (buf), >=, size);
+  return buf;
+}
+
+/* The adaptors as a spec prefix, each over @base. */
+static char *
+adaptor_spec (guint i, const char *base)
+{
+  g_autofree char *log = temp_path ("each.csv"); /* no ',', '>' or '\' in it */
+
+  switch (i)
+    {
+    case 0:
+      return g_strdup_printf ("stats>%s", base);
+    case 1:
+      return g_strdup_printf ("limit:max=1GiB>%s", base);
+    case 2:
+      return g_strdup_printf ("track>%s", base);
+    case 3:
+      return g_strdup_printf ("log:path=%s>%s", log, base);
+    default:
+      return g_strdup_printf ("retry>%s", base);
+    }
+}
+#define N_ADAPTORS 5
+
+/* Every adaptor over @base: the memory works, flags and device come from below. */
+static void
+check_adaptors_over (const char *base)
+{
+  g_autoptr (MemresResource) below = mt_new_ok (base);
+  guint i;
+
+  for (i = 0; i < N_ADAPTORS; i++)
+    {
+      g_autofree char *spec = adaptor_spec (i, base);
+      g_autoptr (MemresResource) mr = mt_new_ok (spec);
+      MemresResource *up = memres_resource_get_upstream (mr);
+      MemresBuffer *buf;
+
+      g_test_message ("%s", spec);
+      g_assert_nonnull (up);
+      g_assert_cmpstr (memres_resource_get_kind_name (up), ==,
+                       memres_resource_get_kind_name (below));
+      g_assert_cmpint (memres_resource_get_device (mr), ==, memres_resource_get_device (below));
+      g_assert_cmpint (memres_resource_get_flags (mr) & ~MEMRES_MEMORY_RESIZABLE, ==,
+                       memres_resource_get_flags (below) & ~MEMRES_MEMORY_RESIZABLE);
+      buf = alloc_at_least (mr, 1 << 20);
+      g_assert_cmpuint (memres_buffer_get_size (buf), >=, 1 << 20);
+      g_assert_cmpint (memres_buffer_get_device (buf), ==, memres_resource_get_device (below));
+      mt_write_pattern (buf, 0, 1 << 20, i + 1, NULL);
+      mt_check_pattern (buf, 0, 1 << 20, i + 1, NULL);
+      mt_close_ok (buf, NULL);
+    }
+}
+
+static void
+test_over_host (void)
+{
+  check_adaptors_over ("host");
+}
+
+static void
+test_over_devices (void)
+{
+  gsize i;
+
+  if (!mt_require_devices (1))
+    return;
+  for (i = 0; i < G_N_ELEMENTS (device_specs); i++)
+    check_adaptors_over (device_specs[i]);
+}
+
+/* Three and more layers: each layer counts what went through it. */
+static void
+check_stack (const char *base)
+{
+  g_autofree char *spec = g_strdup_printf ("stats>limit:max=8MiB>track>stats>%s", base);
+  g_autoptr (MemresResource) mr = mt_new_ok (spec);
+  g_autoptr (GError) error = NULL;
+  MemresResource *limit = memres_resource_get_upstream (mr);
+  MemresResource *track = memres_resource_get_upstream (limit);
+  MemresResource *inner = memres_resource_get_upstream (track);
+  MemresStatsCounters c;
+  MemresBuffer *a, *b, *fail;
+
+  g_assert_cmpstr (memres_resource_get_kind_name (inner), ==, "stats");
+  a = alloc_at_least (mr, 1 << 20);
+  b = alloc_at_least (mr, 2 << 20);
+  fail = memres_resource_allocate (mr, 64 << 20, NULL, &error);
+  g_assert_null (fail);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_true (memres_stats_get_counters (mr, &c, NULL));
+  g_assert_cmpuint (c.count_current, ==, 2);
+  g_assert_cmpuint (c.bytes_current, ==, memres_buffer_get_size (a) + memres_buffer_get_size (b));
+  /* the failed allocation never reached the inner stats layer */
+  g_assert_true (memres_stats_get_counters (track, &c, NULL));
+  g_assert_cmpuint (c.count_total, ==, 2);
+  mt_write_pattern (b, 0, 2 << 20, 7, NULL);
+  mt_check_pattern (b, 0, 2 << 20, 7, NULL);
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+  g_assert_true (memres_stats_get_counters (inner, &c, NULL));
+  g_assert_cmpuint (c.count_current, ==, 0);
+  g_assert_cmpuint (c.count_peak, ==, 2);
+  g_assert_cmpuint (c.bytes_peak, >=, 3 << 20);
+}
+
+static void
+test_stacks_host (void)
+{
+  check_stack ("host");
+}
+
+static void
+test_stacks_devices (void)
+{
+  gsize i;
+
+  if (!mt_require_devices (1))
+    return;
+  for (i = 0; i < G_N_ELEMENTS (device_specs); i++)
+    check_stack (device_specs[i]);
+}
+
+/* Adaptors that only count, limit and track over the graph kind: allocations inside a stream
+ * capture pass straight through (docs/graph.md, "Under adaptors"). */
+static void
+test_over_graph (void)
+{
+  const MemresCudaDriver *drv;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresStatsCounters c;
+  MemresBuffer *buf;
+  CUstream stream;
+  CUgraph graph = NULL;
+  CUgraphExec exec;
+  guint n_live = 0;
+
+  if (!mt_require_devices (1))
+    return;
+  drv = memres_cuda_get_driver (&error);
+  g_assert_no_error (error);
+  mr = mt_new_ok ("stats>limit:max=64MiB>track>graph:device=0");
+  g_assert_true (memres_cuda_ensure_context (0, &error));
+  g_assert_cmpint (drv->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamBeginCapture (stream, CU_STREAM_CAPTURE_MODE_RELAXED), ==,
+                   CUDA_SUCCESS);
+  buf = memres_resource_allocate (mr, 4 << 20, stream, &error);
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_fill (buf, 0x5a5a5a5a, 4, stream, &error));
+  g_assert_true (memres_track_foreach_live (mr, count_live, &n_live, &error));
+  g_assert_cmpuint (n_live, ==, 1);
+  g_assert_true (memres_buffer_close (buf, stream, &error));
+  memres_buffer_unref (buf);
+  g_assert_cmpint (drv->cuStreamEndCapture (stream, &graph), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuGraphInstantiateWithFlags (&exec, graph, 0), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuGraphLaunch (exec, stream), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamSynchronize (stream), ==, CUDA_SUCCESS);
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_cmpuint (c.count_total, ==, 1);
+  g_assert_cmpuint (c.count_current, ==, 0);
+  g_assert_cmpuint (c.bytes_peak, ==, 4 << 20);
+  n_live = 0;
+  g_assert_true (memres_track_foreach_live (mr, count_live, &n_live, &error));
+  g_assert_cmpuint (n_live, ==, 0);
+  g_assert_cmpint (drv->cuGraphExecDestroy (exec), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuGraphDestroy (graph), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamDestroy (stream), ==, CUDA_SUCCESS);
+  /* trim passes down to graph */
+  g_assert_true (memres_resource_trim (mr, 0, &error));
+  g_assert_no_error (error);
+}
+
+/* stats: exact counters, size classes, reset. */
+static void
+test_stats_counters (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("stats>host");
+  static const gsize sizes[] = { 1, 100, 4096, 4097, 1 << 20 };
+  MemresBuffer *bufs[G_N_ELEMENTS (sizes)];
+  MemresStatsCounters c;
+  MemresStats stats;
+  GError *error = NULL;
+  gsize i, sum = 0;
+
+  for (i = 0; i < G_N_ELEMENTS (sizes); i++)
+    {
+      bufs[i] = mt_alloc_ok (mr, sizes[i], NULL);
+      sum += sizes[i];
+    }
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (c.bytes_current, ==, sum);
+  g_assert_cmpuint (c.bytes_peak, ==, sum);
+  g_assert_cmpuint (c.bytes_total, ==, sum);
+  g_assert_cmpuint (c.count_current, ==, 5);
+  g_assert_cmpuint (c.count_peak, ==, 5);
+  g_assert_cmpuint (c.count_total, ==, 5);
+  g_assert_cmpuint (c.size_classes[0], ==, 1);  /* 1 */
+  g_assert_cmpuint (c.size_classes[6], ==, 1);  /* 100 */
+  g_assert_cmpuint (c.size_classes[12], ==, 2); /* 4096, 4097 */
+  g_assert_cmpuint (c.size_classes[20], ==, 1); /* 1 MiB */
+  /* the layer's own view through memres_resource_get_stats() */
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_cmpuint (stats.used_current, ==, sum);
+  g_assert_cmpuint (stats.n_buffers, ==, 5);
+
+  for (i = 0; i < 4; i++)
+    {
+      mt_close_ok (bufs[i], NULL);
+    }
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_cmpuint (c.bytes_current, ==, 1 << 20);
+  g_assert_cmpuint (c.bytes_peak, ==, sum);
+  g_assert_cmpuint (c.count_current, ==, 1);
+  g_assert_cmpuint (c.count_total, ==, 5);
+
+  g_assert_true (memres_stats_reset (mr, &error));
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_cmpuint (c.bytes_peak, ==, 1 << 20);
+  g_assert_cmpuint (c.count_peak, ==, 1);
+  g_assert_cmpuint (c.bytes_total, ==, 0);
+  g_assert_cmpuint (c.count_total, ==, 0);
+  g_assert_cmpuint (c.size_classes[20], ==, 0);
+  bufs[0] = mt_alloc_ok (mr, 10, NULL);
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_cmpuint (c.bytes_total, ==, 10);
+  g_assert_cmpuint (c.count_total, ==, 1);
+  g_assert_cmpuint (c.size_classes[3], ==, 1);
+  mt_close_ok (bufs[0], NULL);
+  mt_close_ok (bufs[4], NULL);
+}
+
+/* limit: exact at the boundary, one byte past fails saying why, nothing below called. */
+static void
+test_limit_boundary (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("limit:max=1000>stats>host");
+  g_autoptr (GError) error = NULL;
+  MemresStatsCounters c;
+  MemresBuffer *a, *b, *c1;
+
+  a = mt_alloc_ok (mr, 600, NULL);
+  b = mt_alloc_ok (mr, 400, NULL); /* exactly the limit */
+  c1 = memres_resource_allocate (mr, 1, NULL, &error);
+  g_assert_null (c1);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  if (strstr (error->message, "limit of 1000 bytes (1000 in use)") == NULL)
+    g_error ("%s", error->message);
+  g_clear_error (&error);
+  g_assert_true (memres_stats_get_counters (mr, &c, NULL));
+  g_assert_cmpuint (c.count_total, ==, 2); /* the refused one never reached stats */
+  mt_close_ok (b, NULL);
+  b = memres_resource_allocate (mr, 401, NULL, &error);
+  g_assert_null (b);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  b = mt_alloc_ok (mr, 400, NULL);
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+  /* a size larger than the limit itself */
+  a = memres_resource_allocate (mr, G_MAXSSIZE, NULL, &error);
+  g_assert_null (a);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+}
+
+static void
+test_bad_options (void)
+{
+  mt_new_fails ("limit>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "needs option \"max\"");
+  mt_new_fails ("limit:max=lots>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "layer 1 of 2 (kind \"limit\")");
+  mt_new_fails ("log>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "needs option \"path\"");
+  mt_new_fails ("log:path=/nonexistent/dir/x.csv>host", MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                "cannot open \"/nonexistent/dir/x.csv\"");
+  mt_new_fails ("retry:max_retries=-1>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "max_retries");
+  mt_new_fails ("stats", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "is an adaptor");
+}
+
+/* The C APIs find their layer anywhere below, and say when there is none. */
+static void
+test_api_lookup (void)
+{
+  g_autoptr (MemresResource) host = mt_new_ok ("host");
+  g_autoptr (MemresResource) mr = mt_new_ok ("retry>track>stats>host");
+  MemresStatsCounters c;
+  GError *error = NULL;
+
+  g_assert_false (memres_stats_get_counters (host, &c, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  g_assert_false (memres_stats_reset (host, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  g_assert_false (memres_track_foreach_live (host, never_live, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  g_assert_cmpuint (memres_retry_add_handler (host, never_oom, NULL, NULL, &error), ==, 0);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  g_assert_false (memres_retry_remove_handler (mr, 12345, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_no_error (error);
+}
+
+/* ---- track ---- */
+
+typedef struct
+{
+  guint n;
+  gsize sizes[8];
+  guint64 threads[8];
+  gint64 times[8];
+  gboolean backtraces;
+} Seen;
+
+static gboolean
+collect (const MemresLiveAllocation *a, gpointer data)
+{
+  Seen *seen = data;
+
+  g_assert_cmpuint (seen->n, <, 8);
+  seen->sizes[seen->n] = a->size;
+  seen->threads[seen->n] = a->thread;
+  seen->times[seen->n] = a->time;
+  if (a->backtrace != NULL && strchr (a->backtrace, '\n') != NULL)
+    seen->backtraces = TRUE;
+  seen->n++;
+  return TRUE;
+}
+
+static gboolean
+stop_at_first (const MemresLiveAllocation *a, gpointer data)
+{
+  (*(guint *) data)++;
+  return FALSE;
+}
+
+static void
+test_track_live (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("stats>track:backtrace=true>host");
+  MemresBuffer *a, *b, *c;
+  Seen seen = { 0 };
+  GError *error = NULL;
+  guint calls = 0;
+
+  a = mt_alloc_ok (mr, 111, NULL);
+  b = mt_alloc_ok (mr, 222, NULL);
+  c = mt_alloc_ok (mr, 333, NULL);
+  mt_close_ok (b, NULL); /* a and c are left open */
+  g_assert_true (memres_track_foreach_live (mr, collect, &seen, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (seen.n, ==, 2);
+  g_assert_cmpuint (seen.sizes[0], ==, 111);
+  g_assert_cmpuint (seen.sizes[1], ==, 333);
+  g_assert_cmpuint (seen.threads[0], !=, 0);
+  g_assert_cmpuint (seen.threads[0], ==, seen.threads[1]);
+  g_assert_cmpint (seen.times[0], <=, seen.times[1]);
+  g_assert_cmpint (seen.times[0], >, 0);
+  g_assert_true (seen.backtraces);
+  g_assert_true (memres_track_foreach_live (mr, stop_at_first, &calls, &error));
+  g_assert_cmpuint (calls, ==, 1);
+  mt_close_ok (a, NULL);
+  mt_close_ok (c, NULL);
+  seen.n = 0;
+  g_assert_true (memres_track_foreach_live (mr, collect, &seen, &error));
+  g_assert_cmpuint (seen.n, ==, 0);
+}
+
+/* Finalized with an allocation still live (an adaptor above never gave it back): a warning
+ * with the count and the largest, and the memory released (the leak checkers see no leak). */
+static void
+test_track_left_open (void)
+{
+  if (g_test_subprocess ())
+    {
+      MemresResource *mr = mt_new_ok ("leaky>track>host");
+      MemresBuffer *small = mt_alloc_ok (mr, 100, NULL);
+      MemresBuffer *big = mt_alloc_ok (mr, 4096, NULL);
+      Seen seen = { 0 };
+
+      mt_close_ok (small, NULL);
+      mt_close_ok (big, NULL);
+      g_assert_true (memres_track_foreach_live (mr, collect, &seen, NULL));
+      g_assert_cmpuint (seen.n, ==, 2);
+      /* the warning is what is tested: not fatal here */
+      g_log_set_always_fatal (G_LOG_FATAL_MASK);
+      memres_resource_unref (mr);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("*track: resource finalized with 2 live allocations (4196 bytes); "
+                             "the largest: 4096 bytes at 0x*releasing them*");
+}
+
+/* ---- log ---- */
+
+static void
+test_log_lines (void)
+{
+  g_autofree char *path = temp_path ("lines,with>odd\\chars.csv");
+  g_autofree char *escaped = NULL;
+  g_autofree char *spec = NULL;
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+  g_auto (GStrv) fields = NULL;
+  MemresResource *mr;
+  MemresBuffer *a, *b, *fail;
+  g_autoptr (GError) error = NULL;
+
+  /* the path holds ',', '>' and '\': written escaped */
+  {
+    GString *s = g_string_new (NULL);
+    for (const char *p = path; *p; p++)
+      {
+        if (*p == ',' || *p == '>' || *p == '\\')
+          g_string_append_c (s, '\\');
+        g_string_append_c (s, *p);
+      }
+    escaped = g_string_free (s, FALSE);
+  }
+  spec = g_strdup_printf ("log:path=%s>limit:max=10000>host", escaped);
+  mr = mt_new_ok (spec);
+  a = mt_alloc_ok (mr, 1000, NULL);
+  b = mt_alloc_ok (mr, 2000, NULL);
+  fail = memres_resource_allocate (mr, 9000, NULL, &error);
+  g_assert_null (fail);
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+  memres_resource_unref (mr);
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 7); /* header, 5 lines, "" after the last \n */
+  g_assert_cmpstr (lines[0], ==, "Thread,Time,Action,Pointer,Size,Stream");
+  fields = g_strsplit (lines[1], ",", -1);
+  g_assert_cmpuint (g_strv_length (fields), ==, 6);
+  g_assert_cmpstr (fields[2], ==, "allocate");
+  g_assert_true (g_str_has_prefix (fields[3], "0x"));
+  g_assert_cmpstr (fields[4], ==, "1000");
+  g_assert_cmpstr (fields[5], ==, "0x0");
+  g_assert_nonnull (strstr (lines[3], ",allocate failure,0x0,9000,"));
+  g_assert_nonnull (strstr (lines[4], ",free,"));
+  g_assert_nonnull (strstr (lines[5], ",2000,"));
+  g_assert_cmpstr (lines[6], ==, "");
+}
+
+/* Many threads through one log layer: every line whole, none lost. */
+typedef struct
+{
+  MemresResource *mr;
+  guint rounds;
+} LogWorker;
+
+static gpointer
+log_worker (gpointer data)
+{
+  LogWorker *w = data;
+
+  for (guint i = 0; i < w->rounds; i++)
+    mt_close_ok (mt_alloc_ok (w->mr, 16 + i % 100, NULL), NULL);
+  return NULL;
+}
+
+static void
+test_log_threads (void)
+{
+  g_autofree char *path = temp_path ("threads.csv");
+  g_autofree char *spec = g_strdup_printf ("log:path=%s>host", path);
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+  MemresResource *mr = mt_new_ok (spec);
+  LogWorker w = { mr, 500 };
+  GThread *threads[8];
+  guint i, allocs = 0, frees = 0;
+
+  for (i = 0; i < G_N_ELEMENTS (threads); i++)
+    threads[i] = g_thread_new ("log", log_worker, &w);
+  for (i = 0; i < G_N_ELEMENTS (threads); i++)
+    g_thread_join (threads[i]);
+  memres_resource_unref (mr);
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 2 + 2 * 8 * 500);
+  for (i = 1; lines[i] != NULL && lines[i][0] != '\0'; i++)
+    {
+      g_auto (GStrv) f = g_strsplit (lines[i], ",", -1);
+
+      g_assert_cmpuint (g_strv_length (f), ==, 6);
+      g_assert_true (g_str_has_prefix (f[3], "0x"));
+      allocs += strcmp (f[2], "allocate") == 0;
+      frees += strcmp (f[2], "free") == 0;
+    }
+  g_assert_cmpuint (allocs, ==, 8 * 500);
+  g_assert_cmpuint (frees, ==, 8 * 500);
+}
+
+/* ---- retry ---- */
+
+typedef struct
+{
+  MemresResource *mr;
+  MemresBuffer *victim; /* closed by the handler that frees */
+  gint calls;
+  gint recursed_failures;
+  gboolean answer;
+} HandlerState;
+
+static gboolean
+frees_memory (MemresResource *mr, gsize size, guint attempt, const GError *why, gpointer data)
+{
+  HandlerState *s = data;
+
+  s->calls++;
+  g_assert_true (g_error_matches (why, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY));
+  g_assert_cmpuint (size, >=, 500);
+  if (s->victim == NULL)
+    return FALSE;
+  mt_close_ok (s->victim, NULL);
+  s->victim = NULL;
+  return TRUE;
+}
+
+static gboolean
+answers (MemresResource *mr, gsize size, guint attempt, const GError *why, gpointer data)
+{
+  HandlerState *s = data;
+
+  s->calls++;
+  g_assert_cmpuint (attempt, ==, (guint) s->calls);
+  return s->answer;
+}
+
+static gboolean
+recurses (MemresResource *mr, gsize size, guint attempt, const GError *why, gpointer data)
+{
+  HandlerState *s = data;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+
+  s->calls++;
+  /* allocating from the same retry layer inside the handler: out of memory again, it fails at
+   * once instead of calling this handler again */
+  buf = memres_resource_allocate (s->mr, size, NULL, &error);
+  g_assert_null (buf);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  s->recursed_failures++;
+  return FALSE;
+}
+
+static gint n_destroyed;
+
+static void
+count_destroy (gpointer data)
+{
+  g_assert_nonnull (data);
+  n_destroyed++;
+}
+
+static void
+test_retry_handlers (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("retry:max_retries=3>limit:max=1000>host");
+  HandlerState s = { .mr = mr };
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+  guint id;
+
+  /* a handler that frees memory: the retry succeeds */
+  s.victim = mt_alloc_ok (mr, 800, NULL);
+  id = memres_retry_add_handler (mr, frees_memory, &s, count_destroy, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (id, !=, 0);
+  buf = mt_alloc_ok (mr, 500, NULL);
+  g_assert_cmpint (s.calls, ==, 1);
+  g_assert_null (s.victim);
+  /* nothing left to free: it refuses, the allocation fails after one call */
+  s.calls = 0;
+  g_assert_null (memres_resource_allocate (mr, 600, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  g_assert_cmpint (s.calls, ==, 1);
+  g_assert_cmpint (n_destroyed, ==, 0);
+  g_assert_true (memres_retry_remove_handler (mr, id, &error));
+  g_assert_cmpint (n_destroyed, ==, 1);
+
+  /* a handler that refuses */
+  s.calls = 0;
+  s.answer = FALSE;
+  id = memres_retry_add_handler (mr, answers, &s, NULL, &error);
+  g_assert_null (memres_resource_allocate (mr, 600, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  g_assert_cmpint (s.calls, ==, 1);
+  /* one that always says retry without freeing: bounded by max_retries */
+  s.calls = 0;
+  s.answer = TRUE;
+  g_assert_null (memres_resource_allocate (mr, 600, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, "after 4 attempts"));
+  g_clear_error (&error);
+  g_assert_cmpint (s.calls, ==, 3);
+  g_assert_true (memres_retry_remove_handler (mr, id, &error));
+
+  /* one that allocates from the same layer */
+  s.calls = 0;
+  id = memres_retry_add_handler (mr, recurses, &s, NULL, &error);
+  g_assert_null (memres_resource_allocate (mr, 600, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  g_assert_cmpint (s.calls, ==, 1);
+  g_assert_cmpint (s.recursed_failures, ==, 1);
+  g_assert_true (memres_retry_remove_handler (mr, id, &error));
+
+  mt_close_ok (buf, NULL);
+}
+
+/* Without handlers, retry trims the layers below and tries again. */
+static void
+test_retry_default_trims (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("retry>stats>tight:capacity=1000");
+  TightResource *tight = memres_resource_get_private (
+      memres_resource_get_upstream (memres_resource_get_upstream (mr)));
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+
+  buf = mt_alloc_ok (mr, 800, NULL);
+  mt_close_ok (buf, NULL); /* 800 bytes now cached by tight */
+  buf = mt_alloc_ok (mr, 500, NULL);
+  g_assert_cmpint (tight->trims, ==, 1);
+  mt_close_ok (buf, NULL);
+  /* nothing to gain: trimmed again, still out of memory */
+  g_assert_null (memres_resource_allocate (mr, 2000, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+}
+
+/* ---- threads ---- */
+
+#define N_THREADS 16
+#define N_ROUNDS  2000
+
+typedef struct
+{
+  MemresResource *mr;
+  guint seed;
+  guint64 bytes;
+  guint64 count;
+  guint64 refused;
+} Worker;
+
+static gpointer
+worker (gpointer data)
+{
+  Worker *w = data;
+  MemresBuffer *held[4] = { NULL };
+  guint i;
+
+  for (i = 0; i < N_ROUNDS; i++)
+    {
+      gsize size = 64 * (1 + (w->seed * 7 + i * 13) % 31);
+      guint slot = i % G_N_ELEMENTS (held);
+      GError *error = NULL;
+      MemresBuffer *buf;
+
+      if (held[slot] != NULL)
+        {
+          mt_close_ok (held[slot], NULL);
+          held[slot] = NULL;
+        }
+      buf = memres_resource_allocate (w->mr, size, NULL, &error);
+      if (buf == NULL)
+        {
+          g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+          g_error_free (error);
+          w->refused++;
+          continue;
+        }
+      w->bytes += size;
+      w->count++;
+      held[slot] = buf;
+    }
+  for (i = 0; i < G_N_ELEMENTS (held); i++)
+    if (held[i] != NULL)
+      mt_close_ok (held[i], NULL);
+  return NULL;
+}
+
+/* 16 threads through stats>limit>host: stats counts exactly what the threads got; limit
+ * refuses some (its max is below what 16 threads hold at once) and is never passed. */
+static void
+test_threads_exact (void)
+{
+  /* each thread holds at most 4 buffers of at most 31 * 64 bytes */
+  g_autoptr (MemresResource) mr = mt_new_ok ("stats>limit:max=64KiB>stats>host");
+  MemresResource *inner = memres_resource_get_upstream (memres_resource_get_upstream (mr));
+  Worker workers[N_THREADS];
+  GThread *threads[N_THREADS];
+  MemresStatsCounters outer, in;
+  guint64 bytes = 0, count = 0, refused = 0;
+  guint i;
+
+  for (i = 0; i < N_THREADS; i++)
+    {
+      workers[i] = (Worker){ .mr = mr, .seed = i };
+      threads[i] = g_thread_new ("worker", worker, &workers[i]);
+    }
+  for (i = 0; i < N_THREADS; i++)
+    {
+      g_thread_join (threads[i]);
+      bytes += workers[i].bytes;
+      count += workers[i].count;
+      refused += workers[i].refused;
+    }
+  g_test_message ("%" G_GUINT64_FORMAT " allocations, %" G_GUINT64_FORMAT " refused", count,
+                  refused);
+  g_assert_cmpuint (count + refused, ==, N_THREADS * N_ROUNDS);
+  g_assert_true (memres_stats_get_counters (mr, &outer, NULL));
+  g_assert_true (memres_stats_get_counters (inner, &in, NULL));
+  g_assert_cmpuint (outer.count_total, ==, count);
+  g_assert_cmpuint (outer.bytes_total, ==, bytes);
+  g_assert_cmpuint (outer.count_current, ==, 0);
+  g_assert_cmpuint (outer.bytes_current, ==, 0);
+  g_assert_cmpuint (outer.bytes_peak, <=, 64 * 1024);
+  g_assert_cmpuint (outer.count_peak, <=, N_THREADS * 4);
+  /* what limit let through is what reached the inner layer */
+  g_assert_cmpuint (in.count_total, ==, count);
+  g_assert_cmpuint (in.bytes_total, ==, bytes);
+  g_assert_cmpuint (in.bytes_peak, <=, 64 * 1024);
+}
+
+int
+main (int argc, char **argv)
+{
+  mt_init (&argc, &argv);
+  register_kinds ();
+  g_test_add_func ("/adaptors/over-host", test_over_host);
+  g_test_add_func ("/adaptors/over-devices", test_over_devices);
+  g_test_add_func ("/adaptors/stacks-host", test_stacks_host);
+  g_test_add_func ("/adaptors/stacks-devices", test_stacks_devices);
+  g_test_add_func ("/adaptors/over-graph", test_over_graph);
+  g_test_add_func ("/adaptors/stats-counters", test_stats_counters);
+  g_test_add_func ("/adaptors/limit-boundary", test_limit_boundary);
+  g_test_add_func ("/adaptors/bad-options", test_bad_options);
+  g_test_add_func ("/adaptors/api-lookup", test_api_lookup);
+  g_test_add_func ("/adaptors/track-live", test_track_live);
+  g_test_add_func ("/adaptors/track-left-open", test_track_left_open);
+  g_test_add_func ("/adaptors/log-lines", test_log_lines);
+  g_test_add_func ("/adaptors/log-threads", test_log_threads);
+  g_test_add_func ("/adaptors/retry-handlers", test_retry_handlers);
+  g_test_add_func ("/adaptors/retry-default-trims", test_retry_default_trims);
+  g_test_add_func ("/adaptors/threads-exact", test_threads_exact);
+  return g_test_run ();
+}

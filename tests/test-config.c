@@ -1,0 +1,260 @@
+/* test-config.c: named resources (`@NAME` layers) from the config file: where it is looked
+ * for ($MEMRES_CONFIG, $XDG_CONFIG_HOME, the system config dirs), names nesting, and bad files
+ * (missing, unreadable, malformed, cyclic, huge), each an error naming the file, the line and
+ * the key. */
+#include "testutil.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
+
+static char *tmp_dir;
+static char *user_dir;   /* XDG_CONFIG_HOME */
+static char *system_dir; /* XDG_CONFIG_DIRS */
+
+static char *
+write_config (const char *name, const char *text, gssize length)
+{
+  char *path = g_build_filename (tmp_dir, name, NULL);
+
+  g_assert_true (g_file_set_contents (path, text, length, NULL));
+  return path;
+}
+
+/* Uses @text as $MEMRES_CONFIG; returns the path. */
+static char *
+use_config (const char *text)
+{
+  char *path = write_config ("resources.conf", text, -1);
+
+  g_setenv ("MEMRES_CONFIG", path, TRUE);
+  return path;
+}
+
+static void
+assert_fails (const char *spec, gint code, const char *needle)
+{
+  mt_new_fails (spec, MEMRES_ERROR, code, needle);
+}
+
+static void
+test_named (void)
+{
+  g_autofree char *path = use_config ("# named stacks\n"
+                                      "[base]\n"
+                                      "spec = stats>host:alignment=64\n"
+                                      "description=the inner part\n"
+                                      "\n"
+                                      "[training]\n"
+                                      "spec=limit:max=1MiB>@base\n"
+                                      "[odd.name-1]\n"
+                                      "spec=log:path=/tmp/a\\,b.csv>host\n");
+  g_autoptr (MemresResource) mr = mt_new_ok ("@training");
+  g_autoptr (MemresResource) top = mt_new_ok ("track>@training");
+  g_autofree char *text = memres_resource_to_string (mr);
+  g_autofree char *text2 = memres_resource_to_string (top);
+  g_autoptr (GPtrArray) names = NULL;
+  g_autofree char *file = NULL;
+  g_autofree char *origin = NULL;
+  g_autofree char *spec = NULL;
+  GError *error = NULL;
+
+  g_assert_cmpstr (text, ==, "limit:max=1MiB>stats>host:alignment=64");
+  g_assert_cmpstr (text2, ==, "track:backtrace=false>limit:max=1MiB>stats>host:alignment=64");
+
+  names = memres_config_list_resources (&file, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (file, ==, path);
+  g_assert_cmpuint (names->len, ==, 3);
+  g_assert_cmpstr (g_ptr_array_index (names, 0), ==, "base");
+  g_assert_cmpstr (g_ptr_array_index (names, 1), ==, "training");
+  g_assert_cmpstr (g_ptr_array_index (names, 2), ==, "odd.name-1");
+  spec = memres_config_get_resource_spec ("odd.name-1", &origin, &error);
+  g_assert_no_error (error);
+  /* raw: written as on a command line, escapes included */
+  g_assert_cmpstr (spec, ==, "log:path=/tmp/a\\,b.csv>host");
+  g_assert_true (g_str_has_suffix (origin, "resources.conf:9"));
+
+  /* an undefined name lists the defined ones */
+  assert_fails ("@nope", MEMRES_ERROR_NOT_FOUND, "no resource named @nope in ");
+  assert_fails ("stats>@nope", MEMRES_ERROR_NOT_FOUND, "defined are @base, @training, @odd.name-1");
+  /* a named stack still obeys the stack rules where it is used */
+  assert_fails ("@training>host", MEMRES_ERROR_INVALID_ARGUMENT, "is a base kind");
+  assert_fails ("@", MEMRES_ERROR_NOT_FOUND, "no resource named @");
+}
+
+static void
+test_cycles (void)
+{
+  g_autofree char *path = use_config ("[a]\nspec=stats>@b\n[b]\nspec=track>@a\n[self]\n"
+                                      "spec=stats>@self\n");
+
+  assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, "cycle (@a -> @b -> @a)");
+  assert_fails ("limit:max=1>@self", MEMRES_ERROR_INVALID_ARGUMENT, "cycle (@self -> @self)");
+}
+
+/* Names that expand past 16 layers. */
+static void
+test_too_deep (void)
+{
+  g_autofree char *path = use_config ("[four]\nspec=stats>stats>stats>stats>host\n");
+  g_autoptr (MemresResource) mr = NULL;
+
+  mr = mt_new_ok ("@four");
+  assert_fails (
+      "stats>stats>stats>stats>stats>stats>stats>stats>stats>stats>stats>stats>stats>@four",
+      MEMRES_ERROR_INVALID_ARGUMENT, "more than 16 layers");
+}
+
+typedef struct
+{
+  const char *text;
+  const char *needle; /* after "config file PATH" */
+} BadFile;
+
+static void
+test_malformed (void)
+{
+  static const BadFile cases[] = {
+    { "[a]\nspec=host\nthis line is nothing\n", ":3: \"this line is nothing\" is not a [name]" },
+    { "spec=host\n", ":1: key \"spec\": outside any [name] group" },
+    { "[a]\nspec=host\ncolour=red\n", ":3: key \"colour\": unknown key in [a]" },
+    { "[a]\nspec=host\n[a]\nspec=host\n", ":3: [a] is defined twice" },
+    { "[a]\nspec=host\nspec=host\n", ":3: key \"spec\": given twice in [a]" },
+    { "[a]\ndescription=x\n[b]\nspec=host\n", ":1: key \"spec\": [a] has no spec" },
+    { "[b]\nspec=host\n[a]\n", ":3: key \"spec\": [a] has no spec" },
+    { "[a b]\nspec=host\n", ":1: invalid name [a b]" },
+    { "[a\nspec=host\n", ":1: a group header without its ']'" },
+    { "[a]\nspec=   \n", ":2: key \"spec\": [a] has an empty spec" },
+    { "[a]\nspec=ho\xffst\n", ":2: not UTF-8 text" },
+  };
+  gsize i;
+
+  for (i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *path = use_config (cases[i].text);
+      g_autofree char *want = g_strdup_printf ("config file %s%s", path, cases[i].needle);
+      g_autoptr (GError) error = NULL;
+      g_autoptr (GPtrArray) names = memres_config_list_resources (NULL, &error);
+
+      {
+        g_autofree char *shown = g_strescape (cases[i].text, NULL);
+        g_test_message ("%s", shown);
+      }
+      g_assert_null (names);
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+      if (strstr (error->message, want) == NULL)
+        g_error ("expected \"%s\" in: %s", want, error->message);
+      assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, want);
+    }
+  /* a NUL byte */
+  {
+    g_autofree char *path = write_config ("nul.conf", "[a]\nspec=host\n\0\n", 15);
+    g_autofree char *want = g_strdup_printf ("config file %s:3: a NUL byte", path);
+
+    g_setenv ("MEMRES_CONFIG", path, TRUE);
+    assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, want);
+  }
+  /* a bad spec inside a good file: the error says which name and where */
+  {
+    g_autofree char *path = use_config ("[a]\nspec=stats>>host\n");
+
+    assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, "@a (stats>>host, from ");
+    assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, "resources.conf:2): invalid spec");
+  }
+}
+
+static void
+test_missing_unreadable_huge (void)
+{
+  g_autofree char *missing = g_build_filename (tmp_dir, "nonexistent.conf", NULL);
+  g_autofree char *huge_text = mt_repeat ("[a]\nspec=host\n", "# padding\n", 110000, "");
+  g_autofree char *huge = write_config ("huge.conf", huge_text, -1);
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) names = NULL;
+
+  g_setenv ("MEMRES_CONFIG", missing, TRUE);
+  assert_fails ("@a", MEMRES_ERROR_NOT_FOUND, "MEMRES_CONFIG: config file ");
+  names = memres_config_list_resources (NULL, &error);
+  g_assert_null (names);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+
+  g_setenv ("MEMRES_CONFIG", huge, TRUE);
+  assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, "larger than the 1048576 allowed");
+
+  g_setenv ("MEMRES_CONFIG", tmp_dir, TRUE);
+  assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, "not a regular file");
+
+  if (geteuid () != 0)
+    {
+      g_autofree char *path = use_config ("[a]\nspec=host\n");
+
+      g_assert_cmpint (g_chmod (path, 0), ==, 0);
+      assert_fails ("@a", MEMRES_ERROR_PERMISSION_DENIED, path);
+      g_assert_cmpint (g_chmod (path, 0644), ==, 0);
+    }
+  else
+    g_test_message ("running as root: the unreadable file case is not testable");
+}
+
+/* Without MEMRES_CONFIG: $XDG_CONFIG_HOME/memres/resources.conf, else the system dirs', else
+ * no names at all. */
+static void
+test_search_path (void)
+{
+  g_autofree char *user = g_build_filename (user_dir, "memres", "resources.conf", NULL);
+  g_autofree char *system = g_build_filename (system_dir, "memres", "resources.conf", NULL);
+  g_autofree char *file = NULL;
+  g_autoptr (GPtrArray) names = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autofree char *system_parent = g_path_get_dirname (system);
+  g_autofree char *user_parent = g_path_get_dirname (user);
+  GError *error = NULL;
+
+  g_unsetenv ("MEMRES_CONFIG");
+  g_assert_cmpint (g_mkdir_with_parents (user_dir, 0755), ==, 0);
+  names = memres_config_list_resources (&file, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (names->len, ==, 0);
+  g_assert_null (file);
+  g_clear_pointer (&names, g_ptr_array_unref);
+  assert_fails ("@x", MEMRES_ERROR_NOT_FOUND, "no config file defines names");
+
+  g_assert_cmpint (g_mkdir_with_parents (system_parent, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (system, "[sys]\nspec=host\n", -1, NULL));
+  mr = mt_new_ok ("@sys");
+  g_clear_pointer (&mr, memres_resource_unref);
+
+  g_assert_cmpint (g_mkdir_with_parents (user_parent, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (user, "[usr]\nspec=stats>host\n", -1, NULL));
+  names = memres_config_list_resources (&file, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (file, ==, user);
+  g_assert_cmpuint (names->len, ==, 1);
+  mr = mt_new_ok ("@usr");
+  /* the user's file wins whole: the system's names are not merged in */
+  assert_fails ("@sys", MEMRES_ERROR_NOT_FOUND, "defined are @usr");
+  g_remove (user);
+  g_remove (system);
+}
+
+int
+main (int argc, char **argv)
+{
+  tmp_dir = g_dir_make_tmp ("memres-test-config-XXXXXX", NULL);
+  user_dir = g_build_filename (tmp_dir, "user", NULL);
+  system_dir = g_build_filename (tmp_dir, "system", NULL);
+  /* before GLib reads and caches them */
+  g_setenv ("XDG_CONFIG_HOME", user_dir, TRUE);
+  g_setenv ("XDG_CONFIG_DIRS", system_dir, TRUE);
+  mt_init (&argc, &argv);
+  g_test_add_func ("/config/search-path", test_search_path);
+  g_test_add_func ("/config/named", test_named);
+  g_test_add_func ("/config/cycles", test_cycles);
+  g_test_add_func ("/config/too-deep", test_too_deep);
+  g_test_add_func ("/config/malformed", test_malformed);
+  g_test_add_func ("/config/missing-unreadable-huge", test_missing_unreadable_huge);
+  return g_test_run ();
+}

@@ -1,0 +1,308 @@
+/* cmd-replay.c: `memres replay LOG SPEC`: replays a CSV log written by the `log` adaptor (RMM's
+ * columns Thread,Time,Action,Pointer,Size,Stream) against any stack, one operation after the
+ * other in the log's order on this thread, and prints the time per allocate and per free, the
+ * peak of used bytes (the sizes live at once) and of reserved bytes (the stack's statistics,
+ * where it keeps them), and the allocations that failed. Logged failures (`allocate failure`)
+ * are counted, not replayed; a free of an address the replay does not hold (its allocation
+ * failed here) is counted and skipped. Buffers still live at the end are closed. */
+#include "memres-tool.h"
+
+#include <string.h>
+#include <time.h>
+
+#define LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream"
+
+typedef struct
+{
+  guint64 allocations, frees, logged_failures, failures, unmatched_frees, live_at_end;
+  guint64 alloc_ns, free_ns;
+  guint64 used, used_peak, log_used, log_peak;
+  guint threads;
+  gboolean has_reserved;
+  guint64 reserved_peak;
+  char *first_failure;
+} Replay;
+
+static guint64
+now_ns (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (guint64) ts.tv_sec * G_GUINT64_CONSTANT (1000000000) + (guint64) ts.tv_nsec;
+}
+
+static gboolean bad_line (GError **error, const char *log, guint line, const char *format, ...)
+    G_GNUC_PRINTF (4, 5);
+
+static gboolean
+bad_line (GError **error, const char *log, guint line, const char *format, ...)
+{
+  g_autofree char *why = NULL;
+  g_autofree char *shown = _memres_show_input (log);
+  va_list args;
+
+  va_start (args, format);
+  why = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "%s:%u: %s", shown, line, why);
+  return FALSE;
+}
+
+static gboolean
+parse_hex (const char *text, guint64 *value)
+{
+  return g_str_has_prefix (text, "0x")
+         && g_ascii_string_to_unsigned (text + 2, 16, 0, G_MAXUINT64, value, NULL);
+}
+
+typedef struct
+{
+  MemresBuffer *buf;
+  guint64 size; /* as logged */
+} Live;
+
+static void
+live_free (gpointer data)
+{
+  Live *l = data;
+
+  if (l->buf != NULL)
+    memres_buffer_unref (l->buf);
+  g_free (l);
+}
+
+static gboolean
+replay (const char *log, MemresResource *mr, Replay *r, GError **error)
+{
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+  g_autoptr (GHashTable) live
+      = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, live_free);
+  g_autoptr (GHashTable) threads = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr (GError) local = NULL;
+  gsize length;
+  guint i;
+
+  if (!g_file_get_contents (log, &text, &length, &local))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND, "%s", local->message);
+      return FALSE;
+    }
+  if (memchr (text, '\0', length) != NULL)
+    return bad_line (error, log, 1, "a NUL byte: not a CSV log");
+  lines = g_strsplit (text, "\n", -1);
+  if (lines[0] == NULL || strcmp (g_strchomp (lines[0]), LOG_HEADER) != 0)
+    return bad_line (error, log, 1, "expected the header \"" LOG_HEADER "\"");
+
+  for (i = 1; lines[i] != NULL; i++)
+    {
+      char *line = g_strchomp (lines[i]);
+      g_auto (GStrv) f = NULL;
+      guint64 pointer, size;
+      g_autofree char *shown = NULL;
+
+      if (line[0] == '\0')
+        continue;
+      f = g_strsplit (line, ",", -1);
+      if (g_strv_length (f) != 6)
+        return bad_line (error, log, i + 1, "expected 6 fields (" LOG_HEADER "), found %u",
+                         g_strv_length (f));
+      if (!parse_hex (f[3], &pointer))
+        {
+          shown = _memres_show_input (f[3]);
+          return bad_line (error, log, i + 1, "invalid Pointer \"%s\" (expected 0x...)", shown);
+        }
+      if (!g_ascii_string_to_unsigned (f[4], 10, 0, G_MAXSSIZE, &size, NULL))
+        {
+          shown = _memres_show_input (f[4]);
+          return bad_line (error, log, i + 1, "invalid Size \"%s\"", shown);
+        }
+      if (!g_hash_table_contains (threads, f[0]))
+        g_hash_table_add (threads, g_strdup (f[0]));
+
+      if (strcmp (f[2], "allocate") == 0)
+        {
+          g_autoptr (GError) failure = NULL;
+          Live *l = g_new0 (Live, 1);
+          guint64 t0 = now_ns ();
+
+          l->buf = memres_resource_allocate (mr, (gsize) size, NULL, &failure);
+          r->alloc_ns += now_ns () - t0;
+          r->allocations++;
+          l->size = size;
+          r->log_used += size;
+          r->log_peak = MAX (r->log_peak, r->log_used);
+          if (l->buf == NULL)
+            {
+              r->failures++;
+              if (r->first_failure == NULL)
+                r->first_failure = g_strdup_printf ("line %u: %s", i + 1, failure->message);
+            }
+          else
+            {
+              r->used += size;
+              r->used_peak = MAX (r->used_peak, r->used);
+            }
+          g_hash_table_replace (live, g_memdup2 (&pointer, sizeof pointer), l);
+        }
+      else if (strcmp (f[2], "free") == 0)
+        {
+          Live *l = g_hash_table_lookup (live, &pointer);
+
+          r->frees++;
+          if (l == NULL)
+            {
+              r->unmatched_frees++;
+              continue;
+            }
+          r->log_used -= MIN (r->log_used, l->size);
+          if (l->buf != NULL)
+            {
+              g_autoptr (GError) failure = NULL;
+              guint64 t0 = now_ns ();
+              gboolean ok = memres_buffer_close (l->buf, NULL, &failure);
+
+              r->free_ns += now_ns () - t0;
+              if (!ok)
+                return bad_line (error, log, i + 1, "closing the buffer failed: %s",
+                                 failure->message);
+              r->used -= l->size;
+            }
+          else
+            r->unmatched_frees++;
+          g_hash_table_remove (live, &pointer);
+        }
+      else if (strcmp (f[2], "allocate failure") == 0)
+        r->logged_failures++;
+      else
+        {
+          shown = _memres_show_input (f[2]);
+          return bad_line (error, log, i + 1,
+                           "invalid Action \"%s\" (allocate, free or allocate failure)", shown);
+        }
+    }
+
+  {
+    MemresStats st;
+    g_autoptr (GError) ignored = NULL;
+
+    r->has_reserved = memres_resource_get_stats (mr, &st, &ignored);
+    if (r->has_reserved)
+      r->reserved_peak = st.reserved_high;
+  }
+  {
+    GHashTableIter iter;
+    gpointer value;
+
+    g_hash_table_iter_init (&iter, live);
+    while (g_hash_table_iter_next (&iter, NULL, &value))
+      if (((Live *) value)->buf != NULL)
+        {
+          memres_buffer_close (((Live *) value)->buf, NULL, NULL);
+          r->live_at_end++;
+        }
+  }
+  r->threads = g_hash_table_size (threads);
+  return TRUE;
+}
+
+int
+memres_tool_replay (int argc, char **argv)
+{
+  gboolean json_output = FALSE;
+  GOptionEntry entries[] = {
+    { "json", 'j', 0, G_OPTION_ARG_NONE, &json_output, "Print JSON", NULL },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) context = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autofree char *spec = NULL;
+  Replay r = { 0 };
+  guint64 ops;
+  int status = 0;
+
+  context = g_option_context_new ("LOG SPEC - replay a log of the log adaptor against a stack");
+  g_option_context_set_summary (
+      context, "LOG is a CSV file the log adaptor wrote (log:path=FILE>...); SPEC any resource "
+               "or stack. Prints the time per allocate and free, the peak used and reserved "
+               "bytes, and the allocations that failed.");
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!memres_tool_parse_options (context, &argc, &argv, &error))
+    return memres_tool_usage_error ("replay", error->message);
+  if (argc != 3)
+    return memres_tool_usage_error ("replay", "expected LOG SPEC");
+
+  mr = memres_resource_new (argv[2], &error);
+  if (mr == NULL)
+    return memres_tool_fail (error);
+  spec = memres_resource_to_string (mr);
+  if (!replay (argv[1], mr, &r, &error))
+    status = memres_tool_fail (error);
+  else if (json_output)
+    {
+      MemresJson json;
+      g_autofree char *out = NULL;
+
+      memres_json_init (&json);
+      memres_json_begin_object (&json, NULL);
+      memres_json_string (&json, "log", argv[1]);
+      memres_json_string (&json, "resource", spec);
+      memres_json_uint (&json, "threads", r.threads);
+      memres_json_uint (&json, "allocations", r.allocations);
+      memres_json_uint (&json, "frees", r.frees);
+      memres_json_uint (&json, "allocate_ns_mean", r.allocations ? r.alloc_ns / r.allocations : 0);
+      memres_json_uint (&json, "free_ns_mean", r.frees ? r.free_ns / r.frees : 0);
+      memres_json_uint (&json, "peak_used_bytes", r.used_peak);
+      memres_json_uint (&json, "log_peak_used_bytes", r.log_peak);
+      if (r.has_reserved)
+        memres_json_uint (&json, "peak_reserved_bytes", r.reserved_peak);
+      else
+        memres_json_string (&json, "peak_reserved_bytes", NULL);
+      memres_json_uint (&json, "failures", r.failures);
+      memres_json_string (&json, "first_failure", r.first_failure);
+      memres_json_uint (&json, "logged_failures", r.logged_failures);
+      memres_json_uint (&json, "unmatched_frees", r.unmatched_frees);
+      memres_json_uint (&json, "live_at_end", r.live_at_end);
+      memres_json_end_object (&json);
+      out = memres_json_finish (&json);
+      g_print ("%s", out);
+    }
+  else
+    {
+      g_autofree char *log = memres_tool_one_line (argv[1]);
+      g_autofree char *peak = memres_tool_format_size (r.used_peak);
+      g_autofree char *log_peak = memres_tool_format_size (r.log_peak);
+
+      ops = r.allocations + r.frees;
+      g_print ("replayed  %s: %" G_GUINT64_FORMAT " operations (%" G_GUINT64_FORMAT
+               " allocations, %" G_GUINT64_FORMAT " frees) logged by %u thread%s\n",
+               log, ops, r.allocations, r.frees, r.threads, r.threads == 1 ? "" : "s");
+      g_print ("against   %s\n", spec);
+      g_print ("allocate  %" G_GUINT64_FORMAT " ns per operation\n",
+               r.allocations ? r.alloc_ns / r.allocations : 0);
+      g_print ("free      %" G_GUINT64_FORMAT " ns per operation\n",
+               r.frees ? r.free_ns / r.frees : 0);
+      g_print ("peak      used %s (the log's: %s)\n", peak, log_peak);
+      if (r.has_reserved)
+        {
+          g_autofree char *reserved = memres_tool_format_size (r.reserved_peak);
+          g_print ("          reserved %s\n", reserved);
+        }
+      else
+        g_print ("          reserved unknown (the stack keeps no statistics)\n");
+      g_print ("failures  %" G_GUINT64_FORMAT " allocation%s failed", r.failures,
+               r.failures == 1 ? "" : "s");
+      if (r.first_failure != NULL)
+        {
+          g_autofree char *first = memres_tool_one_line (r.first_failure);
+          g_print (" (first: %s)", first);
+        }
+      g_print ("; %" G_GUINT64_FORMAT " failed in the log; %" G_GUINT64_FORMAT
+               " frees skipped; %" G_GUINT64_FORMAT " buffers live at the end, closed\n",
+               r.logged_failures, r.unmatched_frees, r.live_at_end);
+    }
+  g_free (r.first_failure);
+  return status;
+}
