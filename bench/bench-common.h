@@ -90,7 +90,7 @@ typedef struct
 } BenchRow;
 
 /* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy, (f) ipc_import,
- * (g) graph_capture, (j) adaptor. */
+ * (g) graph_capture, (h) cross_stream, (j) adaptor. */
 typedef struct
 {
   char *name;
@@ -129,6 +129,7 @@ gboolean bench_cuda_check (const BenchContext *ctx, CUresult result, const char 
 
 /* bench-workloads.c: sections (a), (b), (c). */
 BenchSection *bench_run_pairs (BenchContext *ctx, BenchRaw *raw);
+BenchSection *bench_run_cross_stream (BenchContext *ctx, BenchRaw *raw);
 BenchSection *bench_run_random (BenchContext *ctx, BenchRaw *raw);
 BenchSection *bench_run_threads (BenchContext *ctx, BenchRaw *raw);
 

@@ -224,6 +224,121 @@ bench_run_pairs (BenchContext *ctx, BenchRaw *raw)
   return section;
 }
 
+/* ---- (h) cross-stream close ---------------------------------------------------------------- */
+
+typedef struct
+{
+  const BenchContext *ctx;
+  BenchRaw *raw;
+  gsize size;
+  CUstream other; /* the closing stream */
+  CUevent event;  /* the raw variant's, reused */
+} CrossJob;
+
+/* Allocate on the context's stream, close on the other one: memres orders the free after the
+ * allocating stream (an event per close). */
+static gboolean
+cross_memres (gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **error)
+{
+  CrossJob *job = data;
+  const BenchContext *ctx = job->ctx;
+  gint64 t0 = bench_now_ns ();
+
+  for (guint64 i = 0; i < iterations; i++)
+    {
+      MemresBuffer *buf = memres_resource_allocate (ctx->mr, job->size, ctx->stream, error);
+
+      if (buf == NULL || !bench_close_buffer (buf, job->other, error))
+        return FALSE;
+    }
+  return bench_sync_stream (ctx, job->other, error)
+         && bench_finish (ctx, ctx->stream, t0, elapsed_ns, error);
+}
+
+/* What a careful caller writes by hand: one event, recorded on the allocating stream and waited
+ * for by the freeing stream before each free. */
+static gboolean
+cross_raw (gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **error)
+{
+  CrossJob *job = data;
+  const BenchContext *ctx = job->ctx;
+  gint64 t0 = bench_now_ns ();
+  gpointer handle;
+
+  for (guint64 i = 0; i < iterations; i++)
+    if (!bench_raw_alloc (job->raw, job->size, ctx->stream, &handle, error)
+        || !bench_cuda_check (ctx, ctx->drv->cuEventRecord (job->event, ctx->stream),
+                              "cuEventRecord", error)
+        || !bench_cuda_check (ctx, ctx->drv->cuStreamWaitEvent (job->other, job->event, 0),
+                              "cuStreamWaitEvent", error)
+        || !bench_raw_free_one (job->raw, handle, job->other, error))
+      return FALSE;
+  return bench_sync_stream (ctx, job->other, error)
+         && bench_finish (ctx, ctx->stream, t0, elapsed_ns, error);
+}
+
+/* The same-stream memres pair, for reference in the same repetitions. */
+static gboolean
+cross_same_stream (gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **error)
+{
+  CrossJob *job = data;
+  PairJob pair = { job->ctx, job->raw, job->size };
+
+  return pairs_memres (&pair, iterations, elapsed_ns, error);
+}
+
+/**
+ * bench_run_cross_stream:
+ * @ctx: the benchmark context
+ * @raw: the raw equivalent of @ctx's resource
+ *
+ * Section (h): allocate on one stream, close on another, at each configured size: memres (which
+ * records an event and makes the closing stream wait on it) against the same event calls written
+ * by hand with one reused event, and memres's same-stream pair as a third column.
+ *
+ * Returns: (transfer full): the section; failed rows carry their error
+ */
+BenchSection *
+bench_run_cross_stream (BenchContext *ctx, BenchRaw *raw)
+{
+  BenchSection *section = bench_section_new (
+      "cross_stream", "allocate on one stream, close on another", "ns/pair",
+      "alloc on A, cuEventRecord(A), cuStreamWaitEvent(B), free on B, one event reused; "
+      "same_stream: memres allocate+close on A");
+  CrossJob job = { ctx, raw, 0, NULL, NULL };
+  g_autoptr (GError) error = NULL;
+
+  if (!bench_cuda_check (ctx, ctx->drv->cuStreamCreate (&job.other, CU_STREAM_NON_BLOCKING),
+                         "cuStreamCreate", &error)
+      || !bench_cuda_check (ctx, ctx->drv->cuEventCreate (&job.event, CU_EVENT_DISABLE_TIMING),
+                            "cuEventCreate", &error))
+    {
+      bench_row_set_error (bench_section_add_row (section, "all", 0, 0), error);
+      goto out;
+    }
+  for (guint i = 0; i < ctx->config->sizes->len; i++)
+    {
+      guint64 size = g_array_index (ctx->config->sizes, guint64, i);
+      g_autofree char *label = bench_format_size (size);
+      BenchRow *row = bench_section_add_row (section, label, size, 0);
+      BenchVariant variants[] = { { "memres", cross_memres, &job },
+                                  { "raw", cross_raw, &job },
+                                  { "same_stream", cross_same_stream, &job } };
+      g_autofree char *what = g_strdup_printf ("cross-stream %s", label);
+
+      job.size = size;
+      g_clear_error (&error);
+      if (!bench_measure (ctx, what, variants, 3, 1, row, &error))
+        bench_row_set_error (row, error);
+    }
+out:
+  if (job.event != NULL)
+    ctx->drv->cuEventDestroy (job.event);
+  if (job.other != NULL)
+    ctx->drv->cuStreamDestroy (job.other);
+  return section;
+}
+
 /* ---- (b) random ---------------------------------------------------------------------------- */
 
 typedef struct

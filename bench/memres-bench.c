@@ -85,7 +85,7 @@ parse_list (const char *text, gboolean as_uint, GError **error)
 
 typedef struct
 {
-  gboolean pairs, random, threads, vmm_grow, copy, ipc_import, graph_capture, adaptor;
+  gboolean pairs, random, threads, vmm_grow, copy, ipc_import, graph_capture, adaptor, cross_stream;
   char *sizes, *thread_counts, *chunks, *min_size, *max_size, *grow_size, *copy_size;
   gint repetitions, live, seed, import_buffers;
   gdouble target_ms, row_budget_ms, time_limit_s;
@@ -143,7 +143,7 @@ configure (BenchConfig *cfg, Args *a, GError **error)
   if (a->time_limit_s > 0)
     cfg->deadline_ns = bench_now_ns () + (gint64) (a->time_limit_s * 1e9);
   if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy && !a->ipc_import
-      && !a->graph_capture && !a->adaptor)
+      && !a->graph_capture && !a->adaptor && !a->cross_stream)
     a->pairs = a->random = a->threads = TRUE;
   return TRUE;
 }
@@ -160,6 +160,8 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     { "threads", 0, 0, G_OPTION_ARG_NONE, &a->threads, "(c) (b) on several threads", NULL },
     { "vmm-grow", 0, 0, G_OPTION_ARG_NONE, &a->vmm_grow, "(d) grow a vmm buffer (vmm spec)", NULL },
     { "copy", 0, 0, G_OPTION_ARG_NONE, &a->copy, "(e) host<->device copies (pinned spec)", NULL },
+    { "cross-stream", 0, 0, G_OPTION_ARG_NONE, &a->cross_stream,
+      "(h) allocate on one stream, close on another", NULL },
     { "ipc-import", 0, 0, G_OPTION_ARG_NONE, &a->ipc_import,
       "(f) import the pool and buffers into this process (ipc spec)", NULL },
     { "graph-capture", 0, 0, G_OPTION_ARG_NONE, &a->graph_capture,
@@ -209,7 +211,7 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     }
   if (cfg->spec == NULL)
     {
-      gboolean allocating = a->pairs || a->random || a->threads;
+      gboolean allocating = a->pairs || a->random || a->threads || a->cross_stream;
 
       gboolean other = allocating || a->vmm_grow || a->ipc_import;
 
@@ -251,8 +253,8 @@ run_allocation_sections (BenchContext *ctx, const Args *a, GPtrArray *sections)
 {
   g_autoptr (GError) error = NULL;
   BenchRaw *raw = bench_raw_new (ctx, &error);
-  const char *names[] = { "pairs", "random", "threads" };
-  gboolean wanted[] = { a->pairs, a->random, a->threads };
+  const char *names[] = { "pairs", "random", "threads", "cross_stream" };
+  gboolean wanted[] = { a->pairs, a->random, a->threads, a->cross_stream };
 
   for (guint i = 0; i < G_N_ELEMENTS (names); i++)
     {
@@ -270,7 +272,8 @@ run_allocation_sections (BenchContext *ctx, const Args *a, GPtrArray *sections)
           bench_progress (ctx, "%s: %s", ctx->config->spec, names[i]);
           section = i == 0   ? bench_run_pairs (ctx, raw)
                     : i == 1 ? bench_run_random (ctx, raw)
-                             : bench_run_threads (ctx, raw);
+                    : i == 2 ? bench_run_threads (ctx, raw)
+                             : bench_run_cross_stream (ctx, raw);
         }
       g_ptr_array_add (sections, section);
     }
@@ -337,7 +340,7 @@ main (int argc, char **argv)
       return 1;
     }
 
-  if (a.pairs || a.random || a.threads)
+  if (a.pairs || a.random || a.threads || a.cross_stream)
     run_allocation_sections (&ctx, &a, sections);
   if (a.vmm_grow)
     {

@@ -120,6 +120,7 @@ struct _MemresResource
   guint8 descriptor_prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE];
   MemresIpcMappings ipc_mappings; /* buffers imported through this resource */
   gint generation;                /* the fork generation it was made in (fork.c) */
+  gpointer close_event;           /* atomic: a CUevent kept for the next cross-stream close */
   gpointer priv;                  /* instance_size bytes, zero-filled, 16-byte aligned */
   MemresResource *upstream;       /* adaptors: the layer below (strong reference), else NULL */
 };
@@ -182,6 +183,17 @@ _memres_resource_is_inherited (MemresResource *mr)
   return G_UNLIKELY (mr->generation != g_atomic_int_get (&_memres_fork_generation_))
          && _memres_resource_is_inherited_slow (mr);
 }
+/* buffer-streams.c: a close of @buf on @stream, not its deallocation stream, is ordered after the
+ * deallocation stream's work (event recorded there, waited for on @stream; when no event can be
+ * recorded there, after all work of the device: cuCtxSynchronize()), for stream-ordered memory.
+ * Errors: MEMRES_CUDA_ERROR (a @stream that cannot wait: CUDA_ERROR_INVALID_HANDLE for a
+ * destroyed one), MEMRES_ERROR_NO_DRIVER; nothing changed then. */
+gboolean _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **error);
+/* buffer-streams.c: destroys @mr's kept close event (resource finalize). */
+void _memres_resource_clear_close_event (MemresResource *mr);
+/* buffer-streams.c: waits for all work of the primary context of @buf's device
+ * (cuCtxSynchronize()); FALSE when it cannot. */
+gboolean _memres_buffer_wait_device (MemresBuffer *buf);
 
 /* registry.c / loader.c */
 MemresKind *_memres_registry_lookup_loaded (const char *name);

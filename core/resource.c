@@ -360,7 +360,10 @@ resource_finalize (MemresResource *mr)
     _memres_ipc_forget_resource (mr);
   /* in the child of a fork(), what the kind holds stays (no driver call may be made) */
   if (!_memres_resource_is_inherited (mr))
-    mr->ops->finalize (mr);
+    {
+      _memres_resource_clear_close_event (mr);
+      mr->ops->finalize (mr);
+    }
   _memres_ipc_mappings_clear (&mr->ipc_mappings);
   memres_kind_unref (mr->kind);
   g_free (mr->spec);

@@ -332,6 +332,9 @@ test_enums (void)
   g_assert_cmpint (MEMRES_MEMORY_STREAM_ORDERED, ==, 32);
   g_assert_cmpint (MEMRES_MEMORY_MANAGED, ==, 64); /* appended in ABI 1.2 */
 
+  g_assert_cmpint (MEMRES_CLOSE_DEFAULT, ==, 0);
+  g_assert_cmpint (MEMRES_CLOSE_CALLER_ORDERED, ==, 1);
+
   /* Equal to the driver's values by design. */
   g_assert_cmpint (MEMRES_ACCESS_NONE, ==, 0);
   g_assert_cmpint (MEMRES_ACCESS_READ, ==, 1);

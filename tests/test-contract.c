@@ -73,9 +73,11 @@ static gboolean
 liar_deallocate (MemresResource *mr G_GNUC_UNUSED, MemresAllocation *alloc,
                  MemresStream stream G_GNUC_UNUSED, GError **error)
 {
+  liar.deallocates++;
+  if (liar.lie == LIE_FALSE_NO_ERROR)
+    return FALSE; /* released nothing (the contract of a failing free), said nothing */
   g_free (alloc->plugin_data);
   liar.live--;
-  liar.deallocates++;
   return liar_lie (error);
 }
 
@@ -234,6 +236,13 @@ test_deallocate_false_without_error (void)
   g_assert_false (memres_buffer_close (buf, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
   g_assert_nonnull (strstr (error->message, "deallocate failed without saying why"));
+  /* a failed free releases nothing: the buffer stays open, to be closed again */
+  g_assert_false (memres_buffer_is_closed (buf));
+  g_assert_cmpint (liar.live, ==, 1);
+  g_clear_error (&error);
+  liar.lie = LIE_NONE;
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  g_assert_no_error (error);
   g_assert_true (memres_buffer_is_closed (buf));
   g_assert_cmpint (liar.live, ==, 0);
 }

@@ -501,13 +501,19 @@ allocate_in_thread (gpointer data)
   CUcontext current = NULL;
   MemresBuffer *buf;
 
+  long failed;
+
   CU_OK (job->f->drv->cuCtxGetCurrent (&current));
   g_assert_null (current);
+  failed = mt_driver_is_fake () ? mt_fake_failed_call_count () : 0;
   buf = memres_resource_allocate (job->f->mr, 64 * KiB, job->f->stream, &error);
   g_assert_no_error (error);
   g_assert_nonnull (buf);
   CHECK (memres_buffer_close (buf, job->f->stream, &error));
   memres_buffer_unref (buf);
+  /* no driver call failed on the way (none tried without a context first) */
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_failed_call_count (), ==, failed);
   job->done = TRUE;
   return NULL;
 }

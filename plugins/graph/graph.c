@@ -93,11 +93,17 @@ graph_finalize (MemresResource *mr)
 }
 
 /* Calls on an explicit stream act in the stream's context; a thread without any current
- * context may still be refused one. Then the device's primary context is made current and the
- * call tried again, so that the usual path stays one driver call. */
+ * context may still be refused one, a failing call that compute-sanitizer reports. So the first
+ * call on a thread makes sure a context is current (the device's primary context when there is
+ * none); the usual path then stays one driver call. Should the application take the context
+ * away later, it is made current again and the call tried once more. */
+static __thread gboolean thread_has_context;
+
 #define WITH_CONTEXT(self, r, call)                                                                \
   G_STMT_START                                                                                     \
   {                                                                                                \
+    if (G_UNLIKELY (!thread_has_context) && memres_cuda_ensure_context ((self)->device, NULL))     \
+      thread_has_context = TRUE;                                                                   \
     (r) = (call);                                                                                  \
     if (G_UNLIKELY ((r) == CUDA_ERROR_INVALID_CONTEXT)                                             \
         && memres_cuda_ensure_context ((self)->device, NULL))                                      \

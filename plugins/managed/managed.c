@@ -398,29 +398,22 @@ managed_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream st
                     GError **error)
 {
   Managed *self = memres_resource_get_private (mr);
-  g_autoptr (GError) sync_error = NULL;
   CUresult r;
 
   if (self->pooled)
     return memres_pool_free (&self->pool, alloc->address, alloc->size, stream, error);
 
-  /* cuMemFree is not stream-ordered: wait for the work on the buffer first, and free even when
-   * that wait fails (the memory is not leaked; the error is still reported). */
-  if (memres_cuda_ensure_context (self->device, &sync_error))
-    {
-      r = self->drv->cuStreamSynchronize ((CUstream) stream);
-      if (r != CUDA_SUCCESS)
-        memres_cuda_set_error (&sync_error, r, "cuStreamSynchronize");
-    }
+  /* cuMemFree is not stream-ordered: wait for the work on the buffer first. When that wait or
+   * the free fails nothing is freed (the deallocate contract: the core keeps the buffer open). */
+  if (!memres_cuda_ensure_context (self->device, error))
+    return FALSE;
+  r = self->drv->cuStreamSynchronize ((CUstream) stream);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuStreamSynchronize");
   r = self->drv->cuMemFree ((CUdeviceptr) alloc->address);
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuMemFree");
   account (self, alloc->size, FALSE);
-  if (sync_error != NULL)
-    {
-      g_propagate_error (error, g_steal_pointer (&sync_error));
-      return FALSE;
-    }
   return TRUE;
 }
 

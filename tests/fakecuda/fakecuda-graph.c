@@ -458,6 +458,8 @@ fk_cuGraphLaunch (CUgraphExec hGraphExec, CUstream hStream)
   if (hGraphExec == NULL || !fk_exec_valid (hGraphExec))
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   r = fk_stream_for_work (hStream, &device);
+  if (r == CUDA_SUCCESS)
+    r = fk_stream_wait_queue (hStream, device); /* asynchronous mode: after the queued work */
   if (r != CUDA_SUCCESS)
     FK_RETURN (r);
   /* Allocations of an earlier launch still live: freed first with AUTO_FREE_ON_LAUNCH, else the
