@@ -187,6 +187,7 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
     {
       /* One compare on the hot path: a close on the buffer's own stream needs no ordering. */
       if (G_UNLIKELY (stream != buf->dealloc_stream) && !(flags & MEMRES_CLOSE_CALLER_ORDERED)
+          && !_memres_resource_is_inherited (mr)
           && !_memres_buffer_order_close (buf, stream, error))
         return FALSE;
       if (buf->ipc_mapping != NULL)
