@@ -465,6 +465,45 @@ memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 }
 
 /**
+ * memres_resource_get_counters:
+ * @mr: a #MemresResource
+ * @error: return location for a #GError, or %NULL
+ *
+ * Reads the kind's own counters, beyond #MemresStats: a dictionary (`a{sv}`) whose names and
+ * types the kind documents; for the cache adaptor (docs/cache.md) `hits`, `misses`, `used`,
+ * `cached`, `reserved` (`t`) and `classes` (`a(tttt)`: class size in bytes, hits, misses,
+ * bytes cached). Reading them costs the kind's lock, no driver call. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind keeps no counters; those of the kind.
+ *
+ * Since: 1.2
+ *
+ * Returns: (transfer full) (nullable): a new non-floating `a{sv}` variant (free with
+ *   g_variant_unref()), or %NULL with @error set
+ */
+GVariant *
+memres_resource_get_counters (MemresResource *mr, GError **error)
+{
+  GError *local = NULL;
+  GVariantDict dict;
+
+  g_return_val_if_fail (mr != NULL, NULL);
+
+  if (mr->ops->get_counters == NULL)
+    {
+      not_supported (mr, "counters", error);
+      return NULL;
+    }
+  g_variant_dict_init (&dict, NULL);
+  if (!slot_result (mr, "get_counters", mr->ops->get_counters (mr, &dict, &local), &local, error))
+    {
+      g_variant_dict_clear (&dict);
+      return NULL;
+    }
+  return g_variant_ref_sink (g_variant_dict_end (&dict));
+}
+
+/**
  * memres_resource_set_access:
  * @mr: a #MemresResource
  * @descs: (array length=n_descs): the devices and the access each gets
