@@ -593,12 +593,19 @@ gboolean
 memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GError **error)
 {
   MemresAllocation alloc;
+  MemresResource *owner;
 
   g_return_val_if_fail (buf != NULL, FALSE);
 
   if (memres_buffer_is_closed (buf))
     return buffer_closed_error (error);
-  if (buf->mr == NULL || buf->mr->ops->resize == NULL)
+  /* through adaptors that pass allocations through: the layer that made the allocation */
+  owner = buf->mr != NULL ? _memres_resource_slot_owner (buf->mr, MEMRES_SLOT_OFFSET (resize), TRUE)
+                          : NULL;
+  /* an adaptor that keeps per-buffer accounting clears RESIZABLE in its query */
+  if (owner != buf->mr && !(buf->flags & MEMRES_MEMORY_RESIZABLE))
+    owner = NULL;
+  if (owner == NULL || owner->ops->resize == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "buffers of %s%s%s cannot be resized",
@@ -619,7 +626,7 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
       return FALSE;
     }
   alloc = buf->alloc;
-  if (!buf->mr->ops->resize (buf->mr, &alloc, new_size, stream, error))
+  if (!owner->ops->resize (owner, &alloc, new_size, stream, error))
     return FALSE;
   buf->alloc = alloc;
   return TRUE;

@@ -130,6 +130,7 @@ memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
                    "forward what you received, or copy the data into a buffer of your own");
       return FALSE;
     }
+  mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (export_chunks), TRUE);
   if (mr->ops->export_chunks == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,

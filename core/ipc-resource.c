@@ -106,6 +106,7 @@ memres_resource_export_handle (MemresResource *mr, GError **error)
   g_return_val_if_fail (mr != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
+  mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (export_handle), TRUE);
   if (mr->ops->export_handle == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
@@ -301,6 +302,8 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
     }
   else
     {
+      /* through adaptors that pass allocations through: the layer that made the allocation */
+      mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (export_buffer), TRUE);
       if (mr->ops->export_buffer == NULL)
         {
           g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,

@@ -5,9 +5,10 @@
 #include <stddef.h>
 #include <string.h>
 
-/* The smallest MemresKindInfo the core understands (ABI 1.0), and the size of each version of
- * MemresResourceOps: version 1 (ABI 1.0) ends after resize, version 2 (ABI 1.1) after
- * import_chunks, version 3 (ABI 1.2) after get_counters. */
+/* The smallest MemresKindInfo the core understands (ABI 1.0; ABI 1.2 appended flags, read when
+ * struct_size covers it: the copy below zero-fills what an older plugin lacks), and the size of
+ * each version of MemresResourceOps: version 1 (ABI 1.0) ends after resize, version 2 (ABI 1.1)
+ * after import_chunks, version 3 (ABI 1.2) after get_counters. */
 #define KIND_INFO_MIN_SIZE (offsetof (MemresKindInfo, instance_size) + sizeof (gsize))
 #define OPS_V1_SIZE        (offsetof (MemresResourceOps, resize) + sizeof (gpointer))
 #define OPS_V2_SIZE        (offsetof (MemresResourceOps, import_chunks) + sizeof (gpointer))
@@ -101,8 +102,18 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
                    "kind \"%s\" has no ops table (or its version is 0)", ki.name);
       return NULL;
     }
+  if ((ki.flags & ~(MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS)) != 0
+      || ((ki.flags & MEMRES_KIND_PASSES_ALLOCATIONS) && !(ki.flags & MEMRES_KIND_ADAPTOR)))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"%s\" has invalid flags 0x%x (MEMRES_KIND_PASSES_ALLOCATIONS needs "
+                   "MEMRES_KIND_ADAPTOR; no other flag exists)",
+                   ki.name, (guint) ki.flags);
+      return NULL;
+    }
+  /* query is optional for adaptors: they start from the upstream's information */
   if (ki.ops->init == NULL || ki.ops->finalize == NULL || ki.ops->allocate == NULL
-      || ki.ops->deallocate == NULL || ki.ops->query == NULL)
+      || ki.ops->deallocate == NULL || (ki.ops->query == NULL && !(ki.flags & MEMRES_KIND_ADAPTOR)))
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "kind \"%s\" lacks a required slot (init, finalize, allocate, deallocate, "
@@ -129,6 +140,14 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
   memcpy (&kind->ops, ki.ops, MIN (ops_size, sizeof kind->ops));
   kind->ops.version = MIN (ki.ops->version, MEMRES_RESOURCE_OPS_VERSION);
   kind->instance_size = ki.instance_size;
+  kind->flags = ki.flags;
+  if (kind->flags & MEMRES_KIND_ADAPTOR)
+    {
+      /* imports go to the base kind: an adaptor's instance always has an upstream */
+      kind->ops.import_handle = NULL;
+      kind->ops.import_buffer = NULL;
+      kind->ops.import_chunks = NULL;
+    }
   kind->plugin = plugin != NULL ? _memres_plugin_ref (plugin) : NULL;
   return kind;
 }
@@ -276,6 +295,24 @@ memres_kind_get_options (MemresKind *kind, guint *n_options)
   if (n_options != NULL)
     *n_options = kind->n_options;
   return kind->options;
+}
+
+/**
+ * memres_kind_get_flags:
+ * @kind: a #MemresKind
+ *
+ * What the kind is: a base kind (0) or an adaptor (%MEMRES_KIND_ADAPTOR, possibly with
+ * %MEMRES_KIND_PASSES_ALLOCATIONS), as its plugin registered it. Thread-safe.
+ *
+ * Returns: the kind's #MemresKindFlags
+ *
+ * Since: 1.2
+ */
+MemresKindFlags
+memres_kind_get_flags (MemresKind *kind)
+{
+  g_return_val_if_fail (kind != NULL, 0);
+  return kind->flags;
 }
 
 /**

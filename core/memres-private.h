@@ -36,6 +36,7 @@ struct _MemresKind
   guint n_options;
   MemresResourceOps ops; /* copied; slots newer than the plugin's version are NULL */
   gsize instance_size;
+  MemresKindFlags flags;
   MemresPlugin *plugin; /* strong reference; NULL for a kind registered by the application */
 };
 
@@ -112,6 +113,7 @@ struct _MemresResource
   guint8 descriptor_prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE];
   MemresIpcMappings ipc_mappings; /* buffers imported through this resource */
   gpointer priv;                  /* instance_size bytes, zero-filled, 16-byte aligned */
+  MemresResource *upstream;       /* adaptors: the layer below (strong reference), else NULL */
 };
 
 /* The release function of wrapped foreign memory and its data (buffer.c). Kept out of the
@@ -181,6 +183,50 @@ MemresResource *_memres_resource_new_for_kind (MemresKind *kind, const MemresOpt
                                                const MemresIpcHandle *handle, const char *spec,
                                                GError **error);
 
+/* resource.c: an instance of @kind over @upstream (an adaptor's layer below; the new instance
+ * takes over the caller's reference on success, the caller keeps it on failure), through the
+ * init slot. */
+MemresResource *_memres_resource_new_layer (MemresKind *kind, const MemresOptions *options,
+                                            MemresResource *upstream, const char *spec,
+                                            GError **error);
+
+/* resource.c: the layer that serves @mr's optional slot at @slot_offset (an offset in
+ * MemresResourceOps): @mr when it implements it, else down the stack through adaptors that
+ * leave it NULL (only through MEMRES_KIND_PASSES_ALLOCATIONS adaptors when
+ * @allocation_level); the last layer looked at when none does (its slot is then NULL). */
+MemresResource *_memres_resource_slot_owner (MemresResource *mr, gsize slot_offset,
+                                             gboolean allocation_level);
+#define MEMRES_SLOT_OFFSET(slot) G_STRUCT_OFFSET (MemresResourceOps, slot)
+
+/* stack.c: stacks of layers, `a>b>c`, at most MEMRES_STACK_MAX_LAYERS, and `@name` layers
+ * from the config file (config.c).
+ * _memres_stack_split(): @spec split at every `>` not escaped by a backslash, `@name` layers
+ *   replaced by their definitions (@expand_names; else kept), into @layers (strings as
+ *   written, escapes kept; in order, the first what the application calls). Errors:
+ *   MEMRES_ERROR_INVALID_ARGUMENT (an empty layer, `>>`, a trailing `>`, a lone trailing `\`,
+ *   too many layers, a cycle of names), those of _memres_config_lookup().
+ * _memres_stack_check_layer(): the rule of @kind at @position (0-based) of @n_layers layers:
+ *   every layer but the last an adaptor, the last not. MEMRES_ERROR_INVALID_ARGUMENT.
+ * _memres_stack_new(): memres_resource_new(). */
+#define MEMRES_STACK_MAX_LAYERS 16
+gboolean _memres_stack_split (const char *spec, gboolean expand_names, GPtrArray **layers,
+                              GError **error);
+gboolean _memres_stack_check_layer (MemresKind *kind, guint position, guint n_layers,
+                                    GError **error);
+MemresResource *_memres_stack_new (const char *spec, GError **error);
+/* stack.c: @text with `\`, `,` and `>` escaped by a backslash, as values are written in specs;
+ * _memres_unescape(): the reverse on the first @len bytes of @text (a lone trailing backslash is
+ * kept). */
+char *_memres_escape_value (const char *text);
+char *_memres_unescape (const char *text, gsize len);
+
+/* config.c: named resources. _memres_config_lookup(): the spec of @name (without the `@`),
+ * transfer full, with where it was defined in @origin (transfer full, may be NULL). Errors:
+ * MEMRES_ERROR_NOT_FOUND (no such name: the message lists the defined ones), those of reading
+ * the file (MEMRES_ERROR_INVALID_ARGUMENT naming file, line and key; MEMRES_ERROR_NOT_FOUND for a
+ * MEMRES_CONFIG that does not exist, MEMRES_ERROR_PERMISSION_DENIED when unreadable). */
+char *_memres_config_lookup (const char *name, char **origin, GError **error);
+
 /* resource.c: checks the result of a call of @mr's @slot: FALSE must come with an error (one
  * is made up when the plugin set none), TRUE without one (dropped with a warning); moves *@local
  * into @error on failure. Returns @ok. */
@@ -214,6 +260,7 @@ MemresBuffer *_memres_buffer_new_imported (MemresResource *mr, const MemresAlloc
 gboolean _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray **values,
                              GError **error);
 GStrv _memres_split (const char *text, char separator);
+GStrv _memres_split_unescaped (const char *text, char separator);
 gboolean _memres_parse_size (const char *text, guint64 *bytes, GError **error);
 gboolean _memres_parse_bool (const char *text, gboolean *value, GError **error);
 gboolean _memres_parse_int (const char *text, gint64 min, gint64 max, gint64 *value,

@@ -60,13 +60,7 @@ parse_value (const MemresOptionSpec *spec, const char *text, OptionValue *out, G
         return FALSE;
       }
     case MEMRES_OPTION_STRING:
-      if (strchr (text, ',') != NULL)
-        {
-          shown = _memres_show_input (text);
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                       "invalid value \"%s\": strings cannot hold ','", shown);
-          return FALSE;
-        }
+      /* any text: a spec writes `,`, `>` and `\\` escaped (_memres_escape_value()) */
       return TRUE;
     case MEMRES_OPTION_INT_LIST:
       {
@@ -213,7 +207,8 @@ fail:
   return NULL;
 }
 
-/* "key=value,..." for every option that is set (given or defaulted), in schema order. */
+/* "key=value,..." for every option that is set (given or defaulted), in schema order, values
+ * escaped as a spec writes them. */
 char *
 _memres_options_to_string (const MemresOptions *options)
 {
@@ -222,12 +217,14 @@ _memres_options_to_string (const MemresOptions *options)
 
   for (i = 0; i < options->n_values; i++)
     {
+      g_autofree char *text = NULL;
+
       if (!options->values[i].is_set)
         continue;
       if (str->len > 0)
         g_string_append_c (str, ',');
-      g_string_append_printf (str, "%s=%s", options->kind->options[i].name,
-                              options->values[i].text);
+      text = _memres_escape_value (options->values[i].text);
+      g_string_append_printf (str, "%s=%s", options->kind->options[i].name, text);
     }
   return g_string_free (str, FALSE);
 }

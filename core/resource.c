@@ -44,9 +44,29 @@ _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
   return slot_result (mr, slot, ok, local, error);
 }
 
-MemresResource *
-_memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
-                               const MemresIpcHandle *handle, const char *spec, GError **error)
+/* What an adaptor's information may keep of its upstream's: IPC and resizing only where the
+ * slots serve them (its own, or its upstream's passed through). */
+static void
+adaptor_info (MemresResource *mr)
+{
+  MemresMemoryFlags flags;
+
+  mr->info = mr->upstream->info;
+  mr->info.flags &= ~MEMRES_MEMORY_IMPORTED;
+  if (mr->ops->query != NULL)
+    mr->ops->query (mr, &mr->info);
+  flags = mr->info.flags;
+  if (_memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (export_handle), TRUE)->ops->export_handle
+      == NULL)
+    flags &= ~MEMRES_MEMORY_IPC_ENABLED;
+  if (_memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (resize), TRUE)->ops->resize == NULL)
+    flags &= ~MEMRES_MEMORY_RESIZABLE;
+  mr->info.flags = flags & ~MEMRES_MEMORY_IMPORTED;
+}
+
+static MemresResource *
+resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpcHandle *handle,
+                 MemresResource *upstream, const char *spec, GError **error)
 {
   MemresResource *mr;
   GError *local = NULL;
@@ -55,6 +75,7 @@ _memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
   gboolean ok;
 
   g_return_val_if_fail (kind != NULL, NULL);
+  g_return_val_if_fail ((upstream != NULL) == ((kind->flags & MEMRES_KIND_ADAPTOR) != 0), NULL);
 
   if (handle != NULL && kind->ops.import_handle == NULL)
     {
@@ -83,6 +104,7 @@ _memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
   mr->ops = &mr->kind->ops;
   mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;
   mr->spec = g_strdup (spec != NULL ? spec : kind->name);
+  mr->upstream = upstream; /* valid while init runs; the reference is taken over on success */
   _memres_ipc_mappings_init (&mr->ipc_mappings);
 
   if (handle != NULL)
@@ -99,57 +121,80 @@ _memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
       return NULL;
     }
 
-  mr->info.device = -1;
-  mr->ops->query (mr, &mr->info);
+  if (upstream != NULL)
+    adaptor_info (mr);
+  else
+    {
+      mr->info.device = -1;
+      mr->ops->query (mr, &mr->info);
+    }
   return mr;
+}
+
+MemresResource *
+_memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
+                               const MemresIpcHandle *handle, const char *spec, GError **error)
+{
+  return resource_create (kind, options, handle, NULL, spec, error);
+}
+
+MemresResource *
+_memres_resource_new_layer (MemresKind *kind, const MemresOptions *options,
+                            MemresResource *upstream, const char *spec, GError **error)
+{
+  return resource_create (kind, options, NULL, upstream, spec, error);
+}
+
+MemresResource *
+_memres_resource_slot_owner (MemresResource *mr, gsize slot_offset, gboolean allocation_level)
+{
+  for (;;)
+    {
+      gpointer slot;
+
+      memcpy (&slot, (const guint8 *) mr->ops + slot_offset, sizeof slot);
+      if (slot != NULL || mr->upstream == NULL)
+        return mr;
+      if (allocation_level && !(mr->kind->flags & MEMRES_KIND_PASSES_ALLOCATIONS))
+        return mr;
+      mr = mr->upstream;
+    }
 }
 
 /**
  * memres_resource_new:
- * @spec: `KIND[:KEY=VALUE[,KEY=VALUE]...]`, such as "dmr:device=0,release_threshold=1GiB"
+ * @spec: a stack of layers joined by `>`, the first what the application calls, the last a
+ *   base kind: `LAYER[>LAYER]...`, each layer `KIND[:KEY=VALUE[,KEY=VALUE]...]` or `@NAME`, such
+ *   as "dmr:device=0,release_threshold=1GiB" or "stats>limit:max=8GiB>dmr:device=0"
  * @error: return location for a #GError, or %NULL
  *
- * Creates a memory resource by name: parses @spec, finds the kind (loading its plugin on first
- * use, see memres_registry_lookup()), validates the options against the kind's schema (sizes
- * take bytes, B/KiB/MiB/GiB/TiB suffixes or `max`; booleans true/false, yes/no, on/off, 1/0;
- * missing keys get their defaults) and runs the kind's init. Driver calls are the kind's.
- * Thread-safe.
+ * Creates a memory resource by name: parses @spec, finds each layer's kind (loading its plugin
+ * on first use, see memres_registry_lookup()), validates the options against the kind's schema
+ * (sizes take bytes, B/KiB/MiB/GiB/TiB suffixes or `max`; booleans true/false, yes/no, on/off,
+ * 1/0; missing keys get their defaults) and runs the kinds' init, from the last layer up: every
+ * layer but the last must be an adaptor kind (#MEMRES_KIND_ADAPTOR), which gets the resource
+ * below as its upstream (memres_resource_get_upstream()); the last must be a base kind. At most
+ * 16 layers. Inside a value, a backslash takes the next character literally (`\,`, `\>`,
+ * `\\`), so a value may hold any text. A `@NAME` layer stands for the stack the config file
+ * names NAME (see memres_config_list_resources()). Nothing is created unless the whole spec is
+ * valid; when a layer's init fails, the layers already created are released. The returned resource
+ * is the first layer, holding the rest. Driver calls are the kinds'. Thread-safe.
  *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed spec, an unknown or repeated key, a
- * missing `=` or a bad value (the message names the key and lists what is valid); those of
- * memres_registry_lookup(); whatever the kind's init sets (%MEMRES_ERROR_NO_DRIVER,
- * %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...).
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed spec (an empty layer, `>>`, a trailing
+ * `>`, more than 16 layers, an adaptor last, a base kind above another layer), an unknown or
+ * repeated key, a missing `=` or a bad value (the message names the layer, by position and
+ * kind, the key and what is valid); those of memres_registry_lookup(); for `@NAME`, those of
+ * reading the config file and %MEMRES_ERROR_NOT_FOUND for an undefined name; whatever a kind's
+ * init sets (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...).
  *
  * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
  */
 MemresResource *
 memres_resource_new (const char *spec, GError **error)
 {
-  g_autofree char *name = NULL;
-  g_autoptr (GPtrArray) keys = NULL;
-  g_autoptr (GPtrArray) values = NULL;
-  g_autoptr (MemresKind) kind = NULL;
-  g_autofree char *normalized = NULL;
-  g_autofree char *opts = NULL;
-  MemresOptions *options;
-  MemresResource *mr;
-
   g_return_val_if_fail (spec != NULL, NULL);
 
-  if (!_memres_spec_parse (spec, &name, &keys, &values, error))
-    return NULL;
-  kind = memres_registry_lookup (name, error);
-  if (kind == NULL)
-    return NULL;
-  options = _memres_options_new (kind, keys, values, error);
-  if (options == NULL)
-    return NULL;
-
-  opts = _memres_options_to_string (options);
-  normalized = opts[0] != '\0' ? g_strconcat (name, ":", opts, NULL) : g_strdup (name);
-  mr = _memres_resource_new_for_kind (kind, options, NULL, normalized, error);
-  _memres_options_free (options);
-  return mr;
+  return _memres_stack_new (spec, error);
 }
 
 /**
@@ -198,13 +243,18 @@ memres_resource_ref (MemresResource *mr)
 static void
 resource_finalize (MemresResource *mr)
 {
+  MemresResource *upstream;
+
   if (g_atomic_int_get (&mr->has_pool_id))
     _memres_ipc_forget_resource (mr);
   mr->ops->finalize (mr);
   _memres_ipc_mappings_clear (&mr->ipc_mappings);
   memres_kind_unref (mr->kind);
   g_free (mr->spec);
+  upstream = mr->upstream;
   free (mr);
+  if (upstream != NULL)
+    memres_resource_unref (upstream);
 }
 
 /* One more open buffer: the buffer keeps @mr alive. */
@@ -303,16 +353,48 @@ memres_resource_get_kind (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * The resource as a spec string, every option that has a value written out (defaults
- * included), such as "host:alignment=256"; for an imported resource, a description of the
- * import.
+ * included, values escaped as memres_resource_new() reads them), such as "host:alignment=256";
+ * for a stack, every layer from @mr down, joined by `>` (`@NAME` layers appear as what they
+ * named); for an imported resource, a description of the import. memres_resource_new() of the
+ * result creates the same stack again. Thread-safe.
  *
  * Returns: (transfer full): a new string; free with g_free()
  */
 char *
 memres_resource_to_string (MemresResource *mr)
 {
+  GString *str;
+
   g_return_val_if_fail (mr != NULL, NULL);
-  return g_strdup (mr->spec);
+
+  str = g_string_new (mr->spec);
+  for (mr = mr->upstream; mr != NULL; mr = mr->upstream)
+    {
+      g_string_append_c (str, '>');
+      g_string_append (str, mr->spec);
+    }
+  return g_string_free (str, FALSE);
+}
+
+/**
+ * memres_resource_get_upstream:
+ * @mr: a #MemresResource
+ *
+ * The layer below @mr in its stack: for an adaptor (#MEMRES_KIND_ADAPTOR), the resource the
+ * core created from the rest of the spec; %NULL for a base kind. The adaptor holds it until
+ * the adaptor itself is finalized, so it is valid while @mr is (already while the adaptor's
+ * init runs). Walk a stack with it: `for (r = mr; r; r = memres_resource_get_upstream (r))`.
+ * Thread-safe.
+ *
+ * Returns: (transfer none) (nullable): the upstream, or %NULL
+ *
+ * Since: 1.2
+ */
+MemresResource *
+memres_resource_get_upstream (MemresResource *mr)
+{
+  g_return_val_if_fail (mr != NULL, NULL);
+  return mr->upstream;
 }
 
 /**
@@ -379,9 +461,12 @@ memres_resource_is_host_accessible (MemresResource *mr)
  * maps of the pool (reserved and used: the bytes of the allocations its imported buffers
  * mapped; the driver keeps the pool's own counts in the exporting process and refuses
  * cuMemPoolGetAttribute() on an imported pool) and its open imported buffers, without calling
- * the kind. Thread-safe.
+ * the kind. An adaptor without statistics of its own reports its upstream's (down the stack to
+ * the first layer that keeps them), with its own count of live buffers: each layer's
+ * n_buffers counts the buffers allocated from that layer, not the allocations adaptors above
+ * made through it. Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind keeps no statistics; those of the kind.
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when no layer keeps statistics; those of the kind.
  *
  * Returns: %TRUE on success
  */
@@ -391,17 +476,20 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
   GError *local = NULL;
   MemresStats s = { 0 };
   guint64 imported = 0;
+  MemresResource *owner;
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (stats != NULL, FALSE);
 
-  if (mr->info.flags & MEMRES_MEMORY_IMPORTED)
-    _memres_ipc_get_stats (mr, &s, &imported);
-  else if (mr->ops->get_stats == NULL)
+  owner = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_stats), FALSE);
+  if (owner->info.flags & MEMRES_MEMORY_IMPORTED)
+    _memres_ipc_get_stats (owner, &s, &imported);
+  else if (owner->ops->get_stats == NULL)
     return not_supported (mr, "statistics", error);
-  else if (!slot_result (mr, "get_stats", mr->ops->get_stats (mr, &s, &local), &local, error))
+  else if (!slot_result (owner, "get_stats", owner->ops->get_stats (owner, &s, &local), &local,
+                         error))
     return FALSE;
-  else if (mr->ops->import_buffer != NULL)
+  else if (owner == mr && mr->ops->import_buffer != NULL)
     _memres_ipc_get_stats (mr, NULL, &imported);
   s.n_buffers = (guint64) (__atomic_load_n (&mr->refs, __ATOMIC_RELAXED) & 0xffffffff);
   /* imported buffers share one buffer reference */
@@ -416,9 +504,10 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
  * @error: return location for a #GError, or %NULL
  *
  * Resets the high-water marks to the current values (for pools, cuMemPoolSetAttribute() of
- * the high attributes). Thread-safe.
+ * the high attributes). An adaptor without a reset_stats slot resets its upstream's (down the
+ * stack). Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind keeps no statistics; those of the kind.
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when no layer keeps statistics; those of the kind.
  *
  * Returns: %TRUE on success
  */
@@ -429,6 +518,7 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
 
   g_return_val_if_fail (mr != NULL, FALSE);
 
+  mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (reset_stats), FALSE);
   if (mr->info.flags & MEMRES_MEMORY_IMPORTED)
     {
       _memres_ipc_reset_stats (mr);
@@ -446,7 +536,8 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
  * @error: return location for a #GError, or %NULL
  *
  * Returns memory the resource holds but does not use to the system, keeping at least
- * @bytes_to_keep bytes reserved (for pools, cuMemPoolTrimTo()). Thread-safe.
+ * @bytes_to_keep bytes reserved (for pools, cuMemPoolTrimTo()). An adaptor without a trim slot
+ * passes the call to its upstream (down the stack). Thread-safe.
  *
  * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind has nothing to trim; those of the kind.
  *
@@ -459,6 +550,7 @@ memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 
   g_return_val_if_fail (mr != NULL, FALSE);
 
+  mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (trim), FALSE);
   if (mr->ops->trim == NULL)
     return not_supported (mr, "trimming", error);
   return slot_result (mr, "trim", mr->ops->trim (mr, bytes_to_keep, &local), &local, error);
@@ -472,7 +564,8 @@ memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
  * Reads the kind's own counters, beyond #MemresStats: a dictionary (`a{sv}`) whose names and
  * types the kind documents; for the cache adaptor (docs/cache.md) `hits`, `misses`, `used`,
  * `cached`, `reserved` (`t`) and `classes` (`a(tttt)`: class size in bytes, hits, misses,
- * bytes cached). Reading them costs the kind's lock, no driver call. Thread-safe.
+ * bytes cached). An adaptor without counters passes the call to the layer below. Reading
+ * them costs the kind's lock, no driver call. Thread-safe.
  *
  * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind keeps no counters; those of the kind.
  *
@@ -486,16 +579,19 @@ memres_resource_get_counters (MemresResource *mr, GError **error)
 {
   GError *local = NULL;
   GVariantDict dict;
+  MemresResource *owner;
 
   g_return_val_if_fail (mr != NULL, NULL);
 
-  if (mr->ops->get_counters == NULL)
+  owner = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_counters), FALSE);
+  if (owner->ops->get_counters == NULL)
     {
       not_supported (mr, "counters", error);
       return NULL;
     }
   g_variant_dict_init (&dict, NULL);
-  if (!slot_result (mr, "get_counters", mr->ops->get_counters (mr, &dict, &local), &local, error))
+  if (!slot_result (owner, "get_counters", owner->ops->get_counters (owner, &dict, &local), &local,
+                    error))
     {
       g_variant_dict_clear (&dict);
       return NULL;
@@ -511,7 +607,8 @@ memres_resource_get_counters (MemresResource *mr, GError **error)
  * @error: return location for a #GError, or %NULL
  *
  * Grants or revokes access of other devices to the resource's memory, in one driver call (for
- * pools, cuMemPoolSetAccess()). Thread-safe.
+ * pools, cuMemPoolSetAccess()). An adaptor without a set_access slot passes the call to its
+ * upstream (down the stack). Thread-safe.
  *
  * An empty request (@n_descs 0) changes nothing and succeeds.
  *
@@ -529,6 +626,7 @@ memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs, g
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (descs != NULL || n_descs == 0, FALSE);
 
+  mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (set_access), FALSE);
   if (mr->ops->set_access == NULL)
     return not_supported (mr, "peer access", error);
   if (n_descs == 0)
@@ -559,6 +657,7 @@ memres_resource_get_access (MemresResource *mr, gint device, MemresAccess *acces
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (access != NULL, FALSE);
 
+  mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_access), FALSE);
   if (mr->ops->get_access == NULL)
     return not_supported (mr, "peer access", error);
   return slot_result (mr, "get_access", mr->ops->get_access (mr, device, access, &local), &local,

@@ -1,5 +1,7 @@
 /* memres - CUDA memory resources
- * spec.c: the spec string grammar `KIND[:KEY=VALUE[,KEY=VALUE]...]` and the value parsers. */
+ * spec.c: the grammar of one layer of a spec string, `KIND[:KEY=VALUE[,KEY=VALUE]...]` (a
+ * backslash in a value takes the next character literally), and the value parsers. Stacks of
+ * layers are stack.c's. */
 #include "memres-private.h"
 
 #include <string.h>
@@ -94,6 +96,30 @@ _memres_split (const char *text, char separator)
     {
       g_ptr_array_add (parts, g_strndup (start, (gsize) (end - start)));
       start = end + 1;
+    }
+  g_ptr_array_add (parts, g_strdup (start));
+  g_ptr_array_add (parts, NULL);
+  return (GStrv) g_ptr_array_free (parts, FALSE);
+}
+
+/* _memres_split() at every @separator that no backslash escapes; the pieces keep their
+ * escapes. */
+GStrv
+_memres_split_unescaped (const char *text, char separator)
+{
+  GPtrArray *parts = g_ptr_array_new ();
+  const char *start = text;
+  const char *p;
+
+  for (p = text; *p != '\0'; p++)
+    {
+      if (*p == '\\' && p[1] != '\0')
+        p++;
+      else if (*p == separator)
+        {
+          g_ptr_array_add (parts, g_strndup (start, (gsize) (p - start)));
+          start = p + 1;
+        }
     }
   g_ptr_array_add (parts, g_strdup (start));
   g_ptr_array_add (parts, NULL);
@@ -253,8 +279,9 @@ out_of_range:
   return FALSE;
 }
 
-/* Splits @spec into the kind name and its KEY=VALUE pairs (in order, unvalidated beyond the
- * syntax: keys must be names, each item must hold `=`). */
+/* Splits @spec (one layer) into the kind name and its KEY=VALUE pairs (in order, unvalidated
+ * beyond the syntax: keys must be names, each item must hold `=`; items are separated by the
+ * commas no backslash escapes; values are returned unescaped). */
 gboolean
 _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray **values,
                     GError **error)
@@ -292,7 +319,7 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
     }
   if (colon != NULL)
     {
-      items = _memres_split (colon + 1, ',');
+      items = _memres_split_unescaped (colon + 1, ',');
       for (i = 0; items[i] != NULL; i++)
         {
           const char *item = items[i];
@@ -330,7 +357,7 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
               return FALSE;
             }
           g_ptr_array_add (k, g_steal_pointer (&key));
-          g_ptr_array_add (v, g_strdup (eq + 1));
+          g_ptr_array_add (v, _memres_unescape (eq + 1, strlen (eq + 1)));
         }
     }
 

@@ -1,9 +1,12 @@
 /* memres - CUDA memory resources
  * fuzz-spec.c: libFuzzer target for the spec parser and option validation. The input is a spec
- * string; when it parses and names a kind registered here (the embedded `host`, or `fuzz`,
- * whose schema has one option of every type), its options are validated against the schema
- * and printed back. Nothing may crash, leak or read out of bounds; every failure must set a
- * GError; a spec that validates must print back to options that validate again. */
+ * string, a stack of layers joined by `>` (`@NAME` layers are kept, not looked up); each layer
+ * is parsed, and when it names a kind registered here (the embedded `host`, `fuzz`, whose schema
+ * has one option of every type, or the adaptor `fuzzadapt` with the same schema), the stack
+ * rule of its position is checked and its options are validated against the schema and
+ * printed back. Nothing may crash, leak or read out of bounds; every failure must set a GError;
+ * a spec that validates must print back (escapes included) to options that validate again with
+ * the same values. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,11 +82,21 @@ register_fuzz_kind (void)
         .n_options = G_N_ELEMENTS (fuzz_options),
         .ops = &fuzz_ops,
       };
+      const MemresKindInfo adaptor = {
+        .struct_size = sizeof adaptor,
+        .name = "fuzzadapt",
+        .description = "adaptor with the same schema",
+        .options = fuzz_options,
+        .n_options = G_N_ELEMENTS (fuzz_options),
+        .ops = &fuzz_ops,
+        .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+      };
       GError *error = NULL;
       /* Registering also loads the embedded host kind. */
       g_autoptr (GPtrArray) kinds = memres_registry_list_kinds (NULL);
-      if (!memres_registry_register_kind (&info, &error))
-        g_error ("registering the fuzz kind: %s", error->message);
+      if (!memres_registry_register_kind (&info, &error)
+          || !memres_registry_register_kind (&adaptor, &error))
+        g_error ("registering the fuzz kinds: %s", error->message);
       g_once_init_leave (&done, 1);
     }
 }
@@ -126,26 +139,41 @@ check_options (MemresKind *kind, GPtrArray *keys, GPtrArray *values)
   options2 = _memres_options_new (kind, keys2, values2, &error);
   if (options2 == NULL)
     g_error ("normalized spec “%s” does not validate: %s", spec2, error->message);
+  /* the same values: escaping round-trips */
+  {
+    g_autofree char *text2 = _memres_options_to_string (options2);
+    if (strcmp (text, text2) != 0)
+      g_error ("normalized spec “%s” prints back as “%s”", text, text2);
+  }
   _memres_options_free (options2);
+  /* as one layer of a stack, the printed form splits back into that one layer */
+  {
+    g_autoptr (GPtrArray) layers = NULL;
+    if (!_memres_stack_split (spec2, FALSE, &layers, &error))
+      g_error ("normalized spec “%s” does not split: %s", spec2, error->message);
+    if (layers->len != 1 || strcmp (g_ptr_array_index (layers, 0), spec2) != 0)
+      g_error ("normalized spec “%s” splits into %u layers", spec2, layers->len);
+  }
 }
 
-int
-LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+/* One layer of a stack of @n_layers at @position. */
+static void
+check_layer (const char *layer, guint position, guint n_layers)
 {
-  g_autofree char *spec = NULL;
   g_autofree char *kind_name = NULL;
   g_autoptr (GPtrArray) keys = NULL;
   g_autoptr (GPtrArray) values = NULL;
   MemresKind *kind;
   GError *error = NULL;
 
-  register_fuzz_kind ();
-  spec = g_strndup ((const char *) data, size); /* stops at an embedded NUL, as C callers do */
-
-  if (!_memres_spec_parse (spec, &kind_name, &keys, &values, &error))
+  if (layer[0] == '\0')
+    abort (); /* the splitter refuses empty layers */
+  if (layer[0] == '@')
+    return;
+  if (!_memres_spec_parse (layer, &kind_name, &keys, &values, &error))
     {
       expect_error (error);
-      return 0;
+      return;
     }
   if (error != NULL || kind_name == NULL || keys == NULL || values == NULL
       || keys->len != values->len)
@@ -172,8 +200,31 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   kind = _memres_registry_lookup_loaded (kind_name);
   if (kind != NULL)
     {
+      if (!_memres_stack_check_layer (kind, position, n_layers, &error))
+        expect_error (error), error = NULL;
       check_options (kind, keys, values);
       memres_kind_unref (kind);
     }
+}
+
+int
+LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
+{
+  g_autofree char *spec = NULL;
+  g_autoptr (GPtrArray) layers = NULL;
+  GError *error = NULL;
+
+  register_fuzz_kind ();
+  spec = g_strndup ((const char *) data, size); /* stops at an embedded NUL, as C callers do */
+
+  if (!_memres_stack_split (spec, FALSE, &layers, &error))
+    {
+      expect_error (error);
+      return 0;
+    }
+  if (error != NULL || layers->len == 0 || layers->len > MEMRES_STACK_MAX_LAYERS)
+    abort ();
+  for (guint i = 0; i < layers->len; i++)
+    check_layer (g_ptr_array_index (layers, i), i, layers->len);
   return 0;
 }

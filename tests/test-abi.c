@@ -49,7 +49,8 @@ static void
 test_version (void)
 {
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 1);
-  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 2);     /* 1.2: get_counters, ... */
+  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 2);     /* 1.1: export_chunks, import_chunks; 1.2:
+                                                           MemresKindInfo.flags, get_counters */
   g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 3); /* 3: get_counters */
 }
 
@@ -228,7 +229,7 @@ static void
 test_kind_info (void)
 {
   SKIP_UNLESS_RECORDED ();
-  ASSERT_SIZE (MemresKindInfo, 56);
+  ASSERT_SIZE (MemresKindInfo, 64);
   ASSERT_OFFSET (MemresKindInfo, struct_size, 0);
   ASSERT_OFFSET (MemresKindInfo, name, 8);
   ASSERT_OFFSET (MemresKindInfo, description, 16);
@@ -236,6 +237,8 @@ test_kind_info (void)
   ASSERT_OFFSET (MemresKindInfo, n_options, 32);
   ASSERT_OFFSET (MemresKindInfo, ops, 40);
   ASSERT_OFFSET (MemresKindInfo, instance_size, 48);
+  ASSERT_OFFSET (MemresKindInfo, flags, 56); /* 1.2 */
+  ASSERT_FIELD_TYPE (MemresKindInfo, flags, MemresKindFlags);
   ASSERT_FIELD_TYPE (MemresKindInfo, struct_size, gsize);
   ASSERT_FIELD_TYPE (MemresKindInfo, n_options, guint);
   ASSERT_FIELD_TYPE (MemresKindInfo, instance_size, gsize);
@@ -301,6 +304,7 @@ test_enums (void)
   ASSERT_SIZE (MemresError, 4);
   ASSERT_SIZE (MemresPluginError, 4);
   ASSERT_SIZE (MemresIpcFlags, 4);
+  ASSERT_SIZE (MemresKindFlags, 4);
 
   g_assert_cmpint (MEMRES_MEMORY_DEVICE_ACCESSIBLE, ==, 1);
   g_assert_cmpint (MEMRES_MEMORY_HOST_ACCESSIBLE, ==, 2);
@@ -323,6 +327,9 @@ test_enums (void)
   g_assert_cmpint (MEMRES_OPTION_ENUM, ==, 3);
   g_assert_cmpint (MEMRES_OPTION_STRING, ==, 4);
   g_assert_cmpint (MEMRES_OPTION_INT_LIST, ==, 5);
+
+  g_assert_cmpint (MEMRES_KIND_ADAPTOR, ==, 1);            /* since 1.2 */
+  g_assert_cmpint (MEMRES_KIND_PASSES_ALLOCATIONS, ==, 2); /* since 1.2 */
 
   g_assert_cmpint (MEMRES_ERROR_FAILED, ==, 0);
   g_assert_cmpint (MEMRES_ERROR_INVALID_ARGUMENT, ==, 1);

@@ -51,6 +51,8 @@ G_BEGIN_DECLS
  * this core does not have and is refused (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH).
  *
  * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks.
+ * ABI 1.2 appended #MemresKindInfo.flags (adaptor kinds, #MemresKindFlags),
+ * memres_upstream_allocate() and memres_upstream_deallocate(), and the get_counters slot.
  *
  * Since: 1.0
  */
@@ -310,8 +312,8 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  * MEMRES_RESOURCE_OPS_VERSION:
  *
  * The number of the newest #MemresResourceOps layout these headers describe: 1 for ABI 1.0,
- * 2 for ABI 1.1 (export_chunks, import_chunks), 3 for ABI 1.2 (get_counters). Each ABI minor that appends slots increments
- * it; every slot's documentation says in which ABI version (`Since:`) it appeared. Set
+ * 2 for ABI 1.1 (export_chunks, import_chunks), 3 for ABI 1.2 (get_counters). Each ABI minor
+ * that appends slots increments it; every slot's documentation says in which ABI version (`Since:`) it appeared. Set
  * #MemresResourceOps.version to this macro.
  *
  * Since: 1.0
@@ -542,6 +544,10 @@ typedef struct
  * @ops: the functions (see #MemresResourceOps)
  * @instance_size: bytes of private data per resource, zero-filled, 16-byte aligned, freed by
  *   the core after finalize; reached with memres_resource_get_private(). 0 for none
+ * @flags: #MemresKindFlags: 0 for a base kind (one that gets its memory itself),
+ *   %MEMRES_KIND_ADAPTOR for a kind layered over another resource (see "Adaptors" in
+ *   docs/writing-a-plugin.md). Since: 1.2; a plugin built against older headers registers
+ *   base kinds
  *
  * What a plugin registers with memres_plugin_register_kind() (or an application with
  * memres_registry_register_kind()). The core copies the struct, the @options array and the
@@ -559,6 +565,8 @@ typedef struct
   guint n_options;
   const MemresResourceOps *ops;
   gsize instance_size;
+  /* Since: 1.2 */
+  MemresKindFlags flags;
 } MemresKindInfo;
 
 /* Helpers for plugins. Full gtk-doc reference with each definition in core/; in short:
@@ -581,7 +589,10 @@ typedef struct
  *   foreign memory). Thread-safe. Since: 1.0
  * memres_buffer_get_allocation(): the buffer's #MemresAllocation (transfer none, read-only,
  *   valid until the buffer is closed); for a plugin looking at one of its own buffers, for
- *   example to implement a copy on a foreign kind's buffer. Since: 1.0 */
+ *   example to implement a copy on a foreign kind's buffer. Since: 1.0
+ * memres_upstream_allocate(), memres_upstream_deallocate(): for adaptor kinds, the allocate
+ *   and deallocate slots of the adaptor's upstream (memres_resource_get_upstream()), called on
+ *   an allocation record without creating a #MemresBuffer. Since: 1.2 */
 gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info,
                                       GError **error);
 const char *memres_plugin_get_name (MemresPlugin *plugin);
@@ -589,5 +600,9 @@ gboolean memres_registry_register_kind (const MemresKindInfo *info, GError **err
 gpointer memres_resource_get_private (MemresResource *mr);
 MemresResource *memres_buffer_get_resource (MemresBuffer *buf);
 const MemresAllocation *memres_buffer_get_allocation (MemresBuffer *buf);
+gboolean memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                   MemresAllocation *alloc, GError **error);
+gboolean memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc,
+                                     MemresStream stream, GError **error);
 
 G_END_DECLS

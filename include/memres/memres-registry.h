@@ -16,13 +16,16 @@ G_BEGIN_DECLS
  * @MEMRES_OPTION_INT: a signed decimal integer within the option's @min..@max
  * @MEMRES_OPTION_SIZE: bytes, with an optional `KiB`, `MiB`, `GiB` or `TiB` suffix, or `max`
  * @MEMRES_OPTION_ENUM: one of the option's @choices
- * @MEMRES_OPTION_STRING: any text without `,`
+ * @MEMRES_OPTION_STRING: any text; in a spec string `\`, `,` and `>` are written `\\`, `\,`
+ *   and `\>` (a backslash takes the next character literally, in any value)
  * @MEMRES_OPTION_INT_LIST: integers joined by `+` (for example `peers=1+2`), each within
  *   @min..@max; may be empty
  *
  * How the value of an option is written in a spec string and parsed; which
  * memres_options_get_*() getter reads it. The grammar of a spec is
- * `KIND[:KEY=VALUE[,KEY=VALUE]...]`, so no value contains `,`. Values are appended only
+ * `KIND[:KEY=VALUE[,KEY=VALUE]...]` per layer, layers joined by `>`; inside a value a backslash
+ * takes the next character literally, so `path=/tmp/a\,b` is the value `/tmp/a,b`, and every
+ * value of every type can be written. Values are appended only
  * (part of the plugin ABI).
  *
  * Since: 1.0
@@ -74,6 +77,29 @@ typedef struct
   gint64 max;
 } MemresOptionSpec;
 
+/**
+ * MemresKindFlags:
+ * @MEMRES_KIND_ADAPTOR: the kind is an adaptor: it appears in a stack above another layer
+ *   (`stats>host`), never last, and every instance has an upstream
+ *   (memres_resource_get_upstream()) that the core created from the rest of the stack
+ * @MEMRES_KIND_PASSES_ALLOCATIONS: (adaptors only) the adaptor hands the upstream's allocation
+ *   records through unchanged: its allocate fills the buffer's record with
+ *   memres_upstream_allocate() and its deallocate passes the same record down. Only such
+ *   adaptors let the per-buffer slots they leave %NULL (export_buffer, export_chunks, resize)
+ *   and export_handle pass through to the upstream; for the others those fail with
+ *   %MEMRES_ERROR_NOT_SUPPORTED
+ *
+ * What a kind is, in #MemresKindInfo.flags. Values are appended only (part of the plugin
+ * ABI).
+ *
+ * Since: 1.2
+ */
+typedef enum
+{
+  MEMRES_KIND_ADAPTOR = 1 << 0,
+  MEMRES_KIND_PASSES_ALLOCATIONS = 1 << 1,
+} MemresKindFlags;
+
 /* Full documentation with each definition in core/registry.c and core/kind.c. */
 GPtrArray *memres_registry_list_kinds (GError **error);
 GPtrArray *memres_registry_list_kinds_full (GHashTable **failures, GError **error);
@@ -87,6 +113,7 @@ const char *memres_kind_get_description (MemresKind *kind);
 const char *memres_kind_get_plugin_name (MemresKind *kind);
 const char *memres_kind_get_plugin_path (MemresKind *kind);
 const MemresOptionSpec *memres_kind_get_options (MemresKind *kind, guint *n_options);
+MemresKindFlags memres_kind_get_flags (MemresKind *kind);
 const char *memres_option_type_to_string (MemresOptionType type);
 gboolean memres_parse_size (const char *text, guint64 *bytes, GError **error);
 

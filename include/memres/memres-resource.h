@@ -20,6 +20,7 @@ void memres_resource_unref (MemresResource *mr);
 const char *memres_resource_get_kind_name (MemresResource *mr);
 MemresKind *memres_resource_get_kind (MemresResource *mr);
 char *memres_resource_to_string (MemresResource *mr);
+MemresResource *memres_resource_get_upstream (MemresResource *mr);
 gint memres_resource_get_device (MemresResource *mr);
 MemresMemoryFlags memres_resource_get_flags (MemresResource *mr);
 gboolean memres_resource_is_device_accessible (MemresResource *mr);
@@ -44,6 +45,10 @@ gboolean memres_resource_get_access (MemresResource *mr, gint device, MemresAcce
 /* Sharing between processes (see memres-ipc.h for the handle type and the transport) */
 MemresIpcHandle *memres_resource_export_handle (MemresResource *mr, GError **error);
 MemresResource *memres_resource_import_handle (const MemresIpcHandle *handle, GError **error);
+
+/* Named resources: the config file of `@NAME` layers (core/config.c). Since: 1.2 */
+GPtrArray *memres_config_list_resources (char **path, GError **error);
+char *memres_config_get_resource_spec (const char *name, char **origin, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MemresResource, memres_resource_unref)
 

@@ -207,12 +207,14 @@ thread_fronts_free (gpointer data)
   for (guint i = 0; i < CACHE_SLOTS; i++)
     {
       Front *f = tf->fronts[i];
+      Cache *cache;
 
       if (f == NULL)
         continue;
-      g_mutex_lock (&f->cache->lock);
-      front_destroy (f->cache, f);
-      g_mutex_unlock (&f->cache->lock);
+      cache = f->cache;
+      g_mutex_lock (&cache->lock);
+      front_destroy (cache, f);
+      g_mutex_unlock (&cache->lock);
     }
   g_mutex_unlock (&slots_lock);
   if (thread_fronts == tf)

@@ -1,0 +1,431 @@
+/* memres - CUDA memory resources
+ * config.c: named resources, `@NAME` layers of a spec. A key file read from $MEMRES_CONFIG,
+ * else $XDG_CONFIG_HOME/memres/resources.conf, else the first memres/resources.conf of the
+ * system config dirs ($XDG_CONFIG_DIRS, /etc/xdg):
+ *
+ *   # comments
+ *   [training]
+ *   spec=limit:max=60GiB>cache>dmr:device=0
+ *   description=what the training job uses
+ *
+ * Every group is a name ([A-Za-z0-9_.-]+) and must have `spec`; `description` is optional; any
+ * other key, a line that is none of these, a duplicate, a file that is not UTF-8 or larger
+ * than 1 MiB is an error naming the file, the line and the key. The file is read at every
+ * lookup (no cache): creating a resource by name is not a hot path, and a changed file or
+ * environment takes effect at once. Values are read raw (g_key_file_get_value()): a spec is
+ * written exactly as on a command line, backslash escapes included. */
+#include "memres-private.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <glib/gstdio.h>
+
+#define CONFIG_MAX_BYTES (1024 * 1024)
+#define CONFIG_BASENAME  "resources.conf"
+
+typedef struct
+{
+  char *name;
+  char *spec;
+  guint line; /* of the spec key */
+} Entry;
+
+typedef struct
+{
+  char *path;      /* NULL: no file found (no names defined) */
+  GPtrArray *list; /* Entry*, in file order */
+} Config;
+
+static void
+entry_free (gpointer data)
+{
+  Entry *e = data;
+
+  g_free (e->name);
+  g_free (e->spec);
+  g_free (e);
+}
+
+static void
+config_clear (Config *c)
+{
+  g_clear_pointer (&c->path, g_free);
+  g_clear_pointer (&c->list, g_ptr_array_unref);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Config, config_clear)
+
+static gboolean bad_file (GError **error, const char *path, guint line, const char *key,
+                          const char *format, ...) G_GNUC_PRINTF (5, 6);
+
+/* MEMRES_ERROR_INVALID_ARGUMENT "PATH:LINE: key "KEY": WHY" (line 0: none, key NULL: none). */
+static gboolean
+bad_file (GError **error, const char *path, guint line, const char *key, const char *format, ...)
+{
+  g_autofree char *why = NULL;
+  g_autofree char *where = NULL;
+  g_autofree char *shown_key = key != NULL ? _memres_show_input (key) : NULL;
+  va_list args;
+
+  va_start (args, format);
+  why = g_strdup_vprintf (format, args);
+  va_end (args);
+  where = line > 0 ? g_strdup_printf ("%s:%u", path, line) : g_strdup (path);
+  if (key != NULL)
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                 "config file %s: key \"%s\": %s", where, shown_key, why);
+  else
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "config file %s: %s", where,
+                 why);
+  return FALSE;
+}
+
+static gboolean
+name_is_valid (const char *name)
+{
+  const char *p;
+
+  if (name[0] == '\0')
+    return FALSE;
+  for (p = name; *p != '\0'; p++)
+    if (!g_ascii_isalnum (*p) && *p != '_' && *p != '-' && *p != '.')
+      return FALSE;
+  return TRUE;
+}
+
+/* Where the config file is: MEMRES_CONFIG (which must then exist), else the first that exists
+ * of the user's and the system's. NULL when none does. */
+static char *
+config_path (gboolean *explicit)
+{
+  const char *env = g_getenv ("MEMRES_CONFIG");
+  const char *const *dirs;
+  char *path;
+
+  *explicit = env != NULL && env[0] != '\0';
+  if (*explicit)
+    return g_strdup (env);
+  path = g_build_filename (g_get_user_config_dir (), "memres", CONFIG_BASENAME, NULL);
+  if (g_file_test (path, G_FILE_TEST_EXISTS))
+    return path;
+  g_free (path);
+  for (dirs = g_get_system_config_dirs (); *dirs != NULL; dirs++)
+    {
+      path = g_build_filename (*dirs, "memres", CONFIG_BASENAME, NULL);
+      if (g_file_test (path, G_FILE_TEST_EXISTS))
+        return path;
+      g_free (path);
+    }
+  return NULL;
+}
+
+/* Reads @path whole, refusing what is not a regular file of at most CONFIG_MAX_BYTES. */
+static char *
+read_file (const char *path, gsize *length, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  GStatBuf st;
+  char *data = NULL;
+
+  if (g_stat (path, &st) != 0)
+    {
+      int saved = errno;
+      g_set_error (error, MEMRES_ERROR,
+                   saved == ENOENT   ? MEMRES_ERROR_NOT_FOUND
+                   : saved == EACCES ? MEMRES_ERROR_PERMISSION_DENIED
+                                     : MEMRES_ERROR_FAILED,
+                   "config file %s: %s", path, g_strerror (saved));
+      return NULL;
+    }
+  if (!S_ISREG (st.st_mode))
+    {
+      bad_file (error, path, 0, NULL, "not a regular file");
+      return NULL;
+    }
+  if (st.st_size > CONFIG_MAX_BYTES)
+    {
+      bad_file (error, path, 0, NULL, "%" G_GINT64_FORMAT " bytes, larger than the %d allowed",
+                (gint64) st.st_size, CONFIG_MAX_BYTES);
+      return NULL;
+    }
+  if (!g_file_get_contents (path, &data, length, &local))
+    {
+      g_set_error (error, MEMRES_ERROR,
+                   g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_ACCES)
+                       ? MEMRES_ERROR_PERMISSION_DENIED
+                       : MEMRES_ERROR_FAILED,
+                   "config file %s: %s", path, local->message);
+      return NULL;
+    }
+  if (*length > CONFIG_MAX_BYTES) /* it grew since the stat */
+    {
+      g_free (data);
+      bad_file (error, path, 0, NULL, "larger than the %d bytes allowed", CONFIG_MAX_BYTES);
+      return NULL;
+    }
+  return data;
+}
+
+/* Checks every line (what GKeyFile's messages do not say: the line), filling @config->list
+ * with the names and the line of each spec. */
+static gboolean
+scan_lines (const char *path, const char *data, gsize length, Config *config, GError **error)
+{
+  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
+  Entry *current = NULL;
+  guint group_line = 0;
+  gboolean has_description = FALSE;
+  const char *p = data;
+  const char *end = data + length;
+  guint line = 0;
+
+  if (memchr (data, '\0', length) != NULL)
+    {
+      const char *nul = memchr (data, '\0', length);
+      guint n = 1;
+      for (const char *q = data; q < nul; q++)
+        n += *q == '\n';
+      return bad_file (error, path, n, NULL, "a NUL byte: not a text file");
+    }
+  while (p < end)
+    {
+      const char *nl = memchr (p, '\n', (gsize) (end - p));
+      const char *stop = nl != NULL ? nl : end;
+      g_autofree char *text = g_strndup (p, (gsize) (stop - p));
+      char *s;
+
+      line++;
+      p = nl != NULL ? nl + 1 : end;
+      if (!g_utf8_validate (text, -1, NULL))
+        return bad_file (error, path, line, NULL, "not UTF-8 text");
+      s = g_strstrip (text);
+      if (s[0] == '\0' || s[0] == '#')
+        continue;
+      if (s[0] == '[')
+        {
+          gsize len = strlen (s);
+          g_autofree char *name = NULL;
+
+          if (current != NULL && current->spec == NULL)
+            return bad_file (error, path, group_line, "spec", "[%s] has no spec", current->name);
+          if (s[len - 1] != ']')
+            return bad_file (error, path, line, NULL, "a group header without its ']'");
+          name = g_strndup (s + 1, len - 2);
+          if (!name_is_valid (name))
+            {
+              g_autofree char *shown = _memres_show_input (name);
+              return bad_file (error, path, line, NULL,
+                               "invalid name [%s]: names are letters, digits, '_', '-' and '.'",
+                               shown);
+            }
+          if (g_hash_table_contains (seen, name))
+            return bad_file (error, path, line, NULL, "[%s] is defined twice", name);
+          current = g_new0 (Entry, 1);
+          current->name = g_steal_pointer (&name);
+          g_ptr_array_add (config->list, current);
+          g_hash_table_add (seen, current->name);
+          group_line = line;
+          has_description = FALSE;
+          continue;
+        }
+      {
+        char *eq = strchr (s, '=');
+        g_autofree char *key = NULL;
+
+        if (eq == NULL)
+          {
+            g_autofree char *shown = _memres_show_input (s);
+            return bad_file (error, path, line, NULL,
+                             "\"%s\" is not a [name], a key=value or a # comment", shown);
+          }
+        key = g_strstrip (g_strndup (s, (gsize) (eq - s)));
+        if (current == NULL)
+          return bad_file (error, path, line, key, "outside any [name] group");
+        if (strcmp (key, "spec") == 0)
+          {
+            if (current->spec != NULL)
+              return bad_file (error, path, line, key, "given twice in [%s]", current->name);
+            current->spec = g_strdup (""); /* the value is GKeyFile's, below */
+            current->line = line;
+          }
+        else if (strcmp (key, "description") == 0)
+          {
+            if (has_description)
+              return bad_file (error, path, line, key, "given twice in [%s]", current->name);
+            has_description = TRUE;
+          }
+        else
+          return bad_file (error, path, line, key,
+                           "unknown key in [%s] (valid keys are spec and description)",
+                           current->name);
+      }
+    }
+  if (current != NULL && current->spec == NULL)
+    return bad_file (error, path, group_line, "spec", "[%s] has no spec", current->name);
+  return TRUE;
+}
+
+/* Reads the config file; a missing file at the default places defines no names. */
+static gboolean
+config_load (Config *config, GError **error)
+{
+  g_autoptr (GKeyFile) kf = NULL;
+  g_autoptr (GError) local = NULL;
+  g_autofree char *data = NULL;
+  gboolean explicit;
+  gsize length = 0;
+  guint i;
+
+  config->list = g_ptr_array_new_with_free_func (entry_free);
+  config->path = config_path (&explicit);
+  if (config->path == NULL)
+    return TRUE;
+  data = read_file (config->path, &length, error);
+  if (data == NULL)
+    {
+      if (explicit)
+        g_prefix_error (error, "MEMRES_CONFIG: ");
+      return FALSE;
+    }
+  if (!scan_lines (config->path, data, length, config, error))
+    return FALSE;
+
+  kf = g_key_file_new ();
+  if (!g_key_file_load_from_data (kf, data, length, G_KEY_FILE_NONE, &local))
+    return bad_file (error, config->path, 0, NULL, "%s", local->message);
+  for (i = 0; i < config->list->len; i++)
+    {
+      Entry *e = g_ptr_array_index (config->list, i);
+      g_autofree char *value = g_key_file_get_value (kf, e->name, "spec", &local);
+
+      if (value == NULL)
+        return bad_file (error, config->path, e->line, "spec", "%s", local->message);
+      g_free (e->spec);
+      e->spec = g_strstrip (g_steal_pointer (&value));
+      if (e->spec[0] == '\0')
+        return bad_file (error, config->path, e->line, "spec", "[%s] has an empty spec", e->name);
+    }
+  return TRUE;
+}
+
+static const Entry *
+config_find (const Config *config, const char *name)
+{
+  guint i;
+
+  for (i = 0; i < config->list->len; i++)
+    {
+      const Entry *e = g_ptr_array_index (config->list, i);
+      if (strcmp (e->name, name) == 0)
+        return e;
+    }
+  return NULL;
+}
+
+char *
+_memres_config_lookup (const char *name, char **origin, GError **error)
+{
+  g_auto (Config) config = { 0 };
+  const Entry *e;
+
+  if (!config_load (&config, error))
+    return NULL;
+  e = config_find (&config, name);
+  if (e == NULL)
+    {
+      g_autofree char *shown = _memres_show_input (name);
+      g_autoptr (GString) names = g_string_new (NULL);
+      guint i;
+
+      for (i = 0; i < config.list->len; i++)
+        g_string_append_printf (names, "%s@%s", i > 0 ? ", " : "",
+                                ((Entry *) g_ptr_array_index (config.list, i))->name);
+      if (config.path == NULL)
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                     "no resource named @%s: no config file defines names (set MEMRES_CONFIG "
+                     "or write %s/memres/" CONFIG_BASENAME ")",
+                     shown, g_get_user_config_dir ());
+      else if (config.list->len == 0)
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                     "no resource named @%s: %s defines no names", shown, config.path);
+      else
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                     "no resource named @%s in %s: defined are %s", shown, config.path, names->str);
+      return NULL;
+    }
+  if (origin != NULL)
+    *origin = g_strdup_printf ("%s:%u", config.path, e->line);
+  return g_strdup (e->spec);
+}
+
+/**
+ * memres_config_list_resources:
+ * @path: (out) (optional) (nullable) (transfer full): return location for the file read, or
+ *   %NULL when no config file exists; free with g_free()
+ * @error: return location for a #GError, or %NULL
+ *
+ * The names the config file defines, for `@NAME` layers of a spec (memres_resource_new()):
+ * the file is `$MEMRES_CONFIG` when set, else `$XDG_CONFIG_HOME/memres/resources.conf`, else
+ * the first `memres/resources.conf` of the system config dirs (`$XDG_CONFIG_DIRS`, /etc/xdg).
+ * Each `[NAME]` group holds `spec=` (the stack, written as on a command line) and an optional
+ * `description=`. The file is read at each call. Thread-safe (when nobody changes the
+ * environment concurrently).
+ *
+ * Errors: %MEMRES_ERROR_NOT_FOUND ($MEMRES_CONFIG names a missing file),
+ * %MEMRES_ERROR_PERMISSION_DENIED (unreadable), %MEMRES_ERROR_INVALID_ARGUMENT (a malformed
+ * file: not a regular file, over 1 MiB, not UTF-8, a bad line, name or key, a duplicate, a
+ * group without `spec`; the message names the file, the line and the key),
+ * %MEMRES_ERROR_FAILED (another read error).
+ *
+ * Returns: (transfer full) (element-type utf8) (nullable): the names in file order (empty
+ *   when there is no file), or %NULL with @error set
+ *
+ * Since: 1.2
+ */
+GPtrArray *
+memres_config_list_resources (char **path, GError **error)
+{
+  g_auto (Config) config = { 0 };
+  GPtrArray *names;
+  guint i;
+
+  if (path != NULL)
+    *path = NULL;
+  if (!config_load (&config, error))
+    return NULL;
+  names = g_ptr_array_new_with_free_func (g_free);
+  for (i = 0; i < config.list->len; i++)
+    g_ptr_array_add (names, g_strdup (((Entry *) g_ptr_array_index (config.list, i))->name));
+  if (path != NULL)
+    *path = g_steal_pointer (&config.path);
+  return names;
+}
+
+/**
+ * memres_config_get_resource_spec:
+ * @name: a name of the config file, without the `@`
+ * @origin: (out) (optional) (transfer full): return location for where it is defined,
+ *   `FILE:LINE`; free with g_free()
+ * @error: return location for a #GError, or %NULL
+ *
+ * The spec the config file (see memres_config_list_resources()) gives @name, as written (it
+ * may itself name other `@NAME`s: memres_resource_new() expands them). Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_FOUND when @name is not defined (the message lists the names
+ * that are); those of memres_config_list_resources().
+ *
+ * Returns: (transfer full) (nullable): the spec, or %NULL with @error set
+ *
+ * Since: 1.2
+ */
+char *
+memres_config_get_resource_spec (const char *name, char **origin, GError **error)
+{
+  g_return_val_if_fail (name != NULL, NULL);
+
+  if (origin != NULL)
+    *origin = NULL;
+  return _memres_config_lookup (name, origin, error);
+}

@@ -1,0 +1,404 @@
+/* memres - CUDA memory resources
+ * stack.c: stacks of resources, `LAYER[>LAYER]...`: the first layer is what the application
+ * calls, every layer but the last an adaptor kind over the layer after it, the last a base kind.
+ * A layer is `KIND[:KEY=VALUE,...]` (spec.c) or `@NAME` (config.c). Inside a value a backslash
+ * takes the next character literally, so `\>`, `\,` and `\\` put those characters in a value.
+ * The stack is validated whole before anything is created, then created from the last layer
+ * up, each adaptor receiving the layer below as its upstream; and the upstream calls adaptors
+ * make at the allocation level (memres_upstream_allocate()). */
+#include "memres-private.h"
+
+#include <string.h>
+
+/* `@a` naming `@b` naming ...: deeper than this is a cycle or absurd */
+#define MAX_NAME_DEPTH MEMRES_STACK_MAX_LAYERS
+
+char *
+_memres_escape_value (const char *text)
+{
+  GString *str;
+  const char *p;
+
+  if (strpbrk (text, "\\,>") == NULL)
+    return g_strdup (text);
+  str = g_string_sized_new (strlen (text) + 8);
+  for (p = text; *p != '\0'; p++)
+    {
+      if (*p == '\\' || *p == ',' || *p == '>')
+        g_string_append_c (str, '\\');
+      g_string_append_c (str, *p);
+    }
+  return g_string_free (str, FALSE);
+}
+
+char *
+_memres_unescape (const char *text, gsize len)
+{
+  char *out = g_malloc (len + 1);
+  gsize i, n = 0;
+
+  for (i = 0; i < len; i++)
+    {
+      if (text[i] == '\\' && i + 1 < len)
+        i++;
+      out[n++] = text[i];
+    }
+  out[n] = '\0';
+  return out;
+}
+
+static gboolean set_stack_error (GError **error, const char *spec, const char *format, ...)
+    G_GNUC_PRINTF (3, 4);
+
+static gboolean
+set_stack_error (GError **error, const char *spec, const char *format, ...)
+{
+  g_autofree char *shown = _memres_show_input (spec);
+  g_autofree char *why = NULL;
+  va_list args;
+
+  va_start (args, format);
+  why = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "invalid spec \"%s\": %s", shown,
+               why);
+  return FALSE;
+}
+
+/* Appends the layers of @spec to @layers, expanding `@name` layers (@chain: the names being
+ * expanded, for cycles). */
+static gboolean
+split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray *layers,
+            GError **error)
+{
+  g_auto (GStrv) parts = NULL;
+  gsize len = strlen (spec);
+  gsize backslashes = 0;
+  guint i, n;
+
+  /* a lone backslash at the very end escapes nothing */
+  while (backslashes < len && spec[len - 1 - backslashes] == '\\')
+    backslashes++;
+  if (backslashes % 2 == 1)
+    return set_stack_error (error, spec,
+                            "it ends with a lone '\\' (write '\\\\' for a "
+                            "backslash in a value)");
+
+  parts = _memres_split_unescaped (spec, '>');
+  n = g_strv_length (parts);
+  for (i = 0; i < n; i++)
+    {
+      const char *layer = parts[i];
+
+      if (layer[0] == '\0')
+        {
+          if (n == 1)
+            return set_stack_error (error, spec,
+                                    "it names no kind (expected "
+                                    "KIND[:KEY=VALUE,...][>KIND...])");
+          if (i == n - 1)
+            return set_stack_error (error, spec,
+                                    "layer %u of %u is empty (a trailing '>': the last layer "
+                                    "must name a base kind)",
+                                    i + 1, n);
+          return set_stack_error (error, spec,
+                                  "layer %u of %u is empty (expected KIND[:KEY=VALUE,...] "
+                                  "between two '>')",
+                                  i + 1, n);
+        }
+      if (layer[0] == '@' && expand_names)
+        {
+          g_autofree char *named = NULL;
+          g_autofree char *origin = NULL;
+          guint j;
+
+          for (j = 0; j < chain->len; j++)
+            if (strcmp (g_ptr_array_index (chain, j), layer + 1) == 0)
+              {
+                g_autoptr (GString) cycle = g_string_new (NULL);
+
+                for (guint k = j; k < chain->len; k++)
+                  g_string_append_printf (cycle, "@%s -> ", (char *) g_ptr_array_index (chain, k));
+                g_string_append (cycle, layer);
+                return set_stack_error (error, spec, "the named resources form a cycle (%s)",
+                                        cycle->str);
+              }
+          if (chain->len >= MAX_NAME_DEPTH)
+            return set_stack_error (error, spec, "named resources nest more than %d deep",
+                                    MAX_NAME_DEPTH);
+          named = _memres_config_lookup (layer + 1, &origin, error);
+          if (named == NULL)
+            return FALSE;
+          g_ptr_array_add (chain, (gpointer) (layer + 1));
+          if (!split_into (named, TRUE, chain, layers, error))
+            {
+              g_prefix_error (error, "%s (%s, from %s): ", layer, named,
+                              origin != NULL ? origin : "the config file");
+              return FALSE;
+            }
+          g_ptr_array_remove_index (chain, chain->len - 1);
+        }
+      else
+        g_ptr_array_add (layers, g_strdup (layer));
+      if (layers->len > MEMRES_STACK_MAX_LAYERS)
+        break;
+    }
+  if (layers->len > MEMRES_STACK_MAX_LAYERS)
+    return set_stack_error (error, spec, "more than %d layers", MEMRES_STACK_MAX_LAYERS);
+  return TRUE;
+}
+
+gboolean
+_memres_stack_split (const char *spec, gboolean expand_names, GPtrArray **layers, GError **error)
+{
+  g_autoptr (GPtrArray) chain = g_ptr_array_new ();
+  g_autoptr (GPtrArray) out = g_ptr_array_new_with_free_func (g_free);
+
+  g_return_val_if_fail (spec != NULL, FALSE);
+
+  if (!split_into (spec, expand_names, chain, out, error))
+    return FALSE;
+  *layers = g_steal_pointer (&out);
+  return TRUE;
+}
+
+gboolean
+_memres_stack_check_layer (MemresKind *kind, guint position, guint n_layers, GError **error)
+{
+  gboolean adaptor = (kind->flags & MEMRES_KIND_ADAPTOR) != 0;
+
+  if (position + 1 < n_layers && !adaptor)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"%s\" is a base kind: it can only be the last layer, not layer %u of "
+                   "%u (only adaptor kinds go above another layer)",
+                   kind->name, position + 1, n_layers);
+      return FALSE;
+    }
+  if (position + 1 == n_layers && adaptor)
+    {
+      if (n_layers == 1)
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                     "kind \"%s\" is an adaptor: it needs a resource below it (for example "
+                     "\"%s>host\")",
+                     kind->name, kind->name);
+      else
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                     "kind \"%s\" is an adaptor: it cannot be the last layer (%u of %u); end "
+                     "the stack with a base kind",
+                     kind->name, position + 1, n_layers);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+typedef struct
+{
+  MemresKind *kind;
+  MemresOptions *options;
+  char *normalized; /* the layer as memres_resource_to_string() writes it */
+} Layer;
+
+static void
+layer_clear (Layer *layer)
+{
+  g_clear_pointer (&layer->options, _memres_options_free);
+  g_clear_pointer (&layer->kind, memres_kind_unref);
+  g_clear_pointer (&layer->normalized, g_free);
+}
+
+/* Parses and validates one layer; errors name it when the stack has more than one. */
+static gboolean
+layer_prepare (const char *text, guint position, guint n_layers, Layer *layer, GError **error)
+{
+  g_autofree char *name = NULL;
+  g_autoptr (GPtrArray) keys = NULL;
+  g_autoptr (GPtrArray) values = NULL;
+  g_autofree char *opts = NULL;
+
+  if (!_memres_spec_parse (text, &name, &keys, &values, error))
+    goto fail;
+  layer->kind = memres_registry_lookup (name, error);
+  if (layer->kind == NULL)
+    goto fail;
+  if (!_memres_stack_check_layer (layer->kind, position, n_layers, error))
+    goto fail;
+  layer->options = _memres_options_new (layer->kind, keys, values, error);
+  if (layer->options == NULL)
+    goto fail;
+  opts = _memres_options_to_string (layer->options);
+  layer->normalized = opts[0] != '\0' ? g_strconcat (name, ":", opts, NULL) : g_strdup (name);
+  return TRUE;
+
+fail:
+  if (n_layers > 1)
+    {
+      g_autofree char *shown = _memres_show_input (name != NULL ? name : text);
+      g_prefix_error (error, "layer %u of %u (%s\"%s\"): ", position + 1, n_layers,
+                      name != NULL ? "kind " : "", shown);
+    }
+  return FALSE;
+}
+
+MemresResource *
+_memres_stack_new (const char *spec, GError **error)
+{
+  g_autoptr (GPtrArray) texts = NULL;
+  Layer layers[MEMRES_STACK_MAX_LAYERS] = { { 0 } };
+  MemresResource *upstream = NULL;
+  guint n, i;
+
+  if (!_memres_stack_split (spec, TRUE, &texts, error))
+    return NULL;
+  n = texts->len;
+  g_assert (n >= 1 && n <= MEMRES_STACK_MAX_LAYERS);
+
+  for (i = 0; i < n; i++)
+    if (!layer_prepare (g_ptr_array_index (texts, i), i, n, &layers[i], error))
+      goto out;
+
+  for (i = n; i-- > 0;)
+    {
+      MemresResource *mr = _memres_resource_new_layer (layers[i].kind, layers[i].options, upstream,
+                                                       layers[i].normalized, error);
+      if (mr == NULL)
+        {
+          if (n > 1)
+            g_prefix_error (error, "layer %u of %u (kind \"%s\"): ", i + 1, n,
+                            layers[i].kind->name);
+          g_clear_pointer (&upstream, memres_resource_unref);
+          goto out;
+        }
+      upstream = mr; /* holds the layer below, if any */
+    }
+
+out:
+  for (i = 0; i < n; i++)
+    layer_clear (&layers[i]);
+  return upstream;
+}
+
+/* Checks the record an upstream's allocate slot filled, as for the core's own calls. */
+static gboolean
+check_upstream_record (MemresResource *up, gsize size, MemresStream stream, MemresAllocation *alloc,
+                       GError **error)
+{
+  g_autoptr (GError) ignored = NULL;
+
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+               "kind \"%s\": allocate of %" G_GSIZE_FORMAT
+               " bytes returned %s (address 0x%" G_GINT64_MODIFIER "x, %" G_GSIZE_FORMAT " bytes)",
+               up->kind->name, size, alloc->address == 0 ? "no memory" : "a smaller record",
+               alloc->address, alloc->size);
+  if (alloc->address != 0)
+    up->ops->deallocate (up, alloc, stream, &ignored);
+  memset (alloc, 0, sizeof *alloc);
+  return FALSE;
+}
+
+/**
+ * memres_upstream_allocate:
+ * @mr: the adaptor's own instance (the @mr its allocate slot received)
+ * @size: bytes, 1 to %G_MAXSSIZE
+ * @stream: the stream the allocation is ordered on, as the adaptor received it
+ * @alloc: (out caller-allocates): the record to fill: an adaptor with
+ *   %MEMRES_KIND_PASSES_ALLOCATIONS passes the record its allocate slot received
+ * @error: return location for a #GError, or %NULL
+ *
+ * For adaptor kinds: calls the allocate slot of @mr's upstream (memres_resource_get_upstream())
+ * for @size bytes, filling @alloc (zero-filled first) with the upstream's record, which must go
+ * back to memres_upstream_deallocate() exactly once. No #MemresBuffer is created and no
+ * reference taken: the adaptor holds its upstream for its whole life. The result is checked as
+ * the core checks its own calls: a slot failing without an error gets one, a record of address
+ * 0 or smaller than @size is released and refused. Thread-safe, no lock held: call it from the
+ * adaptor's slots on any thread. The driver calls are the upstream's.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT (@mr has no upstream, @size 0),
+ * %MEMRES_ERROR_OUT_OF_MEMORY (@size above %G_MAXSSIZE), %MEMRES_ERROR_FAILED (an upstream
+ * that returned no memory), and whatever the upstream's allocate sets
+ * (%MEMRES_ERROR_OUT_OF_MEMORY, a %MEMRES_CUDA_ERROR, ...).
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.2
+ */
+gboolean
+memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                          MemresAllocation *alloc, GError **error)
+{
+  MemresResource *up;
+  GError *local = NULL;
+  gboolean ok;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (alloc != NULL, FALSE);
+
+  up = mr->upstream;
+  if (G_UNLIKELY (up == NULL || size == 0 || size > G_MAXSSIZE))
+    {
+      if (up == NULL)
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                     "kind \"%s\" has no upstream (it is not an adaptor)", mr->kind->name);
+      else if (size == 0)
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                     "cannot allocate 0 bytes from an upstream");
+      else
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                     "cannot allocate %" G_GSIZE_FORMAT " bytes from a resource of kind \"%s\"",
+                     size, up->kind->name);
+      return FALSE;
+    }
+  alloc->address = 0;
+  alloc->size = 0;
+  alloc->plugin_data = NULL;
+  ok = up->ops->allocate (up, size, stream, alloc, &local);
+  if (G_LIKELY (ok && local == NULL && alloc->address != 0 && alloc->size >= size))
+    return TRUE;
+  if (!_memres_resource_slot_result (up, "allocate", ok, &local, error))
+    return FALSE;
+  if (alloc->address == 0 || alloc->size < size)
+    return check_upstream_record (up, size, stream, alloc, error);
+  return TRUE;
+}
+
+/**
+ * memres_upstream_deallocate:
+ * @mr: the adaptor's own instance (the @mr its deallocate slot received)
+ * @alloc: a record memres_upstream_allocate() filled for @mr, not yet deallocated
+ * @stream: the stream the free is ordered on, as the adaptor received it
+ * @error: return location for a #GError, or %NULL
+ *
+ * For adaptor kinds: calls the deallocate slot of @mr's upstream on @alloc. Whatever it
+ * returns, the allocation is gone: never pass @alloc again. Thread-safe, no lock held. The
+ * driver calls are the upstream's.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT (@mr has no upstream); whatever the upstream's
+ * deallocate sets (a %MEMRES_CUDA_ERROR).
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.2
+ */
+gboolean
+memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                            GError **error)
+{
+  MemresResource *up;
+  GError *local = NULL;
+  gboolean ok;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (alloc != NULL, FALSE);
+
+  up = mr->upstream;
+  if (G_UNLIKELY (up == NULL))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"%s\" has no upstream (it is not an adaptor)", mr->kind->name);
+      return FALSE;
+    }
+  ok = up->ops->deallocate (up, alloc, stream, &local);
+  if (G_LIKELY (ok && local == NULL))
+    return TRUE;
+  return _memres_resource_slot_result (up, "deallocate", ok, &local, error);
+}
