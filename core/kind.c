@@ -134,9 +134,7 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
   /* Only the slots of the plugin's version are read (an older table is shorter); those of a
    * newer version than the core's are ignored. kind->ops is zero-filled: missing slots are
    * NULL. */
-  ops_size = ki.ops->version >= 3   ? OPS_V3_SIZE
-             : ki.ops->version >= 2 ? OPS_V2_SIZE
-                                    : OPS_V1_SIZE;
+  ops_size = ki.ops->version >= 3 ? OPS_V3_SIZE : ki.ops->version >= 2 ? OPS_V2_SIZE : OPS_V1_SIZE;
   memcpy (&kind->ops, ki.ops, MIN (ops_size, sizeof kind->ops));
   kind->ops.version = MIN (ki.ops->version, MEMRES_RESOURCE_OPS_VERSION);
   kind->instance_size = ki.instance_size;

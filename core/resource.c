@@ -10,6 +10,19 @@
  * boundary. */
 #define PRIV_OFFSET ((sizeof (MemresResource) + 15) & ~(gsize) 15)
 
+__thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
+
+/* The calling thread's stripe, taken round-robin at its first allocation. */
+guint
+_memres_stripe_assign (void)
+{
+  static guint next;
+
+  _memres_stripe_index
+      = __atomic_fetch_add (&next, 1, __ATOMIC_RELAXED) % MEMRES_BUFFER_STRIPES + 1;
+  return _memres_stripe_index;
+}
+
 static gboolean
 not_supported (MemresResource *mr, const char *what, GError **error)
 {
@@ -90,7 +103,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
       return NULL;
     }
   total = PRIV_OFFSET + kind->instance_size;
-  if (posix_memalign (&mem, 16, total) != 0)
+  if (posix_memalign (&mem, G_ALIGNOF (MemresResource), total) != 0)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
                    "kind \"%s\": cannot allocate %" G_GSIZE_FORMAT " bytes for the instance",
@@ -100,6 +113,8 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
   memset (mem, 0, total);
   mr = mem;
   mr->refs = MEMRES_RESOURCE_APP_REF;
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    mr->stripes[i].n = MEMRES_STRIPE_BIAS;
   mr->kind = memres_kind_ref (kind);
   mr->ops = &mr->kind->ops;
   mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;
@@ -257,19 +272,53 @@ resource_finalize (MemresResource *mr)
     memres_resource_unref (upstream);
 }
 
-/* One more open buffer: the buffer keeps @mr alive. */
+/* @refs dropped to 0: the stripes die, their buffers move to dead_count, and the resource is
+ * finalized now when none is open, else by the close of the last (_memres_resource_buffer_gone).
+ * A stripe's close either came before its mark (and is in the sum) or sees the mark. */
+static void
+resource_last_ref (MemresResource *mr)
+{
+  gint64 alive = 0;
+
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    alive += (__atomic_fetch_or (&mr->stripes[i].n, MEMRES_STRIPE_DEAD, __ATOMIC_ACQ_REL)
+              & ~MEMRES_STRIPE_DEAD)
+             - MEMRES_STRIPE_BIAS;
+  if (__atomic_add_fetch (&mr->dead_count, alive, __ATOMIC_ACQ_REL) == 0)
+    resource_finalize (mr);
+}
+
+void
+_memres_resource_buffer_gone (MemresResource *mr)
+{
+  if (__atomic_sub_fetch (&mr->dead_count, 1, __ATOMIC_ACQ_REL) == 0)
+    resource_finalize (mr);
+}
+
+gint64
+_memres_resource_count_allocated (MemresResource *mr)
+{
+  gint64 n = 0;
+
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    n += (__atomic_load_n (&mr->stripes[i].n, __ATOMIC_RELAXED) & ~MEMRES_STRIPE_DEAD)
+         - MEMRES_STRIPE_BIAS;
+  return n;
+}
+
+/* One more open buffer outside the stripes (the imported buffers' shared reference). */
 void
 _memres_resource_add_buffer (MemresResource *mr)
 {
   __atomic_add_fetch (&mr->refs, 1, __ATOMIC_RELAXED);
 }
 
-/* One open buffer fewer; the last reference of any sort finalizes @mr. */
+/* One such buffer fewer; the last reference of any sort finalizes @mr. */
 void
 _memres_resource_remove_buffer (MemresResource *mr)
 {
   if (__atomic_sub_fetch (&mr->refs, 1, __ATOMIC_ACQ_REL) == 0)
-    resource_finalize (mr);
+    resource_last_ref (mr);
 }
 
 /* A new application reference on @mr unless it is already being finalized (the IPC import
@@ -303,7 +352,7 @@ memres_resource_unref (MemresResource *mr)
   g_return_if_fail (mr != NULL);
 
   if (__atomic_sub_fetch (&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_ACQ_REL) == 0)
-    resource_finalize (mr);
+    resource_last_ref (mr);
 }
 
 /**
@@ -491,7 +540,8 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
     return FALSE;
   else if (owner == mr && mr->ops->import_buffer != NULL)
     _memres_ipc_get_stats (mr, NULL, &imported);
-  s.n_buffers = (guint64) (__atomic_load_n (&mr->refs, __ATOMIC_RELAXED) & 0xffffffff);
+  s.n_buffers = (guint64) (__atomic_load_n (&mr->refs, __ATOMIC_RELAXED) & 0xffffffff)
+                + (guint64) MAX (_memres_resource_count_allocated (mr), 0);
   /* imported buffers share one buffer reference */
   s.n_buffers += imported > 0 ? imported - 1 : 0;
   *stats = s;

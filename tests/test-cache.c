@@ -130,7 +130,8 @@ assert_upstream_empty (MemresResource *mr, const FakeCudaCounts *base)
     }
 }
 
-/* ---- size classes ------------------------------------------------------------------------------ */
+/* ---- size classes ------------------------------------------------------------------------------
+ */
 
 static void
 test_class_table (void)
@@ -210,7 +211,8 @@ test_class_boundaries (gconstpointer data)
   assert_upstream_empty (mr, &base);
 }
 
-/* ---- hits and misses --------------------------------------------------------------------------- */
+/* ---- hits and misses ---------------------------------------------------------------------------
+ */
 
 static void
 test_hits_misses (void)
@@ -331,7 +333,8 @@ test_cross_stream_event (void)
   stream_free (b);
 }
 
-/* ---- bounds ------------------------------------------------------------------------------------- */
+/* ---- bounds -------------------------------------------------------------------------------------
+ */
 
 static void
 test_max_block (void)
@@ -402,7 +405,8 @@ test_bad_options (void)
   mt_new_fails ("cache:front=17>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "front");
 }
 
-/* ---- trim and out of memory -------------------------------------------------------------------- */
+/* ---- trim and out of memory --------------------------------------------------------------------
+ */
 
 static void
 test_trim_everything (void)
@@ -476,9 +480,10 @@ test_oom_flush_retry (void)
   mt_close_ok (buf, NULL);
 }
 
-/* ---- threads ------------------------------------------------------------------------------------ */
+/* ---- threads ------------------------------------------------------------------------------------
+ */
 
-#define PAIRS_THREADS 16
+#define PAIRS_THREADS    16
 #define PAIRS_PER_THREAD 100000
 
 typedef struct

@@ -28,14 +28,17 @@
 
 #include "cache-classes.h"
 
+#include <linux/membarrier.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
-#define CACHE_FRONT_MAX     16       /* most blocks per class in a front cache */
-#define CACHE_MAX_CLASSES   176      /* classes up to 4 GiB */
+#define CACHE_FRONT_MAX     16  /* most blocks per class in a front cache */
+#define CACHE_MAX_CLASSES   176 /* classes up to 4 GiB */
 #define CACHE_MAX_BLOCK_MAX (G_GUINT64_CONSTANT (4) << 30)
-#define CACHE_SLOTS         64       /* instances with front caches at once */
+#define CACHE_SLOTS         64 /* instances with front caches at once */
 #define CACHE_LEASE_QUANTUM (G_GUINT64_CONSTANT (8) << 20)
-#define CACHE_CHUNK_BLOCKS  16       /* a chunk holds at least this many blocks */
+#define CACHE_CHUNK_BLOCKS  16 /* a chunk holds at least this many blocks */
 
 typedef struct _Cache Cache;
 typedef struct _Block Block;
@@ -64,6 +67,7 @@ struct _Block
   Block *prev, *next;  /* shared bin */
   Chunk *chunk;        /* the chunk it was carved from, or NULL */
   MemresAllocation up; /* its own upstream allocation (chunk == NULL) */
+  guint64 size;        /* bytes of its class */
   guint16 cls;
   guint8 state; /* BlockState */
 };
@@ -92,14 +96,24 @@ typedef struct
 /* The front caches of one thread, one per cache instance slot. */
 typedef struct
 {
+  MemresResource *last_mr; /* the instance the thread used last ... */
+  Front *last_front;       /* ... and its front there (cleared with the front) */
   Front *fronts[CACHE_SLOTS];
 } ThreadFronts;
 
+/* The owner works on its front without a locked instruction: it sets @busy, then reads @stop;
+ * another thread (trim, statistics, the out-of-memory flush, all under Cache.lock) sets @stop,
+ * then issues a process-wide barrier (membarrier(), heavy_barrier()) and waits for @busy to
+ * clear. Either the owner sees @stop and takes the slow path (which needs Cache.lock), or the
+ * other thread sees @busy and waits: the asymmetric form of Dekker's exclusion, whose fence on
+ * the owner's side the barrier replaces. The owner's slow paths hold Cache.lock, so no other
+ * thread is inside its front then. */
 struct _Front
 {
-  gint lock;       /* spin lock: the owner, or trim/stats/flush/finalize under Cache.lock */
-  guint64 cached;  /* bytes of its blocks */
-  guint64 budget;  /* bytes leased from max_cached */
+  gint busy;      /* the owner is inside a front operation */
+  gint stop;      /* another thread owns the front's content now */
+  guint64 cached; /* bytes of its blocks */
+  guint64 budget; /* bytes leased from max_cached */
   guint64 hits[CACHE_MAX_CLASSES];
   Cache *cache;
   ThreadFronts *owner;
@@ -111,9 +125,9 @@ struct _Cache
 {
   MemresResource *self_mr;  /* the instance itself (transfer none): upstream calls take it */
   MemresResource *upstream; /* transfer none: the core holds it for the adaptor */
-  gint device;        /* for the primary context of event calls */
-  gboolean events;    /* cross-stream reuse needs events (device-accessible or stream-ordered) */
-  gsize max_block;    /* the size of the largest class */
+  gint device;              /* for the primary context of event calls */
+  gboolean events; /* cross-stream reuse needs events (device-accessible or stream-ordered) */
+  gsize max_block; /* the size of the largest class */
   guint n_classes;
   guint n_chunk_classes; /* classes carved from chunks */
   guint64 max_cached;
@@ -146,22 +160,80 @@ static void shared_push (Cache *self, Block *b);
 static void thread_fronts_free (gpointer data);
 static GPrivate thread_fronts_cleanup = G_PRIVATE_INIT (thread_fronts_free);
 
-static inline void
-front_lock (Front *f)
+/* TRUE when membarrier() cannot be used: the owner then fences (a locked instruction). Set once,
+ * before the first front exists. */
+static gboolean use_fence;
+static GOnce heavy_barrier_once = G_ONCE_INIT;
+
+static gpointer
+heavy_barrier_register (gpointer data)
 {
-  while (G_UNLIKELY (__atomic_exchange_n (&f->lock, 1, __ATOMIC_ACQUIRE)))
-    while (__atomic_load_n (&f->lock, __ATOMIC_RELAXED))
-      ;
+  use_fence = syscall (__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0;
+  return NULL;
+}
+
+/* A memory barrier on every thread of the process that runs now (the others pass one when they
+ * are scheduled again). */
+static void
+heavy_barrier (void)
+{
+  if (use_fence || syscall (__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+    __atomic_thread_fence (__ATOMIC_SEQ_CST);
+}
+
+/* The owner enters its front; FALSE when another thread holds it (take the slow path). */
+static inline gboolean
+front_enter (Front *f)
+{
+  __atomic_store_n (&f->busy, 1, __ATOMIC_RELAXED);
+  if (G_UNLIKELY (use_fence))
+    __atomic_thread_fence (__ATOMIC_SEQ_CST);
+  else
+    __atomic_signal_fence (__ATOMIC_SEQ_CST);
+  if (G_LIKELY (__atomic_load_n (&f->stop, __ATOMIC_ACQUIRE) == 0))
+    return TRUE;
+  __atomic_store_n (&f->busy, 0, __ATOMIC_RELEASE);
+  return FALSE;
 }
 
 static inline void
-front_unlock (Front *f)
+front_leave (Front *f)
 {
-  __atomic_store_n (&f->lock, 0, __ATOMIC_RELEASE);
+  __atomic_store_n (&f->busy, 0, __ATOMIC_RELEASE);
 }
 
-/* Moves every block of @f to the shared cache and gives its lease back. Cache.lock and @f's
- * lock held. */
+/* Takes every front of @self but the calling thread's own from its owner (who is then outside
+ * it until fronts_resume()). Cache.lock held. */
+static void
+fronts_stop (Cache *self)
+{
+  ThreadFronts *me = thread_fronts;
+  gboolean others = FALSE;
+
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    if (f->owner != me)
+      {
+        __atomic_store_n (&f->stop, 1, __ATOMIC_RELAXED);
+        others = TRUE;
+      }
+  if (!others)
+    return;
+  heavy_barrier ();
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    if (f->owner != me)
+      while (__atomic_load_n (&f->busy, __ATOMIC_ACQUIRE))
+        g_thread_yield ();
+}
+
+static void
+fronts_resume (Cache *self)
+{
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    __atomic_store_n (&f->stop, 0, __ATOMIC_RELEASE);
+}
+
+/* Moves every block of @f to the shared cache and gives its lease back. Cache.lock held, and @f
+ * stopped (fronts_stop()) unless it is the calling thread's. */
 static void
 front_drain (Cache *self, Front *f)
 {
@@ -178,15 +250,13 @@ front_drain (Cache *self, Front *f)
 }
 
 /* Unlinks @f from its instance, drains it, counts its hits as gone and frees it. slots_lock
- * and Cache.lock held. */
+ * and Cache.lock held, on @f's thread (it exits) or in finalize (nobody uses the instance). */
 static void
 front_destroy (Cache *self, Front *f)
 {
-  front_lock (f);
   front_drain (self, f);
   for (guint c = 0; c < self->n_classes; c++)
     self->gone_hits[c] += f->hits[c];
-  front_unlock (f);
   if (f->prev != NULL)
     f->prev->next = f->next;
   else
@@ -194,6 +264,11 @@ front_destroy (Cache *self, Front *f)
   if (f->next != NULL)
     f->next->prev = f->prev;
   f->owner->fronts[self->slot] = NULL;
+  if (f->owner->last_front == f)
+    {
+      f->owner->last_front = NULL;
+      f->owner->last_mr = NULL;
+    }
   g_free (f);
 }
 
@@ -223,6 +298,7 @@ thread_fronts_free (gpointer data)
 }
 
 /* The calling thread's front cache of @self, created on first use; NULL without a slot. */
+G_GNUC_NO_INLINE
 static Front *
 front_create (Cache *self)
 {
@@ -464,12 +540,10 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
     }
   g_clear_error (&local);
   self->oom_flushes++;
+  fronts_stop (self);
   for (Front *f = self->fronts; f != NULL; f = f->next)
-    {
-      front_lock (f);
-      front_drain (self, f);
-      front_unlock (f);
-    }
+    front_drain (self, f);
+  fronts_resume (self);
   if (!release_idle (self, 0, error))
     return FALSE;
   memset (alloc, 0, sizeof *alloc);
@@ -497,6 +571,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, GErr
       b->address = up.address;
       b->up = up;
       b->cls = cls;
+      b->size = csize;
       self->reserved += csize;
       return b;
     }
@@ -522,6 +597,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, GErr
       b->address = up.address + (guint64) i * csize;
       b->chunk = chunk;
       b->cls = cls;
+      b->size = csize;
       b->stream = stream;
       if (i > 0)
         {
@@ -633,6 +709,7 @@ fill_allocation (MemresAllocation *alloc, Block *b, gsize size)
 }
 
 /* Above max_block: an upstream allocation of the buffer's own, not cached. */
+G_GNUC_NO_INLINE
 static gboolean
 direct_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
                  MemresAllocation *alloc, GError **error)
@@ -652,6 +729,7 @@ direct_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream strea
   return ok;
 }
 
+G_GNUC_NO_INLINE
 static gboolean
 direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, MemresStream stream,
                    GError **error)
@@ -670,6 +748,7 @@ direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, Mem
  * classes larger (at most 19 % more bytes) before asking the upstream for a new one. */
 #define CACHE_FIT_CLASSES 2
 
+G_GNUC_NO_INLINE
 static gboolean
 allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStream stream,
                MemresAllocation *alloc, GError **error)
@@ -701,46 +780,106 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
   return TRUE;
 }
 
+/* The front's part of an allocation: a block of @size's class freed on @stream. */
+G_ALWAYS_INLINE static inline gboolean
+front_try_allocate (Front *f, Cache *self, gsize size, MemresStream stream, MemresAllocation *alloc)
+{
+  guint cls = cache_class_of (size);
+  MemresStream s = normalize_stream (self, stream);
+  FrontBin *bin = &f->bins[cls];
+
+  if (G_UNLIKELY (!front_enter (f)))
+    return FALSE;
+  for (guint i = bin->n; i-- > 0;)
+    {
+      Block *b = bin->blocks[i];
+
+      if (G_LIKELY (b->stream == s))
+        {
+          bin->blocks[i] = bin->blocks[--bin->n];
+          __atomic_store_n (&f->cached, f->cached - b->size, __ATOMIC_RELAXED);
+          f->hits[cls]++;
+          front_leave (f);
+          fill_allocation (alloc, b, size);
+          return TRUE;
+        }
+    }
+  front_leave (f);
+  return FALSE;
+}
+
+/* The front's part of a free: room in the class and in the lease. */
+G_ALWAYS_INLINE static inline gboolean
+front_try_deallocate (Front *f, Cache *self, Block *b)
+{
+  FrontBin *bin = &f->bins[b->cls];
+
+  if (G_UNLIKELY (!front_enter (f)))
+    return FALSE;
+  if (G_LIKELY (bin->n < self->depth && f->cached + b->size <= f->budget))
+    {
+      bin->blocks[bin->n++] = b;
+      b->state = BLOCK_FRONT;
+      __atomic_store_n (&f->cached, f->cached + b->size, __ATOMIC_RELAXED);
+      front_leave (f);
+      return TRUE;
+    }
+  front_leave (f);
+  return FALSE;
+}
+
+/* The calling thread's front of @self, remembered as the one of @mr for the hot paths. */
+static inline Front *
+front_get_for (MemresResource *mr, Cache *self)
+{
+  Front *f = front_get (self);
+
+  if (f != NULL)
+    {
+      f->owner->last_mr = mr;
+      f->owner->last_front = f;
+    }
+  return f;
+}
+
+G_GNUC_NO_INLINE
+static gboolean
+allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                  GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+  Front *f;
+
+  if (G_UNLIKELY (size > self->max_block))
+    return direct_allocate (mr, self, size, stream, alloc, error);
+  f = front_get_for (mr, self);
+  if (f != NULL && front_try_allocate (f, self, size, stream, alloc))
+    return TRUE;
+  return allocate_slow (mr, self, cache_class_of (size), size, normalize_stream (self, stream),
+                        alloc, error);
+}
+
+/* The hot path: the front of the instance this thread used last, found without a call. */
 static gboolean
 cache_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
-  Cache *self = memres_resource_get_private (mr);
-  MemresStream s;
-  Front *f;
-  guint cls;
+  ThreadFronts *tf = thread_fronts;
 
-  if (G_UNLIKELY (size > self->max_block))
-    return direct_allocate (mr, self, size, stream, alloc, error);
-  cls = cache_class_of (size);
-  s = normalize_stream (self, stream);
-  f = front_get (self);
-  if (G_LIKELY (f != NULL))
+  if (G_LIKELY (tf != NULL && tf->last_mr == mr))
     {
-      FrontBin *bin = &f->bins[cls];
+      Front *f = tf->last_front;
+      Cache *self = f->cache;
 
-      front_lock (f);
-      for (guint i = bin->n; i-- > 0;)
-        {
-          Block *b = bin->blocks[i];
-
-          if (G_LIKELY (b->stream == s))
-            {
-              bin->blocks[i] = bin->blocks[--bin->n];
-              __atomic_store_n (&f->cached, f->cached - cache_class_size (cls), __ATOMIC_RELAXED);
-              f->hits[cls]++;
-              front_unlock (f);
-              fill_allocation (alloc, b, size);
-              return TRUE;
-            }
-        }
-      front_unlock (f);
+      if (G_LIKELY (size <= self->max_block) && front_try_allocate (f, self, size, stream, alloc))
+        return TRUE;
     }
-  return allocate_slow (mr, self, cls, size, s, alloc, error);
+  return allocate_general (mr, size, stream, alloc, error);
 }
 
 /* The front had no room: a bigger lease, else the shared cache (with an event on @stream), else
  * (past max_cached) back to the upstream. */
+G_GNUC_NO_INLINE
 static gboolean
 deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStream stream,
                  MemresStream caller_stream, GError **error)
@@ -755,7 +894,7 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
     {
       FrontBin *bin = &f->bins[b->cls];
 
-      front_lock (f);
+      /* the calling thread's own front, and Cache.lock held: nobody else is inside it */
       if (bin->n < self->depth)
         {
           guint64 grant = MIN (room, MAX (CACHE_LEASE_QUANTUM, (guint64) csize));
@@ -765,11 +904,9 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
           bin->blocks[bin->n++] = b;
           b->state = BLOCK_FRONT;
           __atomic_store_n (&f->cached, f->cached + csize, __ATOMIC_RELAXED);
-          front_unlock (f);
           g_mutex_unlock (&self->lock);
           return TRUE;
         }
-      front_unlock (f);
     }
   if (room < csize && b->chunk == NULL)
     {
@@ -792,9 +929,10 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
   return ok;
 }
 
+G_GNUC_NO_INLINE
 static gboolean
-cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                  GError **error)
+deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                    GError **error)
 {
   Cache *self = memres_resource_get_private (mr);
   Block *b;
@@ -804,24 +942,32 @@ cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
     return direct_deallocate (mr, self, alloc, stream, error);
   b = alloc->plugin_data;
   b->stream = normalize_stream (self, stream);
-  f = front_get (self);
-  if (G_LIKELY (f != NULL))
-    {
-      FrontBin *bin = &f->bins[b->cls];
-      gsize csize = cache_class_size (b->cls);
-
-      front_lock (f);
-      if (G_LIKELY (bin->n < self->depth && f->cached + csize <= f->budget))
-        {
-          bin->blocks[bin->n++] = b;
-          b->state = BLOCK_FRONT;
-          __atomic_store_n (&f->cached, f->cached + csize, __ATOMIC_RELAXED);
-          front_unlock (f);
-          return TRUE;
-        }
-      front_unlock (f);
-    }
+  f = front_get_for (mr, self);
+  if (f != NULL && front_try_deallocate (f, self, b))
+    return TRUE;
+  /* under Cache.lock, which every other user of a front holds, the front is ours again */
   return deallocate_slow (mr, self, f, b, b->stream, stream, error);
+}
+
+static gboolean
+cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  ThreadFronts *tf = thread_fronts;
+
+  if (G_LIKELY (tf != NULL && tf->last_mr == mr))
+    {
+      Front *f = tf->last_front;
+      Cache *self = f->cache;
+      Block *b = alloc->plugin_data;
+
+      if (G_LIKELY (alloc->size <= self->max_block))
+        {
+          b->stream = normalize_stream (self, stream);
+          if (front_try_deallocate (f, self, b))
+            return TRUE;
+        }
+    }
+  return deallocate_general (mr, alloc, stream, error);
 }
 
 /* ---- life ------------------------------------------------------------------------------------ */
@@ -872,8 +1018,7 @@ cache_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->self_mr = mr;
   self->upstream = memres_resource_get_upstream (mr);
   flags = memres_resource_get_flags (self->upstream);
-  self->events
-      = (flags & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED)) != 0;
+  self->events = (flags & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED)) != 0;
   self->device = MAX (memres_resource_get_device (self->upstream), 0);
   self->n_classes = cache_class_of ((gsize) max_block) + 1;
   self->max_block = cache_class_size (self->n_classes - 1);
@@ -884,6 +1029,7 @@ cache_init (MemresResource *mr, const MemresOptions *options, GError **error)
          && cache_class_size (self->n_chunk_classes) <= chunk / CACHE_CHUNK_BLOCKS)
     self->n_chunk_classes++;
   self->depth = (guint) memres_options_get_int (options, "front");
+  g_once (&heavy_barrier_once, heavy_barrier_register, NULL);
   g_mutex_init (&self->lock);
   self->spare_events = g_ptr_array_new ();
   self->slot = -1;
@@ -945,18 +1091,16 @@ cache_query (MemresResource *mr, MemresResourceInfo *info)
 
 /* ---- statistics and trim --------------------------------------------------------------------- */
 
-/* Bytes of the fronts' blocks, each read under its lock. Cache.lock held. */
+/* Bytes of the fronts' blocks, read with every front stopped. Cache.lock held. */
 static guint64
 fronts_cached_exact (Cache *self)
 {
   guint64 sum = 0;
 
+  fronts_stop (self);
   for (Front *f = self->fronts; f != NULL; f = f->next)
-    {
-      front_lock (f);
-      sum += f->cached;
-      front_unlock (f);
-    }
+    sum += f->cached;
+  fronts_resume (self);
   return sum;
 }
 
@@ -998,12 +1142,10 @@ cache_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
   gboolean ok;
 
   g_mutex_lock (&self->lock);
+  fronts_stop (self);
   for (Front *f = self->fronts; f != NULL; f = f->next)
-    {
-      front_lock (f);
-      front_drain (self, f);
-      front_unlock (f);
-    }
+    front_drain (self, f);
+  fronts_resume (self);
   ok = release_idle (self, bytes_to_keep, error);
   g_mutex_unlock (&self->lock);
   if (!ok)
@@ -1034,17 +1176,17 @@ cache_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
 
   g_variant_builder_init (&classes, G_VARIANT_TYPE ("a(tttt)"));
   g_mutex_lock (&self->lock);
+  fronts_stop (self);
   for (Front *f = self->fronts; f != NULL; f = f->next)
     {
-      front_lock (f);
       for (guint c = 0; c < self->n_classes; c++)
         {
           class_hits[c] += f->hits[c];
           class_cached[c] += (guint64) f->bins[c].n * cache_class_size (c);
         }
       front_cached += f->cached;
-      front_unlock (f);
     }
+  fronts_resume (self);
   for (guint c = 0; c < self->n_classes; c++)
     {
       class_hits[c] += self->shared_hits[c] + self->gone_hits[c];
