@@ -85,8 +85,9 @@ parse_list (const char *text, gboolean as_uint, GError **error)
 
 typedef struct
 {
-  gboolean pairs, random, threads, vmm_grow, copy, ipc_import;
+  gboolean pairs, random, threads, vmm_grow, copy, ipc_import, thread_pairs, alternating, core;
   char *sizes, *thread_counts, *chunks, *min_size, *max_size, *grow_size, *copy_size;
+  char *thread_pair_size, *core_base;
   gint repetitions, live, seed, import_buffers;
   gdouble target_ms, row_budget_ms, time_limit_s;
 } Args;
@@ -142,7 +143,16 @@ configure (BenchConfig *cfg, Args *a, GError **error)
     }
   if (a->time_limit_s > 0)
     cfg->deadline_ns = bench_now_ns () + (gint64) (a->time_limit_s * 1e9);
-  if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy && !a->ipc_import)
+  if (!pick_size (a->thread_pair_size, "4KiB", &cfg->thread_pair_size, error))
+    return FALSE;
+  if (cfg->thread_pair_size == 0)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--thread-pair-size must be positive");
+      return FALSE;
+    }
+  if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy && !a->ipc_import
+      && !a->thread_pairs && !a->alternating && !a->core)
     a->pairs = a->random = a->threads = TRUE;
   return TRUE;
 }
@@ -161,6 +171,16 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     { "copy", 0, 0, G_OPTION_ARG_NONE, &a->copy, "(e) host<->device copies (pinned spec)", NULL },
     { "ipc-import", 0, 0, G_OPTION_ARG_NONE, &a->ipc_import,
       "(f) import the pool and buffers into this process (ipc spec)", NULL },
+    { "thread-pairs", 0, 0, G_OPTION_ARG_NONE, &a->thread_pairs,
+      "(g) pairs on several threads at once, aggregate", NULL },
+    { "alternating", 0, 0, G_OPTION_ARG_NONE, &a->alternating,
+      "(h) pairs alternating between two streams", NULL },
+    { "core", 0, 0, G_OPTION_ARG_NONE, &a->core,
+      "(i) the core's own per-buffer cost, and pairs against --core-base", NULL },
+    { "thread-pair-size", 0, 0, G_OPTION_ARG_STRING, &a->thread_pair_size,
+      "Bytes per pair of (g) (4KiB)", "SIZE" },
+    { "core-base", 0, 0, G_OPTION_ARG_STRING, &a->core_base,
+      "The resource (i) compares the pairs with (none)", "SPEC" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &cfg->json, "Print JSON instead of a table", NULL },
     { "quick", 0, 0, G_OPTION_ARG_NONE, &cfg->quick, "Small sizes, few repetitions (a smoke test)",
       NULL },
@@ -203,7 +223,8 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     }
   if (cfg->spec == NULL)
     {
-      gboolean allocating = a->pairs || a->random || a->threads;
+      gboolean allocating
+          = a->pairs || a->random || a->threads || a->thread_pairs || a->alternating || a->core;
 
       cfg->spec = g_strdup (a->vmm_grow && !allocating                     ? "vmm"
                             : a->ipc_import && !allocating && !a->vmm_grow ? "ipc"
@@ -242,8 +263,8 @@ run_allocation_sections (BenchContext *ctx, const Args *a, GPtrArray *sections)
 {
   g_autoptr (GError) error = NULL;
   BenchRaw *raw = bench_raw_new (ctx, &error);
-  const char *names[] = { "pairs", "random", "threads" };
-  gboolean wanted[] = { a->pairs, a->random, a->threads };
+  const char *names[] = { "pairs", "random", "threads", "thread_pairs", "alternating" };
+  gboolean wanted[] = { a->pairs, a->random, a->threads, a->thread_pairs, a->alternating };
 
   for (guint i = 0; i < G_N_ELEMENTS (names); i++)
     {
@@ -261,7 +282,9 @@ run_allocation_sections (BenchContext *ctx, const Args *a, GPtrArray *sections)
           bench_progress (ctx, "%s: %s", ctx->config->spec, names[i]);
           section = i == 0   ? bench_run_pairs (ctx, raw)
                     : i == 1 ? bench_run_random (ctx, raw)
-                             : bench_run_threads (ctx, raw);
+                    : i == 2 ? bench_run_threads (ctx, raw)
+                    : i == 3 ? bench_run_thread_pairs (ctx, raw, ctx->config->thread_pair_size)
+                             : bench_run_alternating (ctx, raw);
         }
       g_ptr_array_add (sections, section);
     }
@@ -300,6 +323,8 @@ cleanup (BenchContext *ctx, BenchConfig *cfg, Args *a)
   g_free (a->max_size);
   g_free (a->grow_size);
   g_free (a->copy_size);
+  g_free (a->thread_pair_size);
+  g_free (a->core_base);
 }
 
 int
@@ -328,8 +353,13 @@ main (int argc, char **argv)
       return 1;
     }
 
-  if (a.pairs || a.random || a.threads)
+  if (a.pairs || a.random || a.threads || a.thread_pairs || a.alternating)
     run_allocation_sections (&ctx, &a, sections);
+  if (a.core)
+    {
+      bench_progress (&ctx, "%s: core", cfg.spec);
+      g_ptr_array_add (sections, bench_run_core (&ctx, a.core_base));
+    }
   if (a.vmm_grow)
     {
       bench_progress (&ctx, "%s: vmm grow", cfg.spec);
