@@ -26,6 +26,10 @@ typedef struct
   int (*trace_end) (const char ***names);
   void (*set_attribute) (int device, CUdevice_attribute attr, int value);
   long (*call_count) (const char *entry);
+  /* the asynchronous stream mode (optional: a fake without them has none) */
+  void (*set_async) (int on);
+  int (*get_async) (void);
+  void (*wait_idle) (void);
 } MtFake;
 
 static gpointer
@@ -56,6 +60,12 @@ load_fake (gpointer data)
       || fake->trace_begin == NULL || fake->trace_end == NULL || fake->set_attribute == NULL
       || fake->call_count == NULL)
     memset (fake, 0, sizeof *fake);
+  else
+    {
+      fake->set_async = (void (*) (int)) dlsym (handle, "fakecuda_set_async");
+      fake->get_async = (int (*) (void)) dlsym (handle, "fakecuda_get_async");
+      fake->wait_idle = (void (*) (void)) dlsym (handle, "fakecuda_wait_idle");
+    }
   return fake;
 }
 
@@ -151,6 +161,33 @@ mt_fake_call_count (const char *entry)
   return require_fake ("mt_fake_call_count")->call_count (entry);
 }
 
+void
+mt_fake_set_async (gboolean on)
+{
+  const MtFake *fake = require_fake ("mt_fake_set_async");
+
+  if (fake->set_async == NULL)
+    g_error ("this fake CUDA driver has no asynchronous stream mode");
+  fake->set_async (on);
+}
+
+gboolean
+mt_fake_is_async (void)
+{
+  const MtFake *fake = get_fake ();
+
+  return fake->get_async != NULL && fake->get_async ();
+}
+
+void
+mt_fake_wait_idle (void)
+{
+  const MtFake *fake = get_fake ();
+
+  if (fake->wait_idle != NULL)
+    fake->wait_idle ();
+}
+
 #define MT_FOREACH_COUNT(X)                                                                        \
   X (pools)                                                                                        \
   X (pool_allocations)                                                                             \
@@ -169,6 +206,7 @@ mt_assert_fake_counts_equal (const FakeCudaCounts *baseline)
 
   if (!mt_driver_is_fake ())
     return;
+  mt_fake_wait_idle ();
   mt_fake_get_counts (&now);
 #define MT_CMP_(field) g_assert_cmpint (now.field, ==, baseline->field);
   MT_FOREACH_COUNT (MT_CMP_)
@@ -201,6 +239,8 @@ mt_count_open_fds (void)
   struct dirent *e;
   int n = 0;
 
+  /* (In the fake's asynchronous mode, after the queued frees that close a pool's fds ran.) */
+  mt_fake_wait_idle ();
   g_assert_nonnull (dir);
   while ((e = readdir (dir)) != NULL)
     if (e->d_name[0] != '.')
@@ -333,6 +373,7 @@ mt_fault_sweep (const char *what, MtOp op, MtUndo undo, gpointer data, CUresult 
     if (undo != NULL)
       undo (data);
   }
+  mt_fake_wait_idle ();
   fake->get_counts (&base);
 
   for (int i = 0; i < n; i++)
@@ -363,6 +404,7 @@ mt_fault_sweep (const char *what, MtOp op, MtUndo undo, gpointer data, CUresult 
         g_error ("mt_fault_sweep(%s): failing call %d (%s #%d) with %d gave %s %d: %s", what, i + 1,
                  calls[i], nth, code, g_quark_to_string (error->domain), error->code,
                  error->message);
+      mt_fake_wait_idle ();
       fake->get_counts (&now);
       diff = counts_diff (&base, &now);
       if (diff != NULL)
@@ -379,7 +421,10 @@ mt_counts_snapshot (FakeCudaCounts *base)
 {
   memset (base, 0, sizeof *base);
   if (mt_driver_is_fake ())
-    mt_fake_get_counts (base);
+    {
+      mt_fake_wait_idle ();
+      mt_fake_get_counts (base);
+    }
 }
 
 MemresResource *
@@ -719,4 +764,119 @@ mt_send_raw (int sock, gconstpointer data, gsize len, const int *fds, int n_fds,
         }
     }
   g_assert_cmpint (sendmsg (sock, &msg, MSG_NOSIGNAL), ==, (gssize) len);
+}
+
+/* Driver entry points outside memres's table */
+
+gpointer
+mt_driver_proc (const char *name)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
+  CUresult (*get_proc) (const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  void *handle, *fn = NULL;
+
+  if (drv == NULL)
+    return NULL;
+  /* The core has the library open already: this finds its copy. */
+  handle = dlopen (drv->path, RTLD_NOW | RTLD_NOLOAD);
+  if (handle == NULL)
+    return NULL;
+  get_proc
+      = (CUresult (*) (const char *, void **, int, cuuint64_t,
+                       CUdriverProcAddressQueryResult *)) dlsym (handle, "cuGetProcAddress_v2");
+  if (get_proc == NULL
+      || get_proc (name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS
+      || status != CU_GET_PROC_ADDRESS_SUCCESS)
+    fn = NULL;
+  dlclose (handle);
+  return fn;
+}
+
+/* Holding a stream */
+
+struct _MtStreamHold
+{
+  MemresStream stream;
+  volatile guint32 *flag; /* cuMemHostAlloc(PORTABLE | DEVICEMAP) */
+  CUevent behind;         /* recorded on the stream right after the wait */
+  gboolean released;
+};
+
+typedef CUresult (*MtWaitValue32) (CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+typedef CUresult (*MtEventQuery) (CUevent);
+
+MtStreamHold *
+mt_stream_hold (MemresStream stream)
+{
+  g_autoptr (GError) error = NULL;
+  const MemresCudaDriver *drv = memres_cuda_get_driver (&error);
+  MtWaitValue32 wait_value = (MtWaitValue32) mt_driver_proc ("cuStreamWaitValue32");
+  MtStreamHold *hold = g_new0 (MtStreamHold, 1);
+  CUdeviceptr dptr = 0;
+  void *host = NULL;
+
+  g_assert_no_error (error);
+  g_assert_nonnull (wait_value);
+  g_assert_true (memres_cuda_ensure_context (0, &error));
+  g_assert_no_error (error);
+  hold->stream = stream;
+  g_assert_cmpint (
+      drv->cuMemHostAlloc (&host, 4, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), ==,
+      CUDA_SUCCESS);
+  hold->flag = host;
+  *hold->flag = 0;
+  __atomic_thread_fence (__ATOMIC_SEQ_CST);
+  g_assert_cmpint (drv->cuMemHostGetDevicePointer (&dptr, host, 0), ==, CUDA_SUCCESS);
+  g_assert_cmpint (wait_value ((CUstream) stream, dptr, 1, CU_STREAM_WAIT_VALUE_GEQ), ==,
+                   CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuEventCreate (&hold->behind, CU_EVENT_DISABLE_TIMING), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuEventRecord (hold->behind, (CUstream) stream), ==, CUDA_SUCCESS);
+  return hold;
+}
+
+gboolean
+mt_stream_is_held (MtStreamHold *hold)
+{
+  MtEventQuery query = (MtEventQuery) mt_driver_proc ("cuEventQuery");
+  CUresult r;
+
+  g_assert_nonnull (query);
+  r = query (hold->behind);
+  g_assert_true (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY);
+  return r == CUDA_ERROR_NOT_READY;
+}
+
+void
+mt_stream_release (MtStreamHold *hold)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
+
+  g_assert_false (hold->released);
+  hold->released = TRUE;
+  __atomic_store_n (hold->flag, 1, __ATOMIC_SEQ_CST);
+  /* The stream is past the wait once the event behind it completes: then the flag may go. */
+  g_assert_cmpint (drv->cuEventSynchronize (hold->behind), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuEventDestroy (hold->behind), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuMemFreeHost ((void *) hold->flag), ==, CUDA_SUCCESS);
+  g_free (hold);
+}
+
+gboolean
+mt_require_stream_holds (void)
+{
+  if (!mt_require_devices (1))
+    return FALSE;
+  if (mt_driver_is_fake () && !mt_fake_is_async ())
+    {
+      g_test_fail_printf ("holding a stream needs the fake's asynchronous mode "
+                          "(mt_fake_set_async or FAKECUDA_ASYNC=1)");
+      return FALSE;
+    }
+  if (mt_driver_proc ("cuStreamWaitValue32") == NULL || mt_driver_proc ("cuEventQuery") == NULL)
+    {
+      g_test_skip ("the driver has no cuStreamWaitValue32 or cuEventQuery");
+      return FALSE;
+    }
+  return TRUE;
 }

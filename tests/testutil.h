@@ -28,10 +28,39 @@ void mt_fake_reset_faults (void);
 void mt_fake_set_attribute (int device, CUdevice_attribute attr, int value);
 long mt_fake_call_count (const char *entry);
 
-/* Asserts every live count of the fake equals the one in @baseline (no-op on the real driver). */
+/* The fake's asynchronous stream mode (fakecuda_set_async): mt_fake_set_async() fails the test
+ * on the real driver; mt_fake_is_async() is FALSE there; mt_fake_wait_idle() waits until every
+ * stream of the fake ran its queue (no-op on the real driver and in the synchronous mode). */
+void mt_fake_set_async (gboolean on);
+gboolean mt_fake_is_async (void);
+void mt_fake_wait_idle (void);
+
+/* A driver entry point outside memres's table (cuEventQuery, cuStreamWaitValue32), resolved
+ * with cuGetProcAddress at CUDA_VERSION from the driver the core loaded; NULL when it has none. */
+gpointer mt_driver_proc (const char *name);
+
+/* Holding a stream, on the fake (asynchronous mode) and the real driver alike:
+ * mt_stream_hold() queues cuStreamWaitValue32(>= 1) on @stream on a word of
+ * cuMemHostAlloc(PORTABLE | DEVICEMAP) memory, so work queued on @stream after it waits, and
+ * records an event behind the wait; mt_stream_is_held() is TRUE while that event is NOT_READY;
+ * mt_stream_release() writes 1 to the word from the host, waits for the event and frees @hold.
+ * Every driver call is asserted. mt_require_stream_holds() is TRUE when holds work here; on the
+ * fake outside the asynchronous mode it fails the test, on a driver without the entry points it
+ * skips. Do not call a function synchronous with the legacy stream (cuMemcpy, cuMemFree, a
+ * legacy-stream synchronize) while a blocking stream is held: it waits for the hold, as on the
+ * real driver. */
+typedef struct _MtStreamHold MtStreamHold;
+MtStreamHold *mt_stream_hold (MemresStream stream);
+gboolean mt_stream_is_held (MtStreamHold *hold);
+void mt_stream_release (MtStreamHold *hold);
+gboolean mt_require_stream_holds (void);
+
+/* Asserts every live count of the fake equals the one in @baseline (no-op on the real driver;
+ * in the fake's asynchronous mode after every queue ran). */
 void mt_assert_fake_counts_equal (const FakeCudaCounts *baseline);
 
-/* Number of open file descriptors of this process (/proc/self/fd). */
+/* Number of open file descriptors of this process (/proc/self/fd; in the fake's asynchronous mode
+ * once every queue ran). */
 int mt_count_open_fds (void);
 
 /* Fills @n bytes at @dest with a pattern derived from @seed; mt_check_pattern() verifies it

@@ -13,6 +13,7 @@
  *   FAKECUDA_GRANULARITY=SIZE, FAKECUDA_RECOMMENDED_GRANULARITY=SIZE
  *                               VMM granularities (default 2 MiB both; powers of two)
  *   FAKECUDA_HOST_MEMORY=SIZE   bytes of pinned/host-pool/host-VMM memory (default 64 GiB)
+ *   FAKECUDA_ASYNC=1            start in the asynchronous stream mode (fakecuda_set_async)
  * FAKECUDA_DEVICES=0 makes cuInit return CUDA_ERROR_NO_DEVICE, as the real driver does.
  * See README.md in this directory for what is simulated and how it differs from the driver.
  */
@@ -58,6 +59,17 @@ extern "C"
    * enforce (bytes; powers of two, multiples of the page size, @recommended a multiple of
    * @minimum). Takes effect at once; use it before creating VMM memory. */
   void fakecuda_set_granularity (size_t minimum, size_t recommended);
+  /* The asynchronous stream mode (off unless FAKECUDA_ASYNC is set): @on non-zero makes every
+   * stream (and each device's legacy stream) queue its work to a worker thread of its own that
+   * runs it in order (copies, fills, cuMemFreeAsync, event records and waits,
+   * cuStreamWaitValue32/cuStreamWriteValue32, cuLaunchHostFunc), with the legacy stream's
+   * implicit synchronization; 0 waits until every queue is empty, then runs work at once again.
+   * See README.md ("Asynchronous mode"). */
+  void fakecuda_set_async (int on);
+  int fakecuda_get_async (void);
+  /* Waits until every stream's queue is empty (asynchronous mode; at once otherwise): then the
+   * counts include the frees that were queued. Hangs while a stream is held. */
+  void fakecuda_wait_idle (void);
 
 #ifdef __cplusplus
 }

@@ -220,10 +220,13 @@ CUresult
 fk_cuMemFree (CUdeviceptr dptr)
 {
   FkRange *r;
+  CUresult res;
 
   FK_ENTER (cuMemFree);
   if (fk_current_context () == NULL)
     FK_RETURN (CUDA_ERROR_INVALID_CONTEXT);
+  if ((res = fk_legacy_drain ()) != CUDA_SUCCESS)
+    FK_RETURN (res);
   r = fk_range_find (dptr);
   if (r == NULL || r->base != dptr)
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
@@ -233,7 +236,7 @@ fk_cuMemFree (CUdeviceptr dptr)
       FK_RETURN (CUDA_SUCCESS);
     }
   if (r->kind == FK_RANGE_POOL_ALLOC)
-    FK_RETURN (fk_pool_free (dptr));
+    FK_RETURN (fk_pool_free (dptr, false));
   FK_RETURN (CUDA_ERROR_INVALID_VALUE);
 }
 
@@ -292,10 +295,13 @@ CUresult
 fk_cuMemFreeHost (void *p)
 {
   FkRange *r;
+  CUresult res;
 
   FK_ENTER (cuMemFreeHost);
   if (fk_current_context () == NULL)
     FK_RETURN (CUDA_ERROR_INVALID_CONTEXT);
+  if ((res = fk_legacy_drain ()) != CUDA_SUCCESS)
+    FK_RETURN (res);
   r = fk_range_find ((uintptr_t) p);
   if (r == NULL || r->base != (uintptr_t) p || r->kind != FK_RANGE_HOST_ALLOC)
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
@@ -341,8 +347,9 @@ fk_cuMemGetInfo (size_t *free_bytes, size_t *total)
 
 /* Copies and fills */
 
-static CUresult
-fk_copy (uintptr_t dst, uintptr_t src, size_t n, int device)
+/* Checks a copy; on success *@device is whose access it uses (-1: the host's). */
+CUresult
+fk_copy_check (uintptr_t dst, uintptr_t src, size_t n, int *device)
 {
   CUresult r;
 
@@ -353,33 +360,85 @@ fk_copy (uintptr_t dst, uintptr_t src, size_t n, int device)
   /* Between two host buffers the host copies; otherwise @device's copy engine, which needs
    * access to every byte. */
   if (fk_memory_device (src) < 0 && fk_memory_device (dst) < 0)
-    device = -1;
-  r = fk_check_access (src, n, device, false);
+    *device = -1;
+  r = fk_check_access (src, n, *device, false);
   if (r == CUDA_SUCCESS)
-    r = fk_check_access (dst, n, device, true);
-  if (r != CUDA_SUCCESS)
-    return r;
-  memmove ((void *) dst, (const void *) src, n);
-  return CUDA_SUCCESS;
+    r = fk_check_access (dst, n, *device, true);
+  return r;
+}
+
+CUresult
+fk_fill_check (uintptr_t dst, size_t width, size_t count, int device)
+{
+  if (count == 0)
+    return CUDA_SUCCESS;
+  if (dst % width != 0 || count > SIZE_MAX / width)
+    return CUDA_ERROR_INVALID_VALUE;
+  return fk_check_access (dst, count * width, device, true);
+}
+
+void
+fk_work_execute (const FkWork *w)
+{
+  switch (w->kind)
+    {
+    case FK_OP_COPY:
+      if (w->n > 0)
+        memmove ((void *) w->dst, (const void *) w->src, w->n);
+      break;
+    case FK_OP_FILL:
+      switch (w->width)
+        {
+        case 1:
+          memset ((void *) w->dst, (int) (w->value & 0xff), w->n);
+          break;
+        case 2:
+          for (size_t i = 0; i < w->n; i++)
+            ((uint16_t *) w->dst)[i] = (uint16_t) w->value;
+          break;
+        default:
+          for (size_t i = 0; i < w->n; i++)
+            ((uint32_t *) w->dst)[i] = w->value;
+          break;
+        }
+      break;
+    case FK_OP_FREE:
+      fk_pool_free (w->dst, true);
+      break;
+    }
 }
 
 static CUresult
 fk_copy_sync (uintptr_t dst, uintptr_t src, size_t n)
 {
   CUcontext ctx = fk_current_context ();
+  FkWork w = { FK_OP_COPY, 0, dst, src, n, 0, 0 };
+  CUresult r;
+
   if (ctx == NULL)
     return CUDA_ERROR_INVALID_CONTEXT;
-  return fk_copy (dst, src, n, ctx->device);
+  w.device = ctx->device;
+  r = fk_copy_check (dst, src, n, &w.device);
+  if (r == CUDA_SUCCESS)
+    r = fk_legacy_drain ();
+  if (r == CUDA_SUCCESS)
+    fk_work_execute (&w);
+  return r;
 }
 
 static CUresult
 fk_copy_async (uintptr_t dst, uintptr_t src, size_t n, CUstream stream)
 {
+  FkWork w = { FK_OP_COPY, 0, dst, src, n, 0, 0 };
   int device;
   CUresult r = fk_stream_for_work (stream, &device);
-  if (r != CUDA_SUCCESS)
-    return r;
-  return fk_copy (dst, src, n, device);
+
+  w.device = device;
+  if (r == CUDA_SUCCESS)
+    r = fk_copy_check (dst, src, n, &w.device);
+  if (r == CUDA_SUCCESS && n > 0)
+    r = fk_stream_submit (stream, device, &w);
+  return r;
 }
 
 CUresult
@@ -441,53 +500,34 @@ fk_cuMemcpyDtoDAsync (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteC
 }
 
 static CUresult
-fk_fill (uintptr_t dst, uint32_t value, size_t width, size_t count, int device)
-{
-  CUresult r;
-  size_t bytes;
-
-  if (count == 0)
-    return CUDA_SUCCESS;
-  if (dst % width != 0 || count > SIZE_MAX / width)
-    return CUDA_ERROR_INVALID_VALUE;
-  bytes = count * width;
-  r = fk_check_access (dst, bytes, device, true);
-  if (r != CUDA_SUCCESS)
-    return r;
-  switch (width)
-    {
-    case 1:
-      memset ((void *) dst, (int) (value & 0xff), count);
-      break;
-    case 2:
-      for (size_t i = 0; i < count; i++)
-        ((uint16_t *) dst)[i] = (uint16_t) value;
-      break;
-    default:
-      for (size_t i = 0; i < count; i++)
-        ((uint32_t *) dst)[i] = value;
-      break;
-    }
-  return CUDA_SUCCESS;
-}
-
-static CUresult
 fk_fill_sync (uintptr_t dst, uint32_t value, size_t width, size_t count)
 {
   CUcontext ctx = fk_current_context ();
+  FkWork w = { FK_OP_FILL, 0, dst, 0, count, width, value };
+  CUresult r;
+
   if (ctx == NULL)
     return CUDA_ERROR_INVALID_CONTEXT;
-  return fk_fill (dst, value, width, count, ctx->device);
+  w.device = ctx->device;
+  r = fk_fill_check (dst, width, count, w.device);
+  if (r == CUDA_SUCCESS)
+    r = fk_legacy_drain ();
+  if (r == CUDA_SUCCESS)
+    fk_work_execute (&w);
+  return r;
 }
 
 static CUresult
 fk_fill_async (uintptr_t dst, uint32_t value, size_t width, size_t count, CUstream stream)
 {
-  int device;
-  CUresult r = fk_stream_for_work (stream, &device);
-  if (r != CUDA_SUCCESS)
-    return r;
-  return fk_fill (dst, value, width, count, device);
+  FkWork w = { FK_OP_FILL, 0, dst, 0, count, width, value };
+  CUresult r = fk_stream_for_work (stream, &w.device);
+
+  if (r == CUDA_SUCCESS)
+    r = fk_fill_check (dst, width, count, w.device);
+  if (r == CUDA_SUCCESS && count > 0)
+    r = fk_stream_submit (stream, w.device, &w);
+  return r;
 }
 
 CUresult

@@ -33,6 +33,7 @@ struct FkPoolAlloc
   uint64_t fd_offset;
   uintptr_t map_base; /* imported pointer: the pages mapped */
   size_t map_size;
+  bool free_queued; /* cuMemFreeAsync queued its free (asynchronous mode) */
 };
 
 struct FkChunk
@@ -405,16 +406,45 @@ fk_pool_finalize (FkPool *pool)
   fk.counts.pools--;
 }
 
-CUresult
-fk_pool_free (uintptr_t ptr)
+static FkPoolAlloc *
+fk_pool_alloc_at (uintptr_t ptr)
 {
   FkRange *r = fk_range_find (ptr);
-  FkPoolAlloc *a;
-  FkPool *pool;
 
   if (r == NULL || r->base != ptr || r->kind != FK_RANGE_POOL_ALLOC)
+    return NULL;
+  return r->obj;
+}
+
+CUresult
+fk_pool_queue_free (uintptr_t ptr)
+{
+  FkPoolAlloc *a = fk_pool_alloc_at (ptr);
+
+  if (a == NULL || a->free_queued)
     return CUDA_ERROR_INVALID_VALUE;
-  a = r->obj;
+  a->free_queued = true;
+  return CUDA_SUCCESS;
+}
+
+bool
+fk_pools_backed (uintptr_t addr, size_t size)
+{
+  for (FkPool *p = fk_pools; p; p = p->next)
+    for (FkChunk *c = p->chunks; c; c = c->next)
+      if (addr >= c->va && addr - c->va <= c->size && size <= c->size - (addr - c->va))
+        return true;
+  return false;
+}
+
+CUresult
+fk_pool_free (uintptr_t ptr, bool queued)
+{
+  FkPoolAlloc *a = fk_pool_alloc_at (ptr);
+  FkPool *pool;
+
+  if (a == NULL || a->free_queued != queued)
+    return CUDA_ERROR_INVALID_VALUE;
   pool = a->pool;
   fk.counts.pool_allocations--;
   pool->n_allocs--;
@@ -921,7 +951,16 @@ fk_cuMemFreeAsync (CUdeviceptr dptr, CUstream hStream)
   r = fk_stream_for_work (hStream, &device);
   if (r != CUDA_SUCCESS)
     FK_RETURN (r);
-  FK_RETURN (fk_pool_free (dptr));
+  if (!fk.async)
+    FK_RETURN (fk_pool_free (dptr, false));
+  /* Stream-ordered: the memory returns to its pool when the stream reaches the free. */
+  r = fk_pool_queue_free (dptr);
+  if (r == CUDA_SUCCESS)
+    {
+      FkWork w = { FK_OP_FREE, device, dptr, 0, 0, 0, 0 };
+      r = fk_stream_submit (hStream, device, &w);
+    }
+  FK_RETURN (r);
 }
 
 /* Pool IPC */
@@ -1082,9 +1121,10 @@ fk_cuMemPoolImportPointer (CUdeviceptr *ptr_out, CUmemoryPool pool,
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   /* The same pointer imported again: the same mapping at the same address, not counted, as the
    * real driver does (seen on 580.159.04; nvbug 5570902): the first cuMemFreeAsync unmaps it
-   * for every import, and later frees of it fail. */
+   * for every import, and later frees of it fail. An import whose free is queued (asynchronous
+   * mode) is not found: what the driver does then is not known; the fake maps it again. */
   for (a = pool->imports; a; a = a->next)
-    if (a->fd_offset == e.offset)
+    if (a->fd_offset == e.offset && !a->free_queued)
       {
         if (a->size != e.size)
           FK_RETURN (CUDA_ERROR_INVALID_VALUE);

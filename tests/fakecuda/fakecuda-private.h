@@ -119,7 +119,10 @@
   X (cuMemExportToShareableHandle)                                                                 \
   X (cuMemImportFromShareableHandle)                                                               \
   X (cuMemRetainAllocationHandle)                                                                  \
-  X (cuMemGetAllocationPropertiesFromHandle)
+  X (cuMemGetAllocationPropertiesFromHandle)                                                       \
+  X (cuStreamWaitValue32)                                                                          \
+  X (cuStreamWriteValue32)                                                                         \
+  X (cuLaunchHostFunc)
 
 /* Entry points: the ones above plus cuGetProcAddress itself (counted, traced and failable, but
  * not handed out by itself). */
@@ -162,6 +165,7 @@ typedef struct
   struct CUctx_st ctx;
   FkPool *default_pool;
   FkPool *current_pool;
+  struct CUstream_st *legacy; /* the legacy default stream's queue (asynchronous mode) */
 } FkDevice;
 
 /* Kinds of live address ranges in the range table. */
@@ -206,6 +210,7 @@ typedef struct
   bool no_peer;
   FakeCudaCounts counts;
   unsigned long long next_id;
+  bool async; /* stream work is queued to a worker per stream (fakecuda_set_async) */
 } FkState;
 
 extern FkState fk;
@@ -236,9 +241,35 @@ CUcontext fk_current_context (void);
 CUresult fk_stream_device (CUstream stream, int *device);
 /* Like fk_stream_device, and fails for a stream being captured. */
 CUresult fk_stream_for_work (CUstream stream, int *device);
+const char *fk_entry_name (FkEntry entry);
+
+/* fakecuda-stream.c: streams, events, graphs and the asynchronous mode. */
 /* Synchronization point: pools release memory above their release threshold. */
 void fk_sync_point (void);
-const char *fk_entry_name (FkEntry entry);
+/* Work a stream runs in order: at once in the synchronous mode, by the stream's worker thread
+ * in the asynchronous one. */
+typedef enum
+{
+  FK_OP_COPY,
+  FK_OP_FILL,
+  FK_OP_FREE,
+} FkOpKind;
+typedef struct
+{
+  FkOpKind kind;
+  int device; /* the stream's device: whose access the copy or fill needs */
+  uintptr_t dst, src;
+  size_t n;       /* copy: bytes; fill: elements */
+  size_t width;   /* fill: bytes per element (1, 2, 4) */
+  uint32_t value; /* fill */
+} FkWork;
+/* Submits @work, checked by the caller, to @stream (resolved with fk_stream_for_work to
+ * @device); the synchronous mode runs it now and returns its result. */
+CUresult fk_stream_submit (CUstream stream, int device, const FkWork *work);
+/* Before a call that is synchronous with the legacy stream (cuMemcpy, cuMemsetD8, cuMemFree):
+ * waits, in the asynchronous mode, until the legacy stream of the current context and the
+ * blocking streams ordered before it have run their work. Returns a sticky error of theirs. */
+CUresult fk_legacy_drain (void);
 
 /* fakecuda-arena.c: the address space of "device" memory. */
 bool fk_arena_init (void);
@@ -260,6 +291,10 @@ void fk_range_remove (uintptr_t base);
 FkRange *fk_range_find (uintptr_t addr);
 /* Checks that [addr, addr+size) may be read (or written) by work of @device (-1: the host). */
 CUresult fk_check_access (uintptr_t addr, size_t size, int device, bool write);
+/* Copy and fill checks and execution (the stream worker runs them again for queued work). */
+CUresult fk_copy_check (uintptr_t dst, uintptr_t src, size_t n, int *device);
+CUresult fk_fill_check (uintptr_t dst, size_t width, size_t count, int device);
+void fk_work_execute (const FkWork *work);
 /* Device index of memory, or -1 for host memory; for memory type queries. */
 int fk_memory_device (uintptr_t addr);
 size_t fk_round_up (size_t value, size_t multiple);
@@ -269,8 +304,14 @@ bool fk_is_power_of_two (size_t value);
 void fk_pools_init (void);
 void fk_pools_release_above_threshold (void);
 bool fk_pool_valid (FkPool *pool);
-/* Frees a pool allocation or an imported pointer starting at @ptr. */
-CUresult fk_pool_free (uintptr_t ptr);
+/* Frees a pool allocation or an imported pointer starting at @ptr; @queued: the free that
+ * cuMemFreeAsync queued (fk_pool_queue_free) in the asynchronous mode. */
+CUresult fk_pool_free (uintptr_t ptr, bool queued);
+/* Checks that @ptr starts a pool allocation with no free queued and marks it queued. */
+CUresult fk_pool_queue_free (uintptr_t ptr);
+/* Whether [addr, addr+size) lies in a live chunk of a pool (backed memory, even if no live
+ * allocation holds it any more: what a late write of a queued operation lands in). */
+bool fk_pools_backed (uintptr_t addr, size_t size);
 /* Whether @device may access pool allocation memory (@write: for writing). */
 bool fk_pool_alloc_accessible (void *alloc, int device, bool write);
 int fk_pool_alloc_device (void *alloc);
