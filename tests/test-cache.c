@@ -672,6 +672,215 @@ test_finalize_cached (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* ---- stream hazards (the fake's asynchronous mode; the real driver) ---------------------------
+ */
+
+/* Asynchronous streams for the hazard tests, back to synchronous at the end. */
+static gboolean
+hazard_begin (void)
+{
+  if (!mt_require_devices (1))
+    return FALSE;
+  if (mt_driver_is_fake ())
+    mt_fake_set_async (TRUE);
+  if (!mt_require_stream_holds ())
+    {
+      if (mt_driver_is_fake ())
+        mt_fake_set_async (FALSE);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+hazard_end (void)
+{
+  if (mt_driver_is_fake ())
+    mt_fake_set_async (FALSE);
+}
+
+static void
+fill_ok (MemresBuffer *buf, guint8 byte, MemresStream stream)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (memres_buffer_fill (buf, byte, 1, stream, &error));
+  g_assert_no_error (error);
+}
+
+/* Every byte of @buf is @byte, read on @stream (synchronized). */
+static void
+assert_bytes (MemresBuffer *buf, guint8 byte, MemresStream stream)
+{
+  g_autoptr (GError) error = NULL;
+  gsize n = memres_buffer_get_size (buf);
+  g_autofree guint8 *host = g_malloc (n);
+
+  g_assert_true (memres_buffer_read (buf, 0, host, n, stream, &error));
+  g_assert_no_error (error);
+  mt_sync_ok (stream);
+  for (gsize i = 0; i < n; i++)
+    if (host[i] != byte)
+      g_error ("byte %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " is 0x%02x, expected 0x%02x", i, n,
+               host[i], byte);
+}
+
+typedef enum
+{
+  HAZARD_STREAM,    /* A is a non-blocking stream */
+  HAZARD_LEGACY,    /* A is the legacy default stream */
+  HAZARD_DESTROYED, /* A is destroyed right after the free */
+} HazardKind;
+
+typedef struct
+{
+  const char *spec;
+  gsize size;
+  HazardKind kind;
+  gboolean expect_reuse; /* the freed block must serve B (else a new one may) */
+} Hazard;
+
+/* Hold stream A, queue a fill of a block on A, free the block on A, allocate the same size for
+ * B and fill it on B, release A: the bytes are B's. */
+static void
+test_hazard (gconstpointer data)
+{
+  const Hazard *h = data;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresStream a, b;
+  MemresBuffer *x, *y;
+  MtStreamHold *hold;
+  guint64 addr;
+
+  if (!hazard_begin ())
+    return;
+  b = stream_new ();
+  a = h->kind == HAZARD_LEGACY ? NULL : stream_new ();
+  mr = mt_new_ok (h->spec);
+  x = mt_alloc_ok (mr, h->size, a);
+  fill_ok (x, 0x11, a);
+  mt_sync_ok (a);
+  addr = memres_buffer_get_address (x);
+
+  hold = mt_stream_hold (a);
+  fill_ok (x, 0xaa, a); /* waits behind the hold */
+  mt_close_ok (x, a);
+  if (h->kind == HAZARD_DESTROYED)
+    CU_OK (drv ()->cuStreamDestroy (a));
+  y = mt_alloc_ok (mr, h->size, b);
+  if (h->expect_reuse)
+    g_assert_cmpuint (memres_buffer_get_address (y), ==, addr);
+  fill_ok (y, 0xbb, b);
+  g_assert_true (mt_stream_is_held (hold));
+  mt_stream_release (hold);
+  assert_bytes (y, 0xbb, b);
+  if (h->kind == HAZARD_DESTROYED)
+    {
+      /* a new stream (perhaps with a's handle, once a's work ran) gets correct memory too */
+      CUstream c = stream_new ();
+      MemresBuffer *z = mt_alloc_ok (mr, h->size, c);
+
+      fill_ok (z, 0xcc, c);
+      assert_bytes (z, 0xcc, c);
+      mt_close_ok (z, c);
+      stream_free (c);
+    }
+  mt_close_ok (y, b);
+  mt_sync_ok (b);
+  g_clear_pointer (&mr, memres_resource_unref);
+  if (a != NULL && h->kind != HAZARD_DESTROYED)
+    stream_free (a);
+  stream_free (b);
+  hazard_end ();
+}
+
+static const Hazard hazards[] = {
+  { "cache>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_STREAM, FALSE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_STREAM, TRUE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 4 * KiB, HAZARD_STREAM, TRUE },
+  { "cache>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_LEGACY, FALSE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_LEGACY, TRUE },
+  { "cache>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_DESTROYED, FALSE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_DESTROYED, TRUE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 4 * KiB, HAZARD_DESTROYED, TRUE },
+};
+static const char *const hazard_names[] = {
+  "/cache/hazard/stream/front",     "/cache/hazard/stream/shared",
+  "/cache/hazard/stream/shared-4k", "/cache/hazard/legacy/front",
+  "/cache/hazard/legacy/shared",    "/cache/hazard/destroyed/front",
+  "/cache/hazard/destroyed/shared", "/cache/hazard/destroyed/shared-4k",
+};
+G_STATIC_ASSERT (G_N_ELEMENTS (hazards) == G_N_ELEMENTS (hazard_names));
+
+#define HAZARD_THREADS 16
+#define HAZARD_ROUNDS  20
+
+typedef struct
+{
+  MemresResource *mr;
+  CUstream *streams;
+  guint index;
+  GError *error;
+} HazardJob;
+
+/* Thread t, round after round: hold its stream S_t, fill a block X on S_t, free X on S_t,
+ * allocate Y of the same size for S_{t+1}, fill Y there, release S_t, check Y on S_{t+1}. */
+static gpointer
+hazard_thread (gpointer data)
+{
+  HazardJob *job = data;
+  CUstream mine = job->streams[job->index];
+  CUstream next = job->streams[(job->index + 1) % HAZARD_THREADS];
+  guint8 byte = (guint8) (0x40 + job->index);
+
+  g_assert_true (memres_cuda_ensure_context (0, NULL));
+  for (guint r = 0; r < HAZARD_ROUNDS; r++)
+    {
+      MemresBuffer *x = mt_alloc_ok (job->mr, 64 * KiB, mine);
+      MtStreamHold *hold = mt_stream_hold (mine);
+      MemresBuffer *y;
+
+      fill_ok (x, 0xee, mine);
+      mt_close_ok (x, mine);
+      y = mt_alloc_ok (job->mr, 64 * KiB, next);
+      fill_ok (y, byte, next);
+      mt_stream_release (hold);
+      assert_bytes (y, byte, next);
+      mt_close_ok (y, next);
+    }
+  return NULL;
+}
+
+static void
+test_hazard_threads (gconstpointer data)
+{
+  const char *spec = data;
+  g_autoptr (MemresResource) mr = NULL;
+  CUstream streams[HAZARD_THREADS];
+  HazardJob jobs[HAZARD_THREADS];
+  GThread *threads[HAZARD_THREADS];
+
+  if (!hazard_begin ())
+    return;
+  mr = mt_new_ok (spec);
+  for (guint t = 0; t < HAZARD_THREADS; t++)
+    streams[t] = stream_new ();
+  for (guint t = 0; t < HAZARD_THREADS; t++)
+    {
+      jobs[t] = (HazardJob){ mr, streams, t, NULL };
+      threads[t] = g_thread_new ("hazard", hazard_thread, &jobs[t]);
+    }
+  for (guint t = 0; t < HAZARD_THREADS; t++)
+    g_thread_join (threads[t]);
+  g_assert_cmpuint (counter (mr, "hits") + counter (mr, "misses"), ==,
+                    (guint64) HAZARD_THREADS * HAZARD_ROUNDS * 2);
+  g_assert_cmpuint (counter (mr, "used"), ==, 0);
+  for (guint t = 0; t < HAZARD_THREADS; t++)
+    stream_free (streams[t]);
+  g_clear_pointer (&mr, memres_resource_unref);
+  hazard_end ();
+}
+
 /* The core's wrapper: a kind without counters says so. */
 static void
 test_counters_not_supported (void)
@@ -703,5 +912,11 @@ main (int argc, char **argv)
   g_test_add_func ("/cache/threads/pairs", test_threads_pairs);
   g_test_add_func ("/cache/threads/exit", test_thread_exit);
   g_test_add_func ("/cache/finalize/cached", test_finalize_cached);
+  for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
+    g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
+  g_test_add_data_func ("/cache/hazard/threads/front", "cache>" DEVICE_UPSTREAM,
+                        test_hazard_threads);
+  g_test_add_data_func ("/cache/hazard/threads/shared", "cache:front=0>" DEVICE_UPSTREAM,
+                        test_hazard_threads);
   return g_test_run ();
 }
