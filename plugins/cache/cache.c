@@ -747,6 +747,99 @@ direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, Mem
 /* Classes above the chunked ones may serve a request from a cached block up to this many
  * classes larger (at most 19 % more bytes) before asking the upstream for a new one. */
 #define CACHE_FIT_CLASSES 2
+/* At a miss of those classes, free blocks beyond reserved / CACHE_IDLE_SHARE go back to the
+ * upstream first (at most CACHE_RECYCLE_MAX of them), so that blocks of classes nobody asks for
+ * any more do not pile up. */
+#define CACHE_IDLE_SHARE  2
+#define CACHE_RECYCLE_MAX 8
+
+/* The calling thread's front of @self, or NULL; with Cache.lock held, its owner may use it. */
+static Front *
+own_front (Cache *self)
+{
+  ThreadFronts *tf = thread_fronts;
+
+  return tf != NULL && self->slot >= 0 ? tf->fronts[self->slot] : NULL;
+}
+
+/* A block of class @cls freed on @stream from the calling thread's own front. Cache.lock
+ * held. */
+static Block *
+own_front_take (Cache *self, guint cls, MemresStream stream)
+{
+  Front *f = own_front (self);
+  FrontBin *bin;
+
+  if (f == NULL)
+    return NULL;
+  bin = &f->bins[cls];
+  for (guint i = bin->n; i-- > 0;)
+    if (bin->blocks[i]->stream == stream)
+      {
+        Block *b = bin->blocks[i];
+
+        bin->blocks[i] = bin->blocks[--bin->n];
+        __atomic_store_n (&f->cached, f->cached - b->size, __ATOMIC_RELAXED);
+        return b;
+      }
+  return NULL;
+}
+
+/* Gives @b (an upstream allocation of its own, out of every cache) back, ordered on @stream,
+ * after which nothing queued before on @stream touches it. Cache.lock held. */
+static void
+block_free_on (Cache *self, Block *b, MemresStream stream)
+{
+  g_autoptr (GError) error = NULL;
+
+  self->reserved -= b->size;
+  if (!memres_upstream_deallocate (self->self_mr, &b->up, stream, &error))
+    g_warning ("cache: returning %" G_GUINT64_FORMAT " bytes to the upstream failed: %s", b->size,
+               error->message);
+  g_free (b);
+}
+
+/* Before a miss of class @cls for @stream: free blocks of other classes that @stream may use
+ * (freed on it, or with an event it then waits on) while more than reserved / CACHE_IDLE_SHARE
+ * bytes are idle, largest classes first. Cache.lock held. */
+static void
+recycle_idle (Cache *self, guint cls, MemresStream stream)
+{
+  Front *f = own_front (self);
+  guint64 idle = self->shared_cached + fronts_cached (self);
+  guint budget = CACHE_RECYCLE_MAX;
+
+  for (guint c = self->n_classes; c-- > self->n_chunk_classes;)
+    {
+      if (c >= cls && c <= cls + CACHE_FIT_CLASSES)
+        continue;
+      for (Block *b = self->shared[c].head, *next; b != NULL; b = next)
+        {
+          gboolean mine = b->stream == stream && stream != CU_STREAM_PER_THREAD;
+
+          next = b->next;
+          if (budget == 0 || idle <= self->reserved / CACHE_IDLE_SHARE)
+            return;
+          if (!mine && (b->event == NULL || !event_wait (self, b->event, stream, NULL)))
+            continue;
+          shared_unlink (self, b);
+          event_unref (self, g_steal_pointer (&b->event));
+          idle -= b->size;
+          block_free_on (self, b, stream);
+          budget--;
+        }
+      while (f != NULL && budget > 0 && idle > self->reserved / CACHE_IDLE_SHARE)
+        {
+          Block *b = own_front_take (self, c, stream);
+
+          if (b == NULL)
+            break;
+          idle -= b->size;
+          block_free_on (self, b, stream);
+          budget--;
+        }
+    }
+}
 
 G_GNUC_NO_INLINE
 static gboolean
@@ -762,10 +855,16 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
   g_mutex_lock (&self->lock);
   b = NULL;
   for (guint c = cls; b == NULL && local == NULL && c <= last; c++)
-    b = shared_take (self, c, stream, &local);
+    {
+      b = c > cls ? own_front_take (self, c, stream) : NULL;
+      if (b == NULL)
+        b = shared_take (self, c, stream, &local);
+    }
   if (b != NULL)
     self->shared_hits[cls]++;
-  else if (local == NULL && (b = block_new (mr, self, cls, stream, &local)) != NULL)
+  else if (local == NULL && cls >= self->n_chunk_classes)
+    recycle_idle (self, cls, stream);
+  if (b == NULL && local == NULL && (b = block_new (mr, self, cls, stream, &local)) != NULL)
     {
       self->misses[cls]++;
       update_highs (self);
