@@ -735,8 +735,12 @@ direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, Mem
                    GError **error)
 {
   gsize size = alloc->size;
+  guint64 address = alloc->address;
   gboolean ok = memres_upstream_deallocate (mr, alloc, stream, error);
 
+  /* a failed free that left the allocation in place leaves the buffer open (the core's rule) */
+  if (!ok && alloc->address == address)
+    return FALSE;
   g_mutex_lock (&self->lock);
   self->direct_used -= size;
   self->reserved -= size;
@@ -985,7 +989,6 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
 {
   gsize csize = cache_class_size (b->cls);
   guint64 room;
-  gboolean ok = TRUE;
 
   g_mutex_lock (&self->lock);
   room = self->max_cached - MIN (self->max_cached, self->leased + self->shared_cached);
@@ -1009,12 +1012,23 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
     }
   if (room < csize && b->chunk == NULL)
     {
-      /* past max_cached: the memory goes back, ordered on the caller's stream */
-      self->reserved -= csize;
+      g_autoptr (GError) local = NULL;
+
+      /* past max_cached: the memory goes back, ordered on the caller's stream; when that fails
+       * (a stream that is gone, say), the block stays cached without an event instead: the
+       * buffer is closed either way */
+      if (memres_upstream_deallocate (mr, &b->up, caller_stream, &local) || b->up.address == 0)
+        {
+          self->reserved -= csize;
+          g_mutex_unlock (&self->lock);
+          g_free (b);
+          return TRUE;
+        }
+      g_debug ("cache: returning a block of %" G_GSIZE_FORMAT " bytes failed, kept: %s", csize,
+               local->message);
+      shared_push (self, b);
       g_mutex_unlock (&self->lock);
-      ok = memres_upstream_deallocate (mr, &b->up, caller_stream, error);
-      g_free (b);
-      return ok;
+      return TRUE;
     }
   if (self->events)
     {
@@ -1025,7 +1039,7 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
     }
   shared_push (self, b);
   g_mutex_unlock (&self->lock);
-  return ok;
+  return TRUE;
 }
 
 G_GNUC_NO_INLINE
