@@ -170,20 +170,37 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
   return _memres_buffer_new (mr, &alloc, stream);
 }
 
-/* Frees what the buffer owns; called exactly once, by whoever set buf->closed. */
+/* Frees what the buffer owns; called by whoever set buf->closed. On failure the buffer still
+ * owns its memory when buf->mr is left set (nothing was released: the caller opens it again), and
+ * not when the kind released it all the same (it set the allocation's address to 0). */
 static gboolean
-buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
+buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GError **error)
 {
   MemresResource *mr = buf->mr;
   gboolean ok = TRUE;
 
   if (mr != NULL)
     {
-      buf->mr = NULL;
+      /* One compare on the hot path: a close on the buffer's own stream needs no ordering. */
+      if (G_UNLIKELY (stream != buf->dealloc_stream) && !(flags & MEMRES_CLOSE_CALLER_ORDERED)
+          && !_memres_buffer_order_close (buf, stream, error))
+        return FALSE;
       if (buf->ipc_mapping != NULL)
-        return _memres_ipc_release_buffer (buf, mr, stream, error);
+        {
+          ok = _memres_ipc_release_buffer (buf, mr, stream, error);
+          if (ok || buf->ipc_mapping == NULL)
+            buf->mr = NULL;
+          return ok;
+        }
       if (buf->alloc.size > 0 || buf->alloc.address != 0)
-        ok = mr->ops->deallocate (mr, &buf->alloc, stream, error);
+        {
+          guint64 address = buf->alloc.address;
+
+          ok = mr->ops->deallocate (mr, &buf->alloc, stream, error);
+          if (G_UNLIKELY (!ok) && address != 0 && buf->alloc.address == address)
+            return FALSE;
+        }
+      buf->mr = NULL;
       _memres_resource_remove_allocated (mr);
     }
   else if (buf->release != NULL)
@@ -203,19 +220,59 @@ buffer_release (MemresBuffer *buf, MemresStream stream, GError **error)
  *   deallocation stream (memres_buffer_set_deallocation_stream())
  * @error: return location for a #GError, or %NULL
  *
- * Frees the buffer's memory through the kind's deallocate slot (dmr: cuMemFreeAsync() on
- * @stream; host: free()) and drops the buffer's reference on its resource; wrapped foreign
- * memory gets its release function called. Idempotent: closing a closed buffer does nothing
- * and succeeds. Every other call on a closed buffer fails with %MEMRES_ERROR_CLOSED. May be
- * called from any thread, but not while another thread still uses the buffer.
+ * memres_buffer_close_full() with %MEMRES_CLOSE_DEFAULT: frees the buffer's memory through the
+ * kind's deallocate slot (dmr: cuMemFreeAsync() on @stream; host: free()) and drops the
+ * buffer's reference on its resource; wrapped foreign memory gets its release function called.
+ * A close on another stream than the deallocation stream is ordered after the deallocation
+ * stream's work (see memres_buffer_close_full()). Idempotent: closing a closed buffer does
+ * nothing and succeeds. Every other call on a closed buffer fails with %MEMRES_ERROR_CLOSED. May
+ * be called from any thread, but not while another thread still uses the buffer.
  *
- * Errors: those of the kind's deallocate (a %MEMRES_CUDA_ERROR); the buffer is closed even
- * then.
+ * Errors: those of memres_buffer_close_full(); the buffer stays open then.
  *
  * Returns: %TRUE on success
  */
 gboolean
 memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
+{
+  return memres_buffer_close_full (buf, stream, MEMRES_CLOSE_DEFAULT, error);
+}
+
+/**
+ * memres_buffer_close_full:
+ * @buf: a #MemresBuffer
+ * @stream: the stream the deallocation is ordered on, or %NULL for the buffer's recorded
+ *   deallocation stream (memres_buffer_set_deallocation_stream())
+ * @flags: #MemresCloseFlags
+ * @error: return location for a #GError, or %NULL
+ *
+ * Closes @buf as memres_buffer_close() does. The buffer's deallocation stream (its allocation
+ * stream unless memres_buffer_set_deallocation_stream() changed it) is taken as the last stream
+ * that used the memory. A close on that stream (or with a %NULL @stream) frees in its order and
+ * costs nothing more. A close of stream-ordered memory (%MEMRES_MEMORY_STREAM_ORDERED) on another
+ * stream is made safe by default: an event is recorded on the deallocation stream and @stream
+ * waits for it before the free (cuEventCreate(), cuEventRecord(), cuStreamWaitEvent(),
+ * cuEventDestroy(): about the cost of one more stream-ordered call pair, paid only on such a
+ * cross-stream close; see docs/streams.md), so that the memory is not reused on @stream while
+ * work queued on the deallocation stream still uses it. %MEMRES_CLOSE_CALLER_ORDERED skips the
+ * event for a caller that ordered @stream after every use itself.
+ *
+ * When the close fails, nothing is released and the buffer stays open (its memory, address and
+ * resource reference unchanged), so that it can be closed again, for example on a live stream
+ * after a close on a destroyed one failed. (The one exception is a kind that released the memory
+ * and cannot undo it: then the buffer is closed and the error still reported.) Idempotent: closing
+ * a closed buffer does nothing and succeeds. May be called from any thread, but not while another
+ * thread still uses the buffer. Since: 1.2
+ *
+ * Errors: %MEMRES_CUDA_ERROR from the ordering (for a destroyed @stream typically
+ * `CUDA_ERROR_INVALID_HANDLE` from cuStreamWaitEvent()) or from the kind's deallocate slot;
+ * %MEMRES_ERROR_NO_DRIVER when ordering needs a driver that does not load.
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_buffer_close_full (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags,
+                          GError **error)
 {
   g_return_val_if_fail (buf != NULL, FALSE);
 
@@ -229,7 +286,11 @@ memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
     }
   else if (!g_atomic_int_compare_and_exchange (&buf->closed, 0, 1))
     return TRUE;
-  return buffer_release (buf, stream != NULL ? stream : buf->dealloc_stream, error);
+  if (G_LIKELY (buffer_release (buf, stream != NULL ? stream : buf->dealloc_stream, flags, error)))
+    return TRUE;
+  if (buf->mr != NULL)
+    g_atomic_int_set (&buf->closed, 0); /* nothing released: open again */
+  return FALSE;
 }
 
 /**
@@ -268,7 +329,9 @@ memres_buffer_ref (MemresBuffer *buf)
  *
  * Drops a reference. The last reference to an open buffer closes it on its deallocation
  * stream; a failure there is logged with g_warning() (except `CUDA_ERROR_DEINITIALIZED`, which
- * the driver returns while the process exits, and is ignored). Thread-safe.
+ * the driver returns while the process exits, and is ignored), and then, since nobody can close
+ * the buffer again, it is freed on the legacy stream after all work of its device's primary
+ * context (cuCtxSynchronize()) is done. Thread-safe.
  */
 void
 memres_buffer_unref (MemresBuffer *buf)
@@ -284,13 +347,22 @@ memres_buffer_unref (MemresBuffer *buf)
     {
       GError *error = NULL;
 
-      if (!buffer_release (buf, buf->dealloc_stream, &error))
+      if (!buffer_release (buf, buf->dealloc_stream, MEMRES_CLOSE_DEFAULT, &error))
         {
-          if (error != NULL
-              && !g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
+          gboolean deinitialized
+              = g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED);
+
+          if (error != NULL && !deinitialized)
             g_warning ("Closing a buffer of %" G_GSIZE_FORMAT " bytes failed: %s", buf->alloc.size,
                        error->message);
           g_clear_error (&error);
+          /* Nobody is left to close it again: after all work of its device is done, free it on
+           * the legacy stream rather than leak it. */
+          if (buf->mr != NULL && !deinitialized && _memres_buffer_wait_device (buf)
+              && !buffer_release (buf, MEMRES_STREAM_LEGACY, MEMRES_CLOSE_CALLER_ORDERED, NULL))
+            g_warning ("A buffer of %" G_GSIZE_FORMAT " bytes could not be freed: its memory "
+                       "stays allocated",
+                       buf->alloc.size);
         }
     }
   buffer_struct_free (buf);

@@ -556,7 +556,8 @@ wait_for_earlier_closes (MemresResource *mr, MemresIpcMapping *mapping, MemresSt
  * buffer of @owner is closed: drops the buffer's use of its mapping and unmaps it (deallocate
  * slot, ordered on @stream and after the streams earlier users were closed on) when it was the
  * last; drops the imported buffers' reference on @owner when no imported buffer is left (which
- * may finalize @owner). */
+ * may finalize @owner). On a failure that released nothing (the event or the unmap on @stream
+ * failed) the buffer keeps its mapping (buf->ipc_mapping stays set): it is still open. */
 gboolean
 _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStream stream,
                             GError **error)
@@ -569,12 +570,32 @@ _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStre
   g_mutex_lock (&table->lock);
   g_assert (mapping->n_users > 0 && table->n_users > 0);
   if (--mapping->n_users > 0)
-    ok = order_after_close (owner, mapping, stream, error);
+    {
+      if (!order_after_close (owner, mapping, stream, error))
+        {
+          /* Nothing done (a destroyed stream, say): the buffer stays open. */
+          mapping->n_users++;
+          g_mutex_unlock (&table->lock);
+          return FALSE;
+        }
+    }
   else
     {
+      guint64 address = mapping->alloc.address;
+
       if (G_UNLIKELY (mapping->waits != NULL))
         ok = wait_for_earlier_closes (owner, mapping, stream, error);
-      ok = owner->ops->deallocate (owner, &mapping->alloc, stream, ok ? error : NULL) && ok;
+      if (!owner->ops->deallocate (owner, &mapping->alloc, stream, ok ? error : NULL))
+        {
+          if (mapping->alloc.address == address)
+            {
+              /* Nothing unmapped: the buffer stays open, its mapping with it. */
+              mapping->n_users = 1;
+              g_mutex_unlock (&table->lock);
+              return FALSE;
+            }
+          ok = FALSE;
+        }
       _memres_ipc_mappings_retire (table, mapping);
     }
   last = --table->n_users == 0;

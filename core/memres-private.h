@@ -161,6 +161,16 @@ struct _MemresBuffer
 };
 G_STATIC_ASSERT (sizeof (MemresBuffer) <= 64);
 
+/* buffer-streams.c: a close of @buf on @stream, not its deallocation stream, is ordered after the
+ * deallocation stream's work (event recorded there, waited for on @stream; when no event can be
+ * recorded there, after all work of the device: cuCtxSynchronize()), for stream-ordered memory.
+ * Errors: MEMRES_CUDA_ERROR (a @stream that cannot wait: CUDA_ERROR_INVALID_HANDLE for a
+ * destroyed one), MEMRES_ERROR_NO_DRIVER; nothing changed then. */
+gboolean _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **error);
+/* buffer-streams.c: waits for all work of the primary context of @buf's device
+ * (cuCtxSynchronize()); FALSE when it cannot. */
+gboolean _memres_buffer_wait_device (MemresBuffer *buf);
+
 /* registry.c / loader.c */
 MemresKind *_memres_registry_lookup_loaded (const char *name);
 gboolean _memres_kind_name_is_valid (const char *name);

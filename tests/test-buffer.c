@@ -189,10 +189,15 @@ test_close_failure_reported (void)
   g_assert_false (memres_buffer_close (buf, NULL, &error));
   g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_ILLEGAL_ADDRESS);
   tk.dealloc_fail_code = 0;
-  /* closed all the same, the resource's reference dropped */
-  g_assert_true (memres_buffer_is_closed (buf));
+  /* nothing was released: the buffer stays open, its memory and resource with it */
+  g_assert_false (memres_buffer_is_closed (buf));
+  g_assert_true (memres_buffer_get_resource (buf) == mr);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 10);
   g_clear_error (&error);
   g_assert_true (memres_buffer_close (buf, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_is_closed (buf));
+  g_assert_true (memres_buffer_close (buf, NULL, &error)); /* idempotent */
   g_assert_no_error (error);
 }
 

@@ -1443,9 +1443,9 @@ test_ipc_threads (IpcFixture *f, gconstpointer data)
     mt_close_ok (sources[i], NULL);
 }
 
-/* The free at the last close of a shared mapping fails: that close reports the driver's error,
- * the buffer is closed all the same, the memory is still freed (unordered) and the importer
- * counts no buffer. The first close of the two makes no driver call at all. */
+/* The free at the last close of a shared mapping fails: that close reports the driver's error
+ * and releases nothing, the buffer stays open with its mapping, and its next close unmaps it;
+ * then the importer counts no buffer. The first close of the two makes no driver call at all. */
 static void
 test_ipc_last_close_fails (IpcFixture *f, gconstpointer data)
 {
@@ -1468,9 +1468,16 @@ test_ipc_last_close_fails (IpcFixture *f, gconstpointer data)
   g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_HANDLE);
   g_clear_error (&error);
   mt_fake_reset_faults ();
-  g_assert_true (memres_buffer_is_closed (b));
-  g_assert_true (memres_buffer_close (b, NULL, &error)); /* idempotent, no second free */
+  g_assert_false (memres_buffer_is_closed (b));
+  g_assert_cmpuint (n_buffers_of (f->importer), ==, 1);
+  g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync"), ==, frees + 1);
+  g_assert_true (memres_buffer_close (b, NULL, &error)); /* the free, again */
   g_assert_no_error (error);
+  g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync"), ==, frees + 2);
+  g_assert_true (memres_buffer_is_closed (b));
+  g_assert_true (memres_buffer_close (b, NULL, &error)); /* idempotent, no third free */
+  g_assert_no_error (error);
+  g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync"), ==, frees + 2);
   memres_buffer_unref (b);
   g_assert_cmpuint (n_buffers_of (f->importer), ==, 0);
   mt_sync_ok (NULL);

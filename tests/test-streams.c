@@ -4,6 +4,8 @@
  * streams shows as wrong bytes. */
 #include "testutil.h"
 
+#include <string.h>
+
 #define SIZE (1024 * 1024)
 
 static const MemresCudaDriver *
@@ -460,6 +462,398 @@ test_fake_late_errors (void)
   stream_destroy (a);
 }
 
+/* --- closing on another stream (issue 15) --------------------------------------------------- */
+
+/* A buffer allocated and written on a, closed on b: by default b waits for a's work before the
+ * free, so memory b allocates next cannot receive a's late write. */
+static void
+test_close_cross_stream_ordered (void)
+{
+  CUstream a, b;
+  MemresResource *mr;
+  MemresBuffer *x, *y;
+  MtStreamHold *hold;
+  FakeCudaCounts base;
+
+  if (!mt_require_stream_holds ())
+    return;
+  mt_counts_snapshot (&base);
+  a = stream_new (CU_STREAM_NON_BLOCKING);
+  b = stream_new (CU_STREAM_NON_BLOCKING);
+  mr = dmr_new ();
+  x = mt_alloc_ok (mr, SIZE, a);
+  mt_sync_ok (a);
+
+  hold = mt_stream_hold (a);
+  fill_ok (x, 0xaa, a);
+  mt_close_ok (x, b); /* b now waits for a */
+  y = mt_alloc_ok (mr, SIZE, b);
+  fill_ok (y, 0xbb, b);
+  g_assert_cmpint (stream_query (b), ==, CUDA_ERROR_NOT_READY);
+  mt_stream_release (hold);
+  mt_sync_ok (b);
+  mt_sync_ok (a);
+  assert_bytes (y, 0xbb, b);
+
+  mt_close_ok (y, b);
+  mt_sync_ok (b);
+  memres_resource_unref (mr);
+  stream_destroy (a);
+  stream_destroy (b);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* MEMRES_CLOSE_CALLER_ORDERED: no event. A caller that did not order b after a then gets what it
+ * asked for: the block comes back on b at once and a's late write lands over b's bytes. */
+static void
+test_close_caller_ordered (void)
+{
+  g_autoptr (GError) error = NULL;
+  CUstream a, b;
+  MemresResource *mr;
+  MemresBuffer *x, *y;
+  MtStreamHold *hold;
+  guint64 address;
+
+  if (!mt_require_stream_holds ())
+    return;
+  a = stream_new (CU_STREAM_NON_BLOCKING);
+  b = stream_new (CU_STREAM_NON_BLOCKING);
+  mr = dmr_new ();
+  x = mt_alloc_ok (mr, SIZE, a);
+  address = memres_buffer_get_address (x);
+  mt_sync_ok (a);
+
+  hold = mt_stream_hold (a);
+  fill_ok (x, 0xaa, a);
+  g_assert_true (memres_buffer_close_full (x, b, MEMRES_CLOSE_CALLER_ORDERED, &error));
+  g_assert_no_error (error);
+  memres_buffer_unref (x);
+  mt_sync_ok (b); /* b did not wait: the free is done */
+  y = mt_alloc_ok (mr, SIZE, b);
+  fill_ok (y, 0xbb, b);
+  mt_sync_ok (b);
+  mt_stream_release (hold);
+  mt_sync_ok (a);
+  if (memres_buffer_get_address (y) == address)
+    assert_bytes (y, 0xaa, b); /* the unordered reuse, as documented */
+  else if (mt_driver_is_fake ())
+    g_test_fail_printf ("the fake's pool did not hand the freed block out again");
+  else
+    g_test_message ("the driver did not reuse the block on b: nothing to see");
+
+  mt_close_ok (y, b);
+  mt_sync_ok (b);
+  memres_resource_unref (mr);
+  stream_destroy (a);
+  stream_destroy (b);
+}
+
+/* What a close costs in driver calls: on the buffer's own stream (or with NULL) one free; on
+ * another stream an event too; with MEMRES_CLOSE_CALLER_ORDERED one free again. */
+static void
+test_close_calls (void)
+{
+  g_autoptr (GError) error = NULL;
+  CUstream a, b;
+  MemresResource *mr;
+  MemresBuffer *x;
+  char *trace;
+
+  if (!mt_require_fake ("counts the driver calls of a close") || !mt_require_devices (1))
+    return;
+  a = stream_new (CU_STREAM_NON_BLOCKING);
+  b = stream_new (CU_STREAM_NON_BLOCKING);
+  mr = dmr_new ();
+
+  x = mt_alloc_ok (mr, SIZE, a);
+  mt_fake_trace_begin ();
+  mt_close_ok (x, a);
+  trace = mt_fake_trace_end ();
+  g_assert_cmpstr (trace, ==, "cuMemFreeAsync");
+  g_free (trace);
+
+  x = mt_alloc_ok (mr, SIZE, a);
+  mt_fake_trace_begin ();
+  mt_close_ok (x, NULL);
+  trace = mt_fake_trace_end ();
+  g_assert_cmpstr (trace, ==, "cuMemFreeAsync");
+  g_free (trace);
+
+  x = mt_alloc_ok (mr, SIZE, a);
+  mt_fake_trace_begin ();
+  mt_close_ok (x, b);
+  trace = mt_fake_trace_end ();
+  g_test_message ("cross-stream close: %s", trace);
+  g_assert_true (g_str_has_suffix (trace, "cuEventCreate cuEventRecord cuStreamWaitEvent "
+                                          "cuEventDestroy cuMemFreeAsync"));
+  g_free (trace);
+
+  x = mt_alloc_ok (mr, SIZE, a);
+  mt_fake_trace_begin ();
+  g_assert_true (memres_buffer_close_full (x, b, MEMRES_CLOSE_CALLER_ORDERED, &error));
+  trace = mt_fake_trace_end ();
+  g_assert_no_error (error);
+  g_assert_cmpstr (trace, ==, "cuMemFreeAsync");
+  g_free (trace);
+  memres_buffer_unref (x);
+
+  mt_sync_ok (a);
+  mt_sync_ok (b);
+  memres_resource_unref (mr);
+  stream_destroy (a);
+  stream_destroy (b);
+}
+
+/* Asserts that @buf is still open at @address with @size bytes of @byte (read on @stream). */
+static void
+assert_still_open (MemresBuffer *buf, guint64 address, guint8 byte, MemresStream stream)
+{
+  g_assert_false (memres_buffer_is_closed (buf));
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, address);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, SIZE);
+  g_assert_nonnull (memres_buffer_get_resource (buf));
+  assert_bytes (buf, byte, stream);
+}
+
+/* Every driver call of a cross-stream close fails in turn: either the close copes (an event that
+ * cannot be recorded: it waits for the device instead) and succeeds, or it fails with the
+ * driver's code and leaves the buffer open, and a second close succeeds. Nothing leaks. */
+static void
+test_close_cross_stream_faults (void)
+{
+  static const char *const entries[] = { "cuStreamGetCtx", "cuCtxGetCurrent",   "cuEventCreate",
+                                         "cuEventRecord",  "cuStreamWaitEvent", "cuMemFreeAsync" };
+  CUstream a, b;
+  MemresResource *mr;
+  FakeCudaCounts base;
+
+  if (!mt_require_fake ("injects faults") || !mt_require_devices (1))
+    return;
+  a = stream_new (CU_STREAM_NON_BLOCKING);
+  b = stream_new (CU_STREAM_NON_BLOCKING);
+  mr = dmr_new ();
+  mt_counts_snapshot (&base);
+  for (guint i = 0; i < G_N_ELEMENTS (entries); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      MemresBuffer *x = mt_alloc_ok (mr, SIZE, a);
+      guint64 address = memres_buffer_get_address (x);
+      long calls = mt_fake_call_count (entries[i]);
+
+      fill_ok (x, (guint8) (0x10 + i), a);
+      mt_fake_fail_call (entries[i], 1, CUDA_ERROR_LAUNCH_FAILED);
+      if (memres_buffer_close (x, b, &error))
+        {
+          g_test_message ("%s failing: the close copes", entries[i]);
+          g_assert_no_error (error);
+          g_assert_true (memres_buffer_is_closed (x));
+          g_assert_true (g_str_equal (entries[i], "cuStreamGetCtx")
+                         || g_str_equal (entries[i], "cuCtxGetCurrent")
+                         || g_str_equal (entries[i], "cuEventCreate")
+                         || g_str_equal (entries[i], "cuEventRecord"));
+        }
+      else
+        {
+          g_test_message ("%s failing: %s", entries[i], error->message);
+          g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_LAUNCH_FAILED);
+          g_assert_nonnull (strstr (error->message, entries[i]));
+          assert_still_open (x, address, (guint8) (0x10 + i), a);
+          mt_close_ok (g_steal_pointer (&x), b);
+        }
+      g_assert_cmpint (mt_fake_call_count (entries[i]), >, calls); /* the call was made */
+      mt_fake_reset_faults ();
+      if (x != NULL)
+        memres_buffer_unref (x);
+      mt_sync_ok (a);
+      mt_sync_ok (b);
+      mt_assert_fake_counts_equal (&base);
+    }
+  memres_resource_unref (mr);
+  stream_destroy (a);
+  stream_destroy (b);
+}
+
+/* A close on a destroyed stream fails and loses nothing: the buffer stays open with its bytes
+ * and closes on a live stream. Likewise when the buffer's own (deallocation) stream was
+ * destroyed: a close there fails, a close on a live stream works (it waits for the device, as no
+ * event can be recorded on the destroyed stream). */
+static void
+test_close_destroyed_stream (void)
+{
+  CUstream a, gone;
+  MemresResource *mr;
+  MemresBuffer *x;
+  guint64 address;
+  FakeCudaCounts base;
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  a = stream_new (CU_STREAM_NON_BLOCKING);
+  mr = dmr_new ();
+
+  /* closing on a destroyed stream */
+  x = mt_alloc_ok (mr, SIZE, a);
+  address = memres_buffer_get_address (x);
+  fill_ok (x, 0x5a, a);
+  mt_sync_ok (a);
+  gone = stream_new (CU_STREAM_NON_BLOCKING);
+  stream_destroy (gone);
+  for (int attempt = 0; attempt < 2; attempt++)
+    {
+      g_autoptr (GError) error = NULL;
+
+      g_assert_false (memres_buffer_close (x, gone, &error));
+      g_assert_nonnull (error);
+      g_test_message ("close on a destroyed stream: %s", error->message);
+      g_assert_true (error->domain == MEMRES_CUDA_ERROR);
+      if (mt_driver_is_fake ())
+        g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_HANDLE);
+      assert_still_open (x, address, 0x5a, a);
+    }
+  mt_close_ok (x, a);
+  mt_sync_ok (a);
+
+  /* the buffer's own stream destroyed */
+  gone = stream_new (CU_STREAM_NON_BLOCKING);
+  x = mt_alloc_ok (mr, SIZE, gone);
+  address = memres_buffer_get_address (x);
+  fill_ok (x, 0x6b, gone);
+  mt_sync_ok (gone);
+  stream_destroy (gone);
+  {
+    g_autoptr (GError) error = NULL;
+
+    g_assert_false (memres_buffer_close (x, NULL, &error)); /* NULL: the destroyed stream */
+    g_assert_nonnull (error);
+    g_test_message ("close on the buffer's destroyed stream: %s", error->message);
+    g_assert_true (error->domain == MEMRES_CUDA_ERROR);
+    if (mt_driver_is_fake ())
+      g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_HANDLE);
+    assert_still_open (x, address, 0x6b, a);
+  }
+  mt_close_ok (x, a);
+  mt_sync_ok (a);
+
+  memres_resource_unref (mr);
+  stream_destroy (a);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* The last unref of a buffer whose close fails (its stream was destroyed) frees it all the same,
+ * after waiting for the device, with a warning. */
+static void
+test_unref_destroyed_stream (void)
+{
+  if (!mt_require_fake ("counts the allocations left") || !mt_require_devices (1))
+    return;
+  if (g_test_subprocess ())
+    {
+      FakeCudaCounts base, now;
+      MemresResource *mr = dmr_new ();
+      CUstream gone = stream_new (CU_STREAM_NON_BLOCKING);
+      MemresBuffer *x = mt_alloc_ok (mr, SIZE, gone);
+
+      mt_sync_ok (gone);
+      mt_fake_get_counts (&base);
+      stream_destroy (gone);
+      g_log_set_always_fatal (G_LOG_FATAL_MASK); /* the warning is expected */
+      memres_buffer_unref (x);
+      mt_fake_wait_idle ();
+      mt_fake_get_counts (&now);
+      g_assert_cmpint (now.pool_allocations, ==, base.pool_allocations - 1);
+      memres_resource_unref (mr);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("*Closing a buffer of 1048576 bytes failed*cuMemFreeAsync*");
+  g_test_trap_assert_stderr_unmatched ("*could not be freed*");
+}
+
+/* --- clean under the driver's checkers (issue 15) ------------------------------------------- */
+
+static gpointer
+alloc_without_context (gpointer data)
+{
+  MemresResource *mr = data;
+  long failed = mt_fake_failed_call_count ();
+  long allocs = mt_fake_call_count ("cuMemAllocFromPoolAsync");
+  CUcontext ctx = (CUcontext) 1;
+
+  CU_OK (drv ()->cuCtxGetCurrent (&ctx));
+  g_assert_null (ctx); /* a new thread has no current context */
+  for (int i = 0; i < 3; i++)
+    {
+      MemresBuffer *x = mt_alloc_ok (mr, 4096, NULL);
+      mt_close_ok (x, NULL);
+    }
+  mt_sync_ok (NULL);
+  g_assert_cmpint (mt_fake_call_count ("cuMemAllocFromPoolAsync"), ==, allocs + 3);
+  g_assert_cmpint (mt_fake_failed_call_count (), ==, failed);
+  return NULL;
+}
+
+/* Allocating from a thread without a current context makes no driver call that fails (the pool
+ * used to try first and retry on CUDA_ERROR_INVALID_CONTEXT). */
+static void
+test_alloc_no_failing_call (void)
+{
+  MemresResource *mr;
+
+  if (!mt_require_fake ("counts failed driver calls") || !mt_require_devices (1))
+    return;
+  mr = dmr_new ();
+  g_thread_join (g_thread_new ("no-context", alloc_without_context, mr));
+  memres_resource_unref (mr);
+}
+
+/* An import whose second step fails is undone on the caller's stream: held, the unmap waits. */
+static void
+test_failed_import_undone_on_stream (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresIpcHandle) handle = NULL;
+  MemresResource *exporter, *importer;
+  MemresBuffer *buf;
+  MemresBufferDescriptor desc;
+  FakeCudaCounts base, now;
+  MtStreamHold *hold;
+  CUstream s;
+
+  if (!mt_require_fake ("injects a fault") || !mt_require_stream_holds ())
+    return;
+  exporter = mt_new_ok ("ipc");
+  handle = memres_resource_export_handle (exporter, &error);
+  g_assert_no_error (error);
+  importer = memres_resource_import_handle (handle, &error);
+  g_assert_no_error (error);
+  buf = mt_alloc_ok (exporter, 4096, NULL);
+  g_assert_true (memres_buffer_export (buf, &desc, &error));
+  mt_sync_ok (NULL);
+  s = stream_new (CU_STREAM_NON_BLOCKING);
+  mt_fake_get_counts (&base);
+
+  hold = mt_stream_hold (s);
+  mt_fake_fail_call ("cuPointerGetAttribute", 1, CUDA_ERROR_LAUNCH_FAILED);
+  g_assert_null (memres_buffer_import (importer, desc.bytes, sizeof desc.bytes, s, &error));
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_LAUNCH_FAILED);
+  mt_fake_reset_faults ();
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.pool_allocations, ==, base.pool_allocations + 1); /* queued on s */
+  mt_stream_release (hold);
+  mt_sync_ok (s);
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.pool_allocations, ==, base.pool_allocations);
+
+  mt_close_ok (buf, NULL);
+  mt_sync_ok (NULL);
+  memres_resource_unref (importer);
+  memres_resource_unref (exporter);
+  stream_destroy (s);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -475,5 +869,15 @@ main (int argc, char **argv)
   g_test_add_func ("/streams/hold/host-fn-write-value", test_host_fn_and_write_value);
   g_test_add_func ("/streams/hold/threads", test_threads);
   g_test_add_func ("/streams/fake/late-errors", test_fake_late_errors);
+  g_test_add_func ("/streams/close/cross-stream-ordered", test_close_cross_stream_ordered);
+  g_test_add_func ("/streams/close/caller-ordered", test_close_caller_ordered);
+  g_test_add_func ("/streams/close/driver-calls", test_close_calls);
+  g_test_add_func ("/streams/close/cross-stream-faults", test_close_cross_stream_faults);
+  g_test_add_func ("/streams/close/unref-destroyed-stream", test_unref_destroyed_stream);
+  g_test_add_func ("/streams/checkers/alloc-no-failing-call", test_alloc_no_failing_call);
+  g_test_add_func ("/streams/checkers/failed-import-undone-on-stream",
+                   test_failed_import_undone_on_stream);
+  /* Last (a group of its own): a destroyed stream handle given to the real driver. */
+  g_test_add_func ("/streams/zz-destroyed/close", test_close_destroyed_stream);
   return g_test_run ();
 }

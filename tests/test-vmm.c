@@ -508,6 +508,65 @@ test_grow_by_move (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* A grow whose adjacent reservation lands elsewhere frees that stray reservation and moves the
+ * buffer. When the driver refuses to free it, the grow still moves the buffer (no error) and the
+ * stray reservation is kept, freed at the next grow or with the resource, never lost. */
+static void
+test_grow_stray_free_fails (void)
+{
+  FakeCudaCounts base, now;
+  MemresResource *mr;
+  MemresBuffer *buf;
+  VmmBlocker blocker;
+  guint64 address;
+  gsize g;
+
+  if (!require_device () || !mt_require_fake ("injects a fault"))
+    return;
+  g = gran ();
+  counts_begin (&base);
+  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  buf = allocate (mr, 2 * g);
+  address = memres_buffer_get_address (buf);
+  write_pattern (buf, 0, 2 * g, 21);
+  blocker = block_after (buf);
+  g_assert_cmpuint (blocker.ptr, ==, address + 2 * g); /* the fake honours the hint */
+
+  mt_fake_fail_call ("cuMemAddressFree", 1, CUDA_ERROR_UNKNOWN);
+  resize (buf, 4 * g);
+  mt_fake_reset_faults ();
+  g_assert_cmpuint (memres_buffer_get_address (buf), !=, address);
+  check_pattern (buf, 0, 2 * g, 21);
+  mt_fake_get_counts (&now);
+  /* the buffer's new reservation, the blocker and the stray one */
+  g_assert_cmpint (now.reservations, ==, base.reservations + 3);
+
+  /* the next grow frees the stray reservation */
+  resize (buf, 5 * g);
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.reservations, <=, base.reservations + 3);
+  check_pattern (buf, 0, 2 * g, 21);
+  close_buffer (buf);
+  unblock (&blocker);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+
+  /* kept until the resource goes when no grow comes */
+  counts_begin (&base);
+  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  buf = allocate (mr, 2 * g);
+  blocker = block_after (buf);
+  mt_fake_fail_call ("cuMemAddressFree", 1, CUDA_ERROR_UNKNOWN);
+  resize (buf, 4 * g);
+  mt_fake_reset_faults ();
+  close_buffer (buf);
+  unblock (&blocker);
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.reservations, ==, base.reservations + 1); /* the stray one */
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* --- shrinking ----------------------------------------------------------------------------- */
 
 static void
@@ -1255,10 +1314,10 @@ test_faults_shrink_split (void)
   mt_assert_fake_counts_equal (&base);
 }
 
-/* Close is not undone: the core calls the deallocate slot once and closes the buffer whatever it
- * returns. So each failing driver call of a close is reported, everything else is still released,
- * and only what the driver refused is left. The buffer has two reservations (it grew in place)
- * and three chunks. */
+/* A close that cannot wait for its stream changes nothing: the buffer stays open and closes
+ * later. Once the teardown began it is not undone: each failing driver call of it is reported,
+ * everything else is still released, only what the driver refused is left, and the buffer is
+ * closed. The buffer has two reservations (it grew in place) and three chunks. */
 static void
 test_faults_close (void)
 {
@@ -1266,16 +1325,17 @@ test_faults_close (void)
   {
     const char *entry;
     int nth;
+    gboolean stays_open;
     int reservations, mappings, physical_handles; /* left behind */
   } cases[] = {
-    { "cuCtxGetCurrent", 1, 0, 0, 0 },     /* no stream sync: the context is synchronized */
-    { "cuStreamSynchronize", 1, 0, 0, 0 }, /* likewise */
-    { "cuMemUnmap", 1, 1, 1, 0 },          /* the first reservation and its chunk's mapping */
-    { "cuMemAddressFree", 1, 1, 0, 0 },
-    { "cuMemUnmap", 2, 1, 2, 0 }, /* the second reservation and its two chunks' mappings */
-    { "cuMemAddressFree", 2, 1, 0, 0 },
-    { "cuMemRelease", 1, 0, 0, 1 },
-    { "cuMemRelease", 3, 0, 0, 1 },
+    { "cuCtxGetCurrent", 1, TRUE, 0, 0, 0 }, /* no stream sync: nothing released */
+    { "cuStreamSynchronize", 1, TRUE, 0, 0, 0 },
+    { "cuMemUnmap", 1, FALSE, 1, 1, 0 }, /* the first reservation and its chunk's mapping */
+    { "cuMemAddressFree", 1, FALSE, 1, 0, 0 },
+    { "cuMemUnmap", 2, FALSE, 1, 2, 0 }, /* the second reservation and its two chunks' mappings */
+    { "cuMemAddressFree", 2, FALSE, 1, 0, 0 },
+    { "cuMemRelease", 1, FALSE, 0, 0, 1 },
+    { "cuMemRelease", 3, FALSE, 0, 0, 1 },
   };
   FakeCudaCounts expected;
   g_autoptr (MemresResource) mr = NULL;
@@ -1304,7 +1364,16 @@ test_faults_close (void)
       mt_fake_reset_faults ();
       g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
       g_assert_nonnull (strstr (error->message, cases[i].entry));
-      g_assert_true (memres_buffer_is_closed (buf));
+      g_assert_true (memres_buffer_is_closed (buf) == !cases[i].stays_open);
+      if (cases[i].stays_open)
+        {
+          g_assert_cmpuint (memres_buffer_get_address (buf), ==, address);
+          g_assert_cmpuint (memres_buffer_get_size (buf), ==, 3 * gran ());
+          g_assert_cmpuint (stats (mr).reserved_current, >, 0);
+          g_clear_error (&error);
+          g_assert_true (memres_buffer_close (buf, NULL, &error));
+          g_assert_no_error (error);
+        }
       memres_buffer_unref (buf);
       expected.reservations += cases[i].reservations;
       expected.mappings += cases[i].mappings;
@@ -1328,6 +1397,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
 
   g_test_add_func ("/vmm/allocate/rounding", test_allocate_rounding);
+  g_test_add_func ("/vmm/grow/stray-free-fails", test_grow_stray_free_fails);
   g_test_add_func ("/vmm/allocate/minimum-granularity", test_allocate_minimum_granularity);
   g_test_add_func ("/vmm/allocate/huge", test_allocate_huge);
   g_test_add_func ("/vmm/allocate/host", test_allocate_host);

@@ -10,7 +10,7 @@ typedef struct
 {
   gint inits, finalizes, allocates, deallocates; /* atomic */
   gboolean fail_init;
-  CUresult dealloc_fail_code; /* non-zero: deallocate frees, then fails with this code */
+  CUresult dealloc_fail_code; /* non-zero: deallocate frees nothing and fails with this code */
   /* what the last init saw */
   gboolean flag;
   gint64 count;
@@ -97,9 +97,9 @@ static gboolean
 tk_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   g_atomic_int_inc (&tk.deallocates);
-  free ((gpointer) (guintptr) alloc->address);
   if (tk.dealloc_fail_code != 0)
     return memres_cuda_set_error (error, tk.dealloc_fail_code, "cuMemFreeAsync");
+  free ((gpointer) (guintptr) alloc->address);
   return TRUE;
 }
 

@@ -30,6 +30,7 @@ typedef struct
   void (*set_async) (int on);
   int (*get_async) (void);
   void (*wait_idle) (void);
+  long (*failed_call_count) (void);
 } MtFake;
 
 static gpointer
@@ -65,6 +66,7 @@ load_fake (gpointer data)
       fake->set_async = (void (*) (int)) dlsym (handle, "fakecuda_set_async");
       fake->get_async = (int (*) (void)) dlsym (handle, "fakecuda_get_async");
       fake->wait_idle = (void (*) (void)) dlsym (handle, "fakecuda_wait_idle");
+      fake->failed_call_count = (long (*) (void)) dlsym (handle, "fakecuda_failed_call_count");
     }
   return fake;
 }
@@ -186,6 +188,34 @@ mt_fake_wait_idle (void)
 
   if (fake->wait_idle != NULL)
     fake->wait_idle ();
+}
+
+long
+mt_fake_failed_call_count (void)
+{
+  const MtFake *fake = require_fake ("mt_fake_failed_call_count");
+
+  if (fake->failed_call_count == NULL)
+    g_error ("this fake CUDA driver does not count failed calls");
+  return fake->failed_call_count ();
+}
+
+void
+mt_fake_trace_begin (void)
+{
+  require_fake ("mt_fake_trace_begin")->trace_begin ();
+}
+
+char *
+mt_fake_trace_end (void)
+{
+  const char **names = NULL;
+  int n = require_fake ("mt_fake_trace_end")->trace_end (&names);
+  GString *s = g_string_new (NULL);
+
+  for (int i = 0; i < n; i++)
+    g_string_append_printf (s, "%s%s", i ? " " : "", names[i]);
+  return g_string_free (s, FALSE);
 }
 
 #define MT_FOREACH_COUNT(X)                                                                        \

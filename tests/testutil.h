@@ -34,6 +34,12 @@ long mt_fake_call_count (const char *entry);
 void mt_fake_set_async (gboolean on);
 gboolean mt_fake_is_async (void);
 void mt_fake_wait_idle (void);
+/* Calls of the fake that returned an error so far (fakecuda_failed_call_count). */
+long mt_fake_failed_call_count (void);
+/* Records the fake's calls from now (fakecuda_trace_begin); mt_fake_trace_end() stops and
+ * returns their names joined with spaces (transfer full). */
+void mt_fake_trace_begin (void);
+char *mt_fake_trace_end (void);
 
 /* A driver entry point outside memres's table (cuEventQuery, cuStreamWaitValue32), resolved
  * with cuGetProcAddress at CUDA_VERSION from the driver the core loaded; NULL when it has none. */

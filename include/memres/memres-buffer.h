@@ -14,6 +14,8 @@ G_BEGIN_DECLS
 MemresBuffer *memres_buffer_ref (MemresBuffer *buf);
 void memres_buffer_unref (MemresBuffer *buf);
 gboolean memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error);
+gboolean memres_buffer_close_full (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags,
+                                   GError **error);
 gboolean memres_buffer_is_closed (MemresBuffer *buf);
 gboolean memres_buffer_set_deallocation_stream (MemresBuffer *buf, MemresStream stream,
                                                 GError **error);

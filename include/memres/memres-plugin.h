@@ -357,16 +357,21 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   (memres_cuda_check_stream_not_capturing()); %MEMRES_ERROR_NO_DRIVER. On failure nothing
  *   stays allocated and @alloc is ignored. Since: 1.0
  * @deallocate: required. Frees @alloc, the record allocate, import_buffer or resize filled,
- *   including whatever @alloc->plugin_data owns. Called exactly once per such allocation, from
- *   memres_buffer_close() or from the memres_buffer_unref() that drops an open buffer's last
- *   reference, on any thread, concurrently with every slot but init and finalize.
+ *   including whatever @alloc->plugin_data owns. Called from memres_buffer_close() or from the
+ *   memres_buffer_unref() that drops an open buffer's last reference, on any thread,
+ *   concurrently with every slot but init and finalize; once per allocation when it succeeds.
  *   @stream is the stream the close was ordered on: the one given to memres_buffer_close() or
  *   else the buffer's recorded deallocation stream (by default its allocation stream; %NULL
  *   is the legacy default stream). A stream-ordered kind frees in @stream's order; any other
  *   kind must not let the memory be reused while work queued on @stream may still touch it
  *   (synchronize @stream first when the memory is device-accessible). Errors: a
- *   %MEMRES_CUDA_ERROR. Whatever it returns, the allocation is gone for the core, which never
- *   passes it again: on failure release all that can be released, then report. Since: 1.0
+ *   %MEMRES_CUDA_ERROR. On failure it must release nothing and leave @alloc as it was: the
+ *   core keeps the buffer open, and a later close (on another stream) calls deallocate again
+ *   (the last unref, which nobody can retry, calls it again on the legacy stream after
+ *   cuCtxSynchronize()). A slot that fails after releasing part of the allocation, which it
+ *   cannot undo, releases all it can, reports the first failure and sets @alloc->address to 0:
+ *   the core then takes the allocation as gone and closes the buffer all the same. (Since 1.2;
+ *   until 1.1 the core closed the buffer whatever deallocate returned.) Since: 1.0
  * @query: required. Fills @info (device -1 and flags 0 on entry) with the device and the
  *   flags. Called once per instance, right after init or import_handle succeeded and before
  *   the instance is returned to anybody; the core caches the answer. Cannot fail.

@@ -52,6 +52,24 @@ typedef enum
 } MemresMemoryFlags;
 
 /**
+ * MemresCloseFlags:
+ * @MEMRES_CLOSE_DEFAULT: a close on a stream other than the buffer's deallocation stream is
+ *   ordered after the work queued on the deallocation stream (an event recorded there, waited
+ *   for by the closing stream)
+ * @MEMRES_CLOSE_CALLER_ORDERED: the caller has ordered the closing stream after every use of
+ *   the memory on other streams itself (its own event, a synchronization): no event is recorded
+ *
+ * How memres_buffer_close_full() orders the free.
+ *
+ * Since: 1.2
+ */
+typedef enum
+{
+  MEMRES_CLOSE_DEFAULT = 0,
+  MEMRES_CLOSE_CALLER_ORDERED = 1 << 0,
+} MemresCloseFlags;
+
+/**
  * MemresAccess:
  * @MEMRES_ACCESS_NONE: no access (the driver's `CU_MEM_ACCESS_FLAGS_PROT_NONE`)
  * @MEMRES_ACCESS_READ: read-only (`CU_MEM_ACCESS_FLAGS_PROT_READ`)

@@ -83,41 +83,32 @@ dmr_sync_allocate (DmrSync *self, gsize size, guint64 *address, GError **error)
   return TRUE;
 }
 
-/* As memres_pool_free(): when @stream cannot be synchronized (a destroyed stream), wait for
- * the whole primary context instead and free anyway, reporting the stream's error. */
+/* As memres_pool_free(): waits for @stream (cuStreamSynchronize), then frees (cuMemFree in the
+ * primary context). When either fails nothing is freed (the core keeps the buffer open). */
 gboolean
 dmr_sync_free (DmrSync *self, guint64 address, gsize size, MemresStream stream, GError **error)
 {
   const MemresCudaDriver *drv = self->drv;
-  gboolean ordered = TRUE;
   CUcontext popped;
   CUresult r;
 
+  if (!memres_cuda_ensure_context (self->device, error))
+    return FALSE;
   r = drv->cuStreamSynchronize (stream);
-  if (r == CUDA_ERROR_INVALID_CONTEXT && memres_cuda_ensure_context (self->device, NULL))
-    r = drv->cuStreamSynchronize (stream);
   if (r == CUDA_ERROR_DEINITIALIZED)
     return TRUE; /* process exit: the memory is gone with the driver */
   if (r != CUDA_SUCCESS)
-    {
-      memres_cuda_set_error (error, r, "cuStreamSynchronize");
-      ordered = FALSE;
-    }
+    return memres_cuda_set_error (error, r, "cuStreamSynchronize");
 
   r = drv->cuCtxPushCurrent (self->context);
   if (r != CUDA_SUCCESS)
-    return ordered ? memres_cuda_set_error (error, r, "cuCtxPushCurrent") : FALSE;
-  if (!ordered)
-    r = drv->cuCtxSynchronize ();
-  if (r == CUDA_SUCCESS)
-    r = drv->cuMemFree ((CUdeviceptr) address);
+    return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
+  r = drv->cuMemFree ((CUdeviceptr) address);
   (void) drv->cuCtxPopCurrent (&popped);
-
-  if (r == CUDA_SUCCESS || r == CUDA_ERROR_DEINITIALIZED)
-    account (self, size, FALSE);
-  else if (ordered)
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
     return memres_cuda_set_error (error, r, "cuMemFree");
-  return ordered;
+  account (self, size, FALSE);
+  return TRUE;
 }
 
 void

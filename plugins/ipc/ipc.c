@@ -187,7 +187,7 @@ ipc_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresStrea
                                 "the exporting resource cannot import its own buffers: use the "
                                 "buffer itself, or import the pool's handle first"),
            FALSE;
-  return memres_pool_import_pointer (&self->pool, in, alloc, error);
+  return memres_pool_import_pointer (&self->pool, in, stream, alloc, error);
 }
 
 static const MemresResourceOps ipc_ops = {

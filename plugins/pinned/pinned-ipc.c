@@ -142,5 +142,5 @@ pinned_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresSt
                            "imports buffers; the exporter uses its buffers directly");
       return FALSE;
     }
-  return memres_pool_import_pointer (&self->pool, in, alloc, error);
+  return memres_pool_import_pointer (&self->pool, in, stream, alloc, error);
 }

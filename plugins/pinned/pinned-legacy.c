@@ -99,9 +99,8 @@ pinned_legacy_allocate (PinnedLegacy *self, gsize size, MemresAllocation *alloc,
  * @error: return location for a #GError
  *
  * Waits for @stream (cuStreamSynchronize()), so that no work queued on it still uses the
- * memory, then frees it with cuMemFreeHost(). When the synchronization fails the memory is
- * freed all the same (the buffer is closed either way) and the synchronization's error is
- * reported. Thread-safe.
+ * memory, then frees it with cuMemFreeHost(). When either fails nothing is freed: the core keeps
+ * the buffer open, so that it can be closed again on a live stream. Thread-safe.
  *
  * Errors: those of memres_cuda_ensure_context(); %MEMRES_CUDA_ERROR of cuStreamSynchronize or
  * cuMemFreeHost.
@@ -112,24 +111,17 @@ gboolean
 pinned_legacy_deallocate (PinnedLegacy *self, MemresAllocation *alloc, MemresStream stream,
                           GError **error)
 {
-  g_autoptr (GError) sync_error = NULL;
   CUresult res;
 
-  if (memres_cuda_ensure_context (self->device, &sync_error))
-    {
-      res = self->drv->cuStreamSynchronize (stream);
-      if (res != CUDA_SUCCESS)
-        memres_cuda_set_error (&sync_error, res, "cuStreamSynchronize");
-    }
+  if (!memres_cuda_ensure_context (self->device, error))
+    return FALSE;
+  res = self->drv->cuStreamSynchronize (stream);
+  if (res != CUDA_SUCCESS && res != CUDA_ERROR_DEINITIALIZED)
+    return memres_cuda_set_error (error, res, "cuStreamSynchronize");
   res = self->drv->cuMemFreeHost ((void *) (guintptr) alloc->address);
-  if (res != CUDA_SUCCESS)
+  if (res != CUDA_SUCCESS && res != CUDA_ERROR_DEINITIALIZED)
     return memres_cuda_set_error (error, res, "cuMemFreeHost");
   account (self, alloc->size, FALSE);
-  if (sync_error != NULL)
-    {
-      g_propagate_error (error, g_steal_pointer (&sync_error));
-      return FALSE;
-    }
   return TRUE;
 }
 

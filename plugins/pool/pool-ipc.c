@@ -16,13 +16,15 @@ G_STATIC_ASSERT (sizeof (((CUmemPoolPtrExportData *) NULL)->reserved)
 
 /* Runs a driver call; when the thread has no current context, makes the primary context of
  * @device current and tries once more. */
-#define CALL_WITH_CONTEXT(r, device, error, call)                                                  \
+#define CALL_WITH_CONTEXT(r, pool, error, call)                                                    \
   G_STMT_START                                                                                     \
   {                                                                                                \
+    if (!memres_pool_ensure_context ((pool), (error)))                                             \
+      return FALSE;                                                                                \
     (r) = (call);                                                                                  \
     if ((r) == CUDA_ERROR_INVALID_CONTEXT)                                                         \
       {                                                                                            \
-        if (!memres_cuda_ensure_context ((device), (error)))                                       \
+        if (!memres_cuda_ensure_context ((pool)->device, (error)))                                 \
           return FALSE;                                                                            \
         (r) = (call);                                                                              \
       }                                                                                            \
@@ -200,7 +202,7 @@ memres_pool_export_pointer (MemresPool *pool, const MemresAllocation *alloc,
                                 "the pool was not created shareable (POSIX file descriptors)"),
            FALSE;
   memset (&data, 0, sizeof data);
-  CALL_WITH_CONTEXT (r, pool->device, error,
+  CALL_WITH_CONTEXT (r, pool, error,
                      pool->drv->cuMemPoolExportPointer (&data, (CUdeviceptr) alloc->address));
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuMemPoolExportPointer");
@@ -218,6 +220,7 @@ memres_pool_export_pointer (MemresPool *pool, const MemresAllocation *alloc,
  * memres_pool_import_pointer:
  * @pool: an imported pool
  * @in: the decoded descriptor (validated by the core)
+ * @stream: the stream the import is ordered on
  * @alloc: (out caller-allocates): the whole mapped allocation: the address the driver mapped
  *   and its extent in bytes (cuPointerGetAttribute `CU_POINTER_ATTRIBUTE_RANGE_SIZE`); the core
  *   checks that the descriptor's offset and size fit in it
@@ -225,13 +228,15 @@ memres_pool_export_pointer (MemresPool *pool, const MemresAllocation *alloc,
  *
  * Maps an allocation of the exporting process with cuMemPoolImportPointer(). Undo with
  * memres_pool_free() (cuMemFreeAsync). Not deduplicated here: the core maps each exported
- * allocation once per process. On failure nothing stays mapped. Thread-safe.
+ * allocation once per process. On failure nothing stays mapped: a mapping made before a later
+ * step failed is unmapped on @stream (the caller's stream, in whose order the import was).
+ * Thread-safe.
  *
  * Returns: %TRUE on success; %FALSE with a %MEMRES_CUDA_ERROR otherwise.
  */
 gboolean
-memres_pool_import_pointer (MemresPool *pool, const MemresBufferExport *in, MemresAllocation *alloc,
-                            GError **error)
+memres_pool_import_pointer (MemresPool *pool, const MemresBufferExport *in, MemresStream stream,
+                            MemresAllocation *alloc, GError **error)
 {
   CUmemPoolPtrExportData data;
   CUdeviceptr ptr = 0;
@@ -239,8 +244,7 @@ memres_pool_import_pointer (MemresPool *pool, const MemresBufferExport *in, Memr
   CUresult r;
 
   memcpy (data.reserved, in->export_data, sizeof data.reserved);
-  CALL_WITH_CONTEXT (r, pool->device, error,
-                     pool->drv->cuMemPoolImportPointer (&ptr, pool->handle, &data));
+  CALL_WITH_CONTEXT (r, pool, error, pool->drv->cuMemPoolImportPointer (&ptr, pool->handle, &data));
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuMemPoolImportPointer");
 
@@ -248,7 +252,7 @@ memres_pool_import_pointer (MemresPool *pool, const MemresBufferExport *in, Memr
   if (r != CUDA_SUCCESS)
     {
       memres_cuda_set_error (error, r, "cuPointerGetAttribute");
-      (void) pool->drv->cuMemFreeAsync (ptr, NULL);
+      (void) pool->drv->cuMemFreeAsync (ptr, (CUstream) stream);
       return FALSE;
     }
 

@@ -536,6 +536,37 @@ allocate_checked (MemresPool *pool, gsize size, MemresStream stream, CUdeviceptr
   return TRUE;
 }
 
+/* Whether a context was current on this thread when memres last looked (or memres made one
+ * current): the allocate/free hot path then calls the driver at once. Without it, a thread that
+ * has no current context would see its first call fail with CUDA_ERROR_INVALID_CONTEXT, a failing
+ * API call that compute-sanitizer reports. */
+static __thread gboolean thread_has_context;
+
+static gboolean
+ensure_thread_context (MemresPool *pool, GError **error)
+{
+  if (!memres_cuda_ensure_context (pool->device, error))
+    return FALSE;
+  thread_has_context = TRUE;
+  return TRUE;
+}
+
+/**
+ * memres_pool_ensure_context:
+ * @pool: a pool
+ * @error: return location for a #GError
+ *
+ * Makes sure that a context is current on the calling thread before a driver call that needs one
+ * (memres_cuda_ensure_context() the first time on a thread; nothing after that). Thread-safe.
+ *
+ * Returns: %TRUE when a context is current; %FALSE with @error set otherwise.
+ */
+gboolean
+memres_pool_ensure_context (MemresPool *pool, GError **error)
+{
+  return G_LIKELY (thread_has_context) || ensure_thread_context (pool, error);
+}
+
 /**
  * memres_pool_allocate:
  * @pool: a pool
@@ -549,10 +580,12 @@ allocate_checked (MemresPool *pool, gsize size, MemresStream stream, CUdeviceptr
  * @stream after this call may use the memory; other streams must wait for @stream (an event).
  * A stream that is capturing a graph is refused (cuStreamIsCapturing; the legacy stream, which
  * cannot capture, is not asked): the driver would turn the allocation into a graph node whose
- * memory belongs to the graph, not to @pool. When the calling thread has no current context
- * (`CUDA_ERROR_INVALID_CONTEXT`), the primary context of @pool's device is made current
- * (memres_cuda_ensure_context()) and the allocation tried again, so that the hot path stays
- * one or two driver calls. Thread-safe.
+ * memory belongs to the graph, not to @pool. The first call on a thread makes sure a context is
+ * current (memres_cuda_ensure_context(): cuCtxGetCurrent(), and the primary context of @pool's
+ * device made current when there is none), so that no driver call of a successful allocation
+ * fails; later calls on the thread make only the allocation's calls. Should the application
+ * take the thread's context away after that (`CUDA_ERROR_INVALID_CONTEXT`), the context is
+ * made current again and the allocation tried once more. Thread-safe.
  *
  * Returns: %TRUE on success; %FALSE with @error set: %MEMRES_ERROR_OUT_OF_MEMORY (the device
  *   or the pool's max_size is exhausted), the error of memres_cuda_check_stream_not_capturing()
@@ -568,6 +601,8 @@ memres_pool_allocate (MemresPool *pool, gsize size, MemresStream stream, guint64
   CUdeviceptr ptr = 0;
   CUresult r = CUDA_SUCCESS;
 
+  if (G_UNLIKELY (!thread_has_context) && !ensure_thread_context (pool, error))
+    return FALSE;
   if (stream_may_capture (stream) && drv->cuStreamIsCapturing != NULL)
     {
       CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -586,11 +621,11 @@ memres_pool_allocate (MemresPool *pool, gsize size, MemresStream stream, guint64
         }
     }
 
-  /* Slow path. Without a current context, make one current and try again with every check;
-   * a capturing stream gets its error from the core's check. */
+  /* Slow path. The application took the context away: make one current and try again with
+   * every check; a capturing stream gets its error from the core's check. */
   if (r == CUDA_ERROR_INVALID_CONTEXT)
     {
-      if (!memres_cuda_ensure_context (pool->device, error))
+      if (!ensure_thread_context (pool, error))
         return FALSE;
     }
   else if (!capturing)
@@ -602,68 +637,45 @@ memres_pool_allocate (MemresPool *pool, gsize size, MemresStream stream, guint64
   return TRUE;
 }
 
-/* The free could not be ordered on the caller's stream (a destroyed stream, for example). The
- * core closes the buffer even then and never calls deallocate again, so the memory would stay
- * allocated for the life of the process. Instead, wait for all work of the device's primary
- * context, which by the ordering rule includes every use of the memory made there, and free it
- * on that context's legacy stream. Best effort: the caller still gets the original error. */
-static void
-free_unordered (MemresPool *pool, CUdeviceptr ptr)
-{
-  const MemresCudaDriver *drv = pool->drv;
-  CUcontext context, popped;
-
-  if (!memres_cuda_get_primary_context (pool->device, &context, NULL))
-    return;
-  if (drv->cuCtxPushCurrent (context) != CUDA_SUCCESS)
-    return;
-  if (drv->cuCtxSynchronize () == CUDA_SUCCESS)
-    (void) drv->cuMemFreeAsync (ptr, CU_STREAM_LEGACY);
-  (void) drv->cuCtxPopCurrent (&popped);
-}
-
 /**
  * memres_pool_free:
- * @pool: the pool @address was allocated from
+ * @pool: a pool
  * @address: an address memres_pool_allocate() returned
  * @stream: the stream that orders the free (%NULL: the legacy default stream)
  * @error: return location for a #GError
  *
  * Frees @address ordered on @stream (cuMemFreeAsync). The memory may be reused by work ordered
  * after the free; the caller orders the free after all work using the memory, on any stream
- * (for work on another stream: cuEventRecord there, cuStreamWaitEvent on @stream). A thread
- * without a current context gets the primary context of @pool's device, as in
- * memres_pool_allocate(). `CUDA_ERROR_DEINITIALIZED` (the driver is shutting down at process
- * exit, the memory is gone anyway) counts as success. When the free cannot be ordered on
- * @stream (an invalid or destroyed stream), the memory is still freed, after waiting for all
- * work of the device's primary context (cuCtxSynchronize, then cuMemFreeAsync on its legacy
- * stream), and the error of the first attempt is reported: the memory never leaks because of
- * a bad stream. Thread-safe.
+ * (for work on another stream: cuEventRecord there, cuStreamWaitEvent on @stream; the core does
+ * that for a buffer closed on another stream than its own). A thread without a current context
+ * gets the primary context of @pool's device, as in memres_pool_allocate().
+ * `CUDA_ERROR_DEINITIALIZED` (the driver is shutting down at process exit, the memory is gone
+ * anyway) counts as success. When the free fails (an invalid or destroyed stream) nothing is
+ * freed: the core keeps the buffer open, so that it can be closed again on a live stream (the
+ * deallocate slot's contract). Thread-safe.
  *
- * Returns: %TRUE on success; %FALSE with a %MEMRES_CUDA_ERROR otherwise (the memory is freed
- *   nonetheless when at all possible).
+ * Returns: %TRUE on success; %FALSE with a %MEMRES_CUDA_ERROR otherwise (the memory is still
+ *   allocated).
  */
 gboolean
 memres_pool_free (MemresPool *pool, guint64 address, MemresStream stream, GError **error)
 {
-  CUresult r = pool->drv->cuMemFreeAsync ((CUdeviceptr) address, stream);
+  CUresult r;
 
+  if (G_UNLIKELY (!thread_has_context) && !ensure_thread_context (pool, error))
+    return FALSE;
+  r = pool->drv->cuMemFreeAsync ((CUdeviceptr) address, stream);
   if (G_LIKELY (r == CUDA_SUCCESS))
     return TRUE;
   if (r == CUDA_ERROR_INVALID_CONTEXT)
     {
-      if (!memres_cuda_ensure_context (pool->device, error))
-        {
-          free_unordered (pool, (CUdeviceptr) address);
-          return FALSE;
-        }
+      if (!ensure_thread_context (pool, error))
+        return FALSE;
       r = pool->drv->cuMemFreeAsync ((CUdeviceptr) address, stream);
     }
   if (r == CUDA_SUCCESS || r == CUDA_ERROR_DEINITIALIZED)
     return TRUE;
-  memres_cuda_set_error (error, r, "cuMemFreeAsync");
-  free_unordered (pool, (CUdeviceptr) address);
-  return FALSE;
+  return memres_cuda_set_error (error, r, "cuMemFreeAsync");
 }
 
 /**

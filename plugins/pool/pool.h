@@ -219,7 +219,8 @@ gboolean memres_pool_init_import (MemresPool *pool, const MemresIpcHandle *handl
 gboolean memres_pool_export_pointer (MemresPool *pool, const MemresAllocation *alloc,
                                      MemresBufferExport *out, GError **error);
 gboolean memres_pool_import_pointer (MemresPool *pool, const MemresBufferExport *in,
-                                     MemresAllocation *alloc, GError **error);
+                                     MemresStream stream, MemresAllocation *alloc, GError **error);
+gboolean memres_pool_ensure_context (MemresPool *pool, GError **error);
 
 /* Errors: sets @error from a failed driver call @call, mapping CUDA_ERROR_OUT_OF_MEMORY to
  * MEMRES_ERROR_OUT_OF_MEMORY (keeping the driver's message) and everything else to

@@ -12,8 +12,10 @@
  * unmap is undone by mapping the same handles again and granting access, a freed reservation by
  * reserving the same range again, a handle released while still mapped by taking it back from
  * its mapping (cuMemRetainAllocationHandle). What cannot be undone is the release of memory that
- * is no longer mapped; see vmm_shrink() for the one place where that can happen. Close is not
- * undone: the core calls the deallocate slot once and closes the buffer whatever it returns. */
+ * is no longer mapped; see vmm_shrink() for the one place where that can happen. A close that
+ * cannot wait for its stream changes nothing (the core keeps the buffer open); once the teardown
+ * has begun it is not undone: a failing step is reported, everything else still released, and the
+ * allocation's address set to 0 so that the core closes the buffer all the same. */
 #include "vmm-private.h"
 
 static gboolean
@@ -546,26 +548,13 @@ vmm_note_failure (GError **first, CUresult res, const char *call)
     memres_cuda_set_error (first, res, call);
 }
 
-/* When a stream cannot be waited for, waits for all the work of the device's primary context
- * (cuCtxSynchronize) instead, so that no memory is unmapped under a running kernel. */
-static void
-vmm_context_synchronize (VmmResource *self)
-{
-  CUcontext ctx, popped;
-
-  if (!memres_cuda_get_primary_context (self->device, &ctx, NULL)
-      || self->drv->cuCtxPushCurrent (ctx) != CUDA_SUCCESS)
-    return;
-  self->drv->cuCtxSynchronize ();
-  self->drv->cuCtxPopCurrent (&popped);
-}
-
-/* _vmm_deallocate: the deallocate slot. Waits for @stream (cuStreamSynchronize; should that
- * fail, for the whole context), then, one reservation at a time, unmaps it (cuMemUnmap) and frees
- * it with its exact range (cuMemAddressFree), then releases every physical handle (cuMemRelease).
- * The core calls this once per buffer and closes the buffer whatever it returns, so a failing
- * step does not stop the others: everything that can be released is, only what the driver
- * refused is left, and the first failure is reported. */
+/* _vmm_deallocate: the deallocate slot. Waits for @stream (cuStreamSynchronize); when that fails
+ * nothing is released and FALSE returned (the buffer stays open). Then, one reservation at a
+ * time, unmaps it (cuMemUnmap) and frees it with its exact range (cuMemAddressFree), then
+ * releases every physical handle (cuMemRelease). A failing step of that teardown does not stop
+ * the others: everything that can be released is, only what the driver refused is left, the
+ * first failure is reported, and @alloc's address is set to 0 (released: the core closes the
+ * buffer). */
 gboolean
 _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
@@ -574,8 +563,8 @@ _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
   GError *first = NULL;
   CUresult res;
 
-  if (!vmm_stream_synchronize (self, stream, &first))
-    vmm_context_synchronize (self);
+  if (!vmm_stream_synchronize (self, stream, error))
+    return FALSE;
 
   for (gsize i = 0; i < buf->n_ranges; i++)
     {
@@ -600,10 +589,37 @@ _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
   alloc->plugin_data = NULL;
   if (first != NULL)
     {
+      alloc->address = 0;
       g_propagate_error (error, first);
       return FALSE;
     }
   return TRUE;
+}
+
+static void
+vmm_keep_stray (VmmResource *self, const VmmRange *r)
+{
+  g_mutex_lock (&self->stats_lock);
+  if (self->strays == NULL)
+    g_atomic_pointer_set (&self->strays, g_array_new (FALSE, FALSE, sizeof (VmmRange)));
+  g_array_append_val (self->strays, *r);
+  g_mutex_unlock (&self->stats_lock);
+}
+
+void
+_vmm_free_strays (VmmResource *self)
+{
+  g_mutex_lock (&self->stats_lock);
+  for (guint i = 0; self->strays != NULL && i < self->strays->len;)
+    {
+      const VmmRange *r = &g_array_index (self->strays, VmmRange, i);
+
+      if (self->drv->cuMemAddressFree (r->ptr, r->size) == CUDA_SUCCESS)
+        g_array_remove_index_fast (self->strays, i);
+      else
+        i++;
+    }
+  g_mutex_unlock (&self->stats_lock);
 }
 
 /* Maps new chunks after the buffer's mapped bytes up to @new_size, into its reservations, or
@@ -630,10 +646,10 @@ vmm_grow_in_place (VmmResource *self, VmmBuffer *buf, gsize new_size, gboolean *
         return FALSE;
       if (extra.ptr != hint)
         {
-          CUresult res = self->drv->cuMemAddressFree (extra.ptr, extra.size);
-
-          if (res != CUDA_SUCCESS)
-            return vmm_cuda_error (error, res, "cuMemAddressFree");
+          /* The range after the buffer is taken: the caller moves the buffer. A stray
+           * reservation the driver will not free now is kept for later, not lost. */
+          if (self->drv->cuMemAddressFree (extra.ptr, extra.size) != CUDA_SUCCESS)
+            vmm_keep_stray (self, &extra);
           *taken = TRUE;
           return FALSE;
         }
@@ -809,6 +825,8 @@ _vmm_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size, Memres
 
   if (!vmm_round_size (self, new_size, &rounded, error))
     return FALSE;
+  if (G_UNLIKELY (g_atomic_pointer_get (&self->strays) != NULL))
+    _vmm_free_strays (self);
 
   old_mapped = buf->mapped;
   if (rounded > buf->mapped)

@@ -27,7 +27,14 @@ typedef struct
 
   GMutex stats_lock;
   MemresStats stats; /* n_buffers unused (the core counts buffers) */
+
+  /* Reservations a grow got away from where it asked and could not free (VmmRange), under
+   * stats_lock: freed again at the next grow and at finalize, never lost. */
+  GArray *strays;
 } VmmResource;
+
+/* Frees the stray reservations of @self that the driver now lets go (all, at finalize). */
+void _vmm_free_strays (VmmResource *self);
 
 /* One physical allocation (cuMemCreate handle), mapped at buffer base + offset. */
 typedef struct

@@ -384,6 +384,10 @@ vmm_finalize (MemresResource *mr)
 {
   VmmResource *self = memres_resource_get_private (mr);
 
+  _vmm_free_strays (self);
+  if (self->strays != NULL && self->strays->len > 0)
+    g_warning ("vmm: %u stray address reservations could not be freed", self->strays->len);
+  g_clear_pointer (&self->strays, g_array_unref);
   g_free (self->access);
   g_mutex_clear (&self->stats_lock);
 }

@@ -55,6 +55,9 @@ extern "C"
   /* Number of calls of @entry since the library was loaded (the same as since cuInit for every
    * entry point but cuGetProcAddress, cuDriverGetVersion and the error-name functions). */
   long fakecuda_call_count (const char *entry);
+  /* Number of calls since the library was loaded that returned an error (anything but
+   * CUDA_SUCCESS and CUDA_ERROR_NOT_READY; injected faults included). */
+  long fakecuda_failed_call_count (void);
   /* Sets the VMM granularities cuMemGetAllocationGranularity reports and cuMemCreate/cuMemMap
    * enforce (bytes; powers of two, multiples of the page size, @recommended a multiple of
    * @minimum). Takes effect at once; use it before creating VMM memory. */

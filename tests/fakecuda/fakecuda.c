@@ -50,6 +50,8 @@ typedef struct
 static FkFault fk_faults[FK_MAX_FAULTS];
 static int fk_n_faults;
 static long fk_calls[FK_N_ENTRIES];
+/* Calls that returned an error (CUDA_ERROR_NOT_READY, a status, not counted). */
+static long fk_failed_calls;
 
 static bool fk_tracing;
 static const char **fk_trace;
@@ -161,11 +163,13 @@ fk_enter (FkEntry entry, bool needs_init)
       {
         CUresult result = fk_faults[i].result;
         fk_faults[i] = fk_faults[--fk_n_faults];
+        fk_failed_calls += result != CUDA_SUCCESS;
         pthread_mutex_unlock (&fk.lock);
         return result;
       }
   if (needs_init && !fk.initialized)
     {
+      fk_failed_calls++;
       pthread_mutex_unlock (&fk.lock);
       return CUDA_ERROR_NOT_INITIALIZED;
     }
@@ -175,6 +179,7 @@ fk_enter (FkEntry entry, bool needs_init)
 CUresult
 fk_leave (CUresult result)
 {
+  fk_failed_calls += result != CUDA_SUCCESS && result != CUDA_ERROR_NOT_READY;
   pthread_mutex_unlock (&fk.lock);
   return result;
 }
@@ -454,6 +459,17 @@ fakecuda_call_count (const char *entry)
 
   pthread_mutex_lock (&fk.lock);
   n = fk_calls[e];
+  pthread_mutex_unlock (&fk.lock);
+  return n;
+}
+
+FK_EXPORT long
+fakecuda_failed_call_count (void)
+{
+  long n;
+
+  pthread_mutex_lock (&fk.lock);
+  n = fk_failed_calls;
   pthread_mutex_unlock (&fk.lock);
   return n;
 }
