@@ -264,10 +264,13 @@ front_destroy (Cache *self, Front *f)
   if (f->next != NULL)
     f->next->prev = f->prev;
   f->owner->fronts[self->slot] = NULL;
-  if (f->owner->last_front == f)
+  /* finalize may run while the owner moves on to another instance: last_front is cleared
+   * before last_mr, which the owner sets before last_front, so that the owner never pairs a
+   * matching last_mr with this front (see front_get_for()) */
+  if (__atomic_load_n (&f->owner->last_front, __ATOMIC_RELAXED) == f)
     {
-      f->owner->last_front = NULL;
-      f->owner->last_mr = NULL;
+      __atomic_store_n (&f->owner->last_front, NULL, __ATOMIC_RELAXED);
+      __atomic_store_n (&f->owner->last_mr, NULL, __ATOMIC_RELEASE);
     }
   g_free (f);
 }
@@ -939,8 +942,8 @@ front_get_for (MemresResource *mr, Cache *self)
 
   if (f != NULL)
     {
-      f->owner->last_mr = mr;
-      f->owner->last_front = f;
+      __atomic_store_n (&f->owner->last_mr, mr, __ATOMIC_RELAXED);
+      __atomic_store_n (&f->owner->last_front, f, __ATOMIC_RELEASE);
     }
   return f;
 }
@@ -969,9 +972,9 @@ cache_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
 {
   ThreadFronts *tf = thread_fronts;
 
-  if (G_LIKELY (tf != NULL && tf->last_mr == mr))
+  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
     {
-      Front *f = tf->last_front;
+      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
       Cache *self = f->cache;
 
       if (G_LIKELY (size <= self->max_block) && front_try_allocate (f, self, size, stream, alloc))
@@ -1067,9 +1070,9 @@ cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
 {
   ThreadFronts *tf = thread_fronts;
 
-  if (G_LIKELY (tf != NULL && tf->last_mr == mr))
+  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
     {
-      Front *f = tf->last_front;
+      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
       Cache *self = f->cache;
       Block *b = alloc->plugin_data;
 
