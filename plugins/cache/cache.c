@@ -152,7 +152,8 @@ struct _Cache
 
 /* ---- threads and their front caches -------------------------------------------------------- */
 
-static __thread ThreadFronts *thread_fronts __attribute__ ((tls_model ("initial-exec")));
+/* general-dynamic TLS, with descriptors where meson.build could turn them on */
+static __thread ThreadFronts *thread_fronts;
 static GMutex slots_lock; /* the table below, ThreadFronts entries, Front lists of instances */
 static Cache *slots[CACHE_SLOTS];
 
