@@ -29,6 +29,7 @@
 #include "cache-classes.h"
 
 #include <linux/membarrier.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -152,14 +153,48 @@ struct _Cache
 
 /* ---- threads and their front caches -------------------------------------------------------- */
 
-/* general-dynamic TLS, with descriptors where meson.build could turn them on */
-static __thread ThreadFronts *thread_fronts;
+/* The calling thread's ThreadFronts. A thread-local pointer (initial-exec: one load, no call;
+ * one pointer fits the static TLS room glibc keeps for modules loaded with dlopen()), and a
+ * pthread key whose destructor runs at thread exit. Sanitizer builds (meson.build defines
+ * CACHE_TLS_KEY) use the key alone: LeakSanitizer's thread scan crashes on a dlopen()ed module's
+ * static TLS. */
+static pthread_key_t fronts_key;
+static GOnce fronts_key_once = G_ONCE_INIT;
+#ifndef CACHE_TLS_KEY
+static __thread ThreadFronts *thread_fronts __attribute__ ((tls_model ("initial-exec")));
+#endif
+
+static inline ThreadFronts *
+thread_fronts_get (void)
+{
+#ifdef CACHE_TLS_KEY
+  return pthread_getspecific (fronts_key);
+#else
+  return thread_fronts;
+#endif
+}
+
+static void
+thread_fronts_set (ThreadFronts *tf)
+{
+#ifndef CACHE_TLS_KEY
+  thread_fronts = tf;
+#endif
+  pthread_setspecific (fronts_key, tf);
+}
 static GMutex slots_lock; /* the table below, ThreadFronts entries, Front lists of instances */
 static Cache *slots[CACHE_SLOTS];
 
 static void shared_push (Cache *self, Block *b);
 static void thread_fronts_free (gpointer data);
-static GPrivate thread_fronts_cleanup = G_PRIVATE_INIT (thread_fronts_free);
+
+static gpointer
+fronts_key_create (gpointer data)
+{
+  if (pthread_key_create (&fronts_key, thread_fronts_free) != 0)
+    g_error ("cache: no pthread key left for the front caches");
+  return NULL;
+}
 
 /* TRUE when membarrier() cannot be used: the owner then fences (a locked instruction). Set once,
  * before the first front exists. */
@@ -208,7 +243,7 @@ front_leave (Front *f)
 static void
 fronts_stop (Cache *self)
 {
-  ThreadFronts *me = thread_fronts;
+  ThreadFronts *me = thread_fronts_get ();
   gboolean others = FALSE;
 
   for (Front *f = self->fronts; f != NULL; f = f->next)
@@ -296,8 +331,10 @@ thread_fronts_free (gpointer data)
       g_mutex_unlock (&cache->lock);
     }
   g_mutex_unlock (&slots_lock);
+#ifndef CACHE_TLS_KEY
   if (thread_fronts == tf)
-    thread_fronts = NULL;
+    thread_fronts = NULL; /* a free later in this thread's exit makes a new one */
+#endif
   g_free (tf);
 }
 
@@ -306,7 +343,7 @@ G_GNUC_NO_INLINE
 static Front *
 front_create (Cache *self)
 {
-  ThreadFronts *tf = thread_fronts;
+  ThreadFronts *tf = thread_fronts_get ();
   Front *f;
 
   if (self->slot < 0)
@@ -314,8 +351,7 @@ front_create (Cache *self)
   if (tf == NULL)
     {
       tf = g_new0 (ThreadFronts, 1);
-      thread_fronts = tf;
-      g_private_set (&thread_fronts_cleanup, tf);
+      thread_fronts_set (tf);
     }
   f = g_malloc0 (sizeof (Front) + self->n_classes * sizeof (FrontBin));
   f->cache = self;
@@ -335,7 +371,7 @@ front_create (Cache *self)
 static inline Front *
 front_get (Cache *self)
 {
-  ThreadFronts *tf = thread_fronts;
+  ThreadFronts *tf = thread_fronts_get ();
 
   if (G_LIKELY (tf != NULL && self->slot >= 0 && tf->fronts[self->slot] != NULL))
     return tf->fronts[self->slot];
@@ -765,7 +801,7 @@ direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, Mem
 static Front *
 own_front (Cache *self)
 {
-  ThreadFronts *tf = thread_fronts;
+  ThreadFronts *tf = thread_fronts_get ();
 
   return tf != NULL && self->slot >= 0 ? tf->fronts[self->slot] : NULL;
 }
@@ -971,7 +1007,7 @@ static gboolean
 cache_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
-  ThreadFronts *tf = thread_fronts;
+  ThreadFronts *tf = thread_fronts_get ();
 
   if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
     {
@@ -1069,7 +1105,7 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
 static gboolean
 cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  ThreadFronts *tf = thread_fronts;
+  ThreadFronts *tf = thread_fronts_get ();
 
   if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
     {
@@ -1147,6 +1183,7 @@ cache_init (MemresResource *mr, const MemresOptions *options, GError **error)
     self->n_chunk_classes++;
   self->depth = (guint) memres_options_get_int (options, "front");
   g_once (&heavy_barrier_once, heavy_barrier_register, NULL);
+  g_once (&fronts_key_once, fronts_key_create, NULL);
   g_mutex_init (&self->lock);
   self->spare_events = g_ptr_array_new ();
   self->slot = -1;
