@@ -1,17 +1,17 @@
 /* memres-bench: the sections written for caching resources (`cache>dmr`, `cache>host`), which
  * work on any resource:
- * (g) thread_pairs: allocate+close pairs of one size on T threads at once, each on its own
+ * (k) thread_pairs: allocate+close pairs of one size on T threads at once, each on its own
  *     stream; the time is the wall time of all threads, per pair, so 1e3 / ns is the aggregate
  *     rate in M pairs/s;
- * (h) alternating: pairs whose streams alternate (allocate on S, close, allocate on S2, close);
- * (i) core: the core's own per-buffer cost, as a memres pair on a kind whose slots do nothing
+ * (l) alternating: pairs whose streams alternate (allocate on S, close, allocate on S2, close);
+ * (m) core: the core's own per-buffer cost, as a memres pair on a kind whose slots do nothing
  *     against two indirect calls, and the resource against a second resource named by
  *     --core-base (`host` for `cache>host`). */
 #include "bench-common.h"
 
 #include <pthread.h>
 
-/* ---- (g) thread pairs -------------------------------------------------------------------- */
+/* ---- (k) thread pairs -------------------------------------------------------------------- */
 
 typedef struct
 {
@@ -128,7 +128,7 @@ thread_pairs_raw (gpointer data, guint64 iterations, gint64 *elapsed_ns, GError 
  * @raw: the raw equivalent of @ctx's resource
  * @size: bytes per pair
  *
- * Section (g): allocate+close pairs of @size bytes on each configured number of threads, each
+ * Section (k): allocate+close pairs of @size bytes on each configured number of threads, each
  * with its own non-blocking stream, all on @ctx's resource. The unit is one pair of the
  * aggregate: a row's time is the wall time of the round divided by threads x iterations.
  *
@@ -189,7 +189,7 @@ bench_run_thread_pairs (BenchContext *ctx, BenchRaw *raw, gsize size)
   return section;
 }
 
-/* ---- (h) alternating streams ------------------------------------------------------------- */
+/* ---- (l) alternating streams ------------------------------------------------------------- */
 
 typedef struct
 {
@@ -243,7 +243,7 @@ alternate_raw (gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **e
  * @ctx: the benchmark context
  * @raw: the raw equivalent of @ctx's resource
  *
- * Section (h): pairs at each configured size whose stream alternates between two non-blocking
+ * Section (l): pairs at each configured size whose stream alternates between two non-blocking
  * streams (the block freed on one is wanted by the other next).
  *
  * Returns: (transfer full): the section
@@ -285,7 +285,7 @@ out:
   return section;
 }
 
-/* ---- (i) the core's own cost ------------------------------------------------------------- */
+/* ---- (m) the core's own cost ------------------------------------------------------------- */
 
 /* A kind whose slots do nothing: a memres pair on it is the core's cost alone. */
 static guint64 null_cell[4];
@@ -389,7 +389,7 @@ core_calls (gpointer data, guint64 iterations, gint64 *elapsed_ns, GError **erro
  * @ctx: the benchmark context
  * @base_spec: (nullable): a second resource to compare @ctx's with (`host` for `cache>host`)
  *
- * Section (i): the core's per-buffer cost (memres_resource_allocate + memres_buffer_close +
+ * Section (m): the core's per-buffer cost (memres_resource_allocate + memres_buffer_close +
  * unref on a kind whose slots do nothing, against the two slot calls alone), and pairs of
  * @ctx's resource against pairs of @base_spec's, at each configured size (memres = @ctx's,
  * raw = @base_spec's).

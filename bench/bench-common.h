@@ -35,7 +35,7 @@ typedef struct
   guint64 grow_size;        /* bytes a vmm buffer grows by */
   guint64 copy_size;        /* bytes per copy */
   guint import_buffers;     /* distinct buffers an IPC import repetition maps */
-  guint64 thread_pair_size; /* bytes per pair of (g) */
+  guint64 thread_pair_size; /* bytes per pair of (k) */
   gint64 deadline_ns;       /* bench_now_ns() after which rows are skipped; 0: none */
   char **argv;              /* the command line, for the record */
 } BenchConfig;
@@ -92,7 +92,7 @@ typedef struct
 } BenchRow;
 
 /* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy, (f) ipc_import,
- * (g) thread_pairs, (h) alternating, (i) core. */
+ * (k) thread_pairs, (l) alternating, (m) core. */
 typedef struct
 {
   char *name;
@@ -134,7 +134,7 @@ BenchSection *bench_run_pairs (BenchContext *ctx, BenchRaw *raw);
 BenchSection *bench_run_random (BenchContext *ctx, BenchRaw *raw);
 BenchSection *bench_run_threads (BenchContext *ctx, BenchRaw *raw);
 
-/* bench-cache.c: sections (g) thread_pairs, (h) alternating, (i) core. */
+/* bench-cache.c: sections (k) thread_pairs, (l) alternating, (m) core. */
 BenchSection *bench_run_thread_pairs (BenchContext *ctx, BenchRaw *raw, gsize size);
 BenchSection *bench_run_alternating (BenchContext *ctx, BenchRaw *raw);
 BenchSection *bench_run_core (BenchContext *ctx, const char *base_spec);
