@@ -30,13 +30,14 @@ typedef struct
   guint live;            /* random workload: live allocations */
   guint64 min_size, max_size;
   guint32 seed;
-  GArray *thread_counts; /* guint */
-  GArray *chunks;        /* guint64: vmm chunk sizes in bytes */
-  guint64 grow_size;     /* bytes a vmm buffer grows by */
-  guint64 copy_size;     /* bytes per copy */
-  guint import_buffers;  /* distinct buffers an IPC import repetition maps */
-  gint64 deadline_ns;    /* bench_now_ns() after which rows are skipped; 0: none */
-  char **argv;           /* the command line, for the record */
+  GArray *thread_counts;    /* guint */
+  GArray *chunks;           /* guint64: vmm chunk sizes in bytes */
+  guint64 grow_size;        /* bytes a vmm buffer grows by */
+  guint64 copy_size;        /* bytes per copy */
+  guint import_buffers;     /* distinct buffers an IPC import repetition maps */
+  guint64 thread_pair_size; /* bytes per pair of (k) */
+  gint64 deadline_ns;       /* bench_now_ns() after which rows are skipped; 0: none */
+  char **argv;              /* the command line, for the record */
 } BenchConfig;
 
 /* One process-wide setup: the driver table, the resource, one non-blocking stream. */
@@ -85,12 +86,13 @@ typedef struct
   /* memres / raw, paired: the median and quartiles over the repetitions of memres's time over
    * raw's in the same repetition (they run back to back); NAN without both variants */
   gdouble ratio, ratio_q1, ratio_q3;
-  char *error; /* the row failed: why (then summaries are meaningless) */
-  char *note;  /* anything a reader must know about the row, or NULL */
+  char *error;                           /* the row failed: why (then summaries are meaningless) */
+  char *note;                            /* anything a reader must know about the row, or NULL */
+  guint64 peak_reserved, peak_requested; /* random workload: bytes, 0 when not measured */
 } BenchRow;
 
 /* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy, (f) ipc_import,
- * (g) graph_capture, (h) cross_stream, (j) adaptor. */
+ * (g) graph_capture, (h) cross_stream, (j) adaptor, (k) thread_pairs, (l) alternating, (m) core. */
 typedef struct
 {
   char *name;
@@ -132,6 +134,11 @@ BenchSection *bench_run_pairs (BenchContext *ctx, BenchRaw *raw);
 BenchSection *bench_run_cross_stream (BenchContext *ctx, BenchRaw *raw);
 BenchSection *bench_run_random (BenchContext *ctx, BenchRaw *raw);
 BenchSection *bench_run_threads (BenchContext *ctx, BenchRaw *raw);
+
+/* bench-cache.c: sections (k) thread_pairs, (l) alternating, (m) core. */
+BenchSection *bench_run_thread_pairs (BenchContext *ctx, BenchRaw *raw, gsize size);
+BenchSection *bench_run_alternating (BenchContext *ctx, BenchRaw *raw);
+BenchSection *bench_run_core (BenchContext *ctx, const char *base_spec);
 
 /* bench-vmm-grow.c: section (d). */
 BenchSection *bench_run_vmm_grow (BenchContext *ctx);

@@ -288,6 +288,10 @@ json_row (GString *s, const BenchRow *row)
   json_string (s, row->error);
   g_string_append (s, ",\"note\":");
   json_string (s, row->note);
+  if (row->peak_requested > 0)
+    g_string_append_printf (
+        s, ",\"peak_reserved\":%" G_GUINT64_FORMAT ",\"peak_requested\":%" G_GUINT64_FORMAT,
+        row->peak_reserved, row->peak_requested);
   g_string_append (s, ",\"variants\":{");
   for (guint v = 0; ok && v < row->n_variants; v++)
     {

@@ -93,6 +93,28 @@ trace_new (guint live, guint64 min_size, guint64 max_size, guint32 seed)
   return trace;
 }
 
+/* The most bytes the trace's buffers hold at once (the sizes asked for). */
+static guint64
+trace_peak_bytes (const Trace *trace)
+{
+  const TraceOp *ops = (const TraceOp *) trace->ops->data;
+  g_autofree gsize *sizes = g_new0 (gsize, trace->n_slots);
+  guint64 live = 0, peak = 0;
+
+  for (guint i = 0; i < trace->ops->len; i++)
+    {
+      if (ops[i].is_alloc)
+        {
+          sizes[ops[i].slot] = ops[i].size;
+          live += ops[i].size;
+          peak = MAX (peak, live);
+        }
+      else
+        live -= sizes[ops[i].slot];
+    }
+  return peak;
+}
+
 /* ---- one replay, memres and raw ------------------------------------------------------------ */
 
 static gboolean
@@ -432,6 +454,28 @@ bench_run_random (BenchContext *ctx, BenchRaw *raw)
   if (!bench_measure (ctx, "random", variants, 2, trace->ops->len, row, &error))
     bench_row_set_error (row, error);
   row->note = g_strdup_printf ("%u operations per trace, seed %u", trace->ops->len, cfg->seed);
+  /* Memory: one more replay between a reset of the high-water marks and their reading. */
+  {
+    MemresStats stats;
+    guint64 peak = trace_peak_bytes (trace);
+
+    if (memres_resource_reset_stats (ctx->mr, NULL)
+        && replay_memres (ctx, trace, job.buffers, ctx->stream, NULL)
+        && bench_sync_stream (ctx, ctx->stream, NULL)
+        && memres_resource_get_stats (ctx->mr, &stats, NULL) && peak > 0)
+      {
+        char *note = g_strdup_printf (
+            "%s; peak reserved %.1f MiB (the resource's high-water mark over one replay), "
+            "peak requested %.1f MiB (the trace's live bytes): reserved/requested %.3f",
+            row->note, stats.reserved_high / 1048576.0, peak / 1048576.0,
+            (gdouble) stats.reserved_high / peak);
+
+        g_free (row->note);
+        row->note = note;
+        row->peak_reserved = stats.reserved_high;
+        row->peak_requested = peak;
+      }
+  }
   replay_job_clear (&job);
   return section;
 }

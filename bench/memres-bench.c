@@ -85,8 +85,10 @@ parse_list (const char *text, gboolean as_uint, GError **error)
 
 typedef struct
 {
-  gboolean pairs, random, threads, vmm_grow, copy, ipc_import, graph_capture, adaptor, cross_stream;
+  gboolean pairs, random, threads, vmm_grow, copy, ipc_import, graph_capture, adaptor, cross_stream,
+      thread_pairs, alternating, core;
   char *sizes, *thread_counts, *chunks, *min_size, *max_size, *grow_size, *copy_size;
+  char *thread_pair_size, *core_base;
   gint repetitions, live, seed, import_buffers;
   gdouble target_ms, row_budget_ms, time_limit_s;
 } Args;
@@ -142,8 +144,17 @@ configure (BenchConfig *cfg, Args *a, GError **error)
     }
   if (a->time_limit_s > 0)
     cfg->deadline_ns = bench_now_ns () + (gint64) (a->time_limit_s * 1e9);
+  if (!pick_size (a->thread_pair_size, "4KiB", &cfg->thread_pair_size, error))
+    return FALSE;
+  if (cfg->thread_pair_size == 0)
+    {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                   "--thread-pair-size must be positive");
+      return FALSE;
+    }
   if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy && !a->ipc_import
-      && !a->graph_capture && !a->adaptor && !a->cross_stream)
+      && !a->graph_capture && !a->adaptor && !a->cross_stream && !a->thread_pairs
+      && !a->alternating && !a->core)
     a->pairs = a->random = a->threads = TRUE;
   return TRUE;
 }
@@ -168,6 +179,16 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
       "(g) allocate+free pairs inside a stream capture (graph spec)", NULL },
     { "adaptor", 0, 0, G_OPTION_ARG_NONE, &a->adaptor,
       "(j) pairs through stats>SPEC against SPEC (a pass-through adaptor's cost)", NULL },
+    { "thread-pairs", 0, 0, G_OPTION_ARG_NONE, &a->thread_pairs,
+      "(k) pairs on several threads at once, aggregate", NULL },
+    { "alternating", 0, 0, G_OPTION_ARG_NONE, &a->alternating,
+      "(l) pairs alternating between two streams", NULL },
+    { "core", 0, 0, G_OPTION_ARG_NONE, &a->core,
+      "(m) the core's own per-buffer cost, and pairs against --core-base", NULL },
+    { "thread-pair-size", 0, 0, G_OPTION_ARG_STRING, &a->thread_pair_size,
+      "Bytes per pair of (k) (4KiB)", "SIZE" },
+    { "core-base", 0, 0, G_OPTION_ARG_STRING, &a->core_base,
+      "The resource (m) compares the pairs with (none)", "SPEC" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &cfg->json, "Print JSON instead of a table", NULL },
     { "quick", 0, 0, G_OPTION_ARG_NONE, &cfg->quick, "Small sizes, few repetitions (a smoke test)",
       NULL },
@@ -211,7 +232,8 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     }
   if (cfg->spec == NULL)
     {
-      gboolean allocating = a->pairs || a->random || a->threads || a->cross_stream;
+      gboolean allocating = a->pairs || a->random || a->threads || a->cross_stream || a->thread_pairs
+                            || a->alternating || a->core;
 
       gboolean other = allocating || a->vmm_grow || a->ipc_import;
 
@@ -253,8 +275,8 @@ run_allocation_sections (BenchContext *ctx, const Args *a, GPtrArray *sections)
 {
   g_autoptr (GError) error = NULL;
   BenchRaw *raw = bench_raw_new (ctx, &error);
-  const char *names[] = { "pairs", "random", "threads", "cross_stream" };
-  gboolean wanted[] = { a->pairs, a->random, a->threads, a->cross_stream };
+  const char *names[] = { "pairs", "random", "threads", "cross_stream", "thread_pairs", "alternating" };
+  gboolean wanted[] = { a->pairs, a->random, a->threads, a->cross_stream, a->thread_pairs, a->alternating };
 
   for (guint i = 0; i < G_N_ELEMENTS (names); i++)
     {
@@ -273,7 +295,9 @@ run_allocation_sections (BenchContext *ctx, const Args *a, GPtrArray *sections)
           section = i == 0   ? bench_run_pairs (ctx, raw)
                     : i == 1 ? bench_run_random (ctx, raw)
                     : i == 2 ? bench_run_threads (ctx, raw)
-                             : bench_run_cross_stream (ctx, raw);
+                    : i == 3 ? bench_run_cross_stream (ctx, raw)
+                    : i == 4 ? bench_run_thread_pairs (ctx, raw, ctx->config->thread_pair_size)
+                             : bench_run_alternating (ctx, raw);
         }
       g_ptr_array_add (sections, section);
     }
@@ -312,6 +336,8 @@ cleanup (BenchContext *ctx, BenchConfig *cfg, Args *a)
   g_free (a->max_size);
   g_free (a->grow_size);
   g_free (a->copy_size);
+  g_free (a->thread_pair_size);
+  g_free (a->core_base);
 }
 
 int
@@ -340,8 +366,13 @@ main (int argc, char **argv)
       return 1;
     }
 
-  if (a.pairs || a.random || a.threads || a.cross_stream)
+  if (a.pairs || a.random || a.threads || a.cross_stream || a.thread_pairs || a.alternating)
     run_allocation_sections (&ctx, &a, sections);
+  if (a.core)
+    {
+      bench_progress (&ctx, "%s: core", cfg.spec);
+      g_ptr_array_add (sections, bench_run_core (&ctx, a.core_base));
+    }
   if (a.vmm_grow)
     {
       bench_progress (&ctx, "%s: vmm grow", cfg.spec);

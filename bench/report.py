@@ -17,7 +17,7 @@ import shutil
 import socket
 import sys
 
-KINDS = ("dmr", "pinned", "vmm", "ipc", "graph", "managed")
+KINDS = ("dmr", "pinned", "vmm", "ipc", "graph", "managed", "cache", "cache_host")
 GIB = 1 << 30
 TARGET_RATIO = 1.10  # memres time / raw time, at most
 TARGET_COPY = 0.97  # memres throughput / raw throughput, at least
@@ -26,6 +26,19 @@ PEER_LABELS = {"memres": "memres (ctypes)", "cuda.core": "cuda.core", "torch": "
                "cupy": "CuPy", "cuda.bindings": "cuda.bindings (raw driver)",
                "python": "Python floor"}
 RIVALS = ("cuda.core", "torch", "cupy")
+# the cache adaptor (issue 17): memres time / raw pool time per pair, at most; ns per pair, at
+# most; random workload memres / raw, at most; peak reserved / peak requested, at most; torch
+# time / memres time, at least; 16-thread aggregate / 1-thread, at least
+CACHE_PAIR_RATIO = 1 / 14.0
+CACHE_PAIR_NS = 40.0
+CACHE_RANDOM_RATIO = 0.1
+CACHE_PEAK_RATIO = 1.3
+CACHE_TORCH_SPEEDUP = 10.0
+CACHE_THREAD_SCALING = 10.0
+# per kind and section: the ratio a row must stay under (None: no target)
+SECTION_TARGETS = {("cache", "pairs"): CACHE_PAIR_RATIO, ("cache", "random"): CACHE_RANDOM_RATIO,
+                   ("cache", "thread_pairs"): None, ("cache", "alternating"): None,
+                   ("cache_host", "pairs"): None, ("cache_host", "core"): None}
 
 
 def load(path):
@@ -97,9 +110,10 @@ def ratio_cell(r):
     return "%.3f× [%.3f–%.3f]" % (r["ratio"], r["ratio_q1"], r["ratio_q3"])
 
 
-def time_table(sec, first_col, unit, scale=1.0, extra=None):
+def time_table(sec, first_col, unit, scale=1.0, extra=None, target=TARGET_RATIO):
     """Rows of a time section: memres and raw median [IQR] in @unit (ns x @scale), ratio."""
-    lines = ["| %s | memres %s | raw %s | ratio | ≤ %.2f× |" % (first_col, unit, unit, TARGET_RATIO),
+    lines = ["| %s | memres %s | raw %s | ratio | %s |" % (
+        first_col, unit, unit, "≤ %.3g×" % target if target is not None else "target"),
              "|---|---:|---:|---:|:-:|"]
     if extra:
         lines[0] += " %s |" % extra[0]
@@ -110,7 +124,7 @@ def time_table(sec, first_col, unit, scale=1.0, extra=None):
             continue
         m, w = r["variants"]["memres"], r["variants"]["raw"]
         cells = [r["label"], iqr(m, lambda x: x * scale), iqr(w, lambda x: x * scale),
-                 ratio_cell(r), "yes" if r["ratio"] <= TARGET_RATIO else "no"]
+                 ratio_cell(r), "–" if target is None else "yes" if r["ratio"] <= target else "no"]
         if extra:
             cells.append(extra[1](r))
         lines.append("| " + " | ".join(cells) + " |")
@@ -239,6 +253,7 @@ def target_rows(docs, peers):
                  "ipc_import", lambda r: r["label"].startswith("per buffer"))
     ratio_target("graph capture pairs ≤ %.2f× raw, every size" % TARGET_RATIO, docs.get("graph"),
                  "graph_capture")
+    out += cache_targets(docs)
     if peers:
         rows = [(r["label"], r["results"]) for r in peers["pairs"]]
         rows.append(("random", peers["random"]["results"]))
@@ -262,6 +277,72 @@ def target_rows(docs, peers):
     else:
         out.append(("memres ahead of cuda.core / PyTorch / CuPy, every row", "not run", "–"))
     return out
+
+
+def cache_targets(docs):
+    """The cache adaptor's targets (issue 17)."""
+    out = []
+    cache, torch = docs.get("cache"), docs.get("torch")
+    rows = ok_rows(section(cache, "pairs"))
+    if rows:
+        bad = [r for r in rows if r["ratio"] > CACHE_PAIR_RATIO
+               or r["variants"]["memres"]["median"] > CACHE_PAIR_NS]
+        worst = max(rows, key=lambda r: r["variants"]["memres"]["median"])
+        out.append(("cache>dmr pair ≤ %.0f ns and ≤ 1/14 of the raw pool pair, every size"
+                    % CACHE_PAIR_NS, "slowest %s ns (%s), worst ratio %.4f×" % (
+                        fmt(worst["variants"]["memres"]["median"]), worst["label"],
+                        max(r["ratio"] for r in rows)), verdict(not bad)))
+    else:
+        out.append(("cache>dmr pair ≤ %.0f ns and ≤ 1/14 of raw" % CACHE_PAIR_NS, "not run", "–"))
+    if torch and torch.get("pairs"):
+        worst = max(torch["pairs"], key=lambda r: r["ratio"])
+        out.append(("cache>dmr ≥ %.0f× faster than PyTorch's C++ caching allocator, every size"
+                    % CACHE_TORCH_SPEEDUP, "worst %.1f× (%s)" % (1 / worst["ratio"],
+                                                              fmt_size(worst["size"])),
+                    verdict(worst["ratio"] <= 1 / CACHE_TORCH_SPEEDUP)))
+    else:
+        out.append(("cache>dmr ≥ %.0f× faster than PyTorch's C++ caching allocator"
+                    % CACHE_TORCH_SPEEDUP, (torch or {}).get("skipped", "not run"), "–"))
+    threads = {r["threads"]: 1e3 / r["variants"]["memres"]["median"]
+               for r in ok_rows(section(cache, "thread_pairs"))}
+    if 1 in threads and 16 in threads:
+        scale = threads[16] / threads[1]
+        out.append(("cache>dmr 16 threads ≥ %.0f× the 1-thread aggregate pairs/s"
+                    % CACHE_THREAD_SCALING, "%.1f× (%.3g → %.3g M pairs/s)" % (
+                        scale, threads[1], threads[16]), verdict(scale >= CACHE_THREAD_SCALING)))
+    else:
+        out.append(("cache>dmr 16 threads ≥ %.0f× 1 thread" % CACHE_THREAD_SCALING, "not run",
+                    "–"))
+    rows = ok_rows(section(cache, "random"))
+    if rows:
+        r = rows[0]
+        out.append(("cache>dmr random workload ≤ 1/10 of the raw pool per operation",
+                    "%.4f×" % r["ratio"], verdict(r["ratio"] <= CACHE_RANDOM_RATIO)))
+        if r.get("peak_requested"):
+            peak = r["peak_reserved"] / r["peak_requested"]
+            out.append(("cache>dmr random: peak reserved ≤ %.1f× peak used" % CACHE_PEAK_RATIO,
+                        "%.3f× (%.0f MiB / %.0f MiB)" % (peak, r["peak_reserved"] / 2 ** 20,
+                                                        r["peak_requested"] / 2 ** 20),
+                        verdict(peak <= CACHE_PEAK_RATIO)))
+    return out
+
+
+def torch_table(torch):
+    lines = ["PyTorch %s, `c10::cuda::CUDACachingAllocator::raw_alloc_with_stream` + `raw_delete`, "
+             "against `%s` in the same process (bench/torch-bench.sh); median [IQR] of %d paired "
+             "repetitions." % (torch["torch_version"], torch["memres_spec"], torch["repetitions"]),
+             "", "| size | torch ns/pair | memres ns/pair | memres/torch | ≥ %.0f× faster |"
+             % CACHE_TORCH_SPEEDUP, "|---|---:|---:|---:|:-:|"]
+    for r in torch["pairs"]:
+        lines.append("| %s | %s | %s | %.4f× [%.4f–%.4f] | %s |" % (
+            fmt_size(r["size"]), iqr(r["torch"]), iqr(r["memres"]), r["ratio"], r["ratio_q1"],
+            r["ratio_q3"], "yes" if r["ratio"] <= 1 / CACHE_TORCH_SPEEDUP else "no"))
+    lines += ["", "| threads (4 KiB pairs, a stream each) | torch M pairs/s | memres M pairs/s |",
+              "|---|---:|---:|"]
+    for r in torch["threads"]:
+        lines.append("| %d | %s | %s |" % (r["threads"], fmt(r["torch_pairs_per_s"]["median"] / 1e6),
+                                          fmt(r["memres_pairs_per_s"]["median"] / 1e6)))
+    return lines
 
 
 # ---- the plot ----------------------------------------------------------------------------------
@@ -367,20 +448,32 @@ def render(docs, errors, peers, peers_error, steps, args, plot_note):
                 lines += copy_table(sec)
             elif sec["name"] == "vmm_grow":
                 lines += time_table(sec, "chunk", "ms/GiB", 1e-6 / (doc["grow_size"] / GIB))
+            elif sec["name"] == "thread_pairs":
+                lines += time_table(sec, "threads", "ns/pair", target=None, extra=(
+                    "M pairs/s memres / raw", lambda r: "%.3g / %.3g" % (
+                        1e3 / r["variants"]["memres"]["median"],
+                        1e3 / r["variants"]["raw"]["median"])))
             elif sec["name"] == "threads":
                 lines += time_table(sec, "threads", "ns/op", extra=(
                     "Mops/s memres / raw", lambda r: "%.3g / %.3g" % (
                         1e3 / r["variants"]["memres"]["median"],
                         1e3 / r["variants"]["raw"]["median"])))
             else:
-                lines += time_table(sec, "size" if sec["name"] in ("pairs", "graph_capture")
-                                    else "workload",
-                                    sec["unit"])
+                lines += time_table(sec, "size" if sec["name"] in ("pairs", "graph_capture", "alternating",
+                                                                   "core")
+                                    else "workload", sec["unit"],
+                                    target=SECTION_TARGETS.get((kind, sec["name"]), TARGET_RATIO))
             notes = ["%s: %s" % (r["label"], r["note"]) for r in sec["rows"] if r.get("note")]
             if notes:
                 lines += [""] + ["- " + n for n in notes]
             lines.append("")
 
+    torch = docs.get("torch")
+    if torch is not None:
+        lines += ["## PyTorch's C++ caching allocator against cache>dmr", ""]
+        lines += (torch_table(torch) if torch.get("pairs")
+                  else ["Not measured: %s." % torch.get("skipped", "no result")])
+        lines.append("")
     lines += ["## Peers (Python, ns per pair; last row ns per operation)", ""]
     if peers is None:
         lines += ["No result: %s (see bench.log)." % peers_error, ""]
@@ -429,6 +522,10 @@ def main():
         elif kind in ran or not steps:
             errors[kind] = err
     peers, peers_error = load(os.path.join(args.input, "peers.json"))
+    if "torch" in ran or not steps:
+        torch, _ = load(os.path.join(args.input, "torch.json"))
+        if torch is not None:
+            docs["torch"] = torch
 
     os.makedirs(args.output, exist_ok=True)
     png = os.path.join(args.output, "latency.png")

@@ -5,15 +5,18 @@
 #
 # Runs memres-bench for dmr (pairs, random, threads), pinned (pairs, copy), vmm (pairs, grow),
 # ipc (pairs, import of the pool and of buffers), graph (allocate+free pairs inside a stream
-# capture) and managed (pairs on the current managed pool) where those kinds are built, then
-# bench/peers.py (cuda.core, PyTorch, CuPy, memres through ctypes), then bench/report.py.
+# capture), managed (pairs on the current managed pool) and the cache adaptor (cache>dmr: pairs,
+# random, pairs on 1-16 threads, alternating streams; cache>host: pairs, the core's own cost,
+# against host) where those kinds are built, then bench/torch-bench.sh (PyTorch's C++ caching
+# allocator against cache>dmr; skipped without torch), bench/peers.py (cuda.core, PyTorch, CuPy,
+# memres through ctypes), then bench/report.py.
 # Leaves in OUT_DIR: RESULTS.md, latency.png (when matplotlib is there), bench-raw.json (every
 # result) and bench.log (progress, errors); without --quick also writes bench/RESULTS.md and
 # bench/latency.png in the source tree. A step that fails or runs past its time limit is
 # recorded and the rest goes on. Prints RESULTS.md at the end, then its targets table once more.
-# About 1.5 minutes on an H200; each step is capped, and all steps together stop within 4 minutes
-# 25 seconds (STEPS_BUDGET_S, below): a step that would run past it gets a shorter time limit, or
-# is not started.
+# About 4 minutes on an H200; each step is capped, and all steps together stop within 7 minutes
+# (STEPS_BUDGET_S, below): a step that would run past it gets a shorter time limit, or is not
+# started.
 # --quick runs everything small (the fake-driver smoke test uses it; timings mean nothing).
 # PEERS=memres,python (say) limits peers.py to those; PYTHON names the interpreter.
 set -u
@@ -60,7 +63,7 @@ has_kind() {
 }
 
 # Seconds for all steps together, a hard kill included; the report takes about a second more.
-STEPS_BUDGET_S=265
+STEPS_BUDGET_S=400
 GRACE_S=15 # between a step's --time-limit (rows that would start later are skipped) and its kill
 KILL_S=5   # between SIGTERM and SIGKILL
 
@@ -108,6 +111,21 @@ fi
 # the current managed pool (CUDA 13) against cuMemAllocFromPoolAsync/cuMemFreeAsync on it
 if has_kind managed; then
   step managed 20 "$bench" $quick --json --spec managed --pairs
+fi
+if has_kind cache; then
+  step cache 70 "$bench" $quick --json --spec 'cache>dmr' --pairs --sizes 256,4KiB,64KiB,1MiB,16MiB \
+    --random --thread-pairs --alternating
+  step cache_host 20 "$bench" $quick --json --spec 'cache>host' --pairs --core --core-base host \
+    --sizes 256,4KiB,64KiB,1MiB,16MiB
+  # not a memres-bench step: its own time limit, and JSON to torch.json (or {"skipped": ...})
+  echo "== torch: bench/torch-bench.sh $quick BUILD" >>"$log"
+  echo "run-all.sh: torch ..." >&2
+  started=$(date +%s)
+  timeout --kill-after=$KILL_S 60 "$src/bench/torch-bench.sh" $quick "$build" "$work/torch.json" \
+    >>"$log" 2>&1
+  rc=$?
+  printf '%s\t%s\t%s\t%s\n' torch "$rc" "$(($(date +%s) - started))" \
+    "bench/torch-bench.sh $quick BUILD" >>"$work/steps.tsv"
 fi
 if command -v "$python" >/dev/null; then
   step peers 80 "$python" "$src/bench/peers.py" $quick --json --libmemres "$lib" \

@@ -198,9 +198,18 @@ def smoke_run_all(script, build):
             check_ipc_import(doc, 16)
             needles += ["| ipc import pool+first buffer ≤ 1.10× raw | worst ",
                         "| ipc per-buffer import ≤ 1.10× raw | worst "]
+        if plugin_exists("cache"):
+            check_bench_json(json.dumps(raw["bench"].get("cache")),
+                             ["pairs", "random", "thread_pairs", "alternating"])
+            check_bench_json(json.dumps(raw["bench"].get("cache_host")), ["pairs", "core"])
+            needles += ["| cache>dmr pair ≤ 40 ns and ≤ 1/14 of the raw pool pair, every size |",
+                        "| cache>dmr 16 threads ≥ 10× 1 thread | not run |",
+                        "cache>dmr random: peak reserved ≤ 1.3× peak used"]
         # every memres-bench step succeeds; peers.py may not (a sanitized libmemres cannot be
-        # loaded by ctypes; bench-peers-quick covers it in plain builds)
-        bad = [s for s in raw["steps"] if "--time-limit" not in s["command"]
+        # loaded by ctypes; bench-peers-quick covers it in plain builds); torch-bench.sh (no
+        # --time-limit: run-all.sh times it out itself) skips where torch is absent, with 0
+        bad = [s for s in raw["steps"]
+               if ("--time-limit" not in s["command"] and s["name"] != "torch")
                or (s["rc"] != 0 and s["name"] != "peers")]
         if not raw["steps"] or bad:
             fail("steps %r" % (bad or raw["steps"]))

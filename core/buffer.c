@@ -1,7 +1,8 @@
 /* memres - CUDA memory resources
  * buffer.c: allocation, lifetime and properties of buffers. The allocate/close pair is the hot
- * path: one small allocation, one reference on the resource, one counter, the slot call; no
- * locks, no lookups, no driver queries. Data movement lives in buffer-transfer.c. */
+ * path: a buffer structure from a per-thread cache, one count on the calling thread's stripe of
+ * the resource (no cache line shared between threads), the slot call; no locks, no lookups, no
+ * driver queries. Data movement lives in buffer-transfer.c. */
 #include "memres-private.h"
 
 #include <stdlib.h>
@@ -96,7 +97,7 @@ buffer_struct_free (MemresBuffer *buf)
   cache->n++;
 }
 
-static MemresBuffer *
+G_ALWAYS_INLINE static inline MemresBuffer *
 buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stream)
 {
   MemresBuffer *buf = buffer_struct_new ();
@@ -116,7 +117,7 @@ buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stre
 MemresBuffer *
 _memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stream)
 {
-  _memres_resource_add_buffer (mr);
+  _memres_resource_add_allocated (mr);
   return buffer_new (mr, alloc, stream);
 }
 
@@ -209,7 +210,7 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
       if (!(buf->flags & MEMRES_MEMORY_IMPORTED))
         _memres_resource_count_used (mr, -(gint64) buf->alloc.size);
       buf->mr = NULL;
-      _memres_resource_remove_buffer (mr);
+      _memres_resource_remove_allocated (mr);
     }
   else if (buf->release != NULL)
     {

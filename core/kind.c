@@ -8,11 +8,12 @@
 /* The smallest MemresKindInfo the core understands (ABI 1.0; ABI 1.2 appended flags, read when
  * struct_size covers it: the copy below zero-fills what an older plugin lacks), and the size of
  * each version of MemresResourceOps: version 1 (ABI 1.0) ends after resize, version 2 (ABI 1.1)
- * after import_chunks. */
+ * after import_chunks, version 3 (ABI 1.2) after get_counters. */
 #define KIND_INFO_MIN_SIZE (offsetof (MemresKindInfo, instance_size) + sizeof (gsize))
 #define OPS_V1_SIZE        (offsetof (MemresResourceOps, resize) + sizeof (gpointer))
 #define OPS_V2_SIZE        (offsetof (MemresResourceOps, import_chunks) + sizeof (gpointer))
-G_STATIC_ASSERT (OPS_V2_SIZE == sizeof (MemresResourceOps));
+#define OPS_V3_SIZE        (offsetof (MemresResourceOps, get_counters) + sizeof (gpointer))
+G_STATIC_ASSERT (OPS_V3_SIZE == sizeof (MemresResourceOps));
 
 static gboolean
 validate_schema (const char *kind, const MemresOptionSpec *options, guint n_options, GError **error)
@@ -140,9 +141,10 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
   kind->description = g_strdup (ki.description != NULL ? ki.description : "");
   kind->n_options = ki.n_options;
   kind->options = g_memdup2 (ki.options, sizeof (MemresOptionSpec) * ki.n_options);
-  /* Only the slots of the plugin's version are read (an older table is shorter). kind->ops is
-   * zero-filled: missing slots are NULL. */
-  ops_size = ki.ops->version >= 2 ? OPS_V2_SIZE : OPS_V1_SIZE;
+  /* Only the slots of the plugin's version are read (an older table is shorter); those of a
+   * newer version than the core's are ignored. kind->ops is zero-filled: missing slots are
+   * NULL. */
+  ops_size = ki.ops->version >= 3 ? OPS_V3_SIZE : ki.ops->version >= 2 ? OPS_V2_SIZE : OPS_V1_SIZE;
   memcpy (&kind->ops, ki.ops, MIN (ops_size, sizeof kind->ops));
   kind->ops.version = ki.ops->version;
   kind->instance_size = ki.instance_size;

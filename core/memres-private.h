@@ -94,6 +94,14 @@ void _memres_ipc_mappings_retire (MemresIpcMappings *t, MemresIpcMapping *m);
 void _memres_ipc_mappings_revive (MemresIpcMappings *t, MemresIpcMapping *m,
                                   const MemresAllocation *alloc);
 
+#define MEMRES_BUFFER_STRIPES 32
+#define MEMRES_STRIPE_BIAS    ((gint64) 1 << 40)
+#define MEMRES_STRIPE_DEAD    ((gint64) 1 << 62)
+typedef struct
+{
+  gint64 n; /* atomic */
+} __attribute__ ((aligned (64))) MemresStripe;
+
 struct _MemresResource
 {
   MemresKind *kind;
@@ -123,6 +131,15 @@ struct _MemresResource
   gpointer close_event;           /* atomic: a CUevent kept for the next cross-stream close */
   gpointer priv;                  /* instance_size bytes, zero-filled, 16-byte aligned */
   MemresResource *upstream;       /* adaptors: the layer below (strong reference), else NULL */
+  /* Buffers allocated through memres_resource_allocate(), counted apart from @refs so that the
+   * allocate/close pair of threads running at once writes no shared cache line: each thread
+   * counts on a stripe of its own (MEMRES_BUFFER_STRIPES of them, one cache line each; a buffer
+   * closed on another thread than it was allocated on makes one stripe go up, another down).
+   * Each stripe holds MEMRES_STRIPE_BIAS + its count. When @refs drops to 0, the stripes are
+   * marked MEMRES_STRIPE_DEAD and their counts summed into @dead_count; a close that finds its
+   * stripe dead then counts down @dead_count, and whoever takes it to 0 finalizes. */
+  gint64 dead_count;
+  MemresStripe stripes[MEMRES_BUFFER_STRIPES];
 };
 
 /* The release function of wrapped foreign memory and its data (buffer.c). Kept out of the
@@ -266,6 +283,43 @@ _memres_resource_count_used (MemresResource *mr, gint64 delta)
 }
 void _memres_resource_remove_buffer (MemresResource *mr);
 gboolean _memres_resource_try_ref (MemresResource *mr);
+
+/* resource.c: the stripes of the allocate/close hot path (see MemresResource.stripes).
+ * _memres_stripe_index is the calling thread's stripe + 1 (0: none yet, see
+ * _memres_stripe_assign()); _memres_resource_buffer_gone() counts down a dead resource's
+ * buffers. */
+extern __thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
+guint _memres_stripe_assign (void);
+void _memres_resource_buffer_gone (MemresResource *mr);
+
+static inline MemresStripe *
+_memres_stripe (MemresResource *mr)
+{
+  guint i = _memres_stripe_index;
+
+  if (G_UNLIKELY (i == 0))
+    i = _memres_stripe_assign ();
+  return &mr->stripes[i - 1];
+}
+
+/* One more buffer of memres_resource_allocate(): it keeps @mr alive. */
+static inline void
+_memres_resource_add_allocated (MemresResource *mr)
+{
+  __atomic_add_fetch (&_memres_stripe (mr)->n, 1, __ATOMIC_RELAXED);
+}
+
+/* One such buffer fewer: with the application's last reference gone, maybe the last one. */
+static inline void
+_memres_resource_remove_allocated (MemresResource *mr)
+{
+  if (G_UNLIKELY (__atomic_fetch_sub (&_memres_stripe (mr)->n, 1, __ATOMIC_ACQ_REL)
+                  & MEMRES_STRIPE_DEAD))
+    _memres_resource_buffer_gone (mr);
+}
+
+/* Buffers counted on the stripes now (exact when no allocate or close runs). */
+gint64 _memres_resource_count_allocated (MemresResource *mr);
 
 /* resource.c: create an instance of @kind, through the init slot (@options) or the
  * import_handle slot (@handle, when not NULL). */

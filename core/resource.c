@@ -10,6 +10,19 @@
  * boundary. */
 #define PRIV_OFFSET ((sizeof (MemresResource) + 15) & ~(gsize) 15)
 
+__thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
+
+/* The calling thread's stripe, taken round-robin at its first allocation. */
+guint
+_memres_stripe_assign (void)
+{
+  static guint next;
+
+  _memres_stripe_index
+      = __atomic_fetch_add (&next, 1, __ATOMIC_RELAXED) % MEMRES_BUFFER_STRIPES + 1;
+  return _memres_stripe_index;
+}
+
 static gboolean
 not_supported (MemresResource *mr, const char *what, GError **error)
 {
@@ -194,7 +207,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
       return NULL;
     }
   total = PRIV_OFFSET + kind->instance_size;
-  if (posix_memalign (&mem, 16, total) != 0)
+  if (posix_memalign (&mem, G_ALIGNOF (MemresResource), total) != 0)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
                    "kind \"%s\": cannot allocate %" G_GSIZE_FORMAT " bytes for the instance",
@@ -204,6 +217,8 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
   memset (mem, 0, total);
   mr = mem;
   mr->refs = MEMRES_RESOURCE_APP_REF;
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    mr->stripes[i].n = MEMRES_STRIPE_BIAS;
   mr->kind = memres_kind_ref (kind);
   mr->ops = &mr->kind->ops;
   mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;
@@ -373,19 +388,53 @@ resource_finalize (MemresResource *mr)
     memres_resource_unref (upstream);
 }
 
-/* One more open buffer: the buffer keeps @mr alive. */
+/* @refs dropped to 0: the stripes die, their buffers move to dead_count, and the resource is
+ * finalized now when none is open, else by the close of the last (_memres_resource_buffer_gone).
+ * A stripe's close either came before its mark (and is in the sum) or sees the mark. */
+static void
+resource_last_ref (MemresResource *mr)
+{
+  gint64 alive = 0;
+
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    alive += (__atomic_fetch_or (&mr->stripes[i].n, MEMRES_STRIPE_DEAD, __ATOMIC_ACQ_REL)
+              & ~MEMRES_STRIPE_DEAD)
+             - MEMRES_STRIPE_BIAS;
+  if (__atomic_add_fetch (&mr->dead_count, alive, __ATOMIC_ACQ_REL) == 0)
+    resource_finalize (mr);
+}
+
+void
+_memres_resource_buffer_gone (MemresResource *mr)
+{
+  if (__atomic_sub_fetch (&mr->dead_count, 1, __ATOMIC_ACQ_REL) == 0)
+    resource_finalize (mr);
+}
+
+gint64
+_memres_resource_count_allocated (MemresResource *mr)
+{
+  gint64 n = 0;
+
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    n += (__atomic_load_n (&mr->stripes[i].n, __ATOMIC_RELAXED) & ~MEMRES_STRIPE_DEAD)
+         - MEMRES_STRIPE_BIAS;
+  return n;
+}
+
+/* One more open buffer outside the stripes (the imported buffers' shared reference). */
 void
 _memres_resource_add_buffer (MemresResource *mr)
 {
   __atomic_add_fetch (&mr->refs, 1, __ATOMIC_RELAXED);
 }
 
-/* One open buffer fewer; the last reference of any sort finalizes @mr. */
+/* One such buffer fewer; the last reference of any sort finalizes @mr. */
 void
 _memres_resource_remove_buffer (MemresResource *mr)
 {
   if (__atomic_sub_fetch (&mr->refs, 1, __ATOMIC_ACQ_REL) == 0)
-    resource_finalize (mr);
+    resource_last_ref (mr);
 }
 
 /* A new application reference on @mr unless it is already being finalized (the IPC import
@@ -419,7 +468,7 @@ memres_resource_unref (MemresResource *mr)
   g_return_if_fail (mr != NULL);
 
   if (__atomic_sub_fetch (&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_ACQ_REL) == 0)
-    resource_finalize (mr);
+    resource_last_ref (mr);
 }
 
 /**
@@ -618,7 +667,8 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
     return FALSE;
   else if (owner == mr && mr->ops->import_buffer != NULL)
     _memres_ipc_get_stats (mr, NULL, &imported);
-  s.n_buffers = (guint64) (__atomic_load_n (&mr->refs, __ATOMIC_RELAXED) & 0xffffffff);
+  s.n_buffers = (guint64) (__atomic_load_n (&mr->refs, __ATOMIC_RELAXED) & 0xffffffff)
+                + (guint64) MAX (_memres_resource_count_allocated (mr), 0);
   /* imported buffers share one buffer reference */
   s.n_buffers += imported > 0 ? imported - 1 : 0;
   *stats = s;
@@ -688,6 +738,49 @@ memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
   if (mr->ops->trim == NULL)
     return not_supported (mr, "trimming", error);
   return slot_result (mr, "trim", mr->ops->trim (mr, bytes_to_keep, &local), &local, error);
+}
+
+/**
+ * memres_resource_get_counters:
+ * @mr: a #MemresResource
+ * @error: return location for a #GError, or %NULL
+ *
+ * Reads the kind's own counters, beyond #MemresStats: a dictionary (`a{sv}`) whose names and
+ * types the kind documents; for the cache adaptor (docs/cache.md) `hits`, `misses`, `used`,
+ * `cached`, `reserved` (`t`) and `classes` (`a(tttt)`: class size in bytes, hits, misses,
+ * bytes cached). An adaptor without counters passes the call to the layer below. Reading
+ * them costs the kind's lock, no driver call. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind keeps no counters; those of the kind.
+ *
+ * Since: 1.2
+ *
+ * Returns: (transfer full) (nullable): a new non-floating `a{sv}` variant (free with
+ *   g_variant_unref()), or %NULL with @error set
+ */
+GVariant *
+memres_resource_get_counters (MemresResource *mr, GError **error)
+{
+  GError *local = NULL;
+  GVariantDict dict;
+  MemresResource *owner;
+
+  g_return_val_if_fail (mr != NULL, NULL);
+
+  owner = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_counters), FALSE);
+  if (owner->ops->get_counters == NULL)
+    {
+      not_supported (mr, "counters", error);
+      return NULL;
+    }
+  g_variant_dict_init (&dict, NULL);
+  if (!slot_result (owner, "get_counters", owner->ops->get_counters (owner, &dict, &local), &local,
+                    error))
+    {
+      g_variant_dict_clear (&dict);
+      return NULL;
+    }
+  return g_variant_ref_sink (g_variant_dict_end (&dict));
 }
 
 /**

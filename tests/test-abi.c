@@ -50,9 +50,9 @@ test_version (void)
 {
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 1);
   /* 1.1: export_chunks, import_chunks; 1.2: driver table entries (graph, managed memory),
-   * MemresKindInfo.flags */
+   * MemresKindInfo.flags, get_counters */
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 2);
-  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 2); /* 2: the same */
+  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 3); /* 3: get_counters */
 }
 
 static void
@@ -178,7 +178,7 @@ static void
 test_resource_ops (void)
 {
   SKIP_UNLESS_RECORDED ();
-  ASSERT_SIZE (MemresResourceOps, 144);
+  ASSERT_SIZE (MemresResourceOps, 152);
   ASSERT_OFFSET (MemresResourceOps, version, 0);
   ASSERT_OFFSET (MemresResourceOps, init, 8);
   ASSERT_OFFSET (MemresResourceOps, finalize, 16);
@@ -198,6 +198,8 @@ test_resource_ops (void)
   /* version 2 (ABI 1.1) */
   ASSERT_OFFSET (MemresResourceOps, export_chunks, 128);
   ASSERT_OFFSET (MemresResourceOps, import_chunks, 136);
+  /* version 3 (ABI 1.2) */
+  ASSERT_OFFSET (MemresResourceOps, get_counters, 144);
 }
 
 /* The signatures of the slots: changing one breaks plugins as surely as moving it. */
@@ -241,6 +243,8 @@ test_resource_ops_signatures (void)
   ASSERT_FIELD_TYPE (MemresResourceOps, import_chunks,
                      gboolean (*) (MemresResource *, const MemresBufferChunks *, MemresStream,
                                    MemresAllocation *, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, get_counters,
+                     gboolean (*) (MemresResource *, GVariantDict *, GError **));
 }
 
 static void

@@ -323,7 +323,7 @@ test_pass_through (void)
   g_assert_true (memres_resource_get_stats (host, &stats, &error));
   g_assert_cmpuint (stats.used_current, ==, 1100);
   g_assert_cmpuint (stats.n_buffers, ==, 0);
-  mt_close_ok (buf, NULL);
+  mt_close_ok (buf, NULL); /* drops the reference too */
   g_assert_true (memres_resource_reset_stats (mr, &error));
   g_assert_true (memres_resource_get_stats (mr, &stats, &error));
   g_assert_cmpuint (stats.used_high, ==, 1000);
@@ -344,7 +344,7 @@ test_pass_through (void)
   /* the stack lives while a buffer does; finalized top down, each upstream after its adaptor */
   g_clear_pointer (&mr, memres_resource_unref);
   g_assert_cmpint (g_atomic_int_get (&pt_finalized), ==, finalized);
-  mt_close_ok (buf2, NULL);
+  mt_close_ok (buf2, NULL); /* drops the reference too */
   g_assert_cmpint (g_atomic_int_get (&pt_finalized), ==, finalized + 2);
   g_assert_cmpint (g_atomic_int_get (&pt_upstream_alive), >=, 2);
 }

@@ -136,6 +136,105 @@ test_concurrent_register (void)
   g_assert_cmpint (register_exists, ==, N_THREADS - 1);
 }
 
+/* The last reference and the last buffers go at once: buffers allocated on the main thread are
+ * closed on other threads (their stripes go below zero) while the main thread drops the
+ * resource; the kind is finalized exactly once per round, after every deallocate. */
+#define RACE_BUFFERS 6
+#define RACE_ROUNDS  300
+
+typedef struct
+{
+  MemresBuffer *buf;
+  gint *go;
+} RaceJob;
+
+static gpointer
+race_closer (gpointer data)
+{
+  RaceJob *job = data;
+  g_autoptr (GError) error = NULL;
+
+  while (!g_atomic_int_get (job->go))
+    g_thread_yield ();
+  g_assert_true (memres_buffer_close (job->buf, NULL, &error));
+  g_assert_no_error (error);
+  memres_buffer_unref (job->buf);
+  return NULL;
+}
+
+static void
+test_last_reference_race (void)
+{
+  tk_reset ();
+  for (guint round = 0; round < RACE_ROUNDS; round++)
+    {
+      g_autoptr (GError) error = NULL;
+      MemresResource *mr = memres_resource_new ("tk", &error);
+      GThread *threads[RACE_BUFFERS];
+      RaceJob jobs[RACE_BUFFERS];
+      MemresStats stats;
+      gint go = 0;
+
+      g_assert_no_error (error);
+      for (guint i = 0; i < RACE_BUFFERS; i++)
+        {
+          jobs[i].buf = memres_resource_allocate (mr, 64, NULL, &error);
+          g_assert_no_error (error);
+          jobs[i].go = &go;
+        }
+      /* tk has no get_stats: the core's own counts */
+      g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (stats.n_buffers, ==, RACE_BUFFERS);
+      g_assert_cmpuint (stats.used_current, ==, 64 * RACE_BUFFERS);
+      for (guint i = 0; i < RACE_BUFFERS; i++)
+        threads[i] = g_thread_new ("race", race_closer, &jobs[i]);
+      g_atomic_int_set (&go, 1);
+      if (round % 2 == 0)
+        memres_resource_unref (mr); /* while the closes run */
+      for (guint i = 0; i < RACE_BUFFERS; i++)
+        g_thread_join (threads[i]);
+      if (round % 2 == 1)
+        {
+          g_assert_cmpint (g_atomic_int_get (&tk.finalizes), ==, (gint) round);
+          memres_resource_unref (mr); /* after them: finalized here */
+        }
+      g_assert_cmpint (g_atomic_int_get (&tk.finalizes), ==, (gint) round + 1);
+      g_assert_cmpint (g_atomic_int_get (&tk.deallocates), ==, (gint) (round + 1) * RACE_BUFFERS);
+    }
+}
+
+/* n_buffers counts buffers closed on another thread than the one that allocated them right. */
+static void
+test_buffer_count_across_threads (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = memres_resource_new ("host", &error);
+  MemresBuffer *bufs[4];
+  GThread *threads[4];
+  RaceJob jobs[4];
+  MemresStats stats;
+  gint go = 1;
+
+  g_assert_no_error (error);
+  for (guint i = 0; i < 4; i++)
+    bufs[i] = memres_resource_allocate (mr, 100, NULL, &error);
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_cmpuint (stats.n_buffers, ==, 4);
+  for (guint i = 0; i < 3; i++)
+    {
+      jobs[i] = (RaceJob){ bufs[i], &go };
+      threads[i] = g_thread_new ("count", race_closer, &jobs[i]);
+    }
+  for (guint i = 0; i < 3; i++)
+    g_thread_join (threads[i]);
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_cmpuint (stats.n_buffers, ==, 1);
+  memres_buffer_unref (bufs[3]);
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_cmpuint (stats.n_buffers, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -149,5 +248,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/threads/lookup-create-allocate", test_concurrent);
   g_test_add_func ("/threads/register-race", test_concurrent_register);
+  g_test_add_func ("/threads/last-reference-race", test_last_reference_race);
+  g_test_add_func ("/threads/buffer-count-across-threads", test_buffer_count_across_threads);
   return g_test_run ();
 }

@@ -58,7 +58,7 @@ G_BEGIN_DECLS
  * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks. ABI 1.2
  * appended driver table entries (see %MEMRES_CUDA_FOREACH_ENTRY: graph and managed memory),
  * %MEMRES_MEMORY_MANAGED, #MemresKindInfo.flags (adaptor kinds, #MemresKindFlags),
- * memres_upstream_allocate() and memres_upstream_deallocate().
+ * memres_upstream_allocate() and memres_upstream_deallocate(), and the get_counters slot.
  *
  * Since: 1.0
  */
@@ -374,13 +374,13 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  * MEMRES_RESOURCE_OPS_VERSION:
  *
  * The number of the newest #MemresResourceOps layout these headers describe: 1 for ABI 1.0,
- * 2 for ABI 1.1 (export_chunks, import_chunks). Each ABI minor that appends slots increments
- * it; every slot's documentation says in which ABI version (`Since:`) it appeared. Set
+ * 2 for ABI 1.1 (export_chunks, import_chunks), 3 for ABI 1.2 (get_counters). Each ABI minor
+ * that appends slots increments it; every slot's documentation says in which ABI version (`Since:`) it appeared. Set
  * #MemresResourceOps.version to this macro.
  *
  * Since: 1.0
  */
-#define MEMRES_RESOURCE_OPS_VERSION 2
+#define MEMRES_RESOURCE_OPS_VERSION 3
 
 /**
  * MemresResourceOps:
@@ -525,6 +525,11 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   failure everything imported, reserved or mapped is released. The core marks the buffer
  *   %MEMRES_MEMORY_IMPORTED and refuses to export or resize it; deallocate gets @alloc at
  *   close, as for allocate. Errors also: a %MEMRES_CUDA_ERROR. Any thread. Since: 1.1
+ * @get_counters: optional, for memres_resource_get_counters(). Inserts the kind's own counters
+ *   into @counters (an empty #GVariantDict, transfer none): names in lower case with
+ *   underscores, values of any type (counts and bytes as `t`); the kind documents them (the
+ *   cache adaptor: docs/cache.md). Same threading as get_stats. Errors: those of the kind.
+ *   Since: 1.2 (version 3)
  *
  * The table of a kind's functions. Define it `static const`, set @version to
  * %MEMRES_RESOURCE_OPS_VERSION and name the slots with designated initializers; the core
@@ -560,8 +565,9 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   a crash and a failure never leaks memory, driver handles or fds.
  *
  * Slots are only appended, each with its `Since:` ABI version: init to resize are of version
- * 1 (ABI 1.0), export_chunks and import_chunks of version 2 (ABI 1.1). A table whose @version
- * is 1 ends after resize: the core reads nothing past it. Part of the plugin ABI.
+ * 1 (ABI 1.0), export_chunks and import_chunks of version 2 (ABI 1.1), get_counters of version
+ * 3 (ABI 1.2). A table whose @version is 1 ends after resize, one of version 2 after
+ * import_chunks: the core reads nothing past it. Part of the plugin ABI.
  *
  * Since: 1.0
  */
@@ -594,6 +600,8 @@ typedef struct
                              MemresBufferChunks *out, GError **error);
   gboolean (*import_chunks) (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
                              MemresAllocation *alloc, GError **error);
+  /* Since: 1.2 (version 3) */
+  gboolean (*get_counters) (MemresResource *mr, GVariantDict *counters, GError **error);
 } MemresResourceOps;
 
 /**

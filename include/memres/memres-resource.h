@@ -34,6 +34,7 @@ MemresBuffer *memres_resource_allocate (MemresResource *mr, gsize size, MemresSt
 gboolean memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **error);
 gboolean memres_resource_reset_stats (MemresResource *mr, GError **error);
 gboolean memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error);
+GVariant *memres_resource_get_counters (MemresResource *mr, GError **error);
 
 /* Peer access */
 gboolean memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs,

@@ -1,0 +1,1402 @@
+/* memres - CUDA memory resources
+ * cache.c: the `cache` adaptor, a caching pool over any upstream resource.
+ *
+ * Spec: cache[:max_block=SIZE,max_cached=SIZE|max,chunk=SIZE,front=N]>UPSTREAM
+ *
+ * Requests up to max_block are rounded up to a size class (cache-classes.h) and served from
+ * blocks the cache keeps; larger requests go straight to the upstream (one upstream allocation
+ * per buffer, freed at close). Blocks of classes up to chunk / 16 are carved from chunks of
+ * `chunk` bytes taken from the upstream; larger blocks are upstream allocations of their own.
+ *
+ * Where a free block is kept:
+ * - the front cache of the thread that freed it (per thread and per class, up to `front`
+ *   blocks): allocate and close of the same class on the same stream take only the front's own
+ *   lock, which no other thread takes except trim, get_stats, an out-of-memory flush and
+ *   finalize. No shared cache line is written on that path.
+ * - the shared cache (per class, under the instance's mutex) when the front is full, when the
+ *   front's byte lease cannot grow, or when its thread exits.
+ *
+ * Stream rules (docs/cache.md): a block freed on stream S is handed out again for S at once;
+ * for another stream S2 only after S2 waits on an event recorded on S after the free
+ * (cuEventRecord at the spill into the shared cache, where S is the stream the caller is
+ * closing on and so alive; cuStreamWaitEvent when S2 takes it). Front blocks carry no event and
+ * are only ever reused on their stream. Over an upstream that is neither stream-ordered nor
+ * device-accessible (host), streams are ignored and no event exists. Returning memory to the
+ * upstream (trim, the out-of-memory flush, finalize) first synchronizes the device's primary
+ * context when any block lacks an event (the stream it was freed on may be gone). */
+#include <memres/memres-plugin.h>
+
+#include "cache-classes.h"
+
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define CACHE_FRONT_MAX     16  /* most blocks per class in a front cache */
+#define CACHE_MAX_CLASSES   176 /* classes up to 4 GiB */
+#define CACHE_MAX_BLOCK_MAX (G_GUINT64_CONSTANT (4) << 30)
+#define CACHE_SLOTS         64 /* instances with front caches at once */
+#define CACHE_LEASE_QUANTUM (G_GUINT64_CONSTANT (8) << 20)
+#define CACHE_CHUNK_BLOCKS  16 /* a chunk holds at least this many blocks */
+
+typedef struct _Cache Cache;
+typedef struct _Block Block;
+typedef struct _Chunk Chunk;
+typedef struct _Front Front;
+
+typedef enum
+{
+  BLOCK_IN_USE,
+  BLOCK_FRONT,
+  BLOCK_SHARED,
+} BlockState;
+
+/* An event recorded once on a stream, shared by the blocks freed (or carved) before it. */
+typedef struct
+{
+  CUevent event;
+  guint refs; /* under Cache.lock */
+} CacheEvent;
+
+struct _Block
+{
+  guint64 address;
+  MemresStream stream; /* normalized stream of its last free (or of its chunk's allocation) */
+  CacheEvent *event;   /* shared cache only: recorded on @stream after that free, or NULL */
+  Block *prev, *next;  /* shared bin */
+  Chunk *chunk;        /* the chunk it was carved from, or NULL */
+  MemresAllocation up; /* its own upstream allocation (chunk == NULL) */
+  guint64 size;        /* bytes of its class */
+  guint16 cls;
+  guint8 state; /* BlockState */
+};
+
+struct _Chunk
+{
+  MemresAllocation up;
+  Chunk *prev, *next;
+  guint n_blocks;
+  guint n_idle; /* trim's count of blocks in the shared cache */
+  Block blocks[];
+};
+
+typedef struct
+{
+  guint n;
+  Block *blocks[CACHE_FRONT_MAX];
+} FrontBin;
+
+typedef struct
+{
+  Block *head;
+  guint64 n;
+} SharedBin;
+
+/* The front caches of one thread, one per cache instance slot. */
+typedef struct
+{
+  MemresResource *last_mr; /* the instance the thread used last ... */
+  Front *last_front;       /* ... and its front there (cleared with the front) */
+  Front *fronts[CACHE_SLOTS];
+} ThreadFronts;
+
+/* The owner works on its front without a locked instruction: it sets @busy, then reads @stop;
+ * another thread (trim, statistics, the out-of-memory flush, all under Cache.lock) sets @stop,
+ * then issues a process-wide barrier (membarrier(), heavy_barrier()) and waits for @busy to
+ * clear. Either the owner sees @stop and takes the slow path (which needs Cache.lock), or the
+ * other thread sees @busy and waits: the asymmetric form of Dekker's exclusion, whose fence on
+ * the owner's side the barrier replaces. The owner's slow paths hold Cache.lock, so no other
+ * thread is inside its front then. */
+struct _Front
+{
+  gint busy;      /* the owner is inside a front operation */
+  gint stop;      /* another thread owns the front's content now */
+  guint64 cached; /* bytes of its blocks */
+  guint64 budget; /* bytes leased from max_cached */
+  guint64 hits[CACHE_MAX_CLASSES];
+  Cache *cache;
+  ThreadFronts *owner;
+  Front *prev, *next; /* Cache.fronts */
+  FrontBin bins[];    /* n_classes */
+};
+
+struct _Cache
+{
+  MemresResource *self_mr;  /* the instance itself (transfer none): upstream calls take it */
+  MemresResource *upstream; /* transfer none: the core holds it for the adaptor */
+  gint device;              /* for the primary context of event calls */
+  gboolean events; /* cross-stream reuse needs events (device-accessible or stream-ordered) */
+  gsize max_block; /* the size of the largest class */
+  guint n_classes;
+  guint n_chunk_classes; /* classes carved from chunks */
+  guint64 max_cached;
+  gsize chunk_size;
+  guint depth; /* front blocks per class */
+  gint slot;   /* index in ThreadFronts, or -1 (no front caches) */
+
+  GMutex lock; /* everything below */
+  SharedBin shared[CACHE_MAX_CLASSES];
+  guint64 shared_cached; /* bytes of blocks in shared bins */
+  guint64 leased;        /* sum of the fronts' budgets */
+  guint64 reserved, reserved_high, used_high;
+  guint64 direct_used; /* bytes of live buffers above max_block */
+  guint64 misses[CACHE_MAX_CLASSES];
+  guint64 shared_hits[CACHE_MAX_CLASSES];
+  guint64 gone_hits[CACHE_MAX_CLASSES]; /* hits of fronts that no longer exist */
+  guint64 direct, oom_flushes;
+  Front *fronts;
+  Chunk *chunks;
+  GPtrArray *spare_events; /* CUevent, recorded by nobody */
+};
+
+/* ---- threads and their front caches -------------------------------------------------------- */
+
+/* The calling thread's ThreadFronts. A thread-local pointer (initial-exec: one load, no call;
+ * one pointer fits the static TLS room glibc keeps for modules loaded with dlopen()), and a
+ * pthread key whose destructor runs at thread exit. Sanitizer builds (meson.build defines
+ * CACHE_TLS_KEY) use the key alone: LeakSanitizer's thread scan crashes on a dlopen()ed module's
+ * static TLS. */
+static pthread_key_t fronts_key;
+static GOnce fronts_key_once = G_ONCE_INIT;
+#ifndef CACHE_TLS_KEY
+static __thread ThreadFronts *thread_fronts __attribute__ ((tls_model ("initial-exec")));
+#endif
+
+static inline ThreadFronts *
+thread_fronts_get (void)
+{
+#ifdef CACHE_TLS_KEY
+  return pthread_getspecific (fronts_key);
+#else
+  return thread_fronts;
+#endif
+}
+
+static void
+thread_fronts_set (ThreadFronts *tf)
+{
+#ifndef CACHE_TLS_KEY
+  thread_fronts = tf;
+#endif
+  pthread_setspecific (fronts_key, tf);
+}
+static GMutex slots_lock; /* the table below, ThreadFronts entries, Front lists of instances */
+static Cache *slots[CACHE_SLOTS];
+
+static void shared_push (Cache *self, Block *b);
+static void thread_fronts_free (gpointer data);
+
+static gpointer
+fronts_key_create (gpointer data)
+{
+  if (pthread_key_create (&fronts_key, thread_fronts_free) != 0)
+    g_error ("cache: no pthread key left for the front caches");
+  return NULL;
+}
+
+/* TRUE when membarrier() cannot be used: the owner then fences (a locked instruction). Set once,
+ * before the first front exists. */
+static gboolean use_fence;
+static GOnce heavy_barrier_once = G_ONCE_INIT;
+
+static gpointer
+heavy_barrier_register (gpointer data)
+{
+  use_fence = syscall (__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0;
+  return NULL;
+}
+
+/* A memory barrier on every thread of the process that runs now (the others pass one when they
+ * are scheduled again). */
+static void
+heavy_barrier (void)
+{
+  if (use_fence || syscall (__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+    __atomic_thread_fence (__ATOMIC_SEQ_CST);
+}
+
+/* The owner enters its front; FALSE when another thread holds it (take the slow path). */
+static inline gboolean
+front_enter (Front *f)
+{
+  __atomic_store_n (&f->busy, 1, __ATOMIC_RELAXED);
+  if (G_UNLIKELY (use_fence))
+    __atomic_thread_fence (__ATOMIC_SEQ_CST);
+  else
+    __atomic_signal_fence (__ATOMIC_SEQ_CST);
+  if (G_LIKELY (__atomic_load_n (&f->stop, __ATOMIC_ACQUIRE) == 0))
+    return TRUE;
+  __atomic_store_n (&f->busy, 0, __ATOMIC_RELEASE);
+  return FALSE;
+}
+
+static inline void
+front_leave (Front *f)
+{
+  __atomic_store_n (&f->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* Takes every front of @self but the calling thread's own from its owner (who is then outside
+ * it until fronts_resume()). Cache.lock held. */
+static void
+fronts_stop (Cache *self)
+{
+  ThreadFronts *me = thread_fronts_get ();
+  gboolean others = FALSE;
+
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    if (f->owner != me)
+      {
+        __atomic_store_n (&f->stop, 1, __ATOMIC_RELAXED);
+        others = TRUE;
+      }
+  if (!others)
+    return;
+  heavy_barrier ();
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    if (f->owner != me)
+      while (__atomic_load_n (&f->busy, __ATOMIC_ACQUIRE))
+        g_thread_yield ();
+}
+
+static void
+fronts_resume (Cache *self)
+{
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    __atomic_store_n (&f->stop, 0, __ATOMIC_RELEASE);
+}
+
+/* Moves every block of @f to the shared cache and gives its lease back. Cache.lock held, and @f
+ * stopped (fronts_stop()) unless it is the calling thread's. */
+static void
+front_drain (Cache *self, Front *f)
+{
+  for (guint c = 0; c < self->n_classes; c++)
+    {
+      FrontBin *bin = &f->bins[c];
+
+      while (bin->n > 0)
+        shared_push (self, bin->blocks[--bin->n]);
+    }
+  self->leased -= f->budget;
+  f->budget = 0;
+  f->cached = 0;
+}
+
+/* Unlinks @f from its instance, drains it, counts its hits as gone and frees it. slots_lock
+ * and Cache.lock held, on @f's thread (it exits) or in finalize (nobody uses the instance). */
+static void
+front_destroy (Cache *self, Front *f)
+{
+  front_drain (self, f);
+  for (guint c = 0; c < self->n_classes; c++)
+    self->gone_hits[c] += f->hits[c];
+  if (f->prev != NULL)
+    f->prev->next = f->next;
+  else
+    self->fronts = f->next;
+  if (f->next != NULL)
+    f->next->prev = f->prev;
+  f->owner->fronts[self->slot] = NULL;
+  /* finalize may run while the owner moves on to another instance: last_front is cleared
+   * before last_mr, which the owner sets before last_front, so that the owner never pairs a
+   * matching last_mr with this front (see front_get_for()) */
+  if (__atomic_load_n (&f->owner->last_front, __ATOMIC_RELAXED) == f)
+    {
+      __atomic_store_n (&f->owner->last_front, NULL, __ATOMIC_RELAXED);
+      __atomic_store_n (&f->owner->last_mr, NULL, __ATOMIC_RELEASE);
+    }
+  g_free (f);
+}
+
+/* A thread exits: its blocks return to the shared caches (the GPrivate destructor). */
+static void
+thread_fronts_free (gpointer data)
+{
+  ThreadFronts *tf = data;
+
+  g_mutex_lock (&slots_lock);
+  for (guint i = 0; i < CACHE_SLOTS; i++)
+    {
+      Front *f = tf->fronts[i];
+      Cache *cache;
+
+      if (f == NULL)
+        continue;
+      cache = f->cache;
+      g_mutex_lock (&cache->lock);
+      front_destroy (cache, f);
+      g_mutex_unlock (&cache->lock);
+    }
+  g_mutex_unlock (&slots_lock);
+#ifndef CACHE_TLS_KEY
+  if (thread_fronts == tf)
+    thread_fronts = NULL; /* a free later in this thread's exit makes a new one */
+#endif
+  g_free (tf);
+}
+
+/* The calling thread's front cache of @self, created on first use; NULL without a slot. */
+G_GNUC_NO_INLINE
+static Front *
+front_create (Cache *self)
+{
+  ThreadFronts *tf = thread_fronts_get ();
+  Front *f;
+
+  if (self->slot < 0)
+    return NULL;
+  if (tf == NULL)
+    {
+      tf = g_new0 (ThreadFronts, 1);
+      thread_fronts_set (tf);
+    }
+  f = g_malloc0 (sizeof (Front) + self->n_classes * sizeof (FrontBin));
+  f->cache = self;
+  f->owner = tf;
+  g_mutex_lock (&slots_lock);
+  g_mutex_lock (&self->lock);
+  f->next = self->fronts;
+  if (f->next != NULL)
+    f->next->prev = f;
+  self->fronts = f;
+  tf->fronts[self->slot] = f;
+  g_mutex_unlock (&self->lock);
+  g_mutex_unlock (&slots_lock);
+  return f;
+}
+
+static inline Front *
+front_get (Cache *self)
+{
+  ThreadFronts *tf = thread_fronts_get ();
+
+  if (G_LIKELY (tf != NULL && self->slot >= 0 && tf->fronts[self->slot] != NULL))
+    return tf->fronts[self->slot];
+  return front_create (self);
+}
+
+/* ---- events ---------------------------------------------------------------------------------- */
+
+static gboolean
+context_push (Cache *self, const MemresCudaDriver **drv, GError **error)
+{
+  CUcontext ctx;
+  CUresult r;
+
+  *drv = memres_cuda_get_driver (error);
+  if (*drv == NULL || !memres_cuda_get_primary_context (self->device, &ctx, error))
+    return FALSE;
+  r = (*drv)->cuCtxPushCurrent (ctx);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
+  return TRUE;
+}
+
+static void
+context_pop (const MemresCudaDriver *drv)
+{
+  CUcontext ctx;
+
+  drv->cuCtxPopCurrent (&ctx);
+}
+
+/* A new event recorded on @stream now. Cache.lock held. */
+static CacheEvent *
+event_record (Cache *self, MemresStream stream, GError **error)
+{
+  const MemresCudaDriver *drv;
+  CacheEvent *e;
+  CUevent ev = NULL;
+  CUresult r;
+
+  if (!context_push (self, &drv, error))
+    return NULL;
+  if (self->spare_events->len > 0)
+    ev = g_ptr_array_steal_index_fast (self->spare_events, self->spare_events->len - 1);
+  else if ((r = drv->cuEventCreate (&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+    {
+      context_pop (drv);
+      memres_cuda_set_error (error, r, "cuEventCreate");
+      return NULL;
+    }
+  r = drv->cuEventRecord (ev, (CUstream) stream);
+  context_pop (drv);
+  if (r != CUDA_SUCCESS)
+    {
+      g_ptr_array_add (self->spare_events, ev);
+      memres_cuda_set_error (error, r, "cuEventRecord");
+      return NULL;
+    }
+  e = g_new (CacheEvent, 1);
+  e->event = ev;
+  e->refs = 1;
+  return e;
+}
+
+static void
+event_unref (Cache *self, CacheEvent *e)
+{
+  if (e != NULL && --e->refs == 0)
+    {
+      g_ptr_array_add (self->spare_events, e->event);
+      g_free (e);
+    }
+}
+
+/* Makes @stream wait for @e. Cache.lock held. */
+static gboolean
+event_wait (Cache *self, CacheEvent *e, MemresStream stream, GError **error)
+{
+  const MemresCudaDriver *drv;
+  CUresult r;
+
+  if (!context_push (self, &drv, error))
+    return FALSE;
+  r = drv->cuStreamWaitEvent ((CUstream) stream, e->event, 0);
+  context_pop (drv);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuStreamWaitEvent");
+  return TRUE;
+}
+
+/* ---- the shared cache ------------------------------------------------------------------------ */
+
+static inline MemresStream
+normalize_stream (const Cache *self, MemresStream stream)
+{
+  if (!self->events)
+    return NULL;
+  return stream != NULL ? stream : MEMRES_STREAM_LEGACY;
+}
+
+static void
+shared_push (Cache *self, Block *b)
+{
+  SharedBin *bin = &self->shared[b->cls];
+
+  b->state = BLOCK_SHARED;
+  b->prev = NULL;
+  b->next = bin->head;
+  if (b->next != NULL)
+    b->next->prev = b;
+  bin->head = b;
+  bin->n++;
+  self->shared_cached += cache_class_size (b->cls);
+}
+
+static void
+shared_unlink (Cache *self, Block *b)
+{
+  SharedBin *bin = &self->shared[b->cls];
+
+  if (b->prev != NULL)
+    b->prev->next = b->next;
+  else
+    bin->head = b->next;
+  if (b->next != NULL)
+    b->next->prev = b->prev;
+  b->prev = b->next = NULL;
+  bin->n--;
+  self->shared_cached -= cache_class_size (b->cls);
+}
+
+static guint64
+fronts_cached (Cache *self)
+{
+  guint64 sum = 0;
+
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    sum += __atomic_load_n (&f->cached, __ATOMIC_RELAXED);
+  return sum;
+}
+
+/* The high-water marks, sampled at each miss and each get_stats. Cache.lock held. */
+static void
+update_highs (Cache *self)
+{
+  guint64 cached = self->shared_cached + fronts_cached (self);
+  guint64 used = self->reserved > cached ? self->reserved - cached : 0;
+
+  self->reserved_high = MAX (self->reserved_high, self->reserved);
+  self->used_high = MAX (self->used_high, used);
+}
+
+/* A block of class @cls from the shared cache for @stream: one freed on @stream, else one with
+ * an event that @stream is made to wait on; NULL when there is none. Cache.lock held. */
+static Block *
+shared_take (Cache *self, guint cls, MemresStream stream, GError **error)
+{
+  Block *other = NULL;
+
+  for (Block *b = self->shared[cls].head; b != NULL; b = b->next)
+    {
+      if (b->stream == stream && stream != CU_STREAM_PER_THREAD)
+        {
+          shared_unlink (self, b);
+          event_unref (self, g_steal_pointer (&b->event));
+          return b;
+        }
+      if (other == NULL && b->event != NULL)
+        other = b;
+    }
+  if (other == NULL)
+    return NULL;
+  if (!event_wait (self, other->event, stream, error))
+    return NULL;
+  shared_unlink (self, other);
+  event_unref (self, g_steal_pointer (&other->event));
+  return other;
+}
+
+/* ---- the upstream ---------------------------------------------------------------------------- */
+
+static gboolean
+is_out_of_memory (const GError *error)
+{
+  return g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY)
+         || g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+static gboolean release_idle (Cache *self, gsize bytes_to_keep, GError **error);
+
+/* memres_upstream_allocate(); on out-of-memory, every cached block of every thread goes back
+ * to the upstream and the allocation is tried once more. Cache.lock held. */
+static gboolean
+upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
+                   MemresAllocation *alloc, GError **error)
+{
+  GError *local = NULL;
+
+  memset (alloc, 0, sizeof *alloc);
+  if (memres_upstream_allocate (mr, size, stream, alloc, &local))
+    return TRUE;
+  if (!is_out_of_memory (local))
+    {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  g_clear_error (&local);
+  self->oom_flushes++;
+  fronts_stop (self);
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    front_drain (self, f);
+  fronts_resume (self);
+  if (!release_idle (self, 0, error))
+    return FALSE;
+  memset (alloc, 0, sizeof *alloc);
+  return memres_upstream_allocate (mr, size, stream, alloc, error);
+}
+
+/* A new block of class @cls for @stream from the upstream: carved from a new chunk (the other
+ * blocks of the chunk go to the shared cache, with an event recorded after the chunk's
+ * allocation), or an allocation of its own. Cache.lock held. */
+static Block *
+block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, GError **error)
+{
+  gsize csize = cache_class_size (cls);
+  Chunk *chunk;
+  Block *b;
+  MemresAllocation up;
+  CacheEvent *e = NULL;
+  guint n;
+
+  if (cls >= self->n_chunk_classes)
+    {
+      if (!upstream_allocate (mr, self, csize, stream, &up, error))
+        return NULL;
+      b = g_new0 (Block, 1);
+      b->address = up.address;
+      b->up = up;
+      b->cls = cls;
+      b->size = csize;
+      self->reserved += csize;
+      return b;
+    }
+  n = (guint) (self->chunk_size / csize);
+  if (!upstream_allocate (mr, self, (gsize) n * csize, stream, &up, error))
+    return NULL;
+  if (self->events && n > 1 && (e = event_record (self, stream, error)) == NULL)
+    {
+      memres_upstream_deallocate (mr, &up, stream, NULL);
+      return NULL;
+    }
+  chunk = g_malloc0 (sizeof (Chunk) + n * sizeof (Block));
+  chunk->up = up;
+  chunk->n_blocks = n;
+  chunk->next = self->chunks;
+  if (chunk->next != NULL)
+    chunk->next->prev = chunk;
+  self->chunks = chunk;
+  self->reserved += (guint64) n * csize;
+  for (guint i = 0; i < n; i++)
+    {
+      b = &chunk->blocks[i];
+      b->address = up.address + (guint64) i * csize;
+      b->chunk = chunk;
+      b->cls = cls;
+      b->size = csize;
+      b->stream = stream;
+      if (i > 0)
+        {
+          b->event = e;
+          shared_push (self, b);
+        }
+    }
+  if (e != NULL)
+    e->refs = n - 1;
+  return &chunk->blocks[0];
+}
+
+/* Gives @b's memory back to the upstream (its own allocation; chunk blocks go with their
+ * chunk). Every stream's work on it is known complete. Cache.lock held. */
+static void
+block_release (Cache *self, Block *b)
+{
+  g_autoptr (GError) error = NULL;
+
+  self->reserved -= cache_class_size (b->cls);
+  if (!memres_upstream_deallocate (self->self_mr, &b->up, NULL, &error))
+    g_warning ("cache: returning %" G_GSIZE_FORMAT " bytes to the upstream failed: %s",
+               cache_class_size (b->cls), error->message);
+  g_free (b);
+}
+
+/* Synchronizes the device (host-observed completion of every stream's work) before memory that
+ * may still be in use by queued work goes back to the upstream. */
+static gboolean
+device_synchronize (Cache *self, GError **error)
+{
+  const MemresCudaDriver *drv;
+  CUresult r;
+
+  if (!self->events)
+    return TRUE;
+  if (!context_push (self, &drv, error))
+    return FALSE;
+  r = drv->cuCtxSynchronize ();
+  context_pop (drv);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuCtxSynchronize");
+  return TRUE;
+}
+
+/* Returns the shared cache's blocks (and the chunks all of whose blocks are there) to the
+ * upstream until at most @bytes_to_keep stay reserved. Cache.lock held. */
+static gboolean
+release_idle (Cache *self, gsize bytes_to_keep, GError **error)
+{
+  Chunk *chunk, *next;
+
+  if (self->shared_cached == 0 || self->reserved <= bytes_to_keep)
+    return TRUE;
+  if (!device_synchronize (self, error))
+    return FALSE;
+  for (guint c = self->n_classes; c-- > self->n_chunk_classes;)
+    while (self->shared[c].head != NULL && self->reserved > bytes_to_keep)
+      {
+        Block *b = self->shared[c].head;
+
+        shared_unlink (self, b);
+        event_unref (self, g_steal_pointer (&b->event));
+        block_release (self, b);
+      }
+  for (chunk = self->chunks; chunk != NULL; chunk = chunk->next)
+    chunk->n_idle = 0;
+  for (guint c = 0; c < self->n_chunk_classes; c++)
+    for (Block *b = self->shared[c].head; b != NULL; b = b->next)
+      b->chunk->n_idle++;
+  for (chunk = self->chunks; chunk != NULL && self->reserved > bytes_to_keep; chunk = next)
+    {
+      g_autoptr (GError) local = NULL;
+      gsize csize;
+
+      next = chunk->next;
+      if (chunk->n_idle != chunk->n_blocks)
+        continue;
+      csize = cache_class_size (chunk->blocks[0].cls);
+      for (guint i = 0; i < chunk->n_blocks; i++)
+        {
+          shared_unlink (self, &chunk->blocks[i]);
+          event_unref (self, g_steal_pointer (&chunk->blocks[i].event));
+        }
+      if (chunk->prev != NULL)
+        chunk->prev->next = chunk->next;
+      else
+        self->chunks = chunk->next;
+      if (chunk->next != NULL)
+        chunk->next->prev = chunk->prev;
+      self->reserved -= (guint64) chunk->n_blocks * csize;
+      if (!memres_upstream_deallocate (self->self_mr, &chunk->up, NULL, &local))
+        g_warning ("cache: returning a chunk of %" G_GSIZE_FORMAT " bytes failed: %s",
+                   chunk->up.size, local->message);
+      g_free (chunk);
+    }
+  return TRUE;
+}
+
+/* ---- allocate and deallocate ----------------------------------------------------------------- */
+
+static inline void
+fill_allocation (MemresAllocation *alloc, Block *b, gsize size)
+{
+  b->state = BLOCK_IN_USE;
+  alloc->address = b->address;
+  alloc->size = size;
+  alloc->plugin_data = b;
+}
+
+/* Above max_block: an upstream allocation of the buffer's own, not cached. */
+G_GNUC_NO_INLINE
+static gboolean
+direct_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
+                 MemresAllocation *alloc, GError **error)
+{
+  gboolean ok;
+
+  g_mutex_lock (&self->lock);
+  ok = upstream_allocate (mr, self, size, stream, alloc, error);
+  if (ok)
+    {
+      self->direct++;
+      self->direct_used += alloc->size;
+      self->reserved += alloc->size;
+      update_highs (self);
+    }
+  g_mutex_unlock (&self->lock);
+  return ok;
+}
+
+G_GNUC_NO_INLINE
+static gboolean
+direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, MemresStream stream,
+                   GError **error)
+{
+  gsize size = alloc->size;
+  guint64 address = alloc->address;
+  gboolean ok = memres_upstream_deallocate (mr, alloc, stream, error);
+
+  /* a failed free that left the allocation in place leaves the buffer open (the core's rule) */
+  if (!ok && alloc->address == address)
+    return FALSE;
+  g_mutex_lock (&self->lock);
+  self->direct_used -= size;
+  self->reserved -= size;
+  g_mutex_unlock (&self->lock);
+  return ok;
+}
+
+/* Classes above the chunked ones may serve a request from a cached block up to this many
+ * classes larger (at most 19 % more bytes) before asking the upstream for a new one. */
+#define CACHE_FIT_CLASSES 2
+/* At a miss of those classes, free blocks beyond reserved / CACHE_IDLE_SHARE go back to the
+ * upstream first (at most CACHE_RECYCLE_MAX of them), so that blocks of classes nobody asks for
+ * any more do not pile up. */
+#define CACHE_IDLE_SHARE  2
+#define CACHE_RECYCLE_MAX 8
+
+/* The calling thread's front of @self, or NULL; with Cache.lock held, its owner may use it. */
+static Front *
+own_front (Cache *self)
+{
+  ThreadFronts *tf = thread_fronts_get ();
+
+  return tf != NULL && self->slot >= 0 ? tf->fronts[self->slot] : NULL;
+}
+
+/* A block of class @cls freed on @stream from the calling thread's own front. Cache.lock
+ * held. */
+static Block *
+own_front_take (Cache *self, guint cls, MemresStream stream)
+{
+  Front *f = own_front (self);
+  FrontBin *bin;
+
+  if (f == NULL)
+    return NULL;
+  bin = &f->bins[cls];
+  for (guint i = bin->n; i-- > 0;)
+    if (bin->blocks[i]->stream == stream)
+      {
+        Block *b = bin->blocks[i];
+
+        bin->blocks[i] = bin->blocks[--bin->n];
+        __atomic_store_n (&f->cached, f->cached - b->size, __ATOMIC_RELAXED);
+        return b;
+      }
+  return NULL;
+}
+
+/* Gives @b (an upstream allocation of its own, out of every cache) back, ordered on @stream,
+ * after which nothing queued before on @stream touches it. Cache.lock held. */
+static void
+block_free_on (Cache *self, Block *b, MemresStream stream)
+{
+  g_autoptr (GError) error = NULL;
+
+  self->reserved -= b->size;
+  if (!memres_upstream_deallocate (self->self_mr, &b->up, stream, &error))
+    g_warning ("cache: returning %" G_GUINT64_FORMAT " bytes to the upstream failed: %s", b->size,
+               error->message);
+  g_free (b);
+}
+
+/* Before a miss of class @cls for @stream: free blocks of other classes that @stream may use
+ * (freed on it, or with an event it then waits on) while more than reserved / CACHE_IDLE_SHARE
+ * bytes are idle, largest classes first. Cache.lock held. */
+static void
+recycle_idle (Cache *self, guint cls, MemresStream stream)
+{
+  Front *f = own_front (self);
+  guint64 idle = self->shared_cached + fronts_cached (self);
+  guint budget = CACHE_RECYCLE_MAX;
+
+  for (guint c = self->n_classes; c-- > self->n_chunk_classes;)
+    {
+      if (c >= cls && c <= cls + CACHE_FIT_CLASSES)
+        continue;
+      for (Block *b = self->shared[c].head, *next; b != NULL; b = next)
+        {
+          gboolean mine = b->stream == stream && stream != CU_STREAM_PER_THREAD;
+
+          next = b->next;
+          if (budget == 0 || idle <= self->reserved / CACHE_IDLE_SHARE)
+            return;
+          if (!mine && (b->event == NULL || !event_wait (self, b->event, stream, NULL)))
+            continue;
+          shared_unlink (self, b);
+          event_unref (self, g_steal_pointer (&b->event));
+          idle -= b->size;
+          block_free_on (self, b, stream);
+          budget--;
+        }
+      while (f != NULL && budget > 0 && idle > self->reserved / CACHE_IDLE_SHARE)
+        {
+          Block *b = own_front_take (self, c, stream);
+
+          if (b == NULL)
+            break;
+          idle -= b->size;
+          block_free_on (self, b, stream);
+          budget--;
+        }
+    }
+}
+
+G_GNUC_NO_INLINE
+static gboolean
+allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStream stream,
+               MemresAllocation *alloc, GError **error)
+{
+  GError *local = NULL;
+  Block *b;
+  guint last = cls;
+
+  if (cls >= self->n_chunk_classes)
+    last = MIN (cls + CACHE_FIT_CLASSES, self->n_classes - 1);
+  g_mutex_lock (&self->lock);
+  b = NULL;
+  for (guint c = cls; b == NULL && local == NULL && c <= last; c++)
+    {
+      b = c > cls ? own_front_take (self, c, stream) : NULL;
+      if (b == NULL)
+        b = shared_take (self, c, stream, &local);
+    }
+  if (b != NULL)
+    self->shared_hits[cls]++;
+  else if (local == NULL && cls >= self->n_chunk_classes)
+    recycle_idle (self, cls, stream);
+  if (b == NULL && local == NULL && (b = block_new (mr, self, cls, stream, &local)) != NULL)
+    {
+      self->misses[cls]++;
+      update_highs (self);
+    }
+  g_mutex_unlock (&self->lock);
+  if (b == NULL)
+    {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  fill_allocation (alloc, b, size);
+  return TRUE;
+}
+
+/* The front's part of an allocation: a block of @size's class freed on @stream. */
+G_ALWAYS_INLINE static inline gboolean
+front_try_allocate (Front *f, Cache *self, gsize size, MemresStream stream, MemresAllocation *alloc)
+{
+  guint cls = cache_class_of (size);
+  MemresStream s = normalize_stream (self, stream);
+  FrontBin *bin = &f->bins[cls];
+
+  if (G_UNLIKELY (!front_enter (f)))
+    return FALSE;
+  for (guint i = bin->n; i-- > 0;)
+    {
+      Block *b = bin->blocks[i];
+
+      if (G_LIKELY (b->stream == s))
+        {
+          bin->blocks[i] = bin->blocks[--bin->n];
+          __atomic_store_n (&f->cached, f->cached - b->size, __ATOMIC_RELAXED);
+          f->hits[cls]++;
+          front_leave (f);
+          fill_allocation (alloc, b, size);
+          return TRUE;
+        }
+    }
+  front_leave (f);
+  return FALSE;
+}
+
+/* The front's part of a free: room in the class and in the lease. */
+G_ALWAYS_INLINE static inline gboolean
+front_try_deallocate (Front *f, Cache *self, Block *b)
+{
+  FrontBin *bin = &f->bins[b->cls];
+
+  if (G_UNLIKELY (!front_enter (f)))
+    return FALSE;
+  if (G_LIKELY (bin->n < self->depth && f->cached + b->size <= f->budget))
+    {
+      bin->blocks[bin->n++] = b;
+      b->state = BLOCK_FRONT;
+      __atomic_store_n (&f->cached, f->cached + b->size, __ATOMIC_RELAXED);
+      front_leave (f);
+      return TRUE;
+    }
+  front_leave (f);
+  return FALSE;
+}
+
+/* The calling thread's front of @self, remembered as the one of @mr for the hot paths. */
+static inline Front *
+front_get_for (MemresResource *mr, Cache *self)
+{
+  Front *f = front_get (self);
+
+  if (f != NULL)
+    {
+      __atomic_store_n (&f->owner->last_mr, mr, __ATOMIC_RELAXED);
+      __atomic_store_n (&f->owner->last_front, f, __ATOMIC_RELEASE);
+    }
+  return f;
+}
+
+G_GNUC_NO_INLINE
+static gboolean
+allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                  GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+  Front *f;
+
+  if (G_UNLIKELY (size > self->max_block))
+    return direct_allocate (mr, self, size, stream, alloc, error);
+  f = front_get_for (mr, self);
+  if (f != NULL && front_try_allocate (f, self, size, stream, alloc))
+    return TRUE;
+  return allocate_slow (mr, self, cache_class_of (size), size, normalize_stream (self, stream),
+                        alloc, error);
+}
+
+/* The hot path: the front of the instance this thread used last, found without a call. */
+static gboolean
+cache_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                GError **error)
+{
+  ThreadFronts *tf = thread_fronts_get ();
+
+  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
+    {
+      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
+      Cache *self = f->cache;
+
+      if (G_LIKELY (size <= self->max_block) && front_try_allocate (f, self, size, stream, alloc))
+        return TRUE;
+    }
+  return allocate_general (mr, size, stream, alloc, error);
+}
+
+/* The front had no room: a bigger lease, else the shared cache (with an event on @stream), else
+ * (past max_cached) back to the upstream. */
+G_GNUC_NO_INLINE
+static gboolean
+deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStream stream,
+                 MemresStream caller_stream, GError **error)
+{
+  gsize csize = cache_class_size (b->cls);
+  guint64 room;
+
+  g_mutex_lock (&self->lock);
+  room = self->max_cached - MIN (self->max_cached, self->leased + self->shared_cached);
+  if (f != NULL && room >= csize)
+    {
+      FrontBin *bin = &f->bins[b->cls];
+
+      /* the calling thread's own front, and Cache.lock held: nobody else is inside it */
+      if (bin->n < self->depth)
+        {
+          guint64 grant = MIN (room, MAX (CACHE_LEASE_QUANTUM, (guint64) csize));
+
+          f->budget += grant;
+          self->leased += grant;
+          bin->blocks[bin->n++] = b;
+          b->state = BLOCK_FRONT;
+          __atomic_store_n (&f->cached, f->cached + csize, __ATOMIC_RELAXED);
+          g_mutex_unlock (&self->lock);
+          return TRUE;
+        }
+    }
+  if (room < csize && b->chunk == NULL)
+    {
+      g_autoptr (GError) local = NULL;
+
+      /* past max_cached: the memory goes back, ordered on the caller's stream; when that fails
+       * (a stream that is gone, say), the block stays cached without an event instead: the
+       * buffer is closed either way */
+      if (memres_upstream_deallocate (mr, &b->up, caller_stream, &local) || b->up.address == 0)
+        {
+          self->reserved -= csize;
+          g_mutex_unlock (&self->lock);
+          g_free (b);
+          return TRUE;
+        }
+      g_debug ("cache: returning a block of %" G_GSIZE_FORMAT " bytes failed, kept: %s", csize,
+               local->message);
+      shared_push (self, b);
+      g_mutex_unlock (&self->lock);
+      return TRUE;
+    }
+  if (self->events)
+    {
+      g_autoptr (GError) local = NULL;
+
+      /* Without an event (the record failed) the block stays reusable on its own stream only. */
+      b->event = event_record (self, stream, &local);
+    }
+  shared_push (self, b);
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
+G_GNUC_NO_INLINE
+static gboolean
+deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                    GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+  Block *b;
+  Front *f;
+
+  if (G_UNLIKELY (alloc->size > self->max_block))
+    return direct_deallocate (mr, self, alloc, stream, error);
+  b = alloc->plugin_data;
+  b->stream = normalize_stream (self, stream);
+  f = front_get_for (mr, self);
+  if (f != NULL && front_try_deallocate (f, self, b))
+    return TRUE;
+  /* under Cache.lock, which every other user of a front holds, the front is ours again */
+  return deallocate_slow (mr, self, f, b, b->stream, stream, error);
+}
+
+static gboolean
+cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  ThreadFronts *tf = thread_fronts_get ();
+
+  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
+    {
+      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
+      Cache *self = f->cache;
+      Block *b = alloc->plugin_data;
+
+      if (G_LIKELY (alloc->size <= self->max_block))
+        {
+          b->stream = normalize_stream (self, stream);
+          if (front_try_deallocate (f, self, b))
+            return TRUE;
+        }
+    }
+  return deallocate_general (mr, alloc, stream, error);
+}
+
+/* ---- life ------------------------------------------------------------------------------------ */
+
+static const MemresOptionSpec cache_options[] = {
+  { "max_block", MEMRES_OPTION_SIZE, "64MiB",
+    "largest request served from size classes (rounded up to its class, 256 B to 4 GiB); "
+    "larger ones are upstream allocations of their own, freed at close",
+    NULL, 0, 0 },
+  { "max_cached", MEMRES_OPTION_SIZE, "max",
+    "most bytes of free blocks kept (front and shared caches); a free past it returns its "
+    "block to the upstream (a block carved from a chunk stays until its chunk is free)",
+    NULL, 0, 0 },
+  { "chunk", MEMRES_OPTION_SIZE, "2MiB",
+    "bytes taken from the upstream at a time for the small classes (those of at most "
+    "chunk/16 bytes); 4 KiB to 1 GiB",
+    NULL, 0, 0 },
+  { "front", MEMRES_OPTION_INT, "8",
+    "free blocks per size class in each thread's front cache (0: every free goes to the "
+    "shared cache)",
+    NULL, 0, CACHE_FRONT_MAX },
+};
+
+static gboolean
+cache_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+  guint64 max_block = memres_options_get_size (options, "max_block");
+  guint64 chunk = memres_options_get_size (options, "chunk");
+  MemresMemoryFlags flags;
+
+  if (max_block < 256 || max_block > CACHE_MAX_BLOCK_MAX)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "option \"max_block\" of kind \"cache\": %" G_GUINT64_FORMAT
+                   " is not between 256 bytes and 4 GiB",
+                   max_block);
+      return FALSE;
+    }
+  if (chunk < 4096 || chunk > (G_GUINT64_CONSTANT (1) << 30))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "option \"chunk\" of kind \"cache\": %" G_GUINT64_FORMAT
+                   " is not between 4 KiB and 1 GiB",
+                   chunk);
+      return FALSE;
+    }
+  self->self_mr = mr;
+  self->upstream = memres_resource_get_upstream (mr);
+  flags = memres_resource_get_flags (self->upstream);
+  self->events = (flags & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED)) != 0;
+  self->device = MAX (memres_resource_get_device (self->upstream), 0);
+  self->n_classes = cache_class_of ((gsize) max_block) + 1;
+  self->max_block = cache_class_size (self->n_classes - 1);
+  self->max_cached = memres_options_get_size (options, "max_cached");
+  self->chunk_size = (gsize) chunk;
+  self->n_chunk_classes = 0;
+  while (self->n_chunk_classes < self->n_classes
+         && cache_class_size (self->n_chunk_classes) <= chunk / CACHE_CHUNK_BLOCKS)
+    self->n_chunk_classes++;
+  self->depth = (guint) memres_options_get_int (options, "front");
+  g_once (&heavy_barrier_once, heavy_barrier_register, NULL);
+  g_once (&fronts_key_once, fronts_key_create, NULL);
+  g_mutex_init (&self->lock);
+  self->spare_events = g_ptr_array_new ();
+  self->slot = -1;
+  g_mutex_lock (&slots_lock);
+  for (gint i = 0; i < CACHE_SLOTS && self->depth > 0; i++)
+    if (slots[i] == NULL)
+      {
+        slots[i] = self;
+        self->slot = i;
+        break;
+      }
+  g_mutex_unlock (&slots_lock);
+  return TRUE;
+}
+
+static void
+cache_finalize (MemresResource *mr)
+{
+  Cache *self = memres_resource_get_private (mr);
+  g_autoptr (GError) error = NULL;
+
+  g_mutex_lock (&slots_lock);
+  g_mutex_lock (&self->lock);
+  while (self->fronts != NULL)
+    front_destroy (self, self->fronts);
+  if (self->slot >= 0)
+    slots[self->slot] = NULL;
+  g_mutex_unlock (&slots_lock);
+  if (!release_idle (self, 0, &error))
+    g_warning ("cache: returning the cached blocks to the upstream failed: %s", error->message);
+  if (self->chunks != NULL || self->reserved != 0)
+    g_warning ("cache: %" G_GUINT64_FORMAT " bytes still reserved at finalize", self->reserved);
+  if (self->spare_events->len > 0)
+    {
+      const MemresCudaDriver *drv;
+
+      g_clear_error (&error);
+      if (context_push (self, &drv, &error))
+        {
+          for (guint i = 0; i < self->spare_events->len; i++)
+            drv->cuEventDestroy (g_ptr_array_index (self->spare_events, i));
+          context_pop (drv);
+        }
+      else
+        g_warning ("cache: cannot destroy its events: %s", error->message);
+    }
+  g_ptr_array_unref (self->spare_events);
+  g_mutex_unlock (&self->lock);
+  g_mutex_clear (&self->lock);
+}
+
+/* Cached blocks are not the upstream's allocations: nothing of theirs can be exported or
+ * resized. */
+static void
+cache_query (MemresResource *mr, MemresResourceInfo *info)
+{
+  info->flags &= ~(MEMRES_MEMORY_IPC_ENABLED | MEMRES_MEMORY_RESIZABLE | MEMRES_MEMORY_IMPORTED);
+}
+
+/* ---- statistics and trim --------------------------------------------------------------------- */
+
+/* Bytes of the fronts' blocks, read with every front stopped. Cache.lock held. */
+static guint64
+fronts_cached_exact (Cache *self)
+{
+  guint64 sum = 0;
+
+  fronts_stop (self);
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    sum += f->cached;
+  fronts_resume (self);
+  return sum;
+}
+
+static gboolean
+cache_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+  guint64 cached;
+
+  g_mutex_lock (&self->lock);
+  cached = self->shared_cached + fronts_cached_exact (self);
+  stats->reserved_current = self->reserved;
+  stats->used_current = self->reserved - cached;
+  self->reserved_high = MAX (self->reserved_high, self->reserved);
+  self->used_high = MAX (self->used_high, stats->used_current);
+  stats->reserved_high = self->reserved_high;
+  stats->used_high = self->used_high;
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
+static gboolean
+cache_reset_stats (MemresResource *mr, GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+
+  g_mutex_lock (&self->lock);
+  self->reserved_high = self->reserved;
+  self->used_high = self->reserved - self->shared_cached - fronts_cached_exact (self);
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+}
+
+static gboolean
+cache_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+  GError *local = NULL;
+  gboolean ok;
+
+  g_mutex_lock (&self->lock);
+  fronts_stop (self);
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    front_drain (self, f);
+  fronts_resume (self);
+  ok = release_idle (self, bytes_to_keep, error);
+  g_mutex_unlock (&self->lock);
+  if (!ok)
+    return FALSE;
+  /* then the upstream's own reserve, where it has one */
+  if (!memres_resource_trim (self->upstream, bytes_to_keep, &local))
+    {
+      if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
+        {
+          g_propagate_error (error, local);
+          return FALSE;
+        }
+      g_clear_error (&local);
+    }
+  return TRUE;
+}
+
+/* Counters (memres_resource_get_counters()): totals and, per class, (class bytes, hits,
+ * misses, bytes cached). */
+static gboolean
+cache_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+  GVariantBuilder classes;
+  guint64 hits = 0, misses = 0, front_cached = 0;
+  g_autofree guint64 *class_hits = g_new0 (guint64, self->n_classes);
+  g_autofree guint64 *class_cached = g_new0 (guint64, self->n_classes);
+
+  g_variant_builder_init (&classes, G_VARIANT_TYPE ("a(tttt)"));
+  g_mutex_lock (&self->lock);
+  fronts_stop (self);
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    {
+      for (guint c = 0; c < self->n_classes; c++)
+        {
+          class_hits[c] += f->hits[c];
+          class_cached[c] += (guint64) f->bins[c].n * cache_class_size (c);
+        }
+      front_cached += f->cached;
+    }
+  fronts_resume (self);
+  for (guint c = 0; c < self->n_classes; c++)
+    {
+      class_hits[c] += self->shared_hits[c] + self->gone_hits[c];
+      class_cached[c] += self->shared[c].n * cache_class_size (c);
+      hits += class_hits[c];
+      misses += self->misses[c];
+      g_variant_builder_add (&classes, "(tttt)", (guint64) cache_class_size (c), class_hits[c],
+                             self->misses[c], class_cached[c]);
+    }
+  g_variant_dict_insert (counters, "hits", "t", hits);
+  g_variant_dict_insert (counters, "misses", "t", misses);
+  g_variant_dict_insert (counters, "direct", "t", self->direct);
+  g_variant_dict_insert (counters, "oom_flushes", "t", self->oom_flushes);
+  g_variant_dict_insert (counters, "reserved", "t", self->reserved);
+  g_variant_dict_insert (counters, "cached", "t", self->shared_cached + front_cached);
+  g_variant_dict_insert (counters, "front_cached", "t", front_cached);
+  g_variant_dict_insert (counters, "shared_cached", "t", self->shared_cached);
+  g_variant_dict_insert (counters, "used", "t",
+                         self->reserved - self->shared_cached - front_cached);
+  g_variant_dict_insert (counters, "max_block", "t", (guint64) self->max_block);
+  g_variant_dict_insert (counters, "max_cached", "t", self->max_cached);
+  g_variant_dict_insert (counters, "events", "b", self->events);
+  g_mutex_unlock (&self->lock);
+  g_variant_dict_insert_value (counters, "classes", g_variant_builder_end (&classes));
+  return TRUE;
+}
+
+static const MemresResourceOps cache_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = cache_init,
+  .finalize = cache_finalize,
+  .allocate = cache_allocate,
+  .deallocate = cache_deallocate,
+  .query = cache_query,
+  .get_stats = cache_get_stats,
+  .reset_stats = cache_reset_stats,
+  .trim = cache_trim,
+  .get_counters = cache_get_counters,
+};
+
+static const MemresKindInfo cache_kind = {
+  .struct_size = sizeof (MemresKindInfo),
+  .name = "cache",
+  .description = "Caching pool adaptor: size classes, per-thread front caches, stream-safe reuse",
+  .options = cache_options,
+  .n_options = G_N_ELEMENTS (cache_options),
+  .ops = &cache_ops,
+  .instance_size = sizeof (Cache),
+  .flags = MEMRES_KIND_ADAPTOR,
+};
+
+static gboolean
+cache_plugin_init (MemresPlugin *plugin, GError **error)
+{
+  return memres_plugin_register_kind (plugin, &cache_kind, error);
+}
+
+MEMRES_PLUGIN_DEFINE (cache, "The cache adaptor: a caching pool over any resource",
+                      cache_plugin_init)

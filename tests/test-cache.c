@@ -1,0 +1,922 @@
+/* test-cache.c: the `cache` adaptor over host memory and over the device pool, against the fake
+ * driver (suite fake) and the real one (suite gpu): size classes, exact hits and misses,
+ * max_block, max_cached, trim, the out-of-memory flush, threads, thread exit and finalize. */
+#include "testutil.h"
+
+#include "../plugins/cache/cache-classes.h"
+
+#define KiB ((gsize) 1024)
+#define MiB (1024 * KiB)
+
+#define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
+
+/* The device upstream: a pool of the cache's own, so that its statistics are the cache's. */
+#define DEVICE_UPSTREAM "dmr:pool=new"
+
+static const MemresCudaDriver *
+drv (void)
+{
+  GError *error = NULL;
+  const MemresCudaDriver *d = memres_cuda_get_driver (&error);
+
+  g_assert_no_error (error);
+  return d;
+}
+
+static CUstream
+stream_new (void)
+{
+  GError *error = NULL;
+  CUstream stream = NULL;
+  CUcontext context, popped;
+
+  g_assert_true (memres_cuda_get_primary_context (0, &context, &error));
+  g_assert_no_error (error);
+  CU_OK (drv ()->cuCtxPushCurrent (context));
+  CU_OK (drv ()->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING));
+  CU_OK (drv ()->cuCtxPopCurrent (&popped));
+  return stream;
+}
+
+static void
+stream_free (CUstream stream)
+{
+  CU_OK (drv ()->cuStreamSynchronize (stream));
+  CU_OK (drv ()->cuStreamDestroy (stream));
+}
+
+/* The counters of @mr, asserted to exist. */
+static GVariant *
+counters_ok (MemresResource *mr)
+{
+  GError *error = NULL;
+  GVariant *v = memres_resource_get_counters (mr, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (v);
+  g_assert_true (g_variant_is_of_type (v, G_VARIANT_TYPE_VARDICT));
+  return v;
+}
+
+static guint64
+counter (MemresResource *mr, const char *name)
+{
+  g_autoptr (GVariant) v = counters_ok (mr);
+  guint64 value = 0;
+
+  g_assert_true (g_variant_lookup (v, name, "t", &value));
+  return value;
+}
+
+/* Hits and misses of the class that serves @size. */
+static void
+class_counts (MemresResource *mr, gsize size, guint64 *hits, guint64 *misses, guint64 *cached)
+{
+  g_autoptr (GVariant) v = counters_ok (mr);
+  g_autoptr (GVariant) classes = g_variant_lookup_value (v, "classes", G_VARIANT_TYPE ("a(tttt)"));
+  guint64 csize, h, m, c;
+  GVariantIter iter;
+
+  g_assert_nonnull (classes);
+  g_variant_iter_init (&iter, classes);
+  while (g_variant_iter_next (&iter, "(tttt)", &csize, &h, &m, &c))
+    if (csize == cache_class_size (cache_class_of (size)))
+      {
+        *hits = h;
+        *misses = m;
+        if (cached != NULL)
+          *cached = c;
+        return;
+      }
+  g_assert_not_reached ();
+}
+
+static MemresStats
+stats_ok (MemresResource *mr)
+{
+  GError *error = NULL;
+  MemresStats stats;
+
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (stats.reserved_current, >=, stats.used_current);
+  g_assert_cmpuint (stats.reserved_high, >=, stats.reserved_current);
+  return stats;
+}
+
+static void
+trim_ok (MemresResource *mr)
+{
+  GError *error = NULL;
+
+  g_assert_true (memres_resource_trim (mr, 0, &error));
+  g_assert_no_error (error);
+}
+
+/* The upstream holds no allocation of the cache's any more: its used bytes are 0 and, on the
+ * fake, no pool allocation beyond @base is live. */
+static void
+assert_upstream_empty (MemresResource *mr, const FakeCudaCounts *base)
+{
+  MemresResource *up = memres_resource_get_upstream (mr);
+  MemresStats stats = stats_ok (up);
+  FakeCudaCounts now;
+
+  g_assert_cmpuint (stats.used_current, ==, 0);
+  if (mt_driver_is_fake ())
+    {
+      mt_fake_get_counts (&now);
+      g_assert_cmpint (now.pool_allocations, ==, base->pool_allocations);
+    }
+}
+
+/* ---- size classes ------------------------------------------------------------------------------
+ */
+
+static void
+test_class_table (void)
+{
+  gsize prev = 0;
+
+  g_assert_cmpuint (cache_class_of (1), ==, 0);
+  g_assert_cmpuint (cache_class_size (0), ==, 256);
+  for (guint c = 0; c < 176; c++)
+    {
+      gsize s = cache_class_size (c);
+
+      g_assert_cmpuint (s, >, prev);
+      g_assert_cmpuint (s % 256, ==, 0);
+      g_assert_cmpuint (cache_class_of (s), ==, c);
+      g_assert_cmpuint (cache_class_of (s + 1), ==, c + 1);
+      g_assert_cmpuint (cache_class_of (prev + 1), ==, c);
+      if (s - 1 > prev)
+        g_assert_cmpuint (cache_class_of (s - 1), ==, c);
+      /* finer than powers of two: at most 1/8 more than the smallest request above 2 KiB */
+      if (s > 2048)
+        g_assert_cmpuint ((s - (prev + 1)) * 8, <=, prev + 1);
+      prev = s;
+    }
+  g_assert_cmpuint (cache_class_size (175), ==, (gsize) 4 << 30);
+}
+
+/* Through the resource, for every class up to max_block, from an empty cache: class size - 1
+ * misses, the class size then hits the same block, class size + 1 is the next class and
+ * misses. */
+static void
+test_class_boundaries (gconstpointer data)
+{
+  const char *upstream = data;
+  g_autofree char *spec = g_strdup_printf ("cache:max_block=4MiB,chunk=64KiB>%s", upstream);
+  g_autoptr (MemresResource) mr = NULL;
+  FakeCudaCounts base;
+  guint n_classes = cache_class_of (4 * MiB) + 1;
+
+  if (g_str_has_prefix (upstream, "dmr") && !mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok (spec);
+  g_assert_cmpuint (counter (mr, "max_block"), ==, 4 * MiB);
+  for (guint c = 0; c < n_classes; c++)
+    {
+      gsize s = cache_class_size (c);
+      guint64 h0, m0, h1, m1, hn0 = 0, mn0 = 0, hn1 = 0, mn1 = 0;
+      MemresBuffer *buf;
+
+      class_counts (mr, s, &h0, &m0, NULL);
+      if (c + 1 < n_classes)
+        class_counts (mr, s + 1, &hn0, &mn0, NULL);
+      buf = mt_alloc_ok (mr, s - 1, NULL);
+      mt_close_ok (buf, NULL);
+      buf = mt_alloc_ok (mr, s, NULL);
+      mt_close_ok (buf, NULL);
+      class_counts (mr, s, &h1, &m1, NULL);
+      g_assert_cmpuint (m1 - m0, ==, 1);
+      g_assert_cmpuint (h1 - h0, ==, 1);
+      if (c + 1 < n_classes)
+        {
+          buf = mt_alloc_ok (mr, s + 1, NULL);
+          class_counts (mr, s + 1, &hn1, &mn1, NULL);
+          g_assert_cmpuint (mn1 - mn0, ==, 1);
+          g_assert_cmpuint (hn1 - hn0, ==, 0);
+          mt_close_ok (buf, NULL);
+        }
+      trim_ok (mr); /* the next class starts from an empty cache */
+      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+    }
+  /* above max_block: the upstream's own allocation */
+  mt_close_ok (mt_alloc_ok (mr, 4 * MiB + 1, NULL), NULL);
+  g_assert_cmpuint (counter (mr, "direct"), ==, 1);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  mt_sync_ok (NULL);
+  assert_upstream_empty (mr, &base);
+}
+
+/* ---- hits and misses ---------------------------------------------------------------------------
+ */
+
+static void
+test_hits_misses (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *a, *b, *c;
+  guint64 hits, misses;
+  FakeCudaCounts base;
+  CUstream stream;
+
+  if (!mt_require_devices (1))
+    return;
+  stream = stream_new ();
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("cache>" DEVICE_UPSTREAM);
+
+  a = mt_alloc_ok (mr, 1000, stream); /* a miss: a chunk of 1 KiB blocks */
+  class_counts (mr, 1000, &hits, &misses, NULL);
+  g_assert_cmpuint (hits, ==, 0);
+  g_assert_cmpuint (misses, ==, 1);
+  mt_close_ok (a, stream);
+  b = mt_alloc_ok (mr, 1024, stream); /* the same block, from the front cache */
+  g_assert_cmpuint (memres_buffer_get_size (b), ==, 1024);
+  c = mt_alloc_ok (mr, 900, stream); /* another block of the chunk, from the shared cache */
+  class_counts (mr, 1000, &hits, &misses, NULL);
+  g_assert_cmpuint (hits, ==, 2);
+  g_assert_cmpuint (misses, ==, 1);
+  g_assert_cmpuint (counter (mr, "hits"), ==, 2);
+  g_assert_cmpuint (counter (mr, "misses"), ==, 1);
+  g_assert_cmpuint (memres_buffer_get_address (b) % 256, ==, 0);
+  g_assert_cmpuint (memres_buffer_get_address (c) % 256, ==, 0);
+  g_assert_cmpuint (memres_buffer_get_address (b), !=, memres_buffer_get_address (c));
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 2 * 1024);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 2 * MiB);
+  g_assert_cmpuint (counter (mr, "cached"), ==, 2 * MiB - 2 * 1024);
+  mt_write_pattern (c, 0, 900, 7, stream);
+  mt_check_pattern (c, 0, 900, 7, stream);
+  mt_close_ok (b, stream);
+  mt_close_ok (c, stream);
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  assert_upstream_empty (mr, &base);
+  g_clear_pointer (&mr, memres_resource_unref);
+  stream_free (stream);
+}
+
+/* Over host memory there are no streams to respect: a block freed "on" one stream serves
+ * another at once, and no driver call is made. */
+static void
+test_host_no_events (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("cache>host");
+  MemresBuffer *buf;
+  guint64 hits, misses;
+  gboolean events = TRUE;
+  g_autoptr (GVariant) v = NULL;
+
+  buf = mt_alloc_ok (mr, 64 * KiB, (MemresStream) 0x1000);
+  mt_write_pattern (buf, 0, 64 * KiB, 3, NULL);
+  mt_close_ok (buf, (MemresStream) 0x1000);
+  buf = mt_alloc_ok (mr, 64 * KiB, (MemresStream) 0x2000);
+  class_counts (mr, 64 * KiB, &hits, &misses, NULL);
+  g_assert_cmpuint (hits, ==, 1);
+  g_assert_cmpuint (misses, ==, 1);
+  v = counters_ok (mr);
+  g_assert_true (g_variant_lookup (v, "events", "b", &events));
+  g_assert_false (events);
+  mt_close_ok (buf, NULL);
+  g_assert_true (memres_resource_is_host_accessible (mr));
+  g_assert_cmpint (memres_resource_get_device (mr), ==, -1);
+}
+
+/* A block freed on stream A goes to the shared cache with an event (front=0) and serves stream
+ * B after B waits on it: one cuEventRecord, one cuStreamWaitEvent. */
+static void
+test_cross_stream_event (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  CUstream a, b;
+  MemresBuffer *buf;
+  guint64 addr, hits, misses;
+  long records = 0, waits = 0;
+
+  if (!mt_require_devices (1))
+    return;
+  a = stream_new ();
+  b = stream_new ();
+  mr = mt_new_ok ("cache:front=0>" DEVICE_UPSTREAM);
+  buf = mt_alloc_ok (mr, 1 * MiB, a);
+  addr = memres_buffer_get_address (buf);
+  if (mt_driver_is_fake ())
+    {
+      records = mt_fake_call_count ("cuEventRecord");
+      waits = mt_fake_call_count ("cuStreamWaitEvent");
+    }
+  mt_close_ok (buf, a);
+  buf = mt_alloc_ok (mr, 1 * MiB, b);
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, addr);
+  if (mt_driver_is_fake ())
+    {
+      g_assert_cmpint (mt_fake_call_count ("cuEventRecord"), ==, records + 1);
+      g_assert_cmpint (mt_fake_call_count ("cuStreamWaitEvent"), ==, waits + 1);
+    }
+  class_counts (mr, 1 * MiB, &hits, &misses, NULL);
+  g_assert_cmpuint (hits, ==, 1);
+  g_assert_cmpuint (misses, ==, 1);
+  mt_close_ok (buf, b);
+  /* same stream again: from the shared cache, no wait */
+  if (mt_driver_is_fake ())
+    waits = mt_fake_call_count ("cuStreamWaitEvent");
+  buf = mt_alloc_ok (mr, 1 * MiB, b);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuStreamWaitEvent"), ==, waits);
+  mt_close_ok (buf, b);
+  g_clear_pointer (&mr, memres_resource_unref);
+  stream_free (a);
+  stream_free (b);
+}
+
+/* ---- bounds -------------------------------------------------------------------------------------
+ */
+
+static void
+test_max_block (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *small, *big;
+  FakeCudaCounts base;
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("cache:max_block=1MiB>" DEVICE_UPSTREAM);
+  small = mt_alloc_ok (mr, 1 * MiB, NULL);
+  big = mt_alloc_ok (mr, 1 * MiB + 1, NULL);
+  g_assert_cmpuint (counter (mr, "direct"), ==, 1);
+  g_assert_cmpuint (counter (mr, "misses"), ==, 1);
+  g_assert_cmpuint (stats_ok (mr).used_current, >=, 2 * MiB + 1);
+  mt_write_pattern (big, 0, 1 * MiB + 1, 11, NULL);
+  mt_check_pattern (big, 0, 1 * MiB + 1, 11, NULL);
+  mt_close_ok (big, NULL);
+  mt_close_ok (small, NULL);
+  /* the direct allocation is not cached: only the 1 MiB block is */
+  g_assert_cmpuint (counter (mr, "cached"), ==, 1 * MiB);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 1 * MiB);
+  trim_ok (mr);
+  mt_sync_ok (NULL);
+  assert_upstream_empty (mr, &base);
+}
+
+/* 8 blocks of 1 MiB (each its own upstream allocation) freed under max_cached=4MiB: 4 stay
+ * cached, 4 go back to the upstream at their close. */
+static void
+test_max_cached (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *bufs[8];
+  FakeCudaCounts base, now;
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("cache:max_cached=4MiB>" DEVICE_UPSTREAM);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    bufs[i] = mt_alloc_ok (mr, 1 * MiB, NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    mt_close_ok (bufs[i], NULL);
+  g_assert_cmpuint (counter (mr, "cached"), ==, 4 * MiB);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 4 * MiB);
+  g_assert_cmpuint (stats_ok (mr).reserved_high, ==, 8 * MiB);
+  if (mt_driver_is_fake ())
+    {
+      mt_fake_get_counts (&now);
+      g_assert_cmpint (now.pool_allocations, ==, base.pool_allocations + 4);
+    }
+  trim_ok (mr);
+  mt_sync_ok (NULL);
+  assert_upstream_empty (mr, &base);
+}
+
+static void
+test_bad_options (void)
+{
+  mt_new_fails ("cache:max_block=100>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "max_block");
+  mt_new_fails ("cache:max_block=8GiB>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "max_block");
+  mt_new_fails ("cache:chunk=1KiB>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "chunk");
+  mt_new_fails ("cache:front=17>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "front");
+}
+
+/* ---- trim and out of memory --------------------------------------------------------------------
+ */
+
+static void
+test_trim_everything (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  const gsize sizes[] = { 1, 300, 4 * KiB, 100 * KiB, 1 * MiB, 3 * MiB, 16 * MiB };
+  MemresBuffer *bufs[3 * G_N_ELEMENTS (sizes)];
+  FakeCudaCounts base;
+  CUstream stream;
+  guint n = 0;
+
+  if (!mt_require_devices (1))
+    return;
+  stream = stream_new ();
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("cache>" DEVICE_UPSTREAM);
+  for (guint r = 0; r < 3; r++)
+    for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+      bufs[n++] = mt_alloc_ok (mr, sizes[i], r == 1 ? stream : NULL);
+  for (guint i = 0; i < n; i++)
+    mt_close_ok (bufs[i], NULL);
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, >, 0);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_assert_cmpuint (counter (mr, "cached"), ==, 0);
+  mt_sync_ok (NULL);
+  assert_upstream_empty (mr, &base);
+  g_clear_pointer (&mr, memres_resource_unref);
+  stream_free (stream);
+}
+
+static void
+test_oom_flush_retry (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+  FakeCudaCounts base, now;
+
+  if (!mt_require_fake ("fault injection needs the fake driver"))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("cache>" DEVICE_UPSTREAM);
+  buf = mt_alloc_ok (mr, 2 * MiB, NULL);
+  mt_close_ok (buf, NULL); /* cached */
+  g_assert_cmpuint (counter (mr, "cached"), ==, 2 * MiB);
+
+  /* one OOM: the cache gives its 2 MiB back and the retry succeeds */
+  mt_fake_fail_call ("cuMemAllocFromPoolAsync", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  buf = mt_alloc_ok (mr, 3 * MiB, NULL);
+  g_assert_cmpuint (counter (mr, "oom_flushes"), ==, 1);
+  g_assert_cmpuint (counter (mr, "cached"), ==, 0);
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.pool_allocations, ==, base.pool_allocations + 1);
+  mt_close_ok (buf, NULL);
+
+  /* two OOMs: the retry fails too, cleanly */
+  mt_fake_fail_call ("cuMemAllocFromPoolAsync", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  mt_fake_fail_call ("cuMemAllocFromPoolAsync", 2, CUDA_ERROR_OUT_OF_MEMORY);
+  g_assert_null (memres_resource_allocate (mr, 5 * MiB, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_cmpuint (counter (mr, "oom_flushes"), ==, 2);
+  g_assert_cmpuint (counter (mr, "cached"), ==, 0);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  mt_fake_reset_faults ();
+  mt_sync_ok (NULL);
+  assert_upstream_empty (mr, &base);
+  /* and it still works */
+  buf = mt_alloc_ok (mr, 5 * MiB, NULL);
+  mt_close_ok (buf, NULL);
+}
+
+/* ---- threads ------------------------------------------------------------------------------------
+ */
+
+#define PAIRS_THREADS    16
+#define PAIRS_PER_THREAD 100000
+
+typedef struct
+{
+  MemresResource *mr;
+  CUstream stream;
+  gsize size;
+} PairJob;
+
+static gpointer
+pairs_thread (gpointer data)
+{
+  PairJob *job = data;
+  GError *error = NULL;
+
+  for (guint i = 0; i < PAIRS_PER_THREAD; i++)
+    {
+      MemresBuffer *buf = memres_resource_allocate (job->mr, job->size, job->stream, &error);
+
+      g_assert_no_error (error);
+      g_assert_true (memres_buffer_close (buf, NULL, &error));
+      g_assert_no_error (error);
+      memres_buffer_unref (buf);
+    }
+  return NULL;
+}
+
+static void
+test_threads_pairs (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  GThread *threads[PAIRS_THREADS];
+  PairJob jobs[PAIRS_THREADS];
+  long allocs = 0;
+
+  if (!mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("cache>" DEVICE_UPSTREAM);
+  if (mt_driver_is_fake ())
+    allocs = mt_fake_call_count ("cuMemAllocFromPoolAsync");
+  for (guint t = 0; t < PAIRS_THREADS; t++)
+    {
+      jobs[t].mr = mr;
+      jobs[t].stream = stream_new ();
+      jobs[t].size = (t % 4 == 0) ? 256 : (t % 4 == 1) ? 4 * KiB : (t % 4 == 2) ? 64 * KiB : MiB;
+      threads[t] = g_thread_new ("pairs", pairs_thread, &jobs[t]);
+    }
+  for (guint t = 0; t < PAIRS_THREADS; t++)
+    g_thread_join (threads[t]);
+  g_assert_cmpuint (counter (mr, "hits") + counter (mr, "misses"), ==,
+                    (guint64) PAIRS_THREADS * PAIRS_PER_THREAD);
+  /* every miss is one upstream allocation (a chunk or a block) */
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuMemAllocFromPoolAsync") - allocs, ==,
+                     (long) counter (mr, "misses"));
+  /* each thread missed at most once per class (its first block), the rest were hits */
+  g_assert_cmpuint (counter (mr, "misses"), <=, PAIRS_THREADS);
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (counter (mr, "used"), ==, 0);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  for (guint t = 0; t < PAIRS_THREADS; t++)
+    stream_free (jobs[t].stream);
+}
+
+typedef struct
+{
+  MemresResource *mr;
+  guint n;
+  GMutex lock;
+  GCond cond;
+  gboolean filled, go;
+} ExitJob;
+
+/* Allocates and closes @n blocks (they stay in this thread's front cache), then waits for
+ * the word before exiting. */
+static gpointer
+exit_thread (gpointer data)
+{
+  ExitJob *job = data;
+  MemresBuffer *bufs[8];
+
+  for (guint i = 0; i < job->n; i++)
+    bufs[i] = mt_alloc_ok (job->mr, 1 * MiB, NULL);
+  for (guint i = 0; i < job->n; i++)
+    mt_close_ok (bufs[i], NULL);
+  g_mutex_lock (&job->lock);
+  job->filled = TRUE;
+  g_cond_broadcast (&job->cond);
+  while (!job->go)
+    g_cond_wait (&job->cond, &job->lock);
+  g_mutex_unlock (&job->lock);
+  return NULL;
+}
+
+static void
+exit_job_go (ExitJob *job)
+{
+  g_mutex_lock (&job->lock);
+  job->go = TRUE;
+  g_cond_broadcast (&job->cond);
+  g_mutex_unlock (&job->lock);
+}
+
+static void
+exit_job_wait_filled (ExitJob *job)
+{
+  g_mutex_lock (&job->lock);
+  while (!job->filled)
+    g_cond_wait (&job->cond, &job->lock);
+  g_mutex_unlock (&job->lock);
+}
+
+static void
+test_thread_exit (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  ExitJob job = { 0 };
+  GThread *thread;
+  MemresBuffer *bufs[4];
+  guint64 hits, misses;
+  FakeCudaCounts base;
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("cache>" DEVICE_UPSTREAM);
+  job.mr = mr;
+  job.n = 4;
+  thread = g_thread_new ("exit", exit_thread, &job);
+  exit_job_wait_filled (&job);
+  g_assert_cmpuint (counter (mr, "front_cached"), ==, 4 * MiB);
+  g_assert_cmpuint (counter (mr, "shared_cached"), ==, 0);
+  exit_job_go (&job);
+  g_thread_join (thread);
+  /* nothing lost: the 4 blocks are in the shared cache and serve this thread (same stream) */
+  g_assert_cmpuint (counter (mr, "front_cached"), ==, 0);
+  g_assert_cmpuint (counter (mr, "shared_cached"), ==, 4 * MiB);
+  for (guint i = 0; i < 4; i++)
+    bufs[i] = mt_alloc_ok (mr, 1 * MiB, NULL);
+  class_counts (mr, 1 * MiB, &hits, &misses, NULL);
+  g_assert_cmpuint (hits, ==, 4);
+  g_assert_cmpuint (misses, ==, 4);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 4 * MiB);
+  for (guint i = 0; i < 4; i++)
+    mt_close_ok (bufs[i], NULL);
+  trim_ok (mr);
+  mt_sync_ok (NULL);
+  assert_upstream_empty (mr, &base);
+}
+
+/* The last reference goes while blocks are cached in this thread and in another one that is
+ * still running: finalize gives every block back; the other thread's exit afterwards finds
+ * nothing of the gone instance. */
+static void
+test_finalize_cached (void)
+{
+  MemresResource *mr;
+  ExitJob job = { 0 };
+  GThread *thread;
+  FakeCudaCounts base;
+  MemresBuffer *buf;
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("cache>" DEVICE_UPSTREAM);
+  job.mr = mr;
+  job.n = 3;
+  thread = g_thread_new ("finalize", exit_thread, &job);
+  exit_job_wait_filled (&job);
+  buf = mt_alloc_ok (mr, 1000, NULL); /* a chunk: one block used, the rest shared */
+  mt_close_ok (buf, NULL);
+  buf = mt_alloc_ok (mr, 8 * MiB, NULL);
+  mt_close_ok (buf, NULL);
+  memres_resource_unref (mr);
+  mt_sync_ok (NULL);
+  mt_assert_fake_counts_equal (&base);
+  exit_job_go (&job);
+  g_thread_join (thread);
+  /* a new instance (likely in the same slot) starts empty */
+  mr = mt_new_ok ("cache>" DEVICE_UPSTREAM);
+  g_assert_cmpuint (counter (mr, "cached"), ==, 0);
+  g_assert_cmpuint (counter (mr, "hits"), ==, 0);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* ---- stream hazards (the fake's asynchronous mode; the real driver) ---------------------------
+ */
+
+/* Asynchronous streams for the hazard tests, back to synchronous at the end. */
+static gboolean
+hazard_begin (void)
+{
+  if (!mt_require_devices (1))
+    return FALSE;
+  if (mt_driver_is_fake ())
+    mt_fake_set_async (TRUE);
+  if (!mt_require_stream_holds ())
+    {
+      if (mt_driver_is_fake ())
+        mt_fake_set_async (FALSE);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static void
+hazard_end (void)
+{
+  if (mt_driver_is_fake ())
+    mt_fake_set_async (FALSE);
+}
+
+static void
+fill_ok (MemresBuffer *buf, guint8 byte, MemresStream stream)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (memres_buffer_fill (buf, byte, 1, stream, &error));
+  g_assert_no_error (error);
+}
+
+/* Every byte of @buf is @byte, read on @stream (synchronized). */
+static void
+assert_bytes (MemresBuffer *buf, guint8 byte, MemresStream stream)
+{
+  g_autoptr (GError) error = NULL;
+  gsize n = memres_buffer_get_size (buf);
+  g_autofree guint8 *host = g_malloc (n);
+
+  g_assert_true (memres_buffer_read (buf, 0, host, n, stream, &error));
+  g_assert_no_error (error);
+  mt_sync_ok (stream);
+  for (gsize i = 0; i < n; i++)
+    if (host[i] != byte)
+      g_error ("byte %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " is 0x%02x, expected 0x%02x", i, n,
+               host[i], byte);
+}
+
+typedef enum
+{
+  HAZARD_STREAM,    /* A is a non-blocking stream */
+  HAZARD_LEGACY,    /* A is the legacy default stream */
+  HAZARD_DESTROYED, /* A is destroyed right after the free */
+} HazardKind;
+
+typedef struct
+{
+  const char *spec;
+  gsize size;
+  HazardKind kind;
+  gboolean expect_reuse; /* the freed block must serve B (else a new one may) */
+} Hazard;
+
+/* Hold stream A, queue a fill of a block on A, free the block on A, allocate the same size for
+ * B and fill it on B, release A: the bytes are B's. */
+static void
+test_hazard (gconstpointer data)
+{
+  const Hazard *h = data;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresStream a, b;
+  MemresBuffer *x, *y;
+  MtStreamHold *hold;
+  guint64 addr;
+
+  if (!hazard_begin ())
+    return;
+  b = stream_new ();
+  a = h->kind == HAZARD_LEGACY ? NULL : stream_new ();
+  mr = mt_new_ok (h->spec);
+  x = mt_alloc_ok (mr, h->size, a);
+  fill_ok (x, 0x11, a);
+  mt_sync_ok (a);
+  addr = memres_buffer_get_address (x);
+
+  hold = mt_stream_hold (a);
+  fill_ok (x, 0xaa, a); /* waits behind the hold */
+  mt_close_ok (x, a);
+  if (h->kind == HAZARD_DESTROYED)
+    CU_OK (drv ()->cuStreamDestroy (a));
+  y = mt_alloc_ok (mr, h->size, b);
+  if (h->expect_reuse)
+    g_assert_cmpuint (memres_buffer_get_address (y), ==, addr);
+  fill_ok (y, 0xbb, b);
+  g_assert_true (mt_stream_is_held (hold));
+  mt_stream_release (hold);
+  assert_bytes (y, 0xbb, b);
+  if (h->kind == HAZARD_DESTROYED)
+    {
+      /* a new stream (perhaps with a's handle, once a's work ran) gets correct memory too */
+      CUstream c = stream_new ();
+      MemresBuffer *z = mt_alloc_ok (mr, h->size, c);
+
+      fill_ok (z, 0xcc, c);
+      assert_bytes (z, 0xcc, c);
+      mt_close_ok (z, c);
+      stream_free (c);
+    }
+  mt_close_ok (y, b);
+  mt_sync_ok (b);
+  g_clear_pointer (&mr, memres_resource_unref);
+  if (a != NULL && h->kind != HAZARD_DESTROYED)
+    stream_free (a);
+  stream_free (b);
+  hazard_end ();
+}
+
+static const Hazard hazards[] = {
+  { "cache>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_STREAM, FALSE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_STREAM, TRUE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 4 * KiB, HAZARD_STREAM, TRUE },
+  { "cache>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_LEGACY, FALSE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_LEGACY, TRUE },
+  { "cache>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_DESTROYED, FALSE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_DESTROYED, TRUE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 4 * KiB, HAZARD_DESTROYED, TRUE },
+};
+static const char *const hazard_names[] = {
+  "/cache/hazard/stream/front",     "/cache/hazard/stream/shared",
+  "/cache/hazard/stream/shared-4k", "/cache/hazard/legacy/front",
+  "/cache/hazard/legacy/shared",    "/cache/hazard/destroyed/front",
+  "/cache/hazard/destroyed/shared", "/cache/hazard/destroyed/shared-4k",
+};
+G_STATIC_ASSERT (G_N_ELEMENTS (hazards) == G_N_ELEMENTS (hazard_names));
+
+#define HAZARD_THREADS 16
+#define HAZARD_ROUNDS  20
+
+typedef struct
+{
+  MemresResource *mr;
+  CUstream *streams;
+  guint index;
+  GError *error;
+} HazardJob;
+
+/* Thread t, round after round: hold its stream S_t, fill a block X on S_t, free X on S_t,
+ * allocate Y of the same size for S_{t+1}, fill Y there, release S_t, check Y on S_{t+1}. */
+static gpointer
+hazard_thread (gpointer data)
+{
+  HazardJob *job = data;
+  CUstream mine = job->streams[job->index];
+  CUstream next = job->streams[(job->index + 1) % HAZARD_THREADS];
+  guint8 byte = (guint8) (0x40 + job->index);
+
+  g_assert_true (memres_cuda_ensure_context (0, NULL));
+  for (guint r = 0; r < HAZARD_ROUNDS; r++)
+    {
+      MemresBuffer *x = mt_alloc_ok (job->mr, 64 * KiB, mine);
+      MtStreamHold *hold = mt_stream_hold (mine);
+      MemresBuffer *y;
+
+      fill_ok (x, 0xee, mine);
+      mt_close_ok (x, mine);
+      y = mt_alloc_ok (job->mr, 64 * KiB, next);
+      fill_ok (y, byte, next);
+      mt_stream_release (hold);
+      assert_bytes (y, byte, next);
+      mt_close_ok (y, next);
+    }
+  return NULL;
+}
+
+static void
+test_hazard_threads (gconstpointer data)
+{
+  const char *spec = data;
+  g_autoptr (MemresResource) mr = NULL;
+  CUstream streams[HAZARD_THREADS];
+  HazardJob jobs[HAZARD_THREADS];
+  GThread *threads[HAZARD_THREADS];
+
+  if (!hazard_begin ())
+    return;
+  mr = mt_new_ok (spec);
+  for (guint t = 0; t < HAZARD_THREADS; t++)
+    streams[t] = stream_new ();
+  for (guint t = 0; t < HAZARD_THREADS; t++)
+    {
+      jobs[t] = (HazardJob){ mr, streams, t, NULL };
+      threads[t] = g_thread_new ("hazard", hazard_thread, &jobs[t]);
+    }
+  for (guint t = 0; t < HAZARD_THREADS; t++)
+    g_thread_join (threads[t]);
+  g_assert_cmpuint (counter (mr, "hits") + counter (mr, "misses"), ==,
+                    (guint64) HAZARD_THREADS * HAZARD_ROUNDS * 2);
+  g_assert_cmpuint (counter (mr, "used"), ==, 0);
+  for (guint t = 0; t < HAZARD_THREADS; t++)
+    stream_free (streams[t]);
+  g_clear_pointer (&mr, memres_resource_unref);
+  hazard_end ();
+}
+
+/* The core's wrapper: a kind without counters says so. */
+static void
+test_counters_not_supported (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (GError) error = NULL;
+
+  g_assert_null (memres_resource_get_counters (mr, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+}
+
+int
+main (int argc, char **argv)
+{
+  mt_init (&argc, &argv);
+
+  g_test_add_func ("/cache/classes/table", test_class_table);
+  g_test_add_data_func ("/cache/classes/boundaries/host", "host", test_class_boundaries);
+  g_test_add_data_func ("/cache/classes/boundaries/dmr", DEVICE_UPSTREAM, test_class_boundaries);
+  g_test_add_func ("/cache/stats/hits-misses", test_hits_misses);
+  g_test_add_func ("/cache/stats/counters-not-supported", test_counters_not_supported);
+  g_test_add_func ("/cache/streams/host-no-events", test_host_no_events);
+  g_test_add_func ("/cache/streams/cross-stream-event", test_cross_stream_event);
+  g_test_add_func ("/cache/bounds/max-block", test_max_block);
+  g_test_add_func ("/cache/bounds/max-cached", test_max_cached);
+  g_test_add_func ("/cache/bounds/bad-options", test_bad_options);
+  g_test_add_func ("/cache/trim/everything", test_trim_everything);
+  g_test_add_func ("/cache/oom/flush-retry", test_oom_flush_retry);
+  g_test_add_func ("/cache/threads/pairs", test_threads_pairs);
+  g_test_add_func ("/cache/threads/exit", test_thread_exit);
+  g_test_add_func ("/cache/finalize/cached", test_finalize_cached);
+  for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
+    g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
+  g_test_add_data_func ("/cache/hazard/threads/front", "cache>" DEVICE_UPSTREAM,
+                        test_hazard_threads);
+  g_test_add_data_func ("/cache/hazard/threads/shared", "cache:front=0>" DEVICE_UPSTREAM,
+                        test_hazard_threads);
+  return g_test_run ();
+}
