@@ -16,11 +16,11 @@ G_BEGIN_DECLS
  * MEMRES_ALLOCATOR_DEFAULT_SPEC:
  *
  * The resource of each device when neither `MEMRES_ALLOCATOR_RESOURCE_<N>` nor
- * `MEMRES_ALLOCATOR_RESOURCE` is set; `{device}` stands for the device ordinal. Device
- * memory from the device's pool; a caching adaptor over it (`cache>dmr:device={device}`) is
- * the intended default once that kind exists.
+ * `MEMRES_ALLOCATOR_RESOURCE` is set; `{device}` stands for the device ordinal: the caching
+ * adaptor (docs/cache.md) over the device's memory pool, as torch's and CuPy's own allocators
+ * cache.
  */
-#define MEMRES_ALLOCATOR_DEFAULT_SPEC "dmr:device={device}"
+#define MEMRES_ALLOCATOR_DEFAULT_SPEC "cache>dmr:device={device}"
 
 /**
  * MEMRES_ALLOCATOR_MAX_DEVICES:
