@@ -88,12 +88,13 @@ def export_case(memres, mr, consumer, name):
     del obj
     wait_for(lambda: deleted.n > 0)  # JAX may release its buffers a little later
     assert deleted.n == 1, f"{name}: the deleter ran {deleted.n} times"
+    versions = ", ".join(exported.exported_versions)
     del exported
     gc.collect()
     assert deleted.n == 1, f"{name}: the deleter ran {deleted.n} times"
     assert memres.stats(mr)["n_buffers"] == n_before - 1, memres.stats(mr)
-    print(f"{name}: read a memres buffer at {ptr:#x} without a copy (DLPack "
-          f"{', '.join(exported.exported_versions)}); deleter once; freed")
+    print(f"{name}: read a memres buffer at {ptr:#x} without a copy (DLPack {versions}); "
+          "deleter once; freed")
 
 
 def torch_bytes(t):

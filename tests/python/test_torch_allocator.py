@@ -174,7 +174,7 @@ def main():
     print("context usable after the failure: a kernel ran, synchronize succeeded")
 
     # everything gone: the models, the optimizer state, cuBLAS's workspaces, the cache
-    del out, keep, got
+    del out, keep, got, x
     gc.collect()
     torch.cuda.synchronize()
     if hasattr(torch._C, "_cuda_clearCublasWorkspaces"):
