@@ -378,8 +378,11 @@ memres_buffer_unref (MemresBuffer *buf)
           /* Process exit: the memory went with the driver; let the resource go too. */
           if (buf->mr != NULL && deinitialized && buf->ipc_mapping == NULL)
             {
-              _memres_resource_remove_buffer (buf->mr);
-              buf->mr = NULL;
+              MemresResource *mr = g_steal_pointer (&buf->mr);
+
+              if (!(buf->flags & MEMRES_MEMORY_IMPORTED))
+                _memres_resource_count_used (mr, -(gint64) buf->alloc.size);
+              _memres_resource_remove_allocated (mr); /* counted on the stripes, as in release */
             }
           /* Nobody is left to close it again: after all work of its device is done, free it on
            * the legacy stream rather than leak it. */
