@@ -96,9 +96,11 @@ assert_preferred (MemresBuffer *buf, MemresLocationType type, gint id)
   assert_location (&got, type, id);
 }
 
-/* A preferred location on a host NUMA node, read back: the fake gives the node back; the real
- * driver (580, H200, one NUMA node) answers CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE with
- * plain host memory for it. Either is the node's memory; anything else is wrong. */
+/* A preferred location on a host NUMA node, read back: the fake gives the node back. The real
+ * driver (580, H200, one NUMA node) does not report it through
+ * CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE: it answers with the preference set before
+ * (host memory after a host preference; none on a new buffer), so there the call's success is
+ * all that can be checked, and the answer is logged. */
 static void
 assert_preferred_numa (MemresBuffer *buf, gint node)
 {
@@ -107,13 +109,14 @@ assert_preferred_numa (MemresBuffer *buf, gint node)
 
   g_assert_true (memres_buffer_get_preferred_location (buf, &got, &error));
   g_assert_no_error (error);
-  if (got.type == MEMRES_LOCATION_HOST)
+  if (!mt_driver_is_fake () && got.type != MEMRES_LOCATION_HOST_NUMA)
     {
-      g_test_message ("a preferred location on NUMA node %d reads back as host memory", node);
-      assert_location (&got, MEMRES_LOCATION_HOST, 0);
+      g_test_message ("a preferred location on NUMA node %d reads back as type %d, id %d", node,
+                      got.type, got.id);
+      g_assert_true (got.type == MEMRES_LOCATION_HOST || got.type == MEMRES_LOCATION_NONE);
+      return;
     }
-  else
-    assert_location (&got, MEMRES_LOCATION_HOST_NUMA, node);
+  assert_location (&got, MEMRES_LOCATION_HOST_NUMA, node);
 }
 
 static MemresStream
