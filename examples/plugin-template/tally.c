@@ -24,7 +24,7 @@ static const MemresOptionSpec tally_options[] = {
 };
 
 static gboolean
-tally_init (MemresResource *mr, const MemresOptions *options, GError **error)
+tally_init (MemresResource *mr, const MemresOptions *options, GError **error G_GNUC_UNUSED)
 {
   Tally *self = memres_resource_get_private (mr);
 
@@ -35,7 +35,7 @@ tally_init (MemresResource *mr, const MemresOptions *options, GError **error)
 }
 
 static void
-tally_finalize (MemresResource *mr)
+tally_finalize (MemresResource *mr G_GNUC_UNUSED)
 {
   /* nothing to release: the core drops the upstream after this returns */
 }
@@ -83,13 +83,13 @@ tally_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
 /* Optional for adaptors: @info arrives with the upstream's device and flags. A resize would
  * change sizes behind the counts, so this layer does not offer it. */
 static void
-tally_query (MemresResource *mr, MemresResourceInfo *info)
+tally_query (MemresResource *mr G_GNUC_UNUSED, MemresResourceInfo *info)
 {
   info->flags &= ~MEMRES_MEMORY_RESIZABLE;
 }
 
 static gboolean
-tally_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
+tally_get_stats (MemresResource *mr, MemresStats *stats, GError **error G_GNUC_UNUSED)
 {
   Tally *self = memres_resource_get_private (mr);
 
@@ -101,7 +101,7 @@ tally_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 }
 
 static gboolean
-tally_reset_stats (MemresResource *mr, GError **error)
+tally_reset_stats (MemresResource *mr, GError **error G_GNUC_UNUSED)
 {
   Tally *self = memres_resource_get_private (mr);
 
