@@ -699,32 +699,6 @@ hazard_end (void)
     mt_fake_set_async (FALSE);
 }
 
-static void
-fill_ok (MemresBuffer *buf, guint8 byte, MemresStream stream)
-{
-  g_autoptr (GError) error = NULL;
-
-  g_assert_true (memres_buffer_fill (buf, byte, 1, stream, &error));
-  g_assert_no_error (error);
-}
-
-/* Every byte of @buf is @byte, read on @stream (synchronized). */
-static void
-assert_bytes (MemresBuffer *buf, guint8 byte, MemresStream stream)
-{
-  g_autoptr (GError) error = NULL;
-  gsize n = memres_buffer_get_size (buf);
-  g_autofree guint8 *host = g_malloc (n);
-
-  g_assert_true (memres_buffer_read (buf, 0, host, n, stream, &error));
-  g_assert_no_error (error);
-  mt_sync_ok (stream);
-  for (gsize i = 0; i < n; i++)
-    if (host[i] != byte)
-      g_error ("byte %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " is 0x%02x, expected 0x%02x", i, n,
-               host[i], byte);
-}
-
 typedef enum
 {
   HAZARD_STREAM,    /* A is a non-blocking stream */
@@ -758,30 +732,30 @@ test_hazard (gconstpointer data)
   a = h->kind == HAZARD_LEGACY ? NULL : stream_new ();
   mr = mt_new_ok (h->spec);
   x = mt_alloc_ok (mr, h->size, a);
-  fill_ok (x, 0x11, a);
+  mt_fill_byte_ok (x, 0x11, a);
   mt_sync_ok (a);
   addr = memres_buffer_get_address (x);
 
   hold = mt_stream_hold (a);
-  fill_ok (x, 0xaa, a); /* waits behind the hold */
+  mt_fill_byte_ok (x, 0xaa, a); /* waits behind the hold */
   mt_close_ok (x, a);
   if (h->kind == HAZARD_DESTROYED)
     CU_OK (drv ()->cuStreamDestroy (a));
   y = mt_alloc_ok (mr, h->size, b);
   if (h->expect_reuse)
     g_assert_cmpuint (memres_buffer_get_address (y), ==, addr);
-  fill_ok (y, 0xbb, b);
+  mt_fill_byte_ok (y, 0xbb, b);
   g_assert_true (mt_stream_is_held (hold));
   mt_stream_release (hold);
-  assert_bytes (y, 0xbb, b);
+  mt_assert_bytes (y, 0xbb, b);
   if (h->kind == HAZARD_DESTROYED)
     {
       /* a new stream (perhaps with a's handle, once a's work ran) gets correct memory too */
       CUstream c = stream_new ();
       MemresBuffer *z = mt_alloc_ok (mr, h->size, c);
 
-      fill_ok (z, 0xcc, c);
-      assert_bytes (z, 0xcc, c);
+      mt_fill_byte_ok (z, 0xcc, c);
+      mt_assert_bytes (z, 0xcc, c);
       mt_close_ok (z, c);
       stream_free (c);
     }
@@ -840,12 +814,12 @@ hazard_thread (gpointer data)
       MtStreamHold *hold = mt_stream_hold (mine);
       MemresBuffer *y;
 
-      fill_ok (x, 0xee, mine);
+      mt_fill_byte_ok (x, 0xee, mine);
       mt_close_ok (x, mine);
       y = mt_alloc_ok (job->mr, 64 * KiB, next);
-      fill_ok (y, byte, next);
+      mt_fill_byte_ok (y, byte, next);
       mt_stream_release (hold);
-      assert_bytes (y, byte, next);
+      mt_assert_bytes (y, byte, next);
       mt_close_ok (y, next);
     }
   return NULL;

@@ -37,32 +37,6 @@ stream_destroy (CUstream s)
   CU_OK (drv ()->cuStreamDestroy (s));
 }
 
-static void
-fill_ok (MemresBuffer *buf, guint8 byte, MemresStream stream)
-{
-  g_autoptr (GError) error = NULL;
-
-  g_assert_true (memres_buffer_fill (buf, byte, 1, stream, &error));
-  g_assert_no_error (error);
-}
-
-/* Asserts that every byte of @buf is @byte, read on @stream (which is synchronized). */
-static void
-assert_bytes (MemresBuffer *buf, guint8 byte, MemresStream stream)
-{
-  g_autoptr (GError) error = NULL;
-  gsize n = memres_buffer_get_size (buf);
-  g_autofree guint8 *host = g_malloc (n);
-
-  g_assert_true (memres_buffer_read (buf, 0, host, n, stream, &error));
-  g_assert_no_error (error);
-  mt_sync_ok (stream);
-  for (gsize i = 0; i < n; i++)
-    if (host[i] != byte)
-      g_error ("byte %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " is 0x%02x, expected 0x%02x", i, n,
-               host[i], byte);
-}
-
 static CUresult
 event_query (CUevent e)
 {
@@ -103,25 +77,25 @@ test_hold_release (void)
   b = stream_new (CU_STREAM_NON_BLOCKING);
   mr = dmr_new ();
   x = mt_alloc_ok (mr, SIZE, a);
-  fill_ok (x, 0x11, a);
+  mt_fill_byte_ok (x, 0x11, a);
   mt_sync_ok (a);
 
   hold = mt_stream_hold (a);
-  fill_ok (x, 0xaa, a);
+  mt_fill_byte_ok (x, 0xaa, a);
   CU_OK (drv ()->cuEventCreate (&after, CU_EVENT_DISABLE_TIMING));
   CU_OK (drv ()->cuEventRecord (after, a));
   g_assert_true (mt_stream_is_held (hold));
   g_assert_cmpint (event_query (after), ==, CUDA_ERROR_NOT_READY);
   g_assert_cmpint (stream_query (a), ==, CUDA_ERROR_NOT_READY);
   /* Stream b runs: it reads what was there before the hold. */
-  assert_bytes (x, 0x11, b);
+  mt_assert_bytes (x, 0x11, b);
   g_assert_cmpint (event_query (after), ==, CUDA_ERROR_NOT_READY);
 
   mt_stream_release (hold);
   mt_sync_ok (a);
   g_assert_cmpint (event_query (after), ==, CUDA_SUCCESS);
   g_assert_cmpint (stream_query (a), ==, CUDA_SUCCESS);
-  assert_bytes (x, 0xaa, a);
+  mt_assert_bytes (x, 0xaa, a);
 
   CU_OK (drv ()->cuEventDestroy (after));
   mt_close_ok (x, a);
@@ -154,24 +128,24 @@ test_unordered_reuse_corrupts (void)
 
   /* Unordered: b writes the block while a's write to it is still queued. */
   hold = mt_stream_hold (a);
-  fill_ok (x, 0xaa, a);
-  fill_ok (x, 0xbb, b);
+  mt_fill_byte_ok (x, 0xaa, a);
+  mt_fill_byte_ok (x, 0xbb, b);
   mt_sync_ok (b);
   mt_stream_release (hold);
   mt_sync_ok (a);
-  assert_bytes (x, 0xaa, b); /* b's bytes are gone: the bug is visible */
+  mt_assert_bytes (x, 0xaa, b); /* b's bytes are gone: the bug is visible */
 
   /* Ordered: b waits for an event recorded on a after a's write. */
   CU_OK (drv ()->cuEventCreate (&e, CU_EVENT_DISABLE_TIMING));
   hold = mt_stream_hold (a);
-  fill_ok (x, 0xcc, a);
+  mt_fill_byte_ok (x, 0xcc, a);
   CU_OK (drv ()->cuEventRecord (e, a));
   CU_OK (drv ()->cuStreamWaitEvent (b, e, 0));
-  fill_ok (x, 0xdd, b);
+  mt_fill_byte_ok (x, 0xdd, b);
   g_assert_cmpint (stream_query (b), ==, CUDA_ERROR_NOT_READY); /* b waits for a */
   mt_stream_release (hold);
   mt_sync_ok (b);
-  assert_bytes (x, 0xdd, b);
+  mt_assert_bytes (x, 0xdd, b);
 
   CU_OK (drv ()->cuEventDestroy (e));
   mt_close_ok (x, a);
@@ -202,34 +176,34 @@ test_legacy_implicit_sync (void)
 
   /* Held blocking stream: legacy work queued after it runs after it. */
   hold = mt_stream_hold (blocking);
-  fill_ok (x, 0xaa, blocking);
-  fill_ok (x, 0xcc, NULL);
+  mt_fill_byte_ok (x, 0xaa, blocking);
+  mt_fill_byte_ok (x, 0xcc, NULL);
   CU_OK (drv ()->cuEventRecord (e, NULL));
   g_assert_cmpint (event_query (e), ==, CUDA_ERROR_NOT_READY);
   mt_stream_release (hold);
   CU_OK (drv ()->cuEventSynchronize (e));
-  assert_bytes (x, 0xcc, nonblocking);
+  mt_assert_bytes (x, 0xcc, nonblocking);
 
   /* Held legacy stream: a blocking stream's later work waits for it. */
   hold = mt_stream_hold (NULL);
-  fill_ok (x, 0x11, NULL);
-  fill_ok (x, 0x22, blocking);
+  mt_fill_byte_ok (x, 0x11, NULL);
+  mt_fill_byte_ok (x, 0x22, blocking);
   CU_OK (drv ()->cuEventRecord (e, blocking));
   g_assert_cmpint (event_query (e), ==, CUDA_ERROR_NOT_READY);
   mt_stream_release (hold);
   CU_OK (drv ()->cuEventSynchronize (e));
-  assert_bytes (x, 0x22, nonblocking);
+  mt_assert_bytes (x, 0x22, nonblocking);
 
   /* Held non-blocking stream: the legacy stream does not wait for it. */
   hold = mt_stream_hold (nonblocking);
-  fill_ok (x, 0x33, nonblocking);
-  fill_ok (x, 0x44, NULL);
+  mt_fill_byte_ok (x, 0x33, nonblocking);
+  mt_fill_byte_ok (x, 0x44, NULL);
   CU_OK (drv ()->cuEventRecord (e, NULL));
   CU_OK (drv ()->cuEventSynchronize (e));
   g_assert_true (mt_stream_is_held (hold));
   mt_stream_release (hold);
   mt_sync_ok (nonblocking);
-  assert_bytes (x, 0x33, NULL);
+  mt_assert_bytes (x, 0x33, NULL);
 
   CU_OK (drv ()->cuEventDestroy (e));
   mt_close_ok (x, NULL);
@@ -256,12 +230,12 @@ test_destroy_with_queued_work (void)
   b = stream_new (CU_STREAM_NON_BLOCKING);
   mr = dmr_new ();
   x = mt_alloc_ok (mr, SIZE, b);
-  fill_ok (x, 0x11, b);
+  mt_fill_byte_ok (x, 0x11, b);
   mt_sync_ok (b);
 
   a = stream_new (CU_STREAM_NON_BLOCKING);
   hold = mt_stream_hold (a);
-  fill_ok (x, 0xaa, a);
+  mt_fill_byte_ok (x, 0xaa, a);
   CU_OK (drv ()->cuEventCreate (&e, CU_EVENT_DISABLE_TIMING));
   CU_OK (drv ()->cuEventRecord (e, a));
   stream_destroy (a);
@@ -272,10 +246,10 @@ test_destroy_with_queued_work (void)
       g_assert_cmpint (drv ()->cuStreamQuery (a), ==, CUDA_ERROR_INVALID_HANDLE);
     }
   g_assert_cmpint (event_query (e), ==, CUDA_ERROR_NOT_READY);
-  assert_bytes (x, 0x11, b);
+  mt_assert_bytes (x, 0x11, b);
   mt_stream_release (hold);
   CU_OK (drv ()->cuEventSynchronize (e));
-  assert_bytes (x, 0xaa, b);
+  mt_assert_bytes (x, 0xaa, b);
 
   CU_OK (drv ()->cuEventDestroy (e));
   mt_close_ok (x, b);
@@ -385,14 +359,14 @@ hold_thread (gpointer data)
   guint8 before = (guint8) (t->index * 2 + 1), after = (guint8) (t->index * 2 + 2);
   MtStreamHold *hold;
 
-  fill_ok (x, before, a);
+  mt_fill_byte_ok (x, before, a);
   mt_sync_ok (a);
   hold = mt_stream_hold (a);
-  fill_ok (x, after, a);
-  assert_bytes (x, before, b);
+  mt_fill_byte_ok (x, after, a);
+  mt_assert_bytes (x, before, b);
   mt_stream_release (hold);
   mt_sync_ok (a);
-  assert_bytes (x, after, b);
+  mt_assert_bytes (x, after, b);
   mt_close_ok (x, a);
   mt_sync_ok (a);
   stream_destroy (a);
@@ -446,7 +420,7 @@ test_fake_late_errors (void)
   a = stream_new (CU_STREAM_NON_BLOCKING);
   mr = dmr_new ();
   x = mt_alloc_ok (mr, SIZE, a);
-  fill_ok (x, 0x11, a);
+  mt_fill_byte_ok (x, 0x11, a);
   hold = mt_stream_hold (a);
   mt_fake_fail_call ("cuMemsetD8Async", 1, CUDA_ERROR_LAUNCH_FAILED);
   {
@@ -455,7 +429,7 @@ test_fake_late_errors (void)
     g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_LAUNCH_FAILED);
   }
   mt_stream_release (hold);
-  assert_bytes (x, 0x11, a);
+  mt_assert_bytes (x, 0x11, a);
   mt_close_ok (x, a);
   mt_sync_ok (a);
   memres_resource_unref (mr);
@@ -485,15 +459,15 @@ test_close_cross_stream_ordered (void)
   mt_sync_ok (a);
 
   hold = mt_stream_hold (a);
-  fill_ok (x, 0xaa, a);
+  mt_fill_byte_ok (x, 0xaa, a);
   mt_close_ok (x, b); /* b now waits for a */
   y = mt_alloc_ok (mr, SIZE, b);
-  fill_ok (y, 0xbb, b);
+  mt_fill_byte_ok (y, 0xbb, b);
   g_assert_cmpint (stream_query (b), ==, CUDA_ERROR_NOT_READY);
   mt_stream_release (hold);
   mt_sync_ok (b);
   mt_sync_ok (a);
-  assert_bytes (y, 0xbb, b);
+  mt_assert_bytes (y, 0xbb, b);
 
   mt_close_ok (y, b);
   mt_sync_ok (b);
@@ -525,18 +499,18 @@ test_close_caller_ordered (void)
   mt_sync_ok (a);
 
   hold = mt_stream_hold (a);
-  fill_ok (x, 0xaa, a);
+  mt_fill_byte_ok (x, 0xaa, a);
   g_assert_true (memres_buffer_close_full (x, b, MEMRES_CLOSE_CALLER_ORDERED, &error));
   g_assert_no_error (error);
   memres_buffer_unref (x);
   mt_sync_ok (b); /* b did not wait: the free is done */
   y = mt_alloc_ok (mr, SIZE, b);
-  fill_ok (y, 0xbb, b);
+  mt_fill_byte_ok (y, 0xbb, b);
   mt_sync_ok (b);
   mt_stream_release (hold);
   mt_sync_ok (a);
   if (memres_buffer_get_address (y) == address)
-    assert_bytes (y, 0xaa, b); /* the unordered reuse, as documented */
+    mt_assert_bytes (y, 0xaa, b); /* the unordered reuse, as documented */
   else if (mt_driver_is_fake ())
     g_test_fail_printf ("the fake's pool did not hand the freed block out again");
   else
@@ -626,7 +600,7 @@ assert_still_open (MemresBuffer *buf, guint64 address, guint8 byte, MemresStream
   g_assert_cmpuint (memres_buffer_get_address (buf), ==, address);
   g_assert_cmpuint (memres_buffer_get_size (buf), ==, SIZE);
   g_assert_nonnull (memres_buffer_get_resource (buf));
-  assert_bytes (buf, byte, stream);
+  mt_assert_bytes (buf, byte, stream);
 }
 
 /* Every driver call of a cross-stream close fails in turn: either the close copes (an event that
@@ -659,7 +633,7 @@ test_close_cross_stream_faults (void)
       guint64 address = memres_buffer_get_address (x);
       long calls = mt_fake_call_count (entries[i]);
 
-      fill_ok (x, (guint8) (0x10 + i), a);
+      mt_fill_byte_ok (x, (guint8) (0x10 + i), a);
       mt_fake_fail_call (entries[i], 1, CUDA_ERROR_LAUNCH_FAILED);
       if (memres_buffer_close (x, b, &error))
         {
@@ -716,7 +690,7 @@ test_close_destroyed_stream (void)
   /* closing on a destroyed stream */
   x = mt_alloc_ok (mr, SIZE, a);
   address = memres_buffer_get_address (x);
-  fill_ok (x, 0x5a, a);
+  mt_fill_byte_ok (x, 0x5a, a);
   mt_sync_ok (a);
   gone = stream_new (CU_STREAM_NON_BLOCKING);
   stream_destroy (gone);
@@ -739,7 +713,7 @@ test_close_destroyed_stream (void)
   gone = stream_new (CU_STREAM_NON_BLOCKING);
   x = mt_alloc_ok (mr, SIZE, gone);
   address = memres_buffer_get_address (x);
-  fill_ok (x, 0x6b, gone);
+  mt_fill_byte_ok (x, 0x6b, gone);
   mt_sync_ok (gone);
   stream_destroy (gone);
   {
@@ -808,8 +782,8 @@ alloc_without_context (gpointer data)
   for (int i = 0; i < 3; i++)
     {
       MemresBuffer *x = mt_alloc_ok (mr, 4096, NULL);
-      fill_ok (x, 0x3c, NULL);
-      assert_bytes (x, 0x3c, NULL);
+      mt_fill_byte_ok (x, 0x3c, NULL);
+      mt_assert_bytes (x, 0x3c, NULL);
       mt_close_ok (x, NULL);
     }
   mt_sync_ok (NULL);

@@ -594,6 +594,31 @@ mt_sync_ok (MemresStream stream)
 }
 
 void
+mt_fill_byte_ok (MemresBuffer *buf, guint8 byte, MemresStream stream)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (memres_buffer_fill (buf, byte, 1, stream, &error));
+  g_assert_no_error (error);
+}
+
+void
+mt_assert_bytes (MemresBuffer *buf, guint8 byte, MemresStream stream)
+{
+  g_autoptr (GError) error = NULL;
+  gsize n = memres_buffer_get_size (buf);
+  g_autofree guint8 *host = g_malloc (n);
+
+  g_assert_true (memres_buffer_read (buf, 0, host, n, stream, &error));
+  g_assert_no_error (error);
+  mt_sync_ok (stream);
+  for (gsize i = 0; i < n; i++)
+    if (host[i] != byte)
+      g_error ("byte %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT " is 0x%02x, expected 0x%02x", i, n,
+               host[i], byte);
+}
+
+void
 mt_write_pattern (MemresBuffer *buf, gsize offset, gsize n, guint32 seed, MemresStream stream)
 {
   g_autoptr (GError) error = NULL;

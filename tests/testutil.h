@@ -115,6 +115,11 @@ void mt_close_ok (MemresBuffer *buf, MemresStream stream);
 /* memres_stream_synchronize(@stream), asserting success and no error. */
 void mt_sync_ok (MemresStream stream);
 
+/* memres_buffer_fill(@buf, @byte, 1, @stream), asserting success; mt_assert_bytes() reads all
+ * of @buf back on @stream, synchronizes it and asserts that every byte is @byte. */
+void mt_fill_byte_ok (MemresBuffer *buf, guint8 byte, MemresStream stream);
+void mt_assert_bytes (MemresBuffer *buf, guint8 byte, MemresStream stream);
+
 /* Writes mt_fill_pattern(@seed) to @n bytes of @buf at @offset on @stream, then synchronizes
  * @stream; mt_check_pattern() reads the same range back on @stream, synchronizes and asserts
  * the pattern. Both assert that every call succeeds without an error. */
