@@ -296,34 +296,6 @@ upstream_refused (MemresResource *mr, gsize size, GError **error)
   return FALSE;
 }
 
-/* A slot of @up returned FALSE: it must have said why. */
-static G_GNUC_NO_INLINE gboolean
-upstream_slot_failed (MemresResource *up, const char *slot, GError **error)
-{
-  if (error != NULL && *error == NULL)
-    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                 "kind \"%s\": %s failed without saying why", up->kind->name, slot);
-  return FALSE;
-}
-
-/* The upstream's allocate succeeded with a record the core refuses: released, and an error. */
-static G_GNUC_NO_INLINE gboolean
-upstream_bad_record (MemresResource *up, gsize size, MemresStream stream, MemresAllocation *alloc,
-                     GError **error)
-{
-  g_autoptr (GError) ignored = NULL;
-
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-               "kind \"%s\": allocate of %" G_GSIZE_FORMAT
-               " bytes returned %s (address 0x%" G_GINT64_MODIFIER "x, %" G_GSIZE_FORMAT " bytes)",
-               up->kind->name, size, alloc->address == 0 ? "no memory" : "a smaller record",
-               alloc->address, alloc->size);
-  if (alloc->address != 0)
-    up->ops->deallocate (up, alloc, stream, &ignored);
-  memset (alloc, 0, sizeof *alloc);
-  return FALSE;
-}
-
 /**
  * memres_upstream_allocate:
  * @mr: the adaptor's own instance (the @mr its allocate slot received)
@@ -336,11 +308,10 @@ upstream_bad_record (MemresResource *up, gsize size, MemresStream stream, Memres
  * For adaptor kinds: calls the allocate slot of @mr's upstream (memres_resource_get_upstream())
  * for @size bytes, filling @alloc (zero-filled first) with the upstream's record, which must go
  * back to memres_upstream_deallocate() exactly once. No #MemresBuffer is created and no
- * reference taken: the adaptor holds its upstream for its whole life. The result is checked: a
- * slot failing without an error gets one (when @error is not %NULL), a record of address 0 or
- * smaller than @size is released and refused. As for the core's own calls, @error goes to the
- * slot as it is: the hot path is the slot call and three compares. Thread-safe, no lock held:
- * call it from the adaptor's slots on any thread. The driver calls are the upstream's.
+ * reference taken: the adaptor holds its upstream for its whole life. The result is checked as
+ * the core checks its own allocate calls (the same code): a slot failing without an error gets
+ * one, a record of address 0 or smaller than @size is released and refused. Thread-safe, no lock
+ * held: call it from the adaptor's slots on any thread. The driver calls are the upstream's.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT (@mr has no upstream, @size 0),
  * %MEMRES_ERROR_OUT_OF_MEMORY (@size above %G_MAXSSIZE), %MEMRES_ERROR_FAILED (an upstream
@@ -356,7 +327,6 @@ memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
                           MemresAllocation *alloc, GError **error)
 {
   MemresResource *up;
-  gboolean ok;
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (alloc != NULL, FALSE);
@@ -368,12 +338,7 @@ memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
   alloc->address = 0;
   alloc->size = 0;
   alloc->plugin_data = NULL;
-  ok = up->ops->allocate (up, size, stream, alloc, error);
-  if (G_LIKELY (ok && alloc->address != 0 && alloc->size >= size))
-    return TRUE;
-  if (!ok)
-    return upstream_slot_failed (up, "allocate", error);
-  return upstream_bad_record (up, size, stream, alloc, error);
+  return _memres_resource_call_allocate (up, size, stream, alloc, error);
 }
 
 /**
@@ -383,8 +348,11 @@ memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
  * @stream: the stream the free is ordered on, as the adaptor received it
  * @error: return location for a #GError, or %NULL
  *
- * For adaptor kinds: calls the deallocate slot of @mr's upstream on @alloc. Whatever it
- * returns, the allocation is gone: never pass @alloc again. Thread-safe, no lock held. The
+ * For adaptor kinds: calls the deallocate slot of @mr's upstream on @alloc, its result checked
+ * as the core checks its own deallocate calls (a failure without an error gets one). As the
+ * deallocate slot's contract says, a failure released nothing and leaves @alloc as it was (pass
+ * it again later), unless the upstream set @alloc->address to 0 (released half-way: gone). On
+ * success the allocation is gone: never pass @alloc again. Thread-safe, no lock held. The
  * driver calls are the upstream's.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT (@mr has no upstream); whatever the upstream's
@@ -406,9 +374,7 @@ memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
   up = mr->upstream;
   if (G_UNLIKELY (up == NULL))
     return upstream_refused (mr, 1, error);
-  if (G_LIKELY (up->ops->deallocate (up, alloc, stream, error)))
-    return TRUE;
-  return upstream_slot_failed (up, "deallocate", error);
+  return _memres_resource_call_deallocate (up, alloc, stream, error);
 }
 
 MemresResource *

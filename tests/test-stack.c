@@ -424,8 +424,8 @@ test_lying_upstream (void)
     const char *spec;
     const char *needle;
   } cases[] = {
-    { "pt>liar:mode=zero_address", "returned no memory" },
-    { "pt>liar:mode=short", "returned a smaller record" },
+    { "pt>liar:mode=zero_address", "returned address 0" },
+    { "pt>liar:mode=short", "returned fewer bytes than asked for" },
     { "pt>liar:mode=no_error", "allocate failed without saying why" },
   };
   gsize i;
@@ -441,8 +441,9 @@ test_lying_upstream (void)
       g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
       if (strstr (error->message, cases[i].needle) == NULL)
         g_error ("%s: %s", cases[i].spec, error->message);
-      /* the short record was released */
-      g_assert_cmpint (liar->freed, ==, i == 1 ? 1 : 0);
+      /* both lying records went back through the liar's deallocate (a record of address 0 may
+       * still own plugin_data); a failed allocate returned nothing to release */
+      g_assert_cmpint (liar->freed, ==, i < 2 ? 1 : 0);
     }
 }
 
