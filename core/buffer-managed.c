@@ -510,6 +510,36 @@ typedef enum
 
 static const char *const batch_what[] = { "prefetch", "discard", "discard and prefetch" };
 
+/* The batch calls refuse the legacy stream (cuda.h: "must not be legacy NULL stream"). For
+ * @stream NULL or MEMRES_STREAM_LEGACY they go to the per-thread default stream, made to wait
+ * for an event recorded on the legacy stream: the batch runs after all work the legacy stream
+ * would have waited for, and later legacy work waits for it (the per-thread stream is a
+ * blocking stream). Context current. Returns the stream to pass, or NULL with *@res and *@call
+ * set. */
+static CUstream
+batch_stream (const MemresCudaDriver *drv, MemresStream stream, CUresult *res, const char **call)
+{
+  CUevent event = NULL;
+
+  if (stream != NULL && stream != MEMRES_STREAM_LEGACY)
+    return (CUstream) stream;
+  *call = "cuEventCreate";
+  *res = drv->cuEventCreate (&event, CU_EVENT_DISABLE_TIMING);
+  if (*res == CUDA_SUCCESS)
+    {
+      *call = "cuEventRecord";
+      *res = drv->cuEventRecord (event, CU_STREAM_LEGACY);
+      if (*res == CUDA_SUCCESS)
+        {
+          *call = "cuStreamWaitEvent";
+          *res = drv->cuStreamWaitEvent (CU_STREAM_PER_THREAD, event, 0);
+        }
+      /* destroying an event with work waiting on it is allowed: released once complete */
+      drv->cuEventDestroy (event);
+    }
+  return *res == CUDA_SUCCESS ? CU_STREAM_PER_THREAD : NULL;
+}
+
 /* One batch call over the non-empty buffers of @bufs; @locs has one location per buffer (NULL
  * for discard). Locations are passed to the driver once per run of equal ones. */
 static gboolean
@@ -526,6 +556,7 @@ batch (BatchOp op, MemresBuffer *const *bufs, guint n_buffers, const CUmemLocati
   size_t n = 0, n_runs = 0;
   gint device = -1;
   CUresult res = CUDA_SUCCESS;
+  CUstream cu_stream;
   const char *call;
 
   for (guint i = 0; i < n_buffers; i++)
@@ -567,13 +598,17 @@ batch (BatchOp op, MemresBuffer *const *bufs, guint n_buffers, const CUmemLocati
   switch (op)
     {
     case BATCH_DISCARD:
+      if ((cu_stream = batch_stream (drv, stream, &res, &call)) == NULL)
+        break;
       call = "cuMemDiscardBatchAsync";
-      res = drv->cuMemDiscardBatchAsync (ptrs, sizes, n, 0, (CUstream) stream);
+      res = drv->cuMemDiscardBatchAsync (ptrs, sizes, n, 0, cu_stream);
       break;
     case BATCH_DISCARD_AND_PREFETCH:
+      if ((cu_stream = batch_stream (drv, stream, &res, &call)) == NULL)
+        break;
       call = "cuMemDiscardAndPrefetchBatchAsync";
       res = drv->cuMemDiscardAndPrefetchBatchAsync (ptrs, sizes, n, runs, run_starts, n_runs, 0,
-                                                    (CUstream) stream);
+                                                    cu_stream);
       break;
     default:
       /* One buffer, or a driver without the batch call (before CUDA 13): one prefetch each. */
@@ -587,11 +622,11 @@ batch (BatchOp op, MemresBuffer *const *bufs, guint n_buffers, const CUmemLocati
               res = drv->cuMemPrefetchAsync (ptrs[i], sizes[i], runs[r], 0, (CUstream) stream);
             }
         }
-      else
+      else if ((cu_stream = batch_stream (drv, stream, &res, &call)) != NULL)
         {
           call = "cuMemPrefetchBatchAsync";
           res = drv->cuMemPrefetchBatchAsync (ptrs, sizes, n, runs, run_starts, n_runs, 0,
-                                              (CUstream) stream);
+                                              cu_stream);
         }
       break;
     }
@@ -639,7 +674,10 @@ prefetch_locations (guint n_buffers, const MemresLocation *locations, guint n_lo
  * Migrates several buffers in one driver call: cuMemPrefetchBatchAsync() (CUDA 13), each run of
  * buffers with the same location passed as one location entry; with a driver before CUDA 13,
  * one cuMemPrefetchAsync() per buffer. Every buffer and location is checked before any driver
- * call. Empty buffers are skipped. Thread-safe for distinct buffers.
+ * call. Empty buffers are skipped. The batch calls refuse the legacy stream: for @stream %NULL or
+ * %MEMRES_STREAM_LEGACY the call goes to the per-thread default stream after it waits
+ * (cuEventRecord() on the legacy stream, cuStreamWaitEvent()) for what the legacy stream would have
+ * waited for. Thread-safe for distinct buffers.
  *
  * Errors: %MEMRES_ERROR_CLOSED (one of @bufs); %MEMRES_ERROR_INVALID_ARGUMENT when @n_buffers
  * is 0, @n_locations is neither 1 nor @n_buffers, a buffer is not managed memory or a location
@@ -676,8 +714,11 @@ memres_buffers_prefetch (MemresBuffer *const *bufs, guint n_buffers,
  *
  * Tells the driver that the buffer's content is no longer needed (cuMemDiscardBatchAsync() with
  * one range, CUDA 13): pages need not be migrated or written back, and reading the memory
- * before writing it again gives undefined bytes. Stream-ordered. An empty buffer: success
- * without a driver call. Thread-safe for distinct buffers.
+ * before writing it again gives undefined bytes. Stream-ordered. The batch calls refuse the legacy
+ * stream: for @stream %NULL or %MEMRES_STREAM_LEGACY the call goes to the per-thread default stream
+ * after it waits (cuEventRecord() on the legacy stream, cuStreamWaitEvent()) for what the legacy
+ * stream would have waited for. An empty buffer: success without a driver call. Thread-safe for
+ * distinct buffers.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when @buf is not managed memory;
  * %MEMRES_ERROR_NO_DRIVER; %MEMRES_ERROR_NOT_SUPPORTED when the driver has no
@@ -703,8 +744,11 @@ memres_buffer_discard (MemresBuffer *buf, MemresStream stream, GError **error)
  *
  * Discards the buffer's content and prefetches its pages to @location in one driver call
  * (cuMemDiscardAndPrefetchBatchAsync() with one range, CUDA 13): cheaper than a prefetch when
- * the data will be overwritten anyway. The bytes are undefined afterwards. Stream-ordered.
- * Thread-safe for distinct buffers.
+ * the data will be overwritten anyway. The bytes are undefined afterwards. Stream-ordered. The
+ * batch calls refuse the legacy stream: for @stream %NULL or %MEMRES_STREAM_LEGACY the call goes to
+ * the per-thread default stream after it waits (cuEventRecord() on the legacy stream,
+ * cuStreamWaitEvent()) for what the legacy stream would have waited for. Thread-safe for distinct
+ * buffers.
  *
  * Errors: those of memres_buffer_prefetch(); %MEMRES_ERROR_NOT_SUPPORTED when the driver has
  * no cuMemDiscardAndPrefetchBatchAsync (before CUDA 13.0).

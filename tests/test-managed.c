@@ -289,6 +289,12 @@ test_prefetch (void)
   assert_last_prefetch (bufs[0], MEMRES_LOCATION_HOST, 0);
   assert_last_prefetch (bufs[1], MEMRES_LOCATION_DEVICE, 0);
   assert_last_prefetch (bufs[2], MEMRES_LOCATION_HOST, 0);
+  /* on the legacy stream, which the batch call itself refuses */
+  where[0] = loc (MEMRES_LOCATION_DEVICE, 0);
+  g_assert_true (memres_buffers_prefetch (bufs, 3, where, 1, NULL, &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < 3; i++)
+    assert_last_prefetch (bufs[i], MEMRES_LOCATION_DEVICE, 0);
 
   /* the data survives the trips */
   mt_write_pattern (bufs[1], 0, MiB, 5, stream);
@@ -298,7 +304,7 @@ test_prefetch (void)
 
   if (mt_driver_is_fake ())
     {
-      g_assert_cmpint (mt_fake_call_count ("cuMemPrefetchBatchAsync"), ==, 2);
+      g_assert_cmpint (mt_fake_call_count ("cuMemPrefetchBatchAsync"), ==, 3);
     }
 
   for (guint i = 0; i < 3; i++)
@@ -506,6 +512,12 @@ test_discard (void)
       g_assert_true (memres_buffer_discard_and_prefetch (buf, &where, NULL, &error));
       g_assert_no_error (error);
       assert_last_prefetch (buf, MEMRES_LOCATION_DEVICE, 0);
+    }
+  /* the legacy stream named explicitly goes the same way as NULL */
+  if (drv->cuMemDiscardBatchAsync != NULL)
+    {
+      g_assert_true (memres_buffer_discard (buf, MEMRES_STREAM_LEGACY, &error));
+      g_assert_no_error (error);
     }
   /* written again after the discard, the memory holds what was written */
   mt_write_pattern (buf, 0, 2 * MiB, 4, NULL);

@@ -374,7 +374,8 @@ fk_batch (CUdeviceptr *dptrs, size_t *sizes, size_t count, CUmemLocation *locs, 
   int device;
   CUresult r;
 
-  if (flags != 0)
+  /* cuda.h: the batch calls' stream "must not be legacy NULL stream" */
+  if (flags != 0 || stream == NULL || stream == CU_STREAM_LEGACY)
     return CUDA_ERROR_INVALID_VALUE;
   if ((r = fk_stream_for_work (stream, &device)) != CUDA_SUCCESS)
     return r;
