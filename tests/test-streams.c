@@ -348,7 +348,11 @@ typedef struct
 } ThreadData;
 
 /* Each thread holds its own stream, queues a fill behind the hold, reads on another stream what
- * was there before, releases and reads its fill back. */
+ * was there before, releases and reads its fill back. The read waits on the host while the
+ * hold is on: with more live streams than the device's hardware queues
+ * (CUDA_DEVICE_MAX_CONNECTIONS, 32 in the gpu suite) one thread's read stream could share a
+ * queue with another thread's held stream, and two such threads would wait for each other. */
+#define HOLD_THREADS 8
 static gpointer
 hold_thread (gpointer data)
 {
@@ -377,8 +381,8 @@ hold_thread (gpointer data)
 static void
 test_threads (void)
 {
-  ThreadData data[16];
-  GThread *threads[16];
+  ThreadData data[HOLD_THREADS];
+  GThread *threads[HOLD_THREADS];
   MemresResource *mr;
 
   if (!mt_require_stream_holds ())

@@ -906,13 +906,85 @@ mt_driver_proc (const char *name)
 struct _MtStreamHold
 {
   MemresStream stream;
-  volatile guint32 *flag; /* cuMemHostAlloc(PORTABLE | DEVICEMAP) */
+  volatile guint32 *flag; /* the word the wait reads, page-locked and mapped */
+  gint slot;              /* its index in the real driver's slab, or -1 (its own allocation) */
   CUevent behind;         /* recorded on the stream right after the wait */
   gboolean released;
 };
 
 typedef CUresult (*MtWaitValue32) (CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 typedef CUresult (*MtEventQuery) (CUevent);
+
+/* On the real driver the flag words come from one page-locked slab allocated once for the
+ * process and never freed: cuMemFreeHost waits for the whole device and cuMemHostAlloc may,
+ * so a thread allocating or freeing its flag while another thread's stream is held waits for
+ * that hold, which can wait for the first thread (the threaded hold tests hung on the H200
+ * that way). The fake has no such waits, and counts every host allocation, so there each hold
+ * has a word of its own, freed on release. */
+#define MT_HOLD_SLOTS 1024
+
+static struct
+{
+  GMutex lock;
+  const MemresCudaDriver *drv; /* the driver the slab is from */
+  volatile guint32 *words;
+  CUdeviceptr device_words;
+  gboolean used[MT_HOLD_SLOTS];
+} hold_slab;
+
+static void
+hold_take_word (MtStreamHold *hold, const MemresCudaDriver *drv, CUdeviceptr *dptr)
+{
+  void *host = NULL;
+
+  if (mt_driver_is_fake ())
+    {
+      g_assert_cmpint (
+          drv->cuMemHostAlloc (&host, 4, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), ==,
+          CUDA_SUCCESS);
+      g_assert_cmpint (drv->cuMemHostGetDevicePointer (dptr, host, 0), ==, CUDA_SUCCESS);
+      hold->flag = host;
+      hold->slot = -1;
+      return;
+    }
+  g_mutex_lock (&hold_slab.lock);
+  if (hold_slab.drv != drv)
+    {
+      /* a driver loaded anew: the old slab (if any) stays allocated, in the old driver */
+      g_assert_cmpint (drv->cuMemHostAlloc (&host, MT_HOLD_SLOTS * sizeof (guint32),
+                                            CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+                       ==, CUDA_SUCCESS);
+      g_assert_cmpint (drv->cuMemHostGetDevicePointer (&hold_slab.device_words, host, 0), ==,
+                       CUDA_SUCCESS);
+      hold_slab.words = host;
+      hold_slab.drv = drv;
+      memset (hold_slab.used, 0, sizeof hold_slab.used);
+    }
+  hold->slot = -1;
+  for (gint i = 0; i < MT_HOLD_SLOTS && hold->slot < 0; i++)
+    if (!hold_slab.used[i])
+      hold->slot = i;
+  g_assert_cmpint (hold->slot, >=, 0);
+  hold_slab.used[hold->slot] = TRUE;
+  hold->flag = hold_slab.words + hold->slot;
+  *dptr = hold_slab.device_words + (CUdeviceptr) hold->slot * sizeof (guint32);
+  g_mutex_unlock (&hold_slab.lock);
+}
+
+/* After the stream is past the wait. */
+static void
+hold_give_word (MtStreamHold *hold, const MemresCudaDriver *drv)
+{
+  if (hold->slot < 0)
+    {
+      g_assert_cmpint (drv->cuMemFreeHost ((void *) hold->flag), ==, CUDA_SUCCESS);
+      return;
+    }
+  g_mutex_lock (&hold_slab.lock);
+  if (hold_slab.drv == drv)
+    hold_slab.used[hold->slot] = FALSE;
+  g_mutex_unlock (&hold_slab.lock);
+}
 
 MtStreamHold *
 mt_stream_hold (MemresStream stream)
@@ -922,20 +994,15 @@ mt_stream_hold (MemresStream stream)
   MtWaitValue32 wait_value = (MtWaitValue32) mt_driver_proc ("cuStreamWaitValue32");
   MtStreamHold *hold = g_new0 (MtStreamHold, 1);
   CUdeviceptr dptr = 0;
-  void *host = NULL;
 
   g_assert_no_error (error);
   g_assert_nonnull (wait_value);
   g_assert_true (memres_cuda_ensure_context (0, &error));
   g_assert_no_error (error);
   hold->stream = stream;
-  g_assert_cmpint (
-      drv->cuMemHostAlloc (&host, 4, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), ==,
-      CUDA_SUCCESS);
-  hold->flag = host;
+  hold_take_word (hold, drv, &dptr);
   *hold->flag = 0;
   __atomic_thread_fence (__ATOMIC_SEQ_CST);
-  g_assert_cmpint (drv->cuMemHostGetDevicePointer (&dptr, host, 0), ==, CUDA_SUCCESS);
   g_assert_cmpint (wait_value ((CUstream) stream, dptr, 1, CU_STREAM_WAIT_VALUE_GEQ), ==,
                    CUDA_SUCCESS);
   g_assert_cmpint (drv->cuEventCreate (&hold->behind, CU_EVENT_DISABLE_TIMING), ==, CUDA_SUCCESS);
@@ -966,7 +1033,7 @@ mt_stream_release (MtStreamHold *hold)
   /* The stream is past the wait once the event behind it completes: then the flag may go. */
   g_assert_cmpint (drv->cuEventSynchronize (hold->behind), ==, CUDA_SUCCESS);
   g_assert_cmpint (drv->cuEventDestroy (hold->behind), ==, CUDA_SUCCESS);
-  g_assert_cmpint (drv->cuMemFreeHost ((void *) hold->flag), ==, CUDA_SUCCESS);
+  hold_give_word (hold, drv);
   g_free (hold);
 }
 

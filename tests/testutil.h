@@ -48,14 +48,15 @@ gpointer mt_driver_proc (const char *name);
 
 /* Holding a stream, on the fake (asynchronous mode) and the real driver alike:
  * mt_stream_hold() queues cuStreamWaitValue32(>= 1) on @stream on a word of
- * cuMemHostAlloc(PORTABLE | DEVICEMAP) memory, so work queued on @stream after it waits, and
- * records an event behind the wait; mt_stream_is_held() is TRUE while that event is NOT_READY;
- * mt_stream_release() writes 1 to the word from the host, waits for the event and frees @hold.
- * Every driver call is asserted. mt_require_stream_holds() is TRUE when holds work here; on the
- * fake outside the asynchronous mode it fails the test, on a driver without the entry points it
- * skips. Do not call a function synchronous with the legacy stream (cuMemcpy, cuMemFree, a
- * legacy-stream synchronize) while a blocking stream is held: it waits for the hold, as on the
- * real driver. */
+ * cuMemHostAlloc(PORTABLE | DEVICEMAP) memory (on the real driver from one slab allocated once,
+ * so that no hold or release frees page-locked memory, which waits for the device), so work queued
+ * on @stream after it waits, and records an event behind the wait; mt_stream_is_held() is TRUE
+ * while that event is NOT_READY; mt_stream_release() writes 1 to the word from the host, waits for
+ * the event and frees @hold. Every driver call is asserted. mt_require_stream_holds() is TRUE when
+ * holds work here; on the fake outside the asynchronous mode it fails the test, on a driver without
+ * the entry points it skips. Do not call a function synchronous with the legacy stream (cuMemcpy,
+ * cuMemFree, a legacy-stream synchronize) while a blocking stream is held: it waits for the hold,
+ * as on the real driver. */
 typedef struct _MtStreamHold MtStreamHold;
 MtStreamHold *mt_stream_hold (MemresStream stream);
 gboolean mt_stream_is_held (MtStreamHold *hold);
