@@ -295,13 +295,15 @@ memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
  *
  * When the close fails, nothing is released and the buffer stays open (its memory, address and
  * resource reference unchanged), so that it can be closed again, for example on a live stream
- * after a close on a destroyed one failed. (The one exception is a kind that released the memory
- * and cannot undo it: then the buffer is closed and the error still reported.) Idempotent: closing
- * a closed buffer does nothing and succeeds. May be called from any thread, but not while another
- * thread still uses the buffer. Since: 1.2
+ * after a driver call of the close failed. @stream and the buffer's deallocation stream must
+ * still exist: the driver does not promise an error for a destroyed stream's handle (it may
+ * crash), so close a buffer before destroying its stream. (The one exception is a kind that
+ * released the memory and cannot undo it: then the buffer is closed and the error still reported.)
+ * Idempotent: closing a closed buffer does nothing and succeeds. May be called from any thread, but
+ * not while another thread still uses the buffer. Since: 1.2
  *
- * Errors: %MEMRES_CUDA_ERROR from the ordering (for a destroyed @stream typically
- * `CUDA_ERROR_INVALID_HANDLE` from cuStreamWaitEvent()) or from the kind's deallocate slot;
+ * Errors: %MEMRES_CUDA_ERROR from the ordering (cuEventRecord(), cuStreamWaitEvent()) or from
+ * the kind's deallocate slot;
  * %MEMRES_ERROR_NO_DRIVER when ordering needs a driver that does not load.
  *
  * Returns: %TRUE on success

@@ -354,6 +354,16 @@ accessed_by_contains (MemresBuffer *buf, MemresLocationType type, gint id, guint
   return found;
 }
 
+/* @call (a gboolean call setting `error`) succeeded: the error's message first when not. */
+#define CALL_OK(call)                                                                              \
+  G_STMT_START                                                                                     \
+  {                                                                                                \
+    gboolean ok_ = (call);                                                                         \
+    g_assert_no_error (error);                                                                     \
+    g_assert_true (ok_);                                                                           \
+  }                                                                                                \
+  G_STMT_END
+
 /* Each advice set, read back, and undone. */
 static void
 advice (const char *spec)
@@ -368,43 +378,38 @@ advice (const char *spec)
 
   g_test_message ("%s", spec);
   mt_sync_ok (NULL);
-  g_assert_true (memres_buffer_get_read_mostly (buf, &mostly, &error));
+  CALL_OK (memres_buffer_get_read_mostly (buf, &mostly, &error));
   g_assert_false (mostly);
-  g_assert_true (memres_buffer_set_read_mostly (buf, TRUE, &error));
-  g_assert_true (memres_buffer_get_read_mostly (buf, &mostly, &error));
+  CALL_OK (memres_buffer_set_read_mostly (buf, TRUE, &error));
+  CALL_OK (memres_buffer_get_read_mostly (buf, &mostly, &error));
   g_assert_true (mostly);
-  g_assert_true (memres_buffer_set_read_mostly (buf, FALSE, &error));
-  g_assert_true (memres_buffer_get_read_mostly (buf, &mostly, &error));
+  CALL_OK (memres_buffer_set_read_mostly (buf, FALSE, &error));
+  CALL_OK (memres_buffer_get_read_mostly (buf, &mostly, &error));
   g_assert_false (mostly);
   g_assert_no_error (error);
 
   where = loc (MEMRES_LOCATION_DEVICE, 0);
-  g_assert_true (memres_buffer_set_preferred_location (buf, &where, &error));
-  g_assert_no_error (error);
+  CALL_OK (memres_buffer_set_preferred_location (buf, &where, &error));
   assert_preferred (buf, MEMRES_LOCATION_DEVICE, 0);
   where = loc (MEMRES_LOCATION_HOST, 0);
-  g_assert_true (memres_buffer_set_preferred_location (buf, &where, &error));
+  CALL_OK (memres_buffer_set_preferred_location (buf, &where, &error));
   assert_preferred (buf, MEMRES_LOCATION_HOST, 0);
   if (numa >= 0)
     {
       where = loc (MEMRES_LOCATION_HOST_NUMA, numa);
-      g_assert_true (memres_buffer_set_preferred_location (buf, &where, &error));
-      g_assert_no_error (error);
+      CALL_OK (memres_buffer_set_preferred_location (buf, &where, &error));
       assert_preferred_numa (buf, numa);
     }
-  g_assert_true (memres_buffer_set_preferred_location (buf, NULL, &error));
-  g_assert_no_error (error);
+  CALL_OK (memres_buffer_set_preferred_location (buf, NULL, &error));
   assert_preferred (buf, MEMRES_LOCATION_NONE, 0);
 
   g_assert_false (accessed_by_contains (buf, MEMRES_LOCATION_DEVICE, 0, &n));
   g_assert_cmpuint (n, ==, 0);
   where = loc (MEMRES_LOCATION_DEVICE, 0);
-  g_assert_true (memres_buffer_add_accessed_by (buf, &where, &error));
-  g_assert_no_error (error);
+  CALL_OK (memres_buffer_add_accessed_by (buf, &where, &error));
   g_assert_true (accessed_by_contains (buf, MEMRES_LOCATION_DEVICE, 0, &n));
   g_assert_cmpuint (n, ==, 1);
-  g_assert_true (memres_buffer_remove_accessed_by (buf, &where, &error));
-  g_assert_no_error (error);
+  CALL_OK (memres_buffer_remove_accessed_by (buf, &where, &error));
   g_assert_false (accessed_by_contains (buf, MEMRES_LOCATION_DEVICE, 0, &n));
   g_assert_cmpuint (n, ==, 0);
 
