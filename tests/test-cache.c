@@ -795,7 +795,41 @@ typedef struct
   CUstream *streams;
   guint index;
   GError *error;
+  gint step; /* atomic: round * 10 + the step it is in, for the watchdog's report */
 } HazardJob;
+
+#define STEP(job, r, n) g_atomic_int_set (&(job)->step, (gint) ((r) *10 + (n)))
+
+/* A hang (a stream held for good) fails the test with where each thread was, instead of the
+ * harness's timeout: steps 1 alloc X, 2 hold, 3 fill X, 4 close X, 5 alloc Y, 6 fill Y,
+ * 7 release, 8 check Y, 9 close Y. */
+typedef struct
+{
+  GMutex lock;
+  GCond cond;
+  gboolean done;
+  HazardJob *jobs;
+} HazardWatch;
+
+static gpointer
+hazard_watchdog (gpointer data)
+{
+  HazardWatch *w = data;
+  gint64 end = g_get_monotonic_time () + 120 * G_TIME_SPAN_SECOND;
+  g_autoptr (GString) where = g_string_new (NULL);
+
+  g_mutex_lock (&w->lock);
+  while (!w->done)
+    if (!g_cond_wait_until (&w->cond, &w->lock, end))
+      break;
+  g_mutex_unlock (&w->lock);
+  if (w->done)
+    return NULL;
+  for (guint t = 0; t < HAZARD_THREADS; t++)
+    g_string_append_printf (where, " %u:%d", t, g_atomic_int_get (&w->jobs[t].step));
+  g_error ("hazard threads still running after 120 s; thread:round*10+step =%s", where->str);
+  return NULL;
+}
 
 /* Thread t, round after round: hold its stream S_t, fill a block X on S_t, free X on S_t,
  * allocate Y of the same size for S_{t+1}, fill Y there, release S_t, check Y on S_{t+1}. */
@@ -810,18 +844,29 @@ hazard_thread (gpointer data)
   g_assert_true (memres_cuda_ensure_context (0, NULL));
   for (guint r = 0; r < HAZARD_ROUNDS; r++)
     {
-      MemresBuffer *x = mt_alloc_ok (job->mr, 64 * KiB, mine);
-      MtStreamHold *hold = mt_stream_hold (mine);
-      MemresBuffer *y;
+      MemresBuffer *x, *y;
+      MtStreamHold *hold;
 
+      STEP (job, r, 1);
+      x = mt_alloc_ok (job->mr, 64 * KiB, mine);
+      STEP (job, r, 2);
+      hold = mt_stream_hold (mine);
+      STEP (job, r, 3);
       mt_fill_byte_ok (x, 0xee, mine);
+      STEP (job, r, 4);
       mt_close_ok (x, mine);
+      STEP (job, r, 5);
       y = mt_alloc_ok (job->mr, 64 * KiB, next);
+      STEP (job, r, 6);
       mt_fill_byte_ok (y, byte, next);
+      STEP (job, r, 7);
       mt_stream_release (hold);
+      STEP (job, r, 8);
       mt_assert_bytes (y, byte, next);
+      STEP (job, r, 9);
       mt_close_ok (y, next);
     }
+  STEP (job, HAZARD_ROUNDS, 0);
   return NULL;
 }
 
@@ -832,20 +877,32 @@ test_hazard_threads (gconstpointer data)
   g_autoptr (MemresResource) mr = NULL;
   CUstream streams[HAZARD_THREADS];
   HazardJob jobs[HAZARD_THREADS];
-  GThread *threads[HAZARD_THREADS];
+  GThread *threads[HAZARD_THREADS], *watchdog;
+  HazardWatch watch = { 0 };
 
   if (!hazard_begin ())
     return;
   mr = mt_new_ok (spec);
   for (guint t = 0; t < HAZARD_THREADS; t++)
     streams[t] = stream_new ();
+  g_mutex_init (&watch.lock);
+  g_cond_init (&watch.cond);
+  watch.jobs = jobs;
   for (guint t = 0; t < HAZARD_THREADS; t++)
     {
-      jobs[t] = (HazardJob){ mr, streams, t, NULL };
+      jobs[t] = (HazardJob){ mr, streams, t, NULL, 0 };
       threads[t] = g_thread_new ("hazard", hazard_thread, &jobs[t]);
     }
+  watchdog = g_thread_new ("hazard-watchdog", hazard_watchdog, &watch);
   for (guint t = 0; t < HAZARD_THREADS; t++)
     g_thread_join (threads[t]);
+  g_mutex_lock (&watch.lock);
+  watch.done = TRUE;
+  g_cond_signal (&watch.cond);
+  g_mutex_unlock (&watch.lock);
+  g_thread_join (watchdog);
+  g_mutex_clear (&watch.lock);
+  g_cond_clear (&watch.cond);
   g_assert_cmpuint (counter (mr, "hits") + counter (mr, "misses"), ==,
                     (guint64) HAZARD_THREADS * HAZARD_ROUNDS * 2);
   g_assert_cmpuint (counter (mr, "used"), ==, 0);

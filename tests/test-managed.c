@@ -364,7 +364,9 @@ accessed_by_contains (MemresBuffer *buf, MemresLocationType type, gint id, guint
   }                                                                                                \
   G_STMT_END
 
-/* Each advice set, read back, and undone. */
+/* Each advice set, read back, and undone. On the real driver, advice on pool-allocated managed
+ * memory may be refused (the H200's driver 580 said CUDA_ERROR_NOT_SUPPORTED): memres reports
+ * that error as it is, and the test of a pool stops there. */
 static void
 advice (const char *spec)
 {
@@ -380,7 +382,15 @@ advice (const char *spec)
   mt_sync_ok (NULL);
   CALL_OK (memres_buffer_get_read_mostly (buf, &mostly, &error));
   g_assert_false (mostly);
-  CALL_OK (memres_buffer_set_read_mostly (buf, TRUE, &error));
+  if (!memres_buffer_set_read_mostly (buf, TRUE, &error) && !mt_driver_is_fake ()
+      && g_str_has_prefix (spec, "managed") && strstr (spec, "pool=none") == NULL
+      && g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_NOT_SUPPORTED))
+    {
+      g_test_skip_printf ("%s: the driver refuses advice on pool memory: %s", spec, error->message);
+      mt_close_ok (buf, NULL);
+      return;
+    }
+  g_assert_no_error (error);
   CALL_OK (memres_buffer_get_read_mostly (buf, &mostly, &error));
   g_assert_true (mostly);
   CALL_OK (memres_buffer_set_read_mostly (buf, FALSE, &error));
