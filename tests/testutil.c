@@ -1000,12 +1000,14 @@ mt_stream_hold (MemresStream stream)
   g_assert_true (memres_cuda_ensure_context (0, &error));
   g_assert_no_error (error);
   hold->stream = stream;
+  /* Everything that may wait inside the driver comes before the wait is queued: once the stream
+   * is held, this thread makes only the one cuEventRecord call until it returns. */
   hold_take_word (hold, drv, &dptr);
+  g_assert_cmpint (drv->cuEventCreate (&hold->behind, CU_EVENT_DISABLE_TIMING), ==, CUDA_SUCCESS);
   *hold->flag = 0;
   __atomic_thread_fence (__ATOMIC_SEQ_CST);
   g_assert_cmpint (wait_value ((CUstream) stream, dptr, 1, CU_STREAM_WAIT_VALUE_GEQ), ==,
                    CUDA_SUCCESS);
-  g_assert_cmpint (drv->cuEventCreate (&hold->behind, CU_EVENT_DISABLE_TIMING), ==, CUDA_SUCCESS);
   g_assert_cmpint (drv->cuEventRecord (hold->behind, (CUstream) stream), ==, CUDA_SUCCESS);
   return hold;
 }
