@@ -787,7 +787,7 @@ static const char *const hazard_names[] = {
 G_STATIC_ASSERT (G_N_ELEMENTS (hazards) == G_N_ELEMENTS (hazard_names));
 
 /* 8 threads, 8 streams: well under the 32 hardware queues of the gpu suite, so that no two held
- * streams share one (16 hung on the H200; see docs/cache.md) */
+ * streams share one */
 #define HAZARD_THREADS 8
 #define HAZARD_ROUNDS  20
 
@@ -842,8 +842,12 @@ hazard_thread (gpointer data)
   CUstream mine = job->streams[job->index];
   CUstream next = job->streams[(job->index + 1) % HAZARD_THREADS];
   guint8 byte = (guint8) (0x40 + job->index);
+  CUstream check;
+  CUevent filled;
 
   g_assert_true (memres_cuda_ensure_context (0, NULL));
+  check = stream_new ();
+  CU_OK (drv ()->cuEventCreate (&filled, CU_EVENT_DISABLE_TIMING));
   for (guint r = 0; r < HAZARD_ROUNDS; r++)
     {
       MemresBuffer *x, *y;
@@ -864,11 +868,19 @@ hazard_thread (gpointer data)
       STEP (job, r, 7);
       mt_stream_release (hold);
       STEP (job, r, 8);
-      mt_assert_bytes (y, byte, next);
+      /* Y is read back on this thread's own idle stream once the host saw its fill done: a
+       * pageable read on `next` would block this thread inside the driver while the next
+       * thread still holds `next`, and on the H200 that blocked the holder's own calls too
+       * (a deadlock) */
+      CU_OK (drv ()->cuEventRecord (filled, next));
+      CU_OK (drv ()->cuEventSynchronize (filled));
+      mt_assert_bytes (y, byte, check);
       STEP (job, r, 9);
       mt_close_ok (y, next);
     }
   STEP (job, HAZARD_ROUNDS, 0);
+  CU_OK (drv ()->cuEventDestroy (filled));
+  stream_free (check);
   return NULL;
 }
 
