@@ -786,9 +786,7 @@ static const char *const hazard_names[] = {
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (hazards) == G_N_ELEMENTS (hazard_names));
 
-/* 8 threads, 8 streams: well under the 32 hardware queues of the gpu suite, so that no two held
- * streams share one */
-#define HAZARD_THREADS 8
+#define HAZARD_THREADS 16
 #define HAZARD_ROUNDS  20
 
 typedef struct
@@ -797,7 +795,8 @@ typedef struct
   CUstream *streams;
   guint index;
   GError *error;
-  gint step; /* atomic: round * 10 + the step it is in, for the watchdog's report */
+  gint step;       /* atomic: round * 10 + the step it is in, for the watchdog's report */
+  guint8 *staging; /* 64 KiB of page-locked memory, allocated before any stream is held */
 } HazardJob;
 
 #define STEP(job, r, n) g_atomic_int_set (&(job)->step, (gint) ((r) *10 + (n)))
@@ -842,11 +841,10 @@ hazard_thread (gpointer data)
   CUstream mine = job->streams[job->index];
   CUstream next = job->streams[(job->index + 1) % HAZARD_THREADS];
   guint8 byte = (guint8) (0x40 + job->index);
-  CUstream check;
+  guint8 *staging = job->staging;
   CUevent filled;
 
   g_assert_true (memres_cuda_ensure_context (0, NULL));
-  check = stream_new ();
   CU_OK (drv ()->cuEventCreate (&filled, CU_EVENT_DISABLE_TIMING));
   for (guint r = 0; r < HAZARD_ROUNDS; r++)
     {
@@ -868,19 +866,29 @@ hazard_thread (gpointer data)
       STEP (job, r, 7);
       mt_stream_release (hold);
       STEP (job, r, 8);
-      /* Y is read back on this thread's own idle stream once the host saw its fill done: a
-       * pageable read on `next` would block this thread inside the driver while the next
-       * thread still holds `next`, and on the H200 that blocked the holder's own calls too
-       * (a deadlock) */
+      /* Y is read back into page-locked memory on this thread's own stream, after it waits for
+       * Y's fill on `next`: every call queues without waiting inside the driver, and only the
+       * stream synchronize waits. (A read into pageable memory on `next` waits inside the
+       * driver while the next thread still holds `next`, and on the H200 that blocked the
+       * holder's own calls too: a deadlock.) */
       CU_OK (drv ()->cuEventRecord (filled, next));
-      CU_OK (drv ()->cuEventSynchronize (filled));
-      mt_assert_bytes (y, byte, check);
+      CU_OK (drv ()->cuStreamWaitEvent (mine, filled, 0));
+      {
+        g_autoptr (GError) error = NULL;
+
+        memset (staging, 0, 64 * KiB);
+        g_assert_true (memres_buffer_read (y, 0, staging, 64 * KiB, mine, &error));
+        g_assert_no_error (error);
+        for (gsize i = 0; i < 64 * KiB; i++)
+          if (staging[i] != byte)
+            g_error ("thread %u round %u: byte %" G_GSIZE_FORMAT " is 0x%02x, expected 0x%02x",
+                     job->index, r, i, staging[i], byte);
+      }
       STEP (job, r, 9);
       mt_close_ok (y, next);
     }
   STEP (job, HAZARD_ROUNDS, 0);
   CU_OK (drv ()->cuEventDestroy (filled));
-  stream_free (check);
   return NULL;
 }
 
@@ -892,19 +900,27 @@ test_hazard_threads (gconstpointer data)
   CUstream streams[HAZARD_THREADS];
   HazardJob jobs[HAZARD_THREADS];
   GThread *threads[HAZARD_THREADS], *watchdog;
+  guint8 *staging[HAZARD_THREADS];
   HazardWatch watch = { 0 };
 
   if (!hazard_begin ())
     return;
   mr = mt_new_ok (spec);
+  g_assert_true (memres_cuda_ensure_context (0, NULL));
   for (guint t = 0; t < HAZARD_THREADS; t++)
-    streams[t] = stream_new ();
+    {
+      void *host = NULL;
+
+      streams[t] = stream_new ();
+      CU_OK (drv ()->cuMemHostAlloc (&host, 64 * KiB, 0));
+      staging[t] = host;
+    }
   g_mutex_init (&watch.lock);
   g_cond_init (&watch.cond);
   watch.jobs = jobs;
   for (guint t = 0; t < HAZARD_THREADS; t++)
     {
-      jobs[t] = (HazardJob){ mr, streams, t, NULL, 0 };
+      jobs[t] = (HazardJob){ mr, streams, t, NULL, 0, staging[t] };
       threads[t] = g_thread_new ("hazard", hazard_thread, &jobs[t]);
     }
   watchdog = g_thread_new ("hazard-watchdog", hazard_watchdog, &watch);
@@ -921,7 +937,10 @@ test_hazard_threads (gconstpointer data)
                     (guint64) HAZARD_THREADS * HAZARD_ROUNDS * 2);
   g_assert_cmpuint (counter (mr, "used"), ==, 0);
   for (guint t = 0; t < HAZARD_THREADS; t++)
-    stream_free (streams[t]);
+    {
+      stream_free (streams[t]);
+      CU_OK (drv ()->cuMemFreeHost (staging[t]));
+    }
   g_clear_pointer (&mr, memres_resource_unref);
   hazard_end ();
 }
