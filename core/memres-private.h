@@ -99,7 +99,9 @@ void _memres_ipc_mappings_revive (MemresIpcMappings *t, MemresIpcMapping *m,
 #define MEMRES_STRIPE_DEAD    ((gint64) 1 << 62)
 typedef struct
 {
-  gint64 n; /* atomic */
+  gint64 n;    /* atomic: MEMRES_STRIPE_BIAS + buffers counted here (MemresResource.stripes) */
+  gint64 used; /* atomic: bytes allocated minus bytes closed through this stripe (may be < 0) */
+  gint64 rest; /* atomic: the other stripes' bytes at this stripe's last full count */
 } __attribute__ ((aligned (64))) MemresStripe;
 
 struct _MemresResource
@@ -112,11 +114,11 @@ struct _MemresResource
    * each: the high 32 bits count the references of the application (memres_resource_ref()), the
    * low 32 bits the open buffers. The instance is finalized when the word drops to 0. */
   gint64 refs;
-  /* The bytes of the buffers memres_resource_allocate() made (resized ones at their size now;
-   * imported ones not counted) and their high-water mark, kept by the core for every kind in
-   * relaxed atomics next to refs (the same cache line on the hot path): the statistics a kind
-   * without a get_stats slot reports, and what a get_stats slot starts from. */
-  guint64 used_bytes;
+  /* The high-water mark of the bytes of the buffers memres_resource_allocate() made (resized
+   * ones at their size now; imported ones not counted); the bytes themselves are counted on the
+   * stripes (MemresStripe.used, summed by _memres_resource_used_bytes()). The statistics a kind
+   * without a get_stats slot reports, and what a get_stats slot starts from. Written only when a
+   * new peak is seen (resource.c: _memres_resource_count_peak()), so the hot path only reads it. */
   guint64 used_high;
   /* atomic: set once, after pool_id and device_uuid (under ipc-resource.c's pools lock): 0,
    * or whose identity they are (ipc-resource.c: POOL_ID_EXPORTER, POOL_ID_IMPORTED) */
@@ -266,21 +268,6 @@ char *_memres_default_spec (gint device, char **host_reason, GError **error);
 #define MEMRES_RESOURCE_APP_REF ((gint64) 1 << 32)
 void _memres_resource_add_buffer (MemresResource *mr);
 
-/* resource.c: @delta more (or fewer) bytes in @mr's allocated buffers (MemresResource.used_*). */
-static inline void
-_memres_resource_count_used (MemresResource *mr, gint64 delta)
-{
-  guint64 now = __atomic_add_fetch (&mr->used_bytes, (guint64) delta, __ATOMIC_RELAXED);
-  guint64 high;
-
-  if (delta <= 0)
-    return;
-  high = __atomic_load_n (&mr->used_high, __ATOMIC_RELAXED);
-  while (now > high
-         && !__atomic_compare_exchange_n (&mr->used_high, &high, now, TRUE, __ATOMIC_RELAXED,
-                                          __ATOMIC_RELAXED))
-    ;
-}
 void _memres_resource_remove_buffer (MemresResource *mr);
 gboolean _memres_resource_try_ref (MemresResource *mr);
 
@@ -300,6 +287,26 @@ _memres_stripe (MemresResource *mr)
   if (G_UNLIKELY (i == 0))
     i = _memres_stripe_assign ();
   return &mr->stripes[i - 1];
+}
+
+/* resource.c: @delta more (or fewer) bytes in @mr's allocated buffers, on the calling thread's
+ * stripe. A new peak is seen when this stripe's bytes plus the other stripes' at its last full
+ * count pass used_high; then all stripes are summed (_memres_resource_count_peak()). Exact with
+ * one thread at a time; with several, the mark may trail a peak that only the sum of other
+ * threads' recent allocations reached (memres_resource_get_stats() documents it). */
+void _memres_resource_count_peak (MemresResource *mr, MemresStripe *stripe);
+guint64 _memres_resource_used_bytes (MemresResource *mr);
+
+static inline void
+_memres_resource_count_used (MemresResource *mr, gint64 delta)
+{
+  MemresStripe *stripe = _memres_stripe (mr);
+  gint64 mine = __atomic_add_fetch (&stripe->used, delta, __ATOMIC_RELAXED);
+
+  if (delta > 0
+      && G_UNLIKELY ((guint64) (mine + __atomic_load_n (&stripe->rest, __ATOMIC_RELAXED))
+                     > __atomic_load_n (&mr->used_high, __ATOMIC_RELAXED)))
+    _memres_resource_count_peak (mr, stripe);
 }
 
 /* One more buffer of memres_resource_allocate(): it keeps @mr alive. */
@@ -383,13 +390,45 @@ gboolean _memres_resource_slot_result (MemresResource *mr, const char *slot, gbo
  * with address 0 or fewer than @size bytes (MEMRES_ERROR_FAILED), releasing what the plugin
  * returned through deallocate, and zero @alloc. _memres_resource_call_deallocate() is the one
  * way to call deallocate. */
-gboolean _memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream stream,
-                                         MemresAllocation *alloc, GError **error);
-gboolean _memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok,
-                                        GError **local, gsize size, MemresStream stream,
-                                        MemresAllocation *alloc, GError **error);
-gboolean _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc,
-                                           MemresStream stream, GError **error);
+gboolean _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboolean ok,
+                                             GError **local, gsize size, MemresStream stream,
+                                             MemresAllocation *alloc, GError **error);
+
+/* Inline: a good result costs a few compares on the allocation hot path, and each layer of a
+ * stack pays no call of its own for the check. */
+static inline gboolean
+_memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok, GError **local,
+                               gsize size, MemresStream stream, MemresAllocation *alloc,
+                               GError **error)
+{
+  if (G_LIKELY (ok && *local == NULL && alloc->address != 0 && alloc->size >= size))
+    return TRUE;
+  return _memres_resource_alloc_result_slow (mr, slot, ok, local, size, stream, alloc, error);
+}
+
+/* The allocate slot for @size (> 0) bytes. Every caller of the allocate slot goes through here
+ * (memres_resource_allocate() and the upstream resources of adaptor kinds). */
+static inline gboolean
+_memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                MemresAllocation *alloc, GError **error)
+{
+  GError *local = NULL;
+  gboolean ok = mr->ops->allocate (mr, size, stream, alloc, &local);
+
+  return _memres_resource_alloc_result (mr, "allocate", ok, &local, size, stream, alloc, error);
+}
+
+static inline gboolean
+_memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                                  GError **error)
+{
+  GError *local = NULL;
+  gboolean ok = mr->ops->deallocate (mr, alloc, stream, &local);
+
+  if (G_LIKELY (ok && local == NULL))
+    return TRUE;
+  return _memres_resource_slot_result (mr, "deallocate", ok, &local, error);
+}
 
 /* buffer-transfer.c: makes the context of @stream (an explicit stream: its own; the legacy
  * stream: device @device's primary context) current for driver calls on it, pushing it when

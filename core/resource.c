@@ -23,6 +23,33 @@ _memres_stripe_assign (void)
   return _memres_stripe_index;
 }
 
+guint64
+_memres_resource_used_bytes (MemresResource *mr)
+{
+  gint64 sum = 0;
+
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    sum += __atomic_load_n (&mr->stripes[i].used, __ATOMIC_RELAXED);
+  return (guint64) MAX (sum, 0);
+}
+
+/* The slow half of _memres_resource_count_used(): the exact sum, the stripe's view of the
+ * others refreshed, and the mark raised to the sum. */
+void
+_memres_resource_count_peak (MemresResource *mr, MemresStripe *stripe)
+{
+  guint64 total = _memres_resource_used_bytes (mr);
+  guint64 high = __atomic_load_n (&mr->used_high, __ATOMIC_RELAXED);
+
+  __atomic_store_n (&stripe->rest,
+                    (gint64) total - __atomic_load_n (&stripe->used, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
+  while (total > high
+         && !__atomic_compare_exchange_n (&mr->used_high, &high, total, TRUE, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED))
+    ;
+}
+
 static gboolean
 not_supported (MemresResource *mr, const char *what, GError **error)
 {
@@ -57,23 +84,14 @@ _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
   return slot_result (mr, slot, ok, local, error);
 }
 
-/* The deallocate slot on @alloc, its result checked (slot_result()). */
+/* The slow half of _memres_resource_alloc_result() (memres-private.h): slot_result(), then, on
+ * success, a nonzero address and at least @size bytes. A success that breaks that contract is
+ * released through the deallocate slot (its failure a warning), @alloc zeroed and refused with
+ * MEMRES_ERROR_FAILED. */
 gboolean
-_memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                                  GError **error)
-{
-  GError *local = NULL;
-  gboolean ok = mr->ops->deallocate (mr, alloc, stream, &local);
-
-  if (G_LIKELY (ok && local == NULL))
-    return TRUE;
-  return slot_result (mr, "deallocate", ok, &local, error);
-}
-
-/* The slow half of _memres_resource_alloc_result(). */
-static gboolean
-alloc_result_slow (MemresResource *mr, const char *slot, gboolean ok, GError **local, gsize size,
-                   MemresStream stream, MemresAllocation *alloc, GError **error)
+_memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboolean ok,
+                                    GError **local, gsize size, MemresStream stream,
+                                    MemresAllocation *alloc, GError **error)
 {
   g_autoptr (GError) release_error = NULL;
   const char *what;
@@ -93,34 +111,6 @@ alloc_result_slow (MemresResource *mr, const char *slot, gboolean ok, GError **l
                release_error->message);
   memset (alloc, 0, sizeof *alloc);
   return FALSE;
-}
-
-/* Checks the result of a slot that returns memory in @alloc (allocate, resize, import_buffer,
- * import_chunks): slot_result(), then, on success, a nonzero address and at least @size bytes.
- * A success that breaks that contract is released through the deallocate slot (its failure a
- * warning), @alloc zeroed and refused with MEMRES_ERROR_FAILED. A good result costs a few
- * compares on the allocation hot path. */
-gboolean
-_memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok, GError **local,
-                               gsize size, MemresStream stream, MemresAllocation *alloc,
-                               GError **error)
-{
-  if (G_LIKELY (ok && *local == NULL && alloc->address != 0 && alloc->size >= size))
-    return TRUE;
-  return alloc_result_slow (mr, slot, ok, local, size, stream, alloc, error);
-}
-
-/* The allocate slot for @size (> 0) bytes, its result checked (_memres_resource_alloc_result()).
- * Every caller of the allocate slot goes through here (memres_resource_allocate() and the
- * upstream resources of adaptor kinds). */
-gboolean
-_memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream stream,
-                                MemresAllocation *alloc, GError **error)
-{
-  GError *local = NULL;
-  gboolean ok = mr->ops->allocate (mr, size, stream, alloc, &local);
-
-  return _memres_resource_alloc_result (mr, "allocate", ok, &local, size, stream, alloc, error);
 }
 
 /* The flags this core knows: bits 0 to 6 (MEMRES_MEMORY_DEVICE_ACCESSIBLE to
@@ -624,7 +614,12 @@ memres_resource_is_host_accessible (MemresResource *mr)
  * Reads the resource's statistics (reserved and used bytes, current and high-water) and the
  * number of live buffers. The core counts the bytes of the buffers memres_resource_allocate()
  * made for every kind (reserved = used); a kind's get_stats slot starts from those counts and
- * replaces what it knows better (for pools, cuMemPoolGetAttribute()).
+ * replaces what it knows better (for pools, cuMemPoolGetAttribute()). The core's counts are
+ * kept per thread (no shared cache line written on the allocate/close path): the current bytes
+ * are exact when no allocate or close runs at the same time; the high-water mark is exact when
+ * one thread at a time allocates, and with threads allocating at once it may trail a peak that
+ * only their sum reached (by at most the bytes other threads allocated since this thread last
+ * saw a new peak).
  * A resource imported from another process (%MEMRES_MEMORY_IMPORTED) reports what this process
  * maps of the pool (reserved and used: the bytes of the allocations its imported buffers
  * mapped; the driver keeps the pool's own counts in the exporting process and refuses
@@ -655,7 +650,7 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
   /* what the core counted for the layer that reports; its get_stats replaces what it knows
    * better (a pool's reserved bytes, say) */
   owner = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_stats), FALSE);
-  s.used_current = __atomic_load_n (&owner->used_bytes, __ATOMIC_RELAXED);
+  s.used_current = _memres_resource_used_bytes (owner);
   s.used_high = MAX (__atomic_load_n (&owner->used_high, __ATOMIC_RELAXED), s.used_current);
   s.reserved_current = s.used_current;
   s.reserved_high = s.used_high;
@@ -704,8 +699,7 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
       _memres_ipc_reset_stats (mr);
       return TRUE;
     }
-  __atomic_store_n (&mr->used_high, __atomic_load_n (&mr->used_bytes, __ATOMIC_RELAXED),
-                    __ATOMIC_RELAXED);
+  __atomic_store_n (&mr->used_high, _memres_resource_used_bytes (mr), __ATOMIC_RELAXED);
   if (mr->ops->reset_stats == NULL)
     return TRUE;
   return slot_result (mr, "reset_stats", mr->ops->reset_stats (mr, &local), &local, error);

@@ -5,15 +5,17 @@
  * for its C API.
  *
  * The hot path is the point of this kind: an allocate+close pair through it must cost a few
- * nanoseconds over its upstream. No lock, and one locked instruction per call: the current bytes
- * and count, shared by all threads, change together with one 16-byte compare-and-swap (x86_64;
- * elsewhere one atomic add each); a peak moves only when a new high is reached (a relaxed load,
- * and a compare-and-swap only then). The totals (bytes
- * allocated, allocations per size class) are counted at allocate on a shard of the calling
- * thread, a cache line or two written by that thread alone with plain stores; a reader sums the
- * shards. A thread finds its shard through a small thread-local cache keyed by the instance's
- * serial number (never reused, so a stale entry of a finalized instance never matches); on a
- * miss it looks the shard up, or adds one, under the instance's mutex. */
+ * nanoseconds over its upstream. No lock and no locked instruction: every count (current bytes
+ * and allocations, totals, allocations per size class) is kept on a shard of the calling
+ * thread, a cache line or two written by that thread alone with plain stores (a free on another
+ * thread than the allocate counts down there: a shard's current values may wrap below zero,
+ * their sum over all shards is exact). A reader sums the shards. A peak moves when this
+ * thread's current value plus the other shards' at its last full count passes it: then the
+ * shards are summed and the peak raised with a compare-and-swap (exact with one thread at a
+ * time; with several, a peak only their sum reached may be missed by up to what the others
+ * allocated since). A thread finds its shard through a small thread-local cache keyed by the
+ * instance's serial number (never reused, so a stale entry of a finalized instance never
+ * matches); on a miss it looks the shard up, or adds one, under the instance's mutex. */
 #include "memres-private.h"
 
 #include <stdlib.h>
@@ -22,41 +24,27 @@ typedef struct _Shard Shard;
 struct _Shard
 {
   /* written by one thread only */
+  guint64 bytes_current; /* modulo 2^64: bytes allocated minus bytes freed on this thread */
+  guint64 count_current;
+  guint64 bytes_rest; /* the other shards' current values at this thread's last full count */
+  guint64 count_rest;
   guint64 bytes_allocated;
   guint64 size_classes[MEMRES_STATS_N_SIZE_CLASSES];
   gconstpointer owner; /* the thread's cache (its address identifies the thread) */
   Shard *next;
 };
 
-/* The current bytes and count, changed together: on x86_64 with one 16-byte compare-and-swap
- * (one locked instruction for both), elsewhere with one atomic add each. */
-#if defined(__x86_64__)
-#define STATS_PAIR_CAS 1
-#define STATS_HOT      __attribute__ ((target ("cx16")))
-#else
-#define STATS_PAIR_CAS 0
-#define STATS_HOT
-#endif
-
 typedef struct
 {
-  /* written on every allocate and free by every thread: one cache line; 16-byte aligned (the
-   * private data is) */
-  guint64 bytes_current;
-  guint64 count_current;
+  /* read on every allocate, written only at a new peak */
   guint64 bytes_peak;
   guint64 count_peak;
   guint64 serial;
-  guint8 pad[64 - 5 * sizeof (guint64)];
-  GMutex lock; /* the shard list and the reset bases */
+  GMutex lock; /* adding shards, and the reset bases */
   Shard *shards;
   guint64 bytes_total_base;
   guint64 classes_base[MEMRES_STATS_N_SIZE_CLASSES];
 } StatsResource;
-
-/* the pair at the start of the 16-byte aligned private data */
-G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_current) == 0);
-G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, count_current) == 8);
 
 /* A thread's shards of the last few instances it used. */
 #define SHARD_CACHE_SIZE 4
@@ -136,39 +124,29 @@ my_shard (StatsResource *self)
 
 /* One writer: a plain load and store, atomic only so that readers see whole values. */
 static inline void
-shard_add (guint64 *counter, guint64 n)
+shard_set (guint64 *counter, guint64 value)
 {
-  __atomic_store_n (counter, __atomic_load_n (counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+  __atomic_store_n (counter, value, __ATOMIC_RELAXED);
 }
 
-/* Adds @bytes and @count (two's complement for a decrease) to the current values; stores the
- * new ones in *@new_bytes and *@new_count. */
-static inline STATS_HOT void
-current_add (StatsResource *self, guint64 bytes, guint64 count, guint64 *new_bytes,
-             guint64 *new_count)
+static inline void
+shard_add (guint64 *counter, guint64 n)
 {
-#if STATS_PAIR_CAS
-  typedef unsigned __int128 Pair;
-  Pair *pair = (Pair *) &self->bytes_current;
-  guint64 b = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED);
-  guint64 c = __atomic_load_n (&self->count_current, __ATOMIC_RELAXED);
+  shard_set (counter, __atomic_load_n (counter, __ATOMIC_RELAXED) + n);
+}
 
-  for (;;)
+/* The current values summed over all shards (modulo 2^64, so a shard below zero adds up). */
+static void
+sum_current (StatsResource *self, guint64 *bytes, guint64 *count)
+{
+  *bytes = 0;
+  *count = 0;
+  for (Shard *shard = __atomic_load_n (&self->shards, __ATOMIC_ACQUIRE); shard != NULL;
+       shard = shard->next)
     {
-      Pair old = ((Pair) c << 64) | b;
-      Pair prev = __sync_val_compare_and_swap (pair, old, ((Pair) (c + count) << 64) | (b + bytes));
-
-      if (G_LIKELY (prev == old))
-        break;
-      b = (guint64) prev;
-      c = (guint64) (prev >> 64);
+      *bytes += __atomic_load_n (&shard->bytes_current, __ATOMIC_RELAXED);
+      *count += __atomic_load_n (&shard->count_current, __ATOMIC_RELAXED);
     }
-  *new_bytes = b + bytes;
-  *new_count = c + count;
-#else
-  *new_bytes = __atomic_add_fetch (&self->bytes_current, bytes, __ATOMIC_RELAXED);
-  *new_count = __atomic_add_fetch (&self->count_current, count, __ATOMIC_RELAXED);
-#endif
 }
 
 static inline void
@@ -182,7 +160,21 @@ raise_peak (guint64 *peak, guint64 value)
     ;
 }
 
-static STATS_HOT gboolean
+/* The slow half of stats_allocate(): @shard's estimate passed a peak. The exact sums, the
+ * shard's view of the others refreshed, and the peaks raised. */
+static G_GNUC_NO_INLINE void
+see_peak (StatsResource *self, Shard *shard)
+{
+  guint64 bytes, count;
+
+  sum_current (self, &bytes, &count);
+  shard_set (&shard->bytes_rest, bytes - shard->bytes_current);
+  shard_set (&shard->count_rest, count - shard->count_current);
+  raise_peak (&self->bytes_peak, bytes);
+  raise_peak (&self->count_peak, count);
+}
+
+static gboolean
 stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
@@ -192,23 +184,33 @@ stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
 
   if (G_UNLIKELY (!memres_upstream_allocate (mr, size, stream, alloc, error)))
     return FALSE;
-  current_add (self, alloc->size, 1, &bytes, &count);
-  raise_peak (&self->bytes_peak, bytes);
-  raise_peak (&self->count_peak, count);
   shard = my_shard (self);
+  bytes = shard->bytes_current + alloc->size;
+  count = shard->count_current + 1;
+  shard_set (&shard->bytes_current, bytes);
+  shard_set (&shard->count_current, count);
   shard_add (&shard->bytes_allocated, alloc->size);
   shard_add (&shard->size_classes[63 - __builtin_clzll ((guint64) alloc->size)], 1);
+  /* the estimates wrap to a huge value when stale: then the slow path corrects them */
+  if (G_UNLIKELY (bytes + shard->bytes_rest > __atomic_load_n (&self->bytes_peak, __ATOMIC_RELAXED)
+                  || count + shard->count_rest
+                         > __atomic_load_n (&self->count_peak, __ATOMIC_RELAXED)))
+    see_peak (self, shard);
   return TRUE;
 }
 
-static STATS_HOT gboolean
+static gboolean
 stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   StatsResource *self = mr->priv;
-  guint64 bytes, count;
+  Shard *shard = my_shard (self);
+  guint64 size = alloc->size;
 
-  current_add (self, -(guint64) alloc->size, -(guint64) 1, &bytes, &count);
-  return memres_upstream_deallocate (mr, alloc, stream, error);
+  if (!memres_upstream_deallocate (mr, alloc, stream, error))
+    return FALSE;
+  shard_set (&shard->bytes_current, shard->bytes_current - size);
+  shard_set (&shard->count_current, shard->count_current - 1);
+  return TRUE;
 }
 
 /* Accounting per buffer: a resize would change sizes behind the counters. */
@@ -247,8 +249,7 @@ read_counters (StatsResource *self, MemresStatsCounters *c)
   memset (c, 0, sizeof *c);
   g_mutex_lock (&self->lock);
   allocated = sum_shards (self, classes);
-  c->bytes_current = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED);
-  c->count_current = __atomic_load_n (&self->count_current, __ATOMIC_RELAXED);
+  sum_current (self, &c->bytes_current, &c->count_current);
   c->bytes_peak = MAX (__atomic_load_n (&self->bytes_peak, __ATOMIC_RELAXED), c->bytes_current);
   c->count_peak = MAX (__atomic_load_n (&self->count_peak, __ATOMIC_RELAXED), c->count_current);
   c->bytes_total = allocated - self->bytes_total_base;
@@ -278,11 +279,12 @@ stats_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 static void
 reset (StatsResource *self)
 {
+  guint64 bytes, count;
+
   g_mutex_lock (&self->lock);
-  __atomic_store_n (&self->bytes_peak, __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED),
-                    __ATOMIC_RELAXED);
-  __atomic_store_n (&self->count_peak, __atomic_load_n (&self->count_current, __ATOMIC_RELAXED),
-                    __ATOMIC_RELAXED);
+  sum_current (self, &bytes, &count);
+  __atomic_store_n (&self->bytes_peak, bytes, __ATOMIC_RELAXED);
+  __atomic_store_n (&self->count_peak, count, __ATOMIC_RELAXED);
   self->bytes_total_base = sum_shards (self, self->classes_base);
   g_mutex_unlock (&self->lock);
 }
