@@ -99,9 +99,9 @@ void _memres_ipc_mappings_revive (MemresIpcMappings *t, MemresIpcMapping *m,
 #define MEMRES_STRIPE_DEAD    ((gint64) 1 << 62)
 typedef struct
 {
-  gint64 n;    /* atomic: MEMRES_STRIPE_BIAS + buffers counted here (MemresResource.stripes) */
-  gint64 used; /* atomic: bytes allocated minus bytes closed through this stripe (may be < 0) */
-  gint64 rest; /* atomic: the other stripes' bytes at this stripe's last full count */
+  gint64 n;     /* atomic: MEMRES_STRIPE_BIAS + buffers counted here (MemresResource.stripes) */
+  gint64 used;  /* atomic: bytes allocated minus bytes closed through this stripe (may be < 0) */
+  gint64 quota; /* atomic: how high @used may go before the stripes are summed (peak.c) */
 } __attribute__ ((aligned (64))) MemresStripe;
 
 struct _MemresResource
@@ -290,11 +290,14 @@ _memres_stripe (MemresResource *mr)
 }
 
 /* resource.c: @delta more (or fewer) bytes in @mr's allocated buffers, on the calling thread's
- * stripe. A new peak is seen when this stripe's bytes plus the other stripes' at its last full
- * count pass used_high; then all stripes are summed (_memres_resource_count_peak()). Exact with
- * one thread at a time; with several, the mark may trail a peak that only the sum of other
- * threads' recent allocations reached (memres_resource_get_stats() documents it). */
-void _memres_resource_count_peak (MemresResource *mr, MemresStripe *stripe);
+ * stripe. Each stripe has a quota, and the quotas sum to at most used_high: while every stripe
+ * stays within its own, no new peak can have been reached. A stripe that passes its quota sums
+ * all stripes (_memres_resource_count_peak()), raises used_high to the sum when it is a new
+ * peak, and shares what is left below the mark among the stripes as new quotas. Exact whenever
+ * no two threads change the counts at the same instant; under contention, two recounts at once
+ * may give quotas above the mark, and a peak may then be missed by up to that excess
+ * (memres_resource_get_stats() documents it). @reset: used_high set to the sum. */
+void _memres_resource_count_peak (MemresResource *mr, gboolean reset);
 guint64 _memres_resource_used_bytes (MemresResource *mr);
 
 static inline void
@@ -303,10 +306,8 @@ _memres_resource_count_used (MemresResource *mr, gint64 delta)
   MemresStripe *stripe = _memres_stripe (mr);
   gint64 mine = __atomic_add_fetch (&stripe->used, delta, __ATOMIC_RELAXED);
 
-  if (delta > 0
-      && G_UNLIKELY ((guint64) (mine + __atomic_load_n (&stripe->rest, __ATOMIC_RELAXED))
-                     > __atomic_load_n (&mr->used_high, __ATOMIC_RELAXED)))
-    _memres_resource_count_peak (mr, stripe);
+  if (delta > 0 && G_UNLIKELY (mine > __atomic_load_n (&stripe->quota, __ATOMIC_RELAXED)))
+    _memres_resource_count_peak (mr, FALSE);
 }
 
 /* One more buffer of memres_resource_allocate(): it keeps @mr alive. */

@@ -33,21 +33,28 @@ _memres_resource_used_bytes (MemresResource *mr)
   return (guint64) MAX (sum, 0);
 }
 
-/* The slow half of _memres_resource_count_used(): the exact sum, the stripe's view of the
- * others refreshed, and the mark raised to the sum. */
+/* The slow half of _memres_resource_count_used() (memres-private.h): the exact sum, the mark
+ * raised to it (or set to it: @reset), and what is left below the mark shared as quotas. */
 void
-_memres_resource_count_peak (MemresResource *mr, MemresStripe *stripe)
+_memres_resource_count_peak (MemresResource *mr, gboolean reset)
 {
-  guint64 total = _memres_resource_used_bytes (mr);
+  gint64 used[MEMRES_BUFFER_STRIPES];
+  gint64 total = 0, share;
   guint64 high = __atomic_load_n (&mr->used_high, __ATOMIC_RELAXED);
 
-  __atomic_store_n (&stripe->rest,
-                    (gint64) total - __atomic_load_n (&stripe->used, __ATOMIC_RELAXED),
-                    __ATOMIC_RELAXED);
-  while (total > high
-         && !__atomic_compare_exchange_n (&mr->used_high, &high, total, TRUE, __ATOMIC_RELAXED,
-                                          __ATOMIC_RELAXED))
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    total += used[i] = __atomic_load_n (&mr->stripes[i].used, __ATOMIC_RELAXED);
+  total = MAX (total, 0);
+  if (reset)
+    __atomic_store_n (&mr->used_high, high = (guint64) total, __ATOMIC_RELAXED);
+  while ((guint64) total > high
+         && !__atomic_compare_exchange_n (&mr->used_high, &high, (guint64) total, TRUE,
+                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED))
     ;
+  high = MAX (high, (guint64) total);
+  share = (gint64) ((high - (guint64) total) / MEMRES_BUFFER_STRIPES);
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    __atomic_store_n (&mr->stripes[i].quota, used[i] + share, __ATOMIC_RELAXED);
 }
 
 static gboolean
@@ -616,10 +623,9 @@ memres_resource_is_host_accessible (MemresResource *mr)
  * made for every kind (reserved = used); a kind's get_stats slot starts from those counts and
  * replaces what it knows better (for pools, cuMemPoolGetAttribute()). The core's counts are
  * kept per thread (no shared cache line written on the allocate/close path): the current bytes
- * are exact when no allocate or close runs at the same time; the high-water mark is exact when
- * one thread at a time allocates, and with threads allocating at once it may trail a peak that
- * only their sum reached (by at most the bytes other threads allocated since this thread last
- * saw a new peak).
+ * are exact when no allocate or close runs at the same time, and so is the high-water mark
+ * whatever threads allocated and closed, except that when threads allocate at the same instant
+ * it may miss a peak reached only then, by a few allocations.
  * A resource imported from another process (%MEMRES_MEMORY_IMPORTED) reports what this process
  * maps of the pool (reserved and used: the bytes of the allocations its imported buffers
  * mapped; the driver keeps the pool's own counts in the exporting process and refuses
@@ -699,7 +705,7 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
       _memres_ipc_reset_stats (mr);
       return TRUE;
     }
-  __atomic_store_n (&mr->used_high, _memres_resource_used_bytes (mr), __ATOMIC_RELAXED);
+  _memres_resource_count_peak (mr, TRUE);
   if (mr->ops->reset_stats == NULL)
     return TRUE;
   return slot_result (mr, "reset_stats", mr->ops->reset_stats (mr, &local), &local, error);

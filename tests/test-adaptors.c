@@ -933,6 +933,88 @@ test_threads_exact (void)
   g_assert_cmpuint (in.bytes_peak, <=, 64 * 1024);
 }
 
+#define MiB (G_GUINT64_CONSTANT (1) << 20)
+
+/* Peaks counted per thread are exact when threads take turns: buffers allocated on one
+ * thread, more on another while those live, closed on a third; for the core's counts (host)
+ * and for the stats layer's (bytes and allocations). */
+typedef struct
+{
+  MemresResource *mr;
+  MemresBuffer **bufs;
+  guint n;
+  gboolean close;
+} TurnJob;
+
+static gpointer
+turn_thread (gpointer data)
+{
+  TurnJob *job = data;
+
+  for (guint i = 0; i < job->n; i++)
+    if (job->close)
+      g_clear_pointer (&job->bufs[i], memres_buffer_unref);
+    else
+      job->bufs[i] = mt_alloc_ok (job->mr, (i + 1) * MiB, NULL);
+  return NULL;
+}
+
+static void
+run_turn (MemresResource *mr, MemresBuffer **bufs, guint n, gboolean close)
+{
+  TurnJob job = { mr, bufs, n, close };
+
+  g_thread_join (g_thread_new ("turn", turn_thread, &job));
+}
+
+static void
+assert_turn_counts (MemresResource *mr, guint64 used, guint64 high, guint64 count,
+                    guint64 count_high)
+{
+  MemresStats st;
+  MemresStatsCounters c;
+
+  g_assert_true (memres_resource_get_stats (mr, &st, NULL));
+  g_assert_cmpuint (st.used_current, ==, used);
+  g_assert_cmpuint (st.used_high, ==, high);
+  if (memres_stats_get_counters (mr, &c, NULL))
+    {
+      g_assert_cmpuint (c.bytes_current, ==, used);
+      g_assert_cmpuint (c.bytes_peak, ==, high);
+      g_assert_cmpuint (c.count_current, ==, count);
+      g_assert_cmpuint (c.count_peak, ==, count_high);
+    }
+}
+
+static void
+test_peaks_across_threads (void)
+{
+  const char *const specs[] = { "host", "stats>host" };
+
+  for (guint k = 0; k < G_N_ELEMENTS (specs); k++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (specs[k]);
+      MemresBuffer *a[3] = { NULL }, *b[1] = { NULL }, *c[1] = { NULL };
+
+      run_turn (mr, a, 3, FALSE); /* 1 + 2 + 3 MiB on one thread */
+      assert_turn_counts (mr, 6 * MiB, 6 * MiB, 3, 3);
+      b[0] = mt_alloc_ok (mr, 4 * MiB, NULL); /* here, while those live */
+      assert_turn_counts (mr, 10 * MiB, 10 * MiB, 4, 4);
+      run_turn (mr, a, 3, TRUE); /* closed on a third thread */
+      assert_turn_counts (mr, 4 * MiB, 10 * MiB, 1, 4);
+      c[0] = mt_alloc_ok (mr, 7 * MiB, NULL);
+      assert_turn_counts (mr, 11 * MiB, 11 * MiB, 2, 4);
+      g_clear_pointer (&c[0], memres_buffer_unref);
+      g_assert_true (memres_resource_reset_stats (mr, NULL));
+      assert_turn_counts (mr, 4 * MiB, 4 * MiB, 1, 1);
+      run_turn (mr, c, 1, FALSE); /* 1 MiB more on another thread after the reset */
+      assert_turn_counts (mr, 5 * MiB, 5 * MiB, 2, 2);
+      g_clear_pointer (&c[0], memres_buffer_unref);
+      g_clear_pointer (&b[0], memres_buffer_unref);
+      assert_turn_counts (mr, 0, 5 * MiB, 0, 2);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -944,6 +1026,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/stacks-devices", test_stacks_devices);
   g_test_add_func ("/adaptors/over-graph", test_over_graph);
   g_test_add_func ("/adaptors/stats-counters", test_stats_counters);
+  g_test_add_func ("/adaptors/peaks-across-threads", test_peaks_across_threads);
   g_test_add_func ("/adaptors/limit-boundary", test_limit_boundary);
   g_test_add_func ("/adaptors/bad-options", test_bad_options);
   g_test_add_func ("/adaptors/api-lookup", test_api_lookup);

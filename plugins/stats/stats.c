@@ -9,13 +9,15 @@
  * and allocations, totals, allocations per size class) is kept on a shard of the calling
  * thread, a cache line or two written by that thread alone with plain stores (a free on another
  * thread than the allocate counts down there: a shard's current values may wrap below zero,
- * their sum over all shards is exact). A reader sums the shards. A peak moves when this
- * thread's current value plus the other shards' at its last full count passes it: then the
- * shards are summed and the peak raised with a compare-and-swap (exact with one thread at a
- * time; with several, a peak only their sum reached may be missed by up to what the others
- * allocated since). A thread finds its shard through a small thread-local cache keyed by the
- * instance's serial number (never reused, so a stale entry of a finalized instance never
- * matches); on a miss it looks the shard up, or adds one, under the instance's mutex. */
+ * their sum over all shards is exact). A reader sums the shards. Each shard has a quota for
+ * each current value, and the quotas sum to at most the peak: while every shard stays within
+ * its own, no new peak can have been reached. A shard that passes a quota sums all shards,
+ * raises the peaks with a compare-and-swap when the sums are new peaks, and shares what is left
+ * below them among the shards as new quotas (the core's used bytes are counted the same way:
+ * resource.c). Exact whenever no two threads count at the same instant. A thread finds its shard
+ * through a small thread-local cache keyed by the instance's serial number (never reused, so a
+ * stale entry of a finalized instance never matches); on a miss it looks the shard up, or adds one,
+ * under the instance's mutex. */
 #include "memres-private.h"
 
 #include <stdlib.h>
@@ -26,8 +28,8 @@ struct _Shard
   /* written by one thread only */
   guint64 bytes_current; /* modulo 2^64: bytes allocated minus bytes freed on this thread */
   guint64 count_current;
-  guint64 bytes_rest; /* the other shards' current values at this thread's last full count */
-  guint64 count_rest;
+  gint64 bytes_quota; /* how high the current values may go before the shards are summed */
+  gint64 count_quota;
   guint64 bytes_allocated;
   guint64 size_classes[MEMRES_STATS_N_SIZE_CLASSES];
   gconstpointer owner; /* the thread's cache (its address identifies the thread) */
@@ -160,18 +162,49 @@ raise_peak (guint64 *peak, guint64 value)
     ;
 }
 
-/* The slow half of stats_allocate(): @shard's estimate passed a peak. The exact sums, the
- * shard's view of the others refreshed, and the peaks raised. */
-static G_GNUC_NO_INLINE void
-see_peak (StatsResource *self, Shard *shard)
+/* One peak of see_peaks(): raised to @total (or set to it: @reset); returns what is left below
+ * it for each of @n_shards shards. */
+static gint64
+peak_share (guint64 *peak, gint64 total, guint n_shards, gboolean reset)
 {
-  guint64 bytes, count;
+  guint64 high;
 
-  sum_current (self, &bytes, &count);
-  shard_set (&shard->bytes_rest, bytes - shard->bytes_current);
-  shard_set (&shard->count_rest, count - shard->count_current);
-  raise_peak (&self->bytes_peak, bytes);
-  raise_peak (&self->count_peak, count);
+  total = MAX (total, 0);
+  if (reset)
+    __atomic_store_n (peak, (guint64) total, __ATOMIC_RELAXED);
+  raise_peak (peak, (guint64) total);
+  high = MAX (__atomic_load_n (peak, __ATOMIC_RELAXED), (guint64) total);
+  return (gint64) ((high - (guint64) total) / MAX (n_shards, 1));
+}
+
+/* The slow half of stats_allocate(), a shard passed a quota (and reset()): the exact sums, the
+ * peaks raised to them, and the quotas shared again. Each shard's value is read once, for its
+ * sum and its quota. */
+static G_GNUC_NO_INLINE void
+see_peaks (StatsResource *self, gboolean reset)
+{
+  Shard *head = __atomic_load_n (&self->shards, __ATOMIC_ACQUIRE);
+  gint64 bytes = 0, count = 0, bytes_share, count_share;
+  guint n = 0;
+
+  for (Shard *shard = head; shard != NULL; shard = shard->next, n++)
+    {
+      bytes += (gint64) __atomic_load_n (&shard->bytes_current, __ATOMIC_RELAXED);
+      count += (gint64) __atomic_load_n (&shard->count_current, __ATOMIC_RELAXED);
+    }
+  bytes_share = peak_share (&self->bytes_peak, bytes, n, reset);
+  count_share = peak_share (&self->count_peak, count, n, reset);
+  for (Shard *shard = head; shard != NULL; shard = shard->next)
+    {
+      __atomic_store_n (&shard->bytes_quota,
+                        (gint64) __atomic_load_n (&shard->bytes_current, __ATOMIC_RELAXED)
+                            + bytes_share,
+                        __ATOMIC_RELAXED);
+      __atomic_store_n (&shard->count_quota,
+                        (gint64) __atomic_load_n (&shard->count_current, __ATOMIC_RELAXED)
+                            + count_share,
+                        __ATOMIC_RELAXED);
+    }
 }
 
 static gboolean
@@ -191,11 +224,9 @@ stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
   shard_set (&shard->count_current, count);
   shard_add (&shard->bytes_allocated, alloc->size);
   shard_add (&shard->size_classes[63 - __builtin_clzll ((guint64) alloc->size)], 1);
-  /* the estimates wrap to a huge value when stale: then the slow path corrects them */
-  if (G_UNLIKELY (bytes + shard->bytes_rest > __atomic_load_n (&self->bytes_peak, __ATOMIC_RELAXED)
-                  || count + shard->count_rest
-                         > __atomic_load_n (&self->count_peak, __ATOMIC_RELAXED)))
-    see_peak (self, shard);
+  if (G_UNLIKELY ((gint64) bytes > __atomic_load_n (&shard->bytes_quota, __ATOMIC_RELAXED)
+                  || (gint64) count > __atomic_load_n (&shard->count_quota, __ATOMIC_RELAXED)))
+    see_peaks (self, FALSE);
   return TRUE;
 }
 
@@ -279,12 +310,8 @@ stats_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 static void
 reset (StatsResource *self)
 {
-  guint64 bytes, count;
-
   g_mutex_lock (&self->lock);
-  sum_current (self, &bytes, &count);
-  __atomic_store_n (&self->bytes_peak, bytes, __ATOMIC_RELAXED);
-  __atomic_store_n (&self->count_peak, count, __ATOMIC_RELAXED);
+  see_peaks (self, TRUE);
   self->bytes_total_base = sum_shards (self, self->classes_base);
   g_mutex_unlock (&self->lock);
 }
