@@ -9,16 +9,6 @@
 
 #define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
 
-/* Asserts that @call, which sets `error`, succeeds; the error's message shows when it does not. */
-#define CHECK(call)                                                                                \
-  G_STMT_START                                                                                     \
-  {                                                                                                \
-    gboolean ok_ = (call);                                                                         \
-    g_assert_no_error (error);                                                                     \
-    g_assert_true (ok_);                                                                           \
-  }                                                                                                \
-  G_STMT_END
-
 static const MemresCudaDriver *
 drv (void)
 {
@@ -36,7 +26,7 @@ stats_ok (MemresResource *mr)
   MemresStats stats;
 
   memset (&stats, 0xff, sizeof stats);
-  CHECK (memres_resource_get_stats (mr, &stats, &error));
+  MT_CHECK (memres_resource_get_stats (mr, &stats, &error));
   g_assert_cmpuint (stats.reserved_high, >=, stats.reserved_current);
   g_assert_cmpuint (stats.used_high, >=, stats.used_current);
   g_assert_cmpuint (stats.reserved_current, >=, stats.used_current);
@@ -50,7 +40,7 @@ stream_new_on (gint device)
   CUstream stream = NULL;
   CUcontext context, popped;
 
-  CHECK (memres_cuda_get_primary_context (device, &context, &error));
+  MT_CHECK (memres_cuda_get_primary_context (device, &context, &error));
   CU_OK (drv ()->cuCtxPushCurrent (context));
   CU_OK (drv ()->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING));
   CU_OK (drv ()->cuCtxPopCurrent (&popped));
@@ -63,7 +53,7 @@ stream_new (void)
 {
   GError *error = NULL;
 
-  CHECK (memres_cuda_ensure_context (0, &error));
+  MT_CHECK (memres_cuda_ensure_context (0, &error));
   return stream_new_on (0);
 }
 
@@ -136,7 +126,7 @@ check_fill (MemresBuffer *buf, guint32 word, MemresStream stream)
       GError *error = NULL;
 
       memset (host, ~bytes[0], n);
-      CHECK (memres_buffer_read (buf, off, host, n, stream, &error));
+      MT_CHECK (memres_buffer_read (buf, off, host, n, stream, &error));
       mt_sync_ok (stream);
       for (gsize i = 0; i < n; i++)
         if (host[i] != bytes[(off + i) % 4])
@@ -150,7 +140,7 @@ fill_ok (MemresBuffer *buf, guint32 pattern, guint width, MemresStream stream)
 {
   GError *error = NULL;
 
-  CHECK (memres_buffer_fill (buf, pattern, width, stream, &error));
+  MT_CHECK (memres_buffer_fill (buf, pattern, width, stream, &error));
 }
 
 /* write host -> a, copy a -> b, fill a, then verify both, every byte. */
@@ -169,7 +159,7 @@ round_trip (MemresResource *mr, gsize size, MemresStream stream)
   g_assert_false (memres_buffer_is_host_accessible (a));
 
   write_pattern (a, seed, stream);
-  CHECK (memres_buffer_copy_to (a, b, stream, &error));
+  MT_CHECK (memres_buffer_copy_to (a, b, stream, &error));
   fill_ok (a, 0x5a, 1, stream);
   check_pattern (b, seed, stream);
   check_fill (a, 0x5a5a5a5a, stream);
@@ -294,7 +284,7 @@ test_stats (void)
   g_assert_cmpuint (s2.n_buffers, ==, 1);
 
   /* reset: the high marks come down to the current values */
-  CHECK (memres_resource_reset_stats (mr, &error));
+  MT_CHECK (memres_resource_reset_stats (mr, &error));
   s3 = stats_ok (mr);
   g_assert_cmpuint (s3.used_high, ==, s3.used_current);
   g_assert_cmpuint (s3.used_high, <, s1.used_high);
@@ -328,7 +318,7 @@ test_trim (void)
   g_assert_cmpuint (s.used_current, ==, 0);
   g_assert_cmpuint (s.reserved_current, >=, 16 * MiB); /* threshold max keeps it */
 
-  CHECK (memres_resource_trim (mr, 0, &error));
+  MT_CHECK (memres_resource_trim (mr, 0, &error));
   s = stats_ok (mr);
   g_assert_cmpuint (s.reserved_current, ==, 0);
   g_assert_cmpuint (s.reserved_high, >=, 16 * MiB);
@@ -449,7 +439,7 @@ thread_main (gpointer user_data)
 
       g_assert_no_error (error);
       g_assert_nonnull (buf);
-      CHECK (memres_buffer_close (buf, NULL, &error));
+      MT_CHECK (memres_buffer_close (buf, NULL, &error));
       memres_buffer_unref (buf);
     }
   return NULL;
@@ -510,7 +500,7 @@ test_free_other_stream (void)
   src = mt_alloc_ok (mr, 4 * MiB, a);
   dst = mt_alloc_ok (mr, 4 * MiB, a);
   write_pattern (src, 42, a);
-  CHECK (memres_buffer_copy_to (src, dst, a, &error));
+  MT_CHECK (memres_buffer_copy_to (src, dst, a, &error));
   check_pattern (src, 42, a); /* the bytes are intact before the free */
 
   /* the free on b waits for everything queued on a */
@@ -799,7 +789,7 @@ test_bad_options (void)
   if (!mt_require_devices (1))
     return;
   mt_counts_snapshot (&base);
-  CHECK (memres_cuda_get_device_count (&count, &error));
+  MT_CHECK (memres_cuda_get_device_count (&count, &error));
   beyond = g_strdup_printf ("dmr:device=%d", count);
 
   mt_new_fails ("dmr:max_size=1GiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_size");
@@ -933,7 +923,7 @@ assert_access (MemresResource *mr, gint device, MemresAccess expected)
   GError *error = NULL;
   MemresAccess access = (MemresAccess) 0x7f;
 
-  CHECK (memres_resource_get_access (mr, device, &access, &error));
+  MT_CHECK (memres_resource_get_access (mr, device, &access, &error));
   g_assert_cmpint (access, ==, expected);
 }
 
@@ -976,7 +966,7 @@ test_peer_access (void)
       return;
     }
   mt_counts_snapshot (&base);
-  CHECK (memres_cuda_get_device_count (&count, &error));
+  MT_CHECK (memres_cuda_get_device_count (&count, &error));
   s1 = stream_new_on (1);
   mr = mt_new_ok ("dmr:pool=new");
   buf = mt_alloc_ok (mr, MiB, NULL);
@@ -990,7 +980,7 @@ test_peer_access (void)
 
     if (mt_driver_is_fake ())
       calls = mt_fake_call_count ("cuMemPoolSetAccess");
-    CHECK (memres_resource_set_access (mr, grant, G_N_ELEMENTS (grant), &error));
+    MT_CHECK (memres_resource_set_access (mr, grant, G_N_ELEMENTS (grant), &error));
     if (mt_driver_is_fake ())
       g_assert_cmpint (mt_fake_call_count ("cuMemPoolSetAccess"), ==, calls + 1);
   }
@@ -1004,8 +994,8 @@ test_peer_access (void)
 
     if (mt_driver_is_fake ())
       calls = mt_fake_call_count ("cuMemPoolSetAccess");
-    CHECK (memres_resource_set_access (mr, again, 1, &error));
-    CHECK (memres_resource_set_access (mr, again, 1, &error));
+    MT_CHECK (memres_resource_set_access (mr, again, 1, &error));
+    MT_CHECK (memres_resource_set_access (mr, again, 1, &error));
     if (mt_driver_is_fake ())
       g_assert_cmpint (mt_fake_call_count ("cuMemPoolSetAccess"), ==, calls);
   }
@@ -1045,7 +1035,7 @@ test_peer_access (void)
   {
     const MemresAccessDesc revoke[] = { { 1, MEMRES_ACCESS_NONE }, { 1, MEMRES_ACCESS_NONE } };
 
-    CHECK (memres_resource_set_access (mr, revoke, 2, &error));
+    MT_CHECK (memres_resource_set_access (mr, revoke, 2, &error));
   }
   assert_access (mr, 1, MEMRES_ACCESS_NONE);
   assert_unreachable (buf, s1);
@@ -1151,9 +1141,9 @@ test_no_pools (void)
   s = stats_ok (mr);
   g_assert_cmpuint (s.used_current, ==, 0);
   g_assert_cmpuint (s.used_high, ==, 6 * MiB);
-  CHECK (memres_resource_reset_stats (mr, &error));
+  MT_CHECK (memres_resource_reset_stats (mr, &error));
   g_assert_cmpuint (stats_ok (mr).used_high, ==, 0);
-  CHECK (memres_resource_trim (mr, 0, &error));
+  MT_CHECK (memres_resource_trim (mr, 0, &error));
   g_assert_false (memres_resource_set_access (mr, grant, 1, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error (&error);

@@ -8,15 +8,6 @@
 
 #define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
 
-#define CHECK(call)                                                                                \
-  G_STMT_START                                                                                     \
-  {                                                                                                \
-    gboolean ok_ = (call);                                                                         \
-    g_assert_no_error (error);                                                                     \
-    g_assert_true (ok_);                                                                           \
-  }                                                                                                \
-  G_STMT_END
-
 #define PATTERN 0xa5c3e10fu
 
 /* What one test works with: a graph resource of device 0, a stream of its primary context (also
@@ -45,7 +36,7 @@ fixture_init (Fixture *f, gsize size)
   g_assert_no_error (error);
   f->size = size;
   f->mr = mt_new_ok ("graph:device=0");
-  CHECK (memres_cuda_ensure_context (0, &error));
+  MT_CHECK (memres_cuda_ensure_context (0, &error));
   CU_OK (f->drv->cuStreamCreate (&f->stream, CU_STREAM_NON_BLOCKING));
   /* Page-locked: a graph's copy node may not stage through pageable memory. */
   CU_OK (f->drv->cuMemHostAlloc ((void **) &f->host, size, 0));
@@ -65,7 +56,7 @@ fixture_clear (Fixture *f)
   CU_OK (f->drv->cuStreamSynchronize (f->stream));
   CU_OK (f->drv->cuMemFreeHost (f->host));
   CU_OK (f->drv->cuStreamDestroy (f->stream));
-  CHECK (memres_resource_trim (f->mr, 0, &error));
+  MT_CHECK (memres_resource_trim (f->mr, 0, &error));
   memres_resource_unref (f->mr);
   mt_assert_fake_counts_equal (&f->base);
 }
@@ -77,7 +68,7 @@ stats_ok (MemresResource *mr)
   MemresStats stats;
 
   memset (&stats, 0xff, sizeof stats);
-  CHECK (memres_resource_get_stats (mr, &stats, &error));
+  MT_CHECK (memres_resource_get_stats (mr, &stats, &error));
   g_assert_cmpuint (stats.reserved_high, >=, stats.reserved_current);
   g_assert_cmpuint (stats.used_high, >=, stats.used_current);
   return stats;
@@ -112,10 +103,10 @@ capture_fill_copy (Fixture *f, gboolean free_in_graph)
   g_assert_nonnull (buf);
   g_assert_cmpuint (memres_buffer_get_size (buf), ==, f->size);
   g_assert_cmpint (memres_buffer_get_device (buf), ==, 0);
-  CHECK (memres_buffer_fill (buf, PATTERN, 4, f->stream, &error));
-  CHECK (memres_buffer_copy_to (buf, f->host_buf, f->stream, &error));
+  MT_CHECK (memres_buffer_fill (buf, PATTERN, 4, f->stream, &error));
+  MT_CHECK (memres_buffer_copy_to (buf, f->host_buf, f->stream, &error));
   if (free_in_graph)
-    CHECK (memres_buffer_close (buf, f->stream, &error));
+    MT_CHECK (memres_buffer_close (buf, f->stream, &error));
   return buf;
 }
 
@@ -265,20 +256,20 @@ test_trim_after_destroy (void)
   g_assert_false (memres_resource_trim (f.mr, 1, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error (&error);
-  CHECK (memres_resource_trim (f.mr, s.reserved_current, &error));
+  MT_CHECK (memres_resource_trim (f.mr, s.reserved_current, &error));
   g_assert_cmpuint (stats_ok (f.mr).reserved_current, ==, s.reserved_current);
 
   CU_OK (f.drv->cuGraphExecDestroy (exec));
   CU_OK (f.drv->cuGraphDestroy (graph));
   CU_OK (f.drv->cuStreamSynchronize (f.stream));
-  CHECK (memres_resource_trim (f.mr, 0, &error));
+  MT_CHECK (memres_resource_trim (f.mr, 0, &error));
   s = stats_ok (f.mr);
   g_assert_cmpuint (s.reserved_current, ==, 0);
   g_assert_cmpuint (s.used_current, ==, 0);
   g_assert_cmpuint (s.reserved_high, >=, f.size);
 
   /* reset: the high marks come down to the current values */
-  CHECK (memres_resource_reset_stats (f.mr, &error));
+  MT_CHECK (memres_resource_reset_stats (f.mr, &error));
   s = stats_ok (f.mr);
   g_assert_cmpuint (s.reserved_high, ==, s.reserved_current);
   g_assert_cmpuint (s.used_high, ==, s.used_current);
@@ -307,7 +298,7 @@ test_outlives_graph (void)
   graph = end_capture (&f);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
   launch_and_check (&f, exec);
-  CHECK (memres_buffer_read (buf, f.size - sizeof back, back, sizeof back, f.stream, &error));
+  MT_CHECK (memres_buffer_read (buf, f.size - sizeof back, back, sizeof back, f.stream, &error));
   CU_OK (f.drv->cuStreamSynchronize (f.stream));
   for (gsize i = 0; i < sizeof back; i++)
     g_assert_cmphex (back[i], ==, (PATTERN >> (8 * (i % 4))) & 0xff);
@@ -330,7 +321,7 @@ test_outlives_graph (void)
   for (int i = 0; i < 3; i++)
     {
       launch_and_check (&f, exec);
-      CHECK (memres_buffer_read (buf, 0, back, sizeof back, f.stream, &error));
+      MT_CHECK (memres_buffer_read (buf, 0, back, sizeof back, f.stream, &error));
       CU_OK (f.drv->cuStreamSynchronize (f.stream));
       g_assert_cmphex (back[0], ==, PATTERN & 0xff);
     }
@@ -364,8 +355,8 @@ test_double_free (void)
     frees = mt_fake_call_count ("cuMemFreeAsync");
   buf = capture_fill_copy (&f, TRUE);
   /* closed: nothing more is freed and nothing else works on it */
-  CHECK (memres_buffer_close (buf, f.stream, &error));
-  CHECK (memres_buffer_close (buf, NULL, &error));
+  MT_CHECK (memres_buffer_close (buf, f.stream, &error));
+  MT_CHECK (memres_buffer_close (buf, NULL, &error));
   g_assert_false (memres_buffer_fill (buf, 0, 1, f.stream, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED);
   g_clear_error (&error);
@@ -440,7 +431,7 @@ test_freed_by_other_graph (void)
   buf = capture_fill_copy (&f, FALSE);
   alloc_graph = end_capture (&f);
   begin_capture (&f);
-  CHECK (memres_buffer_close (buf, f.stream, &error)); /* the other graph's free node */
+  MT_CHECK (memres_buffer_close (buf, f.stream, &error)); /* the other graph's free node */
   memres_buffer_unref (buf);
   free_graph = end_capture (&f);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&alloc_exec, alloc_graph, 0));
@@ -509,7 +500,7 @@ allocate_in_thread (gpointer data)
   buf = memres_resource_allocate (job->f->mr, 64 * KiB, job->f->stream, &error);
   g_assert_no_error (error);
   g_assert_nonnull (buf);
-  CHECK (memres_buffer_close (buf, job->f->stream, &error));
+  MT_CHECK (memres_buffer_close (buf, job->f->stream, &error));
   memres_buffer_unref (buf);
   /* no driver call failed on the way (none tried without a context first) */
   if (mt_driver_is_fake ())
@@ -569,7 +560,7 @@ test_equal_resources (void)
   g_assert_cmpuint (a.used_high, ==, b.used_high);
   CU_OK (f.drv->cuGraphExecDestroy (exec));
   CU_OK (f.drv->cuGraphDestroy (graph));
-  CHECK (memres_resource_trim (other, 0, &error));
+  MT_CHECK (memres_resource_trim (other, 0, &error));
   g_assert_cmpuint (stats_ok (f.mr).reserved_current, ==, 0);
   memres_resource_unref (other);
   fixture_clear (&f);

@@ -354,16 +354,6 @@ accessed_by_contains (MemresBuffer *buf, MemresLocationType type, gint id, guint
   return found;
 }
 
-/* @call (a gboolean call setting `error`) succeeded: the error's message first when not. */
-#define CALL_OK(call)                                                                              \
-  G_STMT_START                                                                                     \
-  {                                                                                                \
-    gboolean ok_ = (call);                                                                         \
-    g_assert_no_error (error);                                                                     \
-    g_assert_true (ok_);                                                                           \
-  }                                                                                                \
-  G_STMT_END
-
 /* Each advice set, read back, and undone. On the real driver, advice on pool-allocated managed
  * memory may be refused (the H200's driver 580 said CUDA_ERROR_NOT_SUPPORTED): memres reports
  * that error as it is, and the test of a pool stops there. */
@@ -380,7 +370,7 @@ advice (const char *spec)
 
   g_test_message ("%s", spec);
   mt_sync_ok (NULL);
-  CALL_OK (memres_buffer_get_read_mostly (buf, &mostly, &error));
+  MT_CHECK (memres_buffer_get_read_mostly (buf, &mostly, &error));
   g_assert_false (mostly);
   if (!memres_buffer_set_read_mostly (buf, TRUE, &error) && !mt_driver_is_fake ()
       && g_str_has_prefix (spec, "managed") && strstr (spec, "pool=none") == NULL
@@ -391,35 +381,35 @@ advice (const char *spec)
       return;
     }
   g_assert_no_error (error);
-  CALL_OK (memres_buffer_get_read_mostly (buf, &mostly, &error));
+  MT_CHECK (memres_buffer_get_read_mostly (buf, &mostly, &error));
   g_assert_true (mostly);
-  CALL_OK (memres_buffer_set_read_mostly (buf, FALSE, &error));
-  CALL_OK (memres_buffer_get_read_mostly (buf, &mostly, &error));
+  MT_CHECK (memres_buffer_set_read_mostly (buf, FALSE, &error));
+  MT_CHECK (memres_buffer_get_read_mostly (buf, &mostly, &error));
   g_assert_false (mostly);
   g_assert_no_error (error);
 
   where = loc (MEMRES_LOCATION_DEVICE, 0);
-  CALL_OK (memres_buffer_set_preferred_location (buf, &where, &error));
+  MT_CHECK (memres_buffer_set_preferred_location (buf, &where, &error));
   assert_preferred (buf, MEMRES_LOCATION_DEVICE, 0);
   where = loc (MEMRES_LOCATION_HOST, 0);
-  CALL_OK (memres_buffer_set_preferred_location (buf, &where, &error));
+  MT_CHECK (memres_buffer_set_preferred_location (buf, &where, &error));
   assert_preferred (buf, MEMRES_LOCATION_HOST, 0);
   if (numa >= 0)
     {
       where = loc (MEMRES_LOCATION_HOST_NUMA, numa);
-      CALL_OK (memres_buffer_set_preferred_location (buf, &where, &error));
+      MT_CHECK (memres_buffer_set_preferred_location (buf, &where, &error));
       assert_preferred_numa (buf, numa);
     }
-  CALL_OK (memres_buffer_set_preferred_location (buf, NULL, &error));
+  MT_CHECK (memres_buffer_set_preferred_location (buf, NULL, &error));
   assert_preferred (buf, MEMRES_LOCATION_NONE, 0);
 
   g_assert_false (accessed_by_contains (buf, MEMRES_LOCATION_DEVICE, 0, &n));
   g_assert_cmpuint (n, ==, 0);
   where = loc (MEMRES_LOCATION_DEVICE, 0);
-  CALL_OK (memres_buffer_add_accessed_by (buf, &where, &error));
+  MT_CHECK (memres_buffer_add_accessed_by (buf, &where, &error));
   g_assert_true (accessed_by_contains (buf, MEMRES_LOCATION_DEVICE, 0, &n));
   g_assert_cmpuint (n, ==, 1);
-  CALL_OK (memres_buffer_remove_accessed_by (buf, &where, &error));
+  MT_CHECK (memres_buffer_remove_accessed_by (buf, &where, &error));
   g_assert_false (accessed_by_contains (buf, MEMRES_LOCATION_DEVICE, 0, &n));
   g_assert_cmpuint (n, ==, 0);
 

@@ -42,6 +42,17 @@ long mt_fake_failed_call_count (void);
 /* mt_fake_trace_end() as the names joined with spaces (transfer full). */
 char *mt_fake_trace_end_string (void);
 
+/* Asserts that @call, a gboolean call that sets the caller's `error`, succeeds; the error's
+ * message shows when it does not. */
+#define MT_CHECK(call)                                                                             \
+  G_STMT_START                                                                                     \
+  {                                                                                                \
+    gboolean ok_ = (call);                                                                         \
+    g_assert_no_error (error);                                                                     \
+    g_assert_true (ok_);                                                                           \
+  }                                                                                                \
+  G_STMT_END
+
 /* A driver entry point outside memres's table (cuEventQuery, cuStreamWaitValue32), resolved
  * with cuGetProcAddress at CUDA_VERSION from the driver the core loaded; NULL when it has none. */
 gpointer mt_driver_proc (const char *name);
