@@ -956,6 +956,85 @@ test_counters_not_supported (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
 }
 
+/* An out-of-memory handler below the cache that trims the cache above it (as the retry docs
+ * suggest) runs while the cache asks its upstream for memory: the cache's lock is not held then,
+ * so the trim gives the idle chunk back and the retried allocation succeeds. */
+static MemresResource *trim_top;
+
+static gboolean
+trim_the_cache (MemresResource *mr, gsize size, guint attempt, const GError *error,
+                gpointer user_data)
+{
+  g_assert_true (memres_resource_trim (trim_top, 0, NULL));
+  (*(guint *) user_data)++;
+  return attempt < 2;
+}
+
+static void
+test_oom_handler_trims (void)
+{
+  g_autoptr (GError) error = NULL;
+  guint calls = 0;
+  MemresBuffer *a, *b, *c;
+
+  trim_top = mt_new_ok ("cache>retry>limit:max=4MiB>host");
+  g_assert_cmpuint (memres_retry_add_handler (memres_resource_get_upstream (trim_top),
+                                              trim_the_cache, &calls, NULL, &error),
+                    >, 0);
+  g_assert_no_error (error);
+  a = mt_alloc_ok (trim_top, 1000, NULL); /* a 2 MiB chunk, idle once a is closed */
+  memres_buffer_unref (a);
+  b = mt_alloc_ok (trim_top, 300, NULL);  /* a second chunk: the limit is reached */
+  c = mt_alloc_ok (trim_top, 2000, NULL); /* a third: the handler trims the first away */
+  g_assert_cmpuint (calls, ==, 1);
+  memres_buffer_unref (c);
+  memres_buffer_unref (b);
+  g_clear_pointer (&trim_top, memres_resource_unref);
+}
+
+/* An upstream that cannot give a whole chunk still serves a small request: the block alone. */
+static void
+test_small_upstream (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("cache>limit:max=1MiB>host");
+  MemresBuffer *x = mt_alloc_ok (mr, 1024, NULL);
+
+  mt_write_pattern (x, 0, 1024, 9, NULL);
+  mt_check_pattern (x, 0, 1024, 9, NULL);
+  memres_buffer_unref (x);
+}
+
+/* A cache over a cache, with fresh threads allocating at once: the outer cache gives blocks
+ * back to the inner one without its lock held (the inner one takes the global slots lock for a
+ * thread's first front: taken in the other order, that deadlocked). */
+static gpointer
+nested_thread (gpointer data)
+{
+  for (guint i = 0; i < 50; i++)
+    memres_buffer_unref (mt_alloc_ok (data, 150000 + (i % 7) * 15000, NULL));
+  return NULL;
+}
+
+static void
+test_nested_threads (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("cache>cache>host");
+
+  for (guint round = 0; round < 200; round++)
+    {
+      GThread *threads[8];
+
+      for (guint t = 0; t < G_N_ELEMENTS (threads); t++)
+        threads[t] = g_thread_new ("nested", nested_thread, mr);
+      for (guint t = 0; t < G_N_ELEMENTS (threads); t++)
+        g_thread_join (threads[t]);
+    }
+  g_assert_cmpuint (counter (mr, "used"), ==, 0);
+  /* what the outer cache holds is what the inner one has handed out */
+  g_assert_cmpuint (counter (memres_resource_get_upstream (mr), "used"), ==,
+                    counter (mr, "reserved"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -978,6 +1057,9 @@ main (int argc, char **argv)
   g_test_add_func ("/cache/finalize/cached", test_finalize_cached);
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
+  g_test_add_func ("/cache/deadlock/oom-handler-trims", test_oom_handler_trims);
+  g_test_add_func ("/cache/deadlock/nested-threads", test_nested_threads);
+  g_test_add_func ("/cache/small-upstream", test_small_upstream);
   g_test_add_data_func ("/cache/hazard/threads/front", "cache>" DEVICE_UPSTREAM,
                         test_hazard_threads);
   g_test_add_data_func ("/cache/hazard/threads/shared", "cache:front=0>" DEVICE_UPSTREAM,

@@ -562,13 +562,16 @@ is_out_of_memory (const GError *error)
 
 static gboolean release_idle (Cache *self, gsize bytes_to_keep, GError **error);
 
-/* memres_upstream_allocate(); on out-of-memory, every cached block of every thread goes back
- * to the upstream and the allocation is tried once more. Cache.lock held. */
+/* memres_upstream_allocate(), Cache.lock not held (the upstream may be another cache, or call
+ * an out-of-memory handler that trims or reads this one); on out-of-memory, every cached block
+ * of every thread goes back to the upstream (under the lock) and the allocation is tried once
+ * more. */
 static gboolean
 upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
                    MemresAllocation *alloc, GError **error)
 {
   GError *local = NULL;
+  gboolean ok;
 
   memset (alloc, 0, sizeof *alloc);
   if (memres_upstream_allocate (mr, size, stream, alloc, &local))
@@ -579,52 +582,74 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
       return FALSE;
     }
   g_clear_error (&local);
+  g_mutex_lock (&self->lock);
   self->oom_flushes++;
   fronts_stop (self);
   for (Front *f = self->fronts; f != NULL; f = f->next)
     front_drain (self, f);
   fronts_resume (self);
-  if (!release_idle (self, 0, error))
+  ok = release_idle (self, 0, error);
+  g_mutex_unlock (&self->lock);
+  if (!ok)
     return FALSE;
   memset (alloc, 0, sizeof *alloc);
   return memres_upstream_allocate (mr, size, stream, alloc, error);
 }
 
-/* A new block of class @cls for @stream from the upstream: carved from a new chunk (the other
- * blocks of the chunk go to the shared cache, with an event recorded after the chunk's
- * allocation), or an allocation of its own. Cache.lock held. */
+/* The upstream memory of a new block of class @cls for @stream, Cache.lock not held: a chunk of
+ * blocks for the chunk classes, or when the upstream has not the memory for a chunk, the block
+ * alone (a chunk of one block: an upstream limited below the chunk size still serves small
+ * requests); a block of its own for larger classes. *@n_blocks: the blocks @up holds. */
+static gboolean
+block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream, MemresAllocation *up,
+              guint *n_blocks, GError **error)
+{
+  gsize csize = cache_class_size (cls);
+  GError *local = NULL;
+
+  *n_blocks = cls >= self->n_chunk_classes ? 1 : (guint) (self->chunk_size / csize);
+  if (upstream_allocate (mr, self, (gsize) *n_blocks * csize, stream, up, &local))
+    return TRUE;
+  if (*n_blocks == 1 || !is_out_of_memory (local))
+    {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  g_clear_error (&local);
+  *n_blocks = 1;
+  return upstream_allocate (mr, self, csize, stream, up, error);
+}
+
+/* A new block of class @cls for @stream in @up (block_memory()): a block of its own above the
+ * chunk classes, else carved from a new chunk (the other blocks of the chunk go to the shared
+ * cache, with an event recorded after the chunk's allocation). NULL with @up given back when
+ * the event cannot be recorded. Cache.lock held. */
 static Block *
-block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, GError **error)
+block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, MemresAllocation *up,
+           guint n, GError **error)
 {
   gsize csize = cache_class_size (cls);
   Chunk *chunk;
   Block *b;
-  MemresAllocation up;
   CacheEvent *e = NULL;
-  guint n;
 
   if (cls >= self->n_chunk_classes)
     {
-      if (!upstream_allocate (mr, self, csize, stream, &up, error))
-        return NULL;
       b = g_new0 (Block, 1);
-      b->address = up.address;
-      b->up = up;
+      b->address = up->address;
+      b->up = *up;
       b->cls = cls;
       b->size = csize;
       self->reserved += csize;
       return b;
     }
-  n = (guint) (self->chunk_size / csize);
-  if (!upstream_allocate (mr, self, (gsize) n * csize, stream, &up, error))
-    return NULL;
   if (self->events && n > 1 && (e = event_record (self, stream, error)) == NULL)
     {
-      memres_upstream_deallocate (mr, &up, stream, NULL);
+      memres_upstream_deallocate (mr, up, stream, NULL);
       return NULL;
     }
   chunk = g_malloc0 (sizeof (Chunk) + n * sizeof (Block));
-  chunk->up = up;
+  chunk->up = *up;
   chunk->n_blocks = n;
   chunk->next = self->chunks;
   if (chunk->next != NULL)
@@ -634,7 +659,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, GErr
   for (guint i = 0; i < n; i++)
     {
       b = &chunk->blocks[i];
-      b->address = up.address + (guint64) i * csize;
+      b->address = up->address + (guint64) i * csize;
       b->chunk = chunk;
       b->cls = cls;
       b->size = csize;
@@ -754,19 +779,15 @@ static gboolean
 direct_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
                  MemresAllocation *alloc, GError **error)
 {
-  gboolean ok;
-
+  if (!upstream_allocate (mr, self, size, stream, alloc, error))
+    return FALSE;
   g_mutex_lock (&self->lock);
-  ok = upstream_allocate (mr, self, size, stream, alloc, error);
-  if (ok)
-    {
-      self->direct++;
-      self->direct_used += alloc->size;
-      self->reserved += alloc->size;
-      update_highs (self);
-    }
+  self->direct++;
+  self->direct_used += alloc->size;
+  self->reserved += alloc->size;
+  update_highs (self);
   g_mutex_unlock (&self->lock);
-  return ok;
+  return TRUE;
 }
 
 G_GNUC_NO_INLINE
@@ -829,25 +850,41 @@ own_front_take (Cache *self, guint cls, MemresStream stream)
   return NULL;
 }
 
-/* Gives @b (an upstream allocation of its own, out of every cache) back, ordered on @stream,
- * after which nothing queued before on @stream touches it. Cache.lock held. */
+/* Takes @b (an upstream allocation of its own, out of every cache) out of the reserve and onto
+ * *@out, to go back to the upstream once Cache.lock is released (blocks_free_on()). Cache.lock
+ * held. */
 static void
-block_free_on (Cache *self, Block *b, MemresStream stream)
+block_retire (Cache *self, Block *b, Block **out)
 {
-  g_autoptr (GError) error = NULL;
-
   self->reserved -= b->size;
-  if (!memres_upstream_deallocate (self->self_mr, &b->up, stream, &error))
-    g_warning ("cache: returning %" G_GUINT64_FORMAT " bytes to the upstream failed: %s", b->size,
-               error->message);
-  g_free (b);
+  b->next = *out;
+  *out = b;
+}
+
+/* Gives the blocks of @list (block_retire()) back to the upstream, ordered on @stream, after
+ * which nothing queued before on @stream touches them. Cache.lock not held: the upstream may be
+ * another cache. */
+static void
+blocks_free_on (Cache *self, Block *list, MemresStream stream)
+{
+  while (list != NULL)
+    {
+      g_autoptr (GError) error = NULL;
+      Block *b = list;
+
+      list = b->next;
+      if (!memres_upstream_deallocate (self->self_mr, &b->up, stream, &error))
+        g_warning ("cache: returning %" G_GUINT64_FORMAT " bytes to the upstream failed: %s",
+                   b->size, error->message);
+      g_free (b);
+    }
 }
 
 /* Before a miss of class @cls for @stream: free blocks of other classes that @stream may use
  * (freed on it, or with an event it then waits on) while more than reserved / CACHE_IDLE_SHARE
- * bytes are idle, largest classes first. Cache.lock held. */
+ * bytes are idle, largest classes first: onto *@out (block_retire()). Cache.lock held. */
 static void
-recycle_idle (Cache *self, guint cls, MemresStream stream)
+recycle_idle (Cache *self, guint cls, MemresStream stream, Block **out)
 {
   Front *f = own_front (self);
   guint64 idle = self->shared_cached + fronts_cached (self);
@@ -869,7 +906,7 @@ recycle_idle (Cache *self, guint cls, MemresStream stream)
           shared_unlink (self, b);
           event_unref (self, g_steal_pointer (&b->event));
           idle -= b->size;
-          block_free_on (self, b, stream);
+          block_retire (self, b, out);
           budget--;
         }
       while (f != NULL && budget > 0 && idle > self->reserved / CACHE_IDLE_SHARE)
@@ -879,7 +916,7 @@ recycle_idle (Cache *self, guint cls, MemresStream stream)
           if (b == NULL)
             break;
           idle -= b->size;
-          block_free_on (self, b, stream);
+          block_retire (self, b, out);
           budget--;
         }
     }
@@ -891,8 +928,9 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
                MemresAllocation *alloc, GError **error)
 {
   GError *local = NULL;
-  Block *b;
-  guint last = cls;
+  MemresAllocation up;
+  Block *b, *retired = NULL;
+  guint last = cls, n;
 
   if (cls >= self->n_chunk_classes)
     last = MIN (cls + CACHE_FIT_CLASSES, self->n_classes - 1);
@@ -907,13 +945,20 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
   if (b != NULL)
     self->shared_hits[cls]++;
   else if (local == NULL && cls >= self->n_chunk_classes)
-    recycle_idle (self, cls, stream);
-  if (b == NULL && local == NULL && (b = block_new (mr, self, cls, stream, &local)) != NULL)
-    {
-      self->misses[cls]++;
-      update_highs (self);
-    }
+    recycle_idle (self, cls, stream, &retired);
   g_mutex_unlock (&self->lock);
+  blocks_free_on (self, retired, stream);
+  /* a miss: the upstream is asked without the lock, then the block goes in under it */
+  if (b == NULL && local == NULL && block_memory (mr, self, cls, stream, &up, &n, &local))
+    {
+      g_mutex_lock (&self->lock);
+      if ((b = block_new (mr, self, cls, stream, &up, n, &local)) != NULL)
+        {
+          self->misses[cls]++;
+          update_highs (self);
+        }
+      g_mutex_unlock (&self->lock);
+    }
   if (b == NULL)
     {
       g_propagate_error (error, local);
