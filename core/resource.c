@@ -624,8 +624,10 @@ memres_resource_is_host_accessible (MemresResource *mr)
  * replaces what it knows better (for pools, cuMemPoolGetAttribute()). The core's counts are
  * kept per thread (no shared cache line written on the allocate/close path): the current bytes
  * are exact when no allocate or close runs at the same time, and so is the high-water mark
- * whatever threads allocated and closed, except that when threads allocate at the same instant
- * it may miss a peak reached only then, by a few allocations.
+ * whatever threads allocated and closed, except that when threads allocate and close at the
+ * same instant it may miss a peak reached only then, or count one a little above the true
+ * peak (the stripes are summed one after the other), by a few allocations. The `stats`
+ * adaptor keeps exact counts for those who need them.
  * A resource imported from another process (%MEMRES_MEMORY_IMPORTED) reports what this process
  * maps of the pool (reserved and used: the bytes of the allocations its imported buffers
  * mapped; the driver keeps the pool's own counts in the exporting process and refuses

@@ -1030,9 +1030,11 @@ test_nested_threads (void)
         g_thread_join (threads[t]);
     }
   g_assert_cmpuint (counter (mr, "used"), ==, 0);
-  /* what the outer cache holds is what the inner one has handed out */
-  g_assert_cmpuint (counter (memres_resource_get_upstream (mr), "used"), ==,
+  /* what the outer cache holds is what the inner one has handed out, each rounded up to one of
+   * the inner cache's classes */
+  g_assert_cmpuint (counter (memres_resource_get_upstream (mr), "used"), >=,
                     counter (mr, "reserved"));
+  g_assert_cmpuint (counter (mr, "reserved"), >, 0);
 }
 
 int

@@ -5,19 +5,15 @@
  * for its C API.
  *
  * The hot path is the point of this kind: an allocate+close pair through it must cost a few
- * nanoseconds over its upstream. No lock and no locked instruction: every count (current bytes
- * and allocations, totals, allocations per size class) is kept on a shard of the calling
- * thread, a cache line or two written by that thread alone with plain stores (a free on another
- * thread than the allocate counts down there: a shard's current values may wrap below zero,
- * their sum over all shards is exact). A reader sums the shards. Each shard has a quota for
- * each current value, and the quotas sum to at most the peak: while every shard stays within
- * its own, no new peak can have been reached. A shard that passes a quota sums all shards,
- * raises the peaks with a compare-and-swap when the sums are new peaks, and shares what is left
- * below them among the shards as new quotas (the core's used bytes are counted the same way:
- * resource.c). Exact whenever no two threads count at the same instant. A thread finds its shard
- * through a small thread-local cache keyed by the instance's serial number (never reused, so a
- * stale entry of a finalized instance never matches); on a miss it looks the shard up, or adds one,
- * under the instance's mutex. */
+ * nanoseconds over its upstream. No lock, and one locked instruction per call: the current bytes
+ * and count, shared by all threads, change together with one 16-byte compare-and-swap (x86_64;
+ * elsewhere one atomic add each); a peak moves only when a new high is reached (a relaxed load,
+ * and a compare-and-swap only then). The totals (bytes
+ * allocated, allocations per size class) are counted at allocate on a shard of the calling
+ * thread, a cache line or two written by that thread alone with plain stores; a reader sums the
+ * shards. A thread finds its shard through a small thread-local cache keyed by the instance's
+ * serial number (never reused, so a stale entry of a finalized instance never matches); on a
+ * miss it looks the shard up, or adds one, under the instance's mutex. */
 #include "memres-private.h"
 
 #include <stdlib.h>
@@ -26,27 +22,41 @@ typedef struct _Shard Shard;
 struct _Shard
 {
   /* written by one thread only */
-  guint64 bytes_current; /* modulo 2^64: bytes allocated minus bytes freed on this thread */
-  guint64 count_current;
-  gint64 bytes_quota; /* how high the current values may go before the shards are summed */
-  gint64 count_quota;
   guint64 bytes_allocated;
   guint64 size_classes[MEMRES_STATS_N_SIZE_CLASSES];
   gconstpointer owner; /* the thread's cache (its address identifies the thread) */
   Shard *next;
 };
 
+/* The current bytes and count, changed together: on x86_64 with one 16-byte compare-and-swap
+ * (one locked instruction for both), elsewhere with one atomic add each. */
+#if defined(__x86_64__)
+#define STATS_PAIR_CAS 1
+#define STATS_HOT      __attribute__ ((target ("cx16")))
+#else
+#define STATS_PAIR_CAS 0
+#define STATS_HOT
+#endif
+
 typedef struct
 {
-  /* read on every allocate, written only at a new peak */
+  /* written on every allocate and free by every thread: one cache line; 16-byte aligned (the
+   * private data is) */
+  guint64 bytes_current;
+  guint64 count_current;
   guint64 bytes_peak;
   guint64 count_peak;
   guint64 serial;
-  GMutex lock; /* adding shards, and the reset bases */
+  guint8 pad[64 - 5 * sizeof (guint64)];
+  GMutex lock; /* the shard list and the reset bases */
   Shard *shards;
   guint64 bytes_total_base;
   guint64 classes_base[MEMRES_STATS_N_SIZE_CLASSES];
 } StatsResource;
+
+/* the pair at the start of the 16-byte aligned private data */
+G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_current) == 0);
+G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, count_current) == 8);
 
 /* A thread's shards of the last few instances it used. */
 #define SHARD_CACHE_SIZE 4
@@ -126,29 +136,39 @@ my_shard (StatsResource *self)
 
 /* One writer: a plain load and store, atomic only so that readers see whole values. */
 static inline void
-shard_set (guint64 *counter, guint64 value)
-{
-  __atomic_store_n (counter, value, __ATOMIC_RELAXED);
-}
-
-static inline void
 shard_add (guint64 *counter, guint64 n)
 {
-  shard_set (counter, __atomic_load_n (counter, __ATOMIC_RELAXED) + n);
+  __atomic_store_n (counter, __atomic_load_n (counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
 }
 
-/* The current values summed over all shards (modulo 2^64, so a shard below zero adds up). */
-static void
-sum_current (StatsResource *self, guint64 *bytes, guint64 *count)
+/* Adds @bytes and @count (two's complement for a decrease) to the current values; stores the
+ * new ones in *@new_bytes and *@new_count. */
+static inline STATS_HOT void
+current_add (StatsResource *self, guint64 bytes, guint64 count, guint64 *new_bytes,
+             guint64 *new_count)
 {
-  *bytes = 0;
-  *count = 0;
-  for (Shard *shard = __atomic_load_n (&self->shards, __ATOMIC_ACQUIRE); shard != NULL;
-       shard = shard->next)
+#if STATS_PAIR_CAS
+  typedef unsigned __int128 Pair;
+  Pair *pair = (Pair *) &self->bytes_current;
+  guint64 b = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED);
+  guint64 c = __atomic_load_n (&self->count_current, __ATOMIC_RELAXED);
+
+  for (;;)
     {
-      *bytes += __atomic_load_n (&shard->bytes_current, __ATOMIC_RELAXED);
-      *count += __atomic_load_n (&shard->count_current, __ATOMIC_RELAXED);
+      Pair old = ((Pair) c << 64) | b;
+      Pair prev = __sync_val_compare_and_swap (pair, old, ((Pair) (c + count) << 64) | (b + bytes));
+
+      if (G_LIKELY (prev == old))
+        break;
+      b = (guint64) prev;
+      c = (guint64) (prev >> 64);
     }
+  *new_bytes = b + bytes;
+  *new_count = c + count;
+#else
+  *new_bytes = __atomic_add_fetch (&self->bytes_current, bytes, __ATOMIC_RELAXED);
+  *new_count = __atomic_add_fetch (&self->count_current, count, __ATOMIC_RELAXED);
+#endif
 }
 
 static inline void
@@ -162,52 +182,7 @@ raise_peak (guint64 *peak, guint64 value)
     ;
 }
 
-/* One peak of see_peaks(): raised to @total (or set to it: @reset); returns what is left below
- * it for each of @n_shards shards. */
-static gint64
-peak_share (guint64 *peak, gint64 total, guint n_shards, gboolean reset)
-{
-  guint64 high;
-
-  total = MAX (total, 0);
-  if (reset)
-    __atomic_store_n (peak, (guint64) total, __ATOMIC_RELAXED);
-  raise_peak (peak, (guint64) total);
-  high = MAX (__atomic_load_n (peak, __ATOMIC_RELAXED), (guint64) total);
-  return (gint64) ((high - (guint64) total) / MAX (n_shards, 1));
-}
-
-/* The slow half of stats_allocate(), a shard passed a quota (and reset()): the exact sums, the
- * peaks raised to them, and the quotas shared again. Each shard's value is read once, for its
- * sum and its quota. */
-static G_GNUC_NO_INLINE void
-see_peaks (StatsResource *self, gboolean reset)
-{
-  Shard *head = __atomic_load_n (&self->shards, __ATOMIC_ACQUIRE);
-  gint64 bytes = 0, count = 0, bytes_share, count_share;
-  guint n = 0;
-
-  for (Shard *shard = head; shard != NULL; shard = shard->next, n++)
-    {
-      bytes += (gint64) __atomic_load_n (&shard->bytes_current, __ATOMIC_RELAXED);
-      count += (gint64) __atomic_load_n (&shard->count_current, __ATOMIC_RELAXED);
-    }
-  bytes_share = peak_share (&self->bytes_peak, bytes, n, reset);
-  count_share = peak_share (&self->count_peak, count, n, reset);
-  for (Shard *shard = head; shard != NULL; shard = shard->next)
-    {
-      __atomic_store_n (&shard->bytes_quota,
-                        (gint64) __atomic_load_n (&shard->bytes_current, __ATOMIC_RELAXED)
-                            + bytes_share,
-                        __ATOMIC_RELAXED);
-      __atomic_store_n (&shard->count_quota,
-                        (gint64) __atomic_load_n (&shard->count_current, __ATOMIC_RELAXED)
-                            + count_share,
-                        __ATOMIC_RELAXED);
-    }
-}
-
-static gboolean
+static STATS_HOT gboolean
 stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
@@ -217,31 +192,23 @@ stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
 
   if (G_UNLIKELY (!memres_upstream_allocate (mr, size, stream, alloc, error)))
     return FALSE;
+  current_add (self, alloc->size, 1, &bytes, &count);
+  raise_peak (&self->bytes_peak, bytes);
+  raise_peak (&self->count_peak, count);
   shard = my_shard (self);
-  bytes = shard->bytes_current + alloc->size;
-  count = shard->count_current + 1;
-  shard_set (&shard->bytes_current, bytes);
-  shard_set (&shard->count_current, count);
   shard_add (&shard->bytes_allocated, alloc->size);
   shard_add (&shard->size_classes[63 - __builtin_clzll ((guint64) alloc->size)], 1);
-  if (G_UNLIKELY ((gint64) bytes > __atomic_load_n (&shard->bytes_quota, __ATOMIC_RELAXED)
-                  || (gint64) count > __atomic_load_n (&shard->count_quota, __ATOMIC_RELAXED)))
-    see_peaks (self, FALSE);
   return TRUE;
 }
 
-static gboolean
+static STATS_HOT gboolean
 stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   StatsResource *self = mr->priv;
-  Shard *shard = my_shard (self);
-  guint64 size = alloc->size;
+  guint64 bytes, count;
 
-  if (!memres_upstream_deallocate (mr, alloc, stream, error))
-    return FALSE;
-  shard_set (&shard->bytes_current, shard->bytes_current - size);
-  shard_set (&shard->count_current, shard->count_current - 1);
-  return TRUE;
+  current_add (self, -(guint64) alloc->size, -(guint64) 1, &bytes, &count);
+  return memres_upstream_deallocate (mr, alloc, stream, error);
 }
 
 /* Accounting per buffer: a resize would change sizes behind the counters. */
@@ -280,7 +247,8 @@ read_counters (StatsResource *self, MemresStatsCounters *c)
   memset (c, 0, sizeof *c);
   g_mutex_lock (&self->lock);
   allocated = sum_shards (self, classes);
-  sum_current (self, &c->bytes_current, &c->count_current);
+  c->bytes_current = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED);
+  c->count_current = __atomic_load_n (&self->count_current, __ATOMIC_RELAXED);
   c->bytes_peak = MAX (__atomic_load_n (&self->bytes_peak, __ATOMIC_RELAXED), c->bytes_current);
   c->count_peak = MAX (__atomic_load_n (&self->count_peak, __ATOMIC_RELAXED), c->count_current);
   c->bytes_total = allocated - self->bytes_total_base;
@@ -311,7 +279,10 @@ static void
 reset (StatsResource *self)
 {
   g_mutex_lock (&self->lock);
-  see_peaks (self, TRUE);
+  __atomic_store_n (&self->bytes_peak, __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
+  __atomic_store_n (&self->count_peak, __atomic_load_n (&self->count_current, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
   self->bytes_total_base = sum_shards (self, self->classes_base);
   g_mutex_unlock (&self->lock);
 }
