@@ -1004,9 +1004,9 @@ test_small_upstream (void)
   memres_buffer_unref (x);
 }
 
-/* A cache over a cache, with fresh threads allocating at once: the outer cache gives blocks
- * back to the inner one without its lock held (the inner one takes the global slots lock for a
- * thread's first front: taken in the other order, that deadlocked). */
+/* A cache over a cache, with fresh threads allocating at once and trims: the outer cache gives
+ * blocks back to the inner one without its lock held (the inner one takes the global slots lock for
+ * a thread's first front: taken in the other order, that deadlocked). */
 static gpointer
 nested_thread (gpointer data)
 {
@@ -1026,6 +1026,8 @@ test_nested_threads (void)
 
       for (guint t = 0; t < G_N_ELEMENTS (threads); t++)
         threads[t] = g_thread_new ("nested", nested_thread, mr);
+      /* trims meanwhile: the outer cache gives blocks back to the inner one unlocked there too */
+      g_assert_true (memres_resource_trim (mr, 0, NULL));
       for (guint t = 0; t < G_N_ELEMENTS (threads); t++)
         g_thread_join (threads[t]);
     }

@@ -560,7 +560,17 @@ is_out_of_memory (const GError *error)
          || g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_OUT_OF_MEMORY);
 }
 
-static gboolean release_idle (Cache *self, gsize bytes_to_keep, GError **error);
+/* Memory on its way back to the upstream: taken out of the cache under Cache.lock, given back
+ * after it is released (retired_free()), since the upstream may be another cache, whose locks
+ * would otherwise be taken inside ours in one thread and before ours in another. */
+typedef struct
+{
+  Block *blocks; /* linked through Block.next */
+  Chunk *chunks; /* linked through Chunk.next */
+} Retired;
+
+static gboolean flush_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error);
+static void retired_free (Cache *self, Retired *r, MemresStream stream);
 
 /* memres_upstream_allocate(), Cache.lock not held (the upstream may be another cache, or call
  * an out-of-memory handler that trims or reads this one); on out-of-memory, every cached block
@@ -571,6 +581,7 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
                    MemresAllocation *alloc, GError **error)
 {
   GError *local = NULL;
+  Retired retired = { NULL, NULL };
   gboolean ok;
 
   memset (alloc, 0, sizeof *alloc);
@@ -584,12 +595,9 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
   g_clear_error (&local);
   g_mutex_lock (&self->lock);
   self->oom_flushes++;
-  fronts_stop (self);
-  for (Front *f = self->fronts; f != NULL; f = f->next)
-    front_drain (self, f);
-  fronts_resume (self);
-  ok = release_idle (self, 0, error);
+  ok = flush_idle (self, 0, &retired, error);
   g_mutex_unlock (&self->lock);
+  retired_free (self, &retired, NULL);
   if (!ok)
     return FALSE;
   memset (alloc, 0, sizeof *alloc);
@@ -622,8 +630,9 @@ block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream, M
 
 /* A new block of class @cls for @stream in @up (block_memory()): a block of its own above the
  * chunk classes, else carved from a new chunk (the other blocks of the chunk go to the shared
- * cache, with an event recorded after the chunk's allocation). NULL with @up given back when
- * the event cannot be recorded. Cache.lock held. */
+ * cache, with an event recorded after the chunk's allocation). NULL when the event cannot be
+ * recorded: @up is then still the caller's, to give back once the lock is released. Cache.lock
+ * held. */
 static Block *
 block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, MemresAllocation *up,
            guint n, GError **error)
@@ -644,10 +653,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, Memr
       return b;
     }
   if (self->events && n > 1 && (e = event_record (self, stream, error)) == NULL)
-    {
-      memres_upstream_deallocate (mr, up, stream, NULL);
-      return NULL;
-    }
+    return NULL;
   chunk = g_malloc0 (sizeof (Chunk) + n * sizeof (Block));
   chunk->up = *up;
   chunk->n_blocks = n;
@@ -675,20 +681,6 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, Memr
   return &chunk->blocks[0];
 }
 
-/* Gives @b's memory back to the upstream (its own allocation; chunk blocks go with their
- * chunk). Every stream's work on it is known complete. Cache.lock held. */
-static void
-block_release (Cache *self, Block *b)
-{
-  g_autoptr (GError) error = NULL;
-
-  self->reserved -= cache_class_size (b->cls);
-  if (!memres_upstream_deallocate (self->self_mr, &b->up, NULL, &error))
-    g_warning ("cache: returning %" G_GSIZE_FORMAT " bytes to the upstream failed: %s",
-               cache_class_size (b->cls), error->message);
-  g_free (b);
-}
-
 /* Synchronizes the device (host-observed completion of every stream's work) before memory that
  * may still be in use by queued work goes back to the upstream. */
 static gboolean
@@ -708,10 +700,13 @@ device_synchronize (Cache *self, GError **error)
   return TRUE;
 }
 
-/* Returns the shared cache's blocks (and the chunks all of whose blocks are there) to the
- * upstream until at most @bytes_to_keep stay reserved. Cache.lock held. */
+static void block_retire (Cache *self, Block *b, Retired *out);
+
+/* Retires the shared cache's blocks (and the chunks all of whose blocks are there) onto @out
+ * until at most @bytes_to_keep stay reserved; every stream's work on them is complete once
+ * this returns TRUE. Cache.lock held. */
 static gboolean
-release_idle (Cache *self, gsize bytes_to_keep, GError **error)
+release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
 {
   Chunk *chunk, *next;
 
@@ -726,7 +721,7 @@ release_idle (Cache *self, gsize bytes_to_keep, GError **error)
 
         shared_unlink (self, b);
         event_unref (self, g_steal_pointer (&b->event));
-        block_release (self, b);
+        block_retire (self, b, out);
       }
   for (chunk = self->chunks; chunk != NULL; chunk = chunk->next)
     chunk->n_idle = 0;
@@ -735,7 +730,6 @@ release_idle (Cache *self, gsize bytes_to_keep, GError **error)
       b->chunk->n_idle++;
   for (chunk = self->chunks; chunk != NULL && self->reserved > bytes_to_keep; chunk = next)
     {
-      g_autoptr (GError) local = NULL;
       gsize csize;
 
       next = chunk->next;
@@ -754,12 +748,22 @@ release_idle (Cache *self, gsize bytes_to_keep, GError **error)
       if (chunk->next != NULL)
         chunk->next->prev = chunk->prev;
       self->reserved -= (guint64) chunk->n_blocks * csize;
-      if (!memres_upstream_deallocate (self->self_mr, &chunk->up, NULL, &local))
-        g_warning ("cache: returning a chunk of %" G_GSIZE_FORMAT " bytes failed: %s",
-                   chunk->up.size, local->message);
-      g_free (chunk);
+      chunk->next = out->chunks;
+      out->chunks = chunk;
     }
   return TRUE;
+}
+
+/* Every front drained into the shared cache, then release_idle(): the out-of-memory flush and
+ * trim. Cache.lock held. */
+static gboolean
+flush_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
+{
+  fronts_stop (self);
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    front_drain (self, f);
+  fronts_resume (self);
+  return release_idle (self, bytes_to_keep, out, error);
 }
 
 /* ---- allocate and deallocate ----------------------------------------------------------------- */
@@ -851,32 +855,41 @@ own_front_take (Cache *self, guint cls, MemresStream stream)
 }
 
 /* Takes @b (an upstream allocation of its own, out of every cache) out of the reserve and onto
- * *@out, to go back to the upstream once Cache.lock is released (blocks_free_on()). Cache.lock
- * held. */
+ * @out. Cache.lock held. */
 static void
-block_retire (Cache *self, Block *b, Block **out)
+block_retire (Cache *self, Block *b, Retired *out)
 {
   self->reserved -= b->size;
-  b->next = *out;
-  *out = b;
+  b->next = out->blocks;
+  out->blocks = b;
 }
 
-/* Gives the blocks of @list (block_retire()) back to the upstream, ordered on @stream, after
- * which nothing queued before on @stream touches them. Cache.lock not held: the upstream may be
- * another cache. */
+/* Gives what @r holds back to the upstream, ordered on @stream, after which nothing queued
+ * before on @stream touches it; empties @r. Cache.lock not held. */
 static void
-blocks_free_on (Cache *self, Block *list, MemresStream stream)
+retired_free (Cache *self, Retired *r, MemresStream stream)
 {
-  while (list != NULL)
+  while (r->blocks != NULL)
     {
       g_autoptr (GError) error = NULL;
-      Block *b = list;
+      Block *b = r->blocks;
 
-      list = b->next;
+      r->blocks = b->next;
       if (!memres_upstream_deallocate (self->self_mr, &b->up, stream, &error))
         g_warning ("cache: returning %" G_GUINT64_FORMAT " bytes to the upstream failed: %s",
                    b->size, error->message);
       g_free (b);
+    }
+  while (r->chunks != NULL)
+    {
+      g_autoptr (GError) error = NULL;
+      Chunk *chunk = r->chunks;
+
+      r->chunks = chunk->next;
+      if (!memres_upstream_deallocate (self->self_mr, &chunk->up, stream, &error))
+        g_warning ("cache: returning a chunk of %" G_GSIZE_FORMAT " bytes failed: %s",
+                   chunk->up.size, error->message);
+      g_free (chunk);
     }
 }
 
@@ -884,7 +897,7 @@ blocks_free_on (Cache *self, Block *list, MemresStream stream)
  * (freed on it, or with an event it then waits on) while more than reserved / CACHE_IDLE_SHARE
  * bytes are idle, largest classes first: onto *@out (block_retire()). Cache.lock held. */
 static void
-recycle_idle (Cache *self, guint cls, MemresStream stream, Block **out)
+recycle_idle (Cache *self, guint cls, MemresStream stream, Retired *out)
 {
   Front *f = own_front (self);
   guint64 idle = self->shared_cached + fronts_cached (self);
@@ -929,7 +942,8 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
 {
   GError *local = NULL;
   MemresAllocation up;
-  Block *b, *retired = NULL;
+  Retired retired = { NULL, NULL };
+  Block *b;
   guint last = cls, n;
 
   if (cls >= self->n_chunk_classes)
@@ -947,7 +961,7 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
   else if (local == NULL && cls >= self->n_chunk_classes)
     recycle_idle (self, cls, stream, &retired);
   g_mutex_unlock (&self->lock);
-  blocks_free_on (self, retired, stream);
+  retired_free (self, &retired, stream);
   /* a miss: the upstream is asked without the lock, then the block goes in under it */
   if (b == NULL && local == NULL && block_memory (mr, self, cls, stream, &up, &n, &local))
     {
@@ -958,6 +972,8 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
           update_highs (self);
         }
       g_mutex_unlock (&self->lock);
+      if (b == NULL)
+        memres_upstream_deallocate (mr, &up, stream, NULL);
     }
   if (b == NULL)
     {
@@ -1249,6 +1265,7 @@ cache_finalize (MemresResource *mr)
 {
   Cache *self = memres_resource_get_private (mr);
   g_autoptr (GError) error = NULL;
+  Retired retired = { NULL, NULL };
 
   g_mutex_lock (&slots_lock);
   g_mutex_lock (&self->lock);
@@ -1257,7 +1274,7 @@ cache_finalize (MemresResource *mr)
   if (self->slot >= 0)
     slots[self->slot] = NULL;
   g_mutex_unlock (&slots_lock);
-  if (!release_idle (self, 0, &error))
+  if (!release_idle (self, 0, &retired, &error))
     g_warning ("cache: returning the cached blocks to the upstream failed: %s", error->message);
   if (self->chunks != NULL || self->reserved != 0)
     g_warning ("cache: %" G_GUINT64_FORMAT " bytes still reserved at finalize", self->reserved);
@@ -1277,6 +1294,7 @@ cache_finalize (MemresResource *mr)
     }
   g_ptr_array_unref (self->spare_events);
   g_mutex_unlock (&self->lock);
+  retired_free (self, &retired, NULL);
   g_mutex_clear (&self->lock);
 }
 
@@ -1338,15 +1356,13 @@ cache_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 {
   Cache *self = memres_resource_get_private (mr);
   GError *local = NULL;
+  Retired retired = { NULL, NULL };
   gboolean ok;
 
   g_mutex_lock (&self->lock);
-  fronts_stop (self);
-  for (Front *f = self->fronts; f != NULL; f = f->next)
-    front_drain (self, f);
-  fronts_resume (self);
-  ok = release_idle (self, bytes_to_keep, error);
+  ok = flush_idle (self, bytes_to_keep, &retired, error);
   g_mutex_unlock (&self->lock);
+  retired_free (self, &retired, NULL);
   if (!ok)
     return FALSE;
   /* then the upstream's own reserve, where it has one */
