@@ -101,7 +101,7 @@ typedef struct
 {
   gint64 n;     /* atomic: MEMRES_STRIPE_BIAS + buffers counted here (MemresResource.stripes) */
   gint64 used;  /* atomic: bytes allocated minus bytes closed through this stripe (may be < 0) */
-  gint64 quota; /* atomic: how high @used may go before the stripes are summed (peak.c) */
+  gint64 quota; /* atomic: how high @used may go before the stripes are summed (resource.c) */
 } __attribute__ ((aligned (64))) MemresStripe;
 
 struct _MemresResource
@@ -294,9 +294,9 @@ _memres_stripe (MemresResource *mr)
  * stays within its own, no new peak can have been reached. A stripe that passes its quota sums
  * all stripes (_memres_resource_count_peak()), raises used_high to the sum when it is a new
  * peak, and shares what is left below the mark among the stripes as new quotas. Exact whenever
- * no two threads change the counts at the same instant; under contention, two recounts at once
- * may give quotas above the mark, and a peak may then be missed by up to that excess
- * (memres_resource_get_stats() documents it). @reset: used_high set to the sum. */
+ * no two threads change the counts at the same instant; under contention the mark may be off by
+ * a few allocations either way (memres_resource_get_stats() documents it). @reset: used_high
+ * set to the sum. */
 void _memres_resource_count_peak (MemresResource *mr, gboolean reset);
 guint64 _memres_resource_used_bytes (MemresResource *mr);
 

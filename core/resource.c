@@ -23,14 +23,28 @@ _memres_stripe_assign (void)
   return _memres_stripe_index;
 }
 
-guint64
-_memres_resource_used_bytes (MemresResource *mr)
+/* The stripes' bytes, each stored in @used when it is not NULL, and their sum (0 when the
+ * stripes, read one after the other, add up below 0). */
+static guint64
+stripes_used (MemresResource *mr, gint64 *used)
 {
   gint64 sum = 0;
 
   for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
-    sum += __atomic_load_n (&mr->stripes[i].used, __ATOMIC_RELAXED);
+    {
+      gint64 u = __atomic_load_n (&mr->stripes[i].used, __ATOMIC_RELAXED);
+
+      if (used != NULL)
+        used[i] = u;
+      sum += u;
+    }
   return (guint64) MAX (sum, 0);
+}
+
+guint64
+_memres_resource_used_bytes (MemresResource *mr)
+{
+  return stripes_used (mr, NULL);
 }
 
 /* The slow half of _memres_resource_count_used() (memres-private.h): the exact sum, the mark
@@ -38,21 +52,18 @@ _memres_resource_used_bytes (MemresResource *mr)
 void
 _memres_resource_count_peak (MemresResource *mr, gboolean reset)
 {
-  gint64 used[MEMRES_BUFFER_STRIPES];
-  gint64 total = 0, share;
+  gint64 used[MEMRES_BUFFER_STRIPES], share;
+  guint64 total = stripes_used (mr, used);
   guint64 high = __atomic_load_n (&mr->used_high, __ATOMIC_RELAXED);
 
-  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
-    total += used[i] = __atomic_load_n (&mr->stripes[i].used, __ATOMIC_RELAXED);
-  total = MAX (total, 0);
   if (reset)
-    __atomic_store_n (&mr->used_high, high = (guint64) total, __ATOMIC_RELAXED);
-  while ((guint64) total > high
-         && !__atomic_compare_exchange_n (&mr->used_high, &high, (guint64) total, TRUE,
-                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    __atomic_store_n (&mr->used_high, high = total, __ATOMIC_RELAXED);
+  while (total > high
+         && !__atomic_compare_exchange_n (&mr->used_high, &high, total, TRUE, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED))
     ;
-  high = MAX (high, (guint64) total);
-  share = (gint64) ((high - (guint64) total) / MEMRES_BUFFER_STRIPES);
+  high = MAX (high, total);
+  share = (gint64) ((high - total) / MEMRES_BUFFER_STRIPES);
   for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
     __atomic_store_n (&mr->stripes[i].quota, used[i] + share, __ATOMIC_RELAXED);
 }
