@@ -209,7 +209,7 @@ thread_main (gpointer data)
 static void
 test_threads (void)
 {
-  GAsyncQueue *queue = g_async_queue_new ();
+  GAsyncQueue *queue;
   ThreadData td[N_THREADS];
   GThread *threads[N_THREADS];
   MemresResource *mr;
@@ -218,6 +218,7 @@ test_threads (void)
 
   if (!require_resource ())
     return;
+  queue = g_async_queue_new ();
   mr = shim.get_resource (0);
   for (int i = 0; i < N_THREADS; i++)
     {
