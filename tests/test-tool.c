@@ -896,6 +896,24 @@ test_replay_bad_logs (void)
         g_error ("expected \"%s\": %s", cases[i].needle, r.err);
       run_clear (&r);
     }
+  /* a NUL byte is reported on its line */
+  g_assert_true (
+      g_file_set_contents (log, "Thread,Time,Action,Pointer,Size,Stream\n1,t\0", 43, NULL));
+  run_tool (&r, "replay", log, "host", NULL);
+  assert_one_error_line (&r);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.err, ":2: a NUL byte"));
+  run_clear (&r);
+  /* what is not a regular file is not read (a device or a FIFO would never end) */
+  run_tool (&r, "replay", dir, "host", NULL);
+  assert_one_error_line (&r);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.err, "not a regular file"));
+  run_clear (&r);
+  run_tool (&r, "replay", "/dev/zero", "host", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.err, "not a regular file"));
+  run_clear (&r);
   run_tool (&r, "replay", "/nonexistent/log.csv", "host", NULL);
   assert_one_error_line (&r);
   run_clear (&r);

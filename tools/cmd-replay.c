@@ -7,7 +7,9 @@
  * failed here) is counted and skipped. Buffers still live at the end are closed. */
 #include "memres-tool.h"
 
+#include <glib/gstdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream"
@@ -81,16 +83,33 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
       = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, live_free);
   g_autoptr (GHashTable) threads = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (GError) local = NULL;
+  GStatBuf st;
+  const char *nul;
   gsize length;
   guint i;
 
+  /* a device or a FIFO would be read without end (or wait for good) */
+  if (g_stat (log, &st) == 0 && !S_ISREG (st.st_mode))
+    {
+      g_autofree char *shown = _memres_show_input (log);
+
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "%s: not a regular file",
+                   shown);
+      return FALSE;
+    }
   if (!g_file_get_contents (log, &text, &length, &local))
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND, "%s", local->message);
       return FALSE;
     }
-  if (memchr (text, '\0', length) != NULL)
-    return bad_line (error, log, 1, "a NUL byte: not a CSV log");
+  if ((nul = memchr (text, '\0', length)) != NULL)
+    {
+      guint line = 1;
+
+      for (const char *c = text; c < nul; c++)
+        line += *c == '\n';
+      return bad_line (error, log, line, "a NUL byte: not a CSV log");
+    }
   lines = g_strsplit (text, "\n", -1);
   if (lines[0] == NULL || strcmp (g_strchomp (lines[0]), LOG_HEADER) != 0)
     return bad_line (error, log, 1, "expected the header \"" LOG_HEADER "\"");
