@@ -429,6 +429,31 @@ test_stats_counters (void)
   mt_close_ok (bufs[4], NULL);
 }
 
+/* limit over a layer that rounds up (vmm, to its 2 MiB granularity on the fake): the refusal
+ * names the rounded size and what was in use before the request (its own bytes not counted),
+ * and nothing stays taken. */
+static void
+test_limit_rounded (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+
+  if (!mt_require_fake ("vmm's granularity on the fake is 2 MiB") || !mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("limit:max=1MiB>vmm");
+  buf = memres_resource_allocate (mr, 1, NULL, &error);
+  g_assert_null (buf);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  if (strstr (error->message, "rounded up to 2097152 bytes") == NULL
+      || strstr (error->message, "limit of 1048576 bytes (0 in use)") == NULL)
+    g_error ("%s", error->message);
+  g_clear_error (&error);
+  /* nothing was kept: the same refusal again, not a different count */
+  g_assert_null (memres_resource_allocate (mr, 1, NULL, &error));
+  g_assert_nonnull (strstr (error->message, "(0 in use)"));
+}
+
 /* limit: exact at the boundary, one byte past fails saying why, nothing below called. */
 static void
 test_limit_boundary (void)
@@ -1027,6 +1052,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/over-graph", test_over_graph);
   g_test_add_func ("/adaptors/stats-counters", test_stats_counters);
   g_test_add_func ("/adaptors/peaks-across-threads", test_peaks_across_threads);
+  g_test_add_func ("/adaptors/limit-rounded", test_limit_rounded);
   g_test_add_func ("/adaptors/limit-boundary", test_limit_boundary);
   g_test_add_func ("/adaptors/bad-options", test_bad_options);
   g_test_add_func ("/adaptors/api-lookup", test_api_lookup);

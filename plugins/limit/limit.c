@@ -39,9 +39,10 @@ limit_finalize (MemresResource *mr)
 {
 }
 
-/* Takes @bytes more of the limit, or sets the error and takes nothing. */
+/* Takes @bytes more of the limit for an allocation of @asked bytes of which @held are taken
+ * already, or sets the error (what is in use not counting @held) and takes nothing. */
 static gboolean
-reserve (LimitResource *self, guint64 bytes, guint64 asked, GError **error)
+reserve (LimitResource *self, guint64 bytes, guint64 asked, guint64 held, GError **error)
 {
   guint64 used = __atomic_load_n (&self->used, __ATOMIC_RELAXED);
 
@@ -52,7 +53,7 @@ reserve (LimitResource *self, guint64 bytes, guint64 asked, GError **error)
           g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
                        "limit: allocating %" G_GUINT64_FORMAT " bytes would pass the limit of "
                        "%" G_GUINT64_FORMAT " bytes (%" G_GUINT64_FORMAT " in use)",
-                       asked, self->max, used);
+                       asked, self->max, used - held);
           return FALSE;
         }
     }
@@ -67,14 +68,15 @@ limit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
 {
   LimitResource *self = memres_resource_get_private (mr);
 
-  if (!reserve (self, size, size, error))
+  if (!reserve (self, size, size, 0, error))
     return FALSE;
   if (!memres_upstream_allocate (mr, size, stream, alloc, error))
     {
       __atomic_sub_fetch (&self->used, size, __ATOMIC_RELAXED);
       return FALSE;
     }
-  if (G_UNLIKELY (alloc->size > size) && !reserve (self, alloc->size - size, alloc->size, error))
+  if (G_UNLIKELY (alloc->size > size)
+      && !reserve (self, alloc->size - size, alloc->size, size, error))
     {
       g_prefix_error (error,
                       "rounded up to %" G_GSIZE_FORMAT " bytes by the layer below: ", alloc->size);
