@@ -354,7 +354,9 @@ MemresResource *_memres_resource_slot_owner (MemresResource *mr, gsize slot_offs
  * from the config file (config.c).
  * _memres_stack_split(): @spec split at every `>` not escaped by a backslash, `@name` layers
  *   replaced by their definitions (@expand_names; else kept), into @layers (strings as
- *   written, escapes kept; in order, the first what the application calls). Errors:
+ *   written, escapes kept; in order, the first what the application calls), and into @origins
+ *   (when not NULL) for each layer the `@name` it came from, with its definition and file
+ *   (NULL for a layer the application wrote), for errors. Errors:
  *   MEMRES_ERROR_INVALID_ARGUMENT (an empty layer, `>>`, a trailing `>`, a lone trailing `\`,
  *   too many layers, a cycle of names), those of _memres_config_lookup().
  * _memres_stack_check_layer(): the rule of @kind at @position (0-based) of @n_layers layers:
@@ -362,7 +364,7 @@ MemresResource *_memres_resource_slot_owner (MemresResource *mr, gsize slot_offs
  * _memres_stack_new(): memres_resource_new(). */
 #define MEMRES_STACK_MAX_LAYERS 16
 gboolean _memres_stack_split (const char *spec, gboolean expand_names, GPtrArray **layers,
-                              GError **error);
+                              GPtrArray **origins, GError **error);
 gboolean _memres_stack_check_layer (MemresKind *kind, guint position, guint n_layers,
                                     GError **error);
 MemresResource *_memres_stack_new (const char *spec, GError **error);

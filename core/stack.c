@@ -66,10 +66,12 @@ set_stack_error (GError **error, const char *spec, const char *format, ...)
 }
 
 /* Appends the layers of @spec to @layers, expanding `@name` layers (@chain: the names being
- * expanded, for cycles). */
+ * expanded, for cycles), and to @origins (when not NULL) for each layer where it came from:
+ * @origin (NULL for the spec as the application wrote it, else the `@name` it came from, with
+ * its definition and file). */
 static gboolean
 split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray *layers,
-            GError **error)
+            GPtrArray *origins, const char *origin, GError **error)
 {
   g_auto (GStrv) parts = NULL;
   gsize len = strlen (spec);
@@ -109,7 +111,8 @@ split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray
       if (layer[0] == '@' && expand_names)
         {
           g_autofree char *named = NULL;
-          g_autofree char *origin = NULL;
+          g_autofree char *file = NULL;
+          g_autofree char *from = NULL;
           guint j;
 
           for (j = 0; j < chain->len; j++)
@@ -126,20 +129,25 @@ split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray
           if (chain->len >= MAX_NAME_DEPTH)
             return set_stack_error (error, spec, "named resources nest more than %d deep",
                                     MAX_NAME_DEPTH);
-          named = _memres_config_lookup (layer + 1, &origin, error);
+          named = _memres_config_lookup (layer + 1, &file, error);
           if (named == NULL)
             return FALSE;
+          from = g_strdup_printf ("%s (%s, from %s)", layer, named,
+                                  file != NULL ? file : "the config file");
           g_ptr_array_add (chain, (gpointer) (layer + 1));
-          if (!split_into (named, TRUE, chain, layers, error))
+          if (!split_into (named, TRUE, chain, layers, origins, from, error))
             {
-              g_prefix_error (error, "%s (%s, from %s): ", layer, named,
-                              origin != NULL ? origin : "the config file");
+              g_prefix_error (error, "%s: ", from);
               return FALSE;
             }
           g_ptr_array_remove_index (chain, chain->len - 1);
         }
       else
-        g_ptr_array_add (layers, g_strdup (layer));
+        {
+          g_ptr_array_add (layers, g_strdup (layer));
+          if (origins != NULL)
+            g_ptr_array_add (origins, g_strdup (origin));
+        }
       if (layers->len > MEMRES_STACK_MAX_LAYERS)
         break;
     }
@@ -149,16 +157,20 @@ split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray
 }
 
 gboolean
-_memres_stack_split (const char *spec, gboolean expand_names, GPtrArray **layers, GError **error)
+_memres_stack_split (const char *spec, gboolean expand_names, GPtrArray **layers,
+                     GPtrArray **origins, GError **error)
 {
   g_autoptr (GPtrArray) chain = g_ptr_array_new ();
   g_autoptr (GPtrArray) out = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GPtrArray) from = origins != NULL ? g_ptr_array_new_with_free_func (g_free) : NULL;
 
   g_return_val_if_fail (spec != NULL, FALSE);
 
-  if (!split_into (spec, expand_names, chain, out, error))
+  if (!split_into (spec, expand_names, chain, out, from, NULL, error))
     return FALSE;
   *layers = g_steal_pointer (&out);
+  if (origins != NULL)
+    *origins = g_steal_pointer (&from);
   return TRUE;
 }
 
@@ -244,18 +256,19 @@ MemresResource *
 _memres_stack_new (const char *spec, GError **error)
 {
   g_autoptr (GPtrArray) texts = NULL;
+  g_autoptr (GPtrArray) origins = NULL;
   Layer layers[MEMRES_STACK_MAX_LAYERS] = { { 0 } };
   MemresResource *upstream = NULL;
   guint n, i;
 
-  if (!_memres_stack_split (spec, TRUE, &texts, error))
+  if (!_memres_stack_split (spec, TRUE, &texts, &origins, error))
     return NULL;
   n = texts->len;
   g_assert (n >= 1 && n <= MEMRES_STACK_MAX_LAYERS);
 
   for (i = 0; i < n; i++)
     if (!layer_prepare (g_ptr_array_index (texts, i), i, n, &layers[i], error))
-      goto out;
+      goto named;
 
   for (i = n; i-- > 0;)
     {
@@ -267,10 +280,16 @@ _memres_stack_new (const char *spec, GError **error)
             g_prefix_error (error, "layer %u of %u (kind \"%s\"): ", i + 1, n,
                             layers[i].kind->name);
           g_clear_pointer (&upstream, memres_resource_unref);
-          goto out;
+          goto named;
         }
       upstream = mr; /* holds the layer below, if any */
     }
+  goto out;
+
+named:
+  /* a layer from a `@name` says which, with its definition and file */
+  if (g_ptr_array_index (origins, i) != NULL)
+    g_prefix_error (error, "%s: ", (char *) g_ptr_array_index (origins, i));
 
 out:
   for (i = 0; i < n; i++)

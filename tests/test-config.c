@@ -84,6 +84,28 @@ test_named (void)
   assert_fails ("@", MEMRES_ERROR_NOT_FOUND, "no resource named @");
 }
 
+/* A bad layer inside a named stack says which name it came from, with its definition and file:
+ * an unknown option (checked when the layers are prepared), an unknown kind, a kind that
+ * refuses its options at init. */
+static void
+test_named_errors (void)
+{
+  g_autofree char *path = use_config ("[a]\nspec=host:foo=1\n"
+                                      "[c]\nspec=nosuchkind\n"
+                                      "[d]\nspec=limit>host\n"
+                                      "[outer]\nspec=stats>@a\n");
+  g_autofree char *from_a = g_strdup_printf ("@a (host:foo=1, from %s:2): ", path);
+
+  assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, from_a);
+  assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, "has no option \"foo\"");
+  assert_fails ("stats>@a", MEMRES_ERROR_INVALID_ARGUMENT, from_a);
+  assert_fails ("@outer", MEMRES_ERROR_INVALID_ARGUMENT, from_a);
+  assert_fails ("@c", MEMRES_ERROR_NOT_FOUND, "@c (nosuchkind, from ");
+  assert_fails ("@d", MEMRES_ERROR_INVALID_ARGUMENT, "@d (limit>host, from ");
+  /* a layer the application wrote has no such prefix */
+  assert_fails ("host:foo=1", MEMRES_ERROR_INVALID_ARGUMENT, "has no option \"foo\"");
+}
+
 static void
 test_cycles (void)
 {
@@ -252,6 +274,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/config/search-path", test_search_path);
   g_test_add_func ("/config/named", test_named);
+  g_test_add_func ("/config/named-errors", test_named_errors);
   g_test_add_func ("/config/cycles", test_cycles);
   g_test_add_func ("/config/too-deep", test_too_deep);
   g_test_add_func ("/config/malformed", test_malformed);
