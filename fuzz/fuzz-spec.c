@@ -149,7 +149,7 @@ check_options (MemresKind *kind, GPtrArray *keys, GPtrArray *values)
   /* as one layer of a stack, the printed form splits back into that one layer */
   {
     g_autoptr (GPtrArray) layers = NULL;
-    if (!_memres_stack_split (spec2, FALSE, &layers, &error))
+    if (!_memres_stack_split (spec2, FALSE, &layers, NULL, &error))
       g_error ("normalized spec “%s” does not split: %s", spec2, error->message);
     if (layers->len != 1 || strcmp (g_ptr_array_index (layers, 0), spec2) != 0)
       g_error ("normalized spec “%s” splits into %u layers", spec2, layers->len);
@@ -217,7 +217,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   register_fuzz_kind ();
   spec = g_strndup ((const char *) data, size); /* stops at an embedded NUL, as C callers do */
 
-  if (!_memres_stack_split (spec, FALSE, &layers, &error))
+  if (!_memres_stack_split (spec, FALSE, &layers, NULL, &error))
     {
       expect_error (error);
       return 0;
