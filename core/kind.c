@@ -112,12 +112,15 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
                    ki.name, ki.ops->version, MEMRES_RESOURCE_OPS_VERSION);
       return NULL;
     }
-  if ((ki.flags & ~(MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS)) != 0
+  if ((ki.flags & ~(MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_OWN_USAGE))
+          != 0
+      || ((ki.flags & MEMRES_KIND_OWN_USAGE) && ki.ops->get_stats == NULL)
       || ((ki.flags & MEMRES_KIND_PASSES_ALLOCATIONS) && !(ki.flags & MEMRES_KIND_ADAPTOR)))
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "kind \"%s\" has invalid flags 0x%x (MEMRES_KIND_PASSES_ALLOCATIONS needs "
-                   "MEMRES_KIND_ADAPTOR; no other flag exists)",
+                   "MEMRES_KIND_ADAPTOR, MEMRES_KIND_OWN_USAGE a get_stats slot; no other "
+                   "flag exists)",
                    ki.name, (guint) ki.flags);
       return NULL;
     }
@@ -310,7 +313,8 @@ memres_kind_get_options (MemresKind *kind, guint *n_options)
  * @kind: a #MemresKind
  *
  * What the kind is: a base kind (0) or an adaptor (%MEMRES_KIND_ADAPTOR, possibly with
- * %MEMRES_KIND_PASSES_ALLOCATIONS), as its plugin registered it. Thread-safe.
+ * %MEMRES_KIND_PASSES_ALLOCATIONS), and whether it counts its own used bytes
+ * (%MEMRES_KIND_OWN_USAGE), as its plugin registered it. Thread-safe.
  *
  * Returns: the kind's #MemresKindFlags
  *

@@ -108,6 +108,10 @@ struct _MemresResource
 {
   MemresKind *kind;
   const MemresResourceOps *ops; /* == &kind->ops */
+  /* set at creation: the core counts the bytes of this resource's buffers on the stripes.
+   * FALSE for kinds with MEMRES_KIND_OWN_USAGE and for adaptors without a get_stats slot
+   * (whose statistics are their upstream's, so that nobody reads their count) */
+  gboolean count_usage;
   MemresResourceInfo info;      /* from the query slot, read on hot paths */
   char *spec;                   /* normalized spec, or a description of the import */
   /* Lifetime, in one atomic word so that the allocate/close hot path costs one locked operation
@@ -303,9 +307,13 @@ guint64 _memres_resource_used_bytes (MemresResource *mr);
 static inline void
 _memres_resource_count_used (MemresResource *mr, gint64 delta)
 {
-  MemresStripe *stripe = _memres_stripe (mr);
-  gint64 mine = __atomic_add_fetch (&stripe->used, delta, __ATOMIC_RELAXED);
+  MemresStripe *stripe;
+  gint64 mine;
 
+  if (!mr->count_usage)
+    return;
+  stripe = _memres_stripe (mr);
+  mine = __atomic_add_fetch (&stripe->used, delta, __ATOMIC_RELAXED);
   if (delta > 0 && G_UNLIKELY (mine > __atomic_load_n (&stripe->quota, __ATOMIC_RELAXED)))
     _memres_resource_count_peak (mr, FALSE);
 }

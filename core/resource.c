@@ -233,6 +233,9 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
   mr->spec = g_strdup (spec != NULL ? spec : kind->name);
   mr->generation = g_atomic_int_get (&_memres_fork_generation_);
   mr->upstream = upstream; /* valid while init runs; the reference is taken over on success */
+  /* an adaptor without get_stats reports its upstream's statistics: its count would go unread */
+  mr->count_usage = !(kind->flags & MEMRES_KIND_OWN_USAGE)
+                    && (upstream == NULL || kind->ops.get_stats != NULL);
   _memres_ipc_mappings_init (&mr->ipc_mappings);
 
   if (handle != NULL)
@@ -631,8 +634,10 @@ memres_resource_is_host_accessible (MemresResource *mr)
  *
  * Reads the resource's statistics (reserved and used bytes, current and high-water) and the
  * number of live buffers. The core counts the bytes of the buffers memres_resource_allocate()
- * made for every kind (reserved = used); a kind's get_stats slot starts from those counts and
- * replaces what it knows better (for pools, cuMemPoolGetAttribute()). The core's counts are
+ * made (reserved = used); a kind's get_stats slot starts from those counts and replaces what it
+ * knows better (for pools, cuMemPoolGetAttribute()). Kinds registered with
+ * %MEMRES_KIND_OWN_USAGE (every shipped kind but `vmm`) report their used bytes themselves, and
+ * the core leaves their allocate/close path uncounted. The core's counts are
  * kept per thread (no shared cache line written on the allocate/close path): the current bytes
  * are exact when no allocate or close runs at the same time, and so is the high-water mark
  * whatever threads allocated and closed, except that when threads allocate and close at the

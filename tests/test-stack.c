@@ -501,6 +501,8 @@ test_register_flags (void)
     { "bad_passes", MEMRES_KIND_PASSES_ALLOCATIONS },
     { "bad_unknown", MEMRES_KIND_ADAPTOR | (1 << 7) },
     { "bad_noquery", 0 }, /* a base kind needs query */
+    /* counting its own usage needs a get_stats slot to report it */
+    { "bad_own_usage", MEMRES_KIND_ADAPTOR | MEMRES_KIND_OWN_USAGE },
   };
   g_autoptr (MemresKind) kind = NULL;
   gsize i;
@@ -523,7 +525,70 @@ test_register_flags (void)
                    MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS);
   g_clear_pointer (&kind, memres_kind_unref);
   kind = memres_registry_lookup ("host", NULL);
-  g_assert_cmpint (memres_kind_get_flags (kind), ==, 0);
+  g_assert_cmpint (memres_kind_get_flags (kind), ==, MEMRES_KIND_OWN_USAGE);
+}
+
+/* A get_stats slot that knows only a reserved figure: the used bytes are the core's count. */
+static gboolean
+usage_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
+{
+  stats->reserved_current = 7;
+  return TRUE;
+}
+
+/* The core counts the used bytes of a kind with get_stats unless it says it counts its own
+ * (MEMRES_KIND_OWN_USAGE); then its slot's figures are all there is. */
+static void
+test_own_usage (void)
+{
+  static const MemresResourceOps usage_ops = {
+    .version = MEMRES_RESOURCE_OPS_VERSION,
+    .init = noop_init,
+    .finalize = pt_finalize,
+    .allocate = pt_allocate,
+    .deallocate = pt_deallocate,
+    .get_stats = usage_get_stats,
+  };
+  static const struct
+  {
+    const char *name;
+    MemresKindFlags flags;
+    guint64 used; /* what get_stats reports with one 1000-byte buffer open */
+  } kinds[] = {
+    { "usage_core", MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS, 1000 },
+    { "usage_own", MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_OWN_USAGE,
+      0 },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (kinds); i++)
+    {
+      MemresKindInfo info = {
+        .struct_size = sizeof info,
+        .name = kinds[i].name,
+        .ops = &usage_ops,
+        .instance_size = sizeof (PtResource),
+        .flags = kinds[i].flags,
+      };
+      g_autofree char *spec = g_strdup_printf ("%s>host", kinds[i].name);
+      g_autoptr (MemresResource) mr = NULL;
+      MemresBuffer *buf;
+      MemresStats st;
+
+      g_assert_true (memres_registry_register_kind (&info, NULL));
+      mr = mt_new_ok (spec);
+      buf = mt_alloc_ok (mr, 1000, NULL);
+      g_assert_true (memres_resource_get_stats (mr, &st, NULL));
+      g_assert_cmpuint (st.reserved_current, ==, 7);
+      g_assert_cmpuint (st.used_current, ==, kinds[i].used);
+      g_assert_cmpuint (st.used_high, ==, kinds[i].used);
+      g_assert_cmpuint (st.n_buffers, ==, 1); /* the buffers are counted either way */
+      g_assert_true (memres_buffer_close (buf, NULL, NULL));
+      memres_buffer_unref (buf);
+      g_assert_true (memres_resource_get_stats (mr, &st, NULL));
+      g_assert_cmpuint (st.used_current, ==, 0);
+      g_assert_cmpuint (st.used_high, ==, kinds[i].used);
+      g_assert_cmpuint (st.n_buffers, ==, 0);
+    }
 }
 
 int
@@ -540,5 +605,6 @@ main (int argc, char **argv)
   g_test_add_func ("/stack/lying-upstream", test_lying_upstream);
   g_test_add_func ("/stack/upstream-calls", test_upstream_calls);
   g_test_add_func ("/stack/register-flags", test_register_flags);
+  g_test_add_func ("/stack/own-usage", test_own_usage);
   return g_test_run ();
 }

@@ -88,6 +88,11 @@ typedef struct
  *   adaptors let the per-buffer slots they leave %NULL (export_buffer, export_chunks, resize)
  *   and export_handle pass through to the upstream; for the others those fail with
  *   %MEMRES_ERROR_NOT_SUPPORTED
+ * @MEMRES_KIND_OWN_USAGE: the kind's get_stats slot sets used_current and used_high itself
+ *   (from its own counts or the driver's), so the core does not count the bytes of its
+ *   buffers on the allocate/close hot path (it still counts the buffers). Without it the core
+ *   counts them and the get_stats slot receives them in its #MemresStats (no boilerplate in the
+ *   plugin). Since: 1.2
  *
  * What a kind is, in #MemresKindInfo.flags. Values are appended only (part of the plugin
  * ABI).
@@ -98,6 +103,7 @@ typedef enum
 {
   MEMRES_KIND_ADAPTOR = 1 << 0,
   MEMRES_KIND_PASSES_ALLOCATIONS = 1 << 1,
+  MEMRES_KIND_OWN_USAGE = 1 << 2,
 } MemresKindFlags;
 
 /* Full documentation with each definition in core/registry.c and core/kind.c. */

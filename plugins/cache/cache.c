@@ -1450,7 +1450,7 @@ static const MemresKindInfo cache_kind = {
   .n_options = G_N_ELEMENTS (cache_options),
   .ops = &cache_ops,
   .instance_size = sizeof (Cache),
-  .flags = MEMRES_KIND_ADAPTOR,
+  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_OWN_USAGE,
 };
 
 static gboolean

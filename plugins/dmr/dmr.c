@@ -197,6 +197,7 @@ static const MemresKindInfo dmr_kind = {
   .n_options = G_N_ELEMENTS (dmr_options),
   .ops = &dmr_ops,
   .instance_size = sizeof (Dmr),
+  .flags = MEMRES_KIND_OWN_USAGE, /* get_stats reports the used bytes */
 };
 
 static gboolean

@@ -279,6 +279,7 @@ static const MemresKindInfo graph_kind = {
   .n_options = G_N_ELEMENTS (graph_options),
   .ops = &graph_ops,
   .instance_size = sizeof (Graph),
+  .flags = MEMRES_KIND_OWN_USAGE, /* get_stats reports the used bytes */
 };
 
 static gboolean

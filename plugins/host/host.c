@@ -132,6 +132,7 @@ static const MemresKindInfo host_kind = {
   .n_options = G_N_ELEMENTS (host_options),
   .ops = &host_ops,
   .instance_size = sizeof (HostResource),
+  .flags = MEMRES_KIND_OWN_USAGE, /* get_stats reports the used bytes */
 };
 
 static gboolean

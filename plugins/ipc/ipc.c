@@ -217,6 +217,7 @@ static const MemresKindInfo ipc_kind = {
   .n_options = G_N_ELEMENTS (ipc_options),
   .ops = &ipc_ops,
   .instance_size = sizeof (Ipc),
+  .flags = MEMRES_KIND_OWN_USAGE, /* get_stats reports the used bytes */
 };
 
 static gboolean

@@ -491,6 +491,7 @@ managed_plugin_init (MemresPlugin *plugin, GError **error)
     .n_options = G_N_ELEMENTS (managed_options),
     .ops = &managed_ops,
     .instance_size = sizeof (Managed),
+    .flags = MEMRES_KIND_OWN_USAGE, /* get_stats reports the used bytes */
   };
 
   return memres_plugin_register_kind (plugin, &info, error);

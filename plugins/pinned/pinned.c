@@ -297,6 +297,7 @@ pinned_plugin_init (MemresPlugin *plugin, GError **error)
     .n_options = G_N_ELEMENTS (pinned_options),
     .ops = &pinned_ops,
     .instance_size = sizeof (Pinned),
+    .flags = MEMRES_KIND_OWN_USAGE, /* get_stats reports the used bytes */
   };
 
   return memres_plugin_register_kind (plugin, &info, error);

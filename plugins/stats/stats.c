@@ -311,7 +311,7 @@ static const MemresKindInfo stats_kind = {
   .description = "Adaptor: counts bytes and allocations (current, peak, total, by size class)",
   .ops = &stats_ops,
   .instance_size = sizeof (StatsResource),
-  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_OWN_USAGE,
 };
 
 /**
