@@ -30,6 +30,7 @@
 
 #include <linux/membarrier.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -45,13 +46,6 @@ typedef struct _Cache Cache;
 typedef struct _Block Block;
 typedef struct _Chunk Chunk;
 typedef struct _Front Front;
-
-typedef enum
-{
-  BLOCK_IN_USE,
-  BLOCK_FRONT,
-  BLOCK_SHARED,
-} BlockState;
 
 /* An event recorded once on a stream, shared by the blocks freed (or carved) before it. */
 typedef struct
@@ -70,7 +64,6 @@ struct _Block
   MemresAllocation up; /* its own upstream allocation (chunk == NULL) */
   guint64 size;        /* bytes of its class */
   guint16 cls;
-  guint8 state; /* BlockState */
 };
 
 struct _Chunk
@@ -308,7 +301,7 @@ front_destroy (Cache *self, Front *f)
       __atomic_store_n (&f->owner->last_front, NULL, __ATOMIC_RELAXED);
       __atomic_store_n (&f->owner->last_mr, NULL, __ATOMIC_RELEASE);
     }
-  g_free (f);
+  free (f); /* front_struct_new() */
 }
 
 /* A thread exits: its blocks return to the shared caches (the GPrivate destructor). */
@@ -338,6 +331,19 @@ thread_fronts_free (gpointer data)
   g_free (tf);
 }
 
+/* A zero-filled front of @size bytes on cache lines of its own: its owner writes its start on
+ * every allocate and free, which must not share a line with another thread's data. */
+static Front *
+front_struct_new (gsize size)
+{
+  gpointer p;
+
+  size = (size + 63) & ~(gsize) 63; /* nor its end */
+  if (posix_memalign (&p, 64, size) != 0)
+    g_error ("cache: out of memory for a front cache of %" G_GSIZE_FORMAT " bytes", size);
+  return memset (p, 0, size);
+}
+
 /* The calling thread's front cache of @self, created on first use; NULL without a slot. */
 G_GNUC_NO_INLINE
 static Front *
@@ -353,7 +359,7 @@ front_create (Cache *self)
       tf = g_new0 (ThreadFronts, 1);
       thread_fronts_set (tf);
     }
-  f = g_malloc0 (sizeof (Front) + self->n_classes * sizeof (FrontBin));
+  f = front_struct_new (sizeof (Front) + self->n_classes * sizeof (FrontBin));
   f->cache = self;
   f->owner = tf;
   g_mutex_lock (&slots_lock);
@@ -477,7 +483,6 @@ shared_push (Cache *self, Block *b)
 {
   SharedBin *bin = &self->shared[b->cls];
 
-  b->state = BLOCK_SHARED;
   b->prev = NULL;
   b->next = bin->head;
   if (b->next != NULL)
@@ -771,7 +776,6 @@ flush_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
 static inline void
 fill_allocation (MemresAllocation *alloc, Block *b, gsize size)
 {
-  b->state = BLOCK_IN_USE;
   alloc->address = b->address;
   alloc->size = size;
   alloc->plugin_data = b;
@@ -1023,7 +1027,6 @@ front_try_deallocate (Front *f, Cache *self, Block *b)
   if (G_LIKELY (bin->n < self->depth && f->cached + b->size <= f->budget))
     {
       bin->blocks[bin->n++] = b;
-      b->state = BLOCK_FRONT;
       __atomic_store_n (&f->cached, f->cached + b->size, __ATOMIC_RELAXED);
       front_leave (f);
       return TRUE;
@@ -1105,7 +1108,6 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
           f->budget += grant;
           self->leased += grant;
           bin->blocks[bin->n++] = b;
-          b->state = BLOCK_FRONT;
           __atomic_store_n (&f->cached, f->cached + csize, __ATOMIC_RELAXED);
           g_mutex_unlock (&self->lock);
           return TRUE;
@@ -1176,7 +1178,13 @@ cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
 
       if (G_LIKELY (alloc->size <= self->max_block))
         {
-          b->stream = normalize_stream (self, stream);
+          MemresStream s = normalize_stream (self, stream);
+
+          /* Blocks carved from one chunk lie side by side, each used by another thread: the
+           * hot path writes no block (a store of an unchanged value would still take the
+           * neighbours' cache line away from them) */
+          if (b->stream != s)
+            b->stream = s;
           if (front_try_deallocate (f, self, b))
             return TRUE;
         }
