@@ -1,8 +1,8 @@
 /* memres-bench: the sections written for caching resources (`cache>dmr`, `cache>host`), which
  * work on any resource:
  * (k) thread_pairs: allocate+close pairs of one size on T threads at once, each on its own
- *     stream; the time is the wall time of all threads, per pair, so 1e3 / ns is the aggregate
- *     rate in M pairs/s;
+ *     stream, the same T threads for every repetition of a row; the time is the wall time of
+ *     all threads, per pair, so 1e3 / ns is the aggregate rate in M pairs/s;
  * (l) alternating: pairs whose streams alternate (allocate on S, close, allocate on S2, close);
  * (m) core: the core's own per-buffer cost, as a memres pair on a kind whose slots do nothing
  *     against two indirect calls, and the resource against a second resource named by
@@ -13,27 +13,42 @@
 
 /* ---- (k) thread pairs -------------------------------------------------------------------- */
 
+/* The threads of one row live through all its repetitions (a pool of workers, as in an
+ * application): each thread's first allocation (a front cache of its own, a block taken from
+ * the shared cache after an event wait) is paid once, in the calibration, not in every
+ * repetition. A repetition releases them through @start and waits for them at @done. */
+typedef struct _PairThreads PairThreads;
+
 typedef struct
 {
-  const BenchContext *ctx;
+  PairThreads *run;
   BenchRaw *raw;
   gsize size;
   CUstream stream;
-  gboolean use_memres;
-  guint64 iterations;
-  pthread_barrier_t *barrier;
   gint64 started_ns, finished_ns;
   GError *error;
 } PairThread;
 
-static gboolean
-pairs_loop (PairThread *job, GError **error)
+struct _PairThreads
 {
-  const BenchContext *ctx = job->ctx;
+  const BenchContext *ctx;
+  guint n_threads;
+  PairThread *jobs;
+  GThread **threads;
+  pthread_barrier_t start, done;
+  /* set by the main thread before @start, read by the workers after it */
+  gboolean use_memres, quit;
+  guint64 iterations;
+};
 
-  for (guint64 i = 0; i < job->iterations; i++)
+static gboolean
+pairs_loop (PairThread *job, gboolean use_memres, guint64 iterations, GError **error)
+{
+  const BenchContext *ctx = job->run->ctx;
+
+  for (guint64 i = 0; i < iterations; i++)
     {
-      if (job->use_memres)
+      if (use_memres)
         {
           MemresBuffer *buf = memres_resource_allocate (ctx->mr, job->size, job->stream, error);
 
@@ -56,58 +71,74 @@ static gpointer
 pair_thread_main (gpointer data)
 {
   PairThread *job = data;
-  const BenchContext *ctx = job->ctx;
+  PairThreads *run = job->run;
+  const BenchContext *ctx = run->ctx;
   gboolean ok = bench_cuda_check (ctx, ctx->drv->cuCtxSetCurrent (ctx->context), "cuCtxSetCurrent",
                                   &job->error);
 
-  pthread_barrier_wait (job->barrier);
-  job->started_ns = bench_now_ns ();
-  if (ok)
-    pairs_loop (job, &job->error);
-  job->finished_ns = bench_now_ns ();
+  for (;;)
+    {
+      pthread_barrier_wait (&run->start);
+      if (run->quit)
+        break;
+      job->started_ns = bench_now_ns ();
+      if (ok && job->error == NULL)
+        pairs_loop (job, run->use_memres, run->iterations, &job->error);
+      job->finished_ns = bench_now_ns ();
+      pthread_barrier_wait (&run->done);
+    }
   return NULL;
 }
 
-typedef struct
+static void
+pair_threads_start (PairThreads *run)
 {
-  guint n_threads;
-  PairThread *jobs;
-} PairThreads;
+  run->threads = g_new0 (GThread *, run->n_threads);
+  pthread_barrier_init (&run->start, NULL, run->n_threads + 1);
+  pthread_barrier_init (&run->done, NULL, run->n_threads + 1);
+  for (guint t = 0; t < run->n_threads; t++)
+    run->threads[t] = g_thread_new ("bench-pairs", pair_thread_main, &run->jobs[t]);
+}
 
+static void
+pair_threads_stop (PairThreads *run)
+{
+  run->quit = TRUE;
+  pthread_barrier_wait (&run->start);
+  for (guint t = 0; t < run->n_threads; t++)
+    {
+      g_thread_join (run->threads[t]);
+      g_clear_error (&run->jobs[t].error);
+    }
+  pthread_barrier_destroy (&run->start);
+  pthread_barrier_destroy (&run->done);
+  g_clear_pointer (&run->threads, g_free);
+}
+
+/* One repetition: every thread runs @iterations pairs; the time from the first start to the
+ * last finish. */
 static gboolean
 pair_threads_run (PairThreads *run, gboolean use_memres, guint64 iterations, gint64 *elapsed_ns,
                   GError **error)
 {
-  g_autofree GThread **threads = g_new0 (GThread *, run->n_threads);
-  pthread_barrier_t barrier;
   gint64 first = G_MAXINT64, last = 0;
-  gboolean ok = TRUE;
 
-  pthread_barrier_init (&barrier, NULL, run->n_threads + 1);
+  run->use_memres = use_memres;
+  run->iterations = iterations;
+  pthread_barrier_wait (&run->start);
+  pthread_barrier_wait (&run->done);
   for (guint t = 0; t < run->n_threads; t++)
     {
-      run->jobs[t].use_memres = use_memres;
-      run->jobs[t].iterations = iterations;
-      run->jobs[t].barrier = &barrier;
-      threads[t] = g_thread_new ("bench-pairs", pair_thread_main, &run->jobs[t]);
-    }
-  pthread_barrier_wait (&barrier);
-  for (guint t = 0; t < run->n_threads; t++)
-    {
-      g_thread_join (threads[t]);
       first = MIN (first, run->jobs[t].started_ns);
       last = MAX (last, run->jobs[t].finished_ns);
       if (run->jobs[t].error != NULL)
         {
-          if (ok)
-            g_propagate_error (error, g_steal_pointer (&run->jobs[t].error));
-          g_clear_error (&run->jobs[t].error);
-          ok = FALSE;
+          g_propagate_error (error, g_error_copy (run->jobs[t].error));
+          return FALSE;
         }
     }
-  pthread_barrier_destroy (&barrier);
   *elapsed_ns = last - first;
-  return ok;
+  return TRUE;
 }
 
 static gboolean
@@ -161,7 +192,7 @@ bench_run_thread_pairs (BenchContext *ctx, BenchRaw *raw, gsize size)
       g_autofree char *label = g_strdup_printf ("threads=%u", n);
       g_autofree char *what = g_strdup_printf ("pairs %s, %u threads", size_text, n);
       BenchRow *row = bench_section_add_row (section, label, size, n);
-      PairThreads run = { n, NULL };
+      PairThreads run = { ctx, n, NULL };
       g_autoptr (GError) local = NULL;
 
       if (n > n_streams)
@@ -172,16 +203,18 @@ bench_run_thread_pairs (BenchContext *ctx, BenchRaw *raw, gsize size)
       run.jobs = g_new0 (PairThread, n);
       for (guint t = 0; t < n; t++)
         {
-          run.jobs[t].ctx = ctx;
+          run.jobs[t].run = &run;
           run.jobs[t].raw = raw;
           run.jobs[t].size = size;
           run.jobs[t].stream = streams[t];
         }
+      pair_threads_start (&run);
       BenchVariant variants[]
           = { { "memres", thread_pairs_memres, &run }, { "raw", thread_pairs_raw, &run } };
       /* units: the pairs of all threads in one iteration */
       if (!bench_measure (ctx, what, variants, 2, n, row, &local))
         bench_row_set_error (row, local);
+      pair_threads_stop (&run);
       g_free (run.jobs);
     }
   for (guint i = 0; i < n_streams; i++)
