@@ -866,6 +866,59 @@ test_replay_round_trip (void)
   g_rmdir (dir);
 }
 
+/* The number after "KEY": in memres replay's JSON output. */
+static guint64
+json_uint (const char *json, const char *key)
+{
+  g_autofree char *quoted = g_strdup_printf ("\"%s\": ", key);
+  const char *at = strstr (json, quoted);
+
+  g_assert_nonnull (at);
+  return g_ascii_strtoull (at + strlen (quoted), NULL, 10);
+}
+
+/* The traces committed under bench/traces (a log of PyTorch training resnet18 with memres as
+ * its allocator) replay cleanly against host memory, with and without the cache: every
+ * allocation served, the log's peak of used bytes reproduced exactly. */
+static void
+test_replay_traces (void)
+{
+  const char *dir_name = g_getenv ("MEMRES_TRACES_DIR");
+  const char *const specs[] = { "host", "cache>host" };
+  g_autoptr (GDir) dir = NULL;
+  const char *name;
+  guint traces = 0;
+
+  g_assert_nonnull (dir_name);
+  dir = g_dir_open (dir_name, 0, NULL);
+  g_assert_nonnull (dir);
+  while ((name = g_dir_read_name (dir)) != NULL)
+    {
+      g_autofree char *log = g_build_filename (dir_name, name, NULL);
+
+      if (!g_str_has_suffix (name, ".csv"))
+        continue;
+      traces++;
+      for (guint i = 0; i < G_N_ELEMENTS (specs); i++)
+        {
+          Run r = { 0 };
+
+          run_tool (&r, "replay", "--json", log, specs[i], NULL);
+          g_test_message ("%s against %s: %s%s", name, specs[i], r.out, r.err);
+          g_assert_cmpint (r.status, ==, 0);
+          g_assert_cmpuint (json_uint (r.out, "allocations"), >, 0);
+          g_assert_cmpuint (json_uint (r.out, "failures"), ==, 0);
+          g_assert_cmpuint (json_uint (r.out, "unmatched_frees"), ==, 0);
+          g_assert_cmpuint (json_uint (r.out, "peak_used_bytes"), ==,
+                            json_uint (r.out, "log_peak_used_bytes"));
+          g_assert_cmpuint (json_uint (r.out, "peak_reserved_bytes"), >=,
+                            json_uint (r.out, "peak_used_bytes"));
+          run_clear (&r);
+        }
+    }
+  g_assert_cmpuint (traces, >, 0);
+}
+
 static void
 test_replay_bad_logs (void)
 {
@@ -1004,6 +1057,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/odd-plugin-files", test_odd_plugin_files);
   g_test_add_func ("/tool/replay/round-trip", test_replay_round_trip);
   g_test_add_func ("/tool/replay/bad-logs", test_replay_bad_logs);
+  g_test_add_func ("/tool/replay/traces", test_replay_traces);
   g_test_add_func ("/tool/resources-and-layers", test_resources_and_layers);
   return g_test_run ();
 }
