@@ -398,7 +398,8 @@ gboolean _memres_resource_slot_result (MemresResource *mr, const char *slot, gbo
 /* resource.c: the calls of the slots that return or take back memory, with their results
  * checked. _memres_resource_call_allocate() is the one way to call the allocate slot; it and
  * _memres_resource_alloc_result() (for resize, import_buffer, import_chunks) refuse a success
- * with address 0 or fewer than @size bytes (MEMRES_ERROR_FAILED), releasing what the plugin
+ * with address 0, fewer than @size bytes, more than G_MAXSSIZE bytes or a range past the end of
+ * the address space (MEMRES_ERROR_FAILED), releasing what the plugin
  * returned through deallocate, and zero @alloc. _memres_resource_call_deallocate() is the one
  * way to call deallocate. */
 gboolean _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboolean ok,
@@ -412,7 +413,8 @@ _memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok
                                gsize size, MemresStream stream, MemresAllocation *alloc,
                                GError **error)
 {
-  if (G_LIKELY (ok && *local == NULL && alloc->address != 0 && alloc->size >= size))
+  if (G_LIKELY (ok && *local == NULL && alloc->address != 0 && alloc->size >= size
+                && alloc->size <= G_MAXSSIZE && alloc->address <= G_MAXUINT64 - alloc->size))
     return TRUE;
   return _memres_resource_alloc_result_slow (mr, slot, ok, local, size, stream, alloc, error);
 }

@@ -116,9 +116,16 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
 
   if (!slot_result (mr, slot, ok, local, error))
     return FALSE;
-  if (alloc->address != 0 && alloc->size >= size)
+  if (alloc->address != 0 && alloc->size >= size && alloc->size <= G_MAXSSIZE
+      && alloc->address <= G_MAXUINT64 - alloc->size)
     return TRUE;
-  what = alloc->address == 0 ? "address 0" : "fewer bytes than asked for";
+  if (alloc->address == 0)
+    what = "address 0";
+  else if (alloc->size < size)
+    what = "fewer bytes than asked for";
+  else
+    what = "a range no memory can have (above G_MAXSSIZE bytes or past the end of the address "
+           "space)";
   g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
                "kind \"%s\": %s succeeded but returned %s (%" G_GSIZE_FORMAT
                " bytes at 0x%" G_GINT64_MODIFIER "x for %" G_GSIZE_FORMAT
@@ -147,9 +154,10 @@ check_info (MemresResource *mr, gboolean imported, GError **error)
   if (device < -1 || (device >= 0 && !memres_cuda_check_device (device, &local)))
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                   "kind \"%s\": query reported device %d, which %s: a plugin bug", mr->kind->name,
-                   device,
-                   local != NULL ? local->message : "is neither a device ordinal nor -1 (host)");
+                   "kind \"%s\": query reported device %d, which %s%s%s: a plugin bug",
+                   mr->kind->name, device,
+                   local != NULL ? "cannot be used (" : "is neither a device ordinal nor -1 (host)",
+                   local != NULL ? local->message : "", local != NULL ? ")" : "");
       return FALSE;
     }
   if (mr->info.flags & ~KNOWN_FLAGS)

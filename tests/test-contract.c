@@ -15,6 +15,8 @@ typedef enum
   LIE_TRUE_WITH_ERROR,
   LIE_ADDRESS_ZERO, /* success with address 0 (plugin data set: must be released) */
   LIE_SHORT,        /* success with size - 1 bytes */
+  LIE_HUGE,         /* success with G_MAXSIZE bytes */
+  LIE_WRAP,         /* success with a range that runs past the end of the address space */
 } Lie;
 
 static struct
@@ -52,9 +54,11 @@ liar_finalize (MemresResource *mr G_GNUC_UNUSED)
 static gboolean
 fill_alloc (gsize size, MemresAllocation *alloc)
 {
-  alloc->size = liar.lie == LIE_SHORT ? size - 1 : size;
+  alloc->size = liar.lie == LIE_SHORT ? size - 1 : liar.lie == LIE_HUGE ? G_MAXSIZE : size;
   alloc->plugin_data = g_malloc (MAX (size, 1));
-  alloc->address = liar.lie == LIE_ADDRESS_ZERO ? 0 : (guint64) (guintptr) alloc->plugin_data;
+  alloc->address = liar.lie == LIE_ADDRESS_ZERO ? 0
+                   : liar.lie == LIE_WRAP       ? G_MAXUINT64 - size / 2
+                                                : (guint64) (guintptr) alloc->plugin_data;
   liar.live++;
   return TRUE;
 }
@@ -195,6 +199,13 @@ static void
 test_allocate_short (void)
 {
   assert_allocate_refused (LIE_SHORT, "fewer bytes than asked for");
+}
+
+static void
+test_allocate_huge (void)
+{
+  assert_allocate_refused (LIE_HUGE, "above G_MAXSSIZE bytes");
+  assert_allocate_refused (LIE_WRAP, "past the end of the address space");
 }
 
 /* A success that sets an error is a success: the error is dropped with a warning (checked in a
@@ -415,6 +426,7 @@ main (int argc, char **argv)
   g_test_add_func ("/contract/allocate/false-without-error", test_allocate_false_without_error);
   g_test_add_func ("/contract/allocate/address-zero", test_allocate_address_zero);
   g_test_add_func ("/contract/allocate/short", test_allocate_short);
+  g_test_add_func ("/contract/allocate/huge", test_allocate_huge);
   g_test_add_func ("/contract/allocate/true-with-error", test_allocate_true_with_error);
   g_test_add_func ("/contract/deallocate/false-without-error", test_deallocate_false_without_error);
   g_test_add_func ("/contract/resize", test_resize_lies);
