@@ -246,6 +246,10 @@ test_kinds_broken_plugins (void)
                     strstr (text.out, "not loadable") - text.out);
   g_assert_nonnull (strstr (json.out, "\"name\": \"good_extra\""));
   g_assert_nonnull (strstr (json.out, "\n  \"broken_plugins\": [\n"));
+  /* one JSON document on stdout (an error document after it made it invalid JSON) */
+  g_assert_true (g_str_has_prefix (json.out, "{\n"));
+  g_assert_null (strstr (json.out, "\n{"));
+  g_assert_null (strstr (json.out, "\"exit_status\""));
   /* exit status 3, and one line on stderr that says how many */
   g_assert_cmpint (text.status, ==, 3);
   g_assert_cmpint (json.status, ==, 3);
@@ -1035,6 +1039,33 @@ test_resources_and_layers (void)
   g_rmdir (dir);
 }
 
+/* A close that fails: no report that says the buffer was freed; with --json, stdout is the
+ * error document alone (the report before it made two documents). */
+static void
+test_alloc_close_fails (void)
+{
+  const char *const env[] = { "FAKECUDA_FAIL", "cuMemFreeAsync:1:CUDA_ERROR_UNKNOWN", NULL };
+  const char *const json_args[] = { "alloc", "--json", "dmr", "1MiB", NULL };
+  const char *const text_args[] = { "alloc", "dmr", "1MiB", NULL };
+  Run r = { 0 };
+
+  if (!mt_require_fake ("a failing cuMemFreeAsync needs the fake"))
+    return;
+  run_toolv (&r, env, json_args);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_true (g_str_has_prefix (r.out, "{\n  \"error\": {\n"));
+  g_assert_null (strstr (r.out, "\n{"));
+  g_assert_null (strstr (r.out, "\"closed\""));
+  g_assert_nonnull (strstr (r.out, "\"message\": \"cuMemFreeAsync: CUDA_ERROR_UNKNOWN"));
+  run_clear (&r);
+  run_toolv (&r, env, text_args);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_true (g_str_has_prefix (r.out, "resource  dmr:"));
+  g_assert_null (strstr (r.out, "the buffer was freed"));
+  g_assert_nonnull (strstr (r.err, "cuMemFreeAsync: CUDA_ERROR_UNKNOWN"));
+  run_clear (&r);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1052,6 +1083,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/alloc/zero-size", test_alloc_zero_size);
   g_test_add_func ("/tool/info/managed", test_info_managed);
   g_test_add_func ("/tool/alloc/default-reason", test_alloc_default_reason);
+  g_test_add_func ("/tool/alloc/close-fails", test_alloc_close_fails);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
   g_test_add_func ("/tool/ipc-serve/socket", test_ipc_serve_socket);
   g_test_add_func ("/tool/odd-plugin-files", test_odd_plugin_files);

@@ -215,6 +215,17 @@ print_layers_json (MemresJson *json, MemresResource *mr)
   memres_json_end_array (json);
 }
 
+#define CLOSED_LINE "closed    the buffer was freed\n"
+
+/* The report, held back while the buffer is closed (g_set_print_handler()). */
+static GString *report_text;
+
+static void
+hold_back (const char *text)
+{
+  g_string_append (report_text, text);
+}
+
 static void
 print_text (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
 {
@@ -261,7 +272,7 @@ print_text (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
   else
     g_print ("stats     %s\n", r->stats_error);
   print_layers_text (mr);
-  g_print ("closed    the buffer was freed\n");
+  g_print (CLOSED_LINE);
 }
 
 static void
@@ -419,11 +430,24 @@ memres_tool_alloc (int argc, char **argv)
       r.has_stats = memres_resource_get_stats (mr, &r.stats, &stats_error);
       if (!r.has_stats)
         r.stats_error = g_strdup (stats_error->message);
+      GPrintFunc print_handler;
+
+      /* The report says the buffer was closed: it is held back until the close succeeded,
+       * so that a failing close leaves stdout with the error alone (with --json, one
+       * document) */
+      report_text = g_string_new (NULL);
+      print_handler = g_set_print_handler (hold_back);
       if (json_output)
         print_json (mr, buf, &r);
       else
         print_text (mr, buf, &r);
+      g_set_print_handler (print_handler);
       ok = memres_buffer_close (buf, NULL, &error);
+      if (!ok && !json_output && g_str_has_suffix (report_text->str, CLOSED_LINE))
+        g_string_truncate (report_text, report_text->len - strlen (CLOSED_LINE));
+      if (ok || !json_output)
+        g_print ("%s", report_text->str);
+      g_string_free (g_steal_pointer (&report_text), TRUE);
     }
   if (!ok)
     return memres_tool_fail (error);
