@@ -2,7 +2,10 @@
  * no driver (suite core) and against the fake (suite fake). */
 #include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <glib/gstdio.h>
 
@@ -625,6 +628,89 @@ test_ipc_serve_socket (void)
   g_rmdir (dir);
 }
 
+/* A connected UNIX socket to @path (a listener must be there). */
+static int
+connect_to (const char *path)
+{
+  struct sockaddr_un addr = { .sun_family = AF_UNIX };
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  g_assert_cmpint (fd, >=, 0);
+  g_strlcpy (addr.sun_path, path, sizeof addr.sun_path);
+  g_assert_cmpint (connect (fd, (struct sockaddr *) &addr, sizeof addr), ==, 0);
+  return fd;
+}
+
+/* Peers that stop talking: ipc-serve gives up on a silent client after --timeout and serves
+ * the next (which answers garbage), with one JSON document listing both failures; ipc-attach
+ * gives up on a server that accepts and never answers. */
+static void
+test_ipc_silent_peers (void)
+{
+  const char *tool = g_getenv ("MEMRES_TOOL");
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "s.sock", NULL);
+  g_autofree char *mute = g_build_filename (dir, "mute.sock", NULL);
+  const char *argv[] = { tool, "ipc-serve", "--json", "--count", "2", "--timeout", "1",
+                         "--size", "4KiB", path, NULL };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GString) out = g_string_new (NULL);
+  struct sockaddr_un addr = { .sun_family = AF_UNIX };
+  int silent, garbage, listener, tries, out_fd, status;
+  char chunk[4096];
+  gssize n;
+  GPid pid;
+  Run r = { 0 };
+
+  if (!mt_require_fake ("ipc-serve needs a driver with pools: the fake"))
+    {
+      g_rmdir (dir);
+      return;
+    }
+  g_assert_true (g_spawn_async_with_pipes (NULL, (char **) argv, NULL,
+                                           G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDERR_TO_DEV_NULL,
+                                           NULL, NULL, &pid, NULL, &out_fd, NULL, &error));
+  g_assert_no_error (error);
+  for (tries = 0; tries < 500 && !g_file_test (path, G_FILE_TEST_EXISTS); tries++)
+    g_usleep (10000);
+  silent = connect_to (path);  /* says nothing, stays connected */
+  garbage = connect_to (path); /* waits in the backlog, then answers 'X' */
+  g_assert_cmpint (write (garbage, "X", 1), ==, 1);
+  while ((n = read (out_fd, chunk, sizeof chunk)) > 0)
+    g_string_append_len (out, chunk, n);
+  close (out_fd);
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  g_spawn_close_pid (pid);
+  g_test_message ("%s", out->str);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 1);
+  g_assert_true (g_str_has_prefix (out->str, "{\n"));
+  g_assert_null (strstr (out->str, "\n{"));
+  g_assert_nonnull (strstr (out->str, "\"served\": 0,"));
+  g_assert_nonnull (strstr (out->str, "\"failed\": 2,"));
+  g_assert_nonnull (strstr (out->str, "receiving from the peer: timed out (--timeout)"));
+  g_assert_nonnull (strstr (out->str, "the client answered 0x58"));
+  close (silent);
+  close (garbage);
+
+  /* a server that accepts nothing and never answers */
+  listener = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  g_strlcpy (addr.sun_path, mute, sizeof addr.sun_path);
+  g_assert_cmpint (bind (listener, (struct sockaddr *) &addr, sizeof addr), ==, 0);
+  g_assert_cmpint (listen (listener, 4), ==, 0);
+  run_tool (&r, "ipc-attach", "--timeout", "1", mute, NULL);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.err, "memres: "));
+  assert_one_error_line (&r);
+  run_clear (&r);
+  run_tool (&r, "ipc-attach", "--timeout", "-1", mute, NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  run_clear (&r);
+  close (listener);
+  g_unlink (mute);
+  g_rmdir (dir);
+}
+
 /* Odd files named like plugins: `memres alloc KIND` says what the file is (not "no such
  * plugin"), and `memres kinds` lists them as not loadable instead of hanging on the FIFO. */
 static void
@@ -1086,6 +1172,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/alloc/close-fails", test_alloc_close_fails);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
   g_test_add_func ("/tool/ipc-serve/socket", test_ipc_serve_socket);
+  g_test_add_func ("/tool/ipc/silent-peers", test_ipc_silent_peers);
   g_test_add_func ("/tool/odd-plugin-files", test_odd_plugin_files);
   g_test_add_func ("/tool/replay/round-trip", test_replay_round_trip);
   g_test_add_func ("/tool/replay/bad-logs", test_replay_bad_logs);

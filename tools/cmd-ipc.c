@@ -42,6 +42,9 @@ find_mismatch (const guint8 *host, gsize n, guint32 seed)
  * socket and exits. */
 static volatile sig_atomic_t stop_signal;
 
+/* Seconds a peer may stay silent before ipc-serve or ipc-attach gives up on it (--timeout). */
+#define DEFAULT_TIMEOUT 30
+
 static gboolean
 io_all (int fd, gpointer data, gsize n, gboolean writing, GError **error)
 {
@@ -57,13 +60,29 @@ io_all (int fd, gpointer data, gsize n, gboolean writing, GError **error)
           int saved = errno;
           g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "%s the peer: %s",
                        writing ? "sending to" : "receiving from",
-                       k == 0 ? "connection closed" : g_strerror (saved));
+                       k == 0                                        ? "connection closed"
+                       : saved == EAGAIN || saved == EWOULDBLOCK ? "timed out (--timeout)"
+                                                                 : g_strerror (saved));
           return FALSE;
         }
       p += k;
       n -= (gsize) k;
     }
   return TRUE;
+}
+
+/* A peer that stops talking must not hold this end forever: every send and receive on @fd
+ * (memres_ipc_send_handle() and the others included) gives up after @seconds (0: never). */
+static void
+set_timeout (int fd, gint seconds)
+{
+  struct timeval tv = { seconds, 0 };
+
+  if (seconds > 0)
+    {
+      (void) setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      (void) setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    }
 }
 
 static gboolean
@@ -145,8 +164,14 @@ serve_client (int fd, MemresResource *mr, MemresBuffer *buf, guint32 *seed, GErr
     return FALSE;
   if (answer != 'D')
     {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                   "the client reported a failure (see its output)");
+      if (answer == 'F')
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                     "the client reported a failure (see its output)");
+      else
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                     "the client answered 0x%02x, neither 'D' (done) nor 'F' (failed): not a "
+                     "memres ipc-attach",
+                     (guint8) answer);
       return FALSE;
     }
   if (!buffer_check (buf, *seed + 1, error))
@@ -247,10 +272,12 @@ memres_tool_ipc_serve (int argc, char **argv)
 {
   g_autofree char *spec = NULL;
   g_autofree char *size_text = NULL;
-  gint count = 0;
+  gint count = 0, timeout = DEFAULT_TIMEOUT;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
     { "spec", 's', 0, G_OPTION_ARG_STRING, &spec, "the pool (default ipc:device=0)", "SPEC" },
+    { "timeout", 't', 0, G_OPTION_ARG_INT, &timeout,
+      "give up on a client that stays silent this many seconds (default 30; 0: never)", "S" },
     { "size", 'n', 0, G_OPTION_ARG_STRING, &size_text, "bytes of the buffer (default 1MiB)",
       "SIZE" },
     { "count", 'c', 0, G_OPTION_ARG_INT, &count, "serve N clients, then exit (default: forever)",
@@ -268,6 +295,7 @@ memres_tool_ipc_serve (int argc, char **argv)
   guint32 seed = 1;
   int served = 0, failed = 0;
   int listener, lock_fd;
+  g_autoptr (GPtrArray) client_errors = g_ptr_array_new_with_free_func (g_free);
 
   g_option_context_set_summary (context, "Share a buffer of an ipc pool with the clients of a "
                                          "UNIX socket (memres ipc-attach).");
@@ -278,10 +306,14 @@ memres_tool_ipc_serve (int argc, char **argv)
     return memres_tool_usage_error ("ipc-serve", "give exactly one SOCKET path");
   if (count < 0)
     return memres_tool_usage_error ("ipc-serve", "--count must be 0 or more");
+  if (timeout < 0)
+    return memres_tool_usage_error ("ipc-serve", "--timeout must be 0 or more seconds");
   if (size_text != NULL && !memres_parse_size (size_text, &size, &error))
     return memres_tool_usage_error ("ipc-serve", error->message);
   if (size == 0 || size % 1024 != 0 || size / 1024 > G_MAXUINT32)
-    return memres_tool_usage_error ("ipc-serve", "--size must be a non-zero multiple of 1KiB");
+    return memres_tool_usage_error ("ipc-serve", "--size must be a non-zero multiple of 1KiB, "
+                                                 "at most 4 TiB - 1 KiB (the protocol counts "
+                                                 "KiB in 32 bits)");
   if (!make_address (argv[1], &addr, &error))
     return memres_tool_fail (error);
 
@@ -345,9 +377,11 @@ memres_tool_ipc_serve (int argc, char **argv)
         {
           if (errno == EINTR)
             continue; /* a stop signal ends the loop */
-          memres_tool_failf ("accept: %s", g_strerror (errno));
+          g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "accept: %s",
+                       g_strerror (errno));
           break;
         }
+      set_timeout (fd, timeout);
       if (serve_client (fd, mr, buf, &seed, &error))
         {
           served++;
@@ -357,7 +391,14 @@ memres_tool_ipc_serve (int argc, char **argv)
       else
         {
           failed++;
-          memres_tool_failf ("client %d: %s", served + failed, error->message);
+          /* with --json, stdout is the one summary document below */
+          if (json)
+            {
+              g_printerr ("memres: client %d: %s\n", served + failed, error->message);
+              g_ptr_array_add (client_errors, g_strdup (error->message));
+            }
+          else
+            memres_tool_failf ("client %d: %s", served + failed, error->message);
           g_clear_error (&error);
           if (!buffer_put (buf, seed, &error)) /* restore the pattern for the next one */
             {
@@ -371,7 +412,8 @@ memres_tool_ipc_serve (int argc, char **argv)
   close (listener);
   close (lock_fd);
 
-  if (json)
+  /* a fatal error is the one document (memres_tool_fail()) */
+  if (json && error == NULL)
     {
       MemresJson j;
       g_autofree char *text = NULL;
@@ -381,6 +423,10 @@ memres_tool_ipc_serve (int argc, char **argv)
       memres_json_uint (&j, "size", size);
       memres_json_int (&j, "served", served);
       memres_json_int (&j, "failed", failed);
+      memres_json_begin_array (&j, "client_errors");
+      for (guint i = 0; i < client_errors->len; i++)
+        memres_json_string (&j, NULL, g_ptr_array_index (client_errors, i));
+      memres_json_end_array (&j);
       memres_json_end_object (&j);
       text = memres_json_finish (&j);
       g_print ("%s", text);
@@ -445,9 +491,12 @@ int
 memres_tool_ipc_attach (int argc, char **argv)
 {
   gboolean any_uid = FALSE, json = FALSE;
+  gint timeout = DEFAULT_TIMEOUT;
   GOptionEntry entries[] = {
     { "allow-any-uid", 0, 0, G_OPTION_ARG_NONE, &any_uid,
       "accept a server running under another uid", NULL },
+    { "timeout", 't', 0, G_OPTION_ARG_INT, &timeout,
+      "give up on a server that stays silent this many seconds (default 30; 0: never)", "S" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "print the result as JSON", NULL },
     { NULL },
   };
@@ -466,6 +515,8 @@ memres_tool_ipc_attach (int argc, char **argv)
     return memres_tool_usage_error ("ipc-attach", error->message);
   if (argc != 2)
     return memres_tool_usage_error ("ipc-attach", "give exactly one SOCKET path");
+  if (timeout < 0)
+    return memres_tool_usage_error ("ipc-attach", "--timeout must be 0 or more seconds");
   if (!make_address (argv[1], &addr, &error))
     return memres_tool_fail (error);
 
@@ -479,6 +530,7 @@ memres_tool_ipc_attach (int argc, char **argv)
         close (fd);
       return 1;
     }
+  set_timeout (fd, timeout);
   ok = attach (fd, any_uid ? MEMRES_IPC_ALLOW_ANY_UID : MEMRES_IPC_NONE, &size, &seed, &error);
   (void) io_all (fd, ok ? "D" : "F", 1, TRUE, NULL);
   close (fd);
