@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 #include <glib/gstdio.h>
 
@@ -623,6 +624,50 @@ test_track_left_open (void)
 
 /* ---- log ---- */
 
+/* The log's file: a FIFO (whose open would wait for a reader) or a directory is refused at
+ * once; append=true adds lines after one header. */
+static void
+test_log_odd_paths (void)
+{
+  g_autofree char *fifo = temp_path ("log-fifo");
+  g_autofree char *dir = temp_path ("log-dir");
+  g_autofree char *file = temp_path ("log-append.csv");
+  const char *const refused[] = { fifo, dir };
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+  g_autofree char *spec = NULL;
+  MemresResource *mr;
+
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_assert_cmpint (g_mkdir (dir, 0700), ==, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
+    {
+      g_autofree char *bad = g_strdup_printf ("log:path=%s>host", refused[i]);
+      g_autoptr (GError) error = NULL;
+
+      g_assert_null (memres_resource_new (bad, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+      g_assert_nonnull (strstr (error->message, refused[i]));
+    }
+  for (guint round = 0; round < 2; round++)
+    {
+      g_free (spec);
+      spec = g_strdup_printf ("log:path=%s,append=%s>host", file, round == 0 ? "false" : "true");
+      mr = mt_new_ok (spec);
+      mt_close_ok (mt_alloc_ok (mr, 100, NULL), NULL);
+      memres_resource_unref (mr);
+    }
+  g_assert_true (g_file_get_contents (file, &text, NULL, NULL));
+  /* one header, then two lines per round */
+  g_assert_true (g_str_has_prefix (text, "Thread,Time,Action,Pointer,Size,Stream\n"));
+  g_assert_null (strstr (text + 1, "Thread,Time"));
+  lines = g_strsplit (text, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 6); /* 5 lines, each ending in a newline */
+  g_remove (fifo);
+  g_rmdir (dir);
+  g_remove (file);
+}
+
 static void
 test_log_lines (void)
 {
@@ -1059,6 +1104,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/track-live", test_track_live);
   g_test_add_func ("/adaptors/track-left-open", test_track_left_open);
   g_test_add_func ("/adaptors/log-lines", test_log_lines);
+  g_test_add_func ("/adaptors/log-odd-paths", test_log_odd_paths);
   g_test_add_func ("/adaptors/log-threads", test_log_threads);
   g_test_add_func ("/adaptors/retry-handlers", test_retry_handlers);
   g_test_add_func ("/adaptors/retry-default-trims", test_retry_default_trims);

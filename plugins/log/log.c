@@ -17,8 +17,10 @@
 #include <memres/memres-plugin.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,12 +46,66 @@ static const MemresOptionSpec log_options[] = {
   { "flush", MEMRES_OPTION_BOOL, "false", "flush every line at once", NULL, 0, 0 },
 };
 
+/* @path opened for writing: a regular file (created, truncated unless @append) or a character
+ * device such as /dev/null. Opened without blocking, so that a FIFO (whose open would wait for
+ * a reader) is refused instead, as is anything else. */
+static FILE *
+open_log (const char *path, gboolean append, gboolean *empty, GError **error)
+{
+  int fd = open (path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (append ? O_APPEND : 0),
+                 0666);
+  struct stat st;
+  FILE *file;
+
+  if (fd < 0)
+    {
+      int saved = errno;
+
+      g_set_error (error, MEMRES_ERROR,
+                   saved == EACCES ? MEMRES_ERROR_PERMISSION_DENIED
+                   : saved == ENXIO || saved == EISDIR ? MEMRES_ERROR_INVALID_ARGUMENT
+                                                       : MEMRES_ERROR_FAILED,
+                   "kind \"log\": cannot open \"%s\": %s%s", path, g_strerror (saved),
+                   saved == ENXIO ? " (a FIFO or socket: the log must be a regular file)" : "");
+      return NULL;
+    }
+  if (fstat (fd, &st) != 0 || !(S_ISREG (st.st_mode) || S_ISCHR (st.st_mode)))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"log\": \"%s\" is not a regular file (nor a character device such "
+                   "as /dev/null)",
+                   path);
+      close (fd);
+      return NULL;
+    }
+  if (!append && S_ISREG (st.st_mode) && ftruncate (fd, 0) != 0)
+    {
+      int saved = errno;
+
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "kind \"log\": cannot truncate \"%s\": %s", path, g_strerror (saved));
+      close (fd);
+      return NULL;
+    }
+  *empty = !append || st.st_size == 0; /* the header goes first */
+  (void) fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) & ~O_NONBLOCK);
+  file = fdopen (fd, append ? "a" : "w");
+  if (file == NULL)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "kind \"log\": \"%s\": %s", path,
+                   g_strerror (errno));
+      close (fd);
+    }
+  return file;
+}
+
 static gboolean
 log_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
   LogResource *self = memres_resource_get_private (mr);
   const char *path = memres_options_get_string (options, "path");
   gboolean append = memres_options_get_bool (options, "append");
+  gboolean empty;
 
   if (path == NULL || path[0] == '\0')
     {
@@ -57,16 +113,10 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
                    "kind \"log\" needs option \"path\" (the CSV file to write)");
       return FALSE;
     }
-  self->file = fopen (path, append ? "ae" : "we");
+  self->file = open_log (path, append, &empty, error);
   if (self->file == NULL)
-    {
-      int saved = errno;
-      g_set_error (error, MEMRES_ERROR,
-                   saved == EACCES ? MEMRES_ERROR_PERMISSION_DENIED : MEMRES_ERROR_FAILED,
-                   "kind \"log\": cannot open \"%s\": %s", path, g_strerror (saved));
-      return FALSE;
-    }
-  if (ftell (self->file) == 0)
+    return FALSE;
+  if (empty)
     fputs (LOG_HEADER, self->file);
   self->path = g_strdup (path);
   self->flush = memres_options_get_bool (options, "flush");
