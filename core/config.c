@@ -387,6 +387,32 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
 GPtrArray *
 memres_config_list_resources (char **path, GError **error)
 {
+  return memres_config_list_resources_full (path, NULL, NULL, error);
+}
+
+/**
+ * memres_config_list_resources_full:
+ * @path: (out) (optional) (nullable) (transfer full): as for memres_config_list_resources()
+ * @specs: (out) (optional) (transfer full) (element-type utf8): return location for each
+ *   name's spec, as written (what memres_config_get_resource_spec() returns), in the same order
+ * @origins: (out) (optional) (transfer full) (element-type utf8): return location for where
+ *   each is defined, `FILE:LINE`, in the same order
+ * @error: return location for a #GError, or %NULL
+ *
+ * memres_config_list_resources() with every name's spec and origin, from one read of the file
+ * (a listing through memres_config_get_resource_spec() reads it once per name). Thread-safe.
+ *
+ * Errors: those of memres_config_list_resources(); @specs and @origins are left unset then.
+ *
+ * Returns: (transfer full) (element-type utf8) (nullable): the names in file order, or %NULL
+ *   with @error set
+ *
+ * Since: 1.2
+ */
+GPtrArray *
+memres_config_list_resources_full (char **path, GPtrArray **specs, GPtrArray **origins,
+                                   GError **error)
+{
   g_auto (Config) config = { 0 };
   GPtrArray *names;
   guint i;
@@ -396,8 +422,20 @@ memres_config_list_resources (char **path, GError **error)
   if (!config_load (&config, error))
     return NULL;
   names = g_ptr_array_new_with_free_func (g_free);
+  if (specs != NULL)
+    *specs = g_ptr_array_new_with_free_func (g_free);
+  if (origins != NULL)
+    *origins = g_ptr_array_new_with_free_func (g_free);
   for (i = 0; i < config.list->len; i++)
-    g_ptr_array_add (names, g_strdup (((Entry *) g_ptr_array_index (config.list, i))->name));
+    {
+      const Entry *e = g_ptr_array_index (config.list, i);
+
+      g_ptr_array_add (names, g_strdup (e->name));
+      if (specs != NULL)
+        g_ptr_array_add (*specs, g_strdup (e->spec));
+      if (origins != NULL)
+        g_ptr_array_add (*origins, g_strdup_printf ("%s:%u", config.path, e->line));
+    }
   if (path != NULL)
     *path = g_steal_pointer (&config.path);
   return names;

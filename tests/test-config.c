@@ -76,6 +76,26 @@ test_named (void)
   g_assert_cmpstr (spec, ==, "log:path=/tmp/a\\,b.csv>host");
   g_assert_true (g_str_has_suffix (origin, "resources.conf:9"));
 
+  /* the whole listing from one read: specs and origins in the names' order */
+  {
+    g_autoptr (GPtrArray) all = NULL;
+    g_autoptr (GPtrArray) specs = NULL;
+    g_autoptr (GPtrArray) origins = NULL;
+    g_autofree char *origin0 = g_strdup_printf ("%s:3", path);
+
+    all = memres_config_list_resources_full (NULL, &specs, &origins, &error);
+    g_assert_no_error (error);
+    g_assert_cmpuint (all->len, ==, 3);
+    g_assert_cmpuint (specs->len, ==, 3);
+    g_assert_cmpuint (origins->len, ==, 3);
+    g_assert_cmpstr (g_ptr_array_index (all, 1), ==, "training");
+    g_assert_cmpstr (g_ptr_array_index (specs, 0), ==, "stats>host:alignment=64");
+    g_assert_cmpstr (g_ptr_array_index (specs, 1), ==, "limit:max=1MiB>@base");
+    g_assert_cmpstr (g_ptr_array_index (specs, 2), ==, spec);
+    g_assert_cmpstr (g_ptr_array_index (origins, 0), ==, origin0);
+    g_assert_cmpstr (g_ptr_array_index (origins, 2), ==, origin);
+  }
+
   /* an undefined name lists the defined ones */
   assert_fails ("@nope", MEMRES_ERROR_NOT_FOUND, "no resource named @nope in ");
   assert_fails ("stats>@nope", MEMRES_ERROR_NOT_FOUND, "defined are @base, @training, @odd.name-1");

@@ -13,6 +13,8 @@ memres_tool_resources (int argc, char **argv)
   g_autoptr (GOptionContext) context = NULL;
   g_autoptr (GError) error = NULL;
   g_autoptr (GPtrArray) names = NULL;
+  g_autoptr (GPtrArray) specs = NULL;
+  g_autoptr (GPtrArray) origins = NULL;
   g_autofree char *path = NULL;
   MemresJson json;
   guint i;
@@ -28,7 +30,7 @@ memres_tool_resources (int argc, char **argv)
   if (argc != 1)
     return memres_tool_usage_error ("resources", "expected no operand");
 
-  names = memres_config_list_resources (&path, &error);
+  names = memres_config_list_resources_full (&path, &specs, &origins, &error);
   if (names == NULL)
     return memres_tool_fail (error);
 
@@ -51,11 +53,9 @@ memres_tool_resources (int argc, char **argv)
   for (i = 0; i < names->len; i++)
     {
       const char *name = g_ptr_array_index (names, i);
-      g_autofree char *origin = NULL;
-      g_autofree char *spec = memres_config_get_resource_spec (name, &origin, &error);
+      const char *origin = g_ptr_array_index (origins, i);
+      const char *spec = g_ptr_array_index (specs, i);
 
-      if (spec == NULL)
-        return memres_tool_fail (error);
       if (json_output)
         {
           memres_json_begin_object (&json, NULL);

@@ -48,6 +48,8 @@ MemresResource *memres_resource_import_handle (const MemresIpcHandle *handle, GE
 
 /* Named resources: the config file of `@NAME` layers (core/config.c). Since: 1.2 */
 GPtrArray *memres_config_list_resources (char **path, GError **error);
+GPtrArray *memres_config_list_resources_full (char **path, GPtrArray **specs, GPtrArray **origins,
+                                              GError **error);
 char *memres_config_get_resource_spec (const char *name, char **origin, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MemresResource, memres_resource_unref)
