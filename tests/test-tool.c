@@ -1024,6 +1024,8 @@ test_replay_bad_logs (void)
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,16,1,0x0\n", ":2: invalid Pointer" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,-1,0x0\n", ":2: invalid Size" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,steal,0x10,1,0x0\n", ":2: invalid Action" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,1,0x0\n1,t,allocate,0x10,2,0x0\n",
+      ":3: Pointer 0x10 allocated again, without a free since line 2 allocated it" },
   };
   Run r = { 0 };
   gsize i;

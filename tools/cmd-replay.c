@@ -62,6 +62,7 @@ typedef struct
 {
   MemresBuffer *buf;
   guint64 size; /* as logged */
+  guint line;   /* of its allocate */
 } Live;
 
 static void
@@ -143,8 +144,19 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
       if (strcmp (f[2], "allocate") == 0)
         {
           g_autoptr (GError) failure = NULL;
-          Live *l = g_new0 (Live, 1);
-          guint64 t0 = now_ns ();
+          Live *l, *earlier = g_hash_table_lookup (live, &pointer);
+          guint64 t0;
+
+          /* the log lost a free, or is not one the log adaptor wrote: the live bytes (and
+           * the peak) would be wrong from here on */
+          if (earlier != NULL)
+            return bad_line (error, log, i + 1,
+                             "Pointer %s allocated again, without a free since line %u "
+                             "allocated it",
+                             f[3], earlier->line);
+          l = g_new0 (Live, 1);
+          l->line = i + 1;
+          t0 = now_ns ();
 
           l->buf = memres_resource_allocate (mr, (gsize) size, NULL, &failure);
           r->alloc_ns += now_ns () - t0;
