@@ -268,7 +268,24 @@ _memres_stack_new (const char *spec, GError **error)
 
   for (i = 0; i < n; i++)
     if (!layer_prepare (g_ptr_array_index (texts, i), i, n, &layers[i], error))
-      goto named;
+      {
+        const char *here = g_ptr_array_index (origins, i);
+        const char *next = i + 1 < n ? g_ptr_array_index (origins, i + 1) : NULL;
+
+        /* `@a>host` with @a ending in a base kind: the fault is what follows the name */
+        if (error != NULL && *error != NULL && layers[i].kind != NULL && here != NULL
+            && i + 1 < n && !(layers[i].kind->flags & MEMRES_KIND_ADAPTOR)
+            && g_strcmp0 (here, next) != 0)
+          {
+            char *message = g_strdup_printf ("%s; the named stack ends in a base kind, so "
+                                             "nothing can follow it (layer %u comes after it)",
+                                             (*error)->message, i + 2);
+
+            g_free ((*error)->message);
+            (*error)->message = message;
+          }
+        goto named;
+      }
 
   for (i = n; i-- > 0;)
     {

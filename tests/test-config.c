@@ -118,6 +118,10 @@ test_named_errors (void)
 
   assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, from_a);
   assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, "has no option \"foo\"");
+  /* a layer after a named stack that ends in a base kind: the fault is what follows */
+  assert_fails ("@d>host", MEMRES_ERROR_INVALID_ARGUMENT,
+                "the named stack ends in a base kind, so nothing can follow it (layer 3 comes "
+                "after it)");
   assert_fails ("stats>@a", MEMRES_ERROR_INVALID_ARGUMENT, from_a);
   assert_fails ("@outer", MEMRES_ERROR_INVALID_ARGUMENT, from_a);
   assert_fails ("@c", MEMRES_ERROR_NOT_FOUND, "@c (nosuchkind, from ");
