@@ -163,7 +163,8 @@ run_init (MemresPlugin *plugin, const char *where, GError **error)
     {
       /* A kind name already taken (or a bad kind): report that, whatever init returned. */
       g_clear_error (&local);
-      g_propagate_error (error, g_error_copy (plugin->register_error));
+      g_propagate_prefixed_error (error, g_error_copy (plugin->register_error),
+                                  "plugin \"%s\" (%s): ", plugin->name, where);
       return FALSE;
     }
   if (!ok)
