@@ -371,6 +371,62 @@ test_over_graph (void)
 }
 
 /* stats: exact counters, size classes, reset. */
+typedef struct
+{
+  MemresResource *mr;
+  MemresBuffer *close_this; /* another thread's buffer */
+  MemresBuffer *mine[2];
+} Handoff;
+
+static gpointer
+handoff_thread (gpointer data)
+{
+  Handoff *h = data;
+
+  h->mine[0] = mt_alloc_ok (h->mr, 5000, NULL);
+  h->mine[1] = mt_alloc_ok (h->mr, 7000, NULL);
+  mt_close_ok (h->close_this, NULL);
+  return NULL;
+}
+
+static void
+assert_counts (MemresResource *mr, guint64 bytes, guint64 bytes_peak, guint64 count,
+               guint64 count_peak, guint64 total)
+{
+  MemresStatsCounters c;
+
+  g_assert_true (memres_stats_get_counters (mr, &c, NULL));
+  g_assert_cmpuint (c.bytes_current, ==, bytes);
+  g_assert_cmpuint (c.bytes_peak, ==, bytes_peak);
+  g_assert_cmpuint (c.count_current, ==, count);
+  g_assert_cmpuint (c.count_peak, ==, count_peak);
+  g_assert_cmpuint (c.count_total, ==, total);
+}
+
+/* One thread counts alone (plain stores), then a second thread makes the counts shared: nothing
+ * is lost at the hand-over, and the owner's resets and later counts stay exact. */
+static void
+test_stats_handoff (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("stats>host");
+  MemresBuffer *a = mt_alloc_ok (mr, 1000, NULL);
+  MemresBuffer *b = mt_alloc_ok (mr, 2000, NULL);
+  Handoff h = { mr, b, { NULL } };
+  GThread *t;
+
+  mt_close_ok (mt_alloc_ok (mr, 3000, NULL), NULL);
+  assert_counts (mr, 3000, 6000, 2, 3, 3);
+  g_assert_true (memres_stats_reset (mr, NULL)); /* by the owner */
+  assert_counts (mr, 3000, 3000, 2, 2, 0);
+  t = g_thread_new ("handoff", handoff_thread, &h);
+  g_thread_join (t);
+  assert_counts (mr, 13000, 15000, 3, 4, 2);
+  mt_close_ok (a, NULL);
+  mt_close_ok (h.mine[0], NULL);
+  mt_close_ok (h.mine[1], NULL);
+  assert_counts (mr, 0, 15000, 0, 4, 2);
+}
+
 static void
 test_stats_counters (void)
 {
@@ -1096,6 +1152,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/stacks-devices", test_stacks_devices);
   g_test_add_func ("/adaptors/over-graph", test_over_graph);
   g_test_add_func ("/adaptors/stats-counters", test_stats_counters);
+  g_test_add_func ("/adaptors/stats-handoff", test_stats_handoff);
   g_test_add_func ("/adaptors/peaks-across-threads", test_peaks_across_threads);
   g_test_add_func ("/adaptors/limit-rounded", test_limit_rounded);
   g_test_add_func ("/adaptors/limit-boundary", test_limit_boundary);

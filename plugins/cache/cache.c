@@ -26,13 +26,12 @@
  * context when any block lacks an event (the stream it was freed on may be gone). */
 #include <memres/memres-plugin.h>
 
+#include "../common/owner-fence.h"
 #include "cache-classes.h"
 
-#include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define CACHE_FRONT_MAX     16  /* most blocks per class in a front cache */
@@ -97,7 +96,7 @@ typedef struct
 
 /* The owner works on its front without a locked instruction: it sets @busy, then reads @stop;
  * another thread (trim, statistics, the out-of-memory flush, all under Cache.lock) sets @stop,
- * then issues a process-wide barrier (membarrier(), heavy_barrier()) and waits for @busy to
+ * then issues a process-wide barrier (membarrier(), owner_heavy_barrier()) and waits for @busy to
  * clear. Either the owner sees @stop and takes the slow path (which needs Cache.lock), or the
  * other thread sees @busy and waits: the asymmetric form of Dekker's exclusion, whose fence on
  * the owner's side the barrier replaces. The owner's slow paths hold Cache.lock, so no other
@@ -191,34 +190,12 @@ fronts_key_create (gpointer data)
 
 /* TRUE when membarrier() cannot be used: the owner then fences (a locked instruction). Set once,
  * before the first front exists. */
-static gboolean use_fence;
-static GOnce heavy_barrier_once = G_ONCE_INIT;
-
-static gpointer
-heavy_barrier_register (gpointer data)
-{
-  use_fence = syscall (__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0;
-  return NULL;
-}
-
-/* A memory barrier on every thread of the process that runs now (the others pass one when they
- * are scheduled again). */
-static void
-heavy_barrier (void)
-{
-  if (use_fence || syscall (__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
-    __atomic_thread_fence (__ATOMIC_SEQ_CST);
-}
-
 /* The owner enters its front; FALSE when another thread holds it (take the slow path). */
 static inline gboolean
 front_enter (Front *f)
 {
   __atomic_store_n (&f->busy, 1, __ATOMIC_RELAXED);
-  if (G_UNLIKELY (use_fence))
-    __atomic_thread_fence (__ATOMIC_SEQ_CST);
-  else
-    __atomic_signal_fence (__ATOMIC_SEQ_CST);
+  owner_fence ();
   if (G_LIKELY (__atomic_load_n (&f->stop, __ATOMIC_ACQUIRE) == 0))
     return TRUE;
   __atomic_store_n (&f->busy, 0, __ATOMIC_RELEASE);
@@ -247,7 +224,7 @@ fronts_stop (Cache *self)
       }
   if (!others)
     return;
-  heavy_barrier ();
+  owner_heavy_barrier ();
   for (Front *f = self->fronts; f != NULL; f = f->next)
     if (f->owner != me)
       while (__atomic_load_n (&f->busy, __ATOMIC_ACQUIRE))
@@ -1251,7 +1228,7 @@ cache_init (MemresResource *mr, const MemresOptions *options, GError **error)
          && cache_class_size (self->n_chunk_classes) <= chunk / CACHE_CHUNK_BLOCKS)
     self->n_chunk_classes++;
   self->depth = (guint) memres_options_get_int (options, "front");
-  g_once (&heavy_barrier_once, heavy_barrier_register, NULL);
+  owner_fence_init ();
   g_once (&fronts_key_once, fronts_key_create, NULL);
   g_mutex_init (&self->lock);
   self->spare_events = g_ptr_array_new ();

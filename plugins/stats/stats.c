@@ -5,16 +5,22 @@
  * for its C API.
  *
  * The hot path is the point of this kind: an allocate+close pair through it must cost a few
- * nanoseconds over its upstream. No lock, and one locked instruction per call: the current bytes
- * and count, shared by all threads, change together with one 16-byte compare-and-swap (x86_64;
- * elsewhere one atomic add each); a peak moves only when a new high is reached (a relaxed load,
- * and a compare-and-swap only then). The totals (bytes
+ * nanoseconds over its upstream. While one thread alone counts (the first to allocate becomes
+ * the counts' owner), it changes the current bytes and count and their peaks with plain loads
+ * and stores: no locked instruction (owner_enter(), the asymmetric barrier of owner-fence.h).
+ * The first other thread to count makes the counts shared for good (share_counts(): it waits
+ * until the owner is out of its last update, so that the counts stay exact); from then on no
+ * lock, and one locked instruction per call: the current bytes and count change together with
+ * one 16-byte compare-and-swap (x86_64; elsewhere one atomic add each); a peak moves only when
+ * a new high is reached (a relaxed load, and a compare-and-swap only then). The totals (bytes
  * allocated, allocations per size class) are counted at allocate on a shard of the calling
  * thread, a cache line or two written by that thread alone with plain stores; a reader sums the
  * shards. A thread finds its shard through a small thread-local cache keyed by the instance's
  * serial number (never reused, so a stale entry of a finalized instance never matches); on a
  * miss it looks the shard up, or adds one, under the instance's mutex. */
 #include "memres-private.h"
+
+#include "../common/owner-fence.h"
 
 #include <stdlib.h>
 
@@ -47,7 +53,13 @@ typedef struct
   guint64 bytes_peak;
   guint64 count_peak;
   guint64 serial;
-  guint8 pad[64 - 5 * sizeof (guint64)];
+  /* the single-thread fast path (owner_enter()): the thread that owns the counts (its
+   * shard_cache's address; NOT_OWNED once shared), whether it is inside an update, and
+   * whether the counts are shared (then every thread changes them with locked instructions) */
+  gconstpointer owner;
+  gint busy;
+  gint shared;
+  guint8 pad[64 - 6 * sizeof (guint64) - 2 * sizeof (gint)];
   GMutex lock; /* the shard list and the reset bases */
   Shard *shards;
   guint64 bytes_total_base;
@@ -57,6 +69,10 @@ typedef struct
 /* the pair at the start of the 16-byte aligned private data */
 G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_current) == 0);
 G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, count_current) == 8);
+G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, lock) == 64);
+
+/* StatsResource.owner once the counts are shared: matches no thread. */
+#define NOT_OWNED ((gconstpointer) &next_serial)
 
 /* A thread's shards of the last few instances it used. */
 #define SHARD_CACHE_SIZE 4
@@ -78,6 +94,7 @@ stats_init (MemresResource *mr, const MemresOptions *options, GError **error)
 
   g_mutex_init (&self->lock);
   self->serial = __atomic_fetch_add (&next_serial, 1, __ATOMIC_RELAXED);
+  owner_fence_init ();
   return TRUE;
 }
 
@@ -182,6 +199,81 @@ raise_peak (guint64 *peak, guint64 value)
     ;
 }
 
+/* Makes the counts shared: from now on every thread (the owner too) changes them with locked
+ * instructions. Waits until the owner is out of its last plain update, so that none is lost.
+ * Once per instance. */
+G_GNUC_NO_INLINE
+static void
+share_counts (StatsResource *self)
+{
+  gconstpointer nobody = NULL;
+
+  g_mutex_lock (&self->lock);
+  if (!__atomic_load_n (&self->shared, __ATOMIC_RELAXED))
+    {
+      /* nobody can become the owner any more */
+      __atomic_compare_exchange_n (&self->owner, &nobody, NOT_OWNED, FALSE, __ATOMIC_RELAXED,
+                                   __ATOMIC_RELAXED);
+      __atomic_store_n (&self->shared, 1, __ATOMIC_SEQ_CST);
+      owner_heavy_barrier ();
+      while (__atomic_load_n (&self->busy, __ATOMIC_ACQUIRE))
+        g_thread_yield ();
+    }
+  g_mutex_unlock (&self->lock);
+}
+
+/* The calling thread owns the counts and may change them with plain loads and stores (leave
+ * with owner_leave()); FALSE when they are shared (or become shared now). The first thread to
+ * count becomes the owner; any other thread makes the counts shared. */
+static inline gboolean
+owner_enter (StatsResource *self)
+{
+  gconstpointer owner = __atomic_load_n (&self->owner, __ATOMIC_RELAXED);
+
+  if (G_UNLIKELY (owner != (gconstpointer) shard_cache))
+    {
+      gconstpointer nobody = NULL;
+
+      if (owner != NULL
+          || !__atomic_compare_exchange_n (&self->owner, &nobody, (gconstpointer) shard_cache,
+                                           FALSE, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        {
+          if (!__atomic_load_n (&self->shared, __ATOMIC_ACQUIRE))
+            share_counts (self);
+          return FALSE;
+        }
+    }
+  __atomic_store_n (&self->busy, 1, __ATOMIC_RELAXED);
+  owner_fence ();
+  if (G_LIKELY (!__atomic_load_n (&self->shared, __ATOMIC_ACQUIRE)))
+    return TRUE;
+  __atomic_store_n (&self->busy, 0, __ATOMIC_RELEASE);
+  return FALSE;
+}
+
+static inline void
+owner_leave (StatsResource *self)
+{
+  __atomic_store_n (&self->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* One writer: a plain load and store, atomic only so that readers see whole values. */
+static inline guint64
+owner_add (guint64 *counter, guint64 n)
+{
+  guint64 v = __atomic_load_n (counter, __ATOMIC_RELAXED) + n;
+
+  __atomic_store_n (counter, v, __ATOMIC_RELAXED);
+  return v;
+}
+
+static inline void
+owner_raise (guint64 *peak, guint64 value)
+{
+  if (value > __atomic_load_n (peak, __ATOMIC_RELAXED))
+    __atomic_store_n (peak, value, __ATOMIC_RELAXED);
+}
+
 static STATS_HOT gboolean
 stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
@@ -192,9 +284,18 @@ stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
 
   if (G_UNLIKELY (!memres_upstream_allocate (mr, size, stream, alloc, error)))
     return FALSE;
-  current_add (self, alloc->size, 1, &bytes, &count);
-  raise_peak (&self->bytes_peak, bytes);
-  raise_peak (&self->count_peak, count);
+  if (G_LIKELY (owner_enter (self)))
+    {
+      owner_raise (&self->bytes_peak, owner_add (&self->bytes_current, alloc->size));
+      owner_raise (&self->count_peak, owner_add (&self->count_current, 1));
+      owner_leave (self);
+    }
+  else
+    {
+      current_add (self, alloc->size, 1, &bytes, &count);
+      raise_peak (&self->bytes_peak, bytes);
+      raise_peak (&self->count_peak, count);
+    }
   shard = my_shard (self);
   shard_add (&shard->bytes_allocated, alloc->size);
   shard_add (&shard->size_classes[63 - __builtin_clzll ((guint64) alloc->size)], 1);
@@ -207,7 +308,14 @@ stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
   StatsResource *self = mr->priv;
   guint64 bytes, count;
 
-  current_add (self, -(guint64) alloc->size, -(guint64) 1, &bytes, &count);
+  if (G_LIKELY (owner_enter (self)))
+    {
+      owner_add (&self->bytes_current, -(guint64) alloc->size);
+      owner_add (&self->count_current, -(guint64) 1);
+      owner_leave (self);
+    }
+  else
+    current_add (self, -(guint64) alloc->size, -(guint64) 1, &bytes, &count);
   return memres_upstream_deallocate (mr, alloc, stream, error);
 }
 
@@ -278,6 +386,11 @@ stats_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 static void
 reset (StatsResource *self)
 {
+  /* the owner's plain updates would overwrite the peaks set here: only the owner itself may
+   * reset without making the counts shared */
+  if (__atomic_load_n (&self->owner, __ATOMIC_RELAXED) != (gconstpointer) shard_cache
+      && !__atomic_load_n (&self->shared, __ATOMIC_ACQUIRE))
+    share_counts (self);
   g_mutex_lock (&self->lock);
   __atomic_store_n (&self->bytes_peak, __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED),
                     __ATOMIC_RELAXED);

@@ -1,0 +1,54 @@
+/* memres - CUDA memory resources
+ * owner-fence.h: the asymmetric barrier behind an owner's lock-free fast path (the cache's
+ * front caches, the stats adaptor's single-thread counts). The owner marks itself busy and
+ * checks a stop flag with only a compiler barrier between (owner_fence()); a thread that takes
+ * the object from its owner sets the flag, then makes every running thread pass a memory
+ * barrier with membarrier() (owner_heavy_barrier()), after which the owner either is seen busy
+ * (wait for it) or sees the flag. Where membarrier() cannot be used, the owner fences for real
+ * (a locked instruction). Header-only: each module that includes it has its own state;
+ * owner_fence_init() before the first fast path. */
+#pragma once
+
+#include <glib.h>
+
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static gboolean owner_use_fence;
+static GOnce owner_fence_once = G_ONCE_INIT;
+
+static gpointer
+owner_fence_register (gpointer data)
+{
+  owner_use_fence
+      = syscall (__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0;
+  return NULL;
+}
+
+/* Once per process, before any owner enters a fast path. */
+static inline void
+owner_fence_init (void)
+{
+  g_once (&owner_fence_once, owner_fence_register, NULL);
+}
+
+/* The owner's side: between its busy store and its load of the stop flag. */
+static inline void
+owner_fence (void)
+{
+  if (G_UNLIKELY (owner_use_fence))
+    __atomic_thread_fence (__ATOMIC_SEQ_CST);
+  else
+    __atomic_signal_fence (__ATOMIC_SEQ_CST);
+}
+
+/* The taker's side: after its store of the stop flag, before it reads the owner's busy flag.
+ * A memory barrier on every thread of the process that runs now (the others pass one when
+ * they are scheduled again). */
+static inline void
+owner_heavy_barrier (void)
+{
+  if (owner_use_fence || syscall (__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+    __atomic_thread_fence (__ATOMIC_SEQ_CST);
+}
