@@ -282,7 +282,10 @@ stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
   Shard *shard;
   guint64 bytes, count;
 
-  if (G_UNLIKELY (!memres_upstream_allocate (mr, size, stream, alloc, error)))
+  /* the core's checked slot call, inline: stats is part of libmemres, and its callers (the core,
+   * or memres_upstream_allocate() of an adaptor above) checked @size and zeroed @alloc, as
+   * memres_upstream_allocate() would */
+  if (G_UNLIKELY (!_memres_resource_call_allocate (mr->upstream, size, stream, alloc, error)))
     return FALSE;
   if (G_LIKELY (owner_enter (self)))
     {
@@ -316,7 +319,7 @@ stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
     }
   else
     current_add (self, -(guint64) alloc->size, -(guint64) 1, &bytes, &count);
-  return memres_upstream_deallocate (mr, alloc, stream, error);
+  return _memres_resource_call_deallocate (mr->upstream, alloc, stream, error);
 }
 
 /* Accounting per buffer: a resize would change sizes behind the counters. */
