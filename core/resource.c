@@ -131,6 +131,11 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
                " bytes at 0x%" G_GINT64_MODIFIER "x for %" G_GSIZE_FORMAT
                " asked): a plugin bug; the memory was given back to it",
                mr->kind->name, slot, what, alloc->size, alloc->address, size);
+  /* a size no memory can have is no size to give back: released as the size asked for, so
+   * that the layers below an adaptor that over-reported see a size they can have made (a
+   * cache takes a size above its max_block for one of its direct allocations) */
+  if (alloc->address != 0 && alloc->size > G_MAXSSIZE)
+    alloc->size = size;
   if (!_memres_resource_call_deallocate (mr, alloc, stream, &release_error))
     g_warning ("kind \"%s\": releasing what %s returned failed: %s", mr->kind->name, slot,
                release_error->message);

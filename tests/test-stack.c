@@ -447,6 +447,63 @@ test_lying_upstream (void)
     }
 }
 
+static gboolean noop_init (MemresResource *mr, const MemresOptions *options, GError **error);
+
+/* An adaptor that reports more bytes than its upstream gave (G_MAXSIZE). */
+static gboolean
+grower_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                 GError **error)
+{
+  if (!memres_upstream_allocate (mr, size, stream, alloc, error))
+    return FALSE;
+  alloc->size = G_MAXSIZE;
+  return TRUE;
+}
+
+static gboolean
+grower_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                   GError **error)
+{
+  return memres_upstream_deallocate (mr, alloc, stream, error);
+}
+
+/* The refused record of an over-reporting adaptor goes back down at the size asked for: the
+ * cache below takes it as the class block it is (it took a size above max_block for a direct
+ * allocation of its own, and freed the wrong record), and nothing stays reserved. */
+static void
+test_over_reporting_adaptor (void)
+{
+  static const MemresResourceOps grower_ops = {
+    .version = MEMRES_RESOURCE_OPS_VERSION,
+    .init = noop_init,
+    .finalize = pt_finalize,
+    .allocate = grower_allocate,
+    .deallocate = grower_deallocate,
+  };
+  const MemresKindInfo info = {
+    .struct_size = sizeof info,
+    .name = "grower",
+    .ops = &grower_ops,
+    .instance_size = sizeof (PtResource),
+    .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+  };
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresStats st;
+
+  g_assert_true (memres_registry_register_kind (&info, NULL));
+  mr = mt_new_ok ("grower>cache>host");
+  g_assert_null (memres_resource_allocate (mr, 100, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+  g_assert_nonnull (strstr (error->message, "above G_MAXSSIZE bytes"));
+  /* the cache's block is back in the cache: nothing in use, and trim returns all */
+  g_assert_true (memres_resource_get_stats (memres_resource_get_upstream (mr), &st, NULL));
+  g_assert_cmpuint (st.used_current, ==, 0);
+  g_assert_true (memres_resource_trim (memres_resource_get_upstream (mr), 0, NULL));
+  g_assert_true (memres_resource_get_stats (memres_resource_get_upstream (mr), &st, NULL));
+  g_assert_cmpuint (st.reserved_current, ==, 0);
+}
+
 /* memres_upstream_allocate() on a base kind's instance, and bad sizes. */
 static void
 test_upstream_calls (void)
@@ -606,5 +663,6 @@ main (int argc, char **argv)
   g_test_add_func ("/stack/upstream-calls", test_upstream_calls);
   g_test_add_func ("/stack/register-flags", test_register_flags);
   g_test_add_func ("/stack/own-usage", test_own_usage);
+  g_test_add_func ("/stack/over-reporting-adaptor", test_over_reporting_adaptor);
   return g_test_run ();
 }
