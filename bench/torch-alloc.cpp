@@ -258,8 +258,8 @@ main (int argc, char **argv)
           m_rate.push_back (threads_round (false, counts[i], streams, n, ctx));
         }
       Summary ts = summarize (t_rate), ms = summarize (m_rate);
-      std::fprintf (stderr, "torch-alloc: %u threads: torch %.3g, memres %.3g pairs/s\n",
-                    counts[i], ts.median, ms.median);
+      std::fprintf (stderr, "torch-alloc: %u threads: torch %.3g, memres %.3g pairs/s\n", counts[i],
+                    ts.median, ms.median);
       std::printf ("  {\"threads\": %u, \"pairs_per_thread\": %lu, ", counts[i], n);
       print_summary ("torch_pairs_per_s", ts, ", ");
       print_summary ("memres_pairs_per_s", ms, "}");

@@ -112,8 +112,8 @@ struct _MemresResource
    * FALSE for kinds with MEMRES_KIND_OWN_USAGE and for adaptors without a get_stats slot
    * (whose statistics are their upstream's, so that nobody reads their count) */
   gboolean count_usage;
-  MemresResourceInfo info;      /* from the query slot, read on hot paths */
-  char *spec;                   /* normalized spec, or a description of the import */
+  MemresResourceInfo info; /* from the query slot, read on hot paths */
+  char *spec;              /* normalized spec, or a description of the import */
   /* Lifetime, in one atomic word so that the allocate/close hot path costs one locked operation
    * each: the high 32 bits count the references of the application (memres_resource_ref()), the
    * low 32 bits the open buffers. The instance is finalized when the word drops to 0. */

@@ -247,8 +247,8 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
   mr->generation = g_atomic_int_get (&_memres_fork_generation_);
   mr->upstream = upstream; /* valid while init runs; the reference is taken over on success */
   /* an adaptor without get_stats reports its upstream's statistics: its count would go unread */
-  mr->count_usage = !(kind->flags & MEMRES_KIND_OWN_USAGE)
-                    && (upstream == NULL || kind->ops.get_stats != NULL);
+  mr->count_usage
+      = !(kind->flags & MEMRES_KIND_OWN_USAGE) && (upstream == NULL || kind->ops.get_stats != NULL);
   _memres_ipc_mappings_init (&mr->ipc_mappings);
 
   if (handle != NULL)

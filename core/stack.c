@@ -273,9 +273,8 @@ _memres_stack_new (const char *spec, GError **error)
         const char *next = i + 1 < n ? g_ptr_array_index (origins, i + 1) : NULL;
 
         /* `@a>host` with @a ending in a base kind: the fault is what follows the name */
-        if (error != NULL && *error != NULL && layers[i].kind != NULL && here != NULL
-            && i + 1 < n && !(layers[i].kind->flags & MEMRES_KIND_ADAPTOR)
-            && g_strcmp0 (here, next) != 0)
+        if (error != NULL && *error != NULL && layers[i].kind != NULL && here != NULL && i + 1 < n
+            && !(layers[i].kind->flags & MEMRES_KIND_ADAPTOR) && g_strcmp0 (here, next) != 0)
           {
             char *message = g_strdup_printf ("%s; the named stack ends in a base kind, so "
                                              "nothing can follow it (layer %u comes after it)",

@@ -127,9 +127,57 @@ static const MemresResourceOps tight_ops = {
   .trim = tight_trim,
 };
 
+/* "balky": an adaptor whose deallocate refuses every other call (nothing released), so that a
+ * close fails once and succeeds when tried again. */
+static gint balky_calls; /* atomic */
+
+static gboolean
+balky_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                GError **error)
+{
+  return memres_upstream_allocate (mr, size, stream, alloc, error);
+}
+
+static gboolean
+balky_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  if (g_atomic_int_add (&balky_calls, 1) % 2 == 0)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "balky refuses this free");
+      return FALSE;
+    }
+  return memres_upstream_deallocate (mr, alloc, stream, error);
+}
+
+static gboolean
+balky_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  return TRUE;
+}
+
+static void
+balky_finalize (MemresResource *mr)
+{
+}
+
+static const MemresResourceOps balky_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = balky_init,
+  .finalize = balky_finalize,
+  .allocate = balky_allocate,
+  .deallocate = balky_deallocate,
+};
+
 static void
 register_kinds (void)
 {
+  const MemresKindInfo balky = {
+    .struct_size = sizeof balky,
+    .name = "balky",
+    .description = "adaptor whose every other free fails",
+    .ops = &balky_ops,
+    .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+  };
   const MemresKindInfo leaky = {
     .struct_size = sizeof leaky,
     .name = "leaky",
@@ -148,7 +196,8 @@ register_kinds (void)
   };
   GError *error = NULL;
 
-  if (!memres_registry_register_kind (&leaky, &error)
+  if (!memres_registry_register_kind (&balky, &error)
+      || !memres_registry_register_kind (&leaky, &error)
       || !memres_registry_register_kind (&tight, &error))
     g_error ("%s", error->message);
 }
@@ -425,6 +474,23 @@ test_stats_handoff (void)
   mt_close_ok (h.mine[0], NULL);
   mt_close_ok (h.mine[1], NULL);
   assert_counts (mr, 0, 15000, 0, 4, 2);
+}
+
+/* A close that fails keeps the buffer open, and its bytes counted: a `stats` layer above a
+ * failing free uncounts it only once it is gone. */
+static void
+test_stats_failed_close (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("stats>balky>host");
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf = mt_alloc_ok (mr, 1000, NULL);
+
+  g_atomic_int_set (&balky_calls, 0);
+  g_assert_false (memres_buffer_close (buf, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+  assert_counts (mr, 1000, 1000, 1, 1, 1);
+  mt_close_ok (buf, NULL);
+  assert_counts (mr, 0, 1000, 0, 1, 1);
 }
 
 static void
@@ -1153,6 +1219,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/over-graph", test_over_graph);
   g_test_add_func ("/adaptors/stats-counters", test_stats_counters);
   g_test_add_func ("/adaptors/stats-handoff", test_stats_handoff);
+  g_test_add_func ("/adaptors/stats-failed-close", test_stats_failed_close);
   g_test_add_func ("/adaptors/peaks-across-threads", test_peaks_across_threads);
   g_test_add_func ("/adaptors/limit-rounded", test_limit_rounded);
   g_test_add_func ("/adaptors/limit-boundary", test_limit_boundary);

@@ -82,8 +82,7 @@ test_duplicate_kind (void)
 {
   assert_lookup_fails ("duplicate", MEMRES_ERROR, MEMRES_ERROR_EXISTS, "\"host\"");
   /* the message names the plugin and its file */
-  assert_lookup_fails ("duplicate", MEMRES_ERROR, MEMRES_ERROR_EXISTS,
-                       "plugin \"duplicate\" (");
+  assert_lookup_fails ("duplicate", MEMRES_ERROR, MEMRES_ERROR_EXISTS, "plugin \"duplicate\" (");
   assert_lookup_fails ("duplicate", MEMRES_ERROR, MEMRES_ERROR_EXISTS, "libmemres-duplicate.so");
   /* the embedded host kind is untouched */
   {

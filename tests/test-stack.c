@@ -461,8 +461,7 @@ grower_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllo
 }
 
 static gboolean
-grower_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                   GError **error)
+grower_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   return memres_upstream_deallocate (mr, alloc, stream, error);
 }

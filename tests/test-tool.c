@@ -651,8 +651,8 @@ test_ipc_silent_peers (void)
   g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
   g_autofree char *path = g_build_filename (dir, "s.sock", NULL);
   g_autofree char *mute = g_build_filename (dir, "mute.sock", NULL);
-  const char *argv[] = { tool, "ipc-serve", "--json", "--count", "2", "--timeout", "1",
-                         "--size", "4KiB", path, NULL };
+  const char *argv[] = { tool, "ipc-serve", "--json", "--count", "2", "--timeout",
+                         "1",  "--size",    "4KiB",   path,      NULL };
   g_autoptr (GError) error = NULL;
   g_autoptr (GString) out = g_string_new (NULL);
   struct sockaddr_un addr = { .sun_family = AF_UNIX };

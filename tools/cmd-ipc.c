@@ -60,7 +60,7 @@ io_all (int fd, gpointer data, gsize n, gboolean writing, GError **error)
           int saved = errno;
           g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "%s the peer: %s",
                        writing ? "sending to" : "receiving from",
-                       k == 0                                        ? "connection closed"
+                       k == 0                                    ? "connection closed"
                        : saved == EAGAIN || saved == EWOULDBLOCK ? "timed out (--timeout)"
                                                                  : g_strerror (saved));
           return FALSE;
@@ -377,8 +377,7 @@ memres_tool_ipc_serve (int argc, char **argv)
         {
           if (errno == EINTR)
             continue; /* a stop signal ends the loop */
-          g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "accept: %s",
-                       g_strerror (errno));
+          g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "accept: %s", g_strerror (errno));
           break;
         }
       set_timeout (fd, timeout);

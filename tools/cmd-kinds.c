@@ -314,8 +314,8 @@ memres_tool_kinds (int argc, char **argv)
   if (failed_paths->len == 0)
     return 0;
   /* stderr only: with --json, stdout holds the one document above, which says it all */
-  g_printerr ("memres: %u plugin file%s on the search path did not load (%s)\n",
-              failed_paths->len, failed_paths->len == 1 ? "" : "s",
+  g_printerr ("memres: %u plugin file%s on the search path did not load (%s)\n", failed_paths->len,
+              failed_paths->len == 1 ? "" : "s",
               json_output ? "see \"broken_plugins\"" : "listed after the kinds");
   return EXIT_BROKEN_PLUGIN;
 }

@@ -75,9 +75,21 @@ tally_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
 {
   Tally *self = memres_resource_get_private (mr);
 
-  __atomic_sub_fetch (&self->bytes, alloc->size, __ATOMIC_RELAXED);
+  guint64 size = alloc->size;
+
+  /* uncounted before the free: once freed, another thread may get the memory and count it */
+  __atomic_sub_fetch (&self->bytes, size, __ATOMIC_RELAXED);
   __atomic_sub_fetch (&self->live, 1, __ATOMIC_RELAXED);
-  return memres_upstream_deallocate (mr, alloc, stream, error);
+  if (memres_upstream_deallocate (mr, alloc, stream, error))
+    return TRUE;
+  /* nothing released (the buffer stays open for another close) unless the upstream set the
+   * address to 0: then it is gone */
+  if (alloc->address != 0)
+    {
+      __atomic_add_fetch (&self->bytes, size, __ATOMIC_RELAXED);
+      __atomic_add_fetch (&self->live, 1, __ATOMIC_RELAXED);
+    }
+  return FALSE;
 }
 
 /* Optional for adaptors: @info arrives with the upstream's device and flags. A resize would

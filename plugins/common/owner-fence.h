@@ -21,8 +21,7 @@ static GOnce owner_fence_once = G_ONCE_INIT;
 static gpointer
 owner_fence_register (gpointer data)
 {
-  owner_use_fence
-      = syscall (__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0;
+  owner_use_fence = syscall (__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0;
   return NULL;
 }
 

@@ -52,8 +52,7 @@ static const MemresOptionSpec log_options[] = {
 static FILE *
 open_log (const char *path, gboolean append, gboolean *empty, GError **error)
 {
-  int fd = open (path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (append ? O_APPEND : 0),
-                 0666);
+  int fd = open (path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (append ? O_APPEND : 0), 0666);
   struct stat st;
   FILE *file;
 
@@ -62,7 +61,7 @@ open_log (const char *path, gboolean append, gboolean *empty, GError **error)
       int saved = errno;
 
       g_set_error (error, MEMRES_ERROR,
-                   saved == EACCES ? MEMRES_ERROR_PERMISSION_DENIED
+                   saved == EACCES                     ? MEMRES_ERROR_PERMISSION_DENIED
                    : saved == ENXIO || saved == EISDIR ? MEMRES_ERROR_INVALID_ARGUMENT
                                                        : MEMRES_ERROR_FAILED,
                    "kind \"log\": cannot open \"%s\": %s%s", path, g_strerror (saved),

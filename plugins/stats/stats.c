@@ -274,31 +274,46 @@ owner_raise (guint64 *peak, guint64 value)
     __atomic_store_n (peak, value, __ATOMIC_RELAXED);
 }
 
+/* Adds @bytes and @count (two's complement for a decrease) to the current values, raising the
+ * peaks. */
+static inline STATS_HOT void
+count_delta (StatsResource *self, guint64 bytes, guint64 count)
+{
+  guint64 b, c;
+
+  if (G_LIKELY (owner_enter (self)))
+    {
+      b = owner_add (&self->bytes_current, bytes);
+      c = owner_add (&self->count_current, count);
+      if ((gint64) count > 0)
+        {
+          owner_raise (&self->bytes_peak, b);
+          owner_raise (&self->count_peak, c);
+        }
+      owner_leave (self);
+      return;
+    }
+  current_add (self, bytes, count, &b, &c);
+  if ((gint64) count > 0)
+    {
+      raise_peak (&self->bytes_peak, b);
+      raise_peak (&self->count_peak, c);
+    }
+}
+
 static STATS_HOT gboolean
 stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
   StatsResource *self = mr->priv;
   Shard *shard;
-  guint64 bytes, count;
 
   /* the core's checked slot call, inline: stats is part of libmemres, and its callers (the core,
    * or memres_upstream_allocate() of an adaptor above) checked @size and zeroed @alloc, as
    * memres_upstream_allocate() would */
   if (G_UNLIKELY (!_memres_resource_call_allocate (mr->upstream, size, stream, alloc, error)))
     return FALSE;
-  if (G_LIKELY (owner_enter (self)))
-    {
-      owner_raise (&self->bytes_peak, owner_add (&self->bytes_current, alloc->size));
-      owner_raise (&self->count_peak, owner_add (&self->count_current, 1));
-      owner_leave (self);
-    }
-  else
-    {
-      current_add (self, alloc->size, 1, &bytes, &count);
-      raise_peak (&self->bytes_peak, bytes);
-      raise_peak (&self->count_peak, count);
-    }
+  count_delta (self, alloc->size, 1);
   shard = my_shard (self);
   shard_add (&shard->bytes_allocated, alloc->size);
   shard_add (&shard->size_classes[63 - __builtin_clzll ((guint64) alloc->size)], 1);
@@ -309,17 +324,16 @@ static STATS_HOT gboolean
 stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   StatsResource *self = mr->priv;
-  guint64 bytes, count;
+  guint64 size = alloc->size;
 
-  if (G_LIKELY (owner_enter (self)))
-    {
-      owner_add (&self->bytes_current, -(guint64) alloc->size);
-      owner_add (&self->count_current, -(guint64) 1);
-      owner_leave (self);
-    }
-  else
-    current_add (self, -(guint64) alloc->size, -(guint64) 1, &bytes, &count);
-  return _memres_resource_call_deallocate (mr->upstream, alloc, stream, error);
+  /* uncounted before the free (once freed, another thread may get the memory and count it),
+   * counted again when the free failed and released nothing (the buffer stays open) */
+  count_delta (self, -size, -(guint64) 1);
+  if (G_LIKELY (_memres_resource_call_deallocate (mr->upstream, alloc, stream, error)))
+    return TRUE;
+  if (alloc->address != 0)
+    count_delta (self, size, 1);
+  return FALSE;
 }
 
 /* Accounting per buffer: a resize would change sizes behind the counters. */
