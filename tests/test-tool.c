@@ -1152,6 +1152,24 @@ test_alloc_close_fails (void)
   g_assert_null (strstr (r.out, "the buffer was freed"));
   g_assert_nonnull (strstr (r.err, "cuMemFreeAsync: CUDA_ERROR_UNKNOWN"));
   run_clear (&r);
+
+  /* memres replay: a failing close is the work failing (1), not a bad log (2) */
+  {
+    g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+    g_autofree char *log = g_build_filename (dir, "ok.csv", NULL);
+    const char *const replay_args[] = { "replay", log, "dmr", NULL };
+
+    g_assert_true (g_file_set_contents (log,
+                                        "Thread,Time,Action,Pointer,Size,Stream\n"
+                                        "1,t,allocate,0x10,100,0x0\n1,t,free,0x10,100,0x0\n",
+                                        -1, NULL));
+    run_toolv (&r, env, replay_args);
+    g_assert_cmpint (r.status, ==, 1);
+    g_assert_nonnull (strstr (r.err, "ok.csv:3: closing the buffer failed: cuMemFreeAsync"));
+    run_clear (&r);
+    g_remove (log);
+    g_rmdir (dir);
+  }
 }
 
 int

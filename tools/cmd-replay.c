@@ -196,8 +196,15 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
 
               r->free_ns += now_ns () - t0;
               if (!ok)
-                return bad_line (error, log, i + 1, "closing the buffer failed: %s",
-                                 failure->message);
+                {
+                  /* the work failed, not the log: the close's own error, with the line */
+                  g_autofree char *shown_log = _memres_show_input (log);
+
+                  g_propagate_prefixed_error (error, g_steal_pointer (&failure),
+                                              "%s:%u: closing the buffer failed: ", shown_log,
+                                              i + 1);
+                  return FALSE;
+                }
               r->used -= l->size;
             }
           else

@@ -65,7 +65,9 @@ open_log (const char *path, gboolean append, gboolean *empty, GError **error)
                    : saved == ENXIO || saved == EISDIR ? MEMRES_ERROR_INVALID_ARGUMENT
                                                        : MEMRES_ERROR_FAILED,
                    "kind \"log\": cannot open \"%s\": %s%s", path, g_strerror (saved),
-                   saved == ENXIO ? " (a FIFO or socket: the log must be a regular file)" : "");
+                   saved == ENXIO ? " (a FIFO without a reader, or a device that is not there: the "
+                                    "log must be a regular file or a character device)"
+                                  : "");
       return NULL;
     }
   if (fstat (fd, &st) != 0 || !(S_ISREG (st.st_mode) || S_ISCHR (st.st_mode)))
