@@ -309,9 +309,13 @@ receive_piece (gint socket_fd, guint8 *buf, gsize offset, gsize len, Received *r
   if (n < 0)
     {
       int saved = errno;
+
+      /* EAGAIN on a blocking socket: its receive timeout (SO_RCVTIMEO) ran out */
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
                    "IPC transport: receiving a %s failed: recvmsg: %s", r->what,
-                   g_strerror (saved));
+                   saved == EAGAIN || saved == EWOULDBLOCK
+                       ? "timed out (the socket's receive timeout passed)"
+                       : g_strerror (saved));
       return -1;
     }
   creds = collect_control (&msg, r, &storage);

@@ -234,6 +234,21 @@ socket_is_live (const char *path)
   return errno == EADDRINUSE;
 }
 
+/* TRUE when something accepts connections on @addr (not a memres server: socket_is_live()
+ * says that without connecting, which a memres server would count as a client). */
+static gboolean
+socket_accepts (const struct sockaddr_un *addr)
+{
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  gboolean live;
+
+  if (fd < 0)
+    return FALSE;
+  live = connect (fd, (const struct sockaddr *) addr, sizeof *addr) == 0;
+  close (fd);
+  return live;
+}
+
 static void
 on_stop_signal (int signum)
 {
@@ -340,6 +355,9 @@ memres_tool_ipc_serve (int argc, char **argv)
         return memres_tool_failf ("%s exists and is not a socket", addr.sun_path);
       if (socket_is_live (addr.sun_path))
         return memres_tool_failf ("a server is already listening on %s", addr.sun_path);
+      if (socket_accepts (&addr))
+        return memres_tool_failf ("another program listens on %s: not taking it over",
+                                  addr.sun_path);
       unlink (addr.sun_path); /* stale: nobody listens */
     }
   listener = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
