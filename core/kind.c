@@ -15,6 +15,34 @@
 #define OPS_V3_SIZE        (offsetof (MemresResourceOps, get_counters) + sizeof (gpointer))
 G_STATIC_ASSERT (OPS_V3_SIZE == sizeof (MemresResourceOps));
 
+/* An enum's choices: none empty (a spec could not tell it from no value), none twice. */
+static gboolean
+check_choices (const char *kind, const MemresOptionSpec *spec, GError **error)
+{
+  for (guint c = 0; spec->choices[c] != NULL; c++)
+    {
+      const char *choice = spec->choices[c];
+
+      if (choice[0] == '\0')
+        {
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "kind \"%s\": enum option \"%s\" has an empty choice", kind, spec->name);
+          return FALSE;
+        }
+      for (guint d = 0; d < c; d++)
+        if (strcmp (spec->choices[d], choice) == 0)
+          {
+            g_autofree char *shown = _memres_show_input (choice);
+
+            g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                         "kind \"%s\": enum option \"%s\" lists the choice \"%s\" twice", kind,
+                         spec->name, shown);
+            return FALSE;
+          }
+    }
+  return TRUE;
+}
+
 static gboolean
 validate_schema (const char *kind, const MemresOptionSpec *options, guint n_options, GError **error)
 {
@@ -57,6 +85,8 @@ validate_schema (const char *kind, const MemresOptionSpec *options, guint n_opti
                        "kind \"%s\": enum option \"%s\" has no choices", kind, spec->name);
           return FALSE;
         }
+      if (spec->type == MEMRES_OPTION_ENUM && !check_choices (kind, spec, error))
+        return FALSE;
       if ((spec->type == MEMRES_OPTION_INT || spec->type == MEMRES_OPTION_INT_LIST)
           && spec->min > spec->max)
         {

@@ -135,6 +135,17 @@ test_register_invalid (void)
   bad[0] = tk_options[3];
   bad[0].choices = no_choices;
   assert_register_invalid (&info, "no choices");
+  {
+    static const char *const empty_choice[] = { "a", "", NULL };
+    static const char *const twice[] = { "a", "b", "a", NULL };
+
+    bad[0] = tk_options[3];
+    bad[0].default_value = NULL;
+    bad[0].choices = empty_choice;
+    assert_register_invalid (&info, "has an empty choice");
+    bad[0].choices = twice;
+    assert_register_invalid (&info, "lists the choice \"a\" twice");
+  }
   bad[0] = tk_options[3];
   bad[0].default_value = "medium";
   assert_register_invalid (&info, "default of option \"mode\"");
