@@ -194,18 +194,13 @@ fronts_key_create (gpointer data)
 static inline gboolean
 front_enter (Front *f)
 {
-  __atomic_store_n (&f->busy, 1, __ATOMIC_RELAXED);
-  owner_fence ();
-  if (G_LIKELY (__atomic_load_n (&f->stop, __ATOMIC_ACQUIRE) == 0))
-    return TRUE;
-  __atomic_store_n (&f->busy, 0, __ATOMIC_RELEASE);
-  return FALSE;
+  return owner_try_enter (&f->busy, &f->stop);
 }
 
 static inline void
 front_leave (Front *f)
 {
-  __atomic_store_n (&f->busy, 0, __ATOMIC_RELEASE);
+  owner_leave_busy (&f->busy);
 }
 
 /* Takes every front of @self but the calling thread's own from its owner (who is then outside

@@ -51,3 +51,23 @@ owner_heavy_barrier (void)
   if (owner_use_fence || syscall (__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
     __atomic_thread_fence (__ATOMIC_SEQ_CST);
 }
+
+/* The owner enters its fast path: marks itself @busy, then reads @stop; FALSE (and not busy)
+ * when another thread has taken the object (take the slow path). */
+static inline gboolean
+owner_try_enter (gint *busy, const gint *stop)
+{
+  __atomic_store_n (busy, 1, __ATOMIC_RELAXED);
+  owner_fence ();
+  if (G_LIKELY (__atomic_load_n (stop, __ATOMIC_ACQUIRE) == 0))
+    return TRUE;
+  __atomic_store_n (busy, 0, __ATOMIC_RELEASE);
+  return FALSE;
+}
+
+/* The owner leaves its fast path. */
+static inline void
+owner_leave_busy (gint *busy)
+{
+  __atomic_store_n (busy, 0, __ATOMIC_RELEASE);
+}

@@ -243,18 +243,13 @@ owner_enter (StatsResource *self)
           return FALSE;
         }
     }
-  __atomic_store_n (&self->busy, 1, __ATOMIC_RELAXED);
-  owner_fence ();
-  if (G_LIKELY (!__atomic_load_n (&self->shared, __ATOMIC_ACQUIRE)))
-    return TRUE;
-  __atomic_store_n (&self->busy, 0, __ATOMIC_RELEASE);
-  return FALSE;
+  return owner_try_enter (&self->busy, &self->shared);
 }
 
 static inline void
 owner_leave (StatsResource *self)
 {
-  __atomic_store_n (&self->busy, 0, __ATOMIC_RELEASE);
+  owner_leave_busy (&self->busy);
 }
 
 /* One writer: a plain load and store, atomic only so that readers see whole values. */
