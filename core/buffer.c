@@ -199,7 +199,10 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
           return ok;
         }
       /* in the child of a fork(), inherited memory is left as it is (fork.c) */
-      if ((buf->alloc.size > 0 || buf->alloc.address != 0) && !_memres_resource_is_inherited (mr))
+      /* the size as allocated: an adaptor's memres_upstream_deallocate() zeroes the record */
+      gsize size = buf->alloc.size;
+
+      if ((size > 0 || buf->alloc.address != 0) && !_memres_resource_is_inherited (mr))
         {
           guint64 address = buf->alloc.address;
 
@@ -208,7 +211,7 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
             return FALSE;
         }
       if (!(buf->flags & MEMRES_MEMORY_IMPORTED))
-        _memres_resource_count_used (mr, -(gint64) buf->alloc.size);
+        _memres_resource_count_used (mr, -(gint64) size);
       buf->mr = NULL;
       _memres_resource_remove_allocated (mr);
     }

@@ -387,11 +387,13 @@ memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
  * as the core checks its own deallocate calls (a failure without an error gets one). As the
  * deallocate slot's contract says, a failure released nothing and leaves @alloc as it was (pass
  * it again later), unless the upstream set @alloc->address to 0 (released half-way: gone). On
- * success the allocation is gone: never pass @alloc again. Thread-safe, no lock held. The
- * driver calls are the upstream's.
+ * success the allocation is gone and @alloc is zeroed (read what you need of it before): a
+ * record passed again is refused instead of freeing the memory twice. Thread-safe, no lock
+ * held. The driver calls are the upstream's.
  *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT (@mr has no upstream); whatever the upstream's
- * deallocate sets (a %MEMRES_CUDA_ERROR).
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT (@mr has no upstream; @alloc is a zeroed record, one
+ * already freed: a plugin bug); whatever the upstream's deallocate sets (a
+ * %MEMRES_CUDA_ERROR).
  *
  * Returns: %TRUE on success
  *
@@ -409,7 +411,18 @@ memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
   up = mr->upstream;
   if (G_UNLIKELY (up == NULL))
     return upstream_refused (mr, 1, error);
-  return _memres_resource_call_deallocate (up, alloc, stream, error);
+  if (G_UNLIKELY (alloc->address == 0 && alloc->size == 0 && alloc->plugin_data == NULL))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "kind \"%s\": memres_upstream_deallocate() of a record already freed (or "
+                   "never filled): a plugin bug",
+                   mr->kind->name);
+      return FALSE;
+    }
+  if (!_memres_resource_call_deallocate (up, alloc, stream, error))
+    return FALSE;
+  memset (alloc, 0, sizeof *alloc);
+  return TRUE;
 }
 
 MemresResource *

@@ -503,6 +503,54 @@ test_over_reporting_adaptor (void)
   g_assert_cmpuint (st.reserved_current, ==, 0);
 }
 
+/* An adaptor that gives its record back twice. */
+static gboolean
+twice_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  g_assert_true (memres_upstream_deallocate (mr, alloc, stream, NULL));
+  return memres_upstream_deallocate (mr, alloc, stream, error);
+}
+
+/* The second memres_upstream_deallocate() of one record is refused (the first zeroed it): no
+ * double free below, over host (free()) or a cache (its block list). */
+static void
+test_double_upstream_free (void)
+{
+  static const MemresResourceOps twice_ops = {
+    .version = MEMRES_RESOURCE_OPS_VERSION,
+    .init = noop_init,
+    .finalize = pt_finalize,
+    .allocate = pt_allocate,
+    .deallocate = twice_deallocate,
+  };
+  const MemresKindInfo info = {
+    .struct_size = sizeof info,
+    .name = "twice",
+    .ops = &twice_ops,
+    .instance_size = sizeof (PtResource),
+    .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+  };
+  const char *const specs[] = { "twice>host", "twice>cache>host" };
+
+  g_assert_true (memres_registry_register_kind (&info, NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (specs[i]);
+      g_autoptr (GError) error = NULL;
+      MemresBuffer *buf = mt_alloc_ok (mr, 100, NULL);
+      MemresStats st;
+
+      g_assert_false (memres_buffer_close (buf, NULL, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+      g_assert_nonnull (strstr (error->message, "a record already freed"));
+      /* released all the same: the buffer is closed, nothing in use below */
+      g_assert_true (memres_buffer_is_closed (buf));
+      memres_buffer_unref (buf);
+      g_assert_true (memres_resource_get_stats (memres_resource_get_upstream (mr), &st, NULL));
+      g_assert_cmpuint (st.used_current, ==, 0);
+    }
+}
+
 /* memres_upstream_allocate() on a base kind's instance, and bad sizes. */
 static void
 test_upstream_calls (void)
@@ -663,5 +711,6 @@ main (int argc, char **argv)
   g_test_add_func ("/stack/register-flags", test_register_flags);
   g_test_add_func ("/stack/own-usage", test_own_usage);
   g_test_add_func ("/stack/over-reporting-adaptor", test_over_reporting_adaptor);
+  g_test_add_func ("/stack/double-upstream-free", test_double_upstream_free);
   return g_test_run ();
 }

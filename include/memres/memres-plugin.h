@@ -665,7 +665,9 @@ typedef struct
  *   example to implement a copy on a foreign kind's buffer. Since: 1.0
  * memres_upstream_allocate(), memres_upstream_deallocate(): for adaptor kinds, the allocate
  *   and deallocate slots of the adaptor's upstream (memres_resource_get_upstream()), called on
- *   an allocation record without creating a #MemresBuffer. Since: 1.2 */
+ *   an allocation record without creating a #MemresBuffer; a successful deallocate zeroes the
+ *   record, and a zeroed record is refused (%MEMRES_ERROR_INVALID_ARGUMENT), so that a record
+ *   given back twice is not freed twice. Since: 1.2 */
 gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info,
                                       GError **error);
 const char *memres_plugin_get_name (MemresPlugin *plugin);
