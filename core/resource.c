@@ -116,8 +116,7 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
 
   if (!slot_result (mr, slot, ok, local, error))
     return FALSE;
-  if (alloc->address != 0 && alloc->size >= size && alloc->size <= G_MAXSSIZE
-      && alloc->address <= G_MAXUINT64 - alloc->size)
+  if (_memres_allocation_plausible (alloc, size))
     return TRUE;
   if (alloc->address == 0)
     what = "address 0";
