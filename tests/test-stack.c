@@ -449,6 +449,24 @@ test_lying_upstream (void)
 
 static gboolean noop_init (MemresResource *mr, const MemresOptions *options, GError **error);
 
+/* Registers adaptor kind @name with @ops and a PtResource of private data (pt_allocate and
+ * pt_deallocate count in it). */
+static void
+register_test_adaptor (const char *name, const MemresResourceOps *ops, MemresKindFlags flags)
+{
+  const MemresKindInfo info = {
+    .struct_size = sizeof info,
+    .name = name,
+    .ops = ops,
+    .instance_size = sizeof (PtResource),
+    .flags = flags,
+  };
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (memres_registry_register_kind (&info, &error));
+  g_assert_no_error (error);
+}
+
 /* An adaptor that reports more bytes than its upstream gave (G_MAXSIZE). */
 static gboolean
 grower_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
@@ -458,12 +476,6 @@ grower_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllo
     return FALSE;
   alloc->size = G_MAXSIZE;
   return TRUE;
-}
-
-static gboolean
-grower_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
-{
-  return memres_upstream_deallocate (mr, alloc, stream, error);
 }
 
 /* The refused record of an over-reporting adaptor goes back down at the size asked for: the
@@ -477,20 +489,14 @@ test_over_reporting_adaptor (void)
     .init = noop_init,
     .finalize = pt_finalize,
     .allocate = grower_allocate,
-    .deallocate = grower_deallocate,
-  };
-  const MemresKindInfo info = {
-    .struct_size = sizeof info,
-    .name = "grower",
-    .ops = &grower_ops,
-    .instance_size = sizeof (PtResource),
-    .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+    .deallocate = pt_deallocate,
   };
   g_autoptr (MemresResource) mr = NULL;
   g_autoptr (GError) error = NULL;
   MemresStats st;
 
-  g_assert_true (memres_registry_register_kind (&info, NULL));
+  register_test_adaptor ("grower", &grower_ops,
+                         MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS);
   mr = mt_new_ok ("grower>cache>host");
   g_assert_null (memres_resource_allocate (mr, 100, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
@@ -523,16 +529,9 @@ test_double_upstream_free (void)
     .allocate = pt_allocate,
     .deallocate = twice_deallocate,
   };
-  const MemresKindInfo info = {
-    .struct_size = sizeof info,
-    .name = "twice",
-    .ops = &twice_ops,
-    .instance_size = sizeof (PtResource),
-    .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
-  };
   const char *const specs[] = { "twice>host", "twice>cache>host" };
 
-  g_assert_true (memres_registry_register_kind (&info, NULL));
+  register_test_adaptor ("twice", &twice_ops, MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS);
   for (guint i = 0; i < G_N_ELEMENTS (specs); i++)
     {
       g_autoptr (MemresResource) mr = mt_new_ok (specs[i]);
@@ -666,19 +665,12 @@ test_own_usage (void)
 
   for (gsize i = 0; i < G_N_ELEMENTS (kinds); i++)
     {
-      MemresKindInfo info = {
-        .struct_size = sizeof info,
-        .name = kinds[i].name,
-        .ops = &usage_ops,
-        .instance_size = sizeof (PtResource),
-        .flags = kinds[i].flags,
-      };
       g_autofree char *spec = g_strdup_printf ("%s>host", kinds[i].name);
       g_autoptr (MemresResource) mr = NULL;
       MemresBuffer *buf;
       MemresStats st;
 
-      g_assert_true (memres_registry_register_kind (&info, NULL));
+      register_test_adaptor (kinds[i].name, &usage_ops, kinds[i].flags);
       mr = mt_new_ok (spec);
       buf = mt_alloc_ok (mr, 1000, NULL);
       g_assert_true (memres_resource_get_stats (mr, &st, NULL));

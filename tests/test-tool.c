@@ -80,6 +80,16 @@ assert_one_error_line (const Run *r)
   g_assert_true (g_utf8_validate (r->err, -1, NULL));
 }
 
+/* @out is one JSON document: it opens with "{" and no other top-level one starts after it
+ * (memres's JSON indents every nested object, so only a top-level one starts a line with
+ * "{"). */
+static void
+assert_one_json_document (const char *out)
+{
+  g_assert_true (g_str_has_prefix (out, "{\n"));
+  g_assert_null (strstr (out, "\n{"));
+}
+
 static void
 test_error_one_line (void)
 {
@@ -250,8 +260,7 @@ test_kinds_broken_plugins (void)
   g_assert_nonnull (strstr (json.out, "\"name\": \"good_extra\""));
   g_assert_nonnull (strstr (json.out, "\n  \"broken_plugins\": [\n"));
   /* one JSON document on stdout (an error document after it made it invalid JSON) */
-  g_assert_true (g_str_has_prefix (json.out, "{\n"));
-  g_assert_null (strstr (json.out, "\n{"));
+  assert_one_json_document (json.out);
   g_assert_null (strstr (json.out, "\"exit_status\""));
   /* exit status 3, and one line on stderr that says how many */
   g_assert_cmpint (text.status, ==, 3);
@@ -684,8 +693,7 @@ test_ipc_silent_peers (void)
   g_test_message ("%s", out->str);
   g_assert_true (WIFEXITED (status));
   g_assert_cmpint (WEXITSTATUS (status), ==, 1);
-  g_assert_true (g_str_has_prefix (out->str, "{\n"));
-  g_assert_null (strstr (out->str, "\n{"));
+  assert_one_json_document (out->str);
   g_assert_nonnull (strstr (out->str, "\"served\": 0,"));
   g_assert_nonnull (strstr (out->str, "\"failed\": 2,"));
   g_assert_nonnull (strstr (out->str, "receiving from the peer: timed out (--timeout)"));
@@ -1147,8 +1155,8 @@ test_alloc_close_fails (void)
     return;
   run_toolv (&r, env, json_args);
   g_assert_cmpint (r.status, ==, 1);
+  assert_one_json_document (r.out);
   g_assert_true (g_str_has_prefix (r.out, "{\n  \"error\": {\n"));
-  g_assert_null (strstr (r.out, "\n{"));
   g_assert_null (strstr (r.out, "\"closed\""));
   g_assert_nonnull (strstr (r.out, "\"message\": \"cuMemFreeAsync: CUDA_ERROR_UNKNOWN"));
   run_clear (&r);
