@@ -103,7 +103,7 @@ _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
 }
 
 /* The slow half of _memres_resource_alloc_result() (memres-private.h): slot_result(), then, on
- * success, a nonzero address and at least @size bytes. A success that breaks that contract is
+ * success, a record _memres_allocation_plausible() accepts. A success that breaks that contract is
  * released through the deallocate slot (its failure a warning), @alloc zeroed and refused with
  * MEMRES_ERROR_FAILED. */
 gboolean
