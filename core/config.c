@@ -38,13 +38,6 @@ typedef struct
   GPtrArray *list; /* Entry*, in file order */
 } Config;
 
-/* Where @e is defined: `FILE:LINE`. (transfer full) */
-static char *
-entry_origin (const Config *config, const Entry *e)
-{
-  return g_strdup_printf ("%s:%u", config->path, e->line);
-}
-
 static void
 entry_free (gpointer data)
 {
@@ -363,7 +356,7 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
       return NULL;
     }
   if (origin != NULL)
-    *origin = entry_origin (&config, e);
+    *origin = g_strdup_printf ("%s:%u", config.path, e->line);
   return g_strdup (e->spec);
 }
 
@@ -441,7 +434,7 @@ memres_config_list_resources_full (char **path, GPtrArray **specs, GPtrArray **o
       if (specs != NULL)
         g_ptr_array_add (*specs, g_strdup (e->spec));
       if (origins != NULL)
-        g_ptr_array_add (*origins, entry_origin (&config, e));
+        g_ptr_array_add (*origins, g_strdup_printf ("%s:%u", config.path, e->line));
     }
   if (path != NULL)
     *path = g_steal_pointer (&config.path);
