@@ -38,6 +38,13 @@ typedef struct
   GPtrArray *list; /* Entry*, in file order */
 } Config;
 
+/* Where @e is defined: `FILE:LINE`. (transfer full) */
+static char *
+entry_origin (const Config *config, const Entry *e)
+{
+  return g_strdup_printf ("%s:%u", config->path, e->line);
+}
+
 static void
 entry_free (gpointer data)
 {
@@ -356,7 +363,7 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
       return NULL;
     }
   if (origin != NULL)
-    *origin = g_strdup_printf ("%s:%u", config.path, e->line);
+    *origin = entry_origin (&config, e);
   return g_strdup (e->spec);
 }
 
@@ -434,7 +441,7 @@ memres_config_list_resources_full (char **path, GPtrArray **specs, GPtrArray **o
       if (specs != NULL)
         g_ptr_array_add (*specs, g_strdup (e->spec));
       if (origins != NULL)
-        g_ptr_array_add (*origins, g_strdup_printf ("%s:%u", config.path, e->line));
+        g_ptr_array_add (*origins, entry_origin (&config, e));
     }
   if (path != NULL)
     *path = g_steal_pointer (&config.path);

@@ -406,6 +406,15 @@ gboolean _memres_resource_alloc_result_slow (MemresResource *mr, const char *slo
                                              GError **local, gsize size, MemresStream stream,
                                              MemresAllocation *alloc, GError **error);
 
+/* Whether @alloc is memory an allocation of @size bytes can have returned: a nonzero address,
+ * at least @size and at most G_MAXSSIZE bytes, a range inside the address space. */
+static inline gboolean
+_memres_allocation_plausible (const MemresAllocation *alloc, gsize size)
+{
+  return alloc->address != 0 && alloc->size >= size && alloc->size <= G_MAXSSIZE
+         && alloc->address <= G_MAXUINT64 - alloc->size;
+}
+
 /* Inline: a good result costs a few compares on the allocation hot path, and each layer of a
  * stack pays no call of its own for the check. */
 static inline gboolean
@@ -413,8 +422,7 @@ _memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok
                                gsize size, MemresStream stream, MemresAllocation *alloc,
                                GError **error)
 {
-  if (G_LIKELY (ok && *local == NULL && alloc->address != 0 && alloc->size >= size
-                && alloc->size <= G_MAXSSIZE && alloc->address <= G_MAXUINT64 - alloc->size))
+  if (G_LIKELY (ok && *local == NULL && _memres_allocation_plausible (alloc, size)))
     return TRUE;
   return _memres_resource_alloc_result_slow (mr, slot, ok, local, size, stream, alloc, error);
 }

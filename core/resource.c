@@ -103,7 +103,7 @@ _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
 }
 
 /* The slow half of _memres_resource_alloc_result() (memres-private.h): slot_result(), then, on
- * success, a nonzero address and at least @size bytes. A success that breaks that contract is
+ * success, a record _memres_allocation_plausible() accepts. A success that breaks that contract is
  * released through the deallocate slot (its failure a warning), @alloc zeroed and refused with
  * MEMRES_ERROR_FAILED. */
 gboolean
@@ -116,8 +116,7 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
 
   if (!slot_result (mr, slot, ok, local, error))
     return FALSE;
-  if (alloc->address != 0 && alloc->size >= size && alloc->size <= G_MAXSSIZE
-      && alloc->address <= G_MAXUINT64 - alloc->size)
+  if (_memres_allocation_plausible (alloc, size))
     return TRUE;
   if (alloc->address == 0)
     what = "address 0";

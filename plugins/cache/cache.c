@@ -842,29 +842,36 @@ block_retire (Cache *self, Block *b, Retired *out)
 
 /* Gives what @r holds back to the upstream, ordered on @stream, after which nothing queued
  * before on @stream touches it; empties @r. Cache.lock not held. */
+/* One upstream allocation of @self back to the upstream on @stream; a failure is a warning
+ * (nobody is left to retry it). */
+static void
+give_back (Cache *self, MemresAllocation *up, MemresStream stream, const char *what)
+{
+  g_autoptr (GError) error = NULL;
+  gsize size = up->size;
+
+  if (!memres_upstream_deallocate (self->self_mr, up, stream, &error))
+    g_warning ("cache: returning %s of %" G_GSIZE_FORMAT " bytes to the upstream failed: %s", what,
+               size, error->message);
+}
+
 static void
 retired_free (Cache *self, Retired *r, MemresStream stream)
 {
   while (r->blocks != NULL)
     {
-      g_autoptr (GError) error = NULL;
       Block *b = r->blocks;
 
       r->blocks = b->next;
-      if (!memres_upstream_deallocate (self->self_mr, &b->up, stream, &error))
-        g_warning ("cache: returning %" G_GUINT64_FORMAT " bytes to the upstream failed: %s",
-                   b->size, error->message);
+      give_back (self, &b->up, stream, "a block");
       g_free (b);
     }
   while (r->chunks != NULL)
     {
-      g_autoptr (GError) error = NULL;
       Chunk *chunk = r->chunks;
 
       r->chunks = chunk->next;
-      if (!memres_upstream_deallocate (self->self_mr, &chunk->up, stream, &error))
-        g_warning ("cache: returning a chunk of %" G_GSIZE_FORMAT " bytes failed: %s",
-                   chunk->up.size, error->message);
+      give_back (self, &chunk->up, stream, "a chunk");
       g_free (chunk);
     }
 }

@@ -151,11 +151,15 @@ my_shard (StatsResource *self)
   return shard_lookup (self, entry);
 }
 
-/* One writer: a plain load and store, atomic only so that readers see whole values. */
-static inline void
-shard_add (guint64 *counter, guint64 n)
+/* One writer (a shard's thread, the counts' owner): a plain load and store, atomic only so
+ * that readers see whole values. Returns the new value. */
+static inline guint64
+plain_add (guint64 *counter, guint64 n)
 {
-  __atomic_store_n (counter, __atomic_load_n (counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+  guint64 v = __atomic_load_n (counter, __ATOMIC_RELAXED) + n;
+
+  __atomic_store_n (counter, v, __ATOMIC_RELAXED);
+  return v;
 }
 
 /* Adds @bytes and @count (two's complement for a decrease) to the current values; stores the
@@ -252,16 +256,6 @@ owner_leave (StatsResource *self)
   owner_leave_busy (&self->busy);
 }
 
-/* One writer: a plain load and store, atomic only so that readers see whole values. */
-static inline guint64
-owner_add (guint64 *counter, guint64 n)
-{
-  guint64 v = __atomic_load_n (counter, __ATOMIC_RELAXED) + n;
-
-  __atomic_store_n (counter, v, __ATOMIC_RELAXED);
-  return v;
-}
-
 static inline void
 owner_raise (guint64 *peak, guint64 value)
 {
@@ -278,8 +272,8 @@ count_delta (StatsResource *self, guint64 bytes, guint64 count)
 
   if (G_LIKELY (owner_enter (self)))
     {
-      b = owner_add (&self->bytes_current, bytes);
-      c = owner_add (&self->count_current, count);
+      b = plain_add (&self->bytes_current, bytes);
+      c = plain_add (&self->count_current, count);
       if ((gint64) count > 0)
         {
           owner_raise (&self->bytes_peak, b);
@@ -310,8 +304,8 @@ stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
     return FALSE;
   count_delta (self, alloc->size, 1);
   shard = my_shard (self);
-  shard_add (&shard->bytes_allocated, alloc->size);
-  shard_add (&shard->size_classes[63 - __builtin_clzll ((guint64) alloc->size)], 1);
+  plain_add (&shard->bytes_allocated, alloc->size);
+  plain_add (&shard->size_classes[63 - __builtin_clzll ((guint64) alloc->size)], 1);
   return TRUE;
 }
 
