@@ -1,5 +1,8 @@
-/* memres-bench: timing. Calibrates the iteration count so that one repetition lasts about the
- * target time, then runs the variants interleaved (A B, B A, A B, ...) so that drift of the
+/* memres-bench: timing. Calibrates each variant's iteration count so that one repetition of it
+ * lasts about the target time (a variant 50 times faster than the other runs 50 times as many
+ * iterations: with one count for both, the fast one's repetition would last a fiftieth of the
+ * target, and on T threads the wake-up of the threads would be most of what it measures), then
+ * runs the variants interleaved (A B, B A, A B, ...) so that drift of the
  * machine (clocks, pool state, other tenants) falls on all of them alike. The ratio of memres to
  * raw is taken per repetition, where the two ran back to back, and its median reported: on the
  * GPU machines the speed of a process shifts between two levels about 1.6 times apart for
@@ -135,7 +138,8 @@ run_variant (const BenchVariant *v, guint64 iterations, gint64 *elapsed, GError 
  * @row: receives one summary per variant, in ns per unit
  * @error: return location for a #GError: the first failing variant's error
  *
- * Calibrates, warms up (excluded), then measures R repetitions of N iterations per variant,
+ * Calibrates, warms up (excluded), then measures R repetitions of each variant's own N
+ * iterations (each lasting about the target time),
  * interleaved and alternating the order. R shrinks (to at least 3) when the row would exceed
  * the row budget. A row that would start after the deadline (--time-limit) is skipped with
  * %MEMRES_ERROR_FAILED.
@@ -149,6 +153,7 @@ bench_measure (const BenchContext *ctx, const char *what, const BenchVariant *va
   const BenchConfig *cfg = ctx->config;
   gdouble target = cfg->target_ms * 1e6, budget = cfg->row_budget_ms * 1e6;
   gdouble per_iter[BENCH_MAX_VARIANTS] = { 0 }, slowest, rep_cost = 0;
+  guint64 iters[BENCH_MAX_VARIANTS];
   g_autofree gdouble *samples = NULL;
   guint64 iterations = 1;
   guint reps, r, v;
@@ -163,7 +168,7 @@ bench_measure (const BenchContext *ctx, const char *what, const BenchVariant *va
     }
 
   /* Calibration (doubles as the first warm-up): grow N until the slowest variant takes an
-   * eighth of the target, then extrapolate. */
+   * eighth of the target, then extrapolate each variant's own N. */
   for (;;)
     {
       slowest = 0;
@@ -178,31 +183,34 @@ bench_measure (const BenchContext *ctx, const char *what, const BenchVariant *va
         break;
       iterations *= (guint64) CLAMP ((target / 8) / slowest + 1, 2, 64);
     }
-  slowest = 0;
+  /* Warm-up (excluded) at the count extrapolated from the calibration, which for a fast variant
+   * ran only the slowest one's count and so overstates its cost per iteration; its time refines
+   * the count once more. */
   for (v = 0; v < n_variants; v++)
-    slowest = MAX (slowest, per_iter[v]);
-  iterations = (guint64) CLAMP (target / slowest, 1, (gdouble) (G_GUINT64_CONSTANT (1) << 32));
-  for (v = 0; v < n_variants; v++)
-    rep_cost += per_iter[v] * iterations;
+    {
+      iters[v]
+          = (guint64) CLAMP (target / per_iter[v], 1, (gdouble) (G_GUINT64_CONSTANT (1) << 32));
+      if (!run_variant (&variants[v], iters[v], &elapsed, error))
+        return FALSE;
+      per_iter[v] = (gdouble) elapsed / iters[v];
+      iters[v]
+          = (guint64) CLAMP (target / per_iter[v], 1, (gdouble) (G_GUINT64_CONSTANT (1) << 32));
+      rep_cost += per_iter[v] * iters[v];
+    }
 
   reps = MAX (cfg->repetitions, 1);
   if (rep_cost * (reps + 1) > budget)
     reps = (guint) MAX (3, budget / rep_cost - 1);
   reps = MIN (reps, MAX (cfg->repetitions, 1));
 
-  /* Warm-up at the measured N, excluded. */
-  for (v = 0; v < n_variants; v++)
-    if (!run_variant (&variants[v], iterations, &elapsed, error))
-      return FALSE;
-
   samples = g_new0 (gdouble, (gsize) n_variants * reps);
   for (r = 0; r < reps; r++)
     for (guint k = 0; k < n_variants; k++)
       {
         v = (r % 2 == 0) ? k : n_variants - 1 - k;
-        if (!run_variant (&variants[v], iterations, &elapsed, error))
+        if (!run_variant (&variants[v], iters[v], &elapsed, error))
           return FALSE;
-        samples[v * reps + r] = (gdouble) elapsed / ((gdouble) iterations * units);
+        samples[v * reps + r] = (gdouble) elapsed / ((gdouble) iters[v] * units);
       }
 
   row->n_variants = n_variants;
@@ -211,8 +219,8 @@ bench_measure (const BenchContext *ctx, const char *what, const BenchVariant *va
     row->variant_names[v] = g_strdup (variants[v].name);
   paired_ratio (samples, reps, row); /* before summarize() sorts the samples */
   for (v = 0; v < n_variants; v++)
-    summarize (samples + v * reps, reps, iterations, &row->summaries[v]);
-  bench_progress (ctx, "  %-28s N=%" G_GUINT64_FORMAT " R=%u  %.2f s", what, iterations, reps,
-                  (bench_now_ns () - started) / 1e9);
+    summarize (samples + v * reps, reps, iters[v], &row->summaries[v]);
+  bench_progress (ctx, "  %-28s N=%" G_GUINT64_FORMAT "..%" G_GUINT64_FORMAT " R=%u  %.2f s", what,
+                  iters[0], iters[n_variants - 1], reps, (bench_now_ns () - started) / 1e9);
   return TRUE;
 }
