@@ -193,38 +193,6 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
   return kind;
 }
 
-/* The schema entry named @name, with its position in @index (may be NULL). */
-const MemresOptionSpec *
-_memres_kind_find_option (MemresKind *kind, const char *name, guint *index)
-{
-  guint i;
-
-  for (i = 0; i < kind->n_options; i++)
-    if (strcmp (kind->options[i].name, name) == 0)
-      {
-        if (index != NULL)
-          *index = i;
-        return &kind->options[i];
-      }
-  return NULL;
-}
-
-/* "a, b, c": the kind's option names for error messages. */
-char *
-_memres_kind_list_option_names (MemresKind *kind)
-{
-  GString *str = g_string_new (NULL);
-  guint i;
-
-  for (i = 0; i < kind->n_options; i++)
-    {
-      if (i > 0)
-        g_string_append (str, ", ");
-      g_string_append (str, kind->options[i].name);
-    }
-  return g_string_free (str, FALSE);
-}
-
 /**
  * memres_kind_ref:
  * @kind: a #MemresKind
@@ -355,34 +323,6 @@ memres_kind_get_flags (MemresKind *kind)
 {
   g_return_val_if_fail (kind != NULL, 0);
   return kind->flags;
-}
-
-/**
- * memres_option_type_to_string:
- * @type: a #MemresOptionType
- *
- * Returns: (transfer none): "bool", "int", "size", "enum", "string", "int-list" or "unknown"
- */
-const char *
-memres_option_type_to_string (MemresOptionType type)
-{
-  switch (type)
-    {
-    case MEMRES_OPTION_BOOL:
-      return "bool";
-    case MEMRES_OPTION_INT:
-      return "int";
-    case MEMRES_OPTION_SIZE:
-      return "size";
-    case MEMRES_OPTION_ENUM:
-      return "enum";
-    case MEMRES_OPTION_STRING:
-      return "string";
-    case MEMRES_OPTION_INT_LIST:
-      return "int-list";
-    default:
-      return "unknown";
-    }
 }
 
 /**

@@ -245,8 +245,6 @@ gboolean _memres_module_file_read_note (const char *path, MemresPluginNote *note
 
 /* kind.c: a new kind from @info, validated (name, ops, option schema); @plugin may be NULL. */
 MemresKind *_memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **error);
-const MemresOptionSpec *_memres_kind_find_option (MemresKind *kind, const char *name, guint *index);
-char *_memres_kind_list_option_names (MemresKind *kind);
 
 /* plugins/host/host.c: the embedded host kind's plugin descriptor; plugins/stats, track and
  * retry: the embedded adaptors' (their C API, memres-adaptors.h, is part of libmemres). */
@@ -376,11 +374,6 @@ gboolean _memres_stack_split (const char *spec, gboolean expand_names, GPtrArray
 gboolean _memres_stack_check_layer (MemresKind *kind, guint position, guint n_layers,
                                     GError **error);
 MemresResource *_memres_stack_new (const char *spec, GError **error);
-/* stack.c: @text with `\`, `,` and `>` escaped by a backslash, as values are written in specs;
- * _memres_unescape(): the reverse on the first @len bytes of @text (a lone trailing backslash is
- * kept). */
-char *_memres_escape_value (const char *text);
-char *_memres_unescape (const char *text, gsize len);
 
 /* config.c: named resources. _memres_config_lookup(): the spec of @name (without the `@`),
  * transfer full, with where it was defined in @origin (transfer full, may be NULL). Errors:
@@ -479,6 +472,11 @@ gboolean _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GP
                              GError **error);
 GStrv _memres_split (const char *text, char separator);
 GStrv _memres_split_unescaped (const char *text, char separator);
+/* @text with `\`, `,` and `>` escaped by a backslash, as values are written in specs;
+ * _memres_unescape(): the reverse on the first @len bytes of @text (a lone trailing backslash is
+ * kept). */
+char *_memres_escape_value (const char *text);
+char *_memres_unescape (const char *text, gsize len);
 gboolean _memres_parse_size (const char *text, guint64 *bytes, GError **error);
 gboolean _memres_parse_bool (const char *text, gboolean *value, GError **error);
 gboolean _memres_parse_int (const char *text, gint64 min, gint64 max, gint64 *value,

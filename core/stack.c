@@ -13,40 +13,6 @@
 /* `@a` naming `@b` naming ...: deeper than this is a cycle or absurd */
 #define MAX_NAME_DEPTH MEMRES_STACK_MAX_LAYERS
 
-char *
-_memres_escape_value (const char *text)
-{
-  GString *str;
-  const char *p;
-
-  if (strpbrk (text, "\\,>") == NULL)
-    return g_strdup (text);
-  str = g_string_sized_new (strlen (text) + 8);
-  for (p = text; *p != '\0'; p++)
-    {
-      if (*p == '\\' || *p == ',' || *p == '>')
-        g_string_append_c (str, '\\');
-      g_string_append_c (str, *p);
-    }
-  return g_string_free (str, FALSE);
-}
-
-char *
-_memres_unescape (const char *text, gsize len)
-{
-  char *out = g_malloc (len + 1);
-  gsize i, n = 0;
-
-  for (i = 0; i < len; i++)
-    {
-      if (text[i] == '\\' && i + 1 < len)
-        i++;
-      out[n++] = text[i];
-    }
-  out[n] = '\0';
-  return out;
-}
-
 static gboolean set_stack_error (GError **error, const char *spec, const char *format, ...)
     G_GNUC_PRINTF (3, 4);
 
