@@ -15,9 +15,9 @@ G_BEGIN_DECLS
 
 #define MEMRES_KIND_NAME_MAX 32 /* bytes including the terminating NUL */
 
+/* plugin.c: a plugin that loaded lives as long as the process (loader.c keeps it) */
 struct _MemresPlugin
 {
-  gatomicrefcount ref;
   char *name;
   char *path; /* NULL for a plugin embedded in the core */
   GModule *module;
@@ -37,7 +37,7 @@ struct _MemresKind
   MemresResourceOps ops; /* copied; slots newer than the plugin's version are NULL */
   gsize instance_size;
   MemresKindFlags flags;
-  MemresPlugin *plugin; /* strong reference; NULL for a kind registered by the application */
+  MemresPlugin *plugin; /* not a reference (plugins outlive kinds); NULL: the application's */
 };
 
 /* ipc-mappings.c: one resource's imported buffer mappings (see there). A mapping is made by
@@ -218,17 +218,23 @@ void _memres_resource_clear_close_event (MemresResource *mr);
  * (cuCtxSynchronize()); FALSE when it cannot. */
 gboolean _memres_buffer_wait_device (MemresBuffer *buf);
 
-/* registry.c / loader.c */
-MemresKind *_memres_registry_lookup_loaded (const char *name);
+/* spec.c: kind names and option keys */
 gboolean _memres_kind_name_is_valid (const char *name);
 gboolean _memres_kind_name_check (const char *name, GError **error);
 gboolean _memres_key_is_valid (const char *name);
-gboolean _memres_registry_contains (const char *name);
+/* registry.c: the table of kinds (see there); it loads nothing */
+gboolean _memres_registry_check_name (const char *name, GPtrArray *pending, GError **error);
 gboolean _memres_registry_insert (GPtrArray *kinds, GError **error);
+MemresKind *_memres_registry_find (const char *name);
+GPtrArray *_memres_registry_list (void);
+/* loader.c: the registered kind @name after the embedded kinds registered, or NULL; loads no
+ * plugin file */
+MemresKind *_memres_registry_lookup_loaded (const char *name);
+/* plugin.c: a plugin's load (the caller holds loader.c's load token), and the free of one whose
+ * load failed */
 MemresPlugin *_memres_plugin_load (const char *name, const char *path, GError **error);
 MemresPlugin *_memres_plugin_load_embedded (const MemresPluginDesc *desc, GError **error);
-MemresPlugin *_memres_plugin_ref (MemresPlugin *plugin);
-void _memres_plugin_unref (MemresPlugin *plugin);
+void _memres_plugin_free (MemresPlugin *plugin);
 
 /* cuda-driver.c: how the message of the driver's MEMRES_ERROR_NO_DRIVER starts when no driver
  * library could be opened at all (other messages: a library that is not a driver, or a driver
