@@ -9,7 +9,8 @@
 #include <gmodule.h>
 #include <memres/memres-plugin.h>
 
-#include "memres-printable.h"
+/* memres_printable() of one piece of user input: what error messages quote. */
+#define _memres_show_input(text) memres_printable ((text), MEMRES_INPUT_SHOWN_MAX)
 
 G_BEGIN_DECLS
 
@@ -238,7 +239,7 @@ void _memres_plugin_free (MemresPlugin *plugin);
 
 /* cuda-driver.c: how the message of the driver's MEMRES_ERROR_NO_DRIVER starts when no driver
  * library could be opened at all (other messages: a library that is not a driver, or a driver
- * that failed to initialize); `memres info` tells the cases apart by it. */
+ * that failed to initialize); memres_error_is_driver_absent() (errors.c) tells them apart. */
 #define MEMRES_NO_DRIVER_PREFIX "No CUDA driver could be loaded from "
 
 /* module-file.c: NULL when @path is a regular, readable file (or missing); else what it is, in a
@@ -264,13 +265,6 @@ const MemresPluginDesc *_memres_retry_get_desc (void);
  * @kind_name and the stack. */
 MemresResource *_memres_stack_find_layer (MemresResource *mr, gpointer allocate,
                                           const char *kind_name, GError **error);
-
-/* default-spec.c: the spec memres_resource_get_default() uses for @device: "dmr:device=N"
- * when a driver loads and reports devices, else "host", with *@host_reason (when not NULL) set
- * to why, one line (transfer full; NULL for the device's pool). Errors (NULL returned):
- * MEMRES_ERROR_NO_DEVICE when the driver has devices but not @device. Thread-safe. The memres
- * command compiles default-spec.c too (core/meson.build: default_spec_sources). */
-char *_memres_default_spec (gint device, char **host_reason, GError **error);
 
 /* resource.c: references held by buffers (see MemresResource.refs) */
 #define MEMRES_RESOURCE_APP_REF ((gint64) 1 << 32)
@@ -373,13 +367,12 @@ MemresResource *_memres_resource_slot_owner (MemresResource *mr, gsize slot_offs
  *   too many layers, a cycle of names), those of _memres_config_lookup().
  * _memres_stack_check_layer(): the rule of @kind at @position (0-based) of @n_layers layers:
  *   every layer but the last an adaptor, the last not. MEMRES_ERROR_INVALID_ARGUMENT.
- * _memres_stack_new(): memres_resource_new(). */
+ * memres_resource_new() is stack.c's too. */
 #define MEMRES_STACK_MAX_LAYERS 16
 gboolean _memres_stack_split (const char *spec, gboolean expand_names, GPtrArray **layers,
                               GPtrArray **origins, GError **error);
 gboolean _memres_stack_check_layer (MemresKind *kind, guint position, guint n_layers,
                                     GError **error);
-MemresResource *_memres_stack_new (const char *spec, GError **error);
 
 /* config.c: named resources. _memres_config_lookup(): the spec of @name (without the `@`),
  * transfer full, with where it was defined in @origin (transfer full, may be NULL). Errors:

@@ -10,9 +10,12 @@
 
 G_BEGIN_DECLS
 
-/* Creation and lifetime. Full documentation with each definition in core/resource.c. */
+/* Creation (core/stack.c: memres_resource_new; core/default-spec.c: the default resource, and
+ * why it is host memory: Since: 1.3) and lifetime (core/resource.c). Full documentation with
+ * each definition. */
 MemresResource *memres_resource_new (const char *spec, GError **error);
 MemresResource *memres_resource_get_default (gint device, GError **error);
+char *memres_resource_get_default_spec (gint device, char **host_reason, GError **error);
 MemresResource *memres_resource_ref (MemresResource *mr);
 void memres_resource_unref (MemresResource *mr);
 
