@@ -189,40 +189,8 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
       kind->ops.import_buffer = NULL;
       kind->ops.import_chunks = NULL;
     }
-  kind->plugin = plugin != NULL ? _memres_plugin_ref (plugin) : NULL;
+  kind->plugin = plugin;
   return kind;
-}
-
-/* The schema entry named @name, with its position in @index (may be NULL). */
-const MemresOptionSpec *
-_memres_kind_find_option (MemresKind *kind, const char *name, guint *index)
-{
-  guint i;
-
-  for (i = 0; i < kind->n_options; i++)
-    if (strcmp (kind->options[i].name, name) == 0)
-      {
-        if (index != NULL)
-          *index = i;
-        return &kind->options[i];
-      }
-  return NULL;
-}
-
-/* "a, b, c": the kind's option names for error messages. */
-char *
-_memres_kind_list_option_names (MemresKind *kind)
-{
-  GString *str = g_string_new (NULL);
-  guint i;
-
-  for (i = 0; i < kind->n_options; i++)
-    {
-      if (i > 0)
-        g_string_append (str, ", ");
-      g_string_append (str, kind->options[i].name);
-    }
-  return g_string_free (str, FALSE);
 }
 
 /**
@@ -259,8 +227,6 @@ memres_kind_unref (MemresKind *kind)
   g_free (kind->name);
   g_free (kind->description);
   g_free (kind->options);
-  if (kind->plugin != NULL)
-    _memres_plugin_unref (kind->plugin);
   g_free (kind);
 }
 
@@ -355,106 +321,4 @@ memres_kind_get_flags (MemresKind *kind)
 {
   g_return_val_if_fail (kind != NULL, 0);
   return kind->flags;
-}
-
-/**
- * memres_option_type_to_string:
- * @type: a #MemresOptionType
- *
- * Returns: (transfer none): "bool", "int", "size", "enum", "string", "int-list" or "unknown"
- */
-const char *
-memres_option_type_to_string (MemresOptionType type)
-{
-  switch (type)
-    {
-    case MEMRES_OPTION_BOOL:
-      return "bool";
-    case MEMRES_OPTION_INT:
-      return "int";
-    case MEMRES_OPTION_SIZE:
-      return "size";
-    case MEMRES_OPTION_ENUM:
-      return "enum";
-    case MEMRES_OPTION_STRING:
-      return "string";
-    case MEMRES_OPTION_INT_LIST:
-      return "int-list";
-    default:
-      return "unknown";
-    }
-}
-
-/**
- * memres_plugin_register_kind:
- * @plugin: the plugin whose init function is running (transfer none)
- * @info: the kind: name, description, option schema, ops table, private data size
- * @error: return location for a #GError, or %NULL
- *
- * Registers a kind; call it only from the plugin's init function. The kind becomes visible to
- * lookups once init returned successfully. The core keeps pointers to @info's strings, schema
- * and ops table: they must be static. Thread-safe.
- *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a bad name, a missing required slot or a bad
- * option schema (a default that does not parse, an enum without choices, ...);
- * %MEMRES_ERROR_EXISTS when a kind of that name is already registered (the whole load then
- * fails with that error); %MEMRES_ERROR_FAILED when called outside init.
- *
- * Returns: %TRUE on success
- */
-gboolean
-memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info, GError **error)
-{
-  GError *local = NULL;
-  MemresKind *kind;
-  guint i;
-
-  g_return_val_if_fail (plugin != NULL, FALSE);
-  g_return_val_if_fail (info != NULL, FALSE);
-
-  if (plugin->kinds == NULL)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                   "plugin \"%s\": kinds can only be registered while the plugin's init runs",
-                   plugin->name);
-      return FALSE;
-    }
-
-  kind = _memres_kind_new (plugin, info, &local);
-  if (kind != NULL)
-    {
-      gboolean taken = _memres_registry_contains (kind->name);
-      for (i = 0; !taken && i < plugin->kinds->len; i++)
-        taken
-            = strcmp (((MemresKind *) g_ptr_array_index (plugin->kinds, i))->name, kind->name) == 0;
-      if (taken)
-        {
-          g_set_error (&local, MEMRES_ERROR, MEMRES_ERROR_EXISTS,
-                       "plugin \"%s\": a kind named \"%s\" is already registered", plugin->name,
-                       kind->name);
-          g_clear_pointer (&kind, memres_kind_unref);
-        }
-    }
-  if (kind == NULL)
-    {
-      if (plugin->register_error == NULL)
-        plugin->register_error = g_error_copy (local);
-      g_propagate_error (error, local);
-      return FALSE;
-    }
-  g_ptr_array_add (plugin->kinds, kind);
-  return TRUE;
-}
-
-/**
- * memres_plugin_get_name:
- * @plugin: a #MemresPlugin
- *
- * Returns: (transfer none): the plugin's name (the `<name>` of `libmemres-<name>.so`)
- */
-const char *
-memres_plugin_get_name (MemresPlugin *plugin)
-{
-  g_return_val_if_fail (plugin != NULL, NULL);
-  return plugin->name;
 }

@@ -1,262 +1,396 @@
 /* memres - CUDA memory resources
- * loader.c: checks a plugin file (what it is, its ELF note: ABI version and name) before
- * opening it, opens the module, checks its descriptor, runs its init and hands the kinds it
- * registered to the registry. */
+ * loader.c: which plugins are loaded, and loading them when a kind is first asked for: the
+ * kinds embedded in libmemres at first use, memres_registry_lookup() and the listings, which
+ * load from the search path, and memres_registry_register_kind(). Loads are serialized by a
+ * load token (a mutex-protected owner plus a condition) so that no lock is held while plugin
+ * code runs, and a plugin's init may itself look up other kinds. A plugin's load itself is
+ * plugin.c's; the table of kinds is registry.c's. */
 #include "memres-private.h"
 
-#include <stddef.h>
 #include <string.h>
 
-/* The smallest descriptor of ABI 1.0: up to and including the init pointer. */
-#define DESC_MIN_SIZE (offsetof (MemresPluginDesc, init) + sizeof (MemresPluginInitFunc))
+static GMutex load_mutex;
+static GCond load_cond;
+static GThread *load_owner;
+static guint load_depth;
+static GHashTable *loaded_plugins; /* name -> MemresPlugin* (owned); load token owner only */
+static GHashTable
+    *loading_plugins;       /* names of the plugins whose load runs; load token owner only */
+static gint embedded_state; /* 0 not yet, 1 loading, 2 done; load token owner only */
 
-typedef const MemresPluginDesc *(*GetDescFunc) (void);
-
-static MemresPlugin *
-plugin_new (const char *name, const char *path, GModule *module)
+static gpointer
+create_tables (gpointer data)
 {
-  MemresPlugin *plugin = g_new0 (MemresPlugin, 1);
-
-  g_atomic_ref_count_init (&plugin->ref);
-  plugin->name = g_strdup (name);
-  plugin->path = g_strdup (path);
-  plugin->module = module;
-  return plugin;
-}
-
-MemresPlugin *
-_memres_plugin_ref (MemresPlugin *plugin)
-{
-  g_atomic_ref_count_inc (&plugin->ref);
-  return plugin;
-}
-
-void
-_memres_plugin_unref (MemresPlugin *plugin)
-{
-  if (!g_atomic_ref_count_dec (&plugin->ref))
-    return;
-  g_clear_pointer (&plugin->kinds, g_ptr_array_unref);
-  g_clear_error (&plugin->register_error);
-  /* A resident module stays mapped: g_module_close() only drops GModule's reference. */
-  if (plugin->module != NULL)
-    g_module_close (plugin->module);
-  g_free ((gpointer) plugin->desc);
-  g_free (plugin->name);
-  g_free (plugin->path);
-  g_free (plugin);
-}
-
-/* The ABI rule: the core's major, a minor up to the core's. */
-static gboolean
-check_abi (guint32 major, guint32 minor, const char *name, const char *where, GError **error)
-{
-  if (major != MEMRES_PLUGIN_ABI_MAJOR || minor > MEMRES_PLUGIN_ABI_MINOR)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
-                   "plugin \"%s\" (%s) was built for plugin ABI %u.%u; this memres accepts %d.0 "
-                   "to %d.%d",
-                   name, where, major, minor, MEMRES_PLUGIN_ABI_MAJOR, MEMRES_PLUGIN_ABI_MAJOR,
-                   MEMRES_PLUGIN_ABI_MINOR);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-/* The checks of the plugin's ELF note, when it has one (MEMRES_PLUGIN_DEFINE of headers 1.2
- * and later), made on the file before it is opened: the ABI version and the name. */
-static gboolean
-check_note (const char *name, const char *path, GError **error)
-{
-  MemresPluginNote note;
-
-  if (!_memres_module_file_read_note (path, &note))
-    return TRUE;
-  if (!check_abi (note.abi_major, note.abi_minor, name, path, error))
-    return FALSE;
-  if (strcmp (note.name, name) != 0)
-    {
-      g_autofree char *shown = _memres_show_input (note.name);
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
-                   "plugin file libmemres-%s.so (%s) names itself \"%s\": file name, symbol and "
-                   "descriptor name must agree",
-                   name, path, shown);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-/* Checks @raw (as returned by the plugin) and copies the fields this core knows into a new
- * descriptor; reads no field past raw->struct_size. */
-static MemresPluginDesc *
-check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GError **error)
-{
-  MemresPluginDesc *desc;
-  guint32 major, minor, size;
-
-  if (raw == NULL)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_SYMBOL,
-                   "plugin \"%s\" (%s): memres_plugin_%s_get_desc returned no descriptor", name,
-                   where, name);
-      return NULL;
-    }
-  /* abi_major, abi_minor and struct_size open every version of the descriptor. */
-  major = raw->abi_major;
-  minor = raw->abi_minor;
-  size = raw->struct_size;
-  if (!check_abi (major, minor, name, where, error))
-    return NULL;
-  if (size < DESC_MIN_SIZE)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
-                   "plugin \"%s\" (%s): descriptor struct_size %u is smaller than ABI %u.%u's "
-                   "%" G_GSIZE_FORMAT " bytes",
-                   name, where, size, major, minor, (gsize) DESC_MIN_SIZE);
-      return NULL;
-    }
-
-  desc = g_new0 (MemresPluginDesc, 1);
-  memcpy (desc, raw, MIN ((gsize) size, sizeof *desc));
-
-  if (desc->name == NULL || strcmp (desc->name, name) != 0)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
-                   "plugin file libmemres-%s.so (%s) names itself \"%s\": file name, symbol and "
-                   "descriptor name must agree",
-                   name, where, desc->name != NULL ? desc->name : "(null)");
-      g_free (desc);
-      return NULL;
-    }
-  if (desc->reserved != 0)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
-                   "plugin \"%s\" (%s): descriptor field reserved is %u, must be 0 (a descriptor "
-                   "not made by MEMRES_PLUGIN_DEFINE)",
-                   name, where, desc->reserved);
-      g_free (desc);
-      return NULL;
-    }
-  if (desc->init == NULL)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_INIT_FAILED,
-                   "plugin \"%s\" (%s) has no init function", name, where);
-      g_free (desc);
-      return NULL;
-    }
-  return desc;
-}
-
-/* Runs the plugin's init with no memres lock held, then registers what it registered. */
-static gboolean
-run_init (MemresPlugin *plugin, const char *where, GError **error)
-{
-  g_autoptr (GPtrArray) kinds = NULL;
-  GError *local = NULL;
-  gboolean ok;
-
-  plugin->kinds = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_kind_unref);
-  ok = plugin->desc->init (plugin, &local);
-  kinds = g_steal_pointer (&plugin->kinds);
-
-  if (plugin->register_error != NULL)
-    {
-      /* A kind name already taken (or a bad kind): report that, whatever init returned. */
-      g_clear_error (&local);
-      g_propagate_prefixed_error (error, g_error_copy (plugin->register_error),
-                                  "plugin \"%s\" (%s): ", plugin->name, where);
-      return FALSE;
-    }
-  if (!ok)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_INIT_FAILED,
-                   "plugin \"%s\" (%s) failed to initialize: %s", plugin->name, where,
-                   local != NULL ? local->message : "no reason given");
-      g_clear_error (&local);
-      return FALSE;
-    }
-  if (local != NULL)
-    {
-      g_warning ("plugin \"%s\" init succeeded but set an error: %s", plugin->name, local->message);
-      g_clear_error (&local);
-    }
-  return _memres_registry_insert (kinds, error);
-}
-
-/* Opens @path as plugin @name, checks it and runs its init. The caller holds the registry's
- * load token. Returns a new reference to the plugin, made resident.
- *
- * The file is looked at first (a FIFO would block dlopen() forever), and its ELF note checked
- * (ABI version, name): a plugin refused by its note is never opened. It is opened with
- * G_MODULE_BIND_LOCAL and without G_MODULE_BIND_LAZY: every symbol is bound now, so a plugin
- * that calls a function its dependencies do not have fails here, naming the symbol, instead of
- * killing the process at its first call. Once the module opened, its code may have run (ELF
- * constructors, g_module_check_init(), the descriptor function, init) and left pointers into it
- * in process-wide state (a GQuark of a static string, a GType): it stays resident even when the
- * load fails. */
-MemresPlugin *
-_memres_plugin_load (const char *name, const char *path, GError **error)
-{
-  g_autofree char *symbol = NULL;
-  g_autofree char *problem = NULL;
-  gpointer get_desc = NULL;
-  MemresPlugin *plugin;
-  GModule *module;
-
-  problem = _memres_module_file_problem (path);
-  if (problem != NULL)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
-                   "plugin \"%s\" could not be opened: %s is %s, not a shared module", name, path,
-                   problem);
-      return NULL;
-    }
-  if (!check_note (name, path, error))
-    return NULL;
-  module = g_module_open (path, G_MODULE_BIND_LOCAL);
-  if (module == NULL)
-    {
-      /* dlerror() names the plugin file for a bad file, but only the dependency or the symbol
-       * for a missing dependency or symbol: name the plugin file in every case. */
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
-                   "plugin \"%s\" (%s) could not be opened: %s", name, path, g_module_error ());
-      return NULL;
-    }
-  g_module_make_resident (module);
-  plugin = plugin_new (name, path, module);
-
-  symbol = g_strdup_printf ("memres_plugin_%s_get_desc", name);
-  if (!g_module_symbol (module, symbol, &get_desc) || get_desc == NULL)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_SYMBOL,
-                   "plugin \"%s\" (%s) has no entry point %s", name, path, symbol);
-      goto fail;
-    }
-  plugin->desc = check_desc (((GetDescFunc) get_desc) (), name, path, error);
-  if (plugin->desc == NULL)
-    goto fail;
-  if (!run_init (plugin, path, error))
-    goto fail;
-  return plugin;
-
-fail:
-  _memres_plugin_unref (plugin);
+  /* never destroyed: a plugin that loaded lives as long as the process, its kinds point to it */
+  loaded_plugins = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                          (GDestroyNotify) _memres_plugin_free);
+  loading_plugins = g_hash_table_new (g_str_hash, g_str_equal);
   return NULL;
 }
 
-/* Registers a plugin compiled into libmemres (host) through the same checks and init. */
-MemresPlugin *
-_memres_plugin_load_embedded (const MemresPluginDesc *desc, GError **error)
+static void
+ensure_tables (void)
+{
+  static GOnce once = G_ONCE_INIT;
+
+  g_once (&once, create_tables, NULL);
+}
+
+/* The load token: one thread at a time loads plugins; the owner may take it again (a plugin's
+ * init may look up other kinds). load_owner is read and written atomically, so that what the
+ * owner did (loaded_plugins, embedded_state) happens before the next owner's work even for
+ * tools that do not see GMutex (ThreadSanitizer with GLib's futex-based mutex). */
+static void
+load_token_acquire (void)
+{
+  GThread *self = g_thread_self ();
+
+  if (g_atomic_pointer_get (&load_owner) == self)
+    {
+      load_depth++;
+      return;
+    }
+  g_mutex_lock (&load_mutex);
+  while (!g_atomic_pointer_compare_and_exchange (&load_owner, NULL, self))
+    g_cond_wait (&load_cond, &load_mutex);
+  g_mutex_unlock (&load_mutex);
+  load_depth = 1;
+}
+
+static void
+load_token_release (void)
+{
+  if (--load_depth > 0)
+    return;
+  g_mutex_lock (&load_mutex);
+  g_atomic_pointer_set (&load_owner, NULL);
+  g_cond_broadcast (&load_cond);
+  g_mutex_unlock (&load_mutex);
+}
+
+/* Registers the kinds compiled into libmemres (host, and the adaptors with a C API: stats,
+ * track, retry) once, at first registry use. */
+static void
+ensure_embedded (void)
+{
+  g_autoptr (GError) error = NULL;
+  MemresPlugin *plugin;
+
+  ensure_tables ();
+  if (G_LIKELY (g_atomic_int_get (&embedded_state) == 2))
+    return;
+
+  load_token_acquire ();
+  if (g_atomic_int_get (&embedded_state) == 0)
+    {
+      g_atomic_int_set (&embedded_state, 1);
+      const MemresPluginDesc *(*embedded[]) (void) = {
+        _memres_host_get_desc,
+        _memres_stats_get_desc,
+        _memres_track_get_desc,
+        _memres_retry_get_desc,
+      };
+
+      for (gsize i = 0; i < G_N_ELEMENTS (embedded); i++)
+        {
+          plugin = _memres_plugin_load_embedded (embedded[i](), &error);
+          if (plugin == NULL)
+            {
+              g_critical ("The embedded kind %s failed to register: %s", embedded[i]()->name,
+                          error->message);
+              g_clear_error (&error);
+            }
+          else
+            g_hash_table_insert (loaded_plugins, g_strdup (plugin->name), plugin);
+        }
+      g_atomic_int_set (&embedded_state, 2);
+    }
+  load_token_release ();
+}
+
+/* A new reference to the registered kind @name, or NULL; loads no plugin file (only the
+ * embedded kinds, at first use). */
+MemresKind *
+_memres_registry_lookup_loaded (const char *name)
+{
+  ensure_embedded ();
+  return _memres_registry_find (name);
+}
+
+static char *
+plugin_file_name (const char *name)
+{
+  return g_strdup_printf ("libmemres-%s.so", name);
+}
+
+/* Loads plugin @name from @path unless a plugin of that name is loaded already. Holds the load
+ * token. A plugin whose load is running (its init looks up its own kind, or lists the kinds) is
+ * not loaded again: MEMRES_ERROR_NOT_FOUND, its kinds are not registered yet. */
+static gboolean
+load_plugin (const char *name, const char *path, GError **error)
 {
   MemresPlugin *plugin;
-  const char *name = desc->name;
 
-  plugin = plugin_new (name, NULL, NULL);
-  plugin->desc = check_desc (desc, name, "embedded in libmemres", error);
-  if (plugin->desc == NULL || !run_init (plugin, "embedded in libmemres", error))
+  if (g_hash_table_contains (loaded_plugins, name))
+    return TRUE;
+  if (g_hash_table_contains (loading_plugins, name))
     {
-      _memres_plugin_unref (plugin);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                   "no kind \"%s\" yet: plugin \"%s\" is still initializing (its kinds are "
+                   "registered when its init returns; init cannot look them up)",
+                   name, name);
+      return FALSE;
+    }
+  g_hash_table_add (loading_plugins, (gpointer) name);
+  plugin = _memres_plugin_load (name, path, error);
+  g_hash_table_remove (loading_plugins, name);
+  if (plugin == NULL)
+    return FALSE;
+  g_hash_table_insert (loaded_plugins, g_strdup (name), plugin);
+  return TRUE;
+}
+
+/**
+ * memres_registry_lookup:
+ * @name: a kind name, matching `[a-z][a-z0-9_]*`
+ * @error: return location for a #GError, or %NULL
+ *
+ * Finds the kind @name. A kind not registered yet is loaded from the first
+ * `libmemres-<name>.so` on the search path (memres_registry_get_search_path()): the module is
+ * opened with `G_MODULE_BIND_LOCAL`, its descriptor checked (symbol, ABI version, struct size,
+ * name) before its init runs, and made resident once init succeeded. Loads are serialized;
+ * no lock is held while plugin code runs. After any failure the registry stays usable and a
+ * later lookup tries again. Thread-safe.
+ *
+ * A file of the plugin's name that is not a regular, readable file (a FIFO, a directory, a
+ * dangling symbolic link, a link loop) is refused without blocking, with a message saying what
+ * it is (%MEMRES_PLUGIN_ERROR_MODULE). A plugin's init may look up other plugins' kinds (the
+ * loads nest); a lookup of one of its own kinds from its init fails (%MEMRES_ERROR_NOT_FOUND:
+ * they are registered when init returns) and lists made from its init omit them.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed name (`/`, `..`, upper case, ...);
+ * %MEMRES_ERROR_NOT_FOUND when no plugin file provides the kind (or when the plugin that
+ * provides it is still running its init); %MEMRES_ERROR_EXISTS when the
+ * plugin registers a kind name already taken; in the %MEMRES_PLUGIN_ERROR domain:
+ * %MEMRES_PLUGIN_ERROR_MODULE (the module does not open), %MEMRES_PLUGIN_ERROR_SYMBOL (no
+ * `memres_plugin_<name>_get_desc`), %MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+ * %MEMRES_PLUGIN_ERROR_NAME_MISMATCH, %MEMRES_PLUGIN_ERROR_INIT_FAILED.
+ *
+ * Returns: (transfer full) (nullable): a new reference to the kind, or %NULL with @error set
+ */
+MemresKind *
+memres_registry_lookup (const char *name, GError **error)
+{
+  g_auto (GStrv) dirs = NULL;
+  g_autofree char *file = NULL;
+  g_autofree char *path = NULL;
+  MemresKind *kind;
+  guint i;
+
+  g_return_val_if_fail (name != NULL, NULL);
+
+  if (!_memres_kind_name_check (name, error))
+    return NULL;
+
+  kind = _memres_registry_lookup_loaded (name);
+  if (kind != NULL)
+    return kind;
+
+  dirs = memres_registry_get_search_path ();
+  file = plugin_file_name (name);
+  for (i = 0; dirs[i] != NULL && path == NULL; i++)
+    {
+      char *candidate = g_build_filename (dirs[i], file, NULL);
+      /* anything of that name counts (a dangling link, a FIFO, a directory): the load says what
+       * is wrong with it rather than "no such kind" */
+      if (g_file_test (candidate, G_FILE_TEST_EXISTS | G_FILE_TEST_IS_SYMLINK))
+        path = candidate;
+      else
+        g_free (candidate);
+    }
+  if (path == NULL)
+    {
+      g_autofree char *where = g_strjoinv (":", dirs);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                   "no kind \"%s\": no %s in the plugin search path %s (set MEMRES_PLUGIN_PATH "
+                   "to add directories)",
+                   name, file, where);
       return NULL;
     }
-  return plugin;
+
+  load_token_acquire ();
+  kind = _memres_registry_lookup_loaded (name);
+  if (kind == NULL && load_plugin (name, path, error))
+    {
+      kind = _memres_registry_lookup_loaded (name);
+      if (kind == NULL)
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                     "no kind \"%s\": plugin %s registers no kind of that name", name, path);
+    }
+  load_token_release ();
+  return kind;
+}
+
+/* Loads every libmemres-<name>.so of @dir whose name is not in @seen (names of earlier
+ * directories: the first file on the path counts) and not loaded yet. A file that does not load
+ * (or whose name cannot be a kind's) is skipped with a debug message and, when @failures is not
+ * NULL, added to it: path -> GError. Holds the load token. */
+static void
+load_directory (const char *dir, GHashTable *seen, GHashTable *failures)
+{
+  g_autoptr (GDir) d = NULL;
+  g_autoptr (GError) dir_error = NULL;
+  const char *entry;
+
+  d = g_dir_open (dir, 0, &dir_error);
+  if (d == NULL)
+    {
+      /* a directory that is not there is normal (the installed one, before any install) */
+      if (g_error_matches (dir_error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        return;
+      g_debug ("Skipping plugin directory %s: %s", dir, dir_error->message);
+      if (failures != NULL)
+        g_hash_table_insert (failures, g_strdup (dir),
+                             g_error_new (MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
+                                          "plugin directory %s on the search path cannot be "
+                                          "read: %s",
+                                          dir, dir_error->message));
+      return;
+    }
+  while ((entry = g_dir_read_name (d)) != NULL)
+    {
+      g_autofree char *name = NULL;
+      g_autofree char *path = NULL;
+      g_autoptr (GError) error = NULL;
+      gsize len = strlen (entry);
+      const gsize prefix = strlen ("libmemres-"), suffix = strlen (".so");
+
+      if (len <= prefix + suffix || !g_str_has_prefix (entry, "libmemres-")
+          || !g_str_has_suffix (entry, ".so"))
+        continue;
+      name = g_strndup (entry + prefix, len - prefix - suffix);
+      path = g_build_filename (dir, entry, NULL);
+      if (!_memres_kind_name_check (name, &error))
+        g_prefix_error (&error, "plugin file %s: ", path);
+      else if (g_hash_table_contains (seen, name))
+        continue;
+      else if (g_hash_table_contains (loading_plugins, name))
+        {
+          g_hash_table_add (seen, g_strdup (name)); /* listed from its own init: not yet */
+          continue;
+        }
+      else
+        {
+          g_hash_table_add (seen, g_strdup (name));
+          if (load_plugin (name, path, &error))
+            continue;
+        }
+      g_debug ("Skipping plugin %s: %s", path, error->message);
+      if (failures != NULL)
+        g_hash_table_insert (failures, g_steal_pointer (&path), g_steal_pointer (&error));
+    }
+}
+
+/**
+ * memres_registry_list_kinds:
+ * @error: return location for a #GError, or %NULL
+ *
+ * Loads every plugin on the search path (memres_registry_get_search_path(); a broken plugin is
+ * skipped with a debug message; for a name present in several directories only the first
+ * counts) and lists every registered kind: the embedded host kind, the plugins' kinds and
+ * those the application registered. memres_registry_list_kinds_full() also tells which plugin
+ * files did not load, and why. Thread-safe.
+ *
+ * Errors: none at present; the parameter is there for future failures.
+ *
+ * Returns: (transfer full) (element-type MemresKind): new references to every kind, sorted by
+ *   name; free with g_ptr_array_unref()
+ */
+GPtrArray *
+memres_registry_list_kinds (GError **error)
+{
+  return memres_registry_list_kinds_full (NULL, error);
+}
+
+/**
+ * memres_registry_list_kinds_full:
+ * @failures: (out) (optional) (transfer full) (element-type filename GError): return location
+ *   for the plugin files that did not load, or %NULL
+ * @error: return location for a #GError, or %NULL
+ *
+ * memres_registry_list_kinds(), and in @failures a new hash table (empty when every plugin
+ * loaded) that maps the path of each plugin file on the search path that did not load to the
+ * #GError of that attempt: the errors of memres_registry_lookup() (%MEMRES_PLUGIN_ERROR_MODULE,
+ * %MEMRES_PLUGIN_ERROR_SYMBOL, %MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+ * %MEMRES_PLUGIN_ERROR_NAME_MISMATCH, %MEMRES_PLUGIN_ERROR_INIT_FAILED, %MEMRES_ERROR_EXISTS),
+ * or %MEMRES_ERROR_INVALID_ARGUMENT for a `libmemres-<name>.so` whose name cannot be a kind's;
+ * and a directory of the search path that exists but cannot be read maps to a
+ * %MEMRES_PLUGIN_ERROR_MODULE saying why.
+ * A failed file is tried again on each call (it may have been replaced); a file shadowed by
+ * one of the same name in an earlier directory is neither loaded nor listed. A failure here is
+ * not a failure of the call: @error is not set for it. Thread-safe.
+ *
+ * Errors: none at present; the parameter is there for future failures.
+ *
+ * Returns: (transfer full) (element-type MemresKind): new references to every kind, sorted by
+ *   name; free with g_ptr_array_unref(); free @failures with g_hash_table_unref()
+ *
+ * Since: 1.1
+ */
+GPtrArray *
+memres_registry_list_kinds_full (GHashTable **failures, GError **error)
+{
+  g_auto (GStrv) dirs = NULL;
+  g_autoptr (GHashTable) seen = NULL;
+  g_autoptr (GHashTable) failed = NULL;
+  GPtrArray *result;
+  guint i;
+
+  ensure_embedded ();
+  dirs = memres_registry_get_search_path ();
+  if (failures != NULL)
+    failed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_error_free);
+
+  load_token_acquire ();
+  seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  for (i = 0; dirs[i] != NULL; i++)
+    load_directory (dirs[i], seen, failed);
+  load_token_release ();
+
+  result = _memres_registry_list ();
+  if (failures != NULL)
+    *failures = g_steal_pointer (&failed);
+  return result;
+}
+
+/**
+ * memres_registry_register_kind:
+ * @info: the kind: name, description, option schema, ops table, private data size
+ * @error: return location for a #GError, or %NULL
+ *
+ * Registers a kind defined inside the application (or a test) rather than in a plugin file.
+ * The core keeps pointers to @info's strings, schema and ops table: they must stay valid for
+ * the life of the process. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a bad name, a missing required slot or a bad
+ * option schema; %MEMRES_ERROR_EXISTS when the name is taken (the embedded kinds are always
+ * registered first).
+ *
+ * Returns: %TRUE on success
+ */
+gboolean
+memres_registry_register_kind (const MemresKindInfo *info, GError **error)
+{
+  g_autoptr (GPtrArray) kinds = NULL;
+  MemresKind *kind;
+
+  g_return_val_if_fail (info != NULL, FALSE);
+
+  ensure_embedded ();
+  kind = _memres_kind_new (NULL, info, error);
+  if (kind == NULL)
+    return FALSE;
+  kinds = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_kind_unref);
+  g_ptr_array_add (kinds, kind);
+  return _memres_registry_insert (kinds, error);
 }

@@ -9,15 +9,16 @@
 #include <gmodule.h>
 #include <memres/memres-plugin.h>
 
-#include "memres-printable.h"
+/* memres_printable() of one piece of user input: what error messages quote. */
+#define _memres_show_input(text) memres_printable ((text), MEMRES_INPUT_SHOWN_MAX)
 
 G_BEGIN_DECLS
 
 #define MEMRES_KIND_NAME_MAX 32 /* bytes including the terminating NUL */
 
+/* plugin.c: a plugin that loaded lives as long as the process (loader.c keeps it) */
 struct _MemresPlugin
 {
-  gatomicrefcount ref;
   char *name;
   char *path; /* NULL for a plugin embedded in the core */
   GModule *module;
@@ -37,7 +38,7 @@ struct _MemresKind
   MemresResourceOps ops; /* copied; slots newer than the plugin's version are NULL */
   gsize instance_size;
   MemresKindFlags flags;
-  MemresPlugin *plugin; /* strong reference; NULL for a kind registered by the application */
+  MemresPlugin *plugin; /* not a reference (plugins outlive kinds); NULL: the application's */
 };
 
 /* ipc-mappings.c: one resource's imported buffer mappings (see there). A mapping is made by
@@ -218,21 +219,27 @@ void _memres_resource_clear_close_event (MemresResource *mr);
  * (cuCtxSynchronize()); FALSE when it cannot. */
 gboolean _memres_buffer_wait_device (MemresBuffer *buf);
 
-/* registry.c / loader.c */
-MemresKind *_memres_registry_lookup_loaded (const char *name);
+/* spec.c: kind names and option keys */
 gboolean _memres_kind_name_is_valid (const char *name);
 gboolean _memres_kind_name_check (const char *name, GError **error);
 gboolean _memres_key_is_valid (const char *name);
-gboolean _memres_registry_contains (const char *name);
+/* registry.c: the table of kinds (see there); it loads nothing */
+gboolean _memres_registry_check_name (const char *name, GPtrArray *pending, GError **error);
 gboolean _memres_registry_insert (GPtrArray *kinds, GError **error);
+MemresKind *_memres_registry_find (const char *name);
+GPtrArray *_memres_registry_list (void);
+/* loader.c: the registered kind @name after the embedded kinds registered, or NULL; loads no
+ * plugin file */
+MemresKind *_memres_registry_lookup_loaded (const char *name);
+/* plugin.c: a plugin's load (the caller holds loader.c's load token), and the free of one whose
+ * load failed */
 MemresPlugin *_memres_plugin_load (const char *name, const char *path, GError **error);
 MemresPlugin *_memres_plugin_load_embedded (const MemresPluginDesc *desc, GError **error);
-MemresPlugin *_memres_plugin_ref (MemresPlugin *plugin);
-void _memres_plugin_unref (MemresPlugin *plugin);
+void _memres_plugin_free (MemresPlugin *plugin);
 
 /* cuda-driver.c: how the message of the driver's MEMRES_ERROR_NO_DRIVER starts when no driver
  * library could be opened at all (other messages: a library that is not a driver, or a driver
- * that failed to initialize); `memres info` tells the cases apart by it. */
+ * that failed to initialize); memres_error_is_driver_absent() (errors.c) tells them apart. */
 #define MEMRES_NO_DRIVER_PREFIX "No CUDA driver could be loaded from "
 
 /* module-file.c: NULL when @path is a regular, readable file (or missing); else what it is, in a
@@ -245,8 +252,6 @@ gboolean _memres_module_file_read_note (const char *path, MemresPluginNote *note
 
 /* kind.c: a new kind from @info, validated (name, ops, option schema); @plugin may be NULL. */
 MemresKind *_memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **error);
-const MemresOptionSpec *_memres_kind_find_option (MemresKind *kind, const char *name, guint *index);
-char *_memres_kind_list_option_names (MemresKind *kind);
 
 /* plugins/host/host.c: the embedded host kind's plugin descriptor; plugins/stats, track and
  * retry: the embedded adaptors' (their C API, memres-adaptors.h, is part of libmemres). */
@@ -260,13 +265,6 @@ const MemresPluginDesc *_memres_retry_get_desc (void);
  * @kind_name and the stack. */
 MemresResource *_memres_stack_find_layer (MemresResource *mr, gpointer allocate,
                                           const char *kind_name, GError **error);
-
-/* default-spec.c: the spec memres_resource_get_default() uses for @device: "dmr:device=N"
- * when a driver loads and reports devices, else "host", with *@host_reason (when not NULL) set
- * to why, one line (transfer full; NULL for the device's pool). Errors (NULL returned):
- * MEMRES_ERROR_NO_DEVICE when the driver has devices but not @device. Thread-safe. The memres
- * command compiles default-spec.c too (core/meson.build: default_spec_sources). */
-char *_memres_default_spec (gint device, char **host_reason, GError **error);
 
 /* resource.c: references held by buffers (see MemresResource.refs) */
 #define MEMRES_RESOURCE_APP_REF ((gint64) 1 << 32)
@@ -369,18 +367,12 @@ MemresResource *_memres_resource_slot_owner (MemresResource *mr, gsize slot_offs
  *   too many layers, a cycle of names), those of _memres_config_lookup().
  * _memres_stack_check_layer(): the rule of @kind at @position (0-based) of @n_layers layers:
  *   every layer but the last an adaptor, the last not. MEMRES_ERROR_INVALID_ARGUMENT.
- * _memres_stack_new(): memres_resource_new(). */
+ * memres_resource_new() is stack.c's too. */
 #define MEMRES_STACK_MAX_LAYERS 16
 gboolean _memres_stack_split (const char *spec, gboolean expand_names, GPtrArray **layers,
                               GPtrArray **origins, GError **error);
 gboolean _memres_stack_check_layer (MemresKind *kind, guint position, guint n_layers,
                                     GError **error);
-MemresResource *_memres_stack_new (const char *spec, GError **error);
-/* stack.c: @text with `\`, `,` and `>` escaped by a backslash, as values are written in specs;
- * _memres_unescape(): the reverse on the first @len bytes of @text (a lone trailing backslash is
- * kept). */
-char *_memres_escape_value (const char *text);
-char *_memres_unescape (const char *text, gsize len);
 
 /* config.c: named resources. _memres_config_lookup(): the spec of @name (without the `@`),
  * transfer full, with where it was defined in @origin (transfer full, may be NULL). Errors:
@@ -479,6 +471,11 @@ gboolean _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GP
                              GError **error);
 GStrv _memres_split (const char *text, char separator);
 GStrv _memres_split_unescaped (const char *text, char separator);
+/* @text with `\`, `,` and `>` escaped by a backslash, as values are written in specs;
+ * _memres_unescape(): the reverse on the first @len bytes of @text (a lone trailing backslash is
+ * kept). */
+char *_memres_escape_value (const char *text);
+char *_memres_unescape (const char *text, gsize len);
 gboolean _memres_parse_size (const char *text, guint64 *bytes, GError **error);
 gboolean _memres_parse_bool (const char *text, gboolean *value, GError **error);
 gboolean _memres_parse_int (const char *text, gint64 min, gint64 max, gint64 *value,

@@ -23,6 +23,38 @@ struct _MemresOptions
   OptionValue *values; /* one per schema entry, same order */
 };
 
+/* The schema entry named @name, with its position in @index (may be NULL). */
+static const MemresOptionSpec *
+find_option (MemresKind *kind, const char *name, guint *index)
+{
+  guint i;
+
+  for (i = 0; i < kind->n_options; i++)
+    if (strcmp (kind->options[i].name, name) == 0)
+      {
+        if (index != NULL)
+          *index = i;
+        return &kind->options[i];
+      }
+  return NULL;
+}
+
+/* "a, b, c": the kind's option names for error messages. */
+static char *
+list_option_names (MemresKind *kind)
+{
+  GString *str = g_string_new (NULL);
+  guint i;
+
+  for (i = 0; i < kind->n_options; i++)
+    {
+      if (i > 0)
+        g_string_append (str, ", ");
+      g_string_append (str, kind->options[i].name);
+    }
+  return g_string_free (str, FALSE);
+}
+
 static char *
 join_choices (const char *const *choices)
 {
@@ -150,10 +182,10 @@ _memres_options_new (MemresKind *kind, GPtrArray *keys, GPtrArray *values, GErro
       OptionValue *value;
       guint index;
 
-      spec = _memres_kind_find_option (kind, key, &index);
+      spec = find_option (kind, key, &index);
       if (spec == NULL)
         {
-          g_autofree char *valid = _memres_kind_list_option_names (kind);
+          g_autofree char *valid = list_option_names (kind);
           g_autofree char *shown = _memres_show_input (key);
 
           if (kind->n_options == 0)
@@ -238,7 +270,7 @@ lookup (const MemresOptions *options, const char *name, MemresOptionType type)
   g_return_val_if_fail (options != NULL, NULL);
   g_return_val_if_fail (name != NULL, NULL);
 
-  spec = _memres_kind_find_option (options->kind, name, &index);
+  spec = find_option (options->kind, name, &index);
   if (spec == NULL)
     {
       g_critical ("Kind \"%s\" has no option \"%s\"", options->kind->name, name);
@@ -302,7 +334,7 @@ memres_options_get_int (const MemresOptions *options, const char *name)
   guint index;
 
   g_return_val_if_fail (options != NULL, 0);
-  spec = _memres_kind_find_option (options->kind, name, &index);
+  spec = find_option (options->kind, name, &index);
   if (spec != NULL && spec->type == MEMRES_OPTION_ENUM)
     return options->values[index].is_set ? options->values[index].i : 0;
 
@@ -367,4 +399,32 @@ memres_options_get_int_list (const MemresOptions *options, const char *name, gsi
     }
   *n_values = v->n_list;
   return v->list;
+}
+
+/**
+ * memres_option_type_to_string:
+ * @type: a #MemresOptionType
+ *
+ * Returns: (transfer none): "bool", "int", "size", "enum", "string", "int-list" or "unknown"
+ */
+const char *
+memres_option_type_to_string (MemresOptionType type)
+{
+  switch (type)
+    {
+    case MEMRES_OPTION_BOOL:
+      return "bool";
+    case MEMRES_OPTION_INT:
+      return "int";
+    case MEMRES_OPTION_SIZE:
+      return "size";
+    case MEMRES_OPTION_ENUM:
+      return "enum";
+    case MEMRES_OPTION_STRING:
+      return "string";
+    case MEMRES_OPTION_INT_LIST:
+      return "int-list";
+    default:
+      return "unknown";
+    }
 }

@@ -1,7 +1,8 @@
 /* memres - CUDA memory resources
  * printable.c: user input made fit to quote in a message: one line of printable text, and
- * short. Input of any size ends up in messages that are printed on terminals and logged. */
-#include "memres-printable.h"
+ * short. Input of any size ends up in messages that are printed on terminals and logged; the
+ * memres command quotes the same way (memres_printable()). */
+#include "memres-private.h"
 
 #include <string.h>
 
@@ -27,8 +28,8 @@ escape_char (gunichar ch, guchar byte, char buf[8])
   return buf;
 }
 
-/*
- * _memres_printable:
+/**
+ * memres_printable:
  * @text: (nullable): user input, any bytes
  * @max_bytes: the most bytes of @text's printable form to keep
  *
@@ -38,12 +39,15 @@ escape_char (gunichar ch, guchar byte, char buf[8])
  * and printable reads exactly as before. When the printable form is longer than @max_bytes, it
  * is cut after the last whole character or escape that fits and "... (N bytes)" is appended,
  * N the length of @text in bytes; nothing past the cut is escaped or copied. %NULL gives
- * "(null)". Thread-safe.
+ * "(null)". The error messages of memres quote each piece of user input (a spec, a kind name,
+ * an option value) as memres_printable (text, %MEMRES_INPUT_SHOWN_MAX). Thread-safe.
  *
  * Returns: (transfer full): the printable form; free with g_free()
+ *
+ * Since: 1.3
  */
 char *
-_memres_printable (const char *text, gsize max_bytes)
+memres_printable (const char *text, gsize max_bytes)
 {
   GString *out;
   const char *p;

@@ -1,7 +1,8 @@
 /* memres - CUDA memory resources
- * registry.c: the kinds by name. A GHashTable under a GRWLock; loads are serialized by a load
- * token (a mutex-protected owner plus a condition) so that no lock is held while plugin code
- * runs, and a plugin's init may itself look up other kinds. */
+ * registry.c: the kinds by name, a GHashTable under a GRWLock, and nothing else: the one check
+ * of a name already taken, all-or-nothing inserts, lookups and sorted lists of what is
+ * registered, and the plugin search path. It never loads anything: loader.c loads plugins
+ * (plugin.c) on demand and hands their kinds here. */
 #include "memres-private.h"
 
 #include <string.h>
@@ -9,23 +10,11 @@
 static GRWLock registry_lock;
 static GHashTable *registry_kinds; /* name -> MemresKind* (strong) */
 
-static GMutex load_mutex;
-static GCond load_cond;
-static GThread *load_owner;
-static guint load_depth;
-static GHashTable *loaded_plugins; /* name -> MemresPlugin* (strong); load token owner only */
-static GHashTable
-    *loading_plugins;       /* names of the plugins whose load runs; load token owner only */
-static gint embedded_state; /* 0 not yet, 1 loading, 2 done; load token owner only */
-
 static gpointer
 create_table (gpointer data)
 {
   registry_kinds
       = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) memres_kind_unref);
-  loaded_plugins = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
-                                          (GDestroyNotify) _memres_plugin_unref);
-  loading_plugins = g_hash_table_new (g_str_hash, g_str_equal);
   return NULL;
 }
 
@@ -37,92 +26,38 @@ ensure_table (void)
   g_once (&once, create_table, NULL);
 }
 
-/* The load token: one thread at a time loads plugins; the owner may take it again (a plugin's
- * init may look up other kinds). load_owner is read and written atomically, so that what the
- * owner did (loaded_plugins, embedded_state) happens before the next owner's work even for
- * tools that do not see GMutex (ThreadSanitizer with GLib's futex-based mutex). */
-static void
-load_token_acquire (void)
+/* The one check of a duplicate kind name: @name is taken when a registered kind has it or
+ * one of the first @n_pending kinds of @pending (kinds not inserted yet) does. The caller holds
+ * registry_lock. MEMRES_ERROR_EXISTS. */
+static gboolean
+check_name_free (const char *name, GPtrArray *pending, guint n_pending, GError **error)
 {
-  GThread *self = g_thread_self ();
+  gboolean taken = g_hash_table_contains (registry_kinds, name);
+  guint i;
 
-  if (g_atomic_pointer_get (&load_owner) == self)
-    {
-      load_depth++;
-      return;
-    }
-  g_mutex_lock (&load_mutex);
-  while (!g_atomic_pointer_compare_and_exchange (&load_owner, NULL, self))
-    g_cond_wait (&load_cond, &load_mutex);
-  g_mutex_unlock (&load_mutex);
-  load_depth = 1;
+  for (i = 0; !taken && i < n_pending; i++)
+    taken = strcmp (((MemresKind *) g_ptr_array_index (pending, i))->name, name) == 0;
+  if (taken)
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_EXISTS,
+                 "a kind named \"%s\" is already registered", name);
+  return !taken;
 }
 
-static void
-load_token_release (void)
-{
-  if (--load_depth > 0)
-    return;
-  g_mutex_lock (&load_mutex);
-  g_atomic_pointer_set (&load_owner, NULL);
-  g_cond_broadcast (&load_cond);
-  g_mutex_unlock (&load_mutex);
-}
-
-/* Registers the kinds compiled into libmemres (host, and the adaptors with a C API: stats,
- * track, retry) once, at first registry use. */
-static void
-ensure_embedded (void)
-{
-  g_autoptr (GError) error = NULL;
-  MemresPlugin *plugin;
-
-  ensure_table ();
-  if (G_LIKELY (g_atomic_int_get (&embedded_state) == 2))
-    return;
-
-  load_token_acquire ();
-  if (g_atomic_int_get (&embedded_state) == 0)
-    {
-      g_atomic_int_set (&embedded_state, 1);
-      const MemresPluginDesc *(*embedded[]) (void) = {
-        _memres_host_get_desc,
-        _memres_stats_get_desc,
-        _memres_track_get_desc,
-        _memres_retry_get_desc,
-      };
-
-      for (gsize i = 0; i < G_N_ELEMENTS (embedded); i++)
-        {
-          plugin = _memres_plugin_load_embedded (embedded[i](), &error);
-          if (plugin == NULL)
-            {
-              g_critical ("The embedded kind %s failed to register: %s", embedded[i]()->name,
-                          error->message);
-              g_clear_error (&error);
-            }
-          else
-            g_hash_table_insert (loaded_plugins, g_strdup (plugin->name), plugin);
-        }
-      g_atomic_int_set (&embedded_state, 2);
-    }
-  load_token_release ();
-}
-
-/* TRUE when a kind named @name is registered. */
+/* FALSE with MEMRES_ERROR_EXISTS when a kind named @name is registered or in @pending (may be
+ * NULL): what a plugin's init learns at once; _memres_registry_insert() checks again. */
 gboolean
-_memres_registry_contains (const char *name)
+_memres_registry_check_name (const char *name, GPtrArray *pending, GError **error)
 {
-  gboolean found;
+  gboolean ok;
 
   ensure_table ();
   g_rw_lock_reader_lock (&registry_lock);
-  found = g_hash_table_contains (registry_kinds, name);
+  ok = check_name_free (name, pending, pending != NULL ? pending->len : 0, error);
   g_rw_lock_reader_unlock (&registry_lock);
-  return found;
+  return ok;
 }
 
-/* Inserts every kind of @kinds, or none when one name is taken (MEMRES_ERROR_EXISTS). */
+/* Inserts every kind of @kinds, or none when a name is taken or repeated (MEMRES_ERROR_EXISTS). */
 gboolean
 _memres_registry_insert (GPtrArray *kinds, GError **error)
 {
@@ -131,16 +66,11 @@ _memres_registry_insert (GPtrArray *kinds, GError **error)
   ensure_table ();
   g_rw_lock_writer_lock (&registry_lock);
   for (i = 0; i < kinds->len; i++)
-    {
-      MemresKind *kind = g_ptr_array_index (kinds, i);
-      if (g_hash_table_contains (registry_kinds, kind->name))
-        {
-          g_rw_lock_writer_unlock (&registry_lock);
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_EXISTS,
-                       "a kind named \"%s\" is already registered", kind->name);
-          return FALSE;
-        }
-    }
+    if (!check_name_free (((MemresKind *) g_ptr_array_index (kinds, i))->name, kinds, i, error))
+      {
+        g_rw_lock_writer_unlock (&registry_lock);
+        return FALSE;
+      }
   for (i = 0; i < kinds->len; i++)
     {
       MemresKind *kind = g_ptr_array_index (kinds, i);
@@ -150,19 +80,46 @@ _memres_registry_insert (GPtrArray *kinds, GError **error)
   return TRUE;
 }
 
-/* A new reference to the registered kind @name, or NULL; never loads anything. */
+/* A new reference to the registered kind @name, or NULL. */
 MemresKind *
-_memres_registry_lookup_loaded (const char *name)
+_memres_registry_find (const char *name)
 {
   MemresKind *kind;
 
-  ensure_embedded ();
+  ensure_table ();
   g_rw_lock_reader_lock (&registry_lock);
   kind = g_hash_table_lookup (registry_kinds, name);
   if (kind != NULL)
     memres_kind_ref (kind);
   g_rw_lock_reader_unlock (&registry_lock);
   return kind;
+}
+
+static gint
+compare_kinds (gconstpointer a, gconstpointer b)
+{
+  const MemresKind *ka = *(MemresKind *const *) a;
+  const MemresKind *kb = *(MemresKind *const *) b;
+
+  return strcmp (ka->name, kb->name);
+}
+
+/* New references to every registered kind, sorted by name (free with g_ptr_array_unref()). */
+GPtrArray *
+_memres_registry_list (void)
+{
+  GPtrArray *result = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_kind_unref);
+  GHashTableIter iter;
+  gpointer value;
+
+  ensure_table ();
+  g_rw_lock_reader_lock (&registry_lock);
+  g_hash_table_iter_init (&iter, registry_kinds);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    g_ptr_array_add (result, memres_kind_ref (value));
+  g_rw_lock_reader_unlock (&registry_lock);
+  g_ptr_array_sort (result, compare_kinds);
+  return result;
 }
 
 /**
@@ -192,299 +149,4 @@ memres_registry_get_search_path (void)
   g_ptr_array_add (dirs, g_strdup (MEMRES_PLUGINDIR));
   g_ptr_array_add (dirs, NULL);
   return (gchar **) g_ptr_array_free (dirs, FALSE);
-}
-
-static char *
-plugin_file_name (const char *name)
-{
-  return g_strdup_printf ("libmemres-%s.so", name);
-}
-
-/* Loads plugin @name from @path unless a plugin of that name is loaded already. Holds the load
- * token. A plugin whose load is running (its init looks up its own kind, or lists the kinds) is
- * not loaded again: MEMRES_ERROR_NOT_FOUND, its kinds are not registered yet. */
-static gboolean
-load_plugin (const char *name, const char *path, GError **error)
-{
-  MemresPlugin *plugin;
-
-  if (g_hash_table_contains (loaded_plugins, name))
-    return TRUE;
-  if (g_hash_table_contains (loading_plugins, name))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
-                   "no kind \"%s\" yet: plugin \"%s\" is still initializing (its kinds are "
-                   "registered when its init returns; init cannot look them up)",
-                   name, name);
-      return FALSE;
-    }
-  g_hash_table_add (loading_plugins, (gpointer) name);
-  plugin = _memres_plugin_load (name, path, error);
-  g_hash_table_remove (loading_plugins, name);
-  if (plugin == NULL)
-    return FALSE;
-  g_hash_table_insert (loaded_plugins, g_strdup (name), plugin);
-  return TRUE;
-}
-
-/**
- * memres_registry_lookup:
- * @name: a kind name, matching `[a-z][a-z0-9_]*`
- * @error: return location for a #GError, or %NULL
- *
- * Finds the kind @name. A kind not registered yet is loaded from the first
- * `libmemres-<name>.so` on the search path (memres_registry_get_search_path()): the module is
- * opened with `G_MODULE_BIND_LOCAL`, its descriptor checked (symbol, ABI version, struct size,
- * name) before its init runs, and made resident once init succeeded. Loads are serialized;
- * no lock is held while plugin code runs. After any failure the registry stays usable and a
- * later lookup tries again. Thread-safe.
- *
- * A file of the plugin's name that is not a regular, readable file (a FIFO, a directory, a
- * dangling symbolic link, a link loop) is refused without blocking, with a message saying what
- * it is (%MEMRES_PLUGIN_ERROR_MODULE). A plugin's init may look up other plugins' kinds (the
- * loads nest); a lookup of one of its own kinds from its init fails (%MEMRES_ERROR_NOT_FOUND:
- * they are registered when init returns) and lists made from its init omit them.
- *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed name (`/`, `..`, upper case, ...);
- * %MEMRES_ERROR_NOT_FOUND when no plugin file provides the kind (or when the plugin that
- * provides it is still running its init); %MEMRES_ERROR_EXISTS when the
- * plugin registers a kind name already taken; in the %MEMRES_PLUGIN_ERROR domain:
- * %MEMRES_PLUGIN_ERROR_MODULE (the module does not open), %MEMRES_PLUGIN_ERROR_SYMBOL (no
- * `memres_plugin_<name>_get_desc`), %MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
- * %MEMRES_PLUGIN_ERROR_NAME_MISMATCH, %MEMRES_PLUGIN_ERROR_INIT_FAILED.
- *
- * Returns: (transfer full) (nullable): a new reference to the kind, or %NULL with @error set
- */
-MemresKind *
-memres_registry_lookup (const char *name, GError **error)
-{
-  g_auto (GStrv) dirs = NULL;
-  g_autofree char *file = NULL;
-  g_autofree char *path = NULL;
-  MemresKind *kind;
-  guint i;
-
-  g_return_val_if_fail (name != NULL, NULL);
-
-  if (!_memres_kind_name_check (name, error))
-    return NULL;
-
-  kind = _memres_registry_lookup_loaded (name);
-  if (kind != NULL)
-    return kind;
-
-  dirs = memres_registry_get_search_path ();
-  file = plugin_file_name (name);
-  for (i = 0; dirs[i] != NULL && path == NULL; i++)
-    {
-      char *candidate = g_build_filename (dirs[i], file, NULL);
-      /* anything of that name counts (a dangling link, a FIFO, a directory): the load says what
-       * is wrong with it rather than "no such kind" */
-      if (g_file_test (candidate, G_FILE_TEST_EXISTS | G_FILE_TEST_IS_SYMLINK))
-        path = candidate;
-      else
-        g_free (candidate);
-    }
-  if (path == NULL)
-    {
-      g_autofree char *where = g_strjoinv (":", dirs);
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
-                   "no kind \"%s\": no %s in the plugin search path %s (set MEMRES_PLUGIN_PATH "
-                   "to add directories)",
-                   name, file, where);
-      return NULL;
-    }
-
-  load_token_acquire ();
-  kind = _memres_registry_lookup_loaded (name);
-  if (kind == NULL && load_plugin (name, path, error))
-    {
-      kind = _memres_registry_lookup_loaded (name);
-      if (kind == NULL)
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
-                     "no kind \"%s\": plugin %s registers no kind of that name", name, path);
-    }
-  load_token_release ();
-  return kind;
-}
-
-static gint
-compare_kinds (gconstpointer a, gconstpointer b)
-{
-  const MemresKind *ka = *(MemresKind *const *) a;
-  const MemresKind *kb = *(MemresKind *const *) b;
-
-  return strcmp (ka->name, kb->name);
-}
-
-/* Loads every libmemres-<name>.so of @dir whose name is not in @seen (names of earlier
- * directories: the first file on the path counts) and not loaded yet. A file that does not load
- * (or whose name cannot be a kind's) is skipped with a debug message and, when @failures is not
- * NULL, added to it: path -> GError. Holds the load token. */
-static void
-load_directory (const char *dir, GHashTable *seen, GHashTable *failures)
-{
-  g_autoptr (GDir) d = NULL;
-  g_autoptr (GError) dir_error = NULL;
-  const char *entry;
-
-  d = g_dir_open (dir, 0, &dir_error);
-  if (d == NULL)
-    {
-      /* a directory that is not there is normal (the installed one, before any install) */
-      if (g_error_matches (dir_error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
-        return;
-      g_debug ("Skipping plugin directory %s: %s", dir, dir_error->message);
-      if (failures != NULL)
-        g_hash_table_insert (failures, g_strdup (dir),
-                             g_error_new (MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
-                                          "plugin directory %s on the search path cannot be "
-                                          "read: %s",
-                                          dir, dir_error->message));
-      return;
-    }
-  while ((entry = g_dir_read_name (d)) != NULL)
-    {
-      g_autofree char *name = NULL;
-      g_autofree char *path = NULL;
-      g_autoptr (GError) error = NULL;
-      gsize len = strlen (entry);
-      const gsize prefix = strlen ("libmemres-"), suffix = strlen (".so");
-
-      if (len <= prefix + suffix || !g_str_has_prefix (entry, "libmemres-")
-          || !g_str_has_suffix (entry, ".so"))
-        continue;
-      name = g_strndup (entry + prefix, len - prefix - suffix);
-      path = g_build_filename (dir, entry, NULL);
-      if (!_memres_kind_name_check (name, &error))
-        g_prefix_error (&error, "plugin file %s: ", path);
-      else if (g_hash_table_contains (seen, name))
-        continue;
-      else if (g_hash_table_contains (loading_plugins, name))
-        {
-          g_hash_table_add (seen, g_strdup (name)); /* listed from its own init: not yet */
-          continue;
-        }
-      else
-        {
-          g_hash_table_add (seen, g_strdup (name));
-          if (load_plugin (name, path, &error))
-            continue;
-        }
-      g_debug ("Skipping plugin %s: %s", path, error->message);
-      if (failures != NULL)
-        g_hash_table_insert (failures, g_steal_pointer (&path), g_steal_pointer (&error));
-    }
-}
-
-/**
- * memres_registry_list_kinds:
- * @error: return location for a #GError, or %NULL
- *
- * Loads every plugin on the search path (memres_registry_get_search_path(); a broken plugin is
- * skipped with a debug message; for a name present in several directories only the first
- * counts) and lists every registered kind: the embedded host kind, the plugins' kinds and
- * those the application registered. memres_registry_list_kinds_full() also tells which plugin
- * files did not load, and why. Thread-safe.
- *
- * Errors: none at present; the parameter is there for future failures.
- *
- * Returns: (transfer full) (element-type MemresKind): new references to every kind, sorted by
- *   name; free with g_ptr_array_unref()
- */
-GPtrArray *
-memres_registry_list_kinds (GError **error)
-{
-  return memres_registry_list_kinds_full (NULL, error);
-}
-
-/**
- * memres_registry_list_kinds_full:
- * @failures: (out) (optional) (transfer full) (element-type filename GError): return location
- *   for the plugin files that did not load, or %NULL
- * @error: return location for a #GError, or %NULL
- *
- * memres_registry_list_kinds(), and in @failures a new hash table (empty when every plugin
- * loaded) that maps the path of each plugin file on the search path that did not load to the
- * #GError of that attempt: the errors of memres_registry_lookup() (%MEMRES_PLUGIN_ERROR_MODULE,
- * %MEMRES_PLUGIN_ERROR_SYMBOL, %MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
- * %MEMRES_PLUGIN_ERROR_NAME_MISMATCH, %MEMRES_PLUGIN_ERROR_INIT_FAILED, %MEMRES_ERROR_EXISTS),
- * or %MEMRES_ERROR_INVALID_ARGUMENT for a `libmemres-<name>.so` whose name cannot be a kind's;
- * and a directory of the search path that exists but cannot be read maps to a
- * %MEMRES_PLUGIN_ERROR_MODULE saying why.
- * A failed file is tried again on each call (it may have been replaced); a file shadowed by
- * one of the same name in an earlier directory is neither loaded nor listed. A failure here is
- * not a failure of the call: @error is not set for it. Thread-safe.
- *
- * Errors: none at present; the parameter is there for future failures.
- *
- * Returns: (transfer full) (element-type MemresKind): new references to every kind, sorted by
- *   name; free with g_ptr_array_unref(); free @failures with g_hash_table_unref()
- *
- * Since: 1.1
- */
-GPtrArray *
-memres_registry_list_kinds_full (GHashTable **failures, GError **error)
-{
-  g_auto (GStrv) dirs = NULL;
-  g_autoptr (GHashTable) seen = NULL;
-  g_autoptr (GHashTable) failed = NULL;
-  GHashTableIter iter;
-  gpointer value;
-  GPtrArray *result;
-  guint i;
-
-  ensure_embedded ();
-  dirs = memres_registry_get_search_path ();
-  if (failures != NULL)
-    failed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_error_free);
-
-  load_token_acquire ();
-  seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  for (i = 0; dirs[i] != NULL; i++)
-    load_directory (dirs[i], seen, failed);
-  load_token_release ();
-
-  result = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_kind_unref);
-  g_rw_lock_reader_lock (&registry_lock);
-  g_hash_table_iter_init (&iter, registry_kinds);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
-    g_ptr_array_add (result, memres_kind_ref (value));
-  g_rw_lock_reader_unlock (&registry_lock);
-  g_ptr_array_sort (result, compare_kinds);
-  if (failures != NULL)
-    *failures = g_steal_pointer (&failed);
-  return result;
-}
-
-/**
- * memres_registry_register_kind:
- * @info: the kind: name, description, option schema, ops table, private data size
- * @error: return location for a #GError, or %NULL
- *
- * Registers a kind defined inside the application (or a test) rather than in a plugin file.
- * The core keeps pointers to @info's strings, schema and ops table: they must stay valid for
- * the life of the process. Thread-safe.
- *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a bad name, a missing required slot or a bad
- * option schema; %MEMRES_ERROR_EXISTS when the name is taken (the embedded kinds are always
- * registered first).
- *
- * Returns: %TRUE on success
- */
-gboolean
-memres_registry_register_kind (const MemresKindInfo *info, GError **error)
-{
-  g_autoptr (GPtrArray) kinds = NULL;
-  MemresKind *kind;
-
-  g_return_val_if_fail (info != NULL, FALSE);
-
-  ensure_embedded ();
-  kind = _memres_kind_new (NULL, info, error);
-  if (kind == NULL)
-    return FALSE;
-  kinds = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_kind_unref);
-  g_ptr_array_add (kinds, kind);
-  return _memres_registry_insert (kinds, error);
 }

@@ -310,69 +310,6 @@ _memres_resource_slot_owner (MemresResource *mr, gsize slot_offset, gboolean all
 }
 
 /**
- * memres_resource_new:
- * @spec: a stack of layers joined by `>`, the first what the application calls, the last a
- *   base kind: `LAYER[>LAYER]...`, each layer `KIND[:KEY=VALUE[,KEY=VALUE]...]` or `@NAME`, such
- *   as "dmr:device=0,release_threshold=1GiB" or "stats>limit:max=8GiB>dmr:device=0"
- * @error: return location for a #GError, or %NULL
- *
- * Creates a memory resource by name: parses @spec, finds each layer's kind (loading its plugin
- * on first use, see memres_registry_lookup()), validates the options against the kind's schema
- * (sizes take bytes, B/KiB/MiB/GiB/TiB suffixes or `max`; booleans true/false, yes/no, on/off,
- * 1/0; missing keys get their defaults) and runs the kinds' init, from the last layer up: every
- * layer but the last must be an adaptor kind (#MEMRES_KIND_ADAPTOR), which gets the resource
- * below as its upstream (memres_resource_get_upstream()); the last must be a base kind. At most
- * 16 layers. Inside a value, a backslash takes the next character literally (`\,`, `\>`,
- * `\\`), so a value may hold any text. A `@NAME` layer stands for the stack the config file
- * names NAME (see memres_config_list_resources()). Nothing is created unless the whole spec is
- * valid; when a layer's init fails, the layers already created are released. The returned resource
- * is the first layer, holding the rest. Driver calls are the kinds'. Thread-safe.
- *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed spec (an empty layer, `>>`, a trailing
- * `>`, more than 16 layers, an adaptor last, a base kind above another layer), an unknown or
- * repeated key, a missing `=` or a bad value (the message names the layer, by position and
- * kind, the key and what is valid); those of memres_registry_lookup(); for `@NAME`, those of
- * reading the config file and %MEMRES_ERROR_NOT_FOUND for an undefined name; whatever a kind's
- * init sets (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...).
- *
- * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
- */
-MemresResource *
-memres_resource_new (const char *spec, GError **error)
-{
-  g_return_val_if_fail (spec != NULL, NULL);
-
-  return _memres_stack_new (spec, error);
-}
-
-/**
- * memres_resource_get_default:
- * @device: a CUDA device ordinal, or -1 for host memory
- * @error: return location for a #GError, or %NULL
- *
- * The resource an application gets when it names none: `dmr:device=N` (the device's memory
- * pool, stream-ordered) when a CUDA driver loads (memres_cuda_get_driver()) and @device exists;
- * `host` (pageable host memory) when @device is -1, when no driver loads or when the driver
- * reports no device. A new resource on each call. Thread-safe.
- *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @device is below -1;
- * %MEMRES_ERROR_NO_DEVICE when a driver with devices loads but @device is not one of
- * them (asking for device 5 on a one-GPU machine is a mistake, not a request for host memory);
- * those of memres_resource_new() for the chosen spec.
- *
- * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
- */
-MemresResource *
-memres_resource_get_default (gint device, GError **error)
-{
-  g_autofree char *spec = _memres_default_spec (device, NULL, error);
-
-  if (spec == NULL)
-    return NULL;
-  return memres_resource_new (spec, error);
-}
-
-/**
  * memres_resource_ref:
  * @mr: a #MemresResource
  *

@@ -126,6 +126,43 @@ _memres_split_unescaped (const char *text, char separator)
   return (GStrv) g_ptr_array_free (parts, FALSE);
 }
 
+/* @text with `\`, `,` and `>` escaped by a backslash, as values are written in specs. */
+char *
+_memres_escape_value (const char *text)
+{
+  GString *str;
+  const char *p;
+
+  if (strpbrk (text, "\\,>") == NULL)
+    return g_strdup (text);
+  str = g_string_sized_new (strlen (text) + 8);
+  for (p = text; *p != '\0'; p++)
+    {
+      if (*p == '\\' || *p == ',' || *p == '>')
+        g_string_append_c (str, '\\');
+      g_string_append_c (str, *p);
+    }
+  return g_string_free (str, FALSE);
+}
+
+/* The reverse of _memres_escape_value() on the first @len bytes of @text (a lone trailing
+ * backslash is kept). */
+char *
+_memres_unescape (const char *text, gsize len)
+{
+  char *out = g_malloc (len + 1);
+  gsize i, n = 0;
+
+  for (i = 0; i < len; i++)
+    {
+      if (text[i] == '\\' && i + 1 < len)
+        i++;
+      out[n++] = text[i];
+    }
+  out[n] = '\0';
+  return out;
+}
+
 /* Parses a size: plain bytes, or with a B/KiB/MiB/GiB/TiB suffix, or `max` (G_MAXUINT64).
  * Sets MEMRES_ERROR_INVALID_ARGUMENT on anything else, including negative numbers, exponents
  * and results that do not fit in 64 bits. */

@@ -4,48 +4,14 @@
  * A layer is `KIND[:KEY=VALUE,...]` (spec.c) or `@NAME` (config.c). Inside a value a backslash
  * takes the next character literally, so `\>`, `\,` and `\\` put those characters in a value.
  * The stack is validated whole before anything is created, then created from the last layer
- * up, each adaptor receiving the layer below as its upstream; and the upstream calls adaptors
- * make at the allocation level (memres_upstream_allocate()). */
+ * up, each adaptor receiving the layer below as its upstream (memres_resource_new()); and the
+ * upstream calls adaptors make at the allocation level (memres_upstream_allocate()). */
 #include "memres-private.h"
 
 #include <string.h>
 
 /* `@a` naming `@b` naming ...: deeper than this is a cycle or absurd */
 #define MAX_NAME_DEPTH MEMRES_STACK_MAX_LAYERS
-
-char *
-_memres_escape_value (const char *text)
-{
-  GString *str;
-  const char *p;
-
-  if (strpbrk (text, "\\,>") == NULL)
-    return g_strdup (text);
-  str = g_string_sized_new (strlen (text) + 8);
-  for (p = text; *p != '\0'; p++)
-    {
-      if (*p == '\\' || *p == ',' || *p == '>')
-        g_string_append_c (str, '\\');
-      g_string_append_c (str, *p);
-    }
-  return g_string_free (str, FALSE);
-}
-
-char *
-_memres_unescape (const char *text, gsize len)
-{
-  char *out = g_malloc (len + 1);
-  gsize i, n = 0;
-
-  for (i = 0; i < len; i++)
-    {
-      if (text[i] == '\\' && i + 1 < len)
-        i++;
-      out[n++] = text[i];
-    }
-  out[n] = '\0';
-  return out;
-}
 
 static gboolean set_stack_error (GError **error, const char *spec, const char *format, ...)
     G_GNUC_PRINTF (3, 4);
@@ -252,8 +218,8 @@ fail:
   return FALSE;
 }
 
-MemresResource *
-_memres_stack_new (const char *spec, GError **error)
+static MemresResource *
+stack_new (const char *spec, GError **error)
 {
   g_autoptr (GPtrArray) texts = NULL;
   g_autoptr (GPtrArray) origins = NULL;
@@ -311,6 +277,42 @@ out:
   for (i = 0; i < n; i++)
     layer_clear (&layers[i]);
   return upstream;
+}
+
+/**
+ * memres_resource_new:
+ * @spec: a stack of layers joined by `>`, the first what the application calls, the last a
+ *   base kind: `LAYER[>LAYER]...`, each layer `KIND[:KEY=VALUE[,KEY=VALUE]...]` or `@NAME`, such
+ *   as "dmr:device=0,release_threshold=1GiB" or "stats>limit:max=8GiB>dmr:device=0"
+ * @error: return location for a #GError, or %NULL
+ *
+ * Creates a memory resource by name: parses @spec, finds each layer's kind (loading its plugin
+ * on first use, see memres_registry_lookup()), validates the options against the kind's schema
+ * (sizes take bytes, B/KiB/MiB/GiB/TiB suffixes or `max`; booleans true/false, yes/no, on/off,
+ * 1/0; missing keys get their defaults) and runs the kinds' init, from the last layer up: every
+ * layer but the last must be an adaptor kind (#MEMRES_KIND_ADAPTOR), which gets the resource
+ * below as its upstream (memres_resource_get_upstream()); the last must be a base kind. At most
+ * 16 layers. Inside a value, a backslash takes the next character literally (`\,`, `\>`,
+ * `\\`), so a value may hold any text. A `@NAME` layer stands for the stack the config file
+ * names NAME (see memres_config_list_resources()). Nothing is created unless the whole spec is
+ * valid; when a layer's init fails, the layers already created are released. The returned resource
+ * is the first layer, holding the rest. Driver calls are the kinds'. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed spec (an empty layer, `>>`, a trailing
+ * `>`, more than 16 layers, an adaptor last, a base kind above another layer), an unknown or
+ * repeated key, a missing `=` or a bad value (the message names the layer, by position and
+ * kind, the key and what is valid); those of memres_registry_lookup(); for `@NAME`, those of
+ * reading the config file and %MEMRES_ERROR_NOT_FOUND for an undefined name; whatever a kind's
+ * init sets (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...).
+ *
+ * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
+ */
+MemresResource *
+memres_resource_new (const char *spec, GError **error)
+{
+  g_return_val_if_fail (spec != NULL, NULL);
+
+  return stack_new (spec, error);
 }
 
 /* The cold paths of memres_upstream_allocate() and memres_upstream_deallocate(), out of line

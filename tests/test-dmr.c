@@ -837,6 +837,27 @@ test_default_resource (void)
   g_clear_error (&error);
   g_assert_null (memres_resource_get_default (G_MININT, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+
+  /* the spec it chose, and why host memory */
+  {
+    g_autofree char *spec = NULL;
+    g_autofree char *reason = g_strdup ("not cleared");
+
+    spec = memres_resource_get_default_spec (0, &reason, &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (spec, ==, "dmr:device=0");
+    g_assert_null (reason);
+    g_clear_pointer (&spec, g_free);
+    spec = memres_resource_get_default_spec (-1, &reason, &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (spec, ==, "host");
+    g_assert_cmpstr (reason, ==, "asked for device -1");
+    g_clear_pointer (&spec, g_free);
+    g_assert_null (memres_resource_get_default_spec (n, &reason, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+    g_assert_null (reason);
+  }
 }
 
 static void

@@ -12,10 +12,29 @@
 
 static const char *plugin_dir;
 
+/* memres_resource_get_default_spec (@device) gives @spec and the reason @reason, also when the
+ * reason is not asked for. */
+static void
+assert_default_spec (gint device, const char *spec, const char *reason)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *got = NULL;
+  g_autofree char *why = NULL;
+
+  got = memres_resource_get_default_spec (device, &why, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (got, ==, spec);
+  g_assert_cmpstr (why, ==, reason);
+  g_clear_pointer (&got, g_free);
+  got = memres_resource_get_default_spec (device, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (got, ==, spec);
+}
+
 /* In the child: the driver fails to load with NO_DRIVER, again on the second call, and the
  * functions that need it fail the same way while host memory still works. */
 static void
-child_expect_no_driver (const char *needle)
+child_expect_no_driver (const char *needle, gboolean absent)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (GError) again = NULL;
@@ -32,6 +51,8 @@ child_expect_no_driver (const char *needle)
   g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
   g_assert_cmpstr (error->message, ==, again->message);
   g_clear_error (&again);
+  /* no library at all, or one that is not a usable driver */
+  g_assert_cmpint (memres_error_is_driver_absent (error), ==, absent);
 
   g_assert_false (memres_cuda_get_device_count (&count, &again));
   g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
@@ -67,6 +88,16 @@ child_expect_no_driver (const char *needle)
   g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "host");
   g_assert_null (memres_resource_get_default (-2, &again));
   g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&again);
+  /* and says why: the driver's error, or the ordinal asked for */
+  assert_default_spec (0, "host", error->message);
+  assert_default_spec (-1, "host", "asked for device -1");
+  {
+    g_autofree char *reason = g_strdup ("not cleared");
+    g_assert_null (memres_resource_get_default_spec (-2, &reason, &again));
+    g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_assert_null (reason);
+  }
 }
 
 typedef struct
@@ -77,6 +108,7 @@ typedef struct
                          nothing; the odd files are in odd_dir */
   const char *stub_mode;
   const char *needle; /* expected in the NO_DRIVER message, or NULL */
+  gboolean absent;    /* memres_error_is_driver_absent() of that error */
 } Case;
 
 static char *text_file;
@@ -99,7 +131,7 @@ test_case (gconstpointer data)
       if (c->needle == NULL && g_strcmp0 (c->stub_mode, "nodevice") == 0)
         test_no_device_child ();
       else
-        child_expect_no_driver (c->needle);
+        child_expect_no_driver (c->needle, c->absent);
       return;
     }
   if (strcmp (driver, "@stub") == 0)
@@ -161,21 +193,23 @@ test_no_device_child (void)
   mr = memres_resource_get_default (0, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "host");
+  assert_default_spec (0, "host", "the CUDA driver reports no device");
+  assert_default_spec (-1, "host", "asked for device -1");
 }
 
 static const Case cases[] = {
-  { "/nonexistent/libcuda.so.1", NULL, "/nonexistent/libcuda.so.1" },
-  { "@text", NULL, "No CUDA driver could be loaded" },
-  { "@empty", NULL, "No CUDA driver could be loaded" },
-  { "/", NULL, "it is a directory" },
-  { "@fifo", NULL, "it is a FIFO" },
-  { "@loop", NULL, "it is a symbolic link loop" },
-  { "@dangling", NULL, "it is a dangling symbolic link" },
-  { "libc.so.6", NULL, "is not a CUDA driver" },
-  { "libglib-2.0.so.0", NULL, "is not a CUDA driver" },
-  { "@stub", "missing", "lacks the entry point cuDeviceGetCount" },
-  { "@stub", "initfail", "cuInit: CUDA_ERROR_INVALID_DEVICE: invalid device ordinal" },
-  { "@stub", "nodevice", NULL },
+  { "/nonexistent/libcuda.so.1", NULL, "/nonexistent/libcuda.so.1", TRUE },
+  { "@text", NULL, "No CUDA driver could be loaded", TRUE },
+  { "@empty", NULL, "No CUDA driver could be loaded", TRUE },
+  { "/", NULL, "it is a directory", TRUE },
+  { "@fifo", NULL, "it is a FIFO", TRUE },
+  { "@loop", NULL, "it is a symbolic link loop", TRUE },
+  { "@dangling", NULL, "it is a dangling symbolic link", TRUE },
+  { "libc.so.6", NULL, "is not a CUDA driver", FALSE },
+  { "libglib-2.0.so.0", NULL, "is not a CUDA driver", FALSE },
+  { "@stub", "missing", "lacks the entry point cuDeviceGetCount", FALSE },
+  { "@stub", "initfail", "cuInit: CUDA_ERROR_INVALID_DEVICE: invalid device ordinal", FALSE },
+  { "@stub", "nodevice", NULL, FALSE },
 };
 static const char *const case_names[] = {
   "missing-file",  "text-file", "empty-file", "directory",     "fifo",       "link-loop",

@@ -1,4 +1,5 @@
-/* test-errors.c: the three error domains and memres_cuda_set_error() without a driver. */
+/* test-errors.c: the three error domains, memres_cuda_set_error() without a driver, the test
+ * of an absent driver and the quoting of user input (memres_printable()). */
 #include <memres/memres-plugin.h>
 
 #include <string.h>
@@ -27,6 +28,66 @@ test_cuda_set_error_without_driver (void)
   g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_OUT_OF_MEMORY);
   g_assert_true (g_str_has_prefix (error->message, "cuMemAlloc: "));
   g_assert_nonnull (strstr (error->message, "2"));
+}
+
+/* Only the NO_DRIVER error of a driver library that is not there says "absent"; the core suite
+ * has none. */
+static void
+test_driver_absent (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GError) other = NULL;
+
+  g_assert_null (memres_cuda_get_driver (&error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_assert_true (memres_error_is_driver_absent (error));
+  /* the same code for a library that is not a driver, another domain, no error */
+  other = g_error_new_literal (MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                               "/usr/lib/libc.so.6 is not a CUDA driver");
+  g_assert_false (memres_error_is_driver_absent (other));
+  g_clear_error (&other);
+  other = g_error_new_literal (MEMRES_CUDA_ERROR, MEMRES_ERROR_NO_DRIVER, error->message);
+  g_assert_false (memres_error_is_driver_absent (other));
+  g_assert_false (memres_error_is_driver_absent (NULL));
+}
+
+static void
+assert_printable (const char *text, gsize max_bytes, const char *expected)
+{
+  g_autofree char *got = memres_printable (text, max_bytes);
+
+  g_assert_cmpstr (got, ==, expected);
+}
+
+static void
+test_printable (void)
+{
+  g_autofree char *long_text = g_strnfill (100, 'k');
+  g_autofree char *shown = NULL;
+
+  /* short printable text is kept as it is, quotes and backslashes included */
+  assert_printable ("dmr:device=0", 64, "dmr:device=0");
+  assert_printable ("a \"b\" \\c", 64, "a \"b\" \\c");
+  assert_printable ("", 64, "");
+  assert_printable (NULL, 64, "(null)");
+  /* line breaks, tabs, controls, C1 controls, bytes that are not UTF-8 */
+  assert_printable ("a\nb\rc\td", 64, "a\\nb\\rc\\td");
+  assert_printable ("\033[31m", 64, "\\x1b[31m");
+  assert_printable ("\x7f", 64, "\\x7f");
+  assert_printable ("x\xc2\x9by", 64, "x\\u009by");
+  assert_printable ("\xff\xfe", 64, "\\xff\\xfe");
+  assert_printable ("caf\xc3\xa9", 64, "caf\xc3\xa9");
+  assert_printable ("caf\xc3", 64, "caf\\xc3");
+  /* cut after what fits, with the length of the whole input; an escape is not split */
+  assert_printable ("abcdef", 4, "abcd... (6 bytes)");
+  assert_printable ("abcd", 4, "abcd");
+  assert_printable ("abc\n", 4, "abc... (4 bytes)");
+  assert_printable ("caf\xc3\xa9!", 4, "caf... (6 bytes)");
+  /* what error messages quote */
+  g_assert_cmpint (MEMRES_INPUT_SHOWN_MAX, ==, 64);
+  shown = memres_printable (long_text, MEMRES_INPUT_SHOWN_MAX);
+  g_assert_cmpuint (strlen (shown), ==, 64 + strlen ("... (100 bytes)"));
+  g_assert_true (g_str_has_suffix (shown, "k... (100 bytes)"));
 }
 
 static void
@@ -109,6 +170,8 @@ main (int argc, char **argv)
   g_test_add_func ("/errors/cuda/without-driver", test_cuda_set_error_without_driver);
   g_test_add_func ("/errors/cuda/null-error", test_cuda_set_error_null);
   g_test_add_func ("/errors/version", test_version);
+  g_test_add_func ("/errors/driver-absent", test_driver_absent);
+  g_test_add_func ("/errors/printable", test_printable);
   g_test_add_func ("/errors/cuda/warn-release-failure", test_warn_release_failure);
   return g_test_run ();
 }

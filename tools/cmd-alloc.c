@@ -5,8 +5,6 @@
  * each layer with its kind, options and own statistics after the allocation. */
 #include "memres-tool.h"
 
-#include "memres-private.h" /* from core/: _memres_default_spec() (default-spec.c) */
-
 #include <string.h>
 
 #define DEFAULT_PATTERN 0xc0ffee42u
@@ -46,7 +44,7 @@ parse_pattern (const char *text, guint32 *pattern, GError **error)
       && !(g_str_has_prefix (text, "0x")
            && g_ascii_string_to_unsigned (text + 2, 16, 0, G_MAXUINT32, &value, NULL)))
     {
-      shown = _memres_show_input (text);
+      shown = memres_tool_show_input (text);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "invalid pattern \"%s\": expected a 32-bit number, decimal or 0x-hex", shown);
       return FALSE;
@@ -69,7 +67,7 @@ parse_alloc_size (const char *text, guint64 *size, GError **error)
 {
   if (strcmp (text, "max") == 0 || !memres_parse_size (text, size, NULL))
     {
-      g_autofree char *shown = _memres_show_input (text);
+      g_autofree char *shown = memres_tool_show_input (text);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "invalid SIZE \"%s\": expected a non-negative whole number of bytes with an "
                    "optional B, KiB, MiB, GiB or TiB suffix",
@@ -364,7 +362,7 @@ memres_tool_alloc (int argc, char **argv)
     return memres_tool_usage_error ("alloc", error->message);
   if (argc == 2 && !looks_like_size (argv[1]))
     {
-      g_autofree char *shown = _memres_show_input (argv[1]);
+      g_autofree char *shown = memres_tool_show_input (argv[1]);
       g_autofree char *message = g_strdup_printf ("SIZE is missing after \"%s\"", shown);
       return memres_tool_usage_error ("alloc", message);
     }
@@ -407,7 +405,7 @@ memres_tool_alloc (int argc, char **argv)
   r.is_default = strcmp (spec, "default") == 0;
   if (r.is_default)
     {
-      default_spec = _memres_default_spec (device, &r.host_reason, &error);
+      default_spec = memres_resource_get_default_spec (device, &r.host_reason, &error);
       if (default_spec == NULL)
         return memres_tool_fail (error);
       spec = default_spec;

@@ -2,17 +2,7 @@
  * statement that no driver is present. */
 #include "memres-tool.h"
 
-#include "memres-private.h" /* from core/: MEMRES_NO_DRIVER_PREFIX */
-
 #include <string.h>
-
-/* No driver library at all, as opposed to one that loaded but cannot be used (not a driver,
- * cuInit failed). */
-static gboolean
-driver_absent (const GError *driver_error)
-{
-  return g_str_has_prefix (driver_error->message, MEMRES_NO_DRIVER_PREFIX);
-}
 
 /* Device attributes that newer headers name; by number so that older headers still build. A
  * driver that does not know one reports an error, shown as "unknown". */
@@ -135,7 +125,7 @@ print_json (const MemresCudaDriver *drv, const GError *driver_error, GArray *dev
       memres_json_string (&json, "driver", NULL);
       /* "absent": no library could be opened; "failed": one opened but cannot be used */
       memres_json_string (&json, "driver_state",
-                          driver_absent (driver_error) ? "absent" : "failed");
+                          memres_error_is_driver_absent (driver_error) ? "absent" : "failed");
       memres_json_string (&json, "driver_error", driver_error->message);
     }
   else
@@ -194,8 +184,9 @@ print_text (const MemresCudaDriver *drv, const GError *driver_error, GArray *dev
       /* the message says what happened; the line after it, what it means */
       g_print ("%s\n%s: only host memory is available (the default resource is \"host\").\n",
                message,
-               driver_absent (driver_error) ? "No CUDA driver is present"
-                                            : "A CUDA driver library loaded but cannot be used");
+               memres_error_is_driver_absent (driver_error)
+                   ? "No CUDA driver is present"
+                   : "A CUDA driver library loaded but cannot be used");
       return;
     }
   g_print ("CUDA driver %d.%d (%s)\n", drv->driver_version / 1000,

@@ -98,7 +98,7 @@ make_address (const char *path, struct sockaddr_un *addr, GError **error)
     }
   if (strlen (path) >= sizeof addr->sun_path)
     {
-      g_autofree char *shown = _memres_show_input (path);
+      g_autofree char *shown = memres_tool_show_input (path);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "socket path \"%s\" is longer than %zu bytes", shown, sizeof addr->sun_path - 1);
       return FALSE;

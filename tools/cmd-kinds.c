@@ -11,7 +11,7 @@
 static char *
 plugin_text (const char *text)
 {
-  return _memres_printable (text, KIND_TEXT_MAX);
+  return memres_printable (text, KIND_TEXT_MAX);
 }
 
 /* "enum: a|b", "int: -10..100", "size", ... */

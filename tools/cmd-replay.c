@@ -41,7 +41,7 @@ static gboolean
 bad_line (GError **error, const char *log, guint line, const char *format, ...)
 {
   g_autofree char *why = NULL;
-  g_autofree char *shown = _memres_show_input (log);
+  g_autofree char *shown = memres_tool_show_input (log);
   va_list args;
 
   va_start (args, format);
@@ -92,7 +92,7 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
   /* a device or a FIFO would be read without end (or wait for good) */
   if (g_stat (log, &st) == 0 && !S_ISREG (st.st_mode))
     {
-      g_autofree char *shown = _memres_show_input (log);
+      g_autofree char *shown = memres_tool_show_input (log);
 
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "%s: not a regular file",
                    shown);
@@ -130,12 +130,12 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
                          g_strv_length (f));
       if (!parse_hex (f[3], &pointer))
         {
-          shown = _memres_show_input (f[3]);
+          shown = memres_tool_show_input (f[3]);
           return bad_line (error, log, i + 1, "invalid Pointer \"%s\" (expected 0x...)", shown);
         }
       if (!g_ascii_string_to_unsigned (f[4], 10, 0, G_MAXSSIZE, &size, NULL))
         {
-          shown = _memres_show_input (f[4]);
+          shown = memres_tool_show_input (f[4]);
           return bad_line (error, log, i + 1, "invalid Size \"%s\"", shown);
         }
       if (!g_hash_table_contains (threads, f[0]))
@@ -198,7 +198,7 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
               if (!ok)
                 {
                   /* the work failed, not the log: the close's own error, with the line */
-                  g_autofree char *shown_log = _memres_show_input (log);
+                  g_autofree char *shown_log = memres_tool_show_input (log);
 
                   g_propagate_prefixed_error (error, g_steal_pointer (&failure),
                                               "%s:%u: closing the buffer failed: ", shown_log,
@@ -215,7 +215,7 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
         r->logged_failures++;
       else
         {
-          shown = _memres_show_input (f[2]);
+          shown = memres_tool_show_input (f[2]);
           return bad_line (error, log, i + 1,
                            "invalid Action \"%s\" (allocate, free or allocate failure)", shown);
         }

@@ -3,8 +3,6 @@
 
 #include <memres/memres-plugin.h>
 
-#include "memres-printable.h" /* from core/: user input quoted the way the core quotes it */
-
 G_BEGIN_DECLS
 
 /* Each command parses its own options from @argv (argv[0] is the command name) and returns
@@ -21,12 +19,14 @@ int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
  * MEMRES_ERROR_INVALID_ARGUMENT (a bad operand: spec, option value, size, pattern), else 1.
  * MESSAGE is made printable: control characters and bytes that are not UTF-8 escaped,
  * shortened past 4 KiB. Quote user input in a message of a command through
- * _memres_show_input() (memres-printable.h). With memres_tool_set_json_errors(), every error
+ * memres_tool_show_input(). With memres_tool_set_json_errors(), every error
  * (these and usage errors) is also printed on stdout as JSON: {"error": {"message", "domain",
  * "code", "code_name", "exit_status"}}. */
 int memres_tool_fail (const GError *error);
 /* The same for a message made from @format; returns 1. */
 int memres_tool_failf (const char *format, ...) G_GNUC_PRINTF (1, 2);
+/* User input quoted in a message the way memres's own messages quote it (transfer full). */
+#define memres_tool_show_input(text) memres_printable ((text), MEMRES_INPUT_SHOWN_MAX)
 /* main() calls it when the command line holds --json (or -j) before any "--". */
 void memres_tool_set_json_errors (gboolean enabled);
 /* @text made printable on one line and cut at 4 KiB, as memres_tool_fail() prints messages:

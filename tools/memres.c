@@ -76,7 +76,7 @@ main (int argc, char **argv)
       }
 
   {
-    g_autofree char *shown = _memres_show_input (argv[1]);
+    g_autofree char *shown = memres_tool_show_input (argv[1]);
 
     g_printerr ("memres: unknown command \"%s\" (commands: kinds, info, alloc, resources, "
                 "replay, ipc-serve, ipc-attach; see memres --help)\n",

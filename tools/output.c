@@ -13,7 +13,7 @@
 char *
 memres_tool_one_line (const char *message)
 {
-  return _memres_printable (message, LINE_MAX_BYTES);
+  return memres_printable (message, LINE_MAX_BYTES);
 }
 
 const char *

@@ -10,7 +10,10 @@
 
 G_BEGIN_DECLS
 
-/* Lifetime. Full documentation with each definition in core/buffer.c. */
+/* Full documentation with each definition: core/buffer.c but for the data movement
+ * (core/buffer-transfer.c) and the sharing (core/ipc-resource.c).
+ *
+ * Lifetime */
 MemresBuffer *memres_buffer_ref (MemresBuffer *buf);
 void memres_buffer_unref (MemresBuffer *buf);
 gboolean memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error);
@@ -38,7 +41,7 @@ MemresMemoryFlags memres_buffer_get_flags (MemresBuffer *buf);
 gboolean memres_buffer_is_device_accessible (MemresBuffer *buf);
 gboolean memres_buffer_is_host_accessible (MemresBuffer *buf);
 
-/* Data movement, stream-ordered */
+/* Data movement, stream-ordered (core/buffer-transfer.c) */
 gboolean memres_buffer_copy_to (MemresBuffer *src, MemresBuffer *dst, MemresStream stream,
                                 GError **error);
 gboolean memres_buffer_copy_from (MemresBuffer *dst, MemresBuffer *src, MemresStream stream,
@@ -55,7 +58,7 @@ gboolean memres_stream_synchronize (MemresStream stream, GError **error);
 gboolean memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream,
                                GError **error);
 
-/* Sharing between processes */
+/* Sharing between processes (core/ipc-resource.c) */
 gboolean memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor,
                                GError **error);
 MemresBuffer *memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length,

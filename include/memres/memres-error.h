@@ -1,5 +1,5 @@
 /* memres - CUDA memory resources
- * memres-error.h: the three error domains. */
+ * memres-error.h: the three error domains, and the quoting of user input in messages. */
 #pragma once
 
 #if !defined(MEMRES_INSIDE) && !defined(MEMRES_COMPILATION)
@@ -88,5 +88,20 @@ typedef enum
 GQuark memres_error_quark (void);
 GQuark memres_plugin_error_quark (void);
 GQuark memres_cuda_error_quark (void);
+
+/**
+ * MEMRES_INPUT_SHOWN_MAX:
+ *
+ * The most bytes of one piece of user input (a spec, a kind name, an option value) that an
+ * error message of memres quotes, through memres_printable().
+ *
+ * Since: 1.3
+ */
+#define MEMRES_INPUT_SHOWN_MAX 64
+
+/* The domains' quarks and memres_error_is_driver_absent(): documentation with each definition
+ * in core/errors.c; memres_printable(): in core/printable.c. Since: 1.3 */
+gboolean memres_error_is_driver_absent (const GError *error);
+char *memres_printable (const char *text, gsize max_bytes);
 
 G_END_DECLS

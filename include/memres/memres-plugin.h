@@ -362,6 +362,7 @@ typedef struct
  */
 typedef struct _MemresOptions MemresOptions;
 
+/* Full documentation with each definition in core/options.c. */
 gboolean memres_options_is_set (const MemresOptions *options, const char *name);
 gboolean memres_options_get_bool (const MemresOptions *options, const char *name);
 gint64 memres_options_get_int (const MemresOptions *options, const char *name);
@@ -375,8 +376,8 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *
  * The number of the newest #MemresResourceOps layout these headers describe: 1 for ABI 1.0,
  * 2 for ABI 1.1 (export_chunks, import_chunks), 3 for ABI 1.2 (get_counters). Each ABI minor
- * that appends slots increments it; every slot's documentation says in which ABI version (`Since:`) it appeared. Set
- * #MemresResourceOps.version to this macro.
+ * that appends slots increments it; every slot's documentation says in which ABI version (`Since:`)
+ * it appeared. Set #MemresResourceOps.version to this macro.
  *
  * Since: 1.0
  */
@@ -642,7 +643,10 @@ typedef struct
   MemresKindFlags flags;
 } MemresKindInfo;
 
-/* Helpers for plugins. Full gtk-doc reference with each definition in core/; in short:
+/* Helpers for plugins. Full gtk-doc reference with each definition: memres_plugin_*() in
+ * core/plugin.c, memres_registry_register_kind() in core/loader.c, memres_resource_get_private()
+ * in core/resource.c, memres_buffer_get_*() in core/buffer.c, memres_upstream_*() in
+ * core/stack.c; in short:
  *
  * memres_plugin_register_kind(): registers @info for @plugin; only valid while the plugin's
  *   init function runs (on the thread running it). Checks the name, that the required slots

@@ -10,13 +10,17 @@
 
 G_BEGIN_DECLS
 
-/* Creation and lifetime. Full documentation with each definition in core/resource.c. */
+/* Creation and lifetime. Full documentation with each definition: memres_resource_new() in
+ * core/stack.c; the default resource and the spec it is made from (with why it is host memory;
+ * memres_resource_get_default_spec(): Since: 1.3) in core/default-spec.c; the references in
+ * core/resource.c. */
 MemresResource *memres_resource_new (const char *spec, GError **error);
 MemresResource *memres_resource_get_default (gint device, GError **error);
+char *memres_resource_get_default_spec (gint device, char **host_reason, GError **error);
 MemresResource *memres_resource_ref (MemresResource *mr);
 void memres_resource_unref (MemresResource *mr);
 
-/* Properties */
+/* Properties (core/resource.c, as are statistics, trim and peer access) */
 const char *memres_resource_get_kind_name (MemresResource *mr);
 MemresKind *memres_resource_get_kind (MemresResource *mr);
 char *memres_resource_to_string (MemresResource *mr);
@@ -26,7 +30,7 @@ MemresMemoryFlags memres_resource_get_flags (MemresResource *mr);
 gboolean memres_resource_is_device_accessible (MemresResource *mr);
 gboolean memres_resource_is_host_accessible (MemresResource *mr);
 
-/* Allocation */
+/* Allocation (core/buffer.c) */
 MemresBuffer *memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream,
                                         GError **error);
 
@@ -42,7 +46,8 @@ gboolean memres_resource_set_access (MemresResource *mr, const MemresAccessDesc 
 gboolean memres_resource_get_access (MemresResource *mr, gint device, MemresAccess *access,
                                      GError **error);
 
-/* Sharing between processes (see memres-ipc.h for the handle type and the transport) */
+/* Sharing between processes (core/ipc-resource.c; see memres-ipc.h for the handle type and
+ * the transport) */
 MemresIpcHandle *memres_resource_export_handle (MemresResource *mr, GError **error);
 MemresResource *memres_resource_import_handle (const MemresIpcHandle *handle, GError **error);
 
