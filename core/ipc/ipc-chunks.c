@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "memres-private.h"
+#include "ipc-private.h"
 
 static void
 close_chunk_fds (MemresBufferChunks *chunks)

@@ -18,7 +18,7 @@
  *   one reference on it); the pool is the resource's, so the export data alone is the key. */
 #include <string.h>
 
-#include "memres-private.h"
+#include "ipc-private.h"
 
 static GMutex pools_lock;       /* pools, and writes of every resource's pool_id */
 static GHashTable *pools;       /* guint8[16] (in the resource) -> MemresResource* */

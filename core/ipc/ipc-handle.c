@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "memres-private.h"
+#include "ipc-private.h"
 
 struct _MemresIpcHandle
 {
