@@ -9,6 +9,7 @@
 #include <gmodule.h>
 #include <memres/memres-plugin.h>
 
+#include "ipc/ipc.h"
 #include "memres-printable.h"
 
 G_BEGIN_DECLS
@@ -40,50 +41,6 @@ struct _MemresKind
   MemresPlugin *plugin; /* strong reference; NULL for a kind registered by the application */
 };
 
-/* ipc-mappings.c: one resource's imported buffer mappings (see there). A mapping is made by
- * the import_buffer slot, shared by every MemresBuffer importing that allocation, and unmapped
- * (deallocate slot) when the last of them is closed. */
-#define MEMRES_EXPORT_DATA_SIZE 64
-/* The header, kind, pool_id and device_uuid of a buffer descriptor (ipc-descriptor.c). */
-#define MEMRES_DESCRIPTOR_PREFIX_SIZE (8 + MEMRES_KIND_NAME_MAX + 2 * MEMRES_IPC_ID_SIZE)
-typedef struct _MemresIpcMapping MemresIpcMapping;
-/* Allocated 64-byte aligned (ipc-mappings.c): what a close reads and writes is the first cache
- * line; the export data after it is written by the import and read only on a repeated import
- * or an export again. */
-struct _MemresIpcMapping
-{
-  MemresAllocation alloc;      /* what import_buffer filled: the whole mapped allocation */
-  GArray *waits;               /* CUevent recorded where earlier users were closed, or NULL */
-  MemresIpcMapping *next_free; /* in the free list */
-  guint n_users;               /* open buffers using this mapping; 0: retired (unmapped) */
-  /* the key, compared when the hash matches; with the resource's pool identity and device
-   * what a buffer of this mapping is exported again with */
-  guint8 export_data[MEMRES_EXPORT_DATA_SIZE];
-};
-/* A slot of the table: the mapping's hash beside it, so that probing and rebuilding read the
- * slot array only, not the records. */
-typedef struct
-{
-  guint64 hash;
-  MemresIpcMapping *mapping; /* NULL when empty */
-} MemresIpcSlot;
-typedef struct
-{
-  GMutex lock;          /* everything here and in every mapping */
-  MemresIpcSlot *slots; /* 2^k slots */
-  gsize mask;           /* number of slots - 1 */
-  gsize n_mappings;     /* live mappings (n_users > 0) */
-  gsize n_retired;      /* records still in the slots whose mapping was unmapped */
-  gsize n_users;        /* open imported buffers, over every mapping */
-  guint64 mapped_bytes; /* the sizes of every live mapping */
-  guint64 mapped_high;  /* high-water mark of mapped_bytes */
-  MemresIpcMapping *free_list;
-} MemresIpcMappings;
-G_STATIC_ASSERT (sizeof (((MemresBufferExport *) NULL)->export_data) == MEMRES_EXPORT_DATA_SIZE);
-
-void _memres_ipc_mappings_init (MemresIpcMappings *t);
-void _memres_ipc_mappings_clear (MemresIpcMappings *t);
-
 #define MEMRES_BUFFER_STRIPES 32
 #define MEMRES_STRIPE_BIAS    ((gint64) 1 << 40)
 #define MEMRES_STRIPE_DEAD    ((gint64) 1 << 62)
@@ -114,19 +71,13 @@ struct _MemresResource
    * without a get_stats slot reports, and what a get_stats slot starts from. Written only when a
    * new peak is seen (resource.c: _memres_resource_count_peak()), so the hot path only reads it. */
   guint64 used_high;
-  /* atomic: set once, after pool_id and device_uuid (under ipc-resource.c's pools lock): 0,
-   * or whose identity they are (ipc-resource.c: POOL_ID_EXPORTER, POOL_ID_IMPORTED) */
-  gint has_pool_id;
-  guint8 pool_id[MEMRES_IPC_ID_SIZE];     /* for imported resources: key of the dedup table */
-  guint8 device_uuid[MEMRES_IPC_ID_SIZE]; /* of the pool's device (zero: host memory) */
-  /* set with them: the bytes every descriptor of a buffer of this pool starts with (header,
-   * kind, pool_id, device_uuid), so that the importer's hot path checks them with one compare */
-  guint8 descriptor_prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE];
-  MemresIpcMappings ipc_mappings; /* buffers imported through this resource */
-  gint generation;                /* the fork generation it was made in (fork.c) */
-  gpointer close_event;           /* atomic: a CUevent kept for the next cross-stream close */
-  gpointer priv;                  /* instance_size bytes, zero-filled, 16-byte aligned */
-  MemresResource *upstream;       /* adaptors: the layer below (strong reference), else NULL */
+  /* the IPC layer's state (core/ipc/ipc.h): set on a resource memres_resource_import_handle()
+   * made, before it is published; NULL on every other */
+  MemresIpcState *ipc;
+  gint generation;          /* the fork generation it was made in (fork.c) */
+  gpointer close_event;     /* atomic: a CUevent kept for the next cross-stream close */
+  gpointer priv;            /* instance_size bytes, zero-filled, 16-byte aligned */
+  MemresResource *upstream; /* adaptors: the layer below (strong reference), else NULL */
   /* Buffers allocated through memres_resource_allocate(), counted apart from @refs so that the
    * allocate/close pair of threads running at once writes no shared cache line: each thread
    * counts on a stripe of its own (MEMRES_BUFFER_STRIPES of them, one cache line each; a buffer
@@ -458,7 +409,7 @@ void _memres_stream_context_end (MemresStreamContext *t);
 /* buffer.c: a new open buffer owning @alloc, holding a reference on @mr.
  * _memres_buffer_new_imported(): a new open buffer at @alloc inside @mapping (one user of it
  * already counted), flagged MEMRES_MEMORY_IMPORTED; it holds no reference of its own on @mr:
- * the imported buffers of @mr share one (ipc-resource.c). */
+ * the imported buffers of @mr share one (ipc/ipc-resource.c). */
 MemresBuffer *_memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc,
                                   MemresStream stream);
 MemresBuffer *_memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc,
@@ -482,17 +433,5 @@ MemresOptions *_memres_options_new (MemresKind *kind, GPtrArray *keys, GPtrArray
                                     GError **error);
 void _memres_options_free (MemresOptions *options);
 char *_memres_options_to_string (const MemresOptions *options);
-
-/* ipc-resource.c: hooks of the per-process import tables. resource.c calls
- * _memres_ipc_forget_resource() when a resource that has a pool identity is finalized (drops
- * it from the table of imported pools); buffer.c calls _memres_ipc_release_buffer() instead of
- * the deallocate slot and the resource reference for a buffer with an ipc_mapping (the mapping
- * is shared by every import of the same buffer and unmapped with the last);
- * _memres_ipc_get_stats() and _memres_ipc_reset_stats(): the statistics of what @mr imported. */
-void _memres_ipc_forget_resource (MemresResource *mr);
-gboolean _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStream stream,
-                                     GError **error);
-void _memres_ipc_get_stats (MemresResource *mr, MemresStats *stats, guint64 *n_imported);
-void _memres_ipc_reset_stats (MemresResource *mr);
 
 G_END_DECLS

@@ -1,15 +1,77 @@
 /* memres - CUDA memory resources
  * ipc-private.h: the IPC layer's own structures and functions (core/ipc/), seen by its files,
  * its tests and the fuzz targets only: the wire codecs, the transport, the handle's fd check,
- * the table of imported mappings. The rest of the core sees the layer through the few hooks
- * memres-private.h declares. */
+ * the table of imported mappings, the IPC state of an imported resource. The rest of the core
+ * sees the layer only through ipc.h. */
 #pragma once
 
 #include "memres-private.h"
 
 G_BEGIN_DECLS
 
-/* ipc-mappings.c: the table of one resource's imported mappings (see there). */
+/* ipc-mappings.c: one resource's imported buffer mappings (see there). A mapping is made by
+ * the import_buffer slot, shared by every MemresBuffer importing that allocation, and unmapped
+ * (deallocate slot) when the last of them is closed. */
+#define MEMRES_EXPORT_DATA_SIZE 64
+/* The header, kind, pool_id and device_uuid of a buffer descriptor (ipc-descriptor.c). */
+#define MEMRES_DESCRIPTOR_PREFIX_SIZE (8 + MEMRES_KIND_NAME_MAX + 2 * MEMRES_IPC_ID_SIZE)
+/* Allocated 64-byte aligned (ipc-mappings.c): what a close reads and writes is the first cache
+ * line; the export data after it is written by the import and read only on a repeated import
+ * or an export again. */
+struct _MemresIpcMapping
+{
+  MemresAllocation alloc;      /* what import_buffer filled: the whole mapped allocation */
+  GArray *waits;               /* CUevent recorded where earlier users were closed, or NULL */
+  MemresIpcMapping *next_free; /* in the free list */
+  guint n_users;               /* open buffers using this mapping; 0: retired (unmapped) */
+  /* the key, compared when the hash matches; with the resource's pool identity and device
+   * what a buffer of this mapping is exported again with */
+  guint8 export_data[MEMRES_EXPORT_DATA_SIZE];
+};
+/* A slot of the table: the mapping's hash beside it, so that probing and rebuilding read the
+ * slot array only, not the records. */
+typedef struct
+{
+  guint64 hash;
+  MemresIpcMapping *mapping; /* NULL when empty */
+} MemresIpcSlot;
+typedef struct
+{
+  GMutex lock;          /* everything here and in every mapping */
+  MemresIpcSlot *slots; /* 2^k slots */
+  gsize mask;           /* number of slots - 1 */
+  gsize n_mappings;     /* live mappings (n_users > 0) */
+  gsize n_retired;      /* records still in the slots whose mapping was unmapped */
+  gsize n_users;        /* open imported buffers, over every mapping */
+  guint64 mapped_bytes; /* the sizes of every live mapping */
+  guint64 mapped_high;  /* high-water mark of mapped_bytes */
+  MemresIpcMapping *free_list;
+} MemresIpcMappings;
+G_STATIC_ASSERT (sizeof (((MemresBufferExport *) NULL)->export_data) == MEMRES_EXPORT_DATA_SIZE);
+
+/* The IPC state of a resource memres_resource_import_handle() made (MemresResource.ipc, whose
+ * head it is): the identity of its pool and the buffers imported through it. Allocated by
+ * ipc-resource.c before the resource is published; then only the mapping table changes,
+ * under its lock. */
+typedef struct
+{
+  MemresIpcState base;
+  /* the bytes every descriptor of a buffer of this pool starts with (header, kind, pool_id,
+   * device_uuid), so that the importer's hot path checks them with one compare */
+  guint8 descriptor_prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE];
+  MemresIpcMappings mappings;             /* the buffers imported through the resource */
+  guint8 pool_id[MEMRES_IPC_ID_SIZE];     /* key of the table of imported pools */
+  guint8 device_uuid[MEMRES_IPC_ID_SIZE]; /* of the pool's device (zero: host memory) */
+} MemresIpcImport;
+
+static inline MemresIpcImport *
+_memres_ipc_import (MemresResource *mr)
+{
+  return (MemresIpcImport *) mr->ipc;
+}
+
+void _memres_ipc_mappings_init (MemresIpcMappings *t);
+void _memres_ipc_mappings_clear (MemresIpcMappings *t);
 guint64 _memres_ipc_mappings_hash (const guint8 key[MEMRES_EXPORT_DATA_SIZE]);
 MemresIpcMapping *_memres_ipc_mappings_lookup (const MemresIpcMappings *t,
                                                const guint8 key[MEMRES_EXPORT_DATA_SIZE],

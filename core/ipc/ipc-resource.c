@@ -2,11 +2,12 @@
  * ipc-resource.c: export and import of pools and buffers, and the deduplication of imports.
  *
  * - Imported pools: a per-process table, pool identity -> MemresResource (weak: the entry
- *   leaves when the resource is finalized, through _memres_ipc_forget_resource()), under
+ *   leaves when the resource is finalized, through its IPC state's finalize hook), under
  *   pools_lock. Importing a pool that is already imported returns the same resource with a new
  *   reference. import_pool_lock serializes creating imported pools, held across the kind's
  *   import_handle slot, so that two threads never import the same pool twice.
- * - Imported buffers: each resource's table of mappings (ipc-mappings.c), export data ->
+ * - Imported buffers: each imported resource's table of mappings (ipc-mappings.c, in its IPC
+ *   state, MemresIpcImport), export data ->
  *   mapping, under that table's lock. The mapping is made by the import_buffer slot, shared by
  *   every MemresBuffer importing that allocation and unmapped (deallocate slot) when the last of
  *   them is closed. Drivers map the same allocation twice to the same address and unmap it on
@@ -20,8 +21,8 @@
 
 #include "ipc-private.h"
 
-static GMutex pools_lock;       /* pools, and writes of every resource's pool_id */
-static GHashTable *pools;       /* guint8[16] (in the resource) -> MemresResource* */
+static GMutex pools_lock;       /* pools */
+static GHashTable *pools;       /* guint8[16] (in the IPC state) -> MemresResource* */
 static GMutex import_pool_lock; /* serializes creating imported pools */
 
 static guint
@@ -50,37 +51,39 @@ format_id (const guint8 id[MEMRES_IPC_ID_SIZE])
   return g_string_free (s, FALSE);
 }
 
-/* The values of MemresResource.has_pool_id once set: whose identity it is. */
-#define POOL_ID_EXPORTER 1 /* the resource exported its pool */
-#define POOL_ID_IMPORTED 2 /* memres_resource_import_handle() made the resource */
+static const MemresIpcHooks import_hooks;
 
-/* Records @pool_id and @device_uuid as the identity of @mr's pool (an exporter learns its own
- * at its first export, @how POOL_ID_EXPORTER; an imported resource has it before it is
- * published, POOL_ID_IMPORTED). Set once: readers check has_pool_id (atomically) and then read
- * both without a lock. */
+/* The IPC state of @mr, just made by memres_resource_import_handle() from @handle and not yet
+ * published: its pool's identity, the prefix of its buffers' descriptors, an empty table of
+ * mappings. An exporter needs none: each export of its buffers asks the kind anew. */
 static void
-remember_pool (MemresResource *mr, const guint8 pool_id[MEMRES_IPC_ID_SIZE],
-               const guint8 device_uuid[MEMRES_IPC_ID_SIZE], gint how)
+attach_import_state (MemresResource *mr, const MemresIpcHandle *handle)
 {
-  g_mutex_lock (&pools_lock);
-  if (!g_atomic_int_get (&mr->has_pool_id))
-    {
-      memcpy (mr->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
-      memcpy (mr->device_uuid, device_uuid, MEMRES_IPC_ID_SIZE);
-      _memres_descriptor_prefix (mr->kind->name_field, pool_id, device_uuid, mr->descriptor_prefix);
-      g_atomic_int_set (&mr->has_pool_id, how);
-    }
-  g_mutex_unlock (&pools_lock);
+  MemresIpcImport *st = g_new0 (MemresIpcImport, 1);
+
+  st->base.hooks = &import_hooks;
+  memcpy (st->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
+  memcpy (st->device_uuid, memres_ipc_handle_get_device_uuid (handle), MEMRES_IPC_ID_SIZE);
+  _memres_descriptor_prefix (mr->kind->name_field, st->pool_id, st->device_uuid,
+                             st->descriptor_prefix);
+  _memres_ipc_mappings_init (&st->mappings);
+  mr->ipc = &st->base;
 }
 
-void
-_memres_ipc_forget_resource (MemresResource *mr)
+/* The finalize hook: @mr leaves the table of imported pools; every buffer imported through it
+ * is closed, so its mapping records are all retired and only freed. */
+static void
+import_finalize (MemresResource *mr)
 {
+  MemresIpcImport *st = _memres_ipc_import (mr);
+
   g_mutex_lock (&pools_lock);
-  if (g_atomic_int_get (&mr->has_pool_id) && pools != NULL
-      && g_hash_table_lookup (pools, mr->pool_id) == mr)
-    g_hash_table_remove (pools, mr->pool_id);
+  if (pools != NULL && g_hash_table_lookup (pools, st->pool_id) == mr)
+    g_hash_table_remove (pools, st->pool_id);
   g_mutex_unlock (&pools_lock);
+  _memres_ipc_mappings_clear (&st->mappings);
+  mr->ipc = NULL;
+  g_free (st);
 }
 
 /**
@@ -130,8 +133,6 @@ memres_resource_export_handle (MemresResource *mr, GError **error)
       g_clear_pointer (&handle, memres_ipc_handle_free);
       return NULL;
     }
-  remember_pool (mr, memres_ipc_handle_get_pool_id (handle),
-                 memres_ipc_handle_get_device_uuid (handle), POOL_ID_EXPORTER);
   return handle;
 }
 
@@ -216,12 +217,11 @@ memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
   if (mr == NULL)
     goto out;
 
-  remember_pool (mr, memres_ipc_handle_get_pool_id (handle),
-                 memres_ipc_handle_get_device_uuid (handle), POOL_ID_IMPORTED);
+  attach_import_state (mr, handle);
   g_mutex_lock (&pools_lock);
   if (pools == NULL)
     pools = g_hash_table_new (pool_id_hash, pool_id_equal);
-  g_hash_table_replace (pools, mr->pool_id, mr);
+  g_hash_table_replace (pools, _memres_ipc_import (mr)->pool_id, mr);
   g_mutex_unlock (&pools_lock);
 
 out:
@@ -300,9 +300,10 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
   if (buf->ipc_mapping != NULL)
     {
       const MemresIpcMapping *mapping = buf->ipc_mapping;
+      const MemresIpcImport *st = _memres_ipc_import (mr);
       /* the pool it imported, which the import checked the buffer's identity against */
-      memcpy (info.pool_id, mr->pool_id, MEMRES_IPC_ID_SIZE);
-      memcpy (info.device_uuid, mr->device_uuid, MEMRES_IPC_ID_SIZE);
+      memcpy (info.pool_id, st->pool_id, MEMRES_IPC_ID_SIZE);
+      memcpy (info.device_uuid, st->device_uuid, MEMRES_IPC_ID_SIZE);
       memcpy (info.export_data, mapping->export_data, MEMRES_EXPORT_DATA_SIZE);
       info.offset = buf->alloc.address - mapping->alloc.address;
       info.size = buf->alloc.size;
@@ -327,7 +328,6 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
       ok = mr->ops->export_buffer (mr, &buf->alloc, &info, &local);
       if (!_memres_resource_slot_result (mr, "export_buffer", ok, &local, error))
         return FALSE;
-      remember_pool (mr, info.pool_id, info.device_uuid, POOL_ID_EXPORTER);
     }
   _memres_descriptor_encode (mr->kind->name, &info, descriptor);
   return TRUE;
@@ -349,7 +349,7 @@ static MemresIpcMapping *
 acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStream stream,
                  GError **error)
 {
-  MemresIpcMappings *table = &mr->ipc_mappings;
+  MemresIpcMappings *table = &_memres_ipc_import (mr)->mappings;
   guint64 hash = _memres_ipc_mappings_hash (info->export_data);
   MemresIpcMapping *found, *mapping = NULL;
   MemresAllocation alloc = { 0 };
@@ -397,6 +397,7 @@ static gboolean
 check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
                   MemresBufferExport *info, GError **error)
 {
+  const MemresIpcImport *st = _memres_ipc_import (mr);
   char kind[MEMRES_KIND_NAME_MAX];
 
   if (!_memres_descriptor_decode (descriptor, length, mr->kind->name_field, kind, info, error))
@@ -408,7 +409,7 @@ check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
                    mr->kind->name);
       return FALSE;
     }
-  if (g_atomic_int_get (&mr->has_pool_id) != POOL_ID_IMPORTED)
+  if (st == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "this resource of kind \"%s\" was not imported from another process: only "
@@ -423,8 +424,7 @@ check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
                    kind, mr->kind->name);
       return FALSE;
     }
-  if (!g_atomic_int_get (&mr->has_pool_id)
-      || memcmp (mr->pool_id, info->pool_id, MEMRES_IPC_ID_SIZE) != 0)
+  if (memcmp (st->pool_id, info->pool_id, MEMRES_IPC_ID_SIZE) != 0)
     {
       g_autofree char *id = format_id (info->pool_id);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
@@ -433,10 +433,10 @@ check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
                    id);
       return FALSE;
     }
-  if (memcmp (mr->device_uuid, info->device_uuid, MEMRES_IPC_ID_SIZE) != 0)
+  if (memcmp (st->device_uuid, info->device_uuid, MEMRES_IPC_ID_SIZE) != 0)
     {
       g_autofree char *buffer_device = format_id (info->device_uuid);
-      g_autofree char *pool_device = format_id (mr->device_uuid);
+      g_autofree char *pool_device = format_id (st->device_uuid);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
                    "invalid buffer descriptor: device_uuid: the buffer is on device %s, but this "
                    "resource's pool is on device %s",
@@ -489,14 +489,16 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
   MemresBufferExport info;
   MemresAllocation alloc;
   MemresIpcMapping *mapping;
+  const MemresIpcImport *st;
 
   g_return_val_if_fail (mr != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   /* A valid descriptor of this resource's pool: one compare checks its kind, pool and device. */
+  st = _memres_ipc_import (mr);
   if (G_LIKELY (
-          g_atomic_int_get (&mr->has_pool_id) == POOL_ID_IMPORTED && mr->ops->import_buffer != NULL
-          && _memres_descriptor_decode_pool (descriptor, length, mr->descriptor_prefix, &info)))
+          st != NULL && mr->ops->import_buffer != NULL
+          && _memres_descriptor_decode_pool (descriptor, length, st->descriptor_prefix, &info)))
     ;
   else if (!check_descriptor (mr, descriptor, length, &info, error))
     return NULL;
@@ -578,18 +580,15 @@ wait_for_earlier_closes (MemresResource *mr, MemresIpcMapping *mapping, MemresSt
   return ok;
 }
 
-/* Called by buffer.c instead of the deallocate slot and the buffer reference when an imported
- * buffer of @owner is closed: drops the buffer's use of its mapping and unmaps it (deallocate
- * slot, ordered on @stream and after the streams earlier users were closed on) when it was the
- * last; drops the imported buffers' reference on @owner when no imported buffer is left (which
- * may finalize @owner). On a failure that released nothing (the event or the unmap on @stream
- * failed) the buffer keeps its mapping (buf->ipc_mapping stays set): it is still open. */
-gboolean
-_memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStream stream,
-                            GError **error)
+/* The release_buffer hook (ipc.h): buffer.c calls it instead of the deallocate slot and the
+ * buffer reference when an imported buffer of @owner is closed. On a failure that released
+ * nothing (the event or the unmap on @stream failed) the buffer keeps its mapping. */
+static gboolean
+import_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStream stream,
+                       GError **error)
 {
   MemresIpcMapping *mapping = buf->ipc_mapping;
-  MemresIpcMappings *table = &owner->ipc_mappings;
+  MemresIpcMappings *table = &_memres_ipc_import (owner)->mappings;
   gboolean ok = TRUE;
   gboolean last;
 
@@ -641,12 +640,11 @@ _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStre
   return ok;
 }
 
-/* The statistics of what @mr imported: in @stats (may be NULL) the bytes mapped now as reserved
- * and used, their high-water mark; in @n_imported its open imported buffers. */
-void
-_memres_ipc_get_stats (MemresResource *mr, MemresStats *stats, guint64 *n_imported)
+/* The get_stats hook (ipc.h). */
+static void
+import_get_stats (MemresResource *mr, MemresStats *stats, guint64 *n_imported)
 {
-  MemresIpcMappings *table = &mr->ipc_mappings;
+  MemresIpcMappings *table = &_memres_ipc_import (mr)->mappings;
 
   g_mutex_lock (&table->lock);
   *n_imported = table->n_users;
@@ -658,13 +656,20 @@ _memres_ipc_get_stats (MemresResource *mr, MemresStats *stats, guint64 *n_import
   g_mutex_unlock (&table->lock);
 }
 
-/* Resets the high-water mark of what @mr imported to the bytes mapped now. */
-void
-_memres_ipc_reset_stats (MemresResource *mr)
+/* The reset_stats hook (ipc.h). */
+static void
+import_reset_stats (MemresResource *mr)
 {
-  MemresIpcMappings *table = &mr->ipc_mappings;
+  MemresIpcMappings *table = &_memres_ipc_import (mr)->mappings;
 
   g_mutex_lock (&table->lock);
   table->mapped_high = table->mapped_bytes;
   g_mutex_unlock (&table->lock);
 }
+
+static const MemresIpcHooks import_hooks = {
+  .finalize = import_finalize,
+  .release_buffer = import_release_buffer,
+  .get_stats = import_get_stats,
+  .reset_stats = import_reset_stats,
+};
