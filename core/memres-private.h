@@ -409,7 +409,7 @@ void _memres_stream_context_end (MemresStreamContext *t);
 /* buffer.c: a new open buffer owning @alloc, holding a reference on @mr.
  * _memres_buffer_new_imported(): a new open buffer at @alloc inside @mapping (one user of it
  * already counted), flagged MEMRES_MEMORY_IMPORTED; it holds no reference of its own on @mr:
- * the imported buffers of @mr share one (ipc/ipc-resource.c). */
+ * the imported buffers of @mr share one (ipc/ipc-buffers.c). */
 MemresBuffer *_memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc,
                                   MemresStream stream);
 MemresBuffer *_memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc,

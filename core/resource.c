@@ -94,7 +94,7 @@ slot_result (MemresResource *mr, const char *slot, gboolean ok, GError **local, 
   return ok;
 }
 
-/* slot_result() for the slot wrappers outside this file (ipc/ipc-resource.c). */
+/* slot_result() for the slot wrappers outside this file (ipc/). */
 gboolean
 _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok, GError **local,
                               GError **error)

@@ -21,6 +21,15 @@ _memres_fd_is_open (gint fd)
   return fd >= 0 && fcntl (fd, F_GETFD) != -1;
 }
 
+char *
+_memres_ipc_format_id (const guint8 id[MEMRES_IPC_ID_SIZE])
+{
+  GString *s = g_string_sized_new (2 * MEMRES_IPC_ID_SIZE);
+  for (int i = 0; i < MEMRES_IPC_ID_SIZE; i++)
+    g_string_append_printf (s, "%02x", id[i]);
+  return g_string_free (s, FALSE);
+}
+
 /**
  * memres_ipc_handle_new:
  * @kind: (transfer none): the kind name of the exporting resource, matching `[a-z][a-z0-9_]*`

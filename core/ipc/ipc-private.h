@@ -51,7 +51,7 @@ G_STATIC_ASSERT (sizeof (((MemresBufferExport *) NULL)->export_data) == MEMRES_E
 
 /* The IPC state of a resource memres_resource_import_handle() made (MemresResource.ipc, whose
  * head it is): the identity of its pool and the buffers imported through it. Allocated by
- * ipc-resource.c before the resource is published; then only the mapping table changes,
+ * ipc-pools.c before the resource is published; then only the mapping table changes,
  * under its lock. */
 typedef struct
 {
@@ -69,6 +69,13 @@ _memres_ipc_import (MemresResource *mr)
 {
   return (MemresIpcImport *) mr->ipc;
 }
+
+/* ipc-buffers.c: the release_buffer, get_stats and reset_stats hooks of an imported resource's
+ * state (ipc.h); ipc-pools.c puts them in its hooks table. */
+gboolean _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStream stream,
+                                     GError **error);
+void _memres_ipc_get_stats (MemresResource *mr, MemresStats *stats, guint64 *n_imported);
+void _memres_ipc_reset_stats (MemresResource *mr);
 
 void _memres_ipc_mappings_init (MemresIpcMappings *t);
 void _memres_ipc_mappings_clear (MemresIpcMappings *t);
@@ -104,8 +111,10 @@ gboolean _memres_descriptor_decode_pool (gconstpointer data, gsize length,
                                          const guint8 prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE],
                                          MemresBufferExport *info);
 
-/* ipc-handle.c */
+/* ipc-handle.c: whether @fd is an open file descriptor; a pool identity or device UUID in
+ * lower-case hex (transfer full), for messages. */
 gboolean _memres_fd_is_open (gint fd);
+char *_memres_ipc_format_id (const guint8 id[MEMRES_IPC_ID_SIZE]);
 
 /* Little-endian fields of the wire records: @n bytes (1 to 8) at @p. */
 static inline void
