@@ -132,10 +132,9 @@ join_mapping (MemresIpcMapping *mapping, const MemresBufferExport *info, GError 
 /* The mapping for @info on @mr, made through the import_buffer slot if none exists; one more
  * user counted. */
 static MemresIpcMapping *
-acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStream stream,
-                 GError **error)
+acquire_mapping (MemresResource *mr, MemresIpcMappings *table, const MemresBufferExport *info,
+                 MemresStream stream, GError **error)
 {
-  MemresIpcMappings *table = &_memres_ipc_import (mr)->mappings;
   guint64 hash = _memres_ipc_mappings_hash (info->export_data);
   MemresIpcMapping *found, *mapping = NULL;
   MemresAllocation alloc = { 0 };
@@ -275,7 +274,7 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
   MemresBufferExport info;
   MemresAllocation alloc;
   MemresIpcMapping *mapping;
-  const MemresIpcImport *st;
+  MemresIpcImport *st;
 
   g_return_val_if_fail (mr != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
@@ -291,7 +290,7 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
 
   if (!_memres_resource_check_usable (mr, "importing a buffer", error))
     return NULL;
-  mapping = acquire_mapping (mr, &info, stream, error);
+  mapping = acquire_mapping (mr, &st->mappings, &info, stream, error);
   if (mapping == NULL)
     return NULL;
 
