@@ -25,7 +25,7 @@ is_host_only (MemresBuffer *buf)
          == MEMRES_MEMORY_HOST_ACCESSIBLE;
 }
 
-/* The context stream work runs in (transfers here, IPC close ordering in ipc-resource.c). An
+/* The context stream work runs in (transfers here, IPC close ordering in ipc/ipc-buffers.c). An
  * explicit stream runs in its own context, which the real driver wants current for the call (a copy
  * on device 1's stream while device 0's context is current fails with CUDA_ERROR_INVALID_VALUE,
  * seen on two H200s): it is pushed when another is current. The legacy default stream (NULL or

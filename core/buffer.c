@@ -127,7 +127,7 @@ _memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc, 
 {
   MemresBuffer *buf = buffer_new (mr, alloc, stream);
 
-  buf->ipc_mapping = mapping; /* released by _memres_ipc_release_buffer() */
+  buf->ipc_mapping = mapping; /* released by mr->ipc's release_buffer hook */
   buf->flags |= MEMRES_MEMORY_IMPORTED;
   return buf;
 }
@@ -193,7 +193,7 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
         return FALSE;
       if (buf->ipc_mapping != NULL)
         {
-          ok = _memres_ipc_release_buffer (buf, mr, stream, error);
+          ok = mr->ipc->hooks->release_buffer (buf, mr, stream, error);
           if (ok || buf->ipc_mapping == NULL)
             buf->mr = NULL;
           return ok;

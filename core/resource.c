@@ -94,7 +94,7 @@ slot_result (MemresResource *mr, const char *slot, gboolean ok, GError **local, 
   return ok;
 }
 
-/* slot_result() for the slot wrappers outside this file (ipc-resource.c). */
+/* slot_result() for the slot wrappers outside this file (ipc/). */
 gboolean
 _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok, GError **local,
                               GError **error)
@@ -248,7 +248,6 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
   /* an adaptor without get_stats reports its upstream's statistics: its count would go unread */
   mr->count_usage
       = !(kind->flags & MEMRES_KIND_OWN_USAGE) && (upstream == NULL || kind->ops.get_stats != NULL);
-  _memres_ipc_mappings_init (&mr->ipc_mappings);
 
   if (handle != NULL)
     ok = slot_result (mr, "import_handle", mr->ops->import_handle (mr, handle, &local), &local,
@@ -270,7 +269,6 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
     }
   if (!ok)
     {
-      _memres_ipc_mappings_clear (&mr->ipc_mappings);
       memres_kind_unref (mr->kind);
       g_free (mr->spec);
       free (mem);
@@ -331,15 +329,14 @@ resource_finalize (MemresResource *mr)
 {
   MemresResource *upstream;
 
-  if (g_atomic_int_get (&mr->has_pool_id))
-    _memres_ipc_forget_resource (mr);
+  if (mr->ipc != NULL)
+    mr->ipc->hooks->finalize (mr);
   /* in the child of a fork(), what the kind holds stays (no driver call may be made) */
   if (!_memres_resource_is_inherited (mr))
     {
       _memres_resource_clear_close_event (mr);
       mr->ops->finalize (mr);
     }
-  _memres_ipc_mappings_clear (&mr->ipc_mappings);
   memres_kind_unref (mr->kind);
   g_free (mr->spec);
   upstream = mr->upstream;
@@ -627,14 +624,14 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
   s.used_high = MAX (__atomic_load_n (&owner->used_high, __ATOMIC_RELAXED), s.used_current);
   s.reserved_current = s.used_current;
   s.reserved_high = s.used_high;
-  if (owner->info.flags & MEMRES_MEMORY_IMPORTED)
-    _memres_ipc_get_stats (owner, &s, &imported);
+  if (owner->ipc != NULL && (owner->info.flags & MEMRES_MEMORY_IMPORTED))
+    owner->ipc->hooks->get_stats (owner, &s, &imported);
   else if (owner->ops->get_stats != NULL
            && !slot_result (owner, "get_stats", owner->ops->get_stats (owner, &s, &local), &local,
                             error))
     return FALSE;
-  else if (owner == mr && mr->ops->import_buffer != NULL)
-    _memres_ipc_get_stats (mr, NULL, &imported);
+  else if (owner == mr && mr->ipc != NULL)
+    mr->ipc->hooks->get_stats (mr, NULL, &imported);
   s.n_buffers = (guint64) (__atomic_load_n (&mr->refs, __ATOMIC_RELAXED) & 0xffffffff)
                 + (guint64) MAX (_memres_resource_count_allocated (mr), 0);
   /* imported buffers share one buffer reference */
@@ -667,9 +664,9 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
     return FALSE;
 
   mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (reset_stats), FALSE);
-  if (mr->info.flags & MEMRES_MEMORY_IMPORTED)
+  if (mr->ipc != NULL && (mr->info.flags & MEMRES_MEMORY_IMPORTED))
     {
-      _memres_ipc_reset_stats (mr);
+      mr->ipc->hooks->reset_stats (mr);
       return TRUE;
     }
   _memres_resource_count_peak (mr, TRUE);

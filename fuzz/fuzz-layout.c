@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memres-private.h"
+#include "ipc/ipc-private.h"
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 

@@ -11,15 +11,10 @@ set -u
 # Calls left out of the check, "FROM.c>TO.c" each, for circles that other changes of the
 # renovation remove; empty the list as they go (an entry that names no call any more fails the
 # test):
-# - the core's calls up into the IPC layer (ipc-resource.c), which closes the circles
-#   buffer.c -> ipc-resource.c -> buffer.c and buffer.c -> resource.c -> ipc-resource.c ->
-#   buffer.c;
 # - buffer-transfer.c's use of memres_buffer_is_closed() (buffer.c), which closes the circle
 #   buffer.c -> buffer-streams.c -> buffer-transfer.c (_memres_stream_context_begin/end) ->
 #   buffer.c.
 ignored_calls='
-buffer.c>ipc-resource.c
-resource.c>ipc-resource.c
 buffer-transfer.c>buffer.c
 '
 

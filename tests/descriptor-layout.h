@@ -1,4 +1,4 @@
-/* descriptor-layout.h: the byte layout of a buffer descriptor (core/memres-private.h documents
+/* descriptor-layout.h: the byte layout of a buffer descriptor (core/ipc/ipc-private.h documents
  * it), for tests that read or forge its fields. Integers are little-endian. */
 #pragma once
 

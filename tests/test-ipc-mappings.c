@@ -1,10 +1,10 @@
-/* test-ipc-mappings.c: the table of imported buffer mappings (core/ipc-mappings.c), against a
+/* test-ipc-mappings.c: the table of imported buffer mappings (core/ipc/ipc-mappings.c), against a
  * plain array as the model. Hashes are chosen by the test so that keys collide, probe runs
  * wrap around the end of the slot array, and rebuilds have to drop retired records from long
  * runs. */
 #include <string.h>
 
-#include "memres-private.h"
+#include "ipc/ipc-private.h"
 
 #define N_KEYS 200
 

@@ -11,7 +11,7 @@
 G_BEGIN_DECLS
 
 /* Full documentation with each definition: core/buffer.c but for the data movement
- * (core/buffer-transfer.c) and the sharing (core/ipc-resource.c).
+ * (core/buffer-transfer.c) and the sharing (core/ipc/ipc-buffers.c).
  *
  * Lifetime */
 MemresBuffer *memres_buffer_ref (MemresBuffer *buf);
@@ -58,7 +58,7 @@ gboolean memres_stream_synchronize (MemresStream stream, GError **error);
 gboolean memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream,
                                GError **error);
 
-/* Sharing between processes (core/ipc-resource.c) */
+/* Sharing between processes (core/ipc/ipc-buffers.c) */
 gboolean memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor,
                                GError **error);
 MemresBuffer *memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length,

@@ -43,7 +43,7 @@ typedef enum
 
 /* A MemresIpcHandle owns exactly one file descriptor (a POSIX-fd shareable handle of a pool)
  * plus the kind name, the pool identity and the device UUID. Full documentation with each
- * definition in core/ipc-handle.c and core/ipc-transport.c. */
+ * definition in core/ipc/ipc-handle.c and core/ipc/ipc-transport.c. */
 MemresIpcHandle *memres_ipc_handle_new (const char *kind, gint fd,
                                         const guint8 pool_id[MEMRES_IPC_ID_SIZE],
                                         const guint8 device_uuid[MEMRES_IPC_ID_SIZE],
@@ -61,7 +61,7 @@ MemresIpcHandle *memres_ipc_receive_handle_with_flags (gint socket_fd, MemresIpc
                                                        GError **error);
 
 /* A whole buffer over the same transport: its physical chunks' fds plus their layout (vmm with
- * handle_type=posix_fd). Documentation in core/ipc-chunks.c. Since: 1.1 */
+ * handle_type=posix_fd). Documentation in core/ipc/ipc-chunks.c. Since: 1.1 */
 gboolean memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error);
 MemresBuffer *memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer,
                                          MemresIpcFlags flags, MemresStream stream, GError **error);

@@ -46,7 +46,7 @@ gboolean memres_resource_set_access (MemresResource *mr, const MemresAccessDesc 
 gboolean memres_resource_get_access (MemresResource *mr, gint device, MemresAccess *access,
                                      GError **error);
 
-/* Sharing between processes (core/ipc-resource.c; see memres-ipc.h for the handle type and
+/* Sharing between processes (core/ipc/ipc-pools.c; see memres-ipc.h for the handle type and
  * the transport) */
 MemresIpcHandle *memres_resource_export_handle (MemresResource *mr, GError **error);
 MemresResource *memres_resource_import_handle (const MemresIpcHandle *handle, GError **error);

@@ -3,9 +3,9 @@
  * trusts nothing, reads nothing outside @data and names the field that failed. */
 #include <string.h>
 
-#include "memres-private.h"
+#include "ipc-private.h"
 
-/* Byte offsets of the fields (see memres-private.h for the layout). */
+/* Byte offsets of the fields (see ipc-private.h for the layout). */
 enum
 {
   OFF_MAGIC = 0,

@@ -2,12 +2,12 @@
  * ipc-chunks.c: a whole buffer to another process as its physical chunks: one message carrying
  * the layout record (ipc-layout.c) and one shareable-handle fd per chunk, through the kind's
  * export_chunks and import_chunks slots (vmm with handle_type=posix_fd). Unlike pool buffers
- * (ipc-resource.c) there is no handle to import first and no per-process deduplication: each
+ * (ipc-buffers.c) there is no handle to import first and no per-process deduplication: each
  * received buffer is its own reservation and mappings, which the driver keeps apart. */
 #include <string.h>
 #include <unistd.h>
 
-#include "memres-private.h"
+#include "ipc-private.h"
 
 static void
 close_chunk_fds (MemresBufferChunks *chunks)

@@ -12,7 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "memres-private.h"
+#include "ipc-private.h"
 
 /* Wire header, little-endian, 72 bytes: magic u32 'MRIH', version u16, length u16 (72),
  * kind char[32] (NUL-padded), pool_id[16], device_uuid[16]. */

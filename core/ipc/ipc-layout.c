@@ -2,10 +2,10 @@
  * ipc-layout.c: the codec of the layout record that travels with a buffer's chunk fds
  * (memres_ipc_send_buffer()). The bytes come from another process: decode trusts nothing, reads
  * nothing outside @data and names the field that failed. The record's layout is in
- * memres-private.h. */
+ * ipc-private.h. */
 #include <string.h>
 
-#include "memres-private.h"
+#include "ipc-private.h"
 
 enum
 {

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "memres-private.h"
+#include "ipc-private.h"
 
 struct _MemresIpcHandle
 {
@@ -19,6 +19,15 @@ gboolean
 _memres_fd_is_open (gint fd)
 {
   return fd >= 0 && fcntl (fd, F_GETFD) != -1;
+}
+
+char *
+_memres_ipc_format_id (const guint8 id[MEMRES_IPC_ID_SIZE])
+{
+  GString *s = g_string_sized_new (2 * MEMRES_IPC_ID_SIZE);
+  for (int i = 0; i < MEMRES_IPC_ID_SIZE; i++)
+    g_string_append_printf (s, "%02x", id[i]);
+  return g_string_free (s, FALSE);
 }
 
 /**

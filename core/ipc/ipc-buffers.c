@@ -1,235 +1,21 @@
 /* memres - CUDA memory resources
- * ipc-resource.c: export and import of pools and buffers, and the deduplication of imports.
+ * ipc-buffers.c: export and import of pool buffers (descriptors), and the deduplication of
+ * imported buffers.
  *
- * - Imported pools: a per-process table, pool identity -> MemresResource (weak: the entry
- *   leaves when the resource is finalized, through _memres_ipc_forget_resource()), under
- *   pools_lock. Importing a pool that is already imported returns the same resource with a new
- *   reference. import_pool_lock serializes creating imported pools, held across the kind's
- *   import_handle slot, so that two threads never import the same pool twice.
- * - Imported buffers: each resource's table of mappings (ipc-mappings.c), export data ->
- *   mapping, under that table's lock. The mapping is made by the import_buffer slot, shared by
- *   every MemresBuffer importing that allocation and unmapped (deallocate slot) when the last of
- *   them is closed. Drivers map the same allocation twice to the same address and unmap it on
- *   the first free (nvbug 5570902; probed on the H200's 580.159.04), so without this one close
- *   would pull memory out from under another part of the program. The table's lock is held
- *   across import_buffer and the final deallocate (neither calls back into memres): two threads
- *   never map the same thing twice. The table is per resource because a mapping belongs to the
- *   resource that made it (and lives no longer than it: the resource's imported buffers share
- *   one reference on it); the pool is the resource's, so the export data alone is the key. */
+ * Each imported resource has a table of mappings (ipc-mappings.c, in its IPC state,
+ * MemresIpcImport), export data -> mapping, under that table's lock. The mapping is made by the
+ * import_buffer slot, shared by every MemresBuffer importing that allocation and unmapped
+ * (deallocate slot) when the last of them is closed. Drivers map the same allocation twice to
+ * the same address and unmap it on the first free (nvbug 5570902; probed on the H200's
+ * 580.159.04), so without this one close would pull memory out from under another part of the
+ * program. The table's lock is held across import_buffer and the final deallocate (neither
+ * calls back into memres): two threads never map the same thing twice. The table is per
+ * resource because a mapping belongs to the resource that made it (and lives no longer than it:
+ * the resource's imported buffers share one reference on it); the pool is the resource's, so
+ * the export data alone is the key. */
 #include <string.h>
 
-#include "memres-private.h"
-
-static GMutex pools_lock;       /* pools, and writes of every resource's pool_id */
-static GHashTable *pools;       /* guint8[16] (in the resource) -> MemresResource* */
-static GMutex import_pool_lock; /* serializes creating imported pools */
-
-static guint
-pool_id_hash (gconstpointer key)
-{
-  guint64 a, b;
-
-  memcpy (&a, key, 8);
-  memcpy (&b, (const guint8 *) key + 8, 8);
-  a = (a ^ (b * G_GUINT64_CONSTANT (0xff51afd7ed558ccd))) * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15);
-  return (guint) (a ^ (a >> 32));
-}
-
-static gboolean
-pool_id_equal (gconstpointer a, gconstpointer b)
-{
-  return memcmp (a, b, MEMRES_IPC_ID_SIZE) == 0;
-}
-
-static char *
-format_id (const guint8 id[MEMRES_IPC_ID_SIZE])
-{
-  GString *s = g_string_sized_new (2 * MEMRES_IPC_ID_SIZE);
-  for (int i = 0; i < MEMRES_IPC_ID_SIZE; i++)
-    g_string_append_printf (s, "%02x", id[i]);
-  return g_string_free (s, FALSE);
-}
-
-/* The values of MemresResource.has_pool_id once set: whose identity it is. */
-#define POOL_ID_EXPORTER 1 /* the resource exported its pool */
-#define POOL_ID_IMPORTED 2 /* memres_resource_import_handle() made the resource */
-
-/* Records @pool_id and @device_uuid as the identity of @mr's pool (an exporter learns its own
- * at its first export, @how POOL_ID_EXPORTER; an imported resource has it before it is
- * published, POOL_ID_IMPORTED). Set once: readers check has_pool_id (atomically) and then read
- * both without a lock. */
-static void
-remember_pool (MemresResource *mr, const guint8 pool_id[MEMRES_IPC_ID_SIZE],
-               const guint8 device_uuid[MEMRES_IPC_ID_SIZE], gint how)
-{
-  g_mutex_lock (&pools_lock);
-  if (!g_atomic_int_get (&mr->has_pool_id))
-    {
-      memcpy (mr->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
-      memcpy (mr->device_uuid, device_uuid, MEMRES_IPC_ID_SIZE);
-      _memres_descriptor_prefix (mr->kind->name_field, pool_id, device_uuid, mr->descriptor_prefix);
-      g_atomic_int_set (&mr->has_pool_id, how);
-    }
-  g_mutex_unlock (&pools_lock);
-}
-
-void
-_memres_ipc_forget_resource (MemresResource *mr)
-{
-  g_mutex_lock (&pools_lock);
-  if (g_atomic_int_get (&mr->has_pool_id) && pools != NULL
-      && g_hash_table_lookup (pools, mr->pool_id) == mr)
-    g_hash_table_remove (pools, mr->pool_id);
-  g_mutex_unlock (&pools_lock);
-}
-
-/**
- * memres_resource_export_handle:
- * @mr: a resource
- * @error: return location for a #GError
- *
- * Exports the resource's pool for another process: the returned handle owns a new file
- * descriptor (each call makes a new one) plus the kind name, the pool identity and the device
- * UUID. Send it with memres_ipc_send_handle(), then free it; the receiver imports it with
- * memres_resource_import_handle(). Thread safety: safe from any thread.
- *
- * Driver calls: the kind's export_handle slot (for `ipc`, cuMemPoolExportToShareableHandle()
- * with `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`).
- *
- * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind is not IPC-enabled (no export_handle slot)
- * or the resource cannot export (an imported pool); %MEMRES_CUDA_ERROR from the driver.
- *
- * Returns: (transfer full) (nullable): a new handle, or %NULL with @error set
- */
-MemresIpcHandle *
-memres_resource_export_handle (MemresResource *mr, GError **error)
-{
-  MemresIpcHandle *handle = NULL;
-  GError *local = NULL;
-  gboolean ok;
-
-  g_return_val_if_fail (mr != NULL, NULL);
-  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
-
-  mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (export_handle), TRUE);
-  if (mr->ops->export_handle == NULL)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "resources of kind \"%s\" cannot be shared with other processes (use kind "
-                   "\"ipc\")",
-                   mr->kind->name);
-      return NULL;
-    }
-  if (!_memres_resource_check_usable (mr, "exporting a pool", error))
-    return NULL;
-  ok = mr->ops->export_handle (mr, &handle, &local);
-  if (ok && handle == NULL)
-    ok = FALSE; /* a plugin bug: reported as a failure without a reason */
-  if (!_memres_resource_slot_result (mr, "export_handle", ok, &local, error))
-    {
-      g_clear_pointer (&handle, memres_ipc_handle_free);
-      return NULL;
-    }
-  remember_pool (mr, memres_ipc_handle_get_pool_id (handle),
-                 memres_ipc_handle_get_device_uuid (handle), POOL_ID_EXPORTER);
-  return handle;
-}
-
-static MemresResource *
-lookup_imported_pool (const MemresIpcHandle *handle, GError **error)
-{
-  MemresResource *mr;
-
-  g_mutex_lock (&pools_lock);
-  mr = pools ? g_hash_table_lookup (pools, memres_ipc_handle_get_pool_id (handle)) : NULL;
-  if (mr != NULL && !_memres_resource_try_ref (mr))
-    mr = NULL; /* being finalized: import anew */
-  g_mutex_unlock (&pools_lock);
-
-  if (mr != NULL && strcmp (mr->kind->name, memres_ipc_handle_get_kind (handle)) != 0)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                   "IPC handle of kind \"%s\" names a pool already imported as kind \"%s\"",
-                   memres_ipc_handle_get_kind (handle), mr->kind->name);
-      memres_resource_unref (mr);
-      return NULL;
-    }
-  return mr;
-}
-
-/**
- * memres_resource_import_handle:
- * @handle: (transfer none): a handle received from the exporting process; it keeps its fd
- * @error: return location for a #GError
- *
- * Imports the pool behind @handle into this process as a resource of the kind the handle
- * names, loading that kind's plugin when needed. Imports are deduplicated per process: while a
- * resource imported from the same pool (same pool identity) is alive, the same resource is
- * returned with a new reference. An imported resource cannot allocate; it imports buffers with
- * memres_buffer_import(). Thread safety: safe from any thread; concurrent imports of one pool
- * make one resource.
- *
- * Driver calls: the kind's import_handle slot (for `ipc`, cuMemPoolImportFromShareableHandle()
- * on the device whose UUID the handle names).
- *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when the handle holds no fd (it was stolen);
- * %MEMRES_ERROR_NOT_FOUND when no plugin provides the kind; %MEMRES_ERROR_NOT_SUPPORTED when the
- * kind cannot import or the handle is not a shareable pool handle;
- * %MEMRES_ERROR_INVALID_DESCRIPTOR when the pool is already imported as another kind;
- * %MEMRES_ERROR_WRONG_DEVICE when no device here has the handle's device UUID;
- * %MEMRES_ERROR_NO_DEVICE, %MEMRES_ERROR_NO_DRIVER, #MEMRES_PLUGIN_ERROR from loading,
- * %MEMRES_CUDA_ERROR from the driver.
- *
- * Returns: (transfer full) (nullable): the imported resource, or %NULL with @error set
- */
-MemresResource *
-memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
-{
-  g_autoptr (MemresKind) kind = NULL;
-  g_autofree char *id = NULL;
-  g_autofree char *spec = NULL;
-  MemresResource *mr;
-  GError *local_error = NULL;
-
-  g_return_val_if_fail (handle != NULL, NULL);
-  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
-
-  if (memres_ipc_handle_get_fd (handle) < 0)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "IPC handle holds no file descriptor (it was stolen)");
-      return NULL;
-    }
-
-  /* Before the lock: this may load the kind's plugin. */
-  kind = memres_registry_lookup (memres_ipc_handle_get_kind (handle), error);
-  if (kind == NULL)
-    return NULL;
-
-  g_mutex_lock (&import_pool_lock);
-  mr = lookup_imported_pool (handle, &local_error);
-  if (mr != NULL || local_error != NULL)
-    goto out;
-  id = format_id (memres_ipc_handle_get_pool_id (handle));
-  spec = g_strdup_printf ("%s (imported pool %s)", kind->name, id);
-  mr = _memres_resource_new_for_kind (kind, NULL, handle, spec, &local_error);
-  if (mr == NULL)
-    goto out;
-
-  remember_pool (mr, memres_ipc_handle_get_pool_id (handle),
-                 memres_ipc_handle_get_device_uuid (handle), POOL_ID_IMPORTED);
-  g_mutex_lock (&pools_lock);
-  if (pools == NULL)
-    pools = g_hash_table_new (pool_id_hash, pool_id_equal);
-  g_hash_table_replace (pools, mr->pool_id, mr);
-  g_mutex_unlock (&pools_lock);
-
-out:
-  g_mutex_unlock (&import_pool_lock);
-  if (local_error != NULL)
-    g_propagate_error (error, local_error);
-  return mr;
-}
+#include "ipc-private.h"
 
 static gboolean
 check_descriptor_fits (const MemresBufferExport *info, const MemresAllocation *mapped,
@@ -300,9 +86,10 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
   if (buf->ipc_mapping != NULL)
     {
       const MemresIpcMapping *mapping = buf->ipc_mapping;
+      const MemresIpcImport *st = _memres_ipc_import (mr);
       /* the pool it imported, which the import checked the buffer's identity against */
-      memcpy (info.pool_id, mr->pool_id, MEMRES_IPC_ID_SIZE);
-      memcpy (info.device_uuid, mr->device_uuid, MEMRES_IPC_ID_SIZE);
+      memcpy (info.pool_id, st->pool_id, MEMRES_IPC_ID_SIZE);
+      memcpy (info.device_uuid, st->device_uuid, MEMRES_IPC_ID_SIZE);
       memcpy (info.export_data, mapping->export_data, MEMRES_EXPORT_DATA_SIZE);
       info.offset = buf->alloc.address - mapping->alloc.address;
       info.size = buf->alloc.size;
@@ -327,7 +114,6 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
       ok = mr->ops->export_buffer (mr, &buf->alloc, &info, &local);
       if (!_memres_resource_slot_result (mr, "export_buffer", ok, &local, error))
         return FALSE;
-      remember_pool (mr, info.pool_id, info.device_uuid, POOL_ID_EXPORTER);
     }
   _memres_descriptor_encode (mr->kind->name, &info, descriptor);
   return TRUE;
@@ -346,10 +132,9 @@ join_mapping (MemresIpcMapping *mapping, const MemresBufferExport *info, GError 
 /* The mapping for @info on @mr, made through the import_buffer slot if none exists; one more
  * user counted. */
 static MemresIpcMapping *
-acquire_mapping (MemresResource *mr, const MemresBufferExport *info, MemresStream stream,
-                 GError **error)
+acquire_mapping (MemresResource *mr, MemresIpcMappings *table, const MemresBufferExport *info,
+                 MemresStream stream, GError **error)
 {
-  MemresIpcMappings *table = &mr->ipc_mappings;
   guint64 hash = _memres_ipc_mappings_hash (info->export_data);
   MemresIpcMapping *found, *mapping = NULL;
   MemresAllocation alloc = { 0 };
@@ -397,6 +182,7 @@ static gboolean
 check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
                   MemresBufferExport *info, GError **error)
 {
+  const MemresIpcImport *st = _memres_ipc_import (mr);
   char kind[MEMRES_KIND_NAME_MAX];
 
   if (!_memres_descriptor_decode (descriptor, length, mr->kind->name_field, kind, info, error))
@@ -408,7 +194,7 @@ check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
                    mr->kind->name);
       return FALSE;
     }
-  if (g_atomic_int_get (&mr->has_pool_id) != POOL_ID_IMPORTED)
+  if (st == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "this resource of kind \"%s\" was not imported from another process: only "
@@ -423,20 +209,19 @@ check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
                    kind, mr->kind->name);
       return FALSE;
     }
-  if (!g_atomic_int_get (&mr->has_pool_id)
-      || memcmp (mr->pool_id, info->pool_id, MEMRES_IPC_ID_SIZE) != 0)
+  if (memcmp (st->pool_id, info->pool_id, MEMRES_IPC_ID_SIZE) != 0)
     {
-      g_autofree char *id = format_id (info->pool_id);
+      g_autofree char *id = _memres_ipc_format_id (info->pool_id);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
                    "invalid buffer descriptor: pool_id: the buffer belongs to pool %s, not to "
                    "this resource's pool (import that pool's handle first)",
                    id);
       return FALSE;
     }
-  if (memcmp (mr->device_uuid, info->device_uuid, MEMRES_IPC_ID_SIZE) != 0)
+  if (memcmp (st->device_uuid, info->device_uuid, MEMRES_IPC_ID_SIZE) != 0)
     {
-      g_autofree char *buffer_device = format_id (info->device_uuid);
-      g_autofree char *pool_device = format_id (mr->device_uuid);
+      g_autofree char *buffer_device = _memres_ipc_format_id (info->device_uuid);
+      g_autofree char *pool_device = _memres_ipc_format_id (st->device_uuid);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
                    "invalid buffer descriptor: device_uuid: the buffer is on device %s, but this "
                    "resource's pool is on device %s",
@@ -489,21 +274,23 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
   MemresBufferExport info;
   MemresAllocation alloc;
   MemresIpcMapping *mapping;
+  MemresIpcImport *st;
 
   g_return_val_if_fail (mr != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   /* A valid descriptor of this resource's pool: one compare checks its kind, pool and device. */
+  st = _memres_ipc_import (mr);
   if (G_LIKELY (
-          g_atomic_int_get (&mr->has_pool_id) == POOL_ID_IMPORTED && mr->ops->import_buffer != NULL
-          && _memres_descriptor_decode_pool (descriptor, length, mr->descriptor_prefix, &info)))
+          st != NULL && mr->ops->import_buffer != NULL
+          && _memres_descriptor_decode_pool (descriptor, length, st->descriptor_prefix, &info)))
     ;
   else if (!check_descriptor (mr, descriptor, length, &info, error))
     return NULL;
 
   if (!_memres_resource_check_usable (mr, "importing a buffer", error))
     return NULL;
-  mapping = acquire_mapping (mr, &info, stream, error);
+  mapping = acquire_mapping (mr, &st->mappings, &info, stream, error);
   if (mapping == NULL)
     return NULL;
 
@@ -578,18 +365,15 @@ wait_for_earlier_closes (MemresResource *mr, MemresIpcMapping *mapping, MemresSt
   return ok;
 }
 
-/* Called by buffer.c instead of the deallocate slot and the buffer reference when an imported
- * buffer of @owner is closed: drops the buffer's use of its mapping and unmaps it (deallocate
- * slot, ordered on @stream and after the streams earlier users were closed on) when it was the
- * last; drops the imported buffers' reference on @owner when no imported buffer is left (which
- * may finalize @owner). On a failure that released nothing (the event or the unmap on @stream
- * failed) the buffer keeps its mapping (buf->ipc_mapping stays set): it is still open. */
+/* The release_buffer hook (ipc.h): buffer.c calls it instead of the deallocate slot and the
+ * buffer reference when an imported buffer of @owner is closed. On a failure that released
+ * nothing (the event or the unmap on @stream failed) the buffer keeps its mapping. */
 gboolean
 _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStream stream,
                             GError **error)
 {
   MemresIpcMapping *mapping = buf->ipc_mapping;
-  MemresIpcMappings *table = &owner->ipc_mappings;
+  MemresIpcMappings *table = &_memres_ipc_import (owner)->mappings;
   gboolean ok = TRUE;
   gboolean last;
 
@@ -641,12 +425,11 @@ _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStre
   return ok;
 }
 
-/* The statistics of what @mr imported: in @stats (may be NULL) the bytes mapped now as reserved
- * and used, their high-water mark; in @n_imported its open imported buffers. */
+/* The get_stats hook (ipc.h). */
 void
 _memres_ipc_get_stats (MemresResource *mr, MemresStats *stats, guint64 *n_imported)
 {
-  MemresIpcMappings *table = &mr->ipc_mappings;
+  MemresIpcMappings *table = &_memres_ipc_import (mr)->mappings;
 
   g_mutex_lock (&table->lock);
   *n_imported = table->n_users;
@@ -658,11 +441,11 @@ _memres_ipc_get_stats (MemresResource *mr, MemresStats *stats, guint64 *n_import
   g_mutex_unlock (&table->lock);
 }
 
-/* Resets the high-water mark of what @mr imported to the bytes mapped now. */
+/* The reset_stats hook (ipc.h). */
 void
 _memres_ipc_reset_stats (MemresResource *mr)
 {
-  MemresIpcMappings *table = &mr->ipc_mappings;
+  MemresIpcMappings *table = &_memres_ipc_import (mr)->mappings;
 
   g_mutex_lock (&table->lock);
   table->mapped_high = table->mapped_bytes;

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memres-private.h"
+#include "ipc-private.h"
 
 #define MIN_SLOTS 16
 

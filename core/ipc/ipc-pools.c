@@ -1,0 +1,218 @@
+/* memres - CUDA memory resources
+ * ipc-pools.c: export and import of pools, the deduplication of imported pools, and the IPC
+ * state of an imported resource (MemresIpcImport), whose hooks the core calls.
+ *
+ * Imported pools: a per-process table, pool identity -> MemresResource (weak: the entry leaves
+ * when the resource is finalized, through its IPC state's finalize hook), under pools_lock.
+ * Importing a pool that is already imported returns the same resource with a new reference.
+ * import_pool_lock serializes creating imported pools, held across the kind's import_handle
+ * slot, so that two threads never import the same pool twice. */
+#include <string.h>
+
+#include "ipc-private.h"
+
+static GMutex pools_lock;       /* pools */
+static GHashTable *pools;       /* guint8[16] (in the IPC state) -> MemresResource* */
+static GMutex import_pool_lock; /* serializes creating imported pools */
+
+static guint
+pool_id_hash (gconstpointer key)
+{
+  guint64 a, b;
+
+  memcpy (&a, key, 8);
+  memcpy (&b, (const guint8 *) key + 8, 8);
+  a = (a ^ (b * G_GUINT64_CONSTANT (0xff51afd7ed558ccd))) * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15);
+  return (guint) (a ^ (a >> 32));
+}
+
+static gboolean
+pool_id_equal (gconstpointer a, gconstpointer b)
+{
+  return memcmp (a, b, MEMRES_IPC_ID_SIZE) == 0;
+}
+
+/* The finalize hook: @mr leaves the table of imported pools; every buffer imported through it
+ * is closed, so its mapping records are all retired and only freed. */
+static void
+import_finalize (MemresResource *mr)
+{
+  MemresIpcImport *st = _memres_ipc_import (mr);
+
+  g_mutex_lock (&pools_lock);
+  if (pools != NULL && g_hash_table_lookup (pools, st->pool_id) == mr)
+    g_hash_table_remove (pools, st->pool_id);
+  g_mutex_unlock (&pools_lock);
+  _memres_ipc_mappings_clear (&st->mappings);
+  mr->ipc = NULL;
+  g_free (st);
+}
+
+static const MemresIpcHooks import_hooks = {
+  .finalize = import_finalize,
+  .release_buffer = _memres_ipc_release_buffer,
+  .get_stats = _memres_ipc_get_stats,
+  .reset_stats = _memres_ipc_reset_stats,
+};
+
+/* The IPC state of @mr, just made by memres_resource_import_handle() from @handle and not yet
+ * published: its pool's identity, the prefix of its buffers' descriptors, an empty table of
+ * mappings. An exporter needs none: each export of its buffers asks the kind anew. */
+static void
+attach_import_state (MemresResource *mr, const MemresIpcHandle *handle)
+{
+  MemresIpcImport *st = g_new0 (MemresIpcImport, 1);
+
+  st->base.hooks = &import_hooks;
+  memcpy (st->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
+  memcpy (st->device_uuid, memres_ipc_handle_get_device_uuid (handle), MEMRES_IPC_ID_SIZE);
+  _memres_descriptor_prefix (mr->kind->name_field, st->pool_id, st->device_uuid,
+                             st->descriptor_prefix);
+  _memres_ipc_mappings_init (&st->mappings);
+  mr->ipc = &st->base;
+}
+
+/**
+ * memres_resource_export_handle:
+ * @mr: a resource
+ * @error: return location for a #GError
+ *
+ * Exports the resource's pool for another process: the returned handle owns a new file
+ * descriptor (each call makes a new one) plus the kind name, the pool identity and the device
+ * UUID. Send it with memres_ipc_send_handle(), then free it; the receiver imports it with
+ * memres_resource_import_handle(). Thread safety: safe from any thread.
+ *
+ * Driver calls: the kind's export_handle slot (for `ipc`, cuMemPoolExportToShareableHandle()
+ * with `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`).
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind is not IPC-enabled (no export_handle slot)
+ * or the resource cannot export (an imported pool); %MEMRES_CUDA_ERROR from the driver.
+ *
+ * Returns: (transfer full) (nullable): a new handle, or %NULL with @error set
+ */
+MemresIpcHandle *
+memres_resource_export_handle (MemresResource *mr, GError **error)
+{
+  MemresIpcHandle *handle = NULL;
+  GError *local = NULL;
+  gboolean ok;
+
+  g_return_val_if_fail (mr != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (export_handle), TRUE);
+  if (mr->ops->export_handle == NULL)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "resources of kind \"%s\" cannot be shared with other processes (use kind "
+                   "\"ipc\")",
+                   mr->kind->name);
+      return NULL;
+    }
+  if (!_memres_resource_check_usable (mr, "exporting a pool", error))
+    return NULL;
+  ok = mr->ops->export_handle (mr, &handle, &local);
+  if (ok && handle == NULL)
+    ok = FALSE; /* a plugin bug: reported as a failure without a reason */
+  if (!_memres_resource_slot_result (mr, "export_handle", ok, &local, error))
+    {
+      g_clear_pointer (&handle, memres_ipc_handle_free);
+      return NULL;
+    }
+  return handle;
+}
+
+static MemresResource *
+lookup_imported_pool (const MemresIpcHandle *handle, GError **error)
+{
+  MemresResource *mr;
+
+  g_mutex_lock (&pools_lock);
+  mr = pools ? g_hash_table_lookup (pools, memres_ipc_handle_get_pool_id (handle)) : NULL;
+  if (mr != NULL && !_memres_resource_try_ref (mr))
+    mr = NULL; /* being finalized: import anew */
+  g_mutex_unlock (&pools_lock);
+
+  if (mr != NULL && strcmp (mr->kind->name, memres_ipc_handle_get_kind (handle)) != 0)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "IPC handle of kind \"%s\" names a pool already imported as kind \"%s\"",
+                   memres_ipc_handle_get_kind (handle), mr->kind->name);
+      memres_resource_unref (mr);
+      return NULL;
+    }
+  return mr;
+}
+
+/**
+ * memres_resource_import_handle:
+ * @handle: (transfer none): a handle received from the exporting process; it keeps its fd
+ * @error: return location for a #GError
+ *
+ * Imports the pool behind @handle into this process as a resource of the kind the handle
+ * names, loading that kind's plugin when needed. Imports are deduplicated per process: while a
+ * resource imported from the same pool (same pool identity) is alive, the same resource is
+ * returned with a new reference. An imported resource cannot allocate; it imports buffers with
+ * memres_buffer_import(). Thread safety: safe from any thread; concurrent imports of one pool
+ * make one resource.
+ *
+ * Driver calls: the kind's import_handle slot (for `ipc`, cuMemPoolImportFromShareableHandle()
+ * on the device whose UUID the handle names).
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when the handle holds no fd (it was stolen);
+ * %MEMRES_ERROR_NOT_FOUND when no plugin provides the kind; %MEMRES_ERROR_NOT_SUPPORTED when the
+ * kind cannot import or the handle is not a shareable pool handle;
+ * %MEMRES_ERROR_INVALID_DESCRIPTOR when the pool is already imported as another kind;
+ * %MEMRES_ERROR_WRONG_DEVICE when no device here has the handle's device UUID;
+ * %MEMRES_ERROR_NO_DEVICE, %MEMRES_ERROR_NO_DRIVER, #MEMRES_PLUGIN_ERROR from loading,
+ * %MEMRES_CUDA_ERROR from the driver.
+ *
+ * Returns: (transfer full) (nullable): the imported resource, or %NULL with @error set
+ */
+MemresResource *
+memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
+{
+  g_autoptr (MemresKind) kind = NULL;
+  g_autofree char *id = NULL;
+  g_autofree char *spec = NULL;
+  MemresResource *mr;
+  GError *local_error = NULL;
+
+  g_return_val_if_fail (handle != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (memres_ipc_handle_get_fd (handle) < 0)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "IPC handle holds no file descriptor (it was stolen)");
+      return NULL;
+    }
+
+  /* Before the lock: this may load the kind's plugin. */
+  kind = memres_registry_lookup (memres_ipc_handle_get_kind (handle), error);
+  if (kind == NULL)
+    return NULL;
+
+  g_mutex_lock (&import_pool_lock);
+  mr = lookup_imported_pool (handle, &local_error);
+  if (mr != NULL || local_error != NULL)
+    goto out;
+  id = _memres_ipc_format_id (memres_ipc_handle_get_pool_id (handle));
+  spec = g_strdup_printf ("%s (imported pool %s)", kind->name, id);
+  mr = _memres_resource_new_for_kind (kind, NULL, handle, spec, &local_error);
+  if (mr == NULL)
+    goto out;
+
+  attach_import_state (mr, handle);
+  g_mutex_lock (&pools_lock);
+  if (pools == NULL)
+    pools = g_hash_table_new (pool_id_hash, pool_id_equal);
+  g_hash_table_replace (pools, _memres_ipc_import (mr)->pool_id, mr);
+  g_mutex_unlock (&pools_lock);
+
+out:
+  g_mutex_unlock (&import_pool_lock);
+  if (local_error != NULL)
+    g_propagate_error (error, local_error);
+  return mr;
+}

@@ -1,0 +1,182 @@
+/* memres - CUDA memory resources
+ * ipc-private.h: the IPC layer's own structures and functions (core/ipc/), seen by its files,
+ * its tests and the fuzz targets only: the wire codecs, the transport, the handle's fd check,
+ * the table of imported mappings, the IPC state of an imported resource. The rest of the core
+ * sees the layer only through ipc.h. */
+#pragma once
+
+#include "memres-private.h"
+
+G_BEGIN_DECLS
+
+/* ipc-mappings.c: one resource's imported buffer mappings (see there). A mapping is made by
+ * the import_buffer slot, shared by every MemresBuffer importing that allocation, and unmapped
+ * (deallocate slot) when the last of them is closed. */
+#define MEMRES_EXPORT_DATA_SIZE 64
+/* The header, kind, pool_id and device_uuid of a buffer descriptor (ipc-descriptor.c). */
+#define MEMRES_DESCRIPTOR_PREFIX_SIZE (8 + MEMRES_KIND_NAME_MAX + 2 * MEMRES_IPC_ID_SIZE)
+/* Allocated 64-byte aligned (ipc-mappings.c): what a close reads and writes is the first cache
+ * line; the export data after it is written by the import and read only on a repeated import
+ * or an export again. */
+struct _MemresIpcMapping
+{
+  MemresAllocation alloc;      /* what import_buffer filled: the whole mapped allocation */
+  GArray *waits;               /* CUevent recorded where earlier users were closed, or NULL */
+  MemresIpcMapping *next_free; /* in the free list */
+  guint n_users;               /* open buffers using this mapping; 0: retired (unmapped) */
+  /* the key, compared when the hash matches; with the resource's pool identity and device
+   * what a buffer of this mapping is exported again with */
+  guint8 export_data[MEMRES_EXPORT_DATA_SIZE];
+};
+/* A slot of the table: the mapping's hash beside it, so that probing and rebuilding read the
+ * slot array only, not the records. */
+typedef struct
+{
+  guint64 hash;
+  MemresIpcMapping *mapping; /* NULL when empty */
+} MemresIpcSlot;
+typedef struct
+{
+  GMutex lock;          /* everything here and in every mapping */
+  MemresIpcSlot *slots; /* 2^k slots */
+  gsize mask;           /* number of slots - 1 */
+  gsize n_mappings;     /* live mappings (n_users > 0) */
+  gsize n_retired;      /* records still in the slots whose mapping was unmapped */
+  gsize n_users;        /* open imported buffers, over every mapping */
+  guint64 mapped_bytes; /* the sizes of every live mapping */
+  guint64 mapped_high;  /* high-water mark of mapped_bytes */
+  MemresIpcMapping *free_list;
+} MemresIpcMappings;
+G_STATIC_ASSERT (sizeof (((MemresBufferExport *) NULL)->export_data) == MEMRES_EXPORT_DATA_SIZE);
+
+/* The IPC state of a resource memres_resource_import_handle() made (MemresResource.ipc, whose
+ * head it is): the identity of its pool and the buffers imported through it. Allocated by
+ * ipc-pools.c before the resource is published; then only the mapping table changes,
+ * under its lock. */
+typedef struct
+{
+  MemresIpcState base;
+  /* the bytes every descriptor of a buffer of this pool starts with (header, kind, pool_id,
+   * device_uuid), so that the importer's hot path checks them with one compare */
+  guint8 descriptor_prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE];
+  MemresIpcMappings mappings;             /* the buffers imported through the resource */
+  guint8 pool_id[MEMRES_IPC_ID_SIZE];     /* key of the table of imported pools */
+  guint8 device_uuid[MEMRES_IPC_ID_SIZE]; /* of the pool's device (zero: host memory) */
+} MemresIpcImport;
+
+static inline MemresIpcImport *
+_memres_ipc_import (MemresResource *mr)
+{
+  return (MemresIpcImport *) mr->ipc;
+}
+
+/* ipc-buffers.c: the release_buffer, get_stats and reset_stats hooks of an imported resource's
+ * state (ipc.h); ipc-pools.c puts them in its hooks table. */
+gboolean _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, MemresStream stream,
+                                     GError **error);
+void _memres_ipc_get_stats (MemresResource *mr, MemresStats *stats, guint64 *n_imported);
+void _memres_ipc_reset_stats (MemresResource *mr);
+
+void _memres_ipc_mappings_init (MemresIpcMappings *t);
+void _memres_ipc_mappings_clear (MemresIpcMappings *t);
+guint64 _memres_ipc_mappings_hash (const guint8 key[MEMRES_EXPORT_DATA_SIZE]);
+MemresIpcMapping *_memres_ipc_mappings_lookup (const MemresIpcMappings *t,
+                                               const guint8 key[MEMRES_EXPORT_DATA_SIZE],
+                                               guint64 hash);
+MemresIpcMapping *_memres_ipc_mappings_add (MemresIpcMappings *t, guint64 hash,
+                                            const MemresBufferExport *exported,
+                                            const MemresAllocation *alloc);
+void _memres_ipc_mappings_retire (MemresIpcMappings *t, MemresIpcMapping *m);
+void _memres_ipc_mappings_revive (MemresIpcMappings *t, MemresIpcMapping *m,
+                                  const MemresAllocation *alloc);
+
+/* ipc-descriptor.c: the buffer descriptor codec (fuzzed). Layout, little-endian, 160 bytes:
+ * magic u32 'MRBD', version u16, length u16, kind char[32] (NUL-padded), pool_id[16],
+ * device_uuid[16], offset u64, size u64, export_data[64], reserved[8] (zero). */
+#define MEMRES_DESCRIPTOR_MAGIC   0x4442524du /* "MRBD" read as little-endian u32 */
+#define MEMRES_DESCRIPTOR_VERSION 1
+gboolean _memres_set_invalid_record (GError **error, const char *what, const char *field,
+                                     const char *format, ...) G_GNUC_PRINTF (4, 5);
+gboolean _memres_check_kind_field (const guint8 *field, const char *what, GError **error);
+void _memres_descriptor_encode (const char *kind, const MemresBufferExport *info,
+                                MemresBufferDescriptor *out);
+gboolean _memres_descriptor_decode (gconstpointer data, gsize length, const guint8 *expected_kind,
+                                    char kind[MEMRES_KIND_NAME_MAX], MemresBufferExport *info,
+                                    GError **error);
+void _memres_descriptor_prefix (const guint8 kind_field[MEMRES_KIND_NAME_MAX],
+                                const guint8 pool_id[MEMRES_IPC_ID_SIZE],
+                                const guint8 device_uuid[MEMRES_IPC_ID_SIZE],
+                                guint8 prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE]);
+gboolean _memres_descriptor_decode_pool (gconstpointer data, gsize length,
+                                         const guint8 prefix[MEMRES_DESCRIPTOR_PREFIX_SIZE],
+                                         MemresBufferExport *info);
+
+/* ipc-handle.c: whether @fd is an open file descriptor; a pool identity or device UUID in
+ * lower-case hex (transfer full), for messages. */
+gboolean _memres_fd_is_open (gint fd);
+char *_memres_ipc_format_id (const guint8 id[MEMRES_IPC_ID_SIZE]);
+
+/* Little-endian fields of the wire records: @n bytes (1 to 8) at @p. */
+static inline void
+_memres_put_le (guint8 *p, guint64 v, int n)
+{
+  for (int i = 0; i < n; i++)
+    p[i] = (v >> (8 * i)) & 0xff;
+}
+
+static inline guint64
+_memres_get_le (const guint8 *p, int n)
+{
+  guint64 v = 0;
+
+  /* one load where a byte loop would not be merged into one (the import path decodes these) */
+  memcpy (&v, p, (gsize) n);
+  return GUINT64_FROM_LE (v);
+}
+
+/* ipc-transport.c: messages with fds over a connected AF_UNIX socket.
+ * _memres_ipc_send_message(): sends @len bytes at @data with the @n_fds (1 to
+ *   MEMRES_IPC_MAX_CHUNKS) open fds at @fds (they stay the caller's; the peer receives
+ *   duplicates) in SCM_RIGHTS and this process's credentials, in one sendmsg(). @what names the
+ *   message in errors. Errors: MEMRES_ERROR_INVALID_ARGUMENT (not an AF_UNIX socket),
+ *   MEMRES_ERROR_FAILED (sendmsg failed or sent part of the message).
+ * _memres_ipc_receive_message(): receives one message into @buf (@max_len bytes of room): a
+ *   header of @header_len bytes, from which @length_of tells the whole message's length
+ *   (checked to lie in [header_len, max_len]), then the rest; on a stream socket exactly that
+ *   many bytes are read (the next message stays in the socket), on a seqpacket socket the
+ *   datagram must have exactly that length. Unless MEMRES_IPC_ALLOW_ANY_UID, every piece read
+ *   (every recvmsg()) must carry SCM_CREDENTIALS of this process's euid (a piece without is
+ *   refused) and SO_PEERCRED must name it; a refused message is still read to its end, and the
+ *   first refused piece is the error. On success *@length gets the length and @fds (an empty GArray
+ * of int) the received fds, which the caller owns (close them with _memres_ipc_close_fds()); on
+ *   failure every fd that arrived is closed and @fds is empty. Errors:
+ *   MEMRES_ERROR_INVALID_ARGUMENT, MEMRES_ERROR_FAILED (recvmsg failed, or the peer closed before
+ *   sending anything), MEMRES_ERROR_INVALID_DESCRIPTOR (short, long, too many fds),
+ *   MEMRES_ERROR_PERMISSION_DENIED.
+ * _memres_ipc_close_fds(): closes every fd in @fds and empties it. */
+typedef gsize (*MemresIpcLengthFunc) (const guint8 *header);
+gboolean _memres_ipc_check_socket (gint socket_fd, GError **error);
+gboolean _memres_ipc_send_message (gint socket_fd, const char *what, const guint8 *data, gsize len,
+                                   const gint *fds, guint n_fds, GError **error);
+gboolean _memres_ipc_receive_message (gint socket_fd, MemresIpcFlags flags, const char *what,
+                                      guint8 *buf, gsize header_len, gsize max_len,
+                                      MemresIpcLengthFunc length_of, gsize *length, GArray *fds,
+                                      GError **error);
+void _memres_ipc_close_fds (GArray *fds);
+
+/* ipc-layout.c: the layout record of a buffer sent as chunks (fuzzed). Little-endian:
+ * magic u32 'MRCB', version u16, length u16 (header + 8 * n_chunks), kind char[32]
+ * (NUL-padded), device_uuid[16], handle_type u32, location_type u32, granularity u64, size u64,
+ * n_chunks u32, reserved u32 (zero), then n_chunks chunk sizes u64. */
+#define MEMRES_LAYOUT_MAGIC       0x4243524du /* "MRCB" read as little-endian u32 */
+#define MEMRES_LAYOUT_VERSION     1
+#define MEMRES_LAYOUT_HEADER_SIZE 88
+#define MEMRES_LAYOUT_MAX_SIZE    (MEMRES_LAYOUT_HEADER_SIZE + 8 * MEMRES_IPC_MAX_CHUNKS)
+gsize _memres_layout_encode (const char *kind, const MemresBufferChunks *chunks,
+                             guint8 out[MEMRES_LAYOUT_MAX_SIZE]);
+gsize _memres_layout_declared_length (const guint8 *header);
+gboolean _memres_layout_decode (gconstpointer data, gsize length, char kind[MEMRES_KIND_NAME_MAX],
+                                MemresBufferChunks *chunks, GError **error);
+gboolean _memres_layout_check (const MemresBufferChunks *chunks, GError **error);
+
+G_END_DECLS
