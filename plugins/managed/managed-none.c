@@ -61,7 +61,8 @@ static const MemresResourceOps none_ops = {
 };
 
 gboolean
-managed_none_init (Managed *self, guint attach, const CUmemLocation *location, GError **error)
+managed_none_init (Managed *self, const MemresOptions *options, const CUmemLocation *location,
+                   const ManagedDevice *info, GError **error)
 {
   if (self->drv->cuMemAllocManaged == NULL || self->drv->cuCtxPushCurrent == NULL
       || self->drv->cuCtxPopCurrent == NULL
@@ -70,8 +71,11 @@ managed_none_init (Managed *self, guint attach, const CUmemLocation *location, G
                                 "managed: the CUDA driver lacks cuMemAllocManaged or the "
                                 "CUmemLocation form of cuMemAdvise (CUDA 12.2)"),
            FALSE;
-  self->attach = attach;
+  self->attach
+      = memres_options_get_int (options, "attach") == 1 ? CU_MEM_ATTACH_HOST : CU_MEM_ATTACH_GLOBAL;
   self->preferred = *location;
+  if (!info->concurrent)
+    managed_warn_not_concurrent (self->device, info);
   pool_use_other (&self->pool, &none_ops, 0, "managed: pool=none has no memory pool");
   return TRUE;
 }

@@ -55,9 +55,11 @@ void managed_warn_not_concurrent (gint device, const ManagedDevice *info);
 gboolean managed_resolve_location (const MemresCudaDriver *drv, const MemresOptions *options,
                                    gint device, CUmemLocation *location, GError **error);
 
-/* managed-none.c: makes @self (device and drv set) a pool=none instance attaching with @attach
- * and advising @location (pool_use_other()); NOT_SUPPORTED when the driver lacks the calls. */
-gboolean managed_none_init (Managed *self, guint attach, const CUmemLocation *location,
+/* managed-none.c: makes @self (device and drv set) a pool=none instance attaching as the attach
+ * option says and advising @location (pool_use_other()); warns once where @info has no
+ * concurrent managed access; NOT_SUPPORTED when the driver lacks the calls. */
+gboolean managed_none_init (Managed *self, const MemresOptions *options,
+                            const CUmemLocation *location, const ManagedDevice *info,
                             GError **error);
 
 G_END_DECLS

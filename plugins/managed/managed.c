@@ -99,15 +99,7 @@ managed_init (MemresResource *mr, const MemresOptions *options, GError **error)
       mode = MANAGED_POOL_NONE;
     }
   if (mode == MANAGED_POOL_NONE)
-    {
-      if (!info.concurrent)
-        managed_warn_not_concurrent (self->device, &info);
-      return managed_none_init (self,
-                                memres_options_get_int (options, "attach") == 1
-                                    ? CU_MEM_ATTACH_HOST
-                                    : CU_MEM_ATTACH_GLOBAL,
-                                &location, error);
-    }
+    return managed_none_init (self, options, &location, &info, error);
 
   pool_config_init_device (&config, self->device);
   config.alloc_type = CU_MEM_ALLOCATION_TYPE_MANAGED;

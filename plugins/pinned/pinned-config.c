@@ -1,9 +1,11 @@
 /* memres - CUDA memory resources
  * pinned-config.c: checks the options of the pinned kind and resolves the mode and the pool's
- * location against what the device reports. */
+ * location against what the device reports; the host's physical memory, the most a buffer can
+ * page-lock. */
 #include "pinned-config.h"
 
 #include <string.h>
+#include <unistd.h>
 
 /* Options that only one mode reads (pool mode also the pool options,
  * PINNED_POOL_OPTIONS). Naming one of them with the other mode is an error. */
@@ -381,4 +383,22 @@ pinned_config_clear (PinnedConfig *config)
 {
   g_clear_pointer (&config->devices, g_free);
   config->n_devices = 0;
+}
+
+/* Bytes of physical memory of the host (G_MAXUINT64 where unknown), read once. */
+guint64
+pinned_host_memory (void)
+{
+  static gsize total = 0;
+
+  if (g_once_init_enter (&total))
+    {
+      long pages = sysconf (_SC_PHYS_PAGES);
+      long page_size = sysconf (_SC_PAGESIZE);
+      guint64 bytes
+          = pages > 0 && page_size > 0 ? (guint64) pages * (guint64) page_size : G_MAXUINT64;
+
+      g_once_init_leave (&total, (gsize) MIN (bytes, (guint64) G_MAXSIZE));
+    }
+  return total;
 }

@@ -40,5 +40,7 @@ typedef struct
 gboolean pinned_config_init (PinnedConfig *config, const MemresOptions *options, GError **error);
 gboolean pinned_config_resolve (PinnedConfig *config, GError **error);
 void pinned_config_clear (PinnedConfig *config);
+/* Bytes of physical memory of the host (G_MAXUINT64 where unknown), read once. */
+guint64 pinned_host_memory (void);
 
 G_END_DECLS

@@ -30,8 +30,6 @@
  * Files: pinned-config.c (options, mode and location), pinned-pool.c (pool creation and
  * import), pinned-legacy.c (legacy mode's ops table); the slots but init and query are the
  * shared pool code's (plugins/common/pool). */
-#include <unistd.h>
-
 #include "pinned-private.h"
 
 static const char *const mode_choices[] = { "pool", "legacy", NULL };
@@ -74,24 +72,6 @@ static const MemresOptionSpec pinned_options[] = {
     NULL, 0, 0 },
 };
 
-/* Bytes of physical memory of the host (G_MAXUINT64 where unknown), read once. */
-static guint64
-host_memory (void)
-{
-  static gsize total = 0;
-
-  if (g_once_init_enter (&total))
-    {
-      long pages = sysconf (_SC_PHYS_PAGES);
-      long page_size = sysconf (_SC_PAGESIZE);
-      guint64 bytes
-          = pages > 0 && page_size > 0 ? (guint64) pages * (guint64) page_size : G_MAXUINT64;
-
-      g_once_init_leave (&total, (gsize) MIN (bytes, (guint64) G_MAXSIZE));
-    }
-  return total;
-}
-
 static gboolean
 pinned_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
@@ -107,7 +87,7 @@ pinned_init (MemresResource *mr, const MemresOptions *options, GError **error)
   /* page-locked memory cannot exceed the host's physical memory: a larger request fails before
    * any driver call */
   if (ok)
-    pool_set_size_limit (&self->pool, host_memory (), "the host's physical memory");
+    pool_set_size_limit (&self->pool, pinned_host_memory (), "the host's physical memory");
   pinned_config_clear (&config);
   return ok;
 }
