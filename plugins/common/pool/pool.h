@@ -25,8 +25,9 @@
  * mode=legacy, managed's pool=none) chooses it once, at init, with pool_use_other(): the
  * instance's allocate and deallocate are then that implementation's ops table, reached through
  * the checked path the slots already have (see #PoolRecord.fast_size), and the other slots
- * answer for it (statistics counted here, nothing to trim, the pool-only slots refused). No
- * slot branches on the kind's state. */
+ * answer for it (statistics counted here, nothing to trim, the pool-only slots refused). The
+ * kinds' slots have no branch of their own; the shared allocate and deallocate fast path is one
+ * comparison, the one max_size already needed. */
 #pragma once
 
 #include <memres/memres-plugin.h>
