@@ -642,6 +642,60 @@ test_allocate_max_size (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* More than the host's physical memory cannot be page-locked: refused before any driver call,
+ * in both modes and with a max_size, and the resource keeps working. */
+static void
+check_above_host_memory (const char *spec, gsize size)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok (spec);
+  long pool_calls = mt_driver_is_fake () ? mt_fake_call_count ("cuMemAllocFromPoolAsync") : 0;
+  long host_calls = mt_driver_is_fake () ? mt_fake_call_count ("cuMemHostAlloc") : 0;
+  MemresStats s;
+
+  g_assert_null (memres_resource_allocate (mr, size, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, "physical memory"));
+  if (mt_driver_is_fake ())
+    {
+      g_assert_cmpint (mt_fake_call_count ("cuMemAllocFromPoolAsync"), ==, pool_calls);
+      g_assert_cmpint (mt_fake_call_count ("cuMemHostAlloc"), ==, host_calls);
+    }
+  get_stats (mr, &s);
+  g_assert_cmpuint (s.used_current, ==, 0);
+  g_assert_cmpuint (s.used_high, ==, 0);
+  g_assert_cmpuint (s.n_buffers, ==, 0);
+  mt_close_ok (mt_alloc_ok (mr, 4096, NULL), NULL);
+}
+
+static void
+test_allocate_above_host_memory (void)
+{
+  long pages = sysconf (_SC_PHYS_PAGES);
+  long page_size = sysconf (_SC_PAGESIZE);
+  FakeCudaCounts base;
+  guint64 total;
+
+  if (!require_pool_mode ())
+    return;
+  if (pages <= 0 || page_size <= 0)
+    {
+      g_test_skip ("the host's physical memory is unknown");
+      return;
+    }
+  total = (guint64) pages * (guint64) page_size;
+  if (total >= G_MAXSSIZE)
+    {
+      g_test_skip ("the core refuses sizes above G_MAXSSIZE itself");
+      return;
+    }
+  mt_counts_snapshot (&base);
+  check_above_host_memory ("pinned", (gsize) total + 1);
+  check_above_host_memory ("pinned:mode=legacy", (gsize) total + 1);
+  check_above_host_memory ("pinned:max_size=1MiB", (gsize) total + 1);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* Allocation and free from several threads at once leave the statistics exact. */
 typedef struct
 {
@@ -1161,6 +1215,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pinned/options/numa-missing", test_options_numa_missing);
   g_test_add_func ("/pinned/allocate/zero-size", test_allocate_zero_size);
   g_test_add_func ("/pinned/allocate/max-size", test_allocate_max_size);
+  g_test_add_func ("/pinned/allocate/above-host-memory", test_allocate_above_host_memory);
   g_test_add_func ("/pinned/allocate/threads", test_threads);
   g_test_add_func ("/pinned/fault/pool", test_fault_sweep_pool);
   g_test_add_func ("/pinned/fault/legacy", test_fault_sweep_legacy);

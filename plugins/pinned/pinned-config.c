@@ -1,22 +1,16 @@
 /* memres - CUDA memory resources
  * pinned-config.c: checks the options of the pinned kind and resolves the mode and the pool's
- * location against what the device reports. */
+ * location against what the device reports; the host's physical memory, the most a buffer can
+ * page-lock. */
 #include "pinned-config.h"
 
 #include <string.h>
+#include <unistd.h>
 
-/* Options that only one mode reads. Naming one of them with the other mode is an error. */
+/* Options that only one mode reads (pool mode also the pool options,
+ * PINNED_POOL_OPTIONS). Naming one of them with the other mode is an error. */
 static const char *const pool_only_options[] = {
-  "fallback",
-  "numa_id",
-  "devices",
-  "ipc",
-  "max_size",
-  "release_threshold",
-  "reuse_follow_event_dependencies",
-  "reuse_allow_opportunistic",
-  "reuse_allow_internal_dependencies",
-  NULL,
+  "fallback", "numa_id", "devices", "ipc", NULL,
 };
 static const char *const legacy_only_options[] = {
   "portable",
@@ -35,17 +29,20 @@ static gboolean
 check_mode_options (const MemresOptions *options, PinnedMode mode, GError **error)
 {
   const char *const *other = mode == PINNED_MODE_POOL ? legacy_only_options : pool_only_options;
+  const char *wrong = NULL;
 
-  for (guint i = 0; other[i] != NULL; i++)
+  for (guint i = 0; wrong == NULL && other[i] != NULL; i++)
     if (memres_options_is_set (options, other[i]))
-      {
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "pinned: option '%s' applies to mode=%s only, not to mode=%s", other[i],
-                     mode_name (mode == PINNED_MODE_POOL ? PINNED_MODE_LEGACY : PINNED_MODE_POOL),
-                     mode_name (mode));
-        return FALSE;
-      }
-  return TRUE;
+      wrong = other[i];
+  if (wrong == NULL && mode == PINNED_MODE_LEGACY)
+    wrong = pool_options_first_set (options, PINNED_POOL_OPTIONS);
+  if (wrong == NULL)
+    return TRUE;
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+               "pinned: option '%s' applies to mode=%s only, not to mode=%s", wrong,
+               mode_name (mode == PINNED_MODE_POOL ? PINNED_MODE_LEGACY : PINNED_MODE_POOL),
+               mode_name (mode));
+  return FALSE;
 }
 
 /* Whether @node is in a sysfs node list such as "0-3,5". */
@@ -184,12 +181,11 @@ pinned_config_init (PinnedConfig *config, const MemresOptions *options, GError *
 
   config->fallback = memres_options_get_bool (options, "fallback");
   config->ipc = memres_options_get_bool (options, "ipc");
-  memres_pool_config_init_host (&config->pool, CU_MEM_LOCATION_TYPE_HOST, 0, config->device);
+  pool_config_init_host (&config->pool, CU_MEM_LOCATION_TYPE_HOST, 0, config->device);
   config->pool.create = TRUE;
   if (config->ipc)
     config->pool.handle_type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-  if (!memres_pool_config_set_options (&config->pool, options, MEMRES_POOL_OPTIONS_ATTRIBUTES,
-                                       error))
+  if (!pool_config_set_options (&config->pool, options, PINNED_POOL_OPTIONS, error))
     return FALSE;
   /* Page-locking memory is slow: unless told otherwise, the pool keeps what it got until it
    * is trimmed (the driver's default threshold, 0, would release it at every synchronization
@@ -270,7 +266,7 @@ check_shareable (PinnedConfig *config, GError **error)
 
   if (!config->ipc)
     return TRUE;
-  if (!memres_pool_check_supported (&config->pool, &supported, error))
+  if (!pool_check_supported (&config->pool, &supported, error))
     return FALSE;
   if (supported)
     return TRUE;
@@ -350,7 +346,7 @@ resolve_pool (PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
  * `CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED`, `..._HOST_NUMA_MEMORY_POOLS_SUPPORTED` and,
  * where a host NUMA node is to be found, `..._HOST_NUMA_ID`, then sets @config's location
  * (HOST_NUMA on the named or the closest node, else HOST); with `ipc=true` also checks the
- * pool handle types (memres_pool_check_supported()). Where the device cannot do pool
+ * pool handle types (pool_check_supported()). Where the device cannot do pool
  * mode, switches @config to legacy mode if it asked for fallback (not with `ipc=true`), else
  * fails with %MEMRES_ERROR_NOT_SUPPORTED naming the mode that works.
  *
@@ -387,4 +383,22 @@ pinned_config_clear (PinnedConfig *config)
 {
   g_clear_pointer (&config->devices, g_free);
   config->n_devices = 0;
+}
+
+/* Bytes of physical memory of the host (G_MAXUINT64 where unknown), read once. */
+guint64
+pinned_host_memory (void)
+{
+  static gsize total = 0;
+
+  if (g_once_init_enter (&total))
+    {
+      long pages = sysconf (_SC_PHYS_PAGES);
+      long page_size = sysconf (_SC_PAGESIZE);
+      guint64 bytes
+          = pages > 0 && page_size > 0 ? (guint64) pages * (guint64) page_size : G_MAXUINT64;
+
+      g_once_init_leave (&total, (gsize) MIN (bytes, (guint64) G_MAXSIZE));
+    }
+  return total;
 }

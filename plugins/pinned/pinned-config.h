@@ -13,6 +13,9 @@ typedef enum
   PINNED_MODE_LEGACY,
 } PinnedMode;
 
+/* The shared pool options pinned offers: mode=pool only. */
+#define PINNED_POOL_OPTIONS POOL_OPTIONS_ATTRIBUTES
+
 /* Sentinel of numa_id: "the node closest to the device" (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID). */
 #define PINNED_NUMA_AUTO (-1)
 
@@ -28,7 +31,7 @@ typedef struct
   gint *devices;          /* devices granted access; owned */
   gsize n_devices;
   gboolean ipc;
-  MemresPoolConfig pool; /* a new pool; attributes from the options, location set by resolve */
+  PoolConfig pool; /* a new pool; attributes from the options, location set by resolve */
 
   /* legacy mode: CU_MEMHOSTALLOC_* */
   guint host_alloc_flags;
@@ -37,5 +40,7 @@ typedef struct
 gboolean pinned_config_init (PinnedConfig *config, const MemresOptions *options, GError **error);
 gboolean pinned_config_resolve (PinnedConfig *config, GError **error);
 void pinned_config_clear (PinnedConfig *config);
+/* Bytes of physical memory of the host (G_MAXUINT64 where unknown), read once. */
+guint64 pinned_host_memory (void);
 
 G_END_DECLS

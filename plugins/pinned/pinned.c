@@ -18,16 +18,18 @@
  * MEMRES_ERROR_NOT_SUPPORTED naming mode=legacy, unless fallback=true asks for legacy mode.
  * ipc=true makes the pool shareable with other processes (pinned-ipc.c).
  *
- * mode=legacy: every buffer is one cuMemHostAlloc (flags from the options); closing
- * synchronizes the buffer's deallocation stream and then calls cuMemFreeHost. Not stream-ordered;
- * statistics count the live bytes (reserved equals used), trim has nothing to do, and access
- * cannot be read or changed.
+ * mode=legacy: every buffer is one cuMemHostAlloc (flags from the options); closing waits for
+ * the buffer's deallocation stream (the core does, the memory being not stream-ordered) and
+ * then calls cuMemFreeHost. Not stream-ordered; statistics count the live bytes (reserved
+ * equals used), trim has nothing to do, and access cannot be read or changed.
  *
- * Files: pinned-config.c (options, mode and location), pinned-pool.c (pool creation),
- * pinned-legacy.c, pinned-ipc.c; the pool itself is plugins/pool. */
-#include <unistd.h>
-
-#include "pinned-pool.h"
+ * Statistics are the pool's (MEMRES_KIND_OWN_USAGE): the pool is the resource's own, so the
+ * driver's used bytes are its buffers', counted at no cost on the allocate/free path; the
+ * shared pool code counts mode=legacy's.
+ *
+ * Files: pinned-config.c (options, mode and location), pinned-pool.c (pool creation and
+ * import), pinned-legacy.c (legacy mode's ops table); the slots but init and query are the
+ * shared pool code's (plugins/common/pool). */
 #include "pinned-private.h"
 
 static const char *const mode_choices[] = { "pool", "legacy", NULL };
@@ -37,31 +39,15 @@ static const MemresOptionSpec pinned_options[] = {
     "device of the buffers (their copies run there) whose primary context allocates", NULL, 0,
     G_MAXINT },
   { "mode", MEMRES_OPTION_ENUM, "pool",
-    "pool: a stream-ordered driver pool located on the host; legacy: cuMemHostAlloc and a "
-    "synchronous cuMemFreeHost",
+    "pool: a stream-ordered driver pool located on the host (the pool options, fallback, "
+    "numa_id, devices and ipc apply to it only); legacy: cuMemHostAlloc and a synchronous "
+    "cuMemFreeHost",
     mode_choices, 0, 0 },
   { "fallback", MEMRES_OPTION_BOOL, NULL,
     "mode=pool: use mode=legacy where the device has no host memory pools (unset: false, fail "
     "with not-supported)",
     NULL, 0, 0 },
-  { "max_size", MEMRES_OPTION_SIZE, NULL,
-    "mode=pool: most bytes the pool may reserve (unset: the driver's limit)", NULL, 0, 0 },
-  { "release_threshold", MEMRES_OPTION_SIZE, NULL,
-    "mode=pool: bytes the pool keeps reserved across synchronizations, or max (unset: max, "
-    "keep everything until trimmed, because page-locking memory is slow)",
-    NULL, 0, 0 },
-  { "reuse_follow_event_dependencies", MEMRES_OPTION_BOOL, NULL,
-    "mode=pool: reuse memory freed on another stream once an event orders it (unset: driver "
-    "default)",
-    NULL, 0, 0 },
-  { "reuse_allow_opportunistic", MEMRES_OPTION_BOOL, NULL,
-    "mode=pool: reuse memory whose free has already completed on another stream (unset: "
-    "driver default)",
-    NULL, 0, 0 },
-  { "reuse_allow_internal_dependencies", MEMRES_OPTION_BOOL, NULL,
-    "mode=pool: let the driver insert dependencies to reuse memory freed on another stream "
-    "(unset: driver default)",
-    NULL, 0, 0 },
+  POOL_OPTIONS_HERE,
   { "numa_id", MEMRES_OPTION_INT, NULL,
     "mode=pool: host NUMA node of the pool (unset or -1: the node closest to device, or no "
     "particular node where there is none)",
@@ -94,97 +80,16 @@ pinned_init (MemresResource *mr, const MemresOptions *options, GError **error)
   gboolean ok;
 
   ok = pinned_config_init (&config, options, error) && pinned_config_resolve (&config, error);
+  if (ok && config.mode == PINNED_MODE_POOL)
+    ok = pinned_pool_init (self, &config, error);
+  else if (ok)
+    ok = pinned_legacy_init (self, &config, error);
+  /* page-locked memory cannot exceed the host's physical memory: a larger request fails before
+   * any driver call */
   if (ok)
-    {
-      self->mode = config.mode;
-      self->device = config.device;
-      self->ipc = config.ipc;
-      if (config.mode == PINNED_MODE_POOL)
-        ok = pinned_pool_init (&self->pool, &config, error);
-      else
-        ok = pinned_legacy_init (&self->legacy, config.device, config.host_alloc_flags, error);
-    }
+    pool_set_size_limit (&self->pool, pinned_host_memory (), "the host's physical memory");
   pinned_config_clear (&config);
   return ok;
-}
-
-static void
-pinned_finalize (MemresResource *mr)
-{
-  Pinned *self = memres_resource_get_private (mr);
-
-  if (self->mode == PINNED_MODE_POOL)
-    memres_pool_destroy (&self->pool);
-  else
-    pinned_legacy_finalize (&self->legacy);
-}
-
-/* Bytes of physical memory of the host (G_MAXUINT64 where unknown), read once. */
-static guint64
-host_memory (void)
-{
-  static gsize total = 0;
-
-  if (g_once_init_enter (&total))
-    {
-      long pages = sysconf (_SC_PHYS_PAGES);
-      long page_size = sysconf (_SC_PAGESIZE);
-      guint64 bytes
-          = pages > 0 && page_size > 0 ? (guint64) pages * (guint64) page_size : G_MAXUINT64;
-
-      g_once_init_leave (&total, (gsize) MIN (bytes, (guint64) G_MAXSIZE));
-    }
-  return total;
-}
-
-/* Page-locked memory cannot exceed the host's physical memory: a larger request fails before
- * any driver call. */
-static gboolean
-check_size (gsize size, GError **error)
-{
-  guint64 total = host_memory ();
-
-  if (size <= total)
-    return TRUE;
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-               "pinned: cannot allocate %" G_GSIZE_FORMAT " bytes of page-locked memory: the "
-               "host has %" G_GUINT64_FORMAT " bytes",
-               size, total);
-  return FALSE;
-}
-
-static gboolean
-pinned_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-                 GError **error)
-{
-  Pinned *self = memres_resource_get_private (mr);
-
-  if (G_UNLIKELY (self->imported))
-    {
-      g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                           "pinned: a pool imported from another process cannot allocate: "
-                           "allocate in the exporting process and import the buffer");
-      return FALSE;
-    }
-  if (!check_size (size, error))
-    return FALSE;
-  if (self->mode == PINNED_MODE_LEGACY)
-    return pinned_legacy_allocate (&self->legacy, size, alloc, error);
-  if (!memres_pool_allocate (&self->pool, size, stream, &alloc->address, error))
-    return FALSE;
-  alloc->size = size;
-  alloc->plugin_data = NULL;
-  return TRUE;
-}
-
-static gboolean
-pinned_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
-{
-  Pinned *self = memres_resource_get_private (mr);
-
-  if (self->mode == PINNED_MODE_LEGACY)
-    return pinned_legacy_deallocate (&self->legacy, alloc, stream, error);
-  return memres_pool_free (&self->pool, alloc->address, alloc->size, stream, error);
 }
 
 static void
@@ -197,92 +102,22 @@ pinned_query (MemresResource *mr, MemresResourceInfo *info)
    * the allocations use */
   info->device = -1;
   info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE;
-  if (self->mode == PINNED_MODE_POOL)
+  if (self->pool.other == NULL)
     info->flags |= MEMRES_MEMORY_STREAM_ORDERED;
-  if (self->ipc)
+  if (pool_is_shareable (&self->pool))
     info->flags |= MEMRES_MEMORY_IPC_ENABLED;
-  if (self->imported)
+  if (self->pool.imported)
     info->flags |= MEMRES_MEMORY_IMPORTED;
-}
-
-static gboolean
-pinned_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
-{
-  Pinned *self = memres_resource_get_private (mr);
-
-  if (self->mode == PINNED_MODE_POOL)
-    return memres_pool_get_stats (&self->pool, stats, error);
-  pinned_legacy_get_stats (&self->legacy, stats);
-  return TRUE;
-}
-
-static gboolean
-pinned_reset_stats (MemresResource *mr, GError **error)
-{
-  Pinned *self = memres_resource_get_private (mr);
-
-  if (self->mode == PINNED_MODE_POOL)
-    return memres_pool_reset_stats (&self->pool, error);
-  pinned_legacy_reset_stats (&self->legacy);
-  return TRUE;
-}
-
-/* Legacy mode holds no memory beyond its buffers: trimming it has nothing to do. */
-static gboolean
-pinned_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
-{
-  Pinned *self = memres_resource_get_private (mr);
-
-  if (self->mode == PINNED_MODE_POOL)
-    return memres_pool_trim (&self->pool, bytes_to_keep, error);
-  return TRUE;
-}
-
-static gboolean
-legacy_has_no_access_control (GError **error)
-{
-  g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                       "pinned: mode=legacy memory is accessible from every device with unified "
-                       "addressing; its access cannot be read or changed (use mode=pool)");
-  return FALSE;
-}
-
-static gboolean
-pinned_set_access (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs, GError **error)
-{
-  Pinned *self = memres_resource_get_private (mr);
-
-  if (self->mode == PINNED_MODE_LEGACY)
-    return legacy_has_no_access_control (error);
-  return memres_pool_set_access (&self->pool, descs, n_descs, error);
-}
-
-static gboolean
-pinned_get_access (MemresResource *mr, gint device, MemresAccess *access, GError **error)
-{
-  Pinned *self = memres_resource_get_private (mr);
-
-  if (self->mode == PINNED_MODE_LEGACY)
-    return legacy_has_no_access_control (error);
-  return memres_pool_get_access (&self->pool, device, access, error);
 }
 
 static const MemresResourceOps pinned_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = pinned_init,
-  .finalize = pinned_finalize,
-  .allocate = pinned_allocate,
-  .deallocate = pinned_deallocate,
-  .query = pinned_query,
-  .get_stats = pinned_get_stats,
-  .reset_stats = pinned_reset_stats,
-  .trim = pinned_trim,
-  .set_access = pinned_set_access,
-  .get_access = pinned_get_access,
-  .export_handle = pinned_export_handle,
   .import_handle = pinned_import_handle,
-  .export_buffer = pinned_export_buffer,
-  .import_buffer = pinned_import_buffer,
+  .query = pinned_query,
+  POOL_SLOTS,
+  POOL_ACCESS_SLOTS,
+  POOL_SHARING_SLOTS,
 };
 
 static gboolean
@@ -300,7 +135,7 @@ pinned_plugin_init (MemresPlugin *plugin, GError **error)
     .flags = MEMRES_KIND_OWN_USAGE, /* get_stats reports the used bytes */
   };
 
-  return memres_plugin_register_kind (plugin, &info, error);
+  return pool_register_kind (plugin, &info, PINNED_POOL_OPTIONS, error);
 }
 
 MEMRES_PLUGIN_DEFINE (pinned, "page-locked host memory", pinned_plugin_init)

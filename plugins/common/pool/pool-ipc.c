@@ -1,15 +1,15 @@
 /* memres - CUDA memory resources
- * pool-ipc.c: sharing a MemresPool between processes through POSIX file descriptors: the pool
+ * pool-ipc.c: sharing a pool between processes through POSIX file descriptors: the pool
  * (cuMemPoolExportToShareableHandle / cuMemPoolImportFromShareableHandle) and its allocations
- * (cuMemPoolExportPointer / cuMemPoolImportPointer). Used by the ipc kind, and by pinned with
- * ipc=true. */
+ * (cuMemPoolExportPointer / cuMemPoolImportPointer), as the export and import slots of the ipc
+ * kind, and of pinned with ipc=true. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "pool.h"
+#include "pool-private.h"
 
 G_STATIC_ASSERT (sizeof (((CUmemPoolPtrExportData *) NULL)->reserved)
                  == sizeof (((MemresBufferExport *) NULL)->export_data));
@@ -19,7 +19,7 @@ G_STATIC_ASSERT (sizeof (((CUmemPoolPtrExportData *) NULL)->reserved)
 #define CALL_WITH_CONTEXT(r, pool, error, call)                                                    \
   G_STMT_START                                                                                     \
   {                                                                                                \
-    if (!memres_pool_ensure_context ((pool), (error)))                                             \
+    if (!pool_ensure_context ((pool), (error)))                                                    \
       return FALSE;                                                                                \
     (r) = (call);                                                                                  \
     if ((r) == CUDA_ERROR_INVALID_CONTEXT)                                                         \
@@ -32,43 +32,58 @@ G_STATIC_ASSERT (sizeof (((CUmemPoolPtrExportData *) NULL)->reserved)
   G_STMT_END
 
 /**
- * memres_pool_is_shareable:
- * @pool: a pool
+ * pool_is_shareable:
+ * @pool: a record
  *
  * Returns: %TRUE when @pool was created with POSIX file descriptor handles, or imported
  */
 gboolean
-memres_pool_is_shareable (const MemresPool *pool)
+pool_is_shareable (const PoolRecord *pool)
 {
   return (pool->handle_type & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
 }
 
+/* Whether the pool can be shared: %MEMRES_ERROR_NOT_SUPPORTED naming why not otherwise. */
+static gboolean
+check_shareable (const PoolRecord *pool, GError **error)
+{
+  if (pool->other != NULL)
+    return pool_refuse_without_pool (pool, error);
+  if (pool_is_shareable (pool))
+    return TRUE;
+  g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                       pool->unshareable != NULL
+                           ? pool->unshareable
+                           : "the pool was not created shareable (POSIX file descriptors)");
+  return FALSE;
+}
+
 /**
- * memres_pool_export_handle:
- * @pool: a shareable pool (created with `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`, or imported)
- * @kind: the kind name the handle carries
- * @handle: (out) (transfer full): the new handle
+ * pool_export_handle:
+ * @mr: an instance of a pool kind whose pool is shareable (created with
+ *   `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`, or imported)
+ * @handle: (out) (transfer full): the new handle, of the resource's kind
  * @error: return location for a #GError
  *
- * Makes a new #MemresIpcHandle for @pool owning a new file descriptor: for a pool created here,
+ * The export_handle slot. Makes a new #MemresIpcHandle for the pool owning a new file
+ * descriptor: for a pool created here,
  * one from cuMemPoolExportToShareableHandle() (each call a new one); for an imported pool, a
  * duplicate of the descriptor it was imported from, so that the pool can be forwarded to a
  * third process. The handle carries @pool's identity and device UUID. On failure no fd is left
  * open. Thread-safe.
  *
  * Returns: %TRUE on success; %FALSE with %MEMRES_ERROR_NOT_SUPPORTED (the pool is not
- *   shareable), %MEMRES_ERROR_FAILED (dup() failed) or a %MEMRES_CUDA_ERROR.
+ *   shareable, or the instance has none), %MEMRES_ERROR_FAILED (dup() failed) or a
+ *   %MEMRES_CUDA_ERROR.
  */
 gboolean
-memres_pool_export_handle (MemresPool *pool, const char *kind, MemresIpcHandle **handle,
-                           GError **error)
+pool_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error)
 {
+  PoolRecord *pool = POOL_RECORD (mr);
   int fd = -1;
 
-  if (!memres_pool_is_shareable (pool))
-    return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                                "the pool was not created shareable (POSIX file descriptors)"),
-           FALSE;
+  if (!check_shareable (pool, error))
+    return FALSE;
 
   fd = fcntl (pool->share_fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0)
@@ -79,7 +94,8 @@ memres_pool_export_handle (MemresPool *pool, const char *kind, MemresIpcHandle *
              FALSE;
     }
 
-  *handle = memres_ipc_handle_new (kind, fd, pool->pool_id, pool->device_uuid, error);
+  *handle = memres_ipc_handle_new (memres_resource_get_kind_name (mr), fd, pool->pool_id,
+                                   pool->device_uuid, error);
   if (*handle == NULL)
     {
       close (fd);
@@ -99,7 +115,7 @@ is_not_a_pool_handle (CUresult r)
 }
 
 /**
- * memres_pool_init_import:
+ * pool_init_import:
  * @pool: (out caller-allocates): the pool to set up
  * @handle: a handle received from the exporting process (transfer none: it keeps its fd)
  * @location: (nullable): where the pool's memory lives; %NULL for device memory on the device
@@ -109,17 +125,18 @@ is_not_a_pool_handle (CUresult r)
  * Imports the pool behind @handle: finds the device with the handle's device UUID
  * (memres_cuda_find_device_by_uuid(): the exporter's ordinal may name another device here),
  * duplicates the handle's fd and passes it to cuMemPoolImportFromShareableHandle(). The pool
- * keeps that duplicate (for memres_pool_export_handle()) and closes it in
- * memres_pool_destroy(), which also destroys the imported pool. An imported pool takes the
- * handle's identity. On failure nothing is left open.
+ * keeps that duplicate (for pool_export_handle()) and closes it in
+ * pool_destroy(), which also destroys the imported pool. An imported pool takes the
+ * handle's identity; it cannot allocate (pool_allocate() refuses) but maps buffers
+ * (pool_import_buffer()). On failure nothing is left open.
  *
  * Returns: %TRUE on success; %FALSE with %MEMRES_ERROR_WRONG_DEVICE (no device with that UUID),
  *   %MEMRES_ERROR_NO_DEVICE, %MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NOT_SUPPORTED (the fd is not
  *   a shareable pool handle), %MEMRES_ERROR_FAILED (dup() failed) or a %MEMRES_CUDA_ERROR.
  */
 gboolean
-memres_pool_init_import (MemresPool *pool, const MemresIpcHandle *handle,
-                         const CUmemLocation *location, GError **error)
+pool_init_import (PoolRecord *pool, const MemresIpcHandle *handle, const CUmemLocation *location,
+                  GError **error)
 {
   const MemresCudaDriver *drv;
   CUmemLocation where;
@@ -169,38 +186,39 @@ memres_pool_init_import (MemresPool *pool, const MemresIpcHandle *handle,
       return memres_cuda_set_error (error, r, "cuMemPoolImportFromShareableHandle");
     }
 
-  memres_pool_init_for_handle (pool, drv, imported, TRUE, &where, device,
-                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  pool_init_for_handle (pool, drv, imported, TRUE, &where, device,
+                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   pool->share_fd = fd;
+  pool->imported = TRUE;
+  pool->fast_size = 0; /* the checked path refuses allocation */
   memcpy (pool->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
   memcpy (pool->device_uuid, memres_ipc_handle_get_device_uuid (handle), MEMRES_IPC_ID_SIZE);
   return TRUE;
 }
 
 /**
- * memres_pool_export_pointer:
- * @pool: a shareable pool
- * @alloc: an allocation of @pool made in this process
+ * pool_export_buffer:
+ * @mr: an instance of a pool kind whose pool is shareable
+ * @alloc: an allocation of the pool made in this process
  * @out: (out caller-allocates): filled: pool identity, device UUID, offset 0, @alloc's size and
  *   the driver's export data
  * @error: return location for a #GError
  *
- * Exports @alloc with cuMemPoolExportPointer(). Thread-safe.
+ * The export_buffer slot: exports @alloc with cuMemPoolExportPointer(). Thread-safe.
  *
  * Returns: %TRUE on success; %FALSE with %MEMRES_ERROR_NOT_SUPPORTED (the pool is not
  *   shareable) or a %MEMRES_CUDA_ERROR.
  */
 gboolean
-memres_pool_export_pointer (MemresPool *pool, const MemresAllocation *alloc,
-                            MemresBufferExport *out, GError **error)
+pool_export_buffer (MemresResource *mr, const MemresAllocation *alloc, MemresBufferExport *out,
+                    GError **error)
 {
+  PoolRecord *pool = POOL_RECORD (mr);
   CUmemPoolPtrExportData data;
   CUresult r;
 
-  if (!memres_pool_is_shareable (pool))
-    return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                                "the pool was not created shareable (POSIX file descriptors)"),
-           FALSE;
+  if (!check_shareable (pool, error))
+    return FALSE;
   memset (&data, 0, sizeof data);
   CALL_WITH_CONTEXT (r, pool, error,
                      pool->drv->cuMemPoolExportPointer (&data, (CUdeviceptr) alloc->address));
@@ -225,7 +243,7 @@ memres_pool_export_pointer (MemresPool *pool, const MemresAllocation *alloc,
  * call (cuPointerGetAttributes: RANGE_SIZE and MEMORY_TYPE; CUDA 13 has no query of a pool's
  * location, only of its memory). */
 static gboolean
-query_import (MemresPool *pool, CUdeviceptr ptr, size_t *extent, GError **error)
+query_import (PoolRecord *pool, CUdeviceptr ptr, size_t *extent, GError **error)
 {
   CUpointer_attribute attrs[]
       = { CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_MEMORY_TYPE };
@@ -250,8 +268,8 @@ query_import (MemresPool *pool, CUdeviceptr ptr, size_t *extent, GError **error)
 }
 
 /**
- * memres_pool_import_pointer:
- * @pool: an imported pool
+ * pool_import_buffer:
+ * @mr: an instance of a pool kind made by import_handle (pool_init_import())
  * @in: the decoded descriptor (validated by the core)
  * @stream: the stream the import is ordered on
  * @alloc: (out caller-allocates): the whole mapped allocation: the address the driver mapped
@@ -259,26 +277,35 @@ query_import (MemresPool *pool, CUdeviceptr ptr, size_t *extent, GError **error)
  *   checks that the descriptor's offset and size fit in it
  * @error: return location for a #GError
  *
- * Maps an allocation of the exporting process with cuMemPoolImportPointer(), then asks the
+ * The import_buffer slot. Maps an allocation of the exporting process with
+ * cuMemPoolImportPointer(), then asks the
  * driver what was mapped (cuPointerGetAttributes: RANGE_SIZE and MEMORY_TYPE): memory of
  * another type than @pool's location (device memory in a host-located pool, host memory in a
  * device pool: a pool handle relabelled with another kind's name) is unmapped again and
- * refused. Undo with memres_pool_free() (cuMemFreeAsync). Not deduplicated here: the core maps
- * each exported allocation once per process. On failure nothing stays mapped: a mapping made before a later
- * step failed is unmapped on @stream (the caller's stream, in whose order the import was).
+ * refused. Undo with pool_deallocate() (cuMemFreeAsync). Not deduplicated here: the core maps
+ * each exported allocation once per process. On failure nothing stays mapped: a mapping made before
+ * a later step failed is unmapped on @stream (the caller's stream, in whose order the import was).
  * Thread-safe.
  *
  * Returns: %TRUE on success; %FALSE with %MEMRES_ERROR_INVALID_DESCRIPTOR (memory of the wrong
- *   type) or a %MEMRES_CUDA_ERROR otherwise.
+ *   type), %MEMRES_ERROR_NOT_SUPPORTED (the instance is not an importer) or a
+ *   %MEMRES_CUDA_ERROR otherwise.
  */
 gboolean
-memres_pool_import_pointer (MemresPool *pool, const MemresBufferExport *in, MemresStream stream,
-                            MemresAllocation *alloc, GError **error)
+pool_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
+                    MemresAllocation *alloc, GError **error)
 {
+  PoolRecord *pool = POOL_RECORD (mr);
   CUmemPoolPtrExportData data;
   CUdeviceptr ptr = 0;
   size_t extent = 0;
   CUresult r;
+
+  if (!pool->imported)
+    return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                                "only a pool imported with memres_resource_import_handle() "
+                                "imports buffers: the exporter uses its buffers directly"),
+           FALSE;
 
   memcpy (data.reserved, in->export_data, sizeof data.reserved);
   CALL_WITH_CONTEXT (r, pool, error, pool->drv->cuMemPoolImportPointer (&ptr, pool->handle, &data));
@@ -295,4 +322,21 @@ memres_pool_import_pointer (MemresPool *pool, const MemresBufferExport *in, Memr
   alloc->size = extent;
   alloc->plugin_data = NULL;
   return TRUE;
+}
+
+/**
+ * pool_import_handle:
+ * @mr: a new instance of a kind of device pools (private data zero-filled)
+ * @handle: a handle from another process (transfer none)
+ * @error: return location for a #GError
+ *
+ * The import_handle slot of a kind whose pools hold device memory: pool_init_import() on the
+ * device with the handle's device UUID.
+ *
+ * Returns: %TRUE on success; %FALSE with the errors of pool_init_import().
+ */
+gboolean
+pool_import_handle (MemresResource *mr, const MemresIpcHandle *handle, GError **error)
+{
+  return pool_init_import (POOL_RECORD (mr), handle, NULL, error);
 }
