@@ -142,6 +142,18 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
   return FALSE;
 }
 
+gboolean
+_memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **error)
+{
+  if (memres_cuda_stream_synchronize (mr->info.device, stream, error))
+    return TRUE;
+  g_prefix_error (error,
+                  "kind \"%s\": waiting for stream %p before freeing memory that is not "
+                  "stream-ordered: ",
+                  mr->kind->name, (gpointer) stream);
+  return FALSE;
+}
+
 /* The flags this core knows: bits 0 to 6 (MEMRES_MEMORY_DEVICE_ACCESSIBLE to
  * MEMRES_MEMORY_MANAGED); a flag appended to MemresMemoryFlags widens the mask. */
 #define KNOWN_FLAGS ((MemresMemoryFlags) ((1u << 7) - 1))
@@ -267,6 +279,11 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
       ok = check_info (mr, handle != NULL, error);
       if (!ok)
         mr->ops->finalize (mr);
+      /* an adaptor's memory is its upstream's, whose deallocate waits when it is called */
+      mr->wait_before_free
+          = upstream == NULL
+            && (mr->info.flags & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED))
+                   == MEMRES_MEMORY_DEVICE_ACCESSIBLE;
     }
   if (!ok)
     {

@@ -375,8 +375,8 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *
  * The number of the newest #MemresResourceOps layout these headers describe: 1 for ABI 1.0,
  * 2 for ABI 1.1 (export_chunks, import_chunks), 3 for ABI 1.2 (get_counters). Each ABI minor
- * that appends slots increments it; every slot's documentation says in which ABI version (`Since:`) it appeared. Set
- * #MemresResourceOps.version to this macro.
+ * that appends slots increments it; every slot's documentation says in which ABI version (`Since:`)
+ * it appeared. Set #MemresResourceOps.version to this macro.
  *
  * Since: 1.0
  */
@@ -413,8 +413,10 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   ignore @stream. Called from any thread, concurrently with itself and with every slot but
  *   init and finalize: must be thread-safe. Errors: %MEMRES_ERROR_OUT_OF_MEMORY when the kind
  *   itself knows the size cannot be had (overflow while rounding, above a configured limit, a
- *   host allocation failed); a %MEMRES_CUDA_ERROR carrying the `CUresult` when a driver call
- *   failed (set with memres_cuda_set_error(), also for `CUDA_ERROR_OUT_OF_MEMORY`);
+ *   host allocation failed) and when the driver said `CUDA_ERROR_OUT_OF_MEMORY`
+ *   (memres_cuda_set_error() sets that code for it, since 1.2: one code for every kind, see
+ *   "Errors" below); a %MEMRES_CUDA_ERROR carrying the `CUresult` when a driver call failed
+ *   otherwise (set with memres_cuda_set_error());
  *   %MEMRES_ERROR_NOT_SUPPORTED for a stream the kind cannot use
  *   (memres_cuda_check_stream_not_capturing()); %MEMRES_ERROR_INVALID_ARGUMENT for a stream
  *   the kind needs in another state (the graph kind: a stream that is not capturing);
@@ -556,13 +558,21 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   driver calls that name their device, pool or pointer (pools, VMM, cuMemFreeAsync),
  *   memres_cuda_ensure_context() is enough. Around calls that act on "the current context"
  *   (cuMemAlloc, cuMemHostAlloc, a %NULL stream), push the device's primary context
- *   (memres_cuda_get_primary_context(), then the table's cuCtxPushCurrent and
- *   cuCtxPopCurrent). Plugins reach the driver through memres_cuda_get_driver() only and never
- *   link libcuda.
+ *   (memres_cuda_push_context(), memres_cuda_pop_context()). Plugins reach the driver through
+ * memres_cuda_get_driver() only and never link libcuda.
  * - Errors: a slot returning %FALSE sets @error; one returning %TRUE never does. Use the
- *   %MEMRES_ERROR codes listed with each slot and %MEMRES_CUDA_ERROR (through
- *   memres_cuda_set_error()); %MEMRES_PLUGIN_ERROR belongs to the loader. Bad input is never
- *   a crash and a failure never leaks memory, driver handles or fds.
+ *   %MEMRES_ERROR codes listed with each slot and, for a failed driver call,
+ *   memres_cuda_set_error() (never g_set_error() in %MEMRES_CUDA_ERROR): it reports
+ *   `CUDA_ERROR_OUT_OF_MEMORY` as %MEMRES_ERROR_OUT_OF_MEMORY and every other `CUresult` as a
+ *   %MEMRES_CUDA_ERROR, so that out-of-memory has one code whatever the kind (since 1.2;
+ *   before, some kinds reported it as a %MEMRES_CUDA_ERROR). %MEMRES_PLUGIN_ERROR belongs to
+ *   the loader. Bad input is never a crash and a failure never leaks memory, driver handles
+ *   or fds.
+ * - Contexts and devices: push a device's primary context with memres_cuda_push_context() and
+ *   memres_cuda_pop_context(), wait with memres_cuda_stream_synchronize() or
+ *   memres_cuda_device_synchronize(), read attributes with memres_cuda_get_device_attribute()
+ *   and check peers with memres_cuda_check_peer_access(): one copy in the core, not one per
+ *   kind.
  *
  * Slots are only appended, each with its `Since:` ABI version: init to resize are of version
  * 1 (ABI 1.0), export_chunks and import_chunks of version 2 (ABI 1.1), get_counters of version
