@@ -662,11 +662,13 @@ memres_resource_is_host_accessible (MemresResource *mr)
  * @error: return location for a #GError, or %NULL
  *
  * Reads the resource's statistics (reserved and used bytes, current and high-water) and the
- * number of live buffers. The core counts the bytes of the buffers memres_resource_allocate()
- * made (reserved = used); a kind's get_stats slot starts from those counts and replaces what it
- * knows better (for pools, cuMemPoolGetAttribute()). Kinds registered with
- * %MEMRES_KIND_OWN_USAGE (every shipped kind but `vmm`) report their used bytes themselves, and
- * the core leaves their allocate/close path uncounted. The core's counts are
+ * number of live buffers. The core counts the bytes each layer's allocate slot handed out (the
+ * buffers memres_resource_allocate() made from it, and the allocations adaptors above it made
+ * with memres_upstream_allocate(); reserved = used); a kind's get_stats slot starts from those
+ * counts and replaces what it knows better (for pools, cuMemPoolGetAttribute(); for vmm, the
+ * physical bytes as reserved). Kinds registered with %MEMRES_KIND_OWN_USAGE (the driver pools,
+ * graph, cache, stats) report their used bytes themselves, and the core leaves their
+ * allocate/close path uncounted. The core's counts are
  * kept per thread (no shared cache line written on the allocate/close path): the current bytes
  * are exact when no allocate or close runs at the same time, and so is the high-water mark
  * whatever threads allocated and closed, except that when threads allocate and close at the
