@@ -34,6 +34,33 @@ test_cuda_set_error_without_driver (void)
   g_assert_cmpstr (error->message, ==, "cuMemAlloc: CUDA error 2");
 }
 
+/* Without a driver every SDK helper of the kinds' mechanics fails with NO_DRIVER. */
+static void
+test_cuda_helpers_without_driver (void)
+{
+  g_autoptr (GError) error = NULL;
+  gboolean pushed = TRUE;
+  gint value = 0;
+
+  g_assert_false (memres_cuda_push_context (0, &pushed, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_assert_false (pushed);
+  g_clear_error (&error);
+  memres_cuda_pop_context (FALSE); /* nothing pushed: nothing to do, no driver needed */
+  g_assert_false (memres_cuda_stream_synchronize (0, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&error);
+  g_assert_false (memres_cuda_device_synchronize (0, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&error);
+  g_assert_false (memres_cuda_get_device_attribute (0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                                                    &value, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+  g_clear_error (&error);
+  g_assert_false (memres_cuda_check_peer_access (0, 0, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+}
+
 static void
 test_cuda_set_error_null (void)
 {
@@ -113,6 +140,7 @@ main (int argc, char **argv)
   g_test_add_func ("/errors/domains", test_domains);
   g_test_add_func ("/errors/cuda/without-driver", test_cuda_set_error_without_driver);
   g_test_add_func ("/errors/cuda/null-error", test_cuda_set_error_null);
+  g_test_add_func ("/errors/cuda/helpers-without-driver", test_cuda_helpers_without_driver);
   g_test_add_func ("/errors/version", test_version);
   g_test_add_func ("/errors/cuda/warn-release-failure", test_warn_release_failure);
   return g_test_run ();
