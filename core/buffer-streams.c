@@ -90,18 +90,7 @@ _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **err
 gboolean
 _memres_buffer_wait_device (MemresBuffer *buf)
 {
-  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
-  CUcontext context, popped;
-  gboolean ok;
-
-  if (drv == NULL || drv->cuCtxSynchronize == NULL || drv->cuCtxPushCurrent == NULL
-      || drv->cuCtxPopCurrent == NULL
-      || !memres_cuda_get_primary_context (MAX (buf->device, 0), &context, NULL)
-      || drv->cuCtxPushCurrent (context) != CUDA_SUCCESS)
-    return FALSE;
-  ok = drv->cuCtxSynchronize () == CUDA_SUCCESS;
-  (void) drv->cuCtxPopCurrent (&popped);
-  return ok;
+  return memres_cuda_device_synchronize (MAX (buf->device, 0), NULL);
 }
 
 void

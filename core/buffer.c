@@ -117,6 +117,7 @@ buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stre
 MemresBuffer *
 _memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stream)
 {
+  _memres_resource_count_used (mr, (gint64) alloc->size);
   _memres_resource_add_allocated (mr);
   return buffer_new (mr, alloc, stream);
 }
@@ -171,7 +172,6 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
     return NULL;
   if (size > 0 && !_memres_resource_call_allocate (mr, size, stream, &alloc, error))
     return NULL;
-  _memres_resource_count_used (mr, (gint64) alloc.size);
   return _memres_buffer_new (mr, &alloc, stream);
 }
 
@@ -210,8 +210,7 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
           if (G_UNLIKELY (!ok) && address != 0 && buf->alloc.address == address)
             return FALSE;
         }
-      if (!(buf->flags & MEMRES_MEMORY_IMPORTED))
-        _memres_resource_count_used (mr, -(gint64) size);
+      _memres_resource_count_used (mr, -(gint64) size);
       buf->mr = NULL;
       _memres_resource_remove_allocated (mr);
     }
@@ -385,8 +384,7 @@ memres_buffer_unref (MemresBuffer *buf)
             {
               MemresResource *mr = g_steal_pointer (&buf->mr);
 
-              if (!(buf->flags & MEMRES_MEMORY_IMPORTED))
-                _memres_resource_count_used (mr, -(gint64) buf->alloc.size);
+              _memres_resource_count_used (mr, -(gint64) buf->alloc.size);
               _memres_resource_remove_allocated (mr); /* counted on the stripes, as in release */
             }
           /* Nobody is left to close it again: after all work of its device is done, free it on
@@ -692,6 +690,20 @@ memres_buffer_get_allocation (MemresBuffer *buf)
   return memres_buffer_is_closed (buf) ? NULL : &buf->alloc;
 }
 
+/* A resize of @delta bytes counted on every layer that counts the allocation: the buffer's
+ * resource and, down to @owner (whose slot resized it), the upstreams the pass-through adaptors
+ * between them allocated it from (memres_upstream_allocate() counts there). */
+static void
+count_resize (MemresResource *mr, MemresResource *owner, gint64 delta)
+{
+  for (;; mr = mr->upstream)
+    {
+      _memres_resource_count_used (mr, delta);
+      if (mr == owner || mr->upstream == NULL)
+        break;
+    }
+}
+
 /**
  * memres_buffer_resize:
  * @buf: a #MemresBuffer
@@ -757,14 +769,14 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
     {
       if (!_memres_resource_slot_result (owner, "resize", ok, &local, error))
         return FALSE;
-      _memres_resource_count_used (buf->mr, (gint64) alloc.size - (gint64) buf->alloc.size);
+      count_resize (buf->mr, owner, (gint64) alloc.size - (gint64) buf->alloc.size);
       buf->alloc = alloc;
       return TRUE;
     }
   /* A success that breaks the contract (address 0, too few bytes): what the plugin returned is
    * released and the buffer is left open and empty (the old memory belongs to the new record). */
   ok = _memres_resource_alloc_result (owner, "resize", ok, &local, new_size, stream, &alloc, error);
-  _memres_resource_count_used (buf->mr, (gint64) alloc.size - (gint64) buf->alloc.size);
+  count_resize (buf->mr, owner, (gint64) alloc.size - (gint64) buf->alloc.size);
   buf->alloc = alloc;
   return ok;
 }

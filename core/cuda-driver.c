@@ -242,9 +242,14 @@ memres_cuda_get_driver (GError **error)
  * @result: the `CUresult` a driver call returned
  * @call: (nullable): the name of the failing driver call, such as "cuMemPoolCreate"
  *
- * Sets @error in the %MEMRES_CUDA_ERROR domain with code @result and the message
- * "CALL: CUDA_ERROR_NAME: description" (from cuGetErrorName() and cuGetErrorString() when the
- * driver is loaded). Thread-safe.
+ * Sets @error for a failed driver call, with the message "CALL: CUDA_ERROR_NAME: description"
+ * (from cuGetErrorName() and cuGetErrorString() when the driver is loaded): in the
+ * %MEMRES_CUDA_ERROR domain with code @result, except for `CUDA_ERROR_OUT_OF_MEMORY`, which is
+ * set as %MEMRES_ERROR_OUT_OF_MEMORY (%MEMRES_ERROR domain; the message still names the call
+ * and the `CUresult`). That is the out-of-memory rule of memres (since 1.2): whichever kind,
+ * adaptor or driver call ran out of memory, the application, the retry adaptor and the cache
+ * match one code, the one kinds also set when they know a size cannot be had. Every driver
+ * failure the core and the shipped kinds report goes through here. Thread-safe.
  *
  * Returns: %FALSE, so that `return memres_cuda_set_error (...)` reads naturally
  */
@@ -253,6 +258,8 @@ memres_cuda_set_error (GError **error, CUresult result, const char *call)
 {
   const char *name = NULL;
   const char *text = NULL;
+  GQuark domain = MEMRES_CUDA_ERROR;
+  gint code = (gint) result;
 
   if (error == NULL)
     return FALSE;
@@ -262,12 +269,17 @@ memres_cuda_set_error (GError **error, CUresult result, const char *call)
   if (driver.cuGetErrorString != NULL && driver.cuGetErrorString (result, &text) != CUDA_SUCCESS)
     text = NULL;
 
+  if (result == CUDA_ERROR_OUT_OF_MEMORY)
+    {
+      domain = MEMRES_ERROR;
+      code = MEMRES_ERROR_OUT_OF_MEMORY;
+    }
   if (name != NULL)
-    g_set_error (error, MEMRES_CUDA_ERROR, (gint) result, "%s: %s: %s",
-                 call != NULL ? call : "CUDA", name, text != NULL ? text : "no description");
+    g_set_error (error, domain, code, "%s: %s: %s", call != NULL ? call : "CUDA", name,
+                 text != NULL ? text : "no description");
   else
-    g_set_error (error, MEMRES_CUDA_ERROR, (gint) result, "%s: CUDA error %d",
-                 call != NULL ? call : "CUDA", (gint) result);
+    g_set_error (error, domain, code, "%s: CUDA error %d", call != NULL ? call : "CUDA",
+                 (gint) result);
   return FALSE;
 }
 

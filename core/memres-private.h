@@ -61,17 +61,22 @@ struct _MemresResource
    * FALSE for kinds with MEMRES_KIND_OWN_USAGE and for adaptors without a get_stats slot
    * (whose statistics are their upstream's, so that nobody reads their count) */
   gboolean count_usage;
+  /* set at creation: a base kind whose memory is device-accessible but not stream-ordered; the
+   * core waits for the deallocation stream before its deallocate slot (resource.c) */
+  gboolean wait_before_free;
   MemresResourceInfo info; /* from the query slot, read on hot paths */
   char *spec;              /* normalized spec, or a description of the import */
   /* Lifetime, in one atomic word so that the allocate/close hot path costs one locked operation
    * each: the high 32 bits count the references of the application (memres_resource_ref()), the
    * low 32 bits the open buffers. The instance is finalized when the word drops to 0. */
   gint64 refs;
-  /* The high-water mark of the bytes of the buffers memres_resource_allocate() made (resized
-   * ones at their size now; imported ones not counted); the bytes themselves are counted on the
-   * stripes (MemresStripe.used, summed by _memres_resource_used_bytes()). The statistics a kind
-   * without a get_stats slot reports, and what a get_stats slot starts from. Written only when a
-   * new peak is seen (resource.c: _memres_resource_count_peak()), so the hot path only reads it. */
+  /* The high-water mark of the bytes of the buffers memres_resource_allocate() and
+   * memres_ipc_receive_buffer() made (resized ones at their size now; buffers imported through
+   * a pool's mapping are not counted: ipc-resource.c reports those); the bytes themselves are
+   * counted on the stripes (MemresStripe.used, summed by _memres_resource_used_bytes()). The
+   * statistics a kind without a get_stats slot reports, and what a get_stats slot starts from.
+   * Written only when a new peak is seen (resource.c: _memres_resource_count_peak()), so the hot
+   * path only reads it. */
   guint64 used_high;
   /* the IPC layer's state (core/ipc/ipc.h): set on a resource memres_resource_import_handle()
    * made, before it is published; NULL on every other */
@@ -373,23 +378,34 @@ _memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream str
   return _memres_resource_alloc_result (mr, "allocate", ok, &local, size, stream, alloc, error);
 }
 
+/* resource.c: waits for @stream before memory of @mr that is not stream-ordered is freed
+ * (memres_cuda_stream_synchronize()); the error names the kind. */
+gboolean _memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **error);
+
+/* The deallocate slot. For a kind whose memory is device-accessible but not stream-ordered
+ * (MemresResource.wait_before_free, one flag on the line the slot pointer is read from) it first
+ * waits for @stream; when that fails, the slot is not called and nothing changes. */
 static inline gboolean
 _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                                   GError **error)
 {
   GError *local = NULL;
-  gboolean ok = mr->ops->deallocate (mr, alloc, stream, &local);
+  gboolean ok;
+
+  if (G_UNLIKELY (mr->wait_before_free) && !_memres_resource_wait_stream (mr, stream, error))
+    return FALSE;
+  ok = mr->ops->deallocate (mr, alloc, stream, &local);
 
   if (G_LIKELY (ok && local == NULL))
     return TRUE;
   return _memres_resource_slot_result (mr, "deallocate", ok, &local, error);
 }
 
-/* buffer-transfer.c: makes the context of @stream (an explicit stream: its own; the legacy
- * stream: device @device's primary context) current for driver calls on it, pushing it when
- * another is current; _memres_stream_context_end() pops what begin pushed. @t->drv is the
- * driver. Errors: those of memres_cuda_get_driver(), memres_cuda_ensure_context(),
- * MEMRES_CUDA_ERROR. */
+/* cuda-helpers.c: makes the context of @stream (an explicit stream: its own; a default stream:
+ * device @device's primary context unless a context of @device is current) current for driver
+ * calls on it, pushing it when another is current; _memres_stream_context_end() pops what begin
+ * pushed. @t->drv is the driver. Errors: those of memres_cuda_get_driver(),
+ * memres_cuda_ensure_context(), MEMRES_CUDA_ERROR. */
 typedef struct
 {
   const MemresCudaDriver *drv;
@@ -399,7 +415,8 @@ gboolean _memres_stream_context_begin (MemresStreamContext *t, gint device, Memr
                                        GError **error);
 void _memres_stream_context_end (MemresStreamContext *t);
 
-/* buffer.c: a new open buffer owning @alloc, holding a reference on @mr.
+/* buffer.c: a new open buffer owning @alloc, holding a reference on @mr, its bytes counted on
+ * the stripes (memres_resource_allocate(), chunks received from another process).
  * _memres_buffer_new_imported(): a new open buffer at @alloc inside @mapping (one user of it
  * already counted), flagged MEMRES_MEMORY_IMPORTED; it holds no reference of its own on @mr:
  * the imported buffers of @mr share one (ipc/ipc-buffers.c). */

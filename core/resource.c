@@ -142,6 +142,18 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
   return FALSE;
 }
 
+gboolean
+_memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **error)
+{
+  if (memres_cuda_stream_synchronize (mr->info.device, stream, error))
+    return TRUE;
+  g_prefix_error (error,
+                  "kind \"%s\": waiting for stream %p before freeing memory that is not "
+                  "stream-ordered: ",
+                  mr->kind->name, (gpointer) stream);
+  return FALSE;
+}
+
 /* The flags this core knows: bits 0 to 6 (MEMRES_MEMORY_DEVICE_ACCESSIBLE to
  * MEMRES_MEMORY_MANAGED); a flag appended to MemresMemoryFlags widens the mask. */
 #define KNOWN_FLAGS ((MemresMemoryFlags) ((1u << 7) - 1))
@@ -266,6 +278,11 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
       ok = check_info (mr, handle != NULL, error);
       if (!ok)
         mr->ops->finalize (mr);
+      /* an adaptor's memory is its upstream's, whose deallocate waits when it is called */
+      mr->wait_before_free
+          = upstream == NULL
+            && (mr->info.flags & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED))
+                   == MEMRES_MEMORY_DEVICE_ACCESSIBLE;
     }
   if (!ok)
     {
@@ -579,11 +596,13 @@ memres_resource_is_host_accessible (MemresResource *mr)
  * @error: return location for a #GError, or %NULL
  *
  * Reads the resource's statistics (reserved and used bytes, current and high-water) and the
- * number of live buffers. The core counts the bytes of the buffers memres_resource_allocate()
- * made (reserved = used); a kind's get_stats slot starts from those counts and replaces what it
- * knows better (for pools, cuMemPoolGetAttribute()). Kinds registered with
- * %MEMRES_KIND_OWN_USAGE (every shipped kind but `vmm`) report their used bytes themselves, and
- * the core leaves their allocate/close path uncounted. The core's counts are
+ * number of live buffers. The core counts the bytes each layer's allocate slot handed out (the
+ * buffers memres_resource_allocate() made from it, and the allocations adaptors above it made
+ * with memres_upstream_allocate(); reserved = used); a kind's get_stats slot starts from those
+ * counts and replaces what it knows better (for pools, cuMemPoolGetAttribute(); for vmm, the
+ * physical bytes as reserved). Kinds registered with %MEMRES_KIND_OWN_USAGE (the driver pools,
+ * graph, cache, stats) report their used bytes themselves, and the core leaves their
+ * allocate/close path uncounted. The core's counts are
  * kept per thread (no shared cache line written on the allocate/close path): the current bytes
  * are exact when no allocate or close runs at the same time, and so is the high-water mark
  * whatever threads allocated and closed, except that when threads allocate and close at the

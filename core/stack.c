@@ -347,7 +347,9 @@ upstream_refused (MemresResource *mr, gsize size, GError **error)
  * back to memres_upstream_deallocate() exactly once. No #MemresBuffer is created and no
  * reference taken: the adaptor holds its upstream for its whole life. The result is checked as
  * the core checks its own allocate calls (the same code): a slot failing without an error gets
- * one, a record of address 0 or smaller than @size is released and refused. Thread-safe, no lock
+ * one, a record of address 0 or smaller than @size is released and refused. The bytes are counted
+ * in the upstream's statistics (memres_resource_get_stats()), as a buffer's are in its
+ * resource's, until memres_upstream_deallocate() takes them back. Thread-safe, no lock
  * held: call it from the adaptor's slots on any thread. The driver calls are the upstream's.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT (@mr has no upstream, @size 0),
@@ -375,7 +377,11 @@ memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
   alloc->address = 0;
   alloc->size = 0;
   alloc->plugin_data = NULL;
-  return _memres_resource_call_allocate (up, size, stream, alloc, error);
+  if (!_memres_resource_call_allocate (up, size, stream, alloc, error))
+    return FALSE;
+  /* the upstream's statistics count what its slot handed out, buffer or not */
+  _memres_resource_count_used (up, (gint64) alloc->size);
+  return TRUE;
 }
 
 /**
@@ -406,6 +412,8 @@ memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
                             GError **error)
 {
   MemresResource *up;
+  guint64 address;
+  gsize size;
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (alloc != NULL, FALSE);
@@ -421,8 +429,16 @@ memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
                    mr->kind->name);
       return FALSE;
     }
+  address = alloc->address;
+  size = alloc->size;
   if (!_memres_resource_call_deallocate (up, alloc, stream, error))
-    return FALSE;
+    {
+      /* released half-way (the address set to 0): gone all the same */
+      if (address != 0 && alloc->address == 0)
+        _memres_resource_count_used (up, -(gint64) size);
+      return FALSE;
+    }
+  _memres_resource_count_used (up, -(gint64) size);
   memset (alloc, 0, sizeof *alloc);
   return TRUE;
 }

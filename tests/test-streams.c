@@ -862,6 +862,157 @@ test_failed_import_undone_on_stream (void)
   stream_destroy (s);
 }
 
+/* --- the core's wait before freeing memory that is not stream-ordered --------------------- */
+
+/* A base kind of device-accessible memory (host memory standing in for it): "waitcheck" is not
+ * stream-ordered, "waitcheck_so" is. Its deallocate records how many cuStreamSynchronize calls
+ * the driver had seen when it ran. */
+static long frees, syncs_at_free;
+
+static gboolean
+waitcheck_init (MemresResource *mr G_GNUC_UNUSED, const MemresOptions *options G_GNUC_UNUSED,
+                GError **error G_GNUC_UNUSED)
+{
+  return TRUE;
+}
+
+static void
+waitcheck_finalize (MemresResource *mr G_GNUC_UNUSED)
+{
+}
+
+static gboolean
+waitcheck_allocate (MemresResource *mr G_GNUC_UNUSED, gsize size, MemresStream stream G_GNUC_UNUSED,
+                    MemresAllocation *alloc, GError **error G_GNUC_UNUSED)
+{
+  alloc->address = (guint64) (guintptr) g_malloc (size);
+  alloc->size = size;
+  return TRUE;
+}
+
+static gboolean
+waitcheck_deallocate (MemresResource *mr G_GNUC_UNUSED, MemresAllocation *alloc,
+                      MemresStream stream G_GNUC_UNUSED, GError **error G_GNUC_UNUSED)
+{
+  syncs_at_free = mt_fake_call_count ("cuStreamSynchronize");
+  frees++;
+  g_free ((gpointer) (guintptr) alloc->address);
+  return TRUE;
+}
+
+static void
+waitcheck_query (MemresResource *mr, MemresResourceInfo *info)
+{
+  info->device = 0;
+  info->flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE;
+  if (g_str_equal (memres_resource_get_kind_name (mr), "waitcheck_so"))
+    info->flags |= MEMRES_MEMORY_STREAM_ORDERED;
+}
+
+static void
+register_waitcheck (void)
+{
+  static const MemresResourceOps ops = {
+    .version = MEMRES_RESOURCE_OPS_VERSION,
+    .init = waitcheck_init,
+    .finalize = waitcheck_finalize,
+    .allocate = waitcheck_allocate,
+    .deallocate = waitcheck_deallocate,
+    .query = waitcheck_query,
+  };
+  static const char *const names[] = { "waitcheck", "waitcheck_so" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      MemresKindInfo info = {
+        .struct_size = sizeof (MemresKindInfo),
+        .name = names[i],
+        .description = "test: device-accessible memory, freed at once or in stream order",
+        .ops = &ops,
+      };
+      g_autoptr (GError) error = NULL;
+
+      g_assert_true (memres_registry_register_kind (&info, &error));
+      g_assert_no_error (error);
+    }
+}
+
+/* The core waits for the close's stream before the deallocate slot of a kind whose memory is not
+ * stream-ordered, on the stream's own (explicit) or the buffer's deallocation stream, and not for
+ * a stream-ordered kind, an adaptor's layer or host memory. When the wait fails, the slot is not
+ * called and the buffer stays open (the one fallback); a later close frees it. */
+static void
+test_close_waits_not_stream_ordered (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresResource) ordered = NULL;
+  g_autoptr (MemresResource) stacked = NULL;
+  g_autoptr (MemresResource) host = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *trace = NULL;
+  MemresBuffer *buf;
+  CUstream s;
+  long before;
+
+  if (!mt_require_fake ("counts and fails cuStreamSynchronize"))
+    return;
+  register_waitcheck ();
+  s = stream_new (CU_STREAM_NON_BLOCKING);
+  mr = mt_new_ok ("waitcheck");
+  g_assert_true (memres_resource_get_flags (mr) == MEMRES_MEMORY_DEVICE_ACCESSIBLE);
+
+  /* on the deallocation stream and on the legacy stream: one wait each, before the free */
+  for (int i = 0; i < 2; i++)
+    {
+      MemresStream on = i == 0 ? (MemresStream) s : MEMRES_STREAM_LEGACY;
+
+      buf = mt_alloc_ok (mr, 4096, (MemresStream) s);
+      before = mt_fake_call_count ("cuStreamSynchronize");
+      mt_close_ok (buf, on);
+      g_assert_cmpint (syncs_at_free, ==, before + 1);
+      g_assert_cmpint (mt_fake_call_count ("cuStreamSynchronize"), ==, before + 1);
+    }
+
+  /* the wait fails: the slot is not called, the buffer stays open with its memory */
+  buf = mt_alloc_ok (mr, 4096, (MemresStream) s);
+  before = frees;
+  mt_fake_fail_call ("cuStreamSynchronize", 1, CUDA_ERROR_UNKNOWN);
+  g_assert_false (memres_buffer_close (buf, NULL, &error));
+  mt_fake_reset_faults ();
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
+  g_assert_nonnull (strstr (error->message, "cuStreamSynchronize"));
+  g_assert_nonnull (strstr (error->message, "waitcheck"));
+  g_assert_cmpint (frees, ==, before);
+  g_assert_false (memres_buffer_is_closed (buf));
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 4096);
+  mt_close_ok (buf, NULL);
+  g_assert_cmpint (frees, ==, before + 1);
+
+  /* through an adaptor: one wait, the upstream's */
+  stacked = mt_new_ok ("stats>limit:max=1GiB>waitcheck");
+  buf = mt_alloc_ok (stacked, 4096, (MemresStream) s);
+  before = mt_fake_call_count ("cuStreamSynchronize");
+  mt_close_ok (buf, NULL);
+  g_assert_cmpint (syncs_at_free, ==, before + 1);
+  g_assert_cmpint (mt_fake_call_count ("cuStreamSynchronize"), ==, before + 1);
+
+  /* stream-ordered memory is freed in the stream's order: no wait */
+  ordered = mt_new_ok ("waitcheck_so");
+  buf = mt_alloc_ok (ordered, 4096, (MemresStream) s);
+  before = mt_fake_call_count ("cuStreamSynchronize");
+  mt_close_ok (buf, NULL);
+  g_assert_cmpint (syncs_at_free, ==, before);
+
+  /* host memory: no driver call at all */
+  host = mt_new_ok ("host");
+  mt_fake_trace_begin ();
+  buf = mt_alloc_ok (host, 4096, (MemresStream) s);
+  mt_close_ok (buf, NULL);
+  trace = mt_fake_trace_end_string ();
+  g_assert_cmpstr (trace, ==, "");
+  stream_destroy (s);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -882,6 +1033,7 @@ main (int argc, char **argv)
   g_test_add_func ("/streams/close/driver-calls", test_close_calls);
   g_test_add_func ("/streams/close/cross-stream-faults", test_close_cross_stream_faults);
   g_test_add_func ("/streams/close/unref-destroyed-stream", test_unref_destroyed_stream);
+  g_test_add_func ("/streams/close/waits-not-stream-ordered", test_close_waits_not_stream_ordered);
   g_test_add_func ("/streams/checkers/alloc-no-failing-call", test_alloc_no_failing_call);
   g_test_add_func ("/streams/checkers/failed-import-undone-on-stream",
                    test_failed_import_undone_on_stream);

@@ -352,6 +352,14 @@ mt_assert_pattern (const guint8 *data, gsize n, guint32 seed)
       }
 }
 
+gboolean
+mt_error_is_cuda (const GError *error, CUresult code)
+{
+  if (code == CUDA_ERROR_OUT_OF_MEMORY)
+    return g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  return g_error_matches (error, MEMRES_CUDA_ERROR, code);
+}
+
 static gboolean
 ignored (const char *entry, int nth, const char *const *ignore)
 {
@@ -445,7 +453,7 @@ mt_fault_sweep (const char *what, MtOp op, MtUndo undo, gpointer data, CUresult 
                  "with %d%s",
                  what, i + 1, calls[i], nth, code,
                  fake->call_count (calls[i]) < before + nth ? " (the call was not made)" : "");
-      if (!g_error_matches (error, MEMRES_CUDA_ERROR, code))
+      if (!mt_error_is_cuda (error, code))
         g_error ("mt_fault_sweep(%s): failing call %d (%s #%d) with %d gave %s %d: %s", what, i + 1,
                  calls[i], nth, code, g_quark_to_string (error->domain), error->code,
                  error->message);

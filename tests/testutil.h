@@ -157,11 +157,16 @@ void mt_recv_all (int sock, gpointer data, gsize n);
 void mt_send_raw (int sock, gconstpointer data, gsize len, const int *fds, int n_fds,
                   gboolean with_creds);
 
+/* Whether @error is how memres reports a driver call that failed with @code: the out-of-memory
+ * rule (memres_cuda_set_error()) makes CUDA_ERROR_OUT_OF_MEMORY a MEMRES_ERROR_OUT_OF_MEMORY,
+ * every other CUresult a MEMRES_CUDA_ERROR of that code. */
+gboolean mt_error_is_cuda (const GError *error, CUresult code);
+
 /* Fault sweep (fake only; skips on the real driver). @op performs one plugin operation and
  * returns TRUE on success; @undo reverts a successful @op. The sweep records the driver calls
  * @op makes, then for each call in turn makes exactly that call fail with
- * CUDA_ERROR_OUT_OF_MEMORY (or @code when not 0) and asserts that @op fails with
- * MEMRES_CUDA_ERROR and that code, that no fake count moved, and that @op then succeeds again.
+ * CUDA_ERROR_OUT_OF_MEMORY (or @code when not 0) and asserts that @op fails with the error of
+ * that code (mt_error_is_cuda()), that no fake count moved, and that @op then succeeds again.
  * Entry points in @ignore (NULL-terminated, may be NULL) are not failed: queries whose failure
  * the operation tolerates by design; "ENTRY#N" spares only the Nth call of ENTRY in the
  * operation. Returns the number of calls swept. */

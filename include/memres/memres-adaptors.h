@@ -99,7 +99,8 @@ gboolean memres_track_foreach_live (MemresResource *mr, MemresLiveFunc func, gpo
  * @mr: the `retry` layer whose allocation ran out of memory (transfer none)
  * @size: the bytes asked for
  * @attempt: 1 for the first failure of this allocation, 2 for the second, ...
- * @error: why it failed (%MEMRES_ERROR_OUT_OF_MEMORY or a `CUDA_ERROR_OUT_OF_MEMORY`)
+ * @error: why it failed: %MEMRES_ERROR_OUT_OF_MEMORY (the code every kind reports, for the
+ *   driver's `CUDA_ERROR_OUT_OF_MEMORY` too; its message names the failing call)
  * @user_data: what memres_retry_add_handler() was given
  *
  * Called when an allocation through a `retry` layer fails for lack of memory: free what you

@@ -7,16 +7,14 @@
  * tests/fakecuda/libfakecuda.so) and hands every plugin the same const table:
  *
  *   const MemresCudaDriver *drv = memres_cuda_get_driver (error);
- *   CUcontext ctx;
+ *   gboolean pushed;
  *   CUresult r;
  *
- *   if (drv == NULL || !memres_cuda_get_primary_context (device, &ctx, error))
+ *   if (drv == NULL || !memres_cuda_push_context (device, &pushed, error))
  *     return FALSE;                      (NO_DRIVER, NO_DEVICE, ...: already set)
- *   if ((r = drv->cuCtxPushCurrent (ctx)) != CUDA_SUCCESS)
- *     return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
  *   r = drv->cuMemAlloc (&ptr, size);    (acts on the current context: the pushed one)
- *   drv->cuCtxPopCurrent (NULL);
- *   if (r != CUDA_SUCCESS)
+ *   memres_cuda_pop_context (pushed);
+ *   if (r != CUDA_SUCCESS)               (CUDA_ERROR_OUT_OF_MEMORY: MEMRES_ERROR_OUT_OF_MEMORY)
  *     return memres_cuda_set_error (error, r, "cuMemAlloc");
  *
  * Do not define CUDA_API_PER_THREAD_DEFAULT_STREAM (or __CUDA_API_VERSION_INTERNAL) when
@@ -212,9 +210,13 @@ typedef struct
  * memres_cuda_get_driver(): the table (transfer none), loading the driver and calling cuInit(0)
  *   on first use; %NULL with %MEMRES_ERROR_NO_DRIVER when no usable driver exists (no
  *   libcuda, a required entry point missing, cuInit failed). Never crashes without a GPU.
- * memres_cuda_set_error(): sets @error in %MEMRES_CUDA_ERROR with code @result and the message
- *   "CALL: CUDA_ERROR_NAME: description" (cuGetErrorName, cuGetErrorString); returns %FALSE so
- *   that a slot can `return memres_cuda_set_error (error, r, "cuMemFree");`.
+ * memres_cuda_set_error(): sets @error from a failed driver call, with the message
+ *   "CALL: CUDA_ERROR_NAME: description" (cuGetErrorName, cuGetErrorString): in %MEMRES_CUDA_ERROR
+ *   with code @result, except `CUDA_ERROR_OUT_OF_MEMORY`, which is always %MEMRES_ERROR /
+ *   %MEMRES_ERROR_OUT_OF_MEMORY (the out-of-memory rule: whichever kind or driver call ran out,
+ *   callers match one code, as the kinds report their own size limits; since 1.2). Returns
+ *   %FALSE so that a slot can `return memres_cuda_set_error (error, r, "cuMemFree");`. Every
+ *   driver failure a kind reports goes through it: never g_set_error() in %MEMRES_CUDA_ERROR.
  * memres_cuda_get_device_count(): the number of devices (cuDeviceGetCount at load; 0 when
  *   cuInit said CUDA_ERROR_NO_DEVICE); errors as memres_cuda_get_driver().
  * memres_cuda_check_device(): %TRUE when @device is an existing ordinal; otherwise
@@ -233,7 +235,22 @@ typedef struct
  *   message points at the `graph` kind, which can.
  * memres_cuda_warn_release_failure() (Since: 1.2): logs a release or rollback failure nobody
  *   can be told about with g_warning(), except `CUDA_ERROR_DEINITIALIZED` (the driver shut
- *   down at process exit), which is silent (g_debug()); every such warning goes through it. */
+ *   down at process exit), which is silent (g_debug()); every such warning goes through it.
+ *
+ * The common mechanics of kinds, one copy each in the core (core/cuda-helpers.c; Since: 1.2):
+ *
+ * memres_cuda_push_context(), memres_cuda_pop_context(): @device's primary context made
+ *   current around calls that act on "the current context" (cuMemAlloc, cuMemHostAlloc,
+ *   cuMemAllocManaged, cuCtxSynchronize, event creation, the legacy stream): pushed unless it
+ *   is current already; the pop restores what the application had current.
+ * memres_cuda_stream_synchronize(): waits for a stream in its own context (a default stream:
+ *   @device's primary context unless a context of @device is current). The core calls it
+ *   before the deallocate slot of a kind whose memory is not stream-ordered.
+ * memres_cuda_device_synchronize(): waits for all work of @device's primary context
+ *   (cuCtxSynchronize).
+ * memres_cuda_get_device_attribute(): cuDeviceGet + cuDeviceGetAttribute, the error set.
+ * memres_cuda_check_peer_access(): %MEMRES_ERROR_NOT_SUPPORTED unless cuDeviceCanAccessPeer says
+ *   @peer can access @device's memory (for set_access slots and peer options). */
 const MemresCudaDriver *memres_cuda_get_driver (GError **error);
 gboolean memres_cuda_set_error (GError **error, CUresult result, const char *call);
 gboolean memres_cuda_get_device_count (gint *count, GError **error);
@@ -245,5 +262,12 @@ gboolean memres_cuda_find_device_by_uuid (const guint8 uuid[16], gint *device, G
 gboolean memres_cuda_check_stream_not_capturing (MemresStream stream, GError **error);
 void memres_cuda_warn_release_failure (const GError *error, const char *format, ...)
     G_GNUC_PRINTF (2, 3);
+gboolean memres_cuda_push_context (gint device, gboolean *pushed, GError **error);
+void memres_cuda_pop_context (gboolean pushed);
+gboolean memres_cuda_stream_synchronize (gint device, MemresStream stream, GError **error);
+gboolean memres_cuda_device_synchronize (gint device, GError **error);
+gboolean memres_cuda_get_device_attribute (gint device, CUdevice_attribute attribute, gint *value,
+                                           GError **error);
+gboolean memres_cuda_check_peer_access (gint device, gint peer, GError **error);
 
 G_END_DECLS

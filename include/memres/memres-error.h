@@ -25,7 +25,9 @@ G_BEGIN_DECLS
  * @MEMRES_ERROR_NOT_FOUND: no such kind, plugin or device
  * @MEMRES_ERROR_EXISTS: a kind of that name is already registered
  * @MEMRES_ERROR_NOT_SUPPORTED: the kind or the device cannot do this
- * @MEMRES_ERROR_OUT_OF_MEMORY: the allocation cannot be satisfied
+ * @MEMRES_ERROR_OUT_OF_MEMORY: the allocation cannot be satisfied: the kind knows the size cannot
+ *   be had, or the driver said `CUDA_ERROR_OUT_OF_MEMORY` (every kind and the core report that
+ *   as this code, never as a %MEMRES_CUDA_ERROR, since 1.2: see memres_cuda_set_error())
  * @MEMRES_ERROR_CLOSED: the buffer (or resource) was closed
  * @MEMRES_ERROR_NO_DRIVER: no usable CUDA driver could be loaded
  * @MEMRES_ERROR_NO_DEVICE: the CUDA device does not exist
@@ -82,6 +84,8 @@ typedef enum
  *
  * Error domain of CUDA driver failures. The error code is the `CUresult` value itself; the
  * message names the failing driver call, then cuGetErrorName() and cuGetErrorString().
+ * `CUDA_ERROR_OUT_OF_MEMORY` is the one `CUresult` never reported in this domain: it is
+ * %MEMRES_ERROR_OUT_OF_MEMORY, with the same message (since 1.2).
  */
 #define MEMRES_CUDA_ERROR (memres_cuda_error_quark ())
 

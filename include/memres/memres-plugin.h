@@ -58,7 +58,13 @@ G_BEGIN_DECLS
  * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks. ABI 1.2
  * appended driver table entries (see %MEMRES_CUDA_FOREACH_ENTRY: graph and managed memory),
  * %MEMRES_MEMORY_MANAGED, #MemresKindInfo.flags (adaptor kinds, #MemresKindFlags),
- * memres_upstream_allocate() and memres_upstream_deallocate(), and the get_counters slot.
+ * memres_upstream_allocate() and memres_upstream_deallocate(), the get_counters slot, the
+ * driver helpers of memres-cuda.h for the kinds' common mechanics (memres_cuda_push_context(),
+ * memres_cuda_pop_context(), memres_cuda_stream_synchronize(),
+ * memres_cuda_device_synchronize(), memres_cuda_get_device_attribute(),
+ * memres_cuda_check_peer_access()), and two contract changes: memres_cuda_set_error() reports
+ * `CUDA_ERROR_OUT_OF_MEMORY` as %MEMRES_ERROR_OUT_OF_MEMORY, and the core waits for the stream
+ * before the deallocate slot of a kind whose memory is not stream-ordered.
  *
  * Since: 1.0
  */
@@ -414,8 +420,10 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   ignore @stream. Called from any thread, concurrently with itself and with every slot but
  *   init and finalize: must be thread-safe. Errors: %MEMRES_ERROR_OUT_OF_MEMORY when the kind
  *   itself knows the size cannot be had (overflow while rounding, above a configured limit, a
- *   host allocation failed); a %MEMRES_CUDA_ERROR carrying the `CUresult` when a driver call
- *   failed (set with memres_cuda_set_error(), also for `CUDA_ERROR_OUT_OF_MEMORY`);
+ *   host allocation failed) and when the driver said `CUDA_ERROR_OUT_OF_MEMORY`
+ *   (memres_cuda_set_error() sets that code for it, since 1.2: one code for every kind, see
+ *   "Errors" below); a %MEMRES_CUDA_ERROR carrying the `CUresult` when a driver call failed
+ *   otherwise (set with memres_cuda_set_error());
  *   %MEMRES_ERROR_NOT_SUPPORTED for a stream the kind cannot use
  *   (memres_cuda_check_stream_not_capturing()); %MEMRES_ERROR_INVALID_ARGUMENT for a stream
  *   the kind needs in another state (the graph kind: a stream that is not capturing);
@@ -427,9 +435,18 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   concurrently with every slot but init and finalize; once per allocation when it succeeds.
  *   @stream is the stream the close was ordered on: the one given to memres_buffer_close() or
  *   else the buffer's recorded deallocation stream (by default its allocation stream; %NULL
- *   is the legacy default stream). A stream-ordered kind frees in @stream's order; any other
- *   kind must not let the memory be reused while work queued on @stream may still touch it
- *   (synchronize @stream first when the memory is device-accessible). Errors: a
+ *   is the legacy default stream). A stream-ordered kind frees in @stream's order. For a base
+ *   kind whose memory is device-accessible but not stream-ordered (%MEMRES_MEMORY_DEVICE_ACCESSIBLE
+ *   without %MEMRES_MEMORY_STREAM_ORDERED: cuMemAlloc, cuMemHostAlloc, managed or VMM memory),
+ *   the core has waited for @stream (memres_cuda_stream_synchronize() with the resource's
+ *   device) before it calls deallocate, so the slot frees at once and makes no wait of its own
+ *   (since 1.2; until 1.1 each kind synchronized itself). The one fallback: when that wait
+ *   fails, the core does not call deallocate and fails the close with the wait's error (a
+ *   %MEMRES_CUDA_ERROR naming cuStreamSynchronize): the buffer stays open, as for a failing
+ *   deallocate, because freeing memory a kernel may still use is worse than a failed close.
+ *   Host-only memory (no %MEMRES_MEMORY_DEVICE_ACCESSIBLE) is freed without any wait or driver
+ *   call; an adaptor's deallocate is not preceded by a wait (its memory is its upstream's, whose
+ *   deallocate memres_upstream_deallocate() calls with the wait). Errors: a
  *   %MEMRES_CUDA_ERROR. On failure it must release nothing and leave @alloc as it was: the
  *   core keeps the buffer open, and a later close (on another stream) calls deallocate again
  *   (the last unref, which nobody can retry, calls it again on the legacy stream after
@@ -442,11 +459,12 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   the instance is returned to anybody; the core caches the answer. Cannot fail.
  *   Since: 1.0
  * @get_stats: optional: without it, the core reports what it counts itself for every kind
- *   (the bytes of the buffers allocated from the instance, their high-water mark, reserved =
- *   used), so a kind needs no accounting of its own. @stats arrives filled with those counts
- *   (since 1.2; zero-filled before): overwrite only what the kind knows better (a pool's
- *   reserved bytes, the driver's used bytes); the core overwrites n_buffers with its own
- *   count. Called from any thread,
+ *   (the bytes the instance's allocate slot handed out, for buffers and for adaptors above it
+ *   alike, their high-water mark, reserved = used), so a kind needs no accounting of its own:
+ *   usage accounting is the core's. @stats arrives filled with those counts (since 1.2;
+ *   zero-filled before): overwrite only what the kind knows better (a pool's reserved bytes,
+ *   the driver's used bytes, with %MEMRES_KIND_OWN_USAGE); the core overwrites n_buffers with
+ *   its own count. Called from any thread,
  *   concurrently with allocate and deallocate: read the counters under the kind's own lock
  *   (or atomically) so that current <= high holds in what it returns. Errors: a
  *   %MEMRES_CUDA_ERROR (pool attribute queries). Since: 1.0
@@ -557,13 +575,21 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   driver calls that name their device, pool or pointer (pools, VMM, cuMemFreeAsync),
  *   memres_cuda_ensure_context() is enough. Around calls that act on "the current context"
  *   (cuMemAlloc, cuMemHostAlloc, a %NULL stream), push the device's primary context
- *   (memres_cuda_get_primary_context(), then the table's cuCtxPushCurrent and
- *   cuCtxPopCurrent). Plugins reach the driver through memres_cuda_get_driver() only and never
- *   link libcuda.
+ *   (memres_cuda_push_context(), memres_cuda_pop_context()). Plugins reach the driver through
+ * memres_cuda_get_driver() only and never link libcuda.
  * - Errors: a slot returning %FALSE sets @error; one returning %TRUE never does. Use the
- *   %MEMRES_ERROR codes listed with each slot and %MEMRES_CUDA_ERROR (through
- *   memres_cuda_set_error()); %MEMRES_PLUGIN_ERROR belongs to the loader. Bad input is never
- *   a crash and a failure never leaks memory, driver handles or fds.
+ *   %MEMRES_ERROR codes listed with each slot and, for a failed driver call,
+ *   memres_cuda_set_error() (never g_set_error() in %MEMRES_CUDA_ERROR): it reports
+ *   `CUDA_ERROR_OUT_OF_MEMORY` as %MEMRES_ERROR_OUT_OF_MEMORY and every other `CUresult` as a
+ *   %MEMRES_CUDA_ERROR, so that out-of-memory has one code whatever the kind (since 1.2;
+ *   before, some kinds reported it as a %MEMRES_CUDA_ERROR). %MEMRES_PLUGIN_ERROR belongs to
+ *   the loader. Bad input is never a crash and a failure never leaks memory, driver handles
+ *   or fds.
+ * - Contexts and devices: push a device's primary context with memres_cuda_push_context() and
+ *   memres_cuda_pop_context(), wait with memres_cuda_stream_synchronize() or
+ *   memres_cuda_device_synchronize(), read attributes with memres_cuda_get_device_attribute()
+ *   and check peers with memres_cuda_check_peer_access(): one copy in the core, not one per
+ *   kind.
  *
  * Slots are only appended, each with its `Since:` ABI version: init to resize are of version
  * 1 (ABI 1.0), export_chunks and import_chunks of version 2 (ABI 1.1), get_counters of version

@@ -89,10 +89,13 @@ typedef struct
  *   and export_handle pass through to the upstream; for the others those fail with
  *   %MEMRES_ERROR_NOT_SUPPORTED
  * @MEMRES_KIND_OWN_USAGE: the kind's get_stats slot sets used_current and used_high itself
- *   (from its own counts or the driver's), so the core does not count the bytes of its
- *   buffers on the allocate/close hot path (it still counts the buffers). Without it the core
- *   counts them and the get_stats slot receives them in its #MemresStats (no boilerplate in the
- *   plugin). Since: 1.2
+ *   from what only it or its driver knows, so the core does not count the bytes of its
+ *   buffers on the allocate/close hot path (it still counts the buffers). For kinds whose
+ *   used bytes are not the sizes handed out: the driver pools' used memory (dmr, ipc, pinned,
+ *   managed), graph memory allocated by launches (graph), a cache's blocks in use, the stats
+ *   adaptor's exact counts. Without it (the usual case: host, vmm) the core counts them and
+ *   the get_stats slot receives them in its #MemresStats: keep no used-byte counter of your
+ *   own. Since: 1.2
  *
  * What a kind is, in #MemresKindInfo.flags. Values are appended only (part of the plugin
  * ABI).

@@ -358,27 +358,16 @@ front_get (Cache *self)
 
 /* ---- events ---------------------------------------------------------------------------------- */
 
-static gboolean
-context_push (Cache *self, const MemresCudaDriver **drv, GError **error)
+/* The driver, with the primary context of the cache's device current (events belong to the
+ * context they are created in); pop with memres_cuda_pop_context (*@pushed). */
+static const MemresCudaDriver *
+context_push (Cache *self, gboolean *pushed, GError **error)
 {
-  CUcontext ctx;
-  CUresult r;
+  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
 
-  *drv = memres_cuda_get_driver (error);
-  if (*drv == NULL || !memres_cuda_get_primary_context (self->device, &ctx, error))
-    return FALSE;
-  r = (*drv)->cuCtxPushCurrent (ctx);
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
-  return TRUE;
-}
-
-static void
-context_pop (const MemresCudaDriver *drv)
-{
-  CUcontext ctx;
-
-  drv->cuCtxPopCurrent (&ctx);
+  if (drv == NULL || !memres_cuda_push_context (self->device, pushed, error))
+    return NULL;
+  return drv;
 }
 
 /* A new event recorded on @stream now. Cache.lock held. */
@@ -386,22 +375,23 @@ static CacheEvent *
 event_record (Cache *self, MemresStream stream, GError **error)
 {
   const MemresCudaDriver *drv;
+  gboolean pushed;
   CacheEvent *e;
   CUevent ev = NULL;
   CUresult r;
 
-  if (!context_push (self, &drv, error))
+  if ((drv = context_push (self, &pushed, error)) == NULL)
     return NULL;
   if (self->spare_events->len > 0)
     ev = g_ptr_array_steal_index_fast (self->spare_events, self->spare_events->len - 1);
   else if ((r = drv->cuEventCreate (&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
     {
-      context_pop (drv);
+      memres_cuda_pop_context (pushed);
       memres_cuda_set_error (error, r, "cuEventCreate");
       return NULL;
     }
   r = drv->cuEventRecord (ev, (CUstream) stream);
-  context_pop (drv);
+  memres_cuda_pop_context (pushed);
   if (r != CUDA_SUCCESS)
     {
       g_ptr_array_add (self->spare_events, ev);
@@ -429,12 +419,13 @@ static gboolean
 event_wait (Cache *self, CacheEvent *e, MemresStream stream, GError **error)
 {
   const MemresCudaDriver *drv;
+  gboolean pushed;
   CUresult r;
 
-  if (!context_push (self, &drv, error))
+  if ((drv = context_push (self, &pushed, error)) == NULL)
     return FALSE;
   r = drv->cuStreamWaitEvent ((CUstream) stream, e->event, 0);
-  context_pop (drv);
+  memres_cuda_pop_context (pushed);
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuStreamWaitEvent");
   return TRUE;
@@ -530,13 +521,6 @@ shared_take (Cache *self, guint cls, MemresStream stream, GError **error)
 
 /* ---- the upstream ---------------------------------------------------------------------------- */
 
-static gboolean
-is_out_of_memory (const GError *error)
-{
-  return g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY)
-         || g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_OUT_OF_MEMORY);
-}
-
 /* Memory on its way back to the upstream: taken out of the cache under Cache.lock, given back
  * after it is released (retired_free()), since the upstream may be another cache, whose locks
  * would otherwise be taken inside ours in one thread and before ours in another. */
@@ -564,7 +548,7 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
   memset (alloc, 0, sizeof *alloc);
   if (memres_upstream_allocate (mr, size, stream, alloc, &local))
     return TRUE;
-  if (!is_out_of_memory (local))
+  if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
     {
       g_propagate_error (error, local);
       return FALSE;
@@ -595,7 +579,7 @@ block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream, M
   *n_blocks = cls >= self->n_chunk_classes ? 1 : (guint) (self->chunk_size / csize);
   if (upstream_allocate (mr, self, (gsize) *n_blocks * csize, stream, up, &local))
     return TRUE;
-  if (*n_blocks == 1 || !is_out_of_memory (local))
+  if (*n_blocks == 1 || !g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
     {
       g_propagate_error (error, local);
       return FALSE;
@@ -663,18 +647,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, Memr
 static gboolean
 device_synchronize (Cache *self, GError **error)
 {
-  const MemresCudaDriver *drv;
-  CUresult r;
-
-  if (!self->events)
-    return TRUE;
-  if (!context_push (self, &drv, error))
-    return FALSE;
-  r = drv->cuCtxSynchronize ();
-  context_pop (drv);
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuCtxSynchronize");
-  return TRUE;
+  return !self->events || memres_cuda_device_synchronize (self->device, error);
 }
 
 static void block_retire (Cache *self, Block *b, Retired *out);
@@ -1268,13 +1241,14 @@ cache_finalize (MemresResource *mr)
   if (self->spare_events->len > 0)
     {
       const MemresCudaDriver *drv;
+      gboolean pushed;
 
       g_clear_error (&error);
-      if (context_push (self, &drv, &error))
+      if ((drv = context_push (self, &pushed, &error)) != NULL)
         {
           for (guint i = 0; i < self->spare_events->len; i++)
             drv->cuEventDestroy (g_ptr_array_index (self->spare_events, i));
-          context_pop (drv);
+          memres_cuda_pop_context (pushed);
         }
       else
         g_warning ("cache: cannot destroy its events: %s", error->message);

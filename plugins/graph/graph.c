@@ -70,10 +70,9 @@ graph_init (MemresResource *mr, const MemresOptions *options, GError **error)
   r = drv->cuDeviceGet (&self->cu_device, device);
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuDeviceGet");
-  r = drv->cuDeviceGetAttribute (&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
-                                 self->cu_device);
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuDeviceGetAttribute");
+  if (!memres_cuda_get_device_attribute (device, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, &pools,
+                                         error))
+    return FALSE;
   if (!pools)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
@@ -279,7 +278,8 @@ static const MemresKindInfo graph_kind = {
   .n_options = G_N_ELEMENTS (graph_options),
   .ops = &graph_ops,
   .instance_size = sizeof (Graph),
-  .flags = MEMRES_KIND_OWN_USAGE, /* get_stats reports the used bytes */
+  /* the driver's used bytes (what launches have allocated), not the buffers' sizes */
+  .flags = MEMRES_KIND_OWN_USAGE,
 };
 
 static gboolean

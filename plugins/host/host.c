@@ -9,11 +9,11 @@
 
 #define HOST_DEFAULT_ALIGNMENT 256
 
+/* The statistics are the core's count of the buffers' bytes (reserved = used): every byte in
+ * use is a byte held from the system, and nothing more. */
 typedef struct
 {
   gsize alignment;
-  guint64 used_current; /* atomic */
-  guint64 used_high;    /* atomic */
 } HostResource;
 
 static gboolean
@@ -47,7 +47,6 @@ host_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloca
 {
   HostResource *self = memres_resource_get_private (mr);
   gpointer mem = NULL;
-  guint64 used, high;
 
   if (size > G_MAXSIZE - (self->alignment - 1) || posix_memalign (&mem, self->alignment, size) != 0)
     {
@@ -58,23 +57,13 @@ host_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloca
   alloc->address = (guint64) (guintptr) mem;
   alloc->size = size;
   alloc->plugin_data = NULL;
-
-  used = __atomic_add_fetch (&self->used_current, size, __ATOMIC_RELAXED);
-  high = __atomic_load_n (&self->used_high, __ATOMIC_RELAXED);
-  while (used > high
-         && !__atomic_compare_exchange_n (&self->used_high, &high, used, TRUE, __ATOMIC_RELAXED,
-                                          __ATOMIC_RELAXED))
-    ;
   return TRUE;
 }
 
 static gboolean
 host_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  HostResource *self = memres_resource_get_private (mr);
-
   free ((gpointer) (guintptr) alloc->address);
-  __atomic_sub_fetch (&self->used_current, alloc->size, __ATOMIC_RELAXED);
   return TRUE;
 }
 
@@ -85,29 +74,6 @@ host_query (MemresResource *mr, MemresResourceInfo *info)
   info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
 }
 
-static gboolean
-host_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
-{
-  HostResource *self = memres_resource_get_private (mr);
-
-  stats->used_current = __atomic_load_n (&self->used_current, __ATOMIC_RELAXED);
-  stats->used_high = __atomic_load_n (&self->used_high, __ATOMIC_RELAXED);
-  /* Every byte in use is a byte held from the system, and nothing more. */
-  stats->reserved_current = stats->used_current;
-  stats->reserved_high = stats->used_high;
-  return TRUE;
-}
-
-static gboolean
-host_reset_stats (MemresResource *mr, GError **error)
-{
-  HostResource *self = memres_resource_get_private (mr);
-
-  __atomic_store_n (&self->used_high, __atomic_load_n (&self->used_current, __ATOMIC_RELAXED),
-                    __ATOMIC_RELAXED);
-  return TRUE;
-}
-
 static const MemresResourceOps host_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = host_init,
@@ -115,8 +81,6 @@ static const MemresResourceOps host_ops = {
   .allocate = host_allocate,
   .deallocate = host_deallocate,
   .query = host_query,
-  .get_stats = host_get_stats,
-  .reset_stats = host_reset_stats,
 };
 
 static const MemresOptionSpec host_options[] = {
@@ -132,7 +96,6 @@ static const MemresKindInfo host_kind = {
   .n_options = G_N_ELEMENTS (host_options),
   .ops = &host_ops,
   .instance_size = sizeof (HostResource),
-  .flags = MEMRES_KIND_OWN_USAGE, /* get_stats reports the used bytes */
 };
 
 static gboolean

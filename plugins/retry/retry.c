@@ -1,6 +1,7 @@
 /* memres - CUDA memory resources
  * retry.c: the `retry` adaptor: when an allocation from below fails for lack of memory
- * (MEMRES_ERROR_OUT_OF_MEMORY, or a MEMRES_CUDA_ERROR of CUDA_ERROR_OUT_OF_MEMORY), it calls
+ * (MEMRES_ERROR_OUT_OF_MEMORY, which is also how every kind reports the driver's
+ * CUDA_ERROR_OUT_OF_MEMORY: memres_cuda_set_error()), it calls
  * the handlers the application registered (memres_retry_add_handler()), in order, until one
  * says to retry, and tries again, at most `max_retries` times. With no handler registered the
  * default one trims every layer below (memres_resource_trim() to 0) and retries once something
@@ -68,13 +69,6 @@ retry_finalize (MemresResource *mr)
   g_mutex_clear (&self->lock);
 }
 
-static gboolean
-is_out_of_memory (const GError *error)
-{
-  return g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY)
-         || g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_OUT_OF_MEMORY);
-}
-
 /* The default handler: trims every layer below; TRUE when one of them could. */
 static gboolean
 trim_below (MemresResource *mr)
@@ -140,12 +134,12 @@ retry_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
     {
       if (G_LIKELY (memres_upstream_allocate (mr, size, stream, alloc, &local)))
         return TRUE;
-      if (!is_out_of_memory (local) || handler_depth > 0 || attempt > self->max_retries
-          || !run_handlers (mr, self, size, attempt, local))
+      if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY) || handler_depth > 0
+          || attempt > self->max_retries || !run_handlers (mr, self, size, attempt, local))
         break;
       g_clear_error (&local);
     }
-  if (attempt > 1 && is_out_of_memory (local))
+  if (attempt > 1 && g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
     g_prefix_error (&local, "after %u attempt%s: ", attempt, attempt == 1 ? "" : "s");
   g_propagate_error (error, local);
   return FALSE;

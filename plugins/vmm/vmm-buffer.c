@@ -13,17 +13,11 @@
  * reserving the same range again, a handle released while still mapped by taking it back from
  * its mapping (cuMemRetainAllocationHandle). What cannot be undone is the release of memory that
  * is no longer mapped; see vmm_shrink() for the one place where that can happen. A close that
- * cannot wait for its stream changes nothing (the core keeps the buffer open); once the teardown
- * has begun it is not undone: a failing step is reported, everything else still released, and the
- * allocation's address set to 0 so that the core closes the buffer all the same. */
+ * cannot wait for its stream changes nothing (the core waits before the deallocate slot, and
+ * keeps the buffer open when it cannot); once the teardown has begun it is not undone: a failing
+ * step is reported, everything else still released, and the allocation's address set to 0 so that
+ * the core closes the buffer all the same. */
 #include "vmm-private.h"
-
-static gboolean
-vmm_cuda_error (GError **error, CUresult res, const char *call)
-{
-  memres_cuda_set_error (error, res, call);
-  return FALSE;
-}
 
 /* A call failed while undoing a failed operation: nothing else can be done about it. */
 static void
@@ -164,7 +158,7 @@ vmm_grant (VmmResource *self, VmmSpace space, gsize start, gsize end, GError **e
   CUresult res = vmm_space_apply (self, space, VMM_GRANT, start, end, FALSE, &stop);
 
   if (res != CUDA_SUCCESS)
-    return vmm_cuda_error (error, res, "cuMemSetAccess");
+    return memres_cuda_set_error (error, res, "cuMemSetAccess");
   return TRUE;
 }
 
@@ -185,7 +179,7 @@ vmm_address_reserve (VmmResource *self, gsize size, CUdeviceptr hint, CUdevicept
   CUresult res = self->drv->cuMemAddressReserve (ptr, size, self->granularity, hint, 0);
 
   if (res != CUDA_SUCCESS)
-    return vmm_cuda_error (error, res, "cuMemAddressReserve");
+    return memres_cuda_set_error (error, res, "cuMemAddressReserve");
   return TRUE;
 }
 
@@ -232,7 +226,7 @@ vmm_free_ranges (VmmResource *self, VmmBuffer *buf, GError **error)
         {
           for (gsize j = i; j-- > 0;)
             vmm_reserve_again (self, &buf->ranges[j]);
-          return vmm_cuda_error (error, res, "cuMemAddressFree");
+          return memres_cuda_set_error (error, res, "cuMemAddressFree");
         }
     }
   return TRUE;
@@ -282,7 +276,7 @@ vmm_map_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize first, 
       if (res != CUDA_SUCCESS)
         {
           vmm_unmap_or_warn (self, space, buf->chunks[first].offset, c->offset);
-          return vmm_cuda_error (error, res, "cuMemMap");
+          return memres_cuda_set_error (error, res, "cuMemMap");
         }
     }
   return TRUE;
@@ -366,7 +360,7 @@ vmm_create_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize end,
 
   vmm_unmap_or_warn (self, space, buf->mapped, offset);
   vmm_release_chunks_or_warn (self, buf, first);
-  return vmm_cuda_error (error, res, call);
+  return memres_cuda_set_error (error, res, call);
 }
 
 /* Undoes vmm_create_chunks() after it succeeded: unmaps the chunks [first, n_chunks) from
@@ -406,40 +400,7 @@ vmm_unmap (VmmResource *self, VmmBuffer *buf, gsize start, gsize end, GError **e
     return TRUE;
   if (stop > start)
     vmm_remap_or_warn (self, buf, start, stop);
-  return vmm_cuda_error (error, res, "cuMemUnmap");
-}
-
-/* Waits for the work queued on @stream: nothing is unmapped while a kernel may still use it. The
- * default streams (NULL, legacy, per-thread) are those of the current context: for them the
- * device's primary context is pushed when another one is current. */
-static gboolean
-vmm_stream_synchronize (VmmResource *self, MemresStream stream, GError **error)
-{
-  CUcontext primary, current = NULL, popped;
-  gboolean pushed = FALSE;
-  CUresult res;
-
-  if ((guintptr) stream <= (guintptr) CU_STREAM_PER_THREAD)
-    {
-      if (!memres_cuda_get_primary_context (self->device, &primary, error))
-        return FALSE;
-      res = self->drv->cuCtxGetCurrent (&current);
-      if (res != CUDA_SUCCESS)
-        return vmm_cuda_error (error, res, "cuCtxGetCurrent");
-      if (current != primary)
-        {
-          res = self->drv->cuCtxPushCurrent (primary);
-          if (res != CUDA_SUCCESS)
-            return vmm_cuda_error (error, res, "cuCtxPushCurrent");
-          pushed = TRUE;
-        }
-    }
-  res = self->drv->cuStreamSynchronize ((CUstream) stream);
-  if (pushed)
-    self->drv->cuCtxPopCurrent (&popped);
-  if (res != CUDA_SUCCESS)
-    return vmm_cuda_error (error, res, "cuStreamSynchronize");
-  return TRUE;
+  return memres_cuda_set_error (error, res, "cuMemUnmap");
 }
 
 /* --- the slots ------------------------------------------------------------------------------- */
@@ -482,7 +443,7 @@ _vmm_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloca
   alloc->address = buf->base;
   alloc->size = rounded;
   alloc->plugin_data = buf;
-  _vmm_stats_update (self, rounded, rounded);
+  _vmm_stats_update (self, rounded);
   return TRUE;
 
 fail_range:
@@ -531,7 +492,7 @@ _vmm_map_imported (VmmResource *self, const CUmemGenericAllocationHandle *handle
   alloc->address = buf->base;
   alloc->size = size;
   alloc->plugin_data = buf;
-  _vmm_stats_update (self, (gint64) buf->mapped, (gint64) size);
+  _vmm_stats_update (self, (gint64) buf->mapped);
   return TRUE;
 
 fail_range:
@@ -549,10 +510,10 @@ vmm_note_failure (GError **first, CUresult res, const char *call)
     memres_cuda_set_error (first, res, call);
 }
 
-/* _vmm_deallocate: the deallocate slot. Waits for @stream (cuStreamSynchronize); when that fails
- * nothing is released and FALSE returned (the buffer stays open). Then, one reservation at a
- * time, unmaps it (cuMemUnmap) and frees it with its exact range (cuMemAddressFree), then
- * releases every physical handle (cuMemRelease). A failing step of that teardown does not stop
+/* _vmm_deallocate: the deallocate slot. The core waited for @stream (vmm memory is not
+ * stream-ordered: see the deallocate slot in memres-plugin.h). One reservation at a time, unmaps
+ * it (cuMemUnmap) and frees it with its exact range (cuMemAddressFree), then releases every
+ * physical handle (cuMemRelease). A failing step of that teardown does not stop
  * the others: everything that can be released is, only what the driver refused is left, the
  * first failure is reported, and @alloc's address is set to 0 (released: the core closes the
  * buffer). */
@@ -563,9 +524,6 @@ _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
   VmmBuffer *buf = alloc->plugin_data;
   GError *first = NULL;
   CUresult res;
-
-  if (!vmm_stream_synchronize (self, stream, error))
-    return FALSE;
 
   for (gsize i = 0; i < buf->n_ranges; i++)
     {
@@ -585,7 +543,7 @@ _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
     if ((res = self->drv->cuMemRelease (buf->chunks[i].handle)) != CUDA_SUCCESS)
       vmm_note_failure (&first, res, "cuMemRelease");
 
-  _vmm_stats_update (self, -(gint64) buf->mapped, -(gint64) alloc->size);
+  _vmm_stats_update (self, -(gint64) buf->mapped);
   vmm_buffer_free (buf);
   alloc->plugin_data = NULL;
   if (first != NULL)
@@ -711,7 +669,7 @@ vmm_grow_by_move (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStrea
     goto fail_new_chunks;
 
   /* The old addresses go away. */
-  if (!vmm_stream_synchronize (self, stream, error)
+  if (!memres_cuda_stream_synchronize (self->device, stream, error)
       || !vmm_unmap (self, buf, 0, buf->mapped, error))
     goto fail_new_chunks;
   if (!vmm_free_ranges (self, buf, error))
@@ -781,7 +739,7 @@ vmm_shrink (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stre
   if (keep == buf->n_chunks)
     return TRUE;
   tail = buf->chunks[keep].offset;
-  if (!vmm_stream_synchronize (self, stream, error))
+  if (!memres_cuda_stream_synchronize (self->device, stream, error))
     return FALSE;
 
   for (gsize i = keep; i < buf->n_chunks; i++)
@@ -790,7 +748,7 @@ vmm_shrink (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stre
       if (res != CUDA_SUCCESS)
         {
           vmm_retain_chunks_or_warn (self, buf, keep, i);
-          return vmm_cuda_error (error, res, "cuMemRelease");
+          return memres_cuda_set_error (error, res, "cuMemRelease");
         }
     }
 
@@ -804,7 +762,7 @@ vmm_shrink (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stre
   vmm_retain_chunks_or_warn (self, buf, keep, vmm_chunk_index (buf, stop));
   if (stop < buf->mapped)
     vmm_replace_lost_or_warn (self, buf, stop);
-  return vmm_cuda_error (error, res, "cuMemUnmap");
+  return memres_cuda_set_error (error, res, "cuMemUnmap");
 }
 
 /* _vmm_resize: the resize slot. Growing maps new chunks after the buffer: in place when the
@@ -849,8 +807,7 @@ _vmm_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size, Memres
   else if (rounded < alloc->size && !vmm_shrink (self, buf, rounded, stream, error))
     return FALSE;
 
-  _vmm_stats_update (self, (gint64) buf->mapped - (gint64) old_mapped,
-                     (gint64) rounded - (gint64) alloc->size);
+  _vmm_stats_update (self, (gint64) buf->mapped - (gint64) old_mapped);
   alloc->address = buf->base;
   alloc->size = rounded;
   return TRUE;

@@ -25,8 +25,11 @@ typedef struct
   guint n_access;
   MemresMemoryFlags flags;
 
+  /* Bytes of live cuMemCreate allocations and their high-water mark, under stats_lock; the
+   * used bytes (the buffers' sizes) are the core's count. */
   GMutex stats_lock;
-  MemresStats stats; /* n_buffers unused (the core counts buffers) */
+  guint64 physical;
+  guint64 physical_high;
 
   /* Reservations a grow got away from where it asked and could not free (VmmRange), under
    * stats_lock: freed again at the next grow and at finalize, never lost. */
@@ -93,9 +96,8 @@ G_GNUC_INTERNAL gboolean _vmm_import_chunks (MemresResource *mr, const MemresBuf
                                              MemresStream stream, MemresAllocation *alloc,
                                              GError **error);
 
-/* vmm.c: statistics; @physical_delta and @used_delta in bytes. */
-G_GNUC_INTERNAL void _vmm_stats_update (VmmResource *self, gint64 physical_delta,
-                                        gint64 used_delta);
+/* vmm.c: statistics; @physical_delta in bytes of physical memory. */
+G_GNUC_INTERNAL void _vmm_stats_update (VmmResource *self, gint64 physical_delta);
 
 /* A driver call @call failed with @res while @during ("rolling back a failure"): nothing else
  * can be done about it; warned about unless the driver shut down (process exit). */

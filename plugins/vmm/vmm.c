@@ -44,22 +44,6 @@ static const MemresOptionSpec vmm_options[] = {
     0 },
 };
 
-static gboolean
-vmm_get_attribute (VmmResource *self, CUdevice_attribute attr, gint device, gint *value,
-                   GError **error)
-{
-  CUdevice dev;
-  CUresult res;
-
-  res = self->drv->cuDeviceGet (&dev, device);
-  if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, res, "cuDeviceGet");
-  res = self->drv->cuDeviceGetAttribute (value, attr, dev);
-  if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, res, "cuDeviceGetAttribute");
-  return TRUE;
-}
-
 /* Sets *supported from a capability attribute; a driver too old to know the attribute counts
  * as "not supported". */
 static gboolean
@@ -68,7 +52,7 @@ vmm_get_capability (VmmResource *self, CUdevice_attribute attr, gboolean *suppor
   GError *local_error = NULL;
   gint value = 0;
 
-  if (!vmm_get_attribute (self, attr, self->device, &value, &local_error))
+  if (!memres_cuda_get_device_attribute (self->device, attr, &value, &local_error))
     {
       if (g_error_matches (local_error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_VALUE))
         {
@@ -127,8 +111,8 @@ vmm_setup_location (VmmResource *self, const MemresOptions *options, GError **er
         {
           gint closest = -1;
 
-          if (!vmm_get_attribute (self, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, self->device, &closest,
-                                  error))
+          if (!memres_cuda_get_device_attribute (self->device, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID,
+                                                 &closest, error))
             return FALSE;
           /* -1: the system has no NUMA; the driver then wants node 0 */
           numa_id = MAX (closest, 0);
@@ -309,28 +293,10 @@ vmm_setup_access (VmmResource *self, const MemresOptions *options, GError **erro
           }
       if (!memres_cuda_check_device (peer, error))
         return FALSE;
-      if (!host)
+      if (!host && !memres_cuda_check_peer_access (self->device, peer, error))
         {
-          CUdevice owner_dev, peer_dev;
-          int can_access = 0;
-          CUresult res;
-
-          res = self->drv->cuDeviceGet (&owner_dev, self->device);
-          if (res == CUDA_SUCCESS)
-            res = self->drv->cuDeviceGet (&peer_dev, peer);
-          if (res != CUDA_SUCCESS)
-            return memres_cuda_set_error (error, res, "cuDeviceGet");
-          res = self->drv->cuDeviceCanAccessPeer (&can_access, peer_dev, owner_dev);
-          if (res != CUDA_SUCCESS)
-            return memres_cuda_set_error (error, res, "cuDeviceCanAccessPeer");
-          if (!can_access)
-            {
-              g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                           "vmm: option peers: device %d cannot access the memory of device %d "
-                           "(cuDeviceCanAccessPeer)",
-                           peer, self->device);
-              return FALSE;
-            }
+          g_prefix_error (error, "vmm: option peers: ");
+          return FALSE;
         }
       access[n].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
       access[n].location.id = peer;
@@ -404,27 +370,25 @@ vmm_query (MemresResource *mr, MemresResourceInfo *info)
 }
 
 void
-_vmm_stats_update (VmmResource *self, gint64 physical_delta, gint64 used_delta)
+_vmm_stats_update (VmmResource *self, gint64 physical_delta)
 {
-  MemresStats *stats = &self->stats;
-
   g_mutex_lock (&self->stats_lock);
-  stats->reserved_current += physical_delta;
-  stats->used_current += used_delta;
-  stats->reserved_high = MAX (stats->reserved_high, stats->reserved_current);
-  stats->used_high = MAX (stats->used_high, stats->used_current);
+  self->physical += physical_delta;
+  self->physical_high = MAX (self->physical_high, self->physical);
   g_mutex_unlock (&self->stats_lock);
 }
 
-/* reserved_* count physical memory (bytes of live cuMemCreate allocations), used_* the sizes of
- * the live buffers; address space reservations are not memory and are not counted. */
+/* reserved_* count physical memory (bytes of live cuMemCreate allocations); used_* are the
+ * core's count of the live buffers' sizes, which @stats arrives with. Address space
+ * reservations are not memory and are not counted. */
 static gboolean
 vmm_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 {
   VmmResource *self = memres_resource_get_private (mr);
 
   g_mutex_lock (&self->stats_lock);
-  *stats = self->stats;
+  stats->reserved_current = self->physical;
+  stats->reserved_high = self->physical_high;
   g_mutex_unlock (&self->stats_lock);
   return TRUE;
 }
@@ -435,8 +399,7 @@ vmm_reset_stats (MemresResource *mr, GError **error)
   VmmResource *self = memres_resource_get_private (mr);
 
   g_mutex_lock (&self->stats_lock);
-  self->stats.reserved_high = self->stats.reserved_current;
-  self->stats.used_high = self->stats.used_current;
+  self->physical_high = self->physical;
   g_mutex_unlock (&self->stats_lock);
   return TRUE;
 }

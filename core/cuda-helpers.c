@@ -1,0 +1,302 @@
+/* memres - CUDA memory resources
+ * cuda-helpers.c: the driver helpers of the plugin SDK that kinds and the core share: a device's
+ * primary context pushed around calls that act on the current context, the context stream work
+ * runs in, waiting for a stream or a device, device attributes and the peer-access check. One
+ * copy each, so that every kind gets the same contexts and the same errors. */
+#include "memres-private.h"
+
+static gboolean
+set_no_entry (GError **error, const MemresCudaDriver *drv, const char *entries)
+{
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "The CUDA driver %s lacks %s",
+               drv->path != NULL ? drv->path : "", entries);
+  return FALSE;
+}
+
+/**
+ * memres_cuda_push_context:
+ * @device: a CUDA device ordinal
+ * @pushed: (out): set to whether a context was pushed, for memres_cuda_pop_context()
+ * @error: return location for a #GError, or %NULL
+ *
+ * Makes the primary context of @device (memres_cuda_get_primary_context()) current on the
+ * calling thread for driver calls that act on "the current context" (cuMemAlloc(),
+ * cuMemHostAlloc(), cuMemAllocManaged(), cuCtxSynchronize(), creating an event, the legacy
+ * default stream): pushes it (cuCtxPushCurrent()) unless it is current already
+ * (cuCtxGetCurrent()). Always pair a success with memres_cuda_pop_context (@pushed) on the same
+ * thread, after the calls; on failure nothing was pushed. A context the application made
+ * current, of this device or another, is current again after the pop. Thread-safe (it acts on
+ * the calling thread only).
+ *
+ * Errors: those of memres_cuda_get_primary_context(); %MEMRES_ERROR_NOT_SUPPORTED when the
+ * driver lacks cuCtxPushCurrent or cuCtxPopCurrent; %MEMRES_CUDA_ERROR when a driver call
+ * fails.
+ *
+ * Returns: %TRUE when @device's primary context is current
+ *
+ * Since: 1.2
+ */
+gboolean
+memres_cuda_push_context (gint device, gboolean *pushed, GError **error)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
+  CUcontext primary, current = NULL;
+  CUresult r;
+
+  g_return_val_if_fail (pushed != NULL, FALSE);
+
+  *pushed = FALSE;
+  if (drv == NULL || !memres_cuda_get_primary_context (device, &primary, error))
+    return FALSE;
+  if (drv->cuCtxPushCurrent == NULL || drv->cuCtxPopCurrent == NULL)
+    return set_no_entry (error, drv, "cuCtxPushCurrent or cuCtxPopCurrent");
+  r = drv->cuCtxGetCurrent (&current);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuCtxGetCurrent");
+  if (current == primary)
+    return TRUE;
+  r = drv->cuCtxPushCurrent (primary);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
+  *pushed = TRUE;
+  return TRUE;
+}
+
+/**
+ * memres_cuda_pop_context:
+ * @pushed: what memres_cuda_push_context() stored in its @pushed
+ *
+ * Pops the context memres_cuda_push_context() pushed (cuCtxPopCurrent()), when it pushed one;
+ * does nothing for %FALSE. Thread-safe (it acts on the calling thread only).
+ *
+ * Since: 1.2
+ */
+void
+memres_cuda_pop_context (gboolean pushed)
+{
+  const MemresCudaDriver *drv;
+  CUcontext popped;
+
+  if (pushed && (drv = memres_cuda_get_driver (NULL)) != NULL)
+    (void) drv->cuCtxPopCurrent (&popped);
+}
+
+/* The context stream work runs in (transfers, the stream waits below, IPC close ordering in
+ * ipc/ipc-buffers.c). An explicit stream runs in its own context, which the real driver wants
+ * current for the call (a copy on device 1's stream while device 0's context is current fails
+ * with CUDA_ERROR_INVALID_VALUE, seen on two H200s): it is pushed when another is current. The
+ * default streams (NULL, MEMRES_STREAM_LEGACY, CU_STREAM_PER_THREAD) are the current context's, so
+ * for device memory the device's primary context is pushed for the call when a context of another
+ * device is current; for host memory (@device -1) the current context is used. */
+gboolean
+_memres_stream_context_begin (MemresStreamContext *t, gint device, MemresStream stream,
+                              GError **error)
+{
+  CUcontext current = NULL, own = NULL;
+  CUdevice current_device;
+  CUresult res;
+
+  t->pushed = FALSE;
+  t->drv = memres_cuda_get_driver (error);
+  if (t->drv == NULL || !memres_cuda_ensure_context (MAX (device, 0), error))
+    return FALSE;
+  if ((guintptr) stream > (guintptr) CU_STREAM_PER_THREAD)
+    {
+      if (t->drv->cuStreamGetCtx == NULL || t->drv->cuCtxPushCurrent == NULL
+          || t->drv->cuCtxPopCurrent == NULL)
+        return TRUE;
+      res = t->drv->cuStreamGetCtx ((CUstream) stream, &own);
+      if (res != CUDA_SUCCESS)
+        return memres_cuda_set_error (error, res, "cuStreamGetCtx");
+      res = t->drv->cuCtxGetCurrent (&current);
+      if (res != CUDA_SUCCESS)
+        return memres_cuda_set_error (error, res, "cuCtxGetCurrent");
+      if (own == NULL || own == current)
+        return TRUE;
+      res = t->drv->cuCtxPushCurrent (own);
+      if (res != CUDA_SUCCESS)
+        return memres_cuda_set_error (error, res, "cuCtxPushCurrent");
+      t->pushed = TRUE;
+      return TRUE;
+    }
+  if (device < 0 || t->drv->cuCtxGetDevice == NULL)
+    return TRUE;
+  res = t->drv->cuCtxGetDevice (&current_device);
+  if (res != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, res, "cuCtxGetDevice");
+  if (current_device == device)
+    return TRUE;
+  return memres_cuda_push_context (device, &t->pushed, error);
+}
+
+void
+_memres_stream_context_end (MemresStreamContext *t)
+{
+  memres_cuda_pop_context (t->pushed);
+}
+
+/**
+ * memres_cuda_stream_synchronize:
+ * @device: the device ordinal of the memory the wait is for, or -1 for host memory
+ * @stream: the stream to wait for; %NULL or %MEMRES_STREAM_LEGACY is the legacy default stream
+ * @error: return location for a #GError, or %NULL
+ *
+ * Blocks until all work queued on @stream is done (cuStreamSynchronize()), in the stream's
+ * context: an explicit stream's own (cuStreamGetCtx(), pushed when another is current); for the
+ * default streams the current context when it is one of @device (or when @device is -1), else
+ * @device's primary context, pushed for the call. When no context is current at all, @device's
+ * primary context (device 0's for -1) is made current first (memres_cuda_ensure_context()).
+ * This is the wait the core makes before it calls the deallocate slot of a kind whose memory
+ * is not stream-ordered (see #MemresResourceOps); a kind calls it before it unmaps or frees
+ * memory in other slots (vmm's resize). Thread-safe.
+ *
+ * Errors: those of memres_cuda_ensure_context(); %MEMRES_CUDA_ERROR when a driver call fails
+ * (`CUDA_ERROR_INVALID_HANDLE` for a stream the driver knows is gone).
+ *
+ * Returns: %TRUE once the stream is idle
+ *
+ * Since: 1.2
+ */
+gboolean
+memres_cuda_stream_synchronize (gint device, MemresStream stream, GError **error)
+{
+  MemresStreamContext t;
+  CUresult r;
+
+  if (!_memres_stream_context_begin (&t, device, stream, error))
+    return FALSE;
+  r = t.drv->cuStreamSynchronize ((CUstream) stream);
+  _memres_stream_context_end (&t);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuStreamSynchronize");
+  return TRUE;
+}
+
+/**
+ * memres_cuda_device_synchronize:
+ * @device: a CUDA device ordinal
+ * @error: return location for a #GError, or %NULL
+ *
+ * Blocks until all work of @device's primary context is done: cuCtxSynchronize() with that
+ * context pushed (memres_cuda_push_context()). For memory that may still be used by work queued
+ * on any stream of the device. Thread-safe.
+ *
+ * Errors: those of memres_cuda_push_context(); %MEMRES_ERROR_NOT_SUPPORTED when the driver lacks
+ * cuCtxSynchronize; %MEMRES_CUDA_ERROR when cuCtxSynchronize() fails.
+ *
+ * Returns: %TRUE once the device is idle
+ *
+ * Since: 1.2
+ */
+gboolean
+memres_cuda_device_synchronize (gint device, GError **error)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
+  gboolean pushed;
+  CUresult r;
+
+  if (drv == NULL)
+    return FALSE;
+  if (drv->cuCtxSynchronize == NULL)
+    return set_no_entry (error, drv, "cuCtxSynchronize");
+  if (!memres_cuda_push_context (device, &pushed, error))
+    return FALSE;
+  r = drv->cuCtxSynchronize ();
+  memres_cuda_pop_context (pushed);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuCtxSynchronize");
+  return TRUE;
+}
+
+/**
+ * memres_cuda_get_device_attribute:
+ * @device: a CUDA device ordinal
+ * @attribute: the attribute to read, a `CUdevice_attribute`
+ * @value: (out): return location for the attribute's value
+ * @error: return location for a #GError, or %NULL
+ *
+ * Reads one attribute of @device: cuDeviceGet(), then cuDeviceGetAttribute(). A driver older
+ * than the attribute answers `CUDA_ERROR_INVALID_VALUE`; a kind that reads a capability may take
+ * that for "not supported". Thread-safe.
+ *
+ * Errors: those of memres_cuda_check_device(); %MEMRES_CUDA_ERROR when a driver call fails (the
+ * message names the attribute by number).
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 1.2
+ */
+gboolean
+memres_cuda_get_device_attribute (gint device, CUdevice_attribute attribute, gint *value,
+                                  GError **error)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
+  g_autofree char *call = NULL;
+  CUdevice dev;
+  CUresult r;
+
+  g_return_val_if_fail (value != NULL, FALSE);
+
+  if (drv == NULL || !memres_cuda_check_device (device, error))
+    return FALSE;
+  r = drv->cuDeviceGet (&dev, device);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuDeviceGet");
+  r = drv->cuDeviceGetAttribute (value, attribute, dev);
+  if (r == CUDA_SUCCESS)
+    return TRUE;
+  call = g_strdup_printf ("cuDeviceGetAttribute (attribute %d, device %d)", (gint) attribute,
+                          device);
+  return memres_cuda_set_error (error, r, call);
+}
+
+/**
+ * memres_cuda_check_peer_access:
+ * @device: the device ordinal that owns the memory
+ * @peer: the device ordinal that is to access it
+ * @error: return location for a #GError, or %NULL
+ *
+ * Checks with cuDeviceCanAccessPeer() that @peer can map memory of @device, before a kind
+ * grants it access (cuMemPoolSetAccess(), cuMemSetAccess()). A device can always access its
+ * own memory. Thread-safe.
+ *
+ * Errors: those of memres_cuda_check_device() (for both devices); %MEMRES_ERROR_NOT_SUPPORTED
+ * when the driver lacks cuDeviceCanAccessPeer or says no (the message names both devices);
+ * %MEMRES_CUDA_ERROR when a driver call fails.
+ *
+ * Returns: %TRUE when @peer can access @device's memory
+ *
+ * Since: 1.2
+ */
+gboolean
+memres_cuda_check_peer_access (gint device, gint peer, GError **error)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
+  CUdevice owner_dev, peer_dev;
+  int can = 0;
+  CUresult r;
+
+  if (drv == NULL || !memres_cuda_check_device (device, error)
+      || !memres_cuda_check_device (peer, error))
+    return FALSE;
+  if (peer == device)
+    return TRUE;
+  if (drv->cuDeviceCanAccessPeer == NULL)
+    return set_no_entry (error, drv, "cuDeviceCanAccessPeer");
+  r = drv->cuDeviceGet (&owner_dev, device);
+  if (r == CUDA_SUCCESS)
+    r = drv->cuDeviceGet (&peer_dev, peer);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuDeviceGet");
+  r = drv->cuDeviceCanAccessPeer (&can, peer_dev, owner_dev);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuDeviceCanAccessPeer");
+  if (!can)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "device %d cannot access the memory of device %d (cuDeviceCanAccessPeer)", peer,
+                   device);
+      return FALSE;
+    }
+  return TRUE;
+}

@@ -1,0 +1,256 @@
+/* memres - CUDA memory resources
+ * test-cuda-helpers.c: the SDK helpers of core/cuda-helpers.c, against the fake (suite fake)
+ * and the real driver (suite gpu): the primary context pushed and popped, stream and device
+ * waits, device attributes, the peer-access check. Fault injection on the fake only. */
+#include "testutil.h"
+
+#include <string.h>
+
+#define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
+
+static const MemresCudaDriver *
+drv (void)
+{
+  g_autoptr (GError) error = NULL;
+  const MemresCudaDriver *d = memres_cuda_get_driver (&error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (d);
+  return d;
+}
+
+static CUcontext
+primary (gint device)
+{
+  g_autoptr (GError) error = NULL;
+  CUcontext ctx = NULL;
+
+  g_assert_true (memres_cuda_get_primary_context (device, &ctx, &error));
+  g_assert_no_error (error);
+  return ctx;
+}
+
+static CUcontext
+current (void)
+{
+  CUcontext ctx = NULL;
+
+  CU_OK (drv ()->cuCtxGetCurrent (&ctx));
+  return ctx;
+}
+
+static gint
+n_devices (void)
+{
+  gint n = 0;
+
+  g_assert_true (memres_cuda_get_device_count (&n, NULL));
+  return n;
+}
+
+/* Pushed when no context or another device's is current, not when the primary one is; the pop
+ * leaves what was current before. */
+static void
+test_push_pop (void)
+{
+  g_autoptr (GError) error = NULL;
+  CUcontext saved, ctx0;
+  gboolean pushed = TRUE;
+
+  if (!mt_require_devices (1))
+    return;
+  saved = current ();
+  ctx0 = primary (0);
+
+  CU_OK (drv ()->cuCtxSetCurrent (NULL));
+  g_assert_true (memres_cuda_push_context (0, &pushed, &error));
+  g_assert_no_error (error);
+  g_assert_true (pushed);
+  g_assert_true (current () == ctx0);
+  memres_cuda_pop_context (pushed);
+  g_assert_null (current ());
+
+  CU_OK (drv ()->cuCtxSetCurrent (ctx0));
+  g_assert_true (memres_cuda_push_context (0, &pushed, &error));
+  g_assert_false (pushed); /* already current: nothing to push */
+  g_assert_true (current () == ctx0);
+  memres_cuda_pop_context (pushed);
+  g_assert_true (current () == ctx0);
+
+  if (n_devices () >= 2)
+    {
+      CUcontext ctx1 = primary (1);
+
+      CU_OK (drv ()->cuCtxSetCurrent (ctx1));
+      g_assert_true (memres_cuda_push_context (0, &pushed, &error));
+      g_assert_true (pushed);
+      g_assert_true (current () == ctx0);
+      memres_cuda_pop_context (pushed);
+      g_assert_true (current () == ctx1);
+    }
+
+  /* a device that does not exist: nothing pushed */
+  pushed = TRUE;
+  g_assert_false (memres_cuda_push_context (99, &pushed, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+  g_assert_false (pushed);
+  CU_OK (drv ()->cuCtxSetCurrent (saved));
+}
+
+static void
+test_push_fails (void)
+{
+  g_autoptr (GError) error = NULL;
+  CUcontext saved;
+  gboolean pushed = TRUE;
+
+  if (!mt_require_devices (1) || !mt_require_fake ("fails cuCtxPushCurrent"))
+    return;
+  saved = current ();
+  CU_OK (drv ()->cuCtxSetCurrent (NULL));
+  mt_fake_fail_call ("cuCtxPushCurrent", 1, CUDA_ERROR_UNKNOWN);
+  g_assert_false (memres_cuda_push_context (0, &pushed, &error));
+  mt_fake_reset_faults ();
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
+  g_assert_nonnull (strstr (error->message, "cuCtxPushCurrent"));
+  g_assert_false (pushed);
+  g_assert_null (current ());
+  CU_OK (drv ()->cuCtxSetCurrent (saved));
+}
+
+/* The waits succeed on idle and explicit streams, leave the current context as it was, and
+ * report the failing call. */
+static void
+test_synchronize (void)
+{
+  g_autoptr (GError) error = NULL;
+  CUstream s = NULL;
+  CUcontext saved;
+
+  if (!mt_require_devices (1))
+    return;
+  g_assert_true (memres_cuda_ensure_context (0, &error));
+  saved = current ();
+  CU_OK (drv ()->cuStreamCreate (&s, CU_STREAM_NON_BLOCKING));
+  g_assert_true (memres_cuda_stream_synchronize (0, (MemresStream) s, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_cuda_stream_synchronize (0, NULL, &error));
+  g_assert_true (memres_cuda_stream_synchronize (-1, MEMRES_STREAM_LEGACY, &error));
+  g_assert_true (memres_cuda_device_synchronize (0, &error));
+  g_assert_no_error (error);
+  g_assert_true (current () == saved);
+
+  if (mt_driver_is_fake ())
+    {
+      long before = mt_fake_call_count ("cuStreamSynchronize");
+
+      g_assert_true (memres_cuda_stream_synchronize (0, (MemresStream) s, &error));
+      g_assert_cmpint (mt_fake_call_count ("cuStreamSynchronize"), ==, before + 1);
+      mt_fake_fail_call ("cuStreamSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED);
+      g_assert_false (memres_cuda_stream_synchronize (0, (MemresStream) s, &error));
+      mt_fake_reset_faults ();
+      g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_LAUNCH_FAILED);
+      g_assert_nonnull (strstr (error->message, "cuStreamSynchronize"));
+      g_clear_error (&error);
+      mt_fake_fail_call ("cuCtxSynchronize", 1, CUDA_ERROR_LAUNCH_FAILED);
+      g_assert_false (memres_cuda_device_synchronize (0, &error));
+      mt_fake_reset_faults ();
+      g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_LAUNCH_FAILED);
+      g_assert_nonnull (strstr (error->message, "cuCtxSynchronize"));
+      g_clear_error (&error);
+      g_assert_true (current () == saved); /* popped after the failure too */
+    }
+  g_assert_false (memres_cuda_device_synchronize (99, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+  CU_OK (drv ()->cuStreamDestroy (s));
+}
+
+static void
+test_device_attribute (void)
+{
+  g_autoptr (GError) error = NULL;
+  CUdevice dev;
+  int direct = -1;
+  gint value = -1;
+
+  if (!mt_require_devices (1))
+    return;
+  CU_OK (drv ()->cuDeviceGet (&dev, 0));
+  CU_OK (drv ()->cuDeviceGetAttribute (&direct, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev));
+  g_assert_true (memres_cuda_get_device_attribute (0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                                                   &value, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (value, ==, direct);
+
+  g_assert_false (memres_cuda_get_device_attribute (-1, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                                                    &value, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+  g_clear_error (&error);
+  if (mt_driver_is_fake ())
+    {
+      mt_fake_fail_call ("cuDeviceGetAttribute", 1, CUDA_ERROR_INVALID_VALUE);
+      g_assert_false (memres_cuda_get_device_attribute (
+          0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, &value, &error));
+      mt_fake_reset_faults ();
+      g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_VALUE);
+      g_assert_nonnull (strstr (error->message, "cuDeviceGetAttribute"));
+    }
+}
+
+static void
+test_peer_access (void)
+{
+  g_autoptr (GError) error = NULL;
+
+  if (!mt_require_devices (1))
+    return;
+  /* a device reaches its own memory without asking */
+  g_assert_true (memres_cuda_check_peer_access (0, 0, &error));
+  g_assert_no_error (error);
+  g_assert_false (memres_cuda_check_peer_access (0, 99, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+  g_clear_error (&error);
+  if (!mt_require_devices (2))
+    return;
+  if (g_test_subprocess ())
+    {
+      /* FAKECUDA_NO_PEER (set by the parent): the fake's devices cannot reach each other */
+      g_assert_false (memres_cuda_check_peer_access (0, 1, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_assert_cmpstr (error->message, ==,
+                       "device 1 cannot access the memory of device 0 (cuDeviceCanAccessPeer)");
+      return;
+    }
+  g_assert_true (memres_cuda_check_peer_access (0, 1, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_cuda_check_peer_access (1, 0, &error));
+  if (mt_driver_is_fake ())
+    {
+      mt_fake_fail_call ("cuDeviceCanAccessPeer", 1, CUDA_ERROR_UNKNOWN);
+      g_assert_false (memres_cuda_check_peer_access (0, 1, &error));
+      mt_fake_reset_faults ();
+      g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
+      g_clear_error (&error);
+
+      g_setenv ("FAKECUDA_NO_PEER", "1", TRUE);
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_unsetenv ("FAKECUDA_NO_PEER");
+      g_test_trap_assert_passed ();
+    }
+}
+
+int
+main (int argc, char **argv)
+{
+  const char *driver = g_getenv ("MEMRES_CUDA_DRIVER");
+
+  if (driver != NULL && strstr (driver, "fakecuda") != NULL)
+    g_setenv ("FAKECUDA_DEVICES", "2", FALSE);
+  mt_init (&argc, &argv);
+  g_test_add_func ("/cuda-helpers/push-pop", test_push_pop);
+  g_test_add_func ("/cuda-helpers/push-fails", test_push_fails);
+  g_test_add_func ("/cuda-helpers/synchronize", test_synchronize);
+  g_test_add_func ("/cuda-helpers/device-attribute", test_device_attribute);
+  g_test_add_func ("/cuda-helpers/peer-access", test_peer_access);
+  return g_test_run ();
+}
