@@ -227,6 +227,8 @@ ensure_driver (GError **error)
  *
  * Returns: (transfer none) (nullable): the driver table, valid for the life of the process, or
  *   %NULL with @error set
+ *
+ * Since: 1.0
  */
 const MemresCudaDriver *
 memres_cuda_get_driver (GError **error)
@@ -247,6 +249,8 @@ memres_cuda_get_driver (GError **error)
  * driver is loaded). Thread-safe.
  *
  * Returns: %FALSE, so that `return memres_cuda_set_error (...)` reads naturally
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_set_error (GError **error, CUresult result, const char *call)
@@ -282,6 +286,8 @@ memres_cuda_set_error (GError **error, CUresult result, const char *call)
  * Errors: those of memres_cuda_get_driver().
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_get_device_count (gint *count, GError **error)
@@ -305,6 +311,8 @@ memres_cuda_get_device_count (gint *count, GError **error)
  * or not below the device count.
  *
  * Returns: %TRUE when the device exists
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_check_device (gint device, GError **error)
@@ -334,6 +342,8 @@ memres_cuda_check_device (gint device, GError **error)
  * Errors: those of memres_cuda_check_device(); %MEMRES_CUDA_ERROR when a driver call fails.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_get_primary_context (gint device, CUcontext *context, GError **error)
@@ -387,6 +397,8 @@ memres_cuda_get_primary_context (gint device, CUcontext *context, GError **error
  * fails.
  *
  * Returns: %TRUE when a context is current
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_ensure_context (gint device, GError **error)
@@ -424,6 +436,8 @@ memres_cuda_ensure_context (gint device, GError **error)
  * lacks cuDeviceGetUuid; %MEMRES_CUDA_ERROR when a driver call fails.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_get_device_uuid (gint device, guint8 uuid[16], GError **error)
@@ -466,6 +480,8 @@ memres_cuda_get_device_uuid (gint device, guint8 uuid[16], GError **error)
  * %MEMRES_CUDA_ERROR when a driver call fails.
  *
  * Returns: %TRUE when found
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_find_device_by_uuid (const guint8 uuid[16], gint *device, GError **error)
@@ -514,6 +530,8 @@ memres_cuda_find_device_by_uuid (const guint8 uuid[16], gint *device, GError **e
  * capturing; %MEMRES_CUDA_ERROR when cuStreamIsCapturing() fails.
  *
  * Returns: %TRUE when the stream is not capturing
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_check_stream_not_capturing (MemresStream stream, GError **error)

@@ -100,6 +100,8 @@ _memres_ipc_forget_resource (MemresResource *mr)
  * or the resource cannot export (an imported pool); %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): a new handle, or %NULL with @error set
+ *
+ * Since: 1.0
  */
 MemresIpcHandle *
 memres_resource_export_handle (MemresResource *mr, GError **error)
@@ -181,6 +183,8 @@ lookup_imported_pool (const MemresIpcHandle *handle, GError **error)
  * %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): the imported resource, or %NULL with @error set
+ *
+ * Since: 1.0
  */
 MemresResource *
 memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
@@ -266,6 +270,8 @@ check_descriptor_fits (const MemresBufferExport *info, const MemresAllocation *m
  * IPC-enabled; %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: %TRUE with @descriptor filled
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GError **error)
@@ -481,6 +487,8 @@ check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
  * descriptor names; %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): a new buffer, or %NULL with @error set
+ *
+ * Since: 1.0
  */
 MemresBuffer *
 memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length,

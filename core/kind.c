@@ -232,6 +232,8 @@ _memres_kind_list_option_names (MemresKind *kind)
  * Adds a reference. Thread-safe.
  *
  * Returns: (transfer full): @kind
+ *
+ * Since: 1.0
  */
 MemresKind *
 memres_kind_ref (MemresKind *kind)
@@ -248,6 +250,8 @@ memres_kind_ref (MemresKind *kind)
  *
  * Drops a reference; the last one frees the kind (the registry holds one while the kind is
  * registered). Thread-safe.
+ *
+ * Since: 1.0
  */
 void
 memres_kind_unref (MemresKind *kind)
@@ -269,6 +273,8 @@ memres_kind_unref (MemresKind *kind)
  * @kind: a #MemresKind
  *
  * Returns: (transfer none): the kind's name, such as "dmr"
+ *
+ * Since: 1.0
  */
 const char *
 memres_kind_get_name (MemresKind *kind)
@@ -282,6 +288,8 @@ memres_kind_get_name (MemresKind *kind)
  * @kind: a #MemresKind
  *
  * Returns: (transfer none): one line describing the kind
+ *
+ * Since: 1.0
  */
 const char *
 memres_kind_get_description (MemresKind *kind)
@@ -296,6 +304,8 @@ memres_kind_get_description (MemresKind *kind)
  *
  * Returns: (transfer none) (nullable): the name of the plugin that registered the kind, or
  *   %NULL for a kind registered by the application with memres_registry_register_kind()
+ *
+ * Since: 1.0
  */
 const char *
 memres_kind_get_plugin_name (MemresKind *kind)
@@ -310,6 +320,8 @@ memres_kind_get_plugin_name (MemresKind *kind)
  *
  * Returns: (transfer none) (nullable): the file the kind's plugin was loaded from, or %NULL
  *   for a kind embedded in libmemres (host) or registered by the application
+ *
+ * Since: 1.0
  */
 const char *
 memres_kind_get_plugin_path (MemresKind *kind)
@@ -327,6 +339,8 @@ memres_kind_get_plugin_path (MemresKind *kind)
  * give.
  *
  * Returns: (transfer none) (array length=n_options): the schema, valid while @kind lives
+ *
+ * Since: 1.0
  */
 const MemresOptionSpec *
 memres_kind_get_options (MemresKind *kind, guint *n_options)
@@ -362,6 +376,8 @@ memres_kind_get_flags (MemresKind *kind)
  * @type: a #MemresOptionType
  *
  * Returns: (transfer none): "bool", "int", "size", "enum", "string", "int-list" or "unknown"
+ *
+ * Since: 1.0
  */
 const char *
 memres_option_type_to_string (MemresOptionType type)
@@ -401,6 +417,8 @@ memres_option_type_to_string (MemresOptionType type)
  * fails with that error); %MEMRES_ERROR_FAILED when called outside init.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info, GError **error)
@@ -451,6 +469,8 @@ memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info, G
  * @plugin: a #MemresPlugin
  *
  * Returns: (transfer none): the plugin's name (the `<name>` of `libmemres-<name>.so`)
+ *
+ * Since: 1.0
  */
 const char *
 memres_plugin_get_name (MemresPlugin *plugin)

@@ -262,6 +262,8 @@ lookup (const MemresOptions *options, const char *name, MemresOptionType type)
  * default_value. Valid during the init slot only.
  *
  * Returns: %TRUE when set
+ *
+ * Since: 1.0
  */
 gboolean
 memres_options_is_set (const MemresOptions *options, const char *name)
@@ -277,6 +279,8 @@ memres_options_is_set (const MemresOptions *options, const char *name)
  * @name: an option of type %MEMRES_OPTION_BOOL
  *
  * Returns: the value; %FALSE when unset
+ *
+ * Since: 1.0
  */
 gboolean
 memres_options_get_bool (const MemresOptions *options, const char *name)
@@ -294,6 +298,8 @@ memres_options_get_bool (const MemresOptions *options, const char *name)
  * For an enum, the index of the chosen value in the option's choices.
  *
  * Returns: the value; 0 when unset
+ *
+ * Since: 1.0
  */
 gint64
 memres_options_get_int (const MemresOptions *options, const char *name)
@@ -318,6 +324,8 @@ memres_options_get_int (const MemresOptions *options, const char *name)
  * @name: an option of type %MEMRES_OPTION_SIZE
  *
  * Returns: the size in bytes (`max` is %G_MAXUINT64); 0 when unset
+ *
+ * Since: 1.0
  */
 guint64
 memres_options_get_size (const MemresOptions *options, const char *name)
@@ -336,6 +344,8 @@ memres_options_get_size (const MemresOptions *options, const char *name)
  * value, an int list joined with `+`.
  *
  * Returns: (transfer none) (nullable): the text, valid during the init slot; %NULL when unset
+ *
+ * Since: 1.0
  */
 const char *
 memres_options_get_string (const MemresOptions *options, const char *name)
@@ -353,6 +363,8 @@ memres_options_get_string (const MemresOptions *options, const char *name)
  *
  * Returns: (transfer none) (array length=n_values) (nullable): the values, valid during the
  *   init slot; %NULL with @n_values 0 when unset or empty
+ *
+ * Since: 1.0
  */
 const gint64 *
 memres_options_get_int_list (const MemresOptions *options, const char *name, gsize *n_values)

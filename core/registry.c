@@ -174,6 +174,8 @@ _memres_registry_lookup_loaded (const char *name)
  * call. Thread-safe.
  *
  * Returns: (transfer full) (array zero-terminated=1): the directories; free with g_strfreev()
+ *
+ * Since: 1.0
  */
 gchar **
 memres_registry_get_search_path (void)
@@ -254,6 +256,8 @@ load_plugin (const char *name, const char *path, GError **error)
  * %MEMRES_PLUGIN_ERROR_NAME_MISMATCH, %MEMRES_PLUGIN_ERROR_INIT_FAILED.
  *
  * Returns: (transfer full) (nullable): a new reference to the kind, or %NULL with @error set
+ *
+ * Since: 1.0
  */
 MemresKind *
 memres_registry_lookup (const char *name, GError **error)
@@ -391,6 +395,8 @@ load_directory (const char *dir, GHashTable *seen, GHashTable *failures)
  *
  * Returns: (transfer full) (element-type MemresKind): new references to every kind, sorted by
  *   name; free with g_ptr_array_unref()
+ *
+ * Since: 1.0
  */
 GPtrArray *
 memres_registry_list_kinds (GError **error)
@@ -471,6 +477,8 @@ memres_registry_list_kinds_full (GHashTable **failures, GError **error)
  * registered first).
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_registry_register_kind (const MemresKindInfo *info, GError **error)

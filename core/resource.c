@@ -336,6 +336,8 @@ _memres_resource_slot_owner (MemresResource *mr, gsize slot_offset, gboolean all
  * init sets (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...).
  *
  * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
+ *
+ * Since: 1.0
  */
 MemresResource *
 memres_resource_new (const char *spec, GError **error)
@@ -361,6 +363,8 @@ memres_resource_new (const char *spec, GError **error)
  * those of memres_resource_new() for the chosen spec.
  *
  * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
+ *
+ * Since: 1.0
  */
 MemresResource *
 memres_resource_get_default (gint device, GError **error)
@@ -379,6 +383,8 @@ memres_resource_get_default (gint device, GError **error)
  * Adds a reference. Thread-safe.
  *
  * Returns: (transfer full): @mr
+ *
+ * Since: 1.0
  */
 MemresResource *
 memres_resource_ref (MemresResource *mr)
@@ -484,6 +490,8 @@ _memres_resource_try_ref (MemresResource *mr)
  * Drops a reference. Each open buffer holds one, so the resource (a pool, say) is finalized
  * (the kind's finalize slot) only when the application's last reference and the last buffer
  * are gone. Thread-safe.
+ *
+ * Since: 1.0
  */
 void
 memres_resource_unref (MemresResource *mr)
@@ -502,6 +510,8 @@ memres_resource_unref (MemresResource *mr)
  * zero-filled at creation, 16-byte aligned. Thread-safe.
  *
  * Returns: (transfer none): the private data, or %NULL when the kind has none
+ *
+ * Since: 1.0
  */
 gpointer
 memres_resource_get_private (MemresResource *mr)
@@ -515,6 +525,8 @@ memres_resource_get_private (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * Returns: (transfer none): the name of the resource's kind
+ *
+ * Since: 1.0
  */
 const char *
 memres_resource_get_kind_name (MemresResource *mr)
@@ -528,6 +540,8 @@ memres_resource_get_kind_name (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * Returns: (transfer none): the resource's kind, valid while @mr lives
+ *
+ * Since: 1.0
  */
 MemresKind *
 memres_resource_get_kind (MemresResource *mr)
@@ -547,6 +561,8 @@ memres_resource_get_kind (MemresResource *mr)
  * result creates the same stack again. Thread-safe.
  *
  * Returns: (transfer full): a new string; free with g_free()
+ *
+ * Since: 1.0
  */
 char *
 memres_resource_to_string (MemresResource *mr)
@@ -591,6 +607,8 @@ memres_resource_get_upstream (MemresResource *mr)
  *
  * Returns: the device ordinal the resource's memory belongs to, or -1 for host memory
  *   (pageable or page-locked: see memres_buffer_get_device())
+ *
+ * Since: 1.0
  */
 gint
 memres_resource_get_device (MemresResource *mr)
@@ -604,6 +622,8 @@ memres_resource_get_device (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * Returns: what the resource's memory can do (#MemresMemoryFlags)
+ *
+ * Since: 1.0
  */
 MemresMemoryFlags
 memres_resource_get_flags (MemresResource *mr)
@@ -617,6 +637,8 @@ memres_resource_get_flags (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * Returns: %TRUE when device code can access the resource's memory
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_is_device_accessible (MemresResource *mr)
@@ -630,6 +652,8 @@ memres_resource_is_device_accessible (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * Returns: %TRUE when host code can dereference pointers of the resource's buffers
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_is_host_accessible (MemresResource *mr)
@@ -669,6 +693,8 @@ memres_resource_is_host_accessible (MemresResource *mr)
  * that layer's buffers where it has none).
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
@@ -719,6 +745,8 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
  * Errors: those of the kind's reset_stats slot.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_reset_stats (MemresResource *mr, GError **error)
@@ -754,6 +782,8 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
  * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind has nothing to trim; those of the kind.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
@@ -830,6 +860,8 @@ memres_resource_get_counters (MemresResource *mr, GError **error)
  * (%MEMRES_ERROR_INVALID_ARGUMENT, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR).
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs,
@@ -864,6 +896,8 @@ memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs, g
  * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind has no peer access; those of the kind.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_get_access (MemresResource *mr, gint device, MemresAccess *access, GError **error)
