@@ -15,6 +15,8 @@ G_BEGIN_DECLS
  *
  * Error domain of memres itself: bad arguments, unsupported operations, state errors.
  * Codes are #MemresError values.
+ *
+ * Since: 1.0
  */
 #define MEMRES_ERROR (memres_error_quark ())
 
@@ -35,6 +37,8 @@ G_BEGIN_DECLS
  * @MEMRES_ERROR_FORKED: this process is the child of a fork() made after the CUDA driver was
  *   initialized: the driver, and every resource made before the fork that uses it, cannot be
  *   used here (host memory can). Since: 1.2
+ *
+ * Since: 1.0
  */
 typedef enum
 {
@@ -57,6 +61,8 @@ typedef enum
  * MEMRES_PLUGIN_ERROR:
  *
  * Error domain of the plugin loader. Codes are #MemresPluginError values.
+ *
+ * Since: 1.0
  */
 #define MEMRES_PLUGIN_ERROR (memres_plugin_error_quark ())
 
@@ -67,6 +73,8 @@ typedef enum
  * @MEMRES_PLUGIN_ERROR_ABI_MISMATCH: the descriptor's ABI version is not one this core accepts
  * @MEMRES_PLUGIN_ERROR_NAME_MISMATCH: file name, symbol and descriptor name disagree
  * @MEMRES_PLUGIN_ERROR_INIT_FAILED: the plugin's init function failed
+ *
+ * Since: 1.0
  */
 typedef enum
 {
@@ -82,6 +90,8 @@ typedef enum
  *
  * Error domain of CUDA driver failures. The error code is the `CUresult` value itself; the
  * message names the failing driver call, then cuGetErrorName() and cuGetErrorString().
+ *
+ * Since: 1.0
  */
 #define MEMRES_CUDA_ERROR (memres_cuda_error_quark ())
 

@@ -43,6 +43,7 @@ G_BEGIN_DECLS
  *
  * Major version of the plugin ABI. The loader accepts a plugin whose major equals the core's.
  * A new major may change anything; plugins must be rebuilt (and usually edited) for it.
+ * Equal to %MEMRES_MAJOR_VERSION ("Versions" in README.md).
  *
  * Since: 1.0
  */
@@ -55,10 +56,12 @@ G_BEGIN_DECLS
  * against older headers keeps working, while one built against newer headers could use what
  * this core does not have and is refused (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH).
  *
- * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks. ABI 1.2
+ * ABI 1.1 appended the export_chunks and import_chunks slots, #MemresBufferChunks and the
+ * driver table entry cuStreamGetCtx. ABI 1.2
  * appended driver table entries (see %MEMRES_CUDA_FOREACH_ENTRY: graph and managed memory),
  * %MEMRES_MEMORY_MANAGED, #MemresKindInfo.flags (adaptor kinds, #MemresKindFlags),
  * memres_upstream_allocate() and memres_upstream_deallocate(), and the get_counters slot.
+ * Equal to %MEMRES_MINOR_VERSION ("Versions" in README.md).
  *
  * Since: 1.0
  */
@@ -375,8 +378,8 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *
  * The number of the newest #MemresResourceOps layout these headers describe: 1 for ABI 1.0,
  * 2 for ABI 1.1 (export_chunks, import_chunks), 3 for ABI 1.2 (get_counters). Each ABI minor
- * that appends slots increments it; every slot's documentation says in which ABI version (`Since:`) it appeared. Set
- * #MemresResourceOps.version to this macro.
+ * that appends slots increments it; every slot's documentation says in which ABI version (`Since:`)
+ * it appeared. Set #MemresResourceOps.version to this macro.
  *
  * Since: 1.0
  */
