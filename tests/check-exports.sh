@@ -16,6 +16,8 @@
 # A mismatch is `not ok`, naming the symbols. Fails when LIBMEMRES is missing or exports no
 # memres_* symbol at all.
 set -u
+LC_ALL=C # one collation for sort and comm
+export LC_ALL
 
 here=$(cd "$(dirname "$0")" && pwd)
 nm_prog=$1
@@ -43,6 +45,11 @@ for arg in "$@"; do
     ;;
   esac
 done
+
+if [ -z "$headers" ] || [ -z "$sources" ]; then
+  echo "check-exports.sh: no --headers or no --sources" >&2
+  exit 2
+fi
 
 n=0
 failed=0

@@ -3,6 +3,7 @@
 # what a library implementing them must export. Left out: comments, preprocessor lines
 # (macros), typedefs, static declarations and function definitions (static inline), whatever
 # lies inside braces (struct and enum bodies); an extern "C" block counts as file scope.
+# Conditionals are not evaluated: a declaration counts whatever #if it is under.
 function flush(s, name, rest) {
   gsub(/[ \t]+/, " ", s)
   # macros used without a semicolon: G_BEGIN_DECLS, G_DEFINE_AUTOPTR_CLEANUP_FUNC (T, f), ...
