@@ -80,7 +80,7 @@ plugindir=$(pkg-config --variable=plugindir memres-1)
 [ "$plugindir" = "$prefix/lib/memres-1/plugins" ] \
   || fail "plugindir is '$plugindir', expected $prefix/lib/memres-1/plugins"
 [ -e "$prefix/lib/libmemres.so" ] || fail "no $prefix/lib/libmemres.so"
-[ -e "$prefix/lib/libmemres.so.0" ] || fail "no $prefix/lib/libmemres.so.0 (the SONAME)"
+[ -e "$prefix/lib/libmemres.so.1" ] || fail "no $prefix/lib/libmemres.so.1 (the SONAME)"
 for h in memres.h memres-plugin.h memres-cuda.h memres-managed.h memres-version.h; do
   [ -f "$prefix/include/memres-1/memres/$h" ] || fail "header $h not installed"
 done

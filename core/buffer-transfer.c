@@ -78,6 +78,8 @@ copy (MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
  * %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_copy_to (MemresBuffer *src, MemresBuffer *dst, MemresStream stream, GError **error)
@@ -99,6 +101,8 @@ memres_buffer_copy_to (MemresBuffer *src, MemresBuffer *dst, MemresStream stream
  * Errors: those of memres_buffer_copy_to().
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_copy_from (MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
@@ -126,6 +130,8 @@ memres_buffer_copy_from (MemresBuffer *dst, MemresBuffer *src, MemresStream stre
  * %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_fill (MemresBuffer *buf, guint32 pattern, guint width, MemresStream stream,
@@ -258,6 +264,8 @@ transfer_sync (MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_byte
  * buffer; %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_read (MemresBuffer *buf, gsize offset, gpointer dest, gsize n_bytes,
@@ -296,6 +304,8 @@ memres_buffer_read (MemresBuffer *buf, gsize offset, gpointer dest, gsize n_byte
  * buffer; %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_write (MemresBuffer *buf, gsize offset, gconstpointer src, gsize n_bytes,
@@ -332,6 +342,8 @@ memres_buffer_write (MemresBuffer *buf, gsize offset, gconstpointer src, gsize n
  * Errors: %MEMRES_ERROR_NO_DRIVER (a stream of its own, but no driver); %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_stream_synchronize (MemresStream stream, GError **error)

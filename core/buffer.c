@@ -153,6 +153,8 @@ _memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc, 
  * driver.
  *
  * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
+ *
+ * Since: 1.0
  */
 MemresBuffer *
 memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, GError **error)
@@ -267,6 +269,8 @@ buffer_close (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GE
  * Errors: those of memres_buffer_close_full(); the buffer stays open then.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
@@ -309,6 +313,8 @@ memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
  * %MEMRES_ERROR_NO_DRIVER when ordering needs a driver that does not load.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.2
  */
 gboolean
 memres_buffer_close_full (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags,
@@ -322,6 +328,8 @@ memres_buffer_close_full (MemresBuffer *buf, MemresStream stream, MemresCloseFla
  * @buf: a #MemresBuffer
  *
  * Returns: %TRUE once memres_buffer_close() ran
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_is_closed (MemresBuffer *buf)
@@ -337,6 +345,8 @@ memres_buffer_is_closed (MemresBuffer *buf)
  * Adds a reference. Thread-safe.
  *
  * Returns: (transfer full): @buf
+ *
+ * Since: 1.0
  */
 MemresBuffer *
 memres_buffer_ref (MemresBuffer *buf)
@@ -356,6 +366,8 @@ memres_buffer_ref (MemresBuffer *buf)
  * silent for `CUDA_ERROR_DEINITIALIZED`, which the driver returns while the process exits), and
  * then, since nobody can close the buffer again, it is freed on the legacy stream after all work
  * of its device's primary context (cuCtxSynchronize()) is done. Thread-safe.
+ *
+ * Since: 1.0
  */
 void
 memres_buffer_unref (MemresBuffer *buf)
@@ -411,6 +423,8 @@ memres_buffer_unref (MemresBuffer *buf)
  * Errors: %MEMRES_ERROR_CLOSED.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_set_deallocation_stream (MemresBuffer *buf, MemresStream stream, GError **error)
@@ -428,6 +442,8 @@ memres_buffer_set_deallocation_stream (MemresBuffer *buf, MemresStream stream, G
  * @buf: a #MemresBuffer
  *
  * Returns: the recorded deallocation stream (initially the allocation stream)
+ *
+ * Since: 1.0
  */
 MemresStream
 memres_buffer_get_deallocation_stream (MemresBuffer *buf)
@@ -502,6 +518,8 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
  * (wrapped memory is not imported, resizable, shareable or stream-ordered by memres).
  *
  * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
+ *
+ * Since: 1.0
  */
 MemresBuffer *
 memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemoryFlags flags,
@@ -569,6 +587,8 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
  *
  * Returns: (transfer none) (nullable): the start of the memory as a pointer (device memory:
  *   the `CUdeviceptr`); %NULL for an empty or closed buffer
+ *
+ * Since: 1.0
  */
 gpointer
 memres_buffer_get_pointer (MemresBuffer *buf)
@@ -583,6 +603,8 @@ memres_buffer_get_pointer (MemresBuffer *buf)
  *
  * Returns: the start of the memory as an integer (a `CUdeviceptr`); 0 for an empty or closed
  *   buffer
+ *
+ * Since: 1.0
  */
 guint64
 memres_buffer_get_address (MemresBuffer *buf)
@@ -596,6 +618,8 @@ memres_buffer_get_address (MemresBuffer *buf)
  * @buf: a #MemresBuffer
  *
  * Returns: the size in bytes (a kind that rounds up reports the rounded size); 0 when closed
+ *
+ * Since: 1.0
  */
 gsize
 memres_buffer_get_size (MemresBuffer *buf)
@@ -615,6 +639,8 @@ memres_buffer_get_size (MemresBuffer *buf)
  *
  * Returns: the device ordinal of the memory; -1 for host memory (pageable or page-locked) or
  *   a closed buffer
+ *
+ * Since: 1.0
  */
 gint
 memres_buffer_get_device (MemresBuffer *buf)
@@ -629,6 +655,8 @@ memres_buffer_get_device (MemresBuffer *buf)
  *
  * Returns: (transfer none) (nullable): the resource the buffer came from; %NULL for wrapped
  *   foreign memory or a closed buffer
+ *
+ * Since: 1.0
  */
 MemresResource *
 memres_buffer_get_resource (MemresBuffer *buf)
@@ -642,6 +670,8 @@ memres_buffer_get_resource (MemresBuffer *buf)
  * @buf: a #MemresBuffer
  *
  * Returns: what the buffer's memory can do; 0 when closed
+ *
+ * Since: 1.0
  */
 MemresMemoryFlags
 memres_buffer_get_flags (MemresBuffer *buf)
@@ -655,6 +685,8 @@ memres_buffer_get_flags (MemresBuffer *buf)
  * @buf: a #MemresBuffer
  *
  * Returns: %TRUE when device code can access the memory; %FALSE when closed
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_is_device_accessible (MemresBuffer *buf)
@@ -667,6 +699,8 @@ memres_buffer_is_device_accessible (MemresBuffer *buf)
  * @buf: a #MemresBuffer
  *
  * Returns: %TRUE when host code can dereference the pointer; %FALSE when closed
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_is_host_accessible (MemresBuffer *buf)
@@ -682,6 +716,8 @@ memres_buffer_is_host_accessible (MemresBuffer *buf)
  *
  * Returns: (transfer none) (nullable): the record, valid while the buffer is open; %NULL when
  *   closed
+ *
+ * Since: 1.0
  */
 const MemresAllocation *
 memres_buffer_get_allocation (MemresBuffer *buf)
@@ -722,6 +758,8 @@ count_resize (MemresResource *mr, MemresResource *owner, gint64 delta)
  * %MEMRES_CUDA_ERROR from the kind.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GError **error)

@@ -227,6 +227,8 @@ ensure_driver (GError **error)
  *
  * Returns: (transfer none) (nullable): the driver table, valid for the life of the process, or
  *   %NULL with @error set
+ *
+ * Since: 1.0
  */
 const MemresCudaDriver *
 memres_cuda_get_driver (GError **error)
@@ -252,6 +254,8 @@ memres_cuda_get_driver (GError **error)
  * failure the core and the shipped kinds report goes through here. Thread-safe.
  *
  * Returns: %FALSE, so that `return memres_cuda_set_error (...)` reads naturally
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_set_error (GError **error, CUresult result, const char *call)
@@ -294,6 +298,8 @@ memres_cuda_set_error (GError **error, CUresult result, const char *call)
  * Errors: those of memres_cuda_get_driver().
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_get_device_count (gint *count, GError **error)
@@ -317,6 +323,8 @@ memres_cuda_get_device_count (gint *count, GError **error)
  * or not below the device count.
  *
  * Returns: %TRUE when the device exists
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_check_device (gint device, GError **error)
@@ -346,6 +354,8 @@ memres_cuda_check_device (gint device, GError **error)
  * Errors: those of memres_cuda_check_device(); %MEMRES_CUDA_ERROR when a driver call fails.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_get_primary_context (gint device, CUcontext *context, GError **error)
@@ -399,6 +409,8 @@ memres_cuda_get_primary_context (gint device, CUcontext *context, GError **error
  * fails.
  *
  * Returns: %TRUE when a context is current
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_ensure_context (gint device, GError **error)
@@ -436,6 +448,8 @@ memres_cuda_ensure_context (gint device, GError **error)
  * lacks cuDeviceGetUuid; %MEMRES_CUDA_ERROR when a driver call fails.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_get_device_uuid (gint device, guint8 uuid[16], GError **error)
@@ -478,6 +492,8 @@ memres_cuda_get_device_uuid (gint device, guint8 uuid[16], GError **error)
  * %MEMRES_CUDA_ERROR when a driver call fails.
  *
  * Returns: %TRUE when found
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_find_device_by_uuid (const guint8 uuid[16], gint *device, GError **error)
@@ -526,6 +542,8 @@ memres_cuda_find_device_by_uuid (const guint8 uuid[16], gint *device, GError **e
  * capturing; %MEMRES_CUDA_ERROR when cuStreamIsCapturing() fails.
  *
  * Returns: %TRUE when the stream is not capturing
+ *
+ * Since: 1.0
  */
 gboolean
 memres_cuda_check_stream_not_capturing (MemresStream stream, GError **error)

@@ -26,7 +26,7 @@
  * Returns: (transfer full) (nullable): "dmr:device=N" or "host" (free with g_free()), or
  *   %NULL with @error set
  *
- * Since: 1.3
+ * Since: 1.2
  */
 char *
 memres_resource_get_default_spec (gint device, char **host_reason, GError **error)

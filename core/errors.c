@@ -11,6 +11,8 @@
  * The quark of the %MEMRES_ERROR domain (codes: #MemresError). Thread-safe.
  *
  * Returns: the quark
+ *
+ * Since: 1.0
  */
 G_DEFINE_QUARK (memres-error-quark, memres_error)
 
@@ -20,6 +22,8 @@ G_DEFINE_QUARK (memres-error-quark, memres_error)
  * The quark of the %MEMRES_PLUGIN_ERROR domain (codes: #MemresPluginError). Thread-safe.
  *
  * Returns: the quark
+ *
+ * Since: 1.0
  */
 G_DEFINE_QUARK (memres-plugin-error-quark, memres_plugin_error)
 
@@ -29,6 +33,8 @@ G_DEFINE_QUARK (memres-plugin-error-quark, memres_plugin_error)
  * The quark of the %MEMRES_CUDA_ERROR domain (codes: `CUresult` values). Thread-safe.
  *
  * Returns: the quark
+ *
+ * Since: 1.0
  */
 G_DEFINE_QUARK (memres-cuda-error-quark, memres_cuda_error)
 // clang-format on
@@ -46,7 +52,7 @@ G_DEFINE_QUARK (memres-cuda-error-quark, memres_cuda_error)
  *
  * Returns: whether @error says that no CUDA driver library is present
  *
- * Since: 1.3
+ * Since: 1.2
  */
 gboolean
 memres_error_is_driver_absent (const GError *error)

@@ -200,6 +200,8 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
  * Adds a reference. Thread-safe.
  *
  * Returns: (transfer full): @kind
+ *
+ * Since: 1.0
  */
 MemresKind *
 memres_kind_ref (MemresKind *kind)
@@ -216,6 +218,8 @@ memres_kind_ref (MemresKind *kind)
  *
  * Drops a reference; the last one frees the kind (the registry holds one while the kind is
  * registered). Thread-safe.
+ *
+ * Since: 1.0
  */
 void
 memres_kind_unref (MemresKind *kind)
@@ -235,6 +239,8 @@ memres_kind_unref (MemresKind *kind)
  * @kind: a #MemresKind
  *
  * Returns: (transfer none): the kind's name, such as "dmr"
+ *
+ * Since: 1.0
  */
 const char *
 memres_kind_get_name (MemresKind *kind)
@@ -248,6 +254,8 @@ memres_kind_get_name (MemresKind *kind)
  * @kind: a #MemresKind
  *
  * Returns: (transfer none): one line describing the kind
+ *
+ * Since: 1.0
  */
 const char *
 memres_kind_get_description (MemresKind *kind)
@@ -262,6 +270,8 @@ memres_kind_get_description (MemresKind *kind)
  *
  * Returns: (transfer none) (nullable): the name of the plugin that registered the kind, or
  *   %NULL for a kind registered by the application with memres_registry_register_kind()
+ *
+ * Since: 1.0
  */
 const char *
 memres_kind_get_plugin_name (MemresKind *kind)
@@ -276,6 +286,8 @@ memres_kind_get_plugin_name (MemresKind *kind)
  *
  * Returns: (transfer none) (nullable): the file the kind's plugin was loaded from, or %NULL
  *   for a kind embedded in libmemres (host) or registered by the application
+ *
+ * Since: 1.0
  */
 const char *
 memres_kind_get_plugin_path (MemresKind *kind)
@@ -293,6 +305,8 @@ memres_kind_get_plugin_path (MemresKind *kind)
  * give.
  *
  * Returns: (transfer none) (array length=n_options): the schema, valid while @kind lives
+ *
+ * Since: 1.0
  */
 const MemresOptionSpec *
 memres_kind_get_options (MemresKind *kind, guint *n_options)

@@ -294,6 +294,8 @@ lookup (const MemresOptions *options, const char *name, MemresOptionType type)
  * default_value. Valid during the init slot only.
  *
  * Returns: %TRUE when set
+ *
+ * Since: 1.0
  */
 gboolean
 memres_options_is_set (const MemresOptions *options, const char *name)
@@ -309,6 +311,8 @@ memres_options_is_set (const MemresOptions *options, const char *name)
  * @name: an option of type %MEMRES_OPTION_BOOL
  *
  * Returns: the value; %FALSE when unset
+ *
+ * Since: 1.0
  */
 gboolean
 memres_options_get_bool (const MemresOptions *options, const char *name)
@@ -326,6 +330,8 @@ memres_options_get_bool (const MemresOptions *options, const char *name)
  * For an enum, the index of the chosen value in the option's choices.
  *
  * Returns: the value; 0 when unset
+ *
+ * Since: 1.0
  */
 gint64
 memres_options_get_int (const MemresOptions *options, const char *name)
@@ -350,6 +356,8 @@ memres_options_get_int (const MemresOptions *options, const char *name)
  * @name: an option of type %MEMRES_OPTION_SIZE
  *
  * Returns: the size in bytes (`max` is %G_MAXUINT64); 0 when unset
+ *
+ * Since: 1.0
  */
 guint64
 memres_options_get_size (const MemresOptions *options, const char *name)
@@ -368,6 +376,8 @@ memres_options_get_size (const MemresOptions *options, const char *name)
  * value, an int list joined with `+`.
  *
  * Returns: (transfer none) (nullable): the text, valid during the init slot; %NULL when unset
+ *
+ * Since: 1.0
  */
 const char *
 memres_options_get_string (const MemresOptions *options, const char *name)
@@ -385,6 +395,8 @@ memres_options_get_string (const MemresOptions *options, const char *name)
  *
  * Returns: (transfer none) (array length=n_values) (nullable): the values, valid during the
  *   init slot; %NULL with @n_values 0 when unset or empty
+ *
+ * Since: 1.0
  */
 const gint64 *
 memres_options_get_int_list (const MemresOptions *options, const char *name, gsize *n_values)

@@ -44,7 +44,7 @@ escape_char (gunichar ch, guchar byte, char buf[8])
  *
  * Returns: (transfer full): the printable form; free with g_free()
  *
- * Since: 1.3
+ * Since: 1.2
  */
 char *
 memres_printable (const char *text, gsize max_bytes)

@@ -131,6 +131,8 @@ _memres_registry_list (void)
  * call. Thread-safe.
  *
  * Returns: (transfer full) (array zero-terminated=1): the directories; free with g_strfreev()
+ *
+ * Since: 1.0
  */
 gchar **
 memres_registry_get_search_path (void)

@@ -331,6 +331,8 @@ _memres_resource_slot_owner (MemresResource *mr, gsize slot_offset, gboolean all
  * Adds a reference. Thread-safe.
  *
  * Returns: (transfer full): @mr
+ *
+ * Since: 1.0
  */
 MemresResource *
 memres_resource_ref (MemresResource *mr)
@@ -435,6 +437,8 @@ _memres_resource_try_ref (MemresResource *mr)
  * Drops a reference. Each open buffer holds one, so the resource (a pool, say) is finalized
  * (the kind's finalize slot) only when the application's last reference and the last buffer
  * are gone. Thread-safe.
+ *
+ * Since: 1.0
  */
 void
 memres_resource_unref (MemresResource *mr)
@@ -453,6 +457,8 @@ memres_resource_unref (MemresResource *mr)
  * zero-filled at creation, 16-byte aligned. Thread-safe.
  *
  * Returns: (transfer none): the private data, or %NULL when the kind has none
+ *
+ * Since: 1.0
  */
 gpointer
 memres_resource_get_private (MemresResource *mr)
@@ -466,6 +472,8 @@ memres_resource_get_private (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * Returns: (transfer none): the name of the resource's kind
+ *
+ * Since: 1.0
  */
 const char *
 memres_resource_get_kind_name (MemresResource *mr)
@@ -479,6 +487,8 @@ memres_resource_get_kind_name (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * Returns: (transfer none): the resource's kind, valid while @mr lives
+ *
+ * Since: 1.0
  */
 MemresKind *
 memres_resource_get_kind (MemresResource *mr)
@@ -498,6 +508,8 @@ memres_resource_get_kind (MemresResource *mr)
  * result creates the same stack again. Thread-safe.
  *
  * Returns: (transfer full): a new string; free with g_free()
+ *
+ * Since: 1.0
  */
 char *
 memres_resource_to_string (MemresResource *mr)
@@ -542,6 +554,8 @@ memres_resource_get_upstream (MemresResource *mr)
  *
  * Returns: the device ordinal the resource's memory belongs to, or -1 for host memory
  *   (pageable or page-locked: see memres_buffer_get_device())
+ *
+ * Since: 1.0
  */
 gint
 memres_resource_get_device (MemresResource *mr)
@@ -555,6 +569,8 @@ memres_resource_get_device (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * Returns: what the resource's memory can do (#MemresMemoryFlags)
+ *
+ * Since: 1.0
  */
 MemresMemoryFlags
 memres_resource_get_flags (MemresResource *mr)
@@ -568,6 +584,8 @@ memres_resource_get_flags (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * Returns: %TRUE when device code can access the resource's memory
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_is_device_accessible (MemresResource *mr)
@@ -581,6 +599,8 @@ memres_resource_is_device_accessible (MemresResource *mr)
  * @mr: a #MemresResource
  *
  * Returns: %TRUE when host code can dereference pointers of the resource's buffers
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_is_host_accessible (MemresResource *mr)
@@ -622,6 +642,8 @@ memres_resource_is_host_accessible (MemresResource *mr)
  * that layer's buffers where it has none).
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
@@ -672,6 +694,8 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
  * Errors: those of the kind's reset_stats slot.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_reset_stats (MemresResource *mr, GError **error)
@@ -707,6 +731,8 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
  * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind has nothing to trim; those of the kind.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
@@ -783,6 +809,8 @@ memres_resource_get_counters (MemresResource *mr, GError **error)
  * (%MEMRES_ERROR_INVALID_ARGUMENT, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR).
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs,
@@ -817,6 +845,8 @@ memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs, g
  * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind has no peer access; those of the kind.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_resource_get_access (MemresResource *mr, gint device, MemresAccess *access, GError **error)

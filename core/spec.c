@@ -233,6 +233,8 @@ _memres_parse_size (const char *text, guint64 *bytes, GError **error)
  * unknown suffix, a value that does not fit in 64 bits.
  *
  * Returns: %TRUE on success
+ *
+ * Since: 1.0
  */
 gboolean
 memres_parse_size (const char *text, guint64 *bytes, GError **error)

@@ -9,6 +9,8 @@
  * version is %MEMRES_VERSION_STRING). Thread-safe.
  *
  * Returns: (transfer none): a static string
+ *
+ * Since: 1.0
  */
 const char *
 memres_get_version (void)

@@ -9,7 +9,8 @@
  * Updating it on an intentional ABI change:
  *  - A new minor (appending): add the new field, slot or driver entry to the record below
  *    (new offsets only; the old ones must not move), bump the expected MEMRES_PLUGIN_ABI_MINOR
- *    (and MEMRES_RESOURCE_OPS_VERSION for new slots) in /abi/version, and the struct sizes.
+ *    (and MEMRES_RESOURCE_OPS_VERSION for new slots) in /abi/version, and the struct sizes;
+ *    the package version's MINOR in meson.build follows (/abi/package-version).
  *    Any other number changing means the change is not an append: make it one, or
  *  - a new major: rewrite the record from the new headers, bump the expected
  *    MEMRES_PLUGIN_ABI_MAJOR, and say so in the release notes (every plugin must be rebuilt).
@@ -53,6 +54,20 @@ test_version (void)
    * MemresKindInfo.flags, get_counters */
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 2);
   g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 3); /* 3: get_counters */
+}
+
+/* The package version is MAJOR.MINOR.MICRO with MAJOR.MINOR the plugin ABI ("Versions" in
+ * README.md), in the headers and in the library loaded at run time. */
+static void
+test_package_version (void)
+{
+  g_autofree char *prefix
+      = g_strdup_printf ("%d.%d.", MEMRES_PLUGIN_ABI_MAJOR, MEMRES_PLUGIN_ABI_MINOR);
+
+  g_assert_cmpint (MEMRES_MAJOR_VERSION, ==, MEMRES_PLUGIN_ABI_MAJOR);
+  g_assert_cmpint (MEMRES_MINOR_VERSION, ==, MEMRES_PLUGIN_ABI_MINOR);
+  g_assert_true (g_str_has_prefix (MEMRES_VERSION_STRING, prefix));
+  g_assert_true (g_str_has_prefix (memres_get_version (), prefix));
 }
 
 static void
@@ -654,6 +669,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
 
   g_test_add_func ("/abi/version", test_version);
+  g_test_add_func ("/abi/package-version", test_package_version);
   g_test_add_func ("/abi/plugin-note", test_plugin_note);
   g_test_add_func ("/abi/plugin-desc/layout", test_plugin_desc);
   g_test_add_func ("/abi/plugin-desc/define", test_plugin_define);

@@ -52,6 +52,8 @@ check_descriptor_fits (const MemresBufferExport *info, const MemresAllocation *m
  * IPC-enabled; %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: %TRUE with @descriptor filled
+ *
+ * Since: 1.0
  */
 gboolean
 memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GError **error)
@@ -266,6 +268,8 @@ check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
  * descriptor names; %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): a new buffer, or %NULL with @error set
+ *
+ * Since: 1.0
  */
 MemresBuffer *
 memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length,

@@ -50,6 +50,8 @@ _memres_ipc_format_id (const guint8 id[MEMRES_IPC_ID_SIZE])
  * a valid kind name.
  *
  * Returns: (transfer full) (nullable): the new handle, or %NULL with @error set
+ *
+ * Since: 1.0
  */
 MemresIpcHandle *
 memres_ipc_handle_new (const char *kind, gint fd, const guint8 pool_id[MEMRES_IPC_ID_SIZE],
@@ -97,6 +99,8 @@ memres_ipc_handle_new (const char *kind, gint fd, const guint8 pool_id[MEMRES_IP
  * Closes the handle's file descriptor (unless it was stolen with memres_ipc_handle_steal_fd())
  * and frees the handle. Resources imported from the handle stay valid: they hold their own
  * descriptor or mapping. Never fails; a failing close() is logged.
+ *
+ * Since: 1.0
  */
 void
 memres_ipc_handle_free (MemresIpcHandle *handle)
@@ -114,6 +118,8 @@ memres_ipc_handle_free (MemresIpcHandle *handle)
  *
  * Returns: the file descriptor the handle owns (transfer none: do not close it; dup() it to keep
  *   a copy), or -1 after memres_ipc_handle_steal_fd()
+ *
+ * Since: 1.0
  */
 gint
 memres_ipc_handle_get_fd (const MemresIpcHandle *handle)
@@ -131,6 +137,8 @@ memres_ipc_handle_get_fd (const MemresIpcHandle *handle)
  * be sent or imported).
  *
  * Returns: (transfer full): the file descriptor, or -1 when it was already stolen
+ *
+ * Since: 1.0
  */
 gint
 memres_ipc_handle_steal_fd (MemresIpcHandle *handle)
@@ -148,6 +156,8 @@ memres_ipc_handle_steal_fd (MemresIpcHandle *handle)
  * @handle: a handle
  *
  * Returns: (transfer none): the kind name of the exporting resource
+ *
+ * Since: 1.0
  */
 const char *
 memres_ipc_handle_get_kind (const MemresIpcHandle *handle)
@@ -161,6 +171,8 @@ memres_ipc_handle_get_kind (const MemresIpcHandle *handle)
  * @handle: a handle
  *
  * Returns: (transfer none) (array fixed-size=16): the pool identity, %MEMRES_IPC_ID_SIZE bytes
+ *
+ * Since: 1.0
  */
 const guint8 *
 memres_ipc_handle_get_pool_id (const MemresIpcHandle *handle)
@@ -175,6 +187,8 @@ memres_ipc_handle_get_pool_id (const MemresIpcHandle *handle)
  *
  * Returns: (transfer none) (array fixed-size=16): the UUID of the pool's device,
  *   %MEMRES_IPC_ID_SIZE bytes
+ *
+ * Since: 1.0
  */
 const guint8 *
 memres_ipc_handle_get_device_uuid (const MemresIpcHandle *handle)

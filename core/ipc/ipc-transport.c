@@ -156,6 +156,8 @@ _memres_ipc_send_message (gint socket_fd, const char *what, const guint8 *data, 
  * (for example because the peer closed the connection) or sends only part of the message.
  *
  * Returns: %TRUE when the whole message was sent
+ *
+ * Since: 1.0
  */
 gboolean
 memres_ipc_send_handle (gint socket_fd, const MemresIpcHandle *handle, GError **error)
@@ -593,6 +595,8 @@ handle_length (const guint8 *header)
  * when `SO_PASSCRED` cannot be enabled.
  *
  * Returns: (transfer full) (nullable): a new handle owning the received fd, or %NULL
+ *
+ * Since: 1.0
  */
 MemresIpcHandle *
 memres_ipc_receive_handle_with_flags (gint socket_fd, MemresIpcFlags flags, GError **error)
@@ -630,6 +634,8 @@ memres_ipc_receive_handle_with_flags (gint socket_fd, MemresIpcFlags flags, GErr
  * must run under it. See there for the semantics and the errors.
  *
  * Returns: (transfer full) (nullable): a new handle owning the received fd, or %NULL
+ *
+ * Since: 1.0
  */
 MemresIpcHandle *
 memres_ipc_receive_handle (gint socket_fd, GError **error)

@@ -47,6 +47,7 @@ G_BEGIN_DECLS
  * A plugin that needs an entry point not listed here cannot resolve it itself: ask for it to be
  * appended (next ABI minor).
  *
+ * ABI 1.1 appended cuStreamGetCtx (transfers on an explicit stream run in its context).
  * ABI 1.2 appended the graph entry points: cuGraphInstantiateWithFlags, cuGraphLaunch,
  * cuGraphExecDestroy, cuDeviceGraphMemTrim, cuDeviceGetGraphMemAttribute and
  * cuDeviceSetGraphMemAttribute (the `graph` kind, and tests that capture and launch graphs);

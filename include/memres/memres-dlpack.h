@@ -22,6 +22,8 @@ G_BEGIN_DECLS
  *
  * The DLPack major version memres reads and writes (1). A tensor of another major version is
  * refused by memres_buffer_new_for_dlpack().
+ *
+ * Since: 1.2
  */
 #define MEMRES_DLPACK_MAJOR_VERSION 1
 /**
@@ -29,6 +31,8 @@ G_BEGIN_DECLS
  *
  * The DLPack minor version memres writes into the tensors it exports (0: memres uses nothing
  * that later minor versions added). Any minor version is read.
+ *
+ * Since: 1.2
  */
 #define MEMRES_DLPACK_MINOR_VERSION 0
 
@@ -37,6 +41,8 @@ G_BEGIN_DECLS
  *
  * The most dimensions memres accepts in a tensor (DLPack sets no limit; memres refuses more
  * than this many as a forged or corrupt tensor).
+ *
+ * Since: 1.2
  */
 #define MEMRES_DLPACK_MAX_NDIM 64
 
@@ -54,6 +60,8 @@ G_BEGIN_DECLS
  *
  * The DLPack device types memres exports and wraps, with the specification's values. Every
  * other device type (OpenCL, Vulkan, ROCm, ...) is refused with %MEMRES_ERROR_NOT_SUPPORTED.
+ *
+ * Since: 1.2
  */
 typedef enum
 {
@@ -68,6 +76,8 @@ typedef enum
  *
  * The type codes of the DLPack specification (`kDLInt` ... `kDLBool`). memres only needs the
  * element size (bits × lanes) and carries the code through unchanged.
+ *
+ * Since: 1.2
  */
 typedef enum
 {
@@ -85,6 +95,8 @@ typedef enum
  * @device_type: a DLPack device type (#MemresDLDeviceType for those memres knows); a 32-bit
  *   integer, the size of the specification's enum
  * @device_id: the device ordinal (0 for host and pinned memory)
+ *
+ * Since: 1.2
  */
 typedef struct
 {
@@ -97,6 +109,8 @@ typedef struct
  * @code: a #MemresDLDataTypeCode
  * @bits: bits of one lane (8, 16, 32, 64, ...)
  * @lanes: lanes of one element (1 for scalars)
+ *
+ * Since: 1.2
  */
 typedef struct
 {
@@ -116,6 +130,8 @@ typedef struct
  * @byte_offset: bytes from @data to the first element
  *
  * The specification's `DLTensor`.
+ *
+ * Since: 1.2
  */
 typedef struct
 {
@@ -132,6 +148,8 @@ typedef struct
  * MemresDLPackVersion:
  * @major: %MEMRES_DLPACK_MAJOR_VERSION for tensors memres reads
  * @minor: any
+ *
+ * Since: 1.2
  */
 typedef struct
 {
@@ -150,6 +168,8 @@ typedef struct _MemresDLManagedTensorVersioned MemresDLManagedTensorVersioned;
  * @dl_tensor: the tensor
  *
  * The specification's `DLManagedTensorVersioned`.
+ *
+ * Since: 1.2
  */
 struct _MemresDLManagedTensorVersioned
 {

@@ -15,6 +15,8 @@ G_BEGIN_DECLS
  *
  * Error domain of memres itself: bad arguments, unsupported operations, state errors.
  * Codes are #MemresError values.
+ *
+ * Since: 1.0
  */
 #define MEMRES_ERROR (memres_error_quark ())
 
@@ -37,6 +39,8 @@ G_BEGIN_DECLS
  * @MEMRES_ERROR_FORKED: this process is the child of a fork() made after the CUDA driver was
  *   initialized: the driver, and every resource made before the fork that uses it, cannot be
  *   used here (host memory can). Since: 1.2
+ *
+ * Since: 1.0
  */
 typedef enum
 {
@@ -59,6 +63,8 @@ typedef enum
  * MEMRES_PLUGIN_ERROR:
  *
  * Error domain of the plugin loader. Codes are #MemresPluginError values.
+ *
+ * Since: 1.0
  */
 #define MEMRES_PLUGIN_ERROR (memres_plugin_error_quark ())
 
@@ -69,6 +75,8 @@ typedef enum
  * @MEMRES_PLUGIN_ERROR_ABI_MISMATCH: the descriptor's ABI version is not one this core accepts
  * @MEMRES_PLUGIN_ERROR_NAME_MISMATCH: file name, symbol and descriptor name disagree
  * @MEMRES_PLUGIN_ERROR_INIT_FAILED: the plugin's init function failed
+ *
+ * Since: 1.0
  */
 typedef enum
 {
@@ -86,6 +94,8 @@ typedef enum
  * message names the failing driver call, then cuGetErrorName() and cuGetErrorString().
  * `CUDA_ERROR_OUT_OF_MEMORY` is the one `CUresult` never reported in this domain: it is
  * %MEMRES_ERROR_OUT_OF_MEMORY, with the same message (since 1.2).
+ *
+ * Since: 1.0
  */
 #define MEMRES_CUDA_ERROR (memres_cuda_error_quark ())
 
@@ -99,12 +109,12 @@ GQuark memres_cuda_error_quark (void);
  * The most bytes of one piece of user input (a spec, a kind name, an option value) that an
  * error message of memres quotes, through memres_printable().
  *
- * Since: 1.3
+ * Since: 1.2
  */
 #define MEMRES_INPUT_SHOWN_MAX 64
 
 /* The domains' quarks and memres_error_is_driver_absent(): documentation with each definition
- * in core/errors.c; memres_printable(): in core/printable.c. Since: 1.3 */
+ * in core/errors.c; memres_printable(): in core/printable.c. Since: 1.2 */
 gboolean memres_error_is_driver_absent (const GError *error);
 char *memres_printable (const char *text, gsize max_bytes);
 

@@ -14,6 +14,8 @@ G_BEGIN_DECLS
  * MEMRES_IPC_ID_SIZE:
  *
  * Size in bytes of a pool identity and of a device UUID.
+ *
+ * Since: 1.0
  */
 #define MEMRES_IPC_ID_SIZE 16
 
@@ -34,6 +36,8 @@ G_BEGIN_DECLS
  *   sender running under this process's effective uid, and the peer must run under it
  * @MEMRES_IPC_ALLOW_ANY_UID: accept a message from a peer of any uid, and one that came
  *   without the sender's credentials
+ *
+ * Since: 1.0
  */
 typedef enum
 {

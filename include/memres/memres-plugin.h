@@ -43,6 +43,7 @@ G_BEGIN_DECLS
  *
  * Major version of the plugin ABI. The loader accepts a plugin whose major equals the core's.
  * A new major may change anything; plugins must be rebuilt (and usually edited) for it.
+ * Equal to %MEMRES_MAJOR_VERSION ("Versions" in README.md).
  *
  * Since: 1.0
  */
@@ -55,7 +56,8 @@ G_BEGIN_DECLS
  * against older headers keeps working, while one built against newer headers could use what
  * this core does not have and is refused (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH).
  *
- * ABI 1.1 appended the export_chunks and import_chunks slots and #MemresBufferChunks. ABI 1.2
+ * ABI 1.1 appended the export_chunks and import_chunks slots, #MemresBufferChunks and the
+ * driver table entry cuStreamGetCtx. ABI 1.2
  * appended driver table entries (see %MEMRES_CUDA_FOREACH_ENTRY: graph and managed memory),
  * %MEMRES_MEMORY_MANAGED, #MemresKindInfo.flags (adaptor kinds, #MemresKindFlags),
  * memres_upstream_allocate() and memres_upstream_deallocate(), the get_counters slot, the
@@ -65,6 +67,7 @@ G_BEGIN_DECLS
  * memres_cuda_check_peer_access()), and two contract changes: memres_cuda_set_error() reports
  * `CUDA_ERROR_OUT_OF_MEMORY` as %MEMRES_ERROR_OUT_OF_MEMORY, and the core waits for the stream
  * before the deallocate slot of a kind whose memory is not stream-ordered.
+ * Equal to %MEMRES_MINOR_VERSION ("Versions" in README.md).
  *
  * Since: 1.0
  */

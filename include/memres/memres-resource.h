@@ -12,7 +12,7 @@ G_BEGIN_DECLS
 
 /* Creation and lifetime. Full documentation with each definition: memres_resource_new() in
  * core/stack.c; the default resource and the spec it is made from (with why it is host memory;
- * memres_resource_get_default_spec(): Since: 1.3) in core/default-spec.c; the references in
+ * memres_resource_get_default_spec(): Since: 1.2) in core/default-spec.c; the references in
  * core/resource.c. */
 MemresResource *memres_resource_new (const char *spec, GError **error);
 MemresResource *memres_resource_get_default (gint device, GError **error);

@@ -16,6 +16,8 @@ G_BEGIN_DECLS
  * A CUDA stream. The same type as the driver's `CUstream`, declared here so that applications
  * need not include `cuda.h`. %NULL is the legacy default stream of the current context, except
  * where a function says that %NULL means "the buffer's recorded deallocation stream".
+ *
+ * Since: 1.0
  */
 typedef struct CUstream_st *MemresStream;
 
@@ -23,6 +25,8 @@ typedef struct CUstream_st *MemresStream;
  * MEMRES_STREAM_LEGACY:
  *
  * The legacy default stream, named explicitly (the driver's `CU_STREAM_LEGACY`).
+ *
+ * Since: 1.0
  */
 #define MEMRES_STREAM_LEGACY ((MemresStream) 0x1)
 
@@ -43,6 +47,8 @@ typedef struct _MemresIpcHandle MemresIpcHandle;
  * @MEMRES_MEMORY_MANAGED: managed (unified) memory: host- and device-accessible, migrated on
  *   demand by the driver; the advice and prefetch functions of memres-managed.h accept it
  *   (Since: 1.2)
+ *
+ * Since: 1.0
  */
 typedef enum
 {
@@ -80,6 +86,8 @@ typedef enum
  * @MEMRES_ACCESS_READWRITE: read and write (`CU_MEM_ACCESS_FLAGS_PROT_READWRITE`)
  *
  * Access of one device to the memory of a resource. The values equal the driver's.
+ *
+ * Since: 1.0
  */
 typedef enum
 {
@@ -92,6 +100,8 @@ typedef enum
  * MemresAccessDesc:
  * @device: a CUDA device ordinal
  * @access: the access that device gets
+ *
+ * Since: 1.0
  */
 typedef struct
 {
@@ -108,6 +118,8 @@ typedef struct
  * @n_buffers: live buffers allocated from this resource
  *
  * Statistics of a resource, all sizes in bytes.
+ *
+ * Since: 1.0
  */
 typedef struct
 {
@@ -122,6 +134,8 @@ typedef struct
  * MEMRES_BUFFER_DESCRIPTOR_SIZE:
  *
  * Size in bytes of an encoded #MemresBufferDescriptor.
+ *
+ * Since: 1.0
  */
 #define MEMRES_BUFFER_DESCRIPTOR_SIZE 160
 
@@ -132,6 +146,8 @@ typedef struct
  *
  * A buffer exported for another process: plain bytes the application may send any way it
  * likes. Treat a received descriptor as untrusted: memres_buffer_import() validates every field.
+ *
+ * Since: 1.0
  */
 typedef struct
 {
