@@ -418,6 +418,9 @@ memres_options_get_int_list (const MemresOptions *options, const char *name, gsi
  * @type: a #MemresOptionType
  *
  * Returns: (transfer none): "bool", "int", "size", "enum", "string", "int-list" or "unknown"
+
+ *
+ * Since: 1.0
  */
 const char *
 memres_option_type_to_string (MemresOptionType type)

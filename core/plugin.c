@@ -277,6 +277,9 @@ _memres_plugin_load_embedded (const MemresPluginDesc *desc, GError **error)
  * fails with that error); %MEMRES_ERROR_FAILED when called outside init.
  *
  * Returns: %TRUE on success
+
+ *
+ * Since: 1.0
  */
 gboolean
 memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info, GError **error)
@@ -314,6 +317,9 @@ memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info, G
  * @plugin: a #MemresPlugin
  *
  * Returns: (transfer none): the plugin's name (the `<name>` of `libmemres-<name>.so`)
+
+ *
+ * Since: 1.0
  */
 const char *
 memres_plugin_get_name (MemresPlugin *plugin)

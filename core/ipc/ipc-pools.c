@@ -89,6 +89,9 @@ attach_import_state (MemresResource *mr, const MemresIpcHandle *handle)
  * or the resource cannot export (an imported pool); %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): a new handle, or %NULL with @error set
+
+ *
+ * Since: 1.0
  */
 MemresIpcHandle *
 memres_resource_export_handle (MemresResource *mr, GError **error)
@@ -168,6 +171,9 @@ lookup_imported_pool (const MemresIpcHandle *handle, GError **error)
  * %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): the imported resource, or %NULL with @error set
+
+ *
+ * Since: 1.0
  */
 MemresResource *
 memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)

@@ -691,8 +691,7 @@ typedef struct
  *   instance_size is 0), transfer none, valid until finalize returns. Only meaningful for the
  *   kind that registered it: never call it on a resource of another kind. Thread-safe.
  *   Since: 1.0
- * memres_buffer_get_resource(): the buffer's resource (transfer none; %NULL for wrapped
- *   foreign memory). Thread-safe. Since: 1.0
+ * memres_buffer_get_resource(): declared in memres-buffer.h (included here). Since: 1.0
  * memres_buffer_get_allocation(): the buffer's #MemresAllocation (transfer none, read-only,
  *   valid until the buffer is closed); for a plugin looking at one of its own buffers, for
  *   example to implement a copy on a foreign kind's buffer. Since: 1.0
@@ -706,7 +705,6 @@ gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo
 const char *memres_plugin_get_name (MemresPlugin *plugin);
 gboolean memres_registry_register_kind (const MemresKindInfo *info, GError **error);
 gpointer memres_resource_get_private (MemresResource *mr);
-MemresResource *memres_buffer_get_resource (MemresBuffer *buf);
 const MemresAllocation *memres_buffer_get_allocation (MemresBuffer *buf);
 gboolean memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
                                    MemresAllocation *alloc, GError **error);
