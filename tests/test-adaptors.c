@@ -142,6 +142,27 @@ balky_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
   return memres_upstream_deallocate (mr, alloc, stream, error);
 }
 
+/* "crumbly": an adaptor whose free releases the allocation and then fails (the contract's
+ * partial failure: address set to 0), so that the core closes the buffer all the same. */
+static gboolean
+crumbly_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                    GError **error)
+{
+  if (!memres_upstream_deallocate (mr, alloc, stream, error))
+    return FALSE;
+  alloc->address = 0;
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "crumbly freed it, then failed");
+  return FALSE;
+}
+
+static const MemresResourceOps crumbly_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = leaky_init,
+  .finalize = leaky_finalize,
+  .allocate = leaky_allocate,
+  .deallocate = crumbly_deallocate,
+};
+
 static const MemresResourceOps balky_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = leaky_init, /* leaky's: nothing to set up, allocations passed down */
@@ -158,6 +179,13 @@ register_kinds (void)
     .name = "balky",
     .description = "adaptor whose every other free fails",
     .ops = &balky_ops,
+    .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+  };
+  const MemresKindInfo crumbly = {
+    .struct_size = sizeof crumbly,
+    .name = "crumbly",
+    .description = "adaptor whose free releases the allocation, then fails",
+    .ops = &crumbly_ops,
     .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
   };
   const MemresKindInfo leaky = {
@@ -179,6 +207,7 @@ register_kinds (void)
   GError *error = NULL;
 
   if (!memres_registry_register_kind (&balky, &error)
+      || !memres_registry_register_kind (&crumbly, &error)
       || !memres_registry_register_kind (&leaky, &error)
       || !memres_registry_register_kind (&tight, &error))
     g_error ("%s", error->message);
@@ -700,6 +729,38 @@ test_track_live (void)
   g_assert_cmpuint (seen.n, ==, 0);
 }
 
+/* A free that fails below track leaves the buffer open, and track still lists it; once the
+ * free succeeds (or fails after releasing it: address 0), track lists it no more. */
+static void
+test_track_failed_close (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("track>balky>host");
+  g_autoptr (MemresResource) crumbly = mt_new_ok ("track>crumbly>host");
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf = mt_alloc_ok (mr, 1000, NULL);
+  Seen seen = { 0 };
+
+  g_atomic_int_set (&balky_calls, 0);
+  g_assert_false (memres_buffer_close (buf, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_true (memres_track_foreach_live (mr, collect, &seen, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (seen.n, ==, 1);
+  g_assert_cmpuint (seen.sizes[0], ==, 1000);
+  mt_close_ok (buf, NULL);
+  seen.n = 0;
+  g_assert_true (memres_track_foreach_live (mr, collect, &seen, &error));
+  g_assert_cmpuint (seen.n, ==, 0);
+
+  buf = mt_alloc_ok (crumbly, 2000, NULL);
+  g_assert_false (memres_buffer_close (buf, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_true (memres_track_foreach_live (crumbly, collect, &seen, &error));
+  g_assert_cmpuint (seen.n, ==, 0);
+}
+
 /* Finalized with an allocation still live (an adaptor above never gave it back): a warning
  * with the count and the largest, and the memory released (the leak checkers see no leak). */
 static void
@@ -1210,6 +1271,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/api-lookup", test_api_lookup);
   g_test_add_func ("/adaptors/track-live", test_track_live);
   g_test_add_func ("/adaptors/track-left-open", test_track_left_open);
+  g_test_add_func ("/adaptors/track-failed-close", test_track_failed_close);
   g_test_add_func ("/adaptors/log-lines", test_log_lines);
   g_test_add_func ("/adaptors/log-odd-paths", test_log_odd_paths);
   g_test_add_func ("/adaptors/log-threads", test_log_threads);
