@@ -1023,6 +1023,38 @@ test_replay_traces (void)
   g_assert_cmpuint (traces, >, 0);
 }
 
+/* A `free failure` line (the log adaptor's free that failed and left the buffer open) is
+ * counted with the logged failures and not replayed: the buffer stays live until its free. */
+static void
+test_replay_free_failure (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "failed-free.csv", NULL);
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,t,allocate,0x10,100,0x0\n"
+                                      "1,t,free failure,0x10,100,0x0\n"
+                                      "1,t,allocate,0x20,50,0x0\n"
+                                      "1,t,free,0x10,100,0x0\n"
+                                      "1,t,free,0x20,50,0x0\n",
+                                      -1, NULL));
+  run_tool (&r, "replay", "--json", log, "host", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "allocations"), ==, 2);
+  g_assert_cmpuint (json_uint (r.out, "frees"), ==, 2);
+  g_assert_cmpuint (json_uint (r.out, "logged_failures"), ==, 1);
+  g_assert_cmpuint (json_uint (r.out, "peak_used_bytes"), ==, 150);
+  g_assert_cmpuint (json_uint (r.out, "log_peak_used_bytes"), ==, 150);
+  g_assert_cmpuint (json_uint (r.out, "unmatched_frees"), ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "live_at_end"), ==, 0);
+  run_clear (&r);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 static void
 test_replay_bad_logs (void)
 {
@@ -1210,6 +1242,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/odd-plugin-files", test_odd_plugin_files);
   g_test_add_func ("/tool/replay/round-trip", test_replay_round_trip);
   g_test_add_func ("/tool/replay/bad-logs", test_replay_bad_logs);
+  g_test_add_func ("/tool/replay/free-failure", test_replay_free_failure);
   g_test_add_func ("/tool/replay/traces", test_replay_traces);
   g_test_add_func ("/tool/resources-and-layers", test_resources_and_layers);
   return g_test_run ();

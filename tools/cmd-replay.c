@@ -2,9 +2,10 @@
  * columns Thread,Time,Action,Pointer,Size,Stream) against any stack, one operation after the
  * other in the log's order on this thread, and prints the time per allocate and per free, the
  * peak of used bytes (the sizes live at once) and of reserved bytes (the stack's statistics,
- * where it keeps them), and the allocations that failed. Logged failures (`allocate failure`)
- * are counted, not replayed; a free of an address the replay does not hold (its allocation
- * failed here) is counted and skipped. Buffers still live at the end are closed. */
+ * where it keeps them), and the allocations that failed. Logged failures (`allocate failure`,
+ * and `free failure`: a free that failed and left the buffer open) are counted, not replayed; a
+ * free of an address the replay does not hold (its allocation failed here) is counted and skipped.
+ * Buffers still live at the end are closed. */
 #include "memres-tool.h"
 
 #include <glib/gstdio.h>
@@ -211,13 +212,14 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
             r->unmatched_frees++;
           g_hash_table_remove (live, &pointer);
         }
-      else if (strcmp (f[2], "allocate failure") == 0)
+      else if (strcmp (f[2], "allocate failure") == 0 || strcmp (f[2], "free failure") == 0)
         r->logged_failures++;
       else
         {
           shown = memres_tool_show_input (f[2]);
-          return bad_line (error, log, i + 1,
-                           "invalid Action \"%s\" (allocate, free or allocate failure)", shown);
+          return bad_line (
+              error, log, i + 1,
+              "invalid Action \"%s\" (allocate, free, allocate failure or free failure)", shown);
         }
     }
 
