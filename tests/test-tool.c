@@ -1191,7 +1191,22 @@ test_alloc_close_fails (void)
   g_assert_true (g_str_has_prefix (r.out, "{\n  \"error\": {\n"));
   g_assert_null (strstr (r.out, "\"closed\""));
   g_assert_nonnull (strstr (r.out, "\"message\": \"cuMemFreeAsync: CUDA_ERROR_UNKNOWN"));
+  /* the CUresult named, as for the other domains */
+  g_assert_nonnull (strstr (r.out, "\"domain\": \"memres-cuda-error-quark\",\n"));
+  g_assert_nonnull (strstr (r.out, "\"code\": 999,\n"));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"CUDA_ERROR_UNKNOWN\",\n"));
   run_clear (&r);
+  {
+    const char *const invalid[]
+        = { "FAKECUDA_FAIL", "cuMemFreeAsync:1:CUDA_ERROR_INVALID_VALUE", NULL };
+
+    run_toolv (&r, invalid, json_args);
+    g_assert_cmpint (r.status, ==, 1);
+    assert_one_json_document (r.out);
+    g_assert_nonnull (strstr (r.out, "\"code\": 1,\n"));
+    g_assert_nonnull (strstr (r.out, "\"code_name\": \"CUDA_ERROR_INVALID_VALUE\",\n"));
+    run_clear (&r);
+  }
   run_toolv (&r, env, text_args);
   g_assert_cmpint (r.status, ==, 1);
   g_assert_true (g_str_has_prefix (r.out, "resource  dmr:"));
