@@ -162,6 +162,35 @@ test_error_huge_input (void)
     }
 }
 
+/* An unknown command with --json: the one error line on stderr, and on stdout the error as
+ * one JSON document, a usage error (exit status 2) without a GError; without --json, stdout
+ * stays empty. */
+static void
+test_unknown_command_json (void)
+{
+  Run r = { 0 };
+
+  run_tool (&r, "nosuch", "--json", NULL);
+  assert_one_error_line (&r);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_true (g_str_has_prefix (r.err, "memres: unknown command \"nosuch\" (commands: "));
+  assert_one_json_document (r.out);
+  g_assert_true (g_str_has_prefix (r.out, "{\n  \"error\": {\n    \"message\": \"unknown "
+                                          "command \\\"nosuch\\\" (commands: kinds, "));
+  g_assert_nonnull (strstr (r.out, "\n    \"domain\": null,\n    \"code\": null,\n"
+                                   "    \"code_name\": null,\n    \"exit_status\": 2\n  }\n}\n"));
+  run_clear (&r);
+  run_tool (&r, "nosuch", "-j", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  assert_one_json_document (r.out);
+  run_clear (&r);
+  run_tool (&r, "nosuch", NULL);
+  assert_one_error_line (&r);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_cmpstr (r.out, ==, "");
+  run_clear (&r);
+}
+
 /* The broken plugins of tests/plugins/ and two more files: each plugin file, the code name of
  * its error and a piece of the reason. */
 static const struct
@@ -1239,6 +1268,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/tool/error/one-line", test_error_one_line);
   g_test_add_func ("/tool/error/huge-input", test_error_huge_input);
+  g_test_add_func ("/tool/error/unknown-command-json", test_unknown_command_json);
   g_test_add_func ("/tool/kinds/broken-plugins", test_kinds_broken_plugins);
   g_test_add_func ("/tool/kinds/healthy", test_kinds_healthy);
   g_test_add_func ("/tool/kinds/odd-strings", test_kinds_odd_strings);

@@ -43,7 +43,8 @@ const char *memres_tool_error_code_name (const GError *error);
  * option. Errors: G_OPTION_ERROR. */
 gboolean memres_tool_parse_options (GOptionContext *context, int *argc, char ***argv,
                                     GError **error);
-/* Prints "memres COMMAND: MESSAGE" and a hint to run with --help; returns 2. */
+/* Prints "memres COMMAND: MESSAGE" and a hint to run with --help (@command NULL: "memres:
+ * MESSAGE" alone), with --json also the JSON error; returns 2. */
 int memres_tool_usage_error (const char *command, const char *message);
 
 /* A small JSON writer: values are appended to a GString with indentation. */
