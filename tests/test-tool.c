@@ -1101,6 +1101,11 @@ test_replay_bad_logs (void)
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,steal,0x10,1,0x0\n", ":2: invalid Action" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,1,0x0\n1,t,allocate,0x10,2,0x0\n",
       ":3: Pointer 0x10 allocated again, without a free since line 2 allocated it" },
+    /* live sizes past 2^64 bytes: no log of disjoint allocations (the peak wrapped to 3 * 2^62) */
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,4611686018427387904,0x0\n"
+      "1,t,allocate,0x20,4611686018427387904,0x0\n1,t,allocate,0x30,4611686018427387904,0x0\n"
+      "1,t,allocate,0x40,4611686018427387904,0x0\n1,t,allocate,0x50,100,0x0\n",
+      ":5: the sizes live at once would pass 2^64 bytes (18446744073709551616)" },
   };
   Run r = { 0 };
   gsize i;
