@@ -103,7 +103,8 @@ name_is_valid (const char *name)
 }
 
 /* Where the config file is: MEMRES_CONFIG (which must then exist), else the first that exists
- * of the user's and the system's. NULL when none does. */
+ * of the user's and the system's. NULL when none does, and when MEMRES_CONFIG is set empty
+ * (`MEMRES_CONFIG= prog`: no config file). */
 static char *
 config_path (gboolean *explicit)
 {
@@ -114,6 +115,8 @@ config_path (gboolean *explicit)
   *explicit = env != NULL && env[0] != '\0';
   if (*explicit)
     return g_strdup (env);
+  if (env != NULL)
+    return NULL;
   path = g_build_filename (g_get_user_config_dir (), "memres", CONFIG_BASENAME, NULL);
   if (g_file_test (path, G_FILE_TEST_EXISTS))
     return path;
@@ -375,7 +378,8 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
  *
  * The names the config file defines, for `@NAME` layers of a spec (memres_resource_new()):
  * the file is `$MEMRES_CONFIG` when set, else `$XDG_CONFIG_HOME/memres/resources.conf`, else
- * the first `memres/resources.conf` of the system config dirs (`$XDG_CONFIG_DIRS`, /etc/xdg).
+ * the first `memres/resources.conf` of the system config dirs (`$XDG_CONFIG_DIRS`, /etc/xdg);
+ * `$MEMRES_CONFIG` set to the empty string means no config file (none read, no names).
  * Each `[NAME]` group holds `spec=` (the stack, written as on a command line) and an optional
  * `description=`. The file is read at each call. Thread-safe (when nobody changes the
  * environment concurrently).

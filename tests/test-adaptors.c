@@ -142,6 +142,27 @@ balky_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
   return memres_upstream_deallocate (mr, alloc, stream, error);
 }
 
+/* "crumbly": an adaptor whose free releases the allocation and then fails (the contract's
+ * partial failure: address set to 0), so that the core closes the buffer all the same. */
+static gboolean
+crumbly_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                    GError **error)
+{
+  if (!memres_upstream_deallocate (mr, alloc, stream, error))
+    return FALSE;
+  alloc->address = 0;
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "crumbly freed it, then failed");
+  return FALSE;
+}
+
+static const MemresResourceOps crumbly_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = leaky_init,
+  .finalize = leaky_finalize,
+  .allocate = leaky_allocate,
+  .deallocate = crumbly_deallocate,
+};
+
 static const MemresResourceOps balky_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = leaky_init, /* leaky's: nothing to set up, allocations passed down */
@@ -158,6 +179,13 @@ register_kinds (void)
     .name = "balky",
     .description = "adaptor whose every other free fails",
     .ops = &balky_ops,
+    .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+  };
+  const MemresKindInfo crumbly = {
+    .struct_size = sizeof crumbly,
+    .name = "crumbly",
+    .description = "adaptor whose free releases the allocation, then fails",
+    .ops = &crumbly_ops,
     .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
   };
   const MemresKindInfo leaky = {
@@ -179,6 +207,7 @@ register_kinds (void)
   GError *error = NULL;
 
   if (!memres_registry_register_kind (&balky, &error)
+      || !memres_registry_register_kind (&crumbly, &error)
       || !memres_registry_register_kind (&leaky, &error)
       || !memres_registry_register_kind (&tight, &error))
     g_error ("%s", error->message);
@@ -700,6 +729,38 @@ test_track_live (void)
   g_assert_cmpuint (seen.n, ==, 0);
 }
 
+/* A free that fails below track leaves the buffer open, and track still lists it; once the
+ * free succeeds (or fails after releasing it: address 0), track lists it no more. */
+static void
+test_track_failed_close (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("track>balky>host");
+  g_autoptr (MemresResource) crumbly = mt_new_ok ("track>crumbly>host");
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf = mt_alloc_ok (mr, 1000, NULL);
+  Seen seen = { 0 };
+
+  g_atomic_int_set (&balky_calls, 0);
+  g_assert_false (memres_buffer_close (buf, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_true (memres_track_foreach_live (mr, collect, &seen, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (seen.n, ==, 1);
+  g_assert_cmpuint (seen.sizes[0], ==, 1000);
+  mt_close_ok (buf, NULL);
+  seen.n = 0;
+  g_assert_true (memres_track_foreach_live (mr, collect, &seen, &error));
+  g_assert_cmpuint (seen.n, ==, 0);
+
+  buf = mt_alloc_ok (crumbly, 2000, NULL);
+  g_assert_false (memres_buffer_close (buf, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_true (memres_track_foreach_live (crumbly, collect, &seen, &error));
+  g_assert_cmpuint (seen.n, ==, 0);
+}
+
 /* Finalized with an allocation still live (an adaptor above never gave it back): a warning
  * with the count and the largest, and the memory released (the leak checkers see no leak). */
 static void
@@ -823,6 +884,45 @@ test_log_lines (void)
   g_assert_cmpstr (lines[6], ==, "");
 }
 
+/* A free is logged once its outcome is known: a free that fails and releases nothing is a
+ * "free failure" line (the buffer stays open), the retry that succeeds a "free"; a free that
+ * fails after releasing the allocation (address 0: the core closes the buffer) a "free". */
+static void
+test_log_failed_free (void)
+{
+  g_autofree char *path = temp_path ("failed-free.csv");
+  g_autofree char *spec = g_strdup_printf ("log:path=%s>balky>crumbly>host", path);
+  g_autofree char *text = NULL;
+  g_autofree char *expected = NULL;
+  g_auto (GStrv) lines = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr = mt_new_ok (spec);
+  MemresBuffer *buf = mt_alloc_ok (mr, 1000, NULL);
+  guint64 address = memres_buffer_get_address (buf);
+
+  g_atomic_int_set (&balky_calls, 0);
+  g_assert_false (memres_buffer_close (buf, NULL, &error)); /* balky refuses */
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+  g_assert_nonnull (strstr (error->message, "balky refuses"));
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_close (buf, NULL, &error)); /* crumbly frees, then fails */
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+  g_assert_nonnull (strstr (error->message, "crumbly freed it"));
+  memres_resource_unref (mr);
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 5); /* header, 3 lines, "" */
+  expected = g_strdup_printf (",0x%" G_GINT64_MODIFIER "x,1000,0x0", address);
+  g_assert_nonnull (strstr (lines[1], ",allocate,"));
+  g_assert_true (g_str_has_suffix (lines[1], expected));
+  g_assert_nonnull (strstr (lines[2], ",free failure,"));
+  g_assert_true (g_str_has_suffix (lines[2], expected));
+  g_assert_nonnull (strstr (lines[3], ",free,"));
+  g_assert_true (g_str_has_suffix (lines[3], expected));
+  g_assert_cmpstr (lines[4], ==, "");
+}
+
 /* Many threads through one log layer: every line whole, none lost. */
 typedef struct
 {
@@ -850,6 +950,7 @@ test_log_threads (void)
   MemresResource *mr = mt_new_ok (spec);
   LogWorker w = { mr, 500 };
   GThread *threads[8];
+  g_autoptr (GHashTable) live = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   guint i, allocs = 0, frees = 0;
 
   for (i = 0; i < G_N_ELEMENTS (threads); i++)
@@ -869,7 +970,14 @@ test_log_threads (void)
       g_assert_true (g_str_has_prefix (f[3], "0x"));
       allocs += strcmp (f[2], "allocate") == 0;
       frees += strcmp (f[2], "free") == 0;
+      /* in the file's order, an address is freed only while allocated, and allocated again
+       * only once freed (the free is logged after it, before another thread's allocate) */
+      if (strcmp (f[2], "allocate") == 0)
+        g_assert_true (g_hash_table_add (live, g_strdup (f[3])));
+      else
+        g_assert_true (g_hash_table_remove (live, f[3]));
     }
+  g_assert_cmpuint (g_hash_table_size (live), ==, 0);
   g_assert_cmpuint (allocs, ==, 8 * 500);
   g_assert_cmpuint (frees, ==, 8 * 500);
 }
@@ -1210,9 +1318,11 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/api-lookup", test_api_lookup);
   g_test_add_func ("/adaptors/track-live", test_track_live);
   g_test_add_func ("/adaptors/track-left-open", test_track_left_open);
+  g_test_add_func ("/adaptors/track-failed-close", test_track_failed_close);
   g_test_add_func ("/adaptors/log-lines", test_log_lines);
   g_test_add_func ("/adaptors/log-odd-paths", test_log_odd_paths);
   g_test_add_func ("/adaptors/log-threads", test_log_threads);
+  g_test_add_func ("/adaptors/log-failed-free", test_log_failed_free);
   g_test_add_func ("/adaptors/retry-handlers", test_retry_handlers);
   g_test_add_func ("/adaptors/retry-default-trims", test_retry_default_trims);
   g_test_add_func ("/adaptors/threads-exact", test_threads_exact);

@@ -282,6 +282,17 @@ test_search_path (void)
   mr = mt_new_ok ("@usr");
   /* the user's file wins whole: the system's names are not merged in */
   assert_fails ("@sys", MEMRES_ERROR_NOT_FOUND, "defined are @usr");
+  g_clear_pointer (&names, g_ptr_array_unref);
+  g_clear_pointer (&file, g_free);
+
+  /* MEMRES_CONFIG set empty (`MEMRES_CONFIG= prog`): no config file at all, and no error */
+  g_setenv ("MEMRES_CONFIG", "", TRUE);
+  names = memres_config_list_resources (&file, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (names->len, ==, 0);
+  g_assert_null (file);
+  assert_fails ("@usr", MEMRES_ERROR_NOT_FOUND, "no config file defines names");
+  g_unsetenv ("MEMRES_CONFIG");
   g_remove (user);
   g_remove (system);
 }

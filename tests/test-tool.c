@@ -162,6 +162,35 @@ test_error_huge_input (void)
     }
 }
 
+/* An unknown command with --json: the one error line on stderr, and on stdout the error as
+ * one JSON document, a usage error (exit status 2) without a GError; without --json, stdout
+ * stays empty. */
+static void
+test_unknown_command_json (void)
+{
+  Run r = { 0 };
+
+  run_tool (&r, "nosuch", "--json", NULL);
+  assert_one_error_line (&r);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_true (g_str_has_prefix (r.err, "memres: unknown command \"nosuch\" (commands: "));
+  assert_one_json_document (r.out);
+  g_assert_true (g_str_has_prefix (r.out, "{\n  \"error\": {\n    \"message\": \"unknown "
+                                          "command \\\"nosuch\\\" (commands: kinds, "));
+  g_assert_nonnull (strstr (r.out, "\n    \"domain\": null,\n    \"code\": null,\n"
+                                   "    \"code_name\": null,\n    \"exit_status\": 2\n  }\n}\n"));
+  run_clear (&r);
+  run_tool (&r, "nosuch", "-j", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  assert_one_json_document (r.out);
+  run_clear (&r);
+  run_tool (&r, "nosuch", NULL);
+  assert_one_error_line (&r);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_cmpstr (r.out, ==, "");
+  run_clear (&r);
+}
+
 /* The broken plugins of tests/plugins/ and two more files: each plugin file, the code name of
  * its error and a piece of the reason. */
 static const struct
@@ -1023,6 +1052,38 @@ test_replay_traces (void)
   g_assert_cmpuint (traces, >, 0);
 }
 
+/* A `free failure` line (the log adaptor's free that failed and left the buffer open) is
+ * counted with the logged failures and not replayed: the buffer stays live until its free. */
+static void
+test_replay_free_failure (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "failed-free.csv", NULL);
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,t,allocate,0x10,100,0x0\n"
+                                      "1,t,free failure,0x10,100,0x0\n"
+                                      "1,t,allocate,0x20,50,0x0\n"
+                                      "1,t,free,0x10,100,0x0\n"
+                                      "1,t,free,0x20,50,0x0\n",
+                                      -1, NULL));
+  run_tool (&r, "replay", "--json", log, "host", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "allocations"), ==, 2);
+  g_assert_cmpuint (json_uint (r.out, "frees"), ==, 2);
+  g_assert_cmpuint (json_uint (r.out, "logged_failures"), ==, 1);
+  g_assert_cmpuint (json_uint (r.out, "peak_used_bytes"), ==, 150);
+  g_assert_cmpuint (json_uint (r.out, "log_peak_used_bytes"), ==, 150);
+  g_assert_cmpuint (json_uint (r.out, "unmatched_frees"), ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "live_at_end"), ==, 0);
+  run_clear (&r);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 static void
 test_replay_bad_logs (void)
 {
@@ -1040,6 +1101,11 @@ test_replay_bad_logs (void)
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,steal,0x10,1,0x0\n", ":2: invalid Action" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,1,0x0\n1,t,allocate,0x10,2,0x0\n",
       ":3: Pointer 0x10 allocated again, without a free since line 2 allocated it" },
+    /* live sizes past 2^64 bytes: no log of disjoint allocations (the peak wrapped to 3 * 2^62) */
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,4611686018427387904,0x0\n"
+      "1,t,allocate,0x20,4611686018427387904,0x0\n1,t,allocate,0x30,4611686018427387904,0x0\n"
+      "1,t,allocate,0x40,4611686018427387904,0x0\n1,t,allocate,0x50,100,0x0\n",
+      ":5: the sizes live at once would pass 2^64 bytes (18446744073709551616)" },
   };
   Run r = { 0 };
   gsize i;
@@ -1159,7 +1225,22 @@ test_alloc_close_fails (void)
   g_assert_true (g_str_has_prefix (r.out, "{\n  \"error\": {\n"));
   g_assert_null (strstr (r.out, "\"closed\""));
   g_assert_nonnull (strstr (r.out, "\"message\": \"cuMemFreeAsync: CUDA_ERROR_UNKNOWN"));
+  /* the CUresult named, as for the other domains */
+  g_assert_nonnull (strstr (r.out, "\"domain\": \"memres-cuda-error-quark\",\n"));
+  g_assert_nonnull (strstr (r.out, "\"code\": 999,\n"));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"CUDA_ERROR_UNKNOWN\",\n"));
   run_clear (&r);
+  {
+    const char *const invalid[]
+        = { "FAKECUDA_FAIL", "cuMemFreeAsync:1:CUDA_ERROR_INVALID_VALUE", NULL };
+
+    run_toolv (&r, invalid, json_args);
+    g_assert_cmpint (r.status, ==, 1);
+    assert_one_json_document (r.out);
+    g_assert_nonnull (strstr (r.out, "\"code\": 1,\n"));
+    g_assert_nonnull (strstr (r.out, "\"code_name\": \"CUDA_ERROR_INVALID_VALUE\",\n"));
+    run_clear (&r);
+  }
   run_toolv (&r, env, text_args);
   g_assert_cmpint (r.status, ==, 1);
   g_assert_true (g_str_has_prefix (r.out, "resource  dmr:"));
@@ -1192,6 +1273,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/tool/error/one-line", test_error_one_line);
   g_test_add_func ("/tool/error/huge-input", test_error_huge_input);
+  g_test_add_func ("/tool/error/unknown-command-json", test_unknown_command_json);
   g_test_add_func ("/tool/kinds/broken-plugins", test_kinds_broken_plugins);
   g_test_add_func ("/tool/kinds/healthy", test_kinds_healthy);
   g_test_add_func ("/tool/kinds/odd-strings", test_kinds_odd_strings);
@@ -1210,6 +1292,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/odd-plugin-files", test_odd_plugin_files);
   g_test_add_func ("/tool/replay/round-trip", test_replay_round_trip);
   g_test_add_func ("/tool/replay/bad-logs", test_replay_bad_logs);
+  g_test_add_func ("/tool/replay/free-failure", test_replay_free_failure);
   g_test_add_func ("/tool/replay/traces", test_replay_traces);
   g_test_add_func ("/tool/resources-and-layers", test_resources_and_layers);
   return g_test_run ();

@@ -2,9 +2,11 @@
  * columns Thread,Time,Action,Pointer,Size,Stream) against any stack, one operation after the
  * other in the log's order on this thread, and prints the time per allocate and per free, the
  * peak of used bytes (the sizes live at once) and of reserved bytes (the stack's statistics,
- * where it keeps them), and the allocations that failed. Logged failures (`allocate failure`)
- * are counted, not replayed; a free of an address the replay does not hold (its allocation
- * failed here) is counted and skipped. Buffers still live at the end are closed. */
+ * where it keeps them), and the allocations that failed. Logged failures (`allocate failure`,
+ * and `free failure`: a free that failed and left the buffer open) are counted, not replayed; a
+ * free of an address the replay does not hold (its allocation failed here) is counted and skipped;
+ * a log whose live sizes pass 2^64 bytes is refused as invalid (they would overlap). Buffers still
+ * live at the end are closed. */
 #include "memres-tool.h"
 
 #include <glib/gstdio.h>
@@ -154,6 +156,12 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
                              "Pointer %s allocated again, without a free since line %u "
                              "allocated it",
                              f[3], earlier->line);
+          /* live allocations are disjoint ranges of a 64-bit address space: more live bytes
+           * is no log of the log adaptor (and the sum, with the peak, would wrap) */
+          if (size > G_MAXUINT64 - r->log_used)
+            return bad_line (error, log, i + 1,
+                             "the sizes live at once would pass 2^64 bytes "
+                             "(18446744073709551616): allocations that overlap");
           l = g_new0 (Live, 1);
           l->line = i + 1;
           t0 = now_ns ();
@@ -187,7 +195,7 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
               r->unmatched_frees++;
               continue;
             }
-          r->log_used -= MIN (r->log_used, l->size);
+          r->log_used -= l->size; /* added at its allocate: no wrap */
           if (l->buf != NULL)
             {
               g_autoptr (GError) failure = NULL;
@@ -211,13 +219,14 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
             r->unmatched_frees++;
           g_hash_table_remove (live, &pointer);
         }
-      else if (strcmp (f[2], "allocate failure") == 0)
+      else if (strcmp (f[2], "allocate failure") == 0 || strcmp (f[2], "free failure") == 0)
         r->logged_failures++;
       else
         {
           shown = memres_tool_show_input (f[2]);
-          return bad_line (error, log, i + 1,
-                           "invalid Action \"%s\" (allocate, free or allocate failure)", shown);
+          return bad_line (
+              error, log, i + 1,
+              "invalid Action \"%s\" (allocate, free, allocate failure or free failure)", shown);
         }
     }
 

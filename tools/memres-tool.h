@@ -32,8 +32,9 @@ void memres_tool_set_json_errors (gboolean enabled);
 /* @text made printable on one line and cut at 4 KiB, as memres_tool_fail() prints messages:
  * for messages printed in a command's output. (transfer full) */
 char *memres_tool_one_line (const char *text);
-/* "MEMRES_PLUGIN_ERROR_ABI_MISMATCH"-style name of @error's code, or NULL for a domain or code
- * it does not know (CUresult values of MEMRES_CUDA_ERROR among them). */
+/* "MEMRES_PLUGIN_ERROR_ABI_MISMATCH"-style name of @error's code, for MEMRES_CUDA_ERROR the
+ * CUresult's name from the driver's cuGetErrorName ("CUDA_ERROR_INVALID_VALUE"); NULL for a
+ * domain or code it does not know, or a CUDA error without a driver table to name it. */
 const char *memres_tool_error_code_name (const GError *error);
 /* g_option_context_parse() for a command, which leaves only the operands in @argv after
  * argv[0]: the first "--" ends the options and is dropped; before it an argument that starts
@@ -42,7 +43,8 @@ const char *memres_tool_error_code_name (const GError *error);
  * option. Errors: G_OPTION_ERROR. */
 gboolean memres_tool_parse_options (GOptionContext *context, int *argc, char ***argv,
                                     GError **error);
-/* Prints "memres COMMAND: MESSAGE" and a hint to run with --help; returns 2. */
+/* Prints "memres COMMAND: MESSAGE" and a hint to run with --help (@command NULL: "memres:
+ * MESSAGE" alone), with --json also the JSON error; returns 2. */
 int memres_tool_usage_error (const char *command, const char *message);
 
 /* A small JSON writer: values are appended to a GString with indentation. */

@@ -77,10 +77,12 @@ main (int argc, char **argv)
 
   {
     g_autofree char *shown = memres_tool_show_input (argv[1]);
+    g_autofree char *message
+        = g_strdup_printf ("unknown command \"%s\" (commands: kinds, info, alloc, resources, "
+                           "replay, ipc-serve, ipc-attach; see memres --help)",
+                           shown);
 
-    g_printerr ("memres: unknown command \"%s\" (commands: kinds, info, alloc, resources, "
-                "replay, ipc-serve, ipc-attach; see memres --help)\n",
-                shown);
+    memres_tool_set_json_errors (wants_json (argc, argv));
+    return memres_tool_usage_error (NULL, message);
   }
-  return 2;
 }

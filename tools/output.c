@@ -48,6 +48,15 @@ memres_tool_error_code_name (const GError *error)
     return memres_codes[error->code];
   if (error->domain == MEMRES_PLUGIN_ERROR && error->code < (gint) G_N_ELEMENTS (plugin_codes))
     return plugin_codes[error->code];
+  if (error->domain == MEMRES_CUDA_ERROR)
+    {
+      /* a CUDA error came from the loaded driver: its table names the CUresult */
+      const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
+      const char *name = NULL;
+
+      if (drv != NULL && drv->cuGetErrorName ((CUresult) error->code, &name) == CUDA_SUCCESS)
+        return name;
+    }
   return NULL;
 }
 

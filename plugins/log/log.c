@@ -7,10 +7,16 @@
  *   12345,10:04:05.123470,free,0x7f0000000000,1048576,0x0
  *
  * Thread is the kernel thread id, Time the local wall-clock time with microseconds, Action one
- * of `allocate`, `allocate failure` (Pointer then 0x0) and `free`, Pointer the address in hex,
+ * of `allocate`, `allocate failure` (Pointer then 0x0), `free` and `free failure` (the free
+ * failed and released nothing: the buffer stays open), Pointer the address in hex,
  * Size bytes (what the upstream returned; the size asked for on a failure), Stream the stream
- * handle in hex. Each line is formatted without a lock, then written whole under the layer's
- * mutex, so lines of many threads never interleave; with `flush=true` every line is flushed
+ * handle in hex. A free is logged once its outcome is known: `free` after the upstream freed
+ * (also when it failed after releasing the allocation, which the core then closes), `free
+ * failure` else. So that a `free` still comes before the `allocate` of another thread that got
+ * the same address back, the address is marked as being freed under the mutex before the free,
+ * and an allocate of a marked address waits for that free's line. Each line is formatted
+ * without a lock, then written whole under the layer's mutex, so lines of many threads never
+ * interleave; with `flush=true` every line is flushed
  * at once (survives a crash), else when stdio's buffer fills and when the layer is finalized.
  * `memres replay LOG SPEC` replays such a file. Allocations pass through unchanged
  * (MEMRES_KIND_PASSES_ALLOCATIONS). */
@@ -33,7 +39,9 @@ typedef struct
   FILE *file;
   char *path;
   gboolean flush;
-  gboolean failed; /* a write failed: warned once */
+  gboolean failed;     /* a write failed: warned once */
+  GHashTable *freeing; /* addresses (guint64*, the freeing frame's) whose free is not logged */
+  GCond freed;         /* signalled when one leaves freeing */
 } LogResource;
 
 static const MemresOptionSpec log_options[] = {
@@ -122,6 +130,8 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->path = g_strdup (path);
   self->flush = memres_options_get_bool (options, "flush");
   g_mutex_init (&self->lock);
+  g_cond_init (&self->freed);
+  self->freeing = g_hash_table_new (g_int64_hash, g_int64_equal);
   return TRUE;
 }
 
@@ -133,25 +143,50 @@ log_finalize (MemresResource *mr)
   if (fclose (self->file) != 0)
     g_warning ("log: writing \"%s\": %s", self->path, g_strerror (errno));
   g_free (self->path);
+  g_hash_table_unref (self->freeing);
+  g_cond_clear (&self->freed);
   g_mutex_clear (&self->lock);
 }
 
-static void
-write_line (LogResource *self, const char *action, guint64 address, gsize size, MemresStream stream)
+static int
+format_line (char line[static 160], const char *action, guint64 address, gsize size,
+             MemresStream stream)
 {
-  char line[160];
   gint64 now = g_get_real_time ();
   time_t secs = (time_t) (now / G_USEC_PER_SEC);
   struct tm tm;
-  int n;
 
   localtime_r (&secs, &tm);
-  n = g_snprintf (line, sizeof line,
-                  "%ld,%02d:%02d:%02d.%06d,%s,0x%" G_GINT64_MODIFIER "x,%" G_GSIZE_FORMAT
-                  ",0x%" G_GINT64_MODIFIER "x\n",
-                  (long) syscall (SYS_gettid), tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  (int) (now % G_USEC_PER_SEC), action, address, size, (guint64) (guintptr) stream);
+  return g_snprintf (line, 160,
+                     "%ld,%02d:%02d:%02d.%06d,%s,0x%" G_GINT64_MODIFIER "x,%" G_GSIZE_FORMAT
+                     ",0x%" G_GINT64_MODIFIER "x\n",
+                     (long) syscall (SYS_gettid), tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     (int) (now % G_USEC_PER_SEC), action, address, size,
+                     (guint64) (guintptr) stream);
+}
+
+/* Writes one line. An allocate (@allocated) first waits until no free of its address is
+ * still unlogged; a free's line (@freed) takes its address out of the freeing set in the same
+ * critical section. */
+static void
+write_line (LogResource *self, const char *action, guint64 address, gsize size, MemresStream stream,
+            gboolean allocated, gboolean freed)
+{
+  char line[160];
+  int n = format_line (line, action, address, size, stream);
+
   g_mutex_lock (&self->lock);
+  if (allocated && g_hash_table_contains (self->freeing, &address))
+    {
+      while (g_hash_table_contains (self->freeing, &address))
+        g_cond_wait (&self->freed, &self->lock);
+      n = format_line (line, action, address, size, stream); /* its time after the free's */
+    }
+  if (freed)
+    {
+      g_hash_table_remove (self->freeing, &address);
+      g_cond_broadcast (&self->freed);
+    }
   if ((fwrite (line, 1, (gsize) n, self->file) != (gsize) n
        || (self->flush && fflush (self->file) != 0))
       && !self->failed)
@@ -171,10 +206,10 @@ log_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocat
 
   if (!memres_upstream_allocate (mr, size, stream, alloc, error))
     {
-      write_line (self, "allocate failure", 0, size, stream);
+      write_line (self, "allocate failure", 0, size, stream, FALSE, FALSE);
       return FALSE;
     }
-  write_line (self, "allocate", alloc->address, alloc->size, stream);
+  write_line (self, "allocate", alloc->address, alloc->size, stream, TRUE, FALSE);
   return TRUE;
 }
 
@@ -182,10 +217,20 @@ static gboolean
 log_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   LogResource *self = memres_resource_get_private (mr);
+  guint64 address = alloc->address;
+  gsize size = alloc->size;
+  gboolean ok;
 
-  /* logged before the free: once freed, another thread may get the same address */
-  write_line (self, "free", alloc->address, alloc->size, stream);
-  return memres_upstream_deallocate (mr, alloc, stream, error);
+  /* marked before the free: once freed, another thread may get the same address, and its
+   * allocate line must come after this free's */
+  g_mutex_lock (&self->lock);
+  g_hash_table_add (self->freeing, &address);
+  g_mutex_unlock (&self->lock);
+  ok = memres_upstream_deallocate (mr, alloc, stream, error);
+  /* failed after releasing it (address 0): gone all the same, the core closes the buffer */
+  write_line (self, ok || alloc->address == 0 ? "free" : "free failure", address, size, stream,
+              FALSE, TRUE);
+  return ok;
 }
 
 /* A resize would not be logged. */

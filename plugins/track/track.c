@@ -3,7 +3,8 @@
  * stream, thread, time, and with `backtrace=true` the call stack), lists them with
  * memres_track_foreach_live(), and when it is finalized with allocations still live (an
  * adaptor above it that never gave them back) warns with their count and the largest, then
- * releases them. Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS); the
+ * releases them. A free that fails below it (and releases nothing) keeps the buffer open, and
+ * listed. Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS); the
  * records are kept by address in a hash table under a mutex. Embedded in libmemres for its C
  * API. */
 #include "memres-private.h"
@@ -136,11 +137,30 @@ static gboolean
 track_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   TrackResource *self = memres_resource_get_private (mr);
+  guint64 address = alloc->address;
+  Record *r = NULL;
+  gboolean ok;
 
+  /* Taken out before the free: once freed, another thread may get the same address and its
+   * record must not be the one dropped here. */
   g_mutex_lock (&self->lock);
-  g_hash_table_remove (self->live, &alloc->address);
+  g_hash_table_steal_extended (self->live, &address, NULL, (gpointer *) &r);
   g_mutex_unlock (&self->lock);
-  return memres_upstream_deallocate (mr, alloc, stream, error);
+  ok = memres_upstream_deallocate (mr, alloc, stream, error);
+  if (ok || alloc->address == 0)
+    {
+      /* freed, or failed after releasing it (address 0): the core closes the buffer */
+      g_free (r);
+      return ok;
+    }
+  /* failed, nothing released: the buffer stays open, its address still taken, and listed */
+  if (r != NULL)
+    {
+      g_mutex_lock (&self->lock);
+      g_hash_table_replace (self->live, &r->alloc.address, r);
+      g_mutex_unlock (&self->lock);
+    }
+  return FALSE;
 }
 
 /* Accounting per buffer: a resize would move addresses behind the table. */
