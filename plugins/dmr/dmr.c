@@ -43,12 +43,14 @@ dmr_init (MemresResource *mr, const MemresOptions *options, GError **error)
   if (supported)
     return pool_init (&self->pool, &config, error);
   if (!memres_options_get_bool (options, "sync_fallback"))
-    return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                        "device %d does not support memory pools "
-                        "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0); "
-                        "sync_fallback=true allocates with cuMemAlloc instead",
-                        self->device),
-           FALSE;
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "device %d does not support memory pools "
+                   "(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED is 0); "
+                   "sync_fallback=true allocates with cuMemAlloc instead",
+                   self->device);
+      return FALSE;
+    }
   return dmr_sync_init (self, config.max_size, error);
 }
 

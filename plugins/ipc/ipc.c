@@ -50,12 +50,14 @@ ipc_init (MemresResource *mr, const MemresOptions *options, GError **error)
       || !pool_check_supported (&config, &supported, error))
     return FALSE;
   if (!supported)
-    return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                        "device %d cannot share memory pools between processes: it lacks memory "
-                        "pools or POSIX file descriptor pool handles "
-                        "(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)",
-                        device),
-           FALSE;
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "device %d cannot share memory pools between processes: it lacks memory "
+                   "pools or POSIX file descriptor pool handles "
+                   "(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)",
+                   device);
+      return FALSE;
+    }
   return pool_init (pool, &config, error);
 }
 

@@ -67,10 +67,12 @@ managed_none_init (Managed *self, const MemresOptions *options, const CUmemLocat
   if (self->drv->cuMemAllocManaged == NULL || self->drv->cuCtxPushCurrent == NULL
       || self->drv->cuCtxPopCurrent == NULL
       || (location->type != CU_MEM_LOCATION_TYPE_NONE && self->drv->cuMemAdvise == NULL))
-    return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                                "managed: the CUDA driver lacks cuMemAllocManaged or the "
-                                "CUmemLocation form of cuMemAdvise (CUDA 12.2)"),
-           FALSE;
+    {
+      g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                           "managed: the CUDA driver lacks cuMemAllocManaged or the "
+                           "CUmemLocation form of cuMemAdvise (CUDA 12.2)");
+      return FALSE;
+    }
   self->attach
       = memres_options_get_int (options, "attach") == 1 ? CU_MEM_ATTACH_HOST : CU_MEM_ATTACH_GLOBAL;
   self->preferred = *location;

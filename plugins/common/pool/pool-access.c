@@ -51,10 +51,12 @@ check_peer (PoolRecord *pool, gint device, GError **error)
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuDeviceCanAccessPeer");
   if (!can)
-    return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                        "device %d cannot access the memory of device %d (no peer access)", device,
-                        pool->location.id),
-           FALSE;
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "device %d cannot access the memory of device %d (no peer access)", device,
+                   pool->location.id);
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -102,20 +104,24 @@ pool_grant_access (PoolRecord *pool, const MemresAccessDesc *descs, guint n_desc
       if (!memres_cuda_check_device (device, error))
         return FALSE;
       if (!access_is_valid (descs[i].access))
-        return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                            "invalid access %d for device %d (valid: none 0, read 1, "
-                            "readwrite 3)",
-                            (int) descs[i].access, device),
-               FALSE;
+        {
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "invalid access %d for device %d (valid: none 0, read 1, "
+                       "readwrite 3)",
+                       (int) descs[i].access, device);
+          return FALSE;
+        }
       if (is_owner (pool, device))
         continue;
       for (guint j = 0; j < n_seen; j++)
         if (seen[j].device == device)
           {
             if (seen[j].access != descs[i].access)
-              return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                                  "device %d is given two different accesses", device),
-                     FALSE;
+              {
+                g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                             "device %d is given two different accesses", device);
+                return FALSE;
+              }
             dup = TRUE;
           }
       if (dup)

@@ -89,9 +89,9 @@ pool_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error
   if (fd < 0)
     {
       int saved = errno;
-      return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                          "duplicating the pool's file descriptor: %s", g_strerror (saved)),
-             FALSE;
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "duplicating the pool's file descriptor: %s", g_strerror (saved));
+      return FALSE;
     }
 
   *handle = memres_ipc_handle_new (memres_resource_get_kind_name (mr), fd, pool->pool_id,
@@ -164,9 +164,9 @@ pool_init_import (PoolRecord *pool, const MemresIpcHandle *handle, const CUmemLo
   if (fd < 0)
     {
       int saved = errno;
-      return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                          "duplicating the handle's file descriptor: %s", g_strerror (saved)),
-             FALSE;
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "duplicating the handle's file descriptor: %s", g_strerror (saved));
+      return FALSE;
     }
   r = drv->cuMemPoolImportFromShareableHandle (&imported, (void *) (gintptr) fd,
                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
@@ -256,14 +256,16 @@ query_import (PoolRecord *pool, CUdeviceptr ptr, size_t *extent, GError **error)
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuPointerGetAttributes");
   if (want_device ? type != CU_MEMORYTYPE_DEVICE : type != CU_MEMORYTYPE_HOST)
-    return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                        "the imported pool's memory is %s memory, but its handle named a kind "
-                        "of %s memory (a handle relabelled with another kind's name?)",
-                        type == CU_MEMORYTYPE_DEVICE ? "device"
-                        : type == CU_MEMORYTYPE_HOST ? "host"
-                                                     : "unknown",
-                        want_device ? "device" : "host"),
-           FALSE;
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "the imported pool's memory is %s memory, but its handle named a kind "
+                   "of %s memory (a handle relabelled with another kind's name?)",
+                   type == CU_MEMORYTYPE_DEVICE ? "device"
+                   : type == CU_MEMORYTYPE_HOST ? "host"
+                                                : "unknown",
+                   want_device ? "device" : "host");
+      return FALSE;
+    }
   return TRUE;
 }
 
@@ -302,10 +304,12 @@ pool_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresStre
   CUresult r;
 
   if (!pool->imported)
-    return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                                "only a pool imported with memres_resource_import_handle() "
-                                "imports buffers: the exporter uses its buffers directly"),
-           FALSE;
+    {
+      g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                           "only a pool imported with memres_resource_import_handle() "
+                           "imports buffers: the exporter uses its buffers directly");
+      return FALSE;
+    }
 
   memcpy (data.reserved, in->export_data, sizeof data.reserved);
   CALL_WITH_CONTEXT (r, pool, error, pool->drv->cuMemPoolImportPointer (&ptr, pool->handle, &data));

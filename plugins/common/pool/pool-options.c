@@ -140,14 +140,18 @@ pool_config_set_options (PoolConfig *config, const MemresOptions *options, PoolO
         {
           config->max_size = memres_options_get_size (options, name);
           if (!config->create)
-            return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                                        "max_size applies to new pools only: add pool=new"),
-                   FALSE;
+            {
+              g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                                   "max_size applies to new pools only: add pool=new");
+              return FALSE;
+            }
           if (config->max_size == 0)
-            return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                                        "max_size must be at least 1 byte (leave it unset for "
-                                        "the driver's default)"),
-                   FALSE;
+            {
+              g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                                   "max_size must be at least 1 byte (leave it unset for "
+                                   "the driver's default)");
+              return FALSE;
+            }
         }
       else if (set == POOL_OPTION_RELEASE_THRESHOLD)
         {

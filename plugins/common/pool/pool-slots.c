@@ -172,16 +172,19 @@ allocate_checked (MemresResource *mr, PoolRecord *pool, gsize size, MemresStream
   gboolean ok;
 
   if (size > pool->size_limit)
-    return g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                        "cannot allocate %" G_GSIZE_FORMAT " bytes: %s is %" G_GUINT64_FORMAT
-                        " bytes",
-                        size, pool->size_limit_what, pool->size_limit),
-           FALSE;
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "cannot allocate %" G_GSIZE_FORMAT " bytes: %s is %" G_GUINT64_FORMAT " bytes",
+                   size, pool->size_limit_what, pool->size_limit);
+      return FALSE;
+    }
   if (pool->imported)
-    return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                                "a pool imported from another process cannot allocate: allocate "
-                                "in the exporting process and import the buffer"),
-           FALSE;
+    {
+      g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                           "a pool imported from another process cannot allocate: allocate "
+                           "in the exporting process and import the buffer");
+      return FALSE;
+    }
   if (pool->counted && (used = count_charge (pool, size, error)) == 0)
     return FALSE;
   if (pool->other != NULL)

@@ -346,11 +346,13 @@ get_current_pool (const MemresCudaDriver *drv, const PoolConfig *config, CUmemor
       || config->alloc_type == CU_MEM_ALLOCATION_TYPE_MANAGED)
     {
       if (drv->cuMemGetMemPool == NULL)
-        return g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                                    "the CUDA driver has no cuMemGetMemPool (CUDA 13 or newer "
-                                    "is needed for the current pool of a host location or of "
-                                    "managed memory)"),
-               FALSE;
+        {
+          g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                               "the CUDA driver has no cuMemGetMemPool (CUDA 13 or newer "
+                               "is needed for the current pool of a host location or of "
+                               "managed memory)");
+          return FALSE;
+        }
       r = drv->cuMemGetMemPool (handle, &location, config->alloc_type);
       if (r != CUDA_SUCCESS)
         return memres_cuda_set_error (error, r, "cuMemGetMemPool");
