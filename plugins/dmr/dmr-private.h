@@ -13,7 +13,6 @@ typedef struct
   gint device;
   /* sync_fallback=true on a device without memory pools (dmr-sync.c) */
   const MemresCudaDriver *drv;
-  CUcontext context; /* the device's primary context, held by the core */
 } Dmr;
 
 /* Makes @self (device set) an instance of the fallback, with a cap of @max_size live bytes (0:

@@ -11,17 +11,14 @@ none_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloca
 {
   Managed *self = memres_resource_get_private (mr);
   CUdeviceptr ptr = 0;
-  CUcontext ctx;
+  gboolean pushed;
   CUresult r;
 
   /* cuMemAllocManaged acts on the current context: the device's primary one, for the call */
-  if (!memres_cuda_get_primary_context (self->device, &ctx, error))
+  if (!memres_cuda_push_context (self->device, &pushed, error))
     return FALSE;
-  r = self->drv->cuCtxPushCurrent (ctx);
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
   r = self->drv->cuMemAllocManaged (&ptr, size, self->attach);
-  (void) self->drv->cuCtxPopCurrent (&ctx);
+  memres_cuda_pop_context (pushed);
   if (r != CUDA_SUCCESS)
     return pool_set_alloc_error (error, r, "cuMemAllocManaged", size);
   if (self->preferred.type != CU_MEM_LOCATION_TYPE_NONE)
