@@ -1114,7 +1114,10 @@ test_peer_unsupported (void)
   mt_counts_snapshot (&base);
   mr = mt_new_ok ("dmr:pool=new");
   g_assert_false (memres_resource_set_access (mr, grant, 1, &error));
+  /* the SDK's check (memres_cuda_check_peer_access()), naming both devices */
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_cmpstr (error->message, ==,
+                   "device 1 cannot access the memory of device 0 (cuDeviceCanAccessPeer)");
   g_clear_error (&error);
   assert_access (mr, 1, MEMRES_ACCESS_NONE);
   memres_resource_unref (mr);

@@ -33,33 +33,6 @@ is_owner (PoolRecord *pool, gint device)
   return pool->location.type == CU_MEM_LOCATION_TYPE_DEVICE && pool->location.id == device;
 }
 
-static gboolean
-check_peer (PoolRecord *pool, gint device, GError **error)
-{
-  CUdevice dev, owner;
-  int can = 0;
-  CUresult r;
-
-  if (pool->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-    return TRUE; /* host memory: every device may be granted access */
-  r = pool->drv->cuDeviceGet (&dev, device);
-  if (r == CUDA_SUCCESS)
-    r = pool->drv->cuDeviceGet (&owner, pool->location.id);
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuDeviceGet");
-  r = pool->drv->cuDeviceCanAccessPeer (&can, dev, owner);
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuDeviceCanAccessPeer");
-  if (!can)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "device %d cannot access the memory of device %d (no peer access)", device,
-                   pool->location.id);
-      return FALSE;
-    }
-  return TRUE;
-}
-
 /**
  * pool_grant_access:
  * @pool: a pool
@@ -73,9 +46,10 @@ check_peer (PoolRecord *pool, gint device, GError **error)
  * device already has it no cuMemPoolSetAccess is made at all. Every entry is checked
  * before the call: the device exists (memres_cuda_check_device()), the access is a
  * #MemresAccess value, a device named twice gets the same access both times, and a device
- * being granted access to a device pool can reach the owner (cuDeviceCanAccessPeer). The
- * owner's own entry is ignored: it always has read-write access. Nothing changes when a check
- * fails. Thread-safe (calls are serialized).
+ * being granted access to a device pool can reach the owner (memres_cuda_check_peer_access():
+ * cuDeviceCanAccessPeer; every device may be granted access to host memory). The owner's own
+ * entry is ignored: it always has read-write access. Nothing changes when a check fails.
+ * Thread-safe (calls are serialized).
  *
  * Returns: %TRUE on success; %FALSE with @error set: %MEMRES_ERROR_NO_DEVICE (no such device),
  *   %MEMRES_ERROR_INVALID_ARGUMENT (bad access value, conflicting duplicates),
@@ -127,7 +101,9 @@ pool_grant_access (PoolRecord *pool, const MemresAccessDesc *descs, guint n_desc
       if (dup)
         continue;
       seen[n_seen++] = descs[i];
-      if (descs[i].access != MEMRES_ACCESS_NONE && !check_peer (pool, device, error))
+      if (descs[i].access != MEMRES_ACCESS_NONE
+          && pool->location.type == CU_MEM_LOCATION_TYPE_DEVICE
+          && !memres_cuda_check_peer_access (pool->location.id, device, error))
         return FALSE;
       /* An access the device already has is left out of the call: each cuMemPoolSetAccess
        * remaps every mapping of the pool, and granting again what is granted must cost
