@@ -13,17 +13,6 @@ typedef enum
   MANAGED_PREFER_HOST_NUMA,
 } ManagedPreference;
 
-static gboolean
-get_attribute (const MemresCudaDriver *drv, CUdevice dev, CUdevice_attribute attr, int *value,
-               GError **error)
-{
-  CUresult r = drv->cuDeviceGetAttribute (value, attr, dev);
-
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuDeviceGetAttribute");
-  return TRUE;
-}
-
 gboolean
 managed_get_device (const MemresCudaDriver *drv, gint device, ManagedDevice *info, GError **error)
 {
@@ -36,11 +25,12 @@ managed_get_device (const MemresCudaDriver *drv, gint device, ManagedDevice *inf
   if (drv->cuDeviceGetName == NULL
       || drv->cuDeviceGetName (info->name, sizeof info->name, dev) != CUDA_SUCCESS)
     g_strlcpy (info->name, "unknown", sizeof info->name);
-  return get_attribute (drv, dev, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, &info->managed_memory, error)
-         && get_attribute (drv, dev, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
-                           &info->concurrent, error)
-         && get_attribute (drv, dev, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, &info->pools,
-                           error);
+  return memres_cuda_get_device_attribute (device, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY,
+                                           &info->managed_memory, error)
+         && memres_cuda_get_device_attribute (device, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+                                              &info->concurrent, error)
+         && memres_cuda_get_device_attribute (device, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                                              &info->pools, error);
 }
 
 gboolean
@@ -92,8 +82,8 @@ managed_warn_not_concurrent (gint device, const ManagedDevice *info)
 
 /* The preferred location the options name. */
 gboolean
-managed_resolve_location (const MemresCudaDriver *drv, const MemresOptions *options, gint device,
-                          CUmemLocation *location, GError **error)
+managed_resolve_location (const MemresOptions *options, gint device, CUmemLocation *location,
+                          GError **error)
 {
   ManagedPreference pref
       = (ManagedPreference) memres_options_get_int (options, "preferred_location");
@@ -120,13 +110,10 @@ managed_resolve_location (const MemresCudaDriver *drv, const MemresOptions *opti
         location->id = (gint) memres_options_get_int (options, "numa_id");
       else
         {
-          CUdevice dev;
-          CUresult r = drv->cuDeviceGet (&dev, device);
           int numa = -1;
 
-          if (r != CUDA_SUCCESS)
-            return memres_cuda_set_error (error, r, "cuDeviceGet");
-          if (!get_attribute (drv, dev, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, &numa, error))
+          if (!memres_cuda_get_device_attribute (device, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, &numa,
+                                                 error))
             return FALSE;
           if (numa < 0)
             {

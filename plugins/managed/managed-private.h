@@ -52,8 +52,8 @@ gboolean managed_not_supported (GError **error, gint device, const ManagedDevice
 gboolean managed_check_pools (const MemresCudaDriver *drv, gint device, const ManagedDevice *info,
                               GError **error);
 void managed_warn_not_concurrent (gint device, const ManagedDevice *info);
-gboolean managed_resolve_location (const MemresCudaDriver *drv, const MemresOptions *options,
-                                   gint device, CUmemLocation *location, GError **error);
+gboolean managed_resolve_location (const MemresOptions *options, gint device,
+                                   CUmemLocation *location, GError **error);
 
 /* managed-none.c: makes @self (device and drv set) a pool=none instance attaching as the attach
  * option says and advising @location (pool_use_other()); warns once where @info has no

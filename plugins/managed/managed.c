@@ -85,7 +85,7 @@ managed_init (MemresResource *mr, const MemresOptions *options, GError **error)
   if (!info.managed_memory)
     return managed_not_supported (error, self->device, &info, "cannot allocate managed memory",
                                   "CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY", "");
-  if (!managed_resolve_location (self->drv, options, self->device, &location, error))
+  if (!managed_resolve_location (options, self->device, &location, error))
     return FALSE;
 
   if (mode != MANAGED_POOL_NONE

@@ -203,25 +203,25 @@ pinned_config_init (PinnedConfig *config, const MemresOptions *options, GError *
   return read_devices (config, options, error);
 }
 
-/* Reads a device attribute. A driver older than the attribute answers CUDA_ERROR_INVALID_VALUE:
- * that reads as @unknown. */
+/* Reads a device attribute (memres_cuda_get_device_attribute()). A driver older than the
+ * attribute answers CUDA_ERROR_INVALID_VALUE: that reads as @unknown. Another error names the
+ * attribute (@what). */
 static gboolean
-get_attribute (const MemresCudaDriver *drv, CUdevice dev, CUdevice_attribute attr, int unknown,
-               int *value, const char *what, GError **error)
+get_attribute (gint device, CUdevice_attribute attr, int unknown, int *value, const char *what,
+               GError **error)
 {
-  CUresult res = drv->cuDeviceGetAttribute (value, attr, dev);
+  GError *local = NULL;
 
-  if (res == CUDA_ERROR_INVALID_VALUE)
+  if (memres_cuda_get_device_attribute (device, attr, value, &local))
+    return TRUE;
+  if (g_error_matches (local, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_VALUE))
     {
+      g_error_free (local);
       *value = unknown;
       return TRUE;
     }
-  if (res != CUDA_SUCCESS)
-    {
-      g_autofree char *call = g_strdup_printf ("cuDeviceGetAttribute(%s)", what);
-      return memres_cuda_set_error (error, res, call);
-    }
-  return TRUE;
+  g_propagate_prefixed_error (error, local, "pinned: device attribute %s: ", what);
+  return FALSE;
 }
 
 /* Pool mode cannot be done: fall back when asked to, otherwise name the mode that works. */
@@ -277,19 +277,14 @@ check_shareable (PinnedConfig *config, GError **error)
 }
 
 static gboolean
-resolve_pool (PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
+resolve_pool (PinnedConfig *config, GError **error)
 {
   g_autofree char *reason = NULL;
   int host_pools = 0, numa_pools = 0, closest = -1;
-  CUdevice dev;
-  CUresult res;
 
-  res = drv->cuDeviceGet (&dev, config->device);
-  if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, res, "cuDeviceGet");
-  if (!get_attribute (drv, dev, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0, &host_pools,
-                      "HOST_MEMORY_POOLS_SUPPORTED", error)
-      || !get_attribute (drv, dev, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0,
+  if (!get_attribute (config->device, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0,
+                      &host_pools, "HOST_MEMORY_POOLS_SUPPORTED", error)
+      || !get_attribute (config->device, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0,
                          &numa_pools, "HOST_NUMA_MEMORY_POOLS_SUPPORTED", error))
     return FALSE;
 
@@ -307,8 +302,8 @@ resolve_pool (PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
     }
 
   if (numa_pools
-      && !get_attribute (drv, dev, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1, &closest, "HOST_NUMA_ID",
-                         error))
+      && !get_attribute (config->device, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1, &closest,
+                         "HOST_NUMA_ID", error))
     return FALSE;
   if (numa_pools && closest >= 0)
     {
@@ -352,16 +347,15 @@ resolve_pool (PinnedConfig *config, const MemresCudaDriver *drv, GError **error)
  *
  * Errors: %MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE (from memres_cuda_check_device() for
  * `device` and every entry of `devices`), %MEMRES_ERROR_NOT_SUPPORTED, %MEMRES_CUDA_ERROR of
- * cuDeviceGet or cuDeviceGetAttribute. Driver calls: cuDeviceGet, cuDeviceGetAttribute.
+ * cuDeviceGet or cuDeviceGetAttribute (prefixed with the attribute's name). Driver calls:
+ * cuDeviceGet, cuDeviceGetAttribute (memres_cuda_get_device_attribute()).
  *
  * Returns: %TRUE on success; %FALSE with @error set otherwise.
  */
 gboolean
 pinned_config_resolve (PinnedConfig *config, GError **error)
 {
-  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
-
-  if (drv == NULL || !memres_cuda_check_device (config->device, error))
+  if (memres_cuda_get_driver (error) == NULL || !memres_cuda_check_device (config->device, error))
     return FALSE;
   for (gsize i = 0; i < config->n_devices; i++)
     if (config->devices[i] != config->device
@@ -369,7 +363,7 @@ pinned_config_resolve (PinnedConfig *config, GError **error)
       return FALSE;
   if (config->mode == PINNED_MODE_LEGACY)
     return TRUE;
-  return resolve_pool (config, drv, error);
+  return resolve_pool (config, error);
 }
 
 /**

@@ -57,24 +57,18 @@ pool_config_init_host (PoolConfig *config, CUmemLocationType type, gint numa_id,
  * `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` (device locations),
  * `CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED` (HOST) or
  * `CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED` (HOST_NUMA), and for a shareable
- * handle type `CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES`. The device must exist:
- * check it first with memres_cuda_check_device(). Driver calls: cuDeviceGet,
- * cuDeviceGetAttribute.
+ * handle type `CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES`, each read with
+ * memres_cuda_get_device_attribute() (cuDeviceGet, cuDeviceGetAttribute).
  *
  * Returns: %TRUE when the question was answered (@supported is set); %FALSE with
- *   %MEMRES_ERROR_NO_DRIVER or a %MEMRES_CUDA_ERROR otherwise.
+ *   %MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE or a %MEMRES_CUDA_ERROR otherwise.
  */
 gboolean
 pool_check_supported (const PoolConfig *config, gboolean *supported, GError **error)
 {
-  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
-  CUdevice dev;
   CUdevice_attribute attr;
-  CUresult r;
   int value = 0;
 
-  if (drv == NULL)
-    return FALSE;
   *supported = FALSE;
 
   switch (config->location.type)
@@ -90,21 +84,16 @@ pool_check_supported (const PoolConfig *config, gboolean *supported, GError **er
       break;
     }
 
-  r = drv->cuDeviceGet (&dev, config->device);
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuDeviceGet");
-  r = drv->cuDeviceGetAttribute (&value, attr, dev);
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuDeviceGetAttribute");
+  if (!memres_cuda_get_device_attribute (config->device, attr, &value, error))
+    return FALSE;
   if (value == 0)
     return TRUE;
 
   if (config->handle_type != CU_MEM_HANDLE_TYPE_NONE)
     {
-      r = drv->cuDeviceGetAttribute (&value, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES,
-                                     dev);
-      if (r != CUDA_SUCCESS)
-        return memres_cuda_set_error (error, r, "cuDeviceGetAttribute");
+      if (!memres_cuda_get_device_attribute (
+              config->device, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, &value, error))
+        return FALSE;
       if (((guint) value & (guint) config->handle_type) != (guint) config->handle_type)
         return TRUE;
     }
