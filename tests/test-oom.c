@@ -12,19 +12,20 @@ typedef struct
   const char *spec;
   const char *entry; /* the driver call of the allocation */
   gboolean capture;  /* allocates inside a stream capture (graph) */
+  gboolean sized;    /* a pool kind: the message starts with the size asked for */
 } Case;
 
 static const Case cases[] = {
-  { "dmr", "cuMemAllocFromPoolAsync", FALSE },
-  { "ipc", "cuMemAllocFromPoolAsync", FALSE },
-  { "pinned", "cuMemAllocFromPoolAsync", FALSE },
-  { "pinned:mode=legacy", "cuMemHostAlloc", FALSE },
-  { "managed:pool=none", "cuMemAllocManaged", FALSE },
-  { "vmm", "cuMemCreate", FALSE },
-  { "graph", "cuMemAllocAsync", TRUE },
+  { "dmr", "cuMemAllocFromPoolAsync", FALSE, TRUE },
+  { "ipc", "cuMemAllocFromPoolAsync", FALSE, TRUE },
+  { "pinned", "cuMemAllocFromPoolAsync", FALSE, TRUE },
+  { "pinned:mode=legacy", "cuMemHostAlloc", FALSE, TRUE },
+  { "managed:pool=none", "cuMemAllocManaged", FALSE, TRUE },
+  { "vmm", "cuMemCreate", FALSE, FALSE },
+  { "graph", "cuMemAllocAsync", TRUE, FALSE },
   /* through adaptors, untouched */
-  { "stats>limit:max=1GiB>vmm", "cuMemCreate", FALSE },
-  { "track>pinned:mode=legacy", "cuMemHostAlloc", FALSE },
+  { "stats>limit:max=1GiB>vmm", "cuMemCreate", FALSE, FALSE },
+  { "track>pinned:mode=legacy", "cuMemHostAlloc", FALSE, TRUE },
 };
 
 /* One allocation of @c with its driver call failing with @code; returns the error. */
@@ -77,6 +78,8 @@ test_out_of_memory (gconstpointer data)
   g_test_message ("%s: %s", c->spec, error->message);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
   g_assert_nonnull (strstr (error->message, expected));
+  if (c->sized)
+    g_assert_true (g_str_has_prefix (error->message, "cannot allocate 1048576 bytes: "));
   g_assert_true (mt_error_is_cuda (error, CUDA_ERROR_OUT_OF_MEMORY));
   mt_assert_fake_counts_equal (&base);
 }

@@ -107,30 +107,20 @@ pool_check_supported (const PoolConfig *config, gboolean *supported, GError **er
  * @error: return location for a #GError
  * @result: the failed driver call's result
  * @call: the driver call's name
- * @size: the bytes asked for, or 0 when the call allocates no buffer (pool creation)
+ * @size: the bytes asked for
  *
- * Sets @error for a failed allocation: `CUDA_ERROR_OUT_OF_MEMORY` becomes
- * %MEMRES_ERROR_OUT_OF_MEMORY with the driver's message (and the size when not 0); any other
- * result a %MEMRES_CUDA_ERROR.
+ * Sets @error for a failed allocation of a buffer: memres_cuda_set_error() (which makes
+ * `CUDA_ERROR_OUT_OF_MEMORY` a %MEMRES_ERROR_OUT_OF_MEMORY), the message of an out-of-memory
+ * prefixed with the size ("cannot allocate @size bytes: ").
  *
  * Returns: %FALSE
  */
 gboolean
 pool_set_alloc_error (GError **error, CUresult result, const char *call, gsize size)
 {
-  GError *cuda_error = NULL;
-
-  if (result != CUDA_ERROR_OUT_OF_MEMORY)
-    return memres_cuda_set_error (error, result, call);
-
-  memres_cuda_set_error (&cuda_error, result, call);
-  if (size > 0)
-    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                 "cannot allocate %" G_GSIZE_FORMAT " bytes: %s", size, cuda_error->message);
-  else
-    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "out of memory: %s",
-                 cuda_error->message);
-  g_error_free (cuda_error);
+  memres_cuda_set_error (error, result, call);
+  if (result == CUDA_ERROR_OUT_OF_MEMORY)
+    g_prefix_error (error, "cannot allocate %" G_GSIZE_FORMAT " bytes: ", size);
   return FALSE;
 }
 
@@ -439,7 +429,7 @@ pool_init (PoolRecord *pool, const PoolConfig *config, GError **error)
       props.maxSize = (size_t) MIN (config->max_size, (guint64) G_MAXSIZE);
       r = drv->cuMemPoolCreate (&handle, &props);
       if (r != CUDA_SUCCESS)
-        return pool_set_alloc_error (error, r, "cuMemPoolCreate", 0);
+        return memres_cuda_set_error (error, r, "cuMemPoolCreate");
     }
   else if (!get_current_pool (drv, config, &handle, error))
     return FALSE;
