@@ -195,22 +195,18 @@ allocate (gsize size, int device, MemresStream stream, GError **error)
 }
 
 /* Makes @stream wait for the work queued so far on each of @recorded: an event recorded on each,
- * waited for on @stream, in @device's primary context. Where that fails, the recorded stream is
- * synchronized instead. */
+ * waited for on @stream, in @device's primary context (memres_cuda_push_context()). Where that
+ * fails, the recorded stream is waited for instead (memres_cuda_stream_synchronize()). */
 static void
 wait_for_recorded (int device, MemresStream stream, GArray *recorded)
 {
   g_autoptr (GError) error = NULL;
   const MemresCudaDriver *drv = memres_cuda_get_driver (&error);
-  CUcontext ctx = NULL;
-  gboolean pushed;
+  gboolean pushed = FALSE;
+  gboolean in_context = drv != NULL && memres_cuda_push_context (device, &pushed, &error);
 
-  if (drv == NULL || !memres_cuda_get_primary_context (device, &ctx, &error))
-    {
-      log_once (&close_failure_logged, "ordering a free after recorded streams", error);
-      return;
-    }
-  pushed = drv->cuCtxPushCurrent (ctx) == CUDA_SUCCESS;
+  if (!in_context)
+    log_once (&close_failure_logged, "ordering a free after recorded streams", error);
   for (guint i = 0; i < recorded->len; i++)
     {
       MemresStream s = g_array_index (recorded, MemresStream, i);
@@ -218,15 +214,14 @@ wait_for_recorded (int device, MemresStream stream, GArray *recorded)
 
       if (s == stream)
         continue;
-      if (drv->cuEventCreate (&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS
+      if (!in_context || drv->cuEventCreate (&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS
           || drv->cuEventRecord (ev, (CUstream) s) != CUDA_SUCCESS
           || drv->cuStreamWaitEvent ((CUstream) stream, ev, 0) != CUDA_SUCCESS)
-        drv->cuStreamSynchronize ((CUstream) s);
+        (void) memres_cuda_stream_synchronize (device, s, NULL);
       if (ev != NULL)
         drv->cuEventDestroy (ev);
     }
-  if (pushed)
-    drv->cuCtxPopCurrent (&ctx);
+  memres_cuda_pop_context (pushed);
 }
 
 /* Frees what allocate() returned at @ptr, ordered on @stream. */

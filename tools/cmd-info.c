@@ -25,12 +25,14 @@ typedef struct
   int managed_pools; /* managed memory pools: CUDA 13, memory pools, concurrent access */
 } DeviceInfo;
 
+/* An attribute of device @ordinal (memres_cuda_get_device_attribute()), -1 where it cannot be
+ * read. */
 static int
-attribute (const MemresCudaDriver *drv, CUdevice dev, CUdevice_attribute attr)
+attribute (int ordinal, CUdevice_attribute attr)
 {
   int value = -1;
 
-  if (drv->cuDeviceGetAttribute (&value, attr, dev) != CUDA_SUCCESS)
+  if (!memres_cuda_get_device_attribute (ordinal, attr, &value, NULL))
     return -1;
   return value;
 }
@@ -52,15 +54,15 @@ query_device (const MemresCudaDriver *drv, int ordinal, DeviceInfo *info, GError
   if (drv->cuDeviceTotalMem == NULL
       || drv->cuDeviceTotalMem (&info->total_memory, dev) != CUDA_SUCCESS)
     info->total_memory = 0;
-  info->cc_major = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-  info->cc_minor = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
-  info->pools = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
-  info->vmm = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
-  info->ipc_types = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES);
-  info->host_pools = attribute (drv, dev, ATTR_HOST_MEMORY_POOLS_SUPPORTED);
-  info->host_numa_pools = attribute (drv, dev, ATTR_HOST_NUMA_MEMORY_POOLS_SUPPORTED);
-  info->managed = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
-  info->concurrent = attribute (drv, dev, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+  info->cc_major = attribute (ordinal, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  info->cc_minor = attribute (ordinal, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info->pools = attribute (ordinal, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED);
+  info->vmm = attribute (ordinal, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+  info->ipc_types = attribute (ordinal, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES);
+  info->host_pools = attribute (ordinal, ATTR_HOST_MEMORY_POOLS_SUPPORTED);
+  info->host_numa_pools = attribute (ordinal, ATTR_HOST_NUMA_MEMORY_POOLS_SUPPORTED);
+  info->managed = attribute (ordinal, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY);
+  info->concurrent = attribute (ordinal, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
   /* what the managed kind's pools need (plugins/managed/managed.c) */
   if (drv->driver_version < 13000 || drv->cuMemGetMemPool == NULL || info->pools == 0
       || info->managed == 0 || info->concurrent == 0)
