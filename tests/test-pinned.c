@@ -571,6 +571,32 @@ test_pool_no_numa_pools (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* A device attribute that cannot be read fails creation with the driver's error, prefixed with
+ * the attribute's name; CUDA_ERROR_INVALID_VALUE (a driver older than the attribute) reads as
+ * "not supported" instead. */
+static void
+test_pool_attribute_errors (void)
+{
+  FakeCudaCounts base;
+
+  if (!mt_require_devices (1))
+    return;
+  if (!mt_require_fake ("fails cuDeviceGetAttribute"))
+    return;
+  memres_resource_unref (mt_new_ok ("pinned")); /* the driver and the plugin loaded */
+  mt_counts_snapshot (&base);
+  mt_fake_fail_call ("cuDeviceGetAttribute", 1, CUDA_ERROR_NOT_PERMITTED);
+  mt_new_fails ("pinned", MEMRES_CUDA_ERROR, CUDA_ERROR_NOT_PERMITTED,
+                "pinned: device attribute HOST_MEMORY_POOLS_SUPPORTED: cuDeviceGetAttribute");
+  mt_fake_reset_faults ();
+  /* the second read is HOST_NUMA_MEMORY_POOLS_SUPPORTED: unknown, so a named node is refused */
+  mt_fake_fail_call ("cuDeviceGetAttribute", 2, CUDA_ERROR_INVALID_VALUE);
+  mt_new_fails ("pinned:numa_id=0", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                "has no host NUMA memory pools");
+  mt_fake_reset_faults ();
+  mt_assert_fake_counts_equal (&base);
+}
+
 static void
 check_zero_size (const char *spec)
 {
@@ -1202,6 +1228,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pinned/pool/numa-node", test_pool_numa_node);
   g_test_add_func ("/pinned/pool/unsupported", test_pool_unsupported);
   g_test_add_func ("/pinned/pool/no-numa-pools", test_pool_no_numa_pools);
+  g_test_add_func ("/pinned/pool/attribute-errors", test_pool_attribute_errors);
   g_test_add_func ("/pinned/ipc/same-process", test_ipc_same_process);
   g_test_add_func ("/pinned/ipc/not-shareable", test_ipc_not_shareable);
   g_test_add_func ("/pinned/ipc/unsupported", test_ipc_unsupported);
