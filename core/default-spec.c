@@ -79,7 +79,6 @@ memres_resource_get_default_spec (gint device, char **host_reason, GError **erro
  * those of memres_resource_new() for the chosen spec.
  *
  * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
-
  *
  * Since: 1.0
  */

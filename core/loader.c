@@ -177,7 +177,6 @@ load_plugin (const char *name, const char *path, GError **error)
  * %MEMRES_PLUGIN_ERROR_NAME_MISMATCH, %MEMRES_PLUGIN_ERROR_INIT_FAILED.
  *
  * Returns: (transfer full) (nullable): a new reference to the kind, or %NULL with @error set
-
  *
  * Since: 1.0
  */
@@ -308,7 +307,6 @@ load_directory (const char *dir, GHashTable *seen, GHashTable *failures)
  *
  * Returns: (transfer full) (element-type MemresKind): new references to every kind, sorted by
  *   name; free with g_ptr_array_unref()
-
  *
  * Since: 1.0
  */
@@ -383,7 +381,6 @@ memres_registry_list_kinds_full (GHashTable **failures, GError **error)
  * registered first).
  *
  * Returns: %TRUE on success
-
  *
  * Since: 1.0
  */

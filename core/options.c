@@ -418,7 +418,6 @@ memres_options_get_int_list (const MemresOptions *options, const char *name, gsi
  * @type: a #MemresOptionType
  *
  * Returns: (transfer none): "bool", "int", "size", "enum", "string", "int-list" or "unknown"
-
  *
  * Since: 1.0
  */

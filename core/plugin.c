@@ -277,7 +277,6 @@ _memres_plugin_load_embedded (const MemresPluginDesc *desc, GError **error)
  * fails with that error); %MEMRES_ERROR_FAILED when called outside init.
  *
  * Returns: %TRUE on success
-
  *
  * Since: 1.0
  */
@@ -317,7 +316,6 @@ memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info, G
  * @plugin: a #MemresPlugin
  *
  * Returns: (transfer none): the plugin's name (the `<name>` of `libmemres-<name>.so`)
-
  *
  * Since: 1.0
  */

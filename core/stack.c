@@ -306,7 +306,6 @@ out:
  * init sets (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...).
  *
  * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
-
  *
  * Since: 1.0
  */

@@ -89,7 +89,6 @@ attach_import_state (MemresResource *mr, const MemresIpcHandle *handle)
  * or the resource cannot export (an imported pool); %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): a new handle, or %NULL with @error set
-
  *
  * Since: 1.0
  */
@@ -171,7 +170,6 @@ lookup_imported_pool (const MemresIpcHandle *handle, GError **error)
  * %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): the imported resource, or %NULL with @error set
-
  *
  * Since: 1.0
  */
