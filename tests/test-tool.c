@@ -1267,6 +1267,54 @@ test_alloc_close_fails (void)
   }
 }
 
+/* User input in a spec (here a log path with a terminal escape) is escaped in every line of the
+ * text output that shows it, as in error messages; the JSON output keeps it (JSON-escaped). */
+static void
+test_alloc_escapes_specs (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-escape-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "x\x1b[2Jx.csv", NULL);
+  g_autofree char *spec = g_strdup_printf ("log:path=%s>host", log);
+  g_autofree char *layer
+      = g_strdup_printf ("log:path=%s/x\\x1b[2Jx.csv,append=false,flush=false", dir);
+  g_autofree char *want_resource = g_strdup_printf ("resource  %s>host:alignment=256\n", layer);
+  g_autofree char *want_layer = g_strdup_printf ("\nlayers    1  %s\n", layer);
+  g_autofree char *want_json = g_strdup_printf (
+      "\"spec\": \"log:path=%s/x\\u001b[2Jx.csv,append=false,flush=false\",", dir);
+  g_autofree char *csv = g_build_filename (dir, "run.csv", NULL);
+  g_autofree char *want_against = g_strdup_printf ("\nagainst   %s>host:alignment=256\n", layer);
+  Run r = { 0 };
+
+  run_tool (&r, "alloc", spec, "1", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_null (strchr (r.out, '\x1b'));
+  g_assert_true (g_str_has_prefix (r.out, want_resource));
+  g_assert_nonnull (strstr (r.out, want_layer));
+  g_assert_nonnull (strstr (r.out, "\n          2  host:alignment=256\n"));
+  run_clear (&r);
+
+  run_tool (&r, "alloc", "--json", spec, "1", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, want_json));
+  run_clear (&r);
+
+  /* memres replay's "against" line */
+  g_assert_true (g_file_set_contents (csv,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,t,allocate,0x10,100,0x0\n1,t,free,0x10,100,0x0\n",
+                                      -1, NULL));
+  run_tool (&r, "replay", csv, spec, NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_null (strchr (r.out, '\x1b'));
+  g_assert_nonnull (strstr (r.out, want_against));
+  run_clear (&r);
+  g_remove (csv);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1286,6 +1334,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/info/managed", test_info_managed);
   g_test_add_func ("/tool/alloc/default-reason", test_alloc_default_reason);
   g_test_add_func ("/tool/alloc/close-fails", test_alloc_close_fails);
+  g_test_add_func ("/tool/alloc/escapes-specs", test_alloc_escapes_specs);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
   g_test_add_func ("/tool/ipc-serve/socket", test_ipc_serve_socket);
   g_test_add_func ("/tool/ipc/silent-peers", test_ipc_silent_peers);

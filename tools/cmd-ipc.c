@@ -385,8 +385,11 @@ memres_tool_ipc_serve (int argc, char **argv)
     }
   catch_stop_signals ();
   if (!json)
-    g_print ("serving %" G_GUINT64_FORMAT " bytes of %s on %s\n", size,
-             memres_resource_get_kind_name (mr), addr.sun_path);
+    {
+      g_autofree char *path_shown = memres_tool_one_line (addr.sun_path);
+      g_print ("serving %" G_GUINT64_FORMAT " bytes of %s on %s\n", size,
+               memres_resource_get_kind_name (mr), path_shown);
+    }
 
   while ((count == 0 || served + failed < count) && !stop_signal)
     {
@@ -411,7 +414,8 @@ memres_tool_ipc_serve (int argc, char **argv)
           /* with --json, stdout is the one summary document below */
           if (json)
             {
-              g_printerr ("memres: client %d: %s\n", served + failed, error->message);
+              g_autofree char *message = memres_tool_one_line (error->message);
+              g_printerr ("memres: client %d: %s\n", served + failed, message);
               g_ptr_array_add (client_errors, g_strdup (error->message));
             }
           else
