@@ -352,7 +352,12 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
       for (i = 0; i < config.list->len; i++)
         g_string_append_printf (names, "%s@%s", i > 0 ? ", " : "",
                                 ((Entry *) g_ptr_array_index (config.list, i))->name);
-      if (config.path == NULL)
+      if (config.path == NULL && g_getenv ("MEMRES_CONFIG") != NULL)
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                     "no resource named @%s: MEMRES_CONFIG is set to the empty string: no "
+                     "config file is read",
+                     shown);
+      else if (config.path == NULL)
         g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
                      "no resource named @%s: no config file defines names (set MEMRES_CONFIG "
                      "or write %s/memres/" CONFIG_BASENAME ")",

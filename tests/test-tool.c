@@ -1197,6 +1197,25 @@ test_resources_and_layers (void)
   g_assert_nonnull (strstr (r.out, "\"kind\": \"stats\","));
   run_clear (&r);
 
+  /* MEMRES_CONFIG set empty: no file is read, and both commands say that this is why */
+  {
+    const char *empty[] = { "MEMRES_CONFIG", "", NULL };
+
+    run_toolv (&r, empty, list);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.out, ==,
+                     "no config file: MEMRES_CONFIG is set to the empty string: no config file "
+                     "is read\n");
+    run_clear (&r);
+    run_toolv (&r, empty, alloc);
+    g_assert_cmpint (r.status, ==, 1);
+    g_assert_cmpstr (r.out, ==, "");
+    g_assert_cmpstr (r.err, ==,
+                     "memres: no resource named @training: MEMRES_CONFIG is set to the empty "
+                     "string: no config file is read\n");
+    run_clear (&r);
+  }
+
   /* a bad file: one error line naming file and line */
   g_assert_true (g_file_set_contents (conf, "[a]\nspec=host\nnonsense\n", -1, NULL));
   run_toolv (&r, env, list);
