@@ -1197,6 +1197,36 @@ test_resources_and_layers (void)
   g_assert_nonnull (strstr (r.out, "\"kind\": \"stats\","));
   run_clear (&r);
 
+  /* a malformed @NAME is a malformed spec (2); a well-formed unknown one is not found (1) */
+  {
+    const char *bad_name[] = { "alloc", "@training:max=3", "1", NULL };
+    const char *bare[] = { "alloc", "@", "1", NULL };
+    const char *unknown[] = { "alloc", "@nope", "1", NULL };
+    const char *bad_json[] = { "alloc", "--json", "@", "1", NULL };
+
+    run_toolv (&r, env, bad_name);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_cmpstr (r.out, ==, "");
+    g_assert_cmpstr (r.err, ==,
+                     "memres: invalid resource name \"@training:max=3\": a name is one or more "
+                     "letters, digits, '_', '-' and '.' (an @NAME layer takes no options)\n");
+    run_clear (&r);
+    run_toolv (&r, env, bare);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_true (g_str_has_prefix (r.err, "memres: invalid resource name \"@\": "));
+    run_clear (&r);
+    run_toolv (&r, env, bad_json);
+    g_assert_cmpint (r.status, ==, 2);
+    assert_one_json_document (r.out);
+    g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\",\n"));
+    g_assert_nonnull (strstr (r.out, "\"exit_status\": 2\n"));
+    run_clear (&r);
+    run_toolv (&r, env, unknown);
+    g_assert_cmpint (r.status, ==, 1);
+    g_assert_true (g_str_has_prefix (r.err, "memres: no resource named @nope in "));
+    run_clear (&r);
+  }
+
   /* MEMRES_CONFIG set empty: no file is read, and both commands say that this is why */
   {
     const char *empty[] = { "MEMRES_CONFIG", "", NULL };
