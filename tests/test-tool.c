@@ -592,7 +592,7 @@ test_alloc_default_reason (void)
 }
 
 /* ipc-serve with a resource that cannot be shared fails before it listens, not at the first
- * client (with --count 0 it would otherwise fail every client, forever). */
+ * client (without --count it would otherwise fail every client, forever). */
 static void
 test_ipc_serve_not_shareable (void)
 {
@@ -607,6 +607,41 @@ test_ipc_serve_not_shareable (void)
   g_assert_cmpint (r.status, ==, 1);
   g_assert_nonnull (strstr (r.err, "cannot be shared"));
   g_assert_cmpstr (r.out, ==, "");
+  g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+  run_clear (&r);
+  g_rmdir (dir);
+}
+
+/* --count takes 1 or more: 0 (or less) would serve forever, which is what leaving it out
+ * means; it is a usage error before anything listens, with --json the error document. */
+static void
+test_ipc_serve_count (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "s.sock", NULL);
+  static const char *const counts[] = { "0", "-1", "-2147483648", "x", "", "2147483648" };
+  const char *want = "memres ipc-serve: --count takes a number of clients, 1 or more (without "
+                     "--count: serve until SIGINT or SIGTERM) (see memres ipc-serve --help)\n";
+  Run r = { 0 };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (counts); i++)
+    {
+      run_tool (&r, "ipc-serve", "--count", counts[i], path, NULL);
+      g_test_message ("--count '%s': %s", counts[i], r.err);
+      g_assert_cmpint (r.status, ==, 2);
+      g_assert_cmpstr (r.out, ==, "");
+      g_assert_cmpstr (r.err, ==, want);
+      g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+      run_clear (&r);
+    }
+  run_tool (&r, "ipc-serve", "--json", "--count=0", path, NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_cmpstr (r.err, ==, want);
+  g_assert_cmpstr (r.out, ==,
+                   "{\n  \"error\": {\n    \"message\": \"--count takes a number of clients, 1 or "
+                   "more (without --count: serve until SIGINT or SIGTERM)\",\n    \"domain\": "
+                   "null,\n    \"code\": null,\n    \"code_name\": null,\n    "
+                   "\"exit_status\": 2\n  }\n}\n");
   g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
   run_clear (&r);
   g_rmdir (dir);
@@ -1386,6 +1421,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/alloc/escapes-specs", test_alloc_escapes_specs);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
   g_test_add_func ("/tool/ipc-serve/socket", test_ipc_serve_socket);
+  g_test_add_func ("/tool/ipc-serve/count", test_ipc_serve_count);
   g_test_add_func ("/tool/ipc/silent-peers", test_ipc_silent_peers);
   g_test_add_func ("/tool/odd-plugin-files", test_odd_plugin_files);
   g_test_add_func ("/tool/replay/round-trip", test_replay_round_trip);
