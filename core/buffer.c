@@ -262,7 +262,11 @@ buffer_close (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GE
  * kind's deallocate slot (dmr: cuMemFreeAsync() on @stream; host: free()) and drops the
  * buffer's reference on its resource; wrapped foreign memory gets its release function called.
  * A close on another stream than the deallocation stream is ordered after the deallocation
- * stream's work (see memres_buffer_close_full()). Idempotent: closing a closed buffer does
+ * stream's work (see memres_buffer_close_full()). For memory that is device-accessible but not
+ * stream-ordered (%MEMRES_MEMORY_STREAM_ORDERED not set: the kind frees it at once) the core
+ * first waits for @stream (cuStreamSynchronize(), through memres_cuda_stream_synchronize()) before
+ * the kind frees it; a failing wait fails the close with that error and leaves the buffer open
+ * (see memres_buffer_close_full()). Idempotent: closing a closed buffer does
  * nothing and succeeds. Every other call on a closed buffer fails with %MEMRES_ERROR_CLOSED. May
  * be called from any thread, but not while another thread still uses the buffer.
  *
@@ -299,6 +303,15 @@ memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
  * %MEMRES_CLOSE_CALLER_ORDERED skips the event for a caller that ordered @stream after every use
  * itself.
  *
+ * Memory that is device-accessible but not stream-ordered (%MEMRES_MEMORY_DEVICE_ACCESSIBLE
+ * without %MEMRES_MEMORY_STREAM_ORDERED in memres_buffer_get_flags(); in a stack, the base
+ * layer's memory) is freed at once by its kind, not in @stream's order, so the core first waits for
+ * @stream (cuStreamSynchronize() in the stream's context, through memres_cuda_stream_synchronize())
+ * before the kind's deallocate slot runs: the close blocks until the work queued on @stream is
+ * done. When that wait fails, the slot is not called, the close fails with the wait's error (its
+ * message names the kind and the stream) and the buffer stays open. Host memory that the device
+ * cannot access is freed without a wait.
+ *
  * When the close fails, nothing is released and the buffer stays open (its memory, address and
  * resource reference unchanged), so that it can be closed again, for example on a live stream
  * after a driver call of the close failed. @stream and the buffer's deallocation stream must
@@ -306,11 +319,12 @@ memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
  * crash), so close a buffer before destroying its stream. (The one exception is a kind that
  * released the memory and cannot undo it: then the buffer is closed and the error still reported.)
  * Idempotent: closing a closed buffer does nothing and succeeds. May be called from any thread, but
- * not while another thread still uses the buffer. Since: 1.2
+ * not while another thread still uses the buffer.
  *
- * Errors: %MEMRES_CUDA_ERROR from the ordering (cuEventRecord(), cuStreamWaitEvent()) or from
- * the kind's deallocate slot;
- * %MEMRES_ERROR_NO_DRIVER when ordering needs a driver that does not load.
+ * Errors: %MEMRES_CUDA_ERROR from the ordering (cuEventRecord(), cuStreamWaitEvent()), from the
+ * wait before freeing memory that is not stream-ordered (cuStreamSynchronize(), or the context
+ * calls around it) or from the kind's deallocate slot;
+ * %MEMRES_ERROR_NO_DRIVER when ordering or the wait needs a driver that does not load.
  *
  * Returns: %TRUE on success
  *

@@ -340,6 +340,16 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
   g_auto (Config) config = { 0 };
   const Entry *e;
 
+  /* a malformed name is a malformed spec, whatever the file defines */
+  if (!name_is_valid (name))
+    {
+      g_autofree char *shown = _memres_show_input (name);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "invalid resource name \"@%s\": a name is one or more letters, digits, '_', "
+                   "'-' and '.' (an @NAME layer takes no options)",
+                   shown);
+      return NULL;
+    }
   if (!config_load (&config, error))
     return NULL;
   e = config_find (&config, name);
@@ -352,7 +362,12 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
       for (i = 0; i < config.list->len; i++)
         g_string_append_printf (names, "%s@%s", i > 0 ? ", " : "",
                                 ((Entry *) g_ptr_array_index (config.list, i))->name);
-      if (config.path == NULL)
+      if (config.path == NULL && g_getenv ("MEMRES_CONFIG") != NULL)
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+                     "no resource named @%s: MEMRES_CONFIG is set to the empty string: no "
+                     "config file is read",
+                     shown);
+      else if (config.path == NULL)
         g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
                      "no resource named @%s: no config file defines names (set MEMRES_CONFIG "
                      "or write %s/memres/" CONFIG_BASENAME ")",
@@ -462,8 +477,9 @@ memres_config_list_resources_full (char **path, GPtrArray **specs, GPtrArray **o
  * The spec the config file (see memres_config_list_resources()) gives @name, as written (it
  * may itself name other `@NAME`s: memres_resource_new() expands them). Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NOT_FOUND when @name is not defined (the message lists the names
- * that are); those of memres_config_list_resources().
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @name is not a name (one or more ASCII letters,
+ * digits, `_`, `-` and `.`; the file is not read); %MEMRES_ERROR_NOT_FOUND when @name is not
+ * defined (the message lists the names that are); those of memres_config_list_resources().
  *
  * Returns: (transfer full) (nullable): the spec, or %NULL with @error set
  *

@@ -323,6 +323,7 @@ gboolean _memres_stack_check_layer (MemresKind *kind, guint position, guint n_la
 
 /* config.c: named resources. _memres_config_lookup(): the spec of @name (without the `@`),
  * transfer full, with where it was defined in @origin (transfer full, may be NULL). Errors:
+ * MEMRES_ERROR_INVALID_ARGUMENT (@name is not [A-Za-z0-9_.-]+: the file is not read),
  * MEMRES_ERROR_NOT_FOUND (no such name: the message lists the defined ones), those of reading
  * the file (MEMRES_ERROR_INVALID_ARGUMENT naming file, line and key; MEMRES_ERROR_NOT_FOUND for a
  * MEMRES_CONFIG that does not exist, MEMRES_ERROR_PERMISSION_DENIED when unreadable). */

@@ -101,7 +101,49 @@ test_named (void)
   assert_fails ("stats>@nope", MEMRES_ERROR_NOT_FOUND, "defined are @base, @training, @odd.name-1");
   /* a named stack still obeys the stack rules where it is used */
   assert_fails ("@training>host", MEMRES_ERROR_INVALID_ARGUMENT, "is a base kind");
-  assert_fails ("@", MEMRES_ERROR_NOT_FOUND, "no resource named @");
+  /* a malformed name is a malformed spec (INVALID_ARGUMENT), not an unknown name */
+  {
+    static const struct
+    {
+      const char *spec;
+      const char *message;
+    } malformed[] = {
+      { "@", "invalid resource name \"@\": a name is one or more letters, digits, '_', '-' and "
+             "'.' (an @NAME layer takes no options)" },
+      { "@ok:max=3", "invalid resource name \"@ok:max=3\": a name is one or more letters, "
+                     "digits, '_', '-' and '.' (an @NAME layer takes no options)" },
+      { "stats>@base x", "invalid resource name \"@base x\": a name is one or more letters, "
+                         "digits, '_', '-' and '.' (an @NAME layer takes no options)" },
+      { "@a\x1b[2J", "invalid resource name \"@a\\x1b[2J\": a name is one or more letters, "
+                     "digits, '_', '-' and '.' (an @NAME layer takes no options)" },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS (malformed); i++)
+      {
+        g_autoptr (MemresResource) bad = memres_resource_new (malformed[i].spec, &error);
+        g_assert_null (bad);
+        g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+        g_assert_cmpstr (error->message, ==, malformed[i].message);
+        g_clear_error (&error);
+      }
+    g_assert_null (memres_config_get_resource_spec ("base:max=3", NULL, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+    g_assert_null (memres_config_get_resource_spec ("", NULL, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_clear_error (&error);
+    /* well-formed and unknown stays NOT_FOUND */
+    {
+      g_autofree char *want = g_strdup_printf ("no resource named @no.such_name-2 in %s: defined "
+                                               "are @base, @training, @odd.name-1",
+                                               path);
+
+      g_assert_null (memres_config_get_resource_spec ("no.such_name-2", NULL, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+      g_assert_cmpstr (error->message, ==, want);
+      g_clear_error (&error);
+    }
+  }
 }
 
 /* A bad layer inside a named stack says which name it came from, with its definition and file:
@@ -291,7 +333,16 @@ test_search_path (void)
   g_assert_no_error (error);
   g_assert_cmpuint (names->len, ==, 0);
   g_assert_null (file);
-  assert_fails ("@usr", MEMRES_ERROR_NOT_FOUND, "no config file defines names");
+  /* the user's file exists: the message says why it was not read, not to write one */
+  g_assert_true (g_file_test (user, G_FILE_TEST_EXISTS));
+  g_clear_pointer (&mr, memres_resource_unref);
+  mr = memres_resource_new ("@usr", &error);
+  g_assert_null (mr);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  g_assert_cmpstr (error->message, ==,
+                   "no resource named @usr: MEMRES_CONFIG is set to the empty string: no config "
+                   "file is read");
+  g_clear_error (&error);
   g_unsetenv ("MEMRES_CONFIG");
   g_remove (user);
   g_remove (system);

@@ -70,19 +70,43 @@ test_alignment (void)
 static void
 test_alignment_invalid (void)
 {
-  static const char *const specs[]
-      = { "host:alignment=0",   "host:alignment=3",    "host:alignment=1000",
-          "host:alignment=max", "host:alignment=2TiB", "host:alignment=x" };
+  /* out of range and not a power of two are told apart: 1 TiB and max are powers of two */
+  static const struct
+  {
+    const char *spec;
+    const char *message; /* NULL: the option's parse error, which names "alignment" */
+  } cases[] = {
+    { "host:alignment=0",
+      "option \"alignment\" of kind \"host\": 0 is not between 1 byte and 1 GiB" },
+    { "host:alignment=3", "option \"alignment\" of kind \"host\": 3 is not a power of two" },
+    { "host:alignment=1000", "option \"alignment\" of kind \"host\": 1000 is not a power of two" },
+    { "host:alignment=max", "option \"alignment\" of kind \"host\": 18446744073709551615 is "
+                            "not between 1 byte and 1 GiB" },
+    { "host:alignment=1TiB",
+      "option \"alignment\" of kind \"host\": 1099511627776 is not between 1 byte and 1 GiB" },
+    { "host:alignment=2TiB",
+      "option \"alignment\" of kind \"host\": 2199023255552 is not between 1 byte and 1 GiB" },
+    { "host:alignment=3GiB",
+      "option \"alignment\" of kind \"host\": 3221225472 is not between 1 byte and 1 GiB" },
+    { "host:alignment=x", NULL },
+  };
   gsize i;
 
-  for (i = 0; i < G_N_ELEMENTS (specs); i++)
+  for (i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       g_autoptr (GError) error = NULL;
-      g_autoptr (MemresResource) mr = memres_resource_new (specs[i], &error);
+      g_autoptr (MemresResource) mr = memres_resource_new (cases[i].spec, &error);
       g_assert_null (mr);
       g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
       g_assert_nonnull (strstr (error->message, "alignment"));
+      if (cases[i].message != NULL)
+        g_assert_cmpstr (error->message, ==, cases[i].message);
     }
+  /* the bounds themselves are valid */
+  {
+    g_autoptr (MemresResource) one = mt_new_ok ("host:alignment=1");
+    g_autoptr (MemresResource) gib = mt_new_ok ("host:alignment=1GiB");
+  }
 }
 
 static void

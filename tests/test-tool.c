@@ -592,7 +592,7 @@ test_alloc_default_reason (void)
 }
 
 /* ipc-serve with a resource that cannot be shared fails before it listens, not at the first
- * client (with --count 0 it would otherwise fail every client, forever). */
+ * client (without --count it would otherwise fail every client, forever). */
 static void
 test_ipc_serve_not_shareable (void)
 {
@@ -607,6 +607,41 @@ test_ipc_serve_not_shareable (void)
   g_assert_cmpint (r.status, ==, 1);
   g_assert_nonnull (strstr (r.err, "cannot be shared"));
   g_assert_cmpstr (r.out, ==, "");
+  g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+  run_clear (&r);
+  g_rmdir (dir);
+}
+
+/* --count takes 1 or more: 0 (or less) would serve forever, which is what leaving it out
+ * means; it is a usage error before anything listens, with --json the error document. */
+static void
+test_ipc_serve_count (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "s.sock", NULL);
+  static const char *const counts[] = { "0", "-1", "-2147483648", "x", "", "2147483648" };
+  const char *want = "memres ipc-serve: --count takes a number of clients, 1 or more (without "
+                     "--count: serve until SIGINT or SIGTERM) (see memres ipc-serve --help)\n";
+  Run r = { 0 };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (counts); i++)
+    {
+      run_tool (&r, "ipc-serve", "--count", counts[i], path, NULL);
+      g_test_message ("--count '%s': %s", counts[i], r.err);
+      g_assert_cmpint (r.status, ==, 2);
+      g_assert_cmpstr (r.out, ==, "");
+      g_assert_cmpstr (r.err, ==, want);
+      g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+      run_clear (&r);
+    }
+  run_tool (&r, "ipc-serve", "--json", "--count=0", path, NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_cmpstr (r.err, ==, want);
+  g_assert_cmpstr (r.out, ==,
+                   "{\n  \"error\": {\n    \"message\": \"--count takes a number of clients, 1 or "
+                   "more (without --count: serve until SIGINT or SIGTERM)\",\n    \"domain\": "
+                   "null,\n    \"code\": null,\n    \"code_name\": null,\n    "
+                   "\"exit_status\": 2\n  }\n}\n");
   g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
   run_clear (&r);
   g_rmdir (dir);
@@ -1197,6 +1232,55 @@ test_resources_and_layers (void)
   g_assert_nonnull (strstr (r.out, "\"kind\": \"stats\","));
   run_clear (&r);
 
+  /* a malformed @NAME is a malformed spec (2); a well-formed unknown one is not found (1) */
+  {
+    const char *bad_name[] = { "alloc", "@training:max=3", "1", NULL };
+    const char *bare[] = { "alloc", "@", "1", NULL };
+    const char *unknown[] = { "alloc", "@nope", "1", NULL };
+    const char *bad_json[] = { "alloc", "--json", "@", "1", NULL };
+
+    run_toolv (&r, env, bad_name);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_cmpstr (r.out, ==, "");
+    g_assert_cmpstr (r.err, ==,
+                     "memres: invalid resource name \"@training:max=3\": a name is one or more "
+                     "letters, digits, '_', '-' and '.' (an @NAME layer takes no options)\n");
+    run_clear (&r);
+    run_toolv (&r, env, bare);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_true (g_str_has_prefix (r.err, "memres: invalid resource name \"@\": "));
+    run_clear (&r);
+    run_toolv (&r, env, bad_json);
+    g_assert_cmpint (r.status, ==, 2);
+    assert_one_json_document (r.out);
+    g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\",\n"));
+    g_assert_nonnull (strstr (r.out, "\"exit_status\": 2\n"));
+    run_clear (&r);
+    run_toolv (&r, env, unknown);
+    g_assert_cmpint (r.status, ==, 1);
+    g_assert_true (g_str_has_prefix (r.err, "memres: no resource named @nope in "));
+    run_clear (&r);
+  }
+
+  /* MEMRES_CONFIG set empty: no file is read, and both commands say that this is why */
+  {
+    const char *empty[] = { "MEMRES_CONFIG", "", NULL };
+
+    run_toolv (&r, empty, list);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.out, ==,
+                     "no config file: MEMRES_CONFIG is set to the empty string: no config file "
+                     "is read\n");
+    run_clear (&r);
+    run_toolv (&r, empty, alloc);
+    g_assert_cmpint (r.status, ==, 1);
+    g_assert_cmpstr (r.out, ==, "");
+    g_assert_cmpstr (r.err, ==,
+                     "memres: no resource named @training: MEMRES_CONFIG is set to the empty "
+                     "string: no config file is read\n");
+    run_clear (&r);
+  }
+
   /* a bad file: one error line naming file and line */
   g_assert_true (g_file_set_contents (conf, "[a]\nspec=host\nnonsense\n", -1, NULL));
   run_toolv (&r, env, list);
@@ -1267,6 +1351,54 @@ test_alloc_close_fails (void)
   }
 }
 
+/* User input in a spec (here a log path with a terminal escape) is escaped in every line of the
+ * text output that shows it, as in error messages; the JSON output keeps it (JSON-escaped). */
+static void
+test_alloc_escapes_specs (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-escape-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "x\x1b[2Jx.csv", NULL);
+  g_autofree char *spec = g_strdup_printf ("log:path=%s>host", log);
+  g_autofree char *layer
+      = g_strdup_printf ("log:path=%s/x\\x1b[2Jx.csv,append=false,flush=false", dir);
+  g_autofree char *want_resource = g_strdup_printf ("resource  %s>host:alignment=256\n", layer);
+  g_autofree char *want_layer = g_strdup_printf ("\nlayers    1  %s\n", layer);
+  g_autofree char *want_json = g_strdup_printf (
+      "\"spec\": \"log:path=%s/x\\u001b[2Jx.csv,append=false,flush=false\",", dir);
+  g_autofree char *csv = g_build_filename (dir, "run.csv", NULL);
+  g_autofree char *want_against = g_strdup_printf ("\nagainst   %s>host:alignment=256\n", layer);
+  Run r = { 0 };
+
+  run_tool (&r, "alloc", spec, "1", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_null (strchr (r.out, '\x1b'));
+  g_assert_true (g_str_has_prefix (r.out, want_resource));
+  g_assert_nonnull (strstr (r.out, want_layer));
+  g_assert_nonnull (strstr (r.out, "\n          2  host:alignment=256\n"));
+  run_clear (&r);
+
+  run_tool (&r, "alloc", "--json", spec, "1", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, want_json));
+  run_clear (&r);
+
+  /* memres replay's "against" line */
+  g_assert_true (g_file_set_contents (csv,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,t,allocate,0x10,100,0x0\n1,t,free,0x10,100,0x0\n",
+                                      -1, NULL));
+  run_tool (&r, "replay", csv, spec, NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_null (strchr (r.out, '\x1b'));
+  g_assert_nonnull (strstr (r.out, want_against));
+  run_clear (&r);
+  g_remove (csv);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1286,8 +1418,10 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/info/managed", test_info_managed);
   g_test_add_func ("/tool/alloc/default-reason", test_alloc_default_reason);
   g_test_add_func ("/tool/alloc/close-fails", test_alloc_close_fails);
+  g_test_add_func ("/tool/alloc/escapes-specs", test_alloc_escapes_specs);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
   g_test_add_func ("/tool/ipc-serve/socket", test_ipc_serve_socket);
+  g_test_add_func ("/tool/ipc-serve/count", test_ipc_serve_count);
   g_test_add_func ("/tool/ipc/silent-peers", test_ipc_silent_peers);
   g_test_add_func ("/tool/odd-plugin-files", test_odd_plugin_files);
   g_test_add_func ("/tool/replay/round-trip", test_replay_round_trip);

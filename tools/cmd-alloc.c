@@ -152,7 +152,8 @@ print_layers_text (MemresResource *mr)
     return;
   for (layer = mr; layer != NULL; layer = memres_resource_get_upstream (layer), i++)
     {
-      g_autofree char *spec = layer_spec (layer);
+      g_autofree char *raw = layer_spec (layer);
+      g_autofree char *spec = memres_tool_one_line (raw);
       g_autoptr (GError) error = NULL;
       MemresStats st;
 
@@ -231,8 +232,9 @@ print_text (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
   g_auto (GStrv) flags = memres_tool_flag_names (memres_buffer_get_flags (buf));
   g_autofree char *flag_text = g_strjoinv (", ", flags);
   gint device = memres_buffer_get_device (buf);
+  g_autofree char *spec = memres_tool_one_line (r->spec);
 
-  g_print ("resource  %s\n", r->spec);
+  g_print ("resource  %s\n", spec);
   if (r->host_reason != NULL)
     {
       g_autofree char *reason = memres_tool_one_line (r->host_reason);
@@ -268,7 +270,10 @@ print_text (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
                r->stats.n_buffers == 1 ? "" : "s");
     }
   else
-    g_print ("stats     %s\n", r->stats_error);
+    {
+      g_autofree char *stats_error = memres_tool_one_line (r->stats_error);
+      g_print ("stats     %s\n", stats_error);
+    }
   print_layers_text (mr);
   g_print (CLOSED_LINE);
 }

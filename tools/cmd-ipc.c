@@ -277,8 +277,8 @@ catch_stop_signals (void)
  * 1MiB) holding the pattern of seed 1, listens on the UNIX socket SOCKET (created with mode
  * 0600; a stale socket file there is replaced, a socket where a server listens or any other
  * file is an error) and serves each client in turn (see the protocol above), N clients
- * (default 0: until SIGINT or SIGTERM, which remove the socket and exit). A client that fails
- * is reported and the server goes on with the next.
+ * (N at least 1; without --count until SIGINT or SIGTERM, which remove the socket and exit). A
+ * client that fails is reported and the server goes on with the next.
  *
  * Returns: the exit status: 0 when every client succeeded, 1 on an error, 2 for bad usage
  */
@@ -287,7 +287,8 @@ memres_tool_ipc_serve (int argc, char **argv)
 {
   g_autofree char *spec = NULL;
   g_autofree char *size_text = NULL;
-  gint count = 0, timeout = DEFAULT_TIMEOUT;
+  g_autofree char *count_text = NULL;
+  gint count = 0 /* forever */, timeout = DEFAULT_TIMEOUT;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
     { "spec", 's', 0, G_OPTION_ARG_STRING, &spec, "the pool (default ipc:device=0)", "SPEC" },
@@ -295,8 +296,8 @@ memres_tool_ipc_serve (int argc, char **argv)
       "give up on a client that stays silent this many seconds (default 30; 0: never)", "S" },
     { "size", 'n', 0, G_OPTION_ARG_STRING, &size_text, "bytes of the buffer (default 1MiB)",
       "SIZE" },
-    { "count", 'c', 0, G_OPTION_ARG_INT, &count, "serve N clients, then exit (default: forever)",
-      "N" },
+    { "count", 'c', 0, G_OPTION_ARG_STRING, &count_text,
+      "serve N clients, then exit (default: forever)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "print the summary as JSON", NULL },
     { NULL },
   };
@@ -319,8 +320,17 @@ memres_tool_ipc_serve (int argc, char **argv)
     return memres_tool_usage_error ("ipc-serve", error->message);
   if (argc != 2)
     return memres_tool_usage_error ("ipc-serve", "give exactly one SOCKET path");
-  if (count < 0)
-    return memres_tool_usage_error ("ipc-serve", "--count must be 0 or more");
+  if (count_text != NULL)
+    {
+      gint64 n;
+
+      /* 0 would be "forever", which is what leaving --count out means */
+      if (!g_ascii_string_to_signed (count_text, 10, 1, G_MAXINT, &n, NULL))
+        return memres_tool_usage_error ("ipc-serve", "--count takes a number of clients, 1 or "
+                                                     "more (without --count: serve until "
+                                                     "SIGINT or SIGTERM)");
+      count = (gint) n;
+    }
   if (timeout < 0)
     return memres_tool_usage_error ("ipc-serve", "--timeout must be 0 or more seconds");
   if (size_text != NULL && !memres_parse_size (size_text, &size, &error))
@@ -385,8 +395,11 @@ memres_tool_ipc_serve (int argc, char **argv)
     }
   catch_stop_signals ();
   if (!json)
-    g_print ("serving %" G_GUINT64_FORMAT " bytes of %s on %s\n", size,
-             memres_resource_get_kind_name (mr), addr.sun_path);
+    {
+      g_autofree char *path_shown = memres_tool_one_line (addr.sun_path);
+      g_print ("serving %" G_GUINT64_FORMAT " bytes of %s on %s\n", size,
+               memres_resource_get_kind_name (mr), path_shown);
+    }
 
   while ((count == 0 || served + failed < count) && !stop_signal)
     {
@@ -411,7 +424,8 @@ memres_tool_ipc_serve (int argc, char **argv)
           /* with --json, stdout is the one summary document below */
           if (json)
             {
-              g_printerr ("memres: client %d: %s\n", served + failed, error->message);
+              g_autofree char *message = memres_tool_one_line (error->message);
+              g_printerr ("memres: client %d: %s\n", served + failed, message);
               g_ptr_array_add (client_errors, g_strdup (error->message));
             }
           else

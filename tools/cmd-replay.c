@@ -321,12 +321,13 @@ memres_tool_replay (int argc, char **argv)
       g_autofree char *log = memres_tool_one_line (argv[1]);
       g_autofree char *peak = memres_tool_format_size (r.used_peak);
       g_autofree char *log_peak = memres_tool_format_size (r.log_peak);
+      g_autofree char *spec_shown = memres_tool_one_line (spec);
 
       ops = r.allocations + r.frees;
       g_print ("replayed  %s: %" G_GUINT64_FORMAT " operations (%" G_GUINT64_FORMAT
                " allocations, %" G_GUINT64_FORMAT " frees) logged by %u thread%s\n",
                log, ops, r.allocations, r.frees, r.threads, r.threads == 1 ? "" : "s");
-      g_print ("against   %s\n", spec);
+      g_print ("against   %s\n", spec_shown);
       g_print ("allocate  %" G_GUINT64_FORMAT " ns per operation\n",
                r.allocations ? r.alloc_ns / r.allocations : 0);
       g_print ("free      %" G_GUINT64_FORMAT " ns per operation\n",

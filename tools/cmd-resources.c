@@ -41,6 +41,8 @@ memres_tool_resources (int argc, char **argv)
       memres_json_string (&json, "file", path);
       memres_json_begin_array (&json, "resources");
     }
+  else if (path == NULL && g_getenv ("MEMRES_CONFIG") != NULL)
+    g_print ("no config file: MEMRES_CONFIG is set to the empty string: no config file is read\n");
   else if (path == NULL)
     g_print ("no config file: set MEMRES_CONFIG or write %s/memres/resources.conf\n",
              g_get_user_config_dir ());

@@ -206,7 +206,7 @@ typedef struct
 } MemresCudaDriver;
 
 /* Driver helpers. Full gtk-doc reference with each definition in core/cuda-driver.c; in short
- * (all thread-safe, all Since: 1.0):
+ * (all thread-safe; Since: 1.0 unless marked otherwise):
  *
  * memres_cuda_get_driver(): the table (transfer none), loading the driver and calling cuInit(0)
  *   on first use; %NULL with %MEMRES_ERROR_NO_DRIVER when no usable driver exists (no

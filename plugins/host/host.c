@@ -22,12 +22,19 @@ host_init (MemresResource *mr, const MemresOptions *options, GError **error)
   HostResource *self = memres_resource_get_private (mr);
   guint64 alignment = memres_options_get_size (options, "alignment");
 
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > G_MAXSIZE / 2
-      || alignment > ((guint64) 1 << 30))
+  if (alignment == 0 || alignment > ((guint64) 1 << 30))
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "option \"alignment\" of kind \"host\": %" G_GUINT64_FORMAT
-                   " is not a power of two from 1 byte to 1 GiB",
+                   " is not between 1 byte and 1 GiB",
+                   alignment);
+      return FALSE;
+    }
+  if ((alignment & (alignment - 1)) != 0)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "option \"alignment\" of kind \"host\": %" G_GUINT64_FORMAT
+                   " is not a power of two",
                    alignment);
       return FALSE;
     }
