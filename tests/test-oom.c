@@ -2,7 +2,9 @@
  * test-oom.c: the out-of-memory rule. A driver call that answers CUDA_ERROR_OUT_OF_MEMORY is
  * reported as MEMRES_ERROR_OUT_OF_MEMORY by every base kind (and through adaptors), its message
  * naming the failing call and the CUresult; other CUresults stay MEMRES_CUDA_ERROR. The fake
- * driver injects the failure into the allocation call of each kind (fake only). */
+ * driver injects the failure into the allocation call of each kind (fake only); against the
+ * real driver, a request of 1 PiB (more than any device or host has) shows the same rule
+ * (gpu only: the fake has no memory limit). */
 #include "testutil.h"
 
 #include <string.h>
@@ -130,6 +132,44 @@ test_retry (void)
   mt_close_ok (buf, NULL);
 }
 
+/* Kinds whose real driver answers a request larger than the device (or host) memory. */
+static const char *const real_specs[] = {
+  "dmr", "managed:pool=none", "pinned", "pinned:mode=legacy", "cache>dmr", "stats>dmr",
+};
+
+static void
+test_real_driver (gconstpointer data)
+{
+  const char *spec = data;
+  const gsize size = (gsize) 1 << 50;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresStats stats;
+  MemresBuffer *buf;
+
+  if (mt_driver_is_fake ())
+    {
+      g_test_skip ("needs the real driver: the fake has no memory limit");
+      return;
+    }
+  if (!mt_require_devices (1))
+    return;
+  mr = mt_new_ok (spec);
+  buf = memres_resource_allocate (mr, size, NULL, &error);
+  g_test_message ("%s: %s", spec, error != NULL ? error->message : "(allocated)");
+  g_assert_null (buf);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  /* nothing stays allocated, and the resource still serves */
+  g_clear_error (&error);
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (stats.n_buffers, ==, 0);
+  buf = memres_resource_allocate (mr, 4096, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 4096);
+  mt_close_ok (buf, NULL);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -143,5 +183,11 @@ main (int argc, char **argv)
       g_test_add_data_func (other, &cases[i], test_other_error);
     }
   g_test_add_func ("/oom/retry", test_retry);
+  for (gsize i = 0; i < G_N_ELEMENTS (real_specs); i++)
+    {
+      g_autofree char *path = g_strdup_printf ("/oom/real-driver/%s", real_specs[i]);
+
+      g_test_add_data_func (path, real_specs[i], test_real_driver);
+    }
   return g_test_run ();
 }
