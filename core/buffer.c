@@ -309,8 +309,9 @@ memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
  * @stream (cuStreamSynchronize() in the stream's context, through memres_cuda_stream_synchronize())
  * before the kind's deallocate slot runs: the close blocks until the work queued on @stream is
  * done. When that wait fails, the slot is not called, the close fails with the wait's error (its
- * message names the kind and the stream) and the buffer stays open. Host memory that the device
- * cannot access is freed without a wait.
+ * message names the kind and the stream) and the buffer stays open; `CUDA_ERROR_DEINITIALIZED`
+ * (the driver shutting down at process exit, when no work runs any more) is not a failure: the
+ * slot frees. Host memory that the device cannot access is freed without a wait.
  *
  * When the close fails, nothing is released and the buffer stays open (its memory, address and
  * resource reference unchanged), so that it can be closed again, for example on a live stream

@@ -142,11 +142,22 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
   return FALSE;
 }
 
+/* The wait before freeing memory that is not stream-ordered. `CUDA_ERROR_DEINITIALIZED` (the
+ * driver is shutting down at process exit: no work of this process runs any more) lets the free
+ * go ahead, as the kinds' frees take that code as success. */
 gboolean
 _memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **error)
 {
-  if (memres_cuda_stream_synchronize (mr->info.device, stream, error))
+  GError *local = NULL;
+
+  if (memres_cuda_stream_synchronize (mr->info.device, stream, &local))
     return TRUE;
+  if (g_error_matches (local, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
+    {
+      g_error_free (local);
+      return TRUE;
+    }
+  g_propagate_error (error, local);
   g_prefix_error (error,
                   "kind \"%s\": waiting for stream %p before freeing memory that is not "
                   "stream-ordered: ",

@@ -974,6 +974,38 @@ test_fault_sweep (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* At process exit (the driver deinitialized) pool=none's free and the core's wait before it
+ * answer CUDA_ERROR_DEINITIALIZED: the close succeeds, as for the other kinds. */
+static void
+test_none_exit (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+  CUdeviceptr address;
+  FakeCudaCounts base;
+
+  if (!mt_require_fake ("injects CUDA_ERROR_DEINITIALIZED"))
+    return;
+  if (!require_managed (FALSE))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("managed:pool=none");
+  buf = mt_alloc_ok (mr, MiB, NULL);
+  address = (CUdeviceptr) memres_buffer_get_address (buf);
+  mt_fake_fail_call ("cuStreamSynchronize", 1, CUDA_ERROR_DEINITIALIZED);
+  mt_fake_fail_call ("cuMemFree", 1, CUDA_ERROR_DEINITIALIZED);
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  mt_fake_reset_faults ();
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_is_closed (buf));
+  memres_buffer_unref (buf);
+  /* what the exit would have done */
+  g_assert_cmpint (memres_cuda_get_driver (NULL)->cuMemFree (address), ==, CUDA_SUCCESS);
+  g_clear_pointer (&mr, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -985,6 +1017,7 @@ main (int argc, char **argv)
   g_test_add_func ("/managed/pool/stats", test_stats_pool);
   g_test_add_func ("/managed/none/roundtrip", test_roundtrip_none);
   g_test_add_func ("/managed/none/stats", test_stats);
+  g_test_add_func ("/managed/none/exit", test_none_exit);
   g_test_add_func ("/managed/prefetch", test_prefetch);
   g_test_add_func ("/managed/advice", test_advice);
   g_test_add_func ("/managed/preferred-option", test_preferred_option);

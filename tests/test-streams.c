@@ -988,6 +988,19 @@ test_close_waits_not_stream_ordered (void)
   mt_close_ok (buf, NULL);
   g_assert_cmpint (frees, ==, before + 1);
 
+  /* the driver shutting down at process exit (CUDA_ERROR_DEINITIALIZED): no work runs any more,
+   * the free goes ahead and the close succeeds */
+  g_clear_error (&error);
+  buf = mt_alloc_ok (mr, 4096, (MemresStream) s);
+  before = frees;
+  mt_fake_fail_call ("cuStreamSynchronize", 1, CUDA_ERROR_DEINITIALIZED);
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  mt_fake_reset_faults ();
+  g_assert_no_error (error);
+  g_assert_cmpint (frees, ==, before + 1);
+  g_assert_true (memres_buffer_is_closed (buf));
+  memres_buffer_unref (buf);
+
   /* through an adaptor: one wait, the upstream's */
   stacked = mt_new_ok ("stats>limit:max=1GiB>waitcheck");
   buf = mt_alloc_ok (stacked, 4096, (MemresStream) s);

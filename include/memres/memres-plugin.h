@@ -447,6 +447,8 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   fails, the core does not call deallocate and fails the close with the wait's error (a
  *   %MEMRES_CUDA_ERROR naming cuStreamSynchronize): the buffer stays open, as for a failing
  *   deallocate, because freeing memory a kernel may still use is worse than a failed close.
+ *   A wait answering `CUDA_ERROR_DEINITIALIZED` (the driver shutting down at process exit) is
+ *   no failure: deallocate is called, and should take that code from its free as success.
  *   Host-only memory (no %MEMRES_MEMORY_DEVICE_ACCESSIBLE) is freed without any wait or driver
  *   call; an adaptor's deallocate is not preceded by a wait (its memory is its upstream's, whose
  *   deallocate memres_upstream_deallocate() calls with the wait). Errors: a

@@ -36,7 +36,8 @@ none_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloca
 }
 
 /* cuMemFree; the core synchronized the deallocation stream first. When the free fails nothing is
- * freed (the deallocate contract: the core keeps the buffer open). */
+ * freed (the deallocate contract: the core keeps the buffer open). `CUDA_ERROR_DEINITIALIZED` is
+ * success, as for the other kinds: at process exit the memory is gone with the driver. */
 static gboolean
 none_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
@@ -46,7 +47,7 @@ none_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
   if (!memres_cuda_ensure_context (self->device, error))
     return FALSE;
   r = self->drv->cuMemFree ((CUdeviceptr) alloc->address);
-  if (r != CUDA_SUCCESS)
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
     return memres_cuda_set_error (error, r, "cuMemFree");
   return TRUE;
 }
