@@ -67,7 +67,9 @@ memres_cuda_push_context (gint device, gboolean *pushed, GError **error)
  * @pushed: what memres_cuda_push_context() stored in its @pushed
  *
  * Pops the context memres_cuda_push_context() pushed (cuCtxPopCurrent()), when it pushed one;
- * does nothing for %FALSE. Thread-safe (it acts on the calling thread only).
+ * does nothing for %FALSE. A failing pop, which no caller can act on, is logged through
+ * memres_cuda_warn_release_failure() (a warning; silent for `CUDA_ERROR_DEINITIALIZED` at
+ * process exit). Thread-safe (it acts on the calling thread only).
  *
  * Since: 1.2
  */
@@ -76,9 +78,18 @@ memres_cuda_pop_context (gboolean pushed)
 {
   const MemresCudaDriver *drv;
   CUcontext popped;
+  CUresult r;
 
-  if (pushed && (drv = memres_cuda_get_driver (NULL)) != NULL)
-    (void) drv->cuCtxPopCurrent (&popped);
+  if (!pushed || (drv = memres_cuda_get_driver (NULL)) == NULL)
+    return;
+  r = drv->cuCtxPopCurrent (&popped);
+  if (r != CUDA_SUCCESS)
+    {
+      g_autoptr (GError) error = NULL;
+
+      memres_cuda_set_error (&error, r, "cuCtxPopCurrent");
+      memres_cuda_warn_release_failure (error, "popping the context pushed for a driver call");
+    }
 }
 
 /* The context stream work runs in (transfers, the stream waits below, IPC close ordering in

@@ -118,6 +118,41 @@ test_push_fails (void)
   CU_OK (drv ()->cuCtxSetCurrent (saved));
 }
 
+/* A failing pop cannot be reported to the caller: it is a warning naming the call (in a
+ * subprocess, whose stderr shows it: structured logging bypasses g_test_expect_message()). */
+static void
+test_pop_fails (void)
+{
+  g_autoptr (GError) error = NULL;
+  CUcontext saved, popped;
+  gboolean pushed = FALSE;
+
+  if (!mt_require_devices (1) || !mt_require_fake ("fails cuCtxPopCurrent"))
+    return;
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      g_test_trap_assert_stderr ("*popping the context pushed for a driver call: cuCtxPopCurrent: "
+                                 "CUDA_ERROR_INVALID_CONTEXT*");
+      return;
+    }
+  g_log_set_always_fatal (G_LOG_FATAL_MASK); /* the warning is what is tested */
+  saved = current ();
+  CU_OK (drv ()->cuCtxSetCurrent (NULL));
+  g_assert_true (memres_cuda_push_context (0, &pushed, &error));
+  g_assert_no_error (error);
+  g_assert_true (pushed);
+  mt_fake_fail_call ("cuCtxPopCurrent", 1, CUDA_ERROR_INVALID_CONTEXT);
+  memres_cuda_pop_context (pushed);
+  mt_fake_reset_faults ();
+  /* the context the failed pop left is still there: pop it for real */
+  g_assert_nonnull (current ());
+  CU_OK (drv ()->cuCtxPopCurrent (&popped));
+  g_assert_null (current ());
+  CU_OK (drv ()->cuCtxSetCurrent (saved));
+}
+
 /* The waits succeed on idle and explicit streams, leave the current context as it was, and
  * report the failing call. */
 static void
@@ -249,6 +284,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/cuda-helpers/push-pop", test_push_pop);
   g_test_add_func ("/cuda-helpers/push-fails", test_push_fails);
+  g_test_add_func ("/cuda-helpers/pop-fails", test_pop_fails);
   g_test_add_func ("/cuda-helpers/synchronize", test_synchronize);
   g_test_add_func ("/cuda-helpers/device-attribute", test_device_attribute);
   g_test_add_func ("/cuda-helpers/peer-access", test_peer_access);

@@ -93,7 +93,10 @@ G_BEGIN_DECLS
  * Returns: %TRUE on success; %FALSE with @error set otherwise (any domain; the loader reports
  *   %MEMRES_PLUGIN_ERROR_INIT_FAILED with your message and discards every kind the plugin
  *   registered; the module stays loaded, since its code ran and may have left pointers into
- *   it in process-wide state).
+ *   it in process-wide state). A memres_plugin_register_kind() that failed during init fails
+ *   the load too, whatever init returns, with that call's error (%MEMRES_ERROR_EXISTS,
+ *   %MEMRES_ERROR_INVALID_ARGUMENT): a plugin registers all its kinds or none, so do not
+ *   register a kind you expect to be refused.
  *
  * Since: 1.0
  */
@@ -458,7 +461,11 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   cuCtxSynchronize()). A slot that fails after releasing part of the allocation, which it
  *   cannot undo, releases all it can, reports the first failure and sets @alloc->address to 0:
  *   the core then takes the allocation as gone and closes the buffer all the same. (Since 1.2;
- *   until 1.1 the core closed the buffer whatever deallocate returned.) Since: 1.0
+ *   until 1.1 the core closed the buffer whatever deallocate returned.) When allocate or
+ *   resize succeeded with a record the core refuses (address 0, fewer bytes than asked, a
+ *   range no memory can have), the core gives that record back through deallocate before it
+ *   fails the call with %MEMRES_ERROR_FAILED: deallocate must then accept an address of 0
+ *   (what plugin_data owns is still the kind's to free). Since: 1.0
  * @query: required. Fills @info (device -1 and flags 0 on entry) with the device and the
  *   flags. Called once per instance, right after init or import_handle succeeded and before
  *   the instance is returned to anybody; the core caches the answer. Cannot fail.
@@ -562,7 +569,8 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  * Contract common to every slot:
  * - The core's public wrappers (memres_resource_*(), memres_buffer_*()) are the only callers;
  *   a missing optional slot makes its wrapper fail with %MEMRES_ERROR_NOT_SUPPORTED without
- *   calling the plugin. The wrappers check the arguments (NULL, closed buffers, zero sizes)
+ *   calling the plugin, except get_stats and reset_stats, whose wrappers answer from the core's
+ *   own counts. The wrappers check the arguments (NULL, closed buffers, zero sizes)
  *   before a slot sees them.
  * - @mr is the instance (never %NULL); memres_resource_get_private() returns its private data.
  * - No memres lock is held while a slot runs: a slot may call any public memres function,
