@@ -757,6 +757,8 @@ test_track_failed_close (void)
   g_assert_false (memres_buffer_close (buf, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
   g_clear_error (&error);
+  g_assert_true (memres_buffer_is_closed (buf)); /* crumbly released it before failing */
+  memres_buffer_unref (buf);
   g_assert_true (memres_track_foreach_live (crumbly, collect, &seen, &error));
   g_assert_cmpuint (seen.n, ==, 0);
 }
@@ -908,6 +910,8 @@ test_log_failed_free (void)
   g_assert_false (memres_buffer_close (buf, NULL, &error)); /* crumbly frees, then fails */
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
   g_assert_nonnull (strstr (error->message, "crumbly freed it"));
+  g_assert_true (memres_buffer_is_closed (buf));
+  memres_buffer_unref (buf);
   memres_resource_unref (mr);
 
   g_assert_true (g_file_get_contents (path, &text, NULL, NULL));

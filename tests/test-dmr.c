@@ -842,8 +842,10 @@ test_default_resource (void)
   /* the spec it chose, and why host memory */
   {
     g_autofree char *spec = NULL;
-    g_autofree char *reason = g_strdup ("not cleared");
+    g_autofree char *stale = g_strdup ("not cleared");
+    g_autofree char *reason = NULL;
 
+    reason = stale; /* an out parameter: the call sets it without freeing what it held */
     spec = memres_resource_get_default_spec (0, &reason, &error);
     g_assert_no_error (error);
     g_assert_cmpstr (spec, ==, "dmr:device=0");
@@ -854,6 +856,9 @@ test_default_resource (void)
     g_assert_cmpstr (spec, ==, "host");
     g_assert_cmpstr (reason, ==, "asked for device -1");
     g_clear_pointer (&spec, g_free);
+    g_clear_pointer (&reason, g_free);
+    g_free (stale);
+    reason = stale = g_strdup ("not cleared");
     g_assert_null (memres_resource_get_default_spec (n, &reason, &error));
     g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
     g_assert_null (reason);

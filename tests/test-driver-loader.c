@@ -93,7 +93,8 @@ child_expect_no_driver (const char *needle, gboolean absent)
   assert_default_spec (0, "host", error->message);
   assert_default_spec (-1, "host", "asked for device -1");
   {
-    g_autofree char *reason = g_strdup ("not cleared");
+    g_autofree char *stale = g_strdup ("not cleared");
+    char *reason = stale; /* the call sets it without freeing what it held */
     g_assert_null (memres_resource_get_default_spec (-2, &reason, &again));
     g_assert_error (again, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
     g_assert_null (reason);
