@@ -786,6 +786,74 @@ static const char *const hazard_names[] = {
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (hazards) == G_N_ELEMENTS (hazard_names));
 
+/* A spill records one event for its whole bin: with front=2 the third close of a class on A
+ * moves the two front blocks freed on A and itself into the shared cache under one
+ * cuEventRecord on A; B, given all three, waits for A's queued fills, so that the bytes are B's
+ * once A runs. */
+static void
+test_hazard_spill (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresStream a, b;
+  MemresBuffer *x[3], *y[3];
+  guint64 addr[3];
+  MtStreamHold *hold;
+  long records = 0, waits = 0;
+
+  if (!hazard_begin ())
+    return;
+  a = stream_new ();
+  b = stream_new ();
+  mr = mt_new_ok ("cache:front=2>" DEVICE_UPSTREAM);
+  for (guint i = 0; i < 3; i++)
+    {
+      x[i] = mt_alloc_ok (mr, 1 * MiB, a);
+      mt_fill_byte_ok (x[i], 0x11, a);
+      addr[i] = memres_buffer_get_address (x[i]);
+    }
+  mt_sync_ok (a);
+
+  hold = mt_stream_hold (a);
+  for (guint i = 0; i < 3; i++)
+    mt_fill_byte_ok (x[i], 0xaa, a); /* wait behind the hold */
+  if (mt_driver_is_fake ())
+    records = mt_fake_call_count ("cuEventRecord");
+  for (guint i = 0; i < 3; i++)
+    mt_close_ok (x[i], a);
+  if (mt_driver_is_fake ())
+    {
+      g_assert_cmpint (mt_fake_call_count ("cuEventRecord"), ==, records + 1);
+      waits = mt_fake_call_count ("cuStreamWaitEvent");
+    }
+  g_assert_cmpuint (counter (mr, "front_cached"), ==, 0);
+  g_assert_cmpuint (counter (mr, "shared_cached"), ==, 3 * MiB);
+
+  for (guint i = 0; i < 3; i++)
+    {
+      guint64 got;
+
+      y[i] = mt_alloc_ok (mr, 1 * MiB, b);
+      got = memres_buffer_get_address (y[i]);
+      g_assert_true (got == addr[0] || got == addr[1] || got == addr[2]);
+      mt_fill_byte_ok (y[i], 0xbb, b);
+    }
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuStreamWaitEvent"), ==, waits + 3);
+  g_assert_cmpuint (counter (mr, "shared_cached"), ==, 0);
+  g_assert_true (mt_stream_is_held (hold));
+  mt_stream_release (hold);
+  for (guint i = 0; i < 3; i++)
+    {
+      mt_assert_bytes (y[i], 0xbb, b);
+      mt_close_ok (y[i], b);
+    }
+  mt_sync_ok (b);
+  g_clear_pointer (&mr, memres_resource_unref);
+  stream_free (a);
+  stream_free (b);
+  hazard_end ();
+}
+
 #define HAZARD_THREADS 16
 #define HAZARD_ROUNDS  20
 
@@ -1064,6 +1132,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cache/finalize/cached", test_finalize_cached);
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
+  g_test_add_func ("/cache/hazard/stream/spill", test_hazard_spill);
   g_test_add_func ("/cache/deadlock/oom-handler-trims", test_oom_handler_trims);
   g_test_add_func ("/cache/deadlock/nested-threads", test_nested_threads);
   g_test_add_func ("/cache/small-upstream", test_small_upstream);

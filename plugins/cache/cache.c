@@ -1036,7 +1036,31 @@ cache_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
   return allocate_general (mr, size, stream, alloc, error);
 }
 
-/* The front had no room: a bigger lease, else the shared cache (with an event on @stream), else
+/* Moves the blocks of class @cls in the calling thread's own front @f that were freed on @stream
+ * to the shared cache, sharing @e: an event just recorded on @stream, after each of their frees
+ * (the front is this thread's, and its blocks were freed by this thread). A spill then costs one
+ * event for the whole bin instead of one per block. Cache.lock held. */
+static void
+front_spill (Cache *self, Front *f, guint cls, MemresStream stream, CacheEvent *e)
+{
+  FrontBin *bin = &f->bins[cls];
+
+  for (guint i = bin->n; i-- > 0;)
+    {
+      Block *b = bin->blocks[i];
+
+      if (b->stream != stream)
+        continue;
+      bin->blocks[i] = bin->blocks[--bin->n];
+      __atomic_store_n (&f->cached, f->cached - b->size, __ATOMIC_RELAXED);
+      b->event = e;
+      e->refs++;
+      shared_push (self, b);
+    }
+}
+
+/* The front had no room: a bigger lease, else the shared cache (with an event on @stream, which the
+ * class's front blocks freed on @stream join: front_spill()), else
  * (past max_cached) back to the upstream. */
 G_GNUC_NO_INLINE
 static gboolean
@@ -1091,6 +1115,8 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
 
       /* Without an event (the record failed) the block stays reusable on its own stream only. */
       b->event = event_record (self, stream, &local);
+      if (b->event != NULL && f != NULL)
+        front_spill (self, f, b->cls, stream, b->event);
     }
   shared_push (self, b);
   g_mutex_unlock (&self->lock);
