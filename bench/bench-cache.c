@@ -7,9 +7,13 @@
  * (m) core: the core's own per-buffer cost, as a memres pair on a kind whose slots do nothing
  *     against two indirect calls, and the resource against a second resource named by
  *     --core-base (`host` for `cache>host`). */
+#define _GNU_SOURCE /* sched_getaffinity(), pthread_setaffinity_np() */
 #include "bench-common.h"
 
+#include <errno.h>
+
 #include <pthread.h>
+#include <sched.h>
 
 /* ---- (k) thread pairs -------------------------------------------------------------------- */
 
@@ -67,14 +71,44 @@ pairs_loop (PairThread *job, gboolean use_memres, guint64 iterations, GError **e
   return bench_sync_stream (ctx, job->stream, error);
 }
 
+/* --pin-threads: the calling thread onto the @index-th CPU (modulo their number) of those the
+ * process may run on; a failure is a warning (the row is measured unpinned). */
+static void
+pin_to_cpu (guint index)
+{
+  cpu_set_t allowed, one;
+  guint n, seen = 0;
+
+  if (sched_getaffinity (0, sizeof allowed, &allowed) != 0
+      || (n = (guint) CPU_COUNT (&allowed)) == 0)
+    {
+      g_warning ("memres-bench: sched_getaffinity: %s", g_strerror (errno));
+      return;
+    }
+  index %= n;
+  for (guint cpu = 0; cpu < CPU_SETSIZE; cpu++)
+    if (CPU_ISSET (cpu, &allowed) && seen++ == index)
+      {
+        CPU_ZERO (&one);
+        CPU_SET (cpu, &one);
+        if (pthread_setaffinity_np (pthread_self (), sizeof one, &one) != 0)
+          g_warning ("memres-bench: cannot pin a worker to CPU %u", cpu);
+        return;
+      }
+}
+
 static gpointer
 pair_thread_main (gpointer data)
 {
   PairThread *job = data;
   PairThreads *run = job->run;
   const BenchContext *ctx = run->ctx;
-  gboolean ok = bench_cuda_check (ctx, ctx->drv->cuCtxSetCurrent (ctx->context), "cuCtxSetCurrent",
-                                  &job->error);
+  gboolean ok;
+
+  if (ctx->config->pin_threads)
+    pin_to_cpu ((guint) (job - run->jobs));
+  ok = bench_cuda_check (ctx, ctx->drv->cuCtxSetCurrent (ctx->context), "cuCtxSetCurrent",
+                         &job->error);
 
   for (;;)
     {

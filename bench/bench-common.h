@@ -36,6 +36,7 @@ typedef struct
   guint64 copy_size;        /* bytes per copy */
   guint import_buffers;     /* distinct buffers an IPC import repetition maps */
   guint64 thread_pair_size; /* bytes per pair of (k) */
+  gboolean pin_threads;     /* (k): worker t runs on the t-th CPU the process may use */
   gint64 deadline_ns;       /* bench_now_ns() after which rows are skipped; 0: none */
   char **argv;              /* the command line, for the record */
 } BenchConfig;

@@ -153,8 +153,8 @@ configure (BenchConfig *cfg, Args *a, GError **error)
       return FALSE;
     }
   if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy && !a->ipc_import
-      && !a->graph_capture && !a->adaptor && !a->cross_stream && !a->thread_pairs
-      && !a->alternating && !a->core)
+      && !a->graph_capture && !a->adaptor && !a->cross_stream && !a->thread_pairs && !a->alternating
+      && !a->core)
     a->pairs = a->random = a->threads = TRUE;
   return TRUE;
 }
@@ -204,6 +204,8 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     { "min-size", 0, 0, G_OPTION_ARG_STRING, &a->min_size, "Smallest random size (1KiB)", "SIZE" },
     { "max-size", 0, 0, G_OPTION_ARG_STRING, &a->max_size, "Largest random size (4MiB)", "SIZE" },
     { "seed", 0, 0, G_OPTION_ARG_INT, &a->seed, "Seed of the random traces (42)", "N" },
+    { "pin-threads", 0, 0, G_OPTION_ARG_NONE, &cfg->pin_threads,
+      "Pin the workers of (k) to one CPU each (the CPUs the process may use, in order)", NULL },
     { "thread-counts", 0, 0, G_OPTION_ARG_STRING, &a->thread_counts,
       "Thread counts of (c) (1,2,4,8,16)", "LIST" },
     { "chunks", 0, 0, G_OPTION_ARG_STRING, &a->chunks,
@@ -232,8 +234,8 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
     }
   if (cfg->spec == NULL)
     {
-      gboolean allocating = a->pairs || a->random || a->threads || a->cross_stream || a->thread_pairs
-                            || a->alternating || a->core;
+      gboolean allocating = a->pairs || a->random || a->threads || a->cross_stream
+                            || a->thread_pairs || a->alternating || a->core;
 
       gboolean other = allocating || a->vmm_grow || a->ipc_import;
 
@@ -275,8 +277,10 @@ run_allocation_sections (BenchContext *ctx, const Args *a, GPtrArray *sections)
 {
   g_autoptr (GError) error = NULL;
   BenchRaw *raw = bench_raw_new (ctx, &error);
-  const char *names[] = { "pairs", "random", "threads", "cross_stream", "thread_pairs", "alternating" };
-  gboolean wanted[] = { a->pairs, a->random, a->threads, a->cross_stream, a->thread_pairs, a->alternating };
+  const char *names[]
+      = { "pairs", "random", "threads", "cross_stream", "thread_pairs", "alternating" };
+  gboolean wanted[]
+      = { a->pairs, a->random, a->threads, a->cross_stream, a->thread_pairs, a->alternating };
 
   for (guint i = 0; i < G_N_ELEMENTS (names); i++)
     {
