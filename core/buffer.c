@@ -507,6 +507,20 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
   return TRUE;
 }
 
+/* Device memory said to be on @device: refused when the driver is loaded and has no such
+ * device (without a driver, nothing can check it, and nothing can use the memory either). */
+static gboolean
+wrap_device_exists (gint device, GError **error)
+{
+  gint n;
+
+  if (!memres_cuda_get_device_count (&n, NULL) || device < n)
+    return TRUE;
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+               "device %d: the driver has %d device%s", device, n, n == 1 ? "" : "s");
+  return FALSE;
+}
+
 /**
  * memres_buffer_new_for_pointer:
  * @ptr: (nullable): start of the memory (a host pointer, or a `CUdeviceptr` cast to a
@@ -528,7 +542,9 @@ query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
  * buffer has no resource (memres_buffer_get_resource() returns %NULL). Thread-safe.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @ptr with a non-zero @size, a range that
- * wraps past the end of the address space, a @device below -1, or @flags other than
+ * wraps past the end of the address space, a @device below -1, device-accessible memory on a
+ * @device the loaded driver does not have (cuDeviceGetCount(); not checked when no driver
+ * loads), or @flags other than
  * %MEMRES_MEMORY_DEVICE_ACCESSIBLE, %MEMRES_MEMORY_HOST_ACCESSIBLE and %MEMRES_MEMORY_MANAGED
  * (wrapped memory is not imported, resizable, shareable or stream-ordered by memres).
  *
@@ -573,6 +589,9 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
     }
   if (flags & MEMRES_MEMORY_MANAGED)
     flags |= MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE;
+  if ((flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE) && device >= 0
+      && !wrap_device_exists (device, error))
+    return NULL;
   if (flags == 0 && (ptr == NULL || !query_pointer (ptr, &device, &flags)))
     {
       flags = MEMRES_MEMORY_HOST_ACCESSIBLE;

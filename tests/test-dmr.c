@@ -1296,6 +1296,48 @@ test_fault_new (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+static void
+count_release (gpointer data)
+{
+  (*(int *) data)++;
+}
+
+/* Wrapping device memory checks the device ordinal against the driver: the last device is
+ * taken, the one after it refused (INVALID_ARGUMENT), and the refused wrap's release function
+ * is not called. */
+static void
+test_wrap_device_ordinal (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
+  MemresBuffer *wrap;
+  gint n = 0;
+  int released = 0;
+
+  if (!mt_require_devices (1))
+    return;
+  g_assert_true (memres_cuda_get_device_count (&n, &error));
+  g_assert_no_error (error);
+  mr = mt_new_ok ("dmr:device=0");
+  buf = mt_alloc_ok (mr, 4096, NULL);
+  g_assert_null (memres_buffer_new_for_pointer (memres_buffer_get_pointer (buf), 4096, n,
+                                                MEMRES_MEMORY_DEVICE_ACCESSIBLE, count_release,
+                                                &released, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "device"));
+  g_clear_error (&error);
+  g_assert_cmpint (released, ==, 0);
+  wrap = memres_buffer_new_for_pointer (memres_buffer_get_pointer (buf), 4096, n - 1,
+                                        MEMRES_MEMORY_DEVICE_ACCESSIBLE, count_release, &released,
+                                        &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (memres_buffer_get_device (wrap), ==, n - 1);
+  memres_buffer_unref (wrap);
+  g_assert_cmpint (released, ==, 1);
+  mt_close_ok (g_steal_pointer (&buf), NULL);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1305,6 +1347,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
 
   g_test_add_func ("/dmr/allocate/patterns", test_allocate_patterns);
+  g_test_add_func ("/dmr/wrap/device-ordinal", test_wrap_device_ordinal);
   g_test_add_func ("/dmr/allocate/zero-size", test_allocate_zero_size);
   g_test_add_func ("/dmr/allocate/too-large", test_allocate_too_large);
   g_test_add_func ("/dmr/allocate/no-context", test_no_context);
