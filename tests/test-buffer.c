@@ -352,12 +352,6 @@ test_read_write (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
 }
 
-static void
-release_count (gpointer data)
-{
-  (*(int *) data)++;
-}
-
 /* Memory described as managed: both accessible flags follow; without a driver the managed
  * calls fail with NO_DRIVER, except on an empty buffer, which needs no driver. */
 static void
@@ -414,7 +408,8 @@ test_wrap_host_memory (void)
 
   memset (data, 0x42, sizeof data);
   /* flags 0 and no driver: pageable host memory */
-  buf = memres_buffer_new_for_pointer (data, sizeof data, 3, 0, release_count, &released, &error);
+  buf = memres_buffer_new_for_pointer (data, sizeof data, 3, 0, mt_count_release, &released,
+                                       &error);
   g_assert_no_error (error);
   g_assert_true (memres_buffer_get_pointer (buf) == data);
   g_assert_cmpint (memres_buffer_get_device (buf), ==, -1);
@@ -433,7 +428,7 @@ test_wrap_host_memory (void)
   g_assert_cmpint (released, ==, 1);
 
   /* the last unref closes too */
-  buf = memres_buffer_new_for_pointer (data, 4, -1, MEMRES_MEMORY_HOST_ACCESSIBLE, release_count,
+  buf = memres_buffer_new_for_pointer (data, 4, -1, MEMRES_MEMORY_HOST_ACCESSIBLE, mt_count_release,
                                        &released, &error);
   memres_buffer_unref (buf);
   g_assert_cmpint (released, ==, 2);
@@ -451,21 +446,21 @@ test_wrap_host_memory (void)
    * the release function is not called for a refused wrap */
   released = 0;
   g_assert_null (memres_buffer_new_for_pointer (GSIZE_TO_POINTER (G_MAXSIZE - 15), 64, -1,
-                                                MEMRES_MEMORY_HOST_ACCESSIBLE, release_count,
+                                                MEMRES_MEMORY_HOST_ACCESSIBLE, mt_count_release,
                                                 &released, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
   g_assert_null (memres_buffer_new_for_pointer (data, 4, -2, MEMRES_MEMORY_HOST_ACCESSIBLE,
-                                                release_count, &released, &error));
+                                                mt_count_release, &released, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
   g_assert_null (memres_buffer_new_for_pointer (
-      data, 4, -1, MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_IMPORTED, release_count, &released,
-      &error));
+      data, 4, -1, MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_IMPORTED, mt_count_release,
+      &released, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
   g_assert_null (
-      memres_buffer_new_for_pointer (data, 4, -1, 1 << 20, release_count, &released, &error));
+      memres_buffer_new_for_pointer (data, 4, -1, 1 << 20, mt_count_release, &released, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
   g_assert_cmpint (released, ==, 0);

@@ -1296,12 +1296,6 @@ test_fault_new (void)
   mt_assert_fake_counts_equal (&base);
 }
 
-static void
-count_release (gpointer data)
-{
-  (*(int *) data)++;
-}
-
 /* Wrapping device memory checks the device ordinal against the driver: the last device is
  * taken, the one after it refused (INVALID_ARGUMENT), and the refused wrap's release function
  * is not called. */
@@ -1322,15 +1316,15 @@ test_wrap_device_ordinal (void)
   mr = mt_new_ok ("dmr:device=0");
   buf = mt_alloc_ok (mr, 4096, NULL);
   g_assert_null (memres_buffer_new_for_pointer (memres_buffer_get_pointer (buf), 4096, n,
-                                                MEMRES_MEMORY_DEVICE_ACCESSIBLE, count_release,
+                                                MEMRES_MEMORY_DEVICE_ACCESSIBLE, mt_count_release,
                                                 &released, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   g_assert_nonnull (strstr (error->message, "device"));
   g_clear_error (&error);
   g_assert_cmpint (released, ==, 0);
   wrap = memres_buffer_new_for_pointer (memres_buffer_get_pointer (buf), 4096, n - 1,
-                                        MEMRES_MEMORY_DEVICE_ACCESSIBLE, count_release, &released,
-                                        &error);
+                                        MEMRES_MEMORY_DEVICE_ACCESSIBLE, mt_count_release,
+                                        &released, &error);
   g_assert_no_error (error);
   g_assert_cmpint (memres_buffer_get_device (wrap), ==, n - 1);
   memres_buffer_unref (wrap);

@@ -1065,3 +1065,9 @@ mt_require_stream_holds (void)
     }
   return TRUE;
 }
+
+void
+mt_count_release (gpointer data)
+{
+  (*(int *) data)++;
+}

@@ -222,4 +222,7 @@ void mt_undo_ipc (gpointer data);
 void mt_make_odd_files (const char *dir, const char *fifo, const char *loop, const char *dangling);
 void mt_remove_dir (const char *dir);
 
+/* A GDestroyNotify for wrapped memory: adds one to the int @data points to. */
+void mt_count_release (gpointer data);
+
 G_END_DECLS
