@@ -191,6 +191,32 @@ test_unknown_command_json (void)
   run_clear (&r);
 }
 
+/* `memres --json CMD` is `memres CMD --json`: the same document; a second --json in the
+ * command's place is an unknown command (usage error, with --json the error document), and so
+ * is a lone --json. */
+static void
+test_json_first (void)
+{
+  Run a = { 0 }, b = { 0 };
+
+  run_tool (&a, "--json", "kinds", NULL);
+  run_tool (&b, "kinds", "--json", NULL);
+  g_assert_cmpint (a.status, ==, b.status);
+  assert_one_json_document (a.out);
+  g_assert_cmpstr (a.out, ==, b.out);
+  run_clear (&a);
+  run_clear (&b);
+  run_tool (&a, "--json", "--json", "kinds", NULL);
+  g_assert_cmpint (a.status, ==, 2);
+  g_assert_true (g_str_has_prefix (a.err, "memres: unknown command \"--json\""));
+  assert_one_json_document (a.out);
+  run_clear (&a);
+  run_tool (&a, "--json", NULL);
+  g_assert_cmpint (a.status, ==, 2);
+  assert_one_json_document (a.out);
+  run_clear (&a);
+}
+
 /* The broken plugins of tests/plugins/ and two more files: each plugin file, the code name of
  * its error and a piece of the reason. */
 static const struct
@@ -1408,6 +1434,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/error/one-line", test_error_one_line);
   g_test_add_func ("/tool/error/huge-input", test_error_huge_input);
   g_test_add_func ("/tool/error/unknown-command-json", test_unknown_command_json);
+  g_test_add_func ("/tool/json-first", test_json_first);
   g_test_add_func ("/tool/kinds/broken-plugins", test_kinds_broken_plugins);
   g_test_add_func ("/tool/kinds/healthy", test_kinds_healthy);
   g_test_add_func ("/tool/kinds/odd-strings", test_kinds_odd_strings);

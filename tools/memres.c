@@ -29,8 +29,9 @@ print_usage (FILE *out)
                 "Commands:\n");
   for (i = 0; i < G_N_ELEMENTS (commands); i++)
     fprintf (out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-  fprintf (out, "\nRun memres COMMAND --help for the options of a command; every command "
-                "takes --json.\n");
+  fprintf (out,
+           "\nRun memres COMMAND --help for the options of a command; every command "
+           "takes --json\n(memres --json COMMAND ... is the same as memres COMMAND --json ...).\n");
 }
 
 /* TRUE when the command's options ask for JSON: errors found while parsing them (an unknown
@@ -40,7 +41,7 @@ wants_json (int argc, char **argv)
 {
   int i;
 
-  for (i = 2; i < argc && strcmp (argv[i], "--") != 0; i++)
+  for (i = 1; i < argc && strcmp (argv[i], "--") != 0; i++)
     if (strcmp (argv[i], "--json") == 0 || strcmp (argv[i], "-j") == 0)
       return TRUE;
   return FALSE;
@@ -67,6 +68,15 @@ main (int argc, char **argv)
     {
       g_print ("memres %s\n", memres_get_version ());
       return 0;
+    }
+  /* `memres --json CMD ARGS...` is `memres CMD --json ARGS...` (once: a second --json in
+   * the command's place is an unknown command) */
+  if ((strcmp (argv[1], "--json") == 0 || strcmp (argv[1], "-j") == 0) && argc > 2)
+    {
+      char *flag = argv[1];
+
+      argv[1] = argv[2];
+      argv[2] = flag;
     }
   for (i = 0; i < G_N_ELEMENTS (commands); i++)
     if (strcmp (argv[1], commands[i].name) == 0)
