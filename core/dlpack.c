@@ -420,7 +420,8 @@ wrap_device (const MemresDLDevice *dl, MemresMemoryFlags *flags, gint *device, G
  * Thread safety: the tensor must not be changed while this runs.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a NULL @tensor, a tensor without a deleter (memres
- * could not hand it back), a NULL data pointer with elements, a negative device id, bad
+ * could not hand it back), a NULL data pointer with elements, a negative device id or one of device
+ * memory the loaded driver does not have (cuDeviceGetCount()), bad
  * geometry (as memres_buffer_export_dlpack()), or a span that runs past the end of the address
  * space; %MEMRES_ERROR_NOT_SUPPORTED for a major version other than
  * %MEMRES_DLPACK_MAJOR_VERSION, a device type memres cannot use (ROCm, Vulkan, OpenCL, ...), a

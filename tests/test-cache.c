@@ -26,16 +26,7 @@ drv (void)
 static CUstream
 stream_new (void)
 {
-  GError *error = NULL;
-  CUstream stream = NULL;
-  CUcontext context, popped;
-
-  g_assert_true (memres_cuda_get_primary_context (0, &context, &error));
-  g_assert_no_error (error);
-  CU_OK (drv ()->cuCtxPushCurrent (context));
-  CU_OK (drv ()->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING));
-  CU_OK (drv ()->cuCtxPopCurrent (&popped));
-  return stream;
+  return mt_stream_new_on (0);
 }
 
 static void
@@ -854,6 +845,112 @@ test_hazard_spill (void)
   hazard_end ();
 }
 
+/* ---- two devices (issue 20; the fake has two, one GPU skips naming device 1) -------------- */
+
+static void
+set_access_ok (MemresResource *mr, gint device, MemresAccess access)
+{
+  g_autoptr (GError) error = NULL;
+  const MemresAccessDesc desc = { device, access };
+  MemresAccess got = (MemresAccess) -1;
+
+  g_assert_true (memres_resource_set_access (mr, &desc, 1, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_resource_get_access (mr, device, &got, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (got, ==, access);
+}
+
+/* Device 1 granted access to the pool below `cache` through the stack: the grant reaches the
+ * pool (get_access reads it back) and covers a block the cache already held, which device 1
+ * then writes and reads; revoked, device 1 cannot touch it (the fake refuses the fill). */
+static void
+test_peer_access (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *x, *y;
+  CUstream s1;
+  guint64 addr;
+
+  if (!mt_require_peer_access (0, 1))
+    return;
+  mr = mt_new_ok ("cache>" DEVICE_UPSTREAM);
+  s1 = mt_stream_new_on (1);
+  x = mt_alloc_ok (mr, 1 * MiB, NULL);
+  addr = memres_buffer_get_address (x);
+  set_access_ok (mr, 1, MEMRES_ACCESS_NONE);
+  if (mt_driver_is_fake ())
+    {
+      g_assert_false (memres_buffer_fill (x, 0x77, 1, s1, &error));
+      g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_VALUE);
+      g_clear_error (&error);
+    }
+  mt_close_ok (x, NULL); /* cached */
+  set_access_ok (mr, 1, MEMRES_ACCESS_READWRITE);
+  y = mt_alloc_ok (mr, 1 * MiB, NULL);
+  g_assert_cmpuint (memres_buffer_get_address (y), ==, addr); /* the cached block */
+  mt_sync_ok (NULL);
+  mt_fill_byte_ok (y, 0x5a, s1);
+  mt_assert_bytes (y, 0x5a, s1);
+  mt_assert_bytes (y, 0x5a, NULL);
+  set_access_ok (mr, 1, MEMRES_ACCESS_NONE);
+  if (mt_driver_is_fake ())
+    {
+      g_assert_false (memres_buffer_fill (y, 0x77, 1, s1, &error));
+      g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_VALUE);
+      g_clear_error (&error);
+    }
+  mt_close_ok (y, NULL);
+  mt_sync_ok (NULL);
+  stream_free (s1);
+}
+
+/* A block freed on a stream of device 0 and asked for by a stream of device 1 (granted access):
+ * the cache hands it out after device 1's stream waits on the free's event, so that device 1's
+ * write lands after device 0's queued one: the bytes are device 1's. */
+static void
+test_peer_stream (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *x, *y;
+  MtStreamHold *hold;
+  CUstream s0, s1;
+  guint64 addr;
+  long waits = 0;
+
+  if (!mt_require_peer_access (0, 1) || !hazard_begin ())
+    return;
+  mr = mt_new_ok ("cache:front=0>" DEVICE_UPSTREAM);
+  set_access_ok (mr, 1, MEMRES_ACCESS_READWRITE);
+  s0 = mt_stream_new_on (0);
+  s1 = mt_stream_new_on (1);
+  x = mt_alloc_ok (mr, 1 * MiB, s0);
+  addr = memres_buffer_get_address (x);
+  mt_fill_byte_ok (x, 0x11, s0);
+  mt_sync_ok (s0);
+
+  hold = mt_stream_hold (s0);
+  mt_fill_byte_ok (x, 0xaa, s0); /* waits behind the hold */
+  mt_close_ok (x, s0);
+  if (mt_driver_is_fake ())
+    waits = mt_fake_call_count ("cuStreamWaitEvent");
+  y = mt_alloc_ok (mr, 1 * MiB, s1);
+  g_assert_cmpuint (memres_buffer_get_address (y), ==, addr);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuStreamWaitEvent"), ==, waits + 1);
+  mt_fill_byte_ok (y, 0xbb, s1);
+  g_assert_true (mt_stream_is_held (hold));
+  mt_stream_release (hold);
+  mt_assert_bytes (y, 0xbb, s1);
+  mt_close_ok (y, s1);
+  mt_sync_ok (s1);
+  g_clear_pointer (&mr, memres_resource_unref);
+  stream_free (s0);
+  stream_free (s1);
+  hazard_end ();
+}
+
 #define HAZARD_THREADS 16
 #define HAZARD_ROUNDS  20
 
@@ -1113,6 +1210,8 @@ test_nested_threads (void)
 int
 main (int argc, char **argv)
 {
+  /* Against the fake, two devices for the peer tests (read at cuInit) */
+  g_setenv ("FAKECUDA_DEVICES", "2", FALSE);
   mt_init (&argc, &argv);
 
   g_test_add_func ("/cache/classes/table", test_class_table);
@@ -1133,6 +1232,8 @@ main (int argc, char **argv)
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
   g_test_add_func ("/cache/hazard/stream/spill", test_hazard_spill);
+  g_test_add_func ("/cache/peer/access", test_peer_access);
+  g_test_add_func ("/cache/peer/stream", test_peer_stream);
   g_test_add_func ("/cache/deadlock/oom-handler-trims", test_oom_handler_trims);
   g_test_add_func ("/cache/deadlock/nested-threads", test_nested_threads);
   g_test_add_func ("/cache/small-upstream", test_small_upstream);

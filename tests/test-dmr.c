@@ -33,20 +33,6 @@ stats_ok (MemresResource *mr)
   return stats;
 }
 
-static CUstream
-stream_new_on (gint device)
-{
-  GError *error = NULL;
-  CUstream stream = NULL;
-  CUcontext context, popped;
-
-  MT_CHECK (memres_cuda_get_primary_context (device, &context, &error));
-  CU_OK (drv ()->cuCtxPushCurrent (context));
-  CU_OK (drv ()->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING));
-  CU_OK (drv ()->cuCtxPopCurrent (&popped));
-  return stream;
-}
-
 /* A stream of device 0, which also becomes the calling thread's current context. */
 static CUstream
 stream_new (void)
@@ -54,7 +40,7 @@ stream_new (void)
   GError *error = NULL;
 
   MT_CHECK (memres_cuda_ensure_context (0, &error));
-  return stream_new_on (0);
+  return mt_stream_new_on (0);
 }
 
 static void
@@ -993,7 +979,7 @@ test_peer_access (void)
     }
   mt_counts_snapshot (&base);
   MT_CHECK (memres_cuda_get_device_count (&count, &error));
-  s1 = stream_new_on (1);
+  s1 = mt_stream_new_on (1);
   mr = mt_new_ok ("dmr:pool=new");
   buf = mt_alloc_ok (mr, MiB, NULL);
   assert_access (mr, 0, MEMRES_ACCESS_READWRITE);

@@ -1006,9 +1006,57 @@ test_none_exit (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* Two devices (issue 20; one GPU skips naming device 1): device 1 joins the accessed-by set of
+ * a managed buffer, the buffer is prefetched to device 1 on a stream of device 1, written and
+ * read back there, and the host then reads device 1's bytes; device 1 leaves the set again. */
+static void
+test_peer_accessed_by (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  const MemresLocation one = loc (MEMRES_LOCATION_DEVICE, 1);
+  MemresBuffer *buf;
+  CUstream s1;
+  guint n = 0;
+  gint concurrent = 0;
+
+  if (!require_managed (FALSE) || !mt_require_devices (2))
+    return;
+  g_assert_true (memres_cuda_get_device_attribute (1, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+                                                   &concurrent, &error));
+  g_assert_no_error (error);
+  if (!concurrent)
+    {
+      g_test_skip ("device 1 has no concurrent managed access");
+      return;
+    }
+  mr = mt_new_ok ("managed:pool=none");
+  buf = mt_alloc_ok (mr, MiB, NULL);
+  g_assert_false (accessed_by_contains (buf, MEMRES_LOCATION_DEVICE, 1, &n));
+  g_assert_true (memres_buffer_add_accessed_by (buf, &one, &error));
+  g_assert_no_error (error);
+  g_assert_true (accessed_by_contains (buf, MEMRES_LOCATION_DEVICE, 1, &n));
+  s1 = mt_stream_new_on (1);
+  prefetch_ok (buf, one, s1);
+  mt_sync_ok (s1);
+  assert_last_prefetch (buf, MEMRES_LOCATION_DEVICE, 1);
+  mt_fill_byte_ok (buf, 0x6d, s1);
+  mt_assert_bytes (buf, 0x6d, s1);
+  mt_sync_ok (s1);
+  g_assert_cmpint (((const guint8 *) memres_buffer_get_pointer (buf))[MiB - 1], ==, 0x6d);
+  g_assert_true (memres_buffer_remove_accessed_by (buf, &one, &error));
+  g_assert_no_error (error);
+  g_assert_false (accessed_by_contains (buf, MEMRES_LOCATION_DEVICE, 1, &n));
+  mt_close_ok (buf, NULL);
+  mt_sync_ok (NULL);
+  destroy_stream ((MemresStream) s1);
+}
+
 int
 main (int argc, char **argv)
 {
+  /* Against the fake, two devices for the peer test (read at cuInit) */
+  g_setenv ("FAKECUDA_DEVICES", "2", FALSE);
   mt_init (&argc, &argv);
 
   g_test_add_func ("/managed/pool/roundtrip", test_roundtrip_pools);
@@ -1030,6 +1078,7 @@ main (int argc, char **argv)
   g_test_add_func ("/managed/unsupported/no-concurrent-access", test_no_concurrent_access);
   g_test_add_func ("/managed/unsupported/no-pools", test_no_pools);
   g_test_add_func ("/managed/fault/sweep", test_fault_sweep);
+  g_test_add_func ("/managed/peer/accessed-by", test_peer_accessed_by);
 
   return g_test_run ();
 }

@@ -129,7 +129,8 @@ mt_require_devices (int n)
                             "(set FAKECUDA_DEVICES before the driver loads)",
                             count, n);
       else
-        g_test_skip_printf ("The test needs %d CUDA devices, this machine has %d", n, count);
+        g_test_skip_printf ("The test needs device %d (%d CUDA devices), this machine has %d",
+                            n - 1, n, count);
       return FALSE;
     }
   return TRUE;
@@ -1070,4 +1071,43 @@ void
 mt_count_release (gpointer data)
 {
   (*(int *) data)++;
+}
+
+gboolean
+mt_require_peer_access (gint device, gint peer)
+{
+  const MemresCudaDriver *drv;
+  CUdevice d, p;
+  int can = 0;
+
+  if (!mt_require_devices (MAX (device, peer) + 1))
+    return FALSE;
+  drv = memres_cuda_get_driver (NULL);
+  g_assert_cmpint (drv->cuDeviceGet (&d, device), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuDeviceGet (&p, peer), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuDeviceCanAccessPeer (&can, p, d), ==, CUDA_SUCCESS);
+  if (can)
+    return TRUE;
+  if (mt_driver_is_fake ())
+    g_test_fail_printf ("fake device %d cannot access device %d", peer, device);
+  else
+    g_test_skip_printf ("device %d cannot access device %d's memory", peer, device);
+  return FALSE;
+}
+
+CUstream
+mt_stream_new_on (gint device)
+{
+  g_autoptr (GError) error = NULL;
+  const MemresCudaDriver *drv = memres_cuda_get_driver (&error);
+  CUcontext context, popped;
+  CUstream stream = NULL;
+
+  g_assert_no_error (error);
+  g_assert_true (memres_cuda_get_primary_context (device, &context, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (drv->cuCtxPushCurrent (context), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuCtxPopCurrent (&popped), ==, CUDA_SUCCESS);
+  return stream;
 }

@@ -17,6 +17,14 @@ gboolean mt_driver_is_fake (void);
  * (the fake suite never skips). */
 gboolean mt_require_devices (int n);
 
+/* TRUE when device @peer can access device @device's memory (cuDeviceCanAccessPeer()), both
+ * existing (mt_require_devices()); otherwise skips naming the devices (the fake fails). */
+gboolean mt_require_peer_access (gint device, gint peer);
+
+/* A new non-blocking stream of device @device, created in its primary context (pushed and
+ * popped around the call). */
+CUstream mt_stream_new_on (gint device);
+
 /* TRUE when the driver is the fake; otherwise calls g_test_skip(@why) and returns FALSE. For
  * tests that need the fake's control (fault injection, changed attributes). */
 gboolean mt_require_fake (const char *why);
