@@ -130,8 +130,8 @@ memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
                    "forward what you received, or copy the data into a buffer of your own");
       return FALSE;
     }
-  mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (export_chunks), TRUE);
-  if (mr->ops->export_chunks == NULL)
+  mr = _memres_resource_ipc_owner (mr);
+  if (mr->kind->ipc.export_chunks == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "buffers of kind \"%s\" cannot be sent as chunks (use kind \"vmm\" with "
@@ -145,7 +145,7 @@ memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
   memset (&chunks, 0, sizeof chunks);
   if (!_memres_resource_check_usable (mr, "sending a buffer", error))
     return FALSE;
-  ok = mr->ops->export_chunks (mr, &buf->alloc, &chunks, &local);
+  ok = mr->kind->ipc.export_chunks (mr, &buf->alloc, &chunks, &local);
   if (!_memres_resource_slot_result (mr, "export_chunks", ok, &local, error))
     return FALSE;
   ok = check_exported (mr, &buf->alloc, &chunks, error);
@@ -239,7 +239,7 @@ memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer, MemresIpcFl
                    chunks.n_chunks, fds->len);
       goto out;
     }
-  if (importer->ops->import_chunks == NULL)
+  if (importer->kind->ipc.import_chunks == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "resources of kind \"%s\" cannot import buffers sent as chunks (use kind "
@@ -258,7 +258,7 @@ memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer, MemresIpcFl
     goto out;
   memcpy (chunks.fds, fds->data, sizeof (int) * fds->len);
 
-  ok = importer->ops->import_chunks (importer, &chunks, stream, &alloc, &local);
+  ok = importer->kind->ipc.import_chunks (importer, &chunks, stream, &alloc, &local);
   if (!_memres_resource_alloc_result (importer, "import_chunks", ok, &local, chunks.size, stream,
                                       &alloc, error))
     goto out;
