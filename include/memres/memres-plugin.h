@@ -741,9 +741,11 @@ typedef struct
  *
  * memres_plugin_register_kind(): registers @info for @plugin; only valid while the plugin's
  *   init function runs (on the thread running it). Checks the name, that the required slots
- *   (init, finalize, allocate, deallocate, query) are there and the schema (valid keys, no
- *   duplicate, enum choices present, defaults that parse): %MEMRES_ERROR_INVALID_ARGUMENT;
- *   a kind of that name already registered: %MEMRES_ERROR_EXISTS. Since: 1.0
+ *   (init, finalize, allocate, deallocate, query) are there, the schema (valid keys, no
+ *   duplicate, enum choices present, defaults that parse) and the IPC table (its slots in
+ *   pairs, none for an adaptor): %MEMRES_ERROR_INVALID_ARGUMENT; an IPC table whose version
+ *   is 0 or newer than the core's: %MEMRES_PLUGIN_ERROR_ABI_MISMATCH (since 2.0); a kind of
+ *   that name already registered: %MEMRES_ERROR_EXISTS. Since: 1.0
  * memres_plugin_get_name(): the plugin's name (transfer none, valid while it is loaded).
  *   Since: 1.0
  * memres_registry_register_kind(): the same as memres_plugin_register_kind() for a kind that
