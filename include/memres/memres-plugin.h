@@ -604,26 +604,27 @@ typedef struct
  * MemresIpcOps:
  * @version: %MEMRES_IPC_OPS_VERSION of the plugin's headers; the core refuses 0 and a version
  *   newer than its own (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH) and reads no slot past the
- *   plugin's version. Since: 2.0
+ *   plugin's version. Since: 2.0. Each slot below moved here in ABI 2.0 from
+ *   #MemresResourceOps, where export_handle to import_buffer appeared in 1.0 and the chunk
+ *   slots in 1.1, with the same signature and contract
  * @export_handle: optional. Creates a shareable handle for the pool: stores in @handle a new
  *   #MemresIpcHandle (transfer full: the caller frees it) made with memres_ipc_handle_new(),
  *   which takes ownership of its own fd. Errors: %MEMRES_ERROR_NOT_SUPPORTED (the instance
  *   was not created shareable, or was itself imported), a %MEMRES_CUDA_ERROR; on failure no
- *   fd stays open. Any thread. Since: 2.0 (1.0 in #MemresResourceOps)
+ *   fd stays open. Any thread. Since: 2.0
  * @import_handle: optional. Alternative to init, for memres_resource_import_handle(): sets up
  *   a new instance (private data zero-filled) as an importer of @handle, whose kind is this
  *   kind's name. @handle and its fd stay owned by the caller and are valid during the call
  *   only: dup() the fd to keep it. Then query is called, as after init. Same threading and
  *   failure rules as init. Errors: %MEMRES_ERROR_INVALID_DESCRIPTOR (the handle's content is
  *   not acceptable), %MEMRES_ERROR_WRONG_DEVICE (no local device has the handle's UUID), a
- *   %MEMRES_CUDA_ERROR. Since: 2.0 (1.0 in #MemresResourceOps)
+ *   %MEMRES_CUDA_ERROR. Since: 2.0
  * @export_buffer: optional. Fills @out (zero-filled on entry) for @alloc (transfer none), a
  *   live allocation of this instance; the core encodes the descriptor. @out->pool_id and
  *   @out->device_uuid must be those export_handle puts in the instance's handles (importers
  *   refuse a descriptor whose identity differs from the handle they imported), and exporting
  *   one allocation twice must give the same export data (importers deduplicate by it). Any
- *   thread. Errors: %MEMRES_ERROR_NOT_SUPPORTED, a %MEMRES_CUDA_ERROR. Since: 2.0 (1.0 in
- * #MemresResourceOps)
+ *   thread. Errors: %MEMRES_ERROR_NOT_SUPPORTED, a %MEMRES_CUDA_ERROR. Since: 2.0
  * @import_buffer: optional. Maps the allocation @in describes into this process, on an
  *   instance created by import_handle, and fills @alloc (zero-filled on entry) with the WHOLE
  *   mapping: the mapped address and its extent in bytes (for pools, the driver's range), not
@@ -635,7 +636,7 @@ typedef struct
  *   process however often it is imported, and passes @alloc to deallocate (the unmap) when
  *   the last buffer using it closes. The mapping is usable in @stream's order. On failure
  *   nothing stays mapped. Any thread. Errors also: %MEMRES_ERROR_NOT_SUPPORTED (not an
- *   importer), a %MEMRES_CUDA_ERROR. Since: 2.0 (1.0 in #MemresResourceOps)
+ *   importer), a %MEMRES_CUDA_ERROR. Since: 2.0
  * @export_chunks: optional, for memres_ipc_send_buffer(). Fills @out (zero-filled on entry)
  *   for @alloc (transfer none), a live, non-empty allocation of this instance that was not
  *   imported: the device UUID, handle type, location type, granularity, @alloc->size as the
@@ -644,7 +645,7 @@ typedef struct
  *   the core, which sends and closes them; on failure no fd stays open. Errors:
  *   %MEMRES_ERROR_NOT_SUPPORTED (the instance was not created with a POSIX-fd handle type, the
  *   buffer was imported, or it has more than %MEMRES_IPC_MAX_CHUNKS chunks), a
- *   %MEMRES_CUDA_ERROR. Any thread. Since: 2.0 (1.1 in #MemresResourceOps)
+ *   %MEMRES_CUDA_ERROR. Any thread. Since: 2.0
  * @import_chunks: optional, for memres_ipc_receive_buffer(). Maps the chunks @in describes
  *   (a message from another process; the core checked its framing, see #MemresBufferChunks)
  *   into ONE new address range of this instance, in order, with this instance's own access
@@ -657,8 +658,7 @@ typedef struct
  *   chunk sizes against the instance's granularity (%MEMRES_ERROR_INVALID_DESCRIPTOR). On
  *   failure everything imported, reserved or mapped is released. The core marks the buffer
  *   %MEMRES_MEMORY_IMPORTED and refuses to export or resize it; deallocate gets @alloc at
- *   close, as for allocate. Errors also: a %MEMRES_CUDA_ERROR. Any thread. Since: 2.0 (1.1 in
- * #MemresResourceOps)
+ *   close, as for allocate. Errors also: a %MEMRES_CUDA_ERROR. Any thread. Since: 2.0
  *
  * The sharing functions of a kind that shares memory with other processes: its
  * #MemresKindInfo.ipc points at this table (%NULL: the kind shares nothing). Two families:
