@@ -5,7 +5,7 @@
 #
 # 1. builds memres from this tree and `meson install`s it into WORKDIR/prefix (--prefix, not
 #    DESTDIR: the library keeps the absolute plugin directory of its prefix);
-# 2. checks the install: library, headers, memres-1.pc with its plugindir variable, the
+# 2. checks the install: library, headers, memres-2.pc with its plugindir variable, the
 #    plugins this tree builds, and the `memres` command where the tree builds one;
 # 3. builds examples/plugin-template out of tree against that install, through pkg-config only
 #    (PKG_CONFIG_PATH), and runs its test (the plugin loaded by name from its build directory);
@@ -16,10 +16,10 @@
 #    counts checked;
 #    Where the tree builds the `memres` command, the installed one must list the kind
 #    (`memres kinds`);
-# 5. installs the template (into the plugindir of memres-1.pc) and runs the program again with
+# 5. installs the template (into the plugindir of memres-2.pc) and runs the program again with
 #    no MEMRES_PLUGIN_PATH: memres finds the plugin in its own plugin directory.
 # Between 3 and 4, the template is also built as a project of its own with memres as a Meson
-# subproject (subprojects/memres a link to this tree): dependency('memres-1') falls back to it,
+# subproject (subprojects/memres a link to this tree): dependency('memres-2') falls back to it,
 # get_variable('plugindir') answers, and the template's test passes.
 #
 # WORKDIR defaults to a new temporary directory, removed at the end unless MEMRES_CI_KEEP=1.
@@ -75,14 +75,14 @@ pass "meson install"
 step "check the install"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-pkg-config --exists memres-1 || fail "pkg-config finds no memres-1 in $PKG_CONFIG_PATH"
-plugindir=$(pkg-config --variable=plugindir memres-1)
-[ "$plugindir" = "$prefix/lib/memres-1/plugins" ] \
-  || fail "plugindir is '$plugindir', expected $prefix/lib/memres-1/plugins"
+pkg-config --exists memres-2 || fail "pkg-config finds no memres-2 in $PKG_CONFIG_PATH"
+plugindir=$(pkg-config --variable=plugindir memres-2)
+[ "$plugindir" = "$prefix/lib/memres-2/plugins" ] \
+  || fail "plugindir is '$plugindir', expected $prefix/lib/memres-2/plugins"
 [ -e "$prefix/lib/libmemres.so" ] || fail "no $prefix/lib/libmemres.so"
-[ -e "$prefix/lib/libmemres.so.1" ] || fail "no $prefix/lib/libmemres.so.1 (the SONAME)"
+[ -e "$prefix/lib/libmemres.so.2" ] || fail "no $prefix/lib/libmemres.so.2 (the SONAME)"
 for h in memres.h memres-plugin.h memres-cuda.h memres-managed.h memres-version.h; do
-  [ -f "$prefix/include/memres-1/memres/$h" ] || fail "header $h not installed"
+  [ -f "$prefix/include/memres-2/memres/$h" ] || fail "header $h not installed"
 done
 for p in dmr ipc vmm pinned graph managed limit log; do
   if [ -f "$root/plugins/$p/$p.c" ]; then
@@ -92,7 +92,7 @@ done
 if [ -f "$root/tools/memres.c" ]; then
   [ -x "$prefix/bin/memres" ] || fail "the memres command is built but not installed"
 fi
-pass "library, headers, memres-1.pc (plugindir $plugindir), plugins, command"
+pass "library, headers, memres-2.pc (plugindir $plugindir), plugins, command"
 
 step "build the template out of tree against the install"
 rm -rf "$work/template-build"
@@ -140,7 +140,7 @@ mkdir -p "$work/plugins"
 cp "$plugin" "$tally" "$work/plugins/"
 # shellcheck disable=SC2046 # pkg-config output is meant to split into arguments
 cc -o "$work/test-counting" "$template/test-counting.c" \
-  $(pkg-config --cflags --libs memres-1) -pthread || fail "cc with pkg-config memres-1 flags"
+  $(pkg-config --cflags --libs memres-2) -pthread || fail "cc with pkg-config memres-2 flags"
 MEMRES_PLUGIN_PATH="$work/plugins" MEMRES_CUDA_DRIVER=/nonexistent/libcuda.so.1 \
   "$work/test-counting" || fail "counting through MEMRES_PLUGIN_PATH"
 pass "counting loaded by name from MEMRES_PLUGIN_PATH, counts checked"

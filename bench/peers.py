@@ -170,7 +170,7 @@ def find_libmemres(explicit):
         candidate = os.path.join(root, entry, "core", "libmemres.so")
         if entry.startswith("build") and os.path.exists(candidate):
             return candidate
-    return "libmemres.so.1"
+    return "libmemres.so.2"
 
 
 class MemresPeer:
@@ -561,7 +561,7 @@ def main(argv=None):
     p.add_argument("--peers", default=",".join(c.name for c in PEERS),
                    help="comma-separated peers to run (default: all)")
     p.add_argument("--libmemres", help="path of libmemres.so (default: $MEMRES_LIBMEMRES, "
-                   "build*/core/libmemres.so next to this script, or libmemres.so.1)")
+                   "build*/core/libmemres.so next to this script, or libmemres.so.2)")
     p.add_argument("--memres-spec", default="dmr", help="spec of the memres resource (dmr)")
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--repetitions", type=int)

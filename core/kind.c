@@ -1,19 +1,16 @@
 /* memres - CUDA memory resources
- * kind.c: a registered resource kind: its name, schema and ops table. */
+ * kind.c: a registered resource kind: its name, schema, ops table and IPC table. */
 #include "memres-private.h"
 
 #include <stddef.h>
 #include <string.h>
 
-/* The smallest MemresKindInfo the core understands (ABI 1.0; ABI 1.2 appended flags, read when
- * struct_size covers it: the copy below zero-fills what an older plugin lacks), and the size of
- * each version of MemresResourceOps: version 1 (ABI 1.0) ends after resize, version 2 (ABI 1.1)
- * after import_chunks, version 3 (ABI 1.2) after get_counters. */
-#define KIND_INFO_MIN_SIZE (offsetof (MemresKindInfo, instance_size) + sizeof (gsize))
-#define OPS_V1_SIZE        (offsetof (MemresResourceOps, resize) + sizeof (gpointer))
-#define OPS_V2_SIZE        (offsetof (MemresResourceOps, import_chunks) + sizeof (gpointer))
-#define OPS_V3_SIZE        (offsetof (MemresResourceOps, get_counters) + sizeof (gpointer))
-G_STATIC_ASSERT (OPS_V3_SIZE == sizeof (MemresResourceOps));
+/* The smallest MemresKindInfo the core understands (ABI 2.0: every field; a later minor
+ * appends, and the copy below zero-fills what an older plugin lacks), and the size of each
+ * version of MemresResourceOps: version 1 (ABI 2.0) ends after get_counters. */
+#define KIND_INFO_MIN_SIZE (offsetof (MemresKindInfo, flags) + sizeof (MemresKindFlags))
+#define OPS_V1_SIZE        (offsetof (MemresResourceOps, get_counters) + sizeof (gpointer))
+G_STATIC_ASSERT (OPS_V1_SIZE == sizeof (MemresResourceOps));
 
 /* An enum's choices: none empty (a spec could not tell it from no value), none twice. */
 static gboolean
@@ -105,13 +102,14 @@ validate_schema (const char *kind, const MemresOptionSpec *options, guint n_opti
 }
 
 /* Creates a kind from @info after validating everything in it. Reads no field of @info past
- * info->struct_size, and no slot of the ops table newer than ops->version. */
+ * info->struct_size, no slot of the ops table newer than ops->version, and the IPC table only
+ * through the IPC layer (_memres_ipc_ops_copy()). */
 MemresKind *
 _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **error)
 {
   MemresKindInfo ki = { 0 };
+  MemresIpcOps ipc;
   MemresKind *kind;
-  gsize ops_size;
 
   if (info == NULL || info->struct_size < KIND_INFO_MIN_SIZE)
     {
@@ -166,6 +164,8 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
     }
   if (!validate_schema (ki.name, ki.options, ki.n_options, error))
     return NULL;
+  if (!_memres_ipc_ops_copy (ki.name, ki.ipc, (ki.flags & MEMRES_KIND_ADAPTOR) != 0, &ipc, error))
+    return NULL;
 
   kind = g_new0 (MemresKind, 1);
   g_atomic_ref_count_init (&kind->ref);
@@ -174,21 +174,13 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
   kind->description = g_strdup (ki.description != NULL ? ki.description : "");
   kind->n_options = ki.n_options;
   kind->options = g_memdup2 (ki.options, sizeof (MemresOptionSpec) * ki.n_options);
-  /* Only the slots of the plugin's version are read (an older table is shorter); those of a
-   * newer version than the core's are ignored. kind->ops is zero-filled: missing slots are
-   * NULL. */
-  ops_size = ki.ops->version >= 3 ? OPS_V3_SIZE : ki.ops->version >= 2 ? OPS_V2_SIZE : OPS_V1_SIZE;
-  memcpy (&kind->ops, ki.ops, MIN (ops_size, sizeof kind->ops));
+  /* Only the slots of the plugin's version are read (a table of an older minor is shorter; the
+   * only version so far is 1). kind->ops is zero-filled: missing slots are NULL. */
+  memcpy (&kind->ops, ki.ops, OPS_V1_SIZE);
   kind->ops.version = ki.ops->version;
+  kind->ipc = ipc;
   kind->instance_size = ki.instance_size;
   kind->flags = ki.flags;
-  if (kind->flags & MEMRES_KIND_ADAPTOR)
-    {
-      /* imports go to the base kind: an adaptor's instance always has an upstream */
-      kind->ops.import_handle = NULL;
-      kind->ops.import_buffer = NULL;
-      kind->ops.import_chunks = NULL;
-    }
   kind->plugin = plugin;
   return kind;
 }

@@ -376,8 +376,10 @@ memres_registry_list_kinds_full (GHashTable **failures, GError **error)
  * The core keeps pointers to @info's strings, schema and ops table: they must stay valid for
  * the life of the process. Thread-safe.
  *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a bad name, a missing required slot or a bad
- * option schema; %MEMRES_ERROR_EXISTS when the name is taken (the embedded kinds are always
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a bad name, a missing required slot, a bad
+ * option schema or a bad IPC table (a slot without its pair, a table on an adaptor);
+ * %MEMRES_PLUGIN_ERROR_ABI_MISMATCH for an IPC table whose version is 0 or newer than the
+ * core's; %MEMRES_ERROR_EXISTS when the name is taken (the embedded kinds are always
  * registered first).
  *
  * Returns: %TRUE on success

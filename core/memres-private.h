@@ -38,6 +38,9 @@ struct _MemresKind
   MemresOptionSpec *options; /* copied array; strings point into the plugin */
   guint n_options;
   MemresResourceOps ops; /* copied; slots newer than the plugin's version are NULL */
+  /* the IPC table, copied (core/ipc/ipc-ops.c) and read only by the IPC layer: all NULL, with
+   * version 0, when the kind shares nothing (every adaptor) */
+  MemresIpcOps ipc;
   gsize instance_size;
   MemresKindFlags flags;
   MemresPlugin *plugin; /* not a reference (plugins outlive kinds); NULL: the application's */
@@ -282,11 +285,14 @@ _memres_resource_remove_allocated (MemresResource *mr)
 /* Buffers counted on the stripes now (exact when no allocate or close runs). */
 gint64 _memres_resource_count_allocated (MemresResource *mr);
 
-/* resource.c: create an instance of @kind, through the init slot (@options) or the
- * import_handle slot (@handle, when not NULL). */
-MemresResource *_memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
-                                               const MemresIpcHandle *handle, const char *spec,
-                                               GError **error);
+/* resource.c: create an instance of @kind through @setup (called as the init slot would be,
+ * with @data; its failures are reported as those of the slot @setup_name) instead of the init
+ * slot: the IPC layer's import of a pool handle (the kind's import_handle slot). */
+typedef gboolean (*MemresResourceSetupFunc) (MemresResource *mr, gconstpointer data,
+                                             GError **error);
+MemresResource *_memres_resource_new_imported (MemresKind *kind, MemresResourceSetupFunc setup,
+                                               const char *setup_name, gconstpointer data,
+                                               const char *spec, GError **error);
 
 /* resource.c: an instance of @kind over @upstream (an adaptor's layer below; the new instance
  * takes over the caller's reference on success, the caller keeps it on failure), through the
@@ -302,6 +308,11 @@ MemresResource *_memres_resource_new_layer (MemresKind *kind, const MemresOption
 MemresResource *_memres_resource_slot_owner (MemresResource *mr, gsize slot_offset,
                                              gboolean allocation_level);
 #define MEMRES_SLOT_OFFSET(slot) G_STRUCT_OFFSET (MemresResourceOps, slot)
+
+/* resource.c: the layer whose IPC table (MemresKind.ipc) serves @mr: @mr when its kind has
+ * one, else down the stack through MEMRES_KIND_PASSES_ALLOCATIONS adaptors (which have none) to
+ * the first layer with one; the last layer looked at when none has (its table is then empty). */
+MemresResource *_memres_resource_ipc_owner (MemresResource *mr);
 
 /* stack.c: stacks of layers, `a>b>c`, at most MEMRES_STACK_MAX_LAYERS, and `@name` layers
  * from the config file (config.c).

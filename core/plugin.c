@@ -271,10 +271,12 @@ _memres_plugin_load_embedded (const MemresPluginDesc *desc, GError **error)
  * lookups once init returned successfully. The core keeps pointers to @info's strings, schema
  * and ops table: they must be static. Thread-safe.
  *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a bad name, a missing required slot or a bad
- * option schema (a default that does not parse, an enum without choices, ...);
- * %MEMRES_ERROR_EXISTS when a kind of that name is already registered (the whole load then
- * fails with that error); %MEMRES_ERROR_FAILED when called outside init.
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a bad name, a missing required slot, a bad
+ * option schema (a default that does not parse, an enum without choices, ...) or a bad IPC
+ * table (a slot without its pair, a table on an adaptor); %MEMRES_PLUGIN_ERROR_ABI_MISMATCH
+ * for an IPC table whose version is 0 or newer than the core's; %MEMRES_ERROR_EXISTS when a kind of
+ * that name is already registered (the whole load then fails with that error); %MEMRES_ERROR_FAILED
+ * when called outside init.
  *
  * Returns: %TRUE on success
  *

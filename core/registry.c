@@ -127,7 +127,7 @@ _memres_registry_list (void)
  *
  * The directories searched for plugins, in order: the entries of the environment variable
  * `MEMRES_PLUGIN_PATH` (colon-separated, empty entries skipped), then the installed plugin
- * directory (the pkg-config variable `plugindir` of memres-1). The environment is read on each
+ * directory (the pkg-config variable `plugindir` of memres-2). The environment is read on each
  * call. Thread-safe.
  *
  * Returns: (transfer full) (array zero-terminated=1): the directories; free with g_strfreev()

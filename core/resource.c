@@ -203,8 +203,9 @@ check_info (MemresResource *mr, gboolean imported, GError **error)
   return TRUE;
 }
 
-/* What an adaptor's information may keep of its upstream's: IPC and resizing only where the
- * slots serve them (its own, or its upstream's passed through). */
+/* What an adaptor's information may keep of its upstream's: IPC only where a layer's IPC table
+ * serves it (an upstream's passed through), resizing only where the slot does (its own, or its
+ * upstream's passed through). */
 static void
 adaptor_info (MemresResource *mr)
 {
@@ -215,17 +216,19 @@ adaptor_info (MemresResource *mr)
   if (mr->ops->query != NULL)
     mr->ops->query (mr, &mr->info);
   flags = mr->info.flags;
-  if (_memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (export_handle), TRUE)->ops->export_handle
-      == NULL)
+  if (_memres_resource_ipc_owner (mr)->kind->ipc.version == 0)
     flags &= ~MEMRES_MEMORY_IPC_ENABLED;
   if (_memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (resize), TRUE)->ops->resize == NULL)
     flags &= ~MEMRES_MEMORY_RESIZABLE;
   mr->info.flags = flags & ~MEMRES_MEMORY_IMPORTED;
 }
 
+/* An instance of @kind: set up by the init slot with @options, or by @setup (an import, named
+ * @setup_name in messages) with @data when @setup is not NULL. */
 static MemresResource *
-resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpcHandle *handle,
-                 MemresResource *upstream, const char *spec, GError **error)
+resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceSetupFunc setup,
+                 const char *setup_name, gconstpointer data, MemresResource *upstream,
+                 const char *spec, GError **error)
 {
   MemresResource *mr;
   GError *local = NULL;
@@ -234,14 +237,6 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
   gboolean ok;
 
   g_return_val_if_fail (kind != NULL, NULL);
-
-  /* a handle naming an adaptor kind (whose import slots are dropped) is refused here too */
-  if (handle != NULL && kind->ops.import_handle == NULL)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "resources of kind \"%s\" cannot be imported from a handle", kind->name);
-      return NULL;
-    }
   g_return_val_if_fail ((upstream != NULL) == ((kind->flags & MEMRES_KIND_ADAPTOR) != 0), NULL);
   if (kind->instance_size > G_MAXSIZE - PRIV_OFFSET)
     {
@@ -272,9 +267,8 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
   mr->count_usage
       = !(kind->flags & MEMRES_KIND_OWN_USAGE) && (upstream == NULL || kind->ops.get_stats != NULL);
 
-  if (handle != NULL)
-    ok = slot_result (mr, "import_handle", mr->ops->import_handle (mr, handle, &local), &local,
-                      error);
+  if (setup != NULL)
+    ok = slot_result (mr, setup_name, setup (mr, data, &local), &local, error);
   else
     ok = slot_result (mr, "init", mr->ops->init (mr, options, &local), &local, error);
   if (ok)
@@ -286,7 +280,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
           mr->info.device = -1;
           mr->ops->query (mr, &mr->info);
         }
-      ok = check_info (mr, handle != NULL, error);
+      ok = check_info (mr, setup != NULL, error);
       if (!ok)
         mr->ops->finalize (mr);
       /* an adaptor's memory is its upstream's, whose deallocate waits when it is called */
@@ -306,17 +300,28 @@ resource_create (MemresKind *kind, const MemresOptions *options, const MemresIpc
 }
 
 MemresResource *
-_memres_resource_new_for_kind (MemresKind *kind, const MemresOptions *options,
-                               const MemresIpcHandle *handle, const char *spec, GError **error)
+_memres_resource_new_imported (MemresKind *kind, MemresResourceSetupFunc setup,
+                               const char *setup_name, gconstpointer data, const char *spec,
+                               GError **error)
 {
-  return resource_create (kind, options, handle, NULL, spec, error);
+  g_return_val_if_fail (setup != NULL, NULL);
+  return resource_create (kind, NULL, setup, setup_name, data, NULL, spec, error);
 }
 
 MemresResource *
 _memres_resource_new_layer (MemresKind *kind, const MemresOptions *options,
                             MemresResource *upstream, const char *spec, GError **error)
 {
-  return resource_create (kind, options, NULL, upstream, spec, error);
+  return resource_create (kind, options, NULL, NULL, NULL, upstream, spec, error);
+}
+
+MemresResource *
+_memres_resource_ipc_owner (MemresResource *mr)
+{
+  while (mr->kind->ipc.version == 0 && mr->upstream != NULL
+         && (mr->kind->flags & MEMRES_KIND_PASSES_ALLOCATIONS))
+    mr = mr->upstream;
+  return mr;
 }
 
 MemresResource *

@@ -175,7 +175,7 @@ class Memres:
     """libmemres through ctypes: the calls the tests and benchmarks use."""
 
     def __init__(self, path=None):
-        self.path = path or _find("MEMRES_LIBMEMRES", ["libmemres.so.1", "libmemres.so"])
+        self.path = path or _find("MEMRES_LIBMEMRES", ["libmemres.so.2", "libmemres.so"])
         lib = self.lib = ctypes.CDLL(self.path)
         err_p = ctypes.POINTER(ctypes.POINTER(GError))
         sigs = {

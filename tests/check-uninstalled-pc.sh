@@ -1,6 +1,6 @@
 #!/bin/sh
 # check-uninstalled-pc.sh CC UNINSTALLED_DIR LIBDIR: what `meson devenv` users get from the build
-# tree's memres-1-uninstalled.pc (PKG_CONFIG_PATH=UNINSTALLED_DIR), as a TAP stream (Meson test
+# tree's memres-2-uninstalled.pc (PKG_CONFIG_PATH=UNINSTALLED_DIR), as a TAP stream (Meson test
 # `uninstalled-pc`, suite build): a program including <memres/memres.h> compiles and links with
 # its Cflags and Libs and runs against LIBDIR's libmemres, and plugindir is not empty.
 set -u
@@ -30,14 +30,14 @@ main (void)
 }
 C
 # shellcheck disable=SC2046 # the flags are words
-if "$cc" "$tmp/app.c" -o "$tmp/app" $(pkg-config --cflags --libs memres-1) 2> "$tmp/err" \
+if "$cc" "$tmp/app.c" -o "$tmp/app" $(pkg-config --cflags --libs memres-2) 2> "$tmp/err" \
    && LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$tmp/app"; then
-  echo "ok 1 a program compiles, links and runs with pkg-config memres-1 from the build tree"
+  echo "ok 1 a program compiles, links and runs with pkg-config memres-2 from the build tree"
 else
   sed 's/^/# /' "$tmp/err"
-  echo "not ok 1 a program compiles, links and runs with pkg-config memres-1 from the build tree"
+  echo "not ok 1 a program compiles, links and runs with pkg-config memres-2 from the build tree"
 fi
-dir=$(pkg-config --variable=plugindir memres-1)
+dir=$(pkg-config --variable=plugindir memres-2)
 if [ -n "$dir" ]; then
   echo "ok 2 plugindir is $dir"
 else

@@ -212,6 +212,10 @@ static const MemresResourceOps ik_ops = {
   .deallocate = ik_deallocate,
   .query = ik_query,
   .get_stats = ik_get_stats,
+};
+
+static const MemresIpcOps ik_ipc_ops = {
+  .version = MEMRES_IPC_OPS_VERSION,
   .export_handle = ik_export_handle,
   .import_handle = ik_import_handle,
   .export_buffer = ik_export_buffer,
@@ -226,6 +230,7 @@ mt_ipc_kind_register (const char *name, const guint8 uuid[MEMRES_IPC_ID_SIZE])
     .name = name,
     .description = "IPC test double on host memory with the driver's mapping rules",
     .ops = &ik_ops,
+    .ipc = &ik_ipc_ops,
     .instance_size = sizeof (IpcKind),
   };
   GError *error = NULL;

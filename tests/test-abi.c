@@ -49,11 +49,11 @@
 static void
 test_version (void)
 {
-  g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 1);
-  /* 1.1: export_chunks, import_chunks; 1.2: driver table entries (graph, managed memory),
-   * MemresKindInfo.flags, get_counters */
-  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 2);
-  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 3); /* 3: get_counters */
+  /* 2.0: the IPC slots in their own table (MemresIpcOps, MemresKindInfo.ipc) */
+  g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 2);
+  g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 0);
+  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 1); /* counted again from 1 in ABI 2 */
+  g_assert_cmpint (MEMRES_IPC_OPS_VERSION, ==, 1);
 }
 
 /* The package version is MAJOR.MINOR.MICRO with MAJOR.MINOR the plugin ABI ("Versions" in
@@ -193,7 +193,8 @@ static void
 test_resource_ops (void)
 {
   SKIP_UNLESS_RECORDED ();
-  ASSERT_SIZE (MemresResourceOps, 152);
+  /* version 1 (ABI 2.0) */
+  ASSERT_SIZE (MemresResourceOps, 104);
   ASSERT_OFFSET (MemresResourceOps, version, 0);
   ASSERT_OFFSET (MemresResourceOps, init, 8);
   ASSERT_OFFSET (MemresResourceOps, finalize, 16);
@@ -205,16 +206,8 @@ test_resource_ops (void)
   ASSERT_OFFSET (MemresResourceOps, trim, 64);
   ASSERT_OFFSET (MemresResourceOps, set_access, 72);
   ASSERT_OFFSET (MemresResourceOps, get_access, 80);
-  ASSERT_OFFSET (MemresResourceOps, export_handle, 88);
-  ASSERT_OFFSET (MemresResourceOps, import_handle, 96);
-  ASSERT_OFFSET (MemresResourceOps, export_buffer, 104);
-  ASSERT_OFFSET (MemresResourceOps, import_buffer, 112);
-  ASSERT_OFFSET (MemresResourceOps, resize, 120);
-  /* version 2 (ABI 1.1) */
-  ASSERT_OFFSET (MemresResourceOps, export_chunks, 128);
-  ASSERT_OFFSET (MemresResourceOps, import_chunks, 136);
-  /* version 3 (ABI 1.2) */
-  ASSERT_OFFSET (MemresResourceOps, get_counters, 144);
+  ASSERT_OFFSET (MemresResourceOps, resize, 88);
+  ASSERT_OFFSET (MemresResourceOps, get_counters, 96);
 }
 
 /* The signatures of the slots: changing one breaks plugins as surely as moving it. */
@@ -239,43 +232,67 @@ test_resource_ops_signatures (void)
                      gboolean (*) (MemresResource *, const MemresAccessDesc *, guint, GError **));
   ASSERT_FIELD_TYPE (MemresResourceOps, get_access,
                      gboolean (*) (MemresResource *, gint, MemresAccess *, GError **));
-  ASSERT_FIELD_TYPE (MemresResourceOps, export_handle,
-                     gboolean (*) (MemresResource *, MemresIpcHandle **, GError **));
-  ASSERT_FIELD_TYPE (MemresResourceOps, import_handle,
-                     gboolean (*) (MemresResource *, const MemresIpcHandle *, GError **));
-  ASSERT_FIELD_TYPE (
-      MemresResourceOps, export_buffer,
-      gboolean (*) (MemresResource *, const MemresAllocation *, MemresBufferExport *, GError **));
-  ASSERT_FIELD_TYPE (MemresResourceOps, import_buffer,
-                     gboolean (*) (MemresResource *, const MemresBufferExport *, MemresStream,
-                                   MemresAllocation *, GError **));
   ASSERT_FIELD_TYPE (
       MemresResourceOps, resize,
       gboolean (*) (MemresResource *, MemresAllocation *, gsize, MemresStream, GError **));
-  ASSERT_FIELD_TYPE (
-      MemresResourceOps, export_chunks,
-      gboolean (*) (MemresResource *, const MemresAllocation *, MemresBufferChunks *, GError **));
-  ASSERT_FIELD_TYPE (MemresResourceOps, import_chunks,
-                     gboolean (*) (MemresResource *, const MemresBufferChunks *, MemresStream,
-                                   MemresAllocation *, GError **));
   ASSERT_FIELD_TYPE (MemresResourceOps, get_counters,
                      gboolean (*) (MemresResource *, GVariantDict *, GError **));
+}
+
+static void
+test_ipc_ops (void)
+{
+  SKIP_UNLESS_RECORDED ();
+  /* version 1 (ABI 2.0) */
+  ASSERT_SIZE (MemresIpcOps, 56);
+  ASSERT_OFFSET (MemresIpcOps, version, 0);
+  ASSERT_OFFSET (MemresIpcOps, export_handle, 8);
+  ASSERT_OFFSET (MemresIpcOps, import_handle, 16);
+  ASSERT_OFFSET (MemresIpcOps, export_buffer, 24);
+  ASSERT_OFFSET (MemresIpcOps, import_buffer, 32);
+  ASSERT_OFFSET (MemresIpcOps, export_chunks, 40);
+  ASSERT_OFFSET (MemresIpcOps, import_chunks, 48);
+}
+
+static void
+test_ipc_ops_signatures (void)
+{
+  ASSERT_FIELD_TYPE (MemresIpcOps, version, guint32);
+  ASSERT_FIELD_TYPE (MemresIpcOps, export_handle,
+                     gboolean (*) (MemresResource *, MemresIpcHandle **, GError **));
+  ASSERT_FIELD_TYPE (MemresIpcOps, import_handle,
+                     gboolean (*) (MemresResource *, const MemresIpcHandle *, GError **));
+  ASSERT_FIELD_TYPE (
+      MemresIpcOps, export_buffer,
+      gboolean (*) (MemresResource *, const MemresAllocation *, MemresBufferExport *, GError **));
+  ASSERT_FIELD_TYPE (MemresIpcOps, import_buffer,
+                     gboolean (*) (MemresResource *, const MemresBufferExport *, MemresStream,
+                                   MemresAllocation *, GError **));
+  ASSERT_FIELD_TYPE (
+      MemresIpcOps, export_chunks,
+      gboolean (*) (MemresResource *, const MemresAllocation *, MemresBufferChunks *, GError **));
+  ASSERT_FIELD_TYPE (MemresIpcOps, import_chunks,
+                     gboolean (*) (MemresResource *, const MemresBufferChunks *, MemresStream,
+                                   MemresAllocation *, GError **));
 }
 
 static void
 test_kind_info (void)
 {
   SKIP_UNLESS_RECORDED ();
-  ASSERT_SIZE (MemresKindInfo, 64);
+  ASSERT_SIZE (MemresKindInfo, 72);
   ASSERT_OFFSET (MemresKindInfo, struct_size, 0);
   ASSERT_OFFSET (MemresKindInfo, name, 8);
   ASSERT_OFFSET (MemresKindInfo, description, 16);
   ASSERT_OFFSET (MemresKindInfo, options, 24);
   ASSERT_OFFSET (MemresKindInfo, n_options, 32);
   ASSERT_OFFSET (MemresKindInfo, ops, 40);
-  ASSERT_OFFSET (MemresKindInfo, instance_size, 48);
-  ASSERT_OFFSET (MemresKindInfo, flags, 56); /* 1.2 */
+  ASSERT_OFFSET (MemresKindInfo, ipc, 48); /* 2.0 */
+  ASSERT_OFFSET (MemresKindInfo, instance_size, 56);
+  ASSERT_OFFSET (MemresKindInfo, flags, 64);
   ASSERT_FIELD_TYPE (MemresKindInfo, flags, MemresKindFlags);
+  ASSERT_FIELD_TYPE (MemresKindInfo, ops, const MemresResourceOps *);
+  ASSERT_FIELD_TYPE (MemresKindInfo, ipc, const MemresIpcOps *);
   ASSERT_FIELD_TYPE (MemresKindInfo, struct_size, gsize);
   ASSERT_FIELD_TYPE (MemresKindInfo, n_options, guint);
   ASSERT_FIELD_TYPE (MemresKindInfo, instance_size, gsize);
@@ -606,6 +623,25 @@ test_load_newer_major (void)
   assert_refused ("abimajor");
 }
 
+/* A plugin built for ABI 1.2 (the IPC slots in its ops table, which this core would read as
+ * other slots) is refused from its note, before the module is opened. */
+static void
+test_load_older_major (void)
+{
+  if (!abi_plugins_available ())
+    return;
+  assert_refused ("abione");
+  g_assert_null (g_getenv ("MEMRES_TEST_CONSTRUCTOR_RAN"));
+  {
+    g_autoptr (GError) error = NULL;
+    g_autoptr (MemresKind) kind = memres_registry_lookup ("abione", &error);
+
+    g_assert_null (kind);
+    g_assert_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH);
+    g_assert_nonnull (strstr (error->message, "plugin ABI 1.2"));
+  }
+}
+
 static void
 test_load_older_minor (void)
 {
@@ -636,7 +672,7 @@ test_load_older_minor (void)
   g_assert_nonnull (p);
   mt_fill_pattern (p, 4096, 7);
   mt_assert_pattern (p, 4096, 7);
-  /* A version-1 ops table has no chunk slots: the core treats them as missing. */
+  /* A kind without an IPC table has no chunk slots: the core treats them as missing. */
   {
     int sv[2];
 
@@ -679,6 +715,8 @@ main (int argc, char **argv)
   g_test_add_func ("/abi/buffer-chunks", test_buffer_chunks);
   g_test_add_func ("/abi/resource-ops/layout", test_resource_ops);
   g_test_add_func ("/abi/resource-ops/signatures", test_resource_ops_signatures);
+  g_test_add_func ("/abi/ipc-ops/layout", test_ipc_ops);
+  g_test_add_func ("/abi/ipc-ops/signatures", test_ipc_ops_signatures);
   g_test_add_func ("/abi/kind-info", test_kind_info);
   g_test_add_func ("/abi/option-spec", test_option_spec);
   g_test_add_func ("/abi/types", test_types);
@@ -688,6 +726,7 @@ main (int argc, char **argv)
   g_test_add_func ("/abi/cuda-driver/required", test_cuda_driver_required);
   g_test_add_func ("/abi/load/newer-minor", test_load_newer_minor);
   g_test_add_func ("/abi/load/newer-major", test_load_newer_major);
+  g_test_add_func ("/abi/load/older-major", test_load_older_major);
   g_test_add_func ("/abi/load/older-minor", test_load_older_minor);
 
   return g_test_run ();

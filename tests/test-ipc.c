@@ -815,6 +815,251 @@ test_fault_sweep (void)
   memres_resource_unref (d.exporter);
 }
 
+/* memres_ipc_send_buffer() of a pool buffer: one message with the pool's handle record and the
+ * buffer's descriptor; the receiver imports the pool (importer NULL) or uses the pool it
+ * imported (importer that pool), then the buffer. */
+static MemresBuffer *
+send_receive (MemresBuffer *buf, MemresResource *importer, GError **error)
+{
+  MemresBuffer *got = NULL;
+  int sv[2];
+
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+  if (memres_ipc_send_buffer (sv[0], buf, error))
+    got = memres_ipc_receive_buffer (sv[1], importer, MEMRES_IPC_NONE, NULL, error);
+  close (sv[0]);
+  close (sv[1]);
+  return got;
+}
+
+static void
+test_send_pool_buffer (void)
+{
+  g_autoptr (MemresResource) exporter = NULL;
+  g_autoptr (MemresResource) other = NULL;
+  MemresBuffer *buf, *got, *again;
+  MemresResource *pool;
+  FakeCudaCounts base;
+  GError *error = NULL;
+  int fds;
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  exporter = mt_new_ok ("ipc");
+  other = mt_new_ok ("ipc");
+  buf = alloc_pattern (exporter, 256 * KiB, 17);
+  fds = mt_count_open_fds ();
+
+  got = send_receive (buf, NULL, &error);
+  if (got == NULL && !mt_driver_is_fake () && error->domain == MEMRES_CUDA_ERROR)
+    {
+      g_test_skip_printf ("the driver does not import a pool into its own process: %s",
+                          error->message);
+      g_clear_error (&error);
+      mt_close_ok (buf, NULL);
+      return;
+    }
+  g_assert_no_error (error);
+  g_assert_cmpuint (memres_buffer_get_size (got), ==, 256 * KiB);
+  g_assert_true (memres_buffer_get_flags (got) & MEMRES_MEMORY_IMPORTED);
+  assert_buffer_pattern (got, 0, 256 * KiB, 17, 0);
+  pool = memres_buffer_get_resource (got);
+  g_assert_true (pool != exporter);
+  g_assert_true (memres_resource_get_flags (pool) & MEMRES_MEMORY_IMPORTED);
+  g_assert_cmpstr (memres_resource_get_kind_name (pool), ==, "ipc");
+
+  /* into the pool imported before: the same resource */
+  again = send_receive (buf, pool, &error);
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_get_resource (again) == pool);
+  assert_buffer_pattern (again, 0, 256 * KiB, 17, 0);
+  mt_close_ok (again, NULL);
+
+  /* into a resource that is not that pool's import: refused, nothing left open */
+  g_assert_null (send_receive (buf, exporter, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_clear_error (&error);
+  g_assert_null (send_receive (buf, other, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  g_clear_error (&error);
+
+  /* an imported buffer is not sent on */
+  {
+    int sv[2];
+
+    g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+    g_assert_false (memres_ipc_send_buffer (sv[0], got, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+    g_clear_error (&error);
+    close (sv[0]);
+    close (sv[1]);
+  }
+  mt_close_ok (got, NULL);
+  g_assert_cmpint (mt_count_open_fds (), ==, fds);
+  mt_close_ok (buf, NULL);
+  g_clear_pointer (&exporter, memres_resource_unref);
+  g_clear_pointer (&other, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* The pool buffer message (MRPB) is checked before anything is imported: every forgery is
+ * MEMRES_ERROR_INVALID_DESCRIPTOR, every fd that came with it is closed. */
+enum
+{
+  PB_SIZE = 240,
+  PB_HANDLE = 8,
+  PB_DESC = 80,
+  PB_H_POOL_ID = 8 + 32,
+};
+
+static void
+put_le (guint8 *p, guint64 v, int n)
+{
+  for (int i = 0; i < n; i++)
+    p[i] = (v >> (8 * i)) & 0xff;
+}
+
+/* A genuine message for @buf, as memres_ipc_send_buffer() makes it, from the public pieces. */
+static void
+genuine_message (MemresBuffer *buf, guint8 out[PB_SIZE])
+{
+  g_autoptr (MemresIpcHandle) handle = NULL;
+  MemresBufferDescriptor desc;
+  GError *error = NULL;
+  const char *kind;
+
+  handle = memres_resource_export_handle (memres_buffer_get_resource (buf), &error);
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_export (buf, &desc, &error));
+  g_assert_no_error (error);
+  memset (out, 0, PB_SIZE);
+  memcpy (out, "MRPB", 4);
+  put_le (out + 4, 1, 2);
+  put_le (out + 6, PB_SIZE, 2);
+  memcpy (out + PB_HANDLE, "MRIH", 4);
+  put_le (out + PB_HANDLE + 4, 1, 2);
+  put_le (out + PB_HANDLE + 6, 72, 2);
+  kind = memres_ipc_handle_get_kind (handle);
+  memcpy (out + PB_HANDLE + 8, kind, strlen (kind));
+  memcpy (out + PB_HANDLE + 40, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
+  memcpy (out + PB_HANDLE + 56, memres_ipc_handle_get_device_uuid (handle), MEMRES_IPC_ID_SIZE);
+  memcpy (out + PB_DESC, desc.bytes, sizeof desc.bytes);
+}
+
+/* Sends @len bytes of @msg with @n_fds duplicates of a pool fd and expects the receive to fail
+ * with @code, every fd closed; returns the buffer instead when @code is 0. */
+static MemresBuffer *
+receive_crafted (MemresResource *exporter, const guint8 *msg, gsize len, int n_fds, gint code,
+                 int sock_type)
+{
+  g_autoptr (MemresIpcHandle) handle = NULL;
+  GError *error = NULL;
+  MemresBuffer *got;
+  int sv[2], fds[2], before;
+
+  handle = memres_resource_export_handle (exporter, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (socketpair (AF_UNIX, sock_type | SOCK_CLOEXEC, 0, sv), ==, 0);
+  before = mt_count_open_fds ();
+  for (int i = 0; i < n_fds; i++)
+    fds[i] = dup (memres_ipc_handle_get_fd (handle));
+  mt_send_raw (sv[0], msg, len, fds, n_fds, TRUE);
+  for (int i = 0; i < n_fds; i++)
+    close (fds[i]);
+  if (sock_type == SOCK_STREAM)
+    shutdown (sv[0], SHUT_WR); /* a truncated message ends here */
+  got = memres_ipc_receive_buffer (sv[1], NULL, MEMRES_IPC_NONE, NULL, &error);
+  if (code == 0)
+    g_assert_no_error (error);
+  else
+    {
+      g_assert_null (got);
+      g_assert_error (error, MEMRES_ERROR, code);
+      g_test_message ("refused: %s", error->message);
+      g_clear_error (&error);
+      g_assert_cmpint (mt_count_open_fds (), ==, before);
+    }
+  close (sv[0]);
+  close (sv[1]);
+  return got;
+}
+
+static void
+test_send_pool_buffer_forged (void)
+{
+  g_autoptr (MemresResource) exporter = NULL;
+  g_autoptr (MemresResource) other = NULL;
+  guint8 msg[PB_SIZE], bad[PB_SIZE];
+  MemresBuffer *buf, *got;
+  FakeCudaCounts base;
+  int types[] = { SOCK_STREAM, SOCK_SEQPACKET };
+
+  if (!mt_require_devices (1) || !mt_driver_is_fake ())
+    {
+      g_test_skip ("crafted pool messages run against the fake driver");
+      return;
+    }
+  mt_counts_snapshot (&base);
+  exporter = mt_new_ok ("ipc");
+  other = mt_new_ok ("ipc");
+  buf = alloc_pattern (exporter, 64 * KiB, 23);
+  genuine_message (buf, msg);
+
+  for (guint t = 0; t < G_N_ELEMENTS (types); t++)
+    {
+      /* the control: the genuine bytes are received */
+      got = receive_crafted (exporter, msg, sizeof msg, 1, 0, types[t]);
+      g_assert_nonnull (got);
+      assert_buffer_pattern (got, 0, 64 * KiB, 23, 0);
+      mt_close_ok (got, NULL);
+
+      /* truncated: cut inside the descriptor, and a length field that says so */
+      receive_crafted (exporter, msg, PB_SIZE - 1, 1, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
+      memcpy (bad, msg, sizeof bad);
+      put_le (bad + 6, PB_SIZE - 8, 2);
+      receive_crafted (exporter, bad, PB_SIZE - 8, 1, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
+      /* another version */
+      memcpy (bad, msg, sizeof bad);
+      put_le (bad + 4, 2, 2);
+      receive_crafted (exporter, bad, sizeof bad, 1, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
+      /* wrong record order: the descriptor first, then the handle */
+      memcpy (bad, msg, 8);
+      memcpy (bad + 8, msg + PB_DESC, 160);
+      memcpy (bad + 8 + 160, msg + PB_HANDLE, 72);
+      receive_crafted (exporter, bad, sizeof bad, 1, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
+      /* fd count mismatch: none, two */
+      receive_crafted (exporter, msg, sizeof msg, 0, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
+      receive_crafted (exporter, msg, sizeof msg, 2, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
+      /* forged pool id: in the handle (the descriptor no longer matches), in the descriptor */
+      memcpy (bad, msg, sizeof bad);
+      bad[PB_HANDLE + PB_H_POOL_ID] ^= 0x5a;
+      receive_crafted (exporter, bad, sizeof bad, 1, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
+      memcpy (bad, msg, sizeof bad);
+      bad[PB_DESC + 8 + 32] ^= 0x5a; /* the descriptor's pool_id */
+      receive_crafted (exporter, bad, sizeof bad, 1, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
+      /* another pool's handle with this pool's descriptor */
+      {
+        MemresBuffer *obuf = alloc_pattern (other, 4 * KiB, 1);
+        guint8 omsg[PB_SIZE];
+
+        genuine_message (obuf, omsg);
+        memcpy (bad, omsg, PB_DESC);
+        memcpy (bad + PB_DESC, msg + PB_DESC, 160);
+        receive_crafted (other, bad, sizeof bad, 1, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
+        mt_close_ok (obuf, NULL);
+      }
+      /* a bad handle record inside (its magic) */
+      memcpy (bad, msg, sizeof bad);
+      bad[PB_HANDLE] ^= 0x01;
+      receive_crafted (exporter, bad, sizeof bad, 1, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
+    }
+  mt_close_ok (buf, NULL);
+  g_clear_pointer (&exporter, memres_resource_unref);
+  g_clear_pointer (&other, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -836,5 +1081,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ipc/import/threads", test_threads);
   g_test_add_func ("/ipc/cycles-flat", test_cycles_flat);
   g_test_add_func ("/ipc/fault-sweep", test_fault_sweep);
+  g_test_add_func ("/ipc/send-buffer/pool", test_send_pool_buffer);
+  g_test_add_func ("/ipc/send-buffer/pool-forged", test_send_pool_buffer_forged);
   return g_test_run ();
 }

@@ -1212,6 +1212,69 @@ test_ipc_processes (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* memres_ipc_send_buffer() of a pinned pool buffer: one message, the pool imported on receipt;
+ * a pool made without ipc=true, and mode=legacy, cannot send (nothing leaks). */
+static void
+test_ipc_send_buffer (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) exporter = NULL;
+  const char *const refused[] = { "pinned", "pinned:mode=legacy" };
+  MemresBuffer *buf, *got;
+  FakeCudaCounts base;
+  const gsize size = 1 * MiB;
+  int sv[2], fds;
+
+  if (!require_pool_mode ())
+    return;
+  mt_counts_snapshot (&base);
+  exporter = mt_new_ok ("pinned:ipc=true");
+  buf = mt_alloc_ok (exporter, size, NULL);
+  mt_sync_ok (NULL);
+  mt_fill_pattern (memres_buffer_get_pointer (buf), size, 31);
+  fds = mt_count_open_fds ();
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+  g_assert_true (memres_ipc_send_buffer (sv[0], buf, &error));
+  g_assert_no_error (error);
+  got = memres_ipc_receive_buffer (sv[1], NULL, MEMRES_IPC_NONE, NULL, &error);
+  close (sv[0]);
+  close (sv[1]);
+  if (got == NULL && !mt_driver_is_fake () && error->domain == MEMRES_CUDA_ERROR)
+    {
+      g_test_skip_printf ("the driver does not import a pool into its own process: %s",
+                          error->message);
+      mt_close_ok (buf, NULL);
+      return;
+    }
+  g_assert_no_error (error);
+  g_assert_cmpuint (memres_buffer_get_size (got), ==, size);
+  g_assert_true (memres_buffer_get_flags (got) & MEMRES_MEMORY_IMPORTED);
+  g_assert_cmpstr (memres_resource_get_kind_name (memres_buffer_get_resource (got)), ==, "pinned");
+  g_assert_true (memres_buffer_get_resource (got) != exporter);
+  mt_assert_pattern (memres_buffer_get_pointer (got), size, 31);
+  mt_close_ok (got, NULL);
+  mt_close_ok (buf, NULL);
+  g_assert_cmpint (mt_count_open_fds (), ==, fds);
+
+  for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (refused[i]);
+
+      buf = mt_alloc_ok (mr, 4096, NULL);
+      g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+      fds = mt_count_open_fds ();
+      g_assert_false (memres_ipc_send_buffer (sv[0], buf, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_clear_error (&error);
+      g_assert_cmpint (mt_count_open_fds (), ==, fds);
+      close (sv[0]);
+      close (sv[1]);
+      mt_close_ok (buf, NULL);
+    }
+  g_clear_pointer (&exporter, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1231,6 +1294,7 @@ main (int argc, char **argv)
   g_test_add_func ("/pinned/pool/attribute-errors", test_pool_attribute_errors);
   g_test_add_func ("/pinned/ipc/same-process", test_ipc_same_process);
   g_test_add_func ("/pinned/ipc/not-shareable", test_ipc_not_shareable);
+  g_test_add_func ("/pinned/ipc/send-buffer", test_ipc_send_buffer);
   g_test_add_func ("/pinned/ipc/unsupported", test_ipc_unsupported);
   g_test_add_func ("/pinned/ipc/processes", test_ipc_processes);
   g_test_add_func ("/pinned/ipc/fault-sweep", test_ipc_fault_sweep);

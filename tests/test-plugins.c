@@ -46,7 +46,7 @@ static void
 test_abi_major_too_new (void)
 {
   assert_lookup_fails ("abi_new", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
-                       "plugin ABI 2.0");
+                       "plugin ABI 3.0");
 }
 
 static void
@@ -215,7 +215,7 @@ static void
 test_note_checked_before_open (void)
 {
   assert_lookup_fails ("note_new", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
-                       "plugin ABI 1.99");
+                       "plugin ABI 2.99");
   assert_lookup_fails ("note_name", MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
                        "names itself \"something_else\"");
   g_assert_null (g_getenv ("MEMRES_TEST_CONSTRUCTOR_RAN"));

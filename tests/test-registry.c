@@ -1,5 +1,9 @@
 /* test-registry.c: lookups, kinds registered by the application, schema validation at
  * registration, the search path and the list of kinds. */
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "testkind.h"
 #include "testutil.h"
 
@@ -90,6 +94,136 @@ assert_register_invalid (const MemresKindInfo *info, const char *needle)
     g_error ("message lacks \"%s\": %s", needle, error->message);
 }
 
+/* An IPC test slot that only says it was reached (registration tests, no sharing). */
+static gboolean
+reached_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBufferChunks *out,
+                       GError **error)
+{
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "reached_export_chunks ran");
+  return FALSE;
+}
+
+static gboolean
+reached_import_chunks (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
+                       MemresAllocation *alloc, GError **error)
+{
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "reached_import_chunks ran");
+  return FALSE;
+}
+
+static gboolean
+reached_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error)
+{
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "reached_export_handle ran");
+  return FALSE;
+}
+
+static gboolean
+reached_import_handle (MemresResource *mr, const MemresIpcHandle *handle, GError **error)
+{
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "reached_import_handle ran");
+  return FALSE;
+}
+
+static gboolean
+reached_export_buffer (MemresResource *mr, const MemresAllocation *alloc, MemresBufferExport *out,
+                       GError **error)
+{
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "reached_export_buffer ran");
+  return FALSE;
+}
+
+static void
+assert_ipc_table_refused (const MemresKindInfo *info, GQuark domain, gint code, const char *needle)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresKind) kind = NULL;
+
+  g_assert_false (memres_registry_register_kind (info, &error));
+  g_assert_error (error, domain, code);
+  if (strstr (error->message, needle) == NULL)
+    g_error ("message lacks \"%s\": %s", needle, error->message);
+  g_clear_error (&error);
+  /* nothing registered */
+  kind = memres_registry_lookup (info->name, &error);
+  g_assert_null (kind);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+}
+
+/* The IPC table (MemresKindInfo.ipc) is checked when the kind registers: its version, its
+ * pairs, none on an adaptor; and copied: what the kind's plugin does with its table after
+ * registering changes nothing. */
+static void
+test_register_ipc_table (void)
+{
+  MemresKindInfo info = tk_info;
+  MemresIpcOps ipc = { .version = MEMRES_IPC_OPS_VERSION };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresBuffer) buf = NULL;
+  int sv[2];
+
+  info.name = "tk_ipc";
+  info.ipc = &ipc;
+
+  /* version */
+  ipc.version = 0;
+  assert_ipc_table_refused (&info, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                            "IPC table version 0");
+  ipc.version = MEMRES_IPC_OPS_VERSION + 1;
+  assert_ipc_table_refused (&info, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
+                            "is not one this memres knows");
+  ipc.version = MEMRES_IPC_OPS_VERSION;
+
+  /* each pair, either half alone */
+  ipc.export_chunks = reached_export_chunks;
+  assert_ipc_table_refused (&info, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                            "has export_chunks without import_chunks");
+  ipc.export_chunks = NULL;
+  ipc.import_chunks = reached_import_chunks;
+  assert_ipc_table_refused (&info, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                            "has import_chunks without export_chunks");
+  ipc.import_chunks = NULL;
+  ipc.import_handle = reached_import_handle;
+  assert_ipc_table_refused (&info, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                            "has import_handle without export_handle");
+  ipc.import_handle = NULL;
+  ipc.export_buffer = reached_export_buffer;
+  assert_ipc_table_refused (&info, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                            "has export_buffer without import_buffer");
+  ipc.export_buffer = NULL;
+
+  /* an adaptor has none */
+  ipc.export_chunks = reached_export_chunks;
+  ipc.import_chunks = reached_import_chunks;
+  info.flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS;
+  assert_ipc_table_refused (&info, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                            "is an adaptor and has an IPC table");
+  info.flags = 0;
+
+  /* a valid table (an empty one is valid too: it shares nothing) is copied */
+  ipc.export_handle = reached_export_handle;
+  ipc.import_handle = reached_import_handle;
+  g_assert_true (memres_registry_register_kind (&info, &error));
+  g_assert_no_error (error);
+  memset (&ipc, 0, sizeof ipc);
+  mr = mt_new_ok ("tk_ipc");
+  g_assert_null (memres_resource_export_handle (mr, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "reached_export_handle ran"));
+  g_clear_error (&error);
+  buf = mt_alloc_ok (mr, 64, NULL);
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+  g_assert_false (memres_ipc_send_buffer (sv[0], buf, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "reached_export_chunks ran"));
+  g_clear_error (&error);
+  close (sv[0]);
+  close (sv[1]);
+  g_assert_true (memres_buffer_close (buf, NULL, &error));
+  g_assert_no_error (error);
+}
+
 static void
 test_register_invalid (void)
 {
@@ -110,6 +244,8 @@ test_register_invalid (void)
 
   /* struct size */
   info.struct_size = 8;
+  assert_register_invalid (&info, "too small");
+  info.struct_size = 64; /* ABI 1.2's MemresKindInfo, without ipc */
   assert_register_invalid (&info, "too small");
   info.struct_size = sizeof info;
 
@@ -220,7 +356,7 @@ test_search_path (void)
   g_assert_cmpstr (path[0], ==, "/first");
   g_assert_cmpstr (path[1], ==, "/second");
   /* then the installed plugin directory */
-  g_assert_true (g_str_has_suffix (path[2], "memres-1/plugins"));
+  g_assert_true (g_str_has_suffix (path[2], "memres-2/plugins"));
   g_clear_pointer (&path, g_strfreev);
 
   g_unsetenv ("MEMRES_PLUGIN_PATH");
@@ -266,6 +402,7 @@ main (int argc, char **argv)
   g_test_add_func ("/registry/register/app-kind", test_register_app_kind);
   g_test_add_func ("/registry/register/duplicate", test_register_duplicate);
   g_test_add_func ("/registry/register/invalid", test_register_invalid);
+  g_test_add_func ("/registry/register/ipc-table", test_register_ipc_table);
   g_test_add_func ("/registry/register/long-option-key", test_register_long_option_key);
   g_test_add_func ("/registry/search-path", test_search_path);
   g_test_add_func ("/registry/list-kinds", test_list_kinds);

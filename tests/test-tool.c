@@ -228,7 +228,7 @@ static const struct
   const char *reason;
 } broken[] = {
   { "libmemres-abi_new.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
-    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "plugin ABI 2.0" },
+    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "plugin ABI 3.0" },
   { "libmemres-abi_small.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
     "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "struct_size 12" },
   { "libmemres-wrong_name.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
@@ -246,7 +246,7 @@ static const struct
   { "libmemres-quark_fails.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_INIT_FAILED,
     "MEMRES_PLUGIN_ERROR_INIT_FAILED", "quark_fails fails on purpose" },
   { "libmemres-note_new.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
-    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "plugin ABI 1.99" },
+    "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "plugin ABI 2.99" },
   { "libmemres-note_name.so", "memres-plugin-error-quark", MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
     "MEMRES_PLUGIN_ERROR_NAME_MISMATCH", "names itself \"something_else\"" },
   /* in the scratch directory: not a shared object; a name no kind can have */

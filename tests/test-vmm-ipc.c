@@ -517,6 +517,50 @@ test_too_many_chunks (void)
 
 /* An imported buffer is not exported again (before any driver call) and cannot grow; the
  * importer's own access applies, not the exporter's. */
+/* Through an adaptor that passes allocations (stats), the vmm layer below serves the send (the
+ * first layer with an IPC table) and the stack says it can share (MEMRES_MEMORY_IPC_ENABLED);
+ * an adaptor cannot receive (it has no IPC table). */
+static void
+test_through_adaptor (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresResource) importer = NULL;
+  g_autoptr (MemresResource) adaptor_importer = NULL;
+  MemresBuffer *buf, *got;
+  FakeCudaCounts base;
+  GError *error = NULL;
+  int fds;
+
+  if (!require_device (1))
+    return;
+  counts_begin (&base);
+  mr = vmm_new ("stats>vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, gran ());
+  g_assert_true (memres_resource_get_flags (mr) & MEMRES_MEMORY_IPC_ENABLED);
+  importer = vmm_new ("vmm:handle_type=posix_fd");
+  adaptor_importer = vmm_new ("stats>vmm:handle_type=posix_fd");
+  buf = memres_resource_allocate (mr, 3 * gran (), NULL, &error); /* three chunks of gran () */
+  g_assert_no_error (error);
+  write_pattern (buf, 43);
+  got = loopback (buf, importer, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (memres_buffer_get_size (got), ==, 3 * gran ());
+  g_assert_true (memres_buffer_get_flags (got) & MEMRES_MEMORY_IMPORTED);
+  check_pattern (got, 43);
+  close_buffer (got);
+
+  fds = mt_count_open_fds ();
+  g_assert_null (loopback (buf, adaptor_importer, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  g_assert_cmpint (mt_count_open_fds (), ==, fds);
+
+  close_buffer (buf);
+  g_clear_pointer (&mr, memres_resource_unref);
+  g_clear_pointer (&importer, memres_resource_unref);
+  g_clear_pointer (&adaptor_importer, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+}
+
 static void
 test_imported (void)
 {
@@ -1075,6 +1119,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm-ipc/send-refused", test_send_refused);
   g_test_add_func ("/vmm-ipc/too-many-chunks", test_too_many_chunks);
   g_test_add_func ("/vmm-ipc/imported", test_imported);
+  g_test_add_func ("/vmm-ipc/through-adaptor", test_through_adaptor);
   g_test_add_func ("/vmm-ipc/shrunk", test_shrunk);
   g_test_add_func ("/vmm-ipc/importer-refused", test_importer_refused);
   g_test_add_func ("/vmm-ipc/forged", test_forged);

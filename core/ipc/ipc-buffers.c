@@ -99,8 +99,8 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
   else
     {
       /* through adaptors that pass allocations through: the layer that made the allocation */
-      mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (export_buffer), TRUE);
-      if (mr->ops->export_buffer == NULL)
+      mr = _memres_resource_ipc_owner (mr);
+      if (mr->kind->ipc.export_buffer == NULL)
         {
           g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                        "buffers of kind \"%s\" cannot be shared with other processes (use kind "
@@ -113,7 +113,7 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
 
       if (!_memres_resource_check_usable (mr, "exporting a buffer", error))
         return FALSE;
-      ok = mr->ops->export_buffer (mr, &buf->alloc, &info, &local);
+      ok = mr->kind->ipc.export_buffer (mr, &buf->alloc, &info, &local);
       if (!_memres_resource_slot_result (mr, "export_buffer", ok, &local, error))
         return FALSE;
     }
@@ -149,7 +149,7 @@ acquire_mapping (MemresResource *mr, MemresIpcMappings *table, const MemresBuffe
     mapping = join_mapping (found, info, error);
   else
     {
-      ok = mr->ops->import_buffer (mr, info, stream, &alloc, &local);
+      ok = mr->kind->ipc.import_buffer (mr, info, stream, &alloc, &local);
       if (!_memres_resource_alloc_result (mr, "import_buffer", ok, &local, 1, stream, &alloc,
                                           error))
         ;
@@ -189,7 +189,7 @@ check_descriptor (MemresResource *mr, gconstpointer descriptor, gsize length,
 
   if (!_memres_descriptor_decode (descriptor, length, mr->kind->name_field, kind, info, error))
     return FALSE;
-  if (mr->ops->import_buffer == NULL)
+  if (mr->kind->ipc.import_buffer == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "resources of kind \"%s\" cannot import buffers from other processes",
@@ -286,7 +286,7 @@ memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length
   /* A valid descriptor of this resource's pool: one compare checks its kind, pool and device. */
   st = _memres_ipc_import (mr);
   if (G_LIKELY (
-          st != NULL && mr->ops->import_buffer != NULL
+          st != NULL && mr->kind->ipc.import_buffer != NULL
           && _memres_descriptor_decode_pool (descriptor, length, st->descriptor_prefix, &info)))
     ;
   else if (!check_descriptor (mr, descriptor, length, &info, error))

@@ -62,11 +62,15 @@ check_exported (MemresResource *mr, const MemresAllocation *alloc, MemresBufferC
 /**
  * memres_ipc_send_buffer:
  * @socket_fd: a connected `AF_UNIX` socket (stream or seqpacket)
- * @buf: an open, non-empty buffer of a resource that exports chunks (`vmm` with
- *   `handle_type=posix_fd`), not itself imported from another process
+ * @buf: an open, non-empty buffer of a resource that shares (`vmm` with `handle_type=posix_fd`;
+ *   since 2.0 also a pool that shares: `ipc`, `pinned` with `ipc=true`), not itself imported
+ *   from another process
  * @error: return location for a #GError
  *
- * Sends @buf to the peer, which maps it with memres_ipc_receive_buffer(): one sendmsg() with a
+ * Sends @buf to the peer, which maps it with memres_ipc_receive_buffer(). A pool buffer (since
+ * 2.0) goes as one message carrying the pool's handle record (as memres_ipc_send_handle() sends
+ * it) with a new fd of the pool, and the buffer's descriptor (as memres_buffer_export() makes
+ * it); the fd is closed before this returns. A vmm buffer goes as one sendmsg() with a
  * small versioned layout record (kind, device UUID, handle type, granularity, buffer size in
  * bytes, and the size of each physical chunk in address order) plus one new shareable-handle fd
  * per chunk in `SCM_RIGHTS` and this process's credentials. The fds are this call's own: they
@@ -78,15 +82,18 @@ check_exported (MemresResource *mr, const MemresAllocation *alloc, MemresBufferC
  * thread while @buf stays open and is not resized.
  *
  * Driver calls: the kind's export_chunks slot (vmm: cuMemExportToShareableHandle() with
- * `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR` per chunk, cuDeviceGetUuid()).
+ * `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR` per chunk, cuDeviceGetUuid()), or for a pool its
+ * export_buffer and export_handle slots (cuMemPoolExportPointer(),
+ * cuMemPoolExportToShareableHandle()).
  *
  * Errors: %MEMRES_ERROR_CLOSED for a closed buffer; %MEMRES_ERROR_INVALID_ARGUMENT for an empty
  * (zero-byte) buffer or when @socket_fd is not an `AF_UNIX` socket;
  * %MEMRES_ERROR_NOT_SUPPORTED for foreign memory, a buffer imported from another process (refused
  * before any driver call: forward what you received, or copy the data into a buffer of your
- * own), a kind without chunk export, a resource created without `handle_type=posix_fd`, or a
- * buffer of more than %MEMRES_IPC_MAX_CHUNKS chunks; %MEMRES_ERROR_FAILED when sendmsg() fails
- * or sends part of the message; %MEMRES_CUDA_ERROR from the driver.
+ * own), a kind that does not share, a resource created without `handle_type=posix_fd` or a
+ * pool made without IPC, or a buffer of more than %MEMRES_IPC_MAX_CHUNKS chunks;
+ * %MEMRES_ERROR_FAILED when sendmsg() fails or sends part of the message; %MEMRES_CUDA_ERROR from
+ * the driver.
  *
  * Returns: %TRUE when the whole message was sent
  *
@@ -130,12 +137,14 @@ memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
                    "forward what you received, or copy the data into a buffer of your own");
       return FALSE;
     }
-  mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (export_chunks), TRUE);
-  if (mr->ops->export_chunks == NULL)
+  mr = _memres_resource_ipc_owner (mr);
+  if (mr->kind->ipc.export_chunks == NULL && mr->kind->ipc.export_buffer != NULL)
+    return _memres_ipc_send_pool_buffer (socket_fd, buf, error);
+  if (mr->kind->ipc.export_chunks == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "buffers of kind \"%s\" cannot be sent as chunks (use kind \"vmm\" with "
-                   "handle_type=posix_fd)",
+                   "buffers of kind \"%s\" cannot be sent to other processes (use kind \"ipc\", "
+                   "\"pinned\" with ipc=true, or \"vmm\" with handle_type=posix_fd)",
                    mr->kind->name);
       return FALSE;
     }
@@ -145,7 +154,7 @@ memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
   memset (&chunks, 0, sizeof chunks);
   if (!_memres_resource_check_usable (mr, "sending a buffer", error))
     return FALSE;
-  ok = mr->ops->export_chunks (mr, &buf->alloc, &chunks, &local);
+  ok = mr->kind->ipc.export_chunks (mr, &buf->alloc, &chunks, &local);
   if (!_memres_resource_slot_result (mr, "export_chunks", ok, &local, error))
     return FALSE;
   ok = check_exported (mr, &buf->alloc, &chunks, error);
@@ -159,16 +168,35 @@ memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
   return ok;
 }
 
+/* The length of a buffer message from its first bytes: a pool buffer's (MRPB) or, for anything
+ * else, a layout record's (whose decoder refuses what is not one). */
+static gsize
+message_length (const guint8 *header)
+{
+  if (_memres_get_le (header, 4) == MEMRES_POOL_MESSAGE_MAGIC)
+    return _memres_pool_message_declared_length (header);
+  return _memres_layout_declared_length (header);
+}
+
 /**
  * memres_ipc_receive_buffer:
  * @socket_fd: a connected `AF_UNIX` socket (stream or seqpacket)
- * @importer: the resource that maps the buffer: of the sender's kind (`vmm`), created with
- *   `handle_type=posix_fd` on the device whose UUID the message carries
+ * @importer: (nullable): the resource that maps the buffer. For a vmm buffer: of the sender's
+ *   kind, created with `handle_type=posix_fd` on the device whose UUID the message carries. For
+ *   a pool buffer (since 2.0): %NULL to import the pool the message names (or to reuse the
+ *   resource already imported from it, as memres_resource_import_handle() does), or the
+ *   resource imported from that pool
  * @flags: #MemresIpcFlags: %MEMRES_IPC_ALLOW_ANY_UID accepts a message from any sender
  * @stream: recorded as the buffer's deallocation stream (the mapping itself is synchronous)
  * @error: return location for a #GError
  *
- * Receives one buffer sent with memres_ipc_send_buffer() and maps it: each chunk is imported,
+ * Receives one buffer sent with memres_ipc_send_buffer() and maps it. A pool buffer's message is
+ * checked whole before anything is imported (its framing, the handle record first and the
+ * descriptor after it, exactly one fd, both records as strictly as memres_ipc_receive_handle()
+ * and memres_buffer_import() check them, and the descriptor's pool and device those of the
+ * handle); then the pool is imported (or @importer used) and the buffer imported from it, as
+ * memres_buffer_import() does: the buffer holds a reference on the imported pool. A vmm
+ * buffer: each chunk is imported,
  * one address range of the whole extent is reserved, the chunks are mapped into it in order and
  * @importer's own access rights (its device, host location, peers; `access=ro` too) are
  * granted. The new buffer has the sender's size, holds a reference on @importer and is flagged
@@ -187,15 +215,19 @@ memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
  * until a message arrives. Thread safety: safe from any thread; receive on one socket from one
  * thread at a time.
  *
- * Driver calls: the kind's import_chunks slot (vmm: cuDeviceGetUuid() to find the device,
- * cuMemImportFromShareableHandle() per chunk, cuMemAddressReserve(), cuMemMap() per chunk,
+ * Driver calls: for a pool buffer, those of memres_resource_import_handle() and
+ * memres_buffer_import(); else the kind's import_chunks slot (vmm: cuDeviceGetUuid() to find the
+ * device, cuMemImportFromShareableHandle() per chunk, cuMemAddressReserve(), cuMemMap() per chunk,
  * cuMemSetAccess(); on failure cuMemUnmap(), cuMemAddressFree(), cuMemRelease()).
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @socket_fd is not an `AF_UNIX` socket;
+ * %MEMRES_ERROR_INVALID_ARGUMENT for a vmm buffer received with @importer %NULL;
  * %MEMRES_ERROR_FAILED when recvmsg() fails or the peer closed the connection before sending
  * anything; %MEMRES_ERROR_INVALID_DESCRIPTOR for a short, oversized or malformed message, a
- * chunk count that differs from the fds received, a kind other than @importer's, or chunk
- * sizes @importer cannot map; %MEMRES_ERROR_PERMISSION_DENIED (never with
+ * chunk count that differs from the fds received, a kind other than @importer's, chunk
+ * sizes @importer cannot map, a pool message with records out of order, not exactly one fd,
+ * or a descriptor of another pool than its handle, or an @importer not imported from the
+ * message's pool; %MEMRES_ERROR_PERMISSION_DENIED (never with
  * %MEMRES_IPC_ALLOW_ANY_UID) for a piece of the message sent under another uid or without
  * credentials, or a peer of another uid (refused before @importer is looked at);
  * %MEMRES_ERROR_NOT_SUPPORTED when @importer cannot import chunks (another kind, or not created
@@ -220,15 +252,25 @@ memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer, MemresIpcFl
   gsize length;
   gboolean ok;
 
-  g_return_val_if_fail (importer != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   /* The message is taken from the socket whatever follows, so that the next one stays
    * readable; from here on every fd that arrived is closed before returning. */
   if (!_memres_ipc_receive_message (socket_fd, flags, "buffer", record, MEMRES_LAYOUT_HEADER_SIZE,
-                                    MEMRES_LAYOUT_MAX_SIZE, _memres_layout_declared_length, &length,
-                                    fds, error))
+                                    MEMRES_LAYOUT_MAX_SIZE, message_length, &length, fds, error))
     return NULL;
+  if (_memres_get_le (record, 4) == MEMRES_POOL_MESSAGE_MAGIC)
+    {
+      buf = _memres_ipc_receive_pool_buffer (record, length, fds, importer, stream, error);
+      goto out;
+    }
+  if (importer == NULL)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "a buffer sent as chunks is received into an importer (a resource of the "
+                   "sender's kind), not NULL");
+      goto out;
+    }
   if (!_memres_layout_decode (record, length, kind, &chunks, error))
     goto out;
   if (fds->len != chunks.n_chunks)
@@ -239,7 +281,7 @@ memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer, MemresIpcFl
                    chunks.n_chunks, fds->len);
       goto out;
     }
-  if (importer->ops->import_chunks == NULL)
+  if (importer->kind->ipc.import_chunks == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "resources of kind \"%s\" cannot import buffers sent as chunks (use kind "
@@ -258,7 +300,7 @@ memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer, MemresIpcFl
     goto out;
   memcpy (chunks.fds, fds->data, sizeof (int) * fds->len);
 
-  ok = importer->ops->import_chunks (importer, &chunks, stream, &alloc, &local);
+  ok = importer->kind->ipc.import_chunks (importer, &chunks, stream, &alloc, &local);
   if (!_memres_resource_alloc_result (importer, "import_chunks", ok, &local, chunks.size, stream,
                                       &alloc, error))
     goto out;

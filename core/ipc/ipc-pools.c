@@ -102,8 +102,8 @@ memres_resource_export_handle (MemresResource *mr, GError **error)
   g_return_val_if_fail (mr != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
-  mr = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (export_handle), TRUE);
-  if (mr->ops->export_handle == NULL)
+  mr = _memres_resource_ipc_owner (mr);
+  if (mr->kind->ipc.export_handle == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                    "resources of kind \"%s\" cannot be shared with other processes (use kind "
@@ -113,7 +113,7 @@ memres_resource_export_handle (MemresResource *mr, GError **error)
     }
   if (!_memres_resource_check_usable (mr, "exporting a pool", error))
     return NULL;
-  ok = mr->ops->export_handle (mr, &handle, &local);
+  ok = mr->kind->ipc.export_handle (mr, &handle, &local);
   if (ok && handle == NULL)
     ok = FALSE; /* a plugin bug: reported as a failure without a reason */
   if (!_memres_resource_slot_result (mr, "export_handle", ok, &local, error))
@@ -144,6 +144,13 @@ lookup_imported_pool (const MemresIpcHandle *handle, GError **error)
       return NULL;
     }
   return mr;
+}
+
+/* The setup of a resource imported from a pool handle: the kind's import_handle slot. */
+static gboolean
+import_handle_setup (MemresResource *mr, gconstpointer handle, GError **error)
+{
+  return mr->kind->ipc.import_handle (mr, handle, error);
 }
 
 /**
@@ -201,9 +208,17 @@ memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
   mr = lookup_imported_pool (handle, &local_error);
   if (mr != NULL || local_error != NULL)
     goto out;
+  /* an adaptor kind (which has no IPC table) is refused here too */
+  if (kind->ipc.import_handle == NULL)
+    {
+      g_set_error (&local_error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "resources of kind \"%s\" cannot be imported from a handle", kind->name);
+      goto out;
+    }
   id = _memres_ipc_format_id (memres_ipc_handle_get_pool_id (handle));
   spec = g_strdup_printf ("%s (imported pool %s)", kind->name, id);
-  mr = _memres_resource_new_for_kind (kind, NULL, handle, spec, &local_error);
+  mr = _memres_resource_new_imported (kind, import_handle_setup, "import_handle", handle, spec,
+                                      &local_error);
   if (mr == NULL)
     goto out;
 

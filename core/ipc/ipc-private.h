@@ -90,6 +90,19 @@ void _memres_ipc_mappings_retire (MemresIpcMappings *t, MemresIpcMapping *m);
 void _memres_ipc_mappings_revive (MemresIpcMappings *t, MemresIpcMapping *m,
                                   const MemresAllocation *alloc);
 
+/* ipc-transport.c: the handle record (MRIH), as memres_ipc_send_handle() sends it. Layout,
+ * little-endian, 72 bytes: magic u32 'MRIH', version u16 (1), length u16 (72), kind char[32]
+ * (NUL-padded), pool_id[16], device_uuid[16].
+ * _memres_ipc_handle_encode(): @handle's record into @record.
+ * _memres_ipc_handle_decode(): a new handle owning @fd from the record @record (checked strictly:
+ *   magic, version, length, kind); on failure %NULL with MEMRES_ERROR_INVALID_DESCRIPTOR (or
+ *   the errors of memres_ipc_handle_new()) and @fd stays the caller's. */
+#define MEMRES_HANDLE_MAGIC       0x4849524du /* "MRIH" read as little-endian u32 */
+#define MEMRES_HANDLE_RECORD_SIZE 72
+void _memres_ipc_handle_encode (const MemresIpcHandle *handle,
+                                guint8 record[MEMRES_HANDLE_RECORD_SIZE]);
+MemresIpcHandle *_memres_ipc_handle_decode (const guint8 *record, gint fd, GError **error);
+
 /* ipc-descriptor.c: the buffer descriptor codec (fuzzed). Layout, little-endian, 160 bytes:
  * magic u32 'MRBD', version u16, length u16, kind char[32] (NUL-padded), pool_id[16],
  * device_uuid[16], offset u64, size u64, export_data[64], reserved[8] (zero). */
@@ -178,5 +191,27 @@ gsize _memres_layout_declared_length (const guint8 *header);
 gboolean _memres_layout_decode (gconstpointer data, gsize length, char kind[MEMRES_KIND_NAME_MAX],
                                 MemresBufferChunks *chunks, GError **error);
 gboolean _memres_layout_check (const MemresBufferChunks *chunks, GError **error);
+
+/* ipc-pool-message.c: a pool buffer as one message for memres_ipc_send_buffer() (see there):
+ * magic u32 'MRPB', version u16 (1), length u16 (240), the pool's handle record (MRIH), the
+ * buffer's descriptor (MRBD); one fd, the pool's.
+ * _memres_pool_message_declared_length(): the length field of a message whose first bytes
+ *   (at least 8) are at @header.
+ * _memres_ipc_send_pool_buffer(): exports @buf (memres_buffer_export()) and its pool
+ *   (memres_resource_export_handle()) and sends both; the pool's fd is closed before it returns.
+ * _memres_ipc_receive_pool_buffer(): checks a received message (@length bytes, @fds every fd
+ *   that came with it, which the caller closes; an fd taken over is removed from it), imports
+ *   the pool or, when @importer is not NULL, uses @importer, which must be the resource imported
+ *   from that pool, and imports the buffer. Errors: MEMRES_ERROR_INVALID_DESCRIPTOR for a bad
+ *   message (before any import) or an importer of another pool, and those of
+ *   memres_resource_import_handle() and memres_buffer_import(). */
+#define MEMRES_POOL_MESSAGE_MAGIC   0x4250524du /* "MRPB" read as little-endian u32 */
+#define MEMRES_POOL_MESSAGE_VERSION 1
+#define MEMRES_POOL_MESSAGE_SIZE    (8 + MEMRES_HANDLE_RECORD_SIZE + MEMRES_BUFFER_DESCRIPTOR_SIZE)
+gsize _memres_pool_message_declared_length (const guint8 *header);
+gboolean _memres_ipc_send_pool_buffer (gint socket_fd, MemresBuffer *buf, GError **error);
+MemresBuffer *_memres_ipc_receive_pool_buffer (const guint8 *message, gsize length, GArray *fds,
+                                               MemresResource *importer, MemresStream stream,
+                                               GError **error);
 
 G_END_DECLS

@@ -16,7 +16,7 @@
 
 /* Wire header, little-endian, 72 bytes: magic u32 'MRIH', version u16, length u16 (72),
  * kind char[32] (NUL-padded), pool_id[16], device_uuid[16]. */
-#define HANDLE_MAGIC   0x4849524du /* "MRIH" read as little-endian u32 */
+#define HANDLE_MAGIC   MEMRES_HANDLE_MAGIC
 #define HANDLE_VERSION 1
 enum
 {
@@ -28,6 +28,7 @@ enum
   H_OFF_DEVICE_UUID = H_OFF_POOL_ID + MEMRES_IPC_ID_SIZE,
   HEADER_SIZE = H_OFF_DEVICE_UUID + MEMRES_IPC_ID_SIZE, /* 72 */
 };
+G_STATIC_ASSERT (HEADER_SIZE == MEMRES_HANDLE_RECORD_SIZE);
 
 /* Room for one more fd than any message carries, so that a message with too many is seen (and
  * every fd closed) rather than truncated, plus the credentials. */
@@ -159,11 +160,25 @@ _memres_ipc_send_message (gint socket_fd, const char *what, const guint8 *data, 
  *
  * Since: 1.0
  */
+void
+_memres_ipc_handle_encode (const MemresIpcHandle *handle, guint8 record[MEMRES_HANDLE_RECORD_SIZE])
+{
+  const char *kind = memres_ipc_handle_get_kind (handle);
+
+  memset (record, 0, MEMRES_HANDLE_RECORD_SIZE);
+  _memres_put_le (record + H_OFF_MAGIC, HANDLE_MAGIC, 4);
+  _memres_put_le (record + H_OFF_VERSION, HANDLE_VERSION, 2);
+  _memres_put_le (record + H_OFF_LENGTH, HEADER_SIZE, 2);
+  memcpy (record + H_OFF_KIND, kind, strnlen (kind, MEMRES_KIND_NAME_MAX - 1));
+  memcpy (record + H_OFF_POOL_ID, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
+  memcpy (record + H_OFF_DEVICE_UUID, memres_ipc_handle_get_device_uuid (handle),
+          MEMRES_IPC_ID_SIZE);
+}
+
 gboolean
 memres_ipc_send_handle (gint socket_fd, const MemresIpcHandle *handle, GError **error)
 {
   guint8 header[HEADER_SIZE];
-  const char *kind;
   gint fd, type;
 
   g_return_val_if_fail (handle != NULL, FALSE);
@@ -185,15 +200,7 @@ memres_ipc_send_handle (gint socket_fd, const MemresIpcHandle *handle, GError **
       return FALSE;
     }
 
-  memset (header, 0, sizeof header);
-  kind = memres_ipc_handle_get_kind (handle);
-  _memres_put_le (header + H_OFF_MAGIC, HANDLE_MAGIC, 4);
-  _memres_put_le (header + H_OFF_VERSION, HANDLE_VERSION, 2);
-  _memres_put_le (header + H_OFF_LENGTH, HEADER_SIZE, 2);
-  memcpy (header + H_OFF_KIND, kind, strnlen (kind, MEMRES_KIND_NAME_MAX - 1));
-  memcpy (header + H_OFF_POOL_ID, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
-  memcpy (header + H_OFF_DEVICE_UUID, memres_ipc_handle_get_device_uuid (handle),
-          MEMRES_IPC_ID_SIZE);
+  _memres_ipc_handle_encode (handle, header);
   return _memres_ipc_send_message (socket_fd, "handle", header, sizeof header, &fd, 1, error);
 }
 
@@ -506,8 +513,8 @@ fail:
   return FALSE;
 }
 
-static MemresIpcHandle *
-parse_header (const guint8 *header, gint fd, GError **error)
+MemresIpcHandle *
+_memres_ipc_handle_decode (const guint8 *header, gint fd, GError **error)
 {
   guint64 magic = _memres_get_le (header + H_OFF_MAGIC, 4);
   guint64 version = _memres_get_le (header + H_OFF_VERSION, 2);
@@ -548,7 +555,7 @@ parse_header (const guint8 *header, gint fd, GError **error)
                                 header + H_OFF_DEVICE_UUID, error);
 }
 
-/* The handle message has one length; parse_header() checks the length field. */
+/* The handle message has one length; _memres_ipc_handle_decode() checks the length field. */
 static gsize
 handle_length (const guint8 *header)
 {
@@ -617,7 +624,7 @@ memres_ipc_receive_handle_with_flags (gint socket_fd, MemresIpcFlags flags, GErr
                  "(expected 1)",
                  fds->len);
   else
-    handle = parse_header (header, g_array_index (fds, int, 0), error);
+    handle = _memres_ipc_handle_decode (header, g_array_index (fds, int, 0), error);
   if (handle != NULL)
     g_array_set_size (fds, 0); /* the handle owns the fd now */
   _memres_ipc_close_fds (fds);

@@ -1,11 +1,12 @@
 /* memres - CUDA memory resources
  * ipc.h: the IPC layer (core/ipc/) as the rest of the core sees it. The layer calls the core
  * (resource and buffer creation, the checked slot calls); the core calls the layer only through
- * the hooks of a resource's IPC state, so that no other file of the core refers to a symbol of
- * the layer. Only a resource that memres_resource_import_handle() made carries IPC state
- * (MemresResource.ipc, set before the resource is published and never changed after); the
- * buffers imported through it point at their shared mapping (MemresBuffer.ipc_mapping). The
- * rest of the state is the layer's own (ipc-private.h). */
+ * the hooks of a resource's IPC state and, when a kind is registered, through
+ * _memres_ipc_ops_copy(), so that no other file of the core refers to another symbol of the
+ * layer or to a slot of the IPC table. Only a resource that memres_resource_import_handle() made
+ * carries IPC state (MemresResource.ipc, set before the resource is published and never changed
+ * after); the buffers imported through it point at their shared mapping (MemresBuffer.ipc_mapping).
+ * The rest of the state is the layer's own (ipc-private.h). */
 #pragma once
 
 #include <memres/memres-plugin.h>
@@ -40,5 +41,13 @@ struct _MemresIpcHooks
   void (*get_stats) (MemresResource *mr, MemresStats *stats, guint64 *n_imported);
   void (*reset_stats) (MemresResource *mr);
 };
+
+/* ipc-ops.c, from kind.c: checks a kind's IPC table @ipc (NULL: the kind shares nothing) and
+ * copies it into @out (zero-filled, version 0, when @ipc is NULL). Errors: an adaptor (@adaptor)
+ * with a table, a slot without its pair (export_handle/import_handle,
+ * export_buffer/import_buffer, export_chunks/import_chunks): MEMRES_ERROR_INVALID_ARGUMENT; a
+ * version of 0 or newer than MEMRES_IPC_OPS_VERSION: MEMRES_PLUGIN_ERROR_ABI_MISMATCH. */
+gboolean _memres_ipc_ops_copy (const char *kind, const MemresIpcOps *ipc, gboolean adaptor,
+                               MemresIpcOps *out, GError **error);
 
 G_END_DECLS

@@ -1,4 +1,4 @@
-/* tally.c: the `tally` adaptor, an example of an adaptor kind (memres ABI 1.2). In a stack such
+/* tally.c: the `tally` adaptor, an example of an adaptor kind (memres ABI 2.0). In a stack such
  * as `tally>host` or `tally:max_live=64>dmr:device=0`, the core creates the layer below first
  * and gives it to this layer as its upstream (memres_resource_get_upstream()); allocate and
  * deallocate reach it with memres_upstream_allocate() and memres_upstream_deallocate(), on the

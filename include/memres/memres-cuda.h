@@ -47,8 +47,9 @@ G_BEGIN_DECLS
  * A plugin that needs an entry point not listed here cannot resolve it itself: ask for it to be
  * appended (next ABI minor).
  *
- * ABI 1.1 appended cuStreamGetCtx (transfers on an explicit stream run in its context).
- * ABI 1.2 appended the graph entry points: cuGraphInstantiateWithFlags, cuGraphLaunch,
+ * The table of ABI 2.0 is the one of the last ABI 1 minor, whose history it keeps: ABI 1.1
+ * appended cuStreamGetCtx (transfers on an explicit stream run in its context), ABI 1.2 the
+ * graph entry points: cuGraphInstantiateWithFlags, cuGraphLaunch,
  * cuGraphExecDestroy, cuDeviceGraphMemTrim, cuDeviceGetGraphMemAttribute and
  * cuDeviceSetGraphMemAttribute (the `graph` kind, and tests that capture and launch graphs);
  * then the managed-memory entry points cuMemAllocManaged, cuMemAdvise, cuMemPrefetchAsync,

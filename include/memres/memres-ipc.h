@@ -64,8 +64,9 @@ MemresIpcHandle *memres_ipc_receive_handle (gint socket_fd, GError **error);
 MemresIpcHandle *memres_ipc_receive_handle_with_flags (gint socket_fd, MemresIpcFlags flags,
                                                        GError **error);
 
-/* A whole buffer over the same transport: its physical chunks' fds plus their layout (vmm with
- * handle_type=posix_fd). Documentation in core/ipc/ipc-chunks.c. Since: 1.1 */
+/* A whole buffer over the same transport, in one message: its physical chunks' fds plus their
+ * layout (vmm with handle_type=posix_fd), or (since 2.0) a pool buffer's pool handle and
+ * descriptor (ipc, pinned with ipc=true). Documentation in core/ipc/ipc-chunks.c. Since: 1.1 */
 gboolean memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error);
 MemresBuffer *memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer,
                                          MemresIpcFlags flags, MemresStream stream, GError **error);

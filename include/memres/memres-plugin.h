@@ -5,17 +5,18 @@
  * examples/plugin-template/ for a complete out-of-tree plugin.
  *
  * Everything a plugin may use is declared here or in the headers this one includes; a plugin
- * includes only <memres/memres-plugin.h> and builds against `pkg-config memres-1`.
+ * includes only <memres/memres-plugin.h> and builds against `pkg-config memres-2`.
  *
  * ABI rules (what "part of the plugin ABI" means below):
  *  - A plugin built against headers of ABI MAJOR.MINOR loads into a core of ABI
  *    MAJOR.CORE_MINOR when CORE_MINOR >= MINOR. Anything else is refused with
  *    %MEMRES_PLUGIN_ERROR_ABI_MISMATCH before any plugin code runs: the loader reads the
  *    version from the plugin's ELF note (#MemresPluginNote) before it opens the file. (A plugin
- *    built with headers older than 1.2 has no note: it is opened, which runs its ELF
+ *    without the note, built with headers of ABI 1.0 or 1.1, is opened, which runs its ELF
  *    constructors, and its descriptor function is called before the check.)
  *  - Minor versions only append: fields at the end of structs that carry a struct_size or a
- *    version, slots at the end of #MemresResourceOps, entries at the end of the driver table,
+ *    version, slots at the end of #MemresResourceOps and #MemresIpcOps, entries at the end of
+ *    the driver table,
  *    values at the end of enums. Nothing is ever reordered, retyped or removed within a major.
  *  - Structs without struct_size or version (#MemresOptionSpec, #MemresAllocation,
  *    #MemresResourceInfo, #MemresBufferExport, #MemresBufferChunks, #MemresStats,
@@ -45,9 +46,18 @@ G_BEGIN_DECLS
  * A new major may change anything; plugins must be rebuilt (and usually edited) for it.
  * Equal to %MEMRES_MAJOR_VERSION ("Versions" in README.md).
  *
+ * ABI 2.0 moved the six IPC slots (export_handle, import_handle, export_buffer, import_buffer,
+ * export_chunks, import_chunks) out of #MemresResourceOps into their own, separately versioned
+ * table #MemresIpcOps, which #MemresKindInfo.ipc points to; #MemresResourceOps lost them, its
+ * remaining slots closed up and its version counts from 1 again
+ * (%MEMRES_RESOURCE_OPS_VERSION), and #MemresKindInfo is one layout with every field. A plugin
+ * built for an earlier major is refused (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH): rebuild it, and
+ * move its IPC slots into a #MemresIpcOps (docs/writing-a-plugin.md, "Sharing with other
+ * processes").
+ *
  * Since: 1.0
  */
-#define MEMRES_PLUGIN_ABI_MAJOR 1
+#define MEMRES_PLUGIN_ABI_MAJOR 2
 /**
  * MEMRES_PLUGIN_ABI_MINOR:
  *
@@ -56,22 +66,17 @@ G_BEGIN_DECLS
  * against older headers keeps working, while one built against newer headers could use what
  * this core does not have and is refused (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH).
  *
- * ABI 1.1 appended the export_chunks and import_chunks slots, #MemresBufferChunks and the
- * driver table entry cuStreamGetCtx. ABI 1.2
- * appended driver table entries (see %MEMRES_CUDA_FOREACH_ENTRY: graph and managed memory),
- * %MEMRES_MEMORY_MANAGED, #MemresKindInfo.flags (adaptor kinds, #MemresKindFlags),
- * memres_upstream_allocate() and memres_upstream_deallocate(), the get_counters slot, the
- * driver helpers of memres-cuda.h for the kinds' common mechanics (memres_cuda_push_context(),
- * memres_cuda_pop_context(), memres_cuda_stream_synchronize(),
- * memres_cuda_device_synchronize(), memres_cuda_get_device_attribute(),
- * memres_cuda_check_peer_access()), and two contract changes: memres_cuda_set_error() reports
+ * 0 under ABI 2: ABI 2.0 is everything these headers describe. (The minors of ABI 1, never
+ * released, appended the chunk slots and #MemresBufferChunks in 1.1, and in 1.2 the graph and
+ * managed-memory driver entries, adaptor kinds, the get_counters slot, the SDK helpers of
+ * memres-cuda.h and two contract changes: memres_cuda_set_error() reports
  * `CUDA_ERROR_OUT_OF_MEMORY` as %MEMRES_ERROR_OUT_OF_MEMORY, and the core waits for the stream
- * before the deallocate slot of a kind whose memory is not stream-ordered.
- * Equal to %MEMRES_MINOR_VERSION ("Versions" in README.md).
+ * before the deallocate slot of a kind whose memory is not stream-ordered; all of it is part of
+ * ABI 2.0.) Equal to %MEMRES_MINOR_VERSION ("Versions" in README.md).
  *
  * Since: 1.0
  */
-#define MEMRES_PLUGIN_ABI_MINOR 2
+#define MEMRES_PLUGIN_ABI_MINOR 0
 
 /**
  * MemresPluginInitFunc:
@@ -386,14 +391,16 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
 /**
  * MEMRES_RESOURCE_OPS_VERSION:
  *
- * The number of the newest #MemresResourceOps layout these headers describe: 1 for ABI 1.0,
- * 2 for ABI 1.1 (export_chunks, import_chunks), 3 for ABI 1.2 (get_counters). Each ABI minor
- * that appends slots increments it; every slot's documentation says in which ABI version (`Since:`)
- * it appeared. Set #MemresResourceOps.version to this macro.
+ * The number of the newest #MemresResourceOps layout these headers describe, counted within
+ * the plugin ABI's major: under ABI 2, 1 is the layout of ABI 2.0 (init to get_counters, the
+ * IPC slots in #MemresIpcOps), and each ABI 2 minor that appends slots increments it. A new
+ * major starts again at 1 (the numbers of ABI 1, 1 to 3, meant other layouts; no plugin built
+ * for them loads). Every slot's documentation says in which ABI version (`Since:`) it
+ * appeared. Set #MemresResourceOps.version to this macro.
  *
  * Since: 1.0
  */
-#define MEMRES_RESOURCE_OPS_VERSION 3
+#define MEMRES_RESOURCE_OPS_VERSION 1
 
 /**
  * MemresResourceOps:
@@ -497,36 +504,6 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   must leave one of the requested states. Since: 1.0
  * @get_access: optional. Stores in @access the access @device has to the resource's memory.
  *   Errors: %MEMRES_ERROR_NO_DEVICE, a %MEMRES_CUDA_ERROR. Any thread. Since: 1.0
- * @export_handle: optional. Creates a shareable handle for the pool: stores in @handle a new
- *   #MemresIpcHandle (transfer full: the caller frees it) made with memres_ipc_handle_new(),
- *   which takes ownership of its own fd. Errors: %MEMRES_ERROR_NOT_SUPPORTED (the instance
- *   was not created shareable, or was itself imported), a %MEMRES_CUDA_ERROR; on failure no
- *   fd stays open. Any thread. Since: 1.0
- * @import_handle: optional. Alternative to init, for memres_resource_import_handle(): sets up
- *   a new instance (private data zero-filled) as an importer of @handle, whose kind is this
- *   kind's name. @handle and its fd stay owned by the caller and are valid during the call
- *   only: dup() the fd to keep it. Then query is called, as after init. Same threading and
- *   failure rules as init. Errors: %MEMRES_ERROR_INVALID_DESCRIPTOR (the handle's content is
- *   not acceptable), %MEMRES_ERROR_WRONG_DEVICE (no local device has the handle's UUID), a
- *   %MEMRES_CUDA_ERROR. Since: 1.0
- * @export_buffer: optional. Fills @out (zero-filled on entry) for @alloc (transfer none), a
- *   live allocation of this instance; the core encodes the descriptor. @out->pool_id and
- *   @out->device_uuid must be those export_handle puts in the instance's handles (importers
- *   refuse a descriptor whose identity differs from the handle they imported), and exporting
- *   one allocation twice must give the same export data (importers deduplicate by it). Any
- *   thread. Errors: %MEMRES_ERROR_NOT_SUPPORTED, a %MEMRES_CUDA_ERROR. Since: 1.0
- * @import_buffer: optional. Maps the allocation @in describes into this process, on an
- *   instance created by import_handle, and fills @alloc (zero-filled on entry) with the WHOLE
- *   mapping: the mapped address and its extent in bytes (for pools, the driver's range), not
- *   just the buffer. @in comes from another process and its framing was checked by the core,
- *   not its content; the core checked @in->pool_id and @in->device_uuid against the handle
- *   the instance was imported from (%MEMRES_ERROR_INVALID_DESCRIPTOR). The core then checks
- *   that @in's offset and size fit in the mapping (else it calls deallocate with @alloc and
- *   fails with %MEMRES_ERROR_INVALID_DESCRIPTOR), maps each exported allocation once per
- *   process however often it is imported, and passes @alloc to deallocate (the unmap) when
- *   the last buffer using it closes. The mapping is usable in @stream's order. On failure
- *   nothing stays mapped. Any thread. Errors also: %MEMRES_ERROR_NOT_SUPPORTED (not an
- *   importer), a %MEMRES_CUDA_ERROR. Since: 1.0
  * @resize: optional, for kinds that set %MEMRES_MEMORY_RESIZABLE. Grows or shrinks @alloc to
  *   @new_size bytes (> 0), keeping the first MIN (old, new) bytes, and updates
  *   @alloc->address (which may move), @alloc->size and @alloc->plugin_data; the result is
@@ -534,35 +511,14 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   were. Any thread, concurrently with the other slots on other allocations. Errors:
  *   %MEMRES_ERROR_OUT_OF_MEMORY, %MEMRES_ERROR_INVALID_ARGUMENT, a %MEMRES_CUDA_ERROR.
  *   Since: 1.0
- * @export_chunks: optional, for memres_ipc_send_buffer(). Fills @out (zero-filled on entry)
- *   for @alloc (transfer none), a live, non-empty allocation of this instance that was not
- *   imported: the device UUID, handle type, location type, granularity, @alloc->size as the
- *   buffer size, and for each physical allocation in address order its size and a NEW
- *   shareable-handle fd (for vmm: cuMemExportToShareableHandle()). On success the fds belong to
- *   the core, which sends and closes them; on failure no fd stays open. Errors:
- *   %MEMRES_ERROR_NOT_SUPPORTED (the instance was not created with a POSIX-fd handle type, the
- *   buffer was imported, or it has more than %MEMRES_IPC_MAX_CHUNKS chunks), a
- *   %MEMRES_CUDA_ERROR. Any thread. Since: 1.1
- * @import_chunks: optional, for memres_ipc_receive_buffer(). Maps the chunks @in describes
- *   (a message from another process; the core checked its framing, see #MemresBufferChunks)
- *   into ONE new address range of this instance, in order, with this instance's own access
- *   rights, and fills @alloc (zero-filled on entry): the address, @in->size as the size, and
- *   the plugin data deallocate needs to unmap and release it all. The fds stay the core's
- *   (valid during the call; the driver keeps its own reference to what it imports). Before any
- *   driver call that creates something, check what only the kind knows: that the instance can
- *   import (%MEMRES_ERROR_NOT_SUPPORTED), the handle and location types
- *   (%MEMRES_ERROR_INVALID_DESCRIPTOR), the device UUID (%MEMRES_ERROR_WRONG_DEVICE) and the
- *   chunk sizes against the instance's granularity (%MEMRES_ERROR_INVALID_DESCRIPTOR). On
- *   failure everything imported, reserved or mapped is released. The core marks the buffer
- *   %MEMRES_MEMORY_IMPORTED and refuses to export or resize it; deallocate gets @alloc at
- *   close, as for allocate. Errors also: a %MEMRES_CUDA_ERROR. Any thread. Since: 1.1
  * @get_counters: optional, for memres_resource_get_counters(). Inserts the kind's own counters
  *   into @counters (an empty #GVariantDict, transfer none): names in lower case with
  *   underscores, values of any type (counts and bytes as `t`); the kind documents them (the
  *   cache adaptor: docs/cache.md). Same threading as get_stats. Errors: those of the kind.
- *   Since: 1.2 (version 3)
+ *   Since: 1.2
  *
- * The table of a kind's functions. Define it `static const`, set @version to
+ * The table of a kind's functions (sharing with other processes has its own table,
+ * #MemresIpcOps). Define it `static const`, set @version to
  * %MEMRES_RESOURCE_OPS_VERSION and name the slots with designated initializers; the core
  * copies the table when the kind is registered.
  *
@@ -604,10 +560,11 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   and check peers with memres_cuda_check_peer_access(): one copy in the core, not one per
  *   kind.
  *
- * Slots are only appended, each with its `Since:` ABI version: init to resize are of version
- * 1 (ABI 1.0), export_chunks and import_chunks of version 2 (ABI 1.1), get_counters of version
- * 3 (ABI 1.2). A table whose @version is 1 ends after resize, one of version 2 after
- * import_chunks: the core reads nothing past it. Part of the plugin ABI.
+ * Slots are only appended within a major, each with its `Since:` ABI version. Version 1 (ABI
+ * 2.0) is the whole table above: ABI 2.0 took the six IPC slots out into #MemresIpcOps and
+ * closed the gaps, so that resize and get_counters follow get_access. A table of a later
+ * version is longer; the core reads nothing past the end of the plugin's version. Part of the
+ * plugin ABI.
  *
  * Since: 1.0
  */
@@ -627,22 +584,116 @@ typedef struct
   gboolean (*set_access) (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs,
                           GError **error);
   gboolean (*get_access) (MemresResource *mr, gint device, MemresAccess *access, GError **error);
+  gboolean (*resize) (MemresResource *mr, MemresAllocation *alloc, gsize new_size,
+                      MemresStream stream, GError **error);
+  gboolean (*get_counters) (MemresResource *mr, GVariantDict *counters, GError **error);
+} MemresResourceOps;
+
+/**
+ * MEMRES_IPC_OPS_VERSION:
+ *
+ * The number of the newest #MemresIpcOps layout these headers describe: 1 for ABI 2.0 (the
+ * six slots below). Each ABI 2 minor that appends IPC slots increments it. Set
+ * #MemresIpcOps.version to this macro.
+ *
+ * Since: 2.0
+ */
+#define MEMRES_IPC_OPS_VERSION 1
+
+/**
+ * MemresIpcOps:
+ * @version: %MEMRES_IPC_OPS_VERSION of the plugin's headers; the core refuses 0 and a version
+ *   newer than its own (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH) and reads no slot past the
+ *   plugin's version. Since: 2.0. Each slot below moved here in ABI 2.0 from
+ *   #MemresResourceOps, where export_handle to import_buffer appeared in 1.0 and the chunk
+ *   slots in 1.1, with the same signature and contract
+ * @export_handle: optional. Creates a shareable handle for the pool: stores in @handle a new
+ *   #MemresIpcHandle (transfer full: the caller frees it) made with memres_ipc_handle_new(),
+ *   which takes ownership of its own fd. Errors: %MEMRES_ERROR_NOT_SUPPORTED (the instance
+ *   was not created shareable, or was itself imported), a %MEMRES_CUDA_ERROR; on failure no
+ *   fd stays open. Any thread. Since: 2.0
+ * @import_handle: optional. Alternative to init, for memres_resource_import_handle(): sets up
+ *   a new instance (private data zero-filled) as an importer of @handle, whose kind is this
+ *   kind's name. @handle and its fd stay owned by the caller and are valid during the call
+ *   only: dup() the fd to keep it. Then query is called, as after init. Same threading and
+ *   failure rules as init. Errors: %MEMRES_ERROR_INVALID_DESCRIPTOR (the handle's content is
+ *   not acceptable), %MEMRES_ERROR_WRONG_DEVICE (no local device has the handle's UUID), a
+ *   %MEMRES_CUDA_ERROR. Since: 2.0
+ * @export_buffer: optional. Fills @out (zero-filled on entry) for @alloc (transfer none), a
+ *   live allocation of this instance; the core encodes the descriptor. @out->pool_id and
+ *   @out->device_uuid must be those export_handle puts in the instance's handles (importers
+ *   refuse a descriptor whose identity differs from the handle they imported), and exporting
+ *   one allocation twice must give the same export data (importers deduplicate by it). Any
+ *   thread. Errors: %MEMRES_ERROR_NOT_SUPPORTED, a %MEMRES_CUDA_ERROR. Since: 2.0
+ * @import_buffer: optional. Maps the allocation @in describes into this process, on an
+ *   instance created by import_handle, and fills @alloc (zero-filled on entry) with the WHOLE
+ *   mapping: the mapped address and its extent in bytes (for pools, the driver's range), not
+ *   just the buffer. @in comes from another process and its framing was checked by the core,
+ *   not its content; the core checked @in->pool_id and @in->device_uuid against the handle
+ *   the instance was imported from (%MEMRES_ERROR_INVALID_DESCRIPTOR). The core then checks
+ *   that @in's offset and size fit in the mapping (else it calls deallocate with @alloc and
+ *   fails with %MEMRES_ERROR_INVALID_DESCRIPTOR), maps each exported allocation once per
+ *   process however often it is imported, and passes @alloc to deallocate (the unmap) when
+ *   the last buffer using it closes. The mapping is usable in @stream's order. On failure
+ *   nothing stays mapped. Any thread. Errors also: %MEMRES_ERROR_NOT_SUPPORTED (not an
+ *   importer), a %MEMRES_CUDA_ERROR. Since: 2.0
+ * @export_chunks: optional, for memres_ipc_send_buffer(). Fills @out (zero-filled on entry)
+ *   for @alloc (transfer none), a live, non-empty allocation of this instance that was not
+ *   imported: the device UUID, handle type, location type, granularity, @alloc->size as the
+ *   buffer size, and for each physical allocation in address order its size and a NEW
+ *   shareable-handle fd (for vmm: cuMemExportToShareableHandle()). On success the fds belong to
+ *   the core, which sends and closes them; on failure no fd stays open. Errors:
+ *   %MEMRES_ERROR_NOT_SUPPORTED (the instance was not created with a POSIX-fd handle type, the
+ *   buffer was imported, or it has more than %MEMRES_IPC_MAX_CHUNKS chunks), a
+ *   %MEMRES_CUDA_ERROR. Any thread. Since: 2.0
+ * @import_chunks: optional, for memres_ipc_receive_buffer(). Maps the chunks @in describes
+ *   (a message from another process; the core checked its framing, see #MemresBufferChunks)
+ *   into ONE new address range of this instance, in order, with this instance's own access
+ *   rights, and fills @alloc (zero-filled on entry): the address, @in->size as the size, and
+ *   the plugin data deallocate needs to unmap and release it all. The fds stay the core's
+ *   (valid during the call; the driver keeps its own reference to what it imports). Before any
+ *   driver call that creates something, check what only the kind knows: that the instance can
+ *   import (%MEMRES_ERROR_NOT_SUPPORTED), the handle and location types
+ *   (%MEMRES_ERROR_INVALID_DESCRIPTOR), the device UUID (%MEMRES_ERROR_WRONG_DEVICE) and the
+ *   chunk sizes against the instance's granularity (%MEMRES_ERROR_INVALID_DESCRIPTOR). On
+ *   failure everything imported, reserved or mapped is released. The core marks the buffer
+ *   %MEMRES_MEMORY_IMPORTED and refuses to export or resize it; deallocate gets @alloc at
+ *   close, as for allocate. Errors also: a %MEMRES_CUDA_ERROR. Any thread. Since: 2.0
+ *
+ * The sharing functions of a kind that shares memory with other processes: its
+ * #MemresKindInfo.ipc points at this table (%NULL: the kind shares nothing). Two families:
+ * pools (export_handle/import_handle make and import a pool's shareable handle,
+ * export_buffer/import_buffer one buffer's descriptor, as the `ipc` and `pinned` kinds do) and
+ * chunks (export_chunks/import_chunks, a buffer as the physical allocations it is mapped from,
+ * as `vmm` with handle_type=posix_fd does). Slots go in pairs: a table that has one of
+ * export_handle and import_handle, one of export_buffer and import_buffer, or one of
+ * export_chunks and import_chunks, has the other too (else registration fails with
+ * %MEMRES_ERROR_INVALID_ARGUMENT). Only base kinds have an IPC table: an adaptor's registration
+ * with one fails (%MEMRES_ERROR_INVALID_ARGUMENT); a buffer or a pool shared through an
+ * adaptor that passes allocations (%MEMRES_KIND_PASSES_ALLOCATIONS) is served by the first
+ * layer below it with an IPC table. Define it `static const`, set @version to
+ * %MEMRES_IPC_OPS_VERSION and name the slots with designated initializers; the core copies it
+ * when the kind is registered. The contract common to every slot of #MemresResourceOps
+ * (threads, locks, errors, contexts) applies to these slots too; a missing slot makes its
+ * public call fail with %MEMRES_ERROR_NOT_SUPPORTED. Slots are only appended within a major.
+ * Part of the plugin ABI.
+ *
+ * Since: 2.0
+ */
+typedef struct
+{
+  guint32 version;
   gboolean (*export_handle) (MemresResource *mr, MemresIpcHandle **handle, GError **error);
   gboolean (*import_handle) (MemresResource *mr, const MemresIpcHandle *handle, GError **error);
   gboolean (*export_buffer) (MemresResource *mr, const MemresAllocation *alloc,
                              MemresBufferExport *out, GError **error);
   gboolean (*import_buffer) (MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
                              MemresAllocation *alloc, GError **error);
-  gboolean (*resize) (MemresResource *mr, MemresAllocation *alloc, gsize new_size,
-                      MemresStream stream, GError **error);
-  /* Since: 1.1 (version 2) */
   gboolean (*export_chunks) (MemresResource *mr, const MemresAllocation *alloc,
                              MemresBufferChunks *out, GError **error);
   gboolean (*import_chunks) (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
                              MemresAllocation *alloc, GError **error);
-  /* Since: 1.2 (version 3) */
-  gboolean (*get_counters) (MemresResource *mr, GVariantDict *counters, GError **error);
-} MemresResourceOps;
+} MemresIpcOps;
 
 /**
  * MemresKindInfo:
@@ -655,17 +706,18 @@ typedef struct
  * @options: the option schema (see #MemresOptionSpec), or %NULL when @n_options is 0
  * @n_options: entries in @options
  * @ops: the functions (see #MemresResourceOps)
+ * @ipc: the sharing functions (see #MemresIpcOps), or %NULL for a kind that shares nothing
+ *   with other processes (every adaptor). Since: 2.0
  * @instance_size: bytes of private data per resource, zero-filled, 16-byte aligned, freed by
  *   the core after finalize; reached with memres_resource_get_private(). 0 for none
  * @flags: #MemresKindFlags: 0 for a base kind (one that gets its memory itself),
  *   %MEMRES_KIND_ADAPTOR for a kind layered over another resource (see "Adaptors" in
- *   docs/writing-a-plugin.md). Since: 1.2; a plugin built against older headers registers
- *   base kinds
+ *   docs/writing-a-plugin.md). Since: 1.2
  *
  * What a plugin registers with memres_plugin_register_kind() (or an application with
- * memres_registry_register_kind()). The core copies the struct, the @options array and the
- * @ops table, but keeps pointing at the strings (names, descriptions, docs, defaults, enum
- * choices): they must be static. Part of the plugin ABI.
+ * memres_registry_register_kind()). The core copies the struct, the @options array, the
+ * @ops table and the @ipc table, but keeps pointing at the strings (names, descriptions, docs,
+ * defaults, enum choices): they must be static. Part of the plugin ABI.
  *
  * Since: 1.0
  */
@@ -677,8 +729,8 @@ typedef struct
   const MemresOptionSpec *options;
   guint n_options;
   const MemresResourceOps *ops;
+  const MemresIpcOps *ipc;
   gsize instance_size;
-  /* Since: 1.2 */
   MemresKindFlags flags;
 } MemresKindInfo;
 
@@ -689,9 +741,11 @@ typedef struct
  *
  * memres_plugin_register_kind(): registers @info for @plugin; only valid while the plugin's
  *   init function runs (on the thread running it). Checks the name, that the required slots
- *   (init, finalize, allocate, deallocate, query) are there and the schema (valid keys, no
- *   duplicate, enum choices present, defaults that parse): %MEMRES_ERROR_INVALID_ARGUMENT;
- *   a kind of that name already registered: %MEMRES_ERROR_EXISTS. Since: 1.0
+ *   (init, finalize, allocate, deallocate, query) are there, the schema (valid keys, no
+ *   duplicate, enum choices present, defaults that parse) and the IPC table (its slots in
+ *   pairs, none for an adaptor): %MEMRES_ERROR_INVALID_ARGUMENT; an IPC table whose version
+ *   is 0 or newer than the core's: %MEMRES_PLUGIN_ERROR_ABI_MISMATCH (since 2.0); a kind of
+ *   that name already registered: %MEMRES_ERROR_EXISTS. Since: 1.0
  * memres_plugin_get_name(): the plugin's name (transfer none, valid while it is loaded).
  *   Since: 1.0
  * memres_registry_register_kind(): the same as memres_plugin_register_kind() for a kind that

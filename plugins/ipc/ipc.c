@@ -76,10 +76,14 @@ ipc_query (MemresResource *mr, MemresResourceInfo *info)
 static const MemresResourceOps ipc_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = ipc_init,
-  .import_handle = pool_import_handle,
   .query = ipc_query,
   POOL_SLOTS, /* deallocate frees (exporter) or unmaps (importer): cuMemFreeAsync both */
   POOL_ACCESS_SLOTS,
+};
+
+static const MemresIpcOps ipc_ipc_ops = {
+  .version = MEMRES_IPC_OPS_VERSION,
+  .import_handle = pool_import_handle,
   POOL_SHARING_SLOTS,
 };
 
@@ -94,6 +98,7 @@ ipc_plugin_init (MemresPlugin *plugin, GError **error)
     .options = ipc_options,
     .n_options = G_N_ELEMENTS (ipc_options),
     .ops = &ipc_ops,
+    .ipc = &ipc_ipc_ops,
     .instance_size = sizeof (PoolRecord),
     .flags = MEMRES_KIND_OWN_USAGE, /* get_stats reports the used bytes */
   };

@@ -113,10 +113,15 @@ pinned_query (MemresResource *mr, MemresResourceInfo *info)
 static const MemresResourceOps pinned_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = pinned_init,
-  .import_handle = pinned_import_handle,
   .query = pinned_query,
   POOL_SLOTS,
   POOL_ACCESS_SLOTS,
+};
+
+/* every instance's: mode=legacy and pools made without ipc=true refuse to export */
+static const MemresIpcOps pinned_ipc_ops = {
+  .version = MEMRES_IPC_OPS_VERSION,
+  .import_handle = pinned_import_handle,
   POOL_SHARING_SLOTS,
 };
 
@@ -131,6 +136,7 @@ pinned_plugin_init (MemresPlugin *plugin, GError **error)
     .options = pinned_options,
     .n_options = G_N_ELEMENTS (pinned_options),
     .ops = &pinned_ops,
+    .ipc = &pinned_ipc_ops,
     .instance_size = sizeof (Pinned),
     .flags = MEMRES_KIND_OWN_USAGE, /* get_stats reports the used bytes */
   };

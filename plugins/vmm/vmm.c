@@ -414,6 +414,11 @@ static const MemresResourceOps vmm_ops = {
   .get_stats = vmm_get_stats,
   .reset_stats = vmm_reset_stats,
   .resize = _vmm_resize,
+};
+
+/* every instance's: only those made with handle_type=posix_fd export (the slots check) */
+static const MemresIpcOps vmm_ipc_ops = {
+  .version = MEMRES_IPC_OPS_VERSION,
   .export_chunks = _vmm_export_chunks,
   .import_chunks = _vmm_import_chunks,
 };
@@ -429,6 +434,7 @@ vmm_plugin_init (MemresPlugin *plugin, GError **error)
     .options = vmm_options,
     .n_options = G_N_ELEMENTS (vmm_options),
     .ops = &vmm_ops,
+    .ipc = &vmm_ipc_ops,
     .instance_size = sizeof (VmmResource),
   };
 

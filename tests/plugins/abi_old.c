@@ -1,4 +1,4 @@
-/* abi_old: a plugin written against the oldest plugin ABI of this major (1.0), with the
+/* abi_old: a plugin written against the oldest plugin ABI of this major (2.0), with the
  * descriptor filled by hand. Its minor is at most the core's: it loads and works. */
 #include "common.h"
 
@@ -16,7 +16,8 @@ const MemresPluginDesc *
 memres_plugin_abi_old_get_desc (void)
 {
   static const MemresPluginDesc desc = {
-    1, 0, sizeof (MemresPluginDesc), 0, "abi_old", "built for plugin ABI 1.0", plugin_init,
+    MEMRES_PLUGIN_ABI_MAJOR,    0,           sizeof (MemresPluginDesc), 0, "abi_old",
+    "built for plugin ABI 2.0", plugin_init,
   };
   return &desc;
 }

@@ -21,4 +21,4 @@ plugin_init (MemresPlugin *plugin, GError **error)
 
 #undef MEMRES_PLUGIN_ABI_MINOR
 #define MEMRES_PLUGIN_ABI_MINOR 99
-MEMRES_PLUGIN_DEFINE (note_new, "built for plugin ABI 1.99", plugin_init)
+MEMRES_PLUGIN_DEFINE (note_new, "built for plugin ABI 2.99", plugin_init)

@@ -201,8 +201,9 @@ gboolean pool_grant_access (PoolRecord *pool, const MemresAccessDesc *descs, gui
                             GError **error);
 gboolean pool_set_alloc_error (GError **error, CUresult result, const char *call, gsize size);
 
-/* Ready-made slots (pool-slots.c, pool-ipc.c), for a kind's #MemresResourceOps. Each finds the
- * #PoolRecord at the start of the instance's private data. */
+/* Ready-made slots (pool-slots.c, pool-ipc.c), for a kind's #MemresResourceOps and (the
+ * sharing ones) #MemresIpcOps. Each finds the #PoolRecord at the start of the instance's
+ * private data. */
 void pool_finalize (MemresResource *mr);
 gboolean pool_allocate (MemresResource *mr, gsize size, MemresStream stream,
                         MemresAllocation *alloc, GError **error);
@@ -221,11 +222,11 @@ gboolean pool_export_buffer (MemresResource *mr, const MemresAllocation *alloc,
 gboolean pool_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
                              MemresAllocation *alloc, GError **error);
 
-/* The slots above as designated initializers of a kind's #MemresResourceOps, which adds its own
- * init and query: POOL_SLOTS every pool kind takes (finalize, allocate, deallocate, get_stats,
- * reset_stats, trim), POOL_ACCESS_SLOTS (set_access, get_access), POOL_SHARING_SLOTS
- * (export_handle, export_buffer, import_buffer; import_handle is pool_import_handle() for device
- * memory, or the kind's own). */
+/* The slots above as designated initializers: of a kind's #MemresResourceOps, which adds its
+ * own init and query, POOL_SLOTS every pool kind takes (finalize, allocate, deallocate,
+ * get_stats, reset_stats, trim) and POOL_ACCESS_SLOTS (set_access, get_access); of a sharing
+ * kind's #MemresIpcOps, POOL_SHARING_SLOTS (export_handle, export_buffer, import_buffer;
+ * import_handle is pool_import_handle() for device memory, or the kind's own). */
 #define POOL_SLOTS                                                                                 \
   .finalize = pool_finalize, .allocate = pool_allocate, .deallocate = pool_deallocate,             \
   .get_stats = pool_get_stats, .reset_stats = pool_reset_stats, .trim = pool_trim

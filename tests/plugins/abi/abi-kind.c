@@ -1,9 +1,6 @@
 /* abi-kind.c: a minimal host-memory kind for the ABI test plugins. */
 #include "abi-kind.h"
 
-#include <stddef.h>
-#include <string.h>
-
 static gboolean
 abi_kind_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
@@ -66,26 +63,5 @@ abi_kind_register (MemresPlugin *plugin, const char *name, GError **error)
     .ops = &abi_kind_ops,
   };
 
-  return memres_plugin_register_kind (plugin, &info, error);
-}
-
-gboolean
-abi_kind_register_v1 (MemresPlugin *plugin, const char *name, GError **error)
-{
-  static union
-  {
-    guint8 bytes[offsetof (MemresResourceOps, resize) + sizeof (gpointer)];
-    gpointer align;
-  } ops_v1;
-  const guint32 version = 1;
-  const MemresKindInfo info = {
-    .struct_size = sizeof (MemresKindInfo),
-    .name = name,
-    .description = "host memory, for the plugin ABI tests (ops table version 1)",
-    .ops = (const MemresResourceOps *) ops_v1.bytes,
-  };
-
-  memcpy (ops_v1.bytes, &abi_kind_ops, sizeof ops_v1.bytes);
-  memcpy (ops_v1.bytes + offsetof (MemresResourceOps, version), &version, sizeof version);
   return memres_plugin_register_kind (plugin, &info, error);
 }

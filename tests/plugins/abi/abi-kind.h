@@ -7,8 +7,3 @@
 
 /* Registers the kind @name (a static string) for @plugin: host memory from g_malloc. */
 gboolean abi_kind_register (MemresPlugin *plugin, const char *name, GError **error);
-
-/* The same with the ops table a plugin built against ABI 1.0 has: version 1, ending after the
- * resize slot (a buffer of exactly that size, so that a core reading further is caught by the
- * sanitizers). */
-gboolean abi_kind_register_v1 (MemresPlugin *plugin, const char *name, GError **error);

@@ -1,6 +1,6 @@
 /* libmemres-abiolder.so: a plugin as built against the headers of the previous ABI minor, which
- * the loader must accept. At ABI 1.1 that is 1.0: the descriptor says 1.0 and the ops table is
- * of version 1 (16 slots, ending after resize). */
+ * the loader must accept. At ABI 2.0 there is none: it is built for 2.0 itself, the layout every
+ * minor of this major starts with (ops table version 1, no IPC table). */
 #include "abi-kind.h"
 
 #if MEMRES_PLUGIN_ABI_MINOR > 0
@@ -12,8 +12,7 @@
 static gboolean
 abiolder_init (MemresPlugin *plugin, GError **error)
 {
-  return OLDER_MINOR == 0 ? abi_kind_register_v1 (plugin, "abiolder", error)
-                          : abi_kind_register (plugin, "abiolder", error);
+  return abi_kind_register (plugin, "abiolder", error);
 }
 
 MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_abiolder_get_desc (void);
@@ -21,7 +20,7 @@ MEMRES_PLUGIN_EXPORT const MemresPluginDesc *memres_plugin_abiolder_get_desc (vo
 const MemresPluginDesc *
 memres_plugin_abiolder_get_desc (void)
 {
-  /* The 1.0 descriptor: the layout every minor of this major starts with. */
+  /* The 2.0 descriptor: the layout every minor of this major starts with. */
   static const MemresPluginDesc desc = {
     .abi_major = MEMRES_PLUGIN_ABI_MAJOR,
     .abi_minor = OLDER_MINOR,

@@ -1,0 +1,168 @@
+/* memres - CUDA memory resources
+ * ipc-pool-message.c: a pool buffer as one message (memres_ipc_send_buffer() for kinds that
+ * share pools: ipc, pinned with ipc=true). The message joins the two records a pool buffer is
+ * shared with, unchanged and checked by their own strict codecs: the pool's handle record (MRIH,
+ * with the pool's fd) and the buffer's descriptor (MRBD). Layout, little-endian, 240 bytes:
+ * magic u32 'MRPB', version u16 (1), length u16 (240), the handle record (72 bytes), the
+ * descriptor (160 bytes); exactly one fd, the pool's. The receiver imports the pool (or uses the
+ * resource it already imported from it) and then the buffer. */
+#include <string.h>
+
+#include "ipc-private.h"
+
+enum
+{
+  P_OFF_MAGIC = 0,
+  P_OFF_VERSION = 4,
+  P_OFF_LENGTH = 6,
+  P_OFF_HANDLE = 8,
+  P_OFF_DESCRIPTOR = P_OFF_HANDLE + MEMRES_HANDLE_RECORD_SIZE,
+};
+G_STATIC_ASSERT (P_OFF_DESCRIPTOR + MEMRES_BUFFER_DESCRIPTOR_SIZE == MEMRES_POOL_MESSAGE_SIZE);
+G_STATIC_ASSERT (MEMRES_POOL_MESSAGE_SIZE <= MEMRES_LAYOUT_MAX_SIZE);
+
+gsize
+_memres_pool_message_declared_length (const guint8 *header)
+{
+  return (gsize) _memres_get_le (header + P_OFF_LENGTH, 2);
+}
+
+static gboolean invalid (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
+
+static gboolean
+invalid (GError **error, const char *format, ...)
+{
+  g_autofree char *text = NULL;
+  va_list args;
+
+  va_start (args, format);
+  text = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+               "invalid pool buffer message: %s", text);
+  return FALSE;
+}
+
+gboolean
+_memres_ipc_send_pool_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
+{
+  guint8 message[MEMRES_POOL_MESSAGE_SIZE];
+  MemresBufferDescriptor descriptor;
+  MemresIpcHandle *handle;
+  gint fd;
+  gboolean ok;
+
+  if (!_memres_ipc_check_socket (socket_fd, error))
+    return FALSE;
+  if (!memres_buffer_export (buf, &descriptor, error))
+    return FALSE;
+  handle = memres_resource_export_handle (memres_buffer_get_resource (buf), error);
+  if (handle == NULL)
+    return FALSE;
+  memset (message, 0, sizeof message);
+  _memres_put_le (message + P_OFF_MAGIC, MEMRES_POOL_MESSAGE_MAGIC, 4);
+  _memres_put_le (message + P_OFF_VERSION, MEMRES_POOL_MESSAGE_VERSION, 2);
+  _memres_put_le (message + P_OFF_LENGTH, MEMRES_POOL_MESSAGE_SIZE, 2);
+  _memres_ipc_handle_encode (handle, message + P_OFF_HANDLE);
+  memcpy (message + P_OFF_DESCRIPTOR, descriptor.bytes, MEMRES_BUFFER_DESCRIPTOR_SIZE);
+  fd = memres_ipc_handle_get_fd (handle);
+  ok = _memres_ipc_send_message (socket_fd, "buffer", message, sizeof message, &fd, 1, error);
+  memres_ipc_handle_free (handle); /* closes this process's fd: the peer has its own */
+  return ok;
+}
+
+/* Checks everything in @message that needs no import: framing, record order, the one fd, both
+ * records by their codecs, and that the descriptor belongs to the handle's pool. On success
+ * *handle owns the fd (removed from @fds). */
+static gboolean
+check_message (const guint8 *message, gsize length, GArray *fds, MemresIpcHandle **handle,
+               GError **error)
+{
+  guint64 version = _memres_get_le (message + P_OFF_VERSION, 2);
+  guint64 declared = _memres_get_le (message + P_OFF_LENGTH, 2);
+  guint64 first = _memres_get_le (message + P_OFF_HANDLE, 4);
+  guint8 kind_field[MEMRES_KIND_NAME_MAX] = { 0 };
+  char kind[MEMRES_KIND_NAME_MAX];
+  MemresBufferExport info;
+  MemresIpcHandle *h;
+  const char *name;
+
+  if (version != MEMRES_POOL_MESSAGE_VERSION)
+    return invalid (error, "version %u (this library reads version %d)", (guint) version,
+                    MEMRES_POOL_MESSAGE_VERSION);
+  if (declared != MEMRES_POOL_MESSAGE_SIZE || length != MEMRES_POOL_MESSAGE_SIZE)
+    return invalid (error, "length %u, %" G_GSIZE_FORMAT " bytes received (expected %d)",
+                    (guint) declared, length, MEMRES_POOL_MESSAGE_SIZE);
+  if (first == MEMRES_DESCRIPTOR_MAGIC)
+    return invalid (error, "the buffer's descriptor comes before the pool's handle (expected the "
+                           "handle record first)");
+  if (fds->len != 1)
+    return invalid (error, "%u file descriptors attached (expected 1, the pool's)", fds->len);
+  h = _memres_ipc_handle_decode (message + P_OFF_HANDLE, g_array_index (fds, int, 0), error);
+  if (h == NULL)
+    return FALSE;
+  name = memres_ipc_handle_get_kind (h);
+  memcpy (kind_field, name, strlen (name)); /* checked: a kind name, shorter than the field */
+  if (!_memres_descriptor_decode (message + P_OFF_DESCRIPTOR, MEMRES_BUFFER_DESCRIPTOR_SIZE,
+                                  kind_field, kind, &info, error))
+    goto fail;
+  if (strcmp (kind, name) != 0)
+    {
+      invalid (error, "the buffer's kind \"%s\" is not the pool's \"%s\"", kind, name);
+      goto fail;
+    }
+  if (memcmp (info.pool_id, memres_ipc_handle_get_pool_id (h), MEMRES_IPC_ID_SIZE) != 0
+      || memcmp (info.device_uuid, memres_ipc_handle_get_device_uuid (h), MEMRES_IPC_ID_SIZE) != 0)
+    {
+      invalid (error, "the buffer's pool id or device UUID is not the pool's");
+      goto fail;
+    }
+  g_array_set_size (fds, 0); /* the handle owns the fd now */
+  *handle = h;
+  return TRUE;
+
+fail:
+  memres_ipc_handle_steal_fd (h); /* the fd stays in @fds, closed by the caller */
+  memres_ipc_handle_free (h);
+  return FALSE;
+}
+
+MemresBuffer *
+_memres_ipc_receive_pool_buffer (const guint8 *message, gsize length, GArray *fds,
+                                 MemresResource *importer, MemresStream stream, GError **error)
+{
+  MemresIpcHandle *handle = NULL;
+  MemresResource *pool = NULL;
+  MemresBuffer *buf = NULL;
+
+  if (!check_message (message, length, fds, &handle, error))
+    return NULL;
+  if (importer != NULL)
+    {
+      const MemresIpcImport *st = _memres_ipc_import (importer);
+
+      if (st == NULL
+          || memcmp (st->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE) != 0)
+        {
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                       "invalid pool buffer message: its pool is not the one the importer (kind "
+                       "\"%s\") was imported from (pass NULL to import the pool)",
+                       importer->kind->name);
+          goto out;
+        }
+      pool = memres_resource_ref (importer);
+    }
+  else
+    {
+      pool = memres_resource_import_handle (handle, error);
+      if (pool == NULL)
+        goto out;
+    }
+  buf = memres_buffer_import (pool, message + P_OFF_DESCRIPTOR, MEMRES_BUFFER_DESCRIPTOR_SIZE,
+                              stream, error);
+
+out:
+  g_clear_pointer (&pool, memres_resource_unref);
+  memres_ipc_handle_free (handle);
+  return buf;
+}
