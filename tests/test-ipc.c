@@ -849,6 +849,10 @@ test_send_pool_buffer (void)
   exporter = mt_new_ok ("ipc");
   other = mt_new_ok ("ipc");
   buf = alloc_pattern (exporter, 256 * KiB, 17);
+  /* The real driver opens descriptors of its own at the first import of a process and keeps
+   * them (see /ipc/import/cycles): one cycle first there, then count */
+  if (!mt_driver_is_fake () && (got = send_receive (buf, NULL, NULL)) != NULL)
+    mt_close_ok (got, NULL);
   fds = mt_count_open_fds ();
 
   got = send_receive (buf, NULL, &error);

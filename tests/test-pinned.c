@@ -1232,13 +1232,25 @@ test_ipc_send_buffer (void)
   buf = mt_alloc_ok (exporter, size, NULL);
   mt_sync_ok (NULL);
   mt_fill_pattern (memres_buffer_get_pointer (buf), size, 31);
-  fds = mt_count_open_fds ();
-  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
-  g_assert_true (memres_ipc_send_buffer (sv[0], buf, &error));
-  g_assert_no_error (error);
-  got = memres_ipc_receive_buffer (sv[1], NULL, MEMRES_IPC_NONE, NULL, &error);
-  close (sv[0]);
-  close (sv[1]);
+  /* The real driver opens descriptors of its own at the first import of a process and keeps
+   * them: one cycle first there, then count */
+  for (guint round = mt_driver_is_fake () ? 1 : 0; round < 2; round++)
+    {
+      if (round == 1)
+        fds = mt_count_open_fds ();
+      g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+      g_assert_true (memres_ipc_send_buffer (sv[0], buf, &error));
+      g_assert_no_error (error);
+      got = memres_ipc_receive_buffer (sv[1], NULL, MEMRES_IPC_NONE, NULL, &error);
+      close (sv[0]);
+      close (sv[1]);
+      if (round == 0)
+        {
+          g_clear_error (&error);
+          if (got != NULL)
+            mt_close_ok (got, NULL);
+        }
+    }
   if (got == NULL && !mt_driver_is_fake () && error->domain == MEMRES_CUDA_ERROR)
     {
       g_test_skip_printf ("the driver does not import a pool into its own process: %s",
