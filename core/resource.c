@@ -165,9 +165,9 @@ _memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **
   return FALSE;
 }
 
-/* The flags this core knows: bits 0 to 6 (MEMRES_MEMORY_DEVICE_ACCESSIBLE to
- * MEMRES_MEMORY_MANAGED); a flag appended to MemresMemoryFlags widens the mask. */
-#define KNOWN_FLAGS ((MemresMemoryFlags) ((1u << 7) - 1))
+/* The flags this core knows: bits 0 to 7 (MEMRES_MEMORY_DEVICE_ACCESSIBLE to
+ * MEMRES_MEMORY_GRAPH); a flag appended to MemresMemoryFlags widens the mask. */
+#define KNOWN_FLAGS ((MemresMemoryFlags) ((1u << 8) - 1))
 
 /* Checks what the query slot reported: a device that exists (or -1), flags this core knows
  * (unknown ones are cleared with a warning, as is MEMRES_MEMORY_IMPORTED on a resource that

@@ -385,6 +385,34 @@ test_max_cached (void)
   assert_upstream_empty (mr, &base);
 }
 
+/* max_cached holds across spills: with front=16, a full bin moves into the shared cache under
+ * one event, and its lease goes with it; 40 blocks of 512 KiB freed one by one never leave more
+ * than max_cached bytes cached, and the cache ends exactly at the bound. */
+static void
+test_max_cached_spill (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *bufs[40];
+  FakeCudaCounts base;
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("cache:max_cached=9MiB,front=16>" DEVICE_UPSTREAM);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    bufs[i] = mt_alloc_ok (mr, 512 * KiB, NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    {
+      mt_close_ok (bufs[i], NULL);
+      g_assert_cmpuint (counter (mr, "cached"), <=, 9 * MiB);
+      g_assert_cmpuint (counter (mr, "cached"), ==, MIN (i + 1, 18) * 512 * KiB);
+    }
+  g_assert_cmpuint (counter (mr, "shared_cached") + counter (mr, "front_cached"), ==, 9 * MiB);
+  trim_ok (mr);
+  mt_sync_ok (NULL);
+  assert_upstream_empty (mr, &base);
+}
+
 static void
 test_bad_options (void)
 {
@@ -398,6 +426,38 @@ test_bad_options (void)
 
 /* ---- trim and out of memory --------------------------------------------------------------------
  */
+
+/* trim keeps at least bytes_to_keep reserved (cuMemPoolTrimTo's contract): three idle 1 MiB
+ * blocks trimmed to 2.5 MiB keep three, to 2 MiB keep two, to 1 byte keep one; over host and
+ * over the device pool. */
+static void
+test_trim_keep (gconstpointer data)
+{
+  const char *spec = data;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  const gsize keep[] = { 5 * MiB / 2, 2 * MiB, 1 };
+  const guint64 left[] = { 3 * MiB, 2 * MiB, 1 * MiB };
+  MemresBuffer *bufs[3];
+
+  if (g_str_has_prefix (spec, "cache>dmr") && !mt_require_devices (1))
+    return;
+  mr = mt_new_ok (spec);
+  for (guint i = 0; i < 3; i++)
+    bufs[i] = mt_alloc_ok (mr, 1 * MiB, NULL);
+  for (guint i = 0; i < 3; i++)
+    mt_close_ok (bufs[i], NULL);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 3 * MiB);
+  for (guint i = 0; i < G_N_ELEMENTS (keep); i++)
+    {
+      g_assert_true (memres_resource_trim (mr, keep[i], &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, left[i]);
+    }
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  mt_sync_ok (NULL);
+}
 
 static void
 test_trim_everything (void)
@@ -1223,8 +1283,11 @@ main (int argc, char **argv)
   g_test_add_func ("/cache/streams/cross-stream-event", test_cross_stream_event);
   g_test_add_func ("/cache/bounds/max-block", test_max_block);
   g_test_add_func ("/cache/bounds/max-cached", test_max_cached);
+  g_test_add_func ("/cache/bounds/max-cached-spill", test_max_cached_spill);
   g_test_add_func ("/cache/bounds/bad-options", test_bad_options);
   g_test_add_func ("/cache/trim/everything", test_trim_everything);
+  g_test_add_data_func ("/cache/trim/keep/host", "cache>host", test_trim_keep);
+  g_test_add_data_func ("/cache/trim/keep/dmr", "cache>" DEVICE_UPSTREAM, test_trim_keep);
   g_test_add_func ("/cache/oom/flush-retry", test_oom_flush_retry);
   g_test_add_func ("/cache/threads/pairs", test_threads_pairs);
   g_test_add_func ("/cache/threads/exit", test_thread_exit);

@@ -576,6 +576,28 @@ test_bad_spec (void)
   mt_new_fails ("graph:pool=new", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "pool");
 }
 
+/* Graph memory is flagged MEMRES_MEMORY_GRAPH (the flag reaches adaptors above), and `cache`
+ * refuses it as its upstream, directly or below a pass-through adaptor: a block kept after its
+ * graph's launch would be an address no launch allocated. Adaptors that pass each call through
+ * work over it. */
+static void
+test_under_cache (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresResource) stats = NULL;
+
+  if (!mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("graph");
+  g_assert_cmpuint (memres_resource_get_flags (mr), ==,
+                    MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED
+                        | MEMRES_MEMORY_GRAPH);
+  stats = mt_new_ok ("stats>graph");
+  g_assert_true (memres_resource_get_flags (stats) & MEMRES_MEMORY_GRAPH);
+  mt_new_fails ("cache>graph", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "graph memory");
+  mt_new_fails ("cache>stats>graph", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "graph memory");
+}
+
 static void
 test_no_pools (void)
 {
@@ -661,6 +683,7 @@ main (int argc, char **argv)
   g_test_add_func ("/graph/allocate/thread-without-context", test_thread_without_context);
   g_test_add_func ("/graph/resource/equal", test_equal_resources);
   g_test_add_func ("/graph/new/bad-spec", test_bad_spec);
+  g_test_add_func ("/graph/new/under-cache", test_under_cache);
   g_test_add_func ("/graph/new/no-pools", test_no_pools);
   g_test_add_func ("/graph/fault-sweep", test_fault_sweep);
   return g_test_run ();

@@ -342,6 +342,8 @@ memres_tool_flag_names (MemresMemoryFlags flags)
     { MEMRES_MEMORY_IMPORTED, "imported" },
     { MEMRES_MEMORY_RESIZABLE, "resizable" },
     { MEMRES_MEMORY_STREAM_ORDERED, "stream-ordered" },
+    { MEMRES_MEMORY_MANAGED, "managed" },
+    { MEMRES_MEMORY_GRAPH, "graph" },
   };
   GPtrArray *out = g_ptr_array_new ();
   gsize i;

@@ -47,6 +47,9 @@ typedef struct _MemresIpcHandle MemresIpcHandle;
  * @MEMRES_MEMORY_MANAGED: managed (unified) memory: host- and device-accessible, migrated on
  *   demand by the driver; the advice and prefetch functions of memres-managed.h accept it
  *   (Since: 1.2)
+ * @MEMRES_MEMORY_GRAPH: graph memory (the `graph` kind): an allocation exists only inside the
+ *   launches of the graph whose capture allocated it, so adaptors that keep freed memory for
+ *   reuse (`cache`) refuse such an upstream (Since: 2.0)
  *
  * Since: 1.0
  */
@@ -59,6 +62,7 @@ typedef enum
   MEMRES_MEMORY_RESIZABLE = 1 << 4,
   MEMRES_MEMORY_STREAM_ORDERED = 1 << 5,
   MEMRES_MEMORY_MANAGED = 1 << 6,
+  MEMRES_MEMORY_GRAPH = 1 << 7,
 } MemresMemoryFlags;
 
 /**

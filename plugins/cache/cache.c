@@ -653,7 +653,8 @@ device_synchronize (Cache *self, GError **error)
 static void block_retire (Cache *self, Block *b, Retired *out);
 
 /* Retires the shared cache's blocks (and the chunks all of whose blocks are there) onto @out
- * until at most @bytes_to_keep stay reserved; every stream's work on them is complete once
+ * while more than @bytes_to_keep stay reserved, never going below it (a block or chunk that
+ * would is kept); every stream's work on them is complete once
  * this returns TRUE. Cache.lock held. */
 static gboolean
 release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
@@ -665,7 +666,8 @@ release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
   if (!device_synchronize (self, error))
     return FALSE;
   for (guint c = self->n_classes; c-- > self->n_chunk_classes;)
-    while (self->shared[c].head != NULL && self->reserved > bytes_to_keep)
+    while (self->shared[c].head != NULL
+           && self->reserved - self->shared[c].head->size >= bytes_to_keep)
       {
         Block *b = self->shared[c].head;
 
@@ -683,9 +685,10 @@ release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
       gsize csize;
 
       next = chunk->next;
-      if (chunk->n_idle != chunk->n_blocks)
-        continue;
       csize = cache_class_size (chunk->blocks[0].cls);
+      if (chunk->n_idle != chunk->n_blocks
+          || self->reserved - (guint64) chunk->n_blocks * csize < bytes_to_keep)
+        continue;
       for (guint i = 0; i < chunk->n_blocks; i++)
         {
           shared_unlink (self, &chunk->blocks[i]);
@@ -1053,6 +1056,9 @@ front_spill (Cache *self, Front *f, guint cls, MemresStream stream, CacheEvent *
         continue;
       bin->blocks[i] = bin->blocks[--bin->n];
       __atomic_store_n (&f->cached, f->cached - b->size, __ATOMIC_RELAXED);
+      /* the lease goes with the bytes: leased + shared_cached stays within max_cached */
+      f->budget -= b->size;
+      self->leased -= b->size;
       b->event = e;
       e->refs++;
       shared_push (self, b);
@@ -1218,6 +1224,15 @@ cache_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->self_mr = mr;
   self->upstream = memres_resource_get_upstream (mr);
   flags = memres_resource_get_flags (self->upstream);
+  if (flags & MEMRES_MEMORY_GRAPH)
+    {
+      /* a block kept past its graph's launch would be an address no launch allocated */
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "kind \"cache\" cannot cache graph memory (upstream \"%s\"): its allocations "
+                   "exist only inside launches of the graph that captured them",
+                   memres_resource_get_kind_name (self->upstream));
+      return FALSE;
+    }
   self->events = (flags & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED)) != 0;
   self->device = MAX (memres_resource_get_device (self->upstream), 0);
   self->n_classes = cache_class_of ((gsize) max_block) + 1;

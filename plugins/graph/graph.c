@@ -185,7 +185,8 @@ graph_query (MemresResource *mr, MemresResourceInfo *info)
   Graph *self = memres_resource_get_private (mr);
 
   info->device = self->device;
-  info->flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED;
+  info->flags
+      = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED | MEMRES_MEMORY_GRAPH;
 }
 
 static gboolean
