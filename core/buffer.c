@@ -542,7 +542,9 @@ wrap_device_exists (gint device, GError **error)
  * buffer has no resource (memres_buffer_get_resource() returns %NULL). Thread-safe.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @ptr with a non-zero @size, a range that
- * wraps past the end of the address space, a @device below -1, device-accessible memory on a
+ * wraps past the end of the address space, a @size above %G_MAXSSIZE, a @device below -1,
+ * device-only memory (%MEMRES_MEMORY_DEVICE_ACCESSIBLE without
+ * %MEMRES_MEMORY_HOST_ACCESSIBLE) with @device -1, device-accessible memory on a
  * @device the loaded driver does not have (cuDeviceGetCount(); not checked when no driver
  * loads), or @flags other than
  * %MEMRES_MEMORY_DEVICE_ACCESSIBLE, %MEMRES_MEMORY_HOST_ACCESSIBLE and %MEMRES_MEMORY_MANAGED
@@ -571,10 +573,25 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
                    ptr);
       return NULL;
     }
+  if (size > G_MAXSSIZE)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "%" G_GSIZE_FORMAT " bytes: no buffer is larger than %" G_GSSIZE_FORMAT " bytes",
+                   size, G_MAXSSIZE);
+      return NULL;
+    }
   if (device < -1)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "device %d: a device ordinal is 0 or more, or -1 for host memory", device);
+      return NULL;
+    }
+  if ((flags & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE))
+          == MEMRES_MEMORY_DEVICE_ACCESSIBLE
+      && device < 0)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "device memory that the host cannot access must name its device (not -1)");
       return NULL;
     }
   if ((flags

@@ -454,6 +454,15 @@ test_wrap_host_memory (void)
                                                 mt_count_release, &released, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
+  g_assert_null (memres_buffer_new_for_pointer (GSIZE_TO_POINTER (1), G_MAXSIZE - 1, -1,
+                                                MEMRES_MEMORY_HOST_ACCESSIBLE, mt_count_release,
+                                                &released, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (memres_buffer_new_for_pointer (data, 4, -1, MEMRES_MEMORY_DEVICE_ACCESSIBLE,
+                                                mt_count_release, &released, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
   g_assert_null (memres_buffer_new_for_pointer (
       data, 4, -1, MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_IMPORTED, mt_count_release,
       &released, &error));

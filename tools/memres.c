@@ -58,6 +58,15 @@ main (int argc, char **argv)
       print_usage (stderr);
       return 2;
     }
+  /* `memres --json CMD ARGS...` is `memres CMD --json ARGS...` (once: a second --json in
+   * the command's place is an unknown command) */
+  if ((strcmp (argv[1], "--json") == 0 || strcmp (argv[1], "-j") == 0) && argc > 2)
+    {
+      char *flag = argv[1];
+
+      argv[1] = argv[2];
+      argv[2] = flag;
+    }
   if (strcmp (argv[1], "--help") == 0 || strcmp (argv[1], "-h") == 0
       || strcmp (argv[1], "help") == 0)
     {
@@ -68,15 +77,6 @@ main (int argc, char **argv)
     {
       g_print ("memres %s\n", memres_get_version ());
       return 0;
-    }
-  /* `memres --json CMD ARGS...` is `memres CMD --json ARGS...` (once: a second --json in
-   * the command's place is an unknown command) */
-  if ((strcmp (argv[1], "--json") == 0 || strcmp (argv[1], "-j") == 0) && argc > 2)
-    {
-      char *flag = argv[1];
-
-      argv[1] = argv[2];
-      argv[2] = flag;
     }
   for (i = 0; i < G_N_ELEMENTS (commands); i++)
     if (strcmp (argv[1], commands[i].name) == 0)
