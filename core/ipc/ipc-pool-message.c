@@ -27,21 +27,8 @@ _memres_pool_message_declared_length (const guint8 *header)
   return (gsize) _memres_get_le (header + P_OFF_LENGTH, 2);
 }
 
-static gboolean invalid (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
-
-static gboolean
-invalid (GError **error, const char *format, ...)
-{
-  g_autofree char *text = NULL;
-  va_list args;
-
-  va_start (args, format);
-  text = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-               "invalid pool buffer message: %s", text);
-  return FALSE;
-}
+#define invalid(error, field, ...)                                                                 \
+  _memres_set_invalid_record ((error), "pool buffer message", (field), __VA_ARGS__)
 
 gboolean
 _memres_ipc_send_pool_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
@@ -88,16 +75,18 @@ check_message (const guint8 *message, gsize length, GArray *fds, MemresIpcHandle
   const char *name;
 
   if (version != MEMRES_POOL_MESSAGE_VERSION)
-    return invalid (error, "version %u (this library reads version %d)", (guint) version,
+    return invalid (error, "version", "%u (this library reads version %d)", (guint) version,
                     MEMRES_POOL_MESSAGE_VERSION);
   if (declared != MEMRES_POOL_MESSAGE_SIZE || length != MEMRES_POOL_MESSAGE_SIZE)
-    return invalid (error, "length %u, %" G_GSIZE_FORMAT " bytes received (expected %d)",
+    return invalid (error, "length", "%u, %" G_GSIZE_FORMAT " bytes received (expected %d)",
                     (guint) declared, length, MEMRES_POOL_MESSAGE_SIZE);
   if (first == MEMRES_DESCRIPTOR_MAGIC)
-    return invalid (error, "the buffer's descriptor comes before the pool's handle (expected the "
-                           "handle record first)");
+    return invalid (error, "records",
+                    "the buffer's descriptor comes before the pool's handle (expected the "
+                    "handle record first)");
   if (fds->len != 1)
-    return invalid (error, "%u file descriptors attached (expected 1, the pool's)", fds->len);
+    return invalid (error, "fds", "%u file descriptors attached (expected 1, the pool's)",
+                    fds->len);
   h = _memres_ipc_handle_decode (message + P_OFF_HANDLE, g_array_index (fds, int, 0), error);
   if (h == NULL)
     return FALSE;
@@ -108,13 +97,13 @@ check_message (const guint8 *message, gsize length, GArray *fds, MemresIpcHandle
     goto fail;
   if (strcmp (kind, name) != 0)
     {
-      invalid (error, "the buffer's kind \"%s\" is not the pool's \"%s\"", kind, name);
+      invalid (error, "kind", "the buffer's kind \"%s\" is not the pool's \"%s\"", kind, name);
       goto fail;
     }
   if (memcmp (info.pool_id, memres_ipc_handle_get_pool_id (h), MEMRES_IPC_ID_SIZE) != 0
       || memcmp (info.device_uuid, memres_ipc_handle_get_device_uuid (h), MEMRES_IPC_ID_SIZE) != 0)
     {
-      invalid (error, "the buffer's pool id or device UUID is not the pool's");
+      invalid (error, "pool", "the buffer's pool id or device UUID is not the pool's");
       goto fail;
     }
   g_array_set_size (fds, 0); /* the handle owns the fd now */
@@ -144,10 +133,10 @@ _memres_ipc_receive_pool_buffer (const guint8 *message, gsize length, GArray *fd
       if (st == NULL
           || memcmp (st->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE) != 0)
         {
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                       "invalid pool buffer message: its pool is not the one the importer (kind "
-                       "\"%s\") was imported from (pass NULL to import the pool)",
-                       importer->kind->name);
+          invalid (error, "importer",
+                   "its pool is not the one the importer (kind \"%s\") was imported from (pass "
+                   "NULL to import the pool)",
+                   importer->kind->name);
           goto out;
         }
       pool = memres_resource_ref (importer);

@@ -139,6 +139,22 @@ _memres_ipc_send_message (gint socket_fd, const char *what, const guint8 *data, 
   return TRUE;
 }
 
+/* The handle record of @handle (see ipc-private.h). */
+void
+_memres_ipc_handle_encode (const MemresIpcHandle *handle, guint8 record[MEMRES_HANDLE_RECORD_SIZE])
+{
+  const char *kind = memres_ipc_handle_get_kind (handle);
+
+  memset (record, 0, MEMRES_HANDLE_RECORD_SIZE);
+  _memres_put_le (record + H_OFF_MAGIC, HANDLE_MAGIC, 4);
+  _memres_put_le (record + H_OFF_VERSION, HANDLE_VERSION, 2);
+  _memres_put_le (record + H_OFF_LENGTH, HEADER_SIZE, 2);
+  memcpy (record + H_OFF_KIND, kind, strnlen (kind, MEMRES_KIND_NAME_MAX - 1));
+  memcpy (record + H_OFF_POOL_ID, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
+  memcpy (record + H_OFF_DEVICE_UUID, memres_ipc_handle_get_device_uuid (handle),
+          MEMRES_IPC_ID_SIZE);
+}
+
 /**
  * memres_ipc_send_handle:
  * @socket_fd: a connected `AF_UNIX` socket (stream or seqpacket)
@@ -160,21 +176,6 @@ _memres_ipc_send_message (gint socket_fd, const char *what, const guint8 *data, 
  *
  * Since: 1.0
  */
-void
-_memres_ipc_handle_encode (const MemresIpcHandle *handle, guint8 record[MEMRES_HANDLE_RECORD_SIZE])
-{
-  const char *kind = memres_ipc_handle_get_kind (handle);
-
-  memset (record, 0, MEMRES_HANDLE_RECORD_SIZE);
-  _memres_put_le (record + H_OFF_MAGIC, HANDLE_MAGIC, 4);
-  _memres_put_le (record + H_OFF_VERSION, HANDLE_VERSION, 2);
-  _memres_put_le (record + H_OFF_LENGTH, HEADER_SIZE, 2);
-  memcpy (record + H_OFF_KIND, kind, strnlen (kind, MEMRES_KIND_NAME_MAX - 1));
-  memcpy (record + H_OFF_POOL_ID, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
-  memcpy (record + H_OFF_DEVICE_UUID, memres_ipc_handle_get_device_uuid (handle),
-          MEMRES_IPC_ID_SIZE);
-}
-
 gboolean
 memres_ipc_send_handle (gint socket_fd, const MemresIpcHandle *handle, GError **error)
 {
