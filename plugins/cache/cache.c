@@ -774,6 +774,26 @@ direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, Mem
 #define CACHE_IDLE_SHARE  2
 #define CACHE_RECYCLE_MAX 8
 
+/* A front bin's slots, changed by the front's owner inside front_enter() (or with Cache.lock
+ * held on its own front, or on a stopped one): bin_take() takes slot @i out, bin_put() adds @b;
+ * both keep Front.cached (read by other threads) in step. */
+G_ALWAYS_INLINE static inline Block *
+bin_take (Front *f, FrontBin *bin, guint i)
+{
+  Block *b = bin->blocks[i];
+
+  bin->blocks[i] = bin->blocks[--bin->n];
+  __atomic_store_n (&f->cached, f->cached - b->size, __ATOMIC_RELAXED);
+  return b;
+}
+
+G_ALWAYS_INLINE static inline void
+bin_put (Front *f, FrontBin *bin, Block *b)
+{
+  bin->blocks[bin->n++] = b;
+  __atomic_store_n (&f->cached, f->cached + b->size, __ATOMIC_RELAXED);
+}
+
 /* The calling thread's front of @self, or NULL; with Cache.lock held, its owner may use it. */
 static Front *
 own_front (Cache *self)
@@ -796,13 +816,7 @@ own_front_take (Cache *self, guint cls, MemresStream stream)
   bin = &f->bins[cls];
   for (guint i = bin->n; i-- > 0;)
     if (bin->blocks[i]->stream == stream)
-      {
-        Block *b = bin->blocks[i];
-
-        bin->blocks[i] = bin->blocks[--bin->n];
-        __atomic_store_n (&f->cached, f->cached - b->size, __ATOMIC_RELAXED);
-        return b;
-      }
+      return bin_take (f, bin, i);
   return NULL;
 }
 
@@ -959,8 +973,7 @@ front_try_allocate (Front *f, Cache *self, gsize size, MemresStream stream, Memr
 
       if (G_LIKELY (b->stream == s))
         {
-          bin->blocks[i] = bin->blocks[--bin->n];
-          __atomic_store_n (&f->cached, f->cached - b->size, __ATOMIC_RELAXED);
+          bin_take (f, bin, i);
           f->hits[cls]++;
           front_leave (f);
           fill_allocation (alloc, b, size);
@@ -981,8 +994,7 @@ front_try_deallocate (Front *f, Cache *self, Block *b)
     return FALSE;
   if (G_LIKELY (bin->n < self->depth && f->cached + b->size <= f->budget))
     {
-      bin->blocks[bin->n++] = b;
-      __atomic_store_n (&f->cached, f->cached + b->size, __ATOMIC_RELAXED);
+      bin_put (f, bin, b);
       front_leave (f);
       return TRUE;
     }
@@ -1054,8 +1066,7 @@ front_spill (Cache *self, Front *f, guint cls, MemresStream stream, CacheEvent *
 
       if (b->stream != stream)
         continue;
-      bin->blocks[i] = bin->blocks[--bin->n];
-      __atomic_store_n (&f->cached, f->cached - b->size, __ATOMIC_RELAXED);
+      bin_take (f, bin, i);
       /* the lease goes with the bytes: leased + shared_cached stays within max_cached */
       f->budget -= b->size;
       self->leased -= b->size;
@@ -1089,8 +1100,7 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
 
           f->budget += grant;
           self->leased += grant;
-          bin->blocks[bin->n++] = b;
-          __atomic_store_n (&f->cached, f->cached + csize, __ATOMIC_RELAXED);
+          bin_put (f, bin, b);
           g_mutex_unlock (&self->lock);
           return TRUE;
         }
