@@ -117,8 +117,7 @@ buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stre
 MemresBuffer *
 _memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stream)
 {
-  _memres_resource_count_used (mr, (gint64) alloc->size);
-  _memres_resource_add_allocated (mr);
+  _memres_resource_add_allocated (mr, alloc->size);
   return buffer_new (mr, alloc, stream);
 }
 
@@ -212,9 +211,8 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
           if (G_UNLIKELY (!ok) && address != 0 && buf->alloc.address == address)
             return FALSE;
         }
-      _memres_resource_count_used (mr, -(gint64) size);
       buf->mr = NULL;
-      _memres_resource_remove_allocated (mr);
+      _memres_resource_remove_allocated (mr, size);
     }
   else if (buf->release != NULL)
     {
@@ -411,8 +409,8 @@ memres_buffer_unref (MemresBuffer *buf)
             {
               MemresResource *mr = g_steal_pointer (&buf->mr);
 
-              _memres_resource_count_used (mr, -(gint64) buf->alloc.size);
-              _memres_resource_remove_allocated (mr); /* counted on the stripes, as in release */
+              /* counted on the stripes, as in release */
+              _memres_resource_remove_allocated (mr, buf->alloc.size);
             }
           /* Nobody is left to close it again: after all work of its device is done, free it on
            * the legacy stream rather than leak it. */

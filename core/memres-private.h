@@ -11,6 +11,10 @@
 
 #include "ipc/ipc.h"
 
+/* one fence state for libmemres (defined in resource.c): the stripes and the `stats` kind */
+#define OWNER_FENCE_SHARED 1
+#include "../plugins/common/owner-fence.h"
+
 /* memres_printable() of one piece of user input: what error messages quote. */
 #define _memres_show_input(text) memres_printable ((text), MEMRES_INPUT_SHOWN_MAX)
 
@@ -47,13 +51,18 @@ struct _MemresKind
 };
 
 #define MEMRES_BUFFER_STRIPES 32
-#define MEMRES_STRIPE_BIAS    ((gint64) 1 << 40)
-#define MEMRES_STRIPE_DEAD    ((gint64) 1 << 62)
+/* the index (+ 1) of the one stripe that threads share, changed with locked instructions; each
+ * stripe below it has at most one thread at a time, which changes it with plain loads and stores
+ * (resource.c: _memres_stripe_assign()) */
+#define MEMRES_STRIPE_SHARED MEMRES_BUFFER_STRIPES
+#define MEMRES_STRIPE_BIAS   ((gint64) 1 << 40)
+#define MEMRES_STRIPE_DEAD   ((gint64) 1 << 62)
 typedef struct
 {
   gint64 n;     /* atomic: MEMRES_STRIPE_BIAS + buffers counted here (MemresResource.stripes) */
   gint64 used;  /* atomic: bytes allocated minus bytes closed through this stripe (may be < 0) */
   gint64 quota; /* atomic: how high @used may go before the stripes are summed (resource.c) */
+  gint busy;    /* the stripe's thread is inside a plain update (owner-fence.h) */
 } __attribute__ ((aligned (64))) MemresStripe;
 
 struct _MemresResource
@@ -67,6 +76,9 @@ struct _MemresResource
   /* set at creation: a base kind whose memory is device-accessible but not stream-ordered; the
    * core waits for the deallocation stream before its deallocate slot (resource.c) */
   gboolean wait_before_free;
+  /* set once, when @refs drops to 0: from then on every thread changes the stripes with locked
+   * instructions (the stop flag of owner-fence.h; resource.c: resource_last_ref()) */
+  gint stripes_stop;
   MemresResourceInfo info; /* from the query slot, read on hot paths */
   char *spec;              /* normalized spec, or a description of the import */
   /* Lifetime, in one atomic word so that the allocate/close hot path costs one locked operation
@@ -225,21 +237,11 @@ gboolean _memres_resource_try_ref (MemresResource *mr);
 
 /* resource.c: the stripes of the allocate/close hot path (see MemresResource.stripes).
  * _memres_stripe_index is the calling thread's stripe + 1 (0: none yet, see
- * _memres_stripe_assign()); _memres_resource_buffer_gone() counts down a dead resource's
- * buffers. */
+ * _memres_stripe_assign(): a stripe of its own while one is free, else MEMRES_STRIPE_SHARED);
+ * _memres_resource_buffer_gone() counts down a dead resource's buffers. */
 extern __thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
 guint _memres_stripe_assign (void);
 void _memres_resource_buffer_gone (MemresResource *mr);
-
-static inline MemresStripe *
-_memres_stripe (MemresResource *mr)
-{
-  guint i = _memres_stripe_index;
-
-  if (G_UNLIKELY (i == 0))
-    i = _memres_stripe_assign ();
-  return &mr->stripes[i - 1];
-}
 
 /* resource.c: @delta more (or fewer) bytes in @mr's allocated buffers, on the calling thread's
  * stripe. Each stripe has a quota, and the quotas sum to at most used_high: while every stripe
@@ -252,33 +254,69 @@ _memres_stripe (MemresResource *mr)
 void _memres_resource_count_peak (MemresResource *mr, gboolean reset);
 guint64 _memres_resource_used_bytes (MemresResource *mr);
 
-static inline void
-_memres_resource_count_used (MemresResource *mr, gint64 delta)
+/* Counts @buffers more open buffers (1, -1 or 0) and @bytes more bytes (only where the core
+ * counts @mr's usage) on the calling thread's stripe of @mr. A thread with a stripe of its own
+ * changes it with plain loads and stores, marked busy (owner-fence.h: no locked instruction on
+ * the allocate/close pair) unless @mr's stripes are stopping; the shared stripe, and every
+ * stripe once stopped, with locked instructions. Returns TRUE when a buffer fewer was counted on
+ * a dead stripe (the caller then calls _memres_resource_buffer_gone()). */
+G_ALWAYS_INLINE static inline gboolean
+_memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
 {
+  guint i = _memres_stripe_index;
   MemresStripe *stripe;
-  gint64 mine;
+  gint64 n = 0, used = 0;
 
   if (!mr->count_usage)
-    return;
-  stripe = _memres_stripe (mr);
-  mine = __atomic_add_fetch (&stripe->used, delta, __ATOMIC_RELAXED);
-  if (delta > 0 && G_UNLIKELY (mine > __atomic_load_n (&stripe->quota, __ATOMIC_RELAXED)))
+    bytes = 0;
+  if (buffers == 0 && bytes == 0)
+    return FALSE;
+  if (G_UNLIKELY (i == 0))
+    i = _memres_stripe_assign ();
+  stripe = &mr->stripes[i - 1];
+  if (G_LIKELY (i != MEMRES_STRIPE_SHARED) && owner_try_enter (&stripe->busy, &mr->stripes_stop))
+    {
+      n = __atomic_load_n (&stripe->n, __ATOMIC_RELAXED);
+      __atomic_store_n (&stripe->n, n + buffers, __ATOMIC_RELAXED);
+      if (bytes != 0)
+        {
+          used = __atomic_load_n (&stripe->used, __ATOMIC_RELAXED) + bytes;
+          __atomic_store_n (&stripe->used, used, __ATOMIC_RELAXED);
+        }
+      owner_leave_busy (&stripe->busy);
+    }
+  else
+    {
+      if (buffers != 0)
+        n = __atomic_fetch_add (&stripe->n, buffers, __ATOMIC_ACQ_REL);
+      if (bytes != 0)
+        used = __atomic_add_fetch (&stripe->used, bytes, __ATOMIC_RELAXED);
+    }
+  if (bytes > 0 && G_UNLIKELY (used > __atomic_load_n (&stripe->quota, __ATOMIC_RELAXED)))
     _memres_resource_count_peak (mr, FALSE);
+  return buffers < 0 && G_UNLIKELY (n & MEMRES_STRIPE_DEAD);
 }
 
-/* One more buffer of memres_resource_allocate(): it keeps @mr alive. */
-static inline void
-_memres_resource_add_allocated (MemresResource *mr)
+/* @delta more (or fewer) bytes in @mr's buffers (a resize, an upstream's allocation). */
+G_ALWAYS_INLINE static inline void
+_memres_resource_count_used (MemresResource *mr, gint64 delta)
 {
-  __atomic_add_fetch (&_memres_stripe (mr)->n, 1, __ATOMIC_RELAXED);
+  _memres_stripe_count (mr, 0, delta);
 }
 
-/* One such buffer fewer: with the application's last reference gone, maybe the last one. */
-static inline void
-_memres_resource_remove_allocated (MemresResource *mr)
+/* One more buffer of memres_resource_allocate(), of @size bytes: it keeps @mr alive. */
+G_ALWAYS_INLINE static inline void
+_memres_resource_add_allocated (MemresResource *mr, gsize size)
 {
-  if (G_UNLIKELY (__atomic_fetch_sub (&_memres_stripe (mr)->n, 1, __ATOMIC_ACQ_REL)
-                  & MEMRES_STRIPE_DEAD))
+  _memres_stripe_count (mr, 1, (gint64) size);
+}
+
+/* One such buffer fewer, of @size bytes: with the application's last reference gone, maybe the
+ * last one. */
+G_ALWAYS_INLINE static inline void
+_memres_resource_remove_allocated (MemresResource *mr, gsize size)
+{
+  if (G_UNLIKELY (_memres_stripe_count (mr, -1, -(gint64) size)))
     _memres_resource_buffer_gone (mr);
 }
 

@@ -10,17 +10,59 @@
  * boundary. */
 #define PRIV_OFFSET ((sizeof (MemresResource) + 15) & ~(gsize) 15)
 
+OWNER_FENCE_DEFINE;
+
 __thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
 
-/* The calling thread's stripe, taken round-robin at its first allocation. */
+/* Bit i - 1 set: stripe i has a thread (i < MEMRES_STRIPE_SHARED). Changed with compare-and-swap
+ * rather than under a mutex, so that the child of a fork() taken while another thread held it
+ * cannot hang. */
+static guint32 stripes_taken;
+#define STRIPES_OWN_MASK ((guint32) ((G_GUINT64_CONSTANT (1) << (MEMRES_STRIPE_SHARED - 1)) - 1))
+G_STATIC_ASSERT (MEMRES_STRIPE_SHARED <= 32);
+
+/* At the exit of a thread with a stripe of its own: what it still counts (in later thread-local
+ * destructors) goes to the shared stripe, and its stripe is free for the next new thread. The
+ * release pairs with the next taker's acquire, so that thread's plain updates come after all of
+ * this one's. */
+static void
+stripe_release (gpointer data)
+{
+  guint i = GPOINTER_TO_UINT (data);
+
+  _memres_stripe_index = MEMRES_STRIPE_SHARED;
+  __atomic_fetch_and (&stripes_taken, ~((guint32) 1 << (i - 1)), __ATOMIC_RELEASE);
+}
+
+static GPrivate stripe_owner = G_PRIVATE_INIT (stripe_release);
+
+/* The calling thread's stripe, at its first count: the lowest free stripe of its own, else the
+ * shared one (more than MEMRES_STRIPE_SHARED - 1 threads counting at once). */
 guint
 _memres_stripe_assign (void)
 {
-  static guint next;
+  guint32 taken = __atomic_load_n (&stripes_taken, __ATOMIC_RELAXED);
+  guint i;
 
-  _memres_stripe_index
-      = __atomic_fetch_add (&next, 1, __ATOMIC_RELAXED) % MEMRES_BUFFER_STRIPES + 1;
-  return _memres_stripe_index;
+  for (;;)
+    {
+      guint32 free = ~taken & STRIPES_OWN_MASK;
+
+      if (free == 0)
+        {
+          i = MEMRES_STRIPE_SHARED;
+          break;
+        }
+      i = (guint) __builtin_ctz (free) + 1;
+      if (__atomic_compare_exchange_n (&stripes_taken, &taken, taken | ((guint32) 1 << (i - 1)),
+                                       TRUE, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        {
+          g_private_set (&stripe_owner, GUINT_TO_POINTER (i));
+          break;
+        }
+    }
+  _memres_stripe_index = i;
+  return i;
 }
 
 /* The stripes' bytes, each stored in @used when it is not NULL, and their sum (0 when the
@@ -257,6 +299,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   mr->refs = MEMRES_RESOURCE_APP_REF;
   for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
     mr->stripes[i].n = MEMRES_STRIPE_BIAS;
+  owner_fence_init (); /* before any thread counts on a stripe */
   mr->kind = memres_kind_ref (kind);
   mr->ops = &mr->kind->ops;
   mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;
@@ -382,12 +425,19 @@ resource_finalize (MemresResource *mr)
 
 /* @refs dropped to 0: the stripes die, their buffers move to dead_count, and the resource is
  * finalized now when none is open, else by the close of the last (_memres_resource_buffer_gone).
+ * First the stripes stop: after the barrier every thread either is seen inside its plain update
+ * (waited for) or sees the stop and changes its stripe with locked instructions from then on.
  * A stripe's close either came before its mark (and is in the sum) or sees the mark. */
 static void
 resource_last_ref (MemresResource *mr)
 {
   gint64 alive = 0;
 
+  __atomic_store_n (&mr->stripes_stop, 1, __ATOMIC_SEQ_CST);
+  owner_heavy_barrier ();
+  for (guint i = 0; i < MEMRES_STRIPE_SHARED - 1; i++)
+    while (__atomic_load_n (&mr->stripes[i].busy, __ATOMIC_ACQUIRE))
+      g_thread_yield ();
   for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
     alive += (__atomic_fetch_or (&mr->stripes[i].n, MEMRES_STRIPE_DEAD, __ATOMIC_ACQ_REL)
               & ~MEMRES_STRIPE_DEAD)

@@ -235,6 +235,159 @@ test_buffer_count_across_threads (void)
   g_assert_cmpuint (stats.n_buffers, ==, 0);
 }
 
+/* More threads at once than there are stripes of their own (MEMRES_STRIPE_SHARED - 1): the
+ * later ones count on the shared stripe with locked instructions, the others with plain stores.
+ * At each quiescent point the counts are exact; then every thread drops its reference while
+ * the others still close, and the kind is finalized exactly once, after every deallocate. */
+#define WIDE_THREADS 40
+#define WIDE_PAIRS   2000
+#define WIDE_HELD    3
+
+typedef struct
+{
+  MemresResource *mr;
+  guint id;
+  gint *phase; /* 0: go; 1: holding (counted in @held); 2: release */
+  gint *held;
+} WideJob;
+
+static gsize
+wide_size (guint id, guint k)
+{
+  return 64 + 8 * (id * WIDE_HELD + k);
+}
+
+static gpointer
+wide_worker (gpointer data)
+{
+  WideJob *job = data;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *kept[WIDE_HELD];
+
+  for (guint i = 0; i < WIDE_PAIRS; i++)
+    {
+      MemresBuffer *buf = mt_alloc_ok (job->mr, 32 + i % 512, NULL);
+
+      g_assert_true (memres_buffer_close (buf, NULL, &error));
+      memres_buffer_unref (buf);
+    }
+  for (guint k = 0; k < WIDE_HELD; k++)
+    kept[k] = mt_alloc_ok (job->mr, wide_size (job->id, k), NULL);
+  g_atomic_int_inc (job->held);
+  while (g_atomic_int_get (job->phase) < 2)
+    g_thread_yield ();
+  for (guint k = 0; k < WIDE_HELD; k++)
+    {
+      g_assert_true (memres_buffer_close (kept[k], NULL, &error));
+      g_assert_no_error (error);
+      memres_buffer_unref (kept[k]);
+    }
+  memres_resource_unref (job->mr);
+  return NULL;
+}
+
+static void
+test_stripes_shared (void)
+{
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr;
+  GThread *threads[WIDE_THREADS];
+  WideJob jobs[WIDE_THREADS];
+  MemresStats stats;
+  gint phase = 0, held = 0;
+  guint64 bytes = 0;
+
+  tk_reset ();
+  mr = memres_resource_new ("tk", &error);
+  g_assert_no_error (error);
+  for (guint t = 0; t < WIDE_THREADS; t++)
+    {
+      jobs[t] = (WideJob){ memres_resource_ref (mr), t, &phase, &held };
+      for (guint k = 0; k < WIDE_HELD; k++)
+        bytes += wide_size (t, k);
+      threads[t] = g_thread_new ("wide", wide_worker, &jobs[t]);
+    }
+  while (g_atomic_int_get (&held) < WIDE_THREADS)
+    g_thread_yield ();
+  /* tk has no get_stats: the core's own counts, summed over every stripe */
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (stats.n_buffers, ==, WIDE_THREADS * WIDE_HELD);
+  g_assert_cmpuint (stats.used_current, ==, bytes);
+  g_assert_cmpuint (stats.used_high, >=, bytes);
+  g_assert_cmpint (g_atomic_int_get (&tk.allocates), ==, WIDE_THREADS * (WIDE_PAIRS + WIDE_HELD));
+  memres_resource_unref (mr);
+  g_atomic_int_set (&phase, 2);
+  for (guint t = 0; t < WIDE_THREADS; t++)
+    g_thread_join (threads[t]);
+  g_assert_cmpint (g_atomic_int_get (&tk.finalizes), ==, 1);
+  g_assert_cmpint (g_atomic_int_get (&tk.deallocates), ==, WIDE_THREADS * (WIDE_PAIRS + WIDE_HELD));
+}
+
+/* Threads come and go, one after the other, more of them than there are stripes: each leaves
+ * a buffer open for the main thread and closes one that the thread before it allocated, on a
+ * stripe that an exited thread gave back. The counts stay exact across the exits. */
+#define SERIAL_THREADS 100
+
+typedef struct
+{
+  MemresResource *mr;
+  MemresBuffer *take;  /* the previous thread's buffer, closed here */
+  MemresBuffer *leave; /* allocated here, closed by the next thread */
+  MemresBuffer *keep;  /* allocated here, closed by the main thread */
+  guint id;
+} SerialJob;
+
+static gpointer
+serial_worker (gpointer data)
+{
+  SerialJob *job = data;
+  g_autoptr (GError) error = NULL;
+
+  if (job->take != NULL)
+    {
+      g_assert_true (memres_buffer_close (job->take, NULL, &error));
+      g_assert_no_error (error);
+      memres_buffer_unref (job->take);
+    }
+  job->leave = mt_alloc_ok (job->mr, 1000 + job->id, NULL);
+  job->keep = mt_alloc_ok (job->mr, 10 + job->id, NULL);
+  return NULL;
+}
+
+static void
+test_stripes_recycled (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = memres_resource_new ("host", &error);
+  MemresBuffer *keep[SERIAL_THREADS];
+  MemresBuffer *pending = NULL;
+  MemresStats stats;
+  guint64 kept = 0;
+
+  g_assert_no_error (error);
+  for (guint t = 0; t < SERIAL_THREADS; t++)
+    {
+      SerialJob job = { mr, pending, NULL, NULL, t };
+
+      g_thread_join (g_thread_new ("serial", serial_worker, &job));
+      pending = job.leave;
+      keep[t] = job.keep;
+      kept += 10 + t;
+      g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (stats.n_buffers, ==, (t + 1) + 1); /* kept, and the pending one */
+      g_assert_cmpuint (stats.used_current, ==, kept + 1000 + t);
+    }
+  memres_buffer_unref (pending);
+  for (guint t = 0; t < SERIAL_THREADS; t++)
+    memres_buffer_unref (keep[t]);
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_cmpuint (stats.n_buffers, ==, 0);
+  g_assert_cmpuint (stats.used_current, ==, 0);
+  g_assert_cmpuint (stats.used_high, ==, kept + 1000 + SERIAL_THREADS - 1);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -250,5 +403,7 @@ main (int argc, char **argv)
   g_test_add_func ("/threads/register-race", test_concurrent_register);
   g_test_add_func ("/threads/last-reference-race", test_last_reference_race);
   g_test_add_func ("/threads/buffer-count-across-threads", test_buffer_count_across_threads);
+  g_test_add_func ("/threads/stripes/shared", test_stripes_shared);
+  g_test_add_func ("/threads/stripes/recycled", test_stripes_recycled);
   return g_test_run ();
 }

@@ -6,7 +6,8 @@
  * barrier with membarrier() (owner_heavy_barrier()), after which the owner either is seen busy
  * (wait for it) or sees the flag. Where membarrier() cannot be used, the owner fences for real
  * (a locked instruction). Header-only: each module that includes it has its own state;
- * owner_fence_init() before the first fast path. */
+ * owner_fence_init() before the first fast path. The core's buffer stripes use it too
+ * (memres-private.h). */
 #pragma once
 
 #include <glib.h>
@@ -15,10 +16,21 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* The state: one per module that includes this header, or, where the module defines
+ * OWNER_FENCE_SHARED first, one for all its files, defined by one of them with OWNER_FENCE_DEFINE
+ * (libmemres: its stripes in memres-private.h and the embedded `stats` kind). */
+#if defined(OWNER_FENCE_SHARED)
+G_GNUC_INTERNAL extern gboolean owner_use_fence;
+G_GNUC_INTERNAL extern GOnce owner_fence_once;
+#define OWNER_FENCE_DEFINE                                                                         \
+  gboolean owner_use_fence;                                                                        \
+  GOnce owner_fence_once = G_ONCE_INIT
+#else
 static gboolean owner_use_fence;
 static GOnce owner_fence_once = G_ONCE_INIT;
+#endif
 
-static gpointer
+static inline gpointer
 owner_fence_register (gpointer data)
 {
   owner_use_fence = syscall (__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0;
