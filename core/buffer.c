@@ -51,7 +51,7 @@ buffer_cache_free (gpointer data)
 static GPrivate buffer_cache_cleanup = G_PRIVATE_INIT (buffer_cache_free);
 
 /* A buffer structure on a cache line of its own. */
-static MemresBuffer *
+G_GNUC_NO_INLINE static MemresBuffer *
 buffer_struct_alloc (void)
 {
   gpointer p;
@@ -62,7 +62,7 @@ buffer_struct_alloc (void)
   return p;
 }
 
-static MemresBuffer *
+G_ALWAYS_INLINE static inline MemresBuffer *
 buffer_struct_new (void)
 {
   BufferCache *cache = thread_cache;

@@ -96,14 +96,6 @@ _memres_resource_is_inherited_slow (MemresResource *mr)
 }
 
 gboolean
-_memres_resource_check_usable (MemresResource *mr, const char *what, GError **error)
-{
-  if (G_LIKELY (!_memres_resource_is_inherited (mr)))
-    return TRUE;
-  return _memres_fork_set_error (error, what);
-}
-
-gboolean
 _memres_fork_skips_release (gint generation, MemresMemoryFlags flags)
 {
   return generation != g_atomic_int_get (&_memres_fork_generation_)

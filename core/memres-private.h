@@ -157,7 +157,6 @@ void _memres_fork_note_driver_init (void);
 gboolean _memres_fork_driver_lost (void);
 gboolean _memres_fork_set_error (GError **error, const char *what);
 gboolean _memres_resource_is_inherited_slow (MemresResource *mr);
-gboolean _memres_resource_check_usable (MemresResource *mr, const char *what, GError **error);
 /* Whether the release function of wrapped memory with @flags, wrapped in fork @generation, must
  * not run: device-accessible memory wrapped before the fork (its release would call the
  * driver). */
@@ -168,6 +167,15 @@ _memres_resource_is_inherited (MemresResource *mr)
 {
   return G_UNLIKELY (mr->generation != g_atomic_int_get (&_memres_fork_generation_))
          && _memres_resource_is_inherited_slow (mr);
+}
+
+/* inline: one compare on the allocation hot path */
+static inline gboolean
+_memres_resource_check_usable (MemresResource *mr, const char *what, GError **error)
+{
+  if (G_LIKELY (!_memres_resource_is_inherited (mr)))
+    return TRUE;
+  return _memres_fork_set_error (error, what);
 }
 /* buffer-streams.c: a close of @buf on @stream, not its deallocation stream, is ordered after the
  * deallocation stream's work (event recorded there, waited for on @stream; when no event can be
