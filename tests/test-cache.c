@@ -905,6 +905,194 @@ test_hazard_spill (void)
   hazard_end ();
 }
 
+/* Blocks freed on the legacy default stream join the shared cache without an event of their
+ * own: three frees there (front=0) make no cuEventRecord. Another stream that takes one has an
+ * event recorded on the legacy stream then and waits for it, so that the fills queued there
+ * before the frees run first and the bytes are B's. */
+static void
+test_hazard_legacy_lazy (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresStream b;
+  MemresBuffer *x[3], *y[3];
+  MtStreamHold *hold;
+  long records = 0, waits = 0;
+
+  if (!hazard_begin ())
+    return;
+  b = stream_new ();
+  mr = mt_new_ok ("cache:front=0>" DEVICE_UPSTREAM);
+  for (guint i = 0; i < 3; i++)
+    {
+      x[i] = mt_alloc_ok (mr, 1 * MiB, NULL);
+      mt_fill_byte_ok (x[i], 0x11, NULL);
+    }
+  mt_sync_ok (NULL);
+
+  hold = mt_stream_hold (NULL);
+  for (guint i = 0; i < 3; i++)
+    mt_fill_byte_ok (x[i], 0xaa, NULL); /* wait behind the hold */
+  if (mt_driver_is_fake ())
+    records = mt_fake_call_count ("cuEventRecord");
+  for (guint i = 0; i < 3; i++)
+    mt_close_ok (x[i], NULL);
+  if (mt_driver_is_fake ())
+    {
+      g_assert_cmpint (mt_fake_call_count ("cuEventRecord"), ==, records);
+      waits = mt_fake_call_count ("cuStreamWaitEvent");
+    }
+  g_assert_cmpuint (counter (mr, "front_cached"), ==, 0);
+  g_assert_cmpuint (counter (mr, "shared_cached"), ==, 3 * MiB);
+  for (guint i = 0; i < 3; i++)
+    {
+      y[i] = mt_alloc_ok (mr, 1 * MiB, b);
+      mt_fill_byte_ok (y[i], 0xbb, b);
+    }
+  if (mt_driver_is_fake ())
+    {
+      g_assert_cmpint (mt_fake_call_count ("cuEventRecord"), ==, records + 3);
+      g_assert_cmpint (mt_fake_call_count ("cuStreamWaitEvent"), ==, waits + 3);
+    }
+  g_assert_cmpuint (counter (mr, "shared_cached"), ==, 0);
+  g_assert_cmpuint (counter (mr, "misses"), ==, 3);
+  g_assert_true (mt_stream_is_held (hold));
+  mt_stream_release (hold);
+  for (guint i = 0; i < 3; i++)
+    {
+      mt_assert_bytes (y[i], 0xbb, b);
+      mt_close_ok (y[i], b);
+    }
+  mt_sync_ok (b);
+  g_clear_pointer (&mr, memres_resource_unref);
+  stream_free (b);
+  hazard_end ();
+}
+
+/* Two threads in the pattern of a training step (autograd): A allocates activations, B frees
+ * them and allocates gradients, A frees those. What one thread frees and the other allocates
+ * passes through the shared cache, because a front holds at most front_bytes: after ten warm-up
+ * steps no allocation misses (before front_bytes, each thread's front kept up to `front` blocks
+ * of every class that only the other thread allocates, and the misses never stopped), and the
+ * fronts hold at most front_bytes each. */
+#define PC_ACTS  16
+#define PC_GRADS 8
+#define PC_STEPS 30
+
+typedef struct
+{
+  MemresResource *mr;
+  MemresBuffer *acts[PC_ACTS], *grads[PC_GRADS];
+  GMutex lock;
+  GCond cond;
+  gint turn; /* 0: A, 1: B */
+} ProducerConsumer;
+
+static gsize
+pc_act_size (guint i)
+{
+  return ((gsize) (1 + i % 8) << 20) + i * 4096;
+}
+
+static void
+pc_wait (ProducerConsumer *pc, gint me)
+{
+  g_mutex_lock (&pc->lock);
+  while (pc->turn != me)
+    g_cond_wait (&pc->cond, &pc->lock);
+  g_mutex_unlock (&pc->lock);
+}
+
+static void
+pc_give (ProducerConsumer *pc, gint to)
+{
+  g_mutex_lock (&pc->lock);
+  pc->turn = to;
+  g_cond_broadcast (&pc->cond);
+  g_mutex_unlock (&pc->lock);
+}
+
+static gpointer
+pc_backward (gpointer data)
+{
+  ProducerConsumer *pc = data;
+
+  for (guint step = 0; step < PC_STEPS; step++)
+    {
+      pc_wait (pc, 1);
+      for (guint i = 0; i < PC_GRADS; i++)
+        pc->grads[i] = mt_alloc_ok (pc->mr, ((gsize) (1 + i % 4) << 19) + i * 8192, NULL);
+      for (guint i = PC_ACTS; i-- > 0;)
+        mt_close_ok (pc->acts[i], NULL);
+      pc_give (pc, 0);
+    }
+  return NULL;
+}
+
+static void
+test_producer_consumer (gconstpointer data)
+{
+  ProducerConsumer pc = { NULL };
+  guint64 warm = 0;
+  GThread *backward;
+
+  if (strstr (data, ">dmr") != NULL && !mt_require_devices (1))
+    return;
+  pc.mr = mt_new_ok (data);
+
+  g_mutex_init (&pc.lock);
+  g_cond_init (&pc.cond);
+  backward = g_thread_new ("backward", pc_backward, &pc);
+  for (guint step = 0; step < PC_STEPS; step++)
+    {
+      for (guint i = 0; i < PC_ACTS; i++)
+        pc.acts[i] = mt_alloc_ok (pc.mr, pc_act_size (i), NULL);
+      pc_give (&pc, 1);
+      pc_wait (&pc, 0);
+      for (guint i = 0; i < PC_GRADS; i++)
+        mt_close_ok (pc.grads[i], NULL);
+      g_assert_cmpuint (counter (pc.mr, "front_cached"), <=, 2 * 8 * MiB);
+      if (step == 9)
+        warm = counter (pc.mr, "misses");
+    }
+  g_thread_join (backward);
+  g_assert_cmpuint (counter (pc.mr, "misses"), ==, warm);
+  g_assert_cmpuint (counter (pc.mr, "hits"), >=, (PC_STEPS - 10) * (PC_ACTS + PC_GRADS));
+  g_assert_cmpuint (counter (pc.mr, "used"), ==, 0);
+  g_mutex_clear (&pc.lock);
+  g_cond_clear (&pc.cond);
+  memres_resource_unref (pc.mr);
+}
+
+/* A front holds at most front_bytes: of five 1 MiB blocks freed by one thread on the legacy
+ * stream, three stay in its front (front_bytes=3MiB), two go to the shared cache (without an
+ * event: no spill of the front's bin); each is a hit again. */
+static void
+test_front_bytes (gconstpointer data)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *x[5];
+
+  if (strstr (data, ">dmr") != NULL && !mt_require_devices (1))
+    return;
+  mr = mt_new_ok (data);
+
+  for (guint i = 0; i < 5; i++)
+    x[i] = mt_alloc_ok (mr, 1 * MiB, NULL);
+  for (guint i = 0; i < 5; i++)
+    {
+      mt_close_ok (x[i], NULL);
+      g_assert_cmpuint (counter (mr, "front_cached"), ==, MIN (i + 1, 3) * MiB);
+    }
+  g_assert_cmpuint (counter (mr, "shared_cached"), ==, 2 * MiB);
+  for (guint i = 0; i < 5; i++)
+    x[i] = mt_alloc_ok (mr, 1 * MiB, NULL);
+  g_assert_cmpuint (counter (mr, "misses"), ==, 5);
+  g_assert_cmpuint (counter (mr, "hits"), ==, 5);
+  g_assert_cmpuint (counter (mr, "front_cached") + counter (mr, "shared_cached"), ==, 0);
+  for (guint i = 0; i < 5; i++)
+    mt_close_ok (x[i], NULL);
+}
+
 /* ---- two devices (issue 20; the fake has two, one GPU skips naming device 1) -------------- */
 
 static void
@@ -1295,6 +1483,15 @@ main (int argc, char **argv)
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
   g_test_add_func ("/cache/hazard/stream/spill", test_hazard_spill);
+  g_test_add_func ("/cache/hazard/legacy/lazy-event", test_hazard_legacy_lazy);
+  g_test_add_data_func ("/cache/threads/producer-consumer/host", "cache:front_bytes=8MiB>host",
+                        test_producer_consumer);
+  g_test_add_data_func ("/cache/threads/producer-consumer/dmr",
+                        "cache:front_bytes=8MiB>" DEVICE_UPSTREAM, test_producer_consumer);
+  g_test_add_data_func ("/cache/bounds/front-bytes/host", "cache:front_bytes=3MiB>host",
+                        test_front_bytes);
+  g_test_add_data_func ("/cache/bounds/front-bytes/dmr", "cache:front_bytes=3MiB>" DEVICE_UPSTREAM,
+                        test_front_bytes);
   g_test_add_func ("/cache/peer/access", test_peer_access);
   g_test_add_func ("/cache/peer/stream", test_peer_stream);
   g_test_add_func ("/cache/deadlock/oom-handler-trims", test_oom_handler_trims);

@@ -1,7 +1,7 @@
 /* memres - CUDA memory resources
  * cache.c: the `cache` adaptor, a caching pool over any upstream resource.
  *
- * Spec: cache[:max_block=SIZE,max_cached=SIZE|max,chunk=SIZE,front=N]>UPSTREAM
+ * Spec: cache[:max_block=SIZE,max_cached=SIZE|max,chunk=SIZE,front=N,front_bytes=SIZE]>UPSTREAM
  *
  * Requests up to max_block are rounded up to a size class (cache-classes.h) and served from
  * blocks the cache keeps; larger requests go straight to the upstream (one upstream allocation
@@ -14,13 +14,14 @@
  *   lock, which no other thread takes except trim, get_stats, an out-of-memory flush and
  *   finalize. No shared cache line is written on that path.
  * - the shared cache (per class, under the instance's mutex) when the front is full, when the
- *   front's byte lease cannot grow, or when its thread exits.
+ *   front's byte lease cannot grow (past front_bytes, or max_cached), or when its thread exits.
  *
  * Stream rules (docs/cache.md): a block freed on stream S is handed out again for S at once;
  * for another stream S2 only after S2 waits on an event recorded on S after the free
  * (cuEventRecord at the spill into the shared cache, where S is the stream the caller is
- * closing on and so alive; cuStreamWaitEvent when S2 takes it). Front blocks carry no event and
- * are only ever reused on their stream. Over an upstream that is neither stream-ordered nor
+ * closing on and so alive; cuStreamWaitEvent when S2 takes it; on the legacy stream, which
+ * cannot be gone, the event is recorded only when S2 takes the block). Front blocks carry no event
+ * and are only ever reused on their stream. Over an upstream that is neither stream-ordered nor
  * device-accessible (host), streams are ignored and no event exists. Returning memory to the
  * upstream (trim, the out-of-memory flush, finalize) first synchronizes the device's primary
  * context when any block lacks an event (the stream it was freed on may be gone). */
@@ -125,8 +126,9 @@ struct _Cache
   guint n_chunk_classes; /* classes carved from chunks */
   guint64 max_cached;
   gsize chunk_size;
-  guint depth; /* front blocks per class */
-  gint slot;   /* index in ThreadFronts, or -1 (no front caches) */
+  guint depth;         /* front blocks per class */
+  guint64 front_bytes; /* most bytes a front leases */
+  gint slot;           /* index in ThreadFronts, or -1 (no front caches) */
 
   GMutex lock; /* everything below */
   SharedBin shared[CACHE_MAX_CLASSES];
@@ -431,6 +433,24 @@ event_wait (Cache *self, CacheEvent *e, MemresStream stream, GError **error)
   return TRUE;
 }
 
+/* The event another stream waits for before it takes @b from the shared cache: the one recorded
+ * after its free, else, for a block freed on the legacy default stream, one recorded there now
+ * (that stream lives as long as the context, so an event recorded later orders the taker after
+ * at least the free: blocks freed on it join the shared cache without a cuEventRecord each).
+ * NULL when the block has none (it may then serve only its own stream) or the record failed.
+ * Cache.lock held. */
+static CacheEvent *
+block_event (Cache *self, Block *b)
+{
+  g_autoptr (GError) local = NULL;
+
+  if (b->event == NULL && b->stream == MEMRES_STREAM_LEGACY
+      && (b->event = event_record (self, MEMRES_STREAM_LEGACY, &local)) == NULL)
+    g_debug ("cache: no event on the legacy stream for a block of %" G_GUINT64_FORMAT " bytes: %s",
+             b->size, local->message);
+  return b->event;
+}
+
 /* ---- the shared cache ------------------------------------------------------------------------ */
 
 static inline MemresStream
@@ -507,10 +527,10 @@ shared_take (Cache *self, guint cls, MemresStream stream, GError **error)
           event_unref (self, g_steal_pointer (&b->event));
           return b;
         }
-      if (other == NULL && b->event != NULL)
+      if (other == NULL && (b->event != NULL || b->stream == MEMRES_STREAM_LEGACY))
         other = b;
     }
-  if (other == NULL)
+  if (other == NULL || block_event (self, other) == NULL)
     return NULL;
   if (!event_wait (self, other->event, stream, error))
     return NULL;
@@ -613,7 +633,9 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, Memr
       self->reserved += csize;
       return b;
     }
-  if (self->events && n > 1 && (e = event_record (self, stream, error)) == NULL)
+  /* blocks on the legacy stream get their event when another stream takes one (block_event()) */
+  if (self->events && n > 1 && stream != MEMRES_STREAM_LEGACY
+      && (e = event_record (self, stream, error)) == NULL)
     return NULL;
   chunk = g_malloc0 (sizeof (Chunk) + n * sizeof (Block));
   chunk->up = *up;
@@ -887,7 +909,8 @@ recycle_idle (Cache *self, guint cls, MemresStream stream, Retired *out)
           next = b->next;
           if (budget == 0 || idle <= self->reserved / CACHE_IDLE_SHARE)
             return;
-          if (!mine && (b->event == NULL || !event_wait (self, b->event, stream, NULL)))
+          if (!mine
+              && (block_event (self, b) == NULL || !event_wait (self, b->event, stream, NULL)))
             continue;
           shared_unlink (self, b);
           event_unref (self, g_steal_pointer (&b->event));
@@ -1085,18 +1108,21 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
                  MemresStream caller_stream, GError **error)
 {
   gsize csize = cache_class_size (b->cls);
-  guint64 room;
+  guint64 room, front_room;
 
   g_mutex_lock (&self->lock);
   room = self->max_cached - MIN (self->max_cached, self->leased + self->shared_cached);
-  if (f != NULL && room >= csize)
+  /* a front holds at most front_bytes: what one thread frees and others allocate (autograd's
+   * backward thread, a consumer thread) reaches them through the shared cache */
+  front_room = f != NULL ? MIN (room, self->front_bytes - MIN (self->front_bytes, f->budget)) : 0;
+  if (f != NULL && front_room >= csize)
     {
       FrontBin *bin = &f->bins[b->cls];
 
       /* the calling thread's own front, and Cache.lock held: nobody else is inside it */
       if (bin->n < self->depth)
         {
-          guint64 grant = MIN (room, MAX (CACHE_LEASE_QUANTUM, (guint64) csize));
+          guint64 grant = MIN (front_room, MAX (CACHE_LEASE_QUANTUM, (guint64) csize));
 
           f->budget += grant;
           self->leased += grant;
@@ -1125,7 +1151,9 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
       g_mutex_unlock (&self->lock);
       return TRUE;
     }
-  if (self->events)
+  /* on the legacy stream, its event is recorded when another stream takes it (block_event()):
+   * nothing to share, so no spill */
+  if (self->events && stream != MEMRES_STREAM_LEGACY)
     {
       g_autoptr (GError) local = NULL;
 
@@ -1205,6 +1233,10 @@ static const MemresOptionSpec cache_options[] = {
     "free blocks per size class in each thread's front cache (0: every free goes to the "
     "shared cache)",
     NULL, 0, CACHE_FRONT_MAX },
+  { "front_bytes", MEMRES_OPTION_SIZE, "64MiB",
+    "most bytes of free blocks in each thread's front cache; a free past it goes to the shared "
+    "cache, where every thread finds it",
+    NULL, 0, 0 },
 };
 
 static gboolean
@@ -1254,6 +1286,7 @@ cache_init (MemresResource *mr, const MemresOptions *options, GError **error)
          && cache_class_size (self->n_chunk_classes) <= chunk / CACHE_CHUNK_BLOCKS)
     self->n_chunk_classes++;
   self->depth = (guint) memres_options_get_int (options, "front");
+  self->front_bytes = memres_options_get_size (options, "front_bytes");
   owner_fence_init ();
   g_once (&fronts_key_once, fronts_key_create, NULL);
   g_mutex_init (&self->lock);
