@@ -488,6 +488,57 @@ test_stats_handoff (void)
   assert_counts (mr, 0, 15000, 0, 4, 2);
 }
 
+static gpointer
+alloc_100_thread (gpointer data)
+{
+  return mt_alloc_ok (data, 100, NULL);
+}
+
+static gpointer
+reset_thread (gpointer data)
+{
+  g_assert_true (memres_stats_reset (data, NULL));
+  return NULL;
+}
+
+static void
+assert_totals (MemresResource *mr, guint64 bytes_total, guint64 class_1000, guint64 class_100)
+{
+  MemresStatsCounters c;
+
+  g_assert_true (memres_stats_get_counters (mr, &c, NULL));
+  g_assert_cmpuint (c.bytes_total, ==, bytes_total);
+  g_assert_cmpuint (c.size_classes[9], ==, class_1000); /* 512 to 1023 bytes */
+  g_assert_cmpuint (c.size_classes[6], ==, class_100);  /* 64 to 127 */
+  g_assert_cmpuint (c.count_total, ==, class_1000 + class_100);
+}
+
+/* The owner counts its totals in the instance, the other threads (and the owner, once the counts
+ * are shared) on their shards: a reader sums both, exactly, across the switch and a reset. */
+static void
+test_stats_owner_totals (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("stats>host");
+  MemresBuffer *bufs[4];
+
+  bufs[0] = mt_alloc_ok (mr, 1000, NULL);
+  mt_close_ok (mt_alloc_ok (mr, 1000, NULL), NULL);
+  assert_totals (mr, 2000, 2, 0);
+  bufs[1] = g_thread_join (g_thread_new ("shares", alloc_100_thread, mr));
+  assert_totals (mr, 2100, 2, 1);
+  bufs[2] = mt_alloc_ok (mr, 1000, NULL); /* the former owner, now on its shard */
+  assert_counts (mr, 2100, 2100, 3, 3, 4);
+  assert_totals (mr, 3100, 3, 1);
+  g_thread_join (g_thread_new ("resets", reset_thread, mr));
+  assert_totals (mr, 0, 0, 0);
+  bufs[3] = g_thread_join (g_thread_new ("after-reset", alloc_100_thread, mr));
+  assert_counts (mr, 2200, 2200, 4, 4, 1);
+  assert_totals (mr, 100, 0, 1);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    mt_close_ok (bufs[i], NULL);
+  assert_counts (mr, 0, 2200, 0, 4, 1);
+}
+
 /* A close that fails keeps the buffer open, and its bytes counted: a `stats` layer above a
  * failing free uncounts it only once it is gone. */
 static void
@@ -1314,6 +1365,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/over-graph", test_over_graph);
   g_test_add_func ("/adaptors/stats-counters", test_stats_counters);
   g_test_add_func ("/adaptors/stats-handoff", test_stats_handoff);
+  g_test_add_func ("/adaptors/stats-owner-totals", test_stats_owner_totals);
   g_test_add_func ("/adaptors/stats-failed-close", test_stats_failed_close);
   g_test_add_func ("/adaptors/peaks-across-threads", test_peaks_across_threads);
   g_test_add_func ("/adaptors/limit-rounded", test_limit_rounded);

@@ -1,7 +1,7 @@
 /* memres - CUDA memory resources
  * owner-fence.h: the asymmetric barrier behind an owner's lock-free fast path (the cache's
  * front caches, the stats adaptor's single-thread counts). The owner marks itself busy and
- * checks a stop flag with only a compiler barrier between (owner_fence()); a thread that takes
+ * checks a stop flag with only a compiler barrier between (owner_try_enter()); a thread that takes
  * the object from its owner sets the flag, then makes every running thread pass a memory
  * barrier with membarrier() (owner_heavy_barrier()), after which the owner either is seen busy
  * (wait for it) or sees the flag. Where membarrier() cannot be used, the owner fences for real
@@ -44,16 +44,6 @@ owner_fence_init (void)
   g_once (&owner_fence_once, owner_fence_register, NULL);
 }
 
-/* The owner's side: between its busy store and its load of the stop flag. */
-static inline void
-owner_fence (void)
-{
-  if (G_UNLIKELY (owner_use_fence))
-    __atomic_thread_fence (__ATOMIC_SEQ_CST);
-  else
-    __atomic_signal_fence (__ATOMIC_SEQ_CST);
-}
-
 /* The taker's side: after its store of the stop flag, before it reads the owner's busy flag.
  * A memory barrier on every thread of the process that runs now (the others pass one when
  * they are scheduled again). */
@@ -64,17 +54,42 @@ owner_heavy_barrier (void)
     __atomic_thread_fence (__ATOMIC_SEQ_CST);
 }
 
+/* Whether owner_heavy_barrier() is membarrier() (after owner_fence_init()): then the owner's
+ * side needs no fence of its own, and owner_try_enter_light() may be used. */
+static inline gboolean
+owner_fence_is_light (void)
+{
+  return !owner_use_fence;
+}
+
+static inline gboolean
+owner_try_enter_with (gint *busy, const gint *stop, gboolean fence)
+{
+  __atomic_store_n (busy, 1, __ATOMIC_RELAXED);
+  if (G_UNLIKELY (fence))
+    __atomic_thread_fence (__ATOMIC_SEQ_CST);
+  else
+    __atomic_signal_fence (__ATOMIC_SEQ_CST);
+  if (G_LIKELY (__atomic_load_n (stop, __ATOMIC_ACQUIRE) == 0))
+    return TRUE;
+  __atomic_store_n (busy, 0, __ATOMIC_RELEASE);
+  return FALSE;
+}
+
 /* The owner enters its fast path: marks itself @busy, then reads @stop; FALSE (and not busy)
  * when another thread has taken the object (take the slow path). */
 static inline gboolean
 owner_try_enter (gint *busy, const gint *stop)
 {
-  __atomic_store_n (busy, 1, __ATOMIC_RELAXED);
-  owner_fence ();
-  if (G_LIKELY (__atomic_load_n (stop, __ATOMIC_ACQUIRE) == 0))
-    return TRUE;
-  __atomic_store_n (busy, 0, __ATOMIC_RELEASE);
-  return FALSE;
+  return owner_try_enter_with (busy, stop, owner_use_fence);
+}
+
+/* owner_try_enter() without the load of the process-wide flag, for an owner that never uses its
+ * fast path unless owner_fence_is_light() (checked once, say when the object is made). */
+static inline gboolean
+owner_try_enter_light (gint *busy, const gint *stop)
+{
+  return owner_try_enter_with (busy, stop, FALSE);
 }
 
 /* The owner leaves its fast path. */

@@ -5,19 +5,24 @@
  * for its C API.
  *
  * The hot path is the point of this kind: an allocate+close pair through it must cost a few
- * nanoseconds over its upstream. While one thread alone counts (the first to allocate becomes
- * the counts' owner), it changes the current bytes and count and their peaks with plain loads
- * and stores: no locked instruction (owner_enter(), the asymmetric barrier of owner-fence.h).
- * The first other thread to count makes the counts shared for good (share_counts(): it waits
- * until the owner is out of its last update, so that the counts stay exact); from then on no
- * lock, and one locked instruction per call: the current bytes and count change together with
- * one 16-byte compare-and-swap (x86_64; elsewhere one atomic add each); a peak moves only when
- * a new high is reached (a relaxed load, and a compare-and-swap only then). The totals (bytes
- * allocated, allocations per size class) are counted at allocate on a shard of the calling
- * thread, a cache line or two written by that thread alone with plain stores; a reader sums the
- * shards. A thread finds its shard through a small thread-local cache keyed by the instance's
- * serial number (never reused, so a stale entry of a finalized instance never matches); on a
- * miss it looks the shard up, or adds one, under the instance's mutex. */
+ * nanoseconds over its upstream, so it touches few cache lines and runs a few straight-line
+ * instructions; everything else is out of line. While one thread alone counts (the first to
+ * count becomes the counts' owner, known by its thread pointer), it changes the current bytes
+ * and count and their peaks, and counts the totals (bytes allocated, allocations per size class)
+ * in the instance itself, with plain loads and stores: no locked instruction, no thread-local
+ * lookup; one cache line of the instance, and the line of the size class (owner_enter(), the
+ * asymmetric barrier of owner-fence.h; where membarrier() cannot be used the counts are shared
+ * from the start). The first other thread to count makes the counts shared for good
+ * (share_counts(): it waits until the owner is out of its last update, so that the counts stay
+ * exact); from then on no lock, and one locked instruction per call: the current bytes and count
+ * change together with one 16-byte compare-and-swap (x86_64; elsewhere one atomic add each); a
+ * peak moves only when a new high is reached (a relaxed load, and a compare-and-swap only then).
+ * The totals are then counted at allocate on a shard of the calling thread (the former owner
+ * too), a cache line or two written by that thread alone with plain stores; the owner's totals
+ * in the instance stay as they were, and a reader sums them and the shards. A thread finds its
+ * shard through a small thread-local cache keyed by the instance's serial number (never reused,
+ * so a stale entry of a finalized instance never matches); on a miss it looks the shard up, or
+ * adds one, under the instance's mutex. */
 #include "memres-private.h"
 
 #include "../common/owner-fence.h"
@@ -46,30 +51,34 @@ struct _Shard
 
 typedef struct
 {
-  /* written on every allocate and free by every thread: one cache line; 16-byte aligned (the
-   * private data is) */
+  /* line 0, written on every allocate and free (by every thread once shared); 16-byte aligned
+   * (the private data is) */
   guint64 bytes_current;
   guint64 count_current;
   guint64 bytes_peak;
   guint64 count_peak;
-  guint64 serial;
-  /* the single-thread fast path (owner_enter()): the thread that owns the counts (its
-   * shard_cache's address; NOT_OWNED once shared), whether it is inside an update, and
-   * whether the counts are shared (then every thread changes them with locked instructions) */
+  /* the single-thread fast path (owner_enter()): the thread that owns the counts (its thread
+   * pointer, this_thread(); NULL until one counts, NOT_OWNED once shared), whether it is inside
+   * an update, and whether the counts are shared (then every thread changes them with locked
+   * instructions) */
   gconstpointer owner;
   gint busy;
   gint shared;
-  guint8 pad[64 - 6 * sizeof (guint64) - 2 * sizeof (gint)];
+  /* the owner's totals, written by it alone while it owns the counts (then by nobody) */
+  guint64 bytes_allocated;
+  guint64 serial;
+  guint64 size_classes[MEMRES_STATS_N_SIZE_CLASSES];
   GMutex lock; /* the shard list and the reset bases */
   Shard *shards;
   guint64 bytes_total_base;
   guint64 classes_base[MEMRES_STATS_N_SIZE_CLASSES];
 } StatsResource;
 
-/* the pair at the start of the 16-byte aligned private data */
+/* the pair at the start of the 16-byte aligned private data, the owner's path on line 0 */
 G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_current) == 0);
 G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, count_current) == 8);
-G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, lock) == 64);
+G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_allocated) < 64);
+G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, size_classes) == 64);
 
 /* StatsResource.owner once the counts are shared: matches no thread. */
 #define NOT_OWNED ((gconstpointer) &next_serial)
@@ -95,6 +104,12 @@ stats_init (MemresResource *mr, const MemresOptions *options, GError **error)
   g_mutex_init (&self->lock);
   self->serial = __atomic_fetch_add (&next_serial, 1, __ATOMIC_RELAXED);
   owner_fence_init ();
+  if (!owner_fence_is_light ())
+    {
+      /* the owner would fence on every call: as costly as shared counts */
+      self->owner = NOT_OWNED;
+      self->shared = 1;
+    }
   return TRUE;
 }
 
@@ -112,7 +127,7 @@ stats_finalize (MemresResource *mr)
   g_mutex_clear (&self->lock);
 }
 
-static Shard *
+G_GNUC_NO_INLINE __attribute__ ((cold)) static Shard *
 shard_lookup (StatsResource *self, ShardCacheEntry *entry)
 {
   Shard *shard;
@@ -162,6 +177,29 @@ plain_add (guint64 *counter, guint64 n)
   return v;
 }
 
+/* Counts an allocation of @size bytes in totals written by the calling thread alone. */
+static inline void
+count_totals (guint64 *bytes_allocated, guint64 *size_classes, guint64 size)
+{
+  plain_add (bytes_allocated, size);
+  plain_add (&size_classes[63 - (guint) __builtin_clzll (size)], 1);
+}
+
+/* The calling thread, as StatsResource.owner knows it. */
+static inline gconstpointer
+this_thread (void)
+{
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_thread_pointer)
+#define STATS_HAVE_THREAD_POINTER 1
+  return __builtin_thread_pointer ();
+#endif
+#endif
+#ifndef STATS_HAVE_THREAD_POINTER
+  return shard_cache;
+#endif
+}
+
 /* Adds @bytes and @count (two's complement for a decrease) to the current values; stores the
  * new ones in *@new_bytes and *@new_count. */
 static inline STATS_HOT void
@@ -206,18 +244,14 @@ raise_peak (guint64 *peak, guint64 value)
 /* Makes the counts shared: from now on every thread (the owner too) changes them with locked
  * instructions. Waits until the owner is out of its last plain update, so that none is lost.
  * Once per instance. */
-G_GNUC_NO_INLINE
-static void
+G_GNUC_NO_INLINE __attribute__ ((cold)) static void
 share_counts (StatsResource *self)
 {
-  gconstpointer nobody = NULL;
-
   g_mutex_lock (&self->lock);
   if (!__atomic_load_n (&self->shared, __ATOMIC_RELAXED))
     {
-      /* nobody can become the owner any more */
-      __atomic_compare_exchange_n (&self->owner, &nobody, NOT_OWNED, FALSE, __ATOMIC_RELAXED,
-                                   __ATOMIC_RELAXED);
+      /* nobody is or becomes the owner any more */
+      __atomic_store_n (&self->owner, NOT_OWNED, __ATOMIC_RELAXED);
       __atomic_store_n (&self->shared, 1, __ATOMIC_SEQ_CST);
       owner_heavy_barrier ();
       while (__atomic_load_n (&self->busy, __ATOMIC_ACQUIRE))
@@ -227,27 +261,30 @@ share_counts (StatsResource *self)
 }
 
 /* The calling thread owns the counts and may change them with plain loads and stores (leave
- * with owner_leave()); FALSE when they are shared (or become shared now). The first thread to
- * count becomes the owner; any other thread makes the counts shared. */
+ * with owner_leave()); FALSE when it is not the owner or they are shared (owner_claim()). */
 static inline gboolean
 owner_enter (StatsResource *self)
 {
+  return G_LIKELY (__atomic_load_n (&self->owner, __ATOMIC_RELAXED) == this_thread ())
+         && G_LIKELY (owner_try_enter_light (&self->busy, &self->shared));
+}
+
+/* owner_enter() for a thread that is not the owner (or found the counts shared): the first
+ * thread to count becomes the owner; any other thread makes the counts shared. */
+static inline gboolean
+owner_claim (StatsResource *self)
+{
+  gconstpointer me = this_thread ();
   gconstpointer owner = __atomic_load_n (&self->owner, __ATOMIC_RELAXED);
 
-  if (G_UNLIKELY (owner != (gconstpointer) shard_cache))
-    {
-      gconstpointer nobody = NULL;
-
-      if (owner != NULL
-          || !__atomic_compare_exchange_n (&self->owner, &nobody, (gconstpointer) shard_cache,
-                                           FALSE, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        {
-          if (!__atomic_load_n (&self->shared, __ATOMIC_ACQUIRE))
-            share_counts (self);
-          return FALSE;
-        }
-    }
-  return owner_try_enter (&self->busy, &self->shared);
+  if (owner == me
+      || (owner == NULL
+          && __atomic_compare_exchange_n (&self->owner, &owner, me, FALSE, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED)))
+    return owner_try_enter_light (&self->busy, &self->shared);
+  if (!__atomic_load_n (&self->shared, __ATOMIC_ACQUIRE))
+    share_counts (self);
+  return FALSE;
 }
 
 static inline void
@@ -263,23 +300,35 @@ owner_raise (guint64 *peak, guint64 value)
     __atomic_store_n (peak, value, __ATOMIC_RELAXED);
 }
 
-/* Adds @bytes and @count (two's complement for a decrease) to the current values, raising the
- * peaks. */
-static inline STATS_HOT void
-count_delta (StatsResource *self, guint64 bytes, guint64 count)
+/* The owner, inside: adds @bytes and @count (two's complement for a decrease) to the current
+ * values, raising the peaks; counts the allocation of @bytes in its totals when @allocated. */
+static inline void
+owner_count (StatsResource *self, guint64 bytes, guint64 count, gboolean allocated)
 {
+  guint64 b = plain_add (&self->bytes_current, bytes);
+  guint64 c = plain_add (&self->count_current, count);
+
+  if ((gint64) count > 0)
+    {
+      owner_raise (&self->bytes_peak, b);
+      owner_raise (&self->count_peak, c);
+    }
+  if (allocated)
+    count_totals (&self->bytes_allocated, self->size_classes, bytes);
+  owner_leave (self);
+}
+
+/* tally(), out of line: the first count, a thread other than the owner, shared counts. */
+G_GNUC_NO_INLINE
+static STATS_HOT void
+tally_slow (StatsResource *self, guint64 bytes, guint64 count, gboolean allocated)
+{
+  Shard *shard;
   guint64 b, c;
 
-  if (G_LIKELY (owner_enter (self)))
+  if (owner_claim (self))
     {
-      b = plain_add (&self->bytes_current, bytes);
-      c = plain_add (&self->count_current, count);
-      if ((gint64) count > 0)
-        {
-          owner_raise (&self->bytes_peak, b);
-          owner_raise (&self->count_peak, c);
-        }
-      owner_leave (self);
+      owner_count (self, bytes, count, allocated);
       return;
     }
   current_add (self, bytes, count, &b, &c);
@@ -288,6 +337,22 @@ count_delta (StatsResource *self, guint64 bytes, guint64 count)
       raise_peak (&self->bytes_peak, b);
       raise_peak (&self->count_peak, c);
     }
+  if (allocated)
+    {
+      shard = my_shard (self);
+      count_totals (&shard->bytes_allocated, shard->size_classes, bytes);
+    }
+}
+
+/* Adds @bytes and @count (two's complement for a decrease) to the current values, raising the
+ * peaks; counts an allocation of @bytes in the totals when @allocated. */
+static inline void
+tally (StatsResource *self, guint64 bytes, guint64 count, gboolean allocated)
+{
+  if (G_LIKELY (owner_enter (self)))
+    owner_count (self, bytes, count, allocated);
+  else
+    tally_slow (self, bytes, count, allocated);
 }
 
 static STATS_HOT gboolean
@@ -295,17 +360,13 @@ stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
                 GError **error)
 {
   StatsResource *self = mr->priv;
-  Shard *shard;
 
   /* the core's checked slot call, inline: stats is part of libmemres, and its callers (the core,
    * or memres_upstream_allocate() of an adaptor above) checked @size and zeroed @alloc, as
    * memres_upstream_allocate() would */
   if (G_UNLIKELY (!_memres_resource_call_allocate (mr->upstream, size, stream, alloc, error)))
     return FALSE;
-  count_delta (self, alloc->size, 1);
-  shard = my_shard (self);
-  plain_add (&shard->bytes_allocated, alloc->size);
-  plain_add (&shard->size_classes[63 - __builtin_clzll ((guint64) alloc->size)], 1);
+  tally (self, alloc->size, 1, TRUE);
   return TRUE;
 }
 
@@ -317,11 +378,11 @@ stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
 
   /* uncounted before the free (once freed, another thread may get the memory and count it),
    * counted again when the free failed and released nothing (the buffer stays open) */
-  count_delta (self, -size, -(guint64) 1);
+  tally (self, -size, -(guint64) 1, FALSE);
   if (G_LIKELY (_memres_resource_call_deallocate (mr->upstream, alloc, stream, error)))
     return TRUE;
   if (alloc->address != 0)
-    count_delta (self, size, 1);
+    tally_slow (self, size, 1, FALSE);
   return FALSE;
 }
 
@@ -332,15 +393,17 @@ stats_query (MemresResource *mr, MemresResourceInfo *info)
   info->flags &= ~MEMRES_MEMORY_RESIZABLE;
 }
 
-/* The shards' sums: bytes allocated, and allocations per class (under self->lock). */
+/* The totals: bytes allocated, and allocations per class, the owner's and the shards' (under
+ * self->lock). */
 static guint64
 sum_shards (StatsResource *self, guint64 classes[MEMRES_STATS_N_SIZE_CLASSES])
 {
-  guint64 bytes = 0;
+  guint64 bytes = __atomic_load_n (&self->bytes_allocated, __ATOMIC_RELAXED);
   Shard *shard;
   guint i;
 
-  memset (classes, 0, MEMRES_STATS_N_SIZE_CLASSES * sizeof (guint64));
+  for (i = 0; i < MEMRES_STATS_N_SIZE_CLASSES; i++)
+    classes[i] = __atomic_load_n (&self->size_classes[i], __ATOMIC_RELAXED);
   for (shard = __atomic_load_n (&self->shards, __ATOMIC_ACQUIRE); shard != NULL;
        shard = shard->next)
     {
@@ -394,7 +457,7 @@ reset (StatsResource *self)
 {
   /* the owner's plain updates would overwrite the peaks set here: only the owner itself may
    * reset without making the counts shared */
-  if (__atomic_load_n (&self->owner, __ATOMIC_RELAXED) != (gconstpointer) shard_cache
+  if (__atomic_load_n (&self->owner, __ATOMIC_RELAXED) != this_thread ()
       && !__atomic_load_n (&self->shared, __ATOMIC_ACQUIRE))
     share_counts (self);
   g_mutex_lock (&self->lock);
