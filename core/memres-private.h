@@ -76,8 +76,9 @@ struct _MemresResource
   /* set at creation: a base kind whose memory is device-accessible but not stream-ordered; the
    * core waits for the deallocation stream before its deallocate slot (resource.c) */
   gboolean wait_before_free;
-  /* set once, when @refs drops to 0: from then on every thread changes the stripes with locked
-   * instructions (the stop flag of owner-fence.h; resource.c: resource_last_ref()) */
+  /* set when @refs drops to 0, or at creation where membarrier() cannot be used: from then on
+   * every thread changes the stripes with locked instructions (the stop flag of owner-fence.h;
+   * resource.c: resource_last_ref()) */
   gint stripes_stop;
   MemresResourceInfo info; /* from the query slot, read on hot paths */
   char *spec;              /* normalized spec, or a description of the import */
@@ -282,7 +283,8 @@ _memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
   if (G_UNLIKELY (i == 0))
     i = _memres_stripe_assign ();
   stripe = &mr->stripes[i - 1];
-  if (G_LIKELY (i != MEMRES_STRIPE_SHARED) && owner_try_enter (&stripe->busy, &mr->stripes_stop))
+  if (G_LIKELY (i != MEMRES_STRIPE_SHARED)
+      && owner_try_enter_light (&stripe->busy, &mr->stripes_stop))
     {
       n = __atomic_load_n (&stripe->n, __ATOMIC_RELAXED);
       __atomic_store_n (&stripe->n, n + buffers, __ATOMIC_RELAXED);

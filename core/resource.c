@@ -300,6 +300,8 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
     mr->stripes[i].n = MEMRES_STRIPE_BIAS;
   owner_fence_init (); /* before any thread counts on a stripe */
+  /* without membarrier(), plain updates would need a fence each: as costly as locked ones */
+  mr->stripes_stop = !owner_fence_is_light ();
   mr->kind = memres_kind_ref (kind);
   mr->ops = &mr->kind->ops;
   mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;

@@ -1233,7 +1233,7 @@ static const MemresOptionSpec cache_options[] = {
     "free blocks per size class in each thread's front cache (0: every free goes to the "
     "shared cache)",
     NULL, 0, CACHE_FRONT_MAX },
-  { "front_bytes", MEMRES_OPTION_SIZE, "64MiB",
+  { "front_bytes", MEMRES_OPTION_SIZE, "256MiB",
     "most bytes of free blocks in each thread's front cache; a free past it goes to the shared "
     "cache, where every thread finds it",
     NULL, 0, 0 },
