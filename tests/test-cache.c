@@ -837,6 +837,21 @@ static const char *const hazard_names[] = {
 };
 G_STATIC_ASSERT (G_N_ELEMENTS (hazards) == G_N_ELEMENTS (hazard_names));
 
+/* Stream A was held while B got @n blocks and filled them with 0xbb: A is still held; once it
+ * runs, the bytes are B's. Closes the blocks and waits for @b. */
+static void
+hold_release_check (MtStreamHold *hold, MemresBuffer **y, guint n, MemresStream b)
+{
+  g_assert_true (mt_stream_is_held (hold));
+  mt_stream_release (hold);
+  for (guint i = 0; i < n; i++)
+    {
+      mt_assert_bytes (y[i], 0xbb, b);
+      mt_close_ok (y[i], b);
+    }
+  mt_sync_ok (b);
+}
+
 /* A spill records one event for its whole bin: with front=2 the third close of a class on A
  * moves the two front blocks freed on A and itself into the shared cache under one
  * cuEventRecord on A; B, given all three, waits for A's queued fills, so that the bytes are B's
@@ -891,14 +906,7 @@ test_hazard_spill (void)
   if (mt_driver_is_fake ())
     g_assert_cmpint (mt_fake_call_count ("cuStreamWaitEvent"), ==, waits + 3);
   g_assert_cmpuint (counter (mr, "shared_cached"), ==, 0);
-  g_assert_true (mt_stream_is_held (hold));
-  mt_stream_release (hold);
-  for (guint i = 0; i < 3; i++)
-    {
-      mt_assert_bytes (y[i], 0xbb, b);
-      mt_close_ok (y[i], b);
-    }
-  mt_sync_ok (b);
+  hold_release_check (hold, y, 3, b);
   g_clear_pointer (&mr, memres_resource_unref);
   stream_free (a);
   stream_free (b);
@@ -955,14 +963,7 @@ test_hazard_legacy_lazy (void)
     }
   g_assert_cmpuint (counter (mr, "shared_cached"), ==, 0);
   g_assert_cmpuint (counter (mr, "misses"), ==, 3);
-  g_assert_true (mt_stream_is_held (hold));
-  mt_stream_release (hold);
-  for (guint i = 0; i < 3; i++)
-    {
-      mt_assert_bytes (y[i], 0xbb, b);
-      mt_close_ok (y[i], b);
-    }
-  mt_sync_ok (b);
+  hold_release_check (hold, y, 3, b);
   g_clear_pointer (&mr, memres_resource_unref);
   stream_free (b);
   hazard_end ();
