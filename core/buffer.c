@@ -76,12 +76,14 @@ buffer_struct_new (void)
   return buf;
 }
 
-static void
-buffer_struct_free (MemresBuffer *buf)
+/* The calling thread's first buffer structure given back: its cache, made (or, past
+ * BUFFER_CACHE_MAX, the structure freed: the cache is full). */
+G_GNUC_NO_INLINE static void
+buffer_struct_free_slow (MemresBuffer *buf)
 {
   BufferCache *cache = thread_cache;
 
-  if (G_UNLIKELY (cache == NULL))
+  if (cache == NULL)
     {
       cache = g_new0 (BufferCache, 1);
       thread_cache = cache;
@@ -97,19 +99,41 @@ buffer_struct_free (MemresBuffer *buf)
   cache->n++;
 }
 
+G_ALWAYS_INLINE static inline void
+buffer_struct_free (MemresBuffer *buf)
+{
+  BufferCache *cache = thread_cache;
+
+  if (G_UNLIKELY (cache == NULL || cache->n >= BUFFER_CACHE_MAX))
+    {
+      buffer_struct_free_slow (buf);
+      return;
+    }
+  buf->mr = (MemresResource *) cache->head;
+  cache->head = buf;
+  cache->n++;
+}
+
+/* Everything of a new open buffer of @mr but its allocation record. */
+G_ALWAYS_INLINE static inline void
+buffer_init (MemresBuffer *buf, MemresResource *mr, MemresStream stream)
+{
+  buf->ref = 1; /* g_atomic_ref_count_init() is a call into GLib on this hot path */
+  buf->closed = 0;
+  buf->mr = mr;
+  buf->dealloc_stream = stream;
+  buf->device = mr->info.device;
+  buf->flags = mr->info.flags;
+  buf->ipc_mapping = NULL;
+}
+
 G_ALWAYS_INLINE static inline MemresBuffer *
 buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stream)
 {
   MemresBuffer *buf = buffer_struct_new ();
 
-  buf->ref = 1; /* g_atomic_ref_count_init() is a call into GLib on this hot path */
-  buf->closed = 0;
-  buf->mr = mr;
   buf->alloc = *alloc;
-  buf->dealloc_stream = stream;
-  buf->device = mr->info.device;
-  buf->flags = mr->info.flags;
-  buf->ipc_mapping = NULL;
+  buffer_init (buf, mr, stream);
   return buf;
 }
 
@@ -130,6 +154,27 @@ _memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc, 
   buf->ipc_mapping = mapping; /* released by mr->ipc's release_buffer hook */
   buf->flags |= MEMRES_MEMORY_IMPORTED;
   return buf;
+}
+
+/* memres_resource_allocate() for what its hot path leaves: a size of 0 or above G_MAXSSIZE, a
+ * resource inherited through fork(), a kind that failed. */
+G_GNUC_NO_INLINE static MemresBuffer *
+allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **error)
+{
+  MemresAllocation alloc = { 0, 0, NULL };
+
+  if (G_UNLIKELY (size > G_MAXSSIZE))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "cannot allocate %" G_GSIZE_FORMAT " bytes from a resource of kind \"%s\"", size,
+                   mr->kind->name);
+      return NULL;
+    }
+  if (!_memres_resource_check_usable (mr, "allocating", error))
+    return NULL;
+  if (size > 0 && !_memres_resource_call_allocate (mr, size, stream, &alloc, error))
+    return NULL;
+  return _memres_buffer_new (mr, &alloc, stream);
 }
 
 /**
@@ -158,28 +203,69 @@ _memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc, 
 MemresBuffer *
 memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, GError **error)
 {
-  MemresAllocation alloc = { 0, 0, NULL };
-
   g_return_val_if_fail (mr != NULL, NULL);
 
-  if (G_UNLIKELY (size > G_MAXSSIZE))
+  /* The hot path (1 to G_MAXSSIZE bytes, a resource of this process): the kind fills the
+   * allocation record of a recycled buffer structure in place, and a success needs no copy. */
+  if (G_LIKELY (size - 1 < (gsize) G_MAXSSIZE && !_memres_resource_is_inherited (mr)))
     {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                   "cannot allocate %" G_GSIZE_FORMAT " bytes from a resource of kind \"%s\"", size,
-                   mr->kind->name);
-      return NULL;
+      MemresBuffer *buf = buffer_struct_new ();
+      GError *local = NULL;
+
+      buf->alloc.address = 0;
+      buf->alloc.size = 0;
+      buf->alloc.plugin_data = NULL;
+      gboolean ok = mr->ops->allocate (mr, size, stream, &buf->alloc, &local);
+
+      if (G_LIKELY (ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size)))
+        {
+          _memres_resource_add_allocated (mr, buf->alloc.size);
+          buffer_init (buf, mr, stream);
+          return buf;
+        }
+      /* the checks of _memres_resource_call_allocate(), on the record the kind filled */
+      if (!_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream,
+                                               &buf->alloc, error))
+        {
+          buffer_struct_free (buf);
+          return NULL;
+        }
+      _memres_resource_add_allocated (mr, buf->alloc.size);
+      buffer_init (buf, mr, stream);
+      return buf;
     }
-  if (!_memres_resource_check_usable (mr, "allocating", error))
-    return NULL;
-  if (size > 0 && !_memres_resource_call_allocate (mr, size, stream, &alloc, error))
-    return NULL;
-  return _memres_buffer_new (mr, &alloc, stream);
+  return allocate_slow (mr, size, stream, error);
+}
+
+/* The part of buffer_release() for memory of @mr (buf->mr) that no IPC mapping holds: the
+ * deallocate slot (not in the child of a fork(), which leaves inherited memory as it is:
+ * fork.c), then one buffer fewer on the stripes. FALSE with buf->mr left set when nothing was
+ * released. */
+G_ALWAYS_INLINE static inline gboolean
+buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream stream,
+                           GError **error)
+{
+  /* the size as allocated: an adaptor's memres_upstream_deallocate() zeroes the record */
+  gsize size = buf->alloc.size;
+  gboolean ok = TRUE;
+
+  if ((size > 0 || buf->alloc.address != 0) && !_memres_resource_is_inherited (mr))
+    {
+      guint64 address = buf->alloc.address;
+
+      ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+      if (G_UNLIKELY (!ok) && address != 0 && buf->alloc.address == address)
+        return FALSE;
+    }
+  buf->mr = NULL;
+  _memres_resource_remove_allocated (mr, size);
+  return ok;
 }
 
 /* Frees what the buffer owns; called by whoever set buf->closed. On failure the buffer still
  * owns its memory when buf->mr is left set (nothing was released: the caller opens it again), and
  * not when the kind released it all the same (it set the allocation's address to 0). */
-static gboolean
+G_GNUC_NO_INLINE static gboolean
 buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GError **error)
 {
   MemresResource *mr = buf->mr;
@@ -199,20 +285,7 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
             buf->mr = NULL;
           return ok;
         }
-      /* in the child of a fork(), inherited memory is left as it is (fork.c) */
-      /* the size as allocated: an adaptor's memres_upstream_deallocate() zeroes the record */
-      gsize size = buf->alloc.size;
-
-      if ((size > 0 || buf->alloc.address != 0) && !_memres_resource_is_inherited (mr))
-        {
-          guint64 address = buf->alloc.address;
-
-          ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
-          if (G_UNLIKELY (!ok) && address != 0 && buf->alloc.address == address)
-            return FALSE;
-        }
-      buf->mr = NULL;
-      _memres_resource_remove_allocated (mr, size);
+      return buffer_release_allocation (buf, mr, stream, error);
     }
   else if (buf->release != NULL)
     {
@@ -225,13 +298,11 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
   return ok;
 }
 
-/* memres_buffer_close() and memres_buffer_close_full(): one body, inlined into both (a call of
- * the exported function from the other would go through the PLT on the hot path). */
-static inline gboolean
-buffer_close (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GError **error)
+/* buffer_close() for every case but its hot path's. */
+G_GNUC_NO_INLINE static gboolean
+buffer_close_general (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags,
+                      GError **error)
 {
-  g_return_val_if_fail (buf != NULL, FALSE);
-
   /* The only reference: no other thread can close concurrently, so no locked exchange is needed
    * (the allocate+close pair is the hot path). */
   if (__atomic_load_n (&buf->ref, __ATOMIC_ACQUIRE) == 1)
@@ -242,11 +313,39 @@ buffer_close (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GE
     }
   else if (!g_atomic_int_compare_and_exchange (&buf->closed, 0, 1))
     return TRUE;
-  if (G_LIKELY (buffer_release (buf, stream != NULL ? stream : buf->dealloc_stream, flags, error)))
+  if (G_LIKELY (buffer_release (buf, stream, flags, error)))
     return TRUE;
   if (buf->mr != NULL)
     g_atomic_int_set (&buf->closed, 0); /* nothing released: open again */
   return FALSE;
+}
+
+/* memres_buffer_close() and memres_buffer_close_full(): one body, inlined into both (a call of
+ * the exported function from the other would go through the PLT on the hot path). Its hot path:
+ * the only reference to an open buffer of memory a kind allocated, closed on its deallocation
+ * stream (no ordering, no IPC mapping). */
+G_ALWAYS_INLINE static inline gboolean
+buffer_close (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GError **error)
+{
+  MemresResource *mr;
+
+  g_return_val_if_fail (buf != NULL, FALSE);
+
+  if (stream == NULL)
+    stream = buf->dealloc_stream;
+  mr = buf->mr;
+  if (G_LIKELY (__atomic_load_n (&buf->ref, __ATOMIC_ACQUIRE) == 1 && !buf->closed && mr != NULL
+                && stream == buf->dealloc_stream && buf->ipc_mapping == NULL))
+    {
+      /* the only reference: nobody else closes it (no locked exchange) */
+      __atomic_store_n (&buf->closed, 1, __ATOMIC_RELAXED);
+      if (G_LIKELY (buffer_release_allocation (buf, mr, stream, error)))
+        return TRUE;
+      if (buf->mr != NULL)
+        __atomic_store_n (&buf->closed, 0, __ATOMIC_RELAXED); /* nothing released: open again */
+      return FALSE;
+    }
+  return buffer_close_general (buf, stream, flags, error);
 }
 
 /**
@@ -370,23 +469,10 @@ memres_buffer_ref (MemresBuffer *buf)
   return buf;
 }
 
-/**
- * memres_buffer_unref:
- * @buf: (transfer full): a #MemresBuffer
- *
- * Drops a reference. The last reference to an open buffer closes it on its deallocation
- * stream; a failure there is logged with memres_cuda_warn_release_failure() (a g_warning(),
- * silent for `CUDA_ERROR_DEINITIALIZED`, which the driver returns while the process exits), and
- * then, since nobody can close the buffer again, it is freed on the legacy stream after all work
- * of its device's primary context (cuCtxSynchronize()) is done. Thread-safe.
- *
- * Since: 1.0
- */
-void
-memres_buffer_unref (MemresBuffer *buf)
+/* memres_buffer_unref() of a buffer that is not both closed and held only by the caller. */
+G_GNUC_NO_INLINE static void
+buffer_unref_general (MemresBuffer *buf)
 {
-  g_return_if_fail (buf != NULL);
-
   /* The only reference: nobody else can change the count, so no locked decrement is needed
    * (the allocate+close pair is the hot path). */
   if (g_atomic_int_get (&buf->ref) != 1 && !g_atomic_ref_count_dec (&buf->ref))
@@ -422,6 +508,31 @@ memres_buffer_unref (MemresBuffer *buf)
         }
     }
   buffer_struct_free (buf);
+}
+
+/**
+ * memres_buffer_unref:
+ * @buf: (transfer full): a #MemresBuffer
+ *
+ * Drops a reference. The last reference to an open buffer closes it on its deallocation
+ * stream; a failure there is logged with memres_cuda_warn_release_failure() (a g_warning(),
+ * silent for `CUDA_ERROR_DEINITIALIZED`, which the driver returns while the process exits), and
+ * then, since nobody can close the buffer again, it is freed on the legacy stream after all work
+ * of its device's primary context (cuCtxSynchronize()) is done. Thread-safe.
+ *
+ * Since: 1.0
+ */
+void
+memres_buffer_unref (MemresBuffer *buf)
+{
+  g_return_if_fail (buf != NULL);
+
+  /* the hot path: the last reference to a closed buffer (nobody else can change the count) */
+  if (G_LIKELY (__atomic_load_n (&buf->ref, __ATOMIC_ACQUIRE) == 1
+                && __atomic_load_n (&buf->closed, __ATOMIC_RELAXED)))
+    buffer_struct_free (buf);
+  else
+    buffer_unref_general (buf);
 }
 
 /**
