@@ -20,11 +20,13 @@ buffer_closed_error (GError **error)
  * the hot path); a GPrivate registered with it frees it when its thread exits. */
 #define BUFFER_CACHE_MAX 256 /* 64-byte structures: at most 16 KiB per thread */
 
+/* On 128 bytes of its own (a pair of cache lines, as x86's adjacent-line prefetcher fetches
+ * them): the caches of two threads, written on every allocate and close, share no line. */
 typedef struct
 {
   MemresBuffer *head; /* linked through the mr field */
   guint n;
-} BufferCache;
+} __attribute__ ((aligned (128))) BufferCache;
 
 /* initial-exec: no __tls_get_addr call on the hot path; one pointer fits the static TLS room
  * glibc keeps for libraries loaded with dlopen() (as Python's ctypes does). */
@@ -45,7 +47,7 @@ buffer_cache_free (gpointer data)
       g_free (cache->head);
       cache->head = next;
     }
-  g_free (cache);
+  free (cache);
 }
 
 static GPrivate buffer_cache_cleanup = G_PRIVATE_INIT (buffer_cache_free);
@@ -85,7 +87,12 @@ buffer_struct_free_slow (MemresBuffer *buf)
 
   if (cache == NULL)
     {
-      cache = g_new0 (BufferCache, 1);
+      gpointer mem;
+
+      if (posix_memalign (&mem, G_ALIGNOF (BufferCache), sizeof (BufferCache)) != 0)
+        g_error ("out of memory: a buffer cache of %" G_GSIZE_FORMAT " bytes",
+                 sizeof (BufferCache));
+      cache = memset (mem, 0, sizeof (BufferCache));
       thread_cache = cache;
       g_private_set (&buffer_cache_cleanup, cache);
     }

@@ -306,14 +306,15 @@ thread_fronts_free (gpointer data)
 }
 
 /* A zero-filled front of @size bytes on cache lines of its own: its owner writes its start on
- * every allocate and free, which must not share a line with another thread's data. */
+ * every allocate and free, which must not share a line with another thread's data, nor the
+ * other line of a 128-byte pair (x86's adjacent-line prefetcher fetches lines in pairs). */
 static Front *
 front_struct_new (gsize size)
 {
   gpointer p;
 
-  size = (size + 63) & ~(gsize) 63; /* nor its end */
-  if (posix_memalign (&p, 64, size) != 0)
+  size = (size + 127) & ~(gsize) 127; /* nor its end */
+  if (posix_memalign (&p, 128, size) != 0)
     g_error ("cache: out of memory for a front cache of %" G_GSIZE_FORMAT " bytes", size);
   return memset (p, 0, size);
 }
