@@ -281,7 +281,21 @@ adaptor_spec (guint i, const char *base)
 }
 #define N_ADAPTORS 5
 
-/* Every adaptor over @base: the memory works, flags and device come from below. */
+/* The bytes @mr reports in use. */
+static guint64
+used_bytes (MemresResource *mr)
+{
+  g_autoptr (GError) error = NULL;
+  MemresStats stats;
+
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_no_error (error);
+  return stats.used_current;
+}
+
+/* Every adaptor over @base: the memory works, flags and device come from below, and the layer
+ * below counts what the adaptor took from it (its own view: a buffer's bytes in use while it is
+ * open, none once it is closed). */
 static void
 check_adaptors_over (const char *base)
 {
@@ -293,6 +307,7 @@ check_adaptors_over (const char *base)
       g_autofree char *spec = adaptor_spec (i, base);
       g_autoptr (MemresResource) mr = mt_new_ok (spec);
       MemresResource *up = memres_resource_get_upstream (mr);
+      guint64 used_before = used_bytes (up);
       MemresBuffer *buf;
 
       g_test_message ("%s", spec);
@@ -307,7 +322,9 @@ check_adaptors_over (const char *base)
       g_assert_cmpint (memres_buffer_get_device (buf), ==, memres_resource_get_device (below));
       mt_write_pattern (buf, 0, 1 << 20, i + 1, NULL);
       mt_check_pattern (buf, 0, 1 << 20, i + 1, NULL);
+      g_assert_cmpuint (used_bytes (up), >=, used_before + memres_buffer_get_size (buf));
       mt_close_ok (buf, NULL);
+      g_assert_cmpuint (used_bytes (up), ==, used_before);
     }
 }
 

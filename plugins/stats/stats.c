@@ -361,11 +361,14 @@ stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
 {
   StatsResource *self = mr->priv;
 
-  /* the core's checked slot call, inline: stats is part of libmemres, and its callers (the core,
+  /* memres_upstream_allocate(), inline: stats is part of libmemres, and its callers (the core,
    * or memres_upstream_allocate() of an adaptor above) checked @size and zeroed @alloc, as
    * memres_upstream_allocate() would */
   if (G_UNLIKELY (!_memres_resource_call_allocate (mr->upstream, size, stream, alloc, error)))
     return FALSE;
+  /* the upstream's statistics count what its slot handed out, as memres_upstream_allocate()
+   * does (a load and a compare for the kinds that count their own usage) */
+  _memres_resource_count_used (mr->upstream, (gint64) alloc->size);
   tally (self, alloc->size, 1, TRUE);
   return TRUE;
 }
@@ -380,9 +383,17 @@ stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
    * counted again when the free failed and released nothing (the buffer stays open) */
   tally (self, -size, -(guint64) 1, FALSE);
   if (G_LIKELY (_memres_resource_call_deallocate (mr->upstream, alloc, stream, error)))
-    return TRUE;
+    {
+      _memres_resource_count_used (mr->upstream, -(gint64) size);
+      return TRUE;
+    }
   if (alloc->address != 0)
-    tally_slow (self, size, 1, FALSE);
+    {
+      tally_slow (self, size, 1, FALSE);
+      return FALSE;
+    }
+  /* released half-way (the address set to 0): gone all the same */
+  _memres_resource_count_used (mr->upstream, -(gint64) size);
   return FALSE;
 }
 
