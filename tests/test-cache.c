@@ -1456,6 +1456,48 @@ test_nested_threads (void)
   g_assert_cmpuint (counter (mr, "reserved"), >, 0);
 }
 
+/* Over an upstream that rounds sizes up (vmm, to its granularity), the cache's reserve is what
+ * it holds from the upstream, not the sum of its class sizes; used bytes stay the class sizes. */
+static void
+test_upstream_rounding (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresResource *up;
+  MemresStats stats, up_stats;
+  MemresBuffer *a, *b;
+
+  if (!mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("cache>vmm:device=0");
+  up = memres_resource_get_upstream (mr);
+  a = mt_alloc_ok (mr, 1 << 20, NULL); /* a class of 1 MiB: a block of its own */
+  b = mt_alloc_ok (mr, 1 << 20, NULL);
+  g_assert_true (memres_resource_get_stats (up, &up_stats, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_no_error (error);
+  /* vmm rounds each 1 MiB block up to its granularity (2 MiB on the fake) */
+  g_assert_cmpuint (up_stats.used_current, >, 2 << 20);
+  g_assert_cmpuint (stats.reserved_current, ==, up_stats.used_current);
+  g_assert_cmpuint (counter (mr, "reserved"), ==, up_stats.used_current);
+  g_assert_cmpuint (stats.used_current, ==, 2 << 20);
+  g_assert_cmpuint (counter (mr, "used"), ==, 2 << 20);
+  memres_buffer_unref (a);
+  memres_buffer_unref (b);
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_cmpuint (stats.reserved_current, ==, up_stats.used_current);
+  g_assert_cmpuint (stats.used_current, ==, 0);
+  g_assert_cmpuint (stats.reserved_high, ==, up_stats.used_current);
+  g_assert_true (memres_resource_trim (mr, 0, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_cmpuint (stats.reserved_current, ==, 0);
+  g_assert_cmpuint (counter (mr, "reserved"), ==, 0);
+  g_assert_true (memres_resource_get_stats (up, &up_stats, &error));
+  g_assert_cmpuint (up_stats.used_current, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1498,6 +1540,7 @@ main (int argc, char **argv)
   g_test_add_func ("/cache/deadlock/oom-handler-trims", test_oom_handler_trims);
   g_test_add_func ("/cache/deadlock/nested-threads", test_nested_threads);
   g_test_add_func ("/cache/small-upstream", test_small_upstream);
+  g_test_add_func ("/cache/stats/upstream-rounding", test_upstream_rounding);
   g_test_add_data_func ("/cache/hazard/threads/front", "cache>" DEVICE_UPSTREAM,
                         test_hazard_threads);
   g_test_add_data_func ("/cache/hazard/threads/shared", "cache:front=0>" DEVICE_UPSTREAM,

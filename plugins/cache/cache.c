@@ -135,6 +135,10 @@ struct _Cache
   guint64 shared_cached; /* bytes of blocks in shared bins */
   guint64 leased;        /* sum of the fronts' budgets */
   guint64 reserved, reserved_high, used_high;
+  /* bytes the upstream gave beyond the class sizes of the blocks and chunks @reserved counts (an
+   * upstream that rounds up, as vmm does to its granularity): held from it all the same, so part
+   * of the reserve reported, but neither cached nor used */
+  guint64 rounding;
   guint64 direct_used; /* bytes of live buffers above max_block */
   guint64 misses[CACHE_MAX_CLASSES];
   guint64 shared_hits[CACHE_MAX_CLASSES];
@@ -502,6 +506,13 @@ fronts_cached (Cache *self)
   return sum;
 }
 
+/* What the cache holds from its upstream, in bytes. Cache.lock held. */
+static inline guint64
+reserved_bytes (Cache *self)
+{
+  return self->reserved + self->rounding;
+}
+
 /* The high-water marks, sampled at each miss and each get_stats. Cache.lock held. */
 static void
 update_highs (Cache *self)
@@ -509,7 +520,7 @@ update_highs (Cache *self)
   guint64 cached = self->shared_cached + fronts_cached (self);
   guint64 used = self->reserved > cached ? self->reserved - cached : 0;
 
-  self->reserved_high = MAX (self->reserved_high, self->reserved);
+  self->reserved_high = MAX (self->reserved_high, reserved_bytes (self));
   self->used_high = MAX (self->used_high, used);
 }
 
@@ -632,6 +643,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, Memr
       b->cls = cls;
       b->size = csize;
       self->reserved += csize;
+      self->rounding += up->size - csize;
       return b;
     }
   /* blocks on the legacy stream get their event when another stream takes one (block_event()) */
@@ -646,6 +658,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, Memr
     chunk->next->prev = chunk;
   self->chunks = chunk;
   self->reserved += (guint64) n * csize;
+  self->rounding += up->size - (guint64) n * csize;
   for (guint i = 0; i < n; i++)
     {
       b = &chunk->blocks[i];
@@ -724,6 +737,7 @@ release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
       if (chunk->next != NULL)
         chunk->next->prev = chunk->prev;
       self->reserved -= (guint64) chunk->n_blocks * csize;
+      self->rounding -= chunk->up.size - (guint64) chunk->n_blocks * csize;
       chunk->next = out->chunks;
       out->chunks = chunk;
     }
@@ -849,6 +863,7 @@ static void
 block_retire (Cache *self, Block *b, Retired *out)
 {
   self->reserved -= b->size;
+  self->rounding -= b->up.size - b->size;
   b->next = out->blocks;
   out->blocks = b;
 }
@@ -1139,9 +1154,12 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
       /* past max_cached: the memory goes back, ordered on the caller's stream; when that fails
        * (a stream that is gone, say), the block stays cached without an event instead: the
        * buffer is closed either way */
+      gsize up_size = b->up.size;
+
       if (memres_upstream_deallocate (mr, &b->up, caller_stream, &local) || b->up.address == 0)
         {
           self->reserved -= csize;
+          self->rounding -= up_size - csize;
           g_mutex_unlock (&self->lock);
           g_free (b);
           return TRUE;
@@ -1375,9 +1393,9 @@ cache_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 
   g_mutex_lock (&self->lock);
   cached = self->shared_cached + fronts_cached_exact (self);
-  stats->reserved_current = self->reserved;
+  stats->reserved_current = reserved_bytes (self);
   stats->used_current = self->reserved - cached;
-  self->reserved_high = MAX (self->reserved_high, self->reserved);
+  self->reserved_high = MAX (self->reserved_high, stats->reserved_current);
   self->used_high = MAX (self->used_high, stats->used_current);
   stats->reserved_high = self->reserved_high;
   stats->used_high = self->used_high;
@@ -1391,7 +1409,7 @@ cache_reset_stats (MemresResource *mr, GError **error)
   Cache *self = memres_resource_get_private (mr);
 
   g_mutex_lock (&self->lock);
-  self->reserved_high = self->reserved;
+  self->reserved_high = reserved_bytes (self);
   self->used_high = self->reserved - self->shared_cached - fronts_cached_exact (self);
   g_mutex_unlock (&self->lock);
   return TRUE;
@@ -1461,7 +1479,7 @@ cache_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "misses", "t", misses);
   g_variant_dict_insert (counters, "direct", "t", self->direct);
   g_variant_dict_insert (counters, "oom_flushes", "t", self->oom_flushes);
-  g_variant_dict_insert (counters, "reserved", "t", self->reserved);
+  g_variant_dict_insert (counters, "reserved", "t", reserved_bytes (self));
   g_variant_dict_insert (counters, "cached", "t", self->shared_cached + front_cached);
   g_variant_dict_insert (counters, "front_cached", "t", front_cached);
   g_variant_dict_insert (counters, "shared_cached", "t", self->shared_cached);
