@@ -117,8 +117,16 @@ split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray
       if (layers->len > MEMRES_STACK_MAX_LAYERS)
         break;
     }
-  if (layers->len > MEMRES_STACK_MAX_LAYERS)
-    return set_stack_error (error, spec, "more than %d layers", MEMRES_STACK_MAX_LAYERS);
+  /* said once, of the spec the application wrote (a named resource inside may be short) */
+  if (layers->len > MEMRES_STACK_MAX_LAYERS && chain->len == 0)
+    {
+      gboolean named = FALSE;
+
+      for (i = 0; i < n; i++)
+        named |= parts[i][0] == '@' && expand_names;
+      return set_stack_error (error, spec, "more than %d layers%s", MEMRES_STACK_MAX_LAYERS,
+                              named ? " once its named resources (@name) are expanded" : "");
+    }
   return TRUE;
 }
 

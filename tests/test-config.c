@@ -192,7 +192,26 @@ test_too_deep (void)
   mr = mt_new_ok ("@four");
   assert_fails (
       "stats>stats>stats>stats>stats>stats>stats>stats>stats>stats>stats>stats>stats>@four",
-      MEMRES_ERROR_INVALID_ARGUMENT, "more than 16 layers");
+      MEMRES_ERROR_INVALID_ARGUMENT, "more than 16 layers once its named resources");
+}
+
+/* A chain of names, each one layer more: the error is said of the spec the application wrote,
+ * not of the two-layer definition where the count ran over. */
+static void
+test_too_deep_chain (void)
+{
+  g_autoptr (GString) text = g_string_new ("[e0]\nspec=stats>host\n");
+  g_autofree char *path = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+
+  for (guint i = 1; i <= 15; i++)
+    g_string_append_printf (text, "[e%u]\nspec=stats>@e%u\n", i, i - 1);
+  path = use_config (text->str);
+  mr = mt_new_ok ("@e14"); /* 16 layers */
+  assert_fails ("@e15", MEMRES_ERROR_INVALID_ARGUMENT,
+                "invalid spec \"@e15\": more than 16 layers once its named resources");
+  assert_fails ("stats>@e14", MEMRES_ERROR_INVALID_ARGUMENT,
+                "invalid spec \"stats>@e14\": more than 16 layers");
 }
 
 typedef struct
@@ -363,6 +382,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/named-errors", test_named_errors);
   g_test_add_func ("/config/cycles", test_cycles);
   g_test_add_func ("/config/too-deep", test_too_deep);
+  g_test_add_func ("/config/too-deep-chain", test_too_deep_chain);
   g_test_add_func ("/config/malformed", test_malformed);
   g_test_add_func ("/config/missing-unreadable-huge", test_missing_unreadable_huge);
   return g_test_run ();
