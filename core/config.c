@@ -175,6 +175,12 @@ read_file (const char *path, gsize *length, GError **error)
       bad_file (error, path, 0, NULL, "larger than the %d bytes allowed", CONFIG_MAX_BYTES);
       return NULL;
     }
+  /* a UTF-8 byte-order mark, as some editors write one: not part of the text */
+  if (*length >= 3 && memcmp (data, "\xEF\xBB\xBF", 3) == 0)
+    {
+      memmove (data, data + 3, *length - 3 + 1); /* with the NUL g_file_get_contents() adds */
+      *length -= 3;
+    }
   return data;
 }
 

@@ -214,6 +214,17 @@ test_too_deep_chain (void)
                 "invalid spec \"stats>@e14\": more than 16 layers");
 }
 
+/* A file that starts with a UTF-8 byte-order mark, as some editors write it. */
+static void
+test_byte_order_mark (void)
+{
+  g_autofree char *path = use_config ("\xEF\xBB\xBF[a]\nspec=stats>host\n");
+  g_autoptr (MemresResource) mr = mt_new_ok ("@a");
+
+  g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "stats");
+  g_assert_cmpstr (memres_resource_get_kind_name (memres_resource_get_upstream (mr)), ==, "host");
+}
+
 typedef struct
 {
   const char *text;
@@ -383,6 +394,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/cycles", test_cycles);
   g_test_add_func ("/config/too-deep", test_too_deep);
   g_test_add_func ("/config/too-deep-chain", test_too_deep_chain);
+  g_test_add_func ("/config/byte-order-mark", test_byte_order_mark);
   g_test_add_func ("/config/malformed", test_malformed);
   g_test_add_func ("/config/missing-unreadable-huge", test_missing_unreadable_huge);
   return g_test_run ();
