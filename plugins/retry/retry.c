@@ -185,7 +185,8 @@ static const MemresKindInfo retry_kind = {
  * (trimming every layer below). Thread-safe; a handler added while another thread's
  * allocation runs its handlers is called from the next failure on.
  *
- * Errors: %MEMRES_ERROR_NOT_FOUND when the stack has no `retry` layer there.
+ * Errors: %MEMRES_ERROR_NOT_FOUND when the stack has no `retry` layer there; @user_data then
+ * stays the caller's (@destroy is not called).
  *
  * Returns: an id for memres_retry_remove_handler() (never 0), or 0 with @error set
  *
