@@ -78,8 +78,17 @@ buffer_struct_new (void)
   return buf;
 }
 
-/* The calling thread's first buffer structure given back: its cache, made (or, past
- * BUFFER_CACHE_MAX, the structure freed: the cache is full). */
+/* @buf onto @cache, which has room. */
+G_ALWAYS_INLINE static inline void
+buffer_cache_push (BufferCache *cache, MemresBuffer *buf)
+{
+  buf->mr = (MemresResource *) cache->head;
+  cache->head = buf;
+  cache->n++;
+}
+
+/* buffer_struct_free() for the calling thread's first buffer structure given back (its cache is
+ * made) and for a full cache (past BUFFER_CACHE_MAX the structure is freed). */
 G_GNUC_NO_INLINE static void
 buffer_struct_free_slow (MemresBuffer *buf)
 {
@@ -97,13 +106,9 @@ buffer_struct_free_slow (MemresBuffer *buf)
       g_private_set (&buffer_cache_cleanup, cache);
     }
   if (cache->n >= BUFFER_CACHE_MAX)
-    {
-      g_free (buf);
-      return;
-    }
-  buf->mr = (MemresResource *) cache->head;
-  cache->head = buf;
-  cache->n++;
+    g_free (buf);
+  else
+    buffer_cache_push (cache, buf);
 }
 
 G_ALWAYS_INLINE static inline void
@@ -112,13 +117,9 @@ buffer_struct_free (MemresBuffer *buf)
   BufferCache *cache = thread_cache;
 
   if (G_UNLIKELY (cache == NULL || cache->n >= BUFFER_CACHE_MAX))
-    {
-      buffer_struct_free_slow (buf);
-      return;
-    }
-  buf->mr = (MemresResource *) cache->head;
-  cache->head = buf;
-  cache->n++;
+    buffer_struct_free_slow (buf);
+  else
+    buffer_cache_push (cache, buf);
 }
 
 /* Everything of a new open buffer of @mr but its allocation record. */

@@ -1462,40 +1462,30 @@ static void
 test_upstream_rounding (void)
 {
   g_autoptr (MemresResource) mr = NULL;
-  g_autoptr (GError) error = NULL;
-  MemresResource *up;
-  MemresStats stats, up_stats;
   MemresBuffer *a, *b;
+  guint64 held;
 
   if (!mt_require_devices (1))
     return;
   mr = mt_new_ok ("cache>vmm:device=0");
-  up = memres_resource_get_upstream (mr);
   a = mt_alloc_ok (mr, 1 << 20, NULL); /* a class of 1 MiB: a block of its own */
   b = mt_alloc_ok (mr, 1 << 20, NULL);
-  g_assert_true (memres_resource_get_stats (up, &up_stats, &error));
-  g_assert_no_error (error);
-  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_no_error (error);
   /* vmm rounds each 1 MiB block up to its granularity (2 MiB on the fake) */
-  g_assert_cmpuint (up_stats.used_current, >, 2 << 20);
-  g_assert_cmpuint (stats.reserved_current, ==, up_stats.used_current);
-  g_assert_cmpuint (counter (mr, "reserved"), ==, up_stats.used_current);
-  g_assert_cmpuint (stats.used_current, ==, 2 << 20);
+  held = stats_ok (memres_resource_get_upstream (mr)).used_current;
+  g_assert_cmpuint (held, >, 2 << 20);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, held);
+  g_assert_cmpuint (counter (mr, "reserved"), ==, held);
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 2 << 20);
   g_assert_cmpuint (counter (mr, "used"), ==, 2 << 20);
   memres_buffer_unref (a);
   memres_buffer_unref (b);
-  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_cmpuint (stats.reserved_current, ==, up_stats.used_current);
-  g_assert_cmpuint (stats.used_current, ==, 0);
-  g_assert_cmpuint (stats.reserved_high, ==, up_stats.used_current);
-  g_assert_true (memres_resource_trim (mr, 0, &error));
-  g_assert_no_error (error);
-  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_cmpuint (stats.reserved_current, ==, 0);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, held);
+  g_assert_cmpuint (stats_ok (mr).reserved_high, ==, held);
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
   g_assert_cmpuint (counter (mr, "reserved"), ==, 0);
-  g_assert_true (memres_resource_get_stats (up, &up_stats, &error));
-  g_assert_cmpuint (up_stats.used_current, ==, 0);
+  g_assert_cmpuint (stats_ok (memres_resource_get_upstream (mr)).used_current, ==, 0);
 }
 
 int
