@@ -289,8 +289,11 @@ _memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
   if (G_LIKELY (i != MEMRES_STRIPE_SHARED)
       && owner_try_enter_light (&stripe->busy, &mr->stripes_stop))
     {
-      n = __atomic_load_n (&stripe->n, __ATOMIC_RELAXED);
-      __atomic_store_n (&stripe->n, n + buffers, __ATOMIC_RELAXED);
+      if (buffers != 0) /* a constant at every call: a count of bytes alone touches no count */
+        {
+          n = __atomic_load_n (&stripe->n, __ATOMIC_RELAXED);
+          __atomic_store_n (&stripe->n, n + buffers, __ATOMIC_RELAXED);
+        }
       if (bytes != 0)
         {
           used = __atomic_load_n (&stripe->used, __ATOMIC_RELAXED) + bytes;
