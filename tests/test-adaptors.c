@@ -697,6 +697,8 @@ test_bad_options (void)
   mt_new_fails ("limit:max=lots>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                 "layer 1 of 2 (kind \"limit\")");
   mt_new_fails ("log>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "needs option \"path\"");
+  mt_new_fails ("log:path=>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "option \"path\" of kind \"log\" is empty");
   mt_new_fails ("log:path=/nonexistent/dir/x.csv>host", MEMRES_ERROR, MEMRES_ERROR_FAILED,
                 "cannot open \"/nonexistent/dir/x.csv\"");
   mt_new_fails ("retry:max_retries=-1>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,

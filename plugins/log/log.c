@@ -119,7 +119,9 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
   if (path == NULL || path[0] == '\0')
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "kind \"log\" needs option \"path\" (the CSV file to write)");
+                   path == NULL ? "kind \"log\" needs option \"path\" (the CSV file to write)"
+                                : "option \"path\" of kind \"log\" is empty (it names the CSV "
+                                  "file to write)");
       return FALSE;
     }
   self->file = open_log (path, append, &empty, error);
