@@ -225,15 +225,10 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
       buf->alloc.plugin_data = NULL;
       gboolean ok = mr->ops->allocate (mr, size, stream, &buf->alloc, &local);
 
-      if (G_LIKELY (ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size)))
-        {
-          _memres_resource_add_allocated (mr, buf->alloc.size);
-          buffer_init (buf, mr, stream);
-          return buf;
-        }
       /* the checks of _memres_resource_call_allocate(), on the record the kind filled */
-      if (!_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream,
-                                               &buf->alloc, error))
+      if (G_UNLIKELY (!(ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size)))
+          && !_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream,
+                                                  &buf->alloc, error))
         {
           buffer_struct_free (buf);
           return NULL;
