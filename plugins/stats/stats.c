@@ -378,23 +378,20 @@ stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
 {
   StatsResource *self = mr->priv;
   guint64 size = alloc->size;
+  gboolean ok;
 
   /* uncounted before the free (once freed, another thread may get the memory and count it),
    * counted again when the free failed and released nothing (the buffer stays open) */
   tally (self, -size, -(guint64) 1, FALSE);
-  if (G_LIKELY (_memres_resource_call_deallocate (mr->upstream, alloc, stream, error)))
-    {
-      _memres_resource_count_used (mr->upstream, -(gint64) size);
-      return TRUE;
-    }
-  if (alloc->address != 0)
+  ok = _memres_resource_call_deallocate (mr->upstream, alloc, stream, error);
+  if (G_UNLIKELY (!ok) && alloc->address != 0)
     {
       tally_slow (self, size, 1, FALSE);
       return FALSE;
     }
-  /* released half-way (the address set to 0): gone all the same */
+  /* freed, or released half-way (the address set to 0): gone all the same */
   _memres_resource_count_used (mr->upstream, -(gint64) size);
-  return FALSE;
+  return ok;
 }
 
 /* Accounting per buffer: a resize would change sizes behind the counters. */
