@@ -513,6 +513,22 @@ reserved_bytes (Cache *self)
   return self->reserved + self->rounding;
 }
 
+/* @class_bytes more (reserve_add()) or fewer (reserve_sub()) bytes of blocks in the reserve, held
+ * as @up_size bytes of the upstream (>= @class_bytes). Cache.lock held. */
+static inline void
+reserve_add (Cache *self, guint64 class_bytes, guint64 up_size)
+{
+  self->reserved += class_bytes;
+  self->rounding += up_size - class_bytes;
+}
+
+static inline void
+reserve_sub (Cache *self, guint64 class_bytes, guint64 up_size)
+{
+  self->reserved -= class_bytes;
+  self->rounding -= up_size - class_bytes;
+}
+
 /* The high-water marks, sampled at each miss and each get_stats. Cache.lock held. */
 static void
 update_highs (Cache *self)
@@ -642,8 +658,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, Memr
       b->up = *up;
       b->cls = cls;
       b->size = csize;
-      self->reserved += csize;
-      self->rounding += up->size - csize;
+      reserve_add (self, csize, up->size);
       return b;
     }
   /* blocks on the legacy stream get their event when another stream takes one (block_event()) */
@@ -657,8 +672,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, Memr
   if (chunk->next != NULL)
     chunk->next->prev = chunk;
   self->chunks = chunk;
-  self->reserved += (guint64) n * csize;
-  self->rounding += up->size - (guint64) n * csize;
+  reserve_add (self, (guint64) n * csize, up->size);
   for (guint i = 0; i < n; i++)
     {
       b = &chunk->blocks[i];
@@ -736,8 +750,7 @@ release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
         self->chunks = chunk->next;
       if (chunk->next != NULL)
         chunk->next->prev = chunk->prev;
-      self->reserved -= (guint64) chunk->n_blocks * csize;
-      self->rounding -= chunk->up.size - (guint64) chunk->n_blocks * csize;
+      reserve_sub (self, (guint64) chunk->n_blocks * csize, chunk->up.size);
       chunk->next = out->chunks;
       out->chunks = chunk;
     }
@@ -862,8 +875,7 @@ own_front_take (Cache *self, guint cls, MemresStream stream)
 static void
 block_retire (Cache *self, Block *b, Retired *out)
 {
-  self->reserved -= b->size;
-  self->rounding -= b->up.size - b->size;
+  reserve_sub (self, b->size, b->up.size);
   b->next = out->blocks;
   out->blocks = b;
 }
@@ -1158,8 +1170,7 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
 
       if (memres_upstream_deallocate (mr, &b->up, caller_stream, &local) || b->up.address == 0)
         {
-          self->reserved -= csize;
-          self->rounding -= up_size - csize;
+          reserve_sub (self, csize, up_size);
           g_mutex_unlock (&self->lock);
           g_free (b);
           return TRUE;
