@@ -48,8 +48,10 @@ check_descriptor_fits (const MemresBufferExport *info, const MemresAllocation *m
  * Driver calls: the kind's export_buffer slot (for `ipc`, cuMemPoolExportPointer()).
  *
  * Errors: %MEMRES_ERROR_CLOSED for a closed buffer; %MEMRES_ERROR_INVALID_ARGUMENT for an empty
- * (zero-byte) buffer; %MEMRES_ERROR_NOT_SUPPORTED for foreign memory or a kind that is not
- * IPC-enabled; %MEMRES_CUDA_ERROR from the driver.
+ * (zero-byte) buffer; %MEMRES_ERROR_NOT_SUPPORTED for foreign memory, a kind that is not
+ * IPC-enabled, or a kind that shares buffers as their physical chunks (`vmm`: a descriptor of
+ * bytes cannot carry them; use memres_buffer_export_message() or memres_ipc_send_buffer(),
+ * whose message has one fd per chunk); %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: %TRUE with @descriptor filled
  *
@@ -100,6 +102,15 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
     {
       /* through adaptors that pass allocations through: the layer that made the allocation */
       mr = _memres_resource_ipc_owner (mr);
+      if (mr->kind->ipc.export_buffer == NULL && mr->kind->ipc.export_chunks != NULL)
+        {
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                       "buffers of kind \"%s\" are shared as their physical chunks, one file "
+                       "descriptor each, not as a descriptor of bytes: use "
+                       "memres_buffer_export_message() or memres_ipc_send_buffer()",
+                       mr->kind->name);
+          return FALSE;
+        }
       if (mr->kind->ipc.export_buffer == NULL)
         {
           g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,

@@ -1,11 +1,12 @@
 /* memres - CUDA memory resources
- * ipc-pool-message.c: a pool buffer as one message (memres_ipc_send_buffer() for kinds that
- * share pools: ipc, pinned with ipc=true). The message joins the two records a pool buffer is
- * shared with, unchanged and checked by their own strict codecs: the pool's handle record (MRIH,
- * with the pool's fd) and the buffer's descriptor (MRBD). Layout, little-endian, 240 bytes:
- * magic u32 'MRPB', version u16 (1), length u16 (240), the handle record (72 bytes), the
- * descriptor (160 bytes); exactly one fd, the pool's. The receiver imports the pool (or uses the
- * resource it already imported from it) and then the buffer. */
+ * ipc-pool-message.c: a pool buffer as one message, the message of the pools family
+ * (ipc-message.c joins both families; kinds that share pools: ipc, pinned with ipc=true). The
+ * message joins the two records a pool buffer is shared with, unchanged and checked by their own
+ * strict codecs: the pool's handle record (MRIH, with the pool's fd) and the buffer's descriptor
+ * (MRBD). Layout, little-endian, 240 bytes: magic u32 'MRPB', version u16 (1), length u16 (240),
+ * the handle record (72 bytes), the descriptor (160 bytes); exactly one fd, the pool's. The
+ * importer imports the pool (or uses the resource it already imported from it) and then the buffer;
+ * the fd stays the caller's. */
 #include <string.h>
 
 #include "ipc-private.h"
@@ -31,16 +32,13 @@ _memres_pool_message_declared_length (const guint8 *header)
   _memres_set_invalid_record ((error), "pool buffer message", (field), __VA_ARGS__)
 
 gboolean
-_memres_ipc_send_pool_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
+_memres_pool_export_message (MemresBuffer *buf, GBytes **bytes, gint **fds, guint *n_fds,
+                             GError **error)
 {
   guint8 message[MEMRES_POOL_MESSAGE_SIZE];
   MemresBufferDescriptor descriptor;
   MemresIpcHandle *handle;
-  gint fd;
-  gboolean ok;
 
-  if (!_memres_ipc_check_socket (socket_fd, error))
-    return FALSE;
   if (!memres_buffer_export (buf, &descriptor, error))
     return FALSE;
   handle = memres_resource_export_handle (memres_buffer_get_resource (buf), error);
@@ -52,18 +50,20 @@ _memres_ipc_send_pool_buffer (gint socket_fd, MemresBuffer *buf, GError **error)
   _memres_put_le (message + P_OFF_LENGTH, MEMRES_POOL_MESSAGE_SIZE, 2);
   _memres_ipc_handle_encode (handle, message + P_OFF_HANDLE);
   memcpy (message + P_OFF_DESCRIPTOR, descriptor.bytes, MEMRES_BUFFER_DESCRIPTOR_SIZE);
-  fd = memres_ipc_handle_get_fd (handle);
-  ok = _memres_ipc_send_message (socket_fd, "buffer", message, sizeof message, &fd, 1, error);
-  memres_ipc_handle_free (handle); /* closes this process's fd: the peer has its own */
-  return ok;
+  *bytes = g_bytes_new (message, sizeof message);
+  *fds = g_new (gint, 1);
+  (*fds)[0] = memres_ipc_handle_steal_fd (handle); /* the caller's now */
+  *n_fds = 1;
+  memres_ipc_handle_free (handle);
+  return TRUE;
 }
 
 /* Checks everything in @message that needs no import: framing, record order, the one fd, both
  * records by their codecs, and that the descriptor belongs to the handle's pool. On success
- * *handle owns the fd (removed from @fds). */
+ * *handle holds the caller's fd (lent: steal it back before freeing the handle). */
 static gboolean
-check_message (const guint8 *message, gsize length, GArray *fds, MemresIpcHandle **handle,
-               GError **error)
+check_message (const guint8 *message, gsize length, const gint *fds, guint n_fds,
+               MemresIpcHandle **handle, GError **error)
 {
   guint64 version = _memres_get_le (message + P_OFF_VERSION, 2);
   guint64 declared = _memres_get_le (message + P_OFF_LENGTH, 2);
@@ -84,10 +84,9 @@ check_message (const guint8 *message, gsize length, GArray *fds, MemresIpcHandle
     return invalid (error, "records",
                     "the buffer's descriptor comes before the pool's handle (expected the "
                     "handle record first)");
-  if (fds->len != 1)
-    return invalid (error, "fds", "%u file descriptors attached (expected 1, the pool's)",
-                    fds->len);
-  h = _memres_ipc_handle_decode (message + P_OFF_HANDLE, g_array_index (fds, int, 0), error);
+  if (n_fds != 1)
+    return invalid (error, "fds", "%u file descriptors attached (expected 1, the pool's)", n_fds);
+  h = _memres_ipc_handle_decode (message + P_OFF_HANDLE, fds[0], error);
   if (h == NULL)
     return FALSE;
   name = memres_ipc_handle_get_kind (h);
@@ -106,25 +105,24 @@ check_message (const guint8 *message, gsize length, GArray *fds, MemresIpcHandle
       invalid (error, "pool", "the buffer's pool id or device UUID is not the pool's");
       goto fail;
     }
-  g_array_set_size (fds, 0); /* the handle owns the fd now */
   *handle = h;
   return TRUE;
 
 fail:
-  memres_ipc_handle_steal_fd (h); /* the fd stays in @fds, closed by the caller */
+  memres_ipc_handle_steal_fd (h); /* the fd stays the caller's */
   memres_ipc_handle_free (h);
   return FALSE;
 }
 
 MemresBuffer *
-_memres_ipc_receive_pool_buffer (const guint8 *message, gsize length, GArray *fds,
-                                 MemresResource *importer, MemresStream stream, GError **error)
+_memres_pool_import_message (const guint8 *message, gsize length, const gint *fds, guint n_fds,
+                             MemresResource *importer, MemresStream stream, GError **error)
 {
   MemresIpcHandle *handle = NULL;
   MemresResource *pool = NULL;
   MemresBuffer *buf = NULL;
 
-  if (!check_message (message, length, fds, &handle, error))
+  if (!check_message (message, length, fds, n_fds, &handle, error))
     return NULL;
   if (importer != NULL)
     {
@@ -152,6 +150,7 @@ _memres_ipc_receive_pool_buffer (const guint8 *message, gsize length, GArray *fd
 
 out:
   g_clear_pointer (&pool, memres_resource_unref);
+  memres_ipc_handle_steal_fd (handle); /* the caller's fd, not closed here */
   memres_ipc_handle_free (handle);
   return buf;
 }

@@ -192,26 +192,42 @@ gboolean _memres_layout_decode (gconstpointer data, gsize length, char kind[MEMR
                                 MemresBufferChunks *chunks, GError **error);
 gboolean _memres_layout_check (const MemresBufferChunks *chunks, GError **error);
 
-/* ipc-pool-message.c: a pool buffer as one message for memres_ipc_send_buffer() (see there):
- * magic u32 'MRPB', version u16 (1), length u16 (240), the pool's handle record (MRIH), the
- * buffer's descriptor (MRBD); one fd, the pool's.
+/* ipc-pool-message.c: a pool buffer as one message (ipc-message.c, see there): magic u32
+ * 'MRPB', version u16 (1), length u16 (240), the pool's handle record (MRIH), the buffer's
+ * descriptor (MRBD); one fd, the pool's.
  * _memres_pool_message_declared_length(): the length field of a message whose first bytes
  *   (at least 8) are at @header.
- * _memres_ipc_send_pool_buffer(): exports @buf (memres_buffer_export()) and its pool
- *   (memres_resource_export_handle()) and sends both; the pool's fd is closed before it returns.
- * _memres_ipc_receive_pool_buffer(): checks a received message (@length bytes, @fds every fd
- *   that came with it, which the caller closes; an fd taken over is removed from it), imports
- *   the pool or, when @importer is not NULL, uses @importer, which must be the resource imported
- *   from that pool, and imports the buffer. Errors: MEMRES_ERROR_INVALID_DESCRIPTOR for a bad
- *   message (before any import) or an importer of another pool, and those of
- *   memres_resource_import_handle() and memres_buffer_import(). */
+ * _memres_pool_export_message(): exports @buf (memres_buffer_export()) and its pool
+ *   (memres_resource_export_handle()) as one message: *@bytes (transfer full) and one new fd
+ *   of the pool in *@fds (g_new'd; the caller closes it and frees the array).
+ * _memres_pool_import_message(): checks a message (@length bytes, @n_fds fds at @fds, lent:
+ *   none is closed or kept), imports the pool or, when @importer is not NULL, uses @importer,
+ *   which must be the resource imported from that pool, and imports the buffer. Errors:
+ *   MEMRES_ERROR_INVALID_DESCRIPTOR for a bad message (before any import) or an importer of
+ *   another pool, and those of memres_resource_import_handle() and memres_buffer_import(). */
 #define MEMRES_POOL_MESSAGE_MAGIC   0x4250524du /* "MRPB" read as little-endian u32 */
 #define MEMRES_POOL_MESSAGE_VERSION 1
 #define MEMRES_POOL_MESSAGE_SIZE    (8 + MEMRES_HANDLE_RECORD_SIZE + MEMRES_BUFFER_DESCRIPTOR_SIZE)
 gsize _memres_pool_message_declared_length (const guint8 *header);
-gboolean _memres_ipc_send_pool_buffer (gint socket_fd, MemresBuffer *buf, GError **error);
-MemresBuffer *_memres_ipc_receive_pool_buffer (const guint8 *message, gsize length, GArray *fds,
-                                               MemresResource *importer, MemresStream stream,
-                                               GError **error);
+gboolean _memres_pool_export_message (MemresBuffer *buf, GBytes **bytes, gint **fds, guint *n_fds,
+                                      GError **error);
+MemresBuffer *_memres_pool_import_message (const guint8 *message, gsize length, const gint *fds,
+                                           guint n_fds, MemresResource *importer,
+                                           MemresStream stream, GError **error);
+
+/* ipc-chunks.c: a buffer shared by chunks as one message (ipc-message.c, see there): the
+ * layout record and one shareable-handle fd per chunk.
+ * _memres_chunks_export_message(): @buf's message through the export_chunks slot of @mr (the
+ *   layer that made its allocation, which has the slot): *@bytes (transfer full), the fds in
+ *   *@fds (g_new'd; the caller closes them and frees the array); on failure none stays open.
+ * _memres_chunks_import_message(): decodes and checks the layout record (@length bytes) against
+ *   @n_fds and @importer, and maps it through the import_chunks slot; the fds at @fds are lent
+ *   (none is closed or kept). Errors: MEMRES_ERROR_INVALID_ARGUMENT (@importer NULL),
+ *   MEMRES_ERROR_INVALID_DESCRIPTOR, MEMRES_ERROR_NOT_SUPPORTED, and the slot's. */
+gboolean _memres_chunks_export_message (MemresResource *mr, MemresBuffer *buf, GBytes **bytes,
+                                        gint **fds, guint *n_fds, GError **error);
+MemresBuffer *_memres_chunks_import_message (MemresResource *importer, const guint8 *data,
+                                             gsize length, const gint *fds, guint n_fds,
+                                             MemresStream stream, GError **error);
 
 G_END_DECLS

@@ -66,10 +66,19 @@ MemresIpcHandle *memres_ipc_receive_handle_with_flags (gint socket_fd, MemresIpc
 
 /* A whole buffer over the same transport, in one message: its physical chunks' fds plus their
  * layout (vmm with handle_type=posix_fd), or (since 2.0) a pool buffer's pool handle and
- * descriptor (ipc, pinned with ipc=true). Documentation in core/ipc/ipc-chunks.c. Since: 1.1 */
+ * descriptor (ipc, pinned with ipc=true). Documentation in core/ipc/ipc-message.c. Since: 1.1 */
 gboolean memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error);
 MemresBuffer *memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer,
                                          MemresIpcFlags flags, MemresStream stream, GError **error);
+
+/* The message those two carry, for a transport of the application's own: bytes plus fds, for
+ * either family (the fds of an export are the caller's to close; an import only borrows them).
+ * Documentation in core/ipc/ipc-message.c. Since: 2.0 */
+gboolean memres_buffer_export_message (MemresBuffer *buf, GBytes **bytes, gint **fds, guint *n_fds,
+                                       GError **error);
+MemresBuffer *memres_buffer_import_message (MemresResource *importer, gconstpointer data,
+                                            gsize length, const gint *fds, guint n_fds,
+                                            MemresStream stream, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MemresIpcHandle, memres_ipc_handle_free)
 
