@@ -93,8 +93,8 @@ close_exported (GBytes *bytes, gint *fds, guint n_fds)
  * Makes the message that shares @buf with another process, for an application that carries it
  * by its own transport (or several in one of its own messages); memres_ipc_send_buffer() is
  * this call plus one sendmsg() of the bytes with the fds in `SCM_RIGHTS`. Deliver the bytes and
- * the fds together and unchanged (the fds as the peer's duplicates, e.g. `SCM_RIGHTS`,
- * pidfd_getfd() or a fork): the peer maps the buffer with memres_buffer_import_message(). The
+ * the fds together and unchanged (the fds as the peer's duplicates, e.g. `SCM_RIGHTS` or
+ * pidfd_getfd()): the peer maps the buffer with memres_buffer_import_message(). The
  * format is the one memres_ipc_send_buffer() sends (see docs/ipc.md): for a pool buffer the `MRPB`
  * record (the pool's handle record and the buffer's descriptor, 240 bytes) and one fd of the pool;
  * for a buffer shared by chunks the `MRCB` layout record (88 bytes plus 8 per chunk) and one

@@ -637,16 +637,19 @@ typedef struct
  *   the last buffer using it closes. The mapping is usable in @stream's order. On failure
  *   nothing stays mapped. Any thread. Errors also: %MEMRES_ERROR_NOT_SUPPORTED (not an
  *   importer), a %MEMRES_CUDA_ERROR. Since: 2.0
- * @export_chunks: optional, for memres_ipc_send_buffer(). Fills @out (zero-filled on entry)
+ * @export_chunks: optional, for memres_ipc_send_buffer() and memres_buffer_export_message().
+ *   Fills @out (zero-filled on entry)
  *   for @alloc (transfer none), a live, non-empty allocation of this instance that was not
  *   imported: the device UUID, handle type, location type, granularity, @alloc->size as the
  *   buffer size, and for each physical allocation in address order its size and a NEW
  *   shareable-handle fd (for vmm: cuMemExportToShareableHandle()). On success the fds belong to
- *   the core, which sends and closes them; on failure no fd stays open. Errors:
+ *   the core, which sends and closes them (or hands them to the caller of
+ *   memres_buffer_export_message()); on failure no fd stays open. Errors:
  *   %MEMRES_ERROR_NOT_SUPPORTED (the instance was not created with a POSIX-fd handle type, the
  *   buffer was imported, or it has more than %MEMRES_IPC_MAX_CHUNKS chunks), a
  *   %MEMRES_CUDA_ERROR. Any thread. Since: 2.0
- * @import_chunks: optional, for memres_ipc_receive_buffer(). Maps the chunks @in describes
+ * @import_chunks: optional, for memres_ipc_receive_buffer() and memres_buffer_import_message().
+ *   Maps the chunks @in describes
  *   (a message from another process; the core checked its framing, see #MemresBufferChunks)
  *   into ONE new address range of this instance, in order, with this instance's own access
  *   rights, and fills @alloc (zero-filled on entry): the address, @in->size as the size, and
