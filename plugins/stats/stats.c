@@ -14,9 +14,10 @@
  * asymmetric barrier of owner-fence.h; where membarrier() cannot be used the counts are shared
  * from the start). The first other thread to count makes the counts shared for good
  * (share_counts(): it waits until the owner is out of its last update, so that the counts stay
- * exact); from then on no lock, and one locked instruction per call: the current bytes and count
- * change together with one 16-byte compare-and-swap (x86_64; elsewhere one atomic add each); a
- * peak moves only when a new high is reached (a relaxed load, and a compare-and-swap only then).
+ * exact); from then on no lock, and two locked instructions per call: one atomic add each to the
+ * current bytes and count, on one cache line (an add never fails and retries, as a
+ * compare-and-swap of both would when threads collide); a peak moves only when a new high is
+ * reached (a relaxed load, and a compare-and-swap only then), to the value the add returned.
  * The totals are then counted at allocate on a shard of the calling thread (the former owner
  * too), a cache line or two written by that thread alone with plain stores; the owner's totals
  * in the instance stay as they were, and a reader sums them and the shards. A thread finds its
@@ -39,20 +40,9 @@ struct _Shard
   Shard *next;
 };
 
-/* The current bytes and count, changed together: on x86_64 with one 16-byte compare-and-swap
- * (one locked instruction for both), elsewhere with one atomic add each. */
-#if defined(__x86_64__)
-#define STATS_PAIR_CAS 1
-#define STATS_HOT      __attribute__ ((target ("cx16")))
-#else
-#define STATS_PAIR_CAS 0
-#define STATS_HOT
-#endif
-
 typedef struct
 {
-  /* line 0, written on every allocate and free (by every thread once shared); 16-byte aligned
-   * (the private data is) */
+  /* line 0, written on every allocate and free (by every thread once shared) */
   guint64 bytes_current;
   guint64 count_current;
   guint64 bytes_peak;
@@ -74,7 +64,7 @@ typedef struct
   guint64 classes_base[MEMRES_STATS_N_SIZE_CLASSES];
 } StatsResource;
 
-/* the pair at the start of the 16-byte aligned private data, the owner's path on line 0 */
+/* the current values at the start of the private data, the owner's path on line 0 */
 G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_current) == 0);
 G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, count_current) == 8);
 G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_allocated) < 64);
@@ -202,32 +192,12 @@ this_thread (void)
 
 /* Adds @bytes and @count (two's complement for a decrease) to the current values; stores the
  * new ones in *@new_bytes and *@new_count. */
-static inline STATS_HOT void
+static inline void
 current_add (StatsResource *self, guint64 bytes, guint64 count, guint64 *new_bytes,
              guint64 *new_count)
 {
-#if STATS_PAIR_CAS
-  typedef unsigned __int128 Pair;
-  Pair *pair = (Pair *) &self->bytes_current;
-  guint64 b = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED);
-  guint64 c = __atomic_load_n (&self->count_current, __ATOMIC_RELAXED);
-
-  for (;;)
-    {
-      Pair old = ((Pair) c << 64) | b;
-      Pair prev = __sync_val_compare_and_swap (pair, old, ((Pair) (c + count) << 64) | (b + bytes));
-
-      if (G_LIKELY (prev == old))
-        break;
-      b = (guint64) prev;
-      c = (guint64) (prev >> 64);
-    }
-  *new_bytes = b + bytes;
-  *new_count = c + count;
-#else
   *new_bytes = __atomic_add_fetch (&self->bytes_current, bytes, __ATOMIC_RELAXED);
   *new_count = __atomic_add_fetch (&self->count_current, count, __ATOMIC_RELAXED);
-#endif
 }
 
 static inline void
@@ -320,7 +290,7 @@ owner_count (StatsResource *self, guint64 bytes, guint64 count, gboolean allocat
 
 /* tally(), out of line: the first count, a thread other than the owner, shared counts. */
 G_GNUC_NO_INLINE
-static STATS_HOT void
+static void
 tally_slow (StatsResource *self, guint64 bytes, guint64 count, gboolean allocated)
 {
   Shard *shard;
@@ -355,7 +325,7 @@ tally (StatsResource *self, guint64 bytes, guint64 count, gboolean allocated)
     tally_slow (self, bytes, count, allocated);
 }
 
-static STATS_HOT gboolean
+static gboolean
 stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
@@ -373,7 +343,7 @@ stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
   return TRUE;
 }
 
-static STATS_HOT gboolean
+static gboolean
 stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   StatsResource *self = mr->priv;
