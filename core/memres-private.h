@@ -489,6 +489,8 @@ MemresBuffer *_memres_buffer_new_imported (MemresResource *mr, const MemresAlloc
                                            MemresStream stream, MemresIpcMapping *mapping);
 
 /* spec.c */
+gboolean _memres_set_spec_error (GError **error, const char *spec, const char *format, ...)
+    G_GNUC_PRINTF (3, 4);
 gboolean _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray **values,
                              GError **error);
 GStrv _memres_split (const char *text, char separator);

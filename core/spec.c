@@ -43,6 +43,23 @@ _memres_kind_name_is_valid (const char *name)
   return _memres_key_is_valid (name) && strlen (name) < MEMRES_KIND_NAME_MAX;
 }
 
+/* MEMRES_ERROR_INVALID_ARGUMENT "invalid spec \"SPEC\": " and the message @format makes, @spec
+ * made printable (_memres_show_input()); returns FALSE. */
+gboolean
+_memres_set_spec_error (GError **error, const char *spec, const char *format, ...)
+{
+  g_autofree char *shown = _memres_show_input (spec);
+  g_autofree char *why = NULL;
+  va_list args;
+
+  va_start (args, format);
+  why = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "invalid spec \"%s\": %s", shown,
+               why);
+  return FALSE;
+}
+
 /* _memres_kind_name_is_valid(), setting MEMRES_ERROR_INVALID_ARGUMENT with the rule when not.
  * @name may be NULL (invalid). */
 gboolean
@@ -327,7 +344,6 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
 {
   const char *colon;
   g_autofree char *name = NULL;
-  g_autofree char *shown = NULL; /* the spec, as error messages quote it */
   g_autoptr (GPtrArray) k = NULL;
   g_autoptr (GPtrArray) v = NULL;
   g_auto (GStrv) items = NULL;
@@ -338,24 +354,14 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
   colon = strchr (spec, ':');
   name = colon != NULL ? g_strndup (spec, (gsize) (colon - spec)) : g_strdup (spec);
   if (name[0] == '\0')
-    {
-      shown = _memres_show_input (spec);
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "invalid spec \"%s\": it names no kind (expected KIND[:KEY=VALUE,...])", shown);
-      return FALSE;
-    }
+    return _memres_set_spec_error (error, spec, "it names no kind (expected KIND[:KEY=VALUE,...])");
   if (!_memres_kind_name_check (name, error))
     return FALSE;
 
   k = g_ptr_array_new_with_free_func (g_free);
   v = g_ptr_array_new_with_free_func (g_free);
   if (colon != NULL && colon[1] == '\0')
-    {
-      shown = _memres_show_input (spec);
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "invalid spec \"%s\": empty option list after ':' (expected KEY=VALUE)", shown);
-      return FALSE;
-    }
+    return _memres_set_spec_error (error, spec, "empty option list after ':' (expected KEY=VALUE)");
   if (colon != NULL)
     {
       items = _memres_split_unescaped (colon + 1, ',');
@@ -366,34 +372,23 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
           g_autofree char *key = NULL;
 
           if (item[0] == '\0')
-            {
-              shown = _memres_show_input (spec);
-              g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                           "invalid spec \"%s\": empty option (expected KEY=VALUE)", shown);
-              return FALSE;
-            }
+            return _memres_set_spec_error (error, spec, "empty option (expected KEY=VALUE)");
           if (eq == NULL)
             {
               g_autofree char *shown_item = _memres_show_input (item);
 
-              shown = _memres_show_input (spec);
-              g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                           "invalid spec \"%s\": option \"%s\" has no value (missing '=', "
-                           "expected KEY=VALUE)",
-                           shown, shown_item);
-              return FALSE;
+              return _memres_set_spec_error (error, spec,
+                                             "option \"%s\" has no value (missing '=', expected "
+                                             "KEY=VALUE)",
+                                             shown_item);
             }
           key = g_strndup (item, (gsize) (eq - item));
           if (!_memres_key_is_valid (key))
             {
               g_autofree char *shown_key = _memres_show_input (key);
 
-              shown = _memres_show_input (spec);
-              g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                           "invalid spec \"%s\": invalid key \"%s\" (keys match "
-                           "[a-z][a-z0-9_]*)",
-                           shown, shown_key);
-              return FALSE;
+              return _memres_set_spec_error (
+                  error, spec, "invalid key \"%s\" (keys match [a-z][a-z0-9_]*)", shown_key);
             }
           g_ptr_array_add (k, g_steal_pointer (&key));
           g_ptr_array_add (v, _memres_unescape (eq + 1, strlen (eq + 1)));
