@@ -180,6 +180,22 @@ _memres_unescape (const char *text, gsize len)
   return out;
 }
 
+/* The error of a size that does not parse (@too_large: digits beyond 64 bits); returns FALSE. */
+static gboolean
+size_error (const char *text, gboolean too_large, GError **error)
+{
+  g_autofree char *shown = _memres_show_input (text);
+
+  if (too_large)
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                 "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", shown,
+                 G_MAXUINT64);
+  else
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                 "invalid size \"%s\": " SIZE_SYNTAX, shown);
+  return FALSE;
+}
+
 /* Parses a size: plain bytes, or with a B/KiB/MiB/GiB/TiB suffix, or `max` (G_MAXUINT64).
  * Sets MEMRES_ERROR_INVALID_ARGUMENT on anything else, including negative numbers, exponents
  * and results that do not fit in 64 bits. */
@@ -191,7 +207,6 @@ _memres_parse_size (const char *text, guint64 *bytes, GError **error)
     const char *suffix;
     guint shift;
   } units[] = { { "", 0 }, { "B", 0 }, { "KiB", 10 }, { "MiB", 20 }, { "GiB", 30 }, { "TiB", 40 } };
-  g_autofree char *shown = NULL;
   guint64 value;
   const char *end;
   gsize i;
@@ -204,36 +219,17 @@ _memres_parse_size (const char *text, guint64 *bytes, GError **error)
       return TRUE;
     }
   if (!parse_digits (text, &value, &end))
-    {
-      shown = _memres_show_input (text);
-      if (g_ascii_isdigit (text[0]))
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", shown,
-                     G_MAXUINT64);
-      else
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "invalid size \"%s\": " SIZE_SYNTAX, shown);
-      return FALSE;
-    }
+    return size_error (text, g_ascii_isdigit (text[0]), error);
   for (i = 0; i < G_N_ELEMENTS (units); i++)
     {
       if (strcmp (end, units[i].suffix) != 0)
         continue;
       if (units[i].shift > 0 && value > (G_MAXUINT64 >> units[i].shift))
-        {
-          shown = _memres_show_input (text);
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                       "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", shown,
-                       G_MAXUINT64);
-          return FALSE;
-        }
+        return size_error (text, TRUE, error);
       *bytes = value << units[i].shift;
       return TRUE;
     }
-  shown = _memres_show_input (text);
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-               "invalid size \"%s\": " SIZE_SYNTAX, shown);
-  return FALSE;
+  return size_error (text, FALSE, error);
 }
 
 /**
