@@ -13,6 +13,24 @@ set_no_entry (GError **error, const MemresCudaDriver *drv, const char *entries)
   return FALSE;
 }
 
+/* Pushes @ctx unless it is current (or NULL); *@pushed is set only when it was pushed. */
+static gboolean
+push_unless_current (const MemresCudaDriver *drv, CUcontext ctx, gboolean *pushed, GError **error)
+{
+  CUcontext current = NULL;
+  CUresult r = drv->cuCtxGetCurrent (&current);
+
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuCtxGetCurrent");
+  if (ctx == NULL || ctx == current)
+    return TRUE;
+  r = drv->cuCtxPushCurrent (ctx);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
+  *pushed = TRUE;
+  return TRUE;
+}
+
 /**
  * memres_cuda_push_context:
  * @device: a CUDA device ordinal
@@ -40,8 +58,7 @@ gboolean
 memres_cuda_push_context (gint device, gboolean *pushed, GError **error)
 {
   const MemresCudaDriver *drv = memres_cuda_get_driver (error);
-  CUcontext primary, current = NULL;
-  CUresult r;
+  CUcontext primary;
 
   g_return_val_if_fail (pushed != NULL, FALSE);
 
@@ -50,16 +67,7 @@ memres_cuda_push_context (gint device, gboolean *pushed, GError **error)
     return FALSE;
   if (drv->cuCtxPushCurrent == NULL || drv->cuCtxPopCurrent == NULL)
     return set_no_entry (error, drv, "cuCtxPushCurrent or cuCtxPopCurrent");
-  r = drv->cuCtxGetCurrent (&current);
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuCtxGetCurrent");
-  if (current == primary)
-    return TRUE;
-  r = drv->cuCtxPushCurrent (primary);
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
-  *pushed = TRUE;
-  return TRUE;
+  return push_unless_current (drv, primary, pushed, error);
 }
 
 /**
@@ -130,7 +138,7 @@ gboolean
 memres_cuda_push_stream_context (gint device, MemresStream stream, gboolean *pushed, GError **error)
 {
   const MemresCudaDriver *drv = memres_cuda_get_driver (error);
-  CUcontext current = NULL, own = NULL;
+  CUcontext own = NULL;
   CUdevice current_device;
   CUresult res;
 
@@ -147,16 +155,7 @@ memres_cuda_push_stream_context (gint device, MemresStream stream, gboolean *pus
       res = drv->cuStreamGetCtx ((CUstream) stream, &own);
       if (res != CUDA_SUCCESS)
         return memres_cuda_set_error (error, res, "cuStreamGetCtx");
-      res = drv->cuCtxGetCurrent (&current);
-      if (res != CUDA_SUCCESS)
-        return memres_cuda_set_error (error, res, "cuCtxGetCurrent");
-      if (own == NULL || own == current)
-        return TRUE;
-      res = drv->cuCtxPushCurrent (own);
-      if (res != CUDA_SUCCESS)
-        return memres_cuda_set_error (error, res, "cuCtxPushCurrent");
-      *pushed = TRUE;
-      return TRUE;
+      return push_unless_current (drv, own, pushed, error);
     }
   if (device < 0 || drv->cuCtxGetDevice == NULL)
     return TRUE;
