@@ -98,39 +98,20 @@ parse_digits (const char *text, guint64 *value, const char **end)
   return TRUE;
 }
 
-/* @text split at every @separator, like g_strsplit() with a one-character separator, but in
- * time linear in the length of @text under AddressSanitizer too (its strstr() interceptor,
- * which g_strsplit() calls once per piece, measures the rest of the string every time: a
- * megabyte of user input with a separator every other byte took minutes). */
-GStrv
-_memres_split (const char *text, char separator)
+/* @text split at every @separator (with @escapes, at every one that no backslash escapes: the
+ * pieces keep their escapes), like g_strsplit() with a one-character separator, but in time
+ * linear in the length of @text under AddressSanitizer too (its strstr() interceptor, which
+ * g_strsplit() calls once per piece, measures the rest of the string every time: a megabyte of
+ * user input with a separator every other byte took minutes). */
+static GStrv
+split_at (const char *text, char separator, gboolean escapes)
 {
   GPtrArray *parts = g_ptr_array_new ();
   const char *start = text;
-  const char *end;
 
-  while ((end = strchr (start, separator)) != NULL)
+  for (const char *p = text; *p != '\0'; p++)
     {
-      g_ptr_array_add (parts, g_strndup (start, (gsize) (end - start)));
-      start = end + 1;
-    }
-  g_ptr_array_add (parts, g_strdup (start));
-  g_ptr_array_add (parts, NULL);
-  return (GStrv) g_ptr_array_free (parts, FALSE);
-}
-
-/* _memres_split() at every @separator that no backslash escapes; the pieces keep their
- * escapes. */
-GStrv
-_memres_split_unescaped (const char *text, char separator)
-{
-  GPtrArray *parts = g_ptr_array_new ();
-  const char *start = text;
-  const char *p;
-
-  for (p = text; *p != '\0'; p++)
-    {
-      if (*p == '\\' && p[1] != '\0')
+      if (escapes && *p == '\\' && p[1] != '\0')
         p++;
       else if (*p == separator)
         {
@@ -141,6 +122,18 @@ _memres_split_unescaped (const char *text, char separator)
   g_ptr_array_add (parts, g_strdup (start));
   g_ptr_array_add (parts, NULL);
   return (GStrv) g_ptr_array_free (parts, FALSE);
+}
+
+GStrv
+_memres_split (const char *text, char separator)
+{
+  return split_at (text, separator, FALSE);
+}
+
+GStrv
+_memres_split_unescaped (const char *text, char separator)
+{
+  return split_at (text, separator, TRUE);
 }
 
 /* @text with `\`, `,` and `>` escaped by a backslash, as values are written in specs. */
