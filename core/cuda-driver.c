@@ -31,8 +31,8 @@ driver_path (void)
  * name up to that version; for the names below a newer ABI (a context argument from CUDA 13.0;
  * a green-context argument for cuStreamGetCtx from 12.5) exists while cuda.h keeps declaring
  * the old one under the plain name, so they are asked for at 12000 to get the ABI the table's
- * type describes. core/cuda-entry-check.c checks every
- * field against the driver's typedefs at compile time. */
+ * type describes. tests/cuda-entry-check.c checks every field against the driver's typedefs at
+ * compile time. */
 static int
 entry_version (const char *name)
 {

@@ -13,6 +13,24 @@ set_no_entry (GError **error, const MemresCudaDriver *drv, const char *entries)
   return FALSE;
 }
 
+/* Pushes @ctx unless it is current (or NULL); *@pushed is set only when it was pushed. */
+static gboolean
+push_unless_current (const MemresCudaDriver *drv, CUcontext ctx, gboolean *pushed, GError **error)
+{
+  CUcontext current = NULL;
+  CUresult r = drv->cuCtxGetCurrent (&current);
+
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuCtxGetCurrent");
+  if (ctx == NULL || ctx == current)
+    return TRUE;
+  r = drv->cuCtxPushCurrent (ctx);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
+  *pushed = TRUE;
+  return TRUE;
+}
+
 /**
  * memres_cuda_push_context:
  * @device: a CUDA device ordinal
@@ -40,8 +58,7 @@ gboolean
 memres_cuda_push_context (gint device, gboolean *pushed, GError **error)
 {
   const MemresCudaDriver *drv = memres_cuda_get_driver (error);
-  CUcontext primary, current = NULL;
-  CUresult r;
+  CUcontext primary;
 
   g_return_val_if_fail (pushed != NULL, FALSE);
 
@@ -50,16 +67,7 @@ memres_cuda_push_context (gint device, gboolean *pushed, GError **error)
     return FALSE;
   if (drv->cuCtxPushCurrent == NULL || drv->cuCtxPopCurrent == NULL)
     return set_no_entry (error, drv, "cuCtxPushCurrent or cuCtxPopCurrent");
-  r = drv->cuCtxGetCurrent (&current);
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuCtxGetCurrent");
-  if (current == primary)
-    return TRUE;
-  r = drv->cuCtxPushCurrent (primary);
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuCtxPushCurrent");
-  *pushed = TRUE;
-  return TRUE;
+  return push_unless_current (drv, primary, pushed, error);
 }
 
 /**
@@ -92,52 +100,82 @@ memres_cuda_pop_context (gboolean pushed)
     }
 }
 
-/* The context stream work runs in (transfers, the stream waits below, IPC close ordering in
- * ipc/ipc-buffers.c). An explicit stream runs in its own context, which the real driver wants
- * current for the call (a copy on device 1's stream while device 0's context is current fails
- * with CUDA_ERROR_INVALID_VALUE, seen on two H200s): it is pushed when another is current. The
- * default streams (NULL, MEMRES_STREAM_LEGACY, CU_STREAM_PER_THREAD) are the current context's, so
- * for device memory the device's primary context is pushed for the call when a context of another
- * device is current; for host memory (@device -1) the current context is used. */
+/**
+ * memres_cuda_push_stream_context:
+ * @device: the device ordinal of the memory the work is on, or -1 for host memory
+ * @stream: the stream the work is queued on; %NULL or %MEMRES_STREAM_LEGACY is the legacy default
+ *   stream
+ * @pushed: (out): set to whether a context was pushed, for memres_cuda_pop_context()
+ * @error: return location for a #GError, or %NULL
+ *
+ * Makes the context that work queued on @stream runs in current on the calling thread, for
+ * driver calls that queue work on it (cuMemcpyAsync(), cuMemsetD8Async(), cuMemPrefetchAsync(),
+ * cuStreamWaitEvent()...). An explicit stream runs in its own context (cuStreamGetCtx()), which
+ * the real driver wants current for the call (a copy on device 1's stream while device 0's context
+ * is current fails with `CUDA_ERROR_INVALID_VALUE`): it is pushed (cuCtxPushCurrent()) when
+ * another is current. The default streams (%NULL, %MEMRES_STREAM_LEGACY, `CU_STREAM_PER_THREAD`)
+ * are the current context's: for device memory, @device's primary context is pushed
+ * (memres_cuda_push_context()) when the current context is another device's (cuCtxGetDevice());
+ * for host memory (@device -1) the current context is used. When no context is current at all,
+ * @device's primary context (device 0's for -1) is made current first and stays current
+ * (memres_cuda_ensure_context()). A driver without cuStreamGetCtx, cuCtxPushCurrent or
+ * cuCtxPopCurrent gets nothing pushed for an explicit stream.
+ *
+ * This is the context memres_buffer_copy_to(), memres_buffer_fill(), memres_buffer_prefetch() and
+ * memres_cuda_stream_synchronize() use. Always pair a success with memres_cuda_pop_context
+ * (@pushed) on the same thread, after the calls; on failure nothing was pushed. Thread-safe (it
+ * acts on the calling thread only).
+ *
+ * Errors: those of memres_cuda_ensure_context() and memres_cuda_push_context();
+ * %MEMRES_CUDA_ERROR when cuStreamGetCtx(), cuCtxGetCurrent(), cuCtxGetDevice() or
+ * cuCtxPushCurrent() fails (`CUDA_ERROR_INVALID_HANDLE` for a stream the driver knows is gone).
+ *
+ * Returns: %TRUE when @stream's context is current
+ *
+ * Since: 2.0
+ */
 gboolean
-_memres_stream_context_begin (MemresStreamContext *t, gint device, MemresStream stream,
-                              GError **error)
+memres_cuda_push_stream_context (gint device, MemresStream stream, gboolean *pushed, GError **error)
 {
-  CUcontext current = NULL, own = NULL;
+  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
+  CUcontext own = NULL;
   CUdevice current_device;
   CUresult res;
 
-  t->pushed = FALSE;
-  t->drv = memres_cuda_get_driver (error);
-  if (t->drv == NULL || !memres_cuda_ensure_context (MAX (device, 0), error))
+  g_return_val_if_fail (pushed != NULL, FALSE);
+
+  *pushed = FALSE;
+  if (drv == NULL || !memres_cuda_ensure_context (MAX (device, 0), error))
     return FALSE;
   if ((guintptr) stream > (guintptr) CU_STREAM_PER_THREAD)
     {
-      if (t->drv->cuStreamGetCtx == NULL || t->drv->cuCtxPushCurrent == NULL
-          || t->drv->cuCtxPopCurrent == NULL)
+      if (drv->cuStreamGetCtx == NULL || drv->cuCtxPushCurrent == NULL
+          || drv->cuCtxPopCurrent == NULL)
         return TRUE;
-      res = t->drv->cuStreamGetCtx ((CUstream) stream, &own);
+      res = drv->cuStreamGetCtx ((CUstream) stream, &own);
       if (res != CUDA_SUCCESS)
         return memres_cuda_set_error (error, res, "cuStreamGetCtx");
-      res = t->drv->cuCtxGetCurrent (&current);
-      if (res != CUDA_SUCCESS)
-        return memres_cuda_set_error (error, res, "cuCtxGetCurrent");
-      if (own == NULL || own == current)
-        return TRUE;
-      res = t->drv->cuCtxPushCurrent (own);
-      if (res != CUDA_SUCCESS)
-        return memres_cuda_set_error (error, res, "cuCtxPushCurrent");
-      t->pushed = TRUE;
-      return TRUE;
+      return push_unless_current (drv, own, pushed, error);
     }
-  if (device < 0 || t->drv->cuCtxGetDevice == NULL)
+  if (device < 0 || drv->cuCtxGetDevice == NULL)
     return TRUE;
-  res = t->drv->cuCtxGetDevice (&current_device);
+  res = drv->cuCtxGetDevice (&current_device);
   if (res != CUDA_SUCCESS)
     return memres_cuda_set_error (error, res, "cuCtxGetDevice");
   if (current_device == device)
     return TRUE;
-  return memres_cuda_push_context (device, &t->pushed, error);
+  return memres_cuda_push_context (device, pushed, error);
+}
+
+/* The core's callers (transfers, the stream waits below, IPC close ordering in
+ * ipc/ipc-buffers.c) keep the driver with the context. */
+gboolean
+_memres_stream_context_begin (MemresStreamContext *t, gint device, MemresStream stream,
+                              GError **error)
+{
+  t->pushed = FALSE;
+  t->drv = memres_cuda_get_driver (error);
+  return t->drv != NULL && memres_cuda_push_stream_context (device, stream, &t->pushed, error);
 }
 
 void

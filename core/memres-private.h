@@ -467,11 +467,8 @@ _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, M
   return _memres_resource_slot_result (mr, "deallocate", ok, &local, error);
 }
 
-/* cuda-helpers.c: makes the context of @stream (an explicit stream: its own; a default stream:
- * device @device's primary context unless a context of @device is current) current for driver
- * calls on it, pushing it when another is current; _memres_stream_context_end() pops what begin
- * pushed. @t->drv is the driver. Errors: those of memres_cuda_get_driver(),
- * memres_cuda_ensure_context(), MEMRES_CUDA_ERROR. */
+/* cuda-helpers.c: memres_cuda_push_stream_context() with the driver kept in @t->drv;
+ * _memres_stream_context_end() pops what begin pushed. */
 typedef struct
 {
   const MemresCudaDriver *drv;
@@ -492,6 +489,8 @@ MemresBuffer *_memres_buffer_new_imported (MemresResource *mr, const MemresAlloc
                                            MemresStream stream, MemresIpcMapping *mapping);
 
 /* spec.c */
+gboolean _memres_set_spec_error (GError **error, const char *spec, const char *format, ...)
+    G_GNUC_PRINTF (3, 4);
 gboolean _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray **values,
                              GError **error);
 GStrv _memres_split (const char *text, char separator);

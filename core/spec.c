@@ -43,6 +43,23 @@ _memres_kind_name_is_valid (const char *name)
   return _memres_key_is_valid (name) && strlen (name) < MEMRES_KIND_NAME_MAX;
 }
 
+/* MEMRES_ERROR_INVALID_ARGUMENT "invalid spec \"SPEC\": " and the message @format makes, @spec
+ * made printable (_memres_show_input()); returns FALSE. */
+gboolean
+_memres_set_spec_error (GError **error, const char *spec, const char *format, ...)
+{
+  g_autofree char *shown = _memres_show_input (spec);
+  g_autofree char *why = NULL;
+  va_list args;
+
+  va_start (args, format);
+  why = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "invalid spec \"%s\": %s", shown,
+               why);
+  return FALSE;
+}
+
 /* _memres_kind_name_is_valid(), setting MEMRES_ERROR_INVALID_ARGUMENT with the rule when not.
  * @name may be NULL (invalid). */
 gboolean
@@ -81,39 +98,20 @@ parse_digits (const char *text, guint64 *value, const char **end)
   return TRUE;
 }
 
-/* @text split at every @separator, like g_strsplit() with a one-character separator, but in
- * time linear in the length of @text under AddressSanitizer too (its strstr() interceptor,
- * which g_strsplit() calls once per piece, measures the rest of the string every time: a
- * megabyte of user input with a separator every other byte took minutes). */
-GStrv
-_memres_split (const char *text, char separator)
+/* @text split at every @separator (with @escapes, at every one that no backslash escapes: the
+ * pieces keep their escapes), like g_strsplit() with a one-character separator, but in time
+ * linear in the length of @text under AddressSanitizer too (its strstr() interceptor, which
+ * g_strsplit() calls once per piece, measures the rest of the string every time: a megabyte of
+ * user input with a separator every other byte took minutes). */
+static GStrv
+split_at (const char *text, char separator, gboolean escapes)
 {
   GPtrArray *parts = g_ptr_array_new ();
   const char *start = text;
-  const char *end;
 
-  while ((end = strchr (start, separator)) != NULL)
+  for (const char *p = text; *p != '\0'; p++)
     {
-      g_ptr_array_add (parts, g_strndup (start, (gsize) (end - start)));
-      start = end + 1;
-    }
-  g_ptr_array_add (parts, g_strdup (start));
-  g_ptr_array_add (parts, NULL);
-  return (GStrv) g_ptr_array_free (parts, FALSE);
-}
-
-/* _memres_split() at every @separator that no backslash escapes; the pieces keep their
- * escapes. */
-GStrv
-_memres_split_unescaped (const char *text, char separator)
-{
-  GPtrArray *parts = g_ptr_array_new ();
-  const char *start = text;
-  const char *p;
-
-  for (p = text; *p != '\0'; p++)
-    {
-      if (*p == '\\' && p[1] != '\0')
+      if (escapes && *p == '\\' && p[1] != '\0')
         p++;
       else if (*p == separator)
         {
@@ -124,6 +122,18 @@ _memres_split_unescaped (const char *text, char separator)
   g_ptr_array_add (parts, g_strdup (start));
   g_ptr_array_add (parts, NULL);
   return (GStrv) g_ptr_array_free (parts, FALSE);
+}
+
+GStrv
+_memres_split (const char *text, char separator)
+{
+  return split_at (text, separator, FALSE);
+}
+
+GStrv
+_memres_split_unescaped (const char *text, char separator)
+{
+  return split_at (text, separator, TRUE);
 }
 
 /* @text with `\`, `,` and `>` escaped by a backslash, as values are written in specs. */
@@ -163,6 +173,22 @@ _memres_unescape (const char *text, gsize len)
   return out;
 }
 
+/* The error of a size that does not parse (@too_large: digits beyond 64 bits); returns FALSE. */
+static gboolean
+size_error (const char *text, gboolean too_large, GError **error)
+{
+  g_autofree char *shown = _memres_show_input (text);
+
+  if (too_large)
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                 "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", shown,
+                 G_MAXUINT64);
+  else
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                 "invalid size \"%s\": " SIZE_SYNTAX, shown);
+  return FALSE;
+}
+
 /* Parses a size: plain bytes, or with a B/KiB/MiB/GiB/TiB suffix, or `max` (G_MAXUINT64).
  * Sets MEMRES_ERROR_INVALID_ARGUMENT on anything else, including negative numbers, exponents
  * and results that do not fit in 64 bits. */
@@ -174,7 +200,6 @@ _memres_parse_size (const char *text, guint64 *bytes, GError **error)
     const char *suffix;
     guint shift;
   } units[] = { { "", 0 }, { "B", 0 }, { "KiB", 10 }, { "MiB", 20 }, { "GiB", 30 }, { "TiB", 40 } };
-  g_autofree char *shown = NULL;
   guint64 value;
   const char *end;
   gsize i;
@@ -187,36 +212,17 @@ _memres_parse_size (const char *text, guint64 *bytes, GError **error)
       return TRUE;
     }
   if (!parse_digits (text, &value, &end))
-    {
-      shown = _memres_show_input (text);
-      if (g_ascii_isdigit (text[0]))
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", shown,
-                     G_MAXUINT64);
-      else
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "invalid size \"%s\": " SIZE_SYNTAX, shown);
-      return FALSE;
-    }
+    return size_error (text, g_ascii_isdigit (text[0]), error);
   for (i = 0; i < G_N_ELEMENTS (units); i++)
     {
       if (strcmp (end, units[i].suffix) != 0)
         continue;
       if (units[i].shift > 0 && value > (G_MAXUINT64 >> units[i].shift))
-        {
-          shown = _memres_show_input (text);
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                       "size \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", shown,
-                       G_MAXUINT64);
-          return FALSE;
-        }
+        return size_error (text, TRUE, error);
       *bytes = value << units[i].shift;
       return TRUE;
     }
-  shown = _memres_show_input (text);
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-               "invalid size \"%s\": " SIZE_SYNTAX, shown);
-  return FALSE;
+  return size_error (text, FALSE, error);
 }
 
 /**
@@ -327,7 +333,6 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
 {
   const char *colon;
   g_autofree char *name = NULL;
-  g_autofree char *shown = NULL; /* the spec, as error messages quote it */
   g_autoptr (GPtrArray) k = NULL;
   g_autoptr (GPtrArray) v = NULL;
   g_auto (GStrv) items = NULL;
@@ -338,24 +343,14 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
   colon = strchr (spec, ':');
   name = colon != NULL ? g_strndup (spec, (gsize) (colon - spec)) : g_strdup (spec);
   if (name[0] == '\0')
-    {
-      shown = _memres_show_input (spec);
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "invalid spec \"%s\": it names no kind (expected KIND[:KEY=VALUE,...])", shown);
-      return FALSE;
-    }
+    return _memres_set_spec_error (error, spec, "it names no kind (expected KIND[:KEY=VALUE,...])");
   if (!_memres_kind_name_check (name, error))
     return FALSE;
 
   k = g_ptr_array_new_with_free_func (g_free);
   v = g_ptr_array_new_with_free_func (g_free);
   if (colon != NULL && colon[1] == '\0')
-    {
-      shown = _memres_show_input (spec);
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "invalid spec \"%s\": empty option list after ':' (expected KEY=VALUE)", shown);
-      return FALSE;
-    }
+    return _memres_set_spec_error (error, spec, "empty option list after ':' (expected KEY=VALUE)");
   if (colon != NULL)
     {
       items = _memres_split_unescaped (colon + 1, ',');
@@ -366,34 +361,23 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
           g_autofree char *key = NULL;
 
           if (item[0] == '\0')
-            {
-              shown = _memres_show_input (spec);
-              g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                           "invalid spec \"%s\": empty option (expected KEY=VALUE)", shown);
-              return FALSE;
-            }
+            return _memres_set_spec_error (error, spec, "empty option (expected KEY=VALUE)");
           if (eq == NULL)
             {
               g_autofree char *shown_item = _memres_show_input (item);
 
-              shown = _memres_show_input (spec);
-              g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                           "invalid spec \"%s\": option \"%s\" has no value (missing '=', "
-                           "expected KEY=VALUE)",
-                           shown, shown_item);
-              return FALSE;
+              return _memres_set_spec_error (error, spec,
+                                             "option \"%s\" has no value (missing '=', expected "
+                                             "KEY=VALUE)",
+                                             shown_item);
             }
           key = g_strndup (item, (gsize) (eq - item));
           if (!_memres_key_is_valid (key))
             {
               g_autofree char *shown_key = _memres_show_input (key);
 
-              shown = _memres_show_input (spec);
-              g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                           "invalid spec \"%s\": invalid key \"%s\" (keys match "
-                           "[a-z][a-z0-9_]*)",
-                           shown, shown_key);
-              return FALSE;
+              return _memres_set_spec_error (
+                  error, spec, "invalid key \"%s\" (keys match [a-z][a-z0-9_]*)", shown_key);
             }
           g_ptr_array_add (k, g_steal_pointer (&key));
           g_ptr_array_add (v, _memres_unescape (eq + 1, strlen (eq + 1)));

@@ -13,24 +13,6 @@
 /* `@a` naming `@b` naming ...: deeper than this is a cycle or absurd */
 #define MAX_NAME_DEPTH MEMRES_STACK_MAX_LAYERS
 
-static gboolean set_stack_error (GError **error, const char *spec, const char *format, ...)
-    G_GNUC_PRINTF (3, 4);
-
-static gboolean
-set_stack_error (GError **error, const char *spec, const char *format, ...)
-{
-  g_autofree char *shown = _memres_show_input (spec);
-  g_autofree char *why = NULL;
-  va_list args;
-
-  va_start (args, format);
-  why = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "invalid spec \"%s\": %s", shown,
-               why);
-  return FALSE;
-}
-
 /* Appends the layers of @spec to @layers, expanding `@name` layers (@chain: the names being
  * expanded, for cycles), and to @origins (when not NULL) for each layer where it came from:
  * @origin (NULL for the spec as the application wrote it, else the `@name` it came from, with
@@ -48,9 +30,9 @@ split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray
   while (backslashes < len && spec[len - 1 - backslashes] == '\\')
     backslashes++;
   if (backslashes % 2 == 1)
-    return set_stack_error (error, spec,
-                            "it ends with a lone '\\' (write '\\\\' for a "
-                            "backslash in a value)");
+    return _memres_set_spec_error (error, spec,
+                                   "it ends with a lone '\\' (write '\\\\' for a "
+                                   "backslash in a value)");
 
   parts = _memres_split_unescaped (spec, '>');
   n = g_strv_length (parts);
@@ -61,18 +43,19 @@ split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray
       if (layer[0] == '\0')
         {
           if (n == 1)
-            return set_stack_error (error, spec,
-                                    "it names no kind (expected "
-                                    "KIND[:KEY=VALUE,...][>KIND...])");
+            return _memres_set_spec_error (error, spec,
+                                           "it names no kind (expected "
+                                           "KIND[:KEY=VALUE,...][>KIND...])");
           if (i == n - 1)
-            return set_stack_error (error, spec,
-                                    "layer %u of %u is empty (a trailing '>': the last layer "
-                                    "must name a base kind)",
-                                    i + 1, n);
-          return set_stack_error (error, spec,
-                                  "layer %u of %u is empty (expected KIND[:KEY=VALUE,...] "
-                                  "between two '>')",
-                                  i + 1, n);
+            return _memres_set_spec_error (
+                error, spec,
+                "layer %u of %u is empty (a trailing '>': the last layer "
+                "must name a base kind)",
+                i + 1, n);
+          return _memres_set_spec_error (error, spec,
+                                         "layer %u of %u is empty (expected KIND[:KEY=VALUE,...] "
+                                         "between two '>')",
+                                         i + 1, n);
         }
       if (layer[0] == '@' && expand_names)
         {
@@ -89,12 +72,12 @@ split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray
                 for (guint k = j; k < chain->len; k++)
                   g_string_append_printf (cycle, "@%s -> ", (char *) g_ptr_array_index (chain, k));
                 g_string_append (cycle, layer);
-                return set_stack_error (error, spec, "the named resources form a cycle (%s)",
-                                        cycle->str);
+                return _memres_set_spec_error (error, spec, "the named resources form a cycle (%s)",
+                                               cycle->str);
               }
           if (chain->len >= MAX_NAME_DEPTH)
-            return set_stack_error (error, spec, "named resources nest more than %d deep",
-                                    MAX_NAME_DEPTH);
+            return _memres_set_spec_error (error, spec, "named resources nest more than %d deep",
+                                           MAX_NAME_DEPTH);
           named = _memres_config_lookup (layer + 1, &file, error);
           if (named == NULL)
             return FALSE;
@@ -124,8 +107,8 @@ split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray
 
       for (i = 0; i < n; i++)
         named |= parts[i][0] == '@' && expand_names;
-      return set_stack_error (error, spec, "more than %d layers%s", MEMRES_STACK_MAX_LAYERS,
-                              named ? " once its named resources (@name) are expanded" : "");
+      return _memres_set_spec_error (error, spec, "more than %d layers%s", MEMRES_STACK_MAX_LAYERS,
+                                     named ? " once its named resources (@name) are expanded" : "");
     }
   return TRUE;
 }

@@ -1,7 +1,8 @@
 /* memres - CUDA memory resources
  * test-cuda-helpers.c: the SDK helpers of core/cuda-helpers.c, against the fake (suite fake)
- * and the real driver (suite gpu): the primary context pushed and popped, stream and device
- * waits, device attributes, the peer-access check. Fault injection on the fake only. */
+ * and the real driver (suite gpu): the primary context pushed and popped, a stream's context
+ * pushed, stream and device waits, device attributes, the peer-access check. Fault injection on
+ * the fake only. */
 #include "testutil.h"
 
 #include <string.h>
@@ -153,6 +154,105 @@ test_pop_fails (void)
   CU_OK (drv ()->cuCtxSetCurrent (saved));
 }
 
+/* A stream's context: an explicit stream's own, pushed when another is current; a default
+ * stream's, the device's primary context unless a context of the device is current (host memory:
+ * the current context). The pop leaves what was current; a failing call is named, nothing
+ * pushed. */
+static void
+test_push_stream_context (void)
+{
+  g_autoptr (GError) error = NULL;
+  CUcontext saved, ctx0;
+  CUstream stream = NULL;
+  gboolean pushed = TRUE;
+
+  if (!mt_require_devices (1))
+    return;
+  saved = current ();
+  ctx0 = primary (0);
+
+  /* no context current: device 0's primary context is made current, not pushed */
+  CU_OK (drv ()->cuCtxSetCurrent (NULL));
+  g_assert_true (memres_cuda_push_stream_context (0, NULL, &pushed, &error));
+  g_assert_no_error (error);
+  g_assert_false (pushed);
+  g_assert_true (current () == ctx0);
+  memres_cuda_pop_context (pushed);
+  g_assert_true (current () == ctx0);
+
+  /* device 0's stream, device 0's context current; host memory on the legacy stream */
+  CU_OK (drv ()->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING));
+  pushed = TRUE;
+  g_assert_true (memres_cuda_push_stream_context (0, (MemresStream) stream, &pushed, &error));
+  g_assert_no_error (error);
+  g_assert_false (pushed);
+  pushed = TRUE;
+  g_assert_true (memres_cuda_push_stream_context (-1, MEMRES_STREAM_LEGACY, &pushed, &error));
+  g_assert_no_error (error);
+  g_assert_false (pushed);
+  g_assert_true (current () == ctx0);
+
+  if (n_devices () >= 2)
+    {
+      CUcontext ctx1 = primary (1);
+
+      /* the stream runs in device 0's context, whatever the memory's device */
+      CU_OK (drv ()->cuCtxSetCurrent (ctx1));
+      g_assert_true (memres_cuda_push_stream_context (1, (MemresStream) stream, &pushed, &error));
+      g_assert_no_error (error);
+      g_assert_true (pushed);
+      g_assert_true (current () == ctx0);
+      memres_cuda_pop_context (pushed);
+      g_assert_true (current () == ctx1);
+
+      /* a default stream: device 0's memory gets its primary context, device 1's the current */
+      g_assert_true (memres_cuda_push_stream_context (0, NULL, &pushed, &error));
+      g_assert_no_error (error);
+      g_assert_true (pushed);
+      g_assert_true (current () == ctx0);
+      memres_cuda_pop_context (pushed);
+      g_assert_true (current () == ctx1);
+      g_assert_true (memres_cuda_push_stream_context (1, NULL, &pushed, &error));
+      g_assert_no_error (error);
+      g_assert_false (pushed);
+      g_assert_true (current () == ctx1);
+      CU_OK (drv ()->cuCtxSetCurrent (ctx0));
+    }
+
+  /* a device that does not exist: nothing pushed */
+  pushed = TRUE;
+  g_assert_false (memres_cuda_push_stream_context (99, NULL, &pushed, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
+  g_assert_false (pushed);
+  CU_OK (drv ()->cuStreamDestroy (stream));
+  CU_OK (drv ()->cuCtxSetCurrent (saved));
+}
+
+/* A failing driver call is named; nothing is pushed. */
+static void
+test_push_stream_context_fails (void)
+{
+  g_autoptr (GError) error = NULL;
+  CUcontext saved;
+  CUstream stream = NULL;
+  gboolean pushed = TRUE;
+
+  if (!mt_require_devices (1) || !mt_require_fake ("fails cuStreamGetCtx"))
+    return;
+  saved = current ();
+  CU_OK (drv ()->cuCtxSetCurrent (primary (0)));
+  CU_OK (drv ()->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING));
+  mt_fake_fail_call ("cuStreamGetCtx", 1, CUDA_ERROR_INVALID_HANDLE);
+  g_assert_false (memres_cuda_push_stream_context (0, (MemresStream) stream, &pushed, &error));
+  mt_fake_reset_faults ();
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_HANDLE);
+  g_assert_nonnull (strstr (error->message, "cuStreamGetCtx"));
+  g_assert_false (pushed);
+  g_assert_true (current () == primary (0));
+  CU_OK (drv ()->cuStreamDestroy (stream));
+  CU_OK (drv ()->cuCtxSetCurrent (saved));
+}
+
 /* The waits succeed on idle and explicit streams, leave the current context as it was, and
  * report the failing call. */
 static void
@@ -285,6 +385,8 @@ main (int argc, char **argv)
   g_test_add_func ("/cuda-helpers/push-pop", test_push_pop);
   g_test_add_func ("/cuda-helpers/push-fails", test_push_fails);
   g_test_add_func ("/cuda-helpers/pop-fails", test_pop_fails);
+  g_test_add_func ("/cuda-helpers/push-stream-context", test_push_stream_context);
+  g_test_add_func ("/cuda-helpers/push-stream-context-fails", test_push_stream_context_fails);
   g_test_add_func ("/cuda-helpers/synchronize", test_synchronize);
   g_test_add_func ("/cuda-helpers/device-attribute", test_device_attribute);
   g_test_add_func ("/cuda-helpers/peer-access", test_peer_access);

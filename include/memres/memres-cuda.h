@@ -245,6 +245,10 @@ typedef struct
  *   current around calls that act on "the current context" (cuMemAlloc, cuMemHostAlloc,
  *   cuMemAllocManaged, cuCtxSynchronize, event creation, the legacy stream): pushed unless it
  *   is current already; the pop restores what the application had current.
+ * memres_cuda_push_stream_context() (Since: 2.0): the context work queued on a stream runs in
+ *   (an explicit stream's own; a default stream's: @device's primary context unless a context
+ *   of @device is current) made current around calls that queue work on it, popped with
+ *   memres_cuda_pop_context().
  * memres_cuda_stream_synchronize(): waits for a stream in its own context (a default stream:
  *   @device's primary context unless a context of @device is current). The core calls it
  *   before the deallocate slot of a kind whose memory is not stream-ordered.
@@ -266,6 +270,8 @@ void memres_cuda_warn_release_failure (const GError *error, const char *format, 
     G_GNUC_PRINTF (2, 3);
 gboolean memres_cuda_push_context (gint device, gboolean *pushed, GError **error);
 void memres_cuda_pop_context (gboolean pushed);
+gboolean memres_cuda_push_stream_context (gint device, MemresStream stream, gboolean *pushed,
+                                          GError **error);
 gboolean memres_cuda_stream_synchronize (gint device, MemresStream stream, GError **error);
 gboolean memres_cuda_device_synchronize (gint device, GError **error);
 gboolean memres_cuda_get_device_attribute (gint device, CUdevice_attribute attribute, gint *value,

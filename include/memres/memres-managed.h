@@ -2,7 +2,7 @@
  * memres-managed.h: advice, prefetch and discard for buffers of managed (unified) memory, the
  * buffers whose flags hold %MEMRES_MEMORY_MANAGED (the `managed` kind, or foreign
  * cuMemAllocManaged memory wrapped with that flag). Full documentation with each definition in
- * core/buffer-managed.c. All Since: 1.2. */
+ * plugins/managed/managed-buffer.c (part of libmemres, beside the kind). All Since: 1.2. */
 #pragma once
 
 #if !defined(MEMRES_INSIDE) && !defined(MEMRES_COMPILATION)

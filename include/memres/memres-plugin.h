@@ -555,10 +555,10 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   the loader. Bad input is never a crash and a failure never leaks memory, driver handles
  *   or fds.
  * - Contexts and devices: push a device's primary context with memres_cuda_push_context() and
- *   memres_cuda_pop_context(), wait with memres_cuda_stream_synchronize() or
- *   memres_cuda_device_synchronize(), read attributes with memres_cuda_get_device_attribute()
- *   and check peers with memres_cuda_check_peer_access(): one copy in the core, not one per
- *   kind.
+ *   memres_cuda_pop_context() (a stream's context: memres_cuda_push_stream_context()), wait
+ *   with memres_cuda_stream_synchronize() or memres_cuda_device_synchronize(), read attributes
+ *   with memres_cuda_get_device_attribute() and check peers with
+ *   memres_cuda_check_peer_access(): one copy in the core, not one per kind.
  *
  * Slots are only appended within a major, each with its `Since:` ABI version. Version 1 (ABI
  * 2.0) is the whole table above: ABI 2.0 took the six IPC slots out into #MemresIpcOps and

@@ -1,8 +1,16 @@
 /* memres - CUDA memory resources
- * buffer-managed.c: advice, prefetch and discard for buffers of managed memory
+ * managed-buffer.c: advice, prefetch and discard for buffers of managed memory
  * (MEMRES_MEMORY_MANAGED), through the CUmemLocation forms of cuMemAdvise and
- * cuMemPrefetchAsync, cuMemRangeGetAttribute and the CUDA 13 batch entry points. */
-#include "memres-private.h"
+ * cuMemPrefetchAsync, cuMemRangeGetAttribute and the CUDA 13 batch entry points.
+ *
+ * Part of libmemres, not of the libmemres-managed.so plugin: memres-managed.h is libmemres's
+ * API, and it serves every managed buffer, the managed kind's and wrapped cuMemAllocManaged
+ * memory alike (an application calls it without loading the plugin). It lives here because
+ * these are the managed kind's driver calls (a kind writes only its own), and it is written
+ * against the public API alone, as a plugin is: buffers through their getters, the driver
+ * through the plugin SDK (public_api_sources, the top-level meson.build). */
+#include <memres/memres.h>
+#include <memres/memres-plugin.h> /* the driver table (memres-cuda.h) */
 
 /* The driver's legacy ordinals in range attributes. */
 #define ORDINAL_HOST    (-1) /* CU_DEVICE_CPU */
@@ -51,18 +59,21 @@ begin (MemresBuffer *buf, const char *what, const MemresCudaDriver **drv, GError
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "%s: the buffer is closed", what);
       return FALSE;
     }
-  if (!(buf->flags & MEMRES_MEMORY_MANAGED))
+  if (!memres_buffer_is_managed (buf))
     {
+      MemresResource *mr = memres_buffer_get_resource (buf);
+
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "%s: the buffer is not managed memory (its kind is \"%s\"): advice, prefetch "
                    "and discard apply to managed buffers only",
-                   what, buf->mr != NULL ? buf->mr->kind->name : "wrapped memory");
+                   what, mr != NULL ? memres_resource_get_kind_name (mr) : "wrapped memory");
       return FALSE;
     }
-  if (buf->alloc.size == 0)
+  if (memres_buffer_get_size (buf) == 0)
     return TRUE;
   *drv = memres_cuda_get_driver (error);
-  return *drv != NULL && memres_cuda_ensure_context (MAX (buf->device, 0), error);
+  return *drv != NULL
+         && memres_cuda_ensure_context (MAX (memres_buffer_get_device (buf), 0), error);
 }
 
 /* @since: the CUDA version that introduced the form of @entry the table holds */
@@ -142,7 +153,8 @@ advise (MemresBuffer *buf, CUmem_advise advice, const MemresLocation *location, 
     return TRUE;
   if (drv->cuMemAdvise == NULL)
     return no_entry (what, "cuMemAdvise", "12.2", error);
-  res = drv->cuMemAdvise ((CUdeviceptr) buf->alloc.address, buf->alloc.size, advice, loc);
+  res = drv->cuMemAdvise ((CUdeviceptr) memres_buffer_get_address (buf),
+                          memres_buffer_get_size (buf), advice, loc);
   if (res != CUDA_SUCCESS)
     return memres_cuda_set_error (error, res, "cuMemAdvise");
   return TRUE;
@@ -165,8 +177,9 @@ get_int_attribute (MemresBuffer *buf, CUmem_range_attribute attr, const char *wh
     }
   if (drv->cuMemRangeGetAttribute == NULL)
     return no_entry (what, "cuMemRangeGetAttribute", "8.0", error);
-  res = drv->cuMemRangeGetAttribute (value, sizeof *value, attr, (CUdeviceptr) buf->alloc.address,
-                                     buf->alloc.size);
+  res = drv->cuMemRangeGetAttribute (value, sizeof *value, attr,
+                                     (CUdeviceptr) memres_buffer_get_address (buf),
+                                     memres_buffer_get_size (buf));
   if (res != CUDA_SUCCESS)
     return memres_cuda_set_error (error, res, "cuMemRangeGetAttribute");
   return TRUE;
@@ -424,9 +437,9 @@ memres_buffer_get_accessed_by (MemresBuffer *buf, MemresLocation **locations, gu
   if (!memres_cuda_get_device_count (&n_devices, error))
     return FALSE;
   slots = g_new (int, n_devices + 1);
-  res = drv->cuMemRangeGetAttribute (slots, sizeof (int) * (gsize) (n_devices + 1),
-                                     CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY,
-                                     (CUdeviceptr) buf->alloc.address, buf->alloc.size);
+  res = drv->cuMemRangeGetAttribute (
+      slots, sizeof (int) * (gsize) (n_devices + 1), CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY,
+      (CUdeviceptr) memres_buffer_get_address (buf), memres_buffer_get_size (buf));
   if (res != CUDA_SUCCESS)
     return memres_cuda_set_error (error, res, "cuMemRangeGetAttribute");
   out = g_new0 (MemresLocation, n_devices + 1);
@@ -552,7 +565,7 @@ batch (BatchOp op, MemresBuffer *const *bufs, guint n_buffers, const CUmemLocati
   g_autofree size_t *sizes = g_new (size_t, MAX (n_buffers, 1));
   g_autofree CUmemLocation *runs = g_new (CUmemLocation, MAX (n_buffers, 1));
   g_autofree size_t *run_starts = g_new (size_t, MAX (n_buffers, 1));
-  MemresStreamContext t;
+  gboolean pushed;
   size_t n = 0, n_runs = 0;
   gint device = -1;
   CUresult res = CUDA_SUCCESS;
@@ -570,9 +583,9 @@ batch (BatchOp op, MemresBuffer *const *bufs, guint n_buffers, const CUmemLocati
         continue;
       drv = d;
       if (device < 0)
-        device = bufs[i]->device;
-      ptrs[n] = (CUdeviceptr) bufs[i]->alloc.address;
-      sizes[n] = bufs[i]->alloc.size;
+        device = memres_buffer_get_device (bufs[i]);
+      ptrs[n] = (CUdeviceptr) memres_buffer_get_address (bufs[i]);
+      sizes[n] = memres_buffer_get_size (bufs[i]);
       if (locs != NULL
           && (n_runs == 0 || runs[n_runs - 1].type != locs[i].type
               || runs[n_runs - 1].id != locs[i].id))
@@ -593,7 +606,7 @@ batch (BatchOp op, MemresBuffer *const *bufs, guint n_buffers, const CUmemLocati
       && drv->cuMemPrefetchAsync == NULL)
     return no_entry (what, "cuMemPrefetchAsync", "12.2", error);
 
-  if (!_memres_stream_context_begin (&t, device, stream, error))
+  if (!memres_cuda_push_stream_context (device, stream, &pushed, error))
     return FALSE;
   switch (op)
     {
@@ -630,7 +643,7 @@ batch (BatchOp op, MemresBuffer *const *bufs, guint n_buffers, const CUmemLocati
         }
       break;
     }
-  _memres_stream_context_end (&t);
+  memres_cuda_pop_context (pushed);
   if (res != CUDA_SUCCESS)
     return memres_cuda_set_error (error, res, call);
   return TRUE;

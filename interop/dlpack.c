@@ -1,12 +1,18 @@
 /* memres - CUDA memory resources
  * dlpack.c: buffers as DLPack 1.x (or unversioned 0.x) tensors and DLPack 1.x tensors as
- * buffers. The exported tensor is
- * one allocation (the structure, then its shape and strides) holding a reference on the
- * buffer; a wrapped tensor is a buffer of foreign memory whose release calls the tensor's
- * deleter. Both directions check the tensor's geometry with the same function. */
-#include "memres-private.h"
+ * buffers. The exported tensor is one allocation (the structure, then its shape and strides)
+ * holding a reference on the buffer; a wrapped tensor is a buffer of foreign memory whose
+ * release calls the tensor's deleter. Both directions check the tensor's geometry with the same
+ * function.
+ *
+ * Part of libmemres (memres-dlpack.h is its API), kept in interop/ beside the other exchanges
+ * with array libraries: it is written against the public API alone (buffers through their
+ * getters and memres_buffer_new_for_pointer(), the driver through the plugin SDK's table), so it
+ * knows nothing of the core's structures (public_api_sources, the top-level meson.build). */
+#include <memres/memres.h>
+#include <memres/memres-plugin.h> /* the driver table (memres-cuda.h) */
 
-#include <memres/memres-dlpack.h>
+#include <string.h>
 
 /* The bytes a tensor's elements cover, relative to data + byte_offset: [start, start + size). */
 typedef struct

@@ -4,10 +4,13 @@
  * name up to the requested CUDA version, which is not always the one cuda.h declares under that
  * name: CUDA 13.0 changed cuCtxGetDevice and cuCtxSynchronize to take a context, keeping the
  * old declarations (calling the new entry through the old type crashed on the H200). The core
- * asks for those at version 12000 (see entry_version() in cuda-driver.c); each line below pairs
- * a field with the cudaTypedefs.h type of the version the driver gives for the version
- * requested. Regenerate the list when the toolkit or the table changes. */
-#include "memres-private.h"
+ * asks for those at version 12000 (see entry_version() in core/cuda-driver.c); each line below
+ * pairs a field with the cudaTypedefs.h type of the version the driver gives for the version
+ * requested. Regenerate the list when the toolkit or the table changes.
+ *
+ * It has no code: tests/meson.build compiles it into a static library of the default build, so
+ * a wrong type fails the build. */
+#include <memres/memres-plugin.h>
 
 #include <cudaTypedefs.h>
 
