@@ -699,8 +699,9 @@ test_bad_options (void)
   mt_new_fails ("log>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "needs option \"path\"");
   mt_new_fails ("log:path=>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                 "option \"path\" of kind \"log\" is empty");
-  mt_new_fails ("log:path=/nonexistent/dir/x.csv>host", MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                "cannot open \"/nonexistent/dir/x.csv\"");
+  /* a path in a missing directory is a bad value, as a directory is */
+  mt_new_fails ("log:path=/nonexistent/dir/x.csv>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "cannot open \"/nonexistent/dir/x.csv\": No such file or directory");
   mt_new_fails ("retry:max_retries=-1>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                 "max_retries");
   mt_new_fails ("stats", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "is an adaptor");
@@ -862,15 +863,18 @@ test_track_left_open (void)
 
 /* ---- log ---- */
 
-/* The log's file: a FIFO (whose open would wait for a reader) or a directory is refused at
- * once; append=true adds lines after one header. */
+/* The log's file: a FIFO (whose open would wait for a reader), a directory, a path in a
+ * missing directory or under a regular file is refused at once as a bad value; append=true adds
+ * lines after one header. */
 static void
 test_log_odd_paths (void)
 {
   g_autofree char *fifo = temp_path ("log-fifo");
   g_autofree char *dir = temp_path ("log-dir");
   g_autofree char *file = temp_path ("log-append.csv");
-  const char *const refused[] = { fifo, dir };
+  g_autofree char *missing = temp_path ("log-nonexistent-dir/x.csv");
+  g_autofree char *under_file = g_build_filename (file, "x.csv", NULL);
+  const char *const refused[] = { fifo, dir, missing, under_file };
   g_autofree char *text = NULL;
   g_auto (GStrv) lines = NULL;
   g_autofree char *spec = NULL;
@@ -878,6 +882,7 @@ test_log_odd_paths (void)
 
   g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
   g_assert_cmpint (g_mkdir (dir, 0700), ==, 0);
+  g_assert_true (g_file_set_contents (file, "", -1, NULL));
   for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
     {
       g_autofree char *bad = g_strdup_printf ("log:path=%s>host", refused[i]);

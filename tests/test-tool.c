@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1212,6 +1213,81 @@ test_replay_bad_logs (void)
   g_rmdir (dir);
 }
 
+/* A file the user names (a log adaptor's path, MEMRES_CONFIG, replay's LOG) that is missing, is
+ * under something that is not a directory, is a directory or a FIFO is one bad input: exit
+ * status 2, MEMRES_ERROR_INVALID_ARGUMENT, one line naming the file; a FIFO is refused at once,
+ * never waited on (this test would time out). */
+static void
+test_bad_named_files (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *fifo = g_build_filename (dir, "fifo", NULL);
+  g_autofree char *file = g_build_filename (dir, "file", NULL);
+  g_autofree char *missing = g_build_filename (dir, "nonexistent-dir", "x.csv", NULL);
+  g_autofree char *under_file = g_build_filename (file, "x.csv", NULL);
+  const char *const paths[] = { missing, under_file, dir, fifo };
+  const char *const why[] = { "No such file or directory", "Not a directory", NULL, NULL };
+  Run r = { 0 };
+
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_assert_true (g_file_set_contents (file, "", -1, NULL));
+  for (gsize i = 0; i < G_N_ELEMENTS (paths); i++)
+    {
+      g_autofree char *spec = g_strdup_printf ("log:path=%s>host", paths[i]);
+      g_autofree char *log_needle = g_strdup_printf ("\"%s\"", paths[i]);
+      g_autofree char *conf_needle
+          = g_strdup_printf ("memres: MEMRES_CONFIG: config file %s: %s\n", paths[i],
+                             why[i] != NULL ? why[i] : "not a regular file");
+      const char *const config_env[] = { "MEMRES_CONFIG", paths[i], NULL };
+      const char *const log_args[] = { "alloc", "--json", spec, "1MiB", NULL };
+      const char *const config_args[] = { "alloc", "--json", "@a", "1MiB", NULL };
+      const char *const replay_args[] = { "replay", "--json", paths[i], "host", NULL };
+      Run runs[3] = { { 0 } };
+
+      g_test_message ("%s", paths[i]);
+      run_toolv (&runs[0], NULL, log_args);
+      run_toolv (&runs[1], config_env, config_args);
+      run_toolv (&runs[2], NULL, replay_args);
+      for (gsize k = 0; k < G_N_ELEMENTS (runs); k++)
+        {
+          g_test_message ("  %s", runs[k].err);
+          assert_one_error_line (&runs[k]);
+          g_assert_cmpint (runs[k].status, ==, 2);
+          assert_one_json_document (runs[k].out);
+          g_assert_nonnull (
+              strstr (runs[k].out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\",\n"));
+          g_assert_nonnull (strstr (runs[k].out, "\"exit_status\": 2\n"));
+          g_assert_nonnull (strstr (runs[k].err, paths[i]));
+        }
+      g_assert_true (g_str_has_prefix (runs[0].err, "memres: layer 1 of 2 (kind \"log\"): "));
+      g_assert_nonnull (strstr (runs[0].err, log_needle));
+      g_assert_cmpstr (runs[1].err, ==, conf_needle);
+      if (why[i] != NULL)
+        g_assert_nonnull (strstr (runs[2].err, why[i]));
+      else
+        g_assert_true (g_str_has_suffix (runs[2].err, ": not a regular file\n"));
+      for (gsize k = 0; k < G_N_ELEMENTS (runs); k++)
+        run_clear (&runs[k]);
+    }
+  /* an unreadable file is no bad path: permission denied, the work failing (1) */
+  if (geteuid () != 0)
+    {
+      const char *const config_env[] = { "MEMRES_CONFIG", file, NULL };
+      const char *const config_args[] = { "alloc", "--json", "@a", "1MiB", NULL };
+
+      g_assert_cmpint (g_chmod (file, 0), ==, 0);
+      run_toolv (&r, config_env, config_args);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_PERMISSION_DENIED\",\n"));
+      run_clear (&r);
+      g_assert_cmpint (g_chmod (file, 0644), ==, 0);
+    }
+  g_remove (fifo);
+  g_remove (file);
+  g_rmdir (dir);
+}
+
 /* `memres resources` lists the names of the config file; `memres alloc @NAME` prints every
  * layer with its own statistics. */
 static void
@@ -1455,6 +1531,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/odd-plugin-files", test_odd_plugin_files);
   g_test_add_func ("/tool/replay/round-trip", test_replay_round_trip);
   g_test_add_func ("/tool/replay/bad-logs", test_replay_bad_logs);
+  g_test_add_func ("/tool/error/bad-named-files", test_bad_named_files);
   g_test_add_func ("/tool/replay/free-failure", test_replay_free_failure);
   g_test_add_func ("/tool/replay/traces", test_replay_traces);
   g_test_add_func ("/tool/resources-and-layers", test_resources_and_layers);

@@ -102,7 +102,17 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
     }
   if (!g_file_get_contents (log, &text, &length, &local))
     {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND, "%s", local->message);
+      /* a LOG that names no file is a bad operand, as one that is not a regular file */
+      gboolean bad_path = local->code == G_FILE_ERROR_NOENT || local->code == G_FILE_ERROR_NOTDIR
+                          || local->code == G_FILE_ERROR_ISDIR || local->code == G_FILE_ERROR_LOOP
+                          || local->code == G_FILE_ERROR_NAMETOOLONG;
+
+      g_set_error (error, MEMRES_ERROR,
+                   local->code == G_FILE_ERROR_ACCES || local->code == G_FILE_ERROR_PERM
+                       ? MEMRES_ERROR_PERMISSION_DENIED
+                   : bad_path ? MEMRES_ERROR_INVALID_ARGUMENT
+                              : MEMRES_ERROR_FAILED,
+                   "%s", local->message);
       return FALSE;
     }
   if ((nul = memchr (text, '\0', length)) != NULL)
