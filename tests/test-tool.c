@@ -360,6 +360,34 @@ test_kinds_healthy (void)
   g_assert_cmpint (r.status, ==, 0);
   g_assert_null (strstr (r.out, "broken_plugins"));
   run_clear (&r);
+
+  /* a kind named twice is listed once, in the order of first mention */
+  {
+    Run once = { 0 };
+    const char *host, *cache;
+
+    run_tool (&once, "kinds", "host", "cache", NULL);
+    g_assert_cmpint (once.status, ==, 0);
+    run_tool (&r, "kinds", "host", "cache", "host", "cache", NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "");
+    g_assert_cmpstr (r.out, ==, once.out);
+    g_assert_true (g_str_has_prefix (r.out, "host\n"));
+    g_assert_nonnull (strstr (r.out, "\n\ncache\n"));
+    g_assert_null (strstr (strstr (r.out, "\n\ncache\n"), "\nhost\n"));
+    run_clear (&r);
+    run_clear (&once);
+    run_tool (&r, "kinds", "--json", "cache", "host", "cache", NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    host = strstr (r.out, "\"name\": \"host\"");
+    cache = strstr (r.out, "\"name\": \"cache\"");
+    g_assert_nonnull (host);
+    g_assert_nonnull (cache);
+    g_assert_true (cache < host);
+    g_assert_null (strstr (host + 1, "\"name\": \"host\""));
+    g_assert_null (strstr (cache + 1, "\"name\": \"cache\""));
+    run_clear (&r);
+  }
 }
 
 /* `memres info` reports what each device can do with managed memory (the fake: everything). */
