@@ -1191,6 +1191,9 @@ test_replay_bad_logs (void)
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,steal,0x10,1,0x0\n", ":2: invalid Action" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,1,0x0\n1,t,allocate,0x10,2,0x0\n",
       ":3: Pointer 0x10 allocated again, without a free since line 2 allocated it" },
+    /* a free's Size is its allocate's */
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,100,0x0\n\n1,t,free,0x10,99,0x0\n",
+      ":4: free of Pointer 0x10 with Size 99, but its allocate on line 2 has Size 100\n" },
     /* live sizes past 2^64 bytes: no log of disjoint allocations (the peak wrapped to 3 * 2^62) */
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,4611686018427387904,0x0\n"
       "1,t,allocate,0x20,4611686018427387904,0x0\n1,t,allocate,0x30,4611686018427387904,0x0\n"

@@ -5,7 +5,8 @@
  * where it keeps them), and the allocations that failed. Logged failures (`allocate failure`,
  * and `free failure`: a free that failed and left the buffer open) are counted, not replayed; a
  * free of an address the replay does not hold (its allocation failed here) is counted and skipped;
- * a log whose live sizes pass 2^64 bytes is refused as invalid (they would overlap). Buffers still
+ * a log whose live sizes pass 2^64 bytes, or with a free whose Size is not its allocate's, is
+ * refused as invalid (they would overlap; the live bytes would be wrong). Buffers still
  * live at the end are closed. */
 #include "memres-tool.h"
 
@@ -205,6 +206,13 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
               r->unmatched_frees++;
               continue;
             }
+          /* the log adaptor logs a free with the size its allocate logged: another size is a
+           * log that lost lines or was not written by it (the live bytes would be wrong) */
+          if (size != l->size)
+            return bad_line (error, log, i + 1,
+                             "free of Pointer %s with Size %" G_GUINT64_FORMAT
+                             ", but its allocate on line %u has Size %" G_GUINT64_FORMAT,
+                             f[3], size, l->line, l->size);
           r->log_used -= l->size; /* added at its allocate: no wrap */
           if (l->buf != NULL)
             {
