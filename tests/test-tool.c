@@ -390,6 +390,53 @@ test_kinds_healthy (void)
   }
 }
 
+/* A libmemres-host.so on the search path is shadowed by the embedded kind: `memres kinds` lists
+ * it as not loadable (exit status 3), `memres kinds host` shows the embedded kind. */
+static void
+test_kinds_shadowed_by_embedded (void)
+{
+  g_autofree char *tmp = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *file = g_build_filename (tmp, "libmemres-host.so", NULL);
+  g_autofree char *entry = g_strdup_printf (
+      "\nnot loadable: %s\n  MEMRES_ERROR_EXISTS: plugin file %s is not loaded: plugin \"host\" "
+      "is embedded in libmemres, whose kinds take the name (give the file and its plugin another "
+      "name)\n",
+      file, file);
+  const char *const env[] = { "MEMRES_PLUGIN_PATH", tmp, NULL };
+  const char *const list[] = { "kinds", NULL };
+  const char *const json_list[] = { "kinds", "--json", NULL };
+  const char *const named[] = { "kinds", "host", NULL };
+  g_autofree char *object = NULL;
+  g_autofree char *json_path = NULL;
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (file, "", -1, NULL));
+  run_toolv (&r, env, list);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 3);
+  g_assert_true (g_str_has_suffix (r.out, entry));
+  g_assert_cmpstr (r.err, ==,
+                   "memres: 1 plugin file on the search path did not load (listed after the "
+                   "kinds)\n");
+  run_clear (&r);
+  run_toolv (&r, env, json_list);
+  g_assert_cmpint (r.status, ==, 3);
+  json_path = g_strescape (file, NULL);
+  object = g_strdup_printf ("\"broken_plugins\": [\n    {\n      \"path\": \"%s\",\n      "
+                            "\"domain\": \"memres-error-quark\",\n      \"code\": %d,\n      "
+                            "\"code_name\": \"MEMRES_ERROR_EXISTS\",\n",
+                            json_path, MEMRES_ERROR_EXISTS);
+  g_assert_nonnull (strstr (r.out, object));
+  run_clear (&r);
+  run_toolv (&r, env, named);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.err, ==, "");
+  g_assert_nonnull (strstr (r.out, "\n  plugin: host, embedded in libmemres\n"));
+  run_clear (&r);
+  g_assert_cmpint (g_unlink (file), ==, 0);
+  g_assert_cmpint (g_rmdir (tmp), ==, 0);
+}
+
 /* `memres info` reports what each device can do with managed memory (the fake: everything). */
 static void
 test_info_managed (void)
@@ -1544,6 +1591,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/json-first", test_json_first);
   g_test_add_func ("/tool/kinds/broken-plugins", test_kinds_broken_plugins);
   g_test_add_func ("/tool/kinds/healthy", test_kinds_healthy);
+  g_test_add_func ("/tool/kinds/shadowed-by-embedded", test_kinds_shadowed_by_embedded);
   g_test_add_func ("/tool/kinds/odd-strings", test_kinds_odd_strings);
   g_test_add_func ("/tool/alloc/usage-errors", test_alloc_usage_errors);
   g_test_add_func ("/tool/info/driver-states", test_info_driver_states);

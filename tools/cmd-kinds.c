@@ -240,7 +240,8 @@ memres_tool_kinds (int argc, char **argv)
                "plugin directory); with KIND..., those kinds, each once, in "
                "the order first named. A plugin file there that does not load (built "
                "for another plugin ABI, without its entry point, failing its "
-               "init, ...) is listed after the kinds as \"not loadable\", with "
+               "init, named like a kind embedded in libmemres, ...) is listed after the kinds as "
+               "\"not loadable\", with "
                "the reason (with --json: in \"broken_plugins\", each with its "
                "path, error domain, code, code name and message).");
   g_option_context_set_description (
