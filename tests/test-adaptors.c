@@ -644,17 +644,36 @@ test_limit_rounded (void)
 
   if (!mt_require_fake ("vmm's granularity on the fake is 2 MiB") || !mt_require_devices (1))
     return;
+  /* the size the application asked for, then what the layer below takes */
   mr = mt_new_ok ("limit:max=1MiB>vmm");
   buf = memres_resource_allocate (mr, 1, NULL, &error);
   g_assert_null (buf);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  if (strstr (error->message, "rounded up to 2097152 bytes") == NULL
-      || strstr (error->message, "limit of 1048576 bytes (0 in use)") == NULL)
-    g_error ("%s", error->message);
+  g_assert_cmpstr (error->message, ==,
+                   "limit: allocating 1 bytes (2097152 bytes in the layer below, which rounds it "
+                   "up) would pass the limit of 1048576 bytes (0 in use)");
   g_clear_error (&error);
   /* nothing was kept: the same refusal again, not a different count */
   g_assert_null (memres_resource_allocate (mr, 1, NULL, &error));
   g_assert_nonnull (strstr (error->message, "(0 in use)"));
+  g_clear_error (&error);
+  g_clear_pointer (&mr, memres_resource_unref);
+
+  /* 3 MiB with 2 MiB in use fits a limit of 5 MiB, but vmm would take 4 MiB */
+  mr = mt_new_ok ("limit:max=5MiB>vmm");
+  buf = mt_alloc_ok (mr, 2 << 20, NULL);
+  g_assert_null (memres_resource_allocate (mr, 3 << 20, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_cmpstr (error->message, ==,
+                   "limit: allocating 3145728 bytes (4194304 bytes in the layer below, which "
+                   "rounds it up) would pass the limit of 5242880 bytes (2097152 in use)");
+  g_clear_error (&error);
+  /* refused before anything is asked of the layer below: only the size asked is said */
+  g_assert_null (memres_resource_allocate (mr, 4 << 20, NULL, &error));
+  g_assert_cmpstr (error->message, ==,
+                   "limit: allocating 4194304 bytes would pass the limit of 5242880 bytes "
+                   "(2097152 in use)");
+  mt_close_ok (buf, NULL);
 }
 
 /* limit: exact at the boundary, one byte past fails saying why, nothing below called. */
