@@ -770,6 +770,21 @@ test_ipc_serve_socket (void)
       g_rmdir (dir);
       return;
     }
+  /* a SOCKET that names a file which is not a socket is a bad operand (2); the file stays */
+  {
+    g_autofree char *want = g_strdup_printf ("memres: %s exists and is not a socket\n", path);
+    g_autofree char *kept = NULL;
+
+    g_assert_true (g_file_set_contents (path, "mine", -1, NULL));
+    run_tool (&r, "ipc-serve", "--size", "4KiB", "--count", "1", path, NULL);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_cmpstr (r.err, ==, want);
+    g_assert_cmpstr (r.out, ==, "");
+    run_clear (&r);
+    g_assert_true (g_file_get_contents (path, &kept, NULL, NULL));
+    g_assert_cmpstr (kept, ==, "mine");
+    g_assert_cmpint (g_remove (path), ==, 0);
+  }
   for (gsize i = 0; i < G_N_ELEMENTS (signals); i++)
     {
       const char *argv[] = { tool, "ipc-serve", "--size", "4KiB", path, NULL };
