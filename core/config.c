@@ -17,8 +17,10 @@
 #include "memres-private.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <glib/gstdio.h>
 
@@ -131,57 +133,79 @@ config_path (gboolean *explicit)
   return NULL;
 }
 
-/* Reads @path whole, refusing what is not a regular file of at most CONFIG_MAX_BYTES. */
+/* Reads @path whole, refusing what is not a regular file of at most CONFIG_MAX_BYTES. The file
+ * is opened without blocking and checked on the open descriptor, so that a FIFO (whose open or
+ * read would wait for a writer) or a device is refused at once, even one put in the place of a
+ * regular file a moment before. A path that names no file (missing, a component that is not a
+ * directory) is as malformed as a directory: MEMRES_ERROR_INVALID_ARGUMENT, like the rest. */
 static char *
 read_file (const char *path, gsize *length, GError **error)
 {
-  g_autoptr (GError) local = NULL;
-  GStatBuf st;
-  char *data = NULL;
+  int fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  struct stat st;
+  GString *data;
+  int saved;
 
-  if (g_stat (path, &st) != 0)
+  if (fd < 0)
     {
-      int saved = errno;
-      g_set_error (error, MEMRES_ERROR,
-                   saved == ENOENT   ? MEMRES_ERROR_NOT_FOUND
-                   : saved == EACCES ? MEMRES_ERROR_PERMISSION_DENIED
-                                     : MEMRES_ERROR_FAILED,
-                   "config file %s: %s", path, g_strerror (saved));
+      saved = errno;
+      if (saved == EACCES || saved == EPERM)
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED, "config file %s: %s",
+                     path, g_strerror (saved));
+      else if (saved == ENOENT || saved == ENOTDIR || saved == ELOOP || saved == ENAMETOOLONG)
+        bad_file (error, path, 0, NULL, "%s", g_strerror (saved));
+      else
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "config file %s: %s", path,
+                     g_strerror (saved));
       return NULL;
     }
-  if (!S_ISREG (st.st_mode))
+  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
     {
+      close (fd);
       bad_file (error, path, 0, NULL, "not a regular file");
       return NULL;
     }
   if (st.st_size > CONFIG_MAX_BYTES)
     {
+      close (fd);
       bad_file (error, path, 0, NULL, "%" G_GINT64_FORMAT " bytes, larger than the %d allowed",
                 (gint64) st.st_size, CONFIG_MAX_BYTES);
       return NULL;
     }
-  if (!g_file_get_contents (path, &data, length, &local))
+  data = g_string_sized_new ((gsize) st.st_size + 1);
+  for (;;)
     {
-      g_set_error (error, MEMRES_ERROR,
-                   g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_ACCES)
-                       ? MEMRES_ERROR_PERMISSION_DENIED
-                       : MEMRES_ERROR_FAILED,
-                   "config file %s: %s", path, local->message);
-      return NULL;
+      char chunk[4096];
+      gssize n = read (fd, chunk, sizeof chunk);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        {
+          saved = errno;
+          close (fd);
+          g_string_free (data, TRUE);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "config file %s: %s", path,
+                       g_strerror (saved));
+          return NULL;
+        }
+      if (n == 0)
+        break;
+      g_string_append_len (data, chunk, n);
+      if (data->len > CONFIG_MAX_BYTES) /* it grew since the stat */
+        {
+          close (fd);
+          g_string_free (data, TRUE);
+          bad_file (error, path, 0, NULL, "larger than the %d bytes allowed", CONFIG_MAX_BYTES);
+          return NULL;
+        }
     }
-  if (*length > CONFIG_MAX_BYTES) /* it grew since the stat */
-    {
-      g_free (data);
-      bad_file (error, path, 0, NULL, "larger than the %d bytes allowed", CONFIG_MAX_BYTES);
-      return NULL;
-    }
+  close (fd);
   /* a UTF-8 byte-order mark, as some editors write one: not part of the text */
-  if (*length >= 3 && memcmp (data, "\xEF\xBB\xBF", 3) == 0)
-    {
-      memmove (data, data + 3, *length - 3 + 1); /* with the NUL g_file_get_contents() adds */
-      *length -= 3;
-    }
-  return data;
+  if (data->len >= 3 && memcmp (data->str, "\xEF\xBB\xBF", 3) == 0)
+    g_string_erase (data, 0, 3);
+  *length = data->len;
+  return g_string_free (data, FALSE);
 }
 
 /* Checks every line (what GKeyFile's messages do not say: the line), filling @config->list
@@ -405,10 +429,10 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
  * `description=`. The file is read at each call. Thread-safe (when nobody changes the
  * environment concurrently).
  *
- * Errors: %MEMRES_ERROR_NOT_FOUND ($MEMRES_CONFIG names a missing file),
- * %MEMRES_ERROR_PERMISSION_DENIED (unreadable), %MEMRES_ERROR_INVALID_ARGUMENT (a malformed
- * file: not a regular file, over 1 MiB, not UTF-8, a bad line, name or key, a duplicate, a
- * group without `spec`; the message names the file, the line and the key),
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT ($MEMRES_CONFIG names no file, or a malformed file:
+ * not a regular file (a directory, a FIFO, a device: refused without blocking), over 1 MiB,
+ * not UTF-8, a bad line, name or key, a duplicate, a group without `spec`; the message names
+ * the file, the line and the key), %MEMRES_ERROR_PERMISSION_DENIED (unreadable),
  * %MEMRES_ERROR_FAILED (another read error).
  *
  * Returns: (transfer full) (element-type utf8) (nullable): the names in file order (empty

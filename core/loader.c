@@ -155,7 +155,9 @@ load_plugin (const char *name, const char *path, GError **error)
  * @name: a kind name, matching `[a-z][a-z0-9_]*`
  * @error: return location for a #GError, or %NULL
  *
- * Finds the kind @name. A kind not registered yet is loaded from the first
+ * Finds the kind @name. The embedded kinds (`host`, `stats`, `track`, `retry`) are found
+ * first: a `libmemres-<name>.so` of theirs is never loaded (memres_registry_list_kinds_full()
+ * reports it). A kind not registered yet is loaded from the first
  * `libmemres-<name>.so` on the search path (memres_registry_get_search_path()): the module is
  * opened with `G_MODULE_BIND_LOCAL`, its descriptor checked (symbol, ABI version, struct size,
  * name) before its init runs, and made resident once init succeeded. Loads are serialized;
@@ -233,10 +235,20 @@ memres_registry_lookup (const char *name, GError **error)
   return kind;
 }
 
+/* Whether plugin @name is one embedded in libmemres (host, stats, track, retry): a file of its
+ * name on the search path is never loaded. Holds the load token. */
+static gboolean
+is_embedded (const char *name)
+{
+  const MemresPlugin *plugin = g_hash_table_lookup (loaded_plugins, name);
+
+  return plugin != NULL && plugin->path == NULL;
+}
+
 /* Loads every libmemres-<name>.so of @dir whose name is not in @seen (names of earlier
  * directories: the first file on the path counts) and not loaded yet. A file that does not load
- * (or whose name cannot be a kind's) is skipped with a debug message and, when @failures is not
- * NULL, added to it: path -> GError. Holds the load token. */
+ * (or whose name cannot be a kind's, or is an embedded plugin's) is skipped with a debug message
+ * and, when @failures is not NULL, added to it: path -> GError. Holds the load token. */
 static void
 load_directory (const char *dir, GHashTable *seen, GHashTable *failures)
 {
@@ -274,6 +286,12 @@ load_directory (const char *dir, GHashTable *seen, GHashTable *failures)
       path = g_build_filename (dir, entry, NULL);
       if (!_memres_kind_name_check (name, &error))
         g_prefix_error (&error, "plugin file %s: ", path);
+      else if (is_embedded (name))
+        /* in any directory: the embedded plugin shadows each such file */
+        g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_EXISTS,
+                     "plugin file %s is not loaded: plugin \"%s\" is embedded in libmemres, "
+                     "whose kinds take the name (give the file and its plugin another name)",
+                     path, name);
       else if (g_hash_table_contains (seen, name))
         continue;
       else if (g_hash_table_contains (loading_plugins, name))
@@ -327,7 +345,9 @@ memres_registry_list_kinds (GError **error)
  * #GError of that attempt: the errors of memres_registry_lookup() (%MEMRES_PLUGIN_ERROR_MODULE,
  * %MEMRES_PLUGIN_ERROR_SYMBOL, %MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
  * %MEMRES_PLUGIN_ERROR_NAME_MISMATCH, %MEMRES_PLUGIN_ERROR_INIT_FAILED, %MEMRES_ERROR_EXISTS),
- * or %MEMRES_ERROR_INVALID_ARGUMENT for a `libmemres-<name>.so` whose name cannot be a kind's;
+ * or %MEMRES_ERROR_INVALID_ARGUMENT for a `libmemres-<name>.so` whose name cannot be a kind's,
+ * %MEMRES_ERROR_EXISTS for one whose name is a plugin embedded in libmemres (`host`, `stats`,
+ * `track`, `retry`: the file is never opened, the embedded kinds are used; in every directory);
  * and a directory of the search path that exists but cannot be read maps to a
  * %MEMRES_PLUGIN_ERROR_MODULE saying why.
  * A failed file is tried again on each call (it may have been replaced); a file shadowed by

@@ -644,17 +644,36 @@ test_limit_rounded (void)
 
   if (!mt_require_fake ("vmm's granularity on the fake is 2 MiB") || !mt_require_devices (1))
     return;
+  /* the size the application asked for, then what the layer below takes */
   mr = mt_new_ok ("limit:max=1MiB>vmm");
   buf = memres_resource_allocate (mr, 1, NULL, &error);
   g_assert_null (buf);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  if (strstr (error->message, "rounded up to 2097152 bytes") == NULL
-      || strstr (error->message, "limit of 1048576 bytes (0 in use)") == NULL)
-    g_error ("%s", error->message);
+  g_assert_cmpstr (error->message, ==,
+                   "limit: allocating 1 bytes (2097152 bytes in the layer below, which rounds it "
+                   "up) would pass the limit of 1048576 bytes (0 in use)");
   g_clear_error (&error);
   /* nothing was kept: the same refusal again, not a different count */
   g_assert_null (memres_resource_allocate (mr, 1, NULL, &error));
   g_assert_nonnull (strstr (error->message, "(0 in use)"));
+  g_clear_error (&error);
+  g_clear_pointer (&mr, memres_resource_unref);
+
+  /* 3 MiB with 2 MiB in use fits a limit of 5 MiB, but vmm would take 4 MiB */
+  mr = mt_new_ok ("limit:max=5MiB>vmm");
+  buf = mt_alloc_ok (mr, 2 << 20, NULL);
+  g_assert_null (memres_resource_allocate (mr, 3 << 20, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_cmpstr (error->message, ==,
+                   "limit: allocating 3145728 bytes (4194304 bytes in the layer below, which "
+                   "rounds it up) would pass the limit of 5242880 bytes (2097152 in use)");
+  g_clear_error (&error);
+  /* refused before anything is asked of the layer below: only the size asked is said */
+  g_assert_null (memres_resource_allocate (mr, 4 << 20, NULL, &error));
+  g_assert_cmpstr (error->message, ==,
+                   "limit: allocating 4194304 bytes would pass the limit of 5242880 bytes "
+                   "(2097152 in use)");
+  mt_close_ok (buf, NULL);
 }
 
 /* limit: exact at the boundary, one byte past fails saying why, nothing below called. */
@@ -699,8 +718,9 @@ test_bad_options (void)
   mt_new_fails ("log>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "needs option \"path\"");
   mt_new_fails ("log:path=>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                 "option \"path\" of kind \"log\" is empty");
-  mt_new_fails ("log:path=/nonexistent/dir/x.csv>host", MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                "cannot open \"/nonexistent/dir/x.csv\"");
+  /* a path in a missing directory is a bad value, as a directory is */
+  mt_new_fails ("log:path=/nonexistent/dir/x.csv>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "cannot open \"/nonexistent/dir/x.csv\": No such file or directory");
   mt_new_fails ("retry:max_retries=-1>host", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                 "max_retries");
   mt_new_fails ("stats", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "is an adaptor");
@@ -862,15 +882,18 @@ test_track_left_open (void)
 
 /* ---- log ---- */
 
-/* The log's file: a FIFO (whose open would wait for a reader) or a directory is refused at
- * once; append=true adds lines after one header. */
+/* The log's file: a FIFO (whose open would wait for a reader), a directory, a path in a
+ * missing directory or under a regular file is refused at once as a bad value; append=true adds
+ * lines after one header. */
 static void
 test_log_odd_paths (void)
 {
   g_autofree char *fifo = temp_path ("log-fifo");
   g_autofree char *dir = temp_path ("log-dir");
   g_autofree char *file = temp_path ("log-append.csv");
-  const char *const refused[] = { fifo, dir };
+  g_autofree char *missing = temp_path ("log-nonexistent-dir/x.csv");
+  g_autofree char *under_file = g_build_filename (file, "x.csv", NULL);
+  const char *const refused[] = { fifo, dir, missing, under_file };
   g_autofree char *text = NULL;
   g_auto (GStrv) lines = NULL;
   g_autofree char *spec = NULL;
@@ -878,6 +901,7 @@ test_log_odd_paths (void)
 
   g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
   g_assert_cmpint (g_mkdir (dir, 0700), ==, 0);
+  g_assert_true (g_file_set_contents (file, "", -1, NULL));
   for (guint i = 0; i < G_N_ELEMENTS (refused); i++)
     {
       g_autofree char *bad = g_strdup_printf ("log:path=%s>host", refused[i]);

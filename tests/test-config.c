@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <glib/gstdio.h>
@@ -287,17 +288,28 @@ static void
 test_missing_unreadable_huge (void)
 {
   g_autofree char *missing = g_build_filename (tmp_dir, "nonexistent.conf", NULL);
+  g_autofree char *fifo = g_build_filename (tmp_dir, "fifo.conf", NULL);
   g_autofree char *huge_text = mt_repeat ("[a]\nspec=host\n", "# padding\n", 110000, "");
   g_autofree char *huge = write_config ("huge.conf", huge_text, -1);
   g_autoptr (GError) error = NULL;
   g_autoptr (GPtrArray) names = NULL;
 
+  /* a missing file is as bad a MEMRES_CONFIG as a directory or a FIFO (which is refused at
+   * once, not waited on) */
   g_setenv ("MEMRES_CONFIG", missing, TRUE);
-  assert_fails ("@a", MEMRES_ERROR_NOT_FOUND, "MEMRES_CONFIG: config file ");
+  assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, "nonexistent.conf: No such file or directory");
   names = memres_config_list_resources (NULL, &error);
   g_assert_null (names);
-  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_setenv ("MEMRES_CONFIG", fifo, TRUE);
+  assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, "fifo.conf: not a regular file");
+  names = memres_config_list_resources (NULL, &error);
+  g_assert_null (names);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_remove (fifo);
 
   g_setenv ("MEMRES_CONFIG", huge, TRUE);
   assert_fails ("@a", MEMRES_ERROR_INVALID_ARGUMENT, "larger than the 1048576 allowed");

@@ -14,7 +14,7 @@ typedef struct
   const char *spec;
   const char *entry; /* the driver call of the allocation */
   gboolean capture;  /* allocates inside a stream capture (graph) */
-  gboolean sized;    /* a pool kind: the message starts with the size asked for */
+  gboolean sized;    /* the message starts with the size asked for */
 } Case;
 
 static const Case cases[] = {
@@ -23,10 +23,10 @@ static const Case cases[] = {
   { "pinned", "cuMemAllocFromPoolAsync", FALSE, TRUE },
   { "pinned:mode=legacy", "cuMemHostAlloc", FALSE, TRUE },
   { "managed:pool=none", "cuMemAllocManaged", FALSE, TRUE },
-  { "vmm", "cuMemCreate", FALSE, FALSE },
+  { "vmm", "cuMemCreate", FALSE, TRUE },
   { "graph", "cuMemAllocAsync", TRUE, FALSE },
   /* through adaptors, untouched */
-  { "stats>limit:max=1GiB>vmm", "cuMemCreate", FALSE, FALSE },
+  { "stats>limit:max=1GiB>vmm", "cuMemCreate", FALSE, TRUE },
   { "track>pinned:mode=legacy", "cuMemHostAlloc", FALSE, TRUE },
 };
 

@@ -347,6 +347,65 @@ test_list_reports_broken (void)
   assert_registry_usable ();
 }
 
+/* A file named like an embedded plugin (libmemres-host.so, libmemres-stats.so) is never
+ * opened: lookups get the embedded kinds, and the listing reports each such file, in every
+ * directory of the path, as not loaded (MEMRES_ERROR_EXISTS), without a warning. */
+static void
+test_embedded_shadows_file (void)
+{
+  static const char *const names[] = { "host", "stats" };
+  g_autofree char *second = g_build_filename (tmp_dir, "second", NULL);
+  g_autofree char *old = g_strdup (g_getenv ("MEMRES_PLUGIN_PATH"));
+  g_autofree char *path = g_strjoin (":", old, second, NULL);
+  g_autoptr (GPtrArray) files = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr (GHashTable) failures = NULL;
+  g_autoptr (GPtrArray) kinds = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresKind) host = NULL;
+  guint i;
+
+  g_assert_cmpint (g_mkdir (second, 0700), ==, 0);
+  for (i = 0; i < G_N_ELEMENTS (names); i++)
+    {
+      g_autofree char *file = g_strdup_printf ("libmemres-%s.so", names[i]);
+
+      /* not an ELF file: opening it would fail with another error */
+      g_ptr_array_add (files, g_build_filename (tmp_dir, file, NULL));
+      g_ptr_array_add (files, g_build_filename (second, file, NULL));
+    }
+  for (i = 0; i < files->len; i++)
+    g_assert_true (g_file_set_contents (g_ptr_array_index (files, i), "not ELF\n", -1, NULL));
+  g_setenv ("MEMRES_PLUGIN_PATH", path, TRUE);
+
+  host = memres_registry_lookup ("host", &error);
+  g_assert_no_error (error);
+  g_assert_null (memres_kind_get_plugin_path (host));
+  assert_registry_usable ();
+  kinds = memres_registry_list_kinds_full (&failures, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (kinds);
+  for (i = 0; i < files->len; i++)
+    {
+      const char *file = g_ptr_array_index (files, i);
+      const GError *failure = g_hash_table_lookup (failures, file);
+      const char *name = names[i / 2];
+      g_autofree char *want = g_strdup_printf (
+          "plugin file %s is not loaded: plugin \"%s\" is embedded in libmemres, whose kinds "
+          "take the name (give the file and its plugin another name)",
+          file, name);
+
+      if (failure == NULL)
+        g_error ("%s is not among the failures", file);
+      g_assert_error (failure, MEMRES_ERROR, MEMRES_ERROR_EXISTS);
+      g_assert_cmpstr (failure->message, ==, want);
+    }
+  g_setenv ("MEMRES_PLUGIN_PATH", old, TRUE);
+  for (i = 0; i < files->len; i++)
+    g_assert_cmpint (g_remove (g_ptr_array_index (files, i)), ==, 0);
+  g_assert_cmpint (g_rmdir (second), ==, 0);
+  assert_registry_usable ();
+}
+
 int
 main (int argc, char **argv)
 {
@@ -381,6 +440,7 @@ main (int argc, char **argv)
   g_test_add_func ("/plugins/unreadable-search-dir", test_unreadable_search_dir);
   g_test_add_func ("/plugins/list-skips-broken", test_list_skips_broken);
   g_test_add_func ("/plugins/list-reports-broken", test_list_reports_broken);
+  g_test_add_func ("/plugins/embedded-shadows-file", test_embedded_shadows_file);
   ret = g_test_run ();
   g_rmdir (tmp_dir);
   g_free (tmp_dir);

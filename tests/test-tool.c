@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -359,6 +360,81 @@ test_kinds_healthy (void)
   g_assert_cmpint (r.status, ==, 0);
   g_assert_null (strstr (r.out, "broken_plugins"));
   run_clear (&r);
+
+  /* a kind named twice is listed once, in the order of first mention */
+  {
+    Run once = { 0 };
+    const char *host, *cache;
+
+    run_tool (&once, "kinds", "host", "cache", NULL);
+    g_assert_cmpint (once.status, ==, 0);
+    run_tool (&r, "kinds", "host", "cache", "host", "cache", NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_cmpstr (r.err, ==, "");
+    g_assert_cmpstr (r.out, ==, once.out);
+    g_assert_true (g_str_has_prefix (r.out, "host\n"));
+    g_assert_nonnull (strstr (r.out, "\n\ncache\n"));
+    g_assert_null (strstr (strstr (r.out, "\n\ncache\n"), "\nhost\n"));
+    run_clear (&r);
+    run_clear (&once);
+    run_tool (&r, "kinds", "--json", "cache", "host", "cache", NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    host = strstr (r.out, "\"name\": \"host\"");
+    cache = strstr (r.out, "\"name\": \"cache\"");
+    g_assert_nonnull (host);
+    g_assert_nonnull (cache);
+    g_assert_true (cache < host);
+    g_assert_null (strstr (host + 1, "\"name\": \"host\""));
+    g_assert_null (strstr (cache + 1, "\"name\": \"cache\""));
+    run_clear (&r);
+  }
+}
+
+/* A libmemres-host.so on the search path is shadowed by the embedded kind: `memres kinds` lists
+ * it as not loadable (exit status 3), `memres kinds host` shows the embedded kind. */
+static void
+test_kinds_shadowed_by_embedded (void)
+{
+  g_autofree char *tmp = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *file = g_build_filename (tmp, "libmemres-host.so", NULL);
+  g_autofree char *entry = g_strdup_printf (
+      "\nnot loadable: %s\n  MEMRES_ERROR_EXISTS: plugin file %s is not loaded: plugin \"host\" "
+      "is embedded in libmemres, whose kinds take the name (give the file and its plugin another "
+      "name)\n",
+      file, file);
+  const char *const env[] = { "MEMRES_PLUGIN_PATH", tmp, NULL };
+  const char *const list[] = { "kinds", NULL };
+  const char *const json_list[] = { "kinds", "--json", NULL };
+  const char *const named[] = { "kinds", "host", NULL };
+  g_autofree char *object = NULL;
+  g_autofree char *json_path = NULL;
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (file, "", -1, NULL));
+  run_toolv (&r, env, list);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 3);
+  g_assert_true (g_str_has_suffix (r.out, entry));
+  g_assert_cmpstr (r.err, ==,
+                   "memres: 1 plugin file on the search path did not load (listed after the "
+                   "kinds)\n");
+  run_clear (&r);
+  run_toolv (&r, env, json_list);
+  g_assert_cmpint (r.status, ==, 3);
+  json_path = g_strescape (file, NULL);
+  object = g_strdup_printf ("\"broken_plugins\": [\n    {\n      \"path\": \"%s\",\n      "
+                            "\"domain\": \"memres-error-quark\",\n      \"code\": %d,\n      "
+                            "\"code_name\": \"MEMRES_ERROR_EXISTS\",\n",
+                            json_path, MEMRES_ERROR_EXISTS);
+  g_assert_nonnull (strstr (r.out, object));
+  run_clear (&r);
+  run_toolv (&r, env, named);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.err, ==, "");
+  g_assert_nonnull (strstr (r.out, "\n  plugin: host, embedded in libmemres\n"));
+  run_clear (&r);
+  g_assert_cmpint (g_unlink (file), ==, 0);
+  g_assert_cmpint (g_rmdir (tmp), ==, 0);
 }
 
 /* `memres info` reports what each device can do with managed memory (the fake: everything). */
@@ -694,6 +770,21 @@ test_ipc_serve_socket (void)
       g_rmdir (dir);
       return;
     }
+  /* a SOCKET that names a file which is not a socket is a bad operand (2); the file stays */
+  {
+    g_autofree char *want = g_strdup_printf ("memres: %s exists and is not a socket\n", path);
+    g_autofree char *kept = NULL;
+
+    g_assert_true (g_file_set_contents (path, "mine", -1, NULL));
+    run_tool (&r, "ipc-serve", "--size", "4KiB", "--count", "1", path, NULL);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_cmpstr (r.err, ==, want);
+    g_assert_cmpstr (r.out, ==, "");
+    run_clear (&r);
+    g_assert_true (g_file_get_contents (path, &kept, NULL, NULL));
+    g_assert_cmpstr (kept, ==, "mine");
+    g_assert_cmpint (g_remove (path), ==, 0);
+  }
   for (gsize i = 0; i < G_N_ELEMENTS (signals); i++)
     {
       const char *argv[] = { tool, "ipc-serve", "--size", "4KiB", path, NULL };
@@ -1162,6 +1253,9 @@ test_replay_bad_logs (void)
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,steal,0x10,1,0x0\n", ":2: invalid Action" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,1,0x0\n1,t,allocate,0x10,2,0x0\n",
       ":3: Pointer 0x10 allocated again, without a free since line 2 allocated it" },
+    /* a free's Size is its allocate's */
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,100,0x0\n\n1,t,free,0x10,99,0x0\n",
+      ":4: free of Pointer 0x10 with Size 99, but its allocate on line 2 has Size 100\n" },
     /* live sizes past 2^64 bytes: no log of disjoint allocations (the peak wrapped to 3 * 2^62) */
     { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,4611686018427387904,0x0\n"
       "1,t,allocate,0x20,4611686018427387904,0x0\n1,t,allocate,0x30,4611686018427387904,0x0\n"
@@ -1209,6 +1303,81 @@ test_replay_bad_logs (void)
   g_assert_cmpint (r.status, ==, 2);
   run_clear (&r);
   g_remove (log);
+  g_rmdir (dir);
+}
+
+/* A file the user names (a log adaptor's path, MEMRES_CONFIG, replay's LOG) that is missing, is
+ * under something that is not a directory, is a directory or a FIFO is one bad input: exit
+ * status 2, MEMRES_ERROR_INVALID_ARGUMENT, one line naming the file; a FIFO is refused at once,
+ * never waited on (this test would time out). */
+static void
+test_bad_named_files (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *fifo = g_build_filename (dir, "fifo", NULL);
+  g_autofree char *file = g_build_filename (dir, "file", NULL);
+  g_autofree char *missing = g_build_filename (dir, "nonexistent-dir", "x.csv", NULL);
+  g_autofree char *under_file = g_build_filename (file, "x.csv", NULL);
+  const char *const paths[] = { missing, under_file, dir, fifo };
+  const char *const why[] = { "No such file or directory", "Not a directory", NULL, NULL };
+  Run r = { 0 };
+
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_assert_true (g_file_set_contents (file, "", -1, NULL));
+  for (gsize i = 0; i < G_N_ELEMENTS (paths); i++)
+    {
+      g_autofree char *spec = g_strdup_printf ("log:path=%s>host", paths[i]);
+      g_autofree char *log_needle = g_strdup_printf ("\"%s\"", paths[i]);
+      g_autofree char *conf_needle
+          = g_strdup_printf ("memres: MEMRES_CONFIG: config file %s: %s\n", paths[i],
+                             why[i] != NULL ? why[i] : "not a regular file");
+      const char *const config_env[] = { "MEMRES_CONFIG", paths[i], NULL };
+      const char *const log_args[] = { "alloc", "--json", spec, "1MiB", NULL };
+      const char *const config_args[] = { "alloc", "--json", "@a", "1MiB", NULL };
+      const char *const replay_args[] = { "replay", "--json", paths[i], "host", NULL };
+      Run runs[3] = { { 0 } };
+
+      g_test_message ("%s", paths[i]);
+      run_toolv (&runs[0], NULL, log_args);
+      run_toolv (&runs[1], config_env, config_args);
+      run_toolv (&runs[2], NULL, replay_args);
+      for (gsize k = 0; k < G_N_ELEMENTS (runs); k++)
+        {
+          g_test_message ("  %s", runs[k].err);
+          assert_one_error_line (&runs[k]);
+          g_assert_cmpint (runs[k].status, ==, 2);
+          assert_one_json_document (runs[k].out);
+          g_assert_nonnull (
+              strstr (runs[k].out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\",\n"));
+          g_assert_nonnull (strstr (runs[k].out, "\"exit_status\": 2\n"));
+          g_assert_nonnull (strstr (runs[k].err, paths[i]));
+        }
+      g_assert_true (g_str_has_prefix (runs[0].err, "memres: layer 1 of 2 (kind \"log\"): "));
+      g_assert_nonnull (strstr (runs[0].err, log_needle));
+      g_assert_cmpstr (runs[1].err, ==, conf_needle);
+      if (why[i] != NULL)
+        g_assert_nonnull (strstr (runs[2].err, why[i]));
+      else
+        g_assert_true (g_str_has_suffix (runs[2].err, ": not a regular file\n"));
+      for (gsize k = 0; k < G_N_ELEMENTS (runs); k++)
+        run_clear (&runs[k]);
+    }
+  /* an unreadable file is no bad path: permission denied, the work failing (1) */
+  if (geteuid () != 0)
+    {
+      const char *const config_env[] = { "MEMRES_CONFIG", file, NULL };
+      const char *const config_args[] = { "alloc", "--json", "@a", "1MiB", NULL };
+
+      g_assert_cmpint (g_chmod (file, 0), ==, 0);
+      run_toolv (&r, config_env, config_args);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_PERMISSION_DENIED\",\n"));
+      run_clear (&r);
+      g_assert_cmpint (g_chmod (file, 0644), ==, 0);
+    }
+  g_remove (fifo);
+  g_remove (file);
   g_rmdir (dir);
 }
 
@@ -1437,6 +1606,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/json-first", test_json_first);
   g_test_add_func ("/tool/kinds/broken-plugins", test_kinds_broken_plugins);
   g_test_add_func ("/tool/kinds/healthy", test_kinds_healthy);
+  g_test_add_func ("/tool/kinds/shadowed-by-embedded", test_kinds_shadowed_by_embedded);
   g_test_add_func ("/tool/kinds/odd-strings", test_kinds_odd_strings);
   g_test_add_func ("/tool/alloc/usage-errors", test_alloc_usage_errors);
   g_test_add_func ("/tool/info/driver-states", test_info_driver_states);
@@ -1455,6 +1625,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/odd-plugin-files", test_odd_plugin_files);
   g_test_add_func ("/tool/replay/round-trip", test_replay_round_trip);
   g_test_add_func ("/tool/replay/bad-logs", test_replay_bad_logs);
+  g_test_add_func ("/tool/error/bad-named-files", test_bad_named_files);
   g_test_add_func ("/tool/replay/free-failure", test_replay_free_failure);
   g_test_add_func ("/tool/replay/traces", test_replay_traces);
   g_test_add_func ("/tool/resources-and-layers", test_resources_and_layers);

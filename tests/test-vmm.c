@@ -1262,6 +1262,79 @@ run_sweep (const char *what, MtOp op, MtUndo undo, SweepData *d, gboolean prepar
   mt_assert_fake_counts_equal (&base);
 }
 
+/* An allocation or growth that runs out of memory says the size asked for, then the step and the
+ * bytes its own driver call asked for, then that call: the reservation (cuMemAddressReserve), a
+ * chunk's creation (cuMemCreate) and mapping (cuMemMap), the access (cuMemSetAccess). Nothing
+ * is left behind. */
+static void
+test_out_of_memory_names_call (void)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *buf;
+  gsize g;
+
+  if (!require_device ())
+    return;
+  if (!mt_require_fake ("injects CUDA_ERROR_OUT_OF_MEMORY"))
+    return;
+  g = gran ();
+  counts_begin (&base);
+  /* g + 1 bytes: 2g rounded, in two chunks of g */
+  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  {
+    const struct
+    {
+      const char *call;
+      int nth;
+      const char *step;
+      gsize bytes;
+    } cases[] = {
+      { "cuMemAddressReserve", 1, "reserving %" G_GSIZE_FORMAT " bytes of address space", 2 * g },
+      { "cuMemCreate", 2, "creating %" G_GSIZE_FORMAT " bytes of physical memory", g },
+      { "cuMemMap", 1, "mapping %" G_GSIZE_FORMAT " bytes", g },
+      { "cuMemSetAccess", 1, "granting access to %" G_GSIZE_FORMAT " bytes", 2 * g },
+    };
+
+    for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+      {
+        g_autoptr (GError) error = NULL;
+        g_autofree char *step = g_strdup_printf (cases[i].step, cases[i].bytes);
+        g_autofree char *want
+            = g_strdup_printf ("cannot allocate %" G_GSIZE_FORMAT " bytes: %s: %s: "
+                               "CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+                               g + 1, step, cases[i].call);
+
+        mt_fake_fail_call (cases[i].call, cases[i].nth, CUDA_ERROR_OUT_OF_MEMORY);
+        buf = memres_resource_allocate (mr, g + 1, NULL, &error);
+        mt_fake_reset_faults ();
+        g_assert_null (buf);
+        g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+        g_assert_cmpstr (error->message, ==, want);
+      }
+  }
+  /* a growth in place: from g to 3g, its second new chunk fails */
+  buf = allocate (mr, g);
+  {
+    g_autoptr (GError) error = NULL;
+    g_autofree char *want = g_strdup_printf (
+        "cannot grow a buffer of %" G_GSIZE_FORMAT " bytes to %" G_GSIZE_FORMAT
+        " bytes: creating %" G_GSIZE_FORMAT " bytes of physical memory: cuMemCreate: "
+        "CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+        g, 3 * g, g);
+
+    mt_fake_fail_call ("cuMemCreate", 2, CUDA_ERROR_OUT_OF_MEMORY);
+    g_assert_false (memres_buffer_resize (buf, 3 * g, NULL, &error));
+    mt_fake_reset_faults ();
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+    g_assert_cmpstr (error->message, ==, want);
+    g_assert_cmpuint (memres_buffer_get_size (buf), ==, g);
+  }
+  close_buffer (buf);
+  g_clear_pointer (&mr, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+}
+
 static void
 test_faults_allocate (void)
 {
@@ -1517,6 +1590,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/access/read-only", test_read_only);
   g_test_add_func ("/vmm/stats", test_stats);
   g_test_add_func ("/vmm/faults/allocate", test_faults_allocate);
+  g_test_add_func ("/vmm/faults/out-of-memory-names-call", test_out_of_memory_names_call);
   g_test_add_func ("/vmm/faults/close", test_faults_close);
   g_test_add_func ("/vmm/faults/grow-in-place", test_faults_grow_in_place);
   g_test_add_func ("/vmm/faults/grow-by-move", test_faults_grow_by_move);

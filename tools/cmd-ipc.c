@@ -280,7 +280,8 @@ catch_stop_signals (void)
  * (N at least 1; without --count until SIGINT or SIGTERM, which remove the socket and exit). A
  * client that fails is reported and the server goes on with the next.
  *
- * Returns: the exit status: 0 when every client succeeded, 1 on an error, 2 for bad usage
+ * Returns: the exit status: 0 when every client succeeded, 1 on an error, 2 for bad usage (a
+ *   SOCKET that exists and is not a socket among them)
  */
 int
 memres_tool_ipc_serve (int argc, char **argv)
@@ -362,7 +363,14 @@ memres_tool_ipc_serve (int argc, char **argv)
   if (lstat (addr.sun_path, &st) == 0)
     {
       if (!S_ISSOCK (st.st_mode))
-        return memres_tool_failf ("%s exists and is not a socket", addr.sun_path);
+        {
+          /* an operand that names a file which cannot be one: bad input, as a LOG that is not
+           * a regular file (the server's absence, at ipc-attach, is the work failing) */
+          g_autofree char *message
+              = g_strdup_printf ("%s exists and is not a socket", addr.sun_path);
+
+          return memres_tool_usage_error (NULL, message);
+        }
       if (socket_is_live (addr.sun_path))
         return memres_tool_failf ("a server is already listening on %s", addr.sun_path);
       if (socket_accepts (&addr))

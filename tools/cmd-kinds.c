@@ -211,6 +211,13 @@ print_failure_json (MemresJson *json, const char *path, const GError *error)
   memres_json_end_object (json);
 }
 
+static gboolean
+same_kind (gconstpointer a, gconstpointer b)
+{
+  return strcmp (memres_kind_get_name ((MemresKind *) a), memres_kind_get_name ((MemresKind *) b))
+         == 0;
+}
+
 int
 memres_tool_kinds (int argc, char **argv)
 {
@@ -227,14 +234,16 @@ memres_tool_kinds (int argc, char **argv)
   guint i;
 
   context = g_option_context_new ("[KIND...] - list resource kinds and their options");
-  g_option_context_set_summary (context,
-                                "Lists every kind: the embedded ones and those of every plugin "
-                                "on the search path (MEMRES_PLUGIN_PATH, then the installed "
-                                "plugin directory). A plugin file there that does not load (built "
-                                "for another plugin ABI, without its entry point, failing its "
-                                "init, ...) is listed after the kinds as \"not loadable\", with "
-                                "the reason (with --json: in \"broken_plugins\", each with its "
-                                "path, error domain, code, code name and message).");
+  g_option_context_set_summary (
+      context, "Lists every kind: the embedded ones and those of every plugin "
+               "on the search path (MEMRES_PLUGIN_PATH, then the installed "
+               "plugin directory); with KIND..., those kinds, each once, in "
+               "the order first named. A plugin file there that does not load (built "
+               "for another plugin ABI, without its entry point, failing its "
+               "init, named like a kind embedded in libmemres, ...) is listed after the kinds as "
+               "\"not loadable\", with "
+               "the reason (with --json: in \"broken_plugins\", each with its "
+               "path, error domain, code, code name and message).");
   g_option_context_set_description (
       context, "Exit status: 0 when every plugin file on the search path loaded; 3 when the "
                "listing is complete but a plugin file did not load (one line on stderr says "
@@ -252,7 +261,11 @@ memres_tool_kinds (int argc, char **argv)
           MemresKind *kind = memres_registry_lookup (argv[i], &error);
           if (kind == NULL)
             return memres_tool_fail (error);
-          g_ptr_array_add (kinds, kind);
+          /* a kind named twice is listed once, where it was named first */
+          if (g_ptr_array_find_with_equal_func (kinds, kind, same_kind, NULL))
+            memres_kind_unref (kind);
+          else
+            g_ptr_array_add (kinds, kind);
         }
     }
   else

@@ -5,7 +5,8 @@
  * where it keeps them), and the allocations that failed. Logged failures (`allocate failure`,
  * and `free failure`: a free that failed and left the buffer open) are counted, not replayed; a
  * free of an address the replay does not hold (its allocation failed here) is counted and skipped;
- * a log whose live sizes pass 2^64 bytes is refused as invalid (they would overlap). Buffers still
+ * a log whose live sizes pass 2^64 bytes, or with a free whose Size is not its allocate's, is
+ * refused as invalid (they would overlap; the live bytes would be wrong). Buffers still
  * live at the end are closed. */
 #include "memres-tool.h"
 
@@ -102,7 +103,17 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
     }
   if (!g_file_get_contents (log, &text, &length, &local))
     {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND, "%s", local->message);
+      /* a LOG that names no file is a bad operand, as one that is not a regular file */
+      gboolean bad_path = local->code == G_FILE_ERROR_NOENT || local->code == G_FILE_ERROR_NOTDIR
+                          || local->code == G_FILE_ERROR_ISDIR || local->code == G_FILE_ERROR_LOOP
+                          || local->code == G_FILE_ERROR_NAMETOOLONG;
+
+      g_set_error (error, MEMRES_ERROR,
+                   local->code == G_FILE_ERROR_ACCES || local->code == G_FILE_ERROR_PERM
+                       ? MEMRES_ERROR_PERMISSION_DENIED
+                   : bad_path ? MEMRES_ERROR_INVALID_ARGUMENT
+                              : MEMRES_ERROR_FAILED,
+                   "%s", local->message);
       return FALSE;
     }
   if ((nul = memchr (text, '\0', length)) != NULL)
@@ -195,6 +206,13 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
               r->unmatched_frees++;
               continue;
             }
+          /* the log adaptor logs a free with the size its allocate logged: another size is a
+           * log that lost lines or was not written by it (the live bytes would be wrong) */
+          if (size != l->size)
+            return bad_line (error, log, i + 1,
+                             "free of Pointer %s with Size %" G_GUINT64_FORMAT
+                             ", but its allocate on line %u has Size %" G_GUINT64_FORMAT,
+                             f[3], size, l->line, l->size);
           r->log_used -= l->size; /* added at its allocate: no wrap */
           if (l->buf != NULL)
             {

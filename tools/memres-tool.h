@@ -16,7 +16,8 @@ int memres_tool_ipc_serve (int argc, char **argv);  /* cmd-ipc.c */
 int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 
 /* Prints "memres: MESSAGE" on one line to stderr and returns the exit status: 2 for
- * MEMRES_ERROR_INVALID_ARGUMENT (a bad operand: spec, option value, size, pattern), else 1.
+ * MEMRES_ERROR_INVALID_ARGUMENT (a bad operand: spec, option value, size, pattern, a file
+ * named by the input that is missing, not a regular file or malformed), else 1.
  * MESSAGE is made printable: control characters and bytes that are not UTF-8 escaped,
  * shortened past 4 KiB. Quote user input in a message of a command through
  * memres_tool_show_input(). With memres_tool_set_json_errors(), every error

@@ -124,7 +124,7 @@ memres_tool_failf (const char *format, ...)
 int
 memres_tool_fail (const GError *error)
 {
-  /* a bad spec, option value, size or pattern is the user's operand: a usage error */
+  /* a bad spec, option value, size, pattern or named file is the user's input: a usage error */
   int status = g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT) ? 2 : 1;
 
   return report (NULL, error->message, error, status);

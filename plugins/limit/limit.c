@@ -1,7 +1,8 @@
 /* memres - CUDA memory resources
  * limit.c: the `limit` adaptor: at most `max` bytes in live allocations of the layer. An
- * allocation that would go past it fails with MEMRES_ERROR_OUT_OF_MEMORY, saying the limit and
- * what is in use, without calling anything below. The bytes counted are those the upstream
+ * allocation that would go past it fails with MEMRES_ERROR_OUT_OF_MEMORY, saying the size asked
+ * for (and, when the layer below rounds it up, the size it takes), the limit and what is in use,
+ * without calling anything below. The bytes counted are those the upstream
  * hands out (its rounded sizes): the requested size is reserved first (one atomic add, undone
  * when over the limit), then the difference of a rounded-up record, so that the limit is exact
  * at the boundary under any number of threads. Allocations pass through unchanged
@@ -39,10 +40,13 @@ limit_finalize (MemresResource *mr)
 {
 }
 
-/* Takes @bytes more of the limit for an allocation of @asked bytes of which @held are taken
- * already, or sets the error (what is in use not counting @held) and takes nothing. */
+/* Takes @bytes more of the limit for an allocation of @asked bytes (what the layer was asked
+ * for), @below bytes in the layer below (its rounded size; @asked when it does not round), of
+ * which @held are taken already, or sets the error (the size asked, the layer's below when it
+ * differs, what is in use not counting @held) and takes nothing. */
 static gboolean
-reserve (LimitResource *self, guint64 bytes, guint64 asked, guint64 held, GError **error)
+reserve (LimitResource *self, guint64 bytes, guint64 asked, guint64 below, guint64 held,
+         GError **error)
 {
   guint64 used = __atomic_load_n (&self->used, __ATOMIC_RELAXED);
 
@@ -50,10 +54,16 @@ reserve (LimitResource *self, guint64 bytes, guint64 asked, guint64 held, GError
     {
       if (bytes > self->max || used > self->max - bytes)
         {
+          g_autofree char *rounded
+              = below != asked ? g_strdup_printf (" (%" G_GUINT64_FORMAT " bytes in the layer "
+                                                  "below, which rounds it up)",
+                                                  below)
+                               : NULL;
+
           g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                       "limit: allocating %" G_GUINT64_FORMAT " bytes would pass the limit of "
+                       "limit: allocating %" G_GUINT64_FORMAT " bytes%s would pass the limit of "
                        "%" G_GUINT64_FORMAT " bytes (%" G_GUINT64_FORMAT " in use)",
-                       asked, self->max, used - held);
+                       asked, rounded != NULL ? rounded : "", self->max, used - held);
           return FALSE;
         }
     }
@@ -68,7 +78,7 @@ limit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
 {
   LimitResource *self = memres_resource_get_private (mr);
 
-  if (!reserve (self, size, size, 0, error))
+  if (!reserve (self, size, size, size, 0, error))
     return FALSE;
   if (!memres_upstream_allocate (mr, size, stream, alloc, error))
     {
@@ -76,10 +86,8 @@ limit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
       return FALSE;
     }
   if (G_UNLIKELY (alloc->size > size)
-      && !reserve (self, alloc->size - size, alloc->size, size, error))
+      && !reserve (self, alloc->size - size, size, alloc->size, size, error))
     {
-      g_prefix_error (error,
-                      "rounded up to %" G_GSIZE_FORMAT " bytes by the layer below: ", alloc->size);
       memres_upstream_deallocate (mr, alloc, stream, NULL);
       __atomic_sub_fetch (&self->used, size, __ATOMIC_RELAXED);
       return FALSE;

@@ -68,10 +68,16 @@ open_log (const char *path, gboolean append, gboolean *empty, GError **error)
     {
       int saved = errno;
 
+      /* a path that names no place for a file (a missing directory, a component that is not
+       * one, a directory itself, a FIFO) is a bad option value, as one that is not a regular
+       * file is below */
+      gboolean bad_path = saved == ENOENT || saved == ENOTDIR || saved == EISDIR || saved == ENXIO
+                          || saved == ELOOP || saved == ENAMETOOLONG;
+
       g_set_error (error, MEMRES_ERROR,
-                   saved == EACCES                     ? MEMRES_ERROR_PERMISSION_DENIED
-                   : saved == ENXIO || saved == EISDIR ? MEMRES_ERROR_INVALID_ARGUMENT
-                                                       : MEMRES_ERROR_FAILED,
+                   saved == EACCES ? MEMRES_ERROR_PERMISSION_DENIED
+                   : bad_path      ? MEMRES_ERROR_INVALID_ARGUMENT
+                                   : MEMRES_ERROR_FAILED,
                    "kind \"log\": cannot open \"%s\": %s%s", path, g_strerror (saved),
                    saved == ENXIO ? " (a FIFO without a reader, or a device that is not there: the "
                                     "log must be a regular file or a character device)"

@@ -26,6 +26,19 @@ vmm_warn_leak (CUresult res, const char *call)
   vmm_warn_call_failed (res, call, "rolling back a failure");
 }
 
+/* A driver call of an allocation or growth failed: memres_cuda_set_error()'s error (the call and
+ * the CUresult; MEMRES_ERROR_OUT_OF_MEMORY for CUDA_ERROR_OUT_OF_MEMORY) after what was being
+ * done and the bytes the call asked for: "@doing @bytes bytes@what: " ("reserving 4194304 bytes
+ * of address space: cuMemAddressReserve: ..."). Returns FALSE. */
+static gboolean
+vmm_call_failed (GError **error, CUresult res, const char *call, const char *doing, gsize bytes,
+                 const char *what)
+{
+  memres_cuda_set_error (error, res, call);
+  g_prefix_error (error, "%s %" G_GSIZE_FORMAT " bytes%s: ", doing, bytes, what);
+  return FALSE;
+}
+
 static gboolean
 vmm_round_size (VmmResource *self, gsize size, gsize *out, GError **error)
 {
@@ -158,7 +171,7 @@ vmm_grant (VmmResource *self, VmmSpace space, gsize start, gsize end, GError **e
   CUresult res = vmm_space_apply (self, space, VMM_GRANT, start, end, FALSE, &stop);
 
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, res, "cuMemSetAccess");
+    return vmm_call_failed (error, res, "cuMemSetAccess", "granting access to", end - start, "");
   return TRUE;
 }
 
@@ -179,7 +192,8 @@ vmm_address_reserve (VmmResource *self, gsize size, CUdeviceptr hint, CUdevicept
   CUresult res = self->drv->cuMemAddressReserve (ptr, size, self->granularity, hint, 0);
 
   if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, res, "cuMemAddressReserve");
+    return vmm_call_failed (error, res, "cuMemAddressReserve", "reserving", size,
+                            " of address space");
   return TRUE;
 }
 
@@ -276,7 +290,7 @@ vmm_map_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize first, 
       if (res != CUDA_SUCCESS)
         {
           vmm_unmap_or_warn (self, space, buf->chunks[first].offset, c->offset);
-          return memres_cuda_set_error (error, res, "cuMemMap");
+          return vmm_call_failed (error, res, "cuMemMap", "mapping", c->size, "");
         }
     }
   return TRUE;
@@ -323,8 +337,9 @@ vmm_create_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize end,
   gsize first = buf->n_chunks;
   gsize offset = buf->mapped;
   gsize r = 0;
-  const char *call = NULL;
+  const char *call = NULL, *doing = NULL, *what = "";
   CUresult res = CUDA_SUCCESS;
+  gsize bytes;
 
   while (offset < end)
     {
@@ -340,6 +355,8 @@ vmm_create_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize end,
       if (res != CUDA_SUCCESS)
         {
           call = "cuMemCreate";
+          doing = "creating";
+          what = " of physical memory";
           break;
         }
       res = self->drv->cuMemMap (base + offset, c->size, 0, c->handle, 0);
@@ -350,6 +367,7 @@ vmm_create_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize end,
           if (res2 != CUDA_SUCCESS)
             vmm_warn_leak (res2, "cuMemRelease");
           call = "cuMemMap";
+          doing = "mapping";
           break;
         }
       buf->n_chunks++;
@@ -358,9 +376,10 @@ vmm_create_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize end,
   if (call == NULL)
     return TRUE;
 
+  bytes = buf->chunks[buf->n_chunks].size; /* the chunk that failed, not counted */
   vmm_unmap_or_warn (self, space, buf->mapped, offset);
   vmm_release_chunks_or_warn (self, buf, first);
-  return memres_cuda_set_error (error, res, call);
+  return vmm_call_failed (error, res, call, doing, bytes, what);
 }
 
 /* Undoes vmm_create_chunks() after it succeeded: unmaps the chunks [first, n_chunks) from
@@ -409,19 +428,24 @@ vmm_unmap (VmmResource *self, VmmBuffer *buf, gsize start, gsize end, GError **e
  * reserve) bytes of address space (cuMemAddressReserve), creates the physical memory in chunks
  * (cuMemCreate) and maps each one (cuMemMap), then grants the owner, the host location and the
  * peers access in one cuMemSetAccess. Synchronous: @stream is not used. On failure everything
- * created is released in reverse order. */
+ * created is released in reverse order, and the error says "cannot allocate SIZE bytes: ", the
+ * step and the bytes its driver call asked for, then the call and its CUresult ("cannot allocate
+ * 3145728 bytes: reserving 4194304 bytes of address space: cuMemAddressReserve:
+ * CUDA_ERROR_OUT_OF_MEMORY: out of memory"). */
 gboolean
 _vmm_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                GError **error)
 {
   VmmResource *self = memres_resource_get_private (mr);
-  VmmBuffer *buf = g_new0 (VmmBuffer, 1);
+  VmmBuffer *buf;
   gsize rounded;
   VmmRange range;
   VmmSpace space;
 
-  if (!vmm_round_size (self, size, &rounded, error) || !vmm_reserve_ranges (buf, 1, error)
-      || !vmm_reserve_chunks (self, buf, rounded, error))
+  if (!vmm_round_size (self, size, &rounded, error))
+    return FALSE;
+  buf = g_new0 (VmmBuffer, 1);
+  if (!vmm_reserve_ranges (buf, 1, error) || !vmm_reserve_chunks (self, buf, rounded, error))
     goto fail;
   range.size = MAX (rounded, self->reserve);
   if (!vmm_address_reserve (self, range.size, 0, &range.ptr, error))
@@ -450,6 +474,8 @@ fail_range:
   vmm_address_free_or_warn (self, range.ptr, range.size);
 fail:
   vmm_buffer_free (buf);
+  /* the size the slot was asked for, then the step and the bytes of its driver call */
+  g_prefix_error (error, "cannot allocate %" G_GSIZE_FORMAT " bytes: ", size);
   return FALSE;
 }
 
@@ -802,7 +828,13 @@ _vmm_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size, Memres
     {
       if (!vmm_grow_in_place (self, buf, rounded, &taken, error)
           && (!taken || !vmm_grow_by_move (self, buf, rounded, stream, error)))
-        return FALSE;
+        {
+          g_prefix_error (error,
+                          "cannot grow a buffer of %" G_GSIZE_FORMAT " bytes to %" G_GSIZE_FORMAT
+                          " bytes: ",
+                          alloc->size, new_size);
+          return FALSE;
+        }
     }
   else if (rounded < alloc->size && !vmm_shrink (self, buf, rounded, stream, error))
     return FALSE;
