@@ -467,16 +467,29 @@ _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, M
   return _memres_resource_slot_result (mr, "deallocate", ok, &local, error);
 }
 
-/* cuda-helpers.c: memres_cuda_push_stream_context() with the driver kept in @t->drv;
+/* memres_cuda_push_stream_context() (sdk/cuda-helpers.c) with the driver kept in @t->drv, for
+ * the core's callers (transfers, the cross-stream close, IPC close ordering);
  * _memres_stream_context_end() pops what begin pushed. */
 typedef struct
 {
   const MemresCudaDriver *drv;
   gboolean pushed;
 } MemresStreamContext;
-gboolean _memres_stream_context_begin (MemresStreamContext *t, gint device, MemresStream stream,
-                                       GError **error);
-void _memres_stream_context_end (MemresStreamContext *t);
+
+static inline gboolean
+_memres_stream_context_begin (MemresStreamContext *t, gint device, MemresStream stream,
+                              GError **error)
+{
+  t->pushed = FALSE;
+  t->drv = memres_cuda_get_driver (error);
+  return t->drv != NULL && memres_cuda_push_stream_context (device, stream, &t->pushed, error);
+}
+
+static inline void
+_memres_stream_context_end (MemresStreamContext *t)
+{
+  memres_cuda_pop_context (t->pushed);
+}
 
 /* buffer.c: a new open buffer owning @alloc, holding a reference on @mr, its bytes counted on
  * the stripes (memres_resource_allocate(), chunks received from another process).

@@ -239,7 +239,7 @@ typedef struct
  *   can be told about with g_warning(), except `CUDA_ERROR_DEINITIALIZED` (the driver shut
  *   down at process exit), which is silent (g_debug()); every such warning goes through it.
  *
- * The common mechanics of kinds, one copy each in the core (core/cuda-helpers.c; Since: 1.2):
+ * The common mechanics of kinds, one copy each in libmemres (sdk/cuda-helpers.c; Since: 1.2):
  *
  * memres_cuda_push_context(), memres_cuda_pop_context(): @device's primary context made
  *   current around calls that act on "the current context" (cuMemAlloc, cuMemHostAlloc,

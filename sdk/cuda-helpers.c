@@ -2,8 +2,10 @@
  * cuda-helpers.c: the driver helpers of the plugin SDK that kinds and the core share: a device's
  * primary context pushed around calls that act on the current context, the context stream work
  * runs in, waiting for a stream or a device, device attributes and the peer-access check. One
- * copy each, so that every kind gets the same contexts and the same errors. */
-#include "memres-private.h"
+ * copy each, so that every kind gets the same contexts and the same errors. Part of libmemres,
+ * written against the public headers alone, as a third party's plugin is (the SDK sits on the
+ * core's driver table, memres_cuda_get_driver(), and nothing else of it). */
+#include <memres/memres-plugin.h>
 
 static gboolean
 set_no_entry (GError **error, const MemresCudaDriver *drv, const char *entries)
@@ -167,23 +169,6 @@ memres_cuda_push_stream_context (gint device, MemresStream stream, gboolean *pus
   return memres_cuda_push_context (device, pushed, error);
 }
 
-/* The core's callers (transfers, the stream waits below, IPC close ordering in
- * ipc/ipc-buffers.c) keep the driver with the context. */
-gboolean
-_memres_stream_context_begin (MemresStreamContext *t, gint device, MemresStream stream,
-                              GError **error)
-{
-  t->pushed = FALSE;
-  t->drv = memres_cuda_get_driver (error);
-  return t->drv != NULL && memres_cuda_push_stream_context (device, stream, &t->pushed, error);
-}
-
-void
-_memres_stream_context_end (MemresStreamContext *t)
-{
-  memres_cuda_pop_context (t->pushed);
-}
-
 /**
  * memres_cuda_stream_synchronize:
  * @device: the device ordinal of the memory the wait is for, or -1 for host memory
@@ -209,13 +194,14 @@ _memres_stream_context_end (MemresStreamContext *t)
 gboolean
 memres_cuda_stream_synchronize (gint device, MemresStream stream, GError **error)
 {
-  MemresStreamContext t;
+  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
+  gboolean pushed = FALSE;
   CUresult r;
 
-  if (!_memres_stream_context_begin (&t, device, stream, error))
+  if (drv == NULL || !memres_cuda_push_stream_context (device, stream, &pushed, error))
     return FALSE;
-  r = t.drv->cuStreamSynchronize ((CUstream) stream);
-  _memres_stream_context_end (&t);
+  r = drv->cuStreamSynchronize ((CUstream) stream);
+  memres_cuda_pop_context (pushed);
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuStreamSynchronize");
   return TRUE;
