@@ -268,10 +268,11 @@ guint64 _memres_resource_used_bytes (MemresResource *mr);
 
 /* Counts @buffers more open buffers (1, -1 or 0) and @bytes more bytes (only where the core
  * counts @mr's usage) on the calling thread's stripe of @mr. A thread with a stripe of its own
- * changes it with plain loads and stores, marked busy (owner-fence.h: no locked instruction on
- * the allocate/close pair) unless @mr's stripes are stopping; the shared stripe, and every
- * stripe once stopped, with locked instructions. Returns TRUE when a buffer fewer was counted on
- * a dead stripe (the caller then calls _memres_resource_buffer_gone()). */
+ * changes it with plain loads and stores, marked busy when it counts buffers (owner-fence.h: no
+ * locked instruction on the allocate/close pair) unless @mr's stripes are stopping; the shared
+ * stripe, and every stripe's buffers once stopped, with locked instructions. Returns TRUE when a
+ * buffer fewer was counted on a dead stripe (the caller then calls _memres_resource_buffer_gone()).
+ */
 G_ALWAYS_INLINE static inline gboolean
 _memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
 {
@@ -286,8 +287,10 @@ _memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
   if (G_UNLIKELY (i == 0))
     i = _memres_stripe_assign ();
   stripe = &mr->stripes[i - 1];
+  /* a count of bytes alone needs no busy mark: a stripe's bytes have one writer, its thread, and
+   * the stop (resource_last_ref()) sums only the buffers */
   if (G_LIKELY (i != MEMRES_STRIPE_SHARED)
-      && owner_try_enter_light (&stripe->busy, &mr->stripes_stop))
+      && (buffers == 0 || owner_try_enter_light (&stripe->busy, &mr->stripes_stop)))
     {
       if (buffers != 0) /* a constant at every call: a count of bytes alone touches no count */
         {
@@ -299,7 +302,8 @@ _memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
           used = __atomic_load_n (&stripe->used, __ATOMIC_RELAXED) + bytes;
           __atomic_store_n (&stripe->used, used, __ATOMIC_RELAXED);
         }
-      owner_leave_busy (&stripe->busy);
+      if (buffers != 0)
+        owner_leave_busy (&stripe->busy);
     }
   else
     {
