@@ -15,17 +15,6 @@
 
 typedef const MemresPluginDesc *(*GetDescFunc) (void);
 
-static MemresPlugin *
-plugin_new (const char *name, const char *path, GModule *module)
-{
-  MemresPlugin *plugin = g_new0 (MemresPlugin, 1);
-
-  plugin->name = g_strdup (name);
-  plugin->path = g_strdup (path);
-  plugin->module = module;
-  return plugin;
-}
-
 /* Frees a plugin whose load failed, with the kinds it registered (none of them reached the
  * registry). Its module, once opened, stays resident. */
 void
@@ -34,8 +23,7 @@ _memres_plugin_free (MemresPlugin *plugin)
   g_clear_pointer (&plugin->kinds, g_ptr_array_unref);
   g_clear_error (&plugin->register_error);
   /* A resident module stays mapped: g_module_close() only drops GModule's reference. */
-  if (plugin->module != NULL)
-    g_module_close (plugin->module);
+  g_clear_pointer (&plugin->module, g_module_close);
   g_free ((gpointer) plugin->desc);
   g_free (plugin->name);
   g_free (plugin->path);
@@ -86,7 +74,7 @@ check_note (const char *name, const char *path, GError **error)
 static MemresPluginDesc *
 check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GError **error)
 {
-  MemresPluginDesc *desc;
+  g_autofree MemresPluginDesc *desc = NULL;
   guint32 major, minor, size;
 
   if (raw == NULL)
@@ -120,7 +108,6 @@ check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GE
                    "plugin file libmemres-%s.so (%s) names itself \"%s\": file name, symbol and "
                    "descriptor name must agree",
                    name, where, desc->name != NULL ? desc->name : "(null)");
-      g_free (desc);
       return NULL;
     }
   if (desc->reserved != 0)
@@ -129,17 +116,15 @@ check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GE
                    "plugin \"%s\" (%s): descriptor field reserved is %u, must be 0 (a descriptor "
                    "not made by MEMRES_PLUGIN_DEFINE)",
                    name, where, desc->reserved);
-      g_free (desc);
       return NULL;
     }
   if (desc->init == NULL)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_INIT_FAILED,
                    "plugin \"%s\" (%s) has no init function", name, where);
-      g_free (desc);
       return NULL;
     }
-  return desc;
+  return g_steal_pointer (&desc);
 }
 
 /* Runs the plugin's init with no memres lock held, then registers what it registered. */
@@ -147,7 +132,7 @@ static gboolean
 run_init (MemresPlugin *plugin, const char *where, GError **error)
 {
   g_autoptr (GPtrArray) kinds = NULL;
-  GError *local = NULL;
+  g_autoptr (GError) local = NULL;
   gboolean ok;
 
   plugin->kinds = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_kind_unref);
@@ -157,7 +142,6 @@ run_init (MemresPlugin *plugin, const char *where, GError **error)
   if (plugin->register_error != NULL)
     {
       /* A kind name already taken (or a bad kind): report that, whatever init returned. */
-      g_clear_error (&local);
       g_propagate_prefixed_error (error, g_error_copy (plugin->register_error),
                                   "plugin \"%s\" (%s): ", plugin->name, where);
       return FALSE;
@@ -167,20 +151,37 @@ run_init (MemresPlugin *plugin, const char *where, GError **error)
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_INIT_FAILED,
                    "plugin \"%s\" (%s) failed to initialize: %s", plugin->name, where,
                    local != NULL ? local->message : "no reason given");
-      g_clear_error (&local);
       return FALSE;
     }
   if (local != NULL)
-    {
-      g_warning ("plugin \"%s\" init succeeded but set an error: %s", plugin->name, local->message);
-      g_clear_error (&local);
-    }
+    g_warning ("plugin \"%s\" init succeeded but set an error: %s", plugin->name, local->message);
   if (!_memres_registry_insert (kinds, error))
     {
       g_prefix_error (error, "plugin \"%s\" (%s): ", plugin->name, where);
       return FALSE;
     }
   return TRUE;
+}
+
+/* A new plugin @name from @path (NULL: embedded in libmemres) and @module, its descriptor @raw
+ * checked and its init run; NULL (the plugin freed) when either fails. */
+static MemresPlugin *
+plugin_new (const char *name, const char *path, GModule *module, const MemresPluginDesc *raw,
+            GError **error)
+{
+  MemresPlugin *plugin = g_new0 (MemresPlugin, 1);
+  const char *where = path != NULL ? path : "embedded in libmemres";
+
+  plugin->name = g_strdup (name);
+  plugin->path = g_strdup (path);
+  plugin->module = module;
+  plugin->desc = check_desc (raw, name, where, error);
+  if (plugin->desc == NULL || !run_init (plugin, where, error))
+    {
+      _memres_plugin_free (plugin);
+      return NULL;
+    }
+  return plugin;
 }
 
 /* Opens @path as plugin @name, checks it and runs its init. The caller holds the load token
@@ -200,7 +201,6 @@ _memres_plugin_load (const char *name, const char *path, GError **error)
   g_autofree char *symbol = NULL;
   g_autofree char *problem = NULL;
   gpointer get_desc = NULL;
-  MemresPlugin *plugin;
   GModule *module;
 
   problem = _memres_module_file_problem (path);
@@ -223,42 +223,23 @@ _memres_plugin_load (const char *name, const char *path, GError **error)
       return NULL;
     }
   g_module_make_resident (module);
-  plugin = plugin_new (name, path, module);
 
   symbol = g_strdup_printf ("memres_plugin_%s_get_desc", name);
   if (!g_module_symbol (module, symbol, &get_desc) || get_desc == NULL)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_SYMBOL,
                    "plugin \"%s\" (%s) has no entry point %s", name, path, symbol);
-      goto fail;
+      g_module_close (module); /* it stays resident */
+      return NULL;
     }
-  plugin->desc = check_desc (((GetDescFunc) get_desc) (), name, path, error);
-  if (plugin->desc == NULL)
-    goto fail;
-  if (!run_init (plugin, path, error))
-    goto fail;
-  return plugin;
-
-fail:
-  _memres_plugin_free (plugin);
-  return NULL;
+  return plugin_new (name, path, module, ((GetDescFunc) get_desc) (), error);
 }
 
 /* Registers a plugin compiled into libmemres (host) through the same checks and init. */
 MemresPlugin *
 _memres_plugin_load_embedded (const MemresPluginDesc *desc, GError **error)
 {
-  MemresPlugin *plugin;
-  const char *name = desc->name;
-
-  plugin = plugin_new (name, NULL, NULL);
-  plugin->desc = check_desc (desc, name, "embedded in libmemres", error);
-  if (plugin->desc == NULL || !run_init (plugin, "embedded in libmemres", error))
-    {
-      _memres_plugin_free (plugin);
-      return NULL;
-    }
-  return plugin;
+  return plugin_new (desc->name, NULL, NULL, desc, error);
 }
 
 /**
