@@ -93,6 +93,16 @@ resolve_entries (gpointer handle, const char *path, GError **error)
   return missing == NULL;
 }
 
+/* What @get (the driver's cuGetErrorName or cuGetErrorString, or NULL) says of @result, or
+ * @unknown when it says nothing. */
+static const char *
+describe (__typeof__ (driver.cuGetErrorName) get, CUresult result, const char *unknown)
+{
+  const char *text = NULL;
+
+  return get != NULL && get (result, &text) == CUDA_SUCCESS && text != NULL ? text : unknown;
+}
+
 /* TRUE when the driver call @call returned CUDA_SUCCESS (@res); else memres_cuda_set_error(). */
 static gboolean
 check_call (CUresult res, const char *call, GError **error)
@@ -104,8 +114,6 @@ static gboolean
 init_driver (const char *path, GError **error)
 {
   CUresult res;
-  const char *name = NULL;
-  const char *text = NULL;
 
   init_called = TRUE;
   _memres_fork_note_driver_init ();
@@ -113,12 +121,10 @@ init_driver (const char *path, GError **error)
   res = driver.cuInit (0);
   if (res != CUDA_SUCCESS && res != CUDA_ERROR_NO_DEVICE)
     {
-      if (driver.cuGetErrorName (res, &name) != CUDA_SUCCESS || name == NULL)
-        name = "CUDA_ERROR_UNKNOWN";
-      if (driver.cuGetErrorString (res, &text) != CUDA_SUCCESS || text == NULL)
-        text = "unknown error";
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
-                   "The CUDA driver %s failed to initialize: cuInit: %s: %s", path, name, text);
+                   "The CUDA driver %s failed to initialize: cuInit: %s: %s", path,
+                   describe (driver.cuGetErrorName, res, "CUDA_ERROR_UNKNOWN"),
+                   describe (driver.cuGetErrorString, res, "unknown error"));
       return FALSE;
     }
   if (res == CUDA_SUCCESS
@@ -251,8 +257,8 @@ memres_cuda_get_driver (GError **error)
 gboolean
 memres_cuda_set_error (GError **error, CUresult result, const char *call)
 {
-  const char *name = NULL;
-  const char *text = NULL;
+  const char *name;
+  const char *text;
   gboolean oom = result == CUDA_ERROR_OUT_OF_MEMORY;
   GQuark domain = oom ? MEMRES_ERROR : MEMRES_CUDA_ERROR;
   gint code = oom ? MEMRES_ERROR_OUT_OF_MEMORY : (gint) result;
@@ -260,14 +266,10 @@ memres_cuda_set_error (GError **error, CUresult result, const char *call)
   if (error == NULL)
     return FALSE;
 
-  if (driver.cuGetErrorName != NULL && driver.cuGetErrorName (result, &name) != CUDA_SUCCESS)
-    name = NULL;
-  if (driver.cuGetErrorString != NULL && driver.cuGetErrorString (result, &text) != CUDA_SUCCESS)
-    text = NULL;
-
+  name = describe (driver.cuGetErrorName, result, NULL);
+  text = describe (driver.cuGetErrorString, result, "no description");
   if (name != NULL)
-    g_set_error (error, domain, code, "%s: %s: %s", call != NULL ? call : "CUDA", name,
-                 text != NULL ? text : "no description");
+    g_set_error (error, domain, code, "%s: %s: %s", call != NULL ? call : "CUDA", name, text);
   else
     g_set_error (error, domain, code, "%s: CUDA error %d", call != NULL ? call : "CUDA",
                  (gint) result);
