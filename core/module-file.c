@@ -37,32 +37,26 @@ char *
 _memres_module_file_problem (const char *path)
 {
   struct stat st;
-  int fd, saved;
+  int fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  int saved = errno;
 
-  fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0)
+  if (fd >= 0)
     {
-      saved = errno;
-      if (saved == ELOOP)
-        return g_strdup ("a symbolic link loop");
-      if (saved == ENOENT && lstat (path, &st) == 0 && S_ISLNK (st.st_mode))
-        return g_strdup ("a dangling symbolic link");
-      if (saved == ENOENT) /* nothing there: dlopen() says so in its own words */
-        return NULL;
-      if (saved == ENXIO) /* a socket, or a FIFO opened for writing */
-        return g_strdup ("not a regular file");
-      return g_strdup_printf ("unreadable (%s)", g_strerror (saved));
-    }
-  if (fstat (fd, &st) != 0)
-    {
+      gboolean ok = fstat (fd, &st) == 0;
+
       saved = errno;
       close (fd);
-      return g_strdup_printf ("unreadable (%s)", g_strerror (saved));
+      if (ok)
+        return S_ISREG (st.st_mode) ? NULL : g_strdup (file_type_name (st.st_mode));
     }
-  close (fd);
-  if (!S_ISREG (st.st_mode))
-    return g_strdup (file_type_name (st.st_mode));
-  return NULL;
+  else if (saved == ELOOP)
+    return g_strdup ("a symbolic link loop");
+  else if (saved == ENOENT) /* nothing there: dlopen() says so in its own words */
+    return lstat (path, &st) == 0 && S_ISLNK (st.st_mode) ? g_strdup ("a dangling symbolic link")
+                                                          : NULL;
+  else if (saved == ENXIO) /* a socket, or a FIFO opened for writing */
+    return g_strdup ("not a regular file");
+  return g_strdup_printf ("unreadable (%s)", g_strerror (saved));
 }
 
 /* Reads @size bytes at @offset of @fd, all of them. */
@@ -124,7 +118,6 @@ _memres_module_file_read_note (const char *path, MemresPluginNote *note)
   static const char section_name[] = ".note.memres";
   g_autofree Elf64_Shdr *sections = NULL;
   g_autofree char *names = NULL;
-  g_autofree guint8 *data = NULL;
   gboolean found = FALSE;
   Elf64_Ehdr eh;
   const Elf64_Shdr *strtab;
@@ -152,6 +145,7 @@ _memres_module_file_read_note (const char *path, MemresPluginNote *note)
   for (i = 0; i < eh.e_shnum && !found; i++)
     {
       const Elf64_Shdr *sh = &sections[i];
+      g_autofree guint8 *data = NULL;
 
       if (sh->sh_name >= strtab->sh_size || strtab->sh_size - sh->sh_name < sizeof section_name
           || memcmp (names + sh->sh_name, section_name, sizeof section_name) != 0
@@ -160,7 +154,6 @@ _memres_module_file_read_note (const char *path, MemresPluginNote *note)
       data = g_malloc (sh->sh_size);
       if (read_at (fd, data, sh->sh_size, sh->sh_offset))
         found = find_note (data, sh->sh_size, note);
-      g_clear_pointer (&data, g_free);
     }
 out:
   close (fd);
