@@ -46,27 +46,35 @@ check_abi (guint32 major, guint32 minor, const char *name, const char *where, GE
   return TRUE;
 }
 
+/* The name a plugin's note or descriptor gives itself, @claimed (shown as @shown), must be the
+ * name of its file, @name: MEMRES_PLUGIN_ERROR_NAME_MISMATCH. */
+static gboolean
+check_name (const char *name, const char *where, const char *claimed, const char *shown,
+            GError **error)
+{
+  if (claimed != NULL && strcmp (claimed, name) == 0)
+    return TRUE;
+  g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
+               "plugin file libmemres-%s.so (%s) names itself \"%s\": file name, symbol and "
+               "descriptor name must agree",
+               name, where, shown);
+  return FALSE;
+}
+
 /* The checks of the plugin's ELF note, when it has one (MEMRES_PLUGIN_DEFINE of headers 1.2
  * and later), made on the file before it is opened: the ABI version and the name. */
 static gboolean
 check_note (const char *name, const char *path, GError **error)
 {
+  g_autofree char *shown = NULL;
   MemresPluginNote note;
 
   if (!_memres_module_file_read_note (path, &note))
     return TRUE;
   if (!check_abi (note.abi_major, note.abi_minor, name, path, error))
     return FALSE;
-  if (strcmp (note.name, name) != 0)
-    {
-      g_autofree char *shown = _memres_show_input (note.name);
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
-                   "plugin file libmemres-%s.so (%s) names itself \"%s\": file name, symbol and "
-                   "descriptor name must agree",
-                   name, path, shown);
-      return FALSE;
-    }
-  return TRUE;
+  shown = _memres_show_input (note.name);
+  return check_name (name, path, note.name, shown, error);
 }
 
 /* Checks @raw (as returned by the plugin) and copies the fields this core knows into a new
@@ -75,7 +83,6 @@ static MemresPluginDesc *
 check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GError **error)
 {
   g_autofree MemresPluginDesc *desc = NULL;
-  guint32 major, minor, size;
 
   if (raw == NULL)
     {
@@ -85,31 +92,23 @@ check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GE
       return NULL;
     }
   /* abi_major, abi_minor and struct_size open every version of the descriptor. */
-  major = raw->abi_major;
-  minor = raw->abi_minor;
-  size = raw->struct_size;
-  if (!check_abi (major, minor, name, where, error))
+  if (!check_abi (raw->abi_major, raw->abi_minor, name, where, error))
     return NULL;
-  if (size < DESC_MIN_SIZE)
+  if (raw->struct_size < DESC_MIN_SIZE)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
                    "plugin \"%s\" (%s): descriptor struct_size %u is smaller than ABI %u.%u's "
                    "%" G_GSIZE_FORMAT " bytes",
-                   name, where, size, major, minor, (gsize) DESC_MIN_SIZE);
+                   name, where, raw->struct_size, raw->abi_major, raw->abi_minor,
+                   (gsize) DESC_MIN_SIZE);
       return NULL;
     }
 
   desc = g_new0 (MemresPluginDesc, 1);
-  memcpy (desc, raw, MIN ((gsize) size, sizeof *desc));
+  memcpy (desc, raw, MIN ((gsize) raw->struct_size, sizeof *desc));
 
-  if (desc->name == NULL || strcmp (desc->name, name) != 0)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
-                   "plugin file libmemres-%s.so (%s) names itself \"%s\": file name, symbol and "
-                   "descriptor name must agree",
-                   name, where, desc->name != NULL ? desc->name : "(null)");
-      return NULL;
-    }
+  if (!check_name (name, where, desc->name, desc->name != NULL ? desc->name : "(null)", error))
+    return NULL;
   if (desc->reserved != 0)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
