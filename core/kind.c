@@ -56,18 +56,16 @@ check_choices (const char *kind, const MemresOptionSpec *spec, GError **error)
 static gboolean
 validate_schema (const char *kind, const MemresOptionSpec *options, guint n_options, GError **error)
 {
-  guint i, j;
-
   if (n_options > 0 && options == NULL)
     return invalid (error, "kind \"%s\" declares %u options but no option table", kind, n_options);
-  for (i = 0; i < n_options; i++)
+  for (guint i = 0; i < n_options; i++)
     {
       const MemresOptionSpec *spec = &options[i];
 
       if (!_memres_key_is_valid (spec->name))
         return invalid (error, "kind \"%s\": option %u has an invalid name \"%s\"", kind, i,
                         spec->name != NULL ? spec->name : "(null)");
-      for (j = 0; j < i; j++)
+      for (guint j = 0; j < i; j++)
         if (strcmp (options[j].name, spec->name) == 0)
           return invalid (error, "kind \"%s\": option \"%s\" is declared twice", kind, spec->name);
       if ((guint) spec->type > MEMRES_OPTION_INT_LIST)

@@ -56,9 +56,6 @@ load_token_release (void)
 static void
 ensure_embedded (void)
 {
-  g_autoptr (GError) error = NULL;
-  MemresPlugin *plugin;
-
   if (G_LIKELY (g_atomic_int_get (&embedded_state) == 2))
     return;
 
@@ -80,13 +77,12 @@ ensure_embedded (void)
 
       for (gsize i = 0; i < G_N_ELEMENTS (embedded); i++)
         {
-          plugin = _memres_plugin_load_embedded (embedded[i](), &error);
+          g_autoptr (GError) error = NULL;
+          MemresPlugin *plugin = _memres_plugin_load_embedded (embedded[i](), &error);
+
           if (plugin == NULL)
-            {
-              g_critical ("The embedded kind %s failed to register: %s", embedded[i]()->name,
-                          error->message);
-              g_clear_error (&error);
-            }
+            g_critical ("The embedded kind %s failed to register: %s", embedded[i]()->name,
+                        error->message);
           else
             g_hash_table_insert (loaded_plugins, g_strdup (plugin->name), plugin);
         }
@@ -125,10 +121,9 @@ load_plugin (const char *name, const char *path, GError **error)
   g_hash_table_add (loading_plugins, (gpointer) name);
   plugin = _memres_plugin_load (name, path, error);
   g_hash_table_remove (loading_plugins, name);
-  if (plugin == NULL)
-    return FALSE;
-  g_hash_table_insert (loaded_plugins, g_strdup (name), plugin);
-  return TRUE;
+  if (plugin != NULL)
+    g_hash_table_insert (loaded_plugins, g_strdup (name), plugin);
+  return plugin != NULL;
 }
 
 /**
@@ -170,7 +165,6 @@ memres_registry_lookup (const char *name, GError **error)
   g_autofree char *file = NULL;
   g_autofree char *path = NULL;
   MemresKind *kind;
-  guint i;
 
   g_return_val_if_fail (name != NULL, NULL);
 
@@ -183,7 +177,7 @@ memres_registry_lookup (const char *name, GError **error)
 
   dirs = memres_registry_get_search_path ();
   file = g_strdup_printf ("libmemres-%s.so", name);
-  for (i = 0; dirs[i] != NULL && path == NULL; i++)
+  for (guint i = 0; dirs[i] != NULL && path == NULL; i++)
     {
       g_autofree char *candidate = g_build_filename (dirs[i], file, NULL);
       /* anything of that name counts (a dangling link, a FIFO, a directory): the load says what
@@ -331,8 +325,6 @@ memres_registry_list_kinds_full (GHashTable **failures, GError **error)
   g_auto (GStrv) dirs = NULL;
   g_autoptr (GHashTable) seen = NULL;
   g_autoptr (GHashTable) failed = NULL;
-  GPtrArray *result;
-  guint i;
 
   ensure_embedded ();
   dirs = memres_registry_get_search_path ();
@@ -341,14 +333,13 @@ memres_registry_list_kinds_full (GHashTable **failures, GError **error)
 
   load_token_acquire ();
   seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  for (i = 0; dirs[i] != NULL; i++)
+  for (guint i = 0; dirs[i] != NULL; i++)
     load_directory (dirs[i], seen, failed);
   load_token_release ();
 
-  result = _memres_registry_list ();
   if (failures != NULL)
     *failures = g_steal_pointer (&failed);
-  return result;
+  return _memres_registry_list ();
 }
 
 /**

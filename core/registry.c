@@ -28,9 +28,8 @@ static gboolean
 check_name_free (const char *name, GPtrArray *pending, guint n_pending, GError **error)
 {
   gboolean taken = g_hash_table_contains (registry_kinds (), name);
-  guint i;
 
-  for (i = 0; !taken && i < n_pending; i++)
+  for (guint i = 0; !taken && i < n_pending; i++)
     taken = strcmp (((MemresKind *) g_ptr_array_index (pending, i))->name, name) == 0;
   if (taken)
     g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_EXISTS,
@@ -55,16 +54,14 @@ _memres_registry_check_name (const char *name, GPtrArray *pending, GError **erro
 gboolean
 _memres_registry_insert (GPtrArray *kinds, GError **error)
 {
-  guint i;
-
   g_rw_lock_writer_lock (&registry_lock);
-  for (i = 0; i < kinds->len; i++)
+  for (guint i = 0; i < kinds->len; i++)
     if (!check_name_free (((MemresKind *) g_ptr_array_index (kinds, i))->name, kinds, i, error))
       {
         g_rw_lock_writer_unlock (&registry_lock);
         return FALSE;
       }
-  for (i = 0; i < kinds->len; i++)
+  for (guint i = 0; i < kinds->len; i++)
     {
       MemresKind *kind = g_ptr_array_index (kinds, i);
       g_hash_table_insert (registry_kinds (), kind->name, memres_kind_ref (kind));
