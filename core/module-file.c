@@ -85,19 +85,17 @@ find_note (const guint8 *data, gsize size, MemresPluginNote *note)
 
   while (size - at >= 12)
     {
-      guint32 namesz, descsz, type;
+      Elf64_Nhdr nh;
       gsize name_room, desc_room;
 
-      memcpy (&namesz, data + at, 4);
-      memcpy (&descsz, data + at + 4, 4);
-      memcpy (&type, data + at + 8, 4);
-      name_room = ((gsize) namesz + 3) & ~(gsize) 3;
-      desc_room = ((gsize) descsz + 3) & ~(gsize) 3;
+      memcpy (&nh, data + at, sizeof nh);
+      name_room = ((gsize) nh.n_namesz + 3) & ~(gsize) 3;
+      desc_room = ((gsize) nh.n_descsz + 3) & ~(gsize) 3;
       if (name_room > size - at - 12 || desc_room > size - at - 12 - name_room)
         return FALSE;
-      if (type == MEMRES_PLUGIN_NOTE_TYPE && namesz == 7
+      if (nh.n_type == MEMRES_PLUGIN_NOTE_TYPE && nh.n_namesz == 7
           && memcmp (data + at + 12, "memres", 7) == 0
-          && descsz == sizeof *note - offsetof (MemresPluginNote, abi_major))
+          && nh.n_descsz == sizeof *note - offsetof (MemresPluginNote, abi_major))
         {
           memcpy (note, data + at, sizeof *note);
           note->name[sizeof note->name - 1] = '\0';
@@ -122,7 +120,6 @@ _memres_module_file_read_note (const char *path, MemresPluginNote *note)
   Elf64_Ehdr eh;
   const Elf64_Shdr *strtab;
   int fd;
-  guint i;
 
   fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0)
@@ -142,7 +139,7 @@ _memres_module_file_read_note (const char *path, MemresPluginNote *note)
   names = g_malloc (strtab->sh_size);
   if (!read_at (fd, names, strtab->sh_size, strtab->sh_offset))
     goto out;
-  for (i = 0; i < eh.e_shnum && !found; i++)
+  for (guint i = 0; i < eh.e_shnum && !found; i++)
     {
       const Elf64_Shdr *sh = &sections[i];
       g_autofree guint8 *data = NULL;
