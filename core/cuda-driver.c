@@ -19,14 +19,6 @@ static gboolean init_called; /* cuInit ran: the library stays loaded whatever ha
 static GMutex context_mutex;
 static CUcontext *primary_contexts; /* n_devices entries, retained once, read atomically */
 
-static const char *
-driver_path (void)
-{
-  const char *path = g_getenv ("MEMRES_CUDA_DRIVER");
-
-  return (path != NULL && path[0] != '\0') ? path : "libcuda.so.1";
-}
-
 /* The CUDA version at which @name is resolved. cuGetProcAddress() returns the newest ABI of a
  * name up to that version; for the names below a newer ABI (a context argument from CUDA 13.0;
  * a green-context argument for cuStreamGetCtx from 12.5) exists while cuda.h keeps declaring
@@ -63,11 +55,10 @@ resolve_entry (GetProcAddressV2Func get_proc_v2, GetProcAddressV1Func get_proc_v
 static gboolean
 resolve_entries (gpointer handle, const char *path, GError **error)
 {
-  GetProcAddressV2Func get_proc_v2;
+  GetProcAddressV2Func get_proc_v2 = (GetProcAddressV2Func) dlsym (handle, "cuGetProcAddress_v2");
   GetProcAddressV1Func get_proc_v1 = NULL;
   const char *missing;
 
-  get_proc_v2 = (GetProcAddressV2Func) dlsym (handle, "cuGetProcAddress_v2");
   if (get_proc_v2 == NULL)
     get_proc_v1 = (GetProcAddressV1Func) dlsym (handle, "cuGetProcAddress");
   if (get_proc_v2 == NULL && get_proc_v1 == NULL)
@@ -143,7 +134,8 @@ init_driver (const char *path, GError **error)
 static gpointer
 load_driver (gpointer data)
 {
-  const char *path = driver_path ();
+  const char *env = g_getenv ("MEMRES_CUDA_DRIVER");
+  const char *path = (env != NULL && env[0] != '\0') ? env : "libcuda.so.1";
   /* A path (not a name the dynamic linker searches for) is looked at first: dlopen() of a FIFO
    * would block forever, and its errors for a directory or a link loop do not say so. */
   g_autofree char *problem = strchr (path, '/') != NULL ? _memres_module_file_problem (path) : NULL;
@@ -359,23 +351,20 @@ memres_cuda_get_primary_context (gint device, CUcontext *context, GError **error
     return FALSE;
 
   ctx = g_atomic_pointer_get (&primary_contexts[device]);
-  if (G_LIKELY (ctx != NULL))
+  if (G_UNLIKELY (ctx == NULL))
     {
-      *context = ctx;
-      return TRUE;
+      g_mutex_lock (&context_mutex);
+      ctx = g_atomic_pointer_get (&primary_contexts[device]);
+      if (ctx == NULL)
+        {
+          ok = check_call (driver.cuDeviceGet (&dev, device), "cuDeviceGet", error)
+               && check_call (driver.cuDevicePrimaryCtxRetain (&ctx, dev),
+                              "cuDevicePrimaryCtxRetain", error);
+          if (ok)
+            g_atomic_pointer_set (&primary_contexts[device], ctx);
+        }
+      g_mutex_unlock (&context_mutex);
     }
-
-  g_mutex_lock (&context_mutex);
-  ctx = g_atomic_pointer_get (&primary_contexts[device]);
-  if (ctx == NULL)
-    {
-      ok = check_call (driver.cuDeviceGet (&dev, device), "cuDeviceGet", error)
-           && check_call (driver.cuDevicePrimaryCtxRetain (&ctx, dev), "cuDevicePrimaryCtxRetain",
-                          error);
-      if (ok)
-        g_atomic_pointer_set (&primary_contexts[device], ctx);
-    }
-  g_mutex_unlock (&context_mutex);
 
   if (ok)
     *context = ctx;
