@@ -139,27 +139,26 @@ run_init (MemresPlugin *plugin, const char *where, GError **error)
   kinds = g_steal_pointer (&plugin->kinds);
 
   if (plugin->register_error != NULL)
-    {
-      /* A kind name already taken (or a bad kind): report that, whatever init returned. */
-      g_propagate_prefixed_error (error, g_error_copy (plugin->register_error),
-                                  "plugin \"%s\" (%s): ", plugin->name, where);
-      return FALSE;
-    }
-  if (!ok)
+    /* A kind name already taken (or a bad kind): report that, whatever init returned. */
+    g_propagate_error (error, g_error_copy (plugin->register_error));
+  else if (!ok)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_INIT_FAILED,
                    "plugin \"%s\" (%s) failed to initialize: %s", plugin->name, where,
                    local != NULL ? local->message : "no reason given");
       return FALSE;
     }
-  if (local != NULL)
-    g_warning ("plugin \"%s\" init succeeded but set an error: %s", plugin->name, local->message);
-  if (!_memres_registry_insert (kinds, error))
+  else
     {
-      g_prefix_error (error, "plugin \"%s\" (%s): ", plugin->name, where);
-      return FALSE;
+      if (local != NULL)
+        g_warning ("plugin \"%s\" init succeeded but set an error: %s", plugin->name,
+                   local->message);
+      if (_memres_registry_insert (kinds, error))
+        return TRUE;
     }
-  return TRUE;
+  /* the registry's error (or the one registration set) names no plugin: prefix it */
+  g_prefix_error (error, "plugin \"%s\" (%s): ", plugin->name, where);
+  return FALSE;
 }
 
 /* A new plugin @name from @path (NULL: embedded in libmemres) and @module, its descriptor @raw
@@ -198,11 +197,10 @@ MemresPlugin *
 _memres_plugin_load (const char *name, const char *path, GError **error)
 {
   g_autofree char *symbol = NULL;
-  g_autofree char *problem = NULL;
+  g_autofree char *problem = _memres_module_file_problem (path);
   gpointer get_desc = NULL;
   GModule *module;
 
-  problem = _memres_module_file_problem (path);
   if (problem != NULL)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
