@@ -119,9 +119,8 @@ _memres_module_file_read_note (const char *path, MemresPluginNote *note)
   gboolean found = FALSE;
   Elf64_Ehdr eh;
   const Elf64_Shdr *strtab;
-  int fd;
+  int fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 
-  fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0)
     return FALSE;
   if (!read_at (fd, &eh, sizeof eh, 0) || memcmp (eh.e_ident, ELFMAG, SELFMAG) != 0
