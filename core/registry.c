@@ -42,31 +42,25 @@ check_name_free (const char *name, GPtrArray *pending, guint n_pending, GError *
 gboolean
 _memres_registry_check_name (const char *name, GPtrArray *pending, GError **error)
 {
-  gboolean ok;
+  g_autoptr (GRWLockReaderLocker) locker = g_rw_lock_reader_locker_new (&registry_lock);
 
-  g_rw_lock_reader_lock (&registry_lock);
-  ok = check_name_free (name, pending, pending != NULL ? pending->len : 0, error);
-  g_rw_lock_reader_unlock (&registry_lock);
-  return ok;
+  return check_name_free (name, pending, pending != NULL ? pending->len : 0, error);
 }
 
 /* Inserts every kind of @kinds, or none when a name is taken or repeated (MEMRES_ERROR_EXISTS). */
 gboolean
 _memres_registry_insert (GPtrArray *kinds, GError **error)
 {
-  g_rw_lock_writer_lock (&registry_lock);
+  g_autoptr (GRWLockWriterLocker) locker = g_rw_lock_writer_locker_new (&registry_lock);
+
   for (guint i = 0; i < kinds->len; i++)
     if (!check_name_free (((MemresKind *) g_ptr_array_index (kinds, i))->name, kinds, i, error))
-      {
-        g_rw_lock_writer_unlock (&registry_lock);
-        return FALSE;
-      }
+      return FALSE;
   for (guint i = 0; i < kinds->len; i++)
     {
       MemresKind *kind = g_ptr_array_index (kinds, i);
       g_hash_table_insert (registry_kinds (), kind->name, memres_kind_ref (kind));
     }
-  g_rw_lock_writer_unlock (&registry_lock);
   return TRUE;
 }
 
@@ -74,14 +68,10 @@ _memres_registry_insert (GPtrArray *kinds, GError **error)
 MemresKind *
 _memres_registry_find (const char *name)
 {
-  MemresKind *kind;
+  g_autoptr (GRWLockReaderLocker) locker = g_rw_lock_reader_locker_new (&registry_lock);
+  MemresKind *kind = g_hash_table_lookup (registry_kinds (), name);
 
-  g_rw_lock_reader_lock (&registry_lock);
-  kind = g_hash_table_lookup (registry_kinds (), name);
-  if (kind != NULL)
-    memres_kind_ref (kind);
-  g_rw_lock_reader_unlock (&registry_lock);
-  return kind;
+  return kind != NULL ? memres_kind_ref (kind) : NULL;
 }
 
 static gint
