@@ -14,7 +14,6 @@ typedef CUresult (*GetProcAddressV1Func) (const char *symbol, void **pfn, int cu
 static MemresCudaDriver driver;
 static GError *driver_error; /* set once when loading failed; re-reported by every call */
 static gint n_devices;       /* 0 when cuInit said CUDA_ERROR_NO_DEVICE */
-static gboolean init_called; /* cuInit ran: the library stays loaded whatever happens */
 
 static GMutex context_mutex;
 static CUcontext *primary_contexts; /* n_devices entries, retained once, read atomically */
@@ -106,7 +105,6 @@ init_driver (const char *path, GError **error)
 {
   CUresult res;
 
-  init_called = TRUE;
   _memres_fork_note_driver_init ();
   /* CUDA_ERROR_NO_DEVICE: the driver is loaded, with no devices (n_devices stays 0) */
   res = driver.cuInit (0);
@@ -141,7 +139,7 @@ load_driver (gpointer data)
   g_autofree char *problem = strchr (path, '/') != NULL ? _memres_module_file_problem (path) : NULL;
   gpointer handle;
 
-  memset (&driver, 0, sizeof driver);
+  /* driver is zero-filled (static storage; this runs once) */
   driver.struct_size = sizeof driver;
 
   if (problem != NULL)
@@ -165,17 +163,16 @@ load_driver (gpointer data)
       return NULL;
     }
 
-  if (!resolve_entries (handle, path, &driver_error) || !init_driver (path, &driver_error))
+  /* Keep the library loaded: a driver that ran cuInit may have started threads. A library
+   * whose cuInit never ran (not a driver, or one lacking entry points) is closed again. */
+  if (!resolve_entries (handle, path, &driver_error))
+    dlclose (handle);
+  else if (init_driver (path, &driver_error))
     {
-      /* Keep the library loaded: a driver that ran cuInit may have started threads. A library
-       * whose cuInit never ran (not a driver, or one lacking entry points) is closed again. */
-      if (!init_called)
-        dlclose (handle);
-      memset (&driver, 0, sizeof driver);
+      driver.path = g_strdup (path);
       return NULL;
     }
-
-  driver.path = g_strdup (path);
+  memset (&driver, 0, sizeof driver);
   return NULL;
 }
 
@@ -353,7 +350,8 @@ memres_cuda_get_primary_context (gint device, CUcontext *context, GError **error
   ctx = g_atomic_pointer_get (&primary_contexts[device]);
   if (G_UNLIKELY (ctx == NULL))
     {
-      g_mutex_lock (&context_mutex);
+      g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&context_mutex);
+
       ctx = g_atomic_pointer_get (&primary_contexts[device]);
       if (ctx == NULL)
         {
@@ -363,7 +361,6 @@ memres_cuda_get_primary_context (gint device, CUcontext *context, GError **error
           if (ok)
             g_atomic_pointer_set (&primary_contexts[device], ctx);
         }
-      g_mutex_unlock (&context_mutex);
     }
 
   if (ok)
