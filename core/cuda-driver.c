@@ -219,9 +219,7 @@ ensure_driver (GError **error)
 const MemresCudaDriver *
 memres_cuda_get_driver (GError **error)
 {
-  if (!ensure_driver (error))
-    return NULL;
-  return &driver;
+  return ensure_driver (error) ? &driver : NULL;
 }
 
 /**

@@ -32,10 +32,9 @@ load_token_acquire (void)
       load_depth++;
       return;
     }
-  g_mutex_lock (&load_mutex);
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&load_mutex);
   while (!g_atomic_pointer_compare_and_exchange (&load_owner, NULL, self))
     g_cond_wait (&load_cond, &load_mutex);
-  g_mutex_unlock (&load_mutex);
   load_depth = 1;
 }
 
@@ -44,10 +43,9 @@ load_token_release (void)
 {
   if (--load_depth > 0)
     return;
-  g_mutex_lock (&load_mutex);
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&load_mutex);
   g_atomic_pointer_set (&load_owner, NULL);
   g_cond_broadcast (&load_cond);
-  g_mutex_unlock (&load_mutex);
 }
 
 /* Creates the tables of plugins and registers the kinds compiled into libmemres (host, and the
