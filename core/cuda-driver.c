@@ -14,18 +14,9 @@ typedef CUresult (*GetProcAddressV1Func) (const char *symbol, void **pfn, int cu
 static MemresCudaDriver driver;
 static GError *driver_error; /* set once when loading failed; re-reported by every call */
 static gint n_devices;       /* 0 when cuInit said CUDA_ERROR_NO_DEVICE */
-static gboolean init_called; /* cuInit ran: the library stays loaded whatever happens */
 
 static GMutex context_mutex;
 static CUcontext *primary_contexts; /* n_devices entries, retained once, read atomically */
-
-static const char *
-driver_path (void)
-{
-  const char *path = g_getenv ("MEMRES_CUDA_DRIVER");
-
-  return (path != NULL && path[0] != '\0') ? path : "libcuda.so.1";
-}
 
 /* The CUDA version at which @name is resolved. cuGetProcAddress() returns the newest ABI of a
  * name up to that version; for the names below a newer ABI (a context argument from CUDA 13.0;
@@ -44,13 +35,29 @@ entry_version (const char *name)
   return MEMRES_CUDA_VERSION;
 }
 
+/* The entry point @name from cuGetProcAddress_v2 (@get_proc_v2) or, when the driver lacks it,
+ * cuGetProcAddress (@get_proc_v1); NULL when the driver does not have it. */
+static gpointer
+resolve_entry (GetProcAddressV2Func get_proc_v2, GetProcAddressV1Func get_proc_v1, const char *name)
+{
+  CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+  void *pfn = NULL;
+  CUresult res;
+
+  if (get_proc_v2 != NULL)
+    res = get_proc_v2 (name, &pfn, entry_version (name), CU_GET_PROC_ADDRESS_DEFAULT, &status);
+  else
+    res = get_proc_v1 (name, &pfn, entry_version (name), CU_GET_PROC_ADDRESS_DEFAULT);
+  return res == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS ? pfn : NULL;
+}
+
 static gboolean
 resolve_entries (gpointer handle, const char *path, GError **error)
 {
-  GetProcAddressV2Func get_proc_v2;
+  GetProcAddressV2Func get_proc_v2 = (GetProcAddressV2Func) dlsym (handle, "cuGetProcAddress_v2");
   GetProcAddressV1Func get_proc_v1 = NULL;
+  const char *missing;
 
-  get_proc_v2 = (GetProcAddressV2Func) dlsym (handle, "cuGetProcAddress_v2");
   if (get_proc_v2 == NULL)
     get_proc_v1 = (GetProcAddressV1Func) dlsym (handle, "cuGetProcAddress");
   if (get_proc_v2 == NULL && get_proc_v1 == NULL)
@@ -61,102 +68,85 @@ resolve_entries (gpointer handle, const char *path, GError **error)
     }
 
 #define RESOLVE_ENTRY_(name)                                                                       \
-  {                                                                                                \
-    void *pfn = NULL;                                                                              \
-    CUresult res;                                                                                  \
-    if (get_proc_v2 != NULL)                                                                       \
-      {                                                                                            \
-        CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;                       \
-        res = get_proc_v2 (#name, &pfn, entry_version (#name), CU_GET_PROC_ADDRESS_DEFAULT,        \
-                           &status);                                                               \
-        if (status != CU_GET_PROC_ADDRESS_SUCCESS)                                                 \
-          pfn = NULL;                                                                              \
-      }                                                                                            \
-    else                                                                                           \
-      res = get_proc_v1 (#name, &pfn, entry_version (#name), CU_GET_PROC_ADDRESS_DEFAULT);         \
-    if (res != CUDA_SUCCESS)                                                                       \
-      pfn = NULL;                                                                                  \
-    driver.name = (__typeof__ (driver.name)) pfn;                                                  \
-  }
+  driver.name = (__typeof__ (driver.name)) resolve_entry (get_proc_v2, get_proc_v1, #name);
   MEMRES_CUDA_FOREACH_ENTRY (RESOLVE_ENTRY_)
 #undef RESOLVE_ENTRY_
 
-#define CHECK_REQUIRED_(name)                                                                      \
-  if (driver.name == NULL)                                                                         \
-    {                                                                                              \
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,                                    \
-                   "The CUDA driver %s lacks the entry point %s (CUDA %d)", path, #name,           \
-                   MEMRES_CUDA_VERSION);                                                           \
-      return FALSE;                                                                                \
-    }
-  MEMRES_CUDA_FOREACH_REQUIRED_ENTRY (CHECK_REQUIRED_)
-#undef CHECK_REQUIRED_
+  /* the first required entry point the driver lacks, or NULL */
+#define MISSING_(name) driver.name == NULL ? #name:
+  missing = MEMRES_CUDA_FOREACH_REQUIRED_ENTRY (MISSING_) NULL;
+#undef MISSING_
+  if (missing != NULL)
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                 "The CUDA driver %s lacks the entry point %s (CUDA %d)", path, missing,
+                 MEMRES_CUDA_VERSION);
+  return missing == NULL;
+}
 
-  return TRUE;
+/* What @get (the driver's cuGetErrorName or cuGetErrorString, or NULL) says of @result, or
+ * @unknown when it says nothing. */
+static const char *
+describe (__typeof__ (driver.cuGetErrorName) get, CUresult result, const char *unknown)
+{
+  const char *text = NULL;
+
+  return get != NULL && get (result, &text) == CUDA_SUCCESS && text != NULL ? text : unknown;
+}
+
+/* TRUE when the driver call @call returned CUDA_SUCCESS (@res); else memres_cuda_set_error(). */
+static gboolean
+check_call (CUresult res, const char *call, GError **error)
+{
+  return res == CUDA_SUCCESS || memres_cuda_set_error (error, res, call);
 }
 
 static gboolean
 init_driver (const char *path, GError **error)
 {
   CUresult res;
-  const char *name = NULL;
-  const char *text = NULL;
 
-  init_called = TRUE;
   _memres_fork_note_driver_init ();
+  /* CUDA_ERROR_NO_DEVICE: the driver is loaded, with no devices (n_devices stays 0) */
   res = driver.cuInit (0);
-  if (res == CUDA_ERROR_NO_DEVICE)
+  if (res != CUDA_SUCCESS && res != CUDA_ERROR_NO_DEVICE)
     {
-      n_devices = 0;
-    }
-  else if (res != CUDA_SUCCESS)
-    {
-      if (driver.cuGetErrorName (res, &name) != CUDA_SUCCESS || name == NULL)
-        name = "CUDA_ERROR_UNKNOWN";
-      if (driver.cuGetErrorString (res, &text) != CUDA_SUCCESS || text == NULL)
-        text = "unknown error";
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
-                   "The CUDA driver %s failed to initialize: cuInit: %s: %s", path, name, text);
+                   "The CUDA driver %s failed to initialize: cuInit: %s: %s", path,
+                   describe (driver.cuGetErrorName, res, "CUDA_ERROR_UNKNOWN"),
+                   describe (driver.cuGetErrorString, res, "unknown error"));
       return FALSE;
     }
-  else
-    {
-      res = driver.cuDeviceGetCount (&n_devices);
-      if (res != CUDA_SUCCESS)
-        return memres_cuda_set_error (error, res, "cuDeviceGetCount");
-      n_devices = MAX (n_devices, 0);
-    }
+  if (res == CUDA_SUCCESS
+      && !check_call (driver.cuDeviceGetCount (&n_devices), "cuDeviceGetCount", error))
+    return FALSE;
+  n_devices = MAX (n_devices, 0);
 
-  res = driver.cuDriverGetVersion (&driver.driver_version);
-  if (res != CUDA_SUCCESS)
+  if (driver.cuDriverGetVersion (&driver.driver_version) != CUDA_SUCCESS)
     driver.driver_version = 0;
 
   primary_contexts = g_new0 (CUcontext, MAX (n_devices, 1));
   return TRUE;
 }
 
+/* Loads the driver once; a failure is kept in driver_error. */
 static gpointer
 load_driver (gpointer data)
 {
-  const char *path = driver_path ();
-  gpointer handle;
-  GError *error = NULL;
-
-  memset (&driver, 0, sizeof driver);
-  driver.struct_size = sizeof driver;
-
+  const char *env = g_getenv ("MEMRES_CUDA_DRIVER");
+  const char *path = (env != NULL && env[0] != '\0') ? env : "libcuda.so.1";
   /* A path (not a name the dynamic linker searches for) is looked at first: dlopen() of a FIFO
    * would block forever, and its errors for a directory or a link loop do not say so. */
-  if (strchr (path, '/') != NULL)
+  g_autofree char *problem = strchr (path, '/') != NULL ? _memres_module_file_problem (path) : NULL;
+  gpointer handle;
+
+  /* driver is zero-filled (static storage; this runs once) */
+  driver.struct_size = sizeof driver;
+
+  if (problem != NULL)
     {
-      g_autofree char *problem = _memres_module_file_problem (path);
-      if (problem != NULL)
-        {
-          g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
-                       MEMRES_NO_DRIVER_PREFIX "%s: it is %s, not a shared library", path, problem);
-          driver_error = error;
-          return NULL;
-        }
+      g_set_error (&driver_error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                   MEMRES_NO_DRIVER_PREFIX "%s: it is %s, not a shared library", path, problem);
+      return NULL;
     }
   handle = dlopen (path, RTLD_NOW | RTLD_LOCAL);
   if (handle == NULL)
@@ -168,24 +158,21 @@ load_driver (gpointer data)
         why = "dlopen failed";
       else if (strncmp (why, path, len) == 0 && strncmp (why + len, ": ", 2) == 0)
         why += len + 2; /* dlerror() starts with the path too: say it once */
-      g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER, MEMRES_NO_DRIVER_PREFIX "%s: %s",
-                   path, why);
-      driver_error = error;
+      g_set_error (&driver_error, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER,
+                   MEMRES_NO_DRIVER_PREFIX "%s: %s", path, why);
       return NULL;
     }
 
-  if (!resolve_entries (handle, path, &error) || !init_driver (path, &error))
+  /* Keep the library loaded: a driver that ran cuInit may have started threads. A library
+   * whose cuInit never ran (not a driver, or one lacking entry points) is closed again. */
+  if (!resolve_entries (handle, path, &driver_error))
+    dlclose (handle);
+  else if (init_driver (path, &driver_error))
     {
-      /* Keep the library loaded: a driver that ran cuInit may have started threads. A library
-       * whose cuInit never ran (not a driver, or one lacking entry points) is closed again. */
-      if (!init_called)
-        dlclose (handle);
-      memset (&driver, 0, sizeof driver);
-      driver_error = error;
+      driver.path = g_strdup (path);
       return NULL;
     }
-
-  driver.path = g_strdup (path);
+  memset (&driver, 0, sizeof driver);
   return NULL;
 }
 
@@ -197,8 +184,7 @@ ensure_driver (GError **error)
   g_once (&once, load_driver, NULL);
   if (G_UNLIKELY (driver_error != NULL))
     {
-      if (error != NULL)
-        *error = g_error_copy (driver_error);
+      g_propagate_error (error, g_error_copy (driver_error));
       return FALSE;
     }
   if (G_UNLIKELY (_memres_fork_driver_lost ()))
@@ -233,9 +219,7 @@ ensure_driver (GError **error)
 const MemresCudaDriver *
 memres_cuda_get_driver (GError **error)
 {
-  if (!ensure_driver (error))
-    return NULL;
-  return &driver;
+  return ensure_driver (error) ? &driver : NULL;
 }
 
 /**
@@ -260,27 +244,19 @@ memres_cuda_get_driver (GError **error)
 gboolean
 memres_cuda_set_error (GError **error, CUresult result, const char *call)
 {
-  const char *name = NULL;
-  const char *text = NULL;
-  GQuark domain = MEMRES_CUDA_ERROR;
-  gint code = (gint) result;
+  const char *name;
+  const char *text;
+  gboolean oom = result == CUDA_ERROR_OUT_OF_MEMORY;
+  GQuark domain = oom ? MEMRES_ERROR : MEMRES_CUDA_ERROR;
+  gint code = oom ? MEMRES_ERROR_OUT_OF_MEMORY : (gint) result;
 
   if (error == NULL)
     return FALSE;
 
-  if (driver.cuGetErrorName != NULL && driver.cuGetErrorName (result, &name) != CUDA_SUCCESS)
-    name = NULL;
-  if (driver.cuGetErrorString != NULL && driver.cuGetErrorString (result, &text) != CUDA_SUCCESS)
-    text = NULL;
-
-  if (result == CUDA_ERROR_OUT_OF_MEMORY)
-    {
-      domain = MEMRES_ERROR;
-      code = MEMRES_ERROR_OUT_OF_MEMORY;
-    }
+  name = describe (driver.cuGetErrorName, result, NULL);
+  text = describe (driver.cuGetErrorString, result, "no description");
   if (name != NULL)
-    g_set_error (error, domain, code, "%s: %s: %s", call != NULL ? call : "CUDA", name,
-                 text != NULL ? text : "no description");
+    g_set_error (error, domain, code, "%s: %s: %s", call != NULL ? call : "CUDA", name, text);
   else
     g_set_error (error, domain, code, "%s: CUDA error %d", call != NULL ? call : "CUDA",
                  (gint) result);
@@ -362,7 +338,6 @@ memres_cuda_get_primary_context (gint device, CUcontext *context, GError **error
 {
   CUcontext ctx;
   CUdevice dev;
-  CUresult res;
   gboolean ok = TRUE;
 
   g_return_val_if_fail (context != NULL, FALSE);
@@ -371,25 +346,20 @@ memres_cuda_get_primary_context (gint device, CUcontext *context, GError **error
     return FALSE;
 
   ctx = g_atomic_pointer_get (&primary_contexts[device]);
-  if (G_LIKELY (ctx != NULL))
+  if (G_UNLIKELY (ctx == NULL))
     {
-      *context = ctx;
-      return TRUE;
-    }
+      g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&context_mutex);
 
-  g_mutex_lock (&context_mutex);
-  ctx = g_atomic_pointer_get (&primary_contexts[device]);
-  if (ctx == NULL)
-    {
-      res = driver.cuDeviceGet (&dev, device);
-      if (res != CUDA_SUCCESS)
-        ok = memres_cuda_set_error (error, res, "cuDeviceGet");
-      else if ((res = driver.cuDevicePrimaryCtxRetain (&ctx, dev)) != CUDA_SUCCESS)
-        ok = memres_cuda_set_error (error, res, "cuDevicePrimaryCtxRetain");
-      else
-        g_atomic_pointer_set (&primary_contexts[device], ctx);
+      ctx = g_atomic_pointer_get (&primary_contexts[device]);
+      if (ctx == NULL)
+        {
+          ok = check_call (driver.cuDeviceGet (&dev, device), "cuDeviceGet", error)
+               && check_call (driver.cuDevicePrimaryCtxRetain (&ctx, dev),
+                              "cuDevicePrimaryCtxRetain", error);
+          if (ok)
+            g_atomic_pointer_set (&primary_contexts[device], ctx);
+        }
     }
-  g_mutex_unlock (&context_mutex);
 
   if (ok)
     *context = ctx;
@@ -417,23 +387,15 @@ memres_cuda_ensure_context (gint device, GError **error)
 {
   CUcontext current = NULL;
   CUcontext primary;
-  CUresult res;
 
-  if (!ensure_driver (error))
+  if (!ensure_driver (error)
+      || !check_call (driver.cuCtxGetCurrent (&current), "cuCtxGetCurrent", error))
     return FALSE;
-
-  res = driver.cuCtxGetCurrent (&current);
-  if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, res, "cuCtxGetCurrent");
   if (current != NULL)
     return TRUE;
 
-  if (!memres_cuda_get_primary_context (device, &primary, error))
-    return FALSE;
-  res = driver.cuCtxSetCurrent (primary);
-  if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, res, "cuCtxSetCurrent");
-  return TRUE;
+  return memres_cuda_get_primary_context (device, &primary, error)
+         && check_call (driver.cuCtxSetCurrent (primary), "cuCtxSetCurrent", error);
 }
 
 /**
@@ -456,7 +418,6 @@ memres_cuda_get_device_uuid (gint device, guint8 uuid[16], GError **error)
 {
   CUdevice dev;
   CUuuid id;
-  CUresult res;
 
   g_return_val_if_fail (uuid != NULL, FALSE);
 
@@ -468,12 +429,9 @@ memres_cuda_get_device_uuid (gint device, guint8 uuid[16], GError **error)
                    "The CUDA driver has no cuDeviceGetUuid");
       return FALSE;
     }
-  res = driver.cuDeviceGet (&dev, device);
-  if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, res, "cuDeviceGet");
-  res = driver.cuDeviceGetUuid (&id, dev);
-  if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, res, "cuDeviceGetUuid");
+  if (!check_call (driver.cuDeviceGet (&dev, device), "cuDeviceGet", error)
+      || !check_call (driver.cuDeviceGetUuid (&id, dev), "cuDeviceGetUuid", error))
+    return FALSE;
   G_STATIC_ASSERT (sizeof id.bytes == 16);
   memcpy (uuid, id.bytes, 16);
   return TRUE;
@@ -498,8 +456,6 @@ memres_cuda_get_device_uuid (gint device, guint8 uuid[16], GError **error)
 gboolean
 memres_cuda_find_device_by_uuid (const guint8 uuid[16], gint *device, GError **error)
 {
-  gint i;
-
   g_return_val_if_fail (uuid != NULL, FALSE);
   g_return_val_if_fail (device != NULL, FALSE);
 
@@ -511,7 +467,7 @@ memres_cuda_find_device_by_uuid (const guint8 uuid[16], gint *device, GError **e
                    "No CUDA device: the driver reports none");
       return FALSE;
     }
-  for (i = 0; i < n_devices; i++)
+  for (gint i = 0; i < n_devices; i++)
     {
       guint8 id[16];
 
@@ -549,15 +505,14 @@ gboolean
 memres_cuda_check_stream_not_capturing (MemresStream stream, GError **error)
 {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUresult res;
 
   if (!ensure_driver (error))
     return FALSE;
   if (driver.cuStreamIsCapturing == NULL)
     return TRUE;
-  res = driver.cuStreamIsCapturing ((CUstream) stream, &status);
-  if (res != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, res, "cuStreamIsCapturing");
+  if (!check_call (driver.cuStreamIsCapturing ((CUstream) stream, &status), "cuStreamIsCapturing",
+                   error))
+    return FALSE;
   if (status != CU_STREAM_CAPTURE_STATUS_NONE)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,

@@ -32,8 +32,8 @@ char *
 memres_resource_get_default_spec (gint device, char **host_reason, GError **error)
 {
   g_autoptr (GError) local = NULL;
+  g_autofree char *reason = NULL;
   gint n_devices = 0;
-  char *reason;
 
   if (host_reason != NULL)
     *host_reason = NULL;
@@ -56,9 +56,7 @@ memres_resource_get_default_spec (gint device, char **host_reason, GError **erro
     return g_strdup_printf ("dmr:device=%d", device);
 
   if (host_reason != NULL)
-    *host_reason = reason;
-  else
-    g_free (reason);
+    *host_reason = g_steal_pointer (&reason);
   return g_strdup ("host");
 }
 

@@ -46,20 +46,12 @@ on_fork_child (void)
   g_atomic_int_inc (&_memres_fork_generation_);
 }
 
-static gpointer
-register_handler (gpointer data)
-{
-  pthread_atfork (NULL, NULL, on_fork_child);
-  return NULL;
-}
-
-/* Called when the driver's cuInit runs (once per process): from now on a fork matters. */
+/* Called when the driver's cuInit runs (once per process: the driver's load is a g_once()):
+ * from now on a fork matters. */
 void
 _memres_fork_note_driver_init (void)
 {
-  static GOnce once = G_ONCE_INIT;
-
-  g_once (&once, register_handler, NULL);
+  pthread_atfork (NULL, NULL, on_fork_child);
   g_atomic_int_set (&driver_generation, g_atomic_int_get (&_memres_fork_generation_));
 }
 

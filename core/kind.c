@@ -12,29 +12,42 @@
 #define OPS_V1_SIZE        (offsetof (MemresResourceOps, get_counters) + sizeof (gpointer))
 G_STATIC_ASSERT (OPS_V1_SIZE == sizeof (MemresResourceOps));
 
-/* An enum's choices: none empty (a spec could not tell it from no value), none twice. */
+static gboolean invalid (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
+
+/* Sets @error to MEMRES_ERROR_INVALID_ARGUMENT with the message @format; returns FALSE. */
+static gboolean
+invalid (GError **error, const char *format, ...)
+{
+  va_list args;
+
+  va_start (args, format);
+  g_propagate_error (
+      error, g_error_new_valist (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, format, args));
+  va_end (args);
+  return FALSE;
+}
+
+/* An enum's choices: at least one, none empty (a spec could not tell it from no value), none
+ * twice. */
 static gboolean
 check_choices (const char *kind, const MemresOptionSpec *spec, GError **error)
 {
+  if (spec->choices == NULL || spec->choices[0] == NULL)
+    return invalid (error, "kind \"%s\": enum option \"%s\" has no choices", kind, spec->name);
   for (guint c = 0; spec->choices[c] != NULL; c++)
     {
       const char *choice = spec->choices[c];
 
       if (choice[0] == '\0')
-        {
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                       "kind \"%s\": enum option \"%s\" has an empty choice", kind, spec->name);
-          return FALSE;
-        }
+        return invalid (error, "kind \"%s\": enum option \"%s\" has an empty choice", kind,
+                        spec->name);
       for (guint d = 0; d < c; d++)
         if (strcmp (spec->choices[d], choice) == 0)
           {
             g_autofree char *shown = _memres_show_input (choice);
 
-            g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                         "kind \"%s\": enum option \"%s\" lists the choice \"%s\" twice", kind,
-                         spec->name, shown);
-            return FALSE;
+            return invalid (error, "kind \"%s\": enum option \"%s\" lists the choice \"%s\" twice",
+                            kind, spec->name, shown);
           }
     }
   return TRUE;
@@ -43,54 +56,26 @@ check_choices (const char *kind, const MemresOptionSpec *spec, GError **error)
 static gboolean
 validate_schema (const char *kind, const MemresOptionSpec *options, guint n_options, GError **error)
 {
-  guint i, j;
-
   if (n_options > 0 && options == NULL)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "kind \"%s\" declares %u options but no option table", kind, n_options);
-      return FALSE;
-    }
-  for (i = 0; i < n_options; i++)
+    return invalid (error, "kind \"%s\" declares %u options but no option table", kind, n_options);
+  for (guint i = 0; i < n_options; i++)
     {
       const MemresOptionSpec *spec = &options[i];
 
       if (!_memres_key_is_valid (spec->name))
-        {
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                       "kind \"%s\": option %u has an invalid name \"%s\"", kind, i,
-                       spec->name != NULL ? spec->name : "(null)");
-          return FALSE;
-        }
-      for (j = 0; j < i; j++)
+        return invalid (error, "kind \"%s\": option %u has an invalid name \"%s\"", kind, i,
+                        spec->name != NULL ? spec->name : "(null)");
+      for (guint j = 0; j < i; j++)
         if (strcmp (options[j].name, spec->name) == 0)
-          {
-            g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                         "kind \"%s\": option \"%s\" is declared twice", kind, spec->name);
-            return FALSE;
-          }
+          return invalid (error, "kind \"%s\": option \"%s\" is declared twice", kind, spec->name);
       if ((guint) spec->type > MEMRES_OPTION_INT_LIST)
-        {
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                       "kind \"%s\": option \"%s\" has an unknown type %d", kind, spec->name,
-                       (gint) spec->type);
-          return FALSE;
-        }
-      if (spec->type == MEMRES_OPTION_ENUM && (spec->choices == NULL || spec->choices[0] == NULL))
-        {
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                       "kind \"%s\": enum option \"%s\" has no choices", kind, spec->name);
-          return FALSE;
-        }
+        return invalid (error, "kind \"%s\": option \"%s\" has an unknown type %d", kind,
+                        spec->name, (gint) spec->type);
       if (spec->type == MEMRES_OPTION_ENUM && !check_choices (kind, spec, error))
         return FALSE;
       if ((spec->type == MEMRES_OPTION_INT || spec->type == MEMRES_OPTION_INT_LIST)
           && spec->min > spec->max)
-        {
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                       "kind \"%s\": option \"%s\" has min > max", kind, spec->name);
-          return FALSE;
-        }
+        return invalid (error, "kind \"%s\": option \"%s\" has min > max", kind, spec->name);
       if (spec->default_value != NULL
           && !_memres_parse_option_value (spec, spec->default_value, error))
         {
@@ -99,6 +84,50 @@ validate_schema (const char *kind, const MemresOptionSpec *options, guint n_opti
         }
     }
   return TRUE;
+}
+
+/* Copies @info into @ki (zero-filled by the caller) after validating everything in it but the
+ * IPC table. Reads no field of @info past info->struct_size. */
+static gboolean
+check_info (const MemresKindInfo *info, MemresKindInfo *ki, GError **error)
+{
+  if (info == NULL || info->struct_size < KIND_INFO_MIN_SIZE)
+    return invalid (error,
+                    "MemresKindInfo is %s (struct_size %" G_GSIZE_FORMAT
+                    ", at least %" G_GSIZE_FORMAT " expected)",
+                    info == NULL ? "missing" : "too small", info != NULL ? info->struct_size : 0,
+                    (gsize) KIND_INFO_MIN_SIZE);
+  memcpy (ki, info, MIN (info->struct_size, sizeof *ki));
+
+  if (!_memres_kind_name_check (ki->name, error))
+    return FALSE;
+  if (ki->ops == NULL || ki->ops->version < 1)
+    return invalid (error, "kind \"%s\" has no ops table (or its version is 0)", ki->name);
+  if (ki->ops->version > MEMRES_RESOURCE_OPS_VERSION)
+    /* a table newer than this core with a plugin whose ABI this core accepts: a lie, and
+     * the slots past this core's would be ignored silently */
+    return invalid (error,
+                    "kind \"%s\": ops table version %u is newer than this memres's %d (set "
+                    "version to MEMRES_RESOURCE_OPS_VERSION of the headers you build with)",
+                    ki->name, ki->ops->version, MEMRES_RESOURCE_OPS_VERSION);
+  if ((ki->flags & ~(MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_OWN_USAGE))
+          != 0
+      || ((ki->flags & MEMRES_KIND_OWN_USAGE) && ki->ops->get_stats == NULL)
+      || ((ki->flags & MEMRES_KIND_PASSES_ALLOCATIONS) && !(ki->flags & MEMRES_KIND_ADAPTOR)))
+    return invalid (error,
+                    "kind \"%s\" has invalid flags 0x%x (MEMRES_KIND_PASSES_ALLOCATIONS needs "
+                    "MEMRES_KIND_ADAPTOR, MEMRES_KIND_OWN_USAGE a get_stats slot; no other "
+                    "flag exists)",
+                    ki->name, (guint) ki->flags);
+  /* query is optional for adaptors: they start from the upstream's information */
+  if (ki->ops->init == NULL || ki->ops->finalize == NULL || ki->ops->allocate == NULL
+      || ki->ops->deallocate == NULL
+      || (ki->ops->query == NULL && !(ki->flags & MEMRES_KIND_ADAPTOR)))
+    return invalid (error,
+                    "kind \"%s\" lacks a required slot (init, finalize, allocate, deallocate, "
+                    "query)",
+                    ki->name);
+  return validate_schema (ki->name, ki->options, ki->n_options, error);
 }
 
 /* Creates a kind from @info after validating everything in it. Reads no field of @info past
@@ -111,60 +140,9 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
   MemresIpcOps ipc;
   MemresKind *kind;
 
-  if (info == NULL || info->struct_size < KIND_INFO_MIN_SIZE)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "MemresKindInfo is %s (struct_size %" G_GSIZE_FORMAT
-                   ", at least %" G_GSIZE_FORMAT " expected)",
-                   info == NULL ? "missing" : "too small", info != NULL ? info->struct_size : 0,
-                   (gsize) KIND_INFO_MIN_SIZE);
-      return NULL;
-    }
-  memcpy (&ki, info, MIN (info->struct_size, sizeof ki));
-
-  if (!_memres_kind_name_check (ki.name, error))
-    return NULL;
-  if (ki.ops == NULL || ki.ops->version < 1)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "kind \"%s\" has no ops table (or its version is 0)", ki.name);
-      return NULL;
-    }
-  if (ki.ops->version > MEMRES_RESOURCE_OPS_VERSION)
-    {
-      /* a table newer than this core with a plugin whose ABI this core accepts: a lie, and
-       * the slots past this core's would be ignored silently */
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "kind \"%s\": ops table version %u is newer than this memres's %d (set "
-                   "version to MEMRES_RESOURCE_OPS_VERSION of the headers you build with)",
-                   ki.name, ki.ops->version, MEMRES_RESOURCE_OPS_VERSION);
-      return NULL;
-    }
-  if ((ki.flags & ~(MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_OWN_USAGE))
-          != 0
-      || ((ki.flags & MEMRES_KIND_OWN_USAGE) && ki.ops->get_stats == NULL)
-      || ((ki.flags & MEMRES_KIND_PASSES_ALLOCATIONS) && !(ki.flags & MEMRES_KIND_ADAPTOR)))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "kind \"%s\" has invalid flags 0x%x (MEMRES_KIND_PASSES_ALLOCATIONS needs "
-                   "MEMRES_KIND_ADAPTOR, MEMRES_KIND_OWN_USAGE a get_stats slot; no other "
-                   "flag exists)",
-                   ki.name, (guint) ki.flags);
-      return NULL;
-    }
-  /* query is optional for adaptors: they start from the upstream's information */
-  if (ki.ops->init == NULL || ki.ops->finalize == NULL || ki.ops->allocate == NULL
-      || ki.ops->deallocate == NULL || (ki.ops->query == NULL && !(ki.flags & MEMRES_KIND_ADAPTOR)))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "kind \"%s\" lacks a required slot (init, finalize, allocate, deallocate, "
-                   "query)",
-                   ki.name);
-      return NULL;
-    }
-  if (!validate_schema (ki.name, ki.options, ki.n_options, error))
-    return NULL;
-  if (!_memres_ipc_ops_copy (ki.name, ki.ipc, (ki.flags & MEMRES_KIND_ADAPTOR) != 0, &ipc, error))
+  if (!check_info (info, &ki, error)
+      || !_memres_ipc_ops_copy (ki.name, ki.ipc, (ki.flags & MEMRES_KIND_ADAPTOR) != 0, &ipc,
+                                error))
     return NULL;
 
   kind = g_new0 (MemresKind, 1);

@@ -18,24 +18,6 @@ static GHashTable
     *loading_plugins;       /* names of the plugins whose load runs; load token owner only */
 static gint embedded_state; /* 0 not yet, 1 loading, 2 done; load token owner only */
 
-static gpointer
-create_tables (gpointer data)
-{
-  /* never destroyed: a plugin that loaded lives as long as the process, its kinds point to it */
-  loaded_plugins = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
-                                          (GDestroyNotify) _memres_plugin_free);
-  loading_plugins = g_hash_table_new (g_str_hash, g_str_equal);
-  return NULL;
-}
-
-static void
-ensure_tables (void)
-{
-  static GOnce once = G_ONCE_INIT;
-
-  g_once (&once, create_tables, NULL);
-}
-
 /* The load token: one thread at a time loads plugins; the owner may take it again (a plugin's
  * init may look up other kinds). load_owner is read and written atomically, so that what the
  * owner did (loaded_plugins, embedded_state) happens before the next owner's work even for
@@ -50,10 +32,9 @@ load_token_acquire (void)
       load_depth++;
       return;
     }
-  g_mutex_lock (&load_mutex);
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&load_mutex);
   while (!g_atomic_pointer_compare_and_exchange (&load_owner, NULL, self))
     g_cond_wait (&load_cond, &load_mutex);
-  g_mutex_unlock (&load_mutex);
   load_depth = 1;
 }
 
@@ -62,21 +43,17 @@ load_token_release (void)
 {
   if (--load_depth > 0)
     return;
-  g_mutex_lock (&load_mutex);
+  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&load_mutex);
   g_atomic_pointer_set (&load_owner, NULL);
   g_cond_broadcast (&load_cond);
-  g_mutex_unlock (&load_mutex);
 }
 
-/* Registers the kinds compiled into libmemres (host, and the adaptors with a C API: stats,
- * track, retry) once, at first registry use. */
+/* Creates the tables of plugins and registers the kinds compiled into libmemres (host, and the
+ * adaptors with a C API: stats, track, retry) once, at first registry use: every use of the
+ * tables comes after this. */
 static void
 ensure_embedded (void)
 {
-  g_autoptr (GError) error = NULL;
-  MemresPlugin *plugin;
-
-  ensure_tables ();
   if (G_LIKELY (g_atomic_int_get (&embedded_state) == 2))
     return;
 
@@ -84,6 +61,11 @@ ensure_embedded (void)
   if (g_atomic_int_get (&embedded_state) == 0)
     {
       g_atomic_int_set (&embedded_state, 1);
+      /* never destroyed: a plugin that loaded lives as long as the process, its kinds point to
+       * it */
+      loaded_plugins = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                              (GDestroyNotify) _memres_plugin_free);
+      loading_plugins = g_hash_table_new (g_str_hash, g_str_equal);
       const MemresPluginDesc *(*embedded[]) (void) = {
         _memres_host_get_desc,
         _memres_stats_get_desc,
@@ -93,13 +75,12 @@ ensure_embedded (void)
 
       for (gsize i = 0; i < G_N_ELEMENTS (embedded); i++)
         {
-          plugin = _memres_plugin_load_embedded (embedded[i](), &error);
+          g_autoptr (GError) error = NULL;
+          MemresPlugin *plugin = _memres_plugin_load_embedded (embedded[i](), &error);
+
           if (plugin == NULL)
-            {
-              g_critical ("The embedded kind %s failed to register: %s", embedded[i]()->name,
-                          error->message);
-              g_clear_error (&error);
-            }
+            g_critical ("The embedded kind %s failed to register: %s", embedded[i]()->name,
+                        error->message);
           else
             g_hash_table_insert (loaded_plugins, g_strdup (plugin->name), plugin);
         }
@@ -115,12 +96,6 @@ _memres_registry_lookup_loaded (const char *name)
 {
   ensure_embedded ();
   return _memres_registry_find (name);
-}
-
-static char *
-plugin_file_name (const char *name)
-{
-  return g_strdup_printf ("libmemres-%s.so", name);
 }
 
 /* Loads plugin @name from @path unless a plugin of that name is loaded already. Holds the load
@@ -144,10 +119,9 @@ load_plugin (const char *name, const char *path, GError **error)
   g_hash_table_add (loading_plugins, (gpointer) name);
   plugin = _memres_plugin_load (name, path, error);
   g_hash_table_remove (loading_plugins, name);
-  if (plugin == NULL)
-    return FALSE;
-  g_hash_table_insert (loaded_plugins, g_strdup (name), plugin);
-  return TRUE;
+  if (plugin != NULL)
+    g_hash_table_insert (loaded_plugins, g_strdup (name), plugin);
+  return plugin != NULL;
 }
 
 /**
@@ -189,7 +163,6 @@ memres_registry_lookup (const char *name, GError **error)
   g_autofree char *file = NULL;
   g_autofree char *path = NULL;
   MemresKind *kind;
-  guint i;
 
   g_return_val_if_fail (name != NULL, NULL);
 
@@ -201,16 +174,14 @@ memres_registry_lookup (const char *name, GError **error)
     return kind;
 
   dirs = memres_registry_get_search_path ();
-  file = plugin_file_name (name);
-  for (i = 0; dirs[i] != NULL && path == NULL; i++)
+  file = g_strdup_printf ("libmemres-%s.so", name);
+  for (guint i = 0; dirs[i] != NULL && path == NULL; i++)
     {
-      char *candidate = g_build_filename (dirs[i], file, NULL);
+      g_autofree char *candidate = g_build_filename (dirs[i], file, NULL);
       /* anything of that name counts (a dangling link, a FIFO, a directory): the load says what
        * is wrong with it rather than "no such kind" */
       if (g_file_test (candidate, G_FILE_TEST_EXISTS | G_FILE_TEST_IS_SYMLINK))
-        path = candidate;
-      else
-        g_free (candidate);
+        path = g_steal_pointer (&candidate);
     }
   if (path == NULL)
     {
@@ -233,16 +204,6 @@ memres_registry_lookup (const char *name, GError **error)
     }
   load_token_release ();
   return kind;
-}
-
-/* Whether plugin @name is one embedded in libmemres (host, stats, track, retry): a file of its
- * name on the search path is never loaded. Holds the load token. */
-static gboolean
-is_embedded (const char *name)
-{
-  const MemresPlugin *plugin = g_hash_table_lookup (loaded_plugins, name);
-
-  return plugin != NULL && plugin->path == NULL;
 }
 
 /* Loads every libmemres-<name>.so of @dir whose name is not in @seen (names of earlier
@@ -276,6 +237,7 @@ load_directory (const char *dir, GHashTable *seen, GHashTable *failures)
       g_autofree char *name = NULL;
       g_autofree char *path = NULL;
       g_autoptr (GError) error = NULL;
+      const MemresPlugin *loaded;
       gsize len = strlen (entry);
       const gsize prefix = strlen ("libmemres-"), suffix = strlen (".so");
 
@@ -286,25 +248,19 @@ load_directory (const char *dir, GHashTable *seen, GHashTable *failures)
       path = g_build_filename (dir, entry, NULL);
       if (!_memres_kind_name_check (name, &error))
         g_prefix_error (&error, "plugin file %s: ", path);
-      else if (is_embedded (name))
-        /* in any directory: the embedded plugin shadows each such file */
+      else if ((loaded = g_hash_table_lookup (loaded_plugins, name)) != NULL
+               && loaded->path == NULL)
+        /* a plugin embedded in libmemres (host, stats, track, retry), in any directory: it
+         * shadows each such file, which is never loaded */
         g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_EXISTS,
                      "plugin file %s is not loaded: plugin \"%s\" is embedded in libmemres, "
                      "whose kinds take the name (give the file and its plugin another name)",
                      path, name);
-      else if (g_hash_table_contains (seen, name))
+      /* the first file of a name on the path counts; a plugin listed from its own init: not
+       * yet */
+      else if (!g_hash_table_add (seen, g_strdup (name))
+               || g_hash_table_contains (loading_plugins, name) || load_plugin (name, path, &error))
         continue;
-      else if (g_hash_table_contains (loading_plugins, name))
-        {
-          g_hash_table_add (seen, g_strdup (name)); /* listed from its own init: not yet */
-          continue;
-        }
-      else
-        {
-          g_hash_table_add (seen, g_strdup (name));
-          if (load_plugin (name, path, &error))
-            continue;
-        }
       g_debug ("Skipping plugin %s: %s", path, error->message);
       if (failures != NULL)
         g_hash_table_insert (failures, g_steal_pointer (&path), g_steal_pointer (&error));
@@ -367,8 +323,6 @@ memres_registry_list_kinds_full (GHashTable **failures, GError **error)
   g_auto (GStrv) dirs = NULL;
   g_autoptr (GHashTable) seen = NULL;
   g_autoptr (GHashTable) failed = NULL;
-  GPtrArray *result;
-  guint i;
 
   ensure_embedded ();
   dirs = memres_registry_get_search_path ();
@@ -377,14 +331,13 @@ memres_registry_list_kinds_full (GHashTable **failures, GError **error)
 
   load_token_acquire ();
   seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  for (i = 0; dirs[i] != NULL; i++)
+  for (guint i = 0; dirs[i] != NULL; i++)
     load_directory (dirs[i], seen, failed);
   load_token_release ();
 
-  result = _memres_registry_list ();
   if (failures != NULL)
     *failures = g_steal_pointer (&failed);
-  return result;
+  return _memres_registry_list ();
 }
 
 /**

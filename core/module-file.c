@@ -37,32 +37,26 @@ char *
 _memres_module_file_problem (const char *path)
 {
   struct stat st;
-  int fd, saved;
+  int fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  int saved = errno;
 
-  fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0)
+  if (fd >= 0)
     {
-      saved = errno;
-      if (saved == ELOOP)
-        return g_strdup ("a symbolic link loop");
-      if (saved == ENOENT && lstat (path, &st) == 0 && S_ISLNK (st.st_mode))
-        return g_strdup ("a dangling symbolic link");
-      if (saved == ENOENT) /* nothing there: dlopen() says so in its own words */
-        return NULL;
-      if (saved == ENXIO) /* a socket, or a FIFO opened for writing */
-        return g_strdup ("not a regular file");
-      return g_strdup_printf ("unreadable (%s)", g_strerror (saved));
-    }
-  if (fstat (fd, &st) != 0)
-    {
+      gboolean ok = fstat (fd, &st) == 0;
+
       saved = errno;
       close (fd);
-      return g_strdup_printf ("unreadable (%s)", g_strerror (saved));
+      if (ok)
+        return S_ISREG (st.st_mode) ? NULL : g_strdup (file_type_name (st.st_mode));
     }
-  close (fd);
-  if (!S_ISREG (st.st_mode))
-    return g_strdup (file_type_name (st.st_mode));
-  return NULL;
+  else if (saved == ELOOP)
+    return g_strdup ("a symbolic link loop");
+  else if (saved == ENOENT) /* nothing there: dlopen() says so in its own words */
+    return lstat (path, &st) == 0 && S_ISLNK (st.st_mode) ? g_strdup ("a dangling symbolic link")
+                                                          : NULL;
+  else if (saved == ENXIO) /* a socket, or a FIFO opened for writing */
+    return g_strdup ("not a regular file");
+  return g_strdup_printf ("unreadable (%s)", g_strerror (saved));
 }
 
 /* Reads @size bytes at @offset of @fd, all of them. */
@@ -91,19 +85,17 @@ find_note (const guint8 *data, gsize size, MemresPluginNote *note)
 
   while (size - at >= 12)
     {
-      guint32 namesz, descsz, type;
+      Elf64_Nhdr nh;
       gsize name_room, desc_room;
 
-      memcpy (&namesz, data + at, 4);
-      memcpy (&descsz, data + at + 4, 4);
-      memcpy (&type, data + at + 8, 4);
-      name_room = ((gsize) namesz + 3) & ~(gsize) 3;
-      desc_room = ((gsize) descsz + 3) & ~(gsize) 3;
+      memcpy (&nh, data + at, sizeof nh);
+      name_room = ((gsize) nh.n_namesz + 3) & ~(gsize) 3;
+      desc_room = ((gsize) nh.n_descsz + 3) & ~(gsize) 3;
       if (name_room > size - at - 12 || desc_room > size - at - 12 - name_room)
         return FALSE;
-      if (type == MEMRES_PLUGIN_NOTE_TYPE && namesz == 7
+      if (nh.n_type == MEMRES_PLUGIN_NOTE_TYPE && nh.n_namesz == 7
           && memcmp (data + at + 12, "memres", 7) == 0
-          && descsz == sizeof *note - offsetof (MemresPluginNote, abi_major))
+          && nh.n_descsz == sizeof *note - offsetof (MemresPluginNote, abi_major))
         {
           memcpy (note, data + at, sizeof *note);
           note->name[sizeof note->name - 1] = '\0';
@@ -124,14 +116,11 @@ _memres_module_file_read_note (const char *path, MemresPluginNote *note)
   static const char section_name[] = ".note.memres";
   g_autofree Elf64_Shdr *sections = NULL;
   g_autofree char *names = NULL;
-  g_autofree guint8 *data = NULL;
   gboolean found = FALSE;
   Elf64_Ehdr eh;
   const Elf64_Shdr *strtab;
-  int fd;
-  guint i;
+  int fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 
-  fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0)
     return FALSE;
   if (!read_at (fd, &eh, sizeof eh, 0) || memcmp (eh.e_ident, ELFMAG, SELFMAG) != 0
@@ -149,9 +138,10 @@ _memres_module_file_read_note (const char *path, MemresPluginNote *note)
   names = g_malloc (strtab->sh_size);
   if (!read_at (fd, names, strtab->sh_size, strtab->sh_offset))
     goto out;
-  for (i = 0; i < eh.e_shnum && !found; i++)
+  for (guint i = 0; i < eh.e_shnum && !found; i++)
     {
       const Elf64_Shdr *sh = &sections[i];
+      g_autofree guint8 *data = NULL;
 
       if (sh->sh_name >= strtab->sh_size || strtab->sh_size - sh->sh_name < sizeof section_name
           || memcmp (names + sh->sh_name, section_name, sizeof section_name) != 0
@@ -160,7 +150,6 @@ _memres_module_file_read_note (const char *path, MemresPluginNote *note)
       data = g_malloc (sh->sh_size);
       if (read_at (fd, data, sh->sh_size, sh->sh_offset))
         found = find_note (data, sh->sh_size, note);
-      g_clear_pointer (&data, g_free);
     }
 out:
   close (fd);

@@ -15,17 +15,6 @@
 
 typedef const MemresPluginDesc *(*GetDescFunc) (void);
 
-static MemresPlugin *
-plugin_new (const char *name, const char *path, GModule *module)
-{
-  MemresPlugin *plugin = g_new0 (MemresPlugin, 1);
-
-  plugin->name = g_strdup (name);
-  plugin->path = g_strdup (path);
-  plugin->module = module;
-  return plugin;
-}
-
 /* Frees a plugin whose load failed, with the kinds it registered (none of them reached the
  * registry). Its module, once opened, stays resident. */
 void
@@ -34,8 +23,7 @@ _memres_plugin_free (MemresPlugin *plugin)
   g_clear_pointer (&plugin->kinds, g_ptr_array_unref);
   g_clear_error (&plugin->register_error);
   /* A resident module stays mapped: g_module_close() only drops GModule's reference. */
-  if (plugin->module != NULL)
-    g_module_close (plugin->module);
+  g_clear_pointer (&plugin->module, g_module_close);
   g_free ((gpointer) plugin->desc);
   g_free (plugin->name);
   g_free (plugin->path);
@@ -58,27 +46,35 @@ check_abi (guint32 major, guint32 minor, const char *name, const char *where, GE
   return TRUE;
 }
 
+/* The name a plugin's note or descriptor gives itself, @claimed (shown as @shown), must be the
+ * name of its file, @name: MEMRES_PLUGIN_ERROR_NAME_MISMATCH. */
+static gboolean
+check_name (const char *name, const char *where, const char *claimed, const char *shown,
+            GError **error)
+{
+  if (claimed != NULL && strcmp (claimed, name) == 0)
+    return TRUE;
+  g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
+               "plugin file libmemres-%s.so (%s) names itself \"%s\": file name, symbol and "
+               "descriptor name must agree",
+               name, where, shown);
+  return FALSE;
+}
+
 /* The checks of the plugin's ELF note, when it has one (MEMRES_PLUGIN_DEFINE of headers 1.2
  * and later), made on the file before it is opened: the ABI version and the name. */
 static gboolean
 check_note (const char *name, const char *path, GError **error)
 {
+  g_autofree char *shown = NULL;
   MemresPluginNote note;
 
   if (!_memres_module_file_read_note (path, &note))
     return TRUE;
   if (!check_abi (note.abi_major, note.abi_minor, name, path, error))
     return FALSE;
-  if (strcmp (note.name, name) != 0)
-    {
-      g_autofree char *shown = _memres_show_input (note.name);
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
-                   "plugin file libmemres-%s.so (%s) names itself \"%s\": file name, symbol and "
-                   "descriptor name must agree",
-                   name, path, shown);
-      return FALSE;
-    }
-  return TRUE;
+  shown = _memres_show_input (note.name);
+  return check_name (name, path, note.name, shown, error);
 }
 
 /* Checks @raw (as returned by the plugin) and copies the fields this core knows into a new
@@ -86,8 +82,7 @@ check_note (const char *name, const char *path, GError **error)
 static MemresPluginDesc *
 check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GError **error)
 {
-  MemresPluginDesc *desc;
-  guint32 major, minor, size;
+  g_autofree MemresPluginDesc *desc = NULL;
 
   if (raw == NULL)
     {
@@ -97,49 +92,38 @@ check_desc (const MemresPluginDesc *raw, const char *name, const char *where, GE
       return NULL;
     }
   /* abi_major, abi_minor and struct_size open every version of the descriptor. */
-  major = raw->abi_major;
-  minor = raw->abi_minor;
-  size = raw->struct_size;
-  if (!check_abi (major, minor, name, where, error))
+  if (!check_abi (raw->abi_major, raw->abi_minor, name, where, error))
     return NULL;
-  if (size < DESC_MIN_SIZE)
+  if (raw->struct_size < DESC_MIN_SIZE)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
                    "plugin \"%s\" (%s): descriptor struct_size %u is smaller than ABI %u.%u's "
                    "%" G_GSIZE_FORMAT " bytes",
-                   name, where, size, major, minor, (gsize) DESC_MIN_SIZE);
+                   name, where, raw->struct_size, raw->abi_major, raw->abi_minor,
+                   (gsize) DESC_MIN_SIZE);
       return NULL;
     }
 
   desc = g_new0 (MemresPluginDesc, 1);
-  memcpy (desc, raw, MIN ((gsize) size, sizeof *desc));
+  memcpy (desc, raw, MIN ((gsize) raw->struct_size, sizeof *desc));
 
-  if (desc->name == NULL || strcmp (desc->name, name) != 0)
-    {
-      g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_NAME_MISMATCH,
-                   "plugin file libmemres-%s.so (%s) names itself \"%s\": file name, symbol and "
-                   "descriptor name must agree",
-                   name, where, desc->name != NULL ? desc->name : "(null)");
-      g_free (desc);
-      return NULL;
-    }
+  if (!check_name (name, where, desc->name, desc->name != NULL ? desc->name : "(null)", error))
+    return NULL;
   if (desc->reserved != 0)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_ABI_MISMATCH,
                    "plugin \"%s\" (%s): descriptor field reserved is %u, must be 0 (a descriptor "
                    "not made by MEMRES_PLUGIN_DEFINE)",
                    name, where, desc->reserved);
-      g_free (desc);
       return NULL;
     }
   if (desc->init == NULL)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_INIT_FAILED,
                    "plugin \"%s\" (%s) has no init function", name, where);
-      g_free (desc);
       return NULL;
     }
-  return desc;
+  return g_steal_pointer (&desc);
 }
 
 /* Runs the plugin's init with no memres lock held, then registers what it registered. */
@@ -147,7 +131,7 @@ static gboolean
 run_init (MemresPlugin *plugin, const char *where, GError **error)
 {
   g_autoptr (GPtrArray) kinds = NULL;
-  GError *local = NULL;
+  g_autoptr (GError) local = NULL;
   gboolean ok;
 
   plugin->kinds = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_kind_unref);
@@ -155,32 +139,47 @@ run_init (MemresPlugin *plugin, const char *where, GError **error)
   kinds = g_steal_pointer (&plugin->kinds);
 
   if (plugin->register_error != NULL)
-    {
-      /* A kind name already taken (or a bad kind): report that, whatever init returned. */
-      g_clear_error (&local);
-      g_propagate_prefixed_error (error, g_error_copy (plugin->register_error),
-                                  "plugin \"%s\" (%s): ", plugin->name, where);
-      return FALSE;
-    }
-  if (!ok)
+    /* A kind name already taken (or a bad kind): report that, whatever init returned. */
+    g_propagate_error (error, g_error_copy (plugin->register_error));
+  else if (!ok)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_INIT_FAILED,
                    "plugin \"%s\" (%s) failed to initialize: %s", plugin->name, where,
                    local != NULL ? local->message : "no reason given");
-      g_clear_error (&local);
       return FALSE;
     }
-  if (local != NULL)
+  else
     {
-      g_warning ("plugin \"%s\" init succeeded but set an error: %s", plugin->name, local->message);
-      g_clear_error (&local);
+      if (local != NULL)
+        g_warning ("plugin \"%s\" init succeeded but set an error: %s", plugin->name,
+                   local->message);
+      if (_memres_registry_insert (kinds, error))
+        return TRUE;
     }
-  if (!_memres_registry_insert (kinds, error))
+  /* the registry's error (or the one registration set) names no plugin: prefix it */
+  g_prefix_error (error, "plugin \"%s\" (%s): ", plugin->name, where);
+  return FALSE;
+}
+
+/* A new plugin @name from @path (NULL: embedded in libmemres) and @module, its descriptor @raw
+ * checked and its init run; NULL (the plugin freed) when either fails. */
+static MemresPlugin *
+plugin_new (const char *name, const char *path, GModule *module, const MemresPluginDesc *raw,
+            GError **error)
+{
+  MemresPlugin *plugin = g_new0 (MemresPlugin, 1);
+  const char *where = path != NULL ? path : "embedded in libmemres";
+
+  plugin->name = g_strdup (name);
+  plugin->path = g_strdup (path);
+  plugin->module = module;
+  plugin->desc = check_desc (raw, name, where, error);
+  if (plugin->desc == NULL || !run_init (plugin, where, error))
     {
-      g_prefix_error (error, "plugin \"%s\" (%s): ", plugin->name, where);
-      return FALSE;
+      _memres_plugin_free (plugin);
+      return NULL;
     }
-  return TRUE;
+  return plugin;
 }
 
 /* Opens @path as plugin @name, checks it and runs its init. The caller holds the load token
@@ -198,12 +197,10 @@ MemresPlugin *
 _memres_plugin_load (const char *name, const char *path, GError **error)
 {
   g_autofree char *symbol = NULL;
-  g_autofree char *problem = NULL;
+  g_autofree char *problem = _memres_module_file_problem (path);
   gpointer get_desc = NULL;
-  MemresPlugin *plugin;
   GModule *module;
 
-  problem = _memres_module_file_problem (path);
   if (problem != NULL)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_MODULE,
@@ -223,42 +220,23 @@ _memres_plugin_load (const char *name, const char *path, GError **error)
       return NULL;
     }
   g_module_make_resident (module);
-  plugin = plugin_new (name, path, module);
 
   symbol = g_strdup_printf ("memres_plugin_%s_get_desc", name);
   if (!g_module_symbol (module, symbol, &get_desc) || get_desc == NULL)
     {
       g_set_error (error, MEMRES_PLUGIN_ERROR, MEMRES_PLUGIN_ERROR_SYMBOL,
                    "plugin \"%s\" (%s) has no entry point %s", name, path, symbol);
-      goto fail;
+      g_module_close (module); /* it stays resident */
+      return NULL;
     }
-  plugin->desc = check_desc (((GetDescFunc) get_desc) (), name, path, error);
-  if (plugin->desc == NULL)
-    goto fail;
-  if (!run_init (plugin, path, error))
-    goto fail;
-  return plugin;
-
-fail:
-  _memres_plugin_free (plugin);
-  return NULL;
+  return plugin_new (name, path, module, ((GetDescFunc) get_desc) (), error);
 }
 
 /* Registers a plugin compiled into libmemres (host) through the same checks and init. */
 MemresPlugin *
 _memres_plugin_load_embedded (const MemresPluginDesc *desc, GError **error)
 {
-  MemresPlugin *plugin;
-  const char *name = desc->name;
-
-  plugin = plugin_new (name, NULL, NULL);
-  plugin->desc = check_desc (desc, name, "embedded in libmemres", error);
-  if (plugin->desc == NULL || !run_init (plugin, "embedded in libmemres", error))
-    {
-      _memres_plugin_free (plugin);
-      return NULL;
-    }
-  return plugin;
+  return plugin_new (desc->name, NULL, NULL, desc, error);
 }
 
 /**

@@ -11,16 +11,12 @@
 static const char *
 escape_char (gunichar ch, guchar byte, char buf[8])
 {
-  if (ch == '\n')
-    return "\\n";
-  if (ch == '\r')
-    return "\\r";
-  if (ch == '\t')
-    return "\\t";
-  if (ch == (gunichar) -1)
-    g_snprintf (buf, 8, "\\x%02x", byte);
-  else if (ch < 0x20 || ch == 0x7f)
-    g_snprintf (buf, 8, "\\x%02x", ch);
+  static const char *const named[] = { ['\t'] = "\\t", ['\n'] = "\\n", ['\r'] = "\\r" };
+
+  if (ch < G_N_ELEMENTS (named) && named[ch] != NULL)
+    return named[ch];
+  if (ch == (gunichar) -1 || ch < 0x20 || ch == 0x7f)
+    g_snprintf (buf, 8, "\\x%02x", ch == (gunichar) -1 ? byte : ch);
   else if (ch >= 0x80 && ch < 0xa0) /* C1 controls: U+009B starts a terminal escape */
     g_snprintf (buf, 8, "\\u%04x", ch);
   else

@@ -8,22 +8,17 @@
 #include <string.h>
 
 static GRWLock registry_lock;
-static GHashTable *registry_kinds; /* name -> MemresKind* (strong) */
 
-static gpointer
-create_table (gpointer data)
+/* The table of kinds, name -> MemresKind* (strong), created at first use. */
+static GHashTable *
+registry_kinds (void)
 {
-  registry_kinds
-      = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, (GDestroyNotify) memres_kind_unref);
-  return NULL;
-}
+  static GHashTable *table;
 
-static void
-ensure_table (void)
-{
-  static GOnce once = G_ONCE_INIT;
-
-  g_once (&once, create_table, NULL);
+  if (g_once_init_enter (&table))
+    g_once_init_leave (&table, g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                                      (GDestroyNotify) memres_kind_unref));
+  return table;
 }
 
 /* The one check of a duplicate kind name: @name is taken when a registered kind has it or
@@ -32,10 +27,9 @@ ensure_table (void)
 static gboolean
 check_name_free (const char *name, GPtrArray *pending, guint n_pending, GError **error)
 {
-  gboolean taken = g_hash_table_contains (registry_kinds, name);
-  guint i;
+  gboolean taken = g_hash_table_contains (registry_kinds (), name);
 
-  for (i = 0; !taken && i < n_pending; i++)
+  for (guint i = 0; !taken && i < n_pending; i++)
     taken = strcmp (((MemresKind *) g_ptr_array_index (pending, i))->name, name) == 0;
   if (taken)
     g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_EXISTS,
@@ -48,35 +42,25 @@ check_name_free (const char *name, GPtrArray *pending, guint n_pending, GError *
 gboolean
 _memres_registry_check_name (const char *name, GPtrArray *pending, GError **error)
 {
-  gboolean ok;
+  g_autoptr (GRWLockReaderLocker) locker = g_rw_lock_reader_locker_new (&registry_lock);
 
-  ensure_table ();
-  g_rw_lock_reader_lock (&registry_lock);
-  ok = check_name_free (name, pending, pending != NULL ? pending->len : 0, error);
-  g_rw_lock_reader_unlock (&registry_lock);
-  return ok;
+  return check_name_free (name, pending, pending != NULL ? pending->len : 0, error);
 }
 
 /* Inserts every kind of @kinds, or none when a name is taken or repeated (MEMRES_ERROR_EXISTS). */
 gboolean
 _memres_registry_insert (GPtrArray *kinds, GError **error)
 {
-  guint i;
+  g_autoptr (GRWLockWriterLocker) locker = g_rw_lock_writer_locker_new (&registry_lock);
 
-  ensure_table ();
-  g_rw_lock_writer_lock (&registry_lock);
-  for (i = 0; i < kinds->len; i++)
+  for (guint i = 0; i < kinds->len; i++)
     if (!check_name_free (((MemresKind *) g_ptr_array_index (kinds, i))->name, kinds, i, error))
-      {
-        g_rw_lock_writer_unlock (&registry_lock);
-        return FALSE;
-      }
-  for (i = 0; i < kinds->len; i++)
+      return FALSE;
+  for (guint i = 0; i < kinds->len; i++)
     {
       MemresKind *kind = g_ptr_array_index (kinds, i);
-      g_hash_table_insert (registry_kinds, kind->name, memres_kind_ref (kind));
+      g_hash_table_insert (registry_kinds (), kind->name, memres_kind_ref (kind));
     }
-  g_rw_lock_writer_unlock (&registry_lock);
   return TRUE;
 }
 
@@ -84,15 +68,10 @@ _memres_registry_insert (GPtrArray *kinds, GError **error)
 MemresKind *
 _memres_registry_find (const char *name)
 {
-  MemresKind *kind;
+  g_autoptr (GRWLockReaderLocker) locker = g_rw_lock_reader_locker_new (&registry_lock);
+  MemresKind *kind = g_hash_table_lookup (registry_kinds (), name);
 
-  ensure_table ();
-  g_rw_lock_reader_lock (&registry_lock);
-  kind = g_hash_table_lookup (registry_kinds, name);
-  if (kind != NULL)
-    memres_kind_ref (kind);
-  g_rw_lock_reader_unlock (&registry_lock);
-  return kind;
+  return kind != NULL ? memres_kind_ref (kind) : NULL;
 }
 
 static gint
@@ -112,9 +91,8 @@ _memres_registry_list (void)
   GHashTableIter iter;
   gpointer value;
 
-  ensure_table ();
   g_rw_lock_reader_lock (&registry_lock);
-  g_hash_table_iter_init (&iter, registry_kinds);
+  g_hash_table_iter_init (&iter, registry_kinds ());
   while (g_hash_table_iter_next (&iter, NULL, &value))
     g_ptr_array_add (result, memres_kind_ref (value));
   g_rw_lock_reader_unlock (&registry_lock);
@@ -137,18 +115,16 @@ _memres_registry_list (void)
 gchar **
 memres_registry_get_search_path (void)
 {
-  GPtrArray *dirs = g_ptr_array_new ();
+  g_autoptr (GStrvBuilder) dirs = g_strv_builder_new ();
   const char *env = g_getenv ("MEMRES_PLUGIN_PATH");
-  guint i;
 
   if (env != NULL)
     {
       g_auto (GStrv) parts = g_strsplit (env, G_SEARCHPATH_SEPARATOR_S, -1);
-      for (i = 0; parts[i] != NULL; i++)
+      for (guint i = 0; parts[i] != NULL; i++)
         if (parts[i][0] != '\0')
-          g_ptr_array_add (dirs, g_strdup (parts[i]));
+          g_strv_builder_add (dirs, parts[i]);
     }
-  g_ptr_array_add (dirs, g_strdup (MEMRES_PLUGINDIR));
-  g_ptr_array_add (dirs, NULL);
-  return (gchar **) g_ptr_array_free (dirs, FALSE);
+  g_strv_builder_add (dirs, MEMRES_PLUGINDIR);
+  return g_strv_builder_end (dirs);
 }
