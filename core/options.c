@@ -106,7 +106,7 @@ parse_value (const MemresOptionSpec *spec, const char *text, OptionValue *out, G
             out->n_list = 0;
             return TRUE;
           }
-        parts = _memres_split (text, '+');
+        parts = _memres_split (text, '+', FALSE);
         n = g_strv_length (parts);
         list = g_new0 (gint64, n);
         for (i = 0; i < n; i++)

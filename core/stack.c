@@ -34,7 +34,7 @@ split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray
                                    "it ends with a lone '\\' (write '\\\\' for a "
                                    "backslash in a value)");
 
-  parts = _memres_split_unescaped (spec, '>');
+  parts = _memres_split (spec, '>', TRUE);
   n = g_strv_length (parts);
   for (i = 0; i < n; i++)
     {
