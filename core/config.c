@@ -78,18 +78,15 @@ bad_file (GError **error, const char *path, guint line, const char *key, const c
   g_autofree char *why = NULL;
   g_autofree char *where = NULL;
   g_autofree char *shown_key = key != NULL ? _memres_show_input (key) : NULL;
+  g_autofree char *about_key = key != NULL ? g_strdup_printf (": key \"%s\"", shown_key) : NULL;
   va_list args;
 
   va_start (args, format);
   why = g_strdup_vprintf (format, args);
   va_end (args);
   where = line > 0 ? g_strdup_printf ("%s:%u", path, line) : g_strdup (path);
-  if (key != NULL)
-    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                 "config file %s: key \"%s\": %s", where, shown_key, why);
-  else
-    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "config file %s: %s", where,
-                 why);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "config file %s%s: %s", where,
+               about_key != NULL ? about_key : "", why);
   return FALSE;
 }
 

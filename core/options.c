@@ -22,19 +22,13 @@ struct _MemresOptions
   OptionValue *values; /* one per schema entry, same order */
 };
 
-/* The schema entry named @name, with its position in @index (may be NULL). */
+/* The schema entry named @name, with its position in @index. */
 static const MemresOptionSpec *
 find_option (MemresKind *kind, const char *name, guint *index)
 {
-  guint i;
-
-  for (i = 0; i < kind->n_options; i++)
-    if (strcmp (kind->options[i].name, name) == 0)
-      {
-        if (index != NULL)
-          *index = i;
-        return &kind->options[i];
-      }
+  for (*index = 0; *index < kind->n_options; (*index)++)
+    if (strcmp (kind->options[*index].name, name) == 0)
+      return &kind->options[*index];
   return NULL;
 }
 
@@ -46,11 +40,7 @@ list_option_names (MemresKind *kind)
   guint i;
 
   for (i = 0; i < kind->n_options; i++)
-    {
-      if (i > 0)
-        g_string_append (str, ", ");
-      g_string_append (str, kind->options[i].name);
-    }
+    g_string_append_printf (str, "%s%s", i > 0 ? ", " : "", kind->options[i].name);
   return g_string_free (str, FALSE);
 }
 
@@ -230,10 +220,9 @@ _memres_options_to_string (const MemresOptions *options)
 
       if (options->values[i].text == NULL)
         continue;
-      if (str->len > 0)
-        g_string_append_c (str, ',');
       text = _memres_escape_value (options->values[i].text);
-      g_string_append_printf (str, "%s=%s", options->kind->options[i].name, text);
+      g_string_append_printf (str, "%s%s=%s", str->len > 0 ? "," : "",
+                              options->kind->options[i].name, text);
     }
   return g_string_free (str, FALSE);
 }

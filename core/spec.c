@@ -101,13 +101,9 @@ _memres_split (const char *text, char separator, gboolean escapes)
 char *
 _memres_escape_value (const char *text)
 {
-  GString *str;
-  const char *p;
+  GString *str = g_string_sized_new (strlen (text) + 8);
 
-  if (strpbrk (text, "\\,>") == NULL)
-    return g_strdup (text);
-  str = g_string_sized_new (strlen (text) + 8);
-  for (p = text; *p != '\0'; p++)
+  for (const char *p = text; *p != '\0'; p++)
     {
       if (*p == '\\' || *p == ',' || *p == '>')
         g_string_append_c (str, '\\');
