@@ -30,14 +30,15 @@
 typedef struct
 {
   char *name;
-  char *spec;
-  guint line; /* of the spec key */
+  char *spec; /* NULL until its spec key is met */
+  guint line; /* of the spec key (of the group header while there is none) */
 } Entry;
 
 typedef struct
 {
-  char *path;      /* NULL: no file found (no names defined) */
-  GPtrArray *list; /* Entry*, in file order */
+  char *path;          /* NULL: no file found (no names defined) */
+  GPtrArray *list;     /* Entry*, in file order */
+  GHashTable *by_name; /* name -> Entry* of @list */
 } Config;
 
 /* Where @e is defined: `FILE:LINE`. (transfer full) */
@@ -61,6 +62,7 @@ static void
 config_clear (Config *c)
 {
   g_clear_pointer (&c->path, g_free);
+  g_clear_pointer (&c->by_name, g_hash_table_unref);
   g_clear_pointer (&c->list, g_ptr_array_unref);
 }
 
@@ -76,32 +78,24 @@ bad_file (GError **error, const char *path, guint line, const char *key, const c
   g_autofree char *why = NULL;
   g_autofree char *where = NULL;
   g_autofree char *shown_key = key != NULL ? _memres_show_input (key) : NULL;
+  g_autofree char *about_key = key != NULL ? g_strdup_printf (": key \"%s\"", shown_key) : NULL;
   va_list args;
 
   va_start (args, format);
   why = g_strdup_vprintf (format, args);
   va_end (args);
   where = line > 0 ? g_strdup_printf ("%s:%u", path, line) : g_strdup (path);
-  if (key != NULL)
-    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                 "config file %s: key \"%s\": %s", where, shown_key, why);
-  else
-    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "config file %s: %s", where,
-                 why);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "config file %s%s: %s", where,
+               about_key != NULL ? about_key : "", why);
   return FALSE;
 }
 
 static gboolean
 name_is_valid (const char *name)
 {
-  const char *p;
-
-  if (name[0] == '\0')
-    return FALSE;
-  for (p = name; *p != '\0'; p++)
-    if (!g_ascii_isalnum (*p) && *p != '_' && *p != '-' && *p != '.')
-      return FALSE;
-  return TRUE;
+  return name[0] != '\0'
+         && name[strspn (name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.")]
+                == '\0';
 }
 
 /* Where the config file is: MEMRES_CONFIG (which must then exist), else the first that exists
@@ -111,21 +105,18 @@ static char *
 config_path (gboolean *explicit)
 {
   const char *env = g_getenv ("MEMRES_CONFIG");
-  const char *const *dirs;
-  char *path;
+  const char *const *system = g_get_system_config_dirs ();
+  guint i;
 
   *explicit = env != NULL && env[0] != '\0';
-  if (*explicit)
-    return g_strdup (env);
   if (env != NULL)
-    return NULL;
-  path = g_build_filename (g_get_user_config_dir (), "memres", CONFIG_BASENAME, NULL);
-  if (g_file_test (path, G_FILE_TEST_EXISTS))
-    return path;
-  g_free (path);
-  for (dirs = g_get_system_config_dirs (); *dirs != NULL; dirs++)
+    return *explicit ? g_strdup (env) : NULL;
+  /* the user's dir (i 0), then the system's (i - 1) */
+  for (i = 0; i == 0 || system[i - 1] != NULL; i++)
     {
-      path = g_build_filename (*dirs, "memres", CONFIG_BASENAME, NULL);
+      char *path = g_build_filename (i == 0 ? g_get_user_config_dir () : system[i - 1], "memres",
+                                     CONFIG_BASENAME, NULL);
+
       if (g_file_test (path, G_FILE_TEST_EXISTS))
         return path;
       g_free (path);
@@ -133,114 +124,107 @@ config_path (gboolean *explicit)
   return NULL;
 }
 
-/* Reads @path whole, refusing what is not a regular file of at most CONFIG_MAX_BYTES. The file
- * is opened without blocking and checked on the open descriptor, so that a FIFO (whose open or
- * read would wait for a writer) or a device is refused at once, even one put in the place of a
- * regular file a moment before. A path that names no file (missing, a component that is not a
- * directory) is as malformed as a directory: MEMRES_ERROR_INVALID_ARGUMENT, like the rest. */
-static char *
-read_file (const char *path, gsize *length, GError **error)
+/* The error of the failed open() or read() of @path (errno @saved); returns FALSE. */
+static gboolean
+errno_error (GError **error, const char *path, int saved)
 {
-  int fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  int code = MEMRES_ERROR_FAILED;
+
+  if (saved == EACCES || saved == EPERM)
+    code = MEMRES_ERROR_PERMISSION_DENIED;
+  else if (saved == ENOENT || saved == ENOTDIR || saved == ELOOP || saved == ENAMETOOLONG)
+    code = MEMRES_ERROR_INVALID_ARGUMENT; /* no file there: as malformed as a directory */
+  g_set_error (error, MEMRES_ERROR, code, "config file %s: %s", path, g_strerror (saved));
+  return FALSE;
+}
+
+/* Appends the bytes of @fd (open on @path) to @data: read_file(). */
+static gboolean
+read_fd (int fd, const char *path, GString *data, GError **error)
+{
   struct stat st;
-  GString *data;
-  int saved;
+  char chunk[4096];
+  gssize n;
 
-  if (fd < 0)
-    {
-      saved = errno;
-      if (saved == EACCES || saved == EPERM)
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_PERMISSION_DENIED, "config file %s: %s",
-                     path, g_strerror (saved));
-      else if (saved == ENOENT || saved == ENOTDIR || saved == ELOOP || saved == ENAMETOOLONG)
-        bad_file (error, path, 0, NULL, "%s", g_strerror (saved));
-      else
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "config file %s: %s", path,
-                     g_strerror (saved));
-      return NULL;
-    }
   if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
-    {
-      close (fd);
-      bad_file (error, path, 0, NULL, "not a regular file");
-      return NULL;
-    }
+    return bad_file (error, path, 0, NULL, "not a regular file");
   if (st.st_size > CONFIG_MAX_BYTES)
+    return bad_file (error, path, 0, NULL, "%" G_GINT64_FORMAT " bytes, larger than the %d allowed",
+                     (gint64) st.st_size, CONFIG_MAX_BYTES);
+  while ((n = read (fd, chunk, sizeof chunk)) != 0)
     {
-      close (fd);
-      bad_file (error, path, 0, NULL, "%" G_GINT64_FORMAT " bytes, larger than the %d allowed",
-                (gint64) st.st_size, CONFIG_MAX_BYTES);
-      return NULL;
-    }
-  data = g_string_sized_new ((gsize) st.st_size + 1);
-  for (;;)
-    {
-      char chunk[4096];
-      gssize n = read (fd, chunk, sizeof chunk);
-
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
-        {
-          saved = errno;
-          close (fd);
-          g_string_free (data, TRUE);
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "config file %s: %s", path,
-                       g_strerror (saved));
-          return NULL;
-        }
-      if (n == 0)
-        break;
+        return errno_error (error, path, errno);
       g_string_append_len (data, chunk, n);
       if (data->len > CONFIG_MAX_BYTES) /* it grew since the stat */
-        {
-          close (fd);
-          g_string_free (data, TRUE);
-          bad_file (error, path, 0, NULL, "larger than the %d bytes allowed", CONFIG_MAX_BYTES);
-          return NULL;
-        }
+        return bad_file (error, path, 0, NULL, "larger than the %d bytes allowed",
+                         CONFIG_MAX_BYTES);
     }
-  close (fd);
-  /* a UTF-8 byte-order mark, as some editors write one: not part of the text */
-  if (data->len >= 3 && memcmp (data->str, "\xEF\xBB\xBF", 3) == 0)
-    g_string_erase (data, 0, 3);
-  *length = data->len;
-  return g_string_free (data, FALSE);
+  return TRUE;
 }
 
-/* Checks every line (what GKeyFile's messages do not say: the line), filling @config->list
- * with the names and the line of each spec. */
+/* Reads @path whole into @data, refusing what is not a regular file of at most
+ * CONFIG_MAX_BYTES. The file is opened without blocking and checked on the open descriptor, so
+ * that a FIFO (whose open or read would wait for a writer) or a device is refused at once, even
+ * one put in the place of a regular file a moment before. A path that names no file (missing, a
+ * component that is not a directory) is as malformed as a directory:
+ * MEMRES_ERROR_INVALID_ARGUMENT, like the rest. */
 static gboolean
-scan_lines (const char *path, const char *data, gsize length, Config *config, GError **error)
+read_file (const char *path, GString *data, GError **error)
 {
-  g_autoptr (GHashTable) seen = g_hash_table_new (g_str_hash, g_str_equal);
-  Entry *current = NULL;
-  guint group_line = 0;
-  gboolean has_description = FALSE;
-  const char *p = data;
-  const char *end = data + length;
-  guint line = 0;
+  int fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  gboolean ok;
 
-  if (memchr (data, '\0', length) != NULL)
+  if (fd < 0)
+    return errno_error (error, path, errno);
+  ok = read_fd (fd, path, data, error);
+  close (fd);
+  /* a UTF-8 byte-order mark, as some editors write one: not part of the text */
+  if (ok && g_str_has_prefix (data->str, "\xEF\xBB\xBF"))
+    g_string_erase (data, 0, 3);
+  return ok;
+}
+
+/* A group (the entry @e) ends: FALSE with an error when it had no spec. */
+static gboolean
+group_end (const char *path, const Entry *e, GError **error)
+{
+  if (e != NULL && e->spec == NULL)
+    return bad_file (error, path, e->line, "spec", "[%s] has no spec", e->name);
+  return TRUE;
+}
+
+/* Checks every line (what GKeyFile's messages do not say: the line), filling @config with the
+ * names and the line of each spec. */
+static gboolean
+scan_lines (const char *path, const GString *data, Config *config, GError **error)
+{
+  const char *nul = memchr (data->str, '\0', data->len);
+  g_auto (GStrv) lines = NULL;
+  Entry *current = NULL;
+  gboolean has_description = FALSE;
+  guint line;
+
+  if (nul != NULL)
     {
-      const char *nul = memchr (data, '\0', length);
       guint n = 1;
-      for (const char *q = data; q < nul; q++)
+      for (const char *q = data->str; q < nul; q++)
         n += *q == '\n';
       return bad_file (error, path, n, NULL, "a NUL byte: not a text file");
     }
-  while (p < end)
+  lines = _memres_split (data->str, '\n', FALSE);
+  for (line = 1; lines[line - 1] != NULL; line++)
     {
-      const char *nl = memchr (p, '\n', (gsize) (end - p));
-      const char *stop = nl != NULL ? nl : end;
-      g_autofree char *text = g_strndup (p, (gsize) (stop - p));
-      char *s;
+      char *s = lines[line - 1];
+      char *eq;
+      g_autofree char *key = NULL;
+      gboolean is_spec;
 
-      line++;
-      p = nl != NULL ? nl + 1 : end;
-      if (!g_utf8_validate (text, -1, NULL))
+      if (!g_utf8_validate (s, -1, NULL))
         return bad_file (error, path, line, NULL, "not UTF-8 text");
-      s = g_strstrip (text);
+      s = g_strstrip (s);
       if (s[0] == '\0' || s[0] == '#')
         continue;
       if (s[0] == '[')
@@ -248,8 +232,8 @@ scan_lines (const char *path, const char *data, gsize length, Config *config, GE
           gsize len = strlen (s);
           g_autofree char *name = NULL;
 
-          if (current != NULL && current->spec == NULL)
-            return bad_file (error, path, group_line, "spec", "[%s] has no spec", current->name);
+          if (!group_end (path, current, error))
+            return FALSE;
           if (s[len - 1] != ']')
             return bad_file (error, path, line, NULL, "a group header without its ']'");
           name = g_strndup (s + 1, len - 2);
@@ -260,51 +244,42 @@ scan_lines (const char *path, const char *data, gsize length, Config *config, GE
                                "invalid name [%s]: names are letters, digits, '_', '-' and '.'",
                                shown);
             }
-          if (g_hash_table_contains (seen, name))
+          if (g_hash_table_contains (config->by_name, name))
             return bad_file (error, path, line, NULL, "[%s] is defined twice", name);
           current = g_new0 (Entry, 1);
           current->name = g_steal_pointer (&name);
+          current->line = line;
           g_ptr_array_add (config->list, current);
-          g_hash_table_add (seen, current->name);
-          group_line = line;
+          g_hash_table_insert (config->by_name, current->name, current);
           has_description = FALSE;
           continue;
         }
-      {
-        char *eq = strchr (s, '=');
-        g_autofree char *key = NULL;
-
-        if (eq == NULL)
-          {
-            g_autofree char *shown = _memres_show_input (s);
-            return bad_file (error, path, line, NULL,
-                             "\"%s\" is not a [name], a key=value or a # comment", shown);
-          }
-        key = g_strstrip (g_strndup (s, (gsize) (eq - s)));
-        if (current == NULL)
-          return bad_file (error, path, line, key, "outside any [name] group");
-        if (strcmp (key, "spec") == 0)
-          {
-            if (current->spec != NULL)
-              return bad_file (error, path, line, key, "given twice in [%s]", current->name);
-            current->spec = g_strdup (""); /* the value is GKeyFile's, below */
-            current->line = line;
-          }
-        else if (strcmp (key, "description") == 0)
-          {
-            if (has_description)
-              return bad_file (error, path, line, key, "given twice in [%s]", current->name);
-            has_description = TRUE;
-          }
-        else
-          return bad_file (error, path, line, key,
-                           "unknown key in [%s] (valid keys are spec and description)",
-                           current->name);
-      }
+      eq = strchr (s, '=');
+      if (eq == NULL)
+        {
+          g_autofree char *shown = _memres_show_input (s);
+          return bad_file (error, path, line, NULL,
+                           "\"%s\" is not a [name], a key=value or a # comment", shown);
+        }
+      key = g_strstrip (g_strndup (s, (gsize) (eq - s)));
+      if (current == NULL)
+        return bad_file (error, path, line, key, "outside any [name] group");
+      is_spec = strcmp (key, "spec") == 0;
+      if (!is_spec && strcmp (key, "description") != 0)
+        return bad_file (error, path, line, key,
+                         "unknown key in [%s] (valid keys are spec and description)",
+                         current->name);
+      if (is_spec ? current->spec != NULL : has_description)
+        return bad_file (error, path, line, key, "given twice in [%s]", current->name);
+      if (is_spec)
+        {
+          current->spec = g_strdup (""); /* the value is GKeyFile's, below */
+          current->line = line;
+        }
+      else
+        has_description = TRUE;
     }
-  if (current != NULL && current->spec == NULL)
-    return bad_file (error, path, group_line, "spec", "[%s] has no spec", current->name);
-  return TRUE;
+  return group_end (path, current, error);
 }
 
 /* Reads the config file; a missing file at the default places defines no names. */
@@ -313,27 +288,26 @@ config_load (Config *config, GError **error)
 {
   g_autoptr (GKeyFile) kf = NULL;
   g_autoptr (GError) local = NULL;
-  g_autofree char *data = NULL;
+  g_autoptr (GString) data = g_string_new (NULL);
   gboolean explicit;
-  gsize length = 0;
   guint i;
 
   config->list = g_ptr_array_new_with_free_func (entry_free);
+  config->by_name = g_hash_table_new (g_str_hash, g_str_equal);
   config->path = config_path (&explicit);
   if (config->path == NULL)
     return TRUE;
-  data = read_file (config->path, &length, error);
-  if (data == NULL)
+  if (!read_file (config->path, data, error))
     {
       if (explicit)
         g_prefix_error (error, "MEMRES_CONFIG: ");
       return FALSE;
     }
-  if (!scan_lines (config->path, data, length, config, error))
+  if (!scan_lines (config->path, data, config, error))
     return FALSE;
 
   kf = g_key_file_new ();
-  if (!g_key_file_load_from_data (kf, data, length, G_KEY_FILE_NONE, &local))
+  if (!g_key_file_load_from_data (kf, data->str, data->len, G_KEY_FILE_NONE, &local))
     return bad_file (error, config->path, 0, NULL, "%s", local->message);
   for (i = 0; i < config->list->len; i++)
     {
@@ -348,20 +322,6 @@ config_load (Config *config, GError **error)
         return bad_file (error, config->path, e->line, "spec", "[%s] has an empty spec", e->name);
     }
   return TRUE;
-}
-
-static const Entry *
-config_find (const Config *config, const char *name)
-{
-  guint i;
-
-  for (i = 0; i < config->list->len; i++)
-    {
-      const Entry *e = g_ptr_array_index (config->list, i);
-      if (strcmp (e->name, name) == 0)
-        return e;
-    }
-  return NULL;
 }
 
 char *
@@ -382,7 +342,7 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
     }
   if (!config_load (&config, error))
     return NULL;
-  e = config_find (&config, name);
+  e = g_hash_table_lookup (config.by_name, name);
   if (e == NULL)
     {
       g_autofree char *shown = _memres_show_input (name);

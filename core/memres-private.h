@@ -510,8 +510,7 @@ gboolean _memres_set_spec_error (GError **error, const char *spec, const char *f
     G_GNUC_PRINTF (3, 4);
 gboolean _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray **values,
                              GError **error);
-GStrv _memres_split (const char *text, char separator);
-GStrv _memres_split_unescaped (const char *text, char separator);
+GStrv _memres_split (const char *text, char separator, gboolean escapes);
 /* @text with `\`, `,` and `>` escaped by a backslash, as values are written in specs;
  * _memres_unescape(): the reverse on the first @len bytes of @text (a lone trailing backslash is
  * kept). */

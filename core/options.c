@@ -4,11 +4,10 @@
 
 #include <string.h>
 
+/* All zero while unset (the getters' "unset" values); set when @text is. */
 typedef struct
 {
-  gboolean is_set;
-  gboolean given; /* named in the spec (not a default) */
-  char *text;     /* the value as written */
+  char *text; /* the value as written */
   gboolean b;
   gint64 i;
   guint64 size;
@@ -23,19 +22,13 @@ struct _MemresOptions
   OptionValue *values; /* one per schema entry, same order */
 };
 
-/* The schema entry named @name, with its position in @index (may be NULL). */
+/* The schema entry named @name, with its position in @index. */
 static const MemresOptionSpec *
 find_option (MemresKind *kind, const char *name, guint *index)
 {
-  guint i;
-
-  for (i = 0; i < kind->n_options; i++)
-    if (strcmp (kind->options[i].name, name) == 0)
-      {
-        if (index != NULL)
-          *index = i;
-        return &kind->options[i];
-      }
+  for (*index = 0; *index < kind->n_options; (*index)++)
+    if (strcmp (kind->options[*index].name, name) == 0)
+      return &kind->options[*index];
   return NULL;
 }
 
@@ -47,18 +40,8 @@ list_option_names (MemresKind *kind)
   guint i;
 
   for (i = 0; i < kind->n_options; i++)
-    {
-      if (i > 0)
-        g_string_append (str, ", ");
-      g_string_append (str, kind->options[i].name);
-    }
+    g_string_append_printf (str, "%s%s", i > 0 ? ", " : "", kind->options[i].name);
   return g_string_free (str, FALSE);
-}
-
-static char *
-join_choices (const char *const *choices)
-{
-  return choices != NULL ? g_strjoinv (", ", (char **) choices) : g_strdup ("");
 }
 
 static gboolean
@@ -79,34 +62,28 @@ parse_value (const MemresOptionSpec *spec, const char *text, OptionValue *out, G
         guint i;
         g_autofree char *valid = NULL;
 
-        for (i = 0; spec->choices != NULL && spec->choices[i] != NULL; i++)
+        /* an enum has choices (kind.c checks the schema) */
+        for (i = 0; spec->choices[i] != NULL; i++)
           if (strcmp (spec->choices[i], text) == 0)
             {
               out->i = i;
               return TRUE;
             }
-        valid = join_choices (spec->choices);
+        valid = g_strjoinv (", ", (char **) spec->choices);
         shown = _memres_show_input (text);
         g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                      "invalid value \"%s\": expected one of %s", shown, valid);
         return FALSE;
       }
-    case MEMRES_OPTION_STRING:
-      /* any text: a spec writes `,`, `>` and `\\` escaped (_memres_escape_value()) */
-      return TRUE;
     case MEMRES_OPTION_INT_LIST:
       {
         g_auto (GStrv) parts = NULL;
         g_autofree gint64 *list = NULL;
         gsize n, i;
 
-        if (text[0] == '\0')
-          {
-            out->list = NULL;
-            out->n_list = 0;
-            return TRUE;
-          }
-        parts = _memres_split (text, '+');
+        if (text[0] == '\0') /* the empty list: @out stays zero */
+          return TRUE;
+        parts = _memres_split (text, '+', FALSE);
         n = g_strv_length (parts);
         list = g_new0 (gint64, n);
         for (i = 0; i < n; i++)
@@ -121,9 +98,9 @@ parse_value (const MemresOptionSpec *spec, const char *text, OptionValue *out, G
         return TRUE;
       }
     default:
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "option type %d is unknown",
-                   (gint) spec->type);
-      return FALSE;
+      /* MEMRES_OPTION_STRING, any text: a spec writes `,`, `>` and `\\` escaped
+       * (_memres_escape_value()); kind.c refuses a schema of any other type */
+      return TRUE;
     }
 }
 
@@ -174,45 +151,36 @@ _memres_options_new (MemresKind *kind, GPtrArray *keys, GPtrArray *values, GErro
   options->n_values = kind->n_options;
   options->values = g_new0 (OptionValue, MAX (kind->n_options, 1));
 
+  /* a value's text is set once it is given (a key given again) or defaulted */
   for (i = 0; keys != NULL && i < keys->len; i++)
     {
       const char *key = g_ptr_array_index (keys, i);
       const char *text = g_ptr_array_index (values, i);
-      const MemresOptionSpec *spec;
-      OptionValue *value;
       guint index;
+      const MemresOptionSpec *spec = find_option (kind, key, &index);
 
-      spec = find_option (kind, key, &index);
       if (spec == NULL)
         {
           g_autofree char *valid = list_option_names (kind);
           g_autofree char *shown = _memres_show_input (key);
 
-          if (kind->n_options == 0)
-            g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                         "kind \"%s\" has no option \"%s\": it takes no options", kind->name,
-                         shown);
-          else
-            g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                         "kind \"%s\" has no option \"%s\": valid options are %s", kind->name,
-                         shown, valid);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "kind \"%s\" has no option \"%s\": %s%s", kind->name, shown,
+                       kind->n_options == 0 ? "it takes no options" : "valid options are ", valid);
           goto fail;
         }
-      value = &options->values[index];
-      if (value->given)
+      if (options->values[index].text != NULL)
         {
           g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                        "option \"%s\" of kind \"%s\" is given more than once", key, kind->name);
           goto fail;
         }
-      if (!parse_value (spec, text, value, error))
+      if (!parse_value (spec, text, &options->values[index], error))
         {
           g_prefix_error (error, "option \"%s\" of kind \"%s\": ", key, kind->name);
           goto fail;
         }
-      value->given = TRUE;
-      value->is_set = TRUE;
-      value->text = g_strdup (text);
+      options->values[index].text = g_strdup (text);
     }
 
   for (i = 0; i < kind->n_options; i++)
@@ -220,7 +188,7 @@ _memres_options_new (MemresKind *kind, GPtrArray *keys, GPtrArray *values, GErro
       const MemresOptionSpec *spec = &kind->options[i];
       OptionValue *value = &options->values[i];
 
-      if (value->given || spec->default_value == NULL)
+      if (value->text != NULL || spec->default_value == NULL)
         continue;
       /* The schema's defaults were validated when the kind was registered. */
       if (!parse_value (spec, spec->default_value, value, error))
@@ -229,7 +197,6 @@ _memres_options_new (MemresKind *kind, GPtrArray *keys, GPtrArray *values, GErro
                           kind->name);
           goto fail;
         }
-      value->is_set = TRUE;
       value->text = g_strdup (spec->default_value);
     }
   return options;
@@ -251,12 +218,11 @@ _memres_options_to_string (const MemresOptions *options)
     {
       g_autofree char *text = NULL;
 
-      if (!options->values[i].is_set)
+      if (options->values[i].text == NULL)
         continue;
-      if (str->len > 0)
-        g_string_append_c (str, ',');
       text = _memres_escape_value (options->values[i].text);
-      g_string_append_printf (str, "%s=%s", options->kind->options[i].name, text);
+      g_string_append_printf (str, "%s%s=%s", str->len > 0 ? "," : "",
+                              options->kind->options[i].name, text);
     }
   return g_string_free (str, FALSE);
 }
@@ -276,7 +242,9 @@ lookup (const MemresOptions *options, const char *name, MemresOptionType type)
       g_critical ("Kind \"%s\" has no option \"%s\"", options->kind->name, name);
       return NULL;
     }
-  if (type != (MemresOptionType) -1 && spec->type != type)
+  /* an enum reads as an int too (memres_options_get_int()) */
+  if (type != (MemresOptionType) -1 && spec->type != type
+      && !(type == MEMRES_OPTION_INT && spec->type == MEMRES_OPTION_ENUM))
     {
       g_critical ("Option \"%s\" of kind \"%s\" is of type %s, not %s", name, options->kind->name,
                   memres_option_type_to_string (spec->type), memres_option_type_to_string (type));
@@ -302,7 +270,7 @@ memres_options_is_set (const MemresOptions *options, const char *name)
 {
   const OptionValue *v = lookup (options, name, (MemresOptionType) -1);
 
-  return v != NULL && v->is_set;
+  return v != NULL && v->text != NULL;
 }
 
 /**
@@ -319,7 +287,7 @@ memres_options_get_bool (const MemresOptions *options, const char *name)
 {
   const OptionValue *v = lookup (options, name, MEMRES_OPTION_BOOL);
 
-  return v != NULL && v->is_set && v->b;
+  return v != NULL && v->b;
 }
 
 /**
@@ -336,18 +304,11 @@ memres_options_get_bool (const MemresOptions *options, const char *name)
 gint64
 memres_options_get_int (const MemresOptions *options, const char *name)
 {
-  const MemresOptionSpec *spec;
-  guint index;
+  const OptionValue *v;
 
   g_return_val_if_fail (options != NULL, 0);
-  spec = find_option (options->kind, name, &index);
-  if (spec != NULL && spec->type == MEMRES_OPTION_ENUM)
-    return options->values[index].is_set ? options->values[index].i : 0;
-
-  {
-    const OptionValue *v = lookup (options, name, MEMRES_OPTION_INT);
-    return v != NULL && v->is_set ? v->i : 0;
-  }
+  v = lookup (options, name, MEMRES_OPTION_INT);
+  return v != NULL ? v->i : 0;
 }
 
 /**
@@ -364,7 +325,7 @@ memres_options_get_size (const MemresOptions *options, const char *name)
 {
   const OptionValue *v = lookup (options, name, MEMRES_OPTION_SIZE);
 
-  return v != NULL && v->is_set ? v->size : 0;
+  return v != NULL ? v->size : 0;
 }
 
 /**
@@ -384,7 +345,7 @@ memres_options_get_string (const MemresOptions *options, const char *name)
 {
   const OptionValue *v = lookup (options, name, (MemresOptionType) -1);
 
-  return v != NULL && v->is_set ? v->text : NULL;
+  return v != NULL ? v->text : NULL;
 }
 
 /**
@@ -404,13 +365,8 @@ memres_options_get_int_list (const MemresOptions *options, const char *name, gsi
   const OptionValue *v = lookup (options, name, MEMRES_OPTION_INT_LIST);
 
   g_return_val_if_fail (n_values != NULL, NULL);
-  if (v == NULL || !v->is_set)
-    {
-      *n_values = 0;
-      return NULL;
-    }
-  *n_values = v->n_list;
-  return v->list;
+  *n_values = v != NULL ? v->n_list : 0;
+  return v != NULL ? v->list : NULL;
 }
 
 /**
@@ -424,21 +380,11 @@ memres_options_get_int_list (const MemresOptions *options, const char *name, gsi
 const char *
 memres_option_type_to_string (MemresOptionType type)
 {
-  switch (type)
-    {
-    case MEMRES_OPTION_BOOL:
-      return "bool";
-    case MEMRES_OPTION_INT:
-      return "int";
-    case MEMRES_OPTION_SIZE:
-      return "size";
-    case MEMRES_OPTION_ENUM:
-      return "enum";
-    case MEMRES_OPTION_STRING:
-      return "string";
-    case MEMRES_OPTION_INT_LIST:
-      return "int-list";
-    default:
-      return "unknown";
-    }
+  static const char *const names[] = {
+    [MEMRES_OPTION_BOOL] = "bool",     [MEMRES_OPTION_INT] = "int",
+    [MEMRES_OPTION_SIZE] = "size",     [MEMRES_OPTION_ENUM] = "enum",
+    [MEMRES_OPTION_STRING] = "string", [MEMRES_OPTION_INT_LIST] = "int-list",
+  };
+
+  return (guint) type < G_N_ELEMENTS (names) ? names[type] : "unknown";
 }

@@ -4,36 +4,19 @@
  * layers are stack.c's. */
 #include "memres-private.h"
 
+#include <errno.h>
 #include <string.h>
 
 #define SIZE_SYNTAX                                                                                \
   "expected a non-negative whole number of bytes with an optional B, KiB, MiB, GiB or TiB "        \
   "suffix, or max"
 
-static gboolean
-is_name_start (char c)
-{
-  return c >= 'a' && c <= 'z';
-}
-
-static gboolean
-is_name_char (char c)
-{
-  return is_name_start (c) || (c >= '0' && c <= '9') || c == '_';
-}
-
 /* TRUE when @name matches [a-z][a-z0-9_]* (option keys: any length). */
 gboolean
 _memres_key_is_valid (const char *name)
 {
-  gsize i;
-
-  if (name == NULL || !is_name_start (name[0]))
-    return FALSE;
-  for (i = 1; name[i] != '\0'; i++)
-    if (!is_name_char (name[i]))
-      return FALSE;
-  return TRUE;
+  return name != NULL && g_ascii_islower (name[0])
+         && name[strspn (name, "abcdefghijklmnopqrstuvwxyz0123456789_")] == '\0';
 }
 
 /* TRUE when @name matches [a-z][a-z0-9_]* and fits MEMRES_KIND_NAME_MAX. */
@@ -81,21 +64,11 @@ _memres_kind_name_check (const char *name, GError **error)
 static gboolean
 parse_digits (const char *text, guint64 *value, const char **end)
 {
-  guint64 v = 0;
-  const char *p = text;
-
-  if (!g_ascii_isdigit (*p))
+  if (!g_ascii_isdigit (*text))
     return FALSE;
-  for (; g_ascii_isdigit (*p); p++)
-    {
-      guint d = (guint) (*p - '0');
-      if (v > (G_MAXUINT64 - d) / 10)
-        return FALSE;
-      v = v * 10 + d;
-    }
-  *value = v;
-  *end = p;
-  return TRUE;
+  errno = 0;
+  *value = g_ascii_strtoull (text, (char **) end, 10);
+  return errno == 0;
 }
 
 /* @text split at every @separator (with @escapes, at every one that no backslash escapes: the
@@ -103,8 +76,8 @@ parse_digits (const char *text, guint64 *value, const char **end)
  * linear in the length of @text under AddressSanitizer too (its strstr() interceptor, which
  * g_strsplit() calls once per piece, measures the rest of the string every time: a megabyte of
  * user input with a separator every other byte took minutes). */
-static GStrv
-split_at (const char *text, char separator, gboolean escapes)
+GStrv
+_memres_split (const char *text, char separator, gboolean escapes)
 {
   GPtrArray *parts = g_ptr_array_new ();
   const char *start = text;
@@ -124,29 +97,13 @@ split_at (const char *text, char separator, gboolean escapes)
   return (GStrv) g_ptr_array_free (parts, FALSE);
 }
 
-GStrv
-_memres_split (const char *text, char separator)
-{
-  return split_at (text, separator, FALSE);
-}
-
-GStrv
-_memres_split_unescaped (const char *text, char separator)
-{
-  return split_at (text, separator, TRUE);
-}
-
 /* @text with `\`, `,` and `>` escaped by a backslash, as values are written in specs. */
 char *
 _memres_escape_value (const char *text)
 {
-  GString *str;
-  const char *p;
+  GString *str = g_string_sized_new (strlen (text) + 8);
 
-  if (strpbrk (text, "\\,>") == NULL)
-    return g_strdup (text);
-  str = g_string_sized_new (strlen (text) + 8);
-  for (p = text; *p != '\0'; p++)
+  for (const char *p = text; *p != '\0'; p++)
     {
       if (*p == '\\' || *p == ',' || *p == '>')
         g_string_append_c (str, '\\');
@@ -255,26 +212,19 @@ memres_parse_size (const char *text, guint64 *bytes, GError **error)
 gboolean
 _memres_parse_bool (const char *text, gboolean *value, GError **error)
 {
-  static const char *const true_words[] = { "true", "yes", "on", "1" };
-  static const char *const false_words[] = { "false", "no", "off", "0" };
+  /* each false word before its true one: the index's parity is the value */
+  static const char *const words[] = { "false", "true", "no", "yes", "off", "on", "0", "1" };
   g_autofree char *shown = NULL;
   gsize i;
 
   g_return_val_if_fail (text != NULL, FALSE);
 
-  for (i = 0; i < G_N_ELEMENTS (true_words); i++)
-    {
-      if (g_ascii_strcasecmp (text, true_words[i]) == 0)
-        {
-          *value = TRUE;
-          return TRUE;
-        }
-      if (g_ascii_strcasecmp (text, false_words[i]) == 0)
-        {
-          *value = FALSE;
-          return TRUE;
-        }
-    }
+  for (i = 0; i < G_N_ELEMENTS (words); i++)
+    if (g_ascii_strcasecmp (text, words[i]) == 0)
+      {
+        *value = i % 2 == 1;
+        return TRUE;
+      }
   shown = _memres_show_input (text);
   g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                "invalid boolean \"%s\": expected true, false, yes, no, on, off, 1 or 0", shown);
@@ -286,20 +236,14 @@ gboolean
 _memres_parse_int (const char *text, gint64 min, gint64 max, gint64 *value, GError **error)
 {
   g_autofree char *shown = NULL;
+  gboolean negative;
   guint64 magnitude;
   const char *end;
-  gboolean negative = FALSE;
-  const char *p = text;
-  gint64 v;
 
   g_return_val_if_fail (text != NULL, FALSE);
 
-  if (*p == '-')
-    {
-      negative = TRUE;
-      p++;
-    }
-  if (!parse_digits (p, &magnitude, &end) || *end != '\0')
+  negative = text[0] == '-';
+  if (!parse_digits (text + negative, &magnitude, &end) || *end != '\0')
     {
       shown = _memres_show_input (text);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
@@ -308,15 +252,17 @@ _memres_parse_int (const char *text, gint64 min, gint64 max, gint64 *value, GErr
                    shown, min, max);
       return FALSE;
     }
-  if (negative ? magnitude > (guint64) G_MAXINT64 + 1 : magnitude > (guint64) G_MAXINT64)
-    goto out_of_range;
-  v = negative ? (gint64) (0 - magnitude) : (gint64) magnitude;
-  if (v < min || v > max)
-    goto out_of_range;
-  *value = v;
-  return TRUE;
+  /* -2^63 is the one magnitude beyond G_MAXINT64 that fits */
+  if (magnitude <= (guint64) G_MAXINT64 + negative)
+    {
+      gint64 v = negative ? (gint64) (0 - magnitude) : (gint64) magnitude;
 
-out_of_range:
+      if (v >= min && v <= max)
+        {
+          *value = v;
+          return TRUE;
+        }
+    }
   shown = _memres_show_input (text);
   g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                "integer %s is out of range: expected %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT,
@@ -341,47 +287,39 @@ _memres_spec_parse (const char *spec, char **kind, GPtrArray **keys, GPtrArray *
   g_return_val_if_fail (spec != NULL, FALSE);
 
   colon = strchr (spec, ':');
-  name = colon != NULL ? g_strndup (spec, (gsize) (colon - spec)) : g_strdup (spec);
+  name = g_strndup (spec, colon != NULL ? (gsize) (colon - spec) : strlen (spec));
   if (name[0] == '\0')
     return _memres_set_spec_error (error, spec, "it names no kind (expected KIND[:KEY=VALUE,...])");
   if (!_memres_kind_name_check (name, error))
     return FALSE;
+  if (colon != NULL && colon[1] == '\0')
+    return _memres_set_spec_error (error, spec, "empty option list after ':' (expected KEY=VALUE)");
 
   k = g_ptr_array_new_with_free_func (g_free);
   v = g_ptr_array_new_with_free_func (g_free);
-  if (colon != NULL && colon[1] == '\0')
-    return _memres_set_spec_error (error, spec, "empty option list after ':' (expected KEY=VALUE)");
-  if (colon != NULL)
+  /* without a colon, no items */
+  items = colon != NULL ? _memres_split (colon + 1, ',', TRUE) : g_new0 (char *, 1);
+  for (i = 0; items[i] != NULL; i++)
     {
-      items = _memres_split_unescaped (colon + 1, ',');
-      for (i = 0; items[i] != NULL; i++)
+      const char *item = items[i];
+      const char *eq = strchr (item, '=');
+      g_autofree char *key = eq != NULL ? g_strndup (item, (gsize) (eq - item)) : NULL;
+
+      if (item[0] == '\0')
+        return _memres_set_spec_error (error, spec, "empty option (expected KEY=VALUE)");
+      /* no '=' (no key), or a key that is no name */
+      if (!_memres_key_is_valid (key))
         {
-          const char *item = items[i];
-          const char *eq = strchr (item, '=');
-          g_autofree char *key = NULL;
+          g_autofree char *shown = _memres_show_input (eq != NULL ? key : item);
 
-          if (item[0] == '\0')
-            return _memres_set_spec_error (error, spec, "empty option (expected KEY=VALUE)");
-          if (eq == NULL)
-            {
-              g_autofree char *shown_item = _memres_show_input (item);
-
-              return _memres_set_spec_error (error, spec,
-                                             "option \"%s\" has no value (missing '=', expected "
-                                             "KEY=VALUE)",
-                                             shown_item);
-            }
-          key = g_strndup (item, (gsize) (eq - item));
-          if (!_memres_key_is_valid (key))
-            {
-              g_autofree char *shown_key = _memres_show_input (key);
-
-              return _memres_set_spec_error (
-                  error, spec, "invalid key \"%s\" (keys match [a-z][a-z0-9_]*)", shown_key);
-            }
-          g_ptr_array_add (k, g_steal_pointer (&key));
-          g_ptr_array_add (v, _memres_unescape (eq + 1, strlen (eq + 1)));
+          return _memres_set_spec_error (
+              error, spec,
+              eq != NULL ? "invalid key \"%s\" (keys match [a-z][a-z0-9_]*)"
+                         : "option \"%s\" has no value (missing '=', expected KEY=VALUE)",
+              shown);
         }
+      g_ptr_array_add (k, g_steal_pointer (&key));
+      g_ptr_array_add (v, _memres_unescape (eq + 1, strlen (eq + 1)));
     }
 
   *kind = g_steal_pointer (&name);

@@ -34,29 +34,21 @@ split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray
                                    "it ends with a lone '\\' (write '\\\\' for a "
                                    "backslash in a value)");
 
-  parts = _memres_split_unescaped (spec, '>');
+  parts = _memres_split (spec, '>', TRUE);
   n = g_strv_length (parts);
   for (i = 0; i < n; i++)
     {
       const char *layer = parts[i];
 
+      if (layer[0] == '\0' && n == 1)
+        return _memres_set_spec_error (
+            error, spec, "it names no kind (expected KIND[:KEY=VALUE,...][>KIND...])");
       if (layer[0] == '\0')
-        {
-          if (n == 1)
-            return _memres_set_spec_error (error, spec,
-                                           "it names no kind (expected "
-                                           "KIND[:KEY=VALUE,...][>KIND...])");
-          if (i == n - 1)
-            return _memres_set_spec_error (
-                error, spec,
-                "layer %u of %u is empty (a trailing '>': the last layer "
-                "must name a base kind)",
-                i + 1, n);
-          return _memres_set_spec_error (error, spec,
-                                         "layer %u of %u is empty (expected KIND[:KEY=VALUE,...] "
-                                         "between two '>')",
-                                         i + 1, n);
-        }
+        return _memres_set_spec_error (error, spec, "layer %u of %u is empty (%s)", i + 1, n,
+                                       i == n - 1
+                                           ? "a trailing '>': the last layer must name a "
+                                             "base kind"
+                                           : "expected KIND[:KEY=VALUE,...] between two '>'");
       if (layer[0] == '@' && expand_names)
         {
           g_autofree char *named = NULL;
@@ -64,17 +56,16 @@ split_into (const char *spec, gboolean expand_names, GPtrArray *chain, GPtrArray
           g_autofree char *from = NULL;
           guint j;
 
-          for (j = 0; j < chain->len; j++)
-            if (strcmp (g_ptr_array_index (chain, j), layer + 1) == 0)
-              {
-                g_autoptr (GString) cycle = g_string_new (NULL);
+          if (g_ptr_array_find_with_equal_func (chain, layer + 1, g_str_equal, &j))
+            {
+              g_autoptr (GString) cycle = g_string_new (NULL);
 
-                for (guint k = j; k < chain->len; k++)
-                  g_string_append_printf (cycle, "@%s -> ", (char *) g_ptr_array_index (chain, k));
-                g_string_append (cycle, layer);
-                return _memres_set_spec_error (error, spec, "the named resources form a cycle (%s)",
-                                               cycle->str);
-              }
+              for (; j < chain->len; j++)
+                g_string_append_printf (cycle, "@%s -> ", (char *) g_ptr_array_index (chain, j));
+              g_string_append (cycle, layer);
+              return _memres_set_spec_error (error, spec, "the named resources form a cycle (%s)",
+                                             cycle->str);
+            }
           if (chain->len >= MAX_NAME_DEPTH)
             return _memres_set_spec_error (error, spec, "named resources nest more than %d deep",
                                            MAX_NAME_DEPTH);
@@ -135,30 +126,26 @@ gboolean
 _memres_stack_check_layer (MemresKind *kind, guint position, guint n_layers, GError **error)
 {
   gboolean adaptor = (kind->flags & MEMRES_KIND_ADAPTOR) != 0;
+  gboolean last = position + 1 == n_layers;
 
   if (position + 1 < n_layers && !adaptor)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "kind \"%s\" is a base kind: it can only be the last layer, not layer %u of "
-                   "%u (only adaptor kinds go above another layer)",
-                   kind->name, position + 1, n_layers);
-      return FALSE;
-    }
-  if (position + 1 == n_layers && adaptor)
-    {
-      if (n_layers == 1)
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "kind \"%s\" is an adaptor: it needs a resource below it (for example "
-                     "\"%s>host\")",
-                     kind->name, kind->name);
-      else
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "kind \"%s\" is an adaptor: it cannot be the last layer (%u of %u); end "
-                     "the stack with a base kind",
-                     kind->name, position + 1, n_layers);
-      return FALSE;
-    }
-  return TRUE;
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                 "kind \"%s\" is a base kind: it can only be the last layer, not layer %u of "
+                 "%u (only adaptor kinds go above another layer)",
+                 kind->name, position + 1, n_layers);
+  else if (last && adaptor && n_layers == 1)
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                 "kind \"%s\" is an adaptor: it needs a resource below it (for example "
+                 "\"%s>host\")",
+                 kind->name, kind->name);
+  else if (last && adaptor)
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                 "kind \"%s\" is an adaptor: it cannot be the last layer (%u of %u); end "
+                 "the stack with a base kind",
+                 kind->name, position + 1, n_layers);
+  else
+    return TRUE;
+  return FALSE;
 }
 
 typedef struct
@@ -209,14 +196,46 @@ fail:
   return FALSE;
 }
 
-static MemresResource *
-stack_new (const char *spec, GError **error)
+/**
+ * memres_resource_new:
+ * @spec: a stack of layers joined by `>`, the first what the application calls, the last a
+ *   base kind: `LAYER[>LAYER]...`, each layer `KIND[:KEY=VALUE[,KEY=VALUE]...]` or `@NAME`, such
+ *   as "dmr:device=0,release_threshold=1GiB" or "stats>limit:max=8GiB>dmr:device=0"
+ * @error: return location for a #GError, or %NULL
+ *
+ * Creates a memory resource by name: parses @spec, finds each layer's kind (loading its plugin
+ * on first use, see memres_registry_lookup()), validates the options against the kind's schema
+ * (sizes take bytes, B/KiB/MiB/GiB/TiB suffixes or `max`; booleans true/false, yes/no, on/off,
+ * 1/0; missing keys get their defaults) and runs the kinds' init, from the last layer up: every
+ * layer but the last must be an adaptor kind (#MEMRES_KIND_ADAPTOR), which gets the resource
+ * below as its upstream (memres_resource_get_upstream()); the last must be a base kind. At most
+ * 16 layers. Inside a value, a backslash takes the next character literally (`\,`, `\>`,
+ * `\\`), so a value may hold any text. A `@NAME` layer stands for the stack the config file
+ * names NAME (see memres_config_list_resources()). Nothing is created unless the whole spec is
+ * valid; when a layer's init fails, the layers already created are released. The returned resource
+ * is the first layer, holding the rest. Driver calls are the kinds'. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed spec (an empty layer, `>>`, a trailing
+ * `>`, more than 16 layers, an adaptor last, a base kind above another layer), an unknown or
+ * repeated key, a missing `=` or a bad value (the message names the layer, by position and
+ * kind, the key and what is valid); those of memres_registry_lookup(); for `@NAME`, those of
+ * reading the config file and %MEMRES_ERROR_NOT_FOUND for an undefined name; whatever a kind's
+ * init sets (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...).
+ *
+ * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
+ *
+ * Since: 1.0
+ */
+MemresResource *
+memres_resource_new (const char *spec, GError **error)
 {
   g_autoptr (GPtrArray) texts = NULL;
   g_autoptr (GPtrArray) origins = NULL;
   Layer layers[MEMRES_STACK_MAX_LAYERS] = { { 0 } };
   MemresResource *upstream = NULL;
   guint n, i;
+
+  g_return_val_if_fail (spec != NULL, NULL);
 
   if (!_memres_stack_split (spec, TRUE, &texts, &origins, error))
     return NULL;
@@ -227,11 +246,11 @@ stack_new (const char *spec, GError **error)
     if (!layer_prepare (g_ptr_array_index (texts, i), i, n, &layers[i], error))
       {
         const char *here = g_ptr_array_index (origins, i);
-        const char *next = i + 1 < n ? g_ptr_array_index (origins, i + 1) : NULL;
 
         /* `@a>host` with @a ending in a base kind: the fault is what follows the name */
         if (error != NULL && *error != NULL && layers[i].kind != NULL && here != NULL && i + 1 < n
-            && !(layers[i].kind->flags & MEMRES_KIND_ADAPTOR) && g_strcmp0 (here, next) != 0)
+            && !(layers[i].kind->flags & MEMRES_KIND_ADAPTOR)
+            && g_strcmp0 (here, g_ptr_array_index (origins, i + 1)) != 0)
           {
             char *message = g_strdup_printf ("%s; the named stack ends in a base kind, so "
                                              "nothing can follow it (layer %u comes after it)",
@@ -268,44 +287,6 @@ out:
   for (i = 0; i < n; i++)
     layer_clear (&layers[i]);
   return upstream;
-}
-
-/**
- * memres_resource_new:
- * @spec: a stack of layers joined by `>`, the first what the application calls, the last a
- *   base kind: `LAYER[>LAYER]...`, each layer `KIND[:KEY=VALUE[,KEY=VALUE]...]` or `@NAME`, such
- *   as "dmr:device=0,release_threshold=1GiB" or "stats>limit:max=8GiB>dmr:device=0"
- * @error: return location for a #GError, or %NULL
- *
- * Creates a memory resource by name: parses @spec, finds each layer's kind (loading its plugin
- * on first use, see memres_registry_lookup()), validates the options against the kind's schema
- * (sizes take bytes, B/KiB/MiB/GiB/TiB suffixes or `max`; booleans true/false, yes/no, on/off,
- * 1/0; missing keys get their defaults) and runs the kinds' init, from the last layer up: every
- * layer but the last must be an adaptor kind (#MEMRES_KIND_ADAPTOR), which gets the resource
- * below as its upstream (memres_resource_get_upstream()); the last must be a base kind. At most
- * 16 layers. Inside a value, a backslash takes the next character literally (`\,`, `\>`,
- * `\\`), so a value may hold any text. A `@NAME` layer stands for the stack the config file
- * names NAME (see memres_config_list_resources()). Nothing is created unless the whole spec is
- * valid; when a layer's init fails, the layers already created are released. The returned resource
- * is the first layer, holding the rest. Driver calls are the kinds'. Thread-safe.
- *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed spec (an empty layer, `>>`, a trailing
- * `>`, more than 16 layers, an adaptor last, a base kind above another layer), an unknown or
- * repeated key, a missing `=` or a bad value (the message names the layer, by position and
- * kind, the key and what is valid); those of memres_registry_lookup(); for `@NAME`, those of
- * reading the config file and %MEMRES_ERROR_NOT_FOUND for an undefined name; whatever a kind's
- * init sets (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...).
- *
- * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
- *
- * Since: 1.0
- */
-MemresResource *
-memres_resource_new (const char *spec, GError **error)
-{
-  g_return_val_if_fail (spec != NULL, NULL);
-
-  return stack_new (spec, error);
 }
 
 /* The cold paths of memres_upstream_allocate() and memres_upstream_deallocate(), out of line
@@ -367,9 +348,7 @@ memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
   /* one compare for both 0 and above G_MAXSSIZE */
   if (G_UNLIKELY (up == NULL || size - 1 >= (gsize) G_MAXSSIZE))
     return upstream_refused (mr, size, error);
-  alloc->address = 0;
-  alloc->size = 0;
-  alloc->plugin_data = NULL;
+  memset (alloc, 0, sizeof *alloc);
   if (!_memres_resource_call_allocate (up, size, stream, alloc, error))
     return FALSE;
   /* the upstream's statistics count what its slot handed out, buffer or not */
@@ -407,6 +386,7 @@ memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
   MemresResource *up;
   guint64 address;
   gsize size;
+  gboolean ok;
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (alloc != NULL, FALSE);
@@ -424,16 +404,13 @@ memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
     }
   address = alloc->address;
   size = alloc->size;
-  if (!_memres_resource_call_deallocate (up, alloc, stream, error))
-    {
-      /* released half-way (the address set to 0): gone all the same */
-      if (address != 0 && alloc->address == 0)
-        _memres_resource_count_used (up, -(gint64) size);
-      return FALSE;
-    }
-  _memres_resource_count_used (up, -(gint64) size);
-  memset (alloc, 0, sizeof *alloc);
-  return TRUE;
+  ok = _memres_resource_call_deallocate (up, alloc, stream, error);
+  /* a failure that released half-way (the address set to 0): gone all the same */
+  if (ok || (address != 0 && alloc->address == 0))
+    _memres_resource_count_used (up, -(gint64) size);
+  if (ok)
+    memset (alloc, 0, sizeof *alloc);
+  return ok;
 }
 
 MemresResource *
