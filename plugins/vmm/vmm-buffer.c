@@ -19,6 +19,8 @@
  * the core closes the buffer all the same. */
 #include "vmm-private.h"
 
+#include "../common/release.h"
+
 /* A call failed while undoing a failed operation: nothing else can be done about it. */
 static void
 vmm_warn_leak (CUresult res, const char *call)
@@ -528,12 +530,13 @@ fail:
   return FALSE;
 }
 
-/* Keeps the first failure of a teardown in *@first. */
+/* Keeps the first failure of a teardown in *@first; `CUDA_ERROR_DEINITIALIZED` is none (the
+ * driver shut down at process exit: release.h). */
 static void
 vmm_note_failure (GError **first, CUresult res, const char *call)
 {
   if (*first == NULL)
-    memres_cuda_set_error (first, res, call);
+    (void) release_result (first, res, call);
 }
 
 /* _vmm_deallocate: the deallocate slot. The core waited for @stream (vmm memory is not
@@ -542,7 +545,8 @@ vmm_note_failure (GError **first, CUresult res, const char *call)
  * physical handle (cuMemRelease). A failing step of that teardown does not stop
  * the others: everything that can be released is, only what the driver refused is left, the
  * first failure is reported, and @alloc's address is set to 0 (released: the core closes the
- * buffer). */
+ * buffer). `CUDA_ERROR_DEINITIALIZED` is no failure: at process exit the driver took the memory
+ * with it, and the close succeeds as for every kind. */
 gboolean
 _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
