@@ -42,6 +42,31 @@
 #define CACHE_LEASE_QUANTUM (G_GUINT64_CONSTANT (8) << 20)
 #define CACHE_CHUNK_BLOCKS  16 /* a chunk holds at least this many blocks */
 
+/* The intrusive doubly linked lists of this file (Cache.fronts, SharedBin.head, Cache.chunks):
+ * @node, whose struct has prev and next, pushed at the front of the list that starts at @head,
+ * or unlinked from it (@node's own links left as they were). */
+#define LIST_PUSH(head, node)                                                                      \
+  G_STMT_START                                                                                     \
+  {                                                                                                \
+    (node)->prev = NULL;                                                                           \
+    (node)->next = (head);                                                                         \
+    if ((node)->next != NULL)                                                                      \
+      (node)->next->prev = (node);                                                                 \
+    (head) = (node);                                                                               \
+  }                                                                                                \
+  G_STMT_END
+#define LIST_UNLINK(head, node)                                                                    \
+  G_STMT_START                                                                                     \
+  {                                                                                                \
+    if ((node)->prev != NULL)                                                                      \
+      (node)->prev->next = (node)->next;                                                           \
+    else                                                                                           \
+      (head) = (node)->next;                                                                       \
+    if ((node)->next != NULL)                                                                      \
+      (node)->next->prev = (node)->prev;                                                           \
+  }                                                                                                \
+  G_STMT_END
+
 typedef struct _Cache Cache;
 typedef struct _Block Block;
 typedef struct _Chunk Chunk;
@@ -264,12 +289,7 @@ front_destroy (Cache *self, Front *f)
   front_drain (self, f);
   for (guint c = 0; c < self->n_classes; c++)
     self->gone_hits[c] += f->hits[c];
-  if (f->prev != NULL)
-    f->prev->next = f->next;
-  else
-    self->fronts = f->next;
-  if (f->next != NULL)
-    f->next->prev = f->prev;
+  LIST_UNLINK (self->fronts, f);
   f->owner->fronts[self->slot] = NULL;
   /* finalize may run while the owner moves on to another instance: last_front is cleared
    * before last_mr, which the owner sets before last_front, so that the owner never pairs a
@@ -343,10 +363,7 @@ front_create (Cache *self)
   f->owner = tf;
   g_mutex_lock (&slots_lock);
   g_mutex_lock (&self->lock);
-  f->next = self->fronts;
-  if (f->next != NULL)
-    f->next->prev = f;
-  self->fronts = f;
+  LIST_PUSH (self->fronts, f);
   tf->fronts[self->slot] = f;
   g_mutex_unlock (&self->lock);
   g_mutex_unlock (&slots_lock);
@@ -471,11 +488,7 @@ shared_push (Cache *self, Block *b)
 {
   SharedBin *bin = &self->shared[b->cls];
 
-  b->prev = NULL;
-  b->next = bin->head;
-  if (b->next != NULL)
-    b->next->prev = b;
-  bin->head = b;
+  LIST_PUSH (bin->head, b);
   bin->n++;
   self->shared_cached += cache_class_size (b->cls);
 }
@@ -485,12 +498,7 @@ shared_unlink (Cache *self, Block *b)
 {
   SharedBin *bin = &self->shared[b->cls];
 
-  if (b->prev != NULL)
-    b->prev->next = b->next;
-  else
-    bin->head = b->next;
-  if (b->next != NULL)
-    b->next->prev = b->prev;
+  LIST_UNLINK (bin->head, b);
   b->prev = b->next = NULL;
   bin->n--;
   self->shared_cached -= cache_class_size (b->cls);
@@ -668,10 +676,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, Memr
   chunk = g_malloc0 (sizeof (Chunk) + n * sizeof (Block));
   chunk->up = *up;
   chunk->n_blocks = n;
-  chunk->next = self->chunks;
-  if (chunk->next != NULL)
-    chunk->next->prev = chunk;
-  self->chunks = chunk;
+  LIST_PUSH (self->chunks, chunk);
   reserve_add (self, (guint64) n * csize, up->size);
   for (guint i = 0; i < n; i++)
     {
@@ -744,12 +749,7 @@ release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
           shared_unlink (self, &chunk->blocks[i]);
           event_unref (self, g_steal_pointer (&chunk->blocks[i].event));
         }
-      if (chunk->prev != NULL)
-        chunk->prev->next = chunk->next;
-      else
-        self->chunks = chunk->next;
-      if (chunk->next != NULL)
-        chunk->next->prev = chunk->prev;
+      LIST_UNLINK (self->chunks, chunk);
       reserve_sub (self, (guint64) chunk->n_blocks * csize, chunk->up.size);
       chunk->next = out->chunks;
       out->chunks = chunk;

@@ -15,6 +15,8 @@
  * not. */
 #include <memres/memres-plugin.h>
 
+#include "../common/release.h"
+
 typedef struct
 {
   const MemresCudaDriver *drv;
@@ -171,12 +173,11 @@ graph_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
 
   /* A free node when @stream is capturing; otherwise the free of the allocation a launch left
    * live. The core calls this once per buffer: the buffer is closed from here on, so no later
-   * close or unref frees it again. */
+   * close or unref frees it again. `CUDA_ERROR_DEINITIALIZED` (process exit) is success, as for
+   * every kind (release.h). */
   WITH_CONTEXT (self, r,
                 self->drv->cuMemFreeAsync ((CUdeviceptr) alloc->address, (CUstream) stream));
-  if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuMemFreeAsync");
-  return TRUE;
+  return release_result (error, r, "cuMemFreeAsync");
 }
 
 static void

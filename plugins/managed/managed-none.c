@@ -1,61 +1,52 @@
 /* memres - CUDA memory resources
- * managed-none.c: pool=none of the managed kind, the ops table such an instance gets at init.
+ * managed-none.c: pool=none of the managed kind, the driver calls (#PoolOther) such an instance
+ * gets at init.
  * Every buffer is one cuMemAllocManaged, advised to the preferred location (cuMemAdvise) when
  * one is given; closing is cuMemFree, after the core waited for the deallocation stream (the
  * memory is not stream-ordered). The shared pool code counts the live bytes (reserved = used). */
 #include "managed-private.h"
 
-static gboolean
-none_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-               GError **error)
+/* cuMemAllocManaged, in the device's primary context (POOL_CONTEXT_PRIMARY: it acts on the
+ * current context), then cuMemAdvise to the preferred location when one is given. */
+static CUresult
+none_allocate (MemresResource *mr, gsize size, guint64 *address, const char **call)
 {
   Managed *self = memres_resource_get_private (mr);
   CUdeviceptr ptr = 0;
-  gboolean pushed;
-  CUresult r;
+  CUresult r = self->drv->cuMemAllocManaged (&ptr, size, self->attach);
 
-  /* cuMemAllocManaged acts on the current context: the device's primary one, for the call */
-  if (!memres_cuda_push_context (self->device, &pushed, error))
-    return FALSE;
-  r = self->drv->cuMemAllocManaged (&ptr, size, self->attach);
-  memres_cuda_pop_context (pushed);
-  if (r != CUDA_SUCCESS)
-    return pool_set_alloc_error (error, r, "cuMemAllocManaged", size);
-  if (self->preferred.type != CU_MEM_LOCATION_TYPE_NONE)
+  if (r != CUDA_SUCCESS || self->preferred.type == CU_MEM_LOCATION_TYPE_NONE)
     {
-      r = self->drv->cuMemAdvise (ptr, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, self->preferred);
-      if (r != CUDA_SUCCESS)
-        {
-          (void) self->drv->cuMemFree (ptr);
-          return memres_cuda_set_error (error, r, "cuMemAdvise");
-        }
+      *address = ptr;
+      return r;
     }
-  alloc->address = ptr;
-  alloc->size = size;
-  return TRUE;
+  r = self->drv->cuMemAdvise (ptr, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, self->preferred);
+  if (r != CUDA_SUCCESS)
+    {
+      (void) self->drv->cuMemFree (ptr);
+      *call = "cuMemAdvise";
+      return r;
+    }
+  *address = ptr;
+  return CUDA_SUCCESS;
 }
 
-/* cuMemFree; the core synchronized the deallocation stream first. When the free fails nothing is
- * freed (the deallocate contract: the core keeps the buffer open). `CUDA_ERROR_DEINITIALIZED` is
- * success, as for the other kinds: at process exit the memory is gone with the driver. */
-static gboolean
-none_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+/* cuMemFree, in the primary context the memory was allocated in, after the core synchronized
+ * the deallocation stream. */
+static CUresult
+none_free (MemresResource *mr, guint64 address)
 {
   Managed *self = memres_resource_get_private (mr);
-  CUresult r;
 
-  if (!memres_cuda_ensure_context (self->device, error))
-    return FALSE;
-  r = self->drv->cuMemFree ((CUdeviceptr) alloc->address);
-  if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
-    return memres_cuda_set_error (error, r, "cuMemFree");
-  return TRUE;
+  return self->drv->cuMemFree ((CUdeviceptr) address);
 }
 
-static const MemresResourceOps none_ops = {
-  .version = MEMRES_RESOURCE_OPS_VERSION,
+static const PoolOther managed_none = {
+  .context = POOL_CONTEXT_PRIMARY,
   .allocate = none_allocate,
-  .deallocate = none_deallocate,
+  .allocate_call = "cuMemAllocManaged",
+  .free = none_free,
+  .free_call = "cuMemFree",
 };
 
 gboolean
@@ -76,6 +67,7 @@ managed_none_init (Managed *self, const MemresOptions *options, const CUmemLocat
   self->preferred = *location;
   if (!info->concurrent)
     managed_warn_not_concurrent (self->device, info);
-  pool_use_other (&self->pool, &none_ops, 0, "managed: pool=none has no memory pool");
+  pool_use_other (&self->pool, &managed_none, self->device, 0,
+                  "managed: pool=none has no memory pool");
   return TRUE;
 }

@@ -19,6 +19,8 @@
  * the core closes the buffer all the same. */
 #include "vmm-private.h"
 
+#include "../common/release.h"
+
 /* A call failed while undoing a failed operation: nothing else can be done about it. */
 static void
 vmm_warn_leak (CUresult res, const char *call)
@@ -424,6 +426,54 @@ vmm_unmap (VmmResource *self, VmmBuffer *buf, gsize start, gsize end, GError **e
 
 /* --- the slots ------------------------------------------------------------------------------- */
 
+/* Places the new buffer @buf (its chunk array ready: room for the chunks to create, or the
+ * chunks to map): reserves @reserve bytes of address space, maps the first @mapped bytes,
+ * creating their chunks (cuMemCreate) when @create, else mapping the chunks @buf holds (an
+ * import), grants access (cuMemSetAccess), then fills @alloc (@size bytes) and counts @mapped
+ * physical bytes. On failure releases what it made (not the handles it was given), frees @buf
+ * and sets @error. */
+static gboolean
+vmm_place (VmmResource *self, VmmBuffer *buf, gsize reserve, gsize mapped, gboolean create,
+           gsize size, MemresAllocation *alloc, GError **error)
+{
+  VmmRange range = { 0, reserve };
+  VmmSpace space;
+
+  if (!vmm_reserve_ranges (buf, 1, error)
+      || !vmm_address_reserve (self, range.size, 0, &range.ptr, error))
+    goto fail;
+  buf->ranges[buf->n_ranges++] = range;
+  buf->base = range.ptr;
+  buf->reserved = range.size;
+
+  space = vmm_space_of (buf);
+  if (create ? !vmm_create_chunks (self, buf, space, mapped, error)
+             : !vmm_map_chunks (self, buf, space, 0, buf->n_chunks, error))
+    goto fail_range;
+  if (!vmm_grant (self, space, 0, mapped, error))
+    {
+      if (create)
+        vmm_destroy_chunks (self, buf, space, 0);
+      else
+        vmm_unmap_or_warn (self, space, 0, mapped);
+      goto fail_range;
+    }
+  buf->mapped = mapped;
+  buf->imported = !create;
+
+  alloc->address = buf->base;
+  alloc->size = size;
+  alloc->plugin_data = buf;
+  _vmm_stats_update (self, (gint64) mapped);
+  return TRUE;
+
+fail_range:
+  vmm_address_free_or_warn (self, range.ptr, range.size);
+fail:
+  vmm_buffer_free (buf);
+  return FALSE;
+}
+
 /* _vmm_allocate: the allocate slot. Rounds @size up to the granularity, reserves max(size,
  * reserve) bytes of address space (cuMemAddressReserve), creates the physical memory in chunks
  * (cuMemCreate) and maps each one (cuMemMap), then grants the owner, the host location and the
@@ -439,41 +489,15 @@ _vmm_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloca
   VmmResource *self = memres_resource_get_private (mr);
   VmmBuffer *buf;
   gsize rounded;
-  VmmRange range;
-  VmmSpace space;
 
   if (!vmm_round_size (self, size, &rounded, error))
     return FALSE;
   buf = g_new0 (VmmBuffer, 1);
-  if (!vmm_reserve_ranges (buf, 1, error) || !vmm_reserve_chunks (self, buf, rounded, error))
-    goto fail;
-  range.size = MAX (rounded, self->reserve);
-  if (!vmm_address_reserve (self, range.size, 0, &range.ptr, error))
-    goto fail;
-  buf->ranges[buf->n_ranges++] = range;
-  buf->base = range.ptr;
-  buf->reserved = range.size;
-
-  space = vmm_space_of (buf);
-  if (!vmm_create_chunks (self, buf, space, rounded, error))
-    goto fail_range;
-  if (!vmm_grant (self, space, 0, rounded, error))
-    {
-      vmm_destroy_chunks (self, buf, space, 0);
-      goto fail_range;
-    }
-  buf->mapped = rounded;
-
-  alloc->address = buf->base;
-  alloc->size = rounded;
-  alloc->plugin_data = buf;
-  _vmm_stats_update (self, rounded);
-  return TRUE;
-
-fail_range:
-  vmm_address_free_or_warn (self, range.ptr, range.size);
-fail:
-  vmm_buffer_free (buf);
+  if (!vmm_reserve_chunks (self, buf, rounded, error))
+    vmm_buffer_free (buf);
+  else if (vmm_place (self, buf, MAX (rounded, self->reserve), rounded, TRUE, rounded, alloc,
+                      error))
+    return TRUE;
   /* the size the slot was asked for, then the step and the bytes of its driver call */
   g_prefix_error (error, "cannot allocate %" G_GSIZE_FORMAT " bytes: ", size);
   return FALSE;
@@ -484,56 +508,28 @@ _vmm_map_imported (VmmResource *self, const CUmemGenericAllocationHandle *handle
                    const gsize *sizes, gsize n, gsize size, MemresAllocation *alloc, GError **error)
 {
   VmmBuffer *buf = g_new0 (VmmBuffer, 1);
-  VmmRange range = { 0, 0 };
-  VmmSpace space;
+  gsize total = 0;
 
   buf->chunks = g_new (VmmChunk, n);
   buf->chunks_cap = n;
   for (gsize i = 0; i < n; i++)
     {
       buf->chunks[i].handle = handles[i];
-      buf->chunks[i].offset = range.size;
+      buf->chunks[i].offset = total;
       buf->chunks[i].size = sizes[i];
-      range.size += sizes[i];
+      total += sizes[i];
     }
   buf->n_chunks = n;
-  if (!vmm_reserve_ranges (buf, 1, error)
-      || !vmm_address_reserve (self, range.size, 0, &range.ptr, error))
-    goto fail;
-  buf->ranges[buf->n_ranges++] = range;
-  buf->base = range.ptr;
-  buf->reserved = range.size;
-
-  space = vmm_space_of (buf);
-  if (!vmm_map_chunks (self, buf, space, 0, n, error))
-    goto fail_range;
-  if (!vmm_grant (self, space, 0, range.size, error))
-    {
-      vmm_unmap_or_warn (self, space, 0, range.size);
-      goto fail_range;
-    }
-  buf->mapped = range.size;
-  buf->imported = TRUE;
-
-  alloc->address = buf->base;
-  alloc->size = size;
-  alloc->plugin_data = buf;
-  _vmm_stats_update (self, (gint64) buf->mapped);
-  return TRUE;
-
-fail_range:
-  vmm_address_free_or_warn (self, range.ptr, range.size);
-fail:
-  vmm_buffer_free (buf);
-  return FALSE;
+  return vmm_place (self, buf, total, total, FALSE, size, alloc, error);
 }
 
-/* Keeps the first failure of a teardown in *@first. */
+/* Keeps the first failure of a teardown in *@first; `CUDA_ERROR_DEINITIALIZED` is none (the
+ * driver shut down at process exit: release.h). */
 static void
 vmm_note_failure (GError **first, CUresult res, const char *call)
 {
   if (*first == NULL)
-    memres_cuda_set_error (first, res, call);
+    (void) release_result (first, res, call);
 }
 
 /* _vmm_deallocate: the deallocate slot. The core waited for @stream (vmm memory is not
@@ -542,7 +538,8 @@ vmm_note_failure (GError **first, CUresult res, const char *call)
  * physical handle (cuMemRelease). A failing step of that teardown does not stop
  * the others: everything that can be released is, only what the driver refused is left, the
  * first failure is reported, and @alloc's address is set to 0 (released: the core closes the
- * buffer). */
+ * buffer). `CUDA_ERROR_DEINITIALIZED` is no failure: at process exit the driver took the memory
+ * with it, and the close succeeds as for every kind. */
 gboolean
 _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {

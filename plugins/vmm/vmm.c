@@ -69,12 +69,30 @@ vmm_get_capability (VmmResource *self, CUdevice_attribute attr, gboolean *suppor
   return TRUE;
 }
 
+/* %MEMRES_ERROR_NOT_SUPPORTED, "vmm: device N does not support @what", unless the capability
+ * @attr is set (vmm_get_capability()). */
+static gboolean
+vmm_require_capability (VmmResource *self, CUdevice_attribute attr, const char *what,
+                        GError **error)
+{
+  gboolean supported;
+
+  if (!vmm_get_capability (self, attr, &supported, error))
+    return FALSE;
+  if (!supported)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "vmm: device %d does not support %s", self->device, what);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 vmm_setup_location (VmmResource *self, const MemresOptions *options, GError **error)
 {
   const char *location = memres_options_get_string (options, "location");
   gboolean numa_given = memres_options_is_set (options, "numa_id");
-  gboolean supported;
 
   if (g_strcmp0 (location, "host_numa") != 0 && numa_given)
     {
@@ -94,7 +112,8 @@ vmm_setup_location (VmmResource *self, const MemresOptions *options, GError **er
 
   if (g_strcmp0 (location, "host") == 0)
     {
-      if (!vmm_get_capability (self, VMM_ATTRIBUTE_HOST_VMM_SUPPORTED, &supported, error))
+      if (!vmm_require_capability (self, VMM_ATTRIBUTE_HOST_VMM_SUPPORTED,
+                                   "location=host with virtual memory management", error))
         return FALSE;
       self->prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
       self->prop.location.id = 0; /* ignored for HOST */
@@ -103,11 +122,11 @@ vmm_setup_location (VmmResource *self, const MemresOptions *options, GError **er
     {
       gint64 numa_id = numa_given ? memres_options_get_int (options, "numa_id") : -1;
 
-      if (!vmm_get_capability (self,
-                               CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-                               &supported, error))
+      if (!vmm_require_capability (
+              self, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+              "location=host_numa with virtual memory management", error))
         return FALSE;
-      if (supported && numa_id < 0)
+      if (numa_id < 0)
         {
           gint closest = -1;
 
@@ -120,14 +139,6 @@ vmm_setup_location (VmmResource *self, const MemresOptions *options, GError **er
       self->prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
       self->prop.location.id = (int) numa_id;
     }
-
-  if (!supported)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "vmm: device %d does not support location=%s with virtual memory management",
-                   self->device, location);
-      return FALSE;
-    }
   self->flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE;
   return TRUE;
 }
@@ -136,8 +147,8 @@ static gboolean
 vmm_setup_handle_type (VmmResource *self, const MemresOptions *options, GError **error)
 {
   const char *handle_type = memres_options_get_string (options, "handle_type");
+  g_autofree char *what = NULL;
   CUdevice_attribute attr;
-  gboolean supported;
 
   if (g_strcmp0 (handle_type, "none") == 0)
     {
@@ -165,35 +176,18 @@ vmm_setup_handle_type (VmmResource *self, const MemresOptions *options, GError *
       self->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
       attr = CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED;
     }
-  if (!vmm_get_capability (self, attr, &supported, error))
-    return FALSE;
-  if (!supported)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "vmm: device %d does not support handle_type=%s", self->device, handle_type);
-      return FALSE;
-    }
-  return TRUE;
+  what = g_strdup_printf ("handle_type=%s", handle_type);
+  return vmm_require_capability (self, attr, what, error);
 }
 
 static gboolean
 vmm_setup_rdma (VmmResource *self, const MemresOptions *options, GError **error)
 {
-  gboolean supported;
-
   if (!memres_options_get_bool (options, "gpu_direct_rdma"))
     return TRUE;
-  if (!vmm_get_capability (self, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
-                           &supported, error))
+  if (!vmm_require_capability (self, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+                               "gpu_direct_rdma with virtual memory management", error))
     return FALSE;
-  if (!supported)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "vmm: device %d does not support gpu_direct_rdma with virtual memory "
-                   "management",
-                   self->device);
-      return FALSE;
-    }
   self->prop.allocFlags.gpuDirectRDMACapable = 1;
   return TRUE;
 }
@@ -312,7 +306,6 @@ static gboolean
 vmm_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
   VmmResource *self = memres_resource_get_private (mr);
-  gboolean supported;
   gint64 device = memres_options_get_int (options, "device");
 
   self->drv = memres_cuda_get_driver (error);
@@ -322,17 +315,11 @@ vmm_init (MemresResource *mr, const MemresOptions *options, GError **error)
     return FALSE;
   self->device = (gint) device;
 
-  if (!vmm_get_capability (self, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-                           &supported, error))
+  if (!vmm_require_capability (self, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                               "virtual memory management "
+                               "(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0)",
+                               error))
     return FALSE;
-  if (!supported)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "vmm: device %d does not support virtual memory management "
-                   "(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0)",
-                   self->device);
-      return FALSE;
-    }
 
   self->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   if (!vmm_setup_location (self, options, error) || !vmm_setup_handle_type (self, options, error)

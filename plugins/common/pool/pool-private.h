@@ -4,6 +4,7 @@
 #pragma once
 
 #include "pool.h"
+#include "../release.h"
 
 G_BEGIN_DECLS
 
@@ -26,5 +27,13 @@ gboolean pool_ensure_context (PoolRecord *pool, GError **error);
 /* The pool-only slots of an instance that has none (pool_use_other()): sets @error to
  * %MEMRES_ERROR_NOT_SUPPORTED with @pool's no_pool message; returns FALSE. */
 gboolean pool_refuse_without_pool (const PoolRecord *pool, GError **error);
+
+/* pool-other.c: the allocate and deallocate slots of an instance of the kind's other
+ * implementation (pool_use_other()), @pool->other's driver calls in its context. Allocate fills
+ * @alloc (@size bytes); deallocate frees it, `CUDA_ERROR_DEINITIALIZED` taken as success. */
+gboolean pool_other_allocate (MemresResource *mr, PoolRecord *pool, gsize size,
+                              MemresAllocation *alloc, GError **error);
+gboolean pool_other_deallocate (MemresResource *mr, PoolRecord *pool, MemresAllocation *alloc,
+                                GError **error);
 
 G_END_DECLS

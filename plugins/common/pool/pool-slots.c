@@ -117,9 +117,7 @@ driver_free (PoolRecord *pool, guint64 address, MemresStream stream, GError **er
         return FALSE;
       r = pool->drv->cuMemFreeAsync ((CUdeviceptr) address, stream);
     }
-  if (r == CUDA_SUCCESS || r == CUDA_ERROR_DEINITIALIZED)
-    return TRUE;
-  return memres_cuda_set_error (error, r, "cuMemFreeAsync");
+  return release_result (error, r, "cuMemFreeAsync");
 }
 
 /* The bytes of live buffers, for max_size and for the statistics of an instance of the kind's
@@ -188,7 +186,7 @@ allocate_checked (MemresResource *mr, PoolRecord *pool, gsize size, MemresStream
   if (pool->counted && (used = count_charge (pool, size, error)) == 0)
     return FALSE;
   if (pool->other != NULL)
-    ok = pool->other->allocate (mr, size, stream, alloc, error);
+    ok = pool_other_allocate (mr, pool, size, alloc, error);
   else if ((ok = driver_allocate (pool, size, stream, &alloc->address, error)))
     alloc->size = size;
   if (pool->counted)
@@ -259,7 +257,7 @@ deallocate_checked (MemresResource *mr, PoolRecord *pool, MemresAllocation *allo
   gboolean ok;
 
   if (pool->other != NULL)
-    ok = pool->other->deallocate (mr, alloc, stream, error);
+    ok = pool_other_deallocate (mr, pool, alloc, error);
   else
     ok = driver_free (pool, alloc->address, stream, error);
   if (ok && pool->counted)

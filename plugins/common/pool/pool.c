@@ -540,25 +540,27 @@ pool_destroy (PoolRecord *pool)
 /**
  * pool_use_other:
  * @pool: the zero-filled record of a new instance
- * @other: the ops table of the kind's implementation that is not a pool (static; only its
- *   allocate and deallocate slots are used)
+ * @other: the kind's implementation that is not a pool (static)
+ * @device: the device of @other's contexts
  * @max_size: the most bytes of live buffers (0: no limit), enforced here
  * @no_pool: the message of the slots that need a pool (access, sharing), naming what to use
  *   instead (static)
  *
  * Makes the instance one of the kind's other implementation, chosen once at init: the
- * allocate and deallocate slots hand every call to @other (through their checked path, which
- * counts the bytes of live buffers for the statistics and @max_size), pool_get_stats() reports
+ * allocate and deallocate slots make every call with @other's driver calls (through their
+ * checked path, which counts the bytes of live buffers for the statistics and @max_size;
+ * pool-other.c), pool_get_stats() reports
  * those counts (reserved = used), pool_trim() has nothing to do, the pool-only slots fail with
  * %MEMRES_ERROR_NOT_SUPPORTED and @no_pool, and pool_finalize() releases nothing. Makes no
  * driver call.
  */
 void
-pool_use_other (PoolRecord *pool, const MemresResourceOps *other, guint64 max_size,
+pool_use_other (PoolRecord *pool, const PoolOther *other, gint device, guint64 max_size,
                 const char *no_pool)
 {
   memset (pool, 0, sizeof *pool);
   pool->other = other;
+  pool->device = device;
   pool->no_pool = no_pool;
   pool->max_size = max_size;
   pool->counted = TRUE;

@@ -125,8 +125,8 @@ gboolean pool_check_supported (const PoolConfig *config, gboolean *supported, GE
  *   checked path. Kept up to date by the setup functions
  * @drv: the driver table (%NULL for an @other instance)
  * @handle: the driver's pool
- * @other: (nullable): the ops table of the instance's implementation when it is not a pool
- *   (pool_use_other()): its allocate and deallocate serve the instance; %NULL for a pool
+ * @other: (nullable): the instance's implementation when it is not a pool (pool_use_other()):
+ *   its driver calls serve the allocate and deallocate slots; %NULL for a pool
  * @no_pool: with @other, the message of the slots that need a pool (access, sharing)
  * @imported: the pool was imported from another process (pool_init_import()): it maps
  *   buffers (pool_import_buffer()) but cannot allocate
@@ -141,7 +141,8 @@ gboolean pool_check_supported (const PoolConfig *config, gboolean *supported, GE
  * @used_high: (atomic) high-water mark of @used
  * @owned: %TRUE when pool_destroy() destroys @handle (created or imported pools)
  * @location: where the memory lives (see #PoolConfig)
- * @device: the device whose primary context allocation falls back to (see #PoolConfig)
+ * @device: the device whose primary context allocation falls back to (see #PoolConfig); with
+ *   @other, the device of its contexts (#PoolContext)
  * @handle_type: the pool's shareable handle types (`CU_MEM_HANDLE_TYPE_NONE` when not shareable)
  * @pool_id: identity of the pool: random (a version-4 UUID) for pools set up here; an importer
  *   copies the exporter's
@@ -163,7 +164,7 @@ typedef struct
   const MemresCudaDriver *drv;
   CUmemoryPool handle;
   /* the checked path */
-  const MemresResourceOps *other;
+  const struct _PoolOther *other;
   const char *no_pool;
   gboolean imported;
   guint64 size_limit;
@@ -192,7 +193,50 @@ typedef struct
 gboolean pool_init (PoolRecord *pool, const PoolConfig *config, GError **error);
 gboolean pool_init_import (PoolRecord *pool, const MemresIpcHandle *handle,
                            const CUmemLocation *location, GError **error);
-void pool_use_other (PoolRecord *pool, const MemresResourceOps *other, guint64 max_size,
+
+/**
+ * PoolContext:
+ * @POOL_CONTEXT_PRIMARY: the device's primary context, pushed for the call
+ *   (memres_cuda_push_context()): memory that belongs to that context (cuMemAlloc,
+ *   cuMemAllocManaged)
+ * @POOL_CONTEXT_CURRENT: the calling thread's current context, the device's primary context
+ *   made current when there is none (memres_cuda_ensure_context()): pinned's mode=legacy
+ *
+ * The context an other implementation (#PoolOther) allocates and frees in.
+ */
+typedef enum
+{
+  POOL_CONTEXT_PRIMARY,
+  POOL_CONTEXT_CURRENT,
+} PoolContext;
+
+/**
+ * PoolOther:
+ * @context: the context both calls are made in
+ * @allocate: the kind's allocation of @size bytes (its own driver calls), in @context:
+ *   stores the address in *@address and returns `CUDA_SUCCESS`, or releases what it made and
+ *   returns the failing call's result, *@call set to its name (on entry: @allocate_call)
+ * @allocate_call: the name of @allocate's driver call, for its error
+ * @free: the kind's free of @address (its own driver call), in @context: the call's result
+ * @free_call: the name of @free's driver call, for its error
+ *
+ * A kind's implementation that is not a pool (dmr's sync_fallback, pinned's mode=legacy,
+ * managed's pool=none), given to pool_use_other(): only its driver calls. The slots make the
+ * context current around them and report their failures the same way for every kind
+ * (pool-other.c): an allocation's error through pool_set_alloc_error(); a free's
+ * `CUDA_ERROR_DEINITIALIZED` (process exit: the driver shut down), from the free or from making
+ * the context current, is success (release.h). Static; called on any thread.
+ */
+typedef struct _PoolOther
+{
+  PoolContext context;
+  CUresult (*allocate) (MemresResource *mr, gsize size, guint64 *address, const char **call);
+  const char *allocate_call;
+  CUresult (*free) (MemresResource *mr, guint64 address);
+  const char *free_call;
+} PoolOther;
+
+void pool_use_other (PoolRecord *pool, const PoolOther *other, gint device, guint64 max_size,
                      const char *no_pool);
 void pool_set_size_limit (PoolRecord *pool, guint64 size_limit, const char *what);
 void pool_destroy (PoolRecord *pool);
