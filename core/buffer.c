@@ -760,7 +760,9 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
  * @buf: a #MemresBuffer
  *
  * Returns: (transfer none) (nullable): the start of the memory as a pointer (device memory:
- *   the `CUdeviceptr`); %NULL for an empty or closed buffer
+ *   the `CUdeviceptr`); %NULL for a closed buffer and for one allocated with size 0 (a buffer
+ *   memres_buffer_resize() shrank to 0 bytes keeps the address its kind leaves it: vmm keeps its
+ *   reserved range, nothing mapped there, to grow in place)
  *
  * Since: 1.0
  */
@@ -775,8 +777,9 @@ memres_buffer_get_pointer (MemresBuffer *buf)
  * memres_buffer_get_address:
  * @buf: a #MemresBuffer
  *
- * Returns: the start of the memory as an integer (a `CUdeviceptr`); 0 for an empty or closed
- *   buffer
+ * Returns: the start of the memory as an integer (a `CUdeviceptr`); 0 for a closed buffer and
+ *   for one allocated with size 0 (after memres_buffer_resize() to 0 bytes, the address its
+ *   kind leaves it, as memres_buffer_get_pointer() says)
  *
  * Since: 1.0
  */
