@@ -422,10 +422,12 @@ memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
  * Idempotent: closing a closed buffer does nothing and succeeds. May be called from any thread, but
  * not while another thread still uses the buffer.
  *
- * Errors: %MEMRES_CUDA_ERROR from the ordering (cuEventRecord(), cuStreamWaitEvent()), from the
- * wait before freeing memory that is not stream-ordered (cuStreamSynchronize(), or the context
- * calls around it) or from the kind's deallocate slot;
- * %MEMRES_ERROR_NO_DRIVER when ordering or the wait needs a driver that does not load.
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for @flags other than those of #MemresCloseFlags
+ * (nothing is closed, on an open or a closed buffer); %MEMRES_CUDA_ERROR from the ordering
+ * (cuEventRecord(), cuStreamWaitEvent()), from the wait before freeing memory that is not
+ * stream-ordered (cuStreamSynchronize(), or the context calls around it) or from the kind's
+ * deallocate slot; %MEMRES_ERROR_NO_DRIVER when ordering or the wait needs a driver that does not
+ * load.
  *
  * Returns: %TRUE on success
  *
@@ -435,6 +437,15 @@ gboolean
 memres_buffer_close_full (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags,
                           GError **error)
 {
+  g_return_val_if_fail (buf != NULL, FALSE);
+
+  if (G_UNLIKELY (flags & ~MEMRES_CLOSE_CALLER_ORDERED))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "close flags 0x%x: the known flags are MEMRES_CLOSE_CALLER_ORDERED (0x%x)",
+                   (guint) flags, (guint) MEMRES_CLOSE_CALLER_ORDERED);
+      return FALSE;
+    }
   return buffer_close (buf, stream, flags, error);
 }
 
@@ -749,7 +760,9 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
  * @buf: a #MemresBuffer
  *
  * Returns: (transfer none) (nullable): the start of the memory as a pointer (device memory:
- *   the `CUdeviceptr`); %NULL for an empty or closed buffer
+ *   the `CUdeviceptr`); %NULL for a closed buffer and for one allocated with size 0 (a buffer
+ *   memres_buffer_resize() shrank to 0 bytes keeps the address its kind leaves it: vmm keeps its
+ *   reserved range, nothing mapped there, to grow in place)
  *
  * Since: 1.0
  */
@@ -764,8 +777,9 @@ memres_buffer_get_pointer (MemresBuffer *buf)
  * memres_buffer_get_address:
  * @buf: a #MemresBuffer
  *
- * Returns: the start of the memory as an integer (a `CUdeviceptr`); 0 for an empty or closed
- *   buffer
+ * Returns: the start of the memory as an integer (a `CUdeviceptr`); 0 for a closed buffer and
+ *   for one allocated with size 0 (after memres_buffer_resize() to 0 bytes, the address its
+ *   kind leaves it, as memres_buffer_get_pointer() says)
  *
  * Since: 1.0
  */

@@ -572,8 +572,9 @@ memres_resource_get_kind (MemresResource *mr)
  * The resource as a spec string, every option that has a value written out (defaults
  * included, values escaped as memres_resource_new() reads them), such as "host:alignment=256";
  * for a stack, every layer from @mr down, joined by `>` (`@NAME` layers appear as what they
- * named); for an imported resource, a description of the import. memres_resource_new() of the
- * result creates the same stack again. Thread-safe.
+ * named); for an imported resource, a description of the import (`ipc (imported pool ID)`, not
+ * a spec: memres_resource_new() refuses it). For every other resource, memres_resource_new() of
+ * the result creates the same stack again. Thread-safe.
  *
  * Returns: (transfer full): a new string; free with g_free()
  *

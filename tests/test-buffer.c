@@ -46,6 +46,35 @@ test_close_idempotent (void)
   g_assert_cmpint (tk.deallocates, ==, 1);
 }
 
+/* Flags that MemresCloseFlags does not define are refused, and the buffer stays open. */
+static void
+test_close_unknown_flags (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *buf;
+
+  tk_reset ();
+  mr = mt_new_ok ("tk");
+  buf = mt_alloc_ok (mr, 100, NULL);
+  g_assert_false (memres_buffer_close_full (buf, NULL, (MemresCloseFlags) 0x80, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_assert_nonnull (strstr (error->message, "0x80"));
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_is_closed (buf));
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 100);
+  g_assert_cmpint (tk.deallocates, ==, 0);
+  g_assert_true (memres_buffer_close_full (buf, NULL, MEMRES_CLOSE_CALLER_ORDERED, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (tk.deallocates, ==, 1);
+  /* on a closed buffer too: the flags are checked before the closed state */
+  g_assert_false (memres_buffer_close_full (buf, NULL, (MemresCloseFlags) 0x2, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  memres_buffer_unref (buf);
+  g_assert_cmpint (tk.deallocates, ==, 1);
+}
+
 static void
 test_closed_buffer (void)
 {
@@ -781,6 +810,7 @@ main (int argc, char **argv)
   g_test_add_func ("/buffer/allocate/zero-size", test_zero_size_skips_kind);
   g_test_add_func ("/buffer/close/idempotent", test_close_idempotent);
   g_test_add_func ("/buffer/close/failure", test_close_failure_reported);
+  g_test_add_func ("/buffer/close/unknown-flags", test_close_unknown_flags);
   g_test_add_func ("/buffer/closed", test_closed_buffer);
   g_test_add_func ("/buffer/holds-resource", test_buffer_holds_resource);
   g_test_add_func ("/buffer/ref", test_ref_keeps_buffer);

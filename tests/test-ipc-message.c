@@ -463,6 +463,31 @@ test_forged (void)
     expect_refused (pool, b, len, pm.fds, pm.n_fds, MEMRES_ERROR_INVALID_DESCRIPTOR);
   }
 
+  /* A chunk size forged to another multiple of the granularity passes every check before the
+   * driver (nothing tells an imported chunk's size): the driver refuses to map it, and the
+   * import is rolled back (the fake's live handles, checked at the end, and the fds). */
+  {
+    gsize len;
+    g_autofree guint8 *bad = g_memdup2 (g_bytes_get_data (vm.bytes, &len), len);
+    int before = mt_count_open_fds ();
+
+    put_le (bad + LAYOUT_HEADER, 2 * gran (), 8); /* chunk 0: two granules, one sent */
+    g_assert_null (
+        memres_buffer_import_message (importer, bad, len, vm.fds, vm.n_fds, NULL, &error));
+    g_assert_nonnull (error);
+    g_assert_true (error->domain == MEMRES_CUDA_ERROR);
+    g_assert_nonnull (strstr (error->message, "cuMemMap"));
+    g_clear_error (&error);
+    /* a total no address space holds: the reservation runs out of memory */
+    put_le (bad + LAYOUT_HEADER, (G_GUINT64_CONSTANT (1) << 62) / gran () * gran (), 8);
+    g_assert_null (
+        memres_buffer_import_message (importer, bad, len, vm.fds, vm.n_fds, NULL, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+    g_assert_nonnull (strstr (error->message, "cuMemAddressReserve"));
+    g_clear_error (&error);
+    g_assert_cmpint (mt_count_open_fds (), ==, before);
+  }
+
   /* the control: after every refusal the genuine messages still import */
   got = import (importer, &vm, &error);
   g_assert_no_error (error);

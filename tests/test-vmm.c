@@ -758,6 +758,9 @@ test_shrink_to_zero (void)
   address = memres_buffer_get_address (buf);
   resize (buf, 0);
   g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
+  /* empty, but the range is kept: the getters report it (memres_buffer_get_pointer()) */
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, address);
+  g_assert_true (memres_buffer_get_pointer (buf) == (gpointer) (guintptr) address);
   g_assert_cmpuint (stats (mr).reserved_current, ==, 0);
   resize (buf, 2 * g);
   g_assert_cmpuint (memres_buffer_get_address (buf), ==, address);

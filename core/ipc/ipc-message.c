@@ -268,7 +268,9 @@ message_length (const guint8 *header)
  * imported from the message's pool; %MEMRES_ERROR_NOT_SUPPORTED when @importer cannot import
  * chunks (another kind, or not created with `handle_type=posix_fd`);
  * %MEMRES_ERROR_WRONG_DEVICE when the memory is not on @importer's device; %MEMRES_CUDA_ERROR
- * from the driver.
+ * from the driver, also for a chunk size forged to another multiple of the granularity (no
+ * driver call tells an imported chunk's size before cuMemMap() refuses it), or
+ * %MEMRES_ERROR_OUT_OF_MEMORY when the address range of such forged sizes cannot be reserved.
  *
  * Returns: (transfer full) (nullable): the new buffer, or %NULL with @error set
  *
