@@ -24,7 +24,7 @@ static const Case cases[] = {
   { "pinned:mode=legacy", "cuMemHostAlloc", FALSE, TRUE },
   { "managed:pool=none", "cuMemAllocManaged", FALSE, TRUE },
   { "vmm", "cuMemCreate", FALSE, TRUE },
-  { "graph", "cuMemAllocAsync", TRUE, FALSE },
+  { "graph", "cuMemAllocAsync", TRUE, TRUE },
   /* through adaptors, untouched */
   { "stats>limit:max=1GiB>vmm", "cuMemCreate", FALSE, TRUE },
   { "track>pinned:mode=legacy", "cuMemHostAlloc", FALSE, TRUE },

@@ -15,6 +15,7 @@
  * not. */
 #include <memres/memres-plugin.h>
 
+#include "../common/alloc-error.h"
 #include "../common/release.h"
 
 typedef struct
@@ -159,7 +160,7 @@ graph_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
    * is allocated by each launch. */
   WITH_CONTEXT (self, r, self->drv->cuMemAllocAsync (&ptr, size, (CUstream) stream));
   if (r != CUDA_SUCCESS)
-    return memres_cuda_set_error (error, r, "cuMemAllocAsync");
+    return alloc_error_set (error, r, "cuMemAllocAsync", size);
   alloc->address = ptr;
   alloc->size = size;
   return TRUE;

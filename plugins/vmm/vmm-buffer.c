@@ -19,6 +19,7 @@
  * the core closes the buffer all the same. */
 #include "vmm-private.h"
 
+#include "../common/alloc-error.h"
 #include "../common/release.h"
 
 /* A call failed while undoing a failed operation: nothing else can be done about it. */
@@ -499,7 +500,7 @@ _vmm_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloca
                       error))
     return TRUE;
   /* the size the slot was asked for, then the step and the bytes of its driver call */
-  g_prefix_error (error, "cannot allocate %" G_GSIZE_FORMAT " bytes: ", size);
+  alloc_error_prefix (error, size);
   return FALSE;
 }
 

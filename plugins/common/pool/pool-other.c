@@ -18,7 +18,7 @@ context_begin (const PoolRecord *pool, gboolean *pushed, GError **error)
 
 /* Not stream-ordered: the memory is usable at once, on every stream. Errors: those of
  * memres_cuda_push_context() or memres_cuda_ensure_context(); the kind's failing call's
- * through pool_set_alloc_error() (%MEMRES_ERROR_OUT_OF_MEMORY, "cannot allocate N bytes", when
+ * through alloc_error_set() (%MEMRES_ERROR_OUT_OF_MEMORY, "cannot allocate N bytes", when
  * the driver has not enough memory; a %MEMRES_CUDA_ERROR otherwise). */
 gboolean
 pool_other_allocate (MemresResource *mr, PoolRecord *pool, gsize size, MemresAllocation *alloc,
@@ -34,7 +34,7 @@ pool_other_allocate (MemresResource *mr, PoolRecord *pool, gsize size, MemresAll
   r = pool->other->allocate (mr, size, &address, &call);
   memres_cuda_pop_context (pushed);
   if (r != CUDA_SUCCESS)
-    return pool_set_alloc_error (error, r, call, size);
+    return alloc_error_set (error, r, call, size);
   alloc->address = address;
   alloc->size = size;
   return TRUE;

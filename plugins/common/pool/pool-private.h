@@ -4,6 +4,7 @@
 #pragma once
 
 #include "pool.h"
+#include "../alloc-error.h"
 #include "../release.h"
 
 G_BEGIN_DECLS

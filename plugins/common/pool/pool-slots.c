@@ -48,7 +48,7 @@ allocate_capture_checked (PoolRecord *pool, gsize size, MemresStream stream, CUd
     return FALSE;
   r = pool->drv->cuMemAllocFromPoolAsync (ptr, size, pool->handle, stream);
   if (r != CUDA_SUCCESS)
-    return pool_set_alloc_error (error, r, "cuMemAllocFromPoolAsync", size);
+    return alloc_error_set (error, r, "cuMemAllocFromPoolAsync", size);
   return TRUE;
 }
 
@@ -92,7 +92,7 @@ driver_allocate (PoolRecord *pool, gsize size, MemresStream stream, guint64 *add
         return FALSE;
     }
   else if (!capturing)
-    return pool_set_alloc_error (error, r, call, size);
+    return alloc_error_set (error, r, call, size);
 
   if (!allocate_capture_checked (pool, size, stream, &ptr, error))
     return FALSE;

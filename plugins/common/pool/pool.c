@@ -102,28 +102,6 @@ pool_check_supported (const PoolConfig *config, gboolean *supported, GError **er
   return TRUE;
 }
 
-/**
- * pool_set_alloc_error:
- * @error: return location for a #GError
- * @result: the failed driver call's result
- * @call: the driver call's name
- * @size: the bytes asked for
- *
- * Sets @error for a failed allocation of a buffer: memres_cuda_set_error() (which makes
- * `CUDA_ERROR_OUT_OF_MEMORY` a %MEMRES_ERROR_OUT_OF_MEMORY), the message of an out-of-memory
- * prefixed with the size ("cannot allocate @size bytes: ").
- *
- * Returns: %FALSE
- */
-gboolean
-pool_set_alloc_error (GError **error, CUresult result, const char *call, gsize size)
-{
-  memres_cuda_set_error (error, result, call);
-  if (result == CUDA_ERROR_OUT_OF_MEMORY)
-    g_prefix_error (error, "cannot allocate %" G_GSIZE_FORMAT " bytes: ", size);
-  return FALSE;
-}
-
 gboolean
 pool_set_attribute (PoolRecord *pool, CUmemPool_attribute attr, void *value, GError **error)
 {

@@ -223,7 +223,7 @@ typedef enum
  * A kind's implementation that is not a pool (dmr's sync_fallback, pinned's mode=legacy,
  * managed's pool=none), given to pool_use_other(): only its driver calls. The slots make the
  * context current around them and report their failures the same way for every kind
- * (pool-other.c): an allocation's error through pool_set_alloc_error(); a free's
+ * (pool-other.c): an allocation's error through alloc_error_set() (alloc-error.h); a free's
  * `CUDA_ERROR_DEINITIALIZED` (process exit: the driver shut down), from the free or from making
  * the context current, is success (release.h). Static; called on any thread.
  */
@@ -243,7 +243,6 @@ void pool_destroy (PoolRecord *pool);
 gboolean pool_is_shareable (const PoolRecord *pool);
 gboolean pool_grant_access (PoolRecord *pool, const MemresAccessDesc *descs, guint n_descs,
                             GError **error);
-gboolean pool_set_alloc_error (GError **error, CUresult result, const char *call, gsize size);
 
 /* Ready-made slots (pool-slots.c, pool-ipc.c), for a kind's #MemresResourceOps and (the
  * sharing ones) #MemresIpcOps. Each finds the #PoolRecord at the start of the instance's
