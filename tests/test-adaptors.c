@@ -650,7 +650,7 @@ test_limit_rounded (void)
   g_assert_null (buf);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
   g_assert_cmpstr (error->message, ==,
-                   "limit: allocating 1 bytes (2097152 bytes in the layer below, which rounds it "
+                   "limit: allocating 1 byte (2097152 bytes in the layer below, which rounds it "
                    "up) would pass the limit of 1048576 bytes (0 in use)");
   g_clear_error (&error);
   /* nothing was kept: the same refusal again, not a different count */
@@ -676,7 +676,8 @@ test_limit_rounded (void)
   mt_close_ok (buf, NULL);
 }
 
-/* limit: exact at the boundary, one byte past fails saying why, nothing below called. */
+/* limit: exact at the boundary, one byte past fails saying why ("1 byte", not "1 bytes"),
+ * nothing below called. */
 static void
 test_limit_boundary (void)
 {
@@ -690,8 +691,8 @@ test_limit_boundary (void)
   c1 = memres_resource_allocate (mr, 1, NULL, &error);
   g_assert_null (c1);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  if (strstr (error->message, "limit of 1000 bytes (1000 in use)") == NULL)
-    g_error ("%s", error->message);
+  g_assert_cmpstr (error->message, ==,
+                   "limit: allocating 1 byte would pass the limit of 1000 bytes (1000 in use)");
   g_clear_error (&error);
   g_assert_true (memres_stats_get_counters (mr, &c, NULL));
   g_assert_cmpuint (c.count_total, ==, 2); /* the refused one never reached stats */
@@ -707,6 +708,21 @@ test_limit_boundary (void)
   a = memres_resource_allocate (mr, G_MAXSSIZE, NULL, &error);
   g_assert_null (a);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_clear_error (&error);
+  g_clear_pointer (&mr, memres_resource_unref);
+
+  /* a limit of 1 byte, full */
+  mr = mt_new_ok ("limit:max=1>host");
+  a = mt_alloc_ok (mr, 1, NULL);
+  g_assert_null (memres_resource_allocate (mr, 2, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_cmpstr (error->message, ==,
+                   "limit: allocating 2 bytes would pass the limit of 1 byte (1 in use)");
+  g_clear_error (&error);
+  g_assert_null (memres_resource_allocate (mr, 1, NULL, &error));
+  g_assert_cmpstr (error->message, ==,
+                   "limit: allocating 1 byte would pass the limit of 1 byte (1 in use)");
+  mt_close_ok (a, NULL);
 }
 
 static void
@@ -878,6 +894,26 @@ test_track_left_open (void)
   g_test_trap_assert_passed ();
   g_test_trap_assert_stderr ("*track: resource finalized with 2 live allocations (4196 bytes); "
                              "the largest: 4096 bytes at 0x*releasing them*");
+}
+
+/* One allocation of 1 byte left live: the warning counts in the singular. */
+static void
+test_track_left_open_one_byte (void)
+{
+  if (g_test_subprocess ())
+    {
+      MemresResource *mr = mt_new_ok ("leaky>track>host");
+      MemresBuffer *tiny = mt_alloc_ok (mr, 1, NULL);
+
+      mt_close_ok (tiny, NULL);
+      g_log_set_always_fatal (G_LOG_FATAL_MASK);
+      memres_resource_unref (mr);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("*track: resource finalized with 1 live allocation (1 byte); "
+                             "the largest: 1 byte at 0x*releasing them*");
 }
 
 /* ---- log ---- */
@@ -1417,6 +1453,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/api-lookup", test_api_lookup);
   g_test_add_func ("/adaptors/track-live", test_track_live);
   g_test_add_func ("/adaptors/track-left-open", test_track_left_open);
+  g_test_add_func ("/adaptors/track-left-open-one-byte", test_track_left_open_one_byte);
   g_test_add_func ("/adaptors/track-failed-close", test_track_failed_close);
   g_test_add_func ("/adaptors/log-lines", test_log_lines);
   g_test_add_func ("/adaptors/log-odd-paths", test_log_odd_paths);

@@ -30,9 +30,10 @@ static const Case cases[] = {
   { "track>pinned:mode=legacy", "cuMemHostAlloc", FALSE, TRUE },
 };
 
-/* One allocation of @c with its driver call failing with @code; returns the error. */
+/* One allocation of @size bytes of @c with its driver call failing with @code; returns the
+ * error. */
 static GError *
-allocate_failing (const Case *c, CUresult code)
+allocate_failing (const Case *c, gsize size, CUresult code)
 {
   const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
   g_autoptr (MemresResource) mr = mt_new_ok (c->spec);
@@ -49,7 +50,7 @@ allocate_failing (const Case *c, CUresult code)
                        CUDA_SUCCESS);
     }
   mt_fake_fail_call (c->entry, 1, code);
-  buf = memres_resource_allocate (mr, 1 << 20, (MemresStream) stream, &error);
+  buf = memres_resource_allocate (mr, size, (MemresStream) stream, &error);
   mt_fake_reset_faults ();
   g_assert_null (buf);
   g_assert_nonnull (error);
@@ -76,13 +77,20 @@ test_out_of_memory (gconstpointer data)
   if (!mt_require_fake ("injects CUDA_ERROR_OUT_OF_MEMORY"))
     return;
   mt_counts_snapshot (&base);
-  error = allocate_failing (c, CUDA_ERROR_OUT_OF_MEMORY);
+  error = allocate_failing (c, 1 << 20, CUDA_ERROR_OUT_OF_MEMORY);
   g_test_message ("%s: %s", c->spec, error->message);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
   g_assert_nonnull (strstr (error->message, expected));
   if (c->sized)
     g_assert_true (g_str_has_prefix (error->message, "cannot allocate 1048576 bytes: "));
   g_assert_true (mt_error_is_cuda (error, CUDA_ERROR_OUT_OF_MEMORY));
+  g_clear_error (&error);
+  /* one byte, in the singular */
+  error = allocate_failing (c, 1, CUDA_ERROR_OUT_OF_MEMORY);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, expected));
+  if (c->sized)
+    g_assert_true (g_str_has_prefix (error->message, "cannot allocate 1 byte: "));
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -95,7 +103,7 @@ test_other_error (gconstpointer data)
 
   if (!mt_require_fake ("injects CUDA_ERROR_UNKNOWN"))
     return;
-  error = allocate_failing (c, CUDA_ERROR_UNKNOWN);
+  error = allocate_failing (c, 1 << 20, CUDA_ERROR_UNKNOWN);
   g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
   g_assert_nonnull (strstr (error->message, c->entry));
 }

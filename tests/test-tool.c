@@ -486,6 +486,12 @@ test_alloc_reports_rounded_size (void)
   g_assert_nonnull (strstr (r.out, " (rounded up from 1048576 bytes)\n"));
   g_assert_nonnull (strstr (r.out, "every byte checked (2097152)"));
   run_clear (&r);
+
+  run_tool (&r, "alloc", "vmm", "1", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\nbuffer    2.0 MiB (2097152 bytes) at "));
+  g_assert_nonnull (strstr (r.out, " (rounded up from 1 byte)\n"));
+  run_clear (&r);
 }
 
 /* A negative SIZE is an invalid size, not an unknown option, before and after "--": a usage

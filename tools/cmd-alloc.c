@@ -245,7 +245,10 @@ print_text (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
   if (device >= 0)
     g_print ("%d", device);
   if (r->actual != r->size)
-    g_print (" (rounded up from %" G_GUINT64_FORMAT " bytes)", r->size);
+    {
+      g_autofree char *asked = memres_tool_format_bytes (r->size);
+      g_print (" (rounded up from %s)", asked);
+    }
   g_print ("\nflags     %s\n", flag_text[0] != '\0' ? flag_text : "none");
   if (r->actual == 0)
     g_print ("verified  nothing: a 0-byte buffer is empty (address 0, nothing to write or read)\n");

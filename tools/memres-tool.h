@@ -69,6 +69,8 @@ void memres_json_bool (MemresJson *json, const char *key, gboolean value);
 
 /* "HOST_ACCESSIBLE|STREAM_ORDERED"-style names of @flags, as a NULL-terminated array. */
 GStrv memres_tool_flag_names (MemresMemoryFlags flags);
+/* The exact count: "67108864 bytes", "1 byte" */
+char *memres_tool_format_bytes (guint64 bytes);
 /* "64.0 MiB (67108864 bytes)"; below 1 KiB the count alone: "100 bytes", "1 byte" */
 char *memres_tool_format_size (guint64 bytes);
 

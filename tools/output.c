@@ -356,6 +356,12 @@ memres_tool_flag_names (MemresMemoryFlags flags)
 }
 
 char *
+memres_tool_format_bytes (guint64 bytes)
+{
+  return g_strdup_printf ("%" G_GUINT64_FORMAT " byte%s", bytes, bytes == 1 ? "" : "s");
+}
+
+char *
 memres_tool_format_size (guint64 bytes)
 {
   g_autofree char *human = NULL;
@@ -363,7 +369,7 @@ memres_tool_format_size (guint64 bytes)
 
   /* below 1 KiB GLib's IEC form is the byte count itself: no need to say it twice */
   if (bytes < 1024)
-    return g_strdup_printf ("%" G_GUINT64_FORMAT " byte%s", bytes, bytes == 1 ? "" : "s");
+    return memres_tool_format_bytes (bytes);
   human = g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
 
   /* GLib puts a no-break space (U+00A0) before the unit, which a non-UTF-8 locale prints as

@@ -8,11 +8,12 @@
 
 #include <memres/memres-plugin.h>
 
-/* Puts "cannot allocate @size bytes: " before the message of @error (set). */
+/* Puts "cannot allocate @size bytes: " ("1 byte" for 1) before the message of @error (set). */
 static inline void
 alloc_error_prefix (GError **error, gsize size)
 {
-  g_prefix_error (error, "cannot allocate %" G_GSIZE_FORMAT " bytes: ", size);
+  g_prefix_error (error, "cannot allocate %" G_GSIZE_FORMAT " byte%s: ", size,
+                  size == 1 ? "" : "s");
 }
 
 /* The error of an allocation of @size bytes whose driver call @call failed with @result:

@@ -40,6 +40,13 @@ limit_finalize (MemresResource *mr)
 {
 }
 
+/* The ending of "byte" after the count @n: "1 byte", "2 bytes". */
+static const char *
+plural (guint64 n)
+{
+  return n == 1 ? "" : "s";
+}
+
 /* Takes @bytes more of the limit for an allocation of @asked bytes (what the layer was asked
  * for), @below bytes in the layer below (its rounded size; @asked when it does not round), of
  * which @held are taken already, or sets the error (the size asked, the layer's below when it
@@ -61,9 +68,10 @@ reserve (LimitResource *self, guint64 bytes, guint64 asked, guint64 below, guint
                                : NULL;
 
           g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                       "limit: allocating %" G_GUINT64_FORMAT " bytes%s would pass the limit of "
-                       "%" G_GUINT64_FORMAT " bytes (%" G_GUINT64_FORMAT " in use)",
-                       asked, rounded != NULL ? rounded : "", self->max, used - held);
+                       "limit: allocating %" G_GUINT64_FORMAT " byte%s%s would pass the limit "
+                       "of %" G_GUINT64_FORMAT " byte%s (%" G_GUINT64_FORMAT " in use)",
+                       asked, plural (asked), rounded != NULL ? rounded : "", self->max,
+                       plural (self->max), used - held);
           return FALSE;
         }
     }

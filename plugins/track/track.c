@@ -65,6 +65,13 @@ track_init (MemresResource *mr, const MemresOptions *options, GError **error)
   return TRUE;
 }
 
+/* The ending of a noun after the count @n: "1 byte", "2 bytes". */
+static const char *
+plural (guint64 n)
+{
+  return n == 1 ? "" : "s";
+}
+
 static void
 track_finalize (MemresResource *mr)
 {
@@ -88,10 +95,10 @@ track_finalize (MemresResource *mr)
             largest = r;
         }
       g_warning ("track: resource finalized with %u live allocation%s (%" G_GUINT64_FORMAT
-                 " bytes); the largest: %" G_GSIZE_FORMAT " bytes at 0x%" G_GINT64_MODIFIER
+                 " byte%s); the largest: %" G_GSIZE_FORMAT " byte%s at 0x%" G_GINT64_MODIFIER
                  "x, allocated by thread %" G_GUINT64_FORMAT "; releasing them",
-                 n, n == 1 ? "" : "s", bytes, largest->alloc.size, largest->alloc.address,
-                 largest->thread);
+                 n, plural (n), bytes, plural (bytes), largest->alloc.size,
+                 plural (largest->alloc.size), largest->alloc.address, largest->thread);
       g_hash_table_iter_init (&iter, self->live);
       while (g_hash_table_iter_next (&iter, NULL, &value))
         {
