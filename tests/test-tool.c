@@ -218,6 +218,36 @@ test_json_first (void)
   run_clear (&a);
 }
 
+/* `memres --version` prints "memres VERSION"; with --json (before or after it) one JSON document
+ * holding the version instead, exit status 0 both ways. */
+static void
+test_version (void)
+{
+  g_autofree char *plain = g_strdup_printf ("memres %s\n", memres_get_version ());
+  g_autofree char *json = g_strdup_printf ("{\n  \"version\": \"%s\"\n}\n", memres_get_version ());
+  static const char *const json_args[][3] = {
+    { "--json", "--version" },
+    { "--version", "--json" },
+    { "-j", "--version" },
+  };
+  Run r = { 0 };
+
+  run_tool (&r, "--version", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.out, ==, plain);
+  g_assert_cmpstr (r.err, ==, "");
+  run_clear (&r);
+  for (gsize i = 0; i < G_N_ELEMENTS (json_args); i++)
+    {
+      run_toolv (&r, NULL, json_args[i]);
+      g_assert_cmpint (r.status, ==, 0);
+      assert_one_json_document (r.out);
+      g_assert_cmpstr (r.out, ==, json);
+      g_assert_cmpstr (r.err, ==, "");
+      run_clear (&r);
+    }
+}
+
 /* The broken plugins of tests/plugins/ and two more files: each plugin file, the code name of
  * its error and a piece of the reason. */
 static const struct
@@ -1610,6 +1640,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/error/huge-input", test_error_huge_input);
   g_test_add_func ("/tool/error/unknown-command-json", test_unknown_command_json);
   g_test_add_func ("/tool/json-first", test_json_first);
+  g_test_add_func ("/tool/version", test_version);
   g_test_add_func ("/tool/kinds/broken-plugins", test_kinds_broken_plugins);
   g_test_add_func ("/tool/kinds/healthy", test_kinds_healthy);
   g_test_add_func ("/tool/kinds/shadowed-by-embedded", test_kinds_shadowed_by_embedded);

@@ -47,6 +47,27 @@ wants_json (int argc, char **argv)
   return FALSE;
 }
 
+/* `memres --version`: "memres VERSION", or with --json the document {"version": "VERSION"}. */
+static int
+print_version (gboolean json)
+{
+  MemresJson doc;
+  g_autofree char *text = NULL;
+
+  if (!json)
+    {
+      g_print ("memres %s\n", memres_get_version ());
+      return 0;
+    }
+  memres_json_init (&doc);
+  memres_json_begin_object (&doc, NULL);
+  memres_json_string (&doc, "version", memres_get_version ());
+  memres_json_end_object (&doc);
+  text = memres_json_finish (&doc);
+  g_print ("%s", text);
+  return 0;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -74,10 +95,7 @@ main (int argc, char **argv)
       return 0;
     }
   if (strcmp (argv[1], "--version") == 0)
-    {
-      g_print ("memres %s\n", memres_get_version ());
-      return 0;
-    }
+    return print_version (wants_json (argc, argv));
   for (i = 0; i < G_N_ELEMENTS (commands); i++)
     if (strcmp (argv[1], commands[i].name) == 0)
       {
