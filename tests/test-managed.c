@@ -631,8 +631,32 @@ test_bad_locations (void)
   ASSERT_FAILS (memres_buffer_prefetch (buf, &where, NULL, error), MEMRES_ERROR_NO_DEVICE);
   ASSERT_FAILS (memres_buffer_set_preferred_location (buf, &where, error), MEMRES_ERROR_NO_DEVICE);
   ASSERT_FAILS (memres_buffer_add_accessed_by (buf, &where, error), MEMRES_ERROR_NO_DEVICE);
-  where = loc (MEMRES_LOCATION_DEVICE, -1);
-  ASSERT_FAILS (memres_buffer_prefetch (buf, &where, NULL, error), MEMRES_ERROR_NO_DEVICE);
+  /* a negative ordinal is bad input, as memres_resource_get_default (-5) and
+   * memres_buffer_new_for_pointer() with device -2 say; only a device the driver does not have
+   * is NO_DEVICE */
+  for (int id = -1; id >= -2; id--)
+    {
+      g_autofree char *want = NULL;
+      GError *e = NULL;
+
+      where = loc (MEMRES_LOCATION_DEVICE, id);
+      want = g_strdup_printf ("prefetch: device %d: a device ordinal is 0 or more (the host is "
+                              "MEMRES_LOCATION_HOST)",
+                              id);
+      g_assert_false (memres_buffer_prefetch (buf, &where, NULL, &e));
+      g_assert_error (e, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+      g_assert_cmpstr (e->message, ==, want);
+      g_clear_error (&e);
+      ASSERT_FAILS (memres_buffer_set_preferred_location (buf, &where, error),
+                    MEMRES_ERROR_INVALID_ARGUMENT);
+      ASSERT_FAILS (memres_buffer_add_accessed_by (buf, &where, error),
+                    MEMRES_ERROR_INVALID_ARGUMENT);
+      ASSERT_FAILS (memres_buffer_remove_accessed_by (buf, &where, error),
+                    MEMRES_ERROR_INVALID_ARGUMENT);
+      ASSERT_FAILS (memres_buffers_prefetch (&buf, 1, &where, 1, NULL, error),
+                    MEMRES_ERROR_INVALID_ARGUMENT);
+    }
+  assert_last_prefetch (buf, MEMRES_LOCATION_NONE, 0);
   where = loc (MEMRES_LOCATION_HOST_NUMA, -3);
   ASSERT_FAILS (memres_buffer_prefetch (buf, &where, NULL, error), MEMRES_ERROR_INVALID_ARGUMENT);
   where = loc (MEMRES_LOCATION_HOST_NUMA, 0);

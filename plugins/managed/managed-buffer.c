@@ -100,6 +100,16 @@ check_location (const MemresLocation *location, LocationUse use, const char *wha
   switch (location->type)
     {
     case MEMRES_LOCATION_DEVICE:
+      /* a negative ordinal is bad input, as everywhere in memres; one the driver does not have
+       * is MEMRES_ERROR_NO_DEVICE */
+      if (location->id < 0)
+        {
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "%s: device %d: a device ordinal is 0 or more (the host is "
+                       "MEMRES_LOCATION_HOST)",
+                       what, location->id);
+          return FALSE;
+        }
       if (!memres_cuda_check_device (location->id, error))
         {
           g_prefix_error (error, "%s: ", what);
@@ -294,8 +304,8 @@ memres_buffer_get_read_mostly (MemresBuffer *buf, gboolean *read_mostly, GError 
  * stream-ordered. An empty buffer: success without a driver call. Thread-safe.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when @buf is not managed memory
- * or @location is not one of the types above (or a NUMA node below 0);
- * %MEMRES_ERROR_NO_DEVICE for a device that does not exist; %MEMRES_ERROR_NO_DRIVER;
+ * or @location is not one of the types above (or a device or NUMA node below 0);
+ * %MEMRES_ERROR_NO_DEVICE for a device the driver does not have; %MEMRES_ERROR_NO_DRIVER;
  * %MEMRES_ERROR_NOT_SUPPORTED (no CUmemLocation form of cuMemAdvise); %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
@@ -353,8 +363,9 @@ memres_buffer_get_preferred_location (MemresBuffer *buf, MemresLocation *locatio
  * An empty buffer: success without a driver call. Thread-safe.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when @buf is not managed memory
- * or @location is neither a device nor the host; %MEMRES_ERROR_NO_DEVICE;
- * %MEMRES_ERROR_NO_DRIVER; %MEMRES_ERROR_NOT_SUPPORTED; %MEMRES_CUDA_ERROR.
+ * or @location is neither a device nor the host (or a device below 0); %MEMRES_ERROR_NO_DEVICE
+ * for a device the driver does not have; %MEMRES_ERROR_NO_DRIVER; %MEMRES_ERROR_NOT_SUPPORTED;
+ * %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
  *
@@ -470,7 +481,8 @@ memres_buffer_get_accessed_by (MemresBuffer *buf, MemresLocation **locations, gu
  * buffers.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when @buf is not managed memory
- * or @location is not valid; %MEMRES_ERROR_NO_DEVICE; %MEMRES_ERROR_NO_DRIVER;
+ * or @location is not valid (a device or NUMA node below 0 among them); %MEMRES_ERROR_NO_DEVICE
+ * for a device the driver does not have; %MEMRES_ERROR_NO_DRIVER;
  * %MEMRES_ERROR_NOT_SUPPORTED (no CUmemLocation form of cuMemPrefetchAsync, CUDA 12.2);
  * %MEMRES_CUDA_ERROR.
  *
@@ -694,7 +706,8 @@ prefetch_locations (guint n_buffers, const MemresLocation *locations, guint n_lo
  *
  * Errors: %MEMRES_ERROR_CLOSED (one of @bufs); %MEMRES_ERROR_INVALID_ARGUMENT when @n_buffers
  * is 0, @n_locations is neither 1 nor @n_buffers, a buffer is not managed memory or a location
- * is not valid; %MEMRES_ERROR_NO_DEVICE; %MEMRES_ERROR_NO_DRIVER; %MEMRES_ERROR_NOT_SUPPORTED;
+ * is not valid (a device or NUMA node below 0 among them); %MEMRES_ERROR_NO_DEVICE for a device
+ * the driver does not have; %MEMRES_ERROR_NO_DRIVER; %MEMRES_ERROR_NOT_SUPPORTED;
  * %MEMRES_CUDA_ERROR (the driver's batch is not documented to be all or nothing).
  *
  * Returns: %TRUE on success
