@@ -564,8 +564,9 @@ test_export_refused (void)
   mt_assert_fake_counts_equal (&base);
 }
 
-/* memres_buffer_export() of a buffer shared by chunks: NOT_SUPPORTED, naming the calls that
- * share it, with no driver call and no fd left open. */
+/* memres_buffer_export() of a buffer shared by chunks, and memres_resource_export_handle() of
+ * its resource (no pool handle): NOT_SUPPORTED, naming the calls that share it, with no driver
+ * call and no fd left open. */
 static void
 test_export_chunked (void)
 {
@@ -589,6 +590,14 @@ test_export_chunked (void)
       g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
       g_assert_nonnull (strstr (error->message, "memres_buffer_export_message()"));
       g_assert_nonnull (strstr (error->message, "memres_ipc_send_buffer()"));
+      g_clear_error (&error);
+      g_assert_null (memres_resource_export_handle (mr, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_assert_cmpstr (error->message, ==,
+                       "resources of kind \"vmm\" have no pool handle to share: their buffers are "
+                       "shared whole, as their physical chunks (one file descriptor each): send a "
+                       "buffer with memres_ipc_send_buffer(), or make its message with "
+                       "memres_buffer_export_message() (docs/ipc.md)");
       g_clear_error (&error);
       g_assert_cmpint (mt_fake_call_count ("cuMemExportToShareableHandle"), ==, exports);
       g_assert_cmpint (mt_count_open_fds (), ==, fds);

@@ -1064,6 +1064,103 @@ test_send_pool_buffer_forged (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+#define CARVES                                                                                     \
+  "\"cache\" carves its blocks out of larger allocations of the layer below (it does not pass "    \
+  "allocations through, MEMRES_KIND_PASSES_ALLOCATIONS), "
+#define HIDES_IPC                                                                                  \
+  "which hides the sharing of kind \"ipc\" under it; share from the layer below "                  \
+  "(memres_resource_get_upstream()), or use a stack without \"cache\""
+
+/* Export and send refused with @want (NOT_SUPPORTED), leaving no fd open. */
+static void
+assert_not_shared (GError *error, const char *want)
+{
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_cmpstr (error->message, ==, want);
+  g_error_free (error);
+}
+
+/* An adaptor that carves its blocks out of larger upstream allocations (cache) hides the
+ * sharing of the pool below it: the pool's handle, a buffer's descriptor and its message are
+ * each refused saying why and what to do, not suggesting the kind that is there; with no layer
+ * below that shares either, the kinds that do. Refused before any driver export, no fd left
+ * open; the layer below still shares. */
+static void
+test_adaptor_hides_sharing (void)
+{
+  MemresResource *mr;
+  MemresBufferDescriptor desc;
+  MemresBuffer *buf;
+  FakeCudaCounts base;
+  GError *error = NULL;
+  GBytes *bytes = NULL;
+  gint *fds = NULL;
+  guint n_fds = 0;
+  int sv[2], open_fds;
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+  mr = mt_new_ok ("cache>ipc");
+  buf = mt_alloc_ok (mr, MiB, NULL);
+  open_fds = mt_count_open_fds ();
+
+  g_assert_null (memres_resource_export_handle (mr, &error));
+  assert_not_shared (
+      error,
+      "resources of kind \"cache\" cannot be shared with other processes: " CARVES HIDES_IPC);
+  error = NULL;
+  g_assert_false (memres_buffer_export (buf, &desc, &error));
+  assert_not_shared (
+      error, "buffers of kind \"cache\" cannot be shared with other processes: " CARVES HIDES_IPC);
+  error = NULL;
+  g_assert_false (memres_buffer_export_message (buf, &bytes, &fds, &n_fds, &error));
+  assert_not_shared (
+      error, "buffers of kind \"cache\" cannot be sent to other processes: " CARVES HIDES_IPC);
+  error = NULL;
+  g_assert_null (bytes);
+  g_assert_null (fds);
+  g_assert_false (memres_ipc_send_buffer (sv[0], buf, &error));
+  assert_not_shared (
+      error, "buffers of kind \"cache\" cannot be sent to other processes: " CARVES HIDES_IPC);
+  error = NULL;
+  g_assert_cmpint (mt_count_open_fds (), ==, open_fds);
+  /* what the message says: the layer below shares */
+  {
+    g_autoptr (MemresIpcHandle) handle
+        = memres_resource_export_handle (memres_resource_get_upstream (mr), &error);
+
+    g_assert_no_error (error);
+    g_assert_nonnull (handle);
+  }
+  mt_close_ok (buf, NULL);
+  memres_resource_unref (mr);
+
+  /* nothing below shares either */
+  mr = mt_new_ok ("cache>dmr");
+  buf = mt_alloc_ok (mr, MiB, NULL);
+  open_fds = mt_count_open_fds ();
+  g_assert_null (memres_resource_export_handle (mr, &error));
+  assert_not_shared (error,
+                     "resources of kind \"cache\" cannot be shared with other processes: " CARVES
+                     "and no layer below it shares either (use kind \"ipc\", in a "
+                     "stack without \"cache\")");
+  error = NULL;
+  g_assert_false (memres_ipc_send_buffer (sv[0], buf, &error));
+  assert_not_shared (error, "buffers of kind \"cache\" cannot be sent to other processes: " CARVES
+                            "and no layer below it shares either (use kind \"ipc\", \"pinned\" "
+                            "with ipc=true, or \"vmm\" with handle_type=posix_fd, in a stack "
+                            "without \"cache\")");
+  error = NULL;
+  g_assert_cmpint (mt_count_open_fds (), ==, open_fds);
+  mt_close_ok (buf, NULL);
+  memres_resource_unref (mr);
+  close (sv[0]);
+  close (sv[1]);
+  mt_assert_fake_counts_equal (&base);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1077,6 +1174,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ipc/same-process", test_same_process);
   g_test_add_func ("/ipc/imported-cannot-allocate", test_imported_cannot_allocate);
   g_test_add_func ("/ipc/non-ipc-handle", test_non_ipc_handle);
+  g_test_add_func ("/ipc/adaptor-hides-sharing", test_adaptor_hides_sharing);
   g_test_add_func ("/ipc/import/not-an-importer", test_import_not_importer);
   g_test_add_func ("/ipc/import/relabelled-handle", test_relabelled_handle);
   g_test_add_func ("/ipc/descriptor/validated-before-driver", test_validation_before_driver);

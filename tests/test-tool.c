@@ -747,6 +747,35 @@ test_ipc_serve_not_shareable (void)
   g_assert_cmpstr (r.out, ==, "");
   g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
   run_clear (&r);
+  if (mt_require_devices (1))
+    {
+      /* vmm shares whole buffers, not a pool: the message says how, not "use kind ipc" */
+      run_tool (&r, "ipc-serve", "--spec", "vmm:handle_type=posix_fd", "--count", "1", path, NULL);
+      g_test_message ("%s", r.err);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_cmpstr (r.err, ==,
+                       "memres: resources of kind \"vmm\" have no pool handle to share: their "
+                       "buffers are shared whole, as their physical chunks (one file descriptor "
+                       "each): send a buffer with memres_ipc_send_buffer(), or make its message "
+                       "with memres_buffer_export_message() (docs/ipc.md)\n");
+      g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+      run_clear (&r);
+      /* a cache over the pool hides it: why, and what to do */
+      run_tool (&r, "ipc-serve", "--spec", "cache>ipc", "--count", "1", path, NULL);
+      g_test_message ("%s", r.err);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_nonnull (strstr (r.err, ": resources of kind \"cache\" cannot be shared with "
+                                       "other processes: \"cache\" carves its blocks out of "
+                                       "larger allocations of the layer below"));
+      g_assert_nonnull (strstr (r.err, "share from the layer below "
+                                       "(memres_resource_get_upstream()), or use a stack without "
+                                       "\"cache\"\n"));
+      g_assert_null (strstr (r.err, "use kind"));
+      g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+      run_clear (&r);
+    }
   g_rmdir (dir);
 }
 

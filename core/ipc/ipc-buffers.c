@@ -12,7 +12,10 @@
  * calls back into memres): two threads never map the same thing twice. The table is per
  * resource because a mapping belongs to the resource that made it (and lives no longer than it:
  * the resource's imported buffers share one reference on it); the pool is the resource's, so
- * the export data alone is the key. */
+ * the export data alone is the key.
+ *
+ * Also the error of an export or a send that the stack's sharing layer has no slot for
+ * (_memres_ipc_set_not_shared(), ipc-pools.c and ipc-message.c use it too). */
 #include <string.h>
 
 #include "ipc-private.h"
@@ -33,6 +36,38 @@ check_descriptor_fits (const MemresBufferExport *info, const MemresAllocation *m
   return TRUE;
 }
 
+gboolean
+_memres_ipc_set_not_shared (GError **error, MemresResource *owner, const char *what,
+                            const char *done, const char *hint)
+{
+  const char *name = owner->kind->name;
+  g_autofree char *why = NULL;
+  MemresResource *below;
+
+  if (owner->upstream == NULL)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "%s of kind \"%s\" cannot be %s other processes (%s)", what, name, done, hint);
+      return FALSE;
+    }
+  /* an adaptor that does not pass allocations through: what it hands out are pieces of what
+   * it got from below, which the layer below cannot share on its behalf */
+  below = _memres_resource_ipc_owner (owner->upstream);
+  if (below->kind->ipc.version != 0)
+    why = g_strdup_printf ("which hides the sharing of kind \"%s\" under it; share from the layer "
+                           "below (memres_resource_get_upstream()), or use a stack without \"%s\"",
+                           below->kind->name, name);
+  else
+    why = g_strdup_printf ("and no layer below it shares either (%s, in a stack without \"%s\")",
+                           hint, name);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+               "%s of kind \"%s\" cannot be %s other processes: \"%s\" carves its blocks out of "
+               "larger allocations of the layer below (it does not pass allocations through, "
+               "MEMRES_KIND_PASSES_ALLOCATIONS), %s",
+               what, name, done, name, why);
+  return FALSE;
+}
+
 /**
  * memres_buffer_export:
  * @buf: an open buffer of an IPC-enabled resource (or one imported from another process)
@@ -49,7 +84,9 @@ check_descriptor_fits (const MemresBufferExport *info, const MemresAllocation *m
  *
  * Errors: %MEMRES_ERROR_CLOSED for a closed buffer; %MEMRES_ERROR_INVALID_ARGUMENT for an empty
  * (zero-byte) buffer; %MEMRES_ERROR_NOT_SUPPORTED for foreign memory, a kind that is not
- * IPC-enabled, or a kind that shares buffers as their physical chunks (`vmm`: a descriptor of
+ * IPC-enabled (or is under an adaptor that does not pass allocations through, `cache`, whose
+ * blocks are pieces of its upstream's allocations: the message says to share from the layer
+ * below), or a kind that shares buffers as their physical chunks (`vmm`: a descriptor of
  * bytes cannot carry them; use memres_buffer_export_message() or memres_ipc_send_buffer(),
  * whose message has one fd per chunk); %MEMRES_CUDA_ERROR from the driver.
  *
@@ -112,13 +149,7 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
           return FALSE;
         }
       if (mr->kind->ipc.export_buffer == NULL)
-        {
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                       "buffers of kind \"%s\" cannot be shared with other processes (use kind "
-                       "\"ipc\")",
-                       mr->kind->name);
-          return FALSE;
-        }
+        return _memres_ipc_set_not_shared (error, mr, "buffers", "shared with", "use kind \"ipc\"");
       GError *local = NULL;
       gboolean ok;
 

@@ -46,13 +46,9 @@ check_exportable (MemresBuffer *buf, const gint *socket_fd, MemresResource **own
     }
   mr = _memres_resource_ipc_owner (mr);
   if (mr->kind->ipc.export_chunks == NULL && mr->kind->ipc.export_buffer == NULL)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "buffers of kind \"%s\" cannot be sent to other processes (use kind \"ipc\", "
-                   "\"pinned\" with ipc=true, or \"vmm\" with handle_type=posix_fd)",
-                   mr->kind->name);
-      return FALSE;
-    }
+    return _memres_ipc_set_not_shared (error, mr, "buffers", "sent to",
+                                       "use kind \"ipc\", \"pinned\" with ipc=true, or \"vmm\" "
+                                       "with handle_type=posix_fd");
   if (socket_fd != NULL && !_memres_ipc_check_socket (*socket_fd, error))
     return FALSE;
   *owner = mr;
@@ -116,8 +112,9 @@ close_exported (GBytes *bytes, gint *fds, guint n_fds)
  *
  * Errors: %MEMRES_ERROR_CLOSED for a closed buffer; %MEMRES_ERROR_INVALID_ARGUMENT for an empty
  * (zero-byte) buffer; %MEMRES_ERROR_NOT_SUPPORTED for foreign memory, a buffer imported from
- * another process (refused before any driver call), a kind that does not share, a resource
- * created without `handle_type=posix_fd` or a pool made without IPC, or a buffer of more than
+ * another process (refused before any driver call), a kind that does not share (or is under
+ * an adaptor that does not pass allocations through, `cache`), a resource created without
+ * `handle_type=posix_fd` or a pool made without IPC, or a buffer of more than
  * %MEMRES_IPC_MAX_CHUNKS chunks; %MEMRES_ERROR_FAILED when a kind's export slot returns
  * something unusable (a plugin bug); %MEMRES_CUDA_ERROR from the driver.
  *
@@ -173,8 +170,9 @@ memres_buffer_export_message (MemresBuffer *buf, GBytes **bytes, gint **fds, gui
  * (zero-byte) buffer or when @socket_fd is not an `AF_UNIX` socket;
  * %MEMRES_ERROR_NOT_SUPPORTED for foreign memory, a buffer imported from another process (refused
  * before any driver call: forward what you received, or copy the data into a buffer of your
- * own), a kind that does not share, a resource created without `handle_type=posix_fd` or a
- * pool made without IPC, or a buffer of more than %MEMRES_IPC_MAX_CHUNKS chunks;
+ * own), a kind that does not share (or is under an adaptor that does not pass allocations
+ * through, `cache`), a resource created without `handle_type=posix_fd` or a pool made without
+ * IPC, or a buffer of more than %MEMRES_IPC_MAX_CHUNKS chunks;
  * %MEMRES_ERROR_FAILED when sendmsg() fails or sends part of the message; %MEMRES_CUDA_ERROR from
  * the driver.
  *

@@ -85,8 +85,11 @@ attach_import_state (MemresResource *mr, const MemresIpcHandle *handle)
  * Driver calls: the kind's export_handle slot (for `ipc`, cuMemPoolExportToShareableHandle()
  * with `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`).
  *
- * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind is not IPC-enabled (no export_handle slot)
- * or the resource cannot export (an imported pool); %MEMRES_CUDA_ERROR from the driver.
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind is not IPC-enabled (no export_handle slot;
+ * a kind that shares its buffers as physical chunks, `vmm`, has no pool handle: its message
+ * names memres_ipc_send_buffer() and memres_buffer_export_message()), when an adaptor that does
+ * not pass allocations through (`cache`) sits above the pool and hides it, or when the resource
+ * cannot export (an imported pool); %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): a new handle, or %NULL with @error set
  *
@@ -103,12 +106,19 @@ memres_resource_export_handle (MemresResource *mr, GError **error)
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   mr = _memres_resource_ipc_owner (mr);
-  if (mr->kind->ipc.export_handle == NULL)
+  if (mr->kind->ipc.export_handle == NULL && mr->kind->ipc.export_chunks != NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "resources of kind \"%s\" cannot be shared with other processes (use kind "
-                   "\"ipc\")",
+                   "resources of kind \"%s\" have no pool handle to share: their buffers are "
+                   "shared whole, as their physical chunks (one file descriptor each): send a "
+                   "buffer with memres_ipc_send_buffer(), or make its message with "
+                   "memres_buffer_export_message() (docs/ipc.md)",
                    mr->kind->name);
+      return NULL;
+    }
+  if (mr->kind->ipc.export_handle == NULL)
+    {
+      _memres_ipc_set_not_shared (error, mr, "resources", "shared with", "use kind \"ipc\"");
       return NULL;
     }
   if (!_memres_resource_check_usable (mr, "exporting a pool", error))

@@ -230,4 +230,14 @@ MemresBuffer *_memres_chunks_import_message (MemresResource *importer, const gui
                                              gsize length, const gint *fds, guint n_fds,
                                              MemresStream stream, GError **error);
 
+/* ipc-buffers.c: the error of an export or a send refused because @owner, the layer
+ * _memres_resource_ipc_owner() found, has no slot for it: %MEMRES_ERROR_NOT_SUPPORTED, "@what of
+ * kind "K" cannot be @done other processes", then why and what to do. A base kind: "(@hint)"
+ * (`use kind "ipc"`). An adaptor (the walk stops at one without MEMRES_KIND_PASSES_ALLOCATIONS:
+ * it carves its blocks out of larger allocations of its upstream, which hides the upstream's
+ * sharing): says so, and to share from the layer below or use a stack without it; when no layer
+ * below shares either, @hint. Returns FALSE. */
+gboolean _memres_ipc_set_not_shared (GError **error, MemresResource *owner, const char *what,
+                                     const char *done, const char *hint);
+
 G_END_DECLS
