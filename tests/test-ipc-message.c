@@ -468,7 +468,9 @@ test_forged (void)
    * import is rolled back (the fake's live handles, checked at the end, and the fds). */
   {
     gsize len;
-    g_autofree guint8 *bad = g_memdup2 (g_bytes_get_data (vm.bytes, &len), len);
+    gconstpointer data = g_bytes_get_data (vm.bytes, &len);
+    /* len is read only once the call above set it (the order of a call's arguments is not) */
+    g_autofree guint8 *bad = g_memdup2 (data, len);
     int before = mt_count_open_fds ();
 
     put_le (bad + LAYOUT_HEADER, 2 * gran (), 8); /* chunk 0: two granules, one sent */
