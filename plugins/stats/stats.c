@@ -13,9 +13,10 @@
  * lookup; one cache line of the instance, and the line of the size class (owner_enter(), the
  * asymmetric barrier of owner-fence.h; where membarrier() cannot be used the counts are shared
  * from the start). The first other thread to count makes the counts shared for good
- * (share_counts(): it waits until the owner is out of its last update, so that the counts stay
- * exact); from then on no lock, and two locked instructions per call: one atomic add each to the
- * current bytes and count, on one cache line (an add never fails and retries, as a
+ * (share_counts(): it stops the owner and waits until it is out of its last update before it
+ * says the counts are shared, so that no other thread adds beside a plain update and the counts
+ * stay exact); from then on no lock, and two locked instructions per call: one atomic add each to
+ * the current bytes and count, on one cache line (an add never fails and retries, as a
  * compare-and-swap of both would when threads collide); a peak moves only when a new high is
  * reached (a relaxed load, and a compare-and-swap only then), to the value the add returned.
  * The totals are then counted at allocate on a shard of the calling thread (the former owner
@@ -50,15 +51,17 @@ typedef struct
   /* the single-thread fast path (owner_enter()): the thread that owns the counts (its thread
    * pointer, this_thread(); NULL until one counts, NOT_OWNED once shared), whether it is inside
    * an update, and whether the counts are shared (then every thread changes them with locked
-   * instructions) */
+   * instructions): set only once the owner is out of its last plain update, which @stop (the
+   * flag the owner reads) asked it to end */
   gconstpointer owner;
   gint busy;
   gint shared;
   /* the owner's totals, written by it alone while it owns the counts (then by nobody) */
   guint64 bytes_allocated;
-  guint64 serial;
+  gint stop;
   guint64 size_classes[MEMRES_STATS_N_SIZE_CLASSES];
-  GMutex lock; /* the shard list and the reset bases */
+  guint64 serial; /* read-only after init: off the line every thread writes once shared */
+  GMutex lock;    /* the shard list and the reset bases */
   Shard *shards;
   guint64 bytes_total_base;
   guint64 classes_base[MEMRES_STATS_N_SIZE_CLASSES];
@@ -98,6 +101,7 @@ stats_init (MemresResource *mr, const MemresOptions *options, GError **error)
     {
       /* the owner would fence on every call: as costly as shared counts */
       self->owner = NOT_OWNED;
+      self->stop = 1;
       self->shared = 1;
     }
   return TRUE;
@@ -212,7 +216,9 @@ raise_peak (guint64 *peak, guint64 value)
 }
 
 /* Makes the counts shared: from now on every thread (the owner too) changes them with locked
- * instructions. Waits until the owner is out of its last plain update, so that none is lost.
+ * instructions. Stops the owner, waits until it is out of its last plain update, and only then
+ * says the counts are shared: a thread that finds them shared (or waited on the lock for the
+ * thread sharing them) may add at once, no plain update of the owner's is still under way.
  * Once per instance. */
 G_GNUC_NO_INLINE __attribute__ ((cold)) static void
 share_counts (StatsResource *self)
@@ -222,10 +228,11 @@ share_counts (StatsResource *self)
     {
       /* nobody is or becomes the owner any more */
       __atomic_store_n (&self->owner, NOT_OWNED, __ATOMIC_RELAXED);
-      __atomic_store_n (&self->shared, 1, __ATOMIC_SEQ_CST);
+      __atomic_store_n (&self->stop, 1, __ATOMIC_SEQ_CST);
       owner_heavy_barrier ();
       while (__atomic_load_n (&self->busy, __ATOMIC_ACQUIRE))
         g_thread_yield ();
+      __atomic_store_n (&self->shared, 1, __ATOMIC_RELEASE);
     }
   g_mutex_unlock (&self->lock);
 }
@@ -236,7 +243,7 @@ static inline gboolean
 owner_enter (StatsResource *self)
 {
   return G_LIKELY (__atomic_load_n (&self->owner, __ATOMIC_RELAXED) == this_thread ())
-         && G_LIKELY (owner_try_enter_light (&self->busy, &self->shared));
+         && G_LIKELY (owner_try_enter_light (&self->busy, &self->stop));
 }
 
 /* owner_enter() for a thread that is not the owner (or found the counts shared): the first
@@ -251,7 +258,7 @@ owner_claim (StatsResource *self)
       || (owner == NULL
           && __atomic_compare_exchange_n (&self->owner, &owner, me, FALSE, __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED)))
-    return owner_try_enter_light (&self->busy, &self->shared);
+    return owner_try_enter_light (&self->busy, &self->stop);
   if (!__atomic_load_n (&self->shared, __ATOMIC_ACQUIRE))
     share_counts (self);
   return FALSE;
