@@ -154,6 +154,22 @@ test_pop_fails (void)
   CU_OK (drv ()->cuCtxSetCurrent (saved));
 }
 
+/* memres_cuda_push_stream_context() for @device and @stream succeeds, pushes (or not: @pushes)
+ * and makes @inside current; the pop leaves @after current. */
+static void
+push_stream_ok (gint device, CUstream stream, gboolean pushes, CUcontext inside, CUcontext after)
+{
+  g_autoptr (GError) error = NULL;
+  gboolean pushed = !pushes;
+
+  g_assert_true (memres_cuda_push_stream_context (device, (MemresStream) stream, &pushed, &error));
+  g_assert_no_error (error);
+  g_assert_true (pushed == pushes);
+  g_assert_true (current () == inside);
+  memres_cuda_pop_context (pushed);
+  g_assert_true (current () == after);
+}
+
 /* A stream's context: an explicit stream's own, pushed when another is current; a default
  * stream's, the device's primary context unless a context of the device is current (host memory:
  * the current context). The pop leaves what was current; a failing call is named, nothing
@@ -173,12 +189,7 @@ test_push_stream_context (void)
 
   /* no context current: device 0's primary context is made current, not pushed */
   CU_OK (drv ()->cuCtxSetCurrent (NULL));
-  g_assert_true (memres_cuda_push_stream_context (0, NULL, &pushed, &error));
-  g_assert_no_error (error);
-  g_assert_false (pushed);
-  g_assert_true (current () == ctx0);
-  memres_cuda_pop_context (pushed);
-  g_assert_true (current () == ctx0);
+  push_stream_ok (0, NULL, FALSE, ctx0, ctx0);
 
   /* device 0's stream, device 0's context current; host memory on the legacy stream */
   CU_OK (drv ()->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING));
@@ -198,24 +209,11 @@ test_push_stream_context (void)
 
       /* the stream runs in device 0's context, whatever the memory's device */
       CU_OK (drv ()->cuCtxSetCurrent (ctx1));
-      g_assert_true (memres_cuda_push_stream_context (1, (MemresStream) stream, &pushed, &error));
-      g_assert_no_error (error);
-      g_assert_true (pushed);
-      g_assert_true (current () == ctx0);
-      memres_cuda_pop_context (pushed);
-      g_assert_true (current () == ctx1);
+      push_stream_ok (1, stream, TRUE, ctx0, ctx1);
 
       /* a default stream: device 0's memory gets its primary context, device 1's the current */
-      g_assert_true (memres_cuda_push_stream_context (0, NULL, &pushed, &error));
-      g_assert_no_error (error);
-      g_assert_true (pushed);
-      g_assert_true (current () == ctx0);
-      memres_cuda_pop_context (pushed);
-      g_assert_true (current () == ctx1);
-      g_assert_true (memres_cuda_push_stream_context (1, NULL, &pushed, &error));
-      g_assert_no_error (error);
-      g_assert_false (pushed);
-      g_assert_true (current () == ctx1);
+      push_stream_ok (0, NULL, TRUE, ctx0, ctx1);
+      push_stream_ok (1, NULL, FALSE, ctx1, ctx1);
       CU_OK (drv ()->cuCtxSetCurrent (ctx0));
     }
 

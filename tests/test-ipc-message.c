@@ -76,23 +76,6 @@ fd_is_open (int fd)
   return fcntl (fd, F_GETFD) != -1;
 }
 
-static guint64
-get_le (const guint8 *p, int n)
-{
-  guint64 v = 0;
-
-  for (int i = n - 1; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-
-static void
-put_le (guint8 *p, guint64 v, int n)
-{
-  for (int i = 0; i < n; i++)
-    p[i] = (v >> (8 * i)) & 0xff;
-}
-
 static void
 export_ok (MemresBuffer *buf, Message *m)
 {
@@ -136,8 +119,8 @@ assert_framing (const Message *m, const char *magic, gsize length)
 
   g_assert_cmpuint (len, ==, length);
   g_assert_cmpmem (b + M_MAGIC, 4, magic, 4);
-  g_assert_cmpuint (get_le (b + M_VERSION, 2), ==, 1);
-  g_assert_cmpuint (get_le (b + M_LENGTH, 2), ==, length);
+  g_assert_cmpuint (mt_get_le (b + M_VERSION, 2), ==, 1);
+  g_assert_cmpuint (mt_get_le (b + M_LENGTH, 2), ==, length);
 }
 
 /* The message memres_ipc_send_buffer() puts on a seqpacket socket: its bytes, and how many fds
@@ -394,11 +377,11 @@ forge (MemresResource *importer, const Message *m)
   expect_refused (importer, genuine, 8, m->fds, m->n_fds, MEMRES_ERROR_INVALID_DESCRIPTOR);
   expect_refused (importer, NULL, 0, m->fds, m->n_fds, MEMRES_ERROR_INVALID_DESCRIPTOR);
   /* a forged length field: longer than the bytes, and shorter with the bytes cut to it */
-  put_le (bad + M_LENGTH, len + 8, 2);
+  mt_put_le (bad + M_LENGTH, len + 8, 2);
   expect_refused (importer, bad, len, m->fds, m->n_fds, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  put_le (bad + M_LENGTH, len - 8, 2);
+  mt_put_le (bad + M_LENGTH, len - 8, 2);
   expect_refused (importer, bad, len - 8, m->fds, m->n_fds, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  put_le (bad + M_LENGTH, 0xffff, 2);
+  mt_put_le (bad + M_LENGTH, 0xffff, 2);
   expect_refused (importer, bad, len, m->fds, m->n_fds, MEMRES_ERROR_INVALID_DESCRIPTOR);
   /* one fd too few, one too many, far too many */
   expect_refused (importer, genuine, len, m->fds, m->n_fds - 1, MEMRES_ERROR_INVALID_DESCRIPTOR);
@@ -417,7 +400,7 @@ forge (MemresResource *importer, const Message *m)
   expect_refused (importer, genuine, len, fds, m->n_fds, MEMRES_ERROR_INVALID_ARGUMENT);
   /* another version */
   memcpy (bad, genuine, len);
-  put_le (bad + M_VERSION, 2, 2);
+  mt_put_le (bad + M_VERSION, 2, 2);
   expect_refused (importer, bad, len, m->fds, m->n_fds, MEMRES_ERROR_INVALID_DESCRIPTOR);
   for (guint i = 0; i < m->n_fds; i++)
     g_assert_true (fd_is_open (m->fds[i])); /* still the caller's, after every refusal */
@@ -473,7 +456,7 @@ test_forged (void)
     g_autofree guint8 *bad = g_memdup2 (data, len);
     int before = mt_count_open_fds ();
 
-    put_le (bad + LAYOUT_HEADER, 2 * gran (), 8); /* chunk 0: two granules, one sent */
+    mt_put_le (bad + LAYOUT_HEADER, 2 * gran (), 8); /* chunk 0: two granules, one sent */
     g_assert_null (
         memres_buffer_import_message (importer, bad, len, vm.fds, vm.n_fds, NULL, &error));
     g_assert_nonnull (error);
@@ -481,7 +464,7 @@ test_forged (void)
     g_assert_nonnull (strstr (error->message, "cuMemMap"));
     g_clear_error (&error);
     /* a total no address space holds: the reservation runs out of memory */
-    put_le (bad + LAYOUT_HEADER, (G_GUINT64_CONSTANT (1) << 62) / gran () * gran (), 8);
+    mt_put_le (bad + LAYOUT_HEADER, (G_GUINT64_CONSTANT (1) << 62) / gran () * gran (), 8);
     g_assert_null (
         memres_buffer_import_message (importer, bad, len, vm.fds, vm.n_fds, NULL, &error));
     g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);

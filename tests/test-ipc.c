@@ -917,13 +917,6 @@ enum
   PB_H_POOL_ID = 8 + 32,
 };
 
-static void
-put_le (guint8 *p, guint64 v, int n)
-{
-  for (int i = 0; i < n; i++)
-    p[i] = (v >> (8 * i)) & 0xff;
-}
-
 /* A genuine message for @buf, as memres_ipc_send_buffer() makes it, from the public pieces. */
 static void
 genuine_message (MemresBuffer *buf, guint8 out[PB_SIZE])
@@ -939,11 +932,11 @@ genuine_message (MemresBuffer *buf, guint8 out[PB_SIZE])
   g_assert_no_error (error);
   memset (out, 0, PB_SIZE);
   memcpy (out, "MRPB", 4);
-  put_le (out + 4, 1, 2);
-  put_le (out + 6, PB_SIZE, 2);
+  mt_put_le (out + 4, 1, 2);
+  mt_put_le (out + 6, PB_SIZE, 2);
   memcpy (out + PB_HANDLE, "MRIH", 4);
-  put_le (out + PB_HANDLE + 4, 1, 2);
-  put_le (out + PB_HANDLE + 6, 72, 2);
+  mt_put_le (out + PB_HANDLE + 4, 1, 2);
+  mt_put_le (out + PB_HANDLE + 6, 72, 2);
   kind = memres_ipc_handle_get_kind (handle);
   memcpy (out + PB_HANDLE + 8, kind, strlen (kind));
   memcpy (out + PB_HANDLE + 40, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
@@ -1021,11 +1014,11 @@ test_send_pool_buffer_forged (void)
       /* truncated: cut inside the descriptor, and a length field that says so */
       receive_crafted (exporter, msg, PB_SIZE - 1, 1, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
       memcpy (bad, msg, sizeof bad);
-      put_le (bad + 6, PB_SIZE - 8, 2);
+      mt_put_le (bad + 6, PB_SIZE - 8, 2);
       receive_crafted (exporter, bad, PB_SIZE - 8, 1, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
       /* another version */
       memcpy (bad, msg, sizeof bad);
-      put_le (bad + 4, 2, 2);
+      mt_put_le (bad + 4, 2, 2);
       receive_crafted (exporter, bad, sizeof bad, 1, MEMRES_ERROR_INVALID_DESCRIPTOR, types[t]);
       /* wrong record order: the descriptor first, then the handle */
       memcpy (bad, msg, 8);

@@ -733,23 +733,6 @@ capture (MemresBuffer *buf, Capture *c)
   close_pair (sv);
 }
 
-static void
-put_le (guint8 *p, guint64 v, int n)
-{
-  for (int i = 0; i < n; i++)
-    p[i] = (v >> (8 * i)) & 0xff;
-}
-
-static guint64
-get_le (const guint8 *p, int n)
-{
-  guint64 v = 0;
-
-  for (int i = n - 1; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-
 /* Sends @len bytes of @rec with @n_fds of the captured fds (a socket of @type; a stream is shut
  * down after it, so that a short message ends) and asserts that receiving it into @importer
  * fails with @code, before any import, with every received fd closed. */
@@ -790,13 +773,13 @@ forge_magic (guint8 *rec, gsize *len, int *n_fds)
 static void
 forge_version (guint8 *rec, gsize *len, int *n_fds)
 {
-  put_le (rec + R_VERSION, 2, 2);
+  mt_put_le (rec + R_VERSION, 2, 2);
 }
 
 static void
 forge_length_field (guint8 *rec, gsize *len, int *n_fds)
 {
-  put_le (rec + R_LENGTH, *len - 8, 2);
+  mt_put_le (rec + R_LENGTH, *len - 8, 2);
 }
 
 static void
@@ -821,86 +804,86 @@ static void
 forge_count_up (guint8 *rec, gsize *len, int *n_fds)
 {
   /* four chunks declared and described, three fds */
-  put_le (rec + R_N_CHUNKS, 4, 4);
-  put_le (rec + R_CHUNK_SIZES + 24, get_le (rec + R_CHUNK_SIZES, 8), 8);
+  mt_put_le (rec + R_N_CHUNKS, 4, 4);
+  mt_put_le (rec + R_CHUNK_SIZES + 24, mt_get_le (rec + R_CHUNK_SIZES, 8), 8);
   *len += 8;
-  put_le (rec + R_LENGTH, *len, 2);
+  mt_put_le (rec + R_LENGTH, *len, 2);
 }
 
 static void
 forge_zero_chunks (guint8 *rec, gsize *len, int *n_fds)
 {
-  put_le (rec + R_N_CHUNKS, 0, 4);
+  mt_put_le (rec + R_N_CHUNKS, 0, 4);
   *len = R_CHUNK_SIZES;
-  put_le (rec + R_LENGTH, *len, 2);
+  mt_put_le (rec + R_LENGTH, *len, 2);
   *n_fds = 0;
 }
 
 static void
 forge_too_many_chunks (guint8 *rec, gsize *len, int *n_fds)
 {
-  put_le (rec + R_N_CHUNKS, MEMRES_IPC_MAX_CHUNKS + 1, 4);
+  mt_put_le (rec + R_N_CHUNKS, MEMRES_IPC_MAX_CHUNKS + 1, 4);
 }
 
 static void
 forge_zero_size_chunk (guint8 *rec, gsize *len, int *n_fds)
 {
-  put_le (rec + R_CHUNK_SIZES + 8, 0, 8);
+  mt_put_le (rec + R_CHUNK_SIZES + 8, 0, 8);
 }
 
 static void
 forge_unaligned_chunk (guint8 *rec, gsize *len, int *n_fds)
 {
-  put_le (rec + R_CHUNK_SIZES + 8, get_le (rec + R_CHUNK_SIZES + 8, 8) + 4096, 8);
-  put_le (rec + R_SIZE, 4096, 8);
+  mt_put_le (rec + R_CHUNK_SIZES + 8, mt_get_le (rec + R_CHUNK_SIZES + 8, 8) + 4096, 8);
+  mt_put_le (rec + R_SIZE, 4096, 8);
 }
 
 /* Aligned to the granularity the record claims, not to the importer's. */
 static void
 forge_small_granularity (guint8 *rec, gsize *len, int *n_fds)
 {
-  guint64 g = get_le (rec + R_GRANULARITY, 8);
+  guint64 g = mt_get_le (rec + R_GRANULARITY, 8);
 
-  put_le (rec + R_GRANULARITY, 4096, 8);
-  put_le (rec + R_CHUNK_SIZES, g - 4096, 8);
-  put_le (rec + R_SIZE, g, 8);
+  mt_put_le (rec + R_GRANULARITY, 4096, 8);
+  mt_put_le (rec + R_CHUNK_SIZES, g - 4096, 8);
+  mt_put_le (rec + R_SIZE, g, 8);
 }
 
 static void
 forge_granularity (guint8 *rec, gsize *len, int *n_fds)
 {
-  put_le (rec + R_GRANULARITY, 3 * 4096, 8);
+  mt_put_le (rec + R_GRANULARITY, 3 * 4096, 8);
 }
 
 static void
 forge_size_over_sum (guint8 *rec, gsize *len, int *n_fds)
 {
-  put_le (rec + R_SIZE, get_le (rec + R_SIZE, 8) + 1, 8);
+  mt_put_le (rec + R_SIZE, mt_get_le (rec + R_SIZE, 8) + 1, 8);
 }
 
 static void
 forge_size_zero (guint8 *rec, gsize *len, int *n_fds)
 {
-  put_le (rec + R_SIZE, 0, 8);
+  mt_put_le (rec + R_SIZE, 0, 8);
 }
 
 static void
 forge_overflow (guint8 *rec, gsize *len, int *n_fds)
 {
-  put_le (rec + R_CHUNK_SIZES, G_GUINT64_CONSTANT (1) << 63, 8);
-  put_le (rec + R_CHUNK_SIZES + 8, G_GUINT64_CONSTANT (1) << 63, 8);
+  mt_put_le (rec + R_CHUNK_SIZES, G_GUINT64_CONSTANT (1) << 63, 8);
+  mt_put_le (rec + R_CHUNK_SIZES + 8, G_GUINT64_CONSTANT (1) << 63, 8);
 }
 
 static void
 forge_handle_type (guint8 *rec, gsize *len, int *n_fds)
 {
-  put_le (rec + R_HANDLE_TYPE, CU_MEM_HANDLE_TYPE_FABRIC, 4);
+  mt_put_le (rec + R_HANDLE_TYPE, CU_MEM_HANDLE_TYPE_FABRIC, 4);
 }
 
 static void
 forge_location (guint8 *rec, gsize *len, int *n_fds)
 {
-  put_le (rec + R_LOCATION_TYPE, CU_MEM_LOCATION_TYPE_HOST_NUMA, 4);
+  mt_put_le (rec + R_LOCATION_TYPE, CU_MEM_LOCATION_TYPE_HOST_NUMA, 4);
 }
 
 static void
@@ -977,19 +960,19 @@ test_forged (void)
   /* The record is the documented one. */
   g_assert_cmpint (c.n_fds, ==, 3);
   g_assert_cmpuint (c.len, ==, R_CHUNK_SIZES + 3 * 8);
-  g_assert_cmpuint (get_le (c.bytes + R_MAGIC, 4), ==, 0x4243524d);
-  g_assert_cmpuint (get_le (c.bytes + R_VERSION, 2), ==, 1);
-  g_assert_cmpuint (get_le (c.bytes + R_LENGTH, 2), ==, c.len);
+  g_assert_cmpuint (mt_get_le (c.bytes + R_MAGIC, 4), ==, 0x4243524d);
+  g_assert_cmpuint (mt_get_le (c.bytes + R_VERSION, 2), ==, 1);
+  g_assert_cmpuint (mt_get_le (c.bytes + R_LENGTH, 2), ==, c.len);
   g_assert_cmpstr ((const char *) c.bytes + R_KIND, ==, "vmm");
-  g_assert_cmpuint (get_le (c.bytes + R_HANDLE_TYPE, 4), ==,
+  g_assert_cmpuint (mt_get_le (c.bytes + R_HANDLE_TYPE, 4), ==,
                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-  g_assert_cmpuint (get_le (c.bytes + R_LOCATION_TYPE, 4), ==, CU_MEM_LOCATION_TYPE_DEVICE);
-  g_assert_cmpuint (get_le (c.bytes + R_GRANULARITY, 8), ==, gran ());
-  g_assert_cmpuint (get_le (c.bytes + R_SIZE, 8), ==, 3 * gran ());
-  g_assert_cmpuint (get_le (c.bytes + R_N_CHUNKS, 4), ==, 3);
-  g_assert_cmpuint (get_le (c.bytes + R_RESERVED, 4), ==, 0);
+  g_assert_cmpuint (mt_get_le (c.bytes + R_LOCATION_TYPE, 4), ==, CU_MEM_LOCATION_TYPE_DEVICE);
+  g_assert_cmpuint (mt_get_le (c.bytes + R_GRANULARITY, 8), ==, gran ());
+  g_assert_cmpuint (mt_get_le (c.bytes + R_SIZE, 8), ==, 3 * gran ());
+  g_assert_cmpuint (mt_get_le (c.bytes + R_N_CHUNKS, 4), ==, 3);
+  g_assert_cmpuint (mt_get_le (c.bytes + R_RESERVED, 4), ==, 0);
   for (int i = 0; i < 3; i++)
-    g_assert_cmpuint (get_le (c.bytes + R_CHUNK_SIZES + 8 * i, 8), ==, gran ());
+    g_assert_cmpuint (mt_get_le (c.bytes + R_CHUNK_SIZES + 8 * i, 8), ==, gran ());
   c.fds[3] = dup (c.fds[0]); /* for "more fds" */
 
   /* Short and long messages. */
@@ -1000,7 +983,7 @@ test_forged (void)
   memcpy (rec, c.bytes, c.len);
   memset (rec + c.len, 0, 8);
   expect_refused (importer, &c, SOCK_SEQPACKET, rec, c.len + 8, 3, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  put_le (rec + R_LENGTH, 10, 2);
+  mt_put_le (rec + R_LENGTH, 10, 2);
   expect_refused (importer, &c, SOCK_STREAM, rec, c.len, 3, MEMRES_ERROR_INVALID_DESCRIPTOR);
 
   for (guint i = 0; i < G_N_ELEMENTS (forgeries); i++)

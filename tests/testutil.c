@@ -1111,3 +1111,20 @@ mt_stream_new_on (gint device)
   g_assert_cmpint (drv->cuCtxPopCurrent (&popped), ==, CUDA_SUCCESS);
   return stream;
 }
+
+guint64
+mt_get_le (const guint8 *p, int n)
+{
+  guint64 v = 0;
+
+  for (int i = n - 1; i >= 0; i--)
+    v = (v << 8) | p[i];
+  return v;
+}
+
+void
+mt_put_le (guint8 *p, guint64 v, int n)
+{
+  for (int i = 0; i < n; i++)
+    p[i] = (v >> (8 * i)) & 0xff;
+}

@@ -90,6 +90,11 @@ void mt_assert_fake_counts_equal (const FakeCudaCounts *baseline);
  * once every queue ran). */
 int mt_count_open_fds (void);
 
+/* @n bytes at @p as a little-endian number (the IPC records' byte order), read and written,
+ * for tests that forge fields of a record. */
+guint64 mt_get_le (const guint8 *p, int n);
+void mt_put_le (guint8 *p, guint64 v, int n);
+
 /* Fills @n bytes at @dest with a pattern derived from @seed; mt_check_pattern() verifies it
  * and reports the first differing offset. */
 void mt_fill_pattern (guint8 *dest, gsize n, guint32 seed);
