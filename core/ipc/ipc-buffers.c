@@ -68,6 +68,31 @@ _memres_ipc_set_not_shared (GError **error, MemresResource *owner, const char *w
   return FALSE;
 }
 
+/* The checks every sharing call makes first, named by its @verb ("export", "send"): an open,
+ * non-empty buffer that some resource allocated. */
+gboolean
+_memres_ipc_check_buffer (MemresBuffer *buf, const char *verb, GError **error)
+{
+  if (g_atomic_int_get (&buf->closed))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "cannot %s a closed buffer", verb);
+      return FALSE;
+    }
+  if (buf->alloc.size == 0)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "cannot %s an empty (zero-byte) buffer", verb);
+      return FALSE;
+    }
+  if (buf->mr == NULL)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "cannot %s foreign memory (a buffer wrapping a pointer)", verb);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /**
  * memres_buffer_export:
  * @buf: an open buffer of an IPC-enabled resource (or one imported from another process)
@@ -104,24 +129,9 @@ memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor, GEr
   g_return_val_if_fail (descriptor != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (g_atomic_int_get (&buf->closed))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "cannot export a closed buffer");
-      return FALSE;
-    }
-  if (buf->alloc.size == 0)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "cannot export an empty (zero-byte) buffer");
-      return FALSE;
-    }
+  if (!_memres_ipc_check_buffer (buf, "export", error))
+    return FALSE;
   mr = buf->mr;
-  if (mr == NULL)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "cannot export foreign memory (a buffer wrapping a pointer)");
-      return FALSE;
-    }
 
   memset (&info, 0, sizeof info);
   if (buf->ipc_mapping != NULL)

@@ -19,24 +19,9 @@ check_exportable (MemresBuffer *buf, const gint *socket_fd, MemresResource **own
 {
   MemresResource *mr;
 
-  if (memres_buffer_is_closed (buf))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "cannot send a closed buffer");
-      return FALSE;
-    }
-  if (buf->alloc.size == 0)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "cannot send an empty (zero-byte) buffer");
-      return FALSE;
-    }
+  if (!_memres_ipc_check_buffer (buf, "send", error))
+    return FALSE;
   mr = buf->mr;
-  if (mr == NULL)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "cannot send foreign memory (a buffer wrapping a pointer)");
-      return FALSE;
-    }
   if (buf->flags & MEMRES_MEMORY_IMPORTED)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,

@@ -230,6 +230,11 @@ MemresBuffer *_memres_chunks_import_message (MemresResource *importer, const gui
                                              gsize length, const gint *fds, guint n_fds,
                                              MemresStream stream, GError **error);
 
+/* ipc-buffers.c: the first checks of every sharing call (open, not empty, allocated by a
+ * resource), their messages naming @verb. Errors: MEMRES_ERROR_CLOSED,
+ * MEMRES_ERROR_INVALID_ARGUMENT, MEMRES_ERROR_NOT_SUPPORTED. */
+gboolean _memres_ipc_check_buffer (MemresBuffer *buf, const char *verb, GError **error);
+
 /* ipc-buffers.c: the error of an export or a send refused because @owner, the layer
  * _memres_resource_ipc_owner() found, has no slot for it: %MEMRES_ERROR_NOT_SUPPORTED, "@what of
  * kind "K" cannot be @done other processes", then why and what to do. A base kind: "(@hint)"
