@@ -50,6 +50,8 @@ struct _MemresKind
   MemresPlugin *plugin; /* not a reference (plugins outlive kinds); NULL: the application's */
 };
 
+typedef struct _MemresAccountant MemresAccountant; /* resource.c: see below */
+
 #define MEMRES_BUFFER_STRIPES 32
 /* the index (+ 1) of the one stripe that threads share, changed with locked instructions; each
  * stripe below it has at most one thread at a time, which changes it with plain loads and stores
@@ -112,6 +114,17 @@ struct _MemresResource
    * marked MEMRES_STRIPE_DEAD and their counts summed into @dead_count; a close that finds its
    * stripe dead then counts down @dead_count, and whoever takes it to 0 finalizes. */
   gint64 dead_count;
+  /* the pass-through layer above that counts the bytes it takes from this resource, so that
+   * the core does not count them again here (_memres_resource_set_accountant()); under
+   * resource.c's accountant lock, read only where statistics are */
+  MemresResource *accountant;
+  const MemresAccountant *accountant_funcs;
+  /* set by the init of an embedded pass-through layer (the `stats` adaptor) that calls its
+   * upstream's allocate and deallocate slots directly and leaves the check of their results to
+   * its own caller, which checks every allocate and deallocate call: the layer counts only a
+   * record _memres_allocation_plausible() accepts, and the checks name, and release through, the
+   * first layer below it that is not such a layer (_memres_resource_checked_layer()) */
+  gboolean passes_unchecked;
   MemresStripe stripes[MEMRES_BUFFER_STRIPES];
 };
 
@@ -239,6 +252,24 @@ const MemresPluginDesc *_memres_retry_get_desc (void);
  * @kind_name and the stack. */
 MemresResource *_memres_stack_find_layer (MemresResource *mr, gpointer allocate,
                                           const char *kind_name, GError **error);
+
+/* resource.c: a pass-through layer that counts the bytes it took from its upstream itself (the
+ * `stats` adaptor, whose own counts they are), in place of the core's count on the upstream's
+ * stripes: that count would cost each allocate and free of the layer a second stripe update.
+ * The upstream's statistics (memres_resource_get_stats()) add what the accountant reports: its
+ * bytes now and its high-water mark since the upstream's last reset, which @reset sets to the
+ * bytes now (memres_resource_reset_stats() of the upstream). Both are called under the
+ * accountant lock, on any thread. _memres_resource_set_accountant() is for the layer's init
+ * (only where the core would count @mr's usage: mr->count_usage), and
+ * _memres_resource_clear_accountant() for its finalize (its high-water mark stays in @mr's). */
+struct _MemresAccountant
+{
+  void (*read) (MemresResource *accountant, guint64 *bytes_current, guint64 *bytes_high);
+  void (*reset) (MemresResource *accountant);
+};
+void _memres_resource_set_accountant (MemresResource *mr, MemresResource *accountant,
+                                      const MemresAccountant *funcs);
+void _memres_resource_clear_accountant (MemresResource *mr);
 
 /* resource.c: references held by buffers (see MemresResource.refs) */
 #define MEMRES_RESOURCE_APP_REF ((gint64) 1 << 32)
@@ -411,6 +442,16 @@ gboolean _memres_resource_slot_result (MemresResource *mr, const char *slot, gbo
  * the address space (MEMRES_ERROR_FAILED), releasing what the plugin
  * returned through deallocate, and zero @alloc. _memres_resource_call_deallocate() is the one
  * way to call deallocate. */
+/* The layer whose result a check of @mr's allocate or deallocate slot judges: @mr, or below
+ * the layers that pass their upstream's unchecked (MemresResource.passes_unchecked). */
+static inline MemresResource *
+_memres_resource_checked_layer (MemresResource *mr)
+{
+  while (mr->passes_unchecked)
+    mr = mr->upstream;
+  return mr;
+}
+
 gboolean _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboolean ok,
                                              GError **local, gsize size, MemresStream stream,
                                              MemresAllocation *alloc, GError **error);
@@ -468,7 +509,8 @@ _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, M
 
   if (G_LIKELY (ok && local == NULL))
     return TRUE;
-  return _memres_resource_slot_result (mr, "deallocate", ok, &local, error);
+  return _memres_resource_slot_result (_memres_resource_checked_layer (mr), "deallocate", ok,
+                                       &local, error);
 }
 
 /* memres_cuda_push_stream_context() (sdk/cuda-helpers.c) with the driver kept in @t->drv, for

@@ -110,6 +110,63 @@ _memres_resource_count_peak (MemresResource *mr, gboolean reset)
     __atomic_store_n (&mr->stripes[i].quota, used[i] + share, __ATOMIC_RELAXED);
 }
 
+/* MemresResource.accountant: set and cleared by the layer above at its init and finalize, read
+ * by the statistics calls of the resource below, which may run on other threads. */
+static GMutex accountant_lock;
+
+void
+_memres_resource_set_accountant (MemresResource *mr, MemresResource *accountant,
+                                 const MemresAccountant *funcs)
+{
+  g_mutex_lock (&accountant_lock);
+  mr->accountant_funcs = funcs;
+  __atomic_store_n (&mr->accountant, accountant, __ATOMIC_RELAXED);
+  g_mutex_unlock (&accountant_lock);
+}
+
+void
+_memres_resource_clear_accountant (MemresResource *mr)
+{
+  guint64 current, high;
+
+  g_mutex_lock (&accountant_lock);
+  if (mr->accountant != NULL)
+    {
+      /* the layer's buffers are gone (current is 0): its mark stays part of @mr's */
+      mr->accountant_funcs->read (mr->accountant, &current, &high);
+      __atomic_store_n (&mr->used_high, __atomic_load_n (&mr->used_high, __ATOMIC_RELAXED) + high,
+                        __ATOMIC_RELAXED);
+      __atomic_store_n (&mr->accountant, NULL, __ATOMIC_RELAXED);
+    }
+  g_mutex_unlock (&accountant_lock);
+}
+
+/* @mr's usage as the core counts it: its stripes (buffers allocated from it, and allocations
+ * adaptors made through memres_upstream_allocate()), plus what its accountant took. The mark is
+ * the sum of both parts' marks: exact while only one part allocates (as when an application
+ * allocates from the top of a stack), an upper bound when both do. */
+static void
+core_usage (MemresResource *mr, MemresStats *s)
+{
+  guint64 current, high;
+
+  s->used_current = _memres_resource_used_bytes (mr);
+  s->used_high = MAX (__atomic_load_n (&mr->used_high, __ATOMIC_RELAXED), s->used_current);
+  if (__atomic_load_n (&mr->accountant, __ATOMIC_RELAXED) != NULL)
+    {
+      g_mutex_lock (&accountant_lock);
+      if (mr->accountant != NULL)
+        {
+          mr->accountant_funcs->read (mr->accountant, &current, &high);
+          s->used_current += current;
+          s->used_high += high;
+        }
+      g_mutex_unlock (&accountant_lock);
+    }
+  s->reserved_current = s->used_current;
+  s->reserved_high = s->used_high;
+}
+
 static gboolean
 not_supported (MemresResource *mr, const char *what, GError **error)
 {
@@ -156,6 +213,9 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
   g_autoptr (GError) release_error = NULL;
   const char *what;
 
+  /* what a layer passing its upstream's record unchecked returned is the upstream's, which it
+   * did not count (it counts plausible records only): judged, named and released there */
+  mr = _memres_resource_checked_layer (mr);
   if (!slot_result (mr, slot, ok, local, error))
     return FALSE;
   if (_memres_allocation_plausible (alloc, size))
@@ -697,7 +757,13 @@ memres_resource_is_host_accessible (MemresResource *mr)
  * whatever threads allocated and closed, except that when threads allocate and close at the
  * same instant it may miss a peak reached only then, or count one a little above the true
  * peak (the stripes are summed one after the other), by a few allocations. The `stats`
- * adaptor keeps exact counts for those who need them.
+ * adaptor keeps exact counts for those who need them. The layer right below a `stats` layer has
+ * its bytes through that layer counted by the layer (exactly), not by the core: the same
+ * numbers at no second count per allocation. Where an application also allocates from that
+ * layer directly (memres_resource_get_upstream()), its current bytes are the sum of both parts,
+ * and its high-water mark the sum of both parts' marks: exact while only one part allocates, an
+ * upper bound when both do. Its memres_resource_reset_stats() resets its mark, not the `stats`
+ * layer's (memres_stats_reset()), and the other way round.
  * A resource imported from another process (%MEMRES_MEMORY_IMPORTED) reports what this process
  * maps of the pool (reserved and used: the bytes of the allocations its imported buffers
  * mapped; the driver keeps the pool's own counts in the exporting process and refuses
@@ -730,10 +796,7 @@ memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GError **erro
   /* what the core counted for the layer that reports; its get_stats replaces what it knows
    * better (a pool's reserved bytes, say) */
   owner = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_stats), FALSE);
-  s.used_current = _memres_resource_used_bytes (owner);
-  s.used_high = MAX (__atomic_load_n (&owner->used_high, __ATOMIC_RELAXED), s.used_current);
-  s.reserved_current = s.used_current;
-  s.reserved_high = s.used_high;
+  core_usage (owner, &s);
   if (owner->ipc != NULL && (owner->info.flags & MEMRES_MEMORY_IMPORTED))
     owner->ipc->hooks->get_stats (owner, &s, &imported);
   else if (owner->ops->get_stats != NULL
@@ -782,6 +845,13 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
       return TRUE;
     }
   _memres_resource_count_peak (mr, TRUE);
+  if (__atomic_load_n (&mr->accountant, __ATOMIC_RELAXED) != NULL)
+    {
+      g_mutex_lock (&accountant_lock);
+      if (mr->accountant != NULL)
+        mr->accountant_funcs->reset (mr->accountant);
+      g_mutex_unlock (&accountant_lock);
+    }
   if (mr->ops->reset_stats == NULL)
     return TRUE;
   return slot_result (mr, "reset_stats", mr->ops->reset_stats (mr, &local), &local, error);

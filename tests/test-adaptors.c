@@ -632,6 +632,75 @@ test_stats_counters (void)
   mt_close_ok (bufs[4], NULL);
 }
 
+static MemresStats
+usage_ok (MemresResource *mr)
+{
+  MemresStats s;
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (memres_resource_get_stats (mr, &s, &error));
+  g_assert_no_error (error);
+  return s;
+}
+
+/* The resource below a `stats` layer: the layer counts the bytes it takes from it for it (the
+ * core does not count them again), so its statistics show them; its reset and the layer's are
+ * apart; allocations made from it directly add to them (the mark then the sum of both parts'
+ * marks); and its mark outlives the layer. */
+static void
+test_stats_upstream_usage (void)
+{
+  MemresResource *mr = mt_new_ok ("stats>host");
+  MemresResource *host = memres_resource_ref (memres_resource_get_upstream (mr));
+  MemresBuffer *a = mt_alloc_ok (mr, 1000, NULL);
+  MemresBuffer *b = mt_alloc_ok (mr, 3000, NULL);
+  MemresBuffer *direct;
+  MemresStats s;
+
+  s = usage_ok (host);
+  g_assert_cmpuint (s.used_current, ==, 4000);
+  g_assert_cmpuint (s.used_high, ==, 4000);
+  g_assert_cmpuint (s.reserved_current, ==, 4000);
+  g_assert_cmpuint (s.n_buffers, ==, 0); /* none allocated from host itself */
+  mt_close_ok (b, NULL);
+  s = usage_ok (host);
+  g_assert_cmpuint (s.used_current, ==, 1000);
+  g_assert_cmpuint (s.used_high, ==, 4000);
+
+  /* host's reset is host's: the layer's own peak stays, and the other way round */
+  g_assert_true (memres_resource_reset_stats (host, NULL));
+  g_assert_cmpuint (usage_ok (host).used_high, ==, 1000);
+  assert_counts (mr, 1000, 4000, 1, 2, 2);
+  b = mt_alloc_ok (mr, 2000, NULL);
+  mt_close_ok (b, NULL);
+  g_assert_cmpuint (usage_ok (host).used_high, ==, 3000);
+  g_assert_true (memres_stats_reset (mr, NULL));
+  assert_counts (mr, 1000, 1000, 1, 1, 0);
+  g_assert_cmpuint (usage_ok (host).used_high, ==, 3000);
+
+  /* from host directly, beside the layer: counted by the core, added to what the layer took */
+  direct = mt_alloc_ok (host, 500, NULL);
+  s = usage_ok (host);
+  g_assert_cmpuint (s.used_current, ==, 1500);
+  g_assert_cmpuint (s.used_high, ==, 3500);
+  g_assert_cmpuint (s.n_buffers, ==, 1);
+  assert_counts (mr, 1000, 1000, 1, 1, 0); /* the layer's own view: its allocations only */
+  mt_close_ok (direct, NULL);
+  mt_close_ok (a, NULL);
+  s = usage_ok (host);
+  g_assert_cmpuint (s.used_current, ==, 0);
+  g_assert_cmpuint (s.used_high, ==, 3500);
+
+  /* the layer gone, host keeps its mark */
+  memres_resource_unref (mr);
+  s = usage_ok (host);
+  g_assert_cmpuint (s.used_current, ==, 0);
+  g_assert_cmpuint (s.used_high, ==, 3500);
+  g_assert_true (memres_resource_reset_stats (host, NULL));
+  g_assert_cmpuint (usage_ok (host).used_high, ==, 0);
+  memres_resource_unref (host);
+}
+
 /* limit over a layer that rounds up (vmm, to its 2 MiB granularity on the fake): the refusal
  * names the rounded size and what was in use before the request (its own bytes not counted),
  * and nothing stays taken. */
@@ -1500,6 +1569,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/stats-handoff", test_stats_handoff);
   g_test_add_func ("/adaptors/stats-owner-totals", test_stats_owner_totals);
   g_test_add_func ("/adaptors/stats-failed-close", test_stats_failed_close);
+  g_test_add_func ("/adaptors/stats-upstream-usage", test_stats_upstream_usage);
   g_test_add_func ("/adaptors/peaks-across-threads", test_peaks_across_threads);
   g_test_add_func ("/adaptors/limit-rounded", test_limit_rounded);
   g_test_add_func ("/adaptors/limit-boundary", test_limit_boundary);

@@ -415,36 +415,58 @@ test_import_adaptor (void)
   memres_ipc_handle_free (handle);
 }
 
-/* memres_upstream_allocate() checks the upstream's record as the core checks its own calls. */
+/* memres_upstream_allocate() checks the upstream's record as the core checks its own calls;
+ * through `stats`, which passes its upstream's records unchecked, the caller's check judges the
+ * liar's record, names the liar, releases the record there and leaves the counts at 0. */
 static void
 test_lying_upstream (void)
 {
+  static const char *const stacks[]
+      = { "pt>liar", "stats>liar", "stats>stats>liar", "pt>stats>liar" };
   static const struct
   {
-    const char *spec;
+    const char *mode;
     const char *needle;
   } cases[] = {
-    { "pt>liar:mode=zero_address", "returned address 0" },
-    { "pt>liar:mode=short", "returned fewer bytes than asked for" },
-    { "pt>liar:mode=no_error", "allocate failed without saying why" },
+    { "zero_address", "returned address 0" },
+    { "short", "returned fewer bytes than asked for" },
+    { "no_error", "allocate failed without saying why" },
   };
-  gsize i;
 
-  for (i = 0; i < G_N_ELEMENTS (cases); i++)
-    {
-      g_autoptr (MemresResource) mr = mt_new_ok (cases[i].spec);
-      g_autoptr (GError) error = NULL;
-      LiarResource *liar = memres_resource_get_private (memres_resource_get_upstream (mr));
-      MemresBuffer *buf = memres_resource_allocate (mr, 16, NULL, &error);
+  for (gsize k = 0; k < G_N_ELEMENTS (stacks); k++)
+    for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+      {
+        g_autofree char *spec = g_strdup_printf ("%s:mode=%s", stacks[k], cases[i].mode);
+        g_autoptr (MemresResource) mr = mt_new_ok (spec);
+        g_autoptr (GError) error = NULL;
+        MemresResource *bottom = mr;
+        LiarResource *liar;
+        MemresBuffer *buf;
+        MemresStatsCounters counters;
 
-      g_assert_null (buf);
-      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
-      if (strstr (error->message, cases[i].needle) == NULL)
-        g_error ("%s: %s", cases[i].spec, error->message);
-      /* both lying records went back through the liar's deallocate (a record of address 0 may
-       * still own plugin_data); a failed allocate returned nothing to release */
-      g_assert_cmpint (liar->freed, ==, i < 2 ? 1 : 0);
-    }
+        while (memres_resource_get_upstream (bottom) != NULL)
+          bottom = memres_resource_get_upstream (bottom);
+        liar = memres_resource_get_private (bottom);
+        buf = memres_resource_allocate (mr, 16, NULL, &error);
+        g_assert_null (buf);
+        g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+        if (strstr (error->message, cases[i].needle) == NULL
+            || !g_str_has_prefix (error->message, "kind \"liar\""))
+          g_error ("%s: %s", spec, error->message);
+        /* both lying records went back through the liar's deallocate once (a record of address
+         * 0 may still own plugin_data); a failed allocate returned nothing to release */
+        g_assert_cmpint (liar->freed, ==, i < 2 ? 1 : 0);
+        if (strstr (spec, "stats") != NULL)
+          {
+            g_clear_error (&error);
+            g_assert_true (memres_stats_get_counters (mr, &counters, &error));
+            g_assert_no_error (error);
+            g_assert_cmpuint (counters.count_total, ==, 0);
+            g_assert_cmpuint (counters.count_current, ==, 0);
+            g_assert_cmpuint (counters.bytes_current, ==, 0);
+            g_assert_cmpuint (counters.bytes_peak, ==, 0);
+          }
+      }
 }
 
 static gboolean noop_init (MemresResource *mr, const MemresOptions *options, GError **error);

@@ -2,7 +2,10 @@
  * stats.c: the `stats` adaptor: counts what goes through it, bytes and allocations, current,
  * peak and total, and allocations by power-of-two size class (memres_stats_get_counters()).
  * Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). Embedded in libmemres
- * for its C API.
+ * for its C API, and closer to the core than a plugin: it calls its upstream's slots directly,
+ * leaving the check of their results to its caller (MemresResource.passes_unchecked), and counts
+ * the bytes it takes from its upstream for the upstream's statistics (the accountant of
+ * memres-private.h), so that no second count runs on each allocate and free.
  *
  * The hot path is the point of this kind: an allocate+close pair through it must cost a few
  * nanoseconds over its upstream, so it touches few cache lines and runs a few straight-line
@@ -48,18 +51,23 @@ typedef struct
   guint64 count_current;
   guint64 bytes_peak;
   guint64 count_peak;
+  /* the high-water mark of bytes_current since the upstream's last reset: the layer counts the
+   * bytes it took from its upstream for the upstream's statistics (the accountant of
+   * memres-private.h), whose reset is not the layer's */
+  guint64 upstream_peak;
   /* the single-thread fast path (owner_enter()): the thread that owns the counts (its thread
-   * pointer, this_thread(); NULL until one counts, NOT_OWNED once shared), whether it is inside
-   * an update, and whether the counts are shared (then every thread changes them with locked
-   * instructions): set only once the owner is out of its last plain update, which @stop (the
-   * flag the owner reads) asked it to end */
+   * pointer, this_thread(); NULL until one counts, NOT_OWNED once shared) and whether it is
+   * inside an update; @stop, the flag the owner reads, asks it to end its plain updates */
   gconstpointer owner;
   gint busy;
-  gint shared;
+  gint stop;
   /* the owner's totals, written by it alone while it owns the counts (then by nobody) */
   guint64 bytes_allocated;
-  gint stop;
   guint64 size_classes[MEMRES_STATS_N_SIZE_CLASSES];
+  /* whether the counts are shared (then every thread changes them with locked instructions):
+   * set only once the owner is out of its last plain update; read on the slow path only */
+  gint shared;
+  gboolean accounts_upstream; /* set at init: the upstream's accountant */
   guint64 serial; /* read-only after init: off the line every thread writes once shared */
   GMutex lock;    /* the shard list and the reset bases */
   Shard *shards;
@@ -70,7 +78,7 @@ typedef struct
 /* the current values at the start of the private data, the owner's path on line 0 */
 G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_current) == 0);
 G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, count_current) == 8);
-G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_allocated) < 64);
+G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_allocated) + 8 <= 64);
 G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, size_classes) == 64);
 
 /* StatsResource.owner once the counts are shared: matches no thread. */
@@ -89,6 +97,8 @@ static __thread ShardCacheEntry shard_cache[SHARD_CACHE_SIZE]
 
 static guint64 next_serial = 1; /* atomic */
 
+static const MemresAccountant stats_accountant;
+
 static gboolean
 stats_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
@@ -96,6 +106,12 @@ stats_init (MemresResource *mr, const MemresOptions *options, GError **error)
 
   g_mutex_init (&self->lock);
   self->serial = __atomic_fetch_add (&next_serial, 1, __ATOMIC_RELAXED);
+  /* the bytes the layer takes from its upstream are its bytes_current: it counts them for the
+   * upstream's statistics, where the core would (the upstream has only this layer above it) */
+  self->accounts_upstream = mr->upstream->count_usage;
+  mr->passes_unchecked = TRUE;
+  if (self->accounts_upstream)
+    _memres_resource_set_accountant (mr->upstream, mr, &stats_accountant);
   owner_fence_init ();
   if (!owner_fence_is_light ())
     {
@@ -112,6 +128,8 @@ stats_finalize (MemresResource *mr)
 {
   StatsResource *self = memres_resource_get_private (mr);
 
+  if (self->accounts_upstream)
+    _memres_resource_clear_accountant (mr->upstream);
   while (self->shards != NULL)
     {
       Shard *next = self->shards->next;
@@ -289,6 +307,7 @@ owner_count (StatsResource *self, guint64 bytes, guint64 count, gboolean allocat
     {
       owner_raise (&self->bytes_peak, b);
       owner_raise (&self->count_peak, c);
+      owner_raise (&self->upstream_peak, b);
     }
   if (allocated)
     count_totals (&self->bytes_allocated, self->size_classes, bytes);
@@ -313,6 +332,7 @@ tally_slow (StatsResource *self, guint64 bytes, guint64 count, gboolean allocate
     {
       raise_peak (&self->bytes_peak, b);
       raise_peak (&self->count_peak, c);
+      raise_peak (&self->upstream_peak, b);
     }
   if (allocated)
     {
@@ -332,43 +352,46 @@ tally (StatsResource *self, guint64 bytes, guint64 count, gboolean allocated)
     tally_slow (self, bytes, count, allocated);
 }
 
+/* The upstream's slots, called directly: the layer is part of libmemres, and what
+ * memres_upstream_allocate() and memres_upstream_deallocate() would add is done elsewhere.
+ * - The checks of the results: by the caller (the core, or memres_upstream_allocate() of an
+ *   adaptor above), which checks every allocate and deallocate call and, for a layer that passes
+ *   its upstream's records unchecked (stats_init()), judges, names and releases a bad one at the
+ *   upstream. The layer counts only a plausible record, so that one is never counted.
+ * - The count of the bytes on the upstream's stripes: the layer is the upstream's accountant
+ *   (stats_init()), its bytes_current those bytes.
+ * - The caller checked @size and zeroed @alloc, as memres_upstream_allocate() would. */
 static gboolean
 stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
-  StatsResource *self = mr->priv;
+  MemresResource *up = mr->upstream;
 
-  /* memres_upstream_allocate(), inline: stats is part of libmemres, and its callers (the core,
-   * or memres_upstream_allocate() of an adaptor above) checked @size and zeroed @alloc, as
-   * memres_upstream_allocate() would */
-  if (G_UNLIKELY (!_memres_resource_call_allocate (mr->upstream, size, stream, alloc, error)))
+  if (G_UNLIKELY (!up->ops->allocate (up, size, stream, alloc, error)))
     return FALSE;
-  /* the upstream's statistics count what its slot handed out, as memres_upstream_allocate()
-   * does (a load and a compare for the kinds that count their own usage) */
-  _memres_resource_count_used (mr->upstream, (gint64) alloc->size);
-  tally (self, alloc->size, 1, TRUE);
+  if (G_LIKELY (_memres_allocation_plausible (alloc, size)))
+    tally (mr->priv, alloc->size, 1, TRUE);
   return TRUE;
 }
 
 static gboolean
 stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  StatsResource *self = mr->priv;
+  MemresResource *up = mr->upstream;
   guint64 size = alloc->size;
-  gboolean ok;
 
   /* uncounted before the free (once freed, another thread may get the memory and count it),
-   * counted again when the free failed and released nothing (the buffer stays open) */
-  tally (self, -size, -(guint64) 1, FALSE);
-  ok = _memres_resource_call_deallocate (mr->upstream, alloc, stream, error);
-  if (G_UNLIKELY (!ok) && alloc->address != 0)
-    {
-      tally_slow (self, size, 1, FALSE);
-      return FALSE;
-    }
-  /* freed, or released half-way (the address set to 0): gone all the same */
-  _memres_resource_count_used (mr->upstream, -(gint64) size);
-  return ok;
+   * counted again when the free failed and released nothing (the buffer stays open); freed, or
+   * released half-way (the address set to 0): gone all the same. The wait before freeing memory
+   * that is not stream-ordered is the upstream's, as memres_upstream_deallocate() would make
+   * it. */
+  tally (mr->priv, -size, -(guint64) 1, FALSE);
+  if (G_LIKELY (!up->wait_before_free || _memres_resource_wait_stream (up, stream, error))
+      && G_LIKELY (up->ops->deallocate (up, alloc, stream, error)))
+    return TRUE;
+  if (alloc->address != 0)
+    tally_slow (mr->priv, size, 1, FALSE);
+  return FALSE;
 }
 
 /* Accounting per buffer: a resize would change sizes behind the counters. */
@@ -437,29 +460,56 @@ stats_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
   return TRUE;
 }
 
+/* Resets the layer's own counts (@own: the peaks to the current values, the totals to 0), or
+ * the mark it keeps for its upstream's statistics. */
 static void
-reset (StatsResource *self)
+reset (StatsResource *self, gboolean own)
 {
+  guint64 bytes;
+
   /* the owner's plain updates would overwrite the peaks set here: only the owner itself may
    * reset without making the counts shared */
   if (__atomic_load_n (&self->owner, __ATOMIC_RELAXED) != this_thread ()
       && !__atomic_load_n (&self->shared, __ATOMIC_ACQUIRE))
     share_counts (self);
   g_mutex_lock (&self->lock);
-  __atomic_store_n (&self->bytes_peak, __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED),
-                    __ATOMIC_RELAXED);
-  __atomic_store_n (&self->count_peak, __atomic_load_n (&self->count_current, __ATOMIC_RELAXED),
-                    __ATOMIC_RELAXED);
-  self->bytes_total_base = sum_shards (self, self->classes_base);
+  bytes = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED);
+  if (own)
+    {
+      __atomic_store_n (&self->bytes_peak, bytes, __ATOMIC_RELAXED);
+      __atomic_store_n (&self->count_peak, __atomic_load_n (&self->count_current, __ATOMIC_RELAXED),
+                        __ATOMIC_RELAXED);
+      self->bytes_total_base = sum_shards (self, self->classes_base);
+    }
+  else
+    __atomic_store_n (&self->upstream_peak, bytes, __ATOMIC_RELAXED);
   g_mutex_unlock (&self->lock);
 }
 
 static gboolean
 stats_reset_stats (MemresResource *mr, GError **error)
 {
-  reset (memres_resource_get_private (mr));
+  reset (memres_resource_get_private (mr), TRUE);
   return TRUE;
 }
+
+/* The upstream's view of the bytes the layer took from it (MemresAccountant). */
+static void
+upstream_read (MemresResource *mr, guint64 *bytes_current, guint64 *bytes_high)
+{
+  StatsResource *self = mr->priv;
+
+  *bytes_current = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED);
+  *bytes_high = MAX (__atomic_load_n (&self->upstream_peak, __ATOMIC_RELAXED), *bytes_current);
+}
+
+static void
+upstream_reset (MemresResource *mr)
+{
+  reset (mr->priv, FALSE);
+}
+
+static const MemresAccountant stats_accountant = { upstream_read, upstream_reset };
 
 static const MemresResourceOps stats_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
@@ -538,7 +588,7 @@ memres_stats_reset (MemresResource *mr, GError **error)
   layer = _memres_stack_find_layer (mr, (gpointer) stats_allocate, "stats", error);
   if (layer == NULL)
     return FALSE;
-  reset (layer->priv);
+  reset (layer->priv, TRUE);
   return TRUE;
 }
 
