@@ -374,24 +374,50 @@ stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
   return TRUE;
 }
 
-static gboolean
-stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+/* The free of stats_deallocate(), counted before: the wait before freeing memory that is not
+ * stream-ordered is the upstream's, as memres_upstream_deallocate() would make it; a free that
+ * failed and released nothing (the buffer stays open) is counted again. Freed, or released
+ * half-way (the address set to 0): gone all the same. */
+static inline gboolean
+upstream_free (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error,
+               guint64 size)
 {
   MemresResource *up = mr->upstream;
-  guint64 size = alloc->size;
 
-  /* uncounted before the free (once freed, another thread may get the memory and count it),
-   * counted again when the free failed and released nothing (the buffer stays open); freed, or
-   * released half-way (the address set to 0): gone all the same. The wait before freeing memory
-   * that is not stream-ordered is the upstream's, as memres_upstream_deallocate() would make
-   * it. */
-  tally (mr->priv, -size, -(guint64) 1, FALSE);
   if (G_LIKELY (!up->wait_before_free || _memres_resource_wait_stream (up, stream, error))
       && G_LIKELY (up->ops->deallocate (up, alloc, stream, error)))
     return TRUE;
   if (alloc->address != 0)
     tally_slow (mr->priv, size, 1, FALSE);
   return FALSE;
+}
+
+/* stats_deallocate() where the calling thread does not own the counts (or the upstream's memory
+ * needs the wait): out of line, so that the owner's path keeps its arguments in registers. */
+G_GNUC_NO_INLINE static gboolean
+deallocate_slow (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error,
+                 gboolean counted)
+{
+  guint64 size = alloc->size;
+
+  if (!counted)
+    tally_slow (mr->priv, -size, -(guint64) 1, FALSE);
+  return upstream_free (mr, alloc, stream, error, size);
+}
+
+static gboolean
+stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  StatsResource *self = mr->priv;
+  guint64 size = alloc->size;
+
+  /* uncounted before the free: once freed, another thread may get the memory and count it */
+  if (G_UNLIKELY (!owner_enter (self)))
+    return deallocate_slow (mr, alloc, stream, error, FALSE);
+  owner_count (self, -size, -(guint64) 1, FALSE);
+  if (G_UNLIKELY (mr->upstream->wait_before_free))
+    return deallocate_slow (mr, alloc, stream, error, TRUE);
+  return upstream_free (mr, alloc, stream, error, size);
 }
 
 /* Accounting per buffer: a resize would change sizes behind the counters. */
