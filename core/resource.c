@@ -119,6 +119,8 @@ _memres_resource_set_accountant (MemresResource *mr, MemresResource *accountant,
                                  const MemresAccountant *funcs)
 {
   g_mutex_lock (&accountant_lock);
+  /* a resource has one layer above it, the one the core created it for */
+  g_warn_if_fail (mr->accountant == NULL);
   mr->accountant_funcs = funcs;
   __atomic_store_n (&mr->accountant, accountant, __ATOMIC_RELAXED);
   g_mutex_unlock (&accountant_lock);
