@@ -134,10 +134,13 @@ _memres_resource_clear_accountant (MemresResource *mr)
   g_mutex_lock (&accountant_lock);
   if (mr->accountant != NULL)
     {
-      /* the layer's buffers are gone (current is 0): its mark stays part of @mr's */
+      /* what the layer took stays part of @mr's usage: its mark, and the bytes it still holds
+       * (allocations a layer above it never gave back, or whose free failed at its finalize),
+       * now on @mr's stripes; the mark first, so that the bytes raise no peak of their own.
+       * One atomic add: a thread allocating from @mr directly may raise the mark meanwhile. */
       mr->accountant_funcs->read (mr->accountant, &current, &high);
-      __atomic_store_n (&mr->used_high, __atomic_load_n (&mr->used_high, __ATOMIC_RELAXED) + high,
-                        __ATOMIC_RELAXED);
+      __atomic_fetch_add (&mr->used_high, high, __ATOMIC_RELAXED);
+      _memres_resource_count_used (mr, (gint64) current);
       __atomic_store_n (&mr->accountant, NULL, __ATOMIC_RELAXED);
     }
   g_mutex_unlock (&accountant_lock);

@@ -3,7 +3,9 @@
  * host only, the device cases skip), alone and in stacks of three and more. In-test kinds:
  * "leaky", an adaptor that never gives allocations back (so that track is finalized with
  * allocations live), and "tight", a base kind of host memory with a capacity and a cache of
- * freed bytes that only trim returns (for retry's default handler). */
+ * freed bytes that only trim returns (for retry's default handler); "arena", a base kind of
+ * static memory (for counts of allocations left live); "balky" and "crumbly", adaptors whose
+ * frees fail. */
 #include "testutil.h"
 
 #include <string.h>
@@ -127,6 +129,39 @@ static const MemresResourceOps tight_ops = {
   .trim = tight_trim,
 };
 
+/* "arena": a base kind whose memory is a static arena (every allocation the same bytes, never
+ * written: for counting only), so that an allocation left live leaks nothing. */
+static guint8 arena_bytes[4096];
+
+static gboolean
+arena_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                GError **error)
+{
+  if (size > sizeof arena_bytes)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "arena: full");
+      return FALSE;
+    }
+  alloc->address = (guint64) (guintptr) arena_bytes;
+  alloc->size = size;
+  return TRUE;
+}
+
+static gboolean
+arena_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  return TRUE;
+}
+
+static const MemresResourceOps arena_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = leaky_init,
+  .finalize = leaky_finalize,
+  .allocate = arena_allocate,
+  .deallocate = arena_deallocate,
+  .query = tight_query,
+};
+
 /* "balky": an adaptor whose deallocate refuses every other call (nothing released), so that a
  * close fails once and succeeds when tried again. */
 static gint balky_calls; /* atomic */
@@ -204,9 +239,16 @@ register_kinds (void)
     .ops = &tight_ops,
     .instance_size = sizeof (TightResource),
   };
+  const MemresKindInfo arena = {
+    .struct_size = sizeof arena,
+    .name = "arena",
+    .description = "host memory of a static arena, for counting",
+    .ops = &arena_ops,
+  };
   GError *error = NULL;
 
-  if (!memres_registry_register_kind (&balky, &error)
+  if (!memres_registry_register_kind (&arena, &error)
+      || !memres_registry_register_kind (&balky, &error)
       || !memres_registry_register_kind (&crumbly, &error)
       || !memres_registry_register_kind (&leaky, &error)
       || !memres_registry_register_kind (&tight, &error))
@@ -699,6 +741,33 @@ test_stats_upstream_usage (void)
   g_assert_true (memres_resource_reset_stats (host, NULL));
   g_assert_cmpuint (usage_ok (host).used_high, ==, 0);
   memres_resource_unref (host);
+}
+
+/* A `stats` layer finalized while it still holds bytes of the layer below (an adaptor above it
+ * never gave an allocation back): the layer below keeps counting them, and its mark. */
+static void
+test_stats_upstream_left_live (void)
+{
+  MemresResource *mr = mt_new_ok ("leaky>stats>arena");
+  MemresResource *arena
+      = memres_resource_ref (memres_resource_get_upstream (memres_resource_get_upstream (mr)));
+  MemresStats s;
+
+  mt_close_ok (mt_alloc_ok (mr, 1000, NULL), NULL); /* leaky keeps it live below */
+  mt_close_ok (mt_alloc_ok (mr, 24, NULL), NULL);
+  g_assert_cmpuint (usage_ok (arena).used_current, ==, 1024);
+  memres_resource_unref (mr);
+  s = usage_ok (arena);
+  g_assert_cmpuint (s.used_current, ==, 1024);
+  g_assert_cmpuint (s.used_high, ==, 1024);
+  /* from arena directly now: on top of what the layer left */
+  mt_close_ok (mt_alloc_ok (arena, 100, NULL), NULL);
+  s = usage_ok (arena);
+  g_assert_cmpuint (s.used_current, ==, 1024);
+  g_assert_cmpuint (s.used_high, ==, 1124);
+  g_assert_true (memres_resource_reset_stats (arena, NULL));
+  g_assert_cmpuint (usage_ok (arena).used_high, ==, 1024);
+  memres_resource_unref (arena);
 }
 
 /* limit over a layer that rounds up (vmm, to its 2 MiB granularity on the fake): the refusal
@@ -1570,6 +1639,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/stats-owner-totals", test_stats_owner_totals);
   g_test_add_func ("/adaptors/stats-failed-close", test_stats_failed_close);
   g_test_add_func ("/adaptors/stats-upstream-usage", test_stats_upstream_usage);
+  g_test_add_func ("/adaptors/stats-upstream-left-live", test_stats_upstream_left_live);
   g_test_add_func ("/adaptors/peaks-across-threads", test_peaks_across_threads);
   g_test_add_func ("/adaptors/limit-rounded", test_limit_rounded);
   g_test_add_func ("/adaptors/limit-boundary", test_limit_boundary);

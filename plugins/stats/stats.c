@@ -486,36 +486,28 @@ stats_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
   return TRUE;
 }
 
-/* Resets the layer's own counts (@own: the peaks to the current values, the totals to 0), or
- * the mark it keeps for its upstream's statistics. */
+/* Resets the layer's own counts: the peaks to the current values, the totals to 0. */
 static void
-reset (StatsResource *self, gboolean own)
+reset (StatsResource *self)
 {
-  guint64 bytes;
-
   /* the owner's plain updates would overwrite the peaks set here: only the owner itself may
    * reset without making the counts shared */
   if (__atomic_load_n (&self->owner, __ATOMIC_RELAXED) != this_thread ()
       && !__atomic_load_n (&self->shared, __ATOMIC_ACQUIRE))
     share_counts (self);
   g_mutex_lock (&self->lock);
-  bytes = __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED);
-  if (own)
-    {
-      __atomic_store_n (&self->bytes_peak, bytes, __ATOMIC_RELAXED);
-      __atomic_store_n (&self->count_peak, __atomic_load_n (&self->count_current, __ATOMIC_RELAXED),
-                        __ATOMIC_RELAXED);
-      self->bytes_total_base = sum_shards (self, self->classes_base);
-    }
-  else
-    __atomic_store_n (&self->upstream_peak, bytes, __ATOMIC_RELAXED);
+  __atomic_store_n (&self->bytes_peak, __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
+  __atomic_store_n (&self->count_peak, __atomic_load_n (&self->count_current, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
+  self->bytes_total_base = sum_shards (self, self->classes_base);
   g_mutex_unlock (&self->lock);
 }
 
 static gboolean
 stats_reset_stats (MemresResource *mr, GError **error)
 {
-  reset (memres_resource_get_private (mr), TRUE);
+  reset (memres_resource_get_private (mr));
   return TRUE;
 }
 
@@ -529,10 +521,17 @@ upstream_read (MemresResource *mr, guint64 *bytes_current, guint64 *bytes_high)
   *bytes_high = MAX (__atomic_load_n (&self->upstream_peak, __ATOMIC_RELAXED), *bytes_current);
 }
 
+/* The mark is only ever raised by the thread that reaches a new high (the owner's plain store,
+ * or a compare-and-swap once shared): setting it here needs no hand-over of the counts, and a
+ * reset at the same instant as an allocation counts as before or after it, as the core's own
+ * reset does. */
 static void
 upstream_reset (MemresResource *mr)
 {
-  reset (mr->priv, FALSE);
+  StatsResource *self = mr->priv;
+
+  __atomic_store_n (&self->upstream_peak, __atomic_load_n (&self->bytes_current, __ATOMIC_RELAXED),
+                    __ATOMIC_RELAXED);
 }
 
 static const MemresAccountant stats_accountant = { upstream_read, upstream_reset };
@@ -614,7 +613,7 @@ memres_stats_reset (MemresResource *mr, GError **error)
   layer = _memres_stack_find_layer (mr, (gpointer) stats_allocate, "stats", error);
   if (layer == NULL)
     return FALSE;
-  reset (layer->priv, TRUE);
+  reset (layer->priv);
   return TRUE;
 }
 
