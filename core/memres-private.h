@@ -261,7 +261,8 @@ MemresResource *_memres_stack_find_layer (MemresResource *mr, gpointer allocate,
  * bytes now (memres_resource_reset_stats() of the upstream). Both are called under the
  * accountant lock, on any thread. _memres_resource_set_accountant() is for the layer's init
  * (only where the core would count @mr's usage: mr->count_usage), and
- * _memres_resource_clear_accountant() for its finalize (its high-water mark stays in @mr's). */
+ * _memres_resource_clear_accountant() for its finalize (a no-op where @accountant is not @mr's;
+ * what it took stays part of @mr's usage). */
 struct _MemresAccountant
 {
   void (*read) (MemresResource *accountant, guint64 *bytes_current, guint64 *bytes_high);
@@ -269,7 +270,7 @@ struct _MemresAccountant
 };
 void _memres_resource_set_accountant (MemresResource *mr, MemresResource *accountant,
                                       const MemresAccountant *funcs);
-void _memres_resource_clear_accountant (MemresResource *mr);
+void _memres_resource_clear_accountant (MemresResource *mr, MemresResource *accountant);
 
 /* resource.c: references held by buffers (see MemresResource.refs) */
 #define MEMRES_RESOURCE_APP_REF ((gint64) 1 << 32)
@@ -435,13 +436,6 @@ char *_memres_config_lookup (const char *name, char **origin, GError **error);
 gboolean _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
                                        GError **local, GError **error);
 
-/* resource.c: the calls of the slots that return or take back memory, with their results
- * checked. _memres_resource_call_allocate() is the one way to call the allocate slot; it and
- * _memres_resource_alloc_result() (for resize, import_buffer, import_chunks) refuse a success
- * with address 0, fewer than @size bytes, more than G_MAXSSIZE bytes or a range past the end of
- * the address space (MEMRES_ERROR_FAILED), releasing what the plugin
- * returned through deallocate, and zero @alloc. _memres_resource_call_deallocate() is the one
- * way to call deallocate. */
 /* The layer whose result a check of @mr's allocate or deallocate slot judges: @mr, or below
  * the layers that pass their upstream's unchecked (MemresResource.passes_unchecked). */
 static inline MemresResource *
@@ -452,6 +446,13 @@ _memres_resource_checked_layer (MemresResource *mr)
   return mr;
 }
 
+/* resource.c: the calls of the slots that return or take back memory, with their results
+ * checked. _memres_resource_call_allocate() is the one way to call the allocate slot; it and
+ * _memres_resource_alloc_result() (for resize, import_buffer, import_chunks) refuse a success
+ * with address 0, fewer than @size bytes, more than G_MAXSSIZE bytes or a range past the end of
+ * the address space (MEMRES_ERROR_FAILED), releasing what the plugin
+ * returned through deallocate, and zero @alloc. _memres_resource_call_deallocate() is the one
+ * way to call deallocate. */
 gboolean _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboolean ok,
                                              GError **local, gsize size, MemresStream stream,
                                              MemresAllocation *alloc, GError **error);

@@ -127,12 +127,12 @@ _memres_resource_set_accountant (MemresResource *mr, MemresResource *accountant,
 }
 
 void
-_memres_resource_clear_accountant (MemresResource *mr)
+_memres_resource_clear_accountant (MemresResource *mr, MemresResource *accountant)
 {
   guint64 current, high;
 
   g_mutex_lock (&accountant_lock);
-  if (mr->accountant != NULL)
+  if (mr->accountant == accountant)
     {
       /* what the layer took stays part of @mr's usage: its mark, and the bytes it still holds
        * (allocations a layer above it never gave back, or whose free failed at its finalize),

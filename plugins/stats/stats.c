@@ -67,7 +67,6 @@ typedef struct
   /* whether the counts are shared (then every thread changes them with locked instructions):
    * set only once the owner is out of its last plain update; read on the slow path only */
   gint shared;
-  gboolean accounts_upstream; /* set at init: the upstream's accountant */
   guint64 serial; /* read-only after init: off the line every thread writes once shared */
   GMutex lock;    /* the shard list and the reset bases */
   Shard *shards;
@@ -108,9 +107,8 @@ stats_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->serial = __atomic_fetch_add (&next_serial, 1, __ATOMIC_RELAXED);
   /* the bytes the layer takes from its upstream are its bytes_current: it counts them for the
    * upstream's statistics, where the core would (the upstream has only this layer above it) */
-  self->accounts_upstream = mr->upstream->count_usage;
   mr->passes_unchecked = TRUE;
-  if (self->accounts_upstream)
+  if (mr->upstream->count_usage)
     _memres_resource_set_accountant (mr->upstream, mr, &stats_accountant);
   owner_fence_init ();
   if (!owner_fence_is_light ())
@@ -128,8 +126,7 @@ stats_finalize (MemresResource *mr)
 {
   StatsResource *self = memres_resource_get_private (mr);
 
-  if (self->accounts_upstream)
-    _memres_resource_clear_accountant (mr->upstream);
+  _memres_resource_clear_accountant (mr->upstream, mr);
   while (self->shards != NULL)
     {
       Shard *next = self->shards->next;
@@ -374,34 +371,40 @@ stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
   return TRUE;
 }
 
-/* The free of stats_deallocate(), counted before: the wait before freeing memory that is not
- * stream-ordered is the upstream's, as memres_upstream_deallocate() would make it; a free that
- * failed and released nothing (the buffer stays open) is counted again. Freed, or released
- * half-way (the address set to 0): gone all the same. */
+/* The upstream's free of stats_deallocate(), counted before: a free that failed and released
+ * nothing (the buffer stays open) is counted again. Freed, or released half-way (the address
+ * set to 0): gone all the same. */
 static inline gboolean
 upstream_free (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error,
                guint64 size)
 {
   MemresResource *up = mr->upstream;
 
-  if (G_LIKELY (!up->wait_before_free || _memres_resource_wait_stream (up, stream, error))
-      && G_LIKELY (up->ops->deallocate (up, alloc, stream, error)))
+  if (G_LIKELY (up->ops->deallocate (up, alloc, stream, error)))
     return TRUE;
   if (alloc->address != 0)
     tally_slow (mr->priv, size, 1, FALSE);
   return FALSE;
 }
 
-/* stats_deallocate() where the calling thread does not own the counts (or the upstream's memory
- * needs the wait): out of line, so that the owner's path keeps its arguments in registers. */
+/* stats_deallocate() where the calling thread does not own the counts (@counted FALSE), or where
+ * the upstream's memory is not stream-ordered: then the wait before its free is the upstream's,
+ * as memres_upstream_deallocate() would make it, and a failed wait frees nothing. Out of line,
+ * so that the owner's path keeps its arguments in registers. */
 G_GNUC_NO_INLINE static gboolean
 deallocate_slow (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error,
                  gboolean counted)
 {
+  MemresResource *up = mr->upstream;
   guint64 size = alloc->size;
 
   if (!counted)
     tally_slow (mr->priv, -size, -(guint64) 1, FALSE);
+  if (up->wait_before_free && !_memres_resource_wait_stream (up, stream, error))
+    {
+      tally_slow (mr->priv, size, 1, FALSE);
+      return FALSE;
+    }
   return upstream_free (mr, alloc, stream, error, size);
 }
 
