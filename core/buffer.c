@@ -208,7 +208,7 @@ allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **err
  *
  * Since: 1.0
  */
-MemresBuffer *
+MEMRES_HOT MemresBuffer *
 memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, GError **error)
 {
   g_return_val_if_fail (mr != NULL, NULL);
@@ -223,7 +223,7 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
       buf->alloc.address = 0;
       buf->alloc.size = 0;
       buf->alloc.plugin_data = NULL;
-      gboolean ok = mr->ops->allocate (mr, size, stream, &buf->alloc, &local);
+      gboolean ok = mr->allocate (mr, size, stream, &buf->alloc, &local);
 
       /* the checks of _memres_resource_call_allocate(), on the record the kind filled */
       if (G_UNLIKELY (!(ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size)))
@@ -376,7 +376,7 @@ buffer_close (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GE
  *
  * Since: 1.0
  */
-gboolean
+MEMRES_HOT gboolean
 memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
 {
   return buffer_close (buf, stream, MEMRES_CLOSE_DEFAULT, error);
@@ -433,7 +433,7 @@ memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
  *
  * Since: 1.2
  */
-gboolean
+MEMRES_HOT gboolean
 memres_buffer_close_full (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags,
                           GError **error)
 {

@@ -70,10 +70,29 @@ typedef struct
    * of their threads */
 } __attribute__ ((aligned (128))) MemresStripe;
 
+/* The functions of the allocate/close hot path (the core's, and the embedded pass-through
+ * layer's slots): the compiler puts them in .text.hot, which the linker places together, so
+ * that a pair runs from a few neighbouring lines of one or two pages of code rather than from
+ * lines scattered over the library (after a driver call, each a cold line and TLB entry). */
+#ifndef MEMRES_HOT
+#define MEMRES_HOT __attribute__ ((hot))
+#endif
+
 struct _MemresResource
 {
-  MemresKind *kind;
-  const MemresResourceOps *ops; /* == &kind->ops */
+  /* Line 0: all the allocate/close pair reads of a resource (buffer.c, an embedded
+   * pass-through layer's slots: stats.c), so that a pair through a resource touches one line of
+   * it besides its stripe; its private data lies just before it (resource.c: resource_create()),
+   * on the same page. */
+  /* the kind's allocate and deallocate slots (ops->allocate, ops->deallocate), copied here at
+   * creation so that a call loads no line of the kind's table */
+  gboolean (*allocate) (MemresResource *mr, gsize size, MemresStream stream,
+                        MemresAllocation *alloc, GError **error);
+  gboolean (*deallocate) (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                          GError **error);
+  gpointer priv;            /* instance_size bytes, zero-filled, 16-byte aligned */
+  MemresResource *upstream; /* adaptors: the layer below (strong reference), else NULL */
+  MemresResourceInfo info;  /* from the query slot, read on hot paths */
   /* set at creation: the core counts the bytes of this resource's buffers on the stripes.
    * FALSE for kinds with MEMRES_KIND_OWN_USAGE and for adaptors without a get_stats slot
    * (whose statistics are their upstream's, so that nobody reads their count) */
@@ -85,8 +104,18 @@ struct _MemresResource
    * every thread changes the stripes with locked instructions (the stop flag of owner-fence.h;
    * resource.c: resource_last_ref()) */
   gint stripes_stop;
-  MemresResourceInfo info; /* from the query slot, read on hot paths */
-  char *spec;              /* normalized spec, or a description of the import */
+  gint generation; /* the fork generation it was made in (fork.c) */
+  /* set by the init of an embedded pass-through layer (the `stats` adaptor) that calls its
+   * upstream's allocate and deallocate slots directly and leaves the check of their results to
+   * its own caller, which checks every allocate and deallocate call: the layer counts only a
+   * record _memres_allocation_plausible() accepts, and the checks name, and release through, the
+   * first layer below it that is not such a layer (_memres_resource_checked_layer()) */
+  gboolean passes_unchecked;
+
+  /* Line 1 and on: the rest. */
+  MemresKind *kind;
+  const MemresResourceOps *ops; /* == &kind->ops */
+  char *spec;                   /* normalized spec, or a description of the import */
   /* Lifetime, in one atomic word so that the allocate/close hot path costs one locked operation
    * each: the high 32 bits count the references of the application (memres_resource_ref()), the
    * low 32 bits the open buffers. The instance is finalized when the word drops to 0. */
@@ -102,10 +131,7 @@ struct _MemresResource
   /* the IPC layer's state (core/ipc/ipc.h): set on a resource memres_resource_import_handle()
    * made, before it is published; NULL on every other */
   MemresIpcState *ipc;
-  gint generation;          /* the fork generation it was made in (fork.c) */
-  gpointer close_event;     /* atomic: a CUevent kept for the next cross-stream close */
-  gpointer priv;            /* instance_size bytes, zero-filled, 16-byte aligned */
-  MemresResource *upstream; /* adaptors: the layer below (strong reference), else NULL */
+  gpointer close_event; /* atomic: a CUevent kept for the next cross-stream close */
   /* Buffers allocated through memres_resource_allocate(), counted apart from @refs so that the
    * allocate/close pair of threads running at once writes no shared cache line: each thread
    * counts on a stripe of its own (MEMRES_BUFFER_STRIPES of them, 128 bytes apart; a buffer
@@ -119,14 +145,9 @@ struct _MemresResource
    * resource.c's accountant lock, read only where statistics are */
   MemresResource *accountant;
   const MemresAccountant *accountant_funcs;
-  /* set by the init of an embedded pass-through layer (the `stats` adaptor) that calls its
-   * upstream's allocate and deallocate slots directly and leaves the check of their results to
-   * its own caller, which checks every allocate and deallocate call: the layer counts only a
-   * record _memres_allocation_plausible() accepts, and the checks name, and release through, the
-   * first layer below it that is not such a layer (_memres_resource_checked_layer()) */
-  gboolean passes_unchecked;
   MemresStripe stripes[MEMRES_BUFFER_STRIPES];
 };
+G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresResource, kind) <= 64);
 
 /* The release function of wrapped foreign memory and its data (buffer.c). Kept out of the
  * buffer's allocation record: memres_buffer_get_allocation() shows that record to plugins, whose
@@ -485,7 +506,7 @@ _memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream str
                                 MemresAllocation *alloc, GError **error)
 {
   GError *local = NULL;
-  gboolean ok = mr->ops->allocate (mr, size, stream, alloc, &local);
+  gboolean ok = mr->allocate (mr, size, stream, alloc, &local);
 
   return _memres_resource_alloc_result (mr, "allocate", ok, &local, size, stream, alloc, error);
 }
@@ -506,7 +527,7 @@ _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, M
 
   if (G_UNLIKELY (mr->wait_before_free) && !_memres_resource_wait_stream (mr, stream, error))
     return FALSE;
-  ok = mr->ops->deallocate (mr, alloc, stream, &local);
+  ok = mr->deallocate (mr, alloc, stream, &local);
 
   if (G_LIKELY (ok && local == NULL))
     return TRUE;

@@ -335,7 +335,7 @@ upstream_refused (MemresResource *mr, gsize size, GError **error)
  *
  * Since: 1.2
  */
-gboolean
+MEMRES_HOT gboolean
 memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
                           MemresAllocation *alloc, GError **error)
 {
@@ -379,7 +379,7 @@ memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
  *
  * Since: 1.2
  */
-gboolean
+MEMRES_HOT gboolean
 memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                             GError **error)
 {

@@ -358,13 +358,13 @@ tally (StatsResource *self, guint64 bytes, guint64 count, gboolean allocated)
  * - The count of the bytes on the upstream's stripes: the layer is the upstream's accountant
  *   (stats_init()), its bytes_current those bytes.
  * - The caller checked @size and zeroed @alloc, as memres_upstream_allocate() would. */
-static gboolean
+MEMRES_HOT static gboolean
 stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
   MemresResource *up = mr->upstream;
 
-  if (G_UNLIKELY (!up->ops->allocate (up, size, stream, alloc, error)))
+  if (G_UNLIKELY (!up->allocate (up, size, stream, alloc, error)))
     return FALSE;
   if (G_LIKELY (_memres_allocation_plausible (alloc, size)))
     tally (mr->priv, alloc->size, 1, TRUE);
@@ -380,7 +380,7 @@ upstream_free (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
 {
   MemresResource *up = mr->upstream;
 
-  if (G_LIKELY (up->ops->deallocate (up, alloc, stream, error)))
+  if (G_LIKELY (up->deallocate (up, alloc, stream, error)))
     return TRUE;
   if (alloc->address != 0)
     tally_slow (mr->priv, size, 1, FALSE);
@@ -408,7 +408,7 @@ deallocate_slow (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
   return upstream_free (mr, alloc, stream, error, size);
 }
 
-static gboolean
+MEMRES_HOT static gboolean
 stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   StatsResource *self = mr->priv;
