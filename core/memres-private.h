@@ -360,10 +360,13 @@ _memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
     }
   else
     {
-      if (buffers != 0)
-        n = __atomic_fetch_add (&stripe->n, buffers, __ATOMIC_ACQ_REL);
+      /* the bytes first: once the count of a close is in @n, the last reference's sum may see the
+       * resource without buffers and free it (resource_last_ref()), so the close writes nothing
+       * of it after that add */
       if (bytes != 0)
         used = __atomic_add_fetch (&stripe->used, bytes, __ATOMIC_RELAXED);
+      if (buffers != 0)
+        n = __atomic_fetch_add (&stripe->n, buffers, __ATOMIC_ACQ_REL);
     }
   if (bytes > 0 && G_UNLIKELY (used > __atomic_load_n (&stripe->quota, __ATOMIC_RELAXED)))
     _memres_resource_count_peak (mr, FALSE);
