@@ -223,7 +223,7 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
       buf->alloc.address = 0;
       buf->alloc.size = 0;
       buf->alloc.plugin_data = NULL;
-      gboolean ok = mr->allocate (mr, size, stream, &buf->alloc, &local);
+      gboolean ok = _memres_resource_slot_allocate (mr, size, stream, &buf->alloc, &local);
 
       /* the checks of _memres_resource_call_allocate(), on the record the kind filled */
       if (G_UNLIKELY (!(ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size)))

@@ -490,6 +490,31 @@ _memres_allocation_plausible (const MemresAllocation *alloc, gsize size)
          && alloc->address <= G_MAXUINT64 - alloc->size;
 }
 
+/* The embedded `stats` layer's allocate and deallocate, which the slot calls below inline. */
+#include "stats-inline.h"
+
+/* A call of @mr's allocate slot, unchecked: for the embedded `stats` layer (the one layer that
+ * passes its upstream's records unchecked) its body inline, so that a pair through it makes no
+ * indirect call of its own (stats-inline.h); for any other layer its slot. */
+G_ALWAYS_INLINE static inline gboolean
+_memres_resource_slot_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                MemresAllocation *alloc, GError **error)
+{
+  if (mr->passes_unchecked)
+    return _memres_stats_allocate (mr, size, stream, alloc, error);
+  return mr->allocate (mr, size, stream, alloc, error);
+}
+
+/* The same for the deallocate slot. */
+G_ALWAYS_INLINE static inline gboolean
+_memres_resource_slot_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                                  GError **error)
+{
+  if (mr->passes_unchecked)
+    return _memres_stats_deallocate (mr, alloc, stream, error);
+  return mr->deallocate (mr, alloc, stream, error);
+}
+
 /* Inline: a good result costs a few compares on the allocation hot path, and each layer of a
  * stack pays no call of its own for the check. */
 static inline gboolean
@@ -504,12 +529,12 @@ _memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok
 
 /* The allocate slot for @size (> 0) bytes. Every caller of the allocate slot goes through here
  * (memres_resource_allocate() and the upstream resources of adaptor kinds). */
-static inline gboolean
+G_ALWAYS_INLINE static inline gboolean
 _memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream stream,
                                 MemresAllocation *alloc, GError **error)
 {
   GError *local = NULL;
-  gboolean ok = mr->allocate (mr, size, stream, alloc, &local);
+  gboolean ok = _memres_resource_slot_allocate (mr, size, stream, alloc, &local);
 
   return _memres_resource_alloc_result (mr, "allocate", ok, &local, size, stream, alloc, error);
 }
@@ -521,7 +546,7 @@ gboolean _memres_resource_wait_stream (MemresResource *mr, MemresStream stream, 
 /* The deallocate slot. For a kind whose memory is device-accessible but not stream-ordered
  * (MemresResource.wait_before_free, one flag on the line the slot pointer is read from) it first
  * waits for @stream; when that fails, the slot is not called and nothing changes. */
-static inline gboolean
+G_ALWAYS_INLINE static inline gboolean
 _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                                   GError **error)
 {
@@ -530,7 +555,7 @@ _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, M
 
   if (G_UNLIKELY (mr->wait_before_free) && !_memres_resource_wait_stream (mr, stream, error))
     return FALSE;
-  ok = mr->deallocate (mr, alloc, stream, &local);
+  ok = _memres_resource_slot_deallocate (mr, alloc, stream, &local);
 
   if (G_LIKELY (ok && local == NULL))
     return TRUE;

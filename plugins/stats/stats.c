@@ -5,7 +5,9 @@
  * for its C API, and closer to the core than a plugin: it calls its upstream's slots directly,
  * leaving the check of their results to its caller (MemresResource.passes_unchecked), and counts
  * the bytes it takes from its upstream for the upstream's statistics (the accountant of
- * memres-private.h), so that no second count runs on each allocate and free.
+ * memres-private.h), so that no second count runs on each allocate and free. Its allocate and
+ * deallocate bodies are in core/stats-inline.h, which the core inlines where it calls this
+ * layer's slots: a pair through the layer makes no indirect call of its own.
  *
  * The hot path is the point of this kind: an allocate+close pair through it must cost a few
  * nanoseconds over its upstream, so it touches few cache lines and runs a few straight-line
@@ -13,7 +15,7 @@
  * count becomes the counts' owner, known by its thread pointer), it changes the current bytes
  * and count and their peaks, and counts the totals (bytes allocated, allocations per size class)
  * in the instance itself, with plain loads and stores: no locked instruction, no thread-local
- * lookup; one cache line of the instance, and the line of the size class (owner_enter(), the
+ * lookup; one cache line of the instance, and the line of the size class (stats_owner_enter(), the
  * asymmetric barrier of owner-fence.h; where membarrier() cannot be used the counts are shared
  * from the start). The first other thread to count makes the counts shared for good
  * (share_counts(): it stops the owner and waits until it is out of its last update before it
@@ -34,8 +36,11 @@
 
 #include <stdlib.h>
 
-typedef struct _Shard Shard;
-struct _Shard
+/* the layer's private data and its allocate/free fast path: core/stats-inline.h, which the core
+ * inlines where it calls a `stats` layer's slots */
+typedef MemresStatsLayer StatsResource;
+typedef MemresStatsShard Shard;
+struct _MemresStatsShard
 {
   /* written by one thread only */
   guint64 bytes_allocated;
@@ -43,42 +48,6 @@ struct _Shard
   gconstpointer owner; /* the thread's cache (its address identifies the thread) */
   Shard *next;
 };
-
-typedef struct
-{
-  /* line 0, written on every allocate and free (by every thread once shared) */
-  guint64 bytes_current;
-  guint64 count_current;
-  guint64 bytes_peak;
-  guint64 count_peak;
-  /* the high-water mark of bytes_current since the upstream's last reset: the layer counts the
-   * bytes it took from its upstream for the upstream's statistics (the accountant of
-   * memres-private.h), whose reset is not the layer's */
-  guint64 upstream_peak;
-  /* the single-thread fast path (owner_enter()): the thread that owns the counts (its thread
-   * pointer, this_thread(); NULL until one counts, NOT_OWNED once shared) and whether it is
-   * inside an update; @stop, the flag the owner reads, asks it to end its plain updates */
-  gconstpointer owner;
-  gint busy;
-  gint stop;
-  /* the owner's totals, written by it alone while it owns the counts (then by nobody) */
-  guint64 bytes_allocated;
-  guint64 size_classes[MEMRES_STATS_N_SIZE_CLASSES];
-  /* whether the counts are shared (then every thread changes them with locked instructions):
-   * set only once the owner is out of its last plain update; read on the slow path only */
-  gint shared;
-  guint64 serial; /* read-only after init: off the line every thread writes once shared */
-  GMutex lock;    /* the shard list and the reset bases */
-  Shard *shards;
-  guint64 bytes_total_base;
-  guint64 classes_base[MEMRES_STATS_N_SIZE_CLASSES];
-} StatsResource;
-
-/* the current values at the start of the private data, the owner's path on line 0 */
-G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_current) == 0);
-G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, count_current) == 8);
-G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, bytes_allocated) + 8 <= 64);
-G_STATIC_ASSERT (G_STRUCT_OFFSET (StatsResource, size_classes) == 64);
 
 /* StatsResource.owner once the counts are shared: matches no thread. */
 #define NOT_OWNED ((gconstpointer) &next_serial)
@@ -95,6 +64,10 @@ static __thread ShardCacheEntry shard_cache[SHARD_CACHE_SIZE]
     __attribute__ ((tls_model ("initial-exec")));
 
 static guint64 next_serial = 1; /* atomic */
+
+#ifndef MEMRES_STATS_HAVE_THREAD_POINTER
+__thread gchar _memres_stats_thread_tag __attribute__ ((tls_model ("initial-exec")));
+#endif
 
 static const MemresAccountant stats_accountant;
 
@@ -175,40 +148,6 @@ my_shard (StatsResource *self)
   return shard_lookup (self, entry);
 }
 
-/* One writer (a shard's thread, the counts' owner): a plain load and store, atomic only so
- * that readers see whole values. Returns the new value. */
-static inline guint64
-plain_add (guint64 *counter, guint64 n)
-{
-  guint64 v = __atomic_load_n (counter, __ATOMIC_RELAXED) + n;
-
-  __atomic_store_n (counter, v, __ATOMIC_RELAXED);
-  return v;
-}
-
-/* Counts an allocation of @size bytes in totals written by the calling thread alone. */
-static inline void
-count_totals (guint64 *bytes_allocated, guint64 *size_classes, guint64 size)
-{
-  plain_add (bytes_allocated, size);
-  plain_add (&size_classes[63 - (guint) __builtin_clzll (size)], 1);
-}
-
-/* The calling thread, as StatsResource.owner knows it. */
-static inline gconstpointer
-this_thread (void)
-{
-#if defined(__has_builtin)
-#if __has_builtin(__builtin_thread_pointer)
-#define STATS_HAVE_THREAD_POINTER 1
-  return __builtin_thread_pointer ();
-#endif
-#endif
-#ifndef STATS_HAVE_THREAD_POINTER
-  return shard_cache;
-#endif
-}
-
 /* Adds @bytes and @count (two's complement for a decrease) to the current values; stores the
  * new ones in *@new_bytes and *@new_count. */
 static inline void
@@ -252,21 +191,12 @@ share_counts (StatsResource *self)
   g_mutex_unlock (&self->lock);
 }
 
-/* The calling thread owns the counts and may change them with plain loads and stores (leave
- * with owner_leave()); FALSE when it is not the owner or they are shared (owner_claim()). */
-static inline gboolean
-owner_enter (StatsResource *self)
-{
-  return G_LIKELY (__atomic_load_n (&self->owner, __ATOMIC_RELAXED) == this_thread ())
-         && G_LIKELY (owner_try_enter_light (&self->busy, &self->stop));
-}
-
-/* owner_enter() for a thread that is not the owner (or found the counts shared): the first
+/* stats_owner_enter() for a thread that is not the owner (or found the counts shared): the first
  * thread to count becomes the owner; any other thread makes the counts shared. */
 static inline gboolean
 owner_claim (StatsResource *self)
 {
-  gconstpointer me = this_thread ();
+  gconstpointer me = stats_this_thread ();
   gconstpointer owner = __atomic_load_n (&self->owner, __ATOMIC_RELAXED);
 
   if (owner == me
@@ -279,49 +209,16 @@ owner_claim (StatsResource *self)
   return FALSE;
 }
 
-static inline void
-owner_leave (StatsResource *self)
-{
-  owner_leave_busy (&self->busy);
-}
-
-static inline void
-owner_raise (guint64 *peak, guint64 value)
-{
-  if (value > __atomic_load_n (peak, __ATOMIC_RELAXED))
-    __atomic_store_n (peak, value, __ATOMIC_RELAXED);
-}
-
-/* The owner, inside: adds @bytes and @count (two's complement for a decrease) to the current
- * values, raising the peaks; counts the allocation of @bytes in its totals when @allocated. */
-static inline void
-owner_count (StatsResource *self, guint64 bytes, guint64 count, gboolean allocated)
-{
-  guint64 b = plain_add (&self->bytes_current, bytes);
-  guint64 c = plain_add (&self->count_current, count);
-
-  if ((gint64) count > 0)
-    {
-      owner_raise (&self->bytes_peak, b);
-      owner_raise (&self->count_peak, c);
-      owner_raise (&self->upstream_peak, b);
-    }
-  if (allocated)
-    count_totals (&self->bytes_allocated, self->size_classes, bytes);
-  owner_leave (self);
-}
-
-/* tally(), out of line: the first count, a thread other than the owner, shared counts. */
-G_GNUC_NO_INLINE
-static void
-tally_slow (StatsResource *self, guint64 bytes, guint64 count, gboolean allocated)
+/* stats_tally(), out of line: the first count, a thread other than the owner, shared counts. */
+G_GNUC_NO_INLINE void
+_memres_stats_tally_slow (StatsResource *self, guint64 bytes, guint64 count, gboolean allocated)
 {
   Shard *shard;
   guint64 b, c;
 
   if (owner_claim (self))
     {
-      owner_count (self, bytes, count, allocated);
+      stats_owner_count (self, bytes, count, allocated);
       return;
     }
   current_add (self, bytes, count, &b, &c);
@@ -334,93 +231,45 @@ tally_slow (StatsResource *self, guint64 bytes, guint64 count, gboolean allocate
   if (allocated)
     {
       shard = my_shard (self);
-      count_totals (&shard->bytes_allocated, shard->size_classes, bytes);
+      stats_count_totals (&shard->bytes_allocated, shard->size_classes, bytes);
     }
 }
 
-/* Adds @bytes and @count (two's complement for a decrease) to the current values, raising the
- * peaks; counts an allocation of @bytes in the totals when @allocated. */
-static inline void
-tally (StatsResource *self, guint64 bytes, guint64 count, gboolean allocated)
-{
-  if (G_LIKELY (owner_enter (self)))
-    owner_count (self, bytes, count, allocated);
-  else
-    tally_slow (self, bytes, count, allocated);
-}
-
-/* The upstream's slots, called directly: the layer is part of libmemres, and what
- * memres_upstream_allocate() and memres_upstream_deallocate() would add is done elsewhere.
- * - The checks of the results: by the caller (the core, or memres_upstream_allocate() of an
- *   adaptor above), which checks every allocate and deallocate call and, for a layer that passes
- *   its upstream's records unchecked (stats_init()), judges, names and releases a bad one at the
- *   upstream. The layer counts only a plausible record, so that one is never counted.
- * - The count of the bytes on the upstream's stripes: the layer is the upstream's accountant
- *   (stats_init()), its bytes_current those bytes.
- * - The caller checked @size and zeroed @alloc, as memres_upstream_allocate() would. */
-MEMRES_HOT static gboolean
-stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-                GError **error)
-{
-  MemresResource *up = mr->upstream;
-
-  if (G_UNLIKELY (!up->allocate (up, size, stream, alloc, error)))
-    return FALSE;
-  if (G_LIKELY (_memres_allocation_plausible (alloc, size)))
-    tally (mr->priv, alloc->size, 1, TRUE);
-  return TRUE;
-}
-
-/* The upstream's free of stats_deallocate(), counted before: a free that failed and released
- * nothing (the buffer stays open) is counted again. Freed, or released half-way (the address
- * set to 0): gone all the same. */
-static inline gboolean
-upstream_free (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error,
-               guint64 size)
-{
-  MemresResource *up = mr->upstream;
-
-  if (G_LIKELY (up->deallocate (up, alloc, stream, error)))
-    return TRUE;
-  if (alloc->address != 0)
-    tally_slow (mr->priv, size, 1, FALSE);
-  return FALSE;
-}
-
-/* stats_deallocate() where the calling thread does not own the counts (@counted FALSE), or where
- * the upstream's memory is not stream-ordered: then the wait before its free is the upstream's,
- * as memres_upstream_deallocate() would make it, and a failed wait frees nothing. Out of line,
- * so that the owner's path keeps its arguments in registers. */
-G_GNUC_NO_INLINE static gboolean
-deallocate_slow (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error,
-                 gboolean counted)
+/* _memres_stats_deallocate() where the calling thread does not own the counts (@counted FALSE),
+ * or where the upstream's memory is not stream-ordered: then the wait before its free is the
+ * upstream's, as memres_upstream_deallocate() would make it, and a failed wait frees nothing.
+ * Out of line, so that the owner's path keeps its arguments in registers. */
+G_GNUC_NO_INLINE gboolean
+_memres_stats_deallocate_slow (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                               GError **error, gboolean counted)
 {
   MemresResource *up = mr->upstream;
   guint64 size = alloc->size;
 
   if (!counted)
-    tally_slow (mr->priv, -size, -(guint64) 1, FALSE);
+    _memres_stats_tally_slow (mr->priv, -size, -(guint64) 1, FALSE);
   if (up->wait_before_free && !_memres_resource_wait_stream (up, stream, error))
     {
-      tally_slow (mr->priv, size, 1, FALSE);
+      _memres_stats_tally_slow (mr->priv, size, 1, FALSE);
       return FALSE;
     }
-  return upstream_free (mr, alloc, stream, error, size);
+  return _memres_stats_upstream_free (mr, alloc, stream, error, size);
+}
+
+/* The slots, for a caller of a slot (a `stats` layer over this one, whose inline allocate calls
+ * this layer's slot); the core itself calls the inline bodies (memres-private.h). Their address
+ * also tells a `stats` layer (memres_stats_get_counters()). */
+MEMRES_HOT static gboolean
+stats_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                GError **error)
+{
+  return _memres_stats_allocate (mr, size, stream, alloc, error);
 }
 
 MEMRES_HOT static gboolean
 stats_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  StatsResource *self = mr->priv;
-  guint64 size = alloc->size;
-
-  /* uncounted before the free: once freed, another thread may get the memory and count it */
-  if (G_UNLIKELY (!owner_enter (self)))
-    return deallocate_slow (mr, alloc, stream, error, FALSE);
-  owner_count (self, -size, -(guint64) 1, FALSE);
-  if (G_UNLIKELY (mr->upstream->wait_before_free))
-    return deallocate_slow (mr, alloc, stream, error, TRUE);
-  return upstream_free (mr, alloc, stream, error, size);
+  return _memres_stats_deallocate (mr, alloc, stream, error);
 }
 
 /* Accounting per buffer: a resize would change sizes behind the counters. */
@@ -495,7 +344,7 @@ reset (StatsResource *self)
 {
   /* the owner's plain updates would overwrite the peaks set here: only the owner itself may
    * reset without making the counts shared */
-  if (__atomic_load_n (&self->owner, __ATOMIC_RELAXED) != this_thread ()
+  if (__atomic_load_n (&self->owner, __ATOMIC_RELAXED) != stats_this_thread ()
       && !__atomic_load_n (&self->shared, __ATOMIC_ACQUIRE))
     share_counts (self);
   g_mutex_lock (&self->lock);
