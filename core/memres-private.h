@@ -109,7 +109,8 @@ struct _MemresResource
    * upstream's allocate and deallocate slots directly and leaves the check of their results to
    * its own caller, which checks every allocate and deallocate call: the layer counts only a
    * record _memres_allocation_plausible() accepts, and the checks name, and release through, the
-   * first layer below it that is not such a layer (_memres_resource_checked_layer()) */
+   * first layer below it that is not such a layer (_memres_resource_checked_layer()); the core's
+   * slot calls run such a layer's allocate and deallocate inline (stats-inline.h) */
   gboolean passes_unchecked;
 
   /* Line 1 and on: the rest. */
