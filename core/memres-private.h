@@ -82,8 +82,7 @@ struct _MemresResource
 {
   /* Line 0: all the allocate/close pair reads of a resource (buffer.c, an embedded
    * pass-through layer's slots: stats.c), so that a pair through a resource touches one line of
-   * it besides its stripe; its private data lies just before it (resource.c: resource_create()),
-   * on the same page. */
+   * it besides its stripe. */
   /* the kind's allocate and deallocate slots (ops->allocate, ops->deallocate), copied here at
    * creation so that a call loads no line of the kind's table */
   gboolean (*allocate) (MemresResource *mr, gsize size, MemresStream stream,

@@ -6,14 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The instance and its private data are one allocation, page-aligned: first the private data,
- * then the instance at the next 128-byte boundary (MemresResource's alignment). A kind's hot
- * fields are mostly at the start of its private data, and the pair's reads of the instance on
- * its first line (memres-private.h): with private data of up to about 3.8 KiB, both lie on one
- * page, one TLB entry for the pair's reads of a layer. */
-#define RESOURCE_ALIGN           4096
-#define PRIV_SPAN(instance_size) (((instance_size) + 127) & ~(gsize) 127)
-#define RESOURCE_BLOCK(mr)       ((guint8 *) (mr) -PRIV_SPAN ((mr)->kind->instance_size))
+/* The instance and its private data are one allocation; the private data starts at a 16-byte
+ * boundary after the instance. (Before it, on the instance's page, a handle would point into the
+ * middle of its block, and valgrind would take a resource kept until exit for a possible leak.) */
+#define PRIV_OFFSET ((sizeof (MemresResource) + 15) & ~(gsize) 15)
 
 OWNER_FENCE_DEFINE;
 
@@ -350,14 +346,14 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
 
   g_return_val_if_fail (kind != NULL, NULL);
   g_return_val_if_fail ((upstream != NULL) == ((kind->flags & MEMRES_KIND_ADAPTOR) != 0), NULL);
-  if (kind->instance_size > G_MAXSIZE - sizeof (MemresResource) - 127)
+  if (kind->instance_size > G_MAXSIZE - PRIV_OFFSET)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
                    "kind \"%s\": private data too large", kind->name);
       return NULL;
     }
-  total = PRIV_SPAN (kind->instance_size) + sizeof (MemresResource);
-  if (posix_memalign (&mem, RESOURCE_ALIGN, total) != 0)
+  total = PRIV_OFFSET + kind->instance_size;
+  if (posix_memalign (&mem, G_ALIGNOF (MemresResource), total) != 0)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
                    "kind \"%s\": cannot allocate %" G_GSIZE_FORMAT " bytes for the instance",
@@ -365,7 +361,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
       return NULL;
     }
   memset (mem, 0, total);
-  mr = (MemresResource *) ((guint8 *) mem + PRIV_SPAN (kind->instance_size));
+  mr = mem;
   mr->refs = MEMRES_RESOURCE_APP_REF;
   for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
     mr->stripes[i].n = MEMRES_STRIPE_BIAS;
@@ -376,7 +372,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   mr->ops = &mr->kind->ops;
   mr->allocate = mr->ops->allocate;
   mr->deallocate = mr->ops->deallocate;
-  mr->priv = kind->instance_size > 0 ? mem : NULL;
+  mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;
   mr->spec = g_strdup (spec != NULL ? spec : kind->name);
   mr->generation = g_atomic_int_get (&_memres_fork_generation_);
   mr->upstream = upstream; /* valid while init runs; the reference is taken over on success */
@@ -480,7 +476,6 @@ static void
 resource_finalize (MemresResource *mr)
 {
   MemresResource *upstream;
-  gpointer block = RESOURCE_BLOCK (mr); /* before the kind's reference goes */
 
   if (mr->ipc != NULL)
     mr->ipc->hooks->finalize (mr);
@@ -493,7 +488,7 @@ resource_finalize (MemresResource *mr)
   memres_kind_unref (mr->kind);
   g_free (mr->spec);
   upstream = mr->upstream;
-  free (block);
+  free (mr);
   if (upstream != NULL)
     memres_resource_unref (upstream);
 }
