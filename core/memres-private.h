@@ -74,9 +74,7 @@ typedef struct
  * layer's slots): the compiler puts them in .text.hot, which the linker places together, so
  * that a pair runs from a few neighbouring lines of one or two pages of code rather than from
  * lines scattered over the library (after a driver call, each a cold line and TLB entry). */
-#ifndef MEMRES_HOT
 #define MEMRES_HOT __attribute__ ((hot))
-#endif
 
 struct _MemresResource
 {
