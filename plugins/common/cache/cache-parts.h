@@ -122,7 +122,7 @@ struct _Front
 /* The state the parts keep for one instance: the first member of the kind's instance. */
 struct _CacheParts
 {
-  /* set at init; the first four are what an allocate and a close read on the fast path */
+  /* set at init; max_block, depth and events are what the fast path reads, on one line */
   gsize max_block; /* the size of the largest class */
   guint depth;     /* front blocks per class */
   gboolean events; /* cross-stream reuse needs events (device-accessible or stream-ordered) */
@@ -193,13 +193,14 @@ cache_normalize_stream (const CacheParts *self, MemresStream stream)
  *
  * How a thread other than the owner gets at a front safely: the owner works on its front
  * without a locked instruction: it sets Front.busy, then reads Front.stop (front_enter());
- * another thread (trim, statistics, the out-of-memory flush, finalize, all under
- * CacheParts.lock) sets @stop, then issues a process-wide barrier (membarrier(),
- * owner_heavy_barrier()) and waits for @busy to clear (cache_fronts_stop()). Either the owner
- * sees @stop and takes the slow path (which needs CacheParts.lock), or the other thread sees
- * @busy and waits: the asymmetric form of Dekker's exclusion, whose fence on the owner's side
- * the barrier replaces. The owner's slow paths hold CacheParts.lock, so no other thread is
- * inside its front then. */
+ * another thread (trim, statistics, the out-of-memory flush, all under CacheParts.lock) sets
+ * @stop, then issues a process-wide barrier (membarrier(), owner_heavy_barrier()) and waits for
+ * @busy to clear (cache_fronts_stop()). Either the owner sees @stop and takes the slow path
+ * (which needs CacheParts.lock), or the other thread sees @busy and waits: the asymmetric form
+ * of Dekker's exclusion, whose fence on the owner's side the barrier replaces. The owner's slow
+ * paths hold CacheParts.lock, so no other thread is inside its front then. A front is
+ * destroyed only on its owner's thread (at its exit) or in finalize, when nobody uses the
+ * instance. */
 
 /* The calling thread's ThreadFronts. A thread-local pointer (initial-exec: one load, no call;
  * one pointer fits the static TLS room glibc keeps for modules loaded with dlopen()), and a
