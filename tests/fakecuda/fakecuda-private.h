@@ -18,6 +18,12 @@
 
 #include "fakecuda-control.h"
 
+/* memres-cuda.h for MEMRES_CUDA_FOREACH_ENTRY alone (its declarations need glib.h's headers;
+ * the fake links neither glib nor memres) */
+#define MEMRES_INSIDE
+#include <memres/memres-cuda.h>
+#undef MEMRES_INSIDE
+
 #define FK_EXPORT __attribute__ ((visibility ("default")))
 
 #define FK_MAX_DEVICES    8
@@ -29,113 +35,26 @@
 #define FK_DRIVER_VERSION 13000
 
 /* Every entry point the fake serves through cuGetProcAddress (base names, as cuda.h spells them
- * before its _v2 renames). */
+ * before its _v2 renames): every one of the table memres resolves (MEMRES_CUDA_FOREACH_ENTRY,
+ * memres-cuda.h), then the ones outside that table, which tests call directly
+ * (FK_FOREACH_EXTRA_ENTRY). */
 #define FK_FOREACH_ENTRY(X)                                                                        \
-  X (cuInit)                                                                                       \
-  X (cuDriverGetVersion)                                                                           \
-  X (cuGetErrorName)                                                                               \
-  X (cuGetErrorString)                                                                             \
-  X (cuDeviceGet)                                                                                  \
-  X (cuDeviceGetCount)                                                                             \
-  X (cuDeviceGetName)                                                                              \
-  X (cuDeviceGetUuid)                                                                              \
-  X (cuDeviceGetAttribute)                                                                         \
-  X (cuDeviceTotalMem)                                                                             \
-  X (cuDeviceCanAccessPeer)                                                                        \
-  X (cuDevicePrimaryCtxRetain)                                                                     \
-  X (cuDevicePrimaryCtxRelease)                                                                    \
-  X (cuCtxGetCurrent)                                                                              \
-  X (cuCtxSetCurrent)                                                                              \
-  X (cuCtxPushCurrent)                                                                             \
-  X (cuCtxPopCurrent)                                                                              \
-  X (cuCtxGetDevice)                                                                               \
-  X (cuCtxSynchronize)                                                                             \
-  X (cuStreamCreate)                                                                               \
-  X (cuStreamDestroy)                                                                              \
-  X (cuStreamSynchronize)                                                                          \
-  X (cuStreamQuery)                                                                                \
-  X (cuStreamGetCtx)                                                                               \
-  X (cuStreamWaitEvent)                                                                            \
-  X (cuStreamIsCapturing)                                                                          \
-  X (cuStreamBeginCapture)                                                                         \
-  X (cuStreamEndCapture)                                                                           \
-  X (cuGraphDestroy)                                                                               \
-  X (cuEventCreate)                                                                                \
-  X (cuEventRecord)                                                                                \
+  MEMRES_CUDA_FOREACH_ENTRY (X)                                                                    \
+  FK_FOREACH_EXTRA_ENTRY (X)
+#define FK_FOREACH_EXTRA_ENTRY(X)                                                                  \
   X (cuEventQuery)                                                                                 \
-  X (cuEventSynchronize)                                                                           \
-  X (cuEventElapsedTime)                                                                           \
-  X (cuEventDestroy)                                                                               \
-  X (cuMemGetInfo)                                                                                 \
-  X (cuMemAlloc)                                                                                   \
-  X (cuMemFree)                                                                                    \
   X (cuMemGetAddressRange)                                                                         \
-  X (cuMemHostAlloc)                                                                               \
-  X (cuMemFreeHost)                                                                                \
-  X (cuMemHostGetDevicePointer)                                                                    \
-  X (cuMemcpy)                                                                                     \
-  X (cuMemcpyAsync)                                                                                \
   X (cuMemcpyHtoD)                                                                                 \
   X (cuMemcpyDtoH)                                                                                 \
   X (cuMemcpyDtoD)                                                                                 \
-  X (cuMemcpyHtoDAsync)                                                                            \
-  X (cuMemcpyDtoHAsync)                                                                            \
   X (cuMemcpyDtoDAsync)                                                                            \
   X (cuMemsetD8)                                                                                   \
   X (cuMemsetD32)                                                                                  \
-  X (cuMemsetD8Async)                                                                              \
-  X (cuMemsetD16Async)                                                                             \
-  X (cuMemsetD32Async)                                                                             \
-  X (cuPointerGetAttribute)                                                                        \
-  X (cuPointerGetAttributes)                                                                       \
-  X (cuDeviceGetDefaultMemPool)                                                                    \
-  X (cuDeviceGetMemPool)                                                                           \
   X (cuDeviceSetMemPool)                                                                           \
-  X (cuMemGetMemPool)                                                                              \
   X (cuMemGetDefaultMemPool)                                                                       \
-  X (cuMemPoolCreate)                                                                              \
-  X (cuMemPoolDestroy)                                                                             \
-  X (cuMemPoolGetAttribute)                                                                        \
-  X (cuMemPoolSetAttribute)                                                                        \
-  X (cuMemPoolTrimTo)                                                                              \
-  X (cuMemPoolSetAccess)                                                                           \
-  X (cuMemPoolGetAccess)                                                                           \
-  X (cuMemAllocFromPoolAsync)                                                                      \
-  X (cuMemAllocAsync)                                                                              \
-  X (cuMemFreeAsync)                                                                               \
-  X (cuMemPoolExportToShareableHandle)                                                             \
-  X (cuMemPoolImportFromShareableHandle)                                                           \
-  X (cuMemPoolExportPointer)                                                                       \
-  X (cuMemPoolImportPointer)                                                                       \
-  X (cuMemGetAllocationGranularity)                                                                \
-  X (cuMemCreate)                                                                                  \
-  X (cuMemRelease)                                                                                 \
-  X (cuMemAddressReserve)                                                                          \
-  X (cuMemAddressFree)                                                                             \
-  X (cuMemMap)                                                                                     \
-  X (cuMemUnmap)                                                                                   \
-  X (cuMemSetAccess)                                                                               \
-  X (cuMemGetAccess)                                                                               \
-  X (cuMemExportToShareableHandle)                                                                 \
-  X (cuMemImportFromShareableHandle)                                                               \
-  X (cuMemRetainAllocationHandle)                                                                  \
-  X (cuMemGetAllocationPropertiesFromHandle)                                                       \
   X (cuStreamWaitValue32)                                                                          \
   X (cuStreamWriteValue32)                                                                         \
-  X (cuLaunchHostFunc)                                                                             \
-  X (cuGraphInstantiateWithFlags)                                                                  \
-  X (cuGraphLaunch)                                                                                \
-  X (cuGraphExecDestroy)                                                                           \
-  X (cuDeviceGraphMemTrim)                                                                         \
-  X (cuDeviceGetGraphMemAttribute)                                                                 \
-  X (cuDeviceSetGraphMemAttribute)                                                                 \
-  X (cuMemAllocManaged)                                                                            \
-  X (cuMemAdvise)                                                                                  \
-  X (cuMemPrefetchAsync)                                                                           \
-  X (cuMemRangeGetAttribute)                                                                       \
-  X (cuMemPrefetchBatchAsync)                                                                      \
-  X (cuMemDiscardBatchAsync)                                                                       \
-  X (cuMemDiscardAndPrefetchBatchAsync)
+  X (cuLaunchHostFunc)
 
 /* Entry points: the ones above plus cuGetProcAddress itself (counted, traced and failable, but
  * not handed out by itself). */

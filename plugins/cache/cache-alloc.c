@@ -1,0 +1,241 @@
+/* memres - CUDA memory resources
+ * cache-alloc.c: the `cache` adaptor's allocate and close (deallocate), from the fast path to a
+ * miss.
+ *
+ * An allocate: cache_allocate() finds the calling thread's front of this instance without a call
+ * (ThreadFronts.last_mr) and takes a block of the request's class freed on the same stream
+ * (front_try_allocate(), inline from cache-parts.h); else allocate_general() (the front found or
+ * made, or a request above max_block: direct_allocate()), else allocate_slow() under the lock:
+ * the shared bins (for another stream, with a wait on the block's event), then the upstream
+ * (cache-upstream.c). A close is the same walk: cache_deallocate() puts the block into the front
+ * when its class has a slot and the front's lease has room; else deallocate_slow() grows the
+ * lease, or moves the block to the shared bins with an event, or past max_cached gives it back
+ * to the upstream. */
+#include "cache-private.h"
+
+/* Above max_block: an upstream allocation of the buffer's own, not cached. */
+G_GNUC_NO_INLINE
+static gboolean
+direct_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
+                 MemresAllocation *alloc, GError **error)
+{
+  if (!upstream_allocate (mr, self, size, stream, alloc, error))
+    return FALSE;
+  g_mutex_lock (&self->parts.lock);
+  self->direct++;
+  self->direct_used += alloc->size;
+  self->reserved += alloc->size;
+  update_highs (self);
+  g_mutex_unlock (&self->parts.lock);
+  return TRUE;
+}
+
+G_GNUC_NO_INLINE
+static gboolean
+direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, MemresStream stream,
+                   GError **error)
+{
+  gsize size = alloc->size;
+  guint64 address = alloc->address;
+  gboolean ok = memres_upstream_deallocate (mr, alloc, stream, error);
+
+  /* a failed free that left the allocation in place leaves the buffer open (the core's rule) */
+  if (!ok && alloc->address == address)
+    return FALSE;
+  g_mutex_lock (&self->parts.lock);
+  self->direct_used -= size;
+  self->reserved -= size;
+  g_mutex_unlock (&self->parts.lock);
+  return ok;
+}
+
+/* No block of @cls freed on @stream (normalized) in the front: the calling thread's front for a
+ * larger class (large classes only), the shared bins, then a new block from the upstream. */
+G_GNUC_NO_INLINE
+static gboolean
+allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStream stream,
+               MemresAllocation *alloc, GError **error)
+{
+  GError *local = NULL;
+  MemresAllocation up;
+  Retired retired = { NULL, NULL };
+  Block *b;
+  guint last = cls, n;
+
+  if (cls >= self->n_chunk_classes)
+    last = MIN (cls + CACHE_FIT_CLASSES, self->parts.n_classes - 1);
+  g_mutex_lock (&self->parts.lock);
+  b = NULL;
+  for (guint c = cls; b == NULL && local == NULL && c <= last; c++)
+    {
+      b = c > cls ? cache_own_front_take (&self->parts, c, stream) : NULL;
+      if (b == NULL)
+        b = cache_shared_take (&self->parts, c, stream, &local);
+    }
+  if (b != NULL)
+    self->parts.shared_hits[cls]++;
+  else if (local == NULL && cls >= self->n_chunk_classes)
+    recycle_idle (self, cls, stream, &retired);
+  g_mutex_unlock (&self->parts.lock);
+  retired_free (self, &retired, stream);
+  /* a miss: the upstream is asked without the lock, then the block goes in under it */
+  if (b == NULL && local == NULL && block_memory (mr, self, cls, stream, &up, &n, &local))
+    {
+      g_mutex_lock (&self->parts.lock);
+      if ((b = block_new (mr, self, cls, stream, &up, n, &local)) != NULL)
+        {
+          self->misses[cls]++;
+          update_highs (self);
+        }
+      g_mutex_unlock (&self->parts.lock);
+      if (b == NULL)
+        memres_upstream_deallocate (mr, &up, stream, NULL);
+    }
+  if (b == NULL)
+    {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  fill_allocation (alloc, b, size);
+  return TRUE;
+}
+
+G_GNUC_NO_INLINE
+static gboolean
+allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                  GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+  Front *f;
+
+  if (G_UNLIKELY (size > self->parts.max_block))
+    return direct_allocate (mr, self, size, stream, alloc, error);
+  f = front_get_for (mr, &self->parts);
+  if (f != NULL && front_try_allocate (f, &self->parts, cache_class_of (size), size, stream, alloc))
+    return TRUE;
+  return allocate_slow (mr, self, cache_class_of (size), size,
+                        cache_normalize_stream (&self->parts, stream), alloc, error);
+}
+
+/* The hot path: the front of the instance this thread used last, found without a call. */
+gboolean
+cache_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                GError **error)
+{
+  ThreadFronts *tf = thread_fronts_get ();
+
+  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
+    {
+      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
+      CacheParts *parts = f->parts;
+
+      if (G_LIKELY (size <= parts->max_block)
+          && front_try_allocate (f, parts, cache_class_of (size), size, stream, alloc))
+        return TRUE;
+    }
+  return allocate_general (mr, size, stream, alloc, error);
+}
+
+/* The front had no room: a bigger lease, else the shared bins (with an event on @stream, which
+ * the class's front blocks freed on @stream join: cache_front_spill()), else (past max_cached)
+ * back to the upstream. */
+G_GNUC_NO_INLINE
+static gboolean
+deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStream stream,
+                 MemresStream caller_stream, GError **error)
+{
+  gsize csize = cache_class_size (b->cls);
+  guint64 room;
+
+  g_mutex_lock (&self->parts.lock);
+  room = self->max_cached - MIN (self->max_cached, self->parts.leased + self->parts.shared_cached);
+  /* the calling thread's own front, and the lock held: nobody else is inside it */
+  if (cache_front_lease_put (&self->parts, f, b, room))
+    {
+      g_mutex_unlock (&self->parts.lock);
+      return TRUE;
+    }
+  if (room < csize && b->chunk == NULL)
+    {
+      g_autoptr (GError) local = NULL;
+
+      /* past max_cached: the memory goes back, ordered on the caller's stream; when that fails
+       * (a stream that is gone, say), the block stays cached without an event instead: the
+       * buffer is closed either way */
+      gsize up_size = b->up.size;
+
+      if (memres_upstream_deallocate (mr, &b->up, caller_stream, &local) || b->up.address == 0)
+        {
+          reserve_sub (self, csize, up_size);
+          g_mutex_unlock (&self->parts.lock);
+          g_free (b);
+          return TRUE;
+        }
+      g_debug ("cache: returning a block of %" G_GSIZE_FORMAT " bytes failed, kept: %s", csize,
+               local->message);
+      cache_shared_push (&self->parts, b);
+      g_mutex_unlock (&self->parts.lock);
+      return TRUE;
+    }
+  /* on the legacy stream, its event is recorded when another stream takes it
+   * (cache_block_event()): nothing to share, so no spill */
+  if (self->parts.events && stream != MEMRES_STREAM_LEGACY)
+    {
+      g_autoptr (GError) local = NULL;
+
+      /* Without an event (the record failed) the block stays reusable on its own stream only. */
+      b->event = cache_event_record (&self->parts, stream, &local);
+      if (b->event != NULL && f != NULL)
+        cache_front_spill (&self->parts, f, b->cls, stream, b->event);
+    }
+  cache_shared_push (&self->parts, b);
+  g_mutex_unlock (&self->parts.lock);
+  return TRUE;
+}
+
+G_GNUC_NO_INLINE
+static gboolean
+deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                    GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+  Block *b;
+  Front *f;
+
+  if (G_UNLIKELY (alloc->size > self->parts.max_block))
+    return direct_deallocate (mr, self, alloc, stream, error);
+  b = alloc->plugin_data;
+  b->stream = cache_normalize_stream (&self->parts, stream);
+  f = front_get_for (mr, &self->parts);
+  if (f != NULL && front_try_deallocate (f, &self->parts, b))
+    return TRUE;
+  /* under the lock, which every other user of a front holds, the front is ours again */
+  return deallocate_slow (mr, self, f, b, b->stream, stream, error);
+}
+
+gboolean
+cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  ThreadFronts *tf = thread_fronts_get ();
+
+  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
+    {
+      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
+      CacheParts *parts = f->parts;
+      Block *b = alloc->plugin_data;
+
+      if (G_LIKELY (alloc->size <= parts->max_block))
+        {
+          MemresStream s = cache_normalize_stream (parts, stream);
+
+          /* Blocks carved from one chunk lie side by side, each used by another thread: the
+           * hot path writes no block (a store of an unchanged value would still take the
+           * neighbours' cache line away from them) */
+          if (b->stream != s)
+            b->stream = s;
+          if (front_try_deallocate (f, parts, b))
+            return TRUE;
+        }
+    }
+  return deallocate_general (mr, alloc, stream, error);
+}

@@ -1,0 +1,110 @@
+/* memres - CUDA memory resources
+ * cache-private.h: what the files of the `cache` adaptor share: its instance (the reusable parts
+ * of plugins/common/cache/ first, then what is the adaptor's own: the upstream, the chunks, the
+ * reserve), its chunks, and the functions one file calls in another.
+ *
+ * The files, by job:
+ * - cache.c: the kind: options, init and finalize, statistics, counters, trim, the plugin;
+ * - cache-alloc.c: allocate and close, from the inline front fast path to a miss;
+ * - cache-upstream.c: memory from and back to the upstream: chunks carved into blocks, the
+ *   reserve's accounting, the out-of-memory flush, and retirement (blocks and chunks taken out
+ *   under the lock, given back after it);
+ * - plugins/common/cache/: the per-thread fronts, the shared bins and the events. */
+#pragma once
+
+#include "../common/cache/cache-parts.h"
+#include "cache-classes.h"
+
+#define CACHE_MAX_BLOCK_MAX (G_GUINT64_CONSTANT (4) << 30)
+#define CACHE_CHUNK_BLOCKS  16 /* a chunk holds at least this many blocks */
+
+/* Classes above the chunked ones may serve a request from a cached block up to this many
+ * classes larger (at most 19 % more bytes) before asking the upstream for a new one. */
+#define CACHE_FIT_CLASSES 2
+/* At a miss of those classes, free blocks beyond reserved / CACHE_IDLE_SHARE go back to the
+ * upstream first (at most CACHE_RECYCLE_MAX of them), so that blocks of classes nobody asks for
+ * any more do not pile up. */
+#define CACHE_IDLE_SHARE  2
+#define CACHE_RECYCLE_MAX 8
+
+/* One upstream allocation carved into n_blocks blocks of one class. */
+struct _Chunk
+{
+  MemresAllocation up;
+  Chunk *prev, *next;
+  guint n_blocks;
+  guint n_idle; /* trim's count of blocks in the shared bins */
+  Block blocks[];
+};
+
+typedef struct
+{
+  CacheParts parts; /* first: the fast path reads its start; parts.lock guards the fields below */
+  MemresResource *self_mr;  /* the instance itself (transfer none): upstream calls take it */
+  MemresResource *upstream; /* transfer none: the core holds it for the adaptor */
+  guint n_chunk_classes;    /* classes carved from chunks */
+  guint64 max_cached;
+  gsize chunk_size;
+
+  /* under parts.lock */
+  guint64 reserved, reserved_high, used_high;
+  /* bytes the upstream gave beyond the class sizes of the blocks and chunks @reserved counts (an
+   * upstream that rounds up, as vmm does to its granularity): held from it all the same, so part
+   * of the reserve reported, but neither cached nor used */
+  guint64 rounding;
+  guint64 direct_used; /* bytes of live buffers above max_block */
+  guint64 misses[CACHE_MAX_CLASSES];
+  guint64 direct, oom_flushes;
+  Chunk *chunks;
+} Cache;
+
+/* Memory on its way back to the upstream: taken out of the cache under the lock, given back
+ * after it is released (retired_free()), since the upstream may be another cache, whose locks
+ * would otherwise be taken inside ours in one thread and before ours in another. */
+typedef struct
+{
+  Block *blocks; /* linked through Block.next */
+  Chunk *chunks; /* linked through Chunk.next */
+} Retired;
+
+/* What the cache holds from its upstream, in bytes. Lock held. */
+static inline guint64
+reserved_bytes (Cache *self)
+{
+  return self->reserved + self->rounding;
+}
+
+/* @class_bytes more (reserve_add()) or fewer (reserve_sub()) bytes of blocks in the reserve, held
+ * as @up_size bytes of the upstream (>= @class_bytes). Lock held. */
+static inline void
+reserve_add (Cache *self, guint64 class_bytes, guint64 up_size)
+{
+  self->reserved += class_bytes;
+  self->rounding += up_size - class_bytes;
+}
+
+static inline void
+reserve_sub (Cache *self, guint64 class_bytes, guint64 up_size)
+{
+  self->reserved -= class_bytes;
+  self->rounding -= up_size - class_bytes;
+}
+
+/* cache-alloc.c */
+gboolean cache_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                         MemresAllocation *alloc, GError **error);
+gboolean cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                           GError **error);
+
+/* cache-upstream.c */
+void update_highs (Cache *self);
+gboolean upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
+                            MemresAllocation *alloc, GError **error);
+gboolean block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream,
+                       MemresAllocation *up, guint *n_blocks, GError **error);
+Block *block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream,
+                  MemresAllocation *up, guint n, GError **error);
+gboolean release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error);
+gboolean flush_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error);
+void recycle_idle (Cache *self, guint cls, MemresStream stream, Retired *out);
+void retired_free (Cache *self, Retired *r, MemresStream stream);

@@ -1,0 +1,290 @@
+/* memres - CUDA memory resources
+ * cache-upstream.c: the `cache` adaptor's memory from and back to its upstream. A miss takes a
+ * chunk of blocks of one class (or a block of its own, for large classes) from the upstream
+ * without the lock, and carves it under the lock (block_new()); the reserve counts what is held.
+ * Memory goes back in two steps: taken out of the cache under the lock onto a Retired list
+ * (release_idle() for trim, the out-of-memory flush and finalize; recycle_idle() at a miss of a
+ * large class), then given to the upstream after the lock is released (retired_free()). */
+#include "cache-private.h"
+
+#include <string.h>
+
+/* The high-water marks, sampled at each miss and each get_stats. parts.lock held. */
+void
+update_highs (Cache *self)
+{
+  guint64 cached = self->parts.shared_cached + cache_fronts_cached (&self->parts);
+  guint64 used = self->reserved > cached ? self->reserved - cached : 0;
+
+  self->reserved_high = MAX (self->reserved_high, reserved_bytes (self));
+  self->used_high = MAX (self->used_high, used);
+}
+
+/* memres_upstream_allocate(), parts.lock not held (the upstream may be another cache, or call
+ * an out-of-memory handler that trims or reads this one); on out-of-memory, every cached block
+ * of every thread goes back to the upstream (under the lock) and the allocation is tried once
+ * more. */
+gboolean
+upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
+                   MemresAllocation *alloc, GError **error)
+{
+  GError *local = NULL;
+  Retired retired = { NULL, NULL };
+  gboolean ok;
+
+  memset (alloc, 0, sizeof *alloc);
+  if (memres_upstream_allocate (mr, size, stream, alloc, &local))
+    return TRUE;
+  if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
+    {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  g_clear_error (&local);
+  g_mutex_lock (&self->parts.lock);
+  self->oom_flushes++;
+  ok = flush_idle (self, 0, &retired, error);
+  g_mutex_unlock (&self->parts.lock);
+  retired_free (self, &retired, NULL);
+  if (!ok)
+    return FALSE;
+  memset (alloc, 0, sizeof *alloc);
+  return memres_upstream_allocate (mr, size, stream, alloc, error);
+}
+
+/* The upstream memory of a new block of class @cls for @stream, parts.lock not held: a chunk of
+ * blocks for the chunk classes, or when the upstream has not the memory for a chunk, the block
+ * alone (a chunk of one block: an upstream limited below the chunk size still serves small
+ * requests); a block of its own for larger classes. *@n_blocks: the blocks @up holds. */
+gboolean
+block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream, MemresAllocation *up,
+              guint *n_blocks, GError **error)
+{
+  gsize csize = cache_class_size (cls);
+  GError *local = NULL;
+
+  *n_blocks = cls >= self->n_chunk_classes ? 1 : (guint) (self->chunk_size / csize);
+  if (upstream_allocate (mr, self, (gsize) *n_blocks * csize, stream, up, &local))
+    return TRUE;
+  if (*n_blocks == 1 || !g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
+    {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  g_clear_error (&local);
+  *n_blocks = 1;
+  return upstream_allocate (mr, self, csize, stream, up, error);
+}
+
+/* A new block of class @cls for @stream in @up (block_memory()): a block of its own above the
+ * chunk classes, else carved from a new chunk (the other blocks of the chunk go to the shared
+ * cache, with an event recorded after the chunk's allocation). NULL when the event cannot be
+ * recorded: @up is then still the caller's, to give back once the lock is released. parts.lock
+ * held. */
+Block *
+block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, MemresAllocation *up,
+           guint n, GError **error)
+{
+  gsize csize = cache_class_size (cls);
+  Chunk *chunk;
+  Block *b;
+  CacheEvent *e = NULL;
+
+  if (cls >= self->n_chunk_classes)
+    {
+      b = g_new0 (Block, 1);
+      b->address = up->address;
+      b->up = *up;
+      b->cls = cls;
+      b->size = csize;
+      reserve_add (self, csize, up->size);
+      return b;
+    }
+  /* blocks on the legacy stream get their event when another stream takes one
+   * (cache_block_event()) */
+  if (self->parts.events && n > 1 && stream != MEMRES_STREAM_LEGACY
+      && (e = cache_event_record (&self->parts, stream, error)) == NULL)
+    return NULL;
+  chunk = g_malloc0 (sizeof (Chunk) + n * sizeof (Block));
+  chunk->up = *up;
+  chunk->n_blocks = n;
+  LIST_PUSH (self->chunks, chunk);
+  reserve_add (self, (guint64) n * csize, up->size);
+  for (guint i = 0; i < n; i++)
+    {
+      b = &chunk->blocks[i];
+      b->address = up->address + (guint64) i * csize;
+      b->chunk = chunk;
+      b->cls = cls;
+      b->size = csize;
+      b->stream = stream;
+      if (i > 0)
+        {
+          b->event = e;
+          cache_shared_push (&self->parts, b);
+        }
+    }
+  if (e != NULL)
+    e->refs = n - 1;
+  return &chunk->blocks[0];
+}
+
+/* Synchronizes the device (host-observed completion of every stream's work) before memory that
+ * may still be in use by queued work goes back to the upstream. */
+static gboolean
+device_synchronize (Cache *self, GError **error)
+{
+  return !self->parts.events || memres_cuda_device_synchronize (self->parts.device, error);
+}
+
+/* Takes @b (an upstream allocation of its own, out of every cache) out of the reserve and onto
+ * @out. parts.lock held. */
+static void
+block_retire (Cache *self, Block *b, Retired *out)
+{
+  reserve_sub (self, b->size, b->up.size);
+  b->next = out->blocks;
+  out->blocks = b;
+}
+
+/* Retires the shared cache's blocks (and the chunks all of whose blocks are there) onto @out
+ * while more than @bytes_to_keep stay reserved, never going below it (a block or chunk that
+ * would is kept); every stream's work on them is complete once
+ * this returns TRUE. parts.lock held. */
+gboolean
+release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
+{
+  Chunk *chunk, *next;
+
+  if (self->parts.shared_cached == 0 || self->reserved <= bytes_to_keep)
+    return TRUE;
+  if (!device_synchronize (self, error))
+    return FALSE;
+  for (guint c = self->parts.n_classes; c-- > self->n_chunk_classes;)
+    while (self->parts.shared[c].head != NULL
+           && self->reserved - self->parts.shared[c].head->size >= bytes_to_keep)
+      {
+        Block *b = self->parts.shared[c].head;
+
+        cache_shared_unlink (&self->parts, b);
+        cache_event_unref (&self->parts, g_steal_pointer (&b->event));
+        block_retire (self, b, out);
+      }
+  for (chunk = self->chunks; chunk != NULL; chunk = chunk->next)
+    chunk->n_idle = 0;
+  for (guint c = 0; c < self->n_chunk_classes; c++)
+    for (Block *b = self->parts.shared[c].head; b != NULL; b = b->next)
+      b->chunk->n_idle++;
+  for (chunk = self->chunks; chunk != NULL && self->reserved > bytes_to_keep; chunk = next)
+    {
+      gsize csize;
+
+      next = chunk->next;
+      csize = cache_class_size (chunk->blocks[0].cls);
+      if (chunk->n_idle != chunk->n_blocks
+          || self->reserved - (guint64) chunk->n_blocks * csize < bytes_to_keep)
+        continue;
+      for (guint i = 0; i < chunk->n_blocks; i++)
+        {
+          cache_shared_unlink (&self->parts, &chunk->blocks[i]);
+          cache_event_unref (&self->parts, g_steal_pointer (&chunk->blocks[i].event));
+        }
+      LIST_UNLINK (self->chunks, chunk);
+      reserve_sub (self, (guint64) chunk->n_blocks * csize, chunk->up.size);
+      chunk->next = out->chunks;
+      out->chunks = chunk;
+    }
+  return TRUE;
+}
+
+/* Every front drained into the shared cache, then release_idle(): the out-of-memory flush and
+ * trim. parts.lock held. */
+gboolean
+flush_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
+{
+  cache_fronts_stop (&self->parts);
+  for (Front *f = self->parts.fronts; f != NULL; f = f->next)
+    cache_front_drain (&self->parts, f);
+  cache_fronts_resume (&self->parts);
+  return release_idle (self, bytes_to_keep, out, error);
+}
+
+/* Before a miss of class @cls for @stream: free blocks of other classes that @stream may use
+ * (freed on it, or with an event it then waits on) while more than reserved / CACHE_IDLE_SHARE
+ * bytes are idle, largest classes first: onto *@out (block_retire()). parts.lock held. */
+void
+recycle_idle (Cache *self, guint cls, MemresStream stream, Retired *out)
+{
+  Front *f = cache_own_front (&self->parts);
+  guint64 idle = self->parts.shared_cached + cache_fronts_cached (&self->parts);
+  guint budget = CACHE_RECYCLE_MAX;
+
+  for (guint c = self->parts.n_classes; c-- > self->n_chunk_classes;)
+    {
+      if (c >= cls && c <= cls + CACHE_FIT_CLASSES)
+        continue;
+      for (Block *b = self->parts.shared[c].head, *next; b != NULL; b = next)
+        {
+          gboolean mine = b->stream == stream && stream != CU_STREAM_PER_THREAD;
+
+          next = b->next;
+          if (budget == 0 || idle <= self->reserved / CACHE_IDLE_SHARE)
+            return;
+          if (!mine
+              && (cache_block_event (&self->parts, b) == NULL
+                  || !cache_event_wait (&self->parts, b->event, stream, NULL)))
+            continue;
+          cache_shared_unlink (&self->parts, b);
+          cache_event_unref (&self->parts, g_steal_pointer (&b->event));
+          idle -= b->size;
+          block_retire (self, b, out);
+          budget--;
+        }
+      while (f != NULL && budget > 0 && idle > self->reserved / CACHE_IDLE_SHARE)
+        {
+          Block *b = cache_own_front_take (&self->parts, c, stream);
+
+          if (b == NULL)
+            break;
+          idle -= b->size;
+          block_retire (self, b, out);
+          budget--;
+        }
+    }
+}
+
+/* One upstream allocation of @self back to the upstream on @stream; a failure is a warning
+ * (nobody is left to retry it). */
+static void
+give_back (Cache *self, MemresAllocation *up, MemresStream stream, const char *what)
+{
+  g_autoptr (GError) error = NULL;
+  gsize size = up->size;
+
+  if (!memres_upstream_deallocate (self->self_mr, up, stream, &error))
+    g_warning ("cache: returning %s of %" G_GSIZE_FORMAT " bytes to the upstream failed: %s", what,
+               size, error->message);
+}
+
+/* Gives what @r holds back to the upstream, ordered on @stream, after which nothing queued
+ * before on @stream touches it; empties @r. parts.lock not held. */
+void
+retired_free (Cache *self, Retired *r, MemresStream stream)
+{
+  while (r->blocks != NULL)
+    {
+      Block *b = r->blocks;
+
+      r->blocks = b->next;
+      give_back (self, &b->up, stream, "a block");
+      g_free (b);
+    }
+  while (r->chunks != NULL)
+    {
+      Chunk *chunk = r->chunks;
+
+      r->chunks = chunk->next;
+      give_back (self, &chunk->up, stream, "a chunk");
+      g_free (chunk);
+    }
+}
