@@ -75,4 +75,3 @@ hostdev_register (void)
   if (!memres_registry_register_kind (&hostdev_info, &error))
     g_error ("registering hostdev: %s", error->message);
 }
-

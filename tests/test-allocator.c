@@ -31,7 +31,6 @@ typedef struct
 
 static Shim shim;
 
-
 static void
 load_shim (void)
 {
