@@ -258,7 +258,7 @@ _memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **
 {
   GError *local = NULL;
 
-  if (memres_cuda_stream_synchronize (mr->info.device, stream, &local))
+  if (memres_cuda_stream_synchronize (_memres_resource_context_device (mr), stream, &local))
     return TRUE;
   if (g_error_matches (local, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
     {
@@ -963,6 +963,7 @@ gboolean
 memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs,
                             GError **error)
 {
+  MemresResource *top = mr;
   GError *local = NULL;
 
   g_return_val_if_fail (mr != NULL, FALSE);
@@ -975,8 +976,34 @@ memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs, g
     return not_supported (mr, "peer access", error);
   if (n_descs == 0)
     return TRUE;
+  for (; top != NULL; top = top->upstream)
+    g_atomic_int_set (&top->reach_device, 0); /* read again at the next transfer */
   return slot_result (mr, "set_access", mr->ops->set_access (mr, descs, n_descs, &local), &local,
                       error);
+}
+
+gint
+_memres_resource_context_device (MemresResource *mr)
+{
+  gint known = g_atomic_int_get (&mr->reach_device);
+  gint n_devices = 0, found = -1;
+
+  if (mr->info.device >= 0 || !(mr->info.flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE))
+    return mr->info.device;
+  if (known != 0)
+    return known - 2;
+  if (memres_cuda_get_device_count (&n_devices, NULL))
+    for (gint d = 0; d < n_devices && found < 0; d++)
+      {
+        MemresAccess access = MEMRES_ACCESS_NONE;
+
+        if (!memres_resource_get_access (mr, d, &access, NULL))
+          break; /* the kind cannot tell: no device known */
+        if (access != MEMRES_ACCESS_NONE)
+          found = d;
+      }
+  g_atomic_int_set (&mr->reach_device, found + 2);
+  return found;
 }
 
 /**
