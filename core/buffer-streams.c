@@ -90,15 +90,5 @@ _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **err
 gboolean
 _memres_buffer_wait_device (MemresBuffer *buf)
 {
-  return memres_cuda_device_synchronize (MAX (buf->device, 0), NULL);
-}
-
-void
-_memres_resource_clear_close_event (MemresResource *mr)
-{
-  CUevent event = __atomic_exchange_n (&mr->close_event, NULL, __ATOMIC_ACQ_REL);
-  const MemresCudaDriver *drv;
-
-  if (event != NULL && (drv = memres_cuda_get_driver (NULL)) != NULL)
-    (void) drv->cuEventDestroy (event);
+  return memres_cuda_device_synchronize (MAX (_memres_buffer_context_device (buf), 0), NULL);
 }

@@ -222,8 +222,6 @@ _memres_resource_check_usable (MemresResource *mr, const char *what, GError **er
  * Errors: MEMRES_CUDA_ERROR (a @stream that cannot wait: CUDA_ERROR_INVALID_HANDLE for a
  * destroyed one), MEMRES_ERROR_NO_DRIVER; nothing changed then. */
 gboolean _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **error);
-/* buffer-streams.c: destroys @mr's kept close event (resource finalize). */
-void _memres_resource_clear_close_event (MemresResource *mr);
 /* buffer-streams.c: waits for all work of the primary context of @buf's device
  * (cuCtxSynchronize()); FALSE when it cannot. */
 gboolean _memres_buffer_wait_device (MemresBuffer *buf);

@@ -472,6 +472,19 @@ memres_resource_ref (MemresResource *mr)
   return mr;
 }
 
+/* Destroys the close event buffer-streams.c kept in @mr (kept here, at the end of the
+ * resource's life, so that resource.c calls nothing of buffer-streams.c, which calls
+ * _memres_resource_context_device()). */
+static void
+clear_close_event (MemresResource *mr)
+{
+  CUevent event = __atomic_exchange_n (&mr->close_event, NULL, __ATOMIC_ACQ_REL);
+  const MemresCudaDriver *drv;
+
+  if (event != NULL && (drv = memres_cuda_get_driver (NULL)) != NULL)
+    (void) drv->cuEventDestroy (event);
+}
+
 static void
 resource_finalize (MemresResource *mr)
 {
@@ -482,7 +495,7 @@ resource_finalize (MemresResource *mr)
   /* in the child of a fork(), what the kind holds stays (no driver call may be made) */
   if (!_memres_resource_is_inherited (mr))
     {
-      _memres_resource_clear_close_event (mr);
+      clear_close_event (mr);
       mr->ops->finalize (mr);
     }
   memres_kind_unref (mr->kind);
@@ -992,16 +1005,24 @@ _memres_resource_context_device (MemresResource *mr)
     return mr->info.device;
   if (known != 0)
     return known - 2;
-  if (memres_cuda_get_device_count (&n_devices, NULL))
-    for (gint d = 0; d < n_devices && found < 0; d++)
-      {
-        MemresAccess access = MEMRES_ACCESS_NONE;
+  if (!memres_cuda_get_device_count (&n_devices, NULL))
+    return -1; /* no driver: asked again next time */
+  for (gint d = 0; d < n_devices && found < 0; d++)
+    {
+      g_autoptr (GError) local = NULL;
+      MemresAccess access = MEMRES_ACCESS_NONE;
 
-        if (!memres_resource_get_access (mr, d, &access, NULL))
-          break; /* the kind cannot tell: no device known */
-        if (access != MEMRES_ACCESS_NONE)
-          found = d;
-      }
+      if (!memres_resource_get_access (mr, d, &access, &local))
+        {
+          /* a kind that cannot tell: no device known, for good; a failing driver call: the
+           * current context this time, asked again next time */
+          if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
+            return -1;
+          break;
+        }
+      if (access != MEMRES_ACCESS_NONE)
+        found = d;
+    }
   g_atomic_int_set (&mr->reach_device, found + 2);
   return found;
 }
