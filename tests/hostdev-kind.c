@@ -5,43 +5,7 @@
  * memory only. */
 #include "hostdev-kind.h"
 
-#include <memres/memres-plugin.h>
-#include <stdlib.h>
-
-static gboolean
-hostdev_init (MemresResource *mr, const MemresOptions *options, GError **error)
-{
-  return TRUE;
-}
-
-static void
-hostdev_finalize (MemresResource *mr)
-{
-}
-
-static gboolean
-hostdev_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-                  GError **error)
-{
-  gpointer p = malloc (size);
-
-  if (p == NULL)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY, "hostdev: out of memory");
-      return FALSE;
-    }
-  alloc->address = (guint64) (guintptr) p;
-  alloc->size = size;
-  return TRUE;
-}
-
-static gboolean
-hostdev_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                    GError **error)
-{
-  free ((gpointer) (guintptr) alloc->address);
-  return TRUE;
-}
+#include "plugins/common.h"
 
 static void
 hostdev_query (MemresResource *mr, MemresResourceInfo *info)
@@ -53,10 +17,10 @@ hostdev_query (MemresResource *mr, MemresResourceInfo *info)
 
 static const MemresResourceOps hostdev_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
-  .init = hostdev_init,
-  .finalize = hostdev_finalize,
-  .allocate = hostdev_allocate,
-  .deallocate = hostdev_deallocate,
+  .init = tp_init,
+  .finalize = tp_finalize,
+  .allocate = tp_allocate,
+  .deallocate = tp_deallocate,
   .query = hostdev_query,
 };
 

@@ -2,42 +2,16 @@
  * round trips (export, wrap, read back), the references and deleters (each runs once), and
  * every bad tensor. Host memory in suite core; device and pinned memory against the fake
  * (suite fake) and the real driver (suite gpu). */
-#include <memres/memres-plugin.h>
 #include <memres/memres.h>
 
 #include <string.h>
 
+#include "plugins/common.h"
 #include "testutil.h"
 
 /* "opaque": memory neither the host nor a device can reach, as an application's kind may have
- * (memory of another accelerator); here malloc() memory that says so. */
-static gboolean
-opaque_init (MemresResource *mr, const MemresOptions *options, GError **error)
-{
-  return TRUE;
-}
-
-static void
-opaque_finalize (MemresResource *mr)
-{
-}
-
-static gboolean
-opaque_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-                 GError **error)
-{
-  alloc->address = (guint64) (guintptr) g_malloc (size);
-  alloc->size = size;
-  return TRUE;
-}
-
-static gboolean
-opaque_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
-{
-  g_free ((gpointer) (guintptr) alloc->address);
-  return TRUE;
-}
-
+ * (memory of another accelerator); here malloc() memory that says so (the slots of
+ * tests/plugins/common.h). */
 static void
 opaque_query (MemresResource *mr, MemresResourceInfo *info)
 {
@@ -47,10 +21,10 @@ opaque_query (MemresResource *mr, MemresResourceInfo *info)
 
 static const MemresResourceOps opaque_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
-  .init = opaque_init,
-  .finalize = opaque_finalize,
-  .allocate = opaque_allocate,
-  .deallocate = opaque_deallocate,
+  .init = tp_init,
+  .finalize = tp_finalize,
+  .allocate = tp_allocate,
+  .deallocate = tp_deallocate,
   .query = opaque_query,
 };
 
