@@ -42,7 +42,7 @@ _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **err
   /* The event belongs to the context of the stream it is recorded on. One is kept per resource
    * for the next cross-stream close (a wait takes the record as it is when the wait is queued, so
    * the event may be recorded again at once); a kept one of another context is replaced. */
-  if (_memres_stream_context_begin (&ctx, buf->device, last, NULL))
+  if (_memres_stream_context_begin (&ctx, _memres_buffer_context_device (buf), last, NULL))
     {
       event = __atomic_exchange_n (&buf->mr->close_event, NULL, __ATOMIC_ACQ_REL);
       for (int attempt = 0; attempt < 2; attempt++)
@@ -90,15 +90,5 @@ _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **err
 gboolean
 _memres_buffer_wait_device (MemresBuffer *buf)
 {
-  return memres_cuda_device_synchronize (MAX (buf->device, 0), NULL);
-}
-
-void
-_memres_resource_clear_close_event (MemresResource *mr)
-{
-  CUevent event = __atomic_exchange_n (&mr->close_event, NULL, __ATOMIC_ACQ_REL);
-  const MemresCudaDriver *drv;
-
-  if (event != NULL && (drv = memres_cuda_get_driver (NULL)) != NULL)
-    (void) drv->cuEventDestroy (event);
+  return memres_cuda_device_synchronize (MAX (_memres_buffer_context_device (buf), 0), NULL);
 }

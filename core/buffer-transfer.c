@@ -30,6 +30,7 @@ copy (MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
 {
   MemresStreamContext t;
   CUresult res;
+  gint device;
 
   if (!check_open (src, error) || !check_open (dst, error))
     return FALSE;
@@ -49,8 +50,10 @@ copy (MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
                (gconstpointer) (guintptr) src->alloc.address, src->alloc.size);
       return TRUE;
     }
-  if (!_memres_stream_context_begin (&t, dst->device >= 0 ? dst->device : src->device, stream,
-                                     error))
+  device = _memres_buffer_context_device (dst);
+  if (device < 0)
+    device = _memres_buffer_context_device (src);
+  if (!_memres_stream_context_begin (&t, device, stream, error))
     return FALSE;
   res = t.drv->cuMemcpyAsync ((CUdeviceptr) dst->alloc.address, (CUdeviceptr) src->alloc.address,
                               src->alloc.size, (CUstream) stream);
@@ -71,7 +74,11 @@ copy (MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
  * before returning; otherwise cuMemcpyAsync() on @stream, after making a context current for
  * the device involved (memres_cuda_ensure_context()); on the legacy default stream (%NULL)
  * the device's primary context is pushed for the call (cuCtxPushCurrent()) when another
- * device's context is current. Thread-safe for distinct buffers.
+ * device's context is current, and popped after it. For device-accessible memory of no device
+ * (page-locked pool memory, device -1), the device involved is the first one the resource's
+ * memres_resource_get_access() grants access (the `device` of `pinned`; read once, and again
+ * after memres_resource_set_access()), where the kind can tell; otherwise the current context.
+ * Thread-safe for distinct buffers.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when the sizes differ;
  * %MEMRES_ERROR_NO_DRIVER when device memory is involved and no driver loads;
@@ -187,7 +194,7 @@ memres_buffer_fill (MemresBuffer *buf, guint32 pattern, guint width, MemresStrea
       return TRUE;
     }
 
-  if (!_memres_stream_context_begin (&t, buf->device, stream, error))
+  if (!_memres_stream_context_begin (&t, _memres_buffer_context_device (buf), stream, error))
     return FALSE;
   if (width == 1)
     {
@@ -233,7 +240,7 @@ transfer_sync (MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_byte
   CUresult res;
   const char *call = "cuMemcpyAsync";
 
-  if (!_memres_stream_context_begin (&t, buf->device, stream, error))
+  if (!_memres_stream_context_begin (&t, _memres_buffer_context_device (buf), stream, error))
     return FALSE;
   res = t.drv->cuMemcpyAsync (dst, src, n_bytes, (CUstream) stream);
   if (res == CUDA_SUCCESS)

@@ -130,6 +130,9 @@ struct _MemresResource
    * made, before it is published; NULL on every other */
   MemresIpcState *ipc;
   gpointer close_event; /* atomic: a CUevent kept for the next cross-stream close */
+  /* atomic: the device whose context reaches memory of device -1 (resource.c:
+   * _memres_resource_context_device()), plus 2; 0: not known yet, 1: none known */
+  gint reach_device;
   /* Buffers allocated through memres_resource_allocate(), counted apart from @refs so that the
    * allocate/close pair of threads running at once writes no shared cache line: each thread
    * counts on a stripe of its own (MEMRES_BUFFER_STRIPES of them, 128 bytes apart; a buffer
@@ -219,8 +222,6 @@ _memres_resource_check_usable (MemresResource *mr, const char *what, GError **er
  * Errors: MEMRES_CUDA_ERROR (a @stream that cannot wait: CUDA_ERROR_INVALID_HANDLE for a
  * destroyed one), MEMRES_ERROR_NO_DRIVER; nothing changed then. */
 gboolean _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **error);
-/* buffer-streams.c: destroys @mr's kept close event (resource finalize). */
-void _memres_resource_clear_close_event (MemresResource *mr);
 /* buffer-streams.c: waits for all work of the primary context of @buf's device
  * (cuCtxSynchronize()); FALSE when it cannot. */
 gboolean _memres_buffer_wait_device (MemresBuffer *buf);
@@ -569,6 +570,21 @@ typedef struct
   const MemresCudaDriver *drv;
   gboolean pushed;
 } MemresStreamContext;
+
+/* resource.c: the device whose context the entry points make current for @mr's memory: its
+ * device; for device-accessible memory of device -1 (page-locked pools), the first device the
+ * kind's get_access slot says has access (the resource's `device` by default), read once and
+ * again after memres_resource_set_access(); -1 where no slot says (the current context is
+ * used). _memres_buffer_context_device(): the same for @buf (wrapped memory: its device). */
+gint _memres_resource_context_device (MemresResource *mr);
+
+static inline gint
+_memres_buffer_context_device (MemresBuffer *buf)
+{
+  if (buf->device >= 0 || buf->mr == NULL || !(buf->flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE))
+    return buf->device;
+  return _memres_resource_context_device (buf->mr);
+}
 
 static inline gboolean
 _memres_stream_context_begin (MemresStreamContext *t, gint device, MemresStream stream,

@@ -258,7 +258,7 @@ _memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **
 {
   GError *local = NULL;
 
-  if (memres_cuda_stream_synchronize (mr->info.device, stream, &local))
+  if (memres_cuda_stream_synchronize (_memres_resource_context_device (mr), stream, &local))
     return TRUE;
   if (g_error_matches (local, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
     {
@@ -472,6 +472,19 @@ memres_resource_ref (MemresResource *mr)
   return mr;
 }
 
+/* Destroys the close event buffer-streams.c kept in @mr (kept here, at the end of the
+ * resource's life, so that resource.c calls nothing of buffer-streams.c, which calls
+ * _memres_resource_context_device()). */
+static void
+clear_close_event (MemresResource *mr)
+{
+  CUevent event = __atomic_exchange_n (&mr->close_event, NULL, __ATOMIC_ACQ_REL);
+  const MemresCudaDriver *drv;
+
+  if (event != NULL && (drv = memres_cuda_get_driver (NULL)) != NULL)
+    (void) drv->cuEventDestroy (event);
+}
+
 static void
 resource_finalize (MemresResource *mr)
 {
@@ -482,7 +495,7 @@ resource_finalize (MemresResource *mr)
   /* in the child of a fork(), what the kind holds stays (no driver call may be made) */
   if (!_memres_resource_is_inherited (mr))
     {
-      _memres_resource_clear_close_event (mr);
+      clear_close_event (mr);
       mr->ops->finalize (mr);
     }
   memres_kind_unref (mr->kind);
@@ -963,6 +976,7 @@ gboolean
 memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs,
                             GError **error)
 {
+  MemresResource *top = mr;
   GError *local = NULL;
 
   g_return_val_if_fail (mr != NULL, FALSE);
@@ -975,8 +989,42 @@ memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs, g
     return not_supported (mr, "peer access", error);
   if (n_descs == 0)
     return TRUE;
+  for (; top != NULL; top = top->upstream)
+    g_atomic_int_set (&top->reach_device, 0); /* read again at the next transfer */
   return slot_result (mr, "set_access", mr->ops->set_access (mr, descs, n_descs, &local), &local,
                       error);
+}
+
+gint
+_memres_resource_context_device (MemresResource *mr)
+{
+  gint known = g_atomic_int_get (&mr->reach_device);
+  gint n_devices = 0, found = -1;
+
+  if (mr->info.device >= 0 || !(mr->info.flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE))
+    return mr->info.device;
+  if (known != 0)
+    return known - 2;
+  if (!memres_cuda_get_device_count (&n_devices, NULL))
+    return -1; /* no driver: asked again next time */
+  for (gint d = 0; d < n_devices && found < 0; d++)
+    {
+      g_autoptr (GError) local = NULL;
+      MemresAccess access = MEMRES_ACCESS_NONE;
+
+      if (!memres_resource_get_access (mr, d, &access, &local))
+        {
+          /* a kind that cannot tell: no device known, for good; a failing driver call: the
+           * current context this time, asked again next time */
+          if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
+            return -1;
+          break;
+        }
+      if (access != MEMRES_ACCESS_NONE)
+        found = d;
+    }
+  g_atomic_int_set (&mr->reach_device, found + 2);
+  return found;
 }
 
 /**

@@ -202,6 +202,17 @@ check_export (MemresBuffer *buf, MemresDLDataType dtype, gint ndim, const gint64
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
       return FALSE;
     }
+  /* DLPack has no device type for memory that neither the host nor a CUDA device can reach
+   * (an application kind's): kDLCPU would be a lie a consumer dereferences */
+  if ((memres_buffer_get_flags (buf)
+       & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE))
+      == 0)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "DLPack export: the buffer's memory is neither host- nor device-accessible "
+                   "(no DLPack device type describes it)");
+      return FALSE;
+    }
   if (!tensor_span (dtype, ndim, shape, strides, &span, error)
       || !span_from_base (&span, byte_offset, &first, &end, error))
     return FALSE;
@@ -259,6 +270,9 @@ fill_tensor (MemresDLTensor *t, gint64 *dims, MemresBuffer *buf, MemresDLDataTyp
  * for pinned host memory, `kDLCUDAManaged` for managed memory (a buffer flagged
  * %MEMRES_MEMORY_MANAGED, or told apart from pinned memory with
  * cuPointerGetAttribute(`CU_POINTER_ATTRIBUTE_IS_MANAGED`)), `kDLCPU` for host memory.
+ * Memory that is neither (a buffer without %MEMRES_MEMORY_DEVICE_ACCESSIBLE and
+ * %MEMRES_MEMORY_HOST_ACCESSIBLE, such as an application kind's) has no DLPack device and is
+ * refused.
  * The strides are always filled in (computed for a compact tensor when @strides is %NULL);
  * @shape and @strides are copied. Flags are 0 (writable, not a copy).
  *
@@ -281,7 +295,7 @@ fill_tensor (MemresDLTensor *t, gint64 *dims, MemresBuffer *buf, MemresDLDataTyp
  * of range, a NULL @shape with dimensions, a negative extent, a data type of size 0, a shape
  * or strides whose span overflows 64 bits, negative strides reaching before the buffer, or
  * elements running past the buffer's size); %MEMRES_ERROR_NOT_SUPPORTED for elements that are
- * not whole bytes.
+ * not whole bytes, and for memory neither host- nor device-accessible (since 2.0).
  *
  * Returns: (transfer full): a new tensor, to be released with its deleter; %NULL on error
  *
@@ -334,7 +348,7 @@ memres_buffer_export_dlpack (MemresBuffer *buf, MemresDLDataType dtype, gint ndi
  *
  * Errors: as memres_buffer_export_dlpack(): %MEMRES_ERROR_CLOSED,
  * %MEMRES_ERROR_INVALID_ARGUMENT for bad geometry, %MEMRES_ERROR_NOT_SUPPORTED for elements
- * that are not whole bytes.
+ * that are not whole bytes and for memory neither host- nor device-accessible (since 2.0).
  *
  * Returns: (transfer full): a new tensor, to be released with its deleter; %NULL on error
  *

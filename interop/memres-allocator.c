@@ -95,6 +95,16 @@ make_resource (int device, GError **error)
 
   if (mr == NULL)
     return NULL;
+  /* torch and CuPy hand the pointer to kernels: memory no device can reach (pageable host
+   * memory) is refused, as memory of another device is; page-locked and managed memory pass */
+  if ((memres_resource_get_flags (mr) & MEMRES_MEMORY_DEVICE_ACCESSIBLE) == 0)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "the resource '%s' gives memory that device %d cannot access (kind '%s'): "
+                   "frameworks need device-accessible memory (device, pinned or managed)",
+                   spec, device, memres_resource_get_kind_name (mr));
+      return NULL;
+    }
   mr_device = memres_resource_get_device (mr);
   if (mr_device >= 0 && mr_device != device)
     {

@@ -152,6 +152,60 @@ def tensor_from_capsule(capsule):
     return ctypes.cast(ptr, ctypes.POINTER(DLManagedTensorVersioned))
 
 
+def legacy_tensor_from_capsule(capsule):
+    """Takes the tensor out of an unversioned "dltensor" capsule (renamed "used_dltensor": the
+    caller owns the tensor and must call its deleter)."""
+    if not _api.PyCapsule_IsValid(capsule, LEGACY_CAPSULE_NAME):
+        raise ValueError("not an unused dltensor capsule")
+    ptr = _api.PyCapsule_GetPointer(capsule, LEGACY_CAPSULE_NAME)
+    _api.PyCapsule_SetName(capsule, b"used_dltensor")
+    return ctypes.cast(ptr, ctypes.POINTER(DLManagedTensor))
+
+
+# Unversioned tensors adopted as versioned ones (memres_buffer_new_for_dlpack() takes DLPack 1.x
+# only): the address of each versioned wrapper -> (the wrapper, the unversioned tensor). One
+# module-level deleter, so that no callback is freed while it runs.
+_adopted = {}
+
+
+@DELETER
+def _adopted_deleter(self_ptr):
+    wrapper, legacy = _adopted.pop(ctypes.cast(self_ptr, vp).value)
+    if legacy.contents.deleter:
+        legacy.contents.deleter(legacy)
+
+
+def versioned_from_legacy(legacy):
+    """A DLManagedTensorVersioned (version 1.0, flags 0: a 0.x tensor is writable and not a copy)
+    over an unversioned DLManagedTensor pointer, sharing its shape and strides; its deleter runs
+    the unversioned tensor's, once."""
+    wrapper = DLManagedTensorVersioned()
+    wrapper.version = DLPackVersion(1, 0)
+    wrapper.dl_tensor = legacy.contents.dl_tensor
+    wrapper.flags = 0
+    wrapper.deleter = _adopted_deleter
+    _adopted[ctypes.addressof(wrapper)] = (wrapper, legacy)
+    return ctypes.pointer(wrapper)
+
+
+def _producer_capsule(obj):
+    """The capsule of obj.__dlpack__: asked for DLPack 1.x (max_version=(1, 0)); a producer that
+    predates the keyword (DLPack 0.x, before the 2023.12 array API) is asked again without it.
+    TypeError, naming the type, for an object that is no producer."""
+    name = type(obj).__name__
+    dlpack = getattr(obj, "__dlpack__", None)
+    if not callable(dlpack):
+        raise TypeError(f"{name} is not a DLPack producer: it has no __dlpack__ method")
+    try:
+        return dlpack(max_version=(1, 0))
+    except TypeError as first:
+        try:
+            return dlpack()  # the legacy call
+        except TypeError as second:
+            raise TypeError(f"{name}.__dlpack__ takes neither max_version=(1, 0) ({first}) nor "
+                            f"no argument ({second})") from second
+
+
 def _find(env, default_names):
     path = os.environ.get(env)
     if path:
@@ -264,10 +318,18 @@ class Memres:
         return self._call(fn, buf, DLDataType(code, bits, 1), n, shape_a, strides_a, byte_offset)
 
     def buffer_from_dlpack(self, obj):
-        """A MemresBuffer over another library's array (its __dlpack__ with max_version 1.0);
-        the buffer calls the tensor's deleter when it closes."""
-        capsule = obj.__dlpack__(max_version=(1, 0))
-        t = tensor_from_capsule(capsule)
+        """A MemresBuffer over another library's array (its __dlpack__ with max_version 1.0, or
+        without it for a producer older than the keyword, whose unversioned tensor is adopted);
+        the buffer calls the tensor's deleter when it closes. TypeError for an object that is no
+        DLPack producer or whose __dlpack__ returns no DLPack capsule."""
+        capsule = _producer_capsule(obj)
+        if _api.PyCapsule_IsValid(capsule, CAPSULE_NAME):
+            t = tensor_from_capsule(capsule)
+        elif _api.PyCapsule_IsValid(capsule, LEGACY_CAPSULE_NAME):
+            t = versioned_from_legacy(legacy_tensor_from_capsule(capsule))
+        else:
+            raise TypeError(f"{type(obj).__name__}.__dlpack__ returned {type(capsule).__name__}, "
+                            "not an unused dltensor_versioned or dltensor capsule")
         try:
             return self._call(self.lib.memres_buffer_new_for_dlpack, t)
         except MemresError:

@@ -2,9 +2,11 @@
  * C++: built with a C++ compiler it throws a std::runtime_error carrying the GError's message
  * on failure (torch does not check a NULL pointer; it turns the exception into a Python
  * RuntimeError), and returns the pointer on success. The library is loaded with dlopen() as
- * torch does. Suite core: MEMRES_ALLOCATOR_RESOURCE=host; suite fake: the default (dmr) over
+ * torch does. Suite core: MEMRES_ALLOCATOR_RESOURCE=hostdev (tests/hostdev-kind.h); suite fake: the default (dmr) over
  * the fake driver. */
 #include <memres/memres.h>
+
+#include "hostdev-kind.h"
 
 #include <dlfcn.h>
 #include <stdexcept>
@@ -160,6 +162,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  hostdev_register ();
   g_log_set_writer_func (count_warnings, NULL, NULL);
   load_shim ();
   g_test_add_func ("/allocator-throw/success", test_success);

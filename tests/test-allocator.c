@@ -2,8 +2,10 @@
  * as torch and CuPy do: allocations and frees (bytes written and read back through memres),
  * from many threads with frees in other threads than the allocations, the statistics of the
  * resource it uses, sizes 0 and NULL, unknown pointers, record_stream, empty_cache, and the
- * failures that can only return NULL (bad spec, wrong device, out of memory), each logged once.
- * Suite core: MEMRES_ALLOCATOR_RESOURCE=host; suite fake and gpu: the default (dmr). */
+ * failures that can only return NULL (bad spec, wrong device, memory no device can access, out
+ * of memory), each logged once. Suite core: MEMRES_ALLOCATOR_RESOURCE=hostdev, a kind of this
+ * program that stands in for device-accessible memory without a driver (host memory that says it
+ * is device-accessible, as page-locked memory is); suite fake and gpu: the default (dmr). */
 #include <memres/memres.h>
 
 #include <dlfcn.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "hostdev-kind.h"
 #include "testutil.h"
 
 typedef struct
@@ -57,7 +60,7 @@ load_shim (void)
 #undef FIND
 }
 
-/* The resource for device 0: host in suite core, dmr against a driver. */
+/* The resource for device 0: hostdev in suite core, dmr against a driver. */
 static gboolean
 require_resource (void)
 {
@@ -83,11 +86,15 @@ static MemresBuffer *
 wrap (MemresResource *mr, void *ptr, gsize size)
 {
   g_autoptr (GError) error = NULL;
-  MemresBuffer *buf = memres_buffer_new_for_pointer (
-      ptr, size, memres_resource_get_device (mr),
-      memres_resource_get_flags (mr)
-          & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE),
-      NULL, NULL, &error);
+  MemresMemoryFlags flags = memres_resource_get_flags (mr)
+                            & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE);
+  MemresBuffer *buf;
+
+  /* hostdev's memory is host memory: no driver touches it */
+  if (g_strcmp0 (memres_resource_get_kind_name (mr), "hostdev") == 0)
+    flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
+  buf = memres_buffer_new_for_pointer (ptr, size, memres_resource_get_device (mr), flags, NULL,
+                                       NULL, &error);
 
   g_assert_no_error (error);
   return buf;
@@ -349,17 +356,16 @@ test_per_device_spec (void)
       return;
     }
   g_setenv ("MEMRES_ALLOCATOR_RESOURCE", "no_such_kind", TRUE);
-  g_setenv ("MEMRES_ALLOCATOR_RESOURCE_3", "host:alignment=4KiB", TRUE);
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE_3", "hostdev", TRUE);
   child_setup ();
   {
     MemresResource *mr = shim.get_resource (3);
     void *p;
 
     g_assert_nonnull (mr);
-    g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "host");
+    g_assert_cmpstr (memres_resource_get_kind_name (mr), ==, "hostdev");
     p = shim.torch_alloc (100, 3, NULL);
     g_assert_nonnull (p);
-    g_assert_cmpuint ((guintptr) p % 4096, ==, 0);
     g_assert_cmpuint (shim.count_buffers (3), ==, 1);
     g_assert_cmpuint (shim.count_buffers (0), ==, 0);
     shim.torch_free (p, 100, 3, NULL);
@@ -385,6 +391,64 @@ test_wrong_device (void)
   assert_new_warning ("*is of device 0, not of device 1*");
 }
 
+/* Memory no device can access (pageable host memory, in a stack or not) is refused, once per
+ * device. */
+static void
+test_host_only (void)
+{
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE", "host", TRUE);
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE_1", "limit:max=1MiB>host", TRUE);
+  child_setup ();
+  g_assert_null (shim.cupy_malloc (NULL, 4096, 0));
+  assert_new_warning ("*device 0: no resource*'host' gives memory that device 0 cannot access*");
+  g_assert_null (shim.get_resource (0));
+  if (!shim.torch_alloc_throws ())
+    g_assert_null (shim.torch_alloc (4096, 0, NULL));
+  assert_new_warning (NULL);
+  g_assert_null (shim.get_resource (1));
+  assert_new_warning ("*device 1: no resource*device 1 cannot access*kind 'limit'*");
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+}
+
+/* Page-locked and managed memory, which the device reaches, are served: bytes written and read
+ * back through a wrapping buffer. @data: the spec. */
+static void
+test_device_reachable (gconstpointer data)
+{
+  const char *spec = data;
+  g_autoptr (MemresBuffer) view = NULL;
+  void *p;
+
+  if (!g_test_subprocess ())
+    {
+      if (!mt_require_devices (1))
+        return;
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE", spec, TRUE);
+  child_setup ();
+  p = shim.cupy_malloc (NULL, 4096, 0);
+  if (p == NULL && warnings->len > 0)
+    g_error ("%s: %s", spec, (char *) g_ptr_array_index (warnings, 0));
+  g_assert_nonnull (p);
+  view = wrap (shim.get_resource (0), p, 4096);
+  mt_write_pattern (view, 0, 4096, 7, NULL);
+  mt_check_pattern (view, 0, 4096, 7, NULL);
+  g_clear_pointer (&view, memres_buffer_unref);
+  shim.cupy_free (NULL, p, 0);
+  assert_new_warning (NULL);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+}
+
 static void
 test_out_of_memory (void)
 {
@@ -394,7 +458,7 @@ test_out_of_memory (void)
       g_test_trap_assert_passed ();
       return;
     }
-  g_setenv ("MEMRES_ALLOCATOR_RESOURCE", "host", TRUE);
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE", "hostdev", TRUE);
   child_setup ();
   /* sizes no memory has (memres refuses them before the allocator sees them; a sanitizer's
    * malloc would abort on them) */
@@ -453,6 +517,7 @@ int
 main (int argc, char **argv)
 {
   mt_init (&argc, &argv);
+  hostdev_register ();
   if (!g_test_subprocess ())
     load_shim ();
   g_test_add_func ("/allocator/alloc-free", test_alloc_free);
@@ -462,6 +527,13 @@ main (int argc, char **argv)
   g_test_add_func ("/allocator/bad-spec", test_bad_spec);
   g_test_add_func ("/allocator/per-device-spec", test_per_device_spec);
   g_test_add_func ("/allocator/wrong-device", test_wrong_device);
+  g_test_add_func ("/allocator/host-only", test_host_only);
+  g_test_add_data_func ("/allocator/device-reachable/pinned", "pinned:device=0",
+                        test_device_reachable);
+  g_test_add_data_func ("/allocator/device-reachable/pinned-legacy", "pinned:mode=legacy",
+                        test_device_reachable);
+  g_test_add_data_func ("/allocator/device-reachable/managed", "managed:pool=none",
+                        test_device_reachable);
   g_test_add_func ("/allocator/out-of-memory", test_out_of_memory);
   g_test_add_func ("/allocator/record-stream-and-trim", test_record_stream_and_trim);
   return g_test_run ();

@@ -6,7 +6,34 @@
 
 #include <string.h>
 
+#include "plugins/common.h"
 #include "testutil.h"
+
+/* "opaque": memory neither the host nor a device can reach, as an application's kind may have
+ * (memory of another accelerator); here malloc() memory that says so (the slots of
+ * tests/plugins/common.h). */
+static void
+opaque_query (MemresResource *mr, MemresResourceInfo *info)
+{
+  info->device = -1;
+  info->flags = 0;
+}
+
+static const MemresResourceOps opaque_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = tp_init,
+  .finalize = tp_finalize,
+  .allocate = tp_allocate,
+  .deallocate = tp_deallocate,
+  .query = opaque_query,
+};
+
+static const MemresKindInfo opaque_info = {
+  .struct_size = sizeof (MemresKindInfo),
+  .name = "opaque",
+  .description = "memory neither host- nor device-accessible (test-dlpack.c)",
+  .ops = &opaque_ops,
+};
 
 static const MemresDLDataType f32 = { MEMRES_DL_FLOAT, 32, 1 };
 static const MemresDLDataType u8 = { MEMRES_DL_UINT, 8, 1 };
@@ -373,6 +400,22 @@ test_export_invalid (void)
   assert_export_fails (buf, f32, 1, three, back, 4, MEMRES_ERROR_INVALID_ARGUMENT);
 }
 
+/* Memory neither host- nor device-accessible has no DLPack device: refused (a kind's buffer:
+ * a wrapped pointer with flags 0 asks the driver), the buffer still open and closable. */
+static void
+test_export_inaccessible (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("opaque");
+  g_autoptr (MemresBuffer) buf = mt_alloc_ok (mr, 1024, NULL);
+  const gint64 shape[] = { 16 };
+
+  g_assert_cmpuint (memres_buffer_get_flags (buf), ==, 0);
+  assert_export_fails (buf, f32, 1, shape, NULL, 0, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_cmpuint (n_buffers (mr), ==, 1);
+  close_ok (buf);
+  g_assert_cmpuint (n_buffers (mr), ==, 0);
+}
+
 static void
 assert_wrap_fails (Foreign *f, GQuark domain, gint code)
 {
@@ -658,9 +701,16 @@ int
 main (int argc, char **argv)
 {
   mt_init (&argc, &argv);
+  {
+    g_autoptr (GError) error = NULL;
+
+    g_assert_true (memres_registry_register_kind (&opaque_info, &error));
+    g_assert_no_error (error);
+  }
   g_test_add_func ("/dlpack/export/fields", test_export_fields);
   g_test_add_func ("/dlpack/export/scalar-and-strides", test_export_scalar_and_strides);
   g_test_add_func ("/dlpack/export/invalid", test_export_invalid);
+  g_test_add_func ("/dlpack/export/inaccessible", test_export_inaccessible);
   g_test_add_func ("/dlpack/wrap/foreign", test_wrap_foreign);
   g_test_add_func ("/dlpack/wrap/invalid", test_wrap_invalid);
   g_test_add_func ("/dlpack/round-trip/host", test_round_trip_host);

@@ -452,6 +452,23 @@ check_relabelled (const char *exporter_spec, const char *as)
       long imports = mt_driver_is_fake () ? mt_fake_call_count ("cuMemPoolImportPointer") : 0;
       MemresStats stats;
 
+      /* what the resource cannot know before a mapping: it claims the memory of kind @as */
+      if (g_str_equal (as, "pinned"))
+        {
+          g_assert_cmphex (memres_resource_get_flags (importer)
+                               & (MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE),
+                           ==, MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE);
+          g_assert_cmpint (memres_resource_get_device (importer), ==, -1);
+        }
+      else
+        {
+          g_assert_cmphex (memres_resource_get_flags (importer)
+                               & (MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE),
+                           ==, MEMRES_MEMORY_DEVICE_ACCESSIBLE);
+          g_assert_cmpint (memres_resource_get_device (importer), ==, 0);
+        }
+      g_assert_cmphex (memres_resource_get_flags (importer) & MEMRES_MEMORY_IMPORTED, ==,
+                       MEMRES_MEMORY_IMPORTED);
       memset (relabelled.bytes + OFF_KIND, 0, OFF_POOL_ID - OFF_KIND);
       memcpy (relabelled.bytes + OFF_KIND, as, strlen (as));
       g_assert_null (
@@ -460,9 +477,14 @@ check_relabelled (const char *exporter_spec, const char *as)
       g_test_message ("%s relabelled %s: %s", exporter_spec, as, error->message);
       g_assert_nonnull (strstr (error->message, "relabelled"));
       g_clear_error (&error);
+      /* and again: every import asks the driver, none maps */
+      g_assert_null (
+          memres_buffer_import (importer, relabelled.bytes, sizeof relabelled.bytes, NULL, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+      g_clear_error (&error);
       /* the driver was asked (the check is the mapped memory's type), and nothing stays */
       if (mt_driver_is_fake ())
-        g_assert_cmpint (mt_fake_call_count ("cuMemPoolImportPointer"), ==, imports + 1);
+        g_assert_cmpint (mt_fake_call_count ("cuMemPoolImportPointer"), ==, imports + 2);
       g_assert_true (memres_resource_get_stats (importer, &stats, &error));
       g_assert_no_error (error);
       g_assert_cmpuint (stats.n_buffers, ==, 0);

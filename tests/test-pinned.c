@@ -1287,16 +1287,80 @@ test_ipc_send_buffer (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* Page-locked pool memory used while another device's context is current (device 1's primary
+ * context: device 1 has no access to the pool of `pinned`, device 0) or none is: every entry
+ * point makes current a context that reaches the memory (the resource's device) and gives the
+ * caller's back. Fill, copy, write, read and close on the default stream, the bytes read back. */
+static void
+test_other_context (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresResource) dmr = NULL;
+  const MemresCudaDriver *drv;
+  gint n_devices = 0;
+
+  if (!require_pool_mode ())
+    return;
+  drv = memres_cuda_get_driver (&error);
+  g_assert_no_error (error);
+  g_assert_true (memres_cuda_get_device_count (&n_devices, &error));
+  mr = mt_new_ok ("pinned");
+  dmr = mt_new_ok ("dmr:device=0");
+  for (int mode = 0; mode < 2; mode++)
+    {
+      MemresBuffer *buf, *dev;
+      CUcontext saved = NULL, other = NULL, now = NULL;
+
+      if (mode == 0 && n_devices < 2)
+        continue;
+      if (mode == 0)
+        {
+          g_assert_true (memres_cuda_get_primary_context (1, &other, &error));
+          g_assert_no_error (error);
+        }
+      buf = mt_alloc_ok (mr, 64 * 1024, NULL);
+      dev = mt_alloc_ok (dmr, 64 * 1024, NULL);
+      mt_sync_ok (NULL);
+      g_assert_cmpint (drv->cuCtxGetCurrent (&saved), ==, CUDA_SUCCESS);
+      g_assert_cmpint (drv->cuCtxSetCurrent (other), ==, CUDA_SUCCESS);
+
+      mt_fill_byte_ok (buf, 0x5a, NULL);
+      mt_assert_bytes (buf, 0x5a, NULL);
+      g_assert_true (memres_buffer_copy_to (buf, dev, NULL, &error));
+      g_assert_no_error (error);
+      mt_assert_bytes (dev, 0x5a, NULL);
+      mt_write_pattern (buf, 0, 64 * 1024, 60 + mode, NULL);
+      mt_check_pattern (buf, 0, 64 * 1024, 60 + mode, NULL);
+      g_assert_true (memres_buffer_copy_from (buf, dev, NULL, &error));
+      g_assert_no_error (error);
+      mt_assert_bytes (buf, 0x5a, NULL);
+      mt_close_ok (buf, NULL);
+      if (mode == 0)
+        {
+          /* the caller's context is current again after every call */
+          g_assert_cmpint (drv->cuCtxGetCurrent (&now), ==, CUDA_SUCCESS);
+          g_assert_true (now == other);
+        }
+      g_assert_cmpint (drv->cuCtxSetCurrent (saved), ==, CUDA_SUCCESS);
+      mt_close_ok (dev, NULL);
+      mt_sync_ok (NULL);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
   if (argc == 3 && strcmp (argv[1], "--child") == 0 && strcmp (argv[2], "import") == 0)
     return child_import ();
+  /* Against the fake, two devices for the other-context test (read at cuInit) */
+  g_setenv ("FAKECUDA_DEVICES", "2", FALSE);
   mt_init (&argc, &argv);
 
   g_test_add_func ("/pinned/pool/roundtrip", test_pool_roundtrip);
   g_test_add_func ("/pinned/pool/flags", test_pool_flags);
   g_test_add_func ("/pinned/device-rule", test_device_rule);
+  g_test_add_func ("/pinned/pool/other-context", test_other_context);
   g_test_add_func ("/pinned/pool/stats", test_pool_stats);
   g_test_add_func ("/pinned/pool/trim", test_pool_trim);
   g_test_add_func ("/pinned/pool/access", test_pool_access);

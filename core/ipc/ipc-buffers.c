@@ -370,7 +370,7 @@ order_after_close (MemresResource *mr, MemresIpcMapping *mapping, MemresStream s
 
   if (!(mr->info.flags & MEMRES_MEMORY_STREAM_ORDERED))
     return TRUE;
-  if (!_memres_stream_context_begin (&ctx, mr->info.device, stream, error))
+  if (!_memres_stream_context_begin (&ctx, _memres_resource_context_device (mr), stream, error))
     return FALSE;
   r = ctx.drv->cuEventCreate (&event, CU_EVENT_DISABLE_TIMING);
   if (r == CUDA_SUCCESS && (r = ctx.drv->cuEventRecord (event, (CUstream) stream)) != CUDA_SUCCESS)
@@ -401,7 +401,8 @@ wait_for_earlier_closes (MemresResource *mr, MemresIpcMapping *mapping, MemresSt
   const MemresCudaDriver *drv = memres_cuda_get_driver (NULL); /* it made the events */
   MemresStreamContext ctx;
   gboolean ok = TRUE;
-  gboolean began = _memres_stream_context_begin (&ctx, mr->info.device, stream, NULL);
+  gboolean began
+      = _memres_stream_context_begin (&ctx, _memres_resource_context_device (mr), stream, NULL);
 
   for (guint i = 0; i < mapping->waits->len; i++)
     {

@@ -175,6 +175,16 @@ import_handle_setup (MemresResource *mr, gconstpointer handle, GError **error)
  * memres_buffer_import(). Thread safety: safe from any thread; concurrent imports of one pool
  * make one resource.
  *
+ * What the resource can know: its memres_resource_get_flags() (host- or device-accessible) and
+ * memres_resource_get_device() are what the handle's kind makes (`ipc`: device memory of the
+ * device the UUID names; `pinned`: page-locked host memory, device -1), taken on trust. The
+ * driver (CUDA 13) cannot be asked where an imported pool's memory lives, so a handle relabelled
+ * with another kind's name (an `ipc` pool named `pinned`, or the reverse) imports, and the
+ * resource claims that kind's memory until a buffer is mapped: every memres_buffer_import()
+ * asks the driver what it mapped (cuPointerGetAttributes()) and refuses memory of another type
+ * with %MEMRES_ERROR_INVALID_DESCRIPTOR ("relabelled"), mapping nothing. Trust the flags of an
+ * imported resource once one of its buffers imported.
+ *
  * Driver calls: the kind's import_handle slot (for `ipc`, cuMemPoolImportFromShareableHandle()
  * on the device whose UUID the handle names).
  *

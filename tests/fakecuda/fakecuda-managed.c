@@ -10,6 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+static bool
+fk_env_set (const char *name)
+{
+  const char *v = getenv (name);
+  return v != NULL && *v != '\0' && strcmp (v, "0") != 0;
+}
+
 #define FK_HOST_BIT (1u << FK_MAX_DEVICES) /* accessed-by bit of the host */
 
 struct FkManaged
@@ -209,6 +216,11 @@ fk_cuMemAdvise (CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLoca
     case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
       if ((r = fk_check_location (&location, true)) != CUDA_SUCCESS)
         FK_RETURN (r);
+      /* FAKECUDA_NO_HOST_NUMA_PREFERENCE: as the 580 driver on a one-node host (an H200), a
+       * host NUMA node is accepted and not kept: the range keeps its earlier preference */
+      if (location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA
+          && fk_env_set ("FAKECUDA_NO_HOST_NUMA_PREFERENCE"))
+        FK_RETURN (CUDA_SUCCESS);
       m->preferred = location;
       FK_RETURN (CUDA_SUCCESS);
     case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:

@@ -1,4 +1,5 @@
-/* common.h: a minimal valid kind shared by the test plugins of this directory. */
+/* common.h: a minimal valid kind shared by the test plugins of this directory, and its slots
+ * (malloc memory) by the in-binary kinds of tests/hostdev-kind.c and tests/test-dlpack.c. */
 #pragma once
 
 #include <memres/memres-plugin.h>
@@ -38,14 +39,14 @@ tp_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
   return TRUE;
 }
 
-static void
+G_GNUC_UNUSED static void
 tp_query (MemresResource *mr, MemresResourceInfo *info)
 {
   info->device = -1;
   info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
 }
 
-static const MemresResourceOps tp_ops = {
+G_GNUC_UNUSED static const MemresResourceOps tp_ops = {
   .version = 1,
   .init = tp_init,
   .finalize = tp_finalize,
