@@ -215,12 +215,20 @@ fail:
  * valid; when a layer's init fails, the layers already created are released. The returned resource
  * is the first layer, holding the rest. Driver calls are the kinds'. Thread-safe.
  *
+ * A kind's init (or import_handle) may create resources itself, which may do the same: such
+ * creations nest at most 32 deep on a thread. A creation while 32 kinds' inits run on the calling
+ * thread, one inside the other, is refused before anything of it is made, so that a kind whose
+ * init creates a resource of its own kind (directly, in a stack or through a `@NAME`) fails
+ * instead of recursing until the stack overflows (since 2.0).
+ *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed spec (an empty layer, `>>`, a trailing
  * `>`, more than 16 layers, an adaptor last, a base kind above another layer), an unknown or
  * repeated key, a missing `=` or a bad value (the message names the layer, by position and
  * kind, the key and what is valid); those of memres_registry_lookup(); for `@NAME`, those of
  * reading the config file and %MEMRES_ERROR_NOT_FOUND for an undefined name; whatever a kind's
- * init sets (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...).
+ * init sets (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...);
+ * %MEMRES_ERROR_FAILED for a creation nested more than 32 deep in kinds' inits (the message names
+ * the kind refused and the kind whose init asked).
  *
  * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
  *
