@@ -243,7 +243,8 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
 /* The part of buffer_release() for memory of @mr (buf->mr) that no IPC mapping holds: the
  * deallocate slot (not in the child of a fork(), which leaves inherited memory as it is:
  * fork.c), then one buffer fewer on the stripes. FALSE with buf->mr left set when nothing was
- * released. */
+ * released: a failure that left the address as it was (any other failure, a breach of the
+ * contract included, is taken as released: _memres_resource_call_deallocate()). */
 G_ALWAYS_INLINE static inline gboolean
 buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream stream,
                            GError **error)
@@ -370,7 +371,8 @@ buffer_close (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GE
  * nothing and succeeds. Every other call on a closed buffer fails with %MEMRES_ERROR_CLOSED. May
  * be called from any thread, but not while another thread still uses the buffer.
  *
- * Errors: those of memres_buffer_close_full(); the buffer stays open then.
+ * Errors: those of memres_buffer_close_full(); the buffer stays open then, except after a kind
+ * that broke the deallocate contract (%MEMRES_ERROR_FAILED, see memres_buffer_close_full()).
  *
  * Returns: %TRUE on success
  *
@@ -422,12 +424,23 @@ memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
  * Idempotent: closing a closed buffer does nothing and succeeds. May be called from any thread, but
  * not while another thread still uses the buffer.
  *
+ * A deallocate slot that fails without setting an error breaks its contract (it may have freed
+ * the memory), and so does one that fails and changes the allocation's address to another
+ * nonzero value. The core reports such a breach once, as a critical warning naming the kind, and
+ * counts it (`contract_breaches` in memres_resource_get_counters()); it takes the memory as
+ * released and never calls deallocate for it again (a leak at worst, never a double free). The
+ * buffer is then closed (memres_buffer_is_closed() says so) and the close fails with
+ * %MEMRES_ERROR_FAILED saying so (for an address changed, with the slot's error, prefixed). Since
+ * 2.0; until then the buffer stayed open and a later close or the last unref called deallocate
+ * again.
+ *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for @flags other than those of #MemresCloseFlags
  * (nothing is closed, on an open or a closed buffer); %MEMRES_CUDA_ERROR from the ordering
  * (cuEventRecord(), cuStreamWaitEvent()), from the wait before freeing memory that is not
  * stream-ordered (cuStreamSynchronize(), or the context calls around it) or from the kind's
  * deallocate slot; %MEMRES_ERROR_NO_DRIVER when ordering or the wait needs a driver that does not
- * load.
+ * load; %MEMRES_ERROR_FAILED when the deallocate slot broke its contract (see above: the buffer
+ * is closed).
  *
  * Returns: %TRUE on success
  *
@@ -980,7 +993,10 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
     return FALSE;
   alloc = buf->alloc;
   ok = owner->ops->resize (owner, &alloc, new_size, stream, &local);
-  if (!ok || new_size == 0) /* resized to nothing: address 0 is allowed */
+  if (!ok) /* the buffer as it was; a failure without an error reported as a breach */
+    return _memres_resource_alloc_result (owner, "resize", ok, &local, new_size, stream, &alloc,
+                                          error);
+  if (new_size == 0) /* resized to nothing: address 0 is allowed */
     {
       if (!_memres_resource_slot_result (owner, "resize", ok, &local, error))
         return FALSE;

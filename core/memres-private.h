@@ -146,6 +146,9 @@ struct _MemresResource
    * resource.c's accountant lock, read only where statistics are */
   MemresResource *accountant;
   const MemresAccountant *accountant_funcs;
+  /* atomic: the calls of this layer's memory slots that broke the contract (a failure without
+   * an error; resource.c: contract_breach()), read by memres_resource_get_counters() */
+  guint64 contract_breaches;
   MemresStripe stripes[MEMRES_BUFFER_STRIPES];
 };
 G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresResource, kind) <= 64);
@@ -542,6 +545,17 @@ _memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream str
  * (memres_cuda_stream_synchronize()); the error names the kind. */
 gboolean _memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **error);
 
+/* resource.c: the check of a deallocate call that did not simply succeed (@address: the
+ * record's address before the call). A failure with an error that left @alloc->address as it
+ * was released nothing; one that set it to 0 released the allocation half-way. A failure without
+ * an error, or one that changed the address to another nonzero value, breaks the contract: it is
+ * reported (a critical warning, the layer's contract_breaches), @alloc->address set to 0 and
+ * the allocation taken as gone, never deallocated again (a leak at worst, never a double free).
+ * So after any failure, @alloc->address unchanged means kept, anything else gone. */
+gboolean _memres_resource_deallocate_result_slow (MemresResource *mr, gboolean ok, GError **local,
+                                                  guint64 address, MemresAllocation *alloc,
+                                                  GError **error);
+
 /* The deallocate slot. For a kind whose memory is device-accessible but not stream-ordered
  * (MemresResource.wait_before_free, one flag on the line the slot pointer is read from) it first
  * waits for @stream; when that fails, the slot is not called and nothing changes. */
@@ -550,6 +564,7 @@ _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, M
                                   GError **error)
 {
   GError *local = NULL;
+  guint64 address = alloc->address; /* read after a failure only (the callers keep it too) */
   gboolean ok;
 
   if (G_UNLIKELY (mr->wait_before_free) && !_memres_resource_wait_stream (mr, stream, error))
@@ -558,8 +573,7 @@ _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, M
 
   if (G_LIKELY (ok && local == NULL))
     return TRUE;
-  return _memres_resource_slot_result (_memres_resource_checked_layer (mr), "deallocate", ok,
-                                       &local, error);
+  return _memres_resource_deallocate_result_slow (mr, ok, &local, address, alloc, error);
 }
 
 /* memres_cuda_push_stream_context() (sdk/cuda-helpers.c) with the driver kept in @t->drv, for

@@ -199,6 +199,18 @@ slot_result (MemresResource *mr, const char *slot, gboolean ok, GError **local, 
   return ok;
 }
 
+/* A call of @mr's memory slot @slot (allocate, deallocate and the slots that fill an allocation
+ * record) that broke the contract in a way @what says: reported once per call, as a critical
+ * warning naming the kind, and counted (memres_resource_get_counters(): contract_breaches). */
+static void
+contract_breach (MemresResource *mr, const char *slot, const char *what)
+{
+  __atomic_add_fetch (&mr->contract_breaches, 1, __ATOMIC_RELAXED);
+  g_critical ("kind \"%s\": %s %s, which breaks the slot contract (a plugin bug, counted in "
+              "memres_resource_get_counters()'s contract_breaches)",
+              mr->kind->name, slot, what);
+}
+
 /* slot_result() for the slot wrappers outside this file (ipc/). */
 gboolean
 _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok, GError **local,
@@ -222,6 +234,8 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
   /* what a layer passing its upstream's record unchecked returned is the upstream's, which it
    * did not count (it counts plausible records only): judged, named and released there */
   mr = _memres_resource_checked_layer (mr);
+  if (!ok && *local == NULL)
+    contract_breach (mr, slot, "returned FALSE without setting an error");
   if (!slot_result (mr, slot, ok, local, error))
     return FALSE;
   if (_memres_allocation_plausible (alloc, size))
@@ -247,6 +261,39 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
     g_warning ("kind \"%s\": releasing what %s returned failed: %s", mr->kind->name, slot,
                release_error->message);
   memset (alloc, 0, sizeof *alloc);
+  return FALSE;
+}
+
+/* The slow half of _memres_resource_call_deallocate() (memres-private.h, which says the rule).
+ * A breach sets the address to 0, as a release half-way does: the callers (a buffer's close, an
+ * IPC mapping's, memres_upstream_deallocate()) see an address that changed: gone. */
+gboolean
+_memres_resource_deallocate_result_slow (MemresResource *mr, gboolean ok, GError **local,
+                                         guint64 address, MemresAllocation *alloc, GError **error)
+{
+  mr = _memres_resource_checked_layer (mr);
+  if (ok || (*local != NULL && (alloc->address == address || alloc->address == 0)))
+    return slot_result (mr, "deallocate", ok, local, error);
+  if (*local == NULL)
+    {
+      contract_breach (mr, "deallocate", "returned FALSE without setting an error");
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "kind \"%s\": deallocate failed without saying why, which breaks the slot "
+                   "contract: the allocation of %" G_GSIZE_FORMAT " bytes at 0x%" G_GINT64_MODIFIER
+                   "x is taken as released and never deallocated again (it may have leaked)",
+                   mr->kind->name, alloc->size, address);
+    }
+  else
+    {
+      contract_breach (mr, "deallocate", "failed and changed the allocation's address");
+      g_propagate_prefixed_error (error, g_steal_pointer (local),
+                                  "kind \"%s\": deallocate failed and changed the allocation's "
+                                  "address from 0x%" G_GINT64_MODIFIER "x to 0x%" G_GINT64_MODIFIER
+                                  "x, which breaks the slot contract: the allocation is taken as "
+                                  "released and never deallocated again (it may have leaked): ",
+                                  mr->kind->name, address, alloc->address);
+    }
+  alloc->address = 0; /* as a slot that released half-way marks it: gone */
   return FALSE;
 }
 
@@ -331,6 +378,13 @@ adaptor_info (MemresResource *mr)
   mr->info.flags = flags & ~MEMRES_MEMORY_IMPORTED;
 }
 
+/* The kinds' inits (and import setups) running on this thread, one inside the other, and the
+ * kind of the innermost: a kind whose init creates a resource of its own kind would otherwise
+ * recurse until the stack overflows. A creation while INIT_MAX_DEPTH run is refused. */
+#define INIT_MAX_DEPTH 32
+static __thread guint init_depth;
+static __thread const char *init_kind;
+
 /* An instance of @kind: set up by the init slot with @options, or by @setup (an import, named
  * @setup_name in messages) with @data when @setup is not NULL. */
 static MemresResource *
@@ -341,11 +395,22 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   MemresResource *mr;
   GError *local = NULL;
   gpointer mem = NULL;
+  const char *outer_kind;
   gsize total;
   gboolean ok;
 
   g_return_val_if_fail (kind != NULL, NULL);
   g_return_val_if_fail ((upstream != NULL) == ((kind->flags & MEMRES_KIND_ADAPTOR) != 0), NULL);
+  if (init_depth >= INIT_MAX_DEPTH)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "kind \"%s\": not created: inside the init of kind \"%s\", with %d "
+                   "kinds' inits running on this thread, one inside the other, the most that "
+                   "may nest (a kind whose init creates a resource of its own kind recurses "
+                   "without end)",
+                   kind->name, init_kind, INIT_MAX_DEPTH);
+      return NULL;
+    }
   if (kind->instance_size > G_MAXSIZE - PRIV_OFFSET)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
@@ -380,10 +445,15 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   mr->count_usage
       = !(kind->flags & MEMRES_KIND_OWN_USAGE) && (upstream == NULL || kind->ops.get_stats != NULL);
 
+  outer_kind = init_kind;
+  init_depth++;
+  init_kind = kind->name;
   if (setup != NULL)
     ok = slot_result (mr, setup_name, setup (mr, data, &local), &local, error);
   else
     ok = slot_result (mr, "init", mr->ops->init (mr, options, &local), &local, error);
+  init_kind = outer_kind;
+  init_depth--;
   if (ok)
     {
       if (upstream != NULL)
@@ -920,7 +990,15 @@ memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
  * bytes cached). An adaptor without counters passes the call to the layer below. Reading
  * them costs the kind's lock, no driver call. Thread-safe.
  *
- * Errors: %MEMRES_ERROR_NOT_SUPPORTED when the kind keeps no counters; those of the kind.
+ * The core adds one counter of its own to every resource's dictionary (a kind's counter of that
+ * name is replaced): `contract_breaches` (`t`), the calls of a memory slot (allocate,
+ * deallocate, resize, the IPC imports) of @mr or of a layer below it that broke the slot
+ * contract by failing without setting an error, or (deallocate) by failing and changing the
+ * allocation's address to another nonzero value; each is also reported as a critical warning
+ * naming the kind (see #MemresResourceOps). Since 2.0; until then a kind without counters
+ * failed with %MEMRES_ERROR_NOT_SUPPORTED.
+ *
+ * Errors: those of the kind.
  *
  * Since: 1.2
  *
@@ -933,22 +1011,22 @@ memres_resource_get_counters (MemresResource *mr, GError **error)
   GError *local = NULL;
   GVariantDict dict;
   MemresResource *owner;
+  guint64 breaches = 0;
 
   g_return_val_if_fail (mr != NULL, NULL);
 
   owner = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_counters), FALSE);
-  if (owner->ops->get_counters == NULL)
-    {
-      not_supported (mr, "counters", error);
-      return NULL;
-    }
   g_variant_dict_init (&dict, NULL);
-  if (!slot_result (owner, "get_counters", owner->ops->get_counters (owner, &dict, &local), &local,
-                    error))
+  if (owner->ops->get_counters != NULL
+      && !slot_result (owner, "get_counters", owner->ops->get_counters (owner, &dict, &local),
+                       &local, error))
     {
       g_variant_dict_clear (&dict);
       return NULL;
     }
+  for (; mr != NULL; mr = mr->upstream)
+    breaches += __atomic_load_n (&mr->contract_breaches, __ATOMIC_RELAXED);
+  g_variant_dict_insert (&dict, "contract_breaches", "t", breaches);
   return g_variant_ref_sink (g_variant_dict_end (&dict));
 }
 

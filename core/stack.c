@@ -215,12 +215,20 @@ fail:
  * valid; when a layer's init fails, the layers already created are released. The returned resource
  * is the first layer, holding the rest. Driver calls are the kinds'. Thread-safe.
  *
+ * A kind's init (or import_handle) may create resources itself, which may do the same: such
+ * creations nest at most 32 deep on a thread. A creation while 32 kinds' inits run on the calling
+ * thread, one inside the other, is refused before anything of it is made, so that a kind whose
+ * init creates a resource of its own kind (directly, in a stack or through a `@NAME`) fails
+ * instead of recursing until the stack overflows (since 2.0).
+ *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed spec (an empty layer, `>>`, a trailing
  * `>`, more than 16 layers, an adaptor last, a base kind above another layer), an unknown or
  * repeated key, a missing `=` or a bad value (the message names the layer, by position and
  * kind, the key and what is valid); those of memres_registry_lookup(); for `@NAME`, those of
  * reading the config file and %MEMRES_ERROR_NOT_FOUND for an undefined name; whatever a kind's
- * init sets (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...).
+ * init sets (%MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE, %MEMRES_CUDA_ERROR, ...);
+ * %MEMRES_ERROR_FAILED for a creation nested more than 32 deep in kinds' inits (the message names
+ * the kind refused and the kind whose init asked).
  *
  * Returns: (transfer full) (nullable): a new resource, or %NULL with @error set
  *
@@ -364,15 +372,20 @@ memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
  * @error: return location for a #GError, or %NULL
  *
  * For adaptor kinds: calls the deallocate slot of @mr's upstream on @alloc, its result checked
- * as the core checks its own deallocate calls (a failure without an error gets one). As the
- * deallocate slot's contract says, a failure released nothing and leaves @alloc as it was (pass
- * it again later), unless the upstream set @alloc->address to 0 (released half-way: gone). On
- * success the allocation is gone and @alloc is zeroed (read what you need of it before): a
- * record passed again is refused instead of freeing the memory twice. Thread-safe, no lock
+ * as the core checks its own deallocate calls. As the deallocate slot's contract says, a failure
+ * released nothing and leaves @alloc as it was (pass it again later), unless the upstream set
+ * @alloc->address to 0 (released half-way: gone). An upstream that breaks that contract, failing
+ * without setting an error or changing the address to another nonzero value, is reported as
+ * memres_buffer_close() reports it (a critical warning, `contract_breaches` in
+ * memres_resource_get_counters()) and its allocation taken as gone, never deallocated again.
+ * Whenever the allocation is gone (success, half-way, breach) @alloc is zeroed (read what you
+ * need of it before): a record passed again is refused instead of freeing the memory twice. So
+ * after a failure, @alloc->address as it was means kept, 0 means gone. Thread-safe, no lock
  * held. The driver calls are the upstream's.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT (@mr has no upstream; @alloc is a zeroed record, one
- * already freed: a plugin bug); whatever the upstream's deallocate sets (a
+ * already freed: a plugin bug); %MEMRES_ERROR_FAILED for an upstream that broke the contract
+ * without an error (since 2.0); whatever the upstream's deallocate sets (a
  * %MEMRES_CUDA_ERROR).
  *
  * Returns: %TRUE on success
@@ -405,11 +418,13 @@ memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
   address = alloc->address;
   size = alloc->size;
   ok = _memres_resource_call_deallocate (up, alloc, stream, error);
-  /* a failure that released half-way (the address set to 0): gone all the same */
-  if (ok || (address != 0 && alloc->address == 0))
-    _memres_resource_count_used (up, -(gint64) size);
-  if (ok)
-    memset (alloc, 0, sizeof *alloc);
+  /* a failure that released half-way (the address set to 0) or broke the contract (zeroed):
+   * gone all the same */
+  if (ok || alloc->address != address)
+    {
+      _memres_resource_count_used (up, -(gint64) size);
+      memset (alloc, 0, sizeof *alloc);
+    }
   return ok;
 }
 

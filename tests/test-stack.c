@@ -443,11 +443,22 @@ test_lying_upstream (void)
         LiarResource *liar;
         MemresBuffer *buf;
         MemresStatsCounters counters;
+        g_autofree char *log = NULL;
+        g_autoptr (GVariant) core_counters = NULL;
+        guint64 breaches = 0;
+        guint criticals;
 
         while (memres_resource_get_upstream (bottom) != NULL)
           bottom = memres_resource_get_upstream (bottom);
         liar = memres_resource_get_private (bottom);
+        mt_log_capture_begin ();
         buf = memres_resource_allocate (mr, 16, NULL, &error);
+        log = mt_log_capture_end (&criticals);
+        /* a failure without an error breaks the contract: one critical naming the liar */
+        g_assert_cmpuint (criticals, ==, i == 2 ? 1 : 0);
+        if (i == 2)
+          g_assert_true (g_str_has_prefix (log, "CRITICAL: kind \"liar\": allocate returned "
+                                                "FALSE without setting an error"));
         g_assert_null (buf);
         g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
         if (strstr (error->message, cases[i].needle) == NULL
@@ -456,6 +467,11 @@ test_lying_upstream (void)
         /* both lying records went back through the liar's deallocate once (a record of address
          * 0 may still own plugin_data); a failed allocate returned nothing to release */
         g_assert_cmpint (liar->freed, ==, i < 2 ? 1 : 0);
+        g_clear_error (&error);
+        core_counters = memres_resource_get_counters (mr, &error);
+        g_assert_no_error (error);
+        g_assert_true (g_variant_lookup (core_counters, "contract_breaches", "t", &breaches));
+        g_assert_cmpuint (breaches, ==, i == 2 ? 1 : 0);
         if (strstr (spec, "stats") != NULL)
           {
             g_clear_error (&error);
@@ -714,6 +730,7 @@ int
 main (int argc, char **argv)
 {
   mt_init (&argc, &argv);
+  mt_log_capture_init ();
   register_kinds ();
   g_test_add_func ("/stack/bad-stacks", test_bad_stacks);
   g_test_add_func ("/stack/pass-through", test_pass_through);

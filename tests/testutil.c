@@ -18,6 +18,66 @@ mt_init (int *argc, char ***argv)
   g_test_init (argc, argv, NULL);
 }
 
+/* mt_log_capture_*(): what was kept, NULL while not capturing. */
+static GMutex capture_lock;
+static GString *captured;
+static guint captured_criticals;
+
+static GLogWriterOutput
+capture_writer (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer data)
+{
+  const char *domain = NULL;
+  const char *message = NULL;
+  gboolean kept = FALSE;
+
+  for (gsize i = 0; i < n_fields; i++)
+    if (g_strcmp0 (fields[i].key, "GLIB_DOMAIN") == 0)
+      domain = fields[i].value;
+    else if (g_strcmp0 (fields[i].key, "MESSAGE") == 0)
+      message = fields[i].value;
+  g_mutex_lock (&capture_lock);
+  if (captured != NULL && g_strcmp0 (domain, "memres") == 0 && message != NULL
+      && (level & (G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING)))
+    {
+      gboolean critical = (level & G_LOG_LEVEL_CRITICAL) != 0;
+
+      g_string_append_printf (captured, "%s: %s\n", critical ? "CRITICAL" : "WARNING", message);
+      captured_criticals += critical;
+      kept = TRUE;
+    }
+  g_mutex_unlock (&capture_lock);
+  return kept ? G_LOG_WRITER_HANDLED : g_log_writer_default (level, fields, n_fields, data);
+}
+
+void
+mt_log_capture_init (void)
+{
+  g_log_set_writer_func (capture_writer, NULL, NULL);
+}
+
+void
+mt_log_capture_begin (void)
+{
+  g_mutex_lock (&capture_lock);
+  g_assert_null (captured);
+  captured = g_string_new (NULL);
+  captured_criticals = 0;
+  g_mutex_unlock (&capture_lock);
+}
+
+char *
+mt_log_capture_end (guint *n_criticals)
+{
+  char *text;
+
+  g_mutex_lock (&capture_lock);
+  g_assert_nonnull (captured);
+  *n_criticals = captured_criticals;
+  text = g_string_free (g_steal_pointer (&captured), FALSE);
+  g_mutex_unlock (&capture_lock);
+  return text;
+}
+
 /* The fake's control functions, resolved once from the library MEMRES_CUDA_DRIVER names. */
 typedef struct
 {

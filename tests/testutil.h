@@ -129,6 +129,17 @@ void mt_assert_printable (const char *text, gsize max_len);
  * @n numbers at @tags alike: @tags[i] stays the number of @bufs[i]. */
 void mt_shuffle_buffers (MemresBuffer **bufs, guint *tags, guint n);
 
+/* The warnings and criticals of memres (log domain "memres"), which structured logging sends
+ * past g_test_expect_message(): mt_log_capture_init(), once in main() before anything logs,
+ * installs a writer that passes every message on to GLib's default writer, except that between
+ * mt_log_capture_begin() and mt_log_capture_end() it keeps memres's warnings and criticals
+ * (then not fatal) instead. mt_log_capture_end() returns them, one line each, criticals as
+ * "CRITICAL: MESSAGE" and warnings as "WARNING: MESSAGE" (transfer full), and stores the number
+ * of criticals in @n_criticals. */
+void mt_log_capture_init (void);
+void mt_log_capture_begin (void);
+char *mt_log_capture_end (guint *n_criticals);
+
 /* memres_resource_allocate(@mr, @size, @stream), asserting no error, a buffer and that its size
  * is @size bytes. Returns (transfer full). */
 MemresBuffer *mt_alloc_ok (MemresResource *mr, gsize size, MemresStream stream);

@@ -194,7 +194,8 @@ import_handle_setup (MemresResource *mr, gconstpointer handle, GError **error)
  * %MEMRES_ERROR_INVALID_DESCRIPTOR when the pool is already imported as another kind;
  * %MEMRES_ERROR_WRONG_DEVICE when no device here has the handle's device UUID;
  * %MEMRES_ERROR_NO_DEVICE, %MEMRES_ERROR_NO_DRIVER, #MEMRES_PLUGIN_ERROR from loading,
- * %MEMRES_CUDA_ERROR from the driver.
+ * %MEMRES_CUDA_ERROR from the driver; %MEMRES_ERROR_FAILED when called inside kinds' inits
+ * nested 32 deep (see memres_resource_new()).
  *
  * Returns: (transfer full) (nullable): the imported resource, or %NULL with @error set
  *

@@ -468,7 +468,12 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   cuCtxSynchronize()). A slot that fails after releasing part of the allocation, which it
  *   cannot undo, releases all it can, reports the first failure and sets @alloc->address to 0:
  *   the core then takes the allocation as gone and closes the buffer all the same. (Since 1.2;
- *   until 1.1 the core closed the buffer whatever deallocate returned.) When allocate or
+ *   until 1.1 the core closed the buffer whatever deallocate returned.) A failure without an
+ *   error, or one that changed @alloc->address to another nonzero value, breaks this contract:
+ *   the core reports it (a critical warning naming the kind, `contract_breaches` in
+ *   memres_resource_get_counters()), takes the allocation as released and never calls
+ *   deallocate on it again (since 2.0; allocate and resize failing without an error are
+ *   reported the same way). When allocate or
  *   resize succeeded with a record the core refuses (address 0, fewer bytes than asked, a
  *   range no memory can have), the core gives that record back through deallocate before it
  *   fails the call with %MEMRES_ERROR_FAILED: deallocate must then accept an address of 0
