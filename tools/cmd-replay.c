@@ -17,6 +17,9 @@
 
 #define LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream"
 
+/* The plural "s" of a count's noun: "1 operation", "2 operations". */
+#define PLURAL(n) ((n) == 1 ? "" : "s")
+
 typedef struct
 {
   guint64 allocations, frees, logged_failures, failures, unmatched_frees, live_at_end;
@@ -342,9 +345,10 @@ memres_tool_replay (int argc, char **argv)
       g_autofree char *spec_shown = memres_tool_one_line (spec);
 
       ops = r.allocations + r.frees;
-      g_print ("replayed  %s: %" G_GUINT64_FORMAT " operations (%" G_GUINT64_FORMAT
-               " allocations, %" G_GUINT64_FORMAT " frees) logged by %u thread%s\n",
-               log, ops, r.allocations, r.frees, r.threads, r.threads == 1 ? "" : "s");
+      g_print ("replayed  %s: %" G_GUINT64_FORMAT " operation%s (%" G_GUINT64_FORMAT
+               " allocation%s, %" G_GUINT64_FORMAT " free%s) logged by %u thread%s\n",
+               log, ops, PLURAL (ops), r.allocations, PLURAL (r.allocations), r.frees,
+               PLURAL (r.frees), r.threads, PLURAL (r.threads));
       g_print ("against   %s\n", spec_shown);
       g_print ("allocate  %" G_GUINT64_FORMAT " ns per operation\n",
                r.allocations ? r.alloc_ns / r.allocations : 0);
@@ -359,15 +363,16 @@ memres_tool_replay (int argc, char **argv)
       else
         g_print ("          reserved unknown (the stack keeps no statistics)\n");
       g_print ("failures  %" G_GUINT64_FORMAT " allocation%s failed", r.failures,
-               r.failures == 1 ? "" : "s");
+               PLURAL (r.failures));
       if (r.first_failure != NULL)
         {
           g_autofree char *first = memres_tool_one_line (r.first_failure);
           g_print (" (first: %s)", first);
         }
       g_print ("; %" G_GUINT64_FORMAT " failed in the log; %" G_GUINT64_FORMAT
-               " frees skipped; %" G_GUINT64_FORMAT " buffers live at the end, closed\n",
-               r.logged_failures, r.unmatched_frees, r.live_at_end);
+               " free%s skipped; %" G_GUINT64_FORMAT " buffer%s live at the end, closed\n",
+               r.logged_failures, r.unmatched_frees, PLURAL (r.unmatched_frees), r.live_at_end,
+               PLURAL (r.live_at_end));
     }
   g_free (r.first_failure);
   return status;

@@ -15,7 +15,13 @@ int memres_tool_replay (int argc, char **argv);     /* cmd-replay.c */
 int memres_tool_ipc_serve (int argc, char **argv);  /* cmd-ipc.c */
 int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 
-/* Prints "memres: MESSAGE" on one line to stderr and returns the exit status: 2 for
+/* The exit status of a plugin file on the search path that does not load (memres kinds, and
+ * any command whose kind's plugin fails to load). */
+#define MEMRES_TOOL_EXIT_BROKEN_PLUGIN 3
+
+/* Prints "memres: MESSAGE" on one line to stderr and returns the exit status: 3 for a plugin
+ * that does not load (MEMRES_PLUGIN_ERROR, or the error the listing of the search path gives
+ * a plugin file: a kind with an invalid option schema), 2 for
  * MEMRES_ERROR_INVALID_ARGUMENT (a bad operand: spec, option value, size, pattern, a file
  * named by the input that is missing, not a regular file or malformed), else 1.
  * MESSAGE is made printable: control characters and bytes that are not UTF-8 escaped,
