@@ -46,7 +46,9 @@ parse_pattern (const char *text, guint32 *pattern, GError **error)
     {
       shown = memres_tool_show_input (text);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "invalid pattern \"%s\": expected a 32-bit number, decimal or 0x-hex", shown);
+                   "--pattern: invalid pattern \"%s\": expected a 32-bit number, decimal or "
+                   "0x-hex",
+                   shown);
       return FALSE;
     }
   *pattern = (guint32) value;
@@ -341,7 +343,7 @@ memres_tool_alloc (int argc, char **argv)
   GOptionEntry entries[] = {
     { "device", 'd', 0, G_OPTION_ARG_INT, &device, "Device of the default resource (default 0)",
       "N" },
-    { "pattern", 'p', 0, G_OPTION_ARG_STRING, &pattern_text,
+    { "pattern", 'p', 0, G_OPTION_ARG_FILENAME, &pattern_text,
       "32-bit fill pattern (default 0xc0ffee42; its low byte when SIZE is not a multiple of 4)",
       "VALUE" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json_output, "Print JSON", NULL },
