@@ -1722,12 +1722,9 @@ static void
 test_stdout_unwritable (void)
 {
   static const char *const commands[][4] = {
-    { "kinds", "host", NULL },
-    { "alloc", "host", "1KiB", NULL },
-    { "resources", NULL },
-    { "info", NULL },
-    { "--version", NULL },
-    { "--help", NULL },
+    { "kinds", "host", NULL }, { "alloc", "host", "1KiB", NULL },
+    { "resources", NULL },     { "info", NULL },
+    { "--version", NULL },     { "--help", NULL },
   };
   int full = open ("/dev/full", O_WRONLY);
   Run r = { 0 };

@@ -6,6 +6,8 @@
 #include "memres-tool.h"
 
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define DEFAULT_PATTERN 0xc0ffee42u
 
@@ -356,7 +358,8 @@ memres_tool_alloc (int argc, char **argv)
   const char *spec, *size_text;
   g_autofree char *default_spec = NULL;
   g_auto (AllocReport) r = { 0 };
-  gboolean ok = TRUE;
+  gboolean ok = TRUE, logs_ok;
+  struct stat out_st;
 
   context = g_option_context_new ("[SPEC|default] SIZE - allocate a buffer by name and verify it");
   g_option_context_set_summary (
@@ -420,6 +423,11 @@ memres_tool_alloc (int argc, char **argv)
         return memres_tool_fail (error);
       spec = default_spec;
     }
+  /* a log on stdout would mix its lines into the document: refused before it is created */
+  if (json_output && fstat (STDOUT_FILENO, &out_st) == 0
+      && !memres_tool_check_log_paths (
+          spec, &out_st, "the standard output, where --json writes its document", &error))
+    return memres_tool_fail (error);
   mr = memres_resource_new (spec, &error);
   if (mr == NULL)
     return memres_tool_fail (error);
@@ -453,9 +461,13 @@ memres_tool_alloc (int argc, char **argv)
       ok = memres_buffer_close (buf, NULL, &error);
       if (!ok && !json_output && g_str_has_suffix (report_text->str, CLOSED_LINE))
         g_string_truncate (report_text, report_text->len - strlen (CLOSED_LINE));
-      if (ok || !json_output)
+      /* a log that lost lines fails the command; the text report stays true (with --json,
+       * the error is the one document) */
+      logs_ok = !ok || memres_tool_check_logs_complete (mr, &error);
+      if ((ok && logs_ok) || !json_output)
         g_print ("%s", report_text->str);
       g_string_free (g_steal_pointer (&report_text), TRUE);
+      ok = ok && logs_ok;
     }
   if (!ok)
     return memres_tool_fail (error);

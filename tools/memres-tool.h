@@ -54,6 +54,19 @@ gboolean memres_tool_parse_options (GOptionContext *context, int *argc, char ***
  * MESSAGE" alone), with --json also the JSON error; returns 2. */
 int memres_tool_usage_error (const char *command, const char *message);
 
+/* logs.c: the `log` layers of a stack. memres_tool_check_log_paths(): FALSE with
+ * MEMRES_ERROR_FAILED when a `log` layer of @spec names (through any link) the same file as
+ * @file (its st_dev and st_ino), which the message calls @what ("the LOG being replayed");
+ * checked from the spec alone (memres_spec_parse()), before the log would be created and
+ * truncated; a spec that does not parse passes (memres_resource_new() reports it).
+ * memres_tool_check_logs_complete(): FALSE with MEMRES_ERROR_FAILED when a `log` layer of the
+ * stack @mr could not write every line (its counter lines_lost), naming the layer, the count
+ * and the error. */
+struct stat;
+gboolean memres_tool_check_log_paths (const char *spec, const struct stat *file, const char *what,
+                                      GError **error);
+gboolean memres_tool_check_logs_complete (MemresResource *mr, GError **error);
+
 /* A small JSON writer: values are appended to a GString with indentation. */
 typedef struct
 {
