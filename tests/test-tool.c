@@ -1856,6 +1856,199 @@ test_replay_singular (void)
   g_rmdir (dir);
 }
 
+/* memres replay LOG SPEC where SPEC logs to LOG (through a named resource, another path of
+ * the same file, append=true): refused with exit status 1 before anything is created, LOG's
+ * bytes intact. */
+static void
+test_replay_keeps_log (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "run.csv", NULL);
+  g_autofree char *link = g_build_filename (dir, "link.csv", NULL);
+  g_autofree char *conf = g_build_filename (dir, "resources.conf", NULL);
+  g_autofree char *conf_text = g_strdup_printf ("[debug]\nspec=log:path=%s>host\n", log);
+  g_autofree char *via_dot = g_strdup_printf ("log:path=%s/./run.csv>host", dir);
+  g_autofree char *appending = g_strdup_printf ("stats>log:path=%s,append=true>host", link);
+  const char *const env[] = { "MEMRES_CONFIG", conf, NULL };
+  const char *const cases[][5] = {
+    { "replay", log, "@debug", NULL },
+    { "replay", link, via_dot, NULL },
+    { "replay", "--json", log, appending, NULL },
+  };
+  const char *text = "Thread,Time,Action,Pointer,Size,Stream\n"
+                     "1,10:00:00.000000,allocate,0x1000,64,0x0\n"
+                     "1,10:00:00.000001,free,0x1000,64,0x0\n";
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (log, text, -1, NULL));
+  g_assert_true (g_file_set_contents (conf, conf_text, -1, NULL));
+  g_assert_cmpint (symlink ("run.csv", link), ==, 0);
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *after = NULL;
+
+      run_toolv (&r, env, cases[i]);
+      g_test_message ("%s%s", r.out, r.err);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_nonnull (strstr (r.err, "(kind \"log\") would write its log to \""));
+      g_assert_nonnull (strstr (r.err, "which is the LOG being replayed: refused"));
+      g_assert_true (g_file_get_contents (log, &after, NULL, NULL));
+      g_assert_cmpstr (after, ==, text);
+      run_clear (&r);
+    }
+  /* the JSON error names the layer's position */
+  run_toolv (&r, env, cases[2]);
+  g_assert_nonnull (strstr (r.out, "\"message\": \"layer 2 (kind \\\"log\\\")"));
+  g_assert_nonnull (strstr (r.out, "\"exit_status\": 1"));
+  run_clear (&r);
+  /* another file is logged to as before */
+  {
+    g_autofree char *other = g_build_filename (dir, "other.csv", NULL);
+    g_autofree char *spec = g_strdup_printf ("log:path=%s>host", other);
+    g_autofree char *logged = NULL;
+
+    run_tool (&r, "replay", log, spec, NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (g_file_get_contents (other, &logged, NULL, NULL));
+    g_assert_true (g_str_has_prefix (logged, "Thread,Time,Action,Pointer,Size,Stream\n"));
+    g_assert_nonnull (strstr (logged, ",allocate,"));
+    g_assert_nonnull (strstr (logged, ",free,"));
+    run_clear (&r);
+    g_remove (other);
+  }
+  g_remove (link);
+  g_remove (log);
+  g_remove (conf);
+  g_rmdir (dir);
+}
+
+/* A log layer that cannot write its lines (/dev/full) fails memres alloc and memres replay
+ * with exit status 1 and a message naming the layer and the lines lost; GLib's warning says
+ * "memres", not the command's name. */
+static void
+test_log_lines_lost (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "run.csv", NULL);
+  Run r = { 0 };
+
+  run_tool (&r, "alloc", "log:path=/dev/full>host", "1KiB", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.out, "\nclosed    the buffer was freed\n"));
+  g_assert_true (g_str_has_suffix (r.err, "\nmemres: layer 1 (kind \"log\"): its log is "
+                                          "incomplete: 3 of 3 lines could not be written (No "
+                                          "space left on device)\n"));
+  /* the warning says who: memres */
+  g_assert_true (g_str_has_prefix (r.err, "\n(memres:"));
+  g_assert_null (strstr (r.err, "(alloc:"));
+  run_clear (&r);
+  /* the second layer, with --json: the error is the one document */
+  run_tool (&r, "alloc", "--json", "stats>log:path=/dev/full,flush=true>host", "1KiB", NULL);
+  g_assert_cmpint (r.status, ==, 1);
+  assert_one_json_document (r.out);
+  g_assert_true (g_str_has_prefix (r.out, "{\n  \"error\": {\n    \"message\": \"layer 2 (kind "
+                                          "\\\"log\\\"): its log is incomplete: 3 of 3 lines"));
+  run_clear (&r);
+
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,10:00:00.000000,allocate,0x1000,64,0x0\n"
+                                      "1,10:00:00.000001,allocate,0x2000,64,0x0\n"
+                                      "1,10:00:00.000002,free,0x1000,64,0x0\n",
+                                      -1, NULL));
+  run_tool (&r, "replay", log, "log:path=/dev/full>host", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.out, ": 3 operations (2 allocations, 1 free)"));
+  g_assert_true (g_str_has_suffix (r.err, "\nmemres: layer 1 (kind \"log\"): its log is "
+                                          "incomplete: 5 of 5 lines could not be written (No "
+                                          "space left on device)\n"));
+  run_clear (&r);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
+/* With --json, a log layer on the file of stdout (/dev/stdout, /proc/self/fd/1, the file
+ * itself) is refused before it is created, exit status 1: stdout holds the error document
+ * alone, no CSV line in it. */
+static void
+test_json_log_on_stdout (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *out = g_build_filename (dir, "out.json", NULL);
+  g_autofree char *log = g_build_filename (dir, "run.csv", NULL);
+  g_autofree char *self_spec = g_strdup_printf ("log:path=%s>host", out);
+  const char *const specs[]
+      = { "log:path=/dev/stdout>host", "stats>log:path=/proc/self/fd/1>host", self_spec };
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,10:00:00.000000,allocate,0x1000,64,0x0\n",
+                                      -1, NULL));
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    for (guint replay = 0; replay < 2; replay++)
+      {
+        int fd = open (out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        g_autofree char *written = NULL;
+
+        g_assert_cmpint (fd, >=, 0);
+        if (replay)
+          run_tool_stdout (&r, fd, "replay", "--json", log, specs[i], NULL);
+        else
+          run_tool_stdout (&r, fd, "alloc", "--json", specs[i], "1KiB", NULL);
+        close (fd);
+        g_test_message ("%s: %s", specs[i], r.err);
+        g_assert_cmpint (r.status, ==, 1);
+        g_assert_nonnull (strstr (r.err, "which is the standard output, where --json writes its "
+                                         "document: refused"));
+        g_assert_true (g_file_get_contents (out, &written, NULL, NULL));
+        assert_one_json_document (written);
+        g_assert_nonnull (strstr (written, "\"exit_status\": 1"));
+        g_assert_null (strstr (written, "Thread,Time"));
+        run_clear (&r);
+      }
+  g_remove (out);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
+/* A named resource's description= is shown by memres resources, text and JSON (null when it
+ * has none). */
+static void
+test_resources_description (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *conf = g_build_filename (dir, "resources.conf", NULL);
+  const char *const env[] = { "MEMRES_CONFIG", conf, NULL };
+  const char *const list[] = { "resources", NULL };
+  const char *const list_json[] = { "resources", "--json", NULL };
+  g_autofree char *want = NULL;
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (conf,
+                                      "[base]\nspec=host\ndescription=what the job uses\n"
+                                      "[bare]\nspec=@base\n",
+                                      -1, NULL));
+  run_toolv (&r, env, list);
+  g_assert_cmpint (r.status, ==, 0);
+  want = g_strdup_printf ("%s: 2 named resources\n\n@base\n  spec: host\n  description: what "
+                          "the job uses\n  from: %s:2\n\n@bare\n  spec: @base\n  from: %s:5\n",
+                          conf, conf, conf);
+  g_assert_cmpstr (r.out, ==, want);
+  run_clear (&r);
+  run_toolv (&r, env, list_json);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\"spec\": \"host\",\n      \"description\": \"what the job "
+                                   "uses\",\n"));
+  g_assert_nonnull (strstr (r.out, "\"spec\": \"@base\",\n      \"description\": null,\n"));
+  run_clear (&r);
+  g_remove (conf);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1894,5 +2087,9 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/options-not-utf8", test_options_not_utf8);
   g_test_add_func ("/tool/plugin-bad-schema", test_plugin_bad_schema);
   g_test_add_func ("/tool/replay/singular", test_replay_singular);
+  g_test_add_func ("/tool/replay/keeps-log", test_replay_keeps_log);
+  g_test_add_func ("/tool/log-lines-lost", test_log_lines_lost);
+  g_test_add_func ("/tool/json-log-on-stdout", test_json_log_on_stdout);
+  g_test_add_func ("/tool/resources/description", test_resources_description);
   return g_test_run ();
 }
