@@ -1711,6 +1711,40 @@ test_log_lines_lost (void)
   g_remove (path);
 }
 
+/* A process that exits with a log layer alive (never released, as a program that leaves its
+ * resources to the exit) still writes the lines the layer buffered. */
+static void
+test_log_written_at_exit (void)
+{
+  const char *path = g_getenv ("MEMRES_TEST_AT_EXIT_LOG");
+  g_autofree char *own = NULL;
+  g_autofree char *spec = NULL;
+  MemresResource *mr;
+
+  if (!g_test_subprocess ())
+    {
+      g_autofree char *text = NULL;
+      g_auto (GStrv) lines = NULL;
+
+      own = temp_path ("at-exit.csv");
+      g_setenv ("MEMRES_TEST_AT_EXIT_LOG", own, TRUE);
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      g_test_trap_assert_passed ();
+      g_assert_true (g_file_get_contents (own, &text, NULL, NULL));
+      lines = g_strsplit (text, "\n", -1);
+      g_assert_cmpuint (g_strv_length (lines), ==, 3); /* header, allocate, "" */
+      g_assert_cmpstr (lines[0], ==, "Thread,Time,Action,Pointer,Size,Stream");
+      g_assert_nonnull (strstr (lines[1], ",allocate,"));
+      g_remove (own);
+      return;
+    }
+  g_assert_nonnull (path);
+  spec = g_strdup_printf ("log:path=%s>host", path);
+  mr = mt_new_ok (spec);
+  /* neither the buffer nor the resource is released: the exit writes the line */
+  g_assert_nonnull (mt_alloc_ok (mr, 100, NULL));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1741,6 +1775,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/log-threads", test_log_threads);
   g_test_add_func ("/adaptors/log-failed-free", test_log_failed_free);
   g_test_add_func ("/adaptors/log-lines-lost", test_log_lines_lost);
+  g_test_add_func ("/adaptors/log-written-at-exit", test_log_written_at_exit);
   g_test_add_func ("/adaptors/retry-handlers", test_retry_handlers);
   g_test_add_func ("/adaptors/retry-default-trims", test_retry_default_trims);
   g_test_add_func ("/adaptors/threads-exact", test_threads_exact);

@@ -22,7 +22,8 @@
  * error) is lost, not retried: the counters (memres_resource_get_counters()) say how many,
  * `lines_lost`, beside `lines_written` and the first error, `write_error`; the log is complete
  * when `lines_lost` is 0 (reading the counters writes what is buffered first, so they count
- * every line logged so far). The first failure is also one warning.
+ * every line logged so far). The first failure is also one warning. A process that exits
+ * without finalizing the layer still writes its lines (at exit, as stdio would).
  * `memres replay LOG SPEC` replays such a file. Allocations pass through unchanged
  * (MEMRES_KIND_PASSES_ALLOCATIONS). */
 #include <memres/memres-plugin.h>
@@ -30,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -50,6 +52,7 @@ typedef struct
   guint64 lines_written; /* lines (the header included) that reached the file */
   guint64 lines_lost;    /* lines a write failed to take: not in the file */
   int write_errno;       /* the first failure's errno (0: none), warned once */
+  pid_t pid;             /* of the process that created it: the one to write at exit */
   GHashTable *freeing;   /* addresses (guint64*, the freeing frame's) whose free is not logged */
   GCond freed;           /* signalled when one leaves freeing */
 } LogResource;
@@ -176,6 +179,48 @@ append_locked (LogResource *self, const char *line, gsize n)
     flush_locked (self);
 }
 
+/* The layers alive, for what they buffer to be written when the process exits without
+ * finalizing them (as stdio writes its buffers at exit): a program that never releases its
+ * resources loses no line. */
+static GMutex live_lock;
+static GPtrArray *live_logs; /* LogResource* */
+
+static void
+flush_at_exit (void)
+{
+  guint i;
+
+  g_mutex_lock (&live_lock);
+  for (i = 0; live_logs != NULL && i < live_logs->len; i++)
+    {
+      LogResource *self = g_ptr_array_index (live_logs, i);
+
+      /* a forked child's copy of the buffer is the parent's to write */
+      if (self->pid != getpid ())
+        continue;
+      g_mutex_lock (&self->lock);
+      flush_locked (self);
+      g_mutex_unlock (&self->lock);
+    }
+  g_mutex_unlock (&live_lock);
+}
+
+static void
+track_live (LogResource *self, gboolean alive)
+{
+  g_mutex_lock (&live_lock);
+  if (live_logs == NULL)
+    {
+      live_logs = g_ptr_array_new ();
+      atexit (flush_at_exit); /* the plugin stays resident: the function stays */
+    }
+  if (alive)
+    g_ptr_array_add (live_logs, self);
+  else
+    g_ptr_array_remove_fast (live_logs, self);
+  g_mutex_unlock (&live_lock);
+}
+
 static gboolean
 log_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
@@ -203,6 +248,8 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
   g_mutex_init (&self->lock);
   g_cond_init (&self->freed);
   self->freeing = g_hash_table_new (g_int64_hash, g_int64_equal);
+  self->pid = getpid ();
+  track_live (self, TRUE);
   return TRUE;
 }
 
@@ -211,6 +258,7 @@ log_finalize (MemresResource *mr)
 {
   LogResource *self = memres_resource_get_private (mr);
 
+  track_live (self, FALSE);
   flush_locked (self); /* nobody else uses the layer any more */
   if (close (self->fd) != 0 && errno != EINTR && self->write_errno == 0)
     g_warning ("log: closing \"%s\": %s", self->path, g_strerror (errno));
