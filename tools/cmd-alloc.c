@@ -2,7 +2,9 @@
  * pattern, copies it back into host memory, verifies every byte, prints the buffer and the
  * resource's statistics, and closes it. A 0-byte buffer is empty: nothing to fill or check.
  * `default` that is host memory says why. For a stack (`stats>limit:max=1GiB>host`, `@NAME`),
- * each layer with its kind, options and own statistics after the allocation. */
+ * each layer with its kind, options and own statistics after the allocation. A `log` layer
+ * that lost lines fails the command (exit status 1); with --json, a `log` layer on the file of
+ * stdout is refused before the stack is created (logs.c). */
 #include "memres-tool.h"
 
 #include <string.h>

@@ -7,7 +7,9 @@
  * free of an address the replay does not hold (its allocation failed here) is counted and skipped;
  * a log whose live sizes pass 2^64 bytes, or with a free whose Size is not its allocate's, is
  * refused as invalid (they would overlap; the live bytes would be wrong). Buffers still
- * live at the end are closed. */
+ * live at the end are closed. LOG is read whole before SPEC is created, and a `log` layer of
+ * SPEC on the same file is refused first (so is one on stdout with --json); a `log` layer that
+ * lost lines fails the command (logs.c). */
 #include "memres-tool.h"
 
 #include <glib/gstdio.h>
