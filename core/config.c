@@ -30,8 +30,9 @@
 typedef struct
 {
   char *name;
-  char *spec; /* NULL until its spec key is met */
-  guint line; /* of the spec key (of the group header while there is none) */
+  char *spec;        /* NULL until its spec key is met */
+  char *description; /* NULL: none */
+  guint line;        /* of the spec key (of the group header while there is none) */
 } Entry;
 
 typedef struct
@@ -55,6 +56,7 @@ entry_free (gpointer data)
 
   g_free (e->name);
   g_free (e->spec);
+  g_free (e->description);
   g_free (e);
 }
 
@@ -318,16 +320,19 @@ config_load (Config *config, GError **error)
         return bad_file (error, config->path, e->line, "spec", "%s", local->message);
       g_free (e->spec);
       e->spec = g_strstrip (g_steal_pointer (&value));
+      e->description = g_key_file_get_value (kf, e->name, "description", NULL);
+      if (e->description != NULL)
+        g_strstrip (e->description);
       if (e->spec[0] == '\0')
         return bad_file (error, config->path, e->line, "spec", "[%s] has an empty spec", e->name);
     }
   return TRUE;
 }
 
-char *
-_memres_config_lookup (const char *name, char **origin, GError **error)
+/* The entry of @name in the config file, loaded into @config. */
+static const Entry *
+config_find (Config *config, const char *name, GError **error)
 {
-  g_auto (Config) config = { 0 };
   const Entry *e;
 
   /* a malformed name is a malformed spec, whatever the file defines */
@@ -340,36 +345,48 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
                    shown);
       return NULL;
     }
-  if (!config_load (&config, error))
+  if (!config_load (config, error))
     return NULL;
-  e = g_hash_table_lookup (config.by_name, name);
+  e = g_hash_table_lookup (config->by_name, name);
   if (e == NULL)
     {
       g_autofree char *shown = _memres_show_input (name);
       g_autoptr (GString) names = g_string_new (NULL);
       guint i;
 
-      for (i = 0; i < config.list->len; i++)
+      for (i = 0; i < config->list->len; i++)
         g_string_append_printf (names, "%s@%s", i > 0 ? ", " : "",
-                                ((Entry *) g_ptr_array_index (config.list, i))->name);
-      if (config.path == NULL && g_getenv ("MEMRES_CONFIG") != NULL)
+                                ((Entry *) g_ptr_array_index (config->list, i))->name);
+      if (config->path == NULL && g_getenv ("MEMRES_CONFIG") != NULL)
         g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
                      "no resource named @%s: MEMRES_CONFIG is set to the empty string: no "
                      "config file is read",
                      shown);
-      else if (config.path == NULL)
+      else if (config->path == NULL)
         g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
                      "no resource named @%s: no config file defines names (set MEMRES_CONFIG "
                      "or write %s/memres/" CONFIG_BASENAME ")",
                      shown, g_get_user_config_dir ());
-      else if (config.list->len == 0)
+      else if (config->list->len == 0)
         g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
-                     "no resource named @%s: %s defines no names", shown, config.path);
+                     "no resource named @%s: %s defines no names", shown, config->path);
       else
         g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
-                     "no resource named @%s in %s: defined are %s", shown, config.path, names->str);
+                     "no resource named @%s in %s: defined are %s", shown, config->path,
+                     names->str);
       return NULL;
     }
+  return e;
+}
+
+char *
+_memres_config_lookup (const char *name, char **origin, GError **error)
+{
+  g_auto (Config) config = { 0 };
+  const Entry *e = config_find (&config, name, error);
+
+  if (e == NULL)
+    return NULL;
   if (origin != NULL)
     *origin = entry_origin (&config, e);
   return g_strdup (e->spec);
@@ -483,4 +500,39 @@ memres_config_get_resource_spec (const char *name, char **origin, GError **error
   if (origin != NULL)
     *origin = NULL;
   return _memres_config_lookup (name, origin, error);
+}
+
+/**
+ * memres_config_get_resource_description:
+ * @name: a name of the config file, without the `@`
+ * @description: (out) (transfer full) (nullable): return location for the name's
+ *   `description=`, as written (surrounding blanks stripped), or %NULL when the group has
+ *   none; free with g_free()
+ * @error: return location for a #GError, or %NULL
+ *
+ * The description the config file (see memres_config_list_resources()) gives @name: text for
+ * people (`memres resources` shows it); memres reads nothing else from it. Thread-safe.
+ *
+ * Errors: those of memres_config_get_resource_spec(); *@description is %NULL then.
+ *
+ * Returns: %TRUE when @name is defined (with or without a description), else %FALSE with
+ *   @error set
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_config_get_resource_description (const char *name, char **description, GError **error)
+{
+  g_auto (Config) config = { 0 };
+  const Entry *e;
+
+  g_return_val_if_fail (name != NULL, FALSE);
+  g_return_val_if_fail (description != NULL, FALSE);
+
+  *description = NULL;
+  e = config_find (&config, name, error);
+  if (e == NULL)
+    return FALSE;
+  *description = g_strdup (e->description);
+  return TRUE;
 }

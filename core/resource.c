@@ -987,8 +987,11 @@ memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
  * Reads the kind's own counters, beyond #MemresStats: a dictionary (`a{sv}`) whose names and
  * types the kind documents; for the cache adaptor (docs/cache.md) `hits`, `misses`, `used`,
  * `cached`, `reserved` (`t`) and `classes` (`a(tttt)`: class size in bytes, hits, misses,
- * bytes cached). An adaptor without counters passes the call to the layer below. Reading
- * them costs the kind's lock, no driver call. Thread-safe.
+ * bytes cached); for the log adaptor (README) `lines_written`, `lines_lost` (`t`, the header
+ * line included) and `write_error` (`s`, the first failed write's reason, "" when none): its
+ * log is complete when `lines_lost` is 0, and reading them first writes the lines it buffers.
+ * An adaptor without counters passes the call to the layer below. Reading them costs the
+ * kind's lock, no driver call. Thread-safe.
  *
  * The core adds one counter of its own to every resource's dictionary (a kind's counter of that
  * name is replaced): `contract_breaches` (`t`), the calls of a memory slot (allocate,

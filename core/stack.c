@@ -297,6 +297,67 @@ out:
   return upstream;
 }
 
+/**
+ * memres_spec_parse:
+ * @spec: a spec, as memres_resource_new() takes it
+ * @error: return location for a #GError, or %NULL
+ *
+ * The layers of @spec as the grammar reads them, without creating anything: no plugin is
+ * loaded, no kind's init runs, no file (a `log` layer's) is opened. `@NAME` layers are expanded
+ * through the config file (which is read), so that a program can look at what a stack would
+ * do before creating it: the file a `log` layer would write, for one. Keys are not checked
+ * against the kinds' schemas and missing keys get no defaults (memres_resource_new() does
+ * that); a key given twice appears twice. Thread-safe.
+ *
+ * The result has the type `a(sa{say})`: one `(KIND, OPTIONS)` per layer, the first what the
+ * application calls, each value as given with its escapes undone, as a byte string (a value
+ * such as a path need not be UTF-8): `g_variant_lookup (options, "path", "^ay", &path)`.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a malformed spec (an empty layer, `>>`, a trailing
+ * `>` or `\`, more than 16 layers, a bad kind name or key, a missing `=`, a cycle of names);
+ * for `@NAME`, those of reading the config file and %MEMRES_ERROR_NOT_FOUND for an undefined
+ * name.
+ *
+ * Returns: (transfer full) (nullable): a new non-floating variant (free with
+ *   g_variant_unref()), or %NULL with @error set
+ *
+ * Since: 2.0
+ */
+GVariant *
+memres_spec_parse (const char *spec, GError **error)
+{
+  g_autoptr (GPtrArray) texts = NULL;
+  GVariantBuilder builder;
+  guint i, j;
+
+  g_return_val_if_fail (spec != NULL, NULL);
+
+  if (!_memres_stack_split (spec, TRUE, &texts, NULL, error))
+    return NULL;
+  g_variant_builder_init (&builder, G_VARIANT_TYPE ("a(sa{say})"));
+  for (i = 0; i < texts->len; i++)
+    {
+      g_autofree char *kind = NULL;
+      g_autoptr (GPtrArray) keys = NULL;
+      g_autoptr (GPtrArray) values = NULL;
+
+      if (!_memres_spec_parse (g_ptr_array_index (texts, i), &kind, &keys, &values, error))
+        {
+          g_variant_builder_clear (&builder);
+          return NULL;
+        }
+      g_variant_builder_open (&builder, G_VARIANT_TYPE ("(sa{say})"));
+      g_variant_builder_add (&builder, "s", kind);
+      g_variant_builder_open (&builder, G_VARIANT_TYPE ("a{say}"));
+      for (j = 0; j < keys->len; j++)
+        g_variant_builder_add (&builder, "{s^ay}", (const char *) g_ptr_array_index (keys, j),
+                               (const char *) g_ptr_array_index (values, j));
+      g_variant_builder_close (&builder);
+      g_variant_builder_close (&builder);
+    }
+  return g_variant_ref_sink (g_variant_builder_end (&builder));
+}
+
 /* The cold paths of memres_upstream_allocate() and memres_upstream_deallocate(), out of line
  * so that their hot paths stay a few instructions around the slot call. */
 static G_GNUC_NO_INLINE gboolean

@@ -8,6 +8,7 @@
  * frees fail. */
 #include "testutil.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -1625,6 +1626,125 @@ test_peaks_across_threads (void)
     }
 }
 
+/* memres_resource_get_counters() of @mr, which must succeed. (transfer full) */
+static GVariant *
+log_counters (MemresResource *mr)
+{
+  g_autoptr (GError) error = NULL;
+  GVariant *counters = memres_resource_get_counters (mr, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (counters);
+  return counters;
+}
+
+/* A log whose writes fail (a full disk: /dev/full) counts the lines it lost, and says whether it
+ * is complete, in its counters: read at any time, they first write what is buffered; the first
+ * failure of a layer is one warning (in a subprocess, whose stderr shows it: structured
+ * logging bypasses g_test_expect_message()). A log that writes counts its lines, the header
+ * included, and loses none. */
+static void
+test_log_lines_lost (void)
+{
+  g_autofree char *path = temp_path ("counted.csv");
+  g_autofree char *spec = g_strdup_printf ("log:path=%s>host", path);
+  MemresResource *mr;
+  GVariant *counters;
+  guint64 written = 0, lost = 0;
+  const char *why = NULL;
+
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      g_test_trap_assert_stderr ("*log: writing \"/dev/full\": *lines_lost*"
+                                 "log: writing \"/dev/full\": *lines_lost*");
+      g_test_trap_assert_stderr_unmatched ("*writing*writing*writing*");
+      return;
+    }
+  g_log_set_always_fatal (G_LOG_FATAL_MASK); /* the warning is what is tested */
+  for (guint flush = 0; flush < 2; flush++)
+    {
+      g_autofree char *full
+          = g_strdup_printf ("log:path=/dev/full,flush=%s>host", flush ? "true" : "false");
+
+      mr = mt_new_ok (full);
+      mt_close_ok (mt_alloc_ok (mr, 100, NULL), NULL);
+      mt_close_ok (mt_alloc_ok (mr, 200, NULL), NULL);
+      counters = log_counters (mr);
+      g_assert_true (g_variant_lookup (counters, "lines_lost", "t", &lost));
+      g_assert_true (g_variant_lookup (counters, "lines_written", "t", &written));
+      g_assert_true (g_variant_lookup (counters, "write_error", "&s", &why));
+      g_assert_cmpuint (lost, ==, 5); /* the header, 2 allocates, 2 frees */
+      g_assert_cmpuint (written, ==, 0);
+      g_assert_cmpstr (why, ==, g_strerror (ENOSPC));
+      g_variant_unref (counters);
+      /* more lines, no more warnings: counted */
+      mt_close_ok (mt_alloc_ok (mr, 300, NULL), NULL);
+      counters = log_counters (mr);
+      g_assert_true (g_variant_lookup (counters, "lines_lost", "t", &lost));
+      g_assert_cmpuint (lost, ==, 7);
+      g_variant_unref (counters);
+      memres_resource_unref (mr);
+    }
+
+  mr = mt_new_ok (spec);
+  mt_close_ok (mt_alloc_ok (mr, 100, NULL), NULL);
+  counters = log_counters (mr);
+  g_assert_true (g_variant_lookup (counters, "lines_lost", "t", &lost));
+  g_assert_true (g_variant_lookup (counters, "lines_written", "t", &written));
+  g_assert_true (g_variant_lookup (counters, "write_error", "&s", &why));
+  g_assert_cmpuint (lost, ==, 0);
+  g_assert_cmpuint (written, ==, 3);
+  g_assert_cmpstr (why, ==, "");
+  g_variant_unref (counters);
+  /* the counters' read wrote them: the file holds the 3 lines while the layer lives */
+  {
+    g_autofree char *text = NULL;
+    g_auto (GStrv) lines = NULL;
+
+    g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+    lines = g_strsplit (text, "\n", -1);
+    g_assert_cmpuint (g_strv_length (lines), ==, 4);
+  }
+  memres_resource_unref (mr);
+  g_remove (path);
+}
+
+/* A process that exits with a log layer alive (never released, as a program that leaves its
+ * resources to the exit) still writes the lines the layer buffered. */
+static void
+test_log_written_at_exit (void)
+{
+  const char *path = g_getenv ("MEMRES_TEST_AT_EXIT_LOG");
+  g_autofree char *own = NULL;
+  g_autofree char *spec = NULL;
+  MemresResource *mr;
+
+  if (!g_test_subprocess ())
+    {
+      g_autofree char *text = NULL;
+      g_auto (GStrv) lines = NULL;
+
+      own = temp_path ("at-exit.csv");
+      g_setenv ("MEMRES_TEST_AT_EXIT_LOG", own, TRUE);
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+      g_test_trap_assert_passed ();
+      g_assert_true (g_file_get_contents (own, &text, NULL, NULL));
+      lines = g_strsplit (text, "\n", -1);
+      g_assert_cmpuint (g_strv_length (lines), ==, 3); /* header, allocate, "" */
+      g_assert_cmpstr (lines[0], ==, "Thread,Time,Action,Pointer,Size,Stream");
+      g_assert_nonnull (strstr (lines[1], ",allocate,"));
+      g_remove (own);
+      return;
+    }
+  g_assert_nonnull (path);
+  spec = g_strdup_printf ("log:path=%s>host", path);
+  mr = mt_new_ok (spec);
+  /* neither the buffer nor the resource is released: the exit writes the line */
+  g_assert_nonnull (mt_alloc_ok (mr, 100, NULL));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1654,6 +1774,8 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/log-odd-paths", test_log_odd_paths);
   g_test_add_func ("/adaptors/log-threads", test_log_threads);
   g_test_add_func ("/adaptors/log-failed-free", test_log_failed_free);
+  g_test_add_func ("/adaptors/log-lines-lost", test_log_lines_lost);
+  g_test_add_func ("/adaptors/log-written-at-exit", test_log_written_at_exit);
   g_test_add_func ("/adaptors/retry-handlers", test_retry_handlers);
   g_test_add_func ("/adaptors/retry-default-trims", test_retry_default_trims);
   g_test_add_func ("/adaptors/threads-exact", test_threads_exact);

@@ -390,6 +390,87 @@ test_search_path (void)
   g_remove (system);
 }
 
+/* memres_config_get_resource_description(): the text as written, NULL for a group without
+ * one; the errors of a lookup. */
+static void
+test_description (void)
+{
+  g_autofree char *path = use_config ("[base]\n"
+                                      "spec=host\n"
+                                      "description =  what the job may use \n"
+                                      "[bare]\n"
+                                      "spec=@base\n");
+  g_autoptr (GError) error = NULL;
+  char *description = (char *) "unset";
+
+  g_assert_true (memres_config_get_resource_description ("base", &description, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (description, ==, "what the job may use");
+  g_free (description);
+  g_assert_true (memres_config_get_resource_description ("bare", &description, &error));
+  g_assert_no_error (error);
+  g_assert_null (description);
+  g_assert_false (memres_config_get_resource_description ("nope", &description, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  g_assert_null (description);
+  g_clear_error (&error);
+  g_assert_false (memres_config_get_resource_description ("a:b", &description, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_assert_null (description);
+  g_unlink (path);
+}
+
+/* memres_spec_parse(): every layer, names expanded, values unescaped as bytes; nothing is
+ * created (a log layer's file is not opened); a malformed spec or an unknown name fails. */
+static void
+test_spec_parse (void)
+{
+  g_autofree char *path = use_config ("[named]\n"
+                                      "spec=log:path=/nonexistent/a\\,b.csv,flush=true>host\n");
+  g_autoptr (GVariant) layers = NULL;
+  g_autoptr (GVariant) options = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *log_path = NULL;
+  const char *kind = NULL;
+
+  layers = memres_spec_parse ("no_such_kind:x=1>@named", &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (layers);
+  g_assert_cmpstr (g_variant_get_type_string (layers), ==, "a(sa{say})");
+  g_assert_cmpuint (g_variant_n_children (layers), ==, 3);
+  g_variant_get_child (layers, 1, "(&s@a{say})", &kind, &options);
+  g_assert_cmpstr (kind, ==, "log");
+  g_assert_cmpuint (g_variant_n_children (options), ==, 2);
+  g_assert_true (g_variant_lookup (options, "path", "^ay", &log_path));
+  g_assert_cmpstr (log_path, ==, "/nonexistent/a,b.csv");
+  g_clear_pointer (&options, g_variant_unref);
+  g_variant_get_child (layers, 2, "(&s@a{say})", &kind, &options);
+  g_assert_cmpstr (kind, ==, "host");
+  g_assert_cmpuint (g_variant_n_children (options), ==, 0);
+  g_clear_pointer (&options, g_variant_unref);
+  g_clear_pointer (&layers, g_variant_unref);
+
+  /* a value that is not UTF-8 comes back as it was given */
+  layers = memres_spec_parse ("log:path=/tmp/\xff\\>x>host", &error);
+  g_assert_no_error (error);
+  g_variant_get_child (layers, 0, "(&s@a{say})", &kind, &options);
+  g_clear_pointer (&log_path, g_free);
+  g_assert_true (g_variant_lookup (options, "path", "^ay", &log_path));
+  g_assert_cmpstr (log_path, ==, "/tmp/\xff>x");
+  g_clear_pointer (&options, g_variant_unref);
+  g_clear_pointer (&layers, g_variant_unref);
+
+  g_assert_null (memres_spec_parse ("host>>host", &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (memres_spec_parse ("log:path>host", &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (memres_spec_parse ("@undefined", &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  g_unlink (path);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -409,5 +490,7 @@ main (int argc, char **argv)
   g_test_add_func ("/config/byte-order-mark", test_byte_order_mark);
   g_test_add_func ("/config/malformed", test_malformed);
   g_test_add_func ("/config/missing-unreadable-huge", test_missing_unreadable_huge);
+  g_test_add_func ("/config/description", test_description);
+  g_test_add_func ("/config/spec-parse", test_spec_parse);
   return g_test_run ();
 }

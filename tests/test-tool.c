@@ -1,5 +1,6 @@
 /* test-tool.c: the `memres` command as a user runs it (the program named by MEMRES_TOOL), with
  * no driver (suite core) and against the fake (suite fake). */
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -787,12 +788,16 @@ test_ipc_serve_count (void)
   g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
   g_autofree char *path = g_build_filename (dir, "s.sock", NULL);
   static const char *const counts[] = { "0", "-1", "-2147483648", "x", "", "2147483648" };
-  const char *want = "memres ipc-serve: --count takes a number of clients, 1 or more (without "
-                     "--count: serve until SIGINT or SIGTERM) (see memres ipc-serve --help)\n";
   Run r = { 0 };
 
   for (gsize i = 0; i < G_N_ELEMENTS (counts); i++)
     {
+      g_autofree char *want
+          = g_strdup_printf ("memres ipc-serve: --count \"%s\": expected a number of clients, 1 "
+                             "or more (without --count: serve until SIGINT or SIGTERM) (see "
+                             "memres ipc-serve --help)\n",
+                             counts[i]);
+
       run_tool (&r, "ipc-serve", "--count", counts[i], path, NULL);
       g_test_message ("--count '%s': %s", counts[i], r.err);
       g_assert_cmpint (r.status, ==, 2);
@@ -803,10 +808,14 @@ test_ipc_serve_count (void)
     }
   run_tool (&r, "ipc-serve", "--json", "--count=0", path, NULL);
   g_assert_cmpint (r.status, ==, 2);
-  g_assert_cmpstr (r.err, ==, want);
+  g_assert_cmpstr (r.err, ==,
+                   "memres ipc-serve: --count \"0\": expected a number of clients, 1 or more "
+                   "(without --count: serve until SIGINT or SIGTERM) (see memres ipc-serve "
+                   "--help)\n");
   g_assert_cmpstr (r.out, ==,
-                   "{\n  \"error\": {\n    \"message\": \"--count takes a number of clients, 1 or "
-                   "more (without --count: serve until SIGINT or SIGTERM)\",\n    \"domain\": "
+                   "{\n  \"error\": {\n    \"message\": \"--count \\\"0\\\": expected a number of "
+                   "clients, 1 or more (without --count: serve until SIGINT or SIGTERM)\",\n    "
+                   "\"domain\": "
                    "null,\n    \"code\": null,\n    \"code_name\": null,\n    "
                    "\"exit_status\": 2\n  }\n}\n");
   g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
@@ -996,7 +1005,7 @@ test_odd_plugin_files (void)
 
       run_toolv (&r, env, args);
       assert_one_error_line (&r);
-      g_assert_cmpint (r.status, ==, 1);
+      g_assert_cmpint (r.status, ==, 3); /* a plugin file that does not load, as for kinds */
       if (strstr (r.err, cases[i].what) == NULL)
         g_error ("stderr lacks \"%s\": %s", cases[i].what, r.err);
       run_clear (&r);
@@ -1661,6 +1670,385 @@ test_alloc_escapes_specs (void)
   g_rmdir (dir);
 }
 
+/* Runs `memres ARGS...` (NULL-terminated) with its stdout on @out_fd (-1: closed), stderr
+ * collected; r->out is empty. */
+static void
+run_tool_stdout (Run *r, int out_fd, ...)
+{
+  const char *tool = g_getenv ("MEMRES_TOOL");
+  g_autoptr (GPtrArray) argv = g_ptr_array_new ();
+  g_autoptr (GString) err = g_string_new (NULL);
+  const char *arg;
+  int pipe_fds[2], wait_status;
+  char chunk[4096];
+  ssize_t n;
+  va_list ap;
+  pid_t pid;
+
+  g_assert_nonnull (tool);
+  g_ptr_array_add (argv, (gpointer) tool);
+  va_start (ap, out_fd);
+  while ((arg = va_arg (ap, const char *)) != NULL)
+    g_ptr_array_add (argv, (gpointer) arg);
+  va_end (ap);
+  g_ptr_array_add (argv, NULL);
+  g_assert_cmpint (pipe (pipe_fds), ==, 0);
+  pid = fork ();
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    {
+      dup2 (pipe_fds[1], 2);
+      if (out_fd < 0)
+        close (1);
+      else
+        dup2 (out_fd, 1);
+      execv (tool, (char **) argv->pdata);
+      _exit (127);
+    }
+  close (pipe_fds[1]);
+  while ((n = read (pipe_fds[0], chunk, sizeof chunk)) > 0)
+    g_string_append_len (err, chunk, n);
+  close (pipe_fds[0]);
+  g_assert_cmpint (waitpid (pid, &wait_status, 0), ==, pid);
+  g_assert_true (WIFEXITED (wait_status));
+  r->status = WEXITSTATUS (wait_status);
+  r->out = g_strdup ("");
+  r->err = g_string_free (g_steal_pointer (&err), FALSE);
+}
+
+/* Every command whose standard output cannot be written (a full disk, a closed descriptor)
+ * says so on stderr and exits 1, not 0; one that failed already keeps its own status. */
+static void
+test_stdout_unwritable (void)
+{
+  static const char *const commands[][4] = {
+    { "kinds", "host", NULL }, { "alloc", "host", "1KiB", NULL },
+    { "resources", NULL },     { "info", NULL },
+    { "--version", NULL },     { "--help", NULL },
+  };
+  int full = open ("/dev/full", O_WRONLY);
+  Run r = { 0 };
+
+  g_assert_cmpint (full, >=, 0);
+  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
+    {
+      const char *const *a = commands[i];
+
+      run_tool_stdout (&r, full, a[0], a[1], a[2], NULL);
+      g_test_message ("%s > /dev/full: %d %s", a[0], r.status, r.err);
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_true (g_str_has_suffix (r.err, "memres: cannot write the standard output: No "
+                                              "space left on device\n"));
+      run_clear (&r);
+      run_tool_stdout (&r, -1, a[0], a[1], a[2], NULL);
+      g_test_message ("%s >&-: %d %s", a[0], r.status, r.err);
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_true (g_str_has_suffix (r.err, "memres: cannot write the standard output: Bad "
+                                              "file descriptor\n"));
+      run_clear (&r);
+    }
+  /* a usage error keeps its status 2, with the reason and the write error */
+  run_tool_stdout (&r, full, "alloc", "--json", "host", "-1", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_true (g_str_has_prefix (r.err, "memres alloc: "));
+  g_assert_nonnull (strstr (r.err, "\nmemres: cannot write the standard output: "));
+  run_clear (&r);
+  close (full);
+}
+
+/* The string options of every command take any bytes (GLib would convert them to UTF-8 and
+ * fail naming neither the option nor the value): a value that is not UTF-8 is refused by the
+ * option's own check, which names the option and shows the value printably. */
+static void
+test_options_not_utf8 (void)
+{
+  static const struct
+  {
+    const char *args[6];
+    int status;
+    const char *message;
+  } cases[] = {
+    { { "ipc-serve", "--spec", "ho\xffst", "/nonexistent/s", NULL },
+      2,
+      "memres: --spec: invalid kind name \"ho\\xffst\"" },
+    { { "ipc-serve", "--size", "1\xff", "/nonexistent/s", NULL },
+      2,
+      "memres ipc-serve: --size: invalid size \"1\\xff\"" },
+    { { "ipc-serve", "--count", "\xfe", "/nonexistent/s", NULL },
+      2,
+      "memres ipc-serve: --count \"\\xfe\": expected a number of clients" },
+    { { "alloc", "--pattern", "\xff", "host", "1", NULL },
+      2,
+      "memres: --pattern: invalid pattern \"\\xff\"" },
+  };
+  Run r = { 0 };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      run_toolv (&r, NULL, cases[i].args);
+      g_test_message ("%s", r.err);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, cases[i].status);
+      g_assert_true (g_str_has_prefix (r.err, cases[i].message));
+      g_assert_null (strstr (r.err, "conversion"));
+      run_clear (&r);
+    }
+}
+
+/* A plugin whose kind has an invalid option schema is a plugin that does not load, not a
+ * usage error: exit status 3 from every command that needs it, as from memres kinds. */
+static void
+test_plugin_bad_schema (void)
+{
+  const char *dir = g_getenv ("MEMRES_TEST_SCHEMA_PLUGIN_DIR");
+  const char *const env[] = { "MEMRES_PLUGIN_PATH", dir, NULL };
+  static const char *const commands[][5] = {
+    { "alloc", "bad_schema", "1", NULL },
+    { "alloc", "--json", "bad_schema", "1", NULL },
+    { "kinds", "bad_schema", NULL },
+    { "kinds", NULL },
+  };
+  Run r = { 0 };
+
+  g_assert_nonnull (dir);
+  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
+    {
+      run_toolv (&r, env, commands[i]);
+      g_test_message ("%s", r.err);
+      g_assert_cmpint (r.status, ==, 3);
+      g_assert_true (g_str_has_prefix (r.err, "memres: "));
+      run_clear (&r);
+    }
+  run_toolv (&r, env, commands[1]);
+  g_assert_nonnull (strstr (r.out, "\"exit_status\": 3"));
+  g_assert_nonnull (strstr (r.err, "default of option \"max\": invalid size \"lots\""));
+  run_clear (&r);
+  /* what the user typed wrong stays a usage error */
+  {
+    const char *const args[] = { "alloc", "host:alignment=lots", "1", NULL };
+
+    run_toolv (&r, env, args);
+    g_assert_cmpint (r.status, ==, 2);
+    run_clear (&r);
+  }
+}
+
+/* memres replay says "1 operation", "1 buffer": singular for a count of one. */
+static void
+test_replay_singular (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "one.csv", NULL);
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,10:00:00.000000,allocate,0x1000,64,0x0\n",
+                                      -1, NULL));
+  run_tool (&r, "replay", log, "host", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, ": 1 operation (1 allocation, 0 frees) logged by 1 thread\n"));
+  g_assert_nonnull (strstr (r.out, "\nfailures  0 allocations failed; 0 failed in the log; 0 "
+                                   "frees skipped; 1 buffer live at the end, closed\n"));
+  run_clear (&r);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
+/* memres replay LOG SPEC where SPEC logs to LOG (through a named resource, another path of
+ * the same file, append=true): refused with exit status 1 before anything is created, LOG's
+ * bytes intact. */
+static void
+test_replay_keeps_log (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "run.csv", NULL);
+  g_autofree char *link = g_build_filename (dir, "link.csv", NULL);
+  g_autofree char *conf = g_build_filename (dir, "resources.conf", NULL);
+  g_autofree char *conf_text = g_strdup_printf ("[debug]\nspec=log:path=%s>host\n", log);
+  g_autofree char *via_dot = g_strdup_printf ("log:path=%s/./run.csv>host", dir);
+  g_autofree char *appending = g_strdup_printf ("stats>log:path=%s,append=true>host", link);
+  const char *const env[] = { "MEMRES_CONFIG", conf, NULL };
+  const char *const cases[][5] = {
+    { "replay", log, "@debug", NULL },
+    { "replay", link, via_dot, NULL },
+    { "replay", "--json", log, appending, NULL },
+  };
+  const char *text = "Thread,Time,Action,Pointer,Size,Stream\n"
+                     "1,10:00:00.000000,allocate,0x1000,64,0x0\n"
+                     "1,10:00:00.000001,free,0x1000,64,0x0\n";
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (log, text, -1, NULL));
+  g_assert_true (g_file_set_contents (conf, conf_text, -1, NULL));
+  g_assert_cmpint (symlink ("run.csv", link), ==, 0);
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *after = NULL;
+
+      run_toolv (&r, env, cases[i]);
+      g_test_message ("%s%s", r.out, r.err);
+      assert_one_error_line (&r);
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_nonnull (strstr (r.err, "(kind \"log\") would write its log to \""));
+      g_assert_nonnull (strstr (r.err, "which is the LOG being replayed: refused"));
+      g_assert_true (g_file_get_contents (log, &after, NULL, NULL));
+      g_assert_cmpstr (after, ==, text);
+      run_clear (&r);
+    }
+  /* the JSON error names the layer's position */
+  run_toolv (&r, env, cases[2]);
+  g_assert_nonnull (strstr (r.out, "\"message\": \"layer 2 (kind \\\"log\\\")"));
+  g_assert_nonnull (strstr (r.out, "\"exit_status\": 1"));
+  run_clear (&r);
+  /* another file is logged to as before */
+  {
+    g_autofree char *other = g_build_filename (dir, "other.csv", NULL);
+    g_autofree char *spec = g_strdup_printf ("log:path=%s>host", other);
+    g_autofree char *logged = NULL;
+
+    run_tool (&r, "replay", log, spec, NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (g_file_get_contents (other, &logged, NULL, NULL));
+    g_assert_true (g_str_has_prefix (logged, "Thread,Time,Action,Pointer,Size,Stream\n"));
+    g_assert_nonnull (strstr (logged, ",allocate,"));
+    g_assert_nonnull (strstr (logged, ",free,"));
+    run_clear (&r);
+    g_remove (other);
+  }
+  g_remove (link);
+  g_remove (log);
+  g_remove (conf);
+  g_rmdir (dir);
+}
+
+/* A log layer that cannot write its lines (/dev/full) fails memres alloc and memres replay
+ * with exit status 1 and a message naming the layer and the lines lost; GLib's warning says
+ * "memres", not the command's name. */
+static void
+test_log_lines_lost (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "run.csv", NULL);
+  Run r = { 0 };
+
+  run_tool (&r, "alloc", "log:path=/dev/full>host", "1KiB", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.out, "\nclosed    the buffer was freed\n"));
+  g_assert_true (g_str_has_suffix (r.err, "\nmemres: layer 1 (kind \"log\"): its log is "
+                                          "incomplete: 3 of 3 lines could not be written (No "
+                                          "space left on device)\n"));
+  /* the warning says who: memres */
+  g_assert_true (g_str_has_prefix (r.err, "\n(memres:"));
+  g_assert_null (strstr (r.err, "(alloc:"));
+  run_clear (&r);
+  /* the second layer, with --json: the error is the one document */
+  run_tool (&r, "alloc", "--json", "stats>log:path=/dev/full,flush=true>host", "1KiB", NULL);
+  g_assert_cmpint (r.status, ==, 1);
+  assert_one_json_document (r.out);
+  g_assert_true (g_str_has_prefix (r.out, "{\n  \"error\": {\n    \"message\": \"layer 2 (kind "
+                                          "\\\"log\\\"): its log is incomplete: 3 of 3 lines"));
+  run_clear (&r);
+
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,10:00:00.000000,allocate,0x1000,64,0x0\n"
+                                      "1,10:00:00.000001,allocate,0x2000,64,0x0\n"
+                                      "1,10:00:00.000002,free,0x1000,64,0x0\n",
+                                      -1, NULL));
+  run_tool (&r, "replay", log, "log:path=/dev/full>host", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.out, ": 3 operations (2 allocations, 1 free)"));
+  g_assert_true (g_str_has_suffix (r.err, "\nmemres: layer 1 (kind \"log\"): its log is "
+                                          "incomplete: 5 of 5 lines could not be written (No "
+                                          "space left on device)\n"));
+  run_clear (&r);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
+/* With --json, a log layer on the file of stdout (/dev/stdout, /proc/self/fd/1, the file
+ * itself) is refused before it is created, exit status 1: stdout holds the error document
+ * alone, no CSV line in it. */
+static void
+test_json_log_on_stdout (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *out = g_build_filename (dir, "out.json", NULL);
+  g_autofree char *log = g_build_filename (dir, "run.csv", NULL);
+  g_autofree char *self_spec = g_strdup_printf ("log:path=%s>host", out);
+  const char *const specs[]
+      = { "log:path=/dev/stdout>host", "stats>log:path=/proc/self/fd/1>host", self_spec };
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,10:00:00.000000,allocate,0x1000,64,0x0\n",
+                                      -1, NULL));
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    for (guint replay = 0; replay < 2; replay++)
+      {
+        int fd = open (out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        g_autofree char *written = NULL;
+
+        g_assert_cmpint (fd, >=, 0);
+        if (replay)
+          run_tool_stdout (&r, fd, "replay", "--json", log, specs[i], NULL);
+        else
+          run_tool_stdout (&r, fd, "alloc", "--json", specs[i], "1KiB", NULL);
+        close (fd);
+        g_test_message ("%s: %s", specs[i], r.err);
+        g_assert_cmpint (r.status, ==, 1);
+        g_assert_nonnull (strstr (r.err, "which is the standard output, where --json writes its "
+                                         "document: refused"));
+        g_assert_true (g_file_get_contents (out, &written, NULL, NULL));
+        assert_one_json_document (written);
+        g_assert_nonnull (strstr (written, "\"exit_status\": 1"));
+        g_assert_null (strstr (written, "Thread,Time"));
+        run_clear (&r);
+      }
+  g_remove (out);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
+/* A named resource's description= is shown by memres resources, text and JSON (null when it
+ * has none). */
+static void
+test_resources_description (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *conf = g_build_filename (dir, "resources.conf", NULL);
+  const char *const env[] = { "MEMRES_CONFIG", conf, NULL };
+  const char *const list[] = { "resources", NULL };
+  const char *const list_json[] = { "resources", "--json", NULL };
+  g_autofree char *want = NULL;
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (conf,
+                                      "[base]\nspec=host\ndescription=what the job uses\n"
+                                      "[bare]\nspec=@base\n",
+                                      -1, NULL));
+  run_toolv (&r, env, list);
+  g_assert_cmpint (r.status, ==, 0);
+  want = g_strdup_printf ("%s: 2 named resources\n\n@base\n  spec: host\n  description: what "
+                          "the job uses\n  from: %s:2\n\n@bare\n  spec: @base\n  from: %s:5\n",
+                          conf, conf, conf);
+  g_assert_cmpstr (r.out, ==, want);
+  run_clear (&r);
+  run_toolv (&r, env, list_json);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\"spec\": \"host\",\n      \"description\": \"what the job "
+                                   "uses\",\n"));
+  g_assert_nonnull (strstr (r.out, "\"spec\": \"@base\",\n      \"description\": null,\n"));
+  run_clear (&r);
+  g_remove (conf);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1695,5 +2083,13 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/replay/free-failure", test_replay_free_failure);
   g_test_add_func ("/tool/replay/traces", test_replay_traces);
   g_test_add_func ("/tool/resources-and-layers", test_resources_and_layers);
+  g_test_add_func ("/tool/stdout-unwritable", test_stdout_unwritable);
+  g_test_add_func ("/tool/options-not-utf8", test_options_not_utf8);
+  g_test_add_func ("/tool/plugin-bad-schema", test_plugin_bad_schema);
+  g_test_add_func ("/tool/replay/singular", test_replay_singular);
+  g_test_add_func ("/tool/replay/keeps-log", test_replay_keeps_log);
+  g_test_add_func ("/tool/log-lines-lost", test_log_lines_lost);
+  g_test_add_func ("/tool/json-log-on-stdout", test_json_log_on_stdout);
+  g_test_add_func ("/tool/resources/description", test_resources_description);
   return g_test_run ();
 }

@@ -2,10 +2,14 @@
  * pattern, copies it back into host memory, verifies every byte, prints the buffer and the
  * resource's statistics, and closes it. A 0-byte buffer is empty: nothing to fill or check.
  * `default` that is host memory says why. For a stack (`stats>limit:max=1GiB>host`, `@NAME`),
- * each layer with its kind, options and own statistics after the allocation. */
+ * each layer with its kind, options and own statistics after the allocation. A `log` layer
+ * that lost lines fails the command (exit status 1); with --json, a `log` layer on the file of
+ * stdout is refused before the stack is created (logs.c). */
 #include "memres-tool.h"
 
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define DEFAULT_PATTERN 0xc0ffee42u
 
@@ -46,7 +50,9 @@ parse_pattern (const char *text, guint32 *pattern, GError **error)
     {
       shown = memres_tool_show_input (text);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "invalid pattern \"%s\": expected a 32-bit number, decimal or 0x-hex", shown);
+                   "--pattern: invalid pattern \"%s\": expected a 32-bit number, decimal or "
+                   "0x-hex",
+                   shown);
       return FALSE;
     }
   *pattern = (guint32) value;
@@ -341,7 +347,7 @@ memres_tool_alloc (int argc, char **argv)
   GOptionEntry entries[] = {
     { "device", 'd', 0, G_OPTION_ARG_INT, &device, "Device of the default resource (default 0)",
       "N" },
-    { "pattern", 'p', 0, G_OPTION_ARG_STRING, &pattern_text,
+    { "pattern", 'p', 0, G_OPTION_ARG_FILENAME, &pattern_text,
       "32-bit fill pattern (default 0xc0ffee42; its low byte when SIZE is not a multiple of 4)",
       "VALUE" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json_output, "Print JSON", NULL },
@@ -354,7 +360,8 @@ memres_tool_alloc (int argc, char **argv)
   const char *spec, *size_text;
   g_autofree char *default_spec = NULL;
   g_auto (AllocReport) r = { 0 };
-  gboolean ok = TRUE;
+  gboolean ok = TRUE, logs_ok;
+  struct stat out_st;
 
   context = g_option_context_new ("[SPEC|default] SIZE - allocate a buffer by name and verify it");
   g_option_context_set_summary (
@@ -418,6 +425,11 @@ memres_tool_alloc (int argc, char **argv)
         return memres_tool_fail (error);
       spec = default_spec;
     }
+  /* a log on stdout would mix its lines into the document: refused before it is created */
+  if (json_output && fstat (STDOUT_FILENO, &out_st) == 0
+      && !memres_tool_check_log_paths (
+          spec, &out_st, "the standard output, where --json writes its document", &error))
+    return memres_tool_fail (error);
   mr = memres_resource_new (spec, &error);
   if (mr == NULL)
     return memres_tool_fail (error);
@@ -451,9 +463,13 @@ memres_tool_alloc (int argc, char **argv)
       ok = memres_buffer_close (buf, NULL, &error);
       if (!ok && !json_output && g_str_has_suffix (report_text->str, CLOSED_LINE))
         g_string_truncate (report_text, report_text->len - strlen (CLOSED_LINE));
-      if (ok || !json_output)
+      /* a log that lost lines fails the command; the text report stays true (with --json,
+       * the error is the one document) */
+      logs_ok = !ok || memres_tool_check_logs_complete (mr, &error);
+      if ((ok && logs_ok) || !json_output)
         g_print ("%s", report_text->str);
       g_string_free (g_steal_pointer (&report_text), TRUE);
+      ok = ok && logs_ok;
     }
   if (!ok)
     return memres_tool_fail (error);

@@ -292,12 +292,12 @@ memres_tool_ipc_serve (int argc, char **argv)
   gint count = 0 /* forever */, timeout = DEFAULT_TIMEOUT;
   gboolean json = FALSE;
   GOptionEntry entries[] = {
-    { "spec", 's', 0, G_OPTION_ARG_STRING, &spec, "the pool (default ipc:device=0)", "SPEC" },
+    { "spec", 's', 0, G_OPTION_ARG_FILENAME, &spec, "the pool (default ipc:device=0)", "SPEC" },
     { "timeout", 't', 0, G_OPTION_ARG_INT, &timeout,
       "give up on a client that stays silent this many seconds (default 30; 0: never)", "S" },
-    { "size", 'n', 0, G_OPTION_ARG_STRING, &size_text, "bytes of the buffer (default 1MiB)",
+    { "size", 'n', 0, G_OPTION_ARG_FILENAME, &size_text, "bytes of the buffer (default 1MiB)",
       "SIZE" },
-    { "count", 'c', 0, G_OPTION_ARG_STRING, &count_text,
+    { "count", 'c', 0, G_OPTION_ARG_FILENAME, &count_text,
       "serve N clients, then exit (default: forever)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "print the summary as JSON", NULL },
     { NULL },
@@ -327,15 +327,24 @@ memres_tool_ipc_serve (int argc, char **argv)
 
       /* 0 would be "forever", which is what leaving --count out means */
       if (!g_ascii_string_to_signed (count_text, 10, 1, G_MAXINT, &n, NULL))
-        return memres_tool_usage_error ("ipc-serve", "--count takes a number of clients, 1 or "
-                                                     "more (without --count: serve until "
-                                                     "SIGINT or SIGTERM)");
+        {
+          g_autofree char *shown = memres_tool_show_input (count_text);
+          g_autofree char *message
+              = g_strdup_printf ("--count \"%s\": expected a number of clients, 1 or more "
+                                 "(without --count: serve until SIGINT or SIGTERM)",
+                                 shown);
+
+          return memres_tool_usage_error ("ipc-serve", message);
+        }
       count = (gint) n;
     }
   if (timeout < 0)
     return memres_tool_usage_error ("ipc-serve", "--timeout must be 0 or more seconds");
   if (size_text != NULL && !memres_parse_size (size_text, &size, &error))
-    return memres_tool_usage_error ("ipc-serve", error->message);
+    {
+      g_prefix_error (&error, "--size: ");
+      return memres_tool_usage_error ("ipc-serve", error->message);
+    }
   if (size == 0 || size % 1024 != 0 || size / 1024 > G_MAXUINT32)
     return memres_tool_usage_error ("ipc-serve", "--size must be a non-zero multiple of 1KiB, "
                                                  "at most 4 TiB - 1 KiB (the protocol counts "
@@ -345,7 +354,11 @@ memres_tool_ipc_serve (int argc, char **argv)
 
   mr = memres_resource_new (spec != NULL ? spec : "ipc:device=0", &error);
   if (mr == NULL)
-    return memres_tool_fail (error);
+    {
+      if (spec != NULL)
+        g_prefix_error (&error, "--spec: ");
+      return memres_tool_fail (error);
+    }
   buf = memres_resource_allocate (mr, size, NULL, &error);
   if (buf == NULL)
     return memres_tool_fail (error);

@@ -160,9 +160,6 @@ print_kind_json (MemresJson *json, MemresKind *kind)
   memres_json_end_object (json);
 }
 
-/* Exit status of a complete listing in which some plugin file did not load. */
-#define EXIT_BROKEN_PLUGIN 3
-
 static gint
 compare_paths (gconstpointer a, gconstpointer b)
 {
@@ -247,8 +244,8 @@ memres_tool_kinds (int argc, char **argv)
   g_option_context_set_description (
       context, "Exit status: 0 when every plugin file on the search path loaded; 3 when the "
                "listing is complete but a plugin file did not load (one line on stderr says "
-               "how many); 1 when a KIND named cannot be found or loaded; 2 for a usage "
-               "error.");
+               "how many), and when the plugin of a KIND named does not load; 1 when a KIND "
+               "named cannot be found; 2 for a usage error.");
   g_option_context_add_main_entries (context, entries, NULL);
   if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("kinds", error->message);
@@ -330,5 +327,5 @@ memres_tool_kinds (int argc, char **argv)
   g_printerr ("memres: %u plugin file%s on the search path did not load (%s)\n", failed_paths->len,
               failed_paths->len == 1 ? "" : "s",
               json_output ? "see \"broken_plugins\"" : "listed after the kinds");
-  return EXIT_BROKEN_PLUGIN;
+  return MEMRES_TOOL_EXIT_BROKEN_PLUGIN;
 }

@@ -7,15 +7,21 @@
  * free of an address the replay does not hold (its allocation failed here) is counted and skipped;
  * a log whose live sizes pass 2^64 bytes, or with a free whose Size is not its allocate's, is
  * refused as invalid (they would overlap; the live bytes would be wrong). Buffers still
- * live at the end are closed. */
+ * live at the end are closed. LOG is read whole before SPEC is created, and a `log` layer of
+ * SPEC on the same file is refused first (so is one on stdout with --json); a `log` layer that
+ * lost lines fails the command (logs.c). */
 #include "memres-tool.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream"
+
+/* The plural "s" of a count's noun: "1 operation", "2 operations". */
+#define PLURAL(n) ((n) == 1 ? "" : "s")
 
 typedef struct
 {
@@ -78,22 +84,15 @@ live_free (gpointer data)
   g_free (l);
 }
 
+/* Reads @log whole into @text (@length bytes), before anything is created: the stack may name
+ * the same file. @st: the file's identity. */
 static gboolean
-replay (const char *log, MemresResource *mr, Replay *r, GError **error)
+read_log (const char *log, char **text, gsize *length, struct stat *st, GError **error)
 {
-  g_autofree char *text = NULL;
-  g_auto (GStrv) lines = NULL;
-  g_autoptr (GHashTable) live
-      = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, live_free);
-  g_autoptr (GHashTable) threads = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (GError) local = NULL;
-  GStatBuf st;
-  const char *nul;
-  gsize length;
-  guint i;
 
   /* a device or a FIFO would be read without end (or wait for good) */
-  if (g_stat (log, &st) == 0 && !S_ISREG (st.st_mode))
+  if (stat (log, st) == 0 && !S_ISREG (st->st_mode))
     {
       g_autofree char *shown = memres_tool_show_input (log);
 
@@ -101,7 +100,7 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
                    shown);
       return FALSE;
     }
-  if (!g_file_get_contents (log, &text, &length, &local))
+  if (!g_file_get_contents (log, text, length, &local))
     {
       /* a LOG that names no file is a bad operand, as one that is not a regular file */
       gboolean bad_path = local->code == G_FILE_ERROR_NOENT || local->code == G_FILE_ERROR_NOTDIR
@@ -116,6 +115,20 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
                    "%s", local->message);
       return FALSE;
     }
+  return TRUE;
+}
+
+static gboolean
+replay (const char *log, const char *text, gsize length, MemresResource *mr, Replay *r,
+        GError **error)
+{
+  g_auto (GStrv) lines = NULL;
+  g_autoptr (GHashTable) live
+      = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, live_free);
+  g_autoptr (GHashTable) threads = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  const char *nul;
+  guint i;
+
   if ((nul = memchr (text, '\0', length)) != NULL)
     {
       guint line = 1;
@@ -272,6 +285,46 @@ replay (const char *log, MemresResource *mr, Replay *r, GError **error)
   return TRUE;
 }
 
+/* The summary as text. */
+static void
+print_text (const char *log_path, const char *spec, const Replay *r)
+{
+  guint64 ops = r->allocations + r->frees;
+  g_autofree char *log = memres_tool_one_line (log_path);
+  g_autofree char *peak = memres_tool_format_size (r->used_peak);
+  g_autofree char *log_peak = memres_tool_format_size (r->log_peak);
+  g_autofree char *spec_shown = memres_tool_one_line (spec);
+
+  g_print ("replayed  %s: %" G_GUINT64_FORMAT " operation%s (%" G_GUINT64_FORMAT
+           " allocation%s, %" G_GUINT64_FORMAT " free%s) logged by %u thread%s\n",
+           log, ops, PLURAL (ops), r->allocations, PLURAL (r->allocations), r->frees,
+           PLURAL (r->frees), r->threads, PLURAL (r->threads));
+  g_print ("against   %s\n", spec_shown);
+  g_print ("allocate  %" G_GUINT64_FORMAT " ns per operation\n",
+           r->allocations ? r->alloc_ns / r->allocations : 0);
+  g_print ("free      %" G_GUINT64_FORMAT " ns per operation\n",
+           r->frees ? r->free_ns / r->frees : 0);
+  g_print ("peak      used %s (the log's: %s)\n", peak, log_peak);
+  if (r->has_reserved)
+    {
+      g_autofree char *reserved = memres_tool_format_size (r->reserved_peak);
+      g_print ("          reserved %s\n", reserved);
+    }
+  else
+    g_print ("          reserved unknown (the stack keeps no statistics)\n");
+  g_print ("failures  %" G_GUINT64_FORMAT " allocation%s failed", r->failures,
+           PLURAL (r->failures));
+  if (r->first_failure != NULL)
+    {
+      g_autofree char *first = memres_tool_one_line (r->first_failure);
+      g_print (" (first: %s)", first);
+    }
+  g_print ("; %" G_GUINT64_FORMAT " failed in the log; %" G_GUINT64_FORMAT
+           " free%s skipped; %" G_GUINT64_FORMAT " buffer%s live at the end, closed\n",
+           r->logged_failures, r->unmatched_frees, PLURAL (r->unmatched_frees), r->live_at_end,
+           PLURAL (r->live_at_end));
+}
+
 int
 memres_tool_replay (int argc, char **argv)
 {
@@ -285,7 +338,9 @@ memres_tool_replay (int argc, char **argv)
   g_autoptr (MemresResource) mr = NULL;
   g_autofree char *spec = NULL;
   Replay r = { 0 };
-  guint64 ops;
+  g_autofree char *text = NULL;
+  gsize length;
+  struct stat log_st, out_st;
   int status = 0;
 
   context = g_option_context_new ("LOG SPEC - replay a log of the log adaptor against a stack");
@@ -299,12 +354,30 @@ memres_tool_replay (int argc, char **argv)
   if (argc != 3)
     return memres_tool_usage_error ("replay", "expected LOG SPEC");
 
+  /* LOG is read whole first, and a log layer that would write over it (truncating it when
+   * created) is refused before anything is created: the input of a command is never
+   * destroyed; with --json, a log on stdout would mix its lines into the document */
+  if (!read_log (argv[1], &text, &length, &log_st, &error)
+      || !memres_tool_check_log_paths (argv[2], &log_st, "the LOG being replayed", &error))
+    return memres_tool_fail (error);
+  if (json_output && fstat (STDOUT_FILENO, &out_st) == 0
+      && !memres_tool_check_log_paths (
+          argv[2], &out_st, "the standard output, where --json writes its document", &error))
+    return memres_tool_fail (error);
   mr = memres_resource_new (argv[2], &error);
   if (mr == NULL)
     return memres_tool_fail (error);
   spec = memres_resource_to_string (mr);
-  if (!replay (argv[1], mr, &r, &error))
+  if (!replay (argv[1], text, length, mr, &r, &error))
     status = memres_tool_fail (error);
+  /* a log layer of the stack that lost lines fails the command (with --json, the error is the
+   * one document; the text summary stays, the error after it) */
+  else if (!memres_tool_check_logs_complete (mr, &error))
+    {
+      if (!json_output)
+        print_text (argv[1], spec, &r);
+      status = memres_tool_fail (error);
+    }
   else if (json_output)
     {
       MemresJson json;
@@ -335,40 +408,7 @@ memres_tool_replay (int argc, char **argv)
       g_print ("%s", out);
     }
   else
-    {
-      g_autofree char *log = memres_tool_one_line (argv[1]);
-      g_autofree char *peak = memres_tool_format_size (r.used_peak);
-      g_autofree char *log_peak = memres_tool_format_size (r.log_peak);
-      g_autofree char *spec_shown = memres_tool_one_line (spec);
-
-      ops = r.allocations + r.frees;
-      g_print ("replayed  %s: %" G_GUINT64_FORMAT " operations (%" G_GUINT64_FORMAT
-               " allocations, %" G_GUINT64_FORMAT " frees) logged by %u thread%s\n",
-               log, ops, r.allocations, r.frees, r.threads, r.threads == 1 ? "" : "s");
-      g_print ("against   %s\n", spec_shown);
-      g_print ("allocate  %" G_GUINT64_FORMAT " ns per operation\n",
-               r.allocations ? r.alloc_ns / r.allocations : 0);
-      g_print ("free      %" G_GUINT64_FORMAT " ns per operation\n",
-               r.frees ? r.free_ns / r.frees : 0);
-      g_print ("peak      used %s (the log's: %s)\n", peak, log_peak);
-      if (r.has_reserved)
-        {
-          g_autofree char *reserved = memres_tool_format_size (r.reserved_peak);
-          g_print ("          reserved %s\n", reserved);
-        }
-      else
-        g_print ("          reserved unknown (the stack keeps no statistics)\n");
-      g_print ("failures  %" G_GUINT64_FORMAT " allocation%s failed", r.failures,
-               r.failures == 1 ? "" : "s");
-      if (r.first_failure != NULL)
-        {
-          g_autofree char *first = memres_tool_one_line (r.first_failure);
-          g_print (" (first: %s)", first);
-        }
-      g_print ("; %" G_GUINT64_FORMAT " failed in the log; %" G_GUINT64_FORMAT
-               " frees skipped; %" G_GUINT64_FORMAT " buffers live at the end, closed\n",
-               r.logged_failures, r.unmatched_frees, r.live_at_end);
-    }
+    print_text (argv[1], spec, &r);
   g_free (r.first_failure);
   return status;
 }

@@ -1,5 +1,5 @@
 /* cmd-resources.c: `memres resources`: the named resources of the config file (`@NAME` layers),
- * each with its spec and where it is defined (FILE:LINE). */
+ * each with its spec, its description (when it has one) and where it is defined (FILE:LINE). */
 #include "memres-tool.h"
 
 int
@@ -23,7 +23,8 @@ memres_tool_resources (int argc, char **argv)
   g_option_context_set_summary (
       context, "The file is $MEMRES_CONFIG, else $XDG_CONFIG_HOME/memres/resources.conf, else "
                "memres/resources.conf in a system config dir ($XDG_CONFIG_DIRS, /etc/xdg). "
-               "Each [NAME] group has spec=STACK; a spec names it as @NAME.");
+               "Each [NAME] group has spec=STACK and an optional description=TEXT (shown); a spec "
+               "names it as @NAME.");
   g_option_context_add_main_entries (context, entries, NULL);
   if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("resources", error->message);
@@ -57,12 +58,17 @@ memres_tool_resources (int argc, char **argv)
       const char *name = g_ptr_array_index (names, i);
       const char *origin = g_ptr_array_index (origins, i);
       const char *spec = g_ptr_array_index (specs, i);
+      g_autofree char *description = NULL;
 
+      /* the file read again: it changed since the listing, or the name went away */
+      if (!memres_config_get_resource_description (name, &description, &error))
+        return memres_tool_fail (error);
       if (json_output)
         {
           memres_json_begin_object (&json, NULL);
           memres_json_string (&json, "name", name);
           memres_json_string (&json, "spec", spec);
+          memres_json_string (&json, "description", description);
           memres_json_string (&json, "defined_at", origin);
           memres_json_end_object (&json);
         }
@@ -70,7 +76,14 @@ memres_tool_resources (int argc, char **argv)
         {
           g_autofree char *spec_shown = memres_tool_one_line (spec);
           g_autofree char *origin_shown = memres_tool_one_line (origin);
-          g_print ("\n@%s\n  spec: %s\n  from: %s\n", name, spec_shown, origin_shown);
+
+          g_print ("\n@%s\n  spec: %s\n", name, spec_shown);
+          if (description != NULL)
+            {
+              g_autofree char *description_shown = memres_tool_one_line (description);
+              g_print ("  description: %s\n", description_shown);
+            }
+          g_print ("  from: %s\n", origin_shown);
         }
     }
   if (json_output)

@@ -15,7 +15,13 @@ int memres_tool_replay (int argc, char **argv);     /* cmd-replay.c */
 int memres_tool_ipc_serve (int argc, char **argv);  /* cmd-ipc.c */
 int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 
-/* Prints "memres: MESSAGE" on one line to stderr and returns the exit status: 2 for
+/* The exit status of a plugin file on the search path that does not load (memres kinds, and
+ * any command whose kind's plugin fails to load). */
+#define MEMRES_TOOL_EXIT_BROKEN_PLUGIN 3
+
+/* Prints "memres: MESSAGE" on one line to stderr and returns the exit status: 3 for a plugin
+ * that does not load (MEMRES_PLUGIN_ERROR, or the error the listing of the search path gives
+ * a plugin file: a kind with an invalid option schema), 2 for
  * MEMRES_ERROR_INVALID_ARGUMENT (a bad operand: spec, option value, size, pattern, a file
  * named by the input that is missing, not a regular file or malformed), else 1.
  * MESSAGE is made printable: control characters and bytes that are not UTF-8 escaped,
@@ -47,6 +53,19 @@ gboolean memres_tool_parse_options (GOptionContext *context, int *argc, char ***
 /* Prints "memres COMMAND: MESSAGE" and a hint to run with --help (@command NULL: "memres:
  * MESSAGE" alone), with --json also the JSON error; returns 2. */
 int memres_tool_usage_error (const char *command, const char *message);
+
+/* logs.c: the `log` layers of a stack. memres_tool_check_log_paths(): FALSE with
+ * MEMRES_ERROR_FAILED when a `log` layer of @spec names (through any link) the same file as
+ * @file (its st_dev and st_ino), which the message calls @what ("the LOG being replayed");
+ * checked from the spec alone (memres_spec_parse()), before the log would be created and
+ * truncated; a spec that does not parse passes (memres_resource_new() reports it).
+ * memres_tool_check_logs_complete(): FALSE with MEMRES_ERROR_FAILED when a `log` layer of the
+ * stack @mr could not write every line (its counter lines_lost), naming the layer, the count
+ * and the error. */
+struct stat;
+gboolean memres_tool_check_log_paths (const char *spec, const struct stat *file, const char *what,
+                                      GError **error);
+gboolean memres_tool_check_logs_complete (MemresResource *mr, GError **error);
 
 /* A small JSON writer: values are appended to a GString with indentation. */
 typedef struct

@@ -1,9 +1,12 @@
 /* memres.c: the `memres` command: inspect kinds and devices, allocate by name. */
 #include "memres-tool.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <locale.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const struct
 {
@@ -68,12 +71,68 @@ print_version (gboolean json)
   return 0;
 }
 
-int
-main (int argc, char **argv)
+/* The first error of a write to stdout (0: none yet), and whether stdout was closed when the
+ * program started. */
+static int stdout_errno;
+static gboolean stdout_closed;
+
+/* g_print()'s handler: GLib's own writes and flushes each text too, but forgets a failure. */
+static void
+print_stdout (const char *text)
+{
+  if ((fputs (text, stdout) == EOF || fflush (stdout) != 0) && stdout_errno == 0)
+    stdout_errno = errno != 0 ? errno : EIO;
+}
+
+/* A standard descriptor that is closed gets /dev/null, so that no file the command opens (a
+ * log, a socket) takes its number and receives what is meant for stdout or stderr. */
+static void
+guard_standard_fds (void)
+{
+  int fd;
+
+  for (fd = 0; fd <= 2; fd++)
+    if (fcntl (fd, F_GETFD) < 0 && errno == EBADF)
+      {
+        int null = open ("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+
+        if (fd == 1)
+          stdout_closed = TRUE;
+        if (null >= 0 && null != fd)
+          {
+            dup2 (null, fd);
+            close (null);
+          }
+      }
+}
+
+/* Every command's last step: what it printed must have reached stdout. A write, flush or
+ * close that failed, or a stdout closed from the start, is one line on stderr and exit status
+ * 1 (or the command's own status when it failed already). */
+static int
+finish_stdout (int status)
+{
+  int saved = stdout_errno;
+
+  if (fflush (stdout) != 0 && saved == 0)
+    saved = errno;
+  if (ferror (stdout) && saved == 0)
+    saved = EIO;
+  if (fclose (stdout) != 0 && saved == 0)
+    saved = errno;
+  if (stdout_closed)
+    saved = EBADF;
+  if (saved == 0)
+    return status;
+  g_printerr ("memres: cannot write the standard output: %s\n", g_strerror (saved));
+  return status != 0 ? status : 1;
+}
+
+static int
+run_command (int argc, char **argv)
 {
   gsize i;
 
-  setlocale (LC_ALL, "");
   if (argc < 2)
     {
       print_usage (stderr);
@@ -113,4 +172,16 @@ main (int argc, char **argv)
     memres_tool_set_json_errors (wants_json (argc, argv));
     return memres_tool_usage_error (NULL, message);
   }
+}
+
+int
+main (int argc, char **argv)
+{
+  /* GLib's messages say "(memres:PID)", not the name of the command (the option parser would
+   * take argv[0] of the command: "alloc") */
+  g_set_prgname ("memres");
+  setlocale (LC_ALL, "");
+  guard_standard_fds ();
+  g_set_print_handler (print_stdout);
+  return finish_stdout (run_command (argc, argv));
 }

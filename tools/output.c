@@ -121,12 +121,52 @@ memres_tool_failf (const char *format, ...)
   return report (NULL, message, NULL, 1);
 }
 
+/* TRUE when @error is the failure of a plugin file on the search path to load: the loader's
+ * own errors, and a kind the plugin registers that the core refuses (an invalid option schema,
+ * a name already taken), which are the same error the listing of the path reports for the
+ * file. */
+static gboolean
+is_plugin_failure (const GError *error)
+{
+  g_autoptr (GHashTable) failures = NULL;
+  g_autoptr (GPtrArray) kinds = NULL;
+  GHashTableIter iter;
+  gpointer value;
+
+  if (error->domain == MEMRES_PLUGIN_ERROR)
+    return TRUE;
+  if (!g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT)
+      && !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_EXISTS))
+    return FALSE;
+  kinds = memres_registry_list_kinds_full (&failures, NULL);
+  if (kinds == NULL || failures == NULL)
+    return FALSE;
+  g_hash_table_iter_init (&iter, failures);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    {
+      const GError *failure = value;
+
+      if (failure->domain == error->domain && failure->code == error->code
+          && strcmp (failure->message, error->message) == 0)
+        return TRUE;
+    }
+  return FALSE;
+}
+
 int
 memres_tool_fail (const GError *error)
 {
-  /* a bad spec, option value, size, pattern or named file is the user's input: a usage error */
-  int status = g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT) ? 2 : 1;
+  int status;
 
+  /* a plugin that does not load is no fault of the command line: the status memres kinds
+   * gives it; a bad spec, option value, size, pattern or named file is the user's input: a
+   * usage error */
+  if (is_plugin_failure (error))
+    status = MEMRES_TOOL_EXIT_BROKEN_PLUGIN;
+  else if (g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT))
+    status = 2;
+  else
+    status = 1;
   return report (NULL, error->message, error, status);
 }
 

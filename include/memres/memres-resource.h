@@ -15,6 +15,8 @@ G_BEGIN_DECLS
  * memres_resource_get_default_spec(): Since: 1.2) in core/default-spec.c; the references in
  * core/resource.c. */
 MemresResource *memres_resource_new (const char *spec, GError **error);
+/* A spec's layers without creating anything (core/stack.c). Since: 2.0 */
+GVariant *memres_spec_parse (const char *spec, GError **error);
 MemresResource *memres_resource_get_default (gint device, GError **error);
 char *memres_resource_get_default_spec (gint device, char **host_reason, GError **error);
 MemresResource *memres_resource_ref (MemresResource *mr);
@@ -56,6 +58,9 @@ GPtrArray *memres_config_list_resources (char **path, GError **error);
 GPtrArray *memres_config_list_resources_full (char **path, GPtrArray **specs, GPtrArray **origins,
                                               GError **error);
 char *memres_config_get_resource_spec (const char *name, char **origin, GError **error);
+/* Since: 2.0 */
+gboolean memres_config_get_resource_description (const char *name, char **description,
+                                                 GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MemresResource, memres_resource_unref)
 

@@ -16,8 +16,14 @@
  * the same address back, the address is marked as being freed under the mutex before the free,
  * and an allocate of a marked address waits for that free's line. Each line is formatted
  * without a lock, then written whole under the layer's mutex, so lines of many threads never
- * interleave; with `flush=true` every line is flushed
- * at once (survives a crash), else when stdio's buffer fills and when the layer is finalized.
+ * interleave; with `flush=true` every line is written
+ * at once (survives a crash), else when the layer's 64 KiB buffer fills, when its counters are
+ * read and when the layer is finalized. A line that cannot be written (a full disk, an I/O
+ * error) is lost, not retried: the counters (memres_resource_get_counters()) say how many,
+ * `lines_lost`, beside `lines_written` and the first error, `write_error`; the log is complete
+ * when `lines_lost` is 0 (reading the counters writes what is buffered first, so they count
+ * every line logged so far). The first failure is also one warning. A process that exits
+ * without finalizing the layer still writes its lines (at exit, as stdio would).
  * `memres replay LOG SPEC` replays such a file. Allocations pass through unchanged
  * (MEMRES_KIND_PASSES_ALLOCATIONS). */
 #include <memres/memres-plugin.h>
@@ -25,23 +31,30 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#define LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream\n"
+#define LOG_HEADER      "Thread,Time,Action,Pointer,Size,Stream\n"
+#define LOG_BUFFER_SIZE (64 * 1024)
 
 typedef struct
 {
   GMutex lock;
-  FILE *file;
+  int fd;
   char *path;
   gboolean flush;
-  gboolean failed;     /* a write failed: warned once */
-  GHashTable *freeing; /* addresses (guint64*, the freeing frame's) whose free is not logged */
-  GCond freed;         /* signalled when one leaves freeing */
+  char *buffer;          /* lines not yet written, LOG_BUFFER_SIZE bytes */
+  gsize buffered;        /* bytes in buffer */
+  guint64 lines_written; /* lines (the header included) that reached the file */
+  guint64 lines_lost;    /* lines a write failed to take: not in the file */
+  int write_errno;       /* the first failure's errno (0: none), warned once */
+  pid_t pid;             /* of the process that created it: the one to write at exit */
+  GHashTable *freeing;   /* addresses (guint64*, the freeing frame's) whose free is not logged */
+  GCond freed;           /* signalled when one leaves freeing */
 } LogResource;
 
 static const MemresOptionSpec log_options[] = {
@@ -56,13 +69,12 @@ static const MemresOptionSpec log_options[] = {
 
 /* @path opened for writing: a regular file (created, truncated unless @append) or a character
  * device such as /dev/null. Opened without blocking, so that a FIFO (whose open would wait for
- * a reader) is refused instead, as is anything else. */
-static FILE *
+ * a reader) is refused instead, as is anything else. Returns the descriptor, or -1. */
+static int
 open_log (const char *path, gboolean append, gboolean *empty, GError **error)
 {
   int fd = open (path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (append ? O_APPEND : 0), 0666);
   struct stat st;
-  FILE *file;
 
   if (fd < 0)
     {
@@ -82,7 +94,7 @@ open_log (const char *path, gboolean append, gboolean *empty, GError **error)
                    saved == ENXIO ? " (a FIFO without a reader, or a device that is not there: the "
                                     "log must be a regular file or a character device)"
                                   : "");
-      return NULL;
+      return -1;
     }
   if (fstat (fd, &st) != 0 || !(S_ISREG (st.st_mode) || S_ISCHR (st.st_mode)))
     {
@@ -91,7 +103,7 @@ open_log (const char *path, gboolean append, gboolean *empty, GError **error)
                    "as /dev/null)",
                    path);
       close (fd);
-      return NULL;
+      return -1;
     }
   if (!append && S_ISREG (st.st_mode) && ftruncate (fd, 0) != 0)
     {
@@ -100,18 +112,113 @@ open_log (const char *path, gboolean append, gboolean *empty, GError **error)
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
                    "kind \"log\": cannot truncate \"%s\": %s", path, g_strerror (saved));
       close (fd);
-      return NULL;
+      return -1;
     }
   *empty = !append || st.st_size == 0; /* the header goes first */
   (void) fcntl (fd, F_SETFL, fcntl (fd, F_GETFL) & ~O_NONBLOCK);
-  file = fdopen (fd, append ? "a" : "w");
-  if (file == NULL)
+  return fd;
+}
+
+static guint64
+count_lines (const char *text, gsize len)
+{
+  guint64 n = 0;
+  const char *end = text + len;
+
+  while ((text = memchr (text, '\n', (gsize) (end - text))) != NULL)
     {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED, "kind \"log\": \"%s\": %s", path,
-                   g_strerror (errno));
-      close (fd);
+      n++;
+      text++;
     }
-  return file;
+  return n;
+}
+
+/* Writes the buffered lines, under the lock. A write that fails loses the lines it did not
+ * take whole (counted in lines_lost; the first failure is warned about once); the buffer is
+ * empty afterwards either way. */
+static void
+flush_locked (LogResource *self)
+{
+  gsize done = 0;
+
+  while (done < self->buffered)
+    {
+      ssize_t n = write (self->fd, self->buffer + done, self->buffered - done);
+
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        {
+          int saved = n < 0 ? errno : EIO;
+
+          self->lines_lost += count_lines (self->buffer + done, self->buffered - done);
+          if (self->write_errno == 0)
+            {
+              self->write_errno = saved;
+              g_warning ("log: writing \"%s\": %s (lines are lost: the layer's counter "
+                         "lines_lost counts them; further errors are not reported)",
+                         self->path, g_strerror (saved));
+            }
+          break;
+        }
+      done += (gsize) n;
+    }
+  self->lines_written += count_lines (self->buffer, done);
+  self->buffered = 0;
+}
+
+/* Appends one line (@n bytes, newline included) to the buffer, under the lock. */
+static void
+append_locked (LogResource *self, const char *line, gsize n)
+{
+  if (self->buffered + n > LOG_BUFFER_SIZE)
+    flush_locked (self);
+  memcpy (self->buffer + self->buffered, line, n);
+  self->buffered += n;
+  if (self->flush)
+    flush_locked (self);
+}
+
+/* The layers alive, for what they buffer to be written when the process exits without
+ * finalizing them (as stdio writes its buffers at exit): a program that never releases its
+ * resources loses no line. */
+static GMutex live_lock;
+static GPtrArray *live_logs; /* LogResource* */
+
+static void
+flush_at_exit (void)
+{
+  guint i;
+
+  g_mutex_lock (&live_lock);
+  for (i = 0; live_logs != NULL && i < live_logs->len; i++)
+    {
+      LogResource *self = g_ptr_array_index (live_logs, i);
+
+      /* a forked child's copy of the buffer is the parent's to write */
+      if (self->pid != getpid ())
+        continue;
+      g_mutex_lock (&self->lock);
+      flush_locked (self);
+      g_mutex_unlock (&self->lock);
+    }
+  g_mutex_unlock (&live_lock);
+}
+
+static void
+track_live (LogResource *self, gboolean alive)
+{
+  g_mutex_lock (&live_lock);
+  if (live_logs == NULL)
+    {
+      live_logs = g_ptr_array_new ();
+      atexit (flush_at_exit); /* the plugin stays resident: the function stays */
+    }
+  if (alive)
+    g_ptr_array_add (live_logs, self);
+  else
+    g_ptr_array_remove_fast (live_logs, self);
+  g_mutex_unlock (&live_lock);
 }
 
 static gboolean
@@ -130,16 +237,19 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
                                   "file to write)");
       return FALSE;
     }
-  self->file = open_log (path, append, &empty, error);
-  if (self->file == NULL)
+  self->fd = open_log (path, append, &empty, error);
+  if (self->fd < 0)
     return FALSE;
-  if (empty)
-    fputs (LOG_HEADER, self->file);
   self->path = g_strdup (path);
   self->flush = memres_options_get_bool (options, "flush");
+  self->buffer = g_malloc (LOG_BUFFER_SIZE);
+  if (empty)
+    append_locked (self, LOG_HEADER, strlen (LOG_HEADER)); /* nobody else sees it yet */
   g_mutex_init (&self->lock);
   g_cond_init (&self->freed);
   self->freeing = g_hash_table_new (g_int64_hash, g_int64_equal);
+  self->pid = getpid ();
+  track_live (self, TRUE);
   return TRUE;
 }
 
@@ -148,8 +258,11 @@ log_finalize (MemresResource *mr)
 {
   LogResource *self = memres_resource_get_private (mr);
 
-  if (fclose (self->file) != 0)
-    g_warning ("log: writing \"%s\": %s", self->path, g_strerror (errno));
+  track_live (self, FALSE);
+  flush_locked (self); /* nobody else uses the layer any more */
+  if (close (self->fd) != 0 && errno != EINTR && self->write_errno == 0)
+    g_warning ("log: closing \"%s\": %s", self->path, g_strerror (errno));
+  g_free (self->buffer);
   g_free (self->path);
   g_hash_table_unref (self->freeing);
   g_cond_clear (&self->freed);
@@ -195,14 +308,7 @@ write_line (LogResource *self, const char *action, guint64 address, gsize size, 
       g_hash_table_remove (self->freeing, &address);
       g_cond_broadcast (&self->freed);
     }
-  if ((fwrite (line, 1, (gsize) n, self->file) != (gsize) n
-       || (self->flush && fflush (self->file) != 0))
-      && !self->failed)
-    {
-      self->failed = TRUE;
-      g_warning ("log: writing \"%s\": %s (further errors are not reported)", self->path,
-                 g_strerror (errno));
-    }
+  append_locked (self, line, (gsize) n);
   g_mutex_unlock (&self->lock);
 }
 
@@ -241,6 +347,28 @@ log_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream
   return ok;
 }
 
+/* Counters (memres_resource_get_counters()), after writing what is buffered: lines_written and
+ * lines_lost (`t`, the header included), write_error (`s`, the first write's error, "" when
+ * none). */
+static gboolean
+log_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
+{
+  LogResource *self = memres_resource_get_private (mr);
+  guint64 written, lost;
+  int saved;
+
+  g_mutex_lock (&self->lock);
+  flush_locked (self);
+  written = self->lines_written;
+  lost = self->lines_lost;
+  saved = self->write_errno;
+  g_mutex_unlock (&self->lock);
+  g_variant_dict_insert (counters, "lines_written", "t", written);
+  g_variant_dict_insert (counters, "lines_lost", "t", lost);
+  g_variant_dict_insert (counters, "write_error", "s", saved != 0 ? g_strerror (saved) : "");
+  return TRUE;
+}
+
 /* A resize would not be logged. */
 static void
 log_query (MemresResource *mr, MemresResourceInfo *info)
@@ -255,6 +383,7 @@ static const MemresResourceOps log_ops = {
   .allocate = log_allocate,
   .deallocate = log_deallocate,
   .query = log_query,
+  .get_counters = log_get_counters,
 };
 
 static const MemresKindInfo log_kind = {

@@ -1,0 +1,88 @@
+/* logs.c: the command's side of a stack's `log` layers: a log that would write over a file the
+ * command reads or writes (LOG of memres replay, stdout under --json), found from the spec
+ * before anything is created, and a log that lost lines, from the layers' counters after the
+ * work. */
+#include "memres-tool.h"
+
+#include <string.h>
+#include <sys/stat.h>
+
+#define LOG_KIND "log"
+
+gboolean
+memres_tool_check_log_paths (const char *spec, const struct stat *file, const char *what,
+                             GError **error)
+{
+  g_autoptr (GVariant) layers = NULL;
+  GVariantIter iter;
+  GVariant *options;
+  const char *kind;
+  guint position = 0;
+
+  /* a spec that does not parse is memres_resource_new()'s to report, with its words */
+  layers = memres_spec_parse (spec, NULL);
+  if (layers == NULL)
+    return TRUE;
+  g_variant_iter_init (&iter, layers);
+  while (g_variant_iter_next (&iter, "(&s@a{say})", &kind, &options))
+    {
+      g_autofree char *path = NULL;
+      struct stat st;
+
+      position++;
+      if (strcmp (kind, LOG_KIND) == 0 && g_variant_lookup (options, "path", "^ay", &path)
+          && stat (path, &st) == 0 && st.st_dev == file->st_dev && st.st_ino == file->st_ino)
+        {
+          g_autofree char *shown = memres_tool_show_input (path);
+
+          g_variant_unref (options);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                       "layer %u (kind \"" LOG_KIND "\") would write its log to \"%s\", which "
+                       "is %s: refused, nothing was created or written",
+                       position, shown, what);
+          return FALSE;
+        }
+      g_variant_unref (options);
+    }
+  return TRUE;
+}
+
+gboolean
+memres_tool_check_logs_complete (MemresResource *mr, GError **error)
+{
+  MemresResource *layer;
+  guint position = 1;
+
+  for (layer = mr; layer != NULL; layer = memres_resource_get_upstream (layer), position++)
+    {
+      g_autoptr (GVariant) counters = NULL;
+      GError *local = NULL;
+      guint64 lost = 0, written = 0;
+      const char *why = "";
+
+      if (strcmp (memres_resource_get_kind_name (layer), LOG_KIND) != 0)
+        continue;
+      /* reading them writes what the layer still buffers */
+      counters = memres_resource_get_counters (layer, &local);
+      if (g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
+        {
+          g_clear_error (&local); /* a log of another build: it cannot say */
+          continue;
+        }
+      if (counters == NULL)
+        {
+          g_propagate_error (error, local);
+          return FALSE;
+        }
+      if (!g_variant_lookup (counters, "lines_lost", "t", &lost) || lost == 0)
+        continue;
+      g_variant_lookup (counters, "lines_written", "t", &written);
+      g_variant_lookup (counters, "write_error", "&s", &why);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "layer %u (kind \"" LOG_KIND "\"): its log is incomplete: %" G_GUINT64_FORMAT
+                   " of %" G_GUINT64_FORMAT " lines could not be written (%s)",
+                   position, lost, lost + written, why);
+      return FALSE;
+    }
+  return TRUE;
+}
