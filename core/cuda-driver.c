@@ -16,6 +16,12 @@ static GError *driver_error; /* set once when loading failed; re-reported by eve
 static gint n_devices;       /* 0 when cuInit said CUDA_ERROR_NO_DEVICE */
 
 static GMutex context_mutex;
+
+void
+_memres_cuda_fork (MemresForkPhase phase)
+{
+  memres_fork_mutex (&context_mutex, phase);
+}
 static CUcontext *primary_contexts; /* n_devices entries, retained once, read atomically */
 
 /* The CUDA version at which @name is resolved. cuGetProcAddress() returns the newest ABI of a

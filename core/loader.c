@@ -48,6 +48,22 @@ load_token_release (void)
   g_cond_broadcast (&load_cond);
 }
 
+/* fork.c: prepare waits until no thread loads (unless this one does: a fork from a plugin's
+ * init) and keeps load_mutex, so that none starts; parent and child release it. */
+void
+_memres_loader_fork (MemresForkPhase phase)
+{
+  if (phase != MEMRES_FORK_PREPARE)
+    {
+      g_mutex_unlock (&load_mutex);
+      return;
+    }
+  g_mutex_lock (&load_mutex);
+  while (g_atomic_pointer_get (&load_owner) != NULL
+         && g_atomic_pointer_get (&load_owner) != g_thread_self ())
+    g_cond_wait (&load_cond, &load_mutex);
+}
+
 /* Creates the tables of plugins and registers the kinds compiled into libmemres (host, and the
  * adaptors with a C API: stats, track, retry) once, at first registry use: every use of the
  * tables comes after this. */

@@ -133,6 +133,7 @@ struct _MemresResource
   /* atomic: the device whose context reaches memory of device -1 (resource.c:
    * _memres_resource_context_device()), plus 2; 0: not known yet, 1: none known */
   gint reach_device;
+  GList *fork_link;     /* in fork.c's list of live resources, NULL before and after */
   /* Buffers allocated through memres_resource_allocate(), counted apart from @refs so that the
    * allocate/close pair of threads running at once writes no shared cache line: each thread
    * counts on a stripe of its own (MEMRES_BUFFER_STRIPES of them, 128 bytes apart; a buffer
@@ -203,6 +204,20 @@ gboolean _memres_resource_is_inherited_slow (MemresResource *mr);
  * not run: device-accessible memory wrapped before the fork (its release would call the
  * driver). */
 gboolean _memres_fork_skips_release (gint generation, MemresMemoryFlags flags);
+/* fork.c's atfork handlers (see there): the live resources and the kinds with an at_fork slot
+ * (added when made, removed when finalized or freed); each module's part, taking (prepare) and
+ * releasing (parent, child) its locks (memres_fork_mutex() for one GMutex). */
+void _memres_fork_add_resource (MemresResource *mr);
+void _memres_fork_remove_resource (MemresResource *mr);
+void _memres_fork_add_kind (MemresKind *kind);
+void _memres_fork_remove_kind (MemresKind *kind);
+void _memres_loader_fork (MemresForkPhase phase);
+void _memres_registry_fork (MemresForkPhase phase);
+void _memres_resource_fork_accountants (MemresForkPhase phase);
+void _memres_cuda_fork (MemresForkPhase phase);
+void _memres_ipc_fork_outer (MemresForkPhase phase);
+void _memres_ipc_fork_inner (MemresForkPhase phase);
+void _memres_ipc_fork_resource (MemresResource *mr, MemresForkPhase phase);
 
 static inline gboolean
 _memres_resource_is_inherited (MemresResource *mr)

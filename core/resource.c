@@ -116,6 +116,12 @@ _memres_resource_count_peak (MemresResource *mr, gboolean reset)
 static GMutex accountant_lock;
 
 void
+_memres_resource_fork_accountants (MemresForkPhase phase)
+{
+  memres_fork_mutex (&accountant_lock, phase);
+}
+
+void
 _memres_resource_set_accountant (MemresResource *mr, MemresResource *accountant,
                                  const MemresAccountant *funcs)
 {
@@ -479,6 +485,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
       free (mem);
       return NULL;
     }
+  _memres_fork_add_resource (mr);
   return mr;
 }
 
@@ -560,6 +567,7 @@ resource_finalize (MemresResource *mr)
 {
   MemresResource *upstream;
 
+  _memres_fork_remove_resource (mr);
   if (mr->ipc != NULL)
     mr->ipc->hooks->finalize (mr);
   /* in the child of a fork(), what the kind holds stays (no driver call may be made) */

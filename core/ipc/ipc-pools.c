@@ -15,6 +15,29 @@ static GMutex pools_lock;       /* pools */
 static GHashTable *pools;       /* guint8[16] (in the IPC state) -> MemresResource* */
 static GMutex import_pool_lock; /* serializes creating imported pools */
 
+/* fork.c's order: import_pool_lock is held across the import_handle slot (outer), pools_lock
+ * around the table alone (inner); a pool's mapping table is held across import_buffer and the
+ * last deallocate of a mapping (outer). */
+void
+_memres_ipc_fork_outer (MemresForkPhase phase)
+{
+  memres_fork_mutex (&import_pool_lock, phase);
+}
+
+void
+_memres_ipc_fork_inner (MemresForkPhase phase)
+{
+  memres_fork_mutex (&pools_lock, phase);
+}
+
+void
+_memres_ipc_fork_resource (MemresResource *mr, MemresForkPhase phase)
+{
+  /* attached by the importer after the resource was made: read once, in prepare and after */
+  if (__atomic_load_n (&mr->ipc, __ATOMIC_ACQUIRE) != NULL)
+    memres_fork_mutex (&_memres_ipc_import (mr)->mappings.lock, phase);
+}
+
 static guint
 pool_id_hash (gconstpointer key)
 {
