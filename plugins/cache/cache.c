@@ -245,26 +245,12 @@ cache_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   return TRUE;
 }
 
-/* fork(): slots_lock (with @mr NULL, before every instance: it is taken outside Cache.lock),
- * then each instance's lock. In the child, a front whose owner was inside it at the fork
- * belongs to a thread that is gone: it is no longer busy, so that a stop (trim, statistics, an
- * out-of-memory flush) does not wait for it forever; its blocks stay in it until such a stop
- * drains it. */
+/* fork(): the parts' locks (cache_parts_at_fork()) */
 static void
 cache_at_fork (MemresResource *mr, MemresForkPhase phase)
 {
-  Cache *self;
-
-  if (mr == NULL)
-    {
-      memres_fork_mutex (&slots_lock, phase);
-      return;
-    }
-  self = memres_resource_get_private (mr);
-  if (phase == MEMRES_FORK_CHILD)
-    for (Front *f = self->fronts; f != NULL; f = f->next)
-      __atomic_store_n (&f->busy, 0, __ATOMIC_RELAXED);
-  memres_fork_mutex (&self->lock, phase);
+  cache_parts_at_fork (mr != NULL ? &((Cache *) memres_resource_get_private (mr))->parts : NULL,
+                       phase);
 }
 
 static const MemresResourceOps cache_ops = {
