@@ -135,36 +135,50 @@ call_slots (MemresForkPhase phase)
     ((MemresKind *) l->data)->ops.at_fork (NULL, phase);
 }
 
-/* The mapping tables of imported pools, outer locks (held across the import_buffer slot).
- * lists_lock held. */
-static void
-ipc_tables (MemresForkPhase phase)
+static void (*parts[MEMRES_FORK_N_PARTS]) (MemresResource *mr, MemresForkPhase phase);
+
+void
+_memres_fork_add_part (MemresForkPart part,
+                       void (*func) (MemresResource *mr, MemresForkPhase phase))
 {
-  for (GList *l = live.head; l != NULL; l = l->next)
-    _memres_ipc_fork_resource (l->data, phase);
+  g_atomic_pointer_set (&parts[part], func);
+}
+
+/* The parts of ranks @from to @to (inclusive; @from > @to runs them in reverse). The IPC tables'
+ * part is called with each live resource (lists_lock held then). */
+static void
+call_parts (MemresForkPart from, MemresForkPart to, MemresForkPhase phase)
+{
+  gint step = from <= to ? 1 : -1;
+
+  for (gint p = from;; p += step)
+    {
+      void (*func) (MemresResource *, MemresForkPhase) = g_atomic_pointer_get (&parts[p]);
+
+      if (func != NULL && p == MEMRES_FORK_IPC_TABLES)
+        for (GList *l = live.head; l != NULL; l = l->next)
+          func (l->data, phase);
+      else if (func != NULL)
+        func (NULL, phase);
+      if (p == (gint) to)
+        break;
+    }
 }
 
 static void
 on_prepare (void)
 {
-  _memres_loader_fork (MEMRES_FORK_PREPARE);
-  _memres_ipc_fork_outer (MEMRES_FORK_PREPARE);
+  call_parts (MEMRES_FORK_LOADER, MEMRES_FORK_IPC_IMPORT, MEMRES_FORK_PREPARE);
   g_mutex_lock (&lists_lock);
-  ipc_tables (MEMRES_FORK_PREPARE);
+  call_parts (MEMRES_FORK_IPC_TABLES, MEMRES_FORK_IPC_TABLES, MEMRES_FORK_PREPARE);
   call_slots (MEMRES_FORK_PREPARE);
-  _memres_registry_fork (MEMRES_FORK_PREPARE);
-  _memres_ipc_fork_inner (MEMRES_FORK_PREPARE);
-  _memres_resource_fork_accountants (MEMRES_FORK_PREPARE);
-  _memres_cuda_fork (MEMRES_FORK_PREPARE);
+  call_parts (MEMRES_FORK_REGISTRY, MEMRES_FORK_CONTEXTS, MEMRES_FORK_PREPARE);
 }
 
 static void
 after_fork (MemresForkPhase phase)
 {
-  _memres_cuda_fork (phase);
-  _memres_resource_fork_accountants (phase);
-  _memres_ipc_fork_inner (phase);
-  _memres_registry_fork (phase);
+  call_parts (MEMRES_FORK_CONTEXTS, MEMRES_FORK_REGISTRY, phase);
   if (phase == MEMRES_FORK_CHILD)
     for (GList *l = live.head; l != NULL; l = l->next)
       {
@@ -174,10 +188,9 @@ after_fork (MemresForkPhase phase)
           __atomic_store_n (&mr->stripes[i].busy, 0, __ATOMIC_RELAXED);
       }
   call_slots (phase);
-  ipc_tables (phase);
+  call_parts (MEMRES_FORK_IPC_TABLES, MEMRES_FORK_IPC_TABLES, phase);
   g_mutex_unlock (&lists_lock);
-  _memres_ipc_fork_outer (phase);
-  _memres_loader_fork (phase);
+  call_parts (MEMRES_FORK_IPC_IMPORT, MEMRES_FORK_LOADER, phase);
 }
 
 static void

@@ -51,7 +51,7 @@ load_token_release (void)
 /* fork.c: prepare waits until no thread loads (unless this one does: a fork from a plugin's
  * init) and keeps load_mutex, so that none starts; parent and child release it. */
 void
-_memres_loader_fork (MemresForkPhase phase)
+_memres_loader_fork (MemresResource *unused, MemresForkPhase phase)
 {
   if (phase != MEMRES_FORK_PREPARE)
     {
@@ -77,6 +77,8 @@ ensure_embedded (void)
   if (g_atomic_int_get (&embedded_state) == 0)
     {
       g_atomic_int_set (&embedded_state, 1);
+      _memres_fork_add_part (MEMRES_FORK_LOADER, _memres_loader_fork);
+      _memres_fork_add_part (MEMRES_FORK_REGISTRY, _memres_registry_fork);
       /* never destroyed: a plugin that loaded lives as long as the process, its kinds point to
        * it */
       loaded_plugins = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,

@@ -211,13 +211,25 @@ void _memres_fork_add_resource (MemresResource *mr);
 void _memres_fork_remove_resource (MemresResource *mr);
 void _memres_fork_add_kind (MemresKind *kind);
 void _memres_fork_remove_kind (MemresKind *kind);
-void _memres_loader_fork (MemresForkPhase phase);
-void _memres_registry_fork (MemresForkPhase phase);
-void _memres_resource_fork_accountants (MemresForkPhase phase);
-void _memres_cuda_fork (MemresForkPhase phase);
-void _memres_ipc_fork_outer (MemresForkPhase phase);
-void _memres_ipc_fork_inner (MemresForkPhase phase);
-void _memres_ipc_fork_resource (MemresResource *mr, MemresForkPhase phase);
+/* Each module hands fork.c its part when its locks first matter (fork.c calls it through the
+ * pointer, so that no file's calls circle back through fork.c): in prepare the parts in the
+ * order of these ranks, the kinds' and resources' slots between IPC_TABLES and REGISTRY; parent
+ * and child the reverse. IPC_TABLES is called with each live resource. */
+typedef enum
+{
+  MEMRES_FORK_LOADER,      /* the load token (loader.c) */
+  MEMRES_FORK_IPC_IMPORT,  /* import_pool_lock (ipc-pools.c) */
+  MEMRES_FORK_IPC_TABLES,  /* an imported pool's mapping table (ipc-pools.c) */
+  MEMRES_FORK_REGISTRY,    /* registry.c */
+  MEMRES_FORK_IPC_POOLS,   /* pools_lock (ipc-pools.c) */
+  MEMRES_FORK_ACCOUNTANTS, /* resource.c */
+  MEMRES_FORK_CONTEXTS,    /* the primary contexts (cuda-driver.c) */
+  MEMRES_FORK_N_PARTS
+} MemresForkPart;
+void _memres_fork_add_part (MemresForkPart part,
+                            void (*func) (MemresResource *mr, MemresForkPhase phase));
+void _memres_loader_fork (MemresResource *unused, MemresForkPhase phase);
+void _memres_registry_fork (MemresResource *unused, MemresForkPhase phase);
 
 static inline gboolean
 _memres_resource_is_inherited (MemresResource *mr)

@@ -12,7 +12,7 @@ static GRWLock registry_lock;
 /* The child cannot release the writer lock its parent's thread took (glibc's rwlock knows its
  * writer by thread id, which the child's thread does not have): it starts a new one. */
 void
-_memres_registry_fork (MemresForkPhase phase)
+_memres_registry_fork (MemresResource *unused, MemresForkPhase phase)
 {
   if (phase == MEMRES_FORK_PREPARE)
     g_rw_lock_writer_lock (&registry_lock);
