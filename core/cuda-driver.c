@@ -16,6 +16,12 @@ static GError *driver_error; /* set once when loading failed; re-reported by eve
 static gint n_devices;       /* 0 when cuInit said CUDA_ERROR_NO_DEVICE */
 
 static GMutex context_mutex;
+
+static void
+contexts_fork (MemresResource *unused, MemresForkPhase phase)
+{
+  memres_fork_mutex (&context_mutex, phase);
+}
 static CUcontext *primary_contexts; /* n_devices entries, retained once, read atomically */
 
 /* The CUDA version at which @name is resolved. cuGetProcAddress() returns the newest ABI of a
@@ -106,6 +112,7 @@ init_driver (const char *path, GError **error)
   CUresult res;
 
   _memres_fork_note_driver_init ();
+  _memres_fork_add_part (MEMRES_FORK_CONTEXTS, contexts_fork);
   /* CUDA_ERROR_NO_DEVICE: the driver is loaded, with no devices (n_devices stays 0) */
   res = driver.cuInit (0);
   if (res != CUDA_SUCCESS && res != CUDA_ERROR_NO_DEVICE)

@@ -7,10 +7,12 @@
 
 /* The smallest MemresKindInfo the core understands (ABI 2.0: every field; a later minor
  * appends, and the copy below zero-fills what an older plugin lacks), and the size of each
- * version of MemresResourceOps: version 1 (ABI 2.0) ends after get_counters. */
+ * version of MemresResourceOps: version 1 (ABI 2.0) ends after get_counters, version 2 after
+ * at_fork. */
 #define KIND_INFO_MIN_SIZE (offsetof (MemresKindInfo, flags) + sizeof (MemresKindFlags))
 #define OPS_V1_SIZE        (offsetof (MemresResourceOps, get_counters) + sizeof (gpointer))
-G_STATIC_ASSERT (OPS_V1_SIZE == sizeof (MemresResourceOps));
+#define OPS_V2_SIZE        (offsetof (MemresResourceOps, at_fork) + sizeof (gpointer))
+G_STATIC_ASSERT (OPS_V2_SIZE == sizeof (MemresResourceOps));
 
 static gboolean invalid (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
 
@@ -152,14 +154,16 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
   kind->description = g_strdup (ki.description != NULL ? ki.description : "");
   kind->n_options = ki.n_options;
   kind->options = g_memdup2 (ki.options, sizeof (MemresOptionSpec) * ki.n_options);
-  /* Only the slots of the plugin's version are read (a table of an older minor is shorter; the
-   * only version so far is 1). kind->ops is zero-filled: missing slots are NULL. */
-  memcpy (&kind->ops, ki.ops, OPS_V1_SIZE);
+  /* Only the slots of the plugin's version are read (a table of an older version is shorter).
+   * kind->ops is zero-filled: missing slots are NULL. */
+  memcpy (&kind->ops, ki.ops, ki.ops->version >= 2 ? OPS_V2_SIZE : OPS_V1_SIZE);
   kind->ops.version = ki.ops->version;
   kind->ipc = ipc;
   kind->instance_size = ki.instance_size;
   kind->flags = ki.flags;
   kind->plugin = plugin;
+  if (kind->ops.at_fork != NULL)
+    _memres_fork_add_kind (kind);
   return kind;
 }
 
@@ -198,6 +202,8 @@ memres_kind_unref (MemresKind *kind)
 
   if (!g_atomic_ref_count_dec (&kind->ref))
     return;
+  if (kind->ops.at_fork != NULL)
+    _memres_fork_remove_kind (kind);
   g_free (kind->name);
   g_free (kind->description);
   g_free (kind->options);

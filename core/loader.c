@@ -48,6 +48,22 @@ load_token_release (void)
   g_cond_broadcast (&load_cond);
 }
 
+/* fork.c: prepare waits until no thread loads (unless this one does: a fork from a plugin's
+ * init) and keeps load_mutex, so that none starts; parent and child release it. */
+void
+_memres_loader_fork (MemresResource *unused, MemresForkPhase phase)
+{
+  if (phase != MEMRES_FORK_PREPARE)
+    {
+      g_mutex_unlock (&load_mutex);
+      return;
+    }
+  g_mutex_lock (&load_mutex);
+  while (g_atomic_pointer_get (&load_owner) != NULL
+         && g_atomic_pointer_get (&load_owner) != g_thread_self ())
+    g_cond_wait (&load_cond, &load_mutex);
+}
+
 /* Creates the tables of plugins and registers the kinds compiled into libmemres (host, and the
  * adaptors with a C API: stats, track, retry) once, at first registry use: every use of the
  * tables comes after this. */
@@ -61,6 +77,8 @@ ensure_embedded (void)
   if (g_atomic_int_get (&embedded_state) == 0)
     {
       g_atomic_int_set (&embedded_state, 1);
+      _memres_fork_add_part (MEMRES_FORK_LOADER, _memres_loader_fork);
+      _memres_fork_add_part (MEMRES_FORK_REGISTRY, _memres_registry_fork);
       /* never destroyed: a plugin that loaded lives as long as the process, its kinds point to
        * it */
       loaded_plugins = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,

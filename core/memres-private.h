@@ -133,6 +133,7 @@ struct _MemresResource
   /* atomic: the device whose context reaches memory of device -1 (resource.c:
    * _memres_resource_context_device()), plus 2; 0: not known yet, 1: none known */
   gint reach_device;
+  GList *fork_link;     /* in fork.c's list of live resources, NULL before and after */
   /* Buffers allocated through memres_resource_allocate(), counted apart from @refs so that the
    * allocate/close pair of threads running at once writes no shared cache line: each thread
    * counts on a stripe of its own (MEMRES_BUFFER_STRIPES of them, 128 bytes apart; a buffer
@@ -203,6 +204,32 @@ gboolean _memres_resource_is_inherited_slow (MemresResource *mr);
  * not run: device-accessible memory wrapped before the fork (its release would call the
  * driver). */
 gboolean _memres_fork_skips_release (gint generation, MemresMemoryFlags flags);
+/* fork.c's atfork handlers (see there): the live resources and the kinds with an at_fork slot
+ * (added when made, removed when finalized or freed); each module's part, taking (prepare) and
+ * releasing (parent, child) its locks (memres_fork_mutex() for one GMutex). */
+void _memres_fork_add_resource (MemresResource *mr);
+void _memres_fork_remove_resource (MemresResource *mr);
+void _memres_fork_add_kind (MemresKind *kind);
+void _memres_fork_remove_kind (MemresKind *kind);
+/* Each module hands fork.c its part when its locks first matter (fork.c calls it through the
+ * pointer, so that no file's calls circle back through fork.c): in prepare the parts in the
+ * order of these ranks, the kinds' and resources' slots between IPC_TABLES and REGISTRY; parent
+ * and child the reverse. IPC_TABLES is called with each live resource. */
+typedef enum
+{
+  MEMRES_FORK_LOADER,      /* the load token (loader.c) */
+  MEMRES_FORK_IPC_IMPORT,  /* import_pool_lock (ipc-pools.c) */
+  MEMRES_FORK_IPC_TABLES,  /* an imported pool's mapping table (ipc-pools.c) */
+  MEMRES_FORK_REGISTRY,    /* registry.c */
+  MEMRES_FORK_IPC_POOLS,   /* pools_lock (ipc-pools.c) */
+  MEMRES_FORK_ACCOUNTANTS, /* resource.c */
+  MEMRES_FORK_CONTEXTS,    /* the primary contexts (cuda-driver.c) */
+  MEMRES_FORK_N_PARTS
+} MemresForkPart;
+void _memres_fork_add_part (MemresForkPart part,
+                            void (*func) (MemresResource *mr, MemresForkPhase phase));
+void _memres_loader_fork (MemresResource *unused, MemresForkPhase phase);
+void _memres_registry_fork (MemresResource *unused, MemresForkPhase phase);
 
 static inline gboolean
 _memres_resource_is_inherited (MemresResource *mr)

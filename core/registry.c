@@ -9,6 +9,24 @@
 
 static GRWLock registry_lock;
 
+/* The child cannot release the writer lock its parent's thread took (glibc's rwlock knows its
+ * writer by thread id, which the child's thread does not have): it starts a new one. */
+void
+_memres_registry_fork (MemresResource *unused, MemresForkPhase phase)
+{
+  if (phase == MEMRES_FORK_PREPARE)
+    g_rw_lock_writer_lock (&registry_lock);
+  else if (phase == MEMRES_FORK_PARENT)
+    g_rw_lock_writer_unlock (&registry_lock);
+  else
+    {
+      static gpointer volatile stale G_GNUC_UNUSED; /* the parent's, kept reachable */
+
+      stale = registry_lock.p;
+      g_rw_lock_init (&registry_lock);
+    }
+}
+
 /* The table of kinds, name -> MemresKind* (strong), created at first use. */
 static GHashTable *
 registry_kinds (void)

@@ -115,6 +115,12 @@ _memres_resource_count_peak (MemresResource *mr, gboolean reset)
  * by the statistics calls of the resource below, which may run on other threads. */
 static GMutex accountant_lock;
 
+static void
+accountants_fork (MemresResource *unused, MemresForkPhase phase)
+{
+  memres_fork_mutex (&accountant_lock, phase);
+}
+
 void
 _memres_resource_set_accountant (MemresResource *mr, MemresResource *accountant,
                                  const MemresAccountant *funcs)
@@ -440,6 +446,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;
   mr->spec = g_strdup (spec != NULL ? spec : kind->name);
   mr->generation = g_atomic_int_get (&_memres_fork_generation_);
+  _memres_fork_add_part (MEMRES_FORK_ACCOUNTANTS, accountants_fork);
   mr->upstream = upstream; /* valid while init runs; the reference is taken over on success */
   /* an adaptor without get_stats reports its upstream's statistics: its count would go unread */
   mr->count_usage
@@ -479,6 +486,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
       free (mem);
       return NULL;
     }
+  _memres_fork_add_resource (mr);
   return mr;
 }
 
@@ -560,6 +568,7 @@ resource_finalize (MemresResource *mr)
 {
   MemresResource *upstream;
 
+  _memres_fork_remove_resource (mr);
   if (mr->ipc != NULL)
     mr->ipc->hooks->finalize (mr);
   /* in the child of a fork(), what the kind holds stays (no driver call may be made) */

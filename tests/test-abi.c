@@ -52,7 +52,8 @@ test_version (void)
   /* 2.0: the IPC slots in their own table (MemresIpcOps, MemresKindInfo.ipc) */
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 2);
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 0);
-  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 1); /* counted again from 1 in ABI 2 */
+  /* counted again from 1 in ABI 2; 2: at_fork appended */
+  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 2);
   g_assert_cmpint (MEMRES_IPC_OPS_VERSION, ==, 1);
 }
 
@@ -194,7 +195,7 @@ test_resource_ops (void)
 {
   SKIP_UNLESS_RECORDED ();
   /* version 1 (ABI 2.0) */
-  ASSERT_SIZE (MemresResourceOps, 104);
+  ASSERT_SIZE (MemresResourceOps, 112);
   ASSERT_OFFSET (MemresResourceOps, version, 0);
   ASSERT_OFFSET (MemresResourceOps, init, 8);
   ASSERT_OFFSET (MemresResourceOps, finalize, 16);
@@ -208,6 +209,7 @@ test_resource_ops (void)
   ASSERT_OFFSET (MemresResourceOps, get_access, 80);
   ASSERT_OFFSET (MemresResourceOps, resize, 88);
   ASSERT_OFFSET (MemresResourceOps, get_counters, 96);
+  ASSERT_OFFSET (MemresResourceOps, at_fork, 104); /* ops version 2 */
 }
 
 /* The signatures of the slots: changing one breaks plugins as surely as moving it. */
@@ -237,6 +239,7 @@ test_resource_ops_signatures (void)
       gboolean (*) (MemresResource *, MemresAllocation *, gsize, MemresStream, GError **));
   ASSERT_FIELD_TYPE (MemresResourceOps, get_counters,
                      gboolean (*) (MemresResource *, GVariantDict *, GError **));
+  ASSERT_FIELD_TYPE (MemresResourceOps, at_fork, void (*) (MemresResource *, MemresForkPhase));
 }
 
 static void
@@ -346,6 +349,9 @@ test_constants (void)
   g_assert_cmpint (MEMRES_BUFFER_DESCRIPTOR_SIZE, ==, 160);
   g_assert_true (MEMRES_STREAM_LEGACY == (MemresStream) 0x1);
   g_assert_true (MEMRES_STREAM_LEGACY == CU_STREAM_LEGACY);
+  g_assert_cmpint (MEMRES_FORK_PREPARE, ==, 0); /* since 2.0 */
+  g_assert_cmpint (MEMRES_FORK_PARENT, ==, 1);
+  g_assert_cmpint (MEMRES_FORK_CHILD, ==, 2);
 }
 
 static void

@@ -17,17 +17,6 @@
 #define KiB ((gsize) 1024)
 #define MiB (1024 * KiB)
 
-#define CHILD_CHECK(cond)                                                                          \
-  G_STMT_START                                                                                     \
-  {                                                                                                \
-    if (!(cond))                                                                                   \
-      {                                                                                            \
-        fprintf (stderr, "child: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
-        _exit (1);                                                                                 \
-      }                                                                                            \
-  }                                                                                                \
-  G_STMT_END
-
 /* In the child: @error must be MEMRES_ERROR_FORKED. */
 #define CHILD_CHECK_FORKED(error)                                                                  \
   G_STMT_START                                                                                     \

@@ -249,4 +249,17 @@ void mt_remove_dir (const char *dir);
 /* A GDestroyNotify for wrapped memory: adds one to the int @data points to. */
 void mt_count_release (gpointer data);
 
+/* In the child of a fork() made by a test: @cond must hold, else it prints the check on stderr
+ * and exits with status 1 (the parent's test fails on the status). */
+#define CHILD_CHECK(cond)                                                                          \
+  G_STMT_START                                                                                     \
+  {                                                                                                \
+    if (!(cond))                                                                                   \
+      {                                                                                            \
+        fprintf (stderr, "child: %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
+        _exit (1);                                                                                 \
+      }                                                                                            \
+  }                                                                                                \
+  G_STMT_END
+
 G_END_DECLS

@@ -15,6 +15,29 @@ static GMutex pools_lock;       /* pools */
 static GHashTable *pools;       /* guint8[16] (in the IPC state) -> MemresResource* */
 static GMutex import_pool_lock; /* serializes creating imported pools */
 
+/* fork.c's order: import_pool_lock is held across the import_handle slot (outer), pools_lock
+ * around the table alone (inner); a pool's mapping table is held across import_buffer and the
+ * last deallocate of a mapping (outer). */
+static void
+import_fork (MemresResource *unused, MemresForkPhase phase)
+{
+  memres_fork_mutex (&import_pool_lock, phase);
+}
+
+static void
+pools_fork (MemresResource *unused, MemresForkPhase phase)
+{
+  memres_fork_mutex (&pools_lock, phase);
+}
+
+static void
+tables_fork (MemresResource *mr, MemresForkPhase phase)
+{
+  /* attached by the importer after the resource was made: read once, in prepare and after */
+  if (__atomic_load_n (&mr->ipc, __ATOMIC_ACQUIRE) != NULL)
+    memres_fork_mutex (&_memres_ipc_import (mr)->mappings.lock, phase);
+}
+
 static guint
 pool_id_hash (gconstpointer key)
 {
@@ -225,6 +248,9 @@ memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
   if (kind == NULL)
     return NULL;
 
+  _memres_fork_add_part (MEMRES_FORK_IPC_IMPORT, import_fork);
+  _memres_fork_add_part (MEMRES_FORK_IPC_TABLES, tables_fork);
+  _memres_fork_add_part (MEMRES_FORK_IPC_POOLS, pools_fork);
   g_mutex_lock (&import_pool_lock);
   mr = lookup_imported_pool (handle, &local_error);
   if (mr != NULL || local_error != NULL)

@@ -392,135 +392,71 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  * MEMRES_RESOURCE_OPS_VERSION:
  *
  * The number of the newest #MemresResourceOps layout these headers describe, counted within
- * the plugin ABI's major: under ABI 2, 1 is the layout of ABI 2.0 (init to get_counters, the
- * IPC slots in #MemresIpcOps), and each ABI 2 minor that appends slots increments it. A new
- * major starts again at 1 (the numbers of ABI 1, 1 to 3, meant other layouts; no plugin built
- * for them loads). Every slot's documentation says in which ABI version (`Since:`) it
- * appeared. Set #MemresResourceOps.version to this macro.
+ * the plugin ABI's major: 2 under ABI 2 now (#MemresResourceOps.version lists what each number
+ * holds). A new major starts again at 1 (the numbers of ABI 1, 1 to 3, meant other layouts; no
+ * plugin built for them loads). Every slot's documentation says in which ABI version
+ * (`Since:`) it appeared. Set #MemresResourceOps.version to this macro.
  *
  * Since: 1.0
  */
-#define MEMRES_RESOURCE_OPS_VERSION 1
+#define MEMRES_RESOURCE_OPS_VERSION 2
+
+/**
+ * MemresForkPhase:
+ * @MEMRES_FORK_PREPARE: in the parent, before the fork: take the locks
+ * @MEMRES_FORK_PARENT: in the parent, after the fork: release them
+ * @MEMRES_FORK_CHILD: in the child, after the fork: release them or initialize them again,
+ *   and forget what the parent's other threads were doing (they do not exist in the child)
+ *
+ * The moment of a fork() at which the core calls #MemresResourceOps.at_fork, as
+ * pthread_atfork() names them. Part of the plugin ABI (values are only appended).
+ *
+ * Since: 2.0
+ */
+typedef enum
+{
+  MEMRES_FORK_PREPARE,
+  MEMRES_FORK_PARENT,
+  MEMRES_FORK_CHILD,
+} MemresForkPhase;
+
+/**
+ * memres_fork_mutex:
+ * @mutex: a #GMutex that an at_fork slot takes
+ * @phase: the phase the slot was called for
+ *
+ * What an at_fork slot (#MemresResourceOps.at_fork) does with one #GMutex: locks it in
+ * %MEMRES_FORK_PREPARE and unlocks it in %MEMRES_FORK_PARENT and %MEMRES_FORK_CHILD. GLib's
+ * mutex has no owner, so the child's one thread may unlock what the parent's thread locked.
+ * (A #GRWLock or #GRecMutex does know its owner: initialize it again in the child instead.)
+ *
+ * Since: 2.0
+ */
+static inline void
+memres_fork_mutex (GMutex *mutex, MemresForkPhase phase)
+{
+  if (phase == MEMRES_FORK_PREPARE)
+    g_mutex_lock (mutex);
+  else
+    g_mutex_unlock (mutex);
+}
 
 /**
  * MemresResourceOps:
- * @version: %MEMRES_RESOURCE_OPS_VERSION of the plugin's headers; the core reads no slot newer
- *   than that and treats the newer ones as %NULL. Since: 1.0
- * @init: required. Sets up a new instance from its validated @options: reads them, checks
- *   what the schema cannot (combinations, that the device exists), acquires what the
- *   instance needs (a pool, a context reference) and stores it in the private data. Called
- *   once per instance by memres_resource_new(), on the caller's thread, before the instance
- *   is visible to anybody: nothing else runs on it concurrently. The private data arrives
- *   zero-filled. @options is valid only during the call. On failure: sets @error
- *   (%MEMRES_ERROR_INVALID_ARGUMENT for a bad combination of options, %MEMRES_ERROR_NO_DRIVER,
- *   %MEMRES_ERROR_NO_DEVICE, %MEMRES_ERROR_NOT_SUPPORTED when the device lacks a feature, a
- *   %MEMRES_CUDA_ERROR), releases everything it acquired and returns %FALSE; the core then
- *   frees the instance without calling finalize. Since: 1.0
- * @finalize: required. Releases everything the instance holds. Called once, when the last
- *   reference is gone: the application's and every buffer's (a buffer holds its resource, so
- *   every allocation has been through deallocate by then). May run on any thread, including
- *   inside the memres_buffer_close() or memres_buffer_unref() of the last buffer; nothing
- *   else runs on the instance concurrently. Never fails: log a driver failure with
- *   g_warning() and go on releasing. Not called when init or import_handle failed.
- *   Since: 1.0
- * @allocate: required. Allocates @size bytes and fills @alloc (zero-filled on entry): a
- *   nonzero address and a size of at least @size. @size is from 1 to %G_MAXSSIZE (the core
- *   makes empty buffers itself without calling the plugin and refuses larger sizes with
- *   %MEMRES_ERROR_OUT_OF_MEMORY): rounding up must still not overflow. @stream is the
- *   caller's stream (%NULL is the legacy default stream; %MEMRES_STREAM_LEGACY and per-thread
- *   streams are possible): a stream-ordered kind (%MEMRES_MEMORY_STREAM_ORDERED) makes the
- *   memory valid in @stream's order; any other kind returns memory usable at once and may
- *   ignore @stream. Called from any thread, concurrently with itself and with every slot but
- *   init and finalize: must be thread-safe. Errors: %MEMRES_ERROR_OUT_OF_MEMORY when the kind
- *   itself knows the size cannot be had (overflow while rounding, above a configured limit, a
- *   host allocation failed) and when the driver said `CUDA_ERROR_OUT_OF_MEMORY`
- *   (memres_cuda_set_error() sets that code for it, since 1.2: one code for every kind, see
- *   "Errors" below); a %MEMRES_CUDA_ERROR carrying the `CUresult` when a driver call failed
- *   otherwise (set with memres_cuda_set_error());
- *   %MEMRES_ERROR_NOT_SUPPORTED for a stream the kind cannot use
- *   (memres_cuda_check_stream_not_capturing()); %MEMRES_ERROR_INVALID_ARGUMENT for a stream
- *   the kind needs in another state (the graph kind: a stream that is not capturing);
- *   %MEMRES_ERROR_NO_DRIVER. On failure nothing
- *   stays allocated and @alloc is ignored. Since: 1.0
- * @deallocate: required. Frees @alloc, the record allocate, import_buffer or resize filled,
- *   including whatever @alloc->plugin_data owns. Called from memres_buffer_close() or from the
- *   memres_buffer_unref() that drops an open buffer's last reference, on any thread,
- *   concurrently with every slot but init and finalize; once per allocation when it succeeds.
- *   @stream is the stream the close was ordered on: the one given to memres_buffer_close() or
- *   else the buffer's recorded deallocation stream (by default its allocation stream; %NULL
- *   is the legacy default stream). A stream-ordered kind frees in @stream's order. For a base
- *   kind whose memory is device-accessible but not stream-ordered (%MEMRES_MEMORY_DEVICE_ACCESSIBLE
- *   without %MEMRES_MEMORY_STREAM_ORDERED: cuMemAlloc, cuMemHostAlloc, managed or VMM memory),
- *   the core has waited for @stream (memres_cuda_stream_synchronize() with the resource's
- *   device) before it calls deallocate, so the slot frees at once and makes no wait of its own
- *   (since 1.2; until 1.1 each kind synchronized itself). The one fallback: when that wait
- *   fails, the core does not call deallocate and fails the close with the wait's error (a
- *   %MEMRES_CUDA_ERROR naming cuStreamSynchronize): the buffer stays open, as for a failing
- *   deallocate, because freeing memory a kernel may still use is worse than a failed close.
- *   A wait answering `CUDA_ERROR_DEINITIALIZED` (the driver shutting down at process exit) is
- *   no failure: deallocate is called, and should take that code from its free as success.
- *   Host-only memory (no %MEMRES_MEMORY_DEVICE_ACCESSIBLE) is freed without any wait or driver
- *   call; an adaptor's deallocate is not preceded by a wait (its memory is its upstream's, whose
- *   deallocate memres_upstream_deallocate() calls with the wait). Errors: a
- *   %MEMRES_CUDA_ERROR. On failure it must release nothing and leave @alloc as it was: the
- *   core keeps the buffer open, and a later close (on another stream) calls deallocate again
- *   (the last unref, which nobody can retry, calls it again on the legacy stream after
- *   cuCtxSynchronize()). A slot that fails after releasing part of the allocation, which it
- *   cannot undo, releases all it can, reports the first failure and sets @alloc->address to 0:
- *   the core then takes the allocation as gone and closes the buffer all the same. (Since 1.2;
- *   until 1.1 the core closed the buffer whatever deallocate returned.) A failure without an
- *   error, or one that changed @alloc->address to another nonzero value, breaks this contract:
- *   the core reports it (a critical warning naming the kind, `contract_breaches` in
- *   memres_resource_get_counters()), takes the allocation as released and never calls
- *   deallocate on it again (since 2.0; allocate and resize failing without an error are
- *   reported the same way). When allocate or
- *   resize succeeded with a record the core refuses (address 0, fewer bytes than asked, a
- *   range no memory can have), the core gives that record back through deallocate before it
- *   fails the call with %MEMRES_ERROR_FAILED: deallocate must then accept an address of 0
- *   (what plugin_data owns is still the kind's to free). Since: 1.0
- * @query: required. Fills @info (device -1 and flags 0 on entry) with the device and the
- *   flags. Called once per instance, right after init or import_handle succeeded and before
- *   the instance is returned to anybody; the core caches the answer. Cannot fail.
- *   Since: 1.0
- * @get_stats: optional: without it, the core reports what it counts itself for every kind
- *   (the bytes the instance's allocate slot handed out, for buffers and for adaptors above it
- *   alike, their high-water mark, reserved = used), so a kind needs no accounting of its own:
- *   usage accounting is the core's. @stats arrives filled with those counts (since 1.2;
- *   zero-filled before): overwrite only what the kind knows better (a pool's reserved bytes,
- *   the driver's used bytes, with %MEMRES_KIND_OWN_USAGE); the core overwrites n_buffers with
- *   its own count. Called from any thread,
- *   concurrently with allocate and deallocate: read the counters under the kind's own lock
- *   (or atomically) so that current <= high holds in what it returns. Errors: a
- *   %MEMRES_CUDA_ERROR (pool attribute queries). Since: 1.0
- * @reset_stats: optional. Resets the high-water marks (reserved_high, used_high) to the
- *   current values, for what get_stats reports beyond the core's counts (which the core
- *   resets itself). Same threading as get_stats. Errors: a %MEMRES_CUDA_ERROR. Since: 1.0
- * @trim: optional. Returns memory held but unused to the system, keeping at least
- *   @bytes_to_keep bytes reserved; live buffers are never touched. Any thread, concurrently
- *   with allocate and deallocate; it orders nothing on a stream (memory whose stream-ordered
- *   free the host has not yet seen complete may stay reserved). Errors: a
- *   %MEMRES_CUDA_ERROR. Since: 1.0
- * @set_access: optional. Grants or revokes the access of other devices to the resource's
- *   memory (existing and future buffers), all @n_descs entries of @descs (transfer none,
- *   @n_descs >= 1) in one driver call: all or nothing. Errors: %MEMRES_ERROR_NO_DEVICE (an
- *   ordinal that does not exist), %MEMRES_ERROR_INVALID_ARGUMENT (an access value that is not
- *   a #MemresAccess, or revoking the owning device's own access), %MEMRES_ERROR_NOT_SUPPORTED
- *   (cuDeviceCanAccessPeer says no), a %MEMRES_CUDA_ERROR. Any thread; concurrent calls
- *   must leave one of the requested states. Since: 1.0
- * @get_access: optional. Stores in @access the access @device has to the resource's memory.
- *   Errors: %MEMRES_ERROR_NO_DEVICE, a %MEMRES_CUDA_ERROR. Any thread. Since: 1.0
- * @resize: optional, for kinds that set %MEMRES_MEMORY_RESIZABLE. Grows or shrinks @alloc to
- *   @new_size bytes (> 0), keeping the first MIN (old, new) bytes, and updates
- *   @alloc->address (which may move), @alloc->size and @alloc->plugin_data; the result is
- *   usable in @stream's order. On failure @alloc and the memory are left exactly as they
- *   were. Any thread, concurrently with the other slots on other allocations. Errors:
- *   %MEMRES_ERROR_OUT_OF_MEMORY, %MEMRES_ERROR_INVALID_ARGUMENT, a %MEMRES_CUDA_ERROR.
- *   Since: 1.0
- * @get_counters: optional, for memres_resource_get_counters(). Inserts the kind's own counters
- *   into @counters (an empty #GVariantDict, transfer none): names in lower case with
- *   underscores, values of any type (counts and bytes as `t`); the kind documents them (the
- *   cache adaptor: docs/cache.md). Same threading as get_stats. Errors: those of the kind.
- *   Since: 1.2
+ * @version: see the comment above the field
+ * @init: required; see the comment above the slot
+ * @finalize: required; see the comment above the slot
+ * @allocate: required; see the comment above the slot
+ * @deallocate: required; see the comment above the slot
+ * @query: required; see the comment above the slot
+ * @get_stats: optional; see the comment above the slot
+ * @reset_stats: optional; see the comment above the slot
+ * @trim: optional; see the comment above the slot
+ * @set_access: optional; see the comment above the slot
+ * @get_access: optional; see the comment above the slot
+ * @resize: optional; see the comment above the slot
+ * @get_counters: optional; see the comment above the slot
+ * @at_fork: optional; see the comment above the slot
  *
  * The table of a kind's functions (sharing with other processes has its own table,
  * #MemresIpcOps). Define it `static const`, set @version to
@@ -565,33 +501,259 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   with memres_cuda_get_device_attribute() and check peers with
  *   memres_cuda_check_peer_access(): one copy in the core, not one per kind.
  *
- * Slots are only appended within a major, each with its `Since:` ABI version. Version 1 (ABI
- * 2.0) is the whole table above: ABI 2.0 took the six IPC slots out into #MemresIpcOps and
- * closed the gaps, so that resize and get_counters follow get_access. A table of a later
- * version is longer; the core reads nothing past the end of the plugin's version. Part of the
- * plugin ABI.
+ * Slots are only appended within a major, each with its `Since:` ABI version and a new
+ * @version (listed there); the core reads nothing past the end of the plugin's version. Part of
+ * the plugin ABI.
  *
  * Since: 1.0
  */
 typedef struct
 {
+  /**
+   * MemresResourceOps.version:
+   *
+   * Set it to %MEMRES_RESOURCE_OPS_VERSION, the layout of the headers the plugin is built with.
+   * The core refuses 0 and a version newer than its own (%MEMRES_ERROR_INVALID_ARGUMENT), copies
+   * the slots of the plugin's version and treats the newer ones as %NULL, so that a plugin built
+   * against older headers keeps working. The versions under ABI 2 (each appends slots; a new
+   * major counts from 1 again):
+   *
+   * - 1 (ABI 2.0): init to get_counters. ABI 2.0 took the six IPC slots out into #MemresIpcOps
+   *   and closed the gaps, so that resize and get_counters follow get_access.
+   * - 2 (ABI 2.0, before its release): at_fork.
+   *
+   * Since: 1.0
+   */
   guint32 version;
+  /**
+   * MemresResourceOps.init:
+   *
+   * Required. Sets up a new instance from its validated @options: reads them, checks what the
+   * schema cannot (combinations, that the device exists), acquires what the instance needs (a pool,
+   * a context reference) and stores it in the private data. Called once per instance by
+   * memres_resource_new(), on the caller's thread, before the instance is visible to anybody:
+   * nothing else runs on it concurrently. The private data arrives zero-filled. @options is valid
+   * only during the call. On failure: sets @error (%MEMRES_ERROR_INVALID_ARGUMENT for a bad
+   * combination of options, %MEMRES_ERROR_NO_DRIVER, %MEMRES_ERROR_NO_DEVICE,
+   * %MEMRES_ERROR_NOT_SUPPORTED when the device lacks a feature, a %MEMRES_CUDA_ERROR), releases
+   * everything it acquired and returns %FALSE; the core then frees the instance without calling
+   * finalize.
+   *
+   * Since: 1.0
+   */
   gboolean (*init) (MemresResource *mr, const MemresOptions *options, GError **error);
+  /**
+   * MemresResourceOps.finalize:
+   *
+   * Required. Releases everything the instance holds. Called once, when the last reference is gone:
+   * the application's and every buffer's (a buffer holds its resource, so every allocation has been
+   * through deallocate by then). May run on any thread, including inside the memres_buffer_close()
+   * or memres_buffer_unref() of the last buffer; nothing else runs on the instance concurrently.
+   * Never fails: log a driver failure with g_warning() and go on releasing. Not called when init or
+   * import_handle failed.
+   *
+   * Since: 1.0
+   */
   void (*finalize) (MemresResource *mr);
+  /**
+   * MemresResourceOps.allocate:
+   *
+   * Required. Allocates @size bytes and fills @alloc (zero-filled on entry): a nonzero address and
+   * a size of at least @size. @size is from 1 to %G_MAXSSIZE (the core makes empty buffers itself
+   * without calling the plugin and refuses larger sizes with %MEMRES_ERROR_OUT_OF_MEMORY): rounding
+   * up must still not overflow. @stream is the caller's stream (%NULL is the legacy default stream;
+   * %MEMRES_STREAM_LEGACY and per-thread streams are possible): a stream-ordered kind
+   * (%MEMRES_MEMORY_STREAM_ORDERED) makes the memory valid in @stream's order; any other kind
+   * returns memory usable at once and may ignore @stream. Called from any thread, concurrently with
+   * itself and with every slot but init and finalize: must be thread-safe. Errors:
+   * %MEMRES_ERROR_OUT_OF_MEMORY when the kind itself knows the size cannot be had (overflow while
+   * rounding, above a configured limit, a host allocation failed) and when the driver said
+   * `CUDA_ERROR_OUT_OF_MEMORY` (memres_cuda_set_error() sets that code for it, since 1.2: one code
+   * for every kind, see "Errors" below); a %MEMRES_CUDA_ERROR carrying the `CUresult` when a driver
+   * call failed otherwise (set with memres_cuda_set_error()); %MEMRES_ERROR_NOT_SUPPORTED for a
+   * stream the kind cannot use (memres_cuda_check_stream_not_capturing());
+   * %MEMRES_ERROR_INVALID_ARGUMENT for a stream the kind needs in another state (the graph kind: a
+   * stream that is not capturing); %MEMRES_ERROR_NO_DRIVER. On failure nothing stays allocated and
+   * @alloc is ignored.
+   *
+   * Since: 1.0
+   */
   gboolean (*allocate) (MemresResource *mr, gsize size, MemresStream stream,
                         MemresAllocation *alloc, GError **error);
+  /**
+   * MemresResourceOps.deallocate:
+   *
+   * Required. Frees @alloc, the record allocate, import_buffer or resize filled, including whatever
+   * @alloc->plugin_data owns. Called from memres_buffer_close() or from the memres_buffer_unref()
+   * that drops an open buffer's last reference, on any thread, concurrently with every slot but
+   * init and finalize; once per allocation when it succeeds. @stream is the stream the close was
+   * ordered on: the one given to memres_buffer_close() or else the buffer's recorded deallocation
+   * stream (by default its allocation stream; %NULL is the legacy default stream). A stream-ordered
+   * kind frees in @stream's order. For a base kind whose memory is device-accessible but not
+   * stream-ordered (%MEMRES_MEMORY_DEVICE_ACCESSIBLE without %MEMRES_MEMORY_STREAM_ORDERED:
+   * cuMemAlloc, cuMemHostAlloc, managed or VMM memory), the core has waited for @stream
+   * (memres_cuda_stream_synchronize() with the resource's device) before it calls deallocate, so
+   * the slot frees at once and makes no wait of its own (since 1.2; until 1.1 each kind
+   * synchronized itself). The one fallback: when that wait fails, the core does not call deallocate
+   * and fails the close with the wait's error (a %MEMRES_CUDA_ERROR naming cuStreamSynchronize):
+   * the buffer stays open, as for a failing deallocate, because freeing memory a kernel may still
+   * use is worse than a failed close. A wait answering `CUDA_ERROR_DEINITIALIZED` (the driver
+   * shutting down at process exit) is no failure: deallocate is called, and should take that code
+   * from its free as success. Host-only memory (no %MEMRES_MEMORY_DEVICE_ACCESSIBLE) is freed
+   * without any wait or driver call; an adaptor's deallocate is not preceded by a wait (its memory
+   * is its upstream's, whose deallocate memres_upstream_deallocate() calls with the wait). Errors:
+   * a %MEMRES_CUDA_ERROR. On failure it must release nothing and leave @alloc as it was: the core
+   * keeps the buffer open, and a later close (on another stream) calls deallocate again (the last
+   * unref, which nobody can retry, calls it again on the legacy stream after cuCtxSynchronize()). A
+   * slot that fails after releasing part of the allocation, which it cannot undo, releases all it
+   * can, reports the first failure and sets @alloc->address to 0: the core then takes the
+   * allocation as gone and closes the buffer all the same. (Since 1.2; until 1.1 the core closed
+   * the buffer whatever deallocate returned.) A failure without an error, or one that changed
+   * @alloc->address to another nonzero value, breaks this contract: the core reports it (a critical
+   * warning naming the kind, `contract_breaches` in memres_resource_get_counters()), takes the
+   * allocation as released and never calls deallocate on it again (since 2.0; allocate and resize
+   * failing without an error are reported the same way). When allocate or resize succeeded with a
+   * record the core refuses (address 0, fewer bytes than asked, a range no memory can have), the
+   * core gives that record back through deallocate before it fails the call with
+   * %MEMRES_ERROR_FAILED: deallocate must then accept an address of 0 (what plugin_data owns is
+   * still the kind's to free).
+   *
+   * Since: 1.0
+   */
   gboolean (*deallocate) (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                           GError **error);
+  /**
+   * MemresResourceOps.query:
+   *
+   * Required. Fills @info (device -1 and flags 0 on entry) with the device and the flags. Called
+   * once per instance, right after init or import_handle succeeded and before the instance is
+   * returned to anybody; the core caches the answer. Cannot fail.
+   *
+   * Since: 1.0
+   */
   void (*query) (MemresResource *mr, MemresResourceInfo *info);
+  /**
+   * MemresResourceOps.get_stats:
+   *
+   * Optional: without it, the core reports what it counts itself for every kind (the bytes the
+   * instance's allocate slot handed out, for buffers and for adaptors above it alike, their
+   * high-water mark, reserved = used), so a kind needs no accounting of its own: usage accounting
+   * is the core's. @stats arrives filled with those counts (since 1.2; zero-filled before):
+   * overwrite only what the kind knows better (a pool's reserved bytes, the driver's used bytes,
+   * with %MEMRES_KIND_OWN_USAGE); the core overwrites n_buffers with its own count. Called from any
+   * thread, concurrently with allocate and deallocate: read the counters under the kind's own lock
+   * (or atomically) so that current <= high holds in what it returns. Errors: a %MEMRES_CUDA_ERROR
+   * (pool attribute queries).
+   *
+   * Since: 1.0
+   */
   gboolean (*get_stats) (MemresResource *mr, MemresStats *stats, GError **error);
+  /**
+   * MemresResourceOps.reset_stats:
+   *
+   * Optional. Resets the high-water marks (reserved_high, used_high) to the current values, for
+   * what get_stats reports beyond the core's counts (which the core resets itself). Same threading
+   * as get_stats. Errors: a %MEMRES_CUDA_ERROR.
+   *
+   * Since: 1.0
+   */
   gboolean (*reset_stats) (MemresResource *mr, GError **error);
+  /**
+   * MemresResourceOps.trim:
+   *
+   * Optional. Returns memory held but unused to the system, keeping at least @bytes_to_keep bytes
+   * reserved; live buffers are never touched. Any thread, concurrently with allocate and
+   * deallocate; it orders nothing on a stream (memory whose stream-ordered free the host has not
+   * yet seen complete may stay reserved). Errors: a %MEMRES_CUDA_ERROR.
+   *
+   * Since: 1.0
+   */
   gboolean (*trim) (MemresResource *mr, gsize bytes_to_keep, GError **error);
+  /**
+   * MemresResourceOps.set_access:
+   *
+   * Optional. Grants or revokes the access of other devices to the resource's memory (existing and
+   * future buffers), all @n_descs entries of @descs (transfer none, @n_descs >= 1) in one driver
+   * call: all or nothing. Errors: %MEMRES_ERROR_NO_DEVICE (an ordinal that does not exist),
+   * %MEMRES_ERROR_INVALID_ARGUMENT (an access value that is not a #MemresAccess, or revoking the
+   * owning device's own access), %MEMRES_ERROR_NOT_SUPPORTED (cuDeviceCanAccessPeer says no), a
+   * %MEMRES_CUDA_ERROR. Any thread; concurrent calls must leave one of the requested states.
+   *
+   * Since: 1.0
+   */
   gboolean (*set_access) (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs,
                           GError **error);
+  /**
+   * MemresResourceOps.get_access:
+   *
+   * Optional. Stores in @access the access @device has to the resource's memory. Errors:
+   * %MEMRES_ERROR_NO_DEVICE, a %MEMRES_CUDA_ERROR. Any thread.
+   *
+   * Since: 1.0
+   */
   gboolean (*get_access) (MemresResource *mr, gint device, MemresAccess *access, GError **error);
+  /**
+   * MemresResourceOps.resize:
+   *
+   * Optional, for kinds that set %MEMRES_MEMORY_RESIZABLE. Grows or shrinks @alloc to @new_size
+   * bytes (> 0), keeping the first MIN (old, new) bytes, and updates @alloc->address (which may
+   * move), @alloc->size and @alloc->plugin_data; the result is usable in @stream's order. On
+   * failure @alloc and the memory are left exactly as they were. Any thread, concurrently with the
+   * other slots on other allocations. Errors: %MEMRES_ERROR_OUT_OF_MEMORY,
+   * %MEMRES_ERROR_INVALID_ARGUMENT, a %MEMRES_CUDA_ERROR.
+   *
+   * Since: 1.0
+   */
   gboolean (*resize) (MemresResource *mr, MemresAllocation *alloc, gsize new_size,
                       MemresStream stream, GError **error);
+  /**
+   * MemresResourceOps.get_counters:
+   *
+   * Optional, for memres_resource_get_counters(). Inserts the kind's own counters into @counters
+   * (an empty #GVariantDict, transfer none): names in lower case with underscores, values of any
+   * type (counts and bytes as `t`); the kind documents them (the cache adaptor: docs/cache.md).
+   * Same threading as get_stats. Errors: those of the kind.
+   *
+   * Since: 1.2
+   */
   gboolean (*get_counters) (MemresResource *mr, GVariantDict *counters, GError **error);
+  /**
+   * MemresResourceOps.at_fork:
+   *
+   * Optional, for kinds that take a lock (or keep state that another thread may be in the middle
+   * of changing) on a path the application's threads can be in when one of them calls fork().
+   * Without it, a child of a process that forked while another thread held the lock would block
+   * on it forever (a lock is copied into the child as it was, and the thread that would release
+   * it is not there). The core calls the slot from its own pthread_atfork() handlers:
+   *
+   * - with @mr set, once per live instance of the kind (made and not finalized), to take
+   *   (%MEMRES_FORK_PREPARE) and release (%MEMRES_FORK_PARENT, %MEMRES_FORK_CHILD) the
+   *   instance's locks;
+   * - with @mr %NULL, once per registered kind whose table has the slot, for the kind's
+   *   process-wide state (static locks). A plugin whose kinds share such a lock handles it in one
+   *   kind's slot only.
+   *
+   * Order: in prepare, the %NULL calls first (kinds in registration order), then the instances,
+   * newest first, so that an adaptor, which is always newer than its upstream, locks before the
+   * layers below it, and every lock the core takes itself (the registry, the loader, its
+   * statistics and IPC tables) after them; parent and child run the exact reverse. The rule that
+   * makes this order safe, which every kind with the slot must follow: never hold a lock that
+   * at_fork takes while calling another resource (memres_upstream_allocate(), any
+   * memres_resource_*() or memres_buffer_*() function) or creating or releasing one; the
+   * memres_cuda_*() helpers are fine.
+   *
+   * The slot runs while the core holds its locks and other threads are stopped on them: take
+   * and release locks, reset state, nothing else (no memres call, no allocation through a
+   * resource, no I/O that may block). In %MEMRES_FORK_CHILD only the forking thread exists:
+   * release (or g_mutex_init() again) what prepare took, and clear what the parent's other threads
+   * left half done (a "busy" flag, a waiter count, an entry naming an operation in flight), which
+   * nobody will ever finish. An instance the child inherited from a parent that had initialized
+   * the driver is never called again in the child except by at_fork (core/fork.c), but its locks
+   * are released all the same. Cannot fail.
+   *
+   * Since: 2.0
+   */
+  void (*at_fork) (MemresResource *mr, MemresForkPhase phase);
 } MemresResourceOps;
 
 /**
@@ -607,66 +769,13 @@ typedef struct
 
 /**
  * MemresIpcOps:
- * @version: %MEMRES_IPC_OPS_VERSION of the plugin's headers; the core refuses 0 and a version
- *   newer than its own (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH) and reads no slot past the
- *   plugin's version. Since: 2.0. Each slot below moved here in ABI 2.0 from
- *   #MemresResourceOps, where export_handle to import_buffer appeared in 1.0 and the chunk
- *   slots in 1.1, with the same signature and contract
- * @export_handle: optional. Creates a shareable handle for the pool: stores in @handle a new
- *   #MemresIpcHandle (transfer full: the caller frees it) made with memres_ipc_handle_new(),
- *   which takes ownership of its own fd. Errors: %MEMRES_ERROR_NOT_SUPPORTED (the instance
- *   was not created shareable, or was itself imported), a %MEMRES_CUDA_ERROR; on failure no
- *   fd stays open. Any thread. Since: 2.0
- * @import_handle: optional. Alternative to init, for memres_resource_import_handle(): sets up
- *   a new instance (private data zero-filled) as an importer of @handle, whose kind is this
- *   kind's name. @handle and its fd stay owned by the caller and are valid during the call
- *   only: dup() the fd to keep it. Then query is called, as after init. Same threading and
- *   failure rules as init. Errors: %MEMRES_ERROR_INVALID_DESCRIPTOR (the handle's content is
- *   not acceptable), %MEMRES_ERROR_WRONG_DEVICE (no local device has the handle's UUID), a
- *   %MEMRES_CUDA_ERROR. Since: 2.0
- * @export_buffer: optional. Fills @out (zero-filled on entry) for @alloc (transfer none), a
- *   live allocation of this instance; the core encodes the descriptor. @out->pool_id and
- *   @out->device_uuid must be those export_handle puts in the instance's handles (importers
- *   refuse a descriptor whose identity differs from the handle they imported), and exporting
- *   one allocation twice must give the same export data (importers deduplicate by it). Any
- *   thread. Errors: %MEMRES_ERROR_NOT_SUPPORTED, a %MEMRES_CUDA_ERROR. Since: 2.0
- * @import_buffer: optional. Maps the allocation @in describes into this process, on an
- *   instance created by import_handle, and fills @alloc (zero-filled on entry) with the WHOLE
- *   mapping: the mapped address and its extent in bytes (for pools, the driver's range), not
- *   just the buffer. @in comes from another process and its framing was checked by the core,
- *   not its content; the core checked @in->pool_id and @in->device_uuid against the handle
- *   the instance was imported from (%MEMRES_ERROR_INVALID_DESCRIPTOR). The core then checks
- *   that @in's offset and size fit in the mapping (else it calls deallocate with @alloc and
- *   fails with %MEMRES_ERROR_INVALID_DESCRIPTOR), maps each exported allocation once per
- *   process however often it is imported, and passes @alloc to deallocate (the unmap) when
- *   the last buffer using it closes. The mapping is usable in @stream's order. On failure
- *   nothing stays mapped. Any thread. Errors also: %MEMRES_ERROR_NOT_SUPPORTED (not an
- *   importer), a %MEMRES_CUDA_ERROR. Since: 2.0
- * @export_chunks: optional, for memres_ipc_send_buffer() and memres_buffer_export_message().
- *   Fills @out (zero-filled on entry)
- *   for @alloc (transfer none), a live, non-empty allocation of this instance that was not
- *   imported: the device UUID, handle type, location type, granularity, @alloc->size as the
- *   buffer size, and for each physical allocation in address order its size and a NEW
- *   shareable-handle fd (for vmm: cuMemExportToShareableHandle()). On success the fds belong to
- *   the core, which sends and closes them (or hands them to the caller of
- *   memres_buffer_export_message()); on failure no fd stays open. Errors:
- *   %MEMRES_ERROR_NOT_SUPPORTED (the instance was not created with a POSIX-fd handle type, the
- *   buffer was imported, or it has more than %MEMRES_IPC_MAX_CHUNKS chunks), a
- *   %MEMRES_CUDA_ERROR. Any thread. Since: 2.0
- * @import_chunks: optional, for memres_ipc_receive_buffer() and memres_buffer_import_message().
- *   Maps the chunks @in describes
- *   (a message from another process; the core checked its framing, see #MemresBufferChunks)
- *   into ONE new address range of this instance, in order, with this instance's own access
- *   rights, and fills @alloc (zero-filled on entry): the address, @in->size as the size, and
- *   the plugin data deallocate needs to unmap and release it all. The fds stay the core's
- *   (valid during the call; the driver keeps its own reference to what it imports). Before any
- *   driver call that creates something, check what only the kind knows: that the instance can
- *   import (%MEMRES_ERROR_NOT_SUPPORTED), the handle and location types
- *   (%MEMRES_ERROR_INVALID_DESCRIPTOR), the device UUID (%MEMRES_ERROR_WRONG_DEVICE) and the
- *   chunk sizes against the instance's granularity (%MEMRES_ERROR_INVALID_DESCRIPTOR). On
- *   failure everything imported, reserved or mapped is released. The core marks the buffer
- *   %MEMRES_MEMORY_IMPORTED and refuses to export or resize it; deallocate gets @alloc at
- *   close, as for allocate. Errors also: a %MEMRES_CUDA_ERROR. Any thread. Since: 2.0
+ * @version: see the comment above the field
+ * @export_handle: optional; see the comment above the slot
+ * @import_handle: optional; see the comment above the slot
+ * @export_buffer: optional; see the comment above the slot
+ * @import_buffer: optional; see the comment above the slot
+ * @export_chunks: optional; see the comment above the slot
+ * @import_chunks: optional; see the comment above the slot
  *
  * The sharing functions of a kind that shares memory with other processes: its
  * #MemresKindInfo.ipc points at this table (%NULL: the kind shares nothing). Two families:
@@ -690,15 +799,114 @@ typedef struct
  */
 typedef struct
 {
+  /**
+   * MemresIpcOps.version:
+   *
+   * Set it to %MEMRES_IPC_OPS_VERSION, the layout of the headers the plugin is built with. The
+   * core refuses 0 and a version newer than its own (%MEMRES_PLUGIN_ERROR_ABI_MISMATCH) and reads
+   * no slot past the plugin's version. The versions under ABI 2:
+   *
+   * - 1 (ABI 2.0): export_handle to import_chunks. Each moved here in ABI 2.0 from
+   *   #MemresResourceOps, where export_handle to import_buffer appeared in 1.0 and the chunk
+   *   slots in 1.1, with the same signature and contract.
+   *
+   * Since: 2.0
+   */
   guint32 version;
+  /**
+   * MemresIpcOps.export_handle:
+   *
+   * Optional. Creates a shareable handle for the pool: stores in @handle a new #MemresIpcHandle
+   * (transfer full: the caller frees it) made with memres_ipc_handle_new(), which takes ownership
+   * of its own fd. Errors: %MEMRES_ERROR_NOT_SUPPORTED (the instance was not created shareable, or
+   * was itself imported), a %MEMRES_CUDA_ERROR; on failure no fd stays open. Any thread.
+   *
+   * Since: 2.0
+   */
   gboolean (*export_handle) (MemresResource *mr, MemresIpcHandle **handle, GError **error);
+  /**
+   * MemresIpcOps.import_handle:
+   *
+   * Optional. Alternative to init, for memres_resource_import_handle(): sets up a new instance
+   * (private data zero-filled) as an importer of @handle, whose kind is this kind's name. @handle
+   * and its fd stay owned by the caller and are valid during the call only: dup() the fd to keep
+   * it. Then query is called, as after init. Same threading and failure rules as init. Errors:
+   * %MEMRES_ERROR_INVALID_DESCRIPTOR (the handle's content is not acceptable),
+   * %MEMRES_ERROR_WRONG_DEVICE (no local device has the handle's UUID), a %MEMRES_CUDA_ERROR.
+   *
+   * Since: 2.0
+   */
   gboolean (*import_handle) (MemresResource *mr, const MemresIpcHandle *handle, GError **error);
+  /**
+   * MemresIpcOps.export_buffer:
+   *
+   * Optional. Fills @out (zero-filled on entry) for @alloc (transfer none), a live allocation of
+   * this instance; the core encodes the descriptor. @out->pool_id and @out->device_uuid must be
+   * those export_handle puts in the instance's handles (importers refuse a descriptor whose
+   * identity differs from the handle they imported), and exporting one allocation twice must give
+   * the same export data (importers deduplicate by it). Any thread. Errors:
+   * %MEMRES_ERROR_NOT_SUPPORTED, a %MEMRES_CUDA_ERROR.
+   *
+   * Since: 2.0
+   */
   gboolean (*export_buffer) (MemresResource *mr, const MemresAllocation *alloc,
                              MemresBufferExport *out, GError **error);
+  /**
+   * MemresIpcOps.import_buffer:
+   *
+   * Optional. Maps the allocation @in describes into this process, on an instance created by
+   * import_handle, and fills @alloc (zero-filled on entry) with the WHOLE mapping: the mapped
+   * address and its extent in bytes (for pools, the driver's range), not just the buffer. @in comes
+   * from another process and its framing was checked by the core, not its content; the core checked
+   * @in->pool_id and @in->device_uuid against the handle the instance was imported from
+   * (%MEMRES_ERROR_INVALID_DESCRIPTOR). The core then checks that @in's offset and size fit in the
+   * mapping (else it calls deallocate with @alloc and fails with %MEMRES_ERROR_INVALID_DESCRIPTOR),
+   * maps each exported allocation once per process however often it is imported, and passes @alloc
+   * to deallocate (the unmap) when the last buffer using it closes. The mapping is usable in
+   * @stream's order. On failure nothing stays mapped. Any thread. Errors also:
+   * %MEMRES_ERROR_NOT_SUPPORTED (not an importer), a %MEMRES_CUDA_ERROR.
+   *
+   * Since: 2.0
+   */
   gboolean (*import_buffer) (MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
                              MemresAllocation *alloc, GError **error);
+  /**
+   * MemresIpcOps.export_chunks:
+   *
+   * Optional, for memres_ipc_send_buffer() and memres_buffer_export_message(). Fills @out
+   * (zero-filled on entry) for @alloc (transfer none), a live, non-empty allocation of this
+   * instance that was not imported: the device UUID, handle type, location type, granularity,
+   * @alloc->size as the buffer size, and for each physical allocation in address order its size and
+   * a NEW shareable-handle fd (for vmm: cuMemExportToShareableHandle()). On success the fds belong
+   * to the core, which sends and closes them (or hands them to the caller of
+   * memres_buffer_export_message()); on failure no fd stays open. Errors:
+   * %MEMRES_ERROR_NOT_SUPPORTED (the instance was not created with a POSIX-fd handle type, the
+   * buffer was imported, or it has more than %MEMRES_IPC_MAX_CHUNKS chunks), a %MEMRES_CUDA_ERROR.
+   * Any thread.
+   *
+   * Since: 2.0
+   */
   gboolean (*export_chunks) (MemresResource *mr, const MemresAllocation *alloc,
                              MemresBufferChunks *out, GError **error);
+  /**
+   * MemresIpcOps.import_chunks:
+   *
+   * Optional, for memres_ipc_receive_buffer() and memres_buffer_import_message(). Maps the chunks
+   * @in describes (a message from another process; the core checked its framing, see
+   * #MemresBufferChunks) into ONE new address range of this instance, in order, with this
+   * instance's own access rights, and fills @alloc (zero-filled on entry): the address, @in->size
+   * as the size, and the plugin data deallocate needs to unmap and release it all. The fds stay the
+   * core's (valid during the call; the driver keeps its own reference to what it imports). Before
+   * any driver call that creates something, check what only the kind knows: that the instance can
+   * import (%MEMRES_ERROR_NOT_SUPPORTED), the handle and location types
+   * (%MEMRES_ERROR_INVALID_DESCRIPTOR), the device UUID (%MEMRES_ERROR_WRONG_DEVICE) and the chunk
+   * sizes against the instance's granularity (%MEMRES_ERROR_INVALID_DESCRIPTOR). On failure
+   * everything imported, reserved or mapped is released. The core marks the buffer
+   * %MEMRES_MEMORY_IMPORTED and refuses to export or resize it; deallocate gets @alloc at close, as
+   * for allocate. Errors also: a %MEMRES_CUDA_ERROR. Any thread.
+   *
+   * Since: 2.0
+   */
   gboolean (*import_chunks) (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
                              MemresAllocation *alloc, GError **error);
 } MemresIpcOps;

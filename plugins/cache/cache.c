@@ -245,6 +245,14 @@ cache_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   return TRUE;
 }
 
+/* fork(): the parts' locks (cache_parts_at_fork()) */
+static void
+cache_at_fork (MemresResource *mr, MemresForkPhase phase)
+{
+  cache_parts_at_fork (mr != NULL ? &((Cache *) memres_resource_get_private (mr))->parts : NULL,
+                       phase);
+}
+
 static const MemresResourceOps cache_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = cache_init,
@@ -256,6 +264,7 @@ static const MemresResourceOps cache_ops = {
   .reset_stats = cache_reset_stats,
   .trim = cache_trim,
   .get_counters = cache_get_counters,
+  .at_fork = cache_at_fork,
 };
 
 static const MemresKindInfo cache_kind = {

@@ -55,6 +55,10 @@ typedef struct
   pid_t pid;             /* of the process that created it: the one to write at exit */
   GHashTable *freeing;   /* addresses (guint64*, the freeing frame's) whose free is not logged */
   GCond freed;           /* signalled when one leaves freeing */
+  /* the local time's offset from UTC in seconds, valid for the hour (UTC seconds / 3600) in
+   * zone_hour + 1 (0: none yet); see format_line() */
+  glong zone_offset;
+  gint64 zone_hour;
 } LogResource;
 
 static const MemresOptionSpec log_options[] = {
@@ -269,21 +273,34 @@ log_finalize (MemresResource *mr)
   g_mutex_clear (&self->lock);
 }
 
+/* The line's local time of day comes from the offset of the local time from UTC, asked of
+ * localtime_r() once an hour under the layer's lock: glibc's localtime_r() takes a process-wide
+ * lock that a fork() leaves taken in the child when another thread was inside it, and the
+ * layer's at_fork holds the layer's lock, so no thread of this layer is in it then. */
 static int
-format_line (char line[static 160], const char *action, guint64 address, gsize size,
-             MemresStream stream)
+format_line (LogResource *self, char line[static 160], const char *action, guint64 address,
+             gsize size, MemresStream stream)
 {
   gint64 now = g_get_real_time ();
   time_t secs = (time_t) (now / G_USEC_PER_SEC);
+  gint64 local, hour = (gint64) secs / 3600 + 1;
   struct tm tm;
 
-  localtime_r (&secs, &tm);
+  if (__atomic_load_n (&self->zone_hour, __ATOMIC_ACQUIRE) != hour)
+    {
+      g_mutex_lock (&self->lock);
+      localtime_r (&secs, &tm);
+      __atomic_store_n (&self->zone_offset, tm.tm_gmtoff, __ATOMIC_RELAXED);
+      __atomic_store_n (&self->zone_hour, hour, __ATOMIC_RELEASE);
+      g_mutex_unlock (&self->lock);
+    }
+  local = (gint64) secs + __atomic_load_n (&self->zone_offset, __ATOMIC_RELAXED);
   return g_snprintf (line, 160,
                      "%ld,%02d:%02d:%02d.%06d,%s,0x%" G_GINT64_MODIFIER "x,%" G_GSIZE_FORMAT
                      ",0x%" G_GINT64_MODIFIER "x\n",
-                     (long) syscall (SYS_gettid), tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     (int) (now % G_USEC_PER_SEC), action, address, size,
-                     (guint64) (guintptr) stream);
+                     (long) syscall (SYS_gettid), (int) (local / 3600 % 24),
+                     (int) (local / 60 % 60), (int) (local % 60), (int) (now % G_USEC_PER_SEC),
+                     action, address, size, (guint64) (guintptr) stream);
 }
 
 /* Writes one line. An allocate (@allocated) first waits until no free of its address is
@@ -294,14 +311,16 @@ write_line (LogResource *self, const char *action, guint64 address, gsize size, 
             gboolean allocated, gboolean freed)
 {
   char line[160];
-  int n = format_line (line, action, address, size, stream);
+  int n = format_line (self, line, action, address, size, stream);
 
   g_mutex_lock (&self->lock);
   if (allocated && g_hash_table_contains (self->freeing, &address))
     {
       while (g_hash_table_contains (self->freeing, &address))
         g_cond_wait (&self->freed, &self->lock);
-      n = format_line (line, action, address, size, stream); /* its time after the free's */
+      g_mutex_unlock (&self->lock);                                /* format_line() may take it */
+      n = format_line (self, line, action, address, size, stream); /* its time after the free's */
+      g_mutex_lock (&self->lock);
     }
   if (freed)
     {
@@ -376,6 +395,21 @@ log_query (MemresResource *mr, MemresResourceInfo *info)
   info->flags &= ~MEMRES_MEMORY_RESIZABLE;
 }
 
+/* fork(): the lock; in the child, the frees other threads had under way never end (and an
+ * allocate of their address would wait for them forever). */
+static void
+log_at_fork (MemresResource *mr, MemresForkPhase phase)
+{
+  LogResource *self;
+
+  if (mr == NULL)
+    return;
+  self = memres_resource_get_private (mr);
+  if (phase == MEMRES_FORK_CHILD)
+    g_hash_table_remove_all (self->freeing);
+  memres_fork_mutex (&self->lock, phase);
+}
+
 static const MemresResourceOps log_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = log_init,
@@ -384,6 +418,7 @@ static const MemresResourceOps log_ops = {
   .deallocate = log_deallocate,
   .query = log_query,
   .get_counters = log_get_counters,
+  .at_fork = log_at_fork,
 };
 
 static const MemresKindInfo log_kind = {

@@ -151,12 +151,20 @@ retry_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
   return memres_upstream_deallocate (mr, alloc, stream, error);
 }
 
+static void
+retry_at_fork (MemresResource *mr, MemresForkPhase phase)
+{
+  if (mr != NULL)
+    memres_fork_mutex (&((RetryResource *) memres_resource_get_private (mr))->lock, phase);
+}
+
 static const MemresResourceOps retry_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = retry_init,
   .finalize = retry_finalize,
   .allocate = retry_allocate,
   .deallocate = retry_deallocate,
+  .at_fork = retry_at_fork,
 };
 
 static const MemresKindInfo retry_kind = {

@@ -388,6 +388,21 @@ upstream_reset (MemresResource *mr)
 
 static const MemresAccountant stats_accountant = { upstream_read, upstream_reset };
 
+/* fork(): the lock; in the child, an owner that was inside a plain update is gone (the thread
+ * that shares the counts would wait for it forever). */
+static void
+stats_at_fork (MemresResource *mr, MemresForkPhase phase)
+{
+  StatsResource *self;
+
+  if (mr == NULL)
+    return;
+  self = memres_resource_get_private (mr);
+  if (phase == MEMRES_FORK_CHILD)
+    __atomic_store_n (&self->busy, 0, __ATOMIC_RELAXED);
+  memres_fork_mutex (&self->lock, phase);
+}
+
 static const MemresResourceOps stats_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = stats_init,
@@ -397,6 +412,7 @@ static const MemresResourceOps stats_ops = {
   .query = stats_query,
   .get_stats = stats_get_stats,
   .reset_stats = stats_reset_stats,
+  .at_fork = stats_at_fork,
 };
 
 static const MemresKindInfo stats_kind = {

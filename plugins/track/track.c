@@ -177,6 +177,13 @@ track_query (MemresResource *mr, MemresResourceInfo *info)
   info->flags &= ~MEMRES_MEMORY_RESIZABLE;
 }
 
+static void
+track_at_fork (MemresResource *mr, MemresForkPhase phase)
+{
+  if (mr != NULL)
+    memres_fork_mutex (&((TrackResource *) memres_resource_get_private (mr))->lock, phase);
+}
+
 static const MemresResourceOps track_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = track_init,
@@ -184,6 +191,7 @@ static const MemresResourceOps track_ops = {
   .allocate = track_allocate,
   .deallocate = track_deallocate,
   .query = track_query,
+  .at_fork = track_at_fork,
 };
 
 static const MemresKindInfo track_kind = {

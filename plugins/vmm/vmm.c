@@ -391,6 +391,13 @@ vmm_reset_stats (MemresResource *mr, GError **error)
   return TRUE;
 }
 
+static void
+vmm_at_fork (MemresResource *mr, MemresForkPhase phase)
+{
+  if (mr != NULL)
+    memres_fork_mutex (&((VmmResource *) memres_resource_get_private (mr))->stats_lock, phase);
+}
+
 static const MemresResourceOps vmm_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = vmm_init,
@@ -401,6 +408,7 @@ static const MemresResourceOps vmm_ops = {
   .get_stats = vmm_get_stats,
   .reset_stats = vmm_reset_stats,
   .resize = _vmm_resize,
+  .at_fork = vmm_at_fork,
 };
 
 /* every instance's: only those made with handle_type=posix_fd export (the slots check) */

@@ -315,3 +315,17 @@ cache_parts_stop (CacheParts *self)
     slots[self->slot] = NULL;
   g_mutex_unlock (&slots_lock);
 }
+
+void
+cache_parts_at_fork (CacheParts *self, MemresForkPhase phase)
+{
+  if (self == NULL)
+    {
+      memres_fork_mutex (&slots_lock, phase);
+      return;
+    }
+  if (phase == MEMRES_FORK_CHILD)
+    for (Front *f = self->fronts; f != NULL; f = f->next)
+      __atomic_store_n (&f->busy, 0, __ATOMIC_RELAXED);
+  memres_fork_mutex (&self->lock, phase);
+}

@@ -155,6 +155,13 @@ void cache_parts_stop (CacheParts *self);
  * cannot). The kind then releases the lock and clears it. */
 void cache_parts_clear (CacheParts *self);
 
+/* The at_fork slot's work (#MemresResourceOps.at_fork): with @self NULL the slot table's lock
+ * (taken outside every CacheParts.lock, so called before any instance's), else @self's lock; in
+ * the child, the fronts whose owners were inside them at the fork belong to threads that are
+ * gone: no longer busy, so that a stop (trim, statistics, an out-of-memory flush) does not wait
+ * for them forever (their blocks stay in them until such a stop drains them). */
+void cache_parts_at_fork (CacheParts *self, MemresForkPhase phase);
+
 /* ---- fronts (cache-fronts.c; the fast path is inline at the end of this header) ---- */
 
 Front *cache_front_create (CacheParts *self);

@@ -172,6 +172,21 @@ typedef struct
 static GMutex shared_lock;       /* shared_pools, and the threshold check of a wrap */
 static GHashTable *shared_pools; /* CUmemoryPool -> SharedPool* */
 
+/**
+ * pool_at_fork:
+ * @mr: (nullable): an instance of a pool kind, or %NULL for the plugin's own state
+ * @phase: the phase of the fork
+ *
+ * The at_fork slot of every pool kind: the table of wrapped current pools (with @mr %NULL:
+ * one call per plugin, since each plugin registers one pool kind and has its own copy of this
+ * file) and the instance's peer-access lock.
+ */
+void
+pool_at_fork (MemresResource *mr, MemresForkPhase phase)
+{
+  memres_fork_mutex (mr == NULL ? &shared_lock : &POOL_RECORD (mr)->access_lock, phase);
+}
+
 /* Under shared_lock: the entry of @handle, made on first use. */
 static SharedPool *
 shared_pool_get (CUmemoryPool handle)
