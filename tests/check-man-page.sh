@@ -8,24 +8,13 @@
 set -u
 LC_ALL=C
 export LC_ALL
+
+here=$(cd "$(dirname "$0")" && pwd)
 tool=$1
 page=$2
 
-n=0
-failed=0
-ok() {
-  n=$((n + 1))
-  echo "ok $n $1"
-}
-not_ok() { # DESCRIPTION [DIAGNOSTIC...]
-  n=$((n + 1))
-  failed=$((failed + 1))
-  echo "not ok $n $1"
-  shift
-  for line in "$@"; do
-    echo "# $line"
-  done
-}
+# shellcheck source=tests/tap.sh
+. "$here/tap.sh"
 
 if command -v groff >/dev/null 2>&1; then
   warnings=$(groff -man -Tutf8 -ww -z "$page" 2>&1)

@@ -22,21 +22,8 @@ if [ "$docdir" = none ]; then
 fi
 html=$docdir/html
 
-n=0
-failed=0
-ok() {
-  n=$((n + 1))
-  echo "ok $n $1"
-}
-not_ok() { # DESCRIPTION [DIAGNOSTIC...]
-  n=$((n + 1))
-  failed=$((failed + 1))
-  echo "not ok $n $1"
-  shift
-  for line in "$@"; do
-    echo "# $line"
-  done
-}
+# shellcheck source=tests/tap.sh
+. "$here/tap.sh"
 
 if [ ! -f "$html/index.html" ]; then
   not_ok "the reference is built" "no $html/index.html"
