@@ -6,7 +6,10 @@
 # 1. builds memres from this tree and `meson install`s it into WORKDIR/prefix (--prefix, not
 #    DESTDIR: the library keeps the absolute plugin directory of its prefix);
 # 2. checks the install: library, headers, memres-2.pc with its plugindir variable, the
-#    plugins this tree builds, and the `memres` command where the tree builds one;
+#    plugins this tree builds, the `memres` command where the tree builds one, the guides
+#    (share/doc/memres), the man page and the Python recipe (share/memres-2/python); then that
+#    libmemres-allocator.so, each plugin and the command load by path with no LD_LIBRARY_PATH
+#    (their $ORIGIN rpaths), from the prefix and from a copy of it moved elsewhere;
 # 3. builds examples/plugin-template out of tree against that install, through pkg-config only
 #    (PKG_CONFIG_PATH), and runs its test (the plugin loaded by name from its build directory);
 #    (the template has two plugins: the `counting` kind and the `tally` adaptor)
@@ -92,7 +95,39 @@ done
 if [ -f "$root/tools/memres.c" ]; then
   [ -x "$prefix/bin/memres" ] || fail "the memres command is built but not installed"
 fi
-pass "library, headers, memres-2.pc (plugindir $plugindir), plugins, command"
+for doc in "$root"/docs/*.md "$root"/README.md; do
+  [ -f "$prefix/share/doc/memres/$(basename "$doc")" ] || fail "$(basename "$doc") not installed"
+done
+[ -f "$prefix/share/man/man1/memres.1" ] || fail "the man page memres.1 not installed"
+[ -f "$prefix/share/memres-2/python/memres_interop.py" ] || fail "memres_interop.py not installed"
+pass "library, headers, memres-2.pc (plugindir $plugindir), plugins, command, docs, man page, recipe"
+
+step "installed binaries load by path without LD_LIBRARY_PATH, also from a moved prefix"
+# $ORIGIN-relative rpaths: libmemres-allocator.so dlopen()ed by path as torch and CuPy do, each
+# plugin alone, and the command, with no LD_LIBRARY_PATH; then the same from a copy of the
+# prefix elsewhere (the original hidden), where only an $ORIGIN rpath can find libmemres.
+load_all() { # PREFIX
+  env -u LD_LIBRARY_PATH python3 - "$1" <<'PY' || return 1
+import ctypes, glob, sys
+prefix = sys.argv[1]
+libs = [prefix + "/lib/libmemres-allocator.so"] + sorted(glob.glob(prefix + "/lib/memres-2/plugins/*.so"))
+for lib in libs:
+    ctypes.CDLL(lib)  # raises OSError naming what is missing
+print("loaded %d libraries from %s" % (len(libs), prefix))
+PY
+  if [ -x "$1/bin/memres" ]; then
+    env -u LD_LIBRARY_PATH MEMRES_CUDA_DRIVER=/nonexistent/libcuda.so.1 "$1/bin/memres" \
+      --help >/dev/null || return 1
+  fi
+}
+load_all "$prefix" || fail "loading the installed binaries by path from $prefix"
+rm -rf "$work/moved"
+cp -a "$prefix" "$work/moved"
+mv "$prefix" "$prefix.hidden"
+load_all "$work/moved" || { mv "$prefix.hidden" "$prefix"; fail "loading from a moved prefix"; }
+mv "$prefix.hidden" "$prefix"
+rm -rf "$work/moved"
+pass "allocator, plugins and command load by path with no LD_LIBRARY_PATH, prefix moved or not"
 
 step "build the template out of tree against the install"
 rm -rf "$work/template-build"

@@ -65,21 +65,8 @@ finish() {
   exit
 }
 
-ok() {
-  n=$((n + 1))
-  echo "ok $n $1"
-}
-
-# not_ok DESCRIPTION [DIAGNOSTIC...]
-not_ok() {
-  n=$((n + 1))
-  failed=$((failed + 1))
-  echo "not ok $n $1"
-  shift
-  for line in "$@"; do
-    echo "# $line"
-  done
-}
+# shellcheck source=tests/tap.sh
+. "$here/tap.sh" # ok, not_ok
 
 # check DESCRIPTION FILE: ok when FILE is empty, else not ok naming the first word of each of
 # its lines (a symbol), with the whole lines as diagnostics.

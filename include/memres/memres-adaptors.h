@@ -3,8 +3,8 @@
  * `retry`; see README.md "Adaptors"). Each function takes any layer of a stack and acts on
  * the first layer of its kind at or below it (memres_resource_get_upstream()), so that
  * `memres_stats_get_counters (mr, ...)` works on the resource an application holds, whatever
- * is stacked above the stats layer. Full documentation with each definition in
- * plugins/<kind>/. */
+ * is stacked above the stats layer. Full documentation: the reference
+ * (share/gtk-doc/html/memres), memres-adaptors. */
 #pragma once
 
 #if !defined(MEMRES_INSIDE) && !defined(MEMRES_COMPILATION)

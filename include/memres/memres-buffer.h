@@ -10,8 +10,7 @@
 
 G_BEGIN_DECLS
 
-/* Full documentation with each definition: core/buffer.c but for the data movement
- * (core/buffer-transfer.c) and the sharing (core/ipc/ipc-buffers.c).
+/* Full documentation: the reference (share/gtk-doc/html/memres), memres-buffer.
  *
  * Lifetime */
 MemresBuffer *memres_buffer_ref (MemresBuffer *buf);
@@ -41,7 +40,7 @@ MemresMemoryFlags memres_buffer_get_flags (MemresBuffer *buf);
 gboolean memres_buffer_is_device_accessible (MemresBuffer *buf);
 gboolean memres_buffer_is_host_accessible (MemresBuffer *buf);
 
-/* Data movement, stream-ordered (core/buffer-transfer.c) */
+/* Data movement, stream-ordered */
 gboolean memres_buffer_copy_to (MemresBuffer *src, MemresBuffer *dst, MemresStream stream,
                                 GError **error);
 gboolean memres_buffer_copy_from (MemresBuffer *dst, MemresBuffer *src, MemresStream stream,
@@ -58,7 +57,7 @@ gboolean memres_stream_synchronize (MemresStream stream, GError **error);
 gboolean memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream,
                                GError **error);
 
-/* Sharing between processes (core/ipc/ipc-buffers.c) */
+/* Sharing between processes */
 gboolean memres_buffer_export (MemresBuffer *buf, MemresBufferDescriptor *descriptor,
                                GError **error);
 MemresBuffer *memres_buffer_import (MemresResource *mr, gconstpointer descriptor, gsize length,

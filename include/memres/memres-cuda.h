@@ -206,8 +206,8 @@ typedef struct
   MEMRES_CUDA_FOREACH_ENTRY (MEMRES_CUDA_DECLARE_ENTRY_)
 } MemresCudaDriver;
 
-/* Driver helpers. Full gtk-doc reference with each definition in core/cuda-driver.c; in short
- * (all thread-safe; Since: 1.0 unless marked otherwise):
+/* Driver helpers. Full documentation: the reference (share/gtk-doc/html/memres), memres-cuda;
+ * in short (all thread-safe; Since: 1.0 unless marked otherwise):
  *
  * memres_cuda_get_driver(): the table (transfer none), loading the driver and calling cuInit(0)
  *   on first use; %NULL with %MEMRES_ERROR_NO_DRIVER when no usable driver exists (no
@@ -239,7 +239,7 @@ typedef struct
  *   can be told about with g_warning(), except `CUDA_ERROR_DEINITIALIZED` (the driver shut
  *   down at process exit), which is silent (g_debug()); every such warning goes through it.
  *
- * The common mechanics of kinds, one copy each in libmemres (sdk/cuda-helpers.c; Since: 1.2):
+ * The common mechanics of kinds, one copy each in libmemres (Since: 1.2):
  *
  * memres_cuda_push_context(), memres_cuda_pop_context(): @device's primary context made
  *   current around calls that act on "the current context" (cuMemAlloc, cuMemHostAlloc,

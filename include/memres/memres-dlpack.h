@@ -202,7 +202,7 @@ struct _MemresDLManagedTensor
   void (*deleter) (MemresDLManagedTensor *self);
 };
 
-/* Full documentation with each definition in interop/dlpack.c (part of libmemres). */
+/* Full documentation: the reference (share/gtk-doc/html/memres), memres-dlpack. */
 MemresDLManagedTensorVersioned *memres_buffer_export_dlpack (MemresBuffer *buf,
                                                              MemresDLDataType dtype, gint ndim,
                                                              const gint64 *shape,

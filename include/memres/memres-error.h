@@ -113,8 +113,7 @@ GQuark memres_cuda_error_quark (void);
  */
 #define MEMRES_INPUT_SHOWN_MAX 64
 
-/* The domains' quarks and memres_error_is_driver_absent(): documentation with each definition
- * in core/errors.c; memres_printable(): in core/printable.c. Since: 1.2 */
+/* Full documentation: the reference (share/gtk-doc/html/memres), memres-error. Since: 1.2 */
 gboolean memres_error_is_driver_absent (const GError *error);
 char *memres_printable (const char *text, gsize max_bytes);
 

@@ -46,8 +46,8 @@ typedef enum
 } MemresIpcFlags;
 
 /* A MemresIpcHandle owns exactly one file descriptor (a POSIX-fd shareable handle of a pool)
- * plus the kind name, the pool identity and the device UUID. Full documentation with each
- * definition in core/ipc/ipc-handle.c and core/ipc/ipc-transport.c. */
+ * plus the kind name, the pool identity and the device UUID. Full documentation:
+ * the reference (share/gtk-doc/html/memres), memres-ipc. */
 MemresIpcHandle *memres_ipc_handle_new (const char *kind, gint fd,
                                         const guint8 pool_id[MEMRES_IPC_ID_SIZE],
                                         const guint8 device_uuid[MEMRES_IPC_ID_SIZE],
@@ -66,14 +66,14 @@ MemresIpcHandle *memres_ipc_receive_handle_with_flags (gint socket_fd, MemresIpc
 
 /* A whole buffer over the same transport, in one message: its physical chunks' fds plus their
  * layout (vmm with handle_type=posix_fd), or (since 2.0) a pool buffer's pool handle and
- * descriptor (ipc, pinned with ipc=true). Documentation in core/ipc/ipc-message.c. Since: 1.1 */
+ * descriptor (ipc, pinned with ipc=true). Since: 1.1 */
 gboolean memres_ipc_send_buffer (gint socket_fd, MemresBuffer *buf, GError **error);
 MemresBuffer *memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer,
                                          MemresIpcFlags flags, MemresStream stream, GError **error);
 
 /* The message those two carry, for a transport of the application's own: bytes plus fds, for
  * either family (the fds of an export are the caller's to close; an import only borrows them).
- * Documentation in core/ipc/ipc-message.c. Since: 2.0 */
+ * Since: 2.0 */
 gboolean memres_buffer_export_message (MemresBuffer *buf, GBytes **bytes, gint **fds, guint *n_fds,
                                        GError **error);
 MemresBuffer *memres_buffer_import_message (MemresResource *importer, gconstpointer data,

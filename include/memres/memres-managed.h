@@ -1,8 +1,8 @@
 /* memres - CUDA memory resources
  * memres-managed.h: advice, prefetch and discard for buffers of managed (unified) memory, the
  * buffers whose flags hold %MEMRES_MEMORY_MANAGED (the `managed` kind, or foreign
- * cuMemAllocManaged memory wrapped with that flag). Full documentation with each definition in
- * plugins/managed/managed-buffer.c (part of libmemres, beside the kind). All Since: 1.2. */
+ * cuMemAllocManaged memory wrapped with that flag). Full documentation:
+ * the reference (share/gtk-doc/html/memres), memres-managed. All Since: 1.2. */
 #pragma once
 
 #if !defined(MEMRES_INSIDE) && !defined(MEMRES_COMPILATION)

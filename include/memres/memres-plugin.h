@@ -379,7 +379,7 @@ typedef struct
  */
 typedef struct _MemresOptions MemresOptions;
 
-/* Full documentation with each definition in core/options.c. */
+/* Full documentation: the reference (share/gtk-doc/html/memres), memres-plugin. */
 gboolean memres_options_is_set (const MemresOptions *options, const char *name);
 gboolean memres_options_get_bool (const MemresOptions *options, const char *name);
 gint64 memres_options_get_int (const MemresOptions *options, const char *name);
@@ -950,10 +950,8 @@ typedef struct
   MemresKindFlags flags;
 } MemresKindInfo;
 
-/* Helpers for plugins. Full gtk-doc reference with each definition: memres_plugin_*() in
- * core/plugin.c, memres_registry_register_kind() in core/loader.c, memres_resource_get_private()
- * in core/resource.c, memres_buffer_get_*() in core/buffer.c, memres_upstream_*() in
- * core/stack.c; in short:
+/* Helpers for plugins. Full documentation: the reference (share/gtk-doc/html/memres),
+ * memres-plugin; in short:
  *
  * memres_plugin_register_kind(): registers @info for @plugin; only valid while the plugin's
  *   init function runs (on the thread running it). Checks the name, that the required slots

@@ -109,9 +109,7 @@ typedef enum
   MEMRES_KIND_OWN_USAGE = 1 << 2,
 } MemresKindFlags;
 
-/* Full documentation with each definition: the lookups and listings, which load plugins, in
- * core/loader.c; the search path in core/registry.c; a kind's getters in core/kind.c;
- * memres_option_type_to_string() in core/options.c; memres_parse_size() in core/spec.c. */
+/* Full documentation: the reference (share/gtk-doc/html/memres), memres-registry. */
 GPtrArray *memres_registry_list_kinds (GError **error);
 GPtrArray *memres_registry_list_kinds_full (GHashTable **failures, GError **error);
 MemresKind *memres_registry_lookup (const char *name, GError **error);

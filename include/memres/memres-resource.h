@@ -10,10 +10,8 @@
 
 G_BEGIN_DECLS
 
-/* Creation and lifetime. Full documentation with each definition: memres_resource_new() in
- * core/stack.c; the default resource and the spec it is made from (with why it is host memory;
- * memres_resource_get_default_spec(): Since: 1.2) in core/default-spec.c; the references in
- * core/resource.c. */
+/* Creation and lifetime (memres_resource_get_default_spec(): Since: 1.2). Full documentation:
+ * the reference (share/gtk-doc/html/memres), memres-resource. */
 MemresResource *memres_resource_new (const char *spec, GError **error);
 /* A spec's layers without creating anything (core/stack.c). Since: 2.0 */
 GVariant *memres_spec_parse (const char *spec, GError **error);
@@ -22,7 +20,7 @@ char *memres_resource_get_default_spec (gint device, char **host_reason, GError 
 MemresResource *memres_resource_ref (MemresResource *mr);
 void memres_resource_unref (MemresResource *mr);
 
-/* Properties (core/resource.c, as are statistics, trim and peer access) */
+/* Properties */
 const char *memres_resource_get_kind_name (MemresResource *mr);
 MemresKind *memres_resource_get_kind (MemresResource *mr);
 char *memres_resource_to_string (MemresResource *mr);
@@ -32,7 +30,7 @@ MemresMemoryFlags memres_resource_get_flags (MemresResource *mr);
 gboolean memres_resource_is_device_accessible (MemresResource *mr);
 gboolean memres_resource_is_host_accessible (MemresResource *mr);
 
-/* Allocation (core/buffer.c) */
+/* Allocation */
 MemresBuffer *memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream,
                                         GError **error);
 
@@ -48,12 +46,11 @@ gboolean memres_resource_set_access (MemresResource *mr, const MemresAccessDesc 
 gboolean memres_resource_get_access (MemresResource *mr, gint device, MemresAccess *access,
                                      GError **error);
 
-/* Sharing between processes (core/ipc/ipc-pools.c; see memres-ipc.h for the handle type and
- * the transport) */
+/* Sharing between processes (see memres-ipc.h for the handle type and the transport) */
 MemresIpcHandle *memres_resource_export_handle (MemresResource *mr, GError **error);
 MemresResource *memres_resource_import_handle (const MemresIpcHandle *handle, GError **error);
 
-/* Named resources: the config file of `@NAME` layers (core/config.c). Since: 1.2 */
+/* Named resources: the config file of `@NAME` layers. Since: 1.2 */
 GPtrArray *memres_config_list_resources (char **path, GError **error);
 GPtrArray *memres_config_list_resources_full (char **path, GPtrArray **specs, GPtrArray **origins,
                                               GError **error);

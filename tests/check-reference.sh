@@ -1,0 +1,88 @@
+#!/bin/sh
+# check-reference.sh DOCDIR HEADER...: checks the API reference gtk-doc built in DOCDIR
+# (build/docs/reference, target memres-doc) against the public headers HEADER..., as a TAP
+# stream (Meson test `reference`, suite core):
+#  - each header but memres.h (which only includes the others) has its page,
+#    html/memres-NAME.html, linked from html/index.html;
+#  - every function the header declares (export-decls.awk: what libmemres exports) has its entry
+#    (its anchor) on that page;
+#  - no internal symbol: nothing named _memres_* on any page, and the sections (the pages
+#    gtk-doc made) are only the public headers'.
+# DOCDIR "none": the reference is not built (no gtk-doc-tools, or -Ddocs=disabled): skipped.
+set -u
+LC_ALL=C
+export LC_ALL
+
+here=$(cd "$(dirname "$0")" && pwd)
+docdir=$1
+shift
+if [ "$docdir" = none ]; then
+  echo "1..0 # SKIP the API reference is not built (no gtk-doc-tools, or -Ddocs=disabled)"
+  exit 0
+fi
+html=$docdir/html
+
+# shellcheck source=tests/tap.sh
+. "$here/tap.sh"
+
+if [ ! -f "$html/index.html" ]; then
+  not_ok "the reference is built" "no $html/index.html"
+  echo "1..$n"
+  exit 1
+fi
+
+pages=
+for header in "$@"; do
+  name=$(basename "$header" .h)
+  [ "$name" = memres ] && continue
+  pages="$pages $name"
+  page=$html/memres-$name.html
+  if [ ! -f "$page" ]; then
+    not_ok "$name.h has its page" "no $page: add xml/$name.xml to docs/reference/memres-docs.xml"
+    continue
+  fi
+  if grep -q "href=\"memres-$name.html\"" "$html/index.html"; then
+    ok "$name.h has its page, linked from index.html"
+  else
+    not_ok "$name.h has its page, linked from index.html" \
+      "index.html has no link to memres-$name.html: add it to docs/reference/memres-docs.xml"
+  fi
+  missing=
+  count=0
+  for fn in $(awk -f "$here/export-decls.awk" "$header"); do
+    count=$((count + 1))
+    anchor=$(echo "$fn" | tr _ -)
+    grep -q "name=\"$anchor\"" "$page" || missing="$missing $fn"
+  done
+  if [ -z "$missing" ]; then
+    ok "each of the $count functions $name.h declares has its entry"
+  else
+    # shellcheck disable=SC2086 # one diagnostic per function
+    not_ok "each of the $count functions $name.h declares has its entry" "missing:" $missing
+  fi
+done
+
+bad=$(grep -l '_memres_' "$html"/*.html "$docdir/memres-sections.txt" 2>/dev/null)
+if [ -z "$bad" ]; then
+  ok "no _memres_ symbol in the reference"
+else
+  # shellcheck disable=SC2086 # one diagnostic per file
+  not_ok "no _memres_ symbol in the reference" $bad
+fi
+
+extra=
+for file in $(sed -n 's|^<FILE>\(.*\)</FILE>$|\1|p' "$docdir/memres-sections.txt"); do
+  case " $pages " in
+  *" $file "*) ;;
+  *) extra="$extra $file" ;;
+  esac
+done
+if [ -z "$extra" ]; then
+  ok "every section of the reference is a public header's"
+else
+  # shellcheck disable=SC2086 # one diagnostic per section
+  not_ok "every section of the reference is a public header's" "not public:" $extra
+fi
+
+echo "1..$n"
+[ "$failed" -eq 0 ]
