@@ -55,10 +55,10 @@ arena_flush (Arena *self, GError **error)
         }
       LIST_UNLINK (self->chunks, chunk);
       self->slab_bytes -= class_bytes;
-      arena_extent_free (self, chunk->addr, chunk->size, NULL);
+      arena_extent_free (self, chunk->addr, chunk->size, NULL, NULL);
       g_free (chunk);
     }
-  return arena_heap_settle (self, error);
+  return arena_heap_settle (self, TRUE, error);
 }
 
 /* arena_extent_new() with the out-of-memory flush and one more try. Lock held. */
@@ -88,7 +88,8 @@ update_high (Arena *self)
 }
 
 /* A new slab of class @cls for @stream (normalized): its first block, the others in the shared
- * bins (with an event recorded on @stream, off the legacy stream). Lock held. */
+ * bins (with an event recorded on @stream, off the legacy stream, which other streams wait
+ * for). Lock held. */
 static Block *
 slab_new (Arena *self, guint cls, MemresStream stream, GError **error)
 {
@@ -101,12 +102,9 @@ slab_new (Arena *self, guint cls, MemresStream stream, GError **error)
 
   if (!extent_new_or_flush (self, bytes, stream, &addr, error))
     return NULL;
-  if (n > 1 && stream != MEMRES_STREAM_LEGACY
-      && (e = cache_event_record (&self->parts, stream, error)) == NULL)
-    {
-      arena_extent_free (self, addr, bytes, stream);
-      return NULL;
-    }
+  /* without an event (the record failed) the other blocks serve their own stream only */
+  if (n > 1 && stream != MEMRES_STREAM_LEGACY)
+    e = cache_event_record (&self->parts, stream, NULL);
   chunk = g_malloc0 (sizeof (Chunk) + n * sizeof (Block));
   chunk->addr = addr;
   chunk->size = bytes;
@@ -271,12 +269,15 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
 
   if (alloc->size > self->parts.max_block)
     {
+      gboolean ok;
+
       g_mutex_lock (&self->parts.lock);
-      arena_extent_free (self, alloc->address, alloc->size,
-                         cache_normalize_stream (&self->parts, stream));
-      self->large_used -= alloc->size;
+      ok = arena_extent_free (self, alloc->address, alloc->size,
+                              cache_normalize_stream (&self->parts, stream), error);
+      if (ok)
+        self->large_used -= alloc->size;
       g_mutex_unlock (&self->parts.lock);
-      return TRUE;
+      return ok;
     }
   b = alloc->plugin_data;
   b->stream = cache_normalize_stream (&self->parts, stream);

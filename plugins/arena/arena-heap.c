@@ -6,11 +6,12 @@
  * A range's tag is the stream of the last free that made it (normalized: the legacy stream is
  * MEMRES_STREAM_LEGACY), or NULL once it is settled. A tagged range is reused at once by
  * allocations on its stream, whose order puts them after the free; its bytes stay held, so its
- * granules stay mapped. Settling (arena_heap_settle()) waits for the device's work
- * (cuCtxSynchronize of the primary context, which covers every stream, alive or gone), then
- * makes every tagged range settled: every stream may then use it, and its granules, once no
- * other bytes hold them, are idle. Settling happens only when the arena would otherwise create
- * physical memory or run out of address space, at trim and at finalize. All under parts.lock. */
+ * granules stay mapped. Each tagged range holds an event recorded on its stream after its last
+ * free. Settling (arena_heap_settle()) makes tagged ranges settled once their events are done:
+ * every stream may then use them, and their granules, once no other bytes hold them, are idle.
+ * Without a wait (before the arena would create physical memory), the arena's own watch stream
+ * waits on the events and is queried (cuStreamWaitEvent, cuStreamQuery: no call blocks); with a
+ * wait (out of memory, trim, finalize), after cuCtxSynchronize. All under parts.lock. */
 #include "arena-private.h"
 
 static gint
@@ -56,6 +57,13 @@ range_unlink (Arena *self, Range *r)
 }
 
 static void
+range_free (Arena *self, Range *r)
+{
+  cache_event_unref (&self->parts, r->event);
+  g_free (r);
+}
+
+static void
 range_link (Arena *self, Range *r)
 {
   g_hash_table_insert (self->by_start, KEY (r->addr), r);
@@ -66,9 +74,10 @@ range_link (Arena *self, Range *r)
 }
 
 /* [addr, addr + size) is free, tagged @tag (NULL: settled; its bytes must be dropped by the
- * caller), merged with free neighbours of the same tag. */
+ * caller) with @event (recorded on @tag after the free; the caller's reference is taken),
+ * merged with free neighbours of the same tag, whose events the newer @event replaces. */
 void
-arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag)
+arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag, CacheEvent *event)
 {
   Range *left = g_hash_table_lookup (self->by_end, KEY (addr));
   Range *right = g_hash_table_lookup (self->by_start, KEY (addr + size));
@@ -79,18 +88,20 @@ arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag)
       range_unlink (self, left);
       addr = left->addr;
       size += left->size;
-      g_free (left);
+      range_free (self, left);
     }
   if (right != NULL && right->tag == tag)
     {
       range_unlink (self, right);
       size += right->size;
-      g_free (right);
+      range_free (self, right);
     }
   r = g_new (Range, 1);
   r->addr = addr;
   r->size = size;
   r->tag = tag;
+  r->event = event;
+  r->queued = FALSE;
   range_link (self, r);
 }
 
@@ -121,7 +132,7 @@ arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end)
       range_link (self, r);
     }
   else
-    g_free (r);
+    range_free (self, r);
   return addr;
 }
 
@@ -135,27 +146,57 @@ collect_tagged (gpointer key, gpointer value, gpointer data)
   return FALSE;
 }
 
-/* Every tagged range settled, after the device's work is done; their bytes no longer held. */
+/* Without @wait: the watch stream is made to wait for the event of every tagged range, then
+ * asked whether it is idle; only then are they all settled (a stream held back keeps them all
+ * tagged: the caller then creates memory instead, and nothing waits). With @wait (trim, the
+ * out-of-memory flush, finalize): after the device's work is done (cuCtxSynchronize), every
+ * tagged range is settled. */
 gboolean
-arena_heap_settle (Arena *self, GError **error)
+arena_heap_settle (Arena *self, gboolean wait, GError **error)
 {
   g_autoptr (GPtrArray) tagged = NULL;
 
   if (self->tagged_bytes == 0)
     return TRUE;
-  if (!memres_cuda_device_synchronize (self->device, error))
-    return FALSE;
   tagged = g_ptr_array_new ();
   g_tree_foreach (self->free_tree, collect_tagged, tagged);
+  if (wait)
+    {
+      if (!memres_cuda_device_synchronize (self->device, error))
+        return FALSE;
+    }
+  else
+    {
+      const MemresCudaDriver *drv;
+      gboolean pushed;
+      CUresult r = CUDA_SUCCESS;
+
+      if ((drv = cache_context_push (&self->parts, &pushed, error)) == NULL)
+        return FALSE;
+      for (guint i = 0; i < tagged->len && r == CUDA_SUCCESS; i++)
+        {
+          Range *range = g_ptr_array_index (tagged, i);
+
+          if (range->queued)
+            continue;
+          r = drv->cuStreamWaitEvent (self->watch, range->event->event, 0);
+          range->queued = r == CUDA_SUCCESS;
+        }
+      if (r == CUDA_SUCCESS)
+        r = drv->cuStreamQuery (self->watch);
+      memres_cuda_pop_context (pushed);
+      if (r != CUDA_SUCCESS)
+        return TRUE; /* not yet (or no answer): nothing settled */
+    }
   for (guint i = 0; i < tagged->len; i++)
     {
       Range *r = g_ptr_array_index (tagged, i);
       guint64 addr = r->addr, size = r->size;
 
       range_unlink (self, r);
-      g_free (r);
+      range_free (self, r);
       arena_span_drop (self, addr, size);
-      arena_heap_insert (self, addr, size, NULL);
+      arena_heap_insert (self, addr, size, NULL, NULL);
     }
   self->settles++;
   return TRUE;
@@ -186,7 +227,7 @@ arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GE
       if (!settled && self->tagged_bytes > 0
           && (any == NULL || arena_span_unbacked (self, any->addr, size) > self->n_idle_mapped))
         {
-          if (!arena_heap_settle (self, error))
+          if (!arena_heap_settle (self, FALSE, error))
             return FALSE;
           settled = TRUE;
           continue;
@@ -205,18 +246,29 @@ arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GE
       *addr = arena_heap_take (self, any, size, at_end);
       if (!arena_span_hold (self, *addr, size, error))
         {
-          arena_heap_insert (self, *addr, size, NULL);
+          arena_heap_insert (self, *addr, size, NULL, NULL);
           return FALSE;
         }
       return TRUE;
     }
 }
 
-/* The extent [addr, addr + size) is free, freed on @tag (NULL: settled already). */
-void
-arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag)
+/* The extent [addr, addr + size) is free, freed on @tag (NULL: settled already): an event
+ * recorded on @tag marks the free; when that fails, a wait for @tag settles the extent at once.
+ * On failure (neither worked) nothing changed. */
+gboolean
+arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GError **error)
 {
+  CacheEvent *event = NULL;
+
+  if (tag != NULL && (event = cache_event_record (&self->parts, tag, NULL)) == NULL)
+    {
+      if (!memres_cuda_stream_synchronize (self->device, tag, error))
+        return FALSE;
+      tag = NULL;
+    }
   if (tag == NULL)
     arena_span_drop (self, addr, size);
-  arena_heap_insert (self, addr, size, tag);
+  arena_heap_insert (self, addr, size, tag, event);
+  return TRUE;
 }

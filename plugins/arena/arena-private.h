@@ -38,7 +38,9 @@ typedef struct
 {
   guint64 addr;
   guint64 size;
-  MemresStream tag; /* free ranges: NULL settled, else the stream of the last free */
+  MemresStream tag;  /* free ranges: NULL settled, else the stream of the last free */
+  CacheEvent *event; /* tagged ranges: recorded on @tag after the last free */
+  gboolean queued;   /* tagged ranges: the watch stream waits for @event */
 } Range;
 
 /* A slab: one extent carved into n_blocks blocks of one class. */
@@ -77,6 +79,7 @@ typedef struct
   guint32 *idle;                        /* stack of granules that were idle when pushed */
   guint n_idle_stack;
   guint n_mapped, n_idle_mapped, mapped_high;
+  CUstream watch;       /* the arena's own stream: waits for tagged ranges' events */
   GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
   GHashTable *by_start; /* free ranges by address */
   GHashTable *by_end;   /* free ranges by end address */
@@ -115,13 +118,15 @@ gboolean arena_release_idle (Arena *self, guint64 keep_bytes, GError **error);
 /* arena-heap.c */
 void arena_heap_init (Arena *self);
 void arena_heap_clear (Arena *self);
-void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag);
+void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag,
+                        CacheEvent *event);
 Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
-gboolean arena_heap_settle (Arena *self, GError **error);
+gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr,
                            GError **error);
-void arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag);
+gboolean arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag,
+                            GError **error);
 
 /* arena-alloc.c */
 gboolean arena_allocate (MemresResource *mr, gsize size, MemresStream stream,

@@ -137,6 +137,40 @@ arena_setup_range (Arena *self, guint64 reserve, GError **error)
   return TRUE;
 }
 
+/* The watch stream (arena-heap.c), in the device's primary context. */
+static gboolean
+arena_setup_watch (Arena *self, GError **error)
+{
+  gboolean pushed;
+  CUresult r;
+
+  if (!memres_cuda_push_context (self->device, &pushed, error))
+    return FALSE;
+  r = self->drv->cuStreamCreate (&self->watch, CU_STREAM_NON_BLOCKING);
+  memres_cuda_pop_context (pushed);
+  if (r != CUDA_SUCCESS)
+    {
+      self->watch = NULL;
+      return memres_cuda_set_error (error, r, "cuStreamCreate");
+    }
+  return TRUE;
+}
+
+static void
+arena_watch_destroy (Arena *self)
+{
+  gboolean pushed;
+  CUresult r;
+
+  if (self->watch == NULL || !memres_cuda_push_context (self->device, &pushed, NULL))
+    return;
+  if ((r = self->drv->cuStreamDestroy (self->watch)) != CUDA_SUCCESS
+      && r != CUDA_ERROR_DEINITIALIZED)
+    g_warning ("arena: cuStreamDestroy failed (%d)", r);
+  memres_cuda_pop_context (pushed);
+  self->watch = NULL;
+}
+
 static gboolean
 arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
@@ -164,8 +198,9 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   if (!arena_setup_range (self, memres_options_get_size (options, "reserve"), error))
     return FALSE;
-  if (!arena_setup_options (self, options, error))
+  if (!arena_setup_watch (self, error) || !arena_setup_options (self, options, error))
     {
+      arena_watch_destroy (self);
       CUresult r = self->drv->cuMemAddressFree (self->base, self->va_size);
 
       if (r != CUDA_SUCCESS)
@@ -174,7 +209,7 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
     }
   arena_granules_init (self, NULL);
   arena_heap_init (self);
-  arena_heap_insert (self, self->base, self->va_size, NULL);
+  arena_heap_insert (self, self->base, self->va_size, NULL, NULL);
   return TRUE;
 }
 
@@ -200,6 +235,7 @@ arena_finalize (MemresResource *mr)
   else if ((r = self->drv->cuMemAddressFree (self->base, self->va_size)) != CUDA_SUCCESS
            && r != CUDA_ERROR_DEINITIALIZED)
     g_warning ("arena: cuMemAddressFree failed (%d) at finalize", r);
+  arena_watch_destroy (self);
   cache_parts_clear (&self->parts);
   g_mutex_unlock (&self->parts.lock);
   g_mutex_clear (&self->parts.lock);
