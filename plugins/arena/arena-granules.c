@@ -291,3 +291,30 @@ arena_release_idle (Arena *self, guint64 keep_bytes, GError **error)
     }
   return TRUE;
 }
+
+/* Finalize: every granule given back (cuMemRelease, cuMemUnmap); a failure is warned about and
+ * the others are still given back. TRUE when nothing stays mapped. */
+gboolean
+arena_granules_release_all (Arena *self)
+{
+  gboolean all = TRUE;
+
+  for (guint g = 0; g < self->n_granules; g++)
+    {
+      CUresult r;
+
+      if (self->handle[g] == 0)
+        continue;
+      if ((r = self->drv->cuMemRelease (self->handle[g])) != CUDA_SUCCESS
+          && r != CUDA_ERROR_DEINITIALIZED)
+        g_warning ("arena: cuMemRelease failed (%d) at finalize", r);
+      if ((r = granule_unmap (self, g)) != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
+        {
+          g_warning ("arena: cuMemUnmap failed (%d) at finalize", r);
+          all = FALSE;
+        }
+      self->handle[g] = 0;
+    }
+  self->n_mapped = self->n_idle_mapped = 0;
+  return all;
+}

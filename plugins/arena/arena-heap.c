@@ -36,9 +36,20 @@ arena_heap_init (Arena *self)
   self->by_end = g_hash_table_new (g_direct_hash, g_direct_equal);
 }
 
+static gboolean
+unref_event (gpointer key, gpointer value, gpointer data)
+{
+  Range *r = key;
+
+  cache_event_unref (data, g_steal_pointer (&r->event));
+  return FALSE;
+}
+
+/* Every range freed, their events unreferenced (parts.lock held, before cache_parts_clear()). */
 void
 arena_heap_clear (Arena *self)
 {
+  g_tree_foreach (self->free_tree, unref_event, &self->parts);
   g_clear_pointer (&self->by_start, g_hash_table_unref);
   g_clear_pointer (&self->by_end, g_hash_table_unref);
   g_clear_pointer (&self->free_tree, g_tree_destroy);

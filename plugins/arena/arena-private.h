@@ -114,6 +114,7 @@ gboolean arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **erro
 void arena_span_drop (Arena *self, guint64 addr, guint64 size);
 guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
 gboolean arena_release_idle (Arena *self, guint64 keep_bytes, GError **error);
+gboolean arena_granules_release_all (Arena *self);
 
 /* arena-heap.c */
 void arena_heap_init (Arena *self);

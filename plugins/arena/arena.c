@@ -228,18 +228,25 @@ arena_finalize (MemresResource *mr)
     }
   if (self->chunks != NULL || self->large_used != 0)
     g_warning ("arena: %" G_GUINT64_FORMAT " bytes still in use at finalize", arena_used (self));
-  if (!arena_release_idle (self, 0, &error))
-    memres_cuda_warn_release_failure (error, "arena: giving its granules back");
-  if (self->n_mapped != 0)
-    g_warning ("arena: %u granules still mapped at finalize", self->n_mapped);
-  else if ((r = self->drv->cuMemAddressFree (self->base, self->va_size)) != CUDA_SUCCESS
-           && r != CUDA_ERROR_DEINITIALIZED)
+  if (arena_granules_release_all (self)
+      && (r = self->drv->cuMemAddressFree (self->base, self->va_size)) != CUDA_SUCCESS
+      && r != CUDA_ERROR_DEINITIALIZED)
     g_warning ("arena: cuMemAddressFree failed (%d) at finalize", r);
   arena_watch_destroy (self);
+  /* what a failed flush left: the slabs' and the ranges' events go with them */
+  while (self->chunks != NULL)
+    {
+      Chunk *chunk = self->chunks;
+
+      for (guint i = 0; i < chunk->n_blocks; i++)
+        cache_event_unref (&self->parts, chunk->blocks[i].event);
+      LIST_UNLINK (self->chunks, chunk);
+      g_free (chunk);
+    }
+  arena_heap_clear (self);
   cache_parts_clear (&self->parts);
   g_mutex_unlock (&self->parts.lock);
   g_mutex_clear (&self->parts.lock);
-  arena_heap_clear (self);
   arena_granules_clear (self);
 }
 
