@@ -95,7 +95,7 @@ slab_new (Arena *self, guint cls, MemresStream stream, GError **error)
 {
   gsize csize = cache_class_size (cls);
   guint n = cls < self->n_chunk_classes ? (guint) (self->chunk_size / csize) : 1;
-  guint64 bytes = ((guint64) n * csize + ARENA_ALIGN - 1) & ~(guint64) (ARENA_ALIGN - 1);
+  guint64 bytes = arena_round ((guint64) n * csize);
   CacheEvent *e = NULL;
   Chunk *chunk;
   guint64 addr;
@@ -164,7 +164,7 @@ static gboolean
 allocate_large (Arena *self, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
-  guint64 rounded = ((guint64) size + ARENA_ALIGN - 1) & ~(guint64) (ARENA_ALIGN - 1);
+  guint64 rounded = arena_round (size);
   guint64 addr;
   gboolean ok;
 
@@ -191,7 +191,7 @@ allocate_large (Arena *self, gsize size, MemresStream stream, MemresAllocation *
       return FALSE;
     }
   alloc->address = addr;
-  alloc->size = rounded;
+  alloc->size = size; /* the extent: size rounded up to ARENA_ALIGN (arena_round()) */
   alloc->plugin_data = NULL;
   return TRUE;
 }
@@ -269,13 +269,14 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
 
   if (alloc->size > self->parts.max_block)
     {
+      guint64 rounded = arena_round (alloc->size);
       gboolean ok;
 
       g_mutex_lock (&self->parts.lock);
-      ok = arena_extent_free (self, alloc->address, alloc->size,
+      ok = arena_extent_free (self, alloc->address, rounded,
                               cache_normalize_stream (&self->parts, stream), error);
       if (ok)
-        self->large_used -= alloc->size;
+        self->large_used -= rounded;
       g_mutex_unlock (&self->parts.lock);
       return ok;
     }

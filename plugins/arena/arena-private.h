@@ -91,6 +91,13 @@ typedef struct
   guint64 created, remapped, released, settles, oom_flushes, misses, large_allocs;
 } Arena;
 
+/* @size rounded up to ARENA_ALIGN: the bytes of a large buffer's extent. */
+static inline guint64
+arena_round (guint64 size)
+{
+  return (size + ARENA_ALIGN - 1) & ~(guint64) (ARENA_ALIGN - 1);
+}
+
 /* The granule index of address @addr of the reservation. */
 static inline guint
 arena_granule (const Arena *self, guint64 addr)

@@ -162,8 +162,11 @@ arena_watch_destroy (Arena *self)
   gboolean pushed;
   CUresult r;
 
-  if (self->watch == NULL || !memres_cuda_push_context (self->device, &pushed, NULL))
+  if (self->watch == NULL)
     return;
+  /* the stream names its context: destroyed even when the context cannot be made current */
+  if (!memres_cuda_push_context (self->device, &pushed, NULL))
+    pushed = FALSE;
   if ((r = self->drv->cuStreamDestroy (self->watch)) != CUDA_SUCCESS
       && r != CUDA_ERROR_DEINITIALIZED)
     g_warning ("arena: cuStreamDestroy failed (%d)", r);
