@@ -374,7 +374,7 @@ test_kinds_healthy (void)
   run_tool (&r, "kinds", NULL);
   g_assert_cmpint (r.status, ==, 0);
   g_assert_cmpstr (r.err, ==, "");
-  g_assert_true (g_str_has_prefix (r.out, "cache\n"));
+  g_assert_true (g_str_has_prefix (r.out, "arena\n"));
   g_assert_null (strstr (r.out, "not loadable"));
   run_clear (&r);
 

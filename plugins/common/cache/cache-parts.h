@@ -1,6 +1,6 @@
 /* memres - CUDA memory resources
  * cache-parts.h: the types and functions of the parts of a size-class cache that a kind reuses
- * instead of copying them (the `cache` adaptor, and the `arena` kind to come): blocks, the
+ * instead of copying them (the `cache` adaptor and the `arena` kind): blocks, the
  * per-thread front caches (their inline fast path at the end of this header; the rest in
  * cache-fronts.c), and the shared bins with the events of cross-stream reuse (cache-bins.c).
  *

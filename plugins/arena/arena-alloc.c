@@ -1,0 +1,315 @@
+/* memres - CUDA memory resources
+ * arena-alloc.c: the `arena` kind's allocate and close.
+ *
+ * Small requests (up to max_block) are rounded up to a size class (cache-classes.h) and served
+ * as the `cache` adaptor serves them, from the parts of plugins/common/cache/: the calling
+ * thread's front (front_try_allocate(), inline, no lock), else the shared bins (for another
+ * stream after a wait on the block's event), else a new slab: an extent of the address range
+ * (arena_extent_new()) carved into blocks of the class, chunk bytes for the classes up to
+ * chunk/16, one block for the larger ones. A close puts the block into the front, or the shared
+ * bins with an event recorded on its stream. Slabs go back to the range when all their blocks
+ * are idle, at trim and at the out-of-memory flush.
+ *
+ * Large requests are rounded up to ARENA_ALIGN bytes and placed best-fit in the range
+ * (arena-heap.c); a close makes the extent a free range tagged with the closing stream, reusable
+ * at once on it, by every stream once settled.
+ *
+ * Out of memory (physical memory, or address space): every thread's front is drained into the
+ * shared bins, the slabs whose blocks are all idle go back to the range, the tagged ranges are
+ * settled, and the allocation is tried once more. */
+#include "arena-private.h"
+
+#include "../common/alloc-error.h"
+
+/* The out-of-memory flush: fronts drained, idle slabs returned, ranges settled. Lock held. */
+gboolean
+arena_flush (Arena *self, GError **error)
+{
+  Chunk *chunk, *next;
+  gboolean synced = FALSE;
+
+  cache_fronts_stop (&self->parts);
+  for (Front *f = self->parts.fronts; f != NULL; f = f->next)
+    cache_front_drain (&self->parts, f);
+  cache_fronts_resume (&self->parts);
+  for (chunk = self->chunks; chunk != NULL; chunk = chunk->next)
+    chunk->n_idle = 0;
+  for (guint c = 0; c < self->parts.n_classes; c++)
+    for (Block *b = self->parts.shared[c].head; b != NULL; b = b->next)
+      b->chunk->n_idle++;
+  for (chunk = self->chunks; chunk != NULL; chunk = next)
+    {
+      guint64 class_bytes = (guint64) chunk->n_blocks * chunk->blocks[0].size;
+
+      next = chunk->next;
+      if (chunk->n_idle != chunk->n_blocks)
+        continue;
+      /* the blocks' last users may have been any stream */
+      if (!synced && !memres_cuda_device_synchronize (self->device, error))
+        return FALSE;
+      synced = TRUE;
+      for (guint i = 0; i < chunk->n_blocks; i++)
+        {
+          cache_shared_unlink (&self->parts, &chunk->blocks[i]);
+          cache_event_unref (&self->parts, g_steal_pointer (&chunk->blocks[i].event));
+        }
+      LIST_UNLINK (self->chunks, chunk);
+      self->slab_bytes -= class_bytes;
+      arena_extent_free (self, chunk->addr, chunk->size, NULL, NULL);
+      g_free (chunk);
+    }
+  return arena_heap_settle (self, TRUE, error);
+}
+
+/* arena_extent_new() with the out-of-memory flush and one more try. Lock held. */
+static gboolean
+extent_new_or_flush (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GError **error)
+{
+  GError *local = NULL;
+
+  if (arena_extent_new (self, size, tag, addr, &local))
+    return TRUE;
+  if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
+    {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  g_clear_error (&local);
+  self->oom_flushes++;
+  if (!arena_flush (self, error))
+    return FALSE;
+  return arena_extent_new (self, size, tag, addr, error);
+}
+
+static void
+update_high (Arena *self)
+{
+  self->used_high = MAX (self->used_high, arena_used (self));
+}
+
+/* A new slab of class @cls for @stream (normalized): its first block, the others in the shared
+ * bins (with an event recorded on @stream, off the legacy stream, which other streams wait
+ * for). Lock held. */
+static Block *
+slab_new (Arena *self, guint cls, MemresStream stream, GError **error)
+{
+  gsize csize = cache_class_size (cls);
+  guint n = cls < self->n_chunk_classes ? (guint) (self->chunk_size / csize) : 1;
+  guint64 bytes = arena_round ((guint64) n * csize);
+  CacheEvent *e = NULL;
+  Chunk *chunk;
+  guint64 addr;
+
+  if (!extent_new_or_flush (self, bytes, stream, &addr, error))
+    return NULL;
+  /* without an event (the record failed) the other blocks serve their own stream only */
+  if (n > 1 && stream != MEMRES_STREAM_LEGACY)
+    e = cache_event_record (&self->parts, stream, NULL);
+  chunk = g_malloc0 (sizeof (Chunk) + n * sizeof (Block));
+  chunk->addr = addr;
+  chunk->size = bytes;
+  chunk->n_blocks = n;
+  LIST_PUSH (self->chunks, chunk);
+  self->slab_bytes += (guint64) n * csize;
+  for (guint i = 0; i < n; i++)
+    {
+      Block *b = &chunk->blocks[i];
+
+      b->address = addr + (guint64) i * csize;
+      b->chunk = chunk;
+      b->cls = (guint16) cls;
+      b->size = csize;
+      b->stream = stream;
+      if (i > 0)
+        {
+          b->event = e;
+          cache_shared_push (&self->parts, b);
+        }
+    }
+  if (e != NULL)
+    e->refs = n - 1;
+  self->misses++;
+  return &chunk->blocks[0];
+}
+
+G_GNUC_NO_INLINE
+static gboolean
+allocate_slow (Arena *self, guint cls, gsize size, MemresStream stream, MemresAllocation *alloc,
+               GError **error)
+{
+  GError *local = NULL;
+  Block *b;
+
+  g_mutex_lock (&self->parts.lock);
+  b = cache_shared_take (&self->parts, cls, stream, &local);
+  if (b != NULL)
+    self->parts.shared_hits[cls]++;
+  else if (local == NULL)
+    b = slab_new (self, cls, stream, &local);
+  if (b != NULL)
+    update_high (self);
+  g_mutex_unlock (&self->parts.lock);
+  if (b == NULL)
+    {
+      g_propagate_error (error, local);
+      alloc_error_prefix (error, size);
+      return FALSE;
+    }
+  fill_allocation (alloc, b, size);
+  return TRUE;
+}
+
+G_GNUC_NO_INLINE
+static gboolean
+allocate_large (Arena *self, gsize size, MemresStream stream, MemresAllocation *alloc,
+                GError **error)
+{
+  guint64 rounded = arena_round (size);
+  guint64 addr;
+  gboolean ok;
+
+  g_mutex_lock (&self->parts.lock);
+  ok = extent_new_or_flush (self, rounded, cache_normalize_stream (&self->parts, stream), &addr,
+                            error);
+  if (ok)
+    {
+      self->large_used += rounded;
+      self->large_allocs++;
+      update_high (self);
+      if ((guint64) self->n_mapped * self->granularity > self->release_threshold)
+        {
+          g_autoptr (GError) local = NULL;
+
+          if (!arena_release_idle (self, self->release_threshold, &local))
+            g_debug ("arena: giving idle granules back failed: %s", local->message);
+        }
+    }
+  g_mutex_unlock (&self->parts.lock);
+  if (!ok)
+    {
+      alloc_error_prefix (error, size);
+      return FALSE;
+    }
+  alloc->address = addr;
+  alloc->size = size; /* the extent: size rounded up to ARENA_ALIGN (arena_round()) */
+  alloc->plugin_data = NULL;
+  return TRUE;
+}
+
+G_GNUC_NO_INLINE
+static gboolean
+allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                  GError **error)
+{
+  Arena *self = memres_resource_get_private (mr);
+  Front *f;
+
+  if (size > self->parts.max_block)
+    return allocate_large (self, size, stream, alloc, error);
+  f = front_get_for (mr, &self->parts);
+  if (f != NULL && front_try_allocate (f, &self->parts, cache_class_of (size), size, stream, alloc))
+    return TRUE;
+  return allocate_slow (self, cache_class_of (size), size,
+                        cache_normalize_stream (&self->parts, stream), alloc, error);
+}
+
+/* The allocate slot's hot path: the front of the instance this thread used last. */
+gboolean
+arena_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                GError **error)
+{
+  ThreadFronts *tf = thread_fronts_get ();
+
+  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
+    {
+      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
+      CacheParts *parts = f->parts;
+
+      if (G_LIKELY (size <= parts->max_block)
+          && front_try_allocate (f, parts, cache_class_of (size), size, stream, alloc))
+        return TRUE;
+    }
+  return allocate_general (mr, size, stream, alloc, error);
+}
+
+/* The front had no room: a bigger lease, else the shared bins with an event on @stream (which
+ * the class's front blocks freed on @stream join). */
+G_GNUC_NO_INLINE
+static gboolean
+deallocate_slow (Arena *self, Front *f, Block *b, MemresStream stream)
+{
+  g_mutex_lock (&self->parts.lock);
+  if (cache_front_lease_put (&self->parts, f, b, G_MAXUINT64))
+    {
+      g_mutex_unlock (&self->parts.lock);
+      return TRUE;
+    }
+  if (stream != MEMRES_STREAM_LEGACY)
+    {
+      g_autoptr (GError) local = NULL;
+
+      /* without an event (the record failed) the block is reused on its own stream only */
+      b->event = cache_event_record (&self->parts, stream, &local);
+      if (b->event != NULL && f != NULL)
+        cache_front_spill (&self->parts, f, b->cls, stream, b->event);
+    }
+  cache_shared_push (&self->parts, b);
+  g_mutex_unlock (&self->parts.lock);
+  return TRUE;
+}
+
+G_GNUC_NO_INLINE
+static gboolean
+deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                    GError **error)
+{
+  Arena *self = memres_resource_get_private (mr);
+  Block *b;
+  Front *f;
+
+  if (alloc->size > self->parts.max_block)
+    {
+      guint64 rounded = arena_round (alloc->size);
+      gboolean ok;
+
+      g_mutex_lock (&self->parts.lock);
+      ok = arena_extent_free (self, alloc->address, rounded,
+                              cache_normalize_stream (&self->parts, stream), error);
+      if (ok)
+        self->large_used -= rounded;
+      g_mutex_unlock (&self->parts.lock);
+      return ok;
+    }
+  b = alloc->plugin_data;
+  b->stream = cache_normalize_stream (&self->parts, stream);
+  f = front_get_for (mr, &self->parts);
+  if (f != NULL && front_try_deallocate (f, &self->parts, b))
+    return TRUE;
+  return deallocate_slow (self, f, b, b->stream);
+}
+
+/* The deallocate slot's hot path: the block back into the front this thread used last. */
+gboolean
+arena_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  ThreadFronts *tf = thread_fronts_get ();
+
+  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
+    {
+      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
+      CacheParts *parts = f->parts;
+      Block *b = alloc->plugin_data;
+
+      if (G_LIKELY (alloc->size <= parts->max_block))
+        {
+          MemresStream s = cache_normalize_stream (parts, stream);
+
+          /* blocks of a slab lie side by side: no store of an unchanged value */
+          if (b->stream != s)
+            b->stream = s;
+          if (front_try_deallocate (f, parts, b))
+            return TRUE;
+        }
+    }
+  return deallocate_general (mr, alloc, stream, error);
+}

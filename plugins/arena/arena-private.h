@@ -1,0 +1,144 @@
+/* memres - CUDA memory resources
+ * arena-private.h: what the files of the `arena` kind share: its instance (the reusable cache
+ * parts of plugins/common/cache/ first, then the arena's own: the reserved address range, its
+ * granules, the free ranges, the slabs of the size classes), and the functions one file calls
+ * in another.
+ *
+ * The files, by job:
+ * - arena.c: the kind: options, init and finalize, statistics, counters, trim, the plugin;
+ * - arena-granules.c: physical memory: the granule table, the one place that maps granules and
+ *   the one place that unmaps them, creation, remapping and release, each driver step rolled
+ *   back on failure;
+ * - arena-heap.c: the address range: free ranges best-fit with coalescing, tagged by the stream
+ *   of their last free, and settling them (after the device's work) into ranges every stream
+ *   may use;
+ * - arena-alloc.c: allocate and close: small requests through the cache parts' fronts and shared
+ *   bins, carved from slabs of the range; large requests best-fit in the range; the
+ *   out-of-memory flush.
+ *
+ * Memory model. One reservation of `reserve` bytes of address space. Every byte of it is either
+ * free and settled (a range in the heap with no stream tag: no queued work touches it), free and
+ * tagged (a range freed on a stream, reusable at once on that stream only), or in use (a large
+ * buffer, or a slab of size-class blocks). A granule's `held` count is its bytes that are not
+ * free and settled; a granule with held bytes is always mapped; a mapped granule with none is
+ * idle, and its physical memory may be unmapped and mapped wherever a new allocation needs it
+ * (a remap) instead of creating more. So the arena never creates physical memory while a
+ * granule is idle, and its physical peak is the peak of granules with held bytes.
+ *
+ * Locking: parts.lock guards everything below the parts too. */
+#pragma once
+
+#include "../common/cache/cache-parts.h"
+#include "../cache/cache-classes.h"
+
+#define ARENA_ALIGN 512 /* bytes: every large buffer and slab starts at a multiple */
+
+/* One heap extent (a range of the reservation): a free range, or a large buffer's plugin data. */
+typedef struct
+{
+  guint64 addr;
+  guint64 size;
+  MemresStream tag;  /* free ranges: NULL settled, else the stream of the last free */
+  CacheEvent *event; /* tagged ranges: recorded on @tag after the last free */
+  gboolean queued;   /* tagged ranges: the watch stream waits for @event */
+} Range;
+
+/* A slab: one extent carved into n_blocks blocks of one class. */
+struct _Chunk
+{
+  guint64 addr, size;
+  Chunk *prev, *next;
+  guint n_blocks;
+  guint n_idle;
+  Block blocks[];
+};
+
+typedef struct
+{
+  CacheParts parts; /* first: the fast path reads its start */
+  const MemresCudaDriver *drv;
+  gint device;
+  CUmemAllocationProp prop;
+  CUmemAccessDesc access;
+  gsize granularity;
+  guint granule_shift;
+  gsize chunk_size;      /* bytes of a slab of the chunk classes */
+  guint n_chunk_classes; /* classes carved from slabs of chunk_size */
+  guint64 release_threshold;
+  gboolean exportable;
+
+  /* the reservation */
+  CUdeviceptr base;
+  guint64 va_size;
+  guint n_granules;
+
+  /* under parts.lock */
+  guint64 *held;                        /* per granule: bytes not free and settled */
+  CUmemGenericAllocationHandle *handle; /* per granule: its physical memory, 0 when unmapped */
+  guint8 *in_idle;                      /* per granule: on the idle stack */
+  guint32 *idle;                        /* stack of granules that were idle when pushed */
+  guint n_idle_stack;
+  guint n_mapped, n_idle_mapped, mapped_high;
+  CUstream watch;       /* the arena's own stream: waits for tagged ranges' events */
+  GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
+  GHashTable *by_start; /* free ranges by address */
+  GHashTable *by_end;   /* free ranges by end address */
+  guint64 tagged_bytes; /* bytes of free ranges with a tag */
+  guint64 large_used;   /* bytes of live large buffers */
+  guint64 slab_bytes;   /* bytes of slabs (class bytes of their blocks) */
+  guint64 used_high;
+  Chunk *chunks;
+  guint64 created, remapped, released, settles, oom_flushes, misses, large_allocs;
+} Arena;
+
+/* @size rounded up to ARENA_ALIGN: the bytes of a large buffer's extent. */
+static inline guint64
+arena_round (guint64 size)
+{
+  return (size + ARENA_ALIGN - 1) & ~(guint64) (ARENA_ALIGN - 1);
+}
+
+/* The granule index of address @addr of the reservation. */
+static inline guint
+arena_granule (const Arena *self, guint64 addr)
+{
+  return (guint) ((addr - self->base) >> self->granule_shift);
+}
+
+/* Bytes in use: large buffers and blocks handed out. Lock held. */
+static inline guint64
+arena_used (Arena *self)
+{
+  guint64 cached = self->parts.shared_cached + cache_fronts_cached (&self->parts);
+
+  return self->large_used + (self->slab_bytes > cached ? self->slab_bytes - cached : 0);
+}
+
+/* arena-granules.c */
+gboolean arena_granules_init (Arena *self, GError **error);
+void arena_granules_clear (Arena *self);
+gboolean arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error);
+void arena_span_drop (Arena *self, guint64 addr, guint64 size);
+guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
+gboolean arena_release_idle (Arena *self, guint64 keep_bytes, GError **error);
+gboolean arena_granules_release_all (Arena *self);
+
+/* arena-heap.c */
+void arena_heap_init (Arena *self);
+void arena_heap_clear (Arena *self);
+void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag,
+                        CacheEvent *event);
+Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
+guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
+gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
+gboolean arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr,
+                           GError **error);
+gboolean arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag,
+                            GError **error);
+
+/* arena-alloc.c */
+gboolean arena_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                         MemresAllocation *alloc, GError **error);
+gboolean arena_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                           GError **error);
+gboolean arena_flush (Arena *self, GError **error);

@@ -1,0 +1,376 @@
+/* memres - CUDA memory resources
+ * arena.c: the `arena` kind, a caching device arena on virtual memory management that holds no
+ * more physical memory than the program uses: the kind itself (its options, init and finalize,
+ * statistics, counters and trim, the plugin). arena-private.h lists the other files and the
+ * memory model.
+ *
+ * Spec: arena[:device=N,reserve=SIZE,release_threshold=SIZE|max,max_block=SIZE,chunk=SIZE,
+ *              front=N,front_bytes=SIZE]
+ *
+ * At init, one range of address space is reserved (cuMemAddressReserve: `reserve` bytes, by
+ * default twice the device's memory, halved until the driver grants it). Physical memory is
+ * mapped into it one granule (cuMemGetAllocationGranularity, recommended: 2 MiB on the H200) at
+ * a time, where an allocation needs it: an idle granule's memory moved there (cuMemUnmap,
+ * cuMemMap, cuMemSetAccess: counted as remapped), or only when no granule is idle, a new one
+ * (cuMemCreate). Requests up to max_block go to size classes with per-thread front caches (no
+ * lock on a hit); larger ones best-fit into the range with coalescing (arena-alloc.c).
+ *
+ * Streams (docs/arena.md): allocation and free are stream-ordered. A block freed on stream S is
+ * handed out again for S at once, for another stream after that stream waits on an event
+ * recorded on S (the cache's rules, plugins/common/cache/cache-bins.c); a large extent freed on
+ * S is reused at once by S, and by any stream once settled: the arena settles (waits for the
+ * device's work, cuCtxSynchronize) before it would create physical memory or run out of address
+ * space, so memory is never unmapped or moved while queued work may still use it.
+ *
+ * Statistics: reserved is the physical memory mapped (granules times granularity), used the
+ * bytes handed out (class bytes of blocks, rounded bytes of large buffers); the counters add the
+ * virtual bytes reserved and the granules created, remapped and released. */
+#include "arena-private.h"
+
+static const MemresOptionSpec arena_options[] = {
+  { "device", MEMRES_OPTION_INT, "0", "CUDA device ordinal the memory belongs to", NULL, 0,
+    G_MAXINT },
+  { "reserve", MEMRES_OPTION_SIZE, "0",
+    "bytes of address space reserved at init (0: twice the device's memory); halved until the "
+    "driver grants it",
+    NULL, 0, 0 },
+  { "release_threshold", MEMRES_OPTION_SIZE, "max",
+    "physical bytes kept mapped: above it, idle granules go back to the driver after a large "
+    "allocation and at trim (max: kept until trim)",
+    NULL, 0, 0 },
+  { "max_block", MEMRES_OPTION_SIZE, "64KiB",
+    "largest request served from size classes (256 B to 64 MiB); larger ones are placed "
+    "best-fit in the address range",
+    NULL, 0, 0 },
+  { "chunk", MEMRES_OPTION_SIZE, "256KiB",
+    "bytes of a slab carved into blocks of one class, for the classes up to chunk/16 (4 KiB to "
+    "64 MiB)",
+    NULL, 0, 0 },
+  { "front", MEMRES_OPTION_INT, "8", "free blocks per size class in each thread's front cache",
+    NULL, 0, CACHE_FRONT_MAX },
+  { "front_bytes", MEMRES_OPTION_SIZE, "64MiB", "most bytes of free blocks in each thread's front",
+    NULL, 0, 0 },
+};
+
+static gboolean
+arena_invalid (GError **error, const char *option, guint64 value, const char *range)
+{
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+               "option \"%s\" of kind \"arena\": %" G_GUINT64_FORMAT " is not %s", option, value,
+               range);
+  return FALSE;
+}
+
+static gboolean
+arena_setup_options (Arena *self, const MemresOptions *options, GError **error)
+{
+  guint64 max_block = memres_options_get_size (options, "max_block");
+  guint64 chunk = memres_options_get_size (options, "chunk");
+  guint n_classes;
+
+  if (max_block < 256 || max_block > (G_GUINT64_CONSTANT (64) << 20))
+    return arena_invalid (error, "max_block", max_block, "between 256 bytes and 64 MiB");
+  if (chunk < 4096 || chunk > (G_GUINT64_CONSTANT (64) << 20))
+    return arena_invalid (error, "chunk", chunk, "between 4 KiB and 64 MiB");
+  self->chunk_size = (gsize) chunk;
+  self->release_threshold = memres_options_get_size (options, "release_threshold");
+  n_classes = cache_class_of ((gsize) max_block) + 1;
+  while (self->n_chunk_classes < n_classes
+         && cache_class_size (self->n_chunk_classes) <= chunk / 16)
+    self->n_chunk_classes++;
+  cache_parts_init (&self->parts, cache_class_size (n_classes - 1), n_classes,
+                    (guint) memres_options_get_int (options, "front"),
+                    memres_options_get_size (options, "front_bytes"), TRUE, self->device);
+  return TRUE;
+}
+
+/* The granularity, the device's memory and the reservation. */
+static gboolean
+arena_setup_range (Arena *self, guint64 reserve, GError **error)
+{
+  size_t granularity = 0;
+  CUdevice dev;
+  CUresult r;
+
+  r = self->drv->cuMemGetAllocationGranularity (&granularity, &self->prop,
+                                                CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuMemGetAllocationGranularity");
+  if (granularity < ARENA_ALIGN || (granularity & (granularity - 1)) != 0)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "arena: the driver reports an allocation granularity of %zu bytes",
+                   (gsize) granularity);
+      return FALSE;
+    }
+  self->granularity = granularity;
+  self->granule_shift = (guint) __builtin_ctzll (granularity);
+  if (reserve == 0)
+    {
+      size_t total = 0;
+
+      if ((r = self->drv->cuDeviceGet (&dev, self->device)) != CUDA_SUCCESS)
+        return memres_cuda_set_error (error, r, "cuDeviceGet");
+      if ((r = self->drv->cuDeviceTotalMem (&total, dev)) != CUDA_SUCCESS)
+        return memres_cuda_set_error (error, r, "cuDeviceTotalMem");
+      reserve = 2 * (guint64) total;
+    }
+  if (reserve > (G_GUINT64_CONSTANT (1) << 50))
+    return arena_invalid (error, "reserve", reserve, "at most 1 PiB");
+  reserve = (reserve + granularity - 1) & ~(guint64) (granularity - 1);
+  for (;;)
+    {
+      r = self->drv->cuMemAddressReserve (&self->base, reserve, granularity, 0, 0);
+      if (r == CUDA_SUCCESS)
+        break;
+      if (reserve / 2 < 64 * (guint64) granularity)
+        {
+          memres_cuda_set_error (error, r, "cuMemAddressReserve");
+          g_prefix_error (
+              error, "arena: reserving %" G_GUINT64_FORMAT " bytes of address space: ", reserve);
+          return FALSE;
+        }
+      reserve = (reserve / 2) & ~(guint64) (granularity - 1);
+    }
+  self->va_size = reserve;
+  self->n_granules = (guint) (reserve >> self->granule_shift);
+  return TRUE;
+}
+
+/* The watch stream (arena-heap.c), in the device's primary context. */
+static gboolean
+arena_setup_watch (Arena *self, GError **error)
+{
+  gboolean pushed;
+  CUresult r;
+
+  if (!memres_cuda_push_context (self->device, &pushed, error))
+    return FALSE;
+  r = self->drv->cuStreamCreate (&self->watch, CU_STREAM_NON_BLOCKING);
+  memres_cuda_pop_context (pushed);
+  if (r != CUDA_SUCCESS)
+    {
+      self->watch = NULL;
+      return memres_cuda_set_error (error, r, "cuStreamCreate");
+    }
+  return TRUE;
+}
+
+static void
+arena_watch_destroy (Arena *self)
+{
+  gboolean pushed;
+  CUresult r;
+
+  if (self->watch == NULL)
+    return;
+  /* the stream names its context: destroyed even when the context cannot be made current */
+  if (!memres_cuda_push_context (self->device, &pushed, NULL))
+    pushed = FALSE;
+  if ((r = self->drv->cuStreamDestroy (self->watch)) != CUDA_SUCCESS
+      && r != CUDA_ERROR_DEINITIALIZED)
+    g_warning ("arena: cuStreamDestroy failed (%d)", r);
+  memres_cuda_pop_context (pushed);
+  self->watch = NULL;
+}
+
+static gboolean
+arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  Arena *self = memres_resource_get_private (mr);
+  gint64 device = memres_options_get_int (options, "device");
+  gint vmm = 0;
+
+  if ((self->drv = memres_cuda_get_driver (error)) == NULL
+      || !memres_cuda_check_device ((gint) device, error))
+    return FALSE;
+  self->device = (gint) device;
+  if (!memres_cuda_get_device_attribute (
+          self->device, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, &vmm, error))
+    return FALSE;
+  if (!vmm)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "arena: device %d does not support virtual memory management", self->device);
+      return FALSE;
+    }
+  self->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  self->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  self->prop.location.id = self->device;
+  self->access.location = self->prop.location;
+  self->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (!arena_setup_range (self, memres_options_get_size (options, "reserve"), error))
+    return FALSE;
+  if (!arena_setup_watch (self, error) || !arena_setup_options (self, options, error))
+    {
+      arena_watch_destroy (self);
+      CUresult r = self->drv->cuMemAddressFree (self->base, self->va_size);
+
+      if (r != CUDA_SUCCESS)
+        g_warning ("arena: cuMemAddressFree failed (%d) while rolling back a failure", r);
+      return FALSE;
+    }
+  arena_granules_init (self, NULL);
+  arena_heap_init (self);
+  arena_heap_insert (self, self->base, self->va_size, NULL, NULL);
+  return TRUE;
+}
+
+static void
+arena_finalize (MemresResource *mr)
+{
+  Arena *self = memres_resource_get_private (mr);
+  g_autoptr (GError) error = NULL;
+  CUresult r;
+
+  cache_parts_stop (&self->parts);
+  if (!arena_flush (self, &error))
+    {
+      memres_cuda_warn_release_failure (error, "arena: finalize");
+      g_clear_error (&error);
+    }
+  if (self->chunks != NULL || self->large_used != 0)
+    g_warning ("arena: %" G_GUINT64_FORMAT " bytes still in use at finalize", arena_used (self));
+  if (arena_granules_release_all (self)
+      && (r = self->drv->cuMemAddressFree (self->base, self->va_size)) != CUDA_SUCCESS
+      && r != CUDA_ERROR_DEINITIALIZED)
+    g_warning ("arena: cuMemAddressFree failed (%d) at finalize", r);
+  arena_watch_destroy (self);
+  /* what a failed flush left: the slabs' and the ranges' events go with them */
+  while (self->chunks != NULL)
+    {
+      Chunk *chunk = self->chunks;
+
+      for (guint i = 0; i < chunk->n_blocks; i++)
+        cache_event_unref (&self->parts, chunk->blocks[i].event);
+      LIST_UNLINK (self->chunks, chunk);
+      g_free (chunk);
+    }
+  arena_heap_clear (self);
+  cache_parts_clear (&self->parts);
+  g_mutex_unlock (&self->parts.lock);
+  g_mutex_clear (&self->parts.lock);
+  arena_granules_clear (self);
+}
+
+static void
+arena_query (MemresResource *mr, MemresResourceInfo *info)
+{
+  Arena *self = memres_resource_get_private (mr);
+
+  info->device = self->device;
+  info->flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED;
+}
+
+/* ---- statistics and trim --------------------------------------------------------------------- */
+
+static gboolean
+arena_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
+{
+  Arena *self = memres_resource_get_private (mr);
+  guint64 cached;
+
+  g_mutex_lock (&self->parts.lock);
+  cached = self->parts.shared_cached + cache_fronts_cached_exact (&self->parts);
+  stats->reserved_current = (guint64) self->n_mapped * self->granularity;
+  stats->reserved_high = (guint64) self->mapped_high * self->granularity;
+  stats->used_current = self->large_used + self->slab_bytes - cached;
+  self->used_high = MAX (self->used_high, stats->used_current);
+  stats->used_high = self->used_high;
+  g_mutex_unlock (&self->parts.lock);
+  return TRUE;
+}
+
+static gboolean
+arena_reset_stats (MemresResource *mr, GError **error)
+{
+  Arena *self = memres_resource_get_private (mr);
+
+  g_mutex_lock (&self->parts.lock);
+  self->mapped_high = self->n_mapped;
+  self->used_high = self->large_used + self->slab_bytes - self->parts.shared_cached
+                    - cache_fronts_cached_exact (&self->parts);
+  g_mutex_unlock (&self->parts.lock);
+  return TRUE;
+}
+
+/* trim: every front drained, idle slabs back to the range, free ranges settled, then idle
+ * granules released (cuMemRelease, cuMemUnmap) while more than @bytes_to_keep are mapped. */
+static gboolean
+arena_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
+{
+  Arena *self = memres_resource_get_private (mr);
+  gboolean ok;
+
+  g_mutex_lock (&self->parts.lock);
+  ok = arena_flush (self, error) && arena_release_idle (self, bytes_to_keep, error);
+  g_mutex_unlock (&self->parts.lock);
+  return ok;
+}
+
+static gboolean
+arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
+{
+  Arena *self = memres_resource_get_private (mr);
+  guint64 g = self->granularity;
+
+  g_mutex_lock (&self->parts.lock);
+  g_variant_dict_insert (counters, "physical", "t", (guint64) self->n_mapped * g);
+  g_variant_dict_insert (counters, "physical_idle", "t", (guint64) self->n_idle_mapped * g);
+  g_variant_dict_insert (counters, "used", "t", arena_used (self));
+  g_variant_dict_insert (counters, "virtual", "t", self->va_size);
+  g_variant_dict_insert (counters, "granularity", "t", g);
+  g_variant_dict_insert (counters, "granules_created", "t", self->created);
+  g_variant_dict_insert (counters, "granules_remapped", "t", self->remapped);
+  g_variant_dict_insert (counters, "granules_released", "t", self->released);
+  g_variant_dict_insert (counters, "settles", "t", self->settles);
+  g_variant_dict_insert (counters, "oom_flushes", "t", self->oom_flushes);
+  g_variant_dict_insert (counters, "slab_bytes", "t", self->slab_bytes);
+  g_variant_dict_insert (counters, "tagged_bytes", "t", self->tagged_bytes);
+  g_variant_dict_insert (counters, "large_allocations", "t", self->large_allocs);
+  g_variant_dict_insert (counters, "misses", "t", self->misses);
+  g_variant_dict_insert (counters, "max_block", "t", (guint64) self->parts.max_block);
+  g_mutex_unlock (&self->parts.lock);
+  return TRUE;
+}
+
+static void
+arena_at_fork (MemresResource *mr, MemresForkPhase phase)
+{
+  cache_parts_at_fork (mr != NULL ? &((Arena *) memres_resource_get_private (mr))->parts : NULL,
+                       phase);
+}
+
+static const MemresResourceOps arena_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = arena_init,
+  .finalize = arena_finalize,
+  .allocate = arena_allocate,
+  .deallocate = arena_deallocate,
+  .query = arena_query,
+  .get_stats = arena_get_stats,
+  .reset_stats = arena_reset_stats,
+  .trim = arena_trim,
+  .get_counters = arena_get_counters,
+  .at_fork = arena_at_fork,
+};
+
+static const MemresKindInfo arena_kind = {
+  .struct_size = sizeof (MemresKindInfo),
+  .name = "arena",
+  .description = "caching device arena on virtual memory: granules mapped on demand and moved "
+                 "where needed, size classes with per-thread fronts, best-fit large buffers",
+  .options = arena_options,
+  .n_options = G_N_ELEMENTS (arena_options),
+  .ops = &arena_ops,
+  .instance_size = sizeof (Arena),
+};
+
+static gboolean
+arena_plugin_init (MemresPlugin *plugin, GError **error)
+{
+  return memres_plugin_register_kind (plugin, &arena_kind, error);
+}
+
+MEMRES_PLUGIN_DEFINE (arena, "The arena kind: a caching device arena on virtual memory",
+                      arena_plugin_init)
