@@ -175,15 +175,16 @@ def worker(config, args):
     import torch
     if not torch.cuda.is_available():
         return 77
-    torch.cuda.init()
-    sampler = Sampler(torch)
     memres = alloc = mr = None
     if config.startswith("memres:"):
+        # before torch.cuda.init(): an initialized allocator cannot be swapped
         os.environ["MEMRES_ALLOCATOR_RESOURCE"] = "stats>" + config[len("memres:"):]
         from memres_interop import Allocator, Memres
         alloc, memres = Allocator(), Memres()
         torch.cuda.memory.change_current_allocator(torch.cuda.memory.CUDAPluggableAllocator(
             alloc.path, "memres_torch_alloc", "memres_torch_free"))
+    torch.cuda.init()
+    sampler = Sampler(torch)
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     run = run_train if args.workload == "train" else run_infer
