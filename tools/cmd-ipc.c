@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -234,6 +235,53 @@ socket_is_live (const char *path)
   return errno == EADDRINUSE;
 }
 
+/* Binds and listens on a socket under a temporary name beside @addr's path, takes its lock
+ * (bind_socket_lock()), then renames it into place: the socket file appears only once a client
+ * can connect and a second server sees the lock, never half set up. Returns FALSE with errno
+ * set, leaving no file behind. */
+static gboolean
+listen_locked (const struct sockaddr_un *addr, int *listener, int *lock_fd)
+{
+  g_autofree char *dir = g_path_get_dirname (addr->sun_path);
+  g_autofree char *tmp = g_strdup_printf ("%s/.memres-%d.sock", dir, (int) getpid ());
+  struct sockaddr_un tmp_addr = { .sun_family = AF_UNIX };
+  mode_t old;
+  int fd, r, saved;
+
+  *listener = *lock_fd = -1;
+  if (strlen (tmp) >= sizeof tmp_addr.sun_path)
+    {
+      errno = ENAMETOOLONG;
+      return FALSE;
+    }
+  memcpy (tmp_addr.sun_path, tmp, strlen (tmp) + 1);
+  fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return FALSE;
+  unlink (tmp); /* a leftover of a killed server with this pid */
+  old = umask (0077);
+  r = bind (fd, (struct sockaddr *) &tmp_addr, sizeof tmp_addr);
+  saved = errno;
+  umask (old);
+  if (r == 0)
+    {
+      if (listen (fd, 8) == 0 && bind_socket_lock (tmp, lock_fd)
+          && rename (tmp, addr->sun_path) == 0)
+        {
+          *listener = fd;
+          return TRUE;
+        }
+      saved = errno;
+      unlink (tmp);
+    }
+  if (*lock_fd >= 0)
+    close (*lock_fd);
+  *lock_fd = -1;
+  close (fd);
+  errno = saved;
+  return FALSE;
+}
+
 /* TRUE when something accepts connections on @addr (not a memres server: socket_is_live()
  * says that without connecting, which a memres server would count as a client). */
 static gboolean
@@ -391,30 +439,11 @@ memres_tool_ipc_serve (int argc, char **argv)
                                   addr.sun_path);
       unlink (addr.sun_path); /* stale: nobody listens */
     }
-  listener = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listener < 0)
-    return memres_tool_failf ("socket: %s", g_strerror (errno));
-  {
-    mode_t old = umask (0077);
-    int r = bind (listener, (struct sockaddr *) &addr, sizeof addr);
-    int saved = errno;
-    umask (old);
-    if (r != 0 || listen (listener, 8) != 0)
-      {
-        int status = memres_tool_failf ("listening on %s: %s", addr.sun_path,
-                                        g_strerror (r != 0 ? saved : errno));
-        close (listener);
-        return status;
-      }
-  }
-  if (!bind_socket_lock (addr.sun_path, &lock_fd))
-    {
-      int status = memres_tool_failf ("locking %s: %s", addr.sun_path, g_strerror (errno));
-      close (listener);
-      unlink (addr.sun_path);
-      return status;
-    }
+  /* before the socket file appears: a stop signal sent as soon as it exists (a supervisor, the
+   * tests) must end the server cleanly, removing the file, not kill it and leave the file */
   catch_stop_signals ();
+  if (!listen_locked (&addr, &listener, &lock_fd))
+    return memres_tool_failf ("listening on %s: %s", addr.sun_path, g_strerror (errno));
   if (!json)
     {
       g_autofree char *path_shown = memres_tool_one_line (addr.sun_path);
