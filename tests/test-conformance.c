@@ -39,7 +39,12 @@ typedef enum
   B_NO_CACHE = 1 << 6, /* `cache` refuses it as an upstream */
   B_ROUNDS = 1 << 7,   /* a buffer's size is the size asked for, rounded up (vmm's granularity) */
   B_HOLDS = 1 << 9,    /* keeps freed memory until a trim (release_threshold=max) */
-  B_SHARED = 1 << 8,   /* the device's current pool: its high marks are older than the resource */
+  B_SHARED = 1 << 8,
+  B_OWN_POOL = 1 << 10,
+  /* a pool of its own (pool=new): one pool, one pool allocation a buffer */ /* the device's current
+                                                                                pool: its high marks
+                                                                                are older than the
+                                                                                resource */
 } BaseFlags;
 
 typedef struct
@@ -54,7 +59,7 @@ typedef struct
 
 static const Base bases[] = {
   { "host", 0, NULL, NULL, 10000 },
-  { "dmr:pool=new,release_threshold=max", B_DEVICE | B_REAL_OOM | B_TRIM | B_HOLDS,
+  { "dmr:pool=new,release_threshold=max", B_DEVICE | B_REAL_OOM | B_TRIM | B_HOLDS | B_OWN_POOL,
     "cuMemAllocFromPoolAsync", "cuMemFreeAsync", 10000 },
   { "dmr", B_DEVICE | B_SHARED | B_ALONE | B_TRIM | B_REAL_OOM, "cuMemAllocFromPoolAsync",
     "cuMemFreeAsync", 1000 },
@@ -588,6 +593,17 @@ test_bytes (gconstpointer data)
           a = alloc_ok (f.s, f.mr, size, f.stream);
           mt_write_pattern (a, 0, size, (guint32) size, f.stream);
           mt_check_pattern (a, 0, size, (guint32) size, f.stream);
+          if (memres_buffer_is_host_accessible (a))
+            {
+              /* the memory is really there: every byte written and read through the pointer */
+              guint8 *p = memres_buffer_get_pointer (a);
+
+              g_assert_nonnull (p);
+              for (gsize j = 0; j < size; j++)
+                p[j] = (guint8) (j * 7);
+              for (gsize j = 0; j < size; j++)
+                g_assert_cmpint (p[j], ==, (guint8) (j * 7));
+            }
           mt_close_ok (a, f.stream);
         }
     }
@@ -908,14 +924,31 @@ test_finalize_live (gconstpointer data)
       MT_CHECK (memres_buffer_fill (bufs[i], (guint32) i, 1, f.stream, &error));
       if (!is (f.s, B_CAPTURE))
         {
-          mt_write_pattern (bufs[i], 0, 4 * KiB, i, f.stream);
-          mt_check_pattern (bufs[i], 0, 4 * KiB, i, f.stream);
+          gsize size = memres_buffer_get_size (bufs[i]);
+
+          mt_write_pattern (bufs[i], 0, size, i, f.stream);
+          mt_check_pattern (bufs[i], 0, size, i, f.stream);
         }
     }
   g_assert_cmpuint (stats_ok (mr).n_buffers, ==, 3);
+  if (mt_driver_is_fake () && is (f.s, B_OWN_POOL) && f.s->layer->name == NULL)
+    {
+      FakeCudaCounts live;
+
+      mt_fake_get_counts (&live);
+      g_assert_cmpint (live.pools, ==, f.base.pools + 1);
+      g_assert_cmpint (live.pool_allocations, ==, f.base.pool_allocations + 3);
+    }
   mt_close_ok (bufs[0], f.stream);
   mt_close_ok (bufs[2], f.stream);
   g_assert_cmpuint (stats_ok (mr).n_buffers, ==, 1);
+  if (mt_driver_is_fake () && is (f.s, B_OWN_POOL))
+    {
+      FakeCudaCounts live;
+
+      mt_fake_get_counts (&live);
+      g_assert_cmpint (live.pools, ==, f.base.pools + 1); /* one buffer is left */
+    }
   mt_close_ok (bufs[1], f.stream); /* the last: finalizes the resource */
   fx_clear (&f);
 }

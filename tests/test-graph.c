@@ -1,6 +1,7 @@
 /* test-graph.c: the graph kind (allocations inside a stream capture), against the fake driver
  * (suite fake) and the real one (suite gpu). The tests capture, instantiate and launch graphs
- * themselves through the driver table (memres_cuda_get_driver()). */
+ * themselves through the driver table (memres_cuda_get_driver()). The contract it keeps with
+ * every kind (zero bytes among it, inside a capture) is test-conformance.c's. */
 #include "testutil.h"
 
 #define KiB ((gsize) 1024)
@@ -202,32 +203,6 @@ test_not_capturing (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   g_assert_null (buf);
   g_clear_error (&error);
-  fixture_clear (&f);
-}
-
-/* Zero bytes inside a capture: an empty buffer, as from every kind, and no allocation node. */
-static void
-test_zero_size (void)
-{
-  GError *error = NULL;
-  MemresBuffer *buf;
-  long allocs = 0;
-  Fixture f;
-
-  if (!fixture_init (&f, 64 * KiB))
-    return;
-  begin_capture (&f);
-  if (mt_driver_is_fake ())
-    allocs = mt_fake_call_count ("cuMemAllocAsync");
-  buf = memres_resource_allocate (f.mr, 0, f.stream, &error);
-  g_assert_no_error (error);
-  g_assert_nonnull (buf);
-  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
-  g_assert_null (memres_buffer_get_pointer (buf));
-  if (mt_driver_is_fake ())
-    g_assert_cmpint (mt_fake_call_count ("cuMemAllocAsync"), ==, allocs);
-  mt_close_ok (buf, f.stream);
-  CU_OK (f.drv->cuGraphDestroy (end_capture (&f)));
   fixture_clear (&f);
 }
 
@@ -673,7 +648,6 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/graph/capture/launch-three-times", test_capture_launch);
   g_test_add_func ("/graph/allocate/not-capturing", test_not_capturing);
-  g_test_add_func ("/graph/allocate/zero-size", test_zero_size);
   g_test_add_func ("/graph/trim/after-destroy", test_trim_after_destroy);
   g_test_add_func ("/graph/buffer/outlives-graph", test_outlives_graph);
   g_test_add_func ("/graph/buffer/double-free", test_double_free);
