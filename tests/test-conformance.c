@@ -740,6 +740,44 @@ test_trim (gconstpointer data)
   fx_clear (&f);
 }
 
+/* An adaptor over its base: what it shows comes from below, and the layer below counts what the
+ * adaptor took from it. */
+static void
+test_upstream (gconstpointer data)
+{
+  g_autoptr (MemresResource) below = NULL;
+  MemresResource *up;
+  guint64 used_before;
+  MemresBuffer *buf;
+  Fx f;
+
+  g_test_summary ("An adaptor shows its base's kind (below it), device and flags (resizing aside); "
+                  "its buffers are of that device, and the layer below counts their bytes while "
+                  "they are open, none once closed.");
+  if (!fx_init (&f, data))
+    return;
+  below = mt_new_ok (f.s->base->spec);
+  up = memres_resource_get_upstream (f.mr);
+  g_assert_nonnull (up);
+  g_assert_cmpstr (memres_resource_get_kind_name (up), ==, memres_resource_get_kind_name (below));
+  g_assert_cmpint (memres_resource_get_device (f.mr), ==, memres_resource_get_device (below));
+  g_assert_cmpint (memres_resource_get_flags (f.mr) & ~MEMRES_MEMORY_RESIZABLE, ==,
+                   memres_resource_get_flags (below) & ~MEMRES_MEMORY_RESIZABLE);
+  used_before = stats_ok (up).used_current;
+  buf = alloc_ok (f.s, f.mr, MiB, f.stream);
+  g_assert_cmpint (memres_buffer_get_device (buf), ==, memres_resource_get_device (below));
+  if (!is (f.s, B_CAPTURE)) /* graph memory is counted at launch */
+    {
+      mt_write_pattern (buf, 0, MiB, 1, f.stream);
+      mt_check_pattern (buf, 0, MiB, 1, f.stream);
+      g_assert_cmpuint (stats_ok (up).used_current, >=, used_before + memres_buffer_get_size (buf));
+    }
+  mt_close_ok (buf, f.stream);
+  g_assert_cmpuint (stats_ok (up).used_current, ==, used_before);
+  g_clear_pointer (&below, memres_resource_unref);
+  fx_clear (&f);
+}
+
 /* One allocation of @size bytes with the base's allocation call failing with @code (the first
  * @n_failures calls); returns the error, or NULL when the allocation succeeded (then closed). */
 static GError *
@@ -1168,6 +1206,13 @@ frees_at_close (const Spec *s)
   return s->base->free_entry != NULL && !layer_is (s, L_KEEPS);
 }
 
+/* An adaptor that passes each allocation to the layer below (not a cache's chunks). */
+static gboolean
+passes_through (const Spec *s)
+{
+  return s->layer->name != NULL && !layer_is (s, L_KEEPS | L_EXTRA);
+}
+
 static const Case cases[] = {
   { "sizes", test_sizes, always },
   { "zero-size", test_zero_size, always },
@@ -1177,6 +1222,7 @@ static const Case cases[] = {
   { "bytes", test_bytes, always },
   { "stats", test_stats, always },
   { "trim", test_trim, always },
+  { "upstream", test_upstream, passes_through },
   { "out-of-memory", test_out_of_memory, always },
   { "out-of-memory/retry-handler", test_retry_handler, retries },
   { "out-of-memory/real-driver", test_out_of_memory_real, real_oom },
