@@ -318,19 +318,6 @@ alloc_ok (const Spec *s, MemresResource *mr, gsize size, MemresStream stream)
   return buf;
 }
 
-static MemresStats
-stats_ok (MemresResource *mr)
-{
-  GError *error = NULL;
-  MemresStats stats;
-
-  memset (&stats, 0xff, sizeof stats);
-  MT_CHECK (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_cmpuint (stats.reserved_high, >=, stats.reserved_current);
-  g_assert_cmpuint (stats.used_high, >=, stats.used_current);
-  return stats;
-}
-
 /* The buffer's properties after an allocation of @size bytes from @f's resource. */
 static void
 assert_buffer (Fx *f, MemresBuffer *buf, gsize size)
@@ -397,7 +384,7 @@ test_zero_size (gconstpointer data)
                   "as a buffer but no bytes, costs no driver allocation, fills and closes.");
   if (!fx_init (&f, data))
     return;
-  before = stats_ok (f.mr);
+  before = mt_stats_ok (f.mr);
   if (mt_driver_is_fake () && f.s->base->alloc_entry != NULL)
     calls = mt_fake_call_count (f.s->base->alloc_entry);
   buf = memres_resource_allocate (f.mr, 0, f.stream, &error);
@@ -412,7 +399,7 @@ test_zero_size (gconstpointer data)
       g_assert_cmpint (memres_buffer_get_device (buf), ==, -1);
       g_assert_true (memres_buffer_is_host_accessible (buf));
     }
-  after = stats_ok (f.mr);
+  after = mt_stats_ok (f.mr);
   g_assert_cmpuint (after.used_current, ==, before.used_current);
   g_assert_cmpuint (after.used_current, ==, 0);
   g_assert_cmpuint (after.n_buffers, ==, before.n_buffers + 1);
@@ -420,7 +407,7 @@ test_zero_size (gconstpointer data)
     g_assert_cmpint (mt_fake_call_count (f.s->base->alloc_entry), ==, calls);
   MT_CHECK (memres_buffer_fill (buf, 0xff, 1, f.stream, &error));
   mt_close_ok (buf, f.stream);
-  g_assert_cmpuint (stats_ok (f.mr).n_buffers, ==, before.n_buffers);
+  g_assert_cmpuint (mt_stats_ok (f.mr).n_buffers, ==, before.n_buffers);
   fx_clear (&f);
 }
 
@@ -446,14 +433,14 @@ test_max_size (gconstpointer data)
       g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
     }
   /* nothing counted, nothing held */
-  stats = stats_ok (f.mr);
+  stats = mt_stats_ok (f.mr);
   g_assert_cmpuint (stats.used_current, ==, 0);
   g_assert_cmpuint (stats.used_high, ==, 0);
   g_assert_cmpuint (stats.n_buffers, ==, 0);
   /* the resource keeps working */
   mt_close_ok (alloc_ok (f.s, f.mr, 4 * KiB, f.stream), f.stream);
   fx_run (&f);
-  g_assert_cmpuint (stats_ok (f.mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (f.mr).used_current, ==, 0);
   fx_clear (&f);
 }
 
@@ -498,11 +485,11 @@ test_closed (gconstpointer data)
   g_assert_false (memres_buffer_copy_to (buf, other, f.stream, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED);
   g_clear_error (&error);
-  g_assert_cmpuint (stats_ok (f.mr).n_buffers, ==, 1);
+  g_assert_cmpuint (mt_stats_ok (f.mr).n_buffers, ==, 1);
   memres_buffer_unref (buf);
   /* the last unref closes */
   memres_buffer_unref (other);
-  g_assert_cmpuint (stats_ok (f.mr).n_buffers, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (f.mr).n_buffers, ==, 0);
   fx_clear (&f);
 }
 
@@ -541,7 +528,7 @@ test_streams (gconstpointer data)
   g_assert_true (memres_buffer_get_deallocation_stream (c) == f.stream);
   memres_buffer_unref (c); /* closes on f.stream */
   mt_sync_ok (f.stream);
-  g_assert_cmpuint (stats_ok (f.mr).n_buffers, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (f.mr).n_buffers, ==, 0);
   stream_end (f.s, other);
   fx_clear (&f);
 }
@@ -629,22 +616,22 @@ test_stats (gconstpointer data)
   exact = !is (f.s, B_DEVICE) && !layer_is (f.s, L_CHUNKS);
   size_a = is (f.s, B_DEVICE) ? 3 * MiB : 1000;
   size_b = is (f.s, B_DEVICE) ? 5 * MiB + 1 : 3000;
-  s0 = stats_ok (f.mr);
+  s0 = mt_stats_ok (f.mr);
   g_assert_cmpuint (s0.used_current, ==, 0);
   g_assert_cmpuint (s0.used_high, ==, 0);
   g_assert_cmpuint (s0.n_buffers, ==, 0);
 
   a = alloc_ok (f.s, f.mr, size_a, f.stream);
   b = alloc_ok (f.s, f.mr, size_b, f.stream);
-  s1 = stats_ok (f.mr);
+  s1 = mt_stats_ok (f.mr);
   g_assert_cmpuint (s1.n_buffers, ==, 2);
   if (is (f.s, B_CAPTURE))
     {
       /* graph memory is counted when a launch allocates it (test-graph.c): the buffers only */
       mt_close_ok (b, f.stream);
-      g_assert_cmpuint (stats_ok (f.mr).n_buffers, ==, 1);
+      g_assert_cmpuint (mt_stats_ok (f.mr).n_buffers, ==, 1);
       mt_close_ok (a, f.stream);
-      g_assert_cmpuint (stats_ok (f.mr).n_buffers, ==, 0);
+      g_assert_cmpuint (mt_stats_ok (f.mr).n_buffers, ==, 0);
       fx_clear (&f);
       return;
     }
@@ -661,7 +648,7 @@ test_stats (gconstpointer data)
 
   mt_close_ok (b, f.stream);
   fx_run (&f);
-  s2 = stats_ok (f.mr);
+  s2 = mt_stats_ok (f.mr);
   g_assert_cmpuint (s2.n_buffers, ==, 1);
   g_assert_cmpuint (s2.used_current, >=, size_a);
   if (!layer_is (f.s, L_CHUNKS))
@@ -674,7 +661,7 @@ test_stats (gconstpointer data)
 
   /* reset: the high marks come down to the current values */
   MT_CHECK (memres_resource_reset_stats (f.mr, &error));
-  s3 = stats_ok (f.mr);
+  s3 = mt_stats_ok (f.mr);
   g_assert_cmpuint (s3.used_high, ==, s3.used_current);
   g_assert_cmpuint (s3.used_high, <, s1.used_high);
   g_assert_cmpuint (s3.reserved_high, ==, s3.reserved_current);
@@ -686,7 +673,7 @@ test_stats (gconstpointer data)
 
   memres_buffer_unref (a); /* closes it */
   fx_run (&f);
-  s3 = stats_ok (f.mr);
+  s3 = mt_stats_ok (f.mr);
   g_assert_cmpuint (s3.used_current, ==, 0);
   g_assert_cmpuint (s3.n_buffers, ==, 0);
   g_assert_cmpuint (s3.used_high, >=, size_a);
@@ -708,7 +695,7 @@ test_trim (gconstpointer data)
     return;
   mt_close_ok (alloc_ok (f.s, f.mr, 2 * MiB, f.stream), f.stream);
   fx_run (&f);
-  s = stats_ok (f.mr);
+  s = mt_stats_ok (f.mr);
   g_assert_cmpuint (s.used_current, ==, 0);
   /* kept until the trim (the base's own statistics; a cache's always) */
   if ((is (f.s, B_HOLDS) && f.s->layer->name == NULL) || layer_is (f.s, L_KEEPS))
@@ -716,7 +703,7 @@ test_trim (gconstpointer data)
   if (is (f.s, B_TRIM) || layer_is (f.s, L_KEEPS))
     {
       MT_CHECK (memres_resource_trim (f.mr, 0, &error));
-      s = stats_ok (f.mr);
+      s = mt_stats_ok (f.mr);
       g_assert_cmpuint (s.reserved_current, ==, 0);
       g_assert_cmpuint (s.used_current, ==, 0);
       if (!is (f.s, B_CAPTURE)) /* graph memory is reserved at launch */
@@ -763,17 +750,18 @@ test_upstream (gconstpointer data)
   g_assert_cmpint (memres_resource_get_device (f.mr), ==, memres_resource_get_device (below));
   g_assert_cmpint (memres_resource_get_flags (f.mr) & ~MEMRES_MEMORY_RESIZABLE, ==,
                    memres_resource_get_flags (below) & ~MEMRES_MEMORY_RESIZABLE);
-  used_before = stats_ok (up).used_current;
+  used_before = mt_stats_ok (up).used_current;
   buf = alloc_ok (f.s, f.mr, MiB, f.stream);
   g_assert_cmpint (memres_buffer_get_device (buf), ==, memres_resource_get_device (below));
   if (!is (f.s, B_CAPTURE)) /* graph memory is counted at launch */
     {
       mt_write_pattern (buf, 0, MiB, 1, f.stream);
       mt_check_pattern (buf, 0, MiB, 1, f.stream);
-      g_assert_cmpuint (stats_ok (up).used_current, >=, used_before + memres_buffer_get_size (buf));
+      g_assert_cmpuint (mt_stats_ok (up).used_current, >=,
+                        used_before + memres_buffer_get_size (buf));
     }
   mt_close_ok (buf, f.stream);
-  g_assert_cmpuint (stats_ok (up).used_current, ==, used_before);
+  g_assert_cmpuint (mt_stats_ok (up).used_current, ==, used_before);
   g_clear_pointer (&below, memres_resource_unref);
   fx_clear (&f);
 }
@@ -802,12 +790,31 @@ allocate_failing (Fx *f, gsize size, CUresult code, int n_failures)
   return error;
 }
 
+/* @error is the driver's out-of-memory from @s's allocation call, its message starting with
+ * @words (after a retry's prefix; not where a cache asked for a chunk of another size). */
+static void
+assert_out_of_memory (const Spec *s, const GError *error, const char *words)
+{
+  g_autofree char *expected
+      = g_strdup_printf ("%s: CUDA_ERROR_OUT_OF_MEMORY", s->base->alloc_entry);
+
+  g_assert_nonnull (error);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, expected));
+  g_assert_true (mt_error_is_cuda (error, CUDA_ERROR_OUT_OF_MEMORY));
+  if (layer_is (s, L_CHUNKS))
+    return;
+  if (layer_is (s, L_PREFIX))
+    g_assert_nonnull (strstr (error->message, words));
+  else
+    g_assert_true (g_str_has_prefix (error->message, words));
+}
+
 /* The out-of-memory rule through fault injection (device specs, fake) or `limit` (host). */
 static void
 test_out_of_memory (gconstpointer data)
 {
   const Spec *s = data;
-  g_autofree char *expected = NULL;
   g_autoptr (GError) error = NULL;
   int failures;
   Fx f;
@@ -825,7 +832,7 @@ test_out_of_memory (gconstpointer data)
 
       g_assert_null (memres_resource_allocate (mr, 2 * MiB, NULL, &error));
       g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-      g_assert_cmpuint (stats_ok (mr).n_buffers, ==, 0);
+      g_assert_cmpuint (mt_stats_ok (mr).n_buffers, ==, 0);
       mt_close_ok (mt_alloc_ok (mr, 512 * KiB, NULL), NULL);
       return;
     }
@@ -833,44 +840,25 @@ test_out_of_memory (gconstpointer data)
     return;
   if (!fx_init (&f, data))
     return;
-  expected = g_strdup_printf ("%s: CUDA_ERROR_OUT_OF_MEMORY", s->base->alloc_entry);
   /* retry and cache allocate again after an out-of-memory (retry by default only once it
    * trimmed something): once, the next call serves */
   if (layer_is (s, L_KEEPS) || (layer_is (s, L_RETRIES) && is (s, B_TRIM)))
     g_assert_null (allocate_failing (&f, MiB, CUDA_ERROR_OUT_OF_MEMORY, 1));
   failures = layer_is (s, L_RETRIES) ? 8 : 1;
   error = allocate_failing (&f, MiB, CUDA_ERROR_OUT_OF_MEMORY, failures);
-  g_assert_nonnull (error);
   g_test_message ("%s: %s", s->spec, error->message);
-  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_nonnull (strstr (error->message, expected));
-  g_assert_true (mt_error_is_cuda (error, CUDA_ERROR_OUT_OF_MEMORY));
-  if (!layer_is (s, L_CHUNKS))
-    {
-      if (layer_is (s, L_PREFIX))
-        g_assert_nonnull (strstr (error->message, "cannot allocate 1048576 bytes: "));
-      else
-        g_assert_true (g_str_has_prefix (error->message, "cannot allocate 1048576 bytes: "));
-    }
+  assert_out_of_memory (s, error, "cannot allocate 1048576 bytes: ");
   g_clear_error (&error);
   /* one byte, in the singular */
   error = allocate_failing (&f, 1, CUDA_ERROR_OUT_OF_MEMORY, failures);
-  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_nonnull (strstr (error->message, expected));
-  if (!layer_is (s, L_CHUNKS))
-    {
-      if (layer_is (s, L_PREFIX))
-        g_assert_nonnull (strstr (error->message, "cannot allocate 1 byte: "));
-      else
-        g_assert_true (g_str_has_prefix (error->message, "cannot allocate 1 byte: "));
-    }
+  assert_out_of_memory (s, error, "cannot allocate 1 byte: ");
   g_clear_error (&error);
   /* another CUresult of the same call keeps its own domain and code */
   error = allocate_failing (&f, MiB, CUDA_ERROR_UNKNOWN, failures);
   g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
   g_assert_nonnull (strstr (error->message, s->base->alloc_entry));
   g_clear_error (&error);
-  g_assert_cmpuint (stats_ok (f.mr).n_buffers, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (f.mr).n_buffers, ==, 0);
   mt_close_ok (alloc_ok (f.s, f.mr, 4 * KiB, f.stream), f.stream);
   fx_clear (&f);
 }
@@ -931,7 +919,7 @@ test_out_of_memory_real (gconstpointer data)
   g_assert_null (buf);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
   /* nothing stays allocated, and the resource still serves */
-  g_assert_cmpuint (stats_ok (f.mr).n_buffers, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (f.mr).n_buffers, ==, 0);
   buf = alloc_ok (f.s, f.mr, 4096, f.stream);
   mt_close_ok (buf, f.stream);
   fx_clear (&f);
@@ -968,7 +956,7 @@ test_finalize_live (gconstpointer data)
           mt_check_pattern (bufs[i], 0, size, i, f.stream);
         }
     }
-  g_assert_cmpuint (stats_ok (mr).n_buffers, ==, 3);
+  g_assert_cmpuint (mt_stats_ok (mr).n_buffers, ==, 3);
   if (mt_driver_is_fake () && is (f.s, B_OWN_POOL) && f.s->layer->name == NULL)
     {
       FakeCudaCounts live;
@@ -979,7 +967,7 @@ test_finalize_live (gconstpointer data)
     }
   mt_close_ok (bufs[0], f.stream);
   mt_close_ok (bufs[2], f.stream);
-  g_assert_cmpuint (stats_ok (mr).n_buffers, ==, 1);
+  g_assert_cmpuint (mt_stats_ok (mr).n_buffers, ==, 1);
   if (mt_driver_is_fake () && is (f.s, B_OWN_POOL))
     {
       FakeCudaCounts live;
@@ -1051,7 +1039,7 @@ test_threads (gconstpointer data)
     g_thread_join (threads[t]);
   if (f.drv != NULL)
     mt_sync_ok (NULL);
-  s = stats_ok (f.mr);
+  s = mt_stats_ok (f.mr);
   g_assert_cmpuint (s.used_current, ==, 0);
   g_assert_cmpuint (s.n_buffers, ==, 0);
   if (!is (f.s, B_CAPTURE)) /* graph memory is counted at launch */

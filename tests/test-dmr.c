@@ -20,20 +20,6 @@ drv (void)
   return d;
 }
 
-static MemresStats
-stats_ok (MemresResource *mr)
-{
-  GError *error = NULL;
-  MemresStats stats;
-
-  memset (&stats, 0xff, sizeof stats);
-  MT_CHECK (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_cmpuint (stats.reserved_high, >=, stats.reserved_current);
-  g_assert_cmpuint (stats.used_high, >=, stats.used_current);
-  g_assert_cmpuint (stats.reserved_current, >=, stats.used_current);
-  return stats;
-}
-
 /* A stream of device 0, which also becomes the calling thread's current context. */
 static CUstream
 stream_new (void)
@@ -209,7 +195,7 @@ test_max_size (void)
   mt_close_ok (b, NULL);
   mt_close_ok (a, NULL);
   mt_sync_ok (NULL);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
   memres_resource_unref (mr);
   mt_assert_fake_counts_equal (&base);
 }
@@ -303,10 +289,10 @@ test_free_other_stream (void)
   mt_close_ok (src, b);
   CU_OK (drv ()->cuStreamSynchronize (b));
   check_pattern (dst, 42, a);
-  g_assert_cmpuint (stats_ok (mr).used_current, >=, 4 * MiB);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, >=, 4 * MiB);
   mt_close_ok (dst, a);
   CU_OK (drv ()->cuStreamSynchronize (a));
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
 
   CU_OK (drv ()->cuEventDestroy (done));
   stream_free (a);
@@ -355,10 +341,10 @@ test_pool_current_vs_new (void)
   g_assert_true (pool_of (b3) != current);
   g_assert_cmpuint (pool_attr (pool_of (b3), CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), !=, G_MAXUINT64);
   /* both current resources see all the current pool's memory, the new one only its own */
-  g_assert_cmpuint (stats_ok (cur1).used_current, >=, 3 * MiB);
-  g_assert_cmpuint (stats_ok (cur2).used_current, ==, stats_ok (cur1).used_current);
-  g_assert_cmpuint (stats_ok (own).used_current, >=, 3 * MiB);
-  g_assert_cmpuint (stats_ok (own).used_current, <, 4 * MiB + 4 * MiB);
+  g_assert_cmpuint (mt_stats_ok (cur1).used_current, >=, 3 * MiB);
+  g_assert_cmpuint (mt_stats_ok (cur2).used_current, ==, mt_stats_ok (cur1).used_current);
+  g_assert_cmpuint (mt_stats_ok (own).used_current, >=, 3 * MiB);
+  g_assert_cmpuint (mt_stats_ok (own).used_current, <, 4 * MiB + 4 * MiB);
   g_assert_cmpint (memres_resource_get_device (cur1), ==, 0);
   g_assert_cmpint (memres_resource_get_flags (cur1), ==,
                    MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED);
@@ -666,7 +652,7 @@ test_capture_refused (void)
   CU_OK (drv ()->cuStreamEndCapture (stream, &graph));
   if (graph != NULL)
     CU_OK (drv ()->cuGraphDestroy (graph));
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
 
   /* the same stream allocates again once the capture ended */
   round_trip (mr, 8 * KiB, stream);
@@ -708,7 +694,7 @@ test_no_context (void)
   /* a thread that never made a context current allocates and frees on the NULL stream */
   g_thread_join (g_thread_new ("no-context", pairs_main, mr));
   mt_sync_ok (NULL);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
   memres_resource_unref (mr);
   mt_assert_fake_counts_equal (&base);
 }
@@ -932,16 +918,16 @@ test_no_pools (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
   g_assert_null (b);
   g_clear_error (&error);
-  s = stats_ok (mr);
+  s = mt_stats_ok (mr);
   g_assert_cmpuint (s.used_current, ==, 6 * MiB);
   g_assert_cmpuint (s.reserved_current, ==, 6 * MiB);
   g_assert_cmpuint (s.used_high, ==, 6 * MiB);
   mt_close_ok (a, NULL);
-  s = stats_ok (mr);
+  s = mt_stats_ok (mr);
   g_assert_cmpuint (s.used_current, ==, 0);
   g_assert_cmpuint (s.used_high, ==, 6 * MiB);
   MT_CHECK (memres_resource_reset_stats (mr, &error));
-  g_assert_cmpuint (stats_ok (mr).used_high, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_high, ==, 0);
   MT_CHECK (memres_resource_trim (mr, 0, &error));
   g_assert_false (memres_resource_set_access (mr, grant, 1, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
@@ -1019,7 +1005,7 @@ test_fault_close (void)
   mt_sync_ok (stream);
   mt_fake_get_counts (&live);
   g_assert_cmpint (live.pool_allocations, ==, base.pool_allocations);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
 
   /* at process exit (driver deinitialized) a failed free is no error */
   buf = mt_alloc_ok (mr, 256 * KiB, stream);

@@ -62,19 +62,6 @@ fixture_clear (Fixture *f)
   mt_assert_fake_counts_equal (&f->base);
 }
 
-static MemresStats
-stats_ok (MemresResource *mr)
-{
-  GError *error = NULL;
-  MemresStats stats;
-
-  memset (&stats, 0xff, sizeof stats);
-  MT_CHECK (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_cmpuint (stats.reserved_high, >=, stats.reserved_current);
-  g_assert_cmpuint (stats.used_high, >=, stats.used_current);
-  return stats;
-}
-
 static void
 begin_capture (Fixture *f)
 {
@@ -149,7 +136,7 @@ test_capture_launch (void)
   for (int i = 0; i < 3; i++)
     {
       launch_and_check (&f, exec);
-      s = stats_ok (f.mr);
+      s = mt_stats_ok (f.mr);
       /* Each launch allocated the buffer (used, at its high mark) and freed it again. */
       g_assert_cmpuint (s.used_high, >=, f.size);
       g_assert_cmpuint (s.reserved_current, >=, f.size);
@@ -224,7 +211,7 @@ test_trim_after_destroy (void)
   graph = end_capture (&f);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
   launch_and_check (&f, exec);
-  s = stats_ok (f.mr);
+  s = mt_stats_ok (f.mr);
   g_assert_cmpuint (s.reserved_current, >=, f.size);
 
   /* trim cannot keep part of the reservation: only a floor above it is a no-op */
@@ -232,20 +219,20 @@ test_trim_after_destroy (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error (&error);
   MT_CHECK (memres_resource_trim (f.mr, s.reserved_current, &error));
-  g_assert_cmpuint (stats_ok (f.mr).reserved_current, ==, s.reserved_current);
+  g_assert_cmpuint (mt_stats_ok (f.mr).reserved_current, ==, s.reserved_current);
 
   CU_OK (f.drv->cuGraphExecDestroy (exec));
   CU_OK (f.drv->cuGraphDestroy (graph));
   CU_OK (f.drv->cuStreamSynchronize (f.stream));
   MT_CHECK (memres_resource_trim (f.mr, 0, &error));
-  s = stats_ok (f.mr);
+  s = mt_stats_ok (f.mr);
   g_assert_cmpuint (s.reserved_current, ==, 0);
   g_assert_cmpuint (s.used_current, ==, 0);
   g_assert_cmpuint (s.reserved_high, >=, f.size);
 
   /* reset: the high marks come down to the current values */
   MT_CHECK (memres_resource_reset_stats (f.mr, &error));
-  s = stats_ok (f.mr);
+  s = mt_stats_ok (f.mr);
   g_assert_cmpuint (s.reserved_high, ==, s.reserved_current);
   g_assert_cmpuint (s.used_high, ==, s.used_current);
   fixture_clear (&f);
@@ -277,14 +264,14 @@ test_outlives_graph (void)
   CU_OK (f.drv->cuStreamSynchronize (f.stream));
   for (gsize i = 0; i < sizeof back; i++)
     g_assert_cmphex (back[i], ==, (PATTERN >> (8 * (i % 4))) & 0xff);
-  g_assert_cmpuint (stats_ok (f.mr).used_current, >=, f.size);
+  g_assert_cmpuint (mt_stats_ok (f.mr).used_current, >=, f.size);
   g_assert_cmpint (f.drv->cuGraphLaunch (exec, f.stream), ==, CUDA_ERROR_INVALID_VALUE);
   mt_close_ok (buf, f.stream);
   CU_OK (f.drv->cuStreamSynchronize (f.stream));
   CU_OK (f.drv->cuGraphExecDestroy (exec));
   CU_OK (f.drv->cuGraphDestroy (graph));
   if (mt_driver_is_fake ())
-    g_assert_cmpuint (stats_ok (f.mr).used_current, ==, 0);
+    g_assert_cmpuint (mt_stats_ok (f.mr).used_current, ==, 0);
 
   /* With auto-free on launch: every relaunch frees the previous launch's allocation; the
    * buffer is closed once, after the last launch. */
@@ -306,7 +293,7 @@ test_outlives_graph (void)
   mt_close_ok (buf, f.stream);
   CU_OK (f.drv->cuStreamSynchronize (f.stream));
   if (mt_driver_is_fake ())
-    g_assert_cmpuint (stats_ok (f.mr).used_current, ==, 0);
+    g_assert_cmpuint (mt_stats_ok (f.mr).used_current, ==, 0);
   fixture_clear (&f);
 }
 
@@ -414,11 +401,11 @@ test_freed_by_other_graph (void)
   for (int i = 0; i < 2; i++)
     {
       launch_and_check (&f, alloc_exec);
-      g_assert_cmpuint (stats_ok (f.mr).used_current, >=, f.size);
+      g_assert_cmpuint (mt_stats_ok (f.mr).used_current, >=, f.size);
       CU_OK (f.drv->cuGraphLaunch (free_exec, f.stream));
       CU_OK (f.drv->cuStreamSynchronize (f.stream));
       if (mt_driver_is_fake ())
-        g_assert_cmpuint (stats_ok (f.mr).used_current, ==, 0);
+        g_assert_cmpuint (mt_stats_ok (f.mr).used_current, ==, 0);
     }
   CU_OK (f.drv->cuGraphExecDestroy (alloc_exec));
   CU_OK (f.drv->cuGraphExecDestroy (free_exec));
@@ -529,14 +516,14 @@ test_equal_resources (void)
   graph = end_capture (&f);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
   launch_and_check (&f, exec);
-  a = stats_ok (f.mr);
-  b = stats_ok (other);
+  a = mt_stats_ok (f.mr);
+  b = mt_stats_ok (other);
   g_assert_cmpuint (a.reserved_current, ==, b.reserved_current);
   g_assert_cmpuint (a.used_high, ==, b.used_high);
   CU_OK (f.drv->cuGraphExecDestroy (exec));
   CU_OK (f.drv->cuGraphDestroy (graph));
   MT_CHECK (memres_resource_trim (other, 0, &error));
-  g_assert_cmpuint (stats_ok (f.mr).reserved_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (f.mr).reserved_current, ==, 0);
   memres_resource_unref (other);
   fixture_clear (&f);
 }
