@@ -1,6 +1,7 @@
-/* test-adaptors.c: the adaptors memres ships (stats, limit, track, log, retry), over host and
- * over every device kind (suite fake: the fake driver; suite gpu: a real device; suite core:
- * host only, the device cases skip), alone and in stacks of three and more. In-test kinds:
+/* test-adaptors.c: what is the adaptors' own (stats, limit, track, log, retry: their counters,
+ * options, files, handlers), over host and device kinds (suite fake: the fake driver; suite gpu:
+ * a real device; suite core: host only, the device cases skip), alone and in stacks of three and
+ * more; each adaptor over each kind keeping the contract is test-conformance.c's. In-test kinds:
  * "leaky", an adaptor that never gives allocations back (so that track is finalized with
  * allocations live), and "tight", a base kind of host memory with a capacity and a cache of
  * freed bytes that only trim returns (for retry's default handler); "arena", a base kind of
@@ -300,92 +301,6 @@ alloc_at_least (MemresResource *mr, gsize size)
   g_assert_nonnull (buf);
   g_assert_cmpuint (memres_buffer_get_size (buf), >=, size);
   return buf;
-}
-
-/* The adaptors as a spec prefix, each over @base. */
-static char *
-adaptor_spec (guint i, const char *base)
-{
-  g_autofree char *log = temp_path ("each.csv"); /* no ',', '>' or '\' in it */
-
-  switch (i)
-    {
-    case 0:
-      return g_strdup_printf ("stats>%s", base);
-    case 1:
-      return g_strdup_printf ("limit:max=1GiB>%s", base);
-    case 2:
-      return g_strdup_printf ("track>%s", base);
-    case 3:
-      return g_strdup_printf ("log:path=%s>%s", log, base);
-    default:
-      return g_strdup_printf ("retry>%s", base);
-    }
-}
-#define N_ADAPTORS 5
-
-/* The bytes @mr reports in use. */
-static guint64
-used_bytes (MemresResource *mr)
-{
-  g_autoptr (GError) error = NULL;
-  MemresStats stats;
-
-  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_no_error (error);
-  return stats.used_current;
-}
-
-/* Every adaptor over @base: the memory works, flags and device come from below, and the layer
- * below counts what the adaptor took from it (its own view: a buffer's bytes in use while it is
- * open, none once it is closed). */
-static void
-check_adaptors_over (const char *base)
-{
-  g_autoptr (MemresResource) below = mt_new_ok (base);
-  guint i;
-
-  for (i = 0; i < N_ADAPTORS; i++)
-    {
-      g_autofree char *spec = adaptor_spec (i, base);
-      g_autoptr (MemresResource) mr = mt_new_ok (spec);
-      MemresResource *up = memres_resource_get_upstream (mr);
-      guint64 used_before = used_bytes (up);
-      MemresBuffer *buf;
-
-      g_test_message ("%s", spec);
-      g_assert_nonnull (up);
-      g_assert_cmpstr (memres_resource_get_kind_name (up), ==,
-                       memres_resource_get_kind_name (below));
-      g_assert_cmpint (memres_resource_get_device (mr), ==, memres_resource_get_device (below));
-      g_assert_cmpint (memres_resource_get_flags (mr) & ~MEMRES_MEMORY_RESIZABLE, ==,
-                       memres_resource_get_flags (below) & ~MEMRES_MEMORY_RESIZABLE);
-      buf = alloc_at_least (mr, 1 << 20);
-      g_assert_cmpuint (memres_buffer_get_size (buf), >=, 1 << 20);
-      g_assert_cmpint (memres_buffer_get_device (buf), ==, memres_resource_get_device (below));
-      mt_write_pattern (buf, 0, 1 << 20, i + 1, NULL);
-      mt_check_pattern (buf, 0, 1 << 20, i + 1, NULL);
-      g_assert_cmpuint (used_bytes (up), >=, used_before + memres_buffer_get_size (buf));
-      mt_close_ok (buf, NULL);
-      g_assert_cmpuint (used_bytes (up), ==, used_before);
-    }
-}
-
-static void
-test_over_host (void)
-{
-  check_adaptors_over ("host");
-}
-
-static void
-test_over_devices (void)
-{
-  gsize i;
-
-  if (!mt_require_devices (1))
-    return;
-  for (i = 0; i < G_N_ELEMENTS (device_specs); i++)
-    check_adaptors_over (device_specs[i]);
 }
 
 /* Three and more layers: each layer counts what went through it. */
@@ -1754,8 +1669,6 @@ main (int argc, char **argv)
 {
   mt_init (&argc, &argv);
   register_kinds ();
-  g_test_add_func ("/adaptors/over-host", test_over_host);
-  g_test_add_func ("/adaptors/over-devices", test_over_devices);
   g_test_add_func ("/adaptors/stacks-host", test_stacks_host);
   g_test_add_func ("/adaptors/stacks-devices", test_stacks_devices);
   g_test_add_func ("/adaptors/over-graph", test_over_graph);

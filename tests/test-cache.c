@@ -82,19 +82,6 @@ class_counts (MemresResource *mr, gsize size, guint64 *hits, guint64 *misses, gu
   g_assert_not_reached ();
 }
 
-static MemresStats
-stats_ok (MemresResource *mr)
-{
-  GError *error = NULL;
-  MemresStats stats;
-
-  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_no_error (error);
-  g_assert_cmpuint (stats.reserved_current, >=, stats.used_current);
-  g_assert_cmpuint (stats.reserved_high, >=, stats.reserved_current);
-  return stats;
-}
-
 static void
 trim_ok (MemresResource *mr)
 {
@@ -110,7 +97,7 @@ static void
 assert_upstream_empty (MemresResource *mr, const FakeCudaCounts *base)
 {
   MemresResource *up = memres_resource_get_upstream (mr);
-  MemresStats stats = stats_ok (up);
+  MemresStats stats = mt_stats_ok (up);
   FakeCudaCounts now;
 
   g_assert_cmpuint (stats.used_current, ==, 0);
@@ -192,12 +179,12 @@ test_class_boundaries (gconstpointer data)
           mt_close_ok (buf, NULL);
         }
       trim_ok (mr); /* the next class starts from an empty cache */
-      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+      g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 0);
     }
   /* above max_block: the upstream's own allocation */
   mt_close_ok (mt_alloc_ok (mr, 4 * MiB + 1, NULL), NULL);
   g_assert_cmpuint (counter (mr, "direct"), ==, 1);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 0);
   mt_sync_ok (NULL);
   assert_upstream_empty (mr, &base);
 }
@@ -236,16 +223,16 @@ test_hits_misses (void)
   g_assert_cmpuint (memres_buffer_get_address (b) % 256, ==, 0);
   g_assert_cmpuint (memres_buffer_get_address (c) % 256, ==, 0);
   g_assert_cmpuint (memres_buffer_get_address (b), !=, memres_buffer_get_address (c));
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 2 * 1024);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 2 * MiB);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 2 * 1024);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 2 * MiB);
   g_assert_cmpuint (counter (mr, "cached"), ==, 2 * MiB - 2 * 1024);
   mt_write_pattern (c, 0, 900, 7, stream);
   mt_check_pattern (c, 0, 900, 7, stream);
   mt_close_ok (b, stream);
   mt_close_ok (c, stream);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
   trim_ok (mr);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 0);
   assert_upstream_empty (mr, &base);
   g_clear_pointer (&mr, memres_resource_unref);
   stream_free (stream);
@@ -342,14 +329,14 @@ test_max_block (void)
   big = mt_alloc_ok (mr, 1 * MiB + 1, NULL);
   g_assert_cmpuint (counter (mr, "direct"), ==, 1);
   g_assert_cmpuint (counter (mr, "misses"), ==, 1);
-  g_assert_cmpuint (stats_ok (mr).used_current, >=, 2 * MiB + 1);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, >=, 2 * MiB + 1);
   mt_write_pattern (big, 0, 1 * MiB + 1, 11, NULL);
   mt_check_pattern (big, 0, 1 * MiB + 1, 11, NULL);
   mt_close_ok (big, NULL);
   mt_close_ok (small, NULL);
   /* the direct allocation is not cached: only the 1 MiB block is */
   g_assert_cmpuint (counter (mr, "cached"), ==, 1 * MiB);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 1 * MiB);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 1 * MiB);
   trim_ok (mr);
   mt_sync_ok (NULL);
   assert_upstream_empty (mr, &base);
@@ -373,8 +360,8 @@ test_max_cached (void)
   for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
     mt_close_ok (bufs[i], NULL);
   g_assert_cmpuint (counter (mr, "cached"), ==, 4 * MiB);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 4 * MiB);
-  g_assert_cmpuint (stats_ok (mr).reserved_high, ==, 8 * MiB);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 4 * MiB);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_high, ==, 8 * MiB);
   if (mt_driver_is_fake ())
     {
       mt_fake_get_counts (&now);
@@ -447,15 +434,15 @@ test_trim_keep (gconstpointer data)
     bufs[i] = mt_alloc_ok (mr, 1 * MiB, NULL);
   for (guint i = 0; i < 3; i++)
     mt_close_ok (bufs[i], NULL);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 3 * MiB);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 3 * MiB);
   for (guint i = 0; i < G_N_ELEMENTS (keep); i++)
     {
       g_assert_true (memres_resource_trim (mr, keep[i], &error));
       g_assert_no_error (error);
-      g_assert_cmpuint (stats_ok (mr).reserved_current, ==, left[i]);
+      g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, left[i]);
     }
   trim_ok (mr);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 0);
   mt_sync_ok (NULL);
 }
 
@@ -479,10 +466,10 @@ test_trim_everything (void)
       bufs[n++] = mt_alloc_ok (mr, sizes[i], r == 1 ? stream : NULL);
   for (guint i = 0; i < n; i++)
     mt_close_ok (bufs[i], NULL);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, >, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, >, 0);
   trim_ok (mr);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 0);
   g_assert_cmpuint (counter (mr, "cached"), ==, 0);
   mt_sync_ok (NULL);
   assert_upstream_empty (mr, &base);
@@ -522,7 +509,7 @@ test_oom_flush_retry (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
   g_assert_cmpuint (counter (mr, "oom_flushes"), ==, 2);
   g_assert_cmpuint (counter (mr, "cached"), ==, 0);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 0);
   mt_fake_reset_faults ();
   mt_sync_ok (NULL);
   assert_upstream_empty (mr, &base);
@@ -592,10 +579,10 @@ test_threads_pairs (void)
                      (long) counter (mr, "misses"));
   /* each thread missed at most once per class (its first block), the rest were hits */
   g_assert_cmpuint (counter (mr, "misses"), <=, PAIRS_THREADS);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
   g_assert_cmpuint (counter (mr, "used"), ==, 0);
   trim_ok (mr);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 0);
   for (guint t = 0; t < PAIRS_THREADS; t++)
     stream_free (jobs[t].stream);
 }
@@ -678,7 +665,7 @@ test_thread_exit (void)
   class_counts (mr, 1 * MiB, &hits, &misses, NULL);
   g_assert_cmpuint (hits, ==, 4);
   g_assert_cmpuint (misses, ==, 4);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 4 * MiB);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 4 * MiB);
   for (guint i = 0; i < 4; i++)
     mt_close_ok (bufs[i], NULL);
   trim_ok (mr);
@@ -1483,21 +1470,21 @@ test_upstream_rounding (void)
   a = mt_alloc_ok (mr, 1 << 20, NULL); /* a class of 1 MiB: a block of its own */
   b = mt_alloc_ok (mr, 1 << 20, NULL);
   /* vmm rounds each 1 MiB block up to its granularity (2 MiB on the fake) */
-  held = stats_ok (memres_resource_get_upstream (mr)).used_current;
+  held = mt_stats_ok (memres_resource_get_upstream (mr)).used_current;
   g_assert_cmpuint (held, >, 2 << 20);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, held);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, held);
   g_assert_cmpuint (counter (mr, "reserved"), ==, held);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 2 << 20);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 2 << 20);
   g_assert_cmpuint (counter (mr, "used"), ==, 2 << 20);
   memres_buffer_unref (a);
   memres_buffer_unref (b);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, held);
-  g_assert_cmpuint (stats_ok (mr).reserved_high, ==, held);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, held);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_high, ==, held);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
   trim_ok (mr);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 0);
   g_assert_cmpuint (counter (mr, "reserved"), ==, 0);
-  g_assert_cmpuint (stats_ok (memres_resource_get_upstream (mr)).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (memres_resource_get_upstream (mr)).used_current, ==, 0);
 }
 
 int

@@ -1,5 +1,6 @@
-/* test-dmr.c: the dmr kind (device memory pools, stream-ordered), against the fake driver
- * (suite fake) and the real one (suite gpu). */
+/* test-dmr.c: what is the dmr kind's own (device memory pools, stream-ordered: their options,
+ * the current pool, captures, peers, faults), against the fake driver (suite fake) and the real
+ * one (suite gpu). The contract it keeps with every kind is test-conformance.c's. */
 #include "testutil.h"
 
 #define KiB   ((gsize) 1024)
@@ -17,20 +18,6 @@ drv (void)
 
   g_assert_no_error (error);
   return d;
-}
-
-static MemresStats
-stats_ok (MemresResource *mr)
-{
-  GError *error = NULL;
-  MemresStats stats;
-
-  memset (&stats, 0xff, sizeof stats);
-  MT_CHECK (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_cmpuint (stats.reserved_high, >=, stats.reserved_current);
-  g_assert_cmpuint (stats.used_high, >=, stats.used_current);
-  g_assert_cmpuint (stats.reserved_current, >=, stats.used_current);
-  return stats;
 }
 
 /* A stream of device 0, which also becomes the calling thread's current context. */
@@ -185,137 +172,6 @@ test_allocate_patterns (void)
 }
 
 static void
-test_allocate_zero_size (void)
-{
-  FakeCudaCounts base;
-  MemresResource *mr;
-  MemresBuffer *buf;
-  MemresStats before, after;
-  long calls = 0;
-
-  if (!mt_require_devices (1))
-    return;
-  mt_counts_snapshot (&base);
-  mr = mt_new_ok ("dmr:pool=new");
-  before = stats_ok (mr);
-  if (mt_driver_is_fake ())
-    calls = mt_fake_call_count ("cuMemAllocFromPoolAsync");
-  buf = mt_alloc_ok (mr, 0, NULL);
-  g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
-  after = stats_ok (mr);
-  g_assert_cmpuint (after.used_current, ==, before.used_current);
-  g_assert_cmpuint (after.n_buffers, ==, before.n_buffers + 1);
-  if (mt_driver_is_fake ())
-    g_assert_cmpint (mt_fake_call_count ("cuMemAllocFromPoolAsync"), ==, calls);
-  mt_close_ok (buf, NULL);
-  g_assert_cmpuint (stats_ok (mr).n_buffers, ==, before.n_buffers);
-  memres_resource_unref (mr);
-  mt_assert_fake_counts_equal (&base);
-}
-
-static void
-test_allocate_too_large (void)
-{
-  FakeCudaCounts base;
-  GError *error = NULL;
-  MemresResource *mr;
-  MemresBuffer *buf;
-
-  if (!mt_require_devices (1))
-    return;
-  mt_counts_snapshot (&base);
-  mr = mt_new_ok ("dmr:pool=new");
-  buf = memres_resource_allocate (mr, G_MAXSIZE, NULL, &error);
-  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_null (buf);
-  g_clear_error (&error);
-  /* the pool keeps working */
-  round_trip (mr, 4 * KiB, NULL);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
-  memres_resource_unref (mr);
-  mt_assert_fake_counts_equal (&base);
-}
-
-static void
-test_stats (void)
-{
-  FakeCudaCounts base;
-  GError *error = NULL;
-  MemresResource *mr;
-  MemresBuffer *a, *b;
-  MemresStats s0, s1, s2, s3;
-
-  if (!mt_require_devices (1))
-    return;
-  mt_counts_snapshot (&base);
-  mr = mt_new_ok ("dmr:pool=new,release_threshold=max");
-  s0 = stats_ok (mr);
-  g_assert_cmpuint (s0.used_current, ==, 0);
-  g_assert_cmpuint (s0.n_buffers, ==, 0);
-
-  a = mt_alloc_ok (mr, 3 * MiB, NULL);
-  b = mt_alloc_ok (mr, 5 * MiB + 1, NULL);
-  s1 = stats_ok (mr);
-  g_assert_cmpuint (s1.used_current, >=, 8 * MiB + 1);
-  g_assert_cmpuint (s1.used_high, >=, s1.used_current);
-  g_assert_cmpuint (s1.reserved_current, >=, s1.used_current);
-  g_assert_cmpuint (s1.n_buffers, ==, 2);
-
-  mt_close_ok (b, NULL);
-  mt_sync_ok (NULL);
-  s2 = stats_ok (mr);
-  g_assert_cmpuint (s2.used_current, <=, s1.used_current - (5 * MiB + 1));
-  g_assert_cmpuint (s2.used_current, >=, 3 * MiB);
-  g_assert_cmpuint (s2.used_high, ==, s1.used_high); /* the mark stays */
-  g_assert_cmpuint (s2.n_buffers, ==, 1);
-
-  /* reset: the high marks come down to the current values */
-  MT_CHECK (memres_resource_reset_stats (mr, &error));
-  s3 = stats_ok (mr);
-  g_assert_cmpuint (s3.used_high, ==, s3.used_current);
-  g_assert_cmpuint (s3.used_high, <, s1.used_high);
-  g_assert_cmpuint (s3.reserved_high, ==, s3.reserved_current);
-
-  mt_close_ok (a, NULL);
-  mt_sync_ok (NULL);
-  s3 = stats_ok (mr);
-  g_assert_cmpuint (s3.used_current, ==, 0);
-  g_assert_cmpuint (s3.used_high, >=, 3 * MiB);
-  g_assert_cmpuint (s3.n_buffers, ==, 0);
-  memres_resource_unref (mr);
-  mt_assert_fake_counts_equal (&base);
-}
-
-static void
-test_trim (void)
-{
-  FakeCudaCounts base;
-  GError *error = NULL;
-  MemresResource *mr;
-  MemresStats s;
-
-  if (!mt_require_devices (1))
-    return;
-  mt_counts_snapshot (&base);
-  mr = mt_new_ok ("dmr:pool=new,release_threshold=max");
-  mt_close_ok (mt_alloc_ok (mr, 16 * MiB, NULL), NULL);
-  mt_sync_ok (NULL);
-  s = stats_ok (mr);
-  g_assert_cmpuint (s.used_current, ==, 0);
-  g_assert_cmpuint (s.reserved_current, >=, 16 * MiB); /* threshold max keeps it */
-
-  MT_CHECK (memres_resource_trim (mr, 0, &error));
-  s = stats_ok (mr);
-  g_assert_cmpuint (s.reserved_current, ==, 0);
-  g_assert_cmpuint (s.reserved_high, >=, 16 * MiB);
-
-  /* still works after the trim */
-  round_trip (mr, 64 * KiB, NULL);
-  memres_resource_unref (mr);
-  mt_assert_fake_counts_equal (&base);
-}
-
-static void
 test_max_size (void)
 {
   FakeCudaCounts base;
@@ -339,7 +195,7 @@ test_max_size (void)
   mt_close_ok (b, NULL);
   mt_close_ok (a, NULL);
   mt_sync_ok (NULL);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
   memres_resource_unref (mr);
   mt_assert_fake_counts_equal (&base);
 }
@@ -403,68 +259,6 @@ test_max_size_exact (void)
   check_max_size_exact ("dmr:pool=new,max_size=3000000", 3000000);
 }
 
-#define N_THREADS 16
-
-typedef struct
-{
-  MemresResource *mr;
-  guint iterations;
-  guint index;
-} ThreadData;
-
-static gpointer
-thread_main (gpointer user_data)
-{
-  ThreadData *td = user_data;
-
-  for (guint i = 0; i < td->iterations; i++)
-    {
-      gsize size = 1 + ((td->index * 7919 + i * 104729) % (64 * KiB));
-      GError *error = NULL;
-      MemresBuffer *buf = memres_resource_allocate (td->mr, size, NULL, &error);
-
-      g_assert_no_error (error);
-      g_assert_nonnull (buf);
-      MT_CHECK (memres_buffer_close (buf, NULL, &error));
-      memres_buffer_unref (buf);
-    }
-  return NULL;
-}
-
-static void
-test_threads (void)
-{
-  FakeCudaCounts base;
-  ThreadData td[N_THREADS];
-  GThread *threads[N_THREADS];
-  MemresResource *mr;
-  MemresStats s;
-  guint iterations = 10000;
-
-  if (!mt_require_devices (1))
-    return;
-  mt_counts_snapshot (&base);
-  mr = mt_new_ok ("dmr:pool=new");
-  for (guint t = 0; t < N_THREADS; t++)
-    {
-      td[t] = (ThreadData){ mr, iterations, t };
-      threads[t] = g_thread_new ("dmr-test", thread_main, &td[t]);
-    }
-  for (guint t = 0; t < N_THREADS; t++)
-    g_thread_join (threads[t]);
-
-  /* every thread freed on the legacy stream of the device's primary context */
-  mt_sync_ok (NULL);
-  s = stats_ok (mr);
-  g_assert_cmpuint (s.used_current, ==, 0);
-  g_assert_cmpuint (s.n_buffers, ==, 0);
-  g_assert_cmpuint (s.used_high, >=, 1);
-  if (mt_driver_is_fake ())
-    g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync"), >=, (long) N_THREADS * iterations);
-  memres_resource_unref (mr);
-  mt_assert_fake_counts_equal (&base);
-}
-
 static void
 test_free_other_stream (void)
 {
@@ -495,54 +289,15 @@ test_free_other_stream (void)
   mt_close_ok (src, b);
   CU_OK (drv ()->cuStreamSynchronize (b));
   check_pattern (dst, 42, a);
-  g_assert_cmpuint (stats_ok (mr).used_current, >=, 4 * MiB);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, >=, 4 * MiB);
   mt_close_ok (dst, a);
   CU_OK (drv ()->cuStreamSynchronize (a));
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
 
   CU_OK (drv ()->cuEventDestroy (done));
   stream_free (a);
   stream_free (b);
   memres_resource_unref (mr);
-  mt_assert_fake_counts_equal (&base);
-}
-
-static void
-test_buffers_outlive_resource (void)
-{
-  FakeCudaCounts base, live;
-  MemresResource *mr;
-  MemresBuffer *bufs[3];
-
-  if (!mt_require_devices (1))
-    return;
-  mt_counts_snapshot (&base);
-  mr = mt_new_ok ("dmr:pool=new");
-  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
-    bufs[i] = mt_alloc_ok (mr, (i + 1) * 100 * KiB, NULL);
-  memres_resource_unref (mr); /* the buffers hold it now */
-
-  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
-    {
-      g_assert_true (memres_buffer_get_resource (bufs[i]) == mr);
-      write_pattern (bufs[i], i, NULL);
-      check_pattern (bufs[i], i, NULL);
-    }
-  if (mt_driver_is_fake ())
-    {
-      mt_fake_get_counts (&live);
-      g_assert_cmpint (live.pools, ==, base.pools + 1);
-      g_assert_cmpint (live.pool_allocations, ==, base.pool_allocations + 3);
-    }
-  mt_close_ok (bufs[0], NULL);
-  mt_close_ok (bufs[2], NULL);
-  if (mt_driver_is_fake ())
-    {
-      mt_fake_get_counts (&live);
-      g_assert_cmpint (live.pools, ==, base.pools + 1); /* one buffer is left */
-    }
-  mt_close_ok (bufs[1], NULL);
-  mt_sync_ok (NULL);
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -586,10 +341,10 @@ test_pool_current_vs_new (void)
   g_assert_true (pool_of (b3) != current);
   g_assert_cmpuint (pool_attr (pool_of (b3), CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), !=, G_MAXUINT64);
   /* both current resources see all the current pool's memory, the new one only its own */
-  g_assert_cmpuint (stats_ok (cur1).used_current, >=, 3 * MiB);
-  g_assert_cmpuint (stats_ok (cur2).used_current, ==, stats_ok (cur1).used_current);
-  g_assert_cmpuint (stats_ok (own).used_current, >=, 3 * MiB);
-  g_assert_cmpuint (stats_ok (own).used_current, <, 4 * MiB + 4 * MiB);
+  g_assert_cmpuint (mt_stats_ok (cur1).used_current, >=, 3 * MiB);
+  g_assert_cmpuint (mt_stats_ok (cur2).used_current, ==, mt_stats_ok (cur1).used_current);
+  g_assert_cmpuint (mt_stats_ok (own).used_current, >=, 3 * MiB);
+  g_assert_cmpuint (mt_stats_ok (own).used_current, <, 4 * MiB + 4 * MiB);
   g_assert_cmpint (memres_resource_get_device (cur1), ==, 0);
   g_assert_cmpint (memres_resource_get_flags (cur1), ==,
                    MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED);
@@ -897,13 +652,33 @@ test_capture_refused (void)
   CU_OK (drv ()->cuStreamEndCapture (stream, &graph));
   if (graph != NULL)
     CU_OK (drv ()->cuGraphDestroy (graph));
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
 
   /* the same stream allocates again once the capture ended */
   round_trip (mr, 8 * KiB, stream);
   stream_free (stream);
   memres_resource_unref (mr);
   mt_assert_fake_counts_equal (&base);
+}
+
+/* Ten allocate+close pairs on the NULL stream, from a thread of its own. */
+static gpointer
+pairs_main (gpointer data)
+{
+  MemresResource *mr = data;
+
+  for (guint i = 0; i < 10; i++)
+    {
+      gsize size = 1 + (i * 104729) % (64 * KiB);
+      GError *error = NULL;
+      MemresBuffer *buf = memres_resource_allocate (mr, size, NULL, &error);
+
+      g_assert_no_error (error);
+      g_assert_nonnull (buf);
+      MT_CHECK (memres_buffer_close (buf, NULL, &error));
+      memres_buffer_unref (buf);
+    }
+  return NULL;
 }
 
 static void
@@ -917,14 +692,9 @@ test_no_context (void)
   mt_counts_snapshot (&base);
   mr = mt_new_ok ("dmr:pool=new");
   /* a thread that never made a context current allocates and frees on the NULL stream */
-  {
-    ThreadData td = { mr, 10, 0 };
-    GThread *t = g_thread_new ("no-context", thread_main, &td);
-
-    g_thread_join (t);
-  }
+  g_thread_join (g_thread_new ("no-context", pairs_main, mr));
   mt_sync_ok (NULL);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
   memres_resource_unref (mr);
   mt_assert_fake_counts_equal (&base);
 }
@@ -1148,16 +918,16 @@ test_no_pools (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
   g_assert_null (b);
   g_clear_error (&error);
-  s = stats_ok (mr);
+  s = mt_stats_ok (mr);
   g_assert_cmpuint (s.used_current, ==, 6 * MiB);
   g_assert_cmpuint (s.reserved_current, ==, 6 * MiB);
   g_assert_cmpuint (s.used_high, ==, 6 * MiB);
   mt_close_ok (a, NULL);
-  s = stats_ok (mr);
+  s = mt_stats_ok (mr);
   g_assert_cmpuint (s.used_current, ==, 0);
   g_assert_cmpuint (s.used_high, ==, 6 * MiB);
   MT_CHECK (memres_resource_reset_stats (mr, &error));
-  g_assert_cmpuint (stats_ok (mr).used_high, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_high, ==, 0);
   MT_CHECK (memres_resource_trim (mr, 0, &error));
   g_assert_false (memres_resource_set_access (mr, grant, 1, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
@@ -1235,7 +1005,7 @@ test_fault_close (void)
   mt_sync_ok (stream);
   mt_fake_get_counts (&live);
   g_assert_cmpint (live.pool_allocations, ==, base.pool_allocations);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
 
   /* at process exit (driver deinitialized) a failed free is no error */
   buf = mt_alloc_ok (mr, 256 * KiB, stream);
@@ -1328,13 +1098,8 @@ main (int argc, char **argv)
 
   g_test_add_func ("/dmr/allocate/patterns", test_allocate_patterns);
   g_test_add_func ("/dmr/wrap/device-ordinal", test_wrap_device_ordinal);
-  g_test_add_func ("/dmr/allocate/zero-size", test_allocate_zero_size);
-  g_test_add_func ("/dmr/allocate/too-large", test_allocate_too_large);
   g_test_add_func ("/dmr/allocate/no-context", test_no_context);
   g_test_add_func ("/dmr/allocate/capture-refused", test_capture_refused);
-  g_test_add_func ("/dmr/allocate/threads", test_threads);
-  g_test_add_func ("/dmr/stats/used", test_stats);
-  g_test_add_func ("/dmr/stats/trim", test_trim);
   g_test_add_func ("/dmr/pool/max-size", test_max_size);
   g_test_add_func ("/dmr/pool/max-size-exact", test_max_size_exact);
   g_test_add_func ("/dmr/pool/current-vs-new", test_pool_current_vs_new);
@@ -1342,7 +1107,6 @@ main (int argc, char **argv)
   g_test_add_func ("/dmr/pool/current-threshold-restored", test_pool_current_threshold_restored);
   g_test_add_func ("/dmr/pool/reuse-options", test_reuse_options);
   g_test_add_func ("/dmr/pool/no-pools", test_no_pools);
-  g_test_add_func ("/dmr/lifetime/buffers-outlive-resource", test_buffers_outlive_resource);
   g_test_add_func ("/dmr/stream/free-other-stream", test_free_other_stream);
   g_test_add_func ("/dmr/options/bad", test_bad_options);
   g_test_add_func ("/dmr/options/no-driver", test_no_driver);

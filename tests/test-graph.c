@@ -1,6 +1,7 @@
 /* test-graph.c: the graph kind (allocations inside a stream capture), against the fake driver
  * (suite fake) and the real one (suite gpu). The tests capture, instantiate and launch graphs
- * themselves through the driver table (memres_cuda_get_driver()). */
+ * themselves through the driver table (memres_cuda_get_driver()). The contract it keeps with
+ * every kind (zero bytes among it, inside a capture) is test-conformance.c's. */
 #include "testutil.h"
 
 #define KiB ((gsize) 1024)
@@ -59,19 +60,6 @@ fixture_clear (Fixture *f)
   MT_CHECK (memres_resource_trim (f->mr, 0, &error));
   memres_resource_unref (f->mr);
   mt_assert_fake_counts_equal (&f->base);
-}
-
-static MemresStats
-stats_ok (MemresResource *mr)
-{
-  GError *error = NULL;
-  MemresStats stats;
-
-  memset (&stats, 0xff, sizeof stats);
-  MT_CHECK (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_cmpuint (stats.reserved_high, >=, stats.reserved_current);
-  g_assert_cmpuint (stats.used_high, >=, stats.used_current);
-  return stats;
 }
 
 static void
@@ -148,7 +136,7 @@ test_capture_launch (void)
   for (int i = 0; i < 3; i++)
     {
       launch_and_check (&f, exec);
-      s = stats_ok (f.mr);
+      s = mt_stats_ok (f.mr);
       /* Each launch allocated the buffer (used, at its high mark) and freed it again. */
       g_assert_cmpuint (s.used_high, >=, f.size);
       g_assert_cmpuint (s.reserved_current, >=, f.size);
@@ -205,32 +193,6 @@ test_not_capturing (void)
   fixture_clear (&f);
 }
 
-/* Zero bytes inside a capture: an empty buffer, as from every kind, and no allocation node. */
-static void
-test_zero_size (void)
-{
-  GError *error = NULL;
-  MemresBuffer *buf;
-  long allocs = 0;
-  Fixture f;
-
-  if (!fixture_init (&f, 64 * KiB))
-    return;
-  begin_capture (&f);
-  if (mt_driver_is_fake ())
-    allocs = mt_fake_call_count ("cuMemAllocAsync");
-  buf = memres_resource_allocate (f.mr, 0, f.stream, &error);
-  g_assert_no_error (error);
-  g_assert_nonnull (buf);
-  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
-  g_assert_null (memres_buffer_get_pointer (buf));
-  if (mt_driver_is_fake ())
-    g_assert_cmpint (mt_fake_call_count ("cuMemAllocAsync"), ==, allocs);
-  mt_close_ok (buf, f.stream);
-  CU_OK (f.drv->cuGraphDestroy (end_capture (&f)));
-  fixture_clear (&f);
-}
-
 static void
 test_trim_after_destroy (void)
 {
@@ -249,7 +211,7 @@ test_trim_after_destroy (void)
   graph = end_capture (&f);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
   launch_and_check (&f, exec);
-  s = stats_ok (f.mr);
+  s = mt_stats_ok (f.mr);
   g_assert_cmpuint (s.reserved_current, >=, f.size);
 
   /* trim cannot keep part of the reservation: only a floor above it is a no-op */
@@ -257,20 +219,20 @@ test_trim_after_destroy (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error (&error);
   MT_CHECK (memres_resource_trim (f.mr, s.reserved_current, &error));
-  g_assert_cmpuint (stats_ok (f.mr).reserved_current, ==, s.reserved_current);
+  g_assert_cmpuint (mt_stats_ok (f.mr).reserved_current, ==, s.reserved_current);
 
   CU_OK (f.drv->cuGraphExecDestroy (exec));
   CU_OK (f.drv->cuGraphDestroy (graph));
   CU_OK (f.drv->cuStreamSynchronize (f.stream));
   MT_CHECK (memres_resource_trim (f.mr, 0, &error));
-  s = stats_ok (f.mr);
+  s = mt_stats_ok (f.mr);
   g_assert_cmpuint (s.reserved_current, ==, 0);
   g_assert_cmpuint (s.used_current, ==, 0);
   g_assert_cmpuint (s.reserved_high, >=, f.size);
 
   /* reset: the high marks come down to the current values */
   MT_CHECK (memres_resource_reset_stats (f.mr, &error));
-  s = stats_ok (f.mr);
+  s = mt_stats_ok (f.mr);
   g_assert_cmpuint (s.reserved_high, ==, s.reserved_current);
   g_assert_cmpuint (s.used_high, ==, s.used_current);
   fixture_clear (&f);
@@ -302,14 +264,14 @@ test_outlives_graph (void)
   CU_OK (f.drv->cuStreamSynchronize (f.stream));
   for (gsize i = 0; i < sizeof back; i++)
     g_assert_cmphex (back[i], ==, (PATTERN >> (8 * (i % 4))) & 0xff);
-  g_assert_cmpuint (stats_ok (f.mr).used_current, >=, f.size);
+  g_assert_cmpuint (mt_stats_ok (f.mr).used_current, >=, f.size);
   g_assert_cmpint (f.drv->cuGraphLaunch (exec, f.stream), ==, CUDA_ERROR_INVALID_VALUE);
   mt_close_ok (buf, f.stream);
   CU_OK (f.drv->cuStreamSynchronize (f.stream));
   CU_OK (f.drv->cuGraphExecDestroy (exec));
   CU_OK (f.drv->cuGraphDestroy (graph));
   if (mt_driver_is_fake ())
-    g_assert_cmpuint (stats_ok (f.mr).used_current, ==, 0);
+    g_assert_cmpuint (mt_stats_ok (f.mr).used_current, ==, 0);
 
   /* With auto-free on launch: every relaunch frees the previous launch's allocation; the
    * buffer is closed once, after the last launch. */
@@ -331,7 +293,7 @@ test_outlives_graph (void)
   mt_close_ok (buf, f.stream);
   CU_OK (f.drv->cuStreamSynchronize (f.stream));
   if (mt_driver_is_fake ())
-    g_assert_cmpuint (stats_ok (f.mr).used_current, ==, 0);
+    g_assert_cmpuint (mt_stats_ok (f.mr).used_current, ==, 0);
   fixture_clear (&f);
 }
 
@@ -439,11 +401,11 @@ test_freed_by_other_graph (void)
   for (int i = 0; i < 2; i++)
     {
       launch_and_check (&f, alloc_exec);
-      g_assert_cmpuint (stats_ok (f.mr).used_current, >=, f.size);
+      g_assert_cmpuint (mt_stats_ok (f.mr).used_current, >=, f.size);
       CU_OK (f.drv->cuGraphLaunch (free_exec, f.stream));
       CU_OK (f.drv->cuStreamSynchronize (f.stream));
       if (mt_driver_is_fake ())
-        g_assert_cmpuint (stats_ok (f.mr).used_current, ==, 0);
+        g_assert_cmpuint (mt_stats_ok (f.mr).used_current, ==, 0);
     }
   CU_OK (f.drv->cuGraphExecDestroy (alloc_exec));
   CU_OK (f.drv->cuGraphExecDestroy (free_exec));
@@ -554,14 +516,14 @@ test_equal_resources (void)
   graph = end_capture (&f);
   CU_OK (f.drv->cuGraphInstantiateWithFlags (&exec, graph, 0));
   launch_and_check (&f, exec);
-  a = stats_ok (f.mr);
-  b = stats_ok (other);
+  a = mt_stats_ok (f.mr);
+  b = mt_stats_ok (other);
   g_assert_cmpuint (a.reserved_current, ==, b.reserved_current);
   g_assert_cmpuint (a.used_high, ==, b.used_high);
   CU_OK (f.drv->cuGraphExecDestroy (exec));
   CU_OK (f.drv->cuGraphDestroy (graph));
   MT_CHECK (memres_resource_trim (other, 0, &error));
-  g_assert_cmpuint (stats_ok (f.mr).reserved_current, ==, 0);
+  g_assert_cmpuint (mt_stats_ok (f.mr).reserved_current, ==, 0);
   memres_resource_unref (other);
   fixture_clear (&f);
 }
@@ -673,7 +635,6 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/graph/capture/launch-three-times", test_capture_launch);
   g_test_add_func ("/graph/allocate/not-capturing", test_not_capturing);
-  g_test_add_func ("/graph/allocate/zero-size", test_zero_size);
   g_test_add_func ("/graph/trim/after-destroy", test_trim_after_destroy);
   g_test_add_func ("/graph/buffer/outlives-graph", test_outlives_graph);
   g_test_add_func ("/graph/buffer/double-free", test_double_free);

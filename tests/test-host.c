@@ -1,5 +1,6 @@
-/* test-host.c: the embedded host kind: pageable host memory, alignment, statistics, the
- * unsupported optional operations, and allocations that cannot succeed. */
+/* test-host.c: what is the embedded host kind's own: its properties, the alignment option, the
+ * unsupported optional operations, the default resource without a driver. The contract it keeps
+ * with every kind (sizes, statistics, zero bytes, G_MAXSIZE...) is test-conformance.c's. */
 #include <memres/memres-plugin.h>
 
 #include <string.h>
@@ -17,33 +18,6 @@ test_properties (void)
   g_assert_cmpint (memres_resource_get_flags (mr), ==, MEMRES_MEMORY_HOST_ACCESSIBLE);
   g_assert_true (memres_resource_is_host_accessible (mr));
   g_assert_false (memres_resource_is_device_accessible (mr));
-}
-
-static void
-test_allocate_and_use (void)
-{
-  g_autoptr (GError) error = NULL;
-  g_autoptr (MemresResource) mr = mt_new_ok ("host");
-  g_autoptr (MemresBuffer) buf = NULL;
-  guint8 *p;
-  gsize i;
-
-  buf = mt_alloc_ok (mr, 4096, NULL);
-  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 4096);
-  g_assert_cmpint (memres_buffer_get_device (buf), ==, -1);
-  g_assert_true (memres_buffer_is_host_accessible (buf));
-  g_assert_false (memres_buffer_is_device_accessible (buf));
-  g_assert_true (memres_buffer_get_resource (buf) == mr);
-  p = memres_buffer_get_pointer (buf);
-  g_assert_nonnull (p);
-  g_assert_cmpuint (memres_buffer_get_address (buf), ==, (guint64) (guintptr) p);
-  /* the memory is really there: write every byte, read it back */
-  for (i = 0; i < 4096; i++)
-    p[i] = (guint8) (i * 7);
-  for (i = 0; i < 4096; i++)
-    g_assert_cmpint (p[i], ==, (guint8) (i * 7));
-  g_assert_true (memres_buffer_close (buf, NULL, &error));
-  g_assert_no_error (error);
 }
 
 static void
@@ -110,94 +84,6 @@ test_alignment_invalid (void)
 }
 
 static void
-test_stats (void)
-{
-  g_autoptr (GError) error = NULL;
-  g_autoptr (MemresResource) mr = mt_new_ok ("host");
-  MemresStats stats;
-  MemresBuffer *a, *b;
-
-  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_no_error (error);
-  g_assert_cmpuint (stats.used_current, ==, 0);
-  g_assert_cmpuint (stats.used_high, ==, 0);
-  g_assert_cmpuint (stats.n_buffers, ==, 0);
-
-  a = memres_resource_allocate (mr, 1000, NULL, &error);
-  b = mt_alloc_ok (mr, 3000, NULL);
-  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_cmpuint (stats.used_current, ==, 4000);
-  g_assert_cmpuint (stats.used_high, ==, 4000);
-  g_assert_cmpuint (stats.reserved_current, ==, 4000);
-  g_assert_cmpuint (stats.reserved_high, ==, 4000);
-  g_assert_cmpuint (stats.n_buffers, ==, 2);
-
-  g_assert_true (memres_buffer_close (b, NULL, &error));
-  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_cmpuint (stats.used_current, ==, 1000);
-  g_assert_cmpuint (stats.used_high, ==, 4000);
-  g_assert_cmpuint (stats.n_buffers, ==, 1);
-
-  g_assert_true (memres_resource_reset_stats (mr, &error));
-  g_assert_no_error (error);
-  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_cmpuint (stats.used_high, ==, 1000);
-  g_assert_cmpuint (stats.reserved_high, ==, 1000);
-
-  memres_buffer_unref (a); /* closes it */
-  memres_buffer_unref (b);
-  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_cmpuint (stats.used_current, ==, 0);
-  g_assert_cmpuint (stats.n_buffers, ==, 0);
-}
-
-static void
-test_zero_size (void)
-{
-  g_autoptr (GError) error = NULL;
-  g_autoptr (MemresResource) mr = mt_new_ok ("host");
-  g_autoptr (MemresBuffer) buf = memres_resource_allocate (mr, 0, NULL, &error);
-  MemresStats stats;
-
-  g_assert_no_error (error);
-  g_assert_nonnull (buf);
-  g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
-  g_assert_null (memres_buffer_get_pointer (buf));
-  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
-  g_assert_cmpint (memres_buffer_get_device (buf), ==, -1);
-  g_assert_true (memres_buffer_is_host_accessible (buf));
-  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_cmpuint (stats.used_current, ==, 0);
-  g_assert_cmpuint (stats.n_buffers, ==, 1);
-  g_assert_true (memres_buffer_fill (buf, 0xff, 1, NULL, &error));
-  g_assert_no_error (error);
-  g_assert_true (memres_buffer_close (buf, NULL, &error));
-  g_assert_no_error (error);
-}
-
-static void
-test_too_large (void)
-{
-  static const gsize sizes[] = { G_MAXSIZE, G_MAXSIZE - 1, G_MAXSIZE / 2 + 1 };
-  g_autoptr (MemresResource) mr = mt_new_ok ("host");
-  MemresStats stats;
-  gsize i;
-
-  for (i = 0; i < G_N_ELEMENTS (sizes); i++)
-    {
-      g_autoptr (GError) error = NULL;
-      g_autoptr (MemresBuffer) buf = memres_resource_allocate (mr, sizes[i], NULL, &error);
-      g_assert_null (buf);
-      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-    }
-  /* nothing counted, nothing held */
-  g_assert_true (memres_resource_get_stats (mr, &stats, NULL));
-  g_assert_cmpuint (stats.used_current, ==, 0);
-  g_assert_cmpuint (stats.used_high, ==, 0);
-  g_assert_cmpuint (stats.n_buffers, ==, 0);
-}
-
-static void
 test_not_supported (void)
 {
   g_autoptr (GError) error = NULL;
@@ -206,10 +92,7 @@ test_not_supported (void)
   MemresAccessDesc desc = { 0, MEMRES_ACCESS_READWRITE };
   MemresAccess access;
 
-  g_assert_false (memres_resource_trim (mr, 0, &error));
-  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
-  g_assert_nonnull (strstr (error->message, "\"host\""));
-  g_clear_error (&error);
+  /* trim: the trim case of test-conformance.c */
   g_assert_false (memres_resource_set_access (mr, &desc, 1, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error (&error);
@@ -243,12 +126,8 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
 
   g_test_add_func ("/host/properties", test_properties);
-  g_test_add_func ("/host/allocate", test_allocate_and_use);
   g_test_add_func ("/host/alignment", test_alignment);
   g_test_add_func ("/host/alignment/invalid", test_alignment_invalid);
-  g_test_add_func ("/host/stats", test_stats);
-  g_test_add_func ("/host/allocate/zero-size", test_zero_size);
-  g_test_add_func ("/host/allocate/too-large", test_too_large);
   g_test_add_func ("/host/not-supported", test_not_supported);
   g_test_add_func ("/host/default-without-driver", test_default_without_driver);
   return g_test_run ();

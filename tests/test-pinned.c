@@ -1,5 +1,6 @@
 /* test-pinned.c: the pinned kind (page-locked host memory), pool and legacy mode, against the
- * fake driver (suite fake) and the real one (suite gpu). */
+ * fake driver (suite fake) and the real one (suite gpu). The contract it keeps with every kind
+ * is test-conformance.c's. */
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -598,41 +599,6 @@ test_pool_attribute_errors (void)
 }
 
 static void
-check_zero_size (const char *spec)
-{
-  g_autoptr (MemresResource) mr = mt_new_ok (spec);
-  MemresBuffer *buf = mt_alloc_ok (mr, 0, NULL);
-
-  g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
-  g_assert_null (memres_buffer_get_pointer (buf));
-  mt_close_ok (buf, NULL);
-}
-
-static void
-test_allocate_zero_size (void)
-{
-  FakeCudaCounts base;
-  long pool_allocs = 0, host_allocs = 0;
-
-  if (!require_pool_mode ())
-    return;
-  mt_counts_snapshot (&base);
-  if (mt_driver_is_fake ())
-    {
-      pool_allocs = mt_fake_call_count ("cuMemAllocFromPoolAsync");
-      host_allocs = mt_fake_call_count ("cuMemHostAlloc");
-    }
-  check_zero_size ("pinned");
-  check_zero_size ("pinned:mode=legacy");
-  if (mt_driver_is_fake ())
-    {
-      g_assert_cmpint (mt_fake_call_count ("cuMemAllocFromPoolAsync"), ==, pool_allocs);
-      g_assert_cmpint (mt_fake_call_count ("cuMemHostAlloc"), ==, host_allocs);
-    }
-  mt_assert_fake_counts_equal (&base);
-}
-
-static void
 check_too_large (const char *spec)
 {
   g_autoptr (GError) error = NULL;
@@ -651,8 +617,7 @@ test_allocate_max_size (void)
   if (!require_pool_mode ())
     return;
   mt_counts_snapshot (&base);
-  check_too_large ("pinned");
-  check_too_large ("pinned:mode=legacy");
+  /* (plain pinned and pinned:mode=legacy: the max-size case of test-conformance.c) */
   check_too_large ("pinned:max_size=1MiB");
 
   /* Beyond the pool's max_size: the driver's out-of-memory, reported as such. */
@@ -719,65 +684,6 @@ test_allocate_above_host_memory (void)
   check_above_host_memory ("pinned", (gsize) total + 1);
   check_above_host_memory ("pinned:mode=legacy", (gsize) total + 1);
   check_above_host_memory ("pinned:max_size=1MiB", (gsize) total + 1);
-  mt_assert_fake_counts_equal (&base);
-}
-
-/* Allocation and free from several threads at once leave the statistics exact. */
-typedef struct
-{
-  MemresResource *mr;
-  guint seed;
-} ThreadData;
-
-static gpointer
-thread_func (gpointer data)
-{
-  ThreadData *td = data;
-
-  for (guint i = 0; i < 50; i++)
-    {
-      g_autoptr (GError) error = NULL;
-      gsize size = 4096 * (1 + (td->seed + i) % 7);
-      MemresBuffer *buf = memres_resource_allocate (td->mr, size, NULL, &error);
-
-      g_assert_no_error (error);
-      mt_close_ok (buf, NULL);
-    }
-  return NULL;
-}
-
-static void
-check_threads (const char *spec)
-{
-  g_autoptr (MemresResource) mr = mt_new_ok (spec);
-  ThreadData td[4];
-  GThread *threads[4];
-  MemresStats s;
-
-  for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
-    {
-      td[i].mr = mr;
-      td[i].seed = i;
-      threads[i] = g_thread_new ("pinned", thread_func, &td[i]);
-    }
-  for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
-    g_thread_join (threads[i]);
-  mt_sync_ok (NULL);
-  get_stats (mr, &s);
-  g_assert_cmpuint (s.used_current, ==, 0);
-  g_assert_cmpuint (s.n_buffers, ==, 0);
-}
-
-static void
-test_threads (void)
-{
-  FakeCudaCounts base;
-
-  if (!require_pool_mode ())
-    return;
-  mt_counts_snapshot (&base);
-  check_threads ("pinned");
-  check_threads ("pinned:mode=legacy");
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -1380,10 +1286,8 @@ main (int argc, char **argv)
   g_test_add_func ("/pinned/legacy/stats", test_legacy_stats);
   g_test_add_func ("/pinned/options/invalid", test_options_invalid);
   g_test_add_func ("/pinned/options/numa-missing", test_options_numa_missing);
-  g_test_add_func ("/pinned/allocate/zero-size", test_allocate_zero_size);
   g_test_add_func ("/pinned/allocate/max-size", test_allocate_max_size);
   g_test_add_func ("/pinned/allocate/above-host-memory", test_allocate_above_host_memory);
-  g_test_add_func ("/pinned/allocate/threads", test_threads);
   g_test_add_func ("/pinned/fault/pool", test_fault_sweep_pool);
   g_test_add_func ("/pinned/fault/legacy", test_fault_sweep_legacy);
 

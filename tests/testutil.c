@@ -653,6 +653,21 @@ mt_close_ok (MemresBuffer *buf, MemresStream stream)
   memres_buffer_unref (buf);
 }
 
+MemresStats
+mt_stats_ok (MemresResource *mr)
+{
+  g_autoptr (GError) error = NULL;
+  MemresStats stats;
+
+  memset (&stats, 0xff, sizeof stats);
+  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (stats.reserved_high, >=, stats.reserved_current);
+  g_assert_cmpuint (stats.used_high, >=, stats.used_current);
+  g_assert_cmpuint (stats.reserved_current, >=, stats.used_current);
+  return stats;
+}
+
 void
 mt_sync_ok (MemresStream stream)
 {

@@ -148,6 +148,10 @@ MemresBuffer *mt_alloc_ok (MemresResource *mr, gsize size, MemresStream stream);
  * reference to @buf. */
 void mt_close_ok (MemresBuffer *buf, MemresStream stream);
 
+/* memres_resource_get_stats(@mr), asserting success, no error and statistics that hold together:
+ * each high mark at least its current value, reserved at least used. */
+MemresStats mt_stats_ok (MemresResource *mr);
+
 /* memres_stream_synchronize(@stream), asserting success and no error. */
 void mt_sync_ok (MemresStream stream);
 

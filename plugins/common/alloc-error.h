@@ -2,8 +2,9 @@
  * alloc-error.h: the message of the shipped kinds' failed allocations. An allocation that the
  * memory cannot satisfy says the size it was asked for before the reason: "cannot allocate N
  * bytes: cuMemAllocAsync: CUDA_ERROR_OUT_OF_MEMORY: ...", the same words from every base kind
- * (tests/test-oom.c holds them to it). Header-only, as release.h: the pool kinds' slots
- * (pool-slots.c, pool-other.c), graph's and vmm's allocate use it. */
+ * (the out-of-memory case of tests/test-conformance.c holds them to it). Header-only, as
+ * release.h: the pool kinds' slots (pool-slots.c, pool-other.c), graph's and vmm's allocate use
+ * it. */
 #pragma once
 
 #include <memres/memres-plugin.h>
