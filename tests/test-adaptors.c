@@ -788,9 +788,9 @@ test_limit_rounded (void)
   buf = memres_resource_allocate (mr, 1, NULL, &error);
   g_assert_null (buf);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_cmpstr (error->message, ==,
-                   "limit: allocating 1 byte (2097152 bytes in the layer below, which rounds it "
-                   "up) would pass the limit of 1048576 bytes (0 in use)");
+  mt_assert_oom_cause (
+      error, "limit: allocating 1 byte (2097152 bytes in the layer below, which rounds it "
+             "up) would pass the limit of 1048576 bytes (0 in use)");
   g_clear_error (&error);
   /* nothing was kept: the same refusal again, not a different count */
   g_assert_null (memres_resource_allocate (mr, 1, NULL, &error));
@@ -803,13 +803,13 @@ test_limit_rounded (void)
   buf = mt_alloc_ok (mr, 2 << 20, NULL);
   g_assert_null (memres_resource_allocate (mr, 3 << 20, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_cmpstr (error->message, ==,
-                   "limit: allocating 3145728 bytes (4194304 bytes in the layer below, which "
-                   "rounds it up) would pass the limit of 5242880 bytes (2097152 in use)");
+  mt_assert_oom_cause (error,
+                       "limit: allocating 3145728 bytes (4194304 bytes in the layer below, which "
+                       "rounds it up) would pass the limit of 5242880 bytes (2097152 in use)");
   g_clear_error (&error);
   /* refused before anything is asked of the layer below: only the size asked is said */
   g_assert_null (memres_resource_allocate (mr, 4 << 20, NULL, &error));
-  g_assert_cmpstr (error->message, ==,
+  mt_assert_oom_cause (error,
                    "limit: allocating 4194304 bytes would pass the limit of 5242880 bytes "
                    "(2097152 in use)");
   mt_close_ok (buf, NULL);
@@ -830,8 +830,8 @@ test_limit_boundary (void)
   c1 = memres_resource_allocate (mr, 1, NULL, &error);
   g_assert_null (c1);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_cmpstr (error->message, ==,
-                   "limit: allocating 1 byte would pass the limit of 1000 bytes (1000 in use)");
+  mt_assert_oom_cause (error,
+                       "limit: allocating 1 byte would pass the limit of 1000 bytes (1000 in use)");
   g_clear_error (&error);
   g_assert_true (memres_stats_get_counters (mr, &c, NULL));
   g_assert_cmpuint (c.count_total, ==, 2); /* the refused one never reached stats */
@@ -855,12 +855,11 @@ test_limit_boundary (void)
   a = mt_alloc_ok (mr, 1, NULL);
   g_assert_null (memres_resource_allocate (mr, 2, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_cmpstr (error->message, ==,
-                   "limit: allocating 2 bytes would pass the limit of 1 byte (1 in use)");
+  mt_assert_oom_cause (error,
+                       "limit: allocating 2 bytes would pass the limit of 1 byte (1 in use)");
   g_clear_error (&error);
   g_assert_null (memres_resource_allocate (mr, 1, NULL, &error));
-  g_assert_cmpstr (error->message, ==,
-                   "limit: allocating 1 byte would pass the limit of 1 byte (1 in use)");
+  mt_assert_oom_cause (error, "limit: allocating 1 byte would pass the limit of 1 byte (1 in use)");
   mt_close_ok (a, NULL);
 }
 
