@@ -67,6 +67,31 @@ gboolean memres_tool_check_log_paths (const char *spec, const struct stat *file,
                                       GError **error);
 gboolean memres_tool_check_logs_complete (MemresResource *mr, GError **error);
 
+/* log-csv.c: the CSV log of the `log` adaptor (plugins/log/log.c). Its header, RMM's columns; a
+ * line's actions: RMM's four, then memres's (an allocation that ran out of memory, a trim with
+ * the bytes kept as its Size and Pointer 0x0). memres_tool_parse_log_line() splits @line in
+ * place (the strings of @out point into it) and checks its fields: FALSE with the reason in
+ * @why (transfer full) for a wrong count of fields, a Pointer that is not 0x-hex, a Size that is
+ * not a decimal count up to G_MAXSSIZE, an unknown Action. */
+#define MEMRES_LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream"
+typedef enum
+{
+  MEMRES_LOG_ALLOCATE,
+  MEMRES_LOG_FREE,
+  MEMRES_LOG_ALLOCATE_FAILURE,
+  MEMRES_LOG_FREE_FAILURE,
+  MEMRES_LOG_OUT_OF_MEMORY,
+  MEMRES_LOG_TRIM,
+} MemresLogAction;
+typedef struct
+{
+  const char *thread, *time, *pointer_text, *stream_text;
+  MemresLogAction action;
+  guint64 pointer, size;
+} MemresLogLine;
+gboolean memres_tool_log_header_ok (const char *line);
+gboolean memres_tool_parse_log_line (char *line, MemresLogLine *out, char **why);
+
 /* A small JSON writer: values are appended to a GString with indentation. */
 typedef struct
 {
