@@ -1876,7 +1876,8 @@ test_replay_threads (void)
     g_string_append_printf (text, "1,t,allocate,0x%x,%u,0x0\n", 0x1000 + i * 0x100, 10 + i);
   for (guint i = 0; i < 100; i++)
     g_string_append_printf (text, "2,t,free,0x%x,%u,0x0\n", 0x1000 + i * 0x100, 10 + i);
-  g_string_append (text, "3,t,allocate,0x90000,7,0x5\n3,t,out of memory,0x0,1000000,0x5\n"
+  g_string_append (text, "3,t,allocate,0x90000,7,0x5\n3,t,allocate failure,0x0,1000000,0x5\n"
+                         "3,t,out of memory,0x0,1000000,0x5\n"
                          "3,t,trim,0x0,0,0x0\n3,t,free,0x90000,7,0x5\n");
   g_assert_true (g_file_set_contents (log, text->str, -1, NULL));
   g_string_free (text, TRUE);

@@ -8,8 +8,9 @@
  * its own and, over device memory, each logged Stream on a stream of its own, a free waiting for
  * its allocate. An allocation that fails names LOG:LINE and makes the exit status 1 (after the
  * summary); a close that fails stops the replay with LOG:LINE (exit status 1). Logged failures
- * (`allocate failure`, `out of memory`, and `free failure`: a free that failed and left the
- * buffer open) and `trim` lines are counted, not replayed; a free of an address the replay does
+ * (`allocate failure`, and `free failure`: a free that failed and left the buffer open) are
+ * counted, not replayed; memres's `out of memory` (which follows its `allocate failure`) and
+ * `trim` lines are read and not replayed; a free of an address the replay does
  * not hold (its allocation failed here) is counted and skipped; a log whose live sizes pass
  * 2^64 bytes, or with a free whose Size is not its allocate's, is refused as invalid (they would
  * overlap; the live bytes would be wrong). Buffers still live at the end are closed. LOG is read
@@ -32,8 +33,8 @@ typedef enum
 {
   OP_ALLOCATE,
   OP_FREE,
-  OP_LOGGED_FAILURE, /* allocate failure, out of memory, free failure: counted, not replayed */
-  OP_OTHER,          /* trim: counted, not replayed */
+  OP_LOGGED_FAILURE, /* allocate failure, free failure: counted, not replayed */
+  OP_OTHER,          /* out of memory (after its allocate failure), trim: not replayed */
 } OpKind;
 
 typedef struct
@@ -228,7 +229,7 @@ parse_log (const char *log, const char *text, gsize length, Log *out, GError **e
               g_hash_table_remove (live, &l.pointer);
             }
         }
-      else if (l.action == MEMRES_LOG_TRIM)
+      else if (l.action == MEMRES_LOG_TRIM || l.action == MEMRES_LOG_OUT_OF_MEMORY)
         {
           op.kind = OP_OTHER;
           out->others++;
