@@ -12,6 +12,7 @@ int memres_tool_info (int argc, char **argv);
 int memres_tool_alloc (int argc, char **argv);
 int memres_tool_resources (int argc, char **argv);  /* cmd-resources.c */
 int memres_tool_replay (int argc, char **argv);     /* cmd-replay.c */
+int memres_tool_trace (int argc, char **argv);      /* cmd-trace.c */
 int memres_tool_ipc_serve (int argc, char **argv);  /* cmd-ipc.c */
 int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 
@@ -110,6 +111,9 @@ void memres_json_string (MemresJson *json, const char *key, const char *value); 
 void memres_json_int (MemresJson *json, const char *key, gint64 value);
 void memres_json_uint (MemresJson *json, const char *key, guint64 value);
 void memres_json_bool (MemresJson *json, const char *key, gboolean value);
+/* @text as a JSON string, quoted, appended to @str (invalid UTF-8 as \\xNN): for a document
+ * written without the writer (memres trace's, one event a line). */
+void memres_json_append_string (GString *str, const char *text);
 
 /* "HOST_ACCESSIBLE|STREAM_ORDERED"-style names of @flags, as a NULL-terminated array. */
 GStrv memres_tool_flag_names (MemresMemoryFlags flags);
