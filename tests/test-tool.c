@@ -1894,6 +1894,16 @@ test_replay_threads (void)
   g_assert_cmpuint (json_uint (r.out, "live_at_end"), ==, 0);
   g_assert_cmpuint (json_uint (r.out, "log_peak_used_bytes"), ==, 100 * 10 + 99 * 100 / 2);
   run_clear (&r);
+  /* over device memory, each logged Stream on a stream of its own (0x5 here) */
+  if (mt_driver_is_fake ())
+    {
+      run_tool (&r, "replay", "--json", "--threads", log, "dmr", NULL);
+      g_test_message ("%s%s", r.out, r.err);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_cmpuint (json_uint (r.out, "failures"), ==, 0);
+      g_assert_cmpuint (json_uint (r.out, "live_at_end"), ==, 0);
+      run_clear (&r);
+    }
   /* serial (the default): the log's peak exactly */
   run_tool (&r, "replay", "--json", log, "stats>host", NULL);
   g_assert_cmpint (r.status, ==, 0);
