@@ -164,24 +164,41 @@ _memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc, 
   return buf;
 }
 
+/* @local, the error of an allocation or resize of @size bytes through @mr, to the caller: an
+ * out-of-memory gets the stack's report first (oom-report.c). Only here, where the error leaves
+ * memres: an adaptor that catches it below pays for no report. Returns FALSE. */
+G_GNUC_NO_INLINE static gboolean
+allocation_failed (MemresResource *mr, gsize size, GError *local, GError **error)
+{
+  if (g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
+    _memres_oom_report (mr, size, local);
+  g_propagate_error (error, local);
+  return FALSE;
+}
+
 /* memres_resource_allocate() for what its hot path leaves: a size of 0 or above G_MAXSSIZE, a
  * resource inherited through fork(), a kind that failed. */
 G_GNUC_NO_INLINE static MemresBuffer *
 allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **error)
 {
   MemresAllocation alloc = { 0, 0, NULL };
+  GError *local = NULL;
 
   if (G_UNLIKELY (size > G_MAXSSIZE))
     {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+      g_set_error (&local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
                    "cannot allocate %" G_GSIZE_FORMAT " bytes from a resource of kind \"%s\"", size,
                    mr->kind->name);
+      allocation_failed (mr, size, local, error);
       return NULL;
     }
   if (!_memres_resource_check_usable (mr, "allocating", error))
     return NULL;
-  if (size > 0 && !_memres_resource_call_allocate (mr, size, stream, &alloc, error))
-    return NULL;
+  if (size > 0 && !_memres_resource_call_allocate (mr, size, stream, &alloc, &local))
+    {
+      allocation_failed (mr, size, local, error);
+      return NULL;
+    }
   return _memres_buffer_new (mr, &alloc, stream);
 }
 
@@ -226,12 +243,17 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
       gboolean ok = _memres_resource_slot_allocate (mr, size, stream, &buf->alloc, &local);
 
       /* the checks of _memres_resource_call_allocate(), on the record the kind filled */
-      if (G_UNLIKELY (!(ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size)))
-          && !_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream,
-                                                  &buf->alloc, error))
+      if (G_UNLIKELY (!(ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size))))
         {
-          buffer_struct_free (buf);
-          return NULL;
+          GError *failure = NULL;
+
+          if (!_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream,
+                                                   &buf->alloc, &failure))
+            {
+              buffer_struct_free (buf);
+              allocation_failed (mr, size, failure, error);
+              return NULL;
+            }
         }
       _memres_resource_add_allocated (mr, buf->alloc.size);
       buffer_init (buf, mr, stream);
@@ -994,8 +1016,13 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
   alloc = buf->alloc;
   ok = owner->ops->resize (owner, &alloc, new_size, stream, &local);
   if (!ok) /* the buffer as it was; a failure without an error reported as a breach */
-    return _memres_resource_alloc_result (owner, "resize", ok, &local, new_size, stream, &alloc,
-                                          error);
+    {
+      GError *failure = NULL;
+
+      _memres_resource_alloc_result (owner, "resize", ok, &local, new_size, stream, &alloc,
+                                     &failure);
+      return allocation_failed (buf->mr, new_size, failure, error);
+    }
   if (new_size == 0) /* resized to nothing: address 0 is allowed */
     {
       if (!_memres_resource_slot_result (owner, "resize", ok, &local, error))

@@ -150,6 +150,9 @@ struct _MemresResource
   /* atomic: the calls of this layer's memory slots that broke the contract (a failure without
    * an error; resource.c: contract_breach()), read by memres_resource_get_counters() */
   guint64 contract_breaches;
+  /* the message of the last out-of-memory error of an allocation through this resource, with its
+   * report (oom-report.c, under its lock; freed at finalize), or NULL */
+  char *oom_report;
   MemresStripe stripes[MEMRES_BUFFER_STRIPES];
 };
 G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresResource, kind) <= 64);
@@ -223,6 +226,7 @@ typedef enum
   MEMRES_FORK_REGISTRY,    /* registry.c */
   MEMRES_FORK_IPC_POOLS,   /* pools_lock (ipc-pools.c) */
   MEMRES_FORK_ACCOUNTANTS, /* resource.c */
+  MEMRES_FORK_REPORTS,     /* the last out-of-memory reports (oom-report.c) */
   MEMRES_FORK_CONTEXTS,    /* the primary contexts (cuda-driver.c) */
   MEMRES_FORK_N_PARTS
 } MemresForkPart;
@@ -641,6 +645,14 @@ _memres_stream_context_end (MemresStreamContext *t)
 {
   memres_cuda_pop_context (t->pushed);
 }
+
+/* oom-report.c: @error (MEMRES_ERROR_OUT_OF_MEMORY of an allocation of @size bytes through @mr,
+ * about to reach the application) gets the report of the stack appended to its message: what
+ * each layer holds, the largest free block where a layer knows it (its explain_oom slot), the
+ * device's free and total bytes, the verdict and the remedy; the message is also kept as @mr's
+ * last report (memres_resource_get_oom_report()). Only for the error the caller gets: never
+ * for one an adaptor catches below. */
+void _memres_oom_report (MemresResource *mr, gsize size, GError *error);
 
 /* buffer.c: a new open buffer owning @alloc, holding a reference on @mr, its bytes counted on
  * the stripes (memres_resource_allocate(), chunks received from another process).

@@ -579,6 +579,7 @@ resource_finalize (MemresResource *mr)
     }
   memres_kind_unref (mr->kind);
   g_free (mr->spec);
+  g_free (mr->oom_report);
   upstream = mr->upstream;
   free (mr);
   if (upstream != NULL)

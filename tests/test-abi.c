@@ -52,8 +52,8 @@ test_version (void)
   /* 2.0: the IPC slots in their own table (MemresIpcOps, MemresKindInfo.ipc) */
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 2);
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 0);
-  /* counted again from 1 in ABI 2; 2: at_fork appended */
-  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 2);
+  /* counted again from 1 in ABI 2; 2: at_fork appended; 3: explain_oom */
+  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 3);
   g_assert_cmpint (MEMRES_IPC_OPS_VERSION, ==, 1);
 }
 
@@ -195,7 +195,7 @@ test_resource_ops (void)
 {
   SKIP_UNLESS_RECORDED ();
   /* version 1 (ABI 2.0) */
-  ASSERT_SIZE (MemresResourceOps, 112);
+  ASSERT_SIZE (MemresResourceOps, 120);
   ASSERT_OFFSET (MemresResourceOps, version, 0);
   ASSERT_OFFSET (MemresResourceOps, init, 8);
   ASSERT_OFFSET (MemresResourceOps, finalize, 16);
@@ -209,7 +209,26 @@ test_resource_ops (void)
   ASSERT_OFFSET (MemresResourceOps, get_access, 80);
   ASSERT_OFFSET (MemresResourceOps, resize, 88);
   ASSERT_OFFSET (MemresResourceOps, get_counters, 96);
-  ASSERT_OFFSET (MemresResourceOps, at_fork, 104); /* ops version 2 */
+  ASSERT_OFFSET (MemresResourceOps, at_fork, 104);     /* ops version 2 */
+  ASSERT_OFFSET (MemresResourceOps, explain_oom, 112); /* ops version 3 */
+}
+
+/* What the explain_oom slot fills (appended only, within struct_size). */
+static void
+test_oom_figures (void)
+{
+  SKIP_UNLESS_RECORDED ();
+  ASSERT_SIZE (MemresOomFigures, 72);
+  ASSERT_OFFSET (MemresOomFigures, struct_size, 0);
+  ASSERT_OFFSET (MemresOomFigures, request, 8);
+  ASSERT_OFFSET (MemresOomFigures, cached, 16);
+  ASSERT_OFFSET (MemresOomFigures, largest_free, 24);
+  ASSERT_OFFSET (MemresOomFigures, limit, 32);
+  ASSERT_OFFSET (MemresOomFigures, limit_used, 40);
+  ASSERT_OFFSET (MemresOomFigures, refused, 48);
+  ASSERT_OFFSET (MemresOomFigures, figures, 56);
+  ASSERT_OFFSET (MemresOomFigures, remedy, 64);
+  g_assert_cmpuint (MEMRES_OOM_UNKNOWN, ==, G_MAXUINT64);
 }
 
 /* The signatures of the slots: changing one breaks plugins as surely as moving it. */
@@ -240,6 +259,8 @@ test_resource_ops_signatures (void)
   ASSERT_FIELD_TYPE (MemresResourceOps, get_counters,
                      gboolean (*) (MemresResource *, GVariantDict *, GError **));
   ASSERT_FIELD_TYPE (MemresResourceOps, at_fork, void (*) (MemresResource *, MemresForkPhase));
+  ASSERT_FIELD_TYPE (MemresResourceOps, explain_oom,
+                     void (*) (MemresResource *, MemresOomFigures *));
 }
 
 static void
@@ -722,6 +743,7 @@ main (int argc, char **argv)
   g_test_add_func ("/abi/buffer-chunks", test_buffer_chunks);
   g_test_add_func ("/abi/resource-ops/layout", test_resource_ops);
   g_test_add_func ("/abi/resource-ops/signatures", test_resource_ops_signatures);
+  g_test_add_func ("/abi/oom-figures/layout", test_oom_figures);
   g_test_add_func ("/abi/ipc-ops/layout", test_ipc_ops);
   g_test_add_func ("/abi/ipc-ops/signatures", test_ipc_ops_signatures);
   g_test_add_func ("/abi/kind-info", test_kind_info);

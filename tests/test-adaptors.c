@@ -703,9 +703,9 @@ test_limit_rounded (void)
   buf = memres_resource_allocate (mr, 1, NULL, &error);
   g_assert_null (buf);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_cmpstr (error->message, ==,
-                   "limit: allocating 1 byte (2097152 bytes in the layer below, which rounds it "
-                   "up) would pass the limit of 1048576 bytes (0 in use)");
+  mt_assert_oom_cause (
+      error, "limit: allocating 1 byte (2097152 bytes in the layer below, which rounds it "
+             "up) would pass the limit of 1048576 bytes (0 in use)");
   g_clear_error (&error);
   /* nothing was kept: the same refusal again, not a different count */
   g_assert_null (memres_resource_allocate (mr, 1, NULL, &error));
@@ -718,15 +718,15 @@ test_limit_rounded (void)
   buf = mt_alloc_ok (mr, 2 << 20, NULL);
   g_assert_null (memres_resource_allocate (mr, 3 << 20, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_cmpstr (error->message, ==,
-                   "limit: allocating 3145728 bytes (4194304 bytes in the layer below, which "
-                   "rounds it up) would pass the limit of 5242880 bytes (2097152 in use)");
+  mt_assert_oom_cause (error,
+                       "limit: allocating 3145728 bytes (4194304 bytes in the layer below, which "
+                       "rounds it up) would pass the limit of 5242880 bytes (2097152 in use)");
   g_clear_error (&error);
   /* refused before anything is asked of the layer below: only the size asked is said */
   g_assert_null (memres_resource_allocate (mr, 4 << 20, NULL, &error));
-  g_assert_cmpstr (error->message, ==,
-                   "limit: allocating 4194304 bytes would pass the limit of 5242880 bytes "
-                   "(2097152 in use)");
+  mt_assert_oom_cause (error,
+                       "limit: allocating 4194304 bytes would pass the limit of 5242880 bytes "
+                       "(2097152 in use)");
   mt_close_ok (buf, NULL);
 }
 
@@ -745,8 +745,8 @@ test_limit_boundary (void)
   c1 = memres_resource_allocate (mr, 1, NULL, &error);
   g_assert_null (c1);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_cmpstr (error->message, ==,
-                   "limit: allocating 1 byte would pass the limit of 1000 bytes (1000 in use)");
+  mt_assert_oom_cause (error,
+                       "limit: allocating 1 byte would pass the limit of 1000 bytes (1000 in use)");
   g_clear_error (&error);
   g_assert_true (memres_stats_get_counters (mr, &c, NULL));
   g_assert_cmpuint (c.count_total, ==, 2); /* the refused one never reached stats */
@@ -770,12 +770,11 @@ test_limit_boundary (void)
   a = mt_alloc_ok (mr, 1, NULL);
   g_assert_null (memres_resource_allocate (mr, 2, NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_cmpstr (error->message, ==,
-                   "limit: allocating 2 bytes would pass the limit of 1 byte (1 in use)");
+  mt_assert_oom_cause (error,
+                       "limit: allocating 2 bytes would pass the limit of 1 byte (1 in use)");
   g_clear_error (&error);
   g_assert_null (memres_resource_allocate (mr, 1, NULL, &error));
-  g_assert_cmpstr (error->message, ==,
-                   "limit: allocating 1 byte would pass the limit of 1 byte (1 in use)");
+  mt_assert_oom_cause (error, "limit: allocating 1 byte would pass the limit of 1 byte (1 in use)");
   mt_close_ok (a, NULL);
 }
 
@@ -1052,11 +1051,13 @@ test_log_lines (void)
   g_assert_null (fail);
   mt_close_ok (a, NULL);
   mt_close_ok (b, NULL);
+  /* a trim through the layer: logged once the layers below did it (host has nothing to trim) */
+  g_assert_false (memres_resource_trim (mr, 0, NULL));
   memres_resource_unref (mr);
 
   g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
   lines = g_strsplit (text, "\n", -1);
-  g_assert_cmpuint (g_strv_length (lines), ==, 7); /* header, 5 lines, "" after the last \n */
+  g_assert_cmpuint (g_strv_length (lines), ==, 8); /* header, 6 lines, "" after the last \n */
   g_assert_cmpstr (lines[0], ==, "Thread,Time,Action,Pointer,Size,Stream");
   fields = g_strsplit (lines[1], ",", -1);
   g_assert_cmpuint (g_strv_length (fields), ==, 6);
@@ -1065,9 +1066,22 @@ test_log_lines (void)
   g_assert_cmpstr (fields[4], ==, "1000");
   g_assert_cmpstr (fields[5], ==, "0x0");
   g_assert_nonnull (strstr (lines[3], ",allocate failure,0x0,9000,"));
-  g_assert_nonnull (strstr (lines[4], ",free,"));
-  g_assert_nonnull (strstr (lines[5], ",2000,"));
-  g_assert_cmpstr (lines[6], ==, "");
+  /* memres's action beside RMM's: the failure was for lack of memory (limit) */
+  g_assert_nonnull (strstr (lines[4], ",out of memory,0x0,9000,"));
+  g_assert_nonnull (strstr (lines[5], ",free,"));
+  g_assert_nonnull (strstr (lines[6], ",2000,"));
+  g_assert_cmpstr (lines[7], ==, "");
+
+  /* over a cache, the trim succeeds: a `trim` line with the bytes kept */
+  g_free (spec);
+  spec = g_strdup_printf ("log:path=%s>cache>host", escaped);
+  mr = mt_new_ok (spec);
+  mt_close_ok (mt_alloc_ok (mr, 1000, NULL), NULL);
+  g_assert_true (memres_resource_trim (mr, 4096, NULL));
+  memres_resource_unref (mr);
+  g_free (text);
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_assert_nonnull (strstr (text, ",trim,0x0,4096,0x0\n"));
 }
 
 /* A free is logged once its outcome is known: a free that fails and releases nothing is a

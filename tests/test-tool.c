@@ -1204,14 +1204,40 @@ test_replay_round_trip (void)
   g_assert_nonnull (strstr (r.out, "\"live_at_end\": 0"));
   run_clear (&r);
 
-  /* a limit below the peak: some allocations fail, and their frees are skipped */
+  /* a limit below the peak: some allocations fail, and their frees are skipped; the first
+   * failure names its line and fails the command (after the summary) */
   {
     g_autofree char *limited
         = g_strdup_printf ("limit:max=%" G_GUINT64_FORMAT ">host", c.bytes_peak - 1);
+    g_autofree char *where = g_strdup_printf ("%s:", log);
+
     run_tool (&r, "replay", "--json", log, limited, NULL);
-    g_assert_cmpint (r.status, ==, 0);
+    g_test_message ("%s%s", r.out, r.err);
+    g_assert_cmpint (r.status, ==, 1);
     g_assert_null (strstr (r.out, "\"failures\": 0,"));
     g_assert_nonnull (strstr (r.out, "would pass the limit"));
+    assert_one_error_line (&r);
+    g_assert_true (g_str_has_prefix (r.err, "memres: against limit:max="));
+    g_assert_nonnull (strstr (r.err, where));
+    g_assert_nonnull (strstr (r.err, " bytes failed: limit: allocating "));
+    run_clear (&r);
+
+    /* several specs: a table, a column each; the one that failed fails the command */
+    run_tool (&r, "replay", log, "host", "stats>host", limited, NULL);
+    g_test_message ("%s%s", r.out, r.err);
+    g_assert_cmpint (r.status, ==, 1);
+    g_assert_nonnull (strstr (
+        r.out, "\n               host:alignment=256  stats>host:alignment=256  limit:max="));
+    g_assert_nonnull (strstr (r.out, "\nfailures       0                   0                   "
+                                     "      "));
+    g_assert_nonnull (strstr (r.out, "\nfirst failure against limit:max="));
+    assert_one_error_line (&r);
+    run_clear (&r);
+    run_tool (&r, "replay", "--json", log, "host", "stats>host", NULL);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_nonnull (strstr (r.out, "\"replays\": ["));
+    g_assert_nonnull (strstr (r.out, "\"resource\": \"stats>host:alignment=256\","));
+    g_assert_nonnull (strstr (r.out, want_peak));
     run_clear (&r);
   }
   run_tool (&r, "replay", log, "host", NULL);
@@ -1833,6 +1859,68 @@ test_plugin_bad_schema (void)
   }
 }
 
+/* memres replay --threads: each logged Thread on a thread of its own, a free waiting for its
+ * allocate made on another thread; the same figures as the serial replay where they cannot
+ * differ. memres's actions beside RMM's (out of memory, trim) are read and counted, not
+ * replayed. */
+static void
+test_replay_threads (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "threads.csv", NULL);
+  GString *text = g_string_new ("Thread,Time,Action,Pointer,Size,Stream\n");
+  Run r = { 0 };
+
+  /* thread 1 allocates 100 buffers, thread 2 frees them; thread 3 allocates and frees its own */
+  for (guint i = 0; i < 100; i++)
+    g_string_append_printf (text, "1,t,allocate,0x%x,%u,0x0\n", 0x1000 + i * 0x100, 10 + i);
+  for (guint i = 0; i < 100; i++)
+    g_string_append_printf (text, "2,t,free,0x%x,%u,0x0\n", 0x1000 + i * 0x100, 10 + i);
+  g_string_append (text, "3,t,allocate,0x90000,7,0x5\n3,t,allocate failure,0x0,1000000,0x5\n"
+                         "3,t,out of memory,0x0,1000000,0x5\n"
+                         "3,t,trim,0x0,0,0x0\n3,t,free,0x90000,7,0x5\n");
+  g_assert_true (g_file_set_contents (log, text->str, -1, NULL));
+  g_string_free (text, TRUE);
+
+  run_tool (&r, "replay", "--json", "--threads", log, "stats>host", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "threads"), ==, 3);
+  g_assert_cmpuint (json_uint (r.out, "allocations"), ==, 101);
+  g_assert_cmpuint (json_uint (r.out, "frees"), ==, 101);
+  g_assert_cmpuint (json_uint (r.out, "failures"), ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "logged_failures"), ==, 1);
+  g_assert_cmpuint (json_uint (r.out, "unmatched_frees"), ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "live_at_end"), ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "log_peak_used_bytes"), ==, 100 * 10 + 99 * 100 / 2);
+  run_clear (&r);
+  /* over device memory, each logged Stream on a stream of its own (0x5 here) */
+  if (mt_driver_is_fake ())
+    {
+      run_tool (&r, "replay", "--json", "--threads", log, "dmr", NULL);
+      g_test_message ("%s%s", r.out, r.err);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_cmpuint (json_uint (r.out, "failures"), ==, 0);
+      g_assert_cmpuint (json_uint (r.out, "live_at_end"), ==, 0);
+      run_clear (&r);
+    }
+  /* serial (the default): the log's peak exactly */
+  run_tool (&r, "replay", "--json", log, "stats>host", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "peak_used_bytes"), ==, 100 * 10 + 99 * 100 / 2);
+  run_clear (&r);
+  /* usage errors: no SPEC, an unknown option */
+  run_tool (&r, "replay", "--threads", log, NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.err, "expected LOG SPEC..."));
+  run_clear (&r);
+  run_tool (&r, "replay", "--streams", log, "host", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  run_clear (&r);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 /* memres replay says "1 operation", "1 buffer": singular for a count of one. */
 static void
 test_replay_singular (void)
@@ -2087,6 +2175,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/options-not-utf8", test_options_not_utf8);
   g_test_add_func ("/tool/plugin-bad-schema", test_plugin_bad_schema);
   g_test_add_func ("/tool/replay/singular", test_replay_singular);
+  g_test_add_func ("/tool/replay/threads", test_replay_threads);
   g_test_add_func ("/tool/replay/keeps-log", test_replay_keeps_log);
   g_test_add_func ("/tool/log-lines-lost", test_log_lines_lost);
   g_test_add_func ("/tool/json-log-on-stdout", test_json_log_on_stdout);

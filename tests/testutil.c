@@ -421,6 +421,17 @@ mt_error_is_cuda (const GError *error, CUresult code)
   return g_error_matches (error, MEMRES_CUDA_ERROR, code);
 }
 
+void
+mt_assert_oom_cause_ (const char *file, int line, const GError *error, const char *cause)
+{
+  g_autofree char *want = g_strdup_printf ("%s. Out of memory, ", cause);
+
+  if (!g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY)
+      || !g_str_has_prefix (error->message, want))
+    g_error ("%s:%d: an out-of-memory error starting \"%s\" expected, got: %s", file, line, want,
+             error != NULL ? error->message : "no error");
+}
+
 static gboolean
 ignored (const char *entry, int nth, const char *const *ignore)
 {

@@ -190,6 +190,11 @@ void mt_send_raw (int sock, gconstpointer data, gsize len, const int *fds, int n
  * every other CUresult a MEMRES_CUDA_ERROR of that code. */
 gboolean mt_error_is_cuda (const GError *error, CUresult code);
 
+/* Asserts that @error is a MEMRES_ERROR_OUT_OF_MEMORY whose message is @cause (the words of the
+ * layer that failed) followed by the report the core appends (core/oom-report.c). */
+#define mt_assert_oom_cause(error, cause) mt_assert_oom_cause_ (__FILE__, __LINE__, error, cause)
+void mt_assert_oom_cause_ (const char *file, int line, const GError *error, const char *cause);
+
 /* Fault sweep (fake only; skips on the real driver). @op performs one plugin operation and
  * returns TRUE on success; @undo reverts a successful @op. The sweep records the driver calls
  * @op makes, then for each call in turn makes exactly that call fail with

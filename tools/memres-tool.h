@@ -12,6 +12,7 @@ int memres_tool_info (int argc, char **argv);
 int memres_tool_alloc (int argc, char **argv);
 int memres_tool_resources (int argc, char **argv);  /* cmd-resources.c */
 int memres_tool_replay (int argc, char **argv);     /* cmd-replay.c */
+int memres_tool_trace (int argc, char **argv);      /* cmd-trace.c */
 int memres_tool_ipc_serve (int argc, char **argv);  /* cmd-ipc.c */
 int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 
@@ -67,6 +68,31 @@ gboolean memres_tool_check_log_paths (const char *spec, const struct stat *file,
                                       GError **error);
 gboolean memres_tool_check_logs_complete (MemresResource *mr, GError **error);
 
+/* log-csv.c: the CSV log of the `log` adaptor (plugins/log/log.c). Its header, RMM's columns; a
+ * line's actions: RMM's four, then memres's (an allocation that ran out of memory, a trim with
+ * the bytes kept as its Size and Pointer 0x0). memres_tool_parse_log_line() splits @line in
+ * place (the strings of @out point into it) and checks its fields: FALSE with the reason in
+ * @why (transfer full) for a wrong count of fields, a Pointer that is not 0x-hex, a Size that is
+ * not a decimal count up to G_MAXSSIZE, an unknown Action. */
+#define MEMRES_LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream"
+typedef enum
+{
+  MEMRES_LOG_ALLOCATE,
+  MEMRES_LOG_FREE,
+  MEMRES_LOG_ALLOCATE_FAILURE,
+  MEMRES_LOG_FREE_FAILURE,
+  MEMRES_LOG_OUT_OF_MEMORY,
+  MEMRES_LOG_TRIM,
+} MemresLogAction;
+typedef struct
+{
+  const char *thread, *time, *pointer_text, *stream_text;
+  MemresLogAction action;
+  guint64 pointer, size;
+} MemresLogLine;
+gboolean memres_tool_log_header_ok (const char *line);
+gboolean memres_tool_parse_log_line (char *line, MemresLogLine *out, char **why);
+
 /* A small JSON writer: values are appended to a GString with indentation. */
 typedef struct
 {
@@ -85,6 +111,9 @@ void memres_json_string (MemresJson *json, const char *key, const char *value); 
 void memres_json_int (MemresJson *json, const char *key, gint64 value);
 void memres_json_uint (MemresJson *json, const char *key, guint64 value);
 void memres_json_bool (MemresJson *json, const char *key, gboolean value);
+/* @text as a JSON string, quoted, appended to @str (invalid UTF-8 as \\xNN): for a document
+ * written without the writer (memres trace's, one event a line). */
+void memres_json_append_string (GString *str, const char *text);
 
 /* "HOST_ACCESSIBLE|STREAM_ORDERED"-style names of @flags, as a NULL-terminated array. */
 GStrv memres_tool_flag_names (MemresMemoryFlags flags);

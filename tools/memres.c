@@ -18,7 +18,8 @@ static const struct
   { "info", memres_tool_info, "show the CUDA driver and devices" },
   { "alloc", memres_tool_alloc, "allocate a buffer by name, fill it and verify it" },
   { "resources", memres_tool_resources, "list the named resources of the config file" },
-  { "replay", memres_tool_replay, "replay a log of the log adaptor against a stack" },
+  { "replay", memres_tool_replay, "replay a log of the log adaptor against stacks" },
+  { "trace", memres_tool_trace, "a log adaptor's logs as a Perfetto (Chrome) trace" },
   { "ipc-serve", memres_tool_ipc_serve, "share a buffer of an ipc pool over a UNIX socket" },
   { "ipc-attach", memres_tool_ipc_attach, "import a shared buffer, verify it, write back" },
 };

@@ -234,8 +234,8 @@ memres_json_finish (MemresJson *json)
 /* @text as a JSON string. Bytes that are not UTF-8 (plugins' strings, paths) become the
  * six characters `\\xNN` (a backslash in the decoded string, as the text output shows them),
  * so that the output is always valid JSON; control characters (C0, DEL, C1) are escaped. */
-static void
-append_escaped (GString *str, const char *text)
+void
+memres_json_append_string (GString *str, const char *text)
 {
   const char *p;
   gsize len;
@@ -283,7 +283,7 @@ begin_value (MemresJson *json, const char *key)
     }
   if (key != NULL)
     {
-      append_escaped (json->str, key);
+      memres_json_append_string (json->str, key);
       g_string_append (json->str, ": ");
     }
   json->first = FALSE;
@@ -344,7 +344,7 @@ memres_json_string (MemresJson *json, const char *key, const char *value)
   if (value == NULL)
     g_string_append (json->str, "null");
   else
-    append_escaped (json->str, value);
+    memres_json_append_string (json->str, value);
 }
 
 void

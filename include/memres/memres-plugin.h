@@ -392,14 +392,14 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  * MEMRES_RESOURCE_OPS_VERSION:
  *
  * The number of the newest #MemresResourceOps layout these headers describe, counted within
- * the plugin ABI's major: 2 under ABI 2 now (#MemresResourceOps.version lists what each number
+ * the plugin ABI's major: 3 under ABI 2 now (#MemresResourceOps.version lists what each number
  * holds). A new major starts again at 1 (the numbers of ABI 1, 1 to 3, meant other layouts; no
  * plugin built for them loads). Every slot's documentation says in which ABI version
  * (`Since:`) it appeared. Set #MemresResourceOps.version to this macro.
  *
  * Since: 1.0
  */
-#define MEMRES_RESOURCE_OPS_VERSION 2
+#define MEMRES_RESOURCE_OPS_VERSION 3
 
 /**
  * MemresForkPhase:
@@ -419,6 +419,58 @@ typedef enum
   MEMRES_FORK_PARENT,
   MEMRES_FORK_CHILD,
 } MemresForkPhase;
+
+/**
+ * MEMRES_OOM_UNKNOWN:
+ *
+ * A figure of #MemresOomFigures that the layer does not know: every figure arrives set to it,
+ * and a figure left so is not shown.
+ *
+ * Since: 2.0
+ */
+#define MEMRES_OOM_UNKNOWN G_MAXUINT64
+
+/**
+ * MemresOomFigures:
+ * @struct_size: sizeof (MemresOomFigures) in the core's headers; the slot writes no field past
+ *   it (a core older than the plugin's headers passes a smaller struct)
+ * @request: in: the bytes the application asked the stack's top layer for
+ * @cached: out: bytes the layer holds free (taken from below, not in a live allocation)
+ * @largest_free: out: the largest free block of those, in bytes: the most one request can get
+ *   from them without going below
+ * @limit: out: a bound the layer puts on what it hands out, in bytes
+ * @limit_used: out: the bytes counted against @limit now
+ * @refused: out: the bytes the layer refused to hand out in the failed allocation, when it is
+ *   the layer that refused it (more than @request where a layer below rounds the size up)
+ * @figures: out: what else the layer wants said of itself, a few words without a final
+ *   full stop (transfer full: g_strdup() it; the core frees it), or %NULL
+ * @remedy: out: the one remedy the layer knows for a failure it caused (its @limit reached, or
+ *   its free bytes in blocks smaller than the request), a sentence without a final full stop
+ *   (transfer full), or %NULL for the core's words
+ *
+ * What one layer says of itself when an allocation through its stack ran out of memory
+ * (#MemresResourceOps.explain_oom). The core arrives with @request set, every figure
+ * %MEMRES_OOM_UNKNOWN and the strings %NULL, and reads the figures the layer set: it adds each
+ * layer's used, cached and reserved bytes from memres_resource_get_stats() itself, so a layer
+ * fills in only what statistics cannot say. The verdict is the core's: "limit" when a layer refused
+ * (@refused) or its @limit minus @limit_used is below @request, else "fragmentation" when a layer has at least
+ * @request bytes @cached but its @largest_free is below @request, else "exhausted". Part of the
+ * plugin ABI (fields only appended, within @struct_size).
+ *
+ * Since: 2.0
+ */
+typedef struct
+{
+  gsize struct_size;
+  guint64 request;
+  guint64 cached;
+  guint64 largest_free;
+  guint64 limit;
+  guint64 limit_used;
+  guint64 refused;
+  char *figures;
+  char *remedy;
+} MemresOomFigures;
 
 /**
  * memres_fork_mutex:
@@ -457,6 +509,7 @@ memres_fork_mutex (GMutex *mutex, MemresForkPhase phase)
  * @resize: optional; see the comment above the slot
  * @get_counters: optional; see the comment above the slot
  * @at_fork: optional; see the comment above the slot
+ * @explain_oom: optional; see the comment above the slot
  *
  * The table of a kind's functions (sharing with other processes has its own table,
  * #MemresIpcOps). Define it `static const`, set @version to
@@ -521,6 +574,7 @@ typedef struct
    * - 1 (ABI 2.0): init to get_counters. ABI 2.0 took the six IPC slots out into #MemresIpcOps
    *   and closed the gaps, so that resize and get_counters follow get_access.
    * - 2 (ABI 2.0, before its release): at_fork.
+   * - 3 (ABI 2.0, before its release): explain_oom.
    *
    * Since: 1.0
    */
@@ -754,6 +808,22 @@ typedef struct
    * Since: 2.0
    */
   void (*at_fork) (MemresResource *mr, MemresForkPhase phase);
+  /**
+   * MemresResourceOps.explain_oom:
+   *
+   * Optional, for the report of an out-of-memory error: fills in @figures (see
+   * #MemresOomFigures) with what the layer knows of its memory that statistics cannot say (its
+   * free bytes and largest free block, a limit), a line of its own and the remedy for a failure
+   * it caused. The core calls it on every layer of a stack, top first, only when a
+   * %MEMRES_ERROR_OUT_OF_MEMORY is about to reach the application (memres_resource_allocate(),
+   * memres_buffer_resize()), never for one an adaptor catches below the top (the `cache`'s
+   * flush, `retry`), on the thread that got the error, with no memres lock held. Take the
+   * layer's own lock to read a consistent state; allocate nothing from any resource. Cannot
+   * fail: leave what is not known as it arrived.
+   *
+   * Since: 2.0
+   */
+  void (*explain_oom) (MemresResource *mr, MemresOomFigures *figures);
 } MemresResourceOps;
 
 /**

@@ -39,6 +39,8 @@ gboolean memres_resource_get_stats (MemresResource *mr, MemresStats *stats, GErr
 gboolean memres_resource_reset_stats (MemresResource *mr, GError **error);
 gboolean memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error);
 GVariant *memres_resource_get_counters (MemresResource *mr, GError **error);
+/* The last out-of-memory error's report (core/oom-report.c). Since: 2.0 */
+char *memres_resource_get_oom_report (MemresResource *mr);
 
 /* Peer access */
 gboolean memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs,

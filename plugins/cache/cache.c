@@ -245,6 +245,41 @@ cache_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   return TRUE;
 }
 
+/* The report of an out-of-memory error (#MemresResourceOps.explain_oom): the free bytes of the
+ * fronts and shared bins, the largest free block, and what strands them. Blocks carved from a
+ * chunk go back to the upstream only with the whole chunk: after the out-of-memory flush, what
+ * stays cached is blocks of chunks that are partly in use. */
+static void
+cache_explain_oom (MemresResource *mr, MemresOomFigures *figures)
+{
+  Cache *self = memres_resource_get_private (mr);
+  guint64 cached, largest = 0;
+
+  g_mutex_lock (&self->parts.lock);
+  cache_fronts_stop (&self->parts);
+  cached = self->parts.shared_cached;
+  for (guint c = self->parts.n_classes; c-- > 0 && largest == 0;)
+    {
+      if (self->parts.shared[c].n > 0)
+        largest = cache_class_size (c);
+      for (Front *f = self->parts.fronts; f != NULL && largest == 0; f = f->next)
+        if (f->bins[c].n > 0)
+          largest = cache_class_size (c);
+    }
+  for (Front *f = self->parts.fronts; f != NULL; f = f->next)
+    cached += f->cached;
+  cache_fronts_resume (&self->parts);
+  g_mutex_unlock (&self->parts.lock);
+  figures->cached = cached;
+  figures->largest_free = largest;
+  if (largest < figures->request && cached >= figures->request)
+    figures->remedy = g_strdup_printf (
+        "the free blocks of `cache` up to %" G_GSIZE_FORMAT " bytes are carved from chunks of "
+        "%" G_GSIZE_FORMAT " bytes, which go back to the memory below only whole: a smaller "
+        "`chunk`, or a kind below that maps memory where it is needed, strands less",
+        cache_class_size (self->n_chunk_classes - 1), self->chunk_size);
+}
+
 /* fork(): the parts' locks (cache_parts_at_fork()) */
 static void
 cache_at_fork (MemresResource *mr, MemresForkPhase phase)
@@ -265,6 +300,7 @@ static const MemresResourceOps cache_ops = {
   .trim = cache_trim,
   .get_counters = cache_get_counters,
   .at_fork = cache_at_fork,
+  .explain_oom = cache_explain_oom,
 };
 
 static const MemresKindInfo cache_kind = {

@@ -6,7 +6,8 @@
  * hands out (its rounded sizes): the requested size is reserved first (one atomic add, undone
  * when over the limit), then the difference of a rounded-up record, so that the limit is exact
  * at the boundary under any number of threads. Allocations pass through unchanged
- * (MEMRES_KIND_PASSES_ALLOCATIONS). */
+ * (MEMRES_KIND_PASSES_ALLOCATIONS). The report of an out-of-memory error that reaches the
+ * application gets the limit, its use and the refusal from the explain_oom slot. */
 #include <memres/memres-plugin.h>
 
 typedef struct
@@ -14,6 +15,15 @@ typedef struct
   guint64 max;
   guint64 used; /* atomic */
 } LimitResource;
+
+/* The last refusal of the calling thread: which layer, and the bytes it would have taken (its
+ * upstream's rounded size), for the report of the out-of-memory error (limit_explain_oom()).
+ * Written and read on the failure path only. */
+static __thread struct
+{
+  MemresResource *mr;
+  guint64 bytes;
+} last_refusal;
 
 static const MemresOptionSpec limit_options[] = {
   { "max", MEMRES_OPTION_SIZE, NULL, "the most bytes live at once in allocations of the layer",
@@ -52,8 +62,8 @@ plural (guint64 n)
  * which @held are taken already, or sets the error (the size asked, the layer's below when it
  * differs, what is in use not counting @held) and takes nothing. */
 static gboolean
-reserve (LimitResource *self, guint64 bytes, guint64 asked, guint64 below, guint64 held,
-         GError **error)
+reserve (MemresResource *mr, LimitResource *self, guint64 bytes, guint64 asked, guint64 below,
+         guint64 held, GError **error)
 {
   guint64 used = __atomic_load_n (&self->used, __ATOMIC_RELAXED);
 
@@ -72,6 +82,8 @@ reserve (LimitResource *self, guint64 bytes, guint64 asked, guint64 below, guint
                        "of %" G_GUINT64_FORMAT " byte%s (%" G_GUINT64_FORMAT " in use)",
                        asked, plural (asked), rounded != NULL ? rounded : "", self->max,
                        plural (self->max), used - held);
+          last_refusal.mr = mr;
+          last_refusal.bytes = below;
           return FALSE;
         }
     }
@@ -86,7 +98,7 @@ limit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
 {
   LimitResource *self = memres_resource_get_private (mr);
 
-  if (!reserve (self, size, size, size, 0, error))
+  if (!reserve (mr, self, size, size, size, 0, error))
     return FALSE;
   if (!memres_upstream_allocate (mr, size, stream, alloc, error))
     {
@@ -94,7 +106,7 @@ limit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
       return FALSE;
     }
   if (G_UNLIKELY (alloc->size > size)
-      && !reserve (self, alloc->size - size, size, alloc->size, size, error))
+      && !reserve (mr, self, alloc->size - size, size, alloc->size, size, error))
     {
       memres_upstream_deallocate (mr, alloc, stream, NULL);
       __atomic_sub_fetch (&self->used, size, __ATOMIC_RELAXED);
@@ -117,6 +129,23 @@ limit_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stre
   return TRUE;
 }
 
+/* The report of an out-of-memory error (#MemresResourceOps.explain_oom): the limit, what is
+ * counted against it, and what this thread was refused. */
+static void
+limit_explain_oom (MemresResource *mr, MemresOomFigures *figures)
+{
+  LimitResource *self = memres_resource_get_private (mr);
+
+  figures->limit = self->max;
+  figures->limit_used = __atomic_load_n (&self->used, __ATOMIC_RELAXED);
+  /* this thread's refusal, unless the limit would let it pass now (an older one, which a layer
+   * above caught) */
+  if (last_refusal.mr == mr
+      && self->max - MIN (self->max, figures->limit_used) < last_refusal.bytes)
+    figures->refused = last_refusal.bytes;
+  last_refusal.mr = NULL;
+}
+
 /* A resize would change sizes behind the count. */
 static void
 limit_query (MemresResource *mr, MemresResourceInfo *info)
@@ -131,6 +160,7 @@ static const MemresResourceOps limit_ops = {
   .allocate = limit_allocate,
   .deallocate = limit_deallocate,
   .query = limit_query,
+  .explain_oom = limit_explain_oom,
 };
 
 static const MemresKindInfo limit_kind = {

@@ -7,8 +7,11 @@
  *   12345,10:04:05.123470,free,0x7f0000000000,1048576,0x0
  *
  * Thread is the kernel thread id, Time the local wall-clock time with microseconds, Action one
- * of `allocate`, `allocate failure` (Pointer then 0x0), `free` and `free failure` (the free
- * failed and released nothing: the buffer stays open), Pointer the address in hex,
+ * of RMM's `allocate`, `allocate failure` (Pointer then 0x0), `free` and `free failure` (the free
+ * failed and released nothing: the buffer stays open), or memres's own, which RMM's readers do
+ * not know and skip: `out of memory` (right after the `allocate failure` of an allocation that
+ * failed for lack of memory, same Size) and `trim` (a memres_resource_trim() through the layer
+ * that succeeded: Size the bytes kept, Pointer and Stream 0x0); Pointer the address in hex,
  * Size bytes (what the upstream returned; the size asked for on a failure), Stream the stream
  * handle in hex. A free is logged once its outcome is known: `free` after the upstream freed
  * (also when it failed after releasing the allocation, which the core then closes), `free
@@ -340,6 +343,9 @@ log_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocat
   if (!memres_upstream_allocate (mr, size, stream, alloc, error))
     {
       write_line (self, "allocate failure", 0, size, stream, FALSE, FALSE);
+      /* memres's action beside RMM's, for traces: the failure was for lack of memory */
+      if (error != NULL && g_error_matches (*error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
+        write_line (self, "out of memory", 0, size, stream, FALSE, FALSE);
       return FALSE;
     }
   write_line (self, "allocate", alloc->address, alloc->size, stream, TRUE, FALSE);
@@ -364,6 +370,19 @@ log_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream
   write_line (self, ok || alloc->address == 0 ? "free" : "free failure", address, size, stream,
               FALSE, TRUE);
   return ok;
+}
+
+/* A trim of the layers below (memres_resource_trim() of the upstream, with its errors), logged
+ * when it succeeded: a `trim` line, Pointer 0x0, Size the bytes to keep, Stream 0x0. */
+static gboolean
+log_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
+{
+  LogResource *self = memres_resource_get_private (mr);
+
+  if (!memres_resource_trim (memres_resource_get_upstream (mr), bytes_to_keep, error))
+    return FALSE;
+  write_line (self, "trim", 0, bytes_to_keep, NULL, FALSE, FALSE);
+  return TRUE;
 }
 
 /* Counters (memres_resource_get_counters()), after writing what is buffered: lines_written and
@@ -417,6 +436,7 @@ static const MemresResourceOps log_ops = {
   .allocate = log_allocate,
   .deallocate = log_deallocate,
   .query = log_query,
+  .trim = log_trim,
   .get_counters = log_get_counters,
   .at_fork = log_at_fork,
 };

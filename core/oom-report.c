@@ -1,0 +1,383 @@
+/* memres - CUDA memory resources
+ * oom-report.c: the report an out-of-memory error carries when it reaches the application, and
+ * the last one kept for it to ask for (memres_resource_get_oom_report()). Built only at the top
+ * of the stack, when the error leaves memres_resource_allocate() or memres_buffer_resize(): an
+ * adaptor that catches out-of-memory below (the cache's flush, retry) gets the plain error and
+ * pays for no report. The report is one paragraph appended to the error's message: the verdict
+ * (limit, fragmentation or exhausted) with its figures, what each layer holds (its statistics,
+ * and what its explain_oom slot adds: free bytes, the largest free block, a limit), the
+ * device's free and total bytes (cuMemGetInfo) and the one remedy that fits. The core names no
+ * kind: each layer is named by its kind, and a layer's own remedy line replaces the core's
+ * words when the verdict is its. */
+#include "memres-private.h"
+
+static GMutex report_lock; /* MemresResource.oom_report of every resource */
+
+typedef enum
+{
+  VERDICT_EXHAUSTED,
+  VERDICT_FRAGMENTATION,
+  VERDICT_LIMIT,
+} Verdict;
+
+/* One layer of the stack as the report sees it. */
+typedef struct
+{
+  MemresResource *mr;
+  MemresOomFigures f;
+  gboolean has_stats; /* the statistics are the layer's own, not its upstream's */
+  MemresStats stats;
+} Layer;
+
+/* fork(): the lock is taken on the failure path only, never around a call of anything else */
+static void
+reports_fork (MemresResource *unused, MemresForkPhase phase)
+{
+  memres_fork_mutex (&report_lock, phase);
+}
+
+/* @n bytes in words: "1 byte", "512 bytes", "128 KiB", "31.5 MiB", "4094 MiB" (not "4.0 GiB"). */
+static void
+append_bytes (GString *s, guint64 n)
+{
+  static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+  guint64 div = 1024;
+  guint u = 0;
+
+  if (n < 1024)
+    {
+      g_string_append_printf (s, "%" G_GUINT64_FORMAT " byte%s", n, n == 1 ? "" : "s");
+      return;
+    }
+  while (u + 1 < G_N_ELEMENTS (units) && n / div >= 1024)
+    {
+      div *= 1024;
+      u++;
+    }
+  /* not a whole number that would read as one ("4.0 GiB" for 4094 MiB): the unit below */
+  if (n % div != 0 && u > 0 && (guint64) ((double) n / (double) div * 10 + 0.5) % 10 == 0)
+    {
+      div /= 1024;
+      u--;
+    }
+  if (n % div == 0)
+    g_string_append_printf (s, "%" G_GUINT64_FORMAT " %s", n / div, units[u]);
+  else
+    g_string_append_printf (s, "%.1f %s", (double) n / (double) div, units[u]);
+}
+
+static gboolean
+known (guint64 figure)
+{
+  return figure != MEMRES_OOM_UNKNOWN;
+}
+
+/* The layer's free bytes: what its slot said, else what its statistics hold beyond its use. */
+static guint64
+layer_cached (const Layer *l)
+{
+  if (known (l->f.cached))
+    return l->f.cached;
+  if (l->has_stats && l->stats.reserved_current > l->stats.used_current)
+    return l->stats.reserved_current - l->stats.used_current;
+  return 0;
+}
+
+/* Fills @l for @mr: its statistics when they are its own, its explain_oom slot's figures. */
+static void
+layer_read (Layer *l, MemresResource *mr, gsize size)
+{
+  memset (l, 0, sizeof *l);
+  l->mr = mr;
+  l->f.struct_size = sizeof l->f;
+  l->f.request = size;
+  l->f.cached = l->f.largest_free = l->f.limit = l->f.limit_used = l->f.refused
+      = MEMRES_OOM_UNKNOWN;
+  l->has_stats = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_stats), FALSE) == mr
+                 && memres_resource_get_stats (mr, &l->stats, NULL);
+  if (mr->ops->explain_oom != NULL && !_memres_resource_is_inherited (mr))
+    mr->ops->explain_oom (mr, &l->f);
+}
+
+/* The device's free and total bytes (cuMemGetInfo in its primary context), when the memory of
+ * @base is a device's. */
+static gboolean
+device_info (MemresResource *base, guint64 *free_bytes, guint64 *total)
+{
+  const MemresCudaDriver *drv;
+  gboolean pushed = FALSE;
+  size_t f = 0, t = 0;
+  CUresult r;
+
+  if (base->info.device < 0 || !(base->info.flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE)
+      || _memres_fork_driver_lost ())
+    return FALSE;
+  drv = memres_cuda_get_driver (NULL);
+  if (drv == NULL || !memres_cuda_push_context (base->info.device, &pushed, NULL))
+    return FALSE;
+  r = drv->cuMemGetInfo (&f, &t);
+  memres_cuda_pop_context (pushed);
+  *free_bytes = f;
+  *total = t;
+  return r == CUDA_SUCCESS;
+}
+
+/* The verdict and the layer it is about (NULL for exhausted): a layer that refused the request
+ * or whose limit leaves less than it, else one whose free bytes would serve it but not in one
+ * block, else exhaustion. */
+static Verdict
+judge (Layer *layers, guint n, gsize size, Layer **culprit)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      MemresOomFigures *f = &layers[i].f;
+
+      if (known (f->refused)
+          || (known (f->limit) && known (f->limit_used)
+              && f->limit - MIN (f->limit, f->limit_used) < size))
+        {
+          *culprit = &layers[i];
+          return VERDICT_LIMIT;
+        }
+    }
+  for (guint i = 0; i < n; i++)
+    if (known (layers[i].f.largest_free) && layers[i].f.largest_free < size
+        && layer_cached (&layers[i]) >= size)
+      {
+        *culprit = &layers[i];
+        return VERDICT_FRAGMENTATION;
+      }
+  *culprit = NULL;
+  return VERDICT_EXHAUSTED;
+}
+
+/* What a layer holds, in a clause: "`cache` holds 64 MiB (32 MiB used, 32 MiB cached, largest
+ * free block 128 KiB)", "`limit` allows 8 MiB, 7 MiB in use". FALSE when it has nothing to say. */
+static gboolean
+append_layer (GString *s, const Layer *l)
+{
+  const char *name = l->mr->kind->name;
+  gboolean said = FALSE;
+
+  if (l->has_stats)
+    {
+      g_string_append_printf (s, "`%s` holds ", name);
+      append_bytes (s, MAX (l->stats.reserved_current, l->stats.used_current));
+      g_string_append (s, " (");
+      append_bytes (s, l->stats.used_current);
+      g_string_append (s, " used, ");
+      append_bytes (s, layer_cached (l));
+      g_string_append (s, " cached");
+      if (known (l->f.largest_free))
+        {
+          g_string_append (s, ", largest free block ");
+          append_bytes (s, l->f.largest_free);
+        }
+      g_string_append_c (s, ')');
+      said = TRUE;
+    }
+  if (known (l->f.limit))
+    {
+      g_string_append_printf (s, "%s`%s` allows ", said ? ", " : "", name);
+      append_bytes (s, l->f.limit);
+      if (known (l->f.limit_used))
+        {
+          g_string_append (s, ", ");
+          append_bytes (s, l->f.limit_used);
+          g_string_append (s, " in use");
+        }
+      said = TRUE;
+    }
+  if (l->f.figures != NULL)
+    {
+      g_string_append_printf (s, "%s%s%s", said ? ", " : "`", said ? "" : name, said ? "" : "`: ");
+      g_string_append (s, l->f.figures);
+      said = TRUE;
+    }
+  return said;
+}
+
+static void
+append_verdict (GString *s, Verdict verdict, const Layer *culprit, gsize size, gboolean have_device,
+                guint64 dev_free, guint64 dev_total, const Layer *base)
+{
+  switch (verdict)
+    {
+    case VERDICT_LIMIT:
+      g_string_append_printf (s, "limit: `%s` allows ", culprit->mr->kind->name);
+      append_bytes (s, culprit->f.limit);
+      g_string_append (s, ", ");
+      append_bytes (s, culprit->f.limit_used);
+      g_string_append (s, " in use");
+      if (known (culprit->f.refused) && culprit->f.refused != size)
+        {
+          g_string_append (s, ", ");
+          append_bytes (s, culprit->f.refused);
+          g_string_append (s, " refused for a request of ");
+          append_bytes (s, size);
+        }
+      break;
+    case VERDICT_FRAGMENTATION:
+      g_string_append (s, "fragmentation: ");
+      append_bytes (s, layer_cached (culprit));
+      g_string_append_printf (s, " free in `%s`, largest block ", culprit->mr->kind->name);
+      append_bytes (s, culprit->f.largest_free);
+      g_string_append (s, ", request ");
+      append_bytes (s, size);
+      break;
+    case VERDICT_EXHAUSTED:
+      g_string_append (s, "exhausted: ");
+      if (have_device)
+        {
+          g_string_append (s, "the device has ");
+          append_bytes (s, dev_free);
+          g_string_append (s, " free of ");
+          append_bytes (s, dev_total);
+        }
+      else
+        {
+          g_string_append_printf (s, "`%s` could not get ", base->mr->kind->name);
+          append_bytes (s, size);
+          break;
+        }
+      g_string_append (s, ", request ");
+      append_bytes (s, size);
+      break;
+    }
+}
+
+static void
+append_remedy (GString *s, Verdict verdict, const Layer *culprit, guint64 cached_total)
+{
+  g_string_append (s, " Remedy: ");
+  if (culprit != NULL && culprit->f.remedy != NULL)
+    g_string_append (s, culprit->f.remedy);
+  else if (verdict == VERDICT_LIMIT)
+    g_string_append_printf (s, "raise the limit of `%s`, or free some of what it has in use",
+                            culprit->mr->kind->name);
+  else if (verdict == VERDICT_FRAGMENTATION)
+    g_string_append_printf (s,
+                            "a kind that does not strand free memory in blocks smaller than the "
+                            "request, below or in place of `%s`",
+                            culprit->mr->kind->name);
+  else if (cached_total > 0)
+    {
+      g_string_append (s, "trim (memres_resource_trim()) the ");
+      append_bytes (s, cached_total);
+      g_string_append (s, " this stack holds unused, and what other resources of the memory "
+                          "hold, or free memory held elsewhere");
+    }
+  else
+    g_string_append (s, "trim (memres_resource_trim()) what other resources of the memory hold "
+                        "unused, or free memory held elsewhere; nothing is cached in this stack");
+  g_string_append_c (s, '.');
+}
+
+void
+_memres_oom_report (MemresResource *mr, gsize size, GError *error)
+{
+  static gsize fork_part_once;
+  Layer layers[MEMRES_STACK_MAX_LAYERS];
+  Layer *culprit;
+  GString *s;
+  guint n = 0;
+  guint64 cached_total = 0, dev_free = 0, dev_total = 0;
+  gboolean have_device, said = FALSE;
+  Verdict verdict;
+  char *old;
+  gsize len;
+
+  if (g_once_init_enter (&fork_part_once))
+    {
+      _memres_fork_add_part (MEMRES_FORK_REPORTS, reports_fork);
+      g_once_init_leave (&fork_part_once, 1);
+    }
+  for (MemresResource *l = mr; l != NULL && n < G_N_ELEMENTS (layers); l = l->upstream)
+    layer_read (&layers[n++], l, size);
+  for (guint i = 0; i < n; i++)
+    cached_total += layer_cached (&layers[i]);
+  have_device = device_info (layers[n - 1].mr, &dev_free, &dev_total);
+  verdict = judge (layers, n, size, &culprit);
+
+  s = g_string_new (error->message);
+  len = s->len;
+  while (len > 0 && (s->str[len - 1] == '.' || g_ascii_isspace (s->str[len - 1])))
+    len--;
+  g_string_truncate (s, len);
+  g_string_append (s, ". Out of memory, ");
+  append_verdict (s, verdict, culprit, size, have_device, dev_free, dev_total, &layers[n - 1]);
+  g_string_append (s, ". Held: ");
+  for (guint i = 0; i < n; i++)
+    {
+      gsize before = s->len;
+
+      if (said)
+        g_string_append (s, "; ");
+      if (append_layer (s, &layers[i]))
+        said = TRUE;
+      else
+        g_string_truncate (s, before);
+    }
+  if (have_device)
+    {
+      g_string_append_printf (s, "%sdevice %d has ", said ? "; " : "",
+                              layers[n - 1].mr->info.device);
+      append_bytes (s, dev_free);
+      g_string_append (s, " free of ");
+      append_bytes (s, dev_total);
+      said = TRUE;
+    }
+  if (!said)
+    g_string_append (s, "nothing the layers can say");
+  g_string_append_c (s, '.');
+  append_remedy (s, verdict, culprit, cached_total);
+  for (guint i = 0; i < n; i++)
+    {
+      g_free (layers[i].f.figures);
+      g_free (layers[i].f.remedy);
+    }
+
+  g_free (error->message);
+  error->message = g_string_free (s, FALSE);
+  g_mutex_lock (&report_lock);
+  old = mr->oom_report;
+  mr->oom_report = g_strdup (error->message);
+  g_mutex_unlock (&report_lock);
+  g_free (old);
+}
+
+/**
+ * memres_resource_get_oom_report:
+ * @mr: a #MemresResource
+ *
+ * The message of the last %MEMRES_ERROR_OUT_OF_MEMORY that an allocation through @mr
+ * (memres_resource_allocate(), memres_buffer_resize() of one of its buffers) returned, with its
+ * report: one paragraph giving the verdict in words ("limit: `limit` allows 8 GiB, 7.9 GiB in
+ * use"; "fragmentation: 3.1 GiB free in `cache`, largest block 512 MiB, request 1 GiB";
+ * "exhausted: the device has 200 MiB free of 80 GiB"), what each layer holds (used, cached and
+ * reserved bytes from memres_resource_get_stats(), and what each layer's explain_oom slot adds:
+ * the largest free block, a limit), the device's free and total bytes (cuMemGetInfo(), for
+ * device memory) and the one remedy that fits (trim; a kind that does not strand memory; raise
+ * the limit). The same text is the error's message; this keeps it for a caller that passed no
+ * #GError or asks later, from any thread. Out-of-memory errors that an adaptor caught below the
+ * top of the stack (the `cache` adaptor's flush, `retry`) make no report.
+ *
+ * Thread-safe.
+ *
+ * Returns: (transfer full) (nullable): the report (free it with g_free()), or %NULL when no
+ *   allocation through @mr ran out of memory yet
+ *
+ * Since: 2.0
+ */
+char *
+memres_resource_get_oom_report (MemresResource *mr)
+{
+  char *copy;
+
+  g_return_val_if_fail (mr != NULL, NULL);
+
+  g_mutex_lock (&report_lock);
+  copy = g_strdup (mr->oom_report);
+  g_mutex_unlock (&report_lock);
+  return copy;
+}

@@ -1,0 +1,223 @@
+/* memres - CUDA memory resources
+ * test-oom-report.c: the report an out-of-memory error carries when it reaches the application
+ * (core/oom-report.c): its verdict in each of its three cases, provoked on the fake driver with
+ * 64 MiB of device memory (FAKECUDA_DEVICE_MEMORY, set before the driver loads): a `limit`
+ * layer, an exhausted device, a cache whose free memory is stranded in blocks too small for
+ * the request; the figures of each layer and the device's; the remedy; the last report kept on
+ * the top resource and on no layer below it (an adaptor that catches out-of-memory below pays
+ * for no report). The limit and the oversized request also run against the real driver; the
+ * cases that fill the device need the fake's small one. */
+#include "testutil.h"
+
+#include <string.h>
+
+#define KIB ((gsize) 1 << 10)
+#define MIB ((gsize) 1 << 20)
+
+/* An allocation of @size bytes from @mr that must run out of memory: its error, after checking
+ * that @mr keeps the same text as its last report. */
+static GError *
+allocate_oom (MemresResource *mr, gsize size)
+{
+  GError *error = NULL;
+  MemresBuffer *buf = memres_resource_allocate (mr, size, NULL, &error);
+  g_autofree char *report = NULL;
+
+  g_assert_null (buf);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  report = memres_resource_get_oom_report (mr);
+  g_assert_cmpstr (report, ==, error->message);
+  /* one paragraph */
+  g_assert_null (strchr (error->message, '\n'));
+  g_test_message ("%s", error->message);
+  return error;
+}
+
+static void
+assert_contains (const char *text, const char *needle)
+{
+  if (strstr (text, needle) == NULL)
+    g_error ("\"%s\" not found in: %s", needle, text);
+}
+
+static void
+test_limit (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+
+  if (!mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("limit:max=8MiB>dmr:pool=new");
+  g_assert_null (memres_resource_get_oom_report (mr));
+  buf = memres_resource_allocate (mr, 6 * MIB, NULL, &error);
+  g_assert_no_error (error);
+  error = allocate_oom (mr, 4 * MIB);
+  /* the layer's own message first, then the report */
+  g_assert_true (g_str_has_prefix (error->message, "limit: allocating 4194304 bytes would pass"));
+  assert_contains (error->message, "Out of memory, limit: `limit` allows 8 MiB, 6 MiB in use.");
+  assert_contains (error->message, "Held: `limit` allows 8 MiB, 6 MiB in use; `dmr` holds ");
+  assert_contains (error->message, "(6 MiB used, ");
+  assert_contains (error->message, "; device 0 has ");
+  g_assert_true (g_str_has_suffix (
+      error->message, "Remedy: raise the limit of `limit`, or free some of what it has in use."));
+  mt_close_ok (buf, NULL);
+}
+
+/* A limit over a layer that rounds up (vmm, to its 2 MiB granularity on the fake) refuses more
+ * than the request: the verdict is still the limit's, with the bytes it refused. */
+static void
+test_limit_rounded (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+
+  if (!mt_require_fake ("vmm's granularity on the fake is 2 MiB"))
+    return;
+  mr = mt_new_ok ("limit:max=1MiB>vmm");
+  error = allocate_oom (mr, 1);
+  assert_contains (error->message, "Out of memory, limit: `limit` allows 1 MiB, 0 bytes in use, "
+                                   "2 MiB refused for a request of 1 byte.");
+}
+
+/* The device's free bytes now (cuMemGetInfo in device 0's primary context). */
+static gsize
+device_free (void)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
+  gboolean pushed = FALSE;
+  size_t free_bytes = 0, total = 0;
+
+  g_assert_nonnull (drv);
+  g_assert_true (memres_cuda_push_context (0, &pushed, NULL));
+  g_assert_cmpint (drv->cuMemGetInfo (&free_bytes, &total), ==, CUDA_SUCCESS);
+  memres_cuda_pop_context (pushed);
+  g_assert_cmpuint (total, ==, 64 * MIB);
+  return free_bytes;
+}
+
+static void
+test_exhausted (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+
+  if (!mt_require_fake ("fills the fake's 64 MiB device"))
+    return;
+  mr = mt_new_ok ("dmr:pool=new");
+  buf = memres_resource_allocate (mr, 40 * MIB, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (device_free (), ==, 24 * MIB);
+  error = allocate_oom (mr, 32 * MIB);
+  g_assert_true (g_str_has_prefix (error->message, "cannot allocate 33554432 bytes: "));
+  assert_contains (error->message, "CUDA_ERROR_OUT_OF_MEMORY");
+  assert_contains (error->message,
+                   "Out of memory, exhausted: the device has 24 MiB free of 64 MiB, request "
+                   "32 MiB.");
+  assert_contains (error->message, "Held: `dmr` holds 40 MiB (40 MiB used, 0 bytes cached); "
+                                   "device 0 has 24 MiB free of 64 MiB.");
+  g_assert_true (g_str_has_suffix (error->message,
+                                   "Remedy: trim (memres_resource_trim()) what other resources "
+                                   "of the memory hold unused, or free memory held elsewhere; "
+                                   "nothing is cached in this stack."));
+  mt_close_ok (buf, NULL);
+}
+
+/* A cache whose free memory lies in blocks carved from chunks that are partly in use: 128 KiB
+ * blocks (16 to a chunk of 2 MiB) fill the device, every other one is freed, and a request of
+ * 1 MiB finds 32 MiB free in the cache, none of it in one piece, and none it can give back. The
+ * cache's out-of-memory flush and `retry` catch the error below the top: only the top keeps a
+ * report. */
+static void
+test_fragmentation (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) bufs = g_ptr_array_new ();
+  MemresResource *cache, *dmr;
+
+  if (!mt_require_fake ("fills the fake's 64 MiB device"))
+    return;
+  mr = mt_new_ok ("retry>cache:front=0>dmr:pool=new");
+  cache = memres_resource_get_upstream (mr);
+  dmr = memres_resource_get_upstream (cache);
+  for (guint i = 0; i < 512; i++)
+    {
+      MemresBuffer *buf = memres_resource_allocate (mr, 128 * KIB, NULL, &error);
+
+      g_assert_no_error (error);
+      g_ptr_array_add (bufs, buf);
+    }
+  g_assert_cmpuint (device_free (), ==, 0);
+  for (guint i = 0; i < bufs->len; i += 2)
+    mt_close_ok (bufs->pdata[i], NULL);
+
+  error = allocate_oom (mr, 1 * MIB);
+  assert_contains (error->message, "Out of memory, fragmentation: 32 MiB free in `cache`, "
+                                   "largest block 128 KiB, request 1 MiB.");
+  assert_contains (error->message, "Held: `cache` holds 64 MiB (32 MiB used, 32 MiB cached, "
+                                   "largest free block 128 KiB); `dmr` holds 64 MiB (64 MiB "
+                                   "used, 0 bytes cached); device 0 has 0 bytes free of 64 MiB.");
+  g_assert_true (g_str_has_suffix (
+      error->message, "Remedy: the free blocks of `cache` up to 131072 bytes are carved from "
+                      "chunks of 2097152 bytes, which go back to the memory below only whole: a "
+                      "smaller `chunk`, or a kind below that maps memory where it is needed, "
+                      "strands less."));
+  /* built at the top only */
+  g_assert_null (memres_resource_get_oom_report (cache));
+  g_assert_null (memres_resource_get_oom_report (dmr));
+
+  for (guint i = 1; i < bufs->len; i += 2)
+    mt_close_ok (bufs->pdata[i], NULL);
+}
+
+/* A size no memory has, refused before any kind is called: a report all the same. */
+static void
+test_oversized (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (GError) error = NULL;
+
+  error = allocate_oom (mr, (gsize) G_MAXSSIZE + 1);
+  assert_contains (error->message, "Out of memory, exhausted: `host` could not get 8 EiB. Held: "
+                                   "`host` holds 0 bytes (0 bytes used, 0 bytes cached).");
+}
+
+/* The last report is the last one: a later failure replaces it. */
+static void
+test_last (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("limit:max=1MiB>host");
+  g_autoptr (GError) first = NULL;
+  g_autoptr (GError) second = NULL;
+  g_autofree char *report = NULL;
+
+  first = allocate_oom (mr, 2 * MIB);
+  second = allocate_oom (mr, 3 * MIB);
+  report = memres_resource_get_oom_report (mr);
+  g_assert_cmpstr (report, ==, second->message);
+  assert_contains (report, "limit: allocating 3145728 bytes");
+  /* no error asked for: the report is kept all the same */
+  g_assert_null (memres_resource_allocate (mr, 4 * MIB, NULL, NULL));
+  g_free (report);
+  report = memres_resource_get_oom_report (mr);
+  assert_contains (report, "limit: allocating 4194304 bytes");
+  assert_contains (report, "Out of memory, limit: `limit` allows 1 MiB, 0 bytes in use.");
+}
+
+int
+main (int argc, char **argv)
+{
+  /* the fake's device: small enough to fill (read when the driver loads) */
+  g_setenv ("FAKECUDA_DEVICE_MEMORY", "64M", TRUE);
+  mt_init (&argc, &argv);
+  g_test_add_func ("/oom-report/limit", test_limit);
+  g_test_add_func ("/oom-report/limit-rounded", test_limit_rounded);
+  g_test_add_func ("/oom-report/exhausted", test_exhausted);
+  g_test_add_func ("/oom-report/fragmentation", test_fragmentation);
+  g_test_add_func ("/oom-report/oversized", test_oversized);
+  g_test_add_func ("/oom-report/last", test_last);
+  return g_test_run ();
+}

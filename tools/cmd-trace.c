@@ -1,0 +1,296 @@
+/* cmd-trace.c: `memres trace LOG... [-o FILE]`: the CSV logs of `log` layers (one LOG per layer,
+ * read by log-csv.c) as one Chrome trace-event JSON document, which Perfetto's UI and
+ * chrome://tracing open as it is. Each LOG is a process of the trace (pid 1, 2, ... in the
+ * order given, named by its path): a counter track "used bytes" (the bytes live in the layer
+ * after each allocate and free, from the log's Sizes) and a counter track "buffers" (the
+ * allocations live), and instant events (thread-scoped, on the logged Thread) for `allocate
+ * failure`, `out of memory`, `free failure` and `trim`, with the Size in their args. Times are
+ * the log's Time (local wall-clock HH:MM:SS.uuuuuu) in microseconds since the first line of all
+ * the logs, a day added each time a log's time goes back by more than 12 hours (past
+ * midnight). A malformed line is an error naming FILE:LINE (exit status 2), as in replay. */
+#include "memres-tool.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define US_PER_DAY (G_GINT64_CONSTANT (86400) * 1000000)
+
+typedef struct
+{
+  char *path;
+  char *text;
+  gsize length;
+} Input;
+
+static gboolean bad_line (GError **error, const char *log, guint line, const char *format, ...)
+    G_GNUC_PRINTF (4, 5);
+
+static gboolean
+bad_line (GError **error, const char *log, guint line, const char *format, ...)
+{
+  g_autofree char *why = NULL;
+  g_autofree char *shown = memres_tool_show_input (log);
+  va_list args;
+
+  va_start (args, format);
+  why = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "%s:%u: %s", shown, line, why);
+  return FALSE;
+}
+
+/* HH:MM:SS.uuuuuu in microseconds since midnight, or -1. */
+static gint64
+parse_time (const char *text)
+{
+  guint64 h, m, s, us;
+  char *end;
+
+  if (strlen (text) != 15 || text[2] != ':' || text[5] != ':' || text[8] != '.')
+    return -1;
+  h = g_ascii_strtoull (text, &end, 10);
+  if (end != text + 2)
+    return -1;
+  m = g_ascii_strtoull (text + 3, &end, 10);
+  if (end != text + 5)
+    return -1;
+  s = g_ascii_strtoull (text + 6, &end, 10);
+  if (end != text + 8)
+    return -1;
+  us = g_ascii_strtoull (text + 9, &end, 10);
+  if (end != text + 15 || h > 23 || m > 59 || s > 60)
+    return -1;
+  return (gint64) (((h * 60 + m) * 60 + s) * 1000000 + us);
+}
+
+/* One event of the trace, before the times are made relative. */
+typedef struct
+{
+  gint64 ts;
+  guint pid;
+  const char *name; /* an instant's action, or NULL for the counters */
+  const char *tid;  /* the logged Thread (points into the log's text) */
+  guint64 value;    /* counters: the used bytes; instants: the Size */
+  guint64 buffers;  /* counters: the live allocations */
+  guint seq;        /* the order read, for equal times */
+} Event;
+
+static const char *
+instant_name (MemresLogAction action)
+{
+  switch (action)
+    {
+    case MEMRES_LOG_ALLOCATE_FAILURE:
+      return "allocate failure";
+    case MEMRES_LOG_OUT_OF_MEMORY:
+      return "out of memory";
+    case MEMRES_LOG_FREE_FAILURE:
+      return "free failure";
+    case MEMRES_LOG_TRIM:
+      return "trim";
+    default:
+      return NULL;
+    }
+}
+
+/* The events of one log (process @pid) appended to @events. */
+static gboolean
+read_events (Input *in, guint pid, GArray *events, GError **error)
+{
+  g_autoptr (GHashTable) live = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+  gint64 day = 0, last = -1;
+  guint64 used = 0, buffers = 0;
+  char *next, *line;
+  guint n = 1;
+
+  if (memchr (in->text, '\0', in->length) != NULL)
+    return bad_line (error, in->path, 1, "a NUL byte: not a CSV log");
+  line = in->text;
+  next = strchr (line, '\n');
+  if (next != NULL)
+    *next++ = '\0';
+  if (!memres_tool_log_header_ok (g_strchomp (line)))
+    return bad_line (error, in->path, 1, "expected the header \"" MEMRES_LOG_HEADER "\"");
+  for (line = next; line != NULL; line = next)
+    {
+      MemresLogLine l;
+      g_autofree char *why = NULL;
+      Event e = { 0 };
+      gint64 t;
+
+      n++;
+      next = strchr (line, '\n');
+      if (next != NULL)
+        *next++ = '\0';
+      g_strchomp (line);
+      if (line[0] == '\0')
+        continue;
+      if (!memres_tool_parse_log_line (line, &l, &why))
+        return bad_line (error, in->path, n, "%s", why);
+      if ((t = parse_time (l.time)) < 0)
+        {
+          g_autofree char *shown = memres_tool_show_input (l.time);
+          return bad_line (error, in->path, n, "invalid Time \"%s\" (expected HH:MM:SS.uuuuuu)",
+                           shown);
+        }
+      if (last >= 0 && t + day < last - US_PER_DAY / 2)
+        day += US_PER_DAY;
+      last = t + day;
+      e.ts = last;
+      e.seq = events->len;
+      e.pid = pid;
+      e.tid = l.thread;
+      if (l.action == MEMRES_LOG_ALLOCATE)
+        {
+          if (g_hash_table_contains (live, &l.pointer))
+            return bad_line (error, in->path, n, "Pointer %s allocated again, without a free",
+                             l.pointer_text);
+          if (l.size > G_MAXUINT64 - used)
+            return bad_line (error, in->path, n,
+                             "the sizes live at once would pass 2^64 bytes "
+                             "(18446744073709551616): allocations that overlap");
+          g_hash_table_insert (live, g_memdup2 (&l.pointer, sizeof l.pointer),
+                               g_memdup2 (&l.size, sizeof l.size));
+          used += l.size;
+          buffers++;
+        }
+      else if (l.action == MEMRES_LOG_FREE)
+        {
+          guint64 *size = g_hash_table_lookup (live, &l.pointer);
+
+          if (size == NULL) /* allocated before the log began */
+            continue;
+          used -= *size;
+          buffers--;
+          g_hash_table_remove (live, &l.pointer);
+        }
+      else
+        {
+          e.name = instant_name (l.action);
+          e.value = l.size;
+          g_array_append_val (events, e);
+          continue;
+        }
+      e.value = used;
+      e.buffers = buffers;
+      g_array_append_val (events, e);
+    }
+  return TRUE;
+}
+
+static gint
+event_compare (gconstpointer a, gconstpointer b)
+{
+  const Event *x = a, *y = b;
+
+  if (x->ts != y->ts)
+    return x->ts < y->ts ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The document: metadata naming each process, then the events in time order, one a line. */
+static char *
+write_trace (Input *inputs, guint n_inputs, GArray *events)
+{
+  GString *s = g_string_new ("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [");
+  gint64 t0 = events->len > 0 ? g_array_index (events, Event, 0).ts : 0;
+  gboolean first = TRUE;
+
+  for (guint i = 0; i < n_inputs; i++)
+    {
+      g_string_append_printf (s,
+                              "%s\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %u, "
+                              "\"args\": {\"name\": ",
+                              first ? "" : ",", i + 1);
+      memres_json_append_string (s, inputs[i].path);
+      g_string_append (s, "}}");
+      first = FALSE;
+    }
+  for (guint i = 0; i < events->len; i++)
+    {
+      const Event *e = &g_array_index (events, Event, i);
+      gint64 ts = e->ts - t0;
+
+      if (e->name == NULL)
+        g_string_append_printf (
+            s,
+            ",\n{\"name\": \"used bytes\", \"ph\": \"C\", \"ts\": %" G_GINT64_FORMAT
+            ", \"pid\": %u, \"args\": {\"used\": %" G_GUINT64_FORMAT "}},\n"
+            "{\"name\": \"buffers\", \"ph\": \"C\", \"ts\": %" G_GINT64_FORMAT
+            ", \"pid\": %u, \"args\": {\"live\": %" G_GUINT64_FORMAT "}}",
+            ts, e->pid, e->value, ts, e->pid, e->buffers);
+      else
+        {
+          g_string_append_printf (
+              s,
+              ",\n{\"name\": \"%s\", \"ph\": \"i\", \"s\": \"t\", \"ts\": %" G_GINT64_FORMAT
+              ", \"pid\": %u, \"tid\": ",
+              e->name, ts, e->pid);
+          memres_json_append_string (s, e->tid);
+          g_string_append_printf (s, ", \"args\": {\"size\": %" G_GUINT64_FORMAT "}}", e->value);
+        }
+    }
+  g_string_append (s, "\n]}\n");
+  return g_string_free (s, FALSE);
+}
+
+int
+memres_tool_trace (int argc, char **argv)
+{
+  g_autofree char *output = NULL;
+  GOptionEntry entries[] = {
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
+      "Write the trace to FILE (default: the standard output)", "FILE" },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) context = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) events = g_array_new (FALSE, TRUE, sizeof (Event));
+  g_autofree Input *inputs = NULL;
+  g_autofree char *doc = NULL;
+  guint n;
+  int status = 0;
+
+  context = g_option_context_new ("LOG... - a log adaptor's CSV logs as a Perfetto trace");
+  g_option_context_set_summary (
+      context, "Writes the CSV logs of log layers (one LOG per layer) as one Chrome "
+               "trace-event JSON document, which Perfetto's UI and chrome://tracing open: per "
+               "LOG a counter track of used bytes and one of live buffers, and instant events "
+               "for allocate failure, out of memory, free failure and trim.");
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!memres_tool_parse_options (context, &argc, &argv, &error))
+    return memres_tool_usage_error ("trace", error->message);
+  if (argc < 2)
+    return memres_tool_usage_error ("trace", "expected LOG...");
+  n = (guint) argc - 1;
+  inputs = g_new0 (Input, n);
+  for (guint i = 0; i < n && status == 0; i++)
+    {
+      inputs[i].path = argv[i + 1];
+      if (!g_file_test (argv[i + 1], G_FILE_TEST_IS_REGULAR))
+        {
+          g_autofree char *shown = memres_tool_show_input (argv[i + 1]);
+
+          g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "%s: not a regular file", shown);
+          status = memres_tool_fail (error);
+        }
+      else if (!g_file_get_contents (argv[i + 1], &inputs[i].text, &inputs[i].length, &error)
+               || !read_events (&inputs[i], i + 1, events, &error))
+        status = memres_tool_fail (error);
+    }
+  if (status == 0)
+    {
+      /* stable: the events of one log keep their order at equal times */
+      g_array_sort (events, event_compare);
+      doc = write_trace (inputs, n, events);
+      if (output == NULL || strcmp (output, "-") == 0)
+        g_print ("%s", doc);
+      else if (!g_file_set_contents (output, doc, -1, &error))
+        status = memres_tool_fail (error);
+    }
+  for (guint i = 0; i < n; i++)
+    g_free (inputs[i].text);
+  return status;
+}

@@ -1,0 +1,85 @@
+/* log-csv.c: one line of the CSV log the `log` adaptor writes (plugins/log/log.c), read for
+ * `memres replay` and `memres trace`: RMM's six columns, with memres's extra actions (`out of
+ * memory`, `trim`) beside RMM's. */
+#include "memres-tool.h"
+
+#include <string.h>
+
+gboolean
+memres_tool_log_header_ok (const char *line)
+{
+  return strcmp (line, MEMRES_LOG_HEADER) == 0;
+}
+
+static const struct
+{
+  const char *name;
+  MemresLogAction action;
+} actions[] = {
+  { "allocate", MEMRES_LOG_ALLOCATE },
+  { "free", MEMRES_LOG_FREE },
+  { "allocate failure", MEMRES_LOG_ALLOCATE_FAILURE },
+  { "free failure", MEMRES_LOG_FREE_FAILURE },
+  { "out of memory", MEMRES_LOG_OUT_OF_MEMORY },
+  { "trim", MEMRES_LOG_TRIM },
+};
+
+static gboolean
+parse_hex (const char *text, guint64 *value)
+{
+  return g_str_has_prefix (text, "0x")
+         && g_ascii_string_to_unsigned (text + 2, 16, 0, G_MAXUINT64, value, NULL);
+}
+
+gboolean
+memres_tool_parse_log_line (char *line, MemresLogLine *out, char **why)
+{
+  char *f[7];
+  guint n = 0;
+  char *p = line;
+  g_autofree char *shown = NULL;
+
+  /* split in place at every comma: no field of the log holds one */
+  f[n++] = p;
+  while ((p = strchr (p, ',')) != NULL)
+    {
+      *p++ = '\0';
+      if (n == G_N_ELEMENTS (f))
+        break;
+      f[n++] = p;
+    }
+  if (n != 6)
+    {
+      *why = g_strdup_printf ("expected 6 fields (" MEMRES_LOG_HEADER "), found %s%u",
+                              n == G_N_ELEMENTS (f) ? "more than " : "",
+                              n == G_N_ELEMENTS (f) ? n - 1 : n);
+      return FALSE;
+    }
+  out->thread = f[0];
+  out->time = f[1];
+  out->pointer_text = f[3];
+  out->stream_text = f[5];
+  if (!parse_hex (f[3], &out->pointer))
+    {
+      shown = memres_tool_show_input (f[3]);
+      *why = g_strdup_printf ("invalid Pointer \"%s\" (expected 0x...)", shown);
+      return FALSE;
+    }
+  if (!g_ascii_string_to_unsigned (f[4], 10, 0, G_MAXSSIZE, &out->size, NULL))
+    {
+      shown = memres_tool_show_input (f[4]);
+      *why = g_strdup_printf ("invalid Size \"%s\"", shown);
+      return FALSE;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (actions); i++)
+    if (strcmp (f[2], actions[i].name) == 0)
+      {
+        out->action = actions[i].action;
+        return TRUE;
+      }
+  shown = memres_tool_show_input (f[2]);
+  *why = g_strdup_printf ("invalid Action \"%s\" (allocate, free, allocate failure, free "
+                          "failure, out of memory or trim)",
+                          shown);
+  return FALSE;
+}
