@@ -1,0 +1,1 @@
+"""memres as CuPy's allocator (see memres.cupy.use)."""

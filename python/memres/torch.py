@@ -1,0 +1,1 @@
+"""memres as PyTorch's CUDA allocator (see memres.torch.use)."""
