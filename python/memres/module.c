@@ -120,6 +120,22 @@ module_library_path (PyObject *module, PyObject *unused)
   return PyUnicode_DecodeFSDefault (info.dli_fname);
 }
 
+/* A new Resource over the MemresResource at @arg (an int): libmemres-allocator's per-device
+ * resources (memres.torch, memres.cupy), for their statistics. Internal. */
+static PyObject *
+module_resource_from_address (PyObject *module, PyObject *arg)
+{
+  void *ptr = PyLong_AsVoidPtr (arg);
+
+  if (ptr == NULL)
+    {
+      if (!PyErr_Occurred ())
+        PyErr_SetString (PyExc_ValueError, "no resource at address 0");
+      return NULL;
+    }
+  return pymemres_resource_wrap (memres_resource_ref (ptr));
+}
+
 static PyObject *
 module_from_dlpack (PyObject *module, PyObject *obj)
 {
@@ -160,6 +176,8 @@ static PyMethodDef module_methods[] = {
     "the plugins it carries." },
   { "plugin_search_path", module_plugin_search_path, METH_NOARGS,
     "plugin_search_path() -> list of str\n\nThe directories searched for plugins, in order." },
+  { "_resource_from_address", module_resource_from_address, METH_O,
+    "_resource_from_address(address) -> Resource\n\nInternal: libmemres-allocator's resources." },
   { "library_path", module_library_path, METH_NOARGS,
     "library_path() -> str\n\nThe file libmemres was loaded from." },
   { NULL },
