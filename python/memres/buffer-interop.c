@@ -241,58 +241,134 @@ PyBufferProcs pymemres_buffer_as_buffer = {
   .bf_getbuffer = buffer_getbuffer,
 };
 
-/* memres.from_dlpack(obj): a DLPack 1.x producer (an object with __dlpack__) or a versioned
- * capsule, wrapped as a Buffer that owns the tensor (closing it calls the tensor's deleter). */
+/* A legacy (DLPack 0.x) tensor adopted as a versioned one: the wrapper's deleter calls the
+ * legacy tensor's and frees the wrapper. */
+static void
+adopted_deleter (MemresDLManagedTensorVersioned *self)
+{
+  MemresDLManagedTensor *legacy = self->manager_ctx;
+
+  if (legacy->deleter != NULL)
+    legacy->deleter (legacy);
+  g_free (self);
+}
+
+static MemresDLManagedTensorVersioned *
+adopt_legacy (MemresDLManagedTensor *legacy)
+{
+  MemresDLManagedTensorVersioned *tensor = g_new0 (MemresDLManagedTensorVersioned, 1);
+
+  tensor->version.major = MEMRES_DLPACK_MAJOR_VERSION;
+  tensor->version.minor = MEMRES_DLPACK_MINOR_VERSION;
+  tensor->manager_ctx = legacy;
+  tensor->deleter = adopted_deleter;
+  tensor->dl_tensor = legacy->dl_tensor;
+  return tensor;
+}
+
+/* obj.__dlpack__(max_version=(1, 0)); a producer older than max_version (a TypeError for the
+ * keyword) is asked again with stream=None, then with no argument. */
+static PyObject *
+capsule_of_producer (PyObject *obj)
+{
+  PyObject *method = PyObject_GetAttrString (obj, "__dlpack__");
+  PyObject *kwargs, *empty, *capsule = NULL;
+
+  if (method == NULL)
+    {
+      if (PyErr_ExceptionMatches (PyExc_AttributeError))
+        {
+          PyErr_Clear ();
+          PyErr_Format (PyExc_TypeError, "%.100s object is not a DLPack producer (no __dlpack__)",
+                        Py_TYPE (obj)->tp_name);
+        }
+      return NULL;
+    }
+  empty = PyTuple_New (0);
+  kwargs = Py_BuildValue ("{s:(ii)}", "max_version", MEMRES_DLPACK_MAJOR_VERSION,
+                          MEMRES_DLPACK_MINOR_VERSION);
+  if (empty != NULL && kwargs != NULL)
+    {
+      capsule = PyObject_Call (method, empty, kwargs);
+      if (capsule == NULL && PyErr_ExceptionMatches (PyExc_TypeError))
+        {
+          PyErr_Clear ();
+          Py_DECREF (kwargs);
+          kwargs = Py_BuildValue ("{s:O}", "stream", Py_None);
+          capsule = kwargs != NULL ? PyObject_Call (method, empty, kwargs) : NULL;
+          if (capsule == NULL && PyErr_ExceptionMatches (PyExc_TypeError))
+            {
+              PyErr_Clear ();
+              capsule = PyObject_CallNoArgs (method);
+              if (capsule == NULL && PyErr_ExceptionMatches (PyExc_TypeError))
+                {
+                  PyErr_Clear ();
+                  PyErr_Format (PyExc_TypeError,
+                                "%.100s.__dlpack__ takes neither max_version, stream nor no "
+                                "argument",
+                                Py_TYPE (obj)->tp_name);
+                }
+            }
+        }
+    }
+  Py_XDECREF (kwargs);
+  Py_XDECREF (empty);
+  Py_DECREF (method);
+  if (capsule != NULL && !PyCapsule_CheckExact (capsule))
+    {
+      PyErr_Format (PyExc_TypeError, "%.100s.__dlpack__ returned %.100s, not a capsule",
+                    Py_TYPE (obj)->tp_name, Py_TYPE (capsule)->tp_name);
+      Py_CLEAR (capsule);
+    }
+  return capsule;
+}
+
+/* memres.from_dlpack(obj): a DLPack producer (an object with __dlpack__) or a capsule, wrapped
+ * as a Buffer that owns the tensor (closing it calls the tensor's deleter). A legacy tensor is
+ * adopted inside a versioned one. */
 PyObject *
 pymemres_from_dlpack (PyObject *module, PyObject *obj)
 {
-  PyObject *capsule;
+  PyObject *capsule = PyCapsule_CheckExact (obj) ? Py_NewRef (obj) : capsule_of_producer (obj);
   MemresDLManagedTensorVersioned *tensor;
+  const char *used;
+  gboolean adopted = FALSE;
   GError *error = NULL;
   MemresBuffer *buf;
 
-  if (PyCapsule_CheckExact (obj))
-    capsule = Py_NewRef (obj);
+  if (capsule == NULL)
+    return NULL;
+  if (PyCapsule_IsValid (capsule, CAPSULE_VERSIONED))
+    {
+      tensor = PyCapsule_GetPointer (capsule, CAPSULE_VERSIONED);
+      used = CAPSULE_VERSIONED_USED;
+    }
+  else if (PyCapsule_IsValid (capsule, CAPSULE_LEGACY))
+    {
+      tensor = adopt_legacy (PyCapsule_GetPointer (capsule, CAPSULE_LEGACY));
+      used = "used_" CAPSULE_LEGACY;
+      adopted = TRUE;
+    }
   else
     {
-      PyObject *method = PyObject_GetAttrString (obj, "__dlpack__");
-      PyObject *kwargs, *empty;
-
-      if (method == NULL)
-        return NULL;
-      kwargs = Py_BuildValue ("{s:(ii)}", "max_version", MEMRES_DLPACK_MAJOR_VERSION,
-                              MEMRES_DLPACK_MINOR_VERSION);
-      empty = PyTuple_New (0);
-      capsule = kwargs != NULL && empty != NULL ? PyObject_Call (method, empty, kwargs) : NULL;
-      Py_XDECREF (empty);
-      Py_XDECREF (kwargs);
-      Py_DECREF (method);
-      if (capsule == NULL)
-        return NULL;
-    }
-  if (PyCapsule_IsValid (capsule, CAPSULE_VERSIONED_USED))
-    {
       Py_DECREF (capsule);
-      PyErr_SetString (PyExc_ValueError, "the DLPack capsule was consumed already");
+      PyErr_SetString (PyExc_ValueError,
+                       "not an unused \"dltensor_versioned\" or \"dltensor\" capsule (a "
+                       "capsule is consumed once)");
       return NULL;
     }
-  if (!PyCapsule_IsValid (capsule, CAPSULE_VERSIONED))
-    {
-      Py_DECREF (capsule);
-      PyErr_SetString (PyExc_BufferError,
-                       "memres wraps DLPack 1.x tensors only (a \"dltensor_versioned\" capsule)");
-      return NULL;
-    }
-  tensor = PyCapsule_GetPointer (capsule, CAPSULE_VERSIONED);
   buf = memres_buffer_new_for_dlpack (tensor, &error);
   if (buf == NULL)
     {
+      /* nothing taken: the capsule still owns the tensor (an adopted one's wrapper goes) */
+      if (adopted)
+        g_free (tensor);
       Py_DECREF (capsule);
       return pymemres_raise (error);
     }
   /* consumed: the buffer owns the tensor now, the capsule's destructor leaves it (renaming a
    * capsule found valid above cannot fail) */
-  PyCapsule_SetName (capsule, CAPSULE_VERSIONED_USED);
+  PyCapsule_SetName (capsule, used);
   Py_DECREF (capsule);
   return pymemres_buffer_wrap (buf);
 }

@@ -153,11 +153,12 @@ static PyMethodDef module_methods[] = {
     "not exist, InvalidArgumentError for one below -1." },
   { "from_dlpack", module_from_dlpack, METH_O,
     "from_dlpack(obj) -> Buffer\n\n"
-    "Another library's memory as a Buffer: obj has __dlpack__ (called with max_version=(1, 0))\n"
-    "or is a \"dltensor_versioned\" capsule. The Buffer owns the tensor: closing it returns\n"
-    "the tensor to its producer (the memory is the producer's; it is not freed). A capsule is\n"
-    "consumed once: a second use raises ValueError. BufferError for a legacy (DLPack 0.x)\n"
-    "capsule; InvalidArgumentError for a tensor memres refuses." },
+    "Another library's memory as a Buffer: obj has __dlpack__ (called with max_version=(1, 0);\n"
+    "a producer older than that is asked again without it) or is a DLPack capsule. The Buffer\n"
+    "owns the tensor: closing it returns the tensor to its producer (the memory is the\n"
+    "producer's; it is not freed). A capsule is consumed once: a second use raises\n"
+    "ValueError. TypeError for an object that is no producer; InvalidArgumentError for a\n"
+    "tensor memres refuses." },
   { "import_message", (PyCFunction) (void (*) (void)) pymemres_import_message,
     METH_FASTCALL | METH_KEYWORDS,
     "import_message(data, fds, importer=None, stream=None) -> Buffer\n\n"
