@@ -6,6 +6,8 @@
  * (memres-dlpack.h); only the capsules and the protocols' rules are here. */
 #include "pymemres.h"
 
+#include <memres/memres-plugin.h> /* memres_cuda_stream_synchronize() */
+
 #include <string.h>
 
 #define CAPSULE_VERSIONED      "dltensor_versioned"
@@ -92,7 +94,7 @@ order_for_consumer (MemresBuffer *buf, PyObject *stream_obj)
     return 0;
   stream = memres_buffer_get_deallocation_stream (buf);
   Py_BEGIN_ALLOW_THREADS;
-  ok = memres_stream_synchronize (stream, &error);
+  ok = memres_cuda_stream_synchronize (memres_buffer_get_device (buf), stream, &error);
   Py_END_ALLOW_THREADS;
   if (!ok)
     {
