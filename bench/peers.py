@@ -279,16 +279,21 @@ class MemresPeer:
         self.lib.memres_resource_unref(self.mr)
 
 
-def find_package(explicit):
-    """Imports the memres package: from --python-path, else the build tree's build*/python
-    next to this script, else wherever Python finds it."""
-    candidates = [explicit] if explicit else sorted(
-        os.path.join(HERE, "..", d, "python") for d in os.listdir(os.path.join(HERE, ".."))
-        if d.startswith("build") and os.path.isdir(os.path.join(HERE, "..", d, "python", "memres")))
+def find_package(explicit, libmemres=None):
+    """Imports the memres package: from --python-path, else the build tree of --libmemres
+    ($MEMRES_LIBMEMRES), else build/python next to this script, else wherever Python finds
+    it (never another build tree's: a sanitizer build's module cannot load here)."""
+    libmemres = libmemres or os.environ.get("MEMRES_LIBMEMRES")
+    candidates = [explicit] if explicit else []
+    if libmemres:
+        candidates.append(os.path.join(os.path.dirname(os.path.dirname(
+            os.path.realpath(libmemres))), "python"))
+    candidates.append(os.path.join(HERE, "..", "build", "python"))
     for path in candidates:
-        if path not in sys.path:
-            sys.path.insert(0, path)
-        break
+        if explicit == path or os.path.isdir(os.path.join(path, "memres")):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+            break
     import memres
     return memres
 
@@ -299,7 +304,7 @@ class MemresPackagePeer(MemresPeer):
     name = "memres-py"
 
     def __init__(self, args):
-        memres = find_package(args.python_path)
+        memres = find_package(args.python_path, args.libmemres)
         ctypes_args = argparse.Namespace(**vars(args))
         ctypes_args.libmemres = memres._memres.library_path()
         ctypes_args.memres_spec = "host"
@@ -623,7 +628,8 @@ def main(argv=None):
     p.add_argument("--package-spec", default="cache>dmr",
                    help="spec of the memres-py peer's resource (cache>dmr)")
     p.add_argument("--python-path", help="directory holding the memres package (default: "
-                   "build*/python next to this script, else Python's path)")
+                   "python/ of --libmemres's build tree, build/python next to this script, "
+                   "else Python's path)")
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--repetitions", type=int)
     p.add_argument("--target-ms", type=float)
