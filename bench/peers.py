@@ -4,6 +4,8 @@ through the allocators users compare memres with, all timed the same way from Py
 
   memres        libmemres through ctypes (memres_resource_allocate, memres_buffer_close,
                 memres_buffer_unref), on a non-blocking stream made through memres's driver table
+  memres-py     the Python package (import memres: Resource.allocate, Buffer.close) with
+                --package-spec (cache>dmr), on such a stream; found on --python-path
   cuda.core     DeviceMemoryResource (cuda.core, or cuda.core.experimental on older releases)
   torch         PyTorch's caching allocator (torch.cuda.caching_allocator_alloc / _delete)
   cupy          a CuPy MemoryPool (pool.malloc, free by dropping the MemoryPointer)
@@ -277,6 +279,66 @@ class MemresPeer:
         self.lib.memres_resource_unref(self.mr)
 
 
+def find_package(explicit, libmemres=None):
+    """Imports the memres package: from --python-path, else the build tree of --libmemres
+    ($MEMRES_LIBMEMRES), else build/python next to this script, else wherever Python finds
+    it (never another build tree's: a sanitizer build's module cannot load here)."""
+    libmemres = libmemres or os.environ.get("MEMRES_LIBMEMRES")
+    candidates = [explicit] if explicit else []
+    if libmemres:
+        candidates.append(os.path.join(os.path.dirname(os.path.dirname(
+            os.path.realpath(libmemres))), "python"))
+    candidates.append(os.path.join(HERE, "..", "build", "python"))
+    for path in candidates:
+        if explicit == path or os.path.isdir(os.path.join(path, "memres")):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+            break
+    import memres
+    return memres
+
+
+class MemresPackagePeer(MemresPeer):
+    """The package, on a stream made as MemresPeer makes its own, through the libmemres the
+    extension module loaded."""
+    name = "memres-py"
+
+    def __init__(self, args):
+        memres = find_package(args.python_path, args.libmemres)
+        ctypes_args = argparse.Namespace(**vars(args))
+        ctypes_args.libmemres = memres._memres.library_path()
+        ctypes_args.memres_spec = "host"
+        super().__init__(ctypes_args)
+        self.version = "%s (%s)" % (memres.__version__, args.package_spec)
+        self.package_mr = memres.Resource(args.package_spec)
+
+    def pairs(self, size, n):
+        allocate, s = self.package_mr.allocate, self.stream
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            allocate(size, s).close()  # on the buffer's stream, s
+        self._sync()
+        return time.perf_counter_ns() - t0
+
+    def trace(self, ops, n_slots, n):
+        allocate, s = self.package_mr.allocate, self.stream
+        slots = [None] * n_slots
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            for slot, size in ops:
+                if size:
+                    slots[slot] = allocate(size, s)
+                else:
+                    slots[slot].close()
+                    slots[slot] = None
+        self._sync()
+        return time.perf_counter_ns() - t0
+
+    def close(self):
+        self.package_mr = None
+        super().close()
+
+
 def import_cuda_core():
     try:
         import cuda.core as core
@@ -473,7 +535,7 @@ class CudaBindingsPeer:
         self.drv.cuStreamDestroy(self.stream)
 
 
-PEERS = [MemresPeer, CudaCorePeer, TorchPeer, CupyPeer, CudaBindingsPeer, PythonFloor]
+PEERS = [MemresPeer, MemresPackagePeer, CudaCorePeer, TorchPeer, CupyPeer, CudaBindingsPeer, PythonFloor]
 
 
 # ---- measurement -------------------------------------------------------------------------------
@@ -563,6 +625,11 @@ def main(argv=None):
     p.add_argument("--libmemres", help="path of libmemres.so (default: $MEMRES_LIBMEMRES, "
                    "build*/core/libmemres.so next to this script, or libmemres.so.2)")
     p.add_argument("--memres-spec", default="dmr", help="spec of the memres resource (dmr)")
+    p.add_argument("--package-spec", default="cache>dmr",
+                   help="spec of the memres-py peer's resource (cache>dmr)")
+    p.add_argument("--python-path", help="directory holding the memres package (default: "
+                   "python/ of --libmemres's build tree, build/python next to this script, "
+                   "else Python's path)")
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--repetitions", type=int)
     p.add_argument("--target-ms", type=float)
@@ -628,7 +695,8 @@ def main(argv=None):
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "command": " ".join([os.path.basename(sys.argv[0])] + (argv or sys.argv[1:])),
            "python": platform.python_version(), "quick": q, "device": args.device,
-           "memres_spec": args.memres_spec, "repetitions": args.repetitions,
+           "memres_spec": args.memres_spec, "package_spec": args.package_spec,
+           "repetitions": args.repetitions,
            "target_ms": args.target_ms, "warmup_pairs": args.warmup_pairs, "peers": status,
            "unit": "ns/pair",
            "pairs": pairs,

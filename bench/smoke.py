@@ -3,7 +3,7 @@
 as documented and print well-formed JSON with the expected structure; never timings.
 
   smoke.py bench MEMRES_BENCH        memres-bench --quick against the driver in the environment
-  smoke.py peers PEERS_PY LIBMEMRES  peers.py --quick, memres through ctypes
+  smoke.py peers PEERS_PY LIBMEMRES  peers.py --quick, memres through ctypes and the package
   smoke.py run-all RUN_ALL BUILD     run-all.sh --quick into a scratch directory
 """
 
@@ -174,6 +174,16 @@ def smoke_peers(script, libmemres):
     ops, live = doc["random"]["operations"], doc["random"]["live"]
     if ops % 2 or not 3 * live <= ops <= 5 * live:  # every allocation freed once
         fail("random trace has %d operations for %d live" % (ops, live))
+    # the Python package's peer (memres-py), where the build made the package: measured, or n/a
+    # with a reason (a build without Python's headers, another interpreter)
+    p = run([sys.executable, script, "--quick", "--json", "--quiet", "--libmemres", libmemres,
+             "--sizes", "256", "--peers", "memres-py"])
+    doc = json.loads(p.stdout)
+    status = doc["peers"][0]
+    if status["available"]:
+        check_summary("peers/256 B/memres-py", doc["pairs"][0]["results"]["memres-py"])
+    elif not status["reason"]:
+        fail("peer memres-py is n/a without a reason")
 
 
 def smoke_run_all(script, build):

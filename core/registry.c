@@ -118,13 +118,43 @@ _memres_registry_list (void)
   return result;
 }
 
+/* The directory memres_registry_set_plugin_dir() set (owned), or NULL; under registry_lock. */
+static char *extra_plugin_dir;
+
+/**
+ * memres_registry_set_plugin_dir:
+ * @dir: (nullable): a directory holding plugins (`libmemres-<name>.so`), or %NULL for none
+ *
+ * Adds @dir to the plugin search path (memres_registry_get_search_path()), after the entries of
+ * `MEMRES_PLUGIN_PATH` and before the installed plugin directory, replacing the directory an
+ * earlier call set; %NULL removes it. For a program or package that carries its plugins with
+ * it, in a place it knows only at run time (the Python package finds them beside itself): the
+ * environment still comes first. The string is copied. Plugins already loaded stay loaded; the
+ * next lookup of a kind not yet registered searches the new path. Thread-safe.
+ *
+ * Since: 2.0
+ */
+void
+memres_registry_set_plugin_dir (const char *dir)
+{
+  char *copy = g_strdup (dir);
+  char *old;
+
+  g_rw_lock_writer_lock (&registry_lock);
+  old = extra_plugin_dir;
+  extra_plugin_dir = copy;
+  g_rw_lock_writer_unlock (&registry_lock);
+  g_free (old);
+}
+
 /**
  * memres_registry_get_search_path:
  *
  * The directories searched for plugins, in order: the entries of the environment variable
- * `MEMRES_PLUGIN_PATH` (colon-separated, empty entries skipped), then the installed plugin
- * directory (the pkg-config variable `plugindir` of memres-2). The environment is read on each
- * call. Thread-safe.
+ * `MEMRES_PLUGIN_PATH` (colon-separated, empty entries skipped), then the directory
+ * memres_registry_set_plugin_dir() set, if any, then the installed plugin directory (the
+ * pkg-config variable `plugindir` of memres-2). The environment is read on each call.
+ * Thread-safe.
  *
  * Returns: (transfer full) (array zero-terminated=1): the directories; free with g_strfreev()
  *
@@ -143,6 +173,10 @@ memres_registry_get_search_path (void)
         if (parts[i][0] != '\0')
           g_strv_builder_add (dirs, parts[i]);
     }
+  g_rw_lock_reader_lock (&registry_lock);
+  if (extra_plugin_dir != NULL)
+    g_strv_builder_add (dirs, extra_plugin_dir);
+  g_rw_lock_reader_unlock (&registry_lock);
   g_strv_builder_add (dirs, MEMRES_PLUGINDIR);
   return g_strv_builder_end (dirs);
 }

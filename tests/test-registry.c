@@ -366,6 +366,56 @@ test_search_path (void)
     g_setenv ("MEMRES_PLUGIN_PATH", saved, TRUE);
 }
 
+/* memres_registry_set_plugin_dir(): after the environment, before the installed directory;
+ * replaced by the next call, removed by NULL; a kind found only there loads. */
+static void
+test_set_plugin_dir (void)
+{
+  g_auto (GStrv) path = NULL;
+  g_auto (GStrv) env_dirs = NULL;
+  g_autofree char *saved = g_strdup (g_getenv ("MEMRES_PLUGIN_PATH"));
+  g_autofree char *limit_dir = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresKind) kind = NULL;
+
+  g_setenv ("MEMRES_PLUGIN_PATH", "/first", TRUE);
+  memres_registry_set_plugin_dir ("/mine");
+  memres_registry_set_plugin_dir ("/mine-now");
+  path = memres_registry_get_search_path ();
+  g_assert_cmpuint (g_strv_length (path), ==, 3);
+  g_assert_cmpstr (path[0], ==, "/first");
+  g_assert_cmpstr (path[1], ==, "/mine-now");
+  g_assert_true (g_str_has_suffix (path[2], "memres-2/plugins"));
+  g_clear_pointer (&path, g_strfreev);
+  memres_registry_set_plugin_dir (NULL);
+  path = memres_registry_get_search_path ();
+  g_assert_cmpuint (g_strv_length (path), ==, 2);
+  g_clear_pointer (&path, g_strfreev);
+
+  /* the build tree's limit plugin, reached only through the directory set here */
+  env_dirs = g_strsplit (saved != NULL ? saved : "", ":", -1);
+  for (guint i = 0; env_dirs[i] != NULL && limit_dir == NULL; i++)
+    {
+      g_autofree char *file = g_build_filename (env_dirs[i], "libmemres-limit.so", NULL);
+      if (g_file_test (file, G_FILE_TEST_EXISTS))
+        limit_dir = g_strdup (env_dirs[i]);
+    }
+  if (limit_dir != NULL)
+    {
+      g_unsetenv ("MEMRES_PLUGIN_PATH");
+      memres_registry_set_plugin_dir (limit_dir);
+      kind = memres_registry_lookup ("limit", &error);
+      g_assert_no_error (error);
+      g_assert_nonnull (kind);
+      g_assert_true (g_str_has_prefix (memres_kind_get_plugin_path (kind), limit_dir));
+      memres_registry_set_plugin_dir (NULL);
+    }
+  if (saved != NULL)
+    g_setenv ("MEMRES_PLUGIN_PATH", saved, TRUE);
+  else
+    g_unsetenv ("MEMRES_PLUGIN_PATH");
+}
+
 static void
 test_list_kinds (void)
 {
@@ -405,6 +455,7 @@ main (int argc, char **argv)
   g_test_add_func ("/registry/register/ipc-table", test_register_ipc_table);
   g_test_add_func ("/registry/register/long-option-key", test_register_long_option_key);
   g_test_add_func ("/registry/search-path", test_search_path);
+  g_test_add_func ("/registry/set-plugin-dir", test_set_plugin_dir);
   g_test_add_func ("/registry/list-kinds", test_list_kinds);
   return g_test_run ();
 }

@@ -114,6 +114,8 @@ GPtrArray *memres_registry_list_kinds (GError **error);
 GPtrArray *memres_registry_list_kinds_full (GHashTable **failures, GError **error);
 MemresKind *memres_registry_lookup (const char *name, GError **error);
 gchar **memres_registry_get_search_path (void);
+/* Since: 2.0 */
+void memres_registry_set_plugin_dir (const char *dir);
 
 MemresKind *memres_kind_ref (MemresKind *kind);
 void memres_kind_unref (MemresKind *kind);

@@ -1,0 +1,106 @@
+"""memres: CUDA memory resources from Python.
+
+A resource is made from a spec string, one kind with its options or a stack of layers::
+
+    import memres
+    mr = memres.Resource("cache>dmr:device=0")
+    with mr.allocate(1 << 20) as buf:       # a Buffer: size, handle, device_id, ...
+        buf.fill(0)
+        x = torch.from_dlpack(buf)          # DLPack, the CUDA array interface, memoryview
+    print(mr.stats())
+
+The names follow cuda.core's memory classes where they fit (docs/python.md maps them):
+Resource is a MemoryResource, Buffer a Buffer, default_resource() the device's default.
+Every error is a memres.Error (with message, domain and code), and also the builtin a Python
+program catches: OutOfMemoryError is a MemoryError, InvalidArgumentError and ClosedError are
+ValueErrors, FileError is an OSError, NoDeviceError a RuntimeError.
+
+The package finds the plugins it carries (a wheel's memres/plugins) by itself; an installed
+memres finds its plugin directory; MEMRES_PLUGIN_PATH comes first in both.
+"""
+
+import enum as _enum
+import os as _os
+
+from . import _memres
+from ._memres import (
+    Buffer,
+    ClosedError,
+    Error,
+    FileError,
+    InvalidArgumentError,
+    NoDeviceError,
+    OutOfMemoryError,
+    Resource,
+    default_resource,
+    from_dlpack,
+    import_message,
+    kinds,
+    plugin_search_path,
+    set_plugin_dir,
+)
+
+__all__ = [
+    "Buffer",
+    "ClosedError",
+    "Error",
+    "ErrorCode",
+    "FileError",
+    "InvalidArgumentError",
+    "MemoryFlags",
+    "NoDeviceError",
+    "OutOfMemoryError",
+    "Resource",
+    "__version__",
+    "default_resource",
+    "from_dlpack",
+    "import_message",
+    "kinds",
+    "plugin_search_path",
+    "set_plugin_dir",
+]
+
+#: The version of libmemres the package runs on ("MAJOR.MINOR.MICRO").
+__version__ = _memres.version
+
+
+class ErrorCode(_enum.IntEnum):
+    """The codes of memres's own errors (Error.code where Error.domain is
+    "memres-error-quark"): the MemresError enum of memres-error.h."""
+
+    FAILED = _memres.ERROR_FAILED
+    INVALID_ARGUMENT = _memres.ERROR_INVALID_ARGUMENT
+    NOT_FOUND = _memres.ERROR_NOT_FOUND
+    EXISTS = _memres.ERROR_EXISTS
+    NOT_SUPPORTED = _memres.ERROR_NOT_SUPPORTED
+    OUT_OF_MEMORY = _memres.ERROR_OUT_OF_MEMORY
+    CLOSED = _memres.ERROR_CLOSED
+    NO_DRIVER = _memres.ERROR_NO_DRIVER
+    NO_DEVICE = _memres.ERROR_NO_DEVICE
+    WRONG_DEVICE = _memres.ERROR_WRONG_DEVICE
+    INVALID_DESCRIPTOR = _memres.ERROR_INVALID_DESCRIPTOR
+    PERMISSION_DENIED = _memres.ERROR_PERMISSION_DENIED
+    FORKED = _memres.ERROR_FORKED
+
+
+class MemoryFlags(_enum.IntFlag):
+    """What memory is (Resource.flags, Buffer.flags): MemresMemoryFlags of memres-types.h."""
+
+    DEVICE_ACCESSIBLE = _memres.MEMORY_DEVICE_ACCESSIBLE
+    HOST_ACCESSIBLE = _memres.MEMORY_HOST_ACCESSIBLE
+    IPC_ENABLED = _memres.MEMORY_IPC_ENABLED
+    IMPORTED = _memres.MEMORY_IMPORTED
+    RESIZABLE = _memres.MEMORY_RESIZABLE
+    STREAM_ORDERED = _memres.MEMORY_STREAM_ORDERED
+    MANAGED = _memres.MEMORY_MANAGED
+    GRAPH = _memres.MEMORY_GRAPH
+
+
+def _find_own_plugins():
+    """The plugins a wheel carries sit in memres/plugins, beside this file."""
+    here = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "plugins")
+    if _os.path.isdir(here):
+        set_plugin_dir(here)
+
+
+_find_own_plugins()

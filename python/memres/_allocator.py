@@ -1,0 +1,56 @@
+"""libmemres-allocator, the shim memres.torch and memres.cupy install (memres-allocator.h):
+found beside libmemres (a wheel's memres/, a prefix's libdir) or at MEMRES_ALLOCATOR_LIB."""
+import ctypes
+import os
+
+from . import _memres
+
+
+def error(message, code=_memres.ERROR_INVALID_ARGUMENT):
+    """A memres.Error (its subclass for code) raised by the Python half of the package."""
+    invalid = (_memres.ERROR_INVALID_ARGUMENT, _memres.ERROR_NOT_FOUND)
+    cls = _memres.InvalidArgumentError if code in invalid else _memres.Error
+    err = cls(message)
+    err.message, err.domain, err.code = message, "memres-error-quark", code
+    return err
+
+
+class Allocator:
+    """The shim, loaded once, with the per-device statistics of the resources it made."""
+
+    def __init__(self, spec):
+        self.path = os.environ.get("MEMRES_ALLOCATOR_LIB") or os.path.join(
+            os.path.dirname(_memres.library_path()), "libmemres-allocator.so")
+        if not os.path.isfile(self.path):
+            raise error("libmemres-allocator not found at %s (set MEMRES_ALLOCATOR_LIB)"
+                        % self.path, _memres.ERROR_NOT_FOUND)
+        self.spec = spec
+        # read by the shim when a device's resource is first made
+        os.environ["MEMRES_ALLOCATOR_RESOURCE"] = spec
+        lib = self.lib = ctypes.CDLL(self.path)
+        lib.memres_allocator_get_resource.restype = ctypes.c_void_p
+        lib.memres_allocator_get_resource.argtypes = [ctypes.c_int]
+        lib.memres_allocator_count_buffers.restype = ctypes.c_uint64
+        lib.memres_allocator_count_buffers.argtypes = [ctypes.c_int]
+        lib.memres_torch_alloc_throws.restype = ctypes.c_int
+
+    def address(self, name):
+        return ctypes.cast(getattr(self.lib, name), ctypes.c_void_p).value
+
+    def resource(self, device=0):
+        """The Resource serving device (made by this call if no allocation made it yet), or None
+        when it cannot be made (no driver, no such device)."""
+        ptr = self.lib.memres_allocator_get_resource(device)
+        return _memres._resource_from_address(ptr) if ptr else None
+
+    def stats(self, device=0):
+        """The statistics of device's resource (Resource.stats()), {} when there is none."""
+        mr = self.resource(device)
+        return mr.stats() if mr is not None else {}
+
+    def count_buffers(self, device=-1):
+        """Live buffers of device (-1: of every device)."""
+        return self.lib.memres_allocator_count_buffers(device)
+
+    def __repr__(self):
+        return "<memres allocator %s from %s>" % (self.spec, self.path)

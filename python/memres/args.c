@@ -1,0 +1,50 @@
+/* memres - CUDA memory resources
+ * args.c: the arguments of the METH_FASTCALL | METH_KEYWORDS methods (Resource.allocate,
+ * Buffer.close, ...), positional or by keyword, without building a tuple or a dict. */
+#include "pymemres.h"
+
+int
+pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames, const char *const *names, Py_ssize_t n_names,
+                     Py_ssize_t n_required, PyObject **out)
+{
+  Py_ssize_t n_kw = kwnames != NULL ? PyTuple_GET_SIZE (kwnames) : 0;
+
+  if (nargs > n_names)
+    {
+      PyErr_Format (PyExc_TypeError, "%s() takes at most %zd arguments (%zd given)", function,
+                    n_names, nargs);
+      return -1;
+    }
+  for (Py_ssize_t i = 0; i < n_names; i++)
+    out[i] = i < nargs ? args[i] : NULL;
+  for (Py_ssize_t k = 0; k < n_kw; k++)
+    {
+      PyObject *key = PyTuple_GET_ITEM (kwnames, k);
+      Py_ssize_t i;
+
+      for (i = 0; i < n_names; i++)
+        if (PyUnicode_CompareWithASCIIString (key, names[i]) == 0)
+          break;
+      if (i == n_names)
+        {
+          PyErr_Format (PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", function,
+                        key);
+          return -1;
+        }
+      if (out[i] != NULL)
+        {
+          PyErr_Format (PyExc_TypeError, "%s() got multiple values for argument '%s'", function,
+                        names[i]);
+          return -1;
+        }
+      out[i] = args[nargs + k];
+    }
+  for (Py_ssize_t i = 0; i < n_required; i++)
+    if (out[i] == NULL)
+      {
+        PyErr_Format (PyExc_TypeError, "%s() missing required argument '%s'", function, names[i]);
+        return -1;
+      }
+  return 0;
+}

@@ -1,0 +1,376 @@
+/* memres - CUDA memory resources
+ * buffer-interop.c: a Buffer seen by other Python libraries: DLPack (__dlpack__ and
+ * __dlpack_device__, versioned capsules and the legacy one, a 1-D uint8 tensor), the CUDA array
+ * interface version 3, the buffer protocol for host memory; and memres.from_dlpack(), another
+ * library's DLPack 1.x tensor wrapped as a Buffer. The tensors themselves are libmemres's
+ * (memres-dlpack.h); only the capsules and the protocols' rules are here. */
+#include "pymemres.h"
+
+#include <memres/memres-plugin.h> /* memres_cuda_stream_synchronize() */
+
+#include <string.h>
+
+#define CAPSULE_VERSIONED      "dltensor_versioned"
+#define CAPSULE_VERSIONED_USED "used_dltensor_versioned"
+#define CAPSULE_LEGACY         "dltensor"
+
+static const MemresDLDataType dl_uint8 = { MEMRES_DL_UINT, 8, 1 };
+
+/* A capsule nobody consumed (its name unchanged) still owns its tensor. */
+static void
+capsule_versioned_destructor (PyObject *capsule)
+{
+  MemresDLManagedTensorVersioned *tensor;
+
+  if (!PyCapsule_IsValid (capsule, CAPSULE_VERSIONED))
+    return;
+  tensor = PyCapsule_GetPointer (capsule, CAPSULE_VERSIONED);
+  if (tensor != NULL && tensor->deleter != NULL)
+    tensor->deleter (tensor);
+}
+
+static void
+capsule_legacy_destructor (PyObject *capsule)
+{
+  MemresDLManagedTensor *tensor;
+
+  if (!PyCapsule_IsValid (capsule, CAPSULE_LEGACY))
+    return;
+  tensor = PyCapsule_GetPointer (capsule, CAPSULE_LEGACY);
+  if (tensor != NULL && tensor->deleter != NULL)
+    tensor->deleter (tensor);
+}
+
+/* The major version of a max_version argument: a (major, minor) tuple, or -1 for None. */
+static int
+max_major_of (PyObject *max_version, long *major)
+{
+  *major = -1;
+  if (max_version == NULL || max_version == Py_None)
+    return 0;
+  if (!PyTuple_Check (max_version) || PyTuple_GET_SIZE (max_version) != 2)
+    {
+      PyErr_SetString (PyExc_TypeError, "max_version must be a (major, minor) tuple or None");
+      return -1;
+    }
+  *major = PyLong_AsLong (PyTuple_GET_ITEM (max_version, 0));
+  return *major == -1 && PyErr_Occurred () ? -1 : 0;
+}
+
+/* The consumer's stream: None (the legacy default stream) or an int; -1 asks for no ordering.
+ * Device memory is synchronized on the buffer's deallocation stream unless -1 was given, so
+ * that the consumer's work on any stream comes after the buffer's. */
+static int
+order_for_consumer (MemresBuffer *buf, PyObject *stream_obj)
+{
+  GError *error = NULL;
+  MemresStream stream;
+  gboolean ok;
+
+  if (stream_obj != NULL && stream_obj != Py_None)
+    {
+      long value;
+
+      if (!PyLong_Check (stream_obj))
+        {
+          PyErr_SetString (PyExc_TypeError, "stream must be an int or None");
+          return -1;
+        }
+      value = PyLong_AsLong (stream_obj);
+      if (value == -1 && PyErr_Occurred ())
+        {
+          PyErr_Clear ();
+          value = 3; /* a stream handle above LONG_MAX */
+        }
+      if (value == -1)
+        return 0;
+      if (value == 0)
+        {
+          PyErr_SetString (PyExc_ValueError, "stream 0 is ambiguous in DLPack: give 1 or 2");
+          return -1;
+        }
+    }
+  if (!memres_buffer_is_device_accessible (buf) || memres_buffer_is_host_accessible (buf))
+    return 0;
+  stream = memres_buffer_get_deallocation_stream (buf);
+  Py_BEGIN_ALLOW_THREADS;
+  ok = memres_cuda_stream_synchronize (memres_buffer_get_device (buf), stream, &error);
+  Py_END_ALLOW_THREADS;
+  if (!ok)
+    {
+      pymemres_raise (error);
+      return -1;
+    }
+  return 0;
+}
+
+static const char *const dlpack_names[] = { "stream", "max_version", "dl_device", "copy" };
+
+PyObject *
+pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+  MemresBuffer *buf = ((PyMemresBuffer *) self)->buf;
+  PyObject *argv[4];
+  GError *error = NULL;
+  gint64 shape[1];
+  long major;
+  PyObject *capsule;
+
+  if (nargs != 0)
+    {
+      PyErr_SetString (PyExc_TypeError, "__dlpack__() takes keyword arguments only");
+      return NULL;
+    }
+  if (pymemres_parse_args ("__dlpack__", args, 0, kwnames, dlpack_names, 4, 0, argv) < 0
+      || max_major_of (argv[1], &major) < 0)
+    return NULL;
+  if (memres_buffer_is_closed (buf))
+    return pymemres_raise_closed ();
+  if (argv[3] != NULL && PyObject_IsTrue (argv[3]) == 1)
+    {
+      PyErr_SetString (PyExc_BufferError, "memres does not copy on export (copy=True)");
+      return NULL;
+    }
+  if (argv[2] != NULL && argv[2] != Py_None)
+    {
+      PyObject *mine = pymemres_buffer_dlpack_device (self, NULL);
+      int same = mine != NULL ? PyObject_RichCompareBool (mine, argv[2], Py_EQ) : -1;
+
+      Py_XDECREF (mine);
+      if (same < 0)
+        return NULL;
+      if (!same)
+        {
+          PyErr_SetString (PyExc_BufferError, "the buffer is not on the dl_device asked for");
+          return NULL;
+        }
+    }
+  if (order_for_consumer (buf, argv[0]) < 0)
+    return NULL;
+  shape[0] = (gint64) memres_buffer_get_size (buf);
+  if (major >= 1)
+    {
+      MemresDLManagedTensorVersioned *tensor
+          = memres_buffer_export_dlpack (buf, dl_uint8, 1, shape, NULL, 0, &error);
+
+      if (tensor == NULL)
+        return pymemres_raise (error);
+      capsule = PyCapsule_New (tensor, CAPSULE_VERSIONED, capsule_versioned_destructor);
+      if (capsule == NULL)
+        tensor->deleter (tensor);
+    }
+  else
+    {
+      MemresDLManagedTensor *tensor
+          = memres_buffer_export_dlpack_unversioned (buf, dl_uint8, 1, shape, NULL, 0, &error);
+
+      if (tensor == NULL)
+        return pymemres_raise (error);
+      capsule = PyCapsule_New (tensor, CAPSULE_LEGACY, capsule_legacy_destructor);
+      if (capsule == NULL)
+        tensor->deleter (tensor);
+    }
+  return capsule;
+}
+
+/* The device libmemres gives the buffer's tensors (memres_buffer_export_dlpack() decides it). */
+PyObject *
+pymemres_buffer_dlpack_device (PyObject *self, PyObject *unused)
+{
+  MemresBuffer *buf = ((PyMemresBuffer *) self)->buf;
+  GError *error = NULL;
+  gint64 shape[1] = { 0 };
+  MemresDLManagedTensorVersioned *tensor;
+  MemresDLDevice device;
+
+  tensor = memres_buffer_export_dlpack (buf, dl_uint8, 1, shape, NULL, 0, &error);
+  if (tensor == NULL)
+    return pymemres_raise (error);
+  device = tensor->dl_tensor.device;
+  tensor->deleter (tensor);
+  return Py_BuildValue ("(ii)", (int) device.device_type, (int) device.device_id);
+}
+
+PyObject *
+pymemres_buffer_get_cai (PyObject *self, void *closure)
+{
+  MemresBuffer *buf = ((PyMemresBuffer *) self)->buf;
+  MemresStream stream;
+  PyObject *stream_obj;
+
+  if (memres_buffer_is_closed (buf))
+    return pymemres_raise_closed ();
+  if (!memres_buffer_is_device_accessible (buf))
+    {
+      PyErr_SetString (PyExc_AttributeError,
+                       "__cuda_array_interface__: the buffer is not device-accessible");
+      return NULL;
+    }
+  stream = memres_buffer_get_deallocation_stream (buf);
+  /* 0 is not allowed in the interface: the legacy default stream is 1 */
+  stream_obj = PyLong_FromUnsignedLongLong (stream == NULL ? 1 : (guintptr) stream);
+  if (stream_obj == NULL)
+    return NULL;
+  return Py_BuildValue ("{s:(n),s:s,s:(KO),s:O,s:i,s:N}", "shape",
+                        (Py_ssize_t) memres_buffer_get_size (buf), "typestr", "|u1", "data",
+                        (unsigned long long) memres_buffer_get_address (buf), Py_False, "strides",
+                        Py_None, "version", 3, "stream", stream_obj);
+}
+
+/* The buffer protocol: host-accessible memory as writable bytes (memoryview(buf), NumPy's
+ * frombuffer). */
+static int
+buffer_getbuffer (PyObject *self, Py_buffer *view, int flags)
+{
+  MemresBuffer *buf = ((PyMemresBuffer *) self)->buf;
+
+  view->obj = NULL;
+  if (memres_buffer_is_closed (buf))
+    {
+      pymemres_raise_closed ();
+      return -1;
+    }
+  if (!memres_buffer_is_host_accessible (buf))
+    {
+      PyErr_SetString (PyExc_BufferError, "the buffer is not host-accessible");
+      return -1;
+    }
+  return PyBuffer_FillInfo (view, self, memres_buffer_get_pointer (buf),
+                            (Py_ssize_t) memres_buffer_get_size (buf), 0, flags);
+}
+
+PyBufferProcs pymemres_buffer_as_buffer = {
+  .bf_getbuffer = buffer_getbuffer,
+};
+
+/* A legacy (DLPack 0.x) tensor adopted as a versioned one: the wrapper's deleter calls the
+ * legacy tensor's and frees the wrapper. */
+static void
+adopted_deleter (MemresDLManagedTensorVersioned *self)
+{
+  MemresDLManagedTensor *legacy = self->manager_ctx;
+
+  if (legacy->deleter != NULL)
+    legacy->deleter (legacy);
+  g_free (self);
+}
+
+static MemresDLManagedTensorVersioned *
+adopt_legacy (MemresDLManagedTensor *legacy)
+{
+  MemresDLManagedTensorVersioned *tensor = g_new0 (MemresDLManagedTensorVersioned, 1);
+
+  tensor->version.major = MEMRES_DLPACK_MAJOR_VERSION;
+  tensor->version.minor = MEMRES_DLPACK_MINOR_VERSION;
+  tensor->manager_ctx = legacy;
+  tensor->deleter = adopted_deleter;
+  tensor->dl_tensor = legacy->dl_tensor;
+  return tensor;
+}
+
+/* obj.__dlpack__(max_version=(1, 0)); a producer older than max_version (a TypeError for the
+ * keyword) is asked again with stream=None, then with no argument. */
+static PyObject *
+capsule_of_producer (PyObject *obj)
+{
+  PyObject *method = PyObject_GetAttrString (obj, "__dlpack__");
+  PyObject *kwargs, *empty, *capsule = NULL;
+
+  if (method == NULL)
+    {
+      if (PyErr_ExceptionMatches (PyExc_AttributeError))
+        {
+          PyErr_Clear ();
+          PyErr_Format (PyExc_TypeError, "%.100s object is not a DLPack producer (no __dlpack__)",
+                        Py_TYPE (obj)->tp_name);
+        }
+      return NULL;
+    }
+  empty = PyTuple_New (0);
+  kwargs = Py_BuildValue ("{s:(ii)}", "max_version", MEMRES_DLPACK_MAJOR_VERSION,
+                          MEMRES_DLPACK_MINOR_VERSION);
+  if (empty != NULL && kwargs != NULL)
+    {
+      capsule = PyObject_Call (method, empty, kwargs);
+      if (capsule == NULL && PyErr_ExceptionMatches (PyExc_TypeError))
+        {
+          PyErr_Clear ();
+          Py_DECREF (kwargs);
+          kwargs = Py_BuildValue ("{s:O}", "stream", Py_None);
+          capsule = kwargs != NULL ? PyObject_Call (method, empty, kwargs) : NULL;
+          if (capsule == NULL && PyErr_ExceptionMatches (PyExc_TypeError))
+            {
+              PyErr_Clear ();
+              capsule = PyObject_CallNoArgs (method);
+              if (capsule == NULL && PyErr_ExceptionMatches (PyExc_TypeError))
+                {
+                  PyErr_Clear ();
+                  PyErr_Format (PyExc_TypeError,
+                                "%.100s.__dlpack__ takes neither max_version, stream nor no "
+                                "argument",
+                                Py_TYPE (obj)->tp_name);
+                }
+            }
+        }
+    }
+  Py_XDECREF (kwargs);
+  Py_XDECREF (empty);
+  Py_DECREF (method);
+  if (capsule != NULL && !PyCapsule_CheckExact (capsule))
+    {
+      PyErr_Format (PyExc_TypeError, "%.100s.__dlpack__ returned %.100s, not a capsule",
+                    Py_TYPE (obj)->tp_name, Py_TYPE (capsule)->tp_name);
+      Py_CLEAR (capsule);
+    }
+  return capsule;
+}
+
+/* memres.from_dlpack(obj): a DLPack producer (an object with __dlpack__) or a capsule, wrapped
+ * as a Buffer that owns the tensor (closing it calls the tensor's deleter). A legacy tensor is
+ * adopted inside a versioned one. */
+PyObject *
+pymemres_from_dlpack (PyObject *module, PyObject *obj)
+{
+  PyObject *capsule = PyCapsule_CheckExact (obj) ? Py_NewRef (obj) : capsule_of_producer (obj);
+  MemresDLManagedTensorVersioned *tensor;
+  const char *used;
+  gboolean adopted = FALSE;
+  GError *error = NULL;
+  MemresBuffer *buf;
+
+  if (capsule == NULL)
+    return NULL;
+  if (PyCapsule_IsValid (capsule, CAPSULE_VERSIONED))
+    {
+      tensor = PyCapsule_GetPointer (capsule, CAPSULE_VERSIONED);
+      used = CAPSULE_VERSIONED_USED;
+    }
+  else if (PyCapsule_IsValid (capsule, CAPSULE_LEGACY))
+    {
+      tensor = adopt_legacy (PyCapsule_GetPointer (capsule, CAPSULE_LEGACY));
+      used = "used_" CAPSULE_LEGACY;
+      adopted = TRUE;
+    }
+  else
+    {
+      Py_DECREF (capsule);
+      PyErr_SetString (PyExc_ValueError,
+                       "not an unused \"dltensor_versioned\" or \"dltensor\" capsule (a "
+                       "capsule is consumed once)");
+      return NULL;
+    }
+  buf = memres_buffer_new_for_dlpack (tensor, &error);
+  if (buf == NULL)
+    {
+      /* nothing taken: the capsule still owns the tensor (an adopted one's wrapper goes) */
+      if (adopted)
+        g_free (tensor);
+      Py_DECREF (capsule);
+      return pymemres_raise (error);
+    }
+  /* consumed: the buffer owns the tensor now, the capsule's destructor leaves it (renaming a
+   * capsule found valid above cannot fail) */
+  PyCapsule_SetName (capsule, used);
+  Py_DECREF (capsule);
+  return pymemres_buffer_wrap (buf);
+}

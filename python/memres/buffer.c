@@ -1,0 +1,408 @@
+/* memres - CUDA memory resources
+ * buffer.c: memres.Buffer, memory allocated from a Resource: its address, size and device,
+ * close() on the METH_FASTCALL path (the GIL released only when the close may wait), the
+ * context-manager protocol, and the transfers (copy_to, copy_from, fill, read, write) with the
+ * GIL released. Objects come from a small free list: an allocate+close pair from Python makes
+ * no call to the object allocator. */
+#include "pymemres.h"
+
+#include <string.h>
+
+/* Freed Buffer objects kept for reuse (under the GIL; not with the free-threaded build). */
+#ifndef Py_GIL_DISABLED
+#define FREE_LIST_MAX 64
+static PyMemresBuffer *free_list[FREE_LIST_MAX];
+static int n_free;
+#endif
+
+PyObject *
+pymemres_buffer_wrap (MemresBuffer *buf)
+{
+  PyMemresBuffer *self;
+
+#ifndef Py_GIL_DISABLED
+  if (n_free > 0)
+    {
+      self = free_list[--n_free];
+      PyObject_Init ((PyObject *) self, &PyMemresBuffer_Type);
+    }
+  else
+#endif
+    {
+      self = PyObject_New (PyMemresBuffer, &PyMemresBuffer_Type);
+      if (self == NULL)
+        {
+          memres_buffer_unref (buf);
+          return NULL;
+        }
+    }
+  self->buf = buf;
+  self->weakrefs = NULL;
+  return (PyObject *) self;
+}
+
+static PyObject *
+buffer_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+  PyErr_SetString (PyExc_TypeError,
+                   "memres.Buffer cannot be created directly: use Resource.allocate() or "
+                   "memres.from_dlpack()");
+  return NULL;
+}
+
+static void
+buffer_dealloc (PyMemresBuffer *self)
+{
+  MemresBuffer *buf = self->buf;
+
+  if (self->weakrefs != NULL)
+    PyObject_ClearWeakRefs ((PyObject *) self);
+  self->buf = NULL;
+  if (buf != NULL)
+    {
+      /* the last reference to an open buffer closes it, which may wait */
+      if (!memres_buffer_is_closed (buf) && pymemres_close_may_wait (buf))
+        {
+          Py_BEGIN_ALLOW_THREADS;
+          memres_buffer_unref (buf);
+          Py_END_ALLOW_THREADS;
+        }
+      else
+        memres_buffer_unref (buf);
+    }
+#ifndef Py_GIL_DISABLED
+  if (Py_IS_TYPE (self, &PyMemresBuffer_Type) && n_free < FREE_LIST_MAX)
+    {
+      free_list[n_free++] = self;
+      return;
+    }
+#endif
+  Py_TYPE (self)->tp_free ((PyObject *) self);
+}
+
+static const char *const stream_names[] = { "stream" };
+
+static PyObject *
+buffer_close (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+  PyObject *argv[1] = { NULL };
+  MemresStream stream = NULL;
+  GError *error = NULL;
+  gboolean ok;
+
+  if ((nargs != 0 || kwnames != NULL)
+      && (pymemres_parse_args ("close", args, nargs, kwnames, stream_names, 1, 0, argv) < 0
+          || pymemres_stream_from_object (argv[0], &stream) < 0))
+    return NULL;
+  if (pymemres_close_may_wait (self->buf))
+    {
+      Py_BEGIN_ALLOW_THREADS;
+      ok = memres_buffer_close (self->buf, stream, &error);
+      Py_END_ALLOW_THREADS;
+    }
+  else
+    ok = memres_buffer_close (self->buf, stream, &error);
+  if (!ok)
+    return pymemres_raise (error);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+buffer_enter (PyObject *self, PyObject *unused)
+{
+  return Py_NewRef (self);
+}
+
+static PyObject *
+buffer_exit (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs)
+{
+  return buffer_close (self, NULL, 0, NULL);
+}
+
+static const char *const transfer_names[] = { "other", "stream" };
+
+/* copy_to(dst, stream=None) and copy_from(src, stream=None) */
+static PyObject *
+buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+             gboolean to)
+{
+  PyObject *argv[2] = { NULL, NULL };
+  MemresStream stream = NULL;
+  GError *error = NULL;
+  MemresBuffer *other;
+  gboolean ok;
+
+  if (pymemres_parse_args (to ? "copy_to" : "copy_from", args, nargs, kwnames, transfer_names, 2, 1,
+                           argv)
+          < 0
+      || pymemres_stream_from_object (argv[1], &stream) < 0)
+    return NULL;
+  if (!PyObject_TypeCheck (argv[0], &PyMemresBuffer_Type))
+    {
+      PyErr_Format (PyExc_TypeError, "%s() needs a memres.Buffer, not %.100s",
+                    to ? "copy_to" : "copy_from", Py_TYPE (argv[0])->tp_name);
+      return NULL;
+    }
+  other = ((PyMemresBuffer *) argv[0])->buf;
+  Py_BEGIN_ALLOW_THREADS;
+  ok = to ? memres_buffer_copy_to (self->buf, other, stream, &error)
+          : memres_buffer_copy_from (self->buf, other, stream, &error);
+  Py_END_ALLOW_THREADS;
+  if (!ok)
+    return pymemres_raise (error);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+buffer_copy_to (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+  return buffer_copy (self, args, nargs, kwnames, TRUE);
+}
+
+static PyObject *
+buffer_copy_from (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+  return buffer_copy (self, args, nargs, kwnames, FALSE);
+}
+
+static PyObject *
+buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = { "value", "width", "stream", NULL };
+  unsigned long value;
+  unsigned int width = 1;
+  PyObject *stream_obj = NULL;
+  MemresStream stream = NULL;
+  GError *error = NULL;
+  gboolean ok;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "k|IO:fill", keywords, &value, &width,
+                                    &stream_obj)
+      || pymemres_stream_from_object (stream_obj, &stream) < 0)
+    return NULL;
+  if (value > G_MAXUINT32)
+    {
+      PyErr_SetString (PyExc_ValueError, "fill value must fit in 32 bits");
+      return NULL;
+    }
+  Py_BEGIN_ALLOW_THREADS;
+  ok = memres_buffer_fill (self->buf, (guint32) value, width, stream, &error);
+  Py_END_ALLOW_THREADS;
+  if (!ok)
+    return pymemres_raise (error);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = { "offset", "size", "stream", NULL };
+  Py_ssize_t offset = 0, n = -1;
+  PyObject *stream_obj = NULL, *bytes;
+  MemresStream stream = NULL;
+  GError *error = NULL;
+  gsize size = memres_buffer_get_size (self->buf);
+  gboolean ok;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|nnO:read", keywords, &offset, &n, &stream_obj)
+      || pymemres_stream_from_object (stream_obj, &stream) < 0)
+    return NULL;
+  if (memres_buffer_is_closed (self->buf))
+    return pymemres_raise_closed ();
+  if (offset < 0 || (gsize) offset > size || n < -1)
+    {
+      PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
+      return NULL;
+    }
+  if (n == -1)
+    n = (Py_ssize_t) (size - (gsize) offset);
+  bytes = PyBytes_FromStringAndSize (NULL, n);
+  if (bytes == NULL)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS;
+  ok = memres_buffer_read (self->buf, (gsize) offset, PyBytes_AS_STRING (bytes), (gsize) n, stream,
+                           &error);
+  Py_END_ALLOW_THREADS;
+  if (!ok)
+    {
+      Py_DECREF (bytes);
+      return pymemres_raise (error);
+    }
+  return bytes;
+}
+
+static PyObject *
+buffer_write (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = { "data", "offset", "stream", NULL };
+  Py_buffer data;
+  Py_ssize_t offset = 0;
+  PyObject *stream_obj = NULL;
+  MemresStream stream = NULL;
+  GError *error = NULL;
+  gboolean ok;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "y*|nO:write", keywords, &data, &offset,
+                                    &stream_obj))
+    return NULL;
+  if (pymemres_stream_from_object (stream_obj, &stream) < 0 || offset < 0)
+    {
+      if (!PyErr_Occurred ())
+        PyErr_SetString (PyExc_ValueError, "offset must be >= 0");
+      PyBuffer_Release (&data);
+      return NULL;
+    }
+  Py_BEGIN_ALLOW_THREADS;
+  ok = memres_buffer_write (self->buf, (gsize) offset, data.buf, (gsize) data.len, stream, &error);
+  Py_END_ALLOW_THREADS;
+  PyBuffer_Release (&data);
+  if (!ok)
+    return pymemres_raise (error);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+buffer_get_size (PyMemresBuffer *self, void *closure)
+{
+  return PyLong_FromSize_t (memres_buffer_get_size (self->buf));
+}
+
+static PyObject *
+buffer_get_handle (PyMemresBuffer *self, void *closure)
+{
+  return PyLong_FromUnsignedLongLong (memres_buffer_get_address (self->buf));
+}
+
+static PyObject *
+buffer_get_device_id (PyMemresBuffer *self, void *closure)
+{
+  return PyLong_FromLong (memres_buffer_get_device (self->buf));
+}
+
+static PyObject *
+buffer_get_device_accessible (PyMemresBuffer *self, void *closure)
+{
+  return PyBool_FromLong (memres_buffer_is_device_accessible (self->buf));
+}
+
+static PyObject *
+buffer_get_host_accessible (PyMemresBuffer *self, void *closure)
+{
+  return PyBool_FromLong (memres_buffer_is_host_accessible (self->buf));
+}
+
+static PyObject *
+buffer_get_closed (PyMemresBuffer *self, void *closure)
+{
+  return PyBool_FromLong (memres_buffer_is_closed (self->buf));
+}
+
+static PyObject *
+buffer_get_flags (PyMemresBuffer *self, void *closure)
+{
+  return PyLong_FromUnsignedLong (memres_buffer_get_flags (self->buf));
+}
+
+static PyObject *
+buffer_get_resource (PyMemresBuffer *self, void *closure)
+{
+  MemresResource *mr = memres_buffer_get_resource (self->buf);
+
+  if (mr == NULL)
+    Py_RETURN_NONE;
+  return pymemres_resource_wrap (memres_resource_ref (mr));
+}
+
+static PyObject *
+buffer_repr (PyMemresBuffer *self)
+{
+  if (memres_buffer_is_closed (self->buf))
+    return PyUnicode_FromString ("<memres.Buffer closed>");
+  g_autofree char *text = g_strdup_printf (
+      "<memres.Buffer %" G_GSIZE_FORMAT " bytes at 0x%" G_GINT64_MODIFIER "x on device %d>",
+      memres_buffer_get_size (self->buf), memres_buffer_get_address (self->buf),
+      memres_buffer_get_device (self->buf));
+
+  return PyUnicode_FromString (text);
+}
+
+#define FASTCALL(f) (PyCFunction) (void (*) (void)) (f)
+
+static PyMethodDef buffer_methods[] = {
+  { "close", FASTCALL (buffer_close), METH_FASTCALL | METH_KEYWORDS,
+    "close(stream=None)\n\n"
+    "Frees the memory, ordered on stream (None: the buffer's deallocation stream, the one it\n"
+    "was allocated on). A close on another stream is ordered after the buffer's stream's work.\n"
+    "Closing a closed buffer does nothing. Afterwards size, handle are 0 and device_id -1;\n"
+    "other calls raise ClosedError. Releases the GIL when the close may wait for a stream\n"
+    "(device memory that is not stream-ordered). Raises Error when the driver fails; the\n"
+    "buffer stays open then." },
+  { "__enter__", buffer_enter, METH_NOARGS, "Returns the buffer." },
+  { "__exit__", FASTCALL (buffer_exit), METH_FASTCALL, "Closes the buffer (close())." },
+  { "copy_to", FASTCALL (buffer_copy_to), METH_FASTCALL | METH_KEYWORDS,
+    "copy_to(dst, stream=None)\n\n"
+    "Copies all of this buffer into the Buffer dst, of the same size, ordered on stream\n"
+    "(None: the legacy default stream). Between host-only buffers it is a memcpy done before\n"
+    "returning; otherwise cuMemcpyAsync on stream. Releases the GIL.\n"
+    "Raises InvalidArgumentError for sizes that differ, ClosedError for a closed buffer." },
+  { "copy_from", FASTCALL (buffer_copy_from), METH_FASTCALL | METH_KEYWORDS,
+    "copy_from(src, stream=None)\n\nCopies the Buffer src into this one: src.copy_to(self, "
+    "stream)." },
+  { "fill", (PyCFunction) (void (*) (void)) buffer_fill, METH_VARARGS | METH_KEYWORDS,
+    "fill(value, width=1, stream=None)\n\n"
+    "Fills the buffer with value repeated, width bytes each (1, 2 or 4; the size must be a\n"
+    "multiple of width), ordered on stream. Releases the GIL. Raises InvalidArgumentError for\n"
+    "a bad width or a value wider than it." },
+  { "read", (PyCFunction) (void (*) (void)) buffer_read, METH_VARARGS | METH_KEYWORDS,
+    "read(offset=0, size=None, stream=None) -> bytes\n\n"
+    "Copies size bytes (None: to the end) from offset into a new bytes object, waiting for\n"
+    "stream. Releases the GIL." },
+  { "write", (PyCFunction) (void (*) (void)) buffer_write, METH_VARARGS | METH_KEYWORDS,
+    "write(data, offset=0, stream=None)\n\n"
+    "Copies the bytes-like data into the buffer at offset, waiting for stream. Releases the GIL." },
+  { "export_message", pymemres_buffer_export_message, METH_NOARGS,
+    "export_message() -> (bytes, list of int)\n\n"
+    "The buffer as one message for another process: bytes plus file descriptors (yours to\n"
+    "send, e.g. with socket.send_fds(), and to close). The receiver imports it with\n"
+    "memres.import_message(). Needs memory that can be shared (kinds ipc, pinned with\n"
+    "ipc=true, vmm with handle_type=posix_fd); Error (NOT_SUPPORTED) otherwise." },
+  PYMEMRES_BUFFER_INTEROP_METHODS,
+  { NULL },
+};
+
+static PyGetSetDef buffer_getset[] = {
+  { "size", (getter) buffer_get_size, NULL, "The size in bytes (0 once closed)." },
+  { "handle", (getter) buffer_get_handle, NULL,
+    "The address as an int: a host pointer or a CUdeviceptr (0 once closed)." },
+  { "device_id", (getter) buffer_get_device_id, NULL,
+    "The device the memory lives on; -1 for host and page-locked memory, and once closed." },
+  { "is_device_accessible", (getter) buffer_get_device_accessible, NULL,
+    "True when device code can access the memory." },
+  { "is_host_accessible", (getter) buffer_get_host_accessible, NULL,
+    "True when host code can dereference the memory." },
+  { "closed", (getter) buffer_get_closed, NULL, "True once close() succeeded." },
+  { "flags", (getter) buffer_get_flags, NULL, "The MemresMemoryFlags bits as an int." },
+  { "memory_resource", (getter) buffer_get_resource, NULL,
+    "The Resource the buffer came from; None for wrapped foreign memory or once closed." },
+  PYMEMRES_BUFFER_INTEROP_GETSET,
+  { NULL },
+};
+
+PyTypeObject PyMemresBuffer_Type = {
+  PyVarObject_HEAD_INIT (NULL, 0).tp_name = "memres.Buffer",
+  .tp_basicsize = sizeof (PyMemresBuffer),
+  .tp_flags = Py_TPFLAGS_DEFAULT,
+  .tp_doc = "Memory allocated from a Resource (Resource.allocate()) or wrapped from another\n"
+            "library (memres.from_dlpack()). cuda.core's Buffer.\n\n"
+            "Close it with close() or a with block; a Buffer that is dropped open is closed on\n"
+            "its deallocation stream. A buffer keeps its resource alive. It exports itself as a\n"
+            "1-D uint8 array of its size through DLPack (__dlpack__), the CUDA array interface\n"
+            "(device memory) and the buffer protocol (host memory: memoryview(buf)).",
+  .tp_new = buffer_new,
+  .tp_dealloc = (destructor) buffer_dealloc,
+  .tp_repr = (reprfunc) buffer_repr,
+  .tp_weaklistoffset = offsetof (PyMemresBuffer, weakrefs),
+  .tp_as_buffer = &pymemres_buffer_as_buffer,
+  .tp_methods = buffer_methods,
+  .tp_getset = buffer_getset,
+};

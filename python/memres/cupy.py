@@ -1,0 +1,33 @@
+"""memres as CuPy's allocator, in one line: memres.cupy.use()."""
+from . import _allocator
+
+DEFAULT_SPEC = "cache>dmr:device={device}"
+
+
+def use(spec=DEFAULT_SPEC, stream=0):
+    """use(spec="cache>dmr:device={device}", stream=0) -> allocator
+
+    Installs memres as CuPy's allocator (cupy.cuda.set_allocator over libmemres-allocator's
+    memres_cupy_malloc/free, a CFunctionAllocator): each device's memory comes from
+    Resource(spec), {device} replaced by its ordinal, ordered on stream (0: the legacy default
+    stream, or a CUstream as an int). A failed allocation raises
+    cupy.cuda.memory.OutOfMemoryError (CuPy itself does not check a NULL). Returns an object
+    whose stats(device), resource(device) and count_buffers(device) tell what each device's
+    resource holds."""
+    import cupy
+
+    alloc = _allocator.Allocator(spec)
+    cfa = cupy.cuda.memory.CFunctionAllocator(stream, alloc.address("memres_cupy_malloc"),
+                                              alloc.address("memres_cupy_free"), alloc)
+    oom = cupy.cuda.memory.OutOfMemoryError
+
+    def malloc(size):
+        mp = cfa.malloc(size)
+        if size > 0 and mp.ptr == 0:
+            raise oom(size, -1)
+        return mp
+
+    malloc.c_function_allocator = cfa
+    cupy.cuda.set_allocator(malloc)
+    alloc.malloc = malloc
+    return alloc

@@ -1,0 +1,134 @@
+/* memres - CUDA memory resources
+ * errors.c: the exceptions of the Python package: memres.Error and the subclasses that also
+ * derive from the builtin a Python user catches (MemoryError, ValueError, OSError), each
+ * carrying the GError's message, domain and code; and the one function that turns a GError into
+ * the right one. */
+#include "pymemres.h"
+
+static PyObject *error_base;      /* memres.Error */
+static PyObject *error_oom;       /* memres.OutOfMemoryError (MemoryError) */
+static PyObject *error_invalid;   /* memres.InvalidArgumentError (ValueError) */
+static PyObject *error_closed;    /* memres.ClosedError (ValueError) */
+static PyObject *error_file;      /* memres.FileError (OSError) */
+static PyObject *error_no_device; /* memres.NoDeviceError (RuntimeError) */
+
+static PyObject *
+new_error (PyObject *module, const char *name, const char *doc, PyObject *builtin)
+{
+  g_autofree char *qualified = g_strconcat ("memres.", name, NULL);
+  PyObject *bases
+      = builtin != NULL ? PyTuple_Pack (2, error_base, builtin) : PyTuple_Pack (1, PyExc_Exception);
+  PyObject *cls;
+
+  if (bases == NULL)
+    return NULL;
+  cls = PyErr_NewExceptionWithDoc (qualified, doc, bases, NULL);
+  Py_DECREF (bases);
+  if (cls == NULL || PyModule_AddObjectRef (module, name, cls) < 0)
+    return NULL;
+  return cls;
+}
+
+int
+pymemres_errors_init (PyObject *module)
+{
+  error_base = new_error (module, "Error",
+                          "Error(message)\n\nThe base of every error memres raises. Attributes: "
+                          "message (str), the error's text;\ndomain (str), the GError domain "
+                          "(\"memres-error-quark\", \"memres-cuda-error-quark\", ...);\ncode "
+                          "(int), the code in that domain (memres.ErrorCode for memres's own).",
+                          NULL);
+  if (error_base == NULL)
+    return -1;
+  error_oom = new_error (module, "OutOfMemoryError",
+                         "Out of memory (memres.ErrorCode.OUT_OF_MEMORY): the resource or the "
+                         "device has no more.\nAlso a MemoryError.",
+                         PyExc_MemoryError);
+  error_invalid = new_error (module, "InvalidArgumentError",
+                             "A bad argument: a spec or option that does not parse, a kind or "
+                             "@name that does not\nexist, a size or device out of range, a "
+                             "descriptor that does not validate.\nAlso a ValueError.",
+                             PyExc_ValueError);
+  error_closed = new_error (module, "ClosedError",
+                            "The buffer is closed (memres.ErrorCode.CLOSED). Also a ValueError, "
+                            "as for a closed file.",
+                            PyExc_ValueError);
+  error_file = new_error (module, "FileError",
+                          "Permission denied (memres.ErrorCode.PERMISSION_DENIED): a file memres "
+                          "may not open (the config\nfile of @name resources, a log file), a "
+                          "process an IPC transfer refuses; or a GLib file\nerror. Also an "
+                          "OSError.",
+                          PyExc_OSError);
+  error_no_device = new_error (module, "NoDeviceError",
+                               "No CUDA driver loads, or the device asked for does not exist "
+                               "(memres.ErrorCode.NO_DRIVER,\nNO_DEVICE). Also a RuntimeError.",
+                               PyExc_RuntimeError);
+  if (error_oom == NULL || error_invalid == NULL || error_closed == NULL || error_file == NULL
+      || error_no_device == NULL)
+    return -1;
+  return 0;
+}
+
+static PyObject *
+class_of (const GError *error)
+{
+  if (error->domain == MEMRES_ERROR)
+    switch ((MemresError) error->code)
+      {
+      case MEMRES_ERROR_OUT_OF_MEMORY:
+        return error_oom;
+      case MEMRES_ERROR_INVALID_ARGUMENT:
+      case MEMRES_ERROR_NOT_FOUND:
+      case MEMRES_ERROR_EXISTS:
+      case MEMRES_ERROR_WRONG_DEVICE:
+      case MEMRES_ERROR_INVALID_DESCRIPTOR:
+        return error_invalid;
+      case MEMRES_ERROR_CLOSED:
+        return error_closed;
+      case MEMRES_ERROR_NO_DRIVER:
+      case MEMRES_ERROR_NO_DEVICE:
+        return error_no_device;
+      case MEMRES_ERROR_PERMISSION_DENIED:
+        return error_file;
+      default:
+        return error_base;
+      }
+  if (error->domain == G_FILE_ERROR || error->domain == G_KEY_FILE_ERROR)
+    return error_file;
+  return error_base;
+}
+
+/* Raises the exception of @error (consumed); returns NULL. */
+PyObject *
+pymemres_raise (GError *error)
+{
+  PyObject *cls = class_of (error);
+  PyObject *exc = PyObject_CallFunction (cls, "s", error->message);
+
+  if (exc != NULL)
+    {
+      PyObject *message = PyUnicode_FromString (error->message);
+      PyObject *domain = PyUnicode_FromString (g_quark_to_string (error->domain));
+      PyObject *code = PyLong_FromLong (error->code);
+
+      if (message != NULL && domain != NULL && code != NULL
+          && PyObject_SetAttrString (exc, "message", message) == 0
+          && PyObject_SetAttrString (exc, "domain", domain) == 0
+          && PyObject_SetAttrString (exc, "code", code) == 0)
+        PyErr_SetObject (cls, exc);
+      Py_XDECREF (message);
+      Py_XDECREF (domain);
+      Py_XDECREF (code);
+      Py_DECREF (exc);
+    }
+  g_error_free (error);
+  return NULL;
+}
+
+/* memres.ClosedError for a call on a closed buffer that the C API does not check itself. */
+PyObject *
+pymemres_raise_closed (void)
+{
+  return pymemres_raise (
+      g_error_new_literal (MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed"));
+}

@@ -1,0 +1,111 @@
+/* memres - CUDA memory resources
+ * ipc.c: a buffer between processes as one message of bytes plus file descriptors
+ * (memres_buffer_export_message / memres_buffer_import_message: Buffer.export_message and
+ * memres.import_message), for any transport a Python
+ * program has (socket.send_fds, multiprocessing's reduction.send_handle). */
+#include "pymemres.h"
+
+#include <unistd.h>
+
+PyObject *
+pymemres_buffer_export_message (PyObject *self, PyObject *unused)
+{
+  MemresBuffer *buf = ((PyMemresBuffer *) self)->buf;
+  GError *error = NULL;
+  GBytes *bytes = NULL;
+  gint *fds = NULL;
+  guint n_fds = 0;
+  gboolean ok;
+  PyObject *data = NULL, *list = NULL;
+  gsize length;
+  gconstpointer raw;
+
+  Py_BEGIN_ALLOW_THREADS;
+  ok = memres_buffer_export_message (buf, &bytes, &fds, &n_fds, &error);
+  Py_END_ALLOW_THREADS;
+  if (!ok)
+    return pymemres_raise (error);
+  raw = g_bytes_get_data (bytes, &length);
+  data = PyBytes_FromStringAndSize (raw, (Py_ssize_t) length);
+  list = PyList_New (n_fds);
+  for (guint i = 0; list != NULL && i < n_fds; i++)
+    {
+      PyObject *fd = PyLong_FromLong (fds[i]);
+      if (fd == NULL)
+        Py_CLEAR (list);
+      else
+        PyList_SET_ITEM (list, i, fd);
+    }
+  g_bytes_unref (bytes);
+  if (data == NULL || list == NULL)
+    {
+      for (guint i = 0; i < n_fds; i++)
+        close (fds[i]);
+      g_free (fds);
+      Py_XDECREF (data);
+      Py_XDECREF (list);
+      return NULL;
+    }
+  g_free (fds);
+  return Py_BuildValue ("(NN)", data, list);
+}
+
+static const char *const import_names[] = { "data", "fds", "importer", "stream" };
+
+PyObject *
+pymemres_import_message (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames)
+{
+  MemresResource *mr = NULL;
+  PyObject *argv[4], *seq = NULL;
+  MemresStream stream = NULL;
+  GError *error = NULL;
+  Py_buffer data;
+  gint *fds = NULL;
+  Py_ssize_t n_fds;
+  MemresBuffer *buf;
+
+  if (pymemres_parse_args ("import_message", args, nargs, kwnames, import_names, 4, 2, argv) < 0
+      || pymemres_stream_from_object (argv[3], &stream) < 0)
+    return NULL;
+  if (argv[2] != NULL && argv[2] != Py_None)
+    {
+      if (!PyObject_TypeCheck (argv[2], &PyMemresResource_Type))
+        {
+          PyErr_SetString (PyExc_TypeError, "importer must be a memres.Resource or None");
+          return NULL;
+        }
+      mr = ((PyMemresResource *) argv[2])->mr;
+    }
+  seq = PySequence_Fast (argv[1], "fds must be a sequence of ints");
+  if (seq == NULL)
+    return NULL;
+  n_fds = PySequence_Fast_GET_SIZE (seq);
+  fds = g_new0 (gint, MAX (n_fds, 1));
+  for (Py_ssize_t i = 0; i < n_fds; i++)
+    {
+      long fd = PyLong_AsLong (PySequence_Fast_GET_ITEM (seq, i));
+      if (fd == -1 && PyErr_Occurred ())
+        {
+          g_free (fds);
+          Py_DECREF (seq);
+          return NULL;
+        }
+      fds[i] = (gint) fd;
+    }
+  Py_DECREF (seq);
+  if (PyObject_GetBuffer (argv[0], &data, PyBUF_SIMPLE) < 0)
+    {
+      g_free (fds);
+      return NULL;
+    }
+  Py_BEGIN_ALLOW_THREADS;
+  buf = memres_buffer_import_message (mr, data.buf, (gsize) data.len, fds, (guint) n_fds, stream,
+                                      &error);
+  Py_END_ALLOW_THREADS;
+  PyBuffer_Release (&data);
+  g_free (fds);
+  if (buf == NULL)
+    return pymemres_raise (error);
+  return pymemres_buffer_wrap (buf);
+}

@@ -1,0 +1,248 @@
+/* memres - CUDA memory resources
+ * module.c: the extension module memres._memres: its functions (default_resource, from_dlpack,
+ * kinds, the plugin directory, where libmemres is), its constants and the types it holds.
+ * memres/__init__.py is the package's face; this module is its C half. */
+#include "pymemres.h"
+
+#include <memres/memres-plugin.h> /* the driver table, for the current device */
+
+#include <dlfcn.h>
+
+/* The device of the current context, or 0 when there is none or no driver. */
+static gint
+current_device (void)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
+  CUcontext ctx = NULL;
+  CUdevice device = 0;
+
+  if (drv == NULL || drv->cuCtxGetCurrent (&ctx) != CUDA_SUCCESS || ctx == NULL
+      || drv->cuCtxGetDevice (&device) != CUDA_SUCCESS)
+    return 0;
+  return (gint) device;
+}
+
+static PyObject *
+module_default_resource (PyObject *module, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = { "device", NULL };
+  PyObject *device_obj = Py_None;
+  GError *error = NULL;
+  MemresResource *mr;
+  gint device;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:default_resource", keywords, &device_obj))
+    return NULL;
+  if (device_obj == Py_None)
+    device = current_device ();
+  else
+    {
+      long value = PyLong_AsLong (device_obj);
+
+      if (value == -1 && PyErr_Occurred ())
+        return NULL;
+      if (value < G_MININT || value > G_MAXINT)
+        {
+          PyErr_SetString (PyExc_ValueError, "device out of range");
+          return NULL;
+        }
+      device = (gint) value;
+    }
+  Py_BEGIN_ALLOW_THREADS;
+  mr = memres_resource_get_default (device, &error);
+  Py_END_ALLOW_THREADS;
+  if (mr == NULL)
+    return pymemres_raise (error);
+  return pymemres_resource_wrap (mr);
+}
+
+static PyObject *
+module_set_plugin_dir (PyObject *module, PyObject *arg)
+{
+  PyObject *bytes = NULL;
+
+  if (arg != Py_None && !PyUnicode_FSConverter (arg, &bytes))
+    return NULL;
+  memres_registry_set_plugin_dir (bytes != NULL ? PyBytes_AS_STRING (bytes) : NULL);
+  Py_XDECREF (bytes);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+module_plugin_search_path (PyObject *module, PyObject *unused)
+{
+  g_auto (GStrv) dirs = memres_registry_get_search_path ();
+  PyObject *list = PyList_New (0);
+
+  for (guint i = 0; list != NULL && dirs[i] != NULL; i++)
+    {
+      PyObject *dir = PyUnicode_DecodeFSDefault (dirs[i]);
+      if (dir == NULL || PyList_Append (list, dir) < 0)
+        Py_CLEAR (list);
+      Py_XDECREF (dir);
+    }
+  return list;
+}
+
+static PyObject *
+module_kinds (PyObject *module, PyObject *unused)
+{
+  GError *error = NULL;
+  GPtrArray *kinds;
+  PyObject *list;
+
+  Py_BEGIN_ALLOW_THREADS;
+  kinds = memres_registry_list_kinds (&error);
+  Py_END_ALLOW_THREADS;
+  if (kinds == NULL)
+    return pymemres_raise (error);
+  list = PyList_New (0);
+  for (guint i = 0; list != NULL && i < kinds->len; i++)
+    {
+      PyObject *name = PyUnicode_FromString (memres_kind_get_name (kinds->pdata[i]));
+      if (name == NULL || PyList_Append (list, name) < 0)
+        Py_CLEAR (list);
+      Py_XDECREF (name);
+    }
+  g_ptr_array_unref (kinds);
+  return list;
+}
+
+/* The file libmemres was loaded from: memres.torch and memres.cupy find libmemres-allocator
+ * beside it. */
+static PyObject *
+module_library_path (PyObject *module, PyObject *unused)
+{
+  Dl_info info;
+
+  if (dladdr ((void *) memres_resource_new, &info) == 0 || info.dli_fname == NULL)
+    Py_RETURN_NONE;
+  return PyUnicode_DecodeFSDefault (info.dli_fname);
+}
+
+/* A new Resource over the MemresResource at @arg (an int): libmemres-allocator's per-device
+ * resources (memres.torch, memres.cupy), for their statistics. Internal. */
+static PyObject *
+module_resource_from_address (PyObject *module, PyObject *arg)
+{
+  void *ptr = PyLong_AsVoidPtr (arg);
+
+  if (ptr == NULL)
+    {
+      if (!PyErr_Occurred ())
+        PyErr_SetString (PyExc_ValueError, "no resource at address 0");
+      return NULL;
+    }
+  return pymemres_resource_wrap (memres_resource_ref (ptr));
+}
+
+static PyObject *
+module_from_dlpack (PyObject *module, PyObject *obj)
+{
+  return pymemres_from_dlpack (module, obj);
+}
+
+static PyMethodDef module_methods[] = {
+  { "default_resource", (PyCFunction) (void (*) (void)) module_default_resource,
+    METH_VARARGS | METH_KEYWORDS,
+    "default_resource(device=None) -> Resource\n\n"
+    "The resource an application gets when it names none: the device's memory pool\n"
+    "(\"dmr:device=N\") when a CUDA driver loads and the device exists, host memory when\n"
+    "device is -1 or no driver or device is there. device None: the current context's device\n"
+    "(0 without one). A new Resource on each call. Raises NoDeviceError for a device that does\n"
+    "not exist, InvalidArgumentError for one below -1." },
+  { "from_dlpack", module_from_dlpack, METH_O,
+    "from_dlpack(obj) -> Buffer\n\n"
+    "Another library's memory as a Buffer: obj has __dlpack__ (called with max_version=(1, 0);\n"
+    "a producer older than that is asked again without it) or is a DLPack capsule. The Buffer\n"
+    "owns the tensor: closing it returns the tensor to its producer (the memory is the\n"
+    "producer's; it is not freed). A capsule is consumed once: a second use raises\n"
+    "ValueError. TypeError for an object that is no producer; InvalidArgumentError for a\n"
+    "tensor memres refuses." },
+  { "import_message", (PyCFunction) (void (*) (void)) pymemres_import_message,
+    METH_FASTCALL | METH_KEYWORDS,
+    "import_message(data, fds, importer=None, stream=None) -> Buffer\n\n"
+    "The buffer another process exported with Buffer.export_message(): data the bytes, fds\n"
+    "the file descriptors received with them (borrowed: close them yourself). importer: None\n"
+    "for a pool buffer (its pool is imported, once per process), or the Resource to map\n"
+    "chunked (vmm) memory through. Releases the GIL. Raises InvalidArgumentError for a\n"
+    "message that does not validate." },
+  { "kinds", module_kinds, METH_NOARGS,
+    "kinds() -> list of str\n\nThe names of every kind registered, loading every plugin on the "
+    "search path." },
+  { "set_plugin_dir", module_set_plugin_dir, METH_O,
+    "set_plugin_dir(path)\n\n"
+    "Searches path for plugins after MEMRES_PLUGIN_PATH and before the installed directory\n"
+    "(memres_registry_set_plugin_dir); None removes it. The package calls it at import with\n"
+    "the plugins it carries." },
+  { "plugin_search_path", module_plugin_search_path, METH_NOARGS,
+    "plugin_search_path() -> list of str\n\nThe directories searched for plugins, in order." },
+  { "_resource_from_address", module_resource_from_address, METH_O,
+    "_resource_from_address(address) -> Resource\n\nInternal: libmemres-allocator's resources." },
+  { "library_path", module_library_path, METH_NOARGS,
+    "library_path() -> str\n\nThe file libmemres was loaded from." },
+  { NULL },
+};
+
+static struct PyModuleDef module_def = {
+  PyModuleDef_HEAD_INIT,
+  .m_name = "memres._memres",
+  .m_doc = "The C half of the memres package (import memres instead).",
+  .m_size = -1,
+  .m_methods = module_methods,
+};
+
+static const struct
+{
+  const char *name;
+  long value;
+} constants[] = {
+  { "ERROR_FAILED", MEMRES_ERROR_FAILED },
+  { "ERROR_INVALID_ARGUMENT", MEMRES_ERROR_INVALID_ARGUMENT },
+  { "ERROR_NOT_FOUND", MEMRES_ERROR_NOT_FOUND },
+  { "ERROR_EXISTS", MEMRES_ERROR_EXISTS },
+  { "ERROR_NOT_SUPPORTED", MEMRES_ERROR_NOT_SUPPORTED },
+  { "ERROR_OUT_OF_MEMORY", MEMRES_ERROR_OUT_OF_MEMORY },
+  { "ERROR_CLOSED", MEMRES_ERROR_CLOSED },
+  { "ERROR_NO_DRIVER", MEMRES_ERROR_NO_DRIVER },
+  { "ERROR_NO_DEVICE", MEMRES_ERROR_NO_DEVICE },
+  { "ERROR_WRONG_DEVICE", MEMRES_ERROR_WRONG_DEVICE },
+  { "ERROR_INVALID_DESCRIPTOR", MEMRES_ERROR_INVALID_DESCRIPTOR },
+  { "ERROR_PERMISSION_DENIED", MEMRES_ERROR_PERMISSION_DENIED },
+  { "ERROR_FORKED", MEMRES_ERROR_FORKED },
+  { "MEMORY_DEVICE_ACCESSIBLE", MEMRES_MEMORY_DEVICE_ACCESSIBLE },
+  { "MEMORY_HOST_ACCESSIBLE", MEMRES_MEMORY_HOST_ACCESSIBLE },
+  { "MEMORY_IPC_ENABLED", MEMRES_MEMORY_IPC_ENABLED },
+  { "MEMORY_IMPORTED", MEMRES_MEMORY_IMPORTED },
+  { "MEMORY_RESIZABLE", MEMRES_MEMORY_RESIZABLE },
+  { "MEMORY_STREAM_ORDERED", MEMRES_MEMORY_STREAM_ORDERED },
+  { "MEMORY_MANAGED", MEMRES_MEMORY_MANAGED },
+  { "MEMORY_GRAPH", MEMRES_MEMORY_GRAPH },
+};
+
+PyMODINIT_FUNC PyInit__memres (void);
+
+PyMODINIT_FUNC
+PyInit__memres (void)
+{
+  PyObject *module;
+
+  if (PyType_Ready (&PyMemresResource_Type) < 0 || PyType_Ready (&PyMemresBuffer_Type) < 0)
+    return NULL;
+  module = PyModule_Create (&module_def);
+  if (module == NULL)
+    return NULL;
+  if (PyModule_AddObjectRef (module, "Resource", (PyObject *) &PyMemresResource_Type) < 0
+      || PyModule_AddObjectRef (module, "Buffer", (PyObject *) &PyMemresBuffer_Type) < 0
+      || pymemres_errors_init (module) < 0
+      || PyModule_AddStringConstant (module, "version", memres_get_version ()) < 0)
+    goto fail;
+  for (gsize i = 0; i < G_N_ELEMENTS (constants); i++)
+    if (PyModule_AddIntConstant (module, constants[i].name, constants[i].value) < 0)
+      goto fail;
+  return module;
+
+fail:
+  Py_DECREF (module);
+  return NULL;
+}

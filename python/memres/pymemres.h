@@ -1,0 +1,95 @@
+/* memres - CUDA memory resources
+ * pymemres.h: what the files of the Python extension module memres._memres share: the two
+ * object types (Resource, Buffer), the GError-to-exception mapping (errors.c), the stream
+ * arguments (stream.c) and the module state. Written against the CPython C API and memres's
+ * public headers only. */
+#pragma once
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <memres/memres.h>
+
+/* A memres.Resource: one reference to a MemresResource. */
+typedef struct
+{
+  PyObject_HEAD MemresResource *mr;
+  PyObject *weakrefs;
+} PyMemresResource;
+
+/* A memres.Buffer: one reference to a MemresBuffer, kept until the object dies (so that the
+ * getters answer 0 after a close, as memres_buffer_get_size() does). */
+typedef struct
+{
+  PyObject_HEAD MemresBuffer *buf;
+  PyObject *weakrefs;
+} PyMemresBuffer;
+
+extern PyTypeObject PyMemresResource_Type;
+extern PyTypeObject PyMemresBuffer_Type;
+
+/* errors.c */
+int pymemres_errors_init (PyObject *module);
+PyObject *pymemres_raise (GError *error);
+PyObject *pymemres_raise_closed (void);
+
+/* stream.c: @obj as a stream (None, an int, __cuda_stream__, torch's .cuda_stream, CuPy's
+ * .ptr); -1 with an exception set. */
+int pymemres_stream_from_object (PyObject *obj, MemresStream *stream);
+
+/* resource.c, buffer.c */
+PyObject *pymemres_resource_wrap (MemresResource *mr);
+PyObject *pymemres_buffer_wrap (MemresBuffer *buf);
+/* TRUE when closing @buf may wait for a stream (device-accessible memory that is not
+ * stream-ordered: the core synchronizes before the free): the GIL is released then. */
+static inline gboolean
+pymemres_close_may_wait (MemresBuffer *buf)
+{
+  MemresMemoryFlags flags = memres_buffer_get_flags (buf);
+
+  return (flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE) != 0
+         && (flags & MEMRES_MEMORY_STREAM_ORDERED) == 0;
+}
+
+/* buffer-interop.c: __dlpack__, __dlpack_device__, __cuda_array_interface__, the buffer
+ * protocol and memres.from_dlpack(); the entries buffer.c's tables take */
+PyObject *pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames);
+PyObject *pymemres_buffer_dlpack_device (PyObject *self, PyObject *unused);
+PyObject *pymemres_buffer_get_cai (PyObject *self, void *closure);
+extern PyBufferProcs pymemres_buffer_as_buffer;
+#define PYMEMRES_BUFFER_INTEROP_METHODS                                                            \
+  { "__dlpack__", (PyCFunction) (void (*) (void)) pymemres_buffer_dlpack,                          \
+    METH_FASTCALL | METH_KEYWORDS,                                                                 \
+    "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None) -> capsule\n\n"       \
+    "The buffer as a DLPack tensor: a 1-D uint8 array of its size. With max_version (1, x)\n"      \
+    "or later, a versioned capsule (\"dltensor_versioned\", DLPack 1.0); without it, the\n"        \
+    "legacy capsule (\"dltensor\") that consumers of DLPack 0.x take. stream: the consumer's\n"    \
+    "stream (None or -1: no ordering asked); device memory is synchronized on the buffer's\n"      \
+    "stream first (the GIL released). Raises BufferError for copy=True or another dl_device." },   \
+  {                                                                                                \
+    "__dlpack_device__", pymemres_buffer_dlpack_device, METH_NOARGS,                               \
+        "__dlpack_device__() -> (device_type, device_id)\n\n"                                      \
+        "The DLPack device: (1, 0) host memory, (2, N) device N, (3, 0) page-locked, (13, N)\n"    \
+        "managed."                                                                                 \
+  }
+#define PYMEMRES_BUFFER_INTEROP_GETSET                                                             \
+  {                                                                                                \
+    "__cuda_array_interface__", pymemres_buffer_get_cai, NULL,                                     \
+        "The CUDA array interface, version 3, of device-accessible memory: a dict with shape\n"    \
+        "(size,), typestr '|u1', data (handle, False), strides None, version 3 and stream (the\n"  \
+        "buffer's stream; 1 for the legacy default stream). AttributeError for host memory."       \
+  }
+PyObject *pymemres_from_dlpack (PyObject *module, PyObject *obj);
+
+/* ipc.c: Buffer.export_message() and memres.import_message() */
+PyObject *pymemres_buffer_export_message (PyObject *self, PyObject *unused);
+PyObject *pymemres_import_message (PyObject *module, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames);
+
+/* Keyword parsing for the METH_FASTCALL | METH_KEYWORDS methods: @names are the parameter names
+ * in order, @out receives borrowed references (NULL for a parameter not given); @n_required
+ * must be given. -1 with TypeError. */
+int pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames, const char *const *names, Py_ssize_t n_names,
+                         Py_ssize_t n_required, PyObject **out);

@@ -1,0 +1,267 @@
+/* memres - CUDA memory resources
+ * resource.c: memres.Resource, a memory resource made from a spec string (any stack, `@name`),
+ * with allocate() on the METH_FASTCALL path, statistics, trim and the stack below. */
+#include "pymemres.h"
+
+PyObject *
+pymemres_resource_wrap (MemresResource *mr)
+{
+  PyMemresResource *self = PyObject_New (PyMemresResource, &PyMemresResource_Type);
+
+  if (self == NULL)
+    {
+      memres_resource_unref (mr);
+      return NULL;
+    }
+  self->mr = mr;
+  self->weakrefs = NULL;
+  return (PyObject *) self;
+}
+
+static PyObject *
+resource_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = { "spec", NULL };
+  const char *spec;
+  GError *error = NULL;
+  MemresResource *mr;
+  PyMemresResource *self;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "s:Resource", keywords, &spec))
+    return NULL;
+  mr = memres_resource_new (spec, &error);
+  if (mr == NULL)
+    return pymemres_raise (error);
+  self = (PyMemresResource *) type->tp_alloc (type, 0);
+  if (self == NULL)
+    {
+      memres_resource_unref (mr);
+      return NULL;
+    }
+  self->mr = mr;
+  return (PyObject *) self;
+}
+
+static void
+resource_dealloc (PyMemresResource *self)
+{
+  if (self->weakrefs != NULL)
+    PyObject_ClearWeakRefs ((PyObject *) self);
+  if (self->mr != NULL)
+    memres_resource_unref (self->mr);
+  Py_TYPE (self)->tp_free ((PyObject *) self);
+}
+
+static const char *const allocate_names[] = { "size", "stream" };
+
+static PyObject *
+resource_allocate (PyMemresResource *self, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames)
+{
+  PyObject *argv[2] = { NULL, NULL };
+  MemresStream stream = NULL;
+  GError *error = NULL;
+  MemresBuffer *buf;
+  Py_ssize_t size;
+
+  /* the common call, allocate(size), without the general parser */
+  if (nargs == 1 && kwnames == NULL)
+    argv[0] = args[0];
+  else if (pymemres_parse_args ("allocate", args, nargs, kwnames, allocate_names, 2, 1, argv) < 0
+           || pymemres_stream_from_object (argv[1], &stream) < 0)
+    return NULL;
+  size = PyLong_AsSsize_t (argv[0]);
+  if (size < 0)
+    {
+      if (size == -1 && PyErr_Occurred ())
+        {
+          if (!PyErr_ExceptionMatches (PyExc_OverflowError))
+            return NULL;
+          PyErr_Clear ();
+        }
+      PyErr_SetString (PyExc_ValueError, "size must be an int from 0 to sys.maxsize");
+      return NULL;
+    }
+  buf = memres_resource_allocate (self->mr, (gsize) size, stream, &error);
+  if (buf == NULL)
+    return pymemres_raise (error);
+  return pymemres_buffer_wrap (buf);
+}
+
+static PyObject *
+resource_stats (PyMemresResource *self, PyObject *unused)
+{
+  MemresStats stats;
+  GError *error = NULL;
+
+  if (!memres_resource_get_stats (self->mr, &stats, &error))
+    return pymemres_raise (error);
+  return Py_BuildValue (
+      "{s:K,s:K,s:K,s:K,s:K}", "reserved_current", (unsigned long long) stats.reserved_current,
+      "reserved_high", (unsigned long long) stats.reserved_high, "used_current",
+      (unsigned long long) stats.used_current, "used_high", (unsigned long long) stats.used_high,
+      "n_buffers", (unsigned long long) stats.n_buffers);
+}
+
+static PyObject *
+resource_reset_stats (PyMemresResource *self, PyObject *unused)
+{
+  GError *error = NULL;
+
+  if (!memres_resource_reset_stats (self->mr, &error))
+    return pymemres_raise (error);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+resource_trim (PyMemresResource *self, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = { "bytes_to_keep", NULL };
+  unsigned long long keep = 0;
+  GError *error = NULL;
+  gboolean ok;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|K:trim", keywords, &keep))
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS;
+  ok = memres_resource_trim (self->mr, (gsize) keep, &error);
+  Py_END_ALLOW_THREADS;
+  if (!ok)
+    return pymemres_raise (error);
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+resource_get_upstream (PyMemresResource *self, void *closure)
+{
+  MemresResource *up = memres_resource_get_upstream (self->mr);
+
+  if (up == NULL)
+    Py_RETURN_NONE;
+  return pymemres_resource_wrap (memres_resource_ref (up));
+}
+
+static PyObject *
+resource_get_spec (PyMemresResource *self, void *closure)
+{
+  g_autofree char *spec = memres_resource_to_string (self->mr);
+
+  return PyUnicode_FromString (spec);
+}
+
+static PyObject *
+resource_get_kind (PyMemresResource *self, void *closure)
+{
+  return PyUnicode_FromString (memres_resource_get_kind_name (self->mr));
+}
+
+static PyObject *
+resource_get_device_id (PyMemresResource *self, void *closure)
+{
+  return PyLong_FromLong (memres_resource_get_device (self->mr));
+}
+
+static PyObject *
+resource_get_device_accessible (PyMemresResource *self, void *closure)
+{
+  return PyBool_FromLong (memres_resource_is_device_accessible (self->mr));
+}
+
+static PyObject *
+resource_get_host_accessible (PyMemresResource *self, void *closure)
+{
+  return PyBool_FromLong (memres_resource_is_host_accessible (self->mr));
+}
+
+static PyObject *
+resource_get_flags (PyMemresResource *self, void *closure)
+{
+  return PyLong_FromUnsignedLong (memres_resource_get_flags (self->mr));
+}
+
+static PyObject *
+resource_repr (PyMemresResource *self)
+{
+  g_autofree char *spec = memres_resource_to_string (self->mr);
+
+  return PyUnicode_FromFormat ("<memres.Resource %s>", spec);
+}
+
+static PyObject *
+resource_richcompare (PyObject *a, PyObject *b, int op)
+{
+  if (!PyObject_TypeCheck (b, &PyMemresResource_Type) || (op != Py_EQ && op != Py_NE))
+    Py_RETURN_NOTIMPLEMENTED;
+  Py_RETURN_RICHCOMPARE ((guintptr) ((PyMemresResource *) a)->mr,
+                         (guintptr) ((PyMemresResource *) b)->mr, op);
+}
+
+static Py_hash_t
+resource_hash (PyMemresResource *self)
+{
+  Py_hash_t hash = (Py_hash_t) ((guintptr) self->mr >> 4);
+
+  return hash == -1 ? -2 : hash;
+}
+
+static PyMethodDef resource_methods[] = {
+  { "allocate", (PyCFunction) (void (*) (void)) resource_allocate, METH_FASTCALL | METH_KEYWORDS,
+    "allocate(size, stream=None) -> Buffer\n\n"
+    "Allocates size bytes (an int >= 0; a kind may round up: Buffer.size says) ordered on\n"
+    "stream (None: the legacy default stream; an int handle, an object with __cuda_stream__,\n"
+    "a torch or CuPy stream). Raises OutOfMemoryError when there is no memory left,\n"
+    "InvalidArgumentError for a size the kind refuses, Error otherwise." },
+  { "stats", (PyCFunction) resource_stats, METH_NOARGS,
+    "stats() -> dict\n\n"
+    "The resource's statistics in bytes: reserved_current, reserved_high (held from the\n"
+    "driver), used_current, used_high (in live buffers) and n_buffers. Raises Error where\n"
+    "the stack keeps none (memres.ErrorCode.NOT_SUPPORTED: put a stats layer on top)." },
+  { "reset_stats", (PyCFunction) resource_reset_stats, METH_NOARGS,
+    "reset_stats()\n\nSets the high-water marks to the current values." },
+  { "trim", (PyCFunction) (void (*) (void)) resource_trim, METH_VARARGS | METH_KEYWORDS,
+    "trim(bytes_to_keep=0)\n\n"
+    "Gives memory held for reuse back to the driver, keeping at most bytes_to_keep (a pool's\n"
+    "cuMemPoolTrimTo, a cache's free blocks). Releases the GIL." },
+  { NULL },
+};
+
+static PyGetSetDef resource_getset[] = {
+  { "upstream", (getter) resource_get_upstream, NULL,
+    "The resource below this layer of the stack (a Resource), or None for a base kind." },
+  { "spec", (getter) resource_get_spec, NULL,
+    "The resource as a spec string, every option written out (memres_resource_to_string):\n"
+    "Resource(r.spec) makes the same stack again." },
+  { "kind", (getter) resource_get_kind, NULL,
+    "The name of the top layer's kind (\"cache\", ...)." },
+  { "device_id", (getter) resource_get_device_id, NULL,
+    "The device the memory lives on, -1 for host memory." },
+  { "is_device_accessible", (getter) resource_get_device_accessible, NULL,
+    "True when device code can access the memory." },
+  { "is_host_accessible", (getter) resource_get_host_accessible, NULL,
+    "True when host code can dereference the memory." },
+  { "flags", (getter) resource_get_flags, NULL,
+    "The MemresMemoryFlags bits as an int (memres.MemoryFlags)." },
+  { NULL },
+};
+
+PyTypeObject PyMemresResource_Type = {
+  PyVarObject_HEAD_INIT (NULL, 0).tp_name = "memres.Resource",
+  .tp_basicsize = sizeof (PyMemresResource),
+  .tp_flags = Py_TPFLAGS_DEFAULT,
+  .tp_doc = "Resource(spec)\n\n"
+            "A memory resource made from a spec: one kind with its options (\"dmr:device=0\"),\n"
+            "a stack of layers (\"cache>dmr\", top first), or a named stack (\"@name\", from\n"
+            "the config file). The resource lives as long as a Resource or a Buffer of it\n"
+            "does. cuda.core's MemoryResource: allocate() gives a Buffer.\n\n"
+            "Raises InvalidArgumentError for a spec that does not parse, a kind or option\n"
+            "that does not exist; FileError for a config file that cannot be read; Error when\n"
+            "the kind cannot start (no driver: NoDeviceError).",
+  .tp_new = resource_new,
+  .tp_dealloc = (destructor) resource_dealloc,
+  .tp_repr = (reprfunc) resource_repr,
+  .tp_hash = (hashfunc) resource_hash,
+  .tp_richcompare = resource_richcompare,
+  .tp_weaklistoffset = offsetof (PyMemresResource, weakrefs),
+  .tp_methods = resource_methods,
+  .tp_getset = resource_getset,
+};

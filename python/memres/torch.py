@@ -1,0 +1,35 @@
+"""memres as PyTorch's CUDA allocator, in one line: memres.torch.use()."""
+from . import _allocator
+
+DEFAULT_SPEC = "cache>dmr:device={device}"
+
+
+def use(spec=DEFAULT_SPEC):
+    """use(spec="cache>dmr:device={device}") -> allocator
+
+    Installs memres as torch's CUDA allocator (torch.cuda.memory.CUDAPluggableAllocator over
+    libmemres-allocator): each device's memory comes from Resource(spec) with {device} replaced
+    by its ordinal. Returns an object whose stats(device), resource(device) and
+    count_buffers(device) tell what each device's resource holds.
+
+    Call it before torch allocates on a device: torch cannot swap an allocator it has used,
+    and memres raises memres.Error then rather than leave two allocators. Raises memres.Error
+    when libmemres-allocator was built without C++ (its alloc returns NULL, which torch does
+    not check)."""
+    import torch
+
+    alloc = _allocator.Allocator(spec)
+    if not alloc.lib.memres_torch_alloc_throws():
+        raise _allocator.error("libmemres-allocator was built without a C++ compiler: its "
+                               "memres_torch_alloc returns NULL on failure, which torch does "
+                               "not check; rebuild memres with g++", 0)
+    pluggable = torch.cuda.memory.CUDAPluggableAllocator(alloc.path, "memres_torch_alloc",
+                                                         "memres_torch_free")
+    try:
+        torch.cuda.memory.change_current_allocator(pluggable)
+    except RuntimeError as err:
+        raise _allocator.error("torch has already allocated with its own allocator, which it "
+                               "cannot swap: call memres.torch.use() before the first CUDA "
+                               "tensor (%s)" % err, 0) from err
+    alloc.pluggable = pluggable
+    return alloc

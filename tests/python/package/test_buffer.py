@@ -1,0 +1,113 @@
+"""memres.Buffer: properties, close, the context manager, the transfers."""
+import pytest
+
+import memres
+
+
+def test_properties(host):
+    buf = host.allocate(100)
+    assert buf.size == 100
+    assert buf.handle != 0 and buf.handle % 256 == 0
+    assert buf.device_id == -1
+    assert buf.is_host_accessible and not buf.is_device_accessible
+    assert not buf.closed
+    assert memres.MemoryFlags.HOST_ACCESSIBLE in memres.MemoryFlags(buf.flags)
+    assert buf.memory_resource == host
+    assert repr(buf) == "<memres.Buffer 100 bytes at 0x%x on device -1>" % buf.handle
+    buf.close()
+    assert buf.closed and buf.size == 0 and buf.handle == 0 and buf.device_id == -1
+    assert buf.memory_resource is None and repr(buf) == "<memres.Buffer closed>"
+
+
+def test_not_constructible():
+    with pytest.raises(TypeError):
+        memres.Buffer()
+
+
+def test_close_twice_and_arguments(host):
+    buf = host.allocate(8)
+    buf.close()
+    buf.close()
+    buf.close(stream=None)
+    buf = host.allocate(8)
+    with pytest.raises(TypeError):
+        buf.close(1, 2)
+    with pytest.raises(TypeError):
+        buf.close(nonsense=1)
+    buf.close(0)
+
+
+def test_context_manager(host):
+    with host.allocate(64) as buf:
+        assert not buf.closed
+    assert buf.closed
+    with pytest.raises(KeyError):
+        with host.allocate(64) as buf:
+            raise KeyError("x")
+    assert buf.closed
+
+
+def test_fill_read_write(host):
+    buf = host.allocate(16)
+    buf.fill(0xAB)
+    assert buf.read() == b"\xab" * 16
+    buf.fill(0x01020304, width=4)
+    assert buf.read(0, 4) == (0x01020304).to_bytes(4, "little")
+    buf.fill(value=0x0102, width=2, stream=None)
+    assert buf.read(size=2) == (0x0102).to_bytes(2, "little")
+    buf.write(b"hello", offset=3)
+    assert buf.read(3, 5) == b"hello"
+    assert buf.read(offset=16) == b""
+    with pytest.raises(ValueError):
+        buf.read(17)
+    with pytest.raises(ValueError):
+        buf.write(b"x", offset=-1)
+    with pytest.raises(memres.InvalidArgumentError):
+        buf.write(b"x" * 17)
+    with pytest.raises(ValueError):
+        buf.fill(1 << 33)
+    buf.close()
+
+
+def test_copy_to_and_from(host):
+    a, b = host.allocate(32), host.allocate(32)
+    a.write(bytes(range(32)))
+    a.copy_to(b)
+    assert b.read() == bytes(range(32))
+    b.fill(9)
+    a.copy_from(b, stream=None)
+    assert a.read() == b"\x09" * 32
+    with pytest.raises(TypeError):
+        a.copy_to(b"not a buffer")
+    with pytest.raises(TypeError):
+        a.copy_from()
+    a.close()
+    b.close()
+
+
+def test_memoryview(host):
+    buf = host.allocate(8)
+    view = memoryview(buf)
+    assert view.nbytes == 8 and not view.readonly
+    view[:] = b"abcdefgh"
+    assert buf.read() == b"abcdefgh"
+    view.release()
+    buf.close()
+
+
+def test_device_buffer(device):
+    buf = device.allocate(4096)
+    assert buf.device_id == 0 and buf.is_device_accessible and not buf.is_host_accessible
+    buf.fill(0x5A)
+    assert buf.read(0, 8) == b"\x5a" * 8
+    with pytest.raises(BufferError):
+        memoryview(buf)
+    host = memres.Resource("host")
+    h = host.allocate(4096)
+    buf.copy_to(h)
+    assert h.read(4088) == b"\x5a" * 8
+    h.fill(3)
+    buf.copy_from(h, stream=0)
+    assert buf.read(4000, 2) == b"\x03\x03"
+    buf.close(stream=0)
+    h.close()

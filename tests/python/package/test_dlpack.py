@@ -1,0 +1,144 @@
+"""DLPack (versioned and legacy capsules), the CUDA array interface, from_dlpack."""
+import ctypes
+
+import numpy
+import pytest
+
+import memres
+
+PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
+PyCapsule_GetPointer.restype = ctypes.c_void_p
+PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+PyCapsule_SetName = ctypes.pythonapi.PyCapsule_SetName
+PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+PyCapsule_IsValid = ctypes.pythonapi.PyCapsule_IsValid
+PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
+DLManagedTensorVersioned._fields_ = [
+    ("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("manager_ctx", ctypes.c_void_p),
+    ("deleter", DELETER), ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
+
+
+def consume_versioned(capsule):
+    """A small DLPack 1.x consumer: takes the tensor, renames the capsule as used, returns the
+    tensor (the caller calls its deleter)."""
+    ptr = PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+    assert PyCapsule_SetName(capsule, b"used_dltensor_versioned") == 0
+    return ctypes.cast(ptr, ctypes.POINTER(DLManagedTensorVersioned)).contents
+
+
+def test_versioned_capsule(host):
+    buf = host.allocate(64)
+    capsule = buf.__dlpack__(max_version=(1, 0))
+    assert PyCapsule_IsValid(capsule, b"dltensor_versioned")
+    t = consume_versioned(capsule)
+    assert (t.major, t.minor) == (1, 0) and t.flags == 0
+    d = t.dl_tensor
+    assert d.data == buf.handle and d.ndim == 1 and d.shape[0] == 64 and d.byte_offset == 0
+    assert (d.dtype.code, d.dtype.bits, d.dtype.lanes) == (1, 8, 1)
+    assert (d.device.device_type, d.device.device_id) == (1, 0)
+    # consumed: a second consumer is refused
+    with pytest.raises(ValueError):
+        PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+    with pytest.raises(ValueError):
+        memres.from_dlpack(capsule)
+    t.deleter(ctypes.pointer(t))
+    buf.close()
+
+
+def test_legacy_capsule(host):
+    buf = host.allocate(8)
+    for capsule in (buf.__dlpack__(), buf.__dlpack__(max_version=(0, 8)),
+                    buf.__dlpack__(stream=None, max_version=None)):
+        assert PyCapsule_IsValid(capsule, b"dltensor")
+    del capsule  # unconsumed capsules give their tensor back
+    buf.close()
+
+
+def test_dlpack_arguments(host):
+    buf = host.allocate(8)
+    assert buf.__dlpack_device__() == (1, 0)
+    buf.__dlpack__(dl_device=(1, 0), copy=False, stream=-1)
+    with pytest.raises(BufferError):
+        buf.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(BufferError):
+        buf.__dlpack__(copy=True)
+    with pytest.raises(TypeError):
+        buf.__dlpack__(None)
+    with pytest.raises(TypeError):
+        buf.__dlpack__(max_version=1)
+    with pytest.raises(ValueError):
+        buf.__dlpack__(stream=0)
+    buf.close()
+
+
+def test_numpy_consumes_host_memory(host):
+    buf = host.allocate(256)
+    buf.fill(7)
+    array = numpy.from_dlpack(buf)
+    assert array.dtype == numpy.uint8 and array.shape == (256,)
+    assert (array == 7).all()
+    buf.write(b"\x01\x02\x03\x04")  # the same memory (NumPy marks DLPack imports read-only)
+    assert list(array[:5]) == [1, 2, 3, 4, 7]
+    assert array.__array_interface__["data"][0] == buf.handle
+    del array
+    buf.close()
+
+
+def test_from_dlpack_round_trip(host):
+    buf = host.allocate(32)
+    buf.fill(5)
+    wrapped = memres.from_dlpack(buf)
+    assert wrapped.handle == buf.handle and wrapped.size == 32
+    assert wrapped.memory_resource is None
+    assert wrapped.read() == b"\x05" * 32
+    wrapped.close()  # gives the tensor back; the memory is still buf's
+    assert buf.read(0, 1) == b"\x05"
+    buf.close()
+
+
+def test_from_dlpack_legacy_capsule(host):
+    buf = host.allocate(8)
+    buf.fill(4)
+    wrapped = memres.from_dlpack(buf.__dlpack__())  # a legacy capsule, adopted
+    assert wrapped.read() == b"\x04" * 8
+    wrapped.close()
+    buf.close()
+
+
+def test_cuda_array_interface_host(host):
+    buf = host.allocate(8)
+    assert not hasattr(buf, "__cuda_array_interface__")
+    buf.close()
+
+
+def test_cuda_array_interface_device(device):
+    buf = device.allocate(1024)
+    cai = buf.__cuda_array_interface__
+    assert cai == {"shape": (1024,), "typestr": "|u1", "data": (buf.handle, False),
+                   "strides": None, "version": 3, "stream": 1}
+    assert buf.__dlpack_device__() == (2, 0)
+    t = consume_versioned(buf.__dlpack__(max_version=(1, 0), stream=1))
+    assert (t.dl_tensor.device.device_type, t.dl_tensor.device.device_id) == (2, 0)
+    t.deleter(ctypes.pointer(t))
+    buf.close()

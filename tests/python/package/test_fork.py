@@ -1,0 +1,101 @@
+"""fork(), multiprocessing (fork and spawn), buffers sent between processes as messages."""
+import multiprocessing
+import os
+import socket
+
+import pytest
+
+import memres
+
+
+def child_allocates(queue):
+    mr = memres.Resource("stats>host")
+    with mr.allocate(4096) as buf:
+        buf.fill(3)
+        queue.put(buf.read(0, 2))
+
+
+def test_os_fork(host):
+    buf = host.allocate(64)
+    buf.fill(1)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            ok = buf.read(0, 1) == b"\x01"
+            mr = memres.Resource("host")
+            mr.allocate(10).close()
+            os._exit(0 if ok else 1)
+        except BaseException:  # noqa: BLE001
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    buf.close()
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_multiprocessing(method):
+    ctx = multiprocessing.get_context(method)
+    queue = ctx.Queue()
+    p = ctx.Process(target=child_allocates, args=(queue,))
+    p.start()
+    assert queue.get(timeout=60) == b"\x03\x03"
+    p.join(60)
+    assert p.exitcode == 0
+
+
+def child_imports(sock, spec, size):
+    msg, fds, _, _ = socket.recv_fds(sock, 65536, 16)
+    try:
+        importer = memres.Resource(spec)
+    except memres.Error as err:
+        # a child of fork() after the parent used the driver cannot use it: a clear error
+        sock.send(b"forked" if err.code == memres.ErrorCode.FORKED else b"error")
+        return
+    with memres.import_message(msg, fds) as buf:
+        ok = buf.size >= size and buf.read(0, 4) == b"\x2a" * 4
+        buf.fill(0x17)
+    for fd in fds:
+        os.close(fd)
+    sock.send(b"ok" if ok else b"no")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_export_message_between_processes(device, method):
+    spec = "ipc:device=0"
+    mr = memres.Resource(spec)
+    buf = mr.allocate(1 << 16)
+    buf.fill(0x2A)
+    data, fds = buf.export_message()
+    assert isinstance(data, bytes) and fds
+    parent, child = socket.socketpair()
+    ctx = multiprocessing.get_context(method)
+    p = ctx.Process(target=child_imports, args=(child, spec, 1 << 16))
+    p.start()
+    child.close()
+    parent.settimeout(60)
+    socket.send_fds(parent, [data], fds)
+    for fd in fds:
+        os.close(fd)
+    answer = parent.recv(16)
+    p.join(60)
+    assert p.exitcode == 0
+    if method == "fork":
+        assert answer == b"forked"
+    else:
+        assert answer == b"ok"
+        assert buf.read(0, 1) == b"\x17"
+    buf.close()
+
+
+def test_export_message_refused_for_host(host):
+    buf = host.allocate(64)
+    with pytest.raises(memres.Error) as info:
+        buf.export_message()
+    assert info.value.code == memres.ErrorCode.NOT_SUPPORTED
+    with pytest.raises(memres.InvalidArgumentError):
+        memres.import_message(b"garbage", [])
+    with pytest.raises(TypeError):
+        memres.import_message(b"garbage", 5)
+    with pytest.raises(TypeError):
+        memres.import_message(b"garbage", [], importer=5)
+    buf.close()

@@ -1,0 +1,109 @@
+"""memres.torch.use and memres.cupy.use: on a device with torch or CuPy (the H200), each in a
+fresh interpreter (an allocator is installed once per process); skipped where either is absent.
+The allocator object itself is checked everywhere."""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+import memres
+from memres import _allocator
+from conftest import MODE
+
+
+def run(code):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def test_allocator_object():
+    alloc = _allocator.Allocator("cache>dmr:device={device}")
+    assert os.path.isfile(alloc.path)
+    if MODE == "host":  # no driver: no device resource
+        assert alloc.resource(0) is None and alloc.stats(0) == {}
+    else:
+        assert alloc.resource(0).kind == "cache"
+        assert alloc.stats(0)["used_current"] == 0
+    assert alloc.count_buffers() == 0
+    assert "cache>dmr" in repr(alloc)
+
+
+def test_allocator_not_found(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEMRES_ALLOCATOR_LIB", str(tmp_path / "none.so"))
+    with pytest.raises(memres.Error) as info:
+        _allocator.Allocator("host")
+    assert info.value.code == memres.ErrorCode.NOT_FOUND
+
+
+TORCH = r"""
+import memres, memres.torch, torch
+alloc = memres.torch.use(spec="stats>cache>dmr:device={device}")
+x = torch.arange(1 << 20, dtype=torch.int32, device="cuda")
+assert int(x[12345]) == 12345
+assert x.sum().item() == (1 << 20) * ((1 << 20) - 1) // 2
+s = alloc.stats(0)
+assert s["used_current"] >= 4 << 20, s
+assert alloc.count_buffers(0) >= 1
+buf = memres.default_resource(0).allocate(256)
+buf.fill(7)
+t = torch.from_dlpack(buf)
+assert t.dtype == torch.uint8 and t.shape == (256,) and int(t.sum()) == 7 * 256
+del t
+buf.close()
+del x
+torch.cuda.synchronize()
+print("ok", s)
+"""
+
+TORCH_LATE = r"""
+import memres, memres.torch, torch
+torch.zeros(16, device="cuda")
+try:
+    memres.torch.use()
+except memres.Error as err:
+    print("refused:", err)
+else:
+    raise SystemExit("use() after torch allocated was not refused")
+"""
+
+
+def test_torch(device):
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed")
+    assert run(TORCH).startswith("ok")
+    assert run(TORCH_LATE).startswith("refused:")
+
+
+CUPY = r"""
+import memres, memres.cupy, cupy
+alloc = memres.cupy.use("stats>cache>dmr:device={device}")
+a = cupy.arange(1 << 20, dtype=cupy.int64)
+assert int(a.sum()) == (1 << 20) * ((1 << 20) - 1) // 2
+assert alloc.stats(0)["used_current"] >= 8 << 20
+buf = memres.default_resource(0).allocate(512)
+buf.fill(3)
+v = cupy.asarray(buf)  # the CUDA array interface
+assert v.dtype == cupy.uint8 and int(v.sum()) == 3 * 512
+w = cupy.from_dlpack(buf)
+assert int(w.sum()) == 3 * 512
+del v, w
+buf.close()
+try:
+    cupy.empty(1 << 50, dtype=cupy.uint8)
+except cupy.cuda.memory.OutOfMemoryError:
+    pass
+else:
+    raise SystemExit("no OutOfMemoryError for 1 PiB")
+print("ok")
+"""
+
+
+def test_cupy(device):
+    if importlib.util.find_spec("cupy") is None:
+        pytest.skip("CuPy is not installed")
+    assert run(CUPY).startswith("ok")

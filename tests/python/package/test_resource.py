@@ -1,0 +1,171 @@
+"""memres.Resource, memres.default_resource and the module's functions."""
+import gc
+import os
+
+import pytest
+
+import memres
+from conftest import MODE
+
+
+def test_resource_from_spec(host):
+    assert host.kind == "host"
+    assert host.spec.startswith("host")
+    assert host.device_id == -1
+    assert host.is_host_accessible and not host.is_device_accessible
+    assert memres.MemoryFlags.HOST_ACCESSIBLE in memres.MemoryFlags(host.flags)
+    assert host.upstream is None
+    assert repr(host).startswith("<memres.Resource host")
+    # the spec makes the same resource again
+    again = memres.Resource(host.spec)
+    assert again.spec == host.spec
+    assert again != host and host == host and hash(host) == hash(host)
+
+
+def test_resource_stack_and_upstream():
+    mr = memres.Resource("limit:max=1MiB>host")
+    assert mr.kind == "limit"
+    up = mr.upstream
+    assert isinstance(up, memres.Resource) and up.kind == "host"
+    assert up.upstream is None
+    assert mr.spec.startswith("limit:") and ">host" in mr.spec
+
+
+def test_resource_keyword_spec():
+    assert memres.Resource(spec="host").kind == "host"
+    with pytest.raises(TypeError):
+        memres.Resource()
+    with pytest.raises(TypeError):
+        memres.Resource(42)
+
+
+def test_allocate(host):
+    buf = host.allocate(1000)
+    assert isinstance(buf, memres.Buffer)
+    assert buf.size >= 1000 and buf.handle != 0
+    buf.close()
+    buf = host.allocate(size=64, stream=None)
+    assert buf.size >= 64
+    buf.close()
+
+
+def test_allocate_bad_arguments(host):
+    with pytest.raises(ValueError):
+        host.allocate(-1)
+    with pytest.raises(ValueError):
+        host.allocate(1 << 70)
+    with pytest.raises(TypeError):
+        host.allocate("12")
+    with pytest.raises(TypeError):
+        host.allocate()
+    with pytest.raises(TypeError):
+        host.allocate(1, None, None)
+    with pytest.raises(TypeError):
+        host.allocate(1, nonsense=1)
+    with pytest.raises(TypeError):
+        host.allocate(1, size=2)
+
+
+class CudaStreamProtocol:
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+class TorchLikeStream:
+    cuda_stream = 0
+
+
+class CupyLikeStream:
+    ptr = 0
+
+
+def test_stream_arguments(host):
+    # host memory ignores the stream, but every form of one is read
+    for stream in (None, 0, 1, CudaStreamProtocol(0), TorchLikeStream(), CupyLikeStream()):
+        host.allocate(16, stream=stream).close(stream=stream)
+    for bad in ("stream", 1.5, object(), -1):
+        with pytest.raises((TypeError, ValueError)):
+            host.allocate(16, stream=bad)
+
+    class BadProtocol:
+        def __cuda_stream__(self):
+            return 5
+
+    with pytest.raises(TypeError):
+        host.allocate(16, stream=BadProtocol())
+
+
+def test_stats_and_trim():
+    mr = memres.Resource("stats>host")
+    stats = mr.stats()
+    assert stats == {"reserved_current": 0, "reserved_high": 0, "used_current": 0,
+                     "used_high": 0, "n_buffers": 0}
+    buf = mr.allocate(4096)
+    stats = mr.stats()
+    assert stats["used_current"] == buf.size and stats["n_buffers"] == 1
+    size = buf.size
+    buf.close()
+    assert mr.stats()["used_current"] == 0 and mr.stats()["used_high"] == size
+    mr.reset_stats()
+    assert mr.stats()["used_high"] == 0
+    with pytest.raises(memres.Error) as info:
+        mr.trim()  # host memory keeps nothing to trim
+    assert info.value.code == memres.ErrorCode.NOT_SUPPORTED
+    with pytest.raises(TypeError):
+        mr.trim("x")
+
+
+def test_trim_device(device):
+    mr = memres.Resource("cache>dmr:device=0")
+    mr.allocate(1 << 20).close()
+    assert mr.stats()["reserved_current"] > 0
+    mr.trim()
+    mr.trim(bytes_to_keep=1 << 20)
+    mr.trim(0)
+    assert mr.stats()["reserved_current"] == 0
+
+
+def test_default_resource():
+    mr = memres.default_resource(-1)
+    assert mr.kind == "host"
+    mr = memres.default_resource()
+    assert mr.kind == ("host" if MODE == "host" else "dmr")
+    mr = memres.default_resource(device=None)
+    with pytest.raises(memres.InvalidArgumentError) as info:
+        memres.default_resource(-2)
+    assert info.value.code == memres.ErrorCode.INVALID_ARGUMENT
+    with pytest.raises(TypeError):
+        memres.default_resource("0")
+    if MODE != "host":
+        with pytest.raises(memres.NoDeviceError) as info:
+            memres.default_resource(97)
+        assert info.value.code == memres.ErrorCode.NO_DEVICE
+
+
+def test_kinds_and_plugin_path(tmp_path):
+    kinds = memres.kinds()
+    assert "host" in kinds and "limit" in kinds and "cache" in kinds
+    path = memres.plugin_search_path()
+    env = [d for d in os.environ.get("MEMRES_PLUGIN_PATH", "").split(":") if d]
+    assert path[: len(env)] == env
+    memres.set_plugin_dir(str(tmp_path))
+    assert memres.plugin_search_path()[len(env)] == str(tmp_path)
+    memres.set_plugin_dir(None)
+    assert str(tmp_path) not in memres.plugin_search_path()
+    assert memres._memres.library_path().endswith(".so.2") or ".so" in memres._memres.library_path()
+
+
+def test_version():
+    parts = memres.__version__.split(".")
+    assert len(parts) == 3 and all(p.isdigit() for p in parts)
+
+
+def test_resource_outlives_python_object(host):
+    buf = host.allocate(32)
+    del host
+    gc.collect()
+    assert buf.memory_resource.kind == "host"
+    buf.close()
