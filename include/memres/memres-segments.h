@@ -87,6 +87,8 @@ typedef enum
  * and subscribing or unsubscribing. It must not allocate from or close buffers of the resource
  * whose event it is handling when that could map or unmap a segment of that same resource on
  * another thread that it then waits for. Keep it short: the allocation or close waits for it.
+ * Events raised while @mr is being finalized (a cache giving its last chunks back) come with
+ * its last reference gone: do not memres_resource_ref() it then.
  *
  * Since: 2.0
  */
