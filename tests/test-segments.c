@@ -593,6 +593,17 @@ test_vmm_events (void)
 
   /* by move: the range after it is taken */
   blocker = block_at (a + 3 * g, g);
+  if (blocker != a + 3 * g)
+    {
+      /* a driver that put the blocker elsewhere: nothing here to test */
+      g_assert_cmpint (drv->cuMemAddressFree (blocker, g), ==, CUDA_SUCCESS);
+      mt_close_ok (buf, NULL);
+      unsubscribe (mr, id);
+      memres_resource_unref (mr);
+      recorder_free (r);
+      g_test_skip ("the driver did not reserve at the address asked for");
+      return;
+    }
   resize_ok (buf, 4 * g);
   b = memres_buffer_get_address (buf);
   g_assert_cmphex (b, !=, a);
@@ -671,6 +682,7 @@ test_vmm_faults (void)
   buf = mt_alloc_ok (mr, 2 * g, NULL);
   a = memres_buffer_get_address (buf);
   blocker = block_at (a + 2 * g, g);
+  g_assert_cmphex (blocker, ==, a + 2 * g); /* the fake honours the hint */
   g_array_set_size (r->recs, 0);
 
   mt_fake_fail_call ("cuMemUnmap", 1, CUDA_ERROR_UNKNOWN);
