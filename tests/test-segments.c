@@ -114,8 +114,15 @@ assert_found (guint64 a, MemresResource *mr, guint64 base, guint64 length)
   MemresLookupInfo info;
 
   memset (&info, 0xa5, sizeof info);
-  g_assert_true (memres_lookup (addr (a), &info));
-  g_assert_true (info.resource == mr);
+  if (!memres_lookup (addr (a), &info))
+    g_error ("0x%" G_GINT64_MODIFIER "x not found (expected in [0x%" G_GINT64_MODIFIER
+             "x, +%" G_GUINT64_FORMAT "))",
+             a, base, length);
+  if (info.resource != mr)
+    g_error ("0x%" G_GINT64_MODIFIER "x found in [0x%" G_GINT64_MODIFIER "x, +%" G_GUINT64_FORMAT
+             ") of another resource (expected in [0x%" G_GINT64_MODIFIER "x, +%" G_GUINT64_FORMAT
+             "))",
+             a, info.segment.base, info.segment.length, base, length);
   g_assert_cmphex (info.segment.base, ==, base);
   g_assert_cmpuint (info.segment.length, ==, length);
   g_assert_cmpuint (info.offset, ==, a - base);
@@ -269,6 +276,52 @@ test_pass_through (void)
   mt_close_ok (buf, NULL);
   /* unsubscribing through the top finds it too */
   unsubscribe (top, id);
+  memres_resource_unref (top);
+  g_assert_cmpint (r->destroyed, ==, 1);
+  recorder_free (r);
+}
+
+/* A cache over a cache: the upper one's chunks are blocks carved from the lower one's chunk, so
+ * its segments lie inside the lower one's; a lookup answers the innermost segment holding the
+ * address, the lower one's between and after the upper chunks (the walk up the parents). */
+static void
+test_nested_caches (void)
+{
+  MemresResource *top = mt_new_ok ("cache:chunk=64KiB>cache:chunk=1MiB,max_block=1MiB>host");
+  MemresResource *lower = memres_resource_get_upstream (top);
+  Recorder *r = recorder_new ();
+  MemresBuffer *a, *b;
+  guint64 l, ua, ub;
+
+  subscribe (lower, r);
+  a = mt_alloc_ok (top, 256, NULL);
+  g_assert_cmpuint (r->recs->len, ==, 1);
+  l = g_array_index (r->recs, Rec, 0).seg.base;
+  assert_rec (r, 0, lower, MEMRES_SEGMENT_MAPPED, l, 1024 * 1024, 0);
+  b = mt_alloc_ok (top, 1024, NULL);      /* another class: a second upper chunk */
+  g_assert_cmpuint (r->recs->len, ==, 1); /* carved from the same lower chunk */
+  ua = memres_buffer_get_address (a);
+  ub = memres_buffer_get_address (b);
+  g_assert_cmphex (ua, >=, l);
+  g_assert_cmphex (ub, >=, l);
+  g_assert_cmphex (MAX (ua, ub) + 64 * 1024, <=, l + 1024 * 1024);
+
+  assert_found (ua, top, ua, 64 * 1024);
+  assert_found (ua + 64 * 1024 - 1, top, ua, 64 * 1024);
+  assert_found (ub + 5, top, ub, 64 * 1024);
+  /* outside both upper chunks, inside the lower one (of its 16 blocks, 2 are upper chunks) */
+  for (guint64 x = l + 100; x < l + 1024 * 1024; x += 64 * 1024)
+    if ((x < ua || x >= ua + 64 * 1024) && (x < ub || x >= ub + 64 * 1024))
+      assert_found (x, lower, l, 1024 * 1024);
+  assert_missing (l + 1024 * 1024);
+
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+  trim (top); /* down the stack: the lower cache gives its chunk back too */
+  g_assert_cmpuint (r->recs->len, ==, 2);
+  assert_rec (r, 1, lower, MEMRES_SEGMENT_UNMAPPING, l, 1024 * 1024, 0);
+  assert_missing (ua);
+  assert_missing (l);
   memres_resource_unref (top);
   g_assert_cmpint (r->destroyed, ==, 1);
   recorder_free (r);
@@ -825,6 +878,7 @@ main (int argc, char **argv)
   g_test_add_func ("/segments/cache-host/events", test_cache_host_events);
   g_test_add_func ("/segments/cache-host/replay", test_cache_host_replay);
   g_test_add_func ("/segments/pass-through", test_pass_through);
+  g_test_add_func ("/segments/nested-caches", test_nested_caches);
   g_test_add_func ("/segments/bad-input", test_bad_input);
   g_test_add_func ("/segments/threads", test_threads);
   g_test_add_func ("/segments/vmm/events", test_vmm_events);
