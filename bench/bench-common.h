@@ -93,7 +93,8 @@ typedef struct
 } BenchRow;
 
 /* A section: (a) pairs, (b) random, (c) threads, (d) vmm_grow, (e) copy, (f) ipc_import,
- * (g) graph_capture, (h) cross_stream, (j) adaptor, (k) thread_pairs, (l) alternating, (m) core. */
+ * (g) graph_capture, (h) cross_stream, (j) adaptor, (k) thread_pairs, (l) alternating, (m) core,
+ * (n) lookup. */
 typedef struct
 {
   char *name;
@@ -152,6 +153,9 @@ BenchSection *bench_run_ipc_import (BenchContext *ctx);
 
 /* bench-graph.c: section (g). */
 BenchSection *bench_run_graph_capture (BenchContext *ctx);
+
+/* bench-lookup.c: section (n). */
+BenchSection *bench_run_lookup (BenchContext *ctx);
 
 /* bench-adaptor.c: section (j). */
 BenchSection *bench_run_adaptor (BenchContext *ctx);

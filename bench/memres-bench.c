@@ -86,7 +86,7 @@ parse_list (const char *text, gboolean as_uint, GError **error)
 typedef struct
 {
   gboolean pairs, random, threads, vmm_grow, copy, ipc_import, graph_capture, adaptor, cross_stream,
-      thread_pairs, alternating, core;
+      thread_pairs, alternating, core, lookup;
   char *sizes, *thread_counts, *chunks, *min_size, *max_size, *grow_size, *copy_size;
   char *thread_pair_size, *core_base;
   gint repetitions, live, seed, import_buffers;
@@ -154,7 +154,7 @@ configure (BenchConfig *cfg, Args *a, GError **error)
     }
   if (!a->pairs && !a->random && !a->threads && !a->vmm_grow && !a->copy && !a->ipc_import
       && !a->graph_capture && !a->adaptor && !a->cross_stream && !a->thread_pairs && !a->alternating
-      && !a->core)
+      && !a->core && !a->lookup)
     a->pairs = a->random = a->threads = TRUE;
   return TRUE;
 }
@@ -185,6 +185,9 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
       "(l) pairs alternating between two streams", NULL },
     { "core", 0, 0, G_OPTION_ARG_NONE, &a->core,
       "(m) the core's own per-buffer cost, and pairs against --core-base", NULL },
+    { "lookup", 0, 0, G_OPTION_ARG_NONE, &a->lookup,
+      "(n) memres_lookup against cuPointerGetAttribute (a spec with segments: vmm, cache>...)",
+      NULL },
     { "thread-pair-size", 0, 0, G_OPTION_ARG_STRING, &a->thread_pair_size,
       "Bytes per pair of (k) (4KiB)", "SIZE" },
     { "core-base", 0, 0, G_OPTION_ARG_STRING, &a->core_base,
@@ -239,7 +242,7 @@ parse_args (int *argc, char ***argv, BenchConfig *cfg, Args *a, GError **error)
 
       gboolean other = allocating || a->vmm_grow || a->ipc_import;
 
-      cfg->spec = g_strdup (a->vmm_grow && !allocating                     ? "vmm"
+      cfg->spec = g_strdup ((a->vmm_grow || a->lookup) && !allocating      ? "vmm"
                             : a->ipc_import && !allocating && !a->vmm_grow ? "ipc"
                             : a->graph_capture && !other                   ? "graph"
                                                                            : "dmr");
@@ -396,6 +399,11 @@ main (int argc, char **argv)
     {
       bench_progress (&ctx, "%s: graph capture", cfg.spec);
       g_ptr_array_add (sections, bench_run_graph_capture (&ctx));
+    }
+  if (a.lookup)
+    {
+      bench_progress (&ctx, "%s: lookup", cfg.spec);
+      g_ptr_array_add (sections, bench_run_lookup (&ctx));
     }
   if (a.adaptor)
     {

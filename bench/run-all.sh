@@ -3,7 +3,7 @@
 #
 #   bench/run-all.sh [--quick] BUILD_DIR OUT_DIR
 #
-# Runs memres-bench for dmr (pairs, random, threads), pinned (pairs, copy), vmm (pairs, grow),
+# Runs memres-bench for dmr (pairs, random, threads), pinned (pairs, copy), vmm (pairs, grow, lookup),
 # ipc (pairs, import of the pool and of buffers), graph (allocate+free pairs inside a stream
 # capture), managed (pairs on the current managed pool) and the cache adaptor (cache>dmr: pairs,
 # random, pairs on 1-16 threads, alternating streams; cache>host: pairs, the core's own cost,
@@ -100,7 +100,7 @@ if has_kind pinned; then
   step pinned 40 "$bench" $quick --json --spec pinned --pairs --copy
 fi
 if has_kind vmm; then
-  step vmm 40 "$bench" $quick --json --spec vmm --pairs --vmm-grow
+  step vmm 45 "$bench" $quick --json --spec vmm --pairs --vmm-grow --lookup
 fi
 if has_kind ipc; then
   step ipc 30 "$bench" $quick --json --spec ipc --pairs --ipc-import

@@ -113,7 +113,9 @@ check_info (const MemresKindInfo *info, MemresKindInfo *ki, GError **error)
                     "kind \"%s\": ops table version %u is newer than this memres's %d (set "
                     "version to MEMRES_RESOURCE_OPS_VERSION of the headers you build with)",
                     ki->name, ki->ops->version, MEMRES_RESOURCE_OPS_VERSION);
-  if ((ki->flags & ~(MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_OWN_USAGE))
+  if ((ki->flags
+       & ~(MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_OWN_USAGE
+           | MEMRES_KIND_SEGMENTS))
           != 0
       || ((ki->flags & MEMRES_KIND_OWN_USAGE) && ki->ops->get_stats == NULL)
       || ((ki->flags & MEMRES_KIND_PASSES_ALLOCATIONS) && !(ki->flags & MEMRES_KIND_ADAPTOR)))

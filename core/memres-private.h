@@ -76,6 +76,8 @@ typedef struct
  * lines scattered over the library (after a driver call, each a cold line and TLB entry). */
 #define MEMRES_HOT __attribute__ ((hot))
 
+typedef struct _MemresSegmentsState MemresSegmentsState;
+
 struct _MemresResource
 {
   /* Line 0: all the allocate/close pair reads of a resource (buffer.c, an embedded
@@ -133,7 +135,7 @@ struct _MemresResource
   /* atomic: the device whose context reaches memory of device -1 (resource.c:
    * _memres_resource_context_device()), plus 2; 0: not known yet, 1: none known */
   gint reach_device;
-  GList *fork_link;     /* in fork.c's list of live resources, NULL before and after */
+  GList *fork_link; /* in fork.c's list of live resources, NULL before and after */
   /* Buffers allocated through memres_resource_allocate(), counted apart from @refs so that the
    * allocate/close pair of threads running at once writes no shared cache line: each thread
    * counts on a stripe of its own (MEMRES_BUFFER_STRIPES of them, 128 bytes apart; a buffer
@@ -153,6 +155,9 @@ struct _MemresResource
   /* the message of the last out-of-memory error of an allocation through this resource, with its
    * report (oom-report.c, under its lock; freed at finalize), or NULL */
   char *oom_report;
+  /* its segment subscribers (segments.c), made at the first subscription, under segments.c's
+   * lock */
+  MemresSegmentsState *segments;
   MemresStripe stripes[MEMRES_BUFFER_STRIPES];
 };
 G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresResource, kind) <= 64);
@@ -227,12 +232,16 @@ typedef enum
   MEMRES_FORK_IPC_POOLS,   /* pools_lock (ipc-pools.c) */
   MEMRES_FORK_ACCOUNTANTS, /* resource.c */
   MEMRES_FORK_REPORTS,     /* the last out-of-memory reports (oom-report.c) */
+  MEMRES_FORK_SEGMENTS,    /* segments.c */
   MEMRES_FORK_CONTEXTS,    /* the primary contexts (cuda-driver.c) */
   MEMRES_FORK_N_PARTS
 } MemresForkPart;
 void _memres_fork_add_part (MemresForkPart part,
                             void (*func) (MemresResource *mr, MemresForkPhase phase));
 void _memres_loader_fork (MemresResource *unused, MemresForkPhase phase);
+/* segments.c: @mr is being freed, after its finalize slot: its subscriptions end, the index
+ * forgets what it still has. */
+void _memres_segments_forget (MemresResource *mr);
 void _memres_registry_fork (MemresResource *unused, MemresForkPhase phase);
 
 static inline gboolean

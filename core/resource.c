@@ -577,6 +577,7 @@ resource_finalize (MemresResource *mr)
       clear_close_event (mr);
       mr->ops->finalize (mr);
     }
+  _memres_segments_forget (mr);
   memres_kind_unref (mr->kind);
   g_free (mr->spec);
   g_free (mr->oom_report);

@@ -358,6 +358,19 @@ test_types (void)
   ASSERT_OFFSET (MemresBufferDescriptor, bytes, 0);
   g_assert_cmpuint (G_ALIGNOF (MemresBufferDescriptor), ==, 1);
 
+  /* since 2.0 */
+  ASSERT_SIZE (MemresSegment, 40);
+  ASSERT_OFFSET (MemresSegment, base, 0);
+  ASSERT_OFFSET (MemresSegment, length, 8);
+  ASSERT_OFFSET (MemresSegment, device, 16);
+  ASSERT_OFFSET (MemresSegment, handle_types, 20);
+  ASSERT_OFFSET (MemresSegment, tag_id, 24);
+  ASSERT_OFFSET (MemresSegment, tag, 32);
+  ASSERT_SIZE (MemresLookupInfo, 56);
+  ASSERT_OFFSET (MemresLookupInfo, resource, 0);
+  ASSERT_OFFSET (MemresLookupInfo, segment, 8);
+  ASSERT_OFFSET (MemresLookupInfo, offset, 48);
+
   /* MemresStream is the driver's CUstream. */
   g_assert_true (__builtin_types_compatible_p (MemresStream, CUstream));
 }
@@ -416,6 +429,12 @@ test_enums (void)
 
   g_assert_cmpint (MEMRES_KIND_ADAPTOR, ==, 1);            /* since 1.2 */
   g_assert_cmpint (MEMRES_KIND_PASSES_ALLOCATIONS, ==, 2); /* since 1.2 */
+  g_assert_cmpint (MEMRES_KIND_OWN_USAGE, ==, 4);          /* since 1.2 */
+  g_assert_cmpint (MEMRES_KIND_SEGMENTS, ==, 8);           /* since 2.0 */
+
+  g_assert_cmpint (MEMRES_SEGMENT_MAPPED, ==, 0); /* since 2.0 */
+  g_assert_cmpint (MEMRES_SEGMENT_GROWN, ==, 1);
+  g_assert_cmpint (MEMRES_SEGMENT_UNMAPPING, ==, 2);
 
   g_assert_cmpint (MEMRES_ERROR_FAILED, ==, 0);
   g_assert_cmpint (MEMRES_ERROR_INVALID_ARGUMENT, ==, 1);

@@ -415,6 +415,9 @@ test_kinds_healthy (void)
     g_assert_nonnull (host);
     g_assert_nonnull (cache);
     g_assert_true (cache < host);
+    /* which kinds have segments (docs/segments.md) */
+    g_assert_true (g_str_has_prefix (strstr (cache, "\"segments\": "), "\"segments\": true"));
+    g_assert_true (g_str_has_prefix (strstr (host, "\"segments\": "), "\"segments\": false"));
     g_assert_null (strstr (host + 1, "\"name\": \"host\""));
     g_assert_null (strstr (cache + 1, "\"name\": \"cache\""));
     run_clear (&r);

@@ -95,6 +95,11 @@ print_kind_text (MemresKind *kind)
              (memres_kind_get_flags (kind) & MEMRES_KIND_PASSES_ALLOCATIONS)
                  ? ", passes allocations through"
                  : "");
+  /* segments, or says it has none (docs/segments.md) */
+  g_print ("  segments: %s\n", (memres_kind_get_flags (kind) & MEMRES_KIND_SEGMENTS)
+                                   ? "raises segment events; memres_lookup() finds its memory"
+                                   : "none (no segment events; memres_lookup() does not find "
+                                     "its memory)");
 
   options = memres_kind_get_options (kind, &n);
   if (n == 0)
@@ -132,6 +137,7 @@ print_kind_json (MemresJson *json, MemresKind *kind)
   memres_json_string (json, "description", memres_kind_get_description (kind));
   memres_json_string (json, "plugin", memres_kind_get_plugin_name (kind));
   memres_json_bool (json, "adaptor", (memres_kind_get_flags (kind) & MEMRES_KIND_ADAPTOR) != 0);
+  memres_json_bool (json, "segments", (memres_kind_get_flags (kind) & MEMRES_KIND_SEGMENTS) != 0);
   memres_json_string (json, "plugin_path", memres_kind_get_plugin_path (kind));
   memres_json_begin_array (json, "options");
   options = memres_kind_get_options (kind, &n);

@@ -34,6 +34,7 @@
 #include <memres/memres-ipc.h>
 #include <memres/memres-adaptors.h>
 #include <memres/memres-managed.h>
+#include <memres/memres-segments.h>
 #include <memres/memres-cuda.h>
 #undef MEMRES_INSIDE
 
@@ -1047,7 +1048,13 @@ typedef struct
  *   and deallocate slots of the adaptor's upstream (memres_resource_get_upstream()), called on
  *   an allocation record without creating a #MemresBuffer; a successful deallocate zeroes the
  *   record, and a zeroed record is refused (%MEMRES_ERROR_INVALID_ARGUMENT), so that a record
- *   given back twice is not freed twice. Since: 1.2 */
+ *   given back twice is not freed twice. Since: 1.2
+ * memres_resource_raise_segment_event(): for kinds registered with %MEMRES_KIND_SEGMENTS, tells
+ *   the core that a segment of @mr was mapped, grew or is about to be unmapped (see
+ *   memres-segments.h and docs/segments.md): the lookup index changes and the subscribers are
+ *   called before it returns. Raise MAPPED after the memory is mapped, UNMAPPING before the
+ *   driver unmaps it (or before an adaptor gives it back to its upstream), and MAPPED again when
+ *   that step failed and the memory stays; never while holding a lock of the kind. Since: 2.0 */
 gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info,
                                       GError **error);
 const char *memres_plugin_get_name (MemresPlugin *plugin);
@@ -1058,5 +1065,7 @@ gboolean memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream 
                                    MemresAllocation *alloc, GError **error);
 gboolean memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc,
                                      MemresStream stream, GError **error);
+void memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,
+                                          const MemresSegment *segment);
 
 G_END_DECLS

@@ -96,6 +96,11 @@ typedef struct
  *   adaptor's exact counts. Without it (the usual case: host, vmm) the core counts them and
  *   the get_stats slot receives them in its #MemresStats: keep no used-byte counter of your
  *   own. Since: 1.2
+ * @MEMRES_KIND_SEGMENTS: the kind raises segment events for the ranges it maps
+ *   (memres_resource_raise_segment_event(), memres-segments.h) and its memory is found by
+ *   memres_lookup(): `vmm`, `arena`, `cache`. Without it, memres_resource_subscribe_segments()
+ *   fails with %MEMRES_ERROR_NOT_SUPPORTED (unless it passes allocations to a layer that has
+ *   them) and memres_lookup() does not find its memory. Since: 2.0
  *
  * What a kind is, in #MemresKindInfo.flags. Values are appended only (part of the plugin
  * ABI).
@@ -107,6 +112,7 @@ typedef enum
   MEMRES_KIND_ADAPTOR = 1 << 0,
   MEMRES_KIND_PASSES_ALLOCATIONS = 1 << 1,
   MEMRES_KIND_OWN_USAGE = 1 << 2,
+  MEMRES_KIND_SEGMENTS = 1 << 3,
 } MemresKindFlags;
 
 /* Full documentation: the reference (share/gtk-doc/html/memres), memres-registry. */

@@ -12,5 +12,6 @@
 #include <memres/memres-ipc.h>
 #include <memres/memres-adaptors.h>
 #include <memres/memres-managed.h>
+#include <memres/memres-segments.h>
 #include <memres/memres-dlpack.h>
 #undef MEMRES_INSIDE

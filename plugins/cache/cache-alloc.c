@@ -37,7 +37,7 @@ direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, Mem
 {
   gsize size = alloc->size;
   guint64 address = alloc->address;
-  gboolean ok = memres_upstream_deallocate (mr, alloc, stream, error);
+  gboolean ok = upstream_give_back (self, alloc, stream, error);
 
   /* a failed free that left the allocation in place leaves the buffer open (the core's rule) */
   if (!ok && alloc->address == address)
@@ -89,7 +89,7 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
         }
       g_mutex_unlock (&self->parts.lock);
       if (b == NULL)
-        memres_upstream_deallocate (mr, &up, stream, NULL);
+        upstream_give_back (self, &up, stream, NULL);
     }
   if (b == NULL)
     {
@@ -159,13 +159,16 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
     {
       g_autoptr (GError) local = NULL;
 
-      /* past max_cached: the memory goes back, ordered on the caller's stream; when that fails
-       * (a stream that is gone, say), the block stays cached without an event instead: the
+      /* past max_cached: the memory goes back, ordered on the caller's stream, without the lock
+       * (its segment's callbacks run there, and the upstream may be another cache); when that
+       * fails (a stream that is gone, say), the block stays cached without an event instead: the
        * buffer is closed either way */
       gsize up_size = b->up.size;
 
-      if (memres_upstream_deallocate (mr, &b->up, caller_stream, &local) || b->up.address == 0)
+      g_mutex_unlock (&self->parts.lock);
+      if (upstream_give_back (self, &b->up, caller_stream, &local) || b->up.address == 0)
         {
+          g_mutex_lock (&self->parts.lock);
           reserve_sub (self, csize, up_size);
           g_mutex_unlock (&self->parts.lock);
           g_free (b);
@@ -173,6 +176,7 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
         }
       g_debug ("cache: returning a block of %" G_GSIZE_FORMAT " bytes failed, kept: %s", csize,
                local->message);
+      g_mutex_lock (&self->parts.lock);
       cache_shared_push (&self->parts, b);
       g_mutex_unlock (&self->parts.lock);
       return TRUE;

@@ -45,6 +45,7 @@ typedef struct
   guint n_chunk_classes;    /* classes carved from chunks */
   guint64 max_cached;
   gsize chunk_size;
+  gint device; /* the upstream's (memres_resource_get_device()), for the segments */
 
   /* under parts.lock */
   guint64 reserved, reserved_high, used_high;
@@ -108,3 +109,5 @@ gboolean release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **
 gboolean flush_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error);
 void recycle_idle (Cache *self, guint cls, MemresStream stream, Retired *out);
 void retired_free (Cache *self, Retired *r, MemresStream stream);
+gboolean upstream_give_back (Cache *self, MemresAllocation *up, MemresStream stream,
+                             GError **error);

@@ -4,10 +4,43 @@
  * without the lock, and carves it under the lock (block_new()); the reserve counts what is held.
  * Memory goes back in two steps: taken out of the cache under the lock onto a Retired list
  * (release_idle() for trim, the out-of-memory flush and finalize; recycle_idle() at a miss of a
- * large class), then given to the upstream after the lock is released (retired_free()). */
+ * large class), then given to the upstream after the lock is released (retired_free()).
+ *
+ * Segments (memres-segments.h): every allocation the cache holds from its upstream (a chunk, a
+ * block of its own, a buffer above max_block) is one of the cache's segments, whatever the
+ * upstream: told mapped when the upstream gave it (upstream_allocate()), about to be unmapped
+ * before it goes back (upstream_give_back()), and mapped again when the upstream refused it and
+ * the cache still holds it. Both without the lock. */
 #include "cache-private.h"
 
 #include <string.h>
+
+static void
+raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up)
+{
+  MemresSegment seg = { 0 };
+
+  seg.base = up->address;
+  seg.length = up->size;
+  seg.device = self->device;
+  memres_resource_raise_segment_event (self->self_mr, event, &seg);
+}
+
+/* memres_upstream_deallocate() of @up, an allocation of @self's (a segment), parts.lock not held:
+ * the segment's about-to-be-unmapped event first; when the upstream refuses and the allocation
+ * stays (its address unchanged), it is told mapped again. */
+gboolean
+upstream_give_back (Cache *self, MemresAllocation *up, MemresStream stream, GError **error)
+{
+  MemresAllocation was = *up;
+
+  raise_segment (self, MEMRES_SEGMENT_UNMAPPING, up);
+  if (memres_upstream_deallocate (self->self_mr, up, stream, error))
+    return TRUE;
+  if (up->address == was.address)
+    raise_segment (self, MEMRES_SEGMENT_MAPPED, &was);
+  return FALSE;
+}
 
 /* The high-water marks, sampled at each miss and each get_stats. parts.lock held. */
 void
@@ -34,7 +67,10 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
 
   memset (alloc, 0, sizeof *alloc);
   if (memres_upstream_allocate (mr, size, stream, alloc, &local))
-    return TRUE;
+    {
+      raise_segment (self, MEMRES_SEGMENT_MAPPED, alloc);
+      return TRUE;
+    }
   if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
     {
       g_propagate_error (error, local);
@@ -49,7 +85,10 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
   if (!ok)
     return FALSE;
   memset (alloc, 0, sizeof *alloc);
-  return memres_upstream_allocate (mr, size, stream, alloc, error);
+  if (!memres_upstream_allocate (mr, size, stream, alloc, error))
+    return FALSE;
+  raise_segment (self, MEMRES_SEGMENT_MAPPED, alloc);
+  return TRUE;
 }
 
 /* The upstream memory of a new block of class @cls for @stream, parts.lock not held: a chunk of
@@ -261,7 +300,7 @@ give_back (Cache *self, MemresAllocation *up, MemresStream stream, const char *w
   g_autoptr (GError) error = NULL;
   gsize size = up->size;
 
-  if (!memres_upstream_deallocate (self->self_mr, up, stream, &error))
+  if (!upstream_give_back (self, up, stream, &error))
     g_warning ("cache: returning %s of %" G_GSIZE_FORMAT " bytes to the upstream failed: %s", what,
                size, error->message);
 }

@@ -82,6 +82,7 @@ cache_init (MemresResource *mr, const MemresOptions *options, GError **error)
     }
   self->self_mr = mr;
   self->upstream = memres_resource_get_upstream (mr);
+  self->device = memres_resource_get_device (self->upstream);
   flags = memres_resource_get_flags (self->upstream);
   if (flags & MEMRES_MEMORY_GRAPH)
     {
@@ -311,7 +312,8 @@ static const MemresKindInfo cache_kind = {
   .n_options = G_N_ELEMENTS (cache_options),
   .ops = &cache_ops,
   .instance_size = sizeof (Cache),
-  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_OWN_USAGE,
+  /* its segments: the upstream allocations it holds (cache-upstream.c) */
+  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_OWN_USAGE | MEMRES_KIND_SEGMENTS,
 };
 
 static gboolean

@@ -16,7 +16,12 @@
  * cannot wait for its stream changes nothing (the core waits before the deallocate slot, and
  * keeps the buffer open when it cannot); once the teardown has begun it is not undone: a failing
  * step is reported, everything else still released, and the allocation's address set to 0 so that
- * the core closes the buffer all the same. */
+ * the core closes the buffer all the same.
+ *
+ * Segments (memres-segments.h): a buffer's mapped bytes [base, base + mapped) are one segment,
+ * told mapped once placed, grown when a grow in place maps more, about to be unmapped before a
+ * close, a shrink or a move unmaps anything (then, for a shrink or a move, the segment that is
+ * left mapped); a step that fails after that and maps the memory back tells it mapped again. */
 #include "vmm-private.h"
 
 #include "../common/alloc-error.h"
@@ -425,6 +430,23 @@ vmm_unmap (VmmResource *self, VmmBuffer *buf, gsize start, gsize end, GError **e
   return memres_cuda_set_error (error, res, "cuMemUnmap");
 }
 
+/* --- segments -------------------------------------------------------------------------------- */
+
+void
+_vmm_raise (VmmResource *self, MemresSegmentEvent event, CUdeviceptr base, gsize length)
+{
+  MemresSegment seg = { 0 };
+
+  if (length == 0)
+    return;
+  seg.base = base;
+  seg.length = length;
+  /* as memres_buffer_get_device() says: host-located memory belongs to no device */
+  seg.device = self->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? self->device : -1;
+  seg.handle_types = (guint32) self->prop.requestedHandleTypes;
+  memres_resource_raise_segment_event (self->mr, event, &seg);
+}
+
 /* --- the slots ------------------------------------------------------------------------------- */
 
 /* Places the new buffer @buf (its chunk array ready: room for the chunks to create, or the
@@ -466,6 +488,7 @@ vmm_place (VmmResource *self, VmmBuffer *buf, gsize reserve, gsize mapped, gbool
   alloc->size = size;
   alloc->plugin_data = buf;
   _vmm_stats_update (self, (gint64) mapped);
+  _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, mapped);
   return TRUE;
 
 fail_range:
@@ -549,6 +572,8 @@ _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
   GError *first = NULL;
   CUresult res;
 
+  /* the teardown is not undone once begun: the segment goes whatever fails below */
+  _vmm_raise (self, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
   for (gsize i = 0; i < buf->n_ranges; i++)
     {
       const VmmRange *r = &buf->ranges[i];
@@ -658,6 +683,8 @@ vmm_grow_in_place (VmmResource *self, VmmBuffer *buf, gsize new_size, gboolean *
     }
   if (extended)
     buf->reserved += buf->ranges[buf->n_ranges - 1].size;
+  _vmm_raise (self, buf->mapped > 0 ? MEMRES_SEGMENT_GROWN : MEMRES_SEGMENT_MAPPED, buf->base,
+              new_size);
   buf->mapped = new_size;
   return TRUE;
 
@@ -693,13 +720,15 @@ vmm_grow_by_move (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStrea
     goto fail_new_chunks;
 
   /* The old addresses go away. */
-  if (!memres_cuda_stream_synchronize (self->device, stream, error)
-      || !vmm_unmap (self, buf, 0, buf->mapped, error))
+  if (!memres_cuda_stream_synchronize (self->device, stream, error))
     goto fail_new_chunks;
+  _vmm_raise (self, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
+  if (!vmm_unmap (self, buf, 0, buf->mapped, error))
+    goto fail_still_mapped;
   if (!vmm_free_ranges (self, buf, error))
     {
       vmm_remap_or_warn (self, buf, 0, buf->mapped);
-      goto fail_new_chunks;
+      goto fail_still_mapped;
     }
 
   buf->ranges[0] = range;
@@ -707,7 +736,12 @@ vmm_grow_by_move (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStrea
   buf->base = range.ptr;
   buf->reserved = range.size;
   buf->mapped = new_size;
+  _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, new_size);
   return TRUE;
+
+fail_still_mapped:
+  /* the old range is mapped again (vmm_unmap() and vmm_remap_or_warn() put it back) */
+  _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
 
 fail_new_chunks:
   vmm_destroy_chunks (self, buf, space, first);
@@ -766,12 +800,15 @@ vmm_shrink (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stre
   if (!memres_cuda_stream_synchronize (self->device, stream, error))
     return FALSE;
 
+  /* the segment is unmapped and, at its new length, mapped again */
+  _vmm_raise (self, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
   for (gsize i = keep; i < buf->n_chunks; i++)
     {
       res = self->drv->cuMemRelease (buf->chunks[i].handle);
       if (res != CUDA_SUCCESS)
         {
           vmm_retain_chunks_or_warn (self, buf, keep, i);
+          _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
           return memres_cuda_set_error (error, res, "cuMemRelease");
         }
     }
@@ -781,11 +818,14 @@ vmm_shrink (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stre
     {
       buf->n_chunks = keep;
       buf->mapped = tail;
+      _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, tail);
       return TRUE;
     }
   vmm_retain_chunks_or_warn (self, buf, keep, vmm_chunk_index (buf, stop));
   if (stop < buf->mapped)
     vmm_replace_lost_or_warn (self, buf, stop);
+  /* mapped as before, or up to where new memory could not replace the lost (warned) */
+  _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
   return memres_cuda_set_error (error, res, "cuMemUnmap");
 }
 

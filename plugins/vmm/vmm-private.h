@@ -15,6 +15,7 @@ G_BEGIN_DECLS
  * by init and read-only afterwards, so buffers need no lock. */
 typedef struct
 {
+  MemresResource *mr; /* the instance itself (transfer none), for its segment events */
   const MemresCudaDriver *drv;
   gint device;
   CUmemAllocationProp prop; /* what cuMemCreate() gets */
@@ -95,6 +96,11 @@ G_GNUC_INTERNAL gboolean _vmm_export_chunks (MemresResource *mr, const MemresAll
 G_GNUC_INTERNAL gboolean _vmm_import_chunks (MemresResource *mr, const MemresBufferChunks *in,
                                              MemresStream stream, MemresAllocation *alloc,
                                              GError **error);
+
+/* vmm-buffer.c: a segment event (memres_resource_raise_segment_event()) for the mapped bytes
+ * [base, base + length) of a buffer; nothing for 0 bytes (no segment). */
+G_GNUC_INTERNAL void _vmm_raise (VmmResource *self, MemresSegmentEvent event, CUdeviceptr base,
+                                 gsize length);
 
 /* vmm.c: statistics; @physical_delta in bytes of physical memory. */
 G_GNUC_INTERNAL void _vmm_stats_update (VmmResource *self, gint64 physical_delta);

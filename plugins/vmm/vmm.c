@@ -308,6 +308,7 @@ vmm_init (MemresResource *mr, const MemresOptions *options, GError **error)
   VmmResource *self = memres_resource_get_private (mr);
   gint64 device = memres_options_get_int (options, "device");
 
+  self->mr = mr;
   self->drv = memres_cuda_get_driver (error);
   if (self->drv == NULL)
     return FALSE;
@@ -431,6 +432,7 @@ vmm_plugin_init (MemresPlugin *plugin, GError **error)
     .ops = &vmm_ops,
     .ipc = &vmm_ipc_ops,
     .instance_size = sizeof (VmmResource),
+    .flags = MEMRES_KIND_SEGMENTS, /* each buffer's mapped part is a segment */
   };
 
   return memres_plugin_register_kind (plugin, &info, error);

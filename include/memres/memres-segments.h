@@ -1,0 +1,124 @@
+/* memres - CUDA memory resources
+ * memres-segments.h: segments, the ranges the driver mapped for a resource (a vmm buffer's mapped
+ * part, a cache's chunk), their events (mapped, grown, about to be unmapped) and the lookup of
+ * the segment, resource and offset of any address inside one. Full documentation: the reference
+ * (share/gtk-doc/html/memres), memres-segments, and docs/segments.md. All Since: 2.0. */
+#pragma once
+
+#if !defined(MEMRES_INSIDE) && !defined(MEMRES_COMPILATION)
+#error "Only <memres/memres.h> or <memres/memres-plugin.h> can be included directly."
+#endif
+
+#include <memres/memres-types.h>
+
+G_BEGIN_DECLS
+
+/**
+ * MemresSegment:
+ * @base: the first address of the segment: a `CUdeviceptr`, or a host pointer as an integer
+ * @length: its length in bytes (never 0)
+ * @device: the device ordinal the memory belongs to, -1 for host memory (as
+ *   memres_buffer_get_device() reports it)
+ * @handle_types: the shareable handle types the physical memory was created with, a bitmask of
+ *   `CUmemAllocationHandleType` values (`CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`,
+ *   `CU_MEM_HANDLE_TYPE_FABRIC`); 0 when it has none or the kind does not know them (a cache's
+ *   chunks)
+ * @tag_id: reserved for the tags of memory (0 today)
+ * @tag: reserved for the tags of memory (%NULL today)
+ *
+ * One segment: a range of addresses the driver mapped for a resource, in one piece, that stays
+ * mapped (at this address) until the resource raises %MEMRES_SEGMENT_UNMAPPING for it. Which
+ * ranges are segments is the kind's: a `vmm` buffer's mapped part, a `cache`'s chunk or block
+ * taken from its upstream (whatever the upstream), an `arena`'s mapped run of granules. The
+ * segments of one resource never overlap; those of two layers of one stack nest (a cache's
+ * chunk lies inside its `vmm` upstream's buffer). Frozen layout (part of the ABI).
+ *
+ * Since: 2.0
+ */
+typedef struct
+{
+  guint64 base;
+  guint64 length;
+  gint device;
+  guint32 handle_types;
+  guint32 tag_id;
+  const char *tag;
+} MemresSegment;
+
+/**
+ * MemresSegmentEvent:
+ * @MEMRES_SEGMENT_MAPPED: the segment is mapped and usable; it is in the lookup index from before
+ *   the event until after its %MEMRES_SEGMENT_UNMAPPING
+ * @MEMRES_SEGMENT_GROWN: the segment grew in place: same base, @length is the new length, the
+ *   callback's @previous_length the old one (the bytes after it are new)
+ * @MEMRES_SEGMENT_UNMAPPING: the segment is about to be unmapped: every callback returns before
+ *   the driver unmaps it (still mapped, still found by memres_lookup() while they run); no event
+ *   follows for it
+ *
+ * What happened to a segment. A segment is told as mapped once, may grow any number of times,
+ * and is told as about to be unmapped once, in that order. A shrink, or a move to another
+ * address (a `vmm` buffer grown where the range after it is taken), is told as the old segment
+ * about to be unmapped, then the new one mapped. A failed unmap that leaves the memory mapped is
+ * told as the segment mapped again. Values are appended only.
+ *
+ * Since: 2.0
+ */
+typedef enum
+{
+  MEMRES_SEGMENT_MAPPED,
+  MEMRES_SEGMENT_GROWN,
+  MEMRES_SEGMENT_UNMAPPING,
+} MemresSegmentEvent;
+
+/**
+ * MemresSegmentFunc:
+ * @mr: the resource whose segment it is (transfer none): the layer that raised the event, which
+ *   may be below the one subscribed to (memres_resource_subscribe_segments())
+ * @event: what happened
+ * @segment: the segment (transfer none, valid during the call; for %MEMRES_SEGMENT_GROWN with
+ *   its new length)
+ * @previous_length: for %MEMRES_SEGMENT_GROWN the length before, in bytes; 0 for the other
+ *   events
+ * @user_data: the data given to memres_resource_subscribe_segments()
+ *
+ * A subscriber's callback. It runs on the thread that mapped, grew or unmapped the segment
+ * (inside the allocate, close, resize, trim or finalize that did), with no memres lock held: it
+ * may call any memres function, including memres_lookup(), allocations from other resources,
+ * and subscribing or unsubscribing. It must not allocate from or close buffers of the resource
+ * whose event it is handling when that could map or unmap a segment of that same resource on
+ * another thread that it then waits for. Keep it short: the allocation or close waits for it.
+ * Events raised while @mr is being finalized (a cache giving its last chunks back) come with
+ * its last reference gone: do not memres_resource_ref() it then.
+ *
+ * Since: 2.0
+ */
+typedef void (*MemresSegmentFunc) (MemresResource *mr, MemresSegmentEvent event,
+                                   const MemresSegment *segment, guint64 previous_length,
+                                   gpointer user_data);
+
+/**
+ * MemresLookupInfo:
+ * @resource: the resource whose segment holds the address (transfer none: valid as long as
+ *   the memory at the address stays allocated; memres_resource_ref() it to keep it longer)
+ * @segment: a copy of the segment
+ * @offset: the address's offset from the segment's base, in bytes
+ *
+ * What memres_lookup() found. Frozen layout (part of the ABI).
+ *
+ * Since: 2.0
+ */
+typedef struct
+{
+  MemresResource *resource;
+  MemresSegment segment;
+  guint64 offset;
+} MemresLookupInfo;
+
+/* Full documentation: the reference (share/gtk-doc/html/memres), memres-segments. */
+guint memres_resource_subscribe_segments (MemresResource *mr, MemresSegmentFunc func,
+                                          gpointer user_data, GDestroyNotify destroy,
+                                          GError **error);
+gboolean memres_resource_unsubscribe_segments (MemresResource *mr, guint id, GError **error);
+gboolean memres_lookup (gconstpointer ptr, MemresLookupInfo *info);
+
+G_END_DECLS
