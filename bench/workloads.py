@@ -216,7 +216,7 @@ def main():
     ap.add_argument("workload", choices=["train", "infer"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--batches", type=int, default=24)
+    ap.add_argument("--batches", type=int, default=8)
     ap.add_argument("--seed", type=int, default=38)
     ap.add_argument("--spec", action="append")
     ap.add_argument("--json")

@@ -657,6 +657,77 @@ test_hazard_large_reuse (void)
   hazard_end ();
 }
 
+/* ---- memory: a training-shaped sequence on one stream ---------------------------------------- */
+
+/* A deterministic training-shaped sequence on one stream that is held (the device behind the
+ * host, as under PyTorch) for each step: a forward pass allocates activations whose sizes scale
+ * with the step's shape (temporaries freed at once), the backward pass frees them in reverse
+ * while gradients of other sizes come and go; the stream is released and synchronized between
+ * steps. Freed ranges cannot settle while the stream is held, yet they are the stream's own: the
+ * physical peak stays within 1.03 times the peak used plus one granule per live buffer. */
+static void
+test_shifting_sizes (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *act[24], *grad = NULL, *tmp;
+  MemresStats st;
+  MemresStream s;
+  guint32 rng = 38;
+  guint max_live = 0;
+  gsize g;
+
+  if (!hazard_begin ())
+    return;
+  s = stream_new ();
+  mr = mt_new_ok ("arena");
+  g = gran (mr);
+  for (guint step = 0; step < 12; step++)
+    {
+      MtStreamHold *hold = mt_stream_hold (s);
+      guint scale;
+
+      rng = rng * 1103515245u + 12345u;
+      scale = 1 + (rng >> 16) % 8;
+      for (guint i = 0; i < G_N_ELEMENTS (act); i++)
+        {
+          gsize size = (gsize) scale * (1 + i % 5) * MiB / 4 + (i * 37 % 11) * 4 * KiB;
+
+          act[i] = mt_alloc_ok (mr, size, s);
+          tmp = mt_alloc_ok (mr, size * 3 / 2, s);
+          mt_close_ok (tmp, s);
+          max_live = MAX (max_live, i + 2);
+        }
+      for (guint i = G_N_ELEMENTS (act); i-- > 0;)
+        {
+          gsize size = (gsize) scale * (2 + i % 3) * MiB / 6 + 8 * KiB;
+          MemresBuffer *next = mt_alloc_ok (mr, size, s);
+
+          if (grad != NULL)
+            mt_close_ok (grad, s);
+          grad = next;
+          mt_close_ok (act[i], s);
+        }
+      mt_close_ok (grad, s);
+      grad = NULL;
+      mt_stream_release (hold);
+      mt_sync_ok (s);
+    }
+  st = stats_ok (mr);
+  g_test_message ("shifting sizes: peak physical %" G_GUINT64_FORMAT
+                  " / peak used %" G_GUINT64_FORMAT " = %.4f; %" G_GUINT64_FORMAT
+                  " granules created, %" G_GUINT64_FORMAT " remapped",
+                  st.reserved_high, st.used_high, (double) st.reserved_high / st.used_high,
+                  counter (mr, "granules_created"), counter (mr, "granules_remapped"));
+  g_assert_cmpuint (st.reserved_high, <=, st.used_high * 103 / 100 + (guint64) max_live * g);
+  /* the stream's freed ranges and the settled ones beside them serve it as one: 1.010 (1.049
+   * when each was placed on its own) */
+  g_assert_cmpuint (st.reserved_high, <=, st.used_high * 103 / 100);
+  g_assert_cmpuint (counter (mr, "run_takes"), >, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  stream_free (s);
+  hazard_end ();
+}
+
 /* ---- threads --------------------------------------------------------------------------------- */
 
 #define PAIRS_THREADS 16
@@ -808,6 +879,7 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/faults/close", test_faults_close);
   g_test_add_func ("/arena/faults/trim", test_faults_trim);
   g_test_add_func ("/arena/oom/flush-retry", test_oom_flush);
+  g_test_add_func ("/arena/memory/shifting-sizes", test_shifting_sizes);
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
   g_test_add_func ("/arena/hazard/large-reuse", test_hazard_large_reuse);

@@ -213,6 +213,118 @@ arena_heap_settle (Arena *self, gboolean wait, GError **error)
   return TRUE;
 }
 
+/* The free range that ends at @addr (@left) or starts there, if it is settled or tagged @tag. */
+static Range *
+run_neighbour (Arena *self, guint64 addr, MemresStream tag, gboolean left)
+{
+  Range *r = g_hash_table_lookup (left ? self->by_end : self->by_start, KEY (addr));
+
+  return r != NULL && (r->tag == NULL || r->tag == tag) ? r : NULL;
+}
+
+/* For an allocation on @tag: a window of @size bytes in a run of adjacent free ranges that are
+ * each settled or tagged @tag, at least two of them (such neighbours never coalesce, yet the
+ * stream may use both: its own frees are ordered before its allocations). Of the windows at
+ * either end of every such run, the one with the fewest granules to back, then the tightest run;
+ * *@from is the free range its first byte lies in. FALSE when no run holds @size bytes. */
+static gboolean
+run_best_fit (Arena *self, MemresStream tag, guint64 size, guint64 *addr, Range **from,
+              guint *unbacked)
+{
+  Range key = { 0, 0, tag };
+  GTreeNode *node = g_tree_lower_bound (self->free_tree, &key);
+  guint64 best_run = G_MAXUINT64;
+  gboolean found = FALSE;
+
+  for (; node != NULL; node = g_tree_node_next (node))
+    {
+      Range *r = g_tree_node_key (node), *left = r, *right = r, *n;
+
+      if (r->tag != tag)
+        break;
+      while ((n = run_neighbour (self, left->addr, tag, TRUE)) != NULL)
+        left = n;
+      while ((n = run_neighbour (self, right->addr + right->size, tag, FALSE)) != NULL)
+        right = n;
+      if (left == right || right->addr + right->size - left->addr < size)
+        continue;
+      for (guint side = 0; side < 2; side++)
+        {
+          guint64 run = right->addr + right->size - left->addr;
+          guint64 at = side == 0 ? left->addr : right->addr + right->size - size;
+          guint u = arena_span_unbacked (self, at, size);
+
+          if (!found || u < *unbacked || (u == *unbacked && run < best_run))
+            {
+              Range *f = side == 0 ? left : right;
+
+              while (f->addr > at)
+                f = g_hash_table_lookup (self->by_end, KEY (f->addr));
+              found = TRUE;
+              *addr = at;
+              *from = f;
+              *unbacked = u;
+              best_run = run;
+            }
+        }
+    }
+  return found;
+}
+
+/* Takes [addr, addr + size) out of the run of free ranges it lies in, from @from on (settled,
+ * or tagged with the allocating stream): the settled parts are held (their granules backed),
+ * the tagged parts are held already; what is left of the first and the last range stays free
+ * with its tag and event. On failure nothing changed. */
+static gboolean
+run_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error)
+{
+  g_autoptr (GPtrArray) parts = g_ptr_array_new ();
+  guint64 end = addr + size;
+  Range *first, *last;
+  guint held;
+
+  for (Range *r = from; r != NULL && r->addr < end;
+       r = g_hash_table_lookup (self->by_start, KEY (r->addr + r->size)))
+    g_ptr_array_add (parts, r);
+  for (held = 0; held < parts->len; held++)
+    {
+      Range *p = g_ptr_array_index (parts, held);
+      guint64 a = MAX (p->addr, addr), e = MIN (p->addr + p->size, end);
+
+      if (p->tag == NULL && !arena_span_hold (self, a, e - a, error))
+        {
+          while (held-- > 0)
+            {
+              p = g_ptr_array_index (parts, held);
+              a = MAX (p->addr, addr);
+              if (p->tag == NULL)
+                arena_span_drop (self, a, MIN (p->addr + p->size, end) - a);
+            }
+          return FALSE;
+        }
+    }
+  first = g_ptr_array_index (parts, 0);
+  last = g_ptr_array_index (parts, parts->len - 1);
+  for (guint i = 0; i < parts->len; i++)
+    range_unlink (self, g_ptr_array_index (parts, i));
+  /* each piece left keeps a reference of its range's event; range_free() drops the range's */
+  if (first->addr < addr)
+    {
+      if (first->event != NULL)
+        first->event->refs++;
+      arena_heap_insert (self, first->addr, addr - first->addr, first->tag, first->event);
+    }
+  if (last->addr + last->size > end)
+    {
+      if (last->event != NULL)
+        last->event->refs++;
+      arena_heap_insert (self, end, last->addr + last->size - end, last->tag, last->event);
+    }
+  for (guint i = 0; i < parts->len; i++)
+    range_free (self, g_ptr_array_index (parts, i));
+  return TRUE;
+}
+
 /* A new extent of @size bytes (a multiple of ARENA_ALIGN) for an allocation on @tag (a
  * normalized stream): a free range of that stream's if one fits as tightly as a settled one,
  * else a settled range, its granules backed (idle granules moved there first). When backing it
@@ -242,6 +354,22 @@ arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GE
             return FALSE;
           settled = TRUE;
           continue;
+        }
+      if (tag != NULL && tag != CU_STREAM_PER_THREAD && self->tagged_bytes > 0)
+        {
+          guint64 run_addr = 0;
+          guint run_unbacked;
+          Range *from = NULL;
+
+          if (run_best_fit (self, tag, size, &run_addr, &from, &run_unbacked)
+              && (any == NULL || run_unbacked < arena_span_unbacked (self, any->addr, size)))
+            {
+              if (!run_take (self, from, run_addr, size, error))
+                return FALSE;
+              self->run_takes++;
+              *addr = run_addr;
+              return TRUE;
+            }
         }
       if (any == NULL)
         {

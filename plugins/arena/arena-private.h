@@ -89,6 +89,7 @@ typedef struct
   guint64 used_high;
   Chunk *chunks;
   guint64 created, remapped, released, settles, oom_flushes, misses, large_allocs;
+  guint64 run_takes; /* extents placed across a stream's own freed ranges and settled ones */
 } Arena;
 
 /* @size rounded up to ARENA_ALIGN: the bytes of a large buffer's extent. */

@@ -328,6 +328,7 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "slab_bytes", "t", self->slab_bytes);
   g_variant_dict_insert (counters, "tagged_bytes", "t", self->tagged_bytes);
   g_variant_dict_insert (counters, "large_allocations", "t", self->large_allocs);
+  g_variant_dict_insert (counters, "run_takes", "t", self->run_takes);
   g_variant_dict_insert (counters, "misses", "t", self->misses);
   g_variant_dict_insert (counters, "max_block", "t", (guint64) self->parts.max_block);
   g_mutex_unlock (&self->parts.lock);
