@@ -704,7 +704,10 @@ test_trim (gconstpointer data)
   mt_close_ok (alloc_ok (f.s, f.mr, 2 * MiB, f.stream), f.stream);
   fx_run (&f);
   s = mt_stats_ok (f.mr);
-  g_assert_cmpuint (s.used_current, ==, 0);
+  /* the real driver counts a graph's freed memory as used (associated with graphs) until a
+   * trim: the check after the trim below holds it to 0 */
+  if (!is (f.s, B_CAPTURE) || mt_driver_is_fake ())
+    g_assert_cmpuint (s.used_current, ==, 0);
   /* kept until the trim (the base's own statistics; a cache's always) */
   if (((is (f.s, B_HOLDS) || (f.s->base->as_layer & L_KEEPS)) && f.s->layer->name == NULL)
       || (f.s->layer->flags & L_KEEPS))
