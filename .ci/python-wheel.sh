@@ -8,7 +8,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 -m venv --system-site-packages "$work/venv"
+# Debian's interpreter: python3-mesonpy and the other python3-* packages are installed for it,
+# not for another python3 that may come first on PATH (pyenv's, here)
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+"$py" -m venv --system-site-packages "$work/venv"
 "$work/venv/bin/pip" install --no-build-isolation --no-index "$PWD"
 cd "$work"
 env -u MEMRES_PLUGIN_PATH -u LD_LIBRARY_PATH -u PYTHONPATH MEMRES_CUDA_DRIVER=/nonexistent \
