@@ -75,23 +75,6 @@ now_ns (void)
   return (guint64) ts.tv_sec * G_GUINT64_CONSTANT (1000000000) + (guint64) ts.tv_nsec;
 }
 
-static gboolean bad_line (GError **error, const char *log, guint line, const char *format, ...)
-    G_GNUC_PRINTF (4, 5);
-
-static gboolean
-bad_line (GError **error, const char *log, guint line, const char *format, ...)
-{
-  g_autofree char *why = NULL;
-  g_autofree char *shown = memres_tool_show_input (log);
-  va_list args;
-
-  va_start (args, format);
-  why = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "%s:%u: %s", shown, line, why);
-  return FALSE;
-}
-
 /* Reads @log whole into @text (@length bytes), before anything is created: the stack may name
  * the same file. @st: the file's identity. */
 static gboolean
@@ -158,11 +141,12 @@ parse_log (const char *log, const char *text, gsize length, Log *out, GError **e
 
       for (const char *c = text; c < nul; c++)
         line += *c == '\n';
-      return bad_line (error, log, line, "a NUL byte: not a CSV log");
+      return memres_tool_log_bad_line (error, log, line, "a NUL byte: not a CSV log");
     }
   lines = g_strsplit (text, "\n", -1);
   if (lines[0] == NULL || !memres_tool_log_header_ok (g_strchomp (lines[0])))
-    return bad_line (error, log, 1, "expected the header \"" MEMRES_LOG_HEADER "\"");
+    return memres_tool_log_bad_line (error, log, 1,
+                                     "expected the header \"" MEMRES_LOG_HEADER "\"");
   intern (streams, "0x0");
 
   out->ops = g_array_new (FALSE, TRUE, sizeof (Op));
@@ -176,7 +160,7 @@ parse_log (const char *log, const char *text, gsize length, Log *out, GError **e
       if (line[0] == '\0')
         continue;
       if (!memres_tool_parse_log_line (line, &l, &why))
-        return bad_line (error, log, i + 1, "%s", why);
+        return memres_tool_log_bad_line (error, log, i + 1, "%s", why);
       op.line = i + 1;
       op.size = l.size;
       op.match = -1;
@@ -190,17 +174,17 @@ parse_log (const char *log, const char *text, gsize length, Log *out, GError **e
           /* the log lost a free, or is not one the log adaptor wrote: the live bytes (and
            * the peak) would be wrong from here on */
           if ((earlier = g_hash_table_lookup (live, &l.pointer)) != NULL)
-            return bad_line (error, log, i + 1,
-                             "Pointer %s allocated again, without a free since line %u "
-                             "allocated it",
-                             l.pointer_text,
-                             g_array_index (out->ops, Op, GPOINTER_TO_UINT (earlier) - 1).line);
+            return memres_tool_log_bad_line (
+                error, log, i + 1,
+                "Pointer %s allocated again, without a free since line %u "
+                "allocated it",
+                l.pointer_text, g_array_index (out->ops, Op, GPOINTER_TO_UINT (earlier) - 1).line);
           /* live allocations are disjoint ranges of a 64-bit address space: more live bytes
            * is no log of the log adaptor (and the sum, with the peak, would wrap) */
           if (l.size > G_MAXUINT64 - log_used)
-            return bad_line (error, log, i + 1,
-                             "the sizes live at once would pass 2^64 bytes "
-                             "(18446744073709551616): allocations that overlap");
+            return memres_tool_log_bad_line (error, log, i + 1,
+                                             "the sizes live at once would pass 2^64 bytes "
+                                             "(18446744073709551616): allocations that overlap");
           log_used += l.size;
           out->log_peak = MAX (out->log_peak, log_used);
           out->allocations++;
@@ -220,10 +204,11 @@ parse_log (const char *log, const char *text, gsize length, Log *out, GError **e
               /* the log adaptor logs a free with the size its allocate logged: another size is
                * a log that lost lines or was not written by it (the live bytes would be wrong) */
               if (l.size != a->size)
-                return bad_line (error, log, i + 1,
-                                 "free of Pointer %s with Size %" G_GUINT64_FORMAT
-                                 ", but its allocate on line %u has Size %" G_GUINT64_FORMAT,
-                                 l.pointer_text, l.size, a->line, a->size);
+                return memres_tool_log_bad_line (
+                    error, log, i + 1,
+                    "free of Pointer %s with Size %" G_GUINT64_FORMAT
+                    ", but its allocate on line %u has Size %" G_GUINT64_FORMAT,
+                    l.pointer_text, l.size, a->line, a->size);
               op.match = GPOINTER_TO_UINT (at) - 1;
               log_used -= a->size;
               g_hash_table_remove (live, &l.pointer);

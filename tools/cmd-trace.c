@@ -23,23 +23,6 @@ typedef struct
   gsize length;
 } Input;
 
-static gboolean bad_line (GError **error, const char *log, guint line, const char *format, ...)
-    G_GNUC_PRINTF (4, 5);
-
-static gboolean
-bad_line (GError **error, const char *log, guint line, const char *format, ...)
-{
-  g_autofree char *why = NULL;
-  g_autofree char *shown = memres_tool_show_input (log);
-  va_list args;
-
-  va_start (args, format);
-  why = g_strdup_vprintf (format, args);
-  va_end (args);
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "%s:%u: %s", shown, line, why);
-  return FALSE;
-}
-
 /* HH:MM:SS.uuuuuu in microseconds since midnight, or -1. */
 static gint64
 parse_time (const char *text)
@@ -105,13 +88,14 @@ read_events (Input *in, guint pid, GArray *events, GError **error)
   guint n = 1;
 
   if (memchr (in->text, '\0', in->length) != NULL)
-    return bad_line (error, in->path, 1, "a NUL byte: not a CSV log");
+    return memres_tool_log_bad_line (error, in->path, 1, "a NUL byte: not a CSV log");
   line = in->text;
   next = strchr (line, '\n');
   if (next != NULL)
     *next++ = '\0';
   if (!memres_tool_log_header_ok (g_strchomp (line)))
-    return bad_line (error, in->path, 1, "expected the header \"" MEMRES_LOG_HEADER "\"");
+    return memres_tool_log_bad_line (error, in->path, 1,
+                                     "expected the header \"" MEMRES_LOG_HEADER "\"");
   for (line = next; line != NULL; line = next)
     {
       MemresLogLine l;
@@ -127,12 +111,12 @@ read_events (Input *in, guint pid, GArray *events, GError **error)
       if (line[0] == '\0')
         continue;
       if (!memres_tool_parse_log_line (line, &l, &why))
-        return bad_line (error, in->path, n, "%s", why);
+        return memres_tool_log_bad_line (error, in->path, n, "%s", why);
       if ((t = parse_time (l.time)) < 0)
         {
           g_autofree char *shown = memres_tool_show_input (l.time);
-          return bad_line (error, in->path, n, "invalid Time \"%s\" (expected HH:MM:SS.uuuuuu)",
-                           shown);
+          return memres_tool_log_bad_line (error, in->path, n,
+                                           "invalid Time \"%s\" (expected HH:MM:SS.uuuuuu)", shown);
         }
       if (last >= 0 && t + day < last - US_PER_DAY / 2)
         day += US_PER_DAY;
@@ -144,12 +128,12 @@ read_events (Input *in, guint pid, GArray *events, GError **error)
       if (l.action == MEMRES_LOG_ALLOCATE)
         {
           if (g_hash_table_contains (live, &l.pointer))
-            return bad_line (error, in->path, n, "Pointer %s allocated again, without a free",
-                             l.pointer_text);
+            return memres_tool_log_bad_line (
+                error, in->path, n, "Pointer %s allocated again, without a free", l.pointer_text);
           if (l.size > G_MAXUINT64 - used)
-            return bad_line (error, in->path, n,
-                             "the sizes live at once would pass 2^64 bytes "
-                             "(18446744073709551616): allocations that overlap");
+            return memres_tool_log_bad_line (error, in->path, n,
+                                             "the sizes live at once would pass 2^64 bytes "
+                                             "(18446744073709551616): allocations that overlap");
           g_hash_table_insert (live, g_memdup2 (&l.pointer, sizeof l.pointer),
                                g_memdup2 (&l.size, sizeof l.size));
           used += l.size;

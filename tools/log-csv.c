@@ -5,6 +5,21 @@
 
 #include <string.h>
 
+/* Sets INVALID_ARGUMENT "LOG:LINE: why" (@log shown printable) and returns FALSE. */
+gboolean
+memres_tool_log_bad_line (GError **error, const char *log, guint line, const char *format, ...)
+{
+  g_autofree char *why = NULL;
+  g_autofree char *shown = memres_tool_show_input (log);
+  va_list args;
+
+  va_start (args, format);
+  why = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "%s:%u: %s", shown, line, why);
+  return FALSE;
+}
+
 gboolean
 memres_tool_log_header_ok (const char *line)
 {

@@ -90,6 +90,8 @@ typedef struct
   MemresLogAction action;
   guint64 pointer, size;
 } MemresLogLine;
+gboolean memres_tool_log_bad_line (GError **error, const char *log, guint line, const char *format,
+                                   ...) G_GNUC_PRINTF (4, 5);
 gboolean memres_tool_log_header_ok (const char *line);
 gboolean memres_tool_parse_log_line (char *line, MemresLogLine *out, char **why);
 
