@@ -96,6 +96,15 @@ typedef struct
  *   adaptor's exact counts. Without it (the usual case: host, vmm) the core counts them and
  *   the get_stats slot receives them in its #MemresStats: keep no used-byte counter of your
  *   own. Since: 1.2
+ * @MEMRES_KIND_COUNTED: the core counts what each instance's allocate slot hands out and its
+ *   deallocate slot takes back: bytes and allocations, current, peak and total, and allocations by
+ *   size class, on per-thread stripes (no lock, no locked instruction), read with
+ *   memres_resource_get_counts() and reset with memres_resource_reset_counts(). The kind keeps
+ *   no counter of its own. An adaptor with this flag and %MEMRES_KIND_PASSES_ALLOCATIONS may leave
+ *   both its allocate and deallocate slots %NULL: the core then passes each call to the upstream
+ *   itself, as memres_upstream_allocate() and memres_upstream_deallocate() would (the `stats`
+ *   adaptor is that and nothing else). The core clears %MEMRES_MEMORY_RESIZABLE of such an instance
+ * (a resize would change sizes behind the counts). Since: 2.0
  *
  * What a kind is, in #MemresKindInfo.flags. Values are appended only (part of the plugin
  * ABI).
@@ -107,6 +116,7 @@ typedef enum
   MEMRES_KIND_ADAPTOR = 1 << 0,
   MEMRES_KIND_PASSES_ALLOCATIONS = 1 << 1,
   MEMRES_KIND_OWN_USAGE = 1 << 2,
+  MEMRES_KIND_COUNTED = 1 << 3,
 } MemresKindFlags;
 
 /* Full documentation: the reference (share/gtk-doc/html/memres), memres-registry. */
