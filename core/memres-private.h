@@ -320,7 +320,7 @@ guint64 _memres_resource_used_bytes (MemresResource *mr);
 G_ALWAYS_INLINE static inline gboolean
 _memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
 {
-  guint i;
+  guint i = _memres_stripe_index;
   MemresStripe *stripe;
   gint64 n = 0, used = 0;
 
@@ -328,7 +328,8 @@ _memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
     bytes = 0;
   if (buffers == 0 && bytes == 0)
     return FALSE;
-  i = _memres_stripe_current ();
+  if (G_UNLIKELY (i == 0))
+    i = _memres_stripe_assign ();
   stripe = &mr->stripes[i - 1];
   /* a count of bytes alone needs no busy mark: a stripe's bytes have one writer, its thread, and
    * the stop (resource_last_ref()) sums only the buffers */
@@ -531,7 +532,10 @@ _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
         }
       else if (!_memres_resource_call_allocate_nested (up, size, stream, alloc, error))
         return FALSE;
+      /* checked above: plausible */
       _memres_resource_count_used (up, (gint64) alloc->size);
+      _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, TRUE);
+      return TRUE;
     }
   if (G_LIKELY (_memres_allocation_plausible (alloc, size)))
     _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, TRUE);
