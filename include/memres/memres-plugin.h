@@ -196,6 +196,14 @@ typedef struct
 #define MEMRES_PLUGIN_EXTERN_C_
 #endif
 
+/* The descriptor of plugin @name, filled from these headers (MEMRES_PLUGIN_DEFINE() and
+ * MEMRES_PLUGIN_DEFINE_EMBEDDED()). */
+#define MEMRES_PLUGIN_DESC_INIT_(name, description, init)                                          \
+  {                                                                                                \
+    MEMRES_PLUGIN_ABI_MAJOR, MEMRES_PLUGIN_ABI_MINOR, sizeof (MemresPluginDesc), 0, #name,         \
+        (description), (init),                                                                     \
+  }
+
 /**
  * MEMRES_PLUGIN_DEFINE:
  * @name: the plugin name, a bare identifier matching `[a-z][a-z0-9_]*` (not a string: it is
@@ -228,15 +236,7 @@ typedef struct
       *memres_plugin_##name##_get_desc (void);                                                     \
   const MemresPluginDesc *memres_plugin_##name##_get_desc (void)                                   \
   {                                                                                                \
-    static const MemresPluginDesc desc_ = {                                                        \
-      MEMRES_PLUGIN_ABI_MAJOR,                                                                     \
-      MEMRES_PLUGIN_ABI_MINOR,                                                                     \
-      sizeof (MemresPluginDesc),                                                                   \
-      0,                                                                                           \
-      #name,                                                                                       \
-      (description),                                                                               \
-      (init),                                                                                      \
-    };                                                                                             \
+    static const MemresPluginDesc desc_ = MEMRES_PLUGIN_DESC_INIT_ (name, description, init);      \
     return &desc_;                                                                                 \
   }
 
@@ -249,8 +249,8 @@ typedef struct
  * MEMRES_PLUGIN_DEFINE() for a plugin compiled into libmemres itself rather than into a module
  * file (the `host` kind and the adaptors with a C API: `stats`, `track`, `retry`): the same
  * #MemresPluginDesc, static, with a pointer to it in the section `memres_embedded` of the object,
- * which the loader walks (from `__start_memres_embedded` to `__stop_memres_embedded`) at the
- * first use of the registry, registering each plugin there as if it had been loaded; nothing is
+ * which the loader walks (between the bounds the linker defines for it) at the first use of the
+ * registry, registering each plugin there as if it had been loaded; nothing is
  * exported and no #MemresPluginNote is made (no file is opened). Such a plugin is written against
  * the installed headers alone, as any other: the macro is its only difference. Only the objects
  * linked into libmemres are walked: in an application or a module the section is never read.
@@ -259,15 +259,8 @@ typedef struct
  * Since: 2.0
  */
 #define MEMRES_PLUGIN_DEFINE_EMBEDDED(name, description, init)                                     \
-  static const MemresPluginDesc memres_embedded_desc_##name##_ = {                                 \
-    MEMRES_PLUGIN_ABI_MAJOR,                                                                       \
-    MEMRES_PLUGIN_ABI_MINOR,                                                                       \
-    sizeof (MemresPluginDesc),                                                                     \
-    0,                                                                                             \
-    #name,                                                                                         \
-    (description),                                                                                 \
-    (init),                                                                                        \
-  };                                                                                               \
+  static const MemresPluginDesc memres_embedded_desc_##name##_                                     \
+      = MEMRES_PLUGIN_DESC_INIT_ (name, description, init);                                        \
   __attribute__ ((                                                                                 \
       section ("memres_embedded"), used,                                                           \
       aligned (sizeof (void *)))) static const MemresPluginDesc *const memres_embedded_##name##_   \
