@@ -28,7 +28,7 @@
  *
  * Locks. Another thread of the parent may be inside a memres call at the fork, holding a lock
  * (the registry's, the loader's, a `log` or `cache` layer's...) or halfway through a lock-free
- * update (a stripe, a cache front or a stats owner marked busy). The child is a copy with one
+ * update (a stripe or a cache front marked busy). The child is a copy with one
  * thread, so nobody would ever release that lock or finish that update, and the child's first
  * call that needs it would wait forever. So libmemres registers pthread_atfork() handlers when it
  * is loaded, and around every fork():
@@ -38,7 +38,8 @@
  *   mapping tables of imported pools, then each kind's and each live resource's locks through
  *   their at_fork slot (#MemresResourceOps.at_fork: kinds in registration order, then resources
  *   newest first, so that an adaptor locks before the layers below it), and last the core's
- *   inner locks (the registry, the IPC pool table, the accountants, the primary contexts);
+ *   inner locks (the registry, the IPC pool table, the counted layers' reset bases, the primary
+ *   contexts);
  * - parent releases them in the reverse order;
  * - child releases them in the reverse order too (the registry's GRWLock, whose owner the child
  *   does not know, is initialized again) and forgets the updates the vanished threads left

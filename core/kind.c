@@ -115,7 +115,7 @@ check_info (const MemresKindInfo *info, MemresKindInfo *ki, GError **error)
                     ki->name, ki->ops->version, MEMRES_RESOURCE_OPS_VERSION);
   if ((ki->flags
        & ~(MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_OWN_USAGE
-           | MEMRES_KIND_SEGMENTS))
+           | MEMRES_KIND_SEGMENTS | MEMRES_KIND_COUNTED))
           != 0
       || ((ki->flags & MEMRES_KIND_OWN_USAGE) && ki->ops->get_stats == NULL)
       || ((ki->flags & MEMRES_KIND_PASSES_ALLOCATIONS) && !(ki->flags & MEMRES_KIND_ADAPTOR)))
@@ -125,8 +125,12 @@ check_info (const MemresKindInfo *info, MemresKindInfo *ki, GError **error)
                     "flag exists)",
                     ki->name, (guint) ki->flags);
   /* query is optional for adaptors: they start from the upstream's information */
-  if (ki->ops->init == NULL || ki->ops->finalize == NULL || ki->ops->allocate == NULL
-      || ki->ops->deallocate == NULL
+  /* a counted pass-through adaptor may leave allocate and deallocate to the core (both) */
+  if (ki->ops->init == NULL || ki->ops->finalize == NULL
+      || ((ki->ops->allocate == NULL || ki->ops->deallocate == NULL)
+          && !(ki->ops->allocate == NULL && ki->ops->deallocate == NULL
+               && (ki->flags & MEMRES_KIND_COUNTED)
+               && (ki->flags & MEMRES_KIND_PASSES_ALLOCATIONS)))
       || (ki->ops->query == NULL && !(ki->flags & MEMRES_KIND_ADAPTOR)))
     return invalid (error,
                     "kind \"%s\" lacks a required slot (init, finalize, allocate, deallocate, "
@@ -317,4 +321,25 @@ memres_kind_get_flags (MemresKind *kind)
 {
   g_return_val_if_fail (kind != NULL, 0);
   return kind->flags;
+}
+
+/**
+ * memres_kind_get_ops:
+ * @kind: a #MemresKind
+ *
+ * The kind's functions, as the core copied them at registration (slots newer than its plugin's
+ * headers are %NULL): for a plugin that must know whether a layer of its stack implements an
+ * optional slot itself (an adaptor that leaves a slot %NULL passes the call down, see
+ * #MemresResourceOps). Call nothing through the table: the core's entry points
+ * (memres_resource_trim() and the like) call the slots. No driver call. Thread-safe.
+ *
+ * Returns: (transfer none): the ops table, valid while @kind is
+ *
+ * Since: 2.0
+ */
+const MemresResourceOps *
+memres_kind_get_ops (MemresKind *kind)
+{
+  g_return_val_if_fail (kind != NULL, NULL);
+  return &kind->ops;
 }

@@ -64,9 +64,16 @@ _memres_loader_fork (MemresResource *unused, MemresForkPhase phase)
     g_cond_wait (&load_cond, &load_mutex);
 }
 
-/* Creates the tables of plugins and registers the kinds compiled into libmemres (host, and the
- * adaptors with a C API: stats, track, retry) once, at first registry use: every use of the
- * tables comes after this. */
+/* The plugins compiled into libmemres (host, and the adaptors with a C API: stats, track,
+ * retry): MEMRES_PLUGIN_DEFINE_EMBEDDED puts a pointer to each one's descriptor in the section
+ * `memres_embedded`, whose bounds the linker defines. The loader names no plugin. */
+extern const MemresPluginDesc *const __start_memres_embedded[]
+    __attribute__ ((visibility ("hidden")));
+extern const MemresPluginDesc *const __stop_memres_embedded[]
+    __attribute__ ((visibility ("hidden")));
+
+/* Creates the tables of plugins and registers the kinds compiled into libmemres (the section
+ * above) once, at first registry use: every use of the tables comes after this. */
 static void
 ensure_embedded (void)
 {
@@ -84,20 +91,14 @@ ensure_embedded (void)
       loaded_plugins = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                               (GDestroyNotify) _memres_plugin_free);
       loading_plugins = g_hash_table_new (g_str_hash, g_str_equal);
-      const MemresPluginDesc *(*embedded[]) (void) = {
-        _memres_host_get_desc,
-        _memres_stats_get_desc,
-        _memres_track_get_desc,
-        _memres_retry_get_desc,
-      };
-
-      for (gsize i = 0; i < G_N_ELEMENTS (embedded); i++)
+      for (const MemresPluginDesc *const *embedded = __start_memres_embedded;
+           embedded < __stop_memres_embedded; embedded++)
         {
           g_autoptr (GError) error = NULL;
-          MemresPlugin *plugin = _memres_plugin_load_embedded (embedded[i](), &error);
+          MemresPlugin *plugin = _memres_plugin_load_embedded (*embedded, &error);
 
           if (plugin == NULL)
-            g_critical ("The embedded kind %s failed to register: %s", embedded[i]()->name,
+            g_critical ("The embedded kind %s failed to register: %s", (*embedded)->name,
                         error->message);
           else
             g_hash_table_insert (loaded_plugins, g_strdup (plugin->name), plugin);

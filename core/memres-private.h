@@ -1,8 +1,16 @@
 /* memres - CUDA memory resources
  * memres-private.h: the core's internal structures and functions. Never installed; the structs
  * here are not part of any ABI. Internal functions carry a leading underscore so that the
- * version script (memres_* only) keeps them out of libmemres's exports. */
+ * version script (memres_* only) keeps them out of libmemres's exports. Only the core's own
+ * files include it (core/, core/ipc/, and the internal tests and fuzzers that reach into the
+ * core): they are compiled with MEMRES_CORE_COMPILATION. The plugins, the kinds embedded in
+ * libmemres among them, are written against the installed headers and the SDK alone
+ * (tests/check-plugin-wall.sh). */
 #pragma once
+
+#ifndef MEMRES_CORE_COMPILATION
+#error "memres-private.h is the core's own: plugins use <memres/memres-plugin.h> and sdk/ only."
+#endif
 
 #include <string.h>
 
@@ -10,10 +18,11 @@
 #include <memres/memres-plugin.h>
 
 #include "ipc/ipc.h"
+#include "counting.h"
 
-/* one fence state for libmemres (defined in resource.c): the stripes and the `stats` kind */
+/* one fence state for libmemres (defined in resource.c): the buffer stripes */
 #define OWNER_FENCE_SHARED 1
-#include "../plugins/common/owner-fence.h"
+#include "../sdk/owner-fence.h"
 
 /* memres_printable() of one piece of user input: what error messages quote. */
 #define _memres_show_input(text) memres_printable ((text), MEMRES_INPUT_SHOWN_MAX)
@@ -50,15 +59,9 @@ struct _MemresKind
   MemresPlugin *plugin; /* not a reference (plugins outlive kinds); NULL: the application's */
 };
 
-typedef struct _MemresAccountant MemresAccountant; /* resource.c: see below */
-
-#define MEMRES_BUFFER_STRIPES 32
-/* the index (+ 1) of the one stripe that threads share, changed with locked instructions; each
- * stripe below it has at most one thread at a time, which changes it with plain loads and stores
- * (resource.c: _memres_stripe_assign()) */
-#define MEMRES_STRIPE_SHARED MEMRES_BUFFER_STRIPES
-#define MEMRES_STRIPE_BIAS   ((gint64) 1 << 40)
-#define MEMRES_STRIPE_DEAD   ((gint64) 1 << 62)
+/* the resource's buffer stripes (MemresResource.stripes), one per thread as counting.h's */
+#define MEMRES_STRIPE_BIAS ((gint64) 1 << 40)
+#define MEMRES_STRIPE_DEAD ((gint64) 1 << 62)
 typedef struct
 {
   gint64 n;     /* atomic: MEMRES_STRIPE_BIAS + buffers counted here (MemresResource.stripes) */
@@ -80,9 +83,8 @@ typedef struct _MemresSegmentsState MemresSegmentsState;
 
 struct _MemresResource
 {
-  /* Line 0: all the allocate/close pair reads of a resource (buffer.c, an embedded
-   * pass-through layer's slots: stats.c), so that a pair through a resource touches one line of
-   * it besides its stripe. */
+  /* Line 0: all the allocate/close pair reads of a resource (buffer.c, the slot calls below),
+   * so that a pair through a resource touches one line of it besides its stripe. */
   /* the kind's allocate and deallocate slots (ops->allocate, ops->deallocate), copied here at
    * creation so that a call loads no line of the kind's table */
   gboolean (*allocate) (MemresResource *mr, gsize size, MemresStream stream,
@@ -104,13 +106,9 @@ struct _MemresResource
    * resource.c: resource_last_ref()) */
   gint stripes_stop;
   gint generation; /* the fork generation it was made in (fork.c) */
-  /* set by the init of an embedded pass-through layer (the `stats` adaptor) that calls its
-   * upstream's allocate and deallocate slots directly and leaves the check of their results to
-   * its own caller, which checks every allocate and deallocate call: the layer counts only a
-   * record _memres_allocation_plausible() accepts, and the checks name, and release through, the
-   * first layer below it that is not such a layer (_memres_resource_checked_layer()); the core's
-   * slot calls run such a layer's allocate and deallocate inline (stats-inline.h) */
-  gboolean passes_unchecked;
+  /* set at creation for a kind with MEMRES_KIND_COUNTED: the core counts what the layer's
+   * allocate and deallocate slots hand out and take back (counting.h); NULL for every other */
+  MemresCounts *counts;
 
   /* Line 1 and on: the rest. */
   MemresKind *kind;
@@ -122,8 +120,8 @@ struct _MemresResource
   gint64 refs;
   /* The high-water mark of the bytes of the buffers memres_resource_allocate() and
    * memres_ipc_receive_buffer() made (resized ones at their size now; buffers imported through
-   * a pool's mapping are not counted: ipc-resource.c reports those); the bytes themselves are
-   * counted on the stripes (MemresStripe.used, summed by _memres_resource_used_bytes()). The
+   * a pool's mapping are not counted: core/ipc/ipc-buffers.c reports those); the bytes themselves
+   * are counted on the stripes (MemresStripe.used, summed by _memres_resource_used_bytes()). The
    * statistics a kind without a get_stats slot reports, and what a get_stats slot starts from.
    * Written only when a new peak is seen (resource.c: _memres_resource_count_peak()), so the hot
    * path only reads it. */
@@ -144,11 +142,6 @@ struct _MemresResource
    * marked MEMRES_STRIPE_DEAD and their counts summed into @dead_count; a close that finds its
    * stripe dead then counts down @dead_count, and whoever takes it to 0 finalizes. */
   gint64 dead_count;
-  /* the pass-through layer above that counts the bytes it takes from this resource, so that
-   * the core does not count them again here (_memres_resource_set_accountant()); under
-   * resource.c's accountant lock, read only where statistics are */
-  MemresResource *accountant;
-  const MemresAccountant *accountant_funcs;
   /* atomic: the calls of this layer's memory slots that broke the contract (a failure without
    * an error; resource.c: contract_breach()), read by memres_resource_get_counters() */
   guint64 contract_breaches;
@@ -225,15 +218,15 @@ void _memres_fork_remove_kind (MemresKind *kind);
  * and child the reverse. IPC_TABLES is called with each live resource. */
 typedef enum
 {
-  MEMRES_FORK_LOADER,      /* the load token (loader.c) */
-  MEMRES_FORK_IPC_IMPORT,  /* import_pool_lock (ipc-pools.c) */
-  MEMRES_FORK_IPC_TABLES,  /* an imported pool's mapping table (ipc-pools.c) */
-  MEMRES_FORK_REGISTRY,    /* registry.c */
-  MEMRES_FORK_IPC_POOLS,   /* pools_lock (ipc-pools.c) */
-  MEMRES_FORK_ACCOUNTANTS, /* resource.c */
-  MEMRES_FORK_REPORTS,     /* the last out-of-memory reports (oom-report.c) */
-  MEMRES_FORK_SEGMENTS,    /* segments.c */
-  MEMRES_FORK_CONTEXTS,    /* the primary contexts (cuda-driver.c) */
+  MEMRES_FORK_LOADER,     /* the load token (loader.c) */
+  MEMRES_FORK_IPC_IMPORT, /* import_pool_lock (ipc-pools.c) */
+  MEMRES_FORK_IPC_TABLES, /* an imported pool's mapping table (ipc-pools.c) */
+  MEMRES_FORK_REGISTRY,   /* registry.c */
+  MEMRES_FORK_IPC_POOLS,  /* pools_lock (ipc-pools.c) */
+  MEMRES_FORK_COUNTS,     /* counting.c */
+  MEMRES_FORK_REPORTS,    /* the last out-of-memory reports (oom-report.c) */
+  MEMRES_FORK_SEGMENTS,   /* segments.c */
+  MEMRES_FORK_CONTEXTS,   /* the primary contexts (cuda-driver.c) */
   MEMRES_FORK_N_PARTS
 } MemresForkPart;
 void _memres_fork_add_part (MemresForkPart part,
@@ -303,38 +296,6 @@ gboolean _memres_module_file_read_note (const char *path, MemresPluginNote *note
 /* kind.c: a new kind from @info, validated (name, ops, option schema); @plugin may be NULL. */
 MemresKind *_memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **error);
 
-/* plugins/host/host.c: the embedded host kind's plugin descriptor; plugins/stats, track and
- * retry: the embedded adaptors' (their C API, memres-adaptors.h, is part of libmemres). */
-const MemresPluginDesc *_memres_host_get_desc (void);
-const MemresPluginDesc *_memres_stats_get_desc (void);
-const MemresPluginDesc *_memres_track_get_desc (void);
-const MemresPluginDesc *_memres_retry_get_desc (void);
-
-/* stack.c: the first layer at or below @mr whose kind has @allocate as its allocate slot (the
- * identity of an embedded adaptor), transfer none; NULL with MEMRES_ERROR_NOT_FOUND naming
- * @kind_name and the stack. */
-MemresResource *_memres_stack_find_layer (MemresResource *mr, gpointer allocate,
-                                          const char *kind_name, GError **error);
-
-/* resource.c: a pass-through layer that counts the bytes it took from its upstream itself (the
- * `stats` adaptor, whose own counts they are), in place of the core's count on the upstream's
- * stripes: that count would cost each allocate and free of the layer a second stripe update.
- * The upstream's statistics (memres_resource_get_stats()) add what the accountant reports: its
- * bytes now and its high-water mark since the upstream's last reset, which @reset sets to the
- * bytes now (memres_resource_reset_stats() of the upstream). Both are called under the
- * accountant lock, on any thread. _memres_resource_set_accountant() is for the layer's init
- * (only where the core would count @mr's usage: mr->count_usage), and
- * _memres_resource_clear_accountant() for its finalize (a no-op where @accountant is not @mr's;
- * what it took stays part of @mr's usage). */
-struct _MemresAccountant
-{
-  void (*read) (MemresResource *accountant, guint64 *bytes_current, guint64 *bytes_high);
-  void (*reset) (MemresResource *accountant);
-};
-void _memres_resource_set_accountant (MemresResource *mr, MemresResource *accountant,
-                                      const MemresAccountant *funcs);
-void _memres_resource_clear_accountant (MemresResource *mr, MemresResource *accountant);
-
 /* resource.c: references held by buffers (see MemresResource.refs) */
 #define MEMRES_RESOURCE_APP_REF ((gint64) 1 << 32)
 void _memres_resource_add_buffer (MemresResource *mr);
@@ -342,12 +303,9 @@ void _memres_resource_add_buffer (MemresResource *mr);
 void _memres_resource_remove_buffer (MemresResource *mr);
 gboolean _memres_resource_try_ref (MemresResource *mr);
 
-/* resource.c: the stripes of the allocate/close hot path (see MemresResource.stripes).
- * _memres_stripe_index is the calling thread's stripe + 1 (0: none yet, see
- * _memres_stripe_assign(): a stripe of its own while one is free, else MEMRES_STRIPE_SHARED);
- * _memres_resource_buffer_gone() counts down a dead resource's buffers. */
-extern __thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
-guint _memres_stripe_assign (void);
+/* resource.c: the stripes of the allocate/close hot path (see MemresResource.stripes; the
+ * calling thread's stripe is counting.h's); _memres_resource_buffer_gone() counts down a dead
+ * resource's buffers. */
 void _memres_resource_buffer_gone (MemresResource *mr);
 
 /* resource.c: @delta more (or fewer) bytes in @mr's allocated buffers, on the calling thread's
@@ -502,16 +460,6 @@ char *_memres_config_lookup (const char *name, char **origin, GError **error);
 gboolean _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
                                        GError **local, GError **error);
 
-/* The layer whose result a check of @mr's allocate or deallocate slot judges: @mr, or below
- * the layers that pass their upstream's unchecked (MemresResource.passes_unchecked). */
-static inline MemresResource *
-_memres_resource_checked_layer (MemresResource *mr)
-{
-  while (mr->passes_unchecked)
-    mr = mr->upstream;
-  return mr;
-}
-
 /* resource.c: the calls of the slots that return or take back memory, with their results
  * checked. _memres_resource_call_allocate() is the one way to call the allocate slot; it and
  * _memres_resource_alloc_result() (for resize, import_buffer, import_chunks) refuse a success
@@ -532,31 +480,6 @@ _memres_allocation_plausible (const MemresAllocation *alloc, gsize size)
          && alloc->address <= G_MAXUINT64 - alloc->size;
 }
 
-/* The embedded `stats` layer's allocate and deallocate, which the slot calls below inline. */
-#include "stats-inline.h"
-
-/* A call of @mr's allocate slot, unchecked: for the embedded `stats` layer (the one layer that
- * passes its upstream's records unchecked) its body inline, so that a pair through it makes no
- * indirect call of its own (stats-inline.h); for any other layer its slot. */
-G_ALWAYS_INLINE static inline gboolean
-_memres_resource_slot_allocate (MemresResource *mr, gsize size, MemresStream stream,
-                                MemresAllocation *alloc, GError **error)
-{
-  if (mr->passes_unchecked)
-    return _memres_stats_allocate (mr, size, stream, alloc, error);
-  return mr->allocate (mr, size, stream, alloc, error);
-}
-
-/* The same for the deallocate slot. */
-G_ALWAYS_INLINE static inline gboolean
-_memres_resource_slot_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                                  GError **error)
-{
-  if (mr->passes_unchecked)
-    return _memres_stats_deallocate (mr, alloc, stream, error);
-  return mr->deallocate (mr, alloc, stream, error);
-}
-
 /* Inline: a good result costs a few compares on the allocation hot path, and each layer of a
  * stack pays no call of its own for the check. */
 static inline gboolean
@@ -567,6 +490,132 @@ _memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok
   if (G_LIKELY (ok && *local == NULL && _memres_allocation_plausible (alloc, size)))
     return TRUE;
   return _memres_resource_alloc_result_slow (mr, slot, ok, local, size, stream, alloc, error);
+}
+
+/* resource.c: _memres_resource_call_allocate() and _memres_resource_call_deallocate(), out of
+ * line, for the upstream of a counted pass-through layer when it is counted itself or waits
+ * before its frees (the inline calls below cannot nest). */
+gboolean _memres_resource_call_allocate_nested (MemresResource *mr, gsize size, MemresStream stream,
+                                                MemresAllocation *alloc, GError **error);
+gboolean _memres_resource_call_deallocate_nested (MemresResource *mr, MemresAllocation *alloc,
+                                                  MemresStream stream, GError **error);
+
+/* resource.c: the check of a deallocate call that did not simply succeed (@address: the
+ * record's address before the call). A failure with an error that left @alloc->address as it
+ * was released nothing; one that set it to 0 released the allocation half-way. A failure without
+ * an error, or one that changed the address to another nonzero value, breaks the contract: it is
+ * reported (a critical warning, the layer's contract_breaches), @alloc->address set to 0 and
+ * the allocation taken as gone, never deallocated again (a leak at worst, never a double free).
+ * So after any failure, @alloc->address unchanged means kept, anything else gone. */
+gboolean _memres_resource_deallocate_result_slow (MemresResource *mr, gboolean ok, GError **local,
+                                                  guint64 address, MemresAllocation *alloc,
+                                                  GError **error);
+
+/* The allocate of a counted layer (MemresResource.counts, MEMRES_KIND_COUNTED): its slot, or for
+ * a pass-through layer without one (the `stats` adaptor) the call memres_upstream_allocate()
+ * would make, inline: the upstream's slot, its result checked (naming and releasing at the
+ * upstream), its bytes counted in the upstream's usage; then the layer's count (counting.h), of
+ * a record _memres_allocation_plausible() accepts only (the caller's check releases any other).
+ */
+G_ALWAYS_INLINE static inline gboolean
+_memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                          MemresAllocation *alloc, GError **error)
+{
+  if (mr->allocate != NULL)
+    {
+      if (G_UNLIKELY (!mr->allocate (mr, size, stream, alloc, error)))
+        return FALSE;
+    }
+  else
+    {
+      MemresResource *up = mr->upstream;
+
+      if (G_LIKELY (up->counts == NULL))
+        {
+          GError *local = NULL;
+          gboolean ok = up->allocate (up, size, stream, alloc, &local);
+
+          if (!_memres_resource_alloc_result (up, "allocate", ok, &local, size, stream, alloc,
+                                              error))
+            return FALSE;
+        }
+      else if (!_memres_resource_call_allocate_nested (up, size, stream, alloc, error))
+        return FALSE;
+      /* checked above: plausible */
+      _memres_resource_count_used (up, (gint64) alloc->size);
+      _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, TRUE);
+      return TRUE;
+    }
+  if (G_LIKELY (_memres_allocation_plausible (alloc, size)))
+    _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, TRUE);
+  return TRUE;
+}
+
+/* The deallocate of a counted layer: uncounted before the free (once freed, another thread may
+ * get the memory and count it), then its slot, or for a pass-through layer the call
+ * memres_upstream_deallocate() would make (the upstream's checked deallocate, its usage
+ * uncounted once the allocation is gone); counted again when the free failed with an error and
+ * kept the allocation (the address as it was). */
+G_ALWAYS_INLINE static inline gboolean
+_memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                            GError **error)
+{
+  guint64 address = alloc->address;
+  gint64 size = (gint64) alloc->size;
+  gboolean ok;
+
+  _memres_counts_add (mr->counts, 0, -size, -1, FALSE);
+  if (mr->deallocate != NULL)
+    ok = mr->deallocate (mr, alloc, stream, error);
+  else
+    {
+      MemresResource *up = mr->upstream;
+
+      if (G_LIKELY (up->counts == NULL && !up->wait_before_free))
+        {
+          GError *local = NULL;
+
+          ok = up->deallocate (up, alloc, stream, &local);
+          if (G_UNLIKELY (!(ok && local == NULL)))
+            ok = _memres_resource_deallocate_result_slow (up, ok, &local, address, alloc, error);
+        }
+      else
+        ok = _memres_resource_call_deallocate_nested (up, alloc, stream, error);
+      if (G_LIKELY (ok) || alloc->address != address)
+        _memres_resource_count_used (up, -size);
+    }
+  if (G_UNLIKELY (!ok) && error != NULL && *error != NULL && address != 0
+      && alloc->address == address)
+    _memres_counts_add (mr->counts, 0, size, 1, FALSE); /* kept: still live */
+  return ok;
+}
+
+/* resource.c: _memres_counted_allocate() and _memres_counted_deallocate() above, out of line, so
+ * that the hot paths of the layers that are not counted keep their registers. */
+gboolean _memres_resource_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                            MemresAllocation *alloc, GError **error);
+gboolean _memres_resource_counted_deallocate (MemresResource *mr, MemresAllocation *alloc,
+                                              MemresStream stream, GError **error);
+
+/* A call of @mr's allocate slot, unchecked: for a counted layer (MemresResource.counts) the slot
+ * and its count; for any other the slot. */
+G_ALWAYS_INLINE static inline gboolean
+_memres_resource_slot_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                MemresAllocation *alloc, GError **error)
+{
+  if (G_UNLIKELY (mr->counts != NULL))
+    return _memres_resource_counted_allocate (mr, size, stream, alloc, error);
+  return mr->allocate (mr, size, stream, alloc, error);
+}
+
+/* The same for the deallocate slot. */
+G_ALWAYS_INLINE static inline gboolean
+_memres_resource_slot_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                                  GError **error)
+{
+  if (G_UNLIKELY (mr->counts != NULL))
+    return _memres_resource_counted_deallocate (mr, alloc, stream, error);
+  return mr->deallocate (mr, alloc, stream, error);
 }
 
 /* The allocate slot for @size (> 0) bytes. Every caller of the allocate slot goes through here
@@ -584,17 +633,6 @@ _memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream str
 /* resource.c: waits for @stream before memory of @mr that is not stream-ordered is freed
  * (memres_cuda_stream_synchronize()); the error names the kind. */
 gboolean _memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **error);
-
-/* resource.c: the check of a deallocate call that did not simply succeed (@address: the
- * record's address before the call). A failure with an error that left @alloc->address as it
- * was released nothing; one that set it to 0 released the allocation half-way. A failure without
- * an error, or one that changed the address to another nonzero value, breaks the contract: it is
- * reported (a critical warning, the layer's contract_breaches), @alloc->address set to 0 and
- * the allocation taken as gone, never deallocated again (a leak at worst, never a double free).
- * So after any failure, @alloc->address unchanged means kept, anything else gone. */
-gboolean _memres_resource_deallocate_result_slow (MemresResource *mr, gboolean ok, GError **local,
-                                                  guint64 address, MemresAllocation *alloc,
-                                                  GError **error);
 
 /* The deallocate slot. For a kind whose memory is device-accessible but not stream-ordered
  * (MemresResource.wait_before_free, one flag on the line the slot pointer is read from) it first
@@ -616,7 +654,7 @@ _memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, M
   return _memres_resource_deallocate_result_slow (mr, ok, &local, address, alloc, error);
 }
 
-/* memres_cuda_push_stream_context() (sdk/cuda-helpers.c) with the driver kept in @t->drv, for
+/* memres_cuda_push_stream_context() (cuda-helpers.c) with the driver kept in @t->drv, for
  * the core's callers (transfers, the cross-stream close, IPC close ordering);
  * _memres_stream_context_end() pops what begin pushed. */
 typedef struct

@@ -13,168 +13,28 @@
 
 OWNER_FENCE_DEFINE;
 
-__thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
-
-/* Bit i - 1 set: stripe i has a thread (i < MEMRES_STRIPE_SHARED). Changed with compare-and-swap
- * rather than under a mutex, so that the child of a fork() taken while another thread held it
- * cannot hang. */
-static guint32 stripes_taken;
-#define STRIPES_OWN_MASK ((guint32) ((G_GUINT64_CONSTANT (1) << (MEMRES_STRIPE_SHARED - 1)) - 1))
-G_STATIC_ASSERT (MEMRES_STRIPE_SHARED <= 32);
-
-/* At the exit of a thread with a stripe of its own: what it still counts (in later thread-local
- * destructors) goes to the shared stripe, and its stripe is free for the next new thread. The
- * release pairs with the next taker's acquire, so that thread's plain updates come after all of
- * this one's. */
-static void
-stripe_release (gpointer data)
-{
-  guint i = GPOINTER_TO_UINT (data);
-
-  _memres_stripe_index = MEMRES_STRIPE_SHARED;
-  __atomic_fetch_and (&stripes_taken, ~((guint32) 1 << (i - 1)), __ATOMIC_RELEASE);
-}
-
-static GPrivate stripe_owner = G_PRIVATE_INIT (stripe_release);
-
-/* The calling thread's stripe, at its first count: the lowest free stripe of its own, else the
- * shared one (more than MEMRES_STRIPE_SHARED - 1 threads counting at once). */
-guint
-_memres_stripe_assign (void)
-{
-  guint32 taken = __atomic_load_n (&stripes_taken, __ATOMIC_RELAXED);
-  guint i;
-
-  for (;;)
-    {
-      guint32 free = ~taken & STRIPES_OWN_MASK;
-
-      if (free == 0)
-        {
-          i = MEMRES_STRIPE_SHARED;
-          break;
-        }
-      i = (guint) __builtin_ctz (free) + 1;
-      if (__atomic_compare_exchange_n (&stripes_taken, &taken, taken | ((guint32) 1 << (i - 1)),
-                                       TRUE, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-        {
-          g_private_set (&stripe_owner, GUINT_TO_POINTER (i));
-          break;
-        }
-    }
-  _memres_stripe_index = i;
-  return i;
-}
-
-/* The stripes' bytes, each stored in @used when it is not NULL, and their sum (0 when the
- * stripes, read one after the other, add up below 0). */
-static guint64
-stripes_used (MemresResource *mr, gint64 *used)
-{
-  gint64 sum = 0;
-
-  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
-    {
-      gint64 u = __atomic_load_n (&mr->stripes[i].used, __ATOMIC_RELAXED);
-
-      if (used != NULL)
-        used[i] = u;
-      sum += u;
-    }
-  return (guint64) MAX (sum, 0);
-}
-
 guint64
 _memres_resource_used_bytes (MemresResource *mr)
 {
-  return stripes_used (mr, NULL);
+  return _memres_stripes_sum (&mr->stripes[0].used, sizeof (MemresStripe), NULL);
 }
 
-/* The slow half of _memres_resource_count_used() (memres-private.h): the exact sum, the mark
- * raised to it (or set to it: @reset), and what is left below the mark shared as quotas. */
+/* The slow half of _memres_resource_count_used() (memres-private.h): the sum, the mark raised to
+ * it (or set to it: @reset), and what is left below the mark shared as quotas (counting.c). */
 void
 _memres_resource_count_peak (MemresResource *mr, gboolean reset)
 {
-  gint64 used[MEMRES_BUFFER_STRIPES], share;
-  guint64 total = stripes_used (mr, used);
-  guint64 high = __atomic_load_n (&mr->used_high, __ATOMIC_RELAXED);
-
-  if (reset)
-    __atomic_store_n (&mr->used_high, high = total, __ATOMIC_RELAXED);
-  while (total > high
-         && !__atomic_compare_exchange_n (&mr->used_high, &high, total, TRUE, __ATOMIC_RELAXED,
-                                          __ATOMIC_RELAXED))
-    ;
-  high = MAX (high, total);
-  share = (gint64) ((high - total) / MEMRES_BUFFER_STRIPES);
-  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
-    __atomic_store_n (&mr->stripes[i].quota, used[i] + share, __ATOMIC_RELAXED);
-}
-
-/* MemresResource.accountant: set and cleared by the layer above at its init and finalize, read
- * by the statistics calls of the resource below, which may run on other threads. */
-static GMutex accountant_lock;
-
-static void
-accountants_fork (MemresResource *unused, MemresForkPhase phase)
-{
-  memres_fork_mutex (&accountant_lock, phase);
-}
-
-void
-_memres_resource_set_accountant (MemresResource *mr, MemresResource *accountant,
-                                 const MemresAccountant *funcs)
-{
-  g_mutex_lock (&accountant_lock);
-  /* a resource has one layer above it, the one the core created it for */
-  g_warn_if_fail (mr->accountant == NULL);
-  mr->accountant_funcs = funcs;
-  __atomic_store_n (&mr->accountant, accountant, __ATOMIC_RELAXED);
-  g_mutex_unlock (&accountant_lock);
-}
-
-void
-_memres_resource_clear_accountant (MemresResource *mr, MemresResource *accountant)
-{
-  guint64 current, high;
-
-  g_mutex_lock (&accountant_lock);
-  if (mr->accountant == accountant)
-    {
-      /* what the layer took stays part of @mr's usage: its mark, and the bytes it still holds
-       * (allocations a layer above it never gave back, or whose free failed at its finalize),
-       * now on @mr's stripes; the mark first, so that the bytes raise no peak of their own.
-       * One atomic add: a thread allocating from @mr directly may raise the mark meanwhile. */
-      mr->accountant_funcs->read (mr->accountant, &current, &high);
-      __atomic_fetch_add (&mr->used_high, high, __ATOMIC_RELAXED);
-      _memres_resource_count_used (mr, (gint64) current);
-      __atomic_store_n (&mr->accountant, NULL, __ATOMIC_RELAXED);
-    }
-  g_mutex_unlock (&accountant_lock);
+  _memres_peak_update (&mr->stripes[0].used, &mr->stripes[0].quota, sizeof (MemresStripe),
+                       &mr->used_high, reset);
 }
 
 /* @mr's usage as the core counts it: its stripes (buffers allocated from it, and allocations
- * adaptors made through memres_upstream_allocate()), plus what its accountant took. The mark is
- * the sum of both parts' marks: exact while only one part allocates (as when an application
- * allocates from the top of a stack), an upper bound when both do. */
+ * adaptors made through memres_upstream_allocate()). */
 static void
 core_usage (MemresResource *mr, MemresStats *s)
 {
-  guint64 current, high;
-
   s->used_current = _memres_resource_used_bytes (mr);
   s->used_high = MAX (__atomic_load_n (&mr->used_high, __ATOMIC_RELAXED), s->used_current);
-  if (__atomic_load_n (&mr->accountant, __ATOMIC_RELAXED) != NULL)
-    {
-      g_mutex_lock (&accountant_lock);
-      if (mr->accountant != NULL)
-        {
-          mr->accountant_funcs->read (mr->accountant, &current, &high);
-          s->used_current += current;
-          s->used_high += high;
-        }
-      g_mutex_unlock (&accountant_lock);
-    }
   s->reserved_current = s->used_current;
   s->reserved_high = s->used_high;
 }
@@ -237,9 +97,6 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
   g_autoptr (GError) release_error = NULL;
   const char *what;
 
-  /* what a layer passing its upstream's record unchecked returned is the upstream's, which it
-   * did not count (it counts plausible records only): judged, named and released there */
-  mr = _memres_resource_checked_layer (mr);
   if (!ok && *local == NULL)
     contract_breach (mr, slot, "returned FALSE without setting an error");
   if (!slot_result (mr, slot, ok, local, error))
@@ -263,11 +120,42 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
    * cache takes a size above its max_block for one of its direct allocations) */
   if (alloc->address != 0 && alloc->size > G_MAXSSIZE)
     alloc->size = size;
+  /* a counted layer counted only a plausible record: counted now, as the release uncounts it */
+  if (mr->counts != NULL && g_strcmp0 (slot, "allocate") == 0)
+    _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, FALSE);
   if (!_memres_resource_call_deallocate (mr, alloc, stream, &release_error))
     g_warning ("kind \"%s\": releasing what %s returned failed: %s", mr->kind->name, slot,
                release_error->message);
   memset (alloc, 0, sizeof *alloc);
   return FALSE;
+}
+
+MEMRES_HOT gboolean
+_memres_resource_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                   MemresAllocation *alloc, GError **error)
+{
+  return _memres_counted_allocate (mr, size, stream, alloc, error);
+}
+
+MEMRES_HOT gboolean
+_memres_resource_counted_deallocate (MemresResource *mr, MemresAllocation *alloc,
+                                     MemresStream stream, GError **error)
+{
+  return _memres_counted_deallocate (mr, alloc, stream, error);
+}
+
+gboolean
+_memres_resource_call_allocate_nested (MemresResource *mr, gsize size, MemresStream stream,
+                                       MemresAllocation *alloc, GError **error)
+{
+  return _memres_resource_call_allocate (mr, size, stream, alloc, error);
+}
+
+gboolean
+_memres_resource_call_deallocate_nested (MemresResource *mr, MemresAllocation *alloc,
+                                         MemresStream stream, GError **error)
+{
+  return _memres_resource_call_deallocate (mr, alloc, stream, error);
 }
 
 /* The slow half of _memres_resource_call_deallocate() (memres-private.h, which says the rule).
@@ -277,7 +165,6 @@ gboolean
 _memres_resource_deallocate_result_slow (MemresResource *mr, gboolean ok, GError **local,
                                          guint64 address, MemresAllocation *alloc, GError **error)
 {
-  mr = _memres_resource_checked_layer (mr);
   if (ok || (*local != NULL && (alloc->address == address || alloc->address == 0)))
     return slot_result (mr, "deallocate", ok, local, error);
   if (*local == NULL)
@@ -446,11 +333,21 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;
   mr->spec = g_strdup (spec != NULL ? spec : kind->name);
   mr->generation = g_atomic_int_get (&_memres_fork_generation_);
-  _memres_fork_add_part (MEMRES_FORK_ACCOUNTANTS, accountants_fork);
+  _memres_fork_add_part (MEMRES_FORK_COUNTS, _memres_counts_fork);
   mr->upstream = upstream; /* valid while init runs; the reference is taken over on success */
   /* an adaptor without get_stats reports its upstream's statistics: its count would go unread */
   mr->count_usage
       = !(kind->flags & MEMRES_KIND_OWN_USAGE) && (upstream == NULL || kind->ops.get_stats != NULL);
+  if ((kind->flags & MEMRES_KIND_COUNTED) && (mr->counts = _memres_counts_new ()) == NULL)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "kind \"%s\": cannot allocate %" G_GSIZE_FORMAT " bytes for its counts",
+                   kind->name, sizeof (MemresCounts));
+      memres_kind_unref (mr->kind);
+      g_free (mr->spec);
+      free (mem);
+      return NULL;
+    }
 
   outer_kind = init_kind;
   init_depth++;
@@ -470,6 +367,9 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
           mr->info.device = -1;
           mr->ops->query (mr, &mr->info);
         }
+      /* a counted layer's counts are per allocation: a resize would change sizes behind them */
+      if (mr->counts != NULL)
+        mr->info.flags &= ~MEMRES_MEMORY_RESIZABLE;
       ok = check_info (mr, setup != NULL, error);
       if (!ok)
         mr->ops->finalize (mr);
@@ -481,6 +381,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
     }
   if (!ok)
     {
+      _memres_counts_free (mr->counts);
       memres_kind_unref (mr->kind);
       g_free (mr->spec);
       free (mem);
@@ -578,6 +479,7 @@ resource_finalize (MemresResource *mr)
       mr->ops->finalize (mr);
     }
   _memres_segments_forget (mr);
+  _memres_counts_free (mr->counts);
   memres_kind_unref (mr->kind);
   g_free (mr->spec);
   g_free (mr->oom_report);
@@ -947,13 +849,6 @@ memres_resource_reset_stats (MemresResource *mr, GError **error)
       return TRUE;
     }
   _memres_resource_count_peak (mr, TRUE);
-  if (__atomic_load_n (&mr->accountant, __ATOMIC_RELAXED) != NULL)
-    {
-      g_mutex_lock (&accountant_lock);
-      if (mr->accountant != NULL)
-        mr->accountant_funcs->reset (mr->accountant);
-      g_mutex_unlock (&accountant_lock);
-    }
   if (mr->ops->reset_stats == NULL)
     return TRUE;
   return slot_result (mr, "reset_stats", mr->ops->reset_stats (mr, &local), &local, error);

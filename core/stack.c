@@ -489,15 +489,35 @@ memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
   return ok;
 }
 
+/**
+ * memres_resource_find_layer:
+ * @mr: a #MemresResource
+ * @kind_name: the name of a kind, as in a spec (`"stats"`)
+ * @error: return location for a #GError, or %NULL
+ *
+ * Finds the first layer of @mr's stack, from @mr itself down through its upstreams
+ * (memres_resource_get_upstream()), whose kind is named @kind_name. For the C API of an adaptor
+ * (memres_stats_get_counters() and the like), which acts on the first layer of its kind at or
+ * below the resource an application holds. No driver call. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_FOUND when no layer there is of that kind (the message names
+ * @kind_name and the stack).
+ *
+ * Returns: (transfer none) (nullable): the layer, valid while @mr is, or %NULL with @error set
+ *
+ * Since: 2.0
+ */
 MemresResource *
-_memres_stack_find_layer (MemresResource *mr, gpointer allocate, const char *kind_name,
-                          GError **error)
+memres_resource_find_layer (MemresResource *mr, const char *kind_name, GError **error)
 {
   MemresResource *layer;
   g_autofree char *stack = NULL;
 
+  g_return_val_if_fail (mr != NULL, NULL);
+  g_return_val_if_fail (kind_name != NULL, NULL);
+
   for (layer = mr; layer != NULL; layer = layer->upstream)
-    if ((gpointer) layer->ops->allocate == allocate)
+    if (strcmp (layer->kind->name, kind_name) == 0)
       return layer;
   stack = memres_resource_to_string (mr);
   g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,

@@ -13,7 +13,7 @@ set -u
 
 # Calls left out of the check, "FROM.c>TO.c" each, one a line: none. The renovation removed
 # the circles it listed (the core's calls into the IPC layer, now hooks; the stream context,
-# now in sdk/cuda-helpers.c). An entry that names no call any more fails the test.
+# now in core/cuda-helpers.c). An entry that names no call any more fails the test.
 ignored_calls='
 '
 

@@ -602,9 +602,10 @@ usage_ok (MemresResource *mr)
 }
 
 /* The resource below a `stats` layer: the layer counts the bytes it takes from it for it (the
- * core does not count them again), so its statistics show them; its reset and the layer's are
- * apart; allocations made from it directly add to them (the mark then the sum of both parts'
- * marks); and its mark outlives the layer. */
+ * core counts them on its stripes as memres_upstream_allocate() does for any adaptor), so its
+ * statistics show them; its reset and the layer's are apart; allocations made from it directly
+ * add to them (one count, so the mark is the true high of both together); and its mark outlives
+ * the layer. */
 static void
 test_stats_upstream_usage (void)
 {
@@ -640,20 +641,20 @@ test_stats_upstream_usage (void)
   direct = mt_alloc_ok (host, 500, NULL);
   s = usage_ok (host);
   g_assert_cmpuint (s.used_current, ==, 1500);
-  g_assert_cmpuint (s.used_high, ==, 3500);
+  g_assert_cmpuint (s.used_high, ==, 3000);
   g_assert_cmpuint (s.n_buffers, ==, 1);
   assert_counts (mr, 1000, 1000, 1, 1, 0); /* the layer's own view: its allocations only */
   mt_close_ok (direct, NULL);
   mt_close_ok (a, NULL);
   s = usage_ok (host);
   g_assert_cmpuint (s.used_current, ==, 0);
-  g_assert_cmpuint (s.used_high, ==, 3500);
+  g_assert_cmpuint (s.used_high, ==, 3000);
 
   /* the layer gone, host keeps its mark */
   memres_resource_unref (mr);
   s = usage_ok (host);
   g_assert_cmpuint (s.used_current, ==, 0);
-  g_assert_cmpuint (s.used_high, ==, 3500);
+  g_assert_cmpuint (s.used_high, ==, 3000);
   g_assert_true (memres_resource_reset_stats (host, NULL));
   g_assert_cmpuint (usage_ok (host).used_high, ==, 0);
   memres_resource_unref (host);
@@ -1475,6 +1476,132 @@ test_stats_sharing (void)
 
 #define MiB (G_GUINT64_CONSTANT (1) << 20)
 
+static gboolean
+tally_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  return TRUE;
+}
+
+static void
+tally_finalize (MemresResource *mr)
+{
+}
+
+/* MEMRES_KIND_COUNTED: a pass-through without slots (as `stats`), one with memres_upstream_*
+ * as its own slots (the core calls them and counts), and a kind that leaves only one slot to the
+ * core (refused at registration, naming the slots). Counted layers answer
+ * memres_resource_get_counts(); other layers are refused with MEMRES_ERROR_NOT_SUPPORTED;
+ * memres_resource_find_layer() finds a layer by kind and says which it did not find. */
+static void
+test_counted_kinds (void)
+{
+  static const MemresResourceOps pass_ops = {
+    .version = MEMRES_RESOURCE_OPS_VERSION,
+    .init = tally_init,
+    .finalize = tally_finalize,
+  };
+  static const MemresResourceOps own_ops = {
+    .version = MEMRES_RESOURCE_OPS_VERSION,
+    .init = tally_init,
+    .finalize = tally_finalize,
+    .allocate = memres_upstream_allocate,
+    .deallocate = memres_upstream_deallocate,
+  };
+  static const MemresResourceOps half_ops = {
+    .version = MEMRES_RESOURCE_OPS_VERSION,
+    .init = tally_init,
+    .finalize = tally_finalize,
+    .deallocate = memres_upstream_deallocate,
+  };
+  const MemresKindFlags flags
+      = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_COUNTED;
+  const MemresKindInfo pass = { .struct_size = sizeof pass,
+                                .name = "tallypass",
+                                .description = "counted pass-through",
+                                .ops = &pass_ops,
+                                .flags = flags };
+  const MemresKindInfo own = { .struct_size = sizeof own,
+                               .name = "tallyown",
+                               .description = "counted, own slots",
+                               .ops = &own_ops,
+                               .flags = flags };
+  const MemresKindInfo half = { .struct_size = sizeof half,
+                                .name = "tallyhalf",
+                                .description = "one slot missing",
+                                .ops = &half_ops,
+                                .flags = flags };
+  const MemresKindInfo plain = { .struct_size = sizeof plain,
+                                 .name = "tallyplain",
+                                 .description = "no slots, not counted",
+                                 .ops = &pass_ops,
+                                 .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS };
+  g_autoptr (GError) error = NULL;
+  MemresStatsCounters c;
+
+  g_assert_true (memres_registry_register_kind (&pass, &error));
+  g_assert_no_error (error);
+  g_assert_true (memres_registry_register_kind (&own, &error));
+  g_assert_no_error (error);
+  g_assert_false (memres_registry_register_kind (&half, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (memres_registry_register_kind (&plain, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+
+  for (guint k = 0; k < 2; k++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (k == 0 ? "tallypass>host" : "tallyown>host");
+      MemresResource *host = memres_resource_find_layer (mr, "host", &error);
+      MemresBuffer *a, *b;
+
+      g_assert_no_error (error);
+      g_assert_true (host == memres_resource_get_upstream (mr));
+      g_assert_true (memres_resource_find_layer (mr, k == 0 ? "tallypass" : "tallyown", NULL)
+                     == mr);
+      g_assert_null (memres_resource_find_layer (mr, "track", &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+      g_clear_error (&error);
+      /* the kind's table as registered: the pass-through has no allocate slot */
+      g_assert_true ((memres_kind_get_ops (memres_resource_get_kind (mr))->allocate == NULL)
+                     == (k == 0));
+      a = mt_alloc_ok (mr, 1000, NULL);
+      b = mt_alloc_ok (mr, 3000, NULL);
+      mt_close_ok (b, NULL);
+      g_assert_true (memres_resource_get_counts (mr, &c, &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (c.bytes_current, ==, 1000);
+      g_assert_cmpuint (c.bytes_peak, ==, 4000);
+      g_assert_cmpuint (c.count_current, ==, 1);
+      g_assert_cmpuint (c.count_peak, ==, 2);
+      g_assert_cmpuint (c.bytes_total, ==, 4000);
+      g_assert_cmpuint (c.count_total, ==, 2);
+      g_assert_cmpuint (c.size_classes[9], ==, 1);  /* 512 to 1023 */
+      g_assert_cmpuint (c.size_classes[11], ==, 1); /* 2048 to 4095 */
+      /* the upstream counts what the layer took from it */
+      g_assert_cmpuint (usage_ok (host).used_current, ==, 1000);
+      g_assert_cmpuint (usage_ok (host).used_high, ==, 4000);
+      g_assert_true (memres_resource_reset_counts (mr, &error));
+      g_assert_true (memres_resource_get_counts (mr, &c, &error));
+      g_assert_cmpuint (c.bytes_peak, ==, 1000);
+      g_assert_cmpuint (c.count_peak, ==, 1);
+      g_assert_cmpuint (c.bytes_total, ==, 0);
+      g_assert_cmpuint (c.size_classes[9], ==, 0);
+      /* a counted layer is never resizable (the sizes would change behind the counts) */
+      g_assert_false (memres_resource_get_flags (mr) & MEMRES_MEMORY_RESIZABLE);
+      g_assert_false (memres_resource_get_counts (host, &c, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_clear_error (&error);
+      g_assert_false (memres_resource_reset_counts (host, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_clear_error (&error);
+      mt_close_ok (a, NULL);
+      g_assert_true (memres_resource_get_counts (mr, &c, &error));
+      g_assert_cmpuint (c.bytes_current, ==, 0);
+      g_assert_cmpuint (c.count_current, ==, 0);
+    }
+}
+
 /* Peaks counted per thread are exact when threads take turns: buffers allocated on one
  * thread, more on another while those live, closed on a third; for the core's counts (host)
  * and for the stats layer's (bytes and allocations). */
@@ -1687,6 +1814,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/stacks-devices", test_stacks_devices);
   g_test_add_func ("/adaptors/over-graph", test_over_graph);
   g_test_add_func ("/adaptors/stats-counters", test_stats_counters);
+  g_test_add_func ("/adaptors/counted-kinds", test_counted_kinds);
   g_test_add_func ("/adaptors/stats-handoff", test_stats_handoff);
   g_test_add_func ("/adaptors/stats-owner-totals", test_stats_owner_totals);
   g_test_add_func ("/adaptors/stats-failed-close", test_stats_failed_close);

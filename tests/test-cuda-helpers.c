@@ -1,5 +1,5 @@
 /* memres - CUDA memory resources
- * test-cuda-helpers.c: the SDK helpers of sdk/cuda-helpers.c, against the fake (suite fake)
+ * test-cuda-helpers.c: the SDK helpers of core/cuda-helpers.c, against the fake (suite fake)
  * and the real driver (suite gpu): the primary context pushed and popped, a stream's context
  * pushed, stream and device waits, device attributes, the peer-access check. Fault injection on
  * the fake only. */

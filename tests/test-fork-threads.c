@@ -159,7 +159,7 @@ worker (gpointer data)
 }
 
 /* Allocates @size bytes from @mr, writes a pattern, reads it back, frees; the statistics too
- * (the core's counts and the accountants' lock). 0 when every check held. */
+ * (the core's counts and the counted layers' lock). 0 when every check held. */
 static int
 child_use (MemresResource *mr, gsize size)
 {

@@ -54,6 +54,10 @@ typedef struct
 gboolean memres_stats_get_counters (MemresResource *mr, MemresStatsCounters *counters,
                                     GError **error);
 gboolean memres_stats_reset (MemresResource *mr, GError **error);
+/* the counts of one counted layer (MEMRES_KIND_COUNTED), which the `stats` functions read */
+gboolean memres_resource_get_counts (MemresResource *mr, MemresStatsCounters *counts,
+                                     GError **error);
+gboolean memres_resource_reset_counts (MemresResource *mr, GError **error);
 
 /**
  * MemresLiveAllocation:

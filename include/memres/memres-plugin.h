@@ -197,6 +197,14 @@ typedef struct
 #define MEMRES_PLUGIN_EXTERN_C_
 #endif
 
+/* The descriptor of plugin @name, filled from these headers (MEMRES_PLUGIN_DEFINE() and
+ * MEMRES_PLUGIN_DEFINE_EMBEDDED()). */
+#define MEMRES_PLUGIN_DESC_INIT_(name, description, init)                                          \
+  {                                                                                                \
+    MEMRES_PLUGIN_ABI_MAJOR, MEMRES_PLUGIN_ABI_MINOR, sizeof (MemresPluginDesc), 0, #name,         \
+        (description), (init),                                                                     \
+  }
+
 /**
  * MEMRES_PLUGIN_DEFINE:
  * @name: the plugin name, a bare identifier matching `[a-z][a-z0-9_]*` (not a string: it is
@@ -229,17 +237,35 @@ typedef struct
       *memres_plugin_##name##_get_desc (void);                                                     \
   const MemresPluginDesc *memres_plugin_##name##_get_desc (void)                                   \
   {                                                                                                \
-    static const MemresPluginDesc desc_ = {                                                        \
-      MEMRES_PLUGIN_ABI_MAJOR,                                                                     \
-      MEMRES_PLUGIN_ABI_MINOR,                                                                     \
-      sizeof (MemresPluginDesc),                                                                   \
-      0,                                                                                           \
-      #name,                                                                                       \
-      (description),                                                                               \
-      (init),                                                                                      \
-    };                                                                                             \
+    static const MemresPluginDesc desc_ = MEMRES_PLUGIN_DESC_INIT_ (name, description, init);      \
     return &desc_;                                                                                 \
   }
+
+/**
+ * MEMRES_PLUGIN_DEFINE_EMBEDDED:
+ * @name: the plugin name, a bare identifier matching `[a-z][a-z0-9_]*`
+ * @description: a string literal, one line
+ * @init: a #MemresPluginInitFunc (a `static` function of the plugin)
+ *
+ * MEMRES_PLUGIN_DEFINE() for a plugin compiled into libmemres itself rather than into a module
+ * file (the `host` kind and the adaptors with a C API: `stats`, `track`, `retry`): the same
+ * #MemresPluginDesc, static, with a pointer to it in the section `memres_embedded` of the object,
+ * which the loader walks (between the bounds the linker defines for it) at the first use of the
+ * registry, registering each plugin there as if it had been loaded; nothing is
+ * exported and no #MemresPluginNote is made (no file is opened). Such a plugin is written against
+ * the installed headers alone, as any other: the macro is its only difference. Only the objects
+ * linked into libmemres are walked: in an application or a module the section is never read.
+ * Use it exactly once per plugin, at file scope.
+ *
+ * Since: 2.0
+ */
+#define MEMRES_PLUGIN_DEFINE_EMBEDDED(name, description, init)                                     \
+  static const MemresPluginDesc memres_embedded_desc_##name##_                                     \
+      = MEMRES_PLUGIN_DESC_INIT_ (name, description, init);                                        \
+  __attribute__ ((                                                                                 \
+      section ("memres_embedded"), used,                                                           \
+      aligned (sizeof (void *)))) static const MemresPluginDesc *const memres_embedded_##name##_   \
+      = &memres_embedded_desc_##name##_
 
 /**
  * MemresAllocation:
@@ -1040,6 +1066,8 @@ typedef struct
  *   instance_size is 0), transfer none, valid until finalize returns. Only meaningful for the
  *   kind that registered it: never call it on a resource of another kind. Thread-safe.
  *   Since: 1.0
+ * memres_kind_get_ops(): the kind's ops table as the core copied it, to see whether a layer
+ *   implements an optional slot itself (transfer none; call nothing through it). Since: 2.0
  * memres_buffer_get_resource(): declared in memres-buffer.h (included here). Since: 1.0
  * memres_buffer_get_allocation(): the buffer's #MemresAllocation (transfer none, read-only,
  *   valid until the buffer is closed); for a plugin looking at one of its own buffers, for
@@ -1060,6 +1088,7 @@ gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo
 const char *memres_plugin_get_name (MemresPlugin *plugin);
 gboolean memres_registry_register_kind (const MemresKindInfo *info, GError **error);
 gpointer memres_resource_get_private (MemresResource *mr);
+const MemresResourceOps *memres_kind_get_ops (MemresKind *kind);
 const MemresAllocation *memres_buffer_get_allocation (MemresBuffer *buf);
 gboolean memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
                                    MemresAllocation *alloc, GError **error);

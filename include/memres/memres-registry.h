@@ -101,6 +101,15 @@ typedef struct
  *   memres_lookup(): `vmm`, `arena`, `cache`. Without it, memres_resource_subscribe_segments()
  *   fails with %MEMRES_ERROR_NOT_SUPPORTED (unless it passes allocations to a layer that has
  *   them) and memres_lookup() does not find its memory. Since: 2.0
+ * @MEMRES_KIND_COUNTED: the core counts what each instance's allocate slot hands out and its
+ *   deallocate slot takes back: bytes and allocations, current, peak and total, and allocations by
+ *   size class, on per-thread stripes (no lock, no locked instruction), read with
+ *   memres_resource_get_counts() and reset with memres_resource_reset_counts(). The kind keeps
+ *   no counter of its own. An adaptor with this flag and %MEMRES_KIND_PASSES_ALLOCATIONS may leave
+ *   both its allocate and deallocate slots %NULL: the core then passes each call to the upstream
+ *   itself, as memres_upstream_allocate() and memres_upstream_deallocate() would (the `stats`
+ *   adaptor is that and nothing else). The core clears %MEMRES_MEMORY_RESIZABLE of such an instance
+ *   (a resize would change sizes behind the counts). Since: 2.0
  *
  * What a kind is, in #MemresKindInfo.flags. Values are appended only (part of the plugin
  * ABI).
@@ -113,6 +122,7 @@ typedef enum
   MEMRES_KIND_PASSES_ALLOCATIONS = 1 << 1,
   MEMRES_KIND_OWN_USAGE = 1 << 2,
   MEMRES_KIND_SEGMENTS = 1 << 3,
+  MEMRES_KIND_COUNTED = 1 << 4,
 } MemresKindFlags;
 
 /* Full documentation: the reference (share/gtk-doc/html/memres), memres-registry. */

@@ -25,6 +25,8 @@ const char *memres_resource_get_kind_name (MemresResource *mr);
 MemresKind *memres_resource_get_kind (MemresResource *mr);
 char *memres_resource_to_string (MemresResource *mr);
 MemresResource *memres_resource_get_upstream (MemresResource *mr);
+MemresResource *memres_resource_find_layer (MemresResource *mr, const char *kind_name,
+                                            GError **error);
 gint memres_resource_get_device (MemresResource *mr);
 MemresMemoryFlags memres_resource_get_flags (MemresResource *mr);
 gboolean memres_resource_is_device_accessible (MemresResource *mr);

@@ -1,9 +1,10 @@
 /* memres - CUDA memory resources
  * host.c: the `host` kind, pageable host memory from posix_memalign(). It needs no driver and
  * is embedded in libmemres: the default where there is no GPU. It goes through the same
- * descriptor and init path as a plugin file; only the exported entry point is replaced by an
- * internal function (MEMRES_PLUGIN_DEFINE would export a symbol from libmemres). */
-#include "memres-private.h"
+ * descriptor and init path as a plugin file, on the installed headers alone; only its entry is
+ * MEMRES_PLUGIN_DEFINE_EMBEDDED (a descriptor the loader finds in libmemres's `memres_embedded`
+ * section) rather than an exported symbol. */
+#include <memres/memres-plugin.h>
 
 #include <stdlib.h>
 
@@ -111,17 +112,5 @@ host_plugin_init (MemresPlugin *plugin, GError **error)
   return memres_plugin_register_kind (plugin, &host_kind, error);
 }
 
-const MemresPluginDesc *
-_memres_host_get_desc (void)
-{
-  static const MemresPluginDesc desc = {
-    MEMRES_PLUGIN_ABI_MAJOR,
-    MEMRES_PLUGIN_ABI_MINOR,
-    sizeof (MemresPluginDesc),
-    0,
-    "host",
-    "Pageable host memory, embedded in libmemres",
-    host_plugin_init,
-  };
-  return &desc;
-}
+MEMRES_PLUGIN_DEFINE_EMBEDDED (host, "Pageable host memory, embedded in libmemres",
+                               host_plugin_init);

@@ -9,7 +9,7 @@
  * memory inside a handler (on the same thread) fails at once, without handlers (no recursion).
  * Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). Embedded in libmemres
  * for its C API. */
-#include "memres-private.h"
+#include <memres/memres-plugin.h>
 
 typedef struct
 {
@@ -83,12 +83,13 @@ trim_below (MemresResource *mr)
 
       /* a layer without a trim slot of its own passes the call down: trim only the layers
        * that have one, each once */
-      if (layer->ops->trim == NULL)
+      if (memres_kind_get_ops (memres_resource_get_kind (layer))->trim == NULL)
         continue;
       if (memres_resource_trim (layer, 0, &error))
         trimmed = TRUE;
       else
-        g_debug ("retry: trimming layer \"%s\": %s", layer->kind->name, error->message);
+        g_debug ("retry: trimming layer \"%s\": %s", memres_resource_get_kind_name (layer),
+                 error->message);
     }
   return trimmed;
 }
@@ -211,10 +212,10 @@ memres_retry_add_handler (MemresResource *mr, MemresOomHandler handler, gpointer
   g_return_val_if_fail (mr != NULL, 0);
   g_return_val_if_fail (handler != NULL, 0);
 
-  layer = _memres_stack_find_layer (mr, (gpointer) retry_allocate, "retry", error);
+  layer = memres_resource_find_layer (mr, "retry", error);
   if (layer == NULL)
     return 0;
-  self = layer->priv;
+  self = memres_resource_get_private (layer);
   h = g_new0 (Handler, 1);
   g_atomic_ref_count_init (&h->ref);
   h->func = handler;
@@ -253,10 +254,10 @@ memres_retry_remove_handler (MemresResource *mr, guint id, GError **error)
 
   g_return_val_if_fail (mr != NULL, FALSE);
 
-  layer = _memres_stack_find_layer (mr, (gpointer) retry_allocate, "retry", error);
+  layer = memres_resource_find_layer (mr, "retry", error);
   if (layer == NULL)
     return FALSE;
-  self = layer->priv;
+  self = memres_resource_get_private (layer);
   g_mutex_lock (&self->lock);
   for (i = 0; i < self->handlers->len; i++)
     if (((Handler *) g_ptr_array_index (self->handlers, i))->id == id)
@@ -281,17 +282,5 @@ retry_plugin_init (MemresPlugin *plugin, GError **error)
   return memres_plugin_register_kind (plugin, &retry_kind, error);
 }
 
-const MemresPluginDesc *
-_memres_retry_get_desc (void)
-{
-  static const MemresPluginDesc desc = {
-    MEMRES_PLUGIN_ABI_MAJOR,
-    MEMRES_PLUGIN_ABI_MINOR,
-    sizeof (MemresPluginDesc),
-    0,
-    "retry",
-    "Out-of-memory retry adaptor, embedded in libmemres",
-    retry_plugin_init,
-  };
-  return &desc;
-}
+MEMRES_PLUGIN_DEFINE_EMBEDDED (retry, "Out-of-memory retry adaptor, embedded in libmemres",
+                               retry_plugin_init);

@@ -7,7 +7,7 @@
  * listed. Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS); the
  * records are kept by address in a hash table under a mutex. Embedded in libmemres for its C
  * API. */
-#include "memres-private.h"
+#include <memres/memres-plugin.h>
 
 #include <execinfo.h>
 #include <stdlib.h>
@@ -249,10 +249,10 @@ memres_track_foreach_live (MemresResource *mr, MemresLiveFunc func, gpointer use
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (func != NULL, FALSE);
 
-  layer = _memres_stack_find_layer (mr, (gpointer) track_allocate, "track", error);
+  layer = memres_resource_find_layer (mr, "track", error);
   if (layer == NULL)
     return FALSE;
-  self = layer->priv;
+  self = memres_resource_get_private (layer);
   g_mutex_lock (&self->lock);
   g_hash_table_iter_init (&iter, self->live);
   while (g_hash_table_iter_next (&iter, NULL, &value))
@@ -300,17 +300,5 @@ track_plugin_init (MemresPlugin *plugin, GError **error)
   return memres_plugin_register_kind (plugin, &track_kind, error);
 }
 
-const MemresPluginDesc *
-_memres_track_get_desc (void)
-{
-  static const MemresPluginDesc desc = {
-    MEMRES_PLUGIN_ABI_MAJOR,
-    MEMRES_PLUGIN_ABI_MINOR,
-    sizeof (MemresPluginDesc),
-    0,
-    "track",
-    "Allocation tracking adaptor, embedded in libmemres",
-    track_plugin_init,
-  };
-  return &desc;
-}
+MEMRES_PLUGIN_DEFINE_EMBEDDED (track, "Allocation tracking adaptor, embedded in libmemres",
+                               track_plugin_init);

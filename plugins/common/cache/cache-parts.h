@@ -28,7 +28,7 @@
 /* one owner-fence state for every file of the plugin (defined in cache-fronts.c): the owner's
  * inline fast path must read the flag that owner_fence_init() set */
 #define OWNER_FENCE_SHARED
-#include "../owner-fence.h"
+#include "../../../sdk/owner-fence.h"
 
 #define CACHE_FRONT_MAX     16  /* most blocks per class in a front cache */
 #define CACHE_MAX_CLASSES   176 /* classes up to 4 GiB */

@@ -1,6 +1,7 @@
 /* memres - CUDA memory resources
  * owner-fence.h: the asymmetric barrier behind an owner's lock-free fast path (the cache's
- * front caches, the stats adaptor's single-thread counts). The owner marks itself busy and
+ * front caches, the core's buffer stripes). Part of the SDK (sdk/): what plugins and the core
+ * may share beside the installed headers. The owner marks itself busy and
  * checks a stop flag with only a compiler barrier between (owner_try_enter()); a thread that takes
  * the object from its owner sets the flag, then makes every running thread pass a memory
  * barrier with membarrier() (owner_heavy_barrier()), after which the owner either is seen busy
@@ -18,7 +19,7 @@
 
 /* The state: one per module that includes this header, or, where the module defines
  * OWNER_FENCE_SHARED first, one for all its files, defined by one of them with OWNER_FENCE_DEFINE
- * (libmemres: its stripes in memres-private.h and the embedded `stats` kind). */
+ * (libmemres: its stripes in memres-private.h). */
 #if defined(OWNER_FENCE_SHARED)
 G_GNUC_INTERNAL extern gboolean owner_use_fence;
 G_GNUC_INTERNAL extern GOnce owner_fence_once;

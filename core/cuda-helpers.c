@@ -4,7 +4,9 @@
  * runs in, waiting for a stream or a device, device attributes and the peer-access check. One
  * copy each, so that every kind gets the same contexts and the same errors. Part of libmemres,
  * written against the public headers alone, as a third party's plugin is (the SDK sits on the
- * core's driver table, memres_cuda_get_driver(), and nothing else of it). */
+ * core's driver table, memres_cuda_get_driver(), and nothing else of it). In core/ beside
+ * cuda-driver.c, the other half of memres-cuda.h, so that the header is implemented in one
+ * directory. */
 #include <memres/memres-plugin.h>
 
 static gboolean

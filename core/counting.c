@@ -1,0 +1,271 @@
+/* memres - CUDA memory resources
+ * counting.c: what the core counts per thread (counting.h): each thread's stripe, the
+ * high-water marks kept from per-stripe quotas (the resources' used bytes and the counted
+ * layers' counts alike), and the counts of the layers whose kind asks for them
+ * (MEMRES_KIND_COUNTED): memres_resource_get_counts() and memres_resource_reset_counts() (their
+ * slot calls, which count, are inline in memres-private.h). It calls no other file of the core:
+ * the resources call it. */
+#include "memres-private.h"
+
+#include <stdlib.h>
+
+__thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
+
+/* Bit i - 1 set: stripe i has a thread (i < MEMRES_STRIPE_SHARED). Changed with compare-and-swap
+ * rather than under a mutex, so that the child of a fork() taken while another thread held it
+ * cannot hang. */
+static guint32 stripes_taken;
+#define STRIPES_OWN_MASK ((guint32) ((G_GUINT64_CONSTANT (1) << (MEMRES_STRIPE_SHARED - 1)) - 1))
+G_STATIC_ASSERT (MEMRES_STRIPE_SHARED <= 32);
+
+/* At the exit of a thread with a stripe of its own: what it still counts (in later thread-local
+ * destructors) goes to the shared stripe, and its stripe is free for the next new thread. The
+ * release pairs with the next taker's acquire, so that thread's plain updates come after all of
+ * this one's. */
+static void
+stripe_release (gpointer data)
+{
+  guint i = GPOINTER_TO_UINT (data);
+
+  _memres_stripe_index = MEMRES_STRIPE_SHARED;
+  __atomic_fetch_and (&stripes_taken, ~((guint32) 1 << (i - 1)), __ATOMIC_RELEASE);
+}
+
+static GPrivate stripe_owner = G_PRIVATE_INIT (stripe_release);
+
+/* The calling thread's stripe, at its first count: the lowest free stripe of its own, else the
+ * shared one (more than MEMRES_STRIPE_SHARED - 1 threads counting at once). */
+guint
+_memres_stripe_assign (void)
+{
+  guint32 taken = __atomic_load_n (&stripes_taken, __ATOMIC_RELAXED);
+  guint i;
+
+  for (;;)
+    {
+      guint32 free = ~taken & STRIPES_OWN_MASK;
+
+      if (free == 0)
+        {
+          i = MEMRES_STRIPE_SHARED;
+          break;
+        }
+      i = (guint) __builtin_ctz (free) + 1;
+      if (__atomic_compare_exchange_n (&stripes_taken, &taken, taken | ((guint32) 1 << (i - 1)),
+                                       TRUE, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        {
+          g_private_set (&stripe_owner, GUINT_TO_POINTER (i));
+          break;
+        }
+    }
+  _memres_stripe_index = i;
+  return i;
+}
+
+#define AT(base, i, stride) ((gint64 *) ((guint8 *) (base) + (gsize) (i) * (stride)))
+
+guint64
+_memres_stripes_sum (const gint64 *value0, gsize stride, gint64 *values)
+{
+  gint64 sum = 0;
+
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    {
+      gint64 v = __atomic_load_n (AT (value0, i, stride), __ATOMIC_RELAXED);
+
+      if (values != NULL)
+        values[i] = v;
+      sum += v;
+    }
+  return (guint64) MAX (sum, 0);
+}
+
+guint64
+_memres_peak_update (gint64 *value0, gint64 *quota0, gsize stride, guint64 *high, gboolean reset)
+{
+  gint64 values[MEMRES_BUFFER_STRIPES], share;
+  guint64 total = _memres_stripes_sum (value0, stride, values);
+  guint64 h = __atomic_load_n (high, __ATOMIC_RELAXED);
+
+  if (reset)
+    __atomic_store_n (high, h = total, __ATOMIC_RELAXED);
+  while (
+      total > h
+      && !__atomic_compare_exchange_n (high, &h, total, TRUE, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    ;
+  h = MAX (h, total);
+  share = (gint64) ((h - total) / MEMRES_BUFFER_STRIPES);
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    __atomic_store_n (AT (quota0, i, stride), values[i] + share, __ATOMIC_RELAXED);
+  return total;
+}
+
+/* The reset bases of the counted layers' totals, read and written by the readers only. */
+static GMutex counts_lock;
+
+void
+_memres_counts_fork (MemresResource *unused, MemresForkPhase phase)
+{
+  memres_fork_mutex (&counts_lock, phase);
+}
+
+MemresCounts *
+_memres_counts_new (void)
+{
+  gpointer mem;
+
+  if (posix_memalign (&mem, G_ALIGNOF (MemresCounts), sizeof (MemresCounts)) != 0)
+    return NULL;
+  return memset (mem, 0, sizeof (MemresCounts));
+}
+
+void
+_memres_counts_free (MemresCounts *counts)
+{
+  free (counts);
+}
+
+#define SET_STRIDE                    sizeof (MemresCountStripe)
+#define SET_FIELD(counts, set, field) (&(counts)->stripes[0].sets[(set)].field)
+
+/* Both marks of set @set, raised (or set: @reset) to the sums; the sums returned. */
+static void
+marks_update (MemresCounts *counts, guint set, gboolean reset, guint64 *bytes, guint64 *count)
+{
+  MemresCountMarks *m = &counts->marks[set];
+  guint64 b, c;
+
+  b = _memres_peak_update (SET_FIELD (counts, set, bytes), SET_FIELD (counts, set, bytes_quota),
+                           SET_STRIDE, &m->bytes_peak, reset);
+  c = _memres_peak_update (SET_FIELD (counts, set, count), SET_FIELD (counts, set, count_quota),
+                           SET_STRIDE, &m->count_peak, reset);
+  if (bytes != NULL)
+    *bytes = b;
+  if (count != NULL)
+    *count = c;
+}
+
+G_GNUC_NO_INLINE void
+_memres_counts_peak (MemresCounts *counts, guint set)
+{
+  marks_update (counts, set, FALSE, NULL, NULL);
+}
+
+/* The totals of set @set since creation: bytes, and allocations per class in @classes. */
+static guint64
+totals_sum (MemresCounts *counts, guint set, guint64 classes[MEMRES_STATS_N_SIZE_CLASSES])
+{
+  guint64 bytes = 0;
+
+  memset (classes, 0, MEMRES_STATS_N_SIZE_CLASSES * sizeof classes[0]);
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    {
+      const MemresCounterSet *s = &counts->stripes[i].sets[set];
+
+      bytes += __atomic_load_n (&s->bytes_total, __ATOMIC_RELAXED);
+      for (guint k = 0; k < MEMRES_STATS_N_SIZE_CLASSES; k++)
+        classes[k] += __atomic_load_n (&s->classes[k], __ATOMIC_RELAXED);
+    }
+  return bytes;
+}
+
+static gboolean
+not_counted (MemresResource *mr, GError **error)
+{
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+               "resources of kind \"%s\" are not counted (the kind is not MEMRES_KIND_COUNTED)",
+               mr->kind->name);
+  return FALSE;
+}
+
+/**
+ * memres_resource_get_counts:
+ * @mr: a resource whose kind has %MEMRES_KIND_COUNTED (a `stats` layer)
+ * @counts: (out caller-allocates): return location for the counts
+ * @error: return location for a #GError, or %NULL
+ *
+ * Reads what the core counted for @mr itself (not for the layers below it): the bytes and
+ * allocations its allocate slot returned and its deallocate slot took back, current, peak and
+ * total, and allocations by power-of-two size class, since its creation or
+ * memres_resource_reset_counts(). The core counts them on each thread's stripe, with no lock and
+ * no locked instruction while the process has fewer threads counting than stripes; a read sums
+ * the stripes one after the other. Current values are exact whenever no allocate or free of @mr
+ * runs at the same time; peaks are exact when the threads take turns, and may be off by a few
+ * allocations either way while threads allocate at once (current <= peak always holds). For a
+ * kind's get_stats slot (the `stats` adaptor's) and for applications; memres_stats_get_counters()
+ * finds the layer by kind. No driver call. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when @mr's kind is not counted.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_resource_get_counts (MemresResource *mr, MemresStatsCounters *counts, GError **error)
+{
+  MemresCounts *c;
+  MemresCountMarks *m;
+  guint64 classes[MEMRES_STATS_N_SIZE_CLASSES], bytes_total;
+  gint64 n;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (counts != NULL, FALSE);
+
+  c = mr->counts;
+  if (c == NULL)
+    return not_counted (mr, error);
+  memset (counts, 0, sizeof *counts);
+  m = &c->marks[0];
+  g_mutex_lock (&counts_lock);
+  bytes_total = totals_sum (c, 0, classes);
+  counts->bytes_current = _memres_stripes_sum (SET_FIELD (c, 0, bytes), SET_STRIDE, NULL);
+  n = (gint64) _memres_stripes_sum (SET_FIELD (c, 0, count), SET_STRIDE, NULL);
+  counts->count_current = (guint64) n;
+  counts->bytes_peak
+      = MAX (__atomic_load_n (&m->bytes_peak, __ATOMIC_RELAXED), counts->bytes_current);
+  counts->count_peak
+      = MAX (__atomic_load_n (&m->count_peak, __ATOMIC_RELAXED), counts->count_current);
+  counts->bytes_total = bytes_total - m->bytes_total_base;
+  for (guint k = 0; k < MEMRES_STATS_N_SIZE_CLASSES; k++)
+    {
+      counts->size_classes[k] = classes[k] - m->classes_base[k];
+      counts->count_total += counts->size_classes[k];
+    }
+  g_mutex_unlock (&counts_lock);
+  return TRUE;
+}
+
+/**
+ * memres_resource_reset_counts:
+ * @mr: a resource whose kind has %MEMRES_KIND_COUNTED (a `stats` layer)
+ * @error: return location for a #GError, or %NULL
+ *
+ * Resets what memres_resource_get_counts() reads of @mr: the peaks to the current values, the
+ * totals and size classes to 0 (the current values stay). The `stats` adaptor's reset_stats slot
+ * and memres_stats_reset() call it. No driver call. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when @mr's kind is not counted.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_resource_reset_counts (MemresResource *mr, GError **error)
+{
+  MemresCounts *c;
+  MemresCountMarks *m;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+
+  c = mr->counts;
+  if (c == NULL)
+    return not_counted (mr, error);
+  m = &c->marks[0];
+  g_mutex_lock (&counts_lock);
+  marks_update (c, 0, TRUE, NULL, NULL);
+  m->bytes_total_base = totals_sum (c, 0, m->classes_base);
+  g_mutex_unlock (&counts_lock);
+  return TRUE;
+}
