@@ -3,7 +3,7 @@
  * high-water marks kept from per-stripe quotas (the resources' used bytes and the counted
  * layers' counts alike), and the counts of the layers whose kind asks for them
  * (MEMRES_KIND_COUNTED): memres_resource_get_counts() and memres_resource_reset_counts() (their
- * slot calls, which count, are inline in memres-private.h). It calls no other file of the core:
+ * slot calls, which count, are inline in hot-path.h). It calls no other file of the core:
  * the resources call it. */
 #include "memres-private.h"
 

@@ -10,7 +10,7 @@
  * for counts kept apart by a small id (the per-tag counters of issue 34): they need no other
  * layout, only MEMRES_COUNT_SETS raised and the id passed to _memres_counts_add(). A stripe
  * with one thread is changed with plain loads and stores; the shared stripe (more threads than
- * stripes) with locked adds. Included by memres-private.h, before MemresResource. */
+ * stripes) with locked adds. Included by hot-path.h, before MemresResource. */
 #pragma once
 
 #include <memres/memres-plugin.h>

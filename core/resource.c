@@ -19,7 +19,7 @@ _memres_resource_used_bytes (MemresResource *mr)
   return _memres_stripes_sum (&mr->stripes[0].used, sizeof (MemresStripe), NULL);
 }
 
-/* The slow half of _memres_resource_count_used() (memres-private.h): the sum, the mark raised to
+/* The slow half of _memres_resource_count_used() (hot-path.h): the sum, the mark raised to
  * it (or set to it: @reset), and what is left below the mark shared as quotas (counting.c). */
 void
 _memres_resource_count_peak (MemresResource *mr, gboolean reset)
@@ -85,7 +85,7 @@ _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
   return slot_result (mr, slot, ok, local, error);
 }
 
-/* The slow half of _memres_resource_alloc_result() (memres-private.h): slot_result(), then, on
+/* The slow half of _memres_resource_alloc_result() (hot-path.h): slot_result(), then, on
  * success, a record _memres_allocation_plausible() accepts. A success that breaks that contract is
  * released through the deallocate slot (its failure a warning), @alloc zeroed and refused with
  * MEMRES_ERROR_FAILED. */
@@ -158,7 +158,7 @@ _memres_resource_call_deallocate_nested (MemresResource *mr, MemresAllocation *a
   return _memres_resource_call_deallocate (mr, alloc, stream, error);
 }
 
-/* The slow half of _memres_resource_call_deallocate() (memres-private.h, which says the rule).
+/* The slow half of _memres_resource_call_deallocate() (hot-path.h, which says the rule).
  * A breach sets the address to 0, as a release half-way does: the callers (a buffer's close, an
  * IPC mapping's, memres_upstream_deallocate()) see an address that changed: gone. */
 gboolean

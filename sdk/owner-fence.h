@@ -8,7 +8,7 @@
  * (wait for it) or sees the flag. Where membarrier() cannot be used, the owner fences for real
  * (a locked instruction). Header-only: each module that includes it has its own state;
  * owner_fence_init() before the first fast path. The core's buffer stripes use it too
- * (memres-private.h). */
+ * (core/hot-path.h). */
 #pragma once
 
 #include <glib.h>
@@ -19,7 +19,7 @@
 
 /* The state: one per module that includes this header, or, where the module defines
  * OWNER_FENCE_SHARED first, one for all its files, defined by one of them with OWNER_FENCE_DEFINE
- * (libmemres: its stripes in memres-private.h). */
+ * (libmemres: its stripes in core/hot-path.h). */
 #if defined(OWNER_FENCE_SHARED)
 G_GNUC_INTERNAL extern gboolean owner_use_fence;
 G_GNUC_INTERNAL extern GOnce owner_fence_once;

@@ -2,11 +2,12 @@
 # check-plugin-wall.sh SOURCE_ROOT: checks the wall between libmemres's core and plugins/, as a
 # TAP stream (Meson test `plugin-wall`, suite core): no file under plugins/ (the plugins, the
 # kinds embedded in libmemres and the code they share) includes a private header of the core,
-# that is any header under core/ (memres-private.h, counting.h, ipc/ipc.h, ipc/ipc-private.h...)
-# or any path through core/. They are written against the installed headers
-# (<memres/memres-plugin.h>) and the SDK (sdk/) alone. The build enforces it too:
-# memres-private.h stops with #error unless MEMRES_CORE_COMPILATION is defined, which only the
-# core's own objects get; this test names the file and line instead.
+# that is any header under core/ (memres-private.h and the headers it gathers: hot-path.h,
+# counting.h, resources.h, buffers.h, fork.h, loader.h, spec.h, ipc/ipc.h; ipc/ipc-private.h) or
+# any path through core/. They are written against the installed headers
+# (<memres/memres-plugin.h>) and the SDK (sdk/) alone. The build enforces it too: memres-private.h
+# and the core's headers behind it stop with #error unless MEMRES_CORE_COMPILATION is defined,
+# which only the core's own objects get; this test names the file and line instead.
 set -u
 LC_ALL=C
 export LC_ALL

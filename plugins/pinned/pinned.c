@@ -16,7 +16,7 @@
  * on an H200 host, against microseconds for a pool allocation that reuses memory): the pool
  * keeps what it got until trimmed. A device without host memory pools makes creation fail with
  * MEMRES_ERROR_NOT_SUPPORTED naming mode=legacy, unless fallback=true asks for legacy mode.
- * ipc=true makes the pool shareable with other processes (pinned-ipc.c).
+ * ipc=true makes the pool shareable with other processes (pinned-config.c).
  *
  * mode=legacy: every buffer is one cuMemHostAlloc (flags from the options); closing waits for
  * the buffer's deallocation stream (the core does, the memory being not stream-ordered) and

@@ -1,0 +1,93 @@
+/* memres - CUDA memory resources
+ * buffers.h: the core's buffers beside their hot path (hot-path.h): wrapped foreign memory,
+ * buffers made by the core and the IPC layer, the ordering of a close on another stream, the
+ * device and stream context of their driver calls, and the out-of-memory report of an
+ * allocation that fails. Included through memres-private.h. */
+#pragma once
+
+#ifndef MEMRES_CORE_COMPILATION
+#error "buffers.h is the core's own: plugins use <memres/memres-plugin.h> and sdk/ only."
+#endif
+
+#include "hot-path.h"
+
+G_BEGIN_DECLS
+
+/* The release function of wrapped foreign memory and its data (buffer.c). Kept out of the
+ * buffer's allocation record: memres_buffer_get_allocation() shows that record to plugins, whose
+ * plugin_data it is (NULL for memory no kind allocated). */
+struct _MemresRelease
+{
+  GDestroyNotify func;
+  gpointer data;
+  gint generation; /* the fork generation the buffer was made in (fork.c) */
+};
+
+/* buffer-streams.c: a close of @buf on @stream, not its deallocation stream, is ordered after the
+ * deallocation stream's work (event recorded there, waited for on @stream; when no event can be
+ * recorded there, after all work of the device: cuCtxSynchronize()), for stream-ordered memory.
+ * Errors: MEMRES_CUDA_ERROR (a @stream that cannot wait: CUDA_ERROR_INVALID_HANDLE for a
+ * destroyed one), MEMRES_ERROR_NO_DRIVER; nothing changed then. */
+gboolean _memres_buffer_order_close (MemresBuffer *buf, MemresStream stream, GError **error);
+/* buffer-streams.c: waits for all work of the primary context of @buf's device
+ * (cuCtxSynchronize()); FALSE when it cannot. */
+gboolean _memres_buffer_wait_device (MemresBuffer *buf);
+
+/* memres_cuda_push_stream_context() (cuda-helpers.c) with the driver kept in @t->drv, for
+ * the core's callers (transfers, the cross-stream close, IPC close ordering);
+ * _memres_stream_context_end() pops what begin pushed. */
+typedef struct
+{
+  const MemresCudaDriver *drv;
+  gboolean pushed;
+} MemresStreamContext;
+
+/* resource.c: the device whose context the entry points make current for @mr's memory: its
+ * device; for device-accessible memory of device -1 (page-locked pools), the first device the
+ * kind's get_access slot says has access (the resource's `device` by default), read once and
+ * again after memres_resource_set_access(); -1 where no slot says (the current context is
+ * used). _memres_buffer_context_device(): the same for @buf (wrapped memory: its device). */
+gint _memres_resource_context_device (MemresResource *mr);
+
+static inline gint
+_memres_buffer_context_device (MemresBuffer *buf)
+{
+  if (buf->device >= 0 || buf->mr == NULL || !(buf->flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE))
+    return buf->device;
+  return _memres_resource_context_device (buf->mr);
+}
+
+static inline gboolean
+_memres_stream_context_begin (MemresStreamContext *t, gint device, MemresStream stream,
+                              GError **error)
+{
+  t->pushed = FALSE;
+  t->drv = memres_cuda_get_driver (error);
+  return t->drv != NULL && memres_cuda_push_stream_context (device, stream, &t->pushed, error);
+}
+
+static inline void
+_memres_stream_context_end (MemresStreamContext *t)
+{
+  memres_cuda_pop_context (t->pushed);
+}
+
+/* oom-report.c: @error (MEMRES_ERROR_OUT_OF_MEMORY of an allocation of @size bytes through @mr,
+ * about to reach the application) gets the report of the stack appended to its message: what
+ * each layer holds, the largest free block where a layer knows it (its explain_oom slot), the
+ * device's free and total bytes, the verdict and the remedy; the message is also kept as @mr's
+ * last report (memres_resource_get_oom_report()). Only for the error the caller gets: never
+ * for one an adaptor catches below. */
+void _memres_oom_report (MemresResource *mr, gsize size, GError *error);
+
+/* buffer.c: a new open buffer owning @alloc, holding a reference on @mr, its bytes counted on
+ * the stripes (memres_resource_allocate(), chunks received from another process).
+ * _memres_buffer_new_imported(): a new open buffer at @alloc inside @mapping (one user of it
+ * already counted), flagged MEMRES_MEMORY_IMPORTED; it holds no reference of its own on @mr:
+ * the imported buffers of @mr share one (ipc/ipc-buffers.c). */
+MemresBuffer *_memres_buffer_new (MemresResource *mr, const MemresAllocation *alloc,
+                                  MemresStream stream);
+MemresBuffer *_memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc,
+                                           MemresStream stream, MemresIpcMapping *mapping);
+
+G_END_DECLS

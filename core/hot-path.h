@@ -1,0 +1,458 @@
+/* memres - CUDA memory resources
+ * hot-path.h: what an allocate/close pair runs in the core, in one header: the resource's
+ * first cache line and its buffer stripes (MemresResource), the buffer's one line
+ * (MemresBuffer), the check that a resource was not inherited through a fork(), the counts on
+ * the calling thread's stripe, and the inline calls of the allocate and deallocate slots with
+ * their checks (the counted layers' among them). Their out-of-line halves are resource.c's,
+ * counting.c's and fork.c's. Included through memres-private.h, the core's umbrella header. */
+#pragma once
+
+#ifndef MEMRES_CORE_COMPILATION
+#error "hot-path.h is the core's own: plugins use <memres/memres-plugin.h> and sdk/ only."
+#endif
+
+#include <memres/memres-plugin.h>
+
+#include "ipc/ipc.h"
+#include "counting.h"
+
+/* one fence state for libmemres (defined in resource.c): the buffer stripes */
+#define OWNER_FENCE_SHARED 1
+#include "../sdk/owner-fence.h"
+
+G_BEGIN_DECLS
+
+/* the resource's buffer stripes (MemresResource.stripes), one per thread as counting.h's */
+#define MEMRES_STRIPE_BIAS ((gint64) 1 << 40)
+#define MEMRES_STRIPE_DEAD ((gint64) 1 << 62)
+typedef struct
+{
+  gint64 n;     /* atomic: MEMRES_STRIPE_BIAS + buffers counted here (MemresResource.stripes) */
+  gint64 used;  /* atomic: bytes allocated minus bytes closed through this stripe (may be < 0) */
+  gint64 quota; /* atomic: how high @used may go before the stripes are summed (resource.c) */
+  gint busy;    /* the stripe's thread is inside a plain update (owner-fence.h) */
+  /* 128 bytes apart, not 64: x86's adjacent-line prefetcher fetches lines in 128-byte pairs, so
+   * stripes on the two lines of one pair would still be written back and forth between the cores
+   * of their threads */
+} __attribute__ ((aligned (128))) MemresStripe;
+
+/* The functions of the allocate/close hot path (the core's, and the embedded pass-through
+ * layer's slots): the compiler puts them in .text.hot, which the linker places together, so
+ * that a pair runs from a few neighbouring lines of one or two pages of code rather than from
+ * lines scattered over the library (after a driver call, each a cold line and TLB entry). */
+#define MEMRES_HOT __attribute__ ((hot))
+
+typedef struct _MemresSegmentsState MemresSegmentsState;
+
+struct _MemresResource
+{
+  /* Line 0: all the allocate/close pair reads of a resource (buffer.c, the slot calls below),
+   * so that a pair through a resource touches one line of it besides its stripe. */
+  /* the kind's allocate and deallocate slots (ops->allocate, ops->deallocate), copied here at
+   * creation so that a call loads no line of the kind's table */
+  gboolean (*allocate) (MemresResource *mr, gsize size, MemresStream stream,
+                        MemresAllocation *alloc, GError **error);
+  gboolean (*deallocate) (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                          GError **error);
+  gpointer priv;            /* instance_size bytes, zero-filled, 16-byte aligned */
+  MemresResource *upstream; /* adaptors: the layer below (strong reference), else NULL */
+  MemresResourceInfo info;  /* from the query slot, read on hot paths */
+  /* set at creation: the core counts the bytes of this resource's buffers on the stripes.
+   * FALSE for kinds with MEMRES_KIND_OWN_USAGE and for adaptors without a get_stats slot
+   * (whose statistics are their upstream's, so that nobody reads their count) */
+  gboolean count_usage;
+  /* set at creation: a base kind whose memory is device-accessible but not stream-ordered; the
+   * core waits for the deallocation stream before its deallocate slot (resource.c) */
+  gboolean wait_before_free;
+  /* set when @refs drops to 0, or at creation where membarrier() cannot be used: from then on
+   * every thread changes the stripes with locked instructions (the stop flag of owner-fence.h;
+   * resource.c: resource_last_ref()) */
+  gint stripes_stop;
+  gint generation; /* the fork generation it was made in (fork.c) */
+  /* set at creation for a kind with MEMRES_KIND_COUNTED: the core counts what the layer's
+   * allocate and deallocate slots hand out and take back (counting.h); NULL for every other */
+  MemresCounts *counts;
+
+  /* Line 1 and on: the rest. */
+  MemresKind *kind;
+  const MemresResourceOps *ops; /* == &kind->ops */
+  char *spec;                   /* normalized spec, or a description of the import */
+  /* Lifetime, in one atomic word so that the allocate/close hot path costs one locked operation
+   * each: the high 32 bits count the references of the application (memres_resource_ref()), the
+   * low 32 bits the open buffers. The instance is finalized when the word drops to 0. */
+  gint64 refs;
+  /* The high-water mark of the bytes of the buffers memres_resource_allocate() and
+   * memres_ipc_receive_buffer() made (resized ones at their size now; buffers imported through
+   * a pool's mapping are not counted: core/ipc/ipc-buffers.c reports those); the bytes themselves
+   * are counted on the stripes (MemresStripe.used, summed by _memres_resource_used_bytes()). The
+   * statistics a kind without a get_stats slot reports, and what a get_stats slot starts from.
+   * Written only when a new peak is seen (resource.c: _memres_resource_count_peak()), so the hot
+   * path only reads it. */
+  guint64 used_high;
+  /* the IPC layer's state (core/ipc/ipc.h): set on a resource memres_resource_import_handle()
+   * made, before it is published; NULL on every other */
+  MemresIpcState *ipc;
+  gpointer close_event; /* atomic: a CUevent kept for the next cross-stream close */
+  /* atomic: the device whose context reaches memory of device -1 (resource.c:
+   * _memres_resource_context_device()), plus 2; 0: not known yet, 1: none known */
+  gint reach_device;
+  GList *fork_link; /* in fork.c's list of live resources, NULL before and after */
+  /* Buffers allocated through memres_resource_allocate(), counted apart from @refs so that the
+   * allocate/close pair of threads running at once writes no shared cache line: each thread
+   * counts on a stripe of its own (MEMRES_BUFFER_STRIPES of them, 128 bytes apart; a buffer
+   * closed on another thread than it was allocated on makes one stripe go up, another down).
+   * Each stripe holds MEMRES_STRIPE_BIAS + its count. When @refs drops to 0, the stripes are
+   * marked MEMRES_STRIPE_DEAD and their counts summed into @dead_count; a close that finds its
+   * stripe dead then counts down @dead_count, and whoever takes it to 0 finalizes. */
+  gint64 dead_count;
+  /* atomic: the calls of this layer's memory slots that broke the contract (a failure without
+   * an error; resource.c: contract_breach()), read by memres_resource_get_counters() */
+  guint64 contract_breaches;
+  /* the message of the last out-of-memory error of an allocation through this resource, with its
+   * report (oom-report.c, under its lock; freed at finalize), or NULL */
+  char *oom_report;
+  /* its segment subscribers (segments.c), made at the first subscription, under segments.c's
+   * lock */
+  MemresSegmentsState *segments;
+  MemresStripe stripes[MEMRES_BUFFER_STRIPES];
+};
+G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresResource, kind) <= 64);
+
+/* The release function of wrapped foreign memory (buffers.h): owned by a buffer of no resource */
+typedef struct _MemresRelease MemresRelease;
+
+/* One cache line, allocated 64-byte aligned (buffer.c): an import or allocation and its close
+ * touch one line of it, not two. */
+struct _MemresBuffer
+{
+  gatomicrefcount ref;
+  gint closed;        /* atomic; set exactly once */
+  MemresResource *mr; /* strong reference; NULL for wrapped foreign memory */
+  MemresAllocation alloc;
+  MemresStream dealloc_stream;
+  gint device;
+  MemresMemoryFlags flags;
+  union
+  {
+    MemresIpcMapping *ipc_mapping; /* mr != NULL: the shared mapping (imported), else NULL */
+    MemresRelease *release;        /* mr == NULL (wrapped foreign memory): owned, or NULL */
+  };
+};
+G_STATIC_ASSERT (sizeof (MemresBuffer) <= 64);
+
+/* fork.c: whether @mr was made before a fork() in a parent whose driver was initialized
+ * (_memres_fork_generation_: incremented in every child of a fork() once the driver is loaded;
+ * read it with g_atomic_int_get()).
+ * _memres_resource_is_inherited(): @mr was made before the fork in a parent whose driver was
+ *   initialized, and its kind is not the embedded host kind: its slots must not be called
+ *   (release it without them).
+ * _memres_resource_check_usable(): FALSE with MEMRES_ERROR_FORKED naming @what when @mr is
+ *   inherited.
+ * _memres_fork_set_error(): sets MEMRES_ERROR_FORKED for @what; returns FALSE. */
+extern gint _memres_fork_generation_;
+gboolean _memres_fork_set_error (GError **error, const char *what);
+gboolean _memres_resource_is_inherited_slow (MemresResource *mr);
+
+static inline gboolean
+_memres_resource_is_inherited (MemresResource *mr)
+{
+  return G_UNLIKELY (mr->generation != g_atomic_int_get (&_memres_fork_generation_))
+         && _memres_resource_is_inherited_slow (mr);
+}
+
+/* inline: one compare on the allocation hot path */
+static inline gboolean
+_memres_resource_check_usable (MemresResource *mr, const char *what, GError **error)
+{
+  if (G_LIKELY (!_memres_resource_is_inherited (mr)))
+    return TRUE;
+  return _memres_fork_set_error (error, what);
+}
+/* resource.c: the stripes of the allocate/close hot path (see MemresResource.stripes; the
+ * calling thread's stripe is counting.h's); _memres_resource_buffer_gone() counts down a dead
+ * resource's buffers. */
+void _memres_resource_buffer_gone (MemresResource *mr);
+
+/* resource.c: @delta more (or fewer) bytes in @mr's allocated buffers, on the calling thread's
+ * stripe. Each stripe has a quota, and the quotas sum to at most used_high: while every stripe
+ * stays within its own, no new peak can have been reached. A stripe that passes its quota sums
+ * all stripes (_memres_resource_count_peak()), raises used_high to the sum when it is a new
+ * peak, and shares what is left below the mark among the stripes as new quotas. Exact whenever
+ * no two threads change the counts at the same instant; under contention the mark may be off by
+ * a few allocations either way (memres_resource_get_stats() documents it). @reset: used_high
+ * set to the sum. */
+void _memres_resource_count_peak (MemresResource *mr, gboolean reset);
+guint64 _memres_resource_used_bytes (MemresResource *mr);
+
+/* Counts @buffers more open buffers (1, -1 or 0) and @bytes more bytes (only where the core
+ * counts @mr's usage) on the calling thread's stripe of @mr. A thread with a stripe of its own
+ * changes it with plain loads and stores, marked busy when it counts buffers (owner-fence.h: no
+ * locked instruction on the allocate/close pair) unless @mr's stripes are stopping; the shared
+ * stripe, and every stripe's buffers once stopped, with locked instructions. Returns TRUE when a
+ * buffer fewer was counted on a dead stripe (the caller then calls _memres_resource_buffer_gone()).
+ */
+G_ALWAYS_INLINE static inline gboolean
+_memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
+{
+  guint i = _memres_stripe_index;
+  MemresStripe *stripe;
+  gint64 n = 0, used = 0;
+
+  if (!mr->count_usage)
+    bytes = 0;
+  if (buffers == 0 && bytes == 0)
+    return FALSE;
+  if (G_UNLIKELY (i == 0))
+    i = _memres_stripe_assign ();
+  stripe = &mr->stripes[i - 1];
+  /* a count of bytes alone needs no busy mark: a stripe's bytes have one writer, its thread, and
+   * the stop (resource_last_ref()) sums only the buffers */
+  if (G_LIKELY (i != MEMRES_STRIPE_SHARED)
+      && (buffers == 0 || owner_try_enter_light (&stripe->busy, &mr->stripes_stop)))
+    {
+      if (buffers != 0) /* a constant at every call: a count of bytes alone touches no count */
+        {
+          n = __atomic_load_n (&stripe->n, __ATOMIC_RELAXED);
+          __atomic_store_n (&stripe->n, n + buffers, __ATOMIC_RELAXED);
+        }
+      if (bytes != 0)
+        {
+          used = __atomic_load_n (&stripe->used, __ATOMIC_RELAXED) + bytes;
+          __atomic_store_n (&stripe->used, used, __ATOMIC_RELAXED);
+        }
+      if (buffers != 0)
+        owner_leave_busy (&stripe->busy);
+    }
+  else
+    {
+      /* the bytes first: once the count of a close is in @n, the last reference's sum may see the
+       * resource without buffers and free it (resource_last_ref()), so the close writes nothing
+       * of it after that add */
+      if (bytes != 0)
+        used = __atomic_add_fetch (&stripe->used, bytes, __ATOMIC_RELAXED);
+      if (buffers != 0)
+        n = __atomic_fetch_add (&stripe->n, buffers, __ATOMIC_ACQ_REL);
+    }
+  if (bytes > 0 && G_UNLIKELY (used > __atomic_load_n (&stripe->quota, __ATOMIC_RELAXED)))
+    _memres_resource_count_peak (mr, FALSE);
+  return buffers < 0 && G_UNLIKELY (n & MEMRES_STRIPE_DEAD);
+}
+
+/* @delta more (or fewer) bytes in @mr's buffers (a resize, an upstream's allocation). */
+G_ALWAYS_INLINE static inline void
+_memres_resource_count_used (MemresResource *mr, gint64 delta)
+{
+  _memres_stripe_count (mr, 0, delta);
+}
+
+/* One more buffer of memres_resource_allocate(), of @size bytes: it keeps @mr alive. */
+G_ALWAYS_INLINE static inline void
+_memres_resource_add_allocated (MemresResource *mr, gsize size)
+{
+  _memres_stripe_count (mr, 1, (gint64) size);
+}
+
+/* One such buffer fewer, of @size bytes: with the application's last reference gone, maybe the
+ * last one. */
+G_ALWAYS_INLINE static inline void
+_memres_resource_remove_allocated (MemresResource *mr, gsize size)
+{
+  if (G_UNLIKELY (_memres_stripe_count (mr, -1, -(gint64) size)))
+    _memres_resource_buffer_gone (mr);
+}
+
+/* resource.c: the calls of the slots that return or take back memory, with their results
+ * checked. _memres_resource_call_allocate() is the one way to call the allocate slot; it and
+ * _memres_resource_alloc_result() (for resize, import_buffer, import_chunks) refuse a success
+ * with address 0, fewer than @size bytes, more than G_MAXSSIZE bytes or a range past the end of
+ * the address space (MEMRES_ERROR_FAILED), releasing what the plugin
+ * returned through deallocate, and zero @alloc. _memres_resource_call_deallocate() is the one
+ * way to call deallocate. */
+gboolean _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboolean ok,
+                                             GError **local, gsize size, MemresStream stream,
+                                             MemresAllocation *alloc, GError **error);
+
+/* Whether @alloc is memory an allocation of @size bytes can have returned: a nonzero address,
+ * at least @size and at most G_MAXSSIZE bytes, a range inside the address space. */
+static inline gboolean
+_memres_allocation_plausible (const MemresAllocation *alloc, gsize size)
+{
+  return alloc->address != 0 && alloc->size >= size && alloc->size <= G_MAXSSIZE
+         && alloc->address <= G_MAXUINT64 - alloc->size;
+}
+
+/* Inline: a good result costs a few compares on the allocation hot path, and each layer of a
+ * stack pays no call of its own for the check. */
+static inline gboolean
+_memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok, GError **local,
+                               gsize size, MemresStream stream, MemresAllocation *alloc,
+                               GError **error)
+{
+  if (G_LIKELY (ok && *local == NULL && _memres_allocation_plausible (alloc, size)))
+    return TRUE;
+  return _memres_resource_alloc_result_slow (mr, slot, ok, local, size, stream, alloc, error);
+}
+
+/* resource.c: _memres_resource_call_allocate() and _memres_resource_call_deallocate(), out of
+ * line, for the upstream of a counted pass-through layer when it is counted itself or waits
+ * before its frees (the inline calls below cannot nest). */
+gboolean _memres_resource_call_allocate_nested (MemresResource *mr, gsize size, MemresStream stream,
+                                                MemresAllocation *alloc, GError **error);
+gboolean _memres_resource_call_deallocate_nested (MemresResource *mr, MemresAllocation *alloc,
+                                                  MemresStream stream, GError **error);
+
+/* resource.c: the check of a deallocate call that did not simply succeed (@address: the
+ * record's address before the call). A failure with an error that left @alloc->address as it
+ * was released nothing; one that set it to 0 released the allocation half-way. A failure without
+ * an error, or one that changed the address to another nonzero value, breaks the contract: it is
+ * reported (a critical warning, the layer's contract_breaches), @alloc->address set to 0 and
+ * the allocation taken as gone, never deallocated again (a leak at worst, never a double free).
+ * So after any failure, @alloc->address unchanged means kept, anything else gone. */
+gboolean _memres_resource_deallocate_result_slow (MemresResource *mr, gboolean ok, GError **local,
+                                                  guint64 address, MemresAllocation *alloc,
+                                                  GError **error);
+
+/* The allocate of a counted layer (MemresResource.counts, MEMRES_KIND_COUNTED): its slot, or for
+ * a pass-through layer without one (the `stats` adaptor) the call memres_upstream_allocate()
+ * would make, inline: the upstream's slot, its result checked (naming and releasing at the
+ * upstream), its bytes counted in the upstream's usage; then the layer's count (counting.h), of
+ * a record _memres_allocation_plausible() accepts only (the caller's check releases any other).
+ */
+G_ALWAYS_INLINE static inline gboolean
+_memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                          MemresAllocation *alloc, GError **error)
+{
+  if (mr->allocate != NULL)
+    {
+      if (G_UNLIKELY (!mr->allocate (mr, size, stream, alloc, error)))
+        return FALSE;
+    }
+  else
+    {
+      MemresResource *up = mr->upstream;
+
+      if (G_LIKELY (up->counts == NULL))
+        {
+          GError *local = NULL;
+          gboolean ok = up->allocate (up, size, stream, alloc, &local);
+
+          if (!_memres_resource_alloc_result (up, "allocate", ok, &local, size, stream, alloc,
+                                              error))
+            return FALSE;
+        }
+      else if (!_memres_resource_call_allocate_nested (up, size, stream, alloc, error))
+        return FALSE;
+      /* checked above: plausible */
+      _memres_resource_count_used (up, (gint64) alloc->size);
+      _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, TRUE);
+      return TRUE;
+    }
+  if (G_LIKELY (_memres_allocation_plausible (alloc, size)))
+    _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, TRUE);
+  return TRUE;
+}
+
+/* The deallocate of a counted layer: uncounted before the free (once freed, another thread may
+ * get the memory and count it), then its slot, or for a pass-through layer the call
+ * memres_upstream_deallocate() would make (the upstream's checked deallocate, its usage
+ * uncounted once the allocation is gone); counted again when the free failed with an error and
+ * kept the allocation (the address as it was). */
+G_ALWAYS_INLINE static inline gboolean
+_memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                            GError **error)
+{
+  guint64 address = alloc->address;
+  gint64 size = (gint64) alloc->size;
+  gboolean ok;
+
+  _memres_counts_add (mr->counts, 0, -size, -1, FALSE);
+  if (mr->deallocate != NULL)
+    ok = mr->deallocate (mr, alloc, stream, error);
+  else
+    {
+      MemresResource *up = mr->upstream;
+
+      if (G_LIKELY (up->counts == NULL && !up->wait_before_free))
+        {
+          GError *local = NULL;
+
+          ok = up->deallocate (up, alloc, stream, &local);
+          if (G_UNLIKELY (!(ok && local == NULL)))
+            ok = _memres_resource_deallocate_result_slow (up, ok, &local, address, alloc, error);
+        }
+      else
+        ok = _memres_resource_call_deallocate_nested (up, alloc, stream, error);
+      if (G_LIKELY (ok) || alloc->address != address)
+        _memres_resource_count_used (up, -size);
+    }
+  if (G_UNLIKELY (!ok) && error != NULL && *error != NULL && address != 0
+      && alloc->address == address)
+    _memres_counts_add (mr->counts, 0, size, 1, FALSE); /* kept: still live */
+  return ok;
+}
+
+/* resource.c: _memres_counted_allocate() and _memres_counted_deallocate() above, out of line, so
+ * that the hot paths of the layers that are not counted keep their registers. */
+gboolean _memres_resource_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                            MemresAllocation *alloc, GError **error);
+gboolean _memres_resource_counted_deallocate (MemresResource *mr, MemresAllocation *alloc,
+                                              MemresStream stream, GError **error);
+
+/* A call of @mr's allocate slot, unchecked: for a counted layer (MemresResource.counts) the slot
+ * and its count; for any other the slot. */
+G_ALWAYS_INLINE static inline gboolean
+_memres_resource_slot_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                MemresAllocation *alloc, GError **error)
+{
+  if (G_UNLIKELY (mr->counts != NULL))
+    return _memres_resource_counted_allocate (mr, size, stream, alloc, error);
+  return mr->allocate (mr, size, stream, alloc, error);
+}
+
+/* The same for the deallocate slot. */
+G_ALWAYS_INLINE static inline gboolean
+_memres_resource_slot_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                                  GError **error)
+{
+  if (G_UNLIKELY (mr->counts != NULL))
+    return _memres_resource_counted_deallocate (mr, alloc, stream, error);
+  return mr->deallocate (mr, alloc, stream, error);
+}
+
+/* The allocate slot for @size (> 0) bytes. Every caller of the allocate slot goes through here
+ * (memres_resource_allocate() and the upstream resources of adaptor kinds). */
+G_ALWAYS_INLINE static inline gboolean
+_memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                                MemresAllocation *alloc, GError **error)
+{
+  GError *local = NULL;
+  gboolean ok = _memres_resource_slot_allocate (mr, size, stream, alloc, &local);
+
+  return _memres_resource_alloc_result (mr, "allocate", ok, &local, size, stream, alloc, error);
+}
+
+/* resource.c: waits for @stream before memory of @mr that is not stream-ordered is freed
+ * (memres_cuda_stream_synchronize()); the error names the kind. */
+gboolean _memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **error);
+
+/* The deallocate slot. For a kind whose memory is device-accessible but not stream-ordered
+ * (MemresResource.wait_before_free, one flag on the line the slot pointer is read from) it first
+ * waits for @stream; when that fails, the slot is not called and nothing changes. */
+G_ALWAYS_INLINE static inline gboolean
+_memres_resource_call_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                                  GError **error)
+{
+  GError *local = NULL;
+  guint64 address = alloc->address; /* read after a failure only (the callers keep it too) */
+  gboolean ok;
+
+  if (G_UNLIKELY (mr->wait_before_free) && !_memres_resource_wait_stream (mr, stream, error))
+    return FALSE;
+  ok = _memres_resource_slot_deallocate (mr, alloc, stream, &local);
+
+  if (G_LIKELY (ok && local == NULL))
+    return TRUE;
+  return _memres_resource_deallocate_result_slow (mr, ok, &local, address, alloc, error);
+}
+
+G_END_DECLS
