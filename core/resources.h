@@ -1,8 +1,8 @@
 /* memres - CUDA memory resources
  * resources.h: resource.c's calls besides the hot path (hot-path.h): a resource's creation,
  * its references, the layers that serve a slot, the check of a slot's result, the bytes and
- * buffers its stripes count, the device whose context reaches its memory; and the end of its
- * segment subscriptions (segments.c). Included through memres-private.h. */
+ * buffers its stripes count; and the end of its segment subscriptions (segments.c). Included
+ * through memres-private.h. */
 #pragma once
 
 #ifndef MEMRES_CORE_COMPILATION
@@ -52,6 +52,8 @@ MemresResource *_memres_resource_slot_owner (MemresResource *mr, gsize slot_offs
  * the first layer with one; the last layer looked at when none has (its table is then empty). */
 MemresResource *_memres_resource_ipc_owner (MemresResource *mr);
 
+/* resource.c: MEMRES_ERROR_NOT_SUPPORTED: "resources of kind ... do not support @what"; FALSE. */
+gboolean _memres_resource_not_supported (MemresResource *mr, const char *what, GError **error);
 /* resource.c: checks the result of a call of @mr's @slot: FALSE must come with an error (one
  * is made up when the plugin set none), TRUE without one (dropped with a warning); moves *@local
  * into @error on failure. Returns @ok. */

@@ -35,7 +35,7 @@ struct _MemresIpcHooks
    * nothing, buf->ipc_mapping stays set: the buffer is still open. */
   gboolean (*release_buffer) (MemresBuffer *buf, MemresResource *owner, MemresStream stream,
                               GError **error);
-  /* resource.c: the statistics of what @mr imported: in @stats (may be NULL) the bytes mapped
+  /* resource-query.c: the statistics of what @mr imported: in @stats (may be NULL) the bytes mapped
    * now as reserved and used, their high-water mark; in @n_imported its open imported buffers.
    * reset_stats(): that mark reset to the bytes mapped now. */
   void (*get_stats) (MemresResource *mr, MemresStats *stats, guint64 *n_imported);
