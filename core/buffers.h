@@ -90,4 +90,8 @@ MemresBuffer *_memres_buffer_new (MemresResource *mr, const MemresAllocation *al
 MemresBuffer *_memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc,
                                            MemresStream stream, MemresIpcMapping *mapping);
 
+/* buffer.c: a buffer structure, not initialized, on a cache line of its own (64-byte aligned;
+ * aborts when out of memory), for buffer-wrap.c; buffer.c frees it at the buffer's last unref. */
+MemresBuffer *_memres_buffer_struct_alloc (void);
+
 G_END_DECLS
