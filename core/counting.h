@@ -10,33 +10,15 @@
  * for counts kept apart by a small id (the per-tag counters of issue 34): they need no other
  * layout, only MEMRES_COUNT_SETS raised and the id passed to _memres_counts_add(). A stripe
  * with one thread is changed with plain loads and stores; the shared stripe (more threads than
- * stripes) with locked adds. Included by hot-path.h, before MemresResource. */
+ * stripes) with locked adds. Which stripe a thread counts on is hot-path.h's (the resource's
+ * buffer stripes use it too). Also the inline calls of a counted layer's slots, which only
+ * resource.c expands (_memres_resource_counted_allocate/deallocate). Included through
+ * memres-private.h. */
 #pragma once
 
-#include <memres/memres-plugin.h>
+#include "hot-path.h"
 
 G_BEGIN_DECLS
-
-#define MEMRES_BUFFER_STRIPES 32
-/* the index (+ 1) of the one stripe that threads share, changed with locked instructions; each
- * stripe below it has at most one thread at a time, which changes it with plain loads and stores
- * (_memres_stripe_assign()) */
-#define MEMRES_STRIPE_SHARED MEMRES_BUFFER_STRIPES
-
-/* The calling thread's stripe + 1 (0: none yet; _memres_stripe_assign() gives it a stripe of
- * its own while one is free, else MEMRES_STRIPE_SHARED; at its exit the stripe is free again). */
-extern __thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
-guint _memres_stripe_assign (void);
-
-static inline guint
-_memres_stripe_current (void)
-{
-  guint i = _memres_stripe_index;
-
-  if (G_UNLIKELY (i == 0))
-    i = _memres_stripe_assign ();
-  return i;
-}
 
 /* A high-water mark kept from quotas: the MEMRES_BUFFER_STRIPES values at @value0, @stride
  * bytes apart, each with its quota at the same stride from @quota0. The quotas sum to at most
@@ -79,11 +61,11 @@ typedef struct
   guint64 classes_base[MEMRES_STATS_N_SIZE_CLASSES];
 } MemresCountMarks;
 
-typedef struct
+struct _MemresCounts
 {
   MemresCountStripe stripes[MEMRES_BUFFER_STRIPES];
   MemresCountMarks marks[MEMRES_COUNT_SETS]; /* under counting.c's lock, but the peaks */
-} MemresCounts;
+};
 
 /* counting.c: a counted layer's counts, zeroed; freed with _memres_counts_free(). */
 MemresCounts *_memres_counts_new (void);
@@ -138,6 +120,85 @@ _memres_counts_add (MemresCounts *counts, guint set, gint64 bytes, gint64 count,
       && G_UNLIKELY (b > __atomic_load_n (&s->bytes_quota, __ATOMIC_RELAXED)
                      || n > __atomic_load_n (&s->count_quota, __ATOMIC_RELAXED)))
     _memres_counts_peak (counts, set);
+}
+
+/* The allocate of a counted layer (MemresResource.counts, MEMRES_KIND_COUNTED): its slot, or for
+ * a pass-through layer without one (the `stats` adaptor) the call memres_upstream_allocate()
+ * would make, inline: the upstream's slot, its result checked (naming and releasing at the
+ * upstream), its bytes counted in the upstream's usage; then the layer's count (counting.h), of
+ * a record _memres_allocation_plausible() accepts only (the caller's check releases any other).
+ */
+G_ALWAYS_INLINE static inline gboolean
+_memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
+                          MemresAllocation *alloc, GError **error)
+{
+  if (mr->allocate != NULL)
+    {
+      if (G_UNLIKELY (!mr->allocate (mr, size, stream, alloc, error)))
+        return FALSE;
+    }
+  else
+    {
+      MemresResource *up = mr->upstream;
+
+      if (G_LIKELY (up->counts == NULL))
+        {
+          GError *local = NULL;
+          gboolean ok = up->allocate (up, size, stream, alloc, &local);
+
+          if (!_memres_resource_alloc_result (up, "allocate", ok, &local, size, stream, alloc,
+                                              error))
+            return FALSE;
+        }
+      else if (!_memres_resource_call_allocate_nested (up, size, stream, alloc, error))
+        return FALSE;
+      /* checked above: plausible */
+      _memres_resource_count_used (up, (gint64) alloc->size);
+      _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, TRUE);
+      return TRUE;
+    }
+  if (G_LIKELY (_memres_allocation_plausible (alloc, size)))
+    _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, TRUE);
+  return TRUE;
+}
+
+/* The deallocate of a counted layer: uncounted before the free (once freed, another thread may
+ * get the memory and count it), then its slot, or for a pass-through layer the call
+ * memres_upstream_deallocate() would make (the upstream's checked deallocate, its usage
+ * uncounted once the allocation is gone); counted again when the free failed with an error and
+ * kept the allocation (the address as it was). */
+G_ALWAYS_INLINE static inline gboolean
+_memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                            GError **error)
+{
+  guint64 address = alloc->address;
+  gint64 size = (gint64) alloc->size;
+  gboolean ok;
+
+  _memres_counts_add (mr->counts, 0, -size, -1, FALSE);
+  if (mr->deallocate != NULL)
+    ok = mr->deallocate (mr, alloc, stream, error);
+  else
+    {
+      MemresResource *up = mr->upstream;
+
+      if (G_LIKELY (up->counts == NULL && !up->wait_before_free))
+        {
+          GError *local = NULL;
+
+          ok = up->deallocate (up, alloc, stream, &local);
+          if (G_UNLIKELY (!(ok && local == NULL)))
+            ok = _memres_resource_deallocate_result_slow (up, ok, &local, address, alloc, error);
+        }
+      else
+        ok = _memres_resource_call_deallocate_nested (up, alloc, stream, error);
+      if (G_LIKELY (ok) || alloc->address != address)
+        _memres_resource_count_used (up, -size);
+    }
+  if (G_UNLIKELY (!ok) && error != NULL && *error != NULL && address != 0
+      && alloc->address == address)
+    _memres_counts_add (mr->counts, 0, size, 1, FALSE); /* kept: still live */
+  return ok;
 }
 
 G_END_DECLS

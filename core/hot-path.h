@@ -1,10 +1,12 @@
 /* memres - CUDA memory resources
- * hot-path.h: what an allocate/close pair runs in the core, in one header: the resource's
- * first cache line and its buffer stripes (MemresResource), the buffer's one line
- * (MemresBuffer), the check that a resource was not inherited through a fork(), the counts on
- * the calling thread's stripe, and the inline calls of the allocate and deallocate slots with
- * their checks (the counted layers' among them). Their out-of-line halves are resource.c's,
- * counting.c's and fork.c's. Included through memres-private.h, the core's umbrella header. */
+ * hot-path.h: what an allocate/close pair runs in the core, in one header: the calling
+ * thread's stripe, the resource's first cache line and its buffer stripes (MemresResource), the
+ * buffer's one line (MemresBuffer), the check that a resource was not inherited through a
+ * fork(), the counts on the stripe, and the inline calls of the allocate and deallocate slots
+ * with their checks. A counted layer's slots are called out of line (resource.c, on the inline
+ * bodies of counting.h), so that a pair through any other layer reads no other header of the
+ * core. The out-of-line halves are resource.c's, counting.c's and fork.c's. Included through
+ * memres-private.h, the core's umbrella header. */
 #pragma once
 
 #ifndef MEMRES_CORE_COMPILATION
@@ -14,7 +16,6 @@
 #include <memres/memres-plugin.h>
 
 #include "ipc/ipc.h"
-#include "counting.h"
 
 /* one fence state for libmemres (defined in resource.c): the buffer stripes */
 #define OWNER_FENCE_SHARED 1
@@ -22,7 +23,31 @@
 
 G_BEGIN_DECLS
 
-/* the resource's buffer stripes (MemresResource.stripes), one per thread as counting.h's */
+#define MEMRES_BUFFER_STRIPES 32
+/* the index (+ 1) of the one stripe that threads share, changed with locked instructions; each
+ * stripe below it has at most one thread at a time, which changes it with plain loads and stores
+ * (_memres_stripe_assign()) */
+#define MEMRES_STRIPE_SHARED MEMRES_BUFFER_STRIPES
+
+/* The calling thread's stripe + 1 (0: none yet; _memres_stripe_assign() gives it a stripe of
+ * its own while one is free, else MEMRES_STRIPE_SHARED; at its exit the stripe is free again). */
+extern __thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
+guint _memres_stripe_assign (void);
+
+static inline guint
+_memres_stripe_current (void)
+{
+  guint i = _memres_stripe_index;
+
+  if (G_UNLIKELY (i == 0))
+    i = _memres_stripe_assign ();
+  return i;
+}
+
+/* a counted layer's counts (counting.h) */
+typedef struct _MemresCounts MemresCounts;
+
+/* the resource's buffer stripes (MemresResource.stripes), one per thread */
 #define MEMRES_STRIPE_BIAS ((gint64) 1 << 40)
 #define MEMRES_STRIPE_DEAD ((gint64) 1 << 62)
 typedef struct
@@ -169,8 +194,8 @@ _memres_resource_check_usable (MemresResource *mr, const char *what, GError **er
   return _memres_fork_set_error (error, what);
 }
 /* resource.c: the stripes of the allocate/close hot path (see MemresResource.stripes; the
- * calling thread's stripe is counting.h's); _memres_resource_buffer_gone() counts down a dead
- * resource's buffers. */
+ * calling thread's stripe is _memres_stripe_index); _memres_resource_buffer_gone() counts down a
+ * dead resource's buffers. */
 void _memres_resource_buffer_gone (MemresResource *mr);
 
 /* resource.c: @delta more (or fewer) bytes in @mr's allocated buffers, on the calling thread's
@@ -312,87 +337,8 @@ gboolean _memres_resource_deallocate_result_slow (MemresResource *mr, gboolean o
                                                   guint64 address, MemresAllocation *alloc,
                                                   GError **error);
 
-/* The allocate of a counted layer (MemresResource.counts, MEMRES_KIND_COUNTED): its slot, or for
- * a pass-through layer without one (the `stats` adaptor) the call memres_upstream_allocate()
- * would make, inline: the upstream's slot, its result checked (naming and releasing at the
- * upstream), its bytes counted in the upstream's usage; then the layer's count (counting.h), of
- * a record _memres_allocation_plausible() accepts only (the caller's check releases any other).
- */
-G_ALWAYS_INLINE static inline gboolean
-_memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
-                          MemresAllocation *alloc, GError **error)
-{
-  if (mr->allocate != NULL)
-    {
-      if (G_UNLIKELY (!mr->allocate (mr, size, stream, alloc, error)))
-        return FALSE;
-    }
-  else
-    {
-      MemresResource *up = mr->upstream;
-
-      if (G_LIKELY (up->counts == NULL))
-        {
-          GError *local = NULL;
-          gboolean ok = up->allocate (up, size, stream, alloc, &local);
-
-          if (!_memres_resource_alloc_result (up, "allocate", ok, &local, size, stream, alloc,
-                                              error))
-            return FALSE;
-        }
-      else if (!_memres_resource_call_allocate_nested (up, size, stream, alloc, error))
-        return FALSE;
-      /* checked above: plausible */
-      _memres_resource_count_used (up, (gint64) alloc->size);
-      _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, TRUE);
-      return TRUE;
-    }
-  if (G_LIKELY (_memres_allocation_plausible (alloc, size)))
-    _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, TRUE);
-  return TRUE;
-}
-
-/* The deallocate of a counted layer: uncounted before the free (once freed, another thread may
- * get the memory and count it), then its slot, or for a pass-through layer the call
- * memres_upstream_deallocate() would make (the upstream's checked deallocate, its usage
- * uncounted once the allocation is gone); counted again when the free failed with an error and
- * kept the allocation (the address as it was). */
-G_ALWAYS_INLINE static inline gboolean
-_memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                            GError **error)
-{
-  guint64 address = alloc->address;
-  gint64 size = (gint64) alloc->size;
-  gboolean ok;
-
-  _memres_counts_add (mr->counts, 0, -size, -1, FALSE);
-  if (mr->deallocate != NULL)
-    ok = mr->deallocate (mr, alloc, stream, error);
-  else
-    {
-      MemresResource *up = mr->upstream;
-
-      if (G_LIKELY (up->counts == NULL && !up->wait_before_free))
-        {
-          GError *local = NULL;
-
-          ok = up->deallocate (up, alloc, stream, &local);
-          if (G_UNLIKELY (!(ok && local == NULL)))
-            ok = _memres_resource_deallocate_result_slow (up, ok, &local, address, alloc, error);
-        }
-      else
-        ok = _memres_resource_call_deallocate_nested (up, alloc, stream, error);
-      if (G_LIKELY (ok) || alloc->address != address)
-        _memres_resource_count_used (up, -size);
-    }
-  if (G_UNLIKELY (!ok) && error != NULL && *error != NULL && address != 0
-      && alloc->address == address)
-    _memres_counts_add (mr->counts, 0, size, 1, FALSE); /* kept: still live */
-  return ok;
-}
-
-/* resource.c: _memres_counted_allocate() and _memres_counted_deallocate() above, out of line, so
- * that the hot paths of the layers that are not counted keep their registers. */
+/* resource.c: _memres_counted_allocate() and _memres_counted_deallocate() (counting.h), out of
+ * line, so that the hot paths of the layers that are not counted keep their registers. */
 gboolean _memres_resource_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
                                             MemresAllocation *alloc, GError **error);
 gboolean _memres_resource_counted_deallocate (MemresResource *mr, MemresAllocation *alloc,
