@@ -235,12 +235,23 @@ buffer_getbuffer (PyObject *self, Py_buffer *view, int flags)
       PyErr_SetString (PyExc_BufferError, "the buffer is not host-accessible");
       return -1;
     }
-  return PyBuffer_FillInfo (view, self, memres_buffer_get_pointer (buf),
-                            (Py_ssize_t) memres_buffer_get_size (buf), 0, flags);
+  if (PyBuffer_FillInfo (view, self, memres_buffer_get_pointer (buf),
+                         (Py_ssize_t) memres_buffer_get_size (buf), 0, flags)
+      < 0)
+    return -1;
+  ((PyMemresBuffer *) self)->n_views++;
+  return 0;
+}
+
+static void
+buffer_releasebuffer (PyObject *self, Py_buffer *view)
+{
+  ((PyMemresBuffer *) self)->n_views--;
 }
 
 PyBufferProcs pymemres_buffer_as_buffer = {
   .bf_getbuffer = buffer_getbuffer,
+  .bf_releasebuffer = buffer_releasebuffer,
 };
 
 /* A legacy (DLPack 0.x) tensor adopted as a versioned one: the wrapper's deleter calls the

@@ -38,6 +38,7 @@ pymemres_buffer_wrap (MemresBuffer *buf)
     }
   self->buf = buf;
   self->weakrefs = NULL;
+  self->n_views = 0;
   return (PyObject *) self;
 }
 
@@ -94,6 +95,15 @@ buffer_close (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyO
       && (pymemres_parse_args ("close", args, nargs, kwnames, stream_names, 1, 0, argv) < 0
           || pymemres_stream_from_object (argv[0], &stream) < 0))
     return NULL;
+  if (self->n_views > 0 && !memres_buffer_is_closed (self->buf))
+    {
+      /* a memoryview would read freed memory: bytearray's and mmap's rule */
+      PyErr_Format (PyExc_BufferError,
+                    "cannot close the buffer: %zd memoryview(s) of it are still in use "
+                    "(release them first)",
+                    self->n_views);
+      return NULL;
+    }
   if (pymemres_close_may_wait (self->buf))
     {
       Py_BEGIN_ALLOW_THREADS;

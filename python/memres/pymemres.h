@@ -18,11 +18,13 @@ typedef struct
 } PyMemresResource;
 
 /* A memres.Buffer: one reference to a MemresBuffer, kept until the object dies (so that the
- * getters answer 0 after a close, as memres_buffer_get_size() does). */
+ * getters answer 0 after a close, as memres_buffer_get_size() does). @n_views counts the
+ * buffer-protocol views (memoryview) over its memory: close() refuses while there are any. */
 typedef struct
 {
   PyObject_HEAD MemresBuffer *buf;
   PyObject *weakrefs;
+  Py_ssize_t n_views;
 } PyMemresBuffer;
 
 extern PyTypeObject PyMemresResource_Type;

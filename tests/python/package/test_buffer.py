@@ -95,6 +95,33 @@ def test_memoryview(host):
     buf.close()
 
 
+def test_close_refused_while_a_memoryview_is_held(host):
+    # a close under a live memoryview freed the memory and the view read whatever came next
+    buf = host.allocate(16)
+    buf.write(b"0123456789abcdef")
+    view = memoryview(buf)
+    with pytest.raises(BufferError, match="1 memoryview"):
+        buf.close()
+    with pytest.raises(BufferError):
+        with buf:
+            pass
+    assert not buf.closed and buf.size == 16
+    assert bytes(view) == b"0123456789abcdef"
+    second = memoryview(buf)
+    view.release()
+    with pytest.raises(BufferError, match="1 memoryview"):
+        buf.close()
+    second.release()
+    buf.close()
+    assert buf.closed
+    with pytest.raises(memres.ClosedError) as info:
+        memoryview(buf)
+    assert info.value.code == memres.ErrorCode.CLOSED
+    # a recycled object starts with no view
+    again = host.allocate(16)
+    again.close()
+
+
 def test_device_buffer(device):
     buf = device.allocate(4096)
     assert buf.device_id == 0 and buf.is_device_accessible and not buf.is_host_accessible
