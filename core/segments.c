@@ -71,6 +71,7 @@ typedef struct
   gpointer data;
   GDestroyNotify destroy;
   GThread *replayer; /* under lock: the thread telling it the existing segments, or NULL */
+  gint gone;         /* atomic: unsubscribed (or its resource finalized): no more calls */
 } Subscriber;
 
 /* A resource's subscribers (MemresResource.segments), made at the first subscription. */
@@ -420,6 +421,10 @@ deliver (Subscriber *s, MemresResource *mr, MemresSegmentEvent event, const Memr
         g_cond_wait (&replay_done, &lock);
       g_mutex_unlock (&lock);
     }
+  /* unsubscribed since the event took its subscribers (by an earlier callback of this very
+   * event, say): "no event raised after this returns reaches its callback" */
+  if (g_atomic_int_get (&s->gone))
+    return;
   s->func (mr, event, seg, previous_length, s->data);
 }
 
@@ -594,6 +599,8 @@ memres_resource_unsubscribe_segments (MemresResource *mr, guint id, GError **err
         if (((Subscriber *) g_ptr_array_index (subs, i))->id == id)
           found = g_ptr_array_steal_index (subs, i);
     }
+  if (found != NULL)
+    g_atomic_int_set (&found->gone, TRUE);
   g_mutex_unlock (&lock);
   if (found == NULL)
     {

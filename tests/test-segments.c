@@ -870,6 +870,74 @@ test_cache_vmm_nested (void)
   recorder_free (r);
 }
 
+/* A callback that unsubscribes another subscriber (or itself) while an event is delivered: the
+ * subscription ends there, and the later callbacks of that same event no longer reach it (they
+ * did: the event had taken its subscribers before). */
+typedef struct
+{
+  MemresResource *mr;
+  guint victim; /* the subscription to end at the first event */
+  guint calls;
+} Unsubscriber;
+
+static void
+unsubscribe_other (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *seg,
+                   guint64 previous, gpointer data)
+{
+  Unsubscriber *u = data;
+  g_autoptr (GError) error = NULL;
+
+  u->calls++;
+  if (u->victim == 0)
+    return;
+  g_assert_true (memres_resource_unsubscribe_segments (u->mr, u->victim, &error));
+  g_assert_no_error (error);
+  /* twice: gone */
+  g_assert_false (memres_resource_unsubscribe_segments (u->mr, u->victim, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  u->victim = 0;
+}
+
+static void
+test_unsubscribe_in_callback (void)
+{
+  MemresResource *mr = mt_new_ok ("cache:chunk=64KiB>host");
+  Recorder *r = recorder_new ();
+  Unsubscriber u = { mr, 0, 0 }, self = { mr, 0, 0 };
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+  guint first_id, self_id;
+
+  /* the first subscriber ends the second at the first event */
+  first_id = memres_resource_subscribe_segments (mr, unsubscribe_other, &u, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (first_id, !=, 0);
+  u.victim = subscribe (mr, r);
+  buf = mt_alloc_ok (mr, 256, NULL);
+  g_assert_cmpuint (u.calls, ==, 1);
+  g_assert_cmpuint (r->recs->len, ==, 0);
+  g_assert_cmpint (r->destroyed, ==, 1);
+  mt_close_ok (buf, NULL);
+  trim (mr);
+  g_assert_cmpuint (u.calls, ==, 2);
+  g_assert_cmpuint (r->recs->len, ==, 0);
+
+  MT_CHECK (memres_resource_unsubscribe_segments (mr, first_id, &error));
+
+  /* a subscriber that ends itself hears nothing after */
+  self_id = memres_resource_subscribe_segments (mr, unsubscribe_other, &self, NULL, &error);
+  g_assert_no_error (error);
+  self.victim = self_id;
+  buf = mt_alloc_ok (mr, 256, NULL);
+  g_assert_cmpuint (self.calls, ==, 1);
+  mt_close_ok (buf, NULL);
+  trim (mr);
+  g_assert_cmpuint (self.calls, ==, 1);
+  g_assert_cmpuint (u.calls, ==, 2);
+  memres_resource_unref (mr);
+  recorder_free (r);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -880,6 +948,7 @@ main (int argc, char **argv)
   g_test_add_func ("/segments/pass-through", test_pass_through);
   g_test_add_func ("/segments/nested-caches", test_nested_caches);
   g_test_add_func ("/segments/bad-input", test_bad_input);
+  g_test_add_func ("/segments/unsubscribe-in-callback", test_unsubscribe_in_callback);
   g_test_add_func ("/segments/threads", test_threads);
   g_test_add_func ("/segments/vmm/events", test_vmm_events);
   g_test_add_func ("/segments/vmm/handle-types", test_vmm_handle_types);
