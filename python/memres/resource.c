@@ -118,11 +118,25 @@ resource_trim (PyMemresResource *self, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = { "bytes_to_keep", NULL };
   unsigned long long keep = 0;
+  PyObject *keep_obj = NULL;
   GError *error = NULL;
   gboolean ok;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|K:trim", keywords, &keep))
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O!:trim", keywords, &PyLong_Type, &keep_obj))
     return NULL;
+  /* not "K", which takes -1 as 2**64 - 1 (keep everything: nothing trimmed, no error) */
+  if (keep_obj != NULL)
+    {
+      keep = PyLong_AsUnsignedLongLong (keep_obj);
+      if (keep == (unsigned long long) -1 && PyErr_Occurred ())
+        {
+          if (!PyErr_ExceptionMatches (PyExc_OverflowError))
+            return NULL;
+          PyErr_Clear ();
+          PyErr_SetString (PyExc_ValueError, "bytes_to_keep must be an int from 0 to 2**64-1");
+          return NULL;
+        }
+    }
   Py_BEGIN_ALLOW_THREADS;
   ok = memres_resource_trim (self->mr, (gsize) keep, &error);
   Py_END_ALLOW_THREADS;

@@ -118,6 +118,26 @@ def test_stats_and_trim():
         mr.trim("x")
 
 
+def test_trim_bytes_to_keep_checked():
+    # a negative bytes_to_keep was taken as 2**64 - 1 ("keep everything"): no trim, no error
+    mr = memres.Resource("cache:chunk=64KiB>host")
+    mr.allocate(256).close()
+    held = mr.stats()["reserved_current"]
+    assert held == 64 * 1024
+    for bad in (-1, -(1 << 20), 1 << 64):
+        with pytest.raises(ValueError, match="bytes_to_keep must be an int from 0 to 2"):
+            mr.trim(bad)
+        with pytest.raises(ValueError):
+            mr.trim(bytes_to_keep=bad)
+    with pytest.raises(TypeError):
+        mr.trim(1.5)
+    assert mr.stats()["reserved_current"] == held
+    mr.trim((1 << 64) - 1)  # keep everything
+    assert mr.stats()["reserved_current"] == held
+    mr.trim(0)
+    assert mr.stats()["reserved_current"] == 0
+
+
 def test_trim_device(device):
     mr = memres.Resource("cache>dmr:device=0")
     mr.allocate(1 << 20).close()
