@@ -358,7 +358,7 @@ arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GE
       if (tag != NULL && tag != CU_STREAM_PER_THREAD && self->tagged_bytes > 0)
         {
           guint64 run_addr = 0;
-          guint run_unbacked;
+          guint run_unbacked = 0; /* set when found; the optimizer reads it before (memcheck) */
           Range *from = NULL;
 
           if (run_best_fit (self, tag, size, &run_addr, &from, &run_unbacked)
