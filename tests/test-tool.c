@@ -2140,6 +2140,59 @@ test_resources_description (void)
   g_rmdir (dir);
 }
 
+/* memres trace -o FILE where FILE is one of the LOGs (by another name too): refused with exit
+ * status 2 (MEMRES_ERROR_INVALID_ARGUMENT) before anything is written, the LOG's bytes intact
+ * (the trace replaced the log). Another -o is written as before. */
+static void
+test_trace_keeps_log (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-trace-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "run.csv", NULL);
+  g_autofree char *other = g_build_filename (dir, "other.csv", NULL);
+  g_autofree char *link = g_build_filename (dir, "link.csv", NULL);
+  g_autofree char *via_dot = g_strdup_printf ("%s/./run.csv", dir);
+  g_autofree char *out = g_build_filename (dir, "trace.json", NULL);
+  const char *const cases[][7] = {
+    { "trace", log, "-o", log, NULL },
+    { "trace", other, log, "-o", link, NULL },
+    { "trace", "--output", via_dot, link, NULL },
+  };
+  const char *text = "Thread,Time,Action,Pointer,Size,Stream\n"
+                     "1,10:00:00.000000,allocate,0x1000,64,0x0\n"
+                     "1,10:00:00.000001,free,0x1000,64,0x0\n";
+  g_autofree char *written = NULL;
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (log, text, -1, NULL));
+  g_assert_true (g_file_set_contents (other, text, -1, NULL));
+  g_assert_cmpint (symlink ("run.csv", link), ==, 0);
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *after = NULL;
+
+      run_toolv (&r, NULL, cases[i]);
+      g_test_message ("%s%s", r.out, r.err);
+      g_assert_cmpint (r.status, ==, 2);
+      g_assert_nonnull (
+          strstr (r.err, "refused, the trace would overwrite the log it is made from"));
+      g_assert_true (g_file_get_contents (log, &after, NULL, NULL));
+      g_assert_cmpstr (after, ==, text);
+      assert_one_error_line (&r);
+      run_clear (&r);
+    }
+  g_assert_false (g_file_test (out, G_FILE_TEST_EXISTS));
+  run_tool (&r, "trace", log, "-o", out, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_true (g_file_get_contents (out, &written, NULL, NULL));
+  g_assert_true (g_str_has_prefix (written, "{\"displayTimeUnit\": \"ms\""));
+  run_clear (&r);
+  g_remove (out);
+  g_remove (link);
+  g_remove (other);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -2180,6 +2233,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/replay/singular", test_replay_singular);
   g_test_add_func ("/tool/replay/threads", test_replay_threads);
   g_test_add_func ("/tool/replay/keeps-log", test_replay_keeps_log);
+  g_test_add_func ("/tool/trace/keeps-log", test_trace_keeps_log);
   g_test_add_func ("/tool/log-lines-lost", test_log_lines_lost);
   g_test_add_func ("/tool/json-log-on-stdout", test_json_log_on_stdout);
   g_test_add_func ("/tool/resources/description", test_resources_description);

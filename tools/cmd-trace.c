@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define US_PER_DAY (G_GINT64_CONSTANT (86400) * 1000000)
 
@@ -219,6 +220,25 @@ write_trace (Input *inputs, guint n_inputs, GArray *events)
   return g_string_free (s, FALSE);
 }
 
+/* Whether -o FILE is the file @log (LOG @index), by any name: then the trace would replace the
+ * log it is made from, and the command refuses before reading anything (a usage error). */
+static gboolean
+output_is_log (const char *output, const char *log, guint index, GError **error)
+{
+  struct stat out_st, log_st;
+  g_autofree char *shown = NULL;
+
+  if (output == NULL || strcmp (output, "-") == 0 || stat (output, &out_st) != 0
+      || stat (log, &log_st) != 0 || out_st.st_dev != log_st.st_dev
+      || out_st.st_ino != log_st.st_ino)
+    return FALSE;
+  shown = memres_tool_show_input (output);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+               "-o \"%s\" is LOG %u: refused, the trace would overwrite the log it is made from",
+               shown, index);
+  return TRUE;
+}
+
 int
 memres_tool_trace (int argc, char **argv)
 {
@@ -252,7 +272,9 @@ memres_tool_trace (int argc, char **argv)
   for (guint i = 0; i < n && status == 0; i++)
     {
       inputs[i].path = argv[i + 1];
-      if (!g_file_test (argv[i + 1], G_FILE_TEST_IS_REGULAR))
+      if (output_is_log (output, argv[i + 1], i + 1, &error))
+        status = memres_tool_fail (error);
+      else if (!g_file_test (argv[i + 1], G_FILE_TEST_IS_REGULAR))
         {
           g_autofree char *shown = memres_tool_show_input (argv[i + 1]);
 
