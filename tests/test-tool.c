@@ -2193,6 +2193,46 @@ test_trace_keeps_log (void)
   g_rmdir (dir);
 }
 
+/* memres trace takes --json (-j, and memres --json trace) as every command does: its errors are
+ * JSON on stdout with their domain and code; the trace itself is the same document. It was
+ * "Unknown option --json". */
+static void
+test_trace_json (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-trace-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "run.csv", NULL);
+  g_autofree char *missing = g_build_filename (dir, "missing.csv", NULL);
+  g_autofree char *plain = NULL;
+  const char *text = "Thread,Time,Action,Pointer,Size,Stream\n"
+                     "1,10:00:00.000000,allocate,0x1000,64,0x0\n";
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (log, text, -1, NULL));
+  run_tool (&r, "trace", log, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  plain = g_strdup (r.out);
+  run_clear (&r);
+  run_tool (&r, "trace", "--json", log, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpstr (r.out, ==, plain);
+  run_clear (&r);
+  run_tool (&r, "--json", "trace", "-j", missing, NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.out, "\"domain\": \"memres-error-quark\""));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\",\n"));
+  g_assert_nonnull (strstr (r.out, "not a regular file"));
+  g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
+  run_clear (&r);
+  run_tool (&r, "trace", "--json", log, "-o", log, NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\",\n"));
+  g_assert_nonnull (strstr (r.out, "the trace would overwrite the log it is made from"));
+  run_clear (&r);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -2234,6 +2274,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/replay/threads", test_replay_threads);
   g_test_add_func ("/tool/replay/keeps-log", test_replay_keeps_log);
   g_test_add_func ("/tool/trace/keeps-log", test_trace_keeps_log);
+  g_test_add_func ("/tool/trace/json", test_trace_json);
   g_test_add_func ("/tool/log-lines-lost", test_log_lines_lost);
   g_test_add_func ("/tool/json-log-on-stdout", test_json_log_on_stdout);
   g_test_add_func ("/tool/resources/description", test_resources_description);

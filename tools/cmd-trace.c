@@ -243,9 +243,12 @@ int
 memres_tool_trace (int argc, char **argv)
 {
   g_autofree char *output = NULL;
+  gboolean json_output = FALSE; /* the trace is JSON already: --json makes the errors JSON */
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
       "Write the trace to FILE (default: the standard output)", "FILE" },
+    { "json", 'j', 0, G_OPTION_ARG_NONE, &json_output,
+      "Print errors as JSON (the trace is JSON already)", NULL },
     { NULL },
   };
   g_autoptr (GOptionContext) context = NULL;
