@@ -39,6 +39,7 @@ pymemres_buffer_wrap (MemresBuffer *buf)
   self->buf = buf;
   self->weakrefs = NULL;
   self->n_views = 0;
+  self->n_busy = 0;
   return (PyObject *) self;
 }
 
@@ -104,6 +105,14 @@ buffer_close (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyO
                     self->n_views);
       return NULL;
     }
+  if (self->n_busy > 0 && !memres_buffer_is_closed (self->buf))
+    {
+      /* another thread copies, fills, reads or writes it with the GIL released */
+      PyErr_Format (PyExc_BufferError,
+                    "cannot close the buffer: %zd call(s) on other threads are using it",
+                    self->n_busy);
+      return NULL;
+    }
   if (pymemres_close_may_wait (self->buf))
     {
       Py_BEGIN_ALLOW_THREADS;
@@ -154,10 +163,14 @@ buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyOb
       return NULL;
     }
   other = ((PyMemresBuffer *) argv[0])->buf;
+  self->n_busy++;
+  ((PyMemresBuffer *) argv[0])->n_busy++;
   Py_BEGIN_ALLOW_THREADS;
   ok = to ? memres_buffer_copy_to (self->buf, other, stream, &error)
           : memres_buffer_copy_from (self->buf, other, stream, &error);
   Py_END_ALLOW_THREADS;
+  ((PyMemresBuffer *) argv[0])->n_busy--;
+  self->n_busy--;
   if (!ok)
     return pymemres_raise (error);
   Py_RETURN_NONE;
@@ -195,9 +208,11 @@ buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
       PyErr_SetString (PyExc_ValueError, "fill value must fit in 32 bits");
       return NULL;
     }
+  self->n_busy++;
   Py_BEGIN_ALLOW_THREADS;
   ok = memres_buffer_fill (self->buf, (guint32) value, width, stream, &error);
   Py_END_ALLOW_THREADS;
+  self->n_busy--;
   if (!ok)
     return pymemres_raise (error);
   Py_RETURN_NONE;
@@ -229,10 +244,12 @@ buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
   bytes = PyBytes_FromStringAndSize (NULL, n);
   if (bytes == NULL)
     return NULL;
+  self->n_busy++;
   Py_BEGIN_ALLOW_THREADS;
   ok = memres_buffer_read (self->buf, (gsize) offset, PyBytes_AS_STRING (bytes), (gsize) n, stream,
                            &error);
   Py_END_ALLOW_THREADS;
+  self->n_busy--;
   if (!ok)
     {
       Py_DECREF (bytes);
@@ -262,9 +279,11 @@ buffer_write (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
       PyBuffer_Release (&data);
       return NULL;
     }
+  self->n_busy++;
   Py_BEGIN_ALLOW_THREADS;
   ok = memres_buffer_write (self->buf, (gsize) offset, data.buf, (gsize) data.len, stream, &error);
   Py_END_ALLOW_THREADS;
+  self->n_busy--;
   PyBuffer_Release (&data);
   if (!ok)
     return pymemres_raise (error);

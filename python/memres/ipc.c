@@ -20,9 +20,11 @@ pymemres_buffer_export_message (PyObject *self, PyObject *unused)
   gsize length;
   gconstpointer raw;
 
+  ((PyMemresBuffer *) self)->n_busy++;
   Py_BEGIN_ALLOW_THREADS;
   ok = memres_buffer_export_message (buf, &bytes, &fds, &n_fds, &error);
   Py_END_ALLOW_THREADS;
+  ((PyMemresBuffer *) self)->n_busy--;
   if (!ok)
     return pymemres_raise (error);
   raw = g_bytes_get_data (bytes, &length);

@@ -19,12 +19,15 @@ typedef struct
 
 /* A memres.Buffer: one reference to a MemresBuffer, kept until the object dies (so that the
  * getters answer 0 after a close, as memres_buffer_get_size() does). @n_views counts the
- * buffer-protocol views (memoryview) over its memory: close() refuses while there are any. */
+ * buffer-protocol views (memoryview) over its memory, @n_busy the calls that use it with the
+ * GIL released (copies, fill, read, write, export_message): close() refuses while there are
+ * any, since another thread may be in the memory. Both change with the GIL held. */
 typedef struct
 {
   PyObject_HEAD MemresBuffer *buf;
   PyObject *weakrefs;
   Py_ssize_t n_views;
+  Py_ssize_t n_busy;
 } PyMemresBuffer;
 
 extern PyTypeObject PyMemresResource_Type;

@@ -42,3 +42,39 @@ def test_buffer_closed_in_another_thread(host):
     t.start()
     t.join()
     assert all(b.closed for b in bufs)
+
+
+def test_close_while_another_thread_reads():
+    # read(), fill() and copies release the GIL; a close() on another thread meanwhile freed the
+    # memory under them (a segmentation fault). Now the close is refused with BufferError while
+    # they run, and each transfer either sees the whole buffer or raises ClosedError.
+    mr = memres.Resource("host")
+    size = 32 << 20
+    refused = 0
+    for _ in range(20):
+        buf = mr.allocate(size)
+        buf.fill(0x11)
+        started = threading.Event()
+        result = []
+
+        def reader():
+            started.set()
+            try:
+                data = buf.read()
+                result.append(len(data) == size and data.count(0x11) == size)
+            except memres.ClosedError as err:
+                result.append(err.code == memres.ErrorCode.CLOSED)
+
+        t = threading.Thread(target=reader)
+        t.start()
+        started.wait()
+        try:
+            buf.close()
+        except BufferError as err:
+            assert "call(s) on other threads are using it" in str(err)
+            refused += 1
+        t.join()
+        assert result == [True]
+        buf.close()
+        assert buf.closed
+    print("closes refused during a read:", refused)
