@@ -80,7 +80,19 @@ order_for_consumer (MemresBuffer *buf, PyObject *stream_obj)
       if (value == -1 && PyErr_Occurred ())
         {
           PyErr_Clear ();
-          value = 3; /* a stream handle above LONG_MAX */
+          /* a stream handle above LONG_MAX, up to 2**64 - 1 */
+          if (PyLong_AsUnsignedLongLong (stream_obj) == (unsigned long long) -1
+              && PyErr_Occurred ())
+            value = -2;
+          else
+            value = 3;
+        }
+      if (value < -1)
+        {
+          PyErr_Clear ();
+          PyErr_SetString (PyExc_ValueError,
+                           "stream must be -1 (no ordering), 1, 2 or a stream handle below 2**64");
+          return -1;
         }
       if (value == -1)
         return 0;

@@ -89,6 +89,11 @@ def test_dlpack_arguments(host):
         buf.__dlpack__(max_version=1)
     with pytest.raises(ValueError):
         buf.__dlpack__(stream=0)
+    # below -1 and above 2**64 - 1 no stream: they were taken as stream handles
+    for bad in (-2, -(1 << 70), 1 << 64, 1 << 70):
+        with pytest.raises(ValueError, match="stream must be -1"):
+            buf.__dlpack__(stream=bad)
+    buf.__dlpack__(stream=(1 << 64) - 1)  # a handle, host memory: nothing to order
     buf.close()
 
 
