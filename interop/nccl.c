@@ -165,7 +165,7 @@ on_segment (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *s
  *
  * An NCCL failure inside an event cannot fail the allocation that raised it: the segment stays
  * unregistered (NCCL then copies, as for unregistered memory), the failure is counted
- * (#MemresNcclCounts.failures) and the first one is kept for memres_nccl_registrar_check().
+ * (the @failures of #MemresNcclCounts) and the first one is kept for memres_nccl_registrar_check().
  * Not collective: each rank may have its own segments. Thread-safe.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @comm is %NULL; %MEMRES_ERROR_NOT_SUPPORTED when
@@ -253,7 +253,8 @@ memres_nccl_registrar_get_counts (MemresNcclRegistrar *reg, MemresNcclCounts *co
  * Says whether every NCCL call @reg made in segment events succeeded. Thread-safe. No NCCL call.
  *
  * Errors: a copy of the first failure, %MEMRES_NCCL_ERROR with its `ncclResult_t` (the message
- * names the call and the range); #MemresNccl.failures counts them all.
+ * names the call and the range); the @failures of #MemresNcclCounts
+ * counts them all.
  *
  * Returns: %TRUE when none failed
  *
