@@ -7,7 +7,9 @@ one JSON line: the most tensors (memres buffers) live at once, against the regis
 received (total, most at once, at the end) and the failures; then an all-reduce of a tensor
 through registered memory, its values checked.
 
-  bench/nccl-count.py [--spec arena:device=0] [--steps 10] [--seed 38]
+  bench/nccl-count.py [--spec 'cache>dmr:device=0'] [--steps 10] [--seed 38]
+
+The spec needs segment events: cache over anything, vmm (one segment per tensor there).
 
 NCCL: MEMRES_NCCL_LIBRARY, else torch's wheel (site-packages/nvidia/nccl/lib/libnccl.so.2).
 Environment as bench/workloads.py (MEMRES_ALLOCATOR_LIB, MEMRES_LIBMEMRES, MEMRES_PLUGIN_PATH:
@@ -42,7 +44,7 @@ def find_nccl(torch):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--spec", default="arena:device=0")
+    ap.add_argument("--spec", default="cache>dmr:device=0")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=38)
     args = ap.parse_args()

@@ -2,8 +2,8 @@
  * without a device, without NCCL, and on the fake driver). NCCL is the file MEMRES_NCCL_LIBRARY
  * names (torch's wheel carries one: site-packages/nvidia/nccl/lib/libnccl.so.2), opened here
  * with dlopen() as memres opens it: the communicator and the all-reduce come from it directly.
- * Plain registration: a registrar over `vmm` and `arena` resources counts one registration per
- * segment, not per buffer, and an all-reduce between registered buffers moves the right bytes.
+ * Plain registration: a registrar over `vmm`, `cache>dmr` and `arena` resources (skipped while
+ * arena raises no segment events) counts one registration per segment, not per buffer, and an all-reduce between registered buffers moves the right bytes.
  * Windows: a symmetric window over a `vmm` buffer and over an `arena` buffer, an all-reduce in
  * place through it, its bytes checked. Pool memory (`dmr`): what NCCL answers, reported. */
 #include "testutil.h"
@@ -126,6 +126,14 @@ registrar_case (gconstpointer data)
   mr = mt_new_ok (spec);
   bufs[0] = mt_alloc_ok (mr, N_FLOATS * sizeof (float), NULL); /* before: at creation */
   reg = memres_nccl_registrar_new (mr, comm, &error);
+  if (g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
+    {
+      /* a kind without segment events yet (arena on main): its windows still work */
+      g_test_skip_printf ("%s: %s", spec, error->message);
+      mt_close_ok (bufs[0], NULL);
+      memres_resource_unref (mr);
+      return;
+    }
   g_assert_no_error (error);
   for (guint i = 1; i < G_N_ELEMENTS (bufs); i++) /* after: in events */
     bufs[i] = mt_alloc_ok (mr, N_FLOATS * sizeof (float), NULL);
