@@ -12,12 +12,16 @@
  * never freed: when it is full a new one twice as large is published and the old one kept on a
  * list of retired tables (a reader may still be inside it), so what is kept is always less than
  * the live table's size, and a reader never reads freed memory or past the end of a table (it
- * bounds the count by the table's own capacity, which never changes).
+ * searches the table's own capacity, a power of two that never changes: the bases past the
+ * entries in use hold the largest address, so the search needs no count).
  *
  * A lookup finds the last entry whose base is at or before the address; when that entry does not
  * hold the address, the innermost one that does is one of its ancestors (laminar ranges), so it
  * follows the parents. The innermost segment is the upper layer's: for `cache>vmm`, the cache's
- * chunk rather than the vmm buffer it lies in.
+ * chunk rather than the vmm buffer it lies in. In front of the search, each thread keeps the
+ * answers it found in a small table of its own, each tagged with the sequence number it was read
+ * at: a publication (any change of the index) makes them all stale at once, so a kept answer is
+ * used only while the index is exactly what it was when the answer was read.
  *
  * Events. A kind raises them with memres_resource_raise_segment_event(): under the lock, the
  * index changes (a mapped segment goes in before its event, an unmapping one comes out only after
@@ -29,6 +33,8 @@
  * replay to end (not holding the lock), so that a segment is never told grown or unmapping before
  * it was told mapped. */
 #include "memres-private.h"
+
+#include <stdlib.h>
 
 typedef struct
 {
@@ -87,9 +93,9 @@ static GArray *shadow;     /* Entry, under lock: the writer's copy of the index 
 static GPtrArray *states;  /* MemresSegmentsState, under lock: every one that exists */
 static guint last_id;      /* under lock */
 static GSList *retired;    /* under lock: tables readers may still be reading */
-static guint index_seq;    /* atomic: odd while the table changes */
+static guint64 index_seq;  /* atomic: odd while the table changes; never wraps */
 static Table *index_table; /* atomic */
-static gsize index_n;      /* atomic: entries in use */
+static gsize index_n;      /* under lock: entries in use in the published table */
 
 /* ---- the index ------------------------------------------------------------------------------ */
 
@@ -151,6 +157,9 @@ table_new (gsize cap)
   t->parent = (gint *) (t->end + cap);
   /* after the parents, aligned for the pointers */
   t->payload = (Payload *) (((guintptr) (t->parent + cap) + 7) & ~(guintptr) 7);
+  /* bases past the entries in use are the largest address: a search over the whole capacity
+   * (a power of two) never stops on one */
+  memset (t->base, 0xff, cap * sizeof (guint64));
   return t;
 }
 
@@ -177,7 +186,7 @@ static void
 publish (guint from)
 {
   Table *t = index_table;
-  guint seq = index_seq;
+  guint64 seq = index_seq;
 
   compute_parents ();
   if (t == NULL || t->cap < shadow->len)
@@ -205,7 +214,9 @@ publish (guint from)
   __atomic_store_n (&index_table, t, __ATOMIC_RELEASE);
   for (guint i = from; i < shadow->len; i++)
     entry_store (t, i, &g_array_index (shadow, Entry, i));
-  STORE (&index_n, (gsize) shadow->len);
+  for (gsize i = shadow->len; i < index_n; i++)
+    STORE (&t->base[i], G_MAXUINT64);
+  index_n = shadow->len;
   __atomic_store_n (&index_seq, seq + 2, __ATOMIC_RELEASE);
 }
 
@@ -270,6 +281,141 @@ segment_of (const Entry *e, MemresSegment *out)
   out->tag = e->tag;
 }
 
+/* The last answers of a thread: a direct-mapped table keyed by the address's MiB (its low bits,
+ * with the higher ones folded in: segments 1 or 2 MiB apart, as a pool's blocks or 2 MiB-aligned
+ * reservations lie, take distinct slots up to 128 or 64 of them), each answer valid while
+ * index_seq is the even value it was read at (every publication changes it: an answer from
+ * before any change of the index, an unmap included, is never used). 64 bytes a slot, 8 KiB a
+ * thread, allocated at its first lookup that found something, freed at its exit. */
+#define LOOKUP_SLOTS_LOG2 7
+
+typedef struct
+{
+  guint64 gen; /* the index_seq it was read at; 0 (never a published index's) when empty */
+  guint64 base;
+  guint64 end;
+  MemresResource *mr;
+  const char *tag;
+  gint device;
+  guint32 handle_types;
+  guint32 tag_id;
+} __attribute__ ((aligned (64))) LookupHit;
+
+typedef struct
+{
+  LookupHit slot[1 << LOOKUP_SLOTS_LOG2];
+} LookupCache;
+
+/* initial-exec as buffer.c's cache: one pointer, no __tls_get_addr on the hit */
+static __thread LookupCache *thread_lookup __attribute__ ((tls_model ("initial-exec")));
+
+static void
+lookup_cache_free (gpointer data)
+{
+  if (thread_lookup == data)
+    thread_lookup = NULL;
+  free (data);
+}
+
+static GPrivate lookup_cache_cleanup = G_PRIVATE_INIT (lookup_cache_free);
+
+static inline LookupHit *
+lookup_slot (LookupCache *c, guint64 addr)
+{
+  guint64 mib = addr >> 20;
+
+  return &c->slot[(mib ^ (mib >> LOOKUP_SLOTS_LOG2) ^ (mib >> (2 * LOOKUP_SLOTS_LOG2)))
+                  & ((1 << LOOKUP_SLOTS_LOG2) - 1)];
+}
+
+static inline void
+hit_copy (const LookupHit *h, guint64 addr, MemresLookupInfo *info)
+{
+  info->resource = h->mr;
+  info->segment.base = h->base;
+  info->segment.length = h->end - h->base;
+  info->segment.device = h->device;
+  info->segment.handle_types = h->handle_types;
+  info->segment.tag_id = h->tag_id;
+  info->segment.tag = h->tag;
+  info->offset = addr - h->base;
+}
+
+/* The search of the index under its sequence lock; the answer kept in the thread's table. */
+G_GNUC_NO_INLINE static gboolean
+lookup_slow (guint64 addr, MemresLookupInfo *info)
+{
+  g_return_val_if_fail (info != NULL, FALSE);
+
+  for (;;)
+    {
+      guint64 seq = __atomic_load_n (&index_seq, __ATOMIC_ACQUIRE);
+      const Table *t;
+      const guint64 *lo;
+      gssize i;
+      gboolean found = FALSE;
+      LookupHit hit;
+
+      if (G_UNLIKELY (seq & 1))
+        {
+          g_thread_yield ();
+          continue;
+        }
+      t = __atomic_load_n (&index_table, __ATOMIC_ACQUIRE);
+      if (t == NULL)
+        return FALSE;
+      /* the last base at or before @addr, without a branch per step: over the whole capacity
+       * (a power of two), the unused bases being the largest address */
+      lo = t->base;
+      for (gsize step = t->cap / 2; step > 0; step /= 2)
+        lo = LOAD (&lo[step]) <= addr ? lo + step : lo;
+      i = LOAD (lo) <= addr ? lo - t->base : -1;
+      while (i >= 0)
+        {
+          gint parent;
+
+          if (addr < LOAD (&t->end[i]))
+            {
+              const Payload *p = &t->payload[i];
+
+              hit.gen = seq;
+              hit.base = LOAD (&t->base[i]);
+              hit.end = LOAD (&t->end[i]);
+              hit.mr = LOAD (&p->mr);
+              hit.device = LOAD (&p->device);
+              hit.handle_types = LOAD (&p->handle_types);
+              hit.tag_id = LOAD (&p->tag_id);
+              hit.tag = LOAD (&p->tag);
+              found = TRUE;
+              break;
+            }
+          parent = LOAD (&t->parent[i]);
+          if (parent >= i) /* only a torn read; the sequence check below retries */
+            break;
+          i = parent;
+        }
+      __atomic_thread_fence (__ATOMIC_ACQUIRE);
+      if (__atomic_load_n (&index_seq, __ATOMIC_RELAXED) != seq)
+        continue;
+      if (!found)
+        return FALSE;
+      hit_copy (&hit, addr, info);
+      if (G_UNLIKELY (thread_lookup == NULL))
+        {
+          /* 64-byte slots on lines of their own; freed by this thread's exit */
+          LookupCache *c = aligned_alloc (64, sizeof (LookupCache));
+
+          if (c == NULL)
+            return TRUE; /* nothing kept; the answer stands */
+          memset (c, 0, sizeof (LookupCache));
+          thread_lookup = c;
+          g_private_set (&lookup_cache_cleanup, thread_lookup);
+        }
+      *lookup_slot (thread_lookup, addr) = hit;
+      return TRUE;
+    }
+}
+
 /**
  * memres_lookup:
  * @ptr: an address: a device pointer (`(gconstpointer) (guintptr) cudeviceptr`) or a host
@@ -290,9 +436,13 @@ segment_of (const Entry *e, MemresSegment *out)
  * allocated, which the caller knows (it holds a buffer inside the segment, say); take
  * memres_resource_ref() to keep it beyond that.
  *
- * Cost: a few nanoseconds, no lock taken and no shared cache line written (a binary search of
- * the process's segments read under a sequence lock; docs/segments.md, bench/bench-lookup.c).
- * No driver call. Thread-safe: any thread, at any time, concurrently with anything.
+ * Cost: a few nanoseconds, no lock taken and no shared cache line written. Each thread keeps the
+ * answers it found lately (a small table of its own, keyed by the address's MiB), each valid
+ * only while the index is unchanged since it was found: a repeated lookup in a segment is a
+ * load of the index's generation, two compares and the copy. Otherwise a binary search of the
+ * process's segments read under a sequence lock (docs/segments.md, bench/bench-lookup.c). No
+ * driver call. Thread-safe: any thread, at any time, concurrently with anything; an answer is
+ * never older than the index at the call (a segment unmapped before the call is not found).
  *
  * Returns: %TRUE and @info filled when @ptr lies in a segment; %FALSE (no error: not finding is
  *   no failure) when it does not, %NULL included.
@@ -303,69 +453,21 @@ gboolean
 memres_lookup (gconstpointer ptr, MemresLookupInfo *info)
 {
   guint64 addr = (guint64) (guintptr) ptr;
+  LookupCache *c = thread_lookup;
 
-  g_return_val_if_fail (info != NULL, FALSE);
-
-  for (;;)
+  /* the hit: this thread found @addr's segment lately and the index has not changed since */
+  if (G_LIKELY (c != NULL && info != NULL))
     {
-      guint seq = __atomic_load_n (&index_seq, __ATOMIC_ACQUIRE);
-      const Table *t;
-      const guint64 *lo;
-      gsize n;
-      gssize i;
-      gboolean found = FALSE;
-      MemresLookupInfo out;
+      const LookupHit *h = lookup_slot (c, addr);
 
-      if (G_UNLIKELY (seq & 1))
+      if (h->gen == __atomic_load_n (&index_seq, __ATOMIC_ACQUIRE)
+          && addr - h->base < h->end - h->base)
         {
-          g_thread_yield ();
-          continue;
+          hit_copy (h, addr, info);
+          return TRUE;
         }
-      t = __atomic_load_n (&index_table, __ATOMIC_ACQUIRE);
-      if (t == NULL)
-        return FALSE;
-      n = MIN (LOAD (&index_n), t->cap);
-      /* the last base at or before @addr, without a branch per step */
-      lo = t->base;
-      while (n > 1)
-        {
-          gsize half = n / 2;
-
-          lo = LOAD (&lo[half]) <= addr ? lo + half : lo;
-          n -= half;
-        }
-      i = n == 1 && LOAD (lo) <= addr ? lo - t->base : -1;
-      while (i >= 0)
-        {
-          gint parent;
-
-          if (addr < LOAD (&t->end[i]))
-            {
-              const Payload *p = &t->payload[i];
-
-              out.resource = LOAD (&p->mr);
-              out.segment.base = LOAD (&t->base[i]);
-              out.segment.length = LOAD (&t->end[i]) - out.segment.base;
-              out.segment.device = LOAD (&p->device);
-              out.segment.handle_types = LOAD (&p->handle_types);
-              out.segment.tag_id = LOAD (&p->tag_id);
-              out.segment.tag = LOAD (&p->tag);
-              out.offset = addr - out.segment.base;
-              found = TRUE;
-              break;
-            }
-          parent = LOAD (&t->parent[i]);
-          if (parent >= i) /* only a torn read; the sequence check below retries */
-            break;
-          i = parent;
-        }
-      __atomic_thread_fence (__ATOMIC_ACQUIRE);
-      if (__atomic_load_n (&index_seq, __ATOMIC_RELAXED) != seq)
-        continue;
-      if (found)
-        *info = out;
-      return found;
     }
+  return lookup_slow (addr, info);
 }
 
 /* ---- subscribers ---------------------------------------------------------------------------- */

@@ -14,4 +14,5 @@
 #include <memres/memres-managed.h>
 #include <memres/memres-segments.h>
 #include <memres/memres-dlpack.h>
+#include <memres/memres-nccl.h>
 #undef MEMRES_INSIDE

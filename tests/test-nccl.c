@@ -1,0 +1,402 @@
+/* test-nccl.c: memres-nccl.h against tests/fakenccl (MEMRES_NCCL_LIBRARY), or against no NCCL at
+ * all (MEMRES_TEST_NCCL=absent). Registrations follow segments, not buffers (cache over host,
+ * suite core); a segment is deregistered before the fake driver unmaps it (vmm, suite fake);
+ * NCCL failures at creation, in events and at the end are reported with their domain and code
+ * and leave nothing registered; windows; bad input; NCCL absent is NOT_SUPPORTED. */
+#include "testutil.h"
+
+#include <memres/memres.h>
+
+#include <dlfcn.h>
+#include <string.h>
+
+#define COMM ((gpointer) (guintptr) 0x5eed)
+
+typedef void (*HookFunc) (const char *call, void *base, size_t size, void *data);
+
+static struct
+{
+  void (*fail) (const char *entry, long nth, int code);
+  long (*calls) (const char *entry);
+  long (*live) (int window, size_t *bytes, int *flags);
+  void (*set_hook) (HookFunc hook, void *data);
+  void (*forget_all) (void);
+} fake;
+
+static void
+fake_open (void)
+{
+  /* the same handle memres opened (or will) */
+  gpointer h = dlopen (g_getenv ("MEMRES_NCCL_LIBRARY"), RTLD_NOW | RTLD_LOCAL);
+
+  g_assert_nonnull (h);
+  *(gpointer *) &fake.fail = dlsym (h, "fakenccl_fail");
+  *(gpointer *) &fake.calls = dlsym (h, "fakenccl_calls");
+  *(gpointer *) &fake.live = dlsym (h, "fakenccl_live");
+  *(gpointer *) &fake.set_hook = dlsym (h, "fakenccl_set_hook");
+  *(gpointer *) &fake.forget_all = dlsym (h, "fakenccl_forget_all");
+  g_assert_nonnull (fake.fail);
+  g_assert_nonnull (fake.set_hook);
+}
+
+static MemresNcclRegistrar *
+registrar_ok (MemresResource *mr)
+{
+  g_autoptr (GError) error = NULL;
+  MemresNcclRegistrar *reg = memres_nccl_registrar_new (mr, COMM, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (reg);
+  return reg;
+}
+
+static void
+free_ok (MemresNcclRegistrar *reg)
+{
+  g_autoptr (GError) error = NULL;
+
+  MT_CHECK (memres_nccl_registrar_free (reg, &error));
+}
+
+static MemresNcclCounts
+counts_of (MemresNcclRegistrar *reg)
+{
+  MemresNcclCounts c;
+
+  memres_nccl_registrar_get_counts (reg, &c);
+  return c;
+}
+
+/* The distinct segments the buffers lie in, through memres_lookup(). */
+static guint
+segments_of (MemresBuffer **bufs, guint n, guint64 *bytes)
+{
+  g_autoptr (GHashTable) seen = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+
+  *bytes = 0;
+  for (guint i = 0; i < n; i++)
+    {
+      MemresLookupInfo info;
+
+      g_assert_true (memres_lookup (memres_buffer_get_pointer (bufs[i]), &info));
+      if (!g_hash_table_contains (seen, &info.segment.base))
+        {
+          g_hash_table_add (seen, g_memdup2 (&info.segment.base, sizeof (guint64)));
+          *bytes += info.segment.length;
+        }
+    }
+  return g_hash_table_size (seen);
+}
+
+/* ---- registrations follow segments (host memory through cache) ------------------------------- */
+
+static void
+test_registrations_equal_segments (void)
+{
+  enum
+  {
+    N = 300
+  };
+  MemresResource *mr = mt_new_ok ("cache:chunk=64KiB>host");
+  MemresBuffer *bufs[N];
+  MemresNcclRegistrar *reg;
+  MemresNcclCounts c;
+  guint64 bytes = 0;
+  size_t fake_bytes = 0;
+  guint segs;
+
+  for (guint i = 0; i < N / 2; i++) /* before the registrar: registered at its creation */
+    bufs[i] = mt_alloc_ok (mr, 256 + 512 * (i % 4), NULL);
+  reg = registrar_ok (mr);
+  for (guint i = N / 2; i < N; i++) /* after: registered as their chunks are mapped */
+    bufs[i] = mt_alloc_ok (mr, 256 + 512 * (i % 4), NULL);
+
+  segs = segments_of (bufs, N, &bytes);
+  c = counts_of (reg);
+  g_assert_cmpuint (segs, <, N / 10); /* many buffers a chunk */
+  g_assert_cmpuint (c.registered, ==, segs);
+  g_assert_cmpuint (c.registered_bytes, ==, bytes);
+  g_assert_cmpuint (c.registrations, ==, segs);
+  g_assert_cmpuint (c.deregistrations, ==, 0);
+  g_assert_cmpuint (c.failures, ==, 0);
+  g_assert_cmpint (fake.live (0, &fake_bytes, NULL), ==, segs);
+  g_assert_cmpuint (fake_bytes, ==, bytes);
+  g_assert_true (memres_nccl_registrar_check (reg, NULL));
+
+  /* the chunks go back at a trim: each deregistered first */
+  for (guint i = 0; i < N; i++)
+    mt_close_ok (bufs[i], NULL);
+  g_assert_true (memres_resource_trim (mr, 0, NULL));
+  c = counts_of (reg);
+  g_assert_cmpuint (c.registered, ==, 0);
+  g_assert_cmpuint (c.registered_bytes, ==, 0);
+  g_assert_cmpuint (c.deregistrations, ==, segs);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+  free_ok (reg);
+  memres_resource_unref (mr);
+}
+
+/* Freed with segments still mapped: each deregistered, the resource untouched. */
+static void
+test_free_deregisters (void)
+{
+  MemresResource *mr = mt_new_ok ("stats>cache:max_block=4KiB>host"); /* through stats */
+  MemresBuffer *a = mt_alloc_ok (mr, 100 * 1024, NULL);
+  MemresBuffer *b = mt_alloc_ok (mr, 300, NULL);
+  MemresNcclRegistrar *reg = registrar_ok (mr);
+  MemresNcclCounts c = counts_of (reg);
+
+  g_assert_cmpuint (c.registered, ==, 2);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 2);
+  free_ok (reg);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+  memres_resource_unref (mr);
+}
+
+/* ---- failures -------------------------------------------------------------------------------- */
+
+static void
+test_fail_at_creation (void)
+{
+  MemresResource *mr = mt_new_ok ("cache:max_block=4KiB>host");
+  MemresBuffer *bufs[3];
+  g_autoptr (GError) error = NULL;
+  MemresNcclRegistrar *reg;
+
+  for (guint i = 0; i < 3; i++)
+    bufs[i] = mt_alloc_ok (mr, 64 * 1024, NULL); /* three segments */
+  fake.fail ("ncclCommRegister", 2, 5);          /* the second: ncclInvalidUsage */
+  reg = memres_nccl_registrar_new (mr, COMM, &error);
+  g_assert_null (reg);
+  g_assert_error (error, MEMRES_NCCL_ERROR, 5);
+  g_assert_nonnull (strstr (error->message, "ncclCommRegister"));
+  g_assert_nonnull (strstr (error->message, "invalid usage"));
+  g_assert_nonnull (strstr (error->message, "fakenccl: failed on demand"));
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0); /* the others deregistered */
+  /* nothing left subscribed: closing maps nothing into NCCL */
+  for (guint i = 0; i < 3; i++)
+    mt_close_ok (bufs[i], NULL);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+  memres_resource_unref (mr);
+}
+
+static void
+test_fail_in_events (void)
+{
+  MemresResource *mr = mt_new_ok ("cache:max_block=4KiB>host");
+  MemresNcclRegistrar *reg = registrar_ok (mr);
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *a, *b;
+  MemresNcclCounts c;
+
+  fake.fail ("ncclCommRegister", 1, 2);  /* ncclSystemError */
+  a = mt_alloc_ok (mr, 64 * 1024, NULL); /* the allocation stands */
+  b = mt_alloc_ok (mr, 64 * 1024, NULL);
+  c = counts_of (reg);
+  g_assert_cmpuint (c.registered, ==, 1);
+  g_assert_cmpuint (c.failures, ==, 1);
+  g_assert_false (memres_nccl_registrar_check (reg, &error));
+  g_assert_error (error, MEMRES_NCCL_ERROR, 2);
+  g_clear_error (&error);
+
+  mt_close_ok (a, NULL); /* never registered: no deregistration */
+  g_assert_cmpuint (counts_of (reg).deregistrations, ==, 0);
+  fake.fail ("ncclCommDeregister", 1, 3); /* ncclInternalError at b's unmap */
+  mt_close_ok (b, NULL);
+  c = counts_of (reg);
+  g_assert_cmpuint (c.registered, ==, 0); /* forgotten: the memory is gone */
+  g_assert_cmpuint (c.failures, ==, 2);
+  g_assert_false (memres_nccl_registrar_check (reg, &error));
+  g_assert_error (error, MEMRES_NCCL_ERROR, 2); /* the first one */
+  free_ok (reg);
+  fake.forget_all (); /* the one NCCL refused to deregister */
+  memres_resource_unref (mr);
+}
+
+static void
+test_fail_at_free (void)
+{
+  MemresResource *mr = mt_new_ok ("cache:max_block=4KiB>host");
+  MemresBuffer *a = mt_alloc_ok (mr, 64 * 1024, NULL);
+  MemresBuffer *b = mt_alloc_ok (mr, 64 * 1024, NULL);
+  MemresNcclRegistrar *reg = registrar_ok (mr);
+  g_autoptr (GError) error = NULL;
+
+  fake.fail ("ncclCommDeregister", 1, 4);
+  g_assert_false (memres_nccl_registrar_free (reg, &error));
+  g_assert_error (error, MEMRES_NCCL_ERROR, 4);
+  g_assert_nonnull (strstr (error->message, "ncclCommDeregister"));
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 1); /* the one NCCL refused; the other went */
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+  fake.forget_all ();
+  memres_resource_unref (mr);
+}
+
+/* ---- windows --------------------------------------------------------------------------------- */
+
+static void
+test_window (void)
+{
+  MemresResource *mr = mt_new_ok ("cache:max_block=4KiB>host");
+  MemresBuffer *buf = mt_alloc_ok (mr, 1 << 20, NULL);
+  g_autoptr (GError) error = NULL;
+  MemresNcclWindow *win;
+  size_t bytes = 0;
+  int flags = -1;
+
+  win = memres_nccl_window_register (buf, COMM, MEMRES_NCCL_WINDOW_SYMMETRIC, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (memres_nccl_window_get_handle (win));
+  g_assert_cmpint (fake.live (1, &bytes, &flags), ==, 1);
+  g_assert_cmpuint (bytes, ==, 1 << 20);
+  g_assert_cmpint (flags, ==, 1);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0); /* a window is no plain registration */
+  mt_close_ok (buf, NULL); /* the window keeps a reference: the memory stays */
+  MT_CHECK (memres_nccl_window_deregister (win, &error));
+  g_assert_cmpint (fake.live (1, NULL, NULL), ==, 0);
+
+  /* NCCL refuses: its code, nothing kept (the buffer's reference dropped: it is freed) */
+  buf = mt_alloc_ok (mr, 4096 * 4, NULL);
+  fake.fail ("ncclCommWindowRegister", 1, 1);
+  g_assert_null (memres_nccl_window_register (buf, COMM, 0, &error));
+  g_assert_error (error, MEMRES_NCCL_ERROR, 1);
+  g_assert_nonnull (strstr (error->message, "ncclCommWindowRegister"));
+  g_clear_error (&error);
+  win = memres_nccl_window_register (buf, COMM, 0, &error);
+  g_assert_no_error (error);
+  fake.fail ("ncclCommWindowDeregister", 1, 6);
+  g_assert_false (memres_nccl_window_deregister (win, &error));
+  g_assert_error (error, MEMRES_NCCL_ERROR, 6);
+  fake.forget_all ();
+  mt_close_ok (buf, NULL);
+  memres_resource_unref (mr);
+}
+
+/* ---- bad input ------------------------------------------------------------------------------- */
+
+static void
+test_bad_input (void)
+{
+  MemresResource *host = mt_new_ok ("host");
+  MemresResource *cache = mt_new_ok ("cache>host");
+  MemresBuffer *buf = mt_alloc_ok (host, 64, NULL);
+  g_autoptr (GError) error = NULL;
+
+  g_assert_null (memres_nccl_registrar_new (cache, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (memres_nccl_registrar_new (host, COMM, &error)); /* no segments */
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  g_assert_null (memres_nccl_window_register (buf, NULL, 0, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_null (memres_nccl_window_register (buf, COMM, 0x10, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_cmpint (fake.live (0, NULL, NULL) + fake.live (1, NULL, NULL), ==, 0);
+  mt_close_ok (buf, NULL);
+  memres_resource_unref (cache);
+  memres_resource_unref (host);
+}
+
+/* ---- the driver: deregistered before the unmap (vmm on the fake) ----------------------------- */
+
+typedef struct
+{
+  long unmaps_at_deregister;
+  long deregisters;
+  gboolean found_at_deregister;
+} Order;
+
+static void
+order_hook (const char *call, void *base, size_t size, void *data)
+{
+  Order *o = data;
+  MemresLookupInfo info;
+
+  if (strcmp (call, "ncclCommDeregister") != 0)
+    return;
+  o->deregisters++;
+  o->unmaps_at_deregister = mt_fake_call_count ("cuMemUnmap");
+  o->found_at_deregister = memres_lookup (base, &info) && info.segment.base == (guintptr) base
+                           && info.segment.length == size;
+}
+
+static void
+test_vmm_order (void)
+{
+  MemresResource *mr;
+  MemresBuffer *buf;
+  MemresNcclRegistrar *reg;
+  Order o = { 0 };
+  long unmaps;
+
+  if (!mt_require_fake ("counts the fake driver's unmaps"))
+    return;
+  mr = mt_new_ok ("vmm");
+  buf = mt_alloc_ok (mr, 4 << 20, NULL);
+  reg = registrar_ok (mr);
+  g_assert_cmpuint (counts_of (reg).registered, ==, 1);
+  g_assert_cmpuint (counts_of (reg).registered_bytes, >=, 4 << 20);
+  fake.set_hook (order_hook, &o);
+  unmaps = mt_fake_call_count ("cuMemUnmap");
+  mt_close_ok (buf, NULL);
+  fake.set_hook (NULL, NULL);
+  g_assert_cmpint (o.deregisters, ==, 1);
+  g_assert_cmpint (o.unmaps_at_deregister, ==, unmaps); /* before the driver's unmap */
+  g_assert_true (o.found_at_deregister);
+  g_assert_cmpint (mt_fake_call_count ("cuMemUnmap"), >, unmaps); /* which came after */
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+  free_ok (reg);
+  memres_resource_unref (mr);
+}
+
+/* ---- NCCL absent ----------------------------------------------------------------------------- */
+
+static void
+test_absent (void)
+{
+  MemresResource *mr = mt_new_ok ("cache>host");
+  MemresBuffer *buf = mt_alloc_ok (mr, 64, NULL);
+  g_autoptr (GError) error = NULL;
+
+  g_assert_false (memres_nccl_is_available (&error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "NCCL is not available"));
+  g_assert_nonnull (strstr (error->message, "MEMRES_NCCL_LIBRARY"));
+  g_clear_error (&error);
+  g_assert_null (memres_nccl_registrar_new (mr, COMM, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  g_assert_null (memres_nccl_window_register (buf, COMM, 0, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  mt_close_ok (buf, NULL);
+  memres_resource_unref (mr);
+}
+
+int
+main (int argc, char **argv)
+{
+  mt_init (&argc, &argv);
+  if (g_strcmp0 (g_getenv ("MEMRES_TEST_NCCL"), "absent") == 0)
+    {
+      g_test_add_func ("/nccl/absent", test_absent);
+      return g_test_run ();
+    }
+  fake_open ();
+  g_assert_true (memres_nccl_is_available (NULL));
+  g_test_add_func ("/nccl/registrations-equal-segments", test_registrations_equal_segments);
+  g_test_add_func ("/nccl/free-deregisters", test_free_deregisters);
+  g_test_add_func ("/nccl/fail-at-creation", test_fail_at_creation);
+  g_test_add_func ("/nccl/fail-in-events", test_fail_in_events);
+  g_test_add_func ("/nccl/fail-at-free", test_fail_at_free);
+  g_test_add_func ("/nccl/window", test_window);
+  g_test_add_func ("/nccl/bad-input", test_bad_input);
+  g_test_add_func ("/nccl/vmm-order", test_vmm_order);
+  return g_test_run ();
+}
