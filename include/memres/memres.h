@@ -13,5 +13,6 @@
 #include <memres/memres-adaptors.h>
 #include <memres/memres-managed.h>
 #include <memres/memres-segments.h>
+#include <memres/memres-tags.h>
 #include <memres/memres-dlpack.h>
 #undef MEMRES_INSIDE
