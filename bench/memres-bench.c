@@ -262,6 +262,12 @@ setup (BenchContext *ctx, GError **error)
       g_prefix_error (error, "cannot create '%s': ", cfg->spec);
       return FALSE;
     }
+  /* MEMRES_BENCH_TAG: the main thread's measurements run under that tag (docs/tags.md): read
+   * from the environment so that compare-builds.py can pair a build without tags, which ignores
+   * it, with this one tagged */
+  if (g_getenv ("MEMRES_BENCH_TAG") != NULL && g_getenv ("MEMRES_BENCH_TAG")[0] != '\0'
+      && !memres_tag_push (g_getenv ("MEMRES_BENCH_TAG"), error))
+    return FALSE;
   ctx->drv = memres_cuda_get_driver (error);
   if (ctx->drv == NULL)
     return FALSE;

@@ -123,12 +123,12 @@ buffer_struct_free (MemresBuffer *buf)
     buffer_cache_push (cache, buf);
 }
 
-/* Everything of a new open buffer of @mr but its allocation record. */
+/* Everything of a new open buffer of @mr but its allocation record and its state (open, and its
+ * tag: MemresBuffer.state). */
 G_ALWAYS_INLINE static inline void
 buffer_init (MemresBuffer *buf, MemresResource *mr, MemresStream stream)
 {
   buf->ref = 1; /* g_atomic_ref_count_init() is a call into GLib on this hot path */
-  buf->closed = 0;
   buf->mr = mr;
   buf->dealloc_stream = stream;
   buf->device = mr->info.device;
@@ -142,6 +142,7 @@ buffer_new (MemresResource *mr, const MemresAllocation *alloc, MemresStream stre
   MemresBuffer *buf = buffer_struct_new ();
 
   buf->alloc = *alloc;
+  buf->state = MEMRES_BUFFER_OPEN_STATE (0);
   buffer_init (buf, mr, stream);
   return buf;
 }
@@ -183,7 +184,9 @@ G_GNUC_NO_INLINE static MemresBuffer *
 allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **error)
 {
   MemresAllocation alloc = { 0, 0, NULL };
+  MemresBuffer *buf;
   GError *local = NULL;
+  guint tag;
 
   if (G_UNLIKELY (size > G_MAXSSIZE))
     {
@@ -200,7 +203,15 @@ allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **err
       allocation_failed (mr, size, local, error);
       return NULL;
     }
-  return _memres_buffer_new (mr, &alloc, stream);
+  buf = _memres_buffer_new (mr, &alloc, stream);
+  if (size == 0) /* an empty buffer carries its tag (no slot call: nothing to count) */
+    {
+      tag = _memres_tag_thread.scope;
+      if (tag == 0 && _memres_tag_defaults != 0)
+        tag = _memres_tag_resolve (stream, mr->info.device);
+      buf->tag = (guint16) tag;
+    }
+  return buf;
 }
 
 /**
@@ -226,39 +237,65 @@ allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **err
  *
  * Since: 1.0
  */
+/* The hot path of memres_resource_allocate() (1 to G_MAXSSIZE bytes, a resource of this process)
+ * for a buffer of tag @tag when @tagged (a constant in both copies): the kind fills the allocation
+ * record of a recycled buffer structure in place, and a success needs no copy. A tagged buffer's
+ * record is the thread's call record while the slot runs (tags.h), so that the counted layers it
+ * goes through count it under its tag. */
+G_ALWAYS_INLINE static inline MemresBuffer *
+allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tagged, guint tag,
+               GError **error)
+{
+  MemresBuffer *buf = buffer_struct_new ();
+  GError *local = NULL;
+  gboolean ok;
+
+  buf->alloc.address = 0;
+  buf->alloc.size = 0;
+  buf->alloc.plugin_data = NULL;
+  buf->state = MEMRES_BUFFER_OPEN_STATE (tag); /* read through the call record (tags.h) */
+  if (tagged && mr->tags_wanted)
+    {
+      _memres_tag_thread.call_record = &buf->alloc;
+      ok = _memres_resource_slot_allocate (mr, size, stream, &buf->alloc, &local);
+      _memres_tag_thread.call_record = NULL;
+    }
+  else
+    ok = _memres_resource_slot_allocate (mr, size, stream, &buf->alloc, &local);
+
+  /* the checks of _memres_resource_call_allocate(), on the record the kind filled */
+  if (G_UNLIKELY (!(ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size))))
+    {
+      GError *failure = NULL;
+
+      if (!_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream,
+                                               &buf->alloc, &failure))
+        {
+          buffer_struct_free (buf);
+          allocation_failed (mr, size, failure, error);
+          return NULL;
+        }
+    }
+  _memres_resource_add_allocated (mr, buf->alloc.size);
+  buffer_init (buf, mr, stream);
+  return buf;
+}
+
 MEMRES_HOT MemresBuffer *
 memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, GError **error)
 {
   g_return_val_if_fail (mr != NULL, NULL);
 
-  /* The hot path (1 to G_MAXSSIZE bytes, a resource of this process): the kind fills the
-   * allocation record of a recycled buffer structure in place, and a success needs no copy. */
   if (G_LIKELY (size - 1 < (gsize) G_MAXSSIZE && !_memres_resource_is_inherited (mr)))
     {
-      MemresBuffer *buf = buffer_struct_new ();
-      GError *local = NULL;
+      guint tag = _memres_tag_thread.scope;
 
-      buf->alloc.address = 0;
-      buf->alloc.size = 0;
-      buf->alloc.plugin_data = NULL;
-      gboolean ok = _memres_resource_slot_allocate (mr, size, stream, &buf->alloc, &local);
-
-      /* the checks of _memres_resource_call_allocate(), on the record the kind filled */
-      if (G_UNLIKELY (!(ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size))))
-        {
-          GError *failure = NULL;
-
-          if (!_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream,
-                                                   &buf->alloc, &failure))
-            {
-              buffer_struct_free (buf);
-              allocation_failed (mr, size, failure, error);
-              return NULL;
-            }
-        }
-      _memres_resource_add_allocated (mr, buf->alloc.size);
-      buffer_init (buf, mr, stream);
-      return buf;
+      /* one OR and one branch when no tag is set: no scope, no default (tags.h) */
+      if (G_LIKELY ((tag | _memres_tag_defaults) == 0))
+        return allocate_fast (mr, size, stream, FALSE, 0, error);
+      if (G_UNLIKELY (tag == 0) && (tag = _memres_tag_resolve (stream, mr->info.device)) == 0)
+        return allocate_fast (mr, size, stream, FALSE, 0, error);
+      return allocate_fast (mr, size, stream, TRUE, tag, error);
     }
   return allocate_slow (mr, size, stream, error);
 }
@@ -270,7 +307,7 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
  * contract included, is taken as released: _memres_resource_call_deallocate()). */
 G_ALWAYS_INLINE static inline gboolean
 buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream stream,
-                           GError **error)
+                           gboolean tagged, GError **error)
 {
   /* the size as allocated: an adaptor's memres_upstream_deallocate() zeroes the record */
   gsize size = buf->alloc.size;
@@ -280,7 +317,14 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
     {
       guint64 address = buf->alloc.address;
 
-      ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+      if (tagged && mr->tags_wanted) /* the counted layers uncount its tag (tags.h) */
+        {
+          _memres_tag_thread.call_record = &buf->alloc;
+          ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+          _memres_tag_thread.call_record = NULL;
+        }
+      else
+        ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
       if (G_UNLIKELY (!ok) && address != 0 && buf->alloc.address == address)
         return FALSE;
     }
@@ -312,7 +356,7 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
             buf->mr = NULL;
           return ok;
         }
-      return buffer_release_allocation (buf, mr, stream, error);
+      return buffer_release_allocation (buf, mr, stream, buf->tag != 0, error);
     }
   else if (buf->release != NULL)
     {
@@ -323,6 +367,17 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
       g_free (release);
     }
   return ok;
+}
+
+/* Sets buf->closed when it was not set (TRUE) with a locked exchange: for a buffer that other
+ * threads hold too. */
+static inline gboolean
+buffer_mark_closed (MemresBuffer *buf)
+{
+  guint16 expected = 0;
+
+  return __atomic_compare_exchange_n (&buf->closed, &expected, 1, FALSE, __ATOMIC_SEQ_CST,
+                                      __ATOMIC_SEQ_CST);
 }
 
 /* buffer_close() for every case but its hot path's. */
@@ -338,12 +393,27 @@ buffer_close_general (MemresBuffer *buf, MemresStream stream, MemresCloseFlags f
         return TRUE;
       __atomic_store_n (&buf->closed, 1, __ATOMIC_RELAXED);
     }
-  else if (!g_atomic_int_compare_and_exchange (&buf->closed, 0, 1))
+  else if (!buffer_mark_closed (buf))
     return TRUE;
   if (G_LIKELY (buffer_release (buf, stream, flags, error)))
     return TRUE;
   if (buf->mr != NULL)
-    g_atomic_int_set (&buf->closed, 0); /* nothing released: open again */
+    __atomic_store_n (&buf->closed, 0, __ATOMIC_SEQ_CST); /* nothing released: open again */
+  return FALSE;
+}
+
+/* The close of an open buffer held by the caller alone (nobody else closes it: no locked
+ * exchange), of memory a kind allocated, on its deallocation stream: buffer_close()'s hot path,
+ * for a buffer with a tag (@tagged: a constant in both copies). */
+G_ALWAYS_INLINE static inline gboolean
+buffer_close_owned (MemresBuffer *buf, MemresResource *mr, MemresStream stream, gboolean tagged,
+                    GError **error)
+{
+  __atomic_store_n (&buf->closed, 1, __ATOMIC_RELAXED);
+  if (G_LIKELY (buffer_release_allocation (buf, mr, stream, tagged, error)))
+    return TRUE;
+  if (buf->mr != NULL)
+    __atomic_store_n (&buf->closed, 0, __ATOMIC_RELAXED); /* nothing released: open again */
   return FALSE;
 }
 
@@ -361,16 +431,16 @@ buffer_close (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GE
   if (stream == NULL)
     stream = buf->dealloc_stream;
   mr = buf->mr;
-  if (G_LIKELY (__atomic_load_n (&buf->ref, __ATOMIC_ACQUIRE) == 1 && !buf->closed && mr != NULL
+  if (G_LIKELY (__atomic_load_n (&buf->ref, __ATOMIC_ACQUIRE) == 1 && mr != NULL
                 && stream == buf->dealloc_stream && buf->ipc_mapping == NULL))
     {
-      /* the only reference: nobody else closes it (no locked exchange) */
-      __atomic_store_n (&buf->closed, 1, __ATOMIC_RELAXED);
-      if (G_LIKELY (buffer_release_allocation (buf, mr, stream, error)))
-        return TRUE;
-      if (buf->mr != NULL)
-        __atomic_store_n (&buf->closed, 0, __ATOMIC_RELAXED); /* nothing released: open again */
-      return FALSE;
+      guint32 state = __atomic_load_n (&buf->state, __ATOMIC_RELAXED);
+
+      /* open and untagged: the one test of the untagged hot path */
+      if (G_LIKELY (state == 0))
+        return buffer_close_owned (buf, mr, stream, FALSE, error);
+      if ((state & MEMRES_BUFFER_CLOSED_BITS) == 0) /* open, tagged */
+        return buffer_close_owned (buf, mr, stream, TRUE, error);
     }
   return buffer_close_general (buf, stream, flags, error);
 }
@@ -497,7 +567,7 @@ gboolean
 memres_buffer_is_closed (MemresBuffer *buf)
 {
   g_return_val_if_fail (buf != NULL, TRUE);
-  return g_atomic_int_get (&buf->closed) != 0;
+  return __atomic_load_n (&buf->closed, __ATOMIC_SEQ_CST) != 0;
 }
 
 /**
@@ -528,7 +598,7 @@ buffer_unref_general (MemresBuffer *buf)
   if (g_atomic_int_get (&buf->ref) != 1 && !g_atomic_ref_count_dec (&buf->ref))
     return;
   /* Usually closed already: read before the (locked) exchange. */
-  if (!g_atomic_int_get (&buf->closed) && g_atomic_int_compare_and_exchange (&buf->closed, 0, 1))
+  if (!__atomic_load_n (&buf->closed, __ATOMIC_SEQ_CST) && buffer_mark_closed (buf))
     {
       GError *error = NULL;
 

@@ -3,8 +3,9 @@
  * high-water marks kept from per-stripe quotas (the resources' used bytes and the counted
  * layers' counts alike), and the counts of the layers whose kind asks for them
  * (MEMRES_KIND_COUNTED): memres_resource_get_counts() and memres_resource_reset_counts() (their
- * slot calls, which count, are inline in hot-path.h). It calls no other file of the core:
- * the resources call it. */
+ * slot calls, which count, are inline in counting.h), and the same per tag
+ * (memres_resource_get_tag_counts(), _list_tags(), _reset_tag_peak()). It calls no other file of
+ * the core but tags.c (a tag's name and id): the resources call it. */
 #include "memres-private.h"
 
 #include <stdlib.h>
@@ -169,6 +170,83 @@ totals_sum (MemresCounts *counts, guint set, guint64 classes[MEMRES_STATS_N_SIZE
   return bytes;
 }
 
+/* Tags: the same as the sets above, on the tag stripes. */
+#define TAG_STRIDE                    sizeof (MemresTagStripe)
+#define TAG_FIELD(counts, tag, field) (&(counts)->tag_stripes[0].tags[(tag)].field)
+
+static void
+tag_marks_update (MemresCounts *counts, guint tag, gboolean reset, guint64 *bytes, guint64 *count)
+{
+  MemresTagMarks *m = &counts->tag_marks[tag];
+  guint64 b, c;
+
+  b = _memres_peak_update (TAG_FIELD (counts, tag, bytes), TAG_FIELD (counts, tag, bytes_quota),
+                           TAG_STRIDE, &m->bytes_peak, reset);
+  c = _memres_peak_update (TAG_FIELD (counts, tag, count), TAG_FIELD (counts, tag, count_quota),
+                           TAG_STRIDE, &m->count_peak, reset);
+  if (bytes != NULL)
+    *bytes = b;
+  if (count != NULL)
+    *count = c;
+}
+
+G_GNUC_NO_INLINE void
+_memres_counts_tag_peak (MemresCounts *counts, guint tag)
+{
+  tag_marks_update (counts, tag, FALSE, NULL, NULL);
+}
+
+void
+_memres_counts_add_tag (MemresCounts *counts, guint tag, gint64 bytes, gint64 count,
+                        gboolean allocated)
+{
+  guint i = _memres_stripe_current ();
+  MemresTagSet *s = &counts->tag_stripes[i - 1].tags[tag];
+  gint64 b, n;
+
+  if (G_LIKELY (i != MEMRES_STRIPE_SHARED))
+    {
+      b = _memres_plain_add (&s->bytes, bytes);
+      n = _memres_plain_add (&s->count, count);
+      if (allocated)
+        {
+          _memres_plain_add ((gint64 *) &s->bytes_total, bytes);
+          _memres_plain_add ((gint64 *) &s->count_total, 1);
+        }
+    }
+  else
+    {
+      b = __atomic_add_fetch (&s->bytes, bytes, __ATOMIC_RELAXED);
+      n = __atomic_add_fetch (&s->count, count, __ATOMIC_RELAXED);
+      if (allocated)
+        {
+          __atomic_add_fetch (&s->bytes_total, (guint64) bytes, __ATOMIC_RELAXED);
+          __atomic_add_fetch (&s->count_total, 1, __ATOMIC_RELAXED);
+        }
+    }
+  if (allocated
+      && G_UNLIKELY (b > __atomic_load_n (&s->bytes_quota, __ATOMIC_RELAXED)
+                     || n > __atomic_load_n (&s->count_quota, __ATOMIC_RELAXED)))
+    _memres_counts_tag_peak (counts, tag);
+}
+
+/* The totals of tag @tag since creation: bytes, and allocations in *@count. */
+static guint64
+tag_totals_sum (MemresCounts *counts, guint tag, guint64 *count)
+{
+  guint64 bytes = 0, n = 0;
+
+  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
+    {
+      const MemresTagSet *s = &counts->tag_stripes[i].tags[tag];
+
+      bytes += __atomic_load_n (&s->bytes_total, __ATOMIC_RELAXED);
+      n += __atomic_load_n (&s->count_total, __ATOMIC_RELAXED);
+    }
+  *count = n;
+  return bytes;
+}
+
 static gboolean
 not_counted (MemresResource *mr, GError **error)
 {
@@ -242,7 +320,8 @@ memres_resource_get_counts (MemresResource *mr, MemresStatsCounters *counts, GEr
  * @error: return location for a #GError, or %NULL
  *
  * Resets what memres_resource_get_counts() reads of @mr: the peaks to the current values, the
- * totals and size classes to 0 (the current values stay). The `stats` adaptor's reset_stats slot
+ * totals and size classes to 0 (the current values stay); every tag's counts
+ * (memres_resource_get_tag_counts()) the same way. The `stats` adaptor's reset_stats slot
  * and memres_stats_reset() call it. No driver call. Thread-safe.
  *
  * Errors: %MEMRES_ERROR_NOT_SUPPORTED when @mr's kind is not counted.
@@ -266,6 +345,151 @@ memres_resource_reset_counts (MemresResource *mr, GError **error)
   g_mutex_lock (&counts_lock);
   marks_update (c, 0, TRUE, NULL, NULL);
   m->bytes_total_base = totals_sum (c, 0, m->classes_base);
+  for (guint t = 1; t <= MEMRES_TAGS_MAX; t++)
+    {
+      MemresTagMarks *tm = &c->tag_marks[t];
+
+      tag_marks_update (c, t, TRUE, NULL, NULL);
+      tm->bytes_total_base = tag_totals_sum (c, t, &tm->count_total_base);
+    }
+  g_mutex_unlock (&counts_lock);
+  return TRUE;
+}
+
+/* Tag @tag's counts of @c into @out; under counts_lock. */
+static void
+tag_counts_read (MemresCounts *c, guint tag, MemresTagCounts *out)
+{
+  MemresTagMarks *m = &c->tag_marks[tag];
+  guint64 count_total;
+
+  out->bytes_total = tag_totals_sum (c, tag, &count_total) - m->bytes_total_base;
+  out->count_total = count_total - m->count_total_base;
+  out->bytes_current = _memres_stripes_sum (TAG_FIELD (c, tag, bytes), TAG_STRIDE, NULL);
+  out->count_current = _memres_stripes_sum (TAG_FIELD (c, tag, count), TAG_STRIDE, NULL);
+  out->bytes_peak = MAX (__atomic_load_n (&m->bytes_peak, __ATOMIC_RELAXED), out->bytes_current);
+  out->count_peak = MAX (__atomic_load_n (&m->count_peak, __ATOMIC_RELAXED), out->count_current);
+}
+
+/**
+ * memres_resource_get_tag_counts:
+ * @mr: a resource whose kind has %MEMRES_KIND_COUNTED (a `stats` layer)
+ * @tag: a tag's name
+ * @counts: (out caller-allocates): return location for the counts
+ * @error: return location for a #GError, or %NULL
+ *
+ * Reads what @mr counted for the buffers allocated under @tag (memres_buffer_get_tag()): bytes
+ * and allocations, current, peak and total, since the layer's creation or the last reset
+ * (memres_resource_reset_counts(); the peaks also memres_resource_reset_tag_peak()). A layer
+ * counts a buffer under its tag when the buffer's own allocation goes through it: the layer the
+ * buffer was allocated from, and the layers below it through adaptors that pass allocations
+ * (%MEMRES_KIND_PASSES_ALLOCATIONS); what a caching layer (`cache`, `arena`) takes from its
+ * upstream is a chunk of no tag, counted in memres_resource_get_counts() only. Counted on each
+ * thread's stripe with no lock and no locked instruction, as memres_resource_get_counts() says,
+ * and as exact. A tag that exists but never went through @mr reads as zeros. No driver call.
+ * Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when @mr's kind is not counted; %MEMRES_TAG_ERROR_INVALID
+ * (@tag cannot be a tag), %MEMRES_TAG_ERROR_UNKNOWN (no allocation was ever made under @tag in
+ * this process).
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_resource_get_tag_counts (MemresResource *mr, const char *tag, MemresTagCounts *counts,
+                                GError **error)
+{
+  guint id;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (counts != NULL, FALSE);
+
+  if (mr->counts == NULL)
+    return not_counted (mr, error);
+  if ((id = _memres_tag_find (tag, error)) == 0)
+    return FALSE;
+  g_mutex_lock (&counts_lock);
+  tag_counts_read (mr->counts, id, counts);
+  g_mutex_unlock (&counts_lock);
+  return TRUE;
+}
+
+/**
+ * memres_resource_list_tags:
+ * @mr: a resource whose kind has %MEMRES_KIND_COUNTED (a `stats` layer)
+ * @error: return location for a #GError, or %NULL
+ *
+ * The tags @mr counted a buffer of (memres_resource_get_tag_counts()) since its creation: those
+ * whose total or current count is not 0 now (a reset keeps a tag whose buffers are still open),
+ * in the order of their first use in the process. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED when @mr's kind is not counted.
+ *
+ * Returns: (transfer full) (nullable): a %NULL-terminated array of names (empty when none), free
+ *   it with g_strfreev(); %NULL with @error set
+ *
+ * Since: 2.0
+ */
+GStrv
+memres_resource_list_tags (MemresResource *mr, GError **error)
+{
+  GPtrArray *names;
+  guint n;
+
+  g_return_val_if_fail (mr != NULL, NULL);
+
+  if (mr->counts == NULL)
+    {
+      not_counted (mr, error);
+      return NULL;
+    }
+  names = g_ptr_array_new ();
+  n = _memres_tag_count ();
+  g_mutex_lock (&counts_lock);
+  for (guint t = 1; t <= n; t++)
+    {
+      MemresTagCounts tc;
+
+      tag_counts_read (mr->counts, t, &tc);
+      if (tc.count_total != 0 || tc.count_current != 0)
+        g_ptr_array_add (names, g_strdup (_memres_tag_name (t)));
+    }
+  g_mutex_unlock (&counts_lock);
+  g_ptr_array_add (names, NULL);
+  return (GStrv) g_ptr_array_free (names, FALSE);
+}
+
+/**
+ * memres_resource_reset_tag_peak:
+ * @mr: a resource whose kind has %MEMRES_KIND_COUNTED (a `stats` layer)
+ * @tag: a tag's name
+ * @error: return location for a #GError, or %NULL
+ *
+ * Resets @tag's peaks in @mr (bytes and allocations) to their current values, and nothing else:
+ * the other tags' peaks, @tag's totals and the layer's own counts stay. A phase of a program
+ * measures its own peak so. No driver call. Thread-safe.
+ *
+ * Errors: those of memres_resource_get_tag_counts().
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_resource_reset_tag_peak (MemresResource *mr, const char *tag, GError **error)
+{
+  guint id;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+
+  if (mr->counts == NULL)
+    return not_counted (mr, error);
+  if ((id = _memres_tag_find (tag, error)) == 0)
+    return FALSE;
+  g_mutex_lock (&counts_lock);
+  tag_marks_update (mr->counts, id, TRUE, NULL, NULL);
   g_mutex_unlock (&counts_lock);
   return TRUE;
 }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "hot-path.h"
+#include "tags.h"
 
 G_BEGIN_DECLS
 
@@ -32,8 +33,10 @@ guint64 _memres_peak_update (gint64 *value0, gint64 *quota0, gsize stride, guint
 /* The sum of the values as above, each stored in @values when it is not NULL. */
 guint64 _memres_stripes_sum (const gint64 *value0, gsize stride, gint64 *values);
 
-/* Counter sets per stripe of a counted layer: set 0 counts every allocation (the only one so
- * far). */
+/* Counter sets per stripe of a counted layer: set 0 counts every allocation. The counts of each
+ * tag (memres-tags.h) are kept beside them in sets of their own (MemresTagSet: no size classes,
+ * 48 bytes rather than 552, so that the MEMRES_TAGS_MAX + 1 of them on each of the 32 stripes
+ * take 96 KiB a counted layer rather than 1.1 MiB). */
 #define MEMRES_COUNT_SETS 1
 
 /* One set of counts on one stripe: written by the stripe's thread. */
@@ -61,10 +64,38 @@ typedef struct
   guint64 classes_base[MEMRES_STATS_N_SIZE_CLASSES];
 } MemresCountMarks;
 
+/* One tag's counts on one stripe, written by the stripe's thread (the fields of
+ * MemresCounterSet, with a count of allocations for the size classes). */
+typedef struct
+{
+  gint64 bytes;
+  gint64 count;
+  gint64 bytes_quota;
+  gint64 count_quota;
+  guint64 bytes_total;
+  guint64 count_total;
+} MemresTagSet;
+
+/* the tags' sets of one stripe, indexed by tag id (1 to MEMRES_TAGS_MAX; 0 unused) */
+typedef struct
+{
+  MemresTagSet tags[MEMRES_TAGS_MAX + 1];
+} __attribute__ ((aligned (128))) MemresTagStripe;
+
+typedef struct
+{
+  guint64 bytes_peak;
+  guint64 count_peak;
+  guint64 bytes_total_base;
+  guint64 count_total_base;
+} MemresTagMarks;
+
 struct _MemresCounts
 {
   MemresCountStripe stripes[MEMRES_BUFFER_STRIPES];
   MemresCountMarks marks[MEMRES_COUNT_SETS]; /* under counting.c's lock, but the peaks */
+  MemresTagStripe tag_stripes[MEMRES_BUFFER_STRIPES];
+  MemresTagMarks tag_marks[MEMRES_TAGS_MAX + 1]; /* the same, per tag */
 };
 
 /* counting.c: a counted layer's counts, zeroed; freed with _memres_counts_free(). */
@@ -72,6 +103,8 @@ MemresCounts *_memres_counts_new (void);
 void _memres_counts_free (MemresCounts *counts);
 /* the slow half of _memres_counts_add(): a quota passed */
 void _memres_counts_peak (MemresCounts *counts, guint set);
+/* the slow half of _memres_counts_add_tag(): a tag's quota passed (tag-counts.c) */
+void _memres_counts_tag_peak (MemresCounts *counts, guint tag);
 /* counting.c's lock around fork() (fork.c's parts) */
 void _memres_counts_fork (MemresResource *unused, MemresForkPhase phase);
 
@@ -122,6 +155,25 @@ _memres_counts_add (MemresCounts *counts, guint set, gint64 bytes, gint64 count,
     _memres_counts_peak (counts, set);
 }
 
+/* Adds @bytes and @count to tag @tag's set (1 to MEMRES_TAGS_MAX) of the calling thread's stripe
+ * of @counts, as _memres_counts_add() does to a counter set (out of line: tags are counted off the
+ * untagged path). */
+void _memres_counts_add_tag (MemresCounts *counts, guint tag, gint64 bytes, gint64 count,
+                             gboolean allocated);
+
+/* A count of a counted layer: set 0, and the tag's set when @alloc is the record of a tagged
+ * buffer whose slot call runs on this thread (tags.h: a caching layer's chunk is not). */
+G_ALWAYS_INLINE static inline void
+_memres_counted_add (MemresResource *mr, const MemresAllocation *alloc, gint64 bytes, gint64 count,
+                     gboolean allocated)
+{
+  guint tag = _memres_tag_of_call (alloc);
+
+  _memres_counts_add (mr->counts, 0, bytes, count, allocated);
+  if (G_UNLIKELY (tag != 0))
+    _memres_counts_add_tag (mr->counts, tag, bytes, count, allocated);
+}
+
 /* The allocate of a counted layer (MemresResource.counts, MEMRES_KIND_COUNTED): its slot, or for
  * a pass-through layer without one (the `stats` adaptor) the call memres_upstream_allocate()
  * would make, inline: the upstream's slot, its result checked (naming and releasing at the
@@ -154,11 +206,11 @@ _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
         return FALSE;
       /* checked above: plausible */
       _memres_resource_count_used (up, (gint64) alloc->size);
-      _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, TRUE);
+      _memres_counted_add (mr, alloc, (gint64) alloc->size, 1, TRUE);
       return TRUE;
     }
   if (G_LIKELY (_memres_allocation_plausible (alloc, size)))
-    _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, TRUE);
+    _memres_counted_add (mr, alloc, (gint64) alloc->size, 1, TRUE);
   return TRUE;
 }
 
@@ -175,7 +227,7 @@ _memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
   gint64 size = (gint64) alloc->size;
   gboolean ok;
 
-  _memres_counts_add (mr->counts, 0, -size, -1, FALSE);
+  _memres_counted_add (mr, alloc, -size, -1, FALSE);
   if (mr->deallocate != NULL)
     ok = mr->deallocate (mr, alloc, stream, error);
   else
@@ -197,7 +249,7 @@ _memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
     }
   if (G_UNLIKELY (!ok) && error != NULL && *error != NULL && address != 0
       && alloc->address == address)
-    _memres_counts_add (mr->counts, 0, size, 1, FALSE); /* kept: still live */
+    _memres_counted_add (mr, alloc, size, 1, FALSE); /* kept: still live */
   return ok;
 }
 

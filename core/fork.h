@@ -40,6 +40,7 @@ typedef enum
   MEMRES_FORK_REGISTRY,   /* registry.c */
   MEMRES_FORK_IPC_POOLS,  /* pools_lock (ipc-pools.c) */
   MEMRES_FORK_COUNTS,     /* counting.c */
+  MEMRES_FORK_TAGS,       /* the interned tags and the defaults (tags.c) */
   MEMRES_FORK_REPORTS,    /* the last out-of-memory reports (oom-report.c) */
   MEMRES_FORK_SEGMENTS,   /* segments.c */
   MEMRES_FORK_CONTEXTS,   /* the primary contexts (cuda-driver.c) */

@@ -100,6 +100,11 @@ struct _MemresResource
 
   /* Line 1 and on: the rest. */
   MemresKind *kind;
+  /* set at creation: a layer that a buffer's own allocation record reaches from here (this one,
+   * and below it through MEMRES_KIND_PASSES_ALLOCATIONS adaptors) reads the buffer's tag: a
+   * counted one (tags.h). Read by the tagged allocate and close only, which set the thread's call
+   * record for it; an untagged pair never reads it. */
+  gboolean tags_wanted;
   const MemresResourceOps *ops; /* == &kind->ops */
   char *spec;                   /* normalized spec, or a description of the import */
   /* Lifetime, in one atomic word so that the allocate/close hot path costs one locked operation
@@ -151,7 +156,18 @@ typedef struct _MemresRelease MemresRelease;
 struct _MemresBuffer
 {
   gatomicrefcount ref;
-  gint closed;        /* atomic; set exactly once */
+  /* @closed (atomic, 16-bit; set exactly once) and the buffer's tag (tags.h; 0: none, set at
+   * allocation), one word so that the close's hot path tests both at once (@state == 0: open and
+   * untagged) */
+  union
+  {
+    struct
+    {
+      guint16 closed;
+      guint16 tag;
+    };
+    guint32 state;
+  };
   MemresResource *mr; /* strong reference; NULL for wrapped foreign memory */
   MemresAllocation alloc;
   MemresStream dealloc_stream;
@@ -164,6 +180,14 @@ struct _MemresBuffer
   };
 };
 G_STATIC_ASSERT (sizeof (MemresBuffer) <= 64);
+/* MemresBuffer.state of an open buffer of tag @tag, and the bits of its closed flag */
+#if G_BYTE_ORDER == G_LITTLE_ENDIAN
+#define MEMRES_BUFFER_OPEN_STATE(tag) ((guint32) (tag) << 16)
+#define MEMRES_BUFFER_CLOSED_BITS     0xffffu
+#else
+#define MEMRES_BUFFER_OPEN_STATE(tag) ((guint32) (tag))
+#define MEMRES_BUFFER_CLOSED_BITS     0xffff0000u
+#endif
 
 /* fork.c: whether @mr was made before a fork() in a parent whose driver was initialized
  * (_memres_fork_generation_: incremented in every child of a fork() once the driver is loaded;

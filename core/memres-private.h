@@ -24,6 +24,7 @@
 
 #include "hot-path.h"
 #include "counting.h"
+#include "tags.h"
 #include "resources.h"
 #include "buffers.h"
 #include "fork.h"

@@ -329,6 +329,10 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   /* an adaptor without get_stats reports its upstream's statistics: its count would go unread */
   mr->count_usage
       = !(kind->flags & MEMRES_KIND_OWN_USAGE) && (upstream == NULL || kind->ops.get_stats != NULL);
+  /* the layers below were made first */
+  mr->tags_wanted = (kind->flags & MEMRES_KIND_COUNTED)
+                    || ((kind->flags & MEMRES_KIND_PASSES_ALLOCATIONS) && upstream != NULL
+                        && upstream->tags_wanted);
   if ((kind->flags & MEMRES_KIND_COUNTED) && (mr->counts = _memres_counts_new ()) == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,

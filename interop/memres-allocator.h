@@ -49,4 +49,13 @@ void memres_cupy_free (void *param, void *ptr, int device);
 MemresResource *memres_allocator_get_resource (int device);
 guint64 memres_allocator_count_buffers (int device);
 
+/* Tags (memres-tags.h) for ctypes callers (memres-allocator-tags.c): 0 on success, else the
+ * MemresTagError code + 1, or -1 for another error; the message of the thread's last failure. */
+int memres_allocator_tag_push (const char *tag);
+int memres_allocator_tag_pop (const char *tag);
+int memres_allocator_tag_set_stream_default (void *stream, const char *tag);
+int memres_allocator_tag_set_device_default (int device, const char *tag);
+int memres_allocator_tag_get_counts (int device, const char *tag, MemresTagCounts *counts);
+const char *memres_allocator_tag_last_error (void);
+
 G_END_DECLS

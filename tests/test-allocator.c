@@ -27,6 +27,12 @@ typedef struct
   void (*cupy_free) (void *param, void *ptr, int device);
   MemresResource *(*get_resource) (int device);
   guint64 (*count_buffers) (int device);
+  int (*tag_push) (const char *tag);
+  int (*tag_pop) (const char *tag);
+  int (*tag_set_stream_default) (void *stream, const char *tag);
+  int (*tag_set_device_default) (int device, const char *tag);
+  int (*tag_get_counts) (int device, const char *tag, MemresTagCounts *counts);
+  const char *(*tag_last_error) (void);
 } Shim;
 
 static Shim shim;
@@ -57,6 +63,12 @@ load_shim (void)
   FIND (cupy_free, "memres_cupy_free");
   FIND (get_resource, "memres_allocator_get_resource");
   FIND (count_buffers, "memres_allocator_count_buffers");
+  FIND (tag_push, "memres_allocator_tag_push");
+  FIND (tag_pop, "memres_allocator_tag_pop");
+  FIND (tag_set_stream_default, "memres_allocator_tag_set_stream_default");
+  FIND (tag_set_device_default, "memres_allocator_tag_set_device_default");
+  FIND (tag_get_counts, "memres_allocator_tag_get_counts");
+  FIND (tag_last_error, "memres_allocator_tag_last_error");
 #undef FIND
 }
 
@@ -98,6 +110,32 @@ wrap (MemresResource *mr, void *ptr, gsize size)
 
   g_assert_no_error (error);
   return buf;
+}
+
+/* Tags through the shim's C entry points (ctypes callers): the scope is libmemres's, errors are
+ * the MemresTagError code + 1 with the thread's last message, -1 for others. */
+static void
+test_tags (void)
+{
+  MemresTagCounts counts;
+
+  g_assert_cmpint (shim.tag_push ("kv-cache"), ==, 0);
+  g_assert_cmpstr (memres_tag_get_current (), ==, "kv-cache");
+  g_assert_cmpint (shim.tag_pop ("other"), ==, MEMRES_TAG_ERROR_MISMATCH + 1);
+  g_assert_nonnull (strstr (shim.tag_last_error (), "innermost tag is \"kv-cache\""));
+  g_assert_cmpint (shim.tag_pop ("kv-cache"), ==, 0);
+  g_assert_null (memres_tag_get_current ());
+  g_assert_cmpint (shim.tag_pop (NULL), ==, MEMRES_TAG_ERROR_EMPTY + 1);
+  g_assert_cmpint (shim.tag_push (""), ==, MEMRES_TAG_ERROR_INVALID + 1);
+  g_assert_cmpstr (shim.tag_last_error (), ==, "a tag cannot be empty");
+  g_assert_cmpint (shim.tag_set_device_default (-2, "x"), ==, -1);
+  g_assert_cmpint (shim.tag_set_stream_default (NULL, "stream-tag"), ==, 0);
+  g_assert_cmpint (shim.tag_set_stream_default (NULL, NULL), ==, 0);
+  if (!require_resource ())
+    return;
+  /* no stats layer in these stacks */
+  g_assert_cmpint (shim.tag_get_counts (0, "kv-cache", &counts), ==, -1);
+  g_assert_nonnull (shim.tag_last_error ());
 }
 
 static void
@@ -520,6 +558,7 @@ main (int argc, char **argv)
   hostdev_register ();
   if (!g_test_subprocess ())
     load_shim ();
+  g_test_add_func ("/allocator/tags", test_tags);
   g_test_add_func ("/allocator/alloc-free", test_alloc_free);
   g_test_add_func ("/allocator/zero-and-null", test_zero_and_null);
   g_test_add_func ("/allocator/threads", test_threads);

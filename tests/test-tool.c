@@ -733,6 +733,39 @@ test_alloc_default_reason (void)
   run_clear (&r);
 }
 
+/* alloc --tag: the buffer's tag, and the stats layer's counts of it, in text and JSON; a tag
+ * that cannot be one fails the command (exit status 1, the tag error's message). */
+static void
+test_alloc_tag (void)
+{
+  Run r = { 0 };
+
+  run_tool (&r, "alloc", "--tag", "weights", "stats>host", "4KiB", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\ntag       weights\n"));
+  g_assert_nonnull (strstr (r.out, "\n             tag weights: 4.0 KiB (4096 bytes) in 1 buffer, "
+                                   "peak 4.0 KiB (4096 bytes); total 4.0 KiB (4096 bytes) in 1 "
+                                   "allocation\n"));
+  run_clear (&r);
+  run_tool (&r, "alloc", "--json", "--tag", "weights", "stats>host", "4KiB", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\"tag\": \"weights\""));
+  g_assert_nonnull (strstr (r.out, "\"tags\": ["));
+  g_assert_nonnull (strstr (r.out, "\"bytes_peak\": 4096"));
+  g_assert_nonnull (strstr (r.out, "\"count_total\": 1"));
+  run_clear (&r);
+  /* untagged: no tag line, a null tag */
+  run_tool (&r, "alloc", "--json", "stats>host", "4KiB", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\"tag\": null"));
+  run_clear (&r);
+  run_tool (&r, "alloc", "--tag", "", "host", "1", NULL);
+  assert_one_error_line (&r);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.err, "a tag cannot be empty"));
+  run_clear (&r);
+}
+
 /* ipc-serve with a resource that cannot be shared fails before it listens, not at the first
  * client (without --count it would otherwise fail every client, forever). */
 static void
@@ -2247,6 +2280,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/kinds/shadowed-by-embedded", test_kinds_shadowed_by_embedded);
   g_test_add_func ("/tool/kinds/odd-strings", test_kinds_odd_strings);
   g_test_add_func ("/tool/alloc/usage-errors", test_alloc_usage_errors);
+  g_test_add_func ("/tool/alloc/tag", test_alloc_tag);
   g_test_add_func ("/tool/info/driver-states", test_info_driver_states);
   g_test_add_func ("/tool/alloc/rounded-size", test_alloc_reports_rounded_size);
   g_test_add_func ("/tool/alloc/negative-size", test_alloc_negative_size);

@@ -148,6 +148,60 @@ layer_spec (MemresResource *layer)
   return g_strndup (all, strlen (all) - strlen (below) - 1);
 }
 
+/* The counts per tag of a counted layer (memres-tags.h), one line each; nothing for a layer that
+ * does not count. */
+static void
+print_tags_text (MemresResource *layer)
+{
+  g_auto (GStrv) tags = memres_resource_list_tags (layer, NULL);
+
+  for (guint k = 0; tags != NULL && tags[k] != NULL; k++)
+    {
+      MemresTagCounts c;
+      g_autofree char *name = memres_tool_one_line (tags[k]);
+
+      if (!memres_resource_get_tag_counts (layer, tags[k], &c, NULL))
+        continue;
+      {
+        g_autofree char *current = memres_tool_format_size (c.bytes_current);
+        g_autofree char *peak = memres_tool_format_size (c.bytes_peak);
+        g_autofree char *total = memres_tool_format_size (c.bytes_total);
+
+        g_print ("             tag %s: %s in %" G_GUINT64_FORMAT
+                 " buffer%s, peak %s; total %s in %" G_GUINT64_FORMAT " allocation%s\n",
+                 name, current, c.count_current, c.count_current == 1 ? "" : "s", peak, total,
+                 c.count_total, c.count_total == 1 ? "" : "s");
+      }
+    }
+}
+
+static void
+print_tags_json (MemresJson *json, MemresResource *layer)
+{
+  g_auto (GStrv) tags = memres_resource_list_tags (layer, NULL);
+
+  if (tags == NULL)
+    return;
+  memres_json_begin_array (json, "tags");
+  for (guint k = 0; tags[k] != NULL; k++)
+    {
+      MemresTagCounts c;
+
+      if (!memres_resource_get_tag_counts (layer, tags[k], &c, NULL))
+        continue;
+      memres_json_begin_object (json, NULL);
+      memres_json_string (json, "tag", tags[k]);
+      memres_json_uint (json, "bytes_current", c.bytes_current);
+      memres_json_uint (json, "bytes_peak", c.bytes_peak);
+      memres_json_uint (json, "bytes_total", c.bytes_total);
+      memres_json_uint (json, "count_current", c.count_current);
+      memres_json_uint (json, "count_peak", c.count_peak);
+      memres_json_uint (json, "count_total", c.count_total);
+      memres_json_end_object (json);
+    }
+  memres_json_end_array (json);
+}
+
 static void
 print_layers_text (MemresResource *mr)
 {
@@ -179,6 +233,7 @@ print_layers_text (MemresResource *mr)
           g_autofree char *msg = memres_tool_one_line (error->message);
           g_print ("             %s\n", msg);
         }
+      print_tags_text (layer);
     }
 }
 
@@ -215,6 +270,7 @@ print_layers_json (MemresJson *json, MemresResource *mr)
           memres_json_string (json, "stats", NULL);
           memres_json_string (json, "stats_error", error->message);
         }
+      print_tags_json (json, layer);
       memres_json_end_object (json);
     }
   memres_json_end_array (json);
@@ -256,6 +312,11 @@ print_text (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
       g_print (" (rounded up from %s)", asked);
     }
   g_print ("\nflags     %s\n", flag_text[0] != '\0' ? flag_text : "none");
+  if (memres_buffer_get_tag (buf) != NULL)
+    {
+      g_autofree char *tag = memres_tool_one_line (memres_buffer_get_tag (buf));
+      g_print ("tag       %s\n", tag);
+    }
   if (r->actual == 0)
     g_print ("verified  nothing: a 0-byte buffer is empty (address 0, nothing to write or read)\n");
   else if (r->width == 1)
@@ -308,6 +369,7 @@ print_json (MemresResource *mr, MemresBuffer *buf, const AllocReport *r)
   memres_json_uint (&json, "size", r->actual);
   memres_json_uint (&json, "requested_size", r->size);
   memres_json_int (&json, "device", memres_buffer_get_device (buf));
+  memres_json_string (&json, "tag", memres_buffer_get_tag (buf));
   memres_json_begin_array (&json, "flags");
   for (i = 0; flags[i] != NULL; i++)
     memres_json_string (&json, NULL, flags[i]);
@@ -344,12 +406,16 @@ memres_tool_alloc (int argc, char **argv)
   gboolean json_output = FALSE;
   gint device = G_MININT; /* not given: 0 */
   g_autofree char *pattern_text = NULL;
+  g_autofree char *tag = NULL;
   GOptionEntry entries[] = {
     { "device", 'd', 0, G_OPTION_ARG_INT, &device, "Device of the default resource (default 0)",
       "N" },
     { "pattern", 'p', 0, G_OPTION_ARG_FILENAME, &pattern_text,
       "32-bit fill pattern (default 0xc0ffee42; its low byte when SIZE is not a multiple of 4)",
       "VALUE" },
+    { "tag", 't', 0, G_OPTION_ARG_STRING, &tag,
+      "Allocate under this tag (memres-tags.h; counted per tag in the stack's stats layers)",
+      "NAME" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json_output, "Print JSON", NULL },
     { NULL },
   };
@@ -414,6 +480,8 @@ memres_tool_alloc (int argc, char **argv)
     }
   r.pattern = DEFAULT_PATTERN;
   if (pattern_text != NULL && !parse_pattern (pattern_text, &r.pattern, &error))
+    return memres_tool_fail (error);
+  if (tag != NULL && !memres_tag_push (tag, &error))
     return memres_tool_fail (error);
 
   /* what memres_resource_get_default() makes, with the reason when it is host memory */

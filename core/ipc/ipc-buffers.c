@@ -73,7 +73,7 @@ _memres_ipc_set_not_shared (GError **error, MemresResource *owner, const char *w
 gboolean
 _memres_ipc_check_buffer (MemresBuffer *buf, const char *verb, GError **error)
 {
-  if (g_atomic_int_get (&buf->closed))
+  if (__atomic_load_n (&buf->closed, __ATOMIC_SEQ_CST))
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "cannot %s a closed buffer", verb);
       return FALSE;

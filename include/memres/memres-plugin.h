@@ -35,6 +35,7 @@
 #include <memres/memres-adaptors.h>
 #include <memres/memres-managed.h>
 #include <memres/memres-segments.h>
+#include <memres/memres-tags.h>
 #include <memres/memres-cuda.h>
 #undef MEMRES_INSIDE
 

@@ -13,6 +13,7 @@
 #include <memres/memres-adaptors.h>
 #include <memres/memres-managed.h>
 #include <memres/memres-segments.h>
+#include <memres/memres-tags.h>
 #include <memres/memres-dlpack.h>
 #include <memres/memres-nccl.h>
 #undef MEMRES_INSIDE

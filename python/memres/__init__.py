@@ -36,8 +36,12 @@ from ._memres import (
     from_dlpack,
     import_message,
     kinds,
+    current_tag,
     plugin_search_path,
+    set_device_default_tag,
     set_plugin_dir,
+    set_stream_default_tag,
+    tags,
 )
 
 __all__ = [
@@ -51,7 +55,13 @@ __all__ = [
     "NoDeviceError",
     "OutOfMemoryError",
     "Resource",
+    "TagErrorCode",
     "__version__",
+    "current_tag",
+    "set_device_default_tag",
+    "set_stream_default_tag",
+    "tag",
+    "tags",
     "default_resource",
     "from_dlpack",
     "import_message",
@@ -81,6 +91,53 @@ class ErrorCode(_enum.IntEnum):
     INVALID_DESCRIPTOR = _memres.ERROR_INVALID_DESCRIPTOR
     PERMISSION_DENIED = _memres.ERROR_PERMISSION_DENIED
     FORKED = _memres.ERROR_FORKED
+
+
+class TagErrorCode(_enum.IntEnum):
+    """The codes of tag errors (Error.code where Error.domain is "memres-tag-error-quark"):
+    the MemresTagError enum of memres-tags.h."""
+
+    INVALID = _memres.TAG_ERROR_INVALID
+    TOO_MANY = _memres.TAG_ERROR_TOO_MANY
+    TOO_DEEP = _memres.TAG_ERROR_TOO_DEEP
+    EMPTY = _memres.TAG_ERROR_EMPTY
+    MISMATCH = _memres.TAG_ERROR_MISMATCH
+    UNKNOWN = _memres.TAG_ERROR_UNKNOWN
+
+
+class tag:
+    """A tag scope on the calling thread (docs/tags.md)::
+
+        with memres.tag("weights"):
+            buf = mr.allocate(1 << 20)      # buf.tag == "weights"
+
+    Every buffer the thread allocates inside carries the innermost tag, and the stats layers
+    it goes through count it under that tag (Resource.tag_counts()). Scopes nest; the name is
+    checked at entry (Error with TagErrorCode.INVALID: empty, over 63 bytes of UTF-8, a
+    control character). Usable as a decorator too."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        """Pushes the tag on the calling thread's scope stack (memres_tag_push)."""
+        _memres._tag_push(self.name)
+        return self
+
+    def __exit__(self, *exc):
+        """Pops it (memres_tag_pop, checking that it is the innermost tag)."""
+        _memres._tag_pop(self.name)
+        return False
+
+    def __call__(self, func):
+        import functools
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with self:
+                return func(*args, **kwargs)
+
+        return wrapper
 
 
 class MemoryFlags(_enum.IntFlag):

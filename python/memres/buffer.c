@@ -410,6 +410,8 @@ static PyGetSetDef buffer_getset[] = {
   { "is_host_accessible", (getter) buffer_get_host_accessible, NULL,
     "True when host code can dereference the memory." },
   { "closed", (getter) buffer_get_closed, NULL, "True once close() succeeded." },
+  { "tag", (getter) pymemres_buffer_get_tag, NULL,
+    "The tag the buffer was allocated under (memres.tag()), or None." },
   { "flags", (getter) buffer_get_flags, NULL, "The MemresMemoryFlags bits as an int." },
   { "memory_resource", (getter) buffer_get_resource, NULL,
     "The Resource the buffer came from; None for wrapped foreign memory or once closed." },

@@ -179,6 +179,23 @@ static PyMethodDef module_methods[] = {
     "plugin_search_path() -> list of str\n\nThe directories searched for plugins, in order." },
   { "_resource_from_address", module_resource_from_address, METH_O,
     "_resource_from_address(address) -> Resource\n\nInternal: libmemres-allocator's resources." },
+  { "_tag_push", pymemres_tag_push, METH_O,
+    "_tag_push(name)\n\nInternal: memres.tag() (memres_tag_push on the calling thread)." },
+  { "_tag_pop", pymemres_tag_pop, METH_O,
+    "_tag_pop(name)\n\nInternal: memres.tag() (memres_tag_pop; None pops whichever)." },
+  { "current_tag", pymemres_tag_current, METH_NOARGS,
+    "current_tag() -> str or None\n\nThe calling thread's innermost tag (memres.tag())." },
+  { "tags", pymemres_tag_list, METH_NOARGS,
+    "tags() -> list of str\n\nEvery tag the process has used, in the order of first use." },
+  { "set_stream_default_tag", pymemres_tag_set_stream_default, METH_VARARGS,
+    "set_stream_default_tag(stream, name)\n\n"
+    "The tag of allocations on stream made by threads without a memres.tag() scope (a\n"
+    "framework's worker threads); None clears it. A thread's scope wins over it, and it wins\n"
+    "over the device's default." },
+  { "set_device_default_tag", pymemres_tag_set_device_default, METH_VARARGS,
+    "set_device_default_tag(device, name)\n\n"
+    "The tag of allocations from resources of device (-1: host memory) made without a scope on\n"
+    "a stream without a default; None clears it." },
   { "library_path", module_library_path, METH_NOARGS,
     "library_path() -> str\n\nThe file libmemres was loaded from." },
   { NULL },
@@ -198,6 +215,12 @@ static const struct
   long value;
 } constants[] = {
   { "ERROR_FAILED", MEMRES_ERROR_FAILED },
+  { "TAG_ERROR_INVALID", MEMRES_TAG_ERROR_INVALID },
+  { "TAG_ERROR_TOO_MANY", MEMRES_TAG_ERROR_TOO_MANY },
+  { "TAG_ERROR_TOO_DEEP", MEMRES_TAG_ERROR_TOO_DEEP },
+  { "TAG_ERROR_EMPTY", MEMRES_TAG_ERROR_EMPTY },
+  { "TAG_ERROR_MISMATCH", MEMRES_TAG_ERROR_MISMATCH },
+  { "TAG_ERROR_UNKNOWN", MEMRES_TAG_ERROR_UNKNOWN },
   { "ERROR_INVALID_ARGUMENT", MEMRES_ERROR_INVALID_ARGUMENT },
   { "ERROR_NOT_FOUND", MEMRES_ERROR_NOT_FOUND },
   { "ERROR_EXISTS", MEMRES_ERROR_EXISTS },

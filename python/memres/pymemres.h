@@ -98,3 +98,15 @@ PyObject *pymemres_import_message (PyObject *module, PyObject *const *args, Py_s
 int pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames, const char *const *names, Py_ssize_t n_names,
                          Py_ssize_t n_required, PyObject **out);
+
+/* tags.c: tags (memres-tags.h) */
+PyObject *pymemres_tag_push (PyObject *module, PyObject *arg);
+PyObject *pymemres_tag_pop (PyObject *module, PyObject *arg);
+PyObject *pymemres_tag_current (PyObject *module, PyObject *unused);
+PyObject *pymemres_tag_list (PyObject *module, PyObject *unused);
+PyObject *pymemres_tag_set_stream_default (PyObject *module, PyObject *args);
+PyObject *pymemres_tag_set_device_default (PyObject *module, PyObject *args);
+PyObject *pymemres_buffer_get_tag (PyMemresBuffer *self, void *closure);
+PyObject *pymemres_resource_tag_counts (PyMemresResource *self, PyObject *arg);
+PyObject *pymemres_resource_tags (PyMemresResource *self, PyObject *unused);
+PyObject *pymemres_resource_reset_tag_peak (PyMemresResource *self, PyObject *arg);

@@ -225,6 +225,16 @@ static PyMethodDef resource_methods[] = {
     "stream (None: the legacy default stream; an int handle, an object with __cuda_stream__,\n"
     "a torch or CuPy stream). Raises OutOfMemoryError when there is no memory left,\n"
     "InvalidArgumentError for a size the kind refuses, Error otherwise." },
+  { "tag_counts", (PyCFunction) pymemres_resource_tag_counts, METH_O,
+    "tag_counts(name) -> dict\n\n"
+    "What this counted layer (a stats layer: Resource(\"stats>...\"), or find_layer) counted\n"
+    "for the buffers allocated under tag name: bytes_current, bytes_peak, bytes_total,\n"
+    "count_current, count_peak, count_total. Error (memres.ErrorCode.NOT_SUPPORTED) for a\n"
+    "layer that does not count; Error with memres.TagErrorCode.UNKNOWN for a name never used." },
+  { "tags", (PyCFunction) pymemres_resource_tags, METH_NOARGS,
+    "tags() -> list of str\n\nThe tags this counted layer counted a buffer of." },
+  { "reset_tag_peak", (PyCFunction) pymemres_resource_reset_tag_peak, METH_O,
+    "reset_tag_peak(name)\n\nResets that tag's peaks to its current values, and nothing else." },
   { "stats", (PyCFunction) resource_stats, METH_NOARGS,
     "stats() -> dict\n\n"
     "The resource's statistics in bytes: reserved_current, reserved_high (held from the\n"

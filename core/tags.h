@@ -1,0 +1,59 @@
+/* memres - CUDA memory resources
+ * tags.h: what the allocate/close hot path reads of tags (tags.c): the calling thread's innermost
+ * scope tag and whether any device or stream default is set (one OR and one branch when neither
+ * is), the tag an allocation made on a thread without a scope gets from its stream or device,
+ * and the record of the allocate or close in progress that a counted layer counts under its tag
+ * (buffer.c sets it around the slot call of a tagged buffer; memres-private.h's counted slots
+ * read it). Included by memres-private.h. */
+#pragma once
+
+#include <memres/memres-plugin.h>
+
+G_BEGIN_DECLS
+
+/* A tag's id: 1 to MEMRES_TAGS_MAX, in the order the names were first used; 0 is no tag. */
+
+/* The calling thread's tag state. @scope is the innermost tag of its scope stack (0: none).
+ * @call_record is set only while a tagged buffer's allocate or deallocate slot runs: the buffer's
+ * allocation record (MemresBuffer.alloc, the buffer's tag set), which a counted layer compares
+ * the record it counts with (a chunk a caching layer takes from its upstream is another record:
+ * it has no tag). */
+typedef struct
+{
+  guint32 scope;
+  const MemresAllocation *call_record;
+} MemresTagThread;
+
+G_GNUC_INTERNAL extern __thread MemresTagThread _memres_tag_thread
+    __attribute__ ((tls_model ("initial-exec")));
+/* how many device and stream defaults are set (0 on the fast path) */
+G_GNUC_INTERNAL extern guint _memres_tag_defaults;
+
+/* The tag of an allocation on @stream from a resource of @device made on a thread without a
+ * scope: the stream's default, else the device's, else 0. No lock. */
+guint _memres_tag_resolve (MemresStream stream, gint device);
+/* The interned name of tag @id (1 to MEMRES_TAGS_MAX), or NULL for 0; the id of @name, 0 when it
+ * was never used (@error: MEMRES_TAG_ERROR_INVALID, MEMRES_TAG_ERROR_UNKNOWN). */
+const char *_memres_tag_name (guint id);
+guint _memres_tag_find (const char *name, GError **error);
+/* how many tags exist (their ids are 1 to that) */
+guint _memres_tag_count (void);
+
+/* The tag of the buffer whose record is @alloc (out of line: it reads the buffer, which
+ * memres-private.h defines after this header). */
+guint _memres_tag_of_record (const MemresAllocation *alloc);
+
+/* tags.c's lock around fork() */
+void _memres_tags_fork (MemresResource *unused, MemresForkPhase phase);
+
+/* The tag of the allocate or deallocate slot call on @alloc in progress on this thread: the
+ * buffer's when @alloc is the record of the tagged buffer whose slot call runs, else 0. */
+G_ALWAYS_INLINE static inline guint
+_memres_tag_of_call (const MemresAllocation *alloc)
+{
+  if (G_LIKELY (alloc != _memres_tag_thread.call_record))
+    return 0;
+  return _memres_tag_of_record (alloc);
+}
+
+G_END_DECLS
