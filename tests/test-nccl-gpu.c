@@ -161,7 +161,12 @@ registrar_case (gconstpointer data)
 
   for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
     mt_close_ok (bufs[i], NULL);
-  MT_CHECK (memres_resource_trim (mr, 0, &error));
+  /* a kind that holds nothing after the closes (vmm unmaps at each close) has no trim */
+  if (!memres_resource_trim (mr, 0, &error))
+    {
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_clear_error (&error);
+    }
   memres_nccl_registrar_get_counts (reg, &c);
   g_test_message ("%s after the trim: %" G_GUINT64_FORMAT " registered, %" G_GUINT64_FORMAT
                   " registrations, %" G_GUINT64_FORMAT " deregistrations",
