@@ -15,6 +15,7 @@ int memres_tool_alloc (int argc, char **argv);
 int memres_tool_resources (int argc, char **argv);  /* cmd-resources.c */
 int memres_tool_replay (int argc, char **argv);     /* cmd-replay.c */
 int memres_tool_trace (int argc, char **argv);      /* cmd-trace.c */
+int memres_tool_snapshot (int argc, char **argv);   /* cmd-snapshot.c */
 int memres_tool_ipc_serve (int argc, char **argv);  /* cmd-ipc.c */
 int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 
