@@ -79,6 +79,13 @@ _memres_stream_context_end (MemresStreamContext *t)
  * last report (memres_resource_get_oom_report()). Only for the error the caller gets: never
  * for one an adaptor catches below. */
 void _memres_oom_report (MemresResource *mr, gsize size, GError *error);
+/* snapshot.c: the free and total bytes of the device whose memory @base (a base layer) holds
+ * (cuMemGetInfo in its primary context); FALSE when its memory is no device's or the driver
+ * cannot say. */
+gboolean _memres_device_mem_info (MemresResource *base, guint64 *free_bytes, guint64 *total);
+/* snapshot.c: the snapshot of @mr's stack as JSON text (memres_resource_snapshot() without its
+ * checks; transfer full). */
+char *_memres_snapshot_build (MemresResource *mr);
 
 /* buffer.c: a new open buffer owning @alloc, holding a reference on @mr, its bytes counted on
  * the stripes (memres_resource_allocate(), chunks received from another process).

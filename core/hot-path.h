@@ -141,6 +141,9 @@ struct _MemresResource
   /* the message of the last out-of-memory error of an allocation through this resource, with its
    * report (oom-report.c, under its lock; freed at finalize), or NULL */
   char *oom_report;
+  /* the snapshot taken at that error (snapshot.c, memres_resource_get_oom_snapshot(); under
+   * oom-report.c's lock; freed at finalize), or NULL */
+  char *oom_snapshot;
   /* its segment subscribers (segments.c), made at the first subscription, under segments.c's
    * lock */
   MemresSegmentsState *segments;

@@ -8,8 +8,12 @@
  * and what its explain_oom slot adds: free bytes, the largest free block, a limit), the
  * device's free and total bytes (cuMemGetInfo) and the one remedy that fits. The core names no
  * kind: each layer is named by its kind, and a layer's own remedy line replaces the core's
- * words when the verdict is its. */
+ * words when the verdict is its. With the report, the snapshot of the stack at the failure
+ * (snapshot.c): kept beside it (memres_resource_get_oom_snapshot()) and written to the file
+ * $MEMRES_OOM_SNAPSHOT names. */
 #include "memres-private.h"
+
+#include <unistd.h>
 
 static GMutex report_lock; /* MemresResource.oom_report of every resource */
 
@@ -97,29 +101,6 @@ layer_read (Layer *l, MemresResource *mr, gsize size)
                  && memres_resource_get_stats (mr, &l->stats, NULL);
   if (mr->ops->explain_oom != NULL && !_memres_resource_is_inherited (mr))
     mr->ops->explain_oom (mr, &l->f);
-}
-
-/* The device's free and total bytes (cuMemGetInfo in its primary context), when the memory of
- * @base is a device's. */
-static gboolean
-device_info (MemresResource *base, guint64 *free_bytes, guint64 *total)
-{
-  const MemresCudaDriver *drv;
-  gboolean pushed = FALSE;
-  size_t f = 0, t = 0;
-  CUresult r;
-
-  if (base->info.device < 0 || !(base->info.flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE)
-      || _memres_fork_driver_lost ())
-    return FALSE;
-  drv = memres_cuda_get_driver (NULL);
-  if (drv == NULL || !memres_cuda_push_context (base->info.device, &pushed, NULL))
-    return FALSE;
-  r = drv->cuMemGetInfo (&f, &t);
-  memres_cuda_pop_context (pushed);
-  *free_bytes = f;
-  *total = t;
-  return r == CUDA_SUCCESS;
 }
 
 /* The verdict and the layer it is about (NULL for exhausted): a layer that refused the request
@@ -273,6 +254,29 @@ append_remedy (GString *s, Verdict verdict, const Layer *culprit, guint64 cached
   g_string_append_c (s, '.');
 }
 
+/* The snapshot at the failure, written to the file $MEMRES_OOM_SNAPSHOT names (replaced
+ * whole: written beside it, then renamed), when it is set and not empty; "%p" in it is the
+ * process id. A file that cannot be written is a warning, never a second error. */
+static void
+write_snapshot_file (const char *snapshot)
+{
+  const char *name = g_getenv ("MEMRES_OOM_SNAPSHOT");
+  g_autofree char *path = NULL;
+  g_autofree char *pid = NULL;
+  g_autoptr (GError) local = NULL;
+  GString *p;
+
+  if (name == NULL || name[0] == '\0')
+    return;
+  p = g_string_new (name);
+  pid = g_strdup_printf ("%d", (int) getpid ());
+  g_string_replace (p, "%p", pid, 0);
+  path = g_string_free (p, FALSE);
+  if (!g_file_set_contents (path, snapshot, -1, &local))
+    g_warning ("memres: cannot write the out-of-memory snapshot to MEMRES_OOM_SNAPSHOT: %s",
+               local->message);
+}
+
 void
 _memres_oom_report (MemresResource *mr, gsize size, GError *error)
 {
@@ -284,7 +288,7 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
   guint64 cached_total = 0, dev_free = 0, dev_total = 0;
   gboolean have_device, said = FALSE;
   Verdict verdict;
-  char *old;
+  char *old, *old_snapshot, *snapshot;
   gsize len;
 
   if (g_once_init_enter (&fork_part_once))
@@ -296,7 +300,7 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
     layer_read (&layers[n++], l, size);
   for (guint i = 0; i < n; i++)
     cached_total += layer_cached (&layers[i]);
-  have_device = device_info (layers[n - 1].mr, &dev_free, &dev_total);
+  have_device = _memres_device_mem_info (layers[n - 1].mr, &dev_free, &dev_total);
   verdict = judge (layers, n, size, &culprit);
 
   s = g_string_new (error->message);
@@ -339,11 +343,16 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
 
   g_free (error->message);
   error->message = g_string_free (s, FALSE);
+  snapshot = _memres_snapshot_build (mr);
+  write_snapshot_file (snapshot);
   g_mutex_lock (&report_lock);
   old = mr->oom_report;
   mr->oom_report = g_strdup (error->message);
+  old_snapshot = mr->oom_snapshot;
+  mr->oom_snapshot = snapshot;
   g_mutex_unlock (&report_lock);
   g_free (old);
+  g_free (old_snapshot);
 }
 
 /**
@@ -378,6 +387,38 @@ memres_resource_get_oom_report (MemresResource *mr)
 
   g_mutex_lock (&report_lock);
   copy = g_strdup (mr->oom_report);
+  g_mutex_unlock (&report_lock);
+  return copy;
+}
+
+/**
+ * memres_resource_get_oom_snapshot:
+ * @mr: a #MemresResource
+ *
+ * The snapshot (memres_resource_snapshot()) of @mr's stack taken when the last
+ * %MEMRES_ERROR_OUT_OF_MEMORY of an allocation through @mr reached the application: the one
+ * whose report memres_resource_get_oom_report() returns, taken right after the failure. Taken
+ * only for the error that reaches the caller (never for one an adaptor catches below the top).
+ * When the environment variable `MEMRES_OOM_SNAPSHOT` names a file (`%p` in it becomes the
+ * process id), each such snapshot is also written there, replacing the file; a file that
+ * cannot be written is a warning (g_warning()), the allocation's error stays what it was.
+ *
+ * Thread-safe.
+ *
+ * Returns: (transfer full) (nullable): the JSON text (free it with g_free()), or %NULL when no
+ *   allocation through @mr ran out of memory yet
+ *
+ * Since: 2.0
+ */
+char *
+memres_resource_get_oom_snapshot (MemresResource *mr)
+{
+  char *copy;
+
+  g_return_val_if_fail (mr != NULL, NULL);
+
+  g_mutex_lock (&report_lock);
+  copy = g_strdup (mr->oom_snapshot);
   g_mutex_unlock (&report_lock);
   return copy;
 }

@@ -478,6 +478,7 @@ resource_finalize (MemresResource *mr)
   memres_kind_unref (mr->kind);
   g_free (mr->spec);
   g_free (mr->oom_report);
+  g_free (mr->oom_snapshot);
   upstream = mr->upstream;
   free (mr);
   if (upstream != NULL)

@@ -63,6 +63,8 @@ gboolean _memres_resource_slot_result (MemresResource *mr, const char *slot, gbo
 /* segments.c: @mr is being freed, after its finalize slot: its subscriptions end, the index
  * forgets what it still has. */
 void _memres_segments_forget (MemresResource *mr);
+/* segments.c, for snapshot.c: the segments of @mr (MemresSegment, address order; transfer full) */
+GArray *_memres_segments_copy (MemresResource *mr);
 void _memres_registry_fork (MemresResource *unused, MemresForkPhase phase);
 
 G_END_DECLS

@@ -879,3 +879,27 @@ _memres_segments_forget (MemresResource *mr)
       g_free (st);
     }
 }
+
+/* snapshot.c: a copy of the segments of @mr in the index, in address order (MemresSegment; the
+ * tags borrowed: the index never frees them), taken under the lock: one pass of the index. */
+GArray *
+_memres_segments_copy (MemresResource *mr)
+{
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (MemresSegment));
+
+  if (g_atomic_pointer_get (&shadow) == NULL)
+    return out;
+  g_mutex_lock (&lock);
+  for (guint i = 0; i < shadow->len; i++)
+    {
+      const Entry *e = &g_array_index (shadow, Entry, i);
+      MemresSegment seg;
+
+      if (e->mr != mr)
+        continue;
+      segment_of (e, &seg);
+      g_array_append_val (out, seg);
+    }
+  g_mutex_unlock (&lock);
+  return out;
+}

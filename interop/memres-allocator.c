@@ -499,3 +499,44 @@ memres_allocator_count_buffers (int device)
       n += __atomic_load_n (&devices[d].n_buffers, __ATOMIC_RELAXED);
   return (guint64) n;
 }
+
+/**
+ * memres_allocator_write_snapshot:
+ * @path: the file to write (replaced whole: written beside it, then renamed)
+ * @error: (nullable): return location for a #GError, or %NULL
+ *
+ * Writes the snapshot (memres_resource_snapshot(), docs/snapshot.md) of the resource of every
+ * device the library has made one for, as one JSON document: `{"memres_allocator_snapshot": 1,
+ * "devices": {"0": SNAPSHOT, ...}}` (an empty object when no allocation was made yet). For the
+ * snapshot at an out-of-memory failure, set `MEMRES_OOM_SNAPSHOT` instead (the core writes it
+ * when the error happens). Driver calls: those of memres_resource_snapshot().
+ *
+ * Thread safety: any thread.
+ *
+ * Returns: %TRUE when the file was written; %FALSE with @error set (a #GFileError, a
+ *   %MEMRES_ERROR_FORKED of a resource inherited through fork()) otherwise
+ */
+gboolean
+memres_allocator_write_snapshot (const char *path, GError **error)
+{
+  g_autoptr (GString) doc = g_string_new ("{\"memres_allocator_snapshot\": 1, \"devices\": {");
+  gboolean first = TRUE;
+
+  g_return_val_if_fail (path != NULL, FALSE);
+
+  for (int d = 0; d < MEMRES_ALLOCATOR_MAX_DEVICES; d++)
+    {
+      MemresResource *mr = g_atomic_pointer_get (&devices[d].mr);
+      g_autofree char *one = NULL;
+
+      if (mr == NULL)
+        continue;
+      one = memres_resource_snapshot (mr, error);
+      if (one == NULL)
+        return FALSE;
+      g_string_append_printf (doc, "%s\n\"%d\": %s", first ? "" : ",", d, g_strchomp (one));
+      first = FALSE;
+    }
+  g_string_append (doc, "}}\n");
+  return g_file_set_contents (path, doc->str, (gssize) doc->len, error);
+}

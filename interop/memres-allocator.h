@@ -48,6 +48,8 @@ void memres_cupy_free (void *param, void *ptr, int device);
 /* The resource behind a device and what is allocated through the library. */
 MemresResource *memres_allocator_get_resource (int device);
 guint64 memres_allocator_count_buffers (int device);
+/* The snapshot of every device's resource, written to @path as one JSON document. */
+gboolean memres_allocator_write_snapshot (const char *path, GError **error);
 
 /* Tags (memres-tags.h) for ctypes callers (memres-allocator-tags.c): 0 on success, else the
  * MemresTagError code + 1, or -1 for another error; the message of the thread's last failure. */

@@ -52,8 +52,8 @@ test_version (void)
   /* 2.0: the IPC slots in their own table (MemresIpcOps, MemresKindInfo.ipc) */
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 2);
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 0);
-  /* counted again from 1 in ABI 2; 2: at_fork appended; 3: explain_oom */
-  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 3);
+  /* counted again from 1 in ABI 2; 2: at_fork appended; 3: explain_oom; 4: snapshot */
+  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 4);
   g_assert_cmpint (MEMRES_IPC_OPS_VERSION, ==, 1);
 }
 
@@ -195,7 +195,7 @@ test_resource_ops (void)
 {
   SKIP_UNLESS_RECORDED ();
   /* version 1 (ABI 2.0) */
-  ASSERT_SIZE (MemresResourceOps, 120);
+  ASSERT_SIZE (MemresResourceOps, 128);
   ASSERT_OFFSET (MemresResourceOps, version, 0);
   ASSERT_OFFSET (MemresResourceOps, init, 8);
   ASSERT_OFFSET (MemresResourceOps, finalize, 16);
@@ -211,6 +211,7 @@ test_resource_ops (void)
   ASSERT_OFFSET (MemresResourceOps, get_counters, 96);
   ASSERT_OFFSET (MemresResourceOps, at_fork, 104);     /* ops version 2 */
   ASSERT_OFFSET (MemresResourceOps, explain_oom, 112); /* ops version 3 */
+  ASSERT_OFFSET (MemresResourceOps, snapshot, 120);    /* ops version 4 */
 }
 
 /* What the explain_oom slot fills (appended only, within struct_size). */
@@ -261,6 +262,8 @@ test_resource_ops_signatures (void)
   ASSERT_FIELD_TYPE (MemresResourceOps, at_fork, void (*) (MemresResource *, MemresForkPhase));
   ASSERT_FIELD_TYPE (MemresResourceOps, explain_oom,
                      void (*) (MemresResource *, MemresOomFigures *));
+  ASSERT_FIELD_TYPE (MemresResourceOps, snapshot,
+                     void (*) (MemresResource *, MemresSnapshotLayer *));
 }
 
 static void
@@ -436,6 +439,9 @@ test_enums (void)
   g_assert_cmpint (MEMRES_SEGMENT_MAPPED, ==, 0); /* since 2.0 */
   g_assert_cmpint (MEMRES_SEGMENT_GROWN, ==, 1);
   g_assert_cmpint (MEMRES_SEGMENT_UNMAPPING, ==, 2);
+  g_assert_cmpint (MEMRES_BLOCK_USED, ==, 0);
+  g_assert_cmpint (MEMRES_BLOCK_FREE, ==, 1);
+  g_assert_cmpint (MEMRES_BLOCK_PENDING, ==, 2);
 
   g_assert_cmpint (MEMRES_ERROR_FAILED, ==, 0);
   g_assert_cmpint (MEMRES_ERROR_INVALID_ARGUMENT, ==, 1);

@@ -16,6 +16,8 @@
 #include "hostdev-kind.h"
 #include "testutil.h"
 
+#include <glib/gstdio.h>
+
 typedef struct
 {
   void *(*torch_alloc) (ssize_t size, int device, void *stream);
@@ -33,6 +35,7 @@ typedef struct
   int (*tag_set_device_default) (int device, const char *tag);
   int (*tag_get_counts) (int device, const char *tag, MemresTagCounts *counts);
   const char *(*tag_last_error) (void);
+  gboolean (*write_snapshot) (const char *path, GError **error);
 } Shim;
 
 static Shim shim;
@@ -69,6 +72,7 @@ load_shim (void)
   FIND (tag_set_device_default, "memres_allocator_tag_set_device_default");
   FIND (tag_get_counts, "memres_allocator_tag_get_counts");
   FIND (tag_last_error, "memres_allocator_tag_last_error");
+  FIND (write_snapshot, "memres_allocator_write_snapshot");
 #undef FIND
 }
 
@@ -551,6 +555,37 @@ test_record_stream_and_trim (void)
   g_assert_cmpint (drv->cuStreamDestroy (other), ==, CUDA_SUCCESS);
 }
 
+/* The snapshot of every device's resource in one file; a path that cannot be written: a
+ * GFileError. */
+static void
+test_write_snapshot (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *text = NULL;
+  void *ptr;
+
+  if (!require_resource ())
+    return;
+  ptr = shim.torch_alloc (4096, 0, NULL);
+  g_assert_nonnull (ptr);
+  dir = g_dir_make_tmp ("memres-shim-XXXXXX", NULL);
+  path = g_build_filename (dir, "snapshot.json", NULL);
+  g_assert_true (shim.write_snapshot (path, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_assert_true (
+      g_str_has_prefix (text, "{\"memres_allocator_snapshot\": 1, \"devices\": {\n\"0\": {"));
+  g_assert_nonnull (strstr (text, "\"memres_snapshot\": 1"));
+  g_assert_true (g_str_has_suffix (text, "}}\n"));
+  g_remove (path);
+  g_rmdir (dir);
+  g_assert_false (shim.write_snapshot ("/nonexistent/dir/snapshot.json", &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT);
+  shim.torch_free (ptr, 4096, 0, NULL);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -575,5 +610,6 @@ main (int argc, char **argv)
                         test_device_reachable);
   g_test_add_func ("/allocator/out-of-memory", test_out_of_memory);
   g_test_add_func ("/allocator/record-stream-and-trim", test_record_stream_and_trim);
+  g_test_add_func ("/allocator/write-snapshot", test_write_snapshot);
   return g_test_run ();
 }

@@ -162,6 +162,8 @@ child_main (Objects *o, gboolean fake)
       CHILD_CHECK_FORKED (error);
       CHILD_CHECK (!memres_resource_trim (o->mr[i], 0, &error));
       CHILD_CHECK_FORKED (error);
+      CHILD_CHECK (memres_resource_snapshot (o->mr[i], &error) == NULL);
+      CHILD_CHECK_FORKED (error);
       CHILD_CHECK (!memres_buffer_fill (o->buf[i], 0, 1, NULL, &error));
       CHILD_CHECK_FORKED (error);
     }

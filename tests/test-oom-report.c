@@ -10,6 +10,9 @@
 #include "testutil.h"
 
 #include <string.h>
+#include <unistd.h>
+
+#include <glib/gstdio.h>
 
 #define KIB ((gsize) 1 << 10)
 #define MIB ((gsize) 1 << 20)
@@ -136,6 +139,7 @@ test_fragmentation (void)
   g_autoptr (MemresResource) mr = NULL;
   g_autoptr (GError) error = NULL;
   g_autoptr (GPtrArray) bufs = g_ptr_array_new ();
+  g_autofree char *snapshot = NULL;
   MemresResource *cache, *dmr;
 
   if (!mt_require_fake ("fills the fake's 64 MiB device"))
@@ -168,6 +172,18 @@ test_fragmentation (void)
   /* built at the top only */
   g_assert_null (memres_resource_get_oom_report (cache));
   g_assert_null (memres_resource_get_oom_report (dmr));
+  g_assert_null (memres_resource_get_oom_snapshot (cache));
+  g_assert_null (memres_resource_get_oom_snapshot (dmr));
+  /* the snapshot at the failure: the cache's free blocks of 128 KiB, 32 MiB of them */
+  snapshot = memres_resource_get_oom_snapshot (mr);
+  g_assert_nonnull (snapshot);
+  g_test_message ("%.2000s", snapshot);
+  assert_contains (snapshot, "\"kind\": \"cache\"");
+  assert_contains (snapshot, "\"cached\": 33554432");
+  assert_contains (snapshot, "\"largest_free\": 131072");
+  assert_contains (snapshot, "\"driver\": {\n    \"free\": 0,\n    \"total\": 67108864\n  }");
+  assert_contains (snapshot, "\"size\": 131072,\n          \"stream\": \"legacy\",\n"
+                             "          \"tag\": \"\",\n          \"state\": \"free\"");
 
   for (guint i = 1; i < bufs->len; i += 2)
     mt_close_ok (bufs->pdata[i], NULL);
@@ -207,6 +223,47 @@ test_last (void)
   assert_contains (report, "Out of memory, limit: `limit` allows 1 MiB, 0 bytes in use.");
 }
 
+/* The snapshot at the failure: kept beside the report (replaced by the next one) and written
+ * to the file MEMRES_OOM_SNAPSHOT names, %p its process id. */
+static void
+test_snapshot_file (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("limit:max=1MiB>host");
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("memres-oom-XXXXXX", NULL);
+  g_autofree char *pattern = g_build_filename (dir, "oom-%p.json", NULL);
+  g_autofree char *pid = g_strdup_printf ("oom-%d.json", (int) getpid ());
+  g_autofree char *path = g_build_filename (dir, pid, NULL);
+  g_autofree char *kept = NULL;
+  g_autofree char *written = NULL;
+
+  g_assert_null (memres_resource_get_oom_snapshot (mr));
+  g_setenv ("MEMRES_OOM_SNAPSHOT", pattern, TRUE);
+  error = allocate_oom (mr, 2 * MIB);
+  g_unsetenv ("MEMRES_OOM_SNAPSHOT");
+  kept = memres_resource_get_oom_snapshot (mr);
+  g_assert_nonnull (kept);
+  assert_contains (kept, "\"spec\": \"limit:max=1MiB>host:alignment=256\"");
+  assert_contains (kept, "\"limit\": 1048576");
+  g_assert_true (g_file_get_contents (path, &written, NULL, NULL));
+  g_assert_cmpstr (written, ==, kept);
+  g_remove (path);
+  g_rmdir (dir);
+
+  /* a file that cannot be written: a warning, and the error stays the allocation's */
+  g_setenv ("MEMRES_OOM_SNAPSHOT", "/nonexistent/dir/oom.json", TRUE);
+  if (g_test_subprocess ())
+    {
+      g_clear_error (&error);
+      error = allocate_oom (mr, 3 * MIB);
+      return;
+    }
+  g_unsetenv ("MEMRES_OOM_SNAPSHOT");
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_failed ();
+  g_test_trap_assert_stderr ("*cannot write the out-of-memory snapshot to MEMRES_OOM_SNAPSHOT*");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -219,5 +276,6 @@ main (int argc, char **argv)
   g_test_add_func ("/oom-report/fragmentation", test_fragmentation);
   g_test_add_func ("/oom-report/oversized", test_oversized);
   g_test_add_func ("/oom-report/last", test_last);
+  g_test_add_func ("/oom-report/snapshot-file", test_snapshot_file);
   return g_test_run ();
 }

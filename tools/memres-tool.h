@@ -3,6 +3,8 @@
 
 #include <memres/memres-plugin.h>
 
+#include "../sdk/json-writer.h"
+
 G_BEGIN_DECLS
 
 /* Each command parses its own options from @argv (argv[0] is the command name) and returns
@@ -13,6 +15,7 @@ int memres_tool_alloc (int argc, char **argv);
 int memres_tool_resources (int argc, char **argv);  /* cmd-resources.c */
 int memres_tool_replay (int argc, char **argv);     /* cmd-replay.c */
 int memres_tool_trace (int argc, char **argv);      /* cmd-trace.c */
+int memres_tool_snapshot (int argc, char **argv);   /* cmd-snapshot.c */
 int memres_tool_ipc_serve (int argc, char **argv);  /* cmd-ipc.c */
 int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 
@@ -95,27 +98,7 @@ gboolean memres_tool_log_bad_line (GError **error, const char *log, guint line, 
 gboolean memres_tool_log_header_ok (const char *line);
 gboolean memres_tool_parse_log_line (char *line, MemresLogLine *out, char **why);
 
-/* A small JSON writer: values are appended to a GString with indentation. */
-typedef struct
-{
-  GString *str;
-  guint depth;
-  gboolean first; /* no value yet at the current depth */
-} MemresJson;
-
-void memres_json_init (MemresJson *json);
-char *memres_json_finish (MemresJson *json); /* transfer full, ends with a newline */
-void memres_json_begin_object (MemresJson *json, const char *key);
-void memres_json_end_object (MemresJson *json);
-void memres_json_begin_array (MemresJson *json, const char *key);
-void memres_json_end_array (MemresJson *json);
-void memres_json_string (MemresJson *json, const char *key, const char *value); /* NULL: null */
-void memres_json_int (MemresJson *json, const char *key, gint64 value);
-void memres_json_uint (MemresJson *json, const char *key, guint64 value);
-void memres_json_bool (MemresJson *json, const char *key, gboolean value);
-/* @text as a JSON string, quoted, appended to @str (invalid UTF-8 as \\xNN): for a document
- * written without the writer (memres trace's, one event a line). */
-void memres_json_append_string (GString *str, const char *text);
+/* the JSON writer: sdk/json-writer.h */
 
 /* "HOST_ACCESSIBLE|STREAM_ORDERED"-style names of @flags, as a NULL-terminated array. */
 GStrv memres_tool_flag_names (MemresMemoryFlags flags);

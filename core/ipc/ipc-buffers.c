@@ -508,3 +508,20 @@ _memres_ipc_reset_stats (MemresResource *mr)
   table->mapped_high = table->mapped_bytes;
   g_mutex_unlock (&table->lock);
 }
+
+/* The snapshot hook (ipc.h): the live mappings as imports. */
+void
+_memres_ipc_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
+{
+  MemresIpcMappings *table = &_memres_ipc_import (mr)->mappings;
+
+  g_mutex_lock (&table->lock);
+  for (gsize i = 0; i <= table->mask && table->slots != NULL; i++)
+    {
+      const MemresIpcMapping *m = table->slots[i].mapping;
+
+      if (m != NULL && m->n_users > 0)
+        memres_snapshot_add_import (layer, m->alloc.address, m->alloc.size);
+    }
+  g_mutex_unlock (&table->lock);
+}

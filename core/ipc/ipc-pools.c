@@ -76,6 +76,7 @@ static const MemresIpcHooks import_hooks = {
   .release_buffer = _memres_ipc_release_buffer,
   .get_stats = _memres_ipc_get_stats,
   .reset_stats = _memres_ipc_reset_stats,
+  .snapshot = _memres_ipc_snapshot,
 };
 
 /* The IPC state of @mr, just made by memres_resource_import_handle() from @handle and not yet

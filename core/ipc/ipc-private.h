@@ -76,6 +76,7 @@ gboolean _memres_ipc_release_buffer (MemresBuffer *buf, MemresResource *owner, M
                                      GError **error);
 void _memres_ipc_get_stats (MemresResource *mr, MemresStats *stats, guint64 *n_imported);
 void _memres_ipc_reset_stats (MemresResource *mr);
+void _memres_ipc_snapshot (MemresResource *mr, MemresSnapshotLayer *layer);
 
 void _memres_ipc_mappings_init (MemresIpcMappings *t);
 void _memres_ipc_mappings_clear (MemresIpcMappings *t);

@@ -40,6 +40,9 @@ struct _MemresIpcHooks
    * reset_stats(): that mark reset to the bytes mapped now. */
   void (*get_stats) (MemresResource *mr, MemresStats *stats, guint64 *n_imported);
   void (*reset_stats) (MemresResource *mr);
+  /* snapshot.c: each live mapping of @mr into @layer as an import (memres_snapshot_add_import()),
+   * copied under the table's lock */
+  void (*snapshot) (MemresResource *mr, MemresSnapshotLayer *layer);
 };
 
 /* ipc-ops.c, from kind.c: checks a kind's IPC table @ipc (NULL: the kind shares nothing) and

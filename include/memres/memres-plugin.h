@@ -427,7 +427,7 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *
  * Since: 1.0
  */
-#define MEMRES_RESOURCE_OPS_VERSION 3
+#define MEMRES_RESOURCE_OPS_VERSION 4
 
 /**
  * MemresForkPhase:
@@ -481,7 +481,8 @@ typedef enum
  * %MEMRES_OOM_UNKNOWN and the strings %NULL, and reads the figures the layer set: it adds each
  * layer's used, cached and reserved bytes from memres_resource_get_stats() itself, so a layer
  * fills in only what statistics cannot say. The verdict is the core's: "limit" when a layer refused
- * (@refused) or its @limit minus @limit_used is below @request, else "fragmentation" when a layer has at least
+ * (@refused) or its @limit minus @limit_used is below @request, else "fragmentation" when a layer
+ * has at least
  * @request bytes @cached but its @largest_free is below @request, else "exhausted". Part of the
  * plugin ABI (fields only appended, within @struct_size).
  *
@@ -499,6 +500,38 @@ typedef struct
   char *figures;
   char *remedy;
 } MemresOomFigures;
+
+/**
+ * MemresSnapshotLayer:
+ *
+ * One layer of a snapshot while its kind describes itself (#MemresResourceOps.snapshot):
+ * opaque; the kind adds what it holds with memres_snapshot_add_block(),
+ * memres_snapshot_add_hole(), memres_snapshot_add_import(), memres_snapshot_add_figure() and
+ * says what it cannot see with memres_snapshot_set_unseen(). Each call only copies its
+ * arguments into arrays of the core (no formatting, no lock of the core, no driver call), so a
+ * kind may call them while it holds its own lock. Valid during the slot only.
+ *
+ * Since: 2.0
+ */
+typedef struct _MemresSnapshotLayer MemresSnapshotLayer;
+
+/**
+ * MemresBlockState:
+ * @MEMRES_BLOCK_USED: in a live allocation of the layer
+ * @MEMRES_BLOCK_FREE: held by the layer and free: the next allocation that fits may take it
+ * @MEMRES_BLOCK_PENDING: held by the layer and freed on a stream whose work the layer has not
+ *   yet seen complete: free for that stream, not yet for the others
+ *
+ * The state of a block in a snapshot. Values are only appended.
+ *
+ * Since: 2.0
+ */
+typedef enum
+{
+  MEMRES_BLOCK_USED,
+  MEMRES_BLOCK_FREE,
+  MEMRES_BLOCK_PENDING,
+} MemresBlockState;
 
 /**
  * memres_fork_mutex:
@@ -538,6 +571,7 @@ memres_fork_mutex (GMutex *mutex, MemresForkPhase phase)
  * @get_counters: optional; see the comment above the slot
  * @at_fork: optional; see the comment above the slot
  * @explain_oom: optional; see the comment above the slot
+ * @snapshot: optional; see the comment above the slot
  *
  * The table of a kind's functions (sharing with other processes has its own table,
  * #MemresIpcOps). Define it `static const`, set @version to
@@ -603,6 +637,7 @@ typedef struct
    *   and closed the gaps, so that resize and get_counters follow get_access.
    * - 2 (ABI 2.0, before its release): at_fork.
    * - 3 (ABI 2.0, before its release): explain_oom.
+   * - 4 (ABI 2.0, before its release): snapshot.
    *
    * Since: 1.0
    */
@@ -852,6 +887,28 @@ typedef struct
    * Since: 2.0
    */
   void (*explain_oom) (MemresResource *mr, MemresOomFigures *figures);
+  /**
+   * MemresResourceOps.snapshot:
+   *
+   * Optional, for memres_resource_snapshot(): describes what the layer holds, into @layer
+   * (see #MemresSnapshotLayer): its blocks (each with its address, size, stream and state: a
+   * live allocation, or free memory it keeps), the holes of address space it reserved and did
+   * not map, the memory it imported from other processes, figures of its own (a limit, a
+   * granularity, bytes it knows but cannot list) and, when it cannot list everything it
+   * holds, what it cannot see (memres_snapshot_set_unseen(); a driver's pool lists no blocks).
+   * The core adds the rest itself: the kind and spec, the statistics
+   * (memres_resource_get_stats()), the layer's segments (memres-segments.h) and the figures
+   * derived from the blocks (the largest free block, the fragmentation index). Take the layer's
+   * lock, copy its tables with the calls above, release it: the allocations of the layer wait
+   * for no longer than that copy. Call no memres function on @mr or on another resource from
+   * the slot (the upstream describes itself in its own call); the memres_snapshot_*() calls
+   * and the memres_cuda_*() helpers are fine. Any thread, concurrently with every slot but
+   * init and finalize; no memres lock is held. A layer without the slot is shown with what the
+   * core knows and as one that cannot see its blocks. Cannot fail: leave out what is not known.
+   *
+   * Since: 2.0
+   */
+  void (*snapshot) (MemresResource *mr, MemresSnapshotLayer *layer);
 } MemresResourceOps;
 
 /**
@@ -1083,7 +1140,10 @@ typedef struct
  *   memres-segments.h and docs/segments.md): the lookup index changes and the subscribers are
  *   called before it returns. Raise MAPPED after the memory is mapped, UNMAPPING before the
  *   driver unmaps it (or before an adaptor gives it back to its upstream), and MAPPED again when
- *   that step failed and the memory stays; never while holding a lock of the kind. Since: 2.0 */
+ *   that step failed and the memory stays; never while holding a lock of the kind. Since: 2.0
+ * memres_snapshot_add_block(), memres_snapshot_add_hole(), memres_snapshot_add_import(),
+ *   memres_snapshot_add_figure(), memres_snapshot_set_unseen(): for the snapshot slot, what
+ *   the layer holds (see #MemresResourceOps.snapshot). Since: 2.0 */
 gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info,
                                       GError **error);
 const char *memres_plugin_get_name (MemresPlugin *plugin);
@@ -1097,5 +1157,11 @@ gboolean memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc
                                      MemresStream stream, GError **error);
 void memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,
                                           const MemresSegment *segment);
+void memres_snapshot_add_block (MemresSnapshotLayer *layer, guint64 address, guint64 size,
+                                MemresStream stream, MemresBlockState state);
+void memres_snapshot_add_hole (MemresSnapshotLayer *layer, guint64 address, guint64 size);
+void memres_snapshot_add_import (MemresSnapshotLayer *layer, guint64 address, guint64 size);
+void memres_snapshot_add_figure (MemresSnapshotLayer *layer, const char *name, guint64 value);
+void memres_snapshot_set_unseen (MemresSnapshotLayer *layer, const char *what);
 
 G_END_DECLS

@@ -43,6 +43,8 @@ gboolean memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError *
 GVariant *memres_resource_get_counters (MemresResource *mr, GError **error);
 /* The last out-of-memory error's report (core/oom-report.c). Since: 2.0 */
 char *memres_resource_get_oom_report (MemresResource *mr);
+char *memres_resource_get_oom_snapshot (MemresResource *mr);
+char *memres_resource_snapshot (MemresResource *mr, GError **error);
 
 /* Peer access */
 gboolean memres_resource_set_access (MemresResource *mr, const MemresAccessDesc *descs,

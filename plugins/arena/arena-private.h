@@ -143,3 +143,6 @@ gboolean arena_allocate (MemresResource *mr, gsize size, MemresStream stream,
 gboolean arena_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                            GError **error);
 gboolean arena_flush (Arena *self, GError **error);
+
+/* arena-snapshot.c: the snapshot slot */
+void arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer);

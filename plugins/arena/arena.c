@@ -354,6 +354,7 @@ static const MemresResourceOps arena_ops = {
   .trim = arena_trim,
   .get_counters = arena_get_counters,
   .at_fork = arena_at_fork,
+  .snapshot = arena_snapshot, /* arena-snapshot.c */
 };
 
 static const MemresKindInfo arena_kind = {

@@ -153,6 +153,17 @@ limit_query (MemresResource *mr, MemresResourceInfo *info)
   info->flags &= ~MEMRES_MEMORY_RESIZABLE;
 }
 
+/* The snapshot slot: the limit and the bytes counted against it; the layer holds no memory of
+ * its own (its allocations are its upstream's blocks). */
+static void
+limit_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
+{
+  LimitResource *self = memres_resource_get_private (mr);
+
+  memres_snapshot_add_figure (layer, "limit", self->max);
+  memres_snapshot_add_figure (layer, "limit_used", __atomic_load_n (&self->used, __ATOMIC_RELAXED));
+}
+
 static const MemresResourceOps limit_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = limit_init,
@@ -161,6 +172,7 @@ static const MemresResourceOps limit_ops = {
   .deallocate = limit_deallocate,
   .query = limit_query,
   .explain_oom = limit_explain_oom,
+  .snapshot = limit_snapshot,
 };
 
 static const MemresKindInfo limit_kind = {

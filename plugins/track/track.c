@@ -184,6 +184,27 @@ track_at_fork (MemresResource *mr, MemresForkPhase phase)
     memres_fork_mutex (&((TrackResource *) memres_resource_get_private (mr))->lock, phase);
 }
 
+/* The snapshot slot: every live allocation a used block (its address, size and stream). */
+static void
+track_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
+{
+  TrackResource *self = memres_resource_get_private (mr);
+  GHashTableIter iter;
+  gpointer value;
+
+  g_mutex_lock (&self->lock);
+  g_hash_table_iter_init (&iter, self->live);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    {
+      const Record *r = value;
+
+      memres_snapshot_add_block (layer, r->alloc.address, r->alloc.size, r->stream,
+                                 MEMRES_BLOCK_USED);
+    }
+  memres_snapshot_add_figure (layer, "live", g_hash_table_size (self->live));
+  g_mutex_unlock (&self->lock);
+}
+
 static const MemresResourceOps track_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = track_init,
@@ -192,6 +213,7 @@ static const MemresResourceOps track_ops = {
   .deallocate = track_deallocate,
   .query = track_query,
   .at_fork = track_at_fork,
+  .snapshot = track_snapshot,
 };
 
 static const MemresKindInfo track_kind = {

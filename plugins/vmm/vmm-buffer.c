@@ -487,7 +487,7 @@ vmm_place (VmmResource *self, VmmBuffer *buf, gsize reserve, gsize mapped, gbool
   alloc->address = buf->base;
   alloc->size = size;
   alloc->plugin_data = buf;
-  _vmm_stats_update (self, (gint64) mapped);
+  _vmm_buffer_update (self, buf, size, VMM_BUFFER_ADDED, (gint64) mapped);
   _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, mapped);
   return TRUE;
 
@@ -592,7 +592,7 @@ _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
     if ((res = self->drv->cuMemRelease (buf->chunks[i].handle)) != CUDA_SUCCESS)
       vmm_note_failure (&first, res, "cuMemRelease");
 
-  _vmm_stats_update (self, -(gint64) buf->mapped);
+  _vmm_buffer_update (self, buf, 0, VMM_BUFFER_REMOVED, -(gint64) buf->mapped);
   vmm_buffer_free (buf);
   alloc->plugin_data = NULL;
   if (first != NULL)
@@ -877,7 +877,8 @@ _vmm_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size, Memres
   else if (rounded < alloc->size && !vmm_shrink (self, buf, rounded, stream, error))
     return FALSE;
 
-  _vmm_stats_update (self, (gint64) buf->mapped - (gint64) old_mapped);
+  _vmm_buffer_update (self, buf, rounded, VMM_BUFFER_CHANGED,
+                      (gint64) buf->mapped - (gint64) old_mapped);
   alloc->address = buf->base;
   alloc->size = rounded;
   return TRUE;

@@ -35,6 +35,10 @@ typedef struct
   /* Reservations a grow got away from where it asked and could not free (VmmRange), under
    * stats_lock: freed again at the next grow and at finalize, never lost. */
   GArray *strays;
+
+  /* The live buffers (VmmBuffer.prev/next) and what each shows a snapshot (VmmBuffer.shown),
+   * under stats_lock: changed with the physical bytes (_vmm_buffer_update()). */
+  struct _VmmBuffer *buffers;
 } VmmResource;
 
 /* Frees the stray reservations of @self that the driver now lets go (all, at finalize). */
@@ -59,7 +63,17 @@ typedef struct
  * order, and cover [base, base + reserved); the chunks are adjacent, in offset order, and cover
  * [base, base + mapped), none across a reservation boundary; size <= mapped <= reserved (a shrink
  * keeps a partially used chunk mapped). The arrays grow by doubling, never per chunk. */
+typedef struct _VmmBuffer VmmBuffer;
+
+/* A buffer's extent as a snapshot shows it: a copy made under VmmResource.stats_lock, so that
+ * the snapshot slot reads no field a resize is changing. */
 typedef struct
+{
+  CUdeviceptr base;
+  gsize size, mapped, reserved;
+} VmmShown;
+
+struct _VmmBuffer
 {
   CUdeviceptr base;
   gsize mapped;
@@ -70,8 +84,10 @@ typedef struct
   VmmRange *ranges;
   gsize n_ranges;
   gsize ranges_cap;
-  gboolean imported; /* chunks imported from another process: no export, no resize */
-} VmmBuffer;
+  gboolean imported;      /* chunks imported from another process: no export, no resize */
+  VmmBuffer *prev, *next; /* VmmResource.buffers, under stats_lock */
+  VmmShown shown;         /* under stats_lock */
+};
 
 /* vmm-buffer.c: the allocate, deallocate and resize slots. */
 G_GNUC_INTERNAL gboolean _vmm_allocate (MemresResource *mr, gsize size, MemresStream stream,
@@ -102,8 +118,17 @@ G_GNUC_INTERNAL gboolean _vmm_import_chunks (MemresResource *mr, const MemresBuf
 G_GNUC_INTERNAL void _vmm_raise (VmmResource *self, MemresSegmentEvent event, CUdeviceptr base,
                                  gsize length);
 
-/* vmm.c: statistics; @physical_delta in bytes of physical memory. */
-G_GNUC_INTERNAL void _vmm_stats_update (VmmResource *self, gint64 physical_delta);
+/* vmm.c: @buf (of @size bytes now) added to, changed in or removed from the live buffers, and
+ * @physical_delta bytes of physical memory counted, under stats_lock (what statistics and
+ * snapshots read). */
+typedef enum
+{
+  VMM_BUFFER_ADDED,
+  VMM_BUFFER_CHANGED,
+  VMM_BUFFER_REMOVED,
+} VmmBufferChange;
+G_GNUC_INTERNAL void _vmm_buffer_update (VmmResource *self, VmmBuffer *buf, gsize size,
+                                         VmmBufferChange change, gint64 physical_delta);
 
 /* A driver call @call failed with @res while @during ("rolling back a failure"): nothing else
  * can be done about it; warned about unless the driver shut down (process exit). */

@@ -358,12 +358,68 @@ vmm_query (MemresResource *mr, MemresResourceInfo *info)
 }
 
 void
-_vmm_stats_update (VmmResource *self, gint64 physical_delta)
+_vmm_buffer_update (VmmResource *self, VmmBuffer *buf, gsize size, VmmBufferChange change,
+                    gint64 physical_delta)
 {
   g_mutex_lock (&self->stats_lock);
   self->physical += physical_delta;
   self->physical_high = MAX (self->physical_high, self->physical);
+  if (change == VMM_BUFFER_ADDED)
+    {
+      buf->prev = NULL;
+      buf->next = self->buffers;
+      if (self->buffers != NULL)
+        self->buffers->prev = buf;
+      self->buffers = buf;
+    }
+  else if (change == VMM_BUFFER_REMOVED)
+    {
+      if (buf->prev != NULL)
+        buf->prev->next = buf->next;
+      else
+        self->buffers = buf->next;
+      if (buf->next != NULL)
+        buf->next->prev = buf->prev;
+    }
+  buf->shown.base = buf->base;
+  buf->shown.size = size;
+  buf->shown.mapped = buf->mapped;
+  buf->shown.reserved = buf->reserved;
   g_mutex_unlock (&self->stats_lock);
+}
+
+/* The snapshot slot: each buffer a used block (imported ones as imports), the address space
+ * reserved after its mapped bytes a hole, the stray reservations holes too; the granularity,
+ * the chunk size and the physical bytes as figures. vmm holds nothing free: every byte it maps
+ * is a buffer's. */
+static void
+vmm_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
+{
+  VmmResource *self = memres_resource_get_private (mr);
+
+  g_mutex_lock (&self->stats_lock);
+  for (VmmBuffer *b = self->buffers; b != NULL; b = b->next)
+    {
+      const VmmShown *v = &b->shown;
+
+      if (b->imported)
+        memres_snapshot_add_import (layer, v->base, v->mapped);
+      else
+        memres_snapshot_add_block (layer, v->base, v->mapped, NULL, MEMRES_BLOCK_USED);
+      if (v->reserved > v->mapped)
+        memres_snapshot_add_hole (layer, v->base + v->mapped, v->reserved - v->mapped);
+    }
+  for (guint i = 0; self->strays != NULL && i < self->strays->len; i++)
+    {
+      const VmmRange *r = &g_array_index (self->strays, VmmRange, i);
+
+      memres_snapshot_add_hole (layer, r->ptr, r->size);
+    }
+  memres_snapshot_add_figure (layer, "physical", self->physical);
+  g_mutex_unlock (&self->stats_lock);
+  memres_snapshot_add_figure (layer, "granularity", self->granularity);
+  memres_snapshot_add_figure (layer, "chunk", self->chunk);
+  memres_snapshot_add_figure (layer, "reserve", self->reserve);
 }
 
 /* reserved_* count physical memory (bytes of live cuMemCreate allocations); used_* are the
@@ -410,6 +466,7 @@ static const MemresResourceOps vmm_ops = {
   .reset_stats = vmm_reset_stats,
   .resize = _vmm_resize,
   .at_fork = vmm_at_fork,
+  .snapshot = vmm_snapshot,
 };
 
 /* every instance's: only those made with handle_type=posix_fd export (the slots check) */

@@ -48,6 +48,11 @@ class Allocator:
         mr = self.resource(device)
         return mr.stats() if mr is not None else {}
 
+    def snapshot(self, device=0):
+        """The snapshot of device's resource (Resource.snapshot()), None when there is none."""
+        mr = self.resource(device)
+        return mr.snapshot() if mr is not None else None
+
     def count_buffers(self, device=-1):
         """Live buffers of device (-1: of every device)."""
         return self.lib.memres_allocator_count_buffers(device)

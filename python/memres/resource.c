@@ -3,6 +3,8 @@
  * with allocate() on the METH_FASTCALL path, statistics, trim and the stack below. */
 #include "pymemres.h"
 
+#include <string.h>
+
 PyObject *
 pymemres_resource_wrap (MemresResource *mr)
 {
@@ -145,6 +147,60 @@ resource_trim (PyMemresResource *self, PyObject *args, PyObject *kwargs)
   Py_RETURN_NONE;
 }
 
+/* @text (transfer full, may be NULL for None) as a Python object: json.loads(text), or the
+ * str itself when @as_text. */
+static PyObject *
+snapshot_object (char *text, int as_text)
+{
+  PyObject *str, *json, *out;
+
+  if (text == NULL)
+    Py_RETURN_NONE;
+  str = PyUnicode_DecodeUTF8 (text, (Py_ssize_t) strlen (text), "replace");
+  g_free (text);
+  if (str == NULL || as_text)
+    return str;
+  json = PyImport_ImportModule ("json");
+  if (json == NULL)
+    {
+      Py_DECREF (str);
+      return NULL;
+    }
+  out = PyObject_CallMethod (json, "loads", "O", str);
+  Py_DECREF (json);
+  Py_DECREF (str);
+  return out;
+}
+
+static PyObject *
+resource_snapshot (PyMemresResource *self, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = { "as_text", NULL };
+  int as_text = 0;
+  GError *error = NULL;
+  char *text;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|p:snapshot", keywords, &as_text))
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS;
+  text = memres_resource_snapshot (self->mr, &error);
+  Py_END_ALLOW_THREADS;
+  if (text == NULL)
+    return pymemres_raise (error);
+  return snapshot_object (text, as_text);
+}
+
+static PyObject *
+resource_oom_snapshot (PyMemresResource *self, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = { "as_text", NULL };
+  int as_text = 0;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|p:oom_snapshot", keywords, &as_text))
+    return NULL;
+  return snapshot_object (memres_resource_get_oom_snapshot (self->mr), as_text);
+}
+
 static PyObject *
 resource_get_upstream (PyMemresResource *self, void *closure)
 {
@@ -246,6 +302,18 @@ static PyMethodDef resource_methods[] = {
     "trim(bytes_to_keep=0)\n\n"
     "Gives memory held for reuse back to the driver, keeping at most bytes_to_keep (a pool's\n"
     "cuMemPoolTrimTo, a cache's free blocks). Releases the GIL." },
+  { "snapshot", (PyCFunction) (void (*) (void)) resource_snapshot, METH_VARARGS | METH_KEYWORDS,
+    "snapshot(as_text=False) -> dict\n\n"
+    "What every layer of the stack holds (memres_resource_snapshot(), docs/snapshot.md):\n"
+    "per layer its kind, spec, reserved/used/cached bytes, segments, blocks (address, size,\n"
+    "stream, tag, state), holes, imports, the largest free block and the fragmentation index;\n"
+    "the driver's free and total bytes. The JSON text itself with as_text=True. Releases the\n"
+    "GIL." },
+  { "oom_snapshot", (PyCFunction) (void (*) (void)) resource_oom_snapshot,
+    METH_VARARGS | METH_KEYWORDS,
+    "oom_snapshot(as_text=False) -> dict or None\n\n"
+    "The snapshot taken when an allocation through this resource last ran out of memory\n"
+    "(memres_resource_get_oom_snapshot()), or None when none has." },
   { NULL },
 };
 

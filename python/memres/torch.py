@@ -3,6 +3,8 @@ from . import _allocator
 
 DEFAULT_SPEC = "cache>dmr:device={device}"
 
+_installed = None  # the allocator use() installed
+
 
 def use(spec=DEFAULT_SPEC):
     """use(spec="cache>dmr:device={device}") -> allocator
@@ -32,4 +34,22 @@ def use(spec=DEFAULT_SPEC):
                                "cannot swap: call memres.torch.use() before the first CUDA "
                                "tensor (%s)" % err, 0) from err
     alloc.pluggable = pluggable
+    global _installed
+    _installed = alloc
     return alloc
+
+
+def snapshot(device=None):
+    """snapshot(device=None) -> dict
+
+    The snapshot (memres.Resource.snapshot(), docs/snapshot.md) of the resource that serves
+    torch's allocations on device (None: torch.cuda.current_device()) since memres.torch.use().
+    Raises memres.Error when use() was not called in this process."""
+    if _installed is None:
+        raise _allocator.error("memres is not torch's allocator: call memres.torch.use() first",
+                               0)
+    if device is None:
+        import torch
+
+        device = torch.cuda.current_device()
+    return _installed.snapshot(device)

@@ -347,6 +347,48 @@ pool_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 }
 
 /**
+ * pool_snapshot:
+ * @mr: an instance of a pool kind
+ * @layer: the layer being described
+ *
+ * The snapshot slot: the driver's pool lists none of its blocks, so the layer says so, and adds
+ * what the pool's attributes tell (RESERVED_MEM_CURRENT and USED_MEM_CURRENT as `pool_reserved`
+ * and `pool_used`, RELEASE_THRESHOLD as `release_threshold`, in bytes; an attribute the driver
+ * does not answer is left out). An instance of the kind's other implementation (no pool): the
+ * bytes of its live buffers as `used`; the driver allocates each, and lists none. Thread-safe.
+ */
+void
+pool_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
+{
+  PoolRecord *pool = POOL_RECORD (mr);
+  const struct
+  {
+    CUmemPool_attribute attr;
+    const char *name;
+  } fields[] = {
+    { CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, "pool_reserved" },
+    { CU_MEMPOOL_ATTR_USED_MEM_CURRENT, "pool_used" },
+    { CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, "release_threshold" },
+  };
+
+  if (pool->other != NULL)
+    {
+      memres_snapshot_add_figure (layer, "used", __atomic_load_n (&pool->used, __ATOMIC_RELAXED));
+      memres_snapshot_set_unseen (layer, "each allocation is the driver's own; none is listed");
+      return;
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (fields); i++)
+    {
+      cuuint64_t value = 0;
+
+      if (pool_get_attribute (pool, fields[i].attr, &value, NULL))
+        memres_snapshot_add_figure (layer, fields[i].name, value);
+    }
+  memres_snapshot_set_unseen (layer, "the driver's memory pool lists none of its blocks: its "
+                                     "reserved and used bytes are known, not where they lie");
+}
+
+/**
  * pool_reset_stats:
  * @mr: an instance of a pool kind
  * @error: return location for a #GError

@@ -256,6 +256,7 @@ gboolean pool_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 gboolean pool_reset_stats (MemresResource *mr, GError **error);
 gboolean pool_trim (MemresResource *mr, gsize bytes_to_keep, GError **error);
 void pool_at_fork (MemresResource *mr, MemresForkPhase phase);
+void pool_snapshot (MemresResource *mr, MemresSnapshotLayer *layer);
 gboolean pool_set_access (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs,
                           GError **error);
 gboolean pool_get_access (MemresResource *mr, gint device, MemresAccess *access, GError **error);
@@ -268,13 +269,13 @@ gboolean pool_import_buffer (MemresResource *mr, const MemresBufferExport *in, M
 
 /* The slots above as designated initializers: of a kind's #MemresResourceOps, which adds its
  * own init and query, POOL_SLOTS every pool kind takes (finalize, allocate, deallocate,
- * get_stats, reset_stats, trim, at_fork) and POOL_ACCESS_SLOTS (set_access, get_access); of a
- * sharing kind's #MemresIpcOps, POOL_SHARING_SLOTS (export_handle, export_buffer, import_buffer;
- * import_handle is pool_import_handle() for device memory, or the kind's own). */
+ * get_stats, reset_stats, trim, at_fork, snapshot) and POOL_ACCESS_SLOTS (set_access, get_access);
+ * of a sharing kind's #MemresIpcOps, POOL_SHARING_SLOTS (export_handle, export_buffer,
+ * import_buffer; import_handle is pool_import_handle() for device memory, or the kind's own). */
 #define POOL_SLOTS                                                                                 \
   .finalize = pool_finalize, .allocate = pool_allocate, .deallocate = pool_deallocate,             \
   .get_stats = pool_get_stats, .reset_stats = pool_reset_stats, .trim = pool_trim,                 \
-  .at_fork = pool_at_fork
+  .at_fork = pool_at_fork, .snapshot = pool_snapshot
 #define POOL_ACCESS_SLOTS .set_access = pool_set_access, .get_access = pool_get_access
 #define POOL_SHARING_SLOTS                                                                         \
   .export_handle = pool_export_handle, .export_buffer = pool_export_buffer,                        \

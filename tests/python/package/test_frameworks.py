@@ -49,6 +49,10 @@ assert x.sum().item() == (1 << 20) * ((1 << 20) - 1) // 2
 s = alloc.stats(0)
 assert s["used_current"] >= 4 << 20, s
 assert alloc.count_buffers(0) >= 1
+snap = memres.torch.snapshot(0)
+assert [l["kind"] for l in snap["layers"]] == ["stats", "cache", "dmr"], snap["spec"]
+assert snap["summary"]["used"] >= 4 << 20 and snap["driver"]["total"] > 0, snap["summary"]
+assert snap["layers"][2]["complete"] is False and snap["layers"][2]["unseen"]
 buf = memres.default_resource(0).allocate(256)
 buf.fill(7)
 t = torch.from_dlpack(buf)

@@ -189,3 +189,32 @@ def test_resource_outlives_python_object(host):
     gc.collect()
     assert buf.memory_resource.kind == "host"
     buf.close()
+
+
+def test_snapshot():
+    mr = memres.Resource("limit:max=1MiB>host")
+    buf = mr.allocate(4096)
+    snap = mr.snapshot()
+    assert snap["memres_snapshot"] == 1
+    assert snap["spec"] == mr.spec
+    assert [layer["kind"] for layer in snap["layers"]] == ["limit", "host"]
+    assert snap["layers"][0]["figures"] == {"limit": 1 << 20, "limit_used": 4096}
+    assert snap["layers"][1]["used"] == 4096
+    assert snap["layers"][1]["described"] is False
+    text = mr.snapshot(as_text=True)
+    assert isinstance(text, str) and text.startswith("{") and text.endswith("}\n")
+    assert mr.oom_snapshot() is None
+    with pytest.raises(memres.OutOfMemoryError):
+        mr.allocate(2 << 20)
+    oom = mr.oom_snapshot()
+    assert oom["layers"][0]["figures"]["limit_used"] == 4096
+    assert mr.oom_snapshot(as_text=True).startswith("{")
+    with pytest.raises(TypeError):
+        mr.snapshot(1, 2)
+    buf.close()
+
+
+def test_torch_snapshot_needs_use():
+    import memres.torch
+    with pytest.raises(memres.Error):
+        memres.torch.snapshot(0)

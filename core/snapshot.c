@@ -1,0 +1,529 @@
+/* memres - CUDA memory resources
+ * snapshot.c: snapshots (memres_resource_snapshot()): what every layer of a stack holds, as one
+ * JSON document (docs/snapshot.md, docs/snapshot.schema.json). Each layer in turn, top first:
+ * its statistics, its segments (copied from segments.c's index), the imports of an imported pool
+ * (the IPC state's snapshot hook) and what its kind's snapshot slot adds (blocks, holes,
+ * figures, what it cannot see) into a MemresSnapshotLayer, whose calls only copy into arrays;
+ * then, with no lock held, the figures derived from the blocks (the free bytes, the largest
+ * free block, the fragmentation index) and the text. No lock is held across two layers: an
+ * allocation waits at most for one layer's copy. The core names no kind. */
+#include "memres-private.h"
+
+#include "ipc/ipc.h"
+#include "../sdk/json-writer.h"
+
+/* The version of the document's layout (its "memres_snapshot" member): incremented when a
+ * member changes meaning or goes; members are added without it. */
+#define SNAPSHOT_FORMAT 1
+
+typedef struct
+{
+  guint64 address, size;
+  MemresStream stream;
+  MemresBlockState state;
+} Block;
+
+typedef struct
+{
+  guint64 address, size;
+} Range;
+
+typedef struct
+{
+  char *name;
+  guint64 value;
+} Figure;
+
+struct _MemresSnapshotLayer
+{
+  GArray *blocks;  /* Block */
+  GArray *holes;   /* Range */
+  GArray *imports; /* Range */
+  GArray *figures; /* Figure */
+  char *unseen;
+};
+
+/* One layer as the document shows it. */
+typedef struct
+{
+  MemresResource *mr;
+  gboolean own_stats; /* the statistics are the layer's own, not its upstream's */
+  MemresStats stats;
+  gboolean described; /* its kind has the snapshot slot */
+  GArray *segments;   /* MemresSegment */
+  MemresSnapshotLayer l;
+  guint64 free_bytes, largest_free;
+  gboolean largest_known; /* every free block of the layer is in @l.blocks */
+} Layer;
+
+/* The device's free and total bytes (also for oom-report.c) (cuMemGetInfo in its primary context),
+ * when the memory of
+ * @base is a device's. */
+gboolean
+_memres_device_mem_info (MemresResource *base, guint64 *free_bytes, guint64 *total)
+{
+  const MemresCudaDriver *drv;
+  gboolean pushed = FALSE;
+  size_t f = 0, t = 0;
+  CUresult r;
+
+  if (base->info.device < 0 || !(base->info.flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE)
+      || _memres_fork_driver_lost ())
+    return FALSE;
+  drv = memres_cuda_get_driver (NULL);
+  if (drv == NULL || !memres_cuda_push_context (base->info.device, &pushed, NULL))
+    return FALSE;
+  r = drv->cuMemGetInfo (&f, &t);
+  memres_cuda_pop_context (pushed);
+  *free_bytes = f;
+  *total = t;
+  return r == CUDA_SUCCESS;
+}
+
+/**
+ * memres_snapshot_add_block:
+ * @layer: the layer being described
+ * @address: the block's first address (a `CUdeviceptr`, or a host pointer as an integer)
+ * @size: its size in bytes
+ * @stream: the stream it was allocated or freed on, as the layer knows it (%NULL: the legacy
+ *   default stream, or not known)
+ * @state: whether it is in a live allocation (%MEMRES_BLOCK_USED) or held free
+ *
+ * For the snapshot slot (#MemresResourceOps.snapshot): one block of the layer. Blocks of one
+ * layer do not overlap; add them in any order (the core sorts them). Copies the arguments, no
+ * more: call it with the layer's lock held. Thread-safe for one @layer per thread.
+ *
+ * Since: 2.0
+ */
+void
+memres_snapshot_add_block (MemresSnapshotLayer *layer, guint64 address, guint64 size,
+                           MemresStream stream, MemresBlockState state)
+{
+  Block b = { address, size, stream, state };
+
+  g_return_if_fail (layer != NULL);
+  g_array_append_val (layer->blocks, b);
+}
+
+/**
+ * memres_snapshot_add_hole:
+ * @layer: the layer being described
+ * @address: the first address of the hole
+ * @size: its size in bytes
+ *
+ * For the snapshot slot: a range of address space the layer reserved and has no memory mapped
+ * at (a `vmm` buffer's room to grow, an `arena`'s unmapped granules). Copies the arguments.
+ *
+ * Since: 2.0
+ */
+void
+memres_snapshot_add_hole (MemresSnapshotLayer *layer, guint64 address, guint64 size)
+{
+  Range r = { address, size };
+
+  g_return_if_fail (layer != NULL);
+  g_array_append_val (layer->holes, r);
+}
+
+/**
+ * memres_snapshot_add_import:
+ * @layer: the layer being described
+ * @address: the first address of the imported memory in this process
+ * @size: its size in bytes
+ *
+ * For the snapshot slot: memory the layer mapped from another process (an imported buffer).
+ * Copies the arguments.
+ *
+ * Since: 2.0
+ */
+void
+memres_snapshot_add_import (MemresSnapshotLayer *layer, guint64 address, guint64 size)
+{
+  Range r = { address, size };
+
+  g_return_if_fail (layer != NULL);
+  g_array_append_val (layer->imports, r);
+}
+
+/**
+ * memres_snapshot_add_figure:
+ * @layer: the layer being described
+ * @name: the figure's name, lower case with underscores (`limit`, `granularity`,
+ *   `untracked_used`); copied
+ * @value: its value (bytes, or a count; the kind documents it)
+ *
+ * For the snapshot slot: a figure of the layer that its blocks do not show (a limit, a
+ * granularity, the bytes of allocations it counts but does not list). A name given twice keeps
+ * both; readers take the last.
+ *
+ * Since: 2.0
+ */
+void
+memres_snapshot_add_figure (MemresSnapshotLayer *layer, const char *name, guint64 value)
+{
+  Figure f;
+
+  g_return_if_fail (layer != NULL);
+  g_return_if_fail (name != NULL);
+  f.name = g_strdup (name);
+  f.value = value;
+  g_array_append_val (layer->figures, f);
+}
+
+/**
+ * memres_snapshot_set_unseen:
+ * @layer: the layer being described
+ * @what: what the layer holds and cannot list, in a few words without a final full stop ("the
+ *   driver's pool lists no blocks"); copied
+ *
+ * For the snapshot slot: says that the blocks listed are not all the layer holds, and what is
+ * missing. Without it a layer with the slot is taken as complete. Called twice, the last wins.
+ *
+ * Since: 2.0
+ */
+void
+memres_snapshot_set_unseen (MemresSnapshotLayer *layer, const char *what)
+{
+  g_return_if_fail (layer != NULL);
+  g_return_if_fail (what != NULL);
+  g_free (layer->unseen);
+  layer->unseen = g_strdup (what);
+}
+
+static gint
+block_cmp (gconstpointer a, gconstpointer b)
+{
+  const Block *x = a, *y = b;
+
+  return x->address < y->address ? -1 : x->address > y->address;
+}
+
+static gint
+range_cmp (gconstpointer a, gconstpointer b)
+{
+  const Range *x = a, *y = b;
+
+  return x->address < y->address ? -1 : x->address > y->address;
+}
+
+/* Reads @mr into @l: statistics, segments, imports, the slot's description; then sorts and
+ * derives, with no lock held. */
+static void
+layer_read (Layer *l, MemresResource *mr)
+{
+  memset (l, 0, sizeof *l);
+  l->mr = mr;
+  l->l.blocks = g_array_new (FALSE, FALSE, sizeof (Block));
+  l->l.holes = g_array_new (FALSE, FALSE, sizeof (Range));
+  l->l.imports = g_array_new (FALSE, FALSE, sizeof (Range));
+  l->l.figures = g_array_new (FALSE, FALSE, sizeof (Figure));
+  l->own_stats = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_stats), FALSE) == mr
+                 && memres_resource_get_stats (mr, &l->stats, NULL);
+  l->segments = _memres_segments_copy (mr);
+  if (mr->ipc != NULL && mr->ipc->hooks->snapshot != NULL)
+    mr->ipc->hooks->snapshot (mr, &l->l);
+  l->described = mr->ops->snapshot != NULL && !_memres_resource_is_inherited (mr);
+  if (l->described)
+    mr->ops->snapshot (mr, &l->l);
+
+  g_array_sort (l->l.blocks, block_cmp);
+  g_array_sort (l->l.holes, range_cmp);
+  g_array_sort (l->l.imports, range_cmp);
+  for (guint i = 0; i < l->l.blocks->len; i++)
+    {
+      const Block *b = &g_array_index (l->l.blocks, Block, i);
+
+      if (b->state == MEMRES_BLOCK_USED)
+        continue;
+      l->free_bytes += b->size;
+      l->largest_free = MAX (l->largest_free, b->size);
+    }
+  /* a layer that lists its free blocks completely knows its largest one; one that does not
+   * (no slot, or what it cannot see): its free bytes are what its statistics hold beyond its
+   * use, where that is more than it lists */
+  l->largest_known = l->described;
+  if ((!l->described || l->l.unseen != NULL) && l->own_stats
+      && l->stats.reserved_current - MIN (l->stats.reserved_current, l->stats.used_current)
+             > l->free_bytes)
+    {
+      l->free_bytes = l->stats.reserved_current - l->stats.used_current;
+      l->largest_known = FALSE;
+    }
+}
+
+static void
+layer_clear (Layer *l)
+{
+  for (guint i = 0; i < l->l.figures->len; i++)
+    g_free (g_array_index (l->l.figures, Figure, i).name);
+  g_array_unref (l->l.blocks);
+  g_array_unref (l->l.holes);
+  g_array_unref (l->l.imports);
+  g_array_unref (l->l.figures);
+  g_array_unref (l->segments);
+  g_free (l->l.unseen);
+}
+
+static const char *
+state_name (MemresBlockState state)
+{
+  switch (state)
+    {
+    case MEMRES_BLOCK_USED:
+      return "used";
+    case MEMRES_BLOCK_FREE:
+      return "free";
+    case MEMRES_BLOCK_PENDING:
+      return "pending";
+    }
+  return "unknown";
+}
+
+static void
+write_stream (MemresJson *json, MemresStream stream)
+{
+  if (stream == NULL)
+    memres_json_string (json, "stream", "default");
+  else if (stream == MEMRES_STREAM_LEGACY)
+    memres_json_string (json, "stream", "legacy");
+  else if (stream == CU_STREAM_PER_THREAD)
+    memres_json_string (json, "stream", "per-thread");
+  else
+    memres_json_hex (json, "stream", (guint64) (guintptr) stream);
+}
+
+static void
+write_ranges (MemresJson *json, const char *key, GArray *ranges)
+{
+  memres_json_begin_array (json, key);
+  for (guint i = 0; i < ranges->len; i++)
+    {
+      const Range *r = &g_array_index (ranges, Range, i);
+
+      memres_json_begin_object (json, NULL);
+      memres_json_hex (json, "address", r->address);
+      memres_json_uint (json, "size", r->size);
+      memres_json_end_object (json);
+    }
+  memres_json_end_array (json);
+}
+
+/* The fragmentation index: 1 - largest free block / free bytes (0 when nothing is free). */
+static double
+fragmentation (guint64 largest, guint64 free_bytes)
+{
+  return free_bytes == 0 ? 0.0 : 1.0 - (double) largest / (double) free_bytes;
+}
+
+static void
+write_layer (MemresJson *json, const Layer *l, guint position)
+{
+  MemresResource *mr = l->mr;
+
+  memres_json_begin_object (json, NULL);
+  memres_json_uint (json, "position", position);
+  memres_json_string (json, "kind", mr->kind->name);
+  memres_json_string (json, "spec", mr->spec);
+  memres_json_bool (json, "adaptor", mr->upstream != NULL);
+  memres_json_int (json, "device", mr->info.device);
+  memres_json_bool (json, "own_stats", l->own_stats);
+  if (l->own_stats)
+    {
+      memres_json_uint (json, "reserved", l->stats.reserved_current);
+      memres_json_uint (json, "used", l->stats.used_current);
+      memres_json_uint (json, "reserved_high", l->stats.reserved_high);
+      memres_json_uint (json, "used_high", l->stats.used_high);
+      memres_json_uint (json, "n_buffers", l->stats.n_buffers);
+    }
+  else
+    {
+      memres_json_string (json, "reserved", NULL);
+      memres_json_string (json, "used", NULL);
+    }
+  memres_json_uint (json, "cached", l->free_bytes);
+  memres_json_bool (json, "described", l->described);
+  memres_json_bool (json, "complete", l->described && l->l.unseen == NULL);
+  memres_json_string (json, "unseen",
+                      l->described ? l->l.unseen : "the kind does not describe its memory");
+  if (l->largest_known)
+    {
+      memres_json_uint (json, "largest_free", l->largest_free);
+      memres_json_double (json, "fragmentation", fragmentation (l->largest_free, l->free_bytes));
+    }
+  else
+    {
+      memres_json_string (json, "largest_free", NULL);
+      memres_json_string (json, "fragmentation", NULL);
+    }
+
+  memres_json_begin_array (json, "segments");
+  for (guint i = 0; i < l->segments->len; i++)
+    {
+      const MemresSegment *s = &g_array_index (l->segments, MemresSegment, i);
+
+      memres_json_begin_object (json, NULL);
+      memres_json_hex (json, "address", s->base);
+      memres_json_uint (json, "size", s->length);
+      memres_json_int (json, "device", s->device);
+      memres_json_string (json, "tag", s->tag != NULL ? s->tag : "");
+      memres_json_end_object (json);
+    }
+  memres_json_end_array (json);
+
+  memres_json_begin_array (json, "blocks");
+  for (guint i = 0; i < l->l.blocks->len; i++)
+    {
+      const Block *b = &g_array_index (l->l.blocks, Block, i);
+
+      memres_json_begin_object (json, NULL);
+      memres_json_hex (json, "address", b->address);
+      memres_json_uint (json, "size", b->size);
+      write_stream (json, b->stream);
+      memres_json_string (json, "tag", "");
+      memres_json_string (json, "state", state_name (b->state));
+      memres_json_end_object (json);
+    }
+  memres_json_end_array (json);
+  write_ranges (json, "holes", l->l.holes);
+  write_ranges (json, "imports", l->l.imports);
+
+  memres_json_begin_object (json, "figures");
+  for (guint i = 0; i < l->l.figures->len; i++)
+    {
+      const Figure *f = &g_array_index (l->l.figures, Figure, i);
+
+      memres_json_uint (json, f->name, f->value);
+    }
+  memres_json_end_object (json);
+  memres_json_end_object (json);
+}
+
+char *
+_memres_snapshot_build (MemresResource *mr)
+{
+  Layer layers[MEMRES_STACK_MAX_LAYERS];
+  g_autofree char *spec = memres_resource_to_string (mr);
+  guint n = 0;
+  guint64 dev_free = 0, dev_total = 0, free_total = 0, largest = 0;
+  gboolean have_device, largest_known = TRUE;
+  MemresJson json;
+
+  /* one layer at a time: each takes (in its slot) and releases its own lock */
+  for (MemresResource *l = mr; l != NULL && n < G_N_ELEMENTS (layers); l = l->upstream)
+    layer_read (&layers[n++], l);
+  have_device = _memres_device_mem_info (layers[n - 1].mr, &dev_free, &dev_total);
+  for (guint i = 0; i < n; i++)
+    {
+      free_total += layers[i].free_bytes;
+      largest = MAX (largest, layers[i].largest_free);
+      if (layers[i].free_bytes > 0 && !layers[i].largest_known)
+        largest_known = FALSE;
+    }
+
+  memres_json_init (&json);
+  memres_json_begin_object (&json, NULL);
+  memres_json_int (&json, "memres_snapshot", SNAPSHOT_FORMAT);
+  memres_json_string (&json, "spec", spec);
+  memres_json_int (&json, "time_us", g_get_real_time ());
+  memres_json_int (&json, "device", mr->info.device);
+  if (have_device)
+    {
+      memres_json_begin_object (&json, "driver");
+      memres_json_uint (&json, "free", dev_free);
+      memres_json_uint (&json, "total", dev_total);
+      memres_json_end_object (&json);
+    }
+  else
+    memres_json_string (&json, "driver", NULL);
+
+  memres_json_begin_object (&json, "summary");
+  /* what the stack holds: the lowest layer's own reserve; what it hands out: the highest
+   * layer's own use (an adaptor without statistics of its own shows its upstream's) */
+  for (guint i = n; i-- > 0;)
+    if (layers[i].own_stats)
+      {
+        memres_json_uint (&json, "reserved", layers[i].stats.reserved_current);
+        break;
+      }
+    else if (i == 0)
+      memres_json_string (&json, "reserved", NULL);
+  for (guint i = 0; i < n; i++)
+    if (layers[i].own_stats)
+      {
+        memres_json_uint (&json, "used", layers[i].stats.used_current);
+        break;
+      }
+    else if (i == n - 1)
+      memres_json_string (&json, "used", NULL);
+  memres_json_uint (&json, "cached", free_total);
+  /* unknown where a layer holds free bytes it does not list */
+  if (largest_known)
+    {
+      memres_json_uint (&json, "largest_free", largest);
+      memres_json_double (&json, "fragmentation", fragmentation (largest, free_total));
+    }
+  else
+    {
+      memres_json_string (&json, "largest_free", NULL);
+      memres_json_string (&json, "fragmentation", NULL);
+    }
+  memres_json_end_object (&json);
+
+  memres_json_begin_array (&json, "layers");
+  for (guint i = 0; i < n; i++)
+    write_layer (&json, &layers[i], i);
+  memres_json_end_array (&json);
+  memres_json_end_object (&json);
+
+  for (guint i = 0; i < n; i++)
+    layer_clear (&layers[i]);
+  return memres_json_finish (&json);
+}
+
+/**
+ * memres_resource_snapshot:
+ * @mr: a #MemresResource (the top of a stack, or any layer: the snapshot describes it and the
+ *   layers below)
+ * @error: return location for a #GError
+ *
+ * A snapshot of what every layer of @mr's stack holds, as one JSON document (its layout:
+ * docs/snapshot.md and the JSON schema docs/snapshot.schema.json). For the stack: its spec, the
+ * time, the device, the driver's free and total bytes for that device (cuMemGetInfo() in its
+ * primary context; `null` for memory no device owns), and a summary (the bytes the bottom
+ * layer reserved, the bytes the top layer hands out, the free bytes of every layer, the
+ * largest free block, the fragmentation index: 1 - largest free block / free bytes). For each
+ * layer, top first: its kind and spec; its reserved, used and high-water bytes
+ * (memres_resource_get_stats(), `null` where they are its upstream's); its segments
+ * (memres-segments.h); its blocks (address, size, stream, tag, state: used, free or pending),
+ * holes (reserved address space with nothing mapped) and imports (memory mapped from another
+ * process), as its kind describes them (#MemresResourceOps.snapshot); figures of its own; the
+ * free bytes, the largest free block and the fragmentation index derived from its blocks; and
+ * whether the list is complete, with what it cannot see (a driver's pool lists no blocks; a
+ * kind without the slot describes nothing). Addresses and streams are strings of hex digits
+ * ("0x7f0000000000": JSON numbers lose bits past 2^53), sizes are numbers of bytes. Tags are
+ * empty strings until memory has tags.
+ *
+ * Taking it blocks no allocation for longer than one layer takes to copy its tables (each
+ * layer's slot runs alone under its own lock; no lock is held across layers), so the layers
+ * are read one after another, not at one instant: under concurrent allocations two layers may
+ * disagree by the allocations made in between. Driver calls: cuMemGetInfo(), and what a
+ * layer's slot makes (pool attributes).
+ *
+ * Thread-safe.
+ *
+ * Returns: (transfer full): the JSON text, ending with a newline (free it with g_free()), or
+ *   %NULL with %MEMRES_ERROR_FORKED when @mr was inherited through fork() from a parent that
+ *   had initialized the driver
+ *
+ * Since: 2.0
+ */
+char *
+memres_resource_snapshot (MemresResource *mr, GError **error)
+{
+  g_return_val_if_fail (mr != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (!_memres_resource_check_usable (mr, "a snapshot", error))
+    return NULL;
+  return _memres_snapshot_build (mr);
+}

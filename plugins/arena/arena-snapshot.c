@@ -1,0 +1,134 @@
+/* memres - CUDA memory resources
+ * arena-snapshot.c: the `arena` kind's snapshot slot (#MemresResourceOps.snapshot): what the
+ * reserved range holds, copied under the lock with the fronts stopped. The blocks of the slabs
+ * (used, or free in a front or a shared bin); the free ranges of the heap where granules are
+ * mapped (free when settled, pending while tagged with the stream of their last free); the
+ * unmapped granules as holes; what is left of the range, live large buffers, as used blocks
+ * (two adjacent large buffers read as one block). */
+#include "arena-private.h"
+
+static gint
+range_cmp (gconstpointer a, gconstpointer b)
+{
+  const Range *x = *(Range *const *) a, *y = *(Range *const *) b;
+
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static gint
+chunk_cmp (gconstpointer a, gconstpointer b)
+{
+  const Chunk *x = *(Chunk *const *) a, *y = *(Chunk *const *) b;
+
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* The free range [addr, addr + size) split by granule: runs of mapped granules as free (or
+ * pending) blocks, runs of unmapped ones as holes. Lock held. */
+static void
+add_free (Arena *self, MemresSnapshotLayer *layer, const Range *r)
+{
+  guint64 addr = r->addr, end = r->addr + r->size;
+
+  while (addr < end)
+    {
+      gboolean mapped = self->handle[arena_granule (self, addr)] != 0;
+      guint64 run = addr;
+
+      while (run < end && (self->handle[arena_granule (self, run)] != 0) == mapped)
+        run = MIN (end,
+                   self->base + (((guint64) arena_granule (self, run) + 1) << self->granule_shift));
+      if (mapped)
+        memres_snapshot_add_block (layer, addr, run - addr, r->tag,
+                                   r->tag == NULL ? MEMRES_BLOCK_FREE : MEMRES_BLOCK_PENDING);
+      else
+        memres_snapshot_add_hole (layer, addr, run - addr);
+      addr = run;
+    }
+}
+
+void
+arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
+{
+  Arena *self = memres_resource_get_private (mr);
+  g_autoptr (GHashTable) free_blocks = g_hash_table_new (NULL, NULL);
+  g_autoptr (GPtrArray) ranges = g_ptr_array_new ();
+  g_autoptr (GPtrArray) slabs = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer value;
+  guint64 at, va_end = self->base + self->va_size;
+  guint r = 0, s = 0;
+
+  g_mutex_lock (&self->parts.lock);
+  cache_fronts_stop (&self->parts);
+  for (guint c = 0; c < self->parts.n_classes; c++)
+    {
+      for (Block *b = self->parts.shared[c].head; b != NULL; b = b->next)
+        g_hash_table_add (free_blocks, b);
+      for (Front *f = self->parts.fronts; f != NULL; f = f->next)
+        for (guint i = 0; i < f->bins[c].n; i++)
+          g_hash_table_add (free_blocks, f->bins[c].blocks[i]);
+    }
+  cache_fronts_resume (&self->parts);
+
+  g_hash_table_iter_init (&iter, self->by_start);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    g_ptr_array_add (ranges, value);
+  g_ptr_array_sort (ranges, range_cmp);
+  for (Chunk *c = self->chunks; c != NULL; c = c->next)
+    g_ptr_array_add (slabs, c);
+  g_ptr_array_sort (slabs, chunk_cmp);
+
+  /* the range in address order: free ranges, slabs, and the live large buffers between them */
+  at = self->base;
+  while (at < va_end)
+    {
+      const Range *fr = r < ranges->len ? g_ptr_array_index (ranges, r) : NULL;
+      const Chunk *sl = s < slabs->len ? g_ptr_array_index (slabs, s) : NULL;
+      guint64 next;
+
+      /* nothing overlaps (the heap's and the slabs' invariant); skip what would */
+      if (fr != NULL && fr->addr < at)
+        {
+          r++;
+          continue;
+        }
+      if (sl != NULL && sl->addr < at)
+        {
+          s++;
+          continue;
+        }
+      next = MIN (fr != NULL ? fr->addr : va_end, sl != NULL ? sl->addr : va_end);
+
+      if (next > at)
+        {
+          memres_snapshot_add_block (layer, at, next - at, NULL, MEMRES_BLOCK_USED);
+          at = next;
+          continue;
+        }
+      if (fr != NULL && fr->addr == at)
+        {
+          add_free (self, layer, fr);
+          at += fr->size;
+          r++;
+          continue;
+        }
+      for (guint i = 0; i < sl->n_blocks; i++)
+        {
+          Block *b = (Block *) &sl->blocks[i];
+
+          memres_snapshot_add_block (layer, b->address, b->size, b->stream,
+                                     g_hash_table_contains (free_blocks, b) ? MEMRES_BLOCK_FREE
+                                                                            : MEMRES_BLOCK_USED);
+        }
+      at += sl->size;
+      s++;
+    }
+  memres_snapshot_add_figure (layer, "granularity", self->granularity);
+  memres_snapshot_add_figure (layer, "mapped", (guint64) self->n_mapped << self->granule_shift);
+  memres_snapshot_add_figure (layer, "idle_mapped",
+                              (guint64) self->n_idle_mapped << self->granule_shift);
+  memres_snapshot_add_figure (layer, "reserved_address_space", self->va_size);
+  memres_snapshot_add_figure (layer, "release_threshold", self->release_threshold);
+  g_mutex_unlock (&self->parts.lock);
+}

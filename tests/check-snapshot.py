@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+# check-snapshot.py MEMRES SCHEMA GOLDEN_DIR SUITE [--update]: `memres snapshot` of fixed
+# scenarios (SUITE core: host memory without a driver; fake: device kinds against the fake
+# driver), each validated against SCHEMA (docs/snapshot.schema.json) by the small validator
+# below (and by the jsonschema package too where it is installed), checked for what must hold
+# in any snapshot (the sums, the derived figures), and compared with its golden file in
+# GOLDEN_DIR once made independent of where memory landed: every address becomes its offset in
+# the outermost range holding it ("@SIZE+OFFSET"), the time goes, and lists are sorted. TAP
+# output. --update rewrites the golden files.
+import json
+import os
+import re
+import subprocess
+import sys
+
+SCENARIOS = {
+    "core": [
+        ("cache-host", "cache:chunk=64KiB>host", ["-a", "4KiB", "-a", "4KiB", "-a", "4KiB",
+                                                   "-a", "16KiB", "--close", "2"]),
+        ("track-limit-host", "track>limit:max=1MiB>host", ["-a", "1000", "-a", "2000"]),
+        ("host", "host", ["-a", "1KiB"]),
+    ],
+    "fake": [
+        ("cache-vmm", "cache:chunk=2MiB>vmm:device=0", ["-a", "64KiB", "-a", "64KiB",
+                                                        "--close", "1"]),
+        ("vmm-reserve", "vmm:device=0,reserve=8MiB", ["-a", "3MiB"]),
+        ("dmr", "dmr:device=0", ["-a", "1MiB"]),
+        ("arena", "arena:device=0", ["-a", "4KiB", "-a", "1MiB", "-a", "2MiB", "--close", "2"]),
+    ],
+}
+
+
+# ---- a small JSON-schema validator: the keywords docs/snapshot.schema.json uses ----------------
+
+TYPES = {
+    "object": dict, "array": list, "string": str, "boolean": bool, "null": type(None),
+}
+
+
+def type_ok(value, name):
+    if name == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if name == "number":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, TYPES[name])
+
+
+def validate(value, schema, root, path="$"):
+    errors = []
+    if "$ref" in schema:
+        target = root
+        for part in schema["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        return validate(value, target, root, path)
+    if "type" in schema:
+        names = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+        if not any(type_ok(value, n) for n in names):
+            return [f"{path}: {value!r} is not of type {names}"]
+    if "const" in schema and value != schema["const"]:
+        errors.append(f"{path}: {value!r} is not {schema['const']!r}")
+    if "enum" in schema and value not in schema["enum"]:
+        errors.append(f"{path}: {value!r} is not one of {schema['enum']}")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            errors.append(f"{path}: {value} < {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            errors.append(f"{path}: {value} > {schema['maximum']}")
+    if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
+        errors.append(f"{path}: {value!r} does not match {schema['pattern']}")
+    if isinstance(value, list):
+        if len(value) < schema.get("minItems", 0):
+            errors.append(f"{path}: fewer than {schema['minItems']} items")
+        for i, item in enumerate(value):
+            if "items" in schema:
+                errors += validate(item, schema["items"], root, f"{path}[{i}]")
+    if isinstance(value, dict):
+        for key in schema.get("required", []):
+            if key not in value:
+                errors.append(f"{path}: no member {key!r}")
+        props = schema.get("properties", {})
+        for key, item in value.items():
+            if key in props:
+                errors += validate(item, props[key], root, f"{path}.{key}")
+            elif schema.get("additionalProperties") is False:
+                errors.append(f"{path}: member {key!r} is not in the schema")
+            elif isinstance(schema.get("additionalProperties"), dict):
+                errors += validate(item, schema["additionalProperties"], root, f"{path}.{key}")
+    return errors
+
+
+# ---- what holds in every snapshot --------------------------------------------------------------
+
+def invariants(doc):
+    errors = []
+    for layer in doc["layers"]:
+        name = f"layer {layer['position']} ({layer['kind']})"
+        free = [b["size"] for b in layer["blocks"] if b["state"] != "used"]
+        if layer["largest_free"] is not None:
+            if layer["largest_free"] != max(free, default=0):
+                errors.append(f"{name}: largest_free {layer['largest_free']} is not the largest "
+                              f"free block {max(free, default=0)}")
+            if layer["cached"] != sum(free):
+                errors.append(f"{name}: cached {layer['cached']} is not the free blocks' "
+                              f"{sum(free)}")
+            want = 0 if sum(free) == 0 else 1 - max(free) / sum(free)
+            if abs(layer["fragmentation"] - want) > 1e-5:
+                errors.append(f"{name}: fragmentation {layer['fragmentation']} is not {want}")
+        if layer["complete"] != (layer["described"] and layer["unseen"] is None):
+            errors.append(f"{name}: complete does not follow described and unseen")
+        if not layer["described"] and layer["unseen"] is None:
+            errors.append(f"{name}: not described yet nothing said unseen")
+        blocks = sorted((int(b["address"], 16), b["size"]) for b in layer["blocks"])
+        for (a, s), (b, _) in zip(blocks, blocks[1:]):
+            if a + s > b:
+                errors.append(f"{name}: blocks at {a:#x} and {b:#x} overlap")
+        if layer["complete"] and layer["own_stats"] and layer["kind"] != "arena":
+            used = sum(b["size"] for b in layer["blocks"] if b["state"] == "used")
+            if layer["used"] is not None and used < layer["used"]:
+                errors.append(f"{name}: its used blocks ({used}) hold less than used "
+                              f"({layer['used']})")
+    s = doc["summary"]
+    if s["cached"] != sum(layer["cached"] for layer in doc["layers"]):
+        errors.append("summary: cached is not the layers' sum")
+    return errors
+
+
+# ---- independent of where memory landed --------------------------------------------------------
+
+def normalize(doc):
+    doc = json.loads(json.dumps(doc))
+    doc.pop("time_us")
+    ranges = []
+    for layer in doc["layers"]:
+        for key in ("segments", "blocks", "holes", "imports"):
+            ranges += [(int(r["address"], 16), r["size"]) for r in layer[key]]
+    outer = [r for r in ranges
+             if not any(o != r and o[0] <= r[0] and r[0] + r[1] <= o[0] + o[1] for o in ranges)]
+
+    def where(address):
+        for base, size in outer:
+            if base <= address < base + max(size, 1):
+                return f"@{size}+{address - base}"
+        return "@?"
+
+    for layer in doc["layers"]:
+        for key in ("segments", "blocks", "holes", "imports"):
+            for r in layer[key]:
+                r["address"] = where(int(r["address"], 16))
+            layer[key].sort(key=lambda r: json.dumps(r, sort_keys=True))
+    return doc
+
+
+def main():
+    memres, schema_path, golden_dir, suite = sys.argv[1:5]
+    update = "--update" in sys.argv[5:]
+    with open(schema_path) as f:
+        schema = json.load(f)
+    try:
+        import jsonschema
+    except ImportError:
+        jsonschema = None
+    scenarios = SCENARIOS[suite]
+    print(f"1..{len(scenarios) + 1}")
+    failed = 0
+    # bad input: a usage error (exit status 2) naming it, nothing on stdout
+    bad = [(["host", "-a", "lots"], "-a lots"), (["host", "-a", "1KiB", "--close", "2"],
+                                                 "--close 2"), (["host", "--close", "1"],
+                                                                "--close 1"), ([], "expected")]
+    bad_errors = []
+    for args, word in bad:
+        run = subprocess.run([memres, "snapshot"] + args, capture_output=True, text=True)
+        if run.returncode != 2 or word not in run.stderr or run.stdout:
+            bad_errors.append(f"{args}: exit {run.returncode}, stderr {run.stderr.strip()!r}")
+    run = subprocess.run([memres, "snapshot", "nosuchkind"], capture_output=True, text=True)
+    if run.returncode == 0 or "nosuchkind" not in run.stderr:
+        bad_errors.append(f"nosuchkind: exit {run.returncode}, stderr {run.stderr.strip()!r}")
+    print(f"{'not ok' if bad_errors else 'ok'} 1 bad input")
+    for e in bad_errors:
+        print(f"# {e}")
+    failed += 1 if bad_errors else 0
+    for i, (name, spec, args) in enumerate(scenarios, 2):
+        run = subprocess.run([memres, "snapshot", spec] + args, capture_output=True, text=True)
+        errors = []
+        if run.returncode != 0:
+            errors.append(f"memres snapshot exited {run.returncode}: {run.stderr.strip()}")
+        else:
+            doc = json.loads(run.stdout)
+            errors += validate(doc, schema, schema)
+            if jsonschema is not None:
+                errors += [f"jsonschema: {e.message}"
+                           for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+            errors += invariants(doc)
+            got = json.dumps(normalize(doc), indent=1, sort_keys=True) + "\n"
+            golden = os.path.join(golden_dir, f"{name}.json")
+            if update:
+                with open(golden, "w") as f:
+                    f.write(got)
+            elif not os.path.exists(golden):
+                errors.append(f"no golden file {golden} (run with --update)")
+            else:
+                with open(golden) as f:
+                    want = f.read()
+                if want != got:
+                    import difflib
+                    diff = difflib.unified_diff(want.splitlines(), got.splitlines(), "golden",
+                                                "now", lineterm="", n=1)
+                    errors.append("differs from its golden file:\n" + "\n".join(list(diff)[:40]))
+        if errors:
+            failed += 1
+            print(f"not ok {i} {name}: {spec} {' '.join(args)}")
+            for e in errors:
+                for line in e.splitlines():
+                    print(f"# {line}")
+        else:
+            print(f"ok {i} {name}: {spec} {' '.join(args)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+/* cmd-snapshot.c: `memres snapshot SPEC|NAME [-a SIZE]... [--close N]... [-o FILE]`: creates
+ * the resource (a spec, `@NAME`, or the NAME of a resource of the config file), makes the
+ * allocations -a asks for (in order, on the legacy default stream), closes those --close names
+ * (their 1-based numbers), and prints memres_resource_snapshot() of the stack: the JSON document
+ * of docs/snapshot.md. Public API only. */
+#include "memres-tool.h"
+
+#include <string.h>
+
+/* @operand as a spec: NAME of a resource of the config file becomes `@NAME`; anything else is
+ * taken as it is (a spec, `@NAME`). */
+static char *
+resolve_operand (const char *operand)
+{
+  g_autofree char *spec = NULL;
+
+  if (strpbrk (operand, ":>@,=") == NULL
+      && (spec = memres_config_get_resource_spec (operand, NULL, NULL)) != NULL)
+    return g_strconcat ("@", operand, NULL);
+  return g_strdup (operand);
+}
+
+int
+memres_tool_snapshot (int argc, char **argv)
+{
+  g_auto (GStrv) sizes = NULL;
+  g_auto (GStrv) closes = NULL;
+  g_autofree char *output = NULL;
+  GOptionEntry entries[] = {
+    { "allocate", 'a', 0, G_OPTION_ARG_STRING_ARRAY, &sizes,
+      "Allocate SIZE bytes before the snapshot (repeat it for more buffers)", "SIZE" },
+    { "close", 'c', 0, G_OPTION_ARG_STRING_ARRAY, &closes,
+      "Close the Nth allocation (1 for the first -a) before the snapshot", "N" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
+      "Write the snapshot to FILE (default: the standard output)", "FILE" },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) context = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GPtrArray) buffers
+      = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_buffer_unref);
+  g_autofree char *spec = NULL;
+  g_autofree char *doc = NULL;
+  int status = 0;
+
+  context = g_option_context_new ("SPEC|NAME - what every layer of a resource holds, as JSON");
+  g_option_context_set_summary (
+      context, "Creates the resource (a spec, @NAME, or the NAME of a resource of the config "
+               "file), makes the allocations -a asks for, closes those --close names, and prints "
+               "the snapshot of every layer (docs/snapshot.md): blocks, segments, holes, "
+               "reserved, used and cached bytes, the largest free block and the fragmentation "
+               "index, and the driver's free and total bytes of the device.");
+  g_option_context_add_main_entries (context, entries, NULL);
+  if (!memres_tool_parse_options (context, &argc, &argv, &error))
+    return memres_tool_usage_error ("snapshot", error->message);
+  if (argc != 2)
+    return memres_tool_usage_error ("snapshot", "expected one SPEC or NAME");
+
+  for (guint i = 0; sizes != NULL && sizes[i] != NULL; i++)
+    {
+      guint64 size;
+
+      if (strcmp (sizes[i], "max") == 0 || !memres_parse_size (sizes[i], &size, NULL))
+        {
+          g_autofree char *msg = g_strdup_printf ("-a %s: not a size (bytes, or with a suffix "
+                                                  "KiB, MiB, GiB, TiB)",
+                                                  sizes[i]);
+          return memres_tool_usage_error ("snapshot", msg);
+        }
+    }
+  for (guint i = 0; closes != NULL && closes[i] != NULL; i++)
+    {
+      guint n_sizes = sizes != NULL ? g_strv_length (sizes) : 0;
+      guint64 n;
+
+      if (n_sizes == 0 || !g_ascii_string_to_unsigned (closes[i], 10, 1, n_sizes, &n, NULL))
+        {
+          g_autofree char *msg = g_strdup_printf (
+              "--close %s: not the number of an allocation (1 to %u)", closes[i], n_sizes);
+          return memres_tool_usage_error ("snapshot", msg);
+        }
+    }
+
+  spec = resolve_operand (argv[1]);
+  mr = memres_resource_new (spec, &error);
+  if (mr == NULL)
+    return memres_tool_fail (error);
+  for (guint i = 0; sizes != NULL && sizes[i] != NULL; i++)
+    {
+      guint64 size = 0;
+      MemresBuffer *buf;
+
+      memres_parse_size (sizes[i], &size, NULL);
+      buf = memres_resource_allocate (mr, size, NULL, &error);
+      if (buf == NULL)
+        return memres_tool_fail (error);
+      g_ptr_array_add (buffers, buf);
+    }
+  for (guint i = 0; closes != NULL && closes[i] != NULL; i++)
+    {
+      MemresBuffer *buf = g_ptr_array_index (buffers, g_ascii_strtoull (closes[i], NULL, 10) - 1);
+
+      if (!memres_buffer_close (buf, NULL, &error))
+        return memres_tool_fail (error);
+    }
+  doc = memres_resource_snapshot (mr, &error);
+  if (doc == NULL)
+    return memres_tool_fail (error);
+  if (output == NULL || strcmp (output, "-") == 0)
+    g_print ("%s", doc);
+  else if (!g_file_set_contents (output, doc, -1, &error))
+    status = memres_tool_fail (error);
+  return status;
+}
