@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#include "segment-check.h"
+
 #define KiB ((gsize) 1024)
 #define MiB (1024 * KiB)
 
@@ -262,7 +264,8 @@ test_release_threshold (void)
 typedef void (*SetupFn) (Ctx *c);
 typedef gboolean (*OpFn) (Ctx *c, GError **error);
 
-/* The arena and the driver agree: each granule one handle and one mapping, one reservation. */
+/* The arena, the driver and the segment index agree: each granule one handle, one mapping and
+ * one segment; one reservation. */
 static void
 assert_consistent (Ctx *c, const FakeCudaCounts *base)
 {
@@ -272,6 +275,7 @@ assert_consistent (Ctx *c, const FakeCudaCounts *base)
   mt_counts_snapshot (&now);
   handles = now.physical_handles - base->physical_handles;
   g_assert_cmpint (now.mappings - base->mappings, ==, handles);
+  g_assert_cmpint (count_segments (c->mr), ==, handles);
   g_assert_cmpint (now.reservations - base->reservations, ==, 1);
   g_assert_cmpuint (stats_ok (c->mr).reserved_current, ==, (guint64) handles * gran (c->mr));
 }

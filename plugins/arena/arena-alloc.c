@@ -61,24 +61,47 @@ arena_flush (Arena *self, GError **error)
   return arena_heap_settle (self, TRUE, error);
 }
 
-/* arena_extent_new() with the out-of-memory flush and one more try. Lock held. */
+/* arena_extent_new() with the out-of-memory flush and one more try. When backing the extent
+ * would create memory while granules are idle, those are unmapped first (arena_unmap_idle(),
+ * which drops the lock to tell their segments' subscribers) and the placement made again; after
+ * a few rounds lost to other threads, it creates. Spares left over are released. Lock held. */
 static gboolean
 extent_new_or_flush (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GError **error)
 {
-  GError *local = NULL;
+  gboolean flushed = FALSE, ok = FALSE;
 
-  if (arena_extent_new (self, size, tag, addr, &local))
-    return TRUE;
-  if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
+  for (guint round = 0;; round++)
     {
-      g_propagate_error (error, local);
-      return FALSE;
+      GError *local = NULL;
+
+      self->want_unmap = 0;
+      self->no_unmap = round >= 4;
+      if (arena_extent_new (self, size, tag, addr, &local))
+        {
+          ok = TRUE;
+          break;
+        }
+      if (local == NULL && self->want_unmap > 0)
+        {
+          if (!arena_unmap_idle (self, self->want_unmap, FALSE, error))
+            break;
+          continue;
+        }
+      g_assert (local != NULL);
+      if (flushed || !g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
+        {
+          g_propagate_error (error, local);
+          break;
+        }
+      g_clear_error (&local);
+      flushed = TRUE;
+      self->oom_flushes++;
+      if (!arena_flush (self, error))
+        break;
     }
-  g_clear_error (&local);
-  self->oom_flushes++;
-  if (!arena_flush (self, error))
-    return FALSE;
-  return arena_extent_new (self, size, tag, addr, error);
+  self->no_unmap = FALSE;
+  arena_spares_release (self);
+  return ok;
 }
 
 static void
@@ -149,6 +172,7 @@ allocate_slow (Arena *self, guint cls, gsize size, MemresStream stream, MemresAl
   if (b != NULL)
     update_high (self);
   g_mutex_unlock (&self->parts.lock);
+  arena_events_flush (self);
   if (b == NULL)
     {
       g_propagate_error (error, local);
@@ -185,6 +209,7 @@ allocate_large (Arena *self, gsize size, MemresStream stream, MemresAllocation *
         }
     }
   g_mutex_unlock (&self->parts.lock);
+  arena_events_flush (self);
   if (!ok)
     {
       alloc_error_prefix (error, size);

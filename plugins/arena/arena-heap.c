@@ -348,7 +348,7 @@ arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GE
           return TRUE;
         }
       if (!settled && self->tagged_bytes > 0
-          && (any == NULL || arena_span_unbacked (self, any->addr, size) > self->n_idle_mapped))
+          && (any == NULL || arena_span_unbacked (self, any->addr, size) > arena_reusable (self)))
         {
           if (!arena_heap_settle (self, FALSE, error))
             return FALSE;
@@ -411,3 +411,4 @@ arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GE
   arena_heap_insert (self, addr, size, tag, event);
   return TRUE;
 }
+

@@ -8,7 +8,7 @@
  * - arena.c: the kind: options, init and finalize, statistics, counters, trim, the plugin;
  * - arena-granules.c: physical memory: the granule table, the one place that maps granules and
  *   the one place that unmaps them, creation, remapping and release, each driver step rolled
- *   back on failure;
+ *   back on failure; the segment events (each mapped granule a segment), raised without the lock;
  * - arena-heap.c: the address range: free ranges best-fit with coalescing, tagged by the stream
  *   of their last free, and settling them (after the device's work) into ranges every stream
  *   may use;
@@ -43,6 +43,13 @@ typedef struct
   gboolean queued;   /* tagged ranges: the watch stream waits for @event */
 } Range;
 
+/* A segment event waiting to be raised (a granule mapped, or about to be unmapped). */
+typedef struct
+{
+  guint64 base;
+  MemresSegmentEvent event;
+} PendingEvent;
+
 /* A slab: one extent carved into n_blocks blocks of one class. */
 struct _Chunk
 {
@@ -56,6 +63,7 @@ struct _Chunk
 typedef struct
 {
   CacheParts parts; /* first: the fast path reads its start */
+  MemresResource *mr;
   const MemresCudaDriver *drv;
   gint device;
   CUmemAllocationProp prop;
@@ -78,6 +86,12 @@ typedef struct
   guint8 *in_idle;                      /* per granule: on the idle stack */
   guint32 *idle;                        /* stack of granules that were idle when pushed */
   guint n_idle_stack;
+  CUmemGenericAllocationHandle *spare; /* physical memory unmapped from idle granules */
+  guint n_spare;
+  guint want_unmap;       /* set by arena_span_hold(): idle granules to unmap before it can hold */
+  guint keep_lo, keep_hi; /* with want_unmap: the granules of the span, not to be unmapped */
+  gboolean no_unmap;      /* arena_span_hold() creates rather than asking for unmaps */
+  GArray *pending;        /* PendingEvent, in the order of the driver calls */
   guint n_mapped, n_idle_mapped, mapped_high;
   CUstream watch;       /* the arena's own stream: waits for tagged ranges' events */
   GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
@@ -90,6 +104,11 @@ typedef struct
   Chunk *chunks;
   guint64 created, remapped, released, settles, oom_flushes, misses, large_allocs;
   guint64 run_takes; /* extents placed across a stream's own freed ranges and settled ones */
+
+  /* segment events (arena-granules.c): queued under parts.lock, raised without it */
+  GMutex ev_lock;    /* taken before parts.lock; held while events are raised */
+  GThread *ev_owner; /* under ev_lock: the thread raising (a callback that allocates here) */
+  gint in_flight;    /* atomic: events queued and not yet delivered */
 } Arena;
 
 /* @size rounded up to ARENA_ALIGN: the bytes of a large buffer's extent. */
@@ -121,8 +140,18 @@ void arena_granules_clear (Arena *self);
 gboolean arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error);
 void arena_span_drop (Arena *self, guint64 addr, guint64 size);
 guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
+gboolean arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error);
 gboolean arena_release_idle (Arena *self, guint64 keep_bytes, GError **error);
+void arena_spares_release (Arena *self);
 gboolean arena_granules_release_all (Arena *self);
+void arena_events_flush (Arena *self);
+
+/* The granules whose physical memory can back others without creating any: idle, or spare. */
+static inline guint
+arena_reusable (const Arena *self)
+{
+  return self->n_idle_mapped + self->n_spare;
+}
 
 /* arena-heap.c */
 void arena_heap_init (Arena *self);

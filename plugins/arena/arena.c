@@ -1,7 +1,8 @@
 /* memres - CUDA memory resources
  * arena.c: the `arena` kind, a caching device arena on virtual memory management that holds no
  * more physical memory than the program uses: the kind itself (its options, init and finalize,
- * statistics, counters and trim, the plugin). arena-private.h lists the other files and the
+ * statistics, counters and trim, the plugin). Each mapped granule is a segment
+ * (MEMRES_KIND_SEGMENTS, arena-granules.c). arena-private.h lists the other files and the
  * memory model.
  *
  * Spec: arena[:device=N,reserve=SIZE,release_threshold=SIZE|max,max_block=SIZE,chunk=SIZE,
@@ -181,6 +182,7 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   gint64 device = memres_options_get_int (options, "device");
   gint vmm = 0;
 
+  self->mr = mr;
   if ((self->drv = memres_cuda_get_driver (error)) == NULL
       || !memres_cuda_check_device ((gint) device, error))
     return FALSE;
@@ -305,6 +307,7 @@ arena_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
   g_mutex_lock (&self->parts.lock);
   ok = arena_flush (self, error) && arena_release_idle (self, bytes_to_keep, error);
   g_mutex_unlock (&self->parts.lock);
+  arena_events_flush (self);
   return ok;
 }
 
@@ -335,11 +338,21 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   return TRUE;
 }
 
+/* ev_lock is taken before parts.lock (arena-granules.c). */
 static void
 arena_at_fork (MemresResource *mr, MemresForkPhase phase)
 {
-  cache_parts_at_fork (mr != NULL ? &((Arena *) memres_resource_get_private (mr))->parts : NULL,
-                       phase);
+  Arena *self = mr != NULL ? memres_resource_get_private (mr) : NULL;
+
+  if (self != NULL && phase == MEMRES_FORK_PREPARE)
+    memres_fork_mutex (&self->ev_lock, phase);
+  cache_parts_at_fork (self != NULL ? &self->parts : NULL, phase);
+  if (self != NULL && phase != MEMRES_FORK_PREPARE)
+    {
+      if (phase == MEMRES_FORK_CHILD)
+        self->ev_owner = NULL;
+      memres_fork_mutex (&self->ev_lock, phase);
+    }
 }
 
 static const MemresResourceOps arena_ops = {
@@ -365,6 +378,7 @@ static const MemresKindInfo arena_kind = {
   .n_options = G_N_ELEMENTS (arena_options),
   .ops = &arena_ops,
   .instance_size = sizeof (Arena),
+  .flags = MEMRES_KIND_SEGMENTS, /* each mapped granule is a segment */
 };
 
 static gboolean
