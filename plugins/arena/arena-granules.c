@@ -395,6 +395,27 @@ arena_span_unbacked (Arena *self, guint64 addr, guint64 size)
   return n;
 }
 
+/* Bytes of [addr, addr + size) that lie in mapped granules; *@idle the idle granules among them. */
+guint64
+arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle)
+{
+  guint64 end = addr + size, bytes = 0;
+
+  *idle = 0;
+  for (guint g = arena_granule (self, addr); addr < end; g++)
+    {
+      guint64 g_end = MIN (end, granule_address (self, g) + self->granularity);
+
+      if (self->handle[g] != 0)
+        {
+          bytes += g_end - addr;
+          *idle += self->held[g] == 0;
+        }
+      addr = g_end;
+    }
+  return bytes;
+}
+
 /* The bytes [addr, addr + size), free and settled, are held from now on: every granule they lie
  * in gets physical memory (granule_back()). When that would create memory while granules are
  * idle (and no_unmap is not set), nothing is held and FALSE comes back with no error and

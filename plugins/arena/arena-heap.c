@@ -412,3 +412,30 @@ arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GE
   return TRUE;
 }
 
+static gboolean
+largest_of (gpointer key, gpointer value, gpointer data)
+{
+  Range *r = key;
+  guint64 *largest = data;
+  Arena *self = (Arena *) (guintptr) largest[1];
+  guint idle;
+  guint64 mapped = arena_span_mapped_bytes (self, r->addr, r->size, &idle);
+  guint64 most
+      = mapped
+        + (guint64) (arena_reusable (self) - MIN (idle, arena_reusable (self))) * self->granularity;
+
+  largest[0] = MAX (largest[0], MIN (r->size, most));
+  return FALSE;
+}
+
+/* The most one request could get from the physical memory the arena holds, without creating
+ * any: over every free range, its bytes in mapped granules plus the granules idle elsewhere
+ * (and spares), at most the range. For the out-of-memory report; lock held. */
+guint64
+arena_heap_largest_servable (Arena *self)
+{
+  guint64 largest[2] = { 0, (guint64) (guintptr) self };
+
+  g_tree_foreach (self->free_tree, largest_of, largest);
+  return largest[0];
+}

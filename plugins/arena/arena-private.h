@@ -140,6 +140,7 @@ void arena_granules_clear (Arena *self);
 gboolean arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error);
 void arena_span_drop (Arena *self, guint64 addr, guint64 size);
 guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
+guint64 arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle);
 gboolean arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error);
 gboolean arena_release_idle (Arena *self, guint64 keep_bytes, GError **error);
 void arena_spares_release (Arena *self);
@@ -163,6 +164,7 @@ guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr,
                            GError **error);
+guint64 arena_heap_largest_servable (Arena *self);
 gboolean arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag,
                             GError **error);
 

@@ -338,6 +338,42 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   return TRUE;
 }
 
+/* The report of an out-of-memory error (#MemresResourceOps.explain_oom): the free bytes of the
+ * physical memory it holds (mapped, not in use), the most one request could get from them
+ * without new memory (arena_heap_largest_servable()), the granules, and what strands them:
+ * physical memory moves a whole granule at a time, so the free bytes of granules that also
+ * hold live bytes serve only requests placed right there. */
+static void
+arena_explain_oom (MemresResource *mr, MemresOomFigures *figures)
+{
+  Arena *self = memres_resource_get_private (mr);
+  guint64 mapped, used, largest;
+  guint partly = 0, idle;
+
+  g_mutex_lock (&self->parts.lock);
+  mapped = (guint64) self->n_mapped * self->granularity;
+  used = self->large_used + self->slab_bytes - self->parts.shared_cached
+         - cache_fronts_cached_exact (&self->parts);
+  largest = arena_heap_largest_servable (self);
+  idle = arena_reusable (self);
+  for (guint g = 0; g < self->n_granules; g++)
+    partly += self->handle[g] != 0 && self->held[g] > 0 && self->held[g] < self->granularity;
+  g_mutex_unlock (&self->parts.lock);
+  figures->cached = mapped > used ? mapped - used : 0;
+  figures->largest_free = largest;
+  figures->figures = g_strdup_printf (
+      "%" G_GUINT64_FORMAT " granules of %" G_GSIZE_FORMAT " bytes mapped, %u idle, %u partly "
+      "in use; %" G_GUINT64_FORMAT " bytes of address space",
+      mapped / self->granularity, self->granularity, idle, partly, self->va_size);
+  if (largest < figures->request && figures->cached >= figures->request)
+    figures->remedy = g_strdup_printf (
+        "the free bytes of `arena` lie in %u granules that also hold live buffers, and it moves "
+        "physical memory only a whole granule (%" G_GSIZE_FORMAT " bytes) at a time: free the "
+        "buffers that pin them (small ones kept long), or allocate those before the large ones "
+        "so that they share granules",
+        partly, self->granularity);
+}
+
 /* ev_lock is taken before parts.lock (arena-granules.c). */
 static void
 arena_at_fork (MemresResource *mr, MemresForkPhase phase)
@@ -367,6 +403,7 @@ static const MemresResourceOps arena_ops = {
   .trim = arena_trim,
   .get_counters = arena_get_counters,
   .at_fork = arena_at_fork,
+  .explain_oom = arena_explain_oom,
 };
 
 static const MemresKindInfo arena_kind = {
