@@ -6,28 +6,9 @@
  * fault sweep of tests/test-arena.c holds the index to the mapped granules after every failure. */
 #include "testutil.h"
 
+#include "arena-check.h"
+
 #include "segment-check.h"
-
-static guint64
-counter (MemresResource *mr, const char *name)
-{
-  GError *error = NULL;
-  g_autoptr (GVariant) v = memres_resource_get_counters (mr, &error);
-  guint64 value = 0;
-
-  g_assert_no_error (error);
-  g_assert_true (g_variant_lookup (v, name, "t", &value));
-  return value;
-}
-
-static void
-trim_ok (MemresResource *mr)
-{
-  GError *error = NULL;
-
-  g_assert_true (memres_resource_trim (mr, 0, &error));
-  g_assert_no_error (error);
-}
 
 /* Whether recorded events @from.. are @event for exactly the granules at @base + i * @g, i in
  * [0, @n), in any order. */

@@ -1,24 +1,15 @@
 /* test-arena-space.c: the `arena` kind when memory or address space runs short, against the fake
  * driver (a small device, suite fake) and the real one (suite gpu): the out-of-memory report
- * (explain_oom: the free bytes stranded in granules partly in use, the verdict and the remedy). */
+ * (explain_oom: the free bytes stranded in granules partly in use, the verdict and the remedy),
+ * the out-of-memory flush and retry, and more address space reserved when the first runs out. */
 #include "testutil.h"
+
+#include "arena-check.h"
 
 #include <string.h>
 
 #define KiB ((gsize) 1024)
 #define MiB (1024 * KiB)
-
-static guint64
-counter (MemresResource *mr, const char *name)
-{
-  GError *error = NULL;
-  g_autoptr (GVariant) v = memres_resource_get_counters (mr, &error);
-  guint64 value = 0;
-
-  g_assert_no_error (error);
-  g_assert_true (g_variant_lookup (v, name, "t", &value));
-  return value;
-}
 
 /* Fragmentation: the device filled with granules that each hold a large buffer x and, at its
  * end, a small-ish one y; every x freed. The free bytes (all but y's) are plenty, yet each
@@ -92,6 +83,107 @@ test_oom_fragmentation (void)
   mt_close_ok (big, (MemresStream) CU_STREAM_PER_THREAD);
 }
 
+/* Blocks held in a thread's front and slabs of idle blocks go back to the range when an
+ * allocation would otherwise fail: the retry then uses their granules. */
+static void
+test_oom_flush (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  GError *error = NULL;
+  MemresBuffer *bufs[8], *big;
+  size_t free_bytes = 0, total = 0;
+  gboolean pushed;
+  gsize g;
+
+  if (!mt_require_devices (1) || !mt_require_fake ("needs the fake's small device"))
+    return;
+  mr = mt_new_ok ("arena:max_block=1MiB");
+  g = gran (mr);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    bufs[i] = mt_alloc_ok (mr, 1 * MiB, NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    mt_close_ok (bufs[i], NULL);
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 4 * g);
+  g_assert_true (memres_cuda_push_context (0, &pushed, &error));
+  g_assert_cmpint (memres_cuda_get_driver (NULL)->cuMemGetInfo (&free_bytes, &total), ==,
+                   CUDA_SUCCESS);
+  memres_cuda_pop_context (pushed);
+  /* everything the device has left, plus the four granules the cached blocks hold */
+  big = memres_resource_allocate (mr, free_bytes / g * g + 4 * g, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (big);
+  g_assert_cmpuint (counter (mr, "oom_flushes"), ==, 1);
+  /* the retry starts where the slabs were: their granules back it in place */
+  g_assert_cmpuint (memres_buffer_get_address (big) % g, ==, 0);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, free_bytes / g * g + 4 * g);
+  mt_close_ok (big, NULL);
+  /* and past the device's memory: out of memory, nothing left behind */
+  big = memres_resource_allocate (mr, total + g, NULL, &error);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_null (big);
+  g_clear_error (&error);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+}
+
+/* ---- growing the reservation ----------------------------------------------------------------- */
+
+/* An arena of 8 MiB of address space filled, then continued: the next buffer gets a second
+ * reservation of the first one's size, a buffer larger than that a third of its own size; data,
+ * lookups and statistics hold across them, and finalize gives all three back. */
+static void
+test_grow (void)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *a, *b, *c, *small;
+  MemresLookupInfo info;
+  guint64 va;
+  gsize g;
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("arena:reserve=8MiB");
+  g = gran (mr);
+  va = counter (mr, "virtual");
+  g_assert_cmpuint (va, ==, 8 * MiB);
+  g_assert_cmpuint (counter (mr, "reservations"), ==, 1);
+  a = mt_alloc_ok (mr, va - g, NULL);
+  b = mt_alloc_ok (mr, 2 * g, NULL);
+  g_assert_cmpuint (counter (mr, "reservations"), ==, 2);
+  g_assert_cmpuint (counter (mr, "virtual"), ==, 2 * va);
+  g_assert_true (memres_buffer_get_address (b) < memres_buffer_get_address (a)
+                 || memres_buffer_get_address (b) >= memres_buffer_get_address (a) + va - g);
+  c = mt_alloc_ok (mr, va + 3 * g, NULL);
+  g_assert_cmpuint (counter (mr, "reservations"), ==, 3);
+  g_assert_cmpuint (counter (mr, "virtual"), ==, 3 * va + 3 * g);
+  small = mt_alloc_ok (mr, 1000, NULL);
+  g_assert_cmpuint (counter (mr, "reservations"), ==, 3);
+  mt_fill_byte_ok (a, 0x1a, NULL);
+  mt_fill_byte_ok (b, 0x2b, NULL);
+  mt_fill_byte_ok (c, 0x3c, NULL);
+  mt_fill_byte_ok (small, 0x4d, NULL);
+  mt_assert_bytes (a, 0x1a, NULL);
+  mt_assert_bytes (b, 0x2b, NULL);
+  mt_assert_bytes (c, 0x3c, NULL);
+  mt_assert_bytes (small, 0x4d, NULL);
+  g_assert_true (
+      memres_lookup ((gconstpointer) (guintptr) (memres_buffer_get_address (c) + va), &info));
+  g_assert_true (info.resource == mr);
+  g_assert_cmpuint (info.offset, ==, (memres_buffer_get_address (c) + va) % g);
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, va - g + 2 * g + va + 3 * g + 1024);
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+  mt_close_ok (c, NULL);
+  mt_close_ok (small, NULL);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -99,5 +191,7 @@ main (int argc, char **argv)
   g_setenv ("FAKECUDA_DEVICE_MEMORY", "64MiB", FALSE);
   mt_init (&argc, &argv);
   g_test_add_func ("/arena/oom/fragmentation", test_oom_fragmentation);
+  g_test_add_func ("/arena/oom/flush-retry", test_oom_flush);
+  g_test_add_func ("/arena/grow/continues", test_grow);
   return g_test_run ();
 }

@@ -35,6 +35,8 @@
 
 #include "../common/alloc-error.h"
 
+#include <string.h>
+
 gboolean
 arena_granules_init (Arena *self, GError **error)
 {
@@ -61,11 +63,24 @@ arena_granules_clear (Arena *self)
   g_mutex_clear (&self->ev_lock);
 }
 
-static CUdeviceptr
-granule_address (Arena *self, guint g)
+/* @n granules more (a new reservation's), after the others, without memory. */
+void
+arena_granules_grow (Arena *self, guint n)
 {
-  return self->base + ((guint64) g << self->granule_shift);
+  guint was = self->n_granules;
+
+  self->n_granules += n;
+  self->held = g_renew (guint64, self->held, self->n_granules);
+  self->handle = g_renew (CUmemGenericAllocationHandle, self->handle, self->n_granules);
+  self->in_idle = g_renew (guint8, self->in_idle, self->n_granules);
+  self->idle = g_renew (guint32, self->idle, self->n_granules);
+  self->spare = g_renew (CUmemGenericAllocationHandle, self->spare, self->n_granules);
+  memset (self->held + was, 0, n * sizeof *self->held);
+  memset (self->handle + was, 0, n * sizeof *self->handle);
+  memset (self->in_idle + was, 0, n * sizeof *self->in_idle);
 }
+
+#define granule_address arena_granule_address
 
 /* ---- segment events -------------------------------------------------------------------------- */
 

@@ -92,8 +92,15 @@ arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag, Ca
 {
   Range *left = g_hash_table_lookup (self->by_end, KEY (addr));
   Range *right = g_hash_table_lookup (self->by_start, KEY (addr + size));
+  const Reservation *here = arena_reservation_of (self, addr);
   Range *r;
 
+  /* ranges of two reservations that happen to be adjacent stay apart: a granule index counts
+   * within its reservation */
+  if (left != NULL && arena_reservation_of (self, left->addr) != here)
+    left = NULL;
+  if (right != NULL && arena_reservation_of (self, right->addr) != here)
+    right = NULL;
   if (left != NULL && left->tag == tag)
     {
       range_unlink (self, left);
@@ -219,7 +226,12 @@ run_neighbour (Arena *self, guint64 addr, MemresStream tag, gboolean left)
 {
   Range *r = g_hash_table_lookup (left ? self->by_end : self->by_start, KEY (addr));
 
-  return r != NULL && (r->tag == NULL || r->tag == tag) ? r : NULL;
+  /* not across two reservations (arena_heap_insert()) */
+  return r != NULL && (r->tag == NULL || r->tag == tag)
+                 && arena_reservation_of (self, left ? r->addr : addr)
+                        == arena_reservation_of (self, left ? addr : addr - 1)
+             ? r
+             : NULL;
 }
 
 /* For an allocation on @tag: a window of @size bytes in a run of adjacent free ranges that are
@@ -325,6 +337,45 @@ run_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error)
   return TRUE;
 }
 
+/* More address space: a new reservation (cuMemAddressReserve) of the first one's size, or of
+ * @size rounded up to the granularity when that is more (if the driver refuses, of that much
+ * only), its granules appended to the table, all of it one settled free range. Lock held. On
+ * failure nothing changed. */
+gboolean
+arena_reserve_more (Arena *self, guint64 size, GError **error)
+{
+  guint64 need = (size + self->granularity - 1) & ~(guint64) (self->granularity - 1);
+  guint64 bytes = MAX (need, self->resv[0].size);
+  CUdeviceptr base = 0;
+  CUresult r;
+
+  if (self->n_granules + (bytes >> self->granule_shift) > G_MAXUINT32 / 2)
+    bytes = need;
+  if (self->n_granules + (bytes >> self->granule_shift) > G_MAXUINT32 / 2)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "arena: no more address space: %" G_GUINT64_FORMAT " bytes reserved",
+                   self->va_size);
+      return FALSE;
+    }
+  r = self->drv->cuMemAddressReserve (&base, bytes, self->granularity, 0, 0);
+  if (r != CUDA_SUCCESS && bytes > need)
+    r = self->drv->cuMemAddressReserve (&base, bytes = need, self->granularity, 0, 0);
+  if (r != CUDA_SUCCESS)
+    {
+      memres_cuda_set_error (error, r, "cuMemAddressReserve");
+      g_prefix_error (
+          error, "arena: reserving %" G_GUINT64_FORMAT " more bytes of address space: ", bytes);
+      return FALSE;
+    }
+  self->resv = g_renew (Reservation, self->resv, self->n_resv + 1);
+  self->resv[self->n_resv++] = (Reservation){ base, bytes, self->n_granules };
+  arena_granules_grow (self, (guint) (bytes >> self->granule_shift));
+  self->va_size += bytes;
+  arena_heap_insert (self, base, bytes, NULL, NULL);
+  return TRUE;
+}
+
 /* A new extent of @size bytes (a multiple of ARENA_ALIGN) for an allocation on @tag (a
  * normalized stream): a free range of that stream's if one fits as tightly as a settled one,
  * else a settled range, its granules backed (idle granules moved there first). When backing it
@@ -333,7 +384,7 @@ run_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error)
 gboolean
 arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GError **error)
 {
-  gboolean settled = FALSE, at_end;
+  gboolean settled = FALSE, grown = FALSE, at_end;
 
   for (;;)
     {
@@ -370,6 +421,13 @@ arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GE
               *addr = run_addr;
               return TRUE;
             }
+        }
+      if (any == NULL && !grown)
+        {
+          if (!arena_reserve_more (self, size, error))
+            return FALSE;
+          grown = TRUE;
+          continue;
         }
       if (any == NULL)
         {

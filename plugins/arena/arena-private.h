@@ -16,7 +16,8 @@
  *   bins, carved from slabs of the range; large requests best-fit in the range; the
  *   out-of-memory flush.
  *
- * Memory model. One reservation of `reserve` bytes of address space. Every byte of it is either
+ * Memory model. Reservations of address space (`reserve` bytes at init, more when no free range
+ * holds a request), one granule table over them all. Every byte of them is either
  * free and settled (a range in the heap with no stream tag: no queued work touches it), free and
  * tagged (a range freed on a stream, reusable at once on that stream only), or in use (a large
  * buffer, or a slab of size-class blocks). A granule's `held` count is its bytes that are not
@@ -42,6 +43,15 @@ typedef struct
   CacheEvent *event; /* tagged ranges: recorded on @tag after the last free */
   gboolean queued;   /* tagged ranges: the watch stream waits for @event */
 } Range;
+
+/* One reservation of address space: its granules are [first, first + size / granularity) of the
+ * arena's granule table. */
+typedef struct
+{
+  CUdeviceptr base;
+  guint64 size;
+  guint first;
+} Reservation;
 
 /* A segment event waiting to be raised (a granule mapped, or about to be unmapped). */
 typedef struct
@@ -75,10 +85,12 @@ typedef struct
   guint64 release_threshold;
   gboolean exportable;
 
-  /* the reservation */
-  CUdeviceptr base;
-  guint64 va_size;
-  guint n_granules;
+  /* the reservations: the first at init, more when the address space runs out (under
+   * parts.lock after init) */
+  Reservation *resv;
+  guint n_resv;
+  guint64 va_size;  /* bytes of them all */
+  guint n_granules; /* granules of them all */
 
   /* under parts.lock */
   guint64 *held;                        /* per granule: bytes not free and settled */
@@ -118,11 +130,34 @@ arena_round (guint64 size)
   return (size + ARENA_ALIGN - 1) & ~(guint64) (ARENA_ALIGN - 1);
 }
 
-/* The granule index of address @addr of the reservation. */
+/* The reservation address @addr lies in (one, nearly always: a short search otherwise). */
+static inline const Reservation *
+arena_reservation_of (const Arena *self, guint64 addr)
+{
+  for (guint i = self->n_resv; i-- > 1;)
+    if (addr - self->resv[i].base < self->resv[i].size)
+      return &self->resv[i];
+  return &self->resv[0];
+}
+
+/* The granule index of address @addr of a reservation. */
 static inline guint
 arena_granule (const Arena *self, guint64 addr)
 {
-  return (guint) ((addr - self->base) >> self->granule_shift);
+  const Reservation *r = arena_reservation_of (self, addr);
+
+  return r->first + (guint) ((addr - r->base) >> self->granule_shift);
+}
+
+/* The address of granule @g. */
+static inline CUdeviceptr
+arena_granule_address (const Arena *self, guint g)
+{
+  guint i = self->n_resv - 1;
+
+  while (i > 0 && self->resv[i].first > g)
+    i--;
+  return self->resv[i].base + ((guint64) (g - self->resv[i].first) << self->granule_shift);
 }
 
 /* Bytes in use: large buffers and blocks handed out. Lock held. */
@@ -136,6 +171,7 @@ arena_used (Arena *self)
 
 /* arena-granules.c */
 gboolean arena_granules_init (Arena *self, GError **error);
+void arena_granules_grow (Arena *self, guint n);
 void arena_granules_clear (Arena *self);
 gboolean arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error);
 void arena_span_drop (Arena *self, guint64 addr, guint64 size);
@@ -162,6 +198,7 @@ void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream ta
 Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
+gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr,
                            GError **error);
 guint64 arena_heap_largest_servable (Arena *self);

@@ -9,7 +9,8 @@
  *              front=N,front_bytes=SIZE]
  *
  * At init, one range of address space is reserved (cuMemAddressReserve: `reserve` bytes, by
- * default twice the device's memory, halved until the driver grants it). Physical memory is
+ * default twice the device's memory, halved until the driver grants it); more are reserved when
+ * it is full (arena_reserve_more(), arena-heap.c). Physical memory is
  * mapped into it one granule (cuMemGetAllocationGranularity, recommended: 2 MiB on the H200) at
  * a time, where an allocation needs it: an idle granule's memory moved there (cuMemUnmap,
  * cuMemMap, cuMemSetAccess: counted as remapped), or only when no granule is idle, a new one
@@ -32,8 +33,8 @@ static const MemresOptionSpec arena_options[] = {
   { "device", MEMRES_OPTION_INT, "0", "CUDA device ordinal the memory belongs to", NULL, 0,
     G_MAXINT },
   { "reserve", MEMRES_OPTION_SIZE, "0",
-    "bytes of address space reserved at init (0: twice the device's memory); halved until the "
-    "driver grants it",
+    "bytes of address space reserved at init (0: twice the device's memory), halved until the "
+    "driver grants it; more ranges are reserved when it is full",
     NULL, 0, 0 },
   { "release_threshold", MEMRES_OPTION_SIZE, "max",
     "physical bytes kept mapped: above it, idle granules go back to the driver after a large "
@@ -90,6 +91,7 @@ static gboolean
 arena_setup_range (Arena *self, guint64 reserve, GError **error)
 {
   size_t granularity = 0;
+  CUdeviceptr base = 0;
   CUdevice dev;
   CUresult r;
 
@@ -121,7 +123,7 @@ arena_setup_range (Arena *self, guint64 reserve, GError **error)
   reserve = (reserve + granularity - 1) & ~(guint64) (granularity - 1);
   for (;;)
     {
-      r = self->drv->cuMemAddressReserve (&self->base, reserve, granularity, 0, 0);
+      r = self->drv->cuMemAddressReserve (&base, reserve, granularity, 0, 0);
       if (r == CUDA_SUCCESS)
         break;
       if (reserve / 2 < 64 * (guint64) granularity)
@@ -133,6 +135,9 @@ arena_setup_range (Arena *self, guint64 reserve, GError **error)
         }
       reserve = (reserve / 2) & ~(guint64) (granularity - 1);
     }
+  self->resv = g_new (Reservation, 1);
+  self->resv[0] = (Reservation){ base, reserve, 0 };
+  self->n_resv = 1;
   self->va_size = reserve;
   self->n_granules = (guint) (reserve >> self->granule_shift);
   return TRUE;
@@ -206,15 +211,16 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   if (!arena_setup_watch (self, error) || !arena_setup_options (self, options, error))
     {
       arena_watch_destroy (self);
-      CUresult r = self->drv->cuMemAddressFree (self->base, self->va_size);
+      CUresult r = self->drv->cuMemAddressFree (self->resv[0].base, self->resv[0].size);
 
       if (r != CUDA_SUCCESS)
         g_warning ("arena: cuMemAddressFree failed (%d) while rolling back a failure", r);
+      g_clear_pointer (&self->resv, g_free);
       return FALSE;
     }
   arena_granules_init (self, NULL);
   arena_heap_init (self);
-  arena_heap_insert (self, self->base, self->va_size, NULL, NULL);
+  arena_heap_insert (self, self->resv[0].base, self->resv[0].size, NULL, NULL);
   return TRUE;
 }
 
@@ -233,10 +239,11 @@ arena_finalize (MemresResource *mr)
     }
   if (self->chunks != NULL || self->large_used != 0)
     g_warning ("arena: %" G_GUINT64_FORMAT " bytes still in use at finalize", arena_used (self));
-  if (arena_granules_release_all (self)
-      && (r = self->drv->cuMemAddressFree (self->base, self->va_size)) != CUDA_SUCCESS
-      && r != CUDA_ERROR_DEINITIALIZED)
-    g_warning ("arena: cuMemAddressFree failed (%d) at finalize", r);
+  if (arena_granules_release_all (self))
+    for (guint i = 0; i < self->n_resv; i++)
+      if ((r = self->drv->cuMemAddressFree (self->resv[i].base, self->resv[i].size)) != CUDA_SUCCESS
+          && r != CUDA_ERROR_DEINITIALIZED)
+        g_warning ("arena: cuMemAddressFree failed (%d) at finalize", r);
   arena_watch_destroy (self);
   /* what a failed flush left: the slabs' and the ranges' events go with them */
   while (self->chunks != NULL)
@@ -253,6 +260,7 @@ arena_finalize (MemresResource *mr)
   g_mutex_unlock (&self->parts.lock);
   g_mutex_clear (&self->parts.lock);
   arena_granules_clear (self);
+  g_clear_pointer (&self->resv, g_free);
 }
 
 static void
@@ -322,6 +330,7 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "physical_idle", "t", (guint64) self->n_idle_mapped * g);
   g_variant_dict_insert (counters, "used", "t", arena_used (self));
   g_variant_dict_insert (counters, "virtual", "t", self->va_size);
+  g_variant_dict_insert (counters, "reservations", "t", (guint64) self->n_resv);
   g_variant_dict_insert (counters, "granularity", "t", g);
   g_variant_dict_insert (counters, "granules_created", "t", self->created);
   g_variant_dict_insert (counters, "granules_remapped", "t", self->remapped);
