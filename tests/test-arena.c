@@ -1,7 +1,7 @@
 /* test-arena.c: the `arena` kind against the fake driver (suite fake) and the real one (suite
  * gpu): granules moved instead of created, the fault sweep of every driver call of allocate
- * (growing the reservation too), remap, close, trim and finalize, stream hazards, threads with
- * exact statistics, options, and the replay target of issue 38 (bench/traces). */
+ * (growing the reservation too), remap, close, resize, trim and finalize, stream hazards, threads
+ * with exact statistics, options, and the replay target of issue 38 (bench/traces). */
 #include "testutil.h"
 
 #include <string.h>
@@ -398,6 +398,56 @@ static void
 test_faults_close (void)
 {
   run_sweep ("arena close", setup_live, op_close, 1);
+}
+
+/* bufs[0] (g + 1000 bytes, filled with 0x6d), and with @blocked bufs[1] right after it */
+static void
+setup_resize (Ctx *c, gboolean blocked)
+{
+  gsize g;
+
+  c->mr = mt_new_ok ("arena");
+  g = gran (c->mr);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, g + 1000, NULL);
+  if (blocked)
+    c->bufs[c->n++] = mt_alloc_ok (c->mr, g, NULL);
+  mt_fill_byte_ok (c->bufs[0], 0x6d, NULL);
+  c->addr_c = memres_buffer_get_address (c->bufs[0]);
+}
+
+static void
+setup_resize_free (Ctx *c)
+{
+  setup_resize (c, FALSE);
+}
+
+static void
+setup_resize_blocked (Ctx *c)
+{
+  setup_resize (c, TRUE);
+}
+
+/* bufs[0] grown to four granules (in place, or moved): on failure as it was, bytes included */
+static gboolean
+op_resize (Ctx *c, GError **error)
+{
+  gsize g = gran (c->mr);
+
+  if (memres_buffer_resize (c->bufs[0], 4 * g, NULL, error))
+    return TRUE;
+  g_assert_cmphex (memres_buffer_get_address (c->bufs[0]), ==, c->addr_c);
+  g_assert_cmpuint (memres_buffer_get_size (c->bufs[0]), ==, g + 1000);
+  mt_assert_bytes (c->bufs[0], 0x6d, NULL);
+  return FALSE;
+}
+
+static void
+test_faults_resize (void)
+{
+  /* in place: create, map, set access per granule */
+  run_sweep ("arena resize in place", setup_resize_free, op_resize, 6);
+  /* a move: the new buffer's granules, the copy, the old one's close (an event) */
+  run_sweep ("arena resize by move", setup_resize_blocked, op_resize, 10);
 }
 
 static void
@@ -827,5 +877,6 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/replay/target", test_replay_target);
   /* last: a failing release in finalize leaves that granule with the driver */
   g_test_add_func ("/arena/finalize/faults", test_faults_finalize);
+  g_test_add_func ("/arena/resize/faults", test_faults_resize);
   return g_test_run ();
 }

@@ -497,3 +497,25 @@ arena_heap_largest_servable (Arena *self)
   g_tree_foreach (self->free_tree, largest_of, largest);
   return largest[0];
 }
+
+/* Grows the large extent [addr, addr + old_size) to @new_size bytes in place, into the free range
+ * right after it, if that range is settled or tagged @tag, lies in the same reservation and
+ * holds the new bytes: their granules backed (arena_span_hold(), which may ask for unmaps
+ * first: FALSE without an error and want_unmap set). FALSE without an error when the range does
+ * not allow it; on failure nothing changed. */
+gboolean
+arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
+                          MemresStream tag, GError **error)
+{
+  guint64 at = addr + old_size, need = new_size - old_size;
+  Range *r = g_hash_table_lookup (self->by_start, KEY (at));
+
+  if (r == NULL || (r->tag != NULL && r->tag != tag) || r->size < need
+      || arena_reservation_of (self, addr) != arena_reservation_of (self, at))
+    return FALSE;
+  /* a tagged range's bytes are held already; what is left of it keeps its tag and event */
+  if (r->tag == NULL && !arena_span_hold (self, at, need, error))
+    return FALSE;
+  arena_heap_take (self, r, need, FALSE);
+  return TRUE;
+}

@@ -12,6 +12,7 @@
  * - arena-heap.c: the address range: free ranges best-fit with coalescing, tagged by the stream
  *   of their last free, and settling them (after the device's work) into ranges every stream
  *   may use;
+ * - arena-resize.c: resize, in place where the range allows, else a move;
  * - arena-alloc.c: allocate and close: small requests through the cache parts' fronts and shared
  *   bins, carved from slabs of the range; large requests best-fit in the range; the
  *   out-of-memory flush.
@@ -202,6 +203,8 @@ gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr,
                            GError **error);
 guint64 arena_heap_largest_servable (Arena *self);
+gboolean arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
+                                   MemresStream tag, GError **error);
 gboolean arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag,
                             GError **error);
 
@@ -211,3 +214,7 @@ gboolean arena_allocate (MemresResource *mr, gsize size, MemresStream stream,
 gboolean arena_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                            GError **error);
 gboolean arena_flush (Arena *self, GError **error);
+
+/* arena-resize.c */
+gboolean arena_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size,
+                       MemresStream stream, GError **error);

@@ -269,7 +269,8 @@ arena_query (MemresResource *mr, MemresResourceInfo *info)
   Arena *self = memres_resource_get_private (mr);
 
   info->device = self->device;
-  info->flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED;
+  info->flags
+      = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED | MEMRES_MEMORY_RESIZABLE;
 }
 
 /* ---- statistics and trim --------------------------------------------------------------------- */
@@ -406,6 +407,7 @@ static const MemresResourceOps arena_ops = {
   .finalize = arena_finalize,
   .allocate = arena_allocate,
   .deallocate = arena_deallocate,
+  .resize = arena_resize,
   .query = arena_query,
   .get_stats = arena_get_stats,
   .reset_stats = arena_reset_stats,
