@@ -1,9 +1,9 @@
 /* memres - CUDA memory resources
  * arena-alloc.c: the `arena` kind's allocate and close.
  *
- * Small requests (up to max_block) are rounded up to a size class (cache-classes.h) and served
- * as the `cache` adaptor serves them, from the parts of plugins/common/cache/: the calling
- * thread's front (front_try_allocate(), inline, no lock), else the shared bins (for another
+ * Small requests (up to max_block) are rounded up to a size class (common/cache/cache-classes.h)
+ * and served as the `cache` adaptor serves them, from the parts of plugins/common/cache/: the
+ * calling thread's front (front_try_allocate(), inline, no lock), else the shared bins (for another
  * stream after a wait on the block's event), else a new slab: an extent of the address range
  * (arena_extent_new()) carved into blocks of the class, chunk bytes for the classes up to
  * chunk/16, one block for the larger ones. A close puts the block into the front, or the shared
@@ -238,22 +238,13 @@ allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAll
                         cache_normalize_stream (&self->parts, stream), alloc, error);
 }
 
-/* The allocate slot's hot path: the front of the instance this thread used last. */
+/* The allocate slot's hot path: cache_hit_allocate() (cache-parts.h), the cache's too. */
 gboolean
 arena_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
-  ThreadFronts *tf = thread_fronts_get ();
-
-  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
-    {
-      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
-      CacheParts *parts = f->parts;
-
-      if (G_LIKELY (size <= parts->max_block)
-          && front_try_allocate (f, parts, cache_class_of (size), size, stream, alloc))
-        return TRUE;
-    }
+  if (cache_hit_allocate (mr, size, stream, alloc))
+    return TRUE;
   return allocate_general (mr, size, stream, alloc, error);
 }
 
@@ -313,28 +304,11 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
   return deallocate_slow (self, f, b, b->stream);
 }
 
-/* The deallocate slot's hot path: the block back into the front this thread used last. */
+/* The deallocate slot's hot path: cache_hit_deallocate() (cache-parts.h), the cache's too. */
 gboolean
 arena_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  ThreadFronts *tf = thread_fronts_get ();
-
-  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
-    {
-      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
-      CacheParts *parts = f->parts;
-      Block *b = alloc->plugin_data;
-
-      if (G_LIKELY (alloc->size <= parts->max_block))
-        {
-          MemresStream s = cache_normalize_stream (parts, stream);
-
-          /* blocks of a slab lie side by side: no store of an unchanged value */
-          if (b->stream != s)
-            b->stream = s;
-          if (front_try_deallocate (f, parts, b))
-            return TRUE;
-        }
-    }
+  if (cache_hit_deallocate (mr, alloc, stream))
+    return TRUE;
   return deallocate_general (mr, alloc, stream, error);
 }

@@ -31,7 +31,6 @@
 #pragma once
 
 #include "../common/cache/cache-parts.h"
-#include "../cache/cache-classes.h"
 
 #define ARENA_ALIGN 512 /* bytes: every large buffer and slab starts at a multiple */
 
