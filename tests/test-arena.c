@@ -1,10 +1,13 @@
 /* test-arena.c: the `arena` kind against the fake driver (suite fake) and the real one (suite
- * gpu): granules moved instead of created, the fault sweep of every driver call of allocate,
- * remap, close, trim and finalize, stream hazards, the out-of-memory flush, threads with exact
- * statistics, options, and the replay target of issue 38 (bench/traces). */
+ * gpu): granules moved instead of created, the fault sweep of every driver call of allocate
+ * (growing the reservation too), remap, close, resize, trim and finalize, stream hazards, threads
+ * with exact statistics, options, and the replay target of issue 38 (bench/traces). */
 #include "testutil.h"
 
 #include <string.h>
+
+#include "arena-check.h"
+#include "segment-check.h"
 
 #define KiB ((gsize) 1024)
 #define MiB (1024 * KiB)
@@ -32,46 +35,6 @@ stream_free (CUstream stream)
 {
   CU_OK (drv ()->cuStreamSynchronize (stream));
   CU_OK (drv ()->cuStreamDestroy (stream));
-}
-
-static guint64
-counter (MemresResource *mr, const char *name)
-{
-  GError *error = NULL;
-  g_autoptr (GVariant) v = memres_resource_get_counters (mr, &error);
-  guint64 value = 0;
-
-  g_assert_no_error (error);
-  g_assert_true (g_variant_lookup (v, name, "t", &value));
-  return value;
-}
-
-static MemresStats
-stats_ok (MemresResource *mr)
-{
-  GError *error = NULL;
-  MemresStats stats;
-
-  g_assert_true (memres_resource_get_stats (mr, &stats, &error));
-  g_assert_no_error (error);
-  g_assert_cmpuint (stats.reserved_current, >=, stats.used_current);
-  g_assert_cmpuint (stats.reserved_high, >=, stats.reserved_current);
-  return stats;
-}
-
-static void
-trim_ok (MemresResource *mr)
-{
-  GError *error = NULL;
-
-  g_assert_true (memres_resource_trim (mr, 0, &error));
-  g_assert_no_error (error);
-}
-
-static gsize
-gran (MemresResource *mr)
-{
-  return (gsize) counter (mr, "granularity");
 }
 
 /* ---- basics ---------------------------------------------------------------------------------- */
@@ -262,7 +225,8 @@ test_release_threshold (void)
 typedef void (*SetupFn) (Ctx *c);
 typedef gboolean (*OpFn) (Ctx *c, GError **error);
 
-/* The arena and the driver agree: each granule one handle and one mapping, one reservation. */
+/* The arena, the driver and the segment index agree: each granule one handle, one mapping and
+ * one segment; one reservation. */
 static void
 assert_consistent (Ctx *c, const FakeCudaCounts *base)
 {
@@ -272,7 +236,8 @@ assert_consistent (Ctx *c, const FakeCudaCounts *base)
   mt_counts_snapshot (&now);
   handles = now.physical_handles - base->physical_handles;
   g_assert_cmpint (now.mappings - base->mappings, ==, handles);
-  g_assert_cmpint (now.reservations - base->reservations, ==, 1);
+  g_assert_cmpint (count_segments (c->mr), ==, handles);
+  g_assert_cmpint (now.reservations - base->reservations, ==, counter (c->mr, "reservations"));
   g_assert_cmpuint (stats_ok (c->mr).reserved_current, ==, (guint64) handles * gran (c->mr));
 }
 
@@ -393,12 +358,33 @@ op_trim (Ctx *c, GError **error)
   return memres_resource_trim (c->mr, 0, error);
 }
 
+/* The first reservation (8 MiB) nearly full: the next large buffer needs another. */
+static void
+setup_full (Ctx *c)
+{
+  c->mr = mt_new_ok ("arena:reserve=8MiB");
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 3 * gran (c->mr), NULL);
+}
+
+static gboolean
+op_alloc_grow (Ctx *c, GError **error)
+{
+  MemresBuffer *b = memres_resource_allocate (c->mr, 2 * gran (c->mr) + 1000, NULL, error);
+
+  if (b == NULL)
+    return FALSE;
+  c->bufs[c->n++] = b;
+  return TRUE;
+}
+
 static void
 test_faults_allocate (void)
 {
   /* granule by granule: create, map, set access */
   run_sweep ("arena allocate large", setup_empty, op_alloc_large, 12);
   run_sweep ("arena allocate small", setup_empty, op_alloc_small, 3);
+  /* another reservation, then its granules */
+  run_sweep ("arena allocate past the reservation", setup_full, op_alloc_grow, 10);
 }
 
 static void
@@ -412,6 +398,56 @@ static void
 test_faults_close (void)
 {
   run_sweep ("arena close", setup_live, op_close, 1);
+}
+
+/* bufs[0] (g + 1000 bytes, filled with 0x6d), and with @blocked bufs[1] right after it */
+static void
+setup_resize (Ctx *c, gboolean blocked)
+{
+  gsize g;
+
+  c->mr = mt_new_ok ("arena");
+  g = gran (c->mr);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, g + 1000, NULL);
+  if (blocked)
+    c->bufs[c->n++] = mt_alloc_ok (c->mr, g, NULL);
+  mt_fill_byte_ok (c->bufs[0], 0x6d, NULL);
+  c->addr_c = memres_buffer_get_address (c->bufs[0]);
+}
+
+static void
+setup_resize_free (Ctx *c)
+{
+  setup_resize (c, FALSE);
+}
+
+static void
+setup_resize_blocked (Ctx *c)
+{
+  setup_resize (c, TRUE);
+}
+
+/* bufs[0] grown to four granules (in place, or moved): on failure as it was, bytes included */
+static gboolean
+op_resize (Ctx *c, GError **error)
+{
+  gsize g = gran (c->mr);
+
+  if (memres_buffer_resize (c->bufs[0], 4 * g, NULL, error))
+    return TRUE;
+  g_assert_cmphex (memres_buffer_get_address (c->bufs[0]), ==, c->addr_c);
+  g_assert_cmpuint (memres_buffer_get_size (c->bufs[0]), ==, g + 1000);
+  mt_assert_bytes (c->bufs[0], 0x6d, NULL);
+  return FALSE;
+}
+
+static void
+test_faults_resize (void)
+{
+  /* in place: create, map, set access per granule */
+  run_sweep ("arena resize in place", setup_resize_free, op_resize, 6);
+  /* a move: the new buffer's granules, the copy, the old one's close (an event) */
+  run_sweep ("arena resize by move", setup_resize_blocked, op_resize, 10);
 }
 
 static void
@@ -473,51 +509,6 @@ test_faults_finalize (void)
           && strcmp (calls[i], "cuEventDestroy") != 0)
         g_assert_cmpstr (warnings, !=, "");
     }
-}
-
-/* ---- out of memory --------------------------------------------------------------------------- */
-
-/* Blocks held in a thread's front and slabs of idle blocks go back to the range when an
- * allocation would otherwise fail: the retry then uses their granules. */
-static void
-test_oom_flush (void)
-{
-  g_autoptr (MemresResource) mr = NULL;
-  GError *error = NULL;
-  MemresBuffer *bufs[8], *big;
-  size_t free_bytes = 0, total = 0;
-  gboolean pushed;
-  gsize g;
-
-  if (!mt_require_devices (1) || !mt_require_fake ("needs the fake's small device"))
-    return;
-  mr = mt_new_ok ("arena:max_block=1MiB");
-  g = gran (mr);
-  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
-    bufs[i] = mt_alloc_ok (mr, 1 * MiB, NULL);
-  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
-    mt_close_ok (bufs[i], NULL);
-  g_assert_cmpuint (stats_ok (mr).used_current, ==, 0);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 4 * g);
-  g_assert_true (memres_cuda_push_context (0, &pushed, &error));
-  CU_OK (drv ()->cuMemGetInfo (&free_bytes, &total));
-  memres_cuda_pop_context (pushed);
-  /* everything the device has left, plus the four granules the cached blocks hold */
-  big = memres_resource_allocate (mr, free_bytes / g * g + 4 * g, NULL, &error);
-  g_assert_no_error (error);
-  g_assert_nonnull (big);
-  g_assert_cmpuint (counter (mr, "oom_flushes"), ==, 1);
-  /* the retry starts where the slabs were: their granules back it in place */
-  g_assert_cmpuint (memres_buffer_get_address (big) % g, ==, 0);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, free_bytes / g * g + 4 * g);
-  mt_close_ok (big, NULL);
-  /* and past the device's memory: out of memory, nothing left behind */
-  big = memres_resource_allocate (mr, total + g, NULL, &error);
-  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
-  g_assert_null (big);
-  g_clear_error (&error);
-  trim_ok (mr);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
 }
 
 /* ---- stream hazards (the fake's asynchronous mode; the real driver) -------------------------- */
@@ -878,7 +869,6 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/faults/remap", test_faults_remap);
   g_test_add_func ("/arena/faults/close", test_faults_close);
   g_test_add_func ("/arena/faults/trim", test_faults_trim);
-  g_test_add_func ("/arena/oom/flush-retry", test_oom_flush);
   g_test_add_func ("/arena/memory/shifting-sizes", test_shifting_sizes);
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
@@ -887,5 +877,6 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/replay/target", test_replay_target);
   /* last: a failing release in finalize leaves that granule with the driver */
   g_test_add_func ("/arena/finalize/faults", test_faults_finalize);
+  g_test_add_func ("/arena/resize/faults", test_faults_resize);
   return g_test_run ();
 }

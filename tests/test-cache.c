@@ -3,7 +3,7 @@
  * max_block, max_cached, trim, the out-of-memory flush, threads, thread exit and finalize. */
 #include "testutil.h"
 
-#include "../plugins/cache/cache-classes.h"
+#include "../plugins/common/cache/cache-classes.h"
 
 #define KiB ((gsize) 1024)
 #define MiB (1024 * KiB)

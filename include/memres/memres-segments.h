@@ -29,7 +29,7 @@ G_BEGIN_DECLS
  * One segment: a range of addresses the driver mapped for a resource, in one piece, that stays
  * mapped (at this address) until the resource raises %MEMRES_SEGMENT_UNMAPPING for it. Which
  * ranges are segments is the kind's: a `vmm` buffer's mapped part, a `cache`'s chunk or block
- * taken from its upstream (whatever the upstream), an `arena`'s mapped run of granules. The
+ * taken from its upstream (whatever the upstream), an `arena`'s mapped granule. The
  * segments of one resource never overlap; those of two layers of one stack nest (a cache's
  * chunk lies inside its `vmm` upstream's buffer). Frozen layout (part of the ABI).
  *

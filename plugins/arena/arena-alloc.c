@@ -1,9 +1,9 @@
 /* memres - CUDA memory resources
  * arena-alloc.c: the `arena` kind's allocate and close.
  *
- * Small requests (up to max_block) are rounded up to a size class (cache-classes.h) and served
- * as the `cache` adaptor serves them, from the parts of plugins/common/cache/: the calling
- * thread's front (front_try_allocate(), inline, no lock), else the shared bins (for another
+ * Small requests (up to max_block) are rounded up to a size class (common/cache/cache-classes.h)
+ * and served as the `cache` adaptor serves them, from the parts of plugins/common/cache/: the
+ * calling thread's front (front_try_allocate(), inline, no lock), else the shared bins (for another
  * stream after a wait on the block's event), else a new slab: an extent of the address range
  * (arena_extent_new()) carved into blocks of the class, chunk bytes for the classes up to
  * chunk/16, one block for the larger ones. A close puts the block into the front, or the shared
@@ -61,24 +61,47 @@ arena_flush (Arena *self, GError **error)
   return arena_heap_settle (self, TRUE, error);
 }
 
-/* arena_extent_new() with the out-of-memory flush and one more try. Lock held. */
+/* arena_extent_new() with the out-of-memory flush and one more try. When backing the extent
+ * would create memory while granules are idle, those are unmapped first (arena_unmap_idle(),
+ * which drops the lock to tell their segments' subscribers) and the placement made again; after
+ * a few rounds lost to other threads, it creates. Spares left over are released. Lock held. */
 static gboolean
 extent_new_or_flush (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GError **error)
 {
-  GError *local = NULL;
+  gboolean flushed = FALSE, ok = FALSE;
 
-  if (arena_extent_new (self, size, tag, addr, &local))
-    return TRUE;
-  if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
+  for (guint round = 0;; round++)
     {
-      g_propagate_error (error, local);
-      return FALSE;
+      GError *local = NULL;
+
+      self->want_unmap = 0;
+      self->no_unmap = round >= 4;
+      if (arena_extent_new (self, size, tag, addr, &local))
+        {
+          ok = TRUE;
+          break;
+        }
+      if (local == NULL && self->want_unmap > 0)
+        {
+          if (!arena_unmap_idle (self, self->want_unmap, FALSE, error))
+            break;
+          continue;
+        }
+      g_assert (local != NULL);
+      if (flushed || !g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
+        {
+          g_propagate_error (error, local);
+          break;
+        }
+      g_clear_error (&local);
+      flushed = TRUE;
+      self->oom_flushes++;
+      if (!arena_flush (self, error))
+        break;
     }
-  g_clear_error (&local);
-  self->oom_flushes++;
-  if (!arena_flush (self, error))
-    return FALSE;
-  return arena_extent_new (self, size, tag, addr, error);
+  self->no_unmap = FALSE;
+  arena_spares_release (self);
+  return ok;
 }
 
 static void
@@ -149,6 +172,7 @@ allocate_slow (Arena *self, guint cls, gsize size, MemresStream stream, MemresAl
   if (b != NULL)
     update_high (self);
   g_mutex_unlock (&self->parts.lock);
+  arena_events_flush (self);
   if (b == NULL)
     {
       g_propagate_error (error, local);
@@ -185,6 +209,7 @@ allocate_large (Arena *self, gsize size, MemresStream stream, MemresAllocation *
         }
     }
   g_mutex_unlock (&self->parts.lock);
+  arena_events_flush (self);
   if (!ok)
     {
       alloc_error_prefix (error, size);
@@ -213,22 +238,13 @@ allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAll
                         cache_normalize_stream (&self->parts, stream), alloc, error);
 }
 
-/* The allocate slot's hot path: the front of the instance this thread used last. */
+/* The allocate slot's hot path: cache_hit_allocate() (cache-parts.h), the cache's too. */
 gboolean
 arena_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
-  ThreadFronts *tf = thread_fronts_get ();
-
-  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
-    {
-      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
-      CacheParts *parts = f->parts;
-
-      if (G_LIKELY (size <= parts->max_block)
-          && front_try_allocate (f, parts, cache_class_of (size), size, stream, alloc))
-        return TRUE;
-    }
+  if (cache_hit_allocate (mr, size, stream, alloc))
+    return TRUE;
   return allocate_general (mr, size, stream, alloc, error);
 }
 
@@ -288,28 +304,11 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
   return deallocate_slow (self, f, b, b->stream);
 }
 
-/* The deallocate slot's hot path: the block back into the front this thread used last. */
+/* The deallocate slot's hot path: cache_hit_deallocate() (cache-parts.h), the cache's too. */
 gboolean
 arena_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  ThreadFronts *tf = thread_fronts_get ();
-
-  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
-    {
-      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
-      CacheParts *parts = f->parts;
-      Block *b = alloc->plugin_data;
-
-      if (G_LIKELY (alloc->size <= parts->max_block))
-        {
-          MemresStream s = cache_normalize_stream (parts, stream);
-
-          /* blocks of a slab lie side by side: no store of an unchanged value */
-          if (b->stream != s)
-            b->stream = s;
-          if (front_try_deallocate (f, parts, b))
-            return TRUE;
-        }
-    }
+  if (cache_hit_deallocate (mr, alloc, stream))
+    return TRUE;
   return deallocate_general (mr, alloc, stream, error);
 }

@@ -2,21 +2,40 @@
  * arena-granules.c: the physical memory of the `arena` kind, one granule (the device's
  * allocation granularity) at a time: the granule table, the one place that maps a granule
  * (granule_map()) and the one place that unmaps one (granule_unmap()), backing the granules a
- * new extent needs (an idle granule's memory moved there, else a new cuMemCreate), and giving
- * idle granules back to the driver.
+ * new extent needs (spare memory unmapped from idle granules first, else a new cuMemCreate),
+ * giving idle granules back to the driver, and the segment events of all of it.
+ *
+ * Segments (memres-segments.h). Each mapped granule is a segment of the arena (base its
+ * address, length the granularity). Events are raised with parts.lock dropped, since
+ * subscribers may call into memres: granule_map() queues "mapped" (Arena.pending, in the order
+ * of the driver calls) and the slot that mapped raises the queue after it unlocks
+ * (arena_events_flush(), one event at a time under ev_lock, so that events reach subscribers in
+ * queue order whichever thread raises them, and a slot returns only once every event queued
+ * before it unlocked was delivered). "About to be unmapped" must be delivered before the unmap,
+ * so granule_unmap() is reached only through arena_unmap_idle(): under the lock, idle granules
+ * are pinned (a held byte of their own, so that they are neither picked again nor idle) and
+ * their events queued; the lock is dropped and the queue raised; under the lock again each one
+ * whose bytes are still all free is unmapped, its memory kept as a spare (a move) or released.
+ * A granule that an allocation on another thread took bytes of meanwhile stays mapped and is
+ * told mapped again (the event API's rule for a failed unmap); until then memres_lookup() does
+ * not find those bytes. Backing a granule (arena_span_hold()) never unmaps: when it would
+ * create memory while granules are idle, it asks its caller (arena-alloc.c) to unmap them first
+ * (want_unmap) and to try again.
  *
  * Rollback. Backing a granule: cuMemCreate, cuMemMap, cuMemSetAccess; a failing step undoes the
- * ones before it (unmap, release). Moving an idle granule: cuMemUnmap at its old place, then
- * map and grant at the new one; a failure maps it back at the old place (and if even that
- * fails, releases it: nothing is lost). When a later granule of the same extent fails, the
- * granules created for it are unmapped and released; the ones moved there stay where they now
- * are, mapped and idle, as reusable as before. Giving a granule back: cuMemRelease while it is
- * still mapped (the mapping keeps the memory), then cuMemUnmap, which frees it; a failing unmap
- * takes the handle back (cuMemRetainAllocationHandle). Every failure leaves the table as it was
- * and the driver matching it. All under parts.lock. */
+ * ones before it (unmap, release). Mapping a spare: on failure it stays spare. When a later
+ * granule of the same extent fails, the granules created for it are unmapped and released (their
+ * "mapped" events, still queued, withdrawn); the spares mapped there stay where they now are,
+ * mapped and idle. Spares left over are released at the end of the allocation. Giving a granule
+ * back: cuMemRelease while it is still mapped (the mapping keeps the memory), then cuMemUnmap,
+ * which frees it; a failing unmap takes the handle back (cuMemRetainAllocationHandle). Every
+ * failure leaves the table as it was and the driver matching it. All under parts.lock except
+ * where said. */
 #include "arena-private.h"
 
 #include "../common/alloc-error.h"
+
+#include <string.h>
 
 gboolean
 arena_granules_init (Arena *self, GError **error)
@@ -25,6 +44,10 @@ arena_granules_init (Arena *self, GError **error)
   self->handle = g_new0 (CUmemGenericAllocationHandle, self->n_granules);
   self->in_idle = g_new0 (guint8, self->n_granules);
   self->idle = g_new (guint32, self->n_granules);
+  self->spare = g_new (CUmemGenericAllocationHandle, self->n_granules);
+  self->pending = g_array_new (FALSE, FALSE, sizeof (PendingEvent));
+  self->keep_lo = G_MAXUINT;
+  g_mutex_init (&self->ev_lock);
   return TRUE;
 }
 
@@ -35,16 +58,109 @@ arena_granules_clear (Arena *self)
   g_clear_pointer (&self->handle, g_free);
   g_clear_pointer (&self->in_idle, g_free);
   g_clear_pointer (&self->idle, g_free);
+  g_clear_pointer (&self->spare, g_free);
+  g_clear_pointer (&self->pending, g_array_unref);
+  g_mutex_clear (&self->ev_lock);
 }
 
-static CUdeviceptr
-granule_address (Arena *self, guint g)
+/* @n granules more (a new reservation's), after the others, without memory. */
+void
+arena_granules_grow (Arena *self, guint n)
 {
-  return self->base + ((guint64) g << self->granule_shift);
+  guint was = self->n_granules;
+
+  self->n_granules += n;
+  self->held = g_renew (guint64, self->held, self->n_granules);
+  self->handle = g_renew (CUmemGenericAllocationHandle, self->handle, self->n_granules);
+  self->in_idle = g_renew (guint8, self->in_idle, self->n_granules);
+  self->idle = g_renew (guint32, self->idle, self->n_granules);
+  self->spare = g_renew (CUmemGenericAllocationHandle, self->spare, self->n_granules);
+  memset (self->held + was, 0, n * sizeof *self->held);
+  memset (self->handle + was, 0, n * sizeof *self->handle);
+  memset (self->in_idle + was, 0, n * sizeof *self->in_idle);
 }
 
-/* THE place where the arena maps memory: @h at granule @g, with the device's access. Segment
- * events ("mapped") are raised here. On failure nothing is mapped. */
+#define granule_address arena_granule_address
+
+/* ---- segment events -------------------------------------------------------------------------- */
+
+static void
+queue_event (Arena *self, MemresSegmentEvent event, guint g)
+{
+  PendingEvent e = { granule_address (self, g), event };
+
+  g_array_append_val (self->pending, e);
+  __atomic_add_fetch (&self->in_flight, 1, __ATOMIC_SEQ_CST);
+}
+
+/* The "mapped" event of granule @g, queued by this very lock hold, withdrawn. */
+static void
+withdraw_mapped (Arena *self, guint g)
+{
+  guint64 base = granule_address (self, g);
+
+  for (guint i = self->pending->len; i-- > 0;)
+    {
+      PendingEvent *e = &g_array_index (self->pending, PendingEvent, i);
+
+      if (e->base == base && e->event == MEMRES_SEGMENT_MAPPED)
+        {
+          g_array_remove_index (self->pending, i);
+          __atomic_sub_fetch (&self->in_flight, 1, __ATOMIC_SEQ_CST);
+          return;
+        }
+    }
+}
+
+/* Raises the queued events, parts.lock not held: on return, every event queued before the
+ * call was delivered. A subscriber's callback that allocates from this arena on the same thread
+ * raises the events its allocation queued from inside the outer loop, in queue order still. */
+void
+arena_events_flush (Arena *self)
+{
+  gboolean nested;
+
+  if (__atomic_load_n (&self->in_flight, __ATOMIC_SEQ_CST) == 0)
+    return;
+  nested = __atomic_load_n (&self->ev_owner, __ATOMIC_RELAXED) == g_thread_self ();
+  if (!nested)
+    {
+      g_mutex_lock (&self->ev_lock);
+      self->ev_owner = g_thread_self ();
+    }
+  for (;;)
+    {
+      MemresSegment seg = { 0 };
+      PendingEvent e;
+      gboolean have;
+
+      g_mutex_lock (&self->parts.lock);
+      if ((have = self->pending->len > 0))
+        {
+          e = g_array_index (self->pending, PendingEvent, 0);
+          g_array_remove_index (self->pending, 0);
+        }
+      g_mutex_unlock (&self->parts.lock);
+      if (!have)
+        break;
+      seg.base = e.base;
+      seg.length = self->granularity;
+      seg.device = self->device;
+      seg.handle_types = self->prop.requestedHandleTypes;
+      memres_resource_raise_segment_event (self->mr, e.event, &seg);
+      __atomic_sub_fetch (&self->in_flight, 1, __ATOMIC_SEQ_CST);
+    }
+  if (!nested)
+    {
+      self->ev_owner = NULL;
+      g_mutex_unlock (&self->ev_lock);
+    }
+}
+
+/* ---- mapping and unmapping ------------------------------------------------------------------- */
+
+/* THE place where the arena maps memory: @h at granule @g, with the device's access; its
+ * "mapped" event queued. On failure nothing is mapped. */
 static gboolean
 granule_map (Arena *self, guint g, CUmemGenericAllocationHandle h, GError **error)
 {
@@ -62,11 +178,13 @@ granule_map (Arena *self, guint g, CUmemGenericAllocationHandle h, GError **erro
         g_warning ("arena: cuMemUnmap failed (%d) while rolling back a failure", r2);
       return memres_cuda_set_error (error, r, "cuMemSetAccess");
     }
+  queue_event (self, MEMRES_SEGMENT_MAPPED, g);
   return TRUE;
 }
 
-/* THE place where the arena unmaps memory: granule @g (whose bytes are all free and settled:
- * no queued work uses them). Segment events ("about to unmap") are raised here. */
+/* THE place where the arena unmaps memory: granule @g, whose bytes are all free and settled (no
+ * queued work uses them) and whose "about to be unmapped" event was delivered, or whose
+ * "mapped" event was withdrawn. */
 static CUresult
 granule_unmap (Arena *self, guint g)
 {
@@ -98,45 +216,144 @@ idle_pop (Arena *self)
   return -1;
 }
 
-/* Physical memory for granule @g: an idle granule's, moved (*@moved TRUE), else new. */
+/* A pinned granule stays mapped: told mapped again, idle again when nothing holds it. */
+static void
+unpin_mapped (Arena *self, guint g)
+{
+  queue_event (self, MEMRES_SEGMENT_MAPPED, g);
+  if (self->held[g] == 0)
+    {
+      self->n_idle_mapped++;
+      idle_push (self, g);
+    }
+}
+
+/* Gives back granule @g (pinned, now unpinned, nothing held): cuMemRelease while mapped, then
+ * cuMemUnmap; a failing unmap takes the handle back. */
+static gboolean
+granule_release (Arena *self, guint g, GError **error)
+{
+  CUmemGenericAllocationHandle h = self->handle[g];
+  CUresult r;
+
+  if ((r = self->drv->cuMemRelease (h)) != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuMemRelease");
+  if ((r = granule_unmap (self, g)) != CUDA_SUCCESS)
+    {
+      CUresult r2 = self->drv->cuMemRetainAllocationHandle (
+          &h, (void *) (guintptr) granule_address (self, g));
+
+      if (r2 != CUDA_SUCCESS)
+        g_warning ("arena: cuMemRetainAllocationHandle failed (%d) while rolling back a "
+                   "failure",
+                   r2);
+      self->handle[g] = h;
+      return memres_cuda_set_error (error, r, "cuMemUnmap");
+    }
+  self->handle[g] = 0;
+  self->n_mapped--;
+  self->released++;
+  return TRUE;
+}
+
+/* Unmaps up to @n idle granules: their physical memory kept as spares, or with @release given
+ * back to the driver. parts.lock held on entry and on return, dropped in between to deliver the
+ * "about to be unmapped" events (see the top of the file). On failure the granule that failed
+ * stays mapped and idle. */
+gboolean
+arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
+{
+  g_autofree guint32 *picked = g_new (guint32, MAX (n, 1));
+  g_autoptr (GArray) kept = g_array_new (FALSE, FALSE, sizeof (guint));
+  gboolean ok = TRUE;
+  guint k = 0;
+  gint g;
+
+  while (k < n && (g = idle_pop (self)) >= 0)
+    {
+      if ((guint) g >= self->keep_lo && (guint) g <= self->keep_hi)
+        {
+          g_array_append_val (kept, g);
+          continue;
+        }
+      self->held[g] = 1; /* the pin */
+      self->n_idle_mapped--;
+      queue_event (self, MEMRES_SEGMENT_UNMAPPING, (guint) g);
+      picked[k++] = (guint32) g;
+    }
+  for (guint i = kept->len; i-- > 0;)
+    idle_push (self, g_array_index (kept, guint, i));
+  self->keep_lo = G_MAXUINT;
+  self->keep_hi = 0;
+  if (k == 0)
+    return TRUE;
+  g_mutex_unlock (&self->parts.lock);
+  arena_events_flush (self);
+  g_mutex_lock (&self->parts.lock);
+  for (guint i = 0; i < k; i++)
+    {
+      CUresult r;
+
+      g = (gint) picked[i];
+      if (--self->held[g] != 0 || !ok)
+        {
+          unpin_mapped (self, (guint) g);
+          continue;
+        }
+      if (release)
+        {
+          if (!(ok = granule_release (self, (guint) g, error)))
+            unpin_mapped (self, (guint) g);
+          continue;
+        }
+      if ((r = granule_unmap (self, (guint) g)) != CUDA_SUCCESS)
+        {
+          ok = memres_cuda_set_error (error, r, "cuMemUnmap");
+          unpin_mapped (self, (guint) g);
+          continue;
+        }
+      self->spare[self->n_spare++] = self->handle[g];
+      self->handle[g] = 0;
+    }
+  return ok;
+}
+
+/* Spare physical memory given back to the driver (what a failed or raced allocation left). */
+void
+arena_spares_release (Arena *self)
+{
+  while (self->n_spare > 0)
+    {
+      CUresult r = self->drv->cuMemRelease (self->spare[self->n_spare - 1]);
+
+      if (r != CUDA_SUCCESS)
+        {
+          g_debug ("arena: cuMemRelease of a spare granule failed (%d); kept for later", r);
+          return;
+        }
+      self->n_spare--;
+      self->n_mapped--;
+      self->released++;
+    }
+}
+
+/* Physical memory for granule @g: a spare's, mapped there (*@moved TRUE), else new. */
 static gboolean
 granule_back (Arena *self, guint g, gboolean *moved, GError **error)
 {
-  gint src = idle_pop (self);
   CUmemGenericAllocationHandle h;
   CUresult r;
 
-  *moved = src >= 0;
-  if (src >= 0)
+  *moved = self->n_spare > 0;
+  if (*moved)
     {
-      h = self->handle[src];
-      if ((r = granule_unmap (self, (guint) src)) != CUDA_SUCCESS)
-        {
-          idle_push (self, (guint) src);
-          return memres_cuda_set_error (error, r, "cuMemUnmap");
-        }
-      self->handle[src] = 0;
+      h = self->spare[--self->n_spare];
       if (!granule_map (self, g, h, error))
         {
-          g_autoptr (GError) local = NULL;
-
-          if (granule_map (self, (guint) src, h, &local))
-            {
-              self->handle[src] = h;
-              idle_push (self, (guint) src);
-              return FALSE;
-            }
-          /* neither here nor there: the memory goes back to the driver */
-          memres_cuda_warn_release_failure (local, "arena: mapping a granule back");
-          if ((r = self->drv->cuMemRelease (h)) != CUDA_SUCCESS)
-            g_warning ("arena: cuMemRelease failed (%d) while rolling back a failure", r);
-          self->n_mapped--;
-          self->n_idle_mapped--;
-          self->released++;
+          self->spare[self->n_spare++] = h;
           return FALSE;
         }
       self->handle[g] = h;
-      self->n_idle_mapped--;
       self->remapped++;
       return TRUE;
     }
@@ -193,9 +410,32 @@ arena_span_unbacked (Arena *self, guint64 addr, guint64 size)
   return n;
 }
 
+/* Bytes of [addr, addr + size) that lie in mapped granules; *@idle the idle granules among them. */
+guint64
+arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle)
+{
+  guint64 end = addr + size, bytes = 0;
+
+  *idle = 0;
+  for (guint g = arena_granule (self, addr); addr < end; g++)
+    {
+      guint64 g_end = MIN (end, granule_address (self, g) + self->granularity);
+
+      if (self->handle[g] != 0)
+        {
+          bytes += g_end - addr;
+          *idle += self->held[g] == 0;
+        }
+      addr = g_end;
+    }
+  return bytes;
+}
+
 /* The bytes [addr, addr + size), free and settled, are held from now on: every granule they lie
- * in gets physical memory (granule_back()). On failure nothing is held, and the granules
- * created for it are gone again. */
+ * in gets physical memory (granule_back()). When that would create memory while granules are
+ * idle (and no_unmap is not set), nothing is held and FALSE comes back with no error and
+ * want_unmap set: the caller unmaps that many (arena_unmap_idle()) and tries again. On failure
+ * nothing is held, and the granules created for it are gone again. */
 gboolean
 arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
 {
@@ -203,9 +443,22 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
   guint n_new = 0;
   g_autofree guint *created = NULL;
 
+  guint idle_here = 0;
+
   for (guint g = g0; g <= g1; g++)
-    if (self->held[g] == 0 && self->handle[g] == 0)
-      n_new++;
+    if (self->held[g] == 0)
+      {
+        n_new += self->handle[g] == 0;
+        idle_here += self->handle[g] != 0;
+      }
+  if (n_new > self->n_spare && self->n_idle_mapped > idle_here && !self->no_unmap)
+    {
+      /* the idle granules of the span itself are kept: it is about to use them */
+      self->want_unmap = MIN (n_new - self->n_spare, self->n_idle_mapped - idle_here);
+      self->keep_lo = g0;
+      self->keep_hi = g1;
+      return FALSE;
+    }
   span_count (self, addr, size, 1);
   if (n_new == 0)
     return TRUE;
@@ -225,12 +478,20 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
               guint c = created[n_new];
               CUresult r;
 
-              if ((r = granule_unmap (self, c)) != CUDA_SUCCESS
-                  || (r = self->drv->cuMemRelease (self->handle[c])) != CUDA_SUCCESS)
+              withdraw_mapped (self, c);
+              if ((r = granule_unmap (self, c)) != CUDA_SUCCESS)
                 {
-                  g_warning ("arena: a granule could not be given back (%d) while rolling back "
-                             "a failure; it stays mapped",
+                  g_warning ("arena: cuMemUnmap failed (%d) while rolling back a failure; the "
+                             "granule stays mapped",
                              r);
+                  queue_event (self, MEMRES_SEGMENT_MAPPED, c);
+                  continue;
+                }
+              if ((r = self->drv->cuMemRelease (self->handle[c])) != CUDA_SUCCESS)
+                {
+                  /* kept as a spare: released at the end of the allocation */
+                  self->spare[self->n_spare++] = self->handle[c];
+                  self->handle[c] = 0;
                   continue;
                 }
               self->handle[c] = 0;
@@ -253,52 +514,39 @@ arena_span_drop (Arena *self, guint64 addr, guint64 size)
   span_count (self, addr, size, -1);
 }
 
-/* Gives idle granules back to the driver while more than @keep_bytes are mapped. */
+/* Gives spares, then idle granules back to the driver while more than @keep_bytes are mapped.
+ * parts.lock held; dropped in between (arena_unmap_idle()). */
 gboolean
 arena_release_idle (Arena *self, guint64 keep_bytes, GError **error)
 {
-  while ((guint64) self->n_mapped * self->granularity > keep_bytes)
-    {
-      gint g = idle_pop (self);
-      CUmemGenericAllocationHandle h;
-      CUresult r;
+  guint64 mapped;
 
-      if (g < 0)
-        return TRUE;
-      h = self->handle[g];
-      if ((r = self->drv->cuMemRelease (h)) != CUDA_SUCCESS)
-        {
-          idle_push (self, (guint) g);
-          return memres_cuda_set_error (error, r, "cuMemRelease");
-        }
-      if ((r = granule_unmap (self, (guint) g)) != CUDA_SUCCESS)
-        {
-          CUresult r2 = self->drv->cuMemRetainAllocationHandle (
-              &h, (void *) (guintptr) granule_address (self, (guint) g));
-
-          if (r2 != CUDA_SUCCESS)
-            g_warning ("arena: cuMemRetainAllocationHandle failed (%d) while rolling back a "
-                       "failure",
-                       r2);
-          self->handle[g] = h;
-          idle_push (self, (guint) g);
-          return memres_cuda_set_error (error, r, "cuMemUnmap");
-        }
-      self->handle[g] = 0;
-      self->n_mapped--;
-      self->n_idle_mapped--;
-      self->released++;
-    }
-  return TRUE;
+  arena_spares_release (self);
+  mapped = (guint64) self->n_mapped * self->granularity;
+  if (mapped <= keep_bytes || self->n_idle_mapped == 0)
+    return TRUE;
+  return arena_unmap_idle (
+      self,
+      (guint) MIN ((mapped - keep_bytes + self->granularity - 1) >> self->granule_shift,
+                   self->n_idle_mapped),
+      TRUE, error);
 }
 
-/* Finalize: every granule given back (cuMemRelease, cuMemUnmap); a failure is warned about and
- * the others are still given back. TRUE when nothing stays mapped. */
+/* Finalize: every granule given back (cuMemRelease, cuMemUnmap) after its "about to be
+ * unmapped" event (parts.lock dropped to deliver them: nothing else uses the arena now); a
+ * failure is warned about and the others are still given back. TRUE when nothing stays
+ * mapped. */
 gboolean
 arena_granules_release_all (Arena *self)
 {
   gboolean all = TRUE;
 
+  for (guint g = 0; g < self->n_granules; g++)
+    if (self->handle[g] != 0)
+      queue_event (self, MEMRES_SEGMENT_UNMAPPING, g);
+  g_mutex_unlock (&self->parts.lock);
+  arena_events_flush (self);
+  g_mutex_lock (&self->parts.lock);
   for (guint g = 0; g < self->n_granules; g++)
     {
       CUresult r;
@@ -314,6 +562,13 @@ arena_granules_release_all (Arena *self)
           all = FALSE;
         }
       self->handle[g] = 0;
+    }
+  for (; self->n_spare > 0; self->n_spare--)
+    {
+      CUresult r = self->drv->cuMemRelease (self->spare[self->n_spare - 1]);
+
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)
+        g_warning ("arena: cuMemRelease failed (%d) at finalize", r);
     }
   self->n_mapped = self->n_idle_mapped = 0;
   return all;

@@ -92,8 +92,15 @@ arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag, Ca
 {
   Range *left = g_hash_table_lookup (self->by_end, KEY (addr));
   Range *right = g_hash_table_lookup (self->by_start, KEY (addr + size));
+  const Reservation *here = arena_reservation_of (self, addr);
   Range *r;
 
+  /* ranges of two reservations that happen to be adjacent stay apart: a granule index counts
+   * within its reservation */
+  if (left != NULL && arena_reservation_of (self, left->addr) != here)
+    left = NULL;
+  if (right != NULL && arena_reservation_of (self, right->addr) != here)
+    right = NULL;
   if (left != NULL && left->tag == tag)
     {
       range_unlink (self, left);
@@ -219,7 +226,12 @@ run_neighbour (Arena *self, guint64 addr, MemresStream tag, gboolean left)
 {
   Range *r = g_hash_table_lookup (left ? self->by_end : self->by_start, KEY (addr));
 
-  return r != NULL && (r->tag == NULL || r->tag == tag) ? r : NULL;
+  /* not across two reservations (arena_heap_insert()) */
+  return r != NULL && (r->tag == NULL || r->tag == tag)
+                 && arena_reservation_of (self, left ? r->addr : addr)
+                        == arena_reservation_of (self, left ? addr : addr - 1)
+             ? r
+             : NULL;
 }
 
 /* For an allocation on @tag: a window of @size bytes in a run of adjacent free ranges that are
@@ -325,6 +337,45 @@ run_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error)
   return TRUE;
 }
 
+/* More address space: a new reservation (cuMemAddressReserve) of the first one's size, or of
+ * @size rounded up to the granularity when that is more (if the driver refuses, of that much
+ * only), its granules appended to the table, all of it one settled free range. Lock held. On
+ * failure nothing changed. */
+gboolean
+arena_reserve_more (Arena *self, guint64 size, GError **error)
+{
+  guint64 need = (size + self->granularity - 1) & ~(guint64) (self->granularity - 1);
+  guint64 bytes = MAX (need, self->resv[0].size);
+  CUdeviceptr base = 0;
+  CUresult r;
+
+  if (self->n_granules + (bytes >> self->granule_shift) > G_MAXUINT32 / 2)
+    bytes = need;
+  if (self->n_granules + (bytes >> self->granule_shift) > G_MAXUINT32 / 2)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
+                   "arena: no more address space: %" G_GUINT64_FORMAT " bytes reserved",
+                   self->va_size);
+      return FALSE;
+    }
+  r = self->drv->cuMemAddressReserve (&base, bytes, self->granularity, 0, 0);
+  if (r != CUDA_SUCCESS && bytes > need)
+    r = self->drv->cuMemAddressReserve (&base, bytes = need, self->granularity, 0, 0);
+  if (r != CUDA_SUCCESS)
+    {
+      memres_cuda_set_error (error, r, "cuMemAddressReserve");
+      g_prefix_error (
+          error, "arena: reserving %" G_GUINT64_FORMAT " more bytes of address space: ", bytes);
+      return FALSE;
+    }
+  self->resv = g_renew (Reservation, self->resv, self->n_resv + 1);
+  self->resv[self->n_resv++] = (Reservation){ base, bytes, self->n_granules };
+  arena_granules_grow (self, (guint) (bytes >> self->granule_shift));
+  self->va_size += bytes;
+  arena_heap_insert (self, base, bytes, NULL, NULL);
+  return TRUE;
+}
+
 /* A new extent of @size bytes (a multiple of ARENA_ALIGN) for an allocation on @tag (a
  * normalized stream): a free range of that stream's if one fits as tightly as a settled one,
  * else a settled range, its granules backed (idle granules moved there first). When backing it
@@ -333,7 +384,7 @@ run_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error)
 gboolean
 arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GError **error)
 {
-  gboolean settled = FALSE, at_end;
+  gboolean settled = FALSE, grown = FALSE, at_end;
 
   for (;;)
     {
@@ -348,7 +399,7 @@ arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GE
           return TRUE;
         }
       if (!settled && self->tagged_bytes > 0
-          && (any == NULL || arena_span_unbacked (self, any->addr, size) > self->n_idle_mapped))
+          && (any == NULL || arena_span_unbacked (self, any->addr, size) > arena_reusable (self)))
         {
           if (!arena_heap_settle (self, FALSE, error))
             return FALSE;
@@ -370,6 +421,13 @@ arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GE
               *addr = run_addr;
               return TRUE;
             }
+        }
+      if (any == NULL && !grown)
+        {
+          if (!arena_reserve_more (self, size, error))
+            return FALSE;
+          grown = TRUE;
+          continue;
         }
       if (any == NULL)
         {
@@ -409,5 +467,55 @@ arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GE
   if (tag == NULL)
     arena_span_drop (self, addr, size);
   arena_heap_insert (self, addr, size, tag, event);
+  return TRUE;
+}
+
+static gboolean
+largest_of (gpointer key, gpointer value, gpointer data)
+{
+  Range *r = key;
+  guint64 *largest = data;
+  Arena *self = (Arena *) (guintptr) largest[1];
+  guint idle;
+  guint64 mapped = arena_span_mapped_bytes (self, r->addr, r->size, &idle);
+  guint64 most
+      = mapped
+        + (guint64) (arena_reusable (self) - MIN (idle, arena_reusable (self))) * self->granularity;
+
+  largest[0] = MAX (largest[0], MIN (r->size, most));
+  return FALSE;
+}
+
+/* The most one request could get from the physical memory the arena holds, without creating
+ * any: over every free range, its bytes in mapped granules plus the granules idle elsewhere
+ * (and spares), at most the range. For the out-of-memory report; lock held. */
+guint64
+arena_heap_largest_servable (Arena *self)
+{
+  guint64 largest[2] = { 0, (guint64) (guintptr) self };
+
+  g_tree_foreach (self->free_tree, largest_of, largest);
+  return largest[0];
+}
+
+/* Grows the large extent [addr, addr + old_size) to @new_size bytes in place, into the free range
+ * right after it, if that range is settled or tagged @tag, lies in the same reservation and
+ * holds the new bytes: their granules backed (arena_span_hold(), which may ask for unmaps
+ * first: FALSE without an error and want_unmap set). FALSE without an error when the range does
+ * not allow it; on failure nothing changed. */
+gboolean
+arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
+                          MemresStream tag, GError **error)
+{
+  guint64 at = addr + old_size, need = new_size - old_size;
+  Range *r = g_hash_table_lookup (self->by_start, KEY (at));
+
+  if (r == NULL || (r->tag != NULL && r->tag != tag) || r->size < need
+      || arena_reservation_of (self, addr) != arena_reservation_of (self, at))
+    return FALSE;
+  /* a tagged range's bytes are held already; what is left of it keeps its tag and event */
+  if (r->tag == NULL && !arena_span_hold (self, at, need, error))
+    return FALSE;
+  arena_heap_take (self, r, need, FALSE);
   return TRUE;
 }

@@ -8,15 +8,17 @@
  * - arena.c: the kind: options, init and finalize, statistics, counters, trim, the plugin;
  * - arena-granules.c: physical memory: the granule table, the one place that maps granules and
  *   the one place that unmaps them, creation, remapping and release, each driver step rolled
- *   back on failure;
+ *   back on failure; the segment events (each mapped granule a segment), raised without the lock;
  * - arena-heap.c: the address range: free ranges best-fit with coalescing, tagged by the stream
  *   of their last free, and settling them (after the device's work) into ranges every stream
  *   may use;
+ * - arena-resize.c: resize, in place where the range allows, else a move;
  * - arena-alloc.c: allocate and close: small requests through the cache parts' fronts and shared
  *   bins, carved from slabs of the range; large requests best-fit in the range; the
  *   out-of-memory flush.
  *
- * Memory model. One reservation of `reserve` bytes of address space. Every byte of it is either
+ * Memory model. Reservations of address space (`reserve` bytes at init, more when no free range
+ * holds a request), one granule table over them all. Every byte of them is either
  * free and settled (a range in the heap with no stream tag: no queued work touches it), free and
  * tagged (a range freed on a stream, reusable at once on that stream only), or in use (a large
  * buffer, or a slab of size-class blocks). A granule's `held` count is its bytes that are not
@@ -29,7 +31,6 @@
 #pragma once
 
 #include "../common/cache/cache-parts.h"
-#include "../cache/cache-classes.h"
 
 #define ARENA_ALIGN 512 /* bytes: every large buffer and slab starts at a multiple */
 
@@ -42,6 +43,22 @@ typedef struct
   CacheEvent *event; /* tagged ranges: recorded on @tag after the last free */
   gboolean queued;   /* tagged ranges: the watch stream waits for @event */
 } Range;
+
+/* One reservation of address space: its granules are [first, first + size / granularity) of the
+ * arena's granule table. */
+typedef struct
+{
+  CUdeviceptr base;
+  guint64 size;
+  guint first;
+} Reservation;
+
+/* A segment event waiting to be raised (a granule mapped, or about to be unmapped). */
+typedef struct
+{
+  guint64 base;
+  MemresSegmentEvent event;
+} PendingEvent;
 
 /* A slab: one extent carved into n_blocks blocks of one class. */
 struct _Chunk
@@ -56,6 +73,7 @@ struct _Chunk
 typedef struct
 {
   CacheParts parts; /* first: the fast path reads its start */
+  MemresResource *mr;
   const MemresCudaDriver *drv;
   gint device;
   CUmemAllocationProp prop;
@@ -67,10 +85,12 @@ typedef struct
   guint64 release_threshold;
   gboolean exportable;
 
-  /* the reservation */
-  CUdeviceptr base;
-  guint64 va_size;
-  guint n_granules;
+  /* the reservations: the first at init, more when the address space runs out (under
+   * parts.lock after init) */
+  Reservation *resv;
+  guint n_resv;
+  guint64 va_size;  /* bytes of them all */
+  guint n_granules; /* granules of them all */
 
   /* under parts.lock */
   guint64 *held;                        /* per granule: bytes not free and settled */
@@ -78,6 +98,12 @@ typedef struct
   guint8 *in_idle;                      /* per granule: on the idle stack */
   guint32 *idle;                        /* stack of granules that were idle when pushed */
   guint n_idle_stack;
+  CUmemGenericAllocationHandle *spare; /* physical memory unmapped from idle granules */
+  guint n_spare;
+  guint want_unmap;       /* set by arena_span_hold(): idle granules to unmap before it can hold */
+  guint keep_lo, keep_hi; /* with want_unmap: the granules of the span, not to be unmapped */
+  gboolean no_unmap;      /* arena_span_hold() creates rather than asking for unmaps */
+  GArray *pending;        /* PendingEvent, in the order of the driver calls */
   guint n_mapped, n_idle_mapped, mapped_high;
   CUstream watch;       /* the arena's own stream: waits for tagged ranges' events */
   GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
@@ -90,6 +116,11 @@ typedef struct
   Chunk *chunks;
   guint64 created, remapped, released, settles, oom_flushes, misses, large_allocs;
   guint64 run_takes; /* extents placed across a stream's own freed ranges and settled ones */
+
+  /* segment events (arena-granules.c): queued under parts.lock, raised without it */
+  GMutex ev_lock;    /* taken before parts.lock; held while events are raised */
+  GThread *ev_owner; /* under ev_lock: the thread raising (a callback that allocates here) */
+  gint in_flight;    /* atomic: events queued and not yet delivered */
 } Arena;
 
 /* @size rounded up to ARENA_ALIGN: the bytes of a large buffer's extent. */
@@ -99,11 +130,34 @@ arena_round (guint64 size)
   return (size + ARENA_ALIGN - 1) & ~(guint64) (ARENA_ALIGN - 1);
 }
 
-/* The granule index of address @addr of the reservation. */
+/* The reservation address @addr lies in (one, nearly always: a short search otherwise). */
+static inline const Reservation *
+arena_reservation_of (const Arena *self, guint64 addr)
+{
+  for (guint i = self->n_resv; i-- > 1;)
+    if (addr - self->resv[i].base < self->resv[i].size)
+      return &self->resv[i];
+  return &self->resv[0];
+}
+
+/* The granule index of address @addr of a reservation. */
 static inline guint
 arena_granule (const Arena *self, guint64 addr)
 {
-  return (guint) ((addr - self->base) >> self->granule_shift);
+  const Reservation *r = arena_reservation_of (self, addr);
+
+  return r->first + (guint) ((addr - r->base) >> self->granule_shift);
+}
+
+/* The address of granule @g. */
+static inline CUdeviceptr
+arena_granule_address (const Arena *self, guint g)
+{
+  guint i = self->n_resv - 1;
+
+  while (i > 0 && self->resv[i].first > g)
+    i--;
+  return self->resv[i].base + ((guint64) (g - self->resv[i].first) << self->granule_shift);
 }
 
 /* Bytes in use: large buffers and blocks handed out. Lock held. */
@@ -117,12 +171,24 @@ arena_used (Arena *self)
 
 /* arena-granules.c */
 gboolean arena_granules_init (Arena *self, GError **error);
+void arena_granules_grow (Arena *self, guint n);
 void arena_granules_clear (Arena *self);
 gboolean arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error);
 void arena_span_drop (Arena *self, guint64 addr, guint64 size);
 guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
+guint64 arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle);
+gboolean arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error);
 gboolean arena_release_idle (Arena *self, guint64 keep_bytes, GError **error);
+void arena_spares_release (Arena *self);
 gboolean arena_granules_release_all (Arena *self);
+void arena_events_flush (Arena *self);
+
+/* The granules whose physical memory can back others without creating any: idle, or spare. */
+static inline guint
+arena_reusable (const Arena *self)
+{
+  return self->n_idle_mapped + self->n_spare;
+}
 
 /* arena-heap.c */
 void arena_heap_init (Arena *self);
@@ -132,8 +198,12 @@ void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream ta
 Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
+gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr,
                            GError **error);
+guint64 arena_heap_largest_servable (Arena *self);
+gboolean arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
+                                   MemresStream tag, GError **error);
 gboolean arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag,
                             GError **error);
 
@@ -146,3 +216,7 @@ gboolean arena_flush (Arena *self, GError **error);
 
 /* arena-snapshot.c: the snapshot slot */
 void arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer);
+
+/* arena-resize.c */
+gboolean arena_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size,
+                       MemresStream stream, GError **error);

@@ -36,8 +36,13 @@ add_free (Arena *self, MemresSnapshotLayer *layer, const Range *r)
       guint64 run = addr;
 
       while (run < end && (self->handle[arena_granule (self, run)] != 0) == mapped)
-        run = MIN (end,
-                   self->base + (((guint64) arena_granule (self, run) + 1) << self->granule_shift));
+        {
+          /* a range lies in one reservation (ranges of two never coalesce) */
+          guint64 base = arena_reservation_of (self, run)->base;
+
+          run = MIN (end,
+                     base + ((((run - base) >> self->granule_shift) + 1) << self->granule_shift));
+        }
       if (mapped)
         memres_snapshot_add_block (layer, addr, run - addr, r->tag,
                                    r->tag == NULL ? MEMRES_BLOCK_FREE : MEMRES_BLOCK_PENDING);
@@ -56,8 +61,8 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
   g_autoptr (GPtrArray) slabs = g_ptr_array_new ();
   GHashTableIter iter;
   gpointer value;
-  guint64 at, va_end = self->base + self->va_size;
-  guint r = 0, s = 0;
+  guint64 at, va_end;
+  guint r, s;
 
   g_mutex_lock (&self->parts.lock);
   cache_fronts_stop (&self->parts);
@@ -79,51 +84,52 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
     g_ptr_array_add (slabs, c);
   g_ptr_array_sort (slabs, chunk_cmp);
 
-  /* the range in address order: free ranges, slabs, and the live large buffers between them */
-  at = self->base;
-  while (at < va_end)
-    {
-      const Range *fr = r < ranges->len ? g_ptr_array_index (ranges, r) : NULL;
-      const Chunk *sl = s < slabs->len ? g_ptr_array_index (slabs, s) : NULL;
-      guint64 next;
+  /* each reservation in address order: free ranges, slabs, and the live large buffers between
+   * them */
+  for (guint k = 0; k < self->n_resv; k++)
+    for (at = self->resv[k].base, va_end = at + self->resv[k].size, r = 0, s = 0; at < va_end;)
+      {
+        const Range *fr = r < ranges->len ? g_ptr_array_index (ranges, r) : NULL;
+        const Chunk *sl = s < slabs->len ? g_ptr_array_index (slabs, s) : NULL;
+        guint64 next;
 
-      /* nothing overlaps (the heap's and the slabs' invariant); skip what would */
-      if (fr != NULL && fr->addr < at)
-        {
-          r++;
-          continue;
-        }
-      if (sl != NULL && sl->addr < at)
-        {
-          s++;
-          continue;
-        }
-      next = MIN (fr != NULL ? fr->addr : va_end, sl != NULL ? sl->addr : va_end);
+        /* nothing overlaps (the heap's and the slabs' invariant); skip what would */
+        if (fr != NULL && fr->addr < at)
+          {
+            r++;
+            continue;
+          }
+        if (sl != NULL && sl->addr < at)
+          {
+            s++;
+            continue;
+          }
+        next = MIN (MIN (fr != NULL ? fr->addr : va_end, sl != NULL ? sl->addr : va_end), va_end);
 
-      if (next > at)
-        {
-          memres_snapshot_add_block (layer, at, next - at, NULL, MEMRES_BLOCK_USED);
-          at = next;
-          continue;
-        }
-      if (fr != NULL && fr->addr == at)
-        {
-          add_free (self, layer, fr);
-          at += fr->size;
-          r++;
-          continue;
-        }
-      for (guint i = 0; i < sl->n_blocks; i++)
-        {
-          Block *b = (Block *) &sl->blocks[i];
+        if (next > at)
+          {
+            memres_snapshot_add_block (layer, at, next - at, NULL, MEMRES_BLOCK_USED);
+            at = next;
+            continue;
+          }
+        if (fr != NULL && fr->addr == at)
+          {
+            add_free (self, layer, fr);
+            at += fr->size;
+            r++;
+            continue;
+          }
+        for (guint i = 0; i < sl->n_blocks; i++)
+          {
+            Block *b = (Block *) &sl->blocks[i];
 
-          memres_snapshot_add_block (layer, b->address, b->size, b->stream,
-                                     g_hash_table_contains (free_blocks, b) ? MEMRES_BLOCK_FREE
-                                                                            : MEMRES_BLOCK_USED);
-        }
-      at += sl->size;
-      s++;
-    }
+            memres_snapshot_add_block (layer, b->address, b->size, b->stream,
+                                       g_hash_table_contains (free_blocks, b) ? MEMRES_BLOCK_FREE
+                                                                              : MEMRES_BLOCK_USED);
+          }
+        at += sl->size;
+        s++;
+      }
   memres_snapshot_add_figure (layer, "granularity", self->granularity);
   memres_snapshot_add_figure (layer, "mapped", (guint64) self->n_mapped << self->granule_shift);
   memres_snapshot_add_figure (layer, "idle_mapped",

@@ -1,14 +1,16 @@
 /* memres - CUDA memory resources
  * arena.c: the `arena` kind, a caching device arena on virtual memory management that holds no
  * more physical memory than the program uses: the kind itself (its options, init and finalize,
- * statistics, counters and trim, the plugin). arena-private.h lists the other files and the
+ * statistics, counters and trim, the plugin). Each mapped granule is a segment
+ * (MEMRES_KIND_SEGMENTS, arena-granules.c). arena-private.h lists the other files and the
  * memory model.
  *
  * Spec: arena[:device=N,reserve=SIZE,release_threshold=SIZE|max,max_block=SIZE,chunk=SIZE,
  *              front=N,front_bytes=SIZE]
  *
  * At init, one range of address space is reserved (cuMemAddressReserve: `reserve` bytes, by
- * default twice the device's memory, halved until the driver grants it). Physical memory is
+ * default twice the device's memory, halved until the driver grants it); more are reserved when
+ * it is full (arena_reserve_more(), arena-heap.c). Physical memory is
  * mapped into it one granule (cuMemGetAllocationGranularity, recommended: 2 MiB on the H200) at
  * a time, where an allocation needs it: an idle granule's memory moved there (cuMemUnmap,
  * cuMemMap, cuMemSetAccess: counted as remapped), or only when no granule is idle, a new one
@@ -31,8 +33,8 @@ static const MemresOptionSpec arena_options[] = {
   { "device", MEMRES_OPTION_INT, "0", "CUDA device ordinal the memory belongs to", NULL, 0,
     G_MAXINT },
   { "reserve", MEMRES_OPTION_SIZE, "0",
-    "bytes of address space reserved at init (0: twice the device's memory); halved until the "
-    "driver grants it",
+    "bytes of address space reserved at init (0: twice the device's memory), halved until the "
+    "driver grants it; more ranges are reserved when it is full",
     NULL, 0, 0 },
   { "release_threshold", MEMRES_OPTION_SIZE, "max",
     "physical bytes kept mapped: above it, idle granules go back to the driver after a large "
@@ -89,6 +91,7 @@ static gboolean
 arena_setup_range (Arena *self, guint64 reserve, GError **error)
 {
   size_t granularity = 0;
+  CUdeviceptr base = 0;
   CUdevice dev;
   CUresult r;
 
@@ -120,7 +123,7 @@ arena_setup_range (Arena *self, guint64 reserve, GError **error)
   reserve = (reserve + granularity - 1) & ~(guint64) (granularity - 1);
   for (;;)
     {
-      r = self->drv->cuMemAddressReserve (&self->base, reserve, granularity, 0, 0);
+      r = self->drv->cuMemAddressReserve (&base, reserve, granularity, 0, 0);
       if (r == CUDA_SUCCESS)
         break;
       if (reserve / 2 < 64 * (guint64) granularity)
@@ -132,6 +135,9 @@ arena_setup_range (Arena *self, guint64 reserve, GError **error)
         }
       reserve = (reserve / 2) & ~(guint64) (granularity - 1);
     }
+  self->resv = g_new (Reservation, 1);
+  self->resv[0] = (Reservation){ base, reserve, 0 };
+  self->n_resv = 1;
   self->va_size = reserve;
   self->n_granules = (guint) (reserve >> self->granule_shift);
   return TRUE;
@@ -181,6 +187,7 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   gint64 device = memres_options_get_int (options, "device");
   gint vmm = 0;
 
+  self->mr = mr;
   if ((self->drv = memres_cuda_get_driver (error)) == NULL
       || !memres_cuda_check_device ((gint) device, error))
     return FALSE;
@@ -204,15 +211,16 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   if (!arena_setup_watch (self, error) || !arena_setup_options (self, options, error))
     {
       arena_watch_destroy (self);
-      CUresult r = self->drv->cuMemAddressFree (self->base, self->va_size);
+      CUresult r = self->drv->cuMemAddressFree (self->resv[0].base, self->resv[0].size);
 
       if (r != CUDA_SUCCESS)
         g_warning ("arena: cuMemAddressFree failed (%d) while rolling back a failure", r);
+      g_clear_pointer (&self->resv, g_free);
       return FALSE;
     }
   arena_granules_init (self, NULL);
   arena_heap_init (self);
-  arena_heap_insert (self, self->base, self->va_size, NULL, NULL);
+  arena_heap_insert (self, self->resv[0].base, self->resv[0].size, NULL, NULL);
   return TRUE;
 }
 
@@ -231,10 +239,11 @@ arena_finalize (MemresResource *mr)
     }
   if (self->chunks != NULL || self->large_used != 0)
     g_warning ("arena: %" G_GUINT64_FORMAT " bytes still in use at finalize", arena_used (self));
-  if (arena_granules_release_all (self)
-      && (r = self->drv->cuMemAddressFree (self->base, self->va_size)) != CUDA_SUCCESS
-      && r != CUDA_ERROR_DEINITIALIZED)
-    g_warning ("arena: cuMemAddressFree failed (%d) at finalize", r);
+  if (arena_granules_release_all (self))
+    for (guint i = 0; i < self->n_resv; i++)
+      if ((r = self->drv->cuMemAddressFree (self->resv[i].base, self->resv[i].size)) != CUDA_SUCCESS
+          && r != CUDA_ERROR_DEINITIALIZED)
+        g_warning ("arena: cuMemAddressFree failed (%d) at finalize", r);
   arena_watch_destroy (self);
   /* what a failed flush left: the slabs' and the ranges' events go with them */
   while (self->chunks != NULL)
@@ -251,6 +260,7 @@ arena_finalize (MemresResource *mr)
   g_mutex_unlock (&self->parts.lock);
   g_mutex_clear (&self->parts.lock);
   arena_granules_clear (self);
+  g_clear_pointer (&self->resv, g_free);
 }
 
 static void
@@ -259,7 +269,8 @@ arena_query (MemresResource *mr, MemresResourceInfo *info)
   Arena *self = memres_resource_get_private (mr);
 
   info->device = self->device;
-  info->flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED;
+  info->flags
+      = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED | MEMRES_MEMORY_RESIZABLE;
 }
 
 /* ---- statistics and trim --------------------------------------------------------------------- */
@@ -305,6 +316,7 @@ arena_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
   g_mutex_lock (&self->parts.lock);
   ok = arena_flush (self, error) && arena_release_idle (self, bytes_to_keep, error);
   g_mutex_unlock (&self->parts.lock);
+  arena_events_flush (self);
   return ok;
 }
 
@@ -319,6 +331,7 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "physical_idle", "t", (guint64) self->n_idle_mapped * g);
   g_variant_dict_insert (counters, "used", "t", arena_used (self));
   g_variant_dict_insert (counters, "virtual", "t", self->va_size);
+  g_variant_dict_insert (counters, "reservations", "t", (guint64) self->n_resv);
   g_variant_dict_insert (counters, "granularity", "t", g);
   g_variant_dict_insert (counters, "granules_created", "t", self->created);
   g_variant_dict_insert (counters, "granules_remapped", "t", self->remapped);
@@ -335,11 +348,57 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   return TRUE;
 }
 
+/* The report of an out-of-memory error (#MemresResourceOps.explain_oom): the free bytes of the
+ * physical memory it holds (mapped, not in use), the most one request could get from them
+ * without new memory (arena_heap_largest_servable()), the granules, and what strands them:
+ * physical memory moves a whole granule at a time, so the free bytes of granules that also
+ * hold live bytes serve only requests placed right there. */
+static void
+arena_explain_oom (MemresResource *mr, MemresOomFigures *figures)
+{
+  Arena *self = memres_resource_get_private (mr);
+  guint64 mapped, used, largest;
+  guint partly = 0, idle;
+
+  g_mutex_lock (&self->parts.lock);
+  mapped = (guint64) self->n_mapped * self->granularity;
+  used = self->large_used + self->slab_bytes - self->parts.shared_cached
+         - cache_fronts_cached_exact (&self->parts);
+  largest = arena_heap_largest_servable (self);
+  idle = arena_reusable (self);
+  for (guint g = 0; g < self->n_granules; g++)
+    partly += self->handle[g] != 0 && self->held[g] > 0 && self->held[g] < self->granularity;
+  g_mutex_unlock (&self->parts.lock);
+  figures->cached = mapped > used ? mapped - used : 0;
+  figures->largest_free = largest;
+  figures->figures = g_strdup_printf (
+      "%" G_GUINT64_FORMAT " granules of %" G_GSIZE_FORMAT " bytes mapped, %u idle, %u partly "
+      "in use; %" G_GUINT64_FORMAT " bytes of address space",
+      mapped / self->granularity, self->granularity, idle, partly, self->va_size);
+  if (largest < figures->request && figures->cached >= figures->request)
+    figures->remedy = g_strdup_printf (
+        "the free bytes of `arena` lie in %u granules that also hold live buffers, and it moves "
+        "physical memory only a whole granule (%" G_GSIZE_FORMAT " bytes) at a time: free the "
+        "buffers that pin them (small ones kept long), or allocate those before the large ones "
+        "so that they share granules",
+        partly, self->granularity);
+}
+
+/* ev_lock is taken before parts.lock (arena-granules.c). */
 static void
 arena_at_fork (MemresResource *mr, MemresForkPhase phase)
 {
-  cache_parts_at_fork (mr != NULL ? &((Arena *) memres_resource_get_private (mr))->parts : NULL,
-                       phase);
+  Arena *self = mr != NULL ? memres_resource_get_private (mr) : NULL;
+
+  if (self != NULL && phase == MEMRES_FORK_PREPARE)
+    memres_fork_mutex (&self->ev_lock, phase);
+  cache_parts_at_fork (self != NULL ? &self->parts : NULL, phase);
+  if (self != NULL && phase != MEMRES_FORK_PREPARE)
+    {
+      if (phase == MEMRES_FORK_CHILD)
+        self->ev_owner = NULL;
+      memres_fork_mutex (&self->ev_lock, phase);
+    }
 }
 
 static const MemresResourceOps arena_ops = {
@@ -348,12 +407,14 @@ static const MemresResourceOps arena_ops = {
   .finalize = arena_finalize,
   .allocate = arena_allocate,
   .deallocate = arena_deallocate,
+  .resize = arena_resize,
   .query = arena_query,
   .get_stats = arena_get_stats,
   .reset_stats = arena_reset_stats,
   .trim = arena_trim,
   .get_counters = arena_get_counters,
   .at_fork = arena_at_fork,
+  .explain_oom = arena_explain_oom,
   .snapshot = arena_snapshot, /* arena-snapshot.c */
 };
 
@@ -366,6 +427,7 @@ static const MemresKindInfo arena_kind = {
   .n_options = G_N_ELEMENTS (arena_options),
   .ops = &arena_ops,
   .instance_size = sizeof (Arena),
+  .flags = MEMRES_KIND_SEGMENTS, /* each mapped granule is a segment */
 };
 
 static gboolean

@@ -117,22 +117,13 @@ allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAll
                         cache_normalize_stream (&self->parts, stream), alloc, error);
 }
 
-/* The hot path: the front of the instance this thread used last, found without a call. */
+/* The hot path: cache_hit_allocate() (cache-parts.h), the arena's too. */
 gboolean
 cache_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
-  ThreadFronts *tf = thread_fronts_get ();
-
-  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
-    {
-      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
-      CacheParts *parts = f->parts;
-
-      if (G_LIKELY (size <= parts->max_block)
-          && front_try_allocate (f, parts, cache_class_of (size), size, stream, alloc))
-        return TRUE;
-    }
+  if (cache_hit_allocate (mr, size, stream, alloc))
+    return TRUE;
   return allocate_general (mr, size, stream, alloc, error);
 }
 
@@ -220,26 +211,7 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
 gboolean
 cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  ThreadFronts *tf = thread_fronts_get ();
-
-  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
-    {
-      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
-      CacheParts *parts = f->parts;
-      Block *b = alloc->plugin_data;
-
-      if (G_LIKELY (alloc->size <= parts->max_block))
-        {
-          MemresStream s = cache_normalize_stream (parts, stream);
-
-          /* Blocks carved from one chunk lie side by side, each used by another thread: the
-           * hot path writes no block (a store of an unchanged value would still take the
-           * neighbours' cache line away from them) */
-          if (b->stream != s)
-            b->stream = s;
-          if (front_try_deallocate (f, parts, b))
-            return TRUE;
-        }
-    }
+  if (cache_hit_deallocate (mr, alloc, stream))
+    return TRUE;
   return deallocate_general (mr, alloc, stream, error);
 }

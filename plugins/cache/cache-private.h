@@ -13,7 +13,6 @@
 #pragma once
 
 #include "../common/cache/cache-parts.h"
-#include "cache-classes.h"
 
 #define CACHE_MAX_BLOCK_MAX (G_GUINT64_CONSTANT (4) << 30)
 #define CACHE_CHUNK_BLOCKS  16 /* a chunk holds at least this many blocks */

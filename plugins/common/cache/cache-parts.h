@@ -29,6 +29,7 @@
  * inline fast path must read the flag that owner_fence_init() set */
 #define OWNER_FENCE_SHARED
 #include "../../../sdk/owner-fence.h"
+#include "cache-classes.h"
 
 #define CACHE_FRONT_MAX     16  /* most blocks per class in a front cache */
 #define CACHE_MAX_CLASSES   176 /* classes up to 4 GiB */
@@ -344,5 +345,54 @@ front_try_deallocate (Front *f, CacheParts *self, Block *b)
       return TRUE;
     }
   front_leave (f);
+  return FALSE;
+}
+
+/* The allocate slot's hit path, the same for every kind on the parts (`cache`, `arena`): the
+ * front of the instance this thread used last (ThreadFronts.last_mr, no call to find it), a
+ * block of the request's class (cache_class_of()) freed on @stream. FALSE when the request is
+ * above max_block, the thread last used another instance, or the front has no such block: the
+ * kind's general path follows. */
+G_ALWAYS_INLINE static inline gboolean
+cache_hit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc)
+{
+  ThreadFronts *tf = thread_fronts_get ();
+
+  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
+    {
+      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
+      CacheParts *parts = f->parts;
+
+      return G_LIKELY (size <= parts->max_block)
+             && front_try_allocate (f, parts, cache_class_of (size), size, stream, alloc);
+    }
+  return FALSE;
+}
+
+/* The deallocate slot's hit path: a block (of an allocation up to max_block) back into the
+ * front of the instance this thread used last, its stream set to @stream (normalized). Blocks
+ * carved from one chunk lie side by side, each used by another thread: no store of an unchanged
+ * value (it would still take the neighbours' cache line away from them). FALSE: the kind's
+ * general path follows. */
+G_ALWAYS_INLINE static inline gboolean
+cache_hit_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream)
+{
+  ThreadFronts *tf = thread_fronts_get ();
+
+  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
+    {
+      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
+      CacheParts *parts = f->parts;
+      Block *b = alloc->plugin_data;
+
+      if (G_LIKELY (alloc->size <= parts->max_block))
+        {
+          MemresStream s = cache_normalize_stream (parts, stream);
+
+          if (b->stream != s)
+            b->stream = s;
+          return front_try_deallocate (f, parts, b);
+        }
+    }
   return FALSE;
 }

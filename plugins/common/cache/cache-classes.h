@@ -1,8 +1,9 @@
 /* memres - CUDA memory resources
- * cache-classes.h: the size classes of the `cache` adaptor. Every class size is a multiple of
+ * cache-classes.h: the size classes of the `cache` adaptor and the `arena` kind (included by
+ * cache-parts.h, whose hit paths look the class up). Every class size is a multiple of
  * 256 bytes: 256, 512, ..., 2048 (steps of 256), then eight classes per doubling (2304, 2560,
  * ..., 4096, 4608, ...), so that a request is rounded up by at most 12.5 % above 2 KiB.
- * Shared by the adaptor and its tests (tests/test-cache.c checks every boundary). */
+ * Shared by the kinds and their tests (tests/test-cache.c checks every boundary). */
 #pragma once
 
 #include <glib.h>

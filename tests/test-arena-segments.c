@@ -1,0 +1,213 @@
+/* test-arena-segments.c: the segments of the `arena` kind (each mapped granule is one) against
+ * the fake driver (suite fake) and the real one (suite gpu): the events of granules created,
+ * moved (about to be unmapped at the old place, then mapped at the new one, in that order) and
+ * given back, memres_lookup() of bytes of a buffer that spans granules (the granule's base and
+ * the offset in it), and a subscriber that allocates from the arena inside its callback. The
+ * fault sweep of tests/test-arena.c holds the index to the mapped granules after every failure. */
+#include "testutil.h"
+
+#include "arena-check.h"
+
+#include "segment-check.h"
+
+/* Whether recorded events @from.. are @event for exactly the granules at @base + i * @g, i in
+ * [0, @n), in any order. */
+static void
+assert_granule_events (Recorder *r, guint from, MemresResource *mr, MemresSegmentEvent event,
+                       guint64 base, gsize g, guint n)
+{
+  g_autofree gboolean *seen = g_new0 (gboolean, n);
+
+  g_assert_cmpuint (r->recs->len, ==, from + n);
+  for (guint i = from; i < from + n; i++)
+    {
+      const Rec *rec = &g_array_index (r->recs, Rec, i);
+      guint k = (guint) ((rec->seg.base - base) / g);
+
+      g_assert_true (rec->mr == mr);
+      g_assert_cmpint (rec->event, ==, event);
+      g_assert_cmpuint (rec->seg.base, >=, base);
+      g_assert_cmpuint (k, <, n);
+      g_assert_cmphex (rec->seg.base, ==, base + k * g);
+      g_assert_cmpuint (rec->seg.length, ==, g);
+      g_assert_cmpint (rec->seg.device, ==, 0);
+      g_assert_false (seen[k]);
+      seen[k] = TRUE;
+    }
+}
+
+/* A buffer of 2 granules and 1000 bytes: three granules mapped, in address order, each a
+ * segment; its bytes found in their granule at their offset; a close keeps them (the range is
+ * tagged with its stream); trim tells each one about to be unmapped, and then none is found. */
+static void
+test_events (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  Recorder *r;
+  MemresBuffer *buf;
+  guint64 a;
+  guint id;
+  gsize g;
+
+  if (!mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("arena");
+  g_assert_true (memres_kind_get_flags (memres_resource_get_kind (mr)) & MEMRES_KIND_SEGMENTS);
+  g = (gsize) counter (mr, "granularity");
+  r = recorder_new ();
+  id = subscribe (mr, r);
+  g_assert_cmpuint (r->recs->len, ==, 0);
+
+  buf = mt_alloc_ok (mr, 2 * g + 1000, NULL);
+  a = memres_buffer_get_address (buf);
+  g_assert_cmpuint (a % g, ==, 0); /* the first extent of an empty arena: its base */
+  g_assert_cmpuint (r->recs->len, ==, 3);
+  for (guint i = 0; i < 3; i++)
+    assert_rec (r, i, mr, MEMRES_SEGMENT_MAPPED, a + i * g, g, 0);
+  g_assert_cmpuint (g_array_index (r->recs, Rec, 0).seg.handle_types, ==, 0);
+  assert_found (a, mr, a, g);
+  assert_found (a + g - 1, mr, a, g);
+  assert_found (a + g, mr, a + g, g);
+  assert_found (a + g + 7, mr, a + g, g);
+  assert_found (a + 2 * g + 999, mr, a + 2 * g, g);
+  assert_found (a + 3 * g - 1, mr, a + 2 * g, g);
+  assert_missing (a + 3 * g);
+  g_assert_cmpuint (count_segments (mr), ==, 3);
+
+  mt_close_ok (buf, NULL);
+  g_assert_cmpuint (r->recs->len, ==, 3);
+  assert_found (a, mr, a, g);
+  trim_ok (mr);
+  assert_granule_events (r, 3, mr, MEMRES_SEGMENT_UNMAPPING, a, g, 3);
+  assert_missing (a);
+  assert_missing (a + g);
+  assert_missing (a + 2 * g);
+  g_assert_cmpuint (counter (mr, "granules_released"), ==, 3);
+  g_assert_cmpuint (count_segments (mr), ==, 0);
+  unsubscribe (mr, id);
+  recorder_free (r);
+}
+
+/* A granule moved: x (one granule at the base) freed and settled, y (the next one) kept, then a
+ * buffer of two granules placed after y: x's granule is told about to be unmapped at the base
+ * before its memory is mapped at the new place (then a new one beside it), with one cuMemCreate
+ * for the two. */
+static void
+test_move (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *x, *y, *z;
+  Recorder *r;
+  guint64 a;
+  long creates = 0;
+  guint id;
+  gsize g;
+
+  if (!mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("arena");
+  g = (gsize) counter (mr, "granularity");
+  x = mt_alloc_ok (mr, g, NULL);
+  y = mt_alloc_ok (mr, g, NULL);
+  a = memres_buffer_get_address (x);
+  g_assert_cmphex (memres_buffer_get_address (y), ==, a + g);
+  mt_close_ok (x, NULL);
+  r = recorder_new ();
+  id = subscribe (mr, r);
+  g_assert_cmpuint (r->recs->len, ==, 2); /* the replay: both granules */
+  g_array_set_size (r->recs, 0);
+  if (mt_driver_is_fake ())
+    creates = mt_fake_call_count ("cuMemCreate");
+
+  z = mt_alloc_ok (mr, 2 * g, (MemresStream) CU_STREAM_PER_THREAD);
+  g_assert_cmphex (memres_buffer_get_address (z), ==, a + 2 * g);
+  g_assert_cmpuint (r->recs->len, ==, 3);
+  assert_rec (r, 0, mr, MEMRES_SEGMENT_UNMAPPING, a, g, 0);
+  assert_rec (r, 1, mr, MEMRES_SEGMENT_MAPPED, a + 2 * g, g, 0);
+  assert_rec (r, 2, mr, MEMRES_SEGMENT_MAPPED, a + 3 * g, g, 0);
+  g_assert_cmpuint (counter (mr, "granules_remapped"), ==, 1);
+  g_assert_cmpuint (counter (mr, "granules_created"), ==, 3);
+  g_assert_cmpuint (counter (mr, "physical"), ==, 3 * g);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuMemCreate"), ==, creates + 1);
+  assert_missing (a);
+  assert_found (a + g + 1, mr, a + g, g);
+  assert_found (a + 3 * g + 5, mr, a + 3 * g, g);
+  mt_fill_byte_ok (z, 0x3c, NULL);
+  mt_assert_bytes (z, 0x3c, NULL);
+
+  mt_close_ok (z, (MemresStream) CU_STREAM_PER_THREAD);
+  mt_close_ok (y, NULL);
+  g_array_set_size (r->recs, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  /* finalize: the three granules left, each told */
+  g_assert_cmpuint (r->recs->len, ==, 3);
+  assert_missing (a + g);
+  assert_missing (a + 2 * g);
+  g_assert_cmpuint (id, !=, 0);
+  g_assert_cmpint (r->destroyed, ==, 1); /* the subscription ends with the resource */
+  recorder_free (r);
+}
+
+/* A subscriber that allocates from the arena itself, on the same thread, inside the callback of
+ * a granule mapped: no deadlock, and its own granule's event comes after the one it handles. */
+typedef struct
+{
+  MemresResource *mr;
+  Recorder *rec;
+  MemresBuffer *inner;
+  gboolean entered;
+  gsize g;
+} Reentrant;
+
+static void
+reentrant_cb (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *seg,
+              guint64 previous, gpointer data)
+{
+  Reentrant *re = data;
+
+  record (mr, event, seg, previous, re->rec);
+  if (event == MEMRES_SEGMENT_MAPPED && !re->entered)
+    {
+      re->entered = TRUE;
+      re->inner = mt_alloc_ok (re->mr, re->g, NULL);
+    }
+}
+
+static void
+test_reentrant (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  Reentrant re = { 0 };
+  MemresBuffer *outer;
+  guint id;
+
+  if (!mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("arena");
+  re.mr = mr;
+  re.rec = recorder_new ();
+  re.g = (gsize) counter (mr, "granularity");
+  id = memres_resource_subscribe_segments (mr, reentrant_cb, &re, NULL, &error);
+  g_assert_no_error (error);
+  outer = mt_alloc_ok (mr, re.g, NULL);
+  g_assert_nonnull (re.inner);
+  g_assert_cmpuint (re.rec->recs->len, ==, 2);
+  assert_rec (re.rec, 0, mr, MEMRES_SEGMENT_MAPPED, memres_buffer_get_address (outer), re.g, 0);
+  assert_rec (re.rec, 1, mr, MEMRES_SEGMENT_MAPPED, memres_buffer_get_address (re.inner), re.g, 0);
+  MT_CHECK (memres_resource_unsubscribe_segments (mr, id, &error));
+  mt_close_ok (re.inner, NULL);
+  mt_close_ok (outer, NULL);
+  recorder_free (re.rec);
+}
+
+int
+main (int argc, char **argv)
+{
+  mt_init (&argc, &argv);
+  g_test_add_func ("/arena/segments/events", test_events);
+  g_test_add_func ("/arena/segments/move", test_move);
+  g_test_add_func ("/arena/segments/reentrant", test_reentrant);
+  return g_test_run ();
+}
