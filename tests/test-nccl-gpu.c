@@ -137,13 +137,21 @@ registrar_case (gconstpointer data)
   g_assert_no_error (error);
   for (guint i = 1; i < G_N_ELEMENTS (bufs); i++) /* after: in events */
     bufs[i] = mt_alloc_ok (mr, N_FLOATS * sizeof (float), NULL);
+  /* every segment a buffer covers (an arena buffer may span several granules, each a segment) */
   for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
     {
-      MemresLookupInfo info;
+      guint64 at = (guint64) (guintptr) memres_buffer_get_pointer (bufs[i]);
+      guint64 end = at + memres_buffer_get_size (bufs[i]);
 
-      g_assert_true (memres_lookup (memres_buffer_get_pointer (bufs[i]), &info));
-      if (!g_hash_table_contains (segs, &info.segment.base))
-        g_hash_table_add (segs, g_memdup2 (&info.segment.base, sizeof (guint64)));
+      while (at < end)
+        {
+          MemresLookupInfo info;
+
+          g_assert_true (memres_lookup ((gpointer) (guintptr) at, &info));
+          if (!g_hash_table_contains (segs, &info.segment.base))
+            g_hash_table_add (segs, g_memdup2 (&info.segment.base, sizeof (guint64)));
+          at = info.segment.base + info.segment.length;
+        }
     }
   c = (memres_nccl_registrar_get_counts (reg, &c), c);
   g_test_message ("%s: %u buffers, %u segments, %" G_GUINT64_FORMAT " registered (%" G_GUINT64_FORMAT
