@@ -411,6 +411,7 @@ test_enums (void)
   g_assert_cmpint (MEMRES_MEMORY_STREAM_ORDERED, ==, 32);
   g_assert_cmpint (MEMRES_MEMORY_MANAGED, ==, 64); /* appended in ABI 1.2 */
   g_assert_cmpint (MEMRES_MEMORY_GRAPH, ==, 128);  /* appended in ABI 2.0 */
+  g_assert_cmpint (MEMRES_MEMORY_FABRIC_HANDLES, ==, 256); /* appended in ABI 2.0 */
 
   g_assert_cmpint (MEMRES_CLOSE_DEFAULT, ==, 0);
   g_assert_cmpint (MEMRES_CLOSE_CALLER_ORDERED, ==, 1);

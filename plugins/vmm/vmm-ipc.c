@@ -14,6 +14,14 @@ vmm_check_posix_fd (VmmResource *self, const char *what, GError **error)
 {
   if (self->prop.requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
     return TRUE;
+  if (self->prop.requestedHandleTypes == CU_MEM_HANDLE_TYPE_FABRIC)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "vmm: a resource of fabric handles cannot %s buffers of other processes yet: "
+                   "use handle_type=posix_fd within a host (docs/distributed.md)",
+                   what);
+      return FALSE;
+    }
   g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                "vmm: only a resource created with handle_type=posix_fd can %s buffers of other "
                "processes",
