@@ -1,9 +1,10 @@
 /* test-mpi.c: two MPI ranks share memres buffers (examples/mpi/mpi-share.h): the message's bytes
  * through MPI, its fds through the pair's UNIX socket. Run as
  *   mpirun -np 2 --allow-run-as-root --oversubscribe test-mpi
- * on the fake driver (suite mpi) or the real one. Rank 0 exports a pool buffer (kind ipc) and a
- * vmm buffer; each rank writes its half of each and reads the other's half back; then rank 0
- * sends forged and truncated messages, which rank 1 refuses with the error the issue names.
+ * on the fake driver (suite mpi) or the real one. Rank 0 exports a pool buffer (kind ipc), a
+ * vmm buffer of POSIX fds and one of fabric handles (bytes only; skipped where the driver
+ * refuses fabric handles); each rank writes its half of each and reads the other's half back; then
+ * rank 0 sends forged and truncated messages, which rank 1 refuses with the error the issue names.
  * Exits 0 when every check passed on both ranks, 77 (skip) on both when there is no device;
  * any failed check aborts its rank, and mpirun the job. */
 #include <stdio.h>
@@ -185,6 +186,22 @@ main (int argc, char **argv)
   gran = granularity ();
   vmm = g_strdup_printf ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, gran);
   share_one (share, vmm, vmm, 2 * gran, "vmm buffer");
+
+  /* fabric handles: bytes through MPI alone, no socket (where the driver grants them: the
+   * fake does, a machine without an IMEX channel does not) */
+  g_free (vmm);
+  vmm = g_strdup_printf ("vmm:handle_type=fabric,chunk=%" G_GSIZE_FORMAT, gran);
+  {
+    g_autoptr (MemresResource) probe = memres_resource_new (vmm, &error);
+    int fabric = probe != NULL;
+
+    MPI_Allreduce (MPI_IN_PLACE, &fabric, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (fabric)
+      share_one (share, vmm, vmm, 2 * gran, "vmm fabric buffer");
+    else
+      say ("skip vmm fabric buffer: %s", error != NULL ? error->message : "another rank");
+    g_clear_error (&error);
+  }
 
   mpi_share_close (share);
   MPI_Finalize ();

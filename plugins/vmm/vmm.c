@@ -209,7 +209,7 @@ vmm_setup_fabric (VmmResource *self, const MemresOptions *options, GError **erro
     }
   if (res == CUDA_SUCCESS)
     {
-      self->flags |= MEMRES_MEMORY_FABRIC_HANDLES;
+      self->flags |= MEMRES_MEMORY_FABRIC_HANDLES | MEMRES_MEMORY_IPC_ENABLED;
       return TRUE;
     }
   if (res == CUDA_ERROR_NOT_PERMITTED
@@ -525,11 +525,14 @@ static const MemresResourceOps vmm_ops = {
   .snapshot = vmm_snapshot,
 };
 
-/* every instance's: only those made with handle_type=posix_fd export (the slots check) */
+/* every instance's: only those made with handle_type=posix_fd export chunks, only those of
+ * fabric handles export fabric chunks (the slots check) */
 static const MemresIpcOps vmm_ipc_ops = {
   .version = MEMRES_IPC_OPS_VERSION,
   .export_chunks = _vmm_export_chunks,
   .import_chunks = _vmm_import_chunks,
+  .export_fabric_chunks = _vmm_export_fabric_chunks,
+  .import_fabric_chunks = _vmm_import_fabric_chunks,
 };
 
 static gboolean
