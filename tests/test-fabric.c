@@ -7,6 +7,7 @@
  * decides for itself (the H200 machine, without an IMEX channel, refuses: the cases hold to
  * whichever it does). */
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -261,6 +262,38 @@ test_roundtrip (void)
   g_free (b.data);
 }
 
+/* memres_ipc_send_buffer() sends a fabric buffer as bytes with no fd (and its credentials);
+ * memres_ipc_receive_buffer() maps it. */
+static void
+test_socket (void)
+{
+  g_autoptr (MemresResource) mr = fabric_or_skip ();
+  g_autoptr (MemresResource) importer = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf, *got;
+  int sv[2];
+  int fds_before;
+
+  if (mr == NULL)
+    return;
+  importer = fabric_or_skip ();
+  g_assert_cmpint (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), ==, 0);
+  buf = mt_alloc_ok (mr, 2 * gran (), NULL);
+  mt_write_pattern (buf, 0, 2 * gran (), 31, NULL);
+  mt_sync_ok (NULL);
+  fds_before = mt_count_open_fds ();
+  g_assert_true (memres_ipc_send_buffer (sv[0], buf, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (mt_count_open_fds (), ==, fds_before); /* none made */
+  got = memres_ipc_receive_buffer (sv[1], importer, MEMRES_IPC_NONE, NULL, &error);
+  g_assert_no_error (error);
+  mt_check_pattern (got, 0, 2 * gran (), 31, NULL);
+  mt_close_ok (got, NULL);
+  mt_close_ok (buf, NULL);
+  close (sv[0]);
+  close (sv[1]);
+}
+
 /* Forged and truncated fabric messages are refused as strictly as POSIX-fd ones, before any
  * driver call (the fake counts imports); forged handle bytes are the driver's to refuse, and
  * nothing stays imported. */
@@ -381,6 +414,7 @@ main (int argc, char **argv)
   g_test_add_func ("/fabric/vmm/fallback", test_fallback);
   g_test_add_func ("/fabric/vmm/options", test_options);
   g_test_add_func ("/fabric/vmm/roundtrip", test_roundtrip);
+  g_test_add_func ("/fabric/vmm/socket", test_socket);
   g_test_add_func ("/fabric/vmm/forged", test_forged);
   g_test_add_func ("/fabric/vmm/closed", test_closed);
   return g_test_run ();
