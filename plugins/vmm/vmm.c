@@ -379,9 +379,11 @@ vmm_init (MemresResource *mr, const MemresOptions *options, GError **error)
     return FALSE;
 
   self->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  /* vmm_setup_access() last: it is the one step that allocates, and a failed init is not
+   * finalized */
   if (!vmm_setup_location (self, options, error) || !vmm_setup_handle_type (self, options, error)
       || !vmm_setup_rdma (self, options, error) || !vmm_setup_sizes (self, options, error)
-      || !vmm_setup_access (self, options, error) || !vmm_setup_fabric (self, options, error))
+      || !vmm_setup_fabric (self, options, error) || !vmm_setup_access (self, options, error))
     return FALSE;
 
   self->flags |= MEMRES_MEMORY_RESIZABLE;
