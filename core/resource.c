@@ -204,9 +204,9 @@ _memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **
   return FALSE;
 }
 
-/* The flags this core knows: bits 0 to 7 (MEMRES_MEMORY_DEVICE_ACCESSIBLE to
- * MEMRES_MEMORY_GRAPH); a flag appended to MemresMemoryFlags widens the mask. */
-#define KNOWN_FLAGS ((MemresMemoryFlags) ((1u << 8) - 1))
+/* The flags this core knows: bits 0 to 8 (MEMRES_MEMORY_DEVICE_ACCESSIBLE to
+ * MEMRES_MEMORY_FABRIC_HANDLES); a flag appended to MemresMemoryFlags widens the mask. */
+#define KNOWN_FLAGS ((MemresMemoryFlags) ((1u << 9) - 1))
 
 /* Checks what the query slot reported: a device that exists (or -1), flags this core knows
  * (unknown ones are cleared with a warning, as is MEMRES_MEMORY_IMPORTED on a resource that
@@ -256,7 +256,7 @@ adaptor_info (MemresResource *mr)
     mr->ops->query (mr, &mr->info);
   flags = mr->info.flags;
   if (_memres_resource_ipc_owner (mr)->kind->ipc.version == 0)
-    flags &= ~MEMRES_MEMORY_IPC_ENABLED;
+    flags &= ~(MEMRES_MEMORY_IPC_ENABLED | MEMRES_MEMORY_FABRIC_HANDLES);
   if (_memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (resize), TRUE)->ops->resize == NULL)
     flags &= ~MEMRES_MEMORY_RESIZABLE;
   mr->info.flags = flags & ~MEMRES_MEMORY_IMPORTED;

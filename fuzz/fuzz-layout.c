@@ -3,7 +3,8 @@
  * buffer's chunk fds (memres_ipc_receive_buffer()). Any input must decode without a crash or an
  * out-of-bounds read; an input that decodes must be canonical, that is encode (decode (input))
  * == input, describe chunks whose sizes add up without overflow to at least the buffer's size,
- * and every failure must be MEMRES_ERROR_INVALID_DESCRIPTOR. */
+ * and every failure must be MEMRES_ERROR_INVALID_DESCRIPTOR. The length of the fabric handles a
+ * header announces (a message of fabric handles) stays within 64 × (MEMRES_IPC_MAX_CHUNKS + 1). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,10 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   GError *error = NULL;
   guint64 total = 0;
 
+  if (size >= MEMRES_LAYOUT_HEADER_SIZE
+      && _memres_layout_fabric_length (data)
+             > MEMRES_FABRIC_HANDLE_SIZE * (gsize) (MEMRES_IPC_MAX_CHUNKS + 1))
+    abort ();
   if (!_memres_layout_decode (data, size, kind, &chunks, &error))
     {
       if (error == NULL || !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR))

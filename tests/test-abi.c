@@ -54,7 +54,8 @@ test_version (void)
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 0);
   /* counted again from 1 in ABI 2; 2: at_fork appended; 3: explain_oom; 4: snapshot */
   g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 4);
-  g_assert_cmpint (MEMRES_IPC_OPS_VERSION, ==, 1);
+  /* 2: the fabric chunk slots */
+  g_assert_cmpint (MEMRES_IPC_OPS_VERSION, ==, 2);
 }
 
 /* The package version is MAJOR.MINOR.MICRO with MAJOR.MINOR the plugin ABI ("Versions" in
@@ -271,7 +272,7 @@ test_ipc_ops (void)
 {
   SKIP_UNLESS_RECORDED ();
   /* version 1 (ABI 2.0) */
-  ASSERT_SIZE (MemresIpcOps, 56);
+  ASSERT_SIZE (MemresIpcOps, 72);
   ASSERT_OFFSET (MemresIpcOps, version, 0);
   ASSERT_OFFSET (MemresIpcOps, export_handle, 8);
   ASSERT_OFFSET (MemresIpcOps, import_handle, 16);
@@ -279,6 +280,10 @@ test_ipc_ops (void)
   ASSERT_OFFSET (MemresIpcOps, import_buffer, 32);
   ASSERT_OFFSET (MemresIpcOps, export_chunks, 40);
   ASSERT_OFFSET (MemresIpcOps, import_chunks, 48);
+  ASSERT_OFFSET (MemresIpcOps, export_fabric_chunks, 56);
+  ASSERT_OFFSET (MemresIpcOps, import_fabric_chunks, 64);
+  ASSERT_SIZE (MemresFabricHandle, MEMRES_FABRIC_HANDLE_SIZE);
+  G_STATIC_ASSERT (sizeof (MemresFabricHandle) == sizeof (CUmemFabricHandle));
 }
 
 static void
@@ -301,6 +306,13 @@ test_ipc_ops_signatures (void)
   ASSERT_FIELD_TYPE (MemresIpcOps, import_chunks,
                      gboolean (*) (MemresResource *, const MemresBufferChunks *, MemresStream,
                                    MemresAllocation *, GError **));
+  ASSERT_FIELD_TYPE (MemresIpcOps, export_fabric_chunks,
+                     gboolean (*) (MemresResource *, const MemresAllocation *, MemresBufferChunks *,
+                                   MemresFabricHandle *, GError **));
+  ASSERT_FIELD_TYPE (MemresIpcOps, import_fabric_chunks,
+                     gboolean (*) (MemresResource *, const MemresBufferChunks *,
+                                   const MemresFabricHandle *, MemresStream, MemresAllocation *,
+                                   GError **));
 }
 
 static void
@@ -409,8 +421,9 @@ test_enums (void)
   g_assert_cmpint (MEMRES_MEMORY_IMPORTED, ==, 8);
   g_assert_cmpint (MEMRES_MEMORY_RESIZABLE, ==, 16);
   g_assert_cmpint (MEMRES_MEMORY_STREAM_ORDERED, ==, 32);
-  g_assert_cmpint (MEMRES_MEMORY_MANAGED, ==, 64); /* appended in ABI 1.2 */
-  g_assert_cmpint (MEMRES_MEMORY_GRAPH, ==, 128);  /* appended in ABI 2.0 */
+  g_assert_cmpint (MEMRES_MEMORY_MANAGED, ==, 64);         /* appended in ABI 1.2 */
+  g_assert_cmpint (MEMRES_MEMORY_GRAPH, ==, 128);          /* appended in ABI 2.0 */
+  g_assert_cmpint (MEMRES_MEMORY_FABRIC_HANDLES, ==, 256); /* appended in ABI 2.0 */
 
   g_assert_cmpint (MEMRES_CLOSE_DEFAULT, ==, 0);
   g_assert_cmpint (MEMRES_CLOSE_CALLER_ORDERED, ==, 1);

@@ -233,6 +233,7 @@ memres_tool_flag_names (MemresMemoryFlags flags)
     { MEMRES_MEMORY_STREAM_ORDERED, "stream-ordered" },
     { MEMRES_MEMORY_MANAGED, "managed" },
     { MEMRES_MEMORY_GRAPH, "graph" },
+    { MEMRES_MEMORY_FABRIC_HANDLES, "fabric-handles" },
   };
   GPtrArray *out = g_ptr_array_new ();
   gsize i;

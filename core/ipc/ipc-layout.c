@@ -30,18 +30,21 @@ G_STATIC_ASSERT (MEMRES_LAYOUT_MAX_SIZE <= G_MAXUINT16);
   _memres_set_invalid_record ((error), "buffer layout", (field), __VA_ARGS__)
 
 /* Checks the content of @chunks as far as the core can without knowing the kind: one to
- * MEMRES_IPC_MAX_CHUNKS chunks of POSIX-fd handles, each a positive multiple of a power-of-two
- * granularity, whose sum neither overflows nor falls short of a positive size. The fds are not
- * looked at. MEMRES_ERROR_INVALID_DESCRIPTOR naming the field otherwise. */
+ * MEMRES_IPC_MAX_CHUNKS chunks of POSIX-fd or fabric handles, each a positive multiple of a
+ * power-of-two granularity, whose sum neither overflows nor falls short of a positive size. The fds
+ * are not looked at. MEMRES_ERROR_INVALID_DESCRIPTOR naming the field otherwise. */
 gboolean
 _memres_layout_check (const MemresBufferChunks *chunks, GError **error)
 {
   guint64 g = chunks->granularity;
   guint64 total = 0;
 
-  if (chunks->handle_type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-    return invalid (error, "handle_type", "%u (only POSIX file descriptors, %d, are sent)",
-                    chunks->handle_type, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  if (chunks->handle_type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+      && chunks->handle_type != CU_MEM_HANDLE_TYPE_FABRIC)
+    return invalid (error, "handle_type",
+                    "%u (only POSIX file descriptors, %d, and fabric handles, %d, are sent)",
+                    chunks->handle_type, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                    CU_MEM_HANDLE_TYPE_FABRIC);
   if (chunks->n_chunks == 0 || chunks->n_chunks > MEMRES_IPC_MAX_CHUNKS)
     return invalid (error, "n_chunks", "%u (1 to %d expected)", chunks->n_chunks,
                     MEMRES_IPC_MAX_CHUNKS);
@@ -106,6 +109,19 @@ gsize
 _memres_layout_declared_length (const guint8 *header)
 {
   return (gsize) _memres_get_le (header + OFF_LENGTH, 2);
+}
+
+/* The bytes of fabric handles that follow the record starting at @header
+ * (MEMRES_LAYOUT_HEADER_SIZE bytes): MEMRES_FABRIC_HANDLE_SIZE per chunk for a record of fabric
+ * handles, 0 for any other; a chunk count out of range gives a length no message matches. */
+gsize
+_memres_layout_fabric_length (const guint8 *header)
+{
+  guint64 n = _memres_get_le (header + OFF_N_CHUNKS, 4);
+
+  if (_memres_get_le (header + OFF_HANDLE_TYPE, 4) != CU_MEM_HANDLE_TYPE_FABRIC)
+    return 0;
+  return MEMRES_FABRIC_HANDLE_SIZE * (gsize) MIN (n, MEMRES_IPC_MAX_CHUNKS + 1);
 }
 
 /* Decodes and validates the @length bytes at @data (untrusted). On success fills @kind

@@ -30,7 +30,8 @@ check_exportable (MemresBuffer *buf, const gint *socket_fd, MemresResource **own
       return FALSE;
     }
   mr = _memres_resource_ipc_owner (mr);
-  if (mr->kind->ipc.export_chunks == NULL && mr->kind->ipc.export_buffer == NULL)
+  if (mr->kind->ipc.export_chunks == NULL && mr->kind->ipc.export_buffer == NULL
+      && mr->kind->ipc.export_fabric_chunks == NULL)
     return _memres_ipc_set_not_shared (error, mr, "buffers", "sent to",
                                        "use kind \"ipc\", \"pinned\" with ipc=true, or \"vmm\" "
                                        "with handle_type=posix_fd");
@@ -45,6 +46,15 @@ static gboolean
 export_checked (MemresBuffer *buf, MemresResource *owner, GBytes **bytes, gint **fds, guint *n_fds,
                 GError **error)
 {
+  if (owner->kind->ipc.export_fabric_chunks != NULL
+      && (owner->info.flags & MEMRES_MEMORY_FABRIC_HANDLES))
+    {
+      if (!_memres_chunks_export_fabric_message (owner, buf, bytes, error))
+        return FALSE;
+      *fds = NULL; /* fabric handles are bytes: no fd */
+      *n_fds = 0;
+      return TRUE;
+    }
   if (owner->kind->ipc.export_chunks != NULL)
     return _memres_chunks_export_message (owner, buf, bytes, fds, n_fds, error);
   return _memres_pool_export_message (buf, bytes, fds, n_fds, error);
@@ -62,13 +72,13 @@ close_exported (GBytes *bytes, gint *fds, guint n_fds)
 /**
  * memres_buffer_export_message:
  * @buf: an open, non-empty buffer of a resource that shares (`ipc`, `pinned` with `ipc=true`,
- *   `vmm` with `handle_type=posix_fd`, or an adaptor stack over one), not itself imported from
- *   another process
+ *   `vmm` with `handle_type=posix_fd` or, where the driver grants fabric handles,
+ *   `handle_type=fabric`, or an adaptor stack over one), not itself imported from another process
  * @bytes: (out) (transfer full): the message's bytes
  * @fds: (out) (transfer full) (array length=n_fds): the message's file descriptors, new ones of
  *   this call; close each and g_free() the array
  * @n_fds: (out): the number of fds at *@fds (1 for a pool buffer, one per chunk for a vmm
- *   buffer, at most %MEMRES_IPC_MAX_CHUNKS)
+ *   buffer, at most %MEMRES_IPC_MAX_CHUNKS; 0, with *@fds %NULL, for a buffer of fabric handles)
  * @error: return location for a #GError
  *
  * Makes the message that shares @buf with another process, for an application that carries it
@@ -79,7 +89,11 @@ close_exported (GBytes *bytes, gint *fds, guint n_fds)
  * format is the one memres_ipc_send_buffer() sends (see docs/ipc.md): for a pool buffer the `MRPB`
  * record (the pool's handle record and the buffer's descriptor, 240 bytes) and one fd of the pool;
  * for a buffer shared by chunks the `MRCB` layout record (88 bytes plus 8 per chunk) and one
- * shareable-handle fd per physical chunk, in address order. The bytes hold no secret (the fds
+ * shareable-handle fd per physical chunk, in address order; for a buffer of fabric handles
+ * (a resource whose flags carry %MEMRES_MEMORY_FABRIC_HANDLES) the same record with handle type
+ * `CU_MEM_HANDLE_TYPE_FABRIC` followed by one 64-byte fabric handle per chunk, and no fd: those
+ * bytes alone map the memory, on any node of the NVLink domain, for whoever holds them (they
+ * carry no identity; docs/distributed.md). Other messages' bytes hold no secret (the fds
  * are what grants access) and nothing about this process: the sender's identity is the
  * transport's business. The exporter's access rights are not carried: the importer grants its
  * own.
@@ -93,7 +107,8 @@ close_exported (GBytes *bytes, gint *fds, guint n_fds)
  * Driver calls: for a pool buffer the kind's export_buffer and export_handle slots
  * (cuMemPoolExportPointer(), cuMemPoolExportToShareableHandle()); for chunks its export_chunks
  * slot (vmm: cuMemExportToShareableHandle() with `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR` per
- * chunk, cuDeviceGetUuid()).
+ * chunk, cuDeviceGetUuid(); with `CU_MEM_HANDLE_TYPE_FABRIC` through its export_fabric_chunks
+ * slot, since 2.0).
  *
  * Errors: %MEMRES_ERROR_CLOSED for a closed buffer; %MEMRES_ERROR_INVALID_ARGUMENT for an empty
  * (zero-byte) buffer; %MEMRES_ERROR_NOT_SUPPORTED for foreign memory, a buffer imported from
@@ -193,13 +208,14 @@ message_length (const guint8 *header)
 {
   if (_memres_get_le (header, 4) == MEMRES_POOL_MESSAGE_MAGIC)
     return _memres_pool_message_declared_length (header);
-  return _memres_layout_declared_length (header);
+  return _memres_layout_declared_length (header) + _memres_layout_fabric_length (header);
 }
 
 /**
  * memres_buffer_import_message:
  * @importer: (nullable): the resource that maps the buffer. For a buffer shared by chunks: of
- *   the sender's kind, created with `handle_type=posix_fd` on the device whose UUID the message
+ *   the sender's kind, created with `handle_type=posix_fd` (for a message of fabric handles:
+ *   `handle_type=fabric`, granted by the driver) on the device whose UUID the message
  *   carries. For a pool buffer: %NULL to import the pool the message names (or to reuse the
  *   resource already imported from it, as memres_resource_import_handle() does), or the
  *   resource imported from that pool
@@ -214,7 +230,7 @@ message_length (const guint8 *header)
  * Maps the buffer a message of memres_buffer_export_message() (or memres_ipc_send_buffer())
  * shares, received by the application's own transport. The message is untrusted and is checked
  * as memres_ipc_receive_buffer() checks it, before any driver call: its length against what
- * its header declares (at most 88 + 8 × %MEMRES_IPC_MAX_CHUNKS bytes, at most
+ * its header declares (at most 88 + 72 × %MEMRES_IPC_MAX_CHUNKS bytes, at most
  * %MEMRES_IPC_MAX_CHUNKS fds, each an open fd), then by its family. A pool buffer's message:
  * its framing, the handle record first and the descriptor after it, exactly one fd, both
  * records as strictly as memres_ipc_receive_handle() and memres_buffer_import() check them,
@@ -224,10 +240,11 @@ message_length (const guint8 *header)
  * version, length, chunk count equal to @n_fds, kind that of @importer, chunk sizes positive
  * multiples of the sender's granularity, their sum without overflow and at least the size),
  * then in the kind the handle type, location, device UUID and the chunk sizes against
- * @importer's granularity; then each chunk is imported, one address range of the whole extent
- * reserved, the chunks mapped into it in order and @importer's own access rights granted. The
- * sender's identity is not in the message: authenticating the peer is the transport's job
- * (memres_ipc_receive_buffer() checks credentials).
+ * @importer's granularity (a message of fabric handles: the record, then 64 bytes per chunk,
+ * with no fd; the handles are the driver's to refuse); then each chunk is imported, one address
+ * range of the whole extent reserved, the chunks mapped into it in order and @importer's own access
+ * rights granted. The sender's identity is not in the message: authenticating the peer is the
+ * transport's job (memres_ipc_receive_buffer() checks credentials).
  *
  * The fds are lent for the call and stay the caller's, on success and on every failure: close
  * them after this returns (the driver keeps its own reference to what it imported). On failure
@@ -278,12 +295,12 @@ memres_buffer_import_message (MemresResource *importer, gconstpointer data, gsiz
       return NULL;
     }
   declared = message_length (data);
-  if (declared != length || length > MEMRES_LAYOUT_MAX_SIZE)
+  if (declared != length || length > MEMRES_CHUNKS_MESSAGE_MAX_SIZE)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
                    "invalid buffer message: %" G_GSIZE_FORMAT
                    " bytes, its header declares %" G_GSIZE_FORMAT " (at most %d)",
-                   length, declared, (int) MEMRES_LAYOUT_MAX_SIZE);
+                   length, declared, (int) MEMRES_CHUNKS_MESSAGE_MAX_SIZE);
       return NULL;
     }
   if (n_fds > MEMRES_IPC_MAX_CHUNKS)
@@ -371,7 +388,7 @@ MemresBuffer *
 memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer, MemresIpcFlags flags,
                            MemresStream stream, GError **error)
 {
-  guint8 record[MEMRES_LAYOUT_MAX_SIZE];
+  guint8 record[MEMRES_CHUNKS_MESSAGE_MAX_SIZE];
   g_autoptr (GArray) fds = g_array_new (FALSE, FALSE, sizeof (int));
   MemresBuffer *buf;
   gsize length;
@@ -381,7 +398,8 @@ memres_ipc_receive_buffer (gint socket_fd, MemresResource *importer, MemresIpcFl
   /* The message is taken from the socket whatever follows, so that the next one stays
    * readable; from here on every fd that arrived is closed before returning. */
   if (!_memres_ipc_receive_message (socket_fd, flags, "buffer", record, MEMRES_LAYOUT_HEADER_SIZE,
-                                    MEMRES_LAYOUT_MAX_SIZE, message_length, &length, fds, error))
+                                    MEMRES_CHUNKS_MESSAGE_MAX_SIZE, message_length, &length, fds,
+                                    error))
     return NULL;
   buf = memres_buffer_import_message (importer, record, length, (const gint *) fds->data, fds->len,
                                       stream, error);

@@ -6,9 +6,11 @@
 
 #include "memres-private.h"
 
-/* The size of each version of MemresIpcOps: version 1 (ABI 2.0) ends after import_chunks. */
+/* The size of each version of MemresIpcOps: version 1 ends after import_chunks, version 2
+ * after import_fabric_chunks (both ABI 2.0). */
 #define IPC_OPS_V1_SIZE (offsetof (MemresIpcOps, import_chunks) + sizeof (gpointer))
-G_STATIC_ASSERT (IPC_OPS_V1_SIZE == sizeof (MemresIpcOps));
+#define IPC_OPS_V2_SIZE (offsetof (MemresIpcOps, import_fabric_chunks) + sizeof (gpointer))
+G_STATIC_ASSERT (IPC_OPS_V2_SIZE == sizeof (MemresIpcOps));
 
 /* One pair of slots that go together: a table has both or neither. */
 static gboolean
@@ -51,11 +53,12 @@ _memres_ipc_ops_copy (const char *kind, const MemresIpcOps *ipc, gboolean adapto
                    kind, ipc->version, MEMRES_IPC_OPS_VERSION);
       return FALSE;
     }
-  /* only the slots of the plugin's version (all of version 1 so far) */
-  memcpy (&copy, ipc, IPC_OPS_V1_SIZE);
+  /* only the slots of the plugin's version */
+  memcpy (&copy, ipc, ipc->version == 1 ? IPC_OPS_V1_SIZE : IPC_OPS_V2_SIZE);
   if (!CHECK_PAIR (kind, &copy, export_handle, import_handle, error)
       || !CHECK_PAIR (kind, &copy, export_buffer, import_buffer, error)
-      || !CHECK_PAIR (kind, &copy, export_chunks, import_chunks, error))
+      || !CHECK_PAIR (kind, &copy, export_chunks, import_chunks, error)
+      || !CHECK_PAIR (kind, &copy, export_fabric_chunks, import_fabric_chunks, error))
     return FALSE;
   *out = copy;
   return TRUE;

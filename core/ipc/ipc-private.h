@@ -149,7 +149,7 @@ _memres_get_le (const guint8 *p, int n)
 }
 
 /* ipc-transport.c: messages with fds over a connected AF_UNIX socket.
- * _memres_ipc_send_message(): sends @len bytes at @data with the @n_fds (1 to
+ * _memres_ipc_send_message(): sends @len bytes at @data with the @n_fds (0 to
  *   MEMRES_IPC_MAX_CHUNKS) open fds at @fds (they stay the caller's; the peer receives
  *   duplicates) in SCM_RIGHTS and this process's credentials, in one sendmsg(). @what names the
  *   message in errors. Errors: MEMRES_ERROR_INVALID_ARGUMENT (not an AF_UNIX socket),
@@ -189,6 +189,7 @@ void _memres_ipc_close_fds (GArray *fds);
 gsize _memres_layout_encode (const char *kind, const MemresBufferChunks *chunks,
                              guint8 out[MEMRES_LAYOUT_MAX_SIZE]);
 gsize _memres_layout_declared_length (const guint8 *header);
+gsize _memres_layout_fabric_length (const guint8 *header);
 gboolean _memres_layout_decode (gconstpointer data, gsize length, char kind[MEMRES_KIND_NAME_MAX],
                                 MemresBufferChunks *chunks, GError **error);
 gboolean _memres_layout_check (const MemresBufferChunks *chunks, GError **error);
@@ -227,6 +228,17 @@ MemresBuffer *_memres_pool_import_message (const guint8 *message, gsize length, 
  *   MEMRES_ERROR_INVALID_DESCRIPTOR, MEMRES_ERROR_NOT_SUPPORTED, and the slot's. */
 gboolean _memres_chunks_export_message (MemresResource *mr, MemresBuffer *buf, GBytes **bytes,
                                         gint **fds, guint *n_fds, GError **error);
+/* ipc-chunks.c: the same family with fabric handles (vmm with handle_type=fabric): the layout
+ * record (handle type CU_MEM_HANDLE_TYPE_FABRIC) followed by one MemresFabricHandle per chunk,
+ * no fd (docs/distributed.md).
+ * _memres_chunks_export_fabric_message(): @buf's message through the export_fabric_chunks slot
+ *   of @mr: *@bytes (transfer full).
+ * _memres_chunks_import_message() takes such a message too (@n_fds must then be 0) and maps it
+ *   through import_fabric_chunks. */
+#define MEMRES_CHUNKS_MESSAGE_MAX_SIZE                                                             \
+  (MEMRES_LAYOUT_MAX_SIZE + MEMRES_FABRIC_HANDLE_SIZE * MEMRES_IPC_MAX_CHUNKS)
+gboolean _memres_chunks_export_fabric_message (MemresResource *mr, MemresBuffer *buf,
+                                               GBytes **bytes, GError **error);
 MemresBuffer *_memres_chunks_import_message (MemresResource *importer, const guint8 *data,
                                              gsize length, const gint *fds, guint n_fds,
                                              MemresStream stream, GError **error);

@@ -93,7 +93,7 @@ _memres_ipc_send_message (gint socket_fd, const char *what, const guint8 *data, 
   gint type;
   ssize_t sent;
 
-  g_return_val_if_fail (n_fds >= 1 && n_fds <= MEMRES_IPC_MAX_CHUNKS, FALSE);
+  g_return_val_if_fail (n_fds <= MEMRES_IPC_MAX_CHUNKS, FALSE);
 
   if (!check_socket (socket_fd, &type, error))
     return FALSE;
@@ -102,18 +102,22 @@ _memres_ipc_send_message (gint socket_fd, const char *what, const guint8 *data, 
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control.buf;
-  msg.msg_controllen = CMSG_SPACE (sizeof (int) * n_fds) + CMSG_SPACE (sizeof creds);
+  msg.msg_controllen
+      = (n_fds > 0 ? CMSG_SPACE (sizeof (int) * n_fds) : 0) + CMSG_SPACE (sizeof creds);
   cmsg = CMSG_FIRSTHDR (&msg);
-  cmsg->cmsg_level = SOL_SOCKET;
-  cmsg->cmsg_type = SCM_RIGHTS;
-  cmsg->cmsg_len = CMSG_LEN (sizeof (int) * n_fds);
-  memcpy (CMSG_DATA (cmsg), fds, sizeof (int) * n_fds);
+  if (n_fds > 0) /* a message of fabric handles has none */
+    {
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN (sizeof (int) * n_fds);
+      memcpy (CMSG_DATA (cmsg), fds, sizeof (int) * n_fds);
+      cmsg = CMSG_NXTHDR (&msg, cmsg);
+    }
   /* Our own credentials, so that the receiver sees who sent this message even when it enabled
    * SO_PASSCRED after we connected; the kernel refuses values that are not ours. */
   creds.pid = getpid ();
   creds.uid = geteuid ();
   creds.gid = getegid ();
-  cmsg = CMSG_NXTHDR (&msg, cmsg);
   cmsg->cmsg_level = SOL_SOCKET;
   cmsg->cmsg_type = SCM_CREDENTIALS;
   cmsg->cmsg_len = CMSG_LEN (sizeof creds);

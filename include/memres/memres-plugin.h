@@ -19,7 +19,8 @@
  *    the driver table,
  *    values at the end of enums. Nothing is ever reordered, retyped or removed within a major.
  *  - Structs without struct_size or version (#MemresOptionSpec, #MemresAllocation,
- *    #MemresResourceInfo, #MemresBufferExport, #MemresBufferChunks, #MemresStats,
+ *    #MemresResourceInfo, #MemresBufferExport, #MemresBufferChunks, #MemresFabricHandle,
+ *    #MemresStats,
  *    #MemresAccessDesc) are frozen for
  *    the whole major version. tests/test-abi.c records every layout. */
 #pragma once
@@ -376,6 +377,30 @@ typedef struct
   guint64 chunk_sizes[MEMRES_IPC_MAX_CHUNKS];
   gint fds[MEMRES_IPC_MAX_CHUNKS];
 } MemresBufferChunks;
+
+/**
+ * MEMRES_FABRIC_HANDLE_SIZE:
+ *
+ * Size in bytes of a fabric handle (`CUmemFabricHandle`).
+ *
+ * Since: 2.0
+ */
+#define MEMRES_FABRIC_HANDLE_SIZE 64
+
+/**
+ * MemresFabricHandle:
+ * @data: the handle's bytes, as cuMemExportToShareableHandle() writes a `CUmemFabricHandle`
+ *
+ * The fabric handle (`CU_MEM_HANDLE_TYPE_FABRIC`) of one physical allocation: bytes that name it
+ * across the nodes of a multi-node NVLink domain, with no file descriptor and no identity of the
+ * process that made them (docs/distributed.md). Frozen layout (part of the plugin ABI).
+ *
+ * Since: 2.0
+ */
+typedef struct
+{
+  guint8 data[MEMRES_FABRIC_HANDLE_SIZE];
+} MemresFabricHandle;
 
 /**
  * MemresOptions:
@@ -914,13 +939,13 @@ typedef struct
 /**
  * MEMRES_IPC_OPS_VERSION:
  *
- * The number of the newest #MemresIpcOps layout these headers describe: 1 for ABI 2.0 (the
- * six slots below). Each ABI 2 minor that appends IPC slots increments it. Set
- * #MemresIpcOps.version to this macro.
+ * The number of the newest #MemresIpcOps layout these headers describe: 2 for ABI 2.0 (the
+ * eight slots below; version 1 has the first six). Each ABI 2 minor that appends IPC slots
+ * increments it. Set #MemresIpcOps.version to this macro.
  *
  * Since: 2.0
  */
-#define MEMRES_IPC_OPS_VERSION 1
+#define MEMRES_IPC_OPS_VERSION 2
 
 /**
  * MemresIpcOps:
@@ -931,15 +956,19 @@ typedef struct
  * @import_buffer: optional; see the comment above the slot
  * @export_chunks: optional; see the comment above the slot
  * @import_chunks: optional; see the comment above the slot
+ * @export_fabric_chunks: optional; see the comment above the slot
+ * @import_fabric_chunks: optional; see the comment above the slot
  *
  * The sharing functions of a kind that shares memory with other processes: its
  * #MemresKindInfo.ipc points at this table (%NULL: the kind shares nothing). Two families:
  * pools (export_handle/import_handle make and import a pool's shareable handle,
  * export_buffer/import_buffer one buffer's descriptor, as the `ipc` and `pinned` kinds do) and
  * chunks (export_chunks/import_chunks, a buffer as the physical allocations it is mapped from,
- * as `vmm` with handle_type=posix_fd does). Slots go in pairs: a table that has one of
- * export_handle and import_handle, one of export_buffer and import_buffer, or one of
- * export_chunks and import_chunks, has the other too (else registration fails with
+ * as `vmm` with handle_type=posix_fd does; export_fabric_chunks/import_fabric_chunks the same
+ * with fabric handles, as `vmm` with handle_type=fabric does). Slots go in pairs: a table that
+ * has one of export_handle and import_handle, one of export_buffer and import_buffer, one of
+ * export_chunks and import_chunks, or one of export_fabric_chunks and import_fabric_chunks, has
+ * the other too (else registration fails with
  * %MEMRES_ERROR_INVALID_ARGUMENT). Only base kinds have an IPC table: an adaptor's registration
  * with one fails (%MEMRES_ERROR_INVALID_ARGUMENT); a buffer or a pool shared through an
  * adaptor that passes allocations (%MEMRES_KIND_PASSES_ALLOCATIONS) is served by the first
@@ -964,6 +993,7 @@ typedef struct
    * - 1 (ABI 2.0): export_handle to import_chunks. Each moved here in ABI 2.0 from
    *   #MemresResourceOps, where export_handle to import_buffer appeared in 1.0 and the chunk
    *   slots in 1.1, with the same signature and contract.
+   * - 2 (ABI 2.0, issue 37): export_fabric_chunks and import_fabric_chunks.
    *
    * Since: 2.0
    */
@@ -1064,6 +1094,38 @@ typedef struct
    */
   gboolean (*import_chunks) (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
                              MemresAllocation *alloc, GError **error);
+  /**
+   * MemresIpcOps.export_fabric_chunks:
+   *
+   * Optional (version 2), for memres_buffer_export_message() of a resource whose flags carry
+   * %MEMRES_MEMORY_FABRIC_HANDLES. As export_chunks, but each chunk's shareable handle is a
+   * fabric handle written to @handles[i] (room for %MEMRES_IPC_MAX_CHUNKS, zero-filled on entry;
+   * vmm: cuMemExportToShareableHandle() with `CU_MEM_HANDLE_TYPE_FABRIC`), @out->handle_type is
+   * `CU_MEM_HANDLE_TYPE_FABRIC` and @out->fds is left alone (no fd is made). Errors:
+   * %MEMRES_ERROR_NOT_SUPPORTED (the instance was not made with fabric handles, the buffer was
+   * imported, or it has more than %MEMRES_IPC_MAX_CHUNKS chunks), a %MEMRES_CUDA_ERROR. Any
+   * thread.
+   *
+   * Since: 2.0
+   */
+  gboolean (*export_fabric_chunks) (MemresResource *mr, const MemresAllocation *alloc,
+                                    MemresBufferChunks *out, MemresFabricHandle *handles,
+                                    GError **error);
+  /**
+   * MemresIpcOps.import_fabric_chunks:
+   *
+   * Optional (version 2), for memres_buffer_import_message() of a message of fabric handles.
+   * As import_chunks, with @handles[i] (from another process, possibly another node: untrusted
+   * bytes) the fabric handle of chunk i in place of @in->fds (all -1); the core checked the
+   * framing and that @in->handle_type is `CU_MEM_HANDLE_TYPE_FABRIC`. A handle the driver does
+   * not know (forged, or of memory already freed) fails in the driver (%MEMRES_CUDA_ERROR);
+   * everything imported is released. Any thread.
+   *
+   * Since: 2.0
+   */
+  gboolean (*import_fabric_chunks) (MemresResource *mr, const MemresBufferChunks *in,
+                                    const MemresFabricHandle *handles, MemresStream stream,
+                                    MemresAllocation *alloc, GError **error);
 } MemresIpcOps;
 
 /**

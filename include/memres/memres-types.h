@@ -50,6 +50,10 @@ typedef struct _MemresIpcHandle MemresIpcHandle;
  * @MEMRES_MEMORY_GRAPH: graph memory (the `graph` kind): an allocation exists only inside the
  *   launches of the graph whose capture allocated it, so adaptors that keep freed memory for
  *   reuse (`cache`) refuse such an upstream (Since: 2.0)
+ * @MEMRES_MEMORY_FABRIC_HANDLES: the memory is made with fabric handles
+ *   (`CU_MEM_HANDLE_TYPE_FABRIC`): bytes that name it across the nodes of a multi-node NVLink
+ *   domain, no file descriptor; set where the driver let the resource export one at creation
+ *   (`vmm` with `handle_type=fabric`; docs/distributed.md) (Since: 2.0)
  *
  * Since: 1.0
  */
@@ -63,6 +67,7 @@ typedef enum
   MEMRES_MEMORY_STREAM_ORDERED = 1 << 5,
   MEMRES_MEMORY_MANAGED = 1 << 6,
   MEMRES_MEMORY_GRAPH = 1 << 7,
+  MEMRES_MEMORY_FABRIC_HANDLES = 1 << 8,
 } MemresMemoryFlags;
 
 /**

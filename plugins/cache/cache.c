@@ -132,7 +132,8 @@ cache_finalize (MemresResource *mr)
 static void
 cache_query (MemresResource *mr, MemresResourceInfo *info)
 {
-  info->flags &= ~(MEMRES_MEMORY_IPC_ENABLED | MEMRES_MEMORY_RESIZABLE | MEMRES_MEMORY_IMPORTED);
+  info->flags &= ~(MEMRES_MEMORY_IPC_ENABLED | MEMRES_MEMORY_FABRIC_HANDLES | MEMRES_MEMORY_RESIZABLE
+                   | MEMRES_MEMORY_IMPORTED);
 }
 
 /* ---- statistics and trim --------------------------------------------------------------------- */

@@ -9,15 +9,18 @@
 
 #include "vmm-private.h"
 
+/* Whether the resource was made with @type handles (the fabric fallback made it POSIX-fd). */
 static gboolean
-vmm_check_posix_fd (VmmResource *self, const char *what, GError **error)
+vmm_check_type (VmmResource *self, CUmemAllocationHandleType type, const char *what, GError **error)
 {
-  if (self->prop.requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+  if (self->prop.requestedHandleTypes == type)
     return TRUE;
   g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-               "vmm: only a resource created with handle_type=posix_fd can %s buffers of other "
-               "processes",
-               what);
+               "vmm: only a resource created with handle_type=%s%s can %s buffers of other "
+               "processes as %s",
+               type == CU_MEM_HANDLE_TYPE_FABRIC ? "fabric" : "posix_fd",
+               type == CU_MEM_HANDLE_TYPE_FABRIC ? " (where the driver grants fabric handles)" : "",
+               what, type == CU_MEM_HANDLE_TYPE_FABRIC ? "fabric handles" : "POSIX fds");
   return FALSE;
 }
 
@@ -28,16 +31,19 @@ vmm_close_fds (gint *fds, guint n)
     close (fds[i]);
 }
 
-/* _vmm_export_chunks: the export_chunks slot. One cuMemExportToShareableHandle() per chunk, in
- * address order; on failure the fds already made are closed. */
-gboolean
-_vmm_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBufferChunks *out,
-                    GError **error)
+/* The export_chunks (@handles NULL) and export_fabric_chunks slots. One
+ * cuMemExportToShareableHandle() per chunk, in address order: an fd into @out->fds, or a fabric
+ * handle into @handles; on failure the fds already made are closed. */
+static gboolean
+vmm_export (MemresResource *mr, const MemresAllocation *alloc, MemresBufferChunks *out,
+            MemresFabricHandle *handles, GError **error)
 {
   VmmResource *self = memres_resource_get_private (mr);
   const VmmBuffer *buf = alloc->plugin_data;
+  CUmemAllocationHandleType type
+      = handles != NULL ? CU_MEM_HANDLE_TYPE_FABRIC : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 
-  if (!vmm_check_posix_fd (self, "export", error))
+  if (!vmm_check_type (self, type, "export", error))
     return FALSE;
   if (buf->imported)
     {
@@ -60,21 +66,24 @@ _vmm_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBuf
     {
       gint fd = -1;
       CUresult res = self->drv->cuMemExportToShareableHandle (
-          &fd, buf->chunks[i].handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+          handles != NULL ? (void *) handles[i].data : (void *) &fd, buf->chunks[i].handle, type,
+          0);
 
       if (res != CUDA_SUCCESS)
         {
-          vmm_close_fds (out->fds, (guint) i);
+          if (handles == NULL)
+            vmm_close_fds (out->fds, (guint) i);
           memres_cuda_set_error (error, res, "cuMemExportToShareableHandle");
           g_prefix_error (error,
                           "vmm: exporting chunk %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT ": ", i,
                           buf->n_chunks);
           return FALSE;
         }
-      out->fds[i] = fd;
+      if (handles == NULL)
+        out->fds[i] = fd;
       out->chunk_sizes[i] = buf->chunks[i].size;
     }
-  out->handle_type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  out->handle_type = type;
   out->location_type = self->prop.location.type;
   out->granularity = self->granularity;
   out->size = alloc->size;
@@ -82,21 +91,36 @@ _vmm_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBuf
   return TRUE;
 }
 
+gboolean
+_vmm_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBufferChunks *out,
+                    GError **error)
+{
+  return vmm_export (mr, alloc, out, NULL, error);
+}
+
+gboolean
+_vmm_export_fabric_chunks (MemresResource *mr, const MemresAllocation *alloc,
+                           MemresBufferChunks *out, MemresFabricHandle *handles, GError **error)
+{
+  return vmm_export (mr, alloc, out, handles, error);
+}
+
 /* Everything about @in that this resource must agree with, before any driver call that
  * creates something (the device lookup only reads UUIDs). */
 static gboolean
-vmm_check_import (VmmResource *self, const MemresBufferChunks *in, GError **error)
+vmm_check_import (VmmResource *self, const MemresBufferChunks *in, CUmemAllocationHandleType type,
+                  GError **error)
 {
   gint device = -1;
   GError *local = NULL;
 
-  if (!vmm_check_posix_fd (self, "import", error))
+  if (!vmm_check_type (self, type, "import", error))
     return FALSE;
-  if (in->handle_type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+  if (in->handle_type != (guint32) type)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                   "vmm: invalid buffer layout: handle type %u (expected POSIX file descriptors)",
-                   in->handle_type);
+                   "vmm: invalid buffer layout: handle type %u (expected %s)", in->handle_type,
+                   type == CU_MEM_HANDLE_TYPE_FABRIC ? "fabric handles" : "POSIX file descriptors");
       return FALSE;
     }
   if (in->location_type != (guint32) self->prop.location.type)
@@ -146,25 +170,36 @@ vmm_release_or_warn (VmmResource *self, const CUmemGenericAllocationHandle *hand
     }
 }
 
-/* _vmm_import_chunks: the import_chunks slot. One cuMemImportFromShareableHandle() per chunk,
- * then _vmm_map_imported() (one cuMemAddressReserve, one cuMemMap per chunk, cuMemSetAccess).
- * On failure releases what it imported. Synchronous: @stream is not used. */
-gboolean
-_vmm_import_chunks (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
-                    MemresAllocation *alloc, GError **error)
+/* The import_chunks (@fabric NULL) and import_fabric_chunks slots. One
+ * cuMemImportFromShareableHandle() per chunk (of its fd, or of its fabric handle's bytes), then
+ * _vmm_map_imported() (one cuMemAddressReserve, one cuMemMap per chunk, cuMemSetAccess). On
+ * failure releases what it imported. Synchronous: @stream is not used. */
+static gboolean
+vmm_import (MemresResource *mr, const MemresBufferChunks *in, const MemresFabricHandle *fabric,
+            MemresAllocation *alloc, GError **error)
 {
   VmmResource *self = memres_resource_get_private (mr);
   CUmemGenericAllocationHandle handles[MEMRES_IPC_MAX_CHUNKS];
   gsize sizes[MEMRES_IPC_MAX_CHUNKS];
+  CUmemAllocationHandleType type
+      = fabric != NULL ? CU_MEM_HANDLE_TYPE_FABRIC : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   guint n = 0;
 
-  if (!vmm_check_import (self, in, error))
+  if (!vmm_check_import (self, in, type, error))
     return FALSE;
 
   for (; n < in->n_chunks; n++)
     {
-      CUresult res = self->drv->cuMemImportFromShareableHandle (
-          &handles[n], (void *) (gintptr) in->fds[n], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      MemresFabricHandle copy; /* the driver's argument is not const */
+      void *os_handle = (void *) (gintptr) in->fds[n];
+      CUresult res;
+
+      if (fabric != NULL)
+        {
+          copy = fabric[n];
+          os_handle = copy.data;
+        }
+      res = self->drv->cuMemImportFromShareableHandle (&handles[n], os_handle, type);
 
       if (res != CUDA_SUCCESS)
         {
@@ -181,4 +216,19 @@ _vmm_import_chunks (MemresResource *mr, const MemresBufferChunks *in, MemresStre
 fail:
   vmm_release_or_warn (self, handles, n);
   return FALSE;
+}
+
+gboolean
+_vmm_import_chunks (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
+                    MemresAllocation *alloc, GError **error)
+{
+  return vmm_import (mr, in, NULL, alloc, error);
+}
+
+gboolean
+_vmm_import_fabric_chunks (MemresResource *mr, const MemresBufferChunks *in,
+                           const MemresFabricHandle *handles, MemresStream stream,
+                           MemresAllocation *alloc, GError **error)
+{
+  return vmm_import (mr, in, handles, alloc, error);
 }

@@ -106,12 +106,21 @@ G_GNUC_INTERNAL gboolean _vmm_map_imported (VmmResource *self,
                                             const gsize *sizes, gsize n, gsize size,
                                             MemresAllocation *alloc, GError **error);
 
-/* vmm-ipc.c: the export_chunks and import_chunks slots. */
+/* vmm-ipc.c: the export_chunks and import_chunks slots, and their fabric pair. */
 G_GNUC_INTERNAL gboolean _vmm_export_chunks (MemresResource *mr, const MemresAllocation *alloc,
                                              MemresBufferChunks *out, GError **error);
 G_GNUC_INTERNAL gboolean _vmm_import_chunks (MemresResource *mr, const MemresBufferChunks *in,
                                              MemresStream stream, MemresAllocation *alloc,
                                              GError **error);
+G_GNUC_INTERNAL gboolean _vmm_export_fabric_chunks (MemresResource *mr,
+                                                    const MemresAllocation *alloc,
+                                                    MemresBufferChunks *out,
+                                                    MemresFabricHandle *handles, GError **error);
+G_GNUC_INTERNAL gboolean _vmm_import_fabric_chunks (MemresResource *mr,
+                                                    const MemresBufferChunks *in,
+                                                    const MemresFabricHandle *handles,
+                                                    MemresStream stream, MemresAllocation *alloc,
+                                                    GError **error);
 
 /* vmm-buffer.c: a segment event (memres_resource_raise_segment_event()) for the mapped bytes
  * [base, base + length) of a buffer; nothing for 0 bytes (no segment). */

@@ -12,6 +12,7 @@ static const char *const location_choices[] = { "device", "host", "host_numa", N
 static const char *const handle_type_choices[] = { "none", "posix_fd", "fabric", NULL };
 static const char *const granularity_choices[] = { "minimum", "recommended", NULL };
 static const char *const access_choices[] = { "rw", "ro", NULL };
+static const char *const fabric_fallback_choices[] = { "fail", "posix_fd", NULL };
 
 static const MemresOptionSpec vmm_options[] = {
   { "device", MEMRES_OPTION_INT, "0", "CUDA device ordinal the memory belongs to", NULL, 0,
@@ -42,6 +43,10 @@ static const MemresOptionSpec vmm_options[] = {
   { "gpu_direct_rdma", MEMRES_OPTION_BOOL, "false",
     "request GPUDirect RDMA capable memory (cuMemCreate allocFlags.gpuDirectRDMACapable)", NULL, 0,
     0 },
+  { "fabric_fallback", MEMRES_OPTION_ENUM, "fail",
+    "handle_type=fabric where the driver refuses fabric handles (no IMEX channel): fail, or use "
+    "posix_fd handles (one host) instead",
+    fabric_fallback_choices, 0, 0 },
 };
 
 /* Sets *supported from a capability attribute; a driver too old to know the attribute counts
@@ -178,6 +183,57 @@ vmm_setup_handle_type (VmmResource *self, const MemresOptions *options, GError *
     }
   what = g_strdup_printf ("handle_type=%s", handle_type);
   return vmm_require_capability (self, attr, what, error);
+}
+
+/* handle_type=fabric: whether the driver lets this process create and export fabric handles,
+ * asked with one granule created with CU_MEM_HANDLE_TYPE_FABRIC, exported and released. Where it
+ * refuses with CUDA_ERROR_NOT_PERMITTED (no IMEX channel: the H200 machine refuses the
+ * cuMemCreate), fabric_fallback=posix_fd switches to POSIX-fd handles, else the error names the
+ * missing channel. The handle type in use shows in the flags: %MEMRES_MEMORY_FABRIC_HANDLES. */
+static gboolean
+vmm_setup_fabric (VmmResource *self, const MemresOptions *options, GError **error)
+{
+  CUmemGenericAllocationHandle handle;
+  CUmemFabricHandle fabric;
+  const char *call = "cuMemCreate";
+  CUresult res;
+
+  if (self->prop.requestedHandleTypes != CU_MEM_HANDLE_TYPE_FABRIC)
+    return TRUE;
+  res = self->drv->cuMemCreate (&handle, self->granularity, &self->prop, 0);
+  if (res == CUDA_SUCCESS)
+    {
+      call = "cuMemExportToShareableHandle";
+      res = self->drv->cuMemExportToShareableHandle (&fabric, handle, CU_MEM_HANDLE_TYPE_FABRIC, 0);
+      self->drv->cuMemRelease (handle);
+    }
+  if (res == CUDA_SUCCESS)
+    {
+      self->flags |= MEMRES_MEMORY_FABRIC_HANDLES | MEMRES_MEMORY_IPC_ENABLED;
+      return TRUE;
+    }
+  if (res == CUDA_ERROR_NOT_PERMITTED
+      && g_strcmp0 (memres_options_get_string (options, "fabric_fallback"), "posix_fd") == 0)
+    {
+      /* the same granularity holds: the options asked for both kinds of handle support */
+      self->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+      self->flags |= MEMRES_MEMORY_IPC_ENABLED;
+      return vmm_require_capability (
+          self, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+          "handle_type=fabric with fabric_fallback=posix_fd", error);
+    }
+  memres_cuda_set_error (error, res, call);
+  if (res == CUDA_ERROR_NOT_PERMITTED)
+    g_prefix_error (error,
+                    "vmm: handle_type=fabric: device %d may not share fabric handles: this process "
+                    "has no IMEX channel (/dev/nvidia-caps-imex-channels/channelN, given by the "
+                    "nvidia-imex service of a multi-node NVLink domain); set "
+                    "fabric_fallback=posix_fd to share within this host instead: ",
+                    self->device);
+  else
+    g_prefix_error (error,
+                    "vmm: handle_type=fabric: probing fabric handles on device %d: ", self->device);
+  return FALSE;
 }
 
 static gboolean
@@ -323,9 +379,11 @@ vmm_init (MemresResource *mr, const MemresOptions *options, GError **error)
     return FALSE;
 
   self->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  /* vmm_setup_access() last: it is the one step that allocates, and a failed init is not
+   * finalized */
   if (!vmm_setup_location (self, options, error) || !vmm_setup_handle_type (self, options, error)
       || !vmm_setup_rdma (self, options, error) || !vmm_setup_sizes (self, options, error)
-      || !vmm_setup_access (self, options, error))
+      || !vmm_setup_fabric (self, options, error) || !vmm_setup_access (self, options, error))
     return FALSE;
 
   self->flags |= MEMRES_MEMORY_RESIZABLE;
@@ -469,11 +527,14 @@ static const MemresResourceOps vmm_ops = {
   .snapshot = vmm_snapshot,
 };
 
-/* every instance's: only those made with handle_type=posix_fd export (the slots check) */
+/* every instance's: only those made with handle_type=posix_fd export chunks, only those of
+ * fabric handles export fabric chunks (the slots check) */
 static const MemresIpcOps vmm_ipc_ops = {
   .version = MEMRES_IPC_OPS_VERSION,
   .export_chunks = _vmm_export_chunks,
   .import_chunks = _vmm_import_chunks,
+  .export_fabric_chunks = _vmm_export_fabric_chunks,
+  .import_fabric_chunks = _vmm_import_fabric_chunks,
 };
 
 static gboolean

@@ -151,6 +151,7 @@ class MemoryFlags(_enum.IntFlag):
     STREAM_ORDERED = _memres.MEMORY_STREAM_ORDERED
     MANAGED = _memres.MEMORY_MANAGED
     GRAPH = _memres.MEMORY_GRAPH
+    FABRIC_HANDLES = _memres.MEMORY_FABRIC_HANDLES
 
 
 def _find_own_plugins():

@@ -6,6 +6,7 @@
  * inaccessible (PROT_NONE) until cuMemSetAccess grants some location access. */
 #include "fakecuda-private.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,13 +48,18 @@ typedef struct
   FkMapping *maps;
 } FkReservation;
 
+/* A fabric handle: the exporting process, its memfd and that memfd's inode. Any process of the
+ * host (of the same user) opens /proc/PID/fd/FD: the namespace is the host's processes, so that
+ * tests running at once never meet. An export whose memory was freed (its memfd closed, the fd
+ * number gone or reused) is refused: CUDA_ERROR_INVALID_VALUE. */
 typedef struct
 {
   char magic[8];
   int32_t pid;
   int32_t fd;
   uint64_t id;
-  uint8_t zero[40];
+  uint64_t ino;
+  uint8_t zero[32];
 } FkFabric;
 _Static_assert(sizeof (FkFabric) == sizeof (CUmemFabricHandle), "fabric handle size");
 #define FK_FABRIC_MAGIC "FKFABRC1"
@@ -126,6 +132,9 @@ fk_check_prop (const CUmemAllocationProp *prop, int *device)
       if ((types & CU_MEM_HANDLE_TYPE_FABRIC)
           && !fk_device_attribute (d, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED))
         return CUDA_ERROR_NOT_SUPPORTED;
+      /* a machine without an IMEX channel (the H200 one): supported, but not permitted */
+      if ((types & CU_MEM_HANDLE_TYPE_FABRIC) && getenv ("FAKECUDA_NO_IMEX") != NULL)
+        return CUDA_ERROR_NOT_PERMITTED;
     }
   return CUDA_SUCCESS;
 }
@@ -645,10 +654,14 @@ fk_cuMemExportToShareableHandle (void *shareableHandle, CUmemGenericAllocationHa
   if (handleType == CU_MEM_HANDLE_TYPE_FABRIC)
     {
       FkFabric f = { 0 };
+      struct stat st;
+      if (fstat (h->memfd, &st) != 0)
+        FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
       memcpy (f.magic, FK_FABRIC_MAGIC, 8);
       f.pid = (int32_t) getpid ();
       f.fd = h->memfd;
       f.id = h->id;
+      f.ino = (uint64_t) st.st_ino;
       memcpy (shareableHandle, &f, sizeof f);
       FK_RETURN (CUDA_SUCCESS);
     }
@@ -731,8 +744,10 @@ fk_cuMemImportFromShareableHandle (CUmemGenericAllocationHandle *handle, void *o
       snprintf (path, sizeof path, "/proc/%d/fd/%d", (int) f.pid, (int) f.fd);
       own = open (path, O_RDWR | O_CLOEXEC);
       if (own < 0)
-        FK_RETURN (CUDA_ERROR_NOT_PERMITTED);
-      if (fstat (own, &st) != 0 || !fk_parse_vmm_fd (own, &prop, &device))
+        FK_RETURN (errno == EACCES || errno == EPERM ? CUDA_ERROR_NOT_PERMITTED
+                                                     : CUDA_ERROR_INVALID_VALUE);
+      if (fstat (own, &st) != 0 || (uint64_t) st.st_ino != f.ino
+          || !fk_parse_vmm_fd (own, &prop, &device))
         {
           close (own);
           FK_RETURN (CUDA_ERROR_INVALID_VALUE);
