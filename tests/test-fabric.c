@@ -12,29 +12,6 @@
 
 #include "testutil.h"
 
-static gsize
-gran (void)
-{
-  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
-  CUmemAllocationProp prop = { 0 };
-  size_t value = 0;
-
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  g_assert_cmpint (
-      drv->cuMemGetAllocationGranularity (&value, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), ==,
-      CUDA_SUCCESS);
-  return value;
-}
-
-static void
-counts_begin (FakeCudaCounts *base)
-{
-  memset (base, 0, sizeof *base);
-  if (mt_driver_is_fake ())
-    mt_fake_get_counts (base);
-}
-
 /* The error of a driver that refuses fabric handles: the driver's code, and words that say what
  * is missing and what to do. */
 static void
@@ -49,10 +26,10 @@ assert_refused (const GError *error)
 static void
 use (MemresResource *mr)
 {
-  MemresBuffer *buf = mt_alloc_ok (mr, 2 * gran (), NULL);
+  MemresBuffer *buf = mt_alloc_ok (mr, 2 * mt_device_granularity (), NULL);
 
-  mt_write_pattern (buf, 0, 2 * gran (), 7, NULL);
-  mt_check_pattern (buf, 0, 2 * gran (), 7, NULL);
+  mt_write_pattern (buf, 0, 2 * mt_device_granularity (), 7, NULL);
+  mt_check_pattern (buf, 0, 2 * mt_device_granularity (), 7, NULL);
   mt_close_ok (buf, NULL);
 }
 
@@ -67,7 +44,7 @@ test_probe (void)
 
   if (!mt_require_devices (1))
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   mr = memres_resource_new ("vmm:handle_type=fabric", &error);
   if (mr == NULL)
     {
@@ -96,7 +73,7 @@ test_refused (void)
 
   if (!mt_require_fake ("tells the driver to refuse fabric handles"))
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   for (guint i = 0; i < G_N_ELEMENTS (calls); i++)
     {
       g_autoptr (GError) error = NULL;
@@ -141,11 +118,11 @@ test_fallback (void)
 
   if (!mt_require_devices (1))
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   if (mt_driver_is_fake ())
     mt_fake_fail_call ("cuMemCreate", 1, CUDA_ERROR_NOT_PERMITTED);
   spec = g_strdup_printf ("vmm:handle_type=fabric,fabric_fallback=posix_fd,chunk=%" G_GSIZE_FORMAT,
-                          gran ());
+                          mt_device_granularity ());
   mr = mt_new_ok (spec);
   if (memres_resource_get_flags (mr) & MEMRES_MEMORY_FABRIC_HANDLES)
     {
@@ -156,7 +133,7 @@ test_fallback (void)
     }
   g_assert_true (memres_resource_get_flags (mr) & MEMRES_MEMORY_IPC_ENABLED);
   use (mr);
-  buf = mt_alloc_ok (mr, 2 * gran (), NULL);
+  buf = mt_alloc_ok (mr, 2 * mt_device_granularity (), NULL);
   g_assert_true (memres_buffer_export_message (buf, &bytes, &fds, &n_fds, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (n_fds, ==, 2); /* one POSIX fd per chunk */
@@ -184,7 +161,8 @@ fabric_or_skip (void)
 
   if (!mt_require_devices (1))
     return NULL;
-  spec = g_strdup_printf ("vmm:handle_type=fabric,chunk=%" G_GSIZE_FORMAT, gran ());
+  spec
+      = g_strdup_printf ("vmm:handle_type=fabric,chunk=%" G_GSIZE_FORMAT, mt_device_granularity ());
   mr = memres_resource_new (spec, &error);
   if (mr == NULL)
     {
@@ -250,15 +228,15 @@ test_roundtrip (void)
   if (mr == NULL)
     return;
   importer = fabric_or_skip ();
-  buf = mt_alloc_ok (mr, 3 * gran (), NULL);
-  mt_write_pattern (buf, 0, 3 * gran (), 21, NULL);
+  buf = mt_alloc_ok (mr, 3 * mt_device_granularity (), NULL);
+  mt_write_pattern (buf, 0, 3 * mt_device_granularity (), 21, NULL);
   mt_sync_ok (NULL);
   b = export_fabric (buf, 3);
   got = memres_buffer_import_message (importer, b.data, b.length, NULL, 0, NULL, &error);
   g_assert_no_error (error);
-  g_assert_cmpuint (memres_buffer_get_size (got), ==, 3 * gran ());
+  g_assert_cmpuint (memres_buffer_get_size (got), ==, 3 * mt_device_granularity ());
   g_assert_true (memres_buffer_get_flags (got) & MEMRES_MEMORY_IMPORTED);
-  mt_check_pattern (got, 0, 3 * gran (), 21, NULL);
+  mt_check_pattern (got, 0, 3 * mt_device_granularity (), 21, NULL);
   mt_close_ok (got, NULL);
   mt_close_ok (buf, NULL);
   g_free (b.data);
@@ -280,8 +258,8 @@ test_socket (void)
     return;
   importer = fabric_or_skip ();
   g_assert_cmpint (socketpair (AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), ==, 0);
-  buf = mt_alloc_ok (mr, 2 * gran (), NULL);
-  mt_write_pattern (buf, 0, 2 * gran (), 31, NULL);
+  buf = mt_alloc_ok (mr, 2 * mt_device_granularity (), NULL);
+  mt_write_pattern (buf, 0, 2 * mt_device_granularity (), 31, NULL);
   mt_sync_ok (NULL);
   fds_before = mt_count_open_fds ();
   g_assert_true (memres_ipc_send_buffer (sv[0], buf, &error));
@@ -289,7 +267,7 @@ test_socket (void)
   g_assert_cmpint (mt_count_open_fds (), ==, fds_before); /* none made */
   got = memres_ipc_receive_buffer (sv[1], importer, MEMRES_IPC_NONE, NULL, &error);
   g_assert_no_error (error);
-  mt_check_pattern (got, 0, 2 * gran (), 31, NULL);
+  mt_check_pattern (got, 0, 2 * mt_device_granularity (), 31, NULL);
   mt_close_ok (got, NULL);
   mt_close_ok (buf, NULL);
   close (sv[0]);
@@ -315,9 +293,9 @@ test_forged (void)
     return;
   importer = fabric_or_skip ();
   posix = mt_new_ok ("vmm:handle_type=posix_fd");
-  buf = mt_alloc_ok (mr, 2 * gran (), NULL);
+  buf = mt_alloc_ok (mr, 2 * mt_device_granularity (), NULL);
   b = export_fabric (buf, 2);
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   imports = mt_driver_is_fake () ? mt_fake_call_count ("cuMemImportFromShareableHandle") : 0;
 
   /* cut short by one byte, by a whole handle, and one byte too long */
@@ -387,7 +365,7 @@ test_closed (void)
   if (mr == NULL)
     return;
   importer = fabric_or_skip ();
-  buf = mt_alloc_ok (mr, gran (), NULL);
+  buf = mt_alloc_ok (mr, mt_device_granularity (), NULL);
   b = export_fabric (buf, 1);
   mt_close_ok (buf, NULL); /* vmm releases the physical memory at close */
   import_fails (importer, b.data, b.length, NULL, 0, MEMRES_CUDA_ERROR,

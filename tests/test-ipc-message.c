@@ -31,28 +31,11 @@ typedef struct
   guint n_fds;
 } Message;
 
-static gsize
-gran (void)
-{
-  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
-  CUmemAllocationProp prop = { 0 };
-  size_t value = 0;
-
-  g_assert_nonnull (drv);
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  g_assert_cmpint (
-      drv->cuMemGetAllocationGranularity (&value, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), ==,
-      CUDA_SUCCESS);
-  return value;
-}
-
 static MemresResource *
 vmm_exporter (void)
 {
-  g_autofree char *spec
-      = g_strdup_printf ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, gran ());
+  g_autofree char *spec = g_strdup_printf ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT,
+                                           mt_device_granularity ());
 
   return mt_new_ok (spec);
 }
@@ -62,11 +45,11 @@ static MemresBuffer *
 three_chunks (MemresResource *mr, guint32 seed)
 {
   GError *error = NULL;
-  MemresBuffer *buf = mt_alloc_ok (mr, gran (), NULL);
+  MemresBuffer *buf = mt_alloc_ok (mr, mt_device_granularity (), NULL);
 
-  g_assert_true (memres_buffer_resize (buf, 3 * gran (), NULL, &error));
+  g_assert_true (memres_buffer_resize (buf, 3 * mt_device_granularity (), NULL, &error));
   g_assert_no_error (error);
-  mt_write_pattern (buf, 0, 3 * gran (), seed, NULL);
+  mt_write_pattern (buf, 0, 3 * mt_device_granularity (), seed, NULL);
   return buf;
 }
 
@@ -200,17 +183,17 @@ test_vmm_roundtrip (void)
   g_assert_nonnull (got);
   for (guint i = 0; i < m.n_fds; i++)
     g_assert_true (fd_is_open (m.fds[i])); /* borrowed, not taken */
-  g_assert_cmpuint (memres_buffer_get_size (got), ==, 3 * gran ());
+  g_assert_cmpuint (memres_buffer_get_size (got), ==, 3 * mt_device_granularity ());
   g_assert_true (memres_buffer_get_flags (got) & MEMRES_MEMORY_IMPORTED);
   g_assert_true (memres_buffer_get_resource (got) == importer);
-  mt_check_pattern (got, 0, 3 * gran (), 41, NULL);
+  mt_check_pattern (got, 0, 3 * mt_device_granularity (), 41, NULL);
   /* the same message again: a mapping of its own, readable after the first one closed */
   again = import (importer, &m, &error);
   g_assert_no_error (error);
   g_assert_true (again != got);
   message_clear (&m);
   mt_close_ok (got, NULL);
-  mt_check_pattern (again, 0, 3 * gran (), 41, NULL);
+  mt_check_pattern (again, 0, 3 * mt_device_granularity (), 41, NULL);
   mt_close_ok (again, NULL);
   g_assert_cmpint (mt_count_open_fds (), ==, fds);
 
@@ -456,7 +439,8 @@ test_forged (void)
     g_autofree guint8 *bad = g_memdup2 (data, len);
     int before = mt_count_open_fds ();
 
-    mt_put_le (bad + LAYOUT_HEADER, 2 * gran (), 8); /* chunk 0: two granules, one sent */
+    mt_put_le (bad + LAYOUT_HEADER, 2 * mt_device_granularity (),
+               8); /* chunk 0: two granules, one sent */
     g_assert_null (
         memres_buffer_import_message (importer, bad, len, vm.fds, vm.n_fds, NULL, &error));
     g_assert_nonnull (error);
@@ -464,7 +448,9 @@ test_forged (void)
     g_assert_nonnull (strstr (error->message, "cuMemMap"));
     g_clear_error (&error);
     /* a total no address space holds: the reservation runs out of memory */
-    mt_put_le (bad + LAYOUT_HEADER, (G_GUINT64_CONSTANT (1) << 62) / gran () * gran (), 8);
+    mt_put_le (bad + LAYOUT_HEADER,
+               (G_GUINT64_CONSTANT (1) << 62) / mt_device_granularity () * mt_device_granularity (),
+               8);
     g_assert_null (
         memres_buffer_import_message (importer, bad, len, vm.fds, vm.n_fds, NULL, &error));
     g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
@@ -476,7 +462,7 @@ test_forged (void)
   /* the control: after every refusal the genuine messages still import */
   got = import (importer, &vm, &error);
   g_assert_no_error (error);
-  mt_check_pattern (got, 0, 3 * gran (), 5, NULL);
+  mt_check_pattern (got, 0, 3 * mt_device_granularity (), 5, NULL);
   mt_close_ok (got, NULL);
   got = import (NULL, &pm, &error);
   g_assert_no_error (error);
@@ -529,7 +515,7 @@ test_export_refused (void)
     {
       g_autoptr (MemresResource) mr = mt_new_ok (refused[i]);
 
-      buf = mt_alloc_ok (mr, gran (), NULL);
+      buf = mt_alloc_ok (mr, mt_device_granularity (), NULL);
       expect_export_refused (buf, MEMRES_ERROR_NOT_SUPPORTED);
       memres_buffer_ref (buf);
       mt_close_ok (buf, NULL);
@@ -568,7 +554,7 @@ test_export_chunked (void)
   for (guint i = 0; i < G_N_ELEMENTS (specs); i++)
     {
       mr = mt_new_ok (specs[i]);
-      buf = mt_alloc_ok (mr, gran (), NULL);
+      buf = mt_alloc_ok (mr, mt_device_granularity (), NULL);
       fds = mt_count_open_fds ();
       exports = mt_fake_call_count ("cuMemExportToShareableHandle");
       g_assert_false (memres_buffer_export (buf, &desc, &error));

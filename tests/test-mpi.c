@@ -31,21 +31,6 @@ say (const char *format, ...)
   fflush (stdout);
 }
 
-static gsize
-granularity (void)
-{
-  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
-  CUmemAllocationProp prop = { 0 };
-  size_t value = 0;
-
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  g_assert_cmpint (
-      drv->cuMemGetAllocationGranularity (&value, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), ==,
-      CUDA_SUCCESS);
-  return value;
-}
-
 /* Rank 0 owns @buf (rank 1 passes its import): each writes its half, then reads the other's. */
 static void
 write_halves (MemresBuffer *buf, gsize size, const char *what)
@@ -183,7 +168,7 @@ main (int argc, char **argv)
   g_assert_nonnull (share);
 
   share_one (share, "ipc", NULL, 64 * KiB, "ipc pool buffer");
-  gran = granularity ();
+  gran = mt_device_granularity ();
   vmm = g_strdup_printf ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, gran);
   share_one (share, vmm, vmm, 2 * gran, "vmm buffer");
 

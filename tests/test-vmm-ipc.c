@@ -76,21 +76,6 @@ require_device (int n)
 }
 
 /* The granularity of device memory (recommended), the vmm default. */
-static gsize
-gran (void)
-{
-  CUmemAllocationProp prop = { 0 };
-  size_t value = 0;
-
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  g_assert_cmpint (
-      drv->cuMemGetAllocationGranularity (&value, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), ==,
-      CUDA_SUCCESS);
-  return value;
-}
-
 static MemresResource *vmm_new (const char *format, ...) G_GNUC_PRINTF (1, 2);
 
 static MemresResource *
@@ -171,27 +156,19 @@ static MemresBuffer *
 three_chunks (MemresResource *mr)
 {
   GError *error = NULL;
-  MemresBuffer *buf = memres_resource_allocate (mr, gran (), NULL, &error);
+  MemresBuffer *buf = memres_resource_allocate (mr, mt_device_granularity (), NULL, &error);
 
   g_assert_no_error (error);
-  g_assert_true (memres_buffer_resize (buf, 3 * gran (), NULL, &error));
+  g_assert_true (memres_buffer_resize (buf, 3 * mt_device_granularity (), NULL, &error));
   g_assert_no_error (error);
-  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 3 * gran ());
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 3 * mt_device_granularity ());
   return buf;
 }
 
 static MemresResource *
 exporter_new (void)
 {
-  return vmm_new ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, gran ());
-}
-
-static void
-counts_begin (FakeCudaCounts *base)
-{
-  memset (base, 0, sizeof *base);
-  if (mt_driver_is_fake ())
-    mt_fake_get_counts (base);
+  return vmm_new ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, mt_device_granularity ());
 }
 
 static long
@@ -270,7 +247,7 @@ child_roundtrip (int sock)
   g_assert_false (memres_buffer_export (buf, &desc, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error (&error);
-  g_assert_false (memres_buffer_resize (buf, 4 * gran (), NULL, &error));
+  g_assert_false (memres_buffer_resize (buf, 4 * mt_device_granularity (), NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error (&error);
   g_assert_cmpuint (memres_buffer_get_size (buf), ==, (gsize) m.value);
@@ -334,7 +311,7 @@ test_roundtrip (void)
 
   if (!require_device (1))
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   mr = exporter_new ();
   g_assert_true (memres_resource_get_flags (mr) & MEMRES_MEMORY_IPC_ENABLED);
   buf = three_chunks (mr);
@@ -379,7 +356,7 @@ test_cycles (void)
 
   if (!require_device (1))
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   mr = exporter_new ();
   buf = three_chunks (mr);
   pid = mt_spawn_child ("cycles", &sock);
@@ -447,11 +424,11 @@ test_send_refused (void)
 
   if (!require_device (1))
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   make_pair (SOCK_STREAM, sv);
 
   /* handle_type=none (the default): the chunks have no shareable handle */
-  plain = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, gran ());
+  plain = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, mt_device_granularity ());
   g_assert_false (memres_resource_get_flags (plain) & MEMRES_MEMORY_IPC_ENABLED);
   buf = three_chunks (plain);
   assert_send_refused (buf, sv[0], MEMRES_ERROR_NOT_SUPPORTED);
@@ -497,9 +474,10 @@ test_too_many_chunks (void)
 
   if (!require_device (1))
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   mr = exporter_new ();
-  buf = memres_resource_allocate (mr, (MEMRES_IPC_MAX_CHUNKS + 1) * gran (), NULL, &error);
+  buf = memres_resource_allocate (mr, (MEMRES_IPC_MAX_CHUNKS + 1) * mt_device_granularity (), NULL,
+                                  &error);
   g_assert_no_error (error);
   make_pair (SOCK_STREAM, sv);
   exports = exports_so_far ();
@@ -533,17 +511,18 @@ test_through_adaptor (void)
 
   if (!require_device (1))
     return;
-  counts_begin (&base);
-  mr = vmm_new ("stats>vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, gran ());
+  mt_fake_counts_begin (&base);
+  mr = vmm_new ("stats>vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, mt_device_granularity ());
   g_assert_true (memres_resource_get_flags (mr) & MEMRES_MEMORY_IPC_ENABLED);
   importer = vmm_new ("vmm:handle_type=posix_fd");
   adaptor_importer = vmm_new ("stats>vmm:handle_type=posix_fd");
-  buf = memres_resource_allocate (mr, 3 * gran (), NULL, &error); /* three chunks of gran () */
+  buf = memres_resource_allocate (mr, 3 * mt_device_granularity (), NULL,
+                                  &error); /* three chunks of mt_device_granularity () */
   g_assert_no_error (error);
   write_pattern (buf, 43);
   got = loopback (buf, importer, &error);
   g_assert_no_error (error);
-  g_assert_cmpuint (memres_buffer_get_size (got), ==, 3 * gran ());
+  g_assert_cmpuint (memres_buffer_get_size (got), ==, 3 * mt_device_granularity ());
   g_assert_true (memres_buffer_get_flags (got) & MEMRES_MEMORY_IMPORTED);
   check_pattern (got, 43);
   close_buffer (got);
@@ -575,14 +554,14 @@ test_imported (void)
 
   if (!require_device (1))
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   mr = exporter_new ();
   importer = vmm_new ("vmm:handle_type=posix_fd,access=ro");
   buf = three_chunks (mr);
   write_pattern (buf, 41);
   got = loopback (buf, importer, &error);
   g_assert_no_error (error);
-  g_assert_cmpuint (memres_buffer_get_size (got), ==, 3 * gran ());
+  g_assert_cmpuint (memres_buffer_get_size (got), ==, 3 * mt_device_granularity ());
   g_assert_true (memres_buffer_get_flags (got) & MEMRES_MEMORY_IMPORTED);
   g_assert_cmpuint (memres_buffer_get_address (got), !=, memres_buffer_get_address (buf));
   check_pattern (got, 41);
@@ -597,7 +576,7 @@ test_imported (void)
   make_pair (SOCK_STREAM, sv);
   assert_send_refused (got, sv[0], MEMRES_ERROR_NOT_SUPPORTED);
   close_pair (sv);
-  g_assert_false (memres_buffer_resize (got, 4 * gran (), NULL, &error));
+  g_assert_false (memres_buffer_resize (got, 4 * mt_device_granularity (), NULL, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error (&error);
 
@@ -622,14 +601,14 @@ test_shrunk (void)
 
   if (!require_device (1))
     return;
-  mr = vmm_new ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, 2 * gran ());
+  mr = vmm_new ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, 2 * mt_device_granularity ());
   importer = vmm_new ("vmm:handle_type=posix_fd");
-  buf = memres_resource_allocate (mr, 4 * gran (), NULL, &error);
+  buf = memres_resource_allocate (mr, 4 * mt_device_granularity (), NULL, &error);
   g_assert_no_error (error);
-  g_assert_true (memres_buffer_resize (buf, 3 * gran (), NULL, &error));
+  g_assert_true (memres_buffer_resize (buf, 3 * mt_device_granularity (), NULL, &error));
   g_assert_no_error (error);
   size = memres_buffer_get_size (buf);
-  g_assert_cmpuint (size, ==, 3 * gran ());
+  g_assert_cmpuint (size, ==, 3 * mt_device_granularity ());
   write_pattern (buf, 43);
   got = loopback (buf, importer, &error);
   g_assert_no_error (error);
@@ -657,7 +636,7 @@ test_importer_refused (void)
 
   if (!require_device (1))
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   mr = exporter_new ();
   buf = three_chunks (mr);
   importers[0] = plain = vmm_new ("vmm");
@@ -749,7 +728,7 @@ expect_refused (MemresResource *importer, const Capture *c, int type, const guin
   mt_send_raw (sv[0], rec, len, c->fds, n_fds, TRUE);
   if (type == SOCK_STREAM)
     shutdown (sv[0], SHUT_WR);
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   imports = imports_so_far ();
   fds = mt_count_open_fds ();
   g_assert_null (memres_ipc_receive_buffer (sv[1], importer, MEMRES_IPC_NONE, NULL, &error));
@@ -949,7 +928,7 @@ test_forged (void)
 
   if (!require_device (1))
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   fds = mt_count_open_fds ();
   mr = exporter_new ();
   importer = vmm_new ("vmm:handle_type=posix_fd");
@@ -967,12 +946,12 @@ test_forged (void)
   g_assert_cmpuint (mt_get_le (c.bytes + R_HANDLE_TYPE, 4), ==,
                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   g_assert_cmpuint (mt_get_le (c.bytes + R_LOCATION_TYPE, 4), ==, CU_MEM_LOCATION_TYPE_DEVICE);
-  g_assert_cmpuint (mt_get_le (c.bytes + R_GRANULARITY, 8), ==, gran ());
-  g_assert_cmpuint (mt_get_le (c.bytes + R_SIZE, 8), ==, 3 * gran ());
+  g_assert_cmpuint (mt_get_le (c.bytes + R_GRANULARITY, 8), ==, mt_device_granularity ());
+  g_assert_cmpuint (mt_get_le (c.bytes + R_SIZE, 8), ==, 3 * mt_device_granularity ());
   g_assert_cmpuint (mt_get_le (c.bytes + R_N_CHUNKS, 4), ==, 3);
   g_assert_cmpuint (mt_get_le (c.bytes + R_RESERVED, 4), ==, 0);
   for (int i = 0; i < 3; i++)
-    g_assert_cmpuint (mt_get_le (c.bytes + R_CHUNK_SIZES + 8 * i, 8), ==, gran ());
+    g_assert_cmpuint (mt_get_le (c.bytes + R_CHUNK_SIZES + 8 * i, 8), ==, mt_device_granularity ());
   c.fds[3] = dup (c.fds[0]); /* for "more fds" */
 
   /* Short and long messages. */
@@ -1069,7 +1048,7 @@ test_faults (void)
       g_test_skip ("fault injection needs the fake driver");
       return;
     }
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   mr = exporter_new ();
   d.importer = vmm_new ("vmm:handle_type=posix_fd");
   d.buf = three_chunks (mr);

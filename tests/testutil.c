@@ -203,6 +203,31 @@ mt_fake_get_counts (FakeCudaCounts *counts)
 }
 
 void
+mt_fake_counts_begin (FakeCudaCounts *base)
+{
+  memset (base, 0, sizeof *base);
+  if (mt_driver_is_fake ())
+    mt_fake_get_counts (base);
+}
+
+gsize
+mt_device_granularity (void)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
+  CUmemAllocationProp prop = { 0 };
+  size_t value = 0;
+
+  g_assert_nonnull (drv);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  g_assert_cmpint (
+      drv->cuMemGetAllocationGranularity (&value, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), ==,
+      CUDA_SUCCESS);
+  return value;
+}
+
+void
 mt_fake_fail_call (const char *entry, int nth, CUresult result)
 {
   require_fake ("mt_fake_fail_call")->fail_call (entry, nth, result);

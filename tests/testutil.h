@@ -29,6 +29,14 @@ CUstream mt_stream_new_on (gint device);
  * tests that need the fake's control (fault injection, changed attributes). */
 gboolean mt_require_fake (const char *why);
 
+/* The recommended VMM granularity of device 0's memory (cuMemGetAllocationGranularity), in bytes;
+ * fails the test when the driver does not answer. */
+gsize mt_device_granularity (void);
+
+/* The fake's counts into @base where the driver is the fake; zeros on the real driver. For tests
+ * that compare counts before and after only on the fake. */
+void mt_fake_counts_begin (FakeCudaCounts *base);
+
 /* Fake control; each one fails the test when the driver is not the fake. */
 void mt_fake_get_counts (FakeCudaCounts *counts);
 void mt_fake_fail_call (const char *entry, int nth, CUresult result);
