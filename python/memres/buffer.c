@@ -82,9 +82,9 @@ buffer_dealloc (PyMemresBuffer *self)
   self->buf = NULL;
   if (buf != NULL)
     {
-      /* the last reference to an open buffer closes it, which may wait */
-      if (!(self->state & PYMEMRES_CLOSED) && !memres_buffer_is_closed (buf)
-          && pymemres_close_may_wait (buf))
+      /* the last reference to an open buffer closes it, which may wait (a closed buffer's
+       * flags are 0: it does not) */
+      if (!(self->state & PYMEMRES_CLOSED) && pymemres_close_may_wait (buf))
         {
           Py_BEGIN_ALLOW_THREADS;
           memres_buffer_unref (buf);
