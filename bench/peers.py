@@ -736,15 +736,15 @@ def format_table(out):
     for s in out["peers"]:
         if not s["available"]:
             lines.append("  %-14s n/a: %s" % (s["name"], s["reason"]))
-    header = "  %-12s" % "size" + "".join("%15s" % n for n in names)
+    header = "  %-12s" % "size" + "".join("%16s" % n for n in names)
     lines.append(header)
 
     def cell(r):
         if r is None:
-            return "%15s" % "n/a"
+            return "%16s" % "n/a"
         if "error" in r:
-            return "%15s" % "error"
-        return "%15.0f" % r["median"]
+            return "%16s" % "error"
+        return "%16.0f" % r["median"]
 
     for row in out["pairs"]:
         lines.append("  %-12s" % row["label"] + "".join(cell(row["results"].get(n)) for n in names))
