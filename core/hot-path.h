@@ -361,6 +361,13 @@ _memres_resource_add_allocated (MemresResource *mr, gsize size)
   _memres_stripe_count (mr, 1, (gint64) size);
 }
 
+/* The same on stripe @i (the calling thread's). */
+G_ALWAYS_INLINE static inline void
+_memres_resource_add_allocated_on (MemresResource *mr, guint i, gsize size)
+{
+  _memres_stripe_count_on (mr, i, 1, mr->count_usage ? (gint64) size : 0);
+}
+
 /* One such buffer fewer, of @size bytes: with the application's last reference gone, maybe the
  * last one. */
 G_ALWAYS_INLINE static inline void
