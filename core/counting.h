@@ -172,8 +172,7 @@ gboolean _memres_resource_call_deallocate_waiting (MemresResource *mr, MemresAll
  * record _memres_allocation_plausible() accepts only. The result is not checked here: the caller
  * checks it (buffer.c, _memres_resource_call_allocate()), and the slow half of that check names
  * and releases a bad record at the layer that made it, where nothing of it was counted
- * (resource.c: _memres_resource_alloc_result_slow()). The calling thread has its stripe (resource.c
- * assigns it before, so that no call but the slot's is made here). */
+ * (resource.c: _memres_resource_alloc_result_slow()). */
 G_ALWAYS_INLINE static inline gboolean
 _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
                           MemresAllocation *alloc, GError **error, gboolean pass)
@@ -189,7 +188,7 @@ _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
     return FALSE;
   if (G_UNLIKELY (!_memres_allocation_plausible (alloc, size)))
     return TRUE; /* refused by the caller's check, uncounted */
-  _memres_counted_count (mr, _memres_stripe_index, alloc, (gint64) alloc->size, 1, TRUE, pass);
+  _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, TRUE, pass);
   return TRUE;
 }
 
@@ -199,7 +198,8 @@ _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
  * where the upstream frees at once, its slot). A free that did not simply succeed is judged by
  * the caller's check, whose slow half judges it at the layer that made the call and counts again
  * what was kept (resource.c: _memres_resource_deallocate_result_slow()). The calling thread has
- * its stripe, as above; the slot is a tail call. */
+ * its stripe (resource.c gets it first, so that the body makes no call before the slot's, which
+ * is a tail call). */
 G_ALWAYS_INLINE static inline gboolean
 _memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                             GError **error, gboolean pass)

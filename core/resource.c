@@ -78,16 +78,8 @@ _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
 
 /* The slot pointers of a counted layer (MemresResource.allocate/deallocate, set at creation):
  * counting.h's bodies, for a kind with slots of its own and for a pass-through one without them
- * (`stats`), which calls its upstream's. A thread's first call gets its stripe and calls again, so
- * that the bodies make no call but the slot's. */
-static G_GNUC_NO_INLINE gboolean
-counted_first_allocate (MemresResource *mr, gsize size, MemresStream stream,
-                        MemresAllocation *alloc, GError **error)
-{
-  _memres_stripe_assign ();
-  return mr->allocate (mr, size, stream, alloc, error);
-}
-
+ * (`stats`), which calls its upstream's. A thread's first deallocate gets its stripe and calls
+ * again, so that the body makes no call but the slot's. */
 static G_GNUC_NO_INLINE gboolean
 counted_first_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                           GError **error)
@@ -100,8 +92,6 @@ static MEMRES_HOT gboolean
 counted_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                   GError **error)
 {
-  if (G_UNLIKELY (_memres_stripe_index == 0))
-    return counted_first_allocate (mr, size, stream, alloc, error);
   return _memres_counted_allocate (mr, size, stream, alloc, error, FALSE);
 }
 
@@ -109,8 +99,6 @@ static MEMRES_HOT gboolean
 counted_pass_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                        GError **error)
 {
-  if (G_UNLIKELY (_memres_stripe_index == 0))
-    return counted_first_allocate (mr, size, stream, alloc, error);
   return _memres_counted_allocate (mr, size, stream, alloc, error, TRUE);
 }
 
