@@ -528,15 +528,6 @@ memres_tag_set_stream_default (MemresStream stream, const char *tag, GError **er
   return ok;
 }
 
-guint
-_memres_tag_of_record (const MemresAllocation *alloc)
-{
-  const MemresBuffer *buf
-      = (const MemresBuffer *) ((const guint8 *) alloc - G_STRUCT_OFFSET (MemresBuffer, alloc));
-
-  return buf->tag;
-}
-
 /**
  * memres_buffer_get_tag:
  * @buf: a #MemresBuffer
