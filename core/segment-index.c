@@ -9,10 +9,11 @@
  * edge inside the page or segments nested (a pointer to a list of their ranges and entries,
  * tagged by its low bit). A lookup is then a bounded number of loads whatever the number of
  * segments: the table, the node, the slot, the entry (or a short list). Where segments nest (a
- * cache's chunk inside a `vmm` buffer), the innermost holding the address is the one with the
- * largest base, the shortest among equal bases, the later mapped among equal ranges (the
- * segments of one resource never overlap; those of two layers nest, the upper one mapped
- * after the segment it lies in). A change rewrites only the slots of the pages the segment spans:
+ * cache's chunk inside a `vmm` buffer), the innermost holding the address is the last in the
+ * page's list (by base, longest first, the later mapped among equal ranges) at or before the
+ * address that holds it, found by a binary search and a walk up the parents (the segments of
+ * one resource never overlap; those of two layers nest, the upper one mapped after the segment
+ * it lies in). A change rewrites only the slots of the pages the segment spans:
  * its cost does not depend on how many segments there are.
  *
  * Readers take no lock and write nothing shared: they read with atomic loads between two reads
@@ -42,6 +43,7 @@ typedef struct
   guint64 base;
   guint64 end;
   MemresIndexEntry *entry;
+  gint parent; /* the innermost earlier item containing this one, -1 for none */
 } Item;
 
 typedef struct
@@ -64,7 +66,9 @@ typedef struct
 
 typedef struct
 {
-  guint bits; /* 1 << bits buckets; set before the table is published */
+  guint bits;  /* 1 << bits buckets; these three set before the table is published */
+  guint shift; /* 64 - bits: a hash is the high bits of the key's product */
+  gsize mask;  /* (1 << bits) - 1 */
   gsize used;
   Bucket bucket[];
 } Dir;
@@ -80,13 +84,14 @@ static GPtrArray *live;                     /* MemresIndexEntry, in no order */
 static GPtrArray *free_entries;             /* MemresIndexEntry */
 static GPtrArray *free_lists[LIST_CLASSES]; /* List, by log2 of their capacity */
 static GPtrArray *scratch;                  /* MemresIndexEntry, a page's set */
+static GArray *stack;                       /* gint, for a list's parents */
 
 /* ---- the writer ----------------------------------------------------------------------------- */
 
 static inline gsize
-dir_hash (guint64 key, guint bits)
+dir_hash (guint64 key, guint shift)
 {
-  return (gsize) ((key * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15)) >> (64 - bits));
+  return (gsize) ((key * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15)) >> shift);
 }
 
 static void
@@ -110,6 +115,7 @@ ensure_setup (void)
   live = g_ptr_array_new ();
   free_entries = g_ptr_array_new ();
   scratch = g_ptr_array_new ();
+  stack = g_array_new (FALSE, FALSE, sizeof (gint));
 }
 
 /* The node of the GiB @gib, made when @create (inside a write). */
@@ -124,7 +130,7 @@ dir_node (guint64 gib, gboolean create)
   if (d != NULL)
     {
       mask = ((gsize) 1 << d->bits) - 1;
-      for (h = dir_hash (key, d->bits); d->bucket[h].key != 0; h = (h + 1) & mask)
+      for (h = dir_hash (key, d->shift); d->bucket[h].key != 0; h = (h + 1) & mask)
         if (d->bucket[h].key == key)
           return d->bucket[h].node;
     }
@@ -136,11 +142,12 @@ dir_node (guint64 gib, gboolean create)
       Dir *bigger = g_malloc0 (sizeof (Dir) + ((gsize) 1 << bits) * sizeof (Bucket));
 
       bigger->bits = bits;
-      mask = ((gsize) 1 << bits) - 1;
+      bigger->shift = 64 - bits;
+      bigger->mask = mask = ((gsize) 1 << bits) - 1;
       for (gsize i = 0; d != NULL && i < ((gsize) 1 << d->bits); i++)
         if (d->bucket[i].key != 0)
           {
-            for (h = dir_hash (d->bucket[i].key, bits); bigger->bucket[h].key != 0;)
+            for (h = dir_hash (d->bucket[i].key, bigger->shift); bigger->bucket[h].key != 0;)
               h = (h + 1) & mask;
             bigger->bucket[h] = d->bucket[i];
             bigger->used++;
@@ -150,8 +157,8 @@ dir_node (guint64 gib, gboolean create)
       __atomic_store_n (&index_dir, bigger, __ATOMIC_RELEASE);
       d = bigger;
     }
-  mask = ((gsize) 1 << d->bits) - 1;
-  for (h = dir_hash (key, d->bits); d->bucket[h].key != 0;)
+  mask = d->mask;
+  for (h = dir_hash (key, d->shift); d->bucket[h].key != 0;)
     h = (h + 1) & mask;
   node = g_malloc0 (sizeof (Node));
   STORE (&d->bucket[h].node, node);
@@ -229,14 +236,25 @@ page_put (guint64 pn, GPtrArray *set)
   else
     {
       List *l = list_new (set->len);
+      gint top = 0;
 
+      /* in address order, longest first, then in the order they came (a stable sort: a new
+       * segment is last in @set), each with its parent (laminar ranges: a stack) */
+      _memres_index_sort (set);
+      g_array_set_size (stack, set->len);
       for (guint i = 0; i < set->len; i++)
         {
           MemresIndexEntry *e = set->pdata[i];
 
+          while (top > 0
+                 && ((MemresIndexEntry *) set->pdata[g_array_index (stack, gint, top - 1)])->end
+                        < e->end)
+            top--;
           STORE (&l->item[i].base, e->base);
           STORE (&l->item[i].end, e->end);
           STORE (&l->item[i].entry, e);
+          STORE (&l->item[i].parent, top > 0 ? g_array_index (stack, gint, top - 1) : -1);
+          g_array_index (stack, gint, top++) = (gint) i;
         }
       STORE (&l->n, set->len);
       v = (guintptr) l | SLOT_LIST;
@@ -430,13 +448,12 @@ _memres_index_sort (GPtrArray *entries)
 static inline const MemresIndexEntry *
 index_search (const Dir *d, guint64 addr)
 {
-  guint bits = LOAD (&d->bits);
-  gsize mask = ((gsize) 1 << bits) - 1, h;
+  gsize mask = LOAD (&d->mask), h;
   guint64 key = (addr >> (PAGE_SHIFT + NODE_SHIFT)) + 1;
   const Node *node = NULL;
   guintptr v;
 
-  h = dir_hash (key, bits);
+  h = dir_hash (key, LOAD (&d->shift));
   for (gsize probes = 0; probes <= mask; probes++, h = (h + 1) & mask)
     {
       guint64 k = LOAD (&d->bucket[h].key);
@@ -456,29 +473,43 @@ index_search (const Dir *d, guint64 addr)
     {
       const MemresIndexEntry *e = (const MemresIndexEntry *) v;
 
-      return e != NULL && addr - LOAD (&e->base) < LOAD (&e->end) - LOAD (&e->base) ? e : NULL;
+      guint64 base;
+
+      if (e == NULL)
+        return NULL;
+      base = LOAD (&e->base);
+      return addr - base < LOAD (&e->end) - base ? e : NULL;
     }
   else
     {
+      /* sorted by base: the last item whose base is at or before @addr, then its parents
+       * (laminar ranges) until one holds it */
       const List *l = (const List *) (v & ~SLOT_LIST);
-      guint n = MIN (LOAD (&l->n), LOAD (&l->cap));
-      const MemresIndexEntry *best = NULL;
-      guint64 best_base = 0, best_end = 0;
+      const Item *it = l->item;
+      guint len = MIN (LOAD (&l->n), LOAD (&l->cap));
+      gint i;
 
-      for (guint i = 0; i < n; i++)
+      if (len == 0)
+        return NULL;
+      while (len > 1)
         {
-          guint64 b = LOAD (&l->item[i].base), e = LOAD (&l->item[i].end);
+          guint half = len / 2;
 
-          /* the innermost: the largest base, then the shortest, then the later mapped */
-          if (addr >= b && addr < e
-              && (best == NULL || b > best_base || (b == best_base && e <= best_end)))
-            {
-              best = LOAD (&l->item[i].entry);
-              best_base = b;
-              best_end = e;
-            }
+          it = LOAD (&it[half].base) <= addr ? it + half : it;
+          len -= half;
         }
-      return best;
+      for (i = LOAD (&it->base) <= addr ? (gint) (it - l->item) : -1; i >= 0;)
+        {
+          gint parent;
+
+          if (addr < LOAD (&l->item[i].end))
+            return LOAD (&l->item[i].entry);
+          parent = LOAD (&l->item[i].parent);
+          if (parent >= i) /* only a torn read; the sequence check retries */
+            return NULL;
+          i = parent;
+        }
+      return NULL;
     }
 }
 
@@ -488,7 +519,7 @@ index_search (const Dir *d, guint64 addr)
  * index_seq is the even value it was read at (every change of the index changes it: an answer
  * from before any change, an unmap included, is never used). A slot holds the answer as the
  * caller receives it (its offset 0), so that a hit is one copy. 64 bytes a slot, 8 KiB a
- * thread, allocated at its first lookup that found something, freed at its exit. */
+ * thread, allocated at its first lookup, freed at its exit. */
 #define LOOKUP_SLOTS_LOG2 7
 
 typedef struct
@@ -526,18 +557,36 @@ lookup_slot (LookupCache *c, guint64 addr)
                   & ((1 << LOOKUP_SLOTS_LOG2) - 1)];
 }
 
-/* The search of the index under its sequence lock; the answer kept in the thread's table. */
+/* The thread's table, made at its first lookup (aborts when memory is out, as g_malloc());
+ * returns @addr's slot. */
+G_GNUC_NO_INLINE static LookupHit *
+lookup_cache_new (guint64 addr)
+{
+  /* 64-byte slots on lines of their own; freed by this thread's exit */
+  LookupCache *c = aligned_alloc (64, sizeof (LookupCache));
+
+  if (c == NULL)
+    g_error ("memres_lookup: out of memory for the thread's table of answers (%zu bytes)",
+             sizeof (LookupCache));
+  memset (c, 0, sizeof (LookupCache));
+  thread_lookup = c;
+  g_private_set (&lookup_cache_cleanup, thread_lookup);
+  return lookup_slot (c, addr);
+}
+
+/* The search of the index under its sequence lock; the answer kept in @h, the thread's slot
+ * for @addr (NULL when the thread has no table yet). */
 G_GNUC_NO_INLINE static gboolean
-lookup_slow (guint64 addr, MemresLookupInfo *info)
+lookup_slow (guint64 addr, MemresLookupInfo *info, LookupHit *h)
 {
   g_return_val_if_fail (info != NULL, FALSE);
-
+  if (G_UNLIKELY (h == NULL))
+    h = lookup_cache_new (addr);
   for (;;)
     {
       guint64 seq = __atomic_load_n (&index_seq, __ATOMIC_ACQUIRE);
       const Dir *d;
       const MemresIndexEntry *e;
-      LookupHit hit;
 
       if (G_UNLIKELY (seq & 1))
         {
@@ -550,37 +599,27 @@ lookup_slow (guint64 addr, MemresLookupInfo *info)
       e = index_search (d, addr);
       if (e != NULL)
         {
+          /* read into the slot, its answer kept only once the read is known whole */
           guint64 base = LOAD (&e->base);
 
-          hit.gen = seq;
-          hit.info.resource = LOAD (&e->mr);
-          hit.info.segment.base = base;
-          hit.info.segment.length = LOAD (&e->end) - base;
-          hit.info.segment.device = LOAD (&e->device);
-          hit.info.segment.handle_types = LOAD (&e->handle_types);
-          hit.info.segment.tag_id = LOAD (&e->tag_id);
-          hit.info.segment.tag = LOAD (&e->tag);
-          hit.info.offset = 0;
+          h->gen = 0;
+          h->info.resource = LOAD (&e->mr);
+          h->info.segment.base = base;
+          h->info.segment.length = LOAD (&e->end) - base;
+          h->info.segment.device = LOAD (&e->device);
+          h->info.segment.handle_types = LOAD (&e->handle_types);
+          h->info.segment.tag_id = LOAD (&e->tag_id);
+          h->info.segment.tag = LOAD (&e->tag);
+          h->info.offset = 0;
         }
       __atomic_thread_fence (__ATOMIC_ACQUIRE);
       if (__atomic_load_n (&index_seq, __ATOMIC_RELAXED) != seq)
         continue;
       if (e == NULL)
         return FALSE;
-      *info = hit.info;
-      info->offset = addr - hit.info.segment.base;
-      if (G_UNLIKELY (thread_lookup == NULL))
-        {
-          /* 64-byte slots on lines of their own; freed by this thread's exit */
-          LookupCache *c = aligned_alloc (64, sizeof (LookupCache));
-
-          if (c == NULL)
-            return TRUE; /* nothing kept; the answer stands */
-          memset (c, 0, sizeof (LookupCache));
-          thread_lookup = c;
-          g_private_set (&lookup_cache_cleanup, thread_lookup);
-        }
-      *lookup_slot (thread_lookup, addr) = hit;
+      h->gen = seq;
+      memcpy (info, &h->info, G_STRUCT_OFFSET (MemresLookupInfo, offset));
+      info->offset = addr - h->info.segment.base;
       return TRUE;
     }
 }
@@ -625,19 +664,22 @@ memres_lookup (gconstpointer ptr, MemresLookupInfo *info)
 {
   guint64 addr = (guint64) (guintptr) ptr;
   LookupCache *c = thread_lookup;
+  LookupHit *h = NULL;
 
   /* the hit: this thread found @addr's segment lately and the index has not changed since */
-  if (G_LIKELY (c != NULL && info != NULL))
+  if (G_LIKELY (c != NULL))
     {
-      const LookupHit *h = lookup_slot (c, addr);
+      guint64 offset;
 
+      h = lookup_slot (c, addr);
+      offset = addr - h->info.segment.base;
       if (h->gen == __atomic_load_n (&index_seq, __ATOMIC_ACQUIRE)
-          && addr - h->info.segment.base < h->info.segment.length)
+          && offset < h->info.segment.length && G_LIKELY (info != NULL))
         {
-          *info = h->info;
-          info->offset = addr - h->info.segment.base;
+          memcpy (info, &h->info, G_STRUCT_OFFSET (MemresLookupInfo, offset));
+          info->offset = offset;
           return TRUE;
         }
     }
-  return lookup_slow (addr, info);
+  return lookup_slow (addr, info, h);
 }

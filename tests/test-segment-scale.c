@@ -5,7 +5,9 @@
  * and offset, and the bytes just outside it (one before, one past: unmapped granules) are not.
  * The time of each phase is printed (g_test_message; figures belong in bench/RESULTS.md, not in
  * assertions). Then readers race a thread that maps and unmaps granules among thousands of fixed
- * ones: every answer is the right segment or "not found", never another's. */
+ * ones: every answer is the right segment or "not found", never another's. And thousands of
+ * small segments, many to a page (host memory, no driver): each probe answers its range or
+ * nothing, before and after every other one is unmapped. */
 #include "testutil.h"
 
 #include "arena-check.h"
@@ -78,7 +80,7 @@ check_found (MemresResource *mr, guint64 base, guint64 length, guint64 a)
   g_assert_true (info.resource == mr);
   g_assert_cmphex (info.segment.base, ==, base);
   g_assert_cmpuint (info.segment.length, ==, length);
-  g_assert_cmpint (info.segment.device, ==, 0);
+  g_assert_cmpint (info.segment.device, ==, memres_resource_get_device (mr));
   g_assert_cmpuint (info.offset, ==, a - base);
 }
 
@@ -311,11 +313,111 @@ test_race (void)
   g_free (rc.slots);
 }
 
+/* ---- small segments, many to a page (host memory: a cache's blocks above max_block) -------- */
+
+typedef struct
+{
+  guint64 base;
+  guint64 length;
+} Range;
+
+static gint
+range_order (gconstpointer a, gconstpointer b)
+{
+  const Range *x = a, *y = b;
+
+  return x->base < y->base ? -1 : x->base > y->base;
+}
+
+/* The range of @ranges (sorted, disjoint) holding @a, or NULL. */
+static const Range *
+range_of (GArray *ranges, guint64 a)
+{
+  guint lo = 0, hi = ranges->len;
+
+  while (lo < hi)
+    {
+      guint mid = lo + (hi - lo) / 2;
+      const Range *r = &g_array_index (ranges, Range, mid);
+
+      if (a < r->base)
+        hi = mid;
+      else if (a >= r->base + r->length)
+        lo = mid + 1;
+      else
+        return r;
+    }
+  return NULL;
+}
+
+/* Each byte probed answers what the list of live ranges says: its range, or not found. */
+static void
+check_ranges (MemresResource *mr, GArray *ranges)
+{
+  for (guint i = 0; i < ranges->len; i++)
+    {
+      const Range *r = &g_array_index (ranges, Range, i);
+      guint64 probes[] = { r->base - 1, r->base, r->base + r->length / 2, r->base + r->length - 1,
+                           r->base + r->length };
+
+      for (guint k = 0; k < G_N_ELEMENTS (probes); k++)
+        {
+          const Range *want = range_of (ranges, probes[k]);
+
+          if (want != NULL)
+            check_found (mr, want->base, want->length, probes[k]);
+          else
+            check_missing (probes[k]);
+        }
+    }
+}
+
+static void
+test_small_segments (void)
+{
+  enum
+  {
+    N = 3000
+  };
+  g_autoptr (MemresResource) mr = mt_new_ok ("cache:max_block=4KiB>host");
+  g_autoptr (GArray) ranges = g_array_new (FALSE, FALSE, sizeof (Range));
+  MemresBuffer **bufs = g_new (MemresBuffer *, N);
+
+  for (guint i = 0; i < N; i++)
+    {
+      Range r;
+
+      bufs[i] = mt_alloc_ok (mr, 8192 + 4096 * (i % 3), NULL);
+      r.base = memres_buffer_get_address (bufs[i]);
+      r.length = memres_buffer_get_size (bufs[i]);
+      g_array_append_val (ranges, r);
+    }
+  g_array_sort (ranges, range_order);
+  check_ranges (mr, ranges);
+  /* every other one closed (each its own segment: unmapped at its close) */
+  g_array_set_size (ranges, 0);
+  for (guint i = 0; i < N; i++)
+    if (i % 2 == 0)
+      mt_close_ok (bufs[i], NULL);
+    else
+      {
+        Range r = { memres_buffer_get_address (bufs[i]), memres_buffer_get_size (bufs[i]) };
+
+        g_array_append_val (ranges, r);
+      }
+  g_array_sort (ranges, range_order);
+  check_ranges (mr, ranges);
+  for (guint i = 1; i < N; i += 2)
+    mt_close_ok (bufs[i], NULL);
+  g_free (bufs);
+}
+
 int
 main (int argc, char **argv)
 {
   mt_init (&argc, &argv);
   g_test_add_func ("/segment-scale/twenty-thousand", test_twenty_thousand);
   g_test_add_func ("/segment-scale/race", test_race);
+  g_test_add_func ("/segment-scale/small-segments", test_small_segments);
   return g_test_run ();
 }
