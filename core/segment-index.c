@@ -26,7 +26,9 @@
  *
  * In front of the search each thread keeps the answers it found in a small table of its own,
  * each tagged with the sequence number it was read at: any change of the index makes them all
- * stale at once, so a kept answer is used only while the index is exactly what it was. */
+ * stale at once, so a kept answer is used only while the index is exactly what it was. It also
+ * keeps the nodes it found, which need no such check (a node stays its GiB's for good), so
+ * that a search in a GiB it saw before starts at the node's slot. */
 #include "segment-index.h"
 
 #include <stdlib.h>
@@ -443,31 +445,31 @@ _memres_index_sort (GPtrArray *entries)
 
 /* ---- the readers ---------------------------------------------------------------------------- */
 
-/* The entry of the innermost segment holding @addr in @d, or NULL; read without a lock, so
- * only as good as the sequence check after it. */
-static inline const MemresIndexEntry *
-index_search (const Dir *d, guint64 addr)
+/* The node of the GiB whose key (its number + 1) is @key in @d, or NULL. */
+static inline const Node *
+index_node (const Dir *d, guint64 key)
 {
-  gsize mask = LOAD (&d->mask), h;
-  guint64 key = (addr >> (PAGE_SHIFT + NODE_SHIFT)) + 1;
-  const Node *node = NULL;
-  guintptr v;
+  gsize mask = LOAD (&d->mask), h = dir_hash (key, LOAD (&d->shift));
 
-  h = dir_hash (key, LOAD (&d->shift));
   for (gsize probes = 0; probes <= mask; probes++, h = (h + 1) & mask)
     {
       guint64 k = LOAD (&d->bucket[h].key);
 
       if (k == key)
-        {
-          node = LOAD (&d->bucket[h].node);
-          break;
-        }
+        return LOAD (&d->bucket[h].node);
       if (k == 0)
         break;
     }
-  if (node == NULL)
-    return NULL;
+  return NULL;
+}
+
+/* The entry of the innermost segment holding @addr in @node (its GiB's), or NULL; read without
+ * a lock, so only as good as the sequence check after it. */
+static inline const MemresIndexEntry *
+index_search (const Node *node, guint64 addr)
+{
+  guintptr v;
+
   v = LOAD (&node->slot[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)]);
   if (G_LIKELY (!(v & SLOT_LIST)))
     {
@@ -530,9 +532,21 @@ typedef struct
 
 G_STATIC_ASSERT (sizeof (LookupHit) == 64);
 
+/* The nodes a thread found, by their GiB (direct-mapped): a node, once in the hash table, stays
+ * there for good (nothing is removed from it, and a bigger table holds the same nodes), so a
+ * thread keeps them with no check and a search skips the table. */
+#define LOOKUP_NODES 16
+
+typedef struct
+{
+  guint64 key; /* the GiB + 1; 0 when empty */
+  const Node *node;
+} NodeHint;
+
 typedef struct
 {
   LookupHit slot[1 << LOOKUP_SLOTS_LOG2];
+  NodeHint nodes[LOOKUP_NODES];
 } LookupCache;
 
 /* initial-exec as buffer.c's cache: one pointer, no __tls_get_addr on the hit */
@@ -579,13 +593,17 @@ lookup_cache_new (guint64 addr)
 G_GNUC_NO_INLINE static gboolean
 lookup_slow (guint64 addr, MemresLookupInfo *info, LookupHit *h)
 {
+  guint64 key = (addr >> (PAGE_SHIFT + NODE_SHIFT)) + 1;
+  NodeHint *hint;
+
   g_return_val_if_fail (info != NULL, FALSE);
   if (G_UNLIKELY (h == NULL))
     h = lookup_cache_new (addr);
+  hint = &thread_lookup->nodes[key & (LOOKUP_NODES - 1)];
   for (;;)
     {
       guint64 seq = __atomic_load_n (&index_seq, __ATOMIC_ACQUIRE);
-      const Dir *d;
+      const Node *node;
       const MemresIndexEntry *e;
 
       if (G_UNLIKELY (seq & 1))
@@ -593,10 +611,15 @@ lookup_slow (guint64 addr, MemresLookupInfo *info, LookupHit *h)
           g_thread_yield ();
           continue;
         }
-      d = __atomic_load_n (&index_dir, __ATOMIC_ACQUIRE);
-      if (d == NULL)
-        return FALSE;
-      e = index_search (d, addr);
+      if (G_LIKELY (hint->key == key))
+        node = hint->node;
+      else
+        {
+          const Dir *d = __atomic_load_n (&index_dir, __ATOMIC_ACQUIRE);
+
+          node = d != NULL ? index_node (d, key) : NULL;
+        }
+      e = node != NULL ? index_search (node, addr) : NULL;
       if (e != NULL)
         {
           /* read into the slot, its answer kept only once the read is known whole */
@@ -615,6 +638,8 @@ lookup_slow (guint64 addr, MemresLookupInfo *info, LookupHit *h)
       __atomic_thread_fence (__ATOMIC_ACQUIRE);
       if (__atomic_load_n (&index_seq, __ATOMIC_RELAXED) != seq)
         continue;
+      if (node != NULL && hint->key != key)
+        *hint = (NodeHint){ key, node };
       if (e == NULL)
         return FALSE;
       h->gen = seq;
