@@ -109,11 +109,11 @@ def smoke_bench(exe):
     if plugin_exists("vmm"):
         p = run([exe, "--quick", "--json", "--quiet", "--spec", "vmm", "--pairs", "--vmm-grow"])
         check_bench_json(p.stdout, ["pairs", "vmm_grow"])
-        # --lookup alone picks the vmm spec; a kind without segments fails every row, exit 3
+        # --lookup alone picks the vmm spec; without segments all 4 --quick rows fail, exit 3
         p = run([exe, "--quick", "--json", "--quiet", "--lookup"])
         check_bench_json(p.stdout, ["lookup"])
         p = run([exe, "--quick", "--quiet", "--spec", "dmr", "--lookup"], expect_rc=3)
-        if p.stdout.count("FAILED: --lookup needs a resource whose kind has segments") != 3:
+        if p.stdout.count("FAILED: --lookup needs a resource whose kind has segments") != 4:
             fail("--lookup on dmr:\n" + p.stdout)
     if plugin_exists("managed"):
         p = run([exe, "--quick", "--json", "--quiet", "--spec", "managed", "--pairs"])
