@@ -23,7 +23,7 @@ memres_tool_log_bad_line (GError **error, const char *log, guint line, const cha
 gboolean
 memres_tool_log_header_ok (const char *line)
 {
-  return strcmp (line, MEMRES_LOG_HEADER) == 0;
+  return strcmp (line, MEMRES_LOG_HEADER) == 0 || strcmp (line, MEMRES_LOG_HEADER ",Tag") == 0;
 }
 
 static const struct
@@ -49,7 +49,7 @@ parse_hex (const char *text, guint64 *value)
 gboolean
 memres_tool_parse_log_line (char *line, MemresLogLine *out, char **why)
 {
-  char *f[7];
+  char *f[8];
   guint n = 0;
   char *p = line;
   g_autofree char *shown = NULL;
@@ -63,9 +63,9 @@ memres_tool_parse_log_line (char *line, MemresLogLine *out, char **why)
         break;
       f[n++] = p;
     }
-  if (n != 6)
+  if (n != 6 && n != 7)
     {
-      *why = g_strdup_printf ("expected 6 fields (" MEMRES_LOG_HEADER "), found %s%u",
+      *why = g_strdup_printf ("expected 6 fields (" MEMRES_LOG_HEADER ") or 7 (and Tag), found %s%u",
                               n == G_N_ELEMENTS (f) ? "more than " : "",
                               n == G_N_ELEMENTS (f) ? n - 1 : n);
       return FALSE;
@@ -74,6 +74,7 @@ memres_tool_parse_log_line (char *line, MemresLogLine *out, char **why)
   out->time = f[1];
   out->pointer_text = f[3];
   out->stream_text = f[5];
+  out->tag = n == 7 ? f[6] : "";
   if (!parse_hex (f[3], &out->pointer))
     {
       shown = memres_tool_show_input (f[3]);
