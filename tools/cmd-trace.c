@@ -3,11 +3,13 @@
  * chrome://tracing open as it is. Each LOG is a process of the trace (pid 1, 2, ... in the
  * order given, named by its path): a counter track "used bytes" (the bytes live in the layer
  * after each allocate and free, from the log's Sizes) and a counter track "buffers" (the
- * allocations live), and instant events (thread-scoped, on the logged Thread) for `allocate
- * failure`, `out of memory`, `free failure` and `trim`, with the Size in their args. Times are
- * the log's Time (local wall-clock HH:MM:SS.uuuuuu) in microseconds since the first line of all
- * the logs, a day added each time a log's time goes back by more than 12 hours (past
- * midnight). A malformed line is an error naming FILE:LINE (exit status 2), as in replay. */
+ * allocations live); for a log with the Tag column (`log:tags=true`) a counter track per tag,
+ * "used bytes, tag NAME" ("used bytes, untagged" for buffers without one), the bytes live under
+ * it, a free counted under its allocation's tag; and instant events (thread-scoped, on the logged
+ * Thread) for `allocate failure`, `out of memory`, `free failure` and `trim`, with the Size in
+ * their args. Times are the log's Time (local wall-clock HH:MM:SS.uuuuuu) in microseconds since the
+ * first line of all the logs, a day added each time a log's time goes back by more than 12 hours
+ * (past midnight). A malformed line is an error naming FILE:LINE (exit status 2), as in replay. */
 #include "memres-tool.h"
 
 #include <string.h>
@@ -26,6 +28,7 @@ typedef struct
   guint pid;
   const char *name; /* an instant's action, or NULL for the counters */
   const char *tid;  /* the logged Thread (points into the log's text) */
+  const char *tag;  /* counters of one tag ("" the untagged; into the text), or NULL */
   guint64 value;    /* counters: the used bytes; instants: the Size */
   guint64 buffers;  /* counters: the live allocations */
   guint seq;        /* the order read, for equal times */
@@ -53,6 +56,7 @@ typedef struct
 {
   guint pid;
   GArray *events;
+  GHashTable *tag_used; /* tag -> guint64* bytes live under it */
 } Reading;
 
 static gboolean
@@ -65,6 +69,27 @@ add_event (const MemresLogEvent *le, gpointer user_data, GError **error)
   e.seq = r->events->len;
   e.pid = r->pid;
   e.tid = le->l.thread;
+  if (le->counted && le->tagged)
+    {
+      /* the tag's own track first, then the layer's: the tag of a free is its allocation's */
+      const char *tag = le->l.action == MEMRES_LOG_ALLOCATE ? le->l.tag : le->alloc_tag;
+      guint64 *used = g_hash_table_lookup (r->tag_used, tag);
+      Event t = e;
+
+      if (used == NULL)
+        {
+          used = g_new0 (guint64, 1);
+          g_hash_table_insert (r->tag_used, (gpointer) tag, used);
+        }
+      if (le->l.action == MEMRES_LOG_ALLOCATE)
+        *used += le->l.size;
+      else
+        *used -= le->alloc_size;
+      t.tag = tag;
+      t.value = *used;
+      g_array_append_val (r->events, t);
+      e.seq = r->events->len;
+    }
   if (le->counted)
     {
       e.value = le->used;
@@ -83,9 +108,11 @@ add_event (const MemresLogEvent *le, gpointer user_data, GError **error)
 static gboolean
 read_events (Input *in, guint pid, GArray *events, GError **error)
 {
-  Reading r = { pid, events };
+  Reading r = { pid, events, g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free) };
+  gboolean ok = memres_tool_walk_log (in->path, in->text, in->length, add_event, &r, error);
 
-  return memres_tool_walk_log (in->path, in->text, in->length, add_event, &r, error);
+  g_hash_table_unref (r.tag_used);
+  return ok;
 }
 
 static gint
@@ -121,7 +148,19 @@ write_trace (Input *inputs, guint n_inputs, GArray *events)
       const Event *e = &g_array_index (events, Event, i);
       gint64 ts = e->ts - t0;
 
-      if (e->name == NULL)
+      if (e->tag != NULL)
+        {
+          g_autofree char *name = g_strdup_printf ("used bytes, %s%s",
+                                                   e->tag[0] != '\0' ? "tag " : "untagged", e->tag);
+
+          g_string_append (s, ",\n{\"name\": ");
+          memres_json_append_string (s, name);
+          g_string_append_printf (s,
+                                  ", \"ph\": \"C\", \"ts\": %" G_GINT64_FORMAT
+                                  ", \"pid\": %u, \"args\": {\"used\": %" G_GUINT64_FORMAT "}}",
+                                  ts, e->pid, e->value);
+        }
+      else if (e->name == NULL)
         g_string_append_printf (
             s,
             ",\n{\"name\": \"used bytes\", \"ph\": \"C\", \"ts\": %" G_GINT64_FORMAT
@@ -168,7 +207,8 @@ memres_tool_trace (int argc, char **argv)
   g_option_context_set_summary (
       context, "Writes the CSV logs of log layers (one LOG per layer) as one Chrome "
                "trace-event JSON document, which Perfetto's UI and chrome://tracing open: per "
-               "LOG a counter track of used bytes and one of live buffers, and instant events "
+               "LOG a counter track of used bytes and one of live buffers, with the Tag "
+               "column (log:tags=true) a track of used bytes per tag, and instant events "
                "for allocate failure, out of memory, free failure and trim.");
   g_option_context_add_main_entries (context, entries, NULL);
   if (!memres_tool_parse_options (context, &argc, &argv, &error))
@@ -180,8 +220,7 @@ memres_tool_trace (int argc, char **argv)
   for (guint i = 0; i < n && status == 0; i++)
     {
       inputs[i].path = argv[i + 1];
-      if (memres_tool_output_is_input (output, argv[i + 1], "LOG", i + 1, "trace", "log",
-                                       &error))
+      if (memres_tool_output_is_input (output, argv[i + 1], "LOG", i + 1, "trace", "log", &error))
         status = memres_tool_fail (error);
       else if (!g_file_test (argv[i + 1], G_FILE_TEST_IS_REGULAR))
         {

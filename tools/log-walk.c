@@ -49,6 +49,7 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
   guint64 used = 0, buffers = 0;
   char *next, *line;
   guint n = 1;
+  gboolean tagged;
 
   if (memchr (text, '\0', length) != NULL)
     return memres_tool_log_bad_line (error, path, 1, "a NUL byte: not a CSV log");
@@ -56,7 +57,7 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
   next = memchr (line, '\n', length);
   if (next != NULL)
     *next++ = '\0';
-  if (!memres_tool_log_header_ok (g_strchomp (line)))
+  if (!memres_tool_log_header_ok (g_strchomp (line), &tagged))
     return memres_tool_log_bad_line (error, path, 1,
                                      "expected the header \"" MEMRES_LOG_HEADER "\"");
   for (line = next; line != NULL; line = next)
@@ -72,7 +73,7 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
       g_strchomp (line);
       if (line[0] == '\0')
         continue;
-      if (!memres_tool_parse_log_line (line, &e.l, &why))
+      if (!memres_tool_parse_log_line (line, tagged, &e.l, &why))
         return memres_tool_log_bad_line (error, path, n, "%s", why);
       if ((t = parse_time (e.l.time)) < 0)
         {
@@ -85,6 +86,7 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
       last = t + day;
       e.ts = last;
       e.line = n;
+      e.tagged = tagged;
       if (e.l.action == MEMRES_LOG_ALLOCATE)
         {
           Live *a;
@@ -97,7 +99,7 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
                                              "the sizes live at once would pass 2^64 bytes "
                                              "(18446744073709551616): allocations that overlap");
           a = g_new (Live, 1);
-          *a = (Live) { e.l.size, e.ts, n, e.l.tag };
+          *a = (Live){ e.l.size, e.ts, n, e.l.tag };
           g_hash_table_insert (live, g_memdup2 (&e.l.pointer, sizeof e.l.pointer), a);
           used += e.l.size;
           buffers++;

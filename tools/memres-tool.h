@@ -79,8 +79,9 @@ gboolean memres_tool_output_is_input (const char *output, const char *input, con
                                       GError **error);
 
 /* log-csv.c: the CSV log of the `log` adaptor (plugins/log/log.c). Its header, RMM's columns
- * (memres_tool_log_header_ok() also takes them followed by ",Tag": a line then has a seventh
- * field, the allocation's tag, empty for none; @tag is "" in a log of six columns); a
+ * (memres_tool_log_header_ok() also takes them followed by ",Tag", `log:tags=true`, and says so
+ * in @tagged: each line then has a seventh field, the rest of the line, the allocation's tag,
+ * empty for none; @tag is "" in a log of six columns); a
  * line's actions: RMM's four, then memres's (an allocation that ran out of memory, a trim with
  * the bytes kept as its Size and Pointer 0x0). memres_tool_parse_log_line() splits @line in
  * place (the strings of @out point into it) and checks its fields: FALSE with the reason in
@@ -104,8 +105,8 @@ typedef struct
 } MemresLogLine;
 gboolean memres_tool_log_bad_line (GError **error, const char *log, guint line, const char *format,
                                    ...) G_GNUC_PRINTF (4, 5);
-gboolean memres_tool_log_header_ok (const char *line);
-gboolean memres_tool_parse_log_line (char *line, MemresLogLine *out, char **why);
+gboolean memres_tool_log_header_ok (const char *line, gboolean *tagged);
+gboolean memres_tool_parse_log_line (char *line, gboolean tagged, MemresLogLine *out, char **why);
 
 /* log-walk.c: a whole log (@text, @length bytes, modified in place: the strings of each event
  * point into it) walked line by line: @func gets each line but the header and blank lines, and
@@ -119,6 +120,7 @@ gboolean memres_tool_parse_log_line (char *line, MemresLogLine *out, char **why)
 typedef struct
 {
   MemresLogLine l;
+  gboolean tagged; /* the log has the Tag column */
   guint line;
   gint64 ts;
   guint64 used, buffers;

@@ -1197,6 +1197,9 @@ typedef struct
  *   an allocation record without creating a #MemresBuffer; a successful deallocate zeroes the
  *   record, and a zeroed record is refused (%MEMRES_ERROR_INVALID_ARGUMENT), so that a record
  *   given back twice is not freed twice. Since: 1.2
+ * memres_allocation_get_tag(): inside an allocate or deallocate slot of a kind with
+ *   %MEMRES_KIND_TAGGED (or below one that asks for tags), the tag of the buffer the call serves
+ *   (transfer none, interned), %NULL for none. Since: 2.0
  * memres_resource_raise_segment_event(): for kinds registered with %MEMRES_KIND_SEGMENTS, tells
  *   the core that a segment of @mr was mapped, grew or is about to be unmapped (see
  *   memres-segments.h and docs/segments.md): the lookup index changes and the subscribers are
@@ -1217,6 +1220,7 @@ gboolean memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream 
                                    MemresAllocation *alloc, GError **error);
 gboolean memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc,
                                      MemresStream stream, GError **error);
+const char *memres_allocation_get_tag (const MemresAllocation *alloc);
 void memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,
                                           const MemresSegment *segment);
 void memres_snapshot_add_block (MemresSnapshotLayer *layer, guint64 address, guint64 size,
