@@ -1206,7 +1206,8 @@ typedef struct
  *   called before it returns. Raise MAPPED after the memory is mapped, UNMAPPING before the
  *   driver unmaps it (or before an adaptor gives it back to its upstream), and MAPPED again when
  *   that step failed and the memory stays; never while holding a lock of the kind. Since: 2.0
- * memres_snapshot_add_block(), memres_snapshot_add_hole(), memres_snapshot_add_import(),
+ * memres_snapshot_add_block(), memres_snapshot_add_tagged_block(), memres_snapshot_add_hole(),
+ *   memres_snapshot_add_import(),
  *   memres_snapshot_add_figure(), memres_snapshot_set_unseen(): for the snapshot slot, what
  *   the layer holds (see #MemresResourceOps.snapshot). Since: 2.0 */
 gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info,
@@ -1225,6 +1226,9 @@ void memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent
                                           const MemresSegment *segment);
 void memres_snapshot_add_block (MemresSnapshotLayer *layer, guint64 address, guint64 size,
                                 MemresStream stream, MemresBlockState state);
+void memres_snapshot_add_tagged_block (MemresSnapshotLayer *layer, guint64 address, guint64 size,
+                                       MemresStream stream, MemresBlockState state,
+                                       const char *tag);
 void memres_snapshot_add_hole (MemresSnapshotLayer *layer, guint64 address, guint64 size);
 void memres_snapshot_add_import (MemresSnapshotLayer *layer, guint64 address, guint64 size);
 void memres_snapshot_add_figure (MemresSnapshotLayer *layer, const char *name, guint64 value);
