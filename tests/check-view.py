@@ -326,6 +326,19 @@ with tempfile.TemporaryDirectory() as d:
         # INFO:CONSOLE; the page writes none
         check(not console, "the console shows no message (no error): %s" % console)
 
+        # the allocator shim's file (a snapshot per device): the page shows each device's
+        shim = os.path.join(d, "shim.json")
+        with open(shim, "w") as f:
+            json.dump({"memres_allocator_snapshot": 1, "devices": {"0": doc, "1": doc}}, f)
+        shim_page = os.path.join(d, "shim.html")
+        r = run("view", shim, "-o", shim_page)
+        st2 = Dom(browse("file://" + shim_page, profile, "dom", 10000)[0]).status if \
+            r.returncode == 0 else {}
+        check(st2.get("data-snapshots") == "2" and
+              st2.get("data-blocks-drawn") == str(2 * n_blocks),
+              "the allocator shim's snapshot file: a segment map per device (%s, %s blocks)" % (
+                  st2.get("data-snapshots"), st2.get("data-blocks-drawn")))
+
         # the screenshot, in chosen regions
         shot = os.path.join(d, "shot.png")
         browse("file://" + page, profile, shot, 10000)

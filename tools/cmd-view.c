@@ -16,7 +16,8 @@
  *             backtrace (null: a log has none), tag ("" for none);
  *   marks     up to 100,000 events other than allocate and free (out of memory, allocate and
  *             free failures, trim): layer, time, action, size, thread, line;
- *   snapshots the snapshots, each with _file added.
+ *   snapshots the snapshots, each with _file added (the allocator shim's file, a snapshot per
+ *             device under "devices", is split by the page's script).
  * The page's size grows with the count of logs and tags, not with the events'. Public API only. */
 #include "memres-tool.h"
 
