@@ -459,6 +459,12 @@ write_layer (MemresJson *json, const Layer *l, guint position)
 char *
 _memres_snapshot_build (MemresResource *mr)
 {
+  return _memres_snapshot_build_for_oom (mr, NULL);
+}
+
+char *
+_memres_snapshot_build_for_oom (MemresResource *mr, const char *oom_report)
+{
   Layer layers[MEMRES_STACK_MAX_LAYERS];
   g_autofree char *spec = memres_resource_to_string (mr);
   guint n = 0;
@@ -484,6 +490,8 @@ _memres_snapshot_build (MemresResource *mr)
   memres_json_int (&json, "memres_snapshot", SNAPSHOT_FORMAT);
   memres_json_string (&json, "spec", spec);
   memres_json_int (&json, "time_us", g_get_real_time ());
+  if (oom_report != NULL)
+    memres_json_string (&json, "oom_report", oom_report);
   memres_json_int (&json, "device", mr->info.device);
   if (have_device)
     {

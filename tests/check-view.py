@@ -11,6 +11,7 @@
 # free of errors, and a large log (MEMRES_VIEW_EVENTS events, default 1,000,000; the issue's
 # scale is 10,000,000) drawn, its page's size and first-view and zoom times printed.
 # TAP output. Usage: check-view.py MEMRES
+import html
 import html.parser
 import json
 import os
@@ -254,6 +255,14 @@ with tempfile.TemporaryDirectory() as d:
     check(snap_back == doc and data["snapshots"][0]["_file"] == snap,
           "the snapshot in the page is the one given")
 
+    # the snapshot at an out-of-memory failure (MEMRES_OOM_SNAPSHOT) carries its report
+    oom_snap = os.path.join(d, "oom.json")
+    r = subprocess.run([memres, "alloc", "limit:max=1KiB>host", "4KiB"], capture_output=True,
+                       text=True, env=dict(os.environ, MEMRES_OOM_SNAPSHOT=oom_snap))
+    oom_doc = json.load(open(oom_snap)) if os.path.exists(oom_snap) else {}
+    check(r.returncode != 0 and "limit" in oom_doc.get("oom_report", ""),
+          "an out-of-memory snapshot holds its report: %s" % oom_doc.get("oom_report"))
+
     # a '<' of an input cannot end the script element: a path with "</script>" in it
     os.mkdir(os.path.join(d, "a<"))
     odd = os.path.join(d, "a<", "script><b>.json")
@@ -331,13 +340,17 @@ with tempfile.TemporaryDirectory() as d:
         with open(shim, "w") as f:
             json.dump({"memres_allocator_snapshot": 1, "devices": {"0": doc, "1": doc}}, f)
         shim_page = os.path.join(d, "shim.html")
-        r = run("view", shim, "-o", shim_page)
-        st2 = Dom(browse("file://" + shim_page, profile, "dom", 10000)[0]).status if \
-            r.returncode == 0 else {}
-        check(st2.get("data-snapshots") == "2" and
+        r = run("view", shim, oom_snap, "-o", shim_page)
+        dom2 = browse("file://" + shim_page, profile, "dom", 10000)[0] if r.returncode == 0 \
+            else ""
+        st2 = Dom(dom2).status
+        check(st2.get("data-snapshots") == "3" and
               st2.get("data-blocks-drawn") == str(2 * n_blocks),
-              "the allocator shim's snapshot file: a segment map per device (%s, %s blocks)" % (
-                  st2.get("data-snapshots"), st2.get("data-blocks-drawn")))
+              "the allocator shim's snapshot file: a segment map per device (%s snapshots, %s "
+              "blocks)" % (st2.get("data-snapshots"), st2.get("data-blocks-drawn")))
+        check(st2.get("data-reports") == "1" and '<pre class="report">' in dom2 and
+              html.escape(oom_doc.get("oom_report", "-"), quote=False)[:60] in dom2,
+              "the out-of-memory snapshot's report shown")
 
         # the screenshot, in chosen regions
         shot = os.path.join(d, "shot.png")
