@@ -343,7 +343,7 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
 
   g_free (error->message);
   error->message = g_string_free (s, FALSE);
-  snapshot = _memres_snapshot_build (mr);
+  snapshot = _memres_snapshot_build_for_oom (mr, error->message);
   write_snapshot_file (snapshot);
   g_mutex_lock (&report_lock);
   old = mr->oom_report;

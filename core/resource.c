@@ -406,7 +406,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   mr->count_usage = !(kind->flags & (MEMRES_KIND_OWN_USAGE | MEMRES_KIND_COUNTED))
                     && (upstream == NULL || kind->ops.get_stats != NULL);
   /* the layers below were made first */
-  mr->tags_wanted = (kind->flags & MEMRES_KIND_COUNTED)
+  mr->tags_wanted = (kind->flags & (MEMRES_KIND_COUNTED | MEMRES_KIND_TAGGED))
                     || ((kind->flags & MEMRES_KIND_PASSES_ALLOCATIONS) && upstream != NULL
                         && upstream->tags_wanted);
   if ((kind->flags & MEMRES_KIND_COUNTED) && (mr->counts = _memres_counts_new ()) == NULL)

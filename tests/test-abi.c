@@ -448,6 +448,7 @@ test_enums (void)
   g_assert_cmpint (MEMRES_KIND_OWN_USAGE, ==, 4);          /* since 1.2 */
   g_assert_cmpint (MEMRES_KIND_SEGMENTS, ==, 8);           /* since 2.0 */
   g_assert_cmpint (MEMRES_KIND_COUNTED, ==, 16);           /* since 2.0 */
+  g_assert_cmpint (MEMRES_KIND_TAGGED, ==, 32);            /* since 2.0 */
 
   g_assert_cmpint (MEMRES_SEGMENT_MAPPED, ==, 0); /* since 2.0 */
   g_assert_cmpint (MEMRES_SEGMENT_GROWN, ==, 1);

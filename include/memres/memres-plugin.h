@@ -1197,13 +1197,17 @@ typedef struct
  *   an allocation record without creating a #MemresBuffer; a successful deallocate zeroes the
  *   record, and a zeroed record is refused (%MEMRES_ERROR_INVALID_ARGUMENT), so that a record
  *   given back twice is not freed twice. Since: 1.2
+ * memres_allocation_get_tag(): inside an allocate or deallocate slot of a kind with
+ *   %MEMRES_KIND_TAGGED (or below one that asks for tags), the tag of the buffer the call serves
+ *   (transfer none, interned), %NULL for none. Since: 2.0
  * memres_resource_raise_segment_event(): for kinds registered with %MEMRES_KIND_SEGMENTS, tells
  *   the core that a segment of @mr was mapped, grew or is about to be unmapped (see
  *   memres-segments.h and docs/segments.md): the lookup index changes and the subscribers are
  *   called before it returns. Raise MAPPED after the memory is mapped, UNMAPPING before the
  *   driver unmaps it (or before an adaptor gives it back to its upstream), and MAPPED again when
  *   that step failed and the memory stays; never while holding a lock of the kind. Since: 2.0
- * memres_snapshot_add_block(), memres_snapshot_add_hole(), memres_snapshot_add_import(),
+ * memres_snapshot_add_block(), memres_snapshot_add_tagged_block(), memres_snapshot_add_hole(),
+ *   memres_snapshot_add_import(),
  *   memres_snapshot_add_figure(), memres_snapshot_set_unseen(): for the snapshot slot, what
  *   the layer holds (see #MemresResourceOps.snapshot). Since: 2.0 */
 gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info,
@@ -1217,10 +1221,14 @@ gboolean memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream 
                                    MemresAllocation *alloc, GError **error);
 gboolean memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc,
                                      MemresStream stream, GError **error);
+const char *memres_allocation_get_tag (const MemresAllocation *alloc);
 void memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,
                                           const MemresSegment *segment);
 void memres_snapshot_add_block (MemresSnapshotLayer *layer, guint64 address, guint64 size,
                                 MemresStream stream, MemresBlockState state);
+void memres_snapshot_add_tagged_block (MemresSnapshotLayer *layer, guint64 address, guint64 size,
+                                       MemresStream stream, MemresBlockState state,
+                                       const char *tag);
 void memres_snapshot_add_hole (MemresSnapshotLayer *layer, guint64 address, guint64 size);
 void memres_snapshot_add_import (MemresSnapshotLayer *layer, guint64 address, guint64 size);
 void memres_snapshot_add_figure (MemresSnapshotLayer *layer, const char *name, guint64 value);
