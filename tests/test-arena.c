@@ -90,7 +90,17 @@ test_bad_options (void)
   mt_new_fails ("arena:max_block=100", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_block");
   mt_new_fails ("arena:max_block=65MiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_block");
   mt_new_fails ("arena:chunk=1KiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "chunk");
-  mt_new_fails ("arena:reserve=2PiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "reserve");
+  /* 2 PiB parses (PiB is a size suffix) and is above the option's range: "at most 1 PiB" */
+  mt_new_fails ("arena:reserve=2PiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "at most 1 PiB");
+  mt_new_fails ("arena:handle_type=fabric", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "handle_type");
+  {
+    /* 1 PiB is taken (halved until the driver grants it) */
+    g_autoptr (MemresResource) mr = mt_new_ok ("arena:reserve=1PiB");
+
+    g_assert_cmpuint (counter (mr, "virtual"), <=, G_GUINT64_CONSTANT (1) << 50);
+    g_assert_cmpuint (counter (mr, "virtual"), >, 0);
+  }
   mt_new_fails ("arena:device=99", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
   mt_new_fails ("arena:front=17", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "front");
   if (mt_driver_is_fake ())

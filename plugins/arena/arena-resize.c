@@ -120,7 +120,8 @@ arena_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size, Memre
           return TRUE;
         }
     }
-  else if (alloc->size > max_block && new_size > max_block)
+  else if (alloc->size > max_block && new_size > max_block && !arena_is_own (alloc)
+           && !arena_wants_own (self, new_size))
     {
       if (resize_large_in_place (self, alloc, new_size, tag, &local))
         return TRUE;
