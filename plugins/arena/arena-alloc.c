@@ -70,6 +70,7 @@ extent_new_or_flush (Arena *self, guint64 size, MemresStream tag, guint64 *addr,
 {
   gboolean flushed = FALSE, ok = FALSE;
 
+  self->va_refused = 0;
   for (guint round = 0;; round++)
     {
       GError *local = NULL;

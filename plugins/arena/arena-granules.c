@@ -33,8 +33,6 @@
  * where said. */
 #include "arena-private.h"
 
-#include "../common/alloc-error.h"
-
 #include <string.h>
 
 gboolean
@@ -357,8 +355,9 @@ granule_back (Arena *self, guint g, gboolean *moved, GError **error)
       self->remapped++;
       return TRUE;
     }
+  /* the slot says which request failed ("cannot allocate N bytes: "), once */
   if ((r = self->drv->cuMemCreate (&h, self->granularity, &self->prop, 0)) != CUDA_SUCCESS)
-    return alloc_error_set (error, r, "cuMemCreate", self->granularity);
+    return memres_cuda_set_error (error, r, "cuMemCreate");
   if (!granule_map (self, g, h, error))
     {
       if ((r = self->drv->cuMemRelease (h)) != CUDA_SUCCESS)

@@ -340,7 +340,8 @@ run_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error)
 /* More address space: a new reservation (cuMemAddressReserve) of the first one's size, or of
  * @size rounded up to the granularity when that is more (if the driver refuses, of that much
  * only), its granules appended to the table, all of it one settled free range. Lock held. On
- * failure nothing changed. */
+ * failure nothing changed but va_refused, the bytes refused, which the out-of-memory report
+ * makes the arena's own verdict (arena_explain_oom()). */
 gboolean
 arena_reserve_more (Arena *self, guint64 size, GError **error)
 {
@@ -353,6 +354,7 @@ arena_reserve_more (Arena *self, guint64 size, GError **error)
     bytes = need;
   if (self->n_granules + (bytes >> self->granule_shift) > G_MAXUINT32 / 2)
     {
+      self->va_refused = need;
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
                    "arena: no more address space: %" G_GUINT64_FORMAT " bytes reserved",
                    self->va_size);
@@ -363,11 +365,13 @@ arena_reserve_more (Arena *self, guint64 size, GError **error)
     r = self->drv->cuMemAddressReserve (&base, bytes = need, self->granularity, 0, 0);
   if (r != CUDA_SUCCESS)
     {
+      self->va_refused = bytes;
       memres_cuda_set_error (error, r, "cuMemAddressReserve");
       g_prefix_error (
           error, "arena: reserving %" G_GUINT64_FORMAT " more bytes of address space: ", bytes);
       return FALSE;
     }
+  self->va_refused = 0;
   self->resv = g_renew (Reservation, self->resv, self->n_resv + 1);
   self->resv[self->n_resv++] = (Reservation){ base, bytes, self->n_granules };
   arena_granules_grow (self, (guint) (bytes >> self->granule_shift));

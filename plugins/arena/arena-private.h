@@ -140,6 +140,7 @@ typedef struct
   guint64 used_high;
   Chunk *chunks;
   guint64 created, remapped, released, settles, oom_flushes, misses, large_allocs;
+  guint64 va_refused;     /* bytes of address space the driver last refused to reserve (0: none) */
   guint64 run_takes;      /* extents placed across a stream's own freed ranges and settled ones */
   OwnBuf *owns;           /* buffers of their own memory (their granules count in n_mapped) */
   guint64 own_used;       /* bytes of the exportable ones counted as used */

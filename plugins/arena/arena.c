@@ -373,15 +373,19 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
  * physical memory it holds (mapped, not in use), the most one request could get from them
  * without new memory (arena_heap_largest_servable()), the granules, and what strands them:
  * physical memory moves a whole granule at a time, so the free bytes of granules that also
- * hold live bytes serve only requests placed right there. */
+ * hold live bytes serve only requests placed right there. When the driver refused more address
+ * space for the request (va_refused), that is the verdict, the arena's own. */
 static void
 arena_explain_oom (MemresResource *mr, MemresOomFigures *figures)
 {
   Arena *self = memres_resource_get_private (mr);
-  guint64 mapped, used, largest;
-  guint partly = 0, idle;
+  guint64 mapped, used, largest, va_refused, va_size;
+  guint partly = 0, idle, n_resv;
 
   g_mutex_lock (&self->parts.lock);
+  va_refused = self->va_refused;
+  va_size = self->va_size;
+  n_resv = self->n_resv;
   mapped = (guint64) self->n_mapped * self->granularity;
   used = self->large_used + self->own_used + self->slab_bytes - self->parts.shared_cached
          - cache_fronts_cached_exact (&self->parts);
@@ -396,7 +400,20 @@ arena_explain_oom (MemresResource *mr, MemresOomFigures *figures)
       "%" G_GUINT64_FORMAT " granules of %" G_GSIZE_FORMAT " bytes mapped, %u idle, %u partly "
       "in use; %" G_GUINT64_FORMAT " bytes of address space",
       mapped / self->granularity, self->granularity, idle, partly, self->va_size);
-  if (largest < figures->request && figures->cached >= figures->request)
+  /* the address space the driver refused to extend: the arena's own verdict */
+  if (va_refused > 0
+      && figures->struct_size >= G_STRUCT_OFFSET (MemresOomFigures, verdict) + sizeof (char *))
+    {
+      figures->verdict = g_strdup_printf ("address space: `arena` has %" G_GUINT64_FORMAT
+                                          " bytes of address space in %u "
+                                          "reservation%s, none with a free range for the request, "
+                                          "and the driver refused %" G_GUINT64_FORMAT " bytes more",
+                                          va_size, n_resv, n_resv == 1 ? "" : "s", va_refused);
+      figures->remedy = g_strdup (
+          "create the arena with a larger reserve (arena:reserve=SIZE, up to 1 PiB: address "
+          "space costs no memory), or close buffers to free address space");
+    }
+  else if (largest < figures->request && figures->cached >= figures->request)
     figures->remedy = g_strdup_printf (
         "the free bytes of `arena` lie in %u granules that also hold live buffers, and it moves "
         "physical memory only a whole granule (%" G_GSIZE_FORMAT " bytes) at a time: free the "
