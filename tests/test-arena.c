@@ -451,13 +451,77 @@ op_resize (Ctx *c, GError **error)
   return FALSE;
 }
 
+/* bufs[0] of three granules and a bit (0x6d), bufs[1] right after it: a grow moves it by
+ * remapping its three whole granules */
+static void
+setup_remap (Ctx *c)
+{
+  gsize g;
+
+  c->mr = mt_new_ok ("arena");
+  g = gran (c->mr);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 3 * g + 1000, NULL);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, g, NULL);
+  mt_fill_byte_ok (c->bufs[0], 0x6d, NULL);
+  c->addr_c = memres_buffer_get_address (c->bufs[0]);
+}
+
+/* bufs[0] grown to six granules by a remap: on failure as it was, bytes included */
+static gboolean
+op_remap (Ctx *c, GError **error)
+{
+  gsize g = gran (c->mr);
+
+  if (memres_buffer_resize (c->bufs[0], 6 * g, NULL, error))
+    {
+      g_assert_cmpuint (counter (c->mr, "granules_moved"), ==, 3);
+      return TRUE;
+    }
+  g_assert_cmphex (memres_buffer_get_address (c->bufs[0]), ==, c->addr_c);
+  g_assert_cmpuint (memres_buffer_get_size (c->bufs[0]), ==, 3 * g + 1000);
+  mt_assert_bytes (c->bufs[0], 0x6d, NULL);
+  return FALSE;
+}
+
+/* bufs[0] of 200 KiB (0x6d), in no whole granule, bufs[1] right after it: a grow moves it by a
+ * copy */
+static void
+setup_copy (Ctx *c)
+{
+  c->mr = mt_new_ok ("arena");
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 200 * 1024, NULL);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 100 * 1024, NULL);
+  mt_fill_byte_ok (c->bufs[0], 0x6d, NULL);
+  c->addr_c = memres_buffer_get_address (c->bufs[0]);
+}
+
+static gboolean
+op_copy (Ctx *c, GError **error)
+{
+  if (memres_buffer_resize (c->bufs[0], 4 * gran (c->mr), NULL, error))
+    {
+      g_assert_cmpuint (counter (c->mr, "granules_moved"), ==, 0);
+      return TRUE;
+    }
+  g_assert_cmphex (memres_buffer_get_address (c->bufs[0]), ==, c->addr_c);
+  g_assert_cmpuint (memres_buffer_get_size (c->bufs[0]), ==, 200 * 1024);
+  mt_assert_bytes (c->bufs[0], 0x6d, NULL);
+  return FALSE;
+}
+
 static void
 test_faults_resize (void)
 {
   /* in place: create, map, set access per granule */
   run_sweep ("arena resize in place", setup_resize_free, op_resize, 6);
-  /* a move: the new buffer's granules, the copy, the old one's close (an event) */
+  /* a move of one whole granule: a remap (waits, the end's granules, the copy of its tail, the
+   * granule's unmap, map, set access) */
   run_sweep ("arena resize by move", setup_resize_blocked, op_resize, 10);
+  /* a move of a buffer in no whole granule: a copy (the new buffer's granules, the copy, the old
+   * one's close: an event) */
+  run_sweep ("arena resize by copy", setup_copy, op_copy, 8);
+  /* a remap: waits, the ends' granules, the copies, per whole granule unmap, map, set access */
+  run_sweep ("arena resize by remap", setup_remap, op_remap, 14);
 }
 
 static void

@@ -523,3 +523,44 @@ arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, guint64 n
   arena_heap_take (self, r, need, FALSE);
   return TRUE;
 }
+
+/* For a move of the large extent [addr, addr + old_size) that remaps its whole granules: a
+ * settled free range holding @new_size bytes at an address N with N - @addr a multiple of the
+ * granularity (so that each whole granule of the old extent lands on a whole granule of the new
+ * one), those target granules without physical memory. The smallest such range; the extent
+ * [N, N + new_size) taken out of it (the rest stays free and settled), its bytes not held yet.
+ * FALSE when no range allows it. Lock held. */
+gboolean
+arena_heap_take_congruent (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
+                           guint64 *at)
+{
+  guint64 mask = self->granularity - 1;
+  guint64 i_lo = (addr + mask) & ~mask, i_hi = (addr + old_size) & ~mask;
+  Range key = { 0, new_size, NULL };
+  GTreeNode *node = g_tree_lower_bound (self->free_tree, &key);
+
+  for (; node != NULL; node = g_tree_node_next (node))
+    {
+      Range *r = g_tree_node_key (node);
+      guint64 n = r->addr + ((addr - r->addr) & mask);
+      gboolean unbacked = TRUE;
+
+      if (r->tag != NULL)
+        break;
+      if (n + new_size > r->addr + r->size)
+        continue;
+      for (guint64 a = n + (i_lo - addr); a < n + (i_hi - addr) && unbacked; a += self->granularity)
+        unbacked = self->handle[arena_granule (self, a)] == 0;
+      if (!unbacked)
+        continue;
+      range_unlink (self, r);
+      if (r->addr < n)
+        arena_heap_insert (self, r->addr, n - r->addr, NULL, NULL);
+      if (n + new_size < r->addr + r->size)
+        arena_heap_insert (self, n + new_size, r->addr + r->size - (n + new_size), NULL, NULL);
+      range_free (self, r);
+      *at = n;
+      return TRUE;
+    }
+  return FALSE;
+}

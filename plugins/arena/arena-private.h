@@ -12,7 +12,8 @@
  * - arena-heap.c: the address range: free ranges best-fit with coalescing, tagged by the stream
  *   of their last free, and settling them (after the device's work) into ranges every stream
  *   may use;
- * - arena-resize.c: resize, in place where the range allows, else a move;
+ * - arena-resize.c: resize, in place where the range allows, else a move (remapping the whole
+ *   granules, copying the bytes of the two end ones);
  * - arena-export.c: the buffers with physical memory of their own, outside the granule table:
  *   exportable ones (handle_type=posix_fd) and imports, and the IPC slots;
  * - arena-alloc.c: allocate and close: small requests through the cache parts' fronts and shared
@@ -140,6 +141,7 @@ typedef struct
   guint64 used_high;
   Chunk *chunks;
   guint64 created, remapped, released, settles, oom_flushes, misses, large_allocs;
+  guint64 moved;          /* granules whose memory a resize moved (remapped, not copied) */
   guint64 va_refused;     /* bytes of address space the driver last refused to reserve (0: none) */
   guint64 run_takes;      /* extents placed across a stream's own freed ranges and settled ones */
   OwnBuf *owns;           /* buffers of their own memory (their granules count in n_mapped) */
@@ -206,6 +208,8 @@ void arena_granules_grow (Arena *self, guint n);
 void arena_granules_clear (Arena *self);
 gboolean arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error);
 void arena_span_drop (Arena *self, guint64 addr, guint64 size);
+void arena_span_claim (Arena *self, guint64 addr, guint64 size);
+gboolean arena_granules_move (Arena *self, guint from, guint to, guint n, GError **error);
 guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
 guint64 arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle);
 gboolean arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error);
@@ -233,6 +237,8 @@ gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr,
                            GError **error);
 guint64 arena_heap_largest_servable (Arena *self);
+gboolean arena_heap_take_congruent (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
+                                    guint64 *at);
 gboolean arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
                                    MemresStream tag, GError **error);
 gboolean arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag,

@@ -353,6 +353,7 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "granularity", "t", g);
   g_variant_dict_insert (counters, "granules_created", "t", self->created);
   g_variant_dict_insert (counters, "granules_remapped", "t", self->remapped);
+  g_variant_dict_insert (counters, "granules_moved", "t", self->moved);
   g_variant_dict_insert (counters, "granules_released", "t", self->released);
   g_variant_dict_insert (counters, "settles", "t", self->settles);
   g_variant_dict_insert (counters, "oom_flushes", "t", self->oom_flushes);
