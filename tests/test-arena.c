@@ -881,6 +881,75 @@ json_uint (const char *json, const char *key)
   return g_ascii_strtoull (at + strlen (needle), NULL, 10);
 }
 
+/* Inference-shaped (issue 38's target 3, on the fake): batches of 1-16 requests with prompts of
+ * 32-512 tokens and 16-256 new tokens each (seed 383, as bench/workloads.py infer); at every
+ * token each of 6 layers' key and value caches is allocated one token larger (256 dimensions of
+ * 2 bytes per request and token) before the old one is freed, as torch.cat does, beside the
+ * step's activations and logits; all of it freed at the batch's end. Many distinct, slowly
+ * growing sizes on one stream that the host runs ahead of. Target 3 asks for a physical peak
+ * within 1.03 times the peak used; the arena does NOT meet it on this shape: 1.233 (each new
+ * cache, a little larger than the one freed beside it, rarely fits the holes the frees leave,
+ * and those holes keep their granules while the stream runs behind). Held here to that figure,
+ * so that it can only improve. */
+static void
+test_kv_growth (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *kv[12], *x, *logits;
+  MemresStats st;
+  MemresStream s;
+  guint32 rng = 383;
+  gsize tok = 256 * 2;
+
+  if (!hazard_begin ())
+    return;
+  s = stream_new ();
+  mr = mt_new_ok ("arena");
+  for (guint batch = 0; batch < 6; batch++)
+    {
+      MtStreamHold *hold = mt_stream_hold (s);
+      guint b, prompt, n_new;
+
+      rng = rng * 1103515245u + 12345u;
+      b = 1 + (rng >> 16) % 16;
+      rng = rng * 1103515245u + 12345u;
+      prompt = 32 + (rng >> 16) % 481;
+      rng = rng * 1103515245u + 12345u;
+      n_new = 16 + (rng >> 16) % 241;
+      for (guint i = 0; i < G_N_ELEMENTS (kv); i++)
+        kv[i] = mt_alloc_ok (mr, (gsize) b * prompt * tok, s);
+      for (guint t = prompt; t < prompt + n_new; t++)
+        {
+          x = mt_alloc_ok (mr, (gsize) b * tok, s);
+          for (guint i = 0; i < G_N_ELEMENTS (kv); i++)
+            {
+              MemresBuffer *grown = mt_alloc_ok (mr, (gsize) b * (t + 1) * tok, s);
+
+              mt_close_ok (kv[i], s);
+              kv[i] = grown;
+            }
+          logits = mt_alloc_ok (mr, (gsize) b * 32000 * 2, s);
+          mt_close_ok (x, s);
+          mt_close_ok (logits, s);
+        }
+      for (guint i = 0; i < G_N_ELEMENTS (kv); i++)
+        mt_close_ok (kv[i], s);
+      mt_stream_release (hold);
+      mt_sync_ok (s);
+    }
+  st = stats_ok (mr);
+  g_test_message ("kv growth: peak physical %" G_GUINT64_FORMAT " / peak used %" G_GUINT64_FORMAT
+                  " = %.4f; %" G_GUINT64_FORMAT " granules created, %" G_GUINT64_FORMAT
+                  " remapped, %" G_GUINT64_FORMAT " run takes",
+                  st.reserved_high, st.used_high, (double) st.reserved_high / st.used_high,
+                  counter (mr, "granules_created"), counter (mr, "granules_remapped"),
+                  counter (mr, "run_takes"));
+  g_assert_cmpuint (st.reserved_high, <=, st.used_high * 1234 / 1000);
+  g_clear_pointer (&mr, memres_resource_unref);
+  stream_free (s);
+  hazard_end ();
+}
+
 /* Each committed trace replayed against `arena` on the fake with a large device: peak reserved
  * over peak requested at most 1.03 (a deterministic figure: the fake backs memory lazily). */
 static void
@@ -944,6 +1013,7 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/faults/close", test_faults_close);
   g_test_add_func ("/arena/faults/trim", test_faults_trim);
   g_test_add_func ("/arena/memory/shifting-sizes", test_shifting_sizes);
+  g_test_add_func ("/arena/memory/kv-growth", test_kv_growth);
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
   g_test_add_func ("/arena/hazard/large-reuse", test_hazard_large_reuse);
