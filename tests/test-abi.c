@@ -220,7 +220,7 @@ static void
 test_oom_figures (void)
 {
   SKIP_UNLESS_RECORDED ();
-  ASSERT_SIZE (MemresOomFigures, 72);
+  ASSERT_SIZE (MemresOomFigures, 80);
   ASSERT_OFFSET (MemresOomFigures, struct_size, 0);
   ASSERT_OFFSET (MemresOomFigures, request, 8);
   ASSERT_OFFSET (MemresOomFigures, cached, 16);
@@ -230,6 +230,7 @@ test_oom_figures (void)
   ASSERT_OFFSET (MemresOomFigures, refused, 48);
   ASSERT_OFFSET (MemresOomFigures, figures, 56);
   ASSERT_OFFSET (MemresOomFigures, remedy, 64);
+  ASSERT_OFFSET (MemresOomFigures, verdict, 72);
   g_assert_cmpuint (MEMRES_OOM_UNKNOWN, ==, G_MAXUINT64);
 }
 

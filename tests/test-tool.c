@@ -552,7 +552,7 @@ test_alloc_negative_size (void)
       Run r = { 0 };
       g_autofree char *want = g_strdup_printf (
           "memres alloc: invalid SIZE %s: expected a non-negative whole number of bytes with an "
-          "optional B, KiB, MiB, GiB or TiB suffix (see memres alloc --help)\n",
+          "optional B, KiB, MiB, GiB, TiB or PiB suffix (see memres alloc --help)\n",
           cases[i].shown);
 
       run_toolv (&r, NULL, cases[i].args);

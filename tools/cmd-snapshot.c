@@ -78,7 +78,7 @@ memres_tool_snapshot (int argc, char **argv)
       if (strcmp (sizes[i], "max") == 0 || !memres_parse_size (sizes[i], &size, NULL))
         {
           g_autofree char *msg = g_strdup_printf ("-a %s: not a size (bytes, or with a suffix "
-                                                  "KiB, MiB, GiB, TiB)",
+                                                  "KiB, MiB, GiB, TiB, PiB)",
                                                   sizes[i]);
           return memres_tool_usage_error ("snapshot", msg);
         }

@@ -500,12 +500,18 @@ typedef enum
  * @remedy: out: the one remedy the layer knows for a failure it caused (its @limit reached, or
  *   its free bytes in blocks smaller than the request), a sentence without a final full stop
  *   (transfer full), or %NULL for the core's words
+ * @verdict: out: the layer's own verdict when the failure is its own in a way none of the core's
+ *   says (the `arena`'s address space, which the driver refused to extend): a few words without
+ *   a final full stop (transfer full), shown in place of the core's verdict, with @remedy as
+ *   its remedy; or %NULL. Since 2.0, past the first @struct_size of 72 bytes: write it only
+ *   when @struct_size covers it.
  *
  * What one layer says of itself when an allocation through its stack ran out of memory
  * (#MemresResourceOps.explain_oom). The core arrives with @request set, every figure
  * %MEMRES_OOM_UNKNOWN and the strings %NULL, and reads the figures the layer set: it adds each
  * layer's used, cached and reserved bytes from memres_resource_get_stats() itself, so a layer
- * fills in only what statistics cannot say. The verdict is the core's: "limit" when a layer refused
+ * fills in only what statistics cannot say. The verdict is a layer's own when one sets @verdict
+ * (the first from the top), else the core's: "limit" when a layer refused
  * (@refused) or its @limit minus @limit_used is below @request, else "fragmentation" when a layer
  * has at least
  * @request bytes @cached but its @largest_free is below @request, else "exhausted". Part of the
@@ -524,6 +530,7 @@ typedef struct
   guint64 refused;
   char *figures;
   char *remedy;
+  char *verdict;
 } MemresOomFigures;
 
 /**

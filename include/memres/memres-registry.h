@@ -14,7 +14,7 @@ G_BEGIN_DECLS
  * MemresOptionType:
  * @MEMRES_OPTION_BOOL: `true`/`false` (also `yes`/`no`, `on`/`off`, `1`/`0`)
  * @MEMRES_OPTION_INT: a signed decimal integer within the option's @min..@max
- * @MEMRES_OPTION_SIZE: bytes, with an optional `KiB`, `MiB`, `GiB` or `TiB` suffix, or `max`
+ * @MEMRES_OPTION_SIZE: bytes, with an optional `B`, `KiB`, `MiB`, `GiB`, `TiB` or `PiB` suffix, or `max`
  * @MEMRES_OPTION_ENUM: one of the option's @choices
  * @MEMRES_OPTION_STRING: any text; in a spec string `\`, `,` and `>` are written `\\`, `\,`
  *   and `\>` (a backslash takes the next character literally, in any value)
