@@ -409,21 +409,6 @@ require_device (void)
   return TRUE;
 }
 
-static gsize
-gran (void)
-{
-  CUmemAllocationProp prop = { 0 };
-  size_t value = 0;
-
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  g_assert_cmpint (
-      drv->cuMemGetAllocationGranularity (&value, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), ==,
-      CUDA_SUCCESS);
-  return value;
-}
-
 static MemresResource *
 new_vmm (gsize g, const char *extra)
 {
@@ -468,7 +453,7 @@ test_vmm_events (void)
 
   if (!require_device ())
     return;
-  g = gran ();
+  g = mt_device_granularity ();
   mt_counts_snapshot (&base);
   mr = new_vmm (g, "");
   g_assert_true (memres_kind_get_flags (memres_resource_get_kind (mr)) & MEMRES_KIND_SEGMENTS);
@@ -557,7 +542,7 @@ test_vmm_handle_types (void)
 
   if (!require_device ())
     return;
-  g = gran ();
+  g = mt_device_granularity ();
   mr = new_vmm (g, ",handle_type=posix_fd");
   buf = mt_alloc_ok (mr, g, NULL);
   g_assert_true (memres_lookup (memres_buffer_get_pointer (buf), &info));
@@ -584,7 +569,7 @@ test_vmm_faults (void)
 
   if (!require_device () || !mt_require_fake ("injects faults"))
     return;
-  g = gran ();
+  g = mt_device_granularity ();
   mt_counts_snapshot (&base);
   mr = new_vmm (g, "");
   r = recorder_new ();
@@ -705,7 +690,7 @@ test_cache_vmm_nested (void)
 
   if (!require_device ())
     return;
-  g = gran ();
+  g = mt_device_granularity ();
   spec = g_strdup_printf ("cache:chunk=%" G_GSIZE_FORMAT ">vmm", g);
   top = mt_new_ok (spec);
   vmm = memres_resource_get_upstream (top);
