@@ -48,43 +48,10 @@ recv_msg (int sock)
   return m;
 }
 
-typedef struct
-{
-  GBytes *bytes;
-  gint *fds;
-  guint n_fds;
-} Message;
-
-static gboolean
-export_message (MemresBuffer *buf, Message *m, GError **error)
-{
-  memset (m, 0, sizeof *m);
-  return memres_buffer_export_message (buf, &m->bytes, &m->fds, &m->n_fds, error);
-}
-
-static void
-message_clear (Message *m)
-{
-  for (guint i = 0; i < m->n_fds; i++)
-    g_assert_cmpint (close (m->fds[i]), ==, 0);
-  g_clear_pointer (&m->fds, g_free);
-  g_clear_pointer (&m->bytes, g_bytes_unref);
-  m->n_fds = 0;
-}
-
-static MemresBuffer *
-import_message (MemresResource *importer, const Message *m, GError **error)
-{
-  gsize len;
-  gconstpointer data = g_bytes_get_data (m->bytes, &len);
-
-  return memres_buffer_import_message (importer, data, len, m->fds, m->n_fds, NULL, error);
-}
-
 /* The chunk sizes of a message's layout record (docs/ipc.md: the count at 80, the sizes from
  * 88, little-endian). */
 static guint64
-message_chunk (const Message *m, guint i, guint *n)
+message_chunk (const MtMessage *m, guint i, guint *n)
 {
   gsize len;
   const guint8 *b = g_bytes_get_data (m->bytes, &len);
@@ -181,7 +148,7 @@ test_no_neighbour (void)
   GError *error = NULL;
   guint64 addr, end, chunk;
   gsize g, size;
-  Message m;
+  MtMessage m;
   guint n;
 
   if (!mt_require_devices (1))
@@ -204,7 +171,7 @@ test_no_neighbour (void)
 
   addr = memres_buffer_get_address (buf);
   g_assert_cmpuint (addr % g, ==, 0);
-  g_assert_true (export_message (buf, &m, &error));
+  g_assert_true (mt_message_export (buf, &m, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (m.n_fds, ==, 1);
   chunk = message_chunk (&m, 0, &n);
@@ -233,9 +200,9 @@ test_no_neighbour (void)
     g_assert_cmpuint (info.segment.handle_types, ==, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
   }
 
-  got = import_message (importer, &m, &error);
+  got = mt_message_import (importer, &m, &error);
   g_assert_no_error (error);
-  message_clear (&m);
+  mt_message_clear (&m);
   g_assert_cmpuint (memres_buffer_get_size (got), ==, size);
   mt_check_pattern (got, 0, size, 7, NULL);
 
@@ -271,10 +238,10 @@ assert_export_refused (MemresResource *mr, gsize size)
 {
   MemresBuffer *buf = mt_alloc_ok (mr, size, NULL);
   GError *error = NULL;
-  Message m;
+  MtMessage m;
   int fds = mt_count_open_fds ();
 
-  g_assert_false (export_message (buf, &m, &error));
+  g_assert_false (mt_message_export (buf, &m, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_test_message ("%" G_GSIZE_FORMAT " bytes: %s", size, error->message);
   g_clear_error (&error);
@@ -296,7 +263,7 @@ test_refused (void)
   FakeCudaCounts base;
   GError *error = NULL;
   long exports;
-  Message m;
+  MtMessage m;
 
   if (!mt_require_devices (1))
     return;
@@ -321,22 +288,22 @@ test_refused (void)
     g_autoptr (MemresResource) small = mt_new_ok (EXPORTER);
 
     buf = mt_alloc_ok (small, 1 * MiB, NULL);
-    g_assert_true (export_message (buf, &m, &error));
+    g_assert_true (mt_message_export (buf, &m, &error));
     g_assert_no_error (error);
-    g_assert_null (import_message (big_blocks, &m, &error));
+    g_assert_null (mt_message_import (big_blocks, &m, &error));
     g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
     g_clear_error (&error);
-    g_assert_null (import_message (plain, &m, &error));
+    g_assert_null (mt_message_import (plain, &m, &error));
     g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
     g_clear_error (&error);
-    g_assert_null (import_message (vmm, &m, &error));
+    g_assert_null (mt_message_import (vmm, &m, &error));
     g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
     g_clear_error (&error);
-    got = import_message (small, &m, &error);
+    got = mt_message_import (small, &m, &error);
     g_assert_no_error (error);
     /* an import is not exported again */
-    message_clear (&m);
-    g_assert_false (export_message (got, &m, &error));
+    mt_message_clear (&m);
+    g_assert_false (mt_message_export (got, &m, &error));
     g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
     g_clear_error (&error);
     mt_close_ok (got, NULL);

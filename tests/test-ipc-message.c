@@ -24,13 +24,6 @@ enum
   POOL_MESSAGE = 240,
 };
 
-typedef struct
-{
-  GBytes *bytes;
-  gint *fds;
-  guint n_fds;
-} Message;
-
 static MemresResource *
 vmm_exporter (void)
 {
@@ -60,12 +53,11 @@ fd_is_open (int fd)
 }
 
 static void
-export_ok (MemresBuffer *buf, Message *m)
+export_ok (MemresBuffer *buf, MtMessage *m)
 {
   GError *error = NULL;
 
-  memset (m, 0, sizeof *m);
-  g_assert_true (memres_buffer_export_message (buf, &m->bytes, &m->fds, &m->n_fds, &error));
+  g_assert_true (mt_message_export (buf, m, &error));
   g_assert_no_error (error);
   g_assert_nonnull (m->bytes);
   g_assert_nonnull (m->fds);
@@ -73,29 +65,9 @@ export_ok (MemresBuffer *buf, Message *m)
     g_assert_true (fd_is_open (m->fds[i]));
 }
 
-/* The caller's part of transfer full: every fd closed, the array and the bytes freed. */
-static void
-message_clear (Message *m)
-{
-  for (guint i = 0; i < m->n_fds; i++)
-    g_assert_cmpint (close (m->fds[i]), ==, 0);
-  g_clear_pointer (&m->fds, g_free);
-  g_clear_pointer (&m->bytes, g_bytes_unref);
-  m->n_fds = 0;
-}
-
-static MemresBuffer *
-import (MemresResource *importer, const Message *m, GError **error)
-{
-  gsize len;
-  gconstpointer data = g_bytes_get_data (m->bytes, &len);
-
-  return memres_buffer_import_message (importer, data, len, m->fds, m->n_fds, NULL, error);
-}
-
 /* The first bytes of @m: its magic, version and length as the family's record has them. */
 static void
-assert_framing (const Message *m, const char *magic, gsize length)
+assert_framing (const MtMessage *m, const char *magic, gsize length)
 {
   gsize len;
   const guint8 *b = g_bytes_get_data (m->bytes, &len);
@@ -161,7 +133,7 @@ test_vmm_roundtrip (void)
   MemresBuffer *buf, *got, *again;
   FakeCudaCounts base;
   GError *error = NULL;
-  Message m;
+  MtMessage m;
   GBytes *sent;
   int fds, n_sent;
 
@@ -178,7 +150,7 @@ test_vmm_roundtrip (void)
   assert_framing (&m, "MRCB", LAYOUT_HEADER + 3 * 8);
   g_assert_cmpint (mt_count_open_fds (), ==, fds + 3);
 
-  got = import (importer, &m, &error);
+  got = mt_message_import (importer, &m, &error);
   g_assert_no_error (error);
   g_assert_nonnull (got);
   for (guint i = 0; i < m.n_fds; i++)
@@ -188,10 +160,10 @@ test_vmm_roundtrip (void)
   g_assert_true (memres_buffer_get_resource (got) == importer);
   mt_check_pattern (got, 0, 3 * mt_device_granularity (), 41, NULL);
   /* the same message again: a mapping of its own, readable after the first one closed */
-  again = import (importer, &m, &error);
+  again = mt_message_import (importer, &m, &error);
   g_assert_no_error (error);
   g_assert_true (again != got);
-  message_clear (&m);
+  mt_message_clear (&m);
   mt_close_ok (got, NULL);
   mt_check_pattern (again, 0, 3 * mt_device_granularity (), 41, NULL);
   mt_close_ok (again, NULL);
@@ -203,7 +175,7 @@ test_vmm_roundtrip (void)
   g_assert_true (g_bytes_equal (sent, m.bytes));
   g_assert_cmpint (n_sent, ==, (int) m.n_fds);
   g_bytes_unref (sent);
-  message_clear (&m);
+  mt_message_clear (&m);
 
   g_assert_cmpint (mt_count_open_fds (), ==, fds);
   mt_close_ok (buf, NULL);
@@ -223,7 +195,7 @@ pool_roundtrip (const char *spec)
   MemresResource *pool;
   FakeCudaCounts base;
   GBytes *sent;
-  Message m;
+  MtMessage m;
   int fds, n_sent;
 
   if (!mt_require_devices (1))
@@ -242,22 +214,22 @@ pool_roundtrip (const char *spec)
   if (!mt_driver_is_fake ())
     {
       export_ok (buf, &m);
-      got = import (NULL, &m, NULL);
+      got = mt_message_import (NULL, &m, NULL);
       if (got != NULL)
         mt_close_ok (got, NULL);
-      message_clear (&m);
+      mt_message_clear (&m);
     }
   fds = mt_count_open_fds ();
 
   export_ok (buf, &m);
   g_assert_cmpuint (m.n_fds, ==, 1);
   assert_framing (&m, "MRPB", POOL_MESSAGE);
-  got = import (NULL, &m, &error);
+  got = mt_message_import (NULL, &m, &error);
   if (got == NULL && !mt_driver_is_fake () && error->domain == MEMRES_CUDA_ERROR)
     {
       g_test_skip_printf ("the driver does not import a pool into its own process: %s",
                           error->message);
-      message_clear (&m);
+      mt_message_clear (&m);
       mt_close_ok (buf, NULL);
       return;
     }
@@ -270,7 +242,7 @@ pool_roundtrip (const char *spec)
   g_assert_cmpstr (memres_resource_get_kind_name (pool), ==, memres_resource_get_kind_name (mr));
   mt_check_pattern (got, 0, 256 * KiB, 29, NULL);
   /* into the pool imported before: the same resource */
-  again = import (pool, &m, &error);
+  again = mt_message_import (pool, &m, &error);
   g_assert_no_error (error);
   g_assert_true (memres_buffer_get_resource (again) == pool);
   mt_check_pattern (again, 0, 256 * KiB, 29, NULL);
@@ -287,7 +259,7 @@ pool_roundtrip (const char *spec)
     g_assert_null (out);
     g_assert_cmpuint (n, ==, 7);
   }
-  message_clear (&m);
+  mt_message_clear (&m);
   mt_close_ok (again, NULL);
   mt_close_ok (got, NULL);
 
@@ -297,7 +269,7 @@ pool_roundtrip (const char *spec)
   g_assert_true (g_bytes_equal (sent, m.bytes));
   g_assert_cmpint (n_sent, ==, 1);
   g_bytes_unref (sent);
-  message_clear (&m);
+  mt_message_clear (&m);
 
   g_assert_cmpint (mt_count_open_fds (), ==, fds);
   mt_close_ok (buf, NULL);
@@ -347,7 +319,7 @@ expect_refused (MemresResource *importer, const guint8 *data, gsize len, const g
 
 /* Each forgery of the genuine message @m (for @importer) is refused with its code. */
 static void
-forge (MemresResource *importer, const Message *m)
+forge (MemresResource *importer, const MtMessage *m)
 {
   gint fds[MEMRES_IPC_MAX_CHUNKS + 1];
   gsize len;
@@ -398,7 +370,7 @@ test_forged (void)
   MemresBuffer *vbuf, *pbuf, *got;
   FakeCudaCounts base;
   GError *error = NULL;
-  Message vm, pm;
+  MtMessage vm, pm;
   int fds;
 
   if (!mt_require_devices (1) || !mt_require_fake ("forged messages count the fake's imports"))
@@ -460,17 +432,17 @@ test_forged (void)
   }
 
   /* the control: after every refusal the genuine messages still import */
-  got = import (importer, &vm, &error);
+  got = mt_message_import (importer, &vm, &error);
   g_assert_no_error (error);
   mt_check_pattern (got, 0, 3 * mt_device_granularity (), 5, NULL);
   mt_close_ok (got, NULL);
-  got = import (NULL, &pm, &error);
+  got = mt_message_import (NULL, &pm, &error);
   g_assert_no_error (error);
   mt_check_pattern (got, 0, 64 * KiB, 6, NULL);
   mt_close_ok (got, NULL);
 
-  message_clear (&vm);
-  message_clear (&pm);
+  mt_message_clear (&vm);
+  mt_message_clear (&pm);
   g_assert_cmpint (mt_count_open_fds (), ==, fds);
   mt_close_ok (vbuf, NULL);
   mt_close_ok (pbuf, NULL);

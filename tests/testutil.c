@@ -202,6 +202,32 @@ mt_fake_get_counts (FakeCudaCounts *counts)
   require_fake ("mt_fake_get_counts")->get_counts (counts);
 }
 
+gboolean
+mt_message_export (MemresBuffer *buf, MtMessage *m, GError **error)
+{
+  memset (m, 0, sizeof *m);
+  return memres_buffer_export_message (buf, &m->bytes, &m->fds, &m->n_fds, error);
+}
+
+void
+mt_message_clear (MtMessage *m)
+{
+  for (guint i = 0; i < m->n_fds; i++)
+    g_assert_cmpint (close (m->fds[i]), ==, 0);
+  g_clear_pointer (&m->fds, g_free);
+  g_clear_pointer (&m->bytes, g_bytes_unref);
+  m->n_fds = 0;
+}
+
+MemresBuffer *
+mt_message_import (MemresResource *importer, const MtMessage *m, GError **error)
+{
+  gsize len;
+  gconstpointer data = g_bytes_get_data (m->bytes, &len);
+
+  return memres_buffer_import_message (importer, data, len, m->fds, m->n_fds, NULL, error);
+}
+
 void
 mt_fake_counts_begin (FakeCudaCounts *base)
 {

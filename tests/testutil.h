@@ -37,6 +37,22 @@ gsize mt_device_granularity (void);
  * that compare counts before and after only on the fake. */
 void mt_fake_counts_begin (FakeCudaCounts *base);
 
+/* A buffer's message (memres_buffer_export_message()) as the caller holds it: the bytes and the
+ * fds, transfer full. */
+typedef struct
+{
+  GBytes *bytes;
+  gint *fds;
+  guint n_fds;
+} MtMessage;
+
+/* memres_buffer_export_message() of @buf into @m (zeroed first). */
+gboolean mt_message_export (MemresBuffer *buf, MtMessage *m, GError **error);
+/* The caller's part of transfer full: every fd closed (asserted), the array and the bytes freed. */
+void mt_message_clear (MtMessage *m);
+/* memres_buffer_import_message() of @m into @importer (no credentials). */
+MemresBuffer *mt_message_import (MemresResource *importer, const MtMessage *m, GError **error);
+
 /* Fake control; each one fails the test when the driver is not the fake. */
 void mt_fake_get_counts (FakeCudaCounts *counts);
 void mt_fake_fail_call (const char *entry, int nth, CUresult result);
