@@ -66,14 +66,7 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
 
   g_mutex_lock (&self->parts.lock);
   cache_fronts_stop (&self->parts);
-  for (guint c = 0; c < self->parts.n_classes; c++)
-    {
-      for (Block *b = self->parts.shared[c].head; b != NULL; b = b->next)
-        g_hash_table_add (free_blocks, b);
-      for (Front *f = self->parts.fronts; f != NULL; f = f->next)
-        for (guint i = 0; i < f->bins[c].n; i++)
-          g_hash_table_add (free_blocks, f->bins[c].blocks[i]);
-    }
+  cache_free_blocks_collect (&self->parts, free_blocks);
   cache_fronts_resume (&self->parts);
 
   g_hash_table_iter_init (&iter, self->by_start);

@@ -132,8 +132,8 @@ cache_finalize (MemresResource *mr)
 static void
 cache_query (MemresResource *mr, MemresResourceInfo *info)
 {
-  info->flags &= ~(MEMRES_MEMORY_IPC_ENABLED | MEMRES_MEMORY_FABRIC_HANDLES | MEMRES_MEMORY_RESIZABLE
-                   | MEMRES_MEMORY_IMPORTED);
+  info->flags &= ~(MEMRES_MEMORY_IPC_ENABLED | MEMRES_MEMORY_FABRIC_HANDLES
+                   | MEMRES_MEMORY_RESIZABLE | MEMRES_MEMORY_IMPORTED);
 }
 
 /* ---- statistics and trim --------------------------------------------------------------------- */
@@ -297,14 +297,7 @@ cache_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
 
   g_mutex_lock (&self->parts.lock);
   cache_fronts_stop (&self->parts);
-  for (guint c = 0; c < self->parts.n_classes; c++)
-    {
-      for (Block *b = self->parts.shared[c].head; b != NULL; b = b->next)
-        g_hash_table_add (free_blocks, b);
-      for (Front *f = self->parts.fronts; f != NULL; f = f->next)
-        for (guint i = 0; i < f->bins[c].n; i++)
-          g_hash_table_add (free_blocks, f->bins[c].blocks[i]);
-    }
+  cache_free_blocks_collect (&self->parts, free_blocks);
   for (Front *f = self->parts.fronts; f != NULL; f = f->next)
     front_cached += f->cached;
   cache_fronts_resume (&self->parts);

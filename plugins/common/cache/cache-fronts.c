@@ -69,6 +69,21 @@ cache_fronts_resume (CacheParts *self)
     __atomic_store_n (&f->stop, 0, __ATOMIC_RELEASE);
 }
 
+/* Adds every free block of @self to @set: those of the shared bins and of every front. Lock
+ * held, fronts stopped (cache_fronts_stop()): the snapshots of `cache` and `arena`. */
+void
+cache_free_blocks_collect (CacheParts *self, GHashTable *set)
+{
+  for (guint c = 0; c < self->n_classes; c++)
+    {
+      for (Block *b = self->shared[c].head; b != NULL; b = b->next)
+        g_hash_table_add (set, b);
+      for (Front *f = self->fronts; f != NULL; f = f->next)
+        for (guint i = 0; i < f->bins[c].n; i++)
+          g_hash_table_add (set, f->bins[c].blocks[i]);
+    }
+}
+
 /* Moves every block of @f to the shared bins and gives its lease back. Lock held, and @f
  * stopped (cache_fronts_stop()) unless it is the calling thread's. */
 void

@@ -169,6 +169,7 @@ Front *cache_front_create (CacheParts *self);
 void cache_fronts_stop (CacheParts *self);
 void cache_fronts_resume (CacheParts *self);
 void cache_front_drain (CacheParts *self, Front *f);
+void cache_free_blocks_collect (CacheParts *self, GHashTable *set);
 guint64 cache_fronts_cached (CacheParts *self);
 guint64 cache_fronts_cached_exact (CacheParts *self);
 Front *cache_own_front (CacheParts *self);
