@@ -6,6 +6,7 @@
  * The JSON is checked through the strings it must hold (tests/check-snapshot.py validates the
  * whole document against its schema). */
 #include "testutil.h"
+#include "plugins/common.h"
 
 #include <string.h>
 
@@ -14,39 +15,6 @@ assert_contains (const char *text, const char *needle)
 {
   if (strstr (text, needle) == NULL)
     g_error ("\"%s\" not found in: %s", needle, text);
-}
-
-static gboolean
-sk_init (MemresResource *mr, const MemresOptions *options, GError **error)
-{
-  return TRUE;
-}
-
-static void
-sk_finalize (MemresResource *mr)
-{
-}
-
-static gboolean
-sk_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-             GError **error)
-{
-  alloc->address = (guint64) (guintptr) g_malloc (size);
-  alloc->size = size;
-  return TRUE;
-}
-
-static gboolean
-sk_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
-{
-  g_free ((gpointer) (guintptr) alloc->address);
-  return TRUE;
-}
-
-static void
-sk_query (MemresResource *mr, MemresResourceInfo *info)
-{
-  info->flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
 }
 
 /* A fixed picture: 4 KiB used, free blocks of 1 KiB and 3 KiB, 2 KiB pending on stream 0x1234
@@ -72,29 +40,29 @@ register_kinds (void)
   static gsize once;
   static MemresResourceOps with_slot = {
     .version = MEMRES_RESOURCE_OPS_VERSION,
-    .init = sk_init,
-    .finalize = sk_finalize,
-    .allocate = sk_allocate,
-    .deallocate = sk_deallocate,
-    .query = sk_query,
+    .init = tp_init,
+    .finalize = tp_finalize,
+    .allocate = tp_allocate,
+    .deallocate = tp_deallocate,
+    .query = tp_query,
     .snapshot = sk_snapshot,
   };
   static MemresResourceOps without_slot = {
     .version = MEMRES_RESOURCE_OPS_VERSION,
-    .init = sk_init,
-    .finalize = sk_finalize,
-    .allocate = sk_allocate,
-    .deallocate = sk_deallocate,
-    .query = sk_query,
+    .init = tp_init,
+    .finalize = tp_finalize,
+    .allocate = tp_allocate,
+    .deallocate = tp_deallocate,
+    .query = tp_query,
   };
   /* built against ops version 3: the slot past its version is never read */
   static MemresResourceOps version3 = {
     .version = 3,
-    .init = sk_init,
-    .finalize = sk_finalize,
-    .allocate = sk_allocate,
-    .deallocate = sk_deallocate,
-    .query = sk_query,
+    .init = tp_init,
+    .finalize = tp_finalize,
+    .allocate = tp_allocate,
+    .deallocate = tp_deallocate,
+    .query = tp_query,
     .snapshot = sk_snapshot,
   };
   static const MemresKindInfo kinds[] = {

@@ -1,5 +1,6 @@
 /* common.h: a minimal valid kind shared by the test plugins of this directory, and its slots
- * (malloc memory) by the in-binary kinds of tests/hostdev-kind.c and tests/test-dlpack.c. */
+ * (malloc memory) by the in-binary kinds of tests/hostdev-kind.c, tests/test-dlpack.c and
+ * tests/test-snapshot.c. */
 #pragma once
 
 #include <memres/memres-plugin.h>
