@@ -237,6 +237,18 @@ allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **err
  *
  * Since: 1.0
  */
+/* A new tagged buffer of a stack that can sleep, recorded under its tag (sleep.h); closed again
+ * when its tag began to sleep meanwhile. */
+G_GNUC_NO_INLINE static MemresBuffer *
+track_for_sleep (MemresResource *mr, MemresBuffer *buf, GError **error)
+{
+  if (G_LIKELY (_memres_sleep_track (mr, buf, error)))
+    return buf;
+  memres_buffer_close (buf, NULL, NULL);
+  memres_buffer_unref (buf);
+  return NULL;
+}
+
 /* The hot path of memres_resource_allocate() (1 to G_MAXSSIZE bytes, a resource of this process)
  * for a buffer of tag @tag when @tagged (a constant in both copies): the kind fills the allocation
  * record of a recycled buffer structure in place, and a success needs no copy. A tagged buffer's
@@ -246,10 +258,14 @@ G_ALWAYS_INLINE static inline MemresBuffer *
 allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tagged, guint tag,
                GError **error)
 {
-  MemresBuffer *buf = buffer_struct_new ();
+  MemresBuffer *buf;
   GError *local = NULL;
   gboolean ok;
 
+  /* a stack that can sleep refuses a tag that sleeps (sleep.h); other stacks never look */
+  if (tagged && G_UNLIKELY (mr->sleep != NULL) && !_memres_sleep_check_tag (mr, tag, error))
+    return NULL;
+  buf = buffer_struct_new ();
   buf->alloc.address = 0;
   buf->alloc.size = 0;
   buf->alloc.plugin_data = NULL;
@@ -278,6 +294,8 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
     }
   _memres_resource_add_allocated (mr, buf->alloc.size);
   buffer_init (buf, mr, stream);
+  if (tagged && G_UNLIKELY (mr->sleep != NULL))
+    return track_for_sleep (mr, buf, error);
   return buf;
 }
 
@@ -316,7 +334,11 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
   if ((size > 0 || buf->alloc.address != 0) && !_memres_resource_is_inherited (mr))
     {
       guint64 address = buf->alloc.address;
+      MemresSleepEntry *sleeping = NULL;
 
+      /* out of its tag's buffers first, a sleep of the tag in progress waited for (sleep.h) */
+      if (tagged && G_UNLIKELY (mr->sleep != NULL))
+        sleeping = _memres_sleep_untrack_begin (mr, buf);
       if (tagged && mr->tags_wanted) /* the counted layers uncount its tag (tags.h) */
         {
           _memres_tag_thread.call_record = &buf->alloc;
@@ -325,6 +347,9 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
         }
       else
         ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+      if (G_UNLIKELY (sleeping != NULL))
+        _memres_sleep_untrack_end (mr, buf, sleeping,
+                                   ok || address == 0 || buf->alloc.address != address);
       if (G_UNLIKELY (!ok) && address != 0 && buf->alloc.address == address)
         return FALSE;
     }
@@ -870,7 +895,8 @@ count_resize (MemresResource *mr, MemresResource *owner, gint64 delta)
  * On failure the buffer is left exactly as it was. Not to be called while another thread uses
  * the buffer.
  *
- * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_NOT_SUPPORTED for kinds without
+ * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_SLEEP_ERROR_ASLEEP for a sleeping buffer
+ * (memres_buffer_is_asleep()); %MEMRES_ERROR_NOT_SUPPORTED for kinds without
  * %MEMRES_MEMORY_RESIZABLE, for wrapped memory and for buffers imported from another process
  * (%MEMRES_MEMORY_IMPORTED); %MEMRES_ERROR_OUT_OF_MEMORY,
  * %MEMRES_CUDA_ERROR from the kind.
@@ -891,6 +917,8 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
 
   if (memres_buffer_is_closed (buf))
     return buffer_closed_error (error);
+  if (!_memres_buffer_check_awake (buf, "resize", error))
+    return FALSE;
   /* through adaptors that pass allocations through: the layer that made the allocation */
   owner = buf->mr != NULL ? _memres_resource_slot_owner (buf->mr, MEMRES_SLOT_OFFSET (resize), TRUE)
                           : NULL;

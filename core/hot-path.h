@@ -68,6 +68,7 @@ typedef struct
 #define MEMRES_HOT __attribute__ ((hot))
 
 typedef struct _MemresSegmentsState MemresSegmentsState;
+typedef struct _MemresSleepState MemresSleepState;
 
 struct _MemresResource
 {
@@ -105,6 +106,9 @@ struct _MemresResource
    * counted one (tags.h). Read by the tagged allocate and close only, which set the thread's call
    * record for it; an untagged pair never reads it. */
   gboolean tags_wanted;
+  /* set at creation for a stack that can sleep (sleep.h): its tagged buffers by tag and which
+   * tags sleep; NULL for every other, whose pairs never read it */
+  MemresSleepState *sleep;
   const MemresResourceOps *ops; /* == &kind->ops */
   char *spec;                   /* normalized spec, or a description of the import */
   /* Lifetime, in one atomic word so that the allocate/close hot path costs one locked operation
