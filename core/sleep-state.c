@@ -6,6 +6,7 @@
  * functions sleep.c gave it. */
 #include "memres-private.h"
 
+// clang-format off
 /**
  * memres_sleep_error_quark:
  *
@@ -15,7 +16,8 @@
  *
  * Since: 2.0
  */
-G_DEFINE_QUARK (memres - sleep - error - quark, memres_sleep_error)
+G_DEFINE_QUARK (memres-sleep-error-quark, memres_sleep_error)
+// clang-format on
 
 /* --- the state of a resource ----------------------------------------------------------------- */
 
