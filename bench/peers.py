@@ -6,6 +6,7 @@ through the allocators users compare memres with, all timed the same way from Py
                 memres_buffer_unref), on a non-blocking stream made through memres's driver table
   memres-py     the Python package (import memres: Resource.allocate, Buffer.close) with
                 --package-spec (cache>dmr), on such a stream; found on --python-path
+  memres-py-arena  the same over --arena-spec (arena)
   cuda.core     DeviceMemoryResource (cuda.core, or cuda.core.experimental on older releases)
   torch         PyTorch's caching allocator (torch.cuda.caching_allocator_alloc / _delete)
   cupy          a CuPy MemoryPool (pool.malloc, free by dropping the MemoryPointer)
@@ -300,8 +301,11 @@ def find_package(explicit, libmemres=None):
 
 class MemresPackagePeer(MemresPeer):
     """The package, on a stream made as MemresPeer makes its own, through the libmemres the
-    extension module loaded."""
+    extension module loaded; over --package-spec (cache>dmr)."""
     name = "memres-py"
+
+    def spec(self, args):
+        return args.package_spec
 
     def __init__(self, args):
         memres = find_package(args.python_path, args.libmemres)
@@ -309,8 +313,9 @@ class MemresPackagePeer(MemresPeer):
         ctypes_args.libmemres = memres._memres.library_path()
         ctypes_args.memres_spec = "host"
         super().__init__(ctypes_args)
-        self.version = "%s (%s)" % (memres.__version__, args.package_spec)
-        self.package_mr = memres.Resource(args.package_spec)
+        spec = self.spec(args).replace("{device}", str(args.device))
+        self.version = "%s (%s)" % (memres.__version__, spec)
+        self.package_mr = memres.Resource(spec)
 
     def pairs(self, size, n):
         allocate, s = self.package_mr.allocate, self.stream
@@ -337,6 +342,14 @@ class MemresPackagePeer(MemresPeer):
     def close(self):
         self.package_mr = None
         super().close()
+
+
+class MemresPackageArenaPeer(MemresPackagePeer):
+    """The package over --arena-spec (arena): the same loops as memres-py."""
+    name = "memres-py-arena"
+
+    def spec(self, args):
+        return args.arena_spec
 
 
 def import_cuda_core():
@@ -535,7 +548,7 @@ class CudaBindingsPeer:
         self.drv.cuStreamDestroy(self.stream)
 
 
-PEERS = [MemresPeer, MemresPackagePeer, CudaCorePeer, TorchPeer, CupyPeer, CudaBindingsPeer, PythonFloor]
+PEERS = [MemresPeer, MemresPackagePeer, MemresPackageArenaPeer, CudaCorePeer, TorchPeer, CupyPeer, CudaBindingsPeer, PythonFloor]
 
 
 # ---- measurement -------------------------------------------------------------------------------
@@ -625,8 +638,11 @@ def main(argv=None):
     p.add_argument("--libmemres", help="path of libmemres.so (default: $MEMRES_LIBMEMRES, "
                    "build*/core/libmemres.so next to this script, or libmemres.so.2)")
     p.add_argument("--memres-spec", default="dmr", help="spec of the memres resource (dmr)")
-    p.add_argument("--package-spec", default="cache>dmr",
-                   help="spec of the memres-py peer's resource (cache>dmr)")
+    p.add_argument("--package-spec", default="cache>dmr:device={device}",
+                   help="spec of the memres-py peer's resource (cache>dmr:device={device}; "
+                   "{device} is --device)")
+    p.add_argument("--arena-spec", default="arena:device={device}",
+                   help="spec of the memres-py-arena peer's resource (arena:device={device})")
     p.add_argument("--python-path", help="directory holding the memres package (default: "
                    "python/ of --libmemres's build tree, build/python next to this script, "
                    "else Python's path)")
@@ -696,6 +712,7 @@ def main(argv=None):
            "command": " ".join([os.path.basename(sys.argv[0])] + (argv or sys.argv[1:])),
            "python": platform.python_version(), "quick": q, "device": args.device,
            "memres_spec": args.memres_spec, "package_spec": args.package_spec,
+           "arena_spec": args.arena_spec,
            "repetitions": args.repetitions,
            "target_ms": args.target_ms, "warmup_pairs": args.warmup_pairs, "peers": status,
            "unit": "ns/pair",
@@ -719,15 +736,15 @@ def format_table(out):
     for s in out["peers"]:
         if not s["available"]:
             lines.append("  %-14s n/a: %s" % (s["name"], s["reason"]))
-    header = "  %-12s" % "size" + "".join("%15s" % n for n in names)
+    header = "  %-12s" % "size" + "".join("%16s" % n for n in names)
     lines.append(header)
 
     def cell(r):
         if r is None:
-            return "%15s" % "n/a"
+            return "%16s" % "n/a"
         if "error" in r:
-            return "%15s" % "error"
-        return "%15.0f" % r["median"]
+            return "%16s" % "error"
+        return "%16.0f" % r["median"]
 
     for row in out["pairs"]:
         lines.append("  %-12s" % row["label"] + "".join(cell(row["results"].get(n)) for n in names))

@@ -22,10 +22,17 @@ GIB = 1 << 30
 TARGET_RATIO = 1.10  # memres time / raw time, at most
 TARGET_COPY = 0.97  # memres throughput / raw throughput, at least
 TARGET_GROW_MS = 2.0  # one 1 GiB grow
-PEER_LABELS = {"memres": "memres (ctypes)", "cuda.core": "cuda.core", "torch": "PyTorch",
+PEER_LABELS = {"memres": "memres (ctypes)", "memres-py": "memres (package)",
+               "memres-py-arena": "memres (package, arena)", "cuda.core": "cuda.core",
+               "torch": "PyTorch",
                "cupy": "CuPy", "cuda.bindings": "cuda.bindings (raw driver)",
                "python": "Python floor"}
 RIVALS = ("cuda.core", "torch", "cupy")
+# the Python package (issue 36): its pair / CuPy's pool pair at every size up to the cache's
+# max_block, at most
+PACKAGE_PEERS = ("memres-py", "memres-py-arena")
+PACKAGE_CUPY_RATIO = 0.4
+PACKAGE_MAX_BLOCK = 64 << 20
 # the cache adaptor (issue 17): memres time / raw pool time per pair, at most; ns per pair, at
 # most; random workload memres / raw, at most; peak reserved / peak requested, at most; torch
 # time / memres time, at least; 16-thread aggregate / 1-thread, at least
@@ -175,9 +182,9 @@ def peers_table(peers, bench_dmr):
     return lines
 
 
-def ahead(res):
-    """None when memres has no number; else the rivals (with numbers) memres is not ahead of."""
-    m = res.get("memres", {}).get("median")
+def ahead(res, who="memres"):
+    """None when @who has no number; else the rivals (with numbers) it is not ahead of."""
+    m = res.get(who, {}).get("median")
     if m is None:
         return None
     return [n for n in RIVALS if "median" in res.get(n, {}) and res[n]["median"] <= m]
@@ -280,8 +287,47 @@ def target_rows(docs, peers):
                         % " / ".join(PEER_LABELS[n] for n in present),
                         "behind on " + "; ".join(losses) if losses else "ahead on all %d rows"
                         % len(rows), verdict(not losses)))
+        out += package_targets(peers, rows, present)
     else:
         out.append(("memres ahead of cuda.core / PyTorch / CuPy, every row", "not run", "–"))
+    return out
+
+
+def package_targets(peers, rows, present):
+    """The Python package's targets (issue 36), for each of its peers that ran: ahead of the
+    rivals in every row; at most PACKAGE_CUPY_RATIO x CuPy's pair up to the cache's max_block."""
+    out = []
+    for who in PACKAGE_PEERS:
+        if not any(p["name"] == who and p["available"] for p in peers["peers"]):
+            continue
+        label = PEER_LABELS[who]
+        losses = []
+        for row_label, res in rows:
+            behind = ahead(res, who)
+            if behind is None:
+                losses.append("%s: failed" % row_label)
+            elif behind:
+                losses.append("%s: %s" % (row_label, ", ".join(PEER_LABELS[n] for n in behind)))
+        if present:
+            out.append(("%s ahead of %s, every row" % (label, " / ".join(PEER_LABELS[n]
+                                                                       for n in present)),
+                        "behind on " + "; ".join(losses) if losses
+                        else "ahead on all %d rows" % len(rows), verdict(not losses)))
+        ratios, over = [], []
+        for r in peers["pairs"]:
+            mine = r["results"].get(who, {}).get("median")
+            cupy = r["results"].get("cupy", {}).get("median")
+            if r["size"] > PACKAGE_MAX_BLOCK or mine is None or not cupy:
+                continue
+            ratios.append(mine / cupy)
+            if mine / cupy > PACKAGE_CUPY_RATIO:
+                over.append("%s %.2f" % (r["label"], mine / cupy))
+        if ratios:
+            out.append(("%s pair <= %.1fx CuPy's, every size up to 64 MiB" % (label,
+                                                                           PACKAGE_CUPY_RATIO),
+                        "worst %.2fx" % max(ratios) + (" (over: %s)" % ", ".join(over)
+                                                       if over else ""),
+                        verdict(not over)))
     return out
 
 

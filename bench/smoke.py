@@ -109,11 +109,11 @@ def smoke_bench(exe):
     if plugin_exists("vmm"):
         p = run([exe, "--quick", "--json", "--quiet", "--spec", "vmm", "--pairs", "--vmm-grow"])
         check_bench_json(p.stdout, ["pairs", "vmm_grow"])
-        # --lookup alone picks the vmm spec; a kind without segments fails every row, exit 3
+        # --lookup alone picks the vmm spec; without segments all 4 --quick rows fail, exit 3
         p = run([exe, "--quick", "--json", "--quiet", "--lookup"])
         check_bench_json(p.stdout, ["lookup"])
         p = run([exe, "--quick", "--quiet", "--spec", "dmr", "--lookup"], expect_rc=3)
-        if p.stdout.count("FAILED: --lookup needs a resource whose kind has segments") != 3:
+        if p.stdout.count("FAILED: --lookup needs a resource whose kind has segments") != 4:
             fail("--lookup on dmr:\n" + p.stdout)
     if plugin_exists("managed"):
         p = run([exe, "--quick", "--json", "--quiet", "--spec", "managed", "--pairs"])
@@ -180,16 +180,20 @@ def smoke_peers(script, libmemres):
     ops, live = doc["random"]["operations"], doc["random"]["live"]
     if ops % 2 or not 3 * live <= ops <= 5 * live:  # every allocation freed once
         fail("random trace has %d operations for %d live" % (ops, live))
-    # the Python package's peer (memres-py), where the build made the package: measured, or n/a
-    # with a reason (a build without Python's headers, another interpreter)
+    # the Python package's peers (memres-py over cache>dmr, memres-py-arena over arena), where
+    # the build made the package: measured, or n/a with a reason (a build without Python's
+    # headers, another interpreter)
     p = run([sys.executable, script, "--quick", "--json", "--quiet", "--libmemres", libmemres,
-             "--sizes", "256", "--peers", "memres-py"])
+             "--sizes", "256", "--peers", "memres-py,memres-py-arena"])
     doc = json.loads(p.stdout)
-    status = doc["peers"][0]
-    if status["available"]:
-        check_summary("peers/256 B/memres-py", doc["pairs"][0]["results"]["memres-py"])
-    elif not status["reason"]:
-        fail("peer memres-py is n/a without a reason")
+    for status in doc["peers"]:
+        name = status["name"]
+        if status["available"]:
+            check_summary("peers/256 B/" + name, doc["pairs"][0]["results"][name])
+        elif not status["reason"]:
+            fail("peer %s is n/a without a reason" % name)
+    if [s["name"] for s in doc["peers"]] != ["memres-py", "memres-py-arena"]:
+        fail("package peers: %r" % doc["peers"])
 
 
 def smoke_run_all(script, build):

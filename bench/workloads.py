@@ -4,17 +4,19 @@ program uses, and how fast the program runs, for torch's allocators and memres t
 libmemres-allocator, in paired, interleaved rounds.
 
   bench/workloads.py train [--rounds 3] [--steps 60] [--seed 38] [--spec SPEC ...] [--json F]
-  bench/workloads.py infer [--rounds 3] [--batches 24] [--seed 38] [--spec SPEC ...] [--json F]
-  bench/workloads.py train --trace OUT.csv [--steps 60]   (record a `log` trace, one process)
+  bench/workloads.py infer [--rounds 3] [--batches 8] [--seed 383] [--spec SPEC ...] [--json F]
+  bench/workloads.py train|infer --trace OUT.csv   (record a `log` trace, one process)
 
-Workloads (fixed seed, the same draws for every configuration):
+Workloads (fixed seeds, each workload its own: train 38, infer 383; the same draws for every
+configuration):
   train  a decoder-only transformer whose shapes change every step: 6 pre-LayerNorm blocks,
          d_model 1024, 16 heads, feed-forward 4096, vocabulary 32000, bf16 autocast, AdamW;
          each step draws batch 1-16 and sequence 64-2048; `--steps` steps (default 60).
-  infer  serving: batches of 1-16 requests, prompts of 32-512 tokens, 16-256 new tokens each;
-         every layer's key/value cache grows by one token per generated token (a new tensor
-         of the grown size each time, torch.cat) and is freed at the batch's end; the same
-         model as train, no grad, bf16.
+  infer  serving (issue 38's target 3): batches of 1-16 requests, prompts of 32-512 tokens,
+         16-256 new tokens each; every layer's key/value cache grows by one token per
+         generated token (a new tensor of the grown size each time, torch.cat, the old one
+         freed) and is freed at the batch's end; the same model as train, no grad, bf16.
+         Many distinct, slowly growing sizes: where size classes strand the most.
 
 Configurations, each in a process of its own (an allocator is chosen before the first CUDA
 allocation): `torch` (the default caching allocator), `torch-expandable`
@@ -217,12 +219,15 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--batches", type=int, default=8)
-    ap.add_argument("--seed", type=int, default=38)
+    ap.add_argument("--seed", type=int, default=None,
+                    help="the draws' seed (default: train 38, infer 383)")
     ap.add_argument("--spec", action="append")
     ap.add_argument("--json")
     ap.add_argument("--trace")
     ap.add_argument("--worker")
     args = ap.parse_args()
+    if args.seed is None:
+        args.seed = 38 if args.workload == "train" else 383
     if args.worker:
         return worker(args.worker, args)
     try:

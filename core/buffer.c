@@ -249,6 +249,35 @@ track_for_sleep (MemresResource *mr, MemresBuffer *buf, GError **error)
   return NULL;
 }
 
+/* The end of a successful allocate (allocate_fast()): the buffer counted on the calling thread's
+ * stripe (assigned before the slot call) and filled. */
+G_ALWAYS_INLINE static inline MemresBuffer *
+allocate_done (MemresResource *mr, MemresBuffer *buf, MemresStream stream)
+{
+  _memres_resource_add_allocated_on (mr, _memres_stripe_index, buf->alloc.size);
+  buffer_init (buf, mr, stream);
+  return buf;
+}
+
+/* allocate_fast() after a slot call that did not simply succeed (the slot's result @ok and error
+ * @local): judged as _memres_resource_call_allocate() judges it. Out of line and given values
+ * only, so that the hot path keeps no address across the slot call. */
+static G_GNUC_NO_INLINE MemresBuffer *
+allocate_checked (MemresResource *mr, MemresBuffer *buf, gsize size, MemresStream stream,
+                  gboolean ok, GError *local, GError **error)
+{
+  GError *failure = NULL;
+
+  if (!_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream, &buf->alloc,
+                                           &failure))
+    {
+      buffer_struct_free (buf);
+      allocation_failed (mr, size, failure, error);
+      return NULL;
+    }
+  return allocate_done (mr, buf, stream);
+}
+
 /* The hot path of memres_resource_allocate() (1 to G_MAXSSIZE bytes, a resource of this process)
  * for a buffer of tag @tag when @tagged (a constant in both copies): the kind fills the allocation
  * record of a recycled buffer structure in place, and a success needs no copy. A tagged buffer's
@@ -266,6 +295,9 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
   if (tagged && G_UNLIKELY (mr->sleep != NULL) && !_memres_sleep_check_tag (mr, tag, error))
     return NULL;
   buf = buffer_struct_new ();
+  /* the thread's stripe, before the slot call: after it, its count makes no call (a call there
+   * would keep values in the registers that the slot call's need) */
+  _memres_stripe_current ();
   buf->alloc.address = 0;
   buf->alloc.size = 0;
   buf->alloc.plugin_data = NULL;
@@ -281,20 +313,11 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
 
   /* the checks of _memres_resource_call_allocate(), on the record the kind filled */
   if (G_UNLIKELY (!(ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size))))
-    {
-      GError *failure = NULL;
-
-      if (!_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream,
-                                               &buf->alloc, &failure))
-        {
-          buffer_struct_free (buf);
-          allocation_failed (mr, size, failure, error);
-          return NULL;
-        }
-    }
-  _memres_resource_add_allocated (mr, buf->alloc.size);
-  buffer_init (buf, mr, stream);
-  if (tagged && G_UNLIKELY (mr->sleep != NULL))
+    buf = allocate_checked (mr, buf, size, stream, ok, local, error);
+  else
+    buf = allocate_done (mr, buf, stream);
+  /* a tagged buffer of a stack that can sleep, under its tag (the untagged copy has no test) */
+  if (tagged && G_UNLIKELY (mr->sleep != NULL) && buf != NULL)
     return track_for_sleep (mr, buf, error);
   return buf;
 }
@@ -322,7 +345,10 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
  * deallocate slot (not in the child of a fork(), which leaves inherited memory as it is:
  * fork.c), then one buffer fewer on the stripes. FALSE with buf->mr left set when nothing was
  * released: a failure that left the address as it was (any other failure, a breach of the
- * contract included, is taken as released: _memres_resource_call_deallocate()). */
+ * contract included, is taken as released: _memres_resource_call_deallocate()). @tagged: the
+ * buffer has a tag that a layer of @mr's stack reads (MemresResource.tags_wanted), set as the
+ * thread's call record around the slot call, or that a stack that can sleep keeps its buffers
+ * under (MemresResource.sleep), taken out of its tag's buffers here. */
 G_ALWAYS_INLINE static inline gboolean
 buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream stream,
                            gboolean tagged, GError **error)
@@ -339,7 +365,7 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
       /* out of its tag's buffers first, a sleep of the tag in progress waited for (sleep.h) */
       if (tagged && G_UNLIKELY (mr->sleep != NULL))
         sleeping = _memres_sleep_untrack_begin (mr, buf);
-      if (tagged && mr->tags_wanted) /* the counted layers uncount its tag (tags.h) */
+      if (tagged) /* the counted layers uncount its tag (tags.h) */
         {
           _memres_tag_thread.call_record = &buf->alloc;
           ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
@@ -381,7 +407,8 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
             buf->mr = NULL;
           return ok;
         }
-      return buffer_release_allocation (buf, mr, stream, buf->tag != 0, error);
+      return buffer_release_allocation (
+          buf, mr, stream, buf->tag != 0 && (mr->tags_wanted || mr->sleep != NULL), error);
     }
   else if (buf->release != NULL)
     {
@@ -429,7 +456,8 @@ buffer_close_general (MemresBuffer *buf, MemresStream stream, MemresCloseFlags f
 
 /* The close of an open buffer held by the caller alone (nobody else closes it: no locked
  * exchange), of memory a kind allocated, on its deallocation stream: buffer_close()'s hot path,
- * for a buffer with a tag (@tagged: a constant in both copies). */
+ * for a buffer whose tag a layer reads or a sleep keeps (@tagged, as buffer_release_allocation()
+ * says: a constant in both copies). */
 G_ALWAYS_INLINE static inline gboolean
 buffer_close_owned (MemresBuffer *buf, MemresResource *mr, MemresStream stream, gboolean tagged,
                     GError **error)
@@ -461,10 +489,13 @@ buffer_close (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GE
     {
       guint32 state = __atomic_load_n (&buf->state, __ATOMIC_RELAXED);
 
-      /* open and untagged: the one test of the untagged hot path */
-      if (G_LIKELY (state == 0))
+      /* open and untagged: the one test of the untagged hot path; open and tagged in a stack
+       * where no layer reads the tag (MemresResource.tags_wanted): the same close */
+      if (G_LIKELY (state == 0)
+          || ((state & MEMRES_BUFFER_CLOSED_BITS) == 0 && !mr->tags_wanted && mr->sleep == NULL))
         return buffer_close_owned (buf, mr, stream, FALSE, error);
-      if ((state & MEMRES_BUFFER_CLOSED_BITS) == 0) /* open, tagged */
+      /* open, tagged, its tag read below or kept by a stack that can sleep (sleep.h) */
+      if ((state & MEMRES_BUFFER_CLOSED_BITS) == 0)
         return buffer_close_owned (buf, mr, stream, TRUE, error);
     }
   return buffer_close_general (buf, stream, flags, error);

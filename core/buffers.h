@@ -86,6 +86,8 @@ gboolean _memres_device_mem_info (MemresResource *base, guint64 *free_bytes, gui
 /* snapshot.c: the snapshot of @mr's stack as JSON text (memres_resource_snapshot() without its
  * checks; transfer full). */
 char *_memres_snapshot_build (MemresResource *mr);
+/* the same with the member "oom_report": @oom_report (oom-report.c, the snapshot at a failure) */
+char *_memres_snapshot_build_for_oom (MemresResource *mr, const char *oom_report);
 
 /* buffer.c: a new open buffer owning @alloc, holding a reference on @mr, its bytes counted on
  * the stripes (memres_resource_allocate(), chunks received from another process).

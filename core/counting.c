@@ -8,7 +8,8 @@
  * the core but tags.c (a tag's name and id): the resources call it. */
 #include "memres-private.h"
 
-#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 __thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
 
@@ -110,141 +111,91 @@ _memres_counts_fork (MemresResource *unused, MemresForkPhase phase)
   memres_fork_mutex (&counts_lock, phase);
 }
 
+/* Mapped rather than taken from the heap: the kernel's zero pages (the tags' sets cost memory
+ * only where they are written), and no block of this size on the heap beside the buffers of a
+ * host layer (glibc consolidates its free lists at every free next to a large top chunk). */
 MemresCounts *
 _memres_counts_new (void)
 {
-  gpointer mem;
+  gpointer mem = mmap (NULL, sizeof (MemresCounts), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-  if (posix_memalign (&mem, G_ALIGNOF (MemresCounts), sizeof (MemresCounts)) != 0)
-    return NULL;
-  return memset (mem, 0, sizeof (MemresCounts));
+  return mem == MAP_FAILED ? NULL : mem;
 }
 
 void
 _memres_counts_free (MemresCounts *counts)
 {
-  free (counts);
+  if (counts != NULL)
+    munmap (counts, sizeof (MemresCounts));
 }
 
-#define SET_STRIDE                    sizeof (MemresCountStripe)
-#define SET_FIELD(counts, set, field) (&(counts)->stripes[0].sets[(set)].field)
-
-/* Both marks of set @set, raised (or set: @reset) to the sums; the sums returned. */
+/* A set's marks, on the stripes from @s0 (the set on stripe 0) @stride bytes apart: both peaks
+ * raised (or set: @reset) to the sums, and what is left below them shared as quotas. One helper
+ * for a layer's set (on its buffer stripes, its bytes peak the layer's used_high) and a tag's (on
+ * the tag stripes). */
 static void
-marks_update (MemresCounts *counts, guint set, gboolean reset, guint64 *bytes, guint64 *count)
+set_marks_update (MemresCountSet *s0, gsize stride, guint64 *bytes_peak, guint64 *count_peak,
+                  gboolean reset)
 {
-  MemresCountMarks *m = &counts->marks[set];
-  guint64 b, c;
-
-  b = _memres_peak_update (SET_FIELD (counts, set, bytes), SET_FIELD (counts, set, bytes_quota),
-                           SET_STRIDE, &m->bytes_peak, reset);
-  c = _memres_peak_update (SET_FIELD (counts, set, count), SET_FIELD (counts, set, count_quota),
-                           SET_STRIDE, &m->count_peak, reset);
-  if (bytes != NULL)
-    *bytes = b;
-  if (count != NULL)
-    *count = c;
+  _memres_peak_update (&s0->bytes, &s0->bytes_quota, stride, bytes_peak, reset);
+  _memres_peak_update (&s0->count, &s0->count_quota, stride, count_peak, reset);
 }
+
+/* the sets of @mr itself and of tag @tag of @c, on their stripes */
+#define LAYER_SET0(mr) (&(mr)->stripes[0].set)
+#define LAYER_STRIDE   sizeof (MemresStripe)
+#define TAG_SET0(c, t) (&(c)->tag_stripes[0].tags[(t)])
+#define TAG_STRIDE     sizeof (MemresTagStripe)
 
 G_GNUC_NO_INLINE void
-_memres_counts_peak (MemresCounts *counts, guint set)
+_memres_counts_peak (MemresResource *mr)
 {
-  marks_update (counts, set, FALSE, NULL, NULL);
-}
-
-/* The totals of set @set since creation: bytes, and allocations per class in @classes. */
-static guint64
-totals_sum (MemresCounts *counts, guint set, guint64 classes[MEMRES_STATS_N_SIZE_CLASSES])
-{
-  guint64 bytes = 0;
-
-  memset (classes, 0, MEMRES_STATS_N_SIZE_CLASSES * sizeof classes[0]);
-  for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
-    {
-      const MemresCounterSet *s = &counts->stripes[i].sets[set];
-
-      bytes += __atomic_load_n (&s->bytes_total, __ATOMIC_RELAXED);
-      for (guint k = 0; k < MEMRES_STATS_N_SIZE_CLASSES; k++)
-        classes[k] += __atomic_load_n (&s->classes[k], __ATOMIC_RELAXED);
-    }
-  return bytes;
-}
-
-/* Tags: the same as the sets above, on the tag stripes. */
-#define TAG_STRIDE                    sizeof (MemresTagStripe)
-#define TAG_FIELD(counts, tag, field) (&(counts)->tag_stripes[0].tags[(tag)].field)
-
-static void
-tag_marks_update (MemresCounts *counts, guint tag, gboolean reset, guint64 *bytes, guint64 *count)
-{
-  MemresTagMarks *m = &counts->tag_marks[tag];
-  guint64 b, c;
-
-  b = _memres_peak_update (TAG_FIELD (counts, tag, bytes), TAG_FIELD (counts, tag, bytes_quota),
-                           TAG_STRIDE, &m->bytes_peak, reset);
-  c = _memres_peak_update (TAG_FIELD (counts, tag, count), TAG_FIELD (counts, tag, count_quota),
-                           TAG_STRIDE, &m->count_peak, reset);
-  if (bytes != NULL)
-    *bytes = b;
-  if (count != NULL)
-    *count = c;
+  set_marks_update (LAYER_SET0 (mr), LAYER_STRIDE, &mr->used_high, &mr->counts->marks.count_peak,
+                    FALSE);
 }
 
 G_GNUC_NO_INLINE void
 _memres_counts_tag_peak (MemresCounts *counts, guint tag)
 {
-  tag_marks_update (counts, tag, FALSE, NULL, NULL);
+  MemresCountMarks *m = &counts->tag_marks[tag];
+
+  set_marks_update (TAG_SET0 (counts, tag), TAG_STRIDE, &m->bytes_peak, &m->count_peak, FALSE);
 }
 
-void
-_memres_counts_add_tag (MemresCounts *counts, guint tag, gint64 bytes, gint64 count,
-                        gboolean allocated)
+/* A set's figures: current, peak (at least current), and totals since the reset (@m's bases). */
+static void
+set_read (MemresCountSet *s0, gsize stride, const guint64 *bytes_peak, const guint64 *count_peak,
+          const MemresCountMarks *m, MemresTagCounts *out)
 {
-  guint i = _memres_stripe_current ();
-  MemresTagSet *s = &counts->tag_stripes[i - 1].tags[tag];
-  gint64 b, n;
-
-  if (G_LIKELY (i != MEMRES_STRIPE_SHARED))
-    {
-      b = _memres_plain_add (&s->bytes, bytes);
-      n = _memres_plain_add (&s->count, count);
-      if (allocated)
-        {
-          _memres_plain_add ((gint64 *) &s->bytes_total, bytes);
-          _memres_plain_add ((gint64 *) &s->count_total, 1);
-        }
-    }
-  else
-    {
-      b = __atomic_add_fetch (&s->bytes, bytes, __ATOMIC_RELAXED);
-      n = __atomic_add_fetch (&s->count, count, __ATOMIC_RELAXED);
-      if (allocated)
-        {
-          __atomic_add_fetch (&s->bytes_total, (guint64) bytes, __ATOMIC_RELAXED);
-          __atomic_add_fetch (&s->count_total, 1, __ATOMIC_RELAXED);
-        }
-    }
-  if (allocated
-      && G_UNLIKELY (b > __atomic_load_n (&s->bytes_quota, __ATOMIC_RELAXED)
-                     || n > __atomic_load_n (&s->count_quota, __ATOMIC_RELAXED)))
-    _memres_counts_tag_peak (counts, tag);
+  out->bytes_current = _memres_stripes_sum (&s0->bytes, stride, NULL);
+  out->count_current = _memres_stripes_sum (&s0->count, stride, NULL);
+  out->bytes_peak = MAX (__atomic_load_n (bytes_peak, __ATOMIC_RELAXED), out->bytes_current);
+  out->count_peak = MAX (__atomic_load_n (count_peak, __ATOMIC_RELAXED), out->count_current);
+  out->bytes_total
+      = _memres_stripes_sum ((gint64 *) &s0->bytes_total, stride, NULL) - m->bytes_total_base;
+  out->count_total
+      = _memres_stripes_sum ((gint64 *) &s0->count_total, stride, NULL) - m->count_total_base;
 }
 
-/* The totals of tag @tag since creation: bytes, and allocations in *@count. */
-static guint64
-tag_totals_sum (MemresCounts *counts, guint tag, guint64 *count)
+/* A set's reset: the peaks to the current values, the totals' bases to the totals. */
+static void
+set_reset (MemresCountSet *s0, gsize stride, guint64 *bytes_peak, guint64 *count_peak,
+           MemresCountMarks *m)
 {
-  guint64 bytes = 0, n = 0;
+  set_marks_update (s0, stride, bytes_peak, count_peak, TRUE);
+  m->bytes_total_base = _memres_stripes_sum ((gint64 *) &s0->bytes_total, stride, NULL);
+  m->count_total_base = _memres_stripes_sum ((gint64 *) &s0->count_total, stride, NULL);
+}
 
+/* The allocations of each size class since creation, in @classes. */
+static void
+classes_sum (MemresCounts *counts, guint64 classes[MEMRES_STATS_N_SIZE_CLASSES])
+{
+  memset (classes, 0, MEMRES_STATS_N_SIZE_CLASSES * sizeof classes[0]);
   for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
-    {
-      const MemresTagSet *s = &counts->tag_stripes[i].tags[tag];
-
-      bytes += __atomic_load_n (&s->bytes_total, __ATOMIC_RELAXED);
-      n += __atomic_load_n (&s->count_total, __ATOMIC_RELAXED);
-    }
-  *count = n;
-  return bytes;
+    for (guint k = 0; k < MEMRES_STATS_N_SIZE_CLASSES; k++)
+      classes[k] += __atomic_load_n (&counts->classes[i].n[k], __ATOMIC_RELAXED);
 }
 
 static gboolean
@@ -283,9 +234,8 @@ gboolean
 memres_resource_get_counts (MemresResource *mr, MemresStatsCounters *counts, GError **error)
 {
   MemresCounts *c;
-  MemresCountMarks *m;
-  guint64 classes[MEMRES_STATS_N_SIZE_CLASSES], bytes_total;
-  gint64 n;
+  MemresTagCounts t;
+  guint64 classes[MEMRES_STATS_N_SIZE_CLASSES];
 
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (counts != NULL, FALSE);
@@ -294,23 +244,18 @@ memres_resource_get_counts (MemresResource *mr, MemresStatsCounters *counts, GEr
   if (c == NULL)
     return not_counted (mr, error);
   memset (counts, 0, sizeof *counts);
-  m = &c->marks[0];
   g_mutex_lock (&counts_lock);
-  bytes_total = totals_sum (c, 0, classes);
-  counts->bytes_current = _memres_stripes_sum (SET_FIELD (c, 0, bytes), SET_STRIDE, NULL);
-  n = (gint64) _memres_stripes_sum (SET_FIELD (c, 0, count), SET_STRIDE, NULL);
-  counts->count_current = (guint64) n;
-  counts->bytes_peak
-      = MAX (__atomic_load_n (&m->bytes_peak, __ATOMIC_RELAXED), counts->bytes_current);
-  counts->count_peak
-      = MAX (__atomic_load_n (&m->count_peak, __ATOMIC_RELAXED), counts->count_current);
-  counts->bytes_total = bytes_total - m->bytes_total_base;
+  set_read (LAYER_SET0 (mr), LAYER_STRIDE, &mr->used_high, &c->marks.count_peak, &c->marks, &t);
+  classes_sum (c, classes);
   for (guint k = 0; k < MEMRES_STATS_N_SIZE_CLASSES; k++)
-    {
-      counts->size_classes[k] = classes[k] - m->classes_base[k];
-      counts->count_total += counts->size_classes[k];
-    }
+    counts->size_classes[k] = classes[k] - c->classes_base[k];
   g_mutex_unlock (&counts_lock);
+  counts->bytes_current = t.bytes_current;
+  counts->bytes_peak = t.bytes_peak;
+  counts->bytes_total = t.bytes_total;
+  counts->count_current = t.count_current;
+  counts->count_peak = t.count_peak;
+  counts->count_total = t.count_total;
   return TRUE;
 }
 
@@ -334,23 +279,20 @@ gboolean
 memres_resource_reset_counts (MemresResource *mr, GError **error)
 {
   MemresCounts *c;
-  MemresCountMarks *m;
 
   g_return_val_if_fail (mr != NULL, FALSE);
 
   c = mr->counts;
   if (c == NULL)
     return not_counted (mr, error);
-  m = &c->marks[0];
   g_mutex_lock (&counts_lock);
-  marks_update (c, 0, TRUE, NULL, NULL);
-  m->bytes_total_base = totals_sum (c, 0, m->classes_base);
+  set_reset (LAYER_SET0 (mr), LAYER_STRIDE, &mr->used_high, &c->marks.count_peak, &c->marks);
+  classes_sum (c, c->classes_base);
   for (guint t = 1; t <= MEMRES_TAGS_MAX; t++)
     {
-      MemresTagMarks *tm = &c->tag_marks[t];
+      MemresCountMarks *tm = &c->tag_marks[t];
 
-      tag_marks_update (c, t, TRUE, NULL, NULL);
-      tm->bytes_total_base = tag_totals_sum (c, t, &tm->count_total_base);
+      set_reset (TAG_SET0 (c, t), TAG_STRIDE, &tm->bytes_peak, &tm->count_peak, tm);
     }
   g_mutex_unlock (&counts_lock);
   return TRUE;
@@ -360,15 +302,9 @@ memres_resource_reset_counts (MemresResource *mr, GError **error)
 static void
 tag_counts_read (MemresCounts *c, guint tag, MemresTagCounts *out)
 {
-  MemresTagMarks *m = &c->tag_marks[tag];
-  guint64 count_total;
+  MemresCountMarks *m = &c->tag_marks[tag];
 
-  out->bytes_total = tag_totals_sum (c, tag, &count_total) - m->bytes_total_base;
-  out->count_total = count_total - m->count_total_base;
-  out->bytes_current = _memres_stripes_sum (TAG_FIELD (c, tag, bytes), TAG_STRIDE, NULL);
-  out->count_current = _memres_stripes_sum (TAG_FIELD (c, tag, count), TAG_STRIDE, NULL);
-  out->bytes_peak = MAX (__atomic_load_n (&m->bytes_peak, __ATOMIC_RELAXED), out->bytes_current);
-  out->count_peak = MAX (__atomic_load_n (&m->count_peak, __ATOMIC_RELAXED), out->count_current);
+  set_read (TAG_SET0 (c, tag), TAG_STRIDE, &m->bytes_peak, &m->count_peak, m, out);
 }
 
 /**
@@ -489,7 +425,8 @@ memres_resource_reset_tag_peak (MemresResource *mr, const char *tag, GError **er
   if ((id = _memres_tag_find (tag, error)) == 0)
     return FALSE;
   g_mutex_lock (&counts_lock);
-  tag_marks_update (mr->counts, id, TRUE, NULL, NULL);
+  set_marks_update (TAG_SET0 (mr->counts, id), TAG_STRIDE, &mr->counts->tag_marks[id].bytes_peak,
+                    &mr->counts->tag_marks[id].count_peak, TRUE);
   g_mutex_unlock (&counts_lock);
   return TRUE;
 }

@@ -47,19 +47,37 @@ _memres_stripe_current (void)
 /* a counted layer's counts (counting.h) */
 typedef struct _MemresCounts MemresCounts;
 
+/* One set of counts on one stripe, written by the stripe's thread alone (plain loads and stores;
+ * the shared stripe's with locked adds), read by anyone (atomic loads). On a resource's buffer
+ * stripes: @bytes and @bytes_quota are the layer's usage (MemresStripe.set); the rest, a counted
+ * layer's counts (counting.h). A tag's counts in a counted layer are sets of the same shape. */
+typedef struct
+{
+  gint64 bytes;        /* bytes allocated minus bytes freed here (may be < 0 on one stripe) */
+  gint64 count;        /* allocations minus frees here */
+  gint64 bytes_quota;  /* how high @bytes may go before the stripes are summed */
+  gint64 count_quota;  /* the same for @count */
+  guint64 bytes_total; /* bytes of the allocations counted here */
+  guint64 count_total; /* allocations counted here */
+} MemresCountSet;
+
 /* the resource's buffer stripes (MemresResource.stripes), one per thread */
 #define MEMRES_STRIPE_BIAS ((gint64) 1 << 40)
 #define MEMRES_STRIPE_DEAD ((gint64) 1 << 62)
 typedef struct
 {
-  gint64 n;     /* atomic: MEMRES_STRIPE_BIAS + buffers counted here (MemresResource.stripes) */
-  gint64 used;  /* atomic: bytes allocated minus bytes closed through this stripe (may be < 0) */
-  gint64 quota; /* atomic: how high @used may go before the stripes are summed (resource.c) */
-  gint busy;    /* the stripe's thread is inside a plain update (owner-fence.h) */
+  gint64 n;  /* atomic: MEMRES_STRIPE_BIAS + buffers counted here (MemresResource.stripes) */
+  gint busy; /* the stripe's thread is inside a plain update (owner-fence.h) */
+  /* set.bytes: the bytes of the layer's allocations minus those closed through this stripe
+   * (MemresResource.count_usage; a counted layer's own counts, all of @set); set.bytes_quota: how
+   * high set.bytes may go before the stripes are summed (resource.c) */
+  MemresCountSet set;
   /* 128 bytes apart, not 64: x86's adjacent-line prefetcher fetches lines in 128-byte pairs, so
    * stripes on the two lines of one pair would still be written back and forth between the cores
    * of their threads */
 } __attribute__ ((aligned (128))) MemresStripe;
+/* everything a pair writes of a stripe on one line */
+G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresStripe, set) + sizeof (MemresCountSet) <= 64);
 
 /* The functions of the allocate/close hot path (the core's, and the embedded pass-through
  * layer's slots): the compiler puts them in .text.hot, which the linker places together, so
@@ -84,30 +102,34 @@ struct _MemresResource
   MemresResource *upstream; /* adaptors: the layer below (strong reference), else NULL */
   MemresResourceInfo info;  /* from the query slot, read on hot paths */
   /* set at creation: the core counts the bytes of this resource's buffers on the stripes.
-   * FALSE for kinds with MEMRES_KIND_OWN_USAGE and for adaptors without a get_stats slot
-   * (whose statistics are their upstream's, so that nobody reads their count) */
-  gboolean count_usage;
+   * FALSE for kinds with MEMRES_KIND_OWN_USAGE or MEMRES_KIND_COUNTED (whose slots count their
+   * bytes there themselves) and for adaptors without a get_stats slot (whose statistics are their
+   * upstream's, so that nobody reads their count). A byte, as the two flags after it, so that all
+   * three fit on this line. */
+  guint8 count_usage;
   /* set at creation: a base kind whose memory is device-accessible but not stream-ordered; the
    * core waits for the deallocation stream before its deallocate slot (resource.c) */
-  gboolean wait_before_free;
+  guint8 wait_before_free;
+  /* set at creation: a layer that a buffer's own allocation record reaches from here (this one,
+   * and below it through MEMRES_KIND_PASSES_ALLOCATIONS adaptors) reads the buffer's tag: a
+   * counted one (tags.h). Read by the tagged allocate and close only, which set the thread's call
+   * record for it; an untagged pair never reads it. */
+  guint8 tags_wanted;
   /* set when @refs drops to 0, or at creation where membarrier() cannot be used: from then on
    * every thread changes the stripes with locked instructions (the stop flag of owner-fence.h;
    * resource.c: resource_last_ref()) */
   gint stripes_stop;
   gint generation; /* the fork generation it was made in (fork.c) */
   /* set at creation for a kind with MEMRES_KIND_COUNTED: the core counts what the layer's
-   * allocate and deallocate slots hand out and take back (counting.h); NULL for every other */
+   * allocate and deallocate slots hand out and take back (counting.h), the slot pointers above
+   * being the core's counted calls (resource.c); NULL for every other */
   MemresCounts *counts;
 
   /* Line 1 and on: the rest. */
   MemresKind *kind;
-  /* set at creation: a layer that a buffer's own allocation record reaches from here (this one,
-   * and below it through MEMRES_KIND_PASSES_ALLOCATIONS adaptors) reads the buffer's tag: a
-   * counted one (tags.h). Read by the tagged allocate and close only, which set the thread's call
-   * record for it; an untagged pair never reads it. */
-  gboolean tags_wanted;
   /* set at creation for a stack that can sleep (sleep.h): its tagged buffers by tag and which
-   * tags sleep; NULL for every other, whose pairs never read it */
+   * tags sleep; NULL for every other, whose pairs never read it; read by the
+   * tagged allocate and close only, so not on line 0 */
   MemresSleepState *sleep;
   const MemresResourceOps *ops; /* == &kind->ops */
   char *spec;                   /* normalized spec, or a description of the import */
@@ -118,8 +140,8 @@ struct _MemresResource
   /* The high-water mark of the bytes of the buffers memres_resource_allocate() and
    * memres_ipc_receive_buffer() made (resized ones at their size now; buffers imported through
    * a pool's mapping are not counted: core/ipc/ipc-buffers.c reports those); the bytes themselves
-   * are counted on the stripes (MemresStripe.used, summed by _memres_resource_used_bytes()). The
-   * statistics a kind without a get_stats slot reports, and what a get_stats slot starts from.
+   * are counted on the stripes (MemresStripe.set.bytes, summed by _memres_resource_used_bytes()).
+   * The statistics a kind without a get_stats slot reports, and what a get_stats slot starts from.
    * Written only when a new peak is seen (resource.c: _memres_resource_count_peak()), so the hot
    * path only reads it. */
   guint64 used_high;
@@ -240,27 +262,40 @@ void _memres_resource_buffer_gone (MemresResource *mr);
 void _memres_resource_count_peak (MemresResource *mr, gboolean reset);
 guint64 _memres_resource_used_bytes (MemresResource *mr);
 
-/* Counts @buffers more open buffers (1, -1 or 0) and @bytes more bytes (only where the core
- * counts @mr's usage) on the calling thread's stripe of @mr. A thread with a stripe of its own
- * changes it with plain loads and stores, marked busy when it counts buffers (owner-fence.h: no
- * locked instruction on the allocate/close pair) unless @mr's stripes are stopping; the shared
- * stripe, and every stripe's buffers once stopped, with locked instructions. Returns TRUE when a
- * buffer fewer was counted on a dead stripe (the caller then calls _memres_resource_buffer_gone()).
- */
-G_ALWAYS_INLINE static inline gboolean
-_memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
+/* One writer (a stripe's thread): @n added to *@counter with a plain read-modify-write, no lock
+ * prefix; the readers' atomic loads see the aligned 8-byte value whole. On x86-64 one
+ * instruction (GCC makes an atomic load, add and store three, and an address computation). */
+G_ALWAYS_INLINE static inline void
+_memres_plain_add (gint64 *counter, gint64 n)
 {
-  guint i = _memres_stripe_index;
-  MemresStripe *stripe;
-  gint64 n = 0, used = 0;
+#if defined(__x86_64__)
+  __asm__("addq %1, %0" : "+m"(*counter) : "er"(n));
+#else
+  __atomic_store_n (counter, __atomic_load_n (counter, __ATOMIC_RELAXED) + n, __ATOMIC_RELAXED);
+#endif
+}
 
-  if (!mr->count_usage)
-    bytes = 0;
-  if (buffers == 0 && bytes == 0)
-    return FALSE;
-  if (G_UNLIKELY (i == 0))
-    i = _memres_stripe_assign ();
-  stripe = &mr->stripes[i - 1];
+/* Whether @stripe's usage is past its quota. */
+G_ALWAYS_INLINE static inline gboolean
+_memres_stripe_over_quota (MemresStripe *stripe)
+{
+  return __atomic_load_n (&stripe->set.bytes, __ATOMIC_RELAXED)
+         > __atomic_load_n (&stripe->set.bytes_quota, __ATOMIC_RELAXED);
+}
+
+/* Counts @buffers more open buffers (1, -1 or 0) and @bytes more bytes (only where the core
+ * counts @mr's usage) on stripe @i (the calling thread's, _memres_stripe_current()) of @mr. A
+ * thread with a stripe of its own changes it with plain loads and stores, marked busy when it
+ * counts buffers (owner-fence.h: no locked instruction on the allocate/close pair) unless @mr's
+ * stripes are stopping; the shared stripe, and every stripe's buffers once stopped, with locked
+ * instructions. Returns TRUE when a buffer fewer was counted on a dead stripe (the caller then
+ * calls _memres_resource_buffer_gone()). */
+G_ALWAYS_INLINE static inline gboolean
+_memres_stripe_count_on (MemresResource *mr, guint i, gint64 buffers, gint64 bytes)
+{
+  MemresStripe *stripe = &mr->stripes[i - 1];
+  gint64 n = 0;
+
   /* a count of bytes alone needs no busy mark: a stripe's bytes have one writer, its thread, and
    * the stop (resource_last_ref()) sums only the buffers */
   if (G_LIKELY (i != MEMRES_STRIPE_SHARED)
@@ -272,10 +307,7 @@ _memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
           __atomic_store_n (&stripe->n, n + buffers, __ATOMIC_RELAXED);
         }
       if (bytes != 0)
-        {
-          used = __atomic_load_n (&stripe->used, __ATOMIC_RELAXED) + bytes;
-          __atomic_store_n (&stripe->used, used, __ATOMIC_RELAXED);
-        }
+        _memres_plain_add (&stripe->set.bytes, bytes);
       if (buffers != 0)
         owner_leave_busy (&stripe->busy);
     }
@@ -285,13 +317,39 @@ _memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
        * resource without buffers and free it (resource_last_ref()), so the close writes nothing
        * of it after that add */
       if (bytes != 0)
-        used = __atomic_add_fetch (&stripe->used, bytes, __ATOMIC_RELAXED);
+        __atomic_add_fetch (&stripe->set.bytes, bytes, __ATOMIC_RELAXED);
       if (buffers != 0)
         n = __atomic_fetch_add (&stripe->n, buffers, __ATOMIC_ACQ_REL);
     }
-  if (bytes > 0 && G_UNLIKELY (used > __atomic_load_n (&stripe->quota, __ATOMIC_RELAXED)))
+  if (bytes > 0 && G_UNLIKELY (_memres_stripe_over_quota (stripe)))
     _memres_resource_count_peak (mr, FALSE);
   return buffers < 0 && G_UNLIKELY (n & MEMRES_STRIPE_DEAD);
+}
+
+/* @bytes more bytes of @mr's usage on stripe @i (the calling thread's), with no busy mark (see
+ * above) and no call: TRUE when an allocation (@allocated) took them past the stripe's quota (the
+ * caller then calls _memres_resource_count_peak()). */
+G_ALWAYS_INLINE static inline gboolean
+_memres_stripe_add_bytes (MemresResource *mr, guint i, gint64 bytes, gboolean allocated)
+{
+  MemresStripe *stripe = &mr->stripes[i - 1];
+
+  if (G_LIKELY (i != MEMRES_STRIPE_SHARED))
+    _memres_plain_add (&stripe->set.bytes, bytes);
+  else
+    __atomic_add_fetch (&stripe->set.bytes, bytes, __ATOMIC_RELAXED);
+  return allocated && G_UNLIKELY (_memres_stripe_over_quota (stripe));
+}
+
+/* The same on the calling thread's stripe, found only when there is something to count. */
+G_ALWAYS_INLINE static inline gboolean
+_memres_stripe_count (MemresResource *mr, gint64 buffers, gint64 bytes)
+{
+  if (!mr->count_usage)
+    bytes = 0;
+  if (buffers == 0 && bytes == 0)
+    return FALSE;
+  return _memres_stripe_count_on (mr, _memres_stripe_current (), buffers, bytes);
 }
 
 /* @delta more (or fewer) bytes in @mr's buffers (a resize, an upstream's allocation). */
@@ -306,6 +364,13 @@ G_ALWAYS_INLINE static inline void
 _memres_resource_add_allocated (MemresResource *mr, gsize size)
 {
   _memres_stripe_count (mr, 1, (gint64) size);
+}
+
+/* The same on stripe @i (the calling thread's). */
+G_ALWAYS_INLINE static inline void
+_memres_resource_add_allocated_on (MemresResource *mr, guint i, gsize size)
+{
+  _memres_stripe_count_on (mr, i, 1, mr->count_usage ? (gint64) size : 0);
 }
 
 /* One such buffer fewer, of @size bytes: with the application's last reference gone, maybe the
@@ -349,14 +414,6 @@ _memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok
   return _memres_resource_alloc_result_slow (mr, slot, ok, local, size, stream, alloc, error);
 }
 
-/* resource.c: _memres_resource_call_allocate() and _memres_resource_call_deallocate(), out of
- * line, for the upstream of a counted pass-through layer when it is counted itself or waits
- * before its frees (the inline calls below cannot nest). */
-gboolean _memres_resource_call_allocate_nested (MemresResource *mr, gsize size, MemresStream stream,
-                                                MemresAllocation *alloc, GError **error);
-gboolean _memres_resource_call_deallocate_nested (MemresResource *mr, MemresAllocation *alloc,
-                                                  MemresStream stream, GError **error);
-
 /* resource.c: the check of a deallocate call that did not simply succeed (@address: the
  * record's address before the call). A failure with an error that left @alloc->address as it
  * was released nothing; one that set it to 0 released the allocation half-way. A failure without
@@ -368,21 +425,13 @@ gboolean _memres_resource_deallocate_result_slow (MemresResource *mr, gboolean o
                                                   guint64 address, MemresAllocation *alloc,
                                                   GError **error);
 
-/* resource.c: _memres_counted_allocate() and _memres_counted_deallocate() (counting.h), out of
- * line, so that the hot paths of the layers that are not counted keep their registers. */
-gboolean _memres_resource_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
-                                            MemresAllocation *alloc, GError **error);
-gboolean _memres_resource_counted_deallocate (MemresResource *mr, MemresAllocation *alloc,
-                                              MemresStream stream, GError **error);
-
-/* A call of @mr's allocate slot, unchecked: for a counted layer (MemresResource.counts) the slot
- * and its count; for any other the slot. */
+/* A call of @mr's allocate slot, unchecked: the pointer on the resource's first line, the
+ * kind's slot, or for a counted layer the core's counted call (resource.c: the slot, or the
+ * upstream's for a layer without one, and the counts). */
 G_ALWAYS_INLINE static inline gboolean
 _memres_resource_slot_allocate (MemresResource *mr, gsize size, MemresStream stream,
                                 MemresAllocation *alloc, GError **error)
 {
-  if (G_UNLIKELY (mr->counts != NULL))
-    return _memres_resource_counted_allocate (mr, size, stream, alloc, error);
   return mr->allocate (mr, size, stream, alloc, error);
 }
 
@@ -391,8 +440,6 @@ G_ALWAYS_INLINE static inline gboolean
 _memres_resource_slot_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                                   GError **error)
 {
-  if (G_UNLIKELY (mr->counts != NULL))
-    return _memres_resource_counted_deallocate (mr, alloc, stream, error);
   return mr->deallocate (mr, alloc, stream, error);
 }
 

@@ -117,7 +117,7 @@ check_info (const MemresKindInfo *info, MemresKindInfo *ki, GError **error)
                     ki->name, ki->ops->version, MEMRES_RESOURCE_OPS_VERSION);
   if ((ki->flags
        & ~(MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_OWN_USAGE
-           | MEMRES_KIND_SEGMENTS | MEMRES_KIND_COUNTED))
+           | MEMRES_KIND_SEGMENTS | MEMRES_KIND_COUNTED | MEMRES_KIND_TAGGED))
           != 0
       || ((ki->flags & MEMRES_KIND_OWN_USAGE) && ki->ops->get_stats == NULL)
       || ((ki->flags & MEMRES_KIND_PASSES_ALLOCATIONS) && !(ki->flags & MEMRES_KIND_ADAPTOR)))

@@ -22,6 +22,7 @@ typedef enum
   VERDICT_EXHAUSTED,
   VERDICT_FRAGMENTATION,
   VERDICT_LIMIT,
+  VERDICT_LAYER, /* the layer's own words (MemresOomFigures.verdict) */
 } Verdict;
 
 /* One layer of the stack as the report sees it. */
@@ -103,12 +104,19 @@ layer_read (Layer *l, MemresResource *mr, gsize size)
     mr->ops->explain_oom (mr, &l->f);
 }
 
-/* The verdict and the layer it is about (NULL for exhausted): a layer that refused the request
+/* The verdict and the layer it is about (NULL for exhausted): a layer's own verdict, a layer
+ * that refused the request
  * or whose limit leaves less than it, else one whose free bytes would serve it but not in one
  * block, else exhaustion. */
 static Verdict
 judge (Layer *layers, guint n, gsize size, Layer **culprit)
 {
+  for (guint i = 0; i < n; i++)
+    if (layers[i].f.verdict != NULL)
+      {
+        *culprit = &layers[i];
+        return VERDICT_LAYER;
+      }
   for (guint i = 0; i < n; i++)
     {
       MemresOomFigures *f = &layers[i].f;
@@ -184,6 +192,9 @@ append_verdict (GString *s, Verdict verdict, const Layer *culprit, gsize size, g
 {
   switch (verdict)
     {
+    case VERDICT_LAYER:
+      g_string_append (s, culprit->f.verdict);
+      break;
     case VERDICT_LIMIT:
       g_string_append_printf (s, "limit: `%s` allows ", culprit->mr->kind->name);
       append_bytes (s, culprit->f.limit);
@@ -236,6 +247,8 @@ append_remedy (GString *s, Verdict verdict, const Layer *culprit, guint64 cached
   else if (verdict == VERDICT_LIMIT)
     g_string_append_printf (s, "raise the limit of `%s`, or free some of what it has in use",
                             culprit->mr->kind->name);
+  else if (verdict == VERDICT_LAYER)
+    g_string_append_printf (s, "free some of what `%s` holds", culprit->mr->kind->name);
   else if (verdict == VERDICT_FRAGMENTATION)
     g_string_append_printf (s,
                             "a kind that does not strand free memory in blocks smaller than the "
@@ -339,11 +352,12 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
     {
       g_free (layers[i].f.figures);
       g_free (layers[i].f.remedy);
+      g_free (layers[i].f.verdict);
     }
 
   g_free (error->message);
   error->message = g_string_free (s, FALSE);
-  snapshot = _memres_snapshot_build (mr);
+  snapshot = _memres_snapshot_build_for_oom (mr, error->message);
   write_snapshot_file (snapshot);
   g_mutex_lock (&report_lock);
   old = mr->oom_report;
@@ -353,6 +367,18 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
   g_mutex_unlock (&report_lock);
   g_free (old);
   g_free (old_snapshot);
+}
+
+/* A copy of what the last report left in *@field (the report or its snapshot), under the lock. */
+static char *
+kept_copy (char *const *field)
+{
+  char *copy;
+
+  g_mutex_lock (&report_lock);
+  copy = g_strdup (*field);
+  g_mutex_unlock (&report_lock);
+  return copy;
 }
 
 /**
@@ -381,14 +407,9 @@ _memres_oom_report (MemresResource *mr, gsize size, GError *error)
 char *
 memres_resource_get_oom_report (MemresResource *mr)
 {
-  char *copy;
-
   g_return_val_if_fail (mr != NULL, NULL);
 
-  g_mutex_lock (&report_lock);
-  copy = g_strdup (mr->oom_report);
-  g_mutex_unlock (&report_lock);
-  return copy;
+  return kept_copy (&mr->oom_report);
 }
 
 /**
@@ -413,12 +434,7 @@ memres_resource_get_oom_report (MemresResource *mr)
 char *
 memres_resource_get_oom_snapshot (MemresResource *mr)
 {
-  char *copy;
-
   g_return_val_if_fail (mr != NULL, NULL);
 
-  g_mutex_lock (&report_lock);
-  copy = g_strdup (mr->oom_snapshot);
-  g_mutex_unlock (&report_lock);
-  return copy;
+  return kept_copy (&mr->oom_snapshot);
 }

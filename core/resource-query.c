@@ -35,13 +35,11 @@ core_usage (MemresResource *mr, MemresStats *s)
  * whatever threads allocated and closed, except that when threads allocate and close at the
  * same instant it may miss a peak reached only then, or count one a little above the true
  * peak (the stripes are summed one after the other), by a few allocations. The `stats`
- * adaptor keeps exact counts for those who need them. The layer right below a `stats` layer has
- * its bytes through that layer counted by the layer (exactly), not by the core: the same
- * numbers at no second count per allocation. Where an application also allocates from that
- * layer directly (memres_resource_get_upstream()), its current bytes are the sum of both parts,
- * and its high-water mark the sum of both parts' marks: exact while only one part allocates, an
- * upper bound when both do. Its memres_resource_reset_stats() resets its mark, not the `stats`
- * layer's (memres_stats_reset()), and the other way round.
+ * adaptor keeps exact counts for those who need them. The layer right below a `stats` layer
+ * counts the bytes that go through that layer as any upstream allocation, beside those an
+ * application allocates from it directly (memres_resource_get_upstream()); its
+ * memres_resource_reset_stats() resets its mark, not the `stats` layer's (memres_stats_reset()),
+ * and the other way round.
  * A resource imported from another process (%MEMRES_MEMORY_IMPORTED) reports what this process
  * maps of the pool (reserved and used: the bytes of the allocations its imported buffers
  * mapped; the driver keeps the pool's own counts in the exporting process and refuses

@@ -18,7 +18,7 @@ OWNER_FENCE_DEFINE;
 guint64
 _memres_resource_used_bytes (MemresResource *mr)
 {
-  return _memres_stripes_sum (&mr->stripes[0].used, sizeof (MemresStripe), NULL);
+  return _memres_stripes_sum (&mr->stripes[0].set.bytes, sizeof (MemresStripe), NULL);
 }
 
 /* The slow half of _memres_resource_count_used() (hot-path.h): the sum, the mark raised to
@@ -26,8 +26,8 @@ _memres_resource_used_bytes (MemresResource *mr)
 void
 _memres_resource_count_peak (MemresResource *mr, gboolean reset)
 {
-  _memres_peak_update (&mr->stripes[0].used, &mr->stripes[0].quota, sizeof (MemresStripe),
-                       &mr->used_high, reset);
+  _memres_peak_update (&mr->stripes[0].set.bytes, &mr->stripes[0].set.bytes_quota,
+                       sizeof (MemresStripe), &mr->used_high, reset);
 }
 
 gboolean
@@ -76,6 +76,59 @@ _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
   return slot_result (mr, slot, ok, local, error);
 }
 
+/* The slot pointers of a counted layer (MemresResource.allocate/deallocate, set at creation):
+ * counting.h's bodies, for a kind with slots of its own and for a pass-through one without them
+ * (`stats`), which calls its upstream's. A thread's first deallocate gets its stripe and calls
+ * again, so that the body makes no call but the slot's. */
+static G_GNUC_NO_INLINE gboolean
+counted_first_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                          GError **error)
+{
+  _memres_stripe_assign ();
+  return mr->deallocate (mr, alloc, stream, error);
+}
+
+static MEMRES_HOT gboolean
+counted_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                  GError **error)
+{
+  return _memres_counted_allocate (mr, size, stream, alloc, error, FALSE);
+}
+
+static MEMRES_HOT gboolean
+counted_pass_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                       GError **error)
+{
+  return _memres_counted_allocate (mr, size, stream, alloc, error, TRUE);
+}
+
+static MEMRES_HOT gboolean
+counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                    GError **error)
+{
+  if (G_UNLIKELY (_memres_stripe_index == 0))
+    return counted_first_deallocate (mr, alloc, stream, error);
+  return _memres_counted_deallocate (mr, alloc, stream, error, FALSE);
+}
+
+static MEMRES_HOT gboolean
+counted_pass_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                         GError **error)
+{
+  if (G_UNLIKELY (_memres_stripe_index == 0))
+    return counted_first_deallocate (mr, alloc, stream, error);
+  return _memres_counted_deallocate (mr, alloc, stream, error, TRUE);
+}
+
+G_GNUC_NO_INLINE gboolean
+_memres_resource_call_deallocate_waiting (MemresResource *mr, MemresAllocation *alloc,
+                                          MemresStream stream, GError **error)
+{
+  if (!_memres_resource_wait_stream (mr, stream, error))
+    return FALSE;
+  return mr->deallocate (mr, alloc, stream, error);
+}
+
 /* The slow half of _memres_resource_alloc_result() (hot-path.h): slot_result(), then, on
  * success, a record _memres_allocation_plausible() accepts. A success that breaks that contract is
  * released through the deallocate slot (its failure a warning), @alloc zeroed and refused with
@@ -88,6 +141,11 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
   g_autoptr (GError) release_error = NULL;
   const char *what;
 
+  /* a pass-through counted layer's record is its upstream's, unchecked and, unless good,
+   * uncounted (counting.h): judged, named and released there */
+  if (mr->allocate == counted_pass_allocate && g_strcmp0 (slot, "allocate") == 0)
+    return _memres_resource_alloc_result_slow (mr->upstream, slot, ok, local, size, stream, alloc,
+                                               error);
   if (!ok && *local == NULL)
     contract_breach (mr, slot, "returned FALSE without setting an error");
   if (!slot_result (mr, slot, ok, local, error))
@@ -113,7 +171,8 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
     alloc->size = size;
   /* a counted layer counted only a plausible record: counted now, as the release uncounts it */
   if (mr->counts != NULL && g_strcmp0 (slot, "allocate") == 0)
-    _memres_counts_add (mr->counts, 0, (gint64) alloc->size, 1, FALSE);
+    _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, FALSE,
+                           FALSE);
   if (!_memres_resource_call_deallocate (mr, alloc, stream, &release_error))
     g_warning ("kind \"%s\": releasing what %s returned failed: %s", mr->kind->name, slot,
                release_error->message);
@@ -121,40 +180,12 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
   return FALSE;
 }
 
-MEMRES_HOT gboolean
-_memres_resource_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
-                                   MemresAllocation *alloc, GError **error)
-{
-  return _memres_counted_allocate (mr, size, stream, alloc, error);
-}
-
-MEMRES_HOT gboolean
-_memres_resource_counted_deallocate (MemresResource *mr, MemresAllocation *alloc,
-                                     MemresStream stream, GError **error)
-{
-  return _memres_counted_deallocate (mr, alloc, stream, error);
-}
-
-gboolean
-_memres_resource_call_allocate_nested (MemresResource *mr, gsize size, MemresStream stream,
-                                       MemresAllocation *alloc, GError **error)
-{
-  return _memres_resource_call_allocate (mr, size, stream, alloc, error);
-}
-
-gboolean
-_memres_resource_call_deallocate_nested (MemresResource *mr, MemresAllocation *alloc,
-                                         MemresStream stream, GError **error)
-{
-  return _memres_resource_call_deallocate (mr, alloc, stream, error);
-}
-
 /* The slow half of _memres_resource_call_deallocate() (hot-path.h, which says the rule).
  * A breach sets the address to 0, as a release half-way does: the callers (a buffer's close, an
  * IPC mapping's, memres_upstream_deallocate()) see an address that changed: gone. */
-gboolean
-_memres_resource_deallocate_result_slow (MemresResource *mr, gboolean ok, GError **local,
-                                         guint64 address, MemresAllocation *alloc, GError **error)
+static gboolean
+deallocate_judge (MemresResource *mr, gboolean ok, GError **local, guint64 address,
+                  MemresAllocation *alloc, GError **error)
 {
   if (ok || (*local != NULL && (alloc->address == address || alloc->address == 0)))
     return slot_result (mr, "deallocate", ok, local, error);
@@ -179,6 +210,40 @@ _memres_resource_deallocate_result_slow (MemresResource *mr, gboolean ok, GError
     }
   alloc->address = 0; /* as a slot that released half-way marks it: gone */
   return FALSE;
+}
+
+gboolean
+_memres_resource_deallocate_result_slow (MemresResource *mr, gboolean ok, GError **local,
+                                         guint64 address, MemresAllocation *alloc, GError **error)
+{
+  gboolean pass;
+
+  if (mr->counts == NULL)
+    return deallocate_judge (mr, ok, local, address, alloc, error);
+  /* a counted layer (counting.h) uncounted before its call: a pass-through layer's call judged
+   * at the upstream, which made it, as memres_upstream_deallocate() would; the counts (and the
+   * upstream's usage) counted again when the allocation was kept */
+  pass = mr->deallocate == counted_pass_deallocate;
+  if (pass)
+    ok = _memres_resource_deallocate_result_slow (mr->upstream, ok, local, address, alloc, error);
+  else
+    ok = deallocate_judge (mr, ok, local, address, alloc, error);
+  if (!ok && address != 0 && alloc->address == address)
+    _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, FALSE,
+                           pass);
+  return ok;
+}
+
+/* resource.c's part of a counted layer's count (counting.h): the marks whose quotas passed. */
+void
+_memres_counted_marks (MemresResource *mr, guint tag, guint passed)
+{
+  if (passed & 1)
+    _memres_counts_peak (mr);
+  if (passed & 2)
+    _memres_counts_tag_peak (mr->counts, tag);
+  if (passed & 4)
+    _memres_resource_count_peak (mr->upstream, FALSE);
 }
 
 /* The wait before freeing memory that is not stream-ordered. `CUDA_ERROR_DEINITIALIZED` (the
@@ -331,18 +396,29 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   mr->stripes_stop = !owner_fence_is_light ();
   mr->kind = memres_kind_ref (kind);
   mr->ops = &mr->kind->ops;
-  mr->allocate = mr->ops->allocate;
-  mr->deallocate = mr->ops->deallocate;
+  if (kind->flags & MEMRES_KIND_COUNTED)
+    {
+      /* the core's counted calls, around the kind's slots or, without them, the upstream's */
+      gboolean pass = mr->ops->allocate == NULL;
+
+      mr->allocate = pass ? counted_pass_allocate : counted_allocate;
+      mr->deallocate = pass ? counted_pass_deallocate : counted_deallocate;
+    }
+  else
+    {
+      mr->allocate = mr->ops->allocate;
+      mr->deallocate = mr->ops->deallocate;
+    }
   mr->priv = kind->instance_size > 0 ? (guint8 *) mem + PRIV_OFFSET : NULL;
   mr->spec = g_strdup (spec != NULL ? spec : kind->name);
   mr->generation = g_atomic_int_get (&_memres_fork_generation_);
   _memres_fork_add_part (MEMRES_FORK_COUNTS, _memres_counts_fork);
   mr->upstream = upstream; /* valid while init runs; the reference is taken over on success */
   /* an adaptor without get_stats reports its upstream's statistics: its count would go unread */
-  mr->count_usage
-      = !(kind->flags & MEMRES_KIND_OWN_USAGE) && (upstream == NULL || kind->ops.get_stats != NULL);
+  mr->count_usage = !(kind->flags & (MEMRES_KIND_OWN_USAGE | MEMRES_KIND_COUNTED))
+                    && (upstream == NULL || kind->ops.get_stats != NULL);
   /* the layers below were made first */
-  mr->tags_wanted = (kind->flags & MEMRES_KIND_COUNTED)
+  mr->tags_wanted = (kind->flags & (MEMRES_KIND_COUNTED | MEMRES_KIND_TAGGED))
                     || ((kind->flags & MEMRES_KIND_PASSES_ALLOCATIONS) && upstream != NULL
                         && upstream->tags_wanted);
   if ((kind->flags & MEMRES_KIND_COUNTED) && (mr->counts = _memres_counts_new ()) == NULL)

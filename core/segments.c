@@ -1,27 +1,7 @@
 /* memres - CUDA memory resources
- * segments.c: segments (memres-segments.h): the process-wide index that memres_lookup() reads,
- * and each resource's subscribers to its segment events.
- *
- * The index. Every segment of every resource, in one array sorted by base (then longest first,
- * then oldest first), each entry with the index of its parent, the innermost other segment
- * containing it (segments of one resource never overlap; those of two layers of a stack nest).
- * The writer keeps its own copy (shadow, plain memory, under lock) and, after each change,
- * publishes the entries from the first that changed onward into the table readers see, inside a
- * sequence lock: memres_lookup() takes no lock and writes nothing; it reads the table with
- * atomic loads and retries when the sequence number changed under it. The table readers see is
- * never freed: when it is full a new one twice as large is published and the old one kept on a
- * list of retired tables (a reader may still be inside it), so what is kept is always less than
- * the live table's size, and a reader never reads freed memory or past the end of a table (it
- * searches the table's own capacity, a power of two that never changes: the bases past the
- * entries in use hold the largest address, so the search needs no count).
- *
- * A lookup finds the last entry whose base is at or before the address; when that entry does not
- * hold the address, the innermost one that does is one of its ancestors (laminar ranges), so it
- * follows the parents. The innermost segment is the upper layer's: for `cache>vmm`, the cache's
- * chunk rather than the vmm buffer it lies in. In front of the search, each thread keeps the
- * answers it found in a small table of its own, each tagged with the sequence number it was read
- * at: a publication (any change of the index) makes them all stale at once, so a kept answer is
- * used only while the index is exactly what it was when the answer was read.
+ * segments.c: segments (memres-segments.h): each resource's subscribers to its segment events,
+ * and the events, which change the process-wide index that memres_lookup() reads
+ * (segment-index.c, under this file's lock).
  *
  * Events. A kind raises them with memres_resource_raise_segment_event(): under the lock, the
  * index changes (a mapped segment goes in before its event, an unmapping one comes out only after
@@ -33,41 +13,7 @@
  * replay to end (not holding the lock), so that a segment is never told grown or unmapping before
  * it was told mapped. */
 #include "memres-private.h"
-
-#include <stdlib.h>
-
-typedef struct
-{
-  guint64 base;
-  guint64 end;
-  MemresResource *mr;
-  gint parent; /* the index of the innermost entry containing this one, -1 for none */
-  gint device;
-  guint32 handle_types;
-  guint32 tag_id;
-  const char *tag;
-  gboolean unmapping; /* shadow only: its UNMAPPING event is being delivered */
-} Entry;
-
-/* What readers see: the entries as arrays, so that the binary search reads the bases alone
- * (8 bytes a segment: 1024 segments in 8 KiB). The header never changes once published. */
-typedef struct
-{
-  MemresResource *mr;
-  gint device;
-  guint32 handle_types;
-  guint32 tag_id;
-  const char *tag;
-} Payload;
-
-typedef struct
-{
-  gsize cap;
-  guint64 *base;
-  guint64 *end;
-  gint *parent;
-  Payload *payload;
-} Table;
+#include "segment-index.h"
 
 typedef struct
 {
@@ -89,15 +35,10 @@ struct _MemresSegmentsState
 
 static GMutex lock;
 static GCond replay_done;
-static GArray *shadow;     /* Entry, under lock: the writer's copy of the index */
-static GPtrArray *states;  /* MemresSegmentsState, under lock: every one that exists */
-static guint last_id;      /* under lock */
-static GSList *retired;    /* under lock: tables readers may still be reading */
-static guint64 index_seq;  /* atomic: odd while the table changes; never wraps */
-static Table *index_table; /* atomic */
-static gsize index_n;      /* under lock: entries in use in the published table */
+static GPtrArray *states; /* MemresSegmentsState, under lock: every one that exists */
+static guint last_id;     /* under lock */
 
-/* ---- the index ------------------------------------------------------------------------------ */
+/* ---- setup ---------------------------------------------------------------------------------- */
 
 static void
 segments_fork (MemresResource *unused, MemresForkPhase phase)
@@ -118,160 +59,14 @@ segments_fork (MemresResource *unused, MemresForkPhase phase)
 static void
 ensure_setup (void)
 {
-  if (shadow != NULL)
+  if (states != NULL)
     return;
-  states = g_ptr_array_new ();
-  g_atomic_pointer_set (&shadow, g_array_new (FALSE, FALSE, sizeof (Entry)));
+  g_atomic_pointer_set (&states, g_ptr_array_new ());
   _memres_fork_add_part (MEMRES_FORK_SEGMENTS, segments_fork);
 }
 
-#define LOAD(p)     __atomic_load_n ((p), __ATOMIC_RELAXED)
-#define STORE(p, v) __atomic_store_n ((p), (v), __ATOMIC_RELAXED)
-
 static void
-entry_store (Table *t, gsize i, const Entry *src)
-{
-  STORE (&t->base[i], src->base);
-  STORE (&t->end[i], src->end);
-  STORE (&t->parent[i], src->parent);
-  STORE (&t->payload[i].mr, src->mr);
-  STORE (&t->payload[i].device, src->device);
-  STORE (&t->payload[i].handle_types, src->handle_types);
-  STORE (&t->payload[i].tag_id, src->tag_id);
-  STORE (&t->payload[i].tag, src->tag);
-}
-
-/* A table of @cap entries in one block, zero-filled. */
-static Table *
-table_new (gsize cap)
-{
-  gsize head = G_STRUCT_OFFSET (Table, payload) + sizeof (Payload *);
-  gsize at = (head + 63) & ~(gsize) 63;
-  guint8 *block = g_malloc0 (at + cap * (2 * sizeof (guint64) + sizeof (gint) + sizeof (Payload))
-                             + sizeof (Payload));
-  Table *t = (Table *) block;
-
-  t->cap = cap;
-  t->base = (guint64 *) (block + at);
-  t->end = t->base + cap;
-  t->parent = (gint *) (t->end + cap);
-  /* after the parents, aligned for the pointers */
-  t->payload = (Payload *) (((guintptr) (t->parent + cap) + 7) & ~(guintptr) 7);
-  /* bases past the entries in use are the largest address: a search over the whole capacity
-   * (a power of two) never stops on one */
-  memset (t->base, 0xff, cap * sizeof (guint64));
-  return t;
-}
-
-/* Recomputes every parent in the shadow (sorted by base, then longest first). lock held. */
-static void
-compute_parents (void)
-{
-  Entry *e = (Entry *) (gpointer) shadow->data;
-  g_autofree gint *stack = g_new (gint, shadow->len + 1);
-  gint top = 0;
-
-  for (guint i = 0; i < shadow->len; i++)
-    {
-      while (top > 0 && e[stack[top - 1]].end < e[i].end)
-        top--;
-      e[i].parent = top > 0 ? stack[top - 1] : -1;
-      stack[top++] = (gint) i;
-    }
-}
-
-/* Publishes the shadow's entries from @from on (those before are unchanged) to the readers'
- * table. lock held. */
-static void
-publish (guint from)
-{
-  Table *t = index_table;
-  guint64 seq = index_seq;
-
-  compute_parents ();
-  if (t == NULL || t->cap < shadow->len)
-    {
-      gsize cap = MAX (64, t != NULL ? t->cap * 2 : 0);
-
-      while (cap < shadow->len)
-        cap *= 2;
-      Table *bigger = table_new (cap);
-
-      if (t != NULL)
-        {
-          gsize keep = MIN (from, t->cap);
-
-          memcpy (bigger->base, t->base, keep * sizeof (guint64));
-          memcpy (bigger->end, t->end, keep * sizeof (guint64));
-          memcpy (bigger->parent, t->parent, keep * sizeof (gint));
-          memcpy (bigger->payload, t->payload, keep * sizeof (Payload));
-          retired = g_slist_prepend (retired, t);
-        }
-      t = bigger;
-    }
-  STORE (&index_seq, seq + 1);
-  __atomic_thread_fence (__ATOMIC_RELEASE);
-  __atomic_store_n (&index_table, t, __ATOMIC_RELEASE);
-  for (guint i = from; i < shadow->len; i++)
-    entry_store (t, i, &g_array_index (shadow, Entry, i));
-  for (gsize i = shadow->len; i < index_n; i++)
-    STORE (&t->base[i], G_MAXUINT64);
-  index_n = shadow->len;
-  __atomic_store_n (&index_seq, seq + 2, __ATOMIC_RELEASE);
-}
-
-/* Where @e goes in the shadow: after every entry that sorts before it or equal. lock held. */
-static guint
-insert_position (guint64 base, guint64 end)
-{
-  guint lo = 0, hi = shadow->len;
-
-  while (lo < hi)
-    {
-      guint mid = lo + (hi - lo) / 2;
-      const Entry *m = &g_array_index (shadow, Entry, mid);
-
-      if (m->base < base || (m->base == base && m->end >= end))
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-  return lo;
-}
-
-/* The shadow index of @mr's segment at @base, or -1. lock held. */
-static gint
-find (MemresResource *mr, guint64 base)
-{
-  guint lo = 0, hi = shadow->len;
-
-  while (lo < hi)
-    {
-      guint mid = lo + (hi - lo) / 2;
-
-      if (g_array_index (shadow, Entry, mid).base < base)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-  for (guint i = lo; i < shadow->len && g_array_index (shadow, Entry, i).base == base; i++)
-    if (g_array_index (shadow, Entry, i).mr == mr)
-      return (gint) i;
-  return -1;
-}
-
-/* Inserts @e; returns its index. lock held. */
-static guint
-shadow_insert (const Entry *e)
-{
-  guint pos = insert_position (e->base, e->end);
-
-  g_array_insert_val (shadow, pos, *e);
-  return pos;
-}
-
-static void
-segment_of (const Entry *e, MemresSegment *out)
+segment_of (const MemresIndexEntry *e, MemresSegment *out)
 {
   out->base = e->base;
   out->length = e->end - e->base;
@@ -281,193 +76,32 @@ segment_of (const Entry *e, MemresSegment *out)
   out->tag = e->tag;
 }
 
-/* The last answers of a thread: a direct-mapped table keyed by the address's MiB (its low bits,
- * with the higher ones folded in: segments 1 or 2 MiB apart, as a pool's blocks or 2 MiB-aligned
- * reservations lie, take distinct slots up to 128 or 64 of them), each answer valid while
- * index_seq is the even value it was read at (every publication changes it: an answer from
- * before any change of the index, an unmap included, is never used). 64 bytes a slot, 8 KiB a
- * thread, allocated at its first lookup that found something, freed at its exit. */
-#define LOOKUP_SLOTS_LOG2 7
-
-typedef struct
+/* The segments of @layer in the index, in address order (lock held); with the unmapping ones
+ * unless @mapped_only. */
+static GArray *
+segments_of (MemresResource *layer, gboolean mapped_only)
 {
-  guint64 gen; /* the index_seq it was read at; 0 (never a published index's) when empty */
-  guint64 base;
-  guint64 end;
-  MemresResource *mr;
-  const char *tag;
-  gint device;
-  guint32 handle_types;
-  guint32 tag_id;
-} __attribute__ ((aligned (64))) LookupHit;
+  GPtrArray *live = _memres_index_live ();
+  g_autoptr (GPtrArray) mine = g_ptr_array_new ();
+  GArray *out;
 
-typedef struct
-{
-  LookupHit slot[1 << LOOKUP_SLOTS_LOG2];
-} LookupCache;
-
-/* initial-exec as buffer.c's cache: one pointer, no __tls_get_addr on the hit */
-static __thread LookupCache *thread_lookup __attribute__ ((tls_model ("initial-exec")));
-
-static void
-lookup_cache_free (gpointer data)
-{
-  if (thread_lookup == data)
-    thread_lookup = NULL;
-  free (data);
-}
-
-static GPrivate lookup_cache_cleanup = G_PRIVATE_INIT (lookup_cache_free);
-
-static inline LookupHit *
-lookup_slot (LookupCache *c, guint64 addr)
-{
-  guint64 mib = addr >> 20;
-
-  return &c->slot[(mib ^ (mib >> LOOKUP_SLOTS_LOG2) ^ (mib >> (2 * LOOKUP_SLOTS_LOG2)))
-                  & ((1 << LOOKUP_SLOTS_LOG2) - 1)];
-}
-
-static inline void
-hit_copy (const LookupHit *h, guint64 addr, MemresLookupInfo *info)
-{
-  info->resource = h->mr;
-  info->segment.base = h->base;
-  info->segment.length = h->end - h->base;
-  info->segment.device = h->device;
-  info->segment.handle_types = h->handle_types;
-  info->segment.tag_id = h->tag_id;
-  info->segment.tag = h->tag;
-  info->offset = addr - h->base;
-}
-
-/* The search of the index under its sequence lock; the answer kept in the thread's table. */
-G_GNUC_NO_INLINE static gboolean
-lookup_slow (guint64 addr, MemresLookupInfo *info)
-{
-  g_return_val_if_fail (info != NULL, FALSE);
-
-  for (;;)
+  for (guint i = 0; i < live->len; i++)
     {
-      guint64 seq = __atomic_load_n (&index_seq, __ATOMIC_ACQUIRE);
-      const Table *t;
-      const guint64 *lo;
-      gssize i;
-      gboolean found = FALSE;
-      LookupHit hit;
+      MemresIndexEntry *e = g_ptr_array_index (live, i);
 
-      if (G_UNLIKELY (seq & 1))
-        {
-          g_thread_yield ();
-          continue;
-        }
-      t = __atomic_load_n (&index_table, __ATOMIC_ACQUIRE);
-      if (t == NULL)
-        return FALSE;
-      /* the last base at or before @addr, without a branch per step: over the whole capacity
-       * (a power of two), the unused bases being the largest address */
-      lo = t->base;
-      for (gsize step = t->cap / 2; step > 0; step /= 2)
-        lo = LOAD (&lo[step]) <= addr ? lo + step : lo;
-      i = LOAD (lo) <= addr ? lo - t->base : -1;
-      while (i >= 0)
-        {
-          gint parent;
-
-          if (addr < LOAD (&t->end[i]))
-            {
-              const Payload *p = &t->payload[i];
-
-              hit.gen = seq;
-              hit.base = LOAD (&t->base[i]);
-              hit.end = LOAD (&t->end[i]);
-              hit.mr = LOAD (&p->mr);
-              hit.device = LOAD (&p->device);
-              hit.handle_types = LOAD (&p->handle_types);
-              hit.tag_id = LOAD (&p->tag_id);
-              hit.tag = LOAD (&p->tag);
-              found = TRUE;
-              break;
-            }
-          parent = LOAD (&t->parent[i]);
-          if (parent >= i) /* only a torn read; the sequence check below retries */
-            break;
-          i = parent;
-        }
-      __atomic_thread_fence (__ATOMIC_ACQUIRE);
-      if (__atomic_load_n (&index_seq, __ATOMIC_RELAXED) != seq)
-        continue;
-      if (!found)
-        return FALSE;
-      hit_copy (&hit, addr, info);
-      if (G_UNLIKELY (thread_lookup == NULL))
-        {
-          /* 64-byte slots on lines of their own; freed by this thread's exit */
-          LookupCache *c = aligned_alloc (64, sizeof (LookupCache));
-
-          if (c == NULL)
-            return TRUE; /* nothing kept; the answer stands */
-          memset (c, 0, sizeof (LookupCache));
-          thread_lookup = c;
-          g_private_set (&lookup_cache_cleanup, thread_lookup);
-        }
-      *lookup_slot (thread_lookup, addr) = hit;
-      return TRUE;
+      if (e->mr == layer && !(mapped_only && e->unmapping))
+        g_ptr_array_add (mine, e);
     }
-}
-
-/**
- * memres_lookup:
- * @ptr: an address: a device pointer (`(gconstpointer) (guintptr) cudeviceptr`) or a host
- *   pointer
- * @info: (out caller-allocates): where the answer goes; untouched when %FALSE is returned
- *
- * Finds the segment of memres memory that @ptr lies in, the resource whose segment it is and
- * the offset of @ptr inside it. It answers for the memory of kinds that have segments (those
- * registered with %MEMRES_KIND_SEGMENTS: `vmm`, `arena`, and `cache` over any upstream, whose
- * chunks are its segments); for memory of every other kind (`dmr`, `host`, `pinned`, a buffer
- * wrapped with memres_buffer_new_for_pointer()) it answers "not found", by design: an index
- * updated at every allocation would cost every allocation. Where segments nest (a `cache` over
- * `vmm`), it answers the innermost: the upper layer's. A segment is found from just before its
- * %MEMRES_SEGMENT_MAPPED event until its %MEMRES_SEGMENT_UNMAPPING event's callbacks have
- * returned; one byte past its end is not in it.
- *
- * @info->resource is borrowed (transfer none): it is valid while the memory at @ptr is
- * allocated, which the caller knows (it holds a buffer inside the segment, say); take
- * memres_resource_ref() to keep it beyond that.
- *
- * Cost: a few nanoseconds, no lock taken and no shared cache line written. Each thread keeps the
- * answers it found lately (a small table of its own, keyed by the address's MiB), each valid
- * only while the index is unchanged since it was found: a repeated lookup in a segment is a
- * load of the index's generation, two compares and the copy. Otherwise a binary search of the
- * process's segments read under a sequence lock (docs/segments.md, bench/bench-lookup.c). No
- * driver call. Thread-safe: any thread, at any time, concurrently with anything; an answer is
- * never older than the index at the call (a segment unmapped before the call is not found).
- *
- * Returns: %TRUE and @info filled when @ptr lies in a segment; %FALSE (no error: not finding is
- *   no failure) when it does not, %NULL included.
- *
- * Since: 2.0
- */
-gboolean
-memres_lookup (gconstpointer ptr, MemresLookupInfo *info)
-{
-  guint64 addr = (guint64) (guintptr) ptr;
-  LookupCache *c = thread_lookup;
-
-  /* the hit: this thread found @addr's segment lately and the index has not changed since */
-  if (G_LIKELY (c != NULL && info != NULL))
+  _memres_index_sort (mine);
+  out = g_array_sized_new (FALSE, FALSE, sizeof (MemresSegment), mine->len);
+  for (guint i = 0; i < mine->len; i++)
     {
-      const LookupHit *h = lookup_slot (c, addr);
+      MemresSegment seg;
 
-      if (h->gen == __atomic_load_n (&index_seq, __ATOMIC_ACQUIRE)
-          && addr - h->base < h->end - h->base)
-        {
-          hit_copy (h, addr, info);
-          return TRUE;
-        }
+      segment_of (g_ptr_array_index (mine, i), &seg);
+      g_array_append_val (out, seg);
     }
-  return lookup_slow (addr, info);
+  return out;
 }
 
 /* ---- subscribers ---------------------------------------------------------------------------- */
@@ -616,7 +250,6 @@ memres_resource_subscribe_segments (MemresResource *mr, MemresSegmentFunc func, 
   s->data = user_data;
   s->destroy = destroy;
   s->replayer = g_thread_self ();
-  existing = g_array_new (FALSE, FALSE, sizeof (MemresSegment));
 
   g_mutex_lock (&lock);
   ensure_setup ();
@@ -632,16 +265,7 @@ memres_resource_subscribe_segments (MemresResource *mr, MemresSegmentFunc func, 
       g_ptr_array_add (states, st);
     }
   g_ptr_array_add (st->subs, subscriber_ref (s));
-  for (guint i = 0; i < shadow->len; i++)
-    {
-      const Entry *e = &g_array_index (shadow, Entry, i);
-      MemresSegment seg;
-
-      if (e->mr != layer || e->unmapping)
-        continue;
-      segment_of (e, &seg);
-      g_array_append_val (existing, seg);
-    }
+  existing = segments_of (layer, TRUE);
   g_mutex_unlock (&lock);
 
   for (guint i = 0; i < existing->len; i++)
@@ -744,8 +368,8 @@ memres_resource_unsubscribe_segments (MemresResource *mr, guint id, GError **err
  * (g_critical(), nothing happens). The core forgets the segments a resource still has when it is
  * finalized (after its finalize slot), but a kind should tell each one's unmapping.
  *
- * Cost: a lock, an update of the index (linear in the number of segments after this one's), and
- * the callbacks. Thread-safe. No driver call.
+ * Cost: a lock, an update of the index (in proportion to the 2 MiB pages the segment spans,
+ * whatever the number of other segments), and the callbacks. Thread-safe. No driver call.
  *
  * Since: 2.0
  */
@@ -756,8 +380,7 @@ memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent even
   g_autoptr (GPtrArray) subs = NULL;
   MemresSegment seg;
   guint64 previous = 0;
-  gint at;
-  Entry e;
+  MemresIndexEntry *at;
 
   g_return_if_fail (mr != NULL);
   g_return_if_fail (segment != NULL);
@@ -768,26 +391,18 @@ memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent even
 
   g_mutex_lock (&lock);
   ensure_setup ();
-  at = find (mr, segment->base);
   switch (event)
     {
     case MEMRES_SEGMENT_MAPPED:
       {
-        e = (Entry){ segment->base,
-                     segment->base + segment->length,
-                     mr,
-                     -1,
-                     segment->device,
-                     segment->handle_types,
-                     0,
-                     NULL,
-                     FALSE };
-        /* a segment of its own overlapping the new one (linear, as the publication is) */
-        for (guint i = 0; i < shadow->len && g_array_index (shadow, Entry, i).base < e.end; i++)
-          if (g_array_index (shadow, Entry, i).mr == mr
-              && g_array_index (shadow, Entry, i).end > e.base)
-            at = (gint) i;
-        if (at >= 0)
+        MemresIndexEntry e = { .base = segment->base,
+                               .end = segment->base + segment->length,
+                               .mr = mr,
+                               .device = segment->device,
+                               .handle_types = segment->handle_types };
+
+        /* a segment of its own overlapping the new one */
+        if (_memres_index_overlaps (mr, e.base, e.end))
           {
             g_mutex_unlock (&lock);
             g_critical (
@@ -796,33 +411,26 @@ memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent even
                 memres_kind_get_name (mr->kind), segment->base, segment->length);
             return;
           }
-        publish (shadow_insert (&e));
+        at = _memres_index_insert (&e);
         break;
       }
     case MEMRES_SEGMENT_GROWN:
-      if (at < 0 || g_array_index (shadow, Entry, at).unmapping
-          || segment->base + segment->length < g_array_index (shadow, Entry, at).end)
+      at = _memres_index_find (mr, segment->base);
+      if (at == NULL || at->unmapping || segment->base + segment->length < at->end)
         goto unknown;
-      e = g_array_index (shadow, Entry, at);
-      previous = e.end - e.base;
-      e.end = segment->base + segment->length;
-      g_array_remove_index (shadow, at);
-      {
-        guint pos = shadow_insert (&e); /* not inside MIN(), which evaluates twice */
-
-        publish (MIN ((guint) at, pos));
-      }
+      previous = at->end - at->base;
+      _memres_index_grow (at, segment->base + segment->length);
       break;
     case MEMRES_SEGMENT_UNMAPPING:
-      if (at < 0 || g_array_index (shadow, Entry, at).unmapping)
+      at = _memres_index_find (mr, segment->base);
+      if (at == NULL || at->unmapping)
         goto unknown;
-      g_array_index (shadow, Entry, at).unmapping = TRUE;
-      e = g_array_index (shadow, Entry, at);
+      at->unmapping = TRUE;
       break;
     default:
       g_assert_not_reached ();
     }
-  segment_of (&e, &seg);
+  segment_of (at, &seg);
   subs = take_subscribers (mr);
   g_mutex_unlock (&lock);
 
@@ -832,12 +440,10 @@ memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent even
   if (event == MEMRES_SEGMENT_UNMAPPING)
     {
       g_mutex_lock (&lock);
-      at = find (mr, seg.base);
-      if (at >= 0)
-        {
-          g_array_remove_index (shadow, at);
-          publish ((guint) at);
-        }
+      /* not taken by another (forgotten with its resource meanwhile) */
+      at = _memres_index_find (mr, seg.base);
+      if (at != NULL)
+        _memres_index_remove (at);
       g_mutex_unlock (&lock);
     }
   return;
@@ -855,19 +461,11 @@ void
 _memres_segments_forget (MemresResource *mr)
 {
   MemresSegmentsState *st;
-  guint first = G_MAXUINT;
 
-  if (g_atomic_pointer_get (&shadow) == NULL)
+  if (g_atomic_pointer_get (&states) == NULL)
     return;
   g_mutex_lock (&lock);
-  for (guint i = shadow->len; i-- > 0;)
-    if (g_array_index (shadow, Entry, i).mr == mr)
-      {
-        g_array_remove_index (shadow, i);
-        first = i;
-      }
-  if (first != G_MAXUINT)
-    publish (first);
+  _memres_index_remove_resource (mr);
   st = g_steal_pointer (&mr->segments);
   if (st != NULL)
     g_ptr_array_remove_fast (states, st);
@@ -881,25 +479,16 @@ _memres_segments_forget (MemresResource *mr)
 }
 
 /* snapshot.c: a copy of the segments of @mr in the index, in address order (MemresSegment; the
- * tags borrowed: the index never frees them), taken under the lock: one pass of the index. */
+ * tags borrowed: the index never frees them), taken under the lock. */
 GArray *
 _memres_segments_copy (MemresResource *mr)
 {
-  GArray *out = g_array_new (FALSE, FALSE, sizeof (MemresSegment));
+  GArray *out;
 
-  if (g_atomic_pointer_get (&shadow) == NULL)
-    return out;
+  if (g_atomic_pointer_get (&states) == NULL)
+    return g_array_new (FALSE, FALSE, sizeof (MemresSegment));
   g_mutex_lock (&lock);
-  for (guint i = 0; i < shadow->len; i++)
-    {
-      const Entry *e = &g_array_index (shadow, Entry, i);
-      MemresSegment seg;
-
-      if (e->mr != mr)
-        continue;
-      segment_of (e, &seg);
-      g_array_append_val (out, seg);
-    }
+  out = segments_of (mr, FALSE);
   g_mutex_unlock (&lock);
   return out;
 }

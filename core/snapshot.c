@@ -21,6 +21,7 @@ typedef struct
   guint64 address, size;
   MemresStream stream;
   MemresBlockState state;
+  const char *tag; /* interned, or NULL */
 } Block;
 
 typedef struct
@@ -99,7 +100,33 @@ void
 memres_snapshot_add_block (MemresSnapshotLayer *layer, guint64 address, guint64 size,
                            MemresStream stream, MemresBlockState state)
 {
-  Block b = { address, size, stream, state };
+  memres_snapshot_add_tagged_block (layer, address, size, stream, state, NULL);
+}
+
+/**
+ * memres_snapshot_add_tagged_block:
+ * @layer: the layer being described
+ * @address: the block's first address
+ * @size: its size in bytes
+ * @stream: the stream it was allocated or freed on (%NULL: the legacy default stream, or not
+ *   known)
+ * @state: whether it is in a live allocation or held free
+ * @tag: (nullable): the tag of the buffer a used block is (memres_allocation_get_tag() in the
+ *   allocate slot, with %MEMRES_KIND_TAGGED), %NULL or "" for none
+ *
+ * memres_snapshot_add_block() with the buffer's tag: the snapshot shows it on this block and on
+ * the used blocks of the other layers at the same address that do not know it (a `cache` below a
+ * `track` layer: the same buffer). Pass tag names only: the name is interned (kept for the life
+ * of the process, as tags are). Thread-safe for one @layer per thread.
+ *
+ * Since: 2.0
+ */
+void
+memres_snapshot_add_tagged_block (MemresSnapshotLayer *layer, guint64 address, guint64 size,
+                                  MemresStream stream, MemresBlockState state, const char *tag)
+{
+  Block b = { address, size, stream, state,
+              tag != NULL && tag[0] != '\0' ? g_intern_string (tag) : NULL };
 
   g_return_if_fail (layer != NULL);
   g_array_append_val (layer->blocks, b);
@@ -251,6 +278,37 @@ layer_read (Layer *l, MemresResource *mr)
     }
 }
 
+/* The tag a layer knows for a used block (track's) also on the used blocks of the other layers
+ * at the same address: the same buffer, seen by a layer that cannot know its tag (a cache's
+ * block under it). After the reads, with no lock. */
+static void
+tag_blocks (Layer *layers, guint n)
+{
+  g_autoptr (GHashTable) tags = NULL;
+
+  for (guint i = 0; i < n; i++)
+    for (guint j = 0; j < layers[i].l.blocks->len; j++)
+      {
+        const Block *b = &g_array_index (layers[i].l.blocks, Block, j);
+
+        if (b->state != MEMRES_BLOCK_USED || b->tag == NULL)
+          continue;
+        if (tags == NULL)
+          tags = g_hash_table_new (g_int64_hash, g_int64_equal);
+        g_hash_table_insert (tags, (gpointer) &b->address, (gpointer) b->tag);
+      }
+  if (tags == NULL)
+    return;
+  for (guint i = 0; i < n; i++)
+    for (guint j = 0; j < layers[i].l.blocks->len; j++)
+      {
+        Block *b = &g_array_index (layers[i].l.blocks, Block, j);
+
+        if (b->state == MEMRES_BLOCK_USED && b->tag == NULL)
+          b->tag = g_hash_table_lookup (tags, &b->address);
+      }
+}
+
 static void
 layer_clear (Layer *l)
 {
@@ -379,7 +437,7 @@ write_layer (MemresJson *json, const Layer *l, guint position)
       memres_json_hex (json, "address", b->address);
       memres_json_uint (json, "size", b->size);
       write_stream (json, b->stream);
-      memres_json_string (json, "tag", "");
+      memres_json_string (json, "tag", b->tag != NULL ? b->tag : "");
       memres_json_string (json, "state", state_name (b->state));
       memres_json_end_object (json);
     }
@@ -401,6 +459,12 @@ write_layer (MemresJson *json, const Layer *l, guint position)
 char *
 _memres_snapshot_build (MemresResource *mr)
 {
+  return _memres_snapshot_build_for_oom (mr, NULL);
+}
+
+char *
+_memres_snapshot_build_for_oom (MemresResource *mr, const char *oom_report)
+{
   Layer layers[MEMRES_STACK_MAX_LAYERS];
   g_autofree char *spec = memres_resource_to_string (mr);
   guint n = 0;
@@ -412,6 +476,7 @@ _memres_snapshot_build (MemresResource *mr)
   for (MemresResource *l = mr; l != NULL && n < G_N_ELEMENTS (layers); l = l->upstream)
     layer_read (&layers[n++], l);
   have_device = _memres_device_mem_info (layers[n - 1].mr, &dev_free, &dev_total);
+  tag_blocks (layers, n);
   for (guint i = 0; i < n; i++)
     {
       free_total += layers[i].free_bytes;
@@ -425,6 +490,8 @@ _memres_snapshot_build (MemresResource *mr)
   memres_json_int (&json, "memres_snapshot", SNAPSHOT_FORMAT);
   memres_json_string (&json, "spec", spec);
   memres_json_int (&json, "time_us", g_get_real_time ());
+  if (oom_report != NULL)
+    memres_json_string (&json, "oom_report", oom_report);
   memres_json_int (&json, "device", mr->info.device);
   if (have_device)
     {

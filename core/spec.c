@@ -8,7 +8,7 @@
 #include <string.h>
 
 #define SIZE_SYNTAX                                                                                \
-  "expected a non-negative whole number of bytes with an optional B, KiB, MiB, GiB or TiB "        \
+  "expected a non-negative whole number of bytes with an optional B, KiB, MiB, GiB, TiB or PiB "   \
   "suffix, or max"
 
 /* TRUE when @name matches [a-z][a-z0-9_]* (option keys: any length). */
@@ -146,7 +146,7 @@ size_error (const char *text, gboolean too_large, GError **error)
   return FALSE;
 }
 
-/* Parses a size: plain bytes, or with a B/KiB/MiB/GiB/TiB suffix, or `max` (G_MAXUINT64).
+/* Parses a size: plain bytes, or with a B/KiB/MiB/GiB/TiB/PiB suffix, or `max` (G_MAXUINT64).
  * Sets MEMRES_ERROR_INVALID_ARGUMENT on anything else, including negative numbers, exponents
  * and results that do not fit in 64 bits. */
 gboolean
@@ -156,7 +156,8 @@ _memres_parse_size (const char *text, guint64 *bytes, GError **error)
   {
     const char *suffix;
     guint shift;
-  } units[] = { { "", 0 }, { "B", 0 }, { "KiB", 10 }, { "MiB", 20 }, { "GiB", 30 }, { "TiB", 40 } };
+  } units[] = { { "", 0 },     { "B", 0 },    { "KiB", 10 }, { "MiB", 20 },
+                { "GiB", 30 }, { "TiB", 40 }, { "PiB", 50 } };
   guint64 value;
   const char *end;
   gsize i;
@@ -184,8 +185,8 @@ _memres_parse_size (const char *text, guint64 *bytes, GError **error)
 
 /**
  * memres_parse_size:
- * @text: a size as written in spec strings: bytes, optionally with a `B`, `KiB`, `MiB`, `GiB`
- *   or `TiB` suffix, or `max`
+ * @text: a size as written in spec strings: bytes, optionally with a `B`, `KiB`, `MiB`, `GiB`,
+ *   `TiB` or `PiB` (since 2.0) suffix, or `max`
  * @bytes: (out): return location for the size in bytes (`max` is %G_MAXUINT64)
  * @error: return location for a #GError, or %NULL
  *

@@ -205,7 +205,7 @@ fail:
  *
  * Creates a memory resource by name: parses @spec, finds each layer's kind (loading its plugin
  * on first use, see memres_registry_lookup()), validates the options against the kind's schema
- * (sizes take bytes, B/KiB/MiB/GiB/TiB suffixes or `max`; booleans true/false, yes/no, on/off,
+ * (sizes take bytes, B/KiB/MiB/GiB/TiB/PiB suffixes or `max`; booleans true/false, yes/no, on/off,
  * 1/0; missing keys get their defaults) and runs the kinds' init, from the last layer up: every
  * layer but the last must be an adaptor kind (#MEMRES_KIND_ADAPTOR), which gets the resource
  * below as its upstream (memres_resource_get_upstream()); the last must be a base kind. At most

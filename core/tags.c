@@ -315,6 +315,30 @@ memres_tag_get_current (void)
 }
 
 /**
+ * memres_allocation_get_tag:
+ * @alloc: the allocation record a kind's allocate or deallocate slot was given
+ *
+ * Inside a kind's allocate or deallocate slot: the tag of the buffer that call serves (the tag
+ * memres_buffer_get_tag() gives, resolved from the thread's scope, the stream's or the device's
+ * default when it was allocated). The core marks a tagged buffer's record for the duration of
+ * its slot call only in stacks where a layer asks for tags: a kind with %MEMRES_KIND_TAGGED or
+ * %MEMRES_KIND_COUNTED, and the adaptors above it that pass allocations. Elsewhere, outside a
+ * slot call, and for any other record (one an adaptor made for an upstream call of its own) it
+ * returns %NULL. Reads a thread-local word and, for the marked record, the buffer: no lock, no
+ * driver call. Thread-safe.
+ *
+ * Returns: (transfer none) (nullable): the tag (an interned string, valid for the life of the
+ *   process), or %NULL when the buffer has none or @alloc is not the record of the call
+ *
+ * Since: 2.0
+ */
+const char *
+memres_allocation_get_tag (const MemresAllocation *alloc)
+{
+  return alloc != NULL ? _memres_tag_name (_memres_tag_of_call (alloc)) : NULL;
+}
+
+/**
  * memres_tag_scope_begin:
  * @tag: the tag, as memres_tag_push() takes it
  * @error: return location for a #GError, or %NULL
@@ -526,15 +550,6 @@ memres_tag_set_stream_default (MemresStream stream, const char *tag, GError **er
     }
   g_mutex_unlock (&tags_lock);
   return ok;
-}
-
-guint
-_memres_tag_of_record (const MemresAllocation *alloc)
-{
-  const MemresBuffer *buf
-      = (const MemresBuffer *) ((const guint8 *) alloc - G_STRUCT_OFFSET (MemresBuffer, alloc));
-
-  return buf->tag;
 }
 
 /**

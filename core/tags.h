@@ -39,21 +39,7 @@ guint _memres_tag_find (const char *name, GError **error);
 /* how many tags exist (their ids are 1 to that) */
 guint _memres_tag_count (void);
 
-/* The tag of the buffer whose record is @alloc (out of line: it reads the buffer, which
- * memres-private.h defines after this header). */
-guint _memres_tag_of_record (const MemresAllocation *alloc);
-
 /* tags.c's lock around fork() */
 void _memres_tags_fork (MemresResource *unused, MemresForkPhase phase);
-
-/* The tag of the allocate or deallocate slot call on @alloc in progress on this thread: the
- * buffer's when @alloc is the record of the tagged buffer whose slot call runs, else 0. */
-G_ALWAYS_INLINE static inline guint
-_memres_tag_of_call (const MemresAllocation *alloc)
-{
-  if (G_LIKELY (alloc != _memres_tag_thread.call_record))
-    return 0;
-  return _memres_tag_of_record (alloc);
-}
 
 G_END_DECLS

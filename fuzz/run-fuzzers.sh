@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang into their own build directory and runs each for a
 # while. Usage: fuzz/run-fuzzers.sh [SECONDS] [TARGET...]
 #   SECONDS  time per target (default 60; MEMRES_FUZZ_SECONDS overrides the default)
-#   TARGET   spec, descriptor, layout, dlpack (default: all)
+#   TARGET   spec, descriptor, layout, dlpack, fabric (default: all)
 # Environment: MEMRES_FUZZ_BUILDDIR (default build-fuzz), MEMRES_FUZZ_JOBS (parallel fuzzing
 # jobs per target, default 1), MEMRES_FUZZ_ARGS (more libFuzzer flags).
 # Crashes land in $BUILDDIR/fuzz/artifacts/<target>/; new inputs in $BUILDDIR/fuzz/corpus/.
@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(dirname "$here")
 seconds=${1:-${MEMRES_FUZZ_SECONDS:-60}}
 [ $# -gt 0 ] && shift
-targets=${*:-spec descriptor layout dlpack}
+targets=${*:-spec descriptor layout dlpack fabric}
 builddir=${MEMRES_FUZZ_BUILDDIR:-$top/build-fuzz}
 jobs=${MEMRES_FUZZ_JOBS:-1}
 

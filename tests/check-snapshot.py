@@ -18,6 +18,10 @@ SCENARIOS = {
         ("cache-host", "cache:chunk=64KiB>host", ["-a", "4KiB", "-a", "4KiB", "-a", "4KiB",
                                                    "-a", "16KiB", "--close", "2"]),
         ("track-limit-host", "track>limit:max=1MiB>host", ["-a", "1000", "-a", "2000"]),
+        # the tags of track's blocks, and on the cache's blocks of the same buffers
+        ("track-cache-tags", "track>cache:chunk=64KiB>host", ["-a", "4KiB:weights", "-a",
+                                                              "4KiB:a,b", "-a", "8KiB", "-a",
+                                                              "16KiB:weights"]),
         ("host", "host", ["-a", "1KiB"]),
     ],
     "fake": [
@@ -163,7 +167,9 @@ def main():
     print(f"1..{len(scenarios) + 1}")
     failed = 0
     # bad input: a usage error (exit status 2) naming it, nothing on stdout
-    bad = [(["host", "-a", "lots"], "-a lots"), (["host", "-a", "1KiB", "--close", "2"],
+    bad = [(["host", "-a", "lots"], "-a lots"), (["host", "-a", "1KiB:"], "cannot be empty"),
+           (["host", "-a", "1KiB:\x01"], "control character"),
+           (["host", "-a", "1KiB", "--close", "2"],
                                                  "--close 2"), (["host", "--close", "1"],
                                                                 "--close 1"), ([], "expected")]
     bad_errors = []

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # memres - CUDA memory resources
-# check-trace.py: `memres trace` read back with Python's json module. Two logs: one written by
+# check-trace.py: `memres trace` read back with Python's json module. Logs with the Tag column
+# (the log adaptor's tags=true, and one by hand) give a counter track per tag, re-summed. Two logs: one written by
 # hand (two threads, memres's actions out of memory and trim, a time past midnight) and one the
 # log adaptor wrote while `memres replay` replayed the first against a limit (so its failures
 # are real). The trace's counter tracks are re-summed from each CSV: the used bytes and live
@@ -20,16 +21,38 @@ def check(ok, what):
     tests.append((ok, what))
 
 
+def expected_tags(path):
+    """Per tag ("" the untagged) the bytes live under it after each allocate and free of it, from
+    a CSV log with the Tag column (the last field, the rest of the line)."""
+    live, used, series = {}, {}, {}
+    with open(path) as f:
+        assert f.readline().strip() == "Thread,Time,Action,Pointer,Size,Stream,Tag"
+        for line in f:
+            if not line.strip():
+                continue
+            thread, time, action, pointer, size, stream, tag = line.rstrip("\n").split(",", 6)
+            if action == "allocate":
+                live[pointer] = (int(size), tag)
+                used[tag] = used.get(tag, 0) + int(size)
+            elif action == "free" and pointer in live:
+                size, tag = live.pop(pointer)
+                used[tag] -= size
+            else:
+                continue
+            series.setdefault(tag, []).append(used[tag])
+    return series
+
+
 def expected(path):
     """The used bytes and live buffers after each allocate and free, and the instants, from a
     CSV log."""
     live, used, counters, instants = {}, 0, [], {}
     with open(path) as f:
-        assert f.readline().strip() == "Thread,Time,Action,Pointer,Size,Stream"
+        tagged = f.readline().strip() == "Thread,Time,Action,Pointer,Size,Stream,Tag"
         for line in f:
             if not line.strip():
                 continue
-            thread, time, action, pointer, size, stream = line.strip().split(",")
+            thread, time, action, pointer, size, stream = line.strip().split(",", 6)[:6]
             if action == "allocate":
                 live[pointer] = int(size)
                 used += int(size)
@@ -100,6 +123,48 @@ with tempfile.TemporaryDirectory() as d:
     check(ts == sorted(ts) and ts[0] == 0, "times from 0, in order")
     hand_ts = [e["ts"] for e in events if e["pid"] == 1 and e["ph"] == "C"]
     check(hand_ts[-1] - hand_ts[0] > 0, "the hand log's times go on past midnight")
+
+    # the Tag column: the log adaptor's own (tags=true), of allocations under tags (one with a
+    # comma in its name), and a log written by hand with three tags; a track per tag
+    tagged = os.path.join(d, "tagged.csv")
+    for tag, size in (("weights", "1MiB"), ("a,b", "4KiB"), (None, "64KiB"), ("weights", "8KiB")):
+        r = subprocess.run([memres, "alloc"] + (["-t", tag] if tag else []) +
+                           ["log:path=%s,tags=true,append=true>host" % tagged, size],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, "memres alloc under tag %s through log:tags=true: %s" % (
+            tag, r.stderr.strip()))
+    with open(tagged) as f:
+        rows = [l.rstrip("\n").split(",", 6) for l in f][1:]
+    check([(r[2], r[6]) for r in rows] ==
+          [(a, t) for t in ("weights", "a,b", "", "weights") for a in ("allocate", "free")],
+          "the log adaptor writes each buffer's tag on its allocate and free: %s" % rows)
+    hand_tagged = os.path.join(d, "hand-tagged.csv")
+    with open(hand) as f:
+        hl = f.read().splitlines()
+    with open(hand_tagged, "w") as f:
+        f.write(hl[0] + ",Tag\n")
+        for i, line in enumerate(hl[1:]):
+            pointer = int(line.split(",")[3], 16)
+            f.write(line + "," + ("", "x", "y,z")[(pointer // 0x1000) % 3] + "\n")
+    r = subprocess.run([memres, "trace", tagged, hand_tagged, "-o", out], capture_output=True,
+                       text=True)
+    check(r.returncode == 0, "memres trace of tagged logs: " + r.stderr.strip())
+    with open(out) as f:
+        events = json.load(f)["traceEvents"]
+    for pid, path in ((1, tagged), (2, hand_tagged)):
+        want = expected_tags(path)
+        got = {}
+        for e in events:
+            if e["pid"] == pid and e["ph"] == "C" and e["name"].startswith("used bytes, "):
+                n = e["name"][len("used bytes, "):]
+                got.setdefault("" if n == "untagged" else n[len("tag "):], []).append(
+                    e["args"]["used"])
+        check(got == want, "pid %d: a counter track per tag, re-summed from the CSV: %s" % (
+            pid, sorted(got)))
+        layer = [e["args"]["used"] for e in events
+                 if e["pid"] == pid and e["ph"] == "C" and e["name"] == "used bytes"]
+        check(layer == [u for u, _ in expected(path)[0]], "pid %d: the layer's track as before"
+              % pid)
 
     # errors: a bad Time names FILE:LINE (exit status 2), a missing LOG, no LOG at all
     with open(hand, "w") as f:

@@ -223,7 +223,7 @@ static void
 test_oom_figures (void)
 {
   SKIP_UNLESS_RECORDED ();
-  ASSERT_SIZE (MemresOomFigures, 72);
+  ASSERT_SIZE (MemresOomFigures, 80);
   ASSERT_OFFSET (MemresOomFigures, struct_size, 0);
   ASSERT_OFFSET (MemresOomFigures, request, 8);
   ASSERT_OFFSET (MemresOomFigures, cached, 16);
@@ -233,6 +233,7 @@ test_oom_figures (void)
   ASSERT_OFFSET (MemresOomFigures, refused, 48);
   ASSERT_OFFSET (MemresOomFigures, figures, 56);
   ASSERT_OFFSET (MemresOomFigures, remedy, 64);
+  ASSERT_OFFSET (MemresOomFigures, verdict, 72);
   g_assert_cmpuint (MEMRES_OOM_UNKNOWN, ==, G_MAXUINT64);
 }
 
@@ -451,6 +452,7 @@ test_enums (void)
   g_assert_cmpint (MEMRES_KIND_OWN_USAGE, ==, 4);          /* since 1.2 */
   g_assert_cmpint (MEMRES_KIND_SEGMENTS, ==, 8);           /* since 2.0 */
   g_assert_cmpint (MEMRES_KIND_COUNTED, ==, 16);           /* since 2.0 */
+  g_assert_cmpint (MEMRES_KIND_TAGGED, ==, 32);            /* since 2.0 */
 
   g_assert_cmpint (MEMRES_SEGMENT_MAPPED, ==, 0); /* since 2.0 */
   g_assert_cmpint (MEMRES_SEGMENT_GROWN, ==, 1);

@@ -95,6 +95,51 @@ test_move (void)
   mt_close_ok (blocker, NULL);
 }
 
+/* A move that cannot grow in place remaps the buffer's whole granules instead of copying them:
+ * the new place's whole granules get the old ones' memory (granules_moved), only the granules at
+ * its ends are new (with their bytes copied), and the old place keeps only the granule it shares
+ * with the buffer after it. */
+static void
+test_remap (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *a, *blocker;
+  guint64 at, created, physical;
+  gsize g;
+
+  if (!mt_require_devices (1))
+    return;
+  mr = mt_new_ok ("arena");
+  g = gran (mr);
+  a = mt_alloc_ok (mr, 3 * g + 1000, NULL);
+  blocker = mt_alloc_ok (mr, g, NULL);
+  at = memres_buffer_get_address (a);
+  g_assert_cmpuint (at % g, ==, 0);
+  g_assert_cmphex (memres_buffer_get_address (blocker), ==, at + 3 * g + 1024);
+  mt_write_pattern (a, 0, 3 * g + 1000, 13, NULL);
+  mt_fill_byte_ok (blocker, 0x42, NULL);
+  created = counter (mr, "granules_created");
+  physical = counter (mr, "physical");
+
+  resize_ok (a, 6 * g, NULL);
+  g_assert_cmphex (memres_buffer_get_address (a), !=, at);
+  g_assert_cmpuint (memres_buffer_get_address (a) % g, ==, 0);
+  mt_check_pattern (a, 0, 3 * g + 1000, 13, NULL);
+  mt_assert_bytes (blocker, 0x42, NULL);
+  g_assert_cmpuint (counter (mr, "granules_moved"), ==, 3);
+  /* three new granules (6 for the buffer, 3 of them moved), none for the old place */
+  g_assert_cmpuint (counter (mr, "granules_created") - created, ==, 3);
+  g_assert_cmpuint (counter (mr, "physical"), ==, physical + 3 * g);
+  g_assert_cmpuint (stats_ok (mr).used_current, ==, 6 * g + g);
+  mt_fill_byte_ok (a, 0x17, NULL);
+  mt_assert_bytes (a, 0x17, NULL);
+  mt_assert_bytes (blocker, 0x42, NULL);
+  mt_close_ok (a, NULL);
+  mt_close_ok (blocker, NULL);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+}
+
 /* Blocks: kept while the class holds the new size; else moved, to another class or to a large
  * buffer and back, the first bytes kept each time. */
 static void
@@ -134,6 +179,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/arena/resize/in-place", test_in_place);
   g_test_add_func ("/arena/resize/move", test_move);
+  g_test_add_func ("/arena/resize/remap", test_remap);
   g_test_add_func ("/arena/resize/small", test_small);
   return g_test_run ();
 }

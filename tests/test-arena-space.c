@@ -85,6 +85,75 @@ test_oom_fragmentation (void)
 
 /* Blocks held in a thread's front and slabs of idle blocks go back to the range when an
  * allocation would otherwise fail: the retry then uses their granules. */
+/* The address space runs out: the reservation is nearly full and the driver refuses another
+ * (every cuMemAddressReserve fails with CUDA_ERROR_OUT_OF_MEMORY). The verdict is the arena's
+ * own, "address space", not the device's memory ("exhausted"), with its remedy; the message
+ * names the request once. */
+static void
+test_oom_address_space (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *expect = NULL;
+  MemresBuffer *a, *b;
+  const char *at;
+  guint times = 0;
+  gsize g;
+
+  if (!mt_require_devices (1) || !mt_require_fake ("needs the fake's fault injection"))
+    return;
+  mr = mt_new_ok ("arena:reserve=8MiB");
+  g = (gsize) counter (mr, "granularity");
+  g_assert_cmpuint (counter (mr, "virtual"), ==, 8 * MiB);
+  a = mt_alloc_ok (mr, 8 * MiB - g, NULL);
+  for (int i = 1; i <= 8; i++)
+    mt_fake_fail_call ("cuMemAddressReserve", i, CUDA_ERROR_OUT_OF_MEMORY);
+  b = memres_resource_allocate (mr, 2 * g, NULL, &error);
+  mt_fake_reset_faults ();
+  g_assert_null (b);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_test_message ("%s", error->message);
+  expect = g_strdup_printf ("Out of memory, address space: `arena` has 8388608 bytes of address "
+                            "space in 1 reservation, none with a free range for the request, and "
+                            "the driver refused %" G_GSIZE_FORMAT " bytes more",
+                            2 * g); /* of the first one's size, then of the request's */
+  g_assert_nonnull (strstr (error->message, expect));
+  g_assert_nonnull (strstr (error->message, "Remedy: create the arena with a larger reserve"));
+  g_assert_null (strstr (error->message, "exhausted"));
+  for (at = error->message; (at = strstr (at, "cannot allocate")) != NULL; at++)
+    times++;
+  g_assert_cmpuint (times, ==, 1);
+  g_assert_true (g_str_has_prefix (error->message, "cannot allocate "));
+  /* the driver grants address space again: the same request is served */
+  b = mt_alloc_ok (mr, 2 * g, NULL);
+  g_assert_cmpuint (counter (mr, "reservations"), ==, 2);
+  mt_close_ok (b, NULL);
+  mt_close_ok (a, NULL);
+}
+
+/* One "cannot allocate N bytes" in the message of a physical out-of-memory too (the granule's
+ * own size is not said again). */
+static void
+test_oom_message_once (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *b;
+
+  if (!mt_require_devices (1) || !mt_require_fake ("needs the fake's fault injection"))
+    return;
+  mr = mt_new_ok ("arena");
+  for (int i = 1; i <= 4; i++)
+    mt_fake_fail_call ("cuMemCreate", i, CUDA_ERROR_OUT_OF_MEMORY);
+  b = memres_resource_allocate (mr, 3 * MiB, NULL, &error);
+  mt_fake_reset_faults ();
+  g_assert_null (b);
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_test_message ("%s", error->message);
+  g_assert_true (g_str_has_prefix (error->message, "cannot allocate 3145728 bytes: cuMemCreate"));
+  g_assert_null (strstr (error->message + 1, "cannot allocate"));
+}
+
 static void
 test_oom_flush (void)
 {
@@ -192,6 +261,8 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/arena/oom/fragmentation", test_oom_fragmentation);
   g_test_add_func ("/arena/oom/flush-retry", test_oom_flush);
+  g_test_add_func ("/arena/oom/address-space", test_oom_address_space);
+  g_test_add_func ("/arena/oom/message-once", test_oom_message_once);
   g_test_add_func ("/arena/grow/continues", test_grow);
   return g_test_run ();
 }

@@ -90,7 +90,17 @@ test_bad_options (void)
   mt_new_fails ("arena:max_block=100", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_block");
   mt_new_fails ("arena:max_block=65MiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "max_block");
   mt_new_fails ("arena:chunk=1KiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "chunk");
-  mt_new_fails ("arena:reserve=2PiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "reserve");
+  /* 2 PiB parses (PiB is a size suffix) and is above the option's range: "at most 1 PiB" */
+  mt_new_fails ("arena:reserve=2PiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "at most 1 PiB");
+  mt_new_fails ("arena:handle_type=fabric", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                "handle_type");
+  {
+    /* 1 PiB is taken (halved until the driver grants it) */
+    g_autoptr (MemresResource) mr = mt_new_ok ("arena:reserve=1PiB");
+
+    g_assert_cmpuint (counter (mr, "virtual"), <=, G_GUINT64_CONSTANT (1) << 50);
+    g_assert_cmpuint (counter (mr, "virtual"), >, 0);
+  }
   mt_new_fails ("arena:device=99", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
   mt_new_fails ("arena:front=17", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "front");
   if (mt_driver_is_fake ())
@@ -441,13 +451,77 @@ op_resize (Ctx *c, GError **error)
   return FALSE;
 }
 
+/* bufs[0] of three granules and a bit (0x6d), bufs[1] right after it: a grow moves it by
+ * remapping its three whole granules */
+static void
+setup_remap (Ctx *c)
+{
+  gsize g;
+
+  c->mr = mt_new_ok ("arena");
+  g = gran (c->mr);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 3 * g + 1000, NULL);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, g, NULL);
+  mt_fill_byte_ok (c->bufs[0], 0x6d, NULL);
+  c->addr_c = memres_buffer_get_address (c->bufs[0]);
+}
+
+/* bufs[0] grown to six granules by a remap: on failure as it was, bytes included */
+static gboolean
+op_remap (Ctx *c, GError **error)
+{
+  gsize g = gran (c->mr);
+
+  if (memres_buffer_resize (c->bufs[0], 6 * g, NULL, error))
+    {
+      g_assert_cmpuint (counter (c->mr, "granules_moved"), ==, 3);
+      return TRUE;
+    }
+  g_assert_cmphex (memres_buffer_get_address (c->bufs[0]), ==, c->addr_c);
+  g_assert_cmpuint (memres_buffer_get_size (c->bufs[0]), ==, 3 * g + 1000);
+  mt_assert_bytes (c->bufs[0], 0x6d, NULL);
+  return FALSE;
+}
+
+/* bufs[0] of 200 KiB (0x6d), in no whole granule, bufs[1] right after it: a grow moves it by a
+ * copy */
+static void
+setup_copy (Ctx *c)
+{
+  c->mr = mt_new_ok ("arena");
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 200 * 1024, NULL);
+  c->bufs[c->n++] = mt_alloc_ok (c->mr, 100 * 1024, NULL);
+  mt_fill_byte_ok (c->bufs[0], 0x6d, NULL);
+  c->addr_c = memres_buffer_get_address (c->bufs[0]);
+}
+
+static gboolean
+op_copy (Ctx *c, GError **error)
+{
+  if (memres_buffer_resize (c->bufs[0], 4 * gran (c->mr), NULL, error))
+    {
+      g_assert_cmpuint (counter (c->mr, "granules_moved"), ==, 0);
+      return TRUE;
+    }
+  g_assert_cmphex (memres_buffer_get_address (c->bufs[0]), ==, c->addr_c);
+  g_assert_cmpuint (memres_buffer_get_size (c->bufs[0]), ==, 200 * 1024);
+  mt_assert_bytes (c->bufs[0], 0x6d, NULL);
+  return FALSE;
+}
+
 static void
 test_faults_resize (void)
 {
   /* in place: create, map, set access per granule */
   run_sweep ("arena resize in place", setup_resize_free, op_resize, 6);
-  /* a move: the new buffer's granules, the copy, the old one's close (an event) */
+  /* a move of one whole granule: a remap (waits, the end's granules, the copy of its tail, the
+   * granule's unmap, map, set access) */
   run_sweep ("arena resize by move", setup_resize_blocked, op_resize, 10);
+  /* a move of a buffer in no whole granule: a copy (the new buffer's granules, the copy, the old
+   * one's close: an event) */
+  run_sweep ("arena resize by copy", setup_copy, op_copy, 8);
+  /* a remap: waits, the ends' granules, the copies, per whole granule unmap, map, set access */
+  run_sweep ("arena resize by remap", setup_remap, op_remap, 14);
 }
 
 static void
@@ -807,6 +881,75 @@ json_uint (const char *json, const char *key)
   return g_ascii_strtoull (at + strlen (needle), NULL, 10);
 }
 
+/* Inference-shaped (issue 38's target 3, on the fake): batches of 1-16 requests with prompts of
+ * 32-512 tokens and 16-256 new tokens each (seed 383, as bench/workloads.py infer); at every
+ * token each of 6 layers' key and value caches is allocated one token larger (256 dimensions of
+ * 2 bytes per request and token) before the old one is freed, as torch.cat does, beside the
+ * step's activations and logits; all of it freed at the batch's end. Many distinct, slowly
+ * growing sizes on one stream that the host runs ahead of. Target 3 asks for a physical peak
+ * within 1.03 times the peak used; the arena does NOT meet it on this shape: 1.233 (each new
+ * cache, a little larger than the one freed beside it, rarely fits the holes the frees leave,
+ * and those holes keep their granules while the stream runs behind). Held here to that figure,
+ * so that it can only improve. */
+static void
+test_kv_growth (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *kv[12], *x, *logits;
+  MemresStats st;
+  MemresStream s;
+  guint32 rng = 383;
+  gsize tok = 256 * 2;
+
+  if (!hazard_begin ())
+    return;
+  s = stream_new ();
+  mr = mt_new_ok ("arena");
+  for (guint batch = 0; batch < 6; batch++)
+    {
+      MtStreamHold *hold = mt_stream_hold (s);
+      guint b, prompt, n_new;
+
+      rng = rng * 1103515245u + 12345u;
+      b = 1 + (rng >> 16) % 16;
+      rng = rng * 1103515245u + 12345u;
+      prompt = 32 + (rng >> 16) % 481;
+      rng = rng * 1103515245u + 12345u;
+      n_new = 16 + (rng >> 16) % 241;
+      for (guint i = 0; i < G_N_ELEMENTS (kv); i++)
+        kv[i] = mt_alloc_ok (mr, (gsize) b * prompt * tok, s);
+      for (guint t = prompt; t < prompt + n_new; t++)
+        {
+          x = mt_alloc_ok (mr, (gsize) b * tok, s);
+          for (guint i = 0; i < G_N_ELEMENTS (kv); i++)
+            {
+              MemresBuffer *grown = mt_alloc_ok (mr, (gsize) b * (t + 1) * tok, s);
+
+              mt_close_ok (kv[i], s);
+              kv[i] = grown;
+            }
+          logits = mt_alloc_ok (mr, (gsize) b * 32000 * 2, s);
+          mt_close_ok (x, s);
+          mt_close_ok (logits, s);
+        }
+      for (guint i = 0; i < G_N_ELEMENTS (kv); i++)
+        mt_close_ok (kv[i], s);
+      mt_stream_release (hold);
+      mt_sync_ok (s);
+    }
+  st = stats_ok (mr);
+  g_test_message ("kv growth: peak physical %" G_GUINT64_FORMAT " / peak used %" G_GUINT64_FORMAT
+                  " = %.4f; %" G_GUINT64_FORMAT " granules created, %" G_GUINT64_FORMAT
+                  " remapped, %" G_GUINT64_FORMAT " run takes",
+                  st.reserved_high, st.used_high, (double) st.reserved_high / st.used_high,
+                  counter (mr, "granules_created"), counter (mr, "granules_remapped"),
+                  counter (mr, "run_takes"));
+  g_assert_cmpuint (st.reserved_high, <=, st.used_high * 1234 / 1000);
+  g_clear_pointer (&mr, memres_resource_unref);
+  stream_free (s);
+  hazard_end ();
+}
+
 /* Each committed trace replayed against `arena` on the fake with a large device: peak reserved
  * over peak requested at most 1.03 (a deterministic figure: the fake backs memory lazily). */
 static void
@@ -870,6 +1013,7 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/faults/close", test_faults_close);
   g_test_add_func ("/arena/faults/trim", test_faults_trim);
   g_test_add_func ("/arena/memory/shifting-sizes", test_shifting_sizes);
+  g_test_add_func ("/arena/memory/kv-growth", test_kv_growth);
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
   g_test_add_func ("/arena/hazard/large-reuse", test_hazard_large_reuse);

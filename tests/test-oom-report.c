@@ -179,6 +179,9 @@ test_fragmentation (void)
   g_assert_nonnull (snapshot);
   g_test_message ("%.2000s", snapshot);
   assert_contains (snapshot, "\"kind\": \"cache\"");
+  /* with its report */
+  assert_contains (snapshot, "\"oom_report\": \"");
+  assert_contains (snapshot, "Out of memory, fragmentation");
   assert_contains (snapshot, "\"cached\": 33554432");
   assert_contains (snapshot, "\"largest_free\": 131072");
   assert_contains (snapshot, "\"driver\": {\n    \"free\": 0,\n    \"total\": 67108864\n  }");

@@ -240,6 +240,41 @@ test_layer (void)
   g_assert_null (memres_resource_get_oom_snapshot (mr));
 }
 
+static guint
+count_of (const char *text, const char *needle)
+{
+  guint n = 0;
+
+  for (const char *p = text; (p = strstr (p, needle)) != NULL; p += strlen (needle))
+    n++;
+  return n;
+}
+
+/* Block tags: track records each buffer's tag (memres_snapshot_add_tagged_block()), and the
+ * cache's used block of the same buffer shows it too; a buffer without a tag has none. */
+static void
+test_block_tags (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("track>cache:chunk=64KiB>host");
+  g_autoptr (GError) error = NULL;
+  g_autofree char *doc = NULL;
+  MemresBuffer *a, *b, *c;
+
+  g_assert_true (memres_tag_push ("weights", &error));
+  a = memres_resource_allocate (mr, 4096, NULL, &error);
+  b = memres_resource_allocate (mr, 4096, NULL, &error);
+  g_assert_true (memres_tag_pop ("weights", &error));
+  c = memres_resource_allocate (mr, 4096, NULL, &error);
+  g_assert_no_error (error);
+  doc = snapshot_ok (mr);
+  /* two buffers, each a used block of track and of the cache */
+  g_assert_cmpuint (count_of (doc, "\"tag\": \"weights\",\n          \"state\": \"used\""), ==, 4);
+  g_assert_cmpuint (count_of (doc, "\"tag\": \"\",\n          \"state\": \"used\""), ==, 2);
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+  mt_close_ok (c, NULL);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -248,5 +283,6 @@ main (int argc, char **argv)
   g_test_add_func ("/snapshot/not-described", test_not_described);
   g_test_add_func ("/snapshot/stack", test_stack);
   g_test_add_func ("/snapshot/layer", test_layer);
+  g_test_add_func ("/snapshot/block-tags", test_block_tags);
   return g_test_run ();
 }

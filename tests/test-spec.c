@@ -162,6 +162,8 @@ test_sizes_valid (void)
     { "2GiB", G_GUINT64_CONSTANT (2) << 30 },
     { "5TiB", G_GUINT64_CONSTANT (5) << 40 },
     { "16777215TiB", G_GUINT64_CONSTANT (16777215) << 40 },
+    { "1PiB", G_GUINT64_CONSTANT (1) << 50 },
+    { "16383PiB", G_GUINT64_CONSTANT (16383) << 50 },
     { "18446744073709551615", G_MAXUINT64 },
     { "18446744073709551615B", G_MAXUINT64 },
     { "max", G_MAXUINT64 },
@@ -187,6 +189,9 @@ test_sizes_invalid (void)
     "1e30",
     "99999999999TiB",
     "16777216TiB",
+    "16384PiB",
+    "1PB",
+    "1pib",
     "18446744073709551616",
     "-1",
     "-1KiB",
@@ -213,7 +218,7 @@ test_sizes_invalid (void)
       /* the message names the key */
       assert_invalid (spec, "option \"limit\" of kind \"tk\"");
     }
-  assert_invalid ("tk:limit=1e30", "KiB, MiB, GiB or TiB");
+  assert_invalid ("tk:limit=1e30", "KiB, MiB, GiB, TiB or PiB");
   assert_invalid ("tk:limit=99999999999TiB", "too large");
   assert_invalid ("host:alignment=-4096", "\"alignment\"");
 }

@@ -1,7 +1,8 @@
 /* test-tags.c: tags (memres-tags.h, docs/tags.md): the scope stack and its guard, a buffer's
  * tag, the defaults of devices and streams and which wins, the counts per tag of a counted layer
  * (exact under 16 threads; through pass-through adaptors; not for a cache's chunks), each tag's
- * peak reset alone, the limit of distinct tags, and every error with its domain and code. Host
+ * peak reset alone, the limit of distinct tags, the tag a kind's slot sees
+ * (memres_allocation_get_tag(), MEMRES_KIND_TAGGED), and every error with its domain and code. Host
  * resources: no driver needed. */
 #include "testutil.h"
 
@@ -584,6 +585,119 @@ test_too_many (void)
   g_test_trap_assert_passed ();
 }
 
+/* A kind's slots see the tag of the buffer they serve (memres_allocation_get_tag()) when the
+ * kind has MEMRES_KIND_TAGGED, or sits above a layer that asks for tags; never else, nor outside
+ * a slot call. Two pass-through adaptors record what they saw: "tagrec" with the flag,
+ * "tagnone" without. */
+static const char *seen[8]; /* what each slot call saw, in order */
+static guint n_seen;
+
+static gboolean
+rec_init (MemresResource *mr, const MemresOptions *options, GError **error)
+{
+  return TRUE;
+}
+
+static void
+rec_finalize (MemresResource *mr)
+{
+}
+
+static gboolean
+rec_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+              GError **error)
+{
+  g_assert_cmpuint (n_seen, <, G_N_ELEMENTS (seen));
+  seen[n_seen++] = memres_allocation_get_tag (alloc);
+  return memres_upstream_allocate (mr, size, stream, alloc, error);
+}
+
+static gboolean
+rec_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
+{
+  g_assert_cmpuint (n_seen, <, G_N_ELEMENTS (seen));
+  seen[n_seen++] = memres_allocation_get_tag (alloc);
+  return memres_upstream_deallocate (mr, alloc, stream, error);
+}
+
+static const MemresResourceOps rec_ops = {
+  .version = MEMRES_RESOURCE_OPS_VERSION,
+  .init = rec_init,
+  .finalize = rec_finalize,
+  .allocate = rec_allocate,
+  .deallocate = rec_deallocate,
+};
+
+static void
+register_recorders (void)
+{
+  static gsize done;
+
+  if (g_once_init_enter (&done))
+    {
+      MemresKindInfo info = {
+        .struct_size = sizeof (MemresKindInfo),
+        .name = "tagrec",
+        .description = "test: records the tags its slots see",
+        .ops = &rec_ops,
+        .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_TAGGED,
+      };
+      g_autoptr (GError) error = NULL;
+
+      g_assert_true (memres_registry_register_kind (&info, &error));
+      info.name = "tagnone";
+      info.flags &= ~MEMRES_KIND_TAGGED;
+      g_assert_true (memres_registry_register_kind (&info, &error));
+      g_assert_no_error (error);
+      g_once_init_leave (&done, 1);
+    }
+}
+
+/* One buffer under @scope (NULL: none) through @spec: every recorder's allocate and deallocate
+ * (@n_calls in all) saw @want. */
+static void
+assert_seen (const char *spec, const char *scope, guint n_calls, const char *want)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = memres_resource_new (spec, &error);
+  MemresBuffer *buf;
+
+  g_assert_no_error (error);
+  if (scope != NULL)
+    g_assert_true (memres_tag_push (scope, &error));
+  n_seen = 0;
+  buf = alloc_ok (mr, 64, NULL);
+  if (scope != NULL)
+    g_assert_true (memres_tag_pop (scope, &error));
+  /* outside the slot call, the buffer's own record is no call's */
+  g_assert_null (memres_allocation_get_tag (memres_buffer_get_allocation (buf)));
+  close_ok (buf);
+  g_assert_cmpuint (n_seen, ==, n_calls);
+  for (guint i = 0; i < n_seen; i++)
+    g_assert_cmpstr (seen[i], ==, want);
+}
+
+static void
+test_allocation_tag (void)
+{
+  register_recorders ();
+  g_assert_null (memres_allocation_get_tag (NULL));
+  assert_seen ("tagrec>host", "weights", 2, "weights");
+  assert_seen ("tagrec>host", NULL, 2, NULL);
+  assert_seen ("tagnone>host", "weights", 2, NULL);            /* nobody asks */
+  assert_seen ("tagnone>stats>host", "weights", 2, "weights"); /* above a counted layer */
+  assert_seen ("tagnone>tagrec>host", "w2", 4, "w2");          /* above a tagged one */
+  /* a stream's default is the buffer's tag too */
+  {
+    g_autoptr (GError) error = NULL;
+
+    g_assert_true (memres_tag_set_stream_default (NULL, "legacy-default", &error));
+    assert_seen ("tagrec>host", NULL, 2, "legacy-default");
+    g_assert_true (memres_tag_set_stream_default (NULL, NULL, &error));
+    g_assert_no_error (error);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -598,5 +712,6 @@ main (int argc, char **argv)
   g_test_add_func ("/tags/defaults-worker-thread", test_defaults_worker_thread);
   g_test_add_func ("/tags/threads", test_threads);
   g_test_add_func ("/tags/too-many", test_too_many);
+  g_test_add_func ("/tags/allocation-tag", test_allocation_tag);
   return g_test_run ();
 }

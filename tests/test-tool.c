@@ -552,7 +552,7 @@ test_alloc_negative_size (void)
       Run r = { 0 };
       g_autofree char *want = g_strdup_printf (
           "memres alloc: invalid SIZE %s: expected a non-negative whole number of bytes with an "
-          "optional B, KiB, MiB, GiB or TiB suffix (see memres alloc --help)\n",
+          "optional B, KiB, MiB, GiB, TiB or PiB suffix (see memres alloc --help)\n",
           cases[i].shown);
 
       run_toolv (&r, NULL, cases[i].args);
@@ -1693,11 +1693,11 @@ test_alloc_escapes_specs (void)
   g_autofree char *log = g_build_filename (dir, "x\x1b[2Jx.csv", NULL);
   g_autofree char *spec = g_strdup_printf ("log:path=%s>host", log);
   g_autofree char *layer
-      = g_strdup_printf ("log:path=%s/x\\x1b[2Jx.csv,append=false,flush=false", dir);
+      = g_strdup_printf ("log:path=%s/x\\x1b[2Jx.csv,append=false,flush=false,tags=false", dir);
   g_autofree char *want_resource = g_strdup_printf ("resource  %s>host:alignment=256\n", layer);
   g_autofree char *want_layer = g_strdup_printf ("\nlayers    1  %s\n", layer);
   g_autofree char *want_json = g_strdup_printf (
-      "\"spec\": \"log:path=%s/x\\u001b[2Jx.csv,append=false,flush=false\",", dir);
+      "\"spec\": \"log:path=%s/x\\u001b[2Jx.csv,append=false,flush=false,tags=false\",", dir);
   g_autofree char *csv = g_build_filename (dir, "run.csv", NULL);
   g_autofree char *want_against = g_strdup_printf ("\nagainst   %s>host:alignment=256\n", layer);
   Run r = { 0 };

@@ -76,7 +76,7 @@ parse_alloc_size (const char *text, guint64 *size, GError **error)
       g_autofree char *shown = memres_tool_show_input (text);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "invalid SIZE \"%s\": expected a non-negative whole number of bytes with an "
-                   "optional B, KiB, MiB, GiB or TiB suffix",
+                   "optional B, KiB, MiB, GiB, TiB or PiB suffix",
                    shown);
       return FALSE;
     }
@@ -436,8 +436,8 @@ memres_tool_alloc (int argc, char **argv)
                "(\"stats>limit:max=1GiB>dmr\"), or @NAME from the config file (memres "
                "resources); \"default\" (or no SPEC) is the "
                "device's memory pool where a GPU exists, host memory otherwise (then it says "
-               "why).\nSIZE is a non-negative number of bytes with an optional B, KiB, MiB, GiB "
-               "or TiB suffix; 0 is an empty buffer, with nothing to fill or verify.");
+               "why).\nSIZE is a non-negative number of bytes with an optional B, KiB, MiB, GiB, "
+               "TiB or PiB suffix; 0 is an empty buffer, with nothing to fill or verify.");
   g_option_context_add_main_entries (context, entries, NULL);
   if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("alloc", error->message);

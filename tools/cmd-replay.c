@@ -133,6 +133,7 @@ parse_log (const char *log, const char *text, gsize length, Log *out, GError **e
   g_autoptr (GHashTable) threads = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (GHashTable) streams = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   guint64 log_used = 0;
+  gboolean tagged;
   const char *nul;
 
   if ((nul = memchr (text, '\0', length)) != NULL)
@@ -144,7 +145,7 @@ parse_log (const char *log, const char *text, gsize length, Log *out, GError **e
       return memres_tool_log_bad_line (error, log, line, "a NUL byte: not a CSV log");
     }
   lines = g_strsplit (text, "\n", -1);
-  if (lines[0] == NULL || !memres_tool_log_header_ok (g_strchomp (lines[0])))
+  if (lines[0] == NULL || !memres_tool_log_header_ok (g_strchomp (lines[0]), &tagged))
     return memres_tool_log_bad_line (error, log, 1,
                                      "expected the header \"" MEMRES_LOG_HEADER "\"");
   intern (streams, "0x0");
@@ -159,7 +160,7 @@ parse_log (const char *log, const char *text, gsize length, Log *out, GError **e
 
       if (line[0] == '\0')
         continue;
-      if (!memres_tool_parse_log_line (line, &l, &why))
+      if (!memres_tool_parse_log_line (line, tagged, &l, &why))
         return memres_tool_log_bad_line (error, log, i + 1, "%s", why);
       op.line = i + 1;
       op.size = l.size;

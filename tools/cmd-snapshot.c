@@ -1,8 +1,8 @@
-/* cmd-snapshot.c: `memres snapshot SPEC|NAME [-a SIZE]... [--close N]... [-o FILE]`: creates
- * the resource (a spec, `@NAME`, or the NAME of a resource of the config file), makes the
- * allocations -a asks for (in order, on the legacy default stream), closes those --close names
- * (their 1-based numbers), and prints memres_resource_snapshot() of the stack: the JSON document
- * of docs/snapshot.md. Public API only. */
+/* cmd-snapshot.c: `memres snapshot SPEC|NAME [-a SIZE[:TAG]]... [--close N]... [-o FILE]`:
+ * creates the resource (a spec, `@NAME`, or the NAME of a resource of the config file), makes the
+ * allocations -a asks for (in order, on the legacy default stream, under TAG when given), closes
+ * those --close names (their 1-based numbers), and prints memres_resource_snapshot() of the stack:
+ * the JSON document of docs/snapshot.md. Public API only. */
 #include "memres-tool.h"
 
 #include <string.h>
@@ -28,7 +28,9 @@ memres_tool_snapshot (int argc, char **argv)
   g_autofree char *output = NULL;
   GOptionEntry entries[] = {
     { "allocate", 'a', 0, G_OPTION_ARG_STRING_ARRAY, &sizes,
-      "Allocate SIZE bytes before the snapshot (repeat it for more buffers)", "SIZE" },
+      "Allocate SIZE bytes before the snapshot (repeat it for more buffers); SIZE:TAG under "
+      "that tag",
+      "SIZE[:TAG]" },
     { "close", 'c', 0, G_OPTION_ARG_STRING_ARRAY, &closes,
       "Close the Nth allocation (1 for the first -a) before the snapshot", "N" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
@@ -40,6 +42,7 @@ memres_tool_snapshot (int argc, char **argv)
   g_autoptr (MemresResource) mr = NULL;
   g_autoptr (GPtrArray) buffers
       = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_buffer_unref);
+  g_autoptr (GPtrArray) tags = g_ptr_array_new (); /* the TAG of each -a, or NULL */
   g_autofree char *spec = NULL;
   g_autofree char *doc = NULL;
   int status = 0;
@@ -59,12 +62,23 @@ memres_tool_snapshot (int argc, char **argv)
 
   for (guint i = 0; sizes != NULL && sizes[i] != NULL; i++)
     {
+      char *tag = strchr (sizes[i], ':');
+      g_autoptr (GError) tag_error = NULL;
       guint64 size;
 
+      /* SIZE:TAG, the allocation under that tag */
+      if (tag != NULL && !memres_tag_check_name (tag + 1, &tag_error))
+        {
+          g_autofree char *msg = g_strdup_printf ("-a %s: %s", sizes[i], tag_error->message);
+          return memres_tool_usage_error ("snapshot", msg);
+        }
+      if (tag != NULL)
+        *tag++ = '\0';
+      g_ptr_array_add (tags, tag);
       if (strcmp (sizes[i], "max") == 0 || !memres_parse_size (sizes[i], &size, NULL))
         {
           g_autofree char *msg = g_strdup_printf ("-a %s: not a size (bytes, or with a suffix "
-                                                  "KiB, MiB, GiB, TiB)",
+                                                  "KiB, MiB, GiB, TiB, PiB)",
                                                   sizes[i]);
           return memres_tool_usage_error ("snapshot", msg);
         }
@@ -91,8 +105,14 @@ memres_tool_snapshot (int argc, char **argv)
       guint64 size = 0;
       MemresBuffer *buf;
 
+      const char *tag = g_ptr_array_index (tags, i);
+
       memres_parse_size (sizes[i], &size, NULL);
+      if (tag != NULL && !memres_tag_push (tag, &error)) /* too many tags */
+        return memres_tool_fail (error);
       buf = memres_resource_allocate (mr, size, NULL, &error);
+      if (tag != NULL)
+        memres_tag_pop (tag, NULL);
       if (buf == NULL)
         return memres_tool_fail (error);
       g_ptr_array_add (buffers, buf);

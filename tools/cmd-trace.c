@@ -3,19 +3,16 @@
  * chrome://tracing open as it is. Each LOG is a process of the trace (pid 1, 2, ... in the
  * order given, named by its path): a counter track "used bytes" (the bytes live in the layer
  * after each allocate and free, from the log's Sizes) and a counter track "buffers" (the
- * allocations live), and instant events (thread-scoped, on the logged Thread) for `allocate
- * failure`, `out of memory`, `free failure` and `trim`, with the Size in their args. Times are
- * the log's Time (local wall-clock HH:MM:SS.uuuuuu) in microseconds since the first line of all
- * the logs, a day added each time a log's time goes back by more than 12 hours (past
- * midnight). A malformed line is an error naming FILE:LINE (exit status 2), as in replay. */
+ * allocations live); for a log with the Tag column (`log:tags=true`) a counter track per tag,
+ * "used bytes, tag NAME" ("used bytes, untagged" for buffers without one), the bytes live under
+ * it, a free counted under its allocation's tag; and instant events (thread-scoped, on the logged
+ * Thread) for `allocate failure`, `out of memory`, `free failure` and `trim`, with the Size in
+ * their args. Times are the log's Time (local wall-clock HH:MM:SS.uuuuuu) in microseconds since the
+ * first line of all the logs, a day added each time a log's time goes back by more than 12 hours
+ * (past midnight). A malformed line is an error naming FILE:LINE (exit status 2), as in replay. */
 #include "memres-tool.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-
-#define US_PER_DAY (G_GINT64_CONSTANT (86400) * 1000000)
 
 typedef struct
 {
@@ -24,30 +21,6 @@ typedef struct
   gsize length;
 } Input;
 
-/* HH:MM:SS.uuuuuu in microseconds since midnight, or -1. */
-static gint64
-parse_time (const char *text)
-{
-  guint64 h, m, s, us;
-  char *end;
-
-  if (strlen (text) != 15 || text[2] != ':' || text[5] != ':' || text[8] != '.')
-    return -1;
-  h = g_ascii_strtoull (text, &end, 10);
-  if (end != text + 2)
-    return -1;
-  m = g_ascii_strtoull (text + 3, &end, 10);
-  if (end != text + 5)
-    return -1;
-  s = g_ascii_strtoull (text + 6, &end, 10);
-  if (end != text + 8)
-    return -1;
-  us = g_ascii_strtoull (text + 9, &end, 10);
-  if (end != text + 15 || h > 23 || m > 59 || s > 60)
-    return -1;
-  return (gint64) (((h * 60 + m) * 60 + s) * 1000000 + us);
-}
-
 /* One event of the trace, before the times are made relative. */
 typedef struct
 {
@@ -55,6 +28,7 @@ typedef struct
   guint pid;
   const char *name; /* an instant's action, or NULL for the counters */
   const char *tid;  /* the logged Thread (points into the log's text) */
+  const char *tag;  /* counters of one tag ("" the untagged; into the text), or NULL */
   guint64 value;    /* counters: the used bytes; instants: the Size */
   guint64 buffers;  /* counters: the live allocations */
   guint seq;        /* the order read, for equal times */
@@ -78,90 +52,67 @@ instant_name (MemresLogAction action)
     }
 }
 
+typedef struct
+{
+  guint pid;
+  GArray *events;
+  GHashTable *tag_used; /* tag -> guint64* bytes live under it */
+} Reading;
+
+static gboolean
+add_event (const MemresLogEvent *le, gpointer user_data, GError **error)
+{
+  Reading *r = user_data;
+  Event e = { 0 };
+
+  e.ts = le->ts;
+  e.seq = r->events->len;
+  e.pid = r->pid;
+  e.tid = le->l.thread;
+  if (le->counted && le->tagged)
+    {
+      /* the tag's own track first, then the layer's: the tag of a free is its allocation's */
+      const char *tag = le->l.action == MEMRES_LOG_ALLOCATE ? le->l.tag : le->alloc_tag;
+      guint64 *used = g_hash_table_lookup (r->tag_used, tag);
+      Event t = e;
+
+      if (used == NULL)
+        {
+          used = g_new0 (guint64, 1);
+          g_hash_table_insert (r->tag_used, (gpointer) tag, used);
+        }
+      if (le->l.action == MEMRES_LOG_ALLOCATE)
+        *used += le->l.size;
+      else
+        *used -= le->alloc_size;
+      t.tag = tag;
+      t.value = *used;
+      g_array_append_val (r->events, t);
+      e.seq = r->events->len;
+    }
+  if (le->counted)
+    {
+      e.value = le->used;
+      e.buffers = le->buffers;
+    }
+  else
+    {
+      e.name = instant_name (le->l.action);
+      e.value = le->l.size;
+    }
+  g_array_append_val (r->events, e);
+  return TRUE;
+}
+
 /* The events of one log (process @pid) appended to @events. */
 static gboolean
 read_events (Input *in, guint pid, GArray *events, GError **error)
 {
-  g_autoptr (GHashTable) live = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
-  gint64 day = 0, last = -1;
-  guint64 used = 0, buffers = 0;
-  char *next, *line;
-  guint n = 1;
+  Reading r = { pid, events, g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free) };
+  gboolean ok = memres_tool_walk_log (in->path, in->text, in->length, add_event, &r, error);
 
-  if (memchr (in->text, '\0', in->length) != NULL)
-    return memres_tool_log_bad_line (error, in->path, 1, "a NUL byte: not a CSV log");
-  line = in->text;
-  next = strchr (line, '\n');
-  if (next != NULL)
-    *next++ = '\0';
-  if (!memres_tool_log_header_ok (g_strchomp (line)))
-    return memres_tool_log_bad_line (error, in->path, 1,
-                                     "expected the header \"" MEMRES_LOG_HEADER "\"");
-  for (line = next; line != NULL; line = next)
-    {
-      MemresLogLine l;
-      g_autofree char *why = NULL;
-      Event e = { 0 };
-      gint64 t;
-
-      n++;
-      next = strchr (line, '\n');
-      if (next != NULL)
-        *next++ = '\0';
-      g_strchomp (line);
-      if (line[0] == '\0')
-        continue;
-      if (!memres_tool_parse_log_line (line, &l, &why))
-        return memres_tool_log_bad_line (error, in->path, n, "%s", why);
-      if ((t = parse_time (l.time)) < 0)
-        {
-          g_autofree char *shown = memres_tool_show_input (l.time);
-          return memres_tool_log_bad_line (error, in->path, n,
-                                           "invalid Time \"%s\" (expected HH:MM:SS.uuuuuu)", shown);
-        }
-      if (last >= 0 && t + day < last - US_PER_DAY / 2)
-        day += US_PER_DAY;
-      last = t + day;
-      e.ts = last;
-      e.seq = events->len;
-      e.pid = pid;
-      e.tid = l.thread;
-      if (l.action == MEMRES_LOG_ALLOCATE)
-        {
-          if (g_hash_table_contains (live, &l.pointer))
-            return memres_tool_log_bad_line (
-                error, in->path, n, "Pointer %s allocated again, without a free", l.pointer_text);
-          if (l.size > G_MAXUINT64 - used)
-            return memres_tool_log_bad_line (error, in->path, n,
-                                             "the sizes live at once would pass 2^64 bytes "
-                                             "(18446744073709551616): allocations that overlap");
-          g_hash_table_insert (live, g_memdup2 (&l.pointer, sizeof l.pointer),
-                               g_memdup2 (&l.size, sizeof l.size));
-          used += l.size;
-          buffers++;
-        }
-      else if (l.action == MEMRES_LOG_FREE)
-        {
-          guint64 *size = g_hash_table_lookup (live, &l.pointer);
-
-          if (size == NULL) /* allocated before the log began */
-            continue;
-          used -= *size;
-          buffers--;
-          g_hash_table_remove (live, &l.pointer);
-        }
-      else
-        {
-          e.name = instant_name (l.action);
-          e.value = l.size;
-          g_array_append_val (events, e);
-          continue;
-        }
-      e.value = used;
-      e.buffers = buffers;
-      g_array_append_val (events, e);
-    }
-  return TRUE;
+  g_hash_table_unref (r.tag_used);
+  return ok;
 }
 
 static gint
@@ -197,7 +148,19 @@ write_trace (Input *inputs, guint n_inputs, GArray *events)
       const Event *e = &g_array_index (events, Event, i);
       gint64 ts = e->ts - t0;
 
-      if (e->name == NULL)
+      if (e->tag != NULL)
+        {
+          g_autofree char *name = g_strdup_printf ("used bytes, %s%s",
+                                                   e->tag[0] != '\0' ? "tag " : "untagged", e->tag);
+
+          g_string_append (s, ",\n{\"name\": ");
+          memres_json_append_string (s, name);
+          g_string_append_printf (s,
+                                  ", \"ph\": \"C\", \"ts\": %" G_GINT64_FORMAT
+                                  ", \"pid\": %u, \"args\": {\"used\": %" G_GUINT64_FORMAT "}}",
+                                  ts, e->pid, e->value);
+        }
+      else if (e->name == NULL)
         g_string_append_printf (
             s,
             ",\n{\"name\": \"used bytes\", \"ph\": \"C\", \"ts\": %" G_GINT64_FORMAT
@@ -218,25 +181,6 @@ write_trace (Input *inputs, guint n_inputs, GArray *events)
     }
   g_string_append (s, "\n]}\n");
   return g_string_free (s, FALSE);
-}
-
-/* Whether -o FILE is the file @log (LOG @index), by any name: then the trace would replace the
- * log it is made from, and the command refuses before reading anything (a usage error). */
-static gboolean
-output_is_log (const char *output, const char *log, guint index, GError **error)
-{
-  struct stat out_st, log_st;
-  g_autofree char *shown = NULL;
-
-  if (output == NULL || strcmp (output, "-") == 0 || stat (output, &out_st) != 0
-      || stat (log, &log_st) != 0 || out_st.st_dev != log_st.st_dev
-      || out_st.st_ino != log_st.st_ino)
-    return FALSE;
-  shown = memres_tool_show_input (output);
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-               "-o \"%s\" is LOG %u: refused, the trace would overwrite the log it is made from",
-               shown, index);
-  return TRUE;
 }
 
 int
@@ -263,7 +207,8 @@ memres_tool_trace (int argc, char **argv)
   g_option_context_set_summary (
       context, "Writes the CSV logs of log layers (one LOG per layer) as one Chrome "
                "trace-event JSON document, which Perfetto's UI and chrome://tracing open: per "
-               "LOG a counter track of used bytes and one of live buffers, and instant events "
+               "LOG a counter track of used bytes and one of live buffers, with the Tag "
+               "column (log:tags=true) a track of used bytes per tag, and instant events "
                "for allocate failure, out of memory, free failure and trim.");
   g_option_context_add_main_entries (context, entries, NULL);
   if (!memres_tool_parse_options (context, &argc, &argv, &error))
@@ -275,7 +220,7 @@ memres_tool_trace (int argc, char **argv)
   for (guint i = 0; i < n && status == 0; i++)
     {
       inputs[i].path = argv[i + 1];
-      if (output_is_log (output, argv[i + 1], i + 1, &error))
+      if (memres_tool_output_is_input (output, argv[i + 1], "LOG", i + 1, "trace", "log", &error))
         status = memres_tool_fail (error);
       else if (!g_file_test (argv[i + 1], G_FILE_TEST_IS_REGULAR))
         {

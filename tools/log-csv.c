@@ -21,9 +21,10 @@ memres_tool_log_bad_line (GError **error, const char *log, guint line, const cha
 }
 
 gboolean
-memres_tool_log_header_ok (const char *line)
+memres_tool_log_header_ok (const char *line, gboolean *tagged)
 {
-  return strcmp (line, MEMRES_LOG_HEADER) == 0;
+  *tagged = strcmp (line, MEMRES_LOG_HEADER ",Tag") == 0;
+  return *tagged || strcmp (line, MEMRES_LOG_HEADER) == 0;
 }
 
 static const struct
@@ -47,33 +48,36 @@ parse_hex (const char *text, guint64 *value)
 }
 
 gboolean
-memres_tool_parse_log_line (char *line, MemresLogLine *out, char **why)
+memres_tool_parse_log_line (char *line, gboolean tagged, MemresLogLine *out, char **why)
 {
-  char *f[7];
+  guint want = tagged ? 7 : 6;
+  char *f[8];
   guint n = 0;
   char *p = line;
   g_autofree char *shown = NULL;
 
-  /* split in place at every comma: no field of the log holds one */
+  /* split in place at every comma: no field of the log holds one, but the Tag, the last, may
+   * (a tag's name is any printable UTF-8): it is the rest of the line */
   f[n++] = p;
-  while ((p = strchr (p, ',')) != NULL)
+  while (n < want && (p = strchr (p, ',')) != NULL)
     {
       *p++ = '\0';
-      if (n == G_N_ELEMENTS (f))
-        break;
       f[n++] = p;
     }
-  if (n != 6)
+  if (n == want && !tagged && strchr (f[n - 1], ',') != NULL)
+    n = G_N_ELEMENTS (f);
+  if (n != want)
     {
-      *why = g_strdup_printf ("expected 6 fields (" MEMRES_LOG_HEADER "), found %s%u",
-                              n == G_N_ELEMENTS (f) ? "more than " : "",
-                              n == G_N_ELEMENTS (f) ? n - 1 : n);
+      *why = g_strdup_printf ("expected %u fields (" MEMRES_LOG_HEADER "%s), found %s%u", want,
+                              tagged ? ",Tag" : "", n == G_N_ELEMENTS (f) ? "more than " : "",
+                              n == G_N_ELEMENTS (f) ? want : n);
       return FALSE;
     }
   out->thread = f[0];
   out->time = f[1];
   out->pointer_text = f[3];
   out->stream_text = f[5];
+  out->tag = tagged ? f[6] : "";
   if (!parse_hex (f[3], &out->pointer))
     {
       shown = memres_tool_show_input (f[3]);

@@ -86,3 +86,21 @@ memres_tool_check_logs_complete (MemresResource *mr, GError **error)
     }
   return TRUE;
 }
+
+gboolean
+memres_tool_output_is_input (const char *output, const char *input, const char *what, guint index,
+                             const char *made, const char *noun, GError **error)
+{
+  struct stat out_st, in_st;
+  g_autofree char *shown = NULL;
+
+  if (output == NULL || strcmp (output, "-") == 0 || stat (output, &out_st) != 0
+      || stat (input, &in_st) != 0 || out_st.st_dev != in_st.st_dev
+      || out_st.st_ino != in_st.st_ino)
+    return FALSE;
+  shown = memres_tool_show_input (output);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+               "-o \"%s\" is %s %u: refused, the %s would overwrite the %s it is made from", shown,
+               what, index, made, noun);
+  return TRUE;
+}

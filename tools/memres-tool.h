@@ -16,6 +16,7 @@ int memres_tool_resources (int argc, char **argv);  /* cmd-resources.c */
 int memres_tool_replay (int argc, char **argv);     /* cmd-replay.c */
 int memres_tool_trace (int argc, char **argv);      /* cmd-trace.c */
 int memres_tool_snapshot (int argc, char **argv);   /* cmd-snapshot.c */
+int memres_tool_view (int argc, char **argv);       /* cmd-view.c */
 int memres_tool_ipc_serve (int argc, char **argv);  /* cmd-ipc.c */
 int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
 
@@ -70,8 +71,17 @@ struct stat;
 gboolean memres_tool_check_log_paths (const char *spec, const struct stat *file, const char *what,
                                       GError **error);
 gboolean memres_tool_check_logs_complete (MemresResource *mr, GError **error);
+/* TRUE, with MEMRES_ERROR_INVALID_ARGUMENT "-o \"FILE\" is WHAT INDEX: refused, the MADE would
+ * overwrite the NOUN it is made from", when -o @output is the file @input by any name
+ * (st_dev and st_ino): a command refuses it before reading anything. */
+gboolean memres_tool_output_is_input (const char *output, const char *input, const char *what,
+                                      guint index, const char *made, const char *noun,
+                                      GError **error);
 
-/* log-csv.c: the CSV log of the `log` adaptor (plugins/log/log.c). Its header, RMM's columns; a
+/* log-csv.c: the CSV log of the `log` adaptor (plugins/log/log.c). Its header, RMM's columns
+ * (memres_tool_log_header_ok() also takes them followed by ",Tag", `log:tags=true`, and says so
+ * in @tagged: each line then has a seventh field, the rest of the line, the allocation's tag,
+ * empty for none; @tag is "" in a log of six columns); a
  * line's actions: RMM's four, then memres's (an allocation that ran out of memory, a trim with
  * the bytes kept as its Size and Pointer 0x0). memres_tool_parse_log_line() splits @line in
  * place (the strings of @out point into it) and checks its fields: FALSE with the reason in
@@ -89,14 +99,46 @@ typedef enum
 } MemresLogAction;
 typedef struct
 {
-  const char *thread, *time, *pointer_text, *stream_text;
+  const char *thread, *time, *pointer_text, *stream_text, *tag;
   MemresLogAction action;
   guint64 pointer, size;
 } MemresLogLine;
 gboolean memres_tool_log_bad_line (GError **error, const char *log, guint line, const char *format,
                                    ...) G_GNUC_PRINTF (4, 5);
-gboolean memres_tool_log_header_ok (const char *line);
-gboolean memres_tool_parse_log_line (char *line, MemresLogLine *out, char **why);
+gboolean memres_tool_log_header_ok (const char *line, gboolean *tagged);
+gboolean memres_tool_parse_log_line (char *line, gboolean tagged, MemresLogLine *out, char **why);
+
+/* log-walk.c: a whole log (@text, @length bytes, modified in place: the strings of each event
+ * point into it) walked line by line: @func gets each line but the header and blank lines, and
+ * frees of a Pointer not allocated in the log (allocated before it began) are skipped. An
+ * event's @ts is the Time in microseconds since midnight of the first line's day, a day added
+ * each time the Time goes back by more than 12 hours (past midnight); @used and @buffers the
+ * bytes and allocations live after it; @counted for an allocate and a free of an allocation of
+ * the log, which for a free also gives that allocation's size, Time, line and Tag. Errors
+ * (INVALID_ARGUMENT "LOG:LINE: why"): no header, a NUL byte, a malformed line, an invalid Time, a
+ * Pointer allocated twice, live sizes past 2^64; and whatever @func sets when it returns FALSE. */
+typedef struct
+{
+  MemresLogLine l;
+  gboolean tagged; /* the log has the Tag column */
+  guint line;
+  gint64 ts;
+  guint64 used, buffers;
+  gboolean counted;
+  guint64 alloc_size;
+  gint64 alloc_ts;
+  guint alloc_line;
+  const char *alloc_tag;
+} MemresLogEvent;
+typedef gboolean (*MemresLogEventFunc) (const MemresLogEvent *event, gpointer user_data,
+                                        GError **error);
+gboolean memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEventFunc func,
+                               gpointer user_data, GError **error);
+
+/* json-check.c: TRUE when @text (@length bytes, UTF-8 not checked) is exactly one JSON value,
+ * blanks around it allowed; else FALSE with the byte offset where it goes wrong and why (a
+ * static string). Nesting deeper than 512 is refused. */
+gboolean memres_tool_json_check (const char *text, gsize length, gsize *offset, const char **why);
 
 /* the JSON writer: sdk/json-writer.h */
 

@@ -21,6 +21,7 @@ static const struct
   { "replay", memres_tool_replay, "replay a log of the log adaptor against stacks" },
   { "trace", memres_tool_trace, "a log adaptor's logs as a Perfetto (Chrome) trace" },
   { "snapshot", memres_tool_snapshot, "what every layer of a resource holds, as JSON" },
+  { "view", memres_tool_view, "a page to look at logs and snapshots (HTML, offline)" },
   { "ipc-serve", memres_tool_ipc_serve, "share a buffer of an ipc pool over a UNIX socket" },
   { "ipc-attach", memres_tool_ipc_attach, "import a shared buffer, verify it, write back" },
 };

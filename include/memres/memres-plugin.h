@@ -501,12 +501,18 @@ typedef enum
  * @remedy: out: the one remedy the layer knows for a failure it caused (its @limit reached, or
  *   its free bytes in blocks smaller than the request), a sentence without a final full stop
  *   (transfer full), or %NULL for the core's words
+ * @verdict: out: the layer's own verdict when the failure is its own in a way none of the core's
+ *   says (the `arena`'s address space, which the driver refused to extend): a few words without
+ *   a final full stop (transfer full), shown in place of the core's verdict, with @remedy as
+ *   its remedy; or %NULL. Since 2.0, past the first @struct_size of 72 bytes: write it only
+ *   when @struct_size covers it.
  *
  * What one layer says of itself when an allocation through its stack ran out of memory
  * (#MemresResourceOps.explain_oom). The core arrives with @request set, every figure
  * %MEMRES_OOM_UNKNOWN and the strings %NULL, and reads the figures the layer set: it adds each
  * layer's used, cached and reserved bytes from memres_resource_get_stats() itself, so a layer
- * fills in only what statistics cannot say. The verdict is the core's: "limit" when a layer refused
+ * fills in only what statistics cannot say. The verdict is a layer's own when one sets @verdict
+ * (the first from the top), else the core's: "limit" when a layer refused
  * (@refused) or its @limit minus @limit_used is below @request, else "fragmentation" when a layer
  * has at least
  * @request bytes @cached but its @largest_free is below @request, else "exhausted". Part of the
@@ -525,6 +531,7 @@ typedef struct
   guint64 refused;
   char *figures;
   char *remedy;
+  char *verdict;
 } MemresOomFigures;
 
 /**
@@ -1247,13 +1254,17 @@ typedef struct
  *   slots (#MemresResourceOps.sleep), the same slots of the upstream (through the
  *   %MEMRES_KIND_PASSES_ALLOCATIONS adaptors below it) on the upstream's records @allocs; all or
  *   nothing as the slots are; %MEMRES_ERROR_NOT_SUPPORTED when no layer below can. Since: 2.0
+ * memres_allocation_get_tag(): inside an allocate or deallocate slot of a kind with
+ *   %MEMRES_KIND_TAGGED (or below one that asks for tags), the tag of the buffer the call serves
+ *   (transfer none, interned), %NULL for none. Since: 2.0
  * memres_resource_raise_segment_event(): for kinds registered with %MEMRES_KIND_SEGMENTS, tells
  *   the core that a segment of @mr was mapped, grew or is about to be unmapped (see
  *   memres-segments.h and docs/segments.md): the lookup index changes and the subscribers are
  *   called before it returns. Raise MAPPED after the memory is mapped, UNMAPPING before the
  *   driver unmaps it (or before an adaptor gives it back to its upstream), and MAPPED again when
  *   that step failed and the memory stays; never while holding a lock of the kind. Since: 2.0
- * memres_snapshot_add_block(), memres_snapshot_add_hole(), memres_snapshot_add_import(),
+ * memres_snapshot_add_block(), memres_snapshot_add_tagged_block(), memres_snapshot_add_hole(),
+ *   memres_snapshot_add_import(),
  *   memres_snapshot_add_figure(), memres_snapshot_set_unseen(): for the snapshot slot, what
  *   the layer holds (see #MemresResourceOps.snapshot). Since: 2.0 */
 gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info,
@@ -1271,10 +1282,14 @@ gboolean memres_upstream_sleep (MemresResource *mr, MemresAllocation *const *all
                                 GError **error);
 gboolean memres_upstream_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
                                GError **error);
+const char *memres_allocation_get_tag (const MemresAllocation *alloc);
 void memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,
                                           const MemresSegment *segment);
 void memres_snapshot_add_block (MemresSnapshotLayer *layer, guint64 address, guint64 size,
                                 MemresStream stream, MemresBlockState state);
+void memres_snapshot_add_tagged_block (MemresSnapshotLayer *layer, guint64 address, guint64 size,
+                                       MemresStream stream, MemresBlockState state,
+                                       const char *tag);
 void memres_snapshot_add_hole (MemresSnapshotLayer *layer, guint64 address, guint64 size);
 void memres_snapshot_add_import (MemresSnapshotLayer *layer, guint64 address, guint64 size);
 void memres_snapshot_add_figure (MemresSnapshotLayer *layer, const char *name, guint64 value);

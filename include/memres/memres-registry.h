@@ -14,7 +14,7 @@ G_BEGIN_DECLS
  * MemresOptionType:
  * @MEMRES_OPTION_BOOL: `true`/`false` (also `yes`/`no`, `on`/`off`, `1`/`0`)
  * @MEMRES_OPTION_INT: a signed decimal integer within the option's @min..@max
- * @MEMRES_OPTION_SIZE: bytes, with an optional `KiB`, `MiB`, `GiB` or `TiB` suffix, or `max`
+ * @MEMRES_OPTION_SIZE: bytes, with an optional `B`, `KiB`, `MiB`, `GiB`, `TiB` or `PiB` suffix, or `max`
  * @MEMRES_OPTION_ENUM: one of the option's @choices
  * @MEMRES_OPTION_STRING: any text; in a spec string `\`, `,` and `>` are written `\\`, `\,`
  *   and `\>` (a backslash takes the next character literally, in any value)
@@ -110,6 +110,10 @@ typedef struct
  *   itself, as memres_upstream_allocate() and memres_upstream_deallocate() would (the `stats`
  *   adaptor is that and nothing else). The core clears %MEMRES_MEMORY_RESIZABLE of such an instance
  *   (a resize would change sizes behind the counts). Since: 2.0
+ * @MEMRES_KIND_TAGGED: the kind's allocate and deallocate slots read the tag of the buffer they
+ *   serve with memres_allocation_get_tag() (the `log` adaptor writes it): the core marks a tagged
+ *   buffer's record for its slot calls through the layer, as it does for a counted one (an
+ *   untagged buffer costs nothing more). Since: 2.0
  *
  * What a kind is, in #MemresKindInfo.flags. Values are appended only (part of the plugin
  * ABI).
@@ -123,6 +127,7 @@ typedef enum
   MEMRES_KIND_OWN_USAGE = 1 << 2,
   MEMRES_KIND_SEGMENTS = 1 << 3,
   MEMRES_KIND_COUNTED = 1 << 4,
+  MEMRES_KIND_TAGGED = 1 << 5,
 } MemresKindFlags;
 
 /* Full documentation: the reference (share/gtk-doc/html/memres), memres-registry. */

@@ -128,7 +128,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MemresTagScope, memres_tag_scope_end)
 gboolean memres_tag_set_device_default (gint device, const char *tag, GError **error);
 gboolean memres_tag_set_stream_default (MemresStream stream, const char *tag, GError **error);
 
-/* A buffer's tag */
+/* A buffer's tag (a kind's slot: memres_allocation_get_tag(), memres-plugin.h) */
 const char *memres_buffer_get_tag (MemresBuffer *buf);
 
 /* Counts per tag of a counted layer (MEMRES_KIND_COUNTED) */

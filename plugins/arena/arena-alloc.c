@@ -70,6 +70,7 @@ extent_new_or_flush (Arena *self, guint64 size, MemresStream tag, guint64 *addr,
 {
   gboolean flushed = FALSE, ok = FALSE;
 
+  self->va_refused = 0;
   for (guint round = 0;; round++)
     {
       GError *local = NULL;
@@ -230,7 +231,11 @@ allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAll
   Front *f;
 
   if (size > self->parts.max_block)
-    return allocate_large (self, size, stream, alloc, error);
+    {
+      if (arena_wants_own (self, size))
+        return arena_own_allocate (self, size, alloc, error);
+      return allocate_large (self, size, stream, alloc, error);
+    }
   f = front_get_for (mr, &self->parts);
   if (f != NULL && front_try_allocate (f, &self->parts, cache_class_of (size), size, stream, alloc))
     return TRUE;
@@ -283,6 +288,8 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
   Block *b;
   Front *f;
 
+  if (alloc->size > self->parts.max_block && arena_is_own (alloc))
+    return arena_own_free (self, alloc, stream, error);
   if (alloc->size > self->parts.max_block)
     {
       guint64 rounded = arena_round (alloc->size);

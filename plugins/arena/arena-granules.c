@@ -12,7 +12,9 @@
  * (arena_events_flush(), one event at a time under ev_lock, so that events reach subscribers in
  * queue order whichever thread raises them, and a slot returns only once every event queued
  * before it unlocked was delivered). "About to be unmapped" must be delivered before the unmap,
- * so granule_unmap() is reached only through arena_unmap_idle(): under the lock, idle granules
+ * so granule_unmap() is reached only through arena_unmap_idle() (and arena_granules_move(), whose
+ * granules are held by the buffer a resize moves: nothing else touches them while the lock is
+ * dropped for their events): under the lock, idle granules
  * are pinned (a held byte of their own, so that they are neither picked again nor idle) and
  * their events queued; the lock is dropped and the queue raised; under the lock again each one
  * whose bytes are still all free is unmapped, its memory kept as a spare (a move) or released.
@@ -32,8 +34,6 @@
  * failure leaves the table as it was and the driver matching it. All under parts.lock except
  * where said. */
 #include "arena-private.h"
-
-#include "../common/alloc-error.h"
 
 #include <string.h>
 
@@ -357,8 +357,9 @@ granule_back (Arena *self, guint g, gboolean *moved, GError **error)
       self->remapped++;
       return TRUE;
     }
+  /* the slot says which request failed ("cannot allocate N bytes: "), once */
   if ((r = self->drv->cuMemCreate (&h, self->granularity, &self->prop, 0)) != CUDA_SUCCESS)
-    return alloc_error_set (error, r, "cuMemCreate", self->granularity);
+    return memres_cuda_set_error (error, r, "cuMemCreate");
   if (!granule_map (self, g, h, error))
     {
       if ((r = self->drv->cuMemRelease (h)) != CUDA_SUCCESS)
@@ -512,6 +513,96 @@ void
 arena_span_drop (Arena *self, guint64 addr, guint64 size)
 {
   span_count (self, addr, size, -1);
+}
+
+/* The bytes [addr, addr + size), free and settled in granules without physical memory, are
+ * held from now on, their granules still without (arena_granules_move() brings it). */
+void
+arena_span_claim (Arena *self, guint64 addr, guint64 size)
+{
+  span_count (self, addr, size, 1);
+}
+
+/* Granule @from + i's physical memory moved back from @to + i (a rollback), for i < @n. */
+static void
+move_back (Arena *self, guint from, guint to, guint n)
+{
+  for (guint i = n; i-- > 0;)
+    {
+      CUmemGenericAllocationHandle h = self->handle[to + i];
+      g_autoptr (GError) error = NULL;
+      CUresult r;
+
+      withdraw_mapped (self, to + i);
+      if ((r = granule_unmap (self, to + i)) != CUDA_SUCCESS)
+        {
+          g_warning ("arena: cuMemUnmap failed (%d) while rolling back a failed move; the granule "
+                     "stays where it was moved",
+                     r);
+          queue_event (self, MEMRES_SEGMENT_MAPPED, to + i);
+          continue;
+        }
+      self->handle[to + i] = 0;
+      if (!granule_map (self, from + i, h, &error))
+        {
+          g_warning ("arena: mapping a granule back failed while rolling back a failed move: %s",
+                     error->message);
+          self->spare[self->n_spare++] = h; /* released at the end of the resize */
+          continue;
+        }
+      self->handle[from + i] = h;
+    }
+}
+
+/* Moves the physical memory of the @n granules from @from on (all held, in a buffer being moved)
+ * to the @n granules from @to on (held, without memory): their "about to be unmapped" events
+ * delivered first (parts.lock dropped meanwhile: nothing else touches held granules of a buffer
+ * its owner is resizing), then each one unmapped and mapped there (cuMemUnmap, cuMemMap,
+ * cuMemSetAccess; no memory created, none copied). On failure every granule is back where it
+ * was (told mapped again), the error set. */
+gboolean
+arena_granules_move (Arena *self, guint from, guint to, guint n, GError **error)
+{
+  for (guint i = 0; i < n; i++)
+    queue_event (self, MEMRES_SEGMENT_UNMAPPING, from + i);
+  g_mutex_unlock (&self->parts.lock);
+  arena_events_flush (self);
+  g_mutex_lock (&self->parts.lock);
+  for (guint i = 0; i < n; i++)
+    {
+      CUmemGenericAllocationHandle h = self->handle[from + i];
+      CUresult r;
+
+      if ((r = granule_unmap (self, from + i)) != CUDA_SUCCESS)
+        {
+          memres_cuda_set_error (error, r, "cuMemUnmap");
+          for (guint j = i; j < n; j++)
+            queue_event (self, MEMRES_SEGMENT_MAPPED, from + j);
+          move_back (self, from, to, i);
+          return FALSE;
+        }
+      if (!granule_map (self, to + i, h, error))
+        {
+          g_autoptr (GError) again = NULL;
+
+          if (!granule_map (self, from + i, h, &again))
+            {
+              g_warning ("arena: mapping a granule back failed while rolling back a failed move: "
+                         "%s",
+                         again->message);
+              self->spare[self->n_spare++] = h;
+              self->handle[from + i] = 0;
+            }
+          for (guint j = i + 1; j < n; j++)
+            queue_event (self, MEMRES_SEGMENT_MAPPED, from + j);
+          move_back (self, from, to, i);
+          return FALSE;
+        }
+      self->handle[to + i] = h;
+      self->handle[from + i] = 0;
+    }
+  self->moved += n;
+  return TRUE;
 }
 
 /* Gives spares, then idle granules back to the driver while more than @keep_bytes are mapped.

@@ -340,7 +340,8 @@ run_take (Arena *self, Range *from, guint64 addr, guint64 size, GError **error)
 /* More address space: a new reservation (cuMemAddressReserve) of the first one's size, or of
  * @size rounded up to the granularity when that is more (if the driver refuses, of that much
  * only), its granules appended to the table, all of it one settled free range. Lock held. On
- * failure nothing changed. */
+ * failure nothing changed but va_refused, the bytes refused, which the out-of-memory report
+ * makes the arena's own verdict (arena_explain_oom()). */
 gboolean
 arena_reserve_more (Arena *self, guint64 size, GError **error)
 {
@@ -353,6 +354,7 @@ arena_reserve_more (Arena *self, guint64 size, GError **error)
     bytes = need;
   if (self->n_granules + (bytes >> self->granule_shift) > G_MAXUINT32 / 2)
     {
+      self->va_refused = need;
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
                    "arena: no more address space: %" G_GUINT64_FORMAT " bytes reserved",
                    self->va_size);
@@ -363,11 +365,13 @@ arena_reserve_more (Arena *self, guint64 size, GError **error)
     r = self->drv->cuMemAddressReserve (&base, bytes = need, self->granularity, 0, 0);
   if (r != CUDA_SUCCESS)
     {
+      self->va_refused = bytes;
       memres_cuda_set_error (error, r, "cuMemAddressReserve");
       g_prefix_error (
           error, "arena: reserving %" G_GUINT64_FORMAT " more bytes of address space: ", bytes);
       return FALSE;
     }
+  self->va_refused = 0;
   self->resv = g_renew (Reservation, self->resv, self->n_resv + 1);
   self->resv[self->n_resv++] = (Reservation){ base, bytes, self->n_granules };
   arena_granules_grow (self, (guint) (bytes >> self->granule_shift));
@@ -518,4 +522,45 @@ arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, guint64 n
     return FALSE;
   arena_heap_take (self, r, need, FALSE);
   return TRUE;
+}
+
+/* For a move of the large extent [addr, addr + old_size) that remaps its whole granules: a
+ * settled free range holding @new_size bytes at an address N with N - @addr a multiple of the
+ * granularity (so that each whole granule of the old extent lands on a whole granule of the new
+ * one), those target granules without physical memory. The smallest such range; the extent
+ * [N, N + new_size) taken out of it (the rest stays free and settled), its bytes not held yet.
+ * FALSE when no range allows it. Lock held. */
+gboolean
+arena_heap_take_congruent (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
+                           guint64 *at)
+{
+  guint64 mask = self->granularity - 1;
+  guint64 i_lo = (addr + mask) & ~mask, i_hi = (addr + old_size) & ~mask;
+  Range key = { 0, new_size, NULL };
+  GTreeNode *node = g_tree_lower_bound (self->free_tree, &key);
+
+  for (; node != NULL; node = g_tree_node_next (node))
+    {
+      Range *r = g_tree_node_key (node);
+      guint64 n = r->addr + ((addr - r->addr) & mask);
+      gboolean unbacked = TRUE;
+
+      if (r->tag != NULL)
+        break;
+      if (n + new_size > r->addr + r->size)
+        continue;
+      for (guint64 a = n + (i_lo - addr); a < n + (i_hi - addr) && unbacked; a += self->granularity)
+        unbacked = self->handle[arena_granule (self, a)] == 0;
+      if (!unbacked)
+        continue;
+      range_unlink (self, r);
+      if (r->addr < n)
+        arena_heap_insert (self, r->addr, n - r->addr, NULL, NULL);
+      if (n + new_size < r->addr + r->size)
+        arena_heap_insert (self, n + new_size, r->addr + r->size - (n + new_size), NULL, NULL);
+      range_free (self, r);
+      *at = n;
+      return TRUE;
+    }
+  return FALSE;
 }

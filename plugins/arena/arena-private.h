@@ -12,7 +12,10 @@
  * - arena-heap.c: the address range: free ranges best-fit with coalescing, tagged by the stream
  *   of their last free, and settling them (after the device's work) into ranges every stream
  *   may use;
- * - arena-resize.c: resize, in place where the range allows, else a move;
+ * - arena-resize.c: resize, in place where the range allows, else a move (remapping the whole
+ *   granules, copying the bytes of the two end ones);
+ * - arena-export.c: the buffers with physical memory of their own, outside the granule table:
+ *   exportable ones (handle_type=posix_fd) and imports, and the IPC slots;
  * - arena-alloc.c: allocate and close: small requests through the cache parts' fronts and shared
  *   bins, carved from slabs of the range; large requests best-fit in the range; the
  *   out-of-memory flush.
@@ -70,6 +73,27 @@ struct _Chunk
   Block blocks[];
 };
 
+/* A physical allocation of an OwnBuf. */
+typedef struct
+{
+  CUmemGenericAllocationHandle handle;
+  guint64 size;
+} OwnChunk;
+
+/* A buffer with physical memory of its own at a reservation of its own (arena-export.c): an
+ * exportable buffer (one chunk) or an import (the exporter's chunks); its plugin data. */
+typedef struct _OwnBuf OwnBuf;
+struct _OwnBuf
+{
+  OwnBuf *prev, *next;
+  CUdeviceptr base;
+  guint64 bytes; /* reserved and mapped: the chunks' sum */
+  guint64 used;  /* exportable: the bytes counted as used (arena_round() of the size) */
+  gboolean imported;
+  guint n;
+  OwnChunk chunks[];
+};
+
 typedef struct
 {
   CacheParts parts; /* first: the fast path reads its start */
@@ -83,7 +107,9 @@ typedef struct
   gsize chunk_size;      /* bytes of a slab of the chunk classes */
   guint n_chunk_classes; /* classes carved from slabs of chunk_size */
   guint64 release_threshold;
-  gboolean exportable;
+  gboolean exportable; /* handle_type=posix_fd */
+  guint64 export_min;  /* with it: large requests of at least this get memory of their own */
+  CUmemAllocationProp own_prop; /* prop with the POSIX-fd handle type */
 
   /* the reservations: the first at init, more when the address space runs out (under
    * parts.lock after init) */
@@ -115,7 +141,13 @@ typedef struct
   guint64 used_high;
   Chunk *chunks;
   guint64 created, remapped, released, settles, oom_flushes, misses, large_allocs;
-  guint64 run_takes; /* extents placed across a stream's own freed ranges and settled ones */
+  guint64 moved;          /* granules whose memory a resize moved (remapped, not copied) */
+  guint64 va_refused;     /* bytes of address space the driver last refused to reserve (0: none) */
+  guint64 run_takes;      /* extents placed across a stream's own freed ranges and settled ones */
+  OwnBuf *owns;           /* buffers of their own memory (their granules count in n_mapped) */
+  guint64 own_used;       /* bytes of the exportable ones counted as used */
+  guint64 imported_bytes; /* bytes mapped from other processes */
+  guint64 exportables, exports;
 
   /* segment events (arena-granules.c): queued under parts.lock, raised without it */
   GMutex ev_lock;    /* taken before parts.lock; held while events are raised */
@@ -166,7 +198,8 @@ arena_used (Arena *self)
 {
   guint64 cached = self->parts.shared_cached + cache_fronts_cached (&self->parts);
 
-  return self->large_used + (self->slab_bytes > cached ? self->slab_bytes - cached : 0);
+  return self->large_used + self->own_used
+         + (self->slab_bytes > cached ? self->slab_bytes - cached : 0);
 }
 
 /* arena-granules.c */
@@ -175,6 +208,8 @@ void arena_granules_grow (Arena *self, guint n);
 void arena_granules_clear (Arena *self);
 gboolean arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error);
 void arena_span_drop (Arena *self, guint64 addr, guint64 size);
+void arena_span_claim (Arena *self, guint64 addr, guint64 size);
+gboolean arena_granules_move (Arena *self, guint from, guint to, guint n, GError **error);
 guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
 guint64 arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle);
 gboolean arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error);
@@ -202,6 +237,8 @@ gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr,
                            GError **error);
 guint64 arena_heap_largest_servable (Arena *self);
+gboolean arena_heap_take_congruent (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
+                                    guint64 *at);
 gboolean arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
                                    MemresStream tag, GError **error);
 gboolean arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag,
@@ -216,6 +253,29 @@ gboolean arena_flush (Arena *self, GError **error);
 
 /* arena-snapshot.c: the snapshot slot */
 void arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer);
+
+/* arena-export.c */
+gboolean arena_own_allocate (Arena *self, gsize size, MemresAllocation *alloc, GError **error);
+gboolean arena_own_free (Arena *self, MemresAllocation *alloc, MemresStream stream, GError **error);
+void arena_own_release_all (Arena *self);
+gboolean arena_export_chunks (MemresResource *mr, const MemresAllocation *alloc,
+                              MemresBufferChunks *out, GError **error);
+gboolean arena_import_chunks (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
+                              MemresAllocation *alloc, GError **error);
+
+/* Whether a large buffer's allocation is one of arena-export.c's (else a heap extent). */
+static inline gboolean
+arena_is_own (const MemresAllocation *alloc)
+{
+  return alloc->plugin_data != NULL;
+}
+
+/* Whether a request of @size bytes gets memory of its own (an exportable buffer). */
+static inline gboolean
+arena_wants_own (const Arena *self, guint64 size)
+{
+  return self->exportable && size > self->parts.max_block && size >= self->export_min;
+}
 
 /* arena-resize.c */
 gboolean arena_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size,

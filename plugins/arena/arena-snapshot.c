@@ -130,6 +130,12 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
         at += sl->size;
         s++;
       }
+  /* the buffers of memory of their own, each at a reservation of its own (arena-export.c) */
+  for (const OwnBuf *own = self->owns; own != NULL; own = own->next)
+    if (own->imported)
+      memres_snapshot_add_import (layer, own->base, own->bytes);
+    else
+      memres_snapshot_add_block (layer, own->base, own->bytes, NULL, MEMRES_BLOCK_USED);
   memres_snapshot_add_figure (layer, "granularity", self->granularity);
   memres_snapshot_add_figure (layer, "mapped", (guint64) self->n_mapped << self->granule_shift);
   memres_snapshot_add_figure (layer, "idle_mapped",

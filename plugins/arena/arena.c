@@ -6,7 +6,7 @@
  * memory model.
  *
  * Spec: arena[:device=N,reserve=SIZE,release_threshold=SIZE|max,max_block=SIZE,chunk=SIZE,
- *              front=N,front_bytes=SIZE]
+ *              front=N,front_bytes=SIZE,handle_type=none|posix_fd,export_min=SIZE]
  *
  * At init, one range of address space is reserved (cuMemAddressReserve: `reserve` bytes, by
  * default twice the device's memory, halved until the driver grants it); more are reserved when
@@ -28,6 +28,8 @@
  * bytes handed out (class bytes of blocks, rounded bytes of large buffers); the counters add the
  * virtual bytes reserved and the granules created, remapped and released. */
 #include "arena-private.h"
+
+static const char *const handle_type_choices[] = { "none", "posix_fd", NULL };
 
 static const MemresOptionSpec arena_options[] = {
   { "device", MEMRES_OPTION_INT, "0", "CUDA device ordinal the memory belongs to", NULL, 0,
@@ -51,6 +53,14 @@ static const MemresOptionSpec arena_options[] = {
   { "front", MEMRES_OPTION_INT, "8", "free blocks per size class in each thread's front cache",
     NULL, 0, CACHE_FRONT_MAX },
   { "front_bytes", MEMRES_OPTION_SIZE, "64MiB", "most bytes of free blocks in each thread's front",
+    NULL, 0, 0 },
+  { "handle_type", MEMRES_OPTION_ENUM, "none",
+    "posix_fd: buffers of more than max_block and at least export_min bytes get physical memory "
+    "of their own (no neighbour in their granules) and export by POSIX fd (none: no export)",
+    handle_type_choices, 0, 0 },
+  { "export_min", MEMRES_OPTION_SIZE, "0",
+    "with handle_type=posix_fd: the smallest request that gets memory of its own and can be "
+    "exported (0: every request above max_block)",
     NULL, 0, 0 },
 };
 
@@ -76,6 +86,9 @@ arena_setup_options (Arena *self, const MemresOptions *options, GError **error)
     return arena_invalid (error, "chunk", chunk, "between 4 KiB and 64 MiB");
   self->chunk_size = (gsize) chunk;
   self->release_threshold = memres_options_get_size (options, "release_threshold");
+  self->exportable
+      = g_strcmp0 (memres_options_get_string (options, "handle_type"), "posix_fd") == 0;
+  self->export_min = memres_options_get_size (options, "export_min");
   n_classes = cache_class_of ((gsize) max_block) + 1;
   while (self->n_chunk_classes < n_classes
          && cache_class_size (self->n_chunk_classes) <= chunk / 16)
@@ -206,6 +219,8 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->prop.location.id = self->device;
   self->access.location = self->prop.location;
   self->access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  self->own_prop = self->prop;
+  self->own_prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   if (!arena_setup_range (self, memres_options_get_size (options, "reserve"), error))
     return FALSE;
   if (!arena_setup_watch (self, error) || !arena_setup_options (self, options, error))
@@ -237,6 +252,7 @@ arena_finalize (MemresResource *mr)
       memres_cuda_warn_release_failure (error, "arena: finalize");
       g_clear_error (&error);
     }
+  arena_own_release_all (self);
   if (self->chunks != NULL || self->large_used != 0)
     g_warning ("arena: %" G_GUINT64_FORMAT " bytes still in use at finalize", arena_used (self));
   if (arena_granules_release_all (self))
@@ -271,6 +287,8 @@ arena_query (MemresResource *mr, MemresResourceInfo *info)
   info->device = self->device;
   info->flags
       = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED | MEMRES_MEMORY_RESIZABLE;
+  if (self->exportable)
+    info->flags |= MEMRES_MEMORY_IPC_ENABLED;
 }
 
 /* ---- statistics and trim --------------------------------------------------------------------- */
@@ -285,7 +303,7 @@ arena_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
   cached = self->parts.shared_cached + cache_fronts_cached_exact (&self->parts);
   stats->reserved_current = (guint64) self->n_mapped * self->granularity;
   stats->reserved_high = (guint64) self->mapped_high * self->granularity;
-  stats->used_current = self->large_used + self->slab_bytes - cached;
+  stats->used_current = self->large_used + self->own_used + self->slab_bytes - cached;
   self->used_high = MAX (self->used_high, stats->used_current);
   stats->used_high = self->used_high;
   g_mutex_unlock (&self->parts.lock);
@@ -299,7 +317,7 @@ arena_reset_stats (MemresResource *mr, GError **error)
 
   g_mutex_lock (&self->parts.lock);
   self->mapped_high = self->n_mapped;
-  self->used_high = self->large_used + self->slab_bytes - self->parts.shared_cached
+  self->used_high = self->large_used + self->own_used + self->slab_bytes - self->parts.shared_cached
                     - cache_fronts_cached_exact (&self->parts);
   g_mutex_unlock (&self->parts.lock);
   return TRUE;
@@ -335,6 +353,7 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "granularity", "t", g);
   g_variant_dict_insert (counters, "granules_created", "t", self->created);
   g_variant_dict_insert (counters, "granules_remapped", "t", self->remapped);
+  g_variant_dict_insert (counters, "granules_moved", "t", self->moved);
   g_variant_dict_insert (counters, "granules_released", "t", self->released);
   g_variant_dict_insert (counters, "settles", "t", self->settles);
   g_variant_dict_insert (counters, "oom_flushes", "t", self->oom_flushes);
@@ -344,6 +363,9 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "run_takes", "t", self->run_takes);
   g_variant_dict_insert (counters, "misses", "t", self->misses);
   g_variant_dict_insert (counters, "max_block", "t", (guint64) self->parts.max_block);
+  g_variant_dict_insert (counters, "exportable_buffers", "t", self->exportables);
+  g_variant_dict_insert (counters, "exports", "t", self->exports);
+  g_variant_dict_insert (counters, "imported", "t", self->imported_bytes);
   g_mutex_unlock (&self->parts.lock);
   return TRUE;
 }
@@ -352,17 +374,21 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
  * physical memory it holds (mapped, not in use), the most one request could get from them
  * without new memory (arena_heap_largest_servable()), the granules, and what strands them:
  * physical memory moves a whole granule at a time, so the free bytes of granules that also
- * hold live bytes serve only requests placed right there. */
+ * hold live bytes serve only requests placed right there. When the driver refused more address
+ * space for the request (va_refused), that is the verdict, the arena's own. */
 static void
 arena_explain_oom (MemresResource *mr, MemresOomFigures *figures)
 {
   Arena *self = memres_resource_get_private (mr);
-  guint64 mapped, used, largest;
-  guint partly = 0, idle;
+  guint64 mapped, used, largest, va_refused, va_size;
+  guint partly = 0, idle, n_resv;
 
   g_mutex_lock (&self->parts.lock);
+  va_refused = self->va_refused;
+  va_size = self->va_size;
+  n_resv = self->n_resv;
   mapped = (guint64) self->n_mapped * self->granularity;
-  used = self->large_used + self->slab_bytes - self->parts.shared_cached
+  used = self->large_used + self->own_used + self->slab_bytes - self->parts.shared_cached
          - cache_fronts_cached_exact (&self->parts);
   largest = arena_heap_largest_servable (self);
   idle = arena_reusable (self);
@@ -375,7 +401,20 @@ arena_explain_oom (MemresResource *mr, MemresOomFigures *figures)
       "%" G_GUINT64_FORMAT " granules of %" G_GSIZE_FORMAT " bytes mapped, %u idle, %u partly "
       "in use; %" G_GUINT64_FORMAT " bytes of address space",
       mapped / self->granularity, self->granularity, idle, partly, self->va_size);
-  if (largest < figures->request && figures->cached >= figures->request)
+  /* the address space the driver refused to extend: the arena's own verdict */
+  if (va_refused > 0
+      && figures->struct_size >= G_STRUCT_OFFSET (MemresOomFigures, verdict) + sizeof (char *))
+    {
+      figures->verdict = g_strdup_printf ("address space: `arena` has %" G_GUINT64_FORMAT
+                                          " bytes of address space in %u "
+                                          "reservation%s, none with a free range for the request, "
+                                          "and the driver refused %" G_GUINT64_FORMAT " bytes more",
+                                          va_size, n_resv, n_resv == 1 ? "" : "s", va_refused);
+      figures->remedy = g_strdup (
+          "create the arena with a larger reserve (arena:reserve=SIZE, up to 1 PiB: address "
+          "space costs no memory), or close buffers to free address space");
+    }
+  else if (largest < figures->request && figures->cached >= figures->request)
     figures->remedy = g_strdup_printf (
         "the free bytes of `arena` lie in %u granules that also hold live buffers, and it moves "
         "physical memory only a whole granule (%" G_GSIZE_FORMAT " bytes) at a time: free the "
@@ -418,6 +457,14 @@ static const MemresResourceOps arena_ops = {
   .snapshot = arena_snapshot, /* arena-snapshot.c */
 };
 
+/* every instance's: only those made with handle_type=posix_fd export and import (the slots
+ * check), and only their buffers of memory of their own export (arena-export.c) */
+static const MemresIpcOps arena_ipc_ops = {
+  .version = MEMRES_IPC_OPS_VERSION,
+  .export_chunks = arena_export_chunks,
+  .import_chunks = arena_import_chunks,
+};
+
 static const MemresKindInfo arena_kind = {
   .struct_size = sizeof (MemresKindInfo),
   .name = "arena",
@@ -426,6 +473,7 @@ static const MemresKindInfo arena_kind = {
   .options = arena_options,
   .n_options = G_N_ELEMENTS (arena_options),
   .ops = &arena_ops,
+  .ipc = &arena_ipc_ops,
   .instance_size = sizeof (Arena),
   .flags = MEMRES_KIND_SEGMENTS, /* each mapped granule is a segment */
 };

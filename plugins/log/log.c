@@ -27,7 +27,10 @@
  * when `lines_lost` is 0 (reading the counters writes what is buffered first, so they count
  * every line logged so far). The first failure is also one warning. A process that exits
  * without finalizing the layer still writes its lines (at exit, as stdio would).
- * `memres replay LOG SPEC` replays such a file. Allocations pass through unchanged
+ * `memres replay LOG SPEC` replays such a file. With `tags=true` a seventh column, Tag, follows
+ * RMM's six (which RMM's readers read as before): the tag of the buffer each allocate, failure
+ * and free is for (memres_allocation_get_tag(), MEMRES_KIND_TAGGED), empty for none and for a
+ * trim; the tag is the last field and may hold commas. Allocations pass through unchanged
  * (MEMRES_KIND_PASSES_ALLOCATIONS). */
 #include <memres/memres-plugin.h>
 
@@ -42,6 +45,8 @@
 #include <unistd.h>
 
 #define LOG_HEADER      "Thread,Time,Action,Pointer,Size,Stream\n"
+#define LOG_HEADER_TAGS "Thread,Time,Action,Pointer,Size,Stream,Tag\n"
+#define LOG_LINE_MAX    (160 + MEMRES_TAG_NAME_MAX)
 #define LOG_BUFFER_SIZE (64 * 1024)
 
 typedef struct
@@ -50,6 +55,7 @@ typedef struct
   int fd;
   char *path;
   gboolean flush;
+  gboolean tags;         /* the Tag column */
   char *buffer;          /* lines not yet written, LOG_BUFFER_SIZE bytes */
   gsize buffered;        /* bytes in buffer */
   guint64 lines_written; /* lines (the header included) that reached the file */
@@ -72,6 +78,8 @@ static const MemresOptionSpec log_options[] = {
   { "append", MEMRES_OPTION_BOOL, "false", "append to an existing file instead of truncating it",
     NULL, 0, 0 },
   { "flush", MEMRES_OPTION_BOOL, "false", "flush every line at once", NULL, 0, 0 },
+  { "tags", MEMRES_OPTION_BOOL, "false",
+    "a seventh column, Tag: the allocation's tag (memres-tags.h), after RMM's six", NULL, 0, 0 },
 };
 
 /* @path opened for writing: a regular file (created, truncated unless @append) or a character
@@ -249,9 +257,11 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
     return FALSE;
   self->path = g_strdup (path);
   self->flush = memres_options_get_bool (options, "flush");
+  self->tags = memres_options_get_bool (options, "tags");
   self->buffer = g_malloc (LOG_BUFFER_SIZE);
-  if (empty)
-    append_locked (self, LOG_HEADER, strlen (LOG_HEADER)); /* nobody else sees it yet */
+  if (empty) /* nobody else sees it yet */
+    append_locked (self, self->tags ? LOG_HEADER_TAGS : LOG_HEADER,
+                   strlen (self->tags ? LOG_HEADER_TAGS : LOG_HEADER));
   g_mutex_init (&self->lock);
   g_cond_init (&self->freed);
   self->freeing = g_hash_table_new (g_int64_hash, g_int64_equal);
@@ -281,8 +291,8 @@ log_finalize (MemresResource *mr)
  * lock that a fork() leaves taken in the child when another thread was inside it, and the
  * layer's at_fork holds the layer's lock, so no thread of this layer is in it then. */
 static int
-format_line (LogResource *self, char line[static 160], const char *action, guint64 address,
-             gsize size, MemresStream stream)
+format_line (LogResource *self, char line[static LOG_LINE_MAX], const char *action, guint64 address,
+             gsize size, MemresStream stream, const char *tag)
 {
   gint64 now = g_get_real_time ();
   time_t secs = (time_t) (now / G_USEC_PER_SEC);
@@ -298,12 +308,13 @@ format_line (LogResource *self, char line[static 160], const char *action, guint
       g_mutex_unlock (&self->lock);
     }
   local = (gint64) secs + __atomic_load_n (&self->zone_offset, __ATOMIC_RELAXED);
-  return g_snprintf (line, 160,
+  return g_snprintf (line, LOG_LINE_MAX,
                      "%ld,%02d:%02d:%02d.%06d,%s,0x%" G_GINT64_MODIFIER "x,%" G_GSIZE_FORMAT
-                     ",0x%" G_GINT64_MODIFIER "x\n",
+                     ",0x%" G_GINT64_MODIFIER "x%s%s\n",
                      (long) syscall (SYS_gettid), (int) (local / 3600 % 24),
                      (int) (local / 60 % 60), (int) (local % 60), (int) (now % G_USEC_PER_SEC),
-                     action, address, size, (guint64) (guintptr) stream);
+                     action, address, size, (guint64) (guintptr) stream, self->tags ? "," : "",
+                     self->tags && tag != NULL ? tag : "");
 }
 
 /* Writes one line. An allocate (@allocated) first waits until no free of its address is
@@ -311,18 +322,19 @@ format_line (LogResource *self, char line[static 160], const char *action, guint
  * critical section. */
 static void
 write_line (LogResource *self, const char *action, guint64 address, gsize size, MemresStream stream,
-            gboolean allocated, gboolean freed)
+            const char *tag, gboolean allocated, gboolean freed)
 {
-  char line[160];
-  int n = format_line (self, line, action, address, size, stream);
+  char line[LOG_LINE_MAX];
+  int n = format_line (self, line, action, address, size, stream, tag);
 
   g_mutex_lock (&self->lock);
   if (allocated && g_hash_table_contains (self->freeing, &address))
     {
       while (g_hash_table_contains (self->freeing, &address))
         g_cond_wait (&self->freed, &self->lock);
-      g_mutex_unlock (&self->lock);                                /* format_line() may take it */
-      n = format_line (self, line, action, address, size, stream); /* its time after the free's */
+      g_mutex_unlock (&self->lock); /* format_line() may take it */
+      /* its time after the free's */
+      n = format_line (self, line, action, address, size, stream, tag);
       g_mutex_lock (&self->lock);
     }
   if (freed)
@@ -339,16 +351,17 @@ log_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocat
               GError **error)
 {
   LogResource *self = memres_resource_get_private (mr);
+  const char *tag = self->tags ? memres_allocation_get_tag (alloc) : NULL;
 
   if (!memres_upstream_allocate (mr, size, stream, alloc, error))
     {
-      write_line (self, "allocate failure", 0, size, stream, FALSE, FALSE);
+      write_line (self, "allocate failure", 0, size, stream, tag, FALSE, FALSE);
       /* memres's action beside RMM's, for traces: the failure was for lack of memory */
       if (error != NULL && g_error_matches (*error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
-        write_line (self, "out of memory", 0, size, stream, FALSE, FALSE);
+        write_line (self, "out of memory", 0, size, stream, tag, FALSE, FALSE);
       return FALSE;
     }
-  write_line (self, "allocate", alloc->address, alloc->size, stream, TRUE, FALSE);
+  write_line (self, "allocate", alloc->address, alloc->size, stream, tag, TRUE, FALSE);
   return TRUE;
 }
 
@@ -356,6 +369,7 @@ static gboolean
 log_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   LogResource *self = memres_resource_get_private (mr);
+  const char *tag = self->tags ? memres_allocation_get_tag (alloc) : NULL;
   guint64 address = alloc->address;
   gsize size = alloc->size;
   gboolean ok;
@@ -367,7 +381,7 @@ log_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream
   g_mutex_unlock (&self->lock);
   ok = memres_upstream_deallocate (mr, alloc, stream, error);
   /* failed after releasing it (address 0): gone all the same, the core closes the buffer */
-  write_line (self, ok || alloc->address == 0 ? "free" : "free failure", address, size, stream,
+  write_line (self, ok || alloc->address == 0 ? "free" : "free failure", address, size, stream, tag,
               FALSE, TRUE);
   return ok;
 }
@@ -381,7 +395,7 @@ log_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 
   if (!memres_resource_trim (memres_resource_get_upstream (mr), bytes_to_keep, error))
     return FALSE;
-  write_line (self, "trim", 0, bytes_to_keep, NULL, FALSE, FALSE);
+  write_line (self, "trim", 0, bytes_to_keep, NULL, NULL, FALSE, FALSE);
   return TRUE;
 }
 
@@ -449,7 +463,7 @@ static const MemresKindInfo log_kind = {
   .n_options = G_N_ELEMENTS (log_options),
   .ops = &log_ops,
   .instance_size = sizeof (LogResource),
-  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_TAGGED,
 };
 
 static gboolean

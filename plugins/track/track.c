@@ -1,6 +1,7 @@
 /* memres - CUDA memory resources
  * track.c: the `track` adaptor: records every live allocation that goes through it (size,
- * stream, thread, time, and with `backtrace=true` the call stack), lists them with
+ * stream, thread, time, tag (MEMRES_KIND_TAGGED), and with `backtrace=true` the call stack),
+ * lists them with
  * memres_track_foreach_live(), and when it is finalized with allocations still live (an
  * adaptor above it that never gave them back) warns with their count and the largest, then
  * releases them. A free that fails below it (and releases nothing) keeps the buffer open, and
@@ -22,6 +23,7 @@ typedef struct
   MemresStream stream;
   guint64 thread;
   gint64 time;
+  const char *tag; /* the buffer's (interned), or NULL */
   guint n_frames;
   gpointer frames[]; /* n_frames */
 } Record;
@@ -132,6 +134,7 @@ track_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
   r->stream = stream;
   r->thread = (guint64) syscall (SYS_gettid);
   r->time = g_get_real_time ();
+  r->tag = memres_allocation_get_tag (alloc);
   r->n_frames = n_frames;
   memcpy (r->frames, frames, n_frames * sizeof (gpointer));
   g_mutex_lock (&self->lock);
@@ -184,7 +187,7 @@ track_at_fork (MemresResource *mr, MemresForkPhase phase)
     memres_fork_mutex (&((TrackResource *) memres_resource_get_private (mr))->lock, phase);
 }
 
-/* The snapshot slot: every live allocation a used block (its address, size and stream). */
+/* The snapshot slot: every live allocation a used block (its address, size, stream and tag). */
 static void
 track_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
 {
@@ -198,8 +201,8 @@ track_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
     {
       const Record *r = value;
 
-      memres_snapshot_add_block (layer, r->alloc.address, r->alloc.size, r->stream,
-                                 MEMRES_BLOCK_USED);
+      memres_snapshot_add_tagged_block (layer, r->alloc.address, r->alloc.size, r->stream,
+                                        MEMRES_BLOCK_USED, r->tag);
     }
   memres_snapshot_add_figure (layer, "live", g_hash_table_size (self->live));
   g_mutex_unlock (&self->lock);
@@ -224,7 +227,7 @@ static const MemresKindInfo track_kind = {
   .n_options = G_N_ELEMENTS (track_options),
   .ops = &track_ops,
   .instance_size = sizeof (TrackResource),
-  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS,
+  .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_TAGGED,
 };
 
 static gint

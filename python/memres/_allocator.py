@@ -33,6 +33,8 @@ class Allocator:
         lib.memres_allocator_count_buffers.restype = ctypes.c_uint64
         lib.memres_allocator_count_buffers.argtypes = [ctypes.c_int]
         lib.memres_torch_alloc_throws.restype = ctypes.c_int
+        lib.memres_torch_empty_cache.restype = None
+        lib.memres_torch_empty_cache.argtypes = []
 
     def address(self, name):
         return ctypes.cast(getattr(self.lib, name), ctypes.c_void_p).value
@@ -52,6 +54,11 @@ class Allocator:
         """The snapshot of device's resource (Resource.snapshot()), None when there is none."""
         mr = self.resource(device)
         return mr.snapshot() if mr is not None else None
+
+    def empty_cache(self):
+        """Trims every device's resource to 0 bytes kept (memres_torch_empty_cache(): what
+        torch.cuda.empty_cache() asks of it; the cache's free blocks, the pool's reserve)."""
+        self.lib.memres_torch_empty_cache()
 
     def count_buffers(self, device=-1):
         """Live buffers of device (-1: of every device)."""

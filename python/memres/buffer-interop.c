@@ -247,18 +247,23 @@ buffer_getbuffer (PyObject *self, Py_buffer *view, int flags)
       PyErr_SetString (PyExc_BufferError, "the buffer is not host-accessible");
       return -1;
     }
+  /* counted before the address is read: a close() that begins later is refused */
+  if (pymemres_buffer_use ((PyMemresBuffer *) self, TRUE) < 0)
+    return -1;
   if (PyBuffer_FillInfo (view, self, memres_buffer_get_pointer (buf),
                          (Py_ssize_t) memres_buffer_get_size (buf), 0, flags)
       < 0)
-    return -1;
-  ((PyMemresBuffer *) self)->n_views++;
+    {
+      pymemres_buffer_unuse ((PyMemresBuffer *) self, TRUE);
+      return -1;
+    }
   return 0;
 }
 
 static void
 buffer_releasebuffer (PyObject *self, Py_buffer *view)
 {
-  ((PyMemresBuffer *) self)->n_views--;
+  pymemres_buffer_unuse ((PyMemresBuffer *) self, TRUE);
 }
 
 PyBufferProcs pymemres_buffer_as_buffer = {

@@ -38,9 +38,29 @@ pymemres_buffer_wrap (MemresBuffer *buf)
     }
   self->buf = buf;
   self->weakrefs = NULL;
+  self->state = 0;
   self->n_views = 0;
-  self->n_busy = 0;
   return (PyObject *) self;
+}
+
+int
+pymemres_buffer_use (PyMemresBuffer *self, gboolean view)
+{
+  gint state;
+
+  do
+    {
+      state = PYMEMRES_STATE_GET (&self->state);
+      if (state & PYMEMRES_CLOSING)
+        {
+          pymemres_raise_closed ();
+          return -1;
+        }
+    }
+  while (!PYMEMRES_STATE_CAS (&self->state, state, state + PYMEMRES_USER));
+  if (view)
+    PYMEMRES_STATE_ADD (&self->n_views, 1);
+  return 0;
 }
 
 static PyObject *
@@ -62,8 +82,9 @@ buffer_dealloc (PyMemresBuffer *self)
   self->buf = NULL;
   if (buf != NULL)
     {
-      /* the last reference to an open buffer closes it, which may wait */
-      if (!memres_buffer_is_closed (buf) && pymemres_close_may_wait (buf))
+      /* the last reference to an open buffer closes it, which may wait (a closed buffer's
+       * flags are 0: it does not) */
+      if (!(self->state & PYMEMRES_CLOSED) && pymemres_close_may_wait (buf))
         {
           Py_BEGIN_ALLOW_THREADS;
           memres_buffer_unref (buf);
@@ -82,36 +103,54 @@ buffer_dealloc (PyMemresBuffer *self)
   Py_TYPE (self)->tp_free ((PyObject *) self);
 }
 
+/* Why close() cannot begin now: None for a buffer closed already, BufferError while it has
+ * users or another thread closes it; NULL with the state free again (the caller tries again). */
+static PyObject *
+close_refused (PyMemresBuffer *self)
+{
+  gint state = PYMEMRES_STATE_GET (&self->state);
+  gint n_views;
+
+  if (state & PYMEMRES_CLOSED)
+    Py_RETURN_NONE;
+  if (state & PYMEMRES_CLOSING)
+    {
+      PyErr_SetString (PyExc_BufferError, "cannot close the buffer: another thread is closing it");
+      return NULL;
+    }
+  if (state == 0)
+    return NULL;
+  n_views = PYMEMRES_STATE_GET (&self->n_views);
+  if (n_views > 0)
+    /* a memoryview would read freed memory: bytearray's and mmap's rule */
+    PyErr_Format (PyExc_BufferError,
+                  "cannot close the buffer: %d memoryview(s) of it are still in use "
+                  "(release them first)",
+                  n_views);
+  else
+    /* another thread copies, fills, reads or writes it with the GIL released */
+    PyErr_Format (PyExc_BufferError,
+                  "cannot close the buffer: %d call(s) on other threads are using it",
+                  state / PYMEMRES_USER);
+  return NULL;
+}
+
 static const char *const stream_names[] = { "stream" };
 
-static PyObject *
-buffer_close (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* close(stream), inline in close() itself */
+static inline PyObject *
+close_on (PyMemresBuffer *self, MemresStream stream)
 {
-  PyObject *argv[1] = { NULL };
-  MemresStream stream = NULL;
   GError *error = NULL;
   gboolean ok;
 
-  if ((nargs != 0 || kwnames != NULL)
-      && (pymemres_parse_args ("close", args, nargs, kwnames, stream_names, 1, 0, argv) < 0
-          || pymemres_stream_from_object (argv[0], &stream) < 0))
-    return NULL;
-  if (self->n_views > 0 && !memres_buffer_is_closed (self->buf))
+  /* no user may begin while the state says CLOSING */
+  while (G_UNLIKELY (!PYMEMRES_STATE_CAS (&self->state, 0, PYMEMRES_CLOSING)))
     {
-      /* a memoryview would read freed memory: bytearray's and mmap's rule */
-      PyErr_Format (PyExc_BufferError,
-                    "cannot close the buffer: %zd memoryview(s) of it are still in use "
-                    "(release them first)",
-                    self->n_views);
-      return NULL;
-    }
-  if (self->n_busy > 0 && !memres_buffer_is_closed (self->buf))
-    {
-      /* another thread copies, fills, reads or writes it with the GIL released */
-      PyErr_Format (PyExc_BufferError,
-                    "cannot close the buffer: %zd call(s) on other threads are using it",
-                    self->n_busy);
-      return NULL;
+      PyObject *refused = close_refused (self);
+
+      if (refused != NULL || PyErr_Occurred ())
+        return refused;
     }
   if (pymemres_close_may_wait (self->buf))
     {
@@ -121,21 +160,34 @@ buffer_close (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyO
     }
   else
     ok = memres_buffer_close (self->buf, stream, &error);
-  if (!ok)
-    return pymemres_raise (error);
-  Py_RETURN_NONE;
+  if (G_LIKELY (ok))
+    {
+      PYMEMRES_STATE_SET (&self->state, PYMEMRES_CLOSING | PYMEMRES_CLOSED);
+      Py_RETURN_NONE;
+    }
+  /* a failed close leaves the buffer open, unless the kind broke its contract */
+  PYMEMRES_STATE_SET (&self->state,
+                      memres_buffer_is_closed (self->buf) ? PYMEMRES_CLOSING | PYMEMRES_CLOSED : 0);
+  return pymemres_raise (error);
+}
+
+PyObject *
+pymemres_buffer_close_on (PyMemresBuffer *self, MemresStream stream)
+{
+  return close_on (self, stream);
 }
 
 static PyObject *
-buffer_enter (PyObject *self, PyObject *unused)
+buffer_close (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-  return Py_NewRef (self);
-}
+  PyObject *argv[1] = { NULL };
+  MemresStream stream = NULL;
 
-static PyObject *
-buffer_exit (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs)
-{
-  return buffer_close (self, NULL, 0, NULL);
+  if (G_UNLIKELY (nargs != 0 || kwnames != NULL)
+      && (pymemres_parse_args ("close", args, nargs, kwnames, stream_names, 1, 0, argv) < 0
+          || pymemres_stream_from_object (argv[0], &stream) < 0))
+    return NULL;
+  return close_on (self, stream);
 }
 
 static const char *const transfer_names[] = { "other", "stream" };
@@ -163,14 +215,19 @@ buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyOb
       return NULL;
     }
   other = ((PyMemresBuffer *) argv[0])->buf;
-  self->n_busy++;
-  ((PyMemresBuffer *) argv[0])->n_busy++;
+  if (pymemres_buffer_use (self, FALSE) < 0)
+    return NULL;
+  if (pymemres_buffer_use ((PyMemresBuffer *) argv[0], FALSE) < 0)
+    {
+      pymemres_buffer_unuse (self, FALSE);
+      return NULL;
+    }
   Py_BEGIN_ALLOW_THREADS;
   ok = to ? memres_buffer_copy_to (self->buf, other, stream, &error)
           : memres_buffer_copy_from (self->buf, other, stream, &error);
   Py_END_ALLOW_THREADS;
-  ((PyMemresBuffer *) argv[0])->n_busy--;
-  self->n_busy--;
+  pymemres_buffer_unuse ((PyMemresBuffer *) argv[0], FALSE);
+  pymemres_buffer_unuse (self, FALSE);
   if (!ok)
     return pymemres_raise (error);
   Py_RETURN_NONE;
@@ -208,11 +265,12 @@ buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
       PyErr_SetString (PyExc_ValueError, "fill value must fit in 32 bits");
       return NULL;
     }
-  self->n_busy++;
+  if (pymemres_buffer_use (self, FALSE) < 0)
+    return NULL;
   Py_BEGIN_ALLOW_THREADS;
   ok = memres_buffer_fill (self->buf, (guint32) value, width, stream, &error);
   Py_END_ALLOW_THREADS;
-  self->n_busy--;
+  pymemres_buffer_unuse (self, FALSE);
   if (!ok)
     return pymemres_raise (error);
   Py_RETURN_NONE;
@@ -244,12 +302,16 @@ buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
   bytes = PyBytes_FromStringAndSize (NULL, n);
   if (bytes == NULL)
     return NULL;
-  self->n_busy++;
+  if (pymemres_buffer_use (self, FALSE) < 0)
+    {
+      Py_DECREF (bytes);
+      return NULL;
+    }
   Py_BEGIN_ALLOW_THREADS;
   ok = memres_buffer_read (self->buf, (gsize) offset, PyBytes_AS_STRING (bytes), (gsize) n, stream,
                            &error);
   Py_END_ALLOW_THREADS;
-  self->n_busy--;
+  pymemres_buffer_unuse (self, FALSE);
   if (!ok)
     {
       Py_DECREF (bytes);
@@ -279,11 +341,15 @@ buffer_write (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
       PyBuffer_Release (&data);
       return NULL;
     }
-  self->n_busy++;
+  if (pymemres_buffer_use (self, FALSE) < 0)
+    {
+      PyBuffer_Release (&data);
+      return NULL;
+    }
   Py_BEGIN_ALLOW_THREADS;
   ok = memres_buffer_write (self->buf, (gsize) offset, data.buf, (gsize) data.len, stream, &error);
   Py_END_ALLOW_THREADS;
-  self->n_busy--;
+  pymemres_buffer_unuse (self, FALSE);
   PyBuffer_Release (&data);
   if (!ok)
     return pymemres_raise (error);
@@ -366,8 +432,6 @@ static PyMethodDef buffer_methods[] = {
     "other calls raise ClosedError. Releases the GIL when the close may wait for a stream\n"
     "(device memory that is not stream-ordered). Raises Error when the driver fails; the\n"
     "buffer stays open then." },
-  { "__enter__", buffer_enter, METH_NOARGS, "Returns the buffer." },
-  { "__exit__", FASTCALL (buffer_exit), METH_FASTCALL, "Closes the buffer (close())." },
   { "copy_to", FASTCALL (buffer_copy_to), METH_FASTCALL | METH_KEYWORDS,
     "copy_to(dst, stream=None)\n\n"
     "Copies all of this buffer into the Buffer dst, of the same size, ordered on stream\n"

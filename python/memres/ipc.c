@@ -20,11 +20,12 @@ pymemres_buffer_export_message (PyObject *self, PyObject *unused)
   gsize length;
   gconstpointer raw;
 
-  ((PyMemresBuffer *) self)->n_busy++;
+  if (pymemres_buffer_use ((PyMemresBuffer *) self, FALSE) < 0)
+    return NULL;
   Py_BEGIN_ALLOW_THREADS;
   ok = memres_buffer_export_message (buf, &bytes, &fds, &n_fds, &error);
   Py_END_ALLOW_THREADS;
-  ((PyMemresBuffer *) self)->n_busy--;
+  pymemres_buffer_unuse ((PyMemresBuffer *) self, FALSE);
   if (!ok)
     return pymemres_raise (error);
   raw = g_bytes_get_data (bytes, &length);

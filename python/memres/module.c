@@ -258,19 +258,31 @@ PyInit__memres (void)
 {
   PyObject *module;
 
-  if (PyType_Ready (&PyMemresResource_Type) < 0 || PyType_Ready (&PyMemresBuffer_Type) < 0)
+  if (PyType_Ready (&PyMemresResource_Type) < 0 || PyType_Ready (&PyMemresBuffer_Type) < 0
+      || pymemres_buffer_context_init () < 0)
     return NULL;
   module = PyModule_Create (&module_def);
   if (module == NULL)
     return NULL;
   if (PyModule_AddObjectRef (module, "Resource", (PyObject *) &PyMemresResource_Type) < 0
       || PyModule_AddObjectRef (module, "Buffer", (PyObject *) &PyMemresBuffer_Type) < 0
-      || pymemres_errors_init (module) < 0
-      || PyModule_AddStringConstant (module, "version", memres_get_version ()) < 0)
+      || pymemres_errors_init (module) < 0 || pymemres_stream_init () < 0
+      || PyModule_AddStringConstant (module, "version", memres_get_version ()) < 0
+#ifdef PYMEMRES_ATOMIC_STATE
+      || PyModule_AddIntConstant (module, "_atomic_state", 1) < 0
+#else
+      || PyModule_AddIntConstant (module, "_atomic_state", 0) < 0
+#endif
+  )
     goto fail;
   for (gsize i = 0; i < G_N_ELEMENTS (constants); i++)
     if (PyModule_AddIntConstant (module, constants[i].name, constants[i].value) < 0)
       goto fail;
+#ifdef Py_GIL_DISABLED
+  /* no state shared without a lock: the free lists and the stream cache are GIL builds' only */
+  if (PyUnstable_Module_SetGIL (module, Py_MOD_GIL_NOT_USED) < 0)
+    goto fail;
+#endif
   return module;
 
 fail:

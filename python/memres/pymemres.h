@@ -18,17 +18,53 @@ typedef struct
 } PyMemresResource;
 
 /* A memres.Buffer: one reference to a MemresBuffer, kept until the object dies (so that the
- * getters answer 0 after a close, as memres_buffer_get_size() does). @n_views counts the
- * buffer-protocol views (memoryview) over its memory, @n_busy the calls that use it with the
- * GIL released (copies, fill, read, write, export_message): close() refuses while there are
- * any, since another thread may be in the memory. Both change with the GIL held. */
+ * getters answer 0 after a close, as memres_buffer_get_size() does). @state says who may be in
+ * its memory: the buffer-protocol views (memoryview) over it and the calls that use it with the
+ * GIL released (copies, fill, read, write, export_message), PYMEMRES_USER each, and whether a
+ * close() has begun (PYMEMRES_CLOSING) or succeeded (PYMEMRES_CLOSED). close() refuses while
+ * there are users, and a user is refused once a close has begun, in one compare-and-swap on a
+ * free-threaded build (a plain load and store under the GIL, which every change holds):
+ * pymemres_buffer_use(), pymemres_buffer_begin_close(). @n_views (views alone) only words the
+ * error. */
 typedef struct
 {
   PyObject_HEAD MemresBuffer *buf;
   PyObject *weakrefs;
-  Py_ssize_t n_views;
-  Py_ssize_t n_busy;
+  gint state;
+  gint n_views;
 } PyMemresBuffer;
+
+#define PYMEMRES_CLOSING 1
+#define PYMEMRES_CLOSED  2
+#define PYMEMRES_USER    4
+
+/* Atomic on a free-threaded build (or with -DPYMEMRES_ATOMIC_STATE, as the threads test's own
+ * build of the module does); under the GIL the plain operations are atomic already. */
+#if defined(Py_GIL_DISABLED) && !defined(PYMEMRES_ATOMIC_STATE)
+#define PYMEMRES_ATOMIC_STATE 1
+#endif
+#ifdef PYMEMRES_ATOMIC_STATE
+#define PYMEMRES_STATE_GET(p)       g_atomic_int_get (p)
+#define PYMEMRES_STATE_SET(p, v)    g_atomic_int_set (p, v)
+#define PYMEMRES_STATE_ADD(p, v)    g_atomic_int_add (p, v)
+#define PYMEMRES_STATE_CAS(p, o, n) g_atomic_int_compare_and_exchange (p, o, n)
+#else
+#define PYMEMRES_STATE_GET(p)       (*(p))
+#define PYMEMRES_STATE_SET(p, v)    (*(p) = (v))
+#define PYMEMRES_STATE_ADD(p, v)    (*(p) += (v))
+#define PYMEMRES_STATE_CAS(p, o, n) (*(p) == (o) ? (*(p) = (n), TRUE) : FALSE)
+#endif
+
+/* Counts a user of @self's memory (a view when @view) until pymemres_buffer_unuse(); 0, or -1
+ * with ClosedError once a close() has begun. */
+int pymemres_buffer_use (PyMemresBuffer *self, gboolean view);
+static inline void
+pymemres_buffer_unuse (PyMemresBuffer *self, gboolean view)
+{
+  if (view)
+    PYMEMRES_STATE_ADD (&self->n_views, -1);
+  PYMEMRES_STATE_ADD (&self->state, -PYMEMRES_USER);
+}
 
 extern PyTypeObject PyMemresResource_Type;
 extern PyTypeObject PyMemresBuffer_Type;
@@ -39,12 +75,42 @@ PyObject *pymemres_raise (GError *error);
 PyObject *pymemres_raise_closed (void);
 
 /* stream.c: @obj as a stream (None, an int, __cuda_stream__, torch's .cuda_stream, CuPy's
- * .ptr); -1 with an exception set. */
-int pymemres_stream_from_object (PyObject *obj, MemresStream *stream);
+ * .ptr); -1 with an exception set. The int converted last is kept with its handle (under the
+ * GIL), so that a loop passing one handle converts it once. */
+int pymemres_stream_init (void);
+int pymemres_stream_from_object_slow (PyObject *obj, MemresStream *stream);
+#ifndef Py_GIL_DISABLED
+extern PyObject *pymemres_last_stream_int;
+extern MemresStream pymemres_last_stream;
+#endif
+static inline int
+pymemres_stream_from_object (PyObject *obj, MemresStream *stream)
+{
+  if (obj == NULL || obj == Py_None)
+    {
+      *stream = NULL;
+      return 0;
+    }
+#ifndef Py_GIL_DISABLED
+  if (obj == pymemres_last_stream_int)
+    {
+      *stream = pymemres_last_stream;
+      return 0;
+    }
+#endif
+  return pymemres_stream_from_object_slow (obj, stream);
+}
 
 /* resource.c, buffer.c */
 PyObject *pymemres_resource_wrap (MemresResource *mr);
 PyObject *pymemres_buffer_wrap (MemresBuffer *buf);
+/* Buffer.close(stream): None, or NULL with BufferError (users, a close on another thread) or
+ * the close's error */
+PyObject *pymemres_buffer_close_on (PyMemresBuffer *self, MemresStream stream);
+
+/* buffer-context.c: Buffer.__enter__ and __exit__, put in the type's dictionary once it is
+ * ready */
+int pymemres_buffer_context_init (void);
 /* TRUE when closing @buf may wait for a stream (device-accessible memory that is not
  * stream-ordered: the core synchronizes before the free): the GIL is released then. */
 static inline gboolean

@@ -66,13 +66,26 @@ resource_allocate (PyMemresResource *self, PyObject *const *args, Py_ssize_t nar
   MemresBuffer *buf;
   Py_ssize_t size;
 
-  /* the common call, allocate(size), without the general parser */
-  if (nargs == 1 && kwnames == NULL)
+  /* the common calls, allocate(size) and allocate(size, stream), without the general parser */
+  if (G_LIKELY (kwnames == NULL && nargs == 1))
     argv[0] = args[0];
+  else if (kwnames == NULL && nargs == 2)
+    {
+      argv[0] = args[0];
+      if (pymemres_stream_from_object (args[1], &stream) < 0)
+        return NULL;
+    }
   else if (pymemres_parse_args ("allocate", args, nargs, kwnames, allocate_names, 2, 1, argv) < 0
            || pymemres_stream_from_object (argv[1], &stream) < 0)
     return NULL;
-  size = PyLong_AsSsize_t (argv[0]);
+#if PY_VERSION_HEX >= 0x030C0000
+  /* an int that fits a machine word, read in place */
+  if (G_LIKELY (PyLong_CheckExact (argv[0])
+                && PyUnstable_Long_IsCompact ((PyLongObject *) argv[0])))
+    size = PyUnstable_Long_CompactValue ((PyLongObject *) argv[0]);
+  else
+#endif
+    size = PyLong_AsSsize_t (argv[0]);
   if (size < 0)
     {
       if (size == -1 && PyErr_Occurred ())

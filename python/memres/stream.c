@@ -5,6 +5,38 @@
  * (.ptr). */
 #include "pymemres.h"
 
+#ifndef Py_GIL_DISABLED
+PyObject *pymemres_last_stream_int;
+MemresStream pymemres_last_stream;
+#endif
+
+static PyObject *name_cuda_stream; /* "__cuda_stream__" */
+static PyObject *name_torch;       /* "cuda_stream" */
+static PyObject *name_cupy;        /* "ptr" */
+
+int
+pymemres_stream_init (void)
+{
+  name_cuda_stream = PyUnicode_InternFromString ("__cuda_stream__");
+  name_torch = PyUnicode_InternFromString ("cuda_stream");
+  name_cupy = PyUnicode_InternFromString ("ptr");
+  return name_cuda_stream != NULL && name_torch != NULL && name_cupy != NULL ? 0 : -1;
+}
+
+/* obj.name, NULL without an exception when there is no such attribute */
+static PyObject *
+optional_attr (PyObject *obj, PyObject *name, int *failed)
+{
+  PyObject *value = NULL;
+
+#if PY_VERSION_HEX >= 0x030D0000
+  *failed = PyObject_GetOptionalAttr (obj, name, &value) < 0;
+#else
+  *failed = _PyObject_LookupAttr (obj, name, &value) < 0;
+#endif
+  return value;
+}
+
 static int
 stream_from_int (PyObject *value, MemresStream *stream)
 {
@@ -28,22 +60,30 @@ stream_from_int (PyObject *value, MemresStream *stream)
 }
 
 int
-pymemres_stream_from_object (PyObject *obj, MemresStream *stream)
+pymemres_stream_from_object_slow (PyObject *obj, MemresStream *stream)
 {
-  PyObject *value;
-  int ret;
+  PyObject *value, *method;
+  int ret, failed;
 
-  if (obj == NULL || obj == Py_None)
+  if (PyLong_CheckExact (obj))
     {
-      *stream = NULL;
+      if (stream_from_int (obj, stream) < 0)
+        return -1;
+#ifndef Py_GIL_DISABLED
+      /* the next call with this very int skips the conversion */
+      Py_XSETREF (pymemres_last_stream_int, Py_NewRef (obj));
+      pymemres_last_stream = *stream;
+#endif
       return 0;
     }
-  if (PyLong_CheckExact (obj))
-    return stream_from_int (obj, stream);
-  if (PyObject_HasAttrString (obj, "__cuda_stream__"))
+  method = optional_attr (obj, name_cuda_stream, &failed);
+  if (failed)
+    return -1;
+  if (method != NULL)
     {
-      PyObject *pair = PyObject_CallMethod (obj, "__cuda_stream__", NULL);
+      PyObject *pair = PyObject_CallNoArgs (method);
 
+      Py_DECREF (method);
       if (pair == NULL)
         return -1;
       if (!PyTuple_Check (pair) || PyTuple_GET_SIZE (pair) != 2)
@@ -58,24 +98,19 @@ pymemres_stream_from_object (PyObject *obj, MemresStream *stream)
       return ret;
     }
   /* torch.cuda.Stream, then CuPy's Stream/ExternalStream */
-  value = PyObject_GetAttrString (obj, "cuda_stream");
-  if (value == NULL && PyErr_ExceptionMatches (PyExc_AttributeError))
-    {
-      PyErr_Clear ();
-      value = PyObject_GetAttrString (obj, "ptr");
-    }
+  value = optional_attr (obj, name_torch, &failed);
+  if (value == NULL && !failed)
+    value = optional_attr (obj, name_cupy, &failed);
+  if (failed)
+    return -1;
   if (value == NULL)
     {
-      if (PyErr_ExceptionMatches (PyExc_AttributeError))
-        {
-          PyErr_Clear ();
-          if (PyLong_Check (obj))
-            return stream_from_int (obj, stream);
-          PyErr_Format (PyExc_TypeError,
-                        "not a stream: %.100s (give None, an int handle, an object with "
-                        "__cuda_stream__, a torch or CuPy stream)",
-                        Py_TYPE (obj)->tp_name);
-        }
+      if (PyLong_Check (obj))
+        return stream_from_int (obj, stream);
+      PyErr_Format (PyExc_TypeError,
+                    "not a stream: %.100s (give None, an int handle, an object with "
+                    "__cuda_stream__, a torch or CuPy stream)",
+                    Py_TYPE (obj)->tp_name);
       return -1;
     }
   ret = stream_from_int (value, stream);

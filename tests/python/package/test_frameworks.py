@@ -115,3 +115,29 @@ def test_cupy(device):
     if importlib.util.find_spec("cupy") is None:
         pytest.skip("CuPy is not installed")
     assert run(CUPY).startswith("ok")
+
+
+# The framework suites moved from the ctypes tests (tests/python/test_*.py before): each a
+# script under frameworks/, in a fresh interpreter (an allocator is installed once per process;
+# JAX and torch each take the device their way). Exit 77 is a skip.
+FRAMEWORKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frameworks")
+
+
+@pytest.mark.parametrize("script,module", [("torch_training.py", "torch"),
+                                           ("cupy_arrays.py", "cupy"),
+                                           ("dlpack_frameworks.py", None)])
+def test_framework_script(device, script, module):
+    if MODE != "gpu":  # the frameworks run on the real driver; memres's buffers must too
+        pytest.skip("the frameworks need memres on the real driver, not the fake")
+    names = [module] if module else ["torch", "cupy"]
+    if not any(importlib.util.find_spec(n) is not None for n in names):
+        pytest.skip("%s not installed" % " or ".join(names))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+               CUBLAS_WORKSPACE_CONFIG=":4096:8", XLA_PYTHON_CLIENT_PREALLOCATE="false")
+    result = subprocess.run([sys.executable, os.path.join(FRAMEWORKS, script)], env=env,
+                            capture_output=True, text=True, timeout=600)
+    print(result.stdout)
+    if result.returncode == 77:
+        pytest.skip(result.stdout.strip().splitlines()[-1] if result.stdout.strip() else script)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.rstrip().endswith("ok")

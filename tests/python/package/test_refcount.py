@@ -38,36 +38,54 @@ def test_refcounts_of_objects(host):
 
 
 def pairs(mr, n):
+    """n pairs of each way a buffer ends: close(), a with block, its last reference dropped;
+    and close() after allocate(size, stream) (the stream kept as the last int seen)."""
+    allocate = mr.allocate
     for _ in range(n):
-        mr.allocate(256).close()
-    for _ in range(n // 10):
-        with mr.allocate(64):
+        allocate(256).close()
+    for _ in range(n):
+        with allocate(64):
             pass
+    for _ in range(n):
+        allocate(128)
+    for _ in range(n // 10):
+        allocate(32, 0).close()
 
 
-def test_no_leak_over_100000_pairs(host):
-    pairs(host, 1000)  # warm the free lists
+def traced_growth(mr, n):
+    """Bytes Python's allocator holds more after n pairs of each way (tracemalloc), the free
+    lists of Buffer objects and bound __exit__ methods warmed first."""
+    pairs(mr, 1000)
+    gc.collect()
     tracemalloc.start()
     try:
         first, _ = tracemalloc.get_traced_memory()
-        pairs(host, 100_000)
+        pairs(mr, n)
         gc.collect()
         last, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert last - first < 64 * 1024
+    return last - first
+
+
+def test_no_leak_over_100000_pairs(host):
+    mr = memres.Resource("stats>cache>host")
+    assert traced_growth(mr, 100_000) < 64 * 1024
+    assert mr.stats()["n_buffers"] == 0
 
 
 def test_no_device_leak(device, fake_counts):
-    mr = memres.Resource("cache>dmr:device=0")
-    pairs(mr, 100_000)
+    # the fake driver's live counts are the process's: compared with the same fixture state
     device.allocate(1).close()
+    before = fake_counts()
+    mr = memres.Resource("stats>cache>dmr:device=0")
+    assert traced_growth(mr, 100_000) < 64 * 1024
+    assert mr.stats()["n_buffers"] == 0
     buf = mr.allocate(1 << 20)
+    assert fake_counts()["pool_allocations"] > before["pool_allocations"]
     buf.close()
     del mr, buf
     gc.collect()
-    counts = fake_counts()
-    device_pools = counts["pools"]
-    assert counts["allocations"] == 0
-    assert counts["pool_allocations"] == 0, counts
-    assert device_pools >= 0
+    after = fake_counts()
+    for what in ("pools", "pool_allocations", "allocations", "streams", "events"):
+        assert after[what] == before[what], (what, before, after)

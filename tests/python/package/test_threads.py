@@ -1,5 +1,10 @@
 """Threads sharing resources: allocate, transfer and close from several at once."""
+import os
+import sysconfig
 import threading
+import time
+
+import pytest
 
 import memres
 
@@ -78,3 +83,110 @@ def test_close_while_another_thread_reads():
         buf.close()
         assert buf.closed
     print("closes refused during a read:", refused)
+
+
+def test_state_word_build():
+    # python-package-atomic runs these tests on the module built as a free-threaded Python
+    # builds it (the state word's compare-and-swap); the other runs on the plain one
+    expect = os.environ.get("MEMRES_PY_EXPECT_ATOMIC") == "1"
+    assert memres._memres._atomic_state == (1 if expect else 0) or sysconfig.get_config_var(
+        "Py_GIL_DISABLED")
+
+
+def test_busy_count_under_contention():
+    # The count of users behind BufferError (views and calls that release the GIL) and the
+    # close that checks it are one state word: a user begins only while no close has begun, a
+    # close begins only while there is no user (a compare-and-swap on a free-threaded build).
+    # Threads read, fill, copy and take memoryviews of shared buffers while others close them:
+    # every transfer sees its whole buffer or raises ClosedError, every refused close raises
+    # BufferError, and once the users are gone the count is back to zero (the close succeeds).
+    mr = memres.Resource("stats>host")
+    size = 1 << 16
+    for _ in range(3):
+        bufs = [mr.allocate(size) for _ in range(4)]
+        for b in bufs:
+            b.fill(0x5A)
+        spare = mr.allocate(size)
+        stop = threading.Event()
+        errors, refused, closed = [], [0], [0]
+
+        def user(k):
+            try:
+                i = 0
+                while not stop.is_set():
+                    b = bufs[(k + i) % len(bufs)]
+                    i += 1
+                    try:
+                        if i % 4 == 0:
+                            data = b.read()
+                            assert len(data) == size and data.count(0x5A) == size
+                        elif i % 4 == 1:
+                            b.fill(0x5A)
+                        elif i % 4 == 2:
+                            b.copy_to(spare)
+                        else:
+                            with memoryview(b) as view:
+                                assert view[0] == 0x5A and view[size - 1] == 0x5A
+                    except memres.ClosedError as err:
+                        assert err.code == memres.ErrorCode.CLOSED
+                        if all(x.closed for x in bufs):
+                            return
+            except Exception as err:  # noqa: BLE001 (reported by the main thread)
+                errors.append(err)
+
+        def closer():
+            try:
+                pending = list(bufs)
+                for _ in range(400):  # while the users run; the rest after they stop
+                    if not pending:
+                        return
+                    b = pending.pop(0)
+                    try:
+                        b.close()
+                        closed[0] += 1
+                    except BufferError as err:
+                        assert "memoryview" in str(err) or "other threads" in str(err), err
+                        refused[0] += 1
+                        pending.append(b)
+                        time.sleep(0.0005)
+            except Exception as err:  # noqa: BLE001
+                errors.append(err)
+
+        users = [threading.Thread(target=user, args=(k,)) for k in range(3)]
+        for t in users:
+            t.start()
+        c = threading.Thread(target=closer)
+        c.start()
+        c.join(120)
+        stop.set()
+        for t in users:
+            t.join(120)
+        for b in bufs:  # no user left: the count is back to zero
+            if not b.closed:
+                b.close()
+                closed[0] += 1
+        assert errors == []
+        assert closed[0] == len(bufs) and all(b.closed for b in bufs)
+        spare.close()
+        assert mr.stats()["n_buffers"] == 0
+
+
+def test_close_refused_while_in_use_then_allowed(host):
+    buf = host.allocate(64)
+    views = [memoryview(buf) for _ in range(3)]
+    with pytest.raises(BufferError) as info:
+        buf.close()
+    assert "3 memoryview(s)" in str(info.value)
+    for v in views:
+        v.release()
+    with pytest.raises(BufferError):
+        with buf:
+            view = memoryview(buf)  # noqa: F841 (held across the close of the with block)
+    del view
+    buf.close()
+    assert buf.closed
+    buf.close()  # closing twice does nothing
+    with pytest.raises(memres.ClosedError):
+        memoryview(buf)
+    with pytest.raises(memres.ClosedError):
+        buf.fill(0)

@@ -1,11 +1,13 @@
-"""PyTorch with memres as its allocator (libmemres-allocator through
-torch.cuda.memory.CUDAPluggableAllocator, set before the first CUDA allocation): a few training
-steps of a resnet18 (torchvision's when importable, else the small residual net below) and of a
-transformer encoder layer on random data give the results torch's own allocator gives in a
-subprocess with the same seeds (torch.testing.assert_close); memres's statistics show the
-allocations while the models live; nothing is left allocated after empty_cache.
+"""PyTorch with memres as its allocator through the package (memres.torch.use(), moved from the
+ctypes suite's tests/python/test_torch_allocator.py): a few training steps of a resnet18
+(torchvision's when importable, else the small residual net below) and of a transformer encoder
+layer on random data give the results torch's own allocator gives in a subprocess with the same
+seeds (torch.testing.assert_close); memres's statistics show the allocations while the models
+live; a failed allocation raises with memres's message and the context stays usable; nothing is
+left allocated after empty_cache.
 
-Exit 77 (skipped) without torch or a CUDA device. Run by `meson test --suite python`."""
+Run by test_frameworks.py in a fresh interpreter on the GPU (an allocator is installed once per
+process). Exits 77 (skipped) without torch or a CUDA device."""
 
 import gc
 import os
@@ -13,16 +15,14 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "interop"))
-from memres_interop import Allocator, Memres, skip  # noqa: E402
-
 # deterministic cuBLAS, set before torch loads it (both processes)
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 try:
     import torch
 except ImportError:
-    skip("torch is not importable")
+    print("torch is not importable")
+    sys.exit(77)
 
 
 def small_resnet(nn, num_classes=10):
@@ -119,13 +119,12 @@ def reference_main(path):
 
 
 def main():
+    import memres
+    import memres.torch
+
     if not torch.cuda.is_available():
-        skip("torch sees no CUDA device")
-    alloc = Allocator()
-    if not alloc.torch_alloc_throws():
-        skip("libmemres-allocator was built without a C++ compiler: memres_torch_alloc returns "
-             "NULL on failure and torch would make a tensor at address 0 (install g++, rebuild)")
-    memres = Memres()
+        print("torch sees no CUDA device")
+        sys.exit(77)
 
     # torch's own allocator, in a process of its own, same seeds
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,15 +133,13 @@ def main():
                        check=True)
         reference = torch.load(ref_path)
 
-    # memres, before anything allocates on the device
-    pluggable = torch.cuda.memory.CUDAPluggableAllocator(alloc.path, "memres_torch_alloc",
-                                                         "memres_torch_free")
-    torch.cuda.memory.change_current_allocator(pluggable)
+    # memres, before anything allocates on the device (use() refuses a build without C++)
+    alloc = memres.torch.use()  # cache>dmr:device={device}
     out, name, keep = workload()
     mr = alloc.resource(0)
-    assert mr, "memres_allocator_get_resource(0) returned NULL"
+    assert mr is not None and mr.kind == "cache", mr
     live = alloc.count_buffers(0)
-    stats = memres.stats(mr)
+    stats = alloc.stats(0)
     print(f"{name}: memres holds {live} allocations for torch; stats {stats}")
     assert live > 10, live
     assert stats["n_buffers"] >= live and stats["used_current"] > 0, stats
@@ -182,7 +179,7 @@ def main():
     torch.cuda.empty_cache()
     alloc.empty_cache()
     torch.cuda.synchronize()
-    stats = memres.stats(mr)
+    stats = mr.stats()
     print(f"after empty_cache: {alloc.count_buffers(-1)} allocations; stats {stats}")
     assert alloc.count_buffers(-1) == 0, alloc.count_buffers(-1)
     assert stats["n_buffers"] == 0 and stats["used_current"] == 0, stats

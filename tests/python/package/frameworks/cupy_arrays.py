@@ -1,24 +1,21 @@
-"""CuPy with memres as its allocator (libmemres-allocator through
-cupy.cuda.memory.CFunctionAllocator, legacy default stream, wrapped by
-memres_interop.Allocator.cupy_allocator): array creation, arithmetic, reductions and frees give
-the results CuPy's own memory pool gives; every array's memory comes from memres (one
-allocation per array, its pointer in the table) and all of it is freed; a failed allocation
-raises OutOfMemoryError (CuPy itself does not check a NULL) and the context stays usable.
+"""CuPy with memres as its allocator through the package (memres.cupy.use(), moved from the
+ctypes suite's tests/python/test_cupy_allocator.py): array creation, arithmetic, reductions and
+frees give the results CuPy's own memory pool gives; every array's memory comes from memres (one
+allocation per array) and all of it is freed; a failed allocation raises OutOfMemoryError (CuPy
+itself does not check a NULL) and the context stays usable.
 
-Exit 77 (skipped) without CuPy or a CUDA device. Run by `meson test --suite python`."""
+Run by test_frameworks.py in a fresh interpreter on the GPU. Exits 77 (skipped) without CuPy
+or a CUDA device."""
 
 import gc
-import os
 import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "interop"))
-from memres_interop import Allocator, Memres, skip  # noqa: E402
 
 try:
     import cupy
     import numpy
 except ImportError as e:
-    skip(f"cupy is not importable ({e})")
+    print(f"cupy is not importable ({e})")
+    sys.exit(77)
 
 
 def workload():
@@ -48,25 +45,28 @@ def workload():
 
 
 def main():
+    import memres
+    import memres.cupy
+
     try:
         if cupy.cuda.runtime.getDeviceCount() < 1:
-            skip("CuPy sees no CUDA device")
+            print("CuPy sees no CUDA device")
+            sys.exit(77)
     except cupy.cuda.runtime.CUDARuntimeError as e:
-        skip(f"CuPy sees no CUDA device ({e})")
+        print(f"CuPy sees no CUDA device ({e})")
+        sys.exit(77)
 
     reference = workload()
     cupy.get_default_memory_pool().free_all_blocks()
 
-    alloc = Allocator()
-    memres = Memres()
-    malloc = alloc.cupy_allocator(cupy)
-    cupy.cuda.set_allocator(malloc)
+    alloc = memres.cupy.use()  # cache>dmr:device={device}, the legacy default stream
+    malloc = alloc.malloc
 
     before = alloc.count_buffers(0)
     x = cupy.empty(12345, dtype=cupy.float32)
     assert alloc.count_buffers(0) == before + 1, "the array's memory is not memres's"
     mr = alloc.resource(0)
-    stats = memres.stats(mr)
+    stats = mr.stats()
     assert stats["n_buffers"] >= 1 and stats["used_current"] >= x.nbytes, stats
     del x
     assert alloc.count_buffers(0) == before
@@ -76,11 +76,11 @@ def main():
         # cuBLAS may pick another kernel for other pointers' alignment: float tolerance
         numpy.testing.assert_allclose(got[k], reference[k], rtol=1e-5, atol=1e-5, err_msg=k)
     print("results equal to CuPy's memory pool:", ", ".join(sorted(reference)))
-    print("memres statistics:", memres.stats(mr))
+    print("memres statistics:", mr.stats())
 
     # a failing allocation (more than any device has): CuPy's CFunctionAllocator does not check
     # the pointer (what it makes of a NULL is printed: an address 0 nobody may touch), the
-    # wrapper of memres_interop raises OutOfMemoryError, and the context stays usable
+    # wrapper memres.cupy.use() installs raises OutOfMemoryError, and the context stays usable
     before = alloc.count_buffers(-1)
     raw = malloc.c_function_allocator.malloc(1 << 50)
     print(f"CFunctionAllocator.malloc(1 PiB) itself gives ptr {raw.ptr:#x} (0: CuPy does not "
@@ -102,7 +102,7 @@ def main():
     gc.collect()
     cupy.cuda.Device(0).synchronize()
     assert alloc.count_buffers(-1) == 0, alloc.count_buffers(-1)
-    stats = memres.stats(mr)
+    stats = mr.stats()
     assert stats["n_buffers"] == 0 and stats["used_current"] == 0, stats
     assert stats["used_high"] > 0, stats
     cupy.cuda.set_allocator(None)

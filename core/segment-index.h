@@ -1,0 +1,48 @@
+/* memres - CUDA memory resources
+ * segment-index.h: the process-wide index of segments that memres_lookup() reads
+ * (segment-index.c), as segments.c sees it: every call but memres_lookup() is made with
+ * segments.c's lock held, and each change is published to the readers before it returns. */
+#pragma once
+
+#ifndef MEMRES_CORE_COMPILATION
+#error "segment-index.h is the core's own: plugins use <memres/memres-plugin.h> and sdk/ only."
+#endif
+
+#include "memres-private.h"
+
+G_BEGIN_DECLS
+
+/* One segment in the index. Lookups read the first seven fields (atomic loads, under the
+ * sequence lock); the rest is the writer's. An entry is never freed: once removed it waits on
+ * a free list for the next segment, so a reader holding a stale pointer reads valid memory. */
+typedef struct
+{
+  guint64 base;
+  guint64 end;
+  MemresResource *mr;
+  gint device;
+  guint32 handle_types;
+  guint32 tag_id;
+  const char *tag;
+  guint live_at;      /* writer: its place in _memres_index_live() */
+  gboolean unmapping; /* writer: its UNMAPPING event is being delivered */
+} MemresIndexEntry;
+
+/* @mr's segment at @base, or NULL. */
+MemresIndexEntry *_memres_index_find (MemresResource *mr, guint64 base);
+/* Whether a segment of @mr overlaps [@base, @end). */
+gboolean _memres_index_overlaps (MemresResource *mr, guint64 base, guint64 end);
+/* Adds a copy of @e (base < end), published; returns the index's entry. */
+MemresIndexEntry *_memres_index_insert (const MemresIndexEntry *e);
+/* @e now ends at @end (>= its end), published. */
+void _memres_index_grow (MemresIndexEntry *e, guint64 end);
+/* Removes @e, published; @e is not to be used after. */
+void _memres_index_remove (MemresIndexEntry *e);
+/* Removes every segment of @mr in one publication. */
+void _memres_index_remove_resource (MemresResource *mr);
+/* Every entry (MemresIndexEntry *), in no order; borrowed, valid until the next change. */
+GPtrArray *_memres_index_live (void);
+/* Sorts an array of MemresIndexEntry * in address order (base, then longest first). */
+void _memres_index_sort (GPtrArray *entries);
+
+G_END_DECLS

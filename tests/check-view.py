@@ -1,0 +1,427 @@
+#!/usr/bin/env python3
+# memres - CUDA memory resources
+# check-view.py: `memres view` and its page. Without a browser: the data the page holds, read
+# back from the HTML with Python's json module (peaks and event counts per layer and per tag
+# re-summed from the CSV, the largest allocations, the marks, the snapshot as given) and the
+# command's errors. In a real browser (Debian's chromium, headless; those cases skip without
+# it, or with MEMRES_CHROMIUM=none): the DOM after the page's script ran (the numbers shown match
+# the log's and the snapshot's, the segments and blocks drawn, no error), a screenshot of the
+# fixed page checked in chosen regions with a tolerance (the out-of-memory marker's column, the
+# used series' colour in the plot, the used blocks' colour in the segment map), the console
+# free of errors, and a large log (MEMRES_VIEW_EVENTS events, default 1,000,000; the issue's
+# scale is 10,000,000) drawn, its page's size and first-view and zoom times printed.
+# TAP output. Usage: check-view.py MEMRES
+import html
+import html.parser
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+memres = sys.argv[1]
+tests = []
+HEADER = "Thread,Time,Action,Pointer,Size,Stream"
+
+
+def check(ok, what, skip=None):
+    tests.append((ok, what, skip))
+
+
+def clock(us):
+    return "%02d:%02d:%02d.%06d" % (us // 3600000000 % 24, us // 60000000 % 60,
+                                     us // 1000000 % 60, us % 1000000)
+
+
+def write_fixed_log(path):
+    """2,000 events on two threads with tags, an out of memory at line 1503, a trim."""
+    rng = random.Random(35)
+    lines = [HEADER + ",Tag"]
+    t = 10 * 3600 * 10**6
+    live = {}
+    for i in range(2000):
+        t += 1000
+        if live and rng.random() < 0.45:
+            p = rng.choice(sorted(live))
+            size, tag = live.pop(p)
+            lines.append("%d,%s,free,0x%x,%d,0x0,%s" % (100 + i % 2, clock(t), p, size, tag))
+        else:
+            p = 0x10000 + i * 0x100000
+            size = rng.randint(1, 100) * 4096
+            tag = rng.choice(["weights", "activations", ""])
+            live[p] = (size, tag)
+            lines.append("%d,%s,allocate,0x%x,%d,0x0,%s" % (100 + i % 2, clock(t), p, size, tag))
+        if i == 1500:
+            lines.append("100,%s,allocate failure,0x0,%d,0x0," % (clock(t), 1 << 34))
+            lines.append("100,%s,out of memory,0x0,%d,0x0," % (clock(t), 1 << 34))
+        if i == 1800:
+            lines.append("101,%s,trim,0x0,0,0x0," % clock(t))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def expected(path):
+    """Per series (the layer, then each tag in the order first seen): events, peak, final; the
+    largest allocation; the marks (action, time in us since the first line)."""
+    series = {None: [0, 0, 0]}
+    live, sizes, marks, t0 = {}, [], [], None
+    with open(path) as f:
+        header = f.readline().strip()
+        for line in f:
+            fields = line.rstrip("\n").split(",")
+            thread, tm, action, pointer, size = fields[:5]
+            tag = fields[6] if len(fields) == 7 else ""
+            h, m, s = tm.split(":")
+            us = (int(h) * 3600 + int(m) * 60) * 10**6 + round(float(s) * 10**6)
+            t0 = us if t0 is None else t0
+            if action == "allocate":
+                live[pointer] = (int(size), tag)
+                sizes.append(int(size))
+                delta = int(size)
+            elif action == "free":
+                if pointer not in live:
+                    continue
+                size, tag = live.pop(pointer)
+                delta = -size
+            else:
+                marks.append((action, us - t0))
+                continue
+            keys = [None, tag]
+            for k in keys:
+                e = series.setdefault(k, [0, 0, 0])
+                e[0] += 1
+                e[2] += delta
+                e[1] = max(e[1], e[2])
+    if list(series) == [None, ""]:  # no line names a tag
+        del series[""]
+    return series, max(sizes), marks
+
+
+def page_data(path):
+    text = open(path).read()
+    start = text.index('<script id="memres-data" type="application/json">')
+    start = text.index(">", start) + 1
+    end = text.index("</script>", start)
+    return json.loads(text[start:end]), text
+
+
+def run(*args):
+    return subprocess.run([memres, *args], capture_output=True, text=True)
+
+
+# ---- the browser ------------------------------------------------------------------------------
+
+def find_chromium():
+    name = os.environ.get("MEMRES_CHROMIUM")
+    if name == "none":
+        return None
+    for n in ([name] if name else ["chromium", "chromium-browser", "google-chrome"]):
+        p = shutil.which(n)
+        if p:
+            return p
+    return None
+
+
+CHROMIUM = find_chromium()
+WINDOW = "1280,2400"
+
+
+def browse(url, profile, what, budget_ms=None):
+    """chromium --headless with --dump-dom (what="dom") or --screenshot=PATH: (stdout, the
+    console's lines)."""
+    args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-extensions", "--hide-scrollbars", "--user-data-dir=" + profile,
+            "--window-size=" + WINDOW, "--force-device-scale-factor=1",
+            "--enable-logging=stderr", "--v=0"]
+    if budget_ms:
+        args.append("--virtual-time-budget=%d" % budget_ms)
+    args += ["--dump-dom"] if what == "dom" else ["--screenshot=" + what]
+    env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS="disabled:")
+    r = subprocess.run(args + [url], capture_output=True, text=True, timeout=240, env=env)
+    console = [l for l in r.stderr.splitlines() if "CONSOLE" in l]
+    return r.stdout, console
+
+
+class Dom(html.parser.HTMLParser):
+    """The elements that matter: the status element's attributes, the legend's spans, the
+    canvases of the segment map, each table's cells' data-value by class."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.status, self.legend, self.segmaps, self.tables = {}, [], [], []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id") == "memres-view-status":
+            self.status = a
+        elif tag == "span" and a.get("class", "").startswith("series"):
+            self.legend.append(a)
+        elif tag == "canvas" and a.get("class") == "segmap":
+            self.segmaps.append(a)
+        elif tag == "table":
+            self.tables.append({"class": a.get("class"), "id": a.get("id"), "cells": []})
+        elif tag == "td" and self.tables:
+            self.tables[-1]["cells"].append(a.get("data-value"))
+
+
+def read_png(path):
+    """(width, height, rows of (r, g, b) tuples) of an 8-bit RGB or RGBA PNG, not interlaced."""
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, w = 8, b"", 0
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, ctype, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            assert depth == 8 and ctype in (2, 6) and interlace == 0
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    raw = zlib.decompress(idat)
+    stride = w * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(h):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append([tuple(line[x * bpp:x * bpp + 3]) for x in range(w)])
+        prev = line
+    return w, h, rows
+
+
+def near(px, rgb, tol=40):
+    return all(abs(p - q) <= tol for p, q in zip(px, rgb))
+
+
+def hexrgb(h):
+    return tuple(int(h[i:i + 2], 16) for i in (1, 3, 5))
+
+
+# ---- the cases --------------------------------------------------------------------------------
+
+with tempfile.TemporaryDirectory() as d:
+    log = os.path.join(d, "fixed.csv")
+    snap = os.path.join(d, "snap.json")
+    page = os.path.join(d, "page.html")
+    write_fixed_log(log)
+    series, largest, marks = expected(log)
+
+    # a snapshot of a known state: blocks in chunks of the cache, the live ones in track
+    r = run("snapshot", "-a", "4KiB", "-a", "4KiB", "-a", "100KiB", "-a", "1MiB", "--close", "2",
+            "track>cache:chunk=64KiB>host", "-o", snap)
+    check(r.returncode == 0, "memres snapshot for the page: " + r.stderr.strip())
+    doc = json.load(open(snap))
+    n_segments = sum(len(l["segments"]) for l in doc["layers"])
+    n_blocks = sum(len(l["blocks"]) for l in doc["layers"])
+
+    r = run("view", log, snap, "-o", page)
+    check(r.returncode == 0, "memres view LOG SNAPSHOT -o page.html: " + r.stderr.strip())
+    data, text = page_data(page)
+    check("http://" not in text and "https://" not in text and "src=" not in text,
+          "the page names no network address and loads nothing")
+    got = {s["tag"]: [s["events"], s["peak"], s["final"]] for s in data["series"]}
+    check(got == series, "the series (layer, then per tag): events, peak and final bytes re-summed "
+          "from the CSV: %s / %s" % (got, series))
+    check(data["series"][0]["steps"] is not None and len(data["series"][0]["steps"]["t"]) ==
+          series[None][0], "up to 100,000 events the page holds every step")
+    check(data["top"]["rows"][0][1] == largest, "the largest allocation first: %d" % largest)
+    check(sorted(r[1] for r in data["top"]["rows"]) == sorted(
+        r[1] for r in data["top"]["rows"]) and len(data["top"]["rows"]) == sum(
+        1 for l in open(log) if ",allocate," in l), "every allocation of a small log is among "
+          "the largest kept")
+    check([(m[2], m[1]) for m in data["marks"]] == marks, "the marks: %s" % marks)
+    snap_back = {k: v for k, v in data["snapshots"][0].items() if k != "_file"}
+    check(snap_back == doc and data["snapshots"][0]["_file"] == snap,
+          "the snapshot in the page is the one given")
+
+    # the snapshot at an out-of-memory failure (MEMRES_OOM_SNAPSHOT) carries its report
+    oom_snap = os.path.join(d, "oom.json")
+    r = subprocess.run([memres, "alloc", "limit:max=1KiB>host", "4KiB"], capture_output=True,
+                       text=True, env=dict(os.environ, MEMRES_OOM_SNAPSHOT=oom_snap))
+    oom_doc = json.load(open(oom_snap)) if os.path.exists(oom_snap) else {}
+    check(r.returncode != 0 and "limit" in oom_doc.get("oom_report", ""),
+          "an out-of-memory snapshot holds its report: %s" % oom_doc.get("oom_report"))
+
+    # a '<' of an input cannot end the script element: a path with "</script>" in it
+    os.mkdir(os.path.join(d, "a<"))
+    odd = os.path.join(d, "a<", "script><b>.json")
+    shutil.copy(snap, odd)
+    r = run("view", odd, "-o", page)
+    data2, text2 = page_data(page)
+    check(r.returncode == 0 and data2["inputs"] == [odd] and "</script><b>" not in text2,
+          "an input named .../a</script><b>.json is written escaped")
+
+    # errors
+    bad = os.path.join(d, "bad.json")
+    open(bad, "w").write('{"memres_snapshot": 1, "layers": [}')
+    r = run("view", bad, "-o", page)
+    check(r.returncode == 2 and "bad.json: not a snapshot: invalid JSON at byte 34" in r.stderr,
+          "invalid JSON is refused, naming the byte: " + r.stderr.strip())
+    other = os.path.join(d, "other.json")
+    open(other, "w").write('{"traceEvents": []}')
+    r = run("view", other)
+    check(r.returncode == 2 and "JSON but not a snapshot" in r.stderr, "JSON that is not a "
+          "snapshot is refused: " + r.stderr.strip())
+    notlog = os.path.join(d, "notlog.csv")
+    open(notlog, "w").write("a,b\n")
+    r = run("view", notlog)
+    check(r.returncode == 2 and "notlog.csv:1: expected the header" in r.stderr,
+          "a file that is neither is refused as a log without its header: " + r.stderr.strip())
+    r = run("view", log, "-o", log)
+    check(r.returncode == 2 and "is INPUT 1: refused" in r.stderr and
+          open(log).readline().startswith("Thread"), "-o naming an input is refused before "
+          "anything is written: " + r.stderr.strip())
+    r = run("view", d)
+    check(r.returncode == 2 and "not a regular file" in r.stderr, "a directory is refused")
+    r = run("view")
+    check(r.returncode == 2 and "expected LOG or SNAPSHOT" in r.stderr, "no operand: usage")
+
+    # ---- in the browser
+    skip = None if CHROMIUM else "no chromium (Debian's chromium package; MEMRES_CHROMIUM)"
+    r = run("view", log, snap, "-o", page)
+    if skip:
+        for what in ("DOM", "screenshot", "console", "large log"):
+            check(True, "the browser: " + what, skip)
+    else:
+        profile = os.path.join(d, "profile")
+        dom_text, console = browse("file://" + page, profile, "dom", 10000)
+        dom = Dom(dom_text)
+        st = dom.status
+        check(st.get("data-drawn") == "1" and "data-errors" not in st,
+              "the page drew its timeline without an error: %s" % st.get("data-errors"))
+        check(st.get("data-series") == str(len(series)) and
+              [(int(a["data-peak"]), int(a["data-events"])) for a in dom.legend] ==
+              [(series[s["tag"]][1], series[s["tag"]][0]) for s in data["series"]],
+              "the legend shows each series' peak and events, as the CSV sums them")
+        check(st.get("data-segments-drawn") == str(n_segments) and
+              st.get("data-blocks-drawn") == str(n_blocks),
+              "segments and blocks drawn: %s and %s of %d and %d" % (
+                  st.get("data-segments-drawn"), st.get("data-blocks-drawn"), n_segments,
+                  n_blocks))
+        summary = [t for t in dom.tables if t["class"] == "summary"]
+        s = doc["summary"]
+        check(summary and summary[0]["cells"][1:5] ==
+              [str(s["reserved"]), str(s["used"]), str(s["cached"]), str(s["largest_free"])],
+              "the snapshot's reserved, used, cached and largest free bytes shown")
+        layers = [t for t in dom.tables if t["class"] == "layer"]
+        check([c["cells"][5:7] for c in layers] ==
+              [[str(len(l["segments"])), str(len(l["blocks"]))] for l in doc["layers"]],
+              "each layer's count of segments and blocks shown")
+        top = [t for t in dom.tables if t["id"] == "top-table"]
+        check(top and top[0]["cells"][0] == str(largest), "the largest allocation shown first")
+        check(st.get("data-marks") == str(len(marks)), "the marks: %s" % st.get("data-marks"))
+        # chromium logs every console message (errors, uncaught exceptions among them) as
+        # INFO:CONSOLE; the page writes none
+        check(not console, "the console shows no message (no error): %s" % console)
+
+        # the allocator shim's file (a snapshot per device): the page shows each device's
+        shim = os.path.join(d, "shim.json")
+        with open(shim, "w") as f:
+            json.dump({"memres_allocator_snapshot": 1, "devices": {"0": doc, "1": doc}}, f)
+        shim_page = os.path.join(d, "shim.html")
+        r = run("view", shim, oom_snap, "-o", shim_page)
+        dom2 = browse("file://" + shim_page, profile, "dom", 10000)[0] if r.returncode == 0 \
+            else ""
+        st2 = Dom(dom2).status
+        check(st2.get("data-snapshots") == "3" and
+              st2.get("data-blocks-drawn") == str(2 * n_blocks),
+              "the allocator shim's snapshot file: a segment map per device (%s snapshots, %s "
+              "blocks)" % (st2.get("data-snapshots"), st2.get("data-blocks-drawn")))
+        check(st2.get("data-reports") == "1" and '<pre class="report">' in dom2 and
+              html.escape(oom_doc.get("oom_report", "-"), quote=False)[:60] in dom2,
+              "the out-of-memory snapshot's report shown")
+
+        # the screenshot, in chosen regions
+        shot = os.path.join(d, "shot.png")
+        browse("file://" + page, profile, shot, 10000)
+        ok = os.path.exists(shot)
+        if ok:
+            w, h, px = read_png(shot)
+            cx, cy, cw, ch = map(int, st["data-timeline-rect"].split(","))
+            pl, pt, pw, ph = map(int, st["data-plot"].split(","))
+            oom = [m for m in data["marks"] if m[2] == "out of memory"][0]
+            x = cx + 1 + pl + round(oom[1] / data["span"][1] * pw)
+            column = [px[y][xx] for y in range(cy + 1 + pt + 10, cy + 1 + pt + ph - 2)
+                      for xx in (x - 1, x, x + 1)]
+            red = sum(1 for p in column if near(p, hexrgb("#d4380d")))
+            check(red >= len(column) // 3, "the out-of-memory marker's column is red: %d of %d "
+                  "pixels" % (red, len(column)))
+            plot = [px[y][xx] for y in range(cy + 1 + pt, cy + 1 + pt + ph, 3)
+                    for xx in range(cx + 1 + pl, cx + 1 + pl + pw, 3)]
+            blue = sum(1 for p in plot if near(p, hexrgb("#2f6fde"), 50))
+            check(blue > 100, "the used series' colour in the plot: %d pixels" % blue)
+            seg = []
+            for rc in st["data-segmap-rects"].split(";"):
+                sx, sy, sw, sh = map(int, rc.split(","))
+                seg += [px[y][xx] for y in range(sy, min(h, sy + sh)) for xx in range(sx, sx + sw, 2)]
+            used = sum(1 for p in seg if near(p, hexrgb("#2f6fde")))
+            free = sum(1 for p in seg if near(p, hexrgb("#8ce99a")))
+            check(used > 50 and free > 5, "the segment map shows used (%d) and free (%d) blocks"
+                  % (used, free))
+        else:
+            check(False, "chromium wrote the screenshot")
+
+        # a large log: the page's size and its first view
+        n = int(os.environ.get("MEMRES_VIEW_EVENTS", "1000000"))
+        big = os.path.join(d, "big.csv")
+        with open(big, "w") as f:
+            f.write(HEADER + "\n")
+            t, lines = 8 * 3600 * 10**6, []
+            for i in range(n // 2):
+                t += 3
+                lines.append("1,%s,allocate,0x%x,%d,0x0\n" % (clock(t), 0x100000 + i * 64,
+                                                              64 + (i * 7919) % 4096))
+                if i >= 16:
+                    j = i - 16 + (i % 3)
+                    lines.append("1,%s,free,0x%x,%d,0x0\n" % (clock(t + 1), 0x100000 + j * 64,
+                                                             64 + (j * 7919) % 4096))
+                if len(lines) > 100000:
+                    f.write("".join(lines))
+                    lines = []
+            f.write("".join(lines))
+        big_series, _, _ = expected(big)
+        bigpage = os.path.join(d, "big.html")
+        t0 = time.monotonic()
+        r = run("view", big, "-o", bigpage)
+        took = time.monotonic() - t0
+        size = os.path.getsize(bigpage) if r.returncode == 0 else -1
+        data3, _ = page_data(bigpage)
+        check(r.returncode == 0 and 0 < size <= 64 * 2**20 and data3["series"][0]["peak"] ==
+              big_series[None][1] and data3["series"][0]["steps"] is None,
+              "a log of %d lines: a page of %d bytes (at most 64 MiB) in %.1f s, peak %d" % (
+                  big_series[None][0], size, took, big_series[None][1]))
+        dom_text, console = browse("file://" + bigpage + "#zoom", profile, "dom", 60000)
+        st = Dom(dom_text).status
+        check(st.get("data-drawn") == "1" and "data-errors" not in st and "data-zoom-ms" in st,
+              "the large page drew its timeline and zoomed: first view at %s ms, slowest zoom "
+              "%s ms (the issue's targets: 3 s and 100 ms, measured, not asserted here)" % (
+                  st.get("data-first-view-ms"), st.get("data-zoom-ms")))
+
+print("1..%d" % len(tests))
+for i, (ok, what, skip) in enumerate(tests, 1):
+    what = what.replace("\n", " ")
+    if skip:
+        print("ok %d - %s # SKIP %s" % (i, what, skip))
+    else:
+        print("%s %d - %s" % ("ok" if ok else "not ok", i, what))

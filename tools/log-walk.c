@@ -1,0 +1,129 @@
+/* log-walk.c: a whole CSV log of the `log` adaptor walked line by line for `memres trace` and
+ * `memres view`: each line parsed (log-csv.c), its Time made a count of microseconds that never
+ * goes back past midnight, and the bytes and allocations live after it, from a table of the
+ * live allocations by Pointer. */
+#include "memres-tool.h"
+
+#include <string.h>
+
+#define US_PER_DAY (G_GINT64_CONSTANT (86400) * 1000000)
+
+/* HH:MM:SS.uuuuuu in microseconds since midnight, or -1. */
+static gint64
+parse_time (const char *text)
+{
+  guint64 h, m, s, us;
+  char *end;
+
+  if (strlen (text) != 15 || text[2] != ':' || text[5] != ':' || text[8] != '.')
+    return -1;
+  h = g_ascii_strtoull (text, &end, 10);
+  if (end != text + 2)
+    return -1;
+  m = g_ascii_strtoull (text + 3, &end, 10);
+  if (end != text + 5)
+    return -1;
+  s = g_ascii_strtoull (text + 6, &end, 10);
+  if (end != text + 8)
+    return -1;
+  us = g_ascii_strtoull (text + 9, &end, 10);
+  if (end != text + 15 || h > 23 || m > 59 || s > 60)
+    return -1;
+  return (gint64) (((h * 60 + m) * 60 + s) * 1000000 + us);
+}
+
+typedef struct
+{
+  guint64 size;
+  gint64 ts;
+  guint line;
+  const char *tag;
+} Live;
+
+gboolean
+memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEventFunc func,
+                      gpointer user_data, GError **error)
+{
+  g_autoptr (GHashTable) live = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+  gint64 day = 0, last = -1;
+  guint64 used = 0, buffers = 0;
+  char *next, *line;
+  guint n = 1;
+  gboolean tagged;
+
+  if (memchr (text, '\0', length) != NULL)
+    return memres_tool_log_bad_line (error, path, 1, "a NUL byte: not a CSV log");
+  line = text;
+  next = memchr (line, '\n', length);
+  if (next != NULL)
+    *next++ = '\0';
+  if (!memres_tool_log_header_ok (g_strchomp (line), &tagged))
+    return memres_tool_log_bad_line (error, path, 1,
+                                     "expected the header \"" MEMRES_LOG_HEADER "\"");
+  for (line = next; line != NULL; line = next)
+    {
+      MemresLogEvent e = { 0 };
+      g_autofree char *why = NULL;
+      gint64 t;
+
+      n++;
+      next = strchr (line, '\n');
+      if (next != NULL)
+        *next++ = '\0';
+      g_strchomp (line);
+      if (line[0] == '\0')
+        continue;
+      if (!memres_tool_parse_log_line (line, tagged, &e.l, &why))
+        return memres_tool_log_bad_line (error, path, n, "%s", why);
+      if ((t = parse_time (e.l.time)) < 0)
+        {
+          g_autofree char *shown = memres_tool_show_input (e.l.time);
+          return memres_tool_log_bad_line (error, path, n,
+                                           "invalid Time \"%s\" (expected HH:MM:SS.uuuuuu)", shown);
+        }
+      if (last >= 0 && t + day < last - US_PER_DAY / 2)
+        day += US_PER_DAY;
+      last = t + day;
+      e.ts = last;
+      e.line = n;
+      e.tagged = tagged;
+      if (e.l.action == MEMRES_LOG_ALLOCATE)
+        {
+          Live *a;
+
+          if (g_hash_table_contains (live, &e.l.pointer))
+            return memres_tool_log_bad_line (
+                error, path, n, "Pointer %s allocated again, without a free", e.l.pointer_text);
+          if (e.l.size > G_MAXUINT64 - used)
+            return memres_tool_log_bad_line (error, path, n,
+                                             "the sizes live at once would pass 2^64 bytes "
+                                             "(18446744073709551616): allocations that overlap");
+          a = g_new (Live, 1);
+          *a = (Live){ e.l.size, e.ts, n, e.l.tag };
+          g_hash_table_insert (live, g_memdup2 (&e.l.pointer, sizeof e.l.pointer), a);
+          used += e.l.size;
+          buffers++;
+          e.counted = TRUE;
+        }
+      else if (e.l.action == MEMRES_LOG_FREE)
+        {
+          Live *a = g_hash_table_lookup (live, &e.l.pointer);
+
+          if (a == NULL) /* allocated before the log began */
+            continue;
+          used -= a->size;
+          buffers--;
+          e.counted = TRUE;
+          e.alloc_size = a->size;
+          e.alloc_ts = a->ts;
+          e.alloc_line = a->line;
+          e.alloc_tag = a->tag;
+          g_hash_table_remove (live, &e.l.pointer);
+        }
+      e.used = used;
+      e.buffers = buffers;
+      if (!func (&e, user_data, error))
+        return FALSE;
+    }
+  return TRUE;
+}
