@@ -6,15 +6,16 @@
 
 #include <string.h>
 
+/* Open, and awake (a sleeping buffer has no memory under it: sleep.h) */
 static gboolean
-check_open (MemresBuffer *buf, GError **error)
+check_open (MemresBuffer *buf, const char *what, GError **error)
 {
   if (G_UNLIKELY (memres_buffer_is_closed (buf)))
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
       return FALSE;
     }
-  return TRUE;
+  return _memres_buffer_check_awake (buf, what, error);
 }
 
 /* Host memory no device can reach: plain memcpy/memset, no driver. */
@@ -32,7 +33,7 @@ copy (MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
   CUresult res;
   gint device;
 
-  if (!check_open (src, error) || !check_open (dst, error))
+  if (!check_open (src, "copy", error) || !check_open (dst, "copy", error))
     return FALSE;
   if (src->alloc.size != dst->alloc.size)
     {
@@ -80,9 +81,9 @@ copy (MemresBuffer *dst, MemresBuffer *src, MemresStream stream, GError **error)
  * after memres_resource_set_access()), where the kind can tell; otherwise the current context.
  * Thread-safe for distinct buffers.
  *
- * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when the sizes differ;
- * %MEMRES_ERROR_NO_DRIVER when device memory is involved and no driver loads;
- * %MEMRES_CUDA_ERROR.
+ * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_SLEEP_ERROR_ASLEEP for a sleeping buffer;
+ * %MEMRES_ERROR_INVALID_ARGUMENT when the sizes differ; %MEMRES_ERROR_NO_DRIVER when device memory
+ * is involved and no driver loads; %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
  *
@@ -132,9 +133,9 @@ memres_buffer_copy_from (MemresBuffer *dst, MemresBuffer *src, MemresStream stre
  * cuMemsetD32Async() on @stream, in the contexts memres_buffer_copy_to() uses. Thread-safe for
  * distinct buffers.
  *
- * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT for a width other than 1, 2
- * or 4, a pattern wider than @width or a size that is not a multiple of @width;
- * %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
+ * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_SLEEP_ERROR_ASLEEP for a sleeping buffer;
+ * %MEMRES_ERROR_INVALID_ARGUMENT for a width other than 1, 2 or 4, a pattern wider than @width or a
+ * size that is not a multiple of @width; %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
  *
@@ -152,7 +153,7 @@ memres_buffer_fill (MemresBuffer *buf, guint32 pattern, guint width, MemresStrea
 
   g_return_val_if_fail (buf != NULL, FALSE);
 
-  if (!check_open (buf, error))
+  if (!check_open (buf, "fill", error))
     return FALSE;
   if (width != 1 && width != 2 && width != 4)
     {
@@ -267,8 +268,9 @@ transfer_sync (MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_byte
  * host-only memory, otherwise cuMemcpyAsync() on @stream followed by cuStreamSynchronize(), in
  * the contexts memres_buffer_copy_to() uses. Thread-safe for distinct buffers.
  *
- * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when the range leaves the
- * buffer; %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
+ * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_SLEEP_ERROR_ASLEEP for a sleeping buffer;
+ * %MEMRES_ERROR_INVALID_ARGUMENT when the range leaves the buffer; %MEMRES_ERROR_NO_DRIVER;
+ * %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
  *
@@ -281,7 +283,7 @@ memres_buffer_read (MemresBuffer *buf, gsize offset, gpointer dest, gsize n_byte
   g_return_val_if_fail (buf != NULL, FALSE);
   g_return_val_if_fail (dest != NULL || n_bytes == 0, FALSE);
 
-  if (!check_open (buf, error) || !check_range (buf, offset, n_bytes, error))
+  if (!check_open (buf, "read", error) || !check_range (buf, offset, n_bytes, error))
     return FALSE;
   if (n_bytes == 0)
     return TRUE;
@@ -307,8 +309,9 @@ memres_buffer_read (MemresBuffer *buf, gsize offset, gpointer dest, gsize n_byte
  * host-only memory, otherwise cuMemcpyAsync() on @stream followed by cuStreamSynchronize(), in
  * the contexts memres_buffer_copy_to() uses. Thread-safe for distinct buffers.
  *
- * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT when the range leaves the
- * buffer; %MEMRES_ERROR_NO_DRIVER; %MEMRES_CUDA_ERROR.
+ * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_SLEEP_ERROR_ASLEEP for a sleeping buffer;
+ * %MEMRES_ERROR_INVALID_ARGUMENT when the range leaves the buffer; %MEMRES_ERROR_NO_DRIVER;
+ * %MEMRES_CUDA_ERROR.
  *
  * Returns: %TRUE on success
  *
@@ -321,7 +324,7 @@ memres_buffer_write (MemresBuffer *buf, gsize offset, gconstpointer src, gsize n
   g_return_val_if_fail (buf != NULL, FALSE);
   g_return_val_if_fail (src != NULL || n_bytes == 0, FALSE);
 
-  if (!check_open (buf, error) || !check_range (buf, offset, n_bytes, error))
+  if (!check_open (buf, "write", error) || !check_range (buf, offset, n_bytes, error))
     return FALSE;
   if (n_bytes == 0)
     return TRUE;

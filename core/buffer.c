@@ -237,6 +237,18 @@ allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **err
  *
  * Since: 1.0
  */
+/* A new tagged buffer of a stack that can sleep, recorded under its tag (sleep.h); closed again
+ * when its tag began to sleep meanwhile. */
+G_GNUC_NO_INLINE static MemresBuffer *
+track_for_sleep (MemresResource *mr, MemresBuffer *buf, GError **error)
+{
+  if (G_LIKELY (_memres_sleep_track (mr, buf, error)))
+    return buf;
+  memres_buffer_close (buf, NULL, NULL);
+  memres_buffer_unref (buf);
+  return NULL;
+}
+
 /* The end of a successful allocate (allocate_fast()): the buffer counted on the calling thread's
  * stripe (assigned before the slot call) and filled. */
 G_ALWAYS_INLINE static inline MemresBuffer *
@@ -275,10 +287,14 @@ G_ALWAYS_INLINE static inline MemresBuffer *
 allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tagged, guint tag,
                GError **error)
 {
-  MemresBuffer *buf = buffer_struct_new ();
+  MemresBuffer *buf;
   GError *local = NULL;
   gboolean ok;
 
+  /* a stack that can sleep refuses a tag that sleeps (sleep.h); other stacks never look */
+  if (tagged && G_UNLIKELY (mr->sleep != NULL) && !_memres_sleep_check_tag (mr, tag, error))
+    return NULL;
+  buf = buffer_struct_new ();
   /* the thread's stripe, before the slot call: after it, its count makes no call (a call there
    * would keep values in the registers that the slot call's need) */
   _memres_stripe_current ();
@@ -297,8 +313,13 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
 
   /* the checks of _memres_resource_call_allocate(), on the record the kind filled */
   if (G_UNLIKELY (!(ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size))))
-    return allocate_checked (mr, buf, size, stream, ok, local, error);
-  return allocate_done (mr, buf, stream);
+    buf = allocate_checked (mr, buf, size, stream, ok, local, error);
+  else
+    buf = allocate_done (mr, buf, stream);
+  /* a tagged buffer of a stack that can sleep, under its tag (the untagged copy has no test) */
+  if (tagged && G_UNLIKELY (mr->sleep != NULL) && buf != NULL)
+    return track_for_sleep (mr, buf, error);
+  return buf;
 }
 
 MEMRES_HOT MemresBuffer *
@@ -326,7 +347,8 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
  * released: a failure that left the address as it was (any other failure, a breach of the
  * contract included, is taken as released: _memres_resource_call_deallocate()). @tagged: the
  * buffer has a tag that a layer of @mr's stack reads (MemresResource.tags_wanted), set as the
- * thread's call record around the slot call. */
+ * thread's call record around the slot call, or that a stack that can sleep keeps its buffers
+ * under (MemresResource.sleep), taken out of its tag's buffers here. */
 G_ALWAYS_INLINE static inline gboolean
 buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream stream,
                            gboolean tagged, GError **error)
@@ -338,7 +360,11 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
   if ((size > 0 || buf->alloc.address != 0) && !_memres_resource_is_inherited (mr))
     {
       guint64 address = buf->alloc.address;
+      MemresSleepEntry *sleeping = NULL;
 
+      /* out of its tag's buffers first, a sleep of the tag in progress waited for (sleep.h) */
+      if (tagged && G_UNLIKELY (mr->sleep != NULL))
+        sleeping = _memres_sleep_untrack_begin (mr, buf);
       if (tagged) /* the counted layers uncount its tag (tags.h) */
         {
           _memres_tag_thread.call_record = &buf->alloc;
@@ -347,6 +373,9 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
         }
       else
         ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+      if (G_UNLIKELY (sleeping != NULL))
+        _memres_sleep_untrack_end (mr, buf, sleeping,
+                                   ok || address == 0 || buf->alloc.address != address);
       if (G_UNLIKELY (!ok) && address != 0 && buf->alloc.address == address)
         return FALSE;
     }
@@ -378,7 +407,8 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
             buf->mr = NULL;
           return ok;
         }
-      return buffer_release_allocation (buf, mr, stream, buf->tag != 0 && mr->tags_wanted, error);
+      return buffer_release_allocation (
+          buf, mr, stream, buf->tag != 0 && (mr->tags_wanted || mr->sleep != NULL), error);
     }
   else if (buf->release != NULL)
     {
@@ -426,8 +456,8 @@ buffer_close_general (MemresBuffer *buf, MemresStream stream, MemresCloseFlags f
 
 /* The close of an open buffer held by the caller alone (nobody else closes it: no locked
  * exchange), of memory a kind allocated, on its deallocation stream: buffer_close()'s hot path,
- * for a buffer whose tag a layer reads (@tagged, as buffer_release_allocation() says: a constant
- * in both copies). */
+ * for a buffer whose tag a layer reads or a sleep keeps (@tagged, as buffer_release_allocation()
+ * says: a constant in both copies). */
 G_ALWAYS_INLINE static inline gboolean
 buffer_close_owned (MemresBuffer *buf, MemresResource *mr, MemresStream stream, gboolean tagged,
                     GError **error)
@@ -461,9 +491,11 @@ buffer_close (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GE
 
       /* open and untagged: the one test of the untagged hot path; open and tagged in a stack
        * where no layer reads the tag (MemresResource.tags_wanted): the same close */
-      if (G_LIKELY (state == 0) || ((state & MEMRES_BUFFER_CLOSED_BITS) == 0 && !mr->tags_wanted))
+      if (G_LIKELY (state == 0)
+          || ((state & MEMRES_BUFFER_CLOSED_BITS) == 0 && !mr->tags_wanted && mr->sleep == NULL))
         return buffer_close_owned (buf, mr, stream, FALSE, error);
-      if ((state & MEMRES_BUFFER_CLOSED_BITS) == 0) /* open, tagged, its tag read below */
+      /* open, tagged, its tag read below or kept by a stack that can sleep (sleep.h) */
+      if ((state & MEMRES_BUFFER_CLOSED_BITS) == 0)
         return buffer_close_owned (buf, mr, stream, TRUE, error);
     }
   return buffer_close_general (buf, stream, flags, error);
@@ -894,7 +926,8 @@ count_resize (MemresResource *mr, MemresResource *owner, gint64 delta)
  * On failure the buffer is left exactly as it was. Not to be called while another thread uses
  * the buffer.
  *
- * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_NOT_SUPPORTED for kinds without
+ * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_SLEEP_ERROR_ASLEEP for a sleeping buffer
+ * (memres_buffer_is_asleep()); %MEMRES_ERROR_NOT_SUPPORTED for kinds without
  * %MEMRES_MEMORY_RESIZABLE, for wrapped memory and for buffers imported from another process
  * (%MEMRES_MEMORY_IMPORTED); %MEMRES_ERROR_OUT_OF_MEMORY,
  * %MEMRES_CUDA_ERROR from the kind.
@@ -915,6 +948,8 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
 
   if (memres_buffer_is_closed (buf))
     return buffer_closed_error (error);
+  if (!_memres_buffer_check_awake (buf, "resize", error))
+    return FALSE;
   /* through adaptors that pass allocations through: the layer that made the allocation */
   owner = buf->mr != NULL ? _memres_resource_slot_owner (buf->mr, MEMRES_SLOT_OFFSET (resize), TRUE)
                           : NULL;

@@ -86,6 +86,7 @@ G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresStripe, set) + sizeof (MemresCountSet) <
 #define MEMRES_HOT __attribute__ ((hot))
 
 typedef struct _MemresSegmentsState MemresSegmentsState;
+typedef struct _MemresSleepState MemresSleepState;
 
 struct _MemresResource
 {
@@ -126,6 +127,10 @@ struct _MemresResource
 
   /* Line 1 and on: the rest. */
   MemresKind *kind;
+  /* set at creation for a stack that can sleep (sleep.h): its tagged buffers by tag and which
+   * tags sleep; NULL for every other, whose pairs never read it; read by the
+   * tagged allocate and close only, so not on line 0 */
+  MemresSleepState *sleep;
   const MemresResourceOps *ops; /* == &kind->ops */
   char *spec;                   /* normalized spec, or a description of the import */
   /* Lifetime, in one atomic word so that the allocate/close hot path costs one locked operation

@@ -8,13 +8,14 @@
 /* The smallest MemresKindInfo the core understands (ABI 2.0: every field; a later minor
  * appends, and the copy below zero-fills what an older plugin lacks), and the size of each
  * version of MemresResourceOps: version 1 (ABI 2.0) ends after get_counters, version 2 after
- * at_fork, version 3 after explain_oom, version 4 after snapshot. */
+ * at_fork, version 3 after explain_oom, version 4 after snapshot, version 5 after wake. */
 #define KIND_INFO_MIN_SIZE (offsetof (MemresKindInfo, flags) + sizeof (MemresKindFlags))
 #define OPS_V1_SIZE        (offsetof (MemresResourceOps, get_counters) + sizeof (gpointer))
 #define OPS_V2_SIZE        (offsetof (MemresResourceOps, at_fork) + sizeof (gpointer))
 #define OPS_V3_SIZE        (offsetof (MemresResourceOps, explain_oom) + sizeof (gpointer))
 #define OPS_V4_SIZE        (offsetof (MemresResourceOps, snapshot) + sizeof (gpointer))
-G_STATIC_ASSERT (OPS_V4_SIZE == sizeof (MemresResourceOps));
+#define OPS_V5_SIZE        (offsetof (MemresResourceOps, wake) + sizeof (gpointer))
+G_STATIC_ASSERT (OPS_V5_SIZE == sizeof (MemresResourceOps));
 
 static gboolean invalid (GError **error, const char *format, ...) G_GNUC_PRINTF (2, 3);
 
@@ -165,7 +166,8 @@ _memres_kind_new (MemresPlugin *plugin, const MemresKindInfo *info, GError **err
   /* Only the slots of the plugin's version are read (a table of an older version is shorter).
    * kind->ops is zero-filled: missing slots are NULL. */
   memcpy (&kind->ops, ki.ops,
-          ki.ops->version >= 4   ? OPS_V4_SIZE
+          ki.ops->version >= 5   ? OPS_V5_SIZE
+          : ki.ops->version == 4 ? OPS_V4_SIZE
           : ki.ops->version == 3 ? OPS_V3_SIZE
           : ki.ops->version == 2 ? OPS_V2_SIZE
                                  : OPS_V1_SIZE);

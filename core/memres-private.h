@@ -25,6 +25,7 @@
 #include "hot-path.h"
 #include "counting.h"
 #include "tags.h"
+#include "sleep.h"
 #include "resources.h"
 #include "buffers.h"
 #include "fork.h"

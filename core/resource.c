@@ -334,6 +334,18 @@ adaptor_info (MemresResource *mr)
 static __thread guint init_depth;
 static __thread const char *init_kind;
 
+/* Whether @mr's stack can sleep (sleep.h): the layer its records reach (through the adaptors
+ * that pass allocations) has the sleep and wake slots, and an adaptor with them has an upstream
+ * that can sleep. */
+static gboolean
+resource_can_sleep (MemresResource *mr)
+{
+  mr = _memres_resource_slot_owner (mr, G_STRUCT_OFFSET (MemresResourceOps, sleep), TRUE);
+  if (mr->ops->sleep == NULL || mr->ops->wake == NULL)
+    return FALSE;
+  return mr->upstream == NULL || resource_can_sleep (mr->upstream);
+}
+
 /* An instance of @kind: set up by the init slot with @options, or by @setup (an import, named
  * @setup_name in messages) with @data when @setup is not NULL. */
 static MemresResource *
@@ -458,6 +470,9 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
       free (mem);
       return NULL;
     }
+  /* an imported pool allocates nothing of its own: nothing of it sleeps */
+  if (setup == NULL && resource_can_sleep (mr))
+    mr->sleep = _memres_sleep_state_new ();
   _memres_fork_add_resource (mr);
   return mr;
 }
@@ -551,6 +566,7 @@ resource_finalize (MemresResource *mr)
     }
   _memres_segments_forget (mr);
   _memres_counts_free (mr->counts);
+  _memres_sleep_state_free (mr->sleep);
   memres_kind_unref (mr->kind);
   g_free (mr->spec);
   g_free (mr->oom_report);

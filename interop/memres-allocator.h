@@ -60,4 +60,12 @@ int memres_allocator_tag_set_device_default (int device, const char *tag);
 int memres_allocator_tag_get_counts (int device, const char *tag, MemresTagCounts *counts);
 const char *memres_allocator_tag_last_error (void);
 
+/* Sleep and wake (memres-sleep.h) for ctypes callers (memres-allocator-sleep.c): 0 on success,
+ * else the MemresSleepError code + 1, or -1 for another error; the message of the thread's last
+ * failure. */
+int memres_allocator_sleep (int device, const char *tag, int mode, const char *path, void *stream);
+int memres_allocator_wake (int device, const char *tag, void *stream);
+int memres_allocator_is_asleep (int device, const char *tag);
+const char *memres_allocator_sleep_last_error (void);
+
 G_END_DECLS

@@ -52,8 +52,9 @@ test_version (void)
   /* 2.0: the IPC slots in their own table (MemresIpcOps, MemresKindInfo.ipc) */
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MAJOR, ==, 2);
   g_assert_cmpint (MEMRES_PLUGIN_ABI_MINOR, ==, 0);
-  /* counted again from 1 in ABI 2; 2: at_fork appended; 3: explain_oom; 4: snapshot */
-  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 4);
+  /* counted again from 1 in ABI 2; 2: at_fork appended; 3: explain_oom; 4: snapshot; 5: sleep
+   * and wake */
+  g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 5);
   /* 2: the fabric chunk slots */
   g_assert_cmpint (MEMRES_IPC_OPS_VERSION, ==, 2);
 }
@@ -196,7 +197,7 @@ test_resource_ops (void)
 {
   SKIP_UNLESS_RECORDED ();
   /* version 1 (ABI 2.0) */
-  ASSERT_SIZE (MemresResourceOps, 128);
+  ASSERT_SIZE (MemresResourceOps, 144);
   ASSERT_OFFSET (MemresResourceOps, version, 0);
   ASSERT_OFFSET (MemresResourceOps, init, 8);
   ASSERT_OFFSET (MemresResourceOps, finalize, 16);
@@ -213,6 +214,8 @@ test_resource_ops (void)
   ASSERT_OFFSET (MemresResourceOps, at_fork, 104);     /* ops version 2 */
   ASSERT_OFFSET (MemresResourceOps, explain_oom, 112); /* ops version 3 */
   ASSERT_OFFSET (MemresResourceOps, snapshot, 120);    /* ops version 4 */
+  ASSERT_OFFSET (MemresResourceOps, sleep, 128);       /* ops version 5 */
+  ASSERT_OFFSET (MemresResourceOps, wake, 136);
 }
 
 /* What the explain_oom slot fills (appended only, within struct_size). */

@@ -36,6 +36,10 @@ typedef struct
   int (*tag_get_counts) (int device, const char *tag, MemresTagCounts *counts);
   const char *(*tag_last_error) (void);
   gboolean (*write_snapshot) (const char *path, GError **error);
+  int (*sleep) (int device, const char *tag, int mode, const char *path, void *stream);
+  int (*wake) (int device, const char *tag, void *stream);
+  int (*is_asleep) (int device, const char *tag);
+  const char *(*sleep_last_error) (void);
 } Shim;
 
 static Shim shim;
@@ -73,6 +77,10 @@ load_shim (void)
   FIND (tag_get_counts, "memres_allocator_tag_get_counts");
   FIND (tag_last_error, "memres_allocator_tag_last_error");
   FIND (write_snapshot, "memres_allocator_write_snapshot");
+  FIND (sleep, "memres_allocator_sleep");
+  FIND (wake, "memres_allocator_wake");
+  FIND (is_asleep, "memres_allocator_is_asleep");
+  FIND (sleep_last_error, "memres_allocator_sleep_last_error");
 #undef FIND
 }
 
@@ -140,6 +148,50 @@ test_tags (void)
   /* no stats layer in these stacks */
   g_assert_cmpint (shim.tag_get_counts (0, "kv-cache", &counts), ==, -1);
   g_assert_nonnull (shim.tag_last_error ());
+}
+
+/* Sleep and wake through the shim's C entry points: over a stack that can sleep
+ * (allocator-sleep-fake and -gpu run this case alone with MEMRES_ALLOCATOR_RESOURCE=cache>vmm), a
+ * tensor of a tag sleeps with its contents backed up, keeps its address and reads back the same
+ * after the wake; over any other, NOT_SUPPORTED (-1) naming vmm. */
+static void
+test_sleep (void)
+{
+  MemresResource *mr;
+  g_autoptr (MemresBuffer) view = NULL;
+  gsize size = 4 << 20;
+  gboolean can_sleep = g_strcmp0 (g_getenv ("MEMRES_ALLOCATOR_RESOURCE"), "cache>vmm") == 0;
+  void *ptr;
+
+  if ((can_sleep && !mt_require_devices (1)) || !require_resource ())
+    return;
+  mr = shim.get_resource (0);
+  g_assert_cmpint (shim.tag_push ("shim-kv"), ==, 0);
+  ptr = shim.torch_alloc ((ssize_t) size, 0, NULL);
+  g_assert_cmpint (shim.tag_pop ("shim-kv"), ==, 0);
+  g_assert_nonnull (ptr);
+  if (!can_sleep)
+    {
+      g_assert_cmpint (shim.sleep (0, "shim-kv", 0, NULL, NULL), ==, -1);
+      g_assert_nonnull (strstr (shim.sleep_last_error (), "vmm"));
+      g_assert_cmpint (shim.wake (0, "shim-kv", NULL), ==, -1);
+      g_assert_cmpint (shim.is_asleep (0, "shim-kv"), ==, 0);
+      shim.torch_free (ptr, (ssize_t) size, 0, NULL);
+      return;
+    }
+  view = wrap (mr, ptr, size);
+  mt_write_pattern (view, 0, size, 77, NULL);
+  g_assert_cmpint (shim.sleep (0, "shim-kv", 7, NULL, NULL), ==, -1); /* no such mode */
+  g_assert_cmpint (shim.sleep (0, "shim-kv", MEMRES_SLEEP_BACKUP, NULL, NULL), ==, 0);
+  g_assert_cmpint (shim.is_asleep (0, "shim-kv"), ==, 1);
+  g_assert_cmpint (shim.sleep (0, "shim-kv", 0, NULL, NULL), ==,
+                   MEMRES_SLEEP_ERROR_ALREADY_ASLEEP + 1);
+  g_assert_nonnull (strstr (shim.sleep_last_error (), "asleep already"));
+  g_assert_cmpint (shim.wake (0, "shim-kv", NULL), ==, 0);
+  g_assert_cmpint (shim.wake (0, "shim-kv", NULL), ==, MEMRES_SLEEP_ERROR_NOT_ASLEEP + 1);
+  mt_check_pattern (view, 0, size, 77, NULL);
+  g_clear_pointer (&view, memres_buffer_unref);
+  shim.torch_free (ptr, (ssize_t) size, 0, NULL);
 }
 
 static void
@@ -594,6 +646,7 @@ main (int argc, char **argv)
   if (!g_test_subprocess ())
     load_shim ();
   g_test_add_func ("/allocator/tags", test_tags);
+  g_test_add_func ("/allocator/sleep", test_sleep);
   g_test_add_func ("/allocator/alloc-free", test_alloc_free);
   g_test_add_func ("/allocator/zero-and-null", test_zero_and_null);
   g_test_add_func ("/allocator/threads", test_threads);

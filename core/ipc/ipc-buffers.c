@@ -90,7 +90,7 @@ _memres_ipc_check_buffer (MemresBuffer *buf, const char *verb, GError **error)
                    "cannot %s foreign memory (a buffer wrapping a pointer)", verb);
       return FALSE;
     }
-  return TRUE;
+  return _memres_buffer_check_awake (buf, verb, error); /* no memory under it (sleep.h) */
 }
 
 /**

@@ -37,6 +37,7 @@
 #include <memres/memres-managed.h>
 #include <memres/memres-segments.h>
 #include <memres/memres-tags.h>
+#include <memres/memres-sleep.h>
 #include <memres/memres-cuda.h>
 #undef MEMRES_INSIDE
 
@@ -445,14 +446,14 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  * MEMRES_RESOURCE_OPS_VERSION:
  *
  * The number of the newest #MemresResourceOps layout these headers describe, counted within
- * the plugin ABI's major: 3 under ABI 2 now (#MemresResourceOps.version lists what each number
+ * the plugin ABI's major: 5 under ABI 2 now (#MemresResourceOps.version lists what each number
  * holds). A new major starts again at 1 (the numbers of ABI 1, 1 to 3, meant other layouts; no
  * plugin built for them loads). Every slot's documentation says in which ABI version
  * (`Since:`) it appeared. Set #MemresResourceOps.version to this macro.
  *
  * Since: 1.0
  */
-#define MEMRES_RESOURCE_OPS_VERSION 4
+#define MEMRES_RESOURCE_OPS_VERSION 5
 
 /**
  * MemresForkPhase:
@@ -604,6 +605,8 @@ memres_fork_mutex (GMutex *mutex, MemresForkPhase phase)
  * @at_fork: optional; see the comment above the slot
  * @explain_oom: optional; see the comment above the slot
  * @snapshot: optional; see the comment above the slot
+ * @sleep: optional; see the comment above the slot
+ * @wake: optional; see the comment above the slot
  *
  * The table of a kind's functions (sharing with other processes has its own table,
  * #MemresIpcOps). Define it `static const`, set @version to
@@ -670,6 +673,7 @@ typedef struct
    * - 2 (ABI 2.0, before its release): at_fork.
    * - 3 (ABI 2.0, before its release): explain_oom.
    * - 4 (ABI 2.0, before its release): snapshot.
+   * - 5 (ABI 2.0, before its release): sleep and wake.
    *
    * Since: 1.0
    */
@@ -941,6 +945,48 @@ typedef struct
    * Since: 2.0
    */
   void (*snapshot) (MemresResource *mr, MemresSnapshotLayer *layer);
+  /**
+   * MemresResourceOps.sleep:
+   *
+   * Optional, for memres_resource_sleep() (docs/sleep.md): releases the physical memory under
+   * each of the @n_allocs allocations @allocs (records its allocate slot filled, or, for a layer
+   * below a %MEMRES_KIND_PASSES_ALLOCATIONS adaptor, the same records) and keeps their virtual
+   * address ranges reserved, so that wake can map new memory at exactly the same addresses.
+   * Having the slot declares that the kind keeps addresses while the memory under them changes:
+   * the core lists the kinds that have it in the error of a stack that cannot sleep. A base kind
+   * does the work itself; an adaptor (`cache`) that hands out memory of its upstream translates
+   * its records into its upstream's and calls memres_upstream_sleep(), releasing what else it
+   * holds from the upstream that can be released (free cached blocks). All or nothing: on failure
+   * every allocation is awake and mapped as it was, @error set. Before it unmaps, the kind raises
+   * %MEMRES_SEGMENT_UNMAPPING for the bytes it releases (a kind with %MEMRES_KIND_SEGMENTS).
+   *
+   * The core calls it with no memres lock held, after it waited for each buffer's stream and
+   * saved the contents the policy keeps; it never passes an allocation twice, nor one asleep
+   * already. While an allocation is asleep the core calls no slot on it but wake and deallocate:
+   * deallocate then releases its address range and whatever it still holds (nothing is mapped
+   * under it). Errors: a %MEMRES_CUDA_ERROR naming the driver call,
+   * %MEMRES_SLEEP_ERROR_SHARED for an allocation exported to another process (naming it),
+   * %MEMRES_ERROR_NOT_SUPPORTED.
+   *
+   * Since: 2.0
+   */
+  gboolean (*sleep) (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
+                     GError **error);
+  /**
+   * MemresResourceOps.wake:
+   *
+   * Optional, with sleep: creates physical memory again under each of the @n_allocs allocations
+   * @allocs (all asleep, put to sleep by this slot's sleep) and maps it at the same addresses
+   * with the resource's access granted; the contents are undefined (the core restores them by
+   * policy). Raises %MEMRES_SEGMENT_MAPPED for what it maps. All or nothing: on failure every
+   * allocation is asleep as it was (nothing mapped, nothing held), @error set and naming the
+   * step that failed (the driver call, through memres_cuda_set_error()). Same threading as
+   * sleep. Errors: %MEMRES_ERROR_OUT_OF_MEMORY, a %MEMRES_CUDA_ERROR.
+   *
+   * Since: 2.0
+   */
+  gboolean (*wake) (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
+                    GError **error);
 } MemresResourceOps;
 
 /**
@@ -1204,6 +1250,10 @@ typedef struct
  *   an allocation record without creating a #MemresBuffer; a successful deallocate zeroes the
  *   record, and a zeroed record is refused (%MEMRES_ERROR_INVALID_ARGUMENT), so that a record
  *   given back twice is not freed twice. Since: 1.2
+ * memres_upstream_sleep(), memres_upstream_wake(): for adaptor kinds with the sleep and wake
+ *   slots (#MemresResourceOps.sleep), the same slots of the upstream (through the
+ *   %MEMRES_KIND_PASSES_ALLOCATIONS adaptors below it) on the upstream's records @allocs; all or
+ *   nothing as the slots are; %MEMRES_ERROR_NOT_SUPPORTED when no layer below can. Since: 2.0
  * memres_allocation_get_tag(): inside an allocate or deallocate slot of a kind with
  *   %MEMRES_KIND_TAGGED (or below one that asks for tags), the tag of the buffer the call serves
  *   (transfer none, interned), %NULL for none. Since: 2.0
@@ -1228,6 +1278,10 @@ gboolean memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream 
                                    MemresAllocation *alloc, GError **error);
 gboolean memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc,
                                      MemresStream stream, GError **error);
+gboolean memres_upstream_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
+                                GError **error);
+gboolean memres_upstream_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
+                               GError **error);
 const char *memres_allocation_get_tag (const MemresAllocation *alloc);
 void memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,
                                           const MemresSegment *segment);

@@ -14,6 +14,7 @@
 #include <memres/memres-managed.h>
 #include <memres/memres-segments.h>
 #include <memres/memres-tags.h>
+#include <memres/memres-sleep.h>
 #include <memres/memres-dlpack.h>
 #include <memres/memres-nccl.h>
 #undef MEMRES_INSIDE

@@ -37,7 +37,17 @@ direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, Mem
 {
   gsize size = alloc->size;
   guint64 address = alloc->address;
-  gboolean ok = upstream_give_back (self, alloc, stream, error);
+  gboolean ok;
+
+  /* a sleeping one's segment was told unmapped at its sleep (cache-sleep.c) */
+  if (G_UNLIKELY (self->asleep_direct != NULL && cache_direct_is_asleep (self, address)))
+    {
+      ok = memres_upstream_deallocate (self->self_mr, alloc, stream, error);
+      if (ok || alloc->address != address)
+        cache_direct_forget (self, address);
+    }
+  else
+    ok = upstream_give_back (self, alloc, stream, error);
 
   /* a failed free that left the allocation in place leaves the buffer open (the core's rule) */
   if (!ok && alloc->address == address)
@@ -200,6 +210,8 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
   if (G_UNLIKELY (alloc->size > self->parts.max_block))
     return direct_deallocate (mr, self, alloc, stream, error);
   b = alloc->plugin_data;
+  if (G_UNLIKELY (b->size == CACHE_BLOCK_ASLEEP)) /* no memory under it (cache-sleep.c) */
+    return cache_deallocate_asleep (self, b, stream, error);
   b->stream = cache_normalize_stream (&self->parts, stream);
   f = front_get_for (mr, &self->parts);
   if (f != NULL && front_try_deallocate (f, &self->parts, b))

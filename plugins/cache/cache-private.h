@@ -9,6 +9,7 @@
  * - cache-upstream.c: memory from and back to the upstream: chunks carved into blocks, the
  *   reserve's accounting, the out-of-memory flush, and retirement (blocks and chunks taken out
  *   under the lock, given back after it);
+ * - cache-sleep.c: sleep and wake over an upstream that can sleep, and the close of what sleeps;
  * - plugins/common/cache/: the per-thread fronts, the shared bins and the events. */
 #pragma once
 
@@ -56,7 +57,14 @@ typedef struct
   guint64 misses[CACHE_MAX_CLASSES];
   guint64 direct, oom_flushes;
   Chunk *chunks;
+  /* the addresses of the sleeping requests above max_block (cache-sleep.c), or NULL; under
+   * parts.lock (read without it only to see whether it was ever made) */
+  GHashTable *asleep_direct;
 } Cache;
+
+/* Block.size of a sleeping block of its own (cache-sleep.c): larger than any front's budget, so
+ * that the close's hit path never keeps it */
+#define CACHE_BLOCK_ASLEEP (G_MAXUINT64 / 4)
 
 /* Memory on its way back to the upstream: taken out of the cache under the lock, given back
  * after it is released (retired_free()), since the upstream may be another cache, whose locks
@@ -96,7 +104,19 @@ gboolean cache_allocate (MemresResource *mr, gsize size, MemresStream stream,
 gboolean cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                            GError **error);
 
+/* cache.c */
+gboolean cache_trim (MemresResource *mr, gsize bytes_to_keep, GError **error);
+/* cache-sleep.c: the sleep and wake slots; the close of a sleeping block of its own, and whether
+ * a request above max_block at @address sleeps (cache_direct_forget(): closed) */
+gboolean cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
+                      GError **error);
+gboolean cache_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
+                     GError **error);
+gboolean cache_deallocate_asleep (Cache *self, Block *b, MemresStream stream, GError **error);
+gboolean cache_direct_is_asleep (Cache *self, guint64 address);
+void cache_direct_forget (Cache *self, guint64 address);
 /* cache-upstream.c */
+void cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up);
 void update_highs (Cache *self);
 gboolean upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
                             MemresAllocation *alloc, GError **error);

@@ -15,8 +15,8 @@
 
 #include <string.h>
 
-static void
-raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up)
+void
+cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up)
 {
   MemresSegment seg = { 0 };
 
@@ -34,11 +34,11 @@ upstream_give_back (Cache *self, MemresAllocation *up, MemresStream stream, GErr
 {
   MemresAllocation was = *up;
 
-  raise_segment (self, MEMRES_SEGMENT_UNMAPPING, up);
+  cache_raise_segment (self, MEMRES_SEGMENT_UNMAPPING, up);
   if (memres_upstream_deallocate (self->self_mr, up, stream, error))
     return TRUE;
   if (up->address == was.address)
-    raise_segment (self, MEMRES_SEGMENT_MAPPED, &was);
+    cache_raise_segment (self, MEMRES_SEGMENT_MAPPED, &was);
   return FALSE;
 }
 
@@ -68,7 +68,7 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
   memset (alloc, 0, sizeof *alloc);
   if (memres_upstream_allocate (mr, size, stream, alloc, &local))
     {
-      raise_segment (self, MEMRES_SEGMENT_MAPPED, alloc);
+      cache_raise_segment (self, MEMRES_SEGMENT_MAPPED, alloc);
       return TRUE;
     }
   if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
@@ -87,7 +87,7 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
   memset (alloc, 0, sizeof *alloc);
   if (!memres_upstream_allocate (mr, size, stream, alloc, error))
     return FALSE;
-  raise_segment (self, MEMRES_SEGMENT_MAPPED, alloc);
+  cache_raise_segment (self, MEMRES_SEGMENT_MAPPED, alloc);
   return TRUE;
 }
 

@@ -124,6 +124,8 @@ cache_finalize (MemresResource *mr)
   cache_parts_clear (&self->parts);
   g_mutex_unlock (&self->parts.lock);
   retired_free (self, &retired, NULL);
+  if (self->asleep_direct != NULL)
+    g_hash_table_unref (self->asleep_direct);
   g_mutex_clear (&self->parts.lock);
 }
 
@@ -169,7 +171,7 @@ cache_reset_stats (MemresResource *mr, GError **error)
   return TRUE;
 }
 
-static gboolean
+gboolean
 cache_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 {
   Cache *self = memres_resource_get_private (mr);
@@ -357,6 +359,8 @@ static const MemresResourceOps cache_ops = {
   .at_fork = cache_at_fork,
   .explain_oom = cache_explain_oom,
   .snapshot = cache_snapshot,
+  .sleep = cache_sleep,
+  .wake = cache_wake,
 };
 
 static const MemresKindInfo cache_kind = {

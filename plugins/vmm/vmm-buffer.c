@@ -129,12 +129,6 @@ vmm_space_of (const VmmBuffer *buf)
   return (VmmSpace){ buf->ranges, buf->n_ranges };
 }
 
-typedef enum
-{
-  VMM_UNMAP,
-  VMM_GRANT,
-} VmmSpanOp;
-
 /* Applies @op to the bytes [start, end) of @space, one driver call per reservation they lie in,
  * in address order (from the end when @backwards). Returns the first failure; *@stop then says
  * how far the calls got: [start, *stop) is done (with @backwards: [*stop, end)). */
@@ -169,6 +163,13 @@ vmm_space_apply (VmmResource *self, VmmSpace space, VmmSpanOp op, gsize start, g
     }
   *stop = backwards ? end : start;
   return CUDA_SUCCESS;
+}
+
+CUresult
+_vmm_buffer_apply (VmmResource *self, const VmmBuffer *buf, VmmSpanOp op, gsize start, gsize end,
+                   gsize *stop)
+{
+  return vmm_space_apply (self, vmm_space_of (buf), op, start, end, FALSE, stop);
 }
 
 /* Grants the owner, the host location and the peers access to the mapped bytes [start, end). */
@@ -572,13 +573,17 @@ _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
   GError *first = NULL;
   CUresult res;
 
-  /* the teardown is not undone once begun: the segment goes whatever fails below */
-  _vmm_raise (self, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
+  gint64 held = 0;
+
+  /* the teardown is not undone once begun: the segment goes whatever fails below (a sleeping
+   * buffer's went at its sleep: nothing is mapped under it) */
+  if (!buf->asleep)
+    _vmm_raise (self, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
   for (gsize i = 0; i < buf->n_ranges; i++)
     {
       const VmmRange *r = &buf->ranges[i];
       gsize from = r->ptr - buf->base;
-      gsize to = MIN (buf->mapped, from + r->size);
+      gsize to = buf->asleep ? from : MIN (buf->mapped, from + r->size);
 
       if (from < to && (res = self->drv->cuMemUnmap (r->ptr, to - from)) != CUDA_SUCCESS)
         {
@@ -589,10 +594,16 @@ _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
         vmm_note_failure (&first, res, "cuMemAddressFree");
     }
   for (gsize i = 0; i < buf->n_chunks; i++)
-    if ((res = self->drv->cuMemRelease (buf->chunks[i].handle)) != CUDA_SUCCESS)
-      vmm_note_failure (&first, res, "cuMemRelease");
+    {
+      if (buf->asleep && buf->chunks[i].handle == 0) /* released at the sleep */
+        continue;
+      held += (gint64) buf->chunks[i].size;
+      if ((res = self->drv->cuMemRelease (buf->chunks[i].handle)) != CUDA_SUCCESS)
+        vmm_note_failure (&first, res, "cuMemRelease");
+    }
 
-  _vmm_buffer_update (self, buf, 0, VMM_BUFFER_REMOVED, -(gint64) buf->mapped);
+  _vmm_buffer_update (self, buf, 0, VMM_BUFFER_REMOVED,
+                      buf->asleep ? -held : -(gint64) buf->mapped);
   vmm_buffer_free (buf);
   alloc->plugin_data = NULL;
   if (first != NULL)

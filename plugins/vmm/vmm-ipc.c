@@ -88,6 +88,7 @@ vmm_export (MemresResource *mr, const MemresAllocation *alloc, MemresBufferChunk
   out->granularity = self->granularity;
   out->size = alloc->size;
   out->n_chunks = (guint32) buf->n_chunks;
+  ((VmmBuffer *) buf)->exported = TRUE; /* shared from now on: it cannot sleep (vmm-sleep.c) */
   return TRUE;
 }
 

@@ -84,7 +84,12 @@ struct _VmmBuffer
   VmmRange *ranges;
   gsize n_ranges;
   gsize ranges_cap;
-  gboolean imported;      /* chunks imported from another process: no export, no resize */
+  gboolean imported; /* chunks imported from another process: no export, no resize */
+  gboolean exported; /* its chunks were exported to another process: it cannot sleep */
+  /* put to sleep (vmm-sleep.c): nothing mapped, the chunks' offsets and sizes kept, their
+   * handles 0 once released (a handle the driver refused to release is kept, and mapped again
+   * at the wake) */
+  gboolean asleep;
   VmmBuffer *prev, *next; /* VmmResource.buffers, under stats_lock */
   VmmShown shown;         /* under stats_lock */
 };
@@ -122,6 +127,21 @@ G_GNUC_INTERNAL gboolean _vmm_import_fabric_chunks (MemresResource *mr,
                                                     MemresStream stream, MemresAllocation *alloc,
                                                     GError **error);
 
+/* vmm-buffer.c: one driver call per reservation of @buf over its bytes [start, end): cuMemUnmap
+ * (VMM_UNMAP) or cuMemSetAccess with the resource's access (VMM_GRANT), in address order. Returns
+ * the first failure; *@stop then says how far the calls got ([start, *stop) done). */
+typedef enum
+{
+  VMM_UNMAP,
+  VMM_GRANT,
+} VmmSpanOp;
+G_GNUC_INTERNAL CUresult _vmm_buffer_apply (VmmResource *self, const VmmBuffer *buf, VmmSpanOp op,
+                                            gsize start, gsize end, gsize *stop);
+/* vmm-sleep.c: the sleep and wake slots */
+G_GNUC_INTERNAL gboolean _vmm_sleep (MemresResource *mr, MemresAllocation *const *allocs,
+                                     gsize n_allocs, GError **error);
+G_GNUC_INTERNAL gboolean _vmm_wake (MemresResource *mr, MemresAllocation *const *allocs,
+                                    gsize n_allocs, GError **error);
 /* vmm-buffer.c: a segment event (memres_resource_raise_segment_event()) for the mapped bytes
  * [base, base + length) of a buffer; nothing for 0 bytes (no segment). */
 G_GNUC_INTERNAL void _vmm_raise (VmmResource *self, MemresSegmentEvent event, CUdeviceptr base,

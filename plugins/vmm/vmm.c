@@ -525,6 +525,8 @@ static const MemresResourceOps vmm_ops = {
   .resize = _vmm_resize,
   .at_fork = vmm_at_fork,
   .snapshot = vmm_snapshot,
+  .sleep = _vmm_sleep,
+  .wake = _vmm_wake,
 };
 
 /* every instance's: only those made with handle_type=posix_fd export chunks, only those of

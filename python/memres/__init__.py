@@ -56,6 +56,7 @@ __all__ = [
     "OutOfMemoryError",
     "Resource",
     "TagErrorCode",
+    "SleepErrorCode",
     "__version__",
     "current_tag",
     "set_device_default_tag",
@@ -103,6 +104,19 @@ class TagErrorCode(_enum.IntEnum):
     EMPTY = _memres.TAG_ERROR_EMPTY
     MISMATCH = _memres.TAG_ERROR_MISMATCH
     UNKNOWN = _memres.TAG_ERROR_UNKNOWN
+
+
+class SleepErrorCode(_enum.IntEnum):
+    """The codes of sleep errors (Error.code where Error.domain is "memres-sleep-error-quark"):
+    the MemresSleepError enum of memres-sleep.h (docs/sleep.md)."""
+
+    ASLEEP = _memres.SLEEP_ERROR_ASLEEP
+    TAG_ASLEEP = _memres.SLEEP_ERROR_TAG_ASLEEP
+    ALREADY_ASLEEP = _memres.SLEEP_ERROR_ALREADY_ASLEEP
+    NOT_ASLEEP = _memres.SLEEP_ERROR_NOT_ASLEEP
+    SHARED = _memres.SLEEP_ERROR_SHARED
+    FILE = _memres.SLEEP_ERROR_FILE
+    BUSY = _memres.SLEEP_ERROR_BUSY
 
 
 class tag:

@@ -176,3 +176,7 @@ PyObject *pymemres_buffer_get_tag (PyMemresBuffer *self, void *closure);
 PyObject *pymemres_resource_tag_counts (PyMemresResource *self, PyObject *arg);
 PyObject *pymemres_resource_tags (PyMemresResource *self, PyObject *unused);
 PyObject *pymemres_resource_reset_tag_peak (PyMemresResource *self, PyObject *arg);
+/* sleep.c */
+PyObject *pymemres_resource_sleep (PyMemresResource *self, PyObject *args, PyObject *kwargs);
+PyObject *pymemres_resource_wake (PyMemresResource *self, PyObject *args, PyObject *kwargs);
+PyObject *pymemres_resource_is_asleep (PyMemresResource *self, PyObject *arg);

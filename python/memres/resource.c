@@ -304,6 +304,20 @@ static PyMethodDef resource_methods[] = {
     "tags() -> list of str\n\nThe tags this counted layer counted a buffer of." },
   { "reset_tag_peak", (PyCFunction) pymemres_resource_reset_tag_peak, METH_O,
     "reset_tag_peak(name)\n\nResets that tag's peaks to its current values, and nothing else." },
+  { "sleep", (PyCFunction) (void (*) (void)) pymemres_resource_sleep, METH_VARARGS | METH_KEYWORDS,
+    "sleep(tag, *, mode=\"discard\", path=None, stream=None, host=None)\n\n"
+    "Releases the physical memory under every open buffer of tag allocated here, keeping their\n"
+    "addresses (a stack over vmm: Resource(\"cache>vmm\")); mode \"discard\" (contents undefined\n"
+    "after wake), \"backup\" (page-locked host memory; host names its Resource) or \"file\"\n"
+    "(path). All or nothing. Error with memres.SleepErrorCode for a sleeping tag, a buffer\n"
+    "exported over IPC, a file that cannot be written; ErrorCode.NOT_SUPPORTED for a stack\n"
+    "that cannot sleep (docs/sleep.md)." },
+  { "wake", (PyCFunction) (void (*) (void)) pymemres_resource_wake, METH_VARARGS | METH_KEYWORDS,
+    "wake(tag, *, stream=None)\n\n"
+    "Maps memory again under the sleeping buffers of tag, at the same addresses, and restores\n"
+    "their contents by the sleep's mode. All or nothing." },
+  { "is_asleep", (PyCFunction) pymemres_resource_is_asleep, METH_O,
+    "is_asleep(tag) -> bool\n\nWhether tag sleeps on this resource." },
   { "stats", (PyCFunction) resource_stats, METH_NOARGS,
     "stats() -> dict\n\n"
     "The resource's statistics in bytes: reserved_current, reserved_high (held from the\n"

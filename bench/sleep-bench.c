@@ -1,0 +1,365 @@
+/* memres-sleep-bench: sleep and wake (docs/sleep.md, issue 34) measured against the raw driver
+ * calls and a re-implementation of vLLM's published method, paired in one run. Not a test:
+ * timings only count on a GPU; the `sleep-bench-smoke` test (suite fake) only proves it runs.
+ *
+ *   memres-sleep-bench [--spec SPEC] [--buffers N] [--min SIZE] [--max SIZE] [--total SIZE]
+ *
+ * N buffers (default 10000) of sizes drawn log-uniformly from [min, max] (4 KiB to 1 GiB) until
+ * `total` bytes (default 40 GiB), every other one tagged "bench-weights" or "bench-kv" (half of
+ * them tagged), from SPEC (default cache>vmm). Then, in order:
+ *  1. each tagged buffer filled, its checksum taken (a read back through the host);
+ *  2. "kv" put to sleep with discard and "weights" with backup, timed; cuMemGetInfo's free bytes
+ *     before and after: the share of the slept bytes given back (target >= 99 %);
+ *  3. one allocation of 90 % of what was given back, from a `vmm` resource of its own, filled,
+ *     freed: the memory is usable by someone else;
+ *  4. both woken, timed; addresses and checksums compared (target: identical);
+ *  5. the raw driver calls for as many 2 MiB granules as slept (unmap + release, create + map +
+ *     set access), timed: the discard target is sleep + wake <= 1.2x raw;
+ *  6. page-locked copy bandwidth (cuMemcpy of 256 MiB each way), against the backup's restore
+ *     (target >= 80 %);
+ *  7. vLLM's method on the "weights" buffers: per allocation a device synchronize, a copy into
+ *     page-locked memory, one unmap and release; back: create, map, set access, copy: memres
+ *     must be faster in both directions.
+ * Prints one JSON object. */
+#include <memres/memres.h>
+#include <memres/memres-plugin.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define GRANULE ((gsize) 2 << 20)
+
+static const MemresCudaDriver *drv;
+
+static gint64
+now_ns (void)
+{
+  return g_get_monotonic_time () * 1000;
+}
+
+static void
+die (const char *what, GError *error)
+{
+  g_printerr ("memres-sleep-bench: %s: %s\n", what, error != NULL ? error->message : "failed");
+  exit (1);
+}
+
+static void
+cu (CUresult r, const char *call)
+{
+  if (r != CUDA_SUCCESS)
+    {
+      g_autoptr (GError) error = NULL;
+
+      memres_cuda_set_error (&error, r, call);
+      die (call, error);
+    }
+}
+
+static guint64
+checksum (MemresBuffer *buf, guint8 *host)
+{
+  g_autoptr (GError) error = NULL;
+  gsize size = memres_buffer_get_size (buf);
+  guint64 h = 1469598103934665603ull;
+
+  for (gsize off = 0; off < size; off += 64 << 20)
+    {
+      gsize n = MIN ((gsize) 64 << 20, size - off);
+
+      if (!memres_buffer_read (buf, off, host, n, NULL, &error))
+        die ("reading a buffer back", error);
+      for (gsize i = 0; i < n; i += 4096) /* a byte per page: enough to see a lost page */
+        h = (h ^ host[i]) * 1099511628211ull;
+    }
+  return h;
+}
+
+static guint64
+free_bytes (void)
+{
+  size_t free_b = 0, total = 0;
+
+  cu (drv->cuMemGetInfo (&free_b, &total), "cuMemGetInfo");
+  return free_b;
+}
+
+int
+main (int argc, char **argv)
+{
+  const char *spec = "cache>vmm";
+  gint64 n_max = 10000;
+  guint64 min = 4096, max = (guint64) 1 << 30, total = (guint64) 40 << 30;
+  GOptionEntry entries[] = {
+    { "spec", 0, 0, G_OPTION_ARG_STRING, &spec, "the stack", "SPEC" },
+    { "buffers", 0, 0, G_OPTION_ARG_INT64, &n_max, "most buffers", "N" },
+    { "min", 0, 0, G_OPTION_ARG_INT64, &min, "smallest buffer (bytes)", "SIZE" },
+    { "max", 0, 0, G_OPTION_ARG_INT64, &max, "largest buffer (bytes)", "SIZE" },
+    { "total", 0, 0, G_OPTION_ARG_INT64, &total, "bytes in all", "SIZE" },
+    { NULL },
+  };
+  g_autoptr (GOptionContext) oc = g_option_context_new ("- sleep and wake, measured");
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresResource) other = NULL;
+  g_autoptr (MemresSleepPolicy) backup = NULL;
+  GPtrArray *bufs = g_ptr_array_new ();
+  GArray *sums, *addrs;
+  guint64 slept = 0, weights_bytes = 0, sum_bytes = 0, free0, free1, given, granules;
+  gint64 t_sleep, t_wake, t_sleep_kv, t_wake_kv, t_raw_release, t_raw_create, t0;
+  gint64 t_copy_d2h, t_copy_h2d, t_vllm_sleep = 0, t_vllm_wake = 0;
+  gboolean same = TRUE;
+  guint8 *host;
+  GRand *rand = g_rand_new_with_seed (34);
+
+  g_option_context_add_main_entries (oc, entries, NULL);
+  if (!g_option_context_parse (oc, &argc, &argv, &error))
+    die ("options", error);
+  if ((drv = memres_cuda_get_driver (&error)) == NULL || !memres_cuda_ensure_context (0, &error))
+    die ("the driver", error);
+  if ((mr = memres_resource_new (spec, &error)) == NULL)
+    die (spec, error);
+  host = g_malloc (64 << 20);
+
+  /* 1. the buffers */
+  for (gint64 i = 0; i < n_max && sum_bytes < total; i++)
+    {
+      double lo = log ((double) min), hi = log ((double) max);
+      gsize size = (gsize) exp (lo + (hi - lo) * g_rand_double (rand));
+      const char *tag = i % 2 == 0 ? NULL : (i % 4 == 1 ? "bench-weights" : "bench-kv");
+      MemresBuffer *b;
+
+      size = MIN (size, total - sum_bytes);
+      size = (MAX (size, 256) + 255) & ~(gsize) 255; /* whole 32-bit words for the fill */
+      if (tag != NULL)
+        memres_tag_push (tag, NULL);
+      b = memres_resource_allocate (mr, size, NULL, &error);
+      if (tag != NULL)
+        memres_tag_pop (tag, NULL);
+      if (b == NULL)
+        die ("allocating", error);
+      sum_bytes += memres_buffer_get_size (b);
+      g_ptr_array_add (bufs, b);
+    }
+  sums = g_array_sized_new (FALSE, TRUE, sizeof (guint64), bufs->len);
+  addrs = g_array_sized_new (FALSE, TRUE, sizeof (guint64), bufs->len);
+  g_array_set_size (sums, bufs->len);
+  g_array_set_size (addrs, bufs->len);
+  for (guint i = 0; i < bufs->len; i++)
+    {
+      MemresBuffer *b = bufs->pdata[i];
+      const char *tag = memres_buffer_get_tag (b);
+
+      g_array_index (addrs, guint64, i) = memres_buffer_get_address (b);
+      if (tag == NULL)
+        continue;
+      slept += memres_buffer_get_size (b);
+      if (g_str_equal (tag, "bench-weights"))
+        {
+          weights_bytes += memres_buffer_get_size (b);
+          if (!memres_buffer_fill (b, (guint32) (i * 2654435761u), 4, NULL, &error))
+            die ("filling", error);
+          g_array_index (sums, guint64, i) = checksum (b, host);
+        }
+    }
+
+  /* 2. sleep */
+  backup = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, NULL);
+  free0 = free_bytes ();
+  t0 = now_ns ();
+  if (!memres_resource_sleep (mr, "bench-kv", NULL, NULL, &error))
+    die ("sleeping kv", error);
+  t_sleep_kv = now_ns () - t0;
+  if (!memres_resource_sleep (mr, "bench-weights", backup, NULL, &error))
+    die ("sleeping weights", error);
+  t_sleep = now_ns () - t0;
+  free1 = free_bytes ();
+  given = free1 > free0 ? free1 - free0 : 0;
+
+  /* 3. someone else uses it */
+  other = memres_resource_new ("vmm", &error);
+  if (other == NULL)
+    die ("vmm", error);
+  if (given > GRANULE * 2)
+    {
+      MemresBuffer *b = memres_resource_allocate (other, (gsize) (given * 0.9), NULL, &error);
+
+      if (b == NULL || !memres_buffer_fill (b, 0xdeadbeef, 4, NULL, &error)
+          || !memres_stream_synchronize (NULL, &error) || !memres_buffer_close (b, NULL, &error))
+        die ("using the memory given back", error);
+      memres_buffer_unref (b);
+    }
+
+  /* 4. wake */
+  t0 = now_ns ();
+  if (!memres_resource_wake (mr, "bench-kv", NULL, &error))
+    die ("waking kv", error);
+  t_wake_kv = now_ns () - t0;
+  if (!memres_resource_wake (mr, "bench-weights", NULL, &error))
+    die ("waking weights", error);
+  t_wake = now_ns () - t0;
+  for (guint i = 0; i < bufs->len; i++)
+    {
+      MemresBuffer *b = bufs->pdata[i];
+      const char *tag = memres_buffer_get_tag (b);
+
+      same &= memres_buffer_get_address (b) == g_array_index (addrs, guint64, i);
+      if (tag != NULL && g_str_equal (tag, "bench-weights"))
+        same &= checksum (b, host) == g_array_index (sums, guint64, i);
+    }
+
+  /* 5. the raw driver calls for as many granules */
+  {
+    CUmemAllocationProp prop = { 0 };
+    CUmemAccessDesc access
+        = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    CUdeviceptr base = 0;
+    CUmemGenericAllocationHandle *h;
+
+    granules = MAX (slept / GRANULE, 1);
+    granules = MIN (granules, (guint64) (free_bytes () / GRANULE) * 9 / 10);
+    h = g_new (CUmemGenericAllocationHandle, granules);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    cu (drv->cuMemAddressReserve (&base, granules * GRANULE, GRANULE, 0, 0), "cuMemAddressReserve");
+    t0 = now_ns ();
+    for (guint64 g = 0; g < granules; g++)
+      {
+        cu (drv->cuMemCreate (&h[g], GRANULE, &prop, 0), "cuMemCreate");
+        cu (drv->cuMemMap (base + g * GRANULE, GRANULE, 0, h[g], 0), "cuMemMap");
+        cu (drv->cuMemSetAccess (base + g * GRANULE, GRANULE, &access, 1), "cuMemSetAccess");
+      }
+    t_raw_create = now_ns () - t0;
+    t0 = now_ns ();
+    for (guint64 g = 0; g < granules; g++)
+      {
+        cu (drv->cuMemUnmap (base + g * GRANULE, GRANULE), "cuMemUnmap");
+        cu (drv->cuMemRelease (h[g]), "cuMemRelease");
+      }
+    t_raw_release = now_ns () - t0;
+    cu (drv->cuMemAddressFree (base, granules * GRANULE), "cuMemAddressFree");
+    g_free (h);
+  }
+
+  /* 6. page-locked copy bandwidth, and 7. vLLM's method on the weights */
+  {
+    gsize n = (gsize) 256 << 20;
+    void *pinned = NULL;
+    CUdeviceptr dev = 0;
+
+    cu (drv->cuMemHostAlloc (&pinned, n, 0), "cuMemHostAlloc");
+    cu (drv->cuMemAlloc (&dev, n), "cuMemAlloc");
+    t0 = now_ns ();
+    cu (drv->cuMemcpy ((CUdeviceptr) (guintptr) pinned, dev, n), "cuMemcpy");
+    t_copy_d2h = now_ns () - t0;
+    t0 = now_ns ();
+    cu (drv->cuMemcpy (dev, (CUdeviceptr) (guintptr) pinned, n), "cuMemcpy");
+    t_copy_h2d = now_ns () - t0;
+    cu (drv->cuMemFree (dev), "cuMemFree");
+    cu (drv->cuMemFreeHost (pinned), "cuMemFreeHost");
+  }
+  {
+    CUmemAllocationProp prop = { 0 };
+    CUmemAccessDesc access
+        = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    gsize n_w = 0;
+    gsize gran = 0;
+
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    cu (drv->cuMemGetAllocationGranularity (&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+        "cuMemGetAllocationGranularity");
+    for (guint i = 0; i < bufs->len; i++)
+      {
+        const char *tag = memres_buffer_get_tag (bufs->pdata[i]);
+
+        n_w += tag != NULL && g_str_equal (tag, "bench-weights");
+      }
+    /* the same sizes as the weights, in allocations of their own, each one handle */
+    {
+      CUdeviceptr *ptr = g_new0 (CUdeviceptr, n_w + 1);
+      gsize *size = g_new0 (gsize, n_w + 1);
+      CUmemGenericAllocationHandle *h = g_new0 (CUmemGenericAllocationHandle, n_w + 1);
+      void **cpu = g_new0 (void *, n_w + 1);
+      gsize k = 0;
+
+      for (guint i = 0; i < bufs->len; i++)
+        {
+          const char *tag = memres_buffer_get_tag (bufs->pdata[i]);
+
+          if (tag == NULL || !g_str_equal (tag, "bench-weights"))
+            continue;
+          size[k] = (memres_buffer_get_size (bufs->pdata[i]) + gran - 1) / gran * gran;
+          cu (drv->cuMemAddressReserve (&ptr[k], size[k], gran, 0, 0), "cuMemAddressReserve");
+          cu (drv->cuMemCreate (&h[k], size[k], &prop, 0), "cuMemCreate");
+          cu (drv->cuMemMap (ptr[k], size[k], 0, h[k], 0), "cuMemMap");
+          cu (drv->cuMemSetAccess (ptr[k], size[k], &access, 1), "cuMemSetAccess");
+          k++;
+        }
+      /* sleep: per allocation, a device synchronize, the copy out, unmap, release */
+      t0 = now_ns ();
+      for (k = 0; k < n_w; k++)
+        {
+          cu (drv->cuCtxSynchronize (), "cuCtxSynchronize");
+          cu (drv->cuMemHostAlloc (&cpu[k], size[k], 0), "cuMemHostAlloc");
+          cu (drv->cuMemcpy ((CUdeviceptr) (guintptr) cpu[k], ptr[k], size[k]), "cuMemcpy");
+          cu (drv->cuMemUnmap (ptr[k], size[k]), "cuMemUnmap");
+          cu (drv->cuMemRelease (h[k]), "cuMemRelease");
+        }
+      t_vllm_sleep = now_ns () - t0;
+      t0 = now_ns ();
+      for (k = 0; k < n_w; k++)
+        {
+          cu (drv->cuMemCreate (&h[k], size[k], &prop, 0), "cuMemCreate");
+          cu (drv->cuMemMap (ptr[k], size[k], 0, h[k], 0), "cuMemMap");
+          cu (drv->cuMemSetAccess (ptr[k], size[k], &access, 1), "cuMemSetAccess");
+          cu (drv->cuMemcpy (ptr[k], (CUdeviceptr) (guintptr) cpu[k], size[k]), "cuMemcpy");
+          cu (drv->cuMemFreeHost (cpu[k]), "cuMemFreeHost");
+        }
+      t_vllm_wake = now_ns () - t0;
+      for (k = 0; k < n_w; k++)
+        {
+          cu (drv->cuMemUnmap (ptr[k], size[k]), "cuMemUnmap");
+          cu (drv->cuMemRelease (h[k]), "cuMemRelease");
+          cu (drv->cuMemAddressFree (ptr[k], size[k]), "cuMemAddressFree");
+        }
+      g_free (ptr);
+      g_free (size);
+      g_free (h);
+      g_free (cpu);
+    }
+  }
+
+  printf ("{\"spec\": \"%s\", \"buffers\": %u, \"bytes\": %" G_GUINT64_FORMAT
+          ", \"slept_bytes\": %" G_GUINT64_FORMAT ", \"weights_bytes\": %" G_GUINT64_FORMAT
+          ",\n \"given_back_bytes\": %" G_GUINT64_FORMAT ", \"given_back_share\": %.4f"
+          ",\n \"sleep_ms\": %.3f, \"wake_ms\": %.3f, \"sleep_kv_discard_ms\": %.3f"
+          ", \"wake_kv_discard_ms\": %.3f"
+          ",\n \"raw_granules\": %" G_GUINT64_FORMAT ", \"raw_release_ms\": %.3f"
+          ", \"raw_create_ms\": %.3f, \"discard_vs_raw\": %.3f"
+          ",\n \"pinned_d2h_gbps\": %.2f, \"pinned_h2d_gbps\": %.2f"
+          ",\n \"vllm_sleep_ms\": %.3f, \"vllm_wake_ms\": %.3f"
+          ",\n \"addresses_and_checksums_identical\": %s}\n",
+          spec, bufs->len, sum_bytes, slept, weights_bytes, given,
+          slept > 0 ? (double) given / (double) slept : 0.0, t_sleep / 1e6, t_wake / 1e6,
+          t_sleep_kv / 1e6, t_wake_kv / 1e6, granules, t_raw_release / 1e6, t_raw_create / 1e6,
+          (double) (t_sleep_kv + t_wake_kv) * (double) granules * GRANULE
+              / MAX (1.0, (double) (slept - weights_bytes))
+              / MAX (1.0, (double) (t_raw_release + t_raw_create)),
+          (256.0 * 1048576.0) / MAX (1.0, (double) t_copy_d2h),
+          (256.0 * 1048576.0) / MAX (1.0, (double) t_copy_h2d), t_vllm_sleep / 1e6,
+          t_vllm_wake / 1e6, same ? "true" : "false");
+  for (guint i = 0; i < bufs->len; i++)
+    {
+      if (!memres_buffer_close (bufs->pdata[i], NULL, &error))
+        die ("closing", error);
+      memres_buffer_unref (bufs->pdata[i]);
+    }
+  g_ptr_array_unref (bufs);
+  g_array_unref (sums);
+  g_array_unref (addrs);
+  g_free (host);
+  g_rand_free (rand);
+  return same ? 0 : 2;
+}

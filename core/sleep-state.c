@@ -1,0 +1,165 @@
+/* memres - CUDA memory resources
+ * sleep-state.c: a resource's sleep state (sleep.h): the tagged buffers of a stack that can
+ * sleep, by tag, recorded at their allocation and forgotten at their close; which tags sleep; the
+ * refusals of a sleeping tag or buffer. The lowest file of sleep and wake: it calls no other file
+ * of the core but tags.c (the names in its messages), and frees what sleep.c made through the
+ * functions sleep.c gave it. */
+#include "memres-private.h"
+
+// clang-format off
+/**
+ * memres_sleep_error_quark:
+ *
+ * The quark of %MEMRES_SLEEP_ERROR.
+ *
+ * Returns: the quark
+ *
+ * Since: 2.0
+ */
+G_DEFINE_QUARK (memres-sleep-error-quark, memres_sleep_error)
+// clang-format on
+
+/* --- the state of a resource ----------------------------------------------------------------- */
+
+MemresSleepState *
+_memres_sleep_state_new (void)
+{
+  MemresSleepState *state;
+
+  state = g_new0 (MemresSleepState, 1);
+  g_mutex_init (&state->lock);
+  g_cond_init (&state->cond);
+  return state;
+}
+
+static MemresSleepFrees frees; /* set before the first backup, policy or resource is kept */
+
+void
+_memres_sleep_set_frees (const MemresSleepFrees *f)
+{
+  frees = *f;
+}
+
+void
+_memres_sleep_entry_free (MemresSleepEntry *entry)
+{
+  if (entry->backup != NULL)
+    frees.free_backup (entry->backup);
+  g_free (entry);
+}
+
+static void
+entry_free (gpointer data)
+{
+  _memres_sleep_entry_free (data);
+}
+
+void
+_memres_sleep_state_free (MemresSleepState *state)
+{
+  if (state == NULL)
+    return;
+  for (guint i = 0; i <= MEMRES_TAGS_MAX; i++)
+    {
+      if (state->tags[i].buffers != NULL)
+        g_hash_table_unref (state->tags[i].buffers);
+      if (state->tags[i].policy != NULL)
+        frees.free_policy (state->tags[i].policy);
+    }
+  if (state->host_mr != NULL)
+    frees.free_resource (state->host_mr);
+  g_mutex_clear (&state->lock);
+  g_cond_clear (&state->cond);
+  g_free (state);
+}
+
+static gboolean
+tag_asleep_error (GError **error, guint tag)
+{
+  g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_TAG_ASLEEP,
+               "cannot allocate under tag \"%s\": it is asleep on this resource (wake it first: "
+               "memres_resource_wake())",
+               _memres_tag_name (tag));
+  return FALSE;
+}
+
+gboolean
+_memres_sleep_check_tag (MemresResource *mr, guint tag, GError **error)
+{
+  if (G_LIKELY (!_memres_sleep_tag_asleep (mr->sleep, tag)))
+    return TRUE;
+  return tag_asleep_error (error, tag);
+}
+
+gboolean
+_memres_sleep_track (MemresResource *mr, MemresBuffer *buf, GError **error)
+{
+  MemresSleepState *state = mr->sleep;
+  MemresSleepTag *t = &state->tags[buf->tag];
+  MemresSleepEntry *entry;
+
+  g_mutex_lock (&state->lock);
+  if (_memres_sleep_tag_asleep (state, buf->tag))
+    {
+      g_mutex_unlock (&state->lock);
+      return tag_asleep_error (error, buf->tag);
+    }
+  if (t->buffers == NULL)
+    t->buffers = g_hash_table_new_full (NULL, NULL, NULL, entry_free);
+  entry = g_new0 (MemresSleepEntry, 1);
+  entry->buf = buf;
+  g_hash_table_insert (t->buffers, buf, entry);
+  g_mutex_unlock (&state->lock);
+  return TRUE;
+}
+
+MemresSleepEntry *
+_memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf)
+{
+  MemresSleepState *state = mr->sleep;
+  MemresSleepTag *t = &state->tags[buf->tag];
+  gpointer entry = NULL;
+
+  g_mutex_lock (&state->lock);
+  while ((state->busy >> buf->tag) & 1)
+    g_cond_wait (&state->cond, &state->lock);
+  if (t->buffers != NULL)
+    g_hash_table_steal_extended (t->buffers, buf, NULL, &entry);
+  g_mutex_unlock (&state->lock);
+  return entry;
+}
+
+void
+_memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry *entry,
+                           gboolean released)
+{
+  MemresSleepState *state = mr->sleep;
+
+  if (released)
+    {
+      _memres_sleep_entry_free (entry);
+      return;
+    }
+  g_mutex_lock (&state->lock);
+  g_hash_table_insert (state->tags[buf->tag].buffers, buf, entry);
+  g_mutex_unlock (&state->lock);
+}
+
+gboolean
+_memres_buffer_asleep_slow (MemresBuffer *buf)
+{
+  return buf->mr != NULL && buf->mr->sleep != NULL && buf->tag != 0 && buf->alloc.size > 0
+         && _memres_sleep_tag_asleep (buf->mr->sleep, buf->tag);
+}
+
+gboolean
+_memres_buffer_check_awake (MemresBuffer *buf, const char *what, GError **error)
+{
+  if (G_LIKELY (!_memres_buffer_asleep_slow (buf)))
+    return TRUE;
+  g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP,
+               "cannot %s a sleeping buffer (tag \"%s\", %" G_GSIZE_FORMAT
+               " bytes at 0x%" G_GINT64_MODIFIER "x): wake its tag first",
+               what, _memres_tag_name (buf->tag), buf->alloc.size, buf->alloc.address);
+  return FALSE;
+}

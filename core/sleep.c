@@ -1,0 +1,887 @@
+/* memres - CUDA memory resources
+ * sleep.c: sleep and wake (memres-sleep.h, docs/sleep.md): the policies, each resource's sleep
+ * state (the tagged buffers of a stack that can sleep, by tag; which tags sleep), the save of the
+ * contents before the sleep slot and their restore after the wake slot, all or nothing, and the
+ * checks of a sleeping buffer that the rest of the core calls (sleep.h). The kinds do the driver
+ * work of releasing and mapping again (their sleep and wake slots); this file never unmaps. */
+#include "memres-private.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* the bytes of page-locked memory a file policy stages through at a time */
+#define SLEEP_FILE_STAGE ((gsize) 64 << 20)
+
+struct _MemresSleepPolicy
+{
+  gatomicrefcount ref;
+  MemresSleepMode mode;
+  char *path;
+  MemresResource *host_mr; /* BACKUP, FILE: where the page-locked memory comes from, or NULL */
+};
+
+/* --- policies ------------------------------------------------------------------------------ */
+
+/**
+ * memres_sleep_policy_new:
+ * @mode: a #MemresSleepMode
+ * @error: return location for a #GError, or %NULL
+ *
+ * A new policy of @mode. %MEMRES_SLEEP_FILE needs a path (memres_sleep_policy_set_path())
+ * before memres_resource_sleep() takes it. The page-locked memory of %MEMRES_SLEEP_BACKUP (and
+ * the staging memory of %MEMRES_SLEEP_FILE, at most 64 MiB at a time) comes from a `pinned`
+ * resource made at the first sleep that needs one (`pinned:device=N,fallback=true`, N the
+ * resource's device), or from the one memres_sleep_policy_set_host_resource() names. No driver
+ * call. Thread-safe.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a @mode that is not a #MemresSleepMode.
+ *
+ * Returns: (transfer full) (nullable): a new policy; free with memres_sleep_policy_unref()
+ *
+ * Since: 2.0
+ */
+MemresSleepPolicy *
+memres_sleep_policy_new (MemresSleepMode mode, GError **error)
+{
+  MemresSleepPolicy *policy;
+
+  if ((guint) mode > MEMRES_SLEEP_FILE)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "sleep policy mode %d: the modes are MEMRES_SLEEP_DISCARD (0), "
+                   "MEMRES_SLEEP_BACKUP (1) and MEMRES_SLEEP_FILE (2)",
+                   (gint) mode);
+      return NULL;
+    }
+  policy = g_new0 (MemresSleepPolicy, 1);
+  g_atomic_ref_count_init (&policy->ref);
+  policy->mode = mode;
+  return policy;
+}
+
+/**
+ * memres_sleep_policy_ref:
+ * @policy: a #MemresSleepPolicy
+ *
+ * Adds a reference. Thread-safe.
+ *
+ * Returns: (transfer full): @policy
+ *
+ * Since: 2.0
+ */
+MemresSleepPolicy *
+memres_sleep_policy_ref (MemresSleepPolicy *policy)
+{
+  g_return_val_if_fail (policy != NULL, NULL);
+  g_atomic_ref_count_inc (&policy->ref);
+  return policy;
+}
+
+/**
+ * memres_sleep_policy_unref:
+ * @policy: (nullable): a #MemresSleepPolicy
+ *
+ * Drops a reference; the last one frees the policy (and its reference to a host resource).
+ * Thread-safe.
+ *
+ * Since: 2.0
+ */
+void
+memres_sleep_policy_unref (MemresSleepPolicy *policy)
+{
+  if (policy == NULL || !g_atomic_ref_count_dec (&policy->ref))
+    return;
+  g_free (policy->path);
+  if (policy->host_mr != NULL)
+    memres_resource_unref (policy->host_mr);
+  g_free (policy);
+}
+
+/**
+ * memres_sleep_policy_get_mode:
+ * @policy: a #MemresSleepPolicy
+ *
+ * Returns: the policy's #MemresSleepMode
+ *
+ * Since: 2.0
+ */
+MemresSleepMode
+memres_sleep_policy_get_mode (const MemresSleepPolicy *policy)
+{
+  g_return_val_if_fail (policy != NULL, MEMRES_SLEEP_DISCARD);
+  return policy->mode;
+}
+
+/**
+ * memres_sleep_policy_set_path:
+ * @policy: a #MemresSleepPolicy of mode %MEMRES_SLEEP_FILE
+ * @path: (type filename): the file the contents go to: created (mode 0600) or truncated at the
+ *   sleep, read back at the wake, left in place after it (the application's to remove)
+ * @error: return location for a #GError, or %NULL
+ *
+ * Names the file of a file policy. Not thread-safe against a sleep that uses @policy.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a policy of another mode or an empty path.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_sleep_policy_set_path (MemresSleepPolicy *policy, const char *path, GError **error)
+{
+  g_return_val_if_fail (policy != NULL, FALSE);
+  g_return_val_if_fail (path != NULL, FALSE);
+
+  if (policy->mode != MEMRES_SLEEP_FILE || path[0] == '\0')
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   policy->mode != MEMRES_SLEEP_FILE
+                       ? "only a policy of MEMRES_SLEEP_FILE has a path"
+                       : "the path of a file policy is empty");
+      return FALSE;
+    }
+  g_free (policy->path);
+  policy->path = g_strdup (path);
+  return TRUE;
+}
+
+/**
+ * memres_sleep_policy_set_host_resource:
+ * @policy: a #MemresSleepPolicy of mode %MEMRES_SLEEP_BACKUP or %MEMRES_SLEEP_FILE
+ * @host_mr: the resource of the page-locked memory of backups (a `pinned` resource, or a stack
+ *   over one): memory the host and the device both reach
+ * @error: return location for a #GError, or %NULL
+ *
+ * Names the pool the backups (and a file policy's staging memory) come from, in place of the
+ * `pinned` resource made at first use. The policy keeps a reference. Not thread-safe against a
+ * sleep that uses @policy.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a discard policy or a resource whose memory the
+ * host or the device cannot reach (memres_resource_get_flags()).
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_sleep_policy_set_host_resource (MemresSleepPolicy *policy, MemresResource *host_mr,
+                                       GError **error)
+{
+  MemresMemoryFlags want = MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE;
+
+  g_return_val_if_fail (policy != NULL, FALSE);
+  g_return_val_if_fail (host_mr != NULL, FALSE);
+
+  if (policy->mode == MEMRES_SLEEP_DISCARD || (host_mr->info.flags & want) != want)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   policy->mode == MEMRES_SLEEP_DISCARD
+                       ? "a discard policy keeps no contents: it has no host resource"
+                       : "the host resource of a sleep policy must give memory that the host and "
+                         "the device both reach (page-locked memory: `pinned`), not kind \"%s\"",
+                   host_mr->kind->name);
+      return FALSE;
+    }
+  memres_resource_ref (host_mr);
+  if (policy->host_mr != NULL)
+    memres_resource_unref (policy->host_mr);
+  policy->host_mr = host_mr;
+  return TRUE;
+}
+
+/**
+ * memres_buffer_is_asleep:
+ * @buf: a #MemresBuffer
+ *
+ * Whether @buf sleeps: its tag was put to sleep on its resource (memres_resource_sleep()) and
+ * not woken since, or is being put to sleep or woken now. A sleeping buffer keeps its address,
+ * size and tag; it has no memory under it, and every memres operation on it but closing it and
+ * the getters fails with %MEMRES_SLEEP_ERROR_ASLEEP. No driver call; thread-safe.
+ *
+ * Returns: %TRUE when @buf sleeps
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_buffer_is_asleep (MemresBuffer *buf)
+{
+  g_return_val_if_fail (buf != NULL, FALSE);
+  return !memres_buffer_is_closed (buf) && _memres_buffer_asleep_slow (buf);
+}
+
+/**
+ * memres_resource_is_asleep:
+ * @mr: a #MemresResource
+ * @tag: a tag's name
+ *
+ * Whether @tag sleeps on @mr (put to sleep by memres_resource_sleep() and not woken since, or
+ * being put to sleep or woken now). %FALSE for a stack that cannot sleep and for a tag never
+ * used. No driver call; thread-safe.
+ *
+ * Returns: %TRUE when @tag sleeps on @mr
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_resource_is_asleep (MemresResource *mr, const char *tag)
+{
+  guint id;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (tag != NULL, FALSE);
+
+  if (mr->sleep == NULL || (id = _memres_tag_find (tag, NULL)) == 0)
+    return FALSE;
+  return _memres_sleep_tag_asleep (mr->sleep, id);
+}
+
+static void
+free_backup (MemresBuffer *backup)
+{
+  g_autoptr (GError) error = NULL;
+
+  if (!memres_buffer_close (backup, NULL, &error))
+    memres_cuda_warn_release_failure (error, "sleep: freeing the backup of a buffer");
+  memres_buffer_unref (backup);
+}
+
+/* sleep-state.c's frees, given before anything it frees exists */
+static void
+give_frees (void)
+{
+  static gsize done;
+
+  if (g_once_init_enter (&done))
+    {
+      static const MemresSleepFrees frees = {
+        .free_backup = free_backup,
+        .free_policy = memres_sleep_policy_unref,
+        .free_resource = memres_resource_unref,
+      };
+
+      _memres_sleep_set_frees (&frees);
+      g_once_init_leave (&done, 1);
+    }
+}
+
+/* --- the checks of a call ----------------------------------------------------------------- */
+
+/* MEMRES_ERROR_NOT_SUPPORTED for @mr, naming the kinds that can sleep (those whose table has
+ * the slots: base kinds, and the adaptors above them). */
+static gboolean
+not_supported (MemresResource *mr, GError **error)
+{
+  g_autoptr (GPtrArray) kinds = memres_registry_list_kinds (NULL);
+  g_autoptr (GString) bases = g_string_new (NULL);
+  g_autoptr (GString) adaptors = g_string_new (NULL);
+
+  for (guint i = 0; kinds != NULL && i < kinds->len; i++)
+    {
+      MemresKind *kind = kinds->pdata[i];
+      GString *to = (kind->flags & MEMRES_KIND_ADAPTOR) ? adaptors : bases;
+
+      if (kind->ops.sleep == NULL)
+        continue;
+      g_string_append_printf (to, "%s%s", to->len > 0 ? ", " : "", kind->name);
+    }
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+               "the stack \"%s\" cannot sleep: only kinds that keep addresses while the memory "
+               "under them is released can (%s), alone or under %s%sthe adaptors that pass "
+               "allocations through",
+               mr->spec, bases->len > 0 ? bases->str : "none is registered", adaptors->str,
+               adaptors->len > 0 ? " and " : "");
+  return FALSE;
+}
+
+/* The layer whose sleep or wake slot serves @mr's records, or NULL with NOT_SUPPORTED. */
+static MemresResource *
+sleep_layer (MemresResource *mr, GError **error)
+{
+  MemresResource *layer
+      = _memres_resource_slot_owner (mr, G_STRUCT_OFFSET (MemresResourceOps, sleep), TRUE);
+
+  if (layer->ops->sleep == NULL || layer->ops->wake == NULL)
+    {
+      not_supported (mr, error);
+      return NULL;
+    }
+  return layer;
+}
+
+static gboolean
+call_layer (MemresResource *mr, gboolean sleep, MemresAllocation *const *allocs, gsize n,
+            GError **error)
+{
+  MemresResource *layer = sleep_layer (mr, error);
+  GError *local = NULL;
+  gboolean ok;
+
+  if (layer == NULL)
+    return FALSE;
+  if (n == 0)
+    return TRUE;
+  ok = sleep ? layer->ops->sleep (layer, allocs, n, &local)
+             : layer->ops->wake (layer, allocs, n, &local);
+  if (!ok && local == NULL)
+    g_set_error (&local, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                 "kind \"%s\": its %s slot failed without an error", layer->kind->name,
+                 sleep ? "sleep" : "wake");
+  if (local != NULL)
+    {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/**
+ * memres_upstream_sleep: (skip)
+ * @mr: an adaptor's instance
+ * @allocs: (array length=n_allocs): records of the upstream's allocations
+ * @n_allocs: how many
+ * @error: return location for a #GError, or %NULL
+ *
+ * The sleep slot of @mr's upstream (through the adaptors that pass allocations): see
+ * #MemresResourceOps.sleep.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_upstream_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
+                       GError **error)
+{
+  g_return_val_if_fail (mr != NULL && mr->upstream != NULL, FALSE);
+  return call_layer (mr->upstream, TRUE, allocs, n_allocs, error);
+}
+
+/**
+ * memres_upstream_wake: (skip)
+ * @mr: an adaptor's instance
+ * @allocs: (array length=n_allocs): records of the upstream's allocations, asleep
+ * @n_allocs: how many
+ * @error: return location for a #GError, or %NULL
+ *
+ * The wake slot of @mr's upstream (through the adaptors that pass allocations): see
+ * #MemresResourceOps.wake.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_upstream_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
+                      GError **error)
+{
+  g_return_val_if_fail (mr != NULL && mr->upstream != NULL, FALSE);
+  return call_layer (mr->upstream, FALSE, allocs, n_allocs, error);
+}
+
+/* --- contents ------------------------------------------------------------------------------ */
+
+/* One copy of @n bytes from @src to @dst on @stream in the context of @device, waited for. */
+static gboolean
+copy_sync (gint device, CUdeviceptr dst, CUdeviceptr src, gsize n, MemresStream stream,
+           const char *step, GError **error)
+{
+  MemresStreamContext t;
+  const char *call = "cuMemcpyAsync";
+  CUresult res;
+
+  if (!_memres_stream_context_begin (&t, device, stream, error))
+    {
+      g_prefix_error (error, "%s: ", step);
+      return FALSE;
+    }
+  res = t.drv->cuMemcpyAsync (dst, src, n, (CUstream) stream);
+  if (res == CUDA_SUCCESS)
+    {
+      call = "cuStreamSynchronize";
+      res = t.drv->cuStreamSynchronize ((CUstream) stream);
+    }
+  _memres_stream_context_end (&t);
+  if (res != CUDA_SUCCESS)
+    {
+      memres_cuda_set_error (error, res, call);
+      g_prefix_error (error, "%s: ", step);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* The resource of the page-locked memory for @policy on @mr (transfer none). */
+static MemresResource *
+host_resource (MemresResource *mr, MemresSleepPolicy *policy, GError **error)
+{
+  MemresSleepState *state = mr->sleep;
+  MemresResource *host;
+
+  if (policy->host_mr != NULL)
+    return policy->host_mr;
+  g_mutex_lock (&state->lock);
+  if (state->host_mr == NULL)
+    {
+      g_autofree char *spec
+          = g_strdup_printf ("pinned:device=%d,fallback=true", MAX (mr->info.device, 0));
+
+      state->host_mr = memres_resource_new (spec, error);
+      if (state->host_mr == NULL)
+        g_prefix_error (error, "making the page-locked pool of backups: ");
+    }
+  host = state->host_mr;
+  g_mutex_unlock (&state->lock);
+  return host;
+}
+
+static gboolean
+file_error (GError **error, const char *path, const char *doing, int errsv)
+{
+  g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE, "%s \"%s\": %s", doing, path,
+               errsv != 0 ? g_strerror (errsv) : "the file is shorter than the sleep wrote");
+  return FALSE;
+}
+
+static void
+free_backups (MemresSleepEntry **entries, gsize n)
+{
+  for (gsize i = 0; i < n; i++)
+    if (entries[i]->backup != NULL)
+      free_backup (g_steal_pointer (&entries[i]->backup));
+}
+
+/* Saves the contents of @entries by @policy before the sleep slot. On failure frees what it
+ * made (the buffers are untouched). */
+static gboolean
+save_contents (MemresResource *mr, MemresSleepPolicy *policy, MemresSleepEntry **entries, gsize n,
+               MemresStream stream, guint64 *file_size, GError **error)
+{
+  MemresResource *host;
+  MemresBuffer *stage = NULL;
+  gboolean ok = TRUE;
+  int fd = -1;
+  guint64 offset = 0;
+
+  if (policy->mode == MEMRES_SLEEP_DISCARD || n == 0)
+    return TRUE;
+  if ((host = host_resource (mr, policy, error)) == NULL)
+    return FALSE;
+  if (policy->mode == MEMRES_SLEEP_FILE)
+    {
+      fd = open (policy->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0)
+        return file_error (error, policy->path, "cannot open the sleep file", errno);
+      stage = memres_resource_allocate (host, SLEEP_FILE_STAGE, stream, error);
+      if (stage == NULL)
+        {
+          close (fd);
+          return FALSE;
+        }
+    }
+  for (gsize i = 0; ok && i < n; i++)
+    {
+      MemresBuffer *buf = entries[i]->buf;
+
+      if (policy->mode == MEMRES_SLEEP_BACKUP)
+        {
+          entries[i]->backup = memres_resource_allocate (host, buf->alloc.size, stream, error);
+          ok = entries[i]->backup != NULL
+               && copy_sync (buf->device, entries[i]->backup->alloc.address, buf->alloc.address,
+                             buf->alloc.size, stream, "saving a buffer to host memory", error);
+          continue;
+        }
+      entries[i]->file_offset = offset;
+      for (gsize done = 0; ok && done < buf->alloc.size; done += SLEEP_FILE_STAGE)
+        {
+          gsize len = MIN (SLEEP_FILE_STAGE, buf->alloc.size - done);
+          const guint8 *p = (const guint8 *) (guintptr) stage->alloc.address;
+
+          ok = copy_sync (buf->device, stage->alloc.address, buf->alloc.address + done, len, stream,
+                          "saving a buffer to the sleep file", error);
+          for (gsize w = 0; ok && w < len;)
+            {
+              ssize_t r = pwrite (fd, p + w, len - w, (off_t) (offset + done + w));
+
+              if (r < 0 && errno == EINTR)
+                continue;
+              if (r <= 0)
+                ok = file_error (error, policy->path, "cannot write the sleep file",
+                                 r < 0 ? errno : ENOSPC);
+              else
+                w += (gsize) r;
+            }
+        }
+      offset += buf->alloc.size;
+    }
+  if (fd >= 0 && ok && fsync (fd) != 0 && errno != EINVAL)
+    ok = file_error (error, policy->path, "cannot write the sleep file", errno);
+  if (fd >= 0 && close (fd) != 0 && ok)
+    ok = file_error (error, policy->path, "cannot write the sleep file", errno);
+  if (stage != NULL)
+    {
+      memres_buffer_close (stage, NULL, NULL);
+      memres_buffer_unref (stage);
+    }
+  *file_size = offset;
+  if (!ok)
+    free_backups (entries, n);
+  return ok;
+}
+
+/* Restores the contents of @entries by @policy after the wake slot; the backups stay (freed by
+ * the caller once everything succeeded). */
+static gboolean
+restore_contents (MemresResource *mr, MemresSleepPolicy *policy, guint64 file_size,
+                  MemresSleepEntry **entries, gsize n, MemresStream stream, GError **error)
+{
+  MemresResource *host;
+  MemresBuffer *stage = NULL;
+  gboolean ok = TRUE;
+  struct stat st;
+  int fd;
+
+  if (policy->mode == MEMRES_SLEEP_DISCARD || n == 0)
+    return TRUE;
+  if (policy->mode == MEMRES_SLEEP_BACKUP)
+    {
+      for (gsize i = 0; ok && i < n; i++)
+        ok = copy_sync (entries[i]->buf->device, entries[i]->buf->alloc.address,
+                        entries[i]->backup->alloc.address, entries[i]->buf->alloc.size, stream,
+                        "restoring a buffer from host memory", error);
+      return ok;
+    }
+  fd = open (policy->path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return file_error (error, policy->path, "cannot open the sleep file", errno);
+  if (fstat (fd, &st) != 0 || (guint64) st.st_size < file_size)
+    {
+      int errsv = errno;
+
+      close (fd);
+      return file_error (error, policy->path, "cannot read the sleep file back",
+                         (guint64) st.st_size < file_size ? 0 : errsv);
+    }
+  if ((host = host_resource (mr, policy, error)) == NULL
+      || (stage = memres_resource_allocate (host, SLEEP_FILE_STAGE, stream, error)) == NULL)
+    {
+      close (fd);
+      return FALSE;
+    }
+  for (gsize i = 0; ok && i < n; i++)
+    {
+      MemresBuffer *buf = entries[i]->buf;
+      guint8 *p = (guint8 *) (guintptr) stage->alloc.address;
+
+      for (gsize done = 0; ok && done < buf->alloc.size; done += SLEEP_FILE_STAGE)
+        {
+          gsize len = MIN (SLEEP_FILE_STAGE, buf->alloc.size - done);
+
+          for (gsize r = 0; ok && r < len;)
+            {
+              ssize_t got
+                  = pread (fd, p + r, len - r, (off_t) (entries[i]->file_offset + done + r));
+
+              if (got < 0 && errno == EINTR)
+                continue;
+              if (got <= 0)
+                ok = file_error (error, policy->path, "cannot read the sleep file back",
+                                 got < 0 ? errno : 0);
+              else
+                r += (gsize) got;
+            }
+          ok = ok
+               && copy_sync (buf->device, buf->alloc.address + done, stage->alloc.address, len,
+                             stream, "restoring a buffer from the sleep file", error);
+        }
+    }
+  close (fd);
+  memres_buffer_close (stage, NULL, NULL);
+  memres_buffer_unref (stage);
+  return ok;
+}
+
+/* --- sleep and wake -------------------------------------------------------------------------- */
+
+/* Takes the tag's buffers for a sleep (@sleep) or a wake, marking the tag busy; NULL with an
+ * error when the tag is in the wrong state. */
+static MemresSleepEntry **
+begin (MemresResource *mr, guint tag, gboolean sleep, gsize *n, GError **error)
+{
+  MemresSleepState *state = mr->sleep;
+  MemresSleepTag *t = &state->tags[tag];
+  MemresSleepEntry **entries;
+  GHashTableIter iter;
+  gpointer value;
+  gsize i = 0;
+
+  g_mutex_lock (&state->lock);
+  if ((state->busy >> tag) & 1)
+    {
+      g_mutex_unlock (&state->lock);
+      g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_BUSY,
+                   "tag \"%s\" is being put to sleep or woken by another thread",
+                   _memres_tag_name (tag));
+      return NULL;
+    }
+  if (_memres_sleep_tag_asleep (state, tag) == sleep)
+    {
+      g_mutex_unlock (&state->lock);
+      g_set_error (error, MEMRES_SLEEP_ERROR,
+                   sleep ? MEMRES_SLEEP_ERROR_ALREADY_ASLEEP : MEMRES_SLEEP_ERROR_NOT_ASLEEP,
+                   sleep ? "tag \"%s\" is asleep already on this resource"
+                         : "tag \"%s\" is not asleep on this resource",
+                   _memres_tag_name (tag));
+      return NULL;
+    }
+  state->busy |= (guint64) 1 << tag;
+  __atomic_or_fetch (&state->asleep, (guint64) 1 << tag, __ATOMIC_SEQ_CST);
+  *n = t->buffers != NULL ? g_hash_table_size (t->buffers) : 0;
+  entries = g_new (MemresSleepEntry *, *n + 1);
+  if (t->buffers != NULL)
+    {
+      g_hash_table_iter_init (&iter, t->buffers);
+      while (g_hash_table_iter_next (&iter, NULL, &value))
+        entries[i++] = value;
+    }
+  g_mutex_unlock (&state->lock);
+  return entries;
+}
+
+/* Ends a sleep or wake: the tag is asleep when @asleep; its policy (transfer full) kept. */
+static void
+end (MemresResource *mr, guint tag, gboolean asleep, MemresSleepPolicy *policy, guint64 file_size)
+{
+  MemresSleepState *state = mr->sleep;
+  MemresSleepTag *t = &state->tags[tag];
+  MemresSleepPolicy *old;
+
+  g_mutex_lock (&state->lock);
+  old = t->policy;
+  t->policy = policy;
+  t->file_size = file_size;
+  if (!asleep)
+    __atomic_and_fetch (&state->asleep, ~((guint64) 1 << tag), __ATOMIC_SEQ_CST);
+  state->busy &= ~((guint64) 1 << tag);
+  g_cond_broadcast (&state->cond);
+  g_mutex_unlock (&state->lock);
+  if (old != policy)
+    memres_sleep_policy_unref (old);
+}
+
+static guint
+find_tag (MemresResource *mr, const char *tag, GError **error)
+{
+  if (mr->sleep == NULL)
+    {
+      not_supported (mr, error);
+      return 0;
+    }
+  if (!_memres_resource_check_usable (mr, "putting buffers to sleep", error))
+    return 0;
+  return _memres_tag_find (tag, error);
+}
+
+/* Waits for the work queued on each distinct stream of @entries (their deallocation streams). */
+static gboolean
+wait_streams (MemresSleepEntry **entries, gsize n, GError **error)
+{
+  g_autoptr (GHashTable) seen = g_hash_table_new (NULL, NULL);
+
+  for (gsize i = 0; i < n; i++)
+    {
+      MemresBuffer *buf = entries[i]->buf;
+
+      if (g_hash_table_contains (seen, buf->dealloc_stream))
+        continue;
+      g_hash_table_add (seen, buf->dealloc_stream);
+      if (!memres_cuda_stream_synchronize (buf->device, buf->dealloc_stream, error))
+        {
+          g_prefix_error (error, "waiting for the work queued on a buffer's stream: ");
+          return FALSE;
+        }
+    }
+  return TRUE;
+}
+
+static MemresAllocation **
+records_of (MemresSleepEntry **entries, gsize n)
+{
+  MemresAllocation **allocs = g_new (MemresAllocation *, n + 1);
+
+  for (gsize i = 0; i < n; i++)
+    allocs[i] = &entries[i]->buf->alloc;
+  return allocs;
+}
+
+/**
+ * memres_resource_sleep:
+ * @mr: a #MemresResource whose stack can sleep: `vmm` or `arena`, alone, under `cache` or under
+ *   the adaptors that pass allocations through (`stats`, `limit`, `track`, `log`, `retry`)
+ * @tag: the name of a tag
+ * @policy: (nullable): what happens to the contents; %NULL is a new %MEMRES_SLEEP_DISCARD
+ * @stream: the stream the saving copies run on (%NULL: the legacy default stream); the call
+ *   returns once they are done
+ * @error: return location for a #GError, or %NULL
+ *
+ * Releases the physical memory under every open buffer of @tag allocated from @mr and keeps
+ * their virtual addresses reserved; memres_resource_wake() maps new memory at the same
+ * addresses. In order: the work queued on each buffer's deallocation stream is waited for (one
+ * cuStreamSynchronize() per distinct stream, not the whole device); the contents are saved by
+ * @policy (%MEMRES_SLEEP_BACKUP: cuMemcpyAsync() into page-locked memory from the policy's
+ * host resource; %MEMRES_SLEEP_FILE: through at most 64 MiB of page-locked memory into the
+ * policy's file with pwrite(), then fsync()); then the kind's sleep slot releases the memory
+ * (`vmm`: for each buffer, cuMemUnmap() and cuMemRelease() of its chunks; `arena`: of the
+ * granules only sleeping buffers cover; `cache` also gives its free cached blocks back to its
+ * upstream), raising %MEMRES_SEGMENT_UNMAPPING for each segment first.
+ *
+ * All or nothing: when any step fails, every buffer is awake and intact as before, the saved
+ * contents are freed and the error names the step. While @tag sleeps on @mr: allocating under
+ * it from @mr fails with %MEMRES_SLEEP_ERROR_TAG_ASLEEP; copies, fills, reads, writes, exports
+ * and resizes of its buffers fail with %MEMRES_SLEEP_ERROR_ASLEEP; closing one is allowed (its
+ * address range is released, its saved contents freed, nothing restored for it). A buffer
+ * exported to another process over IPC cannot sleep (%MEMRES_SLEEP_ERROR_SHARED naming it); one
+ * exported through DLPack can: the consumer's view then has no memory under it until the wake.
+ *
+ * Thread-safe: sleeps and wakes of different tags may run at once; a second one of the same
+ * tag and resource fails with %MEMRES_SLEEP_ERROR_BUSY; a close of a buffer of the tag waits
+ * for the one in progress. No other thread may use the tag's buffers meanwhile.
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED for a stack that cannot sleep (the message names the
+ * kinds that can); %MEMRES_TAG_ERROR_INVALID, %MEMRES_TAG_ERROR_UNKNOWN for @tag;
+ * %MEMRES_ERROR_INVALID_ARGUMENT for a file policy without a path;
+ * %MEMRES_SLEEP_ERROR_ALREADY_ASLEEP, %MEMRES_SLEEP_ERROR_BUSY, %MEMRES_SLEEP_ERROR_SHARED,
+ * %MEMRES_SLEEP_ERROR_FILE; %MEMRES_ERROR_FORKED; %MEMRES_ERROR_OUT_OF_MEMORY for the backups;
+ * a %MEMRES_CUDA_ERROR naming the driver call of the step that failed.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_resource_sleep (MemresResource *mr, const char *tag, MemresSleepPolicy *policy,
+                       MemresStream stream, GError **error)
+{
+  g_autofree MemresSleepEntry **entries = NULL;
+  g_autofree MemresAllocation **allocs = NULL;
+  guint64 file_size = 0;
+  guint id;
+  gsize n = 0;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (tag != NULL, FALSE);
+
+  give_frees ();
+  if ((id = find_tag (mr, tag, error)) == 0)
+    return FALSE;
+  if (policy != NULL && policy->mode == MEMRES_SLEEP_FILE && policy->path == NULL)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "a file policy needs a path (memres_sleep_policy_set_path())");
+      return FALSE;
+    }
+  if (sleep_layer (mr, error) == NULL || (entries = begin (mr, id, TRUE, &n, error)) == NULL)
+    return FALSE;
+  policy = policy != NULL ? memres_sleep_policy_ref (policy)
+                          : memres_sleep_policy_new (MEMRES_SLEEP_DISCARD, NULL);
+  allocs = records_of (entries, n);
+  if (!wait_streams (entries, n, error)
+      || !save_contents (mr, policy, entries, n, stream, &file_size, error))
+    {
+      end (mr, id, FALSE, NULL, 0);
+      memres_sleep_policy_unref (policy);
+      g_prefix_error (error, "cannot put tag \"%s\" to sleep: ", tag);
+      return FALSE;
+    }
+  if (!call_layer (mr, TRUE, allocs, n, error))
+    {
+      free_backups (entries, n);
+      end (mr, id, FALSE, NULL, 0);
+      memres_sleep_policy_unref (policy);
+      g_prefix_error (error, "cannot put tag \"%s\" to sleep: releasing its memory: ", tag);
+      return FALSE;
+    }
+  end (mr, id, TRUE, policy, file_size);
+  return TRUE;
+}
+
+/**
+ * memres_resource_wake:
+ * @mr: the #MemresResource a tag was put to sleep on
+ * @tag: the tag's name
+ * @stream: the stream the restoring copies run on (%NULL: the legacy default stream); the call
+ *   returns once they are done
+ * @error: return location for a #GError, or %NULL
+ *
+ * Creates the physical memory of every sleeping buffer of @tag again, maps it at the same
+ * addresses with the same access (`vmm`: cuMemCreate(), cuMemMap(), cuMemSetAccess() per chunk
+ * or granule) and restores the contents by the sleep's policy (cuMemcpyAsync() from the host
+ * backup, or pread() of the file through page-locked memory); the kind raises
+ * %MEMRES_SEGMENT_MAPPED for each segment it maps, so that registrars register again. The
+ * backups are freed after. Buffers closed while asleep are not restored.
+ *
+ * All or nothing: when any step fails (the driver, a missing or truncated file), everything
+ * stays asleep as it was, the memory made meanwhile is released again, the saved contents are
+ * kept for a later wake, and the error names the step. Thread-safe as memres_resource_sleep().
+ *
+ * Errors: %MEMRES_ERROR_NOT_SUPPORTED, %MEMRES_TAG_ERROR_INVALID, %MEMRES_TAG_ERROR_UNKNOWN,
+ * %MEMRES_SLEEP_ERROR_NOT_ASLEEP, %MEMRES_SLEEP_ERROR_BUSY, %MEMRES_SLEEP_ERROR_FILE,
+ * %MEMRES_ERROR_FORKED, %MEMRES_ERROR_OUT_OF_MEMORY, a %MEMRES_CUDA_ERROR naming the driver call.
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_resource_wake (MemresResource *mr, const char *tag, MemresStream stream, GError **error)
+{
+  g_autofree MemresSleepEntry **entries = NULL;
+  g_autofree MemresAllocation **allocs = NULL;
+  MemresSleepPolicy *policy;
+  guint64 file_size;
+  guint id;
+  gsize n = 0;
+
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (tag != NULL, FALSE);
+
+  if ((id = find_tag (mr, tag, error)) == 0)
+    return FALSE;
+  if ((entries = begin (mr, id, FALSE, &n, error)) == NULL)
+    return FALSE;
+  g_mutex_lock (&mr->sleep->lock);
+  policy = mr->sleep->tags[id].policy;
+  file_size = mr->sleep->tags[id].file_size;
+  g_mutex_unlock (&mr->sleep->lock);
+  allocs = records_of (entries, n);
+  if (!call_layer (mr, FALSE, allocs, n, error))
+    {
+      end (mr, id, TRUE, policy, file_size);
+      g_prefix_error (error, "cannot wake tag \"%s\": mapping its memory again: ", tag);
+      return FALSE;
+    }
+  if (!restore_contents (mr, policy, file_size, entries, n, stream, error))
+    {
+      g_autoptr (GError) again = NULL;
+
+      if (!call_layer (mr, TRUE, allocs, n, &again))
+        g_warning ("memres: tag \"%s\" stays awake after a failed restore (its contents are "
+                   "undefined): %s",
+                   tag, again->message);
+      if (again == NULL)
+        end (mr, id, TRUE, policy, file_size);
+      else
+        {
+          free_backups (entries, n);
+          end (mr, id, FALSE, NULL, 0);
+        }
+      g_prefix_error (error, "cannot wake tag \"%s\": ", tag);
+      return FALSE;
+    }
+  free_backups (entries, n);
+  end (mr, id, FALSE, NULL, 0);
+  return TRUE;
+}

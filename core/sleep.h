@@ -1,0 +1,91 @@
+/* memres - CUDA memory resources
+ * sleep.h: a resource's sleep state (sleep-state.c: MemresResource.sleep, made at creation for a
+ * stack that can sleep, else NULL), the buffers of each tag it tracks (tagged buffers of such a
+ * stack only: an untagged pair and every pair of a stack that cannot sleep never reach it), and
+ * the checks of a sleeping buffer, which the rest of the core calls; sleep.c, above them all, puts
+ * tags to sleep and wakes them. sleep-state.c calls no other file of the core but tags.c: what
+ * it frees of sleep.c's (backups, policies) it frees through the functions sleep.c gave it.
+ * Included by memres-private.h. */
+#pragma once
+#ifndef MEMRES_CORE_COMPILATION
+#error "sleep.h is the core's own: plugins use <memres/memres-plugin.h> and sdk/ only."
+#endif
+
+#include <memres/memres-plugin.h>
+
+G_BEGIN_DECLS
+
+typedef struct _MemresSleepEntry MemresSleepEntry;
+
+/* a tracked buffer: its backup while it sleeps (BACKUP: a buffer of page-locked memory), or its
+ * offset in the file (FILE) */
+struct _MemresSleepEntry
+{
+  MemresBuffer *buf;
+  MemresBuffer *backup;
+  guint64 file_offset;
+};
+
+typedef struct
+{
+  GHashTable *buffers;       /* MemresBuffer * -> MemresSleepEntry * (owned) */
+  MemresSleepPolicy *policy; /* while asleep */
+  guint64 file_size;         /* FILE: the bytes the sleep wrote */
+} MemresSleepTag;
+
+struct _MemresSleepState
+{
+  GMutex lock;
+  GCond cond;
+  /* atomic: bit @tag set while the tag sleeps or is being put to sleep or woken (read without the
+   * lock by the checks of a buffer); written under @lock */
+  guint64 asleep;
+  guint64 busy;            /* under @lock: a sleep or wake of the tag in progress */
+  MemresResource *host_mr; /* the page-locked resource made at first use (under @lock) */
+  MemresSleepTag tags[MEMRES_TAGS_MAX + 1];
+};
+
+/* sleep.c, at its first sleep: how sleep-state.c frees a backup buffer, a policy and a
+ * resource (a closed buffer's entry, a finalized resource's state) */
+typedef struct
+{
+  void (*free_backup) (MemresBuffer *backup);
+  void (*free_policy) (MemresSleepPolicy *policy);
+  void (*free_resource) (MemresResource *mr);
+} MemresSleepFrees;
+void _memres_sleep_set_frees (const MemresSleepFrees *frees);
+void _memres_sleep_entry_free (MemresSleepEntry *entry);
+
+/* At creation, for a stack that can sleep (resource.c decides: a layer with the sleep slot
+ * whose upstreams can, reached through MEMRES_KIND_PASSES_ALLOCATIONS adaptors). Freed at
+ * finalize (no buffer is open then). */
+MemresSleepState *_memres_sleep_state_new (void);
+void _memres_sleep_state_free (MemresSleepState *state);
+
+/* Allocation of a tagged buffer on a resource with a sleep state: FALSE with
+ * MEMRES_SLEEP_ERROR_TAG_ASLEEP when @tag is asleep there (before the slot call); after it,
+ * _memres_sleep_track() records the buffer under its tag, or refuses it the same way (a sleep
+ * that began meanwhile: the caller closes it). */
+gboolean _memres_sleep_check_tag (MemresResource *mr, guint tag, GError **error);
+gboolean _memres_sleep_track (MemresResource *mr, MemresBuffer *buf, GError **error);
+
+/* The close of a tagged buffer of a resource with a sleep state: _begin() waits for a sleep or
+ * wake of its tag in progress and takes the buffer out of its tag (NULL when it was not tracked);
+ * _end() forgets it (its backup freed) when @released, else puts it back. */
+MemresSleepEntry *_memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf);
+void _memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry *entry,
+                                gboolean released);
+
+/* Whether @tag sleeps on @state (or is being put to sleep or woken): no lock */
+static inline gboolean
+_memres_sleep_tag_asleep (MemresSleepState *state, guint tag)
+{
+  return (__atomic_load_n (&state->asleep, __ATOMIC_ACQUIRE) >> tag) & 1;
+}
+
+/* Whether @buf sleeps (its tag asleep on its resource); FALSE with MEMRES_SLEEP_ERROR_ASLEEP
+ * naming @what when it does. */
+gboolean _memres_buffer_asleep_slow (MemresBuffer *buf);
+gboolean _memres_buffer_check_awake (MemresBuffer *buf, const char *what, GError **error);
+
+G_END_DECLS

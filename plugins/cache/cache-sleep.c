@@ -1,0 +1,155 @@
+/* memres - CUDA memory resources
+ * cache-sleep.c: the `cache` adaptor's sleep and wake slots (docs/sleep.md), over an upstream
+ * that can sleep (`vmm`, `arena`).
+ *
+ * A sleep first gives the free cached blocks back to the upstream (the trim of every front and
+ * the shared bins), then puts to sleep, through memres_upstream_sleep(), the upstream allocation
+ * under each buffer that has one of its own: a request above max_block (the buffer's record is
+ * the upstream's), or a block of a class above the chunked ones (Block.up). A block carved from
+ * a chunk shares that chunk with other blocks: it stays mapped, contents and all (the classes of
+ * at most chunk / 16 bytes, 128 KiB by default). The cache's segments of what sleeps are told
+ * unmapped before and mapped after the wake.
+ *
+ * While asleep, a block of its own has Block.size set to CACHE_BLOCK_ASLEEP: the close's hit path
+ * then finds no room for it in the front (its byte budget), and deallocate_general() hands it to
+ * cache_deallocate_asleep(), which gives the sleeping allocation back to the upstream (its
+ * address range released) instead of caching a block with no memory under it; the hit path
+ * pays nothing for this. A sleeping request above max_block is remembered by address
+ * (Cache.asleep_direct), so that its close gives it back without telling its segment unmapped a
+ * second time. */
+#include "cache-private.h"
+
+/* The upstream records under @allocs that sleep (@ups), and their blocks (NULL for a request
+ * above max_block). */
+static gsize
+collect (Cache *self, MemresAllocation *const *allocs, gsize n, MemresAllocation **ups,
+         Block **blocks)
+{
+  gsize m = 0;
+
+  for (gsize i = 0; i < n; i++)
+    {
+      Block *b;
+
+      if (allocs[i]->size > self->parts.max_block)
+        {
+          blocks[m] = NULL;
+          ups[m++] = allocs[i];
+          continue;
+        }
+      b = allocs[i]->plugin_data;
+      if (b->chunk != NULL)
+        continue; /* shares its chunk: stays mapped */
+      blocks[m] = b;
+      ups[m++] = &b->up;
+    }
+  return m;
+}
+
+static void
+raise_all (Cache *self, MemresSegmentEvent event, MemresAllocation *const *ups, gsize m)
+{
+  for (gsize i = 0; i < m; i++)
+    cache_raise_segment (self, event, ups[i]);
+}
+
+/* Marks @blocks (and the direct records among @ups) asleep, or awake again. */
+static void
+mark (Cache *self, MemresAllocation *const *ups, Block *const *blocks, gsize m, gboolean asleep)
+{
+  g_mutex_lock (&self->parts.lock);
+  for (gsize i = 0; i < m; i++)
+    {
+      if (blocks[i] != NULL)
+        blocks[i]->size = asleep ? CACHE_BLOCK_ASLEEP : cache_class_size (blocks[i]->cls);
+      else if (asleep)
+        {
+          if (self->asleep_direct == NULL)
+            self->asleep_direct = g_hash_table_new (NULL, NULL);
+          g_hash_table_add (self->asleep_direct, GSIZE_TO_POINTER (ups[i]->address));
+        }
+      else
+        g_hash_table_remove (self->asleep_direct, GSIZE_TO_POINTER (ups[i]->address));
+    }
+  g_mutex_unlock (&self->parts.lock);
+}
+
+gboolean
+cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs, GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+  g_autofree MemresAllocation **ups = g_new (MemresAllocation *, n_allocs + 1);
+  g_autofree Block **blocks = g_new (Block *, n_allocs + 1);
+  gsize m;
+
+  /* the free cached blocks first: they go back to the upstream (their memory released) */
+  if (!cache_trim (mr, 0, error))
+    {
+      g_prefix_error (error, "cache: giving the free cached blocks back: ");
+      return FALSE;
+    }
+  m = collect (self, allocs, n_allocs, ups, blocks);
+  if (m == 0)
+    return TRUE;
+  raise_all (self, MEMRES_SEGMENT_UNMAPPING, ups, m);
+  if (!memres_upstream_sleep (mr, ups, m, error))
+    {
+      raise_all (self, MEMRES_SEGMENT_MAPPED, ups, m);
+      return FALSE;
+    }
+  mark (self, ups, blocks, m, TRUE);
+  return TRUE;
+}
+
+gboolean
+cache_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs, GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+  g_autofree MemresAllocation **ups = g_new (MemresAllocation *, n_allocs + 1);
+  g_autofree Block **blocks = g_new (Block *, n_allocs + 1);
+  gsize m = collect (self, allocs, n_allocs, ups, blocks);
+
+  if (m == 0)
+    return TRUE;
+  if (!memres_upstream_wake (mr, ups, m, error))
+    return FALSE;
+  mark (self, ups, blocks, m, FALSE);
+  raise_all (self, MEMRES_SEGMENT_MAPPED, ups, m);
+  return TRUE;
+}
+
+gboolean
+cache_deallocate_asleep (Cache *self, Block *b, MemresStream stream, GError **error)
+{
+  gsize csize = cache_class_size (b->cls);
+  gsize up_size = b->up.size;
+
+  if (!memres_upstream_deallocate (self->self_mr, &b->up, stream, error))
+    return FALSE; /* the upstream's close keeps what it could not release: so does the block */
+  g_mutex_lock (&self->parts.lock);
+  reserve_sub (self, csize, up_size);
+  g_mutex_unlock (&self->parts.lock);
+  g_free (b);
+  return TRUE;
+}
+
+gboolean
+cache_direct_is_asleep (Cache *self, guint64 address)
+{
+  gboolean asleep;
+
+  g_mutex_lock (&self->parts.lock);
+  asleep = self->asleep_direct != NULL
+           && g_hash_table_contains (self->asleep_direct, GSIZE_TO_POINTER (address));
+  g_mutex_unlock (&self->parts.lock);
+  return asleep;
+}
+
+void
+cache_direct_forget (Cache *self, guint64 address)
+{
+  g_mutex_lock (&self->parts.lock);
+  if (self->asleep_direct != NULL)
+    g_hash_table_remove (self->asleep_direct, GSIZE_TO_POINTER (address));
+  g_mutex_unlock (&self->parts.lock);
+}

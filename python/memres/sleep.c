@@ -1,0 +1,96 @@
+/* memres - CUDA memory resources
+ * sleep.c: sleep and wake (memres-sleep.h, docs/sleep.md) in the Python package:
+ * Resource.sleep(), Resource.wake() and Resource.is_asleep(). Public API only. */
+#include "pymemres.h"
+
+#include <string.h>
+
+/* "discard", "backup" or "file" */
+static int
+sleep_mode (const char *name, MemresSleepMode *mode)
+{
+  static const char *const names[] = { "discard", "backup", "file" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+    if (strcmp (name, names[i]) == 0)
+      {
+        *mode = (MemresSleepMode) i;
+        return 0;
+      }
+  PyErr_Format (PyExc_ValueError,
+                "sleep mode \"%s\": the modes are \"discard\", \"backup\" and "
+                "\"file\"",
+                name);
+  return -1;
+}
+
+PyObject *
+pymemres_resource_sleep (PyMemresResource *self, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = { "tag", "mode", "path", "stream", "host", NULL };
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  const char *tag, *mode_name = "discard", *path = NULL;
+  PyObject *stream_obj = Py_None, *host = Py_None;
+  MemresStream stream = NULL;
+  MemresSleepMode mode;
+  GError *error = NULL;
+  gboolean ok;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "s|$szOO", keywords, &tag, &mode_name, &path,
+                                    &stream_obj, &host)
+      || sleep_mode (mode_name, &mode) < 0 || pymemres_stream_from_object (stream_obj, &stream) < 0)
+    return NULL;
+  if (host != Py_None && !PyObject_TypeCheck (host, &PyMemresResource_Type))
+    {
+      PyErr_SetString (PyExc_TypeError, "host must be a memres.Resource (page-locked memory)");
+      return NULL;
+    }
+  if ((policy = memres_sleep_policy_new (mode, &error)) == NULL
+      || (path != NULL && !memres_sleep_policy_set_path (policy, path, &error))
+      || (host != Py_None
+          && !memres_sleep_policy_set_host_resource (policy, ((PyMemresResource *) host)->mr,
+                                                     &error)))
+    return pymemres_raise (error);
+  Py_BEGIN_ALLOW_THREADS;
+  ok = memres_resource_sleep (self->mr, tag, policy, stream, &error);
+  Py_END_ALLOW_THREADS;
+  if (!ok)
+    return pymemres_raise (error);
+  Py_RETURN_NONE;
+}
+
+PyObject *
+pymemres_resource_wake (PyMemresResource *self, PyObject *args, PyObject *kwargs)
+{
+  static char *keywords[] = { "tag", "stream", NULL };
+  PyObject *stream_obj = Py_None;
+  MemresStream stream = NULL;
+  GError *error = NULL;
+  const char *tag;
+  gboolean ok;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "s|$O", keywords, &tag, &stream_obj)
+      || pymemres_stream_from_object (stream_obj, &stream) < 0)
+    return NULL;
+  Py_BEGIN_ALLOW_THREADS;
+  ok = memres_resource_wake (self->mr, tag, stream, &error);
+  Py_END_ALLOW_THREADS;
+  if (!ok)
+    return pymemres_raise (error);
+  Py_RETURN_NONE;
+}
+
+PyObject *
+pymemres_resource_is_asleep (PyMemresResource *self, PyObject *arg)
+{
+  const char *tag;
+
+  if (!PyUnicode_Check (arg))
+    {
+      PyErr_SetString (PyExc_TypeError, "a tag is a str");
+      return NULL;
+    }
+  if ((tag = PyUnicode_AsUTF8 (arg)) == NULL)
+    return NULL;
+  return PyBool_FromLong (memres_resource_is_asleep (self->mr, tag));
+}

@@ -1,0 +1,69 @@
+"""Sleep and wake from Python (docs/sleep.md): Resource.sleep()/wake()/is_asleep() over a stack
+that can sleep (cache>vmm, on the fake driver or a GPU), contents kept by the backup and file
+modes, the refusals with their domain and code, and a stack that cannot sleep."""
+import pytest
+
+import memres
+
+SLEEP_DOMAIN = "memres-sleep-error-quark"
+
+
+@pytest.fixture
+def vmm_stack(device):
+    try:
+        return memres.Resource("cache:max_block=4MiB>vmm")
+    except memres.Error as e:
+        pytest.skip(str(e))
+
+
+def _write(buf, seed):
+    data = bytes((i * 7 + seed) & 0xFF for i in range(buf.size))
+    buf.write(data)
+    return data
+
+
+@pytest.mark.parametrize("mode", ["backup", "file"])
+def test_round_trip(vmm_stack, tmp_path, mode):
+    with memres.tag("py-sleep-weights"):
+        a = vmm_stack.allocate(8 << 20)
+        b = vmm_stack.allocate(1 << 20)
+    want_a, want_b = _write(a, 1), _write(b, 2)
+    address = (a.handle, b.handle)
+    kwargs = {"path": str(tmp_path / "w.bin")} if mode == "file" else {}
+    vmm_stack.sleep("py-sleep-weights", mode=mode, **kwargs)
+    assert vmm_stack.is_asleep("py-sleep-weights")
+    with pytest.raises(memres.Error) as e:
+        a.read(0, 16)
+    assert (e.value.domain, e.value.code) == (SLEEP_DOMAIN, memres.SleepErrorCode.ASLEEP)
+    with memres.tag("py-sleep-weights"), pytest.raises(memres.Error) as e:
+        vmm_stack.allocate(4096)
+    assert e.value.code == memres.SleepErrorCode.TAG_ASLEEP
+    with pytest.raises(memres.Error) as e:
+        vmm_stack.sleep("py-sleep-weights")
+    assert e.value.code == memres.SleepErrorCode.ALREADY_ASLEEP
+    vmm_stack.wake("py-sleep-weights")
+    assert not vmm_stack.is_asleep("py-sleep-weights")
+    assert (a.handle, b.handle) == address
+    assert a.read(0, a.size) == want_a and b.read(0, b.size) == want_b
+    with pytest.raises(memres.Error) as e:
+        vmm_stack.wake("py-sleep-weights")
+    assert e.value.code == memres.SleepErrorCode.NOT_ASLEEP
+    a.close()
+    b.close()
+
+
+def test_bad_arguments(vmm_stack):
+    with pytest.raises(ValueError):
+        vmm_stack.sleep("py-sleep-x", mode="swap")
+    with pytest.raises(TypeError):
+        vmm_stack.is_asleep(3)
+
+
+def test_cannot_sleep(host):
+    with memres.tag("py-sleep-host"):
+        host.allocate(64).close()
+    with pytest.raises(memres.Error) as e:
+        host.sleep("py-sleep-host")
+    assert e.value.code == memres.ErrorCode.NOT_SUPPORTED
+    assert "vmm" in str(e.value)
+    assert not host.is_asleep("py-sleep-host")

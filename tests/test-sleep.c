@@ -1,0 +1,835 @@
+/* test-sleep.c: sleep and wake (memres-sleep.h, docs/sleep.md) on `vmm` and the stacks above it:
+ * addresses kept, physical memory given back (the fake's live handles), contents restored by
+ * the backup and file policies, the refusals of a sleeping buffer or tag with their codes,
+ * closing a sleeping buffer, segment events, every driver call of a sleep and of a wake failing
+ * in turn (all or nothing), and two threads sleeping different tags at once. Runs against the
+ * fake driver (suite fake) and the real one (suite gpu; the fault sweeps skip there). */
+#include "testutil.h"
+
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MiB ((gsize) 1 << 20)
+
+static gboolean
+require_device (void)
+{
+  return mt_require_devices (1);
+}
+
+static MemresResource *
+new_ok (const char *spec)
+{
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr = memres_resource_new (spec, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (mr);
+  return mr;
+}
+
+static MemresBuffer *
+alloc_tagged (MemresResource *mr, const char *tag, gsize size)
+{
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+
+  if (tag != NULL)
+    g_assert_true (memres_tag_push (tag, NULL));
+  buf = memres_resource_allocate (mr, size, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (buf);
+  g_assert_cmpuint (memres_buffer_get_size (buf), >=, size);
+  if (tag != NULL)
+    {
+      g_assert_true (memres_tag_pop (tag, &error));
+      g_assert_no_error (error);
+    }
+  return buf;
+}
+
+static int
+live_handles (void)
+{
+  FakeCudaCounts c = { 0 };
+
+  if (mt_driver_is_fake ())
+    mt_fake_get_counts (&c);
+  return c.physical_handles;
+}
+
+static void
+sleep_ok (MemresResource *mr, const char *tag, MemresSleepPolicy *policy)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (memres_resource_sleep (mr, tag, policy, NULL, &error));
+  g_assert_no_error (error);
+}
+
+static void
+wake_ok (MemresResource *mr, const char *tag)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (memres_resource_wake (mr, tag, NULL, &error));
+  g_assert_no_error (error);
+}
+
+static MemresSleepPolicy *
+policy_new (MemresSleepMode mode)
+{
+  g_autoptr (GError) error = NULL;
+  MemresSleepPolicy *p = memres_sleep_policy_new (mode, &error);
+
+  g_assert_no_error (error);
+  return p;
+}
+
+/* --- addresses, handles, contents ----------------------------------------------------------- */
+
+static void
+test_addresses_and_handles (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *kv[3], *w, *plain;
+  guint64 addr[3];
+  int before, asleep;
+  FakeCudaCounts base;
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok ("vmm:chunk=2MiB");
+  kv[0] = alloc_tagged (mr, "sl-kv", 2 * MiB);
+  kv[1] = alloc_tagged (mr, "sl-kv", 6 * MiB);
+  kv[2] = alloc_tagged (mr, "sl-kv", 1);
+  w = alloc_tagged (mr, "sl-w", 4 * MiB);
+  plain = alloc_tagged (mr, NULL, 2 * MiB);
+  mt_fill_byte_ok (w, 0x5a, NULL);
+  mt_fill_byte_ok (plain, 0xa5, NULL);
+  for (int i = 0; i < 3; i++)
+    addr[i] = memres_buffer_get_address (kv[i]);
+
+  before = live_handles ();
+  g_assert_false (memres_resource_is_asleep (mr, "sl-kv"));
+  sleep_ok (mr, "sl-kv", NULL);
+  asleep = live_handles ();
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (asleep, ==, before - 5); /* 1 + 3 + 1 chunks of 2 MiB */
+  g_assert_true (memres_resource_is_asleep (mr, "sl-kv"));
+  g_assert_false (memres_resource_is_asleep (mr, "sl-w"));
+  for (int i = 0; i < 3; i++)
+    {
+      g_assert_true (memres_buffer_is_asleep (kv[i]));
+      g_assert_cmpuint (memres_buffer_get_address (kv[i]), ==, addr[i]);
+    }
+  g_assert_false (memres_buffer_is_asleep (w));
+  g_assert_false (memres_buffer_is_asleep (plain));
+  mt_assert_bytes (w, 0x5a, NULL);
+  mt_assert_bytes (plain, 0xa5, NULL);
+
+  wake_ok (mr, "sl-kv");
+  g_assert_cmpint (live_handles (), ==, before);
+  for (int i = 0; i < 3; i++)
+    {
+      g_assert_false (memres_buffer_is_asleep (kv[i]));
+      g_assert_cmpuint (memres_buffer_get_address (kv[i]), ==, addr[i]);
+      mt_fill_byte_ok (kv[i], (guint8) (i + 1), NULL);
+      mt_assert_bytes (kv[i], (guint8) (i + 1), NULL);
+    }
+  /* asleep and awake again, twice */
+  sleep_ok (mr, "sl-kv", NULL);
+  wake_ok (mr, "sl-kv");
+  for (int i = 0; i < 3; i++)
+    mt_close_ok (kv[i], NULL);
+  mt_close_ok (w, NULL);
+  mt_close_ok (plain, NULL);
+  g_clear_pointer (&mr, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* backup: the bytes read back after the wake are those written before the sleep */
+static void
+test_backup_round_trip (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  MemresBuffer *a, *b;
+  guint64 addr_a, addr_b;
+  FakeCudaCounts base;
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok ("stats>vmm");
+  a = alloc_tagged (mr, "sl-weights", 3 * MiB);
+  b = alloc_tagged (mr, "sl-weights", 64 * 1024);
+  addr_a = memres_buffer_get_address (a);
+  addr_b = memres_buffer_get_address (b);
+  mt_write_pattern (a, 0, 3 * MiB, 11, NULL);
+  mt_write_pattern (b, 0, 64 * 1024, 12, NULL);
+  policy = policy_new (MEMRES_SLEEP_BACKUP);
+  g_assert_cmpint (memres_sleep_policy_get_mode (policy), ==, MEMRES_SLEEP_BACKUP);
+  sleep_ok (mr, "sl-weights", policy);
+  wake_ok (mr, "sl-weights");
+  g_assert_cmpuint (memres_buffer_get_address (a), ==, addr_a);
+  g_assert_cmpuint (memres_buffer_get_address (b), ==, addr_b);
+  mt_check_pattern (a, 0, 3 * MiB, 11, NULL);
+  mt_check_pattern (b, 0, 64 * 1024, 12, NULL);
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+  g_clear_pointer (&mr, memres_resource_unref);
+}
+
+/* file: a round trip in a temporary directory; a missing or truncated file at the wake, and a
+ * file that cannot be written at the sleep */
+static void
+test_file_policy (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = NULL;
+  g_autofree char *path = NULL;
+  g_autofree char *moved = NULL;
+  MemresBuffer *a, *b;
+  int handles;
+
+  if (!require_device ())
+    return;
+  dir = g_dir_make_tmp ("memres-sleep-XXXXXX", &error);
+  g_assert_no_error (error);
+  path = g_build_filename (dir, "weights.bin", NULL);
+  moved = g_build_filename (dir, "moved.bin", NULL);
+  mr = new_ok ("vmm");
+  a = alloc_tagged (mr, "sl-file", 6 * MiB);
+  b = alloc_tagged (mr, "sl-file", 2 * MiB);
+  mt_write_pattern (a, 0, 6 * MiB, 21, NULL);
+  mt_write_pattern (b, 0, 2 * MiB, 22, NULL);
+
+  policy = policy_new (MEMRES_SLEEP_FILE);
+  /* no path yet */
+  g_assert_false (memres_resource_sleep (mr, "sl-file", policy, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+
+  /* a file that cannot be opened, then one whose writes fail (a full disk): still awake */
+  g_assert_true (memres_sleep_policy_set_path (policy, "/nonexistent-dir/x/weights.bin", NULL));
+  g_assert_false (memres_resource_sleep (mr, "sl-file", policy, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE);
+  g_assert_nonnull (strstr (error->message, "/nonexistent-dir/x/weights.bin"));
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_is_asleep (a));
+  if (g_file_test ("/dev/full", G_FILE_TEST_EXISTS))
+    {
+      g_assert_true (memres_sleep_policy_set_path (policy, "/dev/full", NULL));
+      g_assert_false (memres_resource_sleep (mr, "sl-file", policy, NULL, &error));
+      g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE);
+      g_clear_error (&error);
+    }
+  g_assert_false (memres_buffer_is_asleep (a));
+  mt_check_pattern (a, 0, 6 * MiB, 21, NULL);
+  mt_check_pattern (b, 0, 2 * MiB, 22, NULL);
+
+  g_assert_true (memres_sleep_policy_set_path (policy, path, NULL));
+  sleep_ok (mr, "sl-file", policy);
+  handles = live_handles ();
+
+  /* missing at the wake: still asleep, nothing held */
+  g_assert_cmpint (g_rename (path, moved), ==, 0);
+  g_assert_false (memres_resource_wake (mr, "sl-file", NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE);
+  g_assert_nonnull (strstr (error->message, path));
+  g_clear_error (&error);
+  g_assert_true (memres_buffer_is_asleep (a));
+  g_assert_cmpint (live_handles (), ==, handles);
+
+  /* truncated: the same */
+  g_assert_cmpint (g_rename (moved, path), ==, 0);
+  {
+    g_autofree char *copy = g_build_filename (dir, "copy.bin", NULL);
+    g_autofree char *bytes = NULL;
+    gsize len = 0;
+
+    g_assert_true (g_file_get_contents (path, &bytes, &len, NULL));
+    g_assert_cmpuint (len, ==, 8 * MiB);
+    g_assert_true (g_file_set_contents (copy, bytes, len, NULL));
+    g_assert_cmpint (truncate (path, 3 * MiB), ==, 0);
+    g_assert_false (memres_resource_wake (mr, "sl-file", NULL, &error));
+    g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE);
+    g_clear_error (&error);
+    g_assert_true (memres_buffer_is_asleep (b));
+    g_assert_cmpint (live_handles (), ==, handles);
+    g_assert_cmpint (g_rename (copy, path), ==, 0);
+  }
+
+  wake_ok (mr, "sl-file");
+  mt_check_pattern (a, 0, 6 * MiB, 21, NULL);
+  mt_check_pattern (b, 0, 2 * MiB, 22, NULL);
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
+/* --- refusals -------------------------------------------------------------------------------- */
+
+static void
+test_refusals (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresResource) host = NULL;
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf, *other, *empty;
+  guint8 byte = 0;
+
+  if (!require_device ())
+    return;
+  mr = new_ok ("vmm");
+  buf = alloc_tagged (mr, "sl-ref", 2 * MiB);
+  other = alloc_tagged (mr, "sl-ref-other", 2 * MiB);
+
+  /* a tag never used; a wake of a tag that is awake */
+  g_assert_false (memres_resource_sleep (mr, "sl-never-used", NULL, NULL, &error));
+  g_assert_error (error, MEMRES_TAG_ERROR, MEMRES_TAG_ERROR_UNKNOWN);
+  g_clear_error (&error);
+  g_assert_false (memres_resource_wake (mr, "sl-ref", NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_NOT_ASLEEP);
+  g_clear_error (&error);
+
+  sleep_ok (mr, "sl-ref", NULL);
+  g_assert_false (memres_resource_sleep (mr, "sl-ref", NULL, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ALREADY_ASLEEP);
+  g_clear_error (&error);
+
+  g_assert_false (memres_buffer_fill (buf, 0, 1, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_assert_nonnull (strstr (error->message, "sl-ref"));
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_copy_to (buf, other, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_copy_to (other, buf, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_read (buf, 0, &byte, 1, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_write (buf, 0, &byte, 1, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_resize (buf, 4 * MiB, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_clear_error (&error);
+  {
+    MemresBufferDescriptor desc;
+
+    g_assert_false (memres_buffer_export (buf, &desc, &error));
+    g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+    g_clear_error (&error);
+  }
+  /* allocating under the sleeping tag; another tag and no tag are fine */
+  g_assert_true (memres_tag_push ("sl-ref", NULL));
+  g_assert_null (memres_resource_allocate (mr, 4096, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_TAG_ASLEEP);
+  g_clear_error (&error);
+  /* an empty buffer has nothing to sleep */
+  empty = memres_resource_allocate (mr, 0, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_false (memres_buffer_is_asleep (empty));
+  mt_close_ok (empty, NULL);
+  g_assert_true (memres_tag_pop ("sl-ref", NULL));
+  mt_close_ok (alloc_tagged (mr, "sl-ref-other", 4096), NULL);
+  mt_close_ok (alloc_tagged (mr, NULL, 4096), NULL);
+  g_assert_true (memres_tag_push ("sl-ref", NULL));
+  g_assert_true (memres_tag_pop ("sl-ref", NULL));
+
+  wake_ok (mr, "sl-ref");
+  g_assert_true (memres_buffer_fill (buf, 7, 1, NULL, &error));
+  g_assert_no_error (error);
+  mt_close_ok (buf, NULL);
+  mt_close_ok (other, NULL);
+
+  /* a stack that cannot sleep names the kinds that can */
+  host = new_ok ("host");
+  mt_close_ok (alloc_tagged (host, "sl-ref", 64), NULL);
+  g_assert_false (memres_resource_sleep (host, "sl-ref", NULL, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "vmm"));
+  g_assert_nonnull (strstr (error->message, "cache"));
+  g_clear_error (&error);
+  g_assert_false (memres_resource_wake (host, "sl-ref", NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_clear_error (&error);
+  g_assert_false (memres_resource_is_asleep (host, "sl-ref"));
+
+  /* policies */
+  g_assert_null (memres_sleep_policy_new ((MemresSleepMode) 7, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  policy = policy_new (MEMRES_SLEEP_DISCARD);
+  g_assert_false (memres_sleep_policy_set_path (policy, "/tmp/x", &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_assert_false (memres_sleep_policy_set_host_resource (policy, host, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+  g_clear_pointer (&policy, memres_sleep_policy_unref);
+  policy = policy_new (MEMRES_SLEEP_BACKUP);
+  g_assert_false (memres_sleep_policy_set_host_resource (policy, host, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  g_clear_error (&error);
+}
+
+/* A buffer exported over IPC cannot sleep: the sleep fails naming it and nothing sleeps. */
+static void
+test_refuse_exported (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GBytes) bytes = NULL;
+  g_autofree gint *fds = NULL;
+  guint n_fds = 0;
+  MemresBuffer *shared, *mine;
+  g_autofree char *where = NULL;
+  int handles;
+
+  if (!require_device ())
+    return;
+  mr = memres_resource_new ("vmm:handle_type=posix_fd", &error);
+  if (mr == NULL)
+    {
+      g_test_skip (error->message);
+      return;
+    }
+  mine = alloc_tagged (mr, "sl-ipc", 2 * MiB);
+  shared = alloc_tagged (mr, "sl-ipc", 4 * MiB);
+  mt_write_pattern (mine, 0, 2 * MiB, 31, NULL);
+  g_assert_true (memres_buffer_export_message (shared, &bytes, &fds, &n_fds, &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < n_fds; i++)
+    close (fds[i]);
+  handles = live_handles ();
+  g_assert_false (memres_resource_sleep (mr, "sl-ipc", NULL, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_SHARED);
+  where = g_strdup_printf ("0x%" G_GINT64_MODIFIER "x", memres_buffer_get_address (shared));
+  g_assert_nonnull (strstr (error->message, where));
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_is_asleep (mine));
+  g_assert_false (memres_resource_is_asleep (mr, "sl-ipc"));
+  g_assert_cmpint (live_handles (), ==, handles);
+  mt_check_pattern (mine, 0, 2 * MiB, 31, NULL);
+  mt_close_ok (shared, NULL);
+  /* without it, the tag sleeps */
+  sleep_ok (mr, "sl-ipc", NULL);
+  wake_ok (mr, "sl-ipc");
+  mt_close_ok (mine, NULL);
+}
+
+/* --- closing while asleep --------------------------------------------------------------------- */
+
+static void
+test_close_asleep (void)
+{
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  MemresResource *mr;
+  MemresBuffer *a, *b, *c;
+  FakeCudaCounts base;
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok ("vmm");
+  policy = policy_new (MEMRES_SLEEP_BACKUP);
+  a = alloc_tagged (mr, "sl-close", 2 * MiB);
+  b = alloc_tagged (mr, "sl-close", 2 * MiB);
+  c = alloc_tagged (mr, "sl-close", 2 * MiB);
+  mt_write_pattern (b, 0, 2 * MiB, 41, NULL);
+  sleep_ok (mr, "sl-close", policy);
+  /* closed while asleep: its range released, nothing restored for it */
+  mt_close_ok (a, NULL);
+  wake_ok (mr, "sl-close");
+  mt_check_pattern (b, 0, 2 * MiB, 41, NULL);
+  /* the resource's last reference dropped while its buffers sleep: closing them later loses
+   * nothing else and leaks nothing */
+  sleep_ok (mr, "sl-close", policy);
+  memres_resource_unref (mr);
+  mt_close_ok (b, NULL);
+  mt_close_ok (c, NULL);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* --- through cache ---------------------------------------------------------------------------- */
+
+/* cache>vmm: a request above max_block and a block of its own sleep; a block carved from a
+ * chunk stays mapped (its chunk is shared); the free cached blocks go back to vmm at the sleep;
+ * contents restored by backup; sleeping buffers closed give their memory back. */
+static void
+test_cache (void)
+{
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  MemresResource *mr;
+  MemresBuffer *direct, *own, *small, *spare, *c2;
+  guint64 addr_direct, addr_own;
+  int awake, asleep, before_spare, spare_handles;
+  FakeCudaCounts base;
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok ("cache:max_block=4MiB,chunk=2MiB>vmm:chunk=2MiB");
+  direct = alloc_tagged (mr, "sl-cache", 8 * MiB);
+  own = alloc_tagged (mr, "sl-cache", 1 * MiB);
+  small = alloc_tagged (mr, "sl-cache", 4096);
+  before_spare = live_handles ();
+  spare = alloc_tagged (mr, "sl-cache", 3 * MiB);
+  spare_handles = live_handles () - before_spare;
+  mt_close_ok (spare, NULL); /* a free cached block */
+  addr_direct = memres_buffer_get_address (direct);
+  addr_own = memres_buffer_get_address (own);
+  mt_write_pattern (direct, 0, 8 * MiB, 61, NULL);
+  mt_write_pattern (own, 0, 1 * MiB, 62, NULL);
+  mt_write_pattern (small, 0, 4096, 63, NULL);
+  policy = policy_new (MEMRES_SLEEP_BACKUP);
+
+  awake = live_handles ();
+  sleep_ok (mr, "sl-cache", policy);
+  asleep = live_handles ();
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (asleep, ==, base.physical_handles + 1); /* the chunk of the small one */
+  g_assert_true (memres_buffer_is_asleep (small));
+  wake_ok (mr, "sl-cache");
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (live_handles (), ==, awake - spare_handles);
+  g_assert_cmpuint (memres_buffer_get_address (direct), ==, addr_direct);
+  g_assert_cmpuint (memres_buffer_get_address (own), ==, addr_own);
+  mt_check_pattern (direct, 0, 8 * MiB, 61, NULL);
+  mt_check_pattern (own, 0, 1 * MiB, 62, NULL);
+  mt_check_pattern (small, 0, 4096, 63, NULL);
+
+  /* closed while asleep: given back, not cached; the cache goes on */
+  sleep_ok (mr, "sl-cache", NULL);
+  mt_close_ok (direct, NULL);
+  mt_close_ok (own, NULL);
+  c2 = alloc_tagged (mr, "sl-cache-other", 1 * MiB);
+  mt_fill_byte_ok (c2, 9, NULL);
+  mt_assert_bytes (c2, 9, NULL);
+  mt_close_ok (c2, NULL);
+  wake_ok (mr, "sl-cache");
+  mt_check_pattern (small, 0, 4096, 63, NULL);
+  mt_close_ok (small, NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* --- segment events -------------------------------------------------------------------------- */
+
+typedef struct
+{
+  guint mapped, unmapping;
+  guint64 bytes_mapped, bytes_unmapping;
+} Events;
+
+static void
+on_segment (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segment,
+            guint64 previous_length, gpointer user_data)
+{
+  Events *e = user_data;
+
+  if (event == MEMRES_SEGMENT_MAPPED)
+    {
+      e->mapped++;
+      e->bytes_mapped += segment->length;
+    }
+  else if (event == MEMRES_SEGMENT_UNMAPPING)
+    {
+      e->unmapping++;
+      e->bytes_unmapping += segment->length;
+    }
+}
+
+static void
+test_segments (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *a, *b;
+  Events e = { 0 };
+  MemresLookupInfo info;
+  guint id;
+
+  if (!require_device ())
+    return;
+  mr = new_ok ("vmm");
+  a = alloc_tagged (mr, "sl-seg", 2 * MiB);
+  b = alloc_tagged (mr, "sl-seg", 4 * MiB);
+  id = memres_resource_subscribe_segments (mr, on_segment, &e, NULL, &error);
+  g_assert_no_error (error);
+  memset (&e, 0, sizeof e); /* the replay of what exists */
+  sleep_ok (mr, "sl-seg", NULL);
+  g_assert_cmpuint (e.unmapping, ==, 2);
+  g_assert_cmpuint (e.bytes_unmapping, ==, 6 * MiB);
+  g_assert_cmpuint (e.mapped, ==, 0);
+  g_assert_false (memres_lookup (memres_buffer_get_pointer (a), &info));
+  wake_ok (mr, "sl-seg");
+  g_assert_cmpuint (e.mapped, ==, 2);
+  g_assert_cmpuint (e.bytes_mapped, ==, 6 * MiB);
+  g_assert_true (memres_lookup (memres_buffer_get_pointer (b), &info));
+  g_assert_true (memres_resource_unsubscribe_segments (mr, id, NULL));
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+}
+
+/* --- faults ----------------------------------------------------------------------------------- */
+
+typedef struct
+{
+  MemresResource *mr;
+  MemresBuffer *bufs[3];
+  MemresSleepPolicy *policy;
+} Sweep;
+
+static void
+sweep_setup (Sweep *s, MemresResource *host)
+{
+  static const gsize sizes[3] = { 2 * MiB, 6 * MiB, 4 * MiB };
+
+  s->mr = new_ok ("vmm:chunk=2MiB");
+  for (int i = 0; i < 3; i++)
+    {
+      s->bufs[i] = alloc_tagged (s->mr, "sl-fault", sizes[i]);
+      mt_write_pattern (s->bufs[i], 0, sizes[i], 50 + i, NULL);
+    }
+  s->policy = policy_new (MEMRES_SLEEP_BACKUP);
+  g_assert_true (memres_sleep_policy_set_host_resource (s->policy, host, NULL));
+}
+
+static void
+sweep_check (Sweep *s, gboolean asleep)
+{
+  for (int i = 0; i < 3; i++)
+    {
+      g_assert_cmpint (memres_buffer_is_asleep (s->bufs[i]), ==, asleep);
+      if (!asleep)
+        mt_check_pattern (s->bufs[i], 0, memres_buffer_get_size (s->bufs[i]), 50 + i, NULL);
+    }
+}
+
+static void
+sweep_teardown (Sweep *s)
+{
+  for (int i = 0; i < 3; i++)
+    mt_close_ok (s->bufs[i], NULL);
+  memres_resource_unref (s->mr);
+  memres_sleep_policy_unref (s->policy);
+}
+
+/* The @k-th call of a successful @phase (sleep or wake), as "entry" and its occurrence. */
+static char **
+trace_phase (MemresResource *host, gboolean wake)
+{
+  Sweep s;
+  g_autoptr (GError) error = NULL;
+  const char **names = NULL;
+  GPtrArray *calls = g_ptr_array_new ();
+  int n;
+
+  sweep_setup (&s, host);
+  if (wake)
+    g_assert_true (memres_resource_sleep (s.mr, "sl-fault", s.policy, NULL, NULL));
+  mt_fake_trace_begin ();
+  if (wake)
+    g_assert_true (memres_resource_wake (s.mr, "sl-fault", NULL, &error));
+  else
+    g_assert_true (memres_resource_sleep (s.mr, "sl-fault", s.policy, NULL, &error));
+  n = mt_fake_trace_end (&names);
+  g_assert_no_error (error);
+  for (int i = 0; i < n; i++)
+    g_ptr_array_add (calls, g_strdup (names[i]));
+  g_ptr_array_add (calls, NULL);
+  if (!wake)
+    g_assert_true (memres_resource_wake (s.mr, "sl-fault", NULL, NULL));
+  sweep_teardown (&s);
+  return (char **) g_ptr_array_free (calls, FALSE);
+}
+
+static void
+run_fault_sweep (gboolean wake)
+{
+  g_autoptr (MemresResource) host = NULL;
+  g_auto (GStrv) calls = NULL;
+  guint n_failed = 0;
+
+  if (!require_device ())
+    return;
+  if (!mt_driver_is_fake ())
+    {
+      g_test_skip ("fault injection needs the fake driver");
+      return;
+    }
+  host = new_ok ("pinned:fallback=true");
+  calls = trace_phase (host, wake);
+  g_assert_cmpuint (g_strv_length (calls), >, 10);
+  for (guint k = 0; calls[k] != NULL; k++)
+    {
+      g_autoptr (GError) error = NULL;
+      FakeCudaCounts base, asleep;
+      Sweep s;
+      int nth = 0;
+      gboolean ok;
+
+      for (guint j = 0; j <= k; j++)
+        nth += g_str_equal (calls[j], calls[k]);
+      mt_counts_snapshot (&base);
+      sweep_setup (&s, host);
+      if (wake)
+        g_assert_true (memres_resource_sleep (s.mr, "sl-fault", s.policy, NULL, NULL));
+      mt_counts_snapshot (&asleep);
+      mt_fake_fail_call (calls[k], nth, CUDA_ERROR_UNKNOWN);
+      /* after the wake succeeded, the backups are freed: a failure there is a warning */
+      if (wake && g_str_equal (calls[k], "cuMemFreeAsync"))
+        mt_log_capture_begin ();
+      ok = wake ? memres_resource_wake (s.mr, "sl-fault", NULL, &error)
+                : memres_resource_sleep (s.mr, "sl-fault", s.policy, NULL, &error);
+      mt_fake_reset_faults ();
+      if (!wake && g_str_equal (calls[k], "cuMemRelease") && ok)
+        {
+          /* past the point of return: the chunk the driver kept stays held, and is mapped again
+           * at the wake (vmm-sleep.c) */
+          g_assert_no_error (error);
+          sweep_check (&s, TRUE);
+          g_assert_true (memres_resource_wake (s.mr, "sl-fault", NULL, NULL));
+          sweep_check (&s, FALSE);
+          sweep_teardown (&s);
+          continue;
+        }
+      if (wake && g_str_equal (calls[k], "cuMemFreeAsync") && ok)
+        {
+          guint n_criticals = 0;
+          g_autofree char *logged = mt_log_capture_end (&n_criticals);
+
+          g_assert_nonnull (strstr (logged, "freeing the backup"));
+          sweep_check (&s, FALSE);
+          sweep_teardown (&s);
+          continue;
+        }
+      if (ok)
+        g_error ("%s: call %u (%s #%d) failed and the %s succeeded", wake ? "wake" : "sleep", k,
+                 calls[k], nth, wake ? "wake" : "sleep");
+      n_failed++;
+      g_assert_nonnull (error);
+      /* the error names the step: the driver call */
+      if (error->domain == MEMRES_CUDA_ERROR && strstr (error->message, calls[k]) == NULL)
+        g_error ("%s with %s #%d failing: \"%s\" does not name it", wake ? "wake" : "sleep",
+                 calls[k], nth, error->message);
+      if (wake)
+        {
+          /* still asleep as it was: nothing more held than asleep */
+          FakeCudaCounts now;
+
+          sweep_check (&s, TRUE);
+          mt_fake_get_counts (&now);
+          g_assert_cmpint (now.physical_handles, ==, asleep.physical_handles);
+          g_assert_cmpint (now.mappings, ==, asleep.mappings);
+          g_assert_true (memres_resource_wake (s.mr, "sl-fault", NULL, NULL));
+        }
+      else
+        mt_assert_fake_counts_equal (&asleep); /* every buffer awake, nothing else held */
+      sweep_check (&s, FALSE);
+      sweep_teardown (&s);
+      mt_assert_fake_counts_equal (&base);
+    }
+  g_assert_cmpuint (n_failed, >, 5);
+}
+
+static void
+test_faults_sleep (void)
+{
+  run_fault_sweep (FALSE);
+}
+
+static void
+test_faults_wake (void)
+{
+  run_fault_sweep (TRUE);
+}
+
+/* --- threads -----------------------------------------------------------------------------------
+ */
+
+typedef struct
+{
+  MemresResource *mr;
+  const char *tag;
+  guint32 seed;
+} ThreadData;
+
+static gpointer
+sleeper (gpointer data)
+{
+  ThreadData *t = data;
+  g_autoptr (MemresSleepPolicy) policy = policy_new (MEMRES_SLEEP_BACKUP);
+  MemresBuffer *bufs[4];
+
+  for (int i = 0; i < 4; i++)
+    {
+      bufs[i] = alloc_tagged (t->mr, t->tag, (gsize) (i + 1) * MiB);
+      mt_write_pattern (bufs[i], 0, (gsize) (i + 1) * MiB, t->seed + i, NULL);
+    }
+  for (int round = 0; round < 20; round++)
+    {
+      sleep_ok (t->mr, t->tag, round % 2 == 0 ? policy : NULL);
+      g_assert_true (memres_buffer_is_asleep (bufs[round % 4]));
+      wake_ok (t->mr, t->tag);
+      if (round % 2 == 0)
+        for (int i = 0; i < 4; i++)
+          mt_check_pattern (bufs[i], 0, (gsize) (i + 1) * MiB, t->seed + i, NULL);
+      else
+        for (int i = 0; i < 4; i++)
+          mt_write_pattern (bufs[i], 0, (gsize) (i + 1) * MiB, t->seed + i, NULL);
+    }
+  for (int i = 0; i < 4; i++)
+    mt_close_ok (bufs[i], NULL);
+  return NULL;
+}
+
+static void
+test_two_threads (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  ThreadData a, b;
+  GThread *ta, *tb;
+
+  if (!require_device ())
+    return;
+  mr = new_ok ("vmm");
+  a = (ThreadData){ mr, "sl-thread-a", 100 };
+  b = (ThreadData){ mr, "sl-thread-b", 200 };
+  ta = g_thread_new ("sleeper-a", sleeper, &a);
+  tb = g_thread_new ("sleeper-b", sleeper, &b);
+  g_thread_join (ta);
+  g_thread_join (tb);
+}
+
+int
+main (int argc, char **argv)
+{
+  mt_init (&argc, &argv);
+  mt_log_capture_init ();
+  g_test_add_func ("/sleep/vmm/addresses-and-handles", test_addresses_and_handles);
+  g_test_add_func ("/sleep/vmm/backup", test_backup_round_trip);
+  g_test_add_func ("/sleep/vmm/file", test_file_policy);
+  g_test_add_func ("/sleep/refusals", test_refusals);
+  g_test_add_func ("/sleep/refusals/exported", test_refuse_exported);
+  g_test_add_func ("/sleep/close-asleep", test_close_asleep);
+  g_test_add_func ("/sleep/segments", test_segments);
+  g_test_add_func ("/sleep/cache", test_cache);
+  g_test_add_func ("/sleep/faults/sleep", test_faults_sleep);
+  g_test_add_func ("/sleep/faults/wake", test_faults_wake);
+  g_test_add_func ("/sleep/threads/two-tags", test_two_threads);
+  return g_test_run ();
+}
