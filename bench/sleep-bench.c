@@ -4,17 +4,21 @@
  *
  *   memres-sleep-bench [--spec SPEC] [--buffers N] [--min SIZE] [--max SIZE] [--total SIZE]
  *
- * N buffers (default 10000) of sizes drawn log-uniformly from [min, max] (4 KiB to 1 GiB) until
- * `total` bytes (default 40 GiB), every other one tagged "bench-weights" or "bench-kv" (half of
- * them tagged), from SPEC (default cache>vmm). Then, in order:
+ * At least N buffers (default 10000) and `total` bytes (default 40 GiB), of sizes drawn
+ * log-uniformly from [min, max] (4 KiB to 1 GiB), each draw capped so that the buffers still to
+ * come can have `min` bytes each (so the first few hundred take most of the bytes and the rest
+ * are small), every other one tagged "bench-weights" or "bench-kv" (half of them tagged), from
+ * SPEC (default cache>vmm). Then, in order:
  *  1. each tagged buffer filled, its checksum taken (a read back through the host);
  *  2. "kv" put to sleep with discard and "weights" with backup, timed; cuMemGetInfo's free bytes
  *     before and after: the share of the slept bytes given back (target >= 99 %);
  *  3. one allocation of 90 % of what was given back, from a `vmm` resource of its own, filled,
  *     freed: the memory is usable by someone else;
  *  4. both woken, timed; addresses and checksums compared (target: identical);
- *  5. the raw driver calls for as many 2 MiB granules as slept (unmap + release, create + map +
- *     set access), timed: the discard target is sleep + wake <= 1.2x raw;
+ *  5. the raw driver calls for the same physical allocations as the "kv" sleep released (the
+ *     outermost ranges of its MEMRES_SEGMENT_UNMAPPING events, each one handle of that size:
+ *     create + map + set access, unmap + release), timed: the discard target is the "kv" sleep +
+ *     wake <= 1.2x raw;
  *  6. page-locked copy bandwidth (cuMemcpy of 256 MiB each way), against the backup's restore
  *     (target >= 80 %);
  *  7. vLLM's method on the "weights" buffers: per allocation a device synchronize, a copy into
@@ -85,15 +89,57 @@ free_bytes (void)
   return free_b;
 }
 
+/* the ranges a sleep unmaps, as its segment events tell them */
+static void
+collect_unmapping (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segment,
+                   guint64 previous_length, gpointer user_data)
+{
+  if (event == MEMRES_SEGMENT_UNMAPPING)
+    g_array_append_val ((GArray *) user_data, *segment);
+}
+
+static gint
+segment_cmp (gconstpointer a, gconstpointer b)
+{
+  const MemresSegment *x = a, *y = b;
+
+  if (x->base != y->base)
+    return x->base < y->base ? -1 : 1;
+  return x->length > y->length ? -1 : x->length < y->length; /* the outer one first */
+}
+
+/* keeps the outermost ranges only: a cache's chunk lies inside the buffer of the layer below */
+static void
+keep_outermost (GArray *segs)
+{
+  guint kept = 0;
+
+  g_array_sort (segs, segment_cmp);
+  for (guint i = 0; i < segs->len; i++)
+    {
+      const MemresSegment *s = &g_array_index (segs, MemresSegment, i);
+
+      if (kept > 0)
+        {
+          const MemresSegment *o = &g_array_index (segs, MemresSegment, kept - 1);
+
+          if (s->base + s->length <= o->base + o->length)
+            continue;
+        }
+      g_array_index (segs, MemresSegment, kept++) = *s;
+    }
+  g_array_set_size (segs, kept);
+}
+
 int
 main (int argc, char **argv)
 {
   const char *spec = "cache>vmm";
-  gint64 n_max = 10000;
+  gint64 n_min = 10000;
   guint64 min = 4096, max = (guint64) 1 << 30, total = (guint64) 40 << 30;
   GOptionEntry entries[] = {
     { "spec", 0, 0, G_OPTION_ARG_STRING, &spec, "the stack", "SPEC" },
-    { "buffers", 0, 0, G_OPTION_ARG_INT64, &n_max, "most buffers", "N" },
+    { "buffers", 0, 0, G_OPTION_ARG_INT64, &n_min, "fewest buffers", "N" },
     { "min", 0, 0, G_OPTION_ARG_INT64, &min, "smallest buffer (bytes)", "SIZE" },
     { "max", 0, 0, G_OPTION_ARG_INT64, &max, "largest buffer (bytes)", "SIZE" },
     { "total", 0, 0, G_OPTION_ARG_INT64, &total, "bytes in all", "SIZE" },
@@ -106,12 +152,15 @@ main (int argc, char **argv)
   g_autoptr (MemresSleepPolicy) backup = NULL;
   GPtrArray *bufs = g_ptr_array_new ();
   GArray *sums, *addrs;
-  guint64 slept = 0, weights_bytes = 0, sum_bytes = 0, free0, free1, given, granules;
+  guint64 slept = 0, weights_bytes = 0, sum_bytes = 0, free0, free1, given, raw_bytes = 0;
+  guint handles;
   gint64 t_sleep, t_wake, t_sleep_kv, t_wake_kv, t_raw_release, t_raw_create, t0;
   gint64 t_copy_d2h, t_copy_h2d, t_vllm_sleep = 0, t_vllm_wake = 0;
   gboolean same = TRUE;
   guint8 *host;
   GRand *rand = g_rand_new_with_seed (34);
+  GArray *unmapped = g_array_new (FALSE, FALSE, sizeof (MemresSegment));
+  guint sub;
 
   g_option_context_add_main_entries (oc, entries, NULL);
   if (!g_option_context_parse (oc, &argc, &argv, &error))
@@ -123,14 +172,16 @@ main (int argc, char **argv)
   host = g_malloc (64 << 20);
 
   /* 1. the buffers */
-  for (gint64 i = 0; i < n_max && sum_bytes < total; i++)
+  for (gint64 i = 0; i < n_min || sum_bytes < total; i++)
     {
       double lo = log ((double) min), hi = log ((double) max);
       gsize size = (gsize) exp (lo + (hi - lo) * g_rand_double (rand));
       const char *tag = i % 2 == 0 ? NULL : (i % 4 == 1 ? "bench-weights" : "bench-kv");
+      guint64 left = total > sum_bytes ? total - sum_bytes : 0;
+      guint64 keep = i < n_min ? (guint64) (n_min - i - 1) * min : 0; /* for the buffers to come */
       MemresBuffer *b;
 
-      size = MIN (size, total - sum_bytes);
+      size = MIN (size, left > keep ? left - keep : min);
       size = (MAX (size, 256) + 255) & ~(gsize) 255; /* whole 32-bit words for the fill */
       if (tag != NULL)
         memres_tag_push (tag, NULL);
@@ -167,10 +218,16 @@ main (int argc, char **argv)
   /* 2. sleep */
   backup = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, NULL);
   free0 = free_bytes ();
+  sub = memres_resource_subscribe_segments (mr, collect_unmapping, unmapped, NULL, &error);
+  if (sub == 0)
+    die ("subscribing to segment events", error);
   t0 = now_ns ();
   if (!memres_resource_sleep (mr, "bench-kv", NULL, NULL, &error))
     die ("sleeping kv", error);
   t_sleep_kv = now_ns () - t0;
+  if (!memres_resource_unsubscribe_segments (mr, sub, &error))
+    die ("unsubscribing", error);
+  keep_outermost (unmapped);
   if (!memres_resource_sleep (mr, "bench-weights", backup, NULL, &error))
     die ("sleeping weights", error);
   t_sleep = now_ns () - t0;
@@ -209,37 +266,45 @@ main (int argc, char **argv)
         same &= checksum (b, host) == g_array_index (sums, guint64, i);
     }
 
-  /* 5. the raw driver calls for as many granules */
+  /* 5. the raw driver calls for the same physical allocations as the kv sleep released */
   {
     CUmemAllocationProp prop = { 0 };
     CUmemAccessDesc access
         = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    CUdeviceptr base = 0;
-    CUmemGenericAllocationHandle *h;
+    CUdeviceptr *ptr = g_new0 (CUdeviceptr, unmapped->len + 1);
+    CUmemGenericAllocationHandle *h = g_new0 (CUmemGenericAllocationHandle, unmapped->len + 1);
+    gsize *len = g_new0 (gsize, unmapped->len + 1);
 
-    granules = MAX (slept / GRANULE, 1);
-    granules = MIN (granules, (guint64) (free_bytes () / GRANULE) * 9 / 10);
-    h = g_new (CUmemGenericAllocationHandle, granules);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    cu (drv->cuMemAddressReserve (&base, granules * GRANULE, GRANULE, 0, 0), "cuMemAddressReserve");
-    t0 = now_ns ();
-    for (guint64 g = 0; g < granules; g++)
+    handles = unmapped->len;
+    for (guint k = 0; k < handles; k++)
       {
-        cu (drv->cuMemCreate (&h[g], GRANULE, &prop, 0), "cuMemCreate");
-        cu (drv->cuMemMap (base + g * GRANULE, GRANULE, 0, h[g], 0), "cuMemMap");
-        cu (drv->cuMemSetAccess (base + g * GRANULE, GRANULE, &access, 1), "cuMemSetAccess");
+        len[k]
+            = (g_array_index (unmapped, MemresSegment, k).length + GRANULE - 1) / GRANULE * GRANULE;
+        raw_bytes += len[k];
+        cu (drv->cuMemAddressReserve (&ptr[k], len[k], GRANULE, 0, 0), "cuMemAddressReserve");
+      }
+    t0 = now_ns ();
+    for (guint k = 0; k < handles; k++)
+      {
+        cu (drv->cuMemCreate (&h[k], len[k], &prop, 0), "cuMemCreate");
+        cu (drv->cuMemMap (ptr[k], len[k], 0, h[k], 0), "cuMemMap");
+        cu (drv->cuMemSetAccess (ptr[k], len[k], &access, 1), "cuMemSetAccess");
       }
     t_raw_create = now_ns () - t0;
     t0 = now_ns ();
-    for (guint64 g = 0; g < granules; g++)
+    for (guint k = 0; k < handles; k++)
       {
-        cu (drv->cuMemUnmap (base + g * GRANULE, GRANULE), "cuMemUnmap");
-        cu (drv->cuMemRelease (h[g]), "cuMemRelease");
+        cu (drv->cuMemUnmap (ptr[k], len[k]), "cuMemUnmap");
+        cu (drv->cuMemRelease (h[k]), "cuMemRelease");
       }
     t_raw_release = now_ns () - t0;
-    cu (drv->cuMemAddressFree (base, granules * GRANULE), "cuMemAddressFree");
+    for (guint k = 0; k < handles; k++)
+      cu (drv->cuMemAddressFree (ptr[k], len[k]), "cuMemAddressFree");
+    g_free (ptr);
     g_free (h);
+    g_free (len);
   }
 
   /* 6. page-locked copy bandwidth, and 7. vLLM's method on the weights */
@@ -336,17 +401,16 @@ main (int argc, char **argv)
           ",\n \"given_back_bytes\": %" G_GUINT64_FORMAT ", \"given_back_share\": %.4f"
           ",\n \"sleep_ms\": %.3f, \"wake_ms\": %.3f, \"sleep_kv_discard_ms\": %.3f"
           ", \"wake_kv_discard_ms\": %.3f"
-          ",\n \"raw_granules\": %" G_GUINT64_FORMAT ", \"raw_release_ms\": %.3f"
+          ",\n \"raw_handles\": %u, \"raw_bytes\": %" G_GUINT64_FORMAT ", \"raw_release_ms\": %.3f"
           ", \"raw_create_ms\": %.3f, \"discard_vs_raw\": %.3f"
           ",\n \"pinned_d2h_gbps\": %.2f, \"pinned_h2d_gbps\": %.2f"
           ",\n \"vllm_sleep_ms\": %.3f, \"vllm_wake_ms\": %.3f"
           ",\n \"addresses_and_checksums_identical\": %s}\n",
           spec, bufs->len, sum_bytes, slept, weights_bytes, given,
           slept > 0 ? (double) given / (double) slept : 0.0, t_sleep / 1e6, t_wake / 1e6,
-          t_sleep_kv / 1e6, t_wake_kv / 1e6, granules, t_raw_release / 1e6, t_raw_create / 1e6,
-          (double) (t_sleep_kv + t_wake_kv) * (double) granules * GRANULE
-              / MAX (1.0, (double) (slept - weights_bytes))
-              / MAX (1.0, (double) (t_raw_release + t_raw_create)),
+          t_sleep_kv / 1e6, t_wake_kv / 1e6, handles, raw_bytes, t_raw_release / 1e6,
+          t_raw_create / 1e6,
+          (double) (t_sleep_kv + t_wake_kv) / MAX (1.0, (double) (t_raw_release + t_raw_create)),
           (256.0 * 1048576.0) / MAX (1.0, (double) t_copy_d2h),
           (256.0 * 1048576.0) / MAX (1.0, (double) t_copy_h2d), t_vllm_sleep / 1e6,
           t_vllm_wake / 1e6, same ? "true" : "false");
@@ -359,6 +423,7 @@ main (int argc, char **argv)
   g_ptr_array_unref (bufs);
   g_array_unref (sums);
   g_array_unref (addrs);
+  g_array_unref (unmapped);
   g_free (host);
   g_rand_free (rand);
   return same ? 0 : 2;
