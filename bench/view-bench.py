@@ -198,6 +198,9 @@ def main():
         out["open_s"] = round(b.open("file://" + page), 2)
         out["first_view_ms"] = float(b.eval(
             "document.getElementById('memres-view-status').dataset.firstViewMs"))
+        out["parsed_ms"] = float(b.eval(
+            "document.getElementById('memres-view-status').dataset.parsedMs || 'NaN'"))
+        out["first_view_cpu_ms"] = round(b.thread_ms(), 1)
         x = b.eval("document.getElementById('memres-view-status').dataset.plot")
         pl, _, pw, _ = map(int, x.split(","))
         mid = pl + pw // 2

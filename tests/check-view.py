@@ -272,6 +272,31 @@ with tempfile.TemporaryDirectory() as d:
     check(r.returncode == 0 and data2["inputs"] == [odd] and "</script><b>" not in text2,
           "an input named .../a</script><b>.json is written escaped")
 
+    # reserved bytes: the fixed log replayed through log>cache>log>host; the lower log's bytes
+    # are what the cache holds from host, drawn as reserved (--reserved)
+    used_log, res_log = os.path.join(d, "used.csv"), os.path.join(d, "reserved.csv")
+    r = run("replay", log, "log:path=%s>cache:chunk=1MiB>log:path=%s>host" % (used_log, res_log))
+    check(r.returncode == 0, "memres replay through two logs around a cache: " + r.stderr.strip())
+    res_page = os.path.join(d, "reserved.html")
+    r = run("view", used_log, "--reserved", res_log, "-o", res_page)
+    res_data = page_data(res_page)[0] if r.returncode == 0 else {"series": [], "inputs": []}
+    used_series, res_series = expected(used_log)[0], expected(res_log)[0]
+    check([(s["name"], s["what"], s["peak"], s["events"]) for s in res_data["series"]] ==
+          [("used.csv", "used", used_series[None][1], used_series[None][0]),
+           ("reserved.csv", "reserved", res_series[None][1], res_series[None][0])] and
+          res_data["inputs"] == [used_log, res_log] and
+          res_series[None][1] >= used_series[None][1],
+          "--reserved LOG: a series of what the cache reserved (peak %d re-summed from its log, "
+          "used %d): %s" % (res_series[None][1], used_series[None][1],
+                            [(s["name"], s["what"], s["peak"]) for s in res_data["series"]]))
+    r = run("view", "--reserved", snap, "-o", page)
+    check(r.returncode == 2 and "--reserved %s: a snapshot, not a log" % snap in r.stderr,
+          "--reserved refuses a snapshot: " + r.stderr.strip())
+    r = run("view", log, "--reserved", res_log, "-o", res_log)
+    check(r.returncode == 2 and "is --reserved LOG 1: refused" in r.stderr and
+          open(res_log).readline().startswith("Thread"),
+          "-o naming a --reserved LOG is refused: " + r.stderr.strip())
+
     # errors
     bad = os.path.join(d, "bad.json")
     open(bad, "w").write('{"memres_snapshot": 1, "layers": [}')
@@ -334,6 +359,12 @@ with tempfile.TemporaryDirectory() as d:
         # chromium logs every console message (errors, uncaught exceptions among them) as
         # INFO:CONSOLE; the page writes none
         check(not console, "the console shows no message (no error): %s" % console)
+
+        st_r = Dom(browse("file://" + res_page, profile, "dom", 10000)[0])
+        check([(a.get("data-what"), int(a["data-peak"])) for a in st_r.legend] ==
+              [("used", used_series[None][1]), ("reserved", res_series[None][1])] and
+              st_r.status.get("data-drawn") == "1" and "data-errors" not in st_r.status,
+              "the legend shows the used and the reserved series with their peaks")
 
         # the allocator shim's file (a snapshot per device): the page shows each device's
         shim = os.path.join(d, "shim.json")
