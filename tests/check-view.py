@@ -5,12 +5,15 @@
 # re-summed from the CSV, the largest allocations, the marks, the snapshot as given) and the
 # command's errors. In a real browser (Debian's chromium, headless; those cases skip without
 # it, or with MEMRES_CHROMIUM=none): the DOM after the page's script ran (the numbers shown match
-# the log's and the snapshot's, the segments and blocks drawn, no error), a screenshot of the
+# the log's and the snapshot's, the segments and blocks drawn, no error; the first view's columns
+# of pixels hold the log's least and most bytes in each: exactly where the page draws the steps,
+# within the buckets' width where it draws its pyramid of buckets), a screenshot of the
 # fixed page checked in chosen regions with a tolerance (the out-of-memory marker's column, the
 # used series' colour in the plot, the used blocks' colour in the segment map), the console
 # free of errors, and a large log (MEMRES_VIEW_EVENTS events, default 1,000,000; the issue's
 # scale is 10,000,000) drawn, its page's size and first-view and zoom times printed.
 # TAP output. Usage: check-view.py MEMRES
+import bisect
 import html
 import html.parser
 import json
@@ -100,6 +103,58 @@ def expected(path):
     if list(series) == [None, ""]:  # no line names a tag
         del series[""]
     return series, max(sizes), marks
+
+
+def layer_steps(path):
+    """The layer's bytes after each allocate and free of a log in time order: times (us since
+    its first line) and values."""
+    T, V, live, t0, used = [], [], {}, None, 0
+    with open(path) as f:
+        f.readline()
+        for line in f:
+            fields = line.rstrip("\n").split(",")
+            tm, action, pointer, size = fields[1:5]
+            h, m, s = tm.split(":")
+            us = (int(h) * 3600 + int(m) * 60) * 10**6 + round(float(s) * 10**6)
+            t0 = us if t0 is None else t0
+            if action == "allocate":
+                live[pointer] = int(size)
+                used += int(size)
+            elif action == "free" and pointer in live:
+                used -= live.pop(pointer)
+            else:
+                continue
+            T.append(us - t0)
+            V.append(used)
+    return T, V
+
+
+def columns_wrong(cols, T, V, W, a, b, exact):
+    """The columns of the first view whose least and most bytes are not the series': exact,
+    those of the steps in each column (with the value carried in, as the page computes them);
+    else bounded by the true least and most in the column (buckets only widen them) and by
+    those within two columns around it (a bucket is at most a column wide)."""
+    lo, hi = cols
+    px, wrong = (b - a) / W, []
+    i = bisect.bisect_left(T, a + 1) - 1
+    cur = V[i] if i >= 0 else 0
+    for x in range(W):
+        s, e = a + x * px, a + (x + 1) * px
+        j = bisect.bisect_left(T, e)
+        col = [cur] + V[i + 1:j]
+        if j - 1 > i:
+            cur, i = V[j - 1], j - 1
+        if exact:
+            ok = lo[x] == min(col) and hi[x] == max(col)
+        else:
+            k0 = bisect.bisect_right(T, s - 2 * px) - 1
+            k1 = bisect.bisect_left(T, e + 2 * px)
+            wide = ([V[k0]] if k0 >= 0 else [0]) + V[max(k0 + 1, 0):k1]
+            ok = lo[x] is not None and min(wide) <= lo[x] <= min(col) and \
+                max(col) <= hi[x] <= max(wide)
+        if not ok:
+            wrong.append((x, lo[x], hi[x], min(col), max(col)))
+    return wrong
 
 
 def page_data(path):
@@ -272,6 +327,31 @@ with tempfile.TemporaryDirectory() as d:
     check(r.returncode == 0 and data2["inputs"] == [odd] and "</script><b>" not in text2,
           "an input named .../a</script><b>.json is written escaped")
 
+    # reserved bytes: the fixed log replayed through log>cache>log>host; the lower log's bytes
+    # are what the cache holds from host, drawn as reserved (--reserved)
+    used_log, res_log = os.path.join(d, "used.csv"), os.path.join(d, "reserved.csv")
+    r = run("replay", log, "log:path=%s>cache:chunk=1MiB>log:path=%s>host" % (used_log, res_log))
+    check(r.returncode == 0, "memres replay through two logs around a cache: " + r.stderr.strip())
+    res_page = os.path.join(d, "reserved.html")
+    r = run("view", used_log, "--reserved", res_log, "-o", res_page)
+    res_data = page_data(res_page)[0] if r.returncode == 0 else {"series": [], "inputs": []}
+    used_series, res_series = expected(used_log)[0], expected(res_log)[0]
+    check([(s["name"], s["what"], s["peak"], s["events"]) for s in res_data["series"]] ==
+          [("used.csv", "used", used_series[None][1], used_series[None][0]),
+           ("reserved.csv", "reserved", res_series[None][1], res_series[None][0])] and
+          res_data["inputs"] == [used_log, res_log] and
+          res_series[None][1] >= used_series[None][1],
+          "--reserved LOG: a series of what the cache reserved (peak %d re-summed from its log, "
+          "used %d): %s" % (res_series[None][1], used_series[None][1],
+                            [(s["name"], s["what"], s["peak"]) for s in res_data["series"]]))
+    r = run("view", "--reserved", snap, "-o", page)
+    check(r.returncode == 2 and "--reserved %s: a snapshot, not a log" % snap in r.stderr,
+          "--reserved refuses a snapshot: " + r.stderr.strip())
+    r = run("view", log, "--reserved", res_log, "-o", res_log)
+    check(r.returncode == 2 and "is --reserved LOG 1: refused" in r.stderr and
+          open(res_log).readline().startswith("Thread"),
+          "-o naming a --reserved LOG is refused: " + r.stderr.strip())
+
     # errors
     bad = os.path.join(d, "bad.json")
     open(bad, "w").write('{"memres_snapshot": 1, "layers": [}')
@@ -334,6 +414,21 @@ with tempfile.TemporaryDirectory() as d:
         # chromium logs every console message (errors, uncaught exceptions among them) as
         # INFO:CONSOLE; the page writes none
         check(not console, "the console shows no message (no error): %s" % console)
+
+        st_r = Dom(browse("file://" + res_page, profile, "dom", 10000)[0])
+        check([(a.get("data-what"), int(a["data-peak"])) for a in st_r.legend] ==
+              [("used", used_series[None][1]), ("reserved", res_series[None][1])] and
+              st_r.status.get("data-drawn") == "1" and "data-errors" not in st_r.status,
+              "the legend shows the used and the reserved series with their peaks")
+
+        # the columns drawn: every step's least and most bytes in its column of pixels
+        st_c = Dom(browse("file://" + page + "#columns", profile, "dom", 10000)[0]).status
+        cols = json.loads(st_c.get("data-columns", "[null]"))[0]
+        W = int(st_c.get("data-plot", "0,0,0,0").split(",")[2])
+        T, V = layer_steps(log)
+        wrong = columns_wrong(cols, T, V, W, 0, max(data["span"][1], 1), True) if cols else ["none"]
+        check(not wrong, "the first view's columns are the log's least and most bytes in each, "
+              "exactly (%d columns; wrong: %s)" % (W, wrong[:3]))
 
         # the allocator shim's file (a snapshot per device): the page shows each device's
         shim = os.path.join(d, "shim.json")
@@ -413,6 +508,15 @@ with tempfile.TemporaryDirectory() as d:
                   big_series[None][0], size, took, big_series[None][1]))
         dom_text, console = browse("file://" + bigpage + "#zoom", profile, "dom", 60000)
         st = Dom(dom_text).status
+        st_c = Dom(browse("file://" + bigpage + "#columns", profile, "dom", 60000)[0]).status
+        cols = json.loads(st_c.get("data-columns", "[null]"))[0]
+        T, V = layer_steps(big)
+        W = int(st_c.get("data-plot", "0,0,0,0").split(",")[2])
+        wrong = columns_wrong(cols, T, V, W, 0, max(data3["span"][1], 1), False) if cols \
+            else ["none"]
+        check(not wrong, "the large page's columns, drawn from buckets, hold the log's least and "
+              "most bytes of each column and no value from further than two columns away "
+              "(wrong: %s)" % wrong[:3])
         check(st.get("data-drawn") == "1" and "data-errors" not in st and "data-zoom-ms" in st,
               "the large page drew its timeline and zoomed: first view at %s ms, slowest zoom "
               "%s ms (the issue's targets: 3 s and 100 ms, measured, not asserted here)" % (

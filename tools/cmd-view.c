@@ -1,13 +1,16 @@
-/* cmd-view.c: `memres view INPUT... [-o FILE]`: one self-contained HTML page (no network, no
- * library: tools/view-page.html, embedded at build time) from CSV logs of `log` layers (one per
- * layer, walked by log-walk.c) and snapshots (docs/snapshot.md, put in the page as they are once
- * json-check.c found them to be JSON). What the page gets, as one JSON value in place of its
- * marker (every '<' written \u003c, so that no text of an input ends the script element):
- *   inputs    the INPUT paths, in order (a log's layer and a mark's log are indexes into it);
+/* cmd-view.c: `memres view INPUT... [--reserved LOG]... [-o FILE]`: one self-contained HTML page
+ * (no network, no library: tools/view-page.html, embedded at build time) from CSV logs of `log`
+ * layers (one per layer, walked by log-walk.c) and snapshots (docs/snapshot.md, put in the page as
+ * they are once json-check.c found them to be JSON). What the page gets, as one JSON value in place
+ * of its marker (every '<' written \u003c, so that no text of an input ends the script element):
+ *   inputs    the INPUT paths, in order, then the --reserved LOGs (a log's layer and a mark's
+ *             log are indexes into it);
  *   clock0    the Time of the first line of all the logs (time 0), span [0, last] in us;
  *   series    per log its used bytes, and per tag of the log's Tag column the bytes of that tag
  *             ("" the untagged; none when no line names a tag): name, layer, tag (null for the
- *             whole layer), events, peak, final; the timeline
+ *             whole layer), what ("used"; "reserved" for a --reserved LOG: a log layer under a
+ *             layer that keeps memory, `cache>log`, logs what that layer holds from below, its
+ *             reserved bytes), events, peak, final; the timeline
  *             at three resolutions (levels: 1024, 8192 and 65536 buckets of w us over the
  *             span, the least and most bytes live in each) or, up to 100,000 events, every
  *             step exactly (steps: t, v; levels empty);
@@ -25,13 +28,13 @@
 
 #include "view-page.h"
 
-#define PAGE_MARKER "/*MEMRES-VIEW-DATA*/"
+#define PAGE_MARKER  "/*MEMRES-VIEW-DATA*/"
 #define FINE_BUCKETS 65536
-#define LEVEL_STEP 8 /* 1024, 8192, 65536 */
-#define N_LEVELS 3
-#define MAX_STEPS 100000
-#define MAX_TOP 2000
-#define MAX_MARKS 100000
+#define LEVEL_STEP   8 /* 1024, 8192, 65536 */
+#define N_LEVELS     3
+#define MAX_STEPS    100000
+#define MAX_TOP      2000
+#define MAX_MARKS    100000
 
 typedef struct
 {
@@ -68,6 +71,7 @@ typedef struct
   char *path, *text;
   gsize length;
   gboolean snapshot;
+  gboolean reserved; /* given as --reserved LOG */
 } Input;
 
 typedef struct
@@ -252,7 +256,8 @@ on_event (const MemresLogEvent *e, gpointer user_data, GError **error)
     top_offer (v, e);
   else
     {
-      TopAlloc *a = g_hash_table_lookup (v->in_heap, GSIZE_TO_POINTER (top_key (v->layer, e->alloc_line)));
+      TopAlloc *a
+          = g_hash_table_lookup (v->in_heap, GSIZE_TO_POINTER (top_key (v->layer, e->alloc_line)));
 
       if (a != NULL)
         a->t_free = e->ts;
@@ -320,10 +325,11 @@ write_series (GString *out, const Series *s, const Input *inputs, gint64 t0, gin
     memres_json_append_string (out, s->tag);
   else
     g_string_append (out, "null");
-  g_string_append_printf (out,
-                          ",\"events\":%u,\"peak\":%" G_GUINT64_FORMAT ",\"final\":%" G_GUINT64_FORMAT,
-                          s->points->len, s->peak,
-                          s->points->len ? g_array_index (s->points, Point, s->points->len - 1).v : 0);
+  g_string_append_printf (out, ",\"what\":\"%s\"", inputs[s->layer].reserved ? "reserved" : "used");
+  g_string_append_printf (
+      out, ",\"events\":%u,\"peak\":%" G_GUINT64_FORMAT ",\"final\":%" G_GUINT64_FORMAT,
+      s->points->len, s->peak,
+      s->points->len ? g_array_index (s->points, Point, s->points->len - 1).v : 0);
   g_string_append (out, ",\"steps\":");
   if (s->points->len <= MAX_STEPS)
     {
@@ -444,9 +450,9 @@ write_data (View *v, Input *inputs, guint n_inputs)
     {
       const TopAlloc *a = v->heap->pdata[i];
 
-      g_string_append_printf (out, "%s\n[%u,%" G_GUINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",",
-                              i ? "," : "", a->layer, a->size, a->t_alloc - t0,
-                              a->t_free < 0 ? -1 : a->t_free - t0);
+      g_string_append_printf (
+          out, "%s\n[%u,%" G_GUINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",",
+          i ? "," : "", a->layer, a->size, a->t_alloc - t0, a->t_free < 0 ? -1 : a->t_free - t0);
       memres_json_append_string (out, a->pointer);
       g_string_append_c (out, ',');
       memres_json_append_string (out, a->stream);
@@ -534,6 +540,16 @@ read_input (View *v, Input *in, guint layer, GError **error)
     ;
   if (p < in->text + in->length && *p == '{')
     {
+      if (in->reserved)
+        {
+          g_autofree char *shown = memres_tool_show_input (in->path);
+
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "--reserved %s: a snapshot, not a log (a snapshot has its layers' "
+                       "reserved bytes already: give it as an INPUT)",
+                       shown);
+          return FALSE;
+        }
       in->snapshot = TRUE;
       return check_snapshot (in, error);
     }
@@ -576,10 +592,15 @@ int
 memres_tool_view (int argc, char **argv)
 {
   g_autofree char *output = NULL;
+  g_auto (GStrv) reserved = NULL;
   gboolean json_output = FALSE;
   GOptionEntry entries[] = {
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
       "Write the page to FILE (default: the standard output)", "FILE" },
+    { "reserved", 'r', 0, G_OPTION_ARG_FILENAME_ARRAY, &reserved,
+      "A log layer's LOG under a layer that keeps memory (cache>log:path=LOG>dmr): its bytes "
+      "drawn as that layer's reserved bytes (repeatable)",
+      "LOG" },
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json_output, "Print errors as JSON", NULL },
     { NULL },
   };
@@ -588,23 +609,25 @@ memres_tool_view (int argc, char **argv)
   g_autofree Input *inputs = NULL;
   g_autofree char *page = NULL;
   View v = { 0 };
-  guint n;
+  guint n, n_reserved;
   int status = 0;
 
   context = g_option_context_new ("LOG|SNAPSHOT... - a page to look at memory");
   g_option_context_set_summary (
       context, "Writes one self-contained HTML page (no network) from CSV logs of log layers "
                "(one LOG per layer) and snapshots (memres snapshot, MEMRES_OOM_SNAPSHOT): a "
-               "timeline of the used bytes per layer and per tag (zoom, pan, hover), the "
+               "timeline of the used bytes per layer and per tag, and the reserved bytes of a "
+               "layer whose upstream is logged (--reserved) (zoom, pan, hover), the "
                "largest allocations and those live at a chosen moment, the out-of-memory "
                "events and reports, each snapshot's segment map (blocks, holes, the largest "
                "free block).");
   g_option_context_add_main_entries (context, entries, NULL);
   if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("view", error->message);
-  if (argc < 2)
+  n_reserved = reserved != NULL ? g_strv_length (reserved) : 0;
+  if (argc < 2 && n_reserved == 0)
     return memres_tool_usage_error ("view", "expected LOG or SNAPSHOT...");
-  n = (guint) argc - 1;
+  n = (guint) argc - 1 + n_reserved;
   inputs = g_new0 (Input, n);
   v.series = g_ptr_array_new_with_free_func (series_free);
   v.by_tag = g_hash_table_new (g_str_hash, g_str_equal);
@@ -613,9 +636,11 @@ memres_tool_view (int argc, char **argv)
   v.marks = g_array_new (FALSE, FALSE, sizeof (Mark));
   for (guint i = 0; i < n && status == 0; i++)
     {
-      inputs[i].path = argv[i + 1];
-      if (memres_tool_output_is_input (output, argv[i + 1], "INPUT", i + 1, "page", "input",
-                                       &error)
+      inputs[i].reserved = i >= (guint) argc - 1;
+      inputs[i].path = inputs[i].reserved ? reserved[i - (argc - 1)] : argv[i + 1];
+      if (memres_tool_output_is_input (
+              output, inputs[i].path, inputs[i].reserved ? "--reserved LOG" : "INPUT",
+              inputs[i].reserved ? i + 2 - (guint) argc : i + 1, "page", "input", &error)
           || !read_input (&v, &inputs[i], i, &error))
         status = memres_tool_fail (error);
     }
