@@ -17,7 +17,7 @@ import shutil
 import socket
 import sys
 
-KINDS = ("dmr", "pinned", "vmm", "ipc", "graph", "managed", "cache", "cache_host")
+KINDS = ("dmr", "pinned", "vmm", "ipc", "graph", "managed", "cache", "cache_host", "arena")
 GIB = 1 << 30
 TARGET_RATIO = 1.10  # memres time / raw time, at most
 TARGET_COPY = 0.97  # memres throughput / raw throughput, at least
@@ -42,12 +42,21 @@ CACHE_RANDOM_RATIO = 0.1
 CACHE_PEAK_RATIO = 1.3
 CACHE_TORCH_SPEEDUP = 10.0
 CACHE_THREAD_SCALING = 10.0
+# the arena kind (issue 38, target 5): its pair / the raw pool pair (dmr's step, same run) at
+# every size its classes serve (up to max_block, 64 KiB), at most; 16-thread aggregate / 1-thread,
+# at least; random workload's peak reserved / peak used, at most
+ARENA_PAIR_RATIO = 1 / 14.0
+ARENA_MAX_BLOCK = 64 << 10
+ARENA_THREAD_SCALING = 10.0
+ARENA_PEAK_RATIO = 1.05
 # memres_lookup() time / cuPointerGetAttribute time, at most (issue 37: 25 times faster)
 LOOKUP_RATIO = 1 / 25.0
 # per kind and section: the ratio a row must stay under (None: no target)
 SECTION_TARGETS = {("cache", "pairs"): CACHE_PAIR_RATIO, ("cache", "random"): CACHE_RANDOM_RATIO,
                    ("cache", "thread_pairs"): None, ("cache", "alternating"): None,
                    ("cache_host", "pairs"): None, ("cache_host", "core"): None,
+                   ("arena", "pairs"): None, ("arena", "random"): None,
+                   ("arena", "thread_pairs"): None,
                    ("vmm", "lookup"): LOOKUP_RATIO}
 
 
@@ -267,6 +276,7 @@ def target_rows(docs, peers):
     ratio_target("graph capture pairs ≤ %.2f× raw, every size" % TARGET_RATIO, docs.get("graph"),
                  "graph_capture")
     out += cache_targets(docs)
+    out += arena_targets(docs)
     if peers:
         rows = [(r["label"], r["results"]) for r in peers["pairs"]]
         rows.append(("random", peers["random"]["results"]))
@@ -376,6 +386,50 @@ def cache_targets(docs):
                         "%.3f× (%.0f MiB / %.0f MiB)" % (peak, r["peak_reserved"] / 2 ** 20,
                                                         r["peak_requested"] / 2 ** 20),
                         verdict(peak <= CACHE_PEAK_RATIO)))
+    return out
+
+
+def arena_targets(docs):
+    """The arena kind's micro targets (issue 38, target 5). Its own pair rows compare it with a
+    raw VMM pair (what the driver says its memory is); the target is against the raw pool pair,
+    which is dmr's step's raw variant at the same size, in the same run."""
+    out = []
+    arena = docs.get("arena")
+    raw = {r["size"]: r["variants"]["raw"]["median"]
+           for r in ok_rows(section(docs.get("dmr"), "pairs")) if "raw" in r["variants"]}
+    rows = [r for r in ok_rows(section(arena, "pairs"))
+            if 0 < r["size"] <= ARENA_MAX_BLOCK and r["size"] in raw]
+    what = "arena pair ≥ 14× faster than the raw pool pair, every size up to 64 KiB"
+    if rows:
+        ratios = {r["label"]: r["variants"]["memres"]["median"] / raw[r["size"]] for r in rows}
+        worst = max(ratios, key=ratios.get)
+        out.append((what, "worst %.1f× faster (%s: %s ns against %s)" % (
+            1 / ratios[worst], worst,
+            fmt(next(r for r in rows if r["label"] == worst)["variants"]["memres"]["median"]),
+            fmt(raw[next(r for r in rows if r["label"] == worst)["size"]])),
+            verdict(ratios[worst] <= ARENA_PAIR_RATIO)))
+    else:
+        out.append((what, "not run", "–"))
+    threads = {r["threads"]: 1e3 / r["variants"]["memres"]["median"]
+               for r in ok_rows(section(arena, "thread_pairs"))}
+    if 1 in threads and 16 in threads:
+        scale = threads[16] / threads[1]
+        out.append(("arena 16 threads ≥ %.0f× the 1-thread aggregate pairs/s"
+                    % ARENA_THREAD_SCALING, "%.1f× (%.3g → %.3g M pairs/s)" % (
+                        scale, threads[1], threads[16]), verdict(scale >= ARENA_THREAD_SCALING)))
+    else:
+        out.append(("arena 16 threads ≥ %.0f× 1 thread" % ARENA_THREAD_SCALING, "not run", "–"))
+    rows = ok_rows(section(arena, "random"))
+    if rows and rows[0].get("peak_requested"):
+        r = rows[0]
+        peak = r["peak_reserved"] / r["peak_requested"]
+        out.append(("arena random: peak reserved ≤ %.2f× peak used" % ARENA_PEAK_RATIO,
+                    "%.3f× (%.0f MiB / %.0f MiB)" % (peak, r["peak_reserved"] / 2 ** 20,
+                                                    r["peak_requested"] / 2 ** 20),
+                    verdict(peak <= ARENA_PEAK_RATIO)))
+    else:
+        out.append(("arena random: peak reserved ≤ %.2f× peak used" % ARENA_PEAK_RATIO,
+                    "not run", "–"))
     return out
 
 

@@ -7,14 +7,14 @@
 # ipc (pairs, import of the pool and of buffers), graph (allocate+free pairs inside a stream
 # capture), managed (pairs on the current managed pool) and the cache adaptor (cache>dmr: pairs,
 # random, pairs on 1-16 threads, alternating streams; cache>host: pairs, the core's own cost,
-# against host) where those kinds are built, then bench/torch-bench.sh (PyTorch's C++ caching
-# allocator against cache>dmr; skipped without torch), bench/peers.py (cuda.core, PyTorch, CuPy,
-# memres through ctypes), then bench/report.py.
+# against host) and the arena (pairs, random, pairs on 1-16 threads) where those kinds are built,
+# then bench/torch-bench.sh (PyTorch's C++ caching allocator against cache>dmr; skipped without
+# torch), bench/peers.py (cuda.core, PyTorch, CuPy, memres through ctypes), then bench/report.py.
 # Leaves in OUT_DIR: RESULTS.md, latency.png (when matplotlib is there), bench-raw.json (every
 # result) and bench.log (progress, errors); without --quick also writes bench/RESULTS.md and
 # bench/latency.png in the source tree. A step that fails or runs past its time limit is
 # recorded and the rest goes on. Prints RESULTS.md at the end, then its targets table once more.
-# About 4 minutes on an H200; each step is capped, and all steps together stop within 7 minutes
+# About 4 minutes on an H200; each step is capped, and all steps together stop within 8 minutes
 # (STEPS_BUDGET_S, below): a step that would run past it gets a shorter time limit, or is not
 # started.
 # --quick runs everything small (the fake-driver smoke test uses it; timings mean nothing).
@@ -63,7 +63,7 @@ has_kind() {
 }
 
 # Seconds for all steps together, a hard kill included; the report takes about a second more.
-STEPS_BUDGET_S=400
+STEPS_BUDGET_S=440
 GRACE_S=15 # between a step's --time-limit (rows that would start later are skipped) and its kill
 KILL_S=5   # between SIGTERM and SIGKILL
 
@@ -126,6 +126,12 @@ if has_kind cache; then
   rc=$?
   printf '%s\t%s\t%s\t%s\n' torch "$rc" "$(($(date +%s) - started))" \
     "bench/torch-bench.sh $quick BUILD" >>"$work/steps.tsv"
+fi
+# the arena (issue 38, target 5): pairs at the sizes its classes serve and above, the random
+# workload's peak reserved against its peak used, pairs on 1-16 threads
+if has_kind arena; then
+  step arena 40 "$bench" $quick --json --spec arena --pairs --sizes 256,4KiB,64KiB,1MiB,16MiB \
+    --random --thread-pairs
 fi
 if command -v "$python" >/dev/null; then
   step peers 80 "$python" "$src/bench/peers.py" $quick --json --libmemres "$lib" \

@@ -6,6 +6,9 @@ libmemres-allocator, in paired, interleaved rounds.
   bench/workloads.py train [--rounds 3] [--steps 60] [--seed 38] [--spec SPEC ...] [--json F]
   bench/workloads.py infer [--rounds 3] [--batches 8] [--seed 383] [--spec SPEC ...] [--json F]
   bench/workloads.py train|infer --trace OUT.csv   (record a `log` trace, one process)
+  bench/workloads.py train --steps 4 --trace bench/traces/transformer.csv
+             (the committed trace of workload 1: 4 steps keep it small; its replay test,
+             /arena/replay/target, runs over every trace in bench/traces)
 
 Workloads (fixed seeds, each workload its own: train 38, infer 383; the same draws for every
 configuration):
@@ -32,6 +35,11 @@ Per configuration and round:
              first allocation;
   requested  the peak of live tensor bytes: torch.cuda.max_memory_allocated() for torch's
              allocators, the stats layer's used_high for memres;
+  reserved   the allocator's own peak of reserved bytes: torch.cuda.max_memory_reserved() for
+             torch's allocators, the reserved_high of the layer under the stats layer for
+             memres (for `arena` its peak of physical memory mapped); held less reserved is
+             what the process holds outside the allocator (context growth, kernels loaded
+             lazily on first use, library handles), which no allocator controls;
   time       the median step time (train, after 3 warm-up steps) or tokens per second (infer).
 The rounds run the configurations in turn (round-robin), so that each round pairs them under
 the same machine state; a configuration's time ratio to torch-expandable is the median over
@@ -194,10 +202,17 @@ def worker(config, args):
     torch.cuda.synchronize()
     sampler.sample()
     if alloc is not None:
-        requested = memres.stats(alloc.resource(0))["used_high"]
+        import ctypes
+        top = alloc.resource(0)
+        requested = memres.stats(top)["used_high"]
+        memres.lib.memres_resource_get_upstream.restype = ctypes.c_void_p
+        memres.lib.memres_resource_get_upstream.argtypes = [ctypes.c_void_p]
+        below = memres.lib.memres_resource_get_upstream(top)
+        reserved = memres.stats(below)["reserved_high"] if below else None
     else:
         requested = torch.cuda.max_memory_allocated()
-    out.update(config=config, held=sampler.peak, requested=requested)
+        reserved = torch.cuda.max_memory_reserved()
+    out.update(config=config, held=sampler.peak, requested=requested, reserved=reserved)
     print(json.dumps(out), flush=True)
     return 0
 
@@ -258,16 +273,19 @@ def main():
     timing = "step_s" if args.workload == "train" else "tokens_per_s"
     ref = results["torch-expandable"]
     print(f"| {args.workload} | held GiB | requested GiB | held / requested | "
+          f"allocator reserved / requested | "
           f"{timing} (median) | time vs torch-expandable: median [low, high] |")
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     summary = {}
     for c in configs:
         runs = [x for x in results[c] if x is not None]
         if not runs:
-            print(f"| {c} | failed | | | | |")
+            print(f"| {c} | failed | | | | | |")
             continue
         held = max(x["held"] for x in runs)
         req = max(x["requested"] for x in runs)
+        rsv = [x["reserved"] for x in runs if x.get("reserved")]
+        rsv_ratio = f"{max(rsv) / req:.3f}" if rsv else "-"
         t = statistics.median(x[timing] for x in runs)
         # time ratio per round: step time over torch-expandable's (train), or its tokens per
         # second over ours (infer): above 1 is slower in both
@@ -279,8 +297,9 @@ def main():
         rt = (f"{statistics.median(ratios):.3f} [{min(ratios):.3f}, {max(ratios):.3f}]"
               if ratios else "-")
         print(f"| {c} | {held / 2**30:.2f} | {req / 2**30:.2f} | {held / req:.3f} | "
-              f"{t:.4g} | {rt} |")
-        summary[c] = {"held": held, "requested": req, timing: t, "time_ratios": ratios,
+              f"{rsv_ratio} | {t:.4g} | {rt} |")
+        summary[c] = {"held": held, "requested": req, "reserved": max(rsv) if rsv else None,
+                      timing: t, "time_ratios": ratios,
                       "rounds": results[c]}
     if args.json:
         with open(args.json, "w") as f:

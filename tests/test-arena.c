@@ -886,11 +886,16 @@ json_uint (const char *json, const char *key)
  * token each of 6 layers' key and value caches is allocated one token larger (256 dimensions of
  * 2 bytes per request and token) before the old one is freed, as torch.cat does, beside the
  * step's activations and logits; all of it freed at the batch's end. Many distinct, slowly
- * growing sizes on one stream that the host runs ahead of. Target 3 asks for a physical peak
- * within 1.03 times the peak used; the arena does NOT meet it on this shape: 1.233 (each new
- * cache, a little larger than the one freed beside it, rarely fits the holes the frees leave,
- * and those holes keep their granules while the stream runs behind). Held here to that figure,
- * so that it can only improve. */
+ * growing sizes on one stream that the host runs ahead of, never catching up inside a batch.
+ * Target 3 asks for a physical peak within 1.03 times the peak used; on this shape the arena
+ * holds 1.106 (1.233 before slabs were placed from the top of a range down: a slab between two
+ * caches kept their frees from coalescing). The rest is the shape's own: a cache grown by a
+ * token never fits the hole its predecessor left (a token smaller) unless the slack beside
+ * that hole holds the difference, and the round of twelve caches ends where the next begins
+ * only after a hole of about one cache; while the device has not run past the frees, no
+ * granule of those holes can move. bench/workloads.py infer's whole sequence (the weights, the
+ * prefill, the logits) with the device a few tokens behind is tests/test-arena-infer.c: 1.015.
+ * Held here to 1.106, so that it can only improve. */
 static void
 test_kv_growth (void)
 {
@@ -944,7 +949,7 @@ test_kv_growth (void)
                   st.reserved_high, st.used_high, (double) st.reserved_high / st.used_high,
                   counter (mr, "granules_created"), counter (mr, "granules_remapped"),
                   counter (mr, "run_takes"));
-  g_assert_cmpuint (st.reserved_high, <=, st.used_high * 1234 / 1000);
+  g_assert_cmpuint (st.reserved_high, <=, st.used_high * 1106 / 1000);
   g_clear_pointer (&mr, memres_resource_unref);
   stream_free (s);
   hazard_end ();

@@ -5,10 +5,10 @@
  * and served as the `cache` adaptor serves them, from the parts of plugins/common/cache/: the
  * calling thread's front (front_try_allocate(), inline, no lock), else the shared bins (for another
  * stream after a wait on the block's event), else a new slab: an extent of the address range
- * (arena_extent_new()) carved into blocks of the class, chunk bytes for the classes up to
- * chunk/16, one block for the larger ones. A close puts the block into the front, or the shared
- * bins with an event recorded on its stream. Slabs go back to the range when all their blocks
- * are idle, at trim and at the out-of-memory flush.
+ * (arena_extent_new(), from the top of a settled range down) carved into blocks of the class, chunk
+ * bytes for the classes up to chunk/16, one block for the larger ones. A close puts the block into
+ * the front, or the shared bins with an event recorded on its stream. Slabs go back to the range
+ * when all their blocks are idle, at trim and at the out-of-memory flush.
  *
  * Large requests are rounded up to ARENA_ALIGN bytes and placed best-fit in the range
  * (arena-heap.c); a close makes the extent a free range tagged with the closing stream, reusable
@@ -61,12 +61,14 @@ arena_flush (Arena *self, GError **error)
   return arena_heap_settle (self, TRUE, error);
 }
 
-/* arena_extent_new() with the out-of-memory flush and one more try. When backing the extent
- * would create memory while granules are idle, those are unmapped first (arena_unmap_idle(),
- * which drops the lock to tell their segments' subscribers) and the placement made again; after
- * a few rounds lost to other threads, it creates. Spares left over are released. Lock held. */
+/* arena_extent_new() (for a slab with @slab) with the out-of-memory flush and one more try. When
+ * backing the extent would create memory while granules are idle, those are unmapped first
+ * (arena_unmap_idle(), which drops the lock to tell their segments' subscribers) and the placement
+ * made again; after a few rounds lost to other threads, it creates. Spares left over are released.
+ * Lock held. */
 static gboolean
-extent_new_or_flush (Arena *self, guint64 size, MemresStream tag, guint64 *addr, GError **error)
+extent_new_or_flush (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint64 *addr,
+                     GError **error)
 {
   gboolean flushed = FALSE, ok = FALSE;
 
@@ -77,7 +79,7 @@ extent_new_or_flush (Arena *self, guint64 size, MemresStream tag, guint64 *addr,
 
       self->want_unmap = 0;
       self->no_unmap = round >= 4;
-      if (arena_extent_new (self, size, tag, addr, &local))
+      if (arena_extent_new (self, size, slab, tag, addr, &local))
         {
           ok = TRUE;
           break;
@@ -124,7 +126,7 @@ slab_new (Arena *self, guint cls, MemresStream stream, GError **error)
   Chunk *chunk;
   guint64 addr;
 
-  if (!extent_new_or_flush (self, bytes, stream, &addr, error))
+  if (!extent_new_or_flush (self, bytes, TRUE, stream, &addr, error))
     return NULL;
   /* without an event (the record failed) the other blocks serve their own stream only */
   if (n > 1 && stream != MEMRES_STREAM_LEGACY)
@@ -194,8 +196,8 @@ allocate_large (Arena *self, gsize size, MemresStream stream, MemresAllocation *
   gboolean ok;
 
   g_mutex_lock (&self->parts.lock);
-  ok = extent_new_or_flush (self, rounded, cache_normalize_stream (&self->parts, stream), &addr,
-                            error);
+  ok = extent_new_or_flush (self, rounded, FALSE, cache_normalize_stream (&self->parts, stream),
+                            &addr, error);
   if (ok)
     {
       self->large_used += rounded;

@@ -234,8 +234,8 @@ Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
 gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
-gboolean arena_extent_new (Arena *self, guint64 size, MemresStream tag, guint64 *addr,
-                           GError **error);
+gboolean arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag,
+                           guint64 *addr, GError **error);
 guint64 arena_heap_largest_servable (Arena *self);
 gboolean arena_heap_take_congruent (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
                                     guint64 *at);
