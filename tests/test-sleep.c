@@ -829,6 +829,8 @@ test_arena_shared_granule (void)
   g_autoptr (MemresSleepPolicy) policy = NULL;
   MemresResource *mr;
   MemresBuffer *a, *others[8];
+  guint64 last_granule;
+  guint in_last = 0;
   FakeCudaCounts base;
 
   if (!require_device ())
@@ -838,13 +840,20 @@ test_arena_shared_granule (void)
   policy = policy_new (MEMRES_SLEEP_BACKUP);
   a = alloc_tagged (mr, "sl-ash", 3 * MiB); /* a granule and a half */
   mt_write_pattern (a, 0, 3 * MiB, 81, NULL);
+  last_granule = (memres_buffer_get_address (a) + 3 * MiB - 1) & ~(guint64) (2 * MiB - 1);
   sleep_ok (mr, "sl-ash", policy);
   /* enough of the other tag's buffers that some land in the free half granule */
   for (int i = 0; i < 8; i++)
     {
+      guint64 at;
+
       others[i] = alloc_tagged (mr, "sl-ash-other", 256 * 1024);
       mt_write_pattern (others[i], 0, 256 * 1024, 90 + i, NULL);
+      at = memres_buffer_get_address (others[i]);
+      in_last += at >= last_granule && at < last_granule + 2 * MiB;
     }
+  if (mt_driver_is_fake ()) /* the fake's granules are 2 MiB */
+    g_assert_cmpuint (in_last, >, 0);
   wake_ok (mr, "sl-ash");
   mt_check_pattern (a, 0, 3 * MiB, 81, NULL);
   for (int i = 0; i < 8; i++)
