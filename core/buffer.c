@@ -362,9 +362,11 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
       guint64 address = buf->alloc.address;
       MemresSleepEntry *sleeping = NULL;
 
-      /* out of its tag's buffers first, a sleep of the tag in progress waited for (sleep.h) */
-      if (tagged && G_UNLIKELY (mr->sleep != NULL))
-        sleeping = _memres_sleep_untrack_begin (mr, buf);
+      /* out of its tag's buffers first, a sleep of the tag in progress waited for (sleep.h);
+       * refused inside that sleep on its own thread (nothing released) */
+      if (tagged && G_UNLIKELY (mr->sleep != NULL)
+          && !_memres_sleep_untrack_begin (mr, buf, &sleeping, error))
+        return FALSE;
       if (tagged) /* the counted layers uncount its tag (tags.h) */
         {
           _memres_tag_thread.call_record = &buf->alloc;
@@ -589,7 +591,9 @@ memres_buffer_close (MemresBuffer *buf, MemresStream stream, GError **error)
  * stream-ordered (cuStreamSynchronize(), or the context calls around it) or from the kind's
  * deallocate slot; %MEMRES_ERROR_NO_DRIVER when ordering or the wait needs a driver that does not
  * load; %MEMRES_ERROR_FAILED when the deallocate slot broke its contract (see above: the buffer
- * is closed).
+ * is closed); %MEMRES_SLEEP_ERROR_BUSY for a buffer whose tag is being put to sleep or woken on
+ * this very thread (a segment event callback inside memres_resource_sleep() or _wake(): the
+ * buffer stays open; on another thread the close waits for the sleep or wake instead).
  *
  * Returns: %TRUE on success
  *

@@ -38,8 +38,8 @@
  *   mapping tables of imported pools, then each kind's and each live resource's locks through
  *   their at_fork slot (#MemresResourceOps.at_fork: kinds in registration order, then resources
  *   newest first, so that an adaptor locks before the layers below it), and last the core's
- *   inner locks (the registry, the IPC pool table, the counted layers' reset bases, the primary
- *   contexts);
+ *   inner locks (the registry, the IPC pool table, the counted layers' reset bases, each
+ *   resource's sleep state, the primary contexts);
  * - parent releases them in the reverse order;
  * - child releases them in the reverse order too (the registry's GRWLock, whose owner the child
  *   does not know, is initialized again) and forgets the updates the vanished threads left
@@ -146,7 +146,7 @@ _memres_fork_add_part (MemresForkPart part,
 }
 
 /* The parts of ranks @from to @to (inclusive; @from > @to runs them in reverse). The IPC tables'
- * part is called with each live resource (lists_lock held then). */
+ * part and the sleep states' are called with each live resource (lists_lock held then). */
 static void
 call_parts (MemresForkPart from, MemresForkPart to, MemresForkPhase phase)
 {
@@ -156,7 +156,7 @@ call_parts (MemresForkPart from, MemresForkPart to, MemresForkPhase phase)
     {
       void (*func) (MemresResource *, MemresForkPhase) = g_atomic_pointer_get (&parts[p]);
 
-      if (func != NULL && p == MEMRES_FORK_IPC_TABLES)
+      if (func != NULL && (p == MEMRES_FORK_IPC_TABLES || p == MEMRES_FORK_SLEEP))
         for (GList *l = live.head; l != NULL; l = l->next)
           func (l->data, phase);
       else if (func != NULL)

@@ -31,7 +31,7 @@ void _memres_fork_remove_kind (MemresKind *kind);
 /* Each module hands fork.c its part when its locks first matter (fork.c calls it through the
  * pointer, so that no file's calls circle back through fork.c): in prepare the parts in the
  * order of these ranks, the kinds' and resources' slots between IPC_TABLES and REGISTRY; parent
- * and child the reverse. IPC_TABLES is called with each live resource. */
+ * and child the reverse. IPC_TABLES and SLEEP are called with each live resource. */
 typedef enum
 {
   MEMRES_FORK_LOADER,     /* the load token (loader.c) */
@@ -40,6 +40,7 @@ typedef enum
   MEMRES_FORK_REGISTRY,   /* registry.c */
   MEMRES_FORK_IPC_POOLS,  /* pools_lock (ipc-pools.c) */
   MEMRES_FORK_COUNTS,     /* counting.c */
+  MEMRES_FORK_SLEEP,      /* each resource's sleep state (sleep-state.c), with each live one */
   MEMRES_FORK_TAGS,       /* the interned tags and the defaults (tags.c) */
   MEMRES_FORK_REPORTS,    /* the last out-of-memory reports (oom-report.c) */
   MEMRES_FORK_SEGMENTS,   /* segments.c */

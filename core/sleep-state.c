@@ -1,10 +1,13 @@
 /* memres - CUDA memory resources
  * sleep-state.c: a resource's sleep state (sleep.h): the tagged buffers of a stack that can
  * sleep, by tag, recorded at their allocation and forgotten at their close; which tags sleep; the
- * refusals of a sleeping tag or buffer. The lowest file of sleep and wake: it calls no other file
- * of the core but tags.c (the names in its messages), and frees what sleep.c made through the
- * functions sleep.c gave it. */
+ * refusals of a sleeping tag or buffer; the state's lock around a fork(). The lowest file of
+ * sleep and wake: it calls no other file of the core but tags.c (the names in its messages) and
+ * fork.c (its part, handed over once), and frees what sleep.c made through the functions
+ * sleep.c gave it. */
 #include "memres-private.h"
+
+#include <string.h>
 
 // clang-format off
 /**
@@ -21,10 +24,37 @@ G_DEFINE_QUARK (memres-sleep-error-quark, memres_sleep_error)
 
 /* --- the state of a resource ----------------------------------------------------------------- */
 
+/* fork.c's part (MEMRES_FORK_SLEEP, called with each live resource): the state's lock taken
+ * around a fork(), so that a child never inherits it held by a thread that is gone; in the child
+ * no sleep or wake runs any more (the tags being put to sleep or woken stay marked asleep: the
+ * child refuses every call on an inherited resource anyway). The lock is a leaf: nothing holds
+ * it while calling into a resource or the driver, or creating a resource. */
+static void
+sleep_fork (MemresResource *mr, MemresForkPhase phase)
+{
+  MemresSleepState *state = mr != NULL ? mr->sleep : NULL;
+
+  if (state == NULL)
+    return;
+  memres_fork_mutex (&state->lock, phase);
+  if (phase == MEMRES_FORK_CHILD)
+    {
+      state->busy = 0;
+      memset (state->busy_owner, 0, sizeof state->busy_owner);
+    }
+}
+
 MemresSleepState *
 _memres_sleep_state_new (void)
 {
+  static gsize part_added;
   MemresSleepState *state;
+
+  if (g_once_init_enter (&part_added))
+    {
+      _memres_fork_add_part (MEMRES_FORK_SLEEP, sleep_fork);
+      g_once_init_leave (&part_added, 1);
+    }
 
   state = g_new0 (MemresSleepState, 1);
   g_mutex_init (&state->lock);
@@ -113,20 +143,35 @@ _memres_sleep_track (MemresResource *mr, MemresBuffer *buf, GError **error)
   return TRUE;
 }
 
-MemresSleepEntry *
-_memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf)
+gboolean
+_memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry **entry,
+                             GError **error)
 {
   MemresSleepState *state = mr->sleep;
   MemresSleepTag *t = &state->tags[buf->tag];
-  gpointer entry = NULL;
+  gpointer found = NULL;
 
   g_mutex_lock (&state->lock);
   while ((state->busy >> buf->tag) & 1)
-    g_cond_wait (&state->cond, &state->lock);
+    {
+      if (state->busy_owner[buf->tag] == g_thread_self ())
+        {
+          g_mutex_unlock (&state->lock);
+          g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_BUSY,
+                       "cannot close a buffer of tag \"%s\" (%" G_GSIZE_FORMAT
+                       " bytes at 0x%" G_GINT64_MODIFIER "x) from inside the sleep or wake of "
+                       "that tag on the same thread (a segment event callback): the buffer stays "
+                       "open; close it after memres_resource_sleep() or _wake() returns",
+                       _memres_tag_name (buf->tag), buf->alloc.size, buf->alloc.address);
+          return FALSE;
+        }
+      g_cond_wait (&state->cond, &state->lock);
+    }
   if (t->buffers != NULL)
-    g_hash_table_steal_extended (t->buffers, buf, NULL, &entry);
+    g_hash_table_steal_extended (t->buffers, buf, NULL, &found);
   g_mutex_unlock (&state->lock);
-  return entry;
+  *entry = found;
+  return TRUE;
 }
 
 void

@@ -424,17 +424,30 @@ host_resource (MemresResource *mr, MemresSleepPolicy *policy, GError **error)
   if (policy->host_mr != NULL)
     return policy->host_mr;
   g_mutex_lock (&state->lock);
-  if (state->host_mr == NULL)
-    {
-      g_autofree char *spec
-          = g_strdup_printf ("pinned:device=%d,fallback=true", MAX (mr->info.device, 0));
-
-      state->host_mr = memres_resource_new (spec, error);
-      if (state->host_mr == NULL)
-        g_prefix_error (error, "making the page-locked pool of backups: ");
-    }
   host = state->host_mr;
   g_mutex_unlock (&state->lock);
+  if (host != NULL)
+    return host;
+  /* made without the lock (a leaf, which fork.c's prepare takes after the loader's token that a
+   * creation may wait for); a thread that made one first wins */
+  {
+    g_autofree char *spec
+        = g_strdup_printf ("pinned:device=%d,fallback=true", MAX (mr->info.device, 0));
+    MemresResource *made = memres_resource_new (spec, error);
+
+    if (made == NULL)
+      {
+        g_prefix_error (error, "making the page-locked pool of backups: ");
+        return NULL;
+      }
+    g_mutex_lock (&state->lock);
+    if (state->host_mr == NULL)
+      state->host_mr = g_steal_pointer (&made);
+    host = state->host_mr;
+    g_mutex_unlock (&state->lock);
+    if (made != NULL)
+      memres_resource_unref (made);
+  }
   return host;
 }
 
@@ -638,6 +651,7 @@ begin (MemresResource *mr, guint tag, gboolean sleep, gsize *n, GError **error)
       return NULL;
     }
   state->busy |= (guint64) 1 << tag;
+  state->busy_owner[tag] = g_thread_self ();
   __atomic_or_fetch (&state->asleep, (guint64) 1 << tag, __ATOMIC_SEQ_CST);
   *n = t->buffers != NULL ? g_hash_table_size (t->buffers) : 0;
   entries = g_new (MemresSleepEntry *, *n + 1);
@@ -666,6 +680,7 @@ end (MemresResource *mr, guint tag, gboolean asleep, MemresSleepPolicy *policy, 
   if (!asleep)
     __atomic_and_fetch (&state->asleep, ~((guint64) 1 << tag), __ATOMIC_SEQ_CST);
   state->busy &= ~((guint64) 1 << tag);
+  state->busy_owner[tag] = NULL;
   g_cond_broadcast (&state->cond);
   g_mutex_unlock (&state->lock);
   if (old != policy)

@@ -40,7 +40,10 @@ struct _MemresSleepState
   /* atomic: bit @tag set while the tag sleeps or is being put to sleep or woken (read without the
    * lock by the checks of a buffer); written under @lock */
   guint64 asleep;
-  guint64 busy;            /* under @lock: a sleep or wake of the tag in progress */
+  guint64 busy; /* under @lock: a sleep or wake of the tag in progress */
+  /* under @lock: the thread running the sleep or wake of each busy tag (a segment callback on
+   * it that closes a buffer of the tag is refused rather than waiting for itself) */
+  GThread *busy_owner[MEMRES_TAGS_MAX + 1];
   MemresResource *host_mr; /* the page-locked resource made at first use (under @lock) */
   MemresSleepTag tags[MEMRES_TAGS_MAX + 1];
 };
@@ -70,9 +73,12 @@ gboolean _memres_sleep_check_tag (MemresResource *mr, guint tag, GError **error)
 gboolean _memres_sleep_track (MemresResource *mr, MemresBuffer *buf, GError **error);
 
 /* The close of a tagged buffer of a resource with a sleep state: _begin() waits for a sleep or
- * wake of its tag in progress and takes the buffer out of its tag (NULL when it was not tracked);
- * _end() forgets it (its backup freed) when @released, else puts it back. */
-MemresSleepEntry *_memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf);
+ * wake of its tag in progress and takes the buffer out of its tag (*@entry NULL when it was not
+ * tracked); FALSE with MEMRES_SLEEP_ERROR_BUSY, nothing changed, when that sleep or wake runs on
+ * this very thread (a segment event callback inside it: waiting would never end). _end()
+ * forgets it (its backup freed) when @released, else puts it back. */
+gboolean _memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf,
+                                      MemresSleepEntry **entry, GError **error);
 void _memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry *entry,
                                 gboolean released);
 

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MiB ((gsize) 1 << 20)
@@ -594,11 +595,11 @@ typedef struct
 } Sweep;
 
 static void
-sweep_setup (Sweep *s, MemresResource *host)
+sweep_setup (Sweep *s, MemresResource *host, const char *spec)
 {
   static const gsize sizes[3] = { 2 * MiB, 6 * MiB, 4 * MiB };
 
-  s->mr = new_ok ("vmm:chunk=2MiB");
+  s->mr = new_ok (spec);
   for (int i = 0; i < 3; i++)
     {
       s->bufs[i] = alloc_tagged (s->mr, "sl-fault", sizes[i]);
@@ -630,7 +631,7 @@ sweep_teardown (Sweep *s)
 
 /* The @k-th call of a successful @phase (sleep or wake), as "entry" and its occurrence. */
 static char **
-trace_phase (MemresResource *host, gboolean wake)
+trace_phase (MemresResource *host, const char *spec, gboolean wake)
 {
   Sweep s;
   g_autoptr (GError) error = NULL;
@@ -638,7 +639,7 @@ trace_phase (MemresResource *host, gboolean wake)
   GPtrArray *calls = g_ptr_array_new ();
   int n;
 
-  sweep_setup (&s, host);
+  sweep_setup (&s, host, spec);
   if (wake)
     g_assert_true (memres_resource_sleep (s.mr, "sl-fault", s.policy, NULL, NULL));
   mt_fake_trace_begin ();
@@ -658,7 +659,7 @@ trace_phase (MemresResource *host, gboolean wake)
 }
 
 static void
-run_fault_sweep (gboolean wake)
+run_fault_sweep (const char *spec, gboolean wake)
 {
   g_autoptr (MemresResource) host = NULL;
   g_auto (GStrv) calls = NULL;
@@ -672,7 +673,7 @@ run_fault_sweep (gboolean wake)
       return;
     }
   host = new_ok ("pinned:fallback=true");
-  calls = trace_phase (host, wake);
+  calls = trace_phase (host, spec, wake);
   g_assert_cmpuint (g_strv_length (calls), >, 10);
   for (guint k = 0; calls[k] != NULL; k++)
     {
@@ -685,7 +686,7 @@ run_fault_sweep (gboolean wake)
       for (guint j = 0; j <= k; j++)
         nth += g_str_equal (calls[j], calls[k]);
       mt_counts_snapshot (&base);
-      sweep_setup (&s, host);
+      sweep_setup (&s, host, spec);
       if (wake)
         g_assert_true (memres_resource_sleep (s.mr, "sl-fault", s.policy, NULL, NULL));
       mt_counts_snapshot (&asleep);
@@ -699,7 +700,7 @@ run_fault_sweep (gboolean wake)
       if (!wake && g_str_equal (calls[k], "cuMemRelease") && ok)
         {
           /* past the point of return: the chunk the driver kept stays held, and is mapped again
-           * at the wake (vmm-sleep.c) */
+           * at the wake (vmm-sleep.c; arena-granules.c keeps it as a spare) */
           g_assert_no_error (error);
           sweep_check (&s, TRUE);
           g_assert_true (memres_resource_wake (s.mr, "sl-fault", NULL, NULL));
@@ -747,15 +748,235 @@ run_fault_sweep (gboolean wake)
 }
 
 static void
-test_faults_sleep (void)
+test_faults_sleep (gconstpointer spec)
 {
-  run_fault_sweep (FALSE);
+  run_fault_sweep (spec, FALSE);
 }
 
 static void
-test_faults_wake (void)
+test_faults_wake (gconstpointer spec)
 {
-  run_fault_sweep (TRUE);
+  run_fault_sweep (spec, TRUE);
+}
+
+/* --- arena ------------------------------------------------------------------------------------ */
+
+/* arena: the granules only the tag's large buffers hold are released (the fake's live handles),
+ * addresses kept, contents restored by backup; a block of the size classes stays mapped (its slab
+ * is shared) and counts as asleep; another tag's buffers are untouched. */
+static void
+test_arena_addresses (void)
+{
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  MemresResource *mr;
+  MemresBuffer *kv[3], *w;
+  guint64 addr[3];
+  int before, asleep;
+  FakeCudaCounts base;
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok ("arena");
+  policy = policy_new (MEMRES_SLEEP_BACKUP);
+  w = alloc_tagged (mr, "sl-aw", 4 * MiB);
+  kv[0] = alloc_tagged (mr, "sl-akv", 4 * MiB);
+  kv[1] = alloc_tagged (mr, "sl-akv", 6 * MiB);
+  kv[2] = alloc_tagged (mr, "sl-akv", 4096);
+  for (int i = 0; i < 3; i++)
+    {
+      addr[i] = memres_buffer_get_address (kv[i]);
+      mt_write_pattern (kv[i], 0, memres_buffer_get_size (kv[i]), 70 + i, NULL);
+    }
+  mt_fill_byte_ok (w, 0x3c, NULL);
+  before = live_handles ();
+  sleep_ok (mr, "sl-akv", policy);
+  asleep = live_handles ();
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (asleep, ==, before - 5); /* 2 + 3 granules of 2 MiB; the slab stays */
+  for (int i = 0; i < 3; i++)
+    {
+      g_assert_true (memres_buffer_is_asleep (kv[i]));
+      g_assert_cmpuint (memres_buffer_get_address (kv[i]), ==, addr[i]);
+    }
+  g_assert_false (memres_buffer_is_asleep (w));
+  mt_assert_bytes (w, 0x3c, NULL);
+  wake_ok (mr, "sl-akv");
+  g_assert_cmpint (live_handles (), ==, before);
+  for (int i = 0; i < 3; i++)
+    {
+      g_assert_cmpuint (memres_buffer_get_address (kv[i]), ==, addr[i]);
+      mt_check_pattern (kv[i], 0, memres_buffer_get_size (kv[i]), 70 + i, NULL);
+    }
+  /* twice, discarding */
+  sleep_ok (mr, "sl-akv", NULL);
+  wake_ok (mr, "sl-akv");
+  mt_fill_byte_ok (kv[1], 9, NULL);
+  mt_assert_bytes (kv[1], 9, NULL);
+  for (int i = 0; i < 3; i++)
+    mt_close_ok (kv[i], NULL);
+  mt_close_ok (w, NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* arena: the free bytes of a granule a sleep released, handed out to another tag while asleep:
+ * the granule gets memory again for them, the wake leaves it mapped and restores the sleeping
+ * buffer's bytes; the other buffer's bytes are untouched by the wake. */
+static void
+test_arena_shared_granule (void)
+{
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  MemresResource *mr;
+  MemresBuffer *a, *others[8];
+  guint64 last_granule;
+  guint in_last = 0;
+  FakeCudaCounts base;
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok ("arena");
+  policy = policy_new (MEMRES_SLEEP_BACKUP);
+  a = alloc_tagged (mr, "sl-ash", 3 * MiB); /* a granule and a half */
+  mt_write_pattern (a, 0, 3 * MiB, 81, NULL);
+  last_granule = (memres_buffer_get_address (a) + 3 * MiB - 1) & ~(guint64) (2 * MiB - 1);
+  sleep_ok (mr, "sl-ash", policy);
+  /* enough of the other tag's buffers that some land in the free half granule */
+  for (int i = 0; i < 8; i++)
+    {
+      guint64 at;
+
+      others[i] = alloc_tagged (mr, "sl-ash-other", 256 * 1024);
+      mt_write_pattern (others[i], 0, 256 * 1024, 90 + i, NULL);
+      at = memres_buffer_get_address (others[i]);
+      in_last += at >= last_granule && at < last_granule + 2 * MiB;
+    }
+  if (mt_driver_is_fake ()) /* the fake's granules are 2 MiB */
+    g_assert_cmpuint (in_last, >, 0);
+  wake_ok (mr, "sl-ash");
+  mt_check_pattern (a, 0, 3 * MiB, 81, NULL);
+  for (int i = 0; i < 8; i++)
+    {
+      mt_check_pattern (others[i], 0, 256 * 1024, 90 + i, NULL);
+      mt_close_ok (others[i], NULL);
+    }
+  /* asleep again with its neighbours gone, woken, closed */
+  sleep_ok (mr, "sl-ash", policy);
+  wake_ok (mr, "sl-ash");
+  mt_check_pattern (a, 0, 3 * MiB, 81, NULL);
+  mt_close_ok (a, NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* arena and cache>arena: a sleeping buffer closed gives its address range back and nothing is
+ * restored for it; the others wake with their bytes; the range is reused afterwards. */
+static void
+test_arena_close_asleep (void)
+{
+  static const char *const specs[] = { "arena", "cache:max_block=4MiB>arena" };
+  g_autoptr (MemresSleepPolicy) policy = policy_new (MEMRES_SLEEP_BACKUP);
+
+  if (!require_device ())
+    return;
+  for (guint k = 0; k < G_N_ELEMENTS (specs); k++)
+    {
+      MemresResource *mr;
+      MemresBuffer *a, *b, *c, *d;
+      FakeCudaCounts base;
+
+      mt_counts_snapshot (&base);
+      mr = new_ok (specs[k]);
+      a = alloc_tagged (mr, "sl-aclose", 2 * MiB);
+      b = alloc_tagged (mr, "sl-aclose", 6 * MiB);
+      c = alloc_tagged (mr, "sl-aclose", 1 * MiB);
+      mt_write_pattern (b, 0, 6 * MiB, 43, NULL);
+      mt_write_pattern (c, 0, 1 * MiB, 44, NULL);
+      sleep_ok (mr, "sl-aclose", policy);
+      mt_close_ok (a, NULL);
+      d = alloc_tagged (mr, "sl-aclose-other", 2 * MiB);
+      mt_fill_byte_ok (d, 5, NULL);
+      wake_ok (mr, "sl-aclose");
+      mt_check_pattern (b, 0, 6 * MiB, 43, NULL);
+      mt_check_pattern (c, 0, 1 * MiB, 44, NULL);
+      mt_assert_bytes (d, 5, NULL);
+      /* the resource's last reference dropped while its buffers sleep */
+      sleep_ok (mr, "sl-aclose", policy);
+      memres_resource_unref (mr);
+      mt_close_ok (b, NULL);
+      mt_close_ok (c, NULL);
+      mt_close_ok (d, NULL);
+      mt_assert_fake_counts_equal (&base);
+    }
+}
+
+/* arena: "about to be unmapped" for each granule a sleep releases, "mapped" for each the wake
+ * maps; memres_lookup() finds nothing there meanwhile. */
+static void
+test_arena_segments (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *a;
+  Events e = { 0 };
+  MemresLookupInfo info;
+  guint id;
+
+  if (!require_device ())
+    return;
+  mr = new_ok ("arena");
+  a = alloc_tagged (mr, "sl-aseg", 6 * MiB);
+  id = memres_resource_subscribe_segments (mr, on_segment, &e, NULL, &error);
+  g_assert_no_error (error);
+  memset (&e, 0, sizeof e);
+  sleep_ok (mr, "sl-aseg", NULL);
+  g_assert_cmpuint (e.unmapping, ==, 3);
+  g_assert_cmpuint (e.bytes_unmapping, ==, 6 * MiB);
+  g_assert_cmpuint (e.mapped, ==, 0);
+  g_assert_false (memres_lookup (memres_buffer_get_pointer (a), &info));
+  wake_ok (mr, "sl-aseg");
+  g_assert_cmpuint (e.mapped, ==, 3);
+  g_assert_cmpuint (e.bytes_mapped, ==, 6 * MiB);
+  g_assert_true (memres_lookup (memres_buffer_get_pointer (a), &info));
+  g_assert_true (memres_resource_unsubscribe_segments (mr, id, NULL));
+  mt_close_ok (a, NULL);
+}
+
+/* arena:handle_type=posix_fd: a buffer with memory of its own is refused, exported or not */
+static void
+test_arena_refuse_own (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GBytes) bytes = NULL;
+  g_autofree gint *fds = NULL;
+  guint n_fds = 0;
+  MemresBuffer *own, *large;
+
+  if (!require_device ())
+    return;
+  mr = new_ok ("arena:handle_type=posix_fd,export_min=4MiB");
+  own = alloc_tagged (mr, "sl-aown", 4 * MiB);
+  large = alloc_tagged (mr, "sl-aown", 2 * MiB);
+  mt_write_pattern (large, 0, 2 * MiB, 12, NULL);
+  g_assert_false (memres_resource_sleep (mr, "sl-aown", NULL, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+  g_assert_nonnull (strstr (error->message, "handle_type=posix_fd"));
+  g_clear_error (&error);
+  g_assert_true (memres_buffer_export_message (own, &bytes, &fds, &n_fds, &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < n_fds; i++)
+    close (fds[i]);
+  g_assert_false (memres_resource_sleep (mr, "sl-aown", NULL, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_SHARED);
+  g_assert_nonnull (strstr (error->message, "exported to"));
+  g_clear_error (&error);
+  g_assert_false (memres_buffer_is_asleep (own));
+  g_assert_false (memres_buffer_is_asleep (large));
+  mt_check_pattern (large, 0, 2 * MiB, 12, NULL);
+  mt_close_ok (own, NULL);
+  mt_close_ok (large, NULL);
 }
 
 /* --- threads -----------------------------------------------------------------------------------
@@ -815,6 +1036,163 @@ test_two_threads (void)
   g_thread_join (tb);
 }
 
+/* --- calls back into memres from a segment callback, and fork ----------------------------------
+ */
+
+typedef struct
+{
+  MemresResource *mr;
+  MemresBuffer *victim;
+  const char *tag;
+  guint calls;
+  gint close_code, wake_code, alloc_code;
+  gboolean closed;
+} Reentry;
+
+/* inside the sleep (or wake) of Reentry.tag, on its thread: nothing may wait for that sleep */
+static void
+on_segment_reenter (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segment,
+                    guint64 previous_length, gpointer user_data)
+{
+  Reentry *r = user_data;
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+
+  if (r->victim == NULL || r->calls++ > 0)
+    return;
+  r->closed = memres_buffer_close (r->victim, NULL, &error);
+  r->close_code = error != NULL && error->domain == MEMRES_SLEEP_ERROR ? error->code : -1;
+  g_clear_error (&error);
+  g_assert_false (memres_resource_wake (r->mr, r->tag, NULL, &error));
+  r->wake_code = error != NULL && error->domain == MEMRES_SLEEP_ERROR ? error->code : -1;
+  g_clear_error (&error);
+  g_assert_true (memres_tag_push (r->tag, NULL));
+  buf = memres_resource_allocate (r->mr, 4096, NULL, &error);
+  g_assert_true (memres_tag_pop (r->tag, NULL));
+  g_assert_null (buf);
+  r->alloc_code = error != NULL && error->domain == MEMRES_SLEEP_ERROR ? error->code : -1;
+}
+
+/* A segment callback that calls back into memres on the thread of a sleep (and of a wake) of
+ * the tag: closing a buffer of the tag is refused (MEMRES_SLEEP_ERROR_BUSY, the buffer stays
+ * open) instead of waiting for the sleep it runs inside; so is a wake of the tag, and
+ * allocating under it (TAG_ASLEEP). Nothing hangs; the buffer closes after. vmm and arena. */
+static void
+test_reentry (void)
+{
+  static const char *const specs[] = { "vmm", "arena", "cache:max_block=1MiB>arena" };
+
+  if (!require_device ())
+    return;
+  for (guint k = 0; k < G_N_ELEMENTS (specs); k++)
+    {
+      g_autoptr (GError) error = NULL;
+      MemresResource *mr = new_ok (specs[k]);
+      Reentry r = { mr, NULL, "sl-reenter", 0, -1, -1, -1, FALSE };
+      MemresBuffer *keep, *victim;
+      guint id;
+
+      keep = alloc_tagged (mr, "sl-reenter", 4 * MiB);
+      victim = alloc_tagged (mr, "sl-reenter", 4 * MiB);
+      /* the replay of what exists comes first: the callback does nothing then */
+      id = memres_resource_subscribe_segments (mr, on_segment_reenter, &r, NULL, &error);
+      g_assert_no_error (error);
+      r.victim = victim;
+      r.calls = 0;
+      sleep_ok (mr, "sl-reenter", NULL);
+      g_assert_cmpuint (r.calls, >, 0);
+      g_assert_false (r.closed);
+      g_assert_cmpint (r.close_code, ==, MEMRES_SLEEP_ERROR_BUSY);
+      g_assert_cmpint (r.wake_code, ==, MEMRES_SLEEP_ERROR_BUSY);
+      g_assert_cmpint (r.alloc_code, ==, MEMRES_SLEEP_ERROR_TAG_ASLEEP);
+      g_assert_true (memres_buffer_is_asleep (r.victim));
+      /* and inside the wake */
+      r.calls = 0;
+      r.close_code = r.wake_code = -1;
+      wake_ok (mr, "sl-reenter");
+      g_assert_cmpuint (r.calls, >, 0);
+      g_assert_false (r.closed);
+      g_assert_cmpint (r.close_code, ==, MEMRES_SLEEP_ERROR_BUSY);
+      g_assert_false (memres_buffer_is_asleep (r.victim));
+      g_assert_true (memres_resource_unsubscribe_segments (mr, id, NULL));
+      mt_close_ok (g_steal_pointer (&r.victim), NULL);
+      mt_close_ok (keep, NULL);
+      memres_resource_unref (mr);
+    }
+}
+
+static gpointer
+sleep_waker (gpointer data)
+{
+  ThreadData *t = data;
+  MemresBuffer *buf = alloc_tagged (t->mr, t->tag, 2 * MiB);
+  g_autoptr (MemresSleepPolicy) policy = policy_new (MEMRES_SLEEP_BACKUP);
+
+  for (int round = 0; round < 200; round++)
+    {
+      sleep_ok (t->mr, t->tag, round % 2 == 0 ? policy : NULL);
+      wake_ok (t->mr, t->tag);
+    }
+  mt_close_ok (buf, NULL);
+  return NULL;
+}
+
+/* fork() while another thread puts a tag to sleep and wakes it over and over: the child never
+ * waits for the sleep state's lock of a thread that is gone (fork.c takes it around the fork):
+ * it refuses the inherited resource's sleep (MEMRES_ERROR_FORKED), answers is_asleep, and a
+ * stack made in the child sleeps and wakes. */
+static void
+test_fork (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  ThreadData t;
+  GThread *th;
+
+  if (!require_device ())
+    return;
+  if (!mt_driver_is_fake ())
+    {
+      g_test_skip ("the real driver is not usable in the child of a fork");
+      return;
+    }
+  mr = new_ok ("vmm");
+  t = (ThreadData){ mr, "sl-fork", 0 };
+  th = g_thread_new ("sleep-waker", sleep_waker, &t);
+  for (int i = 0; i < 20; i++)
+    {
+      int status = 0;
+      pid_t pid = fork ();
+
+      g_assert_cmpint (pid, >=, 0);
+      if (pid == 0)
+        {
+          GError *error = NULL;
+          MemresResource *fresh;
+          MemresBuffer *buf;
+
+          alarm (20);
+          (void) memres_resource_is_asleep (mr, "sl-fork");
+          if (memres_resource_sleep (mr, "sl-fork", NULL, NULL, &error)
+              || !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_FORKED))
+            _exit (2);
+          g_clear_error (&error);
+          fresh = memres_resource_new ("host", &error);
+          if (fresh == NULL || !memres_tag_push ("sl-fork-child", NULL))
+            _exit (3);
+          buf = memres_resource_allocate (fresh, 64, NULL, &error);
+          memres_tag_pop ("sl-fork-child", NULL);
+          if (buf == NULL || !memres_buffer_close (buf, NULL, &error))
+            _exit (4);
+          memres_buffer_unref (buf);
+          _exit (0);
+        }
+      g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+      g_assert_true (WIFEXITED (status));
+      g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+    }
+  g_thread_join (th);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -828,8 +1206,19 @@ main (int argc, char **argv)
   g_test_add_func ("/sleep/close-asleep", test_close_asleep);
   g_test_add_func ("/sleep/segments", test_segments);
   g_test_add_func ("/sleep/cache", test_cache);
-  g_test_add_func ("/sleep/faults/sleep", test_faults_sleep);
-  g_test_add_func ("/sleep/faults/wake", test_faults_wake);
+  g_test_add_data_func ("/sleep/faults/sleep", "vmm:chunk=2MiB", test_faults_sleep);
+  g_test_add_data_func ("/sleep/faults/wake", "vmm:chunk=2MiB", test_faults_wake);
+  g_test_add_data_func ("/sleep/arena/faults/sleep", "arena", test_faults_sleep);
+  g_test_add_data_func ("/sleep/arena/faults/wake", "arena", test_faults_wake);
+  /* cache>arena's sweeps (they pass) are left out: with them the ASan run on a loaded machine
+   * passes the test's 900 s; cache>vmm's cache-sleep.c is the same code over either upstream */
+  g_test_add_func ("/sleep/arena/addresses-and-handles", test_arena_addresses);
+  g_test_add_func ("/sleep/arena/shared-granule", test_arena_shared_granule);
+  g_test_add_func ("/sleep/arena/close-asleep", test_arena_close_asleep);
+  g_test_add_func ("/sleep/arena/segments", test_arena_segments);
+  g_test_add_func ("/sleep/arena/refuse-exported", test_arena_refuse_own);
   g_test_add_func ("/sleep/threads/two-tags", test_two_threads);
+  g_test_add_func ("/sleep/reentry", test_reentry);
+  g_test_add_func ("/sleep/fork", test_fork);
   return g_test_run ();
 }

@@ -38,7 +38,8 @@ G_BEGIN_DECLS
  *   (sleep: nothing was put to sleep) or read back whole (wake: everything still sleeps); the
  *   message names the file and the system's reason
  * @MEMRES_SLEEP_ERROR_BUSY: another thread is putting the same tag of the same resource to
- *   sleep or waking it
+ *   sleep or waking it; or memres_buffer_close() of a buffer of a tag from a segment event
+ *   callback inside the sleep or wake of that tag, on the same thread (the buffer stays open)
  *
  * The errors of sleep and wake. Kinds that cannot sleep answer %MEMRES_ERROR_NOT_SUPPORTED,
  * and driver failures are %MEMRES_CUDA_ERROR (or %MEMRES_ERROR_OUT_OF_MEMORY) with a message

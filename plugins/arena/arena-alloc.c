@@ -298,8 +298,13 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
       gboolean ok;
 
       g_mutex_lock (&self->parts.lock);
-      ok = arena_extent_free (self, alloc->address, rounded,
-                              cache_normalize_stream (&self->parts, stream), error);
+      /* a sleeping extent is free and settled at once: no work can use memory it has not got */
+      if (G_UNLIKELY (self->asleep_large != NULL)
+          && arena_sleep_forget (self, alloc->address, rounded))
+        ok = arena_extent_free (self, alloc->address, rounded, NULL, error);
+      else
+        ok = arena_extent_free (self, alloc->address, rounded,
+                                cache_normalize_stream (&self->parts, stream), error);
       if (ok)
         self->large_used -= rounded;
       g_mutex_unlock (&self->parts.lock);

@@ -283,7 +283,7 @@ arena_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBu
                      GError **error)
 {
   Arena *self = memres_resource_get_private (mr);
-  const OwnBuf *own = alloc->size > self->parts.max_block ? alloc->plugin_data : NULL;
+  OwnBuf *own = alloc->size > self->parts.max_block ? alloc->plugin_data : NULL;
   gint fd = -1;
   CUresult r;
 
@@ -324,6 +324,7 @@ arena_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBu
   out->size = alloc->size;
   out->n_chunks = 1;
   g_mutex_lock (&self->parts.lock);
+  own->exported = TRUE;
   self->exports++;
   g_mutex_unlock (&self->parts.lock);
   return TRUE;

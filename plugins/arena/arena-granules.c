@@ -60,6 +60,8 @@ arena_granules_clear (Arena *self)
   g_clear_pointer (&self->idle, g_free);
   g_clear_pointer (&self->spare, g_free);
   g_clear_pointer (&self->pending, g_array_unref);
+  g_clear_pointer (&self->asleep, g_free);
+  g_clear_pointer (&self->asleep_large, g_hash_table_unref);
   g_mutex_clear (&self->ev_lock);
 }
 
@@ -78,6 +80,11 @@ arena_granules_grow (Arena *self, guint n)
   memset (self->held + was, 0, n * sizeof *self->held);
   memset (self->handle + was, 0, n * sizeof *self->handle);
   memset (self->in_idle + was, 0, n * sizeof *self->in_idle);
+  if (self->asleep != NULL)
+    {
+      self->asleep = g_renew (guint64, self->asleep, self->n_granules);
+      memset (self->asleep + was, 0, n * sizeof *self->asleep);
+    }
 }
 
 #define granule_address arena_granule_address
@@ -400,14 +407,15 @@ span_count (Arena *self, guint64 addr, guint64 size, gint sign)
     }
 }
 
-/* Granules of [addr, addr + size) with no physical memory (no held bytes and unmapped). */
+/* Granules of [addr, addr + size) with no physical memory (unmapped: nothing held, or only
+ * sleeping bytes). */
 guint
 arena_span_unbacked (Arena *self, guint64 addr, guint64 size)
 {
   guint n = 0;
 
   for (guint g = arena_granule (self, addr); g <= arena_granule (self, addr + size - 1); g++)
-    n += self->held[g] == 0 && self->handle[g] == 0;
+    n += self->handle[g] == 0;
   return n;
 }
 
@@ -446,12 +454,13 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
 
   guint idle_here = 0;
 
+  /* a granule without memory that holds bytes is one a sleep released (arena-sleep.c): free
+   * bytes of it handed out get memory too, and its wake finds it mapped */
   for (guint g = g0; g <= g1; g++)
-    if (self->held[g] == 0)
-      {
-        n_new += self->handle[g] == 0;
-        idle_here += self->handle[g] != 0;
-      }
+    {
+      n_new += self->handle[g] == 0;
+      idle_here += self->held[g] == 0 && self->handle[g] != 0;
+    }
   if (n_new > self->n_spare && self->n_idle_mapped > idle_here && !self->no_unmap)
     {
       /* the idle granules of the span itself are kept: it is about to use them */
@@ -663,4 +672,120 @@ arena_granules_release_all (Arena *self)
     }
   self->n_mapped = self->n_idle_mapped = 0;
   return all;
+}
+
+/* ---- sleep and wake (arena-sleep.c) ---------------------------------------------------------- */
+
+/* The @n granules @gs (mapped, every held byte asleep) lose their physical memory: "about to be
+ * unmapped" delivered first (parts.lock dropped meanwhile), then each one whose held bytes are
+ * still all asleep is unmapped (one that an allocation took free bytes of meanwhile stays
+ * mapped, told mapped again); only once all are unmapped are the handles released, which cannot
+ * be undone: a handle the driver refuses to release becomes a spare (released at the end of a
+ * later allocation), not a failure. A failing unmap maps the others back (told mapped again)
+ * and sets @error naming cuMemUnmap. parts.lock held on entry and on return. */
+gboolean
+arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error)
+{
+  g_autofree CUmemGenericAllocationHandle *h = g_new0 (CUmemGenericAllocationHandle, n + 1);
+
+  for (guint i = 0; i < n; i++)
+    queue_event (self, MEMRES_SEGMENT_UNMAPPING, gs[i]);
+  g_mutex_unlock (&self->parts.lock);
+  arena_events_flush (self);
+  g_mutex_lock (&self->parts.lock);
+  for (guint k = 0; k < n; k++)
+    {
+      guint g = gs[k];
+      CUresult r;
+
+      if (self->handle[g] == 0 || self->held[g] != self->asleep[g])
+        {
+          queue_event (self, MEMRES_SEGMENT_MAPPED, g);
+          continue;
+        }
+      if ((r = granule_unmap (self, g)) != CUDA_SUCCESS)
+        {
+          memres_cuda_set_error (error, r, "cuMemUnmap");
+          for (guint j = k; j < n; j++)
+            queue_event (self, MEMRES_SEGMENT_MAPPED, gs[j]);
+          for (guint j = 0; j < k; j++)
+            {
+              g_autoptr (GError) again = NULL;
+
+              if (h[j] == 0)
+                continue;
+              if (!granule_map (self, gs[j], h[j], &again))
+                {
+                  g_warning ("arena: mapping a granule back failed while rolling back a failed "
+                             "sleep: %s",
+                             again->message);
+                  self->spare[self->n_spare++] = h[j];
+                  continue;
+                }
+              self->handle[gs[j]] = h[j];
+            }
+          return FALSE;
+        }
+      h[k] = self->handle[g];
+      self->handle[g] = 0;
+    }
+  for (guint k = 0; k < n; k++)
+    {
+      CUresult r;
+
+      if (h[k] == 0)
+        continue;
+      if ((r = self->drv->cuMemRelease (h[k])) != CUDA_SUCCESS)
+        {
+          g_debug ("arena: cuMemRelease of a sleeping granule failed (%d): kept as a spare",
+                   (int) r);
+          self->spare[self->n_spare++] = h[k];
+          continue;
+        }
+      self->n_mapped--;
+      self->released++;
+    }
+  return TRUE;
+}
+
+/* The @n granules @gs (without memory, held by sleeping bytes) get physical memory again
+ * (granule_back(): a spare's, else cuMemCreate; cuMemMap, cuMemSetAccess), their "mapped"
+ * events queued. On failure the ones done are unmapped again (their events withdrawn), created
+ * memory released and spares kept, and @error names the driver call. Lock held. */
+gboolean
+arena_granules_wake (Arena *self, const guint *gs, guint n, GError **error)
+{
+  g_autofree gboolean *moved = g_new0 (gboolean, n + 1);
+
+  for (guint k = 0; k < n; k++)
+    {
+      if (granule_back (self, gs[k], &moved[k], error))
+        continue;
+      for (guint j = k; j-- > 0;)
+        {
+          guint g = gs[j];
+          CUresult r;
+
+          withdraw_mapped (self, g);
+          if ((r = granule_unmap (self, g)) != CUDA_SUCCESS)
+            {
+              g_warning ("arena: cuMemUnmap failed (%d) while rolling back a failed wake; the "
+                         "granule stays mapped",
+                         r);
+              queue_event (self, MEMRES_SEGMENT_MAPPED, g);
+              continue;
+            }
+          if (moved[j] || (r = self->drv->cuMemRelease (self->handle[g])) != CUDA_SUCCESS)
+            {
+              self->spare[self->n_spare++] = self->handle[g];
+              self->handle[g] = 0;
+              continue;
+            }
+          self->handle[g] = 0;
+          self->n_mapped--;
+          self->created--;
+        }
+      return FALSE;
+    }
+  return TRUE;
 }

@@ -16,6 +16,8 @@
  *   granules, copying the bytes of the two end ones);
  * - arena-export.c: the buffers with physical memory of their own, outside the granule table:
  *   exportable ones (handle_type=posix_fd) and imports, and the IPC slots;
+ * - arena-sleep.c: sleep and wake (docs/sleep.md): the granules only sleeping buffers hold
+ *   released, and created and mapped again at the wake (arena-granules.c does the driver work);
  * - arena-alloc.c: allocate and close: small requests through the cache parts' fronts and shared
  *   bins, carved from slabs of the range; large requests best-fit in the range; the
  *   out-of-memory flush.
@@ -90,6 +92,7 @@ struct _OwnBuf
   guint64 bytes; /* reserved and mapped: the chunks' sum */
   guint64 used;  /* exportable: the bytes counted as used (arena_round() of the size) */
   gboolean imported;
+  gboolean exported; /* under parts.lock: exported once (it cannot sleep) */
   guint n;
   OwnChunk chunks[];
 };
@@ -148,6 +151,12 @@ typedef struct
   guint64 own_used;       /* bytes of the exportable ones counted as used */
   guint64 imported_bytes; /* bytes mapped from other processes */
   guint64 exportables, exports;
+
+  /* sleep (arena-sleep.c), under parts.lock: per granule, its held bytes that belong to
+   * sleeping buffers (NULL until the first sleep); a granule without memory whose held bytes are
+   * all asleep is one a sleep released. The large extents asleep, by address (NULL until then). */
+  guint64 *asleep;
+  GHashTable *asleep_large;
 
   /* segment events (arena-granules.c): queued under parts.lock, raised without it */
   GMutex ev_lock;    /* taken before parts.lock; held while events are raised */
@@ -216,6 +225,8 @@ gboolean arena_unmap_idle (Arena *self, guint n, gboolean release, GError **erro
 gboolean arena_release_idle (Arena *self, guint64 keep_bytes, GError **error);
 void arena_spares_release (Arena *self);
 gboolean arena_granules_release_all (Arena *self);
+gboolean arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error);
+gboolean arena_granules_wake (Arena *self, const guint *gs, guint n, GError **error);
 void arena_events_flush (Arena *self);
 
 /* The granules whose physical memory can back others without creating any: idle, or spare. */
@@ -276,6 +287,13 @@ arena_wants_own (const Arena *self, guint64 size)
 {
   return self->exportable && size > self->parts.max_block && size >= self->export_min;
 }
+
+/* arena-sleep.c: the sleep and wake slots; a large extent's close while it sleeps */
+gboolean arena_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
+                      GError **error);
+gboolean arena_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
+                     GError **error);
+gboolean arena_sleep_forget (Arena *self, guint64 addr, guint64 size);
 
 /* arena-resize.c */
 gboolean arena_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size,

@@ -455,6 +455,8 @@ static const MemresResourceOps arena_ops = {
   .at_fork = arena_at_fork,
   .explain_oom = arena_explain_oom,
   .snapshot = arena_snapshot, /* arena-snapshot.c */
+  .sleep = arena_sleep,       /* arena-sleep.c */
+  .wake = arena_wake,
 };
 
 /* every instance's: only those made with handle_type=posix_fd export and import (the slots
