@@ -130,8 +130,8 @@ out:
  * @ctx: the benchmark context (its resource must have segments)
  *
  * Section (n): memres_lookup() against cuPointerGetAttribute, with 1, 64, 1024 and 10,000
- * buffers live (quick: 1, 4, 16 and 64). With 1,024 and more, the addresses lie in more
- * segments than a thread keeps answers for: each lookup searches the index.
+ * buffers live (quick: 1, 4, 16 and 64). Every lookup reads the index (no per-thread table):
+ * the rows differ in how many segments' entries and pages the lookups touch.
  *
  * Returns: (transfer full): the section; failed rows carry their error
  */

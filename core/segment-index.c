@@ -3,57 +3,99 @@
  * which reads it without a lock.
  *
  * The index is a directory of the address space's 2 MiB pages. A node holds the slots of the
- * 512 pages of one GiB and is found in a hash table (open addressing) keyed by the address's
- * GiB; a page's slot says which segments overlap the page: none (0); one segment that covers
- * the whole page and is alone there (a pointer to its entry); or any other set, a segment's
- * edge inside the page or segments nested (a pointer to a list of their ranges and entries,
- * tagged by its low bit). A lookup is then a bounded number of loads whatever the number of
- * segments: the table, the node, the slot, the entry (or a short list). Where segments nest (a
- * cache's chunk inside a `vmm` buffer), the innermost holding the address is the last in the
- * page's list (by base, longest first, the later mapped among equal ranges) at or before the
- * address that holds it, found by a binary search and a walk up the parents (the segments of
- * one resource never overlap; those of two layers nest, the upper one mapped after the segment
- * it lies in). A change rewrites only the slots of the pages the segment spans:
- * its cost does not depend on how many segments there are.
+ * 512 pages of one GiB; the nodes of the GiBs below 2^48 (x86-64's and 48-bit arm64's user
+ * addresses, where the driver's device addresses lie too) are found in a flat table indexed by
+ * the GiB (2 MiB of zero pages that only the GiBs in use touch), those of higher GiBs in a hash
+ * table (open addressing). A page's slot says which segment holds each of its addresses: none
+ * (0); one segment that covers the whole page and is alone there (a pointer to its entry); a
+ * split, one edge inside the page (a segment's end or start, or two meeting) with the segment
+ * below it and the one from it (a pointer tagged 1); or runs, the page cut at every edge inside
+ * it (a pointer tagged 2), found by a count of four starts with no branch, or by a binary
+ * search of fixed steps over a power-of-two number of runs. Each run (and each side of a split)
+ * names the innermost segment holding all of it, or none: nesting is resolved when the page is
+ * written, so a reader never walks parents. A lookup is then a fixed chain of loads, whatever
+ * the number of segments: the node, the slot, the split or runs, the entry, whose first 48
+ * bytes are the answer as the caller receives it. Where segments nest (a cache's chunk inside
+ * a `vmm` buffer), the innermost is the shortest holding the address, and of equal ranges the
+ * later mapped (the segments of one resource never overlap; those of two layers nest, the upper
+ * one mapped after the segment it lies in). A change rewrites only the slots of the pages the
+ * segment spans: its cost does not depend on how many segments there are.
  *
  * Readers take no lock and write nothing shared: they read with atomic loads between two reads
  * of a sequence number, and retry when it changed (a writer makes it odd while it changes the
- * index, under segments.c's lock). Nothing a reader can reach is ever freed: entries, lists and
- * nodes removed from the index wait on free lists for their next use (a list only for a list
- * of the same capacity, so that a reader bounds its scan by a capacity that never changes), and
- * a full hash table is replaced by one twice its size and kept. A stale pointer thus always
- * leads to valid memory, and the sequence check throws away what was read through it.
- *
- * In front of the search each thread keeps the answers it found in a small table of its own,
- * each tagged with the sequence number it was read at: any change of the index makes them all
- * stale at once, so a kept answer is used only while the index is exactly what it was. It also
- * keeps the nodes it found, which need no such check (a node stays its GiB's for good), so
- * that a search in a GiB it saw before starts at the node's slot. */
+ * index, under segments.c's lock). Nothing a reader can reach is ever freed: entries, splits,
+ * runs and nodes removed from the index wait on free lists for their next use (runs only for
+ * runs of the same capacity, so that a reader bounds its search by a capacity that never
+ * changes), and a full hash table is replaced by one twice its size and kept. A stale pointer
+ * thus always leads to valid memory, and the sequence check throws away what was read through
+ * it (the answer is copied out of the entry with three 16-byte loads: a torn copy is what the
+ * check is for). No answer is kept per thread: with no table in front, the cost is the same
+ * whether the thread found the segment before or not, and no branch mispredicts between a kept
+ * answer and a search. */
 #include "segment-index.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* a reader copies an entry's first 48 bytes as they lie into the first 48 of a MemresLookupInfo */
+#define ANSWER_WORDS 6
+#define INFO_AT(f)                                                                                 \
+  (G_STRUCT_OFFSET (MemresLookupInfo, segment) + G_STRUCT_OFFSET (MemresSegment, f))
+G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresLookupInfo, resource)
+                 == G_STRUCT_OFFSET (MemresIndexEntry, mr));
+G_STATIC_ASSERT (INFO_AT (base) == G_STRUCT_OFFSET (MemresIndexEntry, base));
+G_STATIC_ASSERT (INFO_AT (length) == G_STRUCT_OFFSET (MemresIndexEntry, length));
+G_STATIC_ASSERT (INFO_AT (device) == G_STRUCT_OFFSET (MemresIndexEntry, device));
+G_STATIC_ASSERT (INFO_AT (handle_types) == G_STRUCT_OFFSET (MemresIndexEntry, handle_types));
+G_STATIC_ASSERT (INFO_AT (tag_id) == G_STRUCT_OFFSET (MemresIndexEntry, tag_id));
+G_STATIC_ASSERT (INFO_AT (tag) == G_STRUCT_OFFSET (MemresIndexEntry, tag));
+G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresLookupInfo, offset) == ANSWER_WORDS * 8);
+G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresIndexEntry, base) == 8);
+G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresIndexEntry, end) == ANSWER_WORDS * 8);
+
 #define PAGE_SHIFT   21 /* 2 MiB pages */
 #define NODE_SHIFT   9  /* 512 pages a node: a GiB */
 #define NODE_PAGES   (1u << NODE_SHIFT)
-#define SLOT_LIST    ((guintptr) 1)
-#define LIST_CLASSES 32
+#define GIB_SHIFT    (PAGE_SHIFT + NODE_SHIFT)
+#define TOP_BITS     18 /* the flat table: the GiBs below 2^48 */
+#define SLOT_SPLIT   ((guintptr) 1)
+#define SLOT_RUNS    ((guintptr) 2)
+#define SLOT_TAGS    (SLOT_SPLIT | SLOT_RUNS)
+#define RUNS_CLASSES 32
 
+/* A run of a page: from @start to the next run's start (or the page's end), the innermost
+ * segment there, or NULL (the writer's form). */
 typedef struct
 {
-  guint64 base;
-  guint64 end;
-  MemresIndexEntry *entry;
-  gint parent; /* the innermost earlier item containing this one, -1 for none */
-} Item;
+  guint64 start;
+  const MemresIndexEntry *entry;
+} Run;
 
+/* A page of two runs (one edge inside it: a segment's end, or its start, or both where two
+ * segments meet) or of one run of nested segments, as readers see it: below @mid @lo, from @mid
+ * on @hi (G_MAXUINT64 and @hi = @lo for one run). */
 typedef struct
 {
-  guint32 cap; /* set when the list is made, never changed */
-  guint32 n;
-  Item item[];
-} List;
+  guint64 mid;
+  const MemresIndexEntry *lo;
+  const MemresIndexEntry *hi;
+  GPtrArray *set; /* the writer's: the segments overlapping the page, in the order mapped */
+} Split;
+
+/* A page's runs as readers see them (three or more): @word holds the starts of the runs, in address
+ * order (the first the page's first byte), then their segments (MemresIndexEntry pointers, or 0),
+ * @cap of each; the runs past the last start at G_MAXUINT64, with no segment. */
+typedef struct
+{
+  guint32 cap;    /* a power of two, at least RUNS_MIN, set when made, never changed */
+  guint32 n;      /* the writer's: runs in use */
+  GPtrArray *set; /* the writer's: the segments overlapping the page, in the order mapped */
+  guint64 word[];
+} Runs;
+
+/* the smallest capacity: a reader counts the starts at or before its address among these four
+ * with no branch (a segment smaller than a page, alone in it, makes three runs) */
+#define RUNS_MIN 4
 
 typedef struct
 {
@@ -75,18 +117,24 @@ typedef struct
   Bucket bucket[];
 } Dir;
 
-#define LOAD(p)     __atomic_load_n ((p), __ATOMIC_RELAXED)
-#define STORE(p, v) __atomic_store_n ((p), (v), __ATOMIC_RELAXED)
+#define LOAD(p)         __atomic_load_n ((p), __ATOMIC_RELAXED)
+#define LOAD_ACQUIRE(p) __atomic_load_n ((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v)     __atomic_store_n ((p), (v), __ATOMIC_RELAXED)
+#define PUBLISH(p, v)   __atomic_store_n ((p), (v), __ATOMIC_RELEASE)
 
-static guint64 index_seq; /* atomic: odd while the index changes; never wraps */
-static Dir *index_dir;    /* atomic */
+static guint64 index_seq;               /* atomic: odd while the index changes; never wraps */
+static Node *index_top[1u << TOP_BITS]; /* atomic: the node of each GiB below 2^48 */
+static Dir *index_dir;                  /* atomic: the nodes of the GiBs above */
 /* the writer's, under segments.c's lock */
 static GSList *retired_dirs;
-static GPtrArray *live;                     /* MemresIndexEntry, in no order */
-static GPtrArray *free_entries;             /* MemresIndexEntry */
-static GPtrArray *free_lists[LIST_CLASSES]; /* List, by log2 of their capacity */
-static GPtrArray *scratch;                  /* MemresIndexEntry, a page's set */
-static GArray *stack;                       /* gint, for a list's parents */
+static GPtrArray *live;                    /* MemresIndexEntry, in no order */
+static GPtrArray *free_entries;            /* MemresIndexEntry */
+static GPtrArray *free_splits;             /* Split */
+static GPtrArray *free_runs[RUNS_CLASSES]; /* Runs, by log2 of their capacity */
+static GPtrArray *scratch;                 /* MemresIndexEntry, a page's set */
+static GPtrArray *sorted;                  /* the same, in address order */
+static GPtrArray *stack;                   /* MemresIndexEntry, the segments open at a point */
+static GArray *cuts;                       /* Run, a page's runs as they are worked out */
 
 /* ---- the writer ----------------------------------------------------------------------------- */
 
@@ -117,21 +165,32 @@ ensure_setup (void)
   live = g_ptr_array_new ();
   free_entries = g_ptr_array_new ();
   scratch = g_ptr_array_new ();
-  stack = g_array_new (FALSE, FALSE, sizeof (gint));
+  sorted = g_ptr_array_new ();
+  stack = g_ptr_array_new ();
+  cuts = g_array_new (FALSE, FALSE, sizeof (Run));
 }
 
-/* The node of the GiB @gib, made when @create (inside a write). */
+/* A new node, published at @where (inside a write). */
+static Node *
+node_new (Node **where)
+{
+  Node *node = g_malloc0 (sizeof (Node));
+
+  PUBLISH (where, node);
+  return node;
+}
+
+/* The node of the GiB @gib above the flat table, made when @create (inside a write). */
 static Node *
 dir_node (guint64 gib, gboolean create)
 {
   Dir *d = index_dir;
   guint64 key = gib + 1;
   gsize mask, h;
-  Node *node;
 
   if (d != NULL)
     {
-      mask = ((gsize) 1 << d->bits) - 1;
+      mask = d->mask;
       for (h = dir_hash (key, d->shift); d->bucket[h].key != 0; h = (h + 1) & mask)
         if (d->bucket[h].key == key)
           return d->bucket[h].node;
@@ -156,74 +215,180 @@ dir_node (guint64 gib, gboolean create)
           }
       if (d != NULL)
         retired_dirs = g_slist_prepend (retired_dirs, d);
-      __atomic_store_n (&index_dir, bigger, __ATOMIC_RELEASE);
+      PUBLISH (&index_dir, bigger);
       d = bigger;
     }
   mask = d->mask;
   for (h = dir_hash (key, d->shift); d->bucket[h].key != 0;)
     h = (h + 1) & mask;
-  node = g_malloc0 (sizeof (Node));
-  STORE (&d->bucket[h].node, node);
-  STORE (&d->bucket[h].key, key);
   d->used++;
-  return node;
+  /* the node before the key: a reader that matches the key finds it */
+  node_new (&d->bucket[h].node);
+  PUBLISH (&d->bucket[h].key, key);
+  return d->bucket[h].node;
 }
 
-/* Appends to @out the entries of the segments overlapping page @pn. */
+/* The node of page @pn's GiB, made when @create (inside a write). */
+static Node *
+page_node (guint64 pn, gboolean create)
+{
+  guint64 gib = pn >> NODE_SHIFT;
+
+  if (gib < G_N_ELEMENTS (index_top))
+    return index_top[gib] != NULL || !create ? index_top[gib] : node_new (&index_top[gib]);
+  return dir_node (gib, create);
+}
+
+/* Sets @out to the entries of the segments overlapping page @pn, in the order they were
+ * mapped. */
 static void
 page_get (guint64 pn, GPtrArray *out)
 {
-  Node *node = dir_node (pn >> NODE_SHIFT, FALSE);
+  Node *node = page_node (pn, FALSE);
   guintptr v;
 
   g_ptr_array_set_size (out, 0);
   if (node == NULL || (v = node->slot[pn & (NODE_PAGES - 1)]) == 0)
     return;
-  if (v & SLOT_LIST)
+  if (v & SLOT_TAGS)
     {
-      const List *l = (const List *) (v & ~SLOT_LIST);
+      const GPtrArray *set = v & SLOT_SPLIT ? ((const Split *) (v - SLOT_SPLIT))->set
+                                            : ((const Runs *) (v - SLOT_RUNS))->set;
 
-      for (guint i = 0; i < l->n; i++)
-        g_ptr_array_add (out, l->item[i].entry);
+      for (guint i = 0; i < set->len; i++)
+        g_ptr_array_add (out, set->pdata[i]);
     }
   else
     g_ptr_array_add (out, (gpointer) v);
 }
 
-static List *
-list_new (guint n)
+static Split *
+split_new (void)
 {
-  guint c = 1;
-  List *l;
+  Split *sp;
 
+  if (free_splits == NULL)
+    free_splits = g_ptr_array_new ();
+  if (free_splits->len > 0)
+    return g_ptr_array_steal_index_fast (free_splits, free_splits->len - 1);
+  sp = g_new0 (Split, 1);
+  sp->set = g_ptr_array_new ();
+  return sp;
+}
+
+static Runs *
+runs_new (guint n)
+{
+  guint c = 2;
+  Runs *r;
+
+  G_STATIC_ASSERT (RUNS_MIN == 1 << 2);
   while ((1u << c) < n)
     c++;
-  if (free_lists[c] != NULL && free_lists[c]->len > 0)
-    l = g_ptr_array_steal_index_fast (free_lists[c], free_lists[c]->len - 1);
-  else
-    {
-      l = g_malloc0 (sizeof (List) + ((gsize) 1 << c) * sizeof (Item));
-      l->cap = 1u << c;
-    }
-  return l;
+  if (free_runs[c] != NULL && free_runs[c]->len > 0)
+    return g_ptr_array_steal_index_fast (free_runs[c], free_runs[c]->len - 1);
+  r = g_malloc0 (sizeof (Runs) + ((gsize) 2 << c) * sizeof (guint64));
+  r->cap = 1u << c;
+  r->set = g_ptr_array_new ();
+  return r;
 }
 
 static void
-list_free (List *l)
+runs_free (Runs *r)
 {
-  guint c = (guint) g_bit_nth_lsf (l->cap, -1);
+  guint c = (guint) g_bit_nth_lsf (r->cap, -1);
 
-  if (free_lists[c] == NULL)
-    free_lists[c] = g_ptr_array_new ();
-  g_ptr_array_add (free_lists[c], l);
+  if (free_runs[c] == NULL)
+    free_runs[c] = g_ptr_array_new ();
+  g_ptr_array_add (free_runs[c], r);
 }
 
-/* Page @pn's slot made to say that the segments of @set overlap it (inside a write). */
+/* A run from @start held by @e (or none), appended to @cuts; one with the run before when they
+ * have the same segment. */
+static void
+run_at (guint64 start, const MemresIndexEntry *e)
+{
+  if (cuts->len == 0 || g_array_index (cuts, Run, cuts->len - 1).entry != e)
+    {
+      Run run = { start, e };
+
+      g_array_append_val (cuts, run);
+    }
+}
+
+/* The part from the current point @pos to @to (exclusive), held by @e (or none), unless it is
+ * empty; @pos moves to @to. */
+static void
+cut (guint64 *pos, guint64 to, const MemresIndexEntry *e)
+{
+  if (to <= *pos)
+    return;
+  run_at (*pos, e);
+  *pos = to;
+}
+
+/* The runs of page @pn (first byte @first, last @last) for the segments of @set, in @cuts:
+ * a sweep in address order (longest first among equal bases, then in the order mapped) with the
+ * segments open at the point on a stack, the innermost on top. */
+static void
+page_runs (GPtrArray *set, guint64 first, guint64 last)
+{
+  guint64 pos = first;
+
+  g_ptr_array_set_size (sorted, 0);
+  for (guint i = 0; i < set->len; i++)
+    g_ptr_array_add (sorted, set->pdata[i]);
+  _memres_index_sort (sorted); /* stable: of equal ranges, the later mapped is later */
+  g_ptr_array_set_size (stack, 0);
+  g_array_set_size (cuts, 0);
+  for (guint i = 0; i < sorted->len; i++)
+    {
+      MemresIndexEntry *e = sorted->pdata[i];
+      guint64 b = MAX (e->base, first);
+
+      /* those that end before @e begins: each holds the part up to its end */
+      while (stack->len > 0)
+        {
+          const MemresIndexEntry *top = stack->pdata[stack->len - 1];
+
+          if (top->end > b)
+            break;
+          cut (&pos, top->end, top);
+          g_ptr_array_set_size (stack, stack->len - 1);
+        }
+      cut (&pos, b, stack->len > 0 ? stack->pdata[stack->len - 1] : NULL);
+      g_ptr_array_add (stack, e);
+    }
+  while (stack->len > 0)
+    {
+      const MemresIndexEntry *top = stack->pdata[stack->len - 1];
+
+      /* the page's last byte + 1 may be 2^64: a segment ends at most at 2^64 - 1 */
+      cut (&pos, MIN (top->end - 1, last) + 1, top);
+      g_ptr_array_set_size (stack, stack->len - 1);
+    }
+  /* the rest of the page holds no segment (the page's end may be 2^64: @pos <= @last) */
+  if (pos <= last || cuts->len == 0)
+    run_at (pos, NULL);
+}
+
+static void
+set_copy (GPtrArray *to, const GPtrArray *from)
+{
+  g_ptr_array_set_size (to, 0);
+  for (guint i = 0; i < from->len; i++)
+    g_ptr_array_add (to, from->pdata[i]);
+}
+
+/* Page @pn's slot made to say that the segments of @set overlap it (inside a write): none;
+ * one covering the page (its entry); two runs or one of nested segments (a Split); or more runs
+ * (Runs). Records are new or reused from the free lists: a stale reader may be looking at one. */
 static void
 page_put (guint64 pn, GPtrArray *set)
 {
-  Node *node = dir_node (pn >> NODE_SHIFT, set->len > 0);
+  Node *node = page_node (pn, set->len > 0);
   guint64 first = pn << PAGE_SHIFT, last = first + ((1u << PAGE_SHIFT) - 1);
+  const MemresIndexEntry *one = set->len == 1 ? set->pdata[0] : NULL;
   guintptr *slot, old, v;
 
   if (node == NULL)
@@ -232,38 +397,44 @@ page_put (guint64 pn, GPtrArray *set)
   old = *slot;
   if (set->len == 0)
     v = 0;
-  else if (set->len == 1 && ((MemresIndexEntry *) set->pdata[0])->base <= first
-           && ((MemresIndexEntry *) set->pdata[0])->end - 1 >= last)
-    v = (guintptr) set->pdata[0];
+  else if (one != NULL && one->base <= first && one->end - 1 >= last)
+    v = (guintptr) one;
   else
     {
-      List *l = list_new (set->len);
-      gint top = 0;
-
-      /* in address order, longest first, then in the order they came (a stable sort: a new
-       * segment is last in @set), each with its parent (laminar ranges: a stack) */
-      _memres_index_sort (set);
-      g_array_set_size (stack, set->len);
-      for (guint i = 0; i < set->len; i++)
+      page_runs (set, first, last);
+      if (cuts->len <= 2)
         {
-          MemresIndexEntry *e = set->pdata[i];
+          Split *sp = split_new ();
+          const Run *lo = &g_array_index (cuts, Run, 0);
+          const Run *hi = &g_array_index (cuts, Run, cuts->len - 1);
 
-          while (top > 0
-                 && ((MemresIndexEntry *) set->pdata[g_array_index (stack, gint, top - 1)])->end
-                        < e->end)
-            top--;
-          STORE (&l->item[i].base, e->base);
-          STORE (&l->item[i].end, e->end);
-          STORE (&l->item[i].entry, e);
-          STORE (&l->item[i].parent, top > 0 ? g_array_index (stack, gint, top - 1) : -1);
-          g_array_index (stack, gint, top++) = (gint) i;
+          STORE (&sp->mid, cuts->len == 2 ? hi->start : G_MAXUINT64);
+          STORE (&sp->lo, lo->entry);
+          STORE (&sp->hi, hi->entry);
+          set_copy (sp->set, set);
+          v = (guintptr) sp | SLOT_SPLIT;
         }
-      STORE (&l->n, set->len);
-      v = (guintptr) l | SLOT_LIST;
+      else
+        {
+          Runs *r = runs_new (cuts->len);
+
+          for (guint i = 0; i < r->cap; i++)
+            {
+              const Run *run = i < cuts->len ? &g_array_index (cuts, Run, i) : NULL;
+
+              STORE (&r->word[i], run != NULL ? run->start : G_MAXUINT64);
+              STORE (&r->word[r->cap + i], run != NULL ? (guint64) (guintptr) run->entry : 0);
+            }
+          r->n = cuts->len;
+          set_copy (r->set, set);
+          v = (guintptr) r | SLOT_RUNS;
+        }
     }
-  STORE (slot, v);
-  if (old & SLOT_LIST)
-    list_free ((List *) (old & ~SLOT_LIST));
+  PUBLISH (slot, v);
+  if (old & SLOT_SPLIT)
+    g_ptr_array_add (free_splits, (Split *) (old - SLOT_SPLIT));
+  else if (old & SLOT_RUNS)
+    runs_free ((Runs *) (old - SLOT_RUNS));
 }
 
 static inline guint64
@@ -278,10 +449,10 @@ last_page (const MemresIndexEntry *e)
   return (e->end - 1) >> PAGE_SHIFT;
 }
 
-/* @e added to the slots of its pages where it is not (or, when @add is FALSE, removed from
- * them), inside a write. A list keeps its segments in the order they were mapped: of two with
- * the same range (a cache's chunk that is the whole of its upstream's segment), the later is the
- * upper layer's, the innermost. */
+/* @e added to the sets of its pages where it is not (or, when @add is FALSE, removed from them)
+ * and their slots rewritten, inside a write. A set keeps its segments in the order they were
+ * mapped (a grown one keeps its place): of two with the same range (a cache's chunk that is the
+ * whole of its upstream's segment), the later is the upper layer's, the innermost. */
 static void
 pages_update (MemresIndexEntry *e, gboolean add)
 {
@@ -290,14 +461,11 @@ pages_update (MemresIndexEntry *e, gboolean add)
       gboolean had;
 
       page_get (pn, scratch);
-      had = g_ptr_array_remove (scratch, e);
-      if (add)
-        {
-          if (had) /* in place: a grown segment keeps its rank */
-            page_get (pn, scratch);
-          else
-            g_ptr_array_add (scratch, e);
-        }
+      had = g_ptr_array_remove (scratch, e) && add;
+      if (add && !had)
+        g_ptr_array_add (scratch, e);
+      else if (had)
+        page_get (pn, scratch);
       page_put (pn, scratch);
       if (pn == last)
         break;
@@ -351,10 +519,15 @@ _memres_index_insert (const MemresIndexEntry *src)
   write_begin ();
   /* a reused entry: a stale reader may be looking at it */
   STORE (&e->base, src->base);
-  STORE (&e->end, src->end);
+  STORE (&e->length, src->end - src->base);
+  e->end = src->end;
   STORE (&e->mr, src->mr);
-  STORE (&e->device, src->device);
-  STORE (&e->handle_types, src->handle_types);
+  {
+    MemresIndexEntry w = { .device = src->device, .handle_types = src->handle_types };
+
+    STORE (&e->dev_types, w.dev_types);
+  }
+  STORE (&e->tag_word, (guint64) 0);
   STORE (&e->tag_id, src->tag_id);
   STORE (&e->tag, src->tag);
   e->unmapping = FALSE;
@@ -369,8 +542,9 @@ void
 _memres_index_grow (MemresIndexEntry *e, guint64 end)
 {
   write_begin ();
-  STORE (&e->end, end);
-  pages_update (e, TRUE); /* its old pages (their lists hold its end) and its new ones */
+  e->end = end;
+  STORE (&e->length, end - e->base);
+  pages_update (e, TRUE); /* its old pages (their runs end where it ended) and its new ones */
   write_end ();
 }
 
@@ -445,15 +619,21 @@ _memres_index_sort (GPtrArray *entries)
 
 /* ---- the readers ---------------------------------------------------------------------------- */
 
-/* The node of the GiB whose key (its number + 1) is @key in @d, or NULL. */
-static inline const Node *
-index_node (const Dir *d, guint64 key)
+/* The node of the GiB of @addr above the flat table, or NULL. */
+G_GNUC_NO_INLINE static const Node *
+high_node (guint64 addr)
 {
-  gsize mask = LOAD (&d->mask), h = dir_hash (key, LOAD (&d->shift));
+  const Dir *d = LOAD_ACQUIRE (&index_dir);
+  guint64 key = (addr >> GIB_SHIFT) + 1;
+  gsize mask, h;
 
+  if (d == NULL)
+    return NULL;
+  mask = d->mask;
+  h = dir_hash (key, d->shift);
   for (gsize probes = 0; probes <= mask; probes++, h = (h + 1) & mask)
     {
-      guint64 k = LOAD (&d->bucket[h].key);
+      guint64 k = LOAD_ACQUIRE (&d->bucket[h].key);
 
       if (k == key)
         return LOAD (&d->bucket[h].node);
@@ -463,190 +643,112 @@ index_node (const Dir *d, guint64 key)
   return NULL;
 }
 
-/* The entry of the innermost segment holding @addr in @node (its GiB's), or NULL; read without
- * a lock, so only as good as the sequence check after it. */
-static inline const MemresIndexEntry *
-index_search (const Node *node, guint64 addr)
+/* The segment of the run of @addr in the page's runs @v (tagged), or NULL: the last run
+ * starting at or before @addr (the first starts at the page's first byte). Four runs are
+ * counted with no branch; more by a binary search in log2 (capacity) steps
+ * that are the same whatever the data. Read without a lock, so only as good as the sequence
+ * check after it (a torn read still stays inside the runs). */
+static inline __attribute__ ((always_inline)) const MemresIndexEntry *
+runs_search (guintptr v, guint64 addr)
 {
-  guintptr v;
+  const Runs *r = (const Runs *) (v - SLOT_RUNS); /* v & ~SLOT_RUNS */
+  const guint64 *start = r->word;
+  guint cap = LOAD (&r->cap);
+  gsize i;
 
-  v = LOAD (&node->slot[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)]);
-  if (G_LIKELY (!(v & SLOT_LIST)))
-    {
-      const MemresIndexEntry *e = (const MemresIndexEntry *) v;
-
-      guint64 base;
-
-      if (e == NULL)
-        return NULL;
-      base = LOAD (&e->base);
-      return addr - base < LOAD (&e->end) - base ? e : NULL;
-    }
+  if (G_LIKELY (cap == RUNS_MIN))
+    i = (gsize) (LOAD (&start[1]) <= addr) + (LOAD (&start[2]) <= addr)
+        + (LOAD (&start[3]) <= addr);
   else
     {
-      /* sorted by base: the last item whose base is at or before @addr, then its parents
-       * (laminar ranges) until one holds it */
-      const List *l = (const List *) (v & ~SLOT_LIST);
-      const Item *it = l->item;
-      guint len = MIN (LOAD (&l->n), LOAD (&l->cap));
-      gint i;
+      const guint64 *it = start;
 
-      if (len == 0)
-        return NULL;
-      while (len > 1)
-        {
-          guint half = len / 2;
-
-          it = LOAD (&it[half].base) <= addr ? it + half : it;
-          len -= half;
-        }
-      for (i = LOAD (&it->base) <= addr ? (gint) (it - l->item) : -1; i >= 0;)
-        {
-          gint parent;
-
-          if (addr < LOAD (&l->item[i].end))
-            return LOAD (&l->item[i].entry);
-          parent = LOAD (&l->item[i].parent);
-          if (parent >= i) /* only a torn read; the sequence check retries */
-            return NULL;
-          i = parent;
-        }
-      return NULL;
+      for (guint half = cap / 2; half > 0; half /= 2)
+        it = LOAD (&it[half]) <= addr ? it + half : it;
+      i = (gsize) (it - start);
     }
+  return (const MemresIndexEntry *) (guintptr) LOAD (&r->word[cap + i]);
 }
 
-/* The last answers of a thread: a direct-mapped table keyed by the address's MiB (its low bits,
- * with the higher ones folded in: segments 1 or 2 MiB apart, as a pool's blocks or 2 MiB-aligned
- * reservations lie, take distinct slots up to 128 or 64 of them), each answer valid while
- * index_seq is the even value it was read at (every change of the index changes it: an answer
- * from before any change, an unmap included, is never used). A slot holds the answer as the
- * caller receives it (its offset 0), so that a hit is one copy. 64 bytes a slot, 8 KiB a
- * thread, allocated at its first lookup, freed at its exit. */
-#define LOOKUP_SLOTS_LOG2 7
+static gboolean lookup_retry (guint64 addr, MemresLookupInfo *info);
 
-typedef struct
+/* 16 bytes of an answer, copied in one move */
+typedef gint64 AnswerPart __attribute__ ((vector_size (16), aligned (8), may_alias));
+
+/* The rest of a lookup at sequence number @seq from @node, the node of @addr's GiB (or NULL):
+ * the answer in @info (untouched when there is none), or the whole lookup again when a writer
+ * changed the index meanwhile. */
+static inline __attribute__ ((always_inline)) gboolean
+lookup_from (const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
-  guint64 gen; /* the index_seq it was read at; 0 (never a published index's) when empty */
-  MemresLookupInfo info;
-} __attribute__ ((aligned (64))) LookupHit;
+  const MemresIndexEntry *e = NULL;
+  AnswerPart a0, a1, a2;
 
-G_STATIC_ASSERT (sizeof (LookupHit) == 64);
-
-/* The nodes a thread found, by their GiB (direct-mapped): a node, once in the hash table, stays
- * there for good (nothing is removed from it, and a bigger table holds the same nodes), so a
- * thread keeps them with no check and a search skips the table. */
-#define LOOKUP_NODES 16
-
-typedef struct
-{
-  guint64 key; /* the GiB + 1; 0 when empty */
-  const Node *node;
-} NodeHint;
-
-typedef struct
-{
-  LookupHit slot[1 << LOOKUP_SLOTS_LOG2];
-  NodeHint nodes[LOOKUP_NODES];
-} LookupCache;
-
-/* initial-exec as buffer.c's cache: one pointer, no __tls_get_addr on the hit */
-static __thread LookupCache *thread_lookup __attribute__ ((tls_model ("initial-exec")));
-
-static void
-lookup_cache_free (gpointer data)
-{
-  if (thread_lookup == data)
-    thread_lookup = NULL;
-  free (data);
-}
-
-static GPrivate lookup_cache_cleanup = G_PRIVATE_INIT (lookup_cache_free);
-
-static inline LookupHit *
-lookup_slot (LookupCache *c, guint64 addr)
-{
-  guint64 mib = addr >> 20;
-
-  return &c->slot[(mib ^ (mib >> LOOKUP_SLOTS_LOG2) ^ (mib >> (2 * LOOKUP_SLOTS_LOG2)))
-                  & ((1 << LOOKUP_SLOTS_LOG2) - 1)];
-}
-
-/* The thread's table, made at its first lookup (aborts when memory is out, as g_malloc());
- * returns @addr's slot. */
-G_GNUC_NO_INLINE static LookupHit *
-lookup_cache_new (guint64 addr)
-{
-  /* 64-byte slots on lines of their own; freed by this thread's exit */
-  LookupCache *c = aligned_alloc (64, sizeof (LookupCache));
-
-  if (c == NULL)
-    g_error ("memres_lookup: out of memory for the thread's table of answers (%zu bytes)",
-             sizeof (LookupCache));
-  memset (c, 0, sizeof (LookupCache));
-  thread_lookup = c;
-  g_private_set (&lookup_cache_cleanup, thread_lookup);
-  return lookup_slot (c, addr);
-}
-
-/* The search of the index under its sequence lock; the answer kept in @h, the thread's slot
- * for @addr (NULL when the thread has no table yet). */
-G_GNUC_NO_INLINE static gboolean
-lookup_slow (guint64 addr, MemresLookupInfo *info, LookupHit *h)
-{
-  guint64 key = (addr >> (PAGE_SHIFT + NODE_SHIFT)) + 1;
-  NodeHint *hint;
-
-  g_return_val_if_fail (info != NULL, FALSE);
-  if (G_UNLIKELY (h == NULL))
-    h = lookup_cache_new (addr);
-  hint = &thread_lookup->nodes[key & (LOOKUP_NODES - 1)];
-  for (;;)
+  if (G_LIKELY (node != NULL))
     {
-      guint64 seq = __atomic_load_n (&index_seq, __ATOMIC_ACQUIRE);
-      const Node *node;
-      const MemresIndexEntry *e;
+      guintptr v = LOAD_ACQUIRE (&node->slot[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)]);
 
-      if (G_UNLIKELY (seq & 1))
+      if (G_LIKELY (!(v & SLOT_TAGS)))
+        e = (const MemresIndexEntry *) v;
+      else if (G_LIKELY (v & SLOT_SPLIT))
         {
-          g_thread_yield ();
-          continue;
+          const Split *sp = (const Split *) (v - SLOT_SPLIT);
+          const MemresIndexEntry *lo = LOAD (&sp->lo), *hi = LOAD (&sp->hi);
+
+          e = addr < LOAD (&sp->mid) ? lo : hi;
         }
-      if (G_LIKELY (hint->key == key))
-        node = hint->node;
       else
-        {
-          const Dir *d = __atomic_load_n (&index_dir, __ATOMIC_ACQUIRE);
-
-          node = d != NULL ? index_node (d, key) : NULL;
-        }
-      e = node != NULL ? index_search (node, addr) : NULL;
-      if (e != NULL)
-        {
-          /* read into the slot, its answer kept only once the read is known whole */
-          guint64 base = LOAD (&e->base);
-
-          h->gen = 0;
-          h->info.resource = LOAD (&e->mr);
-          h->info.segment.base = base;
-          h->info.segment.length = LOAD (&e->end) - base;
-          h->info.segment.device = LOAD (&e->device);
-          h->info.segment.handle_types = LOAD (&e->handle_types);
-          h->info.segment.tag_id = LOAD (&e->tag_id);
-          h->info.segment.tag = LOAD (&e->tag);
-          h->info.offset = 0;
-        }
-      __atomic_thread_fence (__ATOMIC_ACQUIRE);
-      if (__atomic_load_n (&index_seq, __ATOMIC_RELAXED) != seq)
-        continue;
-      if (node != NULL && hint->key != key)
-        *hint = (NodeHint){ key, node };
-      if (e == NULL)
-        return FALSE;
-      h->gen = seq;
-      memcpy (info, &h->info, G_STRUCT_OFFSET (MemresLookupInfo, offset));
-      info->offset = addr - h->info.segment.base;
-      return TRUE;
+        e = runs_search (v, addr);
     }
+  if (G_UNLIKELY (e == NULL))
+    {
+      __atomic_thread_fence (__ATOMIC_ACQUIRE);
+      if (G_UNLIKELY (LOAD (&index_seq) != seq))
+        return lookup_retry (addr, info);
+      return FALSE;
+    }
+  a0 = ((const AnswerPart *) e)[0];
+  a1 = ((const AnswerPart *) e)[1];
+  a2 = ((const AnswerPart *) e)[2];
+  __atomic_thread_fence (__ATOMIC_ACQUIRE);
+  if (G_UNLIKELY (LOAD (&index_seq) != seq))
+    return lookup_retry (addr, info);
+  /* the segment holds @addr (a slot's segment covers its page, a run's segment the run): the
+   * answer as it lies, then the offset */
+  ((AnswerPart *) info)[0] = a0;
+  ((AnswerPart *) info)[1] = a1;
+  ((AnswerPart *) info)[2] = a2;
+  info->offset = addr - (guint64) a0[1];
+  return TRUE;
+}
+
+/* A lookup above the flat table: the hash table's node. */
+G_GNUC_NO_INLINE static gboolean
+lookup_high (guint64 addr, MemresLookupInfo *info, guint64 seq)
+{
+  return lookup_from (high_node (addr), addr, info, seq);
+}
+
+/* A lookup at sequence number @seq (even). */
+static inline __attribute__ ((always_inline)) gboolean
+lookup_at (guint64 addr, MemresLookupInfo *info, guint64 seq)
+{
+  guint64 gib = addr >> GIB_SHIFT;
+
+  if (G_UNLIKELY (gib >= G_N_ELEMENTS (index_top)))
+    return lookup_high (addr, info, seq);
+  return lookup_from (LOAD_ACQUIRE (&index_top[gib]), addr, info, seq);
+}
+
+/* The lookup after a writer was seen: again, waiting while the sequence number is odd. */
+G_GNUC_NO_INLINE static gboolean
+lookup_retry (guint64 addr, MemresLookupInfo *info)
+{
+  guint64 seq;
+
+  while ((seq = LOAD_ACQUIRE (&index_seq)) & 1)
+    g_thread_yield ();
+  return lookup_at (addr, info, seq);
 }
 
 /**
@@ -669,15 +771,13 @@ lookup_slow (guint64 addr, MemresLookupInfo *info, LookupHit *h)
  * allocated, which the caller knows (it holds a buffer inside the segment, say); take
  * memres_resource_ref() to keep it beyond that.
  *
- * Cost: a few nanoseconds, no lock taken and no shared cache line written. Each thread keeps the
- * answers it found lately (a small table of its own, keyed by the address's MiB), each valid
- * only while the index is unchanged since it was found: a repeated lookup in a segment is a
- * load of the index's generation, two compares and a copy. Otherwise a search of the index read
- * under a sequence lock: a hash of the address's GiB, the slot of its 2 MiB page, the segment
- * (or the few whose edges lie in that page), whatever the number of segments
- * (docs/segments.md, bench/bench-lookup.c). No driver call. Thread-safe: any thread, at any
- * time, concurrently with anything; an answer is never older than the index at the call (a
- * segment unmapped before the call is not found).
+ * Cost: a few nanoseconds, no lock taken and nothing shared written, whatever the number of
+ * segments and whether the thread looked the segment up before: the index read under a
+ * sequence lock, a fixed chain of loads (the node of the address's GiB, the slot of its 2 MiB
+ * page, the segment; where a segment's edge lies in that page or segments nest, a binary search
+ * of the page's few runs first) (docs/segments.md, bench/bench-lookup.c). No driver call.
+ * Thread-safe: any thread, at any time, concurrently with anything; an answer is never older
+ * than the index at the call (a segment unmapped before the call is not found).
  *
  * Returns: %TRUE and @info filled when @ptr lies in a segment; %FALSE (no error: not finding is
  *   no failure) when it does not, %NULL included.
@@ -687,24 +787,11 @@ lookup_slow (guint64 addr, MemresLookupInfo *info, LookupHit *h)
 gboolean
 memres_lookup (gconstpointer ptr, MemresLookupInfo *info)
 {
-  guint64 addr = (guint64) (guintptr) ptr;
-  LookupCache *c = thread_lookup;
-  LookupHit *h = NULL;
+  guint64 seq;
 
-  /* the hit: this thread found @addr's segment lately and the index has not changed since */
-  if (G_LIKELY (c != NULL))
-    {
-      guint64 offset;
-
-      h = lookup_slot (c, addr);
-      offset = addr - h->info.segment.base;
-      if (h->gen == __atomic_load_n (&index_seq, __ATOMIC_ACQUIRE)
-          && offset < h->info.segment.length && G_LIKELY (info != NULL))
-        {
-          memcpy (info, &h->info, G_STRUCT_OFFSET (MemresLookupInfo, offset));
-          info->offset = offset;
-          return TRUE;
-        }
-    }
-  return lookup_slow (addr, info, h);
+  g_return_val_if_fail (info != NULL, FALSE);
+  seq = LOAD_ACQUIRE (&index_seq);
+  if (G_UNLIKELY (seq & 1))
+    return lookup_retry ((guint64) (guintptr) ptr, info);
+  return lookup_at ((guint64) (guintptr) ptr, info, seq);
 }

@@ -12,18 +12,32 @@
 
 G_BEGIN_DECLS
 
-/* One segment in the index. Lookups read the first seven fields (atomic loads, under the
- * sequence lock); the rest is the writer's. An entry is never freed: once removed it waits on
- * a free list for the next segment, so a reader holding a stale pointer reads valid memory. */
+/* One segment in the index. Its first 48 bytes are what memres_lookup() answers, laid out as
+ * the first 48 of a MemresLookupInfo (resource, then the MemresSegment up to its tag), read by
+ * lookups word by word (atomic loads, under the sequence lock) and copied as they lie; the rest
+ * is the writer's. An entry is never freed: once removed it waits on a free list for the next
+ * segment, so a reader holding a stale pointer reads valid memory. */
 typedef struct
 {
-  guint64 base;
-  guint64 end;
   MemresResource *mr;
-  gint device;
-  guint32 handle_types;
-  guint32 tag_id;
+  guint64 base;
+  guint64 length; /* end - base */
+  union
+  {
+    struct
+    {
+      gint device;
+      guint32 handle_types;
+    };
+    guint64 dev_types;
+  };
+  union
+  {
+    guint32 tag_id;
+    guint64 tag_word; /* tag_id and 4 zero bytes */
+  };
   const char *tag;
+  guint64 end;        /* writer: one past the last byte */
   guint live_at;      /* writer: its place in _memres_index_live() */
   gboolean unmapping; /* writer: its UNMAPPING event is being delivered */
 } MemresIndexEntry;

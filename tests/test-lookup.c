@@ -1,0 +1,634 @@
+/* test-lookup.c: memres_lookup() (core/segment-index.c) answers as the index is at the call:
+ * never a segment after it was unmapped (in the same thread, and in reader threads racing a
+ * mapping and unmapping thread), the innermost where segments nest, and right with more
+ * segments than fit in any cache. Host memory through `cache` (suite core): no driver. And the
+ * shapes of the index's pages, through "segkind", a kind registered here that raises segments
+ * over ranges it never maps (lookups read no memory): pages covered by one segment, split by one
+ * edge, cut into runs by many edges, nested and equal ranges, addresses above 2^48 (the hash
+ * table, not the flat table); each probe checked against a model of the live ranges, after every
+ * change. */
+#include "testutil.h"
+
+#include "plugins/common.h"
+
+#include <string.h>
+
+static gconstpointer
+addr (guint64 a)
+{
+  return (gconstpointer) (guintptr) a;
+}
+
+static void
+assert_found (guint64 a, MemresResource *mr, guint64 base, guint64 length)
+{
+  MemresLookupInfo info;
+
+  memset (&info, 0xa5, sizeof info);
+  g_assert_true (memres_lookup (addr (a), &info));
+  g_assert_true (info.resource == mr);
+  g_assert_cmphex (info.segment.base, ==, base);
+  g_assert_cmpuint (info.segment.length, ==, length);
+  g_assert_cmpint (info.segment.device, ==, -1);
+  g_assert_cmpuint (info.segment.handle_types, ==, 0);
+  g_assert_cmpuint (info.segment.tag_id, ==, 0);
+  g_assert_null (info.segment.tag);
+  g_assert_cmpuint (info.offset, ==, a - base);
+}
+
+static void
+assert_missing (guint64 a)
+{
+  MemresLookupInfo info;
+
+  memset (&info, 0xa5, sizeof info);
+  g_assert_false (memres_lookup (addr (a), &info));
+  g_assert_cmpuint (info.offset, ==, G_GUINT64_CONSTANT (0xa5a5a5a5a5a5a5a5));
+}
+
+/* A buffer above max_block is a segment of its own, unmapped at its close. */
+static void
+test_stale_after_unmap (void)
+{
+  MemresResource *mr = mt_new_ok ("cache:max_block=4KiB>host");
+  MemresBuffer *buf = mt_alloc_ok (mr, 64 * 1024, NULL);
+  guint64 a = memres_buffer_get_address (buf);
+
+  for (guint i = 0; i < 3; i++) /* the first fills the thread's answer, the others hit it */
+    {
+      assert_found (a, mr, a, 64 * 1024);
+      assert_found (a + 64 * 1024 - 1, mr, a, 64 * 1024);
+    }
+  mt_close_ok (buf, NULL);
+  assert_missing (a);
+  assert_missing (a + 100);
+
+  /* mapped again (at whatever address): found, its old answer not used */
+  buf = mt_alloc_ok (mr, 32 * 1024, NULL);
+  a = memres_buffer_get_address (buf);
+  assert_found (a + 5, mr, a, 32 * 1024);
+  assert_missing (a + 32 * 1024);
+  mt_close_ok (buf, NULL);
+  assert_missing (a + 5);
+  memres_resource_unref (mr);
+}
+
+/* A thread's answer for a lower chunk, then an upper chunk mapped inside it: the innermost. */
+static void
+test_nested_after_hit (void)
+{
+  MemresResource *top = mt_new_ok ("cache:chunk=64KiB>cache:chunk=1MiB,max_block=1MiB>host");
+  MemresResource *lower = memres_resource_get_upstream (top);
+  /* a block of the class the upper cache takes its chunks in: maps the lower chunk */
+  MemresBuffer *held = mt_alloc_ok (lower, 64 * 1024, NULL);
+  MemresLookupInfo info;
+  MemresBuffer *a;
+  guint64 l, ua;
+
+  g_assert_true (memres_lookup (memres_buffer_get_pointer (held), &info));
+  g_assert_true (info.resource == lower);
+  l = info.segment.base;
+  g_assert_cmpuint (info.segment.length, ==, 1024 * 1024);
+  for (guint round = 0; round < 2; round++)
+    for (guint64 x = l; x < l + 1024 * 1024; x += 4096)
+      assert_found (x, lower, l, 1024 * 1024);
+
+  a = mt_alloc_ok (top, 256, NULL); /* the upper chunk, carved from the lower one */
+  ua = memres_buffer_get_address (a);
+  g_assert_cmphex (ua, >=, l);
+  g_assert_cmphex (ua + 64 * 1024, <=, l + 1024 * 1024);
+  g_assert_true (memres_lookup (addr (ua), &info));
+  assert_found (ua, top, info.segment.base, 64 * 1024);
+  g_assert_cmphex (info.segment.base, <=, ua);
+  for (guint64 x = info.segment.base; x < info.segment.base + 64 * 1024; x += 4096)
+    assert_found (x, top, info.segment.base, 64 * 1024);
+
+  mt_close_ok (a, NULL);
+  mt_close_ok (held, NULL);
+  memres_resource_unref (top);
+}
+
+/* More segments than the thread keeps answers for: every answer right, twice over. */
+static void
+test_many_segments (void)
+{
+  enum
+  {
+    N = 600
+  };
+  MemresResource *mr = mt_new_ok ("cache:max_block=4KiB>host");
+  MemresBuffer *bufs[N];
+
+  for (guint i = 0; i < N; i++)
+    bufs[i] = mt_alloc_ok (mr, 8192 + 4096 * (i % 5), NULL);
+  for (guint round = 0; round < 3; round++)
+    for (guint k = 0; k < N; k++)
+      {
+        guint i = (k * 7919u) % N;
+        guint64 a = memres_buffer_get_address (bufs[i]);
+        gsize size = memres_buffer_get_size (bufs[i]);
+
+        assert_found (a + (k * 131u) % size, mr, a, size);
+      }
+  for (guint i = 0; i < N; i += 2) /* every other one unmapped: each answer right again */
+    mt_close_ok (bufs[i], NULL);
+  for (guint k = 0; k < N; k++)
+    {
+      guint i = (k * 7919u) % N;
+
+      if (i % 2 == 1)
+        assert_found (memres_buffer_get_address (bufs[i]) + 1, mr,
+                      memres_buffer_get_address (bufs[i]), memres_buffer_get_size (bufs[i]));
+    }
+  for (guint i = 1; i < N; i += 2)
+    mt_close_ok (bufs[i], NULL);
+  memres_resource_unref (mr);
+}
+
+/* Threads: one maps and unmaps a segment over and over; readers look its address up in each
+ * phase and check the answer when the phase was the same before and after the lookup. A round
+ * is four phases: 4r + 1 mapped, 4r + 2 closing, 4r + 3 unmapped, 4r + 4 mapping again (the
+ * writer sets closing and mapping before it calls, so a lookup that saw "mapped" or "unmapped"
+ * on both sides ran entirely inside that state). While unmapped none may find it: a reader's
+ * answer kept from the mapped phase would. The writer waits in the mapped and unmapped phases
+ * until every reader checked a lookup inside them. */
+#define N_READERS 3
+#define ROUNDS    100
+
+typedef struct
+{
+  MemresResource *mr;
+  gint phase;   /* atomic */
+  guint64 base; /* atomic: the segment's base, set before each mapped phase */
+  guint64 length;
+  gint seen[N_READERS]; /* atomic: the last phase each reader checked inside */
+  gint bad;             /* atomic */
+  gint found;           /* atomic: lookups that found it while mapped */
+} Race;
+
+typedef struct
+{
+  Race *race;
+  guint id;
+} Reader;
+
+static gpointer
+reader_thread (gpointer data)
+{
+  Reader *rd = data;
+  Race *r = rd->race;
+
+  for (;;)
+    {
+      gint p1 = g_atomic_int_get (&r->phase);
+      guint64 base = __atomic_load_n (&r->base, __ATOMIC_ACQUIRE);
+      MemresLookupInfo info;
+      gboolean hit;
+
+      if (p1 > 4 * ROUNDS)
+        return NULL;
+      if (p1 % 4 != 1 && p1 % 4 != 3)
+        {
+          g_thread_yield ();
+          continue;
+        }
+      hit = memres_lookup (addr (base + 8), &info);
+      if (g_atomic_int_get (&r->phase) != p1)
+        continue; /* the phase changed under the lookup: nothing to check */
+      if (p1 % 4 == 1)
+        {
+          if (hit && info.resource == r->mr && info.segment.base == base
+              && info.segment.length == r->length && info.offset == 8)
+            g_atomic_int_inc (&r->found);
+          else
+            g_atomic_int_inc (&r->bad);
+        }
+      else if (hit)
+        g_atomic_int_inc (&r->bad); /* a stale answer: unmapped before the lookup began */
+      g_atomic_int_set (&r->seen[rd->id], p1);
+    }
+}
+
+static void
+wait_readers (Race *r, gint phase)
+{
+  for (guint i = 0; i < N_READERS; i++)
+    while (g_atomic_int_get (&r->seen[i]) < phase)
+      g_thread_yield ();
+}
+
+static void
+test_threads (void)
+{
+  Race r = { 0 };
+  Reader readers[N_READERS];
+  GThread *threads[N_READERS];
+
+  r.mr = mt_new_ok ("cache:max_block=4KiB>host");
+  r.length = 64 * 1024;
+  for (guint i = 0; i < N_READERS; i++)
+    {
+      readers[i] = (Reader){ &r, i };
+      threads[i] = g_thread_new ("reader", reader_thread, &readers[i]);
+    }
+  for (gint p = 1; p <= 4 * ROUNDS; p += 4)
+    {
+      MemresBuffer *buf = mt_alloc_ok (r.mr, r.length, NULL);
+
+      __atomic_store_n (&r.base, memres_buffer_get_address (buf), __ATOMIC_RELEASE);
+      g_atomic_int_set (&r.phase, p); /* mapped */
+      wait_readers (&r, p);
+      g_atomic_int_set (&r.phase, p + 1); /* closing */
+      mt_close_ok (buf, NULL);
+      g_atomic_int_set (&r.phase, p + 2); /* unmapped */
+      wait_readers (&r, p + 2);
+      g_atomic_int_set (&r.phase, p + 3); /* mapping */
+    }
+  g_atomic_int_set (&r.phase, 4 * ROUNDS + 1);
+  for (guint i = 0; i < N_READERS; i++)
+    g_thread_join (threads[i]);
+  g_assert_cmpint (r.bad, ==, 0);
+  g_assert_cmpint (r.found, >=, N_READERS * ROUNDS);
+  memres_resource_unref (r.mr);
+}
+
+/* ---- the index's shapes, on segkind ---------------------------------------------------------- */
+
+static const MemresKindInfo segkind_info = {
+  .struct_size = sizeof (MemresKindInfo),
+  .name = "segkind",
+  .description = "raises the segments the test tells it to (tests/test-lookup.c)",
+  .ops = &tp_ops,
+  .flags = MEMRES_KIND_SEGMENTS,
+};
+
+static void
+segkind_register (void)
+{
+  static gboolean done;
+  g_autoptr (GError) error = NULL;
+
+  if (!done)
+    MT_CHECK (memres_registry_register_kind (&segkind_info, &error));
+  done = TRUE;
+}
+
+typedef struct
+{
+  MemresResource *mr;
+  guint64 base;
+  guint64 length;
+  guint order; /* when mapped: of equal ranges, the later is the innermost */
+} Seg;
+
+static GArray *model; /* Seg, the live segments */
+static guint model_order;
+
+static void
+seg_map (MemresResource *mr, guint64 base, guint64 length)
+{
+  MemresSegment s = { .base = base, .length = length, .device = -1 };
+  Seg m = { mr, base, length, model_order++ };
+
+  memres_resource_raise_segment_event (mr, MEMRES_SEGMENT_MAPPED, &s);
+  g_array_append_val (model, m);
+}
+
+static void
+seg_grow (MemresResource *mr, guint64 base, guint64 length)
+{
+  MemresSegment s = { .base = base, .length = length, .device = -1 };
+
+  memres_resource_raise_segment_event (mr, MEMRES_SEGMENT_GROWN, &s);
+  for (guint i = 0; i < model->len; i++)
+    if (g_array_index (model, Seg, i).mr == mr && g_array_index (model, Seg, i).base == base)
+      g_array_index (model, Seg, i).length = length;
+}
+
+static void
+seg_unmap (MemresResource *mr, guint64 base)
+{
+  MemresSegment s = { .base = base };
+
+  memres_resource_raise_segment_event (mr, MEMRES_SEGMENT_UNMAPPING, &s);
+  for (guint i = 0; i < model->len; i++)
+    if (g_array_index (model, Seg, i).mr == mr && g_array_index (model, Seg, i).base == base)
+      {
+        g_array_remove_index (model, i);
+        return;
+      }
+  g_assert_not_reached ();
+}
+
+/* What the model answers at @a: the shortest live segment holding it, the later of equal ones. */
+static const Seg *
+model_at (guint64 a)
+{
+  const Seg *best = NULL;
+
+  for (guint i = 0; i < model->len; i++)
+    {
+      const Seg *m = &g_array_index (model, Seg, i);
+
+      if (a - m->base < m->length
+          && (best == NULL || m->length < best->length
+              || (m->length == best->length && m->order > best->order)))
+        best = m;
+    }
+  return best;
+}
+
+static void
+check_at (guint64 a)
+{
+  const Seg *want = model_at (a);
+
+  if (want == NULL)
+    assert_missing (a);
+  else
+    {
+      MemresLookupInfo info;
+
+      memset (&info, 0xa5, sizeof info);
+      g_assert_true (memres_lookup (addr (a), &info));
+      g_assert_true (info.resource == want->mr);
+      g_assert_cmphex (info.segment.base, ==, want->base);
+      g_assert_cmpuint (info.segment.length, ==, want->length);
+      g_assert_cmpint (info.segment.device, ==, -1);
+      g_assert_cmpuint (info.segment.handle_types, ==, 0);
+      g_assert_cmpuint (info.segment.tag_id, ==, 0);
+      g_assert_null (info.segment.tag);
+      g_assert_cmpuint (info.offset, ==, a - want->base);
+    }
+}
+
+/* Every edge of every live segment and its neighbours, and points between, in [@lo, @hi). */
+static void
+check_model (guint64 lo, guint64 hi)
+{
+  for (guint i = 0; i < model->len; i++)
+    {
+      const Seg *m = &g_array_index (model, Seg, i);
+      guint64 probes[] = {
+        m->base - 1,        m->base, m->base + 1, m->base + m->length / 3, m->base + m->length - 1,
+        m->base + m->length
+      };
+
+      for (guint k = 0; k < G_N_ELEMENTS (probes); k++)
+        check_at (probes[k]);
+    }
+  for (guint64 a = lo; a < hi; a += 64 * 1024 + 4097)
+    check_at (a);
+}
+
+#define MIB (G_GUINT64_CONSTANT (1) << 20)
+
+/* Pages of every shape at @at (2 MiB-aligned): each change checked against the model. */
+static void
+shapes_at (MemresResource *a, MemresResource *b, guint64 at)
+{
+  guint64 hi = at + 64 * MIB;
+
+  /* one segment over whole pages: each page's slot is the segment */
+  seg_map (a, at, 8 * MIB);
+  check_model (at - MIB, hi);
+  /* one edge inside a page (a split): the next segment from the middle of a page */
+  seg_map (a, at + 9 * MIB, 3 * MIB);
+  check_model (at - MIB, hi);
+  /* two 1 MiB segments sharing a page, as a pool's blocks lie */
+  seg_map (a, at + 16 * MIB, MIB);
+  seg_map (a, at + 17 * MIB, MIB);
+  check_model (at - MIB, hi);
+  /* many edges in one page (runs): small segments with holes between */
+  for (guint i = 0; i < 9; i++)
+    seg_map (a, at + 20 * MIB + i * 200 * 1024, 100 * 1024 + i * 4096);
+  check_model (at - MIB, hi);
+  /* nested: b's segments inside a's (an upper layer's chunks): inside one page, across a page
+   * edge, one equal to a's whole segment (the later mapped is the innermost) */
+  seg_map (b, at + 3 * MIB + 4096, 64 * 1024);
+  seg_map (b, at + 4 * MIB - 8192, 16 * 1024);
+  seg_map (b, at + 16 * MIB, MIB);
+  check_model (at - MIB, hi);
+  /* grown: the last small segment, then the split's segment over more pages */
+  seg_grow (a, at + 20 * MIB + 8 * 200 * 1024, 300 * 1024);
+  seg_grow (a, at + 9 * MIB, 7 * MIB);
+  check_model (at - MIB, hi);
+  /* unmapped one by one in another order than mapped */
+  seg_unmap (b, at + 16 * MIB);
+  check_model (at - MIB, hi);
+  seg_unmap (a, at);
+  check_model (at - MIB, hi);
+  for (guint i = 0; i < 9; i += 2)
+    seg_unmap (a, at + 20 * MIB + i * 200 * 1024);
+  check_model (at - MIB, hi);
+  while (model->len > 0)
+    {
+      const Seg *m = &g_array_index (model, Seg, model->len / 2);
+
+      seg_unmap (m->mr, m->base);
+      check_model (at - MIB, hi);
+    }
+  check_model (at - MIB, hi);
+}
+
+static void
+test_shapes (void)
+{
+  MemresResource *a, *b;
+
+  segkind_register ();
+  a = mt_new_ok ("segkind");
+  b = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  /* ranges no memory is at: lookups read the index only */
+  shapes_at (a, b, G_GUINT64_CONSTANT (0x100000000000));     /* the flat table (below 2^48) */
+  shapes_at (a, b, G_GUINT64_CONSTANT (0x7fffffe00000));     /* across 2^47, still flat */
+  shapes_at (a, b, G_GUINT64_CONSTANT (0xffffffe00000));     /* across 2^48: flat, then the hash */
+  shapes_at (a, b, G_GUINT64_CONSTANT (0xfff0000000000000)); /* the hash table alone */
+  /* the hash table's nodes of many GiBs (the table grows) and the last page of the space */
+  for (guint64 i = 0; i < 40; i++)
+    seg_map (a, G_GUINT64_CONSTANT (0x8000000000000000) + i * (G_GUINT64_CONSTANT (5) << 30),
+             3 * MIB);
+  seg_map (a, G_MAXUINT64 - 3 * MIB, 3 * MIB); /* ends at 2^64 - 1: that byte is in none */
+  check_model (G_GUINT64_CONSTANT (0x8000000000000000),
+               G_GUINT64_CONSTANT (0x8000000000000000) + 8 * MIB);
+  check_at (G_MAXUINT64);
+  check_at (G_MAXUINT64 - 1);
+  while (model->len > 0)
+    seg_unmap (g_array_index (model, Seg, 0).mr, g_array_index (model, Seg, 0).base);
+  check_model (G_GUINT64_CONSTANT (0x8000000000000000),
+               G_GUINT64_CONSTANT (0x8000000000000000) + 8 * MIB);
+  check_at (G_MAXUINT64 - 2);
+  g_array_unref (model);
+  memres_resource_unref (b);
+  memres_resource_unref (a);
+}
+
+/* Random segments of two resources over a few pages, a resource's own never overlapping and the
+ * second's nested in the first's, mapped, grown and unmapped at random; every change checked
+ * against the model: every shape a page can take, and every transition between them. */
+static void
+test_random_shapes (void)
+{
+  guint64 at = G_GUINT64_CONSTANT (0x200000000000);
+  GRand *rand = g_rand_new_with_seed (37);
+  MemresResource *mr[2];
+
+  segkind_register ();
+  mr[0] = mt_new_ok ("segkind");
+  mr[1] = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  for (guint step = 0; step < 400; step++)
+    {
+      guint which = g_rand_int_range (rand, 0, 2);
+      guint64 unit = 64 * 1024, base = at + unit * g_rand_int_range (rand, 0, 96);
+      guint64 length = unit * g_rand_int_range (rand, 1, 24);
+      gboolean ok = TRUE, inside = which == 0;
+
+      if (model->len > 0 && g_rand_int_range (rand, 0, 3) == 0)
+        {
+          const Seg *m = &g_array_index (model, Seg, g_rand_int_range (rand, 0, model->len));
+
+          seg_unmap (m->mr, m->base);
+          check_model (at - MIB, at + 8 * MIB);
+          continue;
+        }
+      /* a resource's own never overlap; the second's lie inside one of the first's */
+      for (guint i = 0; i < model->len; i++)
+        {
+          const Seg *m = &g_array_index (model, Seg, i);
+
+          if (m->mr == mr[which] && m->base < base + length && base < m->base + m->length)
+            ok = FALSE;
+          if (which == 1 && m->mr == mr[0] && m->base <= base
+              && base + length <= m->base + m->length)
+            inside = TRUE;
+          if (which == 0 && m->mr == mr[1] && m->base < base + length && base < m->base + m->length)
+            ok = FALSE; /* the upper layer's are mapped after the segment they lie in */
+        }
+      if (!ok || !inside)
+        continue;
+      seg_map (mr[which], base, length);
+      check_model (at - MIB, at + 8 * MIB);
+    }
+  while (model->len > 0)
+    seg_unmap (g_array_index (model, Seg, 0).mr, g_array_index (model, Seg, 0).base);
+  check_model (at - MIB, at + 8 * MIB);
+  g_array_unref (model);
+  g_rand_free (rand);
+  memres_resource_unref (mr[1]);
+  memres_resource_unref (mr[0]);
+}
+
+/* Readers look up fixed segments whose pages a writer keeps rewriting: it maps and unmaps
+ * neighbours in the same pages (each change remakes the page's split or runs, and the records
+ * of the old ones are reused at once) and segments nested in the fixed ones. A fixed segment is
+ * always found, as itself or as a nested one that holds the address while it is mapped; never
+ * anything else, never "not found". */
+#define SHARED_FIXED 16
+
+typedef struct
+{
+  MemresResource *fixed_mr, *moving_mr;
+  guint64 at;
+  gint stop; /* atomic */
+  gint bad;  /* atomic */
+  gint found;
+} Shared;
+
+static guint64
+fixed_base (const Shared *sh, guint i)
+{
+  return sh->at + i * 2 * MIB + (i % 3) * 256 * 1024; /* pages with one edge, or two */
+}
+
+static gpointer
+shared_reader (gpointer data)
+{
+  Shared *sh = data;
+  guint32 x = 12345;
+  gint found = 0;
+
+  while (!g_atomic_int_get (&sh->stop))
+    {
+      MemresLookupInfo info;
+      guint i;
+      guint64 a;
+
+      x = x * 1664525u + 1013904223u;
+      i = (x >> 8) % SHARED_FIXED;
+      a = fixed_base (sh, i) + (x >> 12) % MIB;
+      if (!memres_lookup (addr (a), &info))
+        g_atomic_int_inc (&sh->bad);
+      else if (info.resource == sh->fixed_mr)
+        {
+          if (info.segment.base != fixed_base (sh, i) || info.segment.length != MIB
+              || info.offset != a - fixed_base (sh, i))
+            g_atomic_int_inc (&sh->bad);
+          found++;
+        }
+      else if (info.resource != sh->moving_mr || a - info.segment.base >= info.segment.length
+               || info.segment.base < fixed_base (sh, i)
+               || info.segment.base + info.segment.length > fixed_base (sh, i) + MIB)
+        g_atomic_int_inc (&sh->bad); /* only a nested segment may answer, and it holds @a */
+    }
+  g_atomic_int_add (&sh->found, found);
+  return NULL;
+}
+
+static void
+test_shared_pages_race (void)
+{
+  Shared sh = { 0 };
+  GThread *threads[2];
+  MemresResource *mr;
+
+  segkind_register ();
+  mr = mt_new_ok ("segkind");
+  sh.fixed_mr = mr;
+  sh.moving_mr = mt_new_ok ("segkind");
+  sh.at = G_GUINT64_CONSTANT (0x300000000000);
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  for (guint i = 0; i < SHARED_FIXED; i++)
+    seg_map (mr, fixed_base (&sh, i), MIB);
+  for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
+    threads[i] = g_thread_new ("reader", shared_reader, &sh);
+  for (guint round = 0; round < 300; round++)
+    for (guint i = 0; i < SHARED_FIXED; i++)
+      {
+        guint64 f = fixed_base (&sh, i), after = f + MIB + (round % 4) * 64 * 1024;
+        guint64 in = f + (round % 8) * 128 * 1024;
+
+        /* a neighbour of the fixed one's own resource after it, in its page or the next */
+        seg_map (mr, after, 64 * 1024 * (1 + round % 3));
+        /* a nested one of the other resource inside it */
+        seg_map (sh.moving_mr, in, 64 * 1024);
+        seg_unmap (mr, after);
+        seg_unmap (sh.moving_mr, in);
+      }
+  g_atomic_int_set (&sh.stop, 1);
+  for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
+    g_thread_join (threads[i]);
+  g_test_message ("%d lookups found the fixed segments, %d wrong", sh.found, sh.bad);
+  g_assert_cmpint (sh.bad, ==, 0);
+  g_assert_cmpint (sh.found, >, 0);
+  for (guint i = 0; i < SHARED_FIXED; i++)
+    seg_unmap (mr, fixed_base (&sh, i));
+  g_array_unref (model);
+  memres_resource_unref (sh.moving_mr);
+  memres_resource_unref (mr);
+}
+
+int
+main (int argc, char **argv)
+{
+  mt_init (&argc, &argv);
+  g_test_add_func ("/lookup/stale-after-unmap", test_stale_after_unmap);
+  g_test_add_func ("/lookup/nested-after-hit", test_nested_after_hit);
+  g_test_add_func ("/lookup/many-segments", test_many_segments);
+  g_test_add_func ("/lookup/threads", test_threads);
+  g_test_add_func ("/lookup/shapes", test_shapes);
+  g_test_add_func ("/lookup/random-shapes", test_random_shapes);
+  g_test_add_func ("/lookup/shared-pages-race", test_shared_pages_race);
+  return g_test_run ();
+}
