@@ -134,11 +134,12 @@ keep_outermost (GArray *segs)
 int
 main (int argc, char **argv)
 {
+  g_autofree char *spec_opt = NULL; /* --spec, owned (GOption duplicates it) */
   const char *spec = "cache>vmm";
   gint64 n_min = 10000;
   guint64 min = 4096, max = (guint64) 1 << 30, total = (guint64) 40 << 30;
   GOptionEntry entries[] = {
-    { "spec", 0, 0, G_OPTION_ARG_STRING, &spec, "the stack", "SPEC" },
+    { "spec", 0, 0, G_OPTION_ARG_STRING, &spec_opt, "the stack", "SPEC" },
     { "buffers", 0, 0, G_OPTION_ARG_INT64, &n_min, "fewest buffers", "N" },
     { "min", 0, 0, G_OPTION_ARG_INT64, &min, "smallest buffer (bytes)", "SIZE" },
     { "max", 0, 0, G_OPTION_ARG_INT64, &max, "largest buffer (bytes)", "SIZE" },
@@ -165,6 +166,8 @@ main (int argc, char **argv)
   g_option_context_add_main_entries (oc, entries, NULL);
   if (!g_option_context_parse (oc, &argc, &argv, &error))
     die ("options", error);
+  if (spec_opt != NULL)
+    spec = spec_opt;
   if ((drv = memres_cuda_get_driver (&error)) == NULL || !memres_cuda_ensure_context (0, &error))
     die ("the driver", error);
   if ((mr = memres_resource_new (spec, &error)) == NULL)
