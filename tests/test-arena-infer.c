@@ -46,16 +46,6 @@ typedef struct
   guint n_holds, first_hold;
 } Run;
 
-static const MemresCudaDriver *
-drv (void)
-{
-  g_autoptr (GError) error = NULL;
-  const MemresCudaDriver *d = memres_cuda_get_driver (&error);
-
-  g_assert_no_error (error);
-  return d;
-}
-
 static guint
 draw (Run *run, guint lo, guint hi)
 {
@@ -87,9 +77,9 @@ token_boundary (Run *run)
   if (run->lag == G_MAXUINT && run->n_holds > run->first_hold)
     return; /* held for the whole batch: one hold */
   g_assert_cmpuint (run->n_holds - run->first_hold, <, MAX_HOLDS);
-  g_assert_cmpint (drv ()->cuEventCreate (&run->marks[i], CU_EVENT_DISABLE_TIMING), ==,
+  g_assert_cmpint (mt_driver ()->cuEventCreate (&run->marks[i], CU_EVENT_DISABLE_TIMING), ==,
                    CUDA_SUCCESS);
-  g_assert_cmpint (drv ()->cuEventRecord (run->marks[i], run->s), ==, CUDA_SUCCESS);
+  g_assert_cmpint (mt_driver ()->cuEventRecord (run->marks[i], run->s), ==, CUDA_SUCCESS);
   run->holds[i] = mt_stream_hold (run->s);
   run->n_holds++;
   while (run->n_holds - run->first_hold > run->lag)
@@ -97,9 +87,9 @@ token_boundary (Run *run)
       guint k = run->first_hold++ % MAX_HOLDS, next = run->first_hold % MAX_HOLDS;
 
       mt_stream_release (run->holds[k]);
-      g_assert_cmpint (drv ()->cuEventDestroy (run->marks[k]), ==, CUDA_SUCCESS);
+      g_assert_cmpint (mt_driver ()->cuEventDestroy (run->marks[k]), ==, CUDA_SUCCESS);
       if (run->first_hold < run->n_holds)
-        g_assert_cmpint (drv ()->cuEventSynchronize (run->marks[next]), ==, CUDA_SUCCESS);
+        g_assert_cmpint (mt_driver ()->cuEventSynchronize (run->marks[next]), ==, CUDA_SUCCESS);
     }
 }
 
@@ -111,9 +101,9 @@ release_all (Run *run)
       guint k = run->first_hold % MAX_HOLDS;
 
       mt_stream_release (run->holds[k]);
-      g_assert_cmpint (drv ()->cuEventDestroy (run->marks[k]), ==, CUDA_SUCCESS);
+      g_assert_cmpint (mt_driver ()->cuEventDestroy (run->marks[k]), ==, CUDA_SUCCESS);
     }
-  g_assert_cmpint (drv ()->cuStreamSynchronize (run->s), ==, CUDA_SUCCESS);
+  g_assert_cmpint (mt_driver ()->cuStreamSynchronize (run->s), ==, CUDA_SUCCESS);
 }
 
 typedef struct
@@ -262,7 +252,7 @@ infer_run (const char *spec, guint lag, guint batches, guint max_new)
                   spec, lag == G_MAXUINT ? "held for each batch" : "some tokens behind",
                   st.reserved_high, st.used_high, ratio);
   g_clear_pointer (&run.mr, memres_resource_unref);
-  g_assert_cmpint (drv ()->cuStreamDestroy (run.s), ==, CUDA_SUCCESS);
+  g_assert_cmpint (mt_driver ()->cuStreamDestroy (run.s), ==, CUDA_SUCCESS);
   return ratio;
 }
 

@@ -14,16 +14,6 @@
 
 #define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
 
-static const MemresCudaDriver *
-drv (void)
-{
-  GError *error = NULL;
-  const MemresCudaDriver *d = memres_cuda_get_driver (&error);
-
-  g_assert_no_error (error);
-  return d;
-}
-
 static CUstream
 stream_new (void)
 {
@@ -33,8 +23,8 @@ stream_new (void)
 static void
 stream_free (CUstream stream)
 {
-  CU_OK (drv ()->cuStreamSynchronize (stream));
-  CU_OK (drv ()->cuStreamDestroy (stream));
+  CU_OK (mt_driver ()->cuStreamSynchronize (stream));
+  CU_OK (mt_driver ()->cuStreamDestroy (stream));
 }
 
 /* ---- basics ---------------------------------------------------------------------------------- */
@@ -649,7 +639,7 @@ test_hazard (gconstpointer data)
   mt_fill_byte_ok (x, 0xaa, a);
   mt_close_ok (x, a);
   if (h->kind == HAZARD_DESTROYED)
-    CU_OK (drv ()->cuStreamDestroy (a));
+    CU_OK (mt_driver ()->cuStreamDestroy (a));
   y = mt_alloc_ok (mr, h->size, b);
   mt_fill_byte_ok (y, 0xbb, b);
   g_assert_true (mt_stream_is_held (hold));

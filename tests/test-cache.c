@@ -13,16 +13,6 @@
 /* The device upstream: a pool of the cache's own, so that its statistics are the cache's. */
 #define DEVICE_UPSTREAM "dmr:pool=new"
 
-static const MemresCudaDriver *
-drv (void)
-{
-  GError *error = NULL;
-  const MemresCudaDriver *d = memres_cuda_get_driver (&error);
-
-  g_assert_no_error (error);
-  return d;
-}
-
 static CUstream
 stream_new (void)
 {
@@ -32,8 +22,8 @@ stream_new (void)
 static void
 stream_free (CUstream stream)
 {
-  CU_OK (drv ()->cuStreamSynchronize (stream));
-  CU_OK (drv ()->cuStreamDestroy (stream));
+  CU_OK (mt_driver ()->cuStreamSynchronize (stream));
+  CU_OK (mt_driver ()->cuStreamDestroy (stream));
 }
 
 /* The counters of @mr, asserted to exist. */
@@ -778,7 +768,7 @@ test_hazard (gconstpointer data)
   mt_fill_byte_ok (x, 0xaa, a); /* waits behind the hold */
   mt_close_ok (x, a);
   if (h->kind == HAZARD_DESTROYED)
-    CU_OK (drv ()->cuStreamDestroy (a));
+    CU_OK (mt_driver ()->cuStreamDestroy (a));
   y = mt_alloc_ok (mr, h->size, b);
   if (h->expect_reuse)
     g_assert_cmpuint (memres_buffer_get_address (y), ==, addr);
@@ -1246,7 +1236,7 @@ hazard_thread (gpointer data)
   CUevent filled;
 
   g_assert_true (memres_cuda_ensure_context (0, NULL));
-  CU_OK (drv ()->cuEventCreate (&filled, CU_EVENT_DISABLE_TIMING));
+  CU_OK (mt_driver ()->cuEventCreate (&filled, CU_EVENT_DISABLE_TIMING));
   for (guint r = 0; r < HAZARD_ROUNDS; r++)
     {
       MemresBuffer *x, *y;
@@ -1272,8 +1262,8 @@ hazard_thread (gpointer data)
        * stream synchronize waits. (A read into pageable memory on `next` waits inside the
        * driver while the next thread still holds `next`, and on the H200 that blocked the
        * holder's own calls too: a deadlock.) */
-      CU_OK (drv ()->cuEventRecord (filled, next));
-      CU_OK (drv ()->cuStreamWaitEvent (mine, filled, 0));
+      CU_OK (mt_driver ()->cuEventRecord (filled, next));
+      CU_OK (mt_driver ()->cuStreamWaitEvent (mine, filled, 0));
       {
         g_autoptr (GError) error = NULL;
 
@@ -1289,7 +1279,7 @@ hazard_thread (gpointer data)
       mt_close_ok (y, next);
     }
   STEP (job, HAZARD_ROUNDS, 0);
-  CU_OK (drv ()->cuEventDestroy (filled));
+  CU_OK (mt_driver ()->cuEventDestroy (filled));
   return NULL;
 }
 
@@ -1313,7 +1303,7 @@ test_hazard_threads (gconstpointer data)
       void *host = NULL;
 
       streams[t] = stream_new ();
-      CU_OK (drv ()->cuMemHostAlloc (&host, 64 * KiB, 0));
+      CU_OK (mt_driver ()->cuMemHostAlloc (&host, 64 * KiB, 0));
       staging[t] = host;
     }
   g_mutex_init (&watch.lock);
@@ -1340,7 +1330,7 @@ test_hazard_threads (gconstpointer data)
   for (guint t = 0; t < HAZARD_THREADS; t++)
     {
       stream_free (streams[t]);
-      CU_OK (drv ()->cuMemFreeHost (staging[t]));
+      CU_OK (mt_driver ()->cuMemFreeHost (staging[t]));
     }
   g_clear_pointer (&mr, memres_resource_unref);
   hazard_end ();

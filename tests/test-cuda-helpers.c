@@ -9,17 +9,6 @@
 
 #define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
 
-static const MemresCudaDriver *
-drv (void)
-{
-  g_autoptr (GError) error = NULL;
-  const MemresCudaDriver *d = memres_cuda_get_driver (&error);
-
-  g_assert_no_error (error);
-  g_assert_nonnull (d);
-  return d;
-}
-
 static CUcontext
 primary (gint device)
 {
@@ -36,7 +25,7 @@ current (void)
 {
   CUcontext ctx = NULL;
 
-  CU_OK (drv ()->cuCtxGetCurrent (&ctx));
+  CU_OK (mt_driver ()->cuCtxGetCurrent (&ctx));
   return ctx;
 }
 
@@ -63,7 +52,7 @@ test_push_pop (void)
   saved = current ();
   ctx0 = primary (0);
 
-  CU_OK (drv ()->cuCtxSetCurrent (NULL));
+  CU_OK (mt_driver ()->cuCtxSetCurrent (NULL));
   g_assert_true (memres_cuda_push_context (0, &pushed, &error));
   g_assert_no_error (error);
   g_assert_true (pushed);
@@ -71,7 +60,7 @@ test_push_pop (void)
   memres_cuda_pop_context (pushed);
   g_assert_null (current ());
 
-  CU_OK (drv ()->cuCtxSetCurrent (ctx0));
+  CU_OK (mt_driver ()->cuCtxSetCurrent (ctx0));
   g_assert_true (memres_cuda_push_context (0, &pushed, &error));
   g_assert_false (pushed); /* already current: nothing to push */
   g_assert_true (current () == ctx0);
@@ -82,7 +71,7 @@ test_push_pop (void)
     {
       CUcontext ctx1 = primary (1);
 
-      CU_OK (drv ()->cuCtxSetCurrent (ctx1));
+      CU_OK (mt_driver ()->cuCtxSetCurrent (ctx1));
       g_assert_true (memres_cuda_push_context (0, &pushed, &error));
       g_assert_true (pushed);
       g_assert_true (current () == ctx0);
@@ -95,7 +84,7 @@ test_push_pop (void)
   g_assert_false (memres_cuda_push_context (99, &pushed, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
   g_assert_false (pushed);
-  CU_OK (drv ()->cuCtxSetCurrent (saved));
+  CU_OK (mt_driver ()->cuCtxSetCurrent (saved));
 }
 
 static void
@@ -108,7 +97,7 @@ test_push_fails (void)
   if (!mt_require_devices (1) || !mt_require_fake ("fails cuCtxPushCurrent"))
     return;
   saved = current ();
-  CU_OK (drv ()->cuCtxSetCurrent (NULL));
+  CU_OK (mt_driver ()->cuCtxSetCurrent (NULL));
   mt_fake_fail_call ("cuCtxPushCurrent", 1, CUDA_ERROR_UNKNOWN);
   g_assert_false (memres_cuda_push_context (0, &pushed, &error));
   mt_fake_reset_faults ();
@@ -116,7 +105,7 @@ test_push_fails (void)
   g_assert_nonnull (strstr (error->message, "cuCtxPushCurrent"));
   g_assert_false (pushed);
   g_assert_null (current ());
-  CU_OK (drv ()->cuCtxSetCurrent (saved));
+  CU_OK (mt_driver ()->cuCtxSetCurrent (saved));
 }
 
 /* A failing pop cannot be reported to the caller: it is a warning naming the call (in a
@@ -140,7 +129,7 @@ test_pop_fails (void)
     }
   g_log_set_always_fatal (G_LOG_FATAL_MASK); /* the warning is what is tested */
   saved = current ();
-  CU_OK (drv ()->cuCtxSetCurrent (NULL));
+  CU_OK (mt_driver ()->cuCtxSetCurrent (NULL));
   g_assert_true (memres_cuda_push_context (0, &pushed, &error));
   g_assert_no_error (error);
   g_assert_true (pushed);
@@ -149,9 +138,9 @@ test_pop_fails (void)
   mt_fake_reset_faults ();
   /* the context the failed pop left is still there: pop it for real */
   g_assert_nonnull (current ());
-  CU_OK (drv ()->cuCtxPopCurrent (&popped));
+  CU_OK (mt_driver ()->cuCtxPopCurrent (&popped));
   g_assert_null (current ());
-  CU_OK (drv ()->cuCtxSetCurrent (saved));
+  CU_OK (mt_driver ()->cuCtxSetCurrent (saved));
 }
 
 /* memres_cuda_push_stream_context() for @device and @stream succeeds, pushes (or not: @pushes)
@@ -188,11 +177,11 @@ test_push_stream_context (void)
   ctx0 = primary (0);
 
   /* no context current: device 0's primary context is made current, not pushed */
-  CU_OK (drv ()->cuCtxSetCurrent (NULL));
+  CU_OK (mt_driver ()->cuCtxSetCurrent (NULL));
   push_stream_ok (0, NULL, FALSE, ctx0, ctx0);
 
   /* device 0's stream, device 0's context current; host memory on the legacy stream */
-  CU_OK (drv ()->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING));
+  CU_OK (mt_driver ()->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING));
   pushed = TRUE;
   g_assert_true (memres_cuda_push_stream_context (0, (MemresStream) stream, &pushed, &error));
   g_assert_no_error (error);
@@ -208,13 +197,13 @@ test_push_stream_context (void)
       CUcontext ctx1 = primary (1);
 
       /* the stream runs in device 0's context, whatever the memory's device */
-      CU_OK (drv ()->cuCtxSetCurrent (ctx1));
+      CU_OK (mt_driver ()->cuCtxSetCurrent (ctx1));
       push_stream_ok (1, stream, TRUE, ctx0, ctx1);
 
       /* a default stream: device 0's memory gets its primary context, device 1's the current */
       push_stream_ok (0, NULL, TRUE, ctx0, ctx1);
       push_stream_ok (1, NULL, FALSE, ctx1, ctx1);
-      CU_OK (drv ()->cuCtxSetCurrent (ctx0));
+      CU_OK (mt_driver ()->cuCtxSetCurrent (ctx0));
     }
 
   /* a device that does not exist: nothing pushed */
@@ -222,8 +211,8 @@ test_push_stream_context (void)
   g_assert_false (memres_cuda_push_stream_context (99, NULL, &pushed, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
   g_assert_false (pushed);
-  CU_OK (drv ()->cuStreamDestroy (stream));
-  CU_OK (drv ()->cuCtxSetCurrent (saved));
+  CU_OK (mt_driver ()->cuStreamDestroy (stream));
+  CU_OK (mt_driver ()->cuCtxSetCurrent (saved));
 }
 
 /* A failing driver call is named; nothing is pushed. */
@@ -238,8 +227,8 @@ test_push_stream_context_fails (void)
   if (!mt_require_devices (1) || !mt_require_fake ("fails cuStreamGetCtx"))
     return;
   saved = current ();
-  CU_OK (drv ()->cuCtxSetCurrent (primary (0)));
-  CU_OK (drv ()->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING));
+  CU_OK (mt_driver ()->cuCtxSetCurrent (primary (0)));
+  CU_OK (mt_driver ()->cuStreamCreate (&stream, CU_STREAM_NON_BLOCKING));
   mt_fake_fail_call ("cuStreamGetCtx", 1, CUDA_ERROR_INVALID_HANDLE);
   g_assert_false (memres_cuda_push_stream_context (0, (MemresStream) stream, &pushed, &error));
   mt_fake_reset_faults ();
@@ -247,8 +236,8 @@ test_push_stream_context_fails (void)
   g_assert_nonnull (strstr (error->message, "cuStreamGetCtx"));
   g_assert_false (pushed);
   g_assert_true (current () == primary (0));
-  CU_OK (drv ()->cuStreamDestroy (stream));
-  CU_OK (drv ()->cuCtxSetCurrent (saved));
+  CU_OK (mt_driver ()->cuStreamDestroy (stream));
+  CU_OK (mt_driver ()->cuCtxSetCurrent (saved));
 }
 
 /* The waits succeed on idle and explicit streams, leave the current context as it was, and
@@ -264,7 +253,7 @@ test_synchronize (void)
     return;
   g_assert_true (memres_cuda_ensure_context (0, &error));
   saved = current ();
-  CU_OK (drv ()->cuStreamCreate (&s, CU_STREAM_NON_BLOCKING));
+  CU_OK (mt_driver ()->cuStreamCreate (&s, CU_STREAM_NON_BLOCKING));
   g_assert_true (memres_cuda_stream_synchronize (0, (MemresStream) s, &error));
   g_assert_no_error (error);
   g_assert_true (memres_cuda_stream_synchronize (0, NULL, &error));
@@ -295,7 +284,7 @@ test_synchronize (void)
     }
   g_assert_false (memres_cuda_device_synchronize (99, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE);
-  CU_OK (drv ()->cuStreamDestroy (s));
+  CU_OK (mt_driver ()->cuStreamDestroy (s));
 }
 
 static void
@@ -308,8 +297,9 @@ test_device_attribute (void)
 
   if (!mt_require_devices (1))
     return;
-  CU_OK (drv ()->cuDeviceGet (&dev, 0));
-  CU_OK (drv ()->cuDeviceGetAttribute (&direct, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev));
+  CU_OK (mt_driver ()->cuDeviceGet (&dev, 0));
+  CU_OK (mt_driver ()->cuDeviceGetAttribute (&direct, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                                             dev));
   g_assert_true (memres_cuda_get_device_attribute (0, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
                                                    &value, &error));
   g_assert_no_error (error);

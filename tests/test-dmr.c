@@ -10,16 +10,6 @@
 
 #define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
 
-static const MemresCudaDriver *
-drv (void)
-{
-  GError *error = NULL;
-  const MemresCudaDriver *d = memres_cuda_get_driver (&error);
-
-  g_assert_no_error (error);
-  return d;
-}
-
 /* A stream of device 0, which also becomes the calling thread's current context. */
 static CUstream
 stream_new (void)
@@ -33,8 +23,8 @@ stream_new (void)
 static void
 stream_free (CUstream stream)
 {
-  CU_OK (drv ()->cuStreamSynchronize (stream));
-  CU_OK (drv ()->cuStreamDestroy (stream));
+  CU_OK (mt_driver ()->cuStreamSynchronize (stream));
+  CU_OK (mt_driver ()->cuStreamDestroy (stream));
 }
 
 /* The pool a buffer came from, asked of the driver. */
@@ -44,8 +34,8 @@ pool_of (MemresBuffer *buf)
   CUmemoryPool pool = NULL;
 
   mt_sync_ok (NULL); /* the allocation has happened */
-  CU_OK (drv ()->cuPointerGetAttribute (&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
-                                        (CUdeviceptr) memres_buffer_get_address (buf)));
+  CU_OK (mt_driver ()->cuPointerGetAttribute (&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                                              (CUdeviceptr) memres_buffer_get_address (buf)));
   g_assert_nonnull (pool);
   return pool;
 }
@@ -59,10 +49,10 @@ pool_attr (CUmemoryPool pool, CUmemPool_attribute attr)
     {
       int v = -1;
 
-      CU_OK (drv ()->cuMemPoolGetAttribute (pool, attr, &v));
+      CU_OK (mt_driver ()->cuMemPoolGetAttribute (pool, attr, &v));
       return (guint64) v;
     }
-  CU_OK (drv ()->cuMemPoolGetAttribute (pool, attr, &value));
+  CU_OK (mt_driver ()->cuMemPoolGetAttribute (pool, attr, &value));
   return value;
 }
 
@@ -275,7 +265,7 @@ test_free_other_stream (void)
   mr = mt_new_ok ("dmr:pool=new");
   a = stream_new ();
   b = stream_new ();
-  CU_OK (drv ()->cuEventCreate (&done, CU_EVENT_DISABLE_TIMING));
+  CU_OK (mt_driver ()->cuEventCreate (&done, CU_EVENT_DISABLE_TIMING));
 
   src = mt_alloc_ok (mr, 4 * MiB, a);
   dst = mt_alloc_ok (mr, 4 * MiB, a);
@@ -284,17 +274,17 @@ test_free_other_stream (void)
   check_pattern (src, 42, a); /* the bytes are intact before the free */
 
   /* the free on b waits for everything queued on a */
-  CU_OK (drv ()->cuEventRecord (done, a));
-  CU_OK (drv ()->cuStreamWaitEvent (b, done, 0));
+  CU_OK (mt_driver ()->cuEventRecord (done, a));
+  CU_OK (mt_driver ()->cuStreamWaitEvent (b, done, 0));
   mt_close_ok (src, b);
-  CU_OK (drv ()->cuStreamSynchronize (b));
+  CU_OK (mt_driver ()->cuStreamSynchronize (b));
   check_pattern (dst, 42, a);
   g_assert_cmpuint (mt_stats_ok (mr).used_current, >=, 4 * MiB);
   mt_close_ok (dst, a);
-  CU_OK (drv ()->cuStreamSynchronize (a));
+  CU_OK (mt_driver ()->cuStreamSynchronize (a));
   g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
 
-  CU_OK (drv ()->cuEventDestroy (done));
+  CU_OK (mt_driver ()->cuEventDestroy (done));
   stream_free (a);
   stream_free (b);
   memres_resource_unref (mr);
@@ -314,11 +304,11 @@ test_pool_current_vs_new (void)
   if (!mt_require_devices (1))
     return;
   mt_counts_snapshot (&base);
-  CU_OK (drv ()->cuDeviceGet (&dev, 0));
-  CU_OK (drv ()->cuDeviceGetMemPool (&current, dev));
+  CU_OK (mt_driver ()->cuDeviceGet (&dev, 0));
+  CU_OK (mt_driver ()->cuDeviceGetMemPool (&current, dev));
 
   /* a current pool with threshold 0 is raised to max; a given threshold is applied */
-  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+  CU_OK (mt_driver ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
   cur1 = mt_new_ok ("dmr");
   g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
   cur2 = mt_new_ok ("dmr:pool=current,release_threshold=1MiB");
@@ -377,9 +367,9 @@ test_pool_current_threshold_restored (void)
   if (!mt_require_devices (1))
     return;
   mt_counts_snapshot (&base);
-  CU_OK (drv ()->cuDeviceGet (&dev, 0));
-  CU_OK (drv ()->cuDeviceGetMemPool (&current, dev));
-  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+  CU_OK (mt_driver ()->cuDeviceGet (&dev, 0));
+  CU_OK (mt_driver ()->cuDeviceGetMemPool (&current, dev));
+  CU_OK (mt_driver ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
 
   a = mt_new_ok ("dmr");
   b = mt_new_ok ("dmr:device=0");
@@ -397,7 +387,7 @@ test_pool_current_threshold_restored (void)
   /* raised again by a new wrap; changed by someone else meanwhile: left as they set it */
   a = mt_new_ok ("dmr");
   g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, G_MAXUINT64);
-  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &five));
+  CU_OK (mt_driver ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &five));
   memres_resource_unref (a);
   g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 5 * MiB);
 
@@ -408,7 +398,7 @@ test_pool_current_threshold_restored (void)
   g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, 5 * MiB);
 
   /* a failed wrap leaves it at 0 (fake: fail the second attribute set) */
-  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+  CU_OK (mt_driver ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
   if (mt_driver_is_fake ())
     {
       mt_fake_fail_call ("cuMemPoolSetAttribute", 2, CUDA_ERROR_INVALID_VALUE);
@@ -462,11 +452,12 @@ test_pool_current_rollback (void)
   if (!mt_require_fake ("fault injection needs the fake driver"))
     return;
   mt_counts_snapshot (&base);
-  CU_OK (drv ()->cuDeviceGet (&dev, 0));
-  CU_OK (drv ()->cuDeviceGetMemPool (&current, dev));
-  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
-  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
-                                        &opportunistic));
+  CU_OK (mt_driver ()->cuDeviceGet (&dev, 0));
+  CU_OK (mt_driver ()->cuDeviceGetMemPool (&current, dev));
+  CU_OK (
+      mt_driver ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+  CU_OK (mt_driver ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+                                              &opportunistic));
 
   /* the threshold is set, then setting the reuse policy fails */
   mt_fake_fail_call ("cuMemPoolSetAttribute", 2, CUDA_ERROR_INVALID_VALUE);
@@ -480,8 +471,8 @@ test_pool_current_rollback (void)
   memres_resource_unref (mt_new_ok ("dmr:release_threshold=1GiB,reuse_allow_opportunistic=false"));
   g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), ==, GiB);
   g_assert_cmpuint (pool_attr (current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC), ==, 0);
-  CU_OK (drv ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
-                                        &opportunistic));
+  CU_OK (mt_driver ()->cuMemPoolSetAttribute (current, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+                                              &opportunistic));
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -641,7 +632,7 @@ test_capture_refused (void)
   mt_counts_snapshot (&base);
   mr = mt_new_ok ("dmr:pool=new");
   stream = stream_new ();
-  CU_OK (drv ()->cuStreamBeginCapture (stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+  CU_OK (mt_driver ()->cuStreamBeginCapture (stream, CU_STREAM_CAPTURE_MODE_RELAXED));
   buf = memres_resource_allocate (mr, MiB, stream, &error);
   g_assert_null (buf);
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
@@ -649,9 +640,9 @@ test_capture_refused (void)
   /* the message points at the kind that can allocate there */
   g_assert_nonnull (strstr (error->message, "\"graph\" kind"));
   g_clear_error (&error);
-  CU_OK (drv ()->cuStreamEndCapture (stream, &graph));
+  CU_OK (mt_driver ()->cuStreamEndCapture (stream, &graph));
   if (graph != NULL)
-    CU_OK (drv ()->cuGraphDestroy (graph));
+    CU_OK (mt_driver ()->cuGraphDestroy (graph));
   g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
 
   /* the same stream allocates again once the capture ended */
@@ -739,9 +730,9 @@ test_peer_access (void)
 
   if (!mt_require_devices (2))
     return;
-  CU_OK (drv ()->cuDeviceGet (&d0, 0));
-  CU_OK (drv ()->cuDeviceGet (&d1, 1));
-  CU_OK (drv ()->cuDeviceCanAccessPeer (&can, d1, d0));
+  CU_OK (mt_driver ()->cuDeviceGet (&d0, 0));
+  CU_OK (mt_driver ()->cuDeviceGet (&d1, 1));
+  CU_OK (mt_driver ()->cuDeviceCanAccessPeer (&can, d1, d0));
   if (!can)
     {
       g_test_skip ("device 1 cannot access device 0");
@@ -864,9 +855,9 @@ test_peer_unsupported (void)
     }
   if (!mt_require_devices (2))
     return;
-  CU_OK (drv ()->cuDeviceGet (&d0, 0));
-  CU_OK (drv ()->cuDeviceGet (&d1, 1));
-  CU_OK (drv ()->cuDeviceCanAccessPeer (&can, d1, d0));
+  CU_OK (mt_driver ()->cuDeviceGet (&d0, 0));
+  CU_OK (mt_driver ()->cuDeviceGet (&d1, 1));
+  CU_OK (mt_driver ()->cuDeviceCanAccessPeer (&can, d1, d0));
   if (can)
     {
       g_test_skip ("device 1 can access device 0");
@@ -1014,8 +1005,8 @@ test_fault_close (void)
   mt_close_ok (buf, stream);
   mt_fake_get_counts (&live);
   g_assert_cmpint (live.pool_allocations, ==, base.pool_allocations + 1);
-  CU_OK (
-      drv ()->cuMemFreeAsync ((CUdeviceptr) address, stream)); /* what the exit would have done */
+  CU_OK (mt_driver ()->cuMemFreeAsync ((CUdeviceptr) address,
+                                       stream)); /* what the exit would have done */
 
   /* the resource keeps working */
   round_trip (mr, 4 * KiB, stream);

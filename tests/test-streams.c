@@ -8,16 +8,6 @@
 
 #define SIZE (1024 * 1024)
 
-static const MemresCudaDriver *
-drv (void)
-{
-  g_autoptr (GError) error = NULL;
-  const MemresCudaDriver *d = memres_cuda_get_driver (&error);
-
-  g_assert_no_error (error);
-  return d;
-}
-
 #define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
 
 static CUstream
@@ -27,14 +17,14 @@ stream_new (unsigned flags)
   CUstream s = NULL;
 
   g_assert_true (memres_cuda_ensure_context (0, &error));
-  CU_OK (drv ()->cuStreamCreate (&s, flags));
+  CU_OK (mt_driver ()->cuStreamCreate (&s, flags));
   return s;
 }
 
 static void
 stream_destroy (CUstream s)
 {
-  CU_OK (drv ()->cuStreamDestroy (s));
+  CU_OK (mt_driver ()->cuStreamDestroy (s));
 }
 
 static CUresult
@@ -49,7 +39,7 @@ event_query (CUevent e)
 static CUresult
 stream_query (CUstream s)
 {
-  return drv ()->cuStreamQuery (s);
+  return mt_driver ()->cuStreamQuery (s);
 }
 
 static MemresResource *
@@ -82,8 +72,8 @@ test_hold_release (void)
 
   hold = mt_stream_hold (a);
   mt_fill_byte_ok (x, 0xaa, a);
-  CU_OK (drv ()->cuEventCreate (&after, CU_EVENT_DISABLE_TIMING));
-  CU_OK (drv ()->cuEventRecord (after, a));
+  CU_OK (mt_driver ()->cuEventCreate (&after, CU_EVENT_DISABLE_TIMING));
+  CU_OK (mt_driver ()->cuEventRecord (after, a));
   g_assert_true (mt_stream_is_held (hold));
   g_assert_cmpint (event_query (after), ==, CUDA_ERROR_NOT_READY);
   g_assert_cmpint (stream_query (a), ==, CUDA_ERROR_NOT_READY);
@@ -97,7 +87,7 @@ test_hold_release (void)
   g_assert_cmpint (stream_query (a), ==, CUDA_SUCCESS);
   mt_assert_bytes (x, 0xaa, a);
 
-  CU_OK (drv ()->cuEventDestroy (after));
+  CU_OK (mt_driver ()->cuEventDestroy (after));
   mt_close_ok (x, a);
   mt_sync_ok (a);
   memres_resource_unref (mr);
@@ -136,18 +126,18 @@ test_unordered_reuse_corrupts (void)
   mt_assert_bytes (x, 0xaa, b); /* b's bytes are gone: the bug is visible */
 
   /* Ordered: b waits for an event recorded on a after a's write. */
-  CU_OK (drv ()->cuEventCreate (&e, CU_EVENT_DISABLE_TIMING));
+  CU_OK (mt_driver ()->cuEventCreate (&e, CU_EVENT_DISABLE_TIMING));
   hold = mt_stream_hold (a);
   mt_fill_byte_ok (x, 0xcc, a);
-  CU_OK (drv ()->cuEventRecord (e, a));
-  CU_OK (drv ()->cuStreamWaitEvent (b, e, 0));
+  CU_OK (mt_driver ()->cuEventRecord (e, a));
+  CU_OK (mt_driver ()->cuStreamWaitEvent (b, e, 0));
   mt_fill_byte_ok (x, 0xdd, b);
   g_assert_cmpint (stream_query (b), ==, CUDA_ERROR_NOT_READY); /* b waits for a */
   mt_stream_release (hold);
   mt_sync_ok (b);
   mt_assert_bytes (x, 0xdd, b);
 
-  CU_OK (drv ()->cuEventDestroy (e));
+  CU_OK (mt_driver ()->cuEventDestroy (e));
   mt_close_ok (x, a);
   mt_sync_ok (a);
   memres_resource_unref (mr);
@@ -172,40 +162,40 @@ test_legacy_implicit_sync (void)
   mr = dmr_new ();
   x = mt_alloc_ok (mr, SIZE, NULL);
   mt_sync_ok (NULL);
-  CU_OK (drv ()->cuEventCreate (&e, CU_EVENT_DISABLE_TIMING));
+  CU_OK (mt_driver ()->cuEventCreate (&e, CU_EVENT_DISABLE_TIMING));
 
   /* Held blocking stream: legacy work queued after it runs after it. */
   hold = mt_stream_hold (blocking);
   mt_fill_byte_ok (x, 0xaa, blocking);
   mt_fill_byte_ok (x, 0xcc, NULL);
-  CU_OK (drv ()->cuEventRecord (e, NULL));
+  CU_OK (mt_driver ()->cuEventRecord (e, NULL));
   g_assert_cmpint (event_query (e), ==, CUDA_ERROR_NOT_READY);
   mt_stream_release (hold);
-  CU_OK (drv ()->cuEventSynchronize (e));
+  CU_OK (mt_driver ()->cuEventSynchronize (e));
   mt_assert_bytes (x, 0xcc, nonblocking);
 
   /* Held legacy stream: a blocking stream's later work waits for it. */
   hold = mt_stream_hold (NULL);
   mt_fill_byte_ok (x, 0x11, NULL);
   mt_fill_byte_ok (x, 0x22, blocking);
-  CU_OK (drv ()->cuEventRecord (e, blocking));
+  CU_OK (mt_driver ()->cuEventRecord (e, blocking));
   g_assert_cmpint (event_query (e), ==, CUDA_ERROR_NOT_READY);
   mt_stream_release (hold);
-  CU_OK (drv ()->cuEventSynchronize (e));
+  CU_OK (mt_driver ()->cuEventSynchronize (e));
   mt_assert_bytes (x, 0x22, nonblocking);
 
   /* Held non-blocking stream: the legacy stream does not wait for it. */
   hold = mt_stream_hold (nonblocking);
   mt_fill_byte_ok (x, 0x33, nonblocking);
   mt_fill_byte_ok (x, 0x44, NULL);
-  CU_OK (drv ()->cuEventRecord (e, NULL));
-  CU_OK (drv ()->cuEventSynchronize (e));
+  CU_OK (mt_driver ()->cuEventRecord (e, NULL));
+  CU_OK (mt_driver ()->cuEventSynchronize (e));
   g_assert_true (mt_stream_is_held (hold));
   mt_stream_release (hold);
   mt_sync_ok (nonblocking);
   mt_assert_bytes (x, 0x33, NULL);
 
-  CU_OK (drv ()->cuEventDestroy (e));
+  CU_OK (mt_driver ()->cuEventDestroy (e));
   mt_close_ok (x, NULL);
   mt_sync_ok (NULL);
   memres_resource_unref (mr);
@@ -236,22 +226,22 @@ test_destroy_with_queued_work (void)
   a = stream_new (CU_STREAM_NON_BLOCKING);
   hold = mt_stream_hold (a);
   mt_fill_byte_ok (x, 0xaa, a);
-  CU_OK (drv ()->cuEventCreate (&e, CU_EVENT_DISABLE_TIMING));
-  CU_OK (drv ()->cuEventRecord (e, a));
+  CU_OK (mt_driver ()->cuEventCreate (&e, CU_EVENT_DISABLE_TIMING));
+  CU_OK (mt_driver ()->cuEventRecord (e, a));
   stream_destroy (a);
   if (mt_driver_is_fake ())
     {
       mt_fake_get_counts (&now);
       g_assert_cmpint (now.streams, ==, base.streams + 1); /* b only */
-      g_assert_cmpint (drv ()->cuStreamQuery (a), ==, CUDA_ERROR_INVALID_HANDLE);
+      g_assert_cmpint (mt_driver ()->cuStreamQuery (a), ==, CUDA_ERROR_INVALID_HANDLE);
     }
   g_assert_cmpint (event_query (e), ==, CUDA_ERROR_NOT_READY);
   mt_assert_bytes (x, 0x11, b);
   mt_stream_release (hold);
-  CU_OK (drv ()->cuEventSynchronize (e));
+  CU_OK (mt_driver ()->cuEventSynchronize (e));
   mt_assert_bytes (x, 0xaa, b);
 
-  CU_OK (drv ()->cuEventDestroy (e));
+  CU_OK (mt_driver ()->cuEventDestroy (e));
   mt_close_ok (x, b);
   mt_sync_ok (b);
   memres_resource_unref (mr);
@@ -322,9 +312,9 @@ test_host_fn_and_write_value (void)
   g_assert_nonnull (launch);
   g_assert_nonnull (write_value);
   a = stream_new (CU_STREAM_NON_BLOCKING);
-  CU_OK (drv ()->cuMemHostAlloc (&host, 4, CU_MEMHOSTALLOC_DEVICEMAP));
+  CU_OK (mt_driver ()->cuMemHostAlloc (&host, 4, CU_MEMHOSTALLOC_DEVICEMAP));
   *(volatile guint32 *) host = 0;
-  CU_OK (drv ()->cuMemHostGetDevicePointer (&word, host, 0));
+  CU_OK (mt_driver ()->cuMemHostGetDevicePointer (&word, host, 0));
 
   hold = mt_stream_hold (a);
   CU_OK (write_value (a, word, 7, 0));
@@ -337,7 +327,7 @@ test_host_fn_and_write_value (void)
   g_assert_cmpint (g_atomic_int_get (&calls), ==, 1);
   g_assert_cmpuint (__atomic_load_n ((guint32 *) host, __ATOMIC_SEQ_CST), ==, 7);
 
-  CU_OK (drv ()->cuMemFreeHost (host));
+  CU_OK (mt_driver ()->cuMemFreeHost (host));
   stream_destroy (a);
 }
 
@@ -412,13 +402,13 @@ test_fake_late_errors (void)
   if (!mt_require_fake ("needs the fake's fault injection") || !mt_require_stream_holds ())
     return;
   a = stream_new (CU_STREAM_NON_BLOCKING);
-  CU_OK (drv ()->cuMemAlloc (&p, 4096));
+  CU_OK (mt_driver ()->cuMemAlloc (&p, 4096));
   hold = mt_stream_hold (a);
-  CU_OK (drv ()->cuMemsetD8Async (p, 0x5a, 4096, a));
-  CU_OK (drv ()->cuMemFree (p)); /* does not wait for a non-blocking stream */
+  CU_OK (mt_driver ()->cuMemsetD8Async (p, 0x5a, 4096, a));
+  CU_OK (mt_driver ()->cuMemFree (p)); /* does not wait for a non-blocking stream */
   mt_stream_release (hold);
-  g_assert_cmpint (drv ()->cuStreamSynchronize (a), ==, CUDA_ERROR_ILLEGAL_ADDRESS);
-  g_assert_cmpint (drv ()->cuStreamQuery (a), ==, CUDA_ERROR_ILLEGAL_ADDRESS);
+  g_assert_cmpint (mt_driver ()->cuStreamSynchronize (a), ==, CUDA_ERROR_ILLEGAL_ADDRESS);
+  g_assert_cmpint (mt_driver ()->cuStreamQuery (a), ==, CUDA_ERROR_ILLEGAL_ADDRESS);
   stream_destroy (a);
 
   a = stream_new (CU_STREAM_NON_BLOCKING);
@@ -784,7 +774,7 @@ alloc_without_context (gpointer data)
   long allocs = fake ? mt_fake_call_count ("cuMemAllocFromPoolAsync") : 0;
   CUcontext ctx = (CUcontext) 1;
 
-  CU_OK (drv ()->cuCtxGetCurrent (&ctx));
+  CU_OK (mt_driver ()->cuCtxGetCurrent (&ctx));
   g_assert_null (ctx); /* a new thread has no current context */
   for (int i = 0; i < 3; i++)
     {

@@ -141,6 +141,17 @@ get_fake (void)
   return g_once (&once, load_fake, NULL);
 }
 
+const MemresCudaDriver *
+mt_driver (void)
+{
+  g_autoptr (GError) error = NULL;
+  const MemresCudaDriver *d = memres_cuda_get_driver (&error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (d);
+  return d;
+}
+
 gboolean
 mt_driver_is_fake (void)
 {

@@ -9,6 +9,9 @@ G_BEGIN_DECLS
 /* g_test_init() plus the project's settings. */
 void mt_init (int *argc, char ***argv);
 
+/* The driver's table (memres_cuda_get_driver()), asserting that it loads. */
+const MemresCudaDriver *mt_driver (void);
+
 /* TRUE when MEMRES_CUDA_DRIVER names libfakecuda (the control functions resolve). */
 gboolean mt_driver_is_fake (void);
 
