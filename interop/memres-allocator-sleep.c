@@ -6,21 +6,14 @@
  * the #MemresSleepError code plus 1 (or -1 for an error of another domain: a stack that cannot
  * sleep, a driver failure) and keeps the message for memres_allocator_sleep_last_error() on the
  * calling thread. */
-#include "memres-allocator.h"
+#include "memres-allocator-private.h"
 
 static GPrivate last_error = G_PRIVATE_INIT (g_free);
 
 static int
 result (gboolean ok, GError *error)
 {
-  int code;
-
-  if (ok)
-    return 0;
-  code = error->domain == MEMRES_SLEEP_ERROR ? error->code + 1 : -1;
-  g_private_replace (&last_error, g_strdup (error->message));
-  g_error_free (error);
-  return code;
+  return _memres_allocator_result (ok, error, MEMRES_SLEEP_ERROR, &last_error);
 }
 
 static MemresResource *

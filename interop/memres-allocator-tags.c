@@ -3,22 +3,14 @@
  * Python process that loads the library with ctypes: no GError crosses the boundary, a call
  * returns 0 or the #MemresTagError code plus 1 (or -1 for another error) and keeps the message
  * for memres_allocator_tag_last_error() on the calling thread. */
-#include "memres-allocator.h"
+#include "memres-allocator-private.h"
 
 static GPrivate last_error = G_PRIVATE_INIT (g_free);
 
-/* 0, or the error's code + 1 (MEMRES_TAG_ERROR) or -1 (another domain), its message kept */
 static int
 result (gboolean ok, GError *error)
 {
-  int code;
-
-  if (ok)
-    return 0;
-  code = error->domain == MEMRES_TAG_ERROR ? error->code + 1 : -1;
-  g_private_replace (&last_error, g_strdup (error->message));
-  g_error_free (error);
-  return code;
+  return _memres_allocator_result (ok, error, MEMRES_TAG_ERROR, &last_error);
 }
 
 /**

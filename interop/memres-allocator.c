@@ -281,6 +281,20 @@ explicit_stream (void *stream)
   return stream != NULL ? (MemresStream) stream : MEMRES_STREAM_LEGACY;
 }
 
+/* The result of a ctypes entry point (memres-allocator-private.h): of the tags and the sleep. */
+int
+_memres_allocator_result (gboolean ok, GError *error, GQuark domain, GPrivate *last_error)
+{
+  int code;
+
+  if (ok)
+    return 0;
+  code = error->domain == domain ? error->code + 1 : -1;
+  g_private_replace (last_error, g_strdup (error->message));
+  g_error_free (error);
+  return code;
+}
+
 /* The allocation of memres_torch_alloc(), both builds (memres-allocator-private.h). */
 void *
 _memres_allocator_torch_alloc (ssize_t size, int device, void *stream, GError **error)
