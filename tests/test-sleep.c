@@ -553,36 +553,50 @@ on_segment (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *s
     }
 }
 
+/* Puts @tag of @mr to sleep and wakes it, subscribed to its segment events: the sleep tells
+ * @n_segments segments of @bytes in all as about to be unmapped and none mapped, and
+ * memres_lookup() finds none of @bufs meanwhile; the wake tells the same as mapped, and all of
+ * @bufs are found again. */
 static void
-test_segments (void)
+assert_sleep_segment_events (MemresResource *mr, const char *tag, MemresBuffer *const *bufs,
+                             guint n_bufs, guint n_segments, guint64 bytes)
 {
-  g_autoptr (MemresResource) mr = NULL;
   g_autoptr (GError) error = NULL;
-  MemresBuffer *a, *b;
   Events e = { 0 };
   MemresLookupInfo info;
   guint id;
 
-  if (!require_device ())
-    return;
-  mr = new_ok ("vmm");
-  a = alloc_tagged (mr, "sl-seg", 2 * MiB);
-  b = alloc_tagged (mr, "sl-seg", 4 * MiB);
   id = memres_resource_subscribe_segments (mr, on_segment, &e, NULL, &error);
   g_assert_no_error (error);
   memset (&e, 0, sizeof e); /* the replay of what exists */
-  sleep_ok (mr, "sl-seg", NULL);
-  g_assert_cmpuint (e.unmapping, ==, 2);
-  g_assert_cmpuint (e.bytes_unmapping, ==, 6 * MiB);
+  sleep_ok (mr, tag, NULL);
+  g_assert_cmpuint (e.unmapping, ==, n_segments);
+  g_assert_cmpuint (e.bytes_unmapping, ==, bytes);
   g_assert_cmpuint (e.mapped, ==, 0);
-  g_assert_false (memres_lookup (memres_buffer_get_pointer (a), &info));
-  wake_ok (mr, "sl-seg");
-  g_assert_cmpuint (e.mapped, ==, 2);
-  g_assert_cmpuint (e.bytes_mapped, ==, 6 * MiB);
-  g_assert_true (memres_lookup (memres_buffer_get_pointer (b), &info));
+  for (guint i = 0; i < n_bufs; i++)
+    g_assert_false (memres_lookup (memres_buffer_get_pointer (bufs[i]), &info));
+  wake_ok (mr, tag);
+  g_assert_cmpuint (e.mapped, ==, n_segments);
+  g_assert_cmpuint (e.bytes_mapped, ==, bytes);
+  for (guint i = 0; i < n_bufs; i++)
+    g_assert_true (memres_lookup (memres_buffer_get_pointer (bufs[i]), &info));
   g_assert_true (memres_resource_unsubscribe_segments (mr, id, NULL));
-  mt_close_ok (a, NULL);
-  mt_close_ok (b, NULL);
+}
+
+static void
+test_segments (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *bufs[2];
+
+  if (!require_device ())
+    return;
+  mr = new_ok ("vmm");
+  bufs[0] = alloc_tagged (mr, "sl-seg", 2 * MiB);
+  bufs[1] = alloc_tagged (mr, "sl-seg", 4 * MiB);
+  assert_sleep_segment_events (mr, "sl-seg", bufs, 2, 2, 6 * MiB);
+  mt_close_ok (bufs[0], NULL);
+  mt_close_ok (bufs[1], NULL);
 }
 
 /* --- faults ----------------------------------------------------------------------------------- */
@@ -917,29 +931,13 @@ static void
 test_arena_segments (void)
 {
   g_autoptr (MemresResource) mr = NULL;
-  g_autoptr (GError) error = NULL;
   MemresBuffer *a;
-  Events e = { 0 };
-  MemresLookupInfo info;
-  guint id;
 
   if (!require_device ())
     return;
   mr = new_ok ("arena");
   a = alloc_tagged (mr, "sl-aseg", 6 * MiB);
-  id = memres_resource_subscribe_segments (mr, on_segment, &e, NULL, &error);
-  g_assert_no_error (error);
-  memset (&e, 0, sizeof e);
-  sleep_ok (mr, "sl-aseg", NULL);
-  g_assert_cmpuint (e.unmapping, ==, 3);
-  g_assert_cmpuint (e.bytes_unmapping, ==, 6 * MiB);
-  g_assert_cmpuint (e.mapped, ==, 0);
-  g_assert_false (memres_lookup (memres_buffer_get_pointer (a), &info));
-  wake_ok (mr, "sl-aseg");
-  g_assert_cmpuint (e.mapped, ==, 3);
-  g_assert_cmpuint (e.bytes_mapped, ==, 6 * MiB);
-  g_assert_true (memres_lookup (memres_buffer_get_pointer (a), &info));
-  g_assert_true (memres_resource_unsubscribe_segments (mr, id, NULL));
+  assert_sleep_segment_events (mr, "sl-aseg", &a, 1, 3, 6 * MiB);
   mt_close_ok (a, NULL);
 }
 
