@@ -5,7 +5,8 @@
 #  - each header but memres.h (which only includes the others) has its page,
 #    html/memres-NAME.html, linked from html/index.html;
 #  - every function the header declares (export-decls.awk: what libmemres exports) has its entry
-#    (its anchor) on that page;
+#    (its anchor) on that page, and so does every structure (`typedef struct _T T;`; an
+#    unnamed `typedef struct` fails: gtk-doc's scanner cannot see it);
 #  - no internal symbol: nothing named _memres_* on any page, and the sections (the pages
 #    gtk-doc made) are only the public headers'.
 # DOCDIR "none": the reference is not built (no gtk-doc-tools, or -Ddocs=disabled): skipped.
@@ -59,6 +60,22 @@ for header in "$@"; do
   else
     # shellcheck disable=SC2086 # one diagnostic per function
     not_ok "each of the $count functions $name.h declares has its entry" "missing:" $missing
+  fi
+  # Structures: gtk-doc's scanner only sees `typedef struct _T T;` + `struct _T {...};` (it
+  # skips `typedef struct` with the brace on the next line, as clang-format writes it).
+  missing=
+  count=0
+  for type in $(sed -n 's/^typedef struct _[A-Za-z0-9_]* \(Memres[A-Za-z0-9_]*\);$/\1/p' "$header"); do
+    count=$((count + 1))
+    grep -q "name=\"$type\"\|id=\"$type\"" "$page" || missing="$missing $type"
+  done
+  unnamed=$(grep -c '^typedef struct$' "$header")
+  if [ -z "$missing" ] && [ "$unnamed" -eq 0 ]; then
+    ok "each of the $count structures $name.h declares has its entry"
+  else
+    # shellcheck disable=SC2086 # one diagnostic per structure
+    not_ok "each of the $count structures $name.h declares has its entry" "missing:" $missing \
+      "($unnamed unnamed 'typedef struct' the scanner cannot see)"
   fi
 done
 

@@ -25,6 +25,8 @@ G_BEGIN_DECLS
  */
 #define MEMRES_STATS_N_SIZE_CLASSES 64
 
+typedef struct _MemresStatsCounters MemresStatsCounters;
+
 /**
  * MemresStatsCounters:
  * @bytes_current: bytes in live allocations of the layer now (the sizes its upstream returned)
@@ -40,7 +42,7 @@ G_BEGIN_DECLS
  *
  * Since: 1.2
  */
-typedef struct
+struct _MemresStatsCounters
 {
   guint64 bytes_current;
   guint64 bytes_peak;
@@ -49,7 +51,7 @@ typedef struct
   guint64 count_peak;
   guint64 count_total;
   guint64 size_classes[MEMRES_STATS_N_SIZE_CLASSES];
-} MemresStatsCounters;
+};
 
 gboolean memres_stats_get_counters (MemresResource *mr, MemresStatsCounters *counters,
                                     GError **error);
@@ -58,6 +60,8 @@ gboolean memres_stats_reset (MemresResource *mr, GError **error);
 gboolean memres_resource_get_counts (MemresResource *mr, MemresStatsCounters *counts,
                                      GError **error);
 gboolean memres_resource_reset_counts (MemresResource *mr, GError **error);
+
+typedef struct _MemresLiveAllocation MemresLiveAllocation;
 
 /**
  * MemresLiveAllocation:
@@ -74,7 +78,7 @@ gboolean memres_resource_reset_counts (MemresResource *mr, GError **error);
  *
  * Since: 1.2
  */
-typedef struct
+struct _MemresLiveAllocation
 {
   guint64 address;
   gsize size;
@@ -82,7 +86,7 @@ typedef struct
   guint64 thread;
   gint64 time;
   const char *backtrace;
-} MemresLiveAllocation;
+};
 
 /**
  * MemresLiveFunc:

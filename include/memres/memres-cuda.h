@@ -178,6 +178,8 @@ G_BEGIN_DECLS
 
 #define MEMRES_CUDA_DECLARE_ENTRY_(name) __typeof__ (name) *name;
 
+typedef struct _MemresCudaDriver MemresCudaDriver;
+
 /**
  * MemresCudaDriver:
  * @struct_size: sizeof (MemresCudaDriver) in the core's headers: an entry lies inside the table
@@ -198,13 +200,13 @@ G_BEGIN_DECLS
  *
  * Since: 1.0
  */
-typedef struct
+struct _MemresCudaDriver
 {
   guint32 struct_size;
   gint driver_version;
   const char *path;
   MEMRES_CUDA_FOREACH_ENTRY (MEMRES_CUDA_DECLARE_ENTRY_)
-} MemresCudaDriver;
+};
 
 /* Driver helpers. Full documentation: the reference (share/gtk-doc/html/memres), memres-cuda;
  * in short (all thread-safe; Since: 1.0 unless marked otherwise):

@@ -90,6 +90,8 @@ typedef enum
   MEMRES_DL_BOOL = 6,
 } MemresDLDataTypeCode;
 
+typedef struct _MemresDLDevice MemresDLDevice;
+
 /**
  * MemresDLDevice:
  * @device_type: a DLPack device type (#MemresDLDeviceType for those memres knows); a 32-bit
@@ -98,11 +100,13 @@ typedef enum
  *
  * Since: 1.2
  */
-typedef struct
+struct _MemresDLDevice
 {
   gint32 device_type;
   gint32 device_id;
-} MemresDLDevice;
+};
+
+typedef struct _MemresDLDataType MemresDLDataType;
 
 /**
  * MemresDLDataType:
@@ -112,12 +116,14 @@ typedef struct
  *
  * Since: 1.2
  */
-typedef struct
+struct _MemresDLDataType
 {
   guint8 code;
   guint8 bits;
   guint16 lanes;
-} MemresDLDataType;
+};
+
+typedef struct _MemresDLTensor MemresDLTensor;
 
 /**
  * MemresDLTensor:
@@ -133,7 +139,7 @@ typedef struct
  *
  * Since: 1.2
  */
-typedef struct
+struct _MemresDLTensor
 {
   gpointer data;
   MemresDLDevice device;
@@ -142,7 +148,9 @@ typedef struct
   gint64 *shape;
   gint64 *strides;
   guint64 byte_offset;
-} MemresDLTensor;
+};
+
+typedef struct _MemresDLPackVersion MemresDLPackVersion;
 
 /**
  * MemresDLPackVersion:
@@ -151,11 +159,11 @@ typedef struct
  *
  * Since: 1.2
  */
-typedef struct
+struct _MemresDLPackVersion
 {
   guint32 major;
   guint32 minor;
-} MemresDLPackVersion;
+};
 
 typedef struct _MemresDLManagedTensorVersioned MemresDLManagedTensorVersioned;
 

@@ -36,6 +36,8 @@ typedef enum
   MEMRES_LOCATION_HOST_NUMA_CURRENT = 4,
 } MemresLocationType;
 
+typedef struct _MemresLocation MemresLocation;
+
 /**
  * MemresLocation:
  * @type: the kind of location
@@ -46,11 +48,11 @@ typedef enum
  *
  * Since: 1.2
  */
-typedef struct
+struct _MemresLocation
 {
   MemresLocationType type;
   gint id;
-} MemresLocation;
+};
 
 gboolean memres_buffer_is_managed (MemresBuffer *buf);
 

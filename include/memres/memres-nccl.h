@@ -58,6 +58,8 @@ typedef struct _MemresNcclRegistrar MemresNcclRegistrar;
  */
 typedef struct _MemresNcclWindow MemresNcclWindow;
 
+typedef struct _MemresNcclCounts MemresNcclCounts;
+
 /**
  * MemresNcclCounts:
  * @registered: segments registered now (each one ncclCommRegister handle)
@@ -73,14 +75,14 @@ typedef struct _MemresNcclWindow MemresNcclWindow;
  *
  * Since: 2.0
  */
-typedef struct
+struct _MemresNcclCounts
 {
   guint64 registered;
   guint64 registered_bytes;
   guint64 registrations;
   guint64 deregistrations;
   guint64 failures;
-} MemresNcclCounts;
+};
 
 /* Full documentation: the reference (share/gtk-doc/html/memres), memres-nccl. */
 GQuark memres_nccl_error_quark (void);

@@ -111,6 +111,8 @@ G_BEGIN_DECLS
  */
 typedef gboolean (*MemresPluginInitFunc) (MemresPlugin *plugin, GError **error);
 
+typedef struct _MemresPluginDesc MemresPluginDesc;
+
 /**
  * MemresPluginDesc:
  * @abi_major: %MEMRES_PLUGIN_ABI_MAJOR of the headers the plugin was built with
@@ -132,7 +134,7 @@ typedef gboolean (*MemresPluginInitFunc) (MemresPlugin *plugin, GError **error);
  *
  * Since: 1.0
  */
-typedef struct
+struct _MemresPluginDesc
 {
   guint32 abi_major;
   guint32 abi_minor;
@@ -141,7 +143,9 @@ typedef struct
   const char *name;
   const char *description;
   MemresPluginInitFunc init;
-} MemresPluginDesc;
+};
+
+typedef struct _MemresPluginNote MemresPluginNote;
 
 /**
  * MemresPluginNote:
@@ -162,7 +166,7 @@ typedef struct
  *
  * Since: 1.2
  */
-typedef struct
+struct _MemresPluginNote
 {
   guint32 namesz;
   guint32 descsz;
@@ -171,7 +175,7 @@ typedef struct
   guint32 abi_major;
   guint32 abi_minor;
   char name[32];
-} MemresPluginNote;
+};
 
 /**
  * MEMRES_PLUGIN_NOTE_TYPE:
@@ -270,6 +274,8 @@ typedef struct
       aligned (sizeof (void *)))) static const MemresPluginDesc *const memres_embedded_##name##_   \
       = &memres_embedded_desc_##name##_
 
+typedef struct _MemresAllocation MemresAllocation;
+
 /**
  * MemresAllocation:
  * @address: start of the memory: a `CUdeviceptr`, or a host pointer cast to an integer
@@ -289,12 +295,14 @@ typedef struct
  *
  * Since: 1.0
  */
-typedef struct
+struct _MemresAllocation
 {
   guint64 address;
   gsize size;
   gpointer plugin_data;
-} MemresAllocation;
+};
+
+typedef struct _MemresResourceInfo MemresResourceInfo;
 
 /**
  * MemresResourceInfo:
@@ -310,11 +318,13 @@ typedef struct
  *
  * Since: 1.0
  */
-typedef struct
+struct _MemresResourceInfo
 {
   gint device;
   MemresMemoryFlags flags;
-} MemresResourceInfo;
+};
+
+typedef struct _MemresBufferExport MemresBufferExport;
 
 /**
  * MemresBufferExport:
@@ -332,14 +342,16 @@ typedef struct
  *
  * Since: 1.0
  */
-typedef struct
+struct _MemresBufferExport
 {
   guint8 pool_id[MEMRES_IPC_ID_SIZE];
   guint8 device_uuid[MEMRES_IPC_ID_SIZE];
   guint64 offset;
   guint64 size;
   guint8 export_data[64];
-} MemresBufferExport;
+};
+
+typedef struct _MemresBufferChunks MemresBufferChunks;
 
 /**
  * MemresBufferChunks:
@@ -366,7 +378,7 @@ typedef struct
  *
  * Since: 1.1
  */
-typedef struct
+struct _MemresBufferChunks
 {
   guint8 device_uuid[MEMRES_IPC_ID_SIZE];
   guint32 handle_type;
@@ -377,7 +389,7 @@ typedef struct
   guint32 reserved;
   guint64 chunk_sizes[MEMRES_IPC_MAX_CHUNKS];
   gint fds[MEMRES_IPC_MAX_CHUNKS];
-} MemresBufferChunks;
+};
 
 /**
  * MEMRES_FABRIC_HANDLE_SIZE:
@@ -387,6 +399,8 @@ typedef struct
  * Since: 2.0
  */
 #define MEMRES_FABRIC_HANDLE_SIZE 64
+
+typedef struct _MemresFabricHandle MemresFabricHandle;
 
 /**
  * MemresFabricHandle:
@@ -398,10 +412,10 @@ typedef struct
  *
  * Since: 2.0
  */
-typedef struct
+struct _MemresFabricHandle
 {
   guint8 data[MEMRES_FABRIC_HANDLE_SIZE];
-} MemresFabricHandle;
+};
 
 /**
  * MemresOptions:
@@ -484,6 +498,8 @@ typedef enum
  */
 #define MEMRES_OOM_UNKNOWN G_MAXUINT64
 
+typedef struct _MemresOomFigures MemresOomFigures;
+
 /**
  * MemresOomFigures:
  * @struct_size: sizeof (MemresOomFigures) in the core's headers; the slot writes no field past
@@ -520,7 +536,7 @@ typedef enum
  *
  * Since: 2.0
  */
-typedef struct
+struct _MemresOomFigures
 {
   gsize struct_size;
   guint64 request;
@@ -532,7 +548,7 @@ typedef struct
   char *figures;
   char *remedy;
   char *verdict;
-} MemresOomFigures;
+};
 
 /**
  * MemresSnapshotLayer:
@@ -586,6 +602,8 @@ memres_fork_mutex (GMutex *mutex, MemresForkPhase phase)
   else
     g_mutex_unlock (mutex);
 }
+
+typedef struct _MemresResourceOps MemresResourceOps;
 
 /**
  * MemresResourceOps:
@@ -657,7 +675,7 @@ memres_fork_mutex (GMutex *mutex, MemresForkPhase phase)
  *
  * Since: 1.0
  */
-typedef struct
+struct _MemresResourceOps
 {
   /**
    * MemresResourceOps.version:
@@ -987,7 +1005,7 @@ typedef struct
    */
   gboolean (*wake) (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
                     GError **error);
-} MemresResourceOps;
+};
 
 /**
  * MEMRES_IPC_OPS_VERSION:
@@ -999,6 +1017,8 @@ typedef struct
  * Since: 2.0
  */
 #define MEMRES_IPC_OPS_VERSION 2
+
+typedef struct _MemresIpcOps MemresIpcOps;
 
 /**
  * MemresIpcOps:
@@ -1034,7 +1054,7 @@ typedef struct
  *
  * Since: 2.0
  */
-typedef struct
+struct _MemresIpcOps
 {
   /**
    * MemresIpcOps.version:
@@ -1179,7 +1199,9 @@ typedef struct
   gboolean (*import_fabric_chunks) (MemresResource *mr, const MemresBufferChunks *in,
                                     const MemresFabricHandle *handles, MemresStream stream,
                                     MemresAllocation *alloc, GError **error);
-} MemresIpcOps;
+};
+
+typedef struct _MemresKindInfo MemresKindInfo;
 
 /**
  * MemresKindInfo:
@@ -1207,7 +1229,7 @@ typedef struct
  *
  * Since: 1.0
  */
-typedef struct
+struct _MemresKindInfo
 {
   gsize struct_size;
   const char *name;
@@ -1218,7 +1240,7 @@ typedef struct
   const MemresIpcOps *ipc;
   gsize instance_size;
   MemresKindFlags flags;
-} MemresKindInfo;
+};
 
 /* Helpers for plugins. Full documentation: the reference (share/gtk-doc/html/memres),
  * memres-plugin; in short:

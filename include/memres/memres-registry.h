@@ -40,6 +40,8 @@ typedef enum
   MEMRES_OPTION_INT_LIST,
 } MemresOptionType;
 
+typedef struct _MemresOptionSpec MemresOptionSpec;
+
 /**
  * MemresOptionSpec:
  * @name: the key, matching `[a-z][a-z0-9_]*`
@@ -66,7 +68,7 @@ typedef enum
  *
  * Since: 1.0
  */
-typedef struct
+struct _MemresOptionSpec
 {
   const char *name;
   MemresOptionType type;
@@ -75,7 +77,7 @@ typedef struct
   const char *const *choices;
   gint64 min;
   gint64 max;
-} MemresOptionSpec;
+};
 
 /**
  * MemresKindFlags:

@@ -13,6 +13,8 @@
 
 G_BEGIN_DECLS
 
+typedef struct _MemresSegment MemresSegment;
+
 /**
  * MemresSegment:
  * @base: the first address of the segment: a `CUdeviceptr`, or a host pointer as an integer
@@ -35,7 +37,7 @@ G_BEGIN_DECLS
  *
  * Since: 2.0
  */
-typedef struct
+struct _MemresSegment
 {
   guint64 base;
   guint64 length;
@@ -43,7 +45,7 @@ typedef struct
   guint32 handle_types;
   guint32 tag_id;
   const char *tag;
-} MemresSegment;
+};
 
 /**
  * MemresSegmentEvent:
@@ -96,6 +98,8 @@ typedef void (*MemresSegmentFunc) (MemresResource *mr, MemresSegmentEvent event,
                                    const MemresSegment *segment, guint64 previous_length,
                                    gpointer user_data);
 
+typedef struct _MemresLookupInfo MemresLookupInfo;
+
 /**
  * MemresLookupInfo:
  * @resource: the resource whose segment holds the address (transfer none: valid as long as
@@ -107,12 +111,12 @@ typedef void (*MemresSegmentFunc) (MemresResource *mr, MemresSegmentEvent event,
  *
  * Since: 2.0
  */
-typedef struct
+struct _MemresLookupInfo
 {
   MemresResource *resource;
   MemresSegment segment;
   guint64 offset;
-} MemresLookupInfo;
+};
 
 /* Full documentation: the reference (share/gtk-doc/html/memres), memres-segments. */
 guint memres_resource_subscribe_segments (MemresResource *mr, MemresSegmentFunc func,

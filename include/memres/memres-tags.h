@@ -79,6 +79,8 @@ typedef enum
 
 GQuark memres_tag_error_quark (void);
 
+typedef struct _MemresTagCounts MemresTagCounts;
+
 /**
  * MemresTagCounts:
  * @bytes_current: bytes of the tag's buffers open now
@@ -93,7 +95,7 @@ GQuark memres_tag_error_quark (void);
  *
  * Since: 2.0
  */
-typedef struct
+struct _MemresTagCounts
 {
   guint64 bytes_current;
   guint64 bytes_peak;
@@ -101,7 +103,7 @@ typedef struct
   guint64 count_current;
   guint64 count_peak;
   guint64 count_total;
-} MemresTagCounts;
+};
 
 /* The scope stack of the calling thread */
 gboolean memres_tag_push (const char *tag, GError **error);

@@ -105,6 +105,8 @@ typedef enum
   MEMRES_ACCESS_READWRITE = 3,
 } MemresAccess;
 
+typedef struct _MemresAccessDesc MemresAccessDesc;
+
 /**
  * MemresAccessDesc:
  * @device: a CUDA device ordinal
@@ -112,11 +114,13 @@ typedef enum
  *
  * Since: 1.0
  */
-typedef struct
+struct _MemresAccessDesc
 {
   gint device;
   MemresAccess access;
-} MemresAccessDesc;
+};
+
+typedef struct _MemresStats MemresStats;
 
 /**
  * MemresStats:
@@ -130,14 +134,14 @@ typedef struct
  *
  * Since: 1.0
  */
-typedef struct
+struct _MemresStats
 {
   guint64 reserved_current;
   guint64 reserved_high;
   guint64 used_current;
   guint64 used_high;
   guint64 n_buffers;
-} MemresStats;
+};
 
 /**
  * MEMRES_BUFFER_DESCRIPTOR_SIZE:
@@ -147,6 +151,8 @@ typedef struct
  * Since: 1.0
  */
 #define MEMRES_BUFFER_DESCRIPTOR_SIZE 160
+
+typedef struct _MemresBufferDescriptor MemresBufferDescriptor;
 
 /**
  * MemresBufferDescriptor:
@@ -158,9 +164,9 @@ typedef struct
  *
  * Since: 1.0
  */
-typedef struct
+struct _MemresBufferDescriptor
 {
   guint8 bytes[MEMRES_BUFFER_DESCRIPTOR_SIZE];
-} MemresBufferDescriptor;
+};
 
 G_END_DECLS
