@@ -26,6 +26,7 @@ memres_tool_snapshot (int argc, char **argv)
   g_auto (GStrv) sizes = NULL;
   g_auto (GStrv) closes = NULL;
   g_autofree char *output = NULL;
+  gboolean json_output = FALSE; /* the snapshot is JSON already: --json makes the errors JSON */
   GOptionEntry entries[] = {
     { "allocate", 'a', 0, G_OPTION_ARG_STRING_ARRAY, &sizes,
       "Allocate SIZE bytes before the snapshot (repeat it for more buffers); SIZE:TAG under "
@@ -35,6 +36,8 @@ memres_tool_snapshot (int argc, char **argv)
       "Close the Nth allocation (1 for the first -a) before the snapshot", "N" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
       "Write the snapshot to FILE (default: the standard output)", "FILE" },
+    { "json", 'j', 0, G_OPTION_ARG_NONE, &json_output,
+      "Print errors as JSON (the snapshot is JSON already)", NULL },
     { NULL },
   };
   g_autoptr (GOptionContext) context = NULL;
@@ -129,7 +132,7 @@ memres_tool_snapshot (int argc, char **argv)
     return memres_tool_fail (error);
   if (output == NULL || strcmp (output, "-") == 0)
     g_print ("%s", doc);
-  else if (!g_file_set_contents (output, doc, -1, &error))
+  else if (!memres_file_replace (output, doc, -1, &error))
     status = memres_tool_fail (error);
   return status;
 }
