@@ -447,12 +447,24 @@ test_refusals (void)
   g_assert_null (memres_resource_allocate (mr, 4096, NULL, &error));
   g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_TAG_ASLEEP);
   g_clear_error (&error);
-  /* an empty buffer has nothing to sleep */
+  /* an empty buffer too: every allocation under a sleeping tag is refused (0 bytes was
+   * allowed); by the tag's default on the device as well */
+  g_assert_null (memres_resource_allocate (mr, 0, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_TAG_ASLEEP);
+  g_clear_error (&error);
+  g_assert_true (memres_tag_pop ("sl-ref", NULL));
+  g_assert_true (memres_tag_set_device_default (memres_resource_get_device (mr), "sl-ref", NULL));
+  g_assert_null (memres_resource_allocate (mr, 0, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_TAG_ASLEEP);
+  g_clear_error (&error);
+  g_assert_true (memres_tag_set_device_default (memres_resource_get_device (mr), NULL, NULL));
+  /* an empty buffer of another tag, or of none, is made */
+  empty = alloc_tagged (mr, "sl-ref-other", 0);
+  g_assert_cmpstr (memres_buffer_get_tag (empty), ==, "sl-ref-other");
+  mt_close_ok (empty, NULL);
   empty = memres_resource_allocate (mr, 0, NULL, &error);
   g_assert_no_error (error);
-  g_assert_false (memres_buffer_is_asleep (empty));
   mt_close_ok (empty, NULL);
-  g_assert_true (memres_tag_pop ("sl-ref", NULL));
   mt_close_ok (alloc_tagged (mr, "sl-ref-other", 4096), NULL);
   mt_close_ok (alloc_tagged (mr, NULL, 4096), NULL);
   g_assert_true (memres_tag_push ("sl-ref", NULL));

@@ -759,11 +759,28 @@ test_alloc_tag (void)
   g_assert_cmpint (r.status, ==, 0);
   g_assert_nonnull (strstr (r.out, "\"tag\": null"));
   run_clear (&r);
+  /* a name that cannot be a tag is a usage error (exit status 2), nothing allocated; --json
+   * says so as JSON */
   run_tool (&r, "alloc", "--tag", "", "host", "1", NULL);
   assert_one_error_line (&r);
-  g_assert_cmpint (r.status, ==, 1);
-  g_assert_nonnull (strstr (r.err, "a tag cannot be empty"));
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_cmpstr (r.out, ==, "");
+  g_assert_true (g_str_has_prefix (r.err, "memres alloc: --tag: a tag cannot be empty"));
   run_clear (&r);
+  run_tool (&r, "alloc", "--json", "--tag=", "host", "1", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.out, "--tag: a tag cannot be empty"));
+  g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
+  run_clear (&r);
+  {
+    g_autofree char *long_tag = g_strnfill (MEMRES_TAG_NAME_MAX + 1, 'a');
+
+    run_tool (&r, "alloc", "-t", long_tag, "host", "1", NULL);
+    assert_one_error_line (&r);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_nonnull (strstr (r.err, "is longer than 63 bytes"));
+    run_clear (&r);
+  }
 }
 
 /* ipc-serve with a resource that cannot be shared fails before it listens, not at the first
