@@ -843,7 +843,8 @@ records_of (MemresSleepEntry **entries, gsize n)
  * and resizes of its buffers fail with %MEMRES_SLEEP_ERROR_ASLEEP; closing one is allowed (its
  * address range is released, its saved contents freed, nothing restored for it). A buffer
  * exported to another process over IPC cannot sleep (%MEMRES_SLEEP_ERROR_SHARED naming it); one
- * exported through DLPack can: the consumer's view then has no memory under it until the wake.
+ * exported through DLPack can: the consumer's view then has no memory under it until the wake;
+ * a new DLPack export of a sleeping buffer is refused (%MEMRES_SLEEP_ERROR_ASLEEP).
  *
  * Thread-safe: sleeps and wakes of different tags may run at once; a second one of the same
  * tag and resource fails with %MEMRES_SLEEP_ERROR_BUSY; a close of a buffer of the tag waits

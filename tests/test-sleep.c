@@ -4,6 +4,8 @@
  * closing a sleeping buffer, segment events, every driver call of a sleep and of a wake failing
  * in turn (all or nothing), and two threads sleeping different tags at once. Runs against the
  * fake driver (suite fake) and the real one (suite gpu; the fault sweeps skip there). */
+#include <memres/memres.h>
+
 #include "testutil.h"
 
 #include <fcntl.h>
@@ -395,6 +397,9 @@ test_refusals (void)
   g_autoptr (MemresSleepPolicy) policy = NULL;
   g_autoptr (GError) error = NULL;
   MemresBuffer *buf, *other, *empty;
+  const MemresDLDataType dl_u8 = { MEMRES_DL_UINT, 8, 1 };
+  gint64 shape[1] = { 2 * MiB };
+  MemresDLManagedTensorVersioned *before;
   guint8 byte = 0;
 
   if (!require_device ())
@@ -411,7 +416,21 @@ test_refusals (void)
   g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_NOT_ASLEEP);
   g_clear_error (&error);
 
+  /* a DLPack tensor exported before the sleep: the buffer sleeps all the same (the tensor keeps
+   * its address, deleted after the wake) */
+  before = memres_buffer_export_dlpack (buf, dl_u8, 1, shape, NULL, 0, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (before);
   sleep_ok (mr, "sl-ref", NULL);
+  g_assert_true ((guintptr) before->dl_tensor.data == memres_buffer_get_address (buf));
+  /* a new DLPack export of a sleeping buffer is refused, both layouts (it was made) */
+  g_assert_null (memres_buffer_export_dlpack (buf, dl_u8, 1, shape, NULL, 0, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_assert_nonnull (strstr (error->message, "sl-ref"));
+  g_clear_error (&error);
+  g_assert_null (memres_buffer_export_dlpack_unversioned (buf, dl_u8, 1, shape, NULL, 0, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_clear_error (&error);
   g_assert_false (memres_resource_sleep (mr, "sl-ref", NULL, NULL, &error));
   g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ALREADY_ASLEEP);
   g_clear_error (&error);
@@ -473,6 +492,10 @@ test_refusals (void)
   wake_ok (mr, "sl-ref");
   g_assert_true (memres_buffer_fill (buf, 7, 1, NULL, &error));
   g_assert_no_error (error);
+  before->deleter (before);
+  before = memres_buffer_export_dlpack (buf, dl_u8, 1, shape, NULL, 0, &error);
+  g_assert_no_error (error);
+  before->deleter (before);
   mt_close_ok (buf, NULL);
   mt_close_ok (other, NULL);
 

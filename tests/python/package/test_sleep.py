@@ -38,6 +38,17 @@ def test_round_trip(vmm_stack, tmp_path, mode):
     with memres.tag("py-sleep-weights"), pytest.raises(memres.Error) as e:
         vmm_stack.allocate(4096)
     assert e.value.code == memres.SleepErrorCode.TAG_ASLEEP
+    # 0 bytes too (an empty buffer was made under the sleeping tag)
+    with memres.tag("py-sleep-weights"), pytest.raises(memres.Error) as e:
+        vmm_stack.allocate(0)
+    assert e.value.code == memres.SleepErrorCode.TAG_ASLEEP
+    # no new export of a sleeping buffer: DLPack (both capsules), the CUDA array interface
+    for export in (lambda: a.__dlpack__(max_version=(1, 0)), lambda: a.__dlpack__(),
+                   lambda: a.__cuda_array_interface__):
+        with pytest.raises(memres.Error) as e:
+            export()
+        assert (e.value.domain, e.value.code) == (SLEEP_DOMAIN, memres.SleepErrorCode.ASLEEP)
+        assert "py-sleep-weights" in str(e.value)
     with pytest.raises(memres.Error) as e:
         vmm_stack.sleep("py-sleep-weights")
     assert e.value.code == memres.SleepErrorCode.ALREADY_ASLEEP
