@@ -97,6 +97,13 @@ memres_tool_snapshot (int argc, char **argv)
               "--close %s: not the number of an allocation (1 to %u)", closes[i], n_sizes);
           return memres_tool_usage_error ("snapshot", msg);
         }
+      /* the same allocation twice is a mistake in the command line, not a second close */
+      for (guint k = 0; k < i; k++)
+        if (g_ascii_strtoull (closes[k], NULL, 10) == n)
+          {
+            g_autofree char *msg = g_strdup_printf ("--close %" G_GUINT64_FORMAT " given twice", n);
+            return memres_tool_usage_error ("snapshot", msg);
+          }
     }
 
   spec = resolve_operand (argv[1]);
