@@ -63,6 +63,29 @@ def test_round_trip(vmm_stack, tmp_path, mode):
     b.close()
 
 
+def test_file_refusals(vmm_stack, tmp_path):
+    # a sleep file that cannot be one: a FileError (an OSError) with SleepErrorCode.FILE, the
+    # tag awake; the file of another sleep, the same
+    with memres.tag("py-sleep-f1"):
+        a = vmm_stack.allocate(1 << 20)
+    with memres.tag("py-sleep-f2"):
+        b = vmm_stack.allocate(1 << 20)
+    for path in ("/dev/null", str(tmp_path)):
+        with pytest.raises(OSError) as e:
+            vmm_stack.sleep("py-sleep-f1", mode="file", path=path)
+        assert isinstance(e.value, memres.FileError)
+        assert (e.value.domain, e.value.code) == (SLEEP_DOMAIN, memres.SleepErrorCode.FILE)
+        assert "not a regular file" in str(e.value)
+        assert not vmm_stack.is_asleep("py-sleep-f1")
+    held = str(tmp_path / "held.bin")
+    vmm_stack.sleep("py-sleep-f1", mode="file", path=held)
+    with pytest.raises(memres.FileError, match="holds the contents of another sleep"):
+        vmm_stack.sleep("py-sleep-f2", mode="file", path=held)
+    vmm_stack.wake("py-sleep-f1")
+    a.close()
+    b.close()
+
+
 def test_bad_arguments(vmm_stack):
     with pytest.raises(ValueError):
         vmm_stack.sleep("py-sleep-x", mode="swap")
