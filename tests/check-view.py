@@ -368,6 +368,8 @@ with tempfile.TemporaryDirectory() as d:
                        ('{"x": {"memres_snapshot": 1}}', "no top-level member"),
                        ('{"memres_snapshot": 2, "layers": []}', "a snapshot of format 2"),
                        ('{"memres_snapshot": "1"}', 'a snapshot of format "1"'),
+                       ('{"memres_snapshot": 1}', 'without its "layers" array'),
+                       ('{"memres_snapshot": 1, "layers": {}}', 'without its "layers" array'),
                        ('["memres_snapshot", 1]', "expected the header"),
                        ('{"memres_allocator_snapshot": 1, "devices": {"0": {"a": 1}}}',
                         "not a snapshot file of the allocator shim"),

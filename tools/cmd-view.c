@@ -500,8 +500,8 @@ write_data (View *v, Input *inputs, guint n_inputs)
 typedef struct
 {
   char *format, *allocator_format, *devices;
-  guint n_members;
-  guint n_bad; /* devices: members whose value is no snapshot of format 1 */
+  gboolean has_layers; /* a member "layers" that is an array */
+  guint n_bad;         /* devices: members whose value is no snapshot of format 1 */
 } Members;
 
 static void
@@ -510,7 +510,9 @@ on_member (const char *name, gsize name_len, const char *value, gsize value_len,
   Members *m = data;
   char **slot = NULL;
 
-  m->n_members++;
+  if (name_len == strlen ("layers") && memcmp (name, "layers", name_len) == 0 && value_len > 0
+      && value[0] == '[')
+    m->has_layers = TRUE;
   if (name_len == strlen ("memres_snapshot") && memcmp (name, "memres_snapshot", name_len) == 0)
     slot = &m->format;
   else if (name_len == strlen ("memres_allocator_snapshot")
@@ -538,12 +540,14 @@ on_device (const char *name, gsize name_len, const char *value, gsize value_len,
   Members *outer = data;
   Members m = { 0 };
 
-  if (!memres_tool_json_members (value, value_len, on_member, &m) || g_strcmp0 (m.format, "1") != 0)
+  if (!memres_tool_json_members (value, value_len, on_member, &m) || g_strcmp0 (m.format, "1") != 0
+      || !m.has_layers)
     outer->n_bad++;
   members_clear (&m);
 }
 
-/* A snapshot: one JSON object whose member "memres_snapshot" is 1 (format 1, docs/snapshot.md),
+/* A snapshot: one JSON object whose member "memres_snapshot" is 1 (format 1, docs/snapshot.md)
+ * with a "layers" array,
  * or the allocator shim's file: "memres_allocator_snapshot" 1 and "devices", an object of
  * such snapshots. Any other JSON, other formats among it, is refused naming what it lacks. */
 static gboolean
@@ -566,8 +570,14 @@ check_snapshot (const Input *in, GError **error)
     {
       g_autofree char *format = m.format != NULL ? memres_tool_show_input (m.format) : NULL;
 
-      if (g_strcmp0 (m.format, "1") == 0)
+      if (g_strcmp0 (m.format, "1") == 0 && m.has_layers)
         return TRUE;
+      if (g_strcmp0 (m.format, "1") == 0)
+        {
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "%s: a snapshot without its \"layers\" array (docs/snapshot.md)", shown);
+          return FALSE;
+        }
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    m.format == NULL
                        ? "%s: JSON but not a snapshot (no top-level member \"memres_snapshot\": "
