@@ -203,14 +203,17 @@ allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **err
       allocation_failed (mr, size, local, error);
       return NULL;
     }
+  if (size > 0)
+    return _memres_buffer_new (mr, &alloc, stream);
+  /* an empty buffer carries its tag (no slot call: nothing to count), refused as any
+   * allocation under a tag that sleeps on a stack that can sleep (sleep.h) */
+  tag = _memres_tag_thread.scope;
+  if (tag == 0 && _memres_tag_defaults != 0)
+    tag = _memres_tag_resolve (stream, mr->info.device);
+  if (tag != 0 && mr->sleep != NULL && !_memres_sleep_check_tag (mr, tag, error))
+    return NULL;
   buf = _memres_buffer_new (mr, &alloc, stream);
-  if (size == 0) /* an empty buffer carries its tag (no slot call: nothing to count) */
-    {
-      tag = _memres_tag_thread.scope;
-      if (tag == 0 && _memres_tag_defaults != 0)
-        tag = _memres_tag_resolve (stream, mr->info.device);
-      buf->tag = (guint16) tag;
-    }
+  buf->tag = (guint16) tag;
   return buf;
 }
 
@@ -230,8 +233,9 @@ allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **err
  * Errors: %MEMRES_ERROR_OUT_OF_MEMORY when the memory cannot be had (always for sizes above
  * %G_MAXSSIZE); %MEMRES_ERROR_NOT_SUPPORTED (an imported pool, a capturing stream given to a
  * kind that cannot allocate in a graph); %MEMRES_ERROR_INVALID_ARGUMENT (the `graph` kind, which
- * allocates only on a capturing stream, given another stream); a %MEMRES_CUDA_ERROR from the
- * driver.
+ * allocates only on a capturing stream, given another stream); %MEMRES_SLEEP_ERROR_TAG_ASLEEP
+ * for an allocation of any size, 0 bytes too, under a tag asleep on @mr (memres-sleep.h); a
+ * %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
  *

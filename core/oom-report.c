@@ -12,6 +12,7 @@
  * (snapshot.c): kept beside it (memres_resource_get_oom_snapshot()) and written to the file
  * $MEMRES_OOM_SNAPSHOT names. */
 #include "memres-private.h"
+#include "../sdk/file-writer.h"
 
 #include <unistd.h>
 
@@ -268,8 +269,9 @@ append_remedy (GString *s, Verdict verdict, const Layer *culprit, guint64 cached
 }
 
 /* The snapshot at the failure, written to the file $MEMRES_OOM_SNAPSHOT names (replaced
- * whole: written beside it, then renamed), when it is set and not empty; "%p" in it is the
- * process id. A file that cannot be written is a warning, never a second error. */
+ * whole by sdk/file-writer.c: written beside it, then renamed; a link followed; a FIFO, a
+ * device, a directory refused), when it is set and not empty; "%p" in it is the process id. A
+ * file that cannot be written is a warning, never a second error. */
 static void
 write_snapshot_file (const char *snapshot)
 {
@@ -285,7 +287,7 @@ write_snapshot_file (const char *snapshot)
   pid = g_strdup_printf ("%d", (int) getpid ());
   g_string_replace (p, "%p", pid, 0);
   path = g_string_free (p, FALSE);
-  if (!g_file_set_contents (path, snapshot, -1, &local))
+  if (!memres_file_replace (path, snapshot, -1, &local))
     g_warning ("memres: cannot write the out-of-memory snapshot to MEMRES_OOM_SNAPSHOT: %s",
                local->message);
 }
@@ -421,8 +423,11 @@ memres_resource_get_oom_report (MemresResource *mr)
  * whose report memres_resource_get_oom_report() returns, taken right after the failure. Taken
  * only for the error that reaches the caller (never for one an adaptor catches below the top).
  * When the environment variable `MEMRES_OOM_SNAPSHOT` names a file (`%p` in it becomes the
- * process id), each such snapshot is also written there, replacing the file; a file that
- * cannot be written is a warning (g_warning()), the allocation's error stays what it was.
+ * process id), each such snapshot is also written there, replacing the file whole (written
+ * beside it, then renamed; a symbolic link is followed to the regular file it leads to); a
+ * directory, a FIFO, a device such as /dev/null or a link to nothing is refused and left as it
+ * is; a file that cannot be written is a warning (g_warning()), the allocation's error stays
+ * what it was.
  *
  * Thread-safe.
  *

@@ -8,6 +8,7 @@
 #include "memres-private.h"
 
 #include <string.h>
+#include <unistd.h>
 
 // clang-format off
 /**
@@ -41,6 +42,14 @@ sleep_fork (MemresResource *mr, MemresForkPhase phase)
     {
       state->busy = 0;
       memset (state->busy_owner, 0, sizeof state->busy_owner);
+      /* the locked sleep files: the child's copies closed, so that the parent's wake releases
+       * the lock (a flock() lasts while any copy of its descriptor is open) */
+      for (guint i = 0; i <= MEMRES_TAGS_MAX; i++)
+        if (state->tags[i].file_fd >= 0)
+          {
+            close (state->tags[i].file_fd);
+            state->tags[i].file_fd = -1;
+          }
     }
 }
 
@@ -57,6 +66,8 @@ _memres_sleep_state_new (void)
     }
 
   state = g_new0 (MemresSleepState, 1);
+  for (guint i = 0; i <= MEMRES_TAGS_MAX; i++)
+    state->tags[i].file_fd = -1;
   g_mutex_init (&state->lock);
   g_cond_init (&state->cond);
   return state;
@@ -95,6 +106,8 @@ _memres_sleep_state_free (MemresSleepState *state)
         g_hash_table_unref (state->tags[i].buffers);
       if (state->tags[i].policy != NULL)
         frees.free_policy (state->tags[i].policy);
+      if (state->tags[i].file_fd >= 0)
+        close (state->tags[i].file_fd);
     }
   if (state->host_mr != NULL)
     frees.free_resource (state->host_mr);

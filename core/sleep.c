@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -118,8 +119,12 @@ memres_sleep_policy_get_mode (const MemresSleepPolicy *policy)
 /**
  * memres_sleep_policy_set_path:
  * @policy: a #MemresSleepPolicy of mode %MEMRES_SLEEP_FILE
- * @path: (type filename): the file the contents go to: created (mode 0600) or truncated at the
- *   sleep, read back at the wake, left in place after it (the application's to remove)
+ * @path: (type filename): the file the contents go to: a regular file, created (mode 0600) or
+ *   truncated at the sleep, read back at the wake, left in place after it (the application's
+ *   to remove). The sleep refuses (%MEMRES_SLEEP_ERROR_FILE, the file untouched) a path that
+ *   is a FIFO, a device such as /dev/null, a directory or a socket, and a file that holds the
+ *   contents of another sleep until its wake (of any tag, resource or process, by any name: the
+ *   sleep holds an flock() on it until the wake)
  * @error: return location for a #GError, or %NULL
  *
  * Names the file of a file policy. Not thread-safe against a sleep that uses @policy.
@@ -459,6 +464,69 @@ file_error (GError **error, const char *path, const char *doing, int errsv)
   return FALSE;
 }
 
+/* Opens the file of a file policy for a sleep: a regular file (created, mode 0600, when
+ * missing), locked with flock() so that no other sleep in progress or asleep (of any tag,
+ * resource or process) uses it, then truncated. A FIFO, a device (/dev/null), a directory or a
+ * socket is refused untouched: the contents could not be read back at the wake. The lock is
+ * held until the wake (the descriptor kept in the tag's MemresSleepTag.file_fd). */
+static int
+open_sleep_file (const char *path, GError **error)
+{
+  struct stat st;
+  int fd;
+
+  if (stat (path, &st) == 0 && !S_ISREG (st.st_mode))
+    {
+      g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE,
+                   "cannot use \"%s\" as the sleep file: not a regular file (%s): its contents "
+                   "could not be read back at the wake",
+                   path,
+                   S_ISDIR (st.st_mode)    ? "a directory"
+                   : S_ISFIFO (st.st_mode) ? "a FIFO"
+                   : S_ISSOCK (st.st_mode) ? "a socket"
+                                           : "a device");
+      return -1;
+    }
+  /* O_NONBLOCK: a FIFO made meanwhile fails (ENXIO) rather than waiting for a reader */
+  fd = open (path, O_WRONLY | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
+  if (fd < 0)
+    {
+      file_error (error, path, "cannot open the sleep file", errno);
+      return -1;
+    }
+  if (fstat (fd, &st) != 0 || !S_ISREG (st.st_mode))
+    {
+      close (fd);
+      g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE,
+                   "cannot use \"%s\" as the sleep file: not a regular file", path);
+      return -1;
+    }
+  if (flock (fd, LOCK_EX | LOCK_NB) != 0)
+    {
+      int errsv = errno;
+
+      close (fd);
+      if (errsv == EWOULDBLOCK)
+        g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE,
+                     "cannot use \"%s\" as the sleep file: it holds the contents of another "
+                     "sleep (of this or another tag, resource or process) until its wake; name "
+                     "another file",
+                     path);
+      else
+        file_error (error, path, "cannot lock the sleep file", errsv);
+      return -1;
+    }
+  if (ftruncate (fd, 0) != 0)
+    {
+      int errsv = errno;
+
+      close (fd);
+      file_error (error, path, "cannot truncate the sleep file", errsv);
+      return -1;
+    }
+  return fd;
+}
+
 static void
 free_backups (MemresSleepEntry **entries, gsize n)
 {
@@ -467,11 +535,12 @@ free_backups (MemresSleepEntry **entries, gsize n)
       free_backup (g_steal_pointer (&entries[i]->backup));
 }
 
-/* Saves the contents of @entries by @policy before the sleep slot. On failure frees what it
- * made (the buffers are untouched). */
+/* Saves the contents of @entries by @policy before the sleep slot; a file policy's file stays
+ * open and locked in *@file_fd (else -1) for the caller. On failure frees what it made (the
+ * buffers are untouched; the file closed). */
 static gboolean
 save_contents (MemresResource *mr, MemresSleepPolicy *policy, MemresSleepEntry **entries, gsize n,
-               MemresStream stream, guint64 *file_size, GError **error)
+               MemresStream stream, guint64 *file_size, int *file_fd, GError **error)
 {
   MemresResource *host;
   MemresBuffer *stage = NULL;
@@ -485,9 +554,8 @@ save_contents (MemresResource *mr, MemresSleepPolicy *policy, MemresSleepEntry *
     return FALSE;
   if (policy->mode == MEMRES_SLEEP_FILE)
     {
-      fd = open (policy->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0)
-        return file_error (error, policy->path, "cannot open the sleep file", errno);
+      if ((fd = open_sleep_file (policy->path, error)) < 0)
+        return FALSE;
       stage = memres_resource_allocate (host, SLEEP_FILE_STAGE, stream, error);
       if (stage == NULL)
         {
@@ -532,8 +600,12 @@ save_contents (MemresResource *mr, MemresSleepPolicy *policy, MemresSleepEntry *
     }
   if (fd >= 0 && ok && fsync (fd) != 0 && errno != EINVAL)
     ok = file_error (error, policy->path, "cannot write the sleep file", errno);
-  if (fd >= 0 && close (fd) != 0 && ok)
-    ok = file_error (error, policy->path, "cannot write the sleep file", errno);
+  if (fd >= 0 && !ok)
+    {
+      close (fd);
+      fd = -1;
+    }
+  *file_fd = fd;
   if (stage != NULL)
     {
       memres_buffer_close (stage, NULL, NULL);
@@ -665,24 +737,35 @@ begin (MemresResource *mr, guint tag, gboolean sleep, gsize *n, GError **error)
   return entries;
 }
 
-/* Ends a sleep or wake: the tag is asleep when @asleep; its policy (transfer full) kept. */
+/* Ends a sleep or wake: the tag is asleep when @asleep; its policy (transfer full) kept, and
+ * the locked file of a sleep's file policy (@file_fd, transfer full; -1: the one it has). A tag
+ * awake closes its file (the lock released). */
 static void
-end (MemresResource *mr, guint tag, gboolean asleep, MemresSleepPolicy *policy, guint64 file_size)
+end (MemresResource *mr, guint tag, gboolean asleep, MemresSleepPolicy *policy, guint64 file_size,
+     int file_fd)
 {
   MemresSleepState *state = mr->sleep;
   MemresSleepTag *t = &state->tags[tag];
   MemresSleepPolicy *old;
+  int old_fd = -1;
 
   g_mutex_lock (&state->lock);
   old = t->policy;
   t->policy = policy;
   t->file_size = file_size;
+  if (!asleep || file_fd >= 0)
+    {
+      old_fd = t->file_fd;
+      t->file_fd = asleep ? file_fd : -1;
+    }
   if (!asleep)
     __atomic_and_fetch (&state->asleep, ~((guint64) 1 << tag), __ATOMIC_SEQ_CST);
   state->busy &= ~((guint64) 1 << tag);
   state->busy_owner[tag] = NULL;
   g_cond_broadcast (&state->cond);
   g_mutex_unlock (&state->lock);
+  if (old_fd >= 0)
+    close (old_fd);
   if (old != policy)
     memres_sleep_policy_unref (old);
 }
@@ -737,7 +820,8 @@ records_of (MemresSleepEntry **entries, gsize n)
  * @mr: a #MemresResource whose stack can sleep: `vmm` or `arena`, alone, under `cache` or under
  *   the adaptors that pass allocations through (`stats`, `limit`, `track`, `log`, `retry`)
  * @tag: the name of a tag
- * @policy: (nullable): what happens to the contents; %NULL is a new %MEMRES_SLEEP_DISCARD
+ * @policy: (nullable): what happens to the contents; %NULL is the default, %MEMRES_SLEEP_DISCARD
+ *   (the contents are undefined after the wake)
  * @stream: the stream the saving copies run on (%NULL: the legacy default stream); the call
  *   returns once they are done
  * @error: return location for a #GError, or %NULL
@@ -759,7 +843,8 @@ records_of (MemresSleepEntry **entries, gsize n)
  * and resizes of its buffers fail with %MEMRES_SLEEP_ERROR_ASLEEP; closing one is allowed (its
  * address range is released, its saved contents freed, nothing restored for it). A buffer
  * exported to another process over IPC cannot sleep (%MEMRES_SLEEP_ERROR_SHARED naming it); one
- * exported through DLPack can: the consumer's view then has no memory under it until the wake.
+ * exported through DLPack can: the consumer's view then has no memory under it until the wake;
+ * a new DLPack export of a sleeping buffer is refused (%MEMRES_SLEEP_ERROR_ASLEEP).
  *
  * Thread-safe: sleeps and wakes of different tags may run at once; a second one of the same
  * tag and resource fails with %MEMRES_SLEEP_ERROR_BUSY; a close of a buffer of the tag waits
@@ -783,6 +868,7 @@ memres_resource_sleep (MemresResource *mr, const char *tag, MemresSleepPolicy *p
   g_autofree MemresSleepEntry **entries = NULL;
   g_autofree MemresAllocation **allocs = NULL;
   guint64 file_size = 0;
+  int file_fd = -1;
   guint id;
   gsize n = 0;
 
@@ -804,9 +890,9 @@ memres_resource_sleep (MemresResource *mr, const char *tag, MemresSleepPolicy *p
                           : memres_sleep_policy_new (MEMRES_SLEEP_DISCARD, NULL);
   allocs = records_of (entries, n);
   if (!wait_streams (entries, n, error)
-      || !save_contents (mr, policy, entries, n, stream, &file_size, error))
+      || !save_contents (mr, policy, entries, n, stream, &file_size, &file_fd, error))
     {
-      end (mr, id, FALSE, NULL, 0);
+      end (mr, id, FALSE, NULL, 0, -1);
       memres_sleep_policy_unref (policy);
       g_prefix_error (error, "cannot put tag \"%s\" to sleep: ", tag);
       return FALSE;
@@ -814,12 +900,14 @@ memres_resource_sleep (MemresResource *mr, const char *tag, MemresSleepPolicy *p
   if (!call_layer (mr, TRUE, allocs, n, error))
     {
       free_backups (entries, n);
-      end (mr, id, FALSE, NULL, 0);
+      if (file_fd >= 0)
+        close (file_fd);
+      end (mr, id, FALSE, NULL, 0, -1);
       memres_sleep_policy_unref (policy);
       g_prefix_error (error, "cannot put tag \"%s\" to sleep: releasing its memory: ", tag);
       return FALSE;
     }
-  end (mr, id, TRUE, policy, file_size);
+  end (mr, id, TRUE, policy, file_size, file_fd);
   return TRUE;
 }
 
@@ -874,7 +962,7 @@ memres_resource_wake (MemresResource *mr, const char *tag, MemresStream stream, 
   allocs = records_of (entries, n);
   if (!call_layer (mr, FALSE, allocs, n, error))
     {
-      end (mr, id, TRUE, policy, file_size);
+      end (mr, id, TRUE, policy, file_size, -1);
       g_prefix_error (error, "cannot wake tag \"%s\": mapping its memory again: ", tag);
       return FALSE;
     }
@@ -887,16 +975,16 @@ memres_resource_wake (MemresResource *mr, const char *tag, MemresStream stream, 
                    "undefined): %s",
                    tag, again->message);
       if (again == NULL)
-        end (mr, id, TRUE, policy, file_size);
+        end (mr, id, TRUE, policy, file_size, -1);
       else
         {
           free_backups (entries, n);
-          end (mr, id, FALSE, NULL, 0);
+          end (mr, id, FALSE, NULL, 0, -1);
         }
       g_prefix_error (error, "cannot wake tag \"%s\": ", tag);
       return FALSE;
     }
   free_backups (entries, n);
-  end (mr, id, FALSE, NULL, 0);
+  end (mr, id, FALSE, NULL, 0, -1);
   return TRUE;
 }

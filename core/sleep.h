@@ -31,6 +31,9 @@ typedef struct
   GHashTable *buffers;       /* MemresBuffer * -> MemresSleepEntry * (owned) */
   MemresSleepPolicy *policy; /* while asleep */
   guint64 file_size;         /* FILE: the bytes the sleep wrote */
+  /* FILE: the sleep's file, held open with flock() while asleep, so that no other sleep (of
+   * any tag, resource or process) writes over it; -1 when none */
+  int file_fd;
 } MemresSleepTag;
 
 struct _MemresSleepState

@@ -202,6 +202,16 @@ check_export (MemresBuffer *buf, MemresDLDataType dtype, gint ndim, const gint64
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
       return FALSE;
     }
+  /* a sleeping buffer has no memory under its address: a new consumer would read nothing (one
+   * that took the tensor before the sleep keeps it: memres-sleep.h) */
+  if (memres_buffer_is_asleep (buf))
+    {
+      g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP,
+                   "cannot export the buffer through DLPack: it is asleep (tag \"%s\"): wake "
+                   "its tag first (memres_resource_wake())",
+                   memres_buffer_get_tag (buf));
+      return FALSE;
+    }
   /* DLPack has no device type for memory that neither the host nor a CUDA device can reach
    * (an application kind's): kDLCPU would be a lie a consumer dereferences */
   if ((memres_buffer_get_flags (buf)
@@ -291,7 +301,12 @@ fill_tensor (MemresDLTensor *t, gint64 *dims, MemresBuffer *buf, MemresDLDataTyp
  *
  * Thread safety: like every call on @buf; the tensor may be deleted in any thread.
  *
- * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_ERROR_INVALID_ARGUMENT for bad geometry (dimensions out
+ * A buffer asleep (memres_resource_sleep()) is refused: it has no memory until its wake. A
+ * tensor exported before the sleep stays valid as an object, but its memory is gone until the
+ * wake (docs/sleep.md).
+ *
+ * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_SLEEP_ERROR_ASLEEP for a buffer asleep (since 2.0);
+ * %MEMRES_ERROR_INVALID_ARGUMENT for bad geometry (dimensions out
  * of range, a NULL @shape with dimensions, a negative extent, a data type of size 0, a shape
  * or strides whose span overflows 64 bits, negative strides reaching before the buffer, or
  * elements running past the buffer's size); %MEMRES_ERROR_NOT_SUPPORTED for elements that are
@@ -346,9 +361,10 @@ memres_buffer_export_dlpack (MemresBuffer *buf, MemresDLDataType dtype, gint ndi
  *
  * Thread safety: like every call on @buf; the tensor may be deleted in any thread.
  *
- * Errors: as memres_buffer_export_dlpack(): %MEMRES_ERROR_CLOSED,
- * %MEMRES_ERROR_INVALID_ARGUMENT for bad geometry, %MEMRES_ERROR_NOT_SUPPORTED for elements
- * that are not whole bytes and for memory neither host- nor device-accessible (since 2.0).
+ * Errors: as memres_buffer_export_dlpack(): %MEMRES_ERROR_CLOSED, %MEMRES_SLEEP_ERROR_ASLEEP
+ * for a buffer asleep, %MEMRES_ERROR_INVALID_ARGUMENT for bad geometry, %MEMRES_ERROR_NOT_SUPPORTED
+ * for elements that are not whole bytes and for memory neither host- nor device-accessible
+ * (since 2.0).
  *
  * Returns: (transfer full): a new tensor, to be released with its deleter; %NULL on error
  *

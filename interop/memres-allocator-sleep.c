@@ -16,10 +16,16 @@ result (gboolean ok, GError *error)
   return _memres_allocator_result (ok, error, MEMRES_SLEEP_ERROR, &last_error);
 }
 
+/* The device's resource, or NULL with an error; a NULL or invalid @tag is refused first
+ * (MEMRES_TAG_ERROR_INVALID: -1 from the entry points), before any resource is made. */
 static MemresResource *
-resource_or_error (int device, GError **error)
+resource_or_error (int device, const char *tag, GError **error)
 {
-  MemresResource *mr = memres_allocator_get_resource (device);
+  MemresResource *mr;
+
+  if (!memres_tag_check_name (tag, error))
+    return NULL;
+  mr = memres_allocator_get_resource (device);
 
   if (mr == NULL)
     g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE,
@@ -30,7 +36,8 @@ resource_or_error (int device, GError **error)
 /**
  * memres_allocator_sleep:
  * @device: the CUDA device whose resource the tensors came from
- * @tag: the tag of the tensors to put to sleep
+ * @tag: the tag of the tensors to put to sleep (%NULL or an invalid name: -1, the message
+ *   kept)
  * @mode: a #MemresSleepMode: 0 discard, 1 backup to page-locked host memory, 2 a file
  * @path: (nullable): the file of mode 2, else %NULL
  * @stream: (nullable): the stream of the saving copies (a `cudaStream_t`), %NULL the legacy one
@@ -46,7 +53,7 @@ memres_allocator_sleep (int device, const char *tag, int mode, const char *path,
 {
   g_autoptr (MemresSleepPolicy) policy = NULL;
   GError *error = NULL;
-  MemresResource *mr = resource_or_error (device, &error);
+  MemresResource *mr = resource_or_error (device, tag, &error);
   gboolean ok = mr != NULL && (policy = memres_sleep_policy_new (mode, &error)) != NULL
                 && (path == NULL || memres_sleep_policy_set_path (policy, path, &error))
                 && memres_resource_sleep (mr, tag, policy, (MemresStream) stream, &error);
@@ -57,7 +64,7 @@ memres_allocator_sleep (int device, const char *tag, int mode, const char *path,
 /**
  * memres_allocator_wake:
  * @device: the CUDA device
- * @tag: the tag put to sleep
+ * @tag: the tag put to sleep (%NULL or an invalid name: -1)
  * @stream: (nullable): the stream of the restoring copies, %NULL the legacy one
  *
  * memres_resource_wake() on the device's resource: the tensors of @tag get memory again at the
@@ -69,7 +76,7 @@ int
 memres_allocator_wake (int device, const char *tag, void *stream)
 {
   GError *error = NULL;
-  MemresResource *mr = resource_or_error (device, &error);
+  MemresResource *mr = resource_or_error (device, tag, &error);
   gboolean ok = mr != NULL && memres_resource_wake (mr, tag, (MemresStream) stream, &error);
 
   return result (ok, error);
@@ -78,17 +85,20 @@ memres_allocator_wake (int device, const char *tag, void *stream)
 /**
  * memres_allocator_is_asleep:
  * @device: the CUDA device
- * @tag: a tag
+ * @tag: (nullable): a tag
  *
- * memres_resource_is_asleep() on the device's resource.
+ * memres_resource_is_asleep() on the device's resource; 0 for %NULL or an invalid name.
  *
  * Returns: 1 when @tag sleeps there, else 0
  */
 int
 memres_allocator_is_asleep (int device, const char *tag)
 {
-  MemresResource *mr = memres_allocator_get_resource (device);
+  MemresResource *mr;
 
+  if (!memres_tag_check_name (tag, NULL))
+    return 0;
+  mr = memres_allocator_get_resource (device);
   return mr != NULL && memres_resource_is_asleep (mr, tag) ? 1 : 0;
 }
 

@@ -5,6 +5,7 @@
  * picks the shard, a mutex of its own guards each), so that free finds the buffer from the
  * pointer alone, in any thread, without a scan and without a global lock. */
 #include "memres-allocator-private.h"
+#include "../sdk/file-writer.h"
 
 #include <memres/memres-plugin.h>
 
@@ -289,6 +290,11 @@ _memres_allocator_result (gboolean ok, GError *error, GQuark domain, GPrivate *l
 
   if (ok)
     return 0;
+  if (error == NULL) /* a failed precondition (g_return_val_if_fail) sets none */
+    {
+      g_private_replace (last_error, g_strdup ("invalid argument (see the critical warning)"));
+      return -1;
+    }
   code = error->domain == domain ? error->code + 1 : -1;
   g_private_replace (last_error, g_strdup (error->message));
   g_error_free (error);
@@ -516,7 +522,9 @@ memres_allocator_count_buffers (int device)
 
 /**
  * memres_allocator_write_snapshot:
- * @path: the file to write (replaced whole: written beside it, then renamed)
+ * @path: the file to write: replaced whole (written beside it, then renamed over it); a
+ *   symbolic link is followed to the regular file it leads to (the link stays); a directory, a
+ *   FIFO, a device such as /dev/null, a socket or a link to nothing is refused, left as it is
  * @error: (nullable): return location for a #GError, or %NULL
  *
  * Writes the snapshot (memres_resource_snapshot(), docs/snapshot.md) of the resource of every
@@ -527,7 +535,9 @@ memres_allocator_count_buffers (int device)
  *
  * Thread safety: any thread.
  *
- * Returns: %TRUE when the file was written; %FALSE with @error set (a #GFileError, a
+ * Returns: %TRUE when the file was written; %FALSE with @error set (a #GFileError:
+ *   %G_FILE_ERROR_ISDIR for a directory, %G_FILE_ERROR_INVAL for a FIFO, a device or a socket,
+ *   %G_FILE_ERROR_NOENT for a link to nothing, the system's reason otherwise; a
  *   %MEMRES_ERROR_FORKED of a resource inherited through fork()) otherwise
  */
 gboolean
@@ -552,5 +562,5 @@ memres_allocator_write_snapshot (const char *path, GError **error)
       first = FALSE;
     }
   g_string_append (doc, "}}\n");
-  return g_file_set_contents (path, doc->str, (gssize) doc->len, error);
+  return memres_file_replace (path, doc->str, (gssize) doc->len, error);
 }

@@ -173,7 +173,8 @@ with tempfile.TemporaryDirectory() as d:
     check(r.returncode == 2 and (hand + ":2: invalid Time") in r.stderr, "a bad Time: " + r.stderr)
     r = subprocess.run([memres, "trace", os.path.join(d, "none.csv")], capture_output=True,
                        text=True)
-    check(r.returncode == 2 and "not a regular file" in r.stderr, "a missing LOG")
+    check(r.returncode == 2 and "none.csv: No such file" in r.stderr, "a missing LOG is named "
+          "as missing: " + r.stderr.strip())
     r = subprocess.run([memres, "trace"], capture_output=True, text=True)
     check(r.returncode == 2 and "expected LOG..." in r.stderr, "no LOG")
 

@@ -363,6 +363,41 @@ with tempfile.TemporaryDirectory() as d:
     r = run("view", other)
     check(r.returncode == 2 and "JSON but not a snapshot" in r.stderr, "JSON that is not a "
           "snapshot is refused: " + r.stderr.strip())
+    # the string "memres_snapshot" somewhere is no snapshot: the top-level member is, of format 1
+    for text, want in [('{"note": "memres_snapshot"}', "no top-level member"),
+                       ('{"x": {"memres_snapshot": 1}}', "no top-level member"),
+                       ('{"memres_snapshot": 2, "layers": []}', "a snapshot of format 2"),
+                       ('{"memres_snapshot": "1"}', 'a snapshot of format "1"'),
+                       ('{"memres_snapshot": 1}', 'without its "layers" array'),
+                       ('{"memres_snapshot": 1, "layers": {}}', 'without its "layers" array'),
+                       ('["memres_snapshot", 1]', "expected the header"),
+                       ('{"memres_allocator_snapshot": 1, "devices": {"0": {"a": 1}}}',
+                        "not a snapshot file of the allocator shim"),
+                       ('{"memres_allocator_snapshot": 2, "devices": {}}',
+                        "not a snapshot file of the allocator shim")]:
+        open(other, "w").write(text)
+        r = run("view", other)
+        check(r.returncode == 2 and want in r.stderr and r.stdout == "",
+              "%s is refused (%s): %s" % (text, want, r.stderr.strip()))
+    # a crafted log whose times go back past midnight every other line (a day each): past
+    # 1,000 days it is refused naming the line (the bucket arithmetic wrapped past ~3,200 days)
+    days = os.path.join(d, "days.csv")
+    with open(days, "w") as f:
+        f.write("Thread,Time,Action,Pointer,Size,Stream\n")
+        for i in range(2100):
+            f.write("1,%s,allocate,0x%x,64,0x0\n" % ("12:00:01.000000" if i % 2 == 0
+                                                    else "00:00:00.000000", 0x1000 + 64 * i))
+    r = run("view", days)
+    check(r.returncode == 2 and "days.csv:2003: the times pass midnight more than 1000 times"
+          in r.stderr and r.stdout == "", "a log of more than 1,000 days is refused: "
+          + r.stderr.strip())
+    r = run("trace", days)
+    check(r.returncode == 2 and "days.csv:2003:" in r.stderr, "trace refuses it too: "
+          + r.stderr.strip())
+    missing = os.path.join(d, "missing.csv")
+    r = run("view", missing)
+    check(r.returncode == 2 and "missing.csv: No such file" in r.stderr,
+          "a missing input is named as missing: " + r.stderr.strip())
     notlog = os.path.join(d, "notlog.csv")
     open(notlog, "w").write("a,b\n")
     r = run("view", notlog)

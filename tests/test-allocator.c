@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "hostdev-kind.h"
 #include "testutil.h"
@@ -170,6 +172,12 @@ test_sleep (void)
   ptr = shim.torch_alloc ((ssize_t) size, 0, NULL);
   g_assert_cmpint (shim.tag_pop ("shim-kv"), ==, 0);
   g_assert_nonnull (ptr);
+  /* a NULL tag: -1 with the message kept, not a crash, whatever the stack */
+  g_assert_cmpint (shim.sleep (0, NULL, 0, NULL, NULL), ==, -1);
+  g_assert_nonnull (strstr (shim.sleep_last_error (), "tag cannot be empty"));
+  g_assert_cmpint (shim.wake (0, NULL, NULL), ==, -1);
+  g_assert_nonnull (strstr (shim.sleep_last_error (), "tag cannot be empty"));
+  g_assert_cmpint (shim.is_asleep (0, NULL), ==, 0);
   if (!can_sleep)
     {
       g_assert_cmpint (shim.sleep (0, "shim-kv", 0, NULL, NULL), ==, -1);
@@ -607,15 +615,18 @@ test_record_stream_and_trim (void)
   g_assert_cmpint (drv->cuStreamDestroy (other), ==, CUDA_SUCCESS);
 }
 
-/* The snapshot of every device's resource in one file; a path that cannot be written: a
- * GFileError. */
+/* The snapshot of every device's resource in one file (sdk/file-writer.c: a link followed and
+ * kept, a FIFO refused); a path that cannot be written: a GFileError. */
 static void
 test_write_snapshot (void)
 {
   g_autoptr (GError) error = NULL;
   g_autofree char *dir = NULL;
   g_autofree char *path = NULL;
+  g_autofree char *link = NULL;
+  g_autofree char *fifo = NULL;
   g_autofree char *text = NULL;
+  struct stat st;
   void *ptr;
 
   if (!require_resource ())
@@ -631,6 +642,27 @@ test_write_snapshot (void)
       g_str_has_prefix (text, "{\"memres_allocator_snapshot\": 1, \"devices\": {\n\"0\": {"));
   g_assert_nonnull (strstr (text, "\"memres_snapshot\": 1"));
   g_assert_true (g_str_has_suffix (text, "}}\n"));
+  /* a symbolic link: followed, the file it leads to replaced, the link kept */
+  link = g_build_filename (dir, "latest.json", NULL);
+  g_assert_cmpint (symlink ("snapshot.json", link), ==, 0);
+  g_assert_true (g_file_set_contents (path, "old", -1, NULL));
+  g_assert_true (shim.write_snapshot (link, &error));
+  g_assert_no_error (error);
+  g_clear_pointer (&text, g_free);
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_assert_true (g_str_has_prefix (text, "{\"memres_allocator_snapshot\": 1"));
+  g_assert_cmpint (lstat (link, &st), ==, 0);
+  g_assert_true (S_ISLNK (st.st_mode));
+  /* a FIFO: refused, left a FIFO (no hang waiting for a reader) */
+  fifo = g_build_filename (dir, "fifo", NULL);
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_assert_false (shim.write_snapshot (fifo, &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL);
+  g_clear_error (&error);
+  g_assert_cmpint (lstat (fifo, &st), ==, 0);
+  g_assert_true (S_ISFIFO (st.st_mode));
+  g_remove (fifo);
+  g_remove (link);
   g_remove (path);
   g_rmdir (dir);
   g_assert_false (shim.write_snapshot ("/nonexistent/dir/snapshot.json", &error));

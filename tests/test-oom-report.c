@@ -10,6 +10,7 @@
 #include "testutil.h"
 
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <glib/gstdio.h>
@@ -227,7 +228,8 @@ test_last (void)
 }
 
 /* The snapshot at the failure: kept beside the report (replaced by the next one) and written
- * to the file MEMRES_OOM_SNAPSHOT names, %p its process id. */
+ * to the file MEMRES_OOM_SNAPSHOT names, %p its process id, through a symbolic link to the file
+ * it leads to (the link kept); a FIFO is refused with a warning and stays a FIFO. */
 static void
 test_snapshot_file (void)
 {
@@ -251,6 +253,27 @@ test_snapshot_file (void)
   g_assert_true (g_file_get_contents (path, &written, NULL, NULL));
   g_assert_cmpstr (written, ==, kept);
   g_remove (path);
+
+  /* a symbolic link is followed: the file it leads to gets the snapshot, the link stays */
+  {
+    g_autofree char *link = g_build_filename (dir, "latest.json", NULL);
+    g_autofree char *target = g_build_filename (dir, "target.json", NULL);
+    g_autofree char *through = NULL;
+    struct stat st;
+
+    g_assert_cmpint (symlink ("target.json", link), ==, 0);
+    g_assert_true (g_file_set_contents (target, "old", -1, NULL));
+    g_setenv ("MEMRES_OOM_SNAPSHOT", link, TRUE);
+    g_clear_error (&error);
+    error = allocate_oom (mr, 2 * MIB);
+    g_unsetenv ("MEMRES_OOM_SNAPSHOT");
+    g_assert_cmpint (lstat (link, &st), ==, 0);
+    g_assert_true (S_ISLNK (st.st_mode));
+    g_assert_true (g_file_get_contents (target, &through, NULL, NULL));
+    assert_contains (through, "\"memres_snapshot\": 1");
+    g_remove (link);
+    g_remove (target);
+  }
   g_rmdir (dir);
 
   /* a file that cannot be written: a warning, and the error stays the allocation's */
@@ -267,6 +290,37 @@ test_snapshot_file (void)
   g_test_trap_assert_stderr ("*cannot write the out-of-memory snapshot to MEMRES_OOM_SNAPSHOT*");
 }
 
+static void
+test_snapshot_fifo (void)
+{
+  g_autofree char *dir = NULL;
+  g_autofree char *fifo = NULL;
+  struct stat st;
+
+  if (g_test_subprocess ())
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok ("limit:max=1MiB>host");
+      g_autoptr (GError) error = NULL;
+
+      g_setenv ("MEMRES_OOM_SNAPSHOT", g_getenv ("MEMRES_TEST_FIFO"), TRUE);
+      error = allocate_oom (mr, 2 * MIB);
+      return;
+    }
+  dir = g_dir_make_tmp ("memres-oom-XXXXXX", NULL);
+  fifo = g_build_filename (dir, "fifo", NULL);
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_setenv ("MEMRES_TEST_FIFO", fifo, TRUE);
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_unsetenv ("MEMRES_TEST_FIFO");
+  g_test_trap_assert_failed (); /* the warning, fatal in a test */
+  g_test_trap_assert_stderr ("*cannot write the out-of-memory snapshot to MEMRES_OOM_SNAPSHOT*"
+                             "not a regular file but a FIFO*");
+  g_assert_cmpint (lstat (fifo, &st), ==, 0);
+  g_assert_true (S_ISFIFO (st.st_mode));
+  g_remove (fifo);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -280,5 +334,6 @@ main (int argc, char **argv)
   g_test_add_func ("/oom-report/oversized", test_oversized);
   g_test_add_func ("/oom-report/last", test_last);
   g_test_add_func ("/oom-report/snapshot-file", test_snapshot_file);
+  g_test_add_func ("/oom-report/snapshot-fifo", test_snapshot_fifo);
   return g_test_run ();
 }

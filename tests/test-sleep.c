@@ -4,11 +4,16 @@
  * closing a sleeping buffer, segment events, every driver call of a sleep and of a wake failing
  * in turn (all or nothing), and two threads sleeping different tags at once. Runs against the
  * fake driver (suite fake) and the real one (suite gpu; the fault sweeps skip there). */
+#include <memres/memres.h>
+
 #include "testutil.h"
 
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -276,6 +281,112 @@ test_file_policy (void)
   g_rmdir (dir);
 }
 
+/* A sleep of @tag on @mr with a file policy of @path that must be refused with
+ * MEMRES_SLEEP_ERROR_FILE, the message holding @why; the tag stays awake. */
+static void
+assert_file_refused (MemresResource *mr, const char *tag, const char *path, const char *why)
+{
+  g_autoptr (MemresSleepPolicy) policy = policy_new (MEMRES_SLEEP_FILE);
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (memres_sleep_policy_set_path (policy, path, NULL));
+  g_assert_false (memres_resource_sleep (mr, tag, policy, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE);
+  if (strstr (error->message, why) == NULL)
+    g_error ("\"%s\" not in: %s", why, error->message);
+  g_assert_false (memres_resource_is_asleep (mr, tag));
+}
+
+/* The file of a file policy: a FIFO, a device (/dev/null), a directory are refused untouched (a
+ * FIFO never waited on), and so is a file that holds another sleep's contents until its wake,
+ * by any name (a link), of another tag or resource: the other sleep's bytes are kept and its
+ * wake restores them. After that wake the file serves again. A write that fails midway (the
+ * file size limit, standing for a full disk) leaves everything awake. */
+static void
+test_file_refusals (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresResource) other_mr = NULL;
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *dir = NULL;
+  g_autofree char *path = NULL, *link = NULL, *fifo = NULL, *small = NULL;
+  g_autofree char *saved = NULL, *after = NULL;
+  gsize saved_len = 0, after_len = 0;
+  MemresBuffer *a, *b, *c;
+  struct rlimit old_limit, limit;
+  struct stat st;
+
+  if (!require_device ())
+    return;
+  dir = g_dir_make_tmp ("memres-sleep-XXXXXX", &error);
+  g_assert_no_error (error);
+  path = g_build_filename (dir, "a.bin", NULL);
+  link = g_build_filename (dir, "link.bin", NULL);
+  fifo = g_build_filename (dir, "fifo", NULL);
+  small = g_build_filename (dir, "small.bin", NULL);
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_assert_cmpint (symlink ("a.bin", link), ==, 0);
+  mr = new_ok ("vmm");
+  other_mr = new_ok ("vmm");
+  a = alloc_tagged (mr, "sl-fa", 2 * MiB);
+  b = alloc_tagged (mr, "sl-fb", 2 * MiB);
+  c = alloc_tagged (other_mr, "sl-fc", 2 * MiB);
+  mt_write_pattern (a, 0, 2 * MiB, 31, NULL);
+  mt_write_pattern (b, 0, 2 * MiB, 32, NULL);
+
+  assert_file_refused (mr, "sl-fa", fifo, "not a regular file (a FIFO)");
+  g_assert_cmpint (lstat (fifo, &st), ==, 0);
+  g_assert_true (S_ISFIFO (st.st_mode));
+  assert_file_refused (mr, "sl-fa", "/dev/null", "not a regular file (a device)");
+  g_assert_cmpint (stat ("/dev/null", &st), ==, 0);
+  g_assert_true (S_ISCHR (st.st_mode));
+  assert_file_refused (mr, "sl-fa", dir, "not a regular file (a directory)");
+  g_assert_true (g_file_test (dir, G_FILE_TEST_IS_DIR));
+
+  /* tag sl-fa asleep in a.bin: a.bin is no other sleep's file, under any name */
+  policy = policy_new (MEMRES_SLEEP_FILE);
+  g_assert_true (memres_sleep_policy_set_path (policy, path, NULL));
+  sleep_ok (mr, "sl-fa", policy);
+  g_assert_true (g_file_get_contents (path, &saved, &saved_len, NULL));
+  g_assert_cmpuint (saved_len, ==, 2 * MiB);
+  assert_file_refused (mr, "sl-fb", path, "holds the contents of another sleep");
+  assert_file_refused (mr, "sl-fb", link, "holds the contents of another sleep");
+  assert_file_refused (other_mr, "sl-fc", path, "holds the contents of another sleep");
+  g_assert_true (g_file_get_contents (path, &after, &after_len, NULL));
+  g_assert_cmpuint (after_len, ==, saved_len);
+  g_assert_cmpint (memcmp (saved, after, saved_len), ==, 0);
+  g_assert_false (memres_buffer_is_asleep (b));
+  mt_check_pattern (b, 0, 2 * MiB, 32, NULL);
+  wake_ok (mr, "sl-fa");
+  mt_check_pattern (a, 0, 2 * MiB, 31, NULL);
+
+  /* woken, the file serves another sleep */
+  sleep_ok (mr, "sl-fb", policy);
+  wake_ok (mr, "sl-fb");
+  mt_check_pattern (b, 0, 2 * MiB, 32, NULL);
+
+  /* a write that fails midway: a 1 MiB file size limit (SIGXFSZ ignored, EFBIG) */
+  g_assert_cmpint (getrlimit (RLIMIT_FSIZE, &old_limit), ==, 0);
+  limit = old_limit;
+  limit.rlim_cur = MiB;
+  signal (SIGXFSZ, SIG_IGN);
+  g_assert_cmpint (setrlimit (RLIMIT_FSIZE, &limit), ==, 0);
+  assert_file_refused (mr, "sl-fa", small, "cannot write the sleep file");
+  g_assert_cmpint (setrlimit (RLIMIT_FSIZE, &old_limit), ==, 0);
+  signal (SIGXFSZ, SIG_DFL);
+  mt_check_pattern (a, 0, 2 * MiB, 31, NULL);
+
+  mt_close_ok (a, NULL);
+  mt_close_ok (b, NULL);
+  mt_close_ok (c, NULL);
+  g_unlink (small);
+  g_unlink (link);
+  g_unlink (fifo);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 /* --- refusals -------------------------------------------------------------------------------- */
 
 static void
@@ -286,6 +397,9 @@ test_refusals (void)
   g_autoptr (MemresSleepPolicy) policy = NULL;
   g_autoptr (GError) error = NULL;
   MemresBuffer *buf, *other, *empty;
+  const MemresDLDataType dl_u8 = { MEMRES_DL_UINT, 8, 1 };
+  gint64 shape[1] = { 2 * MiB };
+  MemresDLManagedTensorVersioned *before;
   guint8 byte = 0;
 
   if (!require_device ())
@@ -302,7 +416,21 @@ test_refusals (void)
   g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_NOT_ASLEEP);
   g_clear_error (&error);
 
+  /* a DLPack tensor exported before the sleep: the buffer sleeps all the same (the tensor keeps
+   * its address, deleted after the wake) */
+  before = memres_buffer_export_dlpack (buf, dl_u8, 1, shape, NULL, 0, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (before);
   sleep_ok (mr, "sl-ref", NULL);
+  g_assert_true ((guintptr) before->dl_tensor.data == memres_buffer_get_address (buf));
+  /* a new DLPack export of a sleeping buffer is refused, both layouts (it was made) */
+  g_assert_null (memres_buffer_export_dlpack (buf, dl_u8, 1, shape, NULL, 0, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_assert_nonnull (strstr (error->message, "sl-ref"));
+  g_clear_error (&error);
+  g_assert_null (memres_buffer_export_dlpack_unversioned (buf, dl_u8, 1, shape, NULL, 0, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_clear_error (&error);
   g_assert_false (memres_resource_sleep (mr, "sl-ref", NULL, NULL, &error));
   g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ALREADY_ASLEEP);
   g_clear_error (&error);
@@ -338,12 +466,24 @@ test_refusals (void)
   g_assert_null (memres_resource_allocate (mr, 4096, NULL, &error));
   g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_TAG_ASLEEP);
   g_clear_error (&error);
-  /* an empty buffer has nothing to sleep */
+  /* an empty buffer too: every allocation under a sleeping tag is refused (0 bytes was
+   * allowed); by the tag's default on the device as well */
+  g_assert_null (memres_resource_allocate (mr, 0, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_TAG_ASLEEP);
+  g_clear_error (&error);
+  g_assert_true (memres_tag_pop ("sl-ref", NULL));
+  g_assert_true (memres_tag_set_device_default (memres_resource_get_device (mr), "sl-ref", NULL));
+  g_assert_null (memres_resource_allocate (mr, 0, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_TAG_ASLEEP);
+  g_clear_error (&error);
+  g_assert_true (memres_tag_set_device_default (memres_resource_get_device (mr), NULL, NULL));
+  /* an empty buffer of another tag, or of none, is made */
+  empty = alloc_tagged (mr, "sl-ref-other", 0);
+  g_assert_cmpstr (memres_buffer_get_tag (empty), ==, "sl-ref-other");
+  mt_close_ok (empty, NULL);
   empty = memres_resource_allocate (mr, 0, NULL, &error);
   g_assert_no_error (error);
-  g_assert_false (memres_buffer_is_asleep (empty));
   mt_close_ok (empty, NULL);
-  g_assert_true (memres_tag_pop ("sl-ref", NULL));
   mt_close_ok (alloc_tagged (mr, "sl-ref-other", 4096), NULL);
   mt_close_ok (alloc_tagged (mr, NULL, 4096), NULL);
   g_assert_true (memres_tag_push ("sl-ref", NULL));
@@ -352,6 +492,10 @@ test_refusals (void)
   wake_ok (mr, "sl-ref");
   g_assert_true (memres_buffer_fill (buf, 7, 1, NULL, &error));
   g_assert_no_error (error);
+  before->deleter (before);
+  before = memres_buffer_export_dlpack (buf, dl_u8, 1, shape, NULL, 0, &error);
+  g_assert_no_error (error);
+  before->deleter (before);
   mt_close_ok (buf, NULL);
   mt_close_ok (other, NULL);
 
@@ -1199,6 +1343,7 @@ main (int argc, char **argv)
   g_test_add_func ("/sleep/vmm/addresses-and-handles", test_addresses_and_handles);
   g_test_add_func ("/sleep/vmm/backup", test_backup_round_trip);
   g_test_add_func ("/sleep/vmm/file", test_file_policy);
+  g_test_add_func ("/sleep/vmm/file-refusals", test_file_refusals);
   g_test_add_func ("/sleep/refusals", test_refusals);
   g_test_add_func ("/sleep/refusals/exported", test_refuse_exported);
   g_test_add_func ("/sleep/close-asleep", test_close_asleep);

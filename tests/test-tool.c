@@ -759,11 +759,28 @@ test_alloc_tag (void)
   g_assert_cmpint (r.status, ==, 0);
   g_assert_nonnull (strstr (r.out, "\"tag\": null"));
   run_clear (&r);
+  /* a name that cannot be a tag is a usage error (exit status 2), nothing allocated; --json
+   * says so as JSON */
   run_tool (&r, "alloc", "--tag", "", "host", "1", NULL);
   assert_one_error_line (&r);
-  g_assert_cmpint (r.status, ==, 1);
-  g_assert_nonnull (strstr (r.err, "a tag cannot be empty"));
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_cmpstr (r.out, ==, "");
+  g_assert_true (g_str_has_prefix (r.err, "memres alloc: --tag: a tag cannot be empty"));
   run_clear (&r);
+  run_tool (&r, "alloc", "--json", "--tag=", "host", "1", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.out, "--tag: a tag cannot be empty"));
+  g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
+  run_clear (&r);
+  {
+    g_autofree char *long_tag = g_strnfill (MEMRES_TAG_NAME_MAX + 1, 'a');
+
+    run_tool (&r, "alloc", "-t", long_tag, "host", "1", NULL);
+    assert_one_error_line (&r);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_nonnull (strstr (r.err, "is longer than 63 bytes"));
+    run_clear (&r);
+  }
 }
 
 /* ipc-serve with a resource that cannot be shared fails before it listens, not at the first
@@ -2226,6 +2243,76 @@ test_trace_keeps_log (void)
   g_rmdir (dir);
 }
 
+/* The -o FILE of trace, view and snapshot (sdk/file-writer.c): a symbolic link is followed (the
+ * file it leads to gets the document, the link stays a link); a FIFO and a device (/dev/null,
+ * through a link) are refused, exit status 1, G_FILE_ERROR_INVAL, left as they are (no hang on a
+ * FIFO without a reader). They used to be replaced by a regular file. */
+static void
+test_output_kinds (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-output-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "run.csv", NULL);
+  g_autofree char *target = g_build_filename (dir, "out.txt", NULL);
+  g_autofree char *link = g_build_filename (dir, "latest", NULL);
+  g_autofree char *fifo = g_build_filename (dir, "fifo", NULL);
+  g_autofree char *devnull = g_build_filename (dir, "devnull", NULL);
+  const char *text = "Thread,Time,Action,Pointer,Size,Stream\n"
+                     "1,10:00:00.000000,allocate,0x1000,64,0x0\n";
+  const char *const commands[][3] = {
+    { "trace", log, "{\"displayTimeUnit\"" },
+    { "view", log, "<!DOCTYPE html>" },
+    { "snapshot", "host", "{\n  \"memres_snapshot\": 1" },
+  };
+  g_autofree char *inval_code = g_strdup_printf ("\"code\": %d,", G_FILE_ERROR_INVAL);
+  struct stat st;
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (log, text, -1, NULL));
+  g_assert_cmpint (symlink ("out.txt", link), ==, 0);
+  g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
+  g_assert_cmpint (symlink ("/dev/null", devnull), ==, 0);
+  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
+    {
+      g_autofree char *written = NULL;
+      const char *const refused[] = { fifo, devnull };
+
+      g_test_message ("%s", commands[i][0]);
+      g_assert_true (g_file_set_contents (target, "old", -1, NULL));
+      run_tool (&r, commands[i][0], commands[i][1], "-o", link, NULL);
+      g_test_message ("%s", r.err);
+      g_assert_cmpint (r.status, ==, 0);
+      run_clear (&r);
+      g_assert_cmpint (lstat (link, &st), ==, 0);
+      g_assert_true (S_ISLNK (st.st_mode));
+      g_assert_true (g_file_get_contents (target, &written, NULL, NULL));
+      g_assert_true (g_str_has_prefix (written, commands[i][2]));
+      for (gsize k = 0; k < G_N_ELEMENTS (refused); k++)
+        {
+          run_tool (&r, "--json", commands[i][0], commands[i][1], "-o", refused[k], NULL);
+          g_test_message ("%s", r.err);
+          assert_one_error_line (&r);
+          g_assert_cmpint (r.status, ==, 1);
+          g_assert_nonnull (strstr (r.out, "\"domain\": \"g-file-error-quark\""));
+          g_assert_nonnull (strstr (r.out, inval_code));
+          g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_INVAL\""));
+          g_assert_nonnull (strstr (r.err, "not a regular file"));
+          run_clear (&r);
+        }
+      g_assert_cmpint (lstat (fifo, &st), ==, 0);
+      g_assert_true (S_ISFIFO (st.st_mode));
+      g_assert_cmpint (lstat (devnull, &st), ==, 0);
+      g_assert_true (S_ISLNK (st.st_mode));
+      g_assert_cmpint (stat ("/dev/null", &st), ==, 0);
+      g_assert_true (S_ISCHR (st.st_mode));
+    }
+  g_remove (devnull);
+  g_remove (fifo);
+  g_remove (link);
+  g_remove (target);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 /* memres trace takes --json (-j, and memres --json trace) as every command does: its errors are
  * JSON on stdout with their domain and code; the trace itself is the same document. It was
  * "Unknown option --json". */
@@ -2249,13 +2336,20 @@ test_trace_json (void)
   g_assert_cmpint (r.status, ==, 0);
   g_assert_cmpstr (r.out, ==, plain);
   run_clear (&r);
+  /* a missing LOG is named as missing (it was "not a regular file") */
   run_tool (&r, "--json", "trace", "-j", missing, NULL);
   g_test_message ("%s%s", r.out, r.err);
   g_assert_cmpint (r.status, ==, 2);
-  g_assert_nonnull (strstr (r.out, "\"domain\": \"memres-error-quark\""));
+  g_assert_nonnull (strstr (r.out, "\"domain\": \"g-file-error-quark\""));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_NOENT\",\n"));
+  g_assert_nonnull (strstr (r.out, "missing.csv: No such file\""));
+  g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
+  run_clear (&r);
+  /* a directory is not a regular file */
+  run_tool (&r, "--json", "trace", dir, NULL);
+  g_assert_cmpint (r.status, ==, 2);
   g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\",\n"));
   g_assert_nonnull (strstr (r.out, "not a regular file"));
-  g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
   run_clear (&r);
   run_tool (&r, "trace", "--json", log, "-o", log, NULL);
   g_assert_cmpint (r.status, ==, 2);
@@ -2309,6 +2403,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/replay/keeps-log", test_replay_keeps_log);
   g_test_add_func ("/tool/trace/keeps-log", test_trace_keeps_log);
   g_test_add_func ("/tool/trace/json", test_trace_json);
+  g_test_add_func ("/tool/output-kinds", test_output_kinds);
   g_test_add_func ("/tool/log-lines-lost", test_log_lines_lost);
   g_test_add_func ("/tool/json-log-on-stdout", test_json_log_on_stdout);
   g_test_add_func ("/tool/resources/description", test_resources_description);

@@ -464,6 +464,12 @@ memres_tool_alloc (int argc, char **argv)
 
   if (!parse_alloc_size (size_text, &r.size, &error))
     return memres_tool_usage_error ("alloc", error->message);
+  /* a name that cannot be a tag (empty, too long, not UTF-8) is a bad option value */
+  if (tag != NULL && !memres_tag_check_name (tag, &error))
+    {
+      g_autofree char *message = g_strdup_printf ("--tag: %s", error->message);
+      return memres_tool_usage_error ("alloc", message);
+    }
   if (device != G_MININT && strcmp (spec, "default") != 0)
     return memres_tool_usage_error ("alloc", "--device applies to \"default\" only: name the "
                                              "device in the spec (for example dmr:device=1)");

@@ -26,6 +26,7 @@ memres_tool_snapshot (int argc, char **argv)
   g_auto (GStrv) sizes = NULL;
   g_auto (GStrv) closes = NULL;
   g_autofree char *output = NULL;
+  gboolean json_output = FALSE; /* the snapshot is JSON already: --json makes the errors JSON */
   GOptionEntry entries[] = {
     { "allocate", 'a', 0, G_OPTION_ARG_STRING_ARRAY, &sizes,
       "Allocate SIZE bytes before the snapshot (repeat it for more buffers); SIZE:TAG under "
@@ -35,6 +36,8 @@ memres_tool_snapshot (int argc, char **argv)
       "Close the Nth allocation (1 for the first -a) before the snapshot", "N" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
       "Write the snapshot to FILE (default: the standard output)", "FILE" },
+    { "json", 'j', 0, G_OPTION_ARG_NONE, &json_output,
+      "Print errors as JSON (the snapshot is JSON already)", NULL },
     { NULL },
   };
   g_autoptr (GOptionContext) context = NULL;
@@ -94,6 +97,13 @@ memres_tool_snapshot (int argc, char **argv)
               "--close %s: not the number of an allocation (1 to %u)", closes[i], n_sizes);
           return memres_tool_usage_error ("snapshot", msg);
         }
+      /* the same allocation twice is a mistake in the command line, not a second close */
+      for (guint k = 0; k < i; k++)
+        if (g_ascii_strtoull (closes[k], NULL, 10) == n)
+          {
+            g_autofree char *msg = g_strdup_printf ("--close %" G_GUINT64_FORMAT " given twice", n);
+            return memres_tool_usage_error ("snapshot", msg);
+          }
     }
 
   spec = resolve_operand (argv[1]);
@@ -129,7 +139,7 @@ memres_tool_snapshot (int argc, char **argv)
     return memres_tool_fail (error);
   if (output == NULL || strcmp (output, "-") == 0)
     g_print ("%s", doc);
-  else if (!g_file_set_contents (output, doc, -1, &error))
+  else if (!memres_file_replace (output, doc, -1, &error))
     status = memres_tool_fail (error);
   return status;
 }

@@ -222,15 +222,7 @@ memres_tool_trace (int argc, char **argv)
       inputs[i].path = argv[i + 1];
       if (memres_tool_output_is_input (output, argv[i + 1], "LOG", i + 1, "trace", "log", &error))
         status = memres_tool_fail (error);
-      else if (!g_file_test (argv[i + 1], G_FILE_TEST_IS_REGULAR))
-        {
-          g_autofree char *shown = memres_tool_show_input (argv[i + 1]);
-
-          g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                       "%s: not a regular file", shown);
-          status = memres_tool_fail (error);
-        }
-      else if (!g_file_get_contents (argv[i + 1], &inputs[i].text, &inputs[i].length, &error)
+      else if (!memres_tool_read_input (argv[i + 1], &inputs[i].text, &inputs[i].length, &error)
                || !read_events (&inputs[i], i + 1, events, &error))
         status = memres_tool_fail (error);
     }
@@ -241,7 +233,7 @@ memres_tool_trace (int argc, char **argv)
       doc = write_trace (inputs, n, events);
       if (output == NULL || strcmp (output, "-") == 0)
         g_print ("%s", doc);
-      else if (!g_file_set_contents (output, doc, -1, &error))
+      else if (!memres_file_replace (output, doc, -1, &error))
         status = memres_tool_fail (error);
     }
   for (guint i = 0; i < n; i++)

@@ -1,6 +1,7 @@
 /* json-check.c: whether a text is one JSON value (RFC 8259) and nothing else, for the snapshots
  * `memres view` puts in its page as they are: a recursive descent that builds nothing, nesting
- * bounded. */
+ * bounded; and the members of a JSON object, each name and value as the text holds them (the
+ * format member a snapshot starts with). */
 #include "memres-tool.h"
 
 #include <string.h>
@@ -177,4 +178,42 @@ memres_tool_json_check (const char *text, gsize length, gsize *offset, const cha
   *offset = (gsize) (s.p - text);
   *why = s.why;
   return FALSE;
+}
+
+gboolean
+memres_tool_json_members (const char *text, gsize length, MemresJsonMemberFunc func, gpointer data)
+{
+  Scan s = { text, text + length, NULL };
+
+  skip_space (&s);
+  if (s.p >= s.end || *s.p != '{')
+    return FALSE;
+  s.p++;
+  for (;;)
+    {
+      const char *name, *value;
+      gsize name_len;
+
+      skip_space (&s);
+      if (s.p < s.end && *s.p == '}')
+        return TRUE;
+      if (s.p >= s.end || *s.p != '"')
+        return FALSE;
+      name = s.p + 1;
+      if (!scan_string (&s))
+        return FALSE;
+      name_len = (gsize) (s.p - 1 - name);
+      skip_space (&s);
+      if (s.p >= s.end || *s.p != ':')
+        return FALSE;
+      s.p++;
+      skip_space (&s);
+      value = s.p;
+      if (!scan_value (&s, 1))
+        return FALSE;
+      func (name, name_len, value, (gsize) (s.p - value), data);
+      skip_space (&s);
+      if (s.p < s.end && *s.p == ',')
+        s.p++;
+    }
 }

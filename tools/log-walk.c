@@ -7,6 +7,13 @@
 #include <string.h>
 
 #define US_PER_DAY (G_GINT64_CONSTANT (86400) * 1000000)
+/* The most midnights a log's times may pass. The Time column holds no date: a day is counted
+ * each time the clock goes back by more than 12 hours, so a crafted log can claim a day every
+ * two lines; past this it is refused. It bounds the microseconds after the first line (at most
+ * 1,001 days, 8.7e13, well inside the 2^53 a page's JavaScript numbers hold exactly), and so
+ * memres view's bucket arithmetic ((ts - t0) * 65536 stays below 2^63; it wrapped past about
+ * 3,200 days). */
+#define MAX_DAYS 1000
 
 /* HH:MM:SS.uuuuuu in microseconds since midnight, or -1. */
 static gint64
@@ -82,7 +89,15 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
                                            "invalid Time \"%s\" (expected HH:MM:SS.uuuuuu)", shown);
         }
       if (last >= 0 && t + day < last - US_PER_DAY / 2)
-        day += US_PER_DAY;
+        {
+          if (day / US_PER_DAY >= MAX_DAYS)
+            return memres_tool_log_bad_line (
+                error, path, n,
+                "the times pass midnight more than %d times (a day is counted each time the "
+                "Time goes back by more than 12 hours): a log of more than %d days is refused",
+                MAX_DAYS, MAX_DAYS);
+          day += US_PER_DAY;
+        }
       last = t + day;
       e.ts = last;
       e.line = n;

@@ -3,6 +3,7 @@
 
 #include <memres/memres-plugin.h>
 
+#include "../sdk/file-writer.h"
 #include "../sdk/json-writer.h"
 
 G_BEGIN_DECLS
@@ -28,7 +29,8 @@ int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
  * that does not load (MEMRES_PLUGIN_ERROR, or the error the listing of the search path gives
  * a plugin file: a kind with an invalid option schema), 2 for
  * MEMRES_ERROR_INVALID_ARGUMENT (a bad operand: spec, option value, size, pattern, a file
- * named by the input that is missing, not a regular file or malformed), else 1.
+ * named by the input that is missing, not a regular file or malformed) and G_FILE_ERROR_NOENT
+ * (a file named that does not exist, or an -o FILE in a missing directory), else 1.
  * MESSAGE is made printable: control characters and bytes that are not UTF-8 escaped,
  * shortened past 4 KiB. Quote user input in a message of a command through
  * memres_tool_show_input(). With memres_tool_set_json_errors(), every error
@@ -116,7 +118,8 @@ gboolean memres_tool_parse_log_line (char *line, gboolean tagged, MemresLogLine 
  * bytes and allocations live after it; @counted for an allocate and a free of an allocation of
  * the log, which for a free also gives that allocation's size, Time, line and Tag. Errors
  * (INVALID_ARGUMENT "LOG:LINE: why"): no header, a NUL byte, a malformed line, an invalid Time, a
- * Pointer allocated twice, live sizes past 2^64; and whatever @func sets when it returns FALSE. */
+ * Pointer allocated twice, live sizes past 2^64, times that pass midnight more than 1,000 times
+ * (a log of more than 1,000 days); and whatever @func sets when it returns FALSE. */
 typedef struct
 {
   MemresLogLine l;
@@ -139,6 +142,17 @@ gboolean memres_tool_walk_log (const char *path, char *text, gsize length, Memre
  * blanks around it allowed; else FALSE with the byte offset where it goes wrong and why (a
  * static string). Nesting deeper than 512 is refused. */
 gboolean memres_tool_json_check (const char *text, gsize length, gsize *offset, const char **why);
+/* input.c: reads the input file @path whole: G_FILE_ERROR_NOENT "PATH: No such file" when it
+ * is missing (other G_FILE_ERROR codes with the system's reason), MEMRES_ERROR_INVALID_ARGUMENT
+ * "PATH: not a regular file" for a directory, a FIFO, a device, before opening it. */
+gboolean memres_tool_read_input (const char *path, char **text, gsize *length, GError **error);
+/* Calls @func with each member of the object @text holds (a text memres_tool_json_check()
+ * passed): its name as written between the quotes (@name_len bytes, escapes not undone) and
+ * its value's text (@value_len bytes). FALSE when @text is not an object. */
+typedef void (*MemresJsonMemberFunc) (const char *name, gsize name_len, const char *value,
+                                      gsize value_len, gpointer data);
+gboolean memres_tool_json_members (const char *text, gsize length, MemresJsonMemberFunc func,
+                                   gpointer data);
 
 /* the JSON writer: sdk/json-writer.h */
 

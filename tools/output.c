@@ -40,6 +40,17 @@ memres_tool_error_code_name (const GError *error)
     "MEMRES_PLUGIN_ERROR_ABI_MISMATCH", "MEMRES_PLUGIN_ERROR_NAME_MISMATCH",
     "MEMRES_PLUGIN_ERROR_INIT_FAILED",
   };
+  /* a file's errors (the -o FILE of trace, snapshot and view, an input that is missing) */
+  static const char *const file_codes[] = {
+    "G_FILE_ERROR_EXIST",  "G_FILE_ERROR_ISDIR",  "G_FILE_ERROR_ACCES", "G_FILE_ERROR_NAMETOOLONG",
+    "G_FILE_ERROR_NOENT",  "G_FILE_ERROR_NOTDIR", "G_FILE_ERROR_NXIO",  "G_FILE_ERROR_NODEV",
+    "G_FILE_ERROR_ROFS",   "G_FILE_ERROR_TXTBSY", "G_FILE_ERROR_FAULT", "G_FILE_ERROR_LOOP",
+    "G_FILE_ERROR_NOSPC",  "G_FILE_ERROR_NOMEM",  "G_FILE_ERROR_MFILE", "G_FILE_ERROR_NFILE",
+    "G_FILE_ERROR_BADF",   "G_FILE_ERROR_INVAL",  "G_FILE_ERROR_PIPE",  "G_FILE_ERROR_AGAIN",
+    "G_FILE_ERROR_INTR",   "G_FILE_ERROR_IO",     "G_FILE_ERROR_PERM",  "G_FILE_ERROR_NOSYS",
+    "G_FILE_ERROR_FAILED",
+  };
+  G_STATIC_ASSERT (G_N_ELEMENTS (file_codes) == G_FILE_ERROR_FAILED + 1);
   G_STATIC_ASSERT (G_N_ELEMENTS (memres_codes) == MEMRES_ERROR_FORKED + 1);
   G_STATIC_ASSERT (G_N_ELEMENTS (plugin_codes) == MEMRES_PLUGIN_ERROR_INIT_FAILED + 1);
 
@@ -49,6 +60,8 @@ memres_tool_error_code_name (const GError *error)
     return memres_codes[error->code];
   if (error->domain == MEMRES_PLUGIN_ERROR && error->code < (gint) G_N_ELEMENTS (plugin_codes))
     return plugin_codes[error->code];
+  if (error->domain == G_FILE_ERROR && error->code < (gint) G_N_ELEMENTS (file_codes))
+    return file_codes[error->code];
   if (error->domain == MEMRES_CUDA_ERROR)
     {
       /* a CUDA error came from the loaded driver: its table names the CUresult */
@@ -164,7 +177,8 @@ memres_tool_fail (const GError *error)
    * usage error */
   if (is_plugin_failure (error))
     status = MEMRES_TOOL_EXIT_BROKEN_PLUGIN;
-  else if (g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT))
+  else if (g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT)
+           || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
     status = 2;
   else
     status = 1;

@@ -35,8 +35,10 @@ G_BEGIN_DECLS
  * @MEMRES_SLEEP_ERROR_SHARED: a buffer of the tag is exported to another process (IPC): it
  *   cannot be put to sleep (the message names it); nothing was put to sleep
  * @MEMRES_SLEEP_ERROR_FILE: the file of the %MEMRES_SLEEP_FILE policy could not be written
- *   (sleep: nothing was put to sleep) or read back whole (wake: everything still sleeps); the
- *   message names the file and the system's reason
+ *   (sleep: nothing was put to sleep) or read back whole (wake: everything still sleeps); or it
+ *   is not a regular file (a FIFO, a device such as /dev/null, a directory) or holds the
+ *   contents of another sleep until its wake (sleep: refused, the file untouched); the message
+ *   names the file and the reason
  * @MEMRES_SLEEP_ERROR_BUSY: another thread is putting the same tag of the same resource to
  *   sleep or waking it; or memres_buffer_close() of a buffer of a tag from a segment event
  *   callback inside the sleep or wake of that tag, on the same thread (the buffer stays open)
@@ -62,7 +64,8 @@ GQuark memres_sleep_error_quark (void);
 
 /**
  * MemresSleepMode:
- * @MEMRES_SLEEP_DISCARD: the contents are undefined after wake (a KV cache)
+ * @MEMRES_SLEEP_DISCARD: the contents are undefined after wake (a KV cache); the default: a
+ *   %NULL policy given to memres_resource_sleep() is this mode
  * @MEMRES_SLEEP_BACKUP: copied into page-locked host memory at sleep and back at wake
  * @MEMRES_SLEEP_FILE: written to a file the application names at sleep, read back at wake
  *

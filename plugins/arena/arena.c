@@ -89,6 +89,16 @@ arena_setup_options (Arena *self, const MemresOptions *options, GError **error)
   self->exportable
       = g_strcmp0 (memres_options_get_string (options, "handle_type"), "posix_fd") == 0;
   self->export_min = memres_options_get_size (options, "export_min");
+  /* export_min means nothing without exportable memory: refused rather than ignored */
+  if (self->export_min > 0 && !self->exportable)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "option \"export_min\" of kind \"arena\" applies only with "
+                   "handle_type=posix_fd (handle_type is \"%s\"): add handle_type=posix_fd, or "
+                   "leave export_min out",
+                   memres_options_get_string (options, "handle_type"));
+      return FALSE;
+    }
   n_classes = cache_class_of ((gsize) max_block) + 1;
   while (self->n_chunk_classes < n_classes
          && cache_class_size (self->n_chunk_classes) <= chunk / 16)

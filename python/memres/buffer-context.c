@@ -48,8 +48,11 @@ static int n_free;
 static PyObject *
 context_run (ContextKind kind, PyMemresBuffer *buffer)
 {
+  /* entering a closed buffer is refused as every other use of it (ClosedError); leaving the
+   * block closes it, and closing a closed buffer does nothing */
   if (kind == CONTEXT_ENTER)
-    return Py_NewRef ((PyObject *) buffer);
+    return memres_buffer_is_closed (buffer->buf) ? pymemres_raise_closed ()
+                                                 : Py_NewRef ((PyObject *) buffer);
   return pymemres_buffer_close_on (buffer, NULL);
 }
 
@@ -219,7 +222,10 @@ int
 pymemres_buffer_context_init (void)
 {
   if (PyType_Ready (&ContextDescr_Type) < 0 || PyType_Ready (&ContextBound_Type) < 0
-      || add_descr (CONTEXT_ENTER, "__enter__", "__enter__() -> Buffer\n\nReturns the buffer.") < 0
+      || add_descr (CONTEXT_ENTER, "__enter__",
+                    "__enter__() -> Buffer\n\nReturns the buffer; raises ClosedError for "
+                    "a closed buffer.")
+             < 0
       || add_descr (CONTEXT_EXIT, "__exit__",
                     "__exit__(exc_type, exc_value, traceback)\n\n"
                     "Closes the buffer (close()) and lets an exception of the block go on.")

@@ -218,6 +218,12 @@ pymemres_buffer_get_cai (PyObject *self, void *closure)
                        "__cuda_array_interface__: the buffer is not device-accessible");
       return NULL;
     }
+  /* a sleeping buffer has no memory under its address: refused as its DLPack export is */
+  if (memres_buffer_is_asleep (buf))
+    return pymemres_raise (g_error_new (MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP,
+                                        "__cuda_array_interface__: the buffer is asleep (tag "
+                                        "\"%s\"): wake its tag first",
+                                        memres_buffer_get_tag (buf)));
   stream = memres_buffer_get_deallocation_stream (buf);
   /* 0 is not allowed in the interface: the legacy default stream is 1 */
   stream_obj = PyLong_FromUnsignedLongLong (stream == NULL ? 1 : (guintptr) stream);

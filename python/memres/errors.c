@@ -95,6 +95,12 @@ class_of (const GError *error)
       }
   if (error->domain == G_FILE_ERROR || error->domain == G_KEY_FILE_ERROR)
     return error_file;
+  /* a name that cannot be a tag is a bad argument; a sleep file that cannot be used, a file
+   * error (memres.Error all the same, with their domain and code) */
+  if (g_error_matches (error, MEMRES_TAG_ERROR, MEMRES_TAG_ERROR_INVALID))
+    return error_invalid;
+  if (g_error_matches (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_FILE))
+    return error_file;
   return error_base;
 }
 

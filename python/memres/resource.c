@@ -307,8 +307,9 @@ static PyMethodDef resource_methods[] = {
   { "sleep", (PyCFunction) (void (*) (void)) pymemres_resource_sleep, METH_VARARGS | METH_KEYWORDS,
     "sleep(tag, *, mode=\"discard\", path=None, stream=None, host=None)\n\n"
     "Releases the physical memory under every open buffer of tag allocated here, keeping their\n"
-    "addresses (a stack over vmm: Resource(\"cache>vmm\")); mode \"discard\" (contents undefined\n"
-    "after wake), \"backup\" (page-locked host memory; host names its Resource) or \"file\"\n"
+    "addresses (a stack over vmm: Resource(\"cache>vmm\")); mode \"discard\", the default\n"
+    "(contents undefined after wake), \"backup\" (page-locked host memory; host names its "
+    "Resource) or \"file\"\n"
     "(path). All or nothing. Error with memres.SleepErrorCode for a sleeping tag, a buffer\n"
     "exported over IPC, a file that cannot be written; ErrorCode.NOT_SUPPORTED for a stack\n"
     "that cannot sleep (docs/sleep.md)." },

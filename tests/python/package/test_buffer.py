@@ -45,6 +45,15 @@ def test_context_manager(host):
         with host.allocate(64) as buf:
             raise KeyError("x")
     assert buf.closed
+    # a closed buffer cannot be entered (it raised nothing and ran the block on no memory);
+    # the unbound form says the same; leaving (closing again) still does nothing
+    with pytest.raises(memres.ClosedError) as info:
+        with buf:
+            raise AssertionError("the block of a closed buffer ran")
+    assert info.value.code == memres.ErrorCode.CLOSED
+    with pytest.raises(memres.ClosedError):
+        memres.Buffer.__enter__(buf)
+    assert buf.__exit__(None, None, None) is None
 
 
 def test_fill_read_write(host):

@@ -38,6 +38,17 @@ def test_round_trip(vmm_stack, tmp_path, mode):
     with memres.tag("py-sleep-weights"), pytest.raises(memres.Error) as e:
         vmm_stack.allocate(4096)
     assert e.value.code == memres.SleepErrorCode.TAG_ASLEEP
+    # 0 bytes too (an empty buffer was made under the sleeping tag)
+    with memres.tag("py-sleep-weights"), pytest.raises(memres.Error) as e:
+        vmm_stack.allocate(0)
+    assert e.value.code == memres.SleepErrorCode.TAG_ASLEEP
+    # no new export of a sleeping buffer: DLPack (both capsules), the CUDA array interface
+    for export in (lambda: a.__dlpack__(max_version=(1, 0)), lambda: a.__dlpack__(),
+                   lambda: a.__cuda_array_interface__):
+        with pytest.raises(memres.Error) as e:
+            export()
+        assert (e.value.domain, e.value.code) == (SLEEP_DOMAIN, memres.SleepErrorCode.ASLEEP)
+        assert "py-sleep-weights" in str(e.value)
     with pytest.raises(memres.Error) as e:
         vmm_stack.sleep("py-sleep-weights")
     assert e.value.code == memres.SleepErrorCode.ALREADY_ASLEEP
@@ -48,6 +59,29 @@ def test_round_trip(vmm_stack, tmp_path, mode):
     with pytest.raises(memres.Error) as e:
         vmm_stack.wake("py-sleep-weights")
     assert e.value.code == memres.SleepErrorCode.NOT_ASLEEP
+    a.close()
+    b.close()
+
+
+def test_file_refusals(vmm_stack, tmp_path):
+    # a sleep file that cannot be one: a FileError (an OSError) with SleepErrorCode.FILE, the
+    # tag awake; the file of another sleep, the same
+    with memres.tag("py-sleep-f1"):
+        a = vmm_stack.allocate(1 << 20)
+    with memres.tag("py-sleep-f2"):
+        b = vmm_stack.allocate(1 << 20)
+    for path in ("/dev/null", str(tmp_path)):
+        with pytest.raises(OSError) as e:
+            vmm_stack.sleep("py-sleep-f1", mode="file", path=path)
+        assert isinstance(e.value, memres.FileError)
+        assert (e.value.domain, e.value.code) == (SLEEP_DOMAIN, memres.SleepErrorCode.FILE)
+        assert "not a regular file" in str(e.value)
+        assert not vmm_stack.is_asleep("py-sleep-f1")
+    held = str(tmp_path / "held.bin")
+    vmm_stack.sleep("py-sleep-f1", mode="file", path=held)
+    with pytest.raises(memres.FileError, match="holds the contents of another sleep"):
+        vmm_stack.sleep("py-sleep-f2", mode="file", path=held)
+    vmm_stack.wake("py-sleep-f1")
     a.close()
     b.close()
 

@@ -107,9 +107,11 @@ def test_defaults_and_worker_thread():
     [("", "INVALID"), ("x" * 64, "INVALID"), ("a\nb", "INVALID")],
 )
 def test_invalid_names(name, code):
-    with pytest.raises(memres.Error) as info:
+    # a bad argument: InvalidArgumentError, a ValueError too (it was a bare memres.Error)
+    with pytest.raises(ValueError) as info:
         with memres.tag(name):
             pass
+    assert isinstance(info.value, memres.InvalidArgumentError)
     assert info.value.domain == TAG_DOMAIN
     assert info.value.code == memres.TagErrorCode[code]
     assert memres.current_tag() is None

@@ -1,0 +1,80 @@
+/* memres - CUDA memory resources
+ * file-writer.c: a whole file written where a user names it (file-writer.h): a regular file
+ * replaced by a rename, a link followed to the file it leads to, anything else refused. */
+#include "file-writer.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+static gboolean
+refuse (GError **error, const char *path, GFileError code, const char *why)
+{
+  g_autofree char *shown = g_filename_display_name (path);
+
+  g_set_error (error, G_FILE_ERROR, code, "cannot write \"%s\": %s", shown, why);
+  return FALSE;
+}
+
+static const char *
+kind_of (mode_t mode)
+{
+  if (S_ISFIFO (mode))
+    return "not a regular file but a FIFO: refused, to leave it as it is";
+  if (S_ISCHR (mode) || S_ISBLK (mode))
+    return "not a regular file but a device: refused, to leave it as it is";
+  if (S_ISSOCK (mode))
+    return "not a regular file but a socket: refused, to leave it as it is";
+  return "not a regular file: refused, to leave it as it is";
+}
+
+gboolean
+memres_file_replace (const char *path, const char *contents, gssize length, GError **error)
+{
+  g_autofree char *target = NULL; /* where a link leads */
+  struct stat st;
+  int mode = 0666; /* a new file's, less the umask */
+
+  g_return_val_if_fail (path != NULL, FALSE);
+  g_return_val_if_fail (contents != NULL, FALSE);
+
+  if (path[0] == '\0')
+    return refuse (error, path, G_FILE_ERROR_NOENT, "the path is empty");
+  if (lstat (path, &st) != 0)
+    {
+      int errsv = errno;
+
+      if (errsv != ENOENT)
+        return refuse (error, path, g_file_error_from_errno (errsv), g_strerror (errsv));
+    }
+  else
+    {
+      if (S_ISLNK (st.st_mode))
+        {
+          char *real = realpath (path, NULL);
+          int errsv = errno;
+
+          if (real == NULL)
+            return refuse (error, path, g_file_error_from_errno (errsv),
+                           errsv == ENOENT
+                               ? "a symbolic link to nothing: refused, to leave it as it is"
+                               : g_strerror (errsv));
+          target = g_strdup (real);
+          free (real);
+          if (stat (target, &st) != 0)
+            {
+              errsv = errno;
+              return refuse (error, path, g_file_error_from_errno (errsv), g_strerror (errsv));
+            }
+        }
+      if (S_ISDIR (st.st_mode))
+        return refuse (error, path, G_FILE_ERROR_ISDIR, "a directory");
+      if (!S_ISREG (st.st_mode))
+        return refuse (error, path, G_FILE_ERROR_INVAL, kind_of (st.st_mode));
+      mode = (int) (st.st_mode & 0777);
+    }
+  /* GLib writes a temporary file beside the target (created with @mode, less the umask), then
+   * renames it over the target */
+  return g_file_set_contents_full (target != NULL ? target : path, contents, length,
+                                   G_FILE_SET_CONTENTS_CONSISTENT, mode, error);
+}

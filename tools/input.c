@@ -1,0 +1,31 @@
+/* memres - CUDA memory resources
+ * input.c: an input file a command reads whole (memres view's and trace's LOGs and snapshots):
+ * a missing one named as missing, anything but a regular file refused before it is opened (a
+ * FIFO or a device would be read without end, or wait for good). */
+#include "memres-tool.h"
+
+#include <errno.h>
+#include <sys/stat.h>
+
+gboolean
+memres_tool_read_input (const char *path, char **text, gsize *length, GError **error)
+{
+  g_autofree char *shown = memres_tool_show_input (path);
+  struct stat st;
+
+  if (stat (path, &st) != 0)
+    {
+      int errsv = errno;
+
+      g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errsv), "%s: %s", shown,
+                   errsv == ENOENT ? "No such file" : g_strerror (errsv));
+      return FALSE;
+    }
+  if (!S_ISREG (st.st_mode))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "%s: not a regular file",
+                   shown);
+      return FALSE;
+    }
+  return g_file_get_contents (path, text, length, error);
+}
