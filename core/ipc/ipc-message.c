@@ -57,7 +57,7 @@ export_checked (MemresBuffer *buf, MemresResource *owner, GBytes **bytes, gint *
     }
   if (owner->kind->ipc.export_chunks != NULL)
     return _memres_chunks_export_message (owner, buf, bytes, fds, n_fds, error);
-  return _memres_pool_export_message (buf, bytes, fds, n_fds, error);
+  return _memres_pool_export_message (buf, owner, bytes, fds, n_fds, error);
 }
 
 static void
