@@ -82,8 +82,10 @@ test_bad_options (void)
   mt_new_fails ("arena:chunk=1KiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "chunk");
   /* 2 PiB parses (PiB is a size suffix) and is above the option's range: "at most 1 PiB" */
   mt_new_fails ("arena:reserve=2PiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "at most 1 PiB");
-  mt_new_fails ("arena:handle_type=fabric", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails ("arena:handle_type=ipc", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                 "handle_type");
+  mt_new_fails ("arena:handle_type=fabric,fabric_fallback=maybe", MEMRES_ERROR,
+                MEMRES_ERROR_INVALID_ARGUMENT, "fabric_fallback");
   {
     /* 1 PiB is taken (halved until the driver grants it) */
     g_autoptr (MemresResource) mr = mt_new_ok ("arena:reserve=1PiB");
