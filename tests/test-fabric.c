@@ -304,6 +304,14 @@ test_roundtrip (gconstpointer data)
       MemresBuffer *again;
 
       g_assert_true (memres_resource_get_flags (pool) & MEMRES_MEMORY_FABRIC_HANDLES);
+      /* a pool of fabric handles has no fd to export, here or there */
+      for (guint i = 0; i < 2; i++)
+        {
+          g_assert_null (memres_resource_export_handle (i == 0 ? mr : pool, &error));
+          g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+          g_assert_nonnull (strstr (error->message, "memres_buffer_export_message"));
+          g_clear_error (&error);
+        }
       /* the imported pool imports the next message itself; the importer writes, the exporter
        * reads */
       again = memres_buffer_import_message (pool, b.data, b.length, NULL, 0, NULL, &error);
