@@ -252,8 +252,9 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->own_prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   if (!arena_setup_range (self, memres_options_get_size (options, "reserve"), error))
     return FALSE;
-  if (!arena_setup_watch (self, error) || !arena_setup_options (self, options, error)
-      || !arena_setup_fabric (self, options, error))
+  /* arena_setup_options() last: its parts are not rolled back here */
+  if (!arena_setup_watch (self, error) || !arena_setup_fabric (self, options, error)
+      || !arena_setup_options (self, options, error))
     {
       arena_watch_destroy (self);
       CUresult r = self->drv->cuMemAddressFree (self->resv[0].base, self->resv[0].size);
