@@ -113,7 +113,9 @@ attach_import_state (MemresResource *mr, const MemresIpcHandle *handle)
  * a kind that shares its buffers as physical chunks, `vmm`, has no pool handle: its message
  * names memres_ipc_send_buffer() and memres_buffer_export_message()), when an adaptor that does
  * not pass allocations through (`cache`) sits above the pool and hides it, or when the resource
- * cannot export (an imported pool); %MEMRES_CUDA_ERROR from the driver.
+ * cannot export (an imported pool, or a pool of fabric handles, `ipc:handle_type=fabric`, which
+ * has no fd: its buffers' messages carry its fabric handle, memres_buffer_export_message());
+ * %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): a new handle, or %NULL with @error set
  *
