@@ -29,6 +29,7 @@
 #include "arena-private.h"
 
 #include "../common/alloc-error.h"
+#include "../common/fabric.h"
 
 static void
 own_raise (Arena *self, MemresSegmentEvent event, const OwnBuf *own)
@@ -271,15 +272,9 @@ arena_own_release_all (Arena *self)
 static gboolean
 check_type (Arena *self, CUmemAllocationHandleType type, const char *what, GError **error)
 {
-  if (self->exportable && self->own_prop.requestedHandleTypes == type)
-    return TRUE;
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-               "arena: only a resource created with handle_type=%s%s can %s buffers of other "
-               "processes as %s",
-               type == CU_MEM_HANDLE_TYPE_FABRIC ? "fabric" : "posix_fd",
-               type == CU_MEM_HANDLE_TYPE_FABRIC ? " (where the driver grants fabric handles)" : "",
-               what, type == CU_MEM_HANDLE_TYPE_FABRIC ? "fabric handles" : "POSIX fds");
-  return FALSE;
+  return fabric_check_handle_type (
+      "arena", self->exportable ? self->own_prop.requestedHandleTypes : CU_MEM_HANDLE_TYPE_NONE,
+      type, what, error);
 }
 
 /* The export_chunks (@handles NULL) and export_fabric_chunks slots: an exportable buffer as its

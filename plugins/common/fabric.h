@@ -5,8 +5,9 @@
  * released; a pool kind's probe is its pool's export at creation), and the verdict on a probe
  * (fabric_settle()): granted; refused with CUDA_ERROR_NOT_PERMITTED (no IMEX channel: the H200
  * machine) and fallen back to POSIX-fd handles where fabric_fallback=posix_fd; else the error,
- * which names the missing channel and the option. Header-only, as alloc-error.h: no kind pastes
- * any of it (docs/distributed.md). */
+ * which names the missing channel and the option; and the refusal of chunks of the other handle
+ * type (fabric_check_handle_type()). Header-only, as alloc-error.h: no kind pastes any of it
+ * (docs/distributed.md). */
 #pragma once
 
 #include <memres/memres-plugin.h>
@@ -77,5 +78,26 @@ fabric_settle (const char *kind, gint device, const MemresOptions *options, GErr
   else
     g_prefix_error (error, "%s: handle_type=fabric: probing fabric handles on device %d: ", kind,
                     device);
+  return FALSE;
+}
+
+/* Whether a resource of @kind whose exportable memory is made with @have handles exports and
+ * imports chunks of @type handles (the export_chunks/import_chunks slots: POSIX fds; their
+ * fabric pair: fabric handles); %MEMRES_ERROR_NOT_SUPPORTED naming the option otherwise (@what:
+ * "export" or "import"). */
+static inline gboolean
+fabric_check_handle_type (const char *kind, CUmemAllocationHandleType have,
+                          CUmemAllocationHandleType type, const char *what, GError **error)
+{
+  gboolean fabric = type == CU_MEM_HANDLE_TYPE_FABRIC;
+
+  if (have == type)
+    return TRUE;
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+               "%s: only a resource created with handle_type=%s%s can %s buffers of other "
+               "processes as %s",
+               kind, fabric ? "fabric" : "posix_fd",
+               fabric ? " (where the driver grants fabric handles)" : "", what,
+               fabric ? "fabric handles" : "POSIX fds");
   return FALSE;
 }
