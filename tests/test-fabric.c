@@ -281,12 +281,13 @@ test_roundtrip (gconstpointer data)
   g_autoptr (MemresResource) mr = kind_or_skip (kind);
   g_autoptr (MemresResource) importer = NULL;
   g_autoptr (GError) error = NULL;
-  gsize size = kind->granules * mt_device_granularity ();
   MemresBuffer *buf, *got;
+  gsize size;
   Bytes b;
 
   if (mr == NULL)
     return;
+  size = kind->granules * mt_device_granularity ();
   if (!kind->pool)
     importer = kind_or_skip (kind);
   buf = mt_alloc_ok (mr, size, NULL);
