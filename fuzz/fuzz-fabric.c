@@ -9,7 +9,18 @@
  * the slot must be a canonical record of fabric handles of the importer's kind (the record
  * encodes back to the input's first bytes) followed by exactly 64 bytes a chunk, handed to the
  * slot as they came. The slot is never reached with file descriptors (n_fds is 0 here) or a
- * record of POSIX-fd handles. */
+ * record of POSIX-fd handles.
+ *
+ * An input that starts with a pool buffer message's magic ('MRPB') is the message of a pool of
+ * fabric handles (`ipc` with handle_type=fabric: version 2, the handle record, the descriptor,
+ * the pool's 64-byte fabric handle, no fd), imported with no importer, as a receiver of a pool
+ * buffer does: the framing (ipc-pool-message.c), both records by their codecs, their identities
+ * against each other, up to the kind's import_fabric_handle slot (this file's kind refuses it).
+ * An input that reaches that slot must be exactly 304 bytes of version 2 whose handle record
+ * encodes back from the handle the slot gets (which holds no fd) and whose last 64 bytes are the
+ * fabric handle the slot gets. Refusals before it: MEMRES_ERROR_INVALID_DESCRIPTOR, or the
+ * kind's lookup (a kind no plugin provides: MEMRES_ERROR_NOT_FOUND; one that cannot import a
+ * fabric pool: MEMRES_ERROR_NOT_SUPPORTED). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +103,34 @@ ff_import_fabric_chunks (MemresResource *mr, const MemresBufferChunks *in,
   return FALSE;
 }
 
+static gboolean
+ff_export_fabric_handle (MemresResource *mr, MemresFabricHandle *out, GError **error)
+{
+  abort (); /* nothing is exported here */
+}
+
+/* What the core hands the slot of a pool message it let through. */
+static gboolean
+ff_import_fabric_handle (MemresResource *mr, const MemresIpcHandle *handle,
+                         const MemresFabricHandle *fabric, GError **error)
+{
+  guint8 record[MEMRES_HANDLE_RECORD_SIZE];
+
+  reached = TRUE;
+  if (input_size != MEMRES_POOL_FABRIC_MESSAGE_SIZE
+      || _memres_get_le (input + 4, 2) != MEMRES_POOL_FABRIC_MESSAGE_VERSION
+      || memres_ipc_handle_get_fd (handle) != -1
+      || strcmp (memres_ipc_handle_get_kind (handle), FUZZ_KIND) != 0)
+    abort ();
+  _memres_ipc_handle_encode (handle, record);
+  if (memcmp (record, input + 8, sizeof record) != 0
+      || memcmp (fabric, input + MEMRES_POOL_MESSAGE_SIZE, MEMRES_FABRIC_HANDLE_SIZE) != 0)
+    abort ();
+  g_set_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_NOT_PERMITTED,
+               "fuzz kind: every fabric pool refused");
+  return FALSE;
+}
+
 static const MemresResourceOps ff_ops = {
   .version = MEMRES_RESOURCE_OPS_VERSION,
   .init = ff_init,
@@ -105,6 +144,8 @@ static const MemresIpcOps ff_ipc_ops = {
   .version = MEMRES_IPC_OPS_VERSION,
   .export_fabric_chunks = ff_export_fabric_chunks,
   .import_fabric_chunks = ff_import_fabric_chunks,
+  .export_fabric_handle = ff_export_fabric_handle,
+  .import_fabric_handle = ff_import_fabric_handle,
 };
 
 static MemresResource *
@@ -137,18 +178,22 @@ int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
   MemresResource *mr = importer ();
+  gboolean pool = size >= 4 && _memres_get_le (data, 4) == MEMRES_POOL_MESSAGE_MAGIC;
   GError *error = NULL;
   MemresBuffer *buf;
 
   input = data;
   input_size = size;
   reached = FALSE;
-  buf = memres_buffer_import_message (mr, size > 0 ? data : (const uint8_t *) "", size, NULL, 0,
-                                      NULL, &error);
+  buf = memres_buffer_import_message (pool ? NULL : mr, size > 0 ? data : (const uint8_t *) "",
+                                      size, NULL, 0, NULL, &error);
   if (buf != NULL || error == NULL)
     abort ();
   if (reached ? !g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_NOT_PERMITTED)
-              : !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR))
+              : !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR)
+                    && !(pool
+                         && (g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND)
+                             || g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))))
     abort ();
   g_error_free (error);
   return 0;

@@ -55,8 +55,8 @@ test_version (void)
   /* counted again from 1 in ABI 2; 2: at_fork appended; 3: explain_oom; 4: snapshot; 5: sleep
    * and wake */
   g_assert_cmpint (MEMRES_RESOURCE_OPS_VERSION, ==, 5);
-  /* 2: the fabric chunk slots */
-  g_assert_cmpint (MEMRES_IPC_OPS_VERSION, ==, 2);
+  /* 2: the fabric chunk slots; 3: the fabric pool handle slots */
+  g_assert_cmpint (MEMRES_IPC_OPS_VERSION, ==, 3);
 }
 
 /* The package version is MAJOR.MINOR.MICRO with MAJOR.MINOR the plugin ABI ("Versions" in
@@ -276,7 +276,7 @@ test_ipc_ops (void)
 {
   SKIP_UNLESS_RECORDED ();
   /* version 1 (ABI 2.0) */
-  ASSERT_SIZE (MemresIpcOps, 72);
+  ASSERT_SIZE (MemresIpcOps, 88);
   ASSERT_OFFSET (MemresIpcOps, version, 0);
   ASSERT_OFFSET (MemresIpcOps, export_handle, 8);
   ASSERT_OFFSET (MemresIpcOps, import_handle, 16);
@@ -286,6 +286,8 @@ test_ipc_ops (void)
   ASSERT_OFFSET (MemresIpcOps, import_chunks, 48);
   ASSERT_OFFSET (MemresIpcOps, export_fabric_chunks, 56);
   ASSERT_OFFSET (MemresIpcOps, import_fabric_chunks, 64);
+  ASSERT_OFFSET (MemresIpcOps, export_fabric_handle, 72);
+  ASSERT_OFFSET (MemresIpcOps, import_fabric_handle, 80);
   ASSERT_SIZE (MemresFabricHandle, MEMRES_FABRIC_HANDLE_SIZE);
   G_STATIC_ASSERT (sizeof (MemresFabricHandle) == sizeof (CUmemFabricHandle));
 }
@@ -317,6 +319,11 @@ test_ipc_ops_signatures (void)
                      gboolean (*) (MemresResource *, const MemresBufferChunks *,
                                    const MemresFabricHandle *, MemresStream, MemresAllocation *,
                                    GError **));
+  ASSERT_FIELD_TYPE (MemresIpcOps, export_fabric_handle,
+                     gboolean (*) (MemresResource *, MemresFabricHandle *, GError **));
+  ASSERT_FIELD_TYPE (MemresIpcOps, import_fabric_handle,
+                     gboolean (*) (MemresResource *, const MemresIpcHandle *,
+                                   const MemresFabricHandle *, GError **));
 }
 
 static void

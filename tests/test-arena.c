@@ -82,17 +82,20 @@ test_bad_options (void)
   mt_new_fails ("arena:chunk=1KiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "chunk");
   /* 2 PiB parses (PiB is a size suffix) and is above the option's range: "at most 1 PiB" */
   mt_new_fails ("arena:reserve=2PiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "at most 1 PiB");
-  mt_new_fails ("arena:handle_type=fabric", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+  mt_new_fails ("arena:handle_type=ipc", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                 "handle_type");
   /* export_min without exportable memory did nothing: refused, naming both options */
-  mt_new_fails ("arena:export_min=4MiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                "option \"export_min\" of kind \"arena\" applies only with handle_type=posix_fd");
+  mt_new_fails (
+      "arena:export_min=4MiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+      "option \"export_min\" of kind \"arena\" applies only with handle_type=posix_fd or fabric");
   mt_new_fails ("arena:handle_type=none,export_min=1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                 "(handle_type is \"none\")");
   mt_new_fails ("cache>arena:export_min=4MiB", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                 "export_min");
   memres_resource_unref (mt_new_ok ("arena:handle_type=posix_fd,export_min=4MiB"));
   memres_resource_unref (mt_new_ok ("arena:export_min=0")); /* the default, said */
+  mt_new_fails ("arena:handle_type=fabric,fabric_fallback=maybe", MEMRES_ERROR,
+                MEMRES_ERROR_INVALID_ARGUMENT, "fabric_fallback");
   {
     /* 1 PiB is taken (halved until the driver grants it) */
     g_autoptr (MemresResource) mr = mt_new_ok ("arena:reserve=1PiB");

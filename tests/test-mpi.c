@@ -2,8 +2,9 @@
  * through MPI, its fds through the pair's UNIX socket. Run as
  *   mpirun -np 2 --allow-run-as-root --oversubscribe test-mpi
  * on the fake driver (suite mpi) or the real one. Rank 0 exports a pool buffer (kind ipc), a
- * vmm buffer of POSIX fds and one of fabric handles (bytes only; skipped where the driver
- * refuses fabric handles); each rank writes its half of each and reads the other's half back; then
+ * vmm buffer of POSIX fds, and a pool buffer and a vmm buffer of fabric handles (bytes only, no
+ * socket: `ipc:handle_type=fabric`, `vmm:handle_type=fabric`; skipped where the driver refuses
+ * fabric handles); each rank writes its half of each and reads the other's half back; then
  * rank 0 sends forged and truncated messages, which rank 1 refuses with the error the issue names.
  * Exits 0 when every check passed on both ranks, 77 (skip) on both when there is no device;
  * any failed check aborts its rank, and mpirun the job. */
@@ -127,6 +128,11 @@ share_one (MpiShare *share, const char *spec, const char *import_spec, gsize siz
       g_assert_nonnull (buf);
       g_assert_cmpuint (memres_buffer_get_size (buf), ==, size);
       g_assert_true (memres_buffer_get_flags (buf) & MEMRES_MEMORY_IMPORTED);
+      /* a fabric message maps through a resource of fabric handles */
+      g_assert_cmpint (strstr (spec, "handle_type=fabric") != NULL, ==,
+                       (memres_resource_get_flags (memres_buffer_get_resource (buf))
+                        & MEMRES_MEMORY_FABRIC_HANDLES)
+                           != 0);
     }
   write_halves (buf, size, what);
   bad_messages (share, buf, importer, what);
@@ -135,6 +141,25 @@ share_one (MpiShare *share, const char *spec, const char *import_spec, gsize siz
   MPI_Barrier (MPI_COMM_WORLD); /* the importer unmapped before the exporter frees */
   if (rank == 0)
     mt_close_ok (buf, NULL);
+}
+
+/* share_one() of a resource of fabric handles, @spec, where every rank's driver grants them
+ * (the fake does; a machine without an IMEX channel does not): bytes through MPI alone. */
+static void
+share_fabric (MpiShare *share, const char *spec, const char *import_spec, gsize size,
+              const char *what)
+{
+  GError *error = NULL;
+  MemresResource *probe = memres_resource_new (spec, &error);
+  int fabric = probe != NULL;
+
+  g_clear_pointer (&probe, memres_resource_unref);
+  MPI_Allreduce (MPI_IN_PLACE, &fabric, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  if (fabric)
+    share_one (share, spec, import_spec, size, what);
+  else
+    say ("skip %s: %s", what, error != NULL ? error->message : "another rank");
+  g_clear_error (&error);
 }
 
 int
@@ -172,21 +197,11 @@ main (int argc, char **argv)
   vmm = g_strdup_printf ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, gran);
   share_one (share, vmm, vmm, 2 * gran, "vmm buffer");
 
-  /* fabric handles: bytes through MPI alone, no socket (where the driver grants them: the
-   * fake does, a machine without an IMEX channel does not) */
+  /* fabric handles: bytes through MPI alone, no socket */
+  share_fabric (share, "ipc:handle_type=fabric", NULL, 64 * KiB, "ipc fabric pool buffer");
   g_free (vmm);
   vmm = g_strdup_printf ("vmm:handle_type=fabric,chunk=%" G_GSIZE_FORMAT, gran);
-  {
-    g_autoptr (MemresResource) probe = memres_resource_new (vmm, &error);
-    int fabric = probe != NULL;
-
-    MPI_Allreduce (MPI_IN_PLACE, &fabric, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    if (fabric)
-      share_one (share, vmm, vmm, 2 * gran, "vmm fabric buffer");
-    else
-      say ("skip vmm fabric buffer: %s", error != NULL ? error->message : "another rank");
-    g_clear_error (&error);
-  }
+  share_fabric (share, vmm, vmm, 2 * gran, "vmm fabric buffer");
 
   mpi_share_close (share);
   MPI_Finalize ();

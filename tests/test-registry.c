@@ -133,6 +133,14 @@ reached_export_buffer (MemresResource *mr, const MemresAllocation *alloc, Memres
   return FALSE;
 }
 
+static gboolean
+reached_import_fabric_handle (MemresResource *mr, const MemresIpcHandle *handle,
+                              const MemresFabricHandle *fabric, GError **error)
+{
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "reached_import_fabric_handle ran");
+  return FALSE;
+}
+
 static void
 assert_ipc_table_refused (const MemresKindInfo *info, GQuark domain, gint code, const char *needle)
 {
@@ -192,6 +200,17 @@ test_register_ipc_table (void)
   assert_ipc_table_refused (&info, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                             "has export_buffer without import_buffer");
   ipc.export_buffer = NULL;
+  ipc.import_fabric_handle = reached_import_fabric_handle;
+  assert_ipc_table_refused (&info, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                            "has import_fabric_handle without export_fabric_handle");
+  /* a table of version 2 ends before the fabric handle slots: they are not read */
+  ipc.version = 2;
+  info.name = "tk_ipc_v2";
+  g_assert_true (memres_registry_register_kind (&info, &error));
+  g_assert_no_error (error);
+  info.name = "tk_ipc";
+  ipc.version = MEMRES_IPC_OPS_VERSION;
+  ipc.import_fabric_handle = NULL;
 
   /* an adaptor has none */
   ipc.export_chunks = reached_export_chunks;

@@ -1,5 +1,6 @@
 /* memres - CUDA memory resources
- * ipc-handle.c: MemresIpcHandle, the owner of one shareable-handle file descriptor. */
+ * ipc-handle.c: MemresIpcHandle, the owner of one shareable-handle file descriptor (or, for a
+ * pool shared by its fabric handle, of none: the pool's identity alone). */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -86,6 +87,19 @@ memres_ipc_handle_new (const char *kind, gint fd, const guint8 pool_id[MEMRES_IP
 
   handle = g_new0 (MemresIpcHandle, 1);
   handle->fd = fd;
+  g_strlcpy (handle->kind, kind, sizeof handle->kind);
+  memcpy (handle->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
+  memcpy (handle->device_uuid, device_uuid, MEMRES_IPC_ID_SIZE);
+  return handle;
+}
+
+MemresIpcHandle *
+_memres_ipc_handle_new_identity (const char *kind, const guint8 pool_id[MEMRES_IPC_ID_SIZE],
+                                 const guint8 device_uuid[MEMRES_IPC_ID_SIZE])
+{
+  MemresIpcHandle *handle = g_new0 (MemresIpcHandle, 1);
+
+  handle->fd = -1;
   g_strlcpy (handle->kind, kind, sizeof handle->kind);
   memcpy (handle->pool_id, pool_id, MEMRES_IPC_ID_SIZE);
   memcpy (handle->device_uuid, device_uuid, MEMRES_IPC_ID_SIZE);

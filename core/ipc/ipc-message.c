@@ -57,7 +57,7 @@ export_checked (MemresBuffer *buf, MemresResource *owner, GBytes **bytes, gint *
     }
   if (owner->kind->ipc.export_chunks != NULL)
     return _memres_chunks_export_message (owner, buf, bytes, fds, n_fds, error);
-  return _memres_pool_export_message (buf, bytes, fds, n_fds, error);
+  return _memres_pool_export_message (buf, owner, bytes, fds, n_fds, error);
 }
 
 static void
@@ -73,12 +73,14 @@ close_exported (GBytes *bytes, gint *fds, guint n_fds)
  * memres_buffer_export_message:
  * @buf: an open, non-empty buffer of a resource that shares (`ipc`, `pinned` with `ipc=true`,
  *   `vmm` with `handle_type=posix_fd` or, where the driver grants fabric handles,
- *   `handle_type=fabric`, or an adaptor stack over one), not itself imported from another process
+ *   `handle_type=fabric`, `arena` with either, `ipc` with `handle_type=fabric`, or an adaptor
+ *   stack over one), not itself imported from another process
  * @bytes: (out) (transfer full): the message's bytes
  * @fds: (out) (transfer full) (array length=n_fds): the message's file descriptors, new ones of
  *   this call; close each and g_free() the array
  * @n_fds: (out): the number of fds at *@fds (1 for a pool buffer, one per chunk for a vmm
- *   buffer, at most %MEMRES_IPC_MAX_CHUNKS; 0, with *@fds %NULL, for a buffer of fabric handles)
+ *   buffer, at most %MEMRES_IPC_MAX_CHUNKS; 0, with *@fds %NULL, for a buffer of fabric handles
+ *   and for a buffer of a pool of fabric handles)
  * @error: return location for a #GError
  *
  * Makes the message that shares @buf with another process, for an application that carries it
@@ -87,7 +89,9 @@ close_exported (GBytes *bytes, gint *fds, guint n_fds)
  * the fds together and unchanged (the fds as the peer's duplicates, e.g. `SCM_RIGHTS` or
  * pidfd_getfd()): the peer maps the buffer with memres_buffer_import_message(). The
  * format is the one memres_ipc_send_buffer() sends (see docs/ipc.md): for a pool buffer the `MRPB`
- * record (the pool's handle record and the buffer's descriptor, 240 bytes) and one fd of the pool;
+ * record (the pool's handle record and the buffer's descriptor, 240 bytes) and one fd of the pool
+ * (for a pool of fabric handles, version 2: the same records and the pool's 64-byte fabric
+ * handle, 304 bytes, and no fd);
  * for a buffer shared by chunks the `MRCB` layout record (88 bytes plus 8 per chunk) and one
  * shareable-handle fd per physical chunk, in address order; for a buffer of fabric handles
  * (a resource whose flags carry %MEMRES_MEMORY_FABRIC_HANDLES) the same record with handle type
@@ -105,7 +109,9 @@ close_exported (GBytes *bytes, gint *fds, guint n_fds)
  * @buf stays open and is not resized.
  *
  * Driver calls: for a pool buffer the kind's export_buffer and export_handle slots
- * (cuMemPoolExportPointer(), cuMemPoolExportToShareableHandle()); for chunks its export_chunks
+ * (cuMemPoolExportPointer(), cuMemPoolExportToShareableHandle()), or for a pool of fabric
+ * handles export_buffer and export_fabric_handle (`ipc`: the fabric handle exported at creation,
+ * no call); for chunks its export_chunks
  * slot (vmm: cuMemExportToShareableHandle() with `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR` per
  * chunk, cuDeviceGetUuid(); with `CU_MEM_HANDLE_TYPE_FABRIC` through its export_fabric_chunks
  * slot, since 2.0).
@@ -234,7 +240,8 @@ message_length (const guint8 *header)
  * %MEMRES_IPC_MAX_CHUNKS fds, each an open fd), then by its family. A pool buffer's message:
  * its framing, the handle record first and the descriptor after it, exactly one fd, both
  * records as strictly as memres_ipc_receive_handle() and memres_buffer_import() check them,
- * and the descriptor's pool and device those of the handle; then the pool is imported (or
+ * and the descriptor's pool and device those of the handle (a pool of fabric handles: version 2,
+ * no fd, the pool's fabric handle after the records); then the pool is imported (or
  * @importer used) and the buffer imported from it, as memres_buffer_import() does: the buffer
  * holds a reference on the imported pool. A buffer shared by chunks: the layout record (magic,
  * version, length, chunk count equal to @n_fds, kind that of @importer, chunk sizes positive
@@ -255,7 +262,9 @@ message_length (const guint8 *header)
  * any thread.
  *
  * Driver calls: for a pool buffer, those of memres_resource_import_handle() and
- * memres_buffer_import(); else the kind's import_chunks slot (vmm: cuDeviceGetUuid() to find the
+ * memres_buffer_import() (a pool of fabric handles: the kind's import_fabric_handle slot, `ipc`:
+ * cuMemPoolImportFromShareableHandle() with `CU_MEM_HANDLE_TYPE_FABRIC`); else the kind's
+ * import_chunks slot (vmm: cuDeviceGetUuid() to find the
  * device, cuMemImportFromShareableHandle() per chunk, cuMemAddressReserve(), cuMemMap() per chunk,
  * cuMemSetAccess(); on failure cuMemUnmap(), cuMemAddressFree(), cuMemRelease()).
  *

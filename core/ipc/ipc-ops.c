@@ -7,10 +7,16 @@
 #include "memres-private.h"
 
 /* The size of each version of MemresIpcOps: version 1 ends after import_chunks, version 2
- * after import_fabric_chunks (both ABI 2.0). */
-#define IPC_OPS_V1_SIZE (offsetof (MemresIpcOps, import_chunks) + sizeof (gpointer))
-#define IPC_OPS_V2_SIZE (offsetof (MemresIpcOps, import_fabric_chunks) + sizeof (gpointer))
-G_STATIC_ASSERT (IPC_OPS_V2_SIZE == sizeof (MemresIpcOps));
+ * after import_fabric_chunks, version 3 after import_fabric_handle (all ABI 2.0). */
+static const gsize ipc_ops_sizes[] = {
+  0,
+  offsetof (MemresIpcOps, import_chunks) + sizeof (gpointer),
+  offsetof (MemresIpcOps, import_fabric_chunks) + sizeof (gpointer),
+  offsetof (MemresIpcOps, import_fabric_handle) + sizeof (gpointer),
+};
+G_STATIC_ASSERT (G_N_ELEMENTS (ipc_ops_sizes) == MEMRES_IPC_OPS_VERSION + 1);
+G_STATIC_ASSERT (offsetof (MemresIpcOps, import_fabric_handle) + sizeof (gpointer)
+                 == sizeof (MemresIpcOps));
 
 /* One pair of slots that go together: a table has both or neither. */
 static gboolean
@@ -54,11 +60,12 @@ _memres_ipc_ops_copy (const char *kind, const MemresIpcOps *ipc, gboolean adapto
       return FALSE;
     }
   /* only the slots of the plugin's version */
-  memcpy (&copy, ipc, ipc->version == 1 ? IPC_OPS_V1_SIZE : IPC_OPS_V2_SIZE);
+  memcpy (&copy, ipc, ipc_ops_sizes[ipc->version]);
   if (!CHECK_PAIR (kind, &copy, export_handle, import_handle, error)
       || !CHECK_PAIR (kind, &copy, export_buffer, import_buffer, error)
       || !CHECK_PAIR (kind, &copy, export_chunks, import_chunks, error)
-      || !CHECK_PAIR (kind, &copy, export_fabric_chunks, import_fabric_chunks, error))
+      || !CHECK_PAIR (kind, &copy, export_fabric_chunks, import_fabric_chunks, error)
+      || !CHECK_PAIR (kind, &copy, export_fabric_handle, import_fabric_handle, error))
     return FALSE;
   *out = copy;
   return TRUE;

@@ -113,7 +113,9 @@ attach_import_state (MemresResource *mr, const MemresIpcHandle *handle)
  * a kind that shares its buffers as physical chunks, `vmm`, has no pool handle: its message
  * names memres_ipc_send_buffer() and memres_buffer_export_message()), when an adaptor that does
  * not pass allocations through (`cache`) sits above the pool and hides it, or when the resource
- * cannot export (an imported pool); %MEMRES_CUDA_ERROR from the driver.
+ * cannot export (an imported pool, or a pool of fabric handles, `ipc:handle_type=fabric`, which
+ * has no fd: its buffers' messages carry its fabric handle, memres_buffer_export_message());
+ * %MEMRES_CUDA_ERROR from the driver.
  *
  * Returns: (transfer full) (nullable): a new handle, or %NULL with @error set
  *
@@ -180,12 +182,28 @@ lookup_imported_pool (const MemresIpcHandle *handle, GError **error)
   return mr;
 }
 
-/* The setup of a resource imported from a pool handle: the kind's import_handle slot. */
-static gboolean
-import_handle_setup (MemresResource *mr, gconstpointer handle, GError **error)
+/* What a resource is imported from: a pool handle, with the pool's fabric handle for a pool
+ * shared by it (the handle then holds no fd). */
+typedef struct
 {
-  return mr->kind->ipc.import_handle (mr, handle, error);
+  const MemresIpcHandle *handle;
+  const MemresFabricHandle *fabric;
+} ImportSource;
+
+/* The setup of a resource imported from a pool handle: the kind's import_handle slot, or its
+ * import_fabric_handle slot. */
+static gboolean
+import_handle_setup (MemresResource *mr, gconstpointer data, GError **error)
+{
+  const ImportSource *source = data;
+
+  if (source->fabric != NULL)
+    return mr->kind->ipc.import_fabric_handle (mr, source->handle, source->fabric, error);
+  return mr->kind->ipc.import_handle (mr, source->handle, error);
 }
+
+static MemresResource *import_pool (const MemresIpcHandle *handle, const MemresFabricHandle *fabric,
+                                    GError **error);
 
 /**
  * memres_resource_import_handle:
@@ -228,12 +246,6 @@ import_handle_setup (MemresResource *mr, gconstpointer handle, GError **error)
 MemresResource *
 memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
 {
-  g_autoptr (MemresKind) kind = NULL;
-  g_autofree char *id = NULL;
-  g_autofree char *spec = NULL;
-  MemresResource *mr;
-  GError *local_error = NULL;
-
   g_return_val_if_fail (handle != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
@@ -243,6 +255,47 @@ memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
                    "IPC handle holds no file descriptor (it was stolen)");
       return NULL;
     }
+  return import_pool (handle, NULL, error);
+}
+
+gboolean
+_memres_ipc_export_fabric_pool (MemresResource *owner, MemresFabricHandle *out, GError **error)
+{
+  GError *local = NULL;
+  gboolean ok;
+
+  if (owner->kind->ipc.export_fabric_handle == NULL)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "resources of kind \"%s\" have no fabric handle of a pool to share",
+                   owner->kind->name);
+      return FALSE;
+    }
+  if (!_memres_resource_check_usable (owner, "exporting a pool as a fabric handle", error))
+    return FALSE;
+  memset (out, 0, sizeof *out);
+  ok = owner->kind->ipc.export_fabric_handle (owner, out, &local);
+  return _memres_resource_slot_result (owner, "export_fabric_handle", ok, &local, error);
+}
+
+MemresResource *
+_memres_ipc_import_fabric_pool (const MemresIpcHandle *handle, const MemresFabricHandle *fabric,
+                                GError **error)
+{
+  return import_pool (handle, fabric, error);
+}
+
+/* memres_resource_import_handle() of @handle, or (@fabric not NULL) of the pool named by
+ * @fabric with @handle's identity. */
+static MemresResource *
+import_pool (const MemresIpcHandle *handle, const MemresFabricHandle *fabric, GError **error)
+{
+  g_autoptr (MemresKind) kind = NULL;
+  g_autofree char *id = NULL;
+  g_autofree char *spec = NULL;
+  ImportSource source = { handle, fabric };
+  MemresResource *mr;
+  GError *local_error = NULL;
 
   /* Before the lock: this may load the kind's plugin. */
   kind = memres_registry_lookup (memres_ipc_handle_get_kind (handle), error);
@@ -257,16 +310,18 @@ memres_resource_import_handle (const MemresIpcHandle *handle, GError **error)
   if (mr != NULL || local_error != NULL)
     goto out;
   /* an adaptor kind (which has no IPC table) is refused here too */
-  if (kind->ipc.import_handle == NULL)
+  if (fabric != NULL ? kind->ipc.import_fabric_handle == NULL : kind->ipc.import_handle == NULL)
     {
       g_set_error (&local_error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "resources of kind \"%s\" cannot be imported from a handle", kind->name);
+                   "resources of kind \"%s\" cannot be imported from a %s", kind->name,
+                   fabric != NULL ? "fabric handle" : "handle");
       goto out;
     }
   id = _memres_ipc_format_id (memres_ipc_handle_get_pool_id (handle));
   spec = g_strdup_printf ("%s (imported pool %s)", kind->name, id);
-  mr = _memres_resource_new_imported (kind, import_handle_setup, "import_handle", handle, spec,
-                                      &local_error);
+  mr = _memres_resource_new_imported (kind, import_handle_setup,
+                                      fabric != NULL ? "import_fabric_handle" : "import_handle",
+                                      &source, spec, &local_error);
   if (mr == NULL)
     goto out;
 

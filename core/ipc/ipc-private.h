@@ -97,7 +97,8 @@ void _memres_ipc_mappings_revive (MemresIpcMappings *t, MemresIpcMapping *m,
  * _memres_ipc_handle_encode(): @handle's record into @record.
  * _memres_ipc_handle_decode(): a new handle owning @fd from the record @record (checked strictly:
  *   magic, version, length, kind); on failure %NULL with MEMRES_ERROR_INVALID_DESCRIPTOR (or
- *   the errors of memres_ipc_handle_new()) and @fd stays the caller's. */
+ *   the errors of memres_ipc_handle_new()) and @fd stays the caller's. @fd -1: a handle of the
+ *   record's identity with no fd (a pool shared by its fabric handle). */
 #define MEMRES_HANDLE_MAGIC       0x4849524du /* "MRIH" read as little-endian u32 */
 #define MEMRES_HANDLE_RECORD_SIZE 72
 void _memres_ipc_handle_encode (const MemresIpcHandle *handle,
@@ -126,8 +127,12 @@ gboolean _memres_descriptor_decode_pool (gconstpointer data, gsize length,
                                          MemresBufferExport *info);
 
 /* ipc-handle.c: whether @fd is an open file descriptor; a pool identity or device UUID in
- * lower-case hex (transfer full), for messages. */
+ * lower-case hex (transfer full), for messages; a handle of a pool's identity that holds no fd
+ * (a pool shared by its fabric handle; @kind a valid kind name, checked by the caller). */
 gboolean _memres_fd_is_open (gint fd);
+MemresIpcHandle *_memres_ipc_handle_new_identity (const char *kind,
+                                                  const guint8 pool_id[MEMRES_IPC_ID_SIZE],
+                                                  const guint8 device_uuid[MEMRES_IPC_ID_SIZE]);
 char *_memres_ipc_format_id (const guint8 id[MEMRES_IPC_ID_SIZE]);
 
 /* Little-endian fields of the wire records: @n bytes (1 to 8) at @p. */
@@ -196,23 +201,29 @@ gboolean _memres_layout_check (const MemresBufferChunks *chunks, GError **error)
 
 /* ipc-pool-message.c: a pool buffer as one message (ipc-message.c, see there): magic u32
  * 'MRPB', version u16 (1), length u16 (240), the pool's handle record (MRIH), the buffer's
- * descriptor (MRBD); one fd, the pool's.
+ * descriptor (MRBD); one fd, the pool's. A pool of fabric handles: version 2, length 304, the
+ * same records and then the pool's fabric handle (64 bytes); no fd.
  * _memres_pool_message_declared_length(): the length field of a message whose first bytes
  *   (at least 8) are at @header.
- * _memres_pool_export_message(): exports @buf (memres_buffer_export()) and its pool
- *   (memres_resource_export_handle()) as one message: *@bytes (transfer full) and one new fd
- *   of the pool in *@fds (g_new'd; the caller closes it and frees the array).
+ * _memres_pool_export_message(): exports @buf (memres_buffer_export()) and its pool, @owner
+ *   (the layer with the IPC table): memres_resource_export_handle(), or for a resource whose
+ *   flags carry MEMRES_MEMORY_FABRIC_HANDLES and whose kind has export_fabric_handle
+ *   _memres_ipc_export_fabric_pool(); as one message: *@bytes (transfer full) and one new fd
+ *   of the pool in *@fds (g_new'd; the caller closes it and frees the array), or none (*@fds
+ *   NULL, *@n_fds 0) for a fabric pool.
  * _memres_pool_import_message(): checks a message (@length bytes, @n_fds fds at @fds, lent:
  *   none is closed or kept), imports the pool or, when @importer is not NULL, uses @importer,
  *   which must be the resource imported from that pool, and imports the buffer. Errors:
  *   MEMRES_ERROR_INVALID_DESCRIPTOR for a bad message (before any import) or an importer of
  *   another pool, and those of memres_resource_import_handle() and memres_buffer_import(). */
-#define MEMRES_POOL_MESSAGE_MAGIC   0x4250524du /* "MRPB" read as little-endian u32 */
-#define MEMRES_POOL_MESSAGE_VERSION 1
-#define MEMRES_POOL_MESSAGE_SIZE    (8 + MEMRES_HANDLE_RECORD_SIZE + MEMRES_BUFFER_DESCRIPTOR_SIZE)
+#define MEMRES_POOL_MESSAGE_MAGIC          0x4250524du /* "MRPB" read as little-endian u32 */
+#define MEMRES_POOL_MESSAGE_VERSION        1
+#define MEMRES_POOL_MESSAGE_SIZE           (8 + MEMRES_HANDLE_RECORD_SIZE + MEMRES_BUFFER_DESCRIPTOR_SIZE)
+#define MEMRES_POOL_FABRIC_MESSAGE_VERSION 2
+#define MEMRES_POOL_FABRIC_MESSAGE_SIZE    (MEMRES_POOL_MESSAGE_SIZE + MEMRES_FABRIC_HANDLE_SIZE)
 gsize _memres_pool_message_declared_length (const guint8 *header);
-gboolean _memres_pool_export_message (MemresBuffer *buf, GBytes **bytes, gint **fds, guint *n_fds,
-                                      GError **error);
+gboolean _memres_pool_export_message (MemresBuffer *buf, MemresResource *owner, GBytes **bytes,
+                                      gint **fds, guint *n_fds, GError **error);
 MemresBuffer *_memres_pool_import_message (const guint8 *message, gsize length, const gint *fds,
                                            guint n_fds, MemresResource *importer,
                                            MemresStream stream, GError **error);
@@ -242,6 +253,18 @@ gboolean _memres_chunks_export_fabric_message (MemresResource *mr, MemresBuffer 
 MemresBuffer *_memres_chunks_import_message (MemresResource *importer, const guint8 *data,
                                              gsize length, const gint *fds, guint n_fds,
                                              MemresStream stream, GError **error);
+
+/* ipc-pools.c: a pool shared by its fabric handle (the kind's export_fabric_handle and
+ * import_fabric_handle slots, `ipc` with handle_type=fabric).
+ * _memres_ipc_export_fabric_pool(): the fabric handle of @owner's pool into @out; errors:
+ *   MEMRES_ERROR_NOT_SUPPORTED (no slot), the slot's.
+ * _memres_ipc_import_fabric_pool(): memres_resource_import_handle() for @handle, a handle of
+ *   the pool's identity with no fd, and @fabric (lent), through import_fabric_handle: the same
+ *   deduplication by pool identity, the same errors. */
+gboolean _memres_ipc_export_fabric_pool (MemresResource *owner, MemresFabricHandle *out,
+                                         GError **error);
+MemresResource *_memres_ipc_import_fabric_pool (const MemresIpcHandle *handle,
+                                                const MemresFabricHandle *fabric, GError **error);
 
 /* ipc-buffers.c: the first checks of every sharing call (open, not empty, allocated by a
  * resource), their messages naming @verb. Errors: MEMRES_ERROR_CLOSED,

@@ -556,6 +556,9 @@ _memres_ipc_handle_decode (const guint8 *header, gint fd, GError **error)
                      "IPC transport: invalid handle message: the kind's padding is not zero");
         return NULL;
       }
+  if (fd == -1) /* a pool shared by its fabric handle: the record's identity alone */
+    return _memres_ipc_handle_new_identity ((const char *) kind, header + H_OFF_POOL_ID,
+                                            header + H_OFF_DEVICE_UUID);
   return memres_ipc_handle_new ((const char *) kind, fd, header + H_OFF_POOL_ID,
                                 header + H_OFF_DEVICE_UUID, error);
 }

@@ -1010,13 +1010,13 @@ struct _MemresResourceOps
 /**
  * MEMRES_IPC_OPS_VERSION:
  *
- * The number of the newest #MemresIpcOps layout these headers describe: 2 for ABI 2.0 (the
- * eight slots below; version 1 has the first six). Each ABI 2 minor that appends IPC slots
- * increments it. Set #MemresIpcOps.version to this macro.
+ * The number of the newest #MemresIpcOps layout these headers describe: 3 for ABI 2.0 (the
+ * ten slots below; version 1 has the first six, version 2 the first eight). Each ABI 2 minor
+ * that appends IPC slots increments it. Set #MemresIpcOps.version to this macro.
  *
  * Since: 2.0
  */
-#define MEMRES_IPC_OPS_VERSION 2
+#define MEMRES_IPC_OPS_VERSION 3
 
 typedef struct _MemresIpcOps MemresIpcOps;
 
@@ -1031,6 +1031,8 @@ typedef struct _MemresIpcOps MemresIpcOps;
  * @import_chunks: optional; see the comment above the slot
  * @export_fabric_chunks: optional; see the comment above the slot
  * @import_fabric_chunks: optional; see the comment above the slot
+ * @export_fabric_handle: optional; see the comment above the slot
+ * @import_fabric_handle: optional; see the comment above the slot
  *
  * The sharing functions of a kind that shares memory with other processes: its
  * #MemresKindInfo.ipc points at this table (%NULL: the kind shares nothing). Two families:
@@ -1038,9 +1040,12 @@ typedef struct _MemresIpcOps MemresIpcOps;
  * export_buffer/import_buffer one buffer's descriptor, as the `ipc` and `pinned` kinds do) and
  * chunks (export_chunks/import_chunks, a buffer as the physical allocations it is mapped from,
  * as `vmm` with handle_type=posix_fd does; export_fabric_chunks/import_fabric_chunks the same
- * with fabric handles, as `vmm` with handle_type=fabric does). Slots go in pairs: a table that
+ * with fabric handles, as `vmm` with handle_type=fabric does; export_fabric_handle/
+ * import_fabric_handle a pool's fabric handle in place of its fd, as `ipc` with
+ * handle_type=fabric does). Slots go in pairs: a table that
  * has one of export_handle and import_handle, one of export_buffer and import_buffer, one of
- * export_chunks and import_chunks, or one of export_fabric_chunks and import_fabric_chunks, has
+ * export_chunks and import_chunks, one of export_fabric_chunks and import_fabric_chunks, or one
+ * of export_fabric_handle and import_fabric_handle, has
  * the other too (else registration fails with
  * %MEMRES_ERROR_INVALID_ARGUMENT). Only base kinds have an IPC table: an adaptor's registration
  * with one fails (%MEMRES_ERROR_INVALID_ARGUMENT); a buffer or a pool shared through an
@@ -1067,6 +1072,7 @@ struct _MemresIpcOps
    *   #MemresResourceOps, where export_handle to import_buffer appeared in 1.0 and the chunk
    *   slots in 1.1, with the same signature and contract.
    * - 2 (ABI 2.0, issue 37): export_fabric_chunks and import_fabric_chunks.
+   * - 3 (ABI 2.0, issue 37): export_fabric_handle and import_fabric_handle.
    *
    * Since: 2.0
    */
@@ -1199,6 +1205,36 @@ struct _MemresIpcOps
   gboolean (*import_fabric_chunks) (MemresResource *mr, const MemresBufferChunks *in,
                                     const MemresFabricHandle *handles, MemresStream stream,
                                     MemresAllocation *alloc, GError **error);
+  /**
+   * MemresIpcOps.export_fabric_handle:
+   *
+   * Optional (version 3), for memres_buffer_export_message() of a buffer of a pool whose
+   * resource's flags carry %MEMRES_MEMORY_FABRIC_HANDLES: writes the pool's fabric handle to
+   * @out (zero-filled on entry; `ipc`: cuMemPoolExportToShareableHandle() with
+   * `CU_MEM_HANDLE_TYPE_FABRIC`, made once at creation; an imported pool gives the handle it was
+   * imported from, so that it can be forwarded). The pool's identity and device UUID are those
+   * export_handle would give. No fd is made. Errors: %MEMRES_ERROR_NOT_SUPPORTED (the pool has
+   * no fabric handle), a %MEMRES_CUDA_ERROR. Any thread.
+   *
+   * Since: 2.0
+   */
+  gboolean (*export_fabric_handle) (MemresResource *mr, MemresFabricHandle *out, GError **error);
+  /**
+   * MemresIpcOps.import_fabric_handle:
+   *
+   * Optional (version 3). As import_handle, for a pool shared by its fabric handle: @handle
+   * carries the kind, the pool identity and the device UUID and holds no fd
+   * (memres_ipc_handle_get_fd() is -1); @fabric (from another process, possibly another node:
+   * untrusted bytes) is the pool's fabric handle (`ipc`: cuMemPoolImportFromShareableHandle()
+   * with `CU_MEM_HANDLE_TYPE_FABRIC`). Both are valid during the call only. Bytes the driver does
+   * not know (forged, or of a pool destroyed since) fail in the driver; a process without the
+   * exporter's IMEX channel gets `CUDA_ERROR_NOT_PERMITTED`. Same threading, failure rules and
+   * errors as import_handle.
+   *
+   * Since: 2.0
+   */
+  gboolean (*import_fabric_handle) (MemresResource *mr, const MemresIpcHandle *handle,
+                                    const MemresFabricHandle *fabric, GError **error);
 };
 
 typedef struct _MemresKindInfo MemresKindInfo;

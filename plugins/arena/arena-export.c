@@ -1,14 +1,16 @@
 /* memres - CUDA memory resources
- * arena-export.c: the `arena` kind's exportable buffers (handle_type=posix_fd) and the buffers
- * it imports from other processes, the two kinds of buffer that hold physical memory of their
- * own, outside the granule table.
+ * arena-export.c: the `arena` kind's exportable buffers (handle_type=posix_fd, or fabric) and
+ * the buffers it imports from other processes, the two kinds of buffer that hold physical memory of
+ * their own, outside the granule table.
  *
  * An exportable buffer (a request of more than max_block and at least export_min bytes, on a
  * resource made with handle_type=posix_fd) is one physical allocation of its own (cuMemCreate
  * with a POSIX-fd handle type, its size rounded up to the granularity) mapped at a reservation
  * of its own (cuMemAddressReserve, cuMemMap, cuMemSetAccess), as a `vmm` buffer is: no other
  * buffer ever lies in its granules, so its export (the export_chunks slot: one chunk, one fd of
- * cuMemExportToShareableHandle()) shows another process this buffer's bytes and nothing else.
+ * cuMemExportToShareableHandle(); with handle_type=fabric where the driver grants it, the
+ * export_fabric_chunks slot: one chunk, its fabric handle's bytes) shows another process this
+ * buffer's bytes and nothing else.
  * Its memory is never an idle granule that the arena moves to back another buffer: a close waits
  * for the stream (the close is stream-ordered; the memory goes back to the driver, not to the
  * arena), unmaps it and releases it, so a process that imported it keeps its own reference to
@@ -27,6 +29,7 @@
 #include "arena-private.h"
 
 #include "../common/alloc-error.h"
+#include "../common/fabric.h"
 
 static void
 own_raise (Arena *self, MemresSegmentEvent event, const OwnBuf *own)
@@ -36,7 +39,7 @@ own_raise (Arena *self, MemresSegmentEvent event, const OwnBuf *own)
   seg.base = own->base;
   seg.length = own->bytes;
   seg.device = self->device;
-  seg.handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  seg.handle_types = own->imported ? own->handle_type : self->own_prop.requestedHandleTypes;
   memres_resource_raise_segment_event (self->mr, event, &seg);
 }
 
@@ -264,30 +267,31 @@ arena_own_release_all (Arena *self)
 
 /* ---- the IPC slots --------------------------------------------------------------------------- */
 
+/* Whether this arena exports and imports buffers as @type handles: made with handle_type=posix_fd
+ * (or fabric fallen back to it), or with handle_type=fabric granted. */
 static gboolean
-check_posix_fd (Arena *self, const char *what, GError **error)
+check_type (Arena *self, CUmemAllocationHandleType type, const char *what, GError **error)
 {
-  if (self->exportable)
-    return TRUE;
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-               "arena: only a resource created with handle_type=posix_fd can %s buffers of other "
-               "processes",
-               what);
-  return FALSE;
+  return fabric_check_handle_type (
+      "arena", self->exportable ? self->own_prop.requestedHandleTypes : CU_MEM_HANDLE_TYPE_NONE,
+      type, what, error);
 }
 
-/* The export_chunks slot: an exportable buffer as its one chunk, a new fd of
- * cuMemExportToShareableHandle(). Other buffers share granules with their neighbours: refused. */
-gboolean
-arena_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBufferChunks *out,
-                     GError **error)
+/* The export_chunks (@handles NULL) and export_fabric_chunks slots: an exportable buffer as its
+ * one chunk, a new fd of cuMemExportToShareableHandle() or its fabric handle in @handles[0].
+ * Other buffers share granules with their neighbours: refused. */
+static gboolean
+own_export (MemresResource *mr, const MemresAllocation *alloc, MemresBufferChunks *out,
+            MemresFabricHandle *handles, GError **error)
 {
   Arena *self = memres_resource_get_private (mr);
   OwnBuf *own = alloc->size > self->parts.max_block ? alloc->plugin_data : NULL;
+  CUmemAllocationHandleType type
+      = handles != NULL ? CU_MEM_HANDLE_TYPE_FABRIC : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   gint fd = -1;
   CUresult r;
 
-  if (!check_posix_fd (self, "export", error))
+  if (!check_type (self, type, "export", error))
     return FALSE;
   if (own == NULL)
     {
@@ -308,17 +312,18 @@ arena_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBu
     }
   if (!memres_cuda_get_device_uuid (self->device, out->device_uuid, error))
     return FALSE;
-  r = self->drv->cuMemExportToShareableHandle (&fd, own->chunks[0].handle,
-                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  r = self->drv->cuMemExportToShareableHandle (
+      handles != NULL ? (void *) handles[0].data : (void *) &fd, own->chunks[0].handle, type, 0);
   if (r != CUDA_SUCCESS)
     {
       memres_cuda_set_error (error, r, "cuMemExportToShareableHandle");
       g_prefix_error (error, "arena: exporting a buffer: ");
       return FALSE;
     }
-  out->fds[0] = fd;
+  if (handles == NULL)
+    out->fds[0] = fd;
   out->chunk_sizes[0] = own->bytes;
-  out->handle_type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  out->handle_type = type;
   out->location_type = CU_MEM_LOCATION_TYPE_DEVICE;
   out->granularity = self->granularity;
   out->size = alloc->size;
@@ -330,22 +335,37 @@ arena_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBu
   return TRUE;
 }
 
+gboolean
+arena_export_chunks (MemresResource *mr, const MemresAllocation *alloc, MemresBufferChunks *out,
+                     GError **error)
+{
+  return own_export (mr, alloc, out, NULL, error);
+}
+
+gboolean
+arena_export_fabric_chunks (MemresResource *mr, const MemresAllocation *alloc,
+                            MemresBufferChunks *out, MemresFabricHandle *handles, GError **error)
+{
+  return own_export (mr, alloc, out, handles, error);
+}
+
 /* What only the arena knows about @in, checked before any driver call that creates something. */
 static gboolean
-check_import (Arena *self, const MemresBufferChunks *in, GError **error)
+check_import (Arena *self, const MemresBufferChunks *in, CUmemAllocationHandleType type,
+              GError **error)
 {
   gint device = -1;
   GError *local = NULL;
 
-  if (!check_posix_fd (self, "import", error))
+  if (!check_type (self, type, "import", error))
     return FALSE;
-  if (in->handle_type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-      || in->location_type != CU_MEM_LOCATION_TYPE_DEVICE)
+  if (in->handle_type != (guint32) type || in->location_type != CU_MEM_LOCATION_TYPE_DEVICE)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
                    "arena: invalid buffer layout: handle type %u, location type %u (expected "
-                   "POSIX file descriptors of device memory)",
-                   in->handle_type, in->location_type);
+                   "%s of device memory)",
+                   in->handle_type, in->location_type,
+                   type == CU_MEM_HANDLE_TYPE_FABRIC ? "fabric handles" : "POSIX file descriptors");
       return FALSE;
     }
   if (!memres_cuda_find_device_by_uuid (in->device_uuid, &device, &local))
@@ -385,25 +405,36 @@ check_import (Arena *self, const MemresBufferChunks *in, GError **error)
   return TRUE;
 }
 
-/* The import_chunks slot: each chunk imported (cuMemImportFromShareableHandle), all mapped into
+/* The import_chunks (@fabric NULL) and import_fabric_chunks slots: each chunk imported
+ * (cuMemImportFromShareableHandle, of its fd or of its fabric handle's bytes), all mapped into
  * one new reservation with the arena's access (own_map()). Synchronous: @stream is not used. */
-gboolean
-arena_import_chunks (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
-                     MemresAllocation *alloc, GError **error)
+static gboolean
+own_import (MemresResource *mr, const MemresBufferChunks *in, const MemresFabricHandle *fabric,
+            MemresAllocation *alloc, GError **error)
 {
   Arena *self = memres_resource_get_private (mr);
+  CUmemAllocationHandleType type
+      = fabric != NULL ? CU_MEM_HANDLE_TYPE_FABRIC : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   OwnBuf *own;
   guint n = 0;
 
-  if (!check_import (self, in, error))
+  if (!check_import (self, in, type, error))
     return FALSE;
   own = own_new (in->n_chunks);
   own->imported = TRUE;
+  own->handle_type = type;
   for (; n < in->n_chunks; n++)
     {
-      CUresult r = self->drv->cuMemImportFromShareableHandle (
-          &own->chunks[n].handle, (void *) (gintptr) in->fds[n],
-          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      MemresFabricHandle copy; /* the driver's argument is not const */
+      void *os_handle = (void *) (gintptr) in->fds[n];
+      CUresult r;
+
+      if (fabric != NULL)
+        {
+          copy = fabric[n];
+          os_handle = copy.data;
+        }
+      r = self->drv->cuMemImportFromShareableHandle (&own->chunks[n].handle, os_handle, type);
 
       if (r != CUDA_SUCCESS)
         {
@@ -430,4 +461,19 @@ fail:
   own_release_handles (self, own, n);
   g_free (own);
   return FALSE;
+}
+
+gboolean
+arena_import_chunks (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
+                     MemresAllocation *alloc, GError **error)
+{
+  return own_import (mr, in, NULL, alloc, error);
+}
+
+gboolean
+arena_import_fabric_chunks (MemresResource *mr, const MemresBufferChunks *in,
+                            const MemresFabricHandle *handles, MemresStream stream,
+                            MemresAllocation *alloc, GError **error)
+{
+  return own_import (mr, in, handles, alloc, error);
 }

@@ -92,7 +92,8 @@ struct _OwnBuf
   guint64 bytes; /* reserved and mapped: the chunks' sum */
   guint64 used;  /* exportable: the bytes counted as used (arena_round() of the size) */
   gboolean imported;
-  gboolean exported; /* under parts.lock: exported once (it cannot sleep) */
+  gboolean exported;                     /* under parts.lock: exported once (it cannot sleep) */
+  CUmemAllocationHandleType handle_type; /* an import's: the handles it was imported from */
   guint n;
   OwnChunk chunks[];
 };
@@ -110,9 +111,10 @@ typedef struct
   gsize chunk_size;      /* bytes of a slab of the chunk classes */
   guint n_chunk_classes; /* classes carved from slabs of chunk_size */
   guint64 release_threshold;
-  gboolean exportable; /* handle_type=posix_fd */
+  gboolean exportable; /* handle_type=posix_fd or fabric */
+  gboolean fabric;     /* handle_type=fabric, granted by the driver (else POSIX fds) */
   guint64 export_min;  /* with it: large requests of at least this get memory of their own */
-  CUmemAllocationProp own_prop; /* prop with the POSIX-fd handle type */
+  CUmemAllocationProp own_prop; /* prop with the handle type of exportable buffers */
 
   /* the reservations: the first at init, more when the address space runs out (under
    * parts.lock after init) */
@@ -271,6 +273,12 @@ gboolean arena_own_free (Arena *self, MemresAllocation *alloc, MemresStream stre
 void arena_own_release_all (Arena *self);
 gboolean arena_export_chunks (MemresResource *mr, const MemresAllocation *alloc,
                               MemresBufferChunks *out, GError **error);
+gboolean arena_export_fabric_chunks (MemresResource *mr, const MemresAllocation *alloc,
+                                     MemresBufferChunks *out, MemresFabricHandle *handles,
+                                     GError **error);
+gboolean arena_import_fabric_chunks (MemresResource *mr, const MemresBufferChunks *in,
+                                     const MemresFabricHandle *handles, MemresStream stream,
+                                     MemresAllocation *alloc, GError **error);
 gboolean arena_import_chunks (MemresResource *mr, const MemresBufferChunks *in, MemresStream stream,
                               MemresAllocation *alloc, GError **error);
 

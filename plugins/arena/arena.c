@@ -6,7 +6,8 @@
  * memory model.
  *
  * Spec: arena[:device=N,reserve=SIZE,release_threshold=SIZE|max,max_block=SIZE,chunk=SIZE,
- *              front=N,front_bytes=SIZE,handle_type=none|posix_fd,export_min=SIZE]
+ *              front=N,front_bytes=SIZE,handle_type=none|posix_fd|fabric,
+ *              fabric_fallback=fail|posix_fd,export_min=SIZE]
  *
  * At init, one range of address space is reserved (cuMemAddressReserve: `reserve` bytes, by
  * default twice the device's memory, halved until the driver grants it); more are reserved when
@@ -29,7 +30,9 @@
  * virtual bytes reserved and the granules created, remapped and released. */
 #include "arena-private.h"
 
-static const char *const handle_type_choices[] = { "none", "posix_fd", NULL };
+#include "../common/fabric.h"
+
+static const char *const handle_type_choices[] = { "none", "posix_fd", "fabric", NULL };
 
 static const MemresOptionSpec arena_options[] = {
   { "device", MEMRES_OPTION_INT, "0", "CUDA device ordinal the memory belongs to", NULL, 0,
@@ -56,11 +59,14 @@ static const MemresOptionSpec arena_options[] = {
     NULL, 0, 0 },
   { "handle_type", MEMRES_OPTION_ENUM, "none",
     "posix_fd: buffers of more than max_block and at least export_min bytes get physical memory "
-    "of their own (no neighbour in their granules) and export by POSIX fd (none: no export)",
+    "of their own (no neighbour in their granules) and export by POSIX fd; fabric: the same, "
+    "exported as fabric handles (bytes, across the nodes of a multi-node NVLink domain) where the "
+    "driver grants them (none: no export)",
     handle_type_choices, 0, 0 },
+  FABRIC_FALLBACK_OPTION,
   { "export_min", MEMRES_OPTION_SIZE, "0",
-    "with handle_type=posix_fd: the smallest request that gets memory of its own and can be "
-    "exported (0: every request above max_block)",
+    "with handle_type=posix_fd or fabric: the smallest request that gets memory of its own and "
+    "can be exported (0: every request above max_block)",
     NULL, 0, 0 },
 };
 
@@ -86,16 +92,15 @@ arena_setup_options (Arena *self, const MemresOptions *options, GError **error)
     return arena_invalid (error, "chunk", chunk, "between 4 KiB and 64 MiB");
   self->chunk_size = (gsize) chunk;
   self->release_threshold = memres_options_get_size (options, "release_threshold");
-  self->exportable
-      = g_strcmp0 (memres_options_get_string (options, "handle_type"), "posix_fd") == 0;
+  self->exportable = g_strcmp0 (memres_options_get_string (options, "handle_type"), "none") != 0;
   self->export_min = memres_options_get_size (options, "export_min");
   /* export_min means nothing without exportable memory: refused rather than ignored */
   if (self->export_min > 0 && !self->exportable)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "option \"export_min\" of kind \"arena\" applies only with "
-                   "handle_type=posix_fd (handle_type is \"%s\"): add handle_type=posix_fd, or "
-                   "leave export_min out",
+                   "handle_type=posix_fd or fabric (handle_type is \"%s\"): add "
+                   "handle_type=posix_fd, or leave export_min out",
                    memres_options_get_string (options, "handle_type"));
       return FALSE;
     }
@@ -106,6 +111,29 @@ arena_setup_options (Arena *self, const MemresOptions *options, GError **error)
   cache_parts_init (&self->parts, cache_class_size (n_classes - 1), n_classes,
                     (guint) memres_options_get_int (options, "front"),
                     memres_options_get_size (options, "front_bytes"), TRUE, self->device);
+  return TRUE;
+}
+
+/* handle_type=fabric: exportable buffers created with fabric handles where the driver grants
+ * them (probed with one granule: fabric_probe_memory()), else POSIX fds or the error that names
+ * the missing IMEX channel, as fabric_fallback says (fabric_settle()). */
+static gboolean
+arena_setup_fabric (Arena *self, const MemresOptions *options, GError **error)
+{
+  GError *probe = NULL;
+  const char *call;
+  CUresult res;
+
+  if (g_strcmp0 (memres_options_get_string (options, "handle_type"), "fabric") != 0)
+    return TRUE;
+  self->own_prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
+  res = fabric_probe_memory (self->drv, &self->own_prop, self->granularity, &call);
+  if (res != CUDA_SUCCESS)
+    memres_cuda_set_error (&probe, res, call);
+  if (!fabric_settle ("arena", self->device, options, probe, &self->fabric, error))
+    return FALSE;
+  if (!self->fabric)
+    self->own_prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   return TRUE;
 }
 
@@ -233,7 +261,9 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->own_prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   if (!arena_setup_range (self, memres_options_get_size (options, "reserve"), error))
     return FALSE;
-  if (!arena_setup_watch (self, error) || !arena_setup_options (self, options, error))
+  /* arena_setup_options() last: its parts are not rolled back here */
+  if (!arena_setup_watch (self, error) || !arena_setup_fabric (self, options, error)
+      || !arena_setup_options (self, options, error))
     {
       arena_watch_destroy (self);
       CUresult r = self->drv->cuMemAddressFree (self->resv[0].base, self->resv[0].size);
@@ -299,6 +329,8 @@ arena_query (MemresResource *mr, MemresResourceInfo *info)
       = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED | MEMRES_MEMORY_RESIZABLE;
   if (self->exportable)
     info->flags |= MEMRES_MEMORY_IPC_ENABLED;
+  if (self->fabric)
+    info->flags |= MEMRES_MEMORY_FABRIC_HANDLES;
 }
 
 /* ---- statistics and trim --------------------------------------------------------------------- */
@@ -469,12 +501,15 @@ static const MemresResourceOps arena_ops = {
   .wake = arena_wake,
 };
 
-/* every instance's: only those made with handle_type=posix_fd export and import (the slots
+/* every instance's: only those made with handle_type=posix_fd export and import chunks of
+ * fds, those made with handle_type=fabric (granted) chunks of fabric handles (the slots
  * check), and only their buffers of memory of their own export (arena-export.c) */
 static const MemresIpcOps arena_ipc_ops = {
   .version = MEMRES_IPC_OPS_VERSION,
   .export_chunks = arena_export_chunks,
   .import_chunks = arena_import_chunks,
+  .export_fabric_chunks = arena_export_fabric_chunks,
+  .import_fabric_chunks = arena_import_fabric_chunks,
 };
 
 static const MemresKindInfo arena_kind = {

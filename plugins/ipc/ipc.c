@@ -1,9 +1,9 @@
 /* memres - CUDA memory resources
  * ipc.c: the `ipc` kind, a device memory pool shared between processes.
  *
- * Spec: ipc[:device=N,max_size=SIZE,release_threshold=SIZE|max,
- *            reuse_follow_event_dependencies=BOOL,reuse_allow_opportunistic=BOOL,
- *            reuse_allow_internal_dependencies=BOOL]
+ * Spec: ipc[:device=N,handle_type=posix_fd|fabric,fabric_fallback=fail|posix_fd,max_size=SIZE,
+ *            release_threshold=SIZE|max,reuse_follow_event_dependencies=BOOL,
+ *            reuse_allow_opportunistic=BOOL,reuse_allow_internal_dependencies=BOOL]
  *
  * Two roles. The exporter (memres_resource_new) owns a new pool created with POSIX file
  * descriptor handles (cuMemPoolCreate), allocates from it stream-ordered like dmr, exports the
@@ -12,6 +12,14 @@
  * device with the exporter's device UUID (cuMemPoolImportFromShareableHandle), cannot allocate,
  * and maps buffers (cuMemPoolImportPointer; the core deduplicates the mappings and checks the
  * descriptor's size against the mapped range) which it unmaps with cuMemFreeAsync.
+ *
+ * handle_type=fabric: the pool is created with fabric handles and exported once at creation
+ * (cuMemPoolExportToShareableHandle with CU_MEM_HANDLE_TYPE_FABRIC), which is the probe: where
+ * the driver refuses with CUDA_ERROR_NOT_PERMITTED (no IMEX channel), fabric_fallback decides
+ * (plugins/common/fabric.h: fail naming the channel, or a pool of POSIX-fd handles). A fabric
+ * pool's flags carry MEMRES_MEMORY_FABRIC_HANDLES; its buffers' messages
+ * (memres_buffer_export_message()) carry the pool's fabric handle as bytes, with no fd, and the
+ * importer maps the pool from them (the export_fabric_handle and import_fabric_handle slots).
  *
  * Lifetime across processes (the driver's rule, cuMemPoolImportPointer): importers must unmap
  * (close) an imported buffer before the exporter frees it, and must not touch it before the
@@ -28,11 +36,39 @@
  */
 #include "pool.h"
 
+#include "../common/fabric.h"
+
 static const MemresOptionSpec ipc_options[] = {
   { "device", MEMRES_OPTION_INT, "0", "CUDA device ordinal of the exporter's pool", NULL, 0,
     G_MAXINT },
+  { "handle_type", MEMRES_OPTION_ENUM, "posix_fd",
+    "shareable handle type of the pool: posix_fd (processes of one host, a file descriptor) or "
+    "fabric (bytes alone, across the nodes of a multi-node NVLink domain, where the driver "
+    "grants them: an IMEX channel)",
+    (const char *const[]){ "posix_fd", "fabric", NULL }, 0, 0 },
+  FABRIC_FALLBACK_OPTION,
   POOL_OPTIONS_HERE,
 };
+
+/* %MEMRES_ERROR_NOT_SUPPORTED unless the device has pools shareable with @config's handle
+ * type. */
+static gboolean
+ipc_check_supported (const PoolConfig *config, GError **error)
+{
+  gboolean supported = FALSE;
+
+  if (!pool_check_supported (config, &supported, error))
+    return FALSE;
+  if (supported)
+    return TRUE;
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+               "device %d cannot share memory pools between processes: it lacks memory "
+               "pools or %s pool handles (CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)",
+               config->device,
+               config->handle_type == CU_MEM_HANDLE_TYPE_FABRIC ? "fabric"
+                                                                : "POSIX file descriptor");
+  return FALSE;
+}
 
 static gboolean
 ipc_init (MemresResource *mr, const MemresOptions *options, GError **error)
@@ -40,25 +76,32 @@ ipc_init (MemresResource *mr, const MemresOptions *options, GError **error)
   PoolRecord *pool = memres_resource_get_private (mr);
   gint device = (gint) memres_options_get_int (options, "device");
   PoolConfig config;
-  gboolean supported = FALSE;
+  GError *probe = NULL;
+  gboolean fabric;
 
   pool_config_init_device (&config, device);
   config.create = TRUE;
-  config.handle_type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  config.handle_type = g_strcmp0 (memres_options_get_string (options, "handle_type"), "fabric") == 0
+                           ? CU_MEM_HANDLE_TYPE_FABRIC
+                           : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   if (!pool_config_set_options (&config, options, POOL_OPTIONS_ATTRIBUTES, error)
-      || !memres_cuda_check_device (device, error)
-      || !pool_check_supported (&config, &supported, error))
+      || !memres_cuda_check_device (device, error) || !ipc_check_supported (&config, error))
     return FALSE;
-  if (!supported)
+  if (config.handle_type != CU_MEM_HANDLE_TYPE_FABRIC)
+    return pool_init (pool, &config, error);
+
+  /* the pool's export at creation is the probe (pool_init()) */
+  if (pool_init (pool, &config, &probe))
+    return TRUE;
+  if (!g_error_matches (probe, MEMRES_CUDA_ERROR, CUDA_ERROR_NOT_PERMITTED))
     {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "device %d cannot share memory pools between processes: it lacks memory "
-                   "pools or POSIX file descriptor pool handles "
-                   "(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)",
-                   device);
+      g_propagate_error (error, probe);
       return FALSE;
     }
-  return pool_init (pool, &config, error);
+  if (!fabric_settle ("ipc", device, options, probe, &fabric, error))
+    return FALSE;
+  config.handle_type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return ipc_check_supported (&config, error) && pool_init (pool, &config, error);
 }
 
 static void
@@ -69,6 +112,8 @@ ipc_query (MemresResource *mr, MemresResourceInfo *info)
   info->device = pool->device;
   info->flags
       = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED | MEMRES_MEMORY_IPC_ENABLED;
+  if (pool->handle_type == CU_MEM_HANDLE_TYPE_FABRIC)
+    info->flags |= MEMRES_MEMORY_FABRIC_HANDLES;
   if (pool->imported)
     info->flags |= MEMRES_MEMORY_IMPORTED;
 }
@@ -85,6 +130,7 @@ static const MemresIpcOps ipc_ipc_ops = {
   .version = MEMRES_IPC_OPS_VERSION,
   .import_handle = pool_import_handle,
   POOL_SHARING_SLOTS,
+  POOL_FABRIC_SLOTS, /* handle_type=fabric: the pool's fabric handle in the message */
 };
 
 static gboolean
@@ -94,7 +140,8 @@ ipc_plugin_init (MemresPlugin *plugin, GError **error)
     .struct_size = sizeof (MemresKindInfo),
     .name = "ipc",
     .description = "device memory from a stream-ordered pool shared between processes (POSIX "
-                   "file descriptors); imported pools map buffers but cannot allocate",
+                   "file descriptors, or fabric handles); imported pools map buffers but cannot "
+                   "allocate",
     .options = ipc_options,
     .n_options = G_N_ELEMENTS (ipc_options),
     .ops = &ipc_ops,

@@ -9,19 +9,13 @@
 
 #include "vmm-private.h"
 
+#include "../common/fabric.h"
+
 /* Whether the resource was made with @type handles (the fabric fallback made it POSIX-fd). */
 static gboolean
 vmm_check_type (VmmResource *self, CUmemAllocationHandleType type, const char *what, GError **error)
 {
-  if (self->prop.requestedHandleTypes == type)
-    return TRUE;
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-               "vmm: only a resource created with handle_type=%s%s can %s buffers of other "
-               "processes as %s",
-               type == CU_MEM_HANDLE_TYPE_FABRIC ? "fabric" : "posix_fd",
-               type == CU_MEM_HANDLE_TYPE_FABRIC ? " (where the driver grants fabric handles)" : "",
-               what, type == CU_MEM_HANDLE_TYPE_FABRIC ? "fabric handles" : "POSIX fds");
-  return FALSE;
+  return fabric_check_handle_type ("vmm", self->prop.requestedHandleTypes, type, what, error);
 }
 
 static void

@@ -4,6 +4,8 @@
  * options and the statistics; vmm-buffer.c holds the buffers. */
 #include "vmm-private.h"
 
+#include "../common/fabric.h"
+
 /* CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: only in the newest headers. A
  * driver that does not know the attribute answers CUDA_ERROR_INVALID_VALUE, read as "no". */
 #define VMM_ATTRIBUTE_HOST_VMM_SUPPORTED ((CUdevice_attribute) 145)
@@ -12,7 +14,6 @@ static const char *const location_choices[] = { "device", "host", "host_numa", N
 static const char *const handle_type_choices[] = { "none", "posix_fd", "fabric", NULL };
 static const char *const granularity_choices[] = { "minimum", "recommended", NULL };
 static const char *const access_choices[] = { "rw", "ro", NULL };
-static const char *const fabric_fallback_choices[] = { "fail", "posix_fd", NULL };
 
 static const MemresOptionSpec vmm_options[] = {
   { "device", MEMRES_OPTION_INT, "0", "CUDA device ordinal the memory belongs to", NULL, 0,
@@ -43,10 +44,7 @@ static const MemresOptionSpec vmm_options[] = {
   { "gpu_direct_rdma", MEMRES_OPTION_BOOL, "false",
     "request GPUDirect RDMA capable memory (cuMemCreate allocFlags.gpuDirectRDMACapable)", NULL, 0,
     0 },
-  { "fabric_fallback", MEMRES_OPTION_ENUM, "fail",
-    "handle_type=fabric where the driver refuses fabric handles (no IMEX channel): fail, or use "
-    "posix_fd handles (one host) instead",
-    fabric_fallback_choices, 0, 0 },
+  FABRIC_FALLBACK_OPTION,
 };
 
 /* Sets *supported from a capability attribute; a driver too old to know the attribute counts
@@ -186,54 +184,36 @@ vmm_setup_handle_type (VmmResource *self, const MemresOptions *options, GError *
 }
 
 /* handle_type=fabric: whether the driver lets this process create and export fabric handles,
- * asked with one granule created with CU_MEM_HANDLE_TYPE_FABRIC, exported and released. Where it
- * refuses with CUDA_ERROR_NOT_PERMITTED (no IMEX channel: the H200 machine refuses the
- * cuMemCreate), fabric_fallback=posix_fd switches to POSIX-fd handles, else the error names the
- * missing channel. The handle type in use shows in the flags: %MEMRES_MEMORY_FABRIC_HANDLES. */
+ * asked with one granule (fabric_probe_memory()); where it refuses with CUDA_ERROR_NOT_PERMITTED
+ * (no IMEX channel: the H200 machine refuses the cuMemCreate), fabric_fallback=posix_fd switches
+ * to POSIX-fd handles, else the error names the missing channel (fabric_settle()). The handle
+ * type in use shows in the flags: %MEMRES_MEMORY_FABRIC_HANDLES. */
 static gboolean
 vmm_setup_fabric (VmmResource *self, const MemresOptions *options, GError **error)
 {
-  CUmemGenericAllocationHandle handle;
-  CUmemFabricHandle fabric;
-  const char *call = "cuMemCreate";
+  GError *probe = NULL;
+  gboolean fabric;
+  const char *call;
   CUresult res;
 
   if (self->prop.requestedHandleTypes != CU_MEM_HANDLE_TYPE_FABRIC)
     return TRUE;
-  res = self->drv->cuMemCreate (&handle, self->granularity, &self->prop, 0);
-  if (res == CUDA_SUCCESS)
+  res = fabric_probe_memory (self->drv, &self->prop, self->granularity, &call);
+  if (res != CUDA_SUCCESS)
+    memres_cuda_set_error (&probe, res, call);
+  if (!fabric_settle ("vmm", self->device, options, probe, &fabric, error))
+    return FALSE;
+  self->flags |= MEMRES_MEMORY_IPC_ENABLED;
+  if (fabric)
     {
-      call = "cuMemExportToShareableHandle";
-      res = self->drv->cuMemExportToShareableHandle (&fabric, handle, CU_MEM_HANDLE_TYPE_FABRIC, 0);
-      self->drv->cuMemRelease (handle);
-    }
-  if (res == CUDA_SUCCESS)
-    {
-      self->flags |= MEMRES_MEMORY_FABRIC_HANDLES | MEMRES_MEMORY_IPC_ENABLED;
+      self->flags |= MEMRES_MEMORY_FABRIC_HANDLES;
       return TRUE;
     }
-  if (res == CUDA_ERROR_NOT_PERMITTED
-      && g_strcmp0 (memres_options_get_string (options, "fabric_fallback"), "posix_fd") == 0)
-    {
-      /* the same granularity holds: the options asked for both kinds of handle support */
-      self->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-      self->flags |= MEMRES_MEMORY_IPC_ENABLED;
-      return vmm_require_capability (
-          self, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
-          "handle_type=fabric with fabric_fallback=posix_fd", error);
-    }
-  memres_cuda_set_error (error, res, call);
-  if (res == CUDA_ERROR_NOT_PERMITTED)
-    g_prefix_error (error,
-                    "vmm: handle_type=fabric: device %d may not share fabric handles: this process "
-                    "has no IMEX channel (/dev/nvidia-caps-imex-channels/channelN, given by the "
-                    "nvidia-imex service of a multi-node NVLink domain); set "
-                    "fabric_fallback=posix_fd to share within this host instead: ",
-                    self->device);
-  else
-    g_prefix_error (error,
-                    "vmm: handle_type=fabric: probing fabric handles on device %d: ", self->device);
-  return FALSE;
+  /* the same granularity holds: the options asked for both kinds of handle support */
+  self->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  return vmm_require_capability (self,
+                                 CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                                 "handle_type=fabric with fabric_fallback=posix_fd", error);
 }
 
 static gboolean

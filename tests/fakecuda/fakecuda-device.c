@@ -107,7 +107,9 @@ fk_default_attribute (int device, int attr)
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
       return !no_pools;
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
-      return no_pools || no_ipc ? 0 : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+      return no_pools || no_ipc
+                 ? 0
+                 : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
       return !no_vmm;
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:

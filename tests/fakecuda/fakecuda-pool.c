@@ -6,11 +6,14 @@
  * at a synchronization point (stream, event or context synchronize) a pool holding more than its
  * release threshold releases free chunks until it holds no more than the threshold;
  * cuMemPoolTrimTo releases free chunks down to its argument. A pool created with
- * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR keeps its chunks in one sparse memfd (named after the
- * pool so that an importer can find the pool's identity and device), exported as a dup of that
- * fd; an exported pointer is its offset in the memfd. */
+ * CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (or CU_MEM_HANDLE_TYPE_FABRIC) keeps its chunks in one
+ * sparse memfd (named after the pool so that an importer can find the pool's identity and
+ * device), exported as a dup of that fd, or as a fabric handle that names the exporting process,
+ * the memfd and its inode (FkPoolFabric: the host's processes are the namespace, as for VMM
+ * fabric handles); an exported pointer is its offset in the memfd. */
 #include "fakecuda-private.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -831,7 +834,7 @@ fk_cuMemPoolCreate (CUmemoryPool *pool, const CUmemPoolProps *poolProps)
       = poolProps->maxSize ? fk_round_up (poolProps->maxSize, FK_POOL_MAX_ROUND) : max_default;
   if (p->max_size == 0) /* rounding overflowed */
     p->max_size = SIZE_MAX;
-  if (handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+  if (handle_types & (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC))
     {
       if (!fk_pool_make_memfd (p))
         {
@@ -1105,6 +1108,22 @@ fk_cuMemFreeAsync (CUdeviceptr dptr, CUstream hStream)
 
 /* Pool IPC */
 
+/* A pool's fabric handle: the exporting process, the pool's memfd and its inode, the pool's
+ * identity. Any process of the host (of the same user) opens /proc/PID/fd/FD; a handle of a
+ * pool destroyed since (its memfd closed, the fd number gone or reused) is refused:
+ * CUDA_ERROR_INVALID_VALUE. */
+typedef struct
+{
+  char magic[8];
+  int32_t pid;
+  int32_t fd;
+  uint64_t ino;
+  uint8_t identity[16];
+  uint8_t zero[24];
+} FkPoolFabric;
+_Static_assert(sizeof (FkPoolFabric) == sizeof (CUmemFabricHandle), "pool fabric handle size");
+#define FK_POOL_FABRIC_MAGIC "FKFABPL1"
+
 CUresult
 fk_cuMemPoolExportToShareableHandle (void *handle_out, CUmemoryPool pool,
                                      CUmemAllocationHandleType handleType, unsigned long long flags)
@@ -1114,8 +1133,27 @@ fk_cuMemPoolExportToShareableHandle (void *handle_out, CUmemoryPool pool,
   FK_ENTER (cuMemPoolExportToShareableHandle);
   if (handle_out == NULL || flags != 0 || !fk_pool_valid (pool) || pool->imported
       || (pool->props.handleTypes & handleType) == 0
-      || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+      || (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+          && handleType != CU_MEM_HANDLE_TYPE_FABRIC))
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+  if (handleType == CU_MEM_HANDLE_TYPE_FABRIC)
+    {
+      FkPoolFabric f = { 0 };
+      struct stat st;
+
+      /* as on the H200 without an IMEX channel: the pool is created, its export refused */
+      if (getenv ("FAKECUDA_NO_IMEX") != NULL)
+        FK_RETURN (CUDA_ERROR_NOT_PERMITTED);
+      if (fstat (pool->memfd, &st) != 0)
+        FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
+      memcpy (f.magic, FK_POOL_FABRIC_MAGIC, 8);
+      f.pid = (int32_t) getpid ();
+      f.fd = pool->memfd;
+      f.ino = (uint64_t) st.st_ino;
+      memcpy (f.identity, pool->identity, 16);
+      memcpy (handle_out, &f, sizeof f);
+      FK_RETURN (CUDA_SUCCESS);
+    }
   fd = fcntl (pool->memfd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0)
     FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
@@ -1164,6 +1202,43 @@ fk_parse_pool_fd (int fd, uint8_t identity[16], int *device, CUmemLocation *loca
   return type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
 }
 
+/* The fd of the pool a fabric handle names, opened through /proc (a new fd of this process),
+ * or -1 with *@r set. */
+static int
+fk_pool_open_fabric (const void *handle, CUresult *r)
+{
+  FkPoolFabric f;
+  char path[64];
+  struct stat st;
+  int own;
+
+  *r = CUDA_ERROR_INVALID_VALUE;
+  if (handle == NULL)
+    return -1;
+  memcpy (&f, handle, sizeof f);
+  if (memcmp (f.magic, FK_POOL_FABRIC_MAGIC, 8) != 0 || !fk_all_zero (f.zero, sizeof f.zero))
+    return -1;
+  if (getenv ("FAKECUDA_NO_IMEX") != NULL)
+    {
+      *r = CUDA_ERROR_NOT_PERMITTED;
+      return -1;
+    }
+  snprintf (path, sizeof path, "/proc/%d/fd/%d", (int) f.pid, (int) f.fd);
+  own = open (path, O_RDWR | O_CLOEXEC);
+  if (own < 0)
+    {
+      if (errno == EACCES || errno == EPERM)
+        *r = CUDA_ERROR_NOT_PERMITTED;
+      return -1;
+    }
+  if (fstat (own, &st) != 0 || (uint64_t) st.st_ino != f.ino)
+    {
+      close (own);
+      return -1;
+    }
+  return own;
+}
+
 CUresult
 fk_cuMemPoolImportFromShareableHandle (CUmemoryPool *pool_out, void *handle,
                                        CUmemAllocationHandleType handleType,
@@ -1176,19 +1251,39 @@ fk_cuMemPoolImportFromShareableHandle (CUmemoryPool *pool_out, void *handle,
   FkPool *p;
 
   FK_ENTER (cuMemPoolImportFromShareableHandle);
-  if (pool_out == NULL || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+  if (pool_out == NULL || flags != 0
+      || (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+          && handleType != CU_MEM_HANDLE_TYPE_FABRIC))
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
-  if (fd < 0 || fstat (fd, &st) != 0)
-    FK_RETURN (CUDA_ERROR_INVALID_VALUE);
-  /* An fd that is no pool's shareable handle: the real driver (580, H200) answers
-   * CUDA_ERROR_UNKNOWN. */
-  if (!fk_parse_pool_fd (fd, identity, &device, &props.location))
-    FK_RETURN (CUDA_ERROR_UNKNOWN);
-  own = fcntl (fd, F_DUPFD_CLOEXEC, 0);
-  if (own < 0)
-    FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
+  if (handleType == CU_MEM_HANDLE_TYPE_FABRIC)
+    {
+      CUresult r;
+
+      own = fk_pool_open_fabric (handle, &r);
+      if (own < 0)
+        FK_RETURN (r);
+      /* the memfd must be a pool's, and the one whose identity the handle carries */
+      if (fstat (own, &st) != 0 || !fk_parse_pool_fd (own, identity, &device, &props.location)
+          || memcmp (identity, ((const FkPoolFabric *) handle)->identity, 16) != 0)
+        {
+          close (own);
+          FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+        }
+    }
+  else
+    {
+      if (fd < 0 || fstat (fd, &st) != 0)
+        FK_RETURN (CUDA_ERROR_INVALID_VALUE);
+      /* An fd that is no pool's shareable handle: the real driver (580, H200) answers
+       * CUDA_ERROR_UNKNOWN. */
+      if (!fk_parse_pool_fd (fd, identity, &device, &props.location))
+        FK_RETURN (CUDA_ERROR_UNKNOWN);
+      own = fcntl (fd, F_DUPFD_CLOEXEC, 0);
+      if (own < 0)
+        FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
+    }
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-  props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  props.handleTypes = handleType;
   p = fk_pool_new (&props, device);
   if (p == NULL)
     {

@@ -132,9 +132,6 @@ fk_check_prop (const CUmemAllocationProp *prop, int *device)
       if ((types & CU_MEM_HANDLE_TYPE_FABRIC)
           && !fk_device_attribute (d, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED))
         return CUDA_ERROR_NOT_SUPPORTED;
-      /* a machine without an IMEX channel (the H200 one): supported, but not permitted */
-      if ((types & CU_MEM_HANDLE_TYPE_FABRIC) && getenv ("FAKECUDA_NO_IMEX") != NULL)
-        return CUDA_ERROR_NOT_PERMITTED;
     }
   return CUDA_SUCCESS;
 }
@@ -246,6 +243,11 @@ fk_cuMemCreate (CUmemGenericAllocationHandle *handle, size_t size, const CUmemAl
   if (handle == NULL || flags != 0)
     FK_RETURN (CUDA_ERROR_INVALID_VALUE);
   r = fk_check_prop (prop, &device);
+  /* a machine without an IMEX channel (the H200 one): supported (the granularity is answered),
+   * but the creation is not permitted */
+  if (r == CUDA_SUCCESS && (prop->requestedHandleTypes & CU_MEM_HANDLE_TYPE_FABRIC)
+      && getenv ("FAKECUDA_NO_IMEX") != NULL)
+    r = CUDA_ERROR_NOT_PERMITTED;
   if (r != CUDA_SUCCESS)
     FK_RETURN (r);
   if (size == 0 || size % fk.granularity != 0)

@@ -1,8 +1,8 @@
 /* memres - CUDA memory resources
- * pool-ipc.c: sharing a pool between processes through POSIX file descriptors: the pool
- * (cuMemPoolExportToShareableHandle / cuMemPoolImportFromShareableHandle) and its allocations
- * (cuMemPoolExportPointer / cuMemPoolImportPointer), as the export and import slots of the ipc
- * kind, and of pinned with ipc=true. */
+ * pool-ipc.c: sharing a pool between processes through POSIX file descriptors, or fabric
+ * handles: the pool (cuMemPoolExportToShareableHandle / cuMemPoolImportFromShareableHandle) and
+ * its allocations (cuMemPoolExportPointer / cuMemPoolImportPointer, the same for both handle
+ * types), as the export and import slots of the ipc kind, and of pinned with ipc=true. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -35,12 +35,15 @@ G_STATIC_ASSERT (sizeof (((CUmemPoolPtrExportData *) NULL)->reserved)
  * pool_is_shareable:
  * @pool: a record
  *
- * Returns: %TRUE when @pool was created with POSIX file descriptor handles, or imported
+ * Returns: %TRUE when @pool was created with POSIX file descriptor or fabric handles, or
+ *   imported
  */
 gboolean
 pool_is_shareable (const PoolRecord *pool)
 {
-  return (pool->handle_type & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
+  return (pool->handle_type
+          & (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC))
+         != 0;
 }
 
 /* Whether the pool can be shared: %MEMRES_ERROR_NOT_SUPPORTED naming why not otherwise. */
@@ -73,8 +76,8 @@ check_shareable (const PoolRecord *pool, GError **error)
  * open. Thread-safe.
  *
  * Returns: %TRUE on success; %FALSE with %MEMRES_ERROR_NOT_SUPPORTED (the pool is not
- *   shareable, or the instance has none), %MEMRES_ERROR_FAILED (dup() failed) or a
- *   %MEMRES_CUDA_ERROR.
+ *   shareable, shares by its fabric handle, or the instance has none), %MEMRES_ERROR_FAILED
+ *   (dup() failed) or a %MEMRES_CUDA_ERROR.
  */
 gboolean
 pool_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error)
@@ -84,6 +87,15 @@ pool_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error
 
   if (!check_shareable (pool, error))
     return FALSE;
+  if (pool->share_fd < 0)
+    {
+      g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                           "the pool shares by its fabric handle (handle_type=fabric), not by a "
+                           "file descriptor: share its buffers with "
+                           "memres_buffer_export_message(), whose message carries the pool's "
+                           "fabric handle as bytes");
+      return FALSE;
+    }
 
   fd = fcntl (pool->share_fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0)
@@ -114,6 +126,85 @@ is_not_a_pool_handle (CUresult r)
          || r == CUDA_ERROR_UNKNOWN;
 }
 
+/* pool_init_import() of @handle's fd, or (@fabric not NULL) of @fabric's bytes: the pool
+ * imported from it on the device with @handle's UUID (@location NULL) or at @location. */
+static gboolean
+init_import (PoolRecord *pool, const MemresIpcHandle *handle, const MemresFabricHandle *fabric,
+             const CUmemLocation *location, GError **error)
+{
+  const MemresCudaDriver *drv;
+  CUmemAllocationHandleType type
+      = fabric != NULL ? CU_MEM_HANDLE_TYPE_FABRIC : CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  MemresFabricHandle copy; /* the driver's argument is not const */
+  CUmemLocation where;
+  CUmemoryPool imported = NULL;
+  CUresult r;
+  gint device;
+  int fd = -1;
+
+  memset (pool, 0, sizeof *pool);
+  pool->share_fd = -1;
+  drv = memres_cuda_get_driver (error);
+  if (drv == NULL)
+    return FALSE;
+  if (!memres_cuda_find_device_by_uuid (memres_ipc_handle_get_device_uuid (handle), &device, error))
+    return FALSE;
+  if (location != NULL)
+    where = *location;
+  else
+    {
+      where.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      where.id = device;
+    }
+
+  if (fabric != NULL)
+    {
+      copy = *fabric;
+      /* bytes the driver does not know (forged, or of a pool destroyed since) are its error;
+       * a process without the exporter's IMEX channel gets CUDA_ERROR_NOT_PERMITTED */
+      r = drv->cuMemPoolImportFromShareableHandle (&imported, copy.data, type, 0);
+      if (r != CUDA_SUCCESS)
+        return memres_cuda_set_error (error, r, "cuMemPoolImportFromShareableHandle");
+    }
+  else
+    {
+      fd = fcntl (memres_ipc_handle_get_fd (handle), F_DUPFD_CLOEXEC, 0);
+      if (fd < 0)
+        {
+          int saved = errno;
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                       "duplicating the handle's file descriptor: %s", g_strerror (saved));
+          return FALSE;
+        }
+      r = drv->cuMemPoolImportFromShareableHandle (&imported, (void *) (gintptr) fd, type, 0);
+    }
+  if (r != CUDA_SUCCESS)
+    {
+      close (fd);
+      if (is_not_a_pool_handle (r))
+        {
+          GError *cuda_error = NULL;
+          memres_cuda_set_error (&cuda_error, r, "cuMemPoolImportFromShareableHandle");
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                       "the handle is not the shareable handle of a memory pool: %s",
+                       cuda_error->message);
+          g_error_free (cuda_error);
+          return FALSE;
+        }
+      return memres_cuda_set_error (error, r, "cuMemPoolImportFromShareableHandle");
+    }
+
+  pool_init_for_handle (pool, drv, imported, TRUE, &where, device, type);
+  pool->share_fd = fd;
+  if (fabric != NULL)
+    pool->fabric = *fabric;
+  pool->imported = TRUE;
+  pool->fast_size = 0; /* the checked path refuses allocation */
+  memcpy (pool->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
+  memcpy (pool->device_uuid, memres_ipc_handle_get_device_uuid (handle), MEMRES_IPC_ID_SIZE);
+  return TRUE;
+}
+
 /**
  * pool_init_import:
  * @pool: (out caller-allocates): the pool to set up
@@ -138,62 +229,29 @@ gboolean
 pool_init_import (PoolRecord *pool, const MemresIpcHandle *handle, const CUmemLocation *location,
                   GError **error)
 {
-  const MemresCudaDriver *drv;
-  CUmemLocation where;
-  CUmemoryPool imported = NULL;
-  CUresult r;
-  gint device;
-  int fd;
+  return init_import (pool, handle, NULL, location, error);
+}
 
-  memset (pool, 0, sizeof *pool);
-  pool->share_fd = -1;
-  drv = memres_cuda_get_driver (error);
-  if (drv == NULL)
-    return FALSE;
-  if (!memres_cuda_find_device_by_uuid (memres_ipc_handle_get_device_uuid (handle), &device, error))
-    return FALSE;
-  if (location != NULL)
-    where = *location;
-  else
-    {
-      where.type = CU_MEM_LOCATION_TYPE_DEVICE;
-      where.id = device;
-    }
-
-  fd = fcntl (memres_ipc_handle_get_fd (handle), F_DUPFD_CLOEXEC, 0);
-  if (fd < 0)
-    {
-      int saved = errno;
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
-                   "duplicating the handle's file descriptor: %s", g_strerror (saved));
-      return FALSE;
-    }
-  r = drv->cuMemPoolImportFromShareableHandle (&imported, (void *) (gintptr) fd,
-                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-  if (r != CUDA_SUCCESS)
-    {
-      close (fd);
-      if (is_not_a_pool_handle (r))
-        {
-          GError *cuda_error = NULL;
-          memres_cuda_set_error (&cuda_error, r, "cuMemPoolImportFromShareableHandle");
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                       "the handle is not the shareable handle of a memory pool: %s",
-                       cuda_error->message);
-          g_error_free (cuda_error);
-          return FALSE;
-        }
-      return memres_cuda_set_error (error, r, "cuMemPoolImportFromShareableHandle");
-    }
-
-  pool_init_for_handle (pool, drv, imported, TRUE, &where, device,
-                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-  pool->share_fd = fd;
-  pool->imported = TRUE;
-  pool->fast_size = 0; /* the checked path refuses allocation */
-  memcpy (pool->pool_id, memres_ipc_handle_get_pool_id (handle), MEMRES_IPC_ID_SIZE);
-  memcpy (pool->device_uuid, memres_ipc_handle_get_device_uuid (handle), MEMRES_IPC_ID_SIZE);
-  return TRUE;
+/**
+ * pool_init_import_fabric:
+ * @pool: (out caller-allocates): the pool to set up
+ * @handle: the pool's identity (kind, pool identity, device UUID), holding no fd
+ * @fabric: the pool's fabric handle, received from the exporting process (untrusted bytes)
+ * @error: return location for a #GError
+ *
+ * As pool_init_import() for device memory, with the pool named by @fabric
+ * (cuMemPoolImportFromShareableHandle() with `CU_MEM_HANDLE_TYPE_FABRIC`); the pool keeps the
+ * bytes, for pool_export_fabric_handle(). On failure nothing is left open.
+ *
+ * Returns: %TRUE on success; %FALSE with %MEMRES_ERROR_WRONG_DEVICE (no device with that
+ *   UUID), %MEMRES_ERROR_NO_DEVICE, %MEMRES_ERROR_NO_DRIVER or a %MEMRES_CUDA_ERROR (bytes the
+ *   driver does not know, `CUDA_ERROR_NOT_PERMITTED` without the exporter's IMEX channel).
+ */
+gboolean
+pool_init_import_fabric (PoolRecord *pool, const MemresIpcHandle *handle,
+                         const MemresFabricHandle *fabric, GError **error)
+{
+  return init_import (pool, handle, fabric, NULL, error);
 }
 
 /**
@@ -343,4 +401,52 @@ gboolean
 pool_import_handle (MemresResource *mr, const MemresIpcHandle *handle, GError **error)
 {
   return pool_init_import (POOL_RECORD (mr), handle, NULL, error);
+}
+
+/**
+ * pool_export_fabric_handle:
+ * @mr: an instance of a pool kind
+ * @out: (out caller-allocates): the pool's fabric handle
+ * @error: return location for a #GError
+ *
+ * The export_fabric_handle slot: the fabric handle the pool was exported as at creation, or
+ * the one it was imported from (so that it can be forwarded). No driver call. Thread-safe.
+ *
+ * Returns: %TRUE on success; %FALSE with %MEMRES_ERROR_NOT_SUPPORTED when the pool has no
+ *   fabric handle (made with POSIX-fd handles, or the instance has no pool).
+ */
+gboolean
+pool_export_fabric_handle (MemresResource *mr, MemresFabricHandle *out, GError **error)
+{
+  PoolRecord *pool = POOL_RECORD (mr);
+
+  if (pool->other != NULL)
+    return pool_refuse_without_pool (pool, error);
+  if (pool->handle_type != CU_MEM_HANDLE_TYPE_FABRIC)
+    {
+      g_set_error_literal (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                           "the pool has no fabric handle (create it with handle_type=fabric)");
+      return FALSE;
+    }
+  *out = pool->fabric;
+  return TRUE;
+}
+
+/**
+ * pool_import_fabric_handle:
+ * @mr: a new instance of a kind of device pools (private data zero-filled)
+ * @handle: the pool's identity, holding no fd (transfer none)
+ * @fabric: the pool's fabric handle (transfer none)
+ * @error: return location for a #GError
+ *
+ * The import_fabric_handle slot of a kind whose pools hold device memory:
+ * pool_init_import_fabric().
+ *
+ * Returns: %TRUE on success; %FALSE with the errors of pool_init_import_fabric().
+ */
+gboolean
+pool_import_fabric_handle (MemresResource *mr, const MemresIpcHandle *handle,
+                           const MemresFabricHandle *fabric, GError **error)
+{
+  return pool_init_import_fabric (POOL_RECORD (mr), handle, fabric, error);
 }

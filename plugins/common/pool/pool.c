@@ -390,8 +390,11 @@ pool_init_for_handle (PoolRecord *pool, const MemresCudaDriver *drv, CUmemoryPoo
  * pool_destroy() of the last one sets the threshold back to 0 (unless someone set
  * another value meanwhile). Attributes @config gives explicitly stay as set: they change the
  * shared pool for every user, for the life of the process. Shareable pools also get
- * @device_uuid (cuDeviceGetUuid). The caller checks beforehand that the device exists
- * (memres_cuda_check_device()) and supports pools (pool_check_supported()).
+ * @device_uuid (cuDeviceGetUuid) and are exported once (cuMemPoolExportToShareableHandle): a
+ * POSIX-fd pool into @share_fd, a pool of fabric handles into @fabric (a process without an
+ * IMEX channel gets `CUDA_ERROR_NOT_PERMITTED` there: the probe of `ipc`'s handle_type=fabric). The
+ * caller checks beforehand that the device exists (memres_cuda_check_device()) and supports pools
+ * (pool_check_supported()).
  *
  * On failure nothing is left: a pool created here is destroyed again.
  *
@@ -455,6 +458,18 @@ pool_init (PoolRecord *pool, const PoolConfig *config, GError **error)
   if (config->handle_type != CU_MEM_HANDLE_TYPE_NONE
       && !memres_cuda_get_device_uuid (config->device, pool->device_uuid, error))
     goto fail;
+  if (config->create && config->handle_type == CU_MEM_HANDLE_TYPE_FABRIC)
+    {
+      /* the driver decides here whether this process may share fabric handles (an IMEX
+       * channel: the H200 machine refuses with CUDA_ERROR_NOT_PERMITTED) */
+      r = drv->cuMemPoolExportToShareableHandle (&pool->fabric, handle, CU_MEM_HANDLE_TYPE_FABRIC,
+                                                 0);
+      if (r != CUDA_SUCCESS)
+        {
+          memres_cuda_set_error (error, r, "cuMemPoolExportToShareableHandle");
+          goto fail;
+        }
+    }
   if (config->create && config->handle_type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
     {
       int fd = -1;

@@ -80,7 +80,7 @@ const char *pool_options_first_set (const MemresOptions *options, PoolOptions wh
  * @create: %TRUE for a new pool owned by the record (cuMemPoolCreate), %FALSE to wrap the
  *   location's current pool (not owned)
  * @handle_type: shareable handle types of a new pool: `CU_MEM_HANDLE_TYPE_NONE`, or
- *   `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR` for IPC
+ *   `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR` or `CU_MEM_HANDLE_TYPE_FABRIC` for IPC
  * @max_size: new pools: the most bytes of live allocations the pool serves (enforced here,
  *   also passed to the driver as maxSize, which it rounds up); 0 = driver default
  * @release_threshold_set: whether @release_threshold is given
@@ -152,6 +152,9 @@ gboolean pool_check_supported (const PoolConfig *config, gboolean *supported, GE
  *   pool never exported: CUDA_ERROR_INVALID_VALUE, seen on the H200); for an imported pool,
  *   this process's duplicate of the fd it was imported from. pool_export_handle() hands out
  *   duplicates; pool_destroy() closes it. -1 for other pools
+ * @fabric: a pool of fabric handles (@handle_type `CU_MEM_HANDLE_TYPE_FABRIC`): its fabric
+ *   handle, exported once at creation (cuMemPoolExportToShareableHandle(), which is also the
+ *   probe: a process without an IMEX channel is refused there) or the one it was imported from
  *
  * The pool kinds' shared instance data, placed first in each kind's private data. Set up in
  * init (or import_handle), read-only after that but for the atomic counters and the access
@@ -182,6 +185,7 @@ typedef struct
   guint8 pool_id[MEMRES_IPC_ID_SIZE];
   guint8 device_uuid[MEMRES_IPC_ID_SIZE];
   gint share_fd;
+  MemresFabricHandle fabric;
   /*< private >*/
   GMutex access_lock;    /* serializes set_access and guards peers_granted */
   guint64 peers_granted; /* bit d: device d was granted access by set_access */
@@ -193,6 +197,8 @@ typedef struct
 gboolean pool_init (PoolRecord *pool, const PoolConfig *config, GError **error);
 gboolean pool_init_import (PoolRecord *pool, const MemresIpcHandle *handle,
                            const CUmemLocation *location, GError **error);
+gboolean pool_init_import_fabric (PoolRecord *pool, const MemresIpcHandle *handle,
+                                  const MemresFabricHandle *fabric, GError **error);
 
 /**
  * PoolContext:
@@ -262,6 +268,9 @@ gboolean pool_set_access (MemresResource *mr, const MemresAccessDesc *descs, gui
 gboolean pool_get_access (MemresResource *mr, gint device, MemresAccess *access, GError **error);
 gboolean pool_export_handle (MemresResource *mr, MemresIpcHandle **handle, GError **error);
 gboolean pool_import_handle (MemresResource *mr, const MemresIpcHandle *handle, GError **error);
+gboolean pool_export_fabric_handle (MemresResource *mr, MemresFabricHandle *out, GError **error);
+gboolean pool_import_fabric_handle (MemresResource *mr, const MemresIpcHandle *handle,
+                                    const MemresFabricHandle *fabric, GError **error);
 gboolean pool_export_buffer (MemresResource *mr, const MemresAllocation *alloc,
                              MemresBufferExport *out, GError **error);
 gboolean pool_import_buffer (MemresResource *mr, const MemresBufferExport *in, MemresStream stream,
@@ -271,7 +280,8 @@ gboolean pool_import_buffer (MemresResource *mr, const MemresBufferExport *in, M
  * own init and query, POOL_SLOTS every pool kind takes (finalize, allocate, deallocate,
  * get_stats, reset_stats, trim, at_fork, snapshot) and POOL_ACCESS_SLOTS (set_access, get_access);
  * of a sharing kind's #MemresIpcOps, POOL_SHARING_SLOTS (export_handle, export_buffer,
- * import_buffer; import_handle is pool_import_handle() for device memory, or the kind's own). */
+ * import_buffer; import_handle is pool_import_handle() for device memory, or the kind's own);
+ * a kind of device pools with fabric handles adds POOL_FABRIC_SLOTS. */
 #define POOL_SLOTS                                                                                 \
   .finalize = pool_finalize, .allocate = pool_allocate, .deallocate = pool_deallocate,             \
   .get_stats = pool_get_stats, .reset_stats = pool_reset_stats, .trim = pool_trim,                 \
@@ -280,5 +290,8 @@ gboolean pool_import_buffer (MemresResource *mr, const MemresBufferExport *in, M
 #define POOL_SHARING_SLOTS                                                                         \
   .export_handle = pool_export_handle, .export_buffer = pool_export_buffer,                        \
   .import_buffer = pool_import_buffer
+#define POOL_FABRIC_SLOTS                                                                          \
+  .export_fabric_handle = pool_export_fabric_handle,                                               \
+  .import_fabric_handle = pool_import_fabric_handle
 
 G_END_DECLS
