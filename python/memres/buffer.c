@@ -40,6 +40,7 @@ pymemres_buffer_wrap (MemresBuffer *buf)
   self->weakrefs = NULL;
   self->state = 0;
   self->n_views = 0;
+  self->exported = 0;
   return (PyObject *) self;
 }
 
@@ -135,6 +136,59 @@ close_refused (PyMemresBuffer *self)
   return NULL;
 }
 
+MemresBuffer *
+pymemres_closed_buffer (void)
+{
+  static gsize closed; /* the buffer, or 1 when it could not be made */
+
+  if (g_once_init_enter (&closed))
+    {
+      static char nothing;
+      MemresBuffer *buf = memres_buffer_new_for_pointer (
+          &nothing, 0, -1, MEMRES_MEMORY_HOST_ACCESSIBLE, NULL, NULL, NULL);
+
+      if (buf != NULL)
+        memres_buffer_close (buf, NULL, NULL);
+      g_once_init_leave (&closed, buf != NULL ? (gsize) buf : 1);
+    }
+  if (closed == 1)
+    {
+      PyErr_NoMemory ();
+      return NULL;
+    }
+  return memres_buffer_ref ((MemresBuffer *) closed);
+}
+
+/* close() of a buffer exported through DLPack (@self's state CLOSING): the object lets go of
+ * the memory, which its consumers' tensors keep; the last reference (the object's, when every
+ * tensor is gone already) frees it on @stream when one was given, else on its deallocation
+ * stream. A failure of that free is memres_buffer_unref()'s: logged, not raised. */
+static PyObject *
+close_exported (PyMemresBuffer *self, MemresStream stream)
+{
+  MemresBuffer *buf = self->buf, *closed;
+  GError *error = NULL;
+
+  if ((stream != NULL && !memres_buffer_set_deallocation_stream (buf, stream, &error))
+      || (closed = pymemres_closed_buffer ()) == NULL)
+    {
+      PYMEMRES_STATE_SET (&self->state,
+                          memres_buffer_is_closed (buf) ? PYMEMRES_CLOSING | PYMEMRES_CLOSED : 0);
+      return error != NULL ? pymemres_raise (error) : NULL;
+    }
+  self->buf = closed;
+  PYMEMRES_STATE_SET (&self->state, PYMEMRES_CLOSING | PYMEMRES_CLOSED);
+  if (pymemres_close_may_wait (buf))
+    {
+      Py_BEGIN_ALLOW_THREADS;
+      memres_buffer_unref (buf);
+      Py_END_ALLOW_THREADS;
+    }
+  else
+    memres_buffer_unref (buf);
+  Py_RETURN_NONE;
+}
+
 static const char *const stream_names[] = { "stream" };
 
 /* close(stream), inline in close() itself */
@@ -152,6 +206,8 @@ close_on (PyMemresBuffer *self, MemresStream stream)
       if (refused != NULL || PyErr_Occurred ())
         return refused;
     }
+  if (G_UNLIKELY (PYMEMRES_STATE_GET (&self->exported)))
+    return close_exported (self, stream);
   if (pymemres_close_may_wait (self->buf))
     {
       Py_BEGIN_ALLOW_THREADS;
@@ -431,7 +487,11 @@ static PyMethodDef buffer_methods[] = {
     "Closing a closed buffer does nothing. Afterwards size, handle are 0 and device_id -1;\n"
     "other calls raise ClosedError. Releases the GIL when the close may wait for a stream\n"
     "(device memory that is not stream-ordered). Raises Error when the driver fails; the\n"
-    "buffer stays open then." },
+    "buffer stays open then.\n\n"
+    "A buffer exported through DLPack (__dlpack__) is closed at once here too, but its\n"
+    "memory stays allocated while a consumer's tensor lives: the last tensor's deleter\n"
+    "frees it, on stream when one was given (cuda.core's and CuPy's rule). A failure of\n"
+    "that free is logged, not raised." },
   { "copy_to", FASTCALL (buffer_copy_to), METH_FASTCALL | METH_KEYWORDS,
     "copy_to(dst, stream=None)\n\n"
     "Copies all of this buffer into the Buffer dst, of the same size, ordered on stream\n"

@@ -25,13 +25,17 @@ typedef struct
  * there are users, and a user is refused once a close has begun, in one compare-and-swap on a
  * free-threaded build (a plain load and store under the GIL, which every change holds):
  * pymemres_buffer_use(), pymemres_buffer_begin_close(). @n_views (views alone) only words the
- * error. */
+ * error. @exported is set once the buffer was exported through DLPack: its tensors hold
+ * references of their own on @buf, so close() then drops the object's reference instead of
+ * freeing the memory under a consumer (the last tensor's deleter frees it), and @buf becomes
+ * pymemres_closed_buffer(). */
 typedef struct
 {
   PyObject_HEAD MemresBuffer *buf;
   PyObject *weakrefs;
   gint state;
   gint n_views;
+  gint exported;
 } PyMemresBuffer;
 
 #define PYMEMRES_CLOSING 1
@@ -104,6 +108,10 @@ pymemres_stream_from_object (PyObject *obj, MemresStream *stream)
 /* resource.c, buffer.c */
 PyObject *pymemres_resource_wrap (MemresResource *mr);
 PyObject *pymemres_buffer_wrap (MemresBuffer *buf);
+/* A closed buffer of 0 bytes, made once, that the Buffer objects whose close() gave their
+ * memory to its DLPack consumers hold instead (so that their getters answer as a closed
+ * buffer's); a new reference, or NULL with MemoryError (the first call failed). */
+MemresBuffer *pymemres_closed_buffer (void);
 /* Buffer.close(stream): None, or NULL with BufferError (users, a close on another thread) or
  * the close's error */
 PyObject *pymemres_buffer_close_on (PyMemresBuffer *self, MemresStream stream);
