@@ -19,7 +19,9 @@
  * a `vmm` buffer), the innermost is the shortest holding the address, and of equal ranges the
  * later mapped (the segments of one resource never overlap; those of two layers nest, the upper
  * one mapped after the segment it lies in). A change rewrites only the slots of the pages the
- * segment spans: its cost does not depend on how many segments there are.
+ * segment spans: its cost does not depend on how many segments there are, and a page the segment
+ * covers whole and shares with no other (a large segment's interior) is one compare and one
+ * store, its GiB's node found once for all of them (pages_update).
  *
  * Readers take no lock and write nothing shared: they read with atomic loads between two reads
  * of a sequence number, and retry when it changed (a writer makes it odd while it changes the
