@@ -184,7 +184,7 @@ pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     }
   /* the tensor holds a reference: close() now leaves the memory to it */
   if (capsule != NULL)
-    PYMEMRES_STATE_SET (&((PyMemresBuffer *) self)->exported, 1);
+    pymemres_buffer_mark_exported ((PyMemresBuffer *) self);
   return capsule;
 }
 

@@ -18,6 +18,12 @@ static int n_free;
 PyObject *
 pymemres_buffer_wrap (MemresBuffer *buf)
 {
+  return pymemres_buffer_wrap_known (buf, pymemres_close_may_wait (buf));
+}
+
+PyObject *
+pymemres_buffer_wrap_known (MemresBuffer *buf, gboolean may_wait)
+{
   PyMemresBuffer *self;
 
 #ifndef Py_GIL_DISABLED
@@ -40,7 +46,7 @@ pymemres_buffer_wrap (MemresBuffer *buf)
   self->weakrefs = NULL;
   self->state = 0;
   self->n_views = 0;
-  self->exported = 0;
+  self->may_wait = may_wait;
   return (PyObject *) self;
 }
 
@@ -85,7 +91,7 @@ buffer_dealloc (PyMemresBuffer *self)
     {
       /* the last reference to an open buffer closes it, which may wait (a closed buffer's
        * flags are 0: it does not) */
-      if (!(self->state & PYMEMRES_CLOSED) && pymemres_close_may_wait (buf))
+      if (!(self->state & PYMEMRES_CLOSED) && self->may_wait)
         {
           Py_BEGIN_ALLOW_THREADS;
           memres_buffer_unref (buf);
@@ -119,7 +125,7 @@ close_refused (PyMemresBuffer *self)
       PyErr_SetString (PyExc_BufferError, "cannot close the buffer: another thread is closing it");
       return NULL;
     }
-  if (state == 0)
+  if (state == 0 || state == PYMEMRES_EXPORTED)
     return NULL;
   n_views = PYMEMRES_STATE_GET (&self->n_views);
   if (n_views > 0)
@@ -172,13 +178,14 @@ close_exported (PyMemresBuffer *self, MemresStream stream)
   if ((stream != NULL && !memres_buffer_set_deallocation_stream (buf, stream, &error))
       || (closed = pymemres_closed_buffer ()) == NULL)
     {
-      PYMEMRES_STATE_SET (&self->state,
-                          memres_buffer_is_closed (buf) ? PYMEMRES_CLOSING | PYMEMRES_CLOSED : 0);
+      PYMEMRES_STATE_SET (&self->state, memres_buffer_is_closed (buf)
+                                            ? PYMEMRES_CLOSING | PYMEMRES_CLOSED
+                                            : PYMEMRES_EXPORTED);
       return error != NULL ? pymemres_raise (error) : NULL;
     }
   self->buf = closed;
   PYMEMRES_STATE_SET (&self->state, PYMEMRES_CLOSING | PYMEMRES_CLOSED);
-  if (pymemres_close_may_wait (buf))
+  if (self->may_wait)
     {
       Py_BEGIN_ALLOW_THREADS;
       memres_buffer_unref (buf);
@@ -191,8 +198,18 @@ close_exported (PyMemresBuffer *self, MemresStream stream)
 
 static const char *const stream_names[] = { "stream" };
 
+void
+pymemres_buffer_mark_exported (PyMemresBuffer *self)
+{
+  gint state;
+
+  do
+    state = PYMEMRES_STATE_GET (&self->state);
+  while (!PYMEMRES_STATE_CAS (&self->state, state, state | PYMEMRES_EXPORTED));
+}
+
 /* close(stream), inline in close() itself */
-static inline PyObject *
+G_ALWAYS_INLINE static inline PyObject *
 close_on (PyMemresBuffer *self, MemresStream stream)
 {
   GError *error = NULL;
@@ -201,14 +218,16 @@ close_on (PyMemresBuffer *self, MemresStream stream)
   /* no user may begin while the state says CLOSING */
   while (G_UNLIKELY (!PYMEMRES_STATE_CAS (&self->state, 0, PYMEMRES_CLOSING)))
     {
-      PyObject *refused = close_refused (self);
+      PyObject *refused;
 
+      if (PYMEMRES_STATE_CAS (&self->state, PYMEMRES_EXPORTED,
+                              PYMEMRES_EXPORTED | PYMEMRES_CLOSING))
+        return close_exported (self, stream);
+      refused = close_refused (self);
       if (refused != NULL || PyErr_Occurred ())
         return refused;
     }
-  if (G_UNLIKELY (PYMEMRES_STATE_GET (&self->exported)))
-    return close_exported (self, stream);
-  if (pymemres_close_may_wait (self->buf))
+  if (self->may_wait)
     {
       Py_BEGIN_ALLOW_THREADS;
       ok = memres_buffer_close (self->buf, stream, &error);
