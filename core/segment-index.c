@@ -19,7 +19,9 @@
  * a `vmm` buffer), the innermost is the shortest holding the address, and of equal ranges the
  * later mapped (the segments of one resource never overlap; those of two layers nest, the upper
  * one mapped after the segment it lies in). A change rewrites only the slots of the pages the
- * segment spans: its cost does not depend on how many segments there are.
+ * segment spans: its cost does not depend on how many segments there are, and a page the segment
+ * covers whole and shares with no other (a large segment's interior) is one compare and one
+ * store, its GiB's node found once for all of them (pages_update).
  *
  * Readers take no lock and write nothing shared: they read with atomic loads between two reads
  * of a sequence number, and retry when it changed (a writer makes it odd while it changes the
@@ -449,26 +451,72 @@ last_page (const MemresIndexEntry *e)
   return (e->end - 1) >> PAGE_SHIFT;
 }
 
-/* @e added to the sets of its pages where it is not (or, when @add is FALSE, removed from them)
- * and their slots rewritten, inside a write. A set keeps its segments in the order they were
- * mapped (a grown one keeps its place): of two with the same range (a cache's chunk that is the
- * whole of its upstream's segment), the later is the upper layer's, the innermost. */
+/* @e added to the set of page @pn where it is not (or, when @add is FALSE, removed from it) and
+ * its slot rewritten, inside a write. A set keeps its segments in the order they were mapped (a
+ * grown one keeps its place): of two with the same range (a cache's chunk that is the whole of
+ * its upstream's segment), the later is the upper layer's, the innermost. */
+static void
+page_update (guint64 pn, MemresIndexEntry *e, gboolean add)
+{
+  gboolean had;
+
+  page_get (pn, scratch);
+  had = g_ptr_array_remove (scratch, e) && add;
+  if (add && !had)
+    g_ptr_array_add (scratch, e);
+  else if (had)
+    page_get (pn, scratch);
+  page_put (pn, scratch);
+}
+
+/* The slots from @slot on, @n of them, that hold @from, up to the first that does not, made to
+ * hold @to; returns how many. */
+static inline gsize
+slots_swap (guintptr *slot, gsize n, guintptr from, guintptr to)
+{
+  gsize i;
+
+  for (i = 0; i < n && slot[i] == from; i++)
+    PUBLISH (&slot[i], to);
+  return i;
+}
+
+/* page_update() of every page @e spans, inside a write. The pages @e covers whole and that no
+ * other segment touches (a large segment's interior: 128 for 256 MiB) take one store each,
+ * their GiB's node found once: an added segment's slot goes from empty to @e (or stays @e when it
+ * grows), a removed one's from @e to empty; every other page (an edge inside it, a neighbour or
+ * a nesting there) is rewritten from its set. */
 static void
 pages_update (MemresIndexEntry *e, gboolean add)
 {
-  for (guint64 pn = first_page (e), last = last_page (e);; pn++)
-    {
-      gboolean had;
+  guint64 pn = first_page (e), last = last_page (e);
+  /* the pages wholly inside [base, end): from @whole_first to before @whole_end */
+  guint64 whole_first = first_page (e) + ((e->base & ((1u << PAGE_SHIFT) - 1)) != 0);
+  guint64 whole_end = e->end >> PAGE_SHIFT;
+  guintptr from = add ? 0 : (guintptr) e, to = add ? (guintptr) e : 0;
 
-      page_get (pn, scratch);
-      had = g_ptr_array_remove (scratch, e) && add;
-      if (add && !had)
-        g_ptr_array_add (scratch, e);
-      else if (had)
-        page_get (pn, scratch);
-      page_put (pn, scratch);
+  for (;;)
+    {
+      Node *node;
+
+      if (pn >= whole_first && pn < whole_end && (node = page_node (pn, add)) != NULL)
+        {
+          /* the whole pages up to the end of this GiB */
+          guint64 stop = MIN (whole_end - 1, pn | (NODE_PAGES - 1));
+          guintptr *slot = &node->slot[pn & (NODE_PAGES - 1)];
+
+          pn += slots_swap (slot, stop - pn + 1, from, to);
+          slot = &node->slot[pn & (NODE_PAGES - 1)];
+          if (pn > stop)
+            pn--;                                 /* the last whole page of the GiB done */
+          else if (!add || *slot != (guintptr) e) /* grown: an old page stays @e */
+            page_update (pn, e, add);
+        }
+      else
+        page_update (pn, e, add);
       if (pn == last)
         break;
+      pn++;
     }
 }
 
@@ -487,20 +535,51 @@ _memres_index_find (MemresResource *mr, guint64 base)
   return NULL;
 }
 
+/* Whether a segment of @mr in page slot @v overlaps [@base, @end). */
+static gboolean
+slot_overlaps (guintptr v, MemresResource *mr, guint64 base, guint64 end)
+{
+  const GPtrArray *set;
+
+  if (!(v & SLOT_TAGS))
+    {
+      const MemresIndexEntry *e = (const MemresIndexEntry *) v;
+
+      return e->mr == mr && e->base < end && e->end > base;
+    }
+  set = v & SLOT_SPLIT ? ((const Split *) (v - SLOT_SPLIT))->set
+                       : ((const Runs *) (v - SLOT_RUNS))->set;
+  for (guint i = 0; i < set->len; i++)
+    {
+      const MemresIndexEntry *e = set->pdata[i];
+
+      if (e->mr == mr && e->base < end && e->end > base)
+        return TRUE;
+    }
+  return FALSE;
+}
+
+/* The slots of the pages of [@base, @end) read node by node: an empty one costs a load. */
 gboolean
 _memres_index_overlaps (MemresResource *mr, guint64 base, guint64 end)
 {
   ensure_setup ();
   for (guint64 pn = base >> PAGE_SHIFT, last = (end - 1) >> PAGE_SHIFT;; pn++)
     {
-      page_get (pn, scratch);
-      for (guint i = 0; i < scratch->len; i++)
-        {
-          const MemresIndexEntry *e = scratch->pdata[i];
+      guint64 stop = MIN (last, pn | (NODE_PAGES - 1));
+      const Node *node = page_node (pn, FALSE);
 
-          if (e->mr == mr && e->base < end && e->end > base)
+      /* a GiB with no node has no segment */
+      for (gsize i = pn & (NODE_PAGES - 1), n = (stop & (NODE_PAGES - 1)) + 1; node != NULL; i++)
+        {
+          while (i < n && node->slot[i] == 0)
+            i++;
+          if (i == n)
+            break;
+          if (slot_overlaps (node->slot[i], mr, base, end))
             return TRUE;
         }
+      pn = stop;
       if (pn == last)
         return FALSE;
     }

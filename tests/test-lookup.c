@@ -464,6 +464,56 @@ test_shapes (void)
   memres_resource_unref (a);
 }
 
+#define GIB (G_GUINT64_CONSTANT (1) << 30)
+
+/* Segments of many pages (256 MiB, 3 GiB, across GiB edges; their interior pages take one store
+ * each, their GiB's node found once): mapped, nested into, grown, neighboured and unmapped in
+ * every order, each change checked against the model at every edge and across the range. */
+static void
+test_large_shapes (void)
+{
+  guint64 at = G_GUINT64_CONSTANT (0x300000000000) + GIB - 6 * MIB; /* 6 MiB below a GiB edge */
+  MemresResource *a, *b;
+
+  segkind_register ();
+  a = mt_new_ok ("segkind");
+  b = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  /* 256 MiB, page-aligned, across the GiB edge; 3 GiB from the middle of a page after it */
+  seg_map (a, at, 256 * MIB);
+  seg_map (a, at + 256 * MIB + MIB / 2, 3 * GIB);
+  check_model (at - 2 * MIB, at + 4 * GIB);
+  /* nested in interior pages (b's chunks in a's segments: a page there becomes a split or
+   * runs, its neighbours stay the one segment), one of them a whole page */
+  seg_map (b, at + 100 * MIB + 4096, 64 * 1024);
+  seg_map (b, at + 256 * MIB + MIB / 2 + GIB + 10 * MIB, 2 * MIB);
+  seg_map (b, at + 256 * MIB + MIB / 2 + 2 * GIB - MIB, 3 * MIB); /* across a GiB edge */
+  check_model (at - 2 * MIB, at + 4 * GIB);
+  /* the 3 GiB one unmapped while b's are nested in it: their pages keep b's */
+  seg_unmap (a, at + 256 * MIB + MIB / 2);
+  check_model (at - 2 * MIB, at + 4 * GIB);
+  /* mapped again over b's (b's mapped first: the later mapped, a's, is not the innermost where
+   * both hold the address, the shorter is) and grown by a GiB and a half */
+  seg_map (a, at + 256 * MIB + MIB / 2, 3 * GIB);
+  seg_grow (a, at + 256 * MIB + MIB / 2, 4 * GIB + GIB / 2);
+  check_model (at - 2 * MIB, at + 5 * GIB);
+  /* the 256 MiB one grown up to its neighbour (they meet inside a page) */
+  seg_grow (a, at, 256 * MIB + MIB / 2);
+  check_model (at - 2 * MIB, at + 5 * GIB);
+  /* unmapped: b's first, then a's, then everything in the order left */
+  seg_unmap (b, at + 100 * MIB + 4096);
+  seg_unmap (a, at);
+  check_model (at - 2 * MIB, at + 5 * GIB);
+  while (model->len > 0)
+    {
+      seg_unmap (g_array_index (model, Seg, 0).mr, g_array_index (model, Seg, 0).base);
+      check_model (at - 2 * MIB, at + 5 * GIB);
+    }
+  g_array_unref (model);
+  memres_resource_unref (b);
+  memres_resource_unref (a);
+}
+
 /* Random segments of two resources over a few pages, a resource's own never overlapping and the
  * second's nested in the first's, mapped, grown and unmapped at random; every change checked
  * against the model: every shape a page can take, and every transition between them. */
@@ -534,6 +584,7 @@ typedef struct
   gint stop; /* atomic */
   gint bad;  /* atomic */
   gint found;
+  gint laps; /* atomic: 1,024 lookups each */
 } Shared;
 
 static guint64
@@ -556,6 +607,8 @@ shared_reader (gpointer data)
       guint64 a;
 
       x = x * 1664525u + 1013904223u;
+      if ((x & 1023) == 0)
+        g_atomic_int_inc (&sh->laps);
       i = (x >> 8) % SHARED_FIXED;
       a = fixed_base (sh, i) + (x >> 12) % MIB;
       if (!memres_lookup (addr (a), &info))
@@ -593,7 +646,9 @@ test_shared_pages_race (void)
     seg_map (mr, fixed_base (&sh, i), MIB);
   for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
     threads[i] = g_thread_new ("reader", shared_reader, &sh);
-  for (guint round = 0; round < 300; round++)
+  /* 300 rounds, and more until the readers have looked up a few thousand times meanwhile (on a
+   * loaded machine they may not run at all during the first 300) */
+  for (guint round = 0; round < 300 || g_atomic_int_get (&sh.laps) < 4; round++)
     for (guint i = 0; i < SHARED_FIXED; i++)
       {
         guint64 f = fixed_base (&sh, i), after = f + MIB + (round % 4) * 64 * 1024;
@@ -629,6 +684,7 @@ main (int argc, char **argv)
   g_test_add_func ("/lookup/threads", test_threads);
   g_test_add_func ("/lookup/shapes", test_shapes);
   g_test_add_func ("/lookup/random-shapes", test_random_shapes);
+  g_test_add_func ("/lookup/large-shapes", test_large_shapes);
   g_test_add_func ("/lookup/shared-pages-race", test_shared_pages_race);
   return g_test_run ();
 }

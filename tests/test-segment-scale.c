@@ -7,7 +7,9 @@
  * assertions). Then readers race a thread that maps and unmaps granules among thousands of fixed
  * ones: every answer is the right segment or "not found", never another's. And thousands of
  * small segments, many to a page (host memory, no driver): each probe answers its range or
- * nothing, before and after every other one is unmapped. */
+ * nothing, before and after every other one is unmapped. And segments of 256 MiB and 3 GiB
+ * (`vmm`, and a `cache>dmr` chunk above max_block) found at their base, middle and last byte and
+ * not just outside, while readers race a thread that closes and allocates such segments again. */
 #include "testutil.h"
 
 #include "arena-check.h"
@@ -313,6 +315,214 @@ test_race (void)
   g_free (rc.slots);
 }
 
+/* ---- large segments: 256 MiB and 3 GiB, readers racing their maps and unmaps ------------- */
+
+#define MIB         (G_GUINT64_CONSTANT (1) << 20)
+#define GIB         (G_GUINT64_CONSTANT (1) << 30)
+#define N_BIG_FIXED 3
+
+typedef struct
+{
+  MemresResource *mr;
+  guint64 base;
+  guint64 length;
+} Big;
+
+typedef struct
+{
+  Big fixed[N_BIG_FIXED];
+  MemresResource *vmm;
+  guint64 slot[2]; /* atomic: the moving buffers' bases, 0 while closed */
+  guint64 slot_length[2];
+  gint stop;   /* atomic */
+  gint bad;    /* atomic */
+  gint found;  /* atomic */
+  gint missed; /* atomic */
+  guint seed;
+} BigRace;
+
+static Big
+big_of (MemresResource *mr, MemresBuffer *buf)
+{
+  return (Big){ mr, memres_buffer_get_address (buf), memres_buffer_get_size (buf) };
+}
+
+/* Whether @a lies in one of @bigs (@n). */
+static gboolean
+in_bigs (const Big *bigs, guint n, guint64 a)
+{
+  for (guint i = 0; i < n; i++)
+    if (a - bigs[i].base < bigs[i].length)
+      return TRUE;
+  return FALSE;
+}
+
+/* Each of @bigs found at its base, middle and last byte; the bytes just outside not, where none
+ * of them lies. */
+static void
+check_bigs (const Big *bigs, guint n)
+{
+  for (guint i = 0; i < n; i++)
+    {
+      const Big *b = &bigs[i];
+
+      check_found (b->mr, b->base, b->length, b->base);
+      check_found (b->mr, b->base, b->length, b->base + b->length / 2);
+      check_found (b->mr, b->base, b->length, b->base + b->length - 1);
+      if (!in_bigs (bigs, n, b->base - 1))
+        check_missing (b->base - 1);
+      if (!in_bigs (bigs, n, b->base + b->length))
+        check_missing (b->base + b->length);
+    }
+}
+
+/* Whether @info, the answer at @a, is whole and names a segment the test made: one of the
+ * fixed ones, or a moving one (vmm's, of a moving size). */
+static gboolean
+big_answer_valid (const BigRace *rc, const MemresLookupInfo *info, guint64 a)
+{
+  if (info->offset != a - info->segment.base || info->offset >= info->segment.length)
+    return FALSE;
+  for (guint i = 0; i < N_BIG_FIXED; i++)
+    if (info->resource == rc->fixed[i].mr && info->segment.base == rc->fixed[i].base
+        && info->segment.length == rc->fixed[i].length)
+      return TRUE;
+  return info->resource == rc->vmm
+         && (info->segment.length == rc->slot_length[0]
+             || info->segment.length == rc->slot_length[1]);
+}
+
+static gpointer
+big_reader (gpointer data)
+{
+  BigRace *rc = data;
+  guint32 x = g_atomic_int_add (&rc->seed, 7919) + 1;
+
+  while (!g_atomic_int_get (&rc->stop))
+    {
+      MemresLookupInfo info;
+      guint64 base, length, a;
+      gboolean moving, found, inside;
+      guint which;
+
+      x = x * 1664525u + 1013904223u;
+      moving = (x >> 16) & 1;
+      which = (x >> 17) % (moving ? 2 : N_BIG_FIXED);
+      base = moving ? __atomic_load_n (&rc->slot[which], __ATOMIC_RELAXED) : rc->fixed[which].base;
+      length = moving ? rc->slot_length[which] : rc->fixed[which].length;
+      if (base == 0)
+        continue;
+      /* base, middle, last byte; one before, one past */
+      switch ((x >> 20) % 5)
+        {
+        case 0:
+          a = base;
+          break;
+        case 1:
+          a = base + length / 2;
+          break;
+        case 2:
+          a = base + length - 1;
+          break;
+        case 3:
+          a = base - 1;
+          break;
+        default:
+          a = base + length;
+          break;
+        }
+      inside = a - base < length;
+      found = memres_lookup ((gconstpointer) (guintptr) a, &info);
+      if (found && !big_answer_valid (rc, &info, a))
+        g_atomic_int_inc (&rc->bad); /* torn, or a segment that never was */
+      else if (!moving && inside)
+        {
+          /* a fixed segment is always there, and always itself */
+          if (!found || info.resource != rc->fixed[which].mr || info.segment.base != base)
+            g_atomic_int_inc (&rc->bad);
+          else
+            g_atomic_int_inc (&rc->found);
+        }
+      else if (found && !moving && info.segment.base == base)
+        g_atomic_int_inc (&rc->bad); /* just outside a fixed one, found as that one */
+      else if (found)
+        g_atomic_int_inc (&rc->found); /* a moving one, or a neighbour */
+      else if (inside)
+        g_atomic_int_inc (&rc->missed); /* closed meanwhile */
+    }
+  return NULL;
+}
+
+static void
+test_large_segments (void)
+{
+  g_autoptr (MemresResource) vmm = NULL;
+  g_autoptr (MemresResource) cache = NULL;
+  MemresBuffer *fixed[N_BIG_FIXED], *moving[2];
+  GThread *threads[N_READERS];
+  BigRace rc = { 0 };
+  Big all[N_BIG_FIXED + 2];
+
+  if (!mt_require_devices (1))
+    return;
+  vmm = mt_new_ok ("vmm");
+  cache = mt_new_ok ("cache>dmr"); /* above max_block: a chunk of its own, one segment */
+  rc.vmm = vmm;
+  fixed[0] = mt_alloc_ok (vmm, 256 * MIB, NULL);
+  fixed[1] = mt_alloc_ok (vmm, 3 * GIB, NULL);
+  fixed[2] = mt_alloc_ok (cache, 256 * MIB, NULL);
+  rc.fixed[0] = big_of (vmm, fixed[0]);
+  rc.fixed[1] = big_of (vmm, fixed[1]);
+  rc.fixed[2] = big_of (cache, fixed[2]);
+  rc.slot_length[0] = 256 * MIB;
+  rc.slot_length[1] = 3 * GIB;
+  for (guint i = 0; i < 2; i++)
+    {
+      moving[i] = mt_alloc_ok (vmm, rc.slot_length[i], NULL);
+      rc.slot[i] = memres_buffer_get_address (moving[i]);
+    }
+  for (guint i = 0; i < N_BIG_FIXED; i++)
+    all[i] = rc.fixed[i];
+  all[N_BIG_FIXED] = big_of (vmm, moving[0]);
+  all[N_BIG_FIXED + 1] = big_of (vmm, moving[1]);
+  check_bigs (all, G_N_ELEMENTS (all));
+
+  for (guint i = 0; i < N_READERS; i++)
+    threads[i] = g_thread_new ("reader", big_reader, &rc);
+  /* rounds: each moving buffer closed (its segment unmapped), then allocated again */
+  for (guint round = 0; round < 30; round++)
+    for (guint i = 0; i < 2; i++)
+      {
+        __atomic_store_n (&rc.slot[i], 0, __ATOMIC_RELAXED);
+        mt_close_ok (moving[i], NULL);
+        moving[i] = mt_alloc_ok (vmm, rc.slot_length[i], NULL);
+        __atomic_store_n (&rc.slot[i], memres_buffer_get_address (moving[i]), __ATOMIC_RELAXED);
+      }
+  g_atomic_int_set (&rc.stop, 1);
+  for (guint i = 0; i < N_READERS; i++)
+    g_thread_join (threads[i]);
+  g_test_message ("large: %d found, %d not found (moving buffers closed), %d wrong", rc.found,
+                  rc.missed, rc.bad);
+  g_assert_cmpint (rc.bad, ==, 0);
+  g_assert_cmpint (rc.found, >, 0);
+
+  all[N_BIG_FIXED] = big_of (vmm, moving[0]);
+  all[N_BIG_FIXED + 1] = big_of (vmm, moving[1]);
+  check_bigs (all, G_N_ELEMENTS (all));
+  /* closed one by one: the rest still answer, the closed ones' bytes are not found */
+  for (guint i = 0; i < G_N_ELEMENTS (all); i++)
+    {
+      mt_close_ok (i < N_BIG_FIXED ? fixed[i] : moving[i - N_BIG_FIXED], NULL);
+      check_bigs (all + i + 1, G_N_ELEMENTS (all) - i - 1);
+      if (!in_bigs (all + i + 1, G_N_ELEMENTS (all) - i - 1, all[i].base))
+        {
+          check_missing (all[i].base);
+          check_missing (all[i].base + all[i].length / 2);
+          check_missing (all[i].base + all[i].length - 1);
+        }
+    }
+}
+
 /* ---- small segments, many to a page (host memory: a cache's blocks above max_block) -------- */
 
 typedef struct
@@ -419,5 +629,6 @@ main (int argc, char **argv)
   g_test_add_func ("/segment-scale/twenty-thousand", test_twenty_thousand);
   g_test_add_func ("/segment-scale/race", test_race);
   g_test_add_func ("/segment-scale/small-segments", test_small_segments);
+  g_test_add_func ("/segment-scale/large-segments", test_large_segments);
   return g_test_run ();
 }

@@ -182,6 +182,9 @@ pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
       if (capsule == NULL)
         tensor->deleter (tensor);
     }
+  /* the tensor holds a reference: close() now leaves the memory to it */
+  if (capsule != NULL)
+    pymemres_buffer_mark_exported ((PyMemresBuffer *) self);
   return capsule;
 }
 

@@ -18,6 +18,12 @@ static int n_free;
 PyObject *
 pymemres_buffer_wrap (MemresBuffer *buf)
 {
+  return pymemres_buffer_wrap_known (buf, pymemres_close_may_wait (buf));
+}
+
+PyObject *
+pymemres_buffer_wrap_known (MemresBuffer *buf, gboolean may_wait)
+{
   PyMemresBuffer *self;
 
 #ifndef Py_GIL_DISABLED
@@ -40,6 +46,7 @@ pymemres_buffer_wrap (MemresBuffer *buf)
   self->weakrefs = NULL;
   self->state = 0;
   self->n_views = 0;
+  self->may_wait = may_wait;
   return (PyObject *) self;
 }
 
@@ -84,7 +91,7 @@ buffer_dealloc (PyMemresBuffer *self)
     {
       /* the last reference to an open buffer closes it, which may wait (a closed buffer's
        * flags are 0: it does not) */
-      if (!(self->state & PYMEMRES_CLOSED) && pymemres_close_may_wait (buf))
+      if (!(self->state & PYMEMRES_CLOSED) && self->may_wait)
         {
           Py_BEGIN_ALLOW_THREADS;
           memres_buffer_unref (buf);
@@ -118,7 +125,7 @@ close_refused (PyMemresBuffer *self)
       PyErr_SetString (PyExc_BufferError, "cannot close the buffer: another thread is closing it");
       return NULL;
     }
-  if (state == 0)
+  if (state == 0 || state == PYMEMRES_EXPORTED)
     return NULL;
   n_views = PYMEMRES_STATE_GET (&self->n_views);
   if (n_views > 0)
@@ -135,10 +142,74 @@ close_refused (PyMemresBuffer *self)
   return NULL;
 }
 
+MemresBuffer *
+pymemres_closed_buffer (void)
+{
+  static gsize closed; /* the buffer, or 1 when it could not be made */
+
+  if (g_once_init_enter (&closed))
+    {
+      static char nothing;
+      MemresBuffer *buf = memres_buffer_new_for_pointer (
+          &nothing, 0, -1, MEMRES_MEMORY_HOST_ACCESSIBLE, NULL, NULL, NULL);
+
+      if (buf != NULL)
+        memres_buffer_close (buf, NULL, NULL);
+      g_once_init_leave (&closed, buf != NULL ? (gsize) buf : 1);
+    }
+  if (closed == 1)
+    {
+      PyErr_NoMemory ();
+      return NULL;
+    }
+  return memres_buffer_ref ((MemresBuffer *) closed);
+}
+
+/* close() of a buffer exported through DLPack (@self's state CLOSING): the object lets go of
+ * the memory, which its consumers' tensors keep; the last reference (the object's, when every
+ * tensor is gone already) frees it on @stream when one was given, else on its deallocation
+ * stream. A failure of that free is memres_buffer_unref()'s: logged, not raised. */
+static PyObject *
+close_exported (PyMemresBuffer *self, MemresStream stream)
+{
+  MemresBuffer *buf = self->buf, *closed;
+  GError *error = NULL;
+
+  if ((stream != NULL && !memres_buffer_set_deallocation_stream (buf, stream, &error))
+      || (closed = pymemres_closed_buffer ()) == NULL)
+    {
+      PYMEMRES_STATE_SET (&self->state, memres_buffer_is_closed (buf)
+                                            ? PYMEMRES_CLOSING | PYMEMRES_CLOSED
+                                            : PYMEMRES_EXPORTED);
+      return error != NULL ? pymemres_raise (error) : NULL;
+    }
+  self->buf = closed;
+  PYMEMRES_STATE_SET (&self->state, PYMEMRES_CLOSING | PYMEMRES_CLOSED);
+  if (self->may_wait)
+    {
+      Py_BEGIN_ALLOW_THREADS;
+      memres_buffer_unref (buf);
+      Py_END_ALLOW_THREADS;
+    }
+  else
+    memres_buffer_unref (buf);
+  Py_RETURN_NONE;
+}
+
 static const char *const stream_names[] = { "stream" };
 
+void
+pymemres_buffer_mark_exported (PyMemresBuffer *self)
+{
+  gint state;
+
+  do
+    state = PYMEMRES_STATE_GET (&self->state);
+  while (!PYMEMRES_STATE_CAS (&self->state, state, state | PYMEMRES_EXPORTED));
+}
+
 /* close(stream), inline in close() itself */
-static inline PyObject *
+G_ALWAYS_INLINE static inline PyObject *
 close_on (PyMemresBuffer *self, MemresStream stream)
 {
   GError *error = NULL;
@@ -147,12 +218,16 @@ close_on (PyMemresBuffer *self, MemresStream stream)
   /* no user may begin while the state says CLOSING */
   while (G_UNLIKELY (!PYMEMRES_STATE_CAS (&self->state, 0, PYMEMRES_CLOSING)))
     {
-      PyObject *refused = close_refused (self);
+      PyObject *refused;
 
+      if (PYMEMRES_STATE_CAS (&self->state, PYMEMRES_EXPORTED,
+                              PYMEMRES_EXPORTED | PYMEMRES_CLOSING))
+        return close_exported (self, stream);
+      refused = close_refused (self);
       if (refused != NULL || PyErr_Occurred ())
         return refused;
     }
-  if (pymemres_close_may_wait (self->buf))
+  if (self->may_wait)
     {
       Py_BEGIN_ALLOW_THREADS;
       ok = memres_buffer_close (self->buf, stream, &error);
@@ -431,7 +506,11 @@ static PyMethodDef buffer_methods[] = {
     "Closing a closed buffer does nothing. Afterwards size, handle are 0 and device_id -1;\n"
     "other calls raise ClosedError. Releases the GIL when the close may wait for a stream\n"
     "(device memory that is not stream-ordered). Raises Error when the driver fails; the\n"
-    "buffer stays open then." },
+    "buffer stays open then.\n\n"
+    "A buffer exported through DLPack (__dlpack__) is closed at once here too, but its\n"
+    "memory stays allocated while a consumer's tensor lives: the last tensor's deleter\n"
+    "frees it, on stream when one was given (cuda.core's and CuPy's rule). A failure of\n"
+    "that free is logged, not raised." },
   { "copy_to", FASTCALL (buffer_copy_to), METH_FASTCALL | METH_KEYWORDS,
     "copy_to(dst, stream=None)\n\n"
     "Copies all of this buffer into the Buffer dst, of the same size, ordered on stream\n"

@@ -10,11 +10,14 @@
 
 #include <memres/memres.h>
 
-/* A memres.Resource: one reference to a MemresResource. */
+/* A memres.Resource: one reference to a MemresResource. @close_may_wait: whether closing its
+ * buffers may wait for a stream (pymemres_flags_may_wait() of the resource's flags, which are
+ * its buffers' flags), read once at creation for allocate(). */
 typedef struct
 {
   PyObject_HEAD MemresResource *mr;
   PyObject *weakrefs;
+  gboolean close_may_wait;
 } PyMemresResource;
 
 /* A memres.Buffer: one reference to a MemresBuffer, kept until the object dies (so that the
@@ -25,18 +28,25 @@ typedef struct
  * there are users, and a user is refused once a close has begun, in one compare-and-swap on a
  * free-threaded build (a plain load and store under the GIL, which every change holds):
  * pymemres_buffer_use(), pymemres_buffer_begin_close(). @n_views (views alone) only words the
- * error. */
+ * error. PYMEMRES_EXPORTED is set in @state once the buffer was exported through DLPack: its
+ * tensors hold references of their own on @buf, so close() then drops the object's reference
+ * instead of freeing the memory under a consumer (the last tensor's deleter frees it), and @buf
+ * becomes pymemres_closed_buffer(); a bit of the state word, so that the close of a buffer never
+ * exported tests nothing more. @may_wait is pymemres_close_may_wait() of @buf, read when the
+ * object is made (from its Resource's, for allocate()). */
 typedef struct
 {
   PyObject_HEAD MemresBuffer *buf;
   PyObject *weakrefs;
   gint state;
   gint n_views;
+  gboolean may_wait;
 } PyMemresBuffer;
 
-#define PYMEMRES_CLOSING 1
-#define PYMEMRES_CLOSED  2
-#define PYMEMRES_USER    4
+#define PYMEMRES_CLOSING  1
+#define PYMEMRES_CLOSED   2
+#define PYMEMRES_EXPORTED 4
+#define PYMEMRES_USER     8
 
 /* Atomic on a free-threaded build (or with -DPYMEMRES_ATOMIC_STATE, as the threads test's own
  * build of the module does); under the GIL the plain operations are atomic already. */
@@ -104,6 +114,14 @@ pymemres_stream_from_object (PyObject *obj, MemresStream *stream)
 /* resource.c, buffer.c */
 PyObject *pymemres_resource_wrap (MemresResource *mr);
 PyObject *pymemres_buffer_wrap (MemresBuffer *buf);
+/* pymemres_buffer_wrap() of a buffer whose pymemres_close_may_wait() is @may_wait */
+PyObject *pymemres_buffer_wrap_known (MemresBuffer *buf, gboolean may_wait);
+/* Marks @self exported through DLPack (PYMEMRES_EXPORTED). */
+void pymemres_buffer_mark_exported (PyMemresBuffer *self);
+/* A closed buffer of 0 bytes, made once, that the Buffer objects whose close() gave their
+ * memory to its DLPack consumers hold instead (so that their getters answer as a closed
+ * buffer's); a new reference, or NULL with MemoryError (the first call failed). */
+MemresBuffer *pymemres_closed_buffer (void);
 /* Buffer.close(stream): None, or NULL with BufferError (users, a close on another thread) or
  * the close's error */
 PyObject *pymemres_buffer_close_on (PyMemresBuffer *self, MemresStream stream);
@@ -114,12 +132,15 @@ int pymemres_buffer_context_init (void);
 /* TRUE when closing @buf may wait for a stream (device-accessible memory that is not
  * stream-ordered: the core synchronizes before the free): the GIL is released then. */
 static inline gboolean
-pymemres_close_may_wait (MemresBuffer *buf)
+pymemres_flags_may_wait (MemresMemoryFlags flags)
 {
-  MemresMemoryFlags flags = memres_buffer_get_flags (buf);
-
   return (flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE) != 0
          && (flags & MEMRES_MEMORY_STREAM_ORDERED) == 0;
+}
+static inline gboolean
+pymemres_close_may_wait (MemresBuffer *buf)
+{
+  return pymemres_flags_may_wait (memres_buffer_get_flags (buf));
 }
 
 /* buffer-interop.c: __dlpack__, __dlpack_device__, __cuda_array_interface__, the buffer

@@ -17,6 +17,7 @@ pymemres_resource_wrap (MemresResource *mr)
     }
   self->mr = mr;
   self->weakrefs = NULL;
+  self->close_may_wait = pymemres_flags_may_wait (memres_resource_get_flags (mr));
   return (PyObject *) self;
 }
 
@@ -41,6 +42,7 @@ resource_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
       return NULL;
     }
   self->mr = mr;
+  self->close_may_wait = pymemres_flags_may_wait (memres_resource_get_flags (mr));
   return (PyObject *) self;
 }
 
@@ -100,7 +102,8 @@ resource_allocate (PyMemresResource *self, PyObject *const *args, Py_ssize_t nar
   buf = memres_resource_allocate (self->mr, (gsize) size, stream, &error);
   if (buf == NULL)
     return pymemres_raise (error);
-  return pymemres_buffer_wrap (buf);
+  /* its flags are the resource's (memres_resource_get_flags()) */
+  return pymemres_buffer_wrap_known (buf, self->close_may_wait);
 }
 
 static PyObject *
