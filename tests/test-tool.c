@@ -1433,6 +1433,12 @@ test_replay_bad_logs (void)
       ":2: invalid Action \"sleep forever\"" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,segment mapped,0x10,x,0x0\n",
       ":2: invalid Size" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,segment mapped,0x10,9223372036854775807,0x0\n"
+      "1,10:00:00.000000,segment mapped,0x20,9223372036854775807,0x0\n"
+      "1,10:00:00.000000,segment grown,0x20,9223372036854775807,0x0\n"
+      "1,10:00:00.000000,segment mapped,0x30,2,0x0\n",
+      ":5: the segments mapped at once would pass 2^64 bytes" },
   };
   /* replay, trace and view check a log's lines alike (log-walk.c): the same error for each */
   const char *const commands[][4] = {

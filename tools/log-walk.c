@@ -157,30 +157,30 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
         }
       else if (e.l.action == MEMRES_LOG_SEGMENT_MAPPED || e.l.action == MEMRES_LOG_SEGMENT_GROWN)
         {
-          guint64 *length = g_hash_table_lookup (segments, &e.l.pointer);
+          guint64 *seg = g_hash_table_lookup (segments, &e.l.pointer);
 
           /* mapped again (an unmap that failed), or grown: the new length replaces the old */
-          if (length != NULL)
+          e.segment_previous = seg != NULL ? *seg : 0;
+          if (e.l.size > G_MAXUINT64 - (mapped - e.segment_previous))
+            return memres_tool_log_bad_line (error, path, n,
+                                             "the segments mapped at once would pass 2^64 bytes "
+                                             "(18446744073709551616): segments that overlap");
+          if (seg == NULL)
             {
-              e.segment_previous = *length;
-              mapped -= *length;
+              seg = g_new (guint64, 1);
+              g_hash_table_insert (segments, g_memdup2 (&e.l.pointer, sizeof e.l.pointer), seg);
             }
-          else
-            {
-              length = g_new (guint64, 1);
-              g_hash_table_insert (segments, g_memdup2 (&e.l.pointer, sizeof e.l.pointer), length);
-            }
-          *length = e.l.size;
-          mapped += e.l.size;
+          mapped = mapped - e.segment_previous + e.l.size;
+          *seg = e.l.size;
         }
       else if (e.l.action == MEMRES_LOG_SEGMENT_UNMAPPING)
         {
-          guint64 *length = g_hash_table_lookup (segments, &e.l.pointer);
+          guint64 *seg = g_hash_table_lookup (segments, &e.l.pointer);
 
-          if (length != NULL) /* else mapped before the log began */
+          if (seg != NULL) /* else mapped before the log began */
             {
-              e.segment_previous = *length;
-              mapped -= *length;
+              e.segment_previous = *seg;
+              mapped -= *seg;
               g_hash_table_remove (segments, &e.l.pointer);
             }
         }
