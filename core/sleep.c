@@ -343,6 +343,55 @@ call_layer (MemresResource *mr, gboolean sleep, MemresAllocation *const *allocs,
   return TRUE;
 }
 
+/* The memres_resource_sleep() or memres_resource_wake() this thread is inside, while it calls
+ * the stack's slots: memres_sleep_call_get_tag() reads it. */
+static __thread struct
+{
+  guint tag; /* 0: none */
+  MemresSleepMode mode;
+} sleep_call;
+
+/* call_layer() for the top of the stack, with the call's tag and mode told to the slots. */
+static gboolean
+call_stack (MemresResource *mr, gboolean sleep, MemresAllocation *const *allocs, gsize n, guint tag,
+            const MemresSleepPolicy *policy, GError **error)
+{
+  gboolean ok;
+
+  sleep_call.tag = tag;
+  sleep_call.mode = policy != NULL ? policy->mode : MEMRES_SLEEP_DISCARD;
+  ok = call_layer (mr, sleep, allocs, n, error);
+  sleep_call.tag = 0;
+  return ok;
+}
+
+/**
+ * memres_sleep_call_get_tag:
+ * @mode: (out) (optional): where to store the mode of the call's policy (for a wake, the policy
+ *   its tag was put to sleep with), or %NULL
+ *
+ * Inside a sleep or wake slot (#MemresResourceOps.sleep, #MemresResourceOps.wake), and in the
+ * slots below it that memres_upstream_sleep() and memres_upstream_wake() call: the tag that the
+ * memres_resource_sleep() or memres_resource_wake() running on this thread puts to sleep or
+ * wakes, and its policy's mode; for an adaptor that tells of the call (`log` writes a line). A
+ * wake whose restore failed calls the sleep slots again, inside the same wake: same tag and mode.
+ * Reads a thread-local: no lock, no driver call. Thread-safe.
+ *
+ * Returns: (transfer none) (nullable): the tag (interned, valid for the life of the process),
+ *   or %NULL outside those slots (@mode then untouched)
+ *
+ * Since: 2.0
+ */
+const char *
+memres_sleep_call_get_tag (MemresSleepMode *mode)
+{
+  if (sleep_call.tag == 0)
+    return NULL;
+  if (mode != NULL)
+    *mode = sleep_call.mode;
+  return _memres_tag_name (sleep_call.tag);
+}
+
 /**
  * memres_upstream_sleep: (skip)
  * @mr: an adaptor's instance
@@ -897,7 +946,7 @@ memres_resource_sleep (MemresResource *mr, const char *tag, MemresSleepPolicy *p
       g_prefix_error (error, "cannot put tag \"%s\" to sleep: ", tag);
       return FALSE;
     }
-  if (!call_layer (mr, TRUE, allocs, n, error))
+  if (!call_stack (mr, TRUE, allocs, n, id, policy, error))
     {
       free_backups (entries, n);
       if (file_fd >= 0)
@@ -960,7 +1009,7 @@ memres_resource_wake (MemresResource *mr, const char *tag, MemresStream stream, 
   file_size = mr->sleep->tags[id].file_size;
   g_mutex_unlock (&mr->sleep->lock);
   allocs = records_of (entries, n);
-  if (!call_layer (mr, FALSE, allocs, n, error))
+  if (!call_stack (mr, FALSE, allocs, n, id, policy, error))
     {
       end (mr, id, TRUE, policy, file_size, -1);
       g_prefix_error (error, "cannot wake tag \"%s\": mapping its memory again: ", tag);
@@ -970,7 +1019,7 @@ memres_resource_wake (MemresResource *mr, const char *tag, MemresStream stream, 
     {
       g_autoptr (GError) again = NULL;
 
-      if (!call_layer (mr, TRUE, allocs, n, &again))
+      if (!call_stack (mr, TRUE, allocs, n, id, policy, &again))
         g_warning ("memres: tag \"%s\" stays awake after a failed restore (its contents are "
                    "undefined): %s",
                    tag, again->message);

@@ -68,6 +68,52 @@ def write_fixed_log(path):
         f.write("\n".join(lines) + "\n")
 
 
+# A fixed log with segment lines (log:segments=true) and a sleep and wake: at 65 us one segment
+# of 1 MiB holds two blocks (256 KiB at 0x100000, 64 KiB at 0x180000) and two holes (256 KiB at
+# 0x140000, 448 KiB at 0x190000); at 95 us a second segment, mapped at 70 us with 2 MiB and
+# grown to 4 MiB at 85 us, holds 1 MiB at 0x200000 and 512 KiB at 0x300000, its hole of 2.5 MiB
+# at 0x380000 the largest.
+SEGMENT_LOG = """Thread,Time,Action,Pointer,Size,Stream,Tag
+7,10:00:00.000000,segment mapped,0x100000,1048576,0x0,
+7,10:00:00.000010,allocate,0x100000,262144,0x0,w
+7,10:00:00.000020,allocate,0x140000,131072,0x0,kv
+8,10:00:00.000030,allocate,0x180000,65536,0x5,kv
+7,10:00:00.000040,free,0x140000,131072,0x0,kv
+7,10:00:00.000050,sleep backup,0x0,65536,0x0,kv
+7,10:00:00.000060,wake backup,0x0,65536,0x0,kv
+7,10:00:00.000070,segment mapped,0x200000,2097152,0x0,
+7,10:00:00.000080,allocate,0x200000,1048576,0x0,w
+7,10:00:00.000085,segment grown,0x200000,4194304,0x0,
+7,10:00:00.000090,allocate,0x300000,524288,0x0,
+7,10:00:00.000100,free,0x200000,1048576,0x0,w
+7,10:00:00.000110,segment unmapping,0x200000,4194304,0x0,
+"""
+# per moment: (segments, mapped bytes, used blocks, used bytes, holes, largest hole, its address)
+SEGMENT_MAPS = {65: (1, 1 << 20, 2, 327680, 2, 458752, "0x190000"),
+                95: (2, 5 << 20, 4, 1900544, 3, 2621440, "0x380000")}
+
+
+def live_at(path, t):
+    """The allocations of a log live at @t us after its first line: (size, pointer, stream,
+    thread, line)."""
+    live, t0 = {}, None
+    with open(path) as f:
+        f.readline()
+        for n, line in enumerate(f, 2):
+            fields = line.rstrip("\n").split(",")
+            thread, tm, action, pointer, size, stream = fields[:6]
+            h, m, sec = tm.split(":")
+            us = (int(h) * 3600 + int(m) * 60) * 10**6 + round(float(sec) * 10**6)
+            t0 = us if t0 is None else t0
+            if us - t0 > t:
+                break
+            if action == "allocate":
+                live[pointer] = (int(size), pointer, stream, thread, n)
+            elif action == "free":
+                live.pop(pointer, None)
+    return sorted(live.values(), reverse=True)
+
+
 def expected(path):
     """Per series (the layer, then each tag in the order first seen): events, peak, final; the
     largest allocation; the marks (action, time in us since the first line)."""
@@ -310,6 +356,24 @@ with tempfile.TemporaryDirectory() as d:
     check(snap_back == doc and data["snapshots"][0]["_file"] == snap,
           "the snapshot in the page is the one given")
 
+    # segment lines, a sleep and a wake: the page's data
+    seg_log, seg_page = os.path.join(d, "segments.csv"), os.path.join(d, "segments.html")
+    with open(seg_log, "w") as f:
+        f.write(SEGMENT_LOG)
+    r = run("view", seg_log, "-o", seg_page)
+    seg_data = page_data(seg_page)[0] if r.returncode == 0 else {"marks": [], "map": {}}
+    check([m[2:4] + m[6:] for m in seg_data["marks"]] ==
+          [["sleep backup", 65536, "kv"], ["wake backup", 65536, "kv"]],
+          "the sleep and wake lines are marks with their bytes and tag: %s" % seg_data["marks"])
+    check(seg_data["map"].get("segments") == [
+        [0, 0, 0, "0x100000", 1 << 20], [0, 70, 0, "0x200000", 2 << 20],
+        [0, 85, 1, "0x200000", 4 << 20], [0, 110, 2, "0x200000", 4 << 20]] and
+          [a[1:] for a in seg_data["map"].get("allocs", [])] ==
+          [[10, -1, "0x100000", 262144], [20, 40, "0x140000", 131072],
+           [30, -1, "0x180000", 65536], [80, 100, "0x200000", 1 << 20],
+           [90, -1, "0x300000", 524288]],
+          "the segment lines and the allocations of the log, for the map at any moment")
+
     # the snapshot at an out-of-memory failure (MEMRES_OOM_SNAPSHOT) carries its report
     oom_snap = os.path.join(d, "oom.json")
     r = subprocess.run([memres, "alloc", "limit:max=1KiB>host", "4KiB"], capture_output=True,
@@ -464,6 +528,43 @@ with tempfile.TemporaryDirectory() as d:
         wrong = columns_wrong(cols, T, V, W, 0, max(data["span"][1], 1), True) if cols else ["none"]
         check(not wrong, "the first view's columns are the log's least and most bytes in each, "
               "exactly (%d columns; wrong: %s)" % (W, wrong[:3]))
+
+        # hover: a mouse move dispatched over the timeline; the tooltip names the largest
+        # allocations live at the moment under the pointer with their size, stream, thread and
+        # log line, as the CSV has them
+        for frac in (0.3, 0.7):
+            at = round(frac * data["span"][1])
+            st_h = Dom(browse("file://%s#hover=%d" % (page, at), profile, "dom", 10000)[0]).status
+            tip = html.unescape(st_h.get("data-tip", ""))
+            t_h = float(st_h.get("data-hover-t", "-1"))
+            live = live_at(log, t_h)
+            line = [l for l in tip.split("\n") if l.startswith("largest live allocation: ")]
+            want = [a for a in live if a[0] == live[0][0]] if live else []
+            ok = bool(line) and any(
+                line[0].startswith("largest live allocation: ") and
+                ("(%d bytes) at %s" % (a[0], a[1])) in line[0] and
+                ("stream %s, thread %s," % (a[2], a[3])) in tip and
+                ("%s:%d)" % (log, a[4])) in tip for a in want)
+            check(st_h.get("data-tip-shown") == "block" and abs(t_h - at) <= data["span"][1] / 500
+                  and ok and "backtrace: none" in tip,
+                  "the tooltip at %.0f us shows the largest live allocation, %s: %s" % (
+                      t_h, want[:1], line[:1]))
+        # the segment map rebuilt from the log at a chosen moment: segments, blocks, holes and
+        # the largest hole, against the fixed log
+        for at, (n_seg, mapped, n_used, used, n_holes, hole, hole_at) in SEGMENT_MAPS.items():
+            dom_s = Dom(browse("file://%s#choose=%d" % (seg_page, at), profile, "dom", 10000)[0])
+            tb = [t for t in dom_s.tables if t["id"] == "map-at-table"]
+            cells = tb[0]["cells"][1:7] if tb else []
+            maps = [c for c in dom_s.segmaps if c.get("data-snapshot") == "t"]
+            check(cells == [str(v) for v in (n_seg, mapped, n_used, used, n_holes, hole)] and
+                  json.loads(html.unescape(dom_s.status.get("data-map-largest", "[]"))) ==
+                  [[0, hole, hole_at]] and len(maps) == 1 and
+                  maps[0].get("data-segments") == str(n_seg) and
+                  maps[0].get("data-blocks") == str(n_used + n_holes) and
+                  dom_s.status.get("data-sleeps") == "1" and
+                  dom_s.status.get("data-wakes") == "1" and "data-errors" not in dom_s.status,
+                  "the segment map at %d us: %s (largest hole at %s), drawn: %s" % (
+                      at, cells, dom_s.status.get("data-map-largest"), maps))
 
         # the allocator shim's file (a snapshot per device): the page shows each device's
         shim = os.path.join(d, "shim.json")

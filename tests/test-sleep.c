@@ -1335,6 +1335,76 @@ test_fork (void)
   g_thread_join (th);
 }
 
+/* memres_sleep_call_get_tag(): inside the slots of a sleep and a wake (here, in the segment
+ * events vmm raises from them, on the same thread) the call's tag and policy mode (the wake's
+ * the sleep's); NULL outside, the mode untouched. */
+typedef struct
+{
+  guint calls;
+  char *tags[8];
+  MemresSleepMode modes[8];
+} CallSeen;
+
+static void
+on_segment_call (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segment,
+                 guint64 previous_length, gpointer user_data)
+{
+  CallSeen *seen = user_data;
+  MemresSleepMode mode = (MemresSleepMode) 99;
+  const char *tag = memres_sleep_call_get_tag (&mode);
+
+  if (seen->calls < G_N_ELEMENTS (seen->tags))
+    {
+      seen->tags[seen->calls] = g_strdup (tag != NULL ? tag : "(none)");
+      seen->modes[seen->calls] = mode;
+    }
+  seen->calls++;
+}
+
+static void
+test_call_tag (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresSleepPolicy) backup = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresSleepMode mode = (MemresSleepMode) 99;
+  CallSeen seen = { 0 };
+  MemresBuffer *buf, *other;
+  guint id;
+
+  if (!require_device ())
+    return;
+  g_assert_null (memres_sleep_call_get_tag (&mode));
+  g_assert_cmpint (mode, ==, 99);
+  g_assert_null (memres_sleep_call_get_tag (NULL));
+  mr = new_ok ("vmm");
+  buf = alloc_tagged (mr, "sl-call", 2 * MiB);
+  other = alloc_tagged (mr, NULL, 2 * MiB);
+  id = memres_resource_subscribe_segments (mr, on_segment_call, &seen, NULL, &error);
+  g_assert_no_error (error);
+  /* the two segments there now, told at the subscription: outside any sleep */
+  g_assert_cmpuint (seen.calls, ==, 2);
+  g_assert_cmpstr (seen.tags[0], ==, "(none)");
+  g_assert_cmpint (seen.modes[1], ==, 99);
+  backup = policy_new (MEMRES_SLEEP_BACKUP);
+  sleep_ok (mr, "sl-call", backup);
+  wake_ok (mr, "sl-call");
+  g_assert_cmpuint (seen.calls, ==, 4);
+  g_assert_cmpstr (seen.tags[2], ==, "sl-call");
+  g_assert_cmpint (seen.modes[2], ==, MEMRES_SLEEP_BACKUP);
+  g_assert_cmpstr (seen.tags[3], ==, "sl-call");
+  g_assert_cmpint (seen.modes[3], ==, MEMRES_SLEEP_BACKUP);
+  /* a close outside: no call */
+  mt_close_ok (other, NULL);
+  g_assert_cmpuint (seen.calls, ==, 5);
+  g_assert_cmpstr (seen.tags[4], ==, "(none)");
+  g_assert_null (memres_sleep_call_get_tag (NULL));
+  g_assert_true (memres_resource_unsubscribe_segments (mr, id, &error));
+  mt_close_ok (buf, NULL);
+  for (guint i = 0; i < MIN (seen.calls, G_N_ELEMENTS (seen.tags)); i++)
+    g_free (seen.tags[i]);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1348,6 +1418,7 @@ main (int argc, char **argv)
   g_test_add_func ("/sleep/refusals/exported", test_refuse_exported);
   g_test_add_func ("/sleep/close-asleep", test_close_asleep);
   g_test_add_func ("/sleep/segments", test_segments);
+  g_test_add_func ("/sleep/call-tag", test_call_tag);
   g_test_add_func ("/sleep/cache", test_cache);
   g_test_add_data_func ("/sleep/faults/sleep", "vmm:chunk=2MiB", test_faults_sleep);
   g_test_add_data_func ("/sleep/faults/wake", "vmm:chunk=2MiB", test_faults_wake);

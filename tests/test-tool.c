@@ -1368,11 +1368,11 @@ test_replay_free_failure (void)
 
   g_assert_true (g_file_set_contents (log,
                                       "Thread,Time,Action,Pointer,Size,Stream\n"
-                                      "1,t,allocate,0x10,100,0x0\n"
-                                      "1,t,free failure,0x10,100,0x0\n"
-                                      "1,t,allocate,0x20,50,0x0\n"
-                                      "1,t,free,0x10,100,0x0\n"
-                                      "1,t,free,0x20,50,0x0\n",
+                                      "1,10:00:00.000000,allocate,0x10,100,0x0\n"
+                                      "1,10:00:00.000000,free failure,0x10,100,0x0\n"
+                                      "1,10:00:00.000000,allocate,0x20,50,0x0\n"
+                                      "1,10:00:00.000000,free,0x10,100,0x0\n"
+                                      "1,10:00:00.000000,free,0x20,50,0x0\n",
                                       -1, NULL));
   run_tool (&r, "replay", "--json", log, "host", NULL);
   g_test_message ("%s%s", r.out, r.err);
@@ -1400,37 +1400,70 @@ test_replay_bad_logs (void)
     const char *needle;
   } cases[] = {
     { "Pointer,Size\n", ":1: expected the header" },
-    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10\n", ":2: expected 6 fields" },
-    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,16,1,0x0\n", ":2: invalid Pointer" },
-    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,-1,0x0\n", ":2: invalid Size" },
-    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,steal,0x10,1,0x0\n", ":2: invalid Action" },
-    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,1,0x0\n1,t,allocate,0x10,2,0x0\n",
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10\n",
+      ":2: expected 6 fields" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,16,1,0x0\n",
+      ":2: invalid Pointer" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,-1,0x0\n",
+      ":2: invalid Size" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,steal,0x10,1,0x0\n",
+      ":2: invalid Action" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,1,0x0\n1,10:00:00."
+      "000000,allocate,0x10,2,0x0\n",
       ":3: Pointer 0x10 allocated again, without a free since line 2 allocated it" },
     /* a free's Size is its allocate's */
-    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,100,0x0\n\n1,t,free,0x10,99,0x0\n",
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,100,0x0\n\n1,10:00:"
+      "00.000000,free,0x10,99,0x0\n",
       ":4: free of Pointer 0x10 with Size 99, but its allocate on line 2 has Size 100\n" },
     /* live sizes past 2^64 bytes: no log of disjoint allocations (the peak wrapped to 3 * 2^62) */
-    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,4611686018427387904,0x0\n"
-      "1,t,allocate,0x20,4611686018427387904,0x0\n1,t,allocate,0x30,4611686018427387904,0x0\n"
-      "1,t,allocate,0x40,4611686018427387904,0x0\n1,t,allocate,0x50,100,0x0\n",
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,4611686018427387904,"
+      "0x0\n"
+      "1,10:00:00.000000,allocate,0x20,4611686018427387904,0x0\n1,10:00:00.000000,allocate,0x30,"
+      "4611686018427387904,0x0\n"
+      "1,10:00:00.000000,allocate,0x40,4611686018427387904,0x0\n1,10:00:00.000000,allocate,0x50,"
+      "100,0x0\n",
       ":5: the sizes live at once would pass 2^64 bytes (18446744073709551616)" },
+    /* a Time that is not HH:MM:SS.uuuuuu: replay refuses what trace and view refuse */
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,t,allocate,0x10,1,0x0\n",
+      ":2: invalid Time \"t\"" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,25:00:00.000000,allocate,0x10,1,0x0\n",
+      ":2: invalid Time" },
+    /* memres's sleep and wake lines name their policy */
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,sleep forever,0x0,1,0x0\n",
+      ":2: invalid Action \"sleep forever\"" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,segment mapped,0x10,x,0x0\n",
+      ":2: invalid Size" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,segment mapped,0x10,9223372036854775807,0x0\n"
+      "1,10:00:00.000000,segment mapped,0x20,9223372036854775807,0x0\n"
+      "1,10:00:00.000000,segment grown,0x20,9223372036854775807,0x0\n"
+      "1,10:00:00.000000,segment mapped,0x30,2,0x0\n",
+      ":5: the segments mapped at once would pass 2^64 bytes" },
+  };
+  /* replay, trace and view check a log's lines alike (log-walk.c): the same error for each */
+  const char *const commands[][4] = {
+    /* limit refuses the 2^62-byte allocations without asking host for them (a malloc that
+     * size aborts under AddressSanitizer instead of failing) */
+    { "replay", log, "limit:max=1GiB>host", NULL },
+    { "trace", log, NULL },
+    { "view", log, NULL },
   };
   Run r = { 0 };
   gsize i;
 
   for (i = 0; i < G_N_ELEMENTS (cases); i++)
-    {
-      g_assert_true (g_file_set_contents (log, cases[i].text, -1, NULL));
-      /* limit refuses the 2^62-byte allocations without asking host for them (a malloc that
-       * size aborts under AddressSanitizer instead of failing) */
-      run_tool (&r, "replay", log, "limit:max=1GiB>host", NULL);
-      assert_one_error_line (&r);
-      /* MEMRES_ERROR_INVALID_ARGUMENT: the operand (the log) is invalid, exit status 2 */
-      g_assert_cmpint (r.status, ==, 2);
-      if (strstr (r.err, cases[i].needle) == NULL)
-        g_error ("expected \"%s\": %s", cases[i].needle, r.err);
-      run_clear (&r);
-    }
+    for (gsize c = 0; c < G_N_ELEMENTS (commands); c++)
+      {
+        g_assert_true (g_file_set_contents (log, cases[i].text, -1, NULL));
+        run_toolv (&r, NULL, commands[c]);
+        assert_one_error_line (&r);
+        /* MEMRES_ERROR_INVALID_ARGUMENT: the operand (the log) is invalid, exit status 2 */
+        g_assert_cmpint (r.status, ==, 2);
+        g_assert_cmpstr (r.out, ==, "");
+        if (strstr (r.err, cases[i].needle) == NULL)
+          g_error ("memres %s: expected \"%s\": %s", commands[c][0], cases[i].needle, r.err);
+        run_clear (&r);
+      }
   /* a NUL byte is reported on its line */
   g_assert_true (
       g_file_set_contents (log, "Thread,Time,Action,Pointer,Size,Stream\n1,t\0", 43, NULL));
@@ -1688,10 +1721,11 @@ test_alloc_close_fails (void)
     g_autofree char *log = g_build_filename (dir, "ok.csv", NULL);
     const char *const replay_args[] = { "replay", log, "dmr", NULL };
 
-    g_assert_true (g_file_set_contents (log,
-                                        "Thread,Time,Action,Pointer,Size,Stream\n"
-                                        "1,t,allocate,0x10,100,0x0\n1,t,free,0x10,100,0x0\n",
-                                        -1, NULL));
+    g_assert_true (g_file_set_contents (
+        log,
+        "Thread,Time,Action,Pointer,Size,Stream\n"
+        "1,10:00:00.000000,allocate,0x10,100,0x0\n1,10:00:00.000000,free,0x10,100,0x0\n",
+        -1, NULL));
     run_toolv (&r, env, replay_args);
     g_assert_cmpint (r.status, ==, 1);
     g_assert_nonnull (strstr (r.err, "ok.csv:3: closing the buffer failed: cuMemFreeAsync"));
@@ -1709,12 +1743,14 @@ test_alloc_escapes_specs (void)
   g_autofree char *dir = g_dir_make_tmp ("memres-test-escape-XXXXXX", NULL);
   g_autofree char *log = g_build_filename (dir, "x\x1b[2Jx.csv", NULL);
   g_autofree char *spec = g_strdup_printf ("log:path=%s>host", log);
-  g_autofree char *layer
-      = g_strdup_printf ("log:path=%s/x\\x1b[2Jx.csv,append=false,flush=false,tags=false", dir);
+  g_autofree char *layer = g_strdup_printf (
+      "log:path=%s/x\\x1b[2Jx.csv,append=false,flush=false,tags=false,segments=false", dir);
   g_autofree char *want_resource = g_strdup_printf ("resource  %s>host:alignment=256\n", layer);
   g_autofree char *want_layer = g_strdup_printf ("\nlayers    1  %s\n", layer);
   g_autofree char *want_json = g_strdup_printf (
-      "\"spec\": \"log:path=%s/x\\u001b[2Jx.csv,append=false,flush=false,tags=false\",", dir);
+      "\"spec\": "
+      "\"log:path=%s/x\\u001b[2Jx.csv,append=false,flush=false,tags=false,segments=false\",",
+      dir);
   g_autofree char *csv = g_build_filename (dir, "run.csv", NULL);
   g_autofree char *want_against = g_strdup_printf ("\nagainst   %s>host:alignment=256\n", layer);
   Run r = { 0 };
@@ -1734,10 +1770,11 @@ test_alloc_escapes_specs (void)
   run_clear (&r);
 
   /* memres replay's "against" line */
-  g_assert_true (g_file_set_contents (csv,
-                                      "Thread,Time,Action,Pointer,Size,Stream\n"
-                                      "1,t,allocate,0x10,100,0x0\n1,t,free,0x10,100,0x0\n",
-                                      -1, NULL));
+  g_assert_true (g_file_set_contents (
+      csv,
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,allocate,0x10,100,0x0\n1,10:00:00.000000,free,0x10,100,0x0\n",
+      -1, NULL));
   run_tool (&r, "replay", csv, spec, NULL);
   g_test_message ("%s%s", r.out, r.err);
   g_assert_cmpint (r.status, ==, 0);
@@ -1926,12 +1963,16 @@ test_replay_threads (void)
 
   /* thread 1 allocates 100 buffers, thread 2 frees them; thread 3 allocates and frees its own */
   for (guint i = 0; i < 100; i++)
-    g_string_append_printf (text, "1,t,allocate,0x%x,%u,0x0\n", 0x1000 + i * 0x100, 10 + i);
+    g_string_append_printf (text, "1,10:00:00.000000,allocate,0x%x,%u,0x0\n", 0x1000 + i * 0x100,
+                            10 + i);
   for (guint i = 0; i < 100; i++)
-    g_string_append_printf (text, "2,t,free,0x%x,%u,0x0\n", 0x1000 + i * 0x100, 10 + i);
-  g_string_append (text, "3,t,allocate,0x90000,7,0x5\n3,t,allocate failure,0x0,1000000,0x5\n"
-                         "3,t,out of memory,0x0,1000000,0x5\n"
-                         "3,t,trim,0x0,0,0x0\n3,t,free,0x90000,7,0x5\n");
+    g_string_append_printf (text, "2,10:00:00.000000,free,0x%x,%u,0x0\n", 0x1000 + i * 0x100,
+                            10 + i);
+  g_string_append (text,
+                   "3,10:00:00.000000,allocate,0x90000,7,0x5\n3,10:00:00.000000,allocate "
+                   "failure,0x0,1000000,0x5\n"
+                   "3,10:00:00.000000,out of memory,0x0,1000000,0x5\n"
+                   "3,10:00:00.000000,trim,0x0,0,0x0\n3,10:00:00.000000,free,0x90000,7,0x5\n");
   g_assert_true (g_file_set_contents (log, text->str, -1, NULL));
   g_string_free (text, TRUE);
 

@@ -9,14 +9,16 @@
  * its allocate. An allocation that fails names LOG:LINE and makes the exit status 1 (after the
  * summary); a close that fails stops the replay with LOG:LINE (exit status 1). Logged failures
  * (`allocate failure`, and `free failure`: a free that failed and left the buffer open) are
- * counted, not replayed; memres's `out of memory` (which follows its `allocate failure`) and
- * `trim` lines are read and not replayed; a free of an address the replay does
- * not hold (its allocation failed here) is counted and skipped; a log whose live sizes pass
- * 2^64 bytes, or with a free whose Size is not its allocate's, is refused as invalid (they would
- * overlap; the live bytes would be wrong). Buffers still live at the end are closed. LOG is read
- * and checked whole before any SPEC is created, and a `log` layer of a SPEC on the same file is
- * refused first (so is one on stdout with --json); a `log` layer that lost lines fails the
- * command (logs.c). */
+ * counted, not replayed; memres's `out of memory` (which follows its `allocate failure`), `trim`,
+ * `sleep` and `wake` (a replay has no tags to put to sleep: the buffers of the tag stay allocated
+ * and awake, as the log's allocate and free lines say they stayed allocated) and `segment` lines
+ * are read and not replayed; a free of an address the replay does
+ * not hold (its allocation failed here) is counted and skipped; the lines are checked by
+ * log-walk.c, as `memres trace` and `memres view` check them (a Time that is not HH:MM:SS.uuuuuu,
+ * live sizes past 2^64 bytes, a free whose Size is not its allocate's are refused as invalid).
+ * Buffers still live at the end are closed. LOG is read and checked whole before any SPEC is
+ * created, and a `log` layer of a SPEC on the same file is refused first (so is one on stdout with
+ * --json); a `log` layer that lost lines fails the command (logs.c). */
 #include "memres-tool.h"
 
 #include <glib/gstdio.h>
@@ -34,7 +36,8 @@ typedef enum
   OP_ALLOCATE,
   OP_FREE,
   OP_LOGGED_FAILURE, /* allocate failure, free failure: counted, not replayed */
-  OP_OTHER,          /* out of memory (after its allocate failure), trim: not replayed */
+  OP_OTHER,          /* out of memory (after its allocate failure), trim, sleep, wake and the
+                      * segment lines: not replayed */
 } OpKind;
 
 typedef struct
@@ -122,111 +125,83 @@ intern (GHashTable *table, const char *key)
   return GPOINTER_TO_UINT (value);
 }
 
-/* Parses and checks the log, each line through memres_tool_parse_log_line() (log-csv.c), before
- * any stack is created. */
-static gboolean
-parse_log (const char *log, const char *text, gsize length, Log *out, GError **error)
+/* What parse_log() builds as the walk goes. */
+typedef struct
 {
-  g_auto (GStrv) lines = NULL;
-  /* the live allocations by Pointer: the index of the allocate (+ 1) */
-  g_autoptr (GHashTable) live = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, NULL);
+  Log *out;
+  GHashTable *threads, *streams; /* logged Thread and Stream -> index */
+} Parsing;
+
+/* The index of the op of log line @line (ops are in line order). */
+static guint
+op_of_line (const GArray *ops, guint line)
+{
+  guint lo = 0, hi = ops->len;
+
+  while (lo < hi)
+    {
+      guint mid = lo + (hi - lo) / 2;
+
+      if (g_array_index (ops, Op, mid).line < line)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo;
+}
+
+static gboolean
+add_op (const MemresLogEvent *e, gpointer user_data, GError **error)
+{
+  Parsing *p = user_data;
+  Log *out = p->out;
+  Op op = { 0 };
+
+  op.line = e->line;
+  op.size = e->l.size;
+  op.match = -1;
+  op.thread = intern (p->threads, e->l.thread);
+  op.stream = intern (p->streams, e->l.stream_text);
+  switch (e->l.action)
+    {
+    case MEMRES_LOG_ALLOCATE:
+      op.kind = OP_ALLOCATE;
+      out->allocations++;
+      out->log_peak = MAX (out->log_peak, e->used);
+      break;
+    case MEMRES_LOG_FREE:
+      op.kind = OP_FREE;
+      out->frees++;
+      if (e->counted)
+        op.match = op_of_line (out->ops, e->alloc_line);
+      break;
+    case MEMRES_LOG_ALLOCATE_FAILURE:
+    case MEMRES_LOG_FREE_FAILURE:
+      op.kind = OP_LOGGED_FAILURE;
+      out->logged_failures++;
+      break;
+    default: /* out of memory, trim, sleep, wake, segment lines */
+      op.kind = OP_OTHER;
+      out->others++;
+      break;
+    }
+  g_array_append_val (out->ops, op);
+  return TRUE;
+}
+
+/* Parses and checks the log before any stack is created: its lines walked and checked by
+ * memres_tool_walk_log() (log-walk.c), as `memres trace` and `memres view` check them. */
+static gboolean
+parse_log (const char *log, char *text, gsize length, Log *out, GError **error)
+{
   g_autoptr (GHashTable) threads = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr (GHashTable) streams = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  guint64 log_used = 0;
-  gboolean tagged;
-  const char *nul;
+  Parsing p = { out, threads, streams };
 
-  if ((nul = memchr (text, '\0', length)) != NULL)
-    {
-      guint line = 1;
-
-      for (const char *c = text; c < nul; c++)
-        line += *c == '\n';
-      return memres_tool_log_bad_line (error, log, line, "a NUL byte: not a CSV log");
-    }
-  lines = g_strsplit (text, "\n", -1);
-  if (lines[0] == NULL || !memres_tool_log_header_ok (g_strchomp (lines[0]), &tagged))
-    return memres_tool_log_bad_line (error, log, 1,
-                                     "expected the header \"" MEMRES_LOG_HEADER "\"");
   intern (streams, "0x0");
-
   out->ops = g_array_new (FALSE, TRUE, sizeof (Op));
-  for (guint i = 1; lines[i] != NULL; i++)
-    {
-      MemresLogLine l;
-      Op op = { 0 };
-      char *line = g_strchomp (lines[i]);
-      g_autofree char *why = NULL;
-
-      if (line[0] == '\0')
-        continue;
-      if (!memres_tool_parse_log_line (line, tagged, &l, &why))
-        return memres_tool_log_bad_line (error, log, i + 1, "%s", why);
-      op.line = i + 1;
-      op.size = l.size;
-      op.match = -1;
-      op.thread = intern (threads, l.thread);
-      op.stream = intern (streams, l.stream_text);
-      if (l.action == MEMRES_LOG_ALLOCATE)
-        {
-          gpointer earlier;
-
-          op.kind = OP_ALLOCATE;
-          /* the log lost a free, or is not one the log adaptor wrote: the live bytes (and
-           * the peak) would be wrong from here on */
-          if ((earlier = g_hash_table_lookup (live, &l.pointer)) != NULL)
-            return memres_tool_log_bad_line (
-                error, log, i + 1,
-                "Pointer %s allocated again, without a free since line %u "
-                "allocated it",
-                l.pointer_text, g_array_index (out->ops, Op, GPOINTER_TO_UINT (earlier) - 1).line);
-          /* live allocations are disjoint ranges of a 64-bit address space: more live bytes
-           * is no log of the log adaptor (and the sum, with the peak, would wrap) */
-          if (l.size > G_MAXUINT64 - log_used)
-            return memres_tool_log_bad_line (error, log, i + 1,
-                                             "the sizes live at once would pass 2^64 bytes "
-                                             "(18446744073709551616): allocations that overlap");
-          log_used += l.size;
-          out->log_peak = MAX (out->log_peak, log_used);
-          out->allocations++;
-          g_hash_table_replace (live, g_memdup2 (&l.pointer, sizeof l.pointer),
-                                GUINT_TO_POINTER (out->ops->len + 1));
-        }
-      else if (l.action == MEMRES_LOG_FREE)
-        {
-          gpointer at = g_hash_table_lookup (live, &l.pointer);
-
-          op.kind = OP_FREE;
-          out->frees++;
-          if (at != NULL)
-            {
-              const Op *a = &g_array_index (out->ops, Op, GPOINTER_TO_UINT (at) - 1);
-
-              /* the log adaptor logs a free with the size its allocate logged: another size is
-               * a log that lost lines or was not written by it (the live bytes would be wrong) */
-              if (l.size != a->size)
-                return memres_tool_log_bad_line (
-                    error, log, i + 1,
-                    "free of Pointer %s with Size %" G_GUINT64_FORMAT
-                    ", but its allocate on line %u has Size %" G_GUINT64_FORMAT,
-                    l.pointer_text, l.size, a->line, a->size);
-              op.match = GPOINTER_TO_UINT (at) - 1;
-              log_used -= a->size;
-              g_hash_table_remove (live, &l.pointer);
-            }
-        }
-      else if (l.action == MEMRES_LOG_TRIM || l.action == MEMRES_LOG_OUT_OF_MEMORY)
-        {
-          op.kind = OP_OTHER;
-          out->others++;
-        }
-      else
-        {
-          op.kind = OP_LOGGED_FAILURE;
-          out->logged_failures++;
-        }
-      g_array_append_val (out->ops, op);
-    }
+  if (!memres_tool_walk_log (log, text, length, add_op, &p, error))
+    return FALSE;
   out->threads = g_hash_table_size (threads);
   out->streams = g_hash_table_size (streams);
   return TRUE;

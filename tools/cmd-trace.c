@@ -5,11 +5,15 @@
  * after each allocate and free, from the log's Sizes) and a counter track "buffers" (the
  * allocations live); for a log with the Tag column (`log:tags=true`) a counter track per tag,
  * "used bytes, tag NAME" ("used bytes, untagged" for buffers without one), the bytes live under
- * it, a free counted under its allocation's tag; and instant events (thread-scoped, on the logged
- * Thread) for `allocate failure`, `out of memory`, `free failure` and `trim`, with the Size in
- * their args. Times are the log's Time (local wall-clock HH:MM:SS.uuuuuu) in microseconds since the
- * first line of all the logs, a day added each time a log's time goes back by more than 12 hours
- * (past midnight). A malformed line is an error naming FILE:LINE (exit status 2), as in replay. */
+ * it, a free counted under its allocation's tag; for a log with segment lines
+ * (`log:segments=true`) a counter track "mapped bytes" (the bytes of the segments mapped below the
+ * layer); and instant events (thread-scoped, on the logged Thread) for `allocate failure`, `out of
+ * memory`, `free failure`, `trim`, and `sleep POLICY` and `wake POLICY` (the Action as the
+ * event's name), with the Size in their args, and for a sleep or wake also its policy and tag
+ * ("" in a log without the Tag column). Times are the log's Time (local wall-clock HH:MM:SS.uuuuuu)
+ * in microseconds since the first line of all the logs, a day added each time a log's time goes
+ * back by more than 12 hours (past midnight). A malformed line is an error naming FILE:LINE (exit
+ * status 2), as in replay. */
 #include "memres-tool.h"
 
 #include <string.h>
@@ -26,31 +30,16 @@ typedef struct
 {
   gint64 ts;
   guint pid;
-  const char *name; /* an instant's action, or NULL for the counters */
-  const char *tid;  /* the logged Thread (points into the log's text) */
-  const char *tag;  /* counters of one tag ("" the untagged; into the text), or NULL */
-  guint64 value;    /* counters: the used bytes; instants: the Size */
-  guint64 buffers;  /* counters: the live allocations */
-  guint seq;        /* the order read, for equal times */
+  const char *name;   /* an instant's action, or NULL for the counters */
+  const char *tid;    /* the logged Thread (points into the log's text) */
+  const char *tag;    /* counters of one tag ("" the untagged; into the text), or NULL; a sleep's
+                       * or wake's tag */
+  const char *policy; /* a sleep's or wake's policy, or NULL */
+  gboolean mapped;    /* the counter of mapped bytes (a segment line) */
+  guint64 value;      /* counters: the used (mapped) bytes; instants: the Size */
+  guint64 buffers;    /* counters: the live allocations */
+  guint seq;          /* the order read, for equal times */
 } Event;
-
-static const char *
-instant_name (MemresLogAction action)
-{
-  switch (action)
-    {
-    case MEMRES_LOG_ALLOCATE_FAILURE:
-      return "allocate failure";
-    case MEMRES_LOG_OUT_OF_MEMORY:
-      return "out of memory";
-    case MEMRES_LOG_FREE_FAILURE:
-      return "free failure";
-    case MEMRES_LOG_TRIM:
-      return "trim";
-    default:
-      return NULL;
-    }
-}
 
 typedef struct
 {
@@ -69,6 +58,22 @@ add_event (const MemresLogEvent *le, gpointer user_data, GError **error)
   e.seq = r->events->len;
   e.pid = r->pid;
   e.tid = le->l.thread;
+  switch (le->l.action)
+    {
+    case MEMRES_LOG_FREE:
+      if (!le->counted) /* of an allocation made before the log began */
+        return TRUE;
+      break;
+    case MEMRES_LOG_SEGMENT_MAPPED:
+    case MEMRES_LOG_SEGMENT_GROWN:
+    case MEMRES_LOG_SEGMENT_UNMAPPING:
+      e.mapped = TRUE;
+      e.value = le->mapped;
+      g_array_append_val (r->events, e);
+      return TRUE;
+    default:
+      break;
+    }
   if (le->counted && le->tagged)
     {
       /* the tag's own track first, then the layer's: the tag of a free is its allocation's */
@@ -97,8 +102,13 @@ add_event (const MemresLogEvent *le, gpointer user_data, GError **error)
     }
   else
     {
-      e.name = instant_name (le->l.action);
+      e.name = le->l.action_name;
       e.value = le->l.size;
+      if (le->l.policy != NULL)
+        {
+          e.policy = le->l.policy;
+          e.tag = le->l.tag;
+        }
     }
   g_array_append_val (r->events, e);
   return TRUE;
@@ -148,7 +158,13 @@ write_trace (Input *inputs, guint n_inputs, GArray *events)
       const Event *e = &g_array_index (events, Event, i);
       gint64 ts = e->ts - t0;
 
-      if (e->tag != NULL)
+      if (e->mapped)
+        g_string_append_printf (
+            s,
+            ",\n{\"name\": \"mapped bytes\", \"ph\": \"C\", \"ts\": %" G_GINT64_FORMAT
+            ", \"pid\": %u, \"args\": {\"mapped\": %" G_GUINT64_FORMAT "}}",
+            ts, e->pid, e->value);
+      else if (e->tag != NULL && e->name == NULL)
         {
           g_autofree char *name = g_strdup_printf ("used bytes, %s%s",
                                                    e->tag[0] != '\0' ? "tag " : "untagged", e->tag);
@@ -176,7 +192,13 @@ write_trace (Input *inputs, guint n_inputs, GArray *events)
               ", \"pid\": %u, \"tid\": ",
               e->name, ts, e->pid);
           memres_json_append_string (s, e->tid);
-          g_string_append_printf (s, ", \"args\": {\"size\": %" G_GUINT64_FORMAT "}}", e->value);
+          g_string_append_printf (s, ", \"args\": {\"size\": %" G_GUINT64_FORMAT, e->value);
+          if (e->policy != NULL)
+            {
+              g_string_append_printf (s, ", \"policy\": \"%s\", \"tag\": ", e->policy);
+              memres_json_append_string (s, e->tag);
+            }
+          g_string_append (s, "}}");
         }
     }
   g_string_append (s, "\n]}\n");
@@ -208,8 +230,9 @@ memres_tool_trace (int argc, char **argv)
       context, "Writes the CSV logs of log layers (one LOG per layer) as one Chrome "
                "trace-event JSON document, which Perfetto's UI and chrome://tracing open: per "
                "LOG a counter track of used bytes and one of live buffers, with the Tag "
-               "column (log:tags=true) a track of used bytes per tag, and instant events "
-               "for allocate failure, out of memory, free failure and trim.");
+               "column (log:tags=true) a track of used bytes per tag, with segment lines "
+               "(log:segments=true) a track of mapped bytes, and instant events for allocate "
+               "failure, out of memory, free failure, trim, sleep and wake.");
   g_option_context_add_main_entries (context, entries, NULL);
   if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("trace", error->message);

@@ -17,8 +17,11 @@
  *   top       the 2,000 largest allocations of all the logs, each in full: layer, size,
  *             allocated and freed time (-1: live at the end), pointer, stream, thread, line,
  *             backtrace (null: a log has none), tag ("" for none);
- *   marks     up to 100,000 events other than allocate and free (out of memory, allocate and
- *             free failures, trim): layer, time, action, size, thread, line;
+ *   marks     up to 100,000 events other than allocate, free and the segment lines (out of
+ *             memory, allocate and free failures, trim, sleep and wake): layer, time, action
+ *             (as logged: "sleep backup"), size, thread, line, and for a sleep or wake its tag;
+ *   map       the segment lines of the logs (`log:segments=true`) and the allocations of those
+ *             logs, for the segment map at the chosen moment (view-map.c);
  *   snapshots the snapshots, each with _file added (the allocator shim's file, a snapshot per
  *             device under "devices", is split by the page's script).
  * The page's size grows with the count of logs and tags, not with the events'. Public API only. */
@@ -62,7 +65,7 @@ typedef struct
 {
   guint layer, line;
   gint64 ts;
-  const char *action, *thread;
+  const char *action, *thread, *tag; /* tag: a sleep's or wake's (into the log), else NULL */
   guint64 size;
 } Mark;
 
@@ -84,6 +87,7 @@ typedef struct
   guint n_marks_dropped;
   guint layer;
   Series *layer_series; /* the whole layer's, of the log being read */
+  MemresViewMap *map;   /* the segment lines and allocations (view-map.c) */
 } View;
 
 static Series *
@@ -216,25 +220,17 @@ on_event (const MemresLogEvent *e, gpointer user_data, GError **error)
 {
   View *v = user_data;
 
+  memres_view_map_add (v->map, v->layer, e);
+  if (e->l.action == MEMRES_LOG_SEGMENT_MAPPED || e->l.action == MEMRES_LOG_SEGMENT_GROWN
+      || e->l.action == MEMRES_LOG_SEGMENT_UNMAPPING
+      || (e->l.action == MEMRES_LOG_FREE && !e->counted)) /* a free of memory older than the log */
+    return TRUE;
   if (!e->counted)
     {
-      Mark m = { v->layer, e->line, e->ts, NULL, e->l.thread, e->l.size };
+      Mark m = { v->layer,         e->line,     e->ts,
+                 e->l.action_name, e->l.thread, e->l.policy != NULL ? e->l.tag : NULL,
+                 e->l.size };
 
-      switch (e->l.action)
-        {
-        case MEMRES_LOG_ALLOCATE_FAILURE:
-          m.action = "allocate failure";
-          break;
-        case MEMRES_LOG_OUT_OF_MEMORY:
-          m.action = "out of memory";
-          break;
-        case MEMRES_LOG_FREE_FAILURE:
-          m.action = "free failure";
-          break;
-        default:
-          m.action = "trim";
-          break;
-        }
       if (v->marks->len < MAX_MARKS)
         g_array_append_val (v->marks, m);
       else
@@ -426,6 +422,8 @@ write_data (View *v, Input *inputs, guint n_inputs)
       t1 = MAX (t1, g_array_index (v->marks, Mark, i).ts);
       any = TRUE;
     }
+  memres_view_map_extent (v->map, &t0, &t1);
+  any = any || !memres_view_map_empty (v->map);
   if (!any)
     t0 = t1 = 0;
   g_string_append (out, "],\"clock0\":");
@@ -470,9 +468,17 @@ write_data (View *v, Input *inputs, guint n_inputs)
       g_string_append_printf (out, "%s\n[%u,%" G_GINT64_FORMAT ",\"%s\",%" G_GUINT64_FORMAT ",",
                               i ? "," : "", m->layer, m->ts - t0, m->action, m->size);
       memres_json_append_string (out, m->thread);
-      g_string_append_printf (out, ",%u]", m->line);
+      g_string_append_printf (out, ",%u", m->line);
+      if (m->tag != NULL)
+        {
+          g_string_append_c (out, ',');
+          memres_json_append_string (out, m->tag);
+        }
+      g_string_append_c (out, ']');
     }
-  g_string_append (out, "],\n\"snapshots\":[");
+  g_string_append (out, "],\n");
+  memres_view_map_write (v->map, out, t0);
+  g_string_append (out, ",\n\"snapshots\":[");
   any = FALSE;
   for (guint i = 0; i < n_inputs; i++)
     {
@@ -705,6 +711,7 @@ memres_tool_view (int argc, char **argv)
   v.heap = g_ptr_array_new_with_free_func (g_free);
   v.in_heap = g_hash_table_new (g_direct_hash, g_direct_equal);
   v.marks = g_array_new (FALSE, FALSE, sizeof (Mark));
+  v.map = memres_view_map_new ();
   for (guint i = 0; i < n && status == 0; i++)
     {
       inputs[i].reserved = i >= (guint) argc - 1;
@@ -733,5 +740,6 @@ memres_tool_view (int argc, char **argv)
   g_ptr_array_unref (v.heap);
   g_hash_table_unref (v.in_heap);
   g_array_unref (v.marks);
+  memres_view_map_free (v.map);
   return status;
 }

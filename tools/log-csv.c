@@ -1,6 +1,7 @@
 /* log-csv.c: one line of the CSV log the `log` adaptor writes (plugins/log/log.c), read for
- * `memres replay` and `memres trace`: RMM's six columns, with memres's extra actions (`out of
- * memory`, `trim`) beside RMM's. */
+ * `memres replay`, `memres trace` and `memres view` (through log-walk.c): RMM's six columns, with
+ * memres's extra actions (`out of memory`, `trim`, `sleep POLICY`, `wake POLICY`, `segment
+ * mapped|grown|unmapping`) beside RMM's. */
 #include "memres-tool.h"
 
 #include <string.h>
@@ -31,13 +32,23 @@ static const struct
 {
   const char *name;
   MemresLogAction action;
+  const char *policy;
 } actions[] = {
-  { "allocate", MEMRES_LOG_ALLOCATE },
-  { "free", MEMRES_LOG_FREE },
-  { "allocate failure", MEMRES_LOG_ALLOCATE_FAILURE },
-  { "free failure", MEMRES_LOG_FREE_FAILURE },
-  { "out of memory", MEMRES_LOG_OUT_OF_MEMORY },
-  { "trim", MEMRES_LOG_TRIM },
+  { "allocate", MEMRES_LOG_ALLOCATE, NULL },
+  { "free", MEMRES_LOG_FREE, NULL },
+  { "allocate failure", MEMRES_LOG_ALLOCATE_FAILURE, NULL },
+  { "free failure", MEMRES_LOG_FREE_FAILURE, NULL },
+  { "out of memory", MEMRES_LOG_OUT_OF_MEMORY, NULL },
+  { "trim", MEMRES_LOG_TRIM, NULL },
+  { "sleep discard", MEMRES_LOG_SLEEP, "discard" },
+  { "sleep backup", MEMRES_LOG_SLEEP, "backup" },
+  { "sleep file", MEMRES_LOG_SLEEP, "file" },
+  { "wake discard", MEMRES_LOG_WAKE, "discard" },
+  { "wake backup", MEMRES_LOG_WAKE, "backup" },
+  { "wake file", MEMRES_LOG_WAKE, "file" },
+  { "segment mapped", MEMRES_LOG_SEGMENT_MAPPED, NULL },
+  { "segment grown", MEMRES_LOG_SEGMENT_GROWN, NULL },
+  { "segment unmapping", MEMRES_LOG_SEGMENT_UNMAPPING, NULL },
 };
 
 static gboolean
@@ -94,11 +105,14 @@ memres_tool_parse_log_line (char *line, gboolean tagged, MemresLogLine *out, cha
     if (strcmp (f[2], actions[i].name) == 0)
       {
         out->action = actions[i].action;
+        out->action_name = actions[i].name;
+        out->policy = actions[i].policy;
         return TRUE;
       }
   shown = memres_tool_show_input (f[2]);
   *why = g_strdup_printf ("invalid Action \"%s\" (allocate, free, allocate failure, free "
-                          "failure, out of memory or trim)",
+                          "failure, out of memory, trim, sleep or wake followed by discard, "
+                          "backup or file, segment mapped, segment grown or segment unmapping)",
                           shown);
   return FALSE;
 }

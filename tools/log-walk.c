@@ -1,7 +1,8 @@
-/* log-walk.c: a whole CSV log of the `log` adaptor walked line by line for `memres trace` and
- * `memres view`: each line parsed (log-csv.c), its Time made a count of microseconds that never
- * goes back past midnight, and the bytes and allocations live after it, from a table of the
- * live allocations by Pointer. */
+/* log-walk.c: a whole CSV log of the `log` adaptor walked line by line for `memres replay`,
+ * `memres trace` and `memres view`, the one place a log's lines are checked: each line parsed
+ * (log-csv.c), its Time made a count of microseconds that never goes back past midnight, the
+ * bytes and allocations live after it, from a table of the live allocations by Pointer, and the
+ * bytes mapped in segments, from a table of the segments by base. */
 #include "memres-tool.h"
 
 #include <string.h>
@@ -52,14 +53,21 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
                       gpointer user_data, GError **error)
 {
   g_autoptr (GHashTable) live = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+  g_autoptr (GHashTable) segments
+      = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
   gint64 day = 0, last = -1;
-  guint64 used = 0, buffers = 0;
+  guint64 used = 0, buffers = 0, mapped = 0;
+  const char *nul;
   char *next, *line;
   guint n = 1;
   gboolean tagged;
 
-  if (memchr (text, '\0', length) != NULL)
-    return memres_tool_log_bad_line (error, path, 1, "a NUL byte: not a CSV log");
+  if ((nul = memchr (text, '\0', length)) != NULL)
+    {
+      for (const char *c = text; c < nul; c++)
+        n += *c == '\n';
+      return memres_tool_log_bad_line (error, path, n, "a NUL byte: not a CSV log");
+    }
   line = text;
   next = memchr (line, '\n', length);
   if (next != NULL)
@@ -104,11 +112,15 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
       e.tagged = tagged;
       if (e.l.action == MEMRES_LOG_ALLOCATE)
         {
-          Live *a;
+          Live *a = g_hash_table_lookup (live, &e.l.pointer);
 
-          if (g_hash_table_contains (live, &e.l.pointer))
-            return memres_tool_log_bad_line (
-                error, path, n, "Pointer %s allocated again, without a free", e.l.pointer_text);
+          /* the log lost a free, or is not one the log adaptor wrote: the live bytes (and the
+           * peak) would be wrong from here on */
+          if (a != NULL)
+            return memres_tool_log_bad_line (error, path, n,
+                                             "Pointer %s allocated again, without a free since "
+                                             "line %u allocated it",
+                                             e.l.pointer_text, a->line);
           if (e.l.size > G_MAXUINT64 - used)
             return memres_tool_log_bad_line (error, path, n,
                                              "the sizes live at once would pass 2^64 bytes "
@@ -124,8 +136,16 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
         {
           Live *a = g_hash_table_lookup (live, &e.l.pointer);
 
-          if (a == NULL) /* allocated before the log began */
-            continue;
+          if (a != NULL && a->size != e.l.size)
+            /* the log adaptor logs a free with the size its allocate logged: another size is a
+             * log that lost lines or was not written by it (the live bytes would be wrong) */
+            return memres_tool_log_bad_line (error, path, n,
+                                             "free of Pointer %s with Size %" G_GUINT64_FORMAT
+                                             ", but its allocate on line %u has Size "
+                                             "%" G_GUINT64_FORMAT,
+                                             e.l.pointer_text, e.l.size, a->line, a->size);
+          if (a == NULL) /* allocated before the log began: not counted */
+            goto done;
           used -= a->size;
           buffers--;
           e.counted = TRUE;
@@ -135,7 +155,38 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
           e.alloc_tag = a->tag;
           g_hash_table_remove (live, &e.l.pointer);
         }
+      else if (e.l.action == MEMRES_LOG_SEGMENT_MAPPED || e.l.action == MEMRES_LOG_SEGMENT_GROWN)
+        {
+          guint64 *seg = g_hash_table_lookup (segments, &e.l.pointer);
+
+          /* mapped again (an unmap that failed), or grown: the new length replaces the old */
+          e.segment_previous = seg != NULL ? *seg : 0;
+          if (e.l.size > G_MAXUINT64 - (mapped - e.segment_previous))
+            return memres_tool_log_bad_line (error, path, n,
+                                             "the segments mapped at once would pass 2^64 bytes "
+                                             "(18446744073709551616): segments that overlap");
+          if (seg == NULL)
+            {
+              seg = g_new (guint64, 1);
+              g_hash_table_insert (segments, g_memdup2 (&e.l.pointer, sizeof e.l.pointer), seg);
+            }
+          mapped = mapped - e.segment_previous + e.l.size;
+          *seg = e.l.size;
+        }
+      else if (e.l.action == MEMRES_LOG_SEGMENT_UNMAPPING)
+        {
+          guint64 *seg = g_hash_table_lookup (segments, &e.l.pointer);
+
+          if (seg != NULL) /* else mapped before the log began */
+            {
+              e.segment_previous = *seg;
+              mapped -= *seg;
+              g_hash_table_remove (segments, &e.l.pointer);
+            }
+        }
+    done:
       e.used = used;
+      e.mapped = mapped;
       e.buffers = buffers;
       if (!func (&e, user_data, error))
         return FALSE;

@@ -85,7 +85,10 @@ gboolean memres_tool_output_is_input (const char *output, const char *input, con
  * in @tagged: each line then has a seventh field, the rest of the line, the allocation's tag,
  * empty for none; @tag is "" in a log of six columns); a
  * line's actions: RMM's four, then memres's (an allocation that ran out of memory, a trim with
- * the bytes kept as its Size and Pointer 0x0). memres_tool_parse_log_line() splits @line in
+ * the bytes kept as its Size and Pointer 0x0; `sleep POLICY` and `wake POLICY` with the bytes put
+ * to sleep or woken as Size, Pointer 0x0, the tag in the Tag column; `segment mapped`, `segment
+ * grown` and `segment unmapping` with the segment's base as Pointer and its length as Size, the
+ * new length for a growth: docs/log.md). memres_tool_parse_log_line() splits @line in
  * place (the strings of @out point into it) and checks its fields: FALSE with the reason in
  * @why (transfer full) for a wrong count of fields, a Pointer that is not 0x-hex, a Size that is
  * not a decimal count up to G_MAXSSIZE, an unknown Action. */
@@ -98,11 +101,18 @@ typedef enum
   MEMRES_LOG_FREE_FAILURE,
   MEMRES_LOG_OUT_OF_MEMORY,
   MEMRES_LOG_TRIM,
+  MEMRES_LOG_SLEEP,
+  MEMRES_LOG_WAKE,
+  MEMRES_LOG_SEGMENT_MAPPED,
+  MEMRES_LOG_SEGMENT_GROWN,
+  MEMRES_LOG_SEGMENT_UNMAPPING,
 } MemresLogAction;
 typedef struct
 {
   const char *thread, *time, *pointer_text, *stream_text, *tag;
   MemresLogAction action;
+  const char *action_name; /* the Action as written (static) */
+  const char *policy;      /* sleep and wake: "discard", "backup" or "file"; else NULL */
   guint64 pointer, size;
 } MemresLogLine;
 gboolean memres_tool_log_bad_line (GError **error, const char *log, guint line, const char *format,
@@ -111,32 +121,50 @@ gboolean memres_tool_log_header_ok (const char *line, gboolean *tagged);
 gboolean memres_tool_parse_log_line (char *line, gboolean tagged, MemresLogLine *out, char **why);
 
 /* log-walk.c: a whole log (@text, @length bytes, modified in place: the strings of each event
- * point into it) walked line by line: @func gets each line but the header and blank lines, and
- * frees of a Pointer not allocated in the log (allocated before it began) are skipped. An
+ * point into it) walked line by line, the one check of a log's lines (`memres replay`, `trace`
+ * and `view` read them alike): @func gets each line but the header and blank lines. An
  * event's @ts is the Time in microseconds since midnight of the first line's day, a day added
  * each time the Time goes back by more than 12 hours (past midnight); @used and @buffers the
  * bytes and allocations live after it; @counted for an allocate and a free of an allocation of
- * the log, which for a free also gives that allocation's size, Time, line and Tag. Errors
+ * the log, which for a free also gives that allocation's size, Time, line and Tag (a free of a
+ * Pointer not allocated in the log, allocated before it began, comes with @counted FALSE);
+ * @mapped the bytes of the segments mapped after it (`segment` lines, `log:segments=true`), and
+ * for a segment line @segment_previous the segment's length before it (0: new). Errors
  * (INVALID_ARGUMENT "LOG:LINE: why"): no header, a NUL byte, a malformed line, an invalid Time, a
- * Pointer allocated twice, live sizes past 2^64, times that pass midnight more than 1,000 times
- * (a log of more than 1,000 days); and whatever @func sets when it returns FALSE. */
+ * Pointer allocated twice, a free whose Size is not its allocate's, live sizes past 2^64, times
+ * that pass midnight more than 1,000 times (a log of more than 1,000 days); and whatever @func
+ * sets when it returns FALSE. */
 typedef struct
 {
   MemresLogLine l;
   gboolean tagged; /* the log has the Tag column */
   guint line;
   gint64 ts;
-  guint64 used, buffers;
+  guint64 used, buffers, mapped;
   gboolean counted;
   guint64 alloc_size;
   gint64 alloc_ts;
   guint alloc_line;
   const char *alloc_tag;
+  guint64 segment_previous;
 } MemresLogEvent;
 typedef gboolean (*MemresLogEventFunc) (const MemresLogEvent *event, gpointer user_data,
                                         GError **error);
 gboolean memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEventFunc func,
                                gpointer user_data, GError **error);
+
+/* view-map.c: the segment lines and the allocations of the logs `memres view` reads, for the
+ * page's segment map at a chosen moment: memres_view_map_add() gets every event of a log (its
+ * layer: the log's index among the inputs), memres_view_map_extent() widens [@t0, @t1] to the
+ * segment lines' times, memres_view_map_write() appends the member "map" (times relative to
+ * @t0), memres_view_map_empty() says whether no log had segment lines. */
+typedef struct _MemresViewMap MemresViewMap;
+MemresViewMap *memres_view_map_new (void);
+void memres_view_map_free (MemresViewMap *m);
+void memres_view_map_add (MemresViewMap *m, guint layer, const MemresLogEvent *e);
+void memres_view_map_extent (const MemresViewMap *m, gint64 *t0, gint64 *t1);
+gboolean memres_view_map_empty (const MemresViewMap *m);
+void memres_view_map_write (const MemresViewMap *m, GString *out, gint64 t0);
 
 /* json-check.c: TRUE when @text (@length bytes, UTF-8 not checked) is exactly one JSON value,
  * blanks around it allowed; else FALSE with the byte offset where it goes wrong and why (a

@@ -1312,6 +1312,9 @@ struct _MemresKindInfo
  *   slots (#MemresResourceOps.sleep), the same slots of the upstream (through the
  *   %MEMRES_KIND_PASSES_ALLOCATIONS adaptors below it) on the upstream's records @allocs; all or
  *   nothing as the slots are; %MEMRES_ERROR_NOT_SUPPORTED when no layer below can. Since: 2.0
+ * memres_sleep_call_get_tag(): inside a sleep or wake slot, the tag the memres_resource_sleep()
+ *   or memres_resource_wake() of this thread puts to sleep or wakes, and its policy's mode.
+ *   Since: 2.0
  * memres_allocation_get_tag(): inside an allocate or deallocate slot of a kind with
  *   %MEMRES_KIND_TAGGED (or below one that asks for tags), the tag of the buffer the call serves
  *   (transfer none, interned), %NULL for none. Since: 2.0
@@ -1340,6 +1343,7 @@ gboolean memres_upstream_sleep (MemresResource *mr, MemresAllocation *const *all
                                 GError **error);
 gboolean memres_upstream_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
                                GError **error);
+const char *memres_sleep_call_get_tag (MemresSleepMode *mode);
 const char *memres_allocation_get_tag (const MemresAllocation *alloc);
 void memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,
                                           const MemresSegment *segment);

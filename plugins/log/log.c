@@ -30,8 +30,16 @@
  * `memres replay LOG SPEC` replays such a file. With `tags=true` a seventh column, Tag, follows
  * RMM's six (which RMM's readers read as before): the tag of the buffer each allocate, failure
  * and free is for (memres_allocation_get_tag(), MEMRES_KIND_TAGGED), empty for none and for a
- * trim; the tag is the last field and may hold commas. Allocations pass through unchanged
- * (MEMRES_KIND_PASSES_ALLOCATIONS). */
+ * trim; the tag is the last field and may hold commas. Two more of memres's actions tell of
+ * sleep and wake (memres-sleep.h), through the layer's sleep and wake slots, which pass the call
+ * to the upstream and, once it succeeded, write `sleep POLICY` or `wake POLICY` (POLICY discard,
+ * backup or file: the sleep's), Pointer and Stream 0x0, Size the bytes of the allocations put
+ * to sleep or woken through the layer, the tag in the Tag column (memres_sleep_call_get_tag()).
+ * With `segments=true` the layer subscribes to the segment events of its upstream
+ * (memres-segments.h: the first layer below with segments) and writes `segment mapped`,
+ * `segment grown` (Size the new length) and `segment unmapping`, Pointer the segment's base,
+ * Size its length, Stream 0x0, Tag empty: `memres view` draws the segment map at any moment
+ * from them. Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). */
 #include <memres/memres-plugin.h>
 
 #include <errno.h>
@@ -68,6 +76,8 @@ typedef struct
    * zone_hour + 1 (0: none yet); see format_line() */
   glong zone_offset;
   gint64 zone_hour;
+  MemresResource *subscribed; /* the upstream whose segment events it logs, or NULL */
+  guint subscription;
 } LogResource;
 
 static const MemresOptionSpec log_options[] = {
@@ -80,7 +90,26 @@ static const MemresOptionSpec log_options[] = {
   { "flush", MEMRES_OPTION_BOOL, "false", "flush every line at once", NULL, 0, 0 },
   { "tags", MEMRES_OPTION_BOOL, "false",
     "a seventh column, Tag: the allocation's tag (memres-tags.h), after RMM's six", NULL, 0, 0 },
+  { "segments", MEMRES_OPTION_BOOL, "false",
+    "lines for the segment events of the layers below (mapped, grown, unmapping), for the "
+    "segment map of memres view",
+    NULL, 0, 0 },
 };
+
+static void write_line (LogResource *self, const char *action, guint64 address, gsize size,
+                        MemresStream stream, const char *tag, gboolean allocated, gboolean freed);
+
+/* A segment event of the layers below (`segments=true`), on the thread that raised it. */
+static void
+log_segment_event (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segment,
+                   guint64 previous_length, gpointer user_data)
+{
+  static const char *const actions[] = { "segment mapped", "segment grown", "segment unmapping" };
+
+  if ((guint) event < G_N_ELEMENTS (actions))
+    write_line (user_data, actions[event], segment->base, segment->length, NULL, NULL, FALSE,
+                FALSE);
+}
 
 /* @path opened for writing: a regular file (created, truncated unless @append) or a character
  * device such as /dev/null. Opened without blocking, so that a FIFO (whose open would wait for
@@ -267,6 +296,17 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->freeing = g_hash_table_new (g_int64_hash, g_int64_equal);
   self->pid = getpid ();
   track_live (self, TRUE);
+  if (memres_options_get_bool (options, "segments"))
+    {
+      MemresResource *upstream = memres_resource_get_upstream (mr);
+
+      /* the segments the layers below have now are told first, as mapped; NOT_SUPPORTED, the
+       * one error with a callback given: no layer below has segments (log:segments=true>host),
+       * nothing to tell */
+      self->subscription
+          = memres_resource_subscribe_segments (upstream, log_segment_event, self, NULL, NULL);
+      self->subscribed = self->subscription != 0 ? upstream : NULL;
+    }
   return TRUE;
 }
 
@@ -275,6 +315,8 @@ log_finalize (MemresResource *mr)
 {
   LogResource *self = memres_resource_get_private (mr);
 
+  if (self->subscribed != NULL)
+    (void) memres_resource_unsubscribe_segments (self->subscribed, self->subscription, NULL);
   track_live (self, FALSE);
   flush_locked (self); /* nobody else uses the layer any more */
   if (close (self->fd) != 0 && errno != EINTR && self->write_errno == 0)
@@ -399,6 +441,42 @@ log_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
   return TRUE;
 }
 
+/* Sleep and wake (memres-sleep.h): the upstream's slots, then, when they succeeded, a line with
+ * the bytes put to sleep or woken through this layer, the call's policy and tag. */
+static gboolean
+log_sleep_or_wake (MemresResource *mr, gboolean sleep, MemresAllocation *const *allocs, gsize n,
+                   GError **error)
+{
+  static const char *const policies[] = { "discard", "backup", "file" };
+  LogResource *self = memres_resource_get_private (mr);
+  MemresSleepMode mode = MEMRES_SLEEP_DISCARD;
+  const char *tag = memres_sleep_call_get_tag (&mode);
+  char action[32];
+  guint64 bytes = 0;
+
+  if (!(sleep ? memres_upstream_sleep (mr, allocs, n, error)
+              : memres_upstream_wake (mr, allocs, n, error)))
+    return FALSE;
+  for (gsize i = 0; i < n; i++)
+    bytes += allocs[i]->size;
+  g_snprintf (action, sizeof action, "%s %s", sleep ? "sleep" : "wake",
+              (guint) mode < G_N_ELEMENTS (policies) ? policies[mode] : "discard");
+  write_line (self, action, 0, bytes, NULL, tag, FALSE, FALSE);
+  return TRUE;
+}
+
+static gboolean
+log_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n, GError **error)
+{
+  return log_sleep_or_wake (mr, TRUE, allocs, n, error);
+}
+
+static gboolean
+log_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n, GError **error)
+{
+  return log_sleep_or_wake (mr, FALSE, allocs, n, error);
+}
+
 /* Counters (memres_resource_get_counters()), after writing what is buffered: lines_written and
  * lines_lost (`t`, the header included), write_error (`s`, the first write's error, "" when
  * none). */
@@ -453,6 +531,8 @@ static const MemresResourceOps log_ops = {
   .trim = log_trim,
   .get_counters = log_get_counters,
   .at_fork = log_at_fork,
+  .sleep = log_sleep,
+  .wake = log_wake,
 };
 
 static const MemresKindInfo log_kind = {
