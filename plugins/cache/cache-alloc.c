@@ -80,7 +80,7 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
     {
       b = c > cls ? cache_own_front_take (&self->parts, c, stream) : NULL;
       if (b == NULL)
-        b = cache_shared_take (&self->parts, c, stream, &local);
+        b = cache_shared_take (&self->parts, c, stream, 0, &local);
     }
   if (b != NULL)
     self->parts.shared_hits[cls]++;

@@ -83,6 +83,7 @@ struct _Block
   MemresAllocation up; /* the kind's: its own upstream allocation (chunk == NULL) */
   guint64 size;        /* bytes of its class */
   guint16 cls;
+  guint8 tag; /* the kind's: `arena`, the tag its slab serves (cache_tag_index(), 0 untagged) */
 };
 
 typedef struct
@@ -186,7 +187,16 @@ gboolean cache_event_wait (CacheParts *self, CacheEvent *e, MemresStream stream,
 CacheEvent *cache_block_event (CacheParts *self, Block *b);
 void cache_shared_push (CacheParts *self, Block *b);
 void cache_shared_unlink (CacheParts *self, Block *b);
-Block *cache_shared_take (CacheParts *self, guint cls, MemresStream stream, GError **error);
+Block *cache_shared_take (CacheParts *self, guint cls, MemresStream stream, guint tag,
+                          GError **error);
+
+/* ---- tags (cache-tags.c) ---- */
+
+/* A small index (1 to MEMRES_TAGS_MAX) for the interned tag name @name (as
+ * memres_allocation_get_tag() gives it; the same name always the same index in this plugin), 0
+ * for %NULL; cache_tag_name() the name of an index (%NULL for 0). No lock to find a known name. */
+guint cache_tag_index (const char *name);
+const char *cache_tag_name (guint index);
 
 /* The stream a block freed on @stream is kept for: the legacy default stream named, or NULL for
  * every stream when the memory needs no events. */
@@ -304,10 +314,10 @@ fill_allocation (MemresAllocation *alloc, Block *b, gsize size)
 }
 
 /* The front's part of an allocation: a block of class @cls freed on @stream (not normalized),
- * handed out as @size bytes. */
+ * handed out as @size bytes; with @by_tag (a constant: the `arena`'s), a block of tag @tag. */
 G_ALWAYS_INLINE static inline gboolean
-front_try_allocate (Front *f, CacheParts *self, guint cls, gsize size, MemresStream stream,
-                    MemresAllocation *alloc)
+front_try_allocate_tagged (Front *f, CacheParts *self, guint cls, gsize size, MemresStream stream,
+                           gboolean by_tag, guint tag, MemresAllocation *alloc)
 {
   MemresStream s = cache_normalize_stream (self, stream);
   FrontBin *bin = &f->bins[cls];
@@ -318,7 +328,7 @@ front_try_allocate (Front *f, CacheParts *self, guint cls, gsize size, MemresStr
     {
       Block *b = bin->blocks[i];
 
-      if (G_LIKELY (b->stream == s))
+      if (G_LIKELY (b->stream == s && (!by_tag || b->tag == tag)))
         {
           bin_take (f, bin, i);
           f->hits[cls]++;
@@ -329,6 +339,13 @@ front_try_allocate (Front *f, CacheParts *self, guint cls, gsize size, MemresStr
     }
   front_leave (f);
   return FALSE;
+}
+
+G_ALWAYS_INLINE static inline gboolean
+front_try_allocate (Front *f, CacheParts *self, guint cls, gsize size, MemresStream stream,
+                    MemresAllocation *alloc)
+{
+  return front_try_allocate_tagged (f, self, cls, size, stream, FALSE, 0, alloc);
 }
 
 /* The front's part of a free: room in the class and in the lease. */
@@ -355,7 +372,8 @@ front_try_deallocate (Front *f, CacheParts *self, Block *b)
  * above max_block, the thread last used another instance, or the front has no such block: the
  * kind's general path follows. */
 G_ALWAYS_INLINE static inline gboolean
-cache_hit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc)
+cache_hit_allocate_tagged (MemresResource *mr, gsize size, MemresStream stream, gboolean by_tag,
+                           guint tag, MemresAllocation *alloc)
 {
   ThreadFronts *tf = thread_fronts_get ();
 
@@ -365,9 +383,16 @@ cache_hit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresA
       CacheParts *parts = f->parts;
 
       return G_LIKELY (size <= parts->max_block)
-             && front_try_allocate (f, parts, cache_class_of (size), size, stream, alloc);
+             && front_try_allocate_tagged (f, parts, cache_class_of (size), size, stream, by_tag,
+                                           tag, alloc);
     }
   return FALSE;
+}
+
+G_ALWAYS_INLINE static inline gboolean
+cache_hit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc)
+{
+  return cache_hit_allocate_tagged (mr, size, stream, FALSE, 0, alloc);
 }
 
 /* The deallocate slot's hit path: a block (of an allocation up to max_block) back into the
