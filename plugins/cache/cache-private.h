@@ -46,6 +46,12 @@ typedef struct
   guint64 max_cached;
   gsize chunk_size;
   gint device; /* the upstream's (memres_resource_get_device()), for the segments */
+  /* the upstream places by tag (an upstream kind with MEMRES_KIND_TAGGED that can sleep, through
+   * the adaptors that pass allocations: `arena`): a tagged buffer is the upstream's own
+   * allocation (direct_allocate(), with the buffer's record), so that it lands in granules of its
+   * tag there and sleeps with them; the hit paths are off (parts.hit_max 0) so that the general
+   * paths see every call */
+  gboolean by_tag;
 
   /* under parts.lock */
   guint64 reserved, reserved_high, used_high;
@@ -105,6 +111,14 @@ gboolean cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresSt
                            GError **error);
 
 /* cache.c */
+/* Whether the cache's buffer of record @alloc (at its allocate or close) is the upstream's own:
+ * above max_block, or tagged over an upstream that places by tag (Cache.by_tag). */
+static inline gboolean
+cache_is_direct (Cache *self, const MemresAllocation *alloc, gsize size)
+{
+  return size > self->parts.max_block
+         || (G_UNLIKELY (self->by_tag) && memres_allocation_get_tag (alloc) != NULL);
+}
 gboolean cache_trim (MemresResource *mr, gsize bytes_to_keep, GError **error);
 /* cache-sleep.c: the sleep and wake slots; the close of a sleeping block of its own, and whether
  * a request above max_block at @address sleeps (cache_direct_forget(): closed) */

@@ -31,7 +31,9 @@ collect (Cache *self, MemresAllocation *const *allocs, gsize n, MemresAllocation
     {
       Block *b;
 
-      if (allocs[i]->size > self->parts.max_block)
+      /* the upstream's record: above max_block, or every buffer of a sleep (all tagged) over an
+       * upstream that places by tag */
+      if (allocs[i]->size > self->parts.max_block || self->by_tag)
         {
           blocks[m] = NULL;
           ups[m++] = allocs[i];

@@ -124,8 +124,9 @@ struct _Front
 /* The state the parts keep for one instance: the first member of the kind's instance. */
 struct _CacheParts
 {
-  /* set at init; max_block, depth and events are what the fast path reads, on one line */
+  /* set at init; hit_max, depth and events are what the fast path reads, on one line */
   gsize max_block; /* the size of the largest class */
+  gsize hit_max;   /* the largest request the inline hit paths serve: max_block, or 0 for none */
   guint depth;     /* front blocks per class */
   gboolean events; /* cross-stream reuse needs events (device-accessible or stream-ordered) */
   guint n_classes;
@@ -369,7 +370,7 @@ front_try_deallocate (Front *f, CacheParts *self, Block *b)
 /* The allocate slot's hit path, the same for every kind on the parts (`cache`, `arena`): the
  * front of the instance this thread used last (ThreadFronts.last_mr, no call to find it), a
  * block of the request's class (cache_class_of()) freed on @stream. FALSE when the request is
- * above max_block, the thread last used another instance, or the front has no such block: the
+ * above hit_max (max_block, or 0 for a kind whose general path must see every call), the thread last used another instance, or the front has no such block: the
  * kind's general path follows. */
 G_ALWAYS_INLINE static inline gboolean
 cache_hit_allocate_tagged (MemresResource *mr, gsize size, MemresStream stream, gboolean by_tag,
@@ -382,7 +383,7 @@ cache_hit_allocate_tagged (MemresResource *mr, gsize size, MemresStream stream, 
       Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
       CacheParts *parts = f->parts;
 
-      return G_LIKELY (size <= parts->max_block)
+      return G_LIKELY (size <= parts->hit_max)
              && front_try_allocate_tagged (f, parts, cache_class_of (size), size, stream, by_tag,
                                            tag, alloc);
     }
@@ -411,7 +412,7 @@ cache_hit_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream 
       CacheParts *parts = f->parts;
       Block *b = alloc->plugin_data;
 
-      if (G_LIKELY (alloc->size <= parts->max_block))
+      if (G_LIKELY (alloc->size <= parts->hit_max))
         {
           MemresStream s = cache_normalize_stream (parts, stream);
 
