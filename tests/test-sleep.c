@@ -1086,6 +1086,114 @@ test_arena_segments (void)
   mt_close_ok (a, NULL);
 }
 
+/* The device's free bytes (cuMemGetInfo, device 0's primary context). */
+static guint64
+device_free_bytes (void)
+{
+  g_autoptr (GError) error = NULL;
+  size_t free_b = 0, total = 0;
+  gboolean pushed;
+
+  g_assert_true (memres_cuda_push_context (0, &pushed, &error));
+  g_assert_cmpint (mt_driver ()->cuMemGetInfo (&free_b, &total), ==, CUDA_SUCCESS);
+  memres_cuda_pop_context (pushed);
+  return free_b;
+}
+
+/* arena and cache>arena: a mixed workload (sizes 4 KiB to 64 MiB drawn log-uniformly from a fixed
+ * seed, every other buffer tagged, interleaved with the untagged ones): its tag's sleep gives at
+ * least 99 % of the slept bytes back (cuMemGetInfo), since its granules and slabs serve it alone;
+ * the wake keeps the addresses and the bytes, and nothing is left over at the end. */
+static void
+test_arena_given_back (gconstpointer spec)
+{
+  g_autoptr (GRand) rand = g_rand_new_with_seed (3438);
+  MemresBuffer *bufs[240];
+  guint64 addr[G_N_ELEMENTS (bufs)], slept = 0, before, given;
+  MemresResource *mr;
+  FakeCudaCounts base;
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok (spec);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    {
+      /* an octave of 4 KiB to 32 MiB, then a size in it: log-uniform by octaves */
+      gsize octave = (gsize) 4096 << g_rand_int_range (rand, 0, 14);
+      gsize size = octave + (gsize) g_rand_int_range (rand, 0, (gint32) octave);
+
+      bufs[i] = alloc_tagged (mr, i % 2 ? "sl-gb" : NULL, size);
+      addr[i] = memres_buffer_get_address (bufs[i]);
+      if (i % 2)
+        {
+          slept += memres_buffer_get_size (bufs[i]);
+          mt_write_pattern (bufs[i], 0, MIN (memres_buffer_get_size (bufs[i]), 64 * 1024), i,
+                            NULL);
+        }
+    }
+  before = device_free_bytes ();
+  sleep_ok (mr, "sl-gb", NULL);
+  given = device_free_bytes () - before;
+  g_test_message ("%s: slept %" G_GUINT64_FORMAT " bytes, given back %" G_GUINT64_FORMAT
+                  " (%.4f)",
+                  (const char *) spec, slept, given, (double) given / (double) slept);
+  if (mt_driver_is_fake ())
+    g_assert_cmpfloat ((double) given / (double) slept, >=, 0.99);
+  wake_ok (mr, "sl-gb");
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    {
+      g_assert_cmpuint (memres_buffer_get_address (bufs[i]), ==, addr[i]);
+      mt_close_ok (bufs[i], NULL);
+    }
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* arena: a tag's blocks of the size classes sleep with their slab (its granule released); closed
+ * while asleep, the tag's last one gives its slabs back, so that after a wake that finds no
+ * buffer, the tag's next blocks have memory under them (written and read back); a block of
+ * another tag keeps its bytes throughout. */
+static void
+test_arena_slabs (void)
+{
+  MemresResource *mr;
+  MemresBuffer *small[6], *other, *again;
+  int before;
+  FakeCudaCounts base;
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok ("arena");
+  other = alloc_tagged (mr, "sl-slab-other", 8192);
+  mt_write_pattern (other, 0, 8192, 7, NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (small); i++)
+    {
+      small[i] = alloc_tagged (mr, "sl-slab", 8192);
+      mt_write_pattern (small[i], 0, 8192, 20 + i, NULL);
+    }
+  before = live_handles ();
+  sleep_ok (mr, "sl-slab", NULL);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (live_handles (), ==, before - 1); /* the tag's slab, one granule */
+  mt_check_pattern (other, 0, 8192, 7, NULL);
+  wake_ok (mr, "sl-slab");
+  g_assert_cmpint (live_handles (), ==, before);
+  sleep_ok (mr, "sl-slab", NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (small); i++)
+    mt_close_ok (small[i], NULL);
+  wake_ok (mr, "sl-slab"); /* no buffer left: nothing to map */
+  again = alloc_tagged (mr, "sl-slab", 8192);
+  mt_write_pattern (again, 0, 8192, 33, NULL);
+  mt_check_pattern (again, 0, 8192, 33, NULL);
+  mt_check_pattern (other, 0, 8192, 7, NULL);
+  mt_close_ok (again, NULL);
+  mt_close_ok (other, NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* arena:handle_type=posix_fd: a buffer with memory of its own is refused, exported or not */
 static void
 test_arena_refuse_own (void)
@@ -1359,6 +1467,9 @@ main (int argc, char **argv)
   g_test_add_func ("/sleep/arena/addresses-and-handles", test_arena_addresses);
   g_test_add_func ("/sleep/arena/shared-granule", test_arena_shared_granule);
   g_test_add_func ("/sleep/arena/close-asleep", test_arena_close_asleep);
+  g_test_add_data_func ("/sleep/arena/given-back", "arena", test_arena_given_back);
+  g_test_add_data_func ("/sleep/arena/given-back-cache", "cache>arena", test_arena_given_back);
+  g_test_add_func ("/sleep/arena/slabs", test_arena_slabs);
   g_test_add_func ("/sleep/arena/segments", test_arena_segments);
   g_test_add_func ("/sleep/arena/refuse-exported", test_arena_refuse_own);
   g_test_add_func ("/sleep/threads/two-tags", test_two_threads);
