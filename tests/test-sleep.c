@@ -677,6 +677,9 @@ typedef struct
 {
   guint mapped, unmapping;
   guint64 bytes_mapped, bytes_unmapping;
+  const char *tag; /* the slept tag: each event's segment must carry it */
+  guint32 tag_id;  /* the id they carry (the same each time, not 0) */
+  guint tagged;    /* events whose segment carries it */
 } Events;
 
 static void
@@ -685,6 +688,12 @@ on_segment (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *s
 {
   Events *e = user_data;
 
+  if (e->tag != NULL && segment->tag != NULL && g_str_equal (segment->tag, e->tag)
+      && segment->tag_id != 0 && (e->tag_id == 0 || e->tag_id == segment->tag_id))
+    {
+      e->tag_id = segment->tag_id;
+      e->tagged++;
+    }
   if (event == MEMRES_SEGMENT_MAPPED)
     {
       e->mapped++;
@@ -700,7 +709,8 @@ on_segment (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *s
 /* Puts @tag of @mr to sleep and wakes it, subscribed to its segment events: the sleep tells
  * @n_segments segments of @bytes in all as about to be unmapped and none mapped, and
  * memres_lookup() finds none of @bufs meanwhile; the wake tells the same as mapped, and all of
- * @bufs are found again. */
+ * @bufs are found again. Every segment event and lookup carries @tag (MemresSegment.tag, and
+ * one tag_id that is not 0). */
 static void
 assert_sleep_segment_events (MemresResource *mr, const char *tag, MemresBuffer *const *bufs,
                              guint n_bufs, guint n_segments, guint64 bytes)
@@ -710,9 +720,16 @@ assert_sleep_segment_events (MemresResource *mr, const char *tag, MemresBuffer *
   MemresLookupInfo info;
   guint id;
 
+  for (guint i = 0; i < n_bufs; i++)
+    {
+      g_assert_true (memres_lookup (memres_buffer_get_pointer (bufs[i]), &info));
+      g_assert_cmpstr (info.segment.tag, ==, tag);
+      g_assert_cmpuint (info.segment.tag_id, !=, 0);
+    }
   id = memres_resource_subscribe_segments (mr, on_segment, &e, NULL, &error);
   g_assert_no_error (error);
   memset (&e, 0, sizeof e); /* the replay of what exists */
+  e.tag = tag;
   sleep_ok (mr, tag, NULL);
   g_assert_cmpuint (e.unmapping, ==, n_segments);
   g_assert_cmpuint (e.bytes_unmapping, ==, bytes);
@@ -722,8 +739,13 @@ assert_sleep_segment_events (MemresResource *mr, const char *tag, MemresBuffer *
   wake_ok (mr, tag);
   g_assert_cmpuint (e.mapped, ==, n_segments);
   g_assert_cmpuint (e.bytes_mapped, ==, bytes);
+  g_assert_cmpuint (e.tagged, ==, 2 * n_segments);
   for (guint i = 0; i < n_bufs; i++)
-    g_assert_true (memres_lookup (memres_buffer_get_pointer (bufs[i]), &info));
+    {
+      g_assert_true (memres_lookup (memres_buffer_get_pointer (bufs[i]), &info));
+      g_assert_cmpstr (info.segment.tag, ==, tag);
+      g_assert_cmpuint (info.segment.tag_id, ==, e.tag_id);
+    }
   g_assert_true (memres_resource_unsubscribe_segments (mr, id, NULL));
 }
 
@@ -1071,19 +1093,38 @@ test_arena_close_asleep (void)
 }
 
 /* arena: "about to be unmapped" for each granule a sleep releases, "mapped" for each the wake
- * maps; memres_lookup() finds nothing there meanwhile. */
+ * maps, each with the tag its granule serves; memres_lookup() finds nothing there meanwhile. An
+ * untagged buffer's granule has no tag; so has a cache's chunk, and a tagged request over an
+ * arena is the cache's segment of the buffer's tag (cache>arena). */
 static void
 test_arena_segments (void)
 {
   g_autoptr (MemresResource) mr = NULL;
-  MemresBuffer *a;
+  g_autoptr (MemresResource) cached = NULL;
+  MemresBuffer *a, *plain, *c, *small;
+  MemresLookupInfo info;
 
   if (!require_device ())
     return;
   mr = new_ok ("arena");
   a = alloc_tagged (mr, "sl-aseg", 6 * MiB);
+  plain = alloc_tagged (mr, NULL, 3 * MiB);
   assert_sleep_segment_events (mr, "sl-aseg", &a, 1, 3, 6 * MiB);
+  g_assert_true (memres_lookup (memres_buffer_get_pointer (plain), &info));
+  g_assert_null (info.segment.tag);
+  g_assert_cmpuint (info.segment.tag_id, ==, 0);
   mt_close_ok (a, NULL);
+  mt_close_ok (plain, NULL);
+
+  cached = new_ok ("cache>arena");
+  c = alloc_tagged (cached, "sl-aseg", 6 * MiB);
+  small = alloc_tagged (cached, NULL, 4096);
+  assert_sleep_segment_events (cached, "sl-aseg", &c, 1, 1, 6 * MiB);
+  g_assert_true (memres_lookup (memres_buffer_get_pointer (small), &info));
+  g_assert_true (info.resource == cached); /* the cache's chunk */
+  g_assert_null (info.segment.tag);
+  mt_close_ok (c, NULL);
+  mt_close_ok (small, NULL);
 }
 
 /* The device's free bytes (cuMemGetInfo, device 0's primary context). */
@@ -1128,15 +1169,13 @@ test_arena_given_back (gconstpointer spec)
       if (i % 2)
         {
           slept += memres_buffer_get_size (bufs[i]);
-          mt_write_pattern (bufs[i], 0, MIN (memres_buffer_get_size (bufs[i]), 64 * 1024), i,
-                            NULL);
+          mt_write_pattern (bufs[i], 0, MIN (memres_buffer_get_size (bufs[i]), 64 * 1024), i, NULL);
         }
     }
   before = device_free_bytes ();
   sleep_ok (mr, "sl-gb", NULL);
   given = device_free_bytes () - before;
-  g_test_message ("%s: slept %" G_GUINT64_FORMAT " bytes, given back %" G_GUINT64_FORMAT
-                  " (%.4f)",
+  g_test_message ("%s: slept %" G_GUINT64_FORMAT " bytes, given back %" G_GUINT64_FORMAT " (%.4f)",
                   (const char *) spec, slept, given, (double) given / (double) slept);
   if (mt_driver_is_fake ())
     g_assert_cmpfloat ((double) given / (double) slept, >=, 0.99);

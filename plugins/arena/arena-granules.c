@@ -98,7 +98,7 @@ arena_granules_grow (Arena *self, guint n)
 static void
 queue_event (Arena *self, MemresSegmentEvent event, guint g)
 {
-  PendingEvent e = { granule_address (self, g), event };
+  PendingEvent e = { granule_address (self, g), event, self->gtag[g] };
 
   g_array_append_val (self->pending, e);
   __atomic_add_fetch (&self->in_flight, 1, __ATOMIC_SEQ_CST);
@@ -158,6 +158,7 @@ arena_events_flush (Arena *self)
       seg.length = self->granularity;
       seg.device = self->device;
       seg.handle_types = self->prop.requestedHandleTypes;
+      seg.tag = cache_tag_name (e.tag);
       memres_resource_raise_segment_event (self->mr, e.event, &seg);
       __atomic_sub_fetch (&self->in_flight, 1, __ATOMIC_SEQ_CST);
     }

@@ -526,6 +526,7 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
           if (run_best_fit (self, tag, size, owner, &run_addr, &from, &run_unbacked)
               && (any == NULL || run_unbacked < arena_span_unbacked (self, any->addr, size)))
             {
+              arena_span_serve (self, run_addr, size, owner);
               if (!run_take (self, from, run_addr, size, error))
                 return FALSE;
               self->run_takes++;
@@ -556,6 +557,7 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
       /* that end, or the other, or a window at a granule boundary that may serve @owner */
       range_window (self, any, size, owner, at_end, &any_at);
       *addr = heap_take_at (self, any, any_at, size);
+      arena_span_serve (self, *addr, size, owner); /* before the granules' "mapped" events */
       if (!arena_span_hold (self, *addr, size, error))
         {
           arena_heap_insert (self, *addr, size, NULL, NULL);
@@ -652,10 +654,10 @@ arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, guint64 n
       || !window_serves (self, at, need, r->addr, r->addr + r->size, owner))
     return FALSE;
   /* a tagged range's bytes are held already; what is left of it keeps its tag and event */
+  arena_span_serve (self, at, need, owner);
   if (r->tag == NULL && !arena_span_hold (self, at, need, error))
     return FALSE;
   arena_heap_take (self, r, need, FALSE);
-  arena_span_serve (self, at, need, owner);
   return TRUE;
 }
 

@@ -68,6 +68,7 @@ typedef struct
 {
   guint64 base;
   MemresSegmentEvent event;
+  guint tag; /* the tag its granule serves (Arena.gtag) when queued */
 } PendingEvent;
 
 /* A slab: one extent carved into n_blocks blocks of one class. */

@@ -63,8 +63,9 @@ typedef struct
   guint64 misses[CACHE_MAX_CLASSES];
   guint64 direct, oom_flushes;
   Chunk *chunks;
-  /* the addresses of the sleeping requests above max_block (cache-sleep.c), or NULL; under
-   * parts.lock (read without it only to see whether it was ever made) */
+  /* the addresses of the sleeping requests of their own (cache-sleep.c), each with the tag of
+   * its segment, or NULL; under parts.lock (read without it only to see whether it was ever
+   * made) */
   GHashTable *asleep_direct;
 } Cache;
 
@@ -130,7 +131,11 @@ gboolean cache_deallocate_asleep (Cache *self, Block *b, MemresStream stream, GE
 gboolean cache_direct_is_asleep (Cache *self, guint64 address);
 void cache_direct_forget (Cache *self, guint64 address);
 /* cache-upstream.c */
+/* the segment event of @up, an allocation of the cache's from its upstream, with the tag
+ * memres_allocation_get_tag() gives for @up (that of a buffer whose record it is), or @tag */
 void cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up);
+void cache_raise_segment_tagged (Cache *self, MemresSegmentEvent event, const MemresAllocation *up,
+                                 const char *tag);
 void update_highs (Cache *self);
 gboolean upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
                             MemresAllocation *alloc, GError **error);

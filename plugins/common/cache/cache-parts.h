@@ -370,8 +370,8 @@ front_try_deallocate (Front *f, CacheParts *self, Block *b)
 /* The allocate slot's hit path, the same for every kind on the parts (`cache`, `arena`): the
  * front of the instance this thread used last (ThreadFronts.last_mr, no call to find it), a
  * block of the request's class (cache_class_of()) freed on @stream. FALSE when the request is
- * above hit_max (max_block, or 0 for a kind whose general path must see every call), the thread last used another instance, or the front has no such block: the
- * kind's general path follows. */
+ * above hit_max (max_block, or 0 for a kind whose general path must see every call), the thread
+ * last used another instance, or the front has no such block: the kind's general path follows. */
 G_ALWAYS_INLINE static inline gboolean
 cache_hit_allocate_tagged (MemresResource *mr, gsize size, MemresStream stream, gboolean by_tag,
                            guint tag, MemresAllocation *alloc)
