@@ -253,13 +253,20 @@ allocate_general (MemresResource *mr, gsize size, MemresStream stream, guint tag
 /* An allocation for tag @tag (cache_tag_index(), 0 untagged): a block of a slab of that tag, or
  * an extent in granules that serve it; the hot path is the cache parts' hit
  * (cache_hit_allocate_tagged(), the cache's too) on a block of that tag. */
-gboolean
-arena_allocate_for (MemresResource *mr, gsize size, MemresStream stream, guint tag,
-                    MemresAllocation *alloc, GError **error)
+G_ALWAYS_INLINE static inline gboolean
+allocate_for (MemresResource *mr, gsize size, MemresStream stream, guint tag,
+              MemresAllocation *alloc, GError **error)
 {
   if (cache_hit_allocate_tagged (mr, size, stream, TRUE, tag, alloc))
     return TRUE;
   return allocate_general (mr, size, stream, tag, alloc, error);
+}
+
+gboolean
+arena_allocate_for (MemresResource *mr, gsize size, MemresStream stream, guint tag,
+                    MemresAllocation *alloc, GError **error)
+{
+  return allocate_for (mr, size, stream, tag, alloc, error);
 }
 
 /* The allocate slot: arena_allocate_for() the buffer's tag (memres_allocation_get_tag(): the core
@@ -270,8 +277,8 @@ arena_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloc
 {
   const char *name = memres_allocation_get_tag (alloc);
 
-  return arena_allocate_for (mr, size, stream, G_LIKELY (name == NULL) ? 0 : cache_tag_index (name),
-                             alloc, error);
+  return allocate_for (mr, size, stream, G_LIKELY (name == NULL) ? 0 : cache_tag_index (name),
+                       alloc, error);
 }
 
 /* The tag @alloc (one of this arena's) serves: its block's, its extent's granules', 0 for a
