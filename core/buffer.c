@@ -306,7 +306,8 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
   buf->alloc.size = 0;
   buf->alloc.plugin_data = NULL;
   buf->state = MEMRES_BUFFER_OPEN_STATE (tag); /* read through the call record (tags.h) */
-  if (tagged && mr->tags_wanted)
+  /* marked for a layer that reads tags, or in a stack that can sleep (its kinds place by tag) */
+  if (tagged && (mr->tags_wanted || mr->sleep != NULL))
     {
       _memres_tag_thread.call_record = &buf->alloc;
       ok = _memres_resource_slot_allocate (mr, size, stream, &buf->alloc, &local);

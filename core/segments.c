@@ -347,7 +347,9 @@ memres_resource_unsubscribe_segments (MemresResource *mr, guint id, GError **err
  *   instances only)
  * @event: what happened
  * @segment: for %MEMRES_SEGMENT_MAPPED the whole segment (base, length of at least 1 byte,
- *   device, handle types; @segment->tag_id and @segment->tag must be 0 and %NULL); for
+ *   device, handle types, and in @segment->tag the tag the memory serves, as
+ *   memres_allocation_get_tag() gave it, or %NULL; @segment->tag_id is ignored: the core sets
+ *   it from the name, and an unknown name counts as %NULL); for
  *   %MEMRES_SEGMENT_GROWN its base and new, larger length; for %MEMRES_SEGMENT_UNMAPPING its
  *   base (the other fields are ignored, the segment is known)
  *
@@ -400,6 +402,10 @@ memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent even
                                .mr = mr,
                                .device = segment->device,
                                .handle_types = segment->handle_types };
+
+        /* the tag by its name (interned: the core's pointer kept, the id found) */
+        if (segment->tag != NULL && (e.tag_id = _memres_tag_find (segment->tag, NULL)) != 0)
+          e.tag = _memres_tag_name (e.tag_id);
 
         /* a segment of its own overlapping the new one */
         if (_memres_index_overlaps (mr, e.base, e.end))

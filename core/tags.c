@@ -322,7 +322,9 @@ memres_tag_get_current (void)
  * memres_buffer_get_tag() gives, resolved from the thread's scope, the stream's or the device's
  * default when it was allocated). The core marks a tagged buffer's record for the duration of
  * its slot call only in stacks where a layer asks for tags: a kind with %MEMRES_KIND_TAGGED or
- * %MEMRES_KIND_COUNTED, and the adaptors above it that pass allocations. Elsewhere, outside a
+ * %MEMRES_KIND_COUNTED, and the adaptors above it that pass allocations; and in every stack that
+ * can sleep (memres-sleep.h), whose kinds place a buffer by its tag (`arena`: a granule serves one
+ * tag) and tell a segment's tag (#MemresSegment). Elsewhere, outside a
  * slot call, and for any other record (one an adaptor made for an upstream call of its own) it
  * returns %NULL. Reads a thread-local word and, for the marked record, the buffer: no lock, no
  * driver call. Thread-safe.

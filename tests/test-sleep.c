@@ -677,6 +677,9 @@ typedef struct
 {
   guint mapped, unmapping;
   guint64 bytes_mapped, bytes_unmapping;
+  const char *tag; /* the slept tag: each event's segment must carry it */
+  guint32 tag_id;  /* the id they carry (the same each time, not 0) */
+  guint tagged;    /* events whose segment carries it */
 } Events;
 
 static void
@@ -685,6 +688,12 @@ on_segment (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *s
 {
   Events *e = user_data;
 
+  if (e->tag != NULL && segment->tag != NULL && g_str_equal (segment->tag, e->tag)
+      && segment->tag_id != 0 && (e->tag_id == 0 || e->tag_id == segment->tag_id))
+    {
+      e->tag_id = segment->tag_id;
+      e->tagged++;
+    }
   if (event == MEMRES_SEGMENT_MAPPED)
     {
       e->mapped++;
@@ -700,7 +709,8 @@ on_segment (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *s
 /* Puts @tag of @mr to sleep and wakes it, subscribed to its segment events: the sleep tells
  * @n_segments segments of @bytes in all as about to be unmapped and none mapped, and
  * memres_lookup() finds none of @bufs meanwhile; the wake tells the same as mapped, and all of
- * @bufs are found again. */
+ * @bufs are found again. Every segment event and lookup carries @tag (MemresSegment.tag, and
+ * one tag_id that is not 0). */
 static void
 assert_sleep_segment_events (MemresResource *mr, const char *tag, MemresBuffer *const *bufs,
                              guint n_bufs, guint n_segments, guint64 bytes)
@@ -710,9 +720,16 @@ assert_sleep_segment_events (MemresResource *mr, const char *tag, MemresBuffer *
   MemresLookupInfo info;
   guint id;
 
+  for (guint i = 0; i < n_bufs; i++)
+    {
+      g_assert_true (memres_lookup (memres_buffer_get_pointer (bufs[i]), &info));
+      g_assert_cmpstr (info.segment.tag, ==, tag);
+      g_assert_cmpuint (info.segment.tag_id, !=, 0);
+    }
   id = memres_resource_subscribe_segments (mr, on_segment, &e, NULL, &error);
   g_assert_no_error (error);
   memset (&e, 0, sizeof e); /* the replay of what exists */
+  e.tag = tag;
   sleep_ok (mr, tag, NULL);
   g_assert_cmpuint (e.unmapping, ==, n_segments);
   g_assert_cmpuint (e.bytes_unmapping, ==, bytes);
@@ -722,8 +739,13 @@ assert_sleep_segment_events (MemresResource *mr, const char *tag, MemresBuffer *
   wake_ok (mr, tag);
   g_assert_cmpuint (e.mapped, ==, n_segments);
   g_assert_cmpuint (e.bytes_mapped, ==, bytes);
+  g_assert_cmpuint (e.tagged, ==, 2 * n_segments);
   for (guint i = 0; i < n_bufs; i++)
-    g_assert_true (memres_lookup (memres_buffer_get_pointer (bufs[i]), &info));
+    {
+      g_assert_true (memres_lookup (memres_buffer_get_pointer (bufs[i]), &info));
+      g_assert_cmpstr (info.segment.tag, ==, tag);
+      g_assert_cmpuint (info.segment.tag_id, ==, e.tag_id);
+    }
   g_assert_true (memres_resource_unsubscribe_segments (mr, id, NULL));
 }
 
@@ -919,9 +941,9 @@ test_faults_wake (gconstpointer spec)
 
 /* --- arena ------------------------------------------------------------------------------------ */
 
-/* arena: the granules only the tag's large buffers hold are released (the fake's live handles),
- * addresses kept, contents restored by backup; a block of the size classes stays mapped (its slab
- * is shared) and counts as asleep; another tag's buffers are untouched. */
+/* arena: the granules of the tag's buffers are released (the fake's live handles), its block of
+ * the size classes too (its slab and granule serve that tag alone), addresses kept, contents
+ * restored by backup; another tag's buffers are untouched. */
 static void
 test_arena_addresses (void)
 {
@@ -951,7 +973,7 @@ test_arena_addresses (void)
   sleep_ok (mr, "sl-akv", policy);
   asleep = live_handles ();
   if (mt_driver_is_fake ())
-    g_assert_cmpint (asleep, ==, before - 5); /* 2 + 3 granules of 2 MiB; the slab stays */
+    g_assert_cmpint (asleep, ==, before - 6); /* 2 + 3 granules of 2 MiB, the slab's 1 */
   for (int i = 0; i < 3; i++)
     {
       g_assert_true (memres_buffer_is_asleep (kv[i]));
@@ -978,9 +1000,10 @@ test_arena_addresses (void)
   mt_assert_fake_counts_equal (&base);
 }
 
-/* arena: the free bytes of a granule a sleep released, handed out to another tag while asleep:
- * the granule gets memory again for them, the wake leaves it mapped and restores the sleeping
- * buffer's bytes; the other buffer's bytes are untouched by the wake. */
+/* arena: the free bytes of a granule a sleep released are not handed out to another tag while
+ * asleep (a granule serves one tag: the other tag's buffers go elsewhere, and the granule stays
+ * without memory); the wake restores the sleeping buffer's bytes and leaves the other buffers'
+ * untouched. */
 static void
 test_arena_shared_granule (void)
 {
@@ -1000,7 +1023,7 @@ test_arena_shared_granule (void)
   mt_write_pattern (a, 0, 3 * MiB, 81, NULL);
   last_granule = (memres_buffer_get_address (a) + 3 * MiB - 1) & ~(guint64) (2 * MiB - 1);
   sleep_ok (mr, "sl-ash", policy);
-  /* enough of the other tag's buffers that some land in the free half granule */
+  /* enough of the other tag's buffers that some would fit in the free half granule */
   for (int i = 0; i < 8; i++)
     {
       guint64 at;
@@ -1011,7 +1034,7 @@ test_arena_shared_granule (void)
       in_last += at >= last_granule && at < last_granule + 2 * MiB;
     }
   if (mt_driver_is_fake ()) /* the fake's granules are 2 MiB */
-    g_assert_cmpuint (in_last, >, 0);
+    g_assert_cmpuint (in_last, ==, 0);
   wake_ok (mr, "sl-ash");
   mt_check_pattern (a, 0, 3 * MiB, 81, NULL);
   for (int i = 0; i < 8; i++)
@@ -1070,19 +1093,144 @@ test_arena_close_asleep (void)
 }
 
 /* arena: "about to be unmapped" for each granule a sleep releases, "mapped" for each the wake
- * maps; memres_lookup() finds nothing there meanwhile. */
+ * maps, each with the tag its granule serves; memres_lookup() finds nothing there meanwhile. An
+ * untagged buffer's granule has no tag; so has a cache's chunk, and a tagged request over an
+ * arena is the cache's segment of the buffer's tag (cache>arena). */
 static void
 test_arena_segments (void)
 {
   g_autoptr (MemresResource) mr = NULL;
-  MemresBuffer *a;
+  g_autoptr (MemresResource) cached = NULL;
+  MemresBuffer *a, *plain, *c, *small;
+  MemresLookupInfo info;
 
   if (!require_device ())
     return;
   mr = new_ok ("arena");
   a = alloc_tagged (mr, "sl-aseg", 6 * MiB);
+  plain = alloc_tagged (mr, NULL, 3 * MiB);
   assert_sleep_segment_events (mr, "sl-aseg", &a, 1, 3, 6 * MiB);
+  g_assert_true (memres_lookup (memres_buffer_get_pointer (plain), &info));
+  g_assert_null (info.segment.tag);
+  g_assert_cmpuint (info.segment.tag_id, ==, 0);
   mt_close_ok (a, NULL);
+  mt_close_ok (plain, NULL);
+
+  cached = new_ok ("cache>arena");
+  c = alloc_tagged (cached, "sl-aseg", 6 * MiB);
+  small = alloc_tagged (cached, NULL, 4096);
+  assert_sleep_segment_events (cached, "sl-aseg", &c, 1, 1, 6 * MiB);
+  g_assert_true (memres_lookup (memres_buffer_get_pointer (small), &info));
+  g_assert_true (info.resource == cached); /* the cache's chunk */
+  g_assert_null (info.segment.tag);
+  mt_close_ok (c, NULL);
+  mt_close_ok (small, NULL);
+}
+
+/* The device's free bytes (cuMemGetInfo, device 0's primary context). */
+static guint64
+device_free_bytes (void)
+{
+  g_autoptr (GError) error = NULL;
+  size_t free_b = 0, total = 0;
+  gboolean pushed;
+
+  g_assert_true (memres_cuda_push_context (0, &pushed, &error));
+  g_assert_cmpint (mt_driver ()->cuMemGetInfo (&free_b, &total), ==, CUDA_SUCCESS);
+  memres_cuda_pop_context (pushed);
+  return free_b;
+}
+
+/* arena and cache>arena: a mixed workload (sizes 4 KiB to 64 MiB drawn log-uniformly from a fixed
+ * seed, every other buffer tagged, interleaved with the untagged ones): its tag's sleep gives at
+ * least 99 % of the slept bytes back (cuMemGetInfo), since its granules and slabs serve it alone;
+ * the wake keeps the addresses and the bytes, and nothing is left over at the end. */
+static void
+test_arena_given_back (gconstpointer spec)
+{
+  g_autoptr (GRand) rand = g_rand_new_with_seed (3438);
+  MemresBuffer *bufs[240];
+  guint64 addr[G_N_ELEMENTS (bufs)], slept = 0, before, given;
+  MemresResource *mr;
+  FakeCudaCounts base;
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok (spec);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    {
+      /* an octave of 4 KiB to 32 MiB, then a size in it: log-uniform by octaves */
+      gsize octave = (gsize) 4096 << g_rand_int_range (rand, 0, 14);
+      gsize size = octave + (gsize) g_rand_int_range (rand, 0, (gint32) octave);
+
+      bufs[i] = alloc_tagged (mr, i % 2 ? "sl-gb" : NULL, size);
+      addr[i] = memres_buffer_get_address (bufs[i]);
+      if (i % 2)
+        {
+          slept += memres_buffer_get_size (bufs[i]);
+          mt_write_pattern (bufs[i], 0, MIN (memres_buffer_get_size (bufs[i]), 64 * 1024), i, NULL);
+        }
+    }
+  before = device_free_bytes ();
+  sleep_ok (mr, "sl-gb", NULL);
+  given = device_free_bytes () - before;
+  g_test_message ("%s: slept %" G_GUINT64_FORMAT " bytes, given back %" G_GUINT64_FORMAT " (%.4f)",
+                  (const char *) spec, slept, given, (double) given / (double) slept);
+  if (mt_driver_is_fake ())
+    g_assert_cmpfloat ((double) given / (double) slept, >=, 0.99);
+  wake_ok (mr, "sl-gb");
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    {
+      g_assert_cmpuint (memres_buffer_get_address (bufs[i]), ==, addr[i]);
+      mt_close_ok (bufs[i], NULL);
+    }
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* arena: a tag's blocks of the size classes sleep with their slab (its granule released); closed
+ * while asleep, the tag's last one gives its slabs back, so that after a wake that finds no
+ * buffer, the tag's next blocks have memory under them (written and read back); a block of
+ * another tag keeps its bytes throughout. */
+static void
+test_arena_slabs (void)
+{
+  MemresResource *mr;
+  MemresBuffer *small[6], *other, *again;
+  int before;
+  FakeCudaCounts base;
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok ("arena");
+  other = alloc_tagged (mr, "sl-slab-other", 8192);
+  mt_write_pattern (other, 0, 8192, 7, NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (small); i++)
+    {
+      small[i] = alloc_tagged (mr, "sl-slab", 8192);
+      mt_write_pattern (small[i], 0, 8192, 20 + i, NULL);
+    }
+  before = live_handles ();
+  sleep_ok (mr, "sl-slab", NULL);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (live_handles (), ==, before - 1); /* the tag's slab, one granule */
+  mt_check_pattern (other, 0, 8192, 7, NULL);
+  wake_ok (mr, "sl-slab");
+  g_assert_cmpint (live_handles (), ==, before);
+  sleep_ok (mr, "sl-slab", NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (small); i++)
+    mt_close_ok (small[i], NULL);
+  wake_ok (mr, "sl-slab"); /* no buffer left: nothing to map */
+  again = alloc_tagged (mr, "sl-slab", 8192);
+  mt_write_pattern (again, 0, 8192, 33, NULL);
+  mt_check_pattern (again, 0, 8192, 33, NULL);
+  mt_check_pattern (other, 0, 8192, 7, NULL);
+  mt_close_ok (again, NULL);
+  mt_close_ok (other, NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
 }
 
 /* arena:handle_type=posix_fd: a buffer with memory of its own is refused, exported or not */
@@ -1429,6 +1577,9 @@ main (int argc, char **argv)
   g_test_add_func ("/sleep/arena/addresses-and-handles", test_arena_addresses);
   g_test_add_func ("/sleep/arena/shared-granule", test_arena_shared_granule);
   g_test_add_func ("/sleep/arena/close-asleep", test_arena_close_asleep);
+  g_test_add_data_func ("/sleep/arena/given-back", "arena", test_arena_given_back);
+  g_test_add_data_func ("/sleep/arena/given-back-cache", "cache>arena", test_arena_given_back);
+  g_test_add_func ("/sleep/arena/slabs", test_arena_slabs);
   g_test_add_func ("/sleep/arena/segments", test_arena_segments);
   g_test_add_func ("/sleep/arena/refuse-exported", test_arena_refuse_own);
   g_test_add_func ("/sleep/threads/two-tags", test_two_threads);

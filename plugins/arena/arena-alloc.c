@@ -42,7 +42,8 @@ arena_flush (Arena *self, GError **error)
       guint64 class_bytes = (guint64) chunk->n_blocks * chunk->blocks[0].size;
 
       next = chunk->next;
-      if (chunk->n_idle != chunk->n_blocks)
+      /* a sleeping tag's slab stays, without memory, until its wake */
+      if (chunk->n_idle != chunk->n_blocks || chunk->asleep)
         continue;
       /* the blocks' last users may have been any stream */
       if (!synced && !memres_cuda_device_synchronize (self->device, error))
@@ -67,8 +68,8 @@ arena_flush (Arena *self, GError **error)
  * made again; after a few rounds lost to other threads, it creates. Spares left over are released.
  * Lock held. */
 static gboolean
-extent_new_or_flush (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint64 *addr,
-                     GError **error)
+extent_new_or_flush (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
+                     guint64 *addr, GError **error)
 {
   gboolean flushed = FALSE, ok = FALSE;
 
@@ -79,7 +80,7 @@ extent_new_or_flush (Arena *self, guint64 size, gboolean slab, MemresStream tag,
 
       self->want_unmap = 0;
       self->no_unmap = round >= 4;
-      if (arena_extent_new (self, size, slab, tag, addr, &local))
+      if (arena_extent_new (self, size, slab, tag, owner, addr, &local))
         {
           ok = TRUE;
           break;
@@ -113,11 +114,11 @@ update_high (Arena *self)
   self->used_high = MAX (self->used_high, arena_used (self));
 }
 
-/* A new slab of class @cls for @stream (normalized): its first block, the others in the shared
- * bins (with an event recorded on @stream, off the legacy stream, which other streams wait
- * for). Lock held. */
+/* A new slab of class @cls for @stream (normalized) and tag @tag (cache_tag_index()): its first
+ * block, the others in the shared bins (with an event recorded on @stream, off the legacy stream,
+ * which other streams wait for). Lock held. */
 static Block *
-slab_new (Arena *self, guint cls, MemresStream stream, GError **error)
+slab_new (Arena *self, guint cls, MemresStream stream, guint tag, GError **error)
 {
   gsize csize = cache_class_size (cls);
   guint n = cls < self->n_chunk_classes ? (guint) (self->chunk_size / csize) : 1;
@@ -126,7 +127,7 @@ slab_new (Arena *self, guint cls, MemresStream stream, GError **error)
   Chunk *chunk;
   guint64 addr;
 
-  if (!extent_new_or_flush (self, bytes, TRUE, stream, &addr, error))
+  if (!extent_new_or_flush (self, bytes, TRUE, stream, tag, &addr, error))
     return NULL;
   /* without an event (the record failed) the other blocks serve their own stream only */
   if (n > 1 && stream != MEMRES_STREAM_LEGACY)
@@ -135,6 +136,7 @@ slab_new (Arena *self, guint cls, MemresStream stream, GError **error)
   chunk->addr = addr;
   chunk->size = bytes;
   chunk->n_blocks = n;
+  chunk->tag = (guint8) tag;
   LIST_PUSH (self->chunks, chunk);
   self->slab_bytes += (guint64) n * csize;
   for (guint i = 0; i < n; i++)
@@ -146,6 +148,7 @@ slab_new (Arena *self, guint cls, MemresStream stream, GError **error)
       b->cls = (guint16) cls;
       b->size = csize;
       b->stream = stream;
+      b->tag = (guint8) tag;
       if (i > 0)
         {
           b->event = e;
@@ -160,18 +163,18 @@ slab_new (Arena *self, guint cls, MemresStream stream, GError **error)
 
 G_GNUC_NO_INLINE
 static gboolean
-allocate_slow (Arena *self, guint cls, gsize size, MemresStream stream, MemresAllocation *alloc,
-               GError **error)
+allocate_slow (Arena *self, guint cls, gsize size, MemresStream stream, guint tag,
+               MemresAllocation *alloc, GError **error)
 {
   GError *local = NULL;
   Block *b;
 
   g_mutex_lock (&self->parts.lock);
-  b = cache_shared_take (&self->parts, cls, stream, &local);
+  b = cache_shared_take (&self->parts, cls, stream, tag, &local);
   if (b != NULL)
     self->parts.shared_hits[cls]++;
   else if (local == NULL)
-    b = slab_new (self, cls, stream, &local);
+    b = slab_new (self, cls, stream, tag, &local);
   if (b != NULL)
     update_high (self);
   g_mutex_unlock (&self->parts.lock);
@@ -188,7 +191,7 @@ allocate_slow (Arena *self, guint cls, gsize size, MemresStream stream, MemresAl
 
 G_GNUC_NO_INLINE
 static gboolean
-allocate_large (Arena *self, gsize size, MemresStream stream, MemresAllocation *alloc,
+allocate_large (Arena *self, gsize size, MemresStream stream, guint tag, MemresAllocation *alloc,
                 GError **error)
 {
   guint64 rounded = arena_round (size);
@@ -197,7 +200,7 @@ allocate_large (Arena *self, gsize size, MemresStream stream, MemresAllocation *
 
   g_mutex_lock (&self->parts.lock);
   ok = extent_new_or_flush (self, rounded, FALSE, cache_normalize_stream (&self->parts, stream),
-                            &addr, error);
+                            tag, &addr, error);
   if (ok)
     {
       self->large_used += rounded;
@@ -226,8 +229,8 @@ allocate_large (Arena *self, gsize size, MemresStream stream, MemresAllocation *
 
 G_GNUC_NO_INLINE
 static gboolean
-allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-                  GError **error)
+allocate_general (MemresResource *mr, gsize size, MemresStream stream, guint tag,
+                  MemresAllocation *alloc, GError **error)
 {
   Arena *self = memres_resource_get_private (mr);
   Front *f;
@@ -236,23 +239,59 @@ allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAll
     {
       if (arena_wants_own (self, size))
         return arena_own_allocate (self, size, alloc, error);
-      return allocate_large (self, size, stream, alloc, error);
+      return allocate_large (self, size, stream, tag, alloc, error);
     }
   f = front_get_for (mr, &self->parts);
-  if (f != NULL && front_try_allocate (f, &self->parts, cache_class_of (size), size, stream, alloc))
+  if (f != NULL
+      && front_try_allocate_tagged (f, &self->parts, cache_class_of (size), size, stream, TRUE, tag,
+                                    alloc))
     return TRUE;
   return allocate_slow (self, cache_class_of (size), size,
-                        cache_normalize_stream (&self->parts, stream), alloc, error);
+                        cache_normalize_stream (&self->parts, stream), tag, alloc, error);
 }
 
-/* The allocate slot's hot path: cache_hit_allocate() (cache-parts.h), the cache's too. */
+/* An allocation for tag @tag (cache_tag_index(), 0 untagged): a block of a slab of that tag, or
+ * an extent in granules that serve it; the hot path is the cache parts' hit
+ * (cache_hit_allocate_tagged(), the cache's too) on a block of that tag. */
+G_ALWAYS_INLINE static inline gboolean
+allocate_for (MemresResource *mr, gsize size, MemresStream stream, guint tag,
+              MemresAllocation *alloc, GError **error)
+{
+  if (cache_hit_allocate_tagged (mr, size, stream, TRUE, tag, alloc))
+    return TRUE;
+  return allocate_general (mr, size, stream, tag, alloc, error);
+}
+
+gboolean
+arena_allocate_for (MemresResource *mr, gsize size, MemresStream stream, guint tag,
+                    MemresAllocation *alloc, GError **error)
+{
+  return allocate_for (mr, size, stream, tag, alloc, error);
+}
+
+/* The allocate slot: arena_allocate_for() the buffer's tag (memres_allocation_get_tag(): the core
+ * marks a tagged buffer's record in a stack that can sleep; an untagged one costs that call). */
 gboolean
 arena_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
-  if (cache_hit_allocate (mr, size, stream, alloc))
-    return TRUE;
-  return allocate_general (mr, size, stream, alloc, error);
+  const char *name = memres_allocation_get_tag (alloc);
+
+  return allocate_for (mr, size, stream, G_LIKELY (name == NULL) ? 0 : cache_tag_index (name),
+                       alloc, error);
+}
+
+/* The tag @alloc (one of this arena's) serves: its block's, its extent's granules', 0 for a
+ * buffer of its own memory. Lock not needed for a block; held or not for an extent (its first
+ * granule's tag does not change while it is live). */
+guint
+arena_tag_of (Arena *self, const MemresAllocation *alloc)
+{
+  if (alloc->size <= self->parts.max_block)
+    return ((const Block *) alloc->plugin_data)->tag;
+  if (arena_is_own (alloc))
+    return 0;
+  return self->gtag[arena_granule (self, alloc->address)];
 }
 
 /* The front had no room: a bigger lease, else the shared bins with an event on @stream (which
@@ -311,6 +350,13 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
       return ok;
     }
   b = alloc->plugin_data;
+  if (G_UNLIKELY (b->size == ARENA_BLOCK_ASLEEP)) /* its tag sleeps: parked (arena-sleep.c) */
+    {
+      g_mutex_lock (&self->parts.lock);
+      arena_sleep_block_closed (self, b);
+      g_mutex_unlock (&self->parts.lock);
+      return TRUE;
+    }
   b->stream = cache_normalize_stream (&self->parts, stream);
   f = front_get_for (mr, &self->parts);
   if (f != NULL && front_try_deallocate (f, &self->parts, b))

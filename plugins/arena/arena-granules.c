@@ -41,6 +41,7 @@ gboolean
 arena_granules_init (Arena *self, GError **error)
 {
   self->held = g_new0 (guint64, self->n_granules);
+  self->gtag = g_new0 (guint8, self->n_granules);
   self->handle = g_new0 (CUmemGenericAllocationHandle, self->n_granules);
   self->in_idle = g_new0 (guint8, self->n_granules);
   self->idle = g_new (guint32, self->n_granules);
@@ -55,6 +56,7 @@ void
 arena_granules_clear (Arena *self)
 {
   g_clear_pointer (&self->held, g_free);
+  g_clear_pointer (&self->gtag, g_free);
   g_clear_pointer (&self->handle, g_free);
   g_clear_pointer (&self->in_idle, g_free);
   g_clear_pointer (&self->idle, g_free);
@@ -73,11 +75,13 @@ arena_granules_grow (Arena *self, guint n)
 
   self->n_granules += n;
   self->held = g_renew (guint64, self->held, self->n_granules);
+  self->gtag = g_renew (guint8, self->gtag, self->n_granules);
   self->handle = g_renew (CUmemGenericAllocationHandle, self->handle, self->n_granules);
   self->in_idle = g_renew (guint8, self->in_idle, self->n_granules);
   self->idle = g_renew (guint32, self->idle, self->n_granules);
   self->spare = g_renew (CUmemGenericAllocationHandle, self->spare, self->n_granules);
   memset (self->held + was, 0, n * sizeof *self->held);
+  memset (self->gtag + was, 0, n * sizeof *self->gtag);
   memset (self->handle + was, 0, n * sizeof *self->handle);
   memset (self->in_idle + was, 0, n * sizeof *self->in_idle);
   if (self->asleep != NULL)
@@ -94,7 +98,7 @@ arena_granules_grow (Arena *self, guint n)
 static void
 queue_event (Arena *self, MemresSegmentEvent event, guint g)
 {
-  PendingEvent e = { granule_address (self, g), event };
+  PendingEvent e = { granule_address (self, g), event, self->gtag[g] };
 
   g_array_append_val (self->pending, e);
   __atomic_add_fetch (&self->in_flight, 1, __ATOMIC_SEQ_CST);
@@ -154,6 +158,7 @@ arena_events_flush (Arena *self)
       seg.length = self->granularity;
       seg.device = self->device;
       seg.handle_types = self->prop.requestedHandleTypes;
+      seg.tag = cache_tag_name (e.tag);
       memres_resource_raise_segment_event (self->mr, e.event, &seg);
       __atomic_sub_fetch (&self->in_flight, 1, __ATOMIC_SEQ_CST);
     }

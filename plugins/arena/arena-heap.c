@@ -154,6 +154,86 @@ arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end)
   return addr;
 }
 
+/* Takes [addr, addr + size) out of @r, which holds it (what is left on either side stays free
+ * with @r's tag, the event's reference shared); returns @addr. */
+static guint64
+heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size)
+{
+  guint64 end = r->addr + r->size;
+
+  if (addr == r->addr || addr + size == end)
+    return arena_heap_take (self, r, size, addr != r->addr);
+  /* the piece after: a new range with a reference of the event; @r keeps the one before */
+  range_unlink (self, r);
+  if (r->event != NULL)
+    r->event->refs++;
+  arena_heap_insert (self, addr + size, end - (addr + size), r->tag, r->event);
+  r->size = addr - r->addr;
+  range_link (self, r);
+  return addr;
+}
+
+/* Whether granule @g may hold bytes of tag @tag (cache_tag_index(), 0 untagged) when the free
+ * bytes [lo, hi) around it are taken: it serves @tag already, holds nothing, or lies wholly in
+ * those free bytes (then nothing else is in it). Tag-aware placement (docs/arena.md): a granule
+ * serves one tag, so that a tag's sleep can release whole granules. */
+static gboolean
+granule_serves (Arena *self, guint g, guint64 lo, guint64 hi, guint tag)
+{
+  guint64 ga = arena_granule_address (self, g);
+
+  return self->gtag[g] == tag || self->held[g] == 0 || (lo <= ga && ga + self->granularity <= hi);
+}
+
+/* Whether [a, a + size), inside the free bytes [lo, hi), may serve @tag: its end granules (the
+ * others lie wholly in the free bytes). */
+static gboolean
+window_serves (Arena *self, guint64 a, guint64 size, guint64 lo, guint64 hi, guint tag)
+{
+  return granule_serves (self, arena_granule (self, a), lo, hi, tag)
+         && granule_serves (self, arena_granule (self, a + size - 1), lo, hi, tag);
+}
+
+/* A window of @size bytes in @r that may serve @tag: its start (@at_end: its end) when that
+ * serves, else the other end, else one starting or ending at a granule boundary inside it.
+ * FALSE when none does. */
+static gboolean
+range_window (Arena *self, Range *r, guint64 size, guint tag, gboolean at_end, guint64 *addr)
+{
+  guint64 lo = r->addr, hi = r->addr + r->size, mask = self->granularity - 1;
+  guint64 cand[4] = { at_end ? hi - size : lo, at_end ? lo : hi - size, (lo + mask) & ~mask,
+                      (hi & ~mask) - size };
+
+  for (guint i = 0; i < 4; i++)
+    if (cand[i] >= lo && cand[i] <= hi - size && cand[i] + size > cand[i]
+        && window_serves (self, cand[i], size, lo, hi, tag))
+      {
+        *addr = cand[i];
+        return TRUE;
+      }
+  return FALSE;
+}
+
+/* arena_heap_best_fit() for tag @tag: the smallest free range of stream @stream with a window
+ * that may serve @tag (range_window(), preferring its start), that window's address in *@addr. */
+static Range *
+best_fit_serving (Arena *self, MemresStream stream, guint64 size, guint tag, guint64 *addr)
+{
+  Range key = { 0, size, stream };
+  GTreeNode *node = g_tree_lower_bound (self->free_tree, &key);
+
+  for (; node != NULL; node = g_tree_node_next (node))
+    {
+      Range *r = g_tree_node_key (node);
+
+      if (r->tag != stream)
+        break;
+      if (range_window (self, r, size, tag, FALSE, addr))
+        return r;
+    }
+  return NULL;
+}
+
 static gboolean
 collect_tagged (gpointer key, gpointer value, gpointer data)
 {
@@ -240,7 +320,7 @@ run_neighbour (Arena *self, guint64 addr, MemresStream tag, gboolean left)
  * either end of every such run, the one with the fewest granules to back, then the tightest run;
  * *@from is the free range its first byte lies in. FALSE when no run holds @size bytes. */
 static gboolean
-run_best_fit (Arena *self, MemresStream tag, guint64 size, guint64 *addr, Range **from,
+run_best_fit (Arena *self, MemresStream tag, guint64 size, guint owner, guint64 *addr, Range **from,
               guint *unbacked)
 {
   Range key = { 0, 0, tag };
@@ -264,7 +344,11 @@ run_best_fit (Arena *self, MemresStream tag, guint64 size, guint64 *addr, Range 
         {
           guint64 run = right->addr + right->size - left->addr;
           guint64 at = side == 0 ? left->addr : right->addr + right->size - size;
-          guint u = arena_span_unbacked (self, at, size);
+          guint u;
+
+          if (!window_serves (self, at, size, left->addr, right->addr + right->size, owner))
+            continue;
+          u = arena_span_unbacked (self, at, size);
 
           if (!found || u < *unbacked || (u == *unbacked && run < best_run))
             {
@@ -399,22 +483,23 @@ range_unbacked (Arena *self, Range *r, guint64 size)
  * would keep two frees from coalescing (a cache grown a token at a time, as torch.cat does,
  * then no longer fits the hole its predecessor left with the slack beside it:
  * /arena/memory/kv-growth went from 1.233 to 1.106 times the peak used). */
-gboolean
-arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint64 *addr,
-                  GError **error)
+static gboolean
+extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
+              guint64 *addr, GError **error)
 {
   gboolean settled = FALSE, grown = FALSE, at_end;
 
   for (;;)
     {
+      guint64 mine_at = 0, any_at = 0;
       Range *mine = tag != NULL && tag != CU_STREAM_PER_THREAD
-                        ? arena_heap_best_fit (self, tag, size)
+                        ? best_fit_serving (self, tag, size, owner, &mine_at)
                         : NULL;
-      Range *any = arena_heap_best_fit (self, NULL, size);
+      Range *any = best_fit_serving (self, NULL, size, owner, &any_at);
 
       if (mine != NULL && (any == NULL || mine->size <= any->size))
         {
-          *addr = arena_heap_take (self, mine, size, FALSE);
+          *addr = heap_take_at (self, mine, mine_at, size);
           return TRUE;
         }
       if (!settled && self->tagged_bytes > 0
@@ -429,7 +514,7 @@ arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, gu
        * need memory created: that would strand the stream's free bytes */
       if (mine != NULL && range_unbacked (self, any, size) > arena_reusable (self))
         {
-          *addr = arena_heap_take (self, mine, size, FALSE);
+          *addr = heap_take_at (self, mine, mine_at, size);
           return TRUE;
         }
       if (tag != NULL && tag != CU_STREAM_PER_THREAD && self->tagged_bytes > 0)
@@ -438,9 +523,10 @@ arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, gu
           guint run_unbacked = 0; /* set when found; the optimizer reads it before (memcheck) */
           Range *from = NULL;
 
-          if (run_best_fit (self, tag, size, &run_addr, &from, &run_unbacked)
+          if (run_best_fit (self, tag, size, owner, &run_addr, &from, &run_unbacked)
               && (any == NULL || run_unbacked < arena_span_unbacked (self, any->addr, size)))
             {
+              arena_span_serve (self, run_addr, size, owner);
               if (!run_take (self, from, run_addr, size, error))
                 return FALSE;
               self->run_takes++;
@@ -468,7 +554,10 @@ arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, gu
       at_end = slab
                || arena_span_unbacked (self, any->addr + any->size - size, size)
                       < arena_span_unbacked (self, any->addr, size);
-      *addr = arena_heap_take (self, any, size, at_end);
+      /* that end, or the other, or a window at a granule boundary that may serve @owner */
+      range_window (self, any, size, owner, at_end, &any_at);
+      *addr = heap_take_at (self, any, any_at, size);
+      arena_span_serve (self, *addr, size, owner); /* before the granules' "mapped" events */
       if (!arena_span_hold (self, *addr, size, error))
         {
           arena_heap_insert (self, *addr, size, NULL, NULL);
@@ -476,6 +565,26 @@ arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, gu
         }
       return TRUE;
     }
+}
+
+/* The granules of [addr, addr + size) serve tag @owner from now on. */
+void
+arena_span_serve (Arena *self, guint64 addr, guint64 size, guint owner)
+{
+  for (guint g = arena_granule (self, addr); g <= arena_granule (self, addr + size - 1); g++)
+    self->gtag[g] = (guint8) owner;
+}
+
+/* A new extent for tag @owner (cache_tag_index(): its granules serve that tag alone, see
+ * granule_serves()); extent_place() does the rest. */
+gboolean
+arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
+                  guint64 *addr, GError **error)
+{
+  if (!extent_place (self, size, slab, tag, owner, addr, error))
+    return FALSE;
+  arena_span_serve (self, *addr, size, owner);
+  return TRUE;
 }
 
 /* The extent [addr, addr + size) is free, freed on @tag (NULL: settled already): an event
@@ -538,10 +647,14 @@ arena_heap_grow_in_place (Arena *self, guint64 addr, guint64 old_size, guint64 n
   guint64 at = addr + old_size, need = new_size - old_size;
   Range *r = g_hash_table_lookup (self->by_start, KEY (at));
 
+  guint owner = self->gtag[arena_granule (self, addr)];
+
   if (r == NULL || (r->tag != NULL && r->tag != tag) || r->size < need
-      || arena_reservation_of (self, addr) != arena_reservation_of (self, at))
+      || arena_reservation_of (self, addr) != arena_reservation_of (self, at)
+      || !window_serves (self, at, need, r->addr, r->addr + r->size, owner))
     return FALSE;
   /* a tagged range's bytes are held already; what is left of it keeps its tag and event */
+  arena_span_serve (self, at, need, owner);
   if (r->tag == NULL && !arena_span_hold (self, at, need, error))
     return FALSE;
   arena_heap_take (self, r, need, FALSE);
@@ -562,6 +675,7 @@ arena_heap_take_congruent (Arena *self, guint64 addr, guint64 old_size, guint64 
   guint64 i_lo = (addr + mask) & ~mask, i_hi = (addr + old_size) & ~mask;
   Range key = { 0, new_size, NULL };
   GTreeNode *node = g_tree_lower_bound (self->free_tree, &key);
+  guint owner = self->gtag[arena_granule (self, addr)];
 
   for (; node != NULL; node = g_tree_node_next (node))
     {
@@ -571,7 +685,8 @@ arena_heap_take_congruent (Arena *self, guint64 addr, guint64 old_size, guint64 
 
       if (r->tag != NULL)
         break;
-      if (n + new_size > r->addr + r->size)
+      if (n + new_size > r->addr + r->size
+          || !window_serves (self, n, new_size, r->addr, r->addr + r->size, owner))
         continue;
       for (guint64 a = n + (i_lo - addr); a < n + (i_hi - addr) && unbacked; a += self->granularity)
         unbacked = self->handle[arena_granule (self, a)] == 0;
@@ -583,6 +698,7 @@ arena_heap_take_congruent (Arena *self, guint64 addr, guint64 old_size, guint64 
       if (n + new_size < r->addr + r->size)
         arena_heap_insert (self, n + new_size, r->addr + r->size - (n + new_size), NULL, NULL);
       range_free (self, r);
+      arena_span_serve (self, n, new_size, owner);
       *at = n;
       return TRUE;
     }

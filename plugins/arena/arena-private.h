@@ -22,6 +22,11 @@
  *   bins, carved from slabs of the range; large requests best-fit in the range; the
  *   out-of-memory flush.
  *
+ * Tags (docs/arena.md). A granule with held bytes serves one tag (Arena.gtag: the tag of the
+ * buffers in it, untagged its own class), and so does a slab (Chunk.tag, Block.tag): placement
+ * never puts bytes of one tag in a granule that holds another's (arena-heap.c's
+ * granule_serves()), so that a tag's sleep can release whole granules (arena-sleep.c).
+ *
  * Memory model. Reservations of address space (`reserve` bytes at init, more when no free range
  * holds a request), one granule table over them all. Every byte of them is either
  * free and settled (a range in the heap with no stream tag: no queued work touches it), free and
@@ -63,6 +68,7 @@ typedef struct
 {
   guint64 base;
   MemresSegmentEvent event;
+  guint tag; /* the tag its granule serves (Arena.gtag) when queued */
 } PendingEvent;
 
 /* A slab: one extent carved into n_blocks blocks of one class. */
@@ -72,6 +78,8 @@ struct _Chunk
   Chunk *prev, *next;
   guint n_blocks;
   guint n_idle;
+  guint8 tag;      /* the tag its blocks serve (cache_tag_index(), 0 untagged) */
+  gboolean asleep; /* its tag sleeps: counted in Arena.asleep, never returned to the range */
   Block blocks[];
 };
 
@@ -124,7 +132,8 @@ typedef struct
   guint n_granules; /* granules of them all */
 
   /* under parts.lock */
-  guint64 *held;                        /* per granule: bytes not free and settled */
+  guint64 *held; /* per granule: bytes not free and settled */
+  guint8 *gtag;  /* per granule: the tag its held bytes serve (cache_tag_index(); when held) */
   CUmemGenericAllocationHandle *handle; /* per granule: its physical memory, 0 when unmapped */
   guint8 *in_idle;                      /* per granule: on the idle stack */
   guint32 *idle;                        /* stack of granules that were idle when pushed */
@@ -159,6 +168,7 @@ typedef struct
    * all asleep is one a sleep released. The large extents asleep, by address (NULL until then). */
   guint64 *asleep;
   GHashTable *asleep_large;
+  guint n_asleep[MEMRES_TAGS_MAX + 1]; /* per tag: its sleeping buffers (extents and blocks) */
 
   /* segment events (arena-granules.c): queued under parts.lock, raised without it */
   GMutex ev_lock;    /* taken before parts.lock; held while events are raised */
@@ -247,8 +257,9 @@ Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
 gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
-gboolean arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag,
+gboolean arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
                            guint64 *addr, GError **error);
+void arena_span_serve (Arena *self, guint64 addr, guint64 size, guint owner);
 guint64 arena_heap_largest_servable (Arena *self);
 gboolean arena_heap_take_congruent (Arena *self, guint64 addr, guint64 old_size, guint64 new_size,
                                     guint64 *at);
@@ -263,6 +274,9 @@ gboolean arena_allocate (MemresResource *mr, gsize size, MemresStream stream,
 gboolean arena_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                            GError **error);
 gboolean arena_flush (Arena *self, GError **error);
+gboolean arena_allocate_for (MemresResource *mr, gsize size, MemresStream stream, guint tag,
+                             MemresAllocation *alloc, GError **error);
+guint arena_tag_of (Arena *self, const MemresAllocation *alloc);
 
 /* arena-snapshot.c: the snapshot slot */
 void arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer);
@@ -302,6 +316,11 @@ gboolean arena_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize
 gboolean arena_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
                      GError **error);
 gboolean arena_sleep_forget (Arena *self, guint64 addr, guint64 size);
+void arena_sleep_block_closed (Arena *self, Block *b);
+
+/* Block.size of a sleeping block (arena-sleep.c): larger than any front's budget, so that the
+ * close's hit path never keeps it and deallocate_general() sees it */
+#define ARENA_BLOCK_ASLEEP (G_MAXUINT64 / 4)
 
 /* arena-resize.c */
 gboolean arena_resize (MemresResource *mr, MemresAllocation *alloc, gsize new_size,

@@ -31,7 +31,8 @@ resize_move (MemresResource *mr, Arena *self, MemresAllocation *alloc, gsize new
   gboolean pushed;
   CUresult r;
 
-  if (!arena_allocate (mr, new_size, stream, &fresh, error))
+  /* the buffer's tag kept: the new allocation serves it as the old one did */
+  if (!arena_allocate_for (mr, new_size, stream, arena_tag_of (self, alloc), &fresh, error))
     return FALSE;
   if ((drv = cache_context_push (&self->parts, &pushed, error)) == NULL)
     {

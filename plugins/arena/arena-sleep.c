@@ -5,10 +5,10 @@
  * gives back), then counts the bytes of each sleeping large extent in its granules (Arena.asleep)
  * and releases every granule whose held bytes are all asleep: those the tag's buffers cover alone,
  * with free bytes around them or other sleeping buffers (arena_granules_sleep(): unmapped after
- * "about to be unmapped", then released). A granule shared with an awake buffer, a tagged free
- * range or a slab stays mapped, its contents too, and its sleeping bytes count as asleep all
- * the same; so do blocks of the size classes (their slabs are shared by the blocks of every
- * tag). The addresses stay reserved and the extents stay in use.
+ * "about to be unmapped", then released). Placement keeps other tags out of a tag's granules; a
+ * granule that still holds bytes that do not sleep (a tagged free range not settled yet, a
+ * buffer of the tag that is not asleep) stays mapped, its contents too, and its sleeping bytes
+ * count as asleep all the same. The addresses stay reserved and the extents stay in use.
  *
  * While a tag sleeps, the free bytes of a released granule may be handed out to another
  * allocation: backing them (arena_span_hold()) maps memory under the whole granule again, and
@@ -17,6 +17,16 @@
  * closed forgets its asleep bytes (arena_sleep_forget(), from the close) and is freed settled,
  * not tagged with the closing stream (a tagged range is reused on its stream without backing
  * its granules, and no work can use memory it has not got): reusing it backs its granules.
+ *
+ * Slabs. A granule and a slab serve one tag (arena-private.h), so a tag's slabs sleep whole: at
+ * its sleep every slab of the tag counts as asleep (Chunk.asleep), its free blocks parked (taken
+ * out of the fronts and the shared bins: no allocation can reach them while their memory is
+ * gone) and its live blocks marked (Block.size ARENA_BLOCK_ASLEEP, which keeps their close off
+ * the front's hit path); its granules are then released with the extents'. A sleeping block
+ * closed is parked too. The wake maps the slabs' granules again, gives the parked blocks back to
+ * the shared bins and the live ones their size. When the tag's last sleeping buffer is closed
+ * (Arena.n_asleep), no wake will come for it: its slabs, every block parked, go back to the
+ * range, settled (no work can use memory that is gone).
  *
  * Buffers with memory of their own (handle_type=posix_fd) do not sleep: one exported or
  * imported is refused with MEMRES_SLEEP_ERROR_SHARED, the others with NOT_SUPPORTED. */
@@ -61,10 +71,18 @@ cmp_guint (gconstpointer a, gconstpointer b)
   return x < y ? -1 : x > y;
 }
 
-/* The granules of the extents among @allocs that are mapped and all asleep (@sleep), or without
- * memory (a wake); sorted, each once. Lock held. */
+static void
+span_granules (Arena *self, GArray *gs, guint64 addr, guint64 size, gboolean sleep)
+{
+  for (guint g = arena_granule (self, addr); g <= arena_granule (self, addr + size - 1); g++)
+    if (sleep ? self->handle[g] != 0 && self->held[g] == self->asleep[g] : self->handle[g] == 0)
+      g_array_append_val (gs, g);
+}
+
+/* The granules of the extents among @allocs and of tag @tag's slabs (0: none) that are mapped
+ * and all asleep (@sleep), or without memory (a wake); sorted, each once. Lock held. */
 static GArray *
-granules_of (Arena *self, MemresAllocation *const *allocs, gsize n, gboolean sleep)
+granules_of (Arena *self, MemresAllocation *const *allocs, gsize n, guint tag, gboolean sleep)
 {
   GArray *gs = g_array_new (FALSE, FALSE, sizeof (guint));
   guint last = G_MAXUINT;
@@ -74,13 +92,12 @@ granules_of (Arena *self, MemresAllocation *const *allocs, gsize n, gboolean sle
     {
       guint64 size;
 
-      if (!extent_of (self, allocs[i], &size))
-        continue;
-      for (guint g = arena_granule (self, allocs[i]->address);
-           g <= arena_granule (self, allocs[i]->address + size - 1); g++)
-        if (sleep ? self->handle[g] != 0 && self->held[g] == self->asleep[g] : self->handle[g] == 0)
-          g_array_append_val (gs, g);
+      if (extent_of (self, allocs[i], &size))
+        span_granules (self, gs, allocs[i]->address, size, sleep);
     }
+  for (Chunk *c = self->chunks; tag != 0 && c != NULL; c = c->next)
+    if (c->tag == tag && c->asleep)
+      span_granules (self, gs, c->addr, c->size, sleep);
   g_array_sort (gs, cmp_guint);
   for (guint i = 0; i < gs->len; i++)
     {
@@ -92,6 +109,98 @@ granules_of (Arena *self, MemresAllocation *const *allocs, gsize n, gboolean sle
     }
   g_array_set_size (gs, m);
   return gs;
+}
+
+/* The tag @allocs (of one tag's sleep) serve in this arena: one that is not 0, else 0 (a
+ * cache's own records above, placed untagged). Lock held. */
+static guint
+tag_of_all (Arena *self, MemresAllocation *const *allocs, gsize n)
+{
+  for (gsize i = 0; i < n; i++)
+    {
+      guint t = arena_tag_of (self, allocs[i]);
+
+      if (t != 0)
+        return t;
+    }
+  return 0;
+}
+
+/* Tag @tag's slabs asleep (@sign 1: their free blocks parked) or awake (-1: the parked blocks
+ * back in the shared bins); the live blocks among @allocs marked or given their size back. Lock
+ * held; with @sign 1 the fronts are drained first (the caller stopped them). */
+static void
+mark_blocks (Arena *self, MemresAllocation *const *allocs, gsize n, gint sign)
+{
+  for (gsize i = 0; i < n; i++)
+    if (allocs[i]->size <= self->parts.max_block)
+      {
+        Block *b = allocs[i]->plugin_data;
+
+        b->size = sign > 0 ? ARENA_BLOCK_ASLEEP : cache_class_size (b->cls);
+      }
+}
+
+static void
+mark_slabs (Arena *self, MemresAllocation *const *allocs, gsize n, guint tag, gint sign)
+{
+  if (sign > 0)
+    mark_blocks (self, allocs, n, sign);
+  for (Chunk *c = self->chunks; tag != 0 && c != NULL; c = c->next)
+    {
+      if (c->tag != tag || c->asleep == (sign > 0))
+        continue;
+      c->asleep = sign > 0;
+      span_asleep (self, c->addr, c->size, sign);
+      for (guint i = 0; i < c->n_blocks; i++)
+        {
+          Block *b = &c->blocks[i];
+
+          if (b->size == ARENA_BLOCK_ASLEEP)
+            continue; /* live */
+          if (sign > 0 && b->prev == NULL && b->next == NULL
+              && self->parts.shared[b->cls].head != b)
+            continue; /* live and awake: not ours to park (cannot happen: the tag sleeps) */
+          if (sign > 0)
+            {
+              cache_shared_unlink (&self->parts, b);
+              cache_event_unref (&self->parts, g_steal_pointer (&b->event));
+            }
+          else
+            cache_shared_push (&self->parts, b);
+        }
+    }
+  if (sign < 0)
+    mark_blocks (self, allocs, n, sign);
+}
+
+/* Tag @tag's slabs, every block parked (its last sleeping buffer closed), back to the range. */
+static void
+slabs_return (Arena *self, guint tag)
+{
+  Chunk *next;
+
+  for (Chunk *c = self->chunks; tag != 0 && c != NULL; c = next)
+    {
+      next = c->next;
+      if (c->tag != tag || !c->asleep)
+        continue;
+      span_asleep (self, c->addr, c->size, -1);
+      LIST_UNLINK (self->chunks, c);
+      self->slab_bytes -= (guint64) c->n_blocks * c->blocks[0].size;
+      arena_extent_free (self, c->addr, c->size, NULL, NULL);
+      g_free (c);
+    }
+}
+
+/* A sleeping block closed (deallocate_general()): parked, its size given back; the tag's last
+ * sleeping buffer returns its slabs. Lock held. */
+void
+arena_sleep_block_closed (Arena *self, Block *b)
+{
+  b->size = cache_class_size (b->cls);
+  if (--self->n_asleep[b->tag] == 0)
+    slabs_return (self, b->tag);
 }
 
 /* Counts @allocs' extents asleep (@sign 1) or awake (-1). Lock held. */
@@ -149,6 +258,7 @@ arena_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs
   Arena *self = memres_resource_get_private (mr);
   g_autoptr (GArray) gs = NULL;
   gboolean ok;
+  guint tag;
 
   if (!refuse_own (self, allocs, n_allocs, error))
     return FALSE;
@@ -165,11 +275,27 @@ arena_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs
     self->asleep = g_new0 (guint64, self->n_granules);
   if (self->asleep_large == NULL)
     self->asleep_large = g_hash_table_new (NULL, NULL);
+  tag = tag_of_all (self, allocs, n_allocs);
+  if (tag != 0)
+    {
+      /* the fronts' blocks into the shared bins, where the tag's free ones are parked from */
+      cache_fronts_stop (&self->parts);
+      for (Front *f = self->parts.fronts; f != NULL; f = f->next)
+        cache_front_drain (&self->parts, f);
+      cache_fronts_resume (&self->parts);
+    }
   mark (self, allocs, n_allocs, 1);
-  gs = granules_of (self, allocs, n_allocs, TRUE);
+  mark_slabs (self, allocs, n_allocs, tag, 1);
+  gs = granules_of (self, allocs, n_allocs, tag, TRUE);
   ok = gs->len == 0 || arena_granules_sleep (self, (guint *) gs->data, gs->len, error);
   if (!ok)
-    mark (self, allocs, n_allocs, -1);
+    {
+      mark_slabs (self, allocs, n_allocs, tag, -1);
+      mark (self, allocs, n_allocs, -1);
+    }
+  else
+    for (gsize i = 0; i < n_allocs; i++)
+      self->n_asleep[arena_tag_of (self, allocs[i])]++;
   g_mutex_unlock (&self->parts.lock);
   arena_events_flush (self);
   if (!ok)
@@ -184,13 +310,18 @@ arena_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
   Arena *self = memres_resource_get_private (mr);
   g_autoptr (GArray) gs = NULL;
   gboolean ok;
+  guint tag;
 
   g_mutex_lock (&self->parts.lock);
-  gs = granules_of (self, allocs, n_allocs, FALSE);
+  tag = tag_of_all (self, allocs, n_allocs);
+  gs = granules_of (self, allocs, n_allocs, tag, FALSE);
   ok = gs->len == 0 || arena_granules_wake (self, (guint *) gs->data, gs->len, error);
   if (ok)
     {
+      mark_slabs (self, allocs, n_allocs, tag, -1);
       mark (self, allocs, n_allocs, -1);
+      for (gsize i = 0; i < n_allocs; i++)
+        self->n_asleep[arena_tag_of (self, allocs[i])] = 0;
       self->mapped_high = MAX (self->mapped_high, self->n_mapped);
     }
   arena_spares_release (self);
@@ -206,8 +337,12 @@ arena_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
 gboolean
 arena_sleep_forget (Arena *self, guint64 addr, guint64 size)
 {
+  guint tag = self->gtag[arena_granule (self, addr)];
+
   if (!g_hash_table_remove (self->asleep_large, GSIZE_TO_POINTER (addr)))
     return FALSE;
   span_asleep (self, addr, size, -1);
+  if (self->n_asleep[tag] > 0 && --self->n_asleep[tag] == 0)
+    slabs_return (self, tag);
   return TRUE;
 }

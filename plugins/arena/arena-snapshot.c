@@ -116,7 +116,8 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
           {
             Block *b = (Block *) &sl->blocks[i];
 
-            memres_snapshot_add_block (layer, b->address, b->size, b->stream,
+            /* a sleeping block's size is a marker (arena-sleep.c): its class's */
+            memres_snapshot_add_block (layer, b->address, cache_class_size (b->cls), b->stream,
                                        g_hash_table_contains (free_blocks, b) ? MEMRES_BLOCK_FREE
                                                                               : MEMRES_BLOCK_USED);
           }

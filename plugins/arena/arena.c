@@ -522,7 +522,8 @@ static const MemresKindInfo arena_kind = {
   .ops = &arena_ops,
   .ipc = &arena_ipc_ops,
   .instance_size = sizeof (Arena),
-  .flags = MEMRES_KIND_SEGMENTS, /* each mapped granule is a segment */
+  /* each mapped granule is a segment; a buffer is placed by its tag (arena-private.h) */
+  .flags = MEMRES_KIND_SEGMENTS | MEMRES_KIND_TAGGED,
 };
 
 static gboolean

@@ -13,7 +13,8 @@
  * to the upstream. */
 #include "cache-private.h"
 
-/* Above max_block: an upstream allocation of the buffer's own, not cached. */
+/* Above max_block (or tagged, over an upstream that places by tag: Cache.by_tag): an upstream
+ * allocation of the buffer's own, not cached. */
 G_GNUC_NO_INLINE
 static gboolean
 direct_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
@@ -80,7 +81,7 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
     {
       b = c > cls ? cache_own_front_take (&self->parts, c, stream) : NULL;
       if (b == NULL)
-        b = cache_shared_take (&self->parts, c, stream, &local);
+        b = cache_shared_take (&self->parts, c, stream, 0, &local);
     }
   if (b != NULL)
     self->parts.shared_hits[cls]++;
@@ -118,7 +119,7 @@ allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAll
   Cache *self = memres_resource_get_private (mr);
   Front *f;
 
-  if (G_UNLIKELY (size > self->parts.max_block))
+  if (G_UNLIKELY (cache_is_direct (self, alloc, size)))
     return direct_allocate (mr, self, size, stream, alloc, error);
   f = front_get_for (mr, &self->parts);
   if (f != NULL && front_try_allocate (f, &self->parts, cache_class_of (size), size, stream, alloc))
@@ -207,7 +208,7 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
   Block *b;
   Front *f;
 
-  if (G_UNLIKELY (alloc->size > self->parts.max_block))
+  if (G_UNLIKELY (cache_is_direct (self, alloc, alloc->size)))
     return direct_deallocate (mr, self, alloc, stream, error);
   b = alloc->plugin_data;
   if (G_UNLIKELY (b->size == CACHE_BLOCK_ASLEEP)) /* no memory under it (cache-sleep.c) */

@@ -46,6 +46,12 @@ typedef struct
   guint64 max_cached;
   gsize chunk_size;
   gint device; /* the upstream's (memres_resource_get_device()), for the segments */
+  /* the upstream places by tag (an upstream kind with MEMRES_KIND_TAGGED that can sleep, through
+   * the adaptors that pass allocations: `arena`): a tagged buffer is the upstream's own
+   * allocation (direct_allocate(), with the buffer's record), so that it lands in granules of its
+   * tag there and sleeps with them; the hit paths are off (parts.hit_max 0) so that the general
+   * paths see every call */
+  gboolean by_tag;
 
   /* under parts.lock */
   guint64 reserved, reserved_high, used_high;
@@ -57,8 +63,9 @@ typedef struct
   guint64 misses[CACHE_MAX_CLASSES];
   guint64 direct, oom_flushes;
   Chunk *chunks;
-  /* the addresses of the sleeping requests above max_block (cache-sleep.c), or NULL; under
-   * parts.lock (read without it only to see whether it was ever made) */
+  /* the addresses of the sleeping requests of their own (cache-sleep.c), each with the tag of
+   * its segment, or NULL; under parts.lock (read without it only to see whether it was ever
+   * made) */
   GHashTable *asleep_direct;
 } Cache;
 
@@ -105,6 +112,14 @@ gboolean cache_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresSt
                            GError **error);
 
 /* cache.c */
+/* Whether the cache's buffer of record @alloc (at its allocate or close) is the upstream's own:
+ * above max_block, or tagged over an upstream that places by tag (Cache.by_tag). */
+static inline gboolean
+cache_is_direct (Cache *self, const MemresAllocation *alloc, gsize size)
+{
+  return size > self->parts.max_block
+         || (G_UNLIKELY (self->by_tag) && memres_allocation_get_tag (alloc) != NULL);
+}
 gboolean cache_trim (MemresResource *mr, gsize bytes_to_keep, GError **error);
 /* cache-sleep.c: the sleep and wake slots; the close of a sleeping block of its own, and whether
  * a request above max_block at @address sleeps (cache_direct_forget(): closed) */
@@ -116,7 +131,11 @@ gboolean cache_deallocate_asleep (Cache *self, Block *b, MemresStream stream, GE
 gboolean cache_direct_is_asleep (Cache *self, guint64 address);
 void cache_direct_forget (Cache *self, guint64 address);
 /* cache-upstream.c */
+/* the segment event of @up, an allocation of the cache's from its upstream, with the tag
+ * memres_allocation_get_tag() gives for @up (that of a buffer whose record it is), or @tag */
 void cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up);
+void cache_raise_segment_tagged (Cache *self, MemresSegmentEvent event, const MemresAllocation *up,
+                                 const char *tag);
 void update_highs (Cache *self);
 gboolean upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
                             MemresAllocation *alloc, GError **error);

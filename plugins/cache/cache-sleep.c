@@ -31,7 +31,9 @@ collect (Cache *self, MemresAllocation *const *allocs, gsize n, MemresAllocation
     {
       Block *b;
 
-      if (allocs[i]->size > self->parts.max_block)
+      /* the upstream's record: above max_block, or every buffer of a sleep (all tagged) over an
+       * upstream that places by tag */
+      if (allocs[i]->size > self->parts.max_block || self->by_tag)
         {
           blocks[m] = NULL;
           ups[m++] = allocs[i];
@@ -47,15 +49,31 @@ collect (Cache *self, MemresAllocation *const *allocs, gsize n, MemresAllocation
 }
 
 static void
-raise_all (Cache *self, MemresSegmentEvent event, MemresAllocation *const *ups, gsize m)
+raise_all (Cache *self, MemresSegmentEvent event, MemresAllocation *const *ups, gsize m,
+           const char *const *tags)
 {
   for (gsize i = 0; i < m; i++)
-    cache_raise_segment (self, event, ups[i]);
+    cache_raise_segment_tagged (self, event, ups[i], tags[i]);
 }
 
-/* Marks @blocks (and the direct records among @ups) asleep, or awake again. */
+/* The tags of @ups' segments (memres_lookup(): the index keeps them), into @tags. */
 static void
-mark (Cache *self, MemresAllocation *const *ups, Block *const *blocks, gsize m, gboolean asleep)
+segment_tags (MemresAllocation *const *ups, gsize m, const char **tags)
+{
+  for (gsize i = 0; i < m; i++)
+    {
+      MemresLookupInfo info;
+
+      tags[i] = memres_lookup (GSIZE_TO_POINTER ((gsize) ups[i]->address), &info) ? info.segment.tag
+                                                                                  : NULL;
+    }
+}
+
+/* Marks @blocks (and the direct records among @ups, with their segments' @tags) asleep, or
+ * awake again (@tags: the tags kept at their sleep). */
+static void
+mark (Cache *self, MemresAllocation *const *ups, Block *const *blocks, gsize m, gboolean asleep,
+      const char **tags)
 {
   g_mutex_lock (&self->parts.lock);
   for (gsize i = 0; i < m; i++)
@@ -66,10 +84,14 @@ mark (Cache *self, MemresAllocation *const *ups, Block *const *blocks, gsize m, 
         {
           if (self->asleep_direct == NULL)
             self->asleep_direct = g_hash_table_new (NULL, NULL);
-          g_hash_table_add (self->asleep_direct, GSIZE_TO_POINTER (ups[i]->address));
+          g_hash_table_insert (self->asleep_direct, GSIZE_TO_POINTER (ups[i]->address),
+                               (gpointer) tags[i]);
         }
       else
-        g_hash_table_remove (self->asleep_direct, GSIZE_TO_POINTER (ups[i]->address));
+        {
+          tags[i] = g_hash_table_lookup (self->asleep_direct, GSIZE_TO_POINTER (ups[i]->address));
+          g_hash_table_remove (self->asleep_direct, GSIZE_TO_POINTER (ups[i]->address));
+        }
     }
   g_mutex_unlock (&self->parts.lock);
 }
@@ -80,6 +102,7 @@ cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs
   Cache *self = memres_resource_get_private (mr);
   g_autofree MemresAllocation **ups = g_new (MemresAllocation *, n_allocs + 1);
   g_autofree Block **blocks = g_new (Block *, n_allocs + 1);
+  g_autofree const char **tags = g_new0 (const char *, n_allocs + 1);
   gsize m;
 
   /* the free cached blocks first: they go back to the upstream (their memory released) */
@@ -91,13 +114,14 @@ cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs
   m = collect (self, allocs, n_allocs, ups, blocks);
   if (m == 0)
     return TRUE;
-  raise_all (self, MEMRES_SEGMENT_UNMAPPING, ups, m);
+  segment_tags (ups, m, tags);
+  raise_all (self, MEMRES_SEGMENT_UNMAPPING, ups, m, tags);
   if (!memres_upstream_sleep (mr, ups, m, error))
     {
-      raise_all (self, MEMRES_SEGMENT_MAPPED, ups, m);
+      raise_all (self, MEMRES_SEGMENT_MAPPED, ups, m, tags);
       return FALSE;
     }
-  mark (self, ups, blocks, m, TRUE);
+  mark (self, ups, blocks, m, TRUE, tags);
   return TRUE;
 }
 
@@ -107,14 +131,15 @@ cache_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
   Cache *self = memres_resource_get_private (mr);
   g_autofree MemresAllocation **ups = g_new (MemresAllocation *, n_allocs + 1);
   g_autofree Block **blocks = g_new (Block *, n_allocs + 1);
+  g_autofree const char **tags = g_new0 (const char *, n_allocs + 1);
   gsize m = collect (self, allocs, n_allocs, ups, blocks);
 
   if (m == 0)
     return TRUE;
   if (!memres_upstream_wake (mr, ups, m, error))
     return FALSE;
-  mark (self, ups, blocks, m, FALSE);
-  raise_all (self, MEMRES_SEGMENT_MAPPED, ups, m);
+  mark (self, ups, blocks, m, FALSE, tags);
+  raise_all (self, MEMRES_SEGMENT_MAPPED, ups, m, tags);
   return TRUE;
 }
 

@@ -18,11 +18,20 @@
 void
 cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up)
 {
+  /* a buffer's own record (a direct request) has its tag; a chunk or block of the cache none */
+  cache_raise_segment_tagged (self, event, up, memres_allocation_get_tag (up));
+}
+
+void
+cache_raise_segment_tagged (Cache *self, MemresSegmentEvent event, const MemresAllocation *up,
+                            const char *tag)
+{
   MemresSegment seg = { 0 };
 
   seg.base = up->address;
   seg.length = up->size;
   seg.device = self->device;
+  seg.tag = tag;
   memres_resource_raise_segment_event (self->self_mr, event, &seg);
 }
 

@@ -55,6 +55,24 @@ static const MemresOptionSpec cache_options[] = {
     NULL, 0, 0 },
 };
 
+/* Whether @up (through the adaptors that pass allocations) is a kind that reads a buffer's tag
+ * to place it and can sleep (Cache.by_tag). */
+static gboolean
+upstream_places_by_tag (MemresResource *up)
+{
+  for (; up != NULL; up = memres_resource_get_upstream (up))
+    {
+      MemresKind *kind = memres_resource_get_kind (up);
+      MemresKindFlags flags = memres_kind_get_flags (kind);
+
+      if (!(flags & MEMRES_KIND_ADAPTOR))
+        return (flags & MEMRES_KIND_TAGGED) && memres_kind_get_ops (kind)->sleep != NULL;
+      if (!(flags & MEMRES_KIND_PASSES_ALLOCATIONS))
+        return FALSE;
+    }
+  return FALSE;
+}
+
 static gboolean
 cache_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
@@ -106,6 +124,9 @@ cache_init (MemresResource *mr, const MemresOptions *options, GError **error)
                     memres_options_get_size (options, "front_bytes"),
                     (flags & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED)) != 0,
                     MAX (memres_resource_get_device (self->upstream), 0));
+  self->by_tag = upstream_places_by_tag (self->upstream);
+  if (self->by_tag)
+    self->parts.hit_max = 0;
   return TRUE;
 }
 

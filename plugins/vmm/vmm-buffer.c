@@ -434,7 +434,8 @@ vmm_unmap (VmmResource *self, VmmBuffer *buf, gsize start, gsize end, GError **e
 /* --- segments -------------------------------------------------------------------------------- */
 
 void
-_vmm_raise (VmmResource *self, MemresSegmentEvent event, CUdeviceptr base, gsize length)
+_vmm_raise (VmmResource *self, const VmmBuffer *buf, MemresSegmentEvent event, CUdeviceptr base,
+            gsize length)
 {
   MemresSegment seg = { 0 };
 
@@ -445,6 +446,7 @@ _vmm_raise (VmmResource *self, MemresSegmentEvent event, CUdeviceptr base, gsize
   /* as memres_buffer_get_device() says: host-located memory belongs to no device */
   seg.device = self->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? self->device : -1;
   seg.handle_types = (guint32) self->prop.requestedHandleTypes;
+  seg.tag = buf->tag;
   memres_resource_raise_segment_event (self->mr, event, &seg);
 }
 
@@ -489,7 +491,7 @@ vmm_place (VmmResource *self, VmmBuffer *buf, gsize reserve, gsize mapped, gbool
   alloc->size = size;
   alloc->plugin_data = buf;
   _vmm_buffer_update (self, buf, size, VMM_BUFFER_ADDED, (gint64) mapped);
-  _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, mapped);
+  _vmm_raise (self, buf, MEMRES_SEGMENT_MAPPED, buf->base, mapped);
   return TRUE;
 
 fail_range:
@@ -518,6 +520,7 @@ _vmm_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloca
   if (!vmm_round_size (self, size, &rounded, error))
     return FALSE;
   buf = g_new0 (VmmBuffer, 1);
+  buf->tag = memres_allocation_get_tag (alloc); /* marked in a stack that can sleep */
   if (!vmm_reserve_chunks (self, buf, rounded, error))
     vmm_buffer_free (buf);
   else if (vmm_place (self, buf, MAX (rounded, self->reserve), rounded, TRUE, rounded, alloc,
@@ -578,7 +581,7 @@ _vmm_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream strea
   /* the teardown is not undone once begun: the segment goes whatever fails below (a sleeping
    * buffer's went at its sleep: nothing is mapped under it) */
   if (!buf->asleep)
-    _vmm_raise (self, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
+    _vmm_raise (self, buf, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
   for (gsize i = 0; i < buf->n_ranges; i++)
     {
       const VmmRange *r = &buf->ranges[i];
@@ -694,7 +697,7 @@ vmm_grow_in_place (VmmResource *self, VmmBuffer *buf, gsize new_size, gboolean *
     }
   if (extended)
     buf->reserved += buf->ranges[buf->n_ranges - 1].size;
-  _vmm_raise (self, buf->mapped > 0 ? MEMRES_SEGMENT_GROWN : MEMRES_SEGMENT_MAPPED, buf->base,
+  _vmm_raise (self, buf, buf->mapped > 0 ? MEMRES_SEGMENT_GROWN : MEMRES_SEGMENT_MAPPED, buf->base,
               new_size);
   buf->mapped = new_size;
   return TRUE;
@@ -733,7 +736,7 @@ vmm_grow_by_move (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStrea
   /* The old addresses go away. */
   if (!memres_cuda_stream_synchronize (self->device, stream, error))
     goto fail_new_chunks;
-  _vmm_raise (self, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
+  _vmm_raise (self, buf, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
   if (!vmm_unmap (self, buf, 0, buf->mapped, error))
     goto fail_still_mapped;
   if (!vmm_free_ranges (self, buf, error))
@@ -747,12 +750,12 @@ vmm_grow_by_move (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStrea
   buf->base = range.ptr;
   buf->reserved = range.size;
   buf->mapped = new_size;
-  _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, new_size);
+  _vmm_raise (self, buf, MEMRES_SEGMENT_MAPPED, buf->base, new_size);
   return TRUE;
 
 fail_still_mapped:
   /* the old range is mapped again (vmm_unmap() and vmm_remap_or_warn() put it back) */
-  _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
+  _vmm_raise (self, buf, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
 
 fail_new_chunks:
   vmm_destroy_chunks (self, buf, space, first);
@@ -812,14 +815,14 @@ vmm_shrink (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stre
     return FALSE;
 
   /* the segment is unmapped and, at its new length, mapped again */
-  _vmm_raise (self, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
+  _vmm_raise (self, buf, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
   for (gsize i = keep; i < buf->n_chunks; i++)
     {
       res = self->drv->cuMemRelease (buf->chunks[i].handle);
       if (res != CUDA_SUCCESS)
         {
           vmm_retain_chunks_or_warn (self, buf, keep, i);
-          _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
+          _vmm_raise (self, buf, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
           return memres_cuda_set_error (error, res, "cuMemRelease");
         }
     }
@@ -829,14 +832,14 @@ vmm_shrink (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stre
     {
       buf->n_chunks = keep;
       buf->mapped = tail;
-      _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, tail);
+      _vmm_raise (self, buf, MEMRES_SEGMENT_MAPPED, buf->base, tail);
       return TRUE;
     }
   vmm_retain_chunks_or_warn (self, buf, keep, vmm_chunk_index (buf, stop));
   if (stop < buf->mapped)
     vmm_replace_lost_or_warn (self, buf, stop);
   /* mapped as before, or up to where new memory could not replace the lost (warned) */
-  _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
+  _vmm_raise (self, buf, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
   return memres_cuda_set_error (error, res, "cuMemUnmap");
 }
 

@@ -90,6 +90,7 @@ struct _VmmBuffer
    * handles 0 once released (a handle the driver refused to release is kept, and mapped again
    * at the wake) */
   gboolean asleep;
+  const char *tag;        /* the tag it was allocated under (interned), NULL: none; its segments' */
   VmmBuffer *prev, *next; /* VmmResource.buffers, under stats_lock */
   VmmShown shown;         /* under stats_lock */
 };
@@ -143,9 +144,9 @@ G_GNUC_INTERNAL gboolean _vmm_sleep (MemresResource *mr, MemresAllocation *const
 G_GNUC_INTERNAL gboolean _vmm_wake (MemresResource *mr, MemresAllocation *const *allocs,
                                     gsize n_allocs, GError **error);
 /* vmm-buffer.c: a segment event (memres_resource_raise_segment_event()) for the mapped bytes
- * [base, base + length) of a buffer; nothing for 0 bytes (no segment). */
-G_GNUC_INTERNAL void _vmm_raise (VmmResource *self, MemresSegmentEvent event, CUdeviceptr base,
-                                 gsize length);
+ * [base, base + length) of @buf (its tag the segment's); nothing for 0 bytes (no segment). */
+G_GNUC_INTERNAL void _vmm_raise (VmmResource *self, const VmmBuffer *buf, MemresSegmentEvent event,
+                                 CUdeviceptr base, gsize length);
 
 /* vmm.c: @buf (of @size bytes now) added to, changed in or removed from the live buffers, and
  * @physical_delta bytes of physical memory counted, under stats_lock (what statistics and

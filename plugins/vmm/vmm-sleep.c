@@ -65,7 +65,7 @@ _vmm_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
       gsize stop = 0;
       CUresult res;
 
-      _vmm_raise (self, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
+      _vmm_raise (self, buf, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
       res = _vmm_buffer_apply (self, buf, VMM_UNMAP, 0, buf->mapped, &stop);
       if (res == CUDA_SUCCESS)
         continue;
@@ -74,7 +74,7 @@ _vmm_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
           VmmBuffer *b = allocs[j]->plugin_data;
 
           vmm_sleep_remap_or_warn (self, b, j == i ? stop : b->mapped);
-          _vmm_raise (self, MEMRES_SEGMENT_MAPPED, b->base, b->mapped);
+          _vmm_raise (self, b, MEMRES_SEGMENT_MAPPED, b->base, b->mapped);
         }
       memres_cuda_set_error (error, res, "cuMemUnmap");
       g_prefix_error (error, "vmm: unmapping %" G_GSIZE_FORMAT " bytes: ", buf->mapped);
@@ -118,7 +118,7 @@ vmm_sleep_again_or_warn (VmmResource *self, VmmBuffer *buf, gsize size, const gb
   CUresult res;
   gint64 released = 0;
 
-  _vmm_raise (self, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
+  _vmm_raise (self, buf, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
   res = _vmm_buffer_apply (self, buf, VMM_UNMAP, 0, buf->mapped, &stop);
   if (res != CUDA_SUCCESS)
     vmm_warn_call_failed (res, "cuMemUnmap", "rolling back a failed wake");
@@ -188,7 +188,7 @@ vmm_wake_one (VmmResource *self, VmmBuffer *buf, gsize size, gboolean *created, 
     }
   buf->asleep = FALSE;
   _vmm_buffer_update (self, buf, size, VMM_BUFFER_CHANGED, made);
-  _vmm_raise (self, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
+  _vmm_raise (self, buf, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
   return TRUE;
 
 unmap:

@@ -137,12 +137,14 @@ cache_shared_unlink (CacheParts *self, Block *b)
  * on the per-thread default stream is never taken as @stream's own: each thread's is another
  * stream. Lock held. */
 Block *
-cache_shared_take (CacheParts *self, guint cls, MemresStream stream, GError **error)
+cache_shared_take (CacheParts *self, guint cls, MemresStream stream, guint tag, GError **error)
 {
   Block *other = NULL;
 
   for (Block *b = self->shared[cls].head; b != NULL; b = b->next)
     {
+      if (b->tag != tag)
+        continue;
       if (b->stream == stream && stream != CU_STREAM_PER_THREAD)
         {
           cache_shared_unlink (self, b);

@@ -298,6 +298,7 @@ cache_parts_init (CacheParts *self, gsize max_block, guint n_classes, guint dept
                   guint64 front_bytes, gboolean events, gint device)
 {
   self->max_block = max_block;
+  self->hit_max = max_block;
   self->n_classes = n_classes;
   self->depth = depth;
   self->front_bytes = front_bytes;

@@ -83,6 +83,7 @@ struct _Block
   MemresAllocation up; /* the kind's: its own upstream allocation (chunk == NULL) */
   guint64 size;        /* bytes of its class */
   guint16 cls;
+  guint8 tag; /* the kind's: `arena`, the tag its slab serves (cache_tag_index(), 0 untagged) */
 };
 
 typedef struct
@@ -123,8 +124,9 @@ struct _Front
 /* The state the parts keep for one instance: the first member of the kind's instance. */
 struct _CacheParts
 {
-  /* set at init; max_block, depth and events are what the fast path reads, on one line */
+  /* set at init; hit_max, depth and events are what the fast path reads, on one line */
   gsize max_block; /* the size of the largest class */
+  gsize hit_max;   /* the largest request the inline hit paths serve: max_block, or 0 for none */
   guint depth;     /* front blocks per class */
   gboolean events; /* cross-stream reuse needs events (device-accessible or stream-ordered) */
   guint n_classes;
@@ -186,7 +188,16 @@ gboolean cache_event_wait (CacheParts *self, CacheEvent *e, MemresStream stream,
 CacheEvent *cache_block_event (CacheParts *self, Block *b);
 void cache_shared_push (CacheParts *self, Block *b);
 void cache_shared_unlink (CacheParts *self, Block *b);
-Block *cache_shared_take (CacheParts *self, guint cls, MemresStream stream, GError **error);
+Block *cache_shared_take (CacheParts *self, guint cls, MemresStream stream, guint tag,
+                          GError **error);
+
+/* ---- tags (cache-tags.c) ---- */
+
+/* A small index (1 to MEMRES_TAGS_MAX) for the interned tag name @name (as
+ * memres_allocation_get_tag() gives it; the same name always the same index in this plugin), 0
+ * for %NULL; cache_tag_name() the name of an index (%NULL for 0). No lock to find a known name. */
+guint cache_tag_index (const char *name);
+const char *cache_tag_name (guint index);
 
 /* The stream a block freed on @stream is kept for: the legacy default stream named, or NULL for
  * every stream when the memory needs no events. */
@@ -304,10 +315,10 @@ fill_allocation (MemresAllocation *alloc, Block *b, gsize size)
 }
 
 /* The front's part of an allocation: a block of class @cls freed on @stream (not normalized),
- * handed out as @size bytes. */
+ * handed out as @size bytes; with @by_tag (a constant: the `arena`'s), a block of tag @tag. */
 G_ALWAYS_INLINE static inline gboolean
-front_try_allocate (Front *f, CacheParts *self, guint cls, gsize size, MemresStream stream,
-                    MemresAllocation *alloc)
+front_try_allocate_tagged (Front *f, CacheParts *self, guint cls, gsize size, MemresStream stream,
+                           gboolean by_tag, guint tag, MemresAllocation *alloc)
 {
   MemresStream s = cache_normalize_stream (self, stream);
   FrontBin *bin = &f->bins[cls];
@@ -318,7 +329,7 @@ front_try_allocate (Front *f, CacheParts *self, guint cls, gsize size, MemresStr
     {
       Block *b = bin->blocks[i];
 
-      if (G_LIKELY (b->stream == s))
+      if (G_LIKELY (b->stream == s && (!by_tag || b->tag == tag)))
         {
           bin_take (f, bin, i);
           f->hits[cls]++;
@@ -329,6 +340,13 @@ front_try_allocate (Front *f, CacheParts *self, guint cls, gsize size, MemresStr
     }
   front_leave (f);
   return FALSE;
+}
+
+G_ALWAYS_INLINE static inline gboolean
+front_try_allocate (Front *f, CacheParts *self, guint cls, gsize size, MemresStream stream,
+                    MemresAllocation *alloc)
+{
+  return front_try_allocate_tagged (f, self, cls, size, stream, FALSE, 0, alloc);
 }
 
 /* The front's part of a free: room in the class and in the lease. */
@@ -352,10 +370,11 @@ front_try_deallocate (Front *f, CacheParts *self, Block *b)
 /* The allocate slot's hit path, the same for every kind on the parts (`cache`, `arena`): the
  * front of the instance this thread used last (ThreadFronts.last_mr, no call to find it), a
  * block of the request's class (cache_class_of()) freed on @stream. FALSE when the request is
- * above max_block, the thread last used another instance, or the front has no such block: the
- * kind's general path follows. */
+ * above hit_max (max_block, or 0 for a kind whose general path must see every call), the thread
+ * last used another instance, or the front has no such block: the kind's general path follows. */
 G_ALWAYS_INLINE static inline gboolean
-cache_hit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc)
+cache_hit_allocate_tagged (MemresResource *mr, gsize size, MemresStream stream, gboolean by_tag,
+                           guint tag, MemresAllocation *alloc)
 {
   ThreadFronts *tf = thread_fronts_get ();
 
@@ -364,10 +383,17 @@ cache_hit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresA
       Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
       CacheParts *parts = f->parts;
 
-      return G_LIKELY (size <= parts->max_block)
-             && front_try_allocate (f, parts, cache_class_of (size), size, stream, alloc);
+      return G_LIKELY (size <= parts->hit_max)
+             && front_try_allocate_tagged (f, parts, cache_class_of (size), size, stream, by_tag,
+                                           tag, alloc);
     }
   return FALSE;
+}
+
+G_ALWAYS_INLINE static inline gboolean
+cache_hit_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc)
+{
+  return cache_hit_allocate_tagged (mr, size, stream, FALSE, 0, alloc);
 }
 
 /* The deallocate slot's hit path: a block (of an allocation up to max_block) back into the
@@ -386,7 +412,7 @@ cache_hit_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream 
       CacheParts *parts = f->parts;
       Block *b = alloc->plugin_data;
 
-      if (G_LIKELY (alloc->size <= parts->max_block))
+      if (G_LIKELY (alloc->size <= parts->hit_max))
         {
           MemresStream s = cache_normalize_stream (parts, stream);
 
