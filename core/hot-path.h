@@ -16,6 +16,7 @@
 #include <memres/memres-plugin.h>
 
 #include "ipc/ipc.h"
+#include "thread.h"
 
 /* one fence state for libmemres (defined in resource.c): the buffer stripes */
 #define OWNER_FENCE_SHARED 1
@@ -29,15 +30,15 @@ G_BEGIN_DECLS
  * (_memres_stripe_assign()) */
 #define MEMRES_STRIPE_SHARED MEMRES_BUFFER_STRIPES
 
-/* The calling thread's stripe + 1 (0: none yet; _memres_stripe_assign() gives it a stripe of
- * its own while one is free, else MEMRES_STRIPE_SHARED; at its exit the stripe is free again). */
-extern __thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
+/* The calling thread's stripe + 1 is _memres_thread.stripe_index (thread.h; 0: none yet;
+ * _memres_stripe_assign() gives it a stripe of its own while one is free, else
+ * MEMRES_STRIPE_SHARED; at its exit the stripe is free again). */
 guint _memres_stripe_assign (void);
 
 static inline guint
 _memres_stripe_current (void)
 {
-  guint i = _memres_stripe_index;
+  guint i = _memres_thread.stripe_index;
 
   if (G_UNLIKELY (i == 0))
     i = _memres_stripe_assign ();
@@ -110,10 +111,14 @@ struct _MemresResource
   /* set at creation: a base kind whose memory is device-accessible but not stream-ordered; the
    * core waits for the deallocation stream before its deallocate slot (resource.c) */
   guint8 wait_before_free;
-  /* set at creation: a layer that a buffer's own allocation record reaches from here (this one,
-   * and below it through MEMRES_KIND_PASSES_ALLOCATIONS adaptors) reads the buffer's tag: a
-   * counted one (tags.h). Read by the tagged allocate and close only, which set the thread's call
-   * record for it; an untagged pair never reads it. */
+  /* set at creation: what a tagged buffer's allocate and close must do for its tag (bits; 0: a
+   * tagged buffer takes the untagged pair, its tag only kept in MemresBuffer.tag).
+   * MEMRES_TAGS_READ: a layer that a buffer's own allocation record reaches from here (this one,
+   * and below it through MEMRES_KIND_PASSES_ALLOCATIONS adaptors) reads the buffer's tag (a
+   * counted one, or a kind with MEMRES_KIND_TAGGED; tags.h): the thread's call record is set
+   * around the slot call. MEMRES_TAGS_SLEEP: the stack can sleep (@sleep is set, sleep.h): the
+   * buffer is recorded under its tag, refused while the tag sleeps. Read by the tagged allocate
+   * and close only; an untagged pair never reads it. */
   guint8 tags_wanted;
   /* set when @refs drops to 0, or at creation where membarrier() cannot be used: from then on
    * every thread changes the stripes with locked instructions (the stop flag of owner-fence.h;
@@ -176,6 +181,10 @@ struct _MemresResource
   MemresStripe stripes[MEMRES_BUFFER_STRIPES];
 };
 G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresResource, kind) <= 64);
+
+/* MemresResource.tags_wanted's bits */
+#define MEMRES_TAGS_READ  1u /* a layer reads the tag of the record it is given */
+#define MEMRES_TAGS_SLEEP 2u /* the stack can sleep: its tagged buffers are kept by tag */
 
 /* The release function of wrapped foreign memory (buffers.h): owned by a buffer of no resource */
 typedef struct _MemresRelease MemresRelease;
@@ -247,8 +256,8 @@ _memres_resource_check_usable (MemresResource *mr, const char *what, GError **er
   return _memres_fork_set_error (error, what);
 }
 /* resource.c: the stripes of the allocate/close hot path (see MemresResource.stripes; the
- * calling thread's stripe is _memres_stripe_index); _memres_resource_buffer_gone() counts down a
- * dead resource's buffers. */
+ * calling thread's stripe is _memres_thread.stripe_index); _memres_resource_buffer_gone() counts
+ * down a dead resource's buffers. */
 void _memres_resource_buffer_gone (MemresResource *mr);
 
 /* resource.c: @delta more (or fewer) bytes in @mr's allocated buffers, on the calling thread's

@@ -7,7 +7,6 @@
 
 #include <string.h>
 
-__thread MemresTagThread _memres_tag_thread __attribute__ ((tls_model ("initial-exec")));
 guint _memres_tag_defaults;
 
 // clang-format off
@@ -251,7 +250,7 @@ memres_tag_push (const char *tag, GError **error)
       return FALSE;
     }
   stack->ids[stack->depth++] = (guint8) id;
-  _memres_tag_thread.scope = id;
+  _memres_thread.tag_scope = id;
   return TRUE;
 }
 
@@ -295,7 +294,7 @@ memres_tag_pop (const char *tag, GError **error)
       return FALSE;
     }
   stack->depth--;
-  _memres_tag_thread.scope = stack->depth > 0 ? stack->ids[stack->depth - 1] : 0;
+  _memres_thread.tag_scope = stack->depth > 0 ? stack->ids[stack->depth - 1] : 0;
   return TRUE;
 }
 
@@ -311,7 +310,7 @@ memres_tag_pop (const char *tag, GError **error)
 const char *
 memres_tag_get_current (void)
 {
-  return _memres_tag_name (_memres_tag_thread.scope);
+  return _memres_tag_name (_memres_thread.tag_scope);
 }
 
 /**
@@ -360,7 +359,7 @@ memres_tag_scope_begin (const char *tag, GError **error)
 {
   if (!memres_tag_push (tag, error))
     return NULL;
-  return &entries[_memres_tag_thread.scope];
+  return &entries[_memres_thread.tag_scope];
 }
 
 /**
