@@ -10,9 +10,9 @@
 #include <stdlib.h>
 
 /* Buffer structures are recycled through a small per-thread cache: the allocate/close pair
- * then costs no malloc/free. The cache is part of the thread's hot-path block (thread.h:
- * _memres_thread.cache_head, cache_room; no call and no pointer to follow on the hot path); a
- * GPrivate registered at its first use frees what it holds when its thread exits. */
+ * then costs no malloc/free. The cache is part of the thread's hot-path block (hot-path.h,
+ * MemresThread: _memres_thread.cache_head, cache_room; no call and no pointer to follow on the hot
+ * path); a GPrivate registered at its first use frees what it holds when its thread exits. */
 #define BUFFER_CACHE_MAX 256 /* 64-byte structures: at most 16 KiB per thread */
 
 static void

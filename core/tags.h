@@ -9,13 +9,13 @@
 
 #include <memres/memres-plugin.h>
 
-#include "thread.h"
+#include "hot-path.h"
 
 G_BEGIN_DECLS
 
 /* A tag's id: 1 to MEMRES_TAGS_MAX, in the order the names were first used; 0 is no tag. */
 
-/* The calling thread's tag state is part of its hot-path block (thread.h):
+/* The calling thread's tag state is part of its hot-path block (hot-path.h: MemresThread):
  * _memres_thread.tag_scope, the innermost tag of its scope stack (0: none), and
  * _memres_thread.call_record, set only while a tagged buffer's allocate or deallocate slot runs
  * in a stack where a layer reads tags: the buffer's allocation record (MemresBuffer.alloc, the
