@@ -1,8 +1,9 @@
 /* memres - CUDA memory resources
  * tags.c: tags (memres-tags.h, docs/tags.md): the names interned once each, with a small id; each
  * thread's scope stack (push, pop, the scope guard), whose innermost id the allocate hot path
- * reads from one thread-local word (tags.h); the defaults of devices and streams, read without a
- * lock; a buffer's tag. The counts per tag are counting.h's and tag-counts.c's. */
+ * reads from the thread's block (MemresThread.tag_scope, hot-path.h); the defaults of devices and
+ * streams, read without a lock; a buffer's tag. The counts per tag are counting.h's and
+ * counting.c's. */
 #include "memres-private.h"
 
 #include <string.h>
