@@ -145,16 +145,15 @@ _memres_size_class (gint64 bytes)
 /* The counts of a call of counted layer @mr's slots on @alloc, of @bytes and @count (negative
  * for a free), on stripe @i (the calling thread's): the layer's set on its own buffer stripe (the
  * line its buffer count is on), an allocation's size class, the tag's set when @alloc is the
- * record of a tagged buffer whose slot call runs on this thread (tags.h: a caching layer's chunk
- * is not), and for @pass (a layer without slots of its own) the upstream's usage on the same
- * stripe index. No call but where a quota passed, at the end (@asked: the bytes an allocation
- * asked for, for the marks' check of the record). */
+ * record of a tagged buffer whose slot call runs on this thread (@tag, _memres_tag_of_call(): a
+ * caching layer's chunk is not), and for @pass (a layer without slots of its own) the upstream's
+ * usage on the same stripe index. No call but where a quota passed, at the end (@asked: the bytes
+ * an allocation asked for, for the marks' check of the record). */
 G_ALWAYS_INLINE static inline void
 _memres_counted_count (MemresResource *mr, guint i, const MemresAllocation *alloc, gint64 bytes,
-                       gint64 count, gboolean allocated, gboolean pass, gsize asked)
+                       gint64 count, gboolean allocated, gboolean pass, gsize asked, guint tag)
 {
   MemresCounts *counts = mr->counts;
-  guint tag = _memres_tag_of_call (alloc);
   guint passed = 0;
 
   if (allocated)
@@ -178,6 +177,17 @@ _memres_counted_count (MemresResource *mr, guint i, const MemresAllocation *allo
     _memres_counted_marks (mr, tag, passed, alloc, asked);
 }
 
+/* resource.c: a counted layer's calls on the record of a tagged buffer's slot call (the thread's
+ * call record, tags.h), out of line: the untagged calls then carry no code and no registers for
+ * a tag. _memres_counted_allocated_tagged(): the counts of _memres_counted_allocate() under the
+ * buffer's tag; returns TRUE. _memres_counted_deallocate_tagged(): _memres_counted_deallocate()
+ * under the tag. */
+gboolean _memres_counted_allocated_tagged (MemresResource *mr, guint i,
+                                           const MemresAllocation *alloc, gboolean pass,
+                                           gsize asked);
+gboolean _memres_counted_deallocate_tagged (MemresResource *mr, MemresAllocation *alloc,
+                                            MemresStream stream, GError **error, gboolean pass);
+
 /* resource.c: @mr's deallocate slot after the wait for @stream that its memory needs
  * (MemresResource.wait_before_free), unchecked; FALSE with the wait's error when it fails. */
 gboolean _memres_resource_call_deallocate_waiting (MemresResource *mr, MemresAllocation *alloc,
@@ -196,6 +206,7 @@ _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
                           MemresAllocation *alloc, GError **error, gboolean pass)
 {
   MemresResource *up = mr->upstream;
+  guint i;
 
   if (pass)
     {
@@ -204,8 +215,10 @@ _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
     }
   else if (G_UNLIKELY (!mr->ops->allocate (mr, size, stream, alloc, error)))
     return FALSE;
-  _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, TRUE, pass,
-                         size);
+  i = _memres_stripe_current ();
+  if (G_UNLIKELY (alloc == _memres_thread.call_record))
+    return _memres_counted_allocated_tagged (mr, i, alloc, pass, size);
+  _memres_counted_count (mr, i, alloc, (gint64) alloc->size, 1, TRUE, pass, size, 0);
   return TRUE;
 }
 
@@ -218,18 +231,28 @@ _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
  * its stripe (resource.c gets it first, so that the body makes no call before the slot's, which
  * is a tail call). */
 G_ALWAYS_INLINE static inline gboolean
-_memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                            GError **error, gboolean pass)
+_memres_counted_free (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                      GError **error, gboolean pass, guint tag)
 {
   MemresResource *up = mr->upstream;
 
   _memres_counted_count (mr, _memres_thread.stripe_index, alloc, -(gint64) alloc->size, -1, FALSE,
-                         pass, 0);
+                         pass, 0, tag);
   if (!pass)
     return mr->ops->deallocate (mr, alloc, stream, error);
   if (G_UNLIKELY (up->wait_before_free))
     return _memres_resource_call_deallocate_waiting (up, alloc, stream, error);
   return up->deallocate (up, alloc, stream, error);
+}
+
+/* The same, the tag found here (a tagged buffer's record: out of line) */
+G_ALWAYS_INLINE static inline gboolean
+_memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                            GError **error, gboolean pass)
+{
+  if (G_UNLIKELY (alloc == _memres_thread.call_record))
+    return _memres_counted_deallocate_tagged (mr, alloc, stream, error, pass);
+  return _memres_counted_free (mr, alloc, stream, error, pass, 0);
 }
 
 G_END_DECLS

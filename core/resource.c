@@ -121,6 +121,30 @@ counted_pass_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStre
 }
 
 G_GNUC_NO_INLINE gboolean
+_memres_counted_allocated_tagged (MemresResource *mr, guint i, const MemresAllocation *alloc,
+                                  gboolean pass, gsize asked)
+{
+  guint tag = _memres_tag_of_call (alloc);
+
+  if (pass)
+    _memres_counted_count (mr, i, alloc, (gint64) alloc->size, 1, TRUE, TRUE, asked, tag);
+  else
+    _memres_counted_count (mr, i, alloc, (gint64) alloc->size, 1, TRUE, FALSE, asked, tag);
+  return TRUE;
+}
+
+G_GNUC_NO_INLINE gboolean
+_memres_counted_deallocate_tagged (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                                   GError **error, gboolean pass)
+{
+  guint tag = _memres_tag_of_call (alloc);
+
+  if (pass)
+    return _memres_counted_free (mr, alloc, stream, error, TRUE, tag);
+  return _memres_counted_free (mr, alloc, stream, error, FALSE, tag);
+}
+
+G_GNUC_NO_INLINE gboolean
 _memres_resource_call_deallocate_waiting (MemresResource *mr, MemresAllocation *alloc,
                                           MemresStream stream, GError **error)
 {
@@ -186,7 +210,7 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
    * uncounts it */
   if (counted)
     _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, FALSE,
-                           FALSE, 0);
+                           FALSE, 0, tag);
   if (!_memres_resource_call_deallocate (mr, alloc, stream, &release_error))
     g_warning ("kind \"%s\": releasing what %s returned failed: %s", mr->kind->name, slot,
                release_error->message);
@@ -244,7 +268,7 @@ _memres_resource_deallocate_result_slow (MemresResource *mr, gboolean ok, GError
     ok = deallocate_judge (mr, ok, local, address, alloc, error);
   if (!ok && address != 0 && alloc->address == address)
     _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, FALSE,
-                           pass, 0);
+                           pass, 0, _memres_tag_of_call (alloc));
   return ok;
 }
 
