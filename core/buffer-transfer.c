@@ -11,10 +11,7 @@ static gboolean
 check_open (MemresBuffer *buf, const char *what, GError **error)
 {
   if (G_UNLIKELY (memres_buffer_is_closed (buf)))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
-      return FALSE;
-    }
+    return _memres_buffer_closed_error (error);
   return _memres_buffer_check_awake (buf, what, error);
 }
 

@@ -1,54 +1,35 @@
 /* memres - CUDA memory resources
- * buffer.c: allocation, lifetime and properties of buffers. The allocate/close pair is the hot
- * path: a buffer structure from a per-thread cache, one count on the calling thread's stripe of
- * the resource (no cache line shared between threads), the slot call; no locks, no lookups, no
- * driver queries. Data movement lives in buffer-transfer.c, wrapping foreign memory in
- * buffer-wrap.c. */
+ * buffer.c: allocation and lifetime of buffers (allocate, close, ref, unref). The
+ * allocate/close pair is the hot path: a buffer structure from a per-thread cache, one count on
+ * the calling thread's stripe of the resource (no cache line shared between threads), the slot
+ * call; no locks, no lookups, no driver queries. A buffer's properties live in buffer-props.c,
+ * resizing in buffer-resize.c, data movement in buffer-transfer.c, wrapping foreign memory in
+ * buffer-wrap.c, the ordering of a close on another stream in buffer-streams.c. */
 #include "memres-private.h"
 
 #include <stdlib.h>
-#include <string.h>
-
-static gboolean
-buffer_closed_error (GError **error)
-{
-  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the buffer is closed");
-  return FALSE;
-}
 
 /* Buffer structures are recycled through a small per-thread cache: the allocate/close pair
- * then costs no malloc/free. The cache is reached through a thread-local pointer (no call on
- * the hot path); a GPrivate registered with it frees it when its thread exits. */
+ * then costs no malloc/free. The cache is part of the thread's hot-path block (hot-path.h,
+ * MemresThread: _memres_thread.cache_head, cache_room; no call and no pointer to follow on the hot
+ * path); a GPrivate registered at its first use frees what it holds when its thread exits. */
 #define BUFFER_CACHE_MAX 256 /* 64-byte structures: at most 16 KiB per thread */
-
-/* On 128 bytes of its own (a pair of cache lines, as x86's adjacent-line prefetcher fetches
- * them): the caches of two threads, written on every allocate and close, share no line. */
-typedef struct
-{
-  MemresBuffer *head; /* linked through the mr field */
-  guint n;
-} __attribute__ ((aligned (128))) BufferCache;
-
-/* initial-exec: no __tls_get_addr call on the hot path; one pointer fits the static TLS room
- * glibc keeps for libraries loaded with dlopen() (as Python's ctypes does). */
-static __thread BufferCache *thread_cache __attribute__ ((tls_model ("initial-exec")));
 
 static void
 buffer_cache_free (gpointer data)
 {
-  BufferCache *cache = data;
+  MemresThread *t = data; /* the exiting thread's own block */
 
-  if (thread_cache == cache)
-    thread_cache = NULL; /* a buffer freed later in this thread's exit gets a new cache */
-
-  while (cache->head != NULL)
+  /* a buffer freed later in this thread's exit sets the cache up again */
+  t->cache_set = FALSE;
+  t->cache_room = 0;
+  while (t->cache_head != NULL)
     {
-      MemresBuffer *next = (MemresBuffer *) cache->head->mr;
+      MemresBuffer *next = (MemresBuffer *) t->cache_head->mr;
 
-      g_free (cache->head);
-      cache->head = next;
+      g_free (t->cache_head);
+      t->cache_head = next;
     }
-  free (cache);
 }
 
 static GPrivate buffer_cache_cleanup = G_PRIVATE_INIT (buffer_cache_free);
@@ -68,59 +49,48 @@ _memres_buffer_struct_alloc (void)
 G_ALWAYS_INLINE static inline MemresBuffer *
 buffer_struct_new (void)
 {
-  BufferCache *cache = thread_cache;
-  MemresBuffer *buf;
+  MemresBuffer *buf = _memres_thread.cache_head;
 
-  if (cache == NULL || cache->head == NULL)
+  if (buf == NULL)
     return _memres_buffer_struct_alloc ();
-  buf = cache->head;
-  cache->head = (MemresBuffer *) buf->mr;
-  cache->n--;
+  _memres_thread.cache_head = (MemresBuffer *) buf->mr;
+  _memres_thread.cache_room++;
   return buf;
 }
 
-/* @buf onto @cache, which has room. */
+/* @buf onto the thread's cache, which has room. */
 G_ALWAYS_INLINE static inline void
-buffer_cache_push (BufferCache *cache, MemresBuffer *buf)
+buffer_cache_push (MemresBuffer *buf)
 {
-  buf->mr = (MemresResource *) cache->head;
-  cache->head = buf;
-  cache->n++;
+  buf->mr = (MemresResource *) _memres_thread.cache_head;
+  _memres_thread.cache_head = buf;
+  _memres_thread.cache_room--;
 }
 
 /* buffer_struct_free() for the calling thread's first buffer structure given back (its cache is
- * made) and for a full cache (past BUFFER_CACHE_MAX the structure is freed). */
+ * set up) and for a full cache (past BUFFER_CACHE_MAX the structure is freed). */
 G_GNUC_NO_INLINE static void
 buffer_struct_free_slow (MemresBuffer *buf)
 {
-  BufferCache *cache = thread_cache;
-
-  if (cache == NULL)
+  if (!_memres_thread.cache_set)
     {
-      gpointer mem;
-
-      if (posix_memalign (&mem, G_ALIGNOF (BufferCache), sizeof (BufferCache)) != 0)
-        g_error ("out of memory: a buffer cache of %" G_GSIZE_FORMAT " bytes",
-                 sizeof (BufferCache));
-      cache = memset (mem, 0, sizeof (BufferCache));
-      thread_cache = cache;
-      g_private_set (&buffer_cache_cleanup, cache);
+      _memres_thread.cache_set = TRUE;
+      _memres_thread.cache_room = BUFFER_CACHE_MAX;
+      g_private_set (&buffer_cache_cleanup, &_memres_thread);
     }
-  if (cache->n >= BUFFER_CACHE_MAX)
+  if (_memres_thread.cache_room == 0)
     g_free (buf);
   else
-    buffer_cache_push (cache, buf);
+    buffer_cache_push (buf);
 }
 
 G_ALWAYS_INLINE static inline void
 buffer_struct_free (MemresBuffer *buf)
 {
-  BufferCache *cache = thread_cache;
-
-  if (G_UNLIKELY (cache == NULL || cache->n >= BUFFER_CACHE_MAX))
+  if (G_UNLIKELY (_memres_thread.cache_room == 0))
     buffer_struct_free_slow (buf);
   else
-    buffer_cache_push (cache, buf);
+    buffer_cache_push (buf);
 }
 
 /* Everything of a new open buffer of @mr but its allocation record and its state (open, and its
@@ -166,11 +136,10 @@ _memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc, 
   return buf;
 }
 
-/* @local, the error of an allocation or resize of @size bytes through @mr, to the caller: an
- * out-of-memory gets the stack's report first (oom-report.c). Only here, where the error leaves
- * memres: an adaptor that catches it below pays for no report. Returns FALSE. */
-G_GNUC_NO_INLINE static gboolean
-allocation_failed (MemresResource *mr, gsize size, GError *local, GError **error)
+/* @local, the error of an allocation or resize of @size bytes through @mr, to the caller
+ * (buffers.h). */
+G_GNUC_NO_INLINE gboolean
+_memres_buffer_allocation_failed (MemresResource *mr, gsize size, GError *local, GError **error)
 {
   if (g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
     _memres_oom_report (mr, size, local);
@@ -193,27 +162,115 @@ allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **err
       g_set_error (&local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
                    "cannot allocate %" G_GSIZE_FORMAT " bytes from a resource of kind \"%s\"", size,
                    mr->kind->name);
-      allocation_failed (mr, size, local, error);
+      _memres_buffer_allocation_failed (mr, size, local, error);
       return NULL;
     }
   if (!_memres_resource_check_usable (mr, "allocating", error))
     return NULL;
   if (size > 0 && !_memres_resource_call_allocate (mr, size, stream, &alloc, &local))
     {
-      allocation_failed (mr, size, local, error);
+      _memres_buffer_allocation_failed (mr, size, local, error);
       return NULL;
     }
   if (size > 0)
     return _memres_buffer_new (mr, &alloc, stream);
   /* an empty buffer carries its tag (no slot call: nothing to count), refused as any
    * allocation under a tag that sleeps on a stack that can sleep (sleep.h) */
-  tag = _memres_tag_thread.scope;
+  tag = _memres_thread.tag_scope;
   if (tag == 0 && _memres_tag_defaults != 0)
     tag = _memres_tag_resolve (stream, mr->info.device);
   if (tag != 0 && mr->sleep != NULL && !_memres_sleep_check_tag (mr, tag, error))
     return NULL;
   buf = _memres_buffer_new (mr, &alloc, stream);
   buf->tag = (guint16) tag;
+  return buf;
+}
+
+/* A new tagged buffer of a stack that can sleep, recorded under its tag (sleep.h); closed again
+ * when its tag began to sleep meanwhile. */
+G_GNUC_NO_INLINE static MemresBuffer *
+track_for_sleep (MemresResource *mr, MemresBuffer *buf, GError **error)
+{
+  if (G_LIKELY (_memres_sleep_track (mr, buf, error)))
+    return buf;
+  memres_buffer_close (buf, NULL, NULL);
+  memres_buffer_unref (buf);
+  return NULL;
+}
+
+/* The end of a successful allocate (allocate_fast()): the buffer counted on the calling thread's
+ * stripe (assigned before the slot call) and filled. */
+G_ALWAYS_INLINE static inline MemresBuffer *
+allocate_done (MemresResource *mr, MemresBuffer *buf, MemresStream stream)
+{
+  _memres_resource_add_allocated_on (mr, _memres_thread.stripe_index, buf->alloc.size);
+  buffer_init (buf, mr, stream);
+  return buf;
+}
+
+/* allocate_fast() after a slot call that did not simply succeed (the slot's result @ok and error
+ * @local): judged as _memres_resource_call_allocate() judges it. Out of line and given values
+ * only, so that the hot path keeps no address across the slot call. */
+static G_GNUC_NO_INLINE MemresBuffer *
+allocate_checked (MemresResource *mr, MemresBuffer *buf, gsize size, MemresStream stream,
+                  gboolean ok, GError *local, GError **error)
+{
+  GError *failure = NULL;
+
+  if (!_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream, &buf->alloc,
+                                           &failure))
+    {
+      buffer_struct_free (buf);
+      _memres_buffer_allocation_failed (mr, size, failure, error);
+      return NULL;
+    }
+  return allocate_done (mr, buf, stream);
+}
+
+/* The hot path of memres_resource_allocate() (1 to G_MAXSSIZE bytes, a resource of this process)
+ * for a buffer of tag @tag (0: none): the kind fills the allocation record of a recycled buffer
+ * structure in place, and a success needs no copy. @tagged (a constant in both copies): the tag
+ * is one that @mr's stack wants (MemresResource.tags_wanted); the untagged copy serves a tagged
+ * buffer of any other stack too, its tag only kept in the buffer. A tagged buffer's record is the
+ * thread's call record while the slot runs (tags.h), so that the counted layers it goes through
+ * count it under its tag and the kinds of a stack that can sleep place it by its tag. */
+G_ALWAYS_INLINE static inline MemresBuffer *
+allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tagged, guint tag,
+               GError **error)
+{
+  MemresBuffer *buf;
+  GError *local = NULL;
+  gboolean ok;
+
+  /* a stack that can sleep refuses a tag that sleeps (sleep.h); other stacks never look */
+  if (tagged && G_UNLIKELY (mr->tags_wanted & MEMRES_TAGS_SLEEP)
+      && !_memres_sleep_check_tag (mr, tag, error))
+    return NULL;
+  buf = buffer_struct_new ();
+  /* the thread's stripe, before the slot call: after it, its count makes no call (a call there
+   * would keep values in the registers that the slot call's need) */
+  _memres_stripe_current ();
+  buf->alloc.address = 0;
+  buf->alloc.size = 0;
+  buf->alloc.plugin_data = NULL;
+  buf->state = MEMRES_BUFFER_OPEN_STATE (tag); /* read through the call record (tags.h) */
+  /* marked for the layers that read tags, and in a stack that can sleep, whose kinds place a
+   * buffer by its tag (arena: a granule serves one tag) */
+  if (tagged)
+    _memres_thread.call_record = &buf->alloc;
+  ok = _memres_resource_slot_allocate (mr, size, stream, &buf->alloc, &local);
+
+  /* the checks of _memres_resource_call_allocate(), on the record the kind filled (with the
+   * call record still set: a counted layer takes back a refused record's counts under its tag) */
+  if (G_UNLIKELY (!(ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size))))
+    buf = allocate_checked (mr, buf, size, stream, ok, local, error);
+  else
+    buf = allocate_done (mr, buf, stream);
+  if (tagged) /* no test: NULL already where it was not set */
+    _memres_thread.call_record = NULL;
+  /* a tagged buffer of a stack that can sleep, under its tag (the untagged copy has no test) */
+  if (tagged && G_UNLIKELY (mr->tags_wanted & MEMRES_TAGS_SLEEP) && buf != NULL)
+    return track_for_sleep (mr, buf, error);
   return buf;
 }
 
@@ -241,92 +298,6 @@ allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **err
  *
  * Since: 1.0
  */
-/* A new tagged buffer of a stack that can sleep, recorded under its tag (sleep.h); closed again
- * when its tag began to sleep meanwhile. */
-G_GNUC_NO_INLINE static MemresBuffer *
-track_for_sleep (MemresResource *mr, MemresBuffer *buf, GError **error)
-{
-  if (G_LIKELY (_memres_sleep_track (mr, buf, error)))
-    return buf;
-  memres_buffer_close (buf, NULL, NULL);
-  memres_buffer_unref (buf);
-  return NULL;
-}
-
-/* The end of a successful allocate (allocate_fast()): the buffer counted on the calling thread's
- * stripe (assigned before the slot call) and filled. */
-G_ALWAYS_INLINE static inline MemresBuffer *
-allocate_done (MemresResource *mr, MemresBuffer *buf, MemresStream stream)
-{
-  _memres_resource_add_allocated_on (mr, _memres_stripe_index, buf->alloc.size);
-  buffer_init (buf, mr, stream);
-  return buf;
-}
-
-/* allocate_fast() after a slot call that did not simply succeed (the slot's result @ok and error
- * @local): judged as _memres_resource_call_allocate() judges it. Out of line and given values
- * only, so that the hot path keeps no address across the slot call. */
-static G_GNUC_NO_INLINE MemresBuffer *
-allocate_checked (MemresResource *mr, MemresBuffer *buf, gsize size, MemresStream stream,
-                  gboolean ok, GError *local, GError **error)
-{
-  GError *failure = NULL;
-
-  if (!_memres_resource_alloc_result_slow (mr, "allocate", ok, &local, size, stream, &buf->alloc,
-                                           &failure))
-    {
-      buffer_struct_free (buf);
-      allocation_failed (mr, size, failure, error);
-      return NULL;
-    }
-  return allocate_done (mr, buf, stream);
-}
-
-/* The hot path of memres_resource_allocate() (1 to G_MAXSSIZE bytes, a resource of this process)
- * for a buffer of tag @tag when @tagged (a constant in both copies): the kind fills the allocation
- * record of a recycled buffer structure in place, and a success needs no copy. A tagged buffer's
- * record is the thread's call record while the slot runs (tags.h), so that the counted layers it
- * goes through count it under its tag. */
-G_ALWAYS_INLINE static inline MemresBuffer *
-allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tagged, guint tag,
-               GError **error)
-{
-  MemresBuffer *buf;
-  GError *local = NULL;
-  gboolean ok;
-
-  /* a stack that can sleep refuses a tag that sleeps (sleep.h); other stacks never look */
-  if (tagged && G_UNLIKELY (mr->sleep != NULL) && !_memres_sleep_check_tag (mr, tag, error))
-    return NULL;
-  buf = buffer_struct_new ();
-  /* the thread's stripe, before the slot call: after it, its count makes no call (a call there
-   * would keep values in the registers that the slot call's need) */
-  _memres_stripe_current ();
-  buf->alloc.address = 0;
-  buf->alloc.size = 0;
-  buf->alloc.plugin_data = NULL;
-  buf->state = MEMRES_BUFFER_OPEN_STATE (tag); /* read through the call record (tags.h) */
-  /* marked for a layer that reads tags, or in a stack that can sleep (its kinds place by tag) */
-  if (tagged && (mr->tags_wanted || mr->sleep != NULL))
-    {
-      _memres_tag_thread.call_record = &buf->alloc;
-      ok = _memres_resource_slot_allocate (mr, size, stream, &buf->alloc, &local);
-      _memres_tag_thread.call_record = NULL;
-    }
-  else
-    ok = _memres_resource_slot_allocate (mr, size, stream, &buf->alloc, &local);
-
-  /* the checks of _memres_resource_call_allocate(), on the record the kind filled */
-  if (G_UNLIKELY (!(ok && local == NULL && _memres_allocation_plausible (&buf->alloc, size))))
-    buf = allocate_checked (mr, buf, size, stream, ok, local, error);
-  else
-    buf = allocate_done (mr, buf, stream);
-  /* a tagged buffer of a stack that can sleep, under its tag (the untagged copy has no test) */
-  if (tagged && G_UNLIKELY (mr->sleep != NULL) && buf != NULL)
-    return track_for_sleep (mr, buf, error);
-  return buf;
-}
-
 MEMRES_HOT MemresBuffer *
 memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, GError **error)
 {
@@ -334,13 +305,16 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
 
   if (G_LIKELY (size - 1 < (gsize) G_MAXSSIZE && !_memres_resource_is_inherited (mr)))
     {
-      guint tag = _memres_tag_thread.scope;
+      guint tag = _memres_thread.tag_scope;
 
       /* one OR and one branch when no tag is set: no scope, no default (tags.h) */
       if (G_LIKELY ((tag | _memres_tag_defaults) == 0))
         return allocate_fast (mr, size, stream, FALSE, 0, error);
       if (G_UNLIKELY (tag == 0) && (tag = _memres_tag_resolve (stream, mr->info.device)) == 0)
         return allocate_fast (mr, size, stream, FALSE, 0, error);
+      /* a tag no layer reads in a stack that cannot sleep: the untagged pair, the tag kept */
+      if (G_LIKELY (mr->tags_wanted == 0))
+        return allocate_fast (mr, size, stream, FALSE, tag, error);
       return allocate_fast (mr, size, stream, TRUE, tag, error);
     }
   return allocate_slow (mr, size, stream, error);
@@ -351,9 +325,9 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
  * fork.c), then one buffer fewer on the stripes. FALSE with buf->mr left set when nothing was
  * released: a failure that left the address as it was (any other failure, a breach of the
  * contract included, is taken as released: _memres_resource_call_deallocate()). @tagged: the
- * buffer has a tag that a layer of @mr's stack reads (MemresResource.tags_wanted), set as the
- * thread's call record around the slot call, or that a stack that can sleep keeps its buffers
- * under (MemresResource.sleep), taken out of its tag's buffers here. */
+ * buffer has a tag that @mr's stack wants (MemresResource.tags_wanted): its record is the thread's
+ * call record around the slot call (for a layer that reads tags, or a kind of a stack that can
+ * sleep), and a stack that can sleep takes it out of its tag's buffers here. */
 G_ALWAYS_INLINE static inline gboolean
 buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream stream,
                            gboolean tagged, GError **error)
@@ -369,14 +343,14 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
 
       /* out of its tag's buffers first, a sleep of the tag in progress waited for (sleep.h);
        * refused inside that sleep on its own thread (nothing released) */
-      if (tagged && G_UNLIKELY (mr->sleep != NULL)
+      if (tagged && G_UNLIKELY (mr->tags_wanted & MEMRES_TAGS_SLEEP)
           && !_memres_sleep_untrack_begin (mr, buf, &sleeping, error))
         return FALSE;
-      if (tagged) /* the counted layers uncount its tag (tags.h) */
+      if (tagged) /* its tag uncounted (tags.h), its tag's placement told (sleep) */
         {
-          _memres_tag_thread.call_record = &buf->alloc;
+          _memres_thread.call_record = &buf->alloc;
           ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
-          _memres_tag_thread.call_record = NULL;
+          _memres_thread.call_record = NULL;
         }
       else
         ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
@@ -414,8 +388,8 @@ buffer_release (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, 
             buf->mr = NULL;
           return ok;
         }
-      return buffer_release_allocation (
-          buf, mr, stream, buf->tag != 0 && (mr->tags_wanted || mr->sleep != NULL), error);
+      return buffer_release_allocation (buf, mr, stream, buf->tag != 0 && mr->tags_wanted != 0,
+                                        error);
     }
   else if (buf->release != NULL)
     {
@@ -497,9 +471,10 @@ buffer_close (MemresBuffer *buf, MemresStream stream, MemresCloseFlags flags, GE
       guint32 state = __atomic_load_n (&buf->state, __ATOMIC_RELAXED);
 
       /* open and untagged: the one test of the untagged hot path; open and tagged in a stack
-       * where no layer reads the tag (MemresResource.tags_wanted): the same close */
+       * that wants no tag (MemresResource.tags_wanted: no layer reads it, it cannot sleep): the
+       * same close */
       if (G_LIKELY (state == 0)
-          || ((state & MEMRES_BUFFER_CLOSED_BITS) == 0 && !mr->tags_wanted && mr->sleep == NULL))
+          || ((state & MEMRES_BUFFER_CLOSED_BITS) == 0 && mr->tags_wanted == 0))
         return buffer_close_owned (buf, mr, stream, FALSE, error);
       /* open, tagged, its tag read below or kept by a stack that can sleep (sleep.h) */
       if ((state & MEMRES_BUFFER_CLOSED_BITS) == 0)
@@ -621,21 +596,6 @@ memres_buffer_close_full (MemresBuffer *buf, MemresStream stream, MemresCloseFla
 }
 
 /**
- * memres_buffer_is_closed:
- * @buf: a #MemresBuffer
- *
- * Returns: %TRUE once memres_buffer_close() ran
- *
- * Since: 1.0
- */
-gboolean
-memres_buffer_is_closed (MemresBuffer *buf)
-{
-  g_return_val_if_fail (buf != NULL, TRUE);
-  return __atomic_load_n (&buf->closed, __ATOMIC_SEQ_CST) != 0;
-}
-
-/**
  * memres_buffer_ref:
  * @buf: a #MemresBuffer
  *
@@ -718,297 +678,4 @@ memres_buffer_unref (MemresBuffer *buf)
     buffer_struct_free (buf);
   else
     buffer_unref_general (buf);
-}
-
-/**
- * memres_buffer_set_deallocation_stream:
- * @buf: a #MemresBuffer
- * @stream: the stream a later close with a %NULL stream (or the last unref) frees on
- * @error: return location for a #GError, or %NULL
- *
- * Records the stream the buffer's memory is freed on. Not to be called while another thread
- * closes the buffer.
- *
- * Errors: %MEMRES_ERROR_CLOSED.
- *
- * Returns: %TRUE on success
- *
- * Since: 1.0
- */
-gboolean
-memres_buffer_set_deallocation_stream (MemresBuffer *buf, MemresStream stream, GError **error)
-{
-  g_return_val_if_fail (buf != NULL, FALSE);
-
-  if (memres_buffer_is_closed (buf))
-    return buffer_closed_error (error);
-  buf->dealloc_stream = stream;
-  return TRUE;
-}
-
-/**
- * memres_buffer_get_deallocation_stream:
- * @buf: a #MemresBuffer
- *
- * Returns: the recorded deallocation stream (initially the allocation stream)
- *
- * Since: 1.0
- */
-MemresStream
-memres_buffer_get_deallocation_stream (MemresBuffer *buf)
-{
-  g_return_val_if_fail (buf != NULL, NULL);
-  return buf->dealloc_stream;
-}
-
-/**
- * memres_buffer_get_pointer:
- * @buf: a #MemresBuffer
- *
- * Returns: (transfer none) (nullable): the start of the memory as a pointer (device memory:
- *   the `CUdeviceptr`); %NULL for a closed buffer and for one allocated with size 0 (a buffer
- *   memres_buffer_resize() shrank to 0 bytes keeps the address its kind leaves it: vmm keeps its
- *   reserved range, nothing mapped there, to grow in place)
- *
- * Since: 1.0
- */
-gpointer
-memres_buffer_get_pointer (MemresBuffer *buf)
-{
-  g_return_val_if_fail (buf != NULL, NULL);
-  return memres_buffer_is_closed (buf) ? NULL : (gpointer) (guintptr) buf->alloc.address;
-}
-
-/**
- * memres_buffer_get_address:
- * @buf: a #MemresBuffer
- *
- * Returns: the start of the memory as an integer (a `CUdeviceptr`); 0 for a closed buffer and
- *   for one allocated with size 0 (after memres_buffer_resize() to 0 bytes, the address its
- *   kind leaves it, as memres_buffer_get_pointer() says)
- *
- * Since: 1.0
- */
-guint64
-memres_buffer_get_address (MemresBuffer *buf)
-{
-  g_return_val_if_fail (buf != NULL, 0);
-  return memres_buffer_is_closed (buf) ? 0 : buf->alloc.address;
-}
-
-/**
- * memres_buffer_get_size:
- * @buf: a #MemresBuffer
- *
- * Returns: the size in bytes (a kind that rounds up reports the rounded size); 0 when closed
- *
- * Since: 1.0
- */
-gsize
-memres_buffer_get_size (MemresBuffer *buf)
-{
-  g_return_val_if_fail (buf != NULL, 0);
-  return memres_buffer_is_closed (buf) ? 0 : buf->alloc.size;
-}
-
-/**
- * memres_buffer_get_device:
- * @buf: a #MemresBuffer
- *
- * The device the memory lives on. Page-locked host memory lives on none: it is -1 whoever
- * allocated it (the `pinned` kind, a host-located `vmm` resource, cudaHostAlloc() or
- * cuMemHostRegister() memory wrapped with memres_buffer_new_for_pointer()), although every
- * device can reach it (memres_buffer_is_device_accessible()).
- *
- * Returns: the device ordinal of the memory; -1 for host memory (pageable or page-locked) or
- *   a closed buffer
- *
- * Since: 1.0
- */
-gint
-memres_buffer_get_device (MemresBuffer *buf)
-{
-  g_return_val_if_fail (buf != NULL, -1);
-  return memres_buffer_is_closed (buf) ? -1 : buf->device;
-}
-
-/**
- * memres_buffer_get_resource:
- * @buf: a #MemresBuffer
- *
- * Returns: (transfer none) (nullable): the resource the buffer came from; %NULL for wrapped
- *   foreign memory or a closed buffer
- *
- * Since: 1.0
- */
-MemresResource *
-memres_buffer_get_resource (MemresBuffer *buf)
-{
-  g_return_val_if_fail (buf != NULL, NULL);
-  return memres_buffer_is_closed (buf) ? NULL : buf->mr;
-}
-
-/**
- * memres_buffer_get_flags:
- * @buf: a #MemresBuffer
- *
- * Returns: what the buffer's memory can do; 0 when closed
- *
- * Since: 1.0
- */
-MemresMemoryFlags
-memres_buffer_get_flags (MemresBuffer *buf)
-{
-  g_return_val_if_fail (buf != NULL, 0);
-  return memres_buffer_is_closed (buf) ? 0 : buf->flags;
-}
-
-/**
- * memres_buffer_is_device_accessible:
- * @buf: a #MemresBuffer
- *
- * Returns: %TRUE when device code can access the memory; %FALSE when closed
- *
- * Since: 1.0
- */
-gboolean
-memres_buffer_is_device_accessible (MemresBuffer *buf)
-{
-  return (memres_buffer_get_flags (buf) & MEMRES_MEMORY_DEVICE_ACCESSIBLE) != 0;
-}
-
-/**
- * memres_buffer_is_host_accessible:
- * @buf: a #MemresBuffer
- *
- * Returns: %TRUE when host code can dereference the pointer; %FALSE when closed
- *
- * Since: 1.0
- */
-gboolean
-memres_buffer_is_host_accessible (MemresBuffer *buf)
-{
-  return (memres_buffer_get_flags (buf) & MEMRES_MEMORY_HOST_ACCESSIBLE) != 0;
-}
-
-/**
- * memres_buffer_get_allocation:
- * @buf: a #MemresBuffer
- *
- * For plugins: the allocation record the kind filled in (address, size, plugin data).
- *
- * Returns: (transfer none) (nullable): the record, valid while the buffer is open; %NULL when
- *   closed
- *
- * Since: 1.0
- */
-const MemresAllocation *
-memres_buffer_get_allocation (MemresBuffer *buf)
-{
-  g_return_val_if_fail (buf != NULL, NULL);
-  return memres_buffer_is_closed (buf) ? NULL : &buf->alloc;
-}
-
-/* A resize of @delta bytes counted on every layer that counts the allocation: the buffer's
- * resource and, down to @owner (whose slot resized it), the upstreams the pass-through adaptors
- * between them allocated it from (memres_upstream_allocate() counts there). */
-static void
-count_resize (MemresResource *mr, MemresResource *owner, gint64 delta)
-{
-  for (;; mr = mr->upstream)
-    {
-      _memres_resource_count_used (mr, delta);
-      if (mr == owner || mr->upstream == NULL)
-        break;
-    }
-}
-
-/**
- * memres_buffer_resize:
- * @buf: a #MemresBuffer
- * @new_size: the new size in bytes
- * @stream: the stream the resize is ordered on
- * @error: return location for a #GError, or %NULL
- *
- * Grows or shrinks the buffer through the kind's resize slot (vmm: maps more physical memory
- * after the buffer, or remaps into a new reservation without copying); the address may change.
- * On failure the buffer is left exactly as it was. Not to be called while another thread uses
- * the buffer.
- *
- * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_SLEEP_ERROR_ASLEEP for a sleeping buffer
- * (memres_buffer_is_asleep()); %MEMRES_ERROR_NOT_SUPPORTED for kinds without
- * %MEMRES_MEMORY_RESIZABLE, for wrapped memory and for buffers imported from another process
- * (%MEMRES_MEMORY_IMPORTED); %MEMRES_ERROR_OUT_OF_MEMORY,
- * %MEMRES_CUDA_ERROR from the kind.
- *
- * Returns: %TRUE on success
- *
- * Since: 1.0
- */
-gboolean
-memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GError **error)
-{
-  MemresAllocation alloc;
-  MemresResource *owner;
-  GError *local = NULL;
-  gboolean ok;
-
-  g_return_val_if_fail (buf != NULL, FALSE);
-
-  if (memres_buffer_is_closed (buf))
-    return buffer_closed_error (error);
-  if (!_memres_buffer_check_awake (buf, "resize", error))
-    return FALSE;
-  /* through adaptors that pass allocations through: the layer that made the allocation */
-  owner = buf->mr != NULL ? _memres_resource_slot_owner (buf->mr, MEMRES_SLOT_OFFSET (resize), TRUE)
-                          : NULL;
-  /* an adaptor that keeps per-buffer accounting clears RESIZABLE in its query */
-  if (owner != buf->mr && !(buf->flags & MEMRES_MEMORY_RESIZABLE))
-    owner = NULL;
-  if (owner == NULL || owner->ops->resize == NULL)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "buffers of %s%s%s cannot be resized",
-                   buf->mr != NULL ? "kind \"" : "wrapped memory",
-                   buf->mr != NULL ? buf->mr->kind->name : "", buf->mr != NULL ? "\"" : "");
-      return FALSE;
-    }
-  if (buf->flags & MEMRES_MEMORY_IMPORTED)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "a buffer imported from another process cannot be resized");
-      return FALSE;
-    }
-  if (new_size > G_MAXSSIZE)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                   "cannot resize a buffer to %" G_GSIZE_FORMAT " bytes", new_size);
-      return FALSE;
-    }
-  if (!_memres_resource_check_usable (buf->mr, "resizing", error))
-    return FALSE;
-  alloc = buf->alloc;
-  ok = owner->ops->resize (owner, &alloc, new_size, stream, &local);
-  if (!ok) /* the buffer as it was; a failure without an error reported as a breach */
-    {
-      GError *failure = NULL;
-
-      _memres_resource_alloc_result (owner, "resize", ok, &local, new_size, stream, &alloc,
-                                     &failure);
-      return allocation_failed (buf->mr, new_size, failure, error);
-    }
-  if (new_size == 0) /* resized to nothing: address 0 is allowed */
-    {
-      if (!_memres_resource_slot_result (owner, "resize", ok, &local, error))
-        return FALSE;
-      count_resize (buf->mr, owner, (gint64) alloc.size - (gint64) buf->alloc.size);
-      buf->alloc = alloc;
-      return TRUE;
-    }
-  /* A success that breaks the contract (address 0, too few bytes): what the plugin returned is
-   * released and the buffer is left open and empty (the old memory belongs to the new record). */
-  ok = _memres_resource_alloc_result (owner, "resize", ok, &local, new_size, stream, &alloc, error);
-  count_resize (buf->mr, owner, (gint64) alloc.size - (gint64) buf->alloc.size);
-  buf->alloc = alloc;
-  return ok;
 }

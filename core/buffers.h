@@ -99,6 +99,15 @@ MemresBuffer *_memres_buffer_new (MemresResource *mr, const MemresAllocation *al
 MemresBuffer *_memres_buffer_new_imported (MemresResource *mr, const MemresAllocation *alloc,
                                            MemresStream stream, MemresIpcMapping *mapping);
 
+/* buffer.c: @local, the error of an allocation or resize of @size bytes through @mr, to the
+ * caller: an out-of-memory gets the stack's report first (oom-report.c). Only where the error
+ * leaves memres (memres_resource_allocate(), memres_buffer_resize()): an adaptor that catches it
+ * below pays for no report. Returns FALSE. */
+gboolean _memres_buffer_allocation_failed (MemresResource *mr, gsize size, GError *local,
+                                           GError **error);
+/* buffer-props.c: MEMRES_ERROR_CLOSED, "the buffer is closed"; returns FALSE */
+gboolean _memres_buffer_closed_error (GError **error);
+
 /* buffer.c: a buffer structure, not initialized, on a cache line of its own (64-byte aligned;
  * aborts when out of memory), for buffer-wrap.c; buffer.c frees it at the buffer's last unref. */
 MemresBuffer *_memres_buffer_struct_alloc (void);

@@ -11,8 +11,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-__thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
-
 /* Bit i - 1 set: stripe i has a thread (i < MEMRES_STRIPE_SHARED). Changed with compare-and-swap
  * rather than under a mutex, so that the child of a fork() taken while another thread held it
  * cannot hang. */
@@ -29,7 +27,7 @@ stripe_release (gpointer data)
 {
   guint i = GPOINTER_TO_UINT (data);
 
-  _memres_stripe_index = MEMRES_STRIPE_SHARED;
+  _memres_thread.stripe_index = MEMRES_STRIPE_SHARED;
   __atomic_fetch_and (&stripes_taken, ~((guint32) 1 << (i - 1)), __ATOMIC_RELEASE);
 }
 
@@ -60,7 +58,7 @@ _memres_stripe_assign (void)
           break;
         }
     }
-  _memres_stripe_index = i;
+  _memres_thread.stripe_index = i;
   return i;
 }
 
@@ -161,6 +159,31 @@ _memres_counts_tag_peak (MemresCounts *counts, guint tag)
   MemresCountMarks *m = &counts->tag_marks[tag];
 
   set_marks_update (TAG_SET0 (counts, tag), TAG_STRIDE, &m->bytes_peak, &m->count_peak, FALSE);
+}
+
+/* An allocation of @bytes taken out of set @s and its totals (the calling thread's stripe: locked
+ * adds, right for the shared stripe and for one of its own alike; a slow path) */
+static void
+set_take_back (MemresCountSet *s, gint64 bytes)
+{
+  __atomic_add_fetch (&s->bytes, -bytes, __ATOMIC_RELAXED);
+  __atomic_add_fetch (&s->count, -1, __ATOMIC_RELAXED);
+  __atomic_sub_fetch (&s->bytes_total, (guint64) bytes, __ATOMIC_RELAXED);
+  __atomic_sub_fetch (&s->count_total, 1, __ATOMIC_RELAXED);
+}
+
+G_GNUC_NO_INLINE void
+_memres_counted_refused (MemresResource *mr, guint tag, gint64 bytes, gboolean pass)
+{
+  guint i = _memres_stripe_current ();
+  MemresCounts *counts = mr->counts;
+
+  __atomic_sub_fetch (&counts->classes[i - 1].n[_memres_size_class (bytes)], 1, __ATOMIC_RELAXED);
+  set_take_back (&mr->stripes[i - 1].set, bytes);
+  if (tag != 0)
+    set_take_back (&counts->tag_stripes[i - 1].tags[tag], bytes);
+  if (pass && mr->upstream->count_usage)
+    __atomic_add_fetch (&mr->upstream->stripes[i - 1].set.bytes, -bytes, __ATOMIC_RELAXED);
 }
 
 /* A set's figures: current, peak (at least current), and totals since the reset (@m's bases). */

@@ -116,33 +116,49 @@ _memres_count_set_add (MemresCountSet *s, guint i, gint64 bytes, gint64 count, g
 G_ALWAYS_INLINE static inline guint
 _memres_tag_of_call (const MemresAllocation *alloc)
 {
-  if (G_LIKELY (alloc != _memres_tag_thread.call_record))
+  if (G_LIKELY (alloc != _memres_thread.call_record))
     return 0;
   return ((const MemresBuffer *) ((const guint8 *) alloc - G_STRUCT_OFFSET (MemresBuffer, alloc)))
       ->tag;
 }
 
-/* resource.c: the marks of a counted layer's count whose values passed their quotas (@passed:
- * 1 the layer's set, 2 tag @tag's set, 4 the upstream's usage) */
-void _memres_counted_marks (MemresResource *mr, guint tag, guint passed);
+/* resource.c: the marks of a counted layer's count of an allocation whose values passed their
+ * quotas (@passed: 1 the layer's set, 2 tag @tag's set, 4 the upstream's usage), unless @alloc
+ * is a record the caller's check refuses for an allocation of @asked bytes (counted before that
+ * check, it is taken back: no peak of it is kept) */
+void _memres_counted_marks (MemresResource *mr, guint tag, guint passed,
+                            const MemresAllocation *alloc, gsize asked);
+/* counting.c: the counts of an allocation of @bytes (tag @tag, 0: none) that counted layer @mr's
+ * allocate counted (_memres_counted_allocate()) and the caller's check then refused, taken back
+ * on the calling thread's stripe: current, totals, size class, the tag's set, and for @pass (a
+ * layer without slots) the upstream's usage */
+void _memres_counted_refused (MemresResource *mr, guint tag, gint64 bytes, gboolean pass);
+
+/* The size class of an allocation of @bytes (its highest bit; a record the caller's check will
+ * refuse, 0 bytes or past G_MAXSSIZE, has one too, as it is counted before that check) */
+G_ALWAYS_INLINE static inline guint
+_memres_size_class (gint64 bytes)
+{
+  return 63 - (guint) __builtin_clzll ((guint64) bytes | 1);
+}
 
 /* The counts of a call of counted layer @mr's slots on @alloc, of @bytes and @count (negative
  * for a free), on stripe @i (the calling thread's): the layer's set on its own buffer stripe (the
  * line its buffer count is on), an allocation's size class, the tag's set when @alloc is the
- * record of a tagged buffer whose slot call runs on this thread (tags.h: a caching layer's chunk
- * is not), and for @pass (a layer without slots of its own) the upstream's usage on the same
- * stripe index. No call but where a quota passed, at the end. */
+ * record of a tagged buffer whose slot call runs on this thread (@tag, _memres_tag_of_call(): a
+ * caching layer's chunk is not), and for @pass (a layer without slots of its own) the upstream's
+ * usage on the same stripe index. No call but where a quota passed, at the end (@asked: the bytes
+ * an allocation asked for, for the marks' check of the record). */
 G_ALWAYS_INLINE static inline void
 _memres_counted_count (MemresResource *mr, guint i, const MemresAllocation *alloc, gint64 bytes,
-                       gint64 count, gboolean allocated, gboolean pass)
+                       gint64 count, gboolean allocated, gboolean pass, gsize asked, guint tag)
 {
   MemresCounts *counts = mr->counts;
-  guint tag = _memres_tag_of_call (alloc);
   guint passed = 0;
 
   if (allocated)
     {
-      guint64 *c = &counts->classes[i - 1].n[63 - __builtin_clzll ((guint64) bytes)];
+      guint64 *c = &counts->classes[i - 1].n[_memres_size_class (bytes)];
 
       if (G_LIKELY (i != MEMRES_STRIPE_SHARED))
         _memres_plain_add ((gint64 *) c, 1);
@@ -158,8 +174,19 @@ _memres_counted_count (MemresResource *mr, guint i, const MemresAllocation *allo
       && _memres_stripe_add_bytes (mr->upstream, i, bytes, allocated))
     passed |= 4;
   if (G_UNLIKELY (passed != 0))
-    _memres_counted_marks (mr, tag, passed);
+    _memres_counted_marks (mr, tag, passed, alloc, asked);
 }
+
+/* resource.c: a counted layer's calls on the record of a tagged buffer's slot call (the thread's
+ * call record, tags.h), out of line: the untagged calls then carry no code and no registers for
+ * a tag. _memres_counted_allocated_tagged(): the counts of _memres_counted_allocate() under the
+ * buffer's tag; returns TRUE. _memres_counted_deallocate_tagged(): _memres_counted_deallocate()
+ * under the tag. */
+gboolean _memres_counted_allocated_tagged (MemresResource *mr, guint i,
+                                           const MemresAllocation *alloc, gboolean pass,
+                                           gsize asked);
+gboolean _memres_counted_deallocate_tagged (MemresResource *mr, MemresAllocation *alloc,
+                                            MemresStream stream, GError **error, gboolean pass);
 
 /* resource.c: @mr's deallocate slot after the wait for @stream that its memory needs
  * (MemresResource.wait_before_free), unchecked; FALSE with the wait's error when it fails. */
@@ -168,16 +195,18 @@ gboolean _memres_resource_call_deallocate_waiting (MemresResource *mr, MemresAll
 
 /* The allocate of a counted layer (the slot pointer of a MemresResource with counts): its kind's
  * slot, or for a pass-through layer without one (@pass: the `stats` adaptor) its upstream's slot,
- * the call memres_upstream_allocate() would make; then the counts (_memres_counted_count()), of a
- * record _memres_allocation_plausible() accepts only. The result is not checked here: the caller
- * checks it (buffer.c, _memres_resource_call_allocate()), and the slow half of that check names
- * and releases a bad record at the layer that made it, where nothing of it was counted
- * (resource.c: _memres_resource_alloc_result_slow()). */
+ * the call memres_upstream_allocate() would make; then the counts (_memres_counted_count()) of
+ * whatever record a successful call returned. The record is not checked here: the caller checks
+ * it (buffer.c, _memres_resource_call_allocate()), and the slow half of that check takes the
+ * counts of a bad record back (_memres_counted_refused()) and names and releases it at the layer
+ * that made it (resource.c: _memres_resource_alloc_result_slow()); no peak of it is kept
+ * (_memres_counted_marks()). */
 G_ALWAYS_INLINE static inline gboolean
 _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
                           MemresAllocation *alloc, GError **error, gboolean pass)
 {
   MemresResource *up = mr->upstream;
+  guint i;
 
   if (pass)
     {
@@ -186,9 +215,10 @@ _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
     }
   else if (G_UNLIKELY (!mr->ops->allocate (mr, size, stream, alloc, error)))
     return FALSE;
-  if (G_UNLIKELY (!_memres_allocation_plausible (alloc, size)))
-    return TRUE; /* refused by the caller's check, uncounted */
-  _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, TRUE, pass);
+  i = _memres_stripe_current ();
+  if (G_UNLIKELY (alloc == _memres_thread.call_record))
+    return _memres_counted_allocated_tagged (mr, i, alloc, pass, size);
+  _memres_counted_count (mr, i, alloc, (gint64) alloc->size, 1, TRUE, pass, size, 0);
   return TRUE;
 }
 
@@ -201,17 +231,28 @@ _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
  * its stripe (resource.c gets it first, so that the body makes no call before the slot's, which
  * is a tail call). */
 G_ALWAYS_INLINE static inline gboolean
-_memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                            GError **error, gboolean pass)
+_memres_counted_free (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                      GError **error, gboolean pass, guint tag)
 {
   MemresResource *up = mr->upstream;
 
-  _memres_counted_count (mr, _memres_stripe_index, alloc, -(gint64) alloc->size, -1, FALSE, pass);
+  _memres_counted_count (mr, _memres_thread.stripe_index, alloc, -(gint64) alloc->size, -1, FALSE,
+                         pass, 0, tag);
   if (!pass)
     return mr->ops->deallocate (mr, alloc, stream, error);
   if (G_UNLIKELY (up->wait_before_free))
     return _memres_resource_call_deallocate_waiting (up, alloc, stream, error);
   return up->deallocate (up, alloc, stream, error);
+}
+
+/* The same, the tag found here (a tagged buffer's record: out of line) */
+G_ALWAYS_INLINE static inline gboolean
+_memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                            GError **error, gboolean pass)
+{
+  if (G_UNLIKELY (alloc == _memres_thread.call_record))
+    return _memres_counted_deallocate_tagged (mr, alloc, stream, error, pass);
+  return _memres_counted_free (mr, alloc, stream, error, pass, 0);
 }
 
 G_END_DECLS

@@ -1,12 +1,12 @@
 /* memres - CUDA memory resources
  * hot-path.h: what an allocate/close pair runs in the core, in one header: the calling
- * thread's stripe, the resource's first cache line and its buffer stripes (MemresResource), the
- * buffer's one line (MemresBuffer), the check that a resource was not inherited through a
- * fork(), the counts on the stripe, and the inline calls of the allocate and deallocate slots
- * with their checks. A counted layer's slots are called out of line (resource.c, on the inline
- * bodies of counting.h), so that a pair through any other layer reads no other header of the
- * core. The out-of-line halves are resource.c's, counting.c's and fork.c's. Included through
- * memres-private.h, the core's umbrella header. */
+ * thread's state (MemresThread: its spare buffer structures, stripe, tag scope), the resource's
+ * first cache line and its buffer stripes (MemresResource), the buffer's one line (MemresBuffer),
+ * the check that a resource was not inherited through a fork(), the counts on the stripe, and the
+ * inline calls of the allocate and deallocate slots with their checks. A counted layer's slots are
+ * called out of line (resource.c, on the inline bodies of counting.h), so that a pair through any
+ * other layer reads no other header of the core. The out-of-line halves are resource.c's,
+ * counting.c's and fork.c's. Included through memres-private.h, the core's umbrella header. */
 #pragma once
 
 #ifndef MEMRES_CORE_COMPILATION
@@ -23,21 +23,51 @@
 
 G_BEGIN_DECLS
 
+/* The calling thread's state that an allocate/close pair reads, in one thread-local block
+ * (defined in thread.c): the buffer structures the thread keeps for reuse (buffer.c), the stripe
+ * it counts on (counting.c), its innermost tag scope and the record of the tagged slot call in
+ * progress (tags.c). One block, so that a pair finds all of it from one address (initial-exec:
+ * one load of its offset, then loads relative to the thread pointer) rather than one per
+ * variable. */
+typedef struct
+{
+  /* buffer.c: the thread's spare buffer structures, linked through their mr field (NULL: none),
+   * and how many more it may keep (0: full, or not set up yet: buffer.c's slow half sets it up,
+   * @cache_set, and its thread-exit handler frees the structures and clears it) */
+  MemresBuffer *cache_head;
+  guint cache_room;
+  /* counting.c: the thread's stripe + 1 (0: none yet; _memres_stripe_assign()) */
+  guint stripe_index;
+  /* tags.c: the innermost tag of the thread's scope stack (0: none) */
+  guint32 tag_scope;
+  /* buffer.c: the cache above is set up (its thread-exit handler registered) */
+  gboolean cache_set;
+  /* tags.c: set only while a tagged buffer's allocate or deallocate slot runs, in a stack where a
+   * layer reads tags: the buffer's allocation record (MemresBuffer.alloc), which a counted layer
+   * compares the record it counts with (tags.h, counting.h) */
+  const MemresAllocation *call_record;
+} MemresThread;
+
+/* initial-exec: no __tls_get_addr call on the hot path; the block is small enough for the static
+ * TLS room glibc keeps for libraries loaded with dlopen() (as Python's ctypes does). */
+G_GNUC_INTERNAL extern __thread MemresThread _memres_thread
+    __attribute__ ((tls_model ("initial-exec")));
+
 #define MEMRES_BUFFER_STRIPES 32
 /* the index (+ 1) of the one stripe that threads share, changed with locked instructions; each
  * stripe below it has at most one thread at a time, which changes it with plain loads and stores
  * (_memres_stripe_assign()) */
 #define MEMRES_STRIPE_SHARED MEMRES_BUFFER_STRIPES
 
-/* The calling thread's stripe + 1 (0: none yet; _memres_stripe_assign() gives it a stripe of
- * its own while one is free, else MEMRES_STRIPE_SHARED; at its exit the stripe is free again). */
-extern __thread guint _memres_stripe_index __attribute__ ((tls_model ("initial-exec")));
+/* The calling thread's stripe + 1 is _memres_thread.stripe_index (MemresThread above; 0: none yet;
+ * _memres_stripe_assign() gives it a stripe of its own while one is free, else
+ * MEMRES_STRIPE_SHARED; at its exit the stripe is free again). */
 guint _memres_stripe_assign (void);
 
 static inline guint
 _memres_stripe_current (void)
 {
-  guint i = _memres_stripe_index;
+  guint i = _memres_thread.stripe_index;
 
   if (G_UNLIKELY (i == 0))
     i = _memres_stripe_assign ();
@@ -110,10 +140,14 @@ struct _MemresResource
   /* set at creation: a base kind whose memory is device-accessible but not stream-ordered; the
    * core waits for the deallocation stream before its deallocate slot (resource.c) */
   guint8 wait_before_free;
-  /* set at creation: a layer that a buffer's own allocation record reaches from here (this one,
-   * and below it through MEMRES_KIND_PASSES_ALLOCATIONS adaptors) reads the buffer's tag: a
-   * counted one (tags.h). Read by the tagged allocate and close only, which set the thread's call
-   * record for it; an untagged pair never reads it. */
+  /* set at creation: what a tagged buffer's allocate and close must do for its tag (bits; 0: a
+   * tagged buffer takes the untagged pair, its tag only kept in MemresBuffer.tag).
+   * MEMRES_TAGS_READ: a layer that a buffer's own allocation record reaches from here (this one,
+   * and below it through MEMRES_KIND_PASSES_ALLOCATIONS adaptors) reads the buffer's tag (a
+   * counted one, or a kind with MEMRES_KIND_TAGGED; tags.h): the thread's call record is set
+   * around the slot call. MEMRES_TAGS_SLEEP: the stack can sleep (@sleep is set, sleep.h): the
+   * buffer is recorded under its tag, refused while the tag sleeps. Read by the tagged allocate
+   * and close only; an untagged pair never reads it. */
   guint8 tags_wanted;
   /* set when @refs drops to 0, or at creation where membarrier() cannot be used: from then on
    * every thread changes the stripes with locked instructions (the stop flag of owner-fence.h;
@@ -176,6 +210,10 @@ struct _MemresResource
   MemresStripe stripes[MEMRES_BUFFER_STRIPES];
 };
 G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresResource, kind) <= 64);
+
+/* MemresResource.tags_wanted's bits */
+#define MEMRES_TAGS_READ  1u /* a layer reads the tag of the record it is given */
+#define MEMRES_TAGS_SLEEP 2u /* the stack can sleep: its tagged buffers are kept by tag */
 
 /* The release function of wrapped foreign memory (buffers.h): owned by a buffer of no resource */
 typedef struct _MemresRelease MemresRelease;
@@ -247,8 +285,8 @@ _memres_resource_check_usable (MemresResource *mr, const char *what, GError **er
   return _memres_fork_set_error (error, what);
 }
 /* resource.c: the stripes of the allocate/close hot path (see MemresResource.stripes; the
- * calling thread's stripe is _memres_stripe_index); _memres_resource_buffer_gone() counts down a
- * dead resource's buffers. */
+ * calling thread's stripe is _memres_thread.stripe_index); _memres_resource_buffer_gone() counts
+ * down a dead resource's buffers. */
 void _memres_resource_buffer_gone (MemresResource *mr);
 
 /* resource.c: @delta more (or fewer) bytes in @mr's allocated buffers, on the calling thread's

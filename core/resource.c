@@ -106,7 +106,7 @@ static MEMRES_HOT gboolean
 counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                     GError **error)
 {
-  if (G_UNLIKELY (_memres_stripe_index == 0))
+  if (G_UNLIKELY (_memres_thread.stripe_index == 0))
     return counted_first_deallocate (mr, alloc, stream, error);
   return _memres_counted_deallocate (mr, alloc, stream, error, FALSE);
 }
@@ -115,9 +115,33 @@ static MEMRES_HOT gboolean
 counted_pass_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
                          GError **error)
 {
-  if (G_UNLIKELY (_memres_stripe_index == 0))
+  if (G_UNLIKELY (_memres_thread.stripe_index == 0))
     return counted_first_deallocate (mr, alloc, stream, error);
   return _memres_counted_deallocate (mr, alloc, stream, error, TRUE);
+}
+
+G_GNUC_NO_INLINE gboolean
+_memres_counted_allocated_tagged (MemresResource *mr, guint i, const MemresAllocation *alloc,
+                                  gboolean pass, gsize asked)
+{
+  guint tag = _memres_tag_of_call (alloc);
+
+  if (pass)
+    _memres_counted_count (mr, i, alloc, (gint64) alloc->size, 1, TRUE, TRUE, asked, tag);
+  else
+    _memres_counted_count (mr, i, alloc, (gint64) alloc->size, 1, TRUE, FALSE, asked, tag);
+  return TRUE;
+}
+
+G_GNUC_NO_INLINE gboolean
+_memres_counted_deallocate_tagged (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                                   GError **error, gboolean pass)
+{
+  guint tag = _memres_tag_of_call (alloc);
+
+  if (pass)
+    return _memres_counted_free (mr, alloc, stream, error, TRUE, tag);
+  return _memres_counted_free (mr, alloc, stream, error, FALSE, tag);
 }
 
 G_GNUC_NO_INLINE gboolean
@@ -140,18 +164,31 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
 {
   g_autoptr (GError) release_error = NULL;
   const char *what;
+  /* a counted layer counted whatever record its successful allocate returned (counting.h): the
+   * counts of a record refused here are taken back, under the tag they were counted under */
+  gboolean counted = ok && mr->counts != NULL && g_strcmp0 (slot, "allocate") == 0;
+  guint tag = counted ? _memres_tag_of_call (alloc) : 0;
+  gint64 bytes = (gint64) alloc->size;
 
-  /* a pass-through counted layer's record is its upstream's, unchecked and, unless good,
-   * uncounted (counting.h): judged, named and released there */
+  /* a pass-through counted layer's record is its upstream's, unchecked: judged, named and
+   * released there */
   if (mr->allocate == counted_pass_allocate && g_strcmp0 (slot, "allocate") == 0)
-    return _memres_resource_alloc_result_slow (mr->upstream, slot, ok, local, size, stream, alloc,
-                                               error);
+    {
+      if (_memres_resource_alloc_result_slow (mr->upstream, slot, ok, local, size, stream, alloc,
+                                              error))
+        return TRUE;
+      if (counted)
+        _memres_counted_refused (mr, tag, bytes, TRUE);
+      return FALSE;
+    }
   if (!ok && *local == NULL)
     contract_breach (mr, slot, "returned FALSE without setting an error");
   if (!slot_result (mr, slot, ok, local, error))
     return FALSE;
   if (_memres_allocation_plausible (alloc, size))
     return TRUE;
+  if (counted)
+    _memres_counted_refused (mr, tag, bytes, FALSE);
   if (alloc->address == 0)
     what = "address 0";
   else if (alloc->size < size)
@@ -169,10 +206,11 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
    * cache takes a size above its max_block for one of its direct allocations) */
   if (alloc->address != 0 && alloc->size > G_MAXSSIZE)
     alloc->size = size;
-  /* a counted layer counted only a plausible record: counted now, as the release uncounts it */
-  if (mr->counts != NULL && g_strcmp0 (slot, "allocate") == 0)
+  /* a counted layer's counts taken back: counted again at the size released, as the release
+   * uncounts it */
+  if (counted)
     _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, FALSE,
-                           FALSE);
+                           FALSE, 0, tag);
   if (!_memres_resource_call_deallocate (mr, alloc, stream, &release_error))
     g_warning ("kind \"%s\": releasing what %s returned failed: %s", mr->kind->name, slot,
                release_error->message);
@@ -230,14 +268,19 @@ _memres_resource_deallocate_result_slow (MemresResource *mr, gboolean ok, GError
     ok = deallocate_judge (mr, ok, local, address, alloc, error);
   if (!ok && address != 0 && alloc->address == address)
     _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, FALSE,
-                           pass);
+                           pass, 0, _memres_tag_of_call (alloc));
   return ok;
 }
 
-/* resource.c's part of a counted layer's count (counting.h): the marks whose quotas passed. */
+/* resource.c's part of a counted layer's count (counting.h): the marks whose quotas passed. A
+ * record the caller's check refuses leaves them as they are: its counts are taken back, and the
+ * next allocation that passes a quota updates them. */
 void
-_memres_counted_marks (MemresResource *mr, guint tag, guint passed)
+_memres_counted_marks (MemresResource *mr, guint tag, guint passed, const MemresAllocation *alloc,
+                       gsize asked)
 {
+  if (!_memres_allocation_plausible (alloc, asked))
+    return;
   if (passed & 1)
     _memres_counts_peak (mr);
   if (passed & 2)
@@ -418,9 +461,10 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   mr->count_usage = !(kind->flags & (MEMRES_KIND_OWN_USAGE | MEMRES_KIND_COUNTED))
                     && (upstream == NULL || kind->ops.get_stats != NULL);
   /* the layers below were made first */
-  mr->tags_wanted = (kind->flags & (MEMRES_KIND_COUNTED | MEMRES_KIND_TAGGED))
-                    || ((kind->flags & MEMRES_KIND_PASSES_ALLOCATIONS) && upstream != NULL
-                        && upstream->tags_wanted);
+  if ((kind->flags & (MEMRES_KIND_COUNTED | MEMRES_KIND_TAGGED))
+      || ((kind->flags & MEMRES_KIND_PASSES_ALLOCATIONS) && upstream != NULL
+          && (upstream->tags_wanted & MEMRES_TAGS_READ)))
+    mr->tags_wanted = MEMRES_TAGS_READ;
   if ((kind->flags & MEMRES_KIND_COUNTED) && (mr->counts = _memres_counts_new ()) == NULL)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
@@ -472,7 +516,10 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
     }
   /* an imported pool allocates nothing of its own: nothing of it sleeps */
   if (setup == NULL && resource_can_sleep (mr))
-    mr->sleep = _memres_sleep_state_new ();
+    {
+      mr->sleep = _memres_sleep_state_new ();
+      mr->tags_wanted |= MEMRES_TAGS_SLEEP;
+    }
   _memres_fork_add_resource (mr);
   return mr;
 }

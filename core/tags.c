@@ -1,13 +1,13 @@
 /* memres - CUDA memory resources
  * tags.c: tags (memres-tags.h, docs/tags.md): the names interned once each, with a small id; each
  * thread's scope stack (push, pop, the scope guard), whose innermost id the allocate hot path
- * reads from one thread-local word (tags.h); the defaults of devices and streams, read without a
- * lock; a buffer's tag. The counts per tag are counting.h's and tag-counts.c's. */
+ * reads from the thread's block (MemresThread.tag_scope, hot-path.h); the defaults of devices and
+ * streams, read without a lock; a buffer's tag. The counts per tag are counting.h's and
+ * counting.c's. */
 #include "memres-private.h"
 
 #include <string.h>
 
-__thread MemresTagThread _memres_tag_thread __attribute__ ((tls_model ("initial-exec")));
 guint _memres_tag_defaults;
 
 // clang-format off
@@ -251,7 +251,7 @@ memres_tag_push (const char *tag, GError **error)
       return FALSE;
     }
   stack->ids[stack->depth++] = (guint8) id;
-  _memres_tag_thread.scope = id;
+  _memres_thread.tag_scope = id;
   return TRUE;
 }
 
@@ -295,7 +295,7 @@ memres_tag_pop (const char *tag, GError **error)
       return FALSE;
     }
   stack->depth--;
-  _memres_tag_thread.scope = stack->depth > 0 ? stack->ids[stack->depth - 1] : 0;
+  _memres_thread.tag_scope = stack->depth > 0 ? stack->ids[stack->depth - 1] : 0;
   return TRUE;
 }
 
@@ -311,7 +311,7 @@ memres_tag_pop (const char *tag, GError **error)
 const char *
 memres_tag_get_current (void)
 {
-  return _memres_tag_name (_memres_tag_thread.scope);
+  return _memres_tag_name (_memres_thread.tag_scope);
 }
 
 /**
@@ -362,7 +362,7 @@ memres_tag_scope_begin (const char *tag, GError **error)
 {
   if (!memres_tag_push (tag, error))
     return NULL;
-  return &entries[_memres_tag_thread.scope];
+  return &entries[_memres_thread.tag_scope];
 }
 
 /**

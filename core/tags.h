@@ -9,23 +9,18 @@
 
 #include <memres/memres-plugin.h>
 
+#include "hot-path.h"
+
 G_BEGIN_DECLS
 
 /* A tag's id: 1 to MEMRES_TAGS_MAX, in the order the names were first used; 0 is no tag. */
 
-/* The calling thread's tag state. @scope is the innermost tag of its scope stack (0: none).
- * @call_record is set only while a tagged buffer's allocate or deallocate slot runs: the buffer's
- * allocation record (MemresBuffer.alloc, the buffer's tag set), which a counted layer compares
- * the record it counts with (a chunk a caching layer takes from its upstream is another record:
- * it has no tag). */
-typedef struct
-{
-  guint32 scope;
-  const MemresAllocation *call_record;
-} MemresTagThread;
-
-G_GNUC_INTERNAL extern __thread MemresTagThread _memres_tag_thread
-    __attribute__ ((tls_model ("initial-exec")));
+/* The calling thread's tag state is part of its hot-path block (hot-path.h: MemresThread):
+ * _memres_thread.tag_scope, the innermost tag of its scope stack (0: none), and
+ * _memres_thread.call_record, set only while a tagged buffer's allocate or deallocate slot runs
+ * in a stack where a layer reads tags: the buffer's allocation record (MemresBuffer.alloc, the
+ * buffer's tag set), which a counted layer compares the record it counts with (a chunk a caching
+ * layer takes from its upstream is another record: it has no tag). */
 /* how many device and stream defaults are set (0 on the fast path) */
 G_GNUC_INTERNAL extern guint _memres_tag_defaults;
 

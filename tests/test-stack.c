@@ -416,8 +416,9 @@ test_import_adaptor (void)
 }
 
 /* memres_upstream_allocate() checks the upstream's record as the core checks its own calls;
- * through `stats`, which passes its upstream's records unchecked, the caller's check judges the
- * liar's record, names the liar, releases the record there and leaves the counts at 0. */
+ * through `stats`, which passes its upstream's records unchecked and counts them before that
+ * check, the caller's check judges the liar's record, names the liar, releases the record there
+ * and takes the counts back to 0, no peak kept: untagged, and tagged (the tag's counts too). */
 static void
 test_lying_upstream (void)
 {
@@ -433,56 +434,78 @@ test_lying_upstream (void)
     { "no_error", "allocate failed without saying why" },
   };
 
-  for (gsize k = 0; k < G_N_ELEMENTS (stacks); k++)
-    for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
-      {
-        g_autofree char *spec = g_strdup_printf ("%s:mode=%s", stacks[k], cases[i].mode);
-        g_autoptr (MemresResource) mr = mt_new_ok (spec);
-        g_autoptr (GError) error = NULL;
-        MemresResource *bottom = mr;
-        LiarResource *liar;
-        MemresBuffer *buf;
-        MemresStatsCounters counters;
-        g_autofree char *log = NULL;
-        g_autoptr (GVariant) core_counters = NULL;
-        guint64 breaches = 0;
-        guint criticals;
+  for (gsize n = 0; n < 2 * G_N_ELEMENTS (stacks) * G_N_ELEMENTS (cases); n++)
+    {
+      gboolean tagged = n >= G_N_ELEMENTS (stacks) * G_N_ELEMENTS (cases);
+      gsize k = n / G_N_ELEMENTS (cases) % G_N_ELEMENTS (stacks);
+      gsize i = n % G_N_ELEMENTS (cases);
+      g_autofree char *spec = g_strdup_printf ("%s:mode=%s", stacks[k], cases[i].mode);
+      g_autoptr (MemresResource) mr = mt_new_ok (spec);
+      g_autoptr (GError) error = NULL;
+      MemresResource *bottom = mr;
+      LiarResource *liar;
+      MemresBuffer *buf;
+      MemresStatsCounters counters;
+      g_autofree char *log = NULL;
+      g_autoptr (GVariant) core_counters = NULL;
+      guint64 breaches = 0;
+      guint criticals;
 
-        while (memres_resource_get_upstream (bottom) != NULL)
-          bottom = memres_resource_get_upstream (bottom);
-        liar = memres_resource_get_private (bottom);
-        mt_log_capture_begin ();
-        buf = memres_resource_allocate (mr, 16, NULL, &error);
-        log = mt_log_capture_end (&criticals);
-        /* a failure without an error breaks the contract: one critical naming the liar */
-        g_assert_cmpuint (criticals, ==, i == 2 ? 1 : 0);
-        if (i == 2)
-          g_assert_true (g_str_has_prefix (log, "CRITICAL: kind \"liar\": allocate returned "
-                                                "FALSE without setting an error"));
-        g_assert_null (buf);
-        g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
-        if (strstr (error->message, cases[i].needle) == NULL
-            || !g_str_has_prefix (error->message, "kind \"liar\""))
-          g_error ("%s: %s", spec, error->message);
-        /* both lying records went back through the liar's deallocate once (a record of address
-         * 0 may still own plugin_data); a failed allocate returned nothing to release */
-        g_assert_cmpint (liar->freed, ==, i < 2 ? 1 : 0);
-        g_clear_error (&error);
-        core_counters = memres_resource_get_counters (mr, &error);
-        g_assert_no_error (error);
-        g_assert_true (g_variant_lookup (core_counters, "contract_breaches", "t", &breaches));
-        g_assert_cmpuint (breaches, ==, i == 2 ? 1 : 0);
-        if (strstr (spec, "stats") != NULL)
-          {
-            g_clear_error (&error);
-            g_assert_true (memres_stats_get_counters (mr, &counters, &error));
-            g_assert_no_error (error);
-            g_assert_cmpuint (counters.count_total, ==, 0);
-            g_assert_cmpuint (counters.count_current, ==, 0);
-            g_assert_cmpuint (counters.bytes_current, ==, 0);
-            g_assert_cmpuint (counters.bytes_peak, ==, 0);
-          }
-      }
+      while (memres_resource_get_upstream (bottom) != NULL)
+        bottom = memres_resource_get_upstream (bottom);
+      liar = memres_resource_get_private (bottom);
+      if (tagged)
+        g_assert_true (memres_tag_push ("lies", NULL));
+      mt_log_capture_begin ();
+      buf = memres_resource_allocate (mr, 16, NULL, &error);
+      log = mt_log_capture_end (&criticals);
+      if (tagged)
+        g_assert_true (memres_tag_pop ("lies", NULL));
+      /* a failure without an error breaks the contract: one critical naming the liar */
+      g_assert_cmpuint (criticals, ==, i == 2 ? 1 : 0);
+      if (i == 2)
+        g_assert_true (g_str_has_prefix (log, "CRITICAL: kind \"liar\": allocate returned "
+                                              "FALSE without setting an error"));
+      g_assert_null (buf);
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+      if (strstr (error->message, cases[i].needle) == NULL
+          || !g_str_has_prefix (error->message, "kind \"liar\""))
+        g_error ("%s: %s", spec, error->message);
+      /* both lying records went back through the liar's deallocate once (a record of address
+       * 0 may still own plugin_data); a failed allocate returned nothing to release */
+      g_assert_cmpint (liar->freed, ==, i < 2 ? 1 : 0);
+      g_clear_error (&error);
+      core_counters = memres_resource_get_counters (mr, &error);
+      g_assert_no_error (error);
+      g_assert_true (g_variant_lookup (core_counters, "contract_breaches", "t", &breaches));
+      g_assert_cmpuint (breaches, ==, i == 2 ? 1 : 0);
+      if (strstr (spec, "stats") != NULL)
+        {
+          g_clear_error (&error);
+          g_assert_true (memres_stats_get_counters (mr, &counters, &error));
+          g_assert_no_error (error);
+          g_assert_cmpuint (counters.count_total, ==, 0);
+          g_assert_cmpuint (counters.count_current, ==, 0);
+          g_assert_cmpuint (counters.bytes_current, ==, 0);
+          g_assert_cmpuint (counters.bytes_peak, ==, 0);
+        }
+      if (tagged && strstr (spec, "stats") != NULL)
+        {
+          /* the counted layer: pt> counts nothing */
+          MemresResource *counted
+              = g_str_has_prefix (spec, "pt>") ? memres_resource_get_upstream (mr) : mr;
+          MemresTagCounts c;
+
+          g_assert_true (memres_resource_get_tag_counts (counted, "lies", &c, &error));
+          g_assert_no_error (error);
+          g_assert_cmpuint (c.count_total, ==, 0);
+          g_assert_cmpuint (c.bytes_total, ==, 0);
+          g_assert_cmpuint (c.count_current, ==, 0);
+          g_assert_cmpuint (c.bytes_current, ==, 0);
+          g_assert_cmpuint (c.bytes_peak, ==, 0);
+          g_assert_cmpuint (c.count_peak, ==, 0);
+        }
+    }
 }
 
 static gboolean noop_init (MemresResource *mr, const MemresOptions *options, GError **error);
