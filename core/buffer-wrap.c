@@ -79,7 +79,7 @@ wrap_device_exists (gint device, GError **error)
  * buffer has no resource (memres_buffer_get_resource() returns %NULL). Thread-safe.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @ptr with a non-zero @size, a range that
- * wraps past the end of the address space, a @size above %G_MAXSSIZE, a @device below -1,
+ * wraps past the end of the address space, a @size above `G_MAXSSIZE`, a @device below -1,
  * device-only memory (%MEMRES_MEMORY_DEVICE_ACCESSIBLE without
  * %MEMRES_MEMORY_HOST_ACCESSIBLE) with @device -1, device-accessible memory on a
  * @device the loaded driver does not have (cuDeviceGetCount(); not checked when no driver

@@ -395,7 +395,7 @@ _memres_config_lookup (const char *name, char **origin, GError **error)
 /**
  * memres_config_list_resources:
  * @path: (out) (optional) (nullable) (transfer full): return location for the file read, or
- *   %NULL when no config file exists; free with g_free()
+ *   %NULL when no config file exists; free with `g_free`
  * @error: return location for a #GError, or %NULL
  *
  * The names the config file defines, for `@NAME` layers of a spec (memres_resource_new()):
@@ -478,7 +478,7 @@ memres_config_list_resources_full (char **path, GPtrArray **specs, GPtrArray **o
  * memres_config_get_resource_spec:
  * @name: a name of the config file, without the `@`
  * @origin: (out) (optional) (transfer full): return location for where it is defined,
- *   `FILE:LINE`; free with g_free()
+ *   `FILE:LINE`; free with `g_free`
  * @error: return location for a #GError, or %NULL
  *
  * The spec the config file (see memres_config_list_resources()) gives @name, as written (it
@@ -507,7 +507,7 @@ memres_config_get_resource_spec (const char *name, char **origin, GError **error
  * @name: a name of the config file, without the `@`
  * @description: (out) (transfer full) (nullable): return location for the name's
  *   `description=`, as written (surrounding blanks stripped), or %NULL when the group has
- *   none; free with g_free()
+ *   none; free with `g_free`
  * @error: return location for a #GError, or %NULL
  *
  * The description the config file (see memres_config_list_resources()) gives @name: text for

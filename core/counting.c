@@ -387,7 +387,7 @@ memres_resource_get_tag_counts (MemresResource *mr, const char *tag, MemresTagCo
  * Errors: %MEMRES_ERROR_NOT_SUPPORTED when @mr's kind is not counted.
  *
  * Returns: (transfer full) (nullable): a %NULL-terminated array of names (empty when none), free
- *   it with g_strfreev(); %NULL with @error set
+ *   it with `g_strfreev`; %NULL with @error set
  *
  * Since: 2.0
  */

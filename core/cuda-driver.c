@@ -535,15 +535,15 @@ memres_cuda_check_stream_not_capturing (MemresStream stream, GError **error)
  * memres_cuda_warn_release_failure:
  * @error: (nullable): why releasing failed
  * @format: printf() format of what was being released or rolled back, such as
- *   "closing a buffer of %zu bytes"
+ *   `"closing a buffer of %zu bytes"`
  * @...: the arguments of @format
  *
  * Reports a failure nobody can be told about: freeing memory on the last unref of a buffer,
  * a driver call failing while a failed operation is rolled back. Logs "WHAT: MESSAGE" with
- * g_warning(), except when @error is the %MEMRES_CUDA_ERROR `CUDA_ERROR_DEINITIALIZED`: the
+ * `g_warning`, except when @error is the %MEMRES_CUDA_ERROR `CUDA_ERROR_DEINITIALIZED`: the
  * driver returns it for every call once it shut down at process exit (a thread still
  * allocating while another returns from main()), when whatever was being released is gone
- * with the process anyway; that is logged with g_debug() only. Every warning of memres and its
+ * with the process anyway; that is logged with `g_debug` only. Every warning of memres and its
  * plugins about a failed release goes through here, so that process exit is silent. Makes no
  * driver call. Thread-safe.
  *

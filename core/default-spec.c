@@ -23,7 +23,7 @@
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @device is below -1; %MEMRES_ERROR_NO_DEVICE
  * when a driver with devices loads but @device is not one of them.
  *
- * Returns: (transfer full) (nullable): "dmr:device=N" or "host" (free with g_free()), or
+ * Returns: (transfer full) (nullable): "dmr:device=N" or "host" (free with `g_free`), or
  *   %NULL with @error set
  *
  * Since: 1.2

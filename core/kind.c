@@ -228,6 +228,9 @@ memres_kind_unref (MemresKind *kind)
  * memres_kind_get_name:
  * @kind: a #MemresKind
  *
+ * The name the kind is registered under, the first word of a layer in a spec string (`dmr` in
+ * `dmr:release_threshold=1GiB`). A kind is immutable once registered: thread-safe; sets no error.
+ *
  * Returns: (transfer none): the kind's name, such as "dmr"
  *
  * Since: 1.0
@@ -242,6 +245,9 @@ memres_kind_get_name (MemresKind *kind)
 /**
  * memres_kind_get_description:
  * @kind: a #MemresKind
+ *
+ * The one line the kind's plugin registered for it (as `memres kinds` prints it). Thread-safe;
+ * sets no error.
  *
  * Returns: (transfer none): one line describing the kind
  *
@@ -258,6 +264,8 @@ memres_kind_get_description (MemresKind *kind)
  * memres_kind_get_plugin_name:
  * @kind: a #MemresKind
  *
+ * Which plugin the kind came from. Thread-safe; sets no error.
+ *
  * Returns: (transfer none) (nullable): the name of the plugin that registered the kind, or
  *   %NULL for a kind registered by the application with memres_registry_register_kind()
  *
@@ -273,6 +281,9 @@ memres_kind_get_plugin_name (MemresKind *kind)
 /**
  * memres_kind_get_plugin_path:
  * @kind: a #MemresKind
+ *
+ * Where the kind's plugin was loaded from, for diagnostics (`memres kinds`). Thread-safe; sets no
+ * error.
  *
  * Returns: (transfer none) (nullable): the file the kind's plugin was loaded from, or %NULL
  *   for a kind embedded in libmemres (host) or registered by the application

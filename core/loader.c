@@ -299,7 +299,7 @@ load_directory (const char *dir, GHashTable *seen, GHashTable *failures)
  * Errors: none at present; the parameter is there for future failures.
  *
  * Returns: (transfer full) (element-type MemresKind): new references to every kind, sorted by
- *   name; free with g_ptr_array_unref()
+ *   name; free with `g_ptr_array_unref`
  *
  * Since: 1.0
  */
@@ -332,7 +332,7 @@ memres_registry_list_kinds (GError **error)
  * Errors: none at present; the parameter is there for future failures.
  *
  * Returns: (transfer full) (element-type MemresKind): new references to every kind, sorted by
- *   name; free with g_ptr_array_unref(); free @failures with g_hash_table_unref()
+ *   name; free with `g_ptr_array_unref`; free @failures with `g_hash_table_unref`
  *
  * Since: 1.1
  */

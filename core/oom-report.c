@@ -401,7 +401,7 @@ kept_copy (char *const *field)
  *
  * Thread-safe.
  *
- * Returns: (transfer full) (nullable): the report (free it with g_free()), or %NULL when no
+ * Returns: (transfer full) (nullable): the report (free it with `g_free`), or %NULL when no
  *   allocation through @mr ran out of memory yet
  *
  * Since: 2.0
@@ -426,12 +426,12 @@ memres_resource_get_oom_report (MemresResource *mr)
  * process id), each such snapshot is also written there, replacing the file whole (written
  * beside it, then renamed; a symbolic link is followed to the regular file it leads to); a
  * directory, a FIFO, a device such as /dev/null or a link to nothing is refused and left as it
- * is; a file that cannot be written is a warning (g_warning()), the allocation's error stays
+ * is; a file that cannot be written is a warning (`g_warning`), the allocation's error stays
  * what it was.
  *
  * Thread-safe.
  *
- * Returns: (transfer full) (nullable): the JSON text (free it with g_free()), or %NULL when no
+ * Returns: (transfer full) (nullable): the JSON text (free it with `g_free`), or %NULL when no
  *   allocation through @mr ran out of memory yet
  *
  * Since: 2.0

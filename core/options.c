@@ -278,6 +278,10 @@ memres_options_is_set (const MemresOptions *options, const char *name)
  * @options: the options passed to the init slot
  * @name: an option of type %MEMRES_OPTION_BOOL
  *
+ * The value of a boolean option, for a kind's init slot. A @name that is not in the kind's schema,
+ * or of another type, is a programming error: a critical warning, and %FALSE. Sets no error (the
+ * core validated every value before init ran); call it from the init slot only.
+ *
  * Returns: the value; %FALSE when unset
  *
  * Since: 1.0
@@ -316,7 +320,12 @@ memres_options_get_int (const MemresOptions *options, const char *name)
  * @options: the options passed to the init slot
  * @name: an option of type %MEMRES_OPTION_SIZE
  *
- * Returns: the size in bytes (`max` is %G_MAXUINT64); 0 when unset
+ * The value of a size option in bytes, for a kind's init slot (the spec's `64MiB` reads as
+ * 67108864). A @name that is not in the kind's schema, or of another type, is a programming error:
+ * a critical warning, and 0. Sets no error (the core validated every value before init ran); call
+ * it from the init slot only.
+ *
+ * Returns: the size in bytes (`max` is `G_MAXUINT64`); 0 when unset
  *
  * Since: 1.0
  */
@@ -354,6 +363,11 @@ memres_options_get_string (const MemresOptions *options, const char *name)
  * @name: an option of type %MEMRES_OPTION_INT_LIST
  * @n_values: (out): return location for the number of values
  *
+ * The values of an integer list option (`peers=1+2` reads as 1, 2), for a kind's init slot. A
+ * @name that is not in the kind's schema, or of another type, is a programming error: a critical
+ * warning, and %NULL. Sets no error (the core validated every value before init ran); call it from
+ * the init slot only.
+ *
  * Returns: (transfer none) (array length=n_values) (nullable): the values, valid during the
  *   init slot; %NULL with @n_values 0 when unset or empty
  *
@@ -372,6 +386,9 @@ memres_options_get_int_list (const MemresOptions *options, const char *name, gsi
 /**
  * memres_option_type_to_string:
  * @type: a #MemresOptionType
+ *
+ * The name of an option type, as `memres kinds` prints it and as error messages name it.
+ * Thread-safe; sets no error.
  *
  * Returns: (transfer none): "bool", "int", "size", "enum", "string", "int-list" or "unknown"
  *

@@ -295,6 +295,9 @@ memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info, G
  * memres_plugin_get_name:
  * @plugin: a #MemresPlugin
  *
+ * The name of the plugin whose init slot is running, for messages and for the kinds it registers.
+ * Thread-safe; sets no error.
+ *
  * Returns: (transfer none): the plugin's name (the `<name>` of `libmemres-<name>.so`)
  *
  * Since: 1.0

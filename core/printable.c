@@ -38,7 +38,7 @@ escape_char (gunichar ch, guchar byte, char buf[8])
  * "(null)". The error messages of memres quote each piece of user input (a spec, a kind name,
  * an option value) as memres_printable (text, %MEMRES_INPUT_SHOWN_MAX). Thread-safe.
  *
- * Returns: (transfer full): the printable form; free with g_free()
+ * Returns: (transfer full): the printable form; free with `g_free`
  *
  * Since: 1.2
  */

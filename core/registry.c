@@ -156,7 +156,7 @@ memres_registry_set_plugin_dir (const char *dir)
  * pkg-config variable `plugindir` of memres-2). The environment is read on each call.
  * Thread-safe.
  *
- * Returns: (transfer full) (array zero-terminated=1): the directories; free with g_strfreev()
+ * Returns: (transfer full) (array zero-terminated=1): the directories; free with `g_strfreev`
  *
  * Since: 1.0
  */

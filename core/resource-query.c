@@ -186,7 +186,7 @@ memres_resource_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
  * Since: 1.2
  *
  * Returns: (transfer full) (nullable): a new non-floating `a{sv}` variant (free with
- *   g_variant_unref()), or %NULL with @error set
+ *   `g_variant_unref`), or %NULL with @error set
  */
 GVariant *
 memres_resource_get_counters (MemresResource *mr, GError **error)

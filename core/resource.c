@@ -738,6 +738,9 @@ memres_resource_get_private (MemresResource *mr)
  * memres_resource_get_kind_name:
  * @mr: a #MemresResource
  *
+ * The name of the kind that made @mr (its top layer's, for a stack), such as `host` or `stats`.
+ * Fixed at creation: thread-safe; sets no error.
+ *
  * Returns: (transfer none): the name of the resource's kind
  *
  * Since: 1.0
@@ -752,6 +755,9 @@ memres_resource_get_kind_name (MemresResource *mr)
 /**
  * memres_resource_get_kind:
  * @mr: a #MemresResource
+ *
+ * The kind that made @mr (its top layer's, for a stack), to read its options schema or flags.
+ * Fixed at creation: thread-safe; sets no error.
  *
  * Returns: (transfer none): the resource's kind, valid while @mr lives
  *
@@ -775,7 +781,7 @@ memres_resource_get_kind (MemresResource *mr)
  * a spec: memres_resource_new() refuses it). For every other resource, memres_resource_new() of
  * the result creates the same stack again. Thread-safe.
  *
- * Returns: (transfer full): a new string; free with g_free()
+ * Returns: (transfer full): a new string; free with `g_free`
  *
  * Since: 1.0
  */
@@ -820,6 +826,8 @@ memres_resource_get_upstream (MemresResource *mr)
  * memres_resource_get_device:
  * @mr: a #MemresResource
  *
+ * Which device the memory of @mr belongs to. Fixed at creation: thread-safe; sets no error.
+ *
  * Returns: the device ordinal the resource's memory belongs to, or -1 for host memory
  *   (pageable or page-locked: see memres_buffer_get_device())
  *
@@ -836,6 +844,10 @@ memres_resource_get_device (MemresResource *mr)
  * memres_resource_get_flags:
  * @mr: a #MemresResource
  *
+ * What the memory of @mr can do: who can access it, whether it can be shared, resized, is
+ * stream-ordered or managed. Fixed at creation (the kind's init slot chose them): thread-safe;
+ * sets no error.
+ *
  * Returns: what the resource's memory can do (#MemresMemoryFlags)
  *
  * Since: 1.0
@@ -851,6 +863,9 @@ memres_resource_get_flags (MemresResource *mr)
  * memres_resource_is_device_accessible:
  * @mr: a #MemresResource
  *
+ * Whether %MEMRES_MEMORY_DEVICE_ACCESSIBLE is in memres_resource_get_flags(). Thread-safe; sets no
+ * error.
+ *
  * Returns: %TRUE when device code can access the resource's memory
  *
  * Since: 1.0
@@ -865,6 +880,9 @@ memres_resource_is_device_accessible (MemresResource *mr)
 /**
  * memres_resource_is_host_accessible:
  * @mr: a #MemresResource
+ *
+ * Whether %MEMRES_MEMORY_HOST_ACCESSIBLE is in memres_resource_get_flags(). Thread-safe; sets no
+ * error.
  *
  * Returns: %TRUE when host code can dereference pointers of the resource's buffers
  *

@@ -367,7 +367,7 @@ memres_resource_unsubscribe_segments (MemresResource *mr, guint id, GError **err
  * A segment that overlaps another of the same resource, a %MEMRES_SEGMENT_GROWN or
  * %MEMRES_SEGMENT_UNMAPPING for a base that has no segment of @mr, a kind without
  * %MEMRES_KIND_SEGMENTS, or a length that wraps around the address space is a programmer error
- * (g_critical(), nothing happens). The core forgets the segments a resource still has when it is
+ * (`g_critical`, nothing happens). The core forgets the segments a resource still has when it is
  * finalized (after its finalize slot), but a kind should tell each one's unmapping.
  *
  * Cost: a lock, an update of the index (in proportion to the 2 MiB pages the segment spans,

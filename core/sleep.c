@@ -105,6 +105,10 @@ memres_sleep_policy_unref (MemresSleepPolicy *policy)
  * memres_sleep_policy_get_mode:
  * @policy: a #MemresSleepPolicy
  *
+ * What @policy does with the contents of the buffers it puts to sleep, as given to
+ * memres_sleep_policy_new(). A policy is immutable once given to memres_resource_sleep():
+ * thread-safe from then on; sets no error.
+ *
  * Returns: the policy's #MemresSleepMode
  *
  * Since: 2.0

@@ -578,7 +578,7 @@ _memres_snapshot_build_for_oom (MemresResource *mr, const char *oom_report)
  *
  * Thread-safe.
  *
- * Returns: (transfer full): the JSON text, ending with a newline (free it with g_free()), or
+ * Returns: (transfer full): the JSON text, ending with a newline (free it with `g_free`), or
  *   %NULL with %MEMRES_ERROR_FORKED when @mr was inherited through fork() from a parent that
  *   had initialized the driver
  *

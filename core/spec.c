@@ -187,7 +187,7 @@ _memres_parse_size (const char *text, guint64 *bytes, GError **error)
  * memres_parse_size:
  * @text: a size as written in spec strings: bytes, optionally with a `B`, `KiB`, `MiB`, `GiB`,
  *   `TiB` or `PiB` (since 2.0) suffix, or `max`
- * @bytes: (out): return location for the size in bytes (`max` is %G_MAXUINT64)
+ * @bytes: (out): return location for the size in bytes (`max` is `G_MAXUINT64`)
  * @error: return location for a #GError, or %NULL
  *
  * Parses a size the way the values of %MEMRES_OPTION_SIZE options are parsed, for

@@ -319,7 +319,7 @@ out:
  * name.
  *
  * Returns: (transfer full) (nullable): a new non-floating variant (free with
- *   g_variant_unref()), or %NULL with @error set
+ *   `g_variant_unref`), or %NULL with @error set
  *
  * Since: 2.0
  */
@@ -379,7 +379,7 @@ upstream_refused (MemresResource *mr, gsize size, GError **error)
 /**
  * memres_upstream_allocate:
  * @mr: the adaptor's own instance (the @mr its allocate slot received)
- * @size: bytes, 1 to %G_MAXSSIZE
+ * @size: bytes, 1 to `G_MAXSSIZE`
  * @stream: the stream the allocation is ordered on, as the adaptor received it
  * @alloc: (out caller-allocates): the record to fill: an adaptor with
  *   %MEMRES_KIND_PASSES_ALLOCATIONS passes the record its allocate slot received
@@ -396,7 +396,7 @@ upstream_refused (MemresResource *mr, gsize size, GError **error)
  * held: call it from the adaptor's slots on any thread. The driver calls are the upstream's.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT (@mr has no upstream, @size 0),
- * %MEMRES_ERROR_OUT_OF_MEMORY (@size above %G_MAXSSIZE), %MEMRES_ERROR_FAILED (an upstream
+ * %MEMRES_ERROR_OUT_OF_MEMORY (@size above `G_MAXSSIZE`), %MEMRES_ERROR_FAILED (an upstream
  * that returned no memory), and whatever the upstream's allocate sets
  * (%MEMRES_ERROR_OUT_OF_MEMORY, a %MEMRES_CUDA_ERROR, ...).
  *

@@ -172,7 +172,7 @@ intern (const char *name, GError **error)
  * Every tag the process has used, in the order of their first use. Thread-safe.
  *
  * Returns: (transfer full): a %NULL-terminated array of names (empty when none); free it with
- *   g_strfreev()
+ *   `g_strfreev`
  *
  * Since: 2.0
  */
@@ -301,6 +301,10 @@ memres_tag_pop (const char *tag, GError **error)
 
 /**
  * memres_tag_get_current:
+ *
+ * The tag that allocations of the calling thread carry now, from its scope stack
+ * (memres_tag_push(), memres_tag_scope_begin()). Reads thread-local state only: thread-safe, no
+ * lock; sets no error.
  *
  * Returns: (transfer none) (nullable): the calling thread's innermost tag (an interned string,
  *   valid for the life of the process), or %NULL when its scope stack is empty (the defaults of

@@ -296,7 +296,7 @@ fill_tensor (MemresDLTensor *t, gint64 *dims, MemresBuffer *buf, MemresDLDataTyp
  *
  * For Python, a capsule named `"dltensor_versioned"` over the returned pointer is what
  * `torch.from_dlpack()` and `cupy.from_dlpack()` take (docs/interop.md has the ctypes recipe).
- * A consumer that asks for no version (`__dlpack__()` without `max_version`, as JAX 0.11 does)
+ * A consumer that asks for no version (`__dlpack__` without `max_version`, as JAX 0.11 does)
  * gets memres_buffer_export_dlpack_unversioned() in a `"dltensor"` capsule instead.
  *
  * Thread safety: like every call on @buf; the tensor may be deleted in any thread.
@@ -353,7 +353,7 @@ memres_buffer_export_dlpack (MemresBuffer *buf, MemresDLDataType dtype, gint ndi
  * As memres_buffer_export_dlpack(), in the unversioned layout of DLPack before 1.0
  * (#MemresDLManagedTensor: no version, no flags, so nothing says "read-only" or "copied":
  * the memory is the buffer's, writable). This is what a consumer gets that calls
- * `__dlpack__()` without `max_version` (or with one below 1.0), as JAX 0.11 does; in Python
+ * `__dlpack__` without `max_version` (or with one below 1.0), as JAX 0.11 does; in Python
  * it goes into a capsule named `"dltensor"`. The same tensor, device and rules: it holds a
  * reference on @buf until the consumer calls `tensor->deleter (tensor)`, exactly once, from any
  * thread; memres_buffer_close() on @buf frees the memory under the consumer; no stream

@@ -105,6 +105,10 @@ memres_allocator_is_asleep (int device, const char *tag)
 /**
  * memres_allocator_sleep_last_error:
  *
+ * The message of the error that the calling thread's last failed sleep or wake call of
+ * libmemres-allocator returned as a code (its entry points for ctypes cross no #GError), kept per
+ * thread until that thread's next failure. Thread-safe.
+ *
  * Returns: (nullable): the message of the calling thread's last failed sleep or wake call of
  *   this library (valid until its next failure), or %NULL
  */

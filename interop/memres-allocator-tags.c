@@ -118,6 +118,10 @@ memres_allocator_tag_get_counts (int device, const char *tag, MemresTagCounts *c
 /**
  * memres_allocator_tag_last_error:
  *
+ * The message of the error that the calling thread's last failed tag call of libmemres-allocator
+ * returned as a code (its entry points for ctypes cross no #GError), kept per thread until that
+ * thread's next failure. Thread-safe.
+ *
  * Returns: (transfer none) (nullable): the message of the calling thread's last failed tag call
  *   of this library
  */

@@ -9,6 +9,11 @@
 #    unnamed `typedef struct` fails: gtk-doc's scanner cannot see it);
 #  - no internal symbol: nothing named _memres_* on any page, and the sections (the pages
 #    gtk-doc made) are only the public headers'.
+#  - everything is documented: gtk-doc's memres-undocumented.txt lists no symbol (without a
+#    description, or with a value, member or parameter undocumented) and no section part
+#    (SECTION comment, short or long description), except the names of
+#    tests/reference-undocumented.allow, which must all still be listed there (the list only
+#    shrinks).
 # DOCDIR "none": the reference is not built (no gtk-doc-tools, or -Ddocs=disabled): skipped.
 set -u
 LC_ALL=C
@@ -99,6 +104,50 @@ if [ -z "$extra" ]; then
 else
   # shellcheck disable=SC2086 # one diagnostic per section
   not_ok "every section of the reference is a public header's" "not public:" $extra
+fi
+
+# Undocumented: memres-undocumented.txt has a summary (coverage, counts), then one entry a line:
+# a symbol (`NAME`, or `NAME (<items>)` / `NAME (<parameters>)` for one documented in part) or a
+# section part (`memres-NAME:long_description`).
+undoc=$docdir/memres-undocumented.txt
+allow=$here/reference-undocumented.allow
+if [ ! -f "$undoc" ]; then
+  not_ok "every symbol and section is documented" "no $undoc"
+else
+  entries=$(sed -n -e '/^[0-9]*% symbol docs coverage\.$/d' -e '/^[0-9]* symbols\{0,1\} documented\.$/d' \
+    -e '/^[0-9]* symbols\{0,1\} incomplete\.$/d' -e '/^[0-9]* not documented\.$/d' \
+    -e 's/^\([^ ][^ ]*\).*/\1/p' "$undoc" | sort -u)
+  allowed=$(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "$allow" 2>/dev/null | sort -u)
+  entries_words=" $(echo "$entries" | tr '\n' ' ') "
+  allowed_words=" $(echo "$allowed" | tr '\n' ' ') "
+  extra=
+  for entry in $entries; do
+    case "$allowed_words" in
+    *" $entry "*) ;;
+    *) extra="$extra $entry" ;;
+    esac
+  done
+  stale=
+  for entry in $allowed; do
+    case "$entries_words" in
+    *" $entry "*) ;;
+    *) stale="$stale $entry" ;;
+    esac
+  done
+  if [ -z "$extra" ]; then
+    ok "every symbol and section is documented ($(echo "$allowed" | grep -c .) allowed in $(basename "$allow"))"
+  else
+    # shellcheck disable=SC2086 # one diagnostic per entry
+    not_ok "every symbol and section is documented" \
+      "gtk-doc lists as not documented or incomplete ($undoc):" $extra
+  fi
+  if [ -z "$stale" ]; then
+    ok "every name of $(basename "$allow") is still undocumented"
+  else
+    # shellcheck disable=SC2086 # one diagnostic per entry
+    not_ok "every name of $(basename "$allow") is still undocumented" \
+      "documented now: remove from $allow:" $stale
+  fi
 fi
 
 echo "1..$n"

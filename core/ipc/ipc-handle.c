@@ -130,6 +130,10 @@ memres_ipc_handle_free (MemresIpcHandle *handle)
  * memres_ipc_handle_get_fd:
  * @handle: a handle
  *
+ * The POSIX file descriptor of the exported pool that @handle owns, to pass to a transport of the
+ * application's own (memres_ipc_send_handle() does it over a Unix socket). Sets no error. A handle
+ * is not locked: use one from one thread at a time.
+ *
  * Returns: the file descriptor the handle owns (transfer none: do not close it; dup() it to keep
  *   a copy), or -1 after memres_ipc_handle_steal_fd()
  *
@@ -169,6 +173,9 @@ memres_ipc_handle_steal_fd (MemresIpcHandle *handle)
  * memres_ipc_handle_get_kind:
  * @handle: a handle
  *
+ * The name of the kind that exported the pool, which the importing resource must match
+ * (memres_resource_import_handle()). Sets no error; use a handle from one thread at a time.
+ *
  * Returns: (transfer none): the kind name of the exporting resource
  *
  * Since: 1.0
@@ -184,6 +191,10 @@ memres_ipc_handle_get_kind (const MemresIpcHandle *handle)
  * memres_ipc_handle_get_pool_id:
  * @handle: a handle
  *
+ * The identity of the exported pool, %MEMRES_IPC_ID_SIZE bytes chosen by the exporter, which
+ * buffer descriptors of that pool carry (memres_buffer_import() checks it). Valid while @handle
+ * lives. Sets no error; use a handle from one thread at a time.
+ *
  * Returns: (transfer none) (array fixed-size=16): the pool identity, %MEMRES_IPC_ID_SIZE bytes
  *
  * Since: 1.0
@@ -198,6 +209,11 @@ memres_ipc_handle_get_pool_id (const MemresIpcHandle *handle)
 /**
  * memres_ipc_handle_get_device_uuid:
  * @handle: a handle
+ *
+ * The UUID of the device the pool's memory is on, %MEMRES_IPC_ID_SIZE bytes (cuDeviceGetUuid()),
+ * by which the importer finds the same device under its own ordinal
+ * (memres_cuda_find_device_by_uuid()). Valid while @handle lives. Sets no error; use a handle from
+ * one thread at a time.
  *
  * Returns: (transfer none) (array fixed-size=16): the UUID of the pool's device,
  *   %MEMRES_IPC_ID_SIZE bytes

@@ -77,7 +77,7 @@ close_exported (GBytes *bytes, gint *fds, guint n_fds)
  *   stack over one), not itself imported from another process
  * @bytes: (out) (transfer full): the message's bytes
  * @fds: (out) (transfer full) (array length=n_fds): the message's file descriptors, new ones of
- *   this call; close each and g_free() the array
+ *   this call; close each and `g_free` the array
  * @n_fds: (out): the number of fds at *@fds (1 for a pool buffer, one per chunk for a vmm
  *   buffer, at most %MEMRES_IPC_MAX_CHUNKS; 0, with *@fds %NULL, for a buffer of fabric handles
  *   and for a buffer of a pool of fabric handles)
@@ -87,7 +87,7 @@ close_exported (GBytes *bytes, gint *fds, guint n_fds)
  * by its own transport (or several in one of its own messages); memres_ipc_send_buffer() is
  * this call plus one sendmsg() of the bytes with the fds in `SCM_RIGHTS`. Deliver the bytes and
  * the fds together and unchanged (the fds as the peer's duplicates, e.g. `SCM_RIGHTS` or
- * pidfd_getfd()): the peer maps the buffer with memres_buffer_import_message(). The
+ * `pidfd_getfd`): the peer maps the buffer with memres_buffer_import_message(). The
  * format is the one memres_ipc_send_buffer() sends (see docs/ipc.md): for a pool buffer the `MRPB`
  * record (the pool's handle record and the buffer's descriptor, 240 bytes) and one fd of the pool
  * (for a pool of fabric handles, version 2: the same records and the pool's 64-byte fabric

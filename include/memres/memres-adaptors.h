@@ -16,6 +16,33 @@
 G_BEGIN_DECLS
 
 /**
+ * SECTION:memres-adaptors
+ * @title: Adaptors
+ * @short_description: the C API of the embedded `stats`, `track` and `retry` adaptors
+ * @section_id: memres-memres-adaptors
+ *
+ * Adaptors are layers stacked above another resource in a spec (`stats>dmr:device=0`). The three
+ * embedded in libmemres have functions of their own: `stats` counts bytes and allocations
+ * (#MemresStatsCounters, memres_stats_get_counters()), `track` keeps every live allocation
+ * (memres_track_foreach_live(), a #MemresLiveFunc), and `retry` calls the application's
+ * handlers when an allocation runs out of memory (memres_retry_add_handler(), a
+ * #MemresOomHandler). Each function takes any layer of a stack and acts on the first layer of its
+ * kind at or below it, so it works on the resource the application holds, whatever is stacked
+ * above the adaptor; %MEMRES_ERROR_NOT_FOUND when there is none.
+ *
+ * |[<!-- language="C" -->
+ * g_autoptr (MemresResource) mr = memres_resource_new ("stats>dmr:device=0", &error);
+ * MemresStatsCounters c;
+ *
+ * // ... allocations ...
+ * if (memres_stats_get_counters (mr, &c, &error))
+ *   g_print ("peak %" G_GUINT64_FORMAT " bytes\n", c.bytes_peak);
+ * ]|
+ *
+ * Every function here is thread-safe.
+ */
+
+/**
  * MEMRES_STATS_N_SIZE_CLASSES:
  *
  * Entries of #MemresStatsCounters.size_classes: class k counts allocations of 2^k to
@@ -69,7 +96,7 @@ typedef struct _MemresLiveAllocation MemresLiveAllocation;
  * @size: its size in bytes, as the upstream returned it
  * @stream: the stream it was allocated on
  * @thread: the allocating thread (its kernel thread id, as in `gettid()`)
- * @time: when it was allocated, in microseconds of g_get_real_time()
+ * @time: when it was allocated, in microseconds of `g_get_real_time`
  * @backtrace: (nullable): the allocating call stack, one frame a line, when the `track` layer
  *   was created with `backtrace=true`; else %NULL
  *
@@ -92,6 +119,10 @@ struct _MemresLiveAllocation
  * MemresLiveFunc:
  * @allocation: one live allocation (transfer none, valid during the call)
  * @user_data: what memres_track_foreach_live() was given
+ *
+ * The callback of memres_track_foreach_live(), called once per live allocation of the `track`
+ * layer, oldest first, on the calling thread with no memres lock held: it may allocate and
+ * free (what it does is not in the walk).
  *
  * Returns: %TRUE to go on, %FALSE to stop
  *

@@ -10,6 +10,37 @@
 
 G_BEGIN_DECLS
 
+/**
+ * SECTION:memres-buffer
+ * @title: Buffers
+ * @short_description: allocated memory: its lifetime, properties and stream-ordered data movement
+ * @section_id: memres-memres-buffer
+ *
+ * A #MemresBuffer is one block of memory: allocated from a resource
+ * (memres_resource_allocate()), wrapped from memory allocated elsewhere
+ * (memres_buffer_new_for_pointer(), memres_buffer_new_for_dlpack()) or imported from another
+ * process (memres_buffer_import(), memres_ipc_receive_buffer()).
+ *
+ * Closing gives the memory back, ordered on a stream (memres_buffer_close(), by default on the
+ * buffer's deallocation stream); a closed buffer's getters report %NULL, 0, -1 or %FALSE and its
+ * other functions fail with %MEMRES_ERROR_CLOSED. The buffer object itself is reference counted:
+ * the last memres_buffer_unref() of an open buffer closes it. Copies, fills, reads and writes
+ * are queued on a stream (memres_buffer_copy_to(), memres_buffer_fill(), memres_buffer_read(),
+ * memres_buffer_write()); memres_stream_synchronize() waits for them.
+ *
+ * |[<!-- language="C" -->
+ * guint8 back[16];
+ *
+ * if (!memres_buffer_fill (buf, 0xab, 1, stream, &error)
+ *     || !memres_buffer_read (buf, 0, back, sizeof back, stream, &error)
+ *     || !memres_buffer_close (buf, stream, &error))
+ *   return FALSE;
+ * ]|
+ *
+ * Reference counting and the getters are thread-safe; close a buffer once, when no other thread
+ * still uses it.
+ */
+
 /* Full documentation: the reference (share/gtk-doc/html/memres), memres-buffer.
  *
  * Lifetime */

@@ -33,6 +33,39 @@
 G_BEGIN_DECLS
 
 /**
+ * SECTION:memres-cuda
+ * @title: CUDA driver
+ * @short_description: the table of CUDA driver entry points, and helpers for kinds
+ * @section_id: memres-memres-cuda
+ *
+ * Part of the plugin SDK, included by `<memres/memres-plugin.h>`. Plugins never link `libcuda`
+ * and never open it: the core opens the driver once (`libcuda.so.1`, or the file the environment
+ * variable `MEMRES_CUDA_DRIVER` names) and hands every plugin the same constant
+ * #MemresCudaDriver (memres_cuda_get_driver()), whose entry points it resolved at
+ * %MEMRES_CUDA_VERSION. The helpers do the common mechanics of kinds: the error of a failed
+ * driver call (memres_cuda_set_error(), which reports `CUDA_ERROR_OUT_OF_MEMORY` as
+ * %MEMRES_ERROR_OUT_OF_MEMORY), the primary context made current around calls that act on the
+ * current context (memres_cuda_push_context()), device checks and UUIDs, stream synchronization.
+ *
+ * |[<!-- language="C" -->
+ * const MemresCudaDriver *drv = memres_cuda_get_driver (error);
+ * gboolean pushed;
+ * CUresult r;
+ *
+ * if (drv == NULL || !memres_cuda_push_context (device, &pushed, error))
+ *   return FALSE;
+ * r = drv->cuMemAlloc (&ptr, size);
+ * memres_cuda_pop_context (pushed);
+ * if (r != CUDA_SUCCESS)
+ *   return memres_cuda_set_error (error, r, "cuMemAlloc");
+ * ]|
+ *
+ * The table is valid for the life of the process and every function here is thread-safe. Do
+ * not define `CUDA_API_PER_THREAD_DEFAULT_STREAM` when compiling a plugin: the table holds the
+ * legacy-stream entry points.
+ */
+
+/**
  * MEMRES_CUDA_FOREACH_ENTRY:
  * @X: a macro taking one driver entry point name
  *
@@ -176,7 +209,9 @@ G_BEGIN_DECLS
   X (cuCtxGetCurrent)                                                                              \
   X (cuCtxSetCurrent)
 
+#ifndef __GTK_DOC_IGNORE__
 #define MEMRES_CUDA_DECLARE_ENTRY_(name) __typeof__ (name) *name;
+#endif
 
 typedef struct _MemresCudaDriver MemresCudaDriver;
 
@@ -205,7 +240,9 @@ struct _MemresCudaDriver
   guint32 struct_size;
   gint driver_version;
   const char *path;
+#ifndef __GTK_DOC_IGNORE__
   MEMRES_CUDA_FOREACH_ENTRY (MEMRES_CUDA_DECLARE_ENTRY_)
+#endif
 };
 
 /* Driver helpers. Full documentation: the reference (share/gtk-doc/html/memres), memres-cuda;

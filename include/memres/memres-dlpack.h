@@ -18,6 +18,30 @@
 G_BEGIN_DECLS
 
 /**
+ * SECTION:memres-dlpack
+ * @title: DLPack
+ * @short_description: buffers exchanged with array libraries through DLPack
+ * @section_id: memres-memres-dlpack
+ *
+ * DLPack is how array libraries (PyTorch, NumPy, CuPy, JAX) hand each other memory without a
+ * copy. memres_buffer_export_dlpack() gives a buffer to such a library as a DLPack 1.x
+ * #MemresDLManagedTensorVersioned (memres_buffer_export_dlpack_unversioned() the unversioned
+ * #MemresDLManagedTensor of DLPack 0.x) that keeps a reference on the buffer until the consumer
+ * calls its deleter; memres_buffer_new_for_dlpack() wraps a producer's tensor as a buffer.
+ *
+ * |[<!-- language="C" -->
+ * MemresDLDataType f32 = { MEMRES_DL_FLOAT, 32, 1 };
+ * gint64 shape[] = { 1024, 1024 };
+ * MemresDLManagedTensorVersioned *t =
+ *     memres_buffer_export_dlpack (buf, f32, 2, shape, NULL, 0, &error);
+ * ]|
+ *
+ * The types here are memres's own declarations of the DLPack structures, written from the
+ * specification (memres ships no `dlpack.h`) with the same layout, so that a program can include
+ * both. The functions are thread-safe.
+ */
+
+/**
  * MEMRES_DLPACK_MAJOR_VERSION:
  *
  * The DLPack major version memres reads and writes (1). A tensor of another major version is
@@ -46,9 +70,34 @@ G_BEGIN_DECLS
  */
 #define MEMRES_DLPACK_MAX_NDIM 64
 
-/* Bits of MemresDLManagedTensorVersioned.flags (the specification's DLPACK_FLAG_BITMASK_*). */
-#define MEMRES_DLPACK_FLAG_READ_ONLY              (G_GUINT64_CONSTANT (1) << 0)
-#define MEMRES_DLPACK_FLAG_IS_COPIED              (G_GUINT64_CONSTANT (1) << 1)
+/**
+ * MEMRES_DLPACK_FLAG_READ_ONLY:
+ *
+ * A bit of #MemresDLManagedTensorVersioned.flags (the specification's
+ * `DLPACK_FLAG_BITMASK_READ_ONLY`): the consumer must not write the tensor's memory.
+ *
+ * Since: 1.2
+ */
+#define MEMRES_DLPACK_FLAG_READ_ONLY (G_GUINT64_CONSTANT (1) << 0)
+/**
+ * MEMRES_DLPACK_FLAG_IS_COPIED:
+ *
+ * A bit of #MemresDLManagedTensorVersioned.flags (the specification's
+ * `DLPACK_FLAG_BITMASK_IS_COPIED`): the producer made the tensor's memory as a copy for this
+ * exchange, so the consumer may keep or modify it without affecting anyone else.
+ *
+ * Since: 1.2
+ */
+#define MEMRES_DLPACK_FLAG_IS_COPIED (G_GUINT64_CONSTANT (1) << 1)
+/**
+ * MEMRES_DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED:
+ *
+ * A bit of #MemresDLManagedTensorVersioned.flags (the specification's
+ * `DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED`): elements of fewer than 8 bits are each padded
+ * to a byte.
+ *
+ * Since: 1.2
+ */
 #define MEMRES_DLPACK_FLAG_IS_SUBBYTE_TYPE_PADDED (G_GUINT64_CONSTANT (1) << 2)
 
 /**
@@ -73,6 +122,13 @@ typedef enum
 
 /**
  * MemresDLDataTypeCode:
+ * @MEMRES_DL_INT: signed integer (`kDLInt`)
+ * @MEMRES_DL_UINT: unsigned integer (`kDLUInt`)
+ * @MEMRES_DL_FLOAT: IEEE floating point (`kDLFloat`)
+ * @MEMRES_DL_OPAQUE_HANDLE: an opaque handle (`kDLOpaqueHandle`)
+ * @MEMRES_DL_BFLOAT: bfloat16 (`kDLBfloat`)
+ * @MEMRES_DL_COMPLEX: complex, the real and imaginary parts one after the other (`kDLComplex`)
+ * @MEMRES_DL_BOOL: boolean (`kDLBool`)
  *
  * The type codes of the DLPack specification (`kDLInt` ... `kDLBool`). memres only needs the
  * element size (bits × lanes) and carries the code through unchanged.
@@ -98,6 +154,8 @@ typedef struct _MemresDLDevice MemresDLDevice;
  *   integer, the size of the specification's enum
  * @device_id: the device ordinal (0 for host and pinned memory)
  *
+ * Where a tensor's memory lives: the specification's `DLDevice`.
+ *
  * Since: 1.2
  */
 struct _MemresDLDevice
@@ -113,6 +171,9 @@ typedef struct _MemresDLDataType MemresDLDataType;
  * @code: a #MemresDLDataTypeCode
  * @bits: bits of one lane (8, 16, 32, 64, ...)
  * @lanes: lanes of one element (1 for scalars)
+ *
+ * The type of a tensor's elements: the specification's `DLDataType`. An element takes
+ * @bits × @lanes bits.
  *
  * Since: 1.2
  */
@@ -157,6 +218,8 @@ typedef struct _MemresDLPackVersion MemresDLPackVersion;
  * @major: %MEMRES_DLPACK_MAJOR_VERSION for tensors memres reads
  * @minor: any
  *
+ * The DLPack version a producer wrote into a tensor: the specification's `DLPackVersion`.
+ *
  * Since: 1.2
  */
 struct _MemresDLPackVersion
@@ -197,7 +260,7 @@ typedef struct _MemresDLManagedTensor MemresDLManagedTensor;
  * @deleter: (nullable): called once by the consumer when it is done with the tensor
  *
  * The specification's unversioned `DLManagedTensor` of DLPack before 1.0 (no version, no
- * flags), what a consumer gets when it calls `__dlpack__()` without `max_version` (the capsule
+ * flags), what a consumer gets when it calls `__dlpack__` without `max_version` (the capsule
  * name is then `"dltensor"`). memres exports it (memres_buffer_export_dlpack_unversioned())
  * for such consumers; it does not wrap it.
  *

@@ -11,6 +11,39 @@
 G_BEGIN_DECLS
 
 /**
+ * SECTION:memres-error
+ * @title: Errors
+ * @short_description: the error domains of memres, and the quoting of user input in messages
+ * @section_id: memres-memres-error
+ *
+ * Every function of memres that can fail takes a `GError **error` as its last argument (which may
+ * be %NULL) and returns %FALSE, %NULL, 0 or -1 with @error set; what each function can set is
+ * listed in its entry. The codes of a domain are only ever appended.
+ *
+ * - %MEMRES_ERROR (#MemresError): memres's own errors: bad arguments and spec strings, unknown
+ *   kinds, unsupported operations, closed objects, no driver or no device, and
+ *   %MEMRES_ERROR_OUT_OF_MEMORY, the one code every kind reports when memory cannot be had.
+ * - %MEMRES_PLUGIN_ERROR (#MemresPluginError): the plugin loader.
+ * - %MEMRES_CUDA_ERROR: a failed CUDA driver call; the code is the driver's `CUresult`.
+ * - The domains of the other headers: %MEMRES_TAG_ERROR (memres-tags), %MEMRES_SLEEP_ERROR
+ *   (memres-sleep) and %MEMRES_NCCL_ERROR (memres-nccl).
+ *
+ * memres_error_is_driver_absent() tells a machine without a CUDA driver from a driver that
+ * cannot be used, so that a program can fall back to host memory:
+ *
+ * |[<!-- language="C" -->
+ * g_autoptr (GError) error = NULL;
+ * g_autoptr (MemresResource) mr = memres_resource_new ("dmr:device=0", &error);
+ *
+ * if (mr == NULL && memres_error_is_driver_absent (error))
+ *   mr = memres_resource_new ("host", NULL);  // no CUDA driver here: host memory
+ * ]|
+ *
+ * Error messages quote user input through memres_printable(), at most %MEMRES_INPUT_SHOWN_MAX
+ * bytes of it. Everything here is thread-safe.
+ */
+
+/**
  * MEMRES_ERROR:
  *
  * Error domain of memres itself: bad arguments, unsupported operations, state errors.
@@ -39,6 +72,10 @@ G_BEGIN_DECLS
  * @MEMRES_ERROR_FORKED: this process is the child of a fork() made after the CUDA driver was
  *   initialized: the driver, and every resource made before the fork that uses it, cannot be
  *   used here (host memory can). Since: 1.2
+ *
+ * The codes of the %MEMRES_ERROR domain: memres's own errors, as opposed to the plugin
+ * loader's (%MEMRES_PLUGIN_ERROR) and the driver's (%MEMRES_CUDA_ERROR). Values are only
+ * appended.
  *
  * Since: 1.0
  */
@@ -75,6 +112,10 @@ typedef enum
  * @MEMRES_PLUGIN_ERROR_ABI_MISMATCH: the descriptor's ABI version is not one this core accepts
  * @MEMRES_PLUGIN_ERROR_NAME_MISMATCH: file name, symbol and descriptor name disagree
  * @MEMRES_PLUGIN_ERROR_INIT_FAILED: the plugin's init function failed
+ *
+ * The codes of the %MEMRES_PLUGIN_ERROR domain: why a plugin could not be loaded, reported by
+ * the lookup of one of its kinds (memres_registry_lookup(), memres_resource_new()) and listed by
+ * memres_registry_list_kinds_full(). Values are only appended.
  *
  * Since: 1.0
  */

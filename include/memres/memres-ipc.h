@@ -11,6 +11,36 @@
 G_BEGIN_DECLS
 
 /**
+ * SECTION:memres-ipc
+ * @title: Sharing between processes
+ * @short_description: shareable pool handles and buffers sent to other processes
+ * @section_id: memres-memres-ipc
+ *
+ * A process can share its device memory with another process on the same machine. A pool is
+ * exported as a #MemresIpcHandle (memres_resource_export_handle()), which owns a POSIX file
+ * descriptor, and imported with memres_resource_import_handle(); its buffers then travel as
+ * descriptors (memres_buffer_export(), memres_buffer_import()). A whole buffer can also travel in
+ * one message (memres_ipc_send_buffer(), memres_ipc_receive_buffer()), or, for a transport of
+ * the application's own, as bytes plus file descriptors (memres_buffer_export_message()).
+ * memres_ipc_send_handle() and memres_ipc_receive_handle() carry handles over a Unix socket and
+ * check the peer's credentials (#MemresIpcFlags).
+ *
+ * |[<!-- language="C" -->
+ * // exporter
+ * g_autoptr (MemresIpcHandle) handle = memres_resource_export_handle (mr, &error);
+ * memres_ipc_send_handle (sock, handle, &error);
+ *
+ * // importer
+ * g_autoptr (MemresIpcHandle) got = memres_ipc_receive_handle (sock, &error);
+ * g_autoptr (MemresResource) pool = memres_resource_import_handle (got, &error);
+ * ]|
+ *
+ * Treat everything received as untrusted: every field is validated
+ * (%MEMRES_ERROR_INVALID_DESCRIPTOR). The send and receive functions are thread-safe; a handle is
+ * not locked (use one from one thread at a time).
+ */
+
+/**
  * MEMRES_IPC_ID_SIZE:
  *
  * Size in bytes of a pool identity and of a device UUID.
@@ -36,6 +66,9 @@ G_BEGIN_DECLS
  *   sender running under this process's effective uid, and the peer must run under it
  * @MEMRES_IPC_ALLOW_ANY_UID: accept a message from a peer of any uid, and one that came
  *   without the sender's credentials
+ *
+ * How memres_ipc_receive_handle_with_flags() and memres_ipc_receive_buffer() check the peer,
+ * a bitmask.
  *
  * Since: 1.0
  */

@@ -14,6 +14,33 @@
 G_BEGIN_DECLS
 
 /**
+ * SECTION:memres-managed
+ * @title: Managed memory
+ * @short_description: advice, prefetch and discard for buffers of managed (unified) memory
+ * @section_id: memres-memres-managed
+ *
+ * Managed memory (the `managed` kind, or `cuMemAllocManaged()` memory wrapped with
+ * %MEMRES_MEMORY_MANAGED) is reachable from the host and from every device, and the driver
+ * migrates its pages on demand. The functions here apply to the buffers of such memory
+ * (memres_buffer_is_managed()): advice about where the memory should live and who reads it
+ * (memres_buffer_set_read_mostly(), memres_buffer_set_preferred_location(),
+ * memres_buffer_add_accessed_by(), `cuMemAdvise()`) and what the driver reports of it, and
+ * stream-ordered migration (memres_buffer_prefetch(), memres_buffers_prefetch()) and discard
+ * (memres_buffer_discard()). A place is a #MemresLocation: a device, host memory or a host NUMA
+ * node.
+ *
+ * |[<!-- language="C" -->
+ * MemresLocation gpu = { MEMRES_LOCATION_DEVICE, 0 };
+ *
+ * if (!memres_buffer_set_preferred_location (buf, &gpu, &error)
+ *     || !memres_buffer_prefetch (buf, &gpu, stream, &error))
+ *   return FALSE;
+ * ]|
+ *
+ * A buffer of other memory gets %MEMRES_ERROR_NOT_SUPPORTED. Everything here is thread-safe.
+ */
+
+/**
  * MemresLocationType:
  * @MEMRES_LOCATION_NONE: no location (an unset preferred location, a range never prefetched)
  * @MEMRES_LOCATION_DEVICE: a device; the id is its ordinal

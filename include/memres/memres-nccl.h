@@ -15,6 +15,31 @@
 G_BEGIN_DECLS
 
 /**
+ * SECTION:memres-nccl
+ * @title: NCCL registration
+ * @short_description: memres memory registered with NCCL communicators
+ * @section_id: memres-memres-nccl
+ *
+ * NCCL moves data faster from memory registered with a communicator. A #MemresNcclRegistrar
+ * (memres_nccl_registrar_new()) registers every segment of a resource (memres-segments) with one
+ * communicator and follows it as segments are mapped and unmapped, so that every buffer of the
+ * resource is registered however many there are; a #MemresNcclWindow
+ * (memres_nccl_window_register()) is the collective registration of one buffer that every rank
+ * makes. memres opens NCCL at run time (`libnccl.so.2`): memres_nccl_is_available() says whether
+ * it can, and memres needs no NCCL to build.
+ *
+ * |[<!-- language="C" -->
+ * MemresNcclRegistrar *reg = memres_nccl_registrar_new (mr, comm, &error);
+ * // ... collectives on buffers of mr ...
+ * if (!memres_nccl_registrar_free (reg, &error))
+ *   return FALSE;
+ * ]|
+ *
+ * NCCL failures are in the %MEMRES_NCCL_ERROR domain. A registrar is thread-safe. See also
+ * docs/distributed.md in the source tree.
+ */
+
+/**
  * MEMRES_NCCL_ERROR:
  *
  * Error domain of NCCL failures. The error code is the `ncclResult_t` value itself

@@ -25,7 +25,11 @@
  *    the whole major version. tests/test-abi.c records every layout. */
 #pragma once
 
+/* Internal helpers (MEMRES_INSIDE here, the macros with a trailing underscore) are kept out of
+ * the reference by __GTK_DOC_IGNORE__, which gtk-doc's scanner skips and compilers never define. */
+#ifndef __GTK_DOC_IGNORE__
 #define MEMRES_INSIDE
+#endif
 #include <memres/memres-version.h>
 #include <memres/memres-error.h>
 #include <memres/memres-types.h>
@@ -42,6 +46,38 @@
 #undef MEMRES_INSIDE
 
 G_BEGIN_DECLS
+
+/**
+ * SECTION:memres-plugin
+ * @title: Plugin SDK
+ * @short_description: writing a plugin: the descriptor, the kind slots and the helpers a kind uses
+ * @section_id: memres-memres-plugin
+ *
+ * A plugin is a shared module named `libmemres-NAME.so` that exports exactly one symbol,
+ * `memres_plugin_NAME_get_desc`, defined with MEMRES_PLUGIN_DEFINE(). The core loads it the
+ * first time one of its kinds is asked for, checks its ABI version (%MEMRES_PLUGIN_ABI_MAJOR,
+ * %MEMRES_PLUGIN_ABI_MINOR), and runs its init function (#MemresPluginInitFunc), which registers
+ * its kinds: a #MemresKindInfo each, with the option schema and the #MemresResourceOps slots
+ * (init, allocate, deallocate, ...) that the core calls. A plugin includes only
+ * `<memres/memres-plugin.h>`, which includes every public header, and builds against
+ * `pkg-config memres-2`.
+ *
+ * |[<!-- language="C" -->
+ * static gboolean
+ * plugin_init (MemresPlugin *plugin, GError **error)
+ * {
+ *   return memres_plugin_register_kind (plugin, &my_kind_info, error);
+ * }
+ *
+ * MEMRES_PLUGIN_DEFINE (mykind, "my memory", plugin_init)
+ * ]|
+ *
+ * The slots get their options as #MemresOptions, fill #MemresAllocation records, and may call
+ * the helpers declared here (the adaptors' memres_upstream_allocate(), the segment events of
+ * memres_resource_raise_segment_event(), the snapshot builders) and those of memres-cuda.
+ * Structures with a `struct_size` or version grow only at their end within a major version. See
+ * docs/writing-a-plugin.md and examples/plugin-template/ in the source tree for a walk-through.
+ */
 
 /**
  * MEMRES_PLUGIN_ABI_MAJOR:
@@ -198,19 +234,23 @@ struct _MemresPluginNote
 
 /* C linkage for the entry point, so that a plugin written in C++ exports the unmangled
  * memres_plugin_<name>_get_desc the loader looks up. */
+#ifndef __GTK_DOC_IGNORE__
 #ifdef __cplusplus
 #define MEMRES_PLUGIN_EXTERN_C_ extern "C"
 #else
 #define MEMRES_PLUGIN_EXTERN_C_
 #endif
+#endif
 
 /* The descriptor of plugin @name, filled from these headers (MEMRES_PLUGIN_DEFINE() and
  * MEMRES_PLUGIN_DEFINE_EMBEDDED()). */
+#ifndef __GTK_DOC_IGNORE__
 #define MEMRES_PLUGIN_DESC_INIT_(name, description, init)                                          \
   {                                                                                                \
     MEMRES_PLUGIN_ABI_MAJOR, MEMRES_PLUGIN_ABI_MINOR, sizeof (MemresPluginDesc), 0, #name,         \
         (description), (init),                                                                     \
   }
+#endif
 
 /**
  * MEMRES_PLUGIN_DEFINE:
@@ -422,11 +462,11 @@ struct _MemresFabricHandle
  *
  * The validated options of one resource: every key of the kind's schema is present, with the
  * value the spec string gave or the schema's default. Opaque and read-only for plugins; valid
- * during the init slot only (copy what you keep: g_strdup() strings, copy int lists).
+ * during the init slot only (copy what you keep: `g_strdup` strings, copy int lists).
  *
  * Read it with the getter of the key's #MemresOptionType. All getters take a @name that must be
  * a key of the kind's schema, of a type the getter reads; anything else is a programmer error
- * (a g_critical()) and returns 0, %FALSE or %NULL. They set no error (validation already
+ * (a `g_critical`) and returns 0, %FALSE or %NULL. They set no error (validation already
  * happened) and only read, so any thread may call them while init runs.
  *
  * - memres_options_is_set(): %TRUE when the spec named the key or the schema has a default
@@ -435,7 +475,7 @@ struct _MemresFabricHandle
  * - memres_options_get_bool(): %MEMRES_OPTION_BOOL.
  * - memres_options_get_int(): %MEMRES_OPTION_INT; for %MEMRES_OPTION_ENUM the index of the
  *   chosen value in @choices (so a C enum in the same order maps directly).
- * - memres_options_get_size(): %MEMRES_OPTION_SIZE, in bytes; `max` reads as %G_MAXUINT64.
+ * - memres_options_get_size(): %MEMRES_OPTION_SIZE, in bytes; `max` reads as `G_MAXUINT64`.
  * - memres_options_get_string(): the value as written in the spec (or the default), for a key
  *   of any type: a %MEMRES_OPTION_STRING's text, an enum's chosen value, an int list joined
  *   with `+`. Transfer none, valid during init only.
@@ -477,7 +517,7 @@ const gint64 *memres_options_get_int_list (const MemresOptions *options, const c
  *   and forget what the parent's other threads were doing (they do not exist in the child)
  *
  * The moment of a fork() at which the core calls #MemresResourceOps.at_fork, as
- * pthread_atfork() names them. Part of the plugin ABI (values are only appended).
+ * `pthread_atfork` names them. Part of the plugin ABI (values are only appended).
  *
  * Since: 2.0
  */
@@ -513,7 +553,7 @@ typedef struct _MemresOomFigures MemresOomFigures;
  * @refused: out: the bytes the layer refused to hand out in the failed allocation, when it is
  *   the layer that refused it (more than @request where a layer below rounds the size up)
  * @figures: out: what else the layer wants said of itself, a few words without a final
- *   full stop (transfer full: g_strdup() it; the core frees it), or %NULL
+ *   full stop (transfer full: `g_strdup` it; the core frees it), or %NULL
  * @remedy: out: the one remedy the layer knows for a failure it caused (its @limit reached, or
  *   its free bytes in blocks smaller than the request), a sentence without a final full stop
  *   (transfer full), or %NULL for the core's words
@@ -657,7 +697,7 @@ typedef struct _MemresResourceOps MemresResourceOps;
  * memres_cuda_get_driver() only and never link libcuda.
  * - Errors: a slot returning %FALSE sets @error; one returning %TRUE never does. Use the
  *   %MEMRES_ERROR codes listed with each slot and, for a failed driver call,
- *   memres_cuda_set_error() (never g_set_error() in %MEMRES_CUDA_ERROR): it reports
+ *   memres_cuda_set_error() (never `g_set_error` in %MEMRES_CUDA_ERROR): it reports
  *   `CUDA_ERROR_OUT_OF_MEMORY` as %MEMRES_ERROR_OUT_OF_MEMORY and every other `CUresult` as a
  *   %MEMRES_CUDA_ERROR, so that out-of-memory has one code whatever the kind (since 1.2;
  *   before, some kinds reported it as a %MEMRES_CUDA_ERROR). %MEMRES_PLUGIN_ERROR belongs to
@@ -720,7 +760,7 @@ struct _MemresResourceOps
    * the application's and every buffer's (a buffer holds its resource, so every allocation has been
    * through deallocate by then). May run on any thread, including inside the memres_buffer_close()
    * or memres_buffer_unref() of the last buffer; nothing else runs on the instance concurrently.
-   * Never fails: log a driver failure with g_warning() and go on releasing. Not called when init or
+   * Never fails: log a driver failure with `g_warning` and go on releasing. Not called when init or
    * import_handle failed.
    *
    * Since: 1.0
@@ -730,7 +770,7 @@ struct _MemresResourceOps
    * MemresResourceOps.allocate:
    *
    * Required. Allocates @size bytes and fills @alloc (zero-filled on entry): a nonzero address and
-   * a size of at least @size. @size is from 1 to %G_MAXSSIZE (the core makes empty buffers itself
+   * a size of at least @size. @size is from 1 to `G_MAXSSIZE` (the core makes empty buffers itself
    * without calling the plugin and refuses larger sizes with %MEMRES_ERROR_OUT_OF_MEMORY): rounding
    * up must still not overflow. @stream is the caller's stream (%NULL is the legacy default stream;
    * %MEMRES_STREAM_LEGACY and per-thread streams are possible): a stream-ordered kind
@@ -895,7 +935,7 @@ struct _MemresResourceOps
    * of changing) on a path the application's threads can be in when one of them calls fork().
    * Without it, a child of a process that forked while another thread held the lock would block
    * on it forever (a lock is copied into the child as it was, and the thread that would release
-   * it is not there). The core calls the slot from its own pthread_atfork() handlers:
+   * it is not there). The core calls the slot from its own `pthread_atfork` handlers:
    *
    * - with @mr set, once per live instance of the kind (made and not finalized), to take
    *   (%MEMRES_FORK_PREPARE) and release (%MEMRES_FORK_PARENT, %MEMRES_FORK_CHILD) the
@@ -916,7 +956,7 @@ struct _MemresResourceOps
    * The slot runs while the core holds its locks and other threads are stopped on them: take
    * and release locks, reset state, nothing else (no memres call, no allocation through a
    * resource, no I/O that may block). In %MEMRES_FORK_CHILD only the forking thread exists:
-   * release (or g_mutex_init() again) what prepare took, and clear what the parent's other threads
+   * release (or `g_mutex_init` again) what prepare took, and clear what the parent's other threads
    * left half done (a "busy" flag, a waiter count, an entry naming an operation in flight), which
    * nobody will ever finish. An instance the child inherited from a parent that had initialized
    * the driver is never called again in the child except by at_fork (core/fork.c), but its locks

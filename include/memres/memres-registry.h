@@ -11,10 +11,40 @@
 G_BEGIN_DECLS
 
 /**
+ * SECTION:memres-registry
+ * @title: Kinds and the registry
+ * @short_description: the resource kinds, found by name, and their option schemas
+ * @section_id: memres-memres-registry
+ *
+ * A kind is a way of making memory (`host`, `dmr`, `vmm`, `pinned`, ...) or an adaptor layered
+ * over another resource (`stats`, `track`, `cache`, ...), registered under its name by a plugin.
+ * The registry finds a kind by name, loading its plugin from the search path on first use
+ * (memres_registry_lookup(), memres_registry_get_search_path()), and lists every kind it can find
+ * (memres_registry_list_kinds()); memres_resource_new() does the lookup for you.
+ *
+ * A #MemresKind describes itself: its name and description, the plugin it came from, its
+ * #MemresKindFlags and its option schema, an array of #MemresOptionSpec that says which
+ * `KEY=VALUE` options a spec string may give it and how each #MemresOptionType is written.
+ *
+ * |[<!-- language="C" -->
+ * g_autoptr (MemresKind) kind = memres_registry_lookup ("dmr", &error);
+ * guint n;
+ * const MemresOptionSpec *opts = memres_kind_get_options (kind, &n);
+ *
+ * for (guint i = 0; i < n; i++)
+ *   g_print ("%s: %s\n", opts[i].name, opts[i].doc);
+ * ]|
+ *
+ * Kinds are reference counted and immutable once registered; every function here is
+ * thread-safe (plugin loads are serialized).
+ */
+
+/**
  * MemresOptionType:
  * @MEMRES_OPTION_BOOL: `true`/`false` (also `yes`/`no`, `on`/`off`, `1`/`0`)
  * @MEMRES_OPTION_INT: a signed decimal integer within the option's @min..@max
- * @MEMRES_OPTION_SIZE: bytes, with an optional `B`, `KiB`, `MiB`, `GiB`, `TiB` or `PiB` suffix, or `max`
+ * @MEMRES_OPTION_SIZE: bytes, with an optional `B`, `KiB`, `MiB`, `GiB`, `TiB` or `PiB` suffix, or
+ *   `max`
  * @MEMRES_OPTION_ENUM: one of the option's @choices
  * @MEMRES_OPTION_STRING: any text; in a spec string `\`, `,` and `>` are written `\\`, `\,`
  *   and `\>` (a backslash takes the next character literally, in any value)

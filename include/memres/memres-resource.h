@@ -10,6 +10,35 @@
 
 G_BEGIN_DECLS
 
+/**
+ * SECTION:memres-resource
+ * @title: Resources
+ * @short_description: memory resources, created from spec strings, and what they report
+ * @section_id: memres-memres-resource
+ *
+ * A #MemresResource is where buffers come from. memres_resource_new() makes one from a spec
+ * string, `KIND[:KEY=VALUE,...]`, one layer per kind joined by `>` (an adaptor above the
+ * resource it uses: `stats>dmr:device=0`), or `@NAME` for a resource named in the config file;
+ * memres_resource_get_default() gives the device's default (its memory pool, or host memory
+ * where there is no GPU). Start here:
+ *
+ * |[<!-- language="C" -->
+ * g_autoptr (GError) error = NULL;
+ * g_autoptr (MemresResource) mr = memres_resource_get_default (0, &error);
+ * g_autoptr (MemresBuffer) buf = NULL;
+ *
+ * if (mr != NULL)
+ *   buf = memres_resource_allocate (mr, 64 << 20, NULL, &error);  // 64 MiB, legacy stream
+ * ]|
+ *
+ * A resource reports its kind, device and #MemresMemoryFlags, its statistics (#MemresStats,
+ * memres_resource_get_stats()) and counters, and what it held when it last ran out of memory;
+ * it sets the access of other devices to its memory and exports its pool to another process
+ * (memres-ipc). Resources are reference counted (`g_autoptr` works) and thread-safe: any number
+ * of threads may allocate from one resource at once. Each buffer holds a reference on its
+ * resource.
+ */
+
 /* Creation and lifetime (memres_resource_get_default_spec(): Since: 1.2). Full documentation:
  * the reference (share/gtk-doc/html/memres), memres-resource. */
 MemresResource *memres_resource_new (const char *spec, GError **error);

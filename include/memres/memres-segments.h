@@ -13,6 +13,32 @@
 
 G_BEGIN_DECLS
 
+/**
+ * SECTION:memres-segments
+ * @title: Segments
+ * @short_description: events for the address ranges a resource maps, and the lookup of any address
+ * @section_id: memres-memres-segments
+ *
+ * A segment is a range of addresses that a resource mapped in one piece and that stays mapped
+ * until the resource unmaps it (#MemresSegment): a `vmm` buffer, a `cache` chunk, an `arena`
+ * granule. Kinds with %MEMRES_KIND_SEGMENTS raise an event for each segment mapped, grown or
+ * about to be unmapped, which subscribers receive (memres_resource_subscribe_segments(), a
+ * #MemresSegmentFunc); a communication library registers the segments of a resource that way
+ * instead of each buffer. memres_lookup() finds the segment, resource and offset of any address
+ * inside one.
+ *
+ * |[<!-- language="C" -->
+ * MemresLookupInfo info;
+ *
+ * if (memres_lookup (ptr, &info))
+ *   g_print ("%s + %" G_GUINT64_FORMAT "\n",
+ *            memres_resource_get_kind_name (info.resource), info.offset);
+ * ]|
+ *
+ * Subscribing, unsubscribing and lookups are thread-safe; callbacks run on the thread that
+ * mapped or unmapped the memory. See also docs/segments.md in the source tree.
+ */
+
 typedef struct _MemresSegment MemresSegment;
 
 /**

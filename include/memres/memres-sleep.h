@@ -14,6 +14,33 @@
 G_BEGIN_DECLS
 
 /**
+ * SECTION:memres-sleep
+ * @title: Sleep and wake
+ * @short_description: freeing the memory of a tag's buffers while their addresses stay reserved
+ * @section_id: memres-memres-sleep
+ *
+ * memres_resource_sleep() releases the physical memory under every buffer of a tag (memres-tags)
+ * of a resource while their virtual addresses stay reserved; memres_resource_wake() creates it
+ * again at the same addresses, so that pointers held elsewhere (a CUDA graph, a model's tensors)
+ * stay valid. A #MemresSleepPolicy says what happens to the contents meanwhile
+ * (#MemresSleepMode): discarded, kept in page-locked host memory, or written to a file.
+ *
+ * |[<!-- language="C" -->
+ * g_autoptr (MemresSleepPolicy) policy = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, &error);
+ *
+ * if (!memres_resource_sleep (mr, "weights", policy, stream, &error))
+ *   return FALSE;
+ * // ... the memory is free for something else ...
+ * if (!memres_resource_wake (mr, "weights", stream, &error))
+ *   return FALSE;
+ * ]|
+ *
+ * While a buffer sleeps only closing it and its getters are allowed; other operations fail in
+ * the %MEMRES_SLEEP_ERROR domain (#MemresSleepError). Kinds that cannot sleep answer
+ * %MEMRES_ERROR_NOT_SUPPORTED. Thread-safe. See also docs/sleep.md in the source tree.
+ */
+
+/**
  * MEMRES_SLEEP_ERROR:
  *
  * Error domain of sleep and wake, and of what a sleeping buffer or tag refuses. Codes are

@@ -15,6 +15,32 @@
 G_BEGIN_DECLS
 
 /**
+ * SECTION:memres-tags
+ * @title: Tags
+ * @short_description: which part of a program an allocation is for, and counts per tag
+ * @section_id: memres-memres-tags
+ *
+ * A tag is a short name (`"kv-cache"`, `"weights"`) that an allocation carries. The calling
+ * thread's scope stack gives it (memres_tag_push(), memres_tag_pop(), or a #MemresTagScope that
+ * closes itself); when the thread has none, the default of the stream or of the device does
+ * (memres_tag_set_stream_default(), memres_tag_set_device_default()). A buffer keeps the tag it
+ * was allocated under (memres_buffer_get_tag()); layers that count (%MEMRES_KIND_COUNTED: the
+ * `stats` adaptor) count each tag's bytes and allocations (#MemresTagCounts,
+ * memres_resource_get_tag_counts()), and memres-sleep puts all buffers of a tag to sleep.
+ *
+ * |[<!-- language="C" -->
+ * {
+ *   g_autoptr (MemresTagScope) scope = memres_tag_scope_begin ("kv-cache", &error);
+ *
+ *   buf = memres_resource_allocate (mr, size, stream, &error);  // tagged "kv-cache"
+ * }  // the scope ends here
+ * ]|
+ *
+ * The scope stack is per thread (no lock); every function is thread-safe. Errors are in the
+ * %MEMRES_TAG_ERROR domain. See also docs/tags.md in the source tree.
+ */
+
+/**
  * MEMRES_TAG_NAME_MAX:
  *
  * The most bytes of a tag's name (without the terminating NUL).
@@ -64,6 +90,9 @@ G_BEGIN_DECLS
  * @MEMRES_TAG_ERROR_MISMATCH: a pop naming another tag than the innermost one (the stack is
  *   left as it was)
  * @MEMRES_TAG_ERROR_UNKNOWN: a name that was never used as a tag (it has no counts)
+ *
+ * The codes of the %MEMRES_TAG_ERROR domain: a bad tag name, and the misuse of a thread's scope
+ * stack. Values are only appended.
  *
  * Since: 2.0
  */

@@ -11,6 +11,27 @@
 G_BEGIN_DECLS
 
 /**
+ * SECTION:memres-types
+ * @title: Common types
+ * @short_description: streams, the opaque objects, memory flags, access and statistics
+ * @section_id: memres-memres-types
+ *
+ * The types shared by applications and plugins, included by every other header.
+ *
+ * #MemresStream is the driver's `CUstream` under another name, so that applications need not
+ * include `cuda.h`. The opaque objects are introduced here and documented with their functions:
+ * #MemresResource (memres-resource), #MemresBuffer (memres-buffer), #MemresKind
+ * (memres-registry), #MemresPlugin (memres-plugin) and #MemresIpcHandle (memres-ipc).
+ * #MemresMemoryFlags says what the memory of a resource or buffer can do, #MemresAccess and
+ * #MemresAccessDesc the access of one device to it (memres_resource_set_access()), #MemresStats
+ * what memres_resource_get_stats() reports, and #MemresBufferDescriptor carries a buffer to
+ * another process (memres_buffer_export()).
+ *
+ * Applications include `<memres/memres.h>` (plugins `<memres/memres-plugin.h>`), never this
+ * header alone.
+ */
+
+/**
  * MemresStream:
  *
  * A CUDA stream. The same type as the driver's `CUstream`, declared here so that applications
@@ -30,10 +51,72 @@ typedef struct CUstream_st *MemresStream;
  */
 #define MEMRES_STREAM_LEGACY ((MemresStream) 0x1)
 
+/**
+ * MemresResource:
+ *
+ * An opaque object: a memory resource, one layer of a stack made from a spec string
+ * (memres_resource_new(), memres_resource_get_default()), from which buffers are allocated
+ * (memres_resource_allocate()). Reference counted (memres_resource_ref(),
+ * memres_resource_unref(), `g_autoptr (MemresResource)`); every buffer holds a reference on its
+ * resource, and an adaptor on its upstream. Thread-safe: any number of threads may allocate
+ * from one resource at once.
+ *
+ * Since: 1.0
+ */
 typedef struct _MemresResource MemresResource;
+
+/**
+ * MemresBuffer:
+ *
+ * An opaque object: a block of memory allocated from a #MemresResource, wrapped
+ * (memres_buffer_new_for_pointer(), memres_buffer_new_for_dlpack()) or imported from another
+ * process (memres_buffer_import()). memres_buffer_close() gives the memory back, ordered on a
+ * stream; the object is reference counted (memres_buffer_ref(), memres_buffer_unref(),
+ * `g_autoptr (MemresBuffer)`), and the last reference to an open buffer closes it. Reference
+ * counting and the getters are thread-safe; close a buffer once, when no other thread still
+ * uses it.
+ *
+ * Since: 1.0
+ */
 typedef struct _MemresBuffer MemresBuffer;
+
+/**
+ * MemresKind:
+ *
+ * An opaque object: a kind of resource (`host`, `dmr`, `stats`, ...), registered under its name
+ * by a plugin (memres_plugin_register_kind()) or by the application
+ * (memres_registry_register_kind()), and found with memres_registry_lookup(). It holds the
+ * kind's description, option schema, #MemresKindFlags and slots. Reference counted
+ * (memres_kind_ref(), memres_kind_unref()) and immutable once registered: thread-safe.
+ *
+ * Since: 1.0
+ */
 typedef struct _MemresKind MemresKind;
+
+/**
+ * MemresPlugin:
+ *
+ * An opaque object: a plugin being loaded, as its #MemresPluginInitFunc receives it to register
+ * its kinds (memres_plugin_register_kind()). Owned by the core (transfer none); a plugin that
+ * loaded is never unloaded.
+ *
+ * Since: 1.0
+ */
 typedef struct _MemresPlugin MemresPlugin;
+
+/**
+ * MemresIpcHandle:
+ *
+ * An opaque object: a shareable handle of a memory pool, which another process imports
+ * (memres_resource_import_handle()). It owns one POSIX file descriptor and carries the
+ * exporting kind's name, the pool identity and the device UUID. Made by
+ * memres_resource_export_handle() (by memres_ipc_handle_new() in a kind's export_handle slot),
+ * sent and received with memres_ipc_send_handle() and memres_ipc_receive_handle(), freed with
+ * memres_ipc_handle_free() (`g_autoptr (MemresIpcHandle)`), which closes the descriptor. Not
+ * locked: use a handle from one thread at a time (reading it from several is fine).
+ *
+ * Since: 1.0
+ */
 typedef struct _MemresIpcHandle MemresIpcHandle;
 
 /**
@@ -54,6 +137,10 @@ typedef struct _MemresIpcHandle MemresIpcHandle;
  *   (`CU_MEM_HANDLE_TYPE_FABRIC`): bytes that name it across the nodes of a multi-node NVLink
  *   domain, no file descriptor; set where the driver let the resource export one at creation
  *   (`vmm` with `handle_type=fabric`; docs/distributed.md) (Since: 2.0)
+ *
+ * What the memory of a resource or of a buffer can do, a bitmask
+ * (memres_resource_get_flags(), memres_buffer_get_flags()); the kind's init slot chooses it.
+ * Values are only appended.
  *
  * Since: 1.0
  */
@@ -111,6 +198,9 @@ typedef struct _MemresAccessDesc MemresAccessDesc;
  * MemresAccessDesc:
  * @device: a CUDA device ordinal
  * @access: the access that device gets
+ *
+ * The access of one device to the memory of a resource: an entry of the array given to
+ * memres_resource_set_access(). Frozen layout (part of the ABI).
  *
  * Since: 1.0
  */

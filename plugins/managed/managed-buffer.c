@@ -407,7 +407,7 @@ memres_buffer_remove_accessed_by (MemresBuffer *buf, const MemresLocation *locat
  * @buf: a managed #MemresBuffer
  * @locations: (out) (transfer full) (array length=n_locations) (nullable): the devices (in
  *   ordinal order) and the host that the buffer is advised to be accessed by; free with
- *   g_free(); %NULL when there are none
+ *   `g_free`; %NULL when there are none
  * @n_locations: (out): the number of @locations
  * @error: return location for a #GError, or %NULL
  *

@@ -251,7 +251,7 @@ compare_time (gconstpointer a, gconstpointer b)
  * Calls @func on every allocation the first `track` layer at or below @mr has seen allocated
  * and not yet freed, in the order they were made. The records are copied first: @func runs
  * without any lock held and may allocate and free (what it does is not in this walk). With
- * `backtrace=true`, each record's stack is symbolized (glibc backtrace_symbols()) for the
+ * `backtrace=true`, each record's stack is symbolized (glibc `backtrace_symbols`) for the
  * call. No driver call. Thread-safe.
  *
  * Errors: %MEMRES_ERROR_NOT_FOUND when the stack has no `track` layer there.
