@@ -284,11 +284,11 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
  * @error: return location for a #GError, or %NULL
  *
  * Allocates a buffer from @mr through the kind's allocate slot (dmr: cuMemAllocFromPoolAsync();
- * host: posix_memalign()). The buffer holds a reference on @mr. Thread-safe: any number of
+ * host: `posix_memalign`). The buffer holds a reference on @mr. Thread-safe: any number of
  * threads may allocate from one resource at once.
  *
  * Errors: %MEMRES_ERROR_OUT_OF_MEMORY when the memory cannot be had (always for sizes above
- * %G_MAXSSIZE); %MEMRES_ERROR_NOT_SUPPORTED (an imported pool, a capturing stream given to a
+ * `G_MAXSSIZE`); %MEMRES_ERROR_NOT_SUPPORTED (an imported pool, a capturing stream given to a
  * kind that cannot allocate in a graph); %MEMRES_ERROR_INVALID_ARGUMENT (the `graph` kind, which
  * allocates only on a capturing stream, given another stream); %MEMRES_SLEEP_ERROR_TAG_ASLEEP
  * for an allocation of any size, 0 bytes too, under a tag asleep on @mr (memres-sleep.h); a
@@ -660,7 +660,7 @@ buffer_unref_general (MemresBuffer *buf)
  * @buf: (transfer full): a #MemresBuffer
  *
  * Drops a reference. The last reference to an open buffer closes it on its deallocation
- * stream; a failure there is logged with memres_cuda_warn_release_failure() (a g_warning(),
+ * stream; a failure there is logged with memres_cuda_warn_release_failure() (a `g_warning`,
  * silent for `CUDA_ERROR_DEINITIALIZED`, which the driver returns while the process exits), and
  * then, since nobody can close the buffer again, it is freed on the legacy stream after all work
  * of its device's primary context (cuCtxSynchronize()) is done. Thread-safe.
