@@ -25,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 
+from buildtree import plugin_path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -33,14 +35,6 @@ def compile_driver(tmp):
     subprocess.run(["cc", "-O2", "-g", "-o", exe, os.path.join(HERE, "pair-count.c"), "-ldl"],
                    check=True)
     return exe
-
-
-def plugin_path(build):
-    dirs = set()
-    for root, _, files in os.walk(os.path.join(build, "plugins")):
-        if any(f.startswith("libmemres-") and f.endswith(".so") for f in files):
-            dirs.add(root)
-    return ":".join(sorted(dirs))
 
 
 def source_root(build):

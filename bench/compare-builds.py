@@ -21,13 +21,7 @@ import statistics
 import subprocess
 import sys
 
-
-def plugin_path(build):
-    dirs = set()
-    for root, _, files in os.walk(os.path.join(build, "plugins")):
-        if any(f.startswith("libmemres-") and f.endswith(".so") for f in files):
-            dirs.add(root)
-    return ":".join(sorted(dirs))
+from buildtree import plugin_path
 
 
 def run_once(build, cpu, args):
