@@ -270,6 +270,24 @@ import_fails (MemresResource *importer, const guint8 *data, gsize length, const 
   g_test_message ("refused: %s", error->message);
 }
 
+/* A message of fabric bytes @b refused by @importer (NULL: a pool's own import) when cut short
+ * by one byte, by 64 bytes (a whole fabric handle or record), one byte too long, and with @fd
+ * beside it (a message of fabric handles carries none). */
+static void
+import_fails_reshaped (MemresResource *importer, Bytes b, gint fd)
+{
+  g_autofree guint8 *longer = g_malloc0 (b.length + 1);
+
+  import_fails (importer, b.data, b.length - 1, NULL, 0, MEMRES_ERROR,
+                MEMRES_ERROR_INVALID_DESCRIPTOR);
+  import_fails (importer, b.data, b.length - 64, NULL, 0, MEMRES_ERROR,
+                MEMRES_ERROR_INVALID_DESCRIPTOR);
+  memcpy (longer, b.data, b.length);
+  import_fails (importer, longer, b.length + 1, NULL, 0, MEMRES_ERROR,
+                MEMRES_ERROR_INVALID_DESCRIPTOR);
+  import_fails (importer, b.data, b.length, &fd, 1, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+}
+
 /* A buffer shared by fabric bytes (in this process: the fake serves its own handles; the real
  * driver with an IMEX channel too) reads the same bytes: through a second resource of the kind,
  * or for a pool through the pool imported from the message (NULL importer), which shares by
@@ -383,21 +401,8 @@ test_forged (void)
   mt_fake_counts_begin (&base);
   imports = mt_driver_is_fake () ? mt_fake_call_count ("cuMemImportFromShareableHandle") : 0;
 
-  /* cut short by one byte, by a whole handle, and one byte too long */
-  import_fails (importer, b.data, b.length - 1, NULL, 0, MEMRES_ERROR,
-                MEMRES_ERROR_INVALID_DESCRIPTOR);
-  import_fails (importer, b.data, b.length - 64, NULL, 0, MEMRES_ERROR,
-                MEMRES_ERROR_INVALID_DESCRIPTOR);
-  {
-    g_autofree guint8 *longer = g_malloc0 (b.length + 1);
-
-    memcpy (longer, b.data, b.length);
-    import_fails (importer, longer, b.length + 1, NULL, 0, MEMRES_ERROR,
-                  MEMRES_ERROR_INVALID_DESCRIPTOR);
-  }
-  /* an fd with a message of fabric handles */
   fd = dup (1);
-  import_fails (importer, b.data, b.length, &fd, 1, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  import_fails_reshaped (importer, b, fd);
   close (fd);
   /* the version, the chunk count, the handle type changed (to POSIX fds: the length no longer
    * matches), a handle type that is neither */
@@ -492,20 +497,8 @@ test_ipc_forged (void)
   if (mt_driver_is_fake ())
     imports = mt_fake_call_count ("cuMemPoolImportFromShareableHandle");
 
-  /* cut short by one byte, by the whole fabric record, one byte too long */
-  import_fails (NULL, b.data, b.length - 1, NULL, 0, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
-  import_fails (NULL, b.data, b.length - 64, NULL, 0, MEMRES_ERROR,
-                MEMRES_ERROR_INVALID_DESCRIPTOR);
-  {
-    g_autofree guint8 *longer = g_malloc0 (b.length + 1);
-
-    memcpy (longer, b.data, b.length);
-    import_fails (NULL, longer, b.length + 1, NULL, 0, MEMRES_ERROR,
-                  MEMRES_ERROR_INVALID_DESCRIPTOR);
-  }
-  /* an fd with a message of a fabric pool */
   fd = dup (1);
-  import_fails (NULL, b.data, b.length, &fd, 1, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  import_fails_reshaped (NULL, b, fd);
   /* version 1 (a pool's fd expected) with its fd and the fabric bytes: the length is wrong */
   {
     g_autofree guint8 *forged = g_memdup2 (b.data, b.length);
