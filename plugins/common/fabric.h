@@ -2,7 +2,7 @@
  * fabric.h: handle_type=fabric, the same for every kind that offers it (`vmm`, `arena`, `ipc`):
  * the option `fabric_fallback`, the probe at creation of kinds that create physical memory
  * (fabric_probe_memory(): one allocation created with CU_MEM_HANDLE_TYPE_FABRIC, exported,
- * released; a pool kind's probe is its pool's export at creation), and the verdict on a probe
+ * released; `ipc` probes so too before it creates its pool, whose export then also counts), and the verdict on a probe
  * (fabric_settle()): granted; refused with CUDA_ERROR_NOT_PERMITTED (no IMEX channel: the H200
  * machine) and fallen back to POSIX-fd handles where fabric_fallback=posix_fd; else the error,
  * which names the missing channel and the option; and the refusal of chunks of the other handle

@@ -13,9 +13,10 @@
  * and maps buffers (cuMemPoolImportPointer; the core deduplicates the mappings and checks the
  * descriptor's size against the mapped range) which it unmaps with cuMemFreeAsync.
  *
- * handle_type=fabric: the pool is created with fabric handles and exported once at creation
- * (cuMemPoolExportToShareableHandle with CU_MEM_HANDLE_TYPE_FABRIC), which is the probe: where
- * the driver refuses with CUDA_ERROR_NOT_PERMITTED (no IMEX channel), fabric_fallback decides
+ * handle_type=fabric: a granule of fabric memory is probed first (probe_fabric()), then the pool
+ * is created with fabric handles and exported once at creation (cuMemPoolExportToShareableHandle
+ * with CU_MEM_HANDLE_TYPE_FABRIC): where the driver refuses either with CUDA_ERROR_NOT_PERMITTED
+ * (no IMEX channel), fabric_fallback decides
  * (plugins/common/fabric.h: fail naming the channel, or a pool of POSIX-fd handles). A fabric
  * pool's flags carry MEMRES_MEMORY_FABRIC_HANDLES; its buffers' messages
  * (memres_buffer_export_message()) carry the pool's fabric handle as bytes, with no fd, and the
@@ -70,6 +71,36 @@ ipc_check_supported (const PoolConfig *config, GError **error)
   return FALSE;
 }
 
+/* The probe of fabric handles on @device before a fabric pool exists (fabric_probe_memory(): one
+ * granule created, exported, released). The pool's own export at creation would be the probe,
+ * but the H200's driver (580.x), having refused that export with CUDA_ERROR_NOT_PERMITTED (no
+ * IMEX channel), corrupts its heap when the pool is then destroyed (cuMemPoolDestroy crashed,
+ * or free() aborted later): so where fabric memory is refused, no fabric pool is created. */
+static gboolean
+probe_fabric (gint device, GError **error)
+{
+  const MemresCudaDriver *drv = memres_cuda_get_driver (error);
+  CUmemAllocationProp prop;
+  const char *call;
+  size_t granularity = 0;
+  CUresult r;
+
+  if (drv == NULL)
+    return FALSE;
+  memset (&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC;
+  r = drv->cuMemGetAllocationGranularity (&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, "cuMemGetAllocationGranularity");
+  r = fabric_probe_memory (drv, &prop, granularity, &call);
+  if (r != CUDA_SUCCESS)
+    return memres_cuda_set_error (error, r, call);
+  return TRUE;
+}
+
 static gboolean
 ipc_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
@@ -90,8 +121,8 @@ ipc_init (MemresResource *mr, const MemresOptions *options, GError **error)
   if (config.handle_type != CU_MEM_HANDLE_TYPE_FABRIC)
     return pool_init (pool, &config, error);
 
-  /* the pool's export at creation is the probe (pool_init()) */
-  if (pool_init (pool, &config, &probe))
+  /* a granule of fabric memory first: no fabric pool is created where the driver refuses */
+  if (probe_fabric (device, &probe) && pool_init (pool, &config, &probe))
     return TRUE;
   if (!g_error_matches (probe, MEMRES_CUDA_ERROR, CUDA_ERROR_NOT_PERMITTED))
     {
