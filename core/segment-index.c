@@ -722,16 +722,55 @@ high_node (guint64 addr)
   return NULL;
 }
 
-/* The segment of the run of @addr in the page's runs @v (tagged), or NULL: the last run
- * starting at or before @addr (the first starts at the page's first byte). Four runs are
- * counted with no branch; more by a binary search in log2 (capacity) steps
- * that are the same whatever the data. Read without a lock, so only as good as the sequence
- * check after it (a torn read still stays inside the runs). */
-static inline __attribute__ ((always_inline)) const MemresIndexEntry *
-runs_search (guintptr v, guint64 addr)
+__attribute__ ((cold)) static gboolean lookup_retry (guint64 addr, MemresLookupInfo *info);
+
+/* 16 bytes of an answer, copied in one move */
+typedef gint64 AnswerPart __attribute__ ((vector_size (16), aligned (8), may_alias));
+
+/* The answer of entry @e, which holds @addr (a slot's segment covers its page, a run's segment
+ * the run), in @info when the index is still at sequence number @seq (even: an odd number read
+ * at the start was made even by clearing its low bit, so that it never matches); else the whole
+ * lookup again. The entry's first 48 bytes are copied as they lie, then the offset. */
+static inline __attribute__ ((always_inline)) gboolean
+lookup_answer (const MemresIndexEntry *e, guint64 addr, MemresLookupInfo *info, guint64 seq)
+{
+  AnswerPart a0 = ((const AnswerPart *) e)[0];
+  AnswerPart a1 = ((const AnswerPart *) e)[1];
+  AnswerPart a2 = ((const AnswerPart *) e)[2];
+  guint64 base = LOAD (&e->base);
+
+  __atomic_thread_fence (__ATOMIC_ACQUIRE);
+  if (G_UNLIKELY (LOAD (&index_seq) != seq))
+    return lookup_retry (addr, info);
+  ((AnswerPart *) info)[0] = a0;
+  ((AnswerPart *) info)[1] = a1;
+  ((AnswerPart *) info)[2] = a2;
+  info->offset = addr - base;
+  return TRUE;
+}
+
+/* No segment holds @addr at sequence number @seq: %FALSE, or the whole lookup again when a
+ * writer changed the index meanwhile. */
+G_GNUC_NO_INLINE __attribute__ ((cold)) static gboolean
+lookup_none (guint64 addr, MemresLookupInfo *info, guint64 seq)
+{
+  __atomic_thread_fence (__ATOMIC_ACQUIRE);
+  if (G_UNLIKELY (LOAD (&index_seq) != seq))
+    return lookup_retry (addr, info);
+  return FALSE;
+}
+
+/* The rest of a lookup whose page slot @v holds runs: the last run starting at or before @addr
+ * (the first starts at the page's first byte). Four runs are counted with no branch; more by a
+ * binary search in log2 (capacity) steps that are the same whatever the data. Read without a
+ * lock, so only as good as the sequence check after it (a torn read still stays inside the
+ * runs). Out of line: the search's registers would cost the direct path a save and a restore. */
+G_GNUC_NO_INLINE static gboolean
+lookup_runs (guintptr v, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
   const Runs *r = (const Runs *) (v - SLOT_RUNS); /* v & ~SLOT_RUNS */
   const guint64 *start = r->word;
+  const MemresIndexEntry *e;
   guint cap = LOAD (&r->cap);
   gsize i;
 
@@ -746,63 +785,46 @@ runs_search (guintptr v, guint64 addr)
         it = LOAD (&it[half]) <= addr ? it + half : it;
       i = (gsize) (it - start);
     }
-  return (const MemresIndexEntry *) (guintptr) LOAD (&r->word[cap + i]);
+  e = (const MemresIndexEntry *) (guintptr) LOAD (&r->word[cap + i]);
+  if (G_UNLIKELY (e == NULL))
+    return lookup_none (addr, info, seq);
+  return lookup_answer (e, addr, info, seq);
 }
-
-static gboolean lookup_retry (guint64 addr, MemresLookupInfo *info);
-
-/* 16 bytes of an answer, copied in one move */
-typedef gint64 AnswerPart __attribute__ ((vector_size (16), aligned (8), may_alias));
 
 /* The rest of a lookup at sequence number @seq from @node, the node of @addr's GiB (or NULL):
  * the answer in @info (untouched when there is none), or the whole lookup again when a writer
- * changed the index meanwhile. */
+ * changed the index meanwhile. The direct path (a slot that is one segment) falls through every
+ * branch and saves no register; a split is worked out beside it, the rest (runs, no segment,
+ * a writer seen) in functions of their own. */
 static inline __attribute__ ((always_inline)) gboolean
 lookup_from (const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
-  const MemresIndexEntry *e = NULL;
-  AnswerPart a0, a1, a2;
+  guintptr v;
 
-  if (G_LIKELY (node != NULL))
+  const MemresIndexEntry *e;
+
+  if (G_UNLIKELY (node == NULL))
+    return lookup_none (addr, info, seq);
+  v = LOAD_ACQUIRE (&node->slot[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)]);
+  if (G_LIKELY (!(v & SLOT_TAGS)))
+    e = (const MemresIndexEntry *) v;
+  else if (G_LIKELY (v & SLOT_SPLIT))
     {
-      guintptr v = LOAD_ACQUIRE (&node->slot[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)]);
+      /* the segment below the edge or the one from it, chosen with a conditional move */
+      const Split *sp = (const Split *) (v - SLOT_SPLIT);
+      const MemresIndexEntry *lo = LOAD (&sp->lo), *hi = LOAD (&sp->hi);
 
-      if (G_LIKELY (!(v & SLOT_TAGS)))
-        e = (const MemresIndexEntry *) v;
-      else if (G_LIKELY (v & SLOT_SPLIT))
-        {
-          const Split *sp = (const Split *) (v - SLOT_SPLIT);
-          const MemresIndexEntry *lo = LOAD (&sp->lo), *hi = LOAD (&sp->hi);
-
-          e = addr < LOAD (&sp->mid) ? lo : hi;
-        }
-      else
-        e = runs_search (v, addr);
+      e = addr < LOAD (&sp->mid) ? lo : hi;
     }
+  else
+    return lookup_runs (v, addr, info, seq);
   if (G_UNLIKELY (e == NULL))
-    {
-      __atomic_thread_fence (__ATOMIC_ACQUIRE);
-      if (G_UNLIKELY (LOAD (&index_seq) != seq))
-        return lookup_retry (addr, info);
-      return FALSE;
-    }
-  a0 = ((const AnswerPart *) e)[0];
-  a1 = ((const AnswerPart *) e)[1];
-  a2 = ((const AnswerPart *) e)[2];
-  __atomic_thread_fence (__ATOMIC_ACQUIRE);
-  if (G_UNLIKELY (LOAD (&index_seq) != seq))
-    return lookup_retry (addr, info);
-  /* the segment holds @addr (a slot's segment covers its page, a run's segment the run): the
-   * answer as it lies, then the offset */
-  ((AnswerPart *) info)[0] = a0;
-  ((AnswerPart *) info)[1] = a1;
-  ((AnswerPart *) info)[2] = a2;
-  info->offset = addr - (guint64) a0[1];
-  return TRUE;
+    return lookup_none (addr, info, seq);
+  return lookup_answer (e, addr, info, seq);
 }
 
 /* A lookup above the flat table: the hash table's node. */
-G_GNUC_NO_INLINE static gboolean
+G_GNUC_NO_INLINE __attribute__ ((cold)) static gboolean
 lookup_high (guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
   return lookup_from (high_node (addr), addr, info, seq);
@@ -820,7 +842,7 @@ lookup_at (guint64 addr, MemresLookupInfo *info, guint64 seq)
 }
 
 /* The lookup after a writer was seen: again, waiting while the sequence number is odd. */
-G_GNUC_NO_INLINE static gboolean
+G_GNUC_NO_INLINE __attribute__ ((cold)) static gboolean
 lookup_retry (guint64 addr, MemresLookupInfo *info)
 {
   guint64 seq;
@@ -866,11 +888,9 @@ lookup_retry (guint64 addr, MemresLookupInfo *info)
 gboolean
 memres_lookup (gconstpointer ptr, MemresLookupInfo *info)
 {
-  guint64 seq;
-
   g_return_val_if_fail (info != NULL, FALSE);
-  seq = LOAD_ACQUIRE (&index_seq);
-  if (G_UNLIKELY (seq & 1))
-    return lookup_retry ((guint64) (guintptr) ptr, info);
-  return lookup_at ((guint64) (guintptr) ptr, info, seq);
+  /* an odd number (a writer at work) made even never matches the number read at the end: the
+   * lookup runs through and retries there, with no branch of its own here */
+  return lookup_at ((guint64) (guintptr) ptr, info,
+                    LOAD_ACQUIRE (&index_seq) & ~(guint64) 1);
 }
