@@ -57,9 +57,8 @@ lookups (Lookup lookup, const uint64_t *addresses, long n, uint64_t *sink)
     {
       Info info;
 
-      if (__builtin_expect (!lookup ((const void *) (uintptr_t) addresses[i & (LOOKUP_ADDRESSES - 1)],
-                                     &info),
-                            0))
+      if (__builtin_expect (
+              !lookup ((const void *) (uintptr_t) addresses[i & (LOOKUP_ADDRESSES - 1)], &info), 0))
         return 0;
       sum += info.base;
     }

@@ -63,6 +63,7 @@ G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresIndexEntry, end) == ANSWER_WORDS * 8);
 #define SLOT_SPLIT   ((guintptr) 1)
 #define SLOT_RUNS    ((guintptr) 2)
 #define SLOT_TAGS    (SLOT_SPLIT | SLOT_RUNS)
+#define SLOT_NONE    SLOT_TAGS /* no segment: both tags, no pointer */
 #define RUNS_CLASSES 32
 
 /* A run of a page: from @start to the next run's start (or the page's end), the innermost
@@ -176,8 +177,10 @@ ensure_setup (void)
 static Node *
 node_new (Node **where)
 {
-  Node *node = g_malloc0 (sizeof (Node));
+  Node *node = g_new (Node, 1);
 
+  for (guint i = 0; i < NODE_PAGES; i++)
+    node->slot[i] = SLOT_NONE;
   PUBLISH (where, node);
   return node;
 }
@@ -250,12 +253,12 @@ page_get (guint64 pn, GPtrArray *out)
   guintptr v;
 
   g_ptr_array_set_size (out, 0);
-  if (node == NULL || (v = node->slot[pn & (NODE_PAGES - 1)]) == 0)
+  if (node == NULL || (v = node->slot[pn & (NODE_PAGES - 1)]) == SLOT_NONE)
     return;
   if (v & SLOT_TAGS)
     {
-      const GPtrArray *set = v & SLOT_SPLIT ? ((const Split *) (v - SLOT_SPLIT))->set
-                                            : ((const Runs *) (v - SLOT_RUNS))->set;
+      const GPtrArray *set = (v & SLOT_TAGS) == SLOT_SPLIT ? ((const Split *) (v - SLOT_SPLIT))->set
+                                                           : ((const Runs *) (v - SLOT_RUNS))->set;
 
       for (guint i = 0; i < set->len; i++)
         g_ptr_array_add (out, set->pdata[i]);
@@ -398,7 +401,7 @@ page_put (guint64 pn, GPtrArray *set)
   slot = &node->slot[pn & (NODE_PAGES - 1)];
   old = *slot;
   if (set->len == 0)
-    v = 0;
+    v = SLOT_NONE;
   else if (one != NULL && one->base <= first && one->end - 1 >= last)
     v = (guintptr) one;
   else
@@ -433,9 +436,9 @@ page_put (guint64 pn, GPtrArray *set)
         }
     }
   PUBLISH (slot, v);
-  if (old & SLOT_SPLIT)
+  if ((old & SLOT_TAGS) == SLOT_SPLIT)
     g_ptr_array_add (free_splits, (Split *) (old - SLOT_SPLIT));
-  else if (old & SLOT_RUNS)
+  else if ((old & SLOT_TAGS) == SLOT_RUNS)
     runs_free ((Runs *) (old - SLOT_RUNS));
 }
 
@@ -493,7 +496,7 @@ pages_update (MemresIndexEntry *e, gboolean add)
   /* the pages wholly inside [base, end): from @whole_first to before @whole_end */
   guint64 whole_first = first_page (e) + ((e->base & ((1u << PAGE_SHIFT) - 1)) != 0);
   guint64 whole_end = e->end >> PAGE_SHIFT;
-  guintptr from = add ? 0 : (guintptr) e, to = add ? (guintptr) e : 0;
+  guintptr from = add ? SLOT_NONE : (guintptr) e, to = add ? (guintptr) e : SLOT_NONE;
 
   for (;;)
     {
@@ -547,8 +550,10 @@ slot_overlaps (guintptr v, MemresResource *mr, guint64 base, guint64 end)
 
       return e->mr == mr && e->base < end && e->end > base;
     }
-  set = v & SLOT_SPLIT ? ((const Split *) (v - SLOT_SPLIT))->set
-                       : ((const Runs *) (v - SLOT_RUNS))->set;
+  if (v == SLOT_NONE)
+    return FALSE;
+  set = (v & SLOT_TAGS) == SLOT_SPLIT ? ((const Split *) (v - SLOT_SPLIT))->set
+                                      : ((const Runs *) (v - SLOT_RUNS))->set;
   for (guint i = 0; i < set->len; i++)
     {
       const MemresIndexEntry *e = set->pdata[i];
@@ -572,7 +577,7 @@ _memres_index_overlaps (MemresResource *mr, guint64 base, guint64 end)
       /* a GiB with no node has no segment */
       for (gsize i = pn & (NODE_PAGES - 1), n = (stop & (NODE_PAGES - 1)) + 1; node != NULL; i++)
         {
-          while (i < n && node->slot[i] == 0)
+          while (i < n && node->slot[i] == SLOT_NONE)
             i++;
           if (i == n)
             break;
@@ -760,20 +765,24 @@ lookup_none (guint64 addr, MemresLookupInfo *info, guint64 seq)
   return FALSE;
 }
 
-/* The rest of a lookup whose page slot @v holds runs: the last run starting at or before @addr
- * (the first starts at the page's first byte). Four runs are counted with no branch; more by a
- * binary search in log2 (capacity) steps that are the same whatever the data. Read without a
- * lock, so only as good as the sequence check after it (a torn read still stays inside the
- * runs). Out of line: the search's registers would cost the direct path a save and a restore. */
+/* The rest of a lookup whose page slot @v holds runs, or no segment (SLOT_NONE): the last run
+ * starting at or before @addr (the first starts at the page's first byte). Four runs are counted
+ * with no branch; more by a binary search in log2 (capacity) steps that are the same whatever the
+ * data. Read without a lock, so only as good as the sequence check after it (a torn read still
+ * stays inside the runs). Out of line: the search's registers would cost the direct path a save and
+ * a restore. */
 G_GNUC_NO_INLINE static gboolean
 lookup_runs (guintptr v, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
   const Runs *r = (const Runs *) (v - SLOT_RUNS); /* v & ~SLOT_RUNS */
   const guint64 *start = r->word;
   const MemresIndexEntry *e;
-  guint cap = LOAD (&r->cap);
+  guint cap;
   gsize i;
 
+  if (G_UNLIKELY (v == SLOT_NONE))
+    return lookup_none (addr, info, seq);
+  cap = LOAD (&r->cap);
   if (G_LIKELY (cap == RUNS_MIN))
     i = (gsize) (LOAD (&start[1]) <= addr) + (LOAD (&start[2]) <= addr)
         + (LOAD (&start[3]) <= addr);
@@ -801,26 +810,23 @@ lookup_from (const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq
 {
   guintptr v;
 
-  const MemresIndexEntry *e;
-
   if (G_UNLIKELY (node == NULL))
     return lookup_none (addr, info, seq);
   v = LOAD_ACQUIRE (&node->slot[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)]);
-  if (G_LIKELY (!(v & SLOT_TAGS)))
-    e = (const MemresIndexEntry *) v;
-  else if (G_LIKELY (v & SLOT_SPLIT))
+  if (__builtin_expect_with_probability (!(v & SLOT_TAGS), 1, 0.999))
+    return lookup_answer ((const MemresIndexEntry *) v, addr, info, seq);
+  if (G_LIKELY (!(v & SLOT_RUNS))) /* SLOT_SPLIT: neither runs nor SLOT_NONE */
     {
       /* the segment below the edge or the one from it, chosen with a conditional move */
       const Split *sp = (const Split *) (v - SLOT_SPLIT);
       const MemresIndexEntry *lo = LOAD (&sp->lo), *hi = LOAD (&sp->hi);
+      const MemresIndexEntry *e = addr < LOAD (&sp->mid) ? lo : hi;
 
-      e = addr < LOAD (&sp->mid) ? lo : hi;
+      if (G_UNLIKELY (e == NULL))
+        return lookup_none (addr, info, seq);
+      return lookup_answer (e, addr, info, seq);
     }
-  else
-    return lookup_runs (v, addr, info, seq);
-  if (G_UNLIKELY (e == NULL))
-    return lookup_none (addr, info, seq);
-  return lookup_answer (e, addr, info, seq);
+  return lookup_runs (v, addr, info, seq);
 }
 
 /* A lookup above the flat table: the hash table's node. */
@@ -891,6 +897,5 @@ memres_lookup (gconstpointer ptr, MemresLookupInfo *info)
   g_return_val_if_fail (info != NULL, FALSE);
   /* an odd number (a writer at work) made even never matches the number read at the end: the
    * lookup runs through and retries there, with no branch of its own here */
-  return lookup_at ((guint64) (guintptr) ptr, info,
-                    LOAD_ACQUIRE (&index_seq) & ~(guint64) 1);
+  return lookup_at ((guint64) (guintptr) ptr, info, LOAD_ACQUIRE (&index_seq) & ~(guint64) 1);
 }
