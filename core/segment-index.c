@@ -125,9 +125,10 @@ typedef struct
 #define STORE(p, v)     __atomic_store_n ((p), (v), __ATOMIC_RELAXED)
 #define PUBLISH(p, v)   __atomic_store_n ((p), (v), __ATOMIC_RELEASE)
 
-static guint64 index_seq;               /* atomic: odd while the index changes; never wraps */
-static Node *index_top[1u << TOP_BITS]; /* atomic: the node of each GiB below 2^48 */
-static Dir *index_dir;                  /* atomic: the nodes of the GiBs above */
+static guint64 index_seq; /* atomic: odd while the index changes; never wraps */
+/* atomic: the node of each GiB below 2^48, as TOP_BIAS() of it (0: none) */
+static guintptr index_top[1u << TOP_BITS];
+static Dir *index_dir; /* atomic: the nodes of the GiBs above */
 /* the writer's, under segments.c's lock */
 static GSList *retired_dirs;
 static GPtrArray *live;                    /* MemresIndexEntry, in no order */
@@ -140,6 +141,12 @@ static GPtrArray *stack;                   /* MemresIndexEntry, the segments ope
 static GArray *cuts;                       /* Run, a page's runs as they are worked out */
 
 /* ---- the writer ----------------------------------------------------------------------------- */
+
+/* What index_top holds for @node, the node of GiB @gib: its address less @gib's first page's
+ * place in a node as if the nodes of all GiBs lay end to end, so that a reader finds the slot of
+ * page pn at TOP_BIAS + pn * 8 with no mask. Never 0 (top_node_new() sees to it). */
+#define TOP_BIAS(node, gib) ((guintptr) (node) - (guintptr) (gib) * sizeof (Node))
+#define TOP_NODE(v, gib)    ((Node *) ((v) + (guintptr) (gib) * sizeof (Node)))
 
 static inline gsize
 dir_hash (guint64 key, guint shift)
@@ -173,15 +180,42 @@ ensure_setup (void)
   cuts = g_array_new (FALSE, FALSE, sizeof (Run));
 }
 
-/* A new node, published at @where (inside a write). */
+/* A new node, every slot SLOT_NONE, not yet published. */
 static Node *
-node_new (Node **where)
+node_alloc (void)
 {
   Node *node = g_new (Node, 1);
 
   for (guint i = 0; i < NODE_PAGES; i++)
     node->slot[i] = SLOT_NONE;
+  return node;
+}
+
+/* A new node, published at @where (inside a write). */
+static Node *
+node_new (Node **where)
+{
+  Node *node = node_alloc ();
+
   PUBLISH (where, node);
+  return node;
+}
+
+/* A new node for GiB @gib of the flat table, published (inside a write). A node whose biased
+ * address would be 0, the mark of no node, is exchanged for another. */
+static Node *
+top_node_new (guint64 gib)
+{
+  Node *node = node_alloc ();
+
+  if (G_UNLIKELY (TOP_BIAS (node, gib) == 0))
+    {
+      Node *other = node_alloc ();
+
+      g_free (node);
+      node = other;
+    }
+  PUBLISH (&index_top[gib], TOP_BIAS (node, gib));
   return node;
 }
 
@@ -240,7 +274,11 @@ page_node (guint64 pn, gboolean create)
   guint64 gib = pn >> NODE_SHIFT;
 
   if (gib < G_N_ELEMENTS (index_top))
-    return index_top[gib] != NULL || !create ? index_top[gib] : node_new (&index_top[gib]);
+    {
+      if (index_top[gib] != 0)
+        return TOP_NODE (index_top[gib], gib);
+      return create ? top_node_new (gib) : NULL;
+    }
   return dir_node (gib, create);
 }
 
@@ -772,7 +810,7 @@ lookup_none (guint64 addr, MemresLookupInfo *info, guint64 seq)
  * stays inside the runs). Out of line: the search's registers would cost the direct path a save and
  * a restore. */
 G_GNUC_NO_INLINE static gboolean
-lookup_runs (guintptr v, guint64 addr, MemresLookupInfo *info, guint64 seq)
+lookup_runs (guint64 addr, MemresLookupInfo *info, guint64 seq, guintptr v)
 {
   const Runs *r = (const Runs *) (v - SLOT_RUNS); /* v & ~SLOT_RUNS */
   const guint64 *start = r->word;
@@ -800,19 +838,14 @@ lookup_runs (guintptr v, guint64 addr, MemresLookupInfo *info, guint64 seq)
   return lookup_answer (e, addr, info, seq);
 }
 
-/* The rest of a lookup at sequence number @seq from @node, the node of @addr's GiB (or NULL):
- * the answer in @info (untouched when there is none), or the whole lookup again when a writer
- * changed the index meanwhile. The direct path (a slot that is one segment) falls through every
- * branch and saves no register; a split is worked out beside it, the rest (runs, no segment,
- * a writer seen) in functions of their own. */
+/* The rest of a lookup at sequence number @seq from @v, the slot of @addr's page: the answer
+ * in @info (untouched when there is none), or the whole lookup again when a writer changed the
+ * index meanwhile. The direct path (a slot that is one segment) falls through every branch and
+ * saves no register; a split is worked out beside it, the rest (runs, no segment, a writer
+ * seen) in functions of their own. */
 static inline __attribute__ ((always_inline)) gboolean
-lookup_from (const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq)
+lookup_slot (guintptr v, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
-  guintptr v;
-
-  if (G_UNLIKELY (node == NULL))
-    return lookup_none (addr, info, seq);
-  v = LOAD_ACQUIRE (&node->slot[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)]);
   if (__builtin_expect_with_probability (!(v & SLOT_TAGS), 1, 0.999))
     return lookup_answer ((const MemresIndexEntry *) v, addr, info, seq);
   if (G_LIKELY (!(v & SLOT_RUNS))) /* SLOT_SPLIT: neither runs nor SLOT_NONE */
@@ -826,14 +859,19 @@ lookup_from (const Node *node, guint64 addr, MemresLookupInfo *info, guint64 seq
         return lookup_none (addr, info, seq);
       return lookup_answer (e, addr, info, seq);
     }
-  return lookup_runs (v, addr, info, seq);
+  return lookup_runs (addr, info, seq, v);
 }
 
 /* A lookup above the flat table: the hash table's node. */
 G_GNUC_NO_INLINE __attribute__ ((cold)) static gboolean
 lookup_high (guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
-  return lookup_from (high_node (addr), addr, info, seq);
+  const Node *node = high_node (addr);
+
+  if (node == NULL)
+    return lookup_none (addr, info, seq);
+  return lookup_slot (LOAD_ACQUIRE (&node->slot[(addr >> PAGE_SHIFT) & (NODE_PAGES - 1)]), addr,
+                      info, seq);
 }
 
 /* A lookup at sequence number @seq (even). */
@@ -841,10 +879,17 @@ static inline __attribute__ ((always_inline)) gboolean
 lookup_at (guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
   guint64 gib = addr >> GIB_SHIFT;
+  guintptr top;
 
   if (G_UNLIKELY (gib >= G_N_ELEMENTS (index_top)))
     return lookup_high (addr, info, seq);
-  return lookup_from (LOAD_ACQUIRE (&index_top[gib]), addr, info, seq);
+  top = LOAD_ACQUIRE (&index_top[gib]);
+  if (G_UNLIKELY (top == 0))
+    return lookup_none (addr, info, seq);
+  /* the node's slot of the page, TOP_BIAS undone by the page number's high bits (the GiB) */
+  return lookup_slot (
+      LOAD_ACQUIRE ((const guintptr *) (top + (addr >> PAGE_SHIFT) * sizeof (guintptr))), addr,
+      info, seq);
 }
 
 /* The lookup after a writer was seen: again, waiting while the sequence number is odd. */
