@@ -6,7 +6,10 @@
  * dlopen() from the path given, so that one binary measures any build tree (the call is then
  * through a function pointer: the bench's through its PLT is one jump more).
  *
- *     lookup-count LIBMEMRES SPEC SIZE N LOOKUPS
+ *     lookup-count LIBMEMRES SPEC SIZE N LOOKUPS [miss]
+ *
+ * With "miss", every address is moved 1 TiB down, where no segment lies, and every lookup must
+ * answer "not found".
  *
  * The plugins are found through MEMRES_PLUGIN_PATH, the driver through MEMRES_CUDA_DRIVER.
  * Exit 0 after the lookups; 1 with a message when the library, a function, the resource, an
@@ -15,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define LOOKUP_ADDRESSES 4096 /* as bench-lookup.c */
 
@@ -66,6 +70,21 @@ lookups (Lookup lookup, const uint64_t *addresses, long n, uint64_t *sink)
   return 1;
 }
 
+/* the same loop, every lookup a miss */
+static __attribute__ ((noinline)) int
+misses (Lookup lookup, const uint64_t *addresses, long n)
+{
+  for (long i = 0; i < n; i++)
+    {
+      Info info;
+
+      if (__builtin_expect (
+              lookup ((const void *) (uintptr_t) addresses[i & (LOOKUP_ADDRESSES - 1)], &info), 0))
+        return 0;
+    }
+  return 1;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -75,9 +94,11 @@ main (int argc, char **argv)
   long n, count;
   uint64_t sink = 0;
 
-  if (argc != 6)
+  int miss = argc == 7 && strcmp (argv[6], "miss") == 0;
+
+  if (argc != 6 && !miss)
     {
-      fprintf (stderr, "usage: lookup-count LIBMEMRES SPEC SIZE N LOOKUPS\n");
+      fprintf (stderr, "usage: lookup-count LIBMEMRES SPEC SIZE N LOOKUPS [miss]\n");
       return 1;
     }
   lib = dlopen (argv[1], RTLD_NOW | RTLD_GLOBAL);
@@ -112,7 +133,17 @@ main (int argc, char **argv)
   for (unsigned i = 0; i < LOOKUP_ADDRESSES; i++)
     addresses[i] = ((GetAddress) need (lib, "memres_buffer_get_address")) (
                        bufs[(i * 7919u) % (unsigned long) n])
-                   + ((size_t) i * 40503u) % size;
+                   + ((size_t) i * 40503u) % size - (miss ? (uint64_t) 1 << 40 : 0);
+  if (miss)
+    {
+      if (!misses ((Lookup) need (lib, "memres_lookup"), addresses, count))
+        {
+          fprintf (stderr, "lookup-count: memres_lookup() found an address 1 TiB below a buffer\n");
+          return 1;
+        }
+      printf ("%ld misses\n", count);
+      return 0;
+    }
   if (!lookups ((Lookup) need (lib, "memres_lookup"), addresses, count, &sink))
     {
       fprintf (stderr, "lookup-count: memres_lookup() did not find an address of a live buffer\n");

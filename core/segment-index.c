@@ -5,9 +5,10 @@
  * The index is a directory of the address space's 2 MiB pages. A node holds the slots of the
  * 512 pages of one GiB; the nodes of the GiBs below 2^48 (x86-64's and 48-bit arm64's user
  * addresses, where the driver's device addresses lie too) are found in a flat table indexed by
- * the GiB (2 MiB of zero pages that only the GiBs in use touch), those of higher GiBs in a hash
- * table (open addressing). A page's slot says which segment holds each of its addresses: none
- * (0); one segment that covers the whole page and is alone there (a pointer to its entry); a
+ * the GiB (2 MiB of zero pages that only the GiBs in use touch; each entry the node's address
+ * less its GiB's place, TOP_BIAS, so that the page number finds the slot with no mask), those
+ * of higher GiBs in a hash table (open addressing). A page's slot says which segment holds each
+ * of its addresses: none (SLOT_NONE, both tag bits); one segment that covers the whole page and is alone there (a pointer to its entry); a
  * split, one edge inside the page (a segment's end or start, or two meeting) with the segment
  * below it and the one from it (a pointer tagged 1); or runs, the page cut at every edge inside
  * it (a pointer tagged 2), found by a count of four starts with no branch, or by a binary
@@ -15,7 +16,11 @@
  * names the innermost segment holding all of it, or none: nesting is resolved when the page is
  * written, so a reader never walks parents. A lookup is then a fixed chain of loads, whatever
  * the number of segments: the node, the slot, the split or runs, the entry, whose first 48
- * bytes are the answer as the caller receives it. Where segments nest (a cache's chunk inside
+ * bytes are the answer as the caller receives it. The direct case (a slot that is one segment,
+ * told from every other kind of slot by one test of its tag bits) runs straight through
+ * memres_lookup() with no taken branch and no register saved: 31 instructions on x86-64 at
+ * -O2; splits are worked out beside it, and runs, misses, retries and high addresses leave it
+ * by a jump to functions of their own. Where segments nest (a cache's chunk inside
  * a `vmm` buffer), the innermost is the shortest holding the address, and of equal ranges the
  * later mapped (the segments of one resource never overlap; those of two layers nest, the upper
  * one mapped after the segment it lies in). A change rewrites only the slots of the pages the
@@ -25,7 +30,8 @@
  *
  * Readers take no lock and write nothing shared: they read with atomic loads between two reads
  * of a sequence number, and retry when it changed (a writer makes it odd while it changes the
- * index, under segments.c's lock). Nothing a reader can reach is ever freed: entries, splits,
+ * index, under segments.c's lock; a reader clears the low bit of the number it starts from, so
+ * that an odd start never matches the end and needs no test of its own). Nothing a reader can reach is ever freed: entries, splits,
  * runs and nodes removed from the index wait on free lists for their next use (runs only for
  * runs of the same capacity, so that a reader bounds its search by a capacity that never
  * changes), and a full hash table is replaced by one twice its size and kept. A stale pointer

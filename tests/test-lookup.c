@@ -674,6 +674,65 @@ test_shared_pages_race (void)
   memres_resource_unref (mr);
 }
 
+/* A segment overlapping one of the same resource is refused (a critical, the index unchanged),
+ * found across empty page slots of a node that exists (the overlap check skips them), in the
+ * flat table and in the hash table; its neighbours and another resource's nesting are not
+ * refused. In a subprocess, whose stderr shows the criticals (structured logging bypasses
+ * g_test_expect_message()). */
+static void
+test_overlap_refused (void)
+{
+  static const guint64 ats[]
+      = { G_GUINT64_CONSTANT (0x200000000000), G_GUINT64_CONSTANT (0xfff0000000000000) };
+  MemresResource *a, *b;
+
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      g_test_trap_assert_stderr ("*kind \"segkind\" already has a segment overlapping*"
+                                 "*kind \"segkind\" already has a segment overlapping*"
+                                 "*kind \"segkind\" already has a segment overlapping*"
+                                 "*kind \"segkind\" already has a segment overlapping*");
+      g_test_trap_assert_stderr_unmatched ("*overlapping*overlapping*overlapping*overlapping*"
+                                           "overlapping*");
+      return;
+    }
+  g_log_set_always_fatal (G_LOG_FATAL_MASK); /* the criticals are what is tested */
+  segkind_register ();
+  a = mt_new_ok ("segkind");
+  b = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  for (guint i = 0; i < G_N_ELEMENTS (ats); i++)
+    {
+      guint64 at = ats[i];
+      MemresSegment over = { .base = at + MIB, .length = 5 * MIB, .device = -1 };
+      MemresSegment inside = { .base = at + 9 * MIB, .length = 4096, .device = -1 };
+
+      /* pages at+8 MiB and on; the node's slots below them are empty */
+      seg_map (a, at + 8 * MIB, 3 * MIB);
+      /* from an empty page into a's first page: refused, nothing changes */
+      over.length = 7 * MIB + 1;
+      memres_resource_raise_segment_event (a, MEMRES_SEGMENT_MAPPED, &over);
+      check_model (at, at + 16 * MIB);
+      /* wholly inside a's segment: refused */
+      memres_resource_raise_segment_event (a, MEMRES_SEGMENT_MAPPED, &inside);
+      check_model (at, at + 16 * MIB);
+      /* up to a's first byte, and from its end: neighbours, not refused */
+      seg_map (a, at + MIB, 7 * MIB);
+      seg_map (a, at + 11 * MIB, MIB / 2);
+      /* b's inside a's: nesting, not refused */
+      seg_map (b, at + 9 * MIB, 4096);
+      check_model (at, at + 16 * MIB);
+      while (model->len > 0)
+        seg_unmap (g_array_index (model, Seg, 0).mr, g_array_index (model, Seg, 0).base);
+      check_model (at, at + 16 * MIB);
+    }
+  g_array_unref (model);
+  memres_resource_unref (b);
+  memres_resource_unref (a);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -686,5 +745,6 @@ main (int argc, char **argv)
   g_test_add_func ("/lookup/random-shapes", test_random_shapes);
   g_test_add_func ("/lookup/large-shapes", test_large_shapes);
   g_test_add_func ("/lookup/shared-pages-race", test_shared_pages_race);
+  g_test_add_func ("/lookup/overlap-refused", test_overlap_refused);
   return g_test_run ();
 }
