@@ -8,36 +8,36 @@
  * the GiB (2 MiB of zero pages that only the GiBs in use touch; each entry the node's address
  * less its GiB's place, TOP_BIAS, so that the page number finds the slot with no mask), those
  * of higher GiBs in a hash table (open addressing). A page's slot says which segment holds each
- * of its addresses: none (SLOT_NONE, both tag bits); one segment that covers the whole page and is alone there (a pointer to its entry); a
- * split, one edge inside the page (a segment's end or start, or two meeting) with the segment
- * below it and the one from it (a pointer tagged 1); or runs, the page cut at every edge inside
- * it (a pointer tagged 2), found by a count of four starts with no branch, or by a binary
- * search of fixed steps over a power-of-two number of runs. Each run (and each side of a split)
- * names the innermost segment holding all of it, or none: nesting is resolved when the page is
- * written, so a reader never walks parents. A lookup is then a fixed chain of loads, whatever
- * the number of segments: the node, the slot, the split or runs, the entry, whose first 48
- * bytes are the answer as the caller receives it. The direct case (a slot that is one segment,
- * told from every other kind of slot by one test of its tag bits) runs straight through
- * memres_lookup() with no taken branch and no register saved: 31 instructions on x86-64 at
- * -O2; splits are worked out beside it, and runs, misses, retries and high addresses leave it
- * by a jump to functions of their own. Where segments nest (a cache's chunk inside
- * a `vmm` buffer), the innermost is the shortest holding the address, and of equal ranges the
- * later mapped (the segments of one resource never overlap; those of two layers nest, the upper
- * one mapped after the segment it lies in). A change rewrites only the slots of the pages the
- * segment spans: its cost does not depend on how many segments there are, and a page the segment
- * covers whole and shares with no other (a large segment's interior) is one compare and one
- * store, its GiB's node found once for all of them (pages_update).
+ * of its addresses: none (SLOT_NONE, both tag bits); one segment that covers the whole page and is
+ * alone there (a pointer to its entry); a split, one edge inside the page (a segment's end or
+ * start, or two meeting) with the segment below it and the one from it (a pointer tagged 1); or
+ * runs, the page cut at every edge inside it (a pointer tagged 2), found by a count of four starts
+ * with no branch, or by a binary search of fixed steps over a power-of-two number of runs. Each run
+ * (and each side of a split) names the innermost segment holding all of it, or none: nesting is
+ * resolved when the page is written, so a reader never walks parents. A lookup is then a fixed
+ * chain of loads, whatever the number of segments: the node, the slot, the split or runs, the
+ * entry, whose first 48 bytes are the answer as the caller receives it. The direct case (a slot
+ * that is one segment, told from every other kind of slot by one test of its tag bits) runs
+ * straight through memres_lookup() with no taken branch and no register saved: 31 instructions on
+ * x86-64 at -O2; splits are worked out beside it, and runs, misses, retries and high addresses
+ * leave it by a jump to functions of their own. Where segments nest (a cache's chunk inside a `vmm`
+ * buffer), the innermost is the shortest holding the address, and of equal ranges the later mapped
+ * (the segments of one resource never overlap; those of two layers nest, the upper one mapped after
+ * the segment it lies in). A change rewrites only the slots of the pages the segment spans: its
+ * cost does not depend on how many segments there are, and a page the segment covers whole and
+ * shares with no other (a large segment's interior) is one compare and one store, its GiB's node
+ * found once for all of them (pages_update).
  *
  * Readers take no lock and write nothing shared: they read with atomic loads between two reads
  * of a sequence number, and retry when it changed (a writer makes it odd while it changes the
  * index, under segments.c's lock; a reader clears the low bit of the number it starts from, so
- * that an odd start never matches the end and needs no test of its own). Nothing a reader can reach is ever freed: entries, splits,
- * runs and nodes removed from the index wait on free lists for their next use (runs only for
- * runs of the same capacity, so that a reader bounds its search by a capacity that never
- * changes), and a full hash table is replaced by one twice its size and kept. A stale pointer
- * thus always leads to valid memory, and the sequence check throws away what was read through
- * it (the answer is copied out of the entry with three 16-byte loads: a torn copy is what the
- * check is for). No answer is kept per thread: with no table in front, the cost is the same
+ * that an odd start never matches the end and needs no test of its own). Nothing a reader can reach
+ * is ever freed: entries, splits, runs and nodes removed from the index wait on free lists for
+ * their next use (runs only for runs of the same capacity, so that a reader bounds its search by a
+ * capacity that never changes), and a full hash table is replaced by one twice its size and kept. A
+ * stale pointer thus always leads to valid memory, and the sequence check throws away what was read
+ * through it (the answer is copied out of the entry with three 16-byte loads: a torn copy is what
+ * the check is for). No answer is kept per thread: with no table in front, the cost is the same
  * whether the thread found the segment before or not, and no branch mispredicts between a kept
  * answer and a search. */
 #include "segment-index.h"
@@ -125,6 +125,16 @@ typedef struct
   gsize used;
   Bucket bucket[];
 } Dir;
+
+/* a branch laid out as the straight path (G_LIKELY's 90 % leaves GCC free to jump to it) */
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_expect_with_probability)
+#define ALMOST_ALWAYS(x) __builtin_expect_with_probability (!!(x), 1, 0.999)
+#endif
+#endif
+#ifndef ALMOST_ALWAYS
+#define ALMOST_ALWAYS(x) G_LIKELY (x)
+#endif
 
 #define LOAD(p)         __atomic_load_n ((p), __ATOMIC_RELAXED)
 #define LOAD_ACQUIRE(p) __atomic_load_n ((p), __ATOMIC_ACQUIRE)
@@ -852,7 +862,7 @@ lookup_runs (guint64 addr, MemresLookupInfo *info, guint64 seq, guintptr v)
 static inline __attribute__ ((always_inline)) gboolean
 lookup_slot (guintptr v, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
-  if (__builtin_expect_with_probability (!(v & SLOT_TAGS), 1, 0.999))
+  if (ALMOST_ALWAYS (!(v & SLOT_TAGS)))
     return lookup_answer ((const MemresIndexEntry *) v, addr, info, seq);
   if (G_LIKELY (!(v & SLOT_RUNS))) /* SLOT_SPLIT: neither runs nor SLOT_NONE */
     {
