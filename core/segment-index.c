@@ -147,9 +147,10 @@ static guintptr index_top[1u << TOP_BITS];
 static Dir *index_dir; /* atomic: the nodes of the GiBs above */
 /* the writer's, under segments.c's lock */
 static GSList *retired_dirs;
-static GPtrArray *live;                    /* MemresIndexEntry, in no order */
-static GPtrArray *free_entries;            /* MemresIndexEntry */
-static GPtrArray *free_splits;             /* Split */
+static GPtrArray *top_nodes;    /* Node, the flat table's: its biased addresses are no pointers */
+static GPtrArray *live;         /* MemresIndexEntry, in no order */
+static GPtrArray *free_entries; /* MemresIndexEntry */
+static GPtrArray *free_splits;  /* Split */
 static GPtrArray *free_runs[RUNS_CLASSES]; /* Runs, by log2 of their capacity */
 static GPtrArray *scratch;                 /* MemresIndexEntry, a page's set */
 static GPtrArray *sorted;                  /* the same, in address order */
@@ -231,6 +232,10 @@ top_node_new (guint64 gib)
       g_free (node);
       node = other;
     }
+  /* kept where leak checkers (and debuggers) see it */
+  if (top_nodes == NULL)
+    top_nodes = g_ptr_array_new ();
+  g_ptr_array_add (top_nodes, node);
   PUBLISH (&index_top[gib], TOP_BIAS (node, gib));
   return node;
 }
