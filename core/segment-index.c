@@ -833,14 +833,16 @@ lookup_none (guint64 addr, MemresLookupInfo *info, guint64 seq)
 G_GNUC_NO_INLINE static gboolean
 lookup_runs (guint64 addr, MemresLookupInfo *info, guint64 seq, guintptr v)
 {
-  const Runs *r = (const Runs *) (v - SLOT_RUNS); /* v & ~SLOT_RUNS */
-  const guint64 *start = r->word;
+  const Runs *r;
+  const guint64 *start;
   const MemresIndexEntry *e;
   guint cap;
   gsize i;
 
   if (G_UNLIKELY (v == SLOT_NONE))
     return lookup_none (addr, info, seq);
+  r = (const Runs *) (v - SLOT_RUNS); /* v & ~SLOT_RUNS */
+  start = r->word;
   cap = LOAD (&r->cap);
   if (G_LIKELY (cap == RUNS_MIN))
     i = (gsize) (LOAD (&start[1]) <= addr) + (LOAD (&start[2]) <= addr)
