@@ -203,13 +203,20 @@ granule_map (Arena *self, guint g, CUmemGenericAllocationHandle h, GError **erro
   return granule_map_granted (self, g, h, TRUE, error);
 }
 
-/* THE place where the arena unmaps memory: granule @g, whose bytes are all free and settled (no
- * queued work uses them) and whose "about to be unmapped" event was delivered, or whose
- * "mapped" event was withdrawn. */
+/* THE place where the arena unmaps memory: granule @g and the @n - 1 after it (adjacent in one
+ * reservation: one cuMemUnmap), whose bytes are all free and settled (no queued work uses them)
+ * or asleep, and whose "about to be unmapped" event was delivered, or whose "mapped" event was
+ * withdrawn. */
+static CUresult
+granules_unmap (Arena *self, guint g, guint n)
+{
+  return self->drv->cuMemUnmap (granule_address (self, g), n * self->granularity);
+}
+
 static CUresult
 granule_unmap (Arena *self, guint g)
 {
-  return self->drv->cuMemUnmap (granule_address (self, g), self->granularity);
+  return granules_unmap (self, g, 1);
 }
 
 static void
@@ -738,8 +745,7 @@ arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error)
              && granule_address (self, g + run)
                     == granule_address (self, g) + run * self->granularity)
         run++;
-      if ((r = self->drv->cuMemUnmap (granule_address (self, g), run * self->granularity))
-          != CUDA_SUCCESS)
+      if ((r = granules_unmap (self, g, run)) != CUDA_SUCCESS)
         {
           memres_cuda_set_error (error, r, "cuMemUnmap");
           for (guint j = k; j < n; j++)
