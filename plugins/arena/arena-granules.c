@@ -705,6 +705,17 @@ arena_granules_release_all (Arena *self)
 
 /* ---- sleep and wake (arena-sleep.c) ---------------------------------------------------------- */
 
+/* Whether granule @g + @k lies right after the @k granules from @g, in the same reservation: one
+ * driver call may span them all (cuMemUnmap, cuMemSetAccess). */
+static gboolean
+granules_adjacent (const Arena *self, guint g, guint k)
+{
+  CUdeviceptr at = granule_address (self, g), next = at + (guint64) k * self->granularity;
+
+  return granule_address (self, g + k) == next
+         && arena_reservation_of (self, at) == arena_reservation_of (self, next);
+}
+
 /* Whether granule @g still sleeps whole: mapped, every held byte asleep. Lock held. */
 static gboolean
 sleep_eligible (const Arena *self, guint g)
@@ -742,8 +753,7 @@ arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error)
         }
       /* the run of adjacent granules from @g that sleep too: one cuMemUnmap for them all */
       while (k + run < n && gs[k + run] == g + run && sleep_eligible (self, g + run)
-             && granule_address (self, g + run)
-                    == granule_address (self, g) + run * self->granularity)
+             && granules_adjacent (self, g, run))
         run++;
       if ((r = granules_unmap (self, g, run)) != CUDA_SUCCESS)
         {
@@ -814,9 +824,8 @@ arena_granules_wake (Arena *self, const guint *gs, guint n, GError **error)
       CUdeviceptr at = granule_address (self, gs[i]);
       CUresult r;
 
-      for (run = 1; i + run < n && gs[i + run] == gs[i] + run
-                    && granule_address (self, gs[i + run]) == at + run * self->granularity;
-           run++)
+      for (run = 1;
+           i + run < n && gs[i + run] == gs[i] + run && granules_adjacent (self, gs[i], run); run++)
         ;
       if ((r = self->drv->cuMemSetAccess (at, run * self->granularity, &self->access, 1))
           != CUDA_SUCCESS)
