@@ -15,10 +15,17 @@
  *  3. one allocation of 90 % of what was given back, from a `vmm` resource of its own, filled,
  *     freed: the memory is usable by someone else;
  *  4. both woken, timed; addresses and checksums compared (target: identical);
- *  5. the raw driver calls for the same physical allocations as the "kv" sleep released (the
- *     outermost ranges of its MEMRES_SEGMENT_UNMAPPING events, each one handle of that size:
- *     create + map + set access, unmap + release), timed: the discard target is the "kv" sleep +
- *     wake <= 1.2x raw;
+ *  5. the raw driver calls for the same physical allocations as the "kv" sleep released: the
+ *     granules under the ranges of its MEMRES_SEGMENT_UNMAPPING events, and on them, after the
+ *     wake (untimed), the allocations that map them (cuMemRetainAllocationHandle per granule:
+ *     `vmm`'s chunks, `arena`'s granules); timed, the fewest raw calls for those allocations:
+ *     create + map of each and one set access per run of adjacent ones, one unmap per run +
+ *     release of each (raw_*). The discard target is the "kv" sleep + wake <= 1.2x that
+ *     (discard_vs_raw). Also, the same granules as one allocation per run (raw_runs, runs_*,
+ *     discard_vs_runs): what the allocations' sizes cost on top. (Before issue 34's call
+ *     counts, the baseline was one allocation per outermost unmapped range, rounded up to
+ *     granules: fewer allocations than memres held for `vmm` (64 MiB chunks), and under
+ *     `cache>arena` one per buffer, which was neither the granules released nor their handles.)
  *  6. page-locked copy bandwidth (cuMemcpy of 256 MiB each way), against the backup's restore
  *     (target >= 80 %);
  *  7. vLLM's method on the "weights" buffers: per allocation a device synchronize, a copy into
@@ -131,6 +138,193 @@ keep_outermost (GArray *segs)
   g_array_set_size (segs, kept);
 }
 
+/* One physical allocation (or a run of them) of the memory the kv sleep released: its address
+ * there and its bytes. */
+typedef struct
+{
+  guint64 base, size;
+  guint first, n; /* raw_calls(): a run's handles, [first, first + n) of the handles */
+} Extent;
+
+/* The granule-aligned union of @segs (sorted, outermost), merged where they touch. */
+static GArray *
+granule_ranges (GArray *segs)
+{
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (Extent));
+
+  for (guint i = 0; i < segs->len; i++)
+    {
+      const MemresSegment *s = &g_array_index (segs, MemresSegment, i);
+      Extent e = { s->base / GRANULE * GRANULE, 0, 0, 0 };
+
+      e.size = (s->base + s->length + GRANULE - 1) / GRANULE * GRANULE - e.base;
+      if (out->len > 0)
+        {
+          Extent *last = &g_array_index (out, Extent, out->len - 1);
+
+          if (e.base <= last->base + last->size)
+            {
+              last->size = MAX (last->base + last->size, e.base + e.size) - last->base;
+              continue;
+            }
+        }
+      g_array_append_val (out, e);
+    }
+  return out;
+}
+
+/* The physical allocations under the ranges @segs the kv sleep unmapped, as the wake made them
+ * again: granule by granule, cuMemRetainAllocationHandle() (the handle that maps it; each
+ * retain released again), adjacent granules of one handle one allocation; sorted by address.
+ * Granules with nothing mapped after the wake (memory the sleep gave back for good, such as free
+ * cached blocks) are counted in *@released_only (each run of them one allocation: released,
+ * never created again). Untimed. */
+static GArray *
+handles_under (GArray *segs, GArray **released_only)
+{
+  g_autoptr (GArray) ranges = granule_ranges (segs);
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (Extent));
+
+  *released_only = g_array_new (FALSE, FALSE, sizeof (Extent));
+  for (guint i = 0; i < ranges->len; i++)
+    {
+      const Extent *r = &g_array_index (ranges, Extent, i);
+      CUmemGenericAllocationHandle last = 0;
+      GArray *last_to = NULL;
+
+      for (guint64 a = r->base; a < r->base + r->size; a += GRANULE)
+        {
+          CUmemGenericAllocationHandle h = 0;
+          GArray *to;
+
+          if (drv->cuMemRetainAllocationHandle (&h, (void *) (guintptr) a) == CUDA_SUCCESS)
+            cu (drv->cuMemRelease (h), "cuMemRelease");
+          else
+            h = 0;
+          to = h != 0 ? out : *released_only;
+          if (to == last_to && h == last && to->len > 0)
+            g_array_index (to, Extent, to->len - 1).size += GRANULE;
+          else
+            {
+              Extent e = { a, GRANULE, 0, 0 };
+
+              g_array_append_val (to, e);
+            }
+          last = h;
+          last_to = to;
+        }
+    }
+  return out;
+}
+
+/* @handles (sorted) as runs of adjacent addresses: one Extent per run, naming its handles. */
+static GArray *
+runs_of (GArray *handles)
+{
+  GArray *runs = g_array_new (FALSE, FALSE, sizeof (Extent));
+
+  for (guint k = 0; k < handles->len; k++)
+    {
+      const Extent *h = &g_array_index (handles, Extent, k);
+      Extent *last = runs->len > 0 ? &g_array_index (runs, Extent, runs->len - 1) : NULL;
+
+      if (last != NULL && last->base + last->size == h->base)
+        {
+          last->size += h->size;
+          last->n++;
+        }
+      else
+        {
+          Extent e = { h->base, h->size, k, 1 };
+
+          g_array_append_val (runs, e);
+        }
+    }
+  return runs;
+}
+
+/* The raw driver calls for physical allocations of the sizes of @handles, laid out as @runs of
+ * adjacent ones (one reservation per run, untimed): timed, per run, cuMemCreate and cuMemMap of
+ * each allocation and one cuMemSetAccess of the run (*@t_create), then one cuMemUnmap of the run
+ * and cuMemRelease of each allocation (*@t_release): the fewest calls for those allocations.
+ * With @handles = @runs, one allocation per run. The @released_only ones (made untimed) are only
+ * released, as the sleep gave them back and the wake made nothing for them. */
+static void
+raw_calls (GArray *handles, GArray *runs, GArray *released_only, gint64 *t_create,
+           gint64 *t_release)
+{
+  CUmemAllocationProp prop = { 0 };
+  CUmemAccessDesc access
+      = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+  guint n_runs = runs->len + released_only->len;
+  CUdeviceptr *ptr = g_new0 (CUdeviceptr, n_runs + 1);
+  CUmemGenericAllocationHandle *h = g_new0 (CUmemGenericAllocationHandle, handles->len + 1);
+  CUmemGenericAllocationHandle *gone
+      = g_new0 (CUmemGenericAllocationHandle, released_only->len + 1);
+  gboolean same = handles == runs;
+  gint64 t0;
+
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  for (guint r = 0; r < runs->len; r++)
+    cu (drv->cuMemAddressReserve (&ptr[r], g_array_index (runs, Extent, r).size, GRANULE, 0, 0),
+        "cuMemAddressReserve");
+  for (guint r = 0; r < released_only->len; r++)
+    {
+      CUdeviceptr p;
+      gsize size = g_array_index (released_only, Extent, r).size;
+
+      cu (drv->cuMemAddressReserve (&p, size, GRANULE, 0, 0), "cuMemAddressReserve");
+      ptr[runs->len + r] = p;
+      cu (drv->cuMemCreate (&gone[r], size, &prop, 0), "cuMemCreate");
+      cu (drv->cuMemMap (p, size, 0, gone[r], 0), "cuMemMap");
+      cu (drv->cuMemSetAccess (p, size, &access, 1), "cuMemSetAccess");
+    }
+  t0 = now_ns ();
+  for (guint r = 0; r < runs->len; r++)
+    {
+      const Extent *run = &g_array_index (runs, Extent, r);
+      guint first = same ? r : run->first, n = same ? 1 : run->n;
+      gsize off = 0;
+
+      for (guint k = first; k < first + n; k++)
+        {
+          gsize size = g_array_index (handles, Extent, k).size;
+
+          cu (drv->cuMemCreate (&h[k], size, &prop, 0), "cuMemCreate");
+          cu (drv->cuMemMap (ptr[r] + off, size, 0, h[k], 0), "cuMemMap");
+          off += size;
+        }
+      cu (drv->cuMemSetAccess (ptr[r], run->size, &access, 1), "cuMemSetAccess");
+    }
+  *t_create = now_ns () - t0;
+  t0 = now_ns ();
+  for (guint r = 0; r < runs->len; r++)
+    {
+      const Extent *run = &g_array_index (runs, Extent, r);
+      guint first = same ? r : run->first, n = same ? 1 : run->n;
+
+      cu (drv->cuMemUnmap (ptr[r], run->size), "cuMemUnmap");
+      for (guint k = first; k < first + n; k++)
+        cu (drv->cuMemRelease (h[k]), "cuMemRelease");
+    }
+  for (guint r = 0; r < released_only->len; r++)
+    {
+      cu (drv->cuMemUnmap (ptr[runs->len + r], g_array_index (released_only, Extent, r).size),
+          "cuMemUnmap");
+      cu (drv->cuMemRelease (gone[r]), "cuMemRelease");
+    }
+  *t_release = now_ns () - t0;
+  for (guint r = 0; r < runs->len; r++)
+    cu (drv->cuMemAddressFree (ptr[r], g_array_index (runs, Extent, r).size), "cuMemAddressFree");
+  for (guint r = 0; r < released_only->len; r++)
+    cu (drv->cuMemAddressFree (ptr[runs->len + r], g_array_index (released_only, Extent, r).size),
+        "cuMemAddressFree");
+  g_free (ptr);
+  g_free (h);
+  g_free (gone);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -154,8 +348,11 @@ main (int argc, char **argv)
   GPtrArray *bufs = g_ptr_array_new ();
   GArray *sums, *addrs;
   guint64 slept = 0, weights_bytes = 0, sum_bytes = 0, free0, free1, given, raw_bytes = 0;
-  guint handles;
+  guint handles_n, runs_n, ranges_n;
+  guint64 released_only_bytes = 0;
+  GArray *released_only = NULL;
   gint64 t_sleep, t_wake, t_sleep_kv, t_wake_kv, t_raw_release, t_raw_create, t0;
+  gint64 t_runs_release, t_runs_create;
   gint64 t_copy_d2h, t_copy_h2d, t_vllm_sleep = 0, t_vllm_wake = 0;
   gboolean same = TRUE;
   guint8 *host;
@@ -269,45 +466,23 @@ main (int argc, char **argv)
         same &= checksum (b, host) == g_array_index (sums, guint64, i);
     }
 
-  /* 5. the raw driver calls for the same physical allocations as the kv sleep released */
+  /* 5. the raw driver calls for the same physical allocations as the kv sleep released, found
+   * after the wake (untimed), and the same granules as one allocation per run */
   {
-    CUmemAllocationProp prop = { 0 };
-    CUmemAccessDesc access
-        = { { CU_MEM_LOCATION_TYPE_DEVICE, 0 }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
-    CUdeviceptr *ptr = g_new0 (CUdeviceptr, unmapped->len + 1);
-    CUmemGenericAllocationHandle *h = g_new0 (CUmemGenericAllocationHandle, unmapped->len + 1);
-    gsize *len = g_new0 (gsize, unmapped->len + 1);
+    GArray *handles = handles_under (unmapped, &released_only);
+    g_autoptr (GArray) runs = runs_of (handles);
 
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    handles = unmapped->len;
-    for (guint k = 0; k < handles; k++)
-      {
-        len[k]
-            = (g_array_index (unmapped, MemresSegment, k).length + GRANULE - 1) / GRANULE * GRANULE;
-        raw_bytes += len[k];
-        cu (drv->cuMemAddressReserve (&ptr[k], len[k], GRANULE, 0, 0), "cuMemAddressReserve");
-      }
-    t0 = now_ns ();
-    for (guint k = 0; k < handles; k++)
-      {
-        cu (drv->cuMemCreate (&h[k], len[k], &prop, 0), "cuMemCreate");
-        cu (drv->cuMemMap (ptr[k], len[k], 0, h[k], 0), "cuMemMap");
-        cu (drv->cuMemSetAccess (ptr[k], len[k], &access, 1), "cuMemSetAccess");
-      }
-    t_raw_create = now_ns () - t0;
-    t0 = now_ns ();
-    for (guint k = 0; k < handles; k++)
-      {
-        cu (drv->cuMemUnmap (ptr[k], len[k]), "cuMemUnmap");
-        cu (drv->cuMemRelease (h[k]), "cuMemRelease");
-      }
-    t_raw_release = now_ns () - t0;
-    for (guint k = 0; k < handles; k++)
-      cu (drv->cuMemAddressFree (ptr[k], len[k]), "cuMemAddressFree");
-    g_free (ptr);
-    g_free (h);
-    g_free (len);
+    raw_calls (handles, runs, released_only, &t_raw_create, &t_raw_release);
+    raw_calls (runs, runs, released_only, &t_runs_create, &t_runs_release);
+    handles_n = handles->len;
+    runs_n = runs->len;
+    ranges_n = unmapped->len;
+    for (guint k = 0; k < handles->len; k++)
+      raw_bytes += g_array_index (handles, Extent, k).size;
+    for (guint k = 0; k < released_only->len; k++)
+      released_only_bytes += g_array_index (released_only, Extent, k).size;
+    g_array_unref (handles);
+    g_array_unref (released_only);
   }
 
   /* 6. page-locked copy bandwidth, and 7. vLLM's method on the weights */
@@ -404,16 +579,21 @@ main (int argc, char **argv)
           ",\n \"given_back_bytes\": %" G_GUINT64_FORMAT ", \"given_back_share\": %.4f"
           ",\n \"sleep_ms\": %.3f, \"wake_ms\": %.3f, \"sleep_kv_discard_ms\": %.3f"
           ", \"wake_kv_discard_ms\": %.3f"
-          ",\n \"raw_handles\": %u, \"raw_bytes\": %" G_GUINT64_FORMAT ", \"raw_release_ms\": %.3f"
-          ", \"raw_create_ms\": %.3f, \"discard_vs_raw\": %.3f"
+          ",\n \"unmapped_ranges\": %u, \"raw_handles\": %u, \"raw_bytes\": %" G_GUINT64_FORMAT
+          ", \"released_only_bytes\": %" G_GUINT64_FORMAT
+          ", \"raw_release_ms\": %.3f, \"raw_create_ms\": %.3f, \"discard_vs_raw\": %.3f"
+          ",\n \"raw_runs\": %u, \"runs_release_ms\": %.3f, \"runs_create_ms\": %.3f"
+          ", \"discard_vs_runs\": %.3f"
           ",\n \"pinned_d2h_gbps\": %.2f, \"pinned_h2d_gbps\": %.2f"
           ",\n \"vllm_sleep_ms\": %.3f, \"vllm_wake_ms\": %.3f"
           ",\n \"addresses_and_checksums_identical\": %s}\n",
           spec, bufs->len, sum_bytes, slept, weights_bytes, given,
           slept > 0 ? (double) given / (double) slept : 0.0, t_sleep / 1e6, t_wake / 1e6,
-          t_sleep_kv / 1e6, t_wake_kv / 1e6, handles, raw_bytes, t_raw_release / 1e6,
-          t_raw_create / 1e6,
+          t_sleep_kv / 1e6, t_wake_kv / 1e6, ranges_n, handles_n, raw_bytes, released_only_bytes,
+          t_raw_release / 1e6, t_raw_create / 1e6,
           (double) (t_sleep_kv + t_wake_kv) / MAX (1.0, (double) (t_raw_release + t_raw_create)),
+          runs_n, t_runs_release / 1e6, t_runs_create / 1e6,
+          (double) (t_sleep_kv + t_wake_kv) / MAX (1.0, (double) (t_runs_release + t_runs_create)),
           (256.0 * 1048576.0) / MAX (1.0, (double) t_copy_d2h),
           (256.0 * 1048576.0) / MAX (1.0, (double) t_copy_h2d), t_vllm_sleep / 1e6,
           t_vllm_wake / 1e6, same ? "true" : "false");

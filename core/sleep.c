@@ -973,11 +973,12 @@ memres_resource_sleep (MemresResource *mr, const char *tag, MemresSleepPolicy *p
  * @error: return location for a #GError, or %NULL
  *
  * Creates the physical memory of every sleeping buffer of @tag again, maps it at the same
- * addresses with the same access (`vmm`: cuMemCreate(), cuMemMap(), cuMemSetAccess() per chunk
- * or granule) and restores the contents by the sleep's policy (cuMemcpyAsync() from the host
- * backup, or pread() of the file through page-locked memory); the kind raises
- * %MEMRES_SEGMENT_MAPPED for each segment it maps, so that registrars register again. The
- * backups are freed after. Buffers closed while asleep are not restored.
+ * addresses with the same access (cuMemCreate() and cuMemMap() per `vmm` chunk or `arena`
+ * granule, cuMemSetAccess() per reservation or run of adjacent granules) and restores the contents
+ * by the sleep's policy (cuMemcpyAsync() from the host backup, or pread() of the file through
+ * page-locked memory); the kind raises %MEMRES_SEGMENT_MAPPED for each segment it maps, so that
+ * registrars register again. The backups are freed after. Buffers closed while asleep are not
+ * restored.
  *
  * All or nothing: when any step fails (the driver, a missing or truncated file), everything
  * stays asleep as it was, the memory made meanwhile is released again, the saved contents are

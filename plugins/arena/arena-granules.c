@@ -171,17 +171,19 @@ arena_events_flush (Arena *self)
 
 /* ---- mapping and unmapping ------------------------------------------------------------------- */
 
-/* THE place where the arena maps memory: @h at granule @g, with the device's access; its
+/* THE place where the arena maps memory: @h at granule @g, with the device's access unless
+ * @grant is FALSE (the wake grants a run of granules at once, arena_granules_wake()); its
  * "mapped" event queued. On failure nothing is mapped. */
 static gboolean
-granule_map (Arena *self, guint g, CUmemGenericAllocationHandle h, GError **error)
+granule_map_granted (Arena *self, guint g, CUmemGenericAllocationHandle h, gboolean grant,
+                     GError **error)
 {
   CUdeviceptr at = granule_address (self, g);
   CUresult r = self->drv->cuMemMap (at, self->granularity, 0, h, 0);
 
   if (r != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuMemMap");
-  r = self->drv->cuMemSetAccess (at, self->granularity, &self->access, 1);
+  r = grant ? self->drv->cuMemSetAccess (at, self->granularity, &self->access, 1) : CUDA_SUCCESS;
   if (r != CUDA_SUCCESS)
     {
       CUresult r2 = self->drv->cuMemUnmap (at, self->granularity);
@@ -194,13 +196,27 @@ granule_map (Arena *self, guint g, CUmemGenericAllocationHandle h, GError **erro
   return TRUE;
 }
 
-/* THE place where the arena unmaps memory: granule @g, whose bytes are all free and settled (no
- * queued work uses them) and whose "about to be unmapped" event was delivered, or whose
- * "mapped" event was withdrawn. */
+/* Maps @h at granule @g and grants access: cuMemMap, cuMemSetAccess. */
+static gboolean
+granule_map (Arena *self, guint g, CUmemGenericAllocationHandle h, GError **error)
+{
+  return granule_map_granted (self, g, h, TRUE, error);
+}
+
+/* THE place where the arena unmaps memory: granule @g and the @n - 1 after it (adjacent in one
+ * reservation: one cuMemUnmap), whose bytes are all free and settled (no queued work uses them)
+ * or asleep, and whose "about to be unmapped" event was delivered, or whose "mapped" event was
+ * withdrawn. */
+static CUresult
+granules_unmap (Arena *self, guint g, guint n)
+{
+  return self->drv->cuMemUnmap (granule_address (self, g), n * self->granularity);
+}
+
 static CUresult
 granule_unmap (Arena *self, guint g)
 {
-  return self->drv->cuMemUnmap (granule_address (self, g), self->granularity);
+  return granules_unmap (self, g, 1);
 }
 
 static void
@@ -349,9 +365,10 @@ arena_spares_release (Arena *self)
     }
 }
 
-/* Physical memory for granule @g: a spare's, mapped there (*@moved TRUE), else new. */
+/* Physical memory for granule @g: a spare's, mapped there (*@moved TRUE), else new; access
+ * granted with @grant. */
 static gboolean
-granule_back (Arena *self, guint g, gboolean *moved, GError **error)
+granule_back_granted (Arena *self, guint g, gboolean *moved, gboolean grant, GError **error)
 {
   CUmemGenericAllocationHandle h;
   CUresult r;
@@ -360,7 +377,7 @@ granule_back (Arena *self, guint g, gboolean *moved, GError **error)
   if (*moved)
     {
       h = self->spare[--self->n_spare];
-      if (!granule_map (self, g, h, error))
+      if (!granule_map_granted (self, g, h, grant, error))
         {
           self->spare[self->n_spare++] = h;
           return FALSE;
@@ -372,7 +389,7 @@ granule_back (Arena *self, guint g, gboolean *moved, GError **error)
   /* the slot says which request failed ("cannot allocate N bytes: "), once */
   if ((r = self->drv->cuMemCreate (&h, self->granularity, &self->prop, 0)) != CUDA_SUCCESS)
     return memres_cuda_set_error (error, r, "cuMemCreate");
-  if (!granule_map (self, g, h, error))
+  if (!granule_map_granted (self, g, h, grant, error))
     {
       if ((r = self->drv->cuMemRelease (h)) != CUDA_SUCCESS)
         g_warning ("arena: cuMemRelease failed (%d) while rolling back a failure", r);
@@ -383,6 +400,13 @@ granule_back (Arena *self, guint g, gboolean *moved, GError **error)
   self->mapped_high = MAX (self->mapped_high, self->n_mapped);
   self->created++;
   return TRUE;
+}
+
+/* granule_back() with access granted (what every caller but the wake wants). */
+static gboolean
+granule_back (Arena *self, guint g, gboolean *moved, GError **error)
+{
+  return granule_back_granted (self, g, moved, TRUE, error);
 }
 
 /* Adds (@sign 1) or takes away (-1) the bytes of [addr, addr + size) granule by granule; a
@@ -681,13 +705,31 @@ arena_granules_release_all (Arena *self)
 
 /* ---- sleep and wake (arena-sleep.c) ---------------------------------------------------------- */
 
+/* Whether granule @g + @k lies right after the @k granules from @g, in the same reservation: one
+ * driver call may span them all (cuMemUnmap, cuMemSetAccess). */
+static gboolean
+granules_adjacent (const Arena *self, guint g, guint k)
+{
+  CUdeviceptr at = granule_address (self, g), next = at + (guint64) k * self->granularity;
+
+  return granule_address (self, g + k) == next
+         && arena_reservation_of (self, at) == arena_reservation_of (self, next);
+}
+
+/* Whether granule @g still sleeps whole: mapped, every held byte asleep. Lock held. */
+static gboolean
+sleep_eligible (const Arena *self, guint g)
+{
+  return self->handle[g] != 0 && self->held[g] == self->asleep[g];
+}
+
 /* The @n granules @gs (mapped, every held byte asleep) lose their physical memory: "about to be
  * unmapped" delivered first (parts.lock dropped meanwhile), then each one whose held bytes are
- * still all asleep is unmapped (one that an allocation took free bytes of meanwhile stays
- * mapped, told mapped again); only once all are unmapped are the handles released, which cannot
- * be undone: a handle the driver refuses to release becomes a spare (released at the end of a
- * later allocation), not a failure. A failing unmap maps the others back (told mapped again)
- * and sets @error naming cuMemUnmap. parts.lock held on entry and on return. */
+ * still all asleep is unmapped, a run of adjacent ones by one cuMemUnmap (one that an allocation
+ * took free bytes of meanwhile stays mapped, told mapped again); only once all are unmapped are the
+ * handles released, which cannot be undone: a handle the driver refuses to release becomes a spare
+ * (released at the end of a later allocation), not a failure. A failing unmap maps the others back
+ * (told mapped again) and sets @error naming cuMemUnmap. parts.lock held on entry and on return. */
 gboolean
 arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error)
 {
@@ -698,17 +740,22 @@ arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error)
   g_mutex_unlock (&self->parts.lock);
   arena_events_flush (self);
   g_mutex_lock (&self->parts.lock);
-  for (guint k = 0; k < n; k++)
+  for (guint k = 0, run; k < n; k += run)
     {
       guint g = gs[k];
       CUresult r;
 
-      if (self->handle[g] == 0 || self->held[g] != self->asleep[g])
+      run = 1;
+      if (!sleep_eligible (self, g))
         {
           queue_event (self, MEMRES_SEGMENT_MAPPED, g);
           continue;
         }
-      if ((r = granule_unmap (self, g)) != CUDA_SUCCESS)
+      /* the run of adjacent granules from @g that sleep too: one cuMemUnmap for them all */
+      while (k + run < n && gs[k + run] == g + run && sleep_eligible (self, g + run)
+             && granules_adjacent (self, g, run))
+        run++;
+      if ((r = granules_unmap (self, g, run)) != CUDA_SUCCESS)
         {
           memres_cuda_set_error (error, r, "cuMemUnmap");
           for (guint j = k; j < n; j++)
@@ -731,8 +778,11 @@ arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error)
             }
           return FALSE;
         }
-      h[k] = self->handle[g];
-      self->handle[g] = 0;
+      for (guint j = k; j < k + run; j++)
+        {
+          h[j] = self->handle[gs[j]];
+          self->handle[gs[j]] = 0;
+        }
     }
   for (guint k = 0; k < n; k++)
     {
@@ -754,43 +804,59 @@ arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error)
 }
 
 /* The @n granules @gs (without memory, held by sleeping bytes) get physical memory again
- * (granule_back(): a spare's, else cuMemCreate; cuMemMap, cuMemSetAccess), their "mapped"
- * events queued. On failure the ones done are unmapped again (their events withdrawn), created
- * memory released and spares kept, and @error names the driver call. Lock held. */
+ * (granule_back(): a spare's, else cuMemCreate; cuMemMap), then access, one cuMemSetAccess per
+ * run of adjacent granules; their "mapped" events queued. On failure the ones done are unmapped
+ * again (their events withdrawn), created memory released and spares kept, and @error names the
+ * driver call. Lock held. */
 gboolean
 arena_granules_wake (Arena *self, const guint *gs, guint n, GError **error)
 {
   g_autofree gboolean *moved = g_new0 (gboolean, n + 1);
+  gboolean ok = TRUE;
+  guint k = 0;
 
-  for (guint k = 0; k < n; k++)
+  for (; ok && k < n; k++)
+    if (!(ok = granule_back_granted (self, gs[k], &moved[k], FALSE, error)))
+      break;
+  /* access granted to each run of adjacent granules by one cuMemSetAccess */
+  for (guint i = 0, run; ok && i < n; i += run)
     {
-      if (granule_back (self, gs[k], &moved[k], error))
-        continue;
-      for (guint j = k; j-- > 0;)
-        {
-          guint g = gs[j];
-          CUresult r;
+      CUdeviceptr at = granule_address (self, gs[i]);
+      CUresult r;
 
-          withdraw_mapped (self, g);
-          if ((r = granule_unmap (self, g)) != CUDA_SUCCESS)
-            {
-              g_warning ("arena: cuMemUnmap failed (%d) while rolling back a failed wake; the "
-                         "granule stays mapped",
-                         r);
-              queue_event (self, MEMRES_SEGMENT_MAPPED, g);
-              continue;
-            }
-          if (moved[j] || (r = self->drv->cuMemRelease (self->handle[g])) != CUDA_SUCCESS)
-            {
-              self->spare[self->n_spare++] = self->handle[g];
-              self->handle[g] = 0;
-              continue;
-            }
-          self->handle[g] = 0;
-          self->n_mapped--;
-          self->created--;
-        }
-      return FALSE;
+      for (run = 1;
+           i + run < n && gs[i + run] == gs[i] + run && granules_adjacent (self, gs[i], run); run++)
+        ;
+      if ((r = self->drv->cuMemSetAccess (at, run * self->granularity, &self->access, 1))
+          != CUDA_SUCCESS)
+        ok = memres_cuda_set_error (error, r, "cuMemSetAccess");
     }
-  return TRUE;
+  if (ok)
+    return TRUE;
+  /* the granules mapped (every one once the grants started) back without memory */
+  for (guint j = k; j-- > 0;)
+    {
+      guint g = gs[j];
+      CUresult r;
+
+      withdraw_mapped (self, g);
+      if ((r = granule_unmap (self, g)) != CUDA_SUCCESS)
+        {
+          g_warning ("arena: cuMemUnmap failed (%d) while rolling back a failed wake; the "
+                     "granule stays mapped",
+                     r);
+          queue_event (self, MEMRES_SEGMENT_MAPPED, g);
+          continue;
+        }
+      if (moved[j] || (r = self->drv->cuMemRelease (self->handle[g])) != CUDA_SUCCESS)
+        {
+          self->spare[self->n_spare++] = self->handle[g];
+          self->handle[g] = 0;
+          continue;
+        }
+      self->handle[g] = 0;
+      self->n_mapped--;
+      self->created--;
+    }
+  return FALSE;
 }

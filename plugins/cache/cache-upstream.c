@@ -195,6 +195,36 @@ block_retire (Cache *self, Block *b, Retired *out)
   out->blocks = b;
 }
 
+/* Chunk.n_idle of every chunk: its blocks in the shared bins. parts.lock held. */
+static void
+chunks_count_idle (Cache *self)
+{
+  for (Chunk *chunk = self->chunks; chunk != NULL; chunk = chunk->next)
+    chunk->n_idle = 0;
+  for (guint c = 0; c < self->n_chunk_classes; c++)
+    for (Block *b = self->parts.shared[c].head; b != NULL; b = b->next)
+      b->chunk->n_idle++;
+}
+
+/* Whether release_idle() would retire anything: a free block of its own that fits above
+ * @bytes_to_keep, or a chunk all of whose blocks are free (chunks_count_idle()). So that a trim or
+ * sleep with nothing to give back waits for no device. parts.lock held. */
+static gboolean
+release_idle_finds_some (Cache *self, gsize bytes_to_keep)
+{
+  for (guint c = self->parts.n_classes; c-- > self->n_chunk_classes;)
+    if (self->parts.shared[c].head != NULL
+        && self->reserved - self->parts.shared[c].head->size >= bytes_to_keep)
+      return TRUE;
+  chunks_count_idle (self);
+  for (Chunk *chunk = self->chunks; chunk != NULL; chunk = chunk->next)
+    if (chunk->n_idle == chunk->n_blocks
+        && self->reserved - (guint64) chunk->n_blocks * cache_class_size (chunk->blocks[0].cls)
+               >= bytes_to_keep)
+      return TRUE;
+  return FALSE;
+}
+
 /* Retires the shared cache's blocks (and the chunks all of whose blocks are there) onto @out
  * while more than @bytes_to_keep stay reserved, never going below it (a block or chunk that
  * would is kept); every stream's work on them is complete once
@@ -204,7 +234,8 @@ release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
 {
   Chunk *chunk, *next;
 
-  if (self->parts.shared_cached == 0 || self->reserved <= bytes_to_keep)
+  if (self->parts.shared_cached == 0 || self->reserved <= bytes_to_keep
+      || !release_idle_finds_some (self, bytes_to_keep))
     return TRUE;
   if (!device_synchronize (self, error))
     return FALSE;
@@ -218,11 +249,7 @@ release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
         cache_event_unref (&self->parts, g_steal_pointer (&b->event));
         block_retire (self, b, out);
       }
-  for (chunk = self->chunks; chunk != NULL; chunk = chunk->next)
-    chunk->n_idle = 0;
-  for (guint c = 0; c < self->n_chunk_classes; c++)
-    for (Block *b = self->parts.shared[c].head; b != NULL; b = b->next)
-      b->chunk->n_idle++;
+  chunks_count_idle (self);
   for (chunk = self->chunks; chunk != NULL && self->reserved > bytes_to_keep; chunk = next)
     {
       gsize csize;
