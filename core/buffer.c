@@ -251,7 +251,8 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
    * would keep values in the registers that the slot call's need) */
   _memres_stripe_current ();
   buf->alloc.address = 0;
-  buf->alloc.size = 0;
+  /* the record's mark (memres-plugin.h), which a kind reads before it asks for the tag */
+  buf->alloc.size = tagged ? MEMRES_ALLOCATION_TAGGED : 0;
   buf->alloc.plugin_data = NULL;
   buf->state = MEMRES_BUFFER_OPEN_STATE (tag); /* read through the call record (tags.h) */
   /* marked for the layers that read tags, and in a stack that can sleep, whose kinds place a

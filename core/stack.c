@@ -386,8 +386,9 @@ upstream_refused (MemresResource *mr, gsize size, GError **error)
  * @error: return location for a #GError, or %NULL
  *
  * For adaptor kinds: calls the allocate slot of @mr's upstream (memres_resource_get_upstream())
- * for @size bytes, filling @alloc (zero-filled first) with the upstream's record, which must go
- * back to memres_upstream_deallocate() exactly once. No #MemresBuffer is created and no
+ * for @size bytes, filling @alloc (zero-filled first, but marked %MEMRES_ALLOCATION_TAGGED when it
+ * is the record of the tagged buffer whose slot call runs) with the upstream's record, which must
+ * go back to memres_upstream_deallocate() exactly once. No #MemresBuffer is created and no
  * reference taken: the adaptor holds its upstream for its whole life. The result is checked as
  * the core checks its own allocate calls (the same code): a slot failing without an error gets
  * one, a record of address 0 or smaller than @size is released and refused. The bytes are counted
@@ -418,6 +419,9 @@ memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
   if (G_UNLIKELY (up == NULL || size - 1 >= (gsize) G_MAXSSIZE))
     return upstream_refused (mr, size, error);
   memset (alloc, 0, sizeof *alloc);
+  /* the mark of a tagged buffer's record (buffer.c) travels with it */
+  if (G_UNLIKELY (alloc == _memres_thread.call_record))
+    alloc->size = MEMRES_ALLOCATION_TAGGED;
   if (!_memres_resource_call_allocate (up, size, stream, alloc, error))
     return FALSE;
   /* the upstream's statistics count what its slot handed out, buffer or not */

@@ -587,9 +587,12 @@ test_too_many (void)
 
 /* A kind's slots see the tag of the buffer they serve (memres_allocation_get_tag()) when the
  * kind has MEMRES_KIND_TAGGED, or sits above a layer that asks for tags; never else, nor outside
- * a slot call. Two pass-through adaptors record what they saw: "tagrec" with the flag,
+ * a slot call; and an allocate slot finds the record of such a buffer marked
+ * (MEMRES_ALLOCATION_TAGGED in its size), through memres_upstream_allocate() too, every other
+ * record with size 0. Two pass-through adaptors record what they saw: "tagrec" with the flag,
  * "tagnone" without. */
 static const char *seen[8]; /* what each slot call saw, in order */
+static gsize entry_size[8]; /* each allocate call's record size on entry (deallocate: G_MAXSIZE) */
 static guint n_seen;
 
 static gboolean
@@ -608,6 +611,7 @@ rec_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocat
               GError **error)
 {
   g_assert_cmpuint (n_seen, <, G_N_ELEMENTS (seen));
+  entry_size[n_seen] = alloc->size;
   seen[n_seen++] = memres_allocation_get_tag (alloc);
   return memres_upstream_allocate (mr, size, stream, alloc, error);
 }
@@ -616,6 +620,7 @@ static gboolean
 rec_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
   g_assert_cmpuint (n_seen, <, G_N_ELEMENTS (seen));
+  entry_size[n_seen] = G_MAXSIZE;
   seen[n_seen++] = memres_allocation_get_tag (alloc);
   return memres_upstream_deallocate (mr, alloc, stream, error);
 }
@@ -654,7 +659,8 @@ register_recorders (void)
 }
 
 /* One buffer under @scope (NULL: none) through @spec: every recorder's allocate and deallocate
- * (@n_calls in all) saw @want. */
+ * (@n_calls in all) saw @want, and each allocate (the first half) a record marked exactly when
+ * @want is a tag. */
 static void
 assert_seen (const char *spec, const char *scope, guint n_calls, const char *want)
 {
@@ -675,6 +681,11 @@ assert_seen (const char *spec, const char *scope, guint n_calls, const char *wan
   g_assert_cmpuint (n_seen, ==, n_calls);
   for (guint i = 0; i < n_seen; i++)
     g_assert_cmpstr (seen[i], ==, want);
+  for (guint i = 0; i < n_seen; i++)
+    g_assert_cmpuint (entry_size[i], ==,
+                      i >= n_calls / 2 ? G_MAXSIZE
+                      : want != NULL   ? MEMRES_ALLOCATION_TAGGED
+                                       : 0);
 }
 
 static void

@@ -326,7 +326,8 @@ typedef struct _MemresAllocation MemresAllocation;
  * @plugin_data: per-buffer state owned by the plugin, or %NULL; the core never reads it
  *
  * One allocation as the core keeps it inside its buffer. The allocate, import_buffer and resize
- * slots fill it in (it arrives zero-filled for allocate and import_buffer); deallocate,
+ * slots fill it in (it arrives zero-filled for allocate and import_buffer, but for the mark of a
+ * tagged buffer's record: %MEMRES_ALLOCATION_TAGGED); deallocate,
  * export_buffer and resize receive the same record back, so @plugin_data is where a kind keeps
  * what it needs to free the memory (a handle, a mapping, a reference to an upstream buffer).
  * The core owns the record; the plugin owns what @plugin_data points to and frees it in
@@ -341,6 +342,21 @@ struct _MemresAllocation
   gsize size;
   gpointer plugin_data;
 };
+
+/**
+ * MEMRES_ALLOCATION_TAGGED:
+ *
+ * The @size an allocate slot's #MemresAllocation record arrives with when the buffer the call
+ * serves has a tag that memres_allocation_get_tag() returns (the core marks that record only in
+ * stacks where a layer reads tags, see memres_allocation_get_tag()); every other record arrives
+ * with @size 0. So a kind that places or records buffers by tag reads its own record, already in
+ * the cache, and calls memres_allocation_get_tag() only for a marked one: an untagged allocation
+ * pays no call. Address and plugin data arrive 0 either way, and the slot sets @size on success
+ * as always. memres_upstream_allocate() marks the record it passes on when it is the marked one.
+ *
+ * Since: 2.0
+ */
+#define MEMRES_ALLOCATION_TAGGED ((gsize) 1)
 
 typedef struct _MemresResourceInfo MemresResourceInfo;
 
@@ -769,7 +785,8 @@ struct _MemresResourceOps
   /**
    * MemresResourceOps.allocate:
    *
-   * Required. Allocates @size bytes and fills @alloc (zero-filled on entry): a nonzero address and
+   * Required. Allocates @size bytes and fills @alloc (zero-filled on entry, but @alloc->size is
+   * %MEMRES_ALLOCATION_TAGGED for a tagged buffer in a stack that reads tags): a nonzero address and
    * a size of at least @size. @size is from 1 to `G_MAXSSIZE` (the core makes empty buffers itself
    * without calling the plugin and refuses larger sizes with %MEMRES_ERROR_OUT_OF_MEMORY): rounding
    * up must still not overflow. @stream is the caller's stream (%NULL is the legacy default stream;

@@ -269,16 +269,29 @@ arena_allocate_for (MemresResource *mr, gsize size, MemresStream stream, guint t
   return allocate_for (mr, size, stream, tag, alloc, error);
 }
 
-/* The allocate slot: arena_allocate_for() the buffer's tag (memres_allocation_get_tag(): the core
- * marks a tagged buffer's record in a stack that can sleep; an untagged one costs that call). */
+/* A marked record's allocation: under the buffer's tag (none when the core's tag is not one that
+ * the record's stack wants). */
+G_GNUC_NO_INLINE
+static gboolean
+allocate_tagged (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                 GError **error)
+{
+  const char *name = memres_allocation_get_tag (alloc);
+
+  return allocate_for (mr, size, stream, name == NULL ? 0 : cache_tag_index (name), alloc, error);
+}
+
+/* The allocate slot: arena_allocate_for() the buffer's tag. The core marks a tagged buffer's
+ * record in a stack that can sleep (MEMRES_ALLOCATION_TAGGED in its size, memres-plugin.h): only
+ * a marked record asks memres_allocation_get_tag(), out of line; an untagged allocation reads the
+ * record it is about to fill and runs the hit path for "no tag", whose tag compares fold away. */
 gboolean
 arena_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
-  const char *name = memres_allocation_get_tag (alloc);
-
-  return allocate_for (mr, size, stream, G_LIKELY (name == NULL) ? 0 : cache_tag_index (name),
-                       alloc, error);
+  if (G_UNLIKELY (alloc->size == MEMRES_ALLOCATION_TAGGED))
+    return allocate_tagged (mr, size, stream, alloc, error);
+  return allocate_for (mr, size, stream, 0, alloc, error);
 }
 
 /* The tag @alloc (one of this arena's) serves: its block's, its extent's granules', 0 for a
