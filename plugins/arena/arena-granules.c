@@ -219,6 +219,35 @@ granule_unmap (Arena *self, guint g)
   return granules_unmap (self, g, 1);
 }
 
+/* Undoes the mapping of granule @g made by a call that then failed (its "mapped" event
+ * withdrawn, cuMemUnmap): its memory is released (cuMemRelease), or kept as a spare, released at
+ * the end of the call, where @keep (memory moved from a free range) or where the release fails.
+ * A failed unmap leaves the granule mapped, its event queued again, with a warning naming
+ * @what. Lock held. */
+static void
+granule_roll_back (Arena *self, guint g, gboolean keep, const char *what)
+{
+  CUresult r;
+
+  withdraw_mapped (self, g);
+  if ((r = granule_unmap (self, g)) != CUDA_SUCCESS)
+    {
+      g_warning ("arena: cuMemUnmap failed (%d) while rolling back %s; the granule stays mapped", r,
+                 what);
+      queue_event (self, MEMRES_SEGMENT_MAPPED, g);
+      return;
+    }
+  if (keep || (r = self->drv->cuMemRelease (self->handle[g])) != CUDA_SUCCESS)
+    {
+      self->spare[self->n_spare++] = self->handle[g];
+      self->handle[g] = 0;
+      return;
+    }
+  self->handle[g] = 0;
+  self->n_mapped--;
+  self->created--;
+}
+
 static void
 idle_push (Arena *self, guint g)
 {
@@ -513,30 +542,7 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
         {
           /* the created ones go back; the moved ones stay here, idle, once uncounted */
           while (n_new-- > 0)
-            {
-              guint c = created[n_new];
-              CUresult r;
-
-              withdraw_mapped (self, c);
-              if ((r = granule_unmap (self, c)) != CUDA_SUCCESS)
-                {
-                  g_warning ("arena: cuMemUnmap failed (%d) while rolling back a failure; the "
-                             "granule stays mapped",
-                             r);
-                  queue_event (self, MEMRES_SEGMENT_MAPPED, c);
-                  continue;
-                }
-              if ((r = self->drv->cuMemRelease (self->handle[c])) != CUDA_SUCCESS)
-                {
-                  /* kept as a spare: released at the end of the allocation */
-                  self->spare[self->n_spare++] = self->handle[c];
-                  self->handle[c] = 0;
-                  continue;
-                }
-              self->handle[c] = 0;
-              self->n_mapped--;
-              self->created--;
-            }
+            granule_roll_back (self, created[n_new], FALSE, "a failure");
           span_count (self, addr, size, -1);
           return FALSE;
         }
@@ -835,28 +841,6 @@ arena_granules_wake (Arena *self, const guint *gs, guint n, GError **error)
     return TRUE;
   /* the granules mapped (every one once the grants started) back without memory */
   for (guint j = k; j-- > 0;)
-    {
-      guint g = gs[j];
-      CUresult r;
-
-      withdraw_mapped (self, g);
-      if ((r = granule_unmap (self, g)) != CUDA_SUCCESS)
-        {
-          g_warning ("arena: cuMemUnmap failed (%d) while rolling back a failed wake; the "
-                     "granule stays mapped",
-                     r);
-          queue_event (self, MEMRES_SEGMENT_MAPPED, g);
-          continue;
-        }
-      if (moved[j] || (r = self->drv->cuMemRelease (self->handle[g])) != CUDA_SUCCESS)
-        {
-          self->spare[self->n_spare++] = self->handle[g];
-          self->handle[g] = 0;
-          continue;
-        }
-      self->handle[g] = 0;
-      self->n_mapped--;
-      self->created--;
-    }
+    granule_roll_back (self, gs[j], moved[j], "a failed wake");
   return FALSE;
 }
