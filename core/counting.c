@@ -173,17 +173,18 @@ set_take_back (MemresCountSet *s, gint64 bytes)
 }
 
 G_GNUC_NO_INLINE void
-_memres_counted_refused (MemresResource *mr, guint tag, gint64 bytes, gboolean pass)
+_memres_counted_refused (MemresResource *mr, guint tag, gint64 bytes)
 {
   guint i = _memres_stripe_current ();
   MemresCounts *counts = mr->counts;
+  MemresResource *usage = _memres_counted_usage (mr);
 
   __atomic_sub_fetch (&counts->classes[i - 1].n[_memres_size_class (bytes)], 1, __ATOMIC_RELAXED);
   set_take_back (&mr->stripes[i - 1].set, bytes);
   if (tag != 0)
     set_take_back (&counts->tag_stripes[i - 1].tags[tag], bytes);
-  if (pass && mr->upstream->count_usage)
-    __atomic_add_fetch (&mr->upstream->stripes[i - 1].set.bytes, -bytes, __ATOMIC_RELAXED);
+  if (usage != NULL)
+    __atomic_add_fetch (&MEMRES_STRIPE_AT (usage, i)->set.bytes, -bytes, __ATOMIC_RELAXED);
 }
 
 /* A set's figures: current, peak (at least current), and totals since the reset (@m's bases). */

@@ -77,71 +77,41 @@ _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
 }
 
 /* The slot pointers of a counted layer (MemresResource.allocate/deallocate, set at creation):
- * counting.h's bodies, for a kind with slots of its own and for a pass-through one without them
- * (`stats`), which calls its upstream's. A thread's first deallocate gets its stripe and calls
- * again, so that the body makes no call but the slot's. */
-static G_GNUC_NO_INLINE gboolean
-counted_first_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                          GError **error)
-{
-  _memres_stripe_assign ();
-  return mr->deallocate (mr, alloc, stream, error);
-}
+ * counting.h's bodies, one pair per MemresCountedMode: for a kind with slots of its own, and for a
+ * pass-through one without them (`stats`), which calls its upstream's, counting its upstream's
+ * usage or not. */
+#define COUNTED_SLOTS(name, mode)                                                                  \
+  static MEMRES_HOT gboolean name##_allocate (MemresResource *mr, gsize size, MemresStream stream, \
+                                              MemresAllocation *alloc, GError **error)             \
+  {                                                                                                \
+    return _memres_counted_allocate (mr, size, stream, alloc, error, mode);                        \
+  }                                                                                                \
+  static MEMRES_HOT gboolean name##_deallocate (MemresResource *mr, MemresAllocation *alloc,       \
+                                                MemresStream stream, GError **error)               \
+  {                                                                                                \
+    return _memres_counted_deallocate (mr, alloc, stream, error, mode);                            \
+  }
+COUNTED_SLOTS (counted, MEMRES_COUNTED_OWN)
+COUNTED_SLOTS (counted_pass, MEMRES_COUNTED_PASS)
+COUNTED_SLOTS (counted_pass_usage, MEMRES_COUNTED_PASS_USAGE)
 
-static MEMRES_HOT gboolean
-counted_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-                  GError **error)
-{
-  return _memres_counted_allocate (mr, size, stream, alloc, error, FALSE);
-}
-
-static MEMRES_HOT gboolean
-counted_pass_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-                       GError **error)
-{
-  return _memres_counted_allocate (mr, size, stream, alloc, error, TRUE);
-}
-
-static MEMRES_HOT gboolean
-counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                    GError **error)
-{
-  if (G_UNLIKELY (_memres_thread.stripe_index == 0))
-    return counted_first_deallocate (mr, alloc, stream, error);
-  return _memres_counted_deallocate (mr, alloc, stream, error, FALSE);
-}
-
-static MEMRES_HOT gboolean
-counted_pass_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                         GError **error)
-{
-  if (G_UNLIKELY (_memres_thread.stripe_index == 0))
-    return counted_first_deallocate (mr, alloc, stream, error);
-  return _memres_counted_deallocate (mr, alloc, stream, error, TRUE);
-}
-
+/* counting.h's out-of-line halves: the stripe found (assigned at the thread's first count), the
+ * tag of the call, whose usage is counted */
 G_GNUC_NO_INLINE gboolean
-_memres_counted_allocated_tagged (MemresResource *mr, guint i, const MemresAllocation *alloc,
-                                  gboolean pass, gsize asked)
+_memres_counted_allocated_slow (MemresResource *mr, const MemresAllocation *alloc, gsize asked)
 {
-  guint tag = _memres_tag_of_call (alloc);
-
-  if (pass)
-    _memres_counted_count (mr, i, alloc, (gint64) alloc->size, 1, TRUE, TRUE, asked, tag);
-  else
-    _memres_counted_count (mr, i, alloc, (gint64) alloc->size, 1, TRUE, FALSE, asked, tag);
+  _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, TRUE,
+                         _memres_counted_usage (mr), asked, _memres_tag_of_call (alloc));
   return TRUE;
 }
 
 G_GNUC_NO_INLINE gboolean
-_memres_counted_deallocate_tagged (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                                   GError **error, gboolean pass)
+_memres_counted_deallocate_slow (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                                 GError **error)
 {
-  guint tag = _memres_tag_of_call (alloc);
-
-  if (pass)
-    return _memres_counted_free (mr, alloc, stream, error, TRUE, tag);
-  return _memres_counted_free (mr, alloc, stream, error, FALSE, tag);
+  return _memres_counted_free (mr, _memres_stripe_current (), alloc, stream, error,
+                               _memres_counted_passes (mr), _memres_counted_usage (mr),
+                               _memres_tag_of_call (alloc));
 }
 
 G_GNUC_NO_INLINE gboolean
@@ -172,13 +142,13 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
 
   /* a pass-through counted layer's record is its upstream's, unchecked: judged, named and
    * released there */
-  if (mr->allocate == counted_pass_allocate && g_strcmp0 (slot, "allocate") == 0)
+  if (mr->counts != NULL && _memres_counted_passes (mr) && g_strcmp0 (slot, "allocate") == 0)
     {
       if (_memres_resource_alloc_result_slow (mr->upstream, slot, ok, local, size, stream, alloc,
                                               error))
         return TRUE;
       if (counted)
-        _memres_counted_refused (mr, tag, bytes, TRUE);
+        _memres_counted_refused (mr, tag, bytes);
       return FALSE;
     }
   if (!ok && *local == NULL)
@@ -188,7 +158,7 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
   if (_memres_allocation_plausible (alloc, size))
     return TRUE;
   if (counted)
-    _memres_counted_refused (mr, tag, bytes, FALSE);
+    _memres_counted_refused (mr, tag, bytes);
   if (alloc->address == 0)
     what = "address 0";
   else if (alloc->size < size)
@@ -210,7 +180,7 @@ _memres_resource_alloc_result_slow (MemresResource *mr, const char *slot, gboole
    * uncounts it */
   if (counted)
     _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, FALSE,
-                           FALSE, 0, tag);
+                           NULL, 0, tag);
   if (!_memres_resource_call_deallocate (mr, alloc, stream, &release_error))
     g_warning ("kind \"%s\": releasing what %s returned failed: %s", mr->kind->name, slot,
                release_error->message);
@@ -254,39 +224,38 @@ gboolean
 _memres_resource_deallocate_result_slow (MemresResource *mr, gboolean ok, GError **local,
                                          guint64 address, MemresAllocation *alloc, GError **error)
 {
-  gboolean pass;
-
   if (mr->counts == NULL)
     return deallocate_judge (mr, ok, local, address, alloc, error);
   /* a counted layer (counting.h) uncounted before its call: a pass-through layer's call judged
    * at the upstream, which made it, as memres_upstream_deallocate() would; the counts (and the
    * upstream's usage) counted again when the allocation was kept */
-  pass = mr->deallocate == counted_pass_deallocate;
-  if (pass)
+  if (_memres_counted_passes (mr))
     ok = _memres_resource_deallocate_result_slow (mr->upstream, ok, local, address, alloc, error);
   else
     ok = deallocate_judge (mr, ok, local, address, alloc, error);
   if (!ok && address != 0 && alloc->address == address)
     _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, FALSE,
-                           pass, 0, _memres_tag_of_call (alloc));
+                           _memres_counted_usage (mr), 0, _memres_tag_of_call (alloc));
   return ok;
 }
 
-/* resource.c's part of a counted layer's count (counting.h): the marks whose quotas passed. A
- * record the caller's check refuses leaves them as they are: its counts are taken back, and the
- * next allocation that passes a quota updates them. */
+/* resource.c's part of a counted layer's count (counting.h): the marks of the sets past their
+ * quotas on the thread's stripe @i. A set within its quota now needs none: the quotas sum to at
+ * most the mark (another thread's update may have raised this stripe's since the count saw it
+ * passed). A record the caller's check refuses leaves them as they are: its counts are taken
+ * back, and the next allocation that passes a quota updates them. */
 void
-_memres_counted_marks (MemresResource *mr, guint tag, guint passed, const MemresAllocation *alloc,
-                       gsize asked)
+_memres_counted_marks (MemresResource *mr, guint i, guint tag, MemresResource *usage,
+                       const MemresAllocation *alloc, gsize asked)
 {
   if (!_memres_allocation_plausible (alloc, asked))
     return;
-  if (passed & 1)
+  if (_memres_count_set_over_quota (&MEMRES_STRIPE_AT (mr, i)->set, i))
     _memres_counts_peak (mr);
-  if (passed & 2)
+  if (tag != 0 && _memres_count_set_over_quota (&mr->counts->tag_stripes[i - 1].tags[tag], i))
     _memres_counts_tag_peak (mr->counts, tag);
-  if (passed & 4)
-    _memres_resource_count_peak (mr->upstream, FALSE);
+  if (usage != NULL && _memres_stripe_over_quota (MEMRES_STRIPE_AT (usage, i), i))
+    _memres_resource_count_peak (usage, FALSE);
 }
 
 /* The wait before freeing memory that is not stream-ordered. `CUDA_ERROR_DEINITIALIZED` (the
@@ -442,10 +411,21 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   if (kind->flags & MEMRES_KIND_COUNTED)
     {
       /* the core's counted calls, around the kind's slots or, without them, the upstream's */
-      gboolean pass = mr->ops->allocate == NULL;
-
-      mr->allocate = pass ? counted_pass_allocate : counted_allocate;
-      mr->deallocate = pass ? counted_pass_deallocate : counted_deallocate;
+      if (mr->ops->allocate != NULL)
+        {
+          mr->allocate = counted_allocate;
+          mr->deallocate = counted_deallocate;
+        }
+      else if (upstream->count_usage)
+        {
+          mr->allocate = counted_pass_usage_allocate;
+          mr->deallocate = counted_pass_usage_deallocate;
+        }
+      else
+        {
+          mr->allocate = counted_pass_allocate;
+          mr->deallocate = counted_pass_deallocate;
+        }
     }
   else
     {
