@@ -244,13 +244,14 @@ _memres_stripe_is_own (guint i)
 /* resource.c: a counted layer's calls out of line where the thread has no stripe of its own (its
  * first count, or more threads than stripes: the shared one, with locked adds) or where the record
  * is a tagged buffer's in its slot call (the thread's call record, tags.h), so that the other
- * calls carry no code and no registers for any of them. _memres_counted_allocated_slow(): the
- * counts of _memres_counted_allocate() (@asked: the bytes asked for); returns TRUE.
- * _memres_counted_deallocate_slow(): _memres_counted_deallocate(). */
+ * calls carry no code and no registers for any of them (@mode: the calling slot's).
+ * _memres_counted_allocated_slow(): the counts of _memres_counted_allocate() (@asked: the bytes
+ * asked for); returns TRUE. _memres_counted_deallocate_slow(): _memres_counted_deallocate(). */
 gboolean _memres_counted_allocated_slow (MemresResource *mr, const MemresAllocation *alloc,
-                                         gsize asked);
+                                         gsize asked, MemresCountedMode mode);
 gboolean _memres_counted_deallocate_slow (MemresResource *mr, MemresAllocation *alloc,
-                                          MemresStream stream, GError **error);
+                                          MemresStream stream, GError **error,
+                                          MemresCountedMode mode);
 
 /* resource.c: @mr's deallocate slot after the wait for @stream that its memory needs
  * (MemresResource.wait_before_free), unchecked; FALSE with the wait's error when it fails. */
@@ -281,7 +282,7 @@ _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
     return FALSE;
   i = _memres_thread.stripe_index;
   if (G_UNLIKELY (!_memres_stripe_is_own (i) || alloc == _memres_thread.call_record))
-    return _memres_counted_allocated_slow (mr, alloc, size);
+    return _memres_counted_allocated_slow (mr, alloc, size, mode);
   _memres_counted_count (mr, i, alloc, (gint64) alloc->size, 1, TRUE,
                          _memres_counted_usage_of_mode (mr, mode), size, 0);
   return TRUE;
@@ -316,7 +317,7 @@ _memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
   guint i = _memres_thread.stripe_index;
 
   if (G_UNLIKELY (!_memres_stripe_is_own (i) || alloc == _memres_thread.call_record))
-    return _memres_counted_deallocate_slow (mr, alloc, stream, error);
+    return _memres_counted_deallocate_slow (mr, alloc, stream, error, mode);
   return _memres_counted_free (mr, i, alloc, stream, error, mode != MEMRES_COUNTED_OWN,
                                _memres_counted_usage_of_mode (mr, mode), 0);
 }

@@ -95,23 +95,80 @@ COUNTED_SLOTS (counted, MEMRES_COUNTED_OWN)
 COUNTED_SLOTS (counted_pass, MEMRES_COUNTED_PASS)
 COUNTED_SLOTS (counted_pass_usage, MEMRES_COUNTED_PASS_USAGE)
 
-/* counting.h's out-of-line halves: the stripe found (assigned at the thread's first count), the
- * tag of the call, whose usage is counted */
-G_GNUC_NO_INLINE gboolean
-_memres_counted_allocated_slow (MemresResource *mr, const MemresAllocation *alloc, gsize asked)
+/* counting.h's out-of-line halves: a thread's first count gets the thread its stripe and calls
+ * again (so that the bodies make no call but a tail call or the marks'); the shared stripe, the
+ * tag of the call; each body expanded once per @mode, a constant there */
+static G_GNUC_NO_INLINE gboolean
+counted_allocated_first (MemresResource *mr, const MemresAllocation *alloc, gsize asked,
+                         MemresCountedMode mode)
 {
-  _memres_counted_count (mr, _memres_stripe_current (), alloc, (gint64) alloc->size, 1, TRUE,
-                         _memres_counted_usage (mr), asked, _memres_tag_of_call (alloc));
+  _memres_stripe_assign ();
+  return _memres_counted_allocated_slow (mr, alloc, asked, mode);
+}
+
+G_ALWAYS_INLINE static inline gboolean
+counted_allocated_slow (MemresResource *mr, guint i, const MemresAllocation *alloc, gsize asked,
+                        MemresCountedMode mode)
+{
+  _memres_counted_count (mr, i, alloc, (gint64) alloc->size, 1, TRUE,
+                         _memres_counted_usage_of_mode (mr, mode), asked,
+                         _memres_tag_of_call (alloc));
   return TRUE;
 }
 
 G_GNUC_NO_INLINE gboolean
-_memres_counted_deallocate_slow (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                                 GError **error)
+_memres_counted_allocated_slow (MemresResource *mr, const MemresAllocation *alloc, gsize asked,
+                                MemresCountedMode mode)
 {
-  return _memres_counted_free (mr, _memres_stripe_current (), alloc, stream, error,
-                               _memres_counted_passes (mr), _memres_counted_usage (mr),
+  guint i = _memres_thread.stripe_index;
+
+  if (i == 0)
+    return counted_allocated_first (mr, alloc, asked, mode);
+  switch (mode)
+    {
+    case MEMRES_COUNTED_OWN:
+      return counted_allocated_slow (mr, i, alloc, asked, MEMRES_COUNTED_OWN);
+    case MEMRES_COUNTED_PASS:
+      return counted_allocated_slow (mr, i, alloc, asked, MEMRES_COUNTED_PASS);
+    default:
+      return counted_allocated_slow (mr, i, alloc, asked, MEMRES_COUNTED_PASS_USAGE);
+    }
+}
+
+static G_GNUC_NO_INLINE gboolean
+counted_deallocate_first (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                          GError **error)
+{
+  _memres_stripe_assign ();
+  return mr->deallocate (mr, alloc, stream, error);
+}
+
+G_ALWAYS_INLINE static inline gboolean
+counted_deallocate_slow (MemresResource *mr, guint i, MemresAllocation *alloc, MemresStream stream,
+                         GError **error, MemresCountedMode mode)
+{
+  return _memres_counted_free (mr, i, alloc, stream, error, mode != MEMRES_COUNTED_OWN,
+                               _memres_counted_usage_of_mode (mr, mode),
                                _memres_tag_of_call (alloc));
+}
+
+G_GNUC_NO_INLINE gboolean
+_memres_counted_deallocate_slow (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
+                                 GError **error, MemresCountedMode mode)
+{
+  guint i = _memres_thread.stripe_index;
+
+  if (i == 0)
+    return counted_deallocate_first (mr, alloc, stream, error);
+  switch (mode)
+    {
+    case MEMRES_COUNTED_OWN:
+      return counted_deallocate_slow (mr, i, alloc, stream, error, MEMRES_COUNTED_OWN);
+    case MEMRES_COUNTED_PASS:
+      return counted_deallocate_slow (mr, i, alloc, stream, error, MEMRES_COUNTED_PASS);
+    default:
+      return counted_deallocate_slow (mr, i, alloc, stream, error, MEMRES_COUNTED_PASS_USAGE);
+    }
 }
 
 G_GNUC_NO_INLINE gboolean
