@@ -100,6 +100,22 @@ _memres_peak_update (gint64 *value0, gint64 *quota0, gsize stride, guint64 *high
   return total;
 }
 
+/* A resource's usage: the bytes on its buffer stripes, and their mark (MemresResource.used_high) */
+guint64
+_memres_resource_used_bytes (MemresResource *mr)
+{
+  return _memres_stripes_sum (&mr->stripes[0].set.bytes, sizeof (MemresStripe), NULL);
+}
+
+/* The slow half of _memres_resource_count_used() (hot-path.h): the sum, the mark raised to
+ * it (or set to it: @reset), and what is left below the mark shared as quotas. */
+void
+_memres_resource_count_peak (MemresResource *mr, gboolean reset)
+{
+  _memres_peak_update (&mr->stripes[0].set.bytes, &mr->stripes[0].set.bytes_quota,
+                       sizeof (MemresStripe), &mr->used_high, reset);
+}
+
 /* The reset bases of the counted layers' totals, read and written by the readers only. */
 static GMutex counts_lock;
 

@@ -11,7 +11,7 @@
  * its tag's set (MemresCounts.tag_stripes); the size classes beside them (MemresCounts.classes).
  * A stripe with one thread is changed with plain loads and stores; the shared stripe (more
  * threads than stripes) with locked adds. Also the inline bodies of a counted layer's slot calls,
- * which only resource.c expands (the slot pointers of a counted layer's MemresResource).
+ * which only resource-slots.c expands (the slot pointers of a counted layer's MemresResource).
  * Included through memres-private.h. */
 #pragma once
 
@@ -127,8 +127,8 @@ _memres_tag_of_call (const MemresAllocation *alloc)
 }
 
 /* How a counted layer's calls reach memory, and whose usage they count besides the layer's own:
- * a constant of each of the core's counted calls (resource.c picks one at creation), so that a
- * call tests neither. */
+ * a constant of each of the core's counted calls (resource-slots.c picks one at creation), so that
+ * a call tests neither. */
 typedef enum
 {
   MEMRES_COUNTED_OWN,        /* the kind's own slots */
@@ -170,7 +170,7 @@ _memres_counted_usage_of_mode (MemresResource *mr, MemresCountedMode mode)
   return up;
 }
 
-/* resource.c: the marks of a counted layer's count of an allocation on stripe @i (the calling
+/* resource-slots.c: the marks of a counted layer's count of an allocation on stripe @i (the calling
  * thread's) that took a value past its quota: each of its sets still past its quota there (the
  * layer's, tag @tag's, and @usage's: _memres_counted_usage()) has its marks updated, unless
  * @alloc is a record the caller's check refuses for an allocation of @asked bytes (counted before
@@ -241,10 +241,10 @@ _memres_stripe_is_own (guint i)
   return i - 1 < MEMRES_STRIPE_SHARED - 1;
 }
 
-/* resource.c: a counted layer's calls out of line where the thread has no stripe of its own (its
- * first count, or more threads than stripes: the shared one, with locked adds) or where the record
- * is a tagged buffer's in its slot call (the thread's call record, tags.h), so that the other
- * calls carry no code and no registers for any of them (@mode: the calling slot's).
+/* resource-slots.c: a counted layer's calls out of line where the thread has no stripe of its own
+ * (its first count, or more threads than stripes: the shared one, with locked adds) or where the
+ * record is a tagged buffer's in its slot call (the thread's call record, tags.h), so that the
+ * other calls carry no code and no registers for any of them (@mode: the calling slot's).
  * _memres_counted_allocated_slow(): the counts of _memres_counted_allocate() (@asked: the bytes
  * asked for); returns TRUE. _memres_counted_deallocate_slow(): _memres_counted_deallocate(). */
 gboolean _memres_counted_allocated_slow (MemresResource *mr, const MemresAllocation *alloc,
@@ -253,7 +253,7 @@ gboolean _memres_counted_deallocate_slow (MemresResource *mr, MemresAllocation *
                                           MemresStream stream, GError **error,
                                           MemresCountedMode mode);
 
-/* resource.c: @mr's deallocate slot after the wait for @stream that its memory needs
+/* resource-slots.c: @mr's deallocate slot after the wait for @stream that its memory needs
  * (MemresResource.wait_before_free), unchecked; FALSE with the wait's error when it fails. */
 gboolean _memres_resource_call_deallocate_waiting (MemresResource *mr, MemresAllocation *alloc,
                                                    MemresStream stream, GError **error);
@@ -264,7 +264,7 @@ gboolean _memres_resource_call_deallocate_waiting (MemresResource *mr, MemresAll
  * record a successful call returned. The record is not checked here: the caller checks it
  * (buffer.c, _memres_resource_call_allocate()), and the slow half of that check takes the counts
  * of a bad record back (_memres_counted_refused()) and names and releases it at the layer that
- * made it (resource.c: _memres_resource_alloc_result_slow()); no peak of it is kept
+ * made it (resource-slots.c: _memres_resource_alloc_result_slow()); no peak of it is kept
  * (_memres_counted_marks()). */
 G_ALWAYS_INLINE static inline gboolean
 _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
@@ -293,7 +293,7 @@ _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
  * kind's slot, or for a pass-through layer (@pass) the call memres_upstream_deallocate() would
  * make (its wait for the stream where the upstream frees at once, its slot), a tail call. A free
  * that did not simply succeed is judged by the caller's check, whose slow half judges it at the
- * layer that made the call and counts again what was kept (resource.c:
+ * layer that made the call and counts again what was kept (resource-slots.c:
  * _memres_resource_deallocate_result_slow()). */
 G_ALWAYS_INLINE static inline gboolean
 _memres_counted_free (MemresResource *mr, guint i, MemresAllocation *alloc, MemresStream stream,
