@@ -100,7 +100,7 @@ typedef struct
   gint busy; /* the stripe's thread is inside a plain update (owner-fence.h) */
   /* set.bytes: the bytes of the layer's allocations minus those closed through this stripe
    * (MemresResource.count_usage; a counted layer's own counts, all of @set); set.bytes_quota: how
-   * high set.bytes may go before the stripes are summed (resource.c) */
+   * high set.bytes may go before the stripes are summed (counting.c) */
   MemresCountSet set;
   /* 128 bytes apart, not 64: x86's adjacent-line prefetcher fetches lines in 128-byte pairs, so
    * stripes on the two lines of one pair would still be written back and forth between the cores
