@@ -84,7 +84,8 @@ plugindir=$(pkg-config --variable=plugindir memres-2)
   || fail "plugindir is '$plugindir', expected $prefix/lib/memres-2/plugins"
 [ -e "$prefix/lib/libmemres.so" ] || fail "no $prefix/lib/libmemres.so"
 [ -e "$prefix/lib/libmemres.so.2" ] || fail "no $prefix/lib/libmemres.so.2 (the SONAME)"
-for h in memres.h memres-plugin.h memres-cuda.h memres-managed.h memres-version.h; do
+for h in memres.h memres-plugin.h memres-plugin-ops.h memres-plugin-ipc.h memres-cuda.h memres-managed.h \
+  memres-version.h; do
   [ -f "$prefix/include/memres-2/memres/$h" ] || fail "header $h not installed"
 done
 for p in dmr ipc vmm pinned graph managed limit log; do

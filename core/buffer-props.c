@@ -65,8 +65,9 @@ memres_buffer_set_deallocation_stream (MemresBuffer *buf, MemresStream stream, G
  * The stream the buffer's memory is freed on when it is closed without a stream of its own
  * (memres_buffer_unref() of the last reference, or memres_buffer_close() with %NULL): the
  * allocation stream until memres_buffer_set_deallocation_stream() changes it. It is a
- * `CUstream` (%NULL: the legacy default stream) and stays valid after the close. No lock, no driver call, no #GError; thread-safe (a buffer closed by another thread at the
- * same time gives either answer).
+ * `CUstream` (%NULL: the legacy default stream) and stays valid after the close. No lock, no driver
+ * call, no #GError; thread-safe (a buffer closed by another thread at the same time gives either
+ * answer).
  *
  * Returns: the recorded deallocation stream (initially the allocation stream)
  *
@@ -85,8 +86,8 @@ memres_buffer_get_deallocation_stream (MemresBuffer *buf)
  *
  * The start of the buffer's memory as a pointer: a host pointer for host-accessible memory, the
  * `CUdeviceptr` cast to a pointer for device memory (dereference it only where
- * memres_buffer_is_host_accessible() says so). No lock, no driver call, no #GError; thread-safe (a buffer closed by another thread at the
- * same time gives either answer).
+ * memres_buffer_is_host_accessible() says so). No lock, no driver call, no #GError; thread-safe (a
+ * buffer closed by another thread at the same time gives either answer).
  *
  * Returns: (transfer none) (nullable): the start of the memory as a pointer (device memory:
  *   the `CUdeviceptr`); %NULL for a closed buffer and for one allocated with size 0 (a buffer
@@ -107,8 +108,8 @@ memres_buffer_get_pointer (MemresBuffer *buf)
  * @buf: a #MemresBuffer
  *
  * The start of the buffer's memory as a 64-bit integer, as the driver API takes it
- * (`CUdeviceptr`); the same value as memres_buffer_get_pointer(). No lock, no driver call, no #GError; thread-safe (a buffer closed by another thread at the
- * same time gives either answer).
+ * (`CUdeviceptr`); the same value as memres_buffer_get_pointer(). No lock, no driver call, no
+ * #GError; thread-safe (a buffer closed by another thread at the same time gives either answer).
  *
  * Returns: the start of the memory as an integer (a `CUdeviceptr`); 0 for a closed buffer and
  *   for one allocated with size 0 (after memres_buffer_resize() to 0 bytes, the address its
@@ -128,8 +129,8 @@ memres_buffer_get_address (MemresBuffer *buf)
  * @buf: a #MemresBuffer
  *
  * The buffer's size in bytes: what was asked for, or more where the kind rounds up (its
- * granularity), and the new size after memres_buffer_resize(). No lock, no driver call, no #GError; thread-safe (a buffer closed by another thread at the
- * same time gives either answer).
+ * granularity), and the new size after memres_buffer_resize(). No lock, no driver call, no #GError;
+ * thread-safe (a buffer closed by another thread at the same time gives either answer).
  *
  * Returns: the size in bytes (a kind that rounds up reports the rounded size); 0 when closed
  *
@@ -169,8 +170,8 @@ memres_buffer_get_device (MemresBuffer *buf)
  *
  * The resource (the top of the stack) the buffer was allocated from; the buffer holds a
  * reference to it until it is closed, so the pointer stays valid while the buffer is open.
- * Wrapped memory (memres_buffer_new_for_pointer()) has none. No lock, no driver call, no #GError; thread-safe (a buffer closed by another thread at the
- * same time gives either answer).
+ * Wrapped memory (memres_buffer_new_for_pointer()) has none. No lock, no driver call, no #GError;
+ * thread-safe (a buffer closed by another thread at the same time gives either answer).
  *
  * Returns: (transfer none) (nullable): the resource the buffer came from; %NULL for wrapped
  *   foreign memory or a closed buffer
@@ -190,8 +191,8 @@ memres_buffer_get_resource (MemresBuffer *buf)
  *
  * What the buffer's memory can do, as #MemresMemoryFlags bits: reached by device code, by host
  * code, shared between processes, exported by fabric handles, and so on (the kind's flags for its
- * memory, or those given to memres_buffer_new_for_pointer()). No lock, no driver call, no #GError; thread-safe (a buffer closed by another thread at the
- * same time gives either answer).
+ * memory, or those given to memres_buffer_new_for_pointer()). No lock, no driver call, no #GError;
+ * thread-safe (a buffer closed by another thread at the same time gives either answer).
  *
  * Returns: what the buffer's memory can do; 0 when closed
  *
@@ -210,8 +211,8 @@ memres_buffer_get_flags (MemresBuffer *buf)
  *
  * Whether device code (a kernel, a copy engine) can read and write the buffer's memory:
  * %MEMRES_MEMORY_DEVICE_ACCESSIBLE in memres_buffer_get_flags(). Device memory and page-locked
- * host memory answer %TRUE; pageable host memory (`host`) %FALSE. No lock, no driver call, no #GError; thread-safe (a buffer closed by another thread at the
- * same time gives either answer).
+ * host memory answer %TRUE; pageable host memory (`host`) %FALSE. No lock, no driver call, no
+ * #GError; thread-safe (a buffer closed by another thread at the same time gives either answer).
  *
  * Returns: %TRUE when device code can access the memory; %FALSE when closed
  *
@@ -229,8 +230,8 @@ memres_buffer_is_device_accessible (MemresBuffer *buf)
  *
  * Whether host code can dereference memres_buffer_get_pointer():
  * %MEMRES_MEMORY_HOST_ACCESSIBLE in memres_buffer_get_flags(). Host memory, page-locked or not,
- * and managed memory answer %TRUE; device memory %FALSE. No lock, no driver call, no #GError; thread-safe (a buffer closed by another thread at the
- * same time gives either answer).
+ * and managed memory answer %TRUE; device memory %FALSE. No lock, no driver call, no #GError;
+ * thread-safe (a buffer closed by another thread at the same time gives either answer).
  *
  * Returns: %TRUE when host code can dereference the pointer; %FALSE when closed
  *

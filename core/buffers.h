@@ -42,7 +42,7 @@ typedef struct
   gboolean pushed;
 } MemresStreamContext;
 
-/* resource.c: the device whose context the entry points make current for @mr's memory: its
+/* resource-slots.c: the device whose context the entry points make current for @mr's memory: its
  * device; for device-accessible memory of device -1 (page-locked pools), the first device the
  * kind's get_access slot says has access (the resource's `device` by default), read once and
  * again after memres_resource_set_access(); -1 where no slot says (the current context is

@@ -100,6 +100,22 @@ _memres_peak_update (gint64 *value0, gint64 *quota0, gsize stride, guint64 *high
   return total;
 }
 
+/* A resource's usage: the bytes on its buffer stripes, and their mark (MemresResource.used_high) */
+guint64
+_memres_resource_used_bytes (MemresResource *mr)
+{
+  return _memres_stripes_sum (&mr->stripes[0].set.bytes, sizeof (MemresStripe), NULL);
+}
+
+/* The slow half of _memres_resource_count_used() (hot-path.h): the sum, the mark raised to
+ * it (or set to it: @reset), and what is left below the mark shared as quotas. */
+void
+_memres_resource_count_peak (MemresResource *mr, gboolean reset)
+{
+  _memres_peak_update (&mr->stripes[0].set.bytes, &mr->stripes[0].set.bytes_quota,
+                       sizeof (MemresStripe), &mr->used_high, reset);
+}
+
 /* The reset bases of the counted layers' totals, read and written by the readers only. */
 static GMutex counts_lock;
 
@@ -173,17 +189,18 @@ set_take_back (MemresCountSet *s, gint64 bytes)
 }
 
 G_GNUC_NO_INLINE void
-_memres_counted_refused (MemresResource *mr, guint tag, gint64 bytes, gboolean pass)
+_memres_counted_refused (MemresResource *mr, guint tag, gint64 bytes)
 {
   guint i = _memres_stripe_current ();
   MemresCounts *counts = mr->counts;
+  MemresResource *usage = _memres_counted_usage (mr);
 
   __atomic_sub_fetch (&counts->classes[i - 1].n[_memres_size_class (bytes)], 1, __ATOMIC_RELAXED);
   set_take_back (&mr->stripes[i - 1].set, bytes);
   if (tag != 0)
     set_take_back (&counts->tag_stripes[i - 1].tags[tag], bytes);
-  if (pass && mr->upstream->count_usage)
-    __atomic_add_fetch (&mr->upstream->stripes[i - 1].set.bytes, -bytes, __ATOMIC_RELAXED);
+  if (usage != NULL)
+    __atomic_add_fetch (&MEMRES_STRIPE_AT (usage, i)->set.bytes, -bytes, __ATOMIC_RELAXED);
 }
 
 /* A set's figures: current, peak (at least current), and totals since the reset (@m's bases). */

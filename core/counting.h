@@ -11,7 +11,7 @@
  * its tag's set (MemresCounts.tag_stripes); the size classes beside them (MemresCounts.classes).
  * A stripe with one thread is changed with plain loads and stores; the shared stripe (more
  * threads than stripes) with locked adds. Also the inline bodies of a counted layer's slot calls,
- * which only resource.c expands (the slot pointers of a counted layer's MemresResource).
+ * which only resource-slots.c expands (the slot pointers of a counted layer's MemresResource).
  * Included through memres-private.h. */
 #pragma once
 
@@ -70,7 +70,7 @@ struct _MemresCounts
 /* counting.c: a counted layer's counts, zeroed; freed with _memres_counts_free(). */
 MemresCounts *_memres_counts_new (void);
 void _memres_counts_free (MemresCounts *counts);
-/* the slow half of a counted layer's count (_memres_counted_add()): a quota of its set passed */
+/* the slow half of a counted layer's count (_memres_counted_count()): a quota of its set passed */
 void _memres_counts_peak (MemresResource *mr);
 /* the same for a tag's set */
 void _memres_counts_tag_peak (MemresCounts *counts, guint tag);
@@ -78,10 +78,9 @@ void _memres_counts_tag_peak (MemresCounts *counts, guint tag);
 void _memres_counts_fork (MemresResource *unused, MemresForkPhase phase);
 
 /* Adds @bytes and @count (negative for a free) to @s, a set on stripe @i (the calling thread's);
- * an allocation (@allocated: @bytes > 0, @count 1) also goes into the totals. Returns TRUE when
- * the allocation took a value past its quota (the caller then updates the marks). The one body
- * of the layer's set and of a tag's. */
-G_ALWAYS_INLINE static inline gboolean
+ * an allocation (@allocated: @bytes > 0, @count 1) also goes into the totals. The one body of
+ * the layer's set and of a tag's. */
+G_ALWAYS_INLINE static inline void
 _memres_count_set_add (MemresCountSet *s, guint i, gint64 bytes, gint64 count, gboolean allocated)
 {
   if (G_LIKELY (i != MEMRES_STRIPE_SHARED))
@@ -104,11 +103,16 @@ _memres_count_set_add (MemresCountSet *s, guint i, gint64 bytes, gint64 count, g
           __atomic_add_fetch (&s->count_total, 1, __ATOMIC_RELAXED);
         }
     }
-  return allocated
-         && G_UNLIKELY (__atomic_load_n (&s->bytes, __ATOMIC_RELAXED)
-                            > __atomic_load_n (&s->bytes_quota, __ATOMIC_RELAXED)
-                        || __atomic_load_n (&s->count, __ATOMIC_RELAXED)
-                               > __atomic_load_n (&s->count_quota, __ATOMIC_RELAXED));
+}
+
+/* Whether a value of set @s on stripe @i (the calling thread's) is past its quota (the caller then
+ * updates the marks). */
+G_ALWAYS_INLINE static inline gboolean
+_memres_count_set_over_quota (const MemresCountSet *s, guint i)
+{
+  return _memres_stripe_value (&s->bytes, i) > __atomic_load_n (&s->bytes_quota, __ATOMIC_RELAXED)
+         || _memres_stripe_value (&s->count, i)
+                > __atomic_load_n (&s->count_quota, __ATOMIC_RELAXED);
 }
 
 /* The tag of the allocate or deallocate slot call on @alloc in progress on this thread: the
@@ -122,17 +126,62 @@ _memres_tag_of_call (const MemresAllocation *alloc)
       ->tag;
 }
 
-/* resource.c: the marks of a counted layer's count of an allocation whose values passed their
- * quotas (@passed: 1 the layer's set, 2 tag @tag's set, 4 the upstream's usage), unless @alloc
- * is a record the caller's check refuses for an allocation of @asked bytes (counted before that
- * check, it is taken back: no peak of it is kept) */
-void _memres_counted_marks (MemresResource *mr, guint tag, guint passed,
+/* How a counted layer's calls reach memory, and whose usage they count besides the layer's own:
+ * a constant of each of the core's counted calls (resource-slots.c picks one at creation), so that
+ * a call tests neither. */
+typedef enum
+{
+  MEMRES_COUNTED_OWN,        /* the kind's own slots */
+  MEMRES_COUNTED_PASS,       /* a layer without slots (`stats`): the upstream's, as
+                              * memres_upstream_allocate() calls them; its usage is not counted
+                              * (MemresResource.count_usage FALSE: the upstream counts it, or
+                              * nobody reads it) */
+  MEMRES_COUNTED_PASS_USAGE, /* the same, and the upstream's usage counted on the same stripe
+                              * index, as memres_upstream_allocate() would count it */
+} MemresCountedMode;
+
+/* Whether counted layer @mr has no slots of its own and passes its calls to its upstream's */
+G_ALWAYS_INLINE static inline gboolean
+_memres_counted_passes (MemresResource *mr)
+{
+  return mr->ops->allocate == NULL;
+}
+
+/* The resource whose usage counted layer @mr's calls count besides its own: its upstream for a
+ * pass-through layer over an upstream whose usage the core counts, else NULL */
+G_ALWAYS_INLINE static inline MemresResource *
+_memres_counted_usage (MemresResource *mr)
+{
+  return _memres_counted_passes (mr) && mr->upstream->count_usage ? mr->upstream : NULL;
+}
+
+/* The resource whose usage a counted call of @mode counts: @mr's upstream for
+ * MEMRES_COUNTED_PASS_USAGE (never NULL there: told to the compiler, which then tests nothing),
+ * else NULL */
+G_ALWAYS_INLINE static inline MemresResource *
+_memres_counted_usage_of_mode (MemresResource *mr, MemresCountedMode mode)
+{
+  MemresResource *up = mr->upstream;
+
+  if (mode != MEMRES_COUNTED_PASS_USAGE)
+    return NULL;
+  if (up == NULL)
+    __builtin_unreachable ();
+  return up;
+}
+
+/* resource-slots.c: the marks of a counted layer's count of an allocation on stripe @i (the calling
+ * thread's) that took a value past its quota: each of its sets still past its quota there (the
+ * layer's, tag @tag's, and @usage's: _memres_counted_usage()) has its marks updated, unless
+ * @alloc is a record the caller's check refuses for an allocation of @asked bytes (counted before
+ * that check, it is taken back: no peak of it is kept) */
+void _memres_counted_marks (MemresResource *mr, guint i, guint tag, MemresResource *usage,
                             const MemresAllocation *alloc, gsize asked);
 /* counting.c: the counts of an allocation of @bytes (tag @tag, 0: none) that counted layer @mr's
  * allocate counted (_memres_counted_allocate()) and the caller's check then refused, taken back
- * on the calling thread's stripe: current, totals, size class, the tag's set, and for @pass (a
- * layer without slots) the upstream's usage */
-void _memres_counted_refused (MemresResource *mr, guint tag, gint64 bytes, gboolean pass);
+ * on the calling thread's stripe: current, totals, size class, the tag's set, and the usage of
+ * _memres_counted_usage() */
+void _memres_counted_refused (MemresResource *mr, guint tag, gint64 bytes);
 
 /* The size class of an allocation of @bytes (its highest bit; a record the caller's check will
  * refuse, 0 bytes or past G_MAXSSIZE, has one too, as it is counted before that check) */
@@ -146,98 +195,113 @@ _memres_size_class (gint64 bytes)
  * for a free), on stripe @i (the calling thread's): the layer's set on its own buffer stripe (the
  * line its buffer count is on), an allocation's size class, the tag's set when @alloc is the
  * record of a tagged buffer whose slot call runs on this thread (@tag, _memres_tag_of_call(): a
- * caching layer's chunk is not), and for @pass (a layer without slots of its own) the upstream's
- * usage on the same stripe index. No call but where a quota passed, at the end (@asked: the bytes
- * an allocation asked for, for the marks' check of the record). */
+ * caching layer's chunk is not), and @usage's usage on the same stripe index (NULL: none;
+ * _memres_counted_usage()). Every add first, then for an allocation the quotas, with one call
+ * where a value passed its own (_memres_counted_marks(), which sees which; @asked: the bytes the
+ * allocation asked for, for its check of the record). */
 G_ALWAYS_INLINE static inline void
 _memres_counted_count (MemresResource *mr, guint i, const MemresAllocation *alloc, gint64 bytes,
-                       gint64 count, gboolean allocated, gboolean pass, gsize asked, guint tag)
+                       gint64 count, gboolean allocated, MemresResource *usage, gsize asked,
+                       guint tag)
 {
   MemresCounts *counts = mr->counts;
-  guint passed = 0;
+  MemresCountSet *set = &MEMRES_STRIPE_AT (mr, i)->set;
+  MemresCountSet *tag_set = NULL;
 
   if (allocated)
     {
-      guint64 *c = &counts->classes[i - 1].n[_memres_size_class (bytes)];
+      guint64 *c = &counts->classes[(gsize) i - 1].n[_memres_size_class (bytes)];
 
       if (G_LIKELY (i != MEMRES_STRIPE_SHARED))
         _memres_plain_add ((gint64 *) c, 1);
       else
         __atomic_add_fetch (c, 1, __ATOMIC_RELAXED);
     }
-  if (_memres_count_set_add (&mr->stripes[i - 1].set, i, bytes, count, allocated))
-    passed |= 1;
-  if (G_UNLIKELY (tag != 0)
-      && _memres_count_set_add (&counts->tag_stripes[i - 1].tags[tag], i, bytes, count, allocated))
-    passed |= 2;
-  if (pass && mr->upstream->count_usage
-      && _memres_stripe_add_bytes (mr->upstream, i, bytes, allocated))
-    passed |= 4;
-  if (G_UNLIKELY (passed != 0))
-    _memres_counted_marks (mr, tag, passed, alloc, asked);
+  _memres_count_set_add (set, i, bytes, count, allocated);
+  if (G_UNLIKELY (tag != 0))
+    {
+      tag_set = &counts->tag_stripes[(gsize) i - 1].tags[tag];
+      _memres_count_set_add (tag_set, i, bytes, count, allocated);
+    }
+  if (usage != NULL)
+    _memres_stripe_add_bytes (usage, i, bytes);
+  if (allocated
+      && G_UNLIKELY (
+          _memres_count_set_over_quota (set, i)
+          || (tag_set != NULL && _memres_count_set_over_quota (tag_set, i))
+          || (usage != NULL && _memres_stripe_over_quota (MEMRES_STRIPE_AT (usage, i), i))))
+    _memres_counted_marks (mr, i, tag, usage, alloc, asked);
 }
 
-/* resource.c: a counted layer's calls on the record of a tagged buffer's slot call (the thread's
- * call record, tags.h), out of line: the untagged calls then carry no code and no registers for
- * a tag. _memres_counted_allocated_tagged(): the counts of _memres_counted_allocate() under the
- * buffer's tag; returns TRUE. _memres_counted_deallocate_tagged(): _memres_counted_deallocate()
- * under the tag. */
-gboolean _memres_counted_allocated_tagged (MemresResource *mr, guint i,
-                                           const MemresAllocation *alloc, gboolean pass,
-                                           gsize asked);
-gboolean _memres_counted_deallocate_tagged (MemresResource *mr, MemresAllocation *alloc,
-                                            MemresStream stream, GError **error, gboolean pass);
+/* Whether stripe index @i is a stripe of the thread's own (not 0, none yet, and not the shared
+ * one): one compare for both. A counted layer's calls count inline on such a stripe only. */
+G_ALWAYS_INLINE static inline gboolean
+_memres_stripe_is_own (guint i)
+{
+  return i - 1 < MEMRES_STRIPE_SHARED - 1;
+}
 
-/* resource.c: @mr's deallocate slot after the wait for @stream that its memory needs
+/* resource-slots.c: a counted layer's calls out of line where the thread has no stripe of its own
+ * (its first count, or more threads than stripes: the shared one, with locked adds) or where the
+ * record is a tagged buffer's in its slot call (the thread's call record, tags.h), so that the
+ * other calls carry no code and no registers for any of them (@mode: the calling slot's).
+ * _memres_counted_allocated_slow(): the counts of _memres_counted_allocate() (@asked: the bytes
+ * asked for); returns TRUE. _memres_counted_deallocate_slow(): _memres_counted_deallocate(). */
+gboolean _memres_counted_allocated_slow (MemresResource *mr, const MemresAllocation *alloc,
+                                         gsize asked, MemresCountedMode mode);
+gboolean _memres_counted_deallocate_slow (MemresResource *mr, MemresAllocation *alloc,
+                                          MemresStream stream, GError **error,
+                                          MemresCountedMode mode);
+
+/* resource-slots.c: @mr's deallocate slot after the wait for @stream that its memory needs
  * (MemresResource.wait_before_free), unchecked; FALSE with the wait's error when it fails. */
 gboolean _memres_resource_call_deallocate_waiting (MemresResource *mr, MemresAllocation *alloc,
                                                    MemresStream stream, GError **error);
 
 /* The allocate of a counted layer (the slot pointer of a MemresResource with counts): its kind's
- * slot, or for a pass-through layer without one (@pass: the `stats` adaptor) its upstream's slot,
- * the call memres_upstream_allocate() would make; then the counts (_memres_counted_count()) of
- * whatever record a successful call returned. The record is not checked here: the caller checks
- * it (buffer.c, _memres_resource_call_allocate()), and the slow half of that check takes the
- * counts of a bad record back (_memres_counted_refused()) and names and releases it at the layer
- * that made it (resource.c: _memres_resource_alloc_result_slow()); no peak of it is kept
+ * slot, or for a pass-through layer without one (@mode) its upstream's slot, the call
+ * memres_upstream_allocate() would make; then the counts (_memres_counted_count()) of whatever
+ * record a successful call returned. The record is not checked here: the caller checks it
+ * (buffer.c, _memres_resource_call_allocate()), and the slow half of that check takes the counts
+ * of a bad record back (_memres_counted_refused()) and names and releases it at the layer that
+ * made it (resource-slots.c: _memres_resource_alloc_result_slow()); no peak of it is kept
  * (_memres_counted_marks()). */
 G_ALWAYS_INLINE static inline gboolean
 _memres_counted_allocate (MemresResource *mr, gsize size, MemresStream stream,
-                          MemresAllocation *alloc, GError **error, gboolean pass)
+                          MemresAllocation *alloc, GError **error, MemresCountedMode mode)
 {
   MemresResource *up = mr->upstream;
   guint i;
 
-  if (pass)
+  if (mode != MEMRES_COUNTED_OWN)
     {
       if (G_UNLIKELY (!up->allocate (up, size, stream, alloc, error)))
         return FALSE;
     }
   else if (G_UNLIKELY (!mr->ops->allocate (mr, size, stream, alloc, error)))
     return FALSE;
-  i = _memres_stripe_current ();
-  if (G_UNLIKELY (alloc == _memres_thread.call_record))
-    return _memres_counted_allocated_tagged (mr, i, alloc, pass, size);
-  _memres_counted_count (mr, i, alloc, (gint64) alloc->size, 1, TRUE, pass, size, 0);
+  i = _memres_thread.stripe_index;
+  if (G_UNLIKELY (!_memres_stripe_is_own (i) || alloc == _memres_thread.call_record))
+    return _memres_counted_allocated_slow (mr, alloc, size, mode);
+  _memres_counted_count (mr, i, alloc, (gint64) alloc->size, 1, TRUE,
+                         _memres_counted_usage_of_mode (mr, mode), size, 0);
   return TRUE;
 }
 
-/* The deallocate of a counted layer: uncounted before the free (once freed, another thread may
- * get the memory and count it; for @pass the upstream's usage too), then its kind's slot, or for
- * a pass-through layer the call memres_upstream_deallocate() would make (its wait for the stream
- * where the upstream frees at once, its slot). A free that did not simply succeed is judged by
- * the caller's check, whose slow half judges it at the layer that made the call and counts again
- * what was kept (resource.c: _memres_resource_deallocate_result_slow()). The calling thread has
- * its stripe (resource.c gets it first, so that the body makes no call before the slot's, which
- * is a tail call). */
+/* The deallocate of a counted layer on stripe @i (the calling thread's): uncounted before the
+ * free (once freed, another thread may get the memory and count it; @usage's usage too), then its
+ * kind's slot, or for a pass-through layer (@pass) the call memres_upstream_deallocate() would
+ * make (its wait for the stream where the upstream frees at once, its slot), a tail call. A free
+ * that did not simply succeed is judged by the caller's check, whose slow half judges it at the
+ * layer that made the call and counts again what was kept (resource-slots.c:
+ * _memres_resource_deallocate_result_slow()). */
 G_ALWAYS_INLINE static inline gboolean
-_memres_counted_free (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                      GError **error, gboolean pass, guint tag)
+_memres_counted_free (MemresResource *mr, guint i, MemresAllocation *alloc, MemresStream stream,
+                      GError **error, gboolean pass, MemresResource *usage, guint tag)
 {
   MemresResource *up = mr->upstream;
 
-  _memres_counted_count (mr, _memres_thread.stripe_index, alloc, -(gint64) alloc->size, -1, FALSE,
-                         pass, 0, tag);
+  _memres_counted_count (mr, i, alloc, -(gint64) alloc->size, -1, FALSE, usage, 0, tag);
   if (!pass)
     return mr->ops->deallocate (mr, alloc, stream, error);
   if (G_UNLIKELY (up->wait_before_free))
@@ -245,14 +309,17 @@ _memres_counted_free (MemresResource *mr, MemresAllocation *alloc, MemresStream 
   return up->deallocate (up, alloc, stream, error);
 }
 
-/* The same, the tag found here (a tagged buffer's record: out of line) */
+/* The same on the thread's own stripe, untagged; else out of line */
 G_ALWAYS_INLINE static inline gboolean
 _memres_counted_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream,
-                            GError **error, gboolean pass)
+                            GError **error, MemresCountedMode mode)
 {
-  if (G_UNLIKELY (alloc == _memres_thread.call_record))
-    return _memres_counted_deallocate_tagged (mr, alloc, stream, error, pass);
-  return _memres_counted_free (mr, alloc, stream, error, pass, 0);
+  guint i = _memres_thread.stripe_index;
+
+  if (G_UNLIKELY (!_memres_stripe_is_own (i) || alloc == _memres_thread.call_record))
+    return _memres_counted_deallocate_slow (mr, alloc, stream, error, mode);
+  return _memres_counted_free (mr, i, alloc, stream, error, mode != MEMRES_COUNTED_OWN,
+                               _memres_counted_usage_of_mode (mr, mode), 0);
 }
 
 G_END_DECLS

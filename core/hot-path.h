@@ -4,8 +4,8 @@
  * first cache line and its buffer stripes (MemresResource), the buffer's one line (MemresBuffer),
  * the check that a resource was not inherited through a fork(), the counts on the stripe, and the
  * inline calls of the allocate and deallocate slots with their checks. A counted layer's slots are
- * called out of line (resource.c, on the inline bodies of counting.h), so that a pair through any
- * other layer reads no other header of the core. The out-of-line halves are resource.c's,
+ * called out of line (resource-slots.c, on the inline bodies of counting.h), so that a pair through
+ * any other layer reads no other header of the core. The out-of-line halves are resource-slots.c's,
  * counting.c's and fork.c's. Included through memres-private.h, the core's umbrella header. */
 #pragma once
 
@@ -100,7 +100,7 @@ typedef struct
   gint busy; /* the stripe's thread is inside a plain update (owner-fence.h) */
   /* set.bytes: the bytes of the layer's allocations minus those closed through this stripe
    * (MemresResource.count_usage; a counted layer's own counts, all of @set); set.bytes_quota: how
-   * high set.bytes may go before the stripes are summed (resource.c) */
+   * high set.bytes may go before the stripes are summed (counting.c) */
   MemresCountSet set;
   /* 128 bytes apart, not 64: x86's adjacent-line prefetcher fetches lines in 128-byte pairs, so
    * stripes on the two lines of one pair would still be written back and forth between the cores
@@ -138,7 +138,7 @@ struct _MemresResource
    * three fit on this line. */
   guint8 count_usage;
   /* set at creation: a base kind whose memory is device-accessible but not stream-ordered; the
-   * core waits for the deallocation stream before its deallocate slot (resource.c) */
+   * core waits for the deallocation stream before its deallocate slot (resource-slots.c) */
   guint8 wait_before_free;
   /* set at creation: what a tagged buffer's allocate and close must do for its tag (bits; 0: a
    * tagged buffer takes the untagged pair, its tag only kept in MemresBuffer.tag).
@@ -156,7 +156,7 @@ struct _MemresResource
   gint generation; /* the fork generation it was made in (fork.c) */
   /* set at creation for a kind with MEMRES_KIND_COUNTED: the core counts what the layer's
    * allocate and deallocate slots hand out and take back (counting.h), the slot pointers above
-   * being the core's counted calls (resource.c); NULL for every other */
+   * being the core's counted calls (resource-slots.c); NULL for every other */
   MemresCounts *counts;
 
   /* Line 1 and on: the rest. */
@@ -176,14 +176,14 @@ struct _MemresResource
    * a pool's mapping are not counted: core/ipc/ipc-buffers.c reports those); the bytes themselves
    * are counted on the stripes (MemresStripe.set.bytes, summed by _memres_resource_used_bytes()).
    * The statistics a kind without a get_stats slot reports, and what a get_stats slot starts from.
-   * Written only when a new peak is seen (resource.c: _memres_resource_count_peak()), so the hot
+   * Written only when a new peak is seen (counting.c: _memres_resource_count_peak()), so the hot
    * path only reads it. */
   guint64 used_high;
   /* the IPC layer's state (core/ipc/ipc.h): set on a resource memres_resource_import_handle()
    * made, before it is published; NULL on every other */
   MemresIpcState *ipc;
   gpointer close_event; /* atomic: a CUevent kept for the next cross-stream close */
-  /* atomic: the device whose context reaches memory of device -1 (resource.c:
+  /* atomic: the device whose context reaches memory of device -1 (resource-slots.c:
    * _memres_resource_context_device()), plus 2; 0: not known yet, 1: none known */
   gint reach_device;
   GList *fork_link; /* in fork.c's list of live resources, NULL before and after */
@@ -196,7 +196,7 @@ struct _MemresResource
    * stripe dead then counts down @dead_count, and whoever takes it to 0 finalizes. */
   gint64 dead_count;
   /* atomic: the calls of this layer's memory slots that broke the contract (a failure without
-   * an error; resource.c: contract_breach()), read by memres_resource_get_counters() */
+   * an error; resource-slots.c: contract_breach()), read by memres_resource_get_counters() */
   guint64 contract_breaches;
   /* the message of the last out-of-memory error of an allocation through this resource, with its
    * report (oom-report.c, under its lock; freed at finalize), or NULL */
@@ -210,6 +210,11 @@ struct _MemresResource
   MemresStripe stripes[MEMRES_BUFFER_STRIPES];
 };
 G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresResource, kind) <= 64);
+
+/* Stripe @i (1 to MEMRES_BUFFER_STRIPES: a thread's stripe index, _memres_thread.stripe_index) of
+ * @mr. The index taken to 64 bits by the - 1, so that the compiler folds the - 1 into the
+ * displacement (a 32-bit i - 1 may wrap, and costs an instruction at every count). */
+#define MEMRES_STRIPE_AT(mr, i) (&(mr)->stripes[(i) - (gsize) 1])
 
 /* MemresResource.tags_wanted's bits */
 #define MEMRES_TAGS_READ  1u /* a layer reads the tag of the record it is given */
@@ -289,7 +294,7 @@ _memres_resource_check_usable (MemresResource *mr, const char *what, GError **er
  * down a dead resource's buffers. */
 void _memres_resource_buffer_gone (MemresResource *mr);
 
-/* resource.c: @delta more (or fewer) bytes in @mr's allocated buffers, on the calling thread's
+/* counting.c: @delta more (or fewer) bytes in @mr's allocated buffers, on the calling thread's
  * stripe. Each stripe has a quota, and the quotas sum to at most used_high: while every stripe
  * stays within its own, no new peak can have been reached. A stripe that passes its quota sums
  * all stripes (_memres_resource_count_peak()), raises used_high to the sum when it is a new
@@ -313,11 +318,23 @@ _memres_plain_add (gint64 *counter, gint64 n)
 #endif
 }
 
-/* Whether @stripe's usage is past its quota. */
-G_ALWAYS_INLINE static inline gboolean
-_memres_stripe_over_quota (MemresStripe *stripe)
+/* A value of stripe @i (the calling thread's) that only the stripe's thread writes: on a stripe of
+ * its own, a plain load (no other thread writes it, and the compiler folds the load into the
+ * compare that reads it); on the shared one, an atomic load. */
+G_ALWAYS_INLINE static inline gint64
+_memres_stripe_value (const gint64 *value, guint i)
 {
-  return __atomic_load_n (&stripe->set.bytes, __ATOMIC_RELAXED)
+  if (i != MEMRES_STRIPE_SHARED)
+    return *value;
+  return __atomic_load_n (value, __ATOMIC_RELAXED);
+}
+
+/* Whether the usage on @stripe, stripe @i (the calling thread's), is past its quota (which other
+ * threads write: an atomic load). */
+G_ALWAYS_INLINE static inline gboolean
+_memres_stripe_over_quota (MemresStripe *stripe, guint i)
+{
+  return _memres_stripe_value (&stripe->set.bytes, i)
          > __atomic_load_n (&stripe->set.bytes_quota, __ATOMIC_RELAXED);
 }
 
@@ -331,7 +348,7 @@ _memres_stripe_over_quota (MemresStripe *stripe)
 G_ALWAYS_INLINE static inline gboolean
 _memres_stripe_count_on (MemresResource *mr, guint i, gint64 buffers, gint64 bytes)
 {
-  MemresStripe *stripe = &mr->stripes[i - 1];
+  MemresStripe *stripe = MEMRES_STRIPE_AT (mr, i);
   gint64 n = 0;
 
   /* a count of bytes alone needs no busy mark: a stripe's bytes have one writer, its thread, and
@@ -359,24 +376,25 @@ _memres_stripe_count_on (MemresResource *mr, guint i, gint64 buffers, gint64 byt
       if (buffers != 0)
         n = __atomic_fetch_add (&stripe->n, buffers, __ATOMIC_ACQ_REL);
     }
-  if (bytes > 0 && G_UNLIKELY (_memres_stripe_over_quota (stripe)))
+  /* read as the shared stripe's, atomically, on every stripe: GCC lays the pair out worse for
+   * the plain load (4 instructions more on a cache>host pair, whose top counts no bytes) */
+  if (bytes > 0 && G_UNLIKELY (_memres_stripe_over_quota (stripe, MEMRES_STRIPE_SHARED)))
     _memres_resource_count_peak (mr, FALSE);
   return buffers < 0 && G_UNLIKELY (n & MEMRES_STRIPE_DEAD);
 }
 
 /* @bytes more bytes of @mr's usage on stripe @i (the calling thread's), with no busy mark (see
- * above) and no call: TRUE when an allocation (@allocated) took them past the stripe's quota (the
- * caller then calls _memres_resource_count_peak()). */
-G_ALWAYS_INLINE static inline gboolean
-_memres_stripe_add_bytes (MemresResource *mr, guint i, gint64 bytes, gboolean allocated)
+ * above), no call and no check of the quota (the caller checks _memres_stripe_over_quota() after
+ * an allocation, and then calls _memres_resource_count_peak()). */
+G_ALWAYS_INLINE static inline void
+_memres_stripe_add_bytes (MemresResource *mr, guint i, gint64 bytes)
 {
-  MemresStripe *stripe = &mr->stripes[i - 1];
+  MemresStripe *stripe = MEMRES_STRIPE_AT (mr, i);
 
   if (G_LIKELY (i != MEMRES_STRIPE_SHARED))
     _memres_plain_add (&stripe->set.bytes, bytes);
   else
     __atomic_add_fetch (&stripe->set.bytes, bytes, __ATOMIC_RELAXED);
-  return allocated && G_UNLIKELY (_memres_stripe_over_quota (stripe));
 }
 
 /* The same on the calling thread's stripe, found only when there is something to count. */
@@ -420,7 +438,7 @@ _memres_resource_remove_allocated (MemresResource *mr, gsize size)
     _memres_resource_buffer_gone (mr);
 }
 
-/* resource.c: the calls of the slots that return or take back memory, with their results
+/* resource-slots.c: the calls of the slots that return or take back memory, with their results
  * checked. _memres_resource_call_allocate() is the one way to call the allocate slot; it and
  * _memres_resource_alloc_result() (for resize, import_buffer, import_chunks) refuse a success
  * with address 0, fewer than @size bytes, more than G_MAXSSIZE bytes or a range past the end of
@@ -452,7 +470,7 @@ _memres_resource_alloc_result (MemresResource *mr, const char *slot, gboolean ok
   return _memres_resource_alloc_result_slow (mr, slot, ok, local, size, stream, alloc, error);
 }
 
-/* resource.c: the check of a deallocate call that did not simply succeed (@address: the
+/* resource-slots.c: the check of a deallocate call that did not simply succeed (@address: the
  * record's address before the call). A failure with an error that left @alloc->address as it
  * was released nothing; one that set it to 0 released the allocation half-way. A failure without
  * an error, or one that changed the address to another nonzero value, breaks the contract: it is
@@ -464,7 +482,7 @@ gboolean _memres_resource_deallocate_result_slow (MemresResource *mr, gboolean o
                                                   GError **error);
 
 /* A call of @mr's allocate slot, unchecked: the pointer on the resource's first line, the
- * kind's slot, or for a counted layer the core's counted call (resource.c: the slot, or the
+ * kind's slot, or for a counted layer the core's counted call (resource-slots.c: the slot, or the
  * upstream's for a layer without one, and the counts). */
 G_ALWAYS_INLINE static inline gboolean
 _memres_resource_slot_allocate (MemresResource *mr, gsize size, MemresStream stream,
@@ -493,7 +511,7 @@ _memres_resource_call_allocate (MemresResource *mr, gsize size, MemresStream str
   return _memres_resource_alloc_result (mr, "allocate", ok, &local, size, stream, alloc, error);
 }
 
-/* resource.c: waits for @stream before memory of @mr that is not stream-ordered is freed
+/* resource-slots.c: waits for @stream before memory of @mr that is not stream-ordered is freed
  * (memres_cuda_stream_synchronize()); the error names the kind. */
 gboolean _memres_resource_wait_stream (MemresResource *mr, MemresStream stream, GError **error);
 

@@ -2,11 +2,11 @@
  * memres-private.h: the core's internal header, an umbrella over one header per part (as
  * core/ipc/ipc-private.h is the IPC layer's): hot-path.h (what an allocate/close pair runs: the
  * resource's first line, the stripes, the inline slot calls), counting.h (the high-water marks,
- * the counted layers' counts and their inline slot calls), resources.h (resource.c's other calls),
- * buffers.h, fork.h, loader.h (plugins and kinds), spec.h (specs, options, stacks, config),
- * ipc/ipc.h (what the core sees of the IPC layer). Never installed; the structs here are not part
- * of any ABI. Internal functions carry a leading underscore so that the version script (memres_*
- * only) keeps them out of libmemres's exports. Only the core's own files include these headers
+ * the counted layers' counts and their inline slot calls), resources.h (resource.c's and
+ * resource-slots.c's other calls), buffers.h, fork.h, loader.h (plugins and kinds), spec.h
+ * (specs, options, stacks, config), ipc/ipc.h (what the core sees of the IPC layer). Never
+ * installed; the structs here are not part of any ABI. Internal functions carry a leading
+ * underscore so that the version script (memres_* only) keeps them out of libmemres's exports. Only the core's own files include these headers
  * (core/, core/ipc/, and the internal tests and fuzzers that reach into the core): they are
  * compiled with MEMRES_CORE_COMPILATION. The plugins, the kinds embedded in libmemres among
  * them, are written against the installed headers and the SDK alone

@@ -1,8 +1,8 @@
 /* memres - CUDA memory resources
  * resources.h: resource.c's calls besides the hot path (hot-path.h): a resource's creation,
- * its references, the layers that serve a slot, the check of a slot's result, the bytes and
- * buffers its stripes count; and the end of its segment subscriptions (segments.c). Included
- * through memres-private.h. */
+ * its references, the buffers its stripes count; resource-slots.c's: the layers that serve a
+ * slot, the check of a slot's result, a counted layer's slot pointers; and the end of its
+ * segment subscriptions (segments.c). Included through memres-private.h. */
 #pragma once
 
 #ifndef MEMRES_CORE_COMPILATION
@@ -39,7 +39,7 @@ MemresResource *_memres_resource_new_layer (MemresKind *kind, const MemresOption
                                             MemresResource *upstream, const char *spec,
                                             GError **error);
 
-/* resource.c: the layer that serves @mr's optional slot at @slot_offset (an offset in
+/* resource-slots.c: the layer that serves @mr's optional slot at @slot_offset (an offset in
  * MemresResourceOps): @mr when it implements it, else down the stack through adaptors that
  * leave it NULL (only through MEMRES_KIND_PASSES_ALLOCATIONS adaptors when
  * @allocation_level); the last layer looked at when none does (its slot is then NULL). */
@@ -47,18 +47,22 @@ MemresResource *_memres_resource_slot_owner (MemresResource *mr, gsize slot_offs
                                              gboolean allocation_level);
 #define MEMRES_SLOT_OFFSET(slot) G_STRUCT_OFFSET (MemresResourceOps, slot)
 
-/* resource.c: the layer whose IPC table (MemresKind.ipc) serves @mr: @mr when its kind has
+/* resource-slots.c: the layer whose IPC table (MemresKind.ipc) serves @mr: @mr when its kind has
  * one, else down the stack through MEMRES_KIND_PASSES_ALLOCATIONS adaptors (which have none) to
  * the first layer with one; the last layer looked at when none has (its table is then empty). */
 MemresResource *_memres_resource_ipc_owner (MemresResource *mr);
 
-/* resource.c: MEMRES_ERROR_NOT_SUPPORTED: "resources of kind ... do not support @what"; FALSE. */
+/* resource-slots.c: MEMRES_ERROR_NOT_SUPPORTED: "resources of kind ... do not support @what";
+ * FALSE. */
 gboolean _memres_resource_not_supported (MemresResource *mr, const char *what, GError **error);
-/* resource.c: checks the result of a call of @mr's @slot: FALSE must come with an error (one
- * is made up when the plugin set none), TRUE without one (dropped with a warning); moves *@local
- * into @error on failure. Returns @ok. */
+/* resource-slots.c: checks the result of a call of @mr's @slot: FALSE must come with an error
+ * (one is made up when the plugin set none), TRUE without one (dropped with a warning); moves
+ * *@local into @error on failure. Returns @ok. */
 gboolean _memres_resource_slot_result (MemresResource *mr, const char *slot, gboolean ok,
                                        GError **local, GError **error);
+/* resource-slots.c: the slot pointers of @mr, a counted layer being made over @upstream (NULL for
+ * a base kind): the core's counted calls (counting.h) for its MemresCountedMode. */
+void _memres_resource_set_counted_slots (MemresResource *mr, MemresResource *upstream);
 
 /* segments.c: @mr is being freed, after its finalize slot: its subscriptions end, the index
  * forgets what it still has. */

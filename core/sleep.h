@@ -2,10 +2,10 @@
  * sleep.h: a resource's sleep state (sleep-state.c: MemresResource.sleep, made at creation for a
  * stack that can sleep, else NULL), the buffers of each tag it tracks (tagged buffers of such a
  * stack only: an untagged pair and every pair of a stack that cannot sleep never reach it), and
- * the checks of a sleeping buffer, which the rest of the core calls; sleep.c, above them all, puts
- * tags to sleep and wakes them. sleep-state.c calls no other file of the core but tags.c: what
- * it frees of sleep.c's (backups, policies) it frees through the functions sleep.c gave it.
- * Included by memres-private.h. */
+ * the checks of a sleeping buffer, which the rest of the core calls; sleep-policy.c the policies;
+ * sleep.c, above them all, puts tags to sleep and wakes them. sleep-state.c calls no other file of
+ * the core but tags.c: what it frees of sleep.c's (backups, policies) it frees through the
+ * functions sleep.c gave it. Included by memres-private.h. */
 #pragma once
 #ifndef MEMRES_CORE_COMPILATION
 #error "sleep.h is the core's own: plugins use <memres/memres-plugin.h> and sdk/ only."
@@ -14,6 +14,16 @@
 #include <memres/memres-plugin.h>
 
 G_BEGIN_DECLS
+
+/* sleep-policy.c: a policy (memres_sleep_policy_new()), immutable once a sleep uses it; read by
+ * sleep.c */
+struct _MemresSleepPolicy
+{
+  gatomicrefcount ref;
+  MemresSleepMode mode;
+  char *path;
+  MemresResource *host_mr; /* BACKUP, FILE: where the page-locked memory comes from, or NULL */
+};
 
 typedef struct _MemresSleepEntry MemresSleepEntry;
 

@@ -238,7 +238,9 @@ test_buffer_count_across_threads (void)
 /* More threads at once than there are stripes of their own (MEMRES_STRIPE_SHARED - 1): the
  * later ones count on the shared stripe with locked instructions, the others with plain stores.
  * At each quiescent point the counts are exact; then every thread drops its reference while
- * the others still close, and the kind is finalized exactly once, after every deallocate. */
+ * the others still close, and the kind is finalized exactly once, after every deallocate. The
+ * spec is `tk` (the core's counts of a layer), or `stats>tk`: a counted layer (the core's counted
+ * calls, whose shared stripe is their out-of-line half), with its upstream's usage. */
 #define WIDE_THREADS 40
 #define WIDE_PAIRS   2000
 #define WIDE_HELD    3
@@ -257,6 +259,12 @@ wide_size (guint id, guint k)
   return 64 + 8 * (id * WIDE_HELD + k);
 }
 
+static gsize
+wide_pair_size (guint i)
+{
+  return 32 + i % 512;
+}
+
 static gpointer
 wide_worker (gpointer data)
 {
@@ -266,7 +274,7 @@ wide_worker (gpointer data)
 
   for (guint i = 0; i < WIDE_PAIRS; i++)
     {
-      MemresBuffer *buf = mt_alloc_ok (job->mr, 32 + i % 512, NULL);
+      MemresBuffer *buf = mt_alloc_ok (job->mr, wide_pair_size (i), NULL);
 
       g_assert_true (memres_buffer_close (buf, NULL, &error));
       memres_buffer_unref (buf);
@@ -286,8 +294,37 @@ wide_worker (gpointer data)
   return NULL;
 }
 
+/* What a `stats` layer counted of @mr's buffers: @count_current of @bytes_current open, the
+ * totals, the size classes adding up to the allocations, and (through get_stats) its upstream's
+ * usage, which the core counts beside the layer's own. */
 static void
-test_stripes_shared (void)
+assert_counted (MemresResource *mr, guint64 count_current, guint64 bytes_current,
+                guint64 count_total, guint64 bytes_total)
+{
+  g_autoptr (GError) error = NULL;
+  MemresStatsCounters c;
+  MemresStats up;
+  guint64 classes = 0;
+
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (c.count_current, ==, count_current);
+  g_assert_cmpuint (c.bytes_current, ==, bytes_current);
+  g_assert_cmpuint (c.count_total, ==, count_total);
+  g_assert_cmpuint (c.bytes_total, ==, bytes_total);
+  g_assert_cmpuint (c.count_peak, >=, count_current);
+  g_assert_cmpuint (c.bytes_peak, >=, bytes_current);
+  for (guint k = 0; k < MEMRES_STATS_N_SIZE_CLASSES; k++)
+    classes += c.size_classes[k];
+  g_assert_cmpuint (classes, ==, count_total);
+  g_assert_true (memres_resource_get_stats (memres_resource_get_upstream (mr), &up, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (up.used_current, ==, bytes_current);
+  g_assert_cmpuint (up.used_high, >=, bytes_current);
+}
+
+static void
+test_stripes_shared (gconstpointer spec)
 {
   g_autoptr (GError) error = NULL;
   MemresResource *mr;
@@ -295,10 +332,10 @@ test_stripes_shared (void)
   WideJob jobs[WIDE_THREADS];
   MemresStats stats;
   gint phase = 0, held = 0;
-  guint64 bytes = 0;
+  guint64 bytes = 0, pair_bytes = 0;
 
   tk_reset ();
-  mr = memres_resource_new ("tk", &error);
+  mr = memres_resource_new (spec, &error);
   g_assert_no_error (error);
   for (guint t = 0; t < WIDE_THREADS; t++)
     {
@@ -307,15 +344,20 @@ test_stripes_shared (void)
         bytes += wide_size (t, k);
       threads[t] = g_thread_new ("wide", wide_worker, &jobs[t]);
     }
+  for (guint i = 0; i < WIDE_PAIRS; i++)
+    pair_bytes += WIDE_THREADS * wide_pair_size (i);
   while (g_atomic_int_get (&held) < WIDE_THREADS)
     g_thread_yield ();
-  /* tk has no get_stats: the core's own counts, summed over every stripe */
+  /* tk has no get_stats: the core's own counts, summed over every stripe (stats: its counts) */
   g_assert_true (memres_resource_get_stats (mr, &stats, &error));
   g_assert_no_error (error);
   g_assert_cmpuint (stats.n_buffers, ==, WIDE_THREADS * WIDE_HELD);
   g_assert_cmpuint (stats.used_current, ==, bytes);
   g_assert_cmpuint (stats.used_high, >=, bytes);
   g_assert_cmpint (g_atomic_int_get (&tk.allocates), ==, WIDE_THREADS * (WIDE_PAIRS + WIDE_HELD));
+  if (memres_resource_get_upstream (mr) != NULL)
+    assert_counted (mr, WIDE_THREADS * WIDE_HELD, bytes, WIDE_THREADS * (WIDE_PAIRS + WIDE_HELD),
+                    pair_bytes + bytes);
   memres_resource_unref (mr);
   g_atomic_int_set (&phase, 2);
   for (guint t = 0; t < WIDE_THREADS; t++)
@@ -326,7 +368,9 @@ test_stripes_shared (void)
 
 /* Threads come and go, one after the other, more of them than there are stripes: each leaves
  * a buffer open for the main thread and closes one that the thread before it allocated, on a
- * stripe that an exited thread gave back. The counts stay exact across the exits. */
+ * stripe that an exited thread gave back. The counts stay exact across the exits. Over `host`,
+ * and `stats>host`, whose counted calls find a thread's stripe out of line at its first count:
+ * here a close. */
 #define SERIAL_THREADS 100
 
 typedef struct
@@ -356,10 +400,11 @@ serial_worker (gpointer data)
 }
 
 static void
-test_stripes_recycled (void)
+test_stripes_recycled (gconstpointer spec)
 {
   g_autoptr (GError) error = NULL;
-  g_autoptr (MemresResource) mr = memres_resource_new ("host", &error);
+  g_autoptr (MemresResource) mr = memres_resource_new (spec, &error);
+  gboolean counted = memres_resource_get_upstream (mr) != NULL;
   MemresBuffer *keep[SERIAL_THREADS];
   MemresBuffer *pending = NULL;
   MemresStats stats;
@@ -378,6 +423,9 @@ test_stripes_recycled (void)
       g_assert_no_error (error);
       g_assert_cmpuint (stats.n_buffers, ==, (t + 1) + 1); /* kept, and the pending one */
       g_assert_cmpuint (stats.used_current, ==, kept + 1000 + t);
+      if (counted)
+        assert_counted (mr, (t + 1) + 1, kept + 1000 + t, 2 * (t + 1),
+                        kept + 1000 * (t + 1) + t * (t + 1) / 2);
     }
   memres_buffer_unref (pending);
   for (guint t = 0; t < SERIAL_THREADS; t++)
@@ -386,6 +434,9 @@ test_stripes_recycled (void)
   g_assert_cmpuint (stats.n_buffers, ==, 0);
   g_assert_cmpuint (stats.used_current, ==, 0);
   g_assert_cmpuint (stats.used_high, ==, kept + 1000 + SERIAL_THREADS - 1);
+  if (counted)
+    assert_counted (mr, 0, 0, 2 * SERIAL_THREADS,
+                    kept + 1000 * SERIAL_THREADS + SERIAL_THREADS * (SERIAL_THREADS - 1) / 2);
 }
 
 int
@@ -403,7 +454,9 @@ main (int argc, char **argv)
   g_test_add_func ("/threads/register-race", test_concurrent_register);
   g_test_add_func ("/threads/last-reference-race", test_last_reference_race);
   g_test_add_func ("/threads/buffer-count-across-threads", test_buffer_count_across_threads);
-  g_test_add_func ("/threads/stripes/shared", test_stripes_shared);
-  g_test_add_func ("/threads/stripes/recycled", test_stripes_recycled);
+  g_test_add_data_func ("/threads/stripes/shared", "tk", test_stripes_shared);
+  g_test_add_data_func ("/threads/stripes/shared/counted", "stats>tk", test_stripes_shared);
+  g_test_add_data_func ("/threads/stripes/recycled", "host", test_stripes_recycled);
+  g_test_add_data_func ("/threads/stripes/recycled/counted", "stats>host", test_stripes_recycled);
   return g_test_run ();
 }
