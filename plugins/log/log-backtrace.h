@@ -13,3 +13,5 @@
 /* The calling thread's stack, memres's frames left out, as the Backtrace field (transfer full;
  * "" when no frame is left or glibc cannot symbolize). Thread-safe; allocates. */
 G_GNUC_INTERNAL char *_log_backtrace (void);
+/* The kind's at_fork (@mr NULL): the lock of the frames' texts. */
+G_GNUC_INTERNAL void _log_backtrace_at_fork (MemresForkPhase phase);

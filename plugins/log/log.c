@@ -537,8 +537,11 @@ log_at_fork (MemresResource *mr, MemresForkPhase phase)
 {
   LogResource *self;
 
-  if (mr == NULL)
-    return;
+  if (mr == NULL) /* once for the kind */
+    {
+      _log_backtrace_at_fork (phase);
+      return;
+    }
   self = memres_resource_get_private (mr);
   if (phase == MEMRES_FORK_CHILD)
     g_hash_table_remove_all (self->freeing);
