@@ -1155,6 +1155,34 @@ test_log_backtrace (void)
   g_assert_true (g_str_has_suffix (lines[4], ",1000,0x0,,"));
   g_assert_cmpstr (lines[5], ==, "");
 
+  /* the same call site twice: the second stack's frames are the texts kept from the first's,
+   * the same field */
+  {
+    char *fields[2] = { NULL, NULL };
+
+    for (guint round = 0; round < 2; round++)
+      {
+        g_auto (GStrv) split = NULL;
+        g_auto (GStrv) line = NULL;
+
+        mr = mt_new_ok (spec);
+        mt_close_ok (mt_alloc_ok (mr, 1000, NULL), NULL);
+        memres_resource_unref (mr);
+        g_free (text);
+        g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+        split = g_strsplit (text, "\n", -1);
+        g_assert_cmpuint (g_strv_length (split), ==, 4);
+        line = g_strsplit (split[1], ",", -1);
+        g_assert_cmpuint (g_strv_length (line), ==, 8);
+        g_assert_cmpstr (line[2], ==, "allocate");
+        fields[round] = g_strdup (line[6]);
+      }
+    g_assert_cmpstr (fields[0], ==, fields[1]);
+    g_assert_true (g_str_has_prefix (fields[0], self));
+    g_free (fields[0]);
+    g_free (fields[1]);
+  }
+
   /* without the option (the default): RMM's six columns */
   g_free (spec);
   spec = g_strdup_printf ("log:path=%s>host", path);

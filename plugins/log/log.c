@@ -35,16 +35,16 @@
  * out of memory, the allocating call stack (log-backtrace.c: memres's own frames left out, at
  * most 32 frames as glibc's backtrace_symbols() writes them, innermost first, separated by ';',
  * '%', ',', ';' and control bytes written %XX), empty on the other lines; it costs a
- * backtrace() and a backtrace_symbols() per allocation (bench/RESULTS.md). Two more of memres's
- * actions tell of sleep and wake (memres-sleep.h), through the layer's sleep and wake slots, which
- * pass the call to the upstream and, once it succeeded, write `sleep POLICY` or `wake POLICY`
- * (POLICY discard, backup or file: the sleep's), Pointer and Stream 0x0, Size the bytes of the
- * allocations put to sleep or woken through the layer, the tag in the Tag column
- * (memres_sleep_call_get_tag()). With `segments=true` the layer subscribes to the segment events of
- * its upstream (memres-segments.h: the first layer below with segments) and writes `segment
- * mapped`, `segment grown` (Size the new length) and `segment unmapping`, Pointer the segment's
- * base, Size its length, Stream 0x0, Tag empty: `memres view` draws the segment map at any moment
- * from them. Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). */
+ * backtrace() per allocation and a backtrace_symbols() per frame not seen before
+ * (bench/RESULTS.md). Two more of memres's actions tell of sleep and wake (memres-sleep.h), through
+ * the layer's sleep and wake slots, which pass the call to the upstream and, once it succeeded,
+ * write `sleep POLICY` or `wake POLICY` (POLICY discard, backup or file: the sleep's), Pointer and
+ * Stream 0x0, Size the bytes of the allocations put to sleep or woken through the layer, the tag in
+ * the Tag column (memres_sleep_call_get_tag()). With `segments=true` the layer subscribes to the
+ * segment events of its upstream (memres-segments.h: the first layer below with segments) and
+ * writes `segment mapped`, `segment grown` (Size the new length) and `segment unmapping`, Pointer
+ * the segment's base, Size its length, Stream 0x0, Tag empty: `memres view` draws the segment map
+ * at any moment from them. Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). */
 #include <memres/memres-plugin.h>
 
 #include "log-backtrace.h"
