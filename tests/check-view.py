@@ -423,6 +423,13 @@ with tempfile.TemporaryDirectory() as d:
           bt_data["top"]["rows"][1][8] == bt_data["top"]["rows"][3][8],
           "stacks and frames stored once each: %d stacks, %d frames" % (
               len(bt_data.get("stacks", [])), len(bt_data.get("frames", []))))
+    # the out of memory's and its allocate failure's stack: the marks refer to it
+    bt_marks = [(m[2], m[6], [bt_data["frames"][i] for i in bt_data["stacks"][m[7]][1:]])
+                for m in bt_data.get("marks", []) if len(m) > 7]
+    check(bt_marks == [("allocate failure", None, STEP), ("out of memory", None, STEP)] and
+          len(bt_data["marks"]) == 2 and bt_data["marks"][0][7] == bt_data["top"]["rows"][0][8],
+          "the failure's and the out of memory's marks refer to their stack (the one of the "
+          "largest allocation, stored once): %s" % bt_marks)
     # the commands that read logs read this one too
     r_t = run("trace", bt_log)
     r_r = run("replay", bt_log, "host")
@@ -663,6 +670,13 @@ with tempfile.TemporaryDirectory() as d:
               top_bt[0]["cells"][8] == STEP[0] and top_bt[0]["cells"][17] == LOAD[0],
               "the tooltip shows the largest live allocations' backtraces, the table their "
               "innermost frames: %s" % got[:4])
+        st_o = Dom(browse("file://%s#hover=60" % bt_page, profile, "dom", 10000)[0]).status
+        tip = html.unescape(st_o.get("data-tip", "")).split("\n")
+        at = [i for i, l in enumerate(tip) if l.startswith("out of memory at ")]
+        check(at and tip[at[0] + 1:at[0] + 4] == ["  backtrace (2 frames, innermost first):",
+                                                  "    #0 " + STEP[0], "    #1 " + STEP[1]],
+              "the tooltip over the out of memory shows the request's backtrace: %s" % (
+                  tip[at[0]:at[0] + 4] if at else tip))
         # the segment map rebuilt from the log at a chosen moment: segments, blocks, holes and
         # the largest hole, against the fixed log
         for at, (n_seg, mapped, n_used, used, n_holes, hole, hole_at) in SEGMENT_MAPS.items():

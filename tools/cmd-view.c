@@ -24,7 +24,9 @@
  *             indexes into frames of its first MAX_STACK_FRAMES frames, innermost first;
  *   marks     up to 100,000 events other than allocate, free and the segment lines (out of
  *             memory, allocate and free failures, trim, sleep and wake): layer, time, action
- *             (as logged: "sleep backup"), size, thread, line, and for a sleep or wake its tag;
+ *             (as logged: "sleep backup"), size, thread, line, and for a sleep or wake its tag,
+ *             for an out of memory or allocate failure with a backtrace (the first
+ *             MAX_MARK_STACKS of them) its tag (null) and its index into stacks;
  *   map       the segment lines of the logs (`log:segments=true`) and the allocations of those
  *             logs, for the segment map at the chosen moment (view-map.c);
  *   snapshots the snapshots, each with _file added (the allocator shim's file, a snapshot per
@@ -46,6 +48,8 @@
 /* a backtrace in the page: its first frames, each cut at so many bytes */
 #define MAX_STACK_FRAMES 32
 #define MAX_FRAME_BYTES  1024
+/* the marks (out of memory, allocate failure) whose backtraces the page holds, the first ones */
+#define MAX_MARK_STACKS 2000
 
 typedef struct
 {
@@ -74,6 +78,7 @@ typedef struct
   guint layer, line;
   gint64 ts;
   const char *action, *thread, *tag; /* tag: a sleep's or wake's (into the log), else NULL */
+  const char *backtrace;             /* an allocate failure's or out of memory's, else "" */
   guint64 size;
 } Mark;
 
@@ -238,7 +243,7 @@ on_event (const MemresLogEvent *e, gpointer user_data, GError **error)
     {
       Mark m = { v->layer,         e->line,     e->ts,
                  e->l.action_name, e->l.thread, e->l.policy != NULL ? e->l.tag : NULL,
-                 e->l.size };
+                 e->l.backtrace,   e->l.size };
 
       if (v->marks->len < MAX_MARKS)
         g_array_append_val (v->marks, m);
@@ -502,6 +507,8 @@ write_data (View *v, Input *inputs, guint n_inputs)
         g_string_append (out, ",\n");
       write_series (out, g_ptr_array_index (v->series, i), inputs, t0, t1 - t0);
     }
+  GString *marks;
+  guint n_mark_stacks = 0;
   Stacks st = { g_hash_table_new (g_str_hash, g_str_equal),
                 g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL),
                 g_string_new (NULL),
@@ -533,29 +540,41 @@ write_data (View *v, Input *inputs, guint n_inputs)
       memres_json_append_string (out, a->tag);
       g_string_append_c (out, ']');
     }
-  g_string_append_printf (out, "]},\n\"frames\":[%s],\n\"stacks\":[%s],", st.frames->str,
+  g_string_append (out, "]},");
+  marks = g_string_new (NULL);
+  for (guint i = 0; i < v->marks->len; i++)
+    {
+      const Mark *m = &g_array_index (v->marks, Mark, i);
+      gint stack = n_mark_stacks < MAX_MARK_STACKS ? stack_index (&st, m->backtrace) : -1;
+
+      g_string_append_printf (marks, "%s\n[%u,%" G_GINT64_FORMAT ",\"%s\",%" G_GUINT64_FORMAT ",",
+                              i ? "," : "", m->layer, m->ts - t0, m->action, m->size);
+      memres_json_append_string (marks, m->thread);
+      g_string_append_printf (marks, ",%u", m->line);
+      if (m->tag != NULL || stack >= 0)
+        {
+          g_string_append_c (marks, ',');
+          if (m->tag != NULL)
+            memres_json_append_string (marks, m->tag);
+          else
+            g_string_append (marks, "null");
+        }
+      if (stack >= 0)
+        {
+          g_string_append_printf (marks, ",%d", stack);
+          n_mark_stacks++;
+        }
+      g_string_append_c (marks, ']');
+    }
+  g_string_append_printf (out, "\n\"frames\":[%s],\n\"stacks\":[%s],", st.frames->str,
                           st.stacks->str);
   g_string_free (st.frames, TRUE);
   g_string_free (st.stacks, TRUE);
   g_hash_table_unref (st.stack_of);
   g_hash_table_unref (st.frame_of);
-  g_string_append_printf (out, "\n\"marks_dropped\":%u,\"marks\":[", v->n_marks_dropped);
-  for (guint i = 0; i < v->marks->len; i++)
-    {
-      const Mark *m = &g_array_index (v->marks, Mark, i);
-
-      g_string_append_printf (out, "%s\n[%u,%" G_GINT64_FORMAT ",\"%s\",%" G_GUINT64_FORMAT ",",
-                              i ? "," : "", m->layer, m->ts - t0, m->action, m->size);
-      memres_json_append_string (out, m->thread);
-      g_string_append_printf (out, ",%u", m->line);
-      if (m->tag != NULL)
-        {
-          g_string_append_c (out, ',');
-          memres_json_append_string (out, m->tag);
-        }
-      g_string_append_c (out, ']');
-    }
-  g_string_append (out, "],\n");
+  g_string_append_printf (out, "\n\"marks_dropped\":%u,\"marks\":[%s],\n", v->n_marks_dropped,
+                          marks->str);
+  g_string_free (marks, TRUE);
   memres_view_map_write (v->map, out, t0);
   g_string_append (out, ",\n\"snapshots\":[");
   any = FALSE;
