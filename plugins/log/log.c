@@ -97,13 +97,13 @@ static const MemresOptionSpec log_options[] = {
   { "flush", MEMRES_OPTION_BOOL, "false", "flush every line at once", NULL, 0, 0 },
   { "tags", MEMRES_OPTION_BOOL, "false",
     "a seventh column, Tag: the allocation's tag (memres-tags.h), after RMM's six", NULL, 0, 0 },
-  { "backtrace", MEMRES_OPTION_BOOL, "false",
-    "a column Backtrace before Tag: the allocating call stack of each allocate and allocate "
-    "failure line (glibc backtrace(), symbolized; costs microseconds a line)",
-    NULL, 0, 0 },
   { "segments", MEMRES_OPTION_BOOL, "false",
     "lines for the segment events of the layers below (mapped, grown, unmapping), for the "
     "segment map of memres view",
+    NULL, 0, 0 },
+  { "backtrace", MEMRES_OPTION_BOOL, "false",
+    "a column Backtrace before Tag: the allocating call stack of each allocate and allocate "
+    "failure line (glibc backtrace(), symbolized; costs microseconds a line)",
     NULL, 0, 0 },
 };
 
