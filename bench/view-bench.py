@@ -9,11 +9,14 @@ reads it at the marker; target: at most 3 s) and --zooms zooms and pans (target:
 after it (a requestAnimationFrame then a task: the new view painted). Times are printed, not
 asserted: this is a benchmark (bench/RESULTS.md), not a test.
 
-  bench/view-bench.py MEMRES [--events N] [--tags K] [--zooms 20] [--keep DIR] [--json F]
+  bench/view-bench.py MEMRES [--events N] [--tags K] [--stacks S] [--zooms 20] [--keep DIR]
+                       [--json F]
 
 The log: allocations of 64 bytes to 4 KiB every 3 us on one thread, each freed 16 to 18
 allocations later (the big log of tests/check-view.py), with --tags K a Tag column cycling
-through K tags. Exits 77 without chromium (MEMRES_CHROMIUM names another; "none" skips)."""
+through K tags, with --stacks S a Backtrace column (log:backtrace=true) on every allocate line
+cycling through S distinct stacks of 8 frames (frames shared among them, as a program's are).
+Exits 77 without chromium (MEMRES_CHROMIUM names another; "none" skips)."""
 
 import argparse
 import fcntl
@@ -32,19 +35,35 @@ def clock(us):
                                      us // 1000000 % 60, us % 1000000)
 
 
-def write_log(path, n, tags):
+def stack_fields(n):
+    """@n distinct Backtrace fields of 8 frames: 6 of 32 functions of a program, chosen by the
+    stack's number, the last of them unique to the stack, over 2 frames all share"""
+    fn = ["train(_ZN1m%dEv+0x%x) [0x40%04x]" % (k, 16 * k, k) for k in range(32)]
+    base = ["libc.so.6(__libc_start_main+0x85) [0x7f102a]", "train(_start+0x2a) [0x4010]"]
+    return [";".join([fn[(i >> (3 * j)) % 32] for j in range(5)] +
+                     ["train(_ZN4step%dEv+0x1%%3B) [0x41%04x]" % (i, i % 65536)] + base)
+            for i in range(n)]
+
+
+def write_log(path, n, tags, stacks=0):
     names = ["tag%d" % k for k in range(tags)]
+    fields = stack_fields(stacks) if stacks else None
     with open(path, "w") as f:
-        f.write("Thread,Time,Action,Pointer,Size,Stream%s\n" % (",Tag" if tags else ""))
+        f.write("Thread,Time,Action,Pointer,Size,Stream%s%s\n" % (",Backtrace" if stacks else "",
+                                                             ",Tag" if tags else ""))
         t, lines = 8 * 3600 * 10**6, []
         for i in range(n // 2):
             t += 3
             tag = ("," + names[i % tags]) if tags else ""
+            if stacks:
+                tag = "," + fields[i % stacks] + tag
             lines.append("1,%s,allocate,0x%x,%d,0x0%s\n" % (clock(t), 0x100000 + i * 64,
                                                           64 + (i * 7919) % 4096, tag))
             if i >= 16:
                 j = i - 16 + (i % 3)
                 tag = ("," + names[j % tags]) if tags else ""
+                if stacks:
+                    tag = "," + tag
                 lines.append("1,%s,free,0x%x,%d,0x0%s\n" % (clock(t + 1), 0x100000 + j * 64,
                                                            64 + (j * 7919) % 4096, tag))
             if len(lines) > 200000:
@@ -170,6 +189,7 @@ def main():
     ap.add_argument("memres")
     ap.add_argument("--events", type=int, default=1000000)
     ap.add_argument("--tags", type=int, default=0)
+    ap.add_argument("--stacks", type=int, default=0)
     ap.add_argument("--zooms", type=int, default=20)
     ap.add_argument("--keep", help="a directory to keep the log and the page in")
     ap.add_argument("--json", help="write the figures to this file too")
@@ -183,14 +203,15 @@ def main():
     os.makedirs(d, exist_ok=True)
     log, page = os.path.join(d, "big.csv"), os.path.join(d, "big.html")
     t0 = time.monotonic()
-    write_log(log, args.events, args.tags)
+    write_log(log, args.events, args.tags, args.stacks)
     gen = time.monotonic() - t0
     t0 = time.monotonic()
     r = subprocess.run([args.memres, "view", log, "-o", page], capture_output=True, text=True)
     view_s = time.monotonic() - t0
     if r.returncode != 0:
         sys.exit("memres view: " + r.stderr)
-    out = {"events": args.events, "tags": args.tags, "log_bytes": os.path.getsize(log),
+    out = {"events": args.events, "tags": args.tags, "stacks": args.stacks,
+           "log_bytes": os.path.getsize(log),
            "generate_s": round(gen, 1), "view_s": round(view_s, 1),
            "page_bytes": os.path.getsize(page)}
     b = Browser(chromium, os.path.join(d, "profile"))

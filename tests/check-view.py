@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import zlib
+from urllib.parse import unquote
 
 memres = sys.argv[1]
 tests = []
@@ -88,6 +89,35 @@ SEGMENT_LOG = """Thread,Time,Action,Pointer,Size,Stream,Tag
 7,10:00:00.000100,free,0x200000,1048576,0x0,w
 7,10:00:00.000110,segment unmapping,0x200000,4194304,0x0,
 """
+# A fixed log with the Backtrace column (log:backtrace=true): two allocations of one stack (its
+# frames once in the page), one whose frames hold an escaped ',' and ';', one without a stack,
+# one of 40 frames (the page holds 32 of them, and the count).
+MAIN = "/opt/app/train(main+0x44) [0x4010f4]"
+LOAD = ["/opt/app/train(load_weights+0x1c) [0x401a2c]", MAIN,
+        "/lib/x86_64-linux-gnu/libc.so.6(__libc_start_main+0x85) [0x7f000000002a]"]
+STEP = ["/opt/app/my,app(step;2+0x10) [0x402000]", MAIN]
+DEEP = ["/opt/app/train(recurse+0x%x) [0x403%03x]" % (i, i) for i in range(40)]
+
+
+def bt_field(frames):
+    return ";".join(f.replace("%", "%25").replace(",", "%2C").replace(";", "%3B")
+                    for f in frames)
+
+
+BACKTRACE_LOG = "\n".join([
+    "Thread,Time,Action,Pointer,Size,Stream,Backtrace,Tag",
+    "7,10:00:00.000000,allocate,0x100000,1048576,0x0,%s,w" % bt_field(LOAD),
+    "7,10:00:00.000010,allocate,0x200000,4096,0x0,%s,kv" % bt_field(LOAD),
+    "8,10:00:00.000020,allocate,0x300000,2097152,0x0,%s,w" % bt_field(STEP),
+    "7,10:00:00.000030,allocate,0x400000,512,0x0,,",
+    "7,10:00:00.000040,allocate,0x500000,8192,0x0,%s," % bt_field(DEEP),
+    "8,10:00:00.000050,free,0x300000,2097152,0x0,,w",
+    "7,10:00:00.000060,allocate failure,0x0,1073741824,0x0,%s," % bt_field(STEP),
+    "7,10:00:00.000060,out of memory,0x0,1073741824,0x0,%s," % bt_field(STEP), ""])
+# the pointer of each allocation -> its frames as the page should hold them, and their count
+BACKTRACES = {"0x300000": (STEP, 2), "0x100000": (LOAD, 3), "0x500000": (DEEP[:32], 40),
+              "0x200000": (LOAD, 3), "0x400000": (None, 0)}
+
 # per moment: (segments, mapped bytes, used blocks, used bytes, holes, largest hole, its address)
 SEGMENT_MAPS = {65: (1, 1 << 20, 2, 327680, 2, 458752, "0x190000"),
                 95: (2, 5 << 20, 4, 1900544, 3, 2621440, "0x380000")}
@@ -374,6 +404,77 @@ with tempfile.TemporaryDirectory() as d:
            [90, -1, "0x300000", 524288]],
           "the segment lines and the allocations of the log, for the map at any moment")
 
+    # backtraces: each top allocation's stack by index, each stack and each frame once
+    bt_log, bt_page = os.path.join(d, "backtrace.csv"), os.path.join(d, "backtrace.html")
+    with open(bt_log, "w") as f:
+        f.write(BACKTRACE_LOG)
+    r = run("view", bt_log, "-o", bt_page)
+    bt_data = page_data(bt_page)[0] if r.returncode == 0 else {"top": {"rows": []}}
+    got = {}
+    for row in bt_data["top"]["rows"]:
+        st = bt_data["stacks"][row[8]] if row[8] is not None else None
+        got[row[4]] = ([bt_data["frames"][i] for i in st[1:]], st[0]) if st else (None, 0)
+    check(r.returncode == 0 and got == BACKTRACES,
+          "each allocation's backtrace in the page: its frames as logged (escapes undone), at "
+          "most 32, and its count: %s" % (r.stderr.strip() or {k: (v[0][:2] if v[0] else None,
+                                                                   v[1]) for k, v in got.items()}))
+    check(r.returncode == 0 and len(bt_data["stacks"]) == 3 and
+          len(bt_data["frames"]) == len(set(bt_data["frames"])) == 2 + 2 + 32 and
+          bt_data["top"]["rows"][1][8] == bt_data["top"]["rows"][3][8],
+          "stacks and frames stored once each: %d stacks, %d frames" % (
+              len(bt_data.get("stacks", [])), len(bt_data.get("frames", []))))
+    # the out of memory's and its allocate failure's stack: the marks refer to it
+    bt_marks = [(m[2], m[6], [bt_data["frames"][i] for i in bt_data["stacks"][m[7]][1:]])
+                for m in bt_data.get("marks", []) if len(m) > 7]
+    check(bt_marks == [("allocate failure", None, STEP), ("out of memory", None, STEP)] and
+          len(bt_data["marks"]) == 2 and bt_data["marks"][0][7] == bt_data["top"]["rows"][0][8],
+          "the failure's and the out of memory's marks refer to their stack (the one of the "
+          "largest allocation, stored once): %s" % bt_marks)
+    # the commands that read logs read this one too
+    r_t = run("trace", bt_log)
+    r_r = run("replay", bt_log, "host")
+    check(r_t.returncode == 0 and json.loads(r_t.stdout)["traceEvents"] and r_r.returncode == 0,
+          "memres trace and replay read a log with the Backtrace column: %s %s" % (
+              r_t.stderr.strip(), r_r.stderr.strip()))
+    # a log the log adaptor wrote with backtrace=true: the page holds its frames as logged
+    real_log, real_page = os.path.join(d, "real.csv"), os.path.join(d, "real.html")
+    r = run("alloc", "log:path=%s,backtrace=true>host" % real_log.replace(",", "\\,"), "1MiB")
+    logged, head = [], None
+    if r.returncode == 0:
+        with open(real_log) as f:
+            head = f.readline().rstrip("\n")
+            line = f.readline().rstrip("\n").split(",")
+        logged = [unquote(x) for x in line[6].split(";")]
+    r = run("view", real_log, "-o", real_page) if logged else r
+    real = page_data(real_page)[0] if r.returncode == 0 and logged else \
+        {"top": {"rows": [[None] * 10]}}
+    row = real["top"]["rows"][0]
+    real_frames = [real["frames"][i] for i in real["stacks"][row[8]][1:]] if row[8] is not None \
+        else []
+    check(head == HEADER + ",Backtrace" and row[1] == 1 << 20 and real_frames == logged and
+          real_frames and os.path.basename(memres) + "(" in real_frames[0] and
+          not any("libmemres" in f for f in real_frames),
+          "memres alloc through log:backtrace=true: the page holds the allocation's frames as "
+          "logged, the first in the memres program, none in libmemres: %s" % real_frames[:3])
+    # malformed Backtrace fields: refused with the line named, MEMRES_ERROR INVALID_ARGUMENT
+    bad_bt = os.path.join(d, "bad-backtrace.csv")
+    for field, want in [("a%2", "'%' not followed by two hex digits"),
+                        ("a%zzb", "'%' not followed by two hex digits"),
+                        ("a%00b", "'%' not followed by two hex digits"),
+                        ("a;;b", "frame 2 is empty"), (";a", "frame 1 is empty"),
+                        ("a;", "frame 2 is empty"),
+                        (";".join(["f"] * 65), "more than 64 frames")]:
+        with open(bad_bt, "w") as f:
+            f.write("Thread,Time,Action,Pointer,Size,Stream,Backtrace\n"
+                    "7,10:00:00.000000,allocate,0x100000,64,0x0,%s\n" % field)
+        r = run("view", "--json", bad_bt, "-o", page)
+        err = json.loads(r.stdout).get("error", {}) if r.stdout.startswith("{") else {}
+        check(r.returncode == 2 and err.get("domain") == "memres-error-quark" and
+              err.get("code_name") == "MEMRES_ERROR_INVALID_ARGUMENT" and
+              "bad-backtrace.csv:2: invalid Backtrace" in err.get("message", "") and
+              want in err.get("message", ""),
+              "a Backtrace %r is refused (%s): %s" % (field[:20], want, err))
+
     # the snapshot at an out-of-memory failure (MEMRES_OOM_SNAPSHOT) carries its report
     oom_snap = os.path.join(d, "oom.json")
     r = subprocess.run([memres, "alloc", "limit:max=1KiB>host", "4KiB"], capture_output=True,
@@ -549,6 +650,33 @@ with tempfile.TemporaryDirectory() as d:
                   and ok and "backtrace: none" in tip,
                   "the tooltip at %.0f us shows the largest live allocation, %s: %s" % (
                       t_h, want[:1], line[:1]))
+        # hover over the log with backtraces at 45 us: the three largest live allocations
+        # (0x300000, 0x100000, 0x500000), each with its frames, at most 8, innermost first
+        st_b = Dom(browse("file://%s#hover=45" % bt_page, profile, "dom", 10000)[0])
+        tip = html.unescape(st_b.status.get("data-tip", ""))
+        want = []
+        for frames, count in (BACKTRACES["0x300000"], BACKTRACES["0x100000"],
+                              BACKTRACES["0x500000"]):
+            want.append("  backtrace (%d frames, innermost first):" % count)
+            want += ["    #%d %s" % (i, f) for i, f in enumerate(frames[:8])]
+            if count > 8:
+                want.append("    ... %d more (the table below: hover its backtrace cell)"
+                            % (count - 8))
+        got = [l for l in tip.split("\n") if l.startswith("  backtrace") or
+               l.startswith("    ")]
+        top_bt = [t for t in st_b.tables if t["id"] == "top-table"]
+        check(got == want and abs(float(st_b.status.get("data-hover-t", "-1")) - 45) < 0.5 and
+              "data-errors" not in st_b.status and top_bt and
+              top_bt[0]["cells"][8] == STEP[0] and top_bt[0]["cells"][17] == LOAD[0],
+              "the tooltip shows the largest live allocations' backtraces, the table their "
+              "innermost frames: %s" % got[:4])
+        st_o = Dom(browse("file://%s#hover=60" % bt_page, profile, "dom", 10000)[0]).status
+        tip = html.unescape(st_o.get("data-tip", "")).split("\n")
+        at = [i for i, l in enumerate(tip) if l.startswith("out of memory at ")]
+        check(at and tip[at[0] + 1:at[0] + 4] == ["  backtrace (2 frames, innermost first):",
+                                                  "    #0 " + STEP[0], "    #1 " + STEP[1]],
+              "the tooltip over the out of memory shows the request's backtrace: %s" % (
+                  tip[at[0]:at[0] + 4] if at else tip))
         # the segment map rebuilt from the log at a chosen moment: segments, blocks, holes and
         # the largest hole, against the fixed log
         for at, (n_seg, mapped, n_used, used, n_holes, hole, hole_at) in SEGMENT_MAPS.items():

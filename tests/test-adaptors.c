@@ -1085,6 +1085,130 @@ test_log_lines (void)
   g_assert_nonnull (strstr (text, ",trim,0x0,4096,0x0\n"));
 }
 
+/* That @frame (as glibc's backtrace_symbols() writes it, "OBJECT(SYMBOL+0xOFF) [0xPC]") is in
+ * the object at @path. */
+static void
+assert_frame_of (const char *frame, const char *path)
+{
+  const char *paren = strchr (frame, '(');
+  g_autofree char *object = g_strndup (frame, paren != NULL ? (gsize) (paren - frame) : 0);
+  g_autofree char *name = g_path_get_basename (object);
+  g_autofree char *want = g_path_get_basename (path);
+
+  g_assert_nonnull (paren);
+  g_assert_cmpstr (name, ==, want);
+}
+
+/* `log:backtrace=true`: a column Backtrace after Stream, before Tag (which stays last): an
+ * allocate's, an allocate failure's and an out of memory's call stack, memres's own frames left
+ * out, so that it starts in this program; the frames of GLib's test runner and of libc beneath
+ * it as backtrace_symbols() names them; empty on a free and a trim. Without the option, no
+ * column. */
+static void
+test_log_backtrace (void)
+{
+  g_autofree char *path = temp_path ("backtrace.csv");
+  g_autofree char *spec
+      = g_strdup_printf ("log:path=%s,backtrace=true,tags=true>limit:max=10000>host", path);
+  g_autofree char *self = g_file_read_link ("/proc/self/exe", NULL);
+  g_autofree char *text = NULL;
+  g_auto (GStrv) lines = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr = mt_new_ok (spec);
+  MemresBuffer *a;
+  gboolean glib = FALSE, libc = FALSE;
+
+  a = mt_alloc_ok (mr, 1000, NULL);
+  g_assert_null (memres_resource_allocate (mr, 9500, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  mt_close_ok (a, NULL);
+  memres_resource_unref (mr);
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+  g_assert_cmpuint (g_strv_length (lines), ==, 6); /* header, 4 lines, "" */
+  g_assert_cmpstr (lines[0], ==, "Thread,Time,Action,Pointer,Size,Stream,Backtrace,Tag");
+  for (guint i = 1; i <= 3; i++) /* allocate, allocate failure, out of memory */
+    {
+      g_auto (GStrv) fields = g_strsplit (lines[i], ",", -1);
+      g_auto (GStrv) frames = NULL;
+      guint n;
+
+      g_assert_cmpuint (g_strv_length (fields), ==, 8);
+      g_assert_cmpstr (fields[2], ==,
+                       i == 1   ? "allocate"
+                       : i == 2 ? "allocate failure"
+                                : "out of memory");
+      g_assert_cmpstr (fields[7], ==, "");
+      frames = g_strsplit (fields[6], ";", -1);
+      n = g_strv_length (frames);
+      g_assert_cmpuint (n, >=, 3);
+      g_assert_cmpuint (n, <=, 32);
+      /* the innermost frame is this program's (backtrace_symbols() names it as it was run) */
+      assert_frame_of (frames[0], self);
+      for (guint f = 0; f < n; f++)
+        {
+          g_assert_null (strstr (frames[f], "libmemres"));
+          g_assert_null (strstr (frames[f], "log_allocate"));
+          glib = glib
+                 || (strstr (frames[f], "libglib-2.0.so") != NULL
+                     && strstr (frames[f], "(g_test_run_suite+0x") != NULL);
+          libc = libc || strstr (frames[f], "libc.so.6(") != NULL;
+        }
+      /* the failure and its out of memory: the same stack */
+      if (i == 3)
+        {
+          g_auto (GStrv) failure = g_strsplit (lines[2], ",", -1);
+          g_assert_cmpstr (fields[6], ==, failure[6]);
+        }
+    }
+  g_assert_true (glib);
+  g_assert_true (libc);
+  /* the free: its Backtrace and Tag fields empty */
+  g_assert_nonnull (strstr (lines[4], ",free,"));
+  g_assert_true (g_str_has_suffix (lines[4], ",1000,0x0,,"));
+  g_assert_cmpstr (lines[5], ==, "");
+
+  /* the same call site twice: the second stack's frames are the texts kept from the first's,
+   * the same field */
+  {
+    char *fields[2] = { NULL, NULL };
+
+    for (guint round = 0; round < 2; round++)
+      {
+        g_auto (GStrv) split = NULL;
+        g_auto (GStrv) line = NULL;
+
+        mr = mt_new_ok (spec);
+        mt_close_ok (mt_alloc_ok (mr, 1000, NULL), NULL);
+        memres_resource_unref (mr);
+        g_free (text);
+        g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+        split = g_strsplit (text, "\n", -1);
+        g_assert_cmpuint (g_strv_length (split), ==, 4);
+        line = g_strsplit (split[1], ",", -1);
+        g_assert_cmpuint (g_strv_length (line), ==, 8);
+        g_assert_cmpstr (line[2], ==, "allocate");
+        fields[round] = g_strdup (line[6]);
+      }
+    g_assert_cmpstr (fields[0], ==, fields[1]);
+    assert_frame_of (fields[0], self);
+    g_free (fields[0]);
+    g_free (fields[1]);
+  }
+
+  /* without the option (the default): RMM's six columns */
+  g_free (spec);
+  spec = g_strdup_printf ("log:path=%s>host", path);
+  mr = mt_new_ok (spec);
+  mt_close_ok (mt_alloc_ok (mr, 1000, NULL), NULL);
+  memres_resource_unref (mr);
+  g_free (text);
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_assert_true (g_str_has_prefix (text, "Thread,Time,Action,Pointer,Size,Stream\n"));
+  g_assert_true (g_str_has_suffix (text, ",1000,0x0\n"));
+}
+
 /* A free is logged once its outcome is known: a free that fails and releases nothing is a
  * "free failure" line (the buffer stays open), the retry that succeeds a "free"; a free that
  * fails after releasing the allocation (address 0: the core closes the buffer) a "free". */
@@ -1836,6 +1960,7 @@ main (int argc, char **argv)
   g_test_add_func ("/adaptors/log-odd-paths", test_log_odd_paths);
   g_test_add_func ("/adaptors/log-threads", test_log_threads);
   g_test_add_func ("/adaptors/log-failed-free", test_log_failed_free);
+  g_test_add_func ("/adaptors/log-backtrace", test_log_backtrace);
   g_test_add_func ("/adaptors/log-lines-lost", test_log_lines_lost);
   g_test_add_func ("/adaptors/log-written-at-exit", test_log_written_at_exit);
   g_test_add_func ("/adaptors/retry-handlers", test_retry_handlers);

@@ -16,10 +16,17 @@
  *             step exactly (steps: t, v; levels empty);
  *   top       the 2,000 largest allocations of all the logs, each in full: layer, size,
  *             allocated and freed time (-1: live at the end), pointer, stream, thread, line,
- *             backtrace (null: a log has none), tag ("" for none);
+ *             backtrace (an index into stacks; null: its line has none, `log:backtrace=true`
+ *             records them), tag ("" for none);
+ *   frames    the frames of the top allocations' backtraces, each text once (cut at
+ *             MAX_FRAME_BYTES bytes);
+ *   stacks    their backtraces, each once: a list, its count of frames as logged, then the
+ *             indexes into frames of its first MAX_STACK_FRAMES frames, innermost first;
  *   marks     up to 100,000 events other than allocate, free and the segment lines (out of
  *             memory, allocate and free failures, trim, sleep and wake): layer, time, action
- *             (as logged: "sleep backup"), size, thread, line, and for a sleep or wake its tag;
+ *             (as logged: "sleep backup"), size, thread, line, and for a sleep or wake its tag,
+ *             for an out of memory or allocate failure with a backtrace (the first
+ *             MAX_MARK_STACKS of them) its tag (null) and its index into stacks;
  *   map       the segment lines of the logs (`log:segments=true`) and the allocations of those
  *             logs, for the segment map at the chosen moment (view-map.c);
  *   snapshots the snapshots, each with _file added (the allocator shim's file, a snapshot per
@@ -38,6 +45,11 @@
 #define MAX_STEPS    100000
 #define MAX_TOP      2000
 #define MAX_MARKS    100000
+/* a backtrace in the page: its first frames, each cut at so many bytes */
+#define MAX_STACK_FRAMES 32
+#define MAX_FRAME_BYTES  1024
+/* the marks (out of memory, allocate failure) whose backtraces the page holds, the first ones */
+#define MAX_MARK_STACKS 2000
 
 typedef struct
 {
@@ -58,7 +70,7 @@ typedef struct
   guint layer, line;
   guint64 size;
   gint64 t_alloc, t_free;
-  const char *pointer, *stream, *thread, *tag; /* into the log's text */
+  const char *pointer, *stream, *thread, *tag, *backtrace; /* into the log's text */
 } TopAlloc;
 
 typedef struct
@@ -66,6 +78,7 @@ typedef struct
   guint layer, line;
   gint64 ts;
   const char *action, *thread, *tag; /* tag: a sleep's or wake's (into the log), else NULL */
+  const char *backtrace;             /* an allocate failure's or out of memory's, else "" */
   guint64 size;
 } Mark;
 
@@ -169,7 +182,7 @@ top_key (guint layer, guint line)
 static void
 top_offer (View *v, const MemresLogEvent *e)
 {
-  TopAlloc *a, probe = { v->layer, e->line, e->l.size, e->ts, -1, NULL, NULL, NULL, NULL };
+  TopAlloc *a, probe = { v->layer, e->line, e->l.size, e->ts, -1, NULL, NULL, NULL, NULL, NULL };
 
   if (v->heap->len == MAX_TOP && !top_less (v->heap->pdata[0], &probe))
     return;
@@ -178,6 +191,7 @@ top_offer (View *v, const MemresLogEvent *e)
   a->stream = e->l.stream_text;
   a->thread = e->l.thread;
   a->tag = e->l.tag;
+  a->backtrace = e->l.backtrace;
   if (v->heap->len == MAX_TOP)
     {
       TopAlloc *old = v->heap->pdata[0];
@@ -229,7 +243,7 @@ on_event (const MemresLogEvent *e, gpointer user_data, GError **error)
     {
       Mark m = { v->layer,         e->line,     e->ts,
                  e->l.action_name, e->l.thread, e->l.policy != NULL ? e->l.tag : NULL,
-                 e->l.size };
+                 e->l.backtrace,   e->l.size };
 
       if (v->marks->len < MAX_MARKS)
         g_array_append_val (v->marks, m);
@@ -387,6 +401,59 @@ top_compare (gconstpointer a, gconstpointer b)
   return top_less (x, y) ? 1 : top_less (y, x) ? -1 : 0;
 }
 
+/* The backtraces of the top allocations, each once (by its text as logged), and their frames,
+ * each once: the index of @a's in stacks (-1: none), the stack and its frames added when new. */
+typedef struct
+{
+  GHashTable *stack_of; /* the Backtrace field as logged -> index + 1 */
+  GHashTable *frame_of; /* a frame's text, cut -> index + 1 */
+  GString *stacks, *frames;
+  guint n_stacks, n_frames;
+} Stacks;
+
+static gint
+stack_index (Stacks *st, const char *field)
+{
+  gpointer found;
+  g_auto (GStrv) frames = NULL;
+  guint n;
+
+  if (field == NULL || field[0] == '\0')
+    return -1;
+  if ((found = g_hash_table_lookup (st->stack_of, field)) != NULL)
+    return GPOINTER_TO_INT (found) - 1;
+  frames = memres_tool_log_frames (field);
+  n = g_strv_length (frames);
+  g_string_append_printf (st->stacks, "%s[%u", st->n_stacks ? "," : "", n);
+  for (guint i = 0; i < MIN (n, MAX_STACK_FRAMES); i++)
+    {
+      char *f = frames[i];
+      guint index;
+
+      if (strlen (f) > MAX_FRAME_BYTES)
+        {
+          gsize len = MAX_FRAME_BYTES;
+
+          while (len > 0 && ((guchar) f[len] & 0xc0) == 0x80)
+            len--;
+          f[len] = '\0';
+        }
+      if ((found = g_hash_table_lookup (st->frame_of, f)) != NULL)
+        index = GPOINTER_TO_UINT (found) - 1;
+      else
+        {
+          index = st->n_frames++;
+          g_string_append (st->frames, index ? "," : "");
+          memres_json_append_string (st->frames, f);
+          g_hash_table_insert (st->frame_of, g_strdup (f), GUINT_TO_POINTER (index + 1));
+        }
+      g_string_append_printf (st->stacks, ",%u", index);
+    }
+  g_string_append_c (st->stacks, ']');
+  g_hash_table_insert (st->stack_of, (gpointer) field, GINT_TO_POINTER (st->n_stacks + 1));
+  return (gint) st->n_stacks++;
+}
+
 /* The data of the page, '<' not yet escaped. */
 static GString *
 write_data (View *v, Input *inputs, guint n_inputs)
@@ -440,6 +507,15 @@ write_data (View *v, Input *inputs, guint n_inputs)
         g_string_append (out, ",\n");
       write_series (out, g_ptr_array_index (v->series, i), inputs, t0, t1 - t0);
     }
+  GString *marks;
+  guint n_mark_stacks = 0;
+  Stacks st = { g_hash_table_new (g_str_hash, g_str_equal),
+                g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL),
+                g_string_new (NULL),
+                g_string_new (NULL),
+                0,
+                0 };
+
   g_ptr_array_sort (v->heap, top_compare);
   g_string_append (out, "],\n\"top\":{\"cols\":[\"layer\",\"size\",\"allocated\",\"freed\","
                         "\"pointer\",\"stream\",\"thread\",\"line\",\"backtrace\",\"tag\"],"
@@ -447,6 +523,7 @@ write_data (View *v, Input *inputs, guint n_inputs)
   for (guint i = 0; i < v->heap->len; i++)
     {
       const TopAlloc *a = v->heap->pdata[i];
+      gint stack = stack_index (&st, a->backtrace);
 
       g_string_append_printf (
           out, "%s\n[%u,%" G_GUINT64_FORMAT ",%" G_GINT64_FORMAT ",%" G_GINT64_FORMAT ",",
@@ -456,27 +533,48 @@ write_data (View *v, Input *inputs, guint n_inputs)
       memres_json_append_string (out, a->stream);
       g_string_append_c (out, ',');
       memres_json_append_string (out, a->thread);
-      g_string_append_printf (out, ",%u,null,", a->line);
+      if (stack >= 0)
+        g_string_append_printf (out, ",%u,%d,", a->line, stack);
+      else
+        g_string_append_printf (out, ",%u,null,", a->line);
       memres_json_append_string (out, a->tag);
       g_string_append_c (out, ']');
     }
-  g_string_append_printf (out, "]},\n\"marks_dropped\":%u,\"marks\":[", v->n_marks_dropped);
+  g_string_append (out, "]},");
+  marks = g_string_new (NULL);
   for (guint i = 0; i < v->marks->len; i++)
     {
       const Mark *m = &g_array_index (v->marks, Mark, i);
+      gint stack = n_mark_stacks < MAX_MARK_STACKS ? stack_index (&st, m->backtrace) : -1;
 
-      g_string_append_printf (out, "%s\n[%u,%" G_GINT64_FORMAT ",\"%s\",%" G_GUINT64_FORMAT ",",
+      g_string_append_printf (marks, "%s\n[%u,%" G_GINT64_FORMAT ",\"%s\",%" G_GUINT64_FORMAT ",",
                               i ? "," : "", m->layer, m->ts - t0, m->action, m->size);
-      memres_json_append_string (out, m->thread);
-      g_string_append_printf (out, ",%u", m->line);
-      if (m->tag != NULL)
+      memres_json_append_string (marks, m->thread);
+      g_string_append_printf (marks, ",%u", m->line);
+      if (m->tag != NULL || stack >= 0)
         {
-          g_string_append_c (out, ',');
-          memres_json_append_string (out, m->tag);
+          g_string_append_c (marks, ',');
+          if (m->tag != NULL)
+            memres_json_append_string (marks, m->tag);
+          else
+            g_string_append (marks, "null");
         }
-      g_string_append_c (out, ']');
+      if (stack >= 0)
+        {
+          g_string_append_printf (marks, ",%d", stack);
+          n_mark_stacks++;
+        }
+      g_string_append_c (marks, ']');
     }
-  g_string_append (out, "],\n");
+  g_string_append_printf (out, "\n\"frames\":[%s],\n\"stacks\":[%s],", st.frames->str,
+                          st.stacks->str);
+  g_string_free (st.frames, TRUE);
+  g_string_free (st.stacks, TRUE);
+  g_hash_table_unref (st.stack_of);
+  g_hash_table_unref (st.frame_of);
+  g_string_append_printf (out, "\n\"marks_dropped\":%u,\"marks\":[%s],\n", v->n_marks_dropped,
+                          marks->str);
+  g_string_free (marks, TRUE);
   memres_view_map_write (v->map, out, t0);
   g_string_append (out, ",\n\"snapshots\":[");
   any = FALSE;
@@ -695,7 +793,8 @@ memres_tool_view (int argc, char **argv)
                "(one LOG per layer) and snapshots (memres snapshot, MEMRES_OOM_SNAPSHOT): a "
                "timeline of the used bytes per layer and per tag, and the reserved bytes of a "
                "layer whose upstream is logged (--reserved) (zoom, pan, hover), the "
-               "largest allocations and those live at a chosen moment, the out-of-memory "
+               "largest allocations and those live at a chosen moment (with their call stacks "
+               "where the log has the Backtrace column: log:backtrace=true), the out-of-memory "
                "events and reports, each snapshot's segment map (blocks, holes, the largest "
                "free block).");
   g_option_context_add_main_entries (context, entries, NULL);

@@ -22,10 +22,90 @@ memres_tool_log_bad_line (GError **error, const char *log, guint line, const cha
 }
 
 gboolean
-memres_tool_log_header_ok (const char *line, gboolean *tagged)
+memres_tool_log_header_ok (const char *line, gboolean *tagged, gboolean *backtrace)
 {
-  *tagged = strcmp (line, MEMRES_LOG_HEADER ",Tag") == 0;
-  return *tagged || strcmp (line, MEMRES_LOG_HEADER) == 0;
+  gsize n = strlen (MEMRES_LOG_HEADER);
+
+  if (strncmp (line, MEMRES_LOG_HEADER, n) != 0)
+    return FALSE;
+  line += n;
+  *backtrace = g_str_has_prefix (line, ",Backtrace");
+  if (*backtrace)
+    line += strlen (",Backtrace");
+  *tagged = strcmp (line, ",Tag") == 0;
+  return *tagged || line[0] == '\0';
+}
+
+/* The hex digit's value, or -1. */
+static int
+hex_digit (char c)
+{
+  return g_ascii_isxdigit (c) ? g_ascii_xdigit_value (c) : -1;
+}
+
+/* NULL when the Backtrace field @f is well formed, else why not (transfer full). */
+static char *
+check_backtrace (const char *f)
+{
+  guint frame = 1;
+  gboolean empty = TRUE; /* the frame has no byte yet */
+
+  if (f[0] == '\0')
+    return NULL;
+  for (const char *p = f;; p++)
+    {
+      if (*p == ';' || *p == '\0')
+        {
+          if (empty)
+            return g_strdup_printf ("invalid Backtrace: frame %u is empty", frame);
+          if (*p == '\0')
+            return NULL;
+          if (++frame > MEMRES_LOG_FRAMES_MAX)
+            return g_strdup_printf ("invalid Backtrace: more than %d frames",
+                                    MEMRES_LOG_FRAMES_MAX);
+          empty = TRUE;
+          continue;
+        }
+      empty = FALSE;
+      if (*p == '%')
+        {
+          int hi = hex_digit (p[1]), lo = hi >= 0 ? hex_digit (p[2]) : -1;
+
+          if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+            {
+              g_autofree char *shown = memres_tool_show_input (f);
+              return g_strdup_printf ("invalid Backtrace \"%s\": at byte %u of the field, '%%' "
+                                      "not followed by two hex digits (of a byte other than 0)",
+                                      shown, (guint) (p - f) + 1);
+            }
+          p += 2;
+        }
+    }
+}
+
+GStrv
+memres_tool_log_frames (const char *field)
+{
+  GStrv frames;
+
+  if (field == NULL || field[0] == '\0')
+    return NULL;
+  frames = g_strsplit (field, ";", -1);
+  for (guint i = 0; frames[i] != NULL; i++)
+    {
+      char *w = frames[i];
+
+      for (const char *r = frames[i]; *r != '\0'; r++)
+        if (*r == '%' && hex_digit (r[1]) >= 0 && hex_digit (r[2]) >= 0)
+          {
+            *w++ = (char) (hex_digit (r[1]) << 4 | hex_digit (r[2]));
+            r += 2;
+          }
+        else
+          *w++ = *r;
+      *w = '\0';
+    }
+  return frames;
 }
 
 static const struct
@@ -59,10 +139,11 @@ parse_hex (const char *text, guint64 *value)
 }
 
 gboolean
-memres_tool_parse_log_line (char *line, gboolean tagged, MemresLogLine *out, char **why)
+memres_tool_parse_log_line (char *line, gboolean tagged, gboolean backtrace, MemresLogLine *out,
+                            char **why)
 {
-  guint want = tagged ? 7 : 6;
-  char *f[8];
+  guint want = 6 + (tagged ? 1 : 0) + (backtrace ? 1 : 0);
+  char *f[9];
   guint n = 0;
   char *p = line;
   g_autofree char *shown = NULL;
@@ -79,8 +160,9 @@ memres_tool_parse_log_line (char *line, gboolean tagged, MemresLogLine *out, cha
     n = G_N_ELEMENTS (f);
   if (n != want)
     {
-      *why = g_strdup_printf ("expected %u fields (" MEMRES_LOG_HEADER "%s), found %s%u", want,
-                              tagged ? ",Tag" : "", n == G_N_ELEMENTS (f) ? "more than " : "",
+      *why = g_strdup_printf ("expected %u fields (" MEMRES_LOG_HEADER "%s%s), found %s%u", want,
+                              backtrace ? ",Backtrace" : "", tagged ? ",Tag" : "",
+                              n == G_N_ELEMENTS (f) ? "more than " : "",
                               n == G_N_ELEMENTS (f) ? want : n);
       return FALSE;
     }
@@ -88,7 +170,10 @@ memres_tool_parse_log_line (char *line, gboolean tagged, MemresLogLine *out, cha
   out->time = f[1];
   out->pointer_text = f[3];
   out->stream_text = f[5];
-  out->tag = tagged ? f[6] : "";
+  out->backtrace = backtrace ? f[6] : "";
+  out->tag = tagged ? f[backtrace ? 7 : 6] : "";
+  if (backtrace && (*why = check_backtrace (out->backtrace)) != NULL)
+    return FALSE;
   if (!parse_hex (f[3], &out->pointer))
     {
       shown = memres_tool_show_input (f[3]);

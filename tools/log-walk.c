@@ -60,7 +60,7 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
   const char *nul;
   char *next, *line;
   guint n = 1;
-  gboolean tagged;
+  gboolean tagged, backtrace;
 
   if ((nul = memchr (text, '\0', length)) != NULL)
     {
@@ -72,7 +72,7 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
   next = memchr (line, '\n', length);
   if (next != NULL)
     *next++ = '\0';
-  if (!memres_tool_log_header_ok (g_strchomp (line), &tagged))
+  if (!memres_tool_log_header_ok (g_strchomp (line), &tagged, &backtrace))
     return memres_tool_log_bad_line (error, path, 1,
                                      "expected the header \"" MEMRES_LOG_HEADER "\"");
   for (line = next; line != NULL; line = next)
@@ -88,7 +88,7 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
       g_strchomp (line);
       if (line[0] == '\0')
         continue;
-      if (!memres_tool_parse_log_line (line, tagged, &e.l, &why))
+      if (!memres_tool_parse_log_line (line, tagged, backtrace, &e.l, &why))
         return memres_tool_log_bad_line (error, path, n, "%s", why);
       if ((t = parse_time (e.l.time)) < 0)
         {

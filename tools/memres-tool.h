@@ -91,8 +91,15 @@ gboolean memres_tool_output_is_input (const char *output, const char *input, con
  * new length for a growth: docs/log.md). memres_tool_parse_log_line() splits @line in
  * place (the strings of @out point into it) and checks its fields: FALSE with the reason in
  * @why (transfer full) for a wrong count of fields, a Pointer that is not 0x-hex, a Size that is
- * not a decimal count up to G_MAXSSIZE, an unknown Action. */
-#define MEMRES_LOG_HEADER "Thread,Time,Action,Pointer,Size,Stream"
+ * not a decimal count up to G_MAXSSIZE, an unknown Action, a malformed Backtrace.
+ * With `log:backtrace=true` the header has ",Backtrace" after Stream (before ",Tag", which stays
+ * last), said in @backtrace: each line then has that field, @backtrace of @out, empty on lines
+ * without a stack ("" in a log without the column): frames innermost first, separated by ';',
+ * '%', ',', ';' and control bytes written %XX (plugins/log/log-backtrace.c); refused: a '%' not
+ * followed by two hex digits, %00, an empty frame, more than MEMRES_LOG_FRAMES_MAX frames.
+ * memres_tool_log_frames() decodes a field that passed (transfer full; NULL for ""). */
+#define MEMRES_LOG_FRAMES_MAX 64
+#define MEMRES_LOG_HEADER     "Thread,Time,Action,Pointer,Size,Stream"
 typedef enum
 {
   MEMRES_LOG_ALLOCATE,
@@ -110,6 +117,7 @@ typedef enum
 typedef struct
 {
   const char *thread, *time, *pointer_text, *stream_text, *tag;
+  const char *backtrace; /* the Backtrace field as written ("" for none) */
   MemresLogAction action;
   const char *action_name; /* the Action as written (static) */
   const char *policy;      /* sleep and wake: "discard", "backup" or "file"; else NULL */
@@ -117,8 +125,10 @@ typedef struct
 } MemresLogLine;
 gboolean memres_tool_log_bad_line (GError **error, const char *log, guint line, const char *format,
                                    ...) G_GNUC_PRINTF (4, 5);
-gboolean memres_tool_log_header_ok (const char *line, gboolean *tagged);
-gboolean memres_tool_parse_log_line (char *line, gboolean tagged, MemresLogLine *out, char **why);
+gboolean memres_tool_log_header_ok (const char *line, gboolean *tagged, gboolean *backtrace);
+gboolean memres_tool_parse_log_line (char *line, gboolean tagged, gboolean backtrace,
+                                     MemresLogLine *out, char **why);
+GStrv memres_tool_log_frames (const char *field);
 
 /* log-walk.c: a whole log (@text, @length bytes, modified in place: the strings of each event
  * point into it) walked line by line, the one check of a log's lines (`memres replay`, `trace`

@@ -30,17 +30,24 @@
  * `memres replay LOG SPEC` replays such a file. With `tags=true` a seventh column, Tag, follows
  * RMM's six (which RMM's readers read as before): the tag of the buffer each allocate, failure
  * and free is for (memres_allocation_get_tag(), MEMRES_KIND_TAGGED), empty for none and for a
- * trim; the tag is the last field and may hold commas. Two more of memres's actions tell of
- * sleep and wake (memres-sleep.h), through the layer's sleep and wake slots, which pass the call
- * to the upstream and, once it succeeded, write `sleep POLICY` or `wake POLICY` (POLICY discard,
- * backup or file: the sleep's), Pointer and Stream 0x0, Size the bytes of the allocations put
- * to sleep or woken through the layer, the tag in the Tag column (memres_sleep_call_get_tag()).
- * With `segments=true` the layer subscribes to the segment events of its upstream
- * (memres-segments.h: the first layer below with segments) and writes `segment mapped`,
- * `segment grown` (Size the new length) and `segment unmapping`, Pointer the segment's base,
- * Size its length, Stream 0x0, Tag empty: `memres view` draws the segment map at any moment
- * from them. Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). */
+ * trim; the tag is the last field and may hold commas. With `backtrace=true` a column Backtrace
+ * comes after Stream (before Tag, which stays last): for an allocate, an allocate failure and an
+ * out of memory, the allocating call stack (log-backtrace.c: memres's own frames left out, at
+ * most 32 frames as glibc's backtrace_symbols() writes them, innermost first, separated by ';',
+ * '%', ',', ';' and control bytes written %XX), empty on the other lines; it costs a
+ * backtrace() per allocation and a backtrace_symbols() per frame not seen before
+ * (bench/RESULTS.md). Two more of memres's actions tell of sleep and wake (memres-sleep.h), through
+ * the layer's sleep and wake slots, which pass the call to the upstream and, once it succeeded,
+ * write `sleep POLICY` or `wake POLICY` (POLICY discard, backup or file: the sleep's), Pointer and
+ * Stream 0x0, Size the bytes of the allocations put to sleep or woken through the layer, the tag in
+ * the Tag column (memres_sleep_call_get_tag()). With `segments=true` the layer subscribes to the
+ * segment events of its upstream (memres-segments.h: the first layer below with segments) and
+ * writes `segment mapped`, `segment grown` (Size the new length) and `segment unmapping`, Pointer
+ * the segment's base, Size its length, Stream 0x0, Tag empty: `memres view` draws the segment map
+ * at any moment from them. Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). */
 #include <memres/memres-plugin.h>
+
+#include "log-backtrace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,8 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LOG_HEADER      "Thread,Time,Action,Pointer,Size,Stream\n"
-#define LOG_HEADER_TAGS "Thread,Time,Action,Pointer,Size,Stream,Tag\n"
+#define LOG_HEADER      "Thread,Time,Action,Pointer,Size,Stream"
 #define LOG_LINE_MAX    (160 + MEMRES_TAG_NAME_MAX)
 #define LOG_BUFFER_SIZE (64 * 1024)
 
@@ -64,6 +70,7 @@ typedef struct
   char *path;
   gboolean flush;
   gboolean tags;         /* the Tag column */
+  gboolean backtrace;    /* the Backtrace column */
   char *buffer;          /* lines not yet written, LOG_BUFFER_SIZE bytes */
   gsize buffered;        /* bytes in buffer */
   guint64 lines_written; /* lines (the header included) that reached the file */
@@ -94,10 +101,15 @@ static const MemresOptionSpec log_options[] = {
     "lines for the segment events of the layers below (mapped, grown, unmapping), for the "
     "segment map of memres view",
     NULL, 0, 0 },
+  { "backtrace", MEMRES_OPTION_BOOL, "false",
+    "a column Backtrace before Tag: the allocating call stack of each allocate and allocate "
+    "failure line (glibc backtrace(), symbolized; costs microseconds a line)",
+    NULL, 0, 0 },
 };
 
 static void write_line (LogResource *self, const char *action, guint64 address, gsize size,
-                        MemresStream stream, const char *tag, gboolean allocated, gboolean freed);
+                        MemresStream stream, const char *backtrace, const char *tag,
+                        gboolean allocated, gboolean freed);
 
 /* A segment event of the layers below (`segments=true`), on the thread that raised it. */
 static void
@@ -107,7 +119,7 @@ log_segment_event (MemresResource *mr, MemresSegmentEvent event, const MemresSeg
   static const char *const actions[] = { "segment mapped", "segment grown", "segment unmapping" };
 
   if ((guint) event < G_N_ELEMENTS (actions))
-    write_line (user_data, actions[event], segment->base, segment->length, NULL, NULL, FALSE,
+    write_line (user_data, actions[event], segment->base, segment->length, NULL, NULL, NULL, FALSE,
                 FALSE);
 }
 
@@ -287,10 +299,15 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
   self->path = g_strdup (path);
   self->flush = memres_options_get_bool (options, "flush");
   self->tags = memres_options_get_bool (options, "tags");
+  self->backtrace = memres_options_get_bool (options, "backtrace");
   self->buffer = g_malloc (LOG_BUFFER_SIZE);
   if (empty) /* nobody else sees it yet */
-    append_locked (self, self->tags ? LOG_HEADER_TAGS : LOG_HEADER,
-                   strlen (self->tags ? LOG_HEADER_TAGS : LOG_HEADER));
+    {
+      g_autofree char *header = g_strconcat (LOG_HEADER, self->backtrace ? ",Backtrace" : "",
+                                             self->tags ? ",Tag" : "", "\n", NULL);
+
+      append_locked (self, header, strlen (header));
+    }
   g_mutex_init (&self->lock);
   g_cond_init (&self->freed);
   self->freeing = g_hash_table_new (g_int64_hash, g_int64_equal);
@@ -333,8 +350,8 @@ log_finalize (MemresResource *mr)
  * lock that a fork() leaves taken in the child when another thread was inside it, and the
  * layer's at_fork holds the layer's lock, so no thread of this layer is in it then. */
 static int
-format_line (LogResource *self, char line[static LOG_LINE_MAX], const char *action, guint64 address,
-             gsize size, MemresStream stream, const char *tag)
+format_line (LogResource *self, char *line, gsize max, const char *action, guint64 address,
+             gsize size, MemresStream stream, const char *backtrace, const char *tag)
 {
   gint64 now = g_get_real_time ();
   time_t secs = (time_t) (now / G_USEC_PER_SEC);
@@ -350,24 +367,28 @@ format_line (LogResource *self, char line[static LOG_LINE_MAX], const char *acti
       g_mutex_unlock (&self->lock);
     }
   local = (gint64) secs + __atomic_load_n (&self->zone_offset, __ATOMIC_RELAXED);
-  return g_snprintf (line, LOG_LINE_MAX,
+  return g_snprintf (line, max,
                      "%ld,%02d:%02d:%02d.%06d,%s,0x%" G_GINT64_MODIFIER "x,%" G_GSIZE_FORMAT
-                     ",0x%" G_GINT64_MODIFIER "x%s%s\n",
+                     ",0x%" G_GINT64_MODIFIER "x%s%s%s%s\n",
                      (long) syscall (SYS_gettid), (int) (local / 3600 % 24),
                      (int) (local / 60 % 60), (int) (local % 60), (int) (now % G_USEC_PER_SEC),
-                     action, address, size, (guint64) (guintptr) stream, self->tags ? "," : "",
+                     action, address, size, (guint64) (guintptr) stream, self->backtrace ? "," : "",
+                     backtrace != NULL ? backtrace : "", self->tags ? "," : "",
                      self->tags && tag != NULL ? tag : "");
 }
 
-/* Writes one line. An allocate (@allocated) first waits until no free of its address is
- * still unlogged; a free's line (@freed) takes its address out of the freeing set in the same
- * critical section. */
+/* Writes one line (@backtrace: its Backtrace field, or NULL for an empty one). An allocate
+ * (@allocated) first waits until no free of its address is still unlogged; a free's line
+ * (@freed) takes its address out of the freeing set in the same critical section. */
 static void
 write_line (LogResource *self, const char *action, guint64 address, gsize size, MemresStream stream,
-            const char *tag, gboolean allocated, gboolean freed)
+            const char *backtrace, const char *tag, gboolean allocated, gboolean freed)
 {
-  char line[LOG_LINE_MAX];
-  int n = format_line (self, line, action, address, size, stream, tag);
+  char small[LOG_LINE_MAX];
+  gsize max = LOG_LINE_MAX + (backtrace != NULL ? strlen (backtrace) : 0);
+  g_autofree char *big = backtrace != NULL ? g_malloc (max) : NULL;
+  char *line = big != NULL ? big : small;
+  int n = format_line (self, line, max, action, address, size, stream, backtrace, tag);
 
   g_mutex_lock (&self->lock);
   if (allocated && g_hash_table_contains (self->freeing, &address))
@@ -376,7 +397,7 @@ write_line (LogResource *self, const char *action, guint64 address, gsize size, 
         g_cond_wait (&self->freed, &self->lock);
       g_mutex_unlock (&self->lock); /* format_line() may take it */
       /* its time after the free's */
-      n = format_line (self, line, action, address, size, stream, tag);
+      n = format_line (self, line, max, action, address, size, stream, backtrace, tag);
       g_mutex_lock (&self->lock);
     }
   if (freed)
@@ -394,16 +415,19 @@ log_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocat
 {
   LogResource *self = memres_resource_get_private (mr);
   const char *tag = self->tags ? memres_allocation_get_tag (alloc) : NULL;
+  g_autofree char *backtrace = NULL;
 
   if (!memres_upstream_allocate (mr, size, stream, alloc, error))
     {
-      write_line (self, "allocate failure", 0, size, stream, tag, FALSE, FALSE);
+      backtrace = self->backtrace ? _log_backtrace () : NULL;
+      write_line (self, "allocate failure", 0, size, stream, backtrace, tag, FALSE, FALSE);
       /* memres's action beside RMM's, for traces: the failure was for lack of memory */
       if (error != NULL && g_error_matches (*error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
-        write_line (self, "out of memory", 0, size, stream, tag, FALSE, FALSE);
+        write_line (self, "out of memory", 0, size, stream, backtrace, tag, FALSE, FALSE);
       return FALSE;
     }
-  write_line (self, "allocate", alloc->address, alloc->size, stream, tag, TRUE, FALSE);
+  backtrace = self->backtrace ? _log_backtrace () : NULL;
+  write_line (self, "allocate", alloc->address, alloc->size, stream, backtrace, tag, TRUE, FALSE);
   return TRUE;
 }
 
@@ -423,8 +447,8 @@ log_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream
   g_mutex_unlock (&self->lock);
   ok = memres_upstream_deallocate (mr, alloc, stream, error);
   /* failed after releasing it (address 0): gone all the same, the core closes the buffer */
-  write_line (self, ok || alloc->address == 0 ? "free" : "free failure", address, size, stream, tag,
-              FALSE, TRUE);
+  write_line (self, ok || alloc->address == 0 ? "free" : "free failure", address, size, stream,
+              NULL, tag, FALSE, TRUE);
   return ok;
 }
 
@@ -437,7 +461,7 @@ log_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 
   if (!memres_resource_trim (memres_resource_get_upstream (mr), bytes_to_keep, error))
     return FALSE;
-  write_line (self, "trim", 0, bytes_to_keep, NULL, NULL, FALSE, FALSE);
+  write_line (self, "trim", 0, bytes_to_keep, NULL, NULL, NULL, FALSE, FALSE);
   return TRUE;
 }
 
@@ -461,7 +485,7 @@ log_sleep_or_wake (MemresResource *mr, gboolean sleep, MemresAllocation *const *
     bytes += allocs[i]->size;
   g_snprintf (action, sizeof action, "%s %s", sleep ? "sleep" : "wake",
               (guint) mode < G_N_ELEMENTS (policies) ? policies[mode] : "discard");
-  write_line (self, action, 0, bytes, NULL, tag, FALSE, FALSE);
+  write_line (self, action, 0, bytes, NULL, NULL, tag, FALSE, FALSE);
   return TRUE;
 }
 
@@ -513,8 +537,11 @@ log_at_fork (MemresResource *mr, MemresForkPhase phase)
 {
   LogResource *self;
 
-  if (mr == NULL)
-    return;
+  if (mr == NULL) /* once for the kind */
+    {
+      _log_backtrace_at_fork (phase);
+      return;
+    }
   self = memres_resource_get_private (mr);
   if (phase == MEMRES_FORK_CHILD)
     g_hash_table_remove_all (self->freeing);
