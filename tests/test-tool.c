@@ -176,6 +176,9 @@ test_unknown_command_json (void)
   assert_one_error_line (&r);
   g_assert_cmpint (r.status, ==, 2);
   g_assert_true (g_str_has_prefix (r.err, "memres: unknown command \"nosuch\" (commands: "));
+  /* every command that --help lists (trace, snapshot and view were missing) */
+  g_assert_nonnull (strstr (r.err, "(commands: kinds, info, alloc, resources, replay, trace, "
+                                   "snapshot, view, ipc-serve, ipc-attach; see memres --help)\n"));
   assert_one_json_document (r.out);
   g_assert_true (g_str_has_prefix (r.out, "{\n  \"error\": {\n    \"message\": \"unknown "
                                           "command \\\"nosuch\\\" (commands: kinds, "));
