@@ -4,15 +4,23 @@
  * checked as an allocation's, the change counted on every layer between. */
 #include "memres-private.h"
 
-/* A resize of @delta bytes counted on every layer that counts the allocation: the buffer's
- * resource and, down to @owner (whose slot resized it), the upstreams the pass-through adaptors
- * between them allocated it from (memres_upstream_allocate() counts there). */
+/* A resize of @delta bytes of @buf counted on every layer that counts the allocation: the
+ * buffer's resource and, down to @owner (whose slot resized it), the upstreams the pass-through
+ * adaptors between them allocated it from (memres_upstream_allocate() counts there); a counted
+ * layer (`stats`) in its counts, under the buffer's tag where its allocation was counted so. */
 static void
-count_resize (MemresResource *mr, MemresResource *owner, gint64 delta)
+count_resize (MemresBuffer *buf, MemresResource *owner, gint64 delta)
 {
-  for (;; mr = mr->upstream)
+  guint tag = buf->tag != 0 && buf->mr->tags_wanted != 0 ? buf->tag : 0;
+
+  if (delta == 0)
+    return;
+  for (MemresResource *mr = buf->mr;; mr = mr->upstream)
     {
-      _memres_resource_count_used (mr, delta);
+      if (mr->counts != NULL)
+        _memres_counted_resized (mr, tag, delta);
+      else
+        _memres_resource_count_used (mr, delta);
       if (mr == owner || mr->upstream == NULL)
         break;
     }
@@ -96,14 +104,14 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
     {
       if (!_memres_resource_slot_result (owner, "resize", ok, &local, error))
         return FALSE;
-      count_resize (buf->mr, owner, (gint64) alloc.size - (gint64) buf->alloc.size);
+      count_resize (buf, owner, (gint64) alloc.size - (gint64) buf->alloc.size);
       buf->alloc = alloc;
       return TRUE;
     }
   /* A success that breaks the contract (address 0, too few bytes): what the plugin returned is
    * released and the buffer is left open and empty (the old memory belongs to the new record). */
   ok = _memres_resource_alloc_result (owner, "resize", ok, &local, new_size, stream, &alloc, error);
-  count_resize (buf->mr, owner, (gint64) alloc.size - (gint64) buf->alloc.size);
+  count_resize (buf, owner, (gint64) alloc.size - (gint64) buf->alloc.size);
   buf->alloc = alloc;
   return ok;
 }

@@ -203,6 +203,29 @@ _memres_counted_refused (MemresResource *mr, guint tag, gint64 bytes)
     __atomic_add_fetch (&MEMRES_STRIPE_AT (usage, i)->set.bytes, -bytes, __ATOMIC_RELAXED);
 }
 
+/* @delta bytes more (fewer) in set @s (a slow path: locked adds, right for any stripe) */
+static void
+set_resize (MemresCountSet *s, gint64 delta)
+{
+  __atomic_add_fetch (&s->bytes, delta, __ATOMIC_RELAXED);
+}
+
+G_GNUC_NO_INLINE void
+_memres_counted_resized (MemresResource *mr, guint tag, gint64 delta)
+{
+  guint i = _memres_stripe_current ();
+  MemresCounts *counts = mr->counts;
+
+  set_resize (&mr->stripes[i - 1].set, delta);
+  if (tag != 0)
+    set_resize (&counts->tag_stripes[i - 1].tags[tag], delta);
+  if (delta <= 0)
+    return;
+  _memres_counts_peak (mr);
+  if (tag != 0)
+    _memres_counts_tag_peak (counts, tag);
+}
+
 /* A set's figures: current, peak (at least current), and totals since the reset (@m's bases). */
 static void
 set_read (MemresCountSet *s0, gsize stride, const guint64 *bytes_peak, const guint64 *count_peak,

@@ -183,6 +183,12 @@ void _memres_counted_marks (MemresResource *mr, guint i, guint tag, MemresResour
  * _memres_counted_usage() */
 void _memres_counted_refused (MemresResource *mr, guint tag, gint64 bytes);
 
+/* counting.c: a resize by @delta bytes (memres_buffer_resize(), buffer-resize.c) of a buffer that
+ * counted layer @mr counted (tag @tag's set too, 0: none), on the calling thread's stripe: the
+ * current bytes change and a growth raises the peaks; the allocations, the totals and the size
+ * classes stay what the allocation made them (a resize allocates nothing new) */
+void _memres_counted_resized (MemresResource *mr, guint tag, gint64 delta);
+
 /* The size class of an allocation of @bytes (its highest bit; a record the caller's check will
  * refuse, 0 bytes or past G_MAXSSIZE, has one too, as it is counted before that check) */
 G_ALWAYS_INLINE static inline guint

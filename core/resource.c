@@ -193,9 +193,6 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
           mr->info.device = -1;
           mr->ops->query (mr, &mr->info);
         }
-      /* a counted layer's counts are per allocation: a resize would change sizes behind them */
-      if (mr->counts != NULL)
-        mr->info.flags &= ~MEMRES_MEMORY_RESIZABLE;
       ok = check_info (mr, setup != NULL, error);
       if (!ok)
         mr->ops->finalize (mr);

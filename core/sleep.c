@@ -146,8 +146,7 @@ call_layer (MemresResource *mr, gboolean sleep, MemresAllocation *const *allocs,
 
   if (layer == NULL)
     return FALSE;
-  if (n == 0)
-    return TRUE;
+  /* with no record too: a layer that keeps free memory by tag releases (wakes) the tag's */
   ok = sleep ? layer->ops->sleep (layer, allocs, n, &local)
              : layer->ops->wake (layer, allocs, n, &local);
   if (!ok && local == NULL)
@@ -714,12 +713,21 @@ records_of (MemresSleepEntry **entries, gsize n)
  * exported through DLPack can: the consumer's view then has no memory under it until the wake;
  * a new DLPack export of a sleeping buffer is refused (%MEMRES_SLEEP_ERROR_ASLEEP).
  *
+ * A tag with no open buffer on @mr sleeps too: the kinds still release the free memory its
+ * buffers left cached (`cache` gives its free blocks back, `arena` releases the tag's slabs
+ * with their free blocks), and allocating under it is refused until the wake, as for any
+ * sleeping tag; a tag of the process that never went through @mr sleeps all the same (the
+ * kinds give their free memory back first, as at every sleep). A name that was never a tag in this
+ * process (no allocation, push or default ever used it) is %MEMRES_TAG_ERROR_UNKNOWN, and nothing
+ * sleeps.
+ *
  * Thread-safe: sleeps and wakes of different tags may run at once; a second one of the same
  * tag and resource fails with %MEMRES_SLEEP_ERROR_BUSY; a close of a buffer of the tag waits
  * for the one in progress. No other thread may use the tag's buffers meanwhile.
  *
  * Errors: %MEMRES_ERROR_NOT_SUPPORTED for a stack that cannot sleep (the message names the
- * kinds that can); %MEMRES_TAG_ERROR_INVALID, %MEMRES_TAG_ERROR_UNKNOWN for @tag;
+ * kinds that can); %MEMRES_TAG_ERROR_INVALID for a @tag that cannot be a tag's name,
+ * %MEMRES_TAG_ERROR_UNKNOWN for one never used as a tag in this process;
  * %MEMRES_ERROR_INVALID_ARGUMENT for a file policy without a path;
  * %MEMRES_SLEEP_ERROR_ALREADY_ASLEEP, %MEMRES_SLEEP_ERROR_BUSY, %MEMRES_SLEEP_ERROR_SHARED,
  * %MEMRES_SLEEP_ERROR_FILE; %MEMRES_ERROR_FORKED; %MEMRES_ERROR_OUT_OF_MEMORY for the backups;

@@ -32,6 +32,7 @@ gboolean
 memres_file_replace (const char *path, const char *contents, gssize length, GError **error)
 {
   g_autofree char *target = NULL; /* where a link leads */
+  g_autoptr (GError) local = NULL;
   struct stat st;
   int mode = 0666; /* a new file's, less the umask */
 
@@ -74,7 +75,14 @@ memres_file_replace (const char *path, const char *contents, gssize length, GErr
       mode = (int) (st.st_mode & 0777);
     }
   /* GLib writes a temporary file beside the target (created with @mode, less the umask), then
-   * renames it over the target */
-  return g_file_set_contents_full (target != NULL ? target : path, contents, length,
-                                   G_FILE_SET_CONTENTS_CONSISTENT, mode, error);
+   * renames it over the target; its error names that temporary file, which the user never
+   * named: the error names @path, with the system's reason (the end of GLib's message) */
+  if (!g_file_set_contents_full (target != NULL ? target : path, contents, length,
+                                 G_FILE_SET_CONTENTS_CONSISTENT, mode, &local))
+    {
+      const char *why = g_strrstr (local->message, ": ");
+
+      return refuse (error, path, (GFileError) local->code, why != NULL ? why + 2 : local->message);
+    }
+  return TRUE;
 }

@@ -119,6 +119,13 @@ test_refused (void)
 
   g_assert_false (memres_file_replace (missing, "x", -1, &error));
   g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_NOENT);
+  /* the path given, not GLib's temporary file beside it */
+  {
+    g_autofree char *want
+        = g_strdup_printf ("cannot write \"%s\": No such file or directory", missing);
+
+    g_assert_cmpstr (error->message, ==, want);
+  }
   g_clear_error (&error);
 
   g_assert_false (memres_file_replace ("", "x", -1, &error));

@@ -1233,6 +1233,129 @@ test_arena_slabs (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+static MemresStats
+stats_of (MemresResource *mr)
+{
+  g_autoptr (GError) error = NULL;
+  MemresStats st;
+
+  g_assert_true (memres_resource_get_stats (mr, &st, &error));
+  g_assert_no_error (error);
+  return st;
+}
+
+static void
+assert_alloc_tag_asleep (MemresResource *mr, const char *tag)
+{
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf;
+
+  g_assert_true (memres_tag_push (tag, NULL));
+  buf = memres_resource_allocate (mr, 8192, NULL, &error);
+  g_assert_true (memres_tag_pop (tag, NULL));
+  g_assert_null (buf);
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_TAG_ASLEEP);
+}
+
+/* A tag without an open buffer sleeps too, and releases the free memory its buffers left cached:
+ * on `arena` its slabs (one granule here), through `cache>vmm` the cache's free blocks; the tag
+ * refuses allocations until its wake, after which its blocks have memory again (written and read
+ * back). A tag that exists in the process but never went through the resource sleeps and wakes
+ * too; one never used in the process is MEMRES_TAG_ERROR_UNKNOWN. */
+static void
+test_no_open_buffer (gconstpointer spec)
+{
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr;
+  MemresBuffer *bufs[6], *again;
+  int before;
+  FakeCudaCounts base;
+  gboolean cache = g_str_has_prefix (spec, "cache");
+  gsize size = cache ? 3 * MiB : 8192; /* a cached block of its own upstream allocation */
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok (spec);
+  before = live_handles ();
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    bufs[i] = alloc_tagged (mr, "sl-none", size);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    mt_close_ok (bufs[i], NULL); /* free blocks, kept by the layer */
+  g_assert_cmpint (live_handles (), >, before);
+  sleep_ok (mr, "sl-none", NULL);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (live_handles (), ==, before); /* every free block of the tag released */
+  assert_alloc_tag_asleep (mr, "sl-none");
+  /* sleeping again is refused as for a tag with buffers */
+  g_assert_false (memres_resource_sleep (mr, "sl-none", NULL, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ALREADY_ASLEEP);
+  g_clear_error (&error);
+  wake_ok (mr, "sl-none");
+  again = alloc_tagged (mr, "sl-none", size);
+  mt_write_pattern (again, 0, 8192, 34, NULL);
+  mt_check_pattern (again, 0, 8192, 34, NULL);
+  mt_close_ok (again, NULL);
+
+  /* a tag of the process that this resource never saw: asleep all the same (the kinds give
+   * their free memory back first, as at every sleep) */
+  g_assert_true (memres_tag_push ("sl-none-elsewhere", NULL));
+  g_assert_true (memres_tag_pop ("sl-none-elsewhere", NULL));
+  sleep_ok (mr, "sl-none-elsewhere", NULL);
+  assert_alloc_tag_asleep (mr, "sl-none-elsewhere");
+  wake_ok (mr, "sl-none-elsewhere");
+  g_assert_false (memres_resource_wake (mr, "sl-none-elsewhere", NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_NOT_ASLEEP);
+  g_clear_error (&error);
+  /* never used in the process: an error, nothing asleep */
+  g_assert_false (memres_resource_sleep (mr, "sl-never-used-anywhere", NULL, NULL, &error));
+  g_assert_error (error, MEMRES_TAG_ERROR, MEMRES_TAG_ERROR_UNKNOWN);
+  g_clear_error (&error);
+  g_assert_false (memres_resource_wake (mr, "sl-never-used-anywhere", NULL, &error));
+  g_assert_error (error, MEMRES_TAG_ERROR, MEMRES_TAG_ERROR_UNKNOWN);
+  g_clear_error (&error);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* arena: the used bytes are exact while a tag sleeps: its free blocks, parked in their sleeping
+ * slab, are not in use (before, during and after the sleep: the open blocks alone); one closed
+ * while asleep leaves the used bytes at once; a large buffer stays used throughout. */
+static void
+test_arena_stats_asleep (void)
+{
+  MemresResource *mr;
+  MemresBuffer *small[6], *large;
+  FakeCudaCounts base;
+  guint64 open_bytes;
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok ("arena");
+  for (guint i = 0; i < G_N_ELEMENTS (small); i++)
+    small[i] = alloc_tagged (mr, "sl-stats", 8192);
+  large = alloc_tagged (mr, "sl-stats", 96 * MiB);
+  for (guint i = 3; i < G_N_ELEMENTS (small); i++)
+    mt_close_ok (small[i], NULL); /* three free blocks in the tag's slab */
+  open_bytes = 3 * memres_buffer_get_size (small[0]) + memres_buffer_get_size (large);
+  g_assert_cmpuint (memres_buffer_get_size (small[0]), ==, 8192);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, open_bytes);
+  sleep_ok (mr, "sl-stats", NULL);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, open_bytes);
+  mt_close_ok (small[2], NULL); /* closed asleep: parked */
+  open_bytes -= 8192;
+  g_assert_cmpuint (stats_of (mr).used_current, ==, open_bytes);
+  wake_ok (mr, "sl-stats");
+  g_assert_cmpuint (stats_of (mr).used_current, ==, open_bytes);
+  for (guint i = 0; i < 2; i++)
+    mt_close_ok (small[i], NULL);
+  mt_close_ok (large, NULL);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, 0);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* arena:handle_type=posix_fd: a buffer with memory of its own is refused, exported or not */
 static void
 test_arena_refuse_own (void)
@@ -1580,6 +1703,11 @@ main (int argc, char **argv)
   g_test_add_data_func ("/sleep/arena/given-back", "arena", test_arena_given_back);
   g_test_add_data_func ("/sleep/arena/given-back-cache", "cache>arena", test_arena_given_back);
   g_test_add_func ("/sleep/arena/slabs", test_arena_slabs);
+  g_test_add_func ("/sleep/arena/stats-asleep", test_arena_stats_asleep);
+  g_test_add_data_func ("/sleep/arena/no-open-buffer", "arena", test_no_open_buffer);
+  g_test_add_data_func ("/sleep/cache/no-open-buffer",
+                        "cache:max_block=4MiB,chunk=2MiB>vmm:chunk=2MiB", test_no_open_buffer);
+  g_test_add_data_func ("/sleep/cache-arena/no-open-buffer", "cache>arena", test_no_open_buffer);
   g_test_add_func ("/sleep/arena/segments", test_arena_segments);
   g_test_add_func ("/sleep/arena/refuse-exported", test_arena_refuse_own);
   g_test_add_func ("/sleep/threads/two-tags", test_two_threads);

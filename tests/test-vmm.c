@@ -1151,6 +1151,71 @@ test_stats (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* A resize through `stats>vmm` changes what the `stats` layer counts as it changes vmm's usage:
+ * the used bytes (and the tag's) are the new size after growing and after shrinking, a growth
+ * raises the peaks, the allocation and its totals stay one; closing takes the new size back. */
+static void
+test_stats_counted_resize (void)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresStatsCounters c;
+  MemresTagCounts t;
+  MemresBuffer *buf;
+  MemresStats s;
+  gsize g;
+
+  if (!require_device ())
+    return;
+  g = gran ();
+  counts_begin (&base);
+  mr = vmm_new ("stats>vmm:chunk=%" G_GSIZE_FORMAT, g);
+  g_assert_true (memres_tag_push ("test-vmm-resize", &error));
+  g_assert_no_error (error);
+  buf = allocate (mr, 3 * g);
+  g_assert_true (memres_tag_pop ("test-vmm-resize", &error));
+  resize (buf, 5 * g);
+  s = stats (mr);
+  g_assert_cmpuint (s.used_current, ==, 5 * g);
+  g_assert_cmpuint (s.used_high, ==, 5 * g);
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (c.bytes_current, ==, 5 * g);
+  g_assert_cmpuint (c.bytes_peak, ==, 5 * g);
+  g_assert_cmpuint (c.bytes_total, ==, 3 * g);
+  g_assert_cmpuint (c.count_current, ==, 1);
+  g_assert_cmpuint (c.count_total, ==, 1);
+  g_assert_true (memres_resource_get_tag_counts (mr, "test-vmm-resize", &t, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (t.bytes_current, ==, 5 * g);
+  g_assert_cmpuint (t.bytes_peak, ==, 5 * g);
+  g_assert_cmpuint (t.count_current, ==, 1);
+  /* the layer below counts the same */
+  g_assert_cmpuint (stats (memres_resource_get_upstream (mr)).used_current, ==, 5 * g);
+  resize (buf, 2 * g - 1);
+  s = stats (mr);
+  g_assert_cmpuint (s.used_current, ==, 2 * g);
+  g_assert_cmpuint (s.used_high, ==, 5 * g);
+  g_assert_true (memres_resource_get_tag_counts (mr, "test-vmm-resize", &t, &error));
+  g_assert_cmpuint (t.bytes_current, ==, 2 * g);
+  g_assert_cmpuint (t.bytes_peak, ==, 5 * g);
+  g_assert_cmpuint (stats (memres_resource_get_upstream (mr)).used_current, ==, 2 * g);
+  resize (buf, 0);
+  g_assert_cmpuint (stats (mr).used_current, ==, 0);
+  resize (buf, g);
+  g_assert_cmpuint (stats (mr).used_current, ==, g);
+  close_buffer (buf);
+  g_assert_true (memres_stats_get_counters (mr, &c, &error));
+  g_assert_cmpuint (c.bytes_current, ==, 0);
+  g_assert_cmpuint (c.count_current, ==, 0);
+  g_assert_true (memres_resource_get_tag_counts (mr, "test-vmm-resize", &t, &error));
+  g_assert_cmpuint (t.bytes_current, ==, 0);
+  g_assert_cmpuint (stats (mr).used_current, ==, 0);
+  g_assert_cmpuint (stats (memres_resource_get_upstream (mr)).used_current, ==, 0);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* --- fault injection ----------------------------------------------------------------------- */
 
 typedef struct
@@ -1592,6 +1657,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vmm/access/peers", test_peers);
   g_test_add_func ("/vmm/access/read-only", test_read_only);
   g_test_add_func ("/vmm/stats", test_stats);
+  g_test_add_func ("/vmm/stats/counted-resize", test_stats_counted_resize);
   g_test_add_func ("/vmm/faults/allocate", test_faults_allocate);
   g_test_add_func ("/vmm/faults/out-of-memory-names-call", test_out_of_memory_names_call);
   g_test_add_func ("/vmm/faults/close", test_faults_close);

@@ -16,8 +16,8 @@
  * not hold (its allocation failed here) is counted and skipped; the lines are checked by
  * log-walk.c, as `memres trace` and `memres view` check them (a Time that is not HH:MM:SS.uuuuuu,
  * live sizes past 2^64 bytes, a free whose Size is not its allocate's are refused as invalid).
- * Buffers still live at the end are closed. LOG is read and checked whole before any SPEC is
- * created, and a `log` layer of a SPEC on the same file is refused first (so is one on stdout with
+ * Buffers still live at the end are closed. LOG is read (input.c: a missing one named as missing,
+ * as view's and trace's inputs) and checked whole before any SPEC is created, and a `log` layer of a SPEC on the same file is refused first (so is one on stdout with
  * --json); a `log` layer that lost lines fails the command (logs.c). */
 #include "memres-tool.h"
 
@@ -76,40 +76,6 @@ now_ns (void)
 
   clock_gettime (CLOCK_MONOTONIC, &ts);
   return (guint64) ts.tv_sec * G_GUINT64_CONSTANT (1000000000) + (guint64) ts.tv_nsec;
-}
-
-/* Reads @log whole into @text (@length bytes), before anything is created: the stack may name
- * the same file. @st: the file's identity. */
-static gboolean
-read_log (const char *log, char **text, gsize *length, struct stat *st, GError **error)
-{
-  g_autoptr (GError) local = NULL;
-
-  /* a device or a FIFO would be read without end (or wait for good) */
-  if (stat (log, st) == 0 && !S_ISREG (st->st_mode))
-    {
-      g_autofree char *shown = memres_tool_show_input (log);
-
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "%s: not a regular file",
-                   shown);
-      return FALSE;
-    }
-  if (!g_file_get_contents (log, text, length, &local))
-    {
-      /* a LOG that names no file is a bad operand, as one that is not a regular file */
-      gboolean bad_path = local->code == G_FILE_ERROR_NOENT || local->code == G_FILE_ERROR_NOTDIR
-                          || local->code == G_FILE_ERROR_ISDIR || local->code == G_FILE_ERROR_LOOP
-                          || local->code == G_FILE_ERROR_NAMETOOLONG;
-
-      g_set_error (error, MEMRES_ERROR,
-                   local->code == G_FILE_ERROR_ACCES || local->code == G_FILE_ERROR_PERM
-                       ? MEMRES_ERROR_PERMISSION_DENIED
-                   : bad_path ? MEMRES_ERROR_INVALID_ARGUMENT
-                              : MEMRES_ERROR_FAILED,
-                   "%s", local->message);
-      return FALSE;
-    }
-  return TRUE;
 }
 
 /* The index of @key in @table, added when new. */
@@ -622,7 +588,7 @@ memres_tool_replay (int argc, char **argv)
   /* LOG is read whole first, and a log layer that would write over it (truncating it when
    * created) is refused before anything is created: the input of a command is never
    * destroyed; with --json, a log on stdout would mix its lines into the document */
-  if (!read_log (argv[1], &text, &length, &log_st, &error))
+  if (!memres_tool_read_input (argv[1], &text, &length, &log_st, &error))
     return memres_tool_fail (error);
   for (guint i = 0; i < n; i++)
     if (!memres_tool_check_log_paths (argv[i + 2], &log_st, "the LOG being replayed", &error)

@@ -245,7 +245,8 @@ memres_tool_trace (int argc, char **argv)
       inputs[i].path = argv[i + 1];
       if (memres_tool_output_is_input (output, argv[i + 1], "LOG", i + 1, "trace", "log", &error))
         status = memres_tool_fail (error);
-      else if (!memres_tool_read_input (argv[i + 1], &inputs[i].text, &inputs[i].length, &error)
+      else if (!memres_tool_read_input (argv[i + 1], &inputs[i].text, &inputs[i].length, NULL,
+                                        &error)
                || !read_events (&inputs[i], i + 1, events, &error))
         status = memres_tool_fail (error);
     }

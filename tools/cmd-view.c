@@ -709,7 +709,7 @@ read_input (View *v, Input *in, guint layer, GError **error)
 {
   const char *p;
 
-  if (!memres_tool_read_input (in->path, &in->text, &in->length, error))
+  if (!memres_tool_read_input (in->path, &in->text, &in->length, NULL, error))
     return FALSE;
   for (p = in->text; p < in->text + in->length && g_ascii_isspace (*p); p++)
     ;

@@ -1,19 +1,20 @@
 /* memres - CUDA memory resources
- * input.c: an input file a command reads whole (memres view's and trace's LOGs and snapshots):
- * a missing one named as missing, anything but a regular file refused before it is opened (a
- * FIFO or a device would be read without end, or wait for good). */
+ * input.c: an input file a command reads whole (memres view's, trace's and replay's LOGs and
+ * snapshots): a missing one named as missing, anything but a regular file refused before it is
+ * opened (a FIFO or a device would be read without end, or wait for good). */
 #include "memres-tool.h"
 
 #include <errno.h>
 #include <sys/stat.h>
 
 gboolean
-memres_tool_read_input (const char *path, char **text, gsize *length, GError **error)
+memres_tool_read_input (const char *path, char **text, gsize *length, struct stat *file,
+                        GError **error)
 {
   g_autofree char *shown = memres_tool_show_input (path);
-  struct stat st;
+  struct stat own, *st = file != NULL ? file : &own;
 
-  if (stat (path, &st) != 0)
+  if (stat (path, st) != 0)
     {
       int errsv = errno;
 
@@ -21,7 +22,7 @@ memres_tool_read_input (const char *path, char **text, gsize *length, GError **e
                    errsv == ENOENT ? "No such file" : g_strerror (errsv));
       return FALSE;
     }
-  if (!S_ISREG (st.st_mode))
+  if (!S_ISREG (st->st_mode))
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "%s: not a regular file",
                    shown);

@@ -29,8 +29,9 @@ int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
  * that does not load (MEMRES_PLUGIN_ERROR, or the error the listing of the search path gives
  * a plugin file: a kind with an invalid option schema), 2 for
  * MEMRES_ERROR_INVALID_ARGUMENT (a bad operand: spec, option value, size, pattern, a file
- * named by the input that is missing, not a regular file or malformed) and G_FILE_ERROR_NOENT
- * (a file named that does not exist, or an -o FILE in a missing directory), else 1.
+ * named by the input that is missing, not a regular file or malformed), G_FILE_ERROR_NOENT
+ * (a file named that does not exist, or an -o FILE in a missing directory) and
+ * G_FILE_ERROR_NOTDIR (a file named under a file, which does not exist either), else 1.
  * MESSAGE is made printable: control characters and bytes that are not UTF-8 escaped,
  * shortened past 4 KiB. Quote user input in a message of a command through
  * memres_tool_show_input(). With memres_tool_set_json_errors(), every error
@@ -181,9 +182,12 @@ void memres_view_map_write (const MemresViewMap *m, GString *out, gint64 t0);
  * static string). Nesting deeper than 512 is refused. */
 gboolean memres_tool_json_check (const char *text, gsize length, gsize *offset, const char **why);
 /* input.c: reads the input file @path whole: G_FILE_ERROR_NOENT "PATH: No such file" when it
- * is missing (other G_FILE_ERROR codes with the system's reason), MEMRES_ERROR_INVALID_ARGUMENT
- * "PATH: not a regular file" for a directory, a FIFO, a device, before opening it. */
-gboolean memres_tool_read_input (const char *path, char **text, gsize *length, GError **error);
+ * is missing (other G_FILE_ERROR codes with the system's reason: G_FILE_ERROR_NOTDIR for a path
+ * under a file), MEMRES_ERROR_INVALID_ARGUMENT "PATH: not a regular file" for a directory, a
+ * FIFO, a device, before opening it. @file (nullable): the file's stat(), for a command that
+ * must know the file by identity (replay refuses a log layer on its LOG). */
+gboolean memres_tool_read_input (const char *path, char **text, gsize *length, struct stat *file,
+                                 GError **error);
 /* Calls @func with each member of the object @text holds (a text memres_tool_json_check()
  * passed): its name as written between the quotes (@name_len bytes, escapes not undone) and
  * its value's text (@value_len bytes). FALSE when @text is not an object. */

@@ -167,10 +167,14 @@ run_command (int argc, char **argv)
 
   {
     g_autofree char *shown = memres_tool_show_input (argv[1]);
-    g_autofree char *message
-        = g_strdup_printf ("unknown command \"%s\" (commands: kinds, info, alloc, resources, "
-                           "replay, ipc-serve, ipc-attach; see memres --help)",
-                           shown);
+    g_autoptr (GString) names = g_string_new (NULL);
+    g_autofree char *message = NULL;
+
+    /* every command of the table, as --help lists them */
+    for (i = 0; i < G_N_ELEMENTS (commands); i++)
+      g_string_append_printf (names, "%s%s", i > 0 ? ", " : "", commands[i].name);
+    message = g_strdup_printf ("unknown command \"%s\" (commands: %s; see memres --help)", shown,
+                               names->str);
 
     memres_tool_set_json_errors (wants_json (argc, argv));
     return memres_tool_usage_error (NULL, message);

@@ -178,7 +178,8 @@ memres_tool_fail (const GError *error)
   if (is_plugin_failure (error))
     status = MEMRES_TOOL_EXIT_BROKEN_PLUGIN;
   else if (g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT)
-           || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+           || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT)
+           || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOTDIR))
     status = 2;
   else
     status = 1;

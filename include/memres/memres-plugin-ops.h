@@ -674,7 +674,9 @@ struct _MemresResourceOps
    *
    * The core calls it with no memres lock held, after it waited for each buffer's stream and
    * saved the contents the policy keeps; it never passes an allocation twice, nor one asleep
-   * already. While an allocation is asleep the core calls no slot on it but wake and deallocate:
+   * already. @n_allocs may be 0 (a tag with no open buffer): a layer that keeps free memory by
+   * tag then still releases the tag's (memres_sleep_call_get_tag()), and wake is called with 0
+   * too. While an allocation is asleep the core calls no slot on it but wake and deallocate:
    * deallocate then releases its address range and whatever it still holds (nothing is mapped
    * under it). Errors: a %MEMRES_CUDA_ERROR naming the driver call,
    * %MEMRES_SLEEP_ERROR_SHARED for an allocation exported to another process (naming it),

@@ -169,6 +169,7 @@ typedef struct
   guint64 *asleep;
   GHashTable *asleep_large;
   guint n_asleep[MEMRES_TAGS_MAX + 1]; /* per tag: its sleeping buffers (extents and blocks) */
+  guint64 parked_bytes; /* free blocks of sleeping slabs, parked (in slab_bytes, not in use) */
 
   /* segment events (arena-granules.c): queued under parts.lock, raised without it */
   GMutex ev_lock;    /* taken before parts.lock; held while events are raised */
@@ -213,14 +214,23 @@ arena_granule_address (const Arena *self, guint g)
   return self->resv[i].base + ((guint64) (g - self->resv[i].first) << self->granule_shift);
 }
 
-/* Bytes in use: large buffers and blocks handed out. Lock held. */
+/* Bytes in use: large buffers and blocks handed out, with @fronts_cached bytes of free blocks
+ * in the fronts (cache_fronts_cached(), or _exact() for the statistics); the free blocks of the
+ * shared bins and those parked while their tag sleeps are not in use. Lock held. */
 static inline guint64
-arena_used (Arena *self)
+arena_used_with (Arena *self, guint64 fronts_cached)
 {
-  guint64 cached = self->parts.shared_cached + cache_fronts_cached (&self->parts);
+  guint64 cached = self->parts.shared_cached + fronts_cached + self->parked_bytes;
 
   return self->large_used + self->own_used
          + (self->slab_bytes > cached ? self->slab_bytes - cached : 0);
+}
+
+/* The same, the fronts' bytes as counted without stopping them. Lock held. */
+static inline guint64
+arena_used (Arena *self)
+{
+  return arena_used_with (self, cache_fronts_cached (&self->parts));
 }
 
 /* arena-granules.c */

@@ -111,11 +111,17 @@ granules_of (Arena *self, MemresAllocation *const *allocs, gsize n, guint tag, g
   return gs;
 }
 
-/* The tag @allocs (of one tag's sleep) serve in this arena: one that is not 0, else 0 (a
- * cache's own records above, placed untagged). Lock held. */
+/* The tag of the sleep or wake in progress (memres_sleep_call_get_tag()) in this arena, whose
+ * slabs sleep with it: also when no buffer of it is open (@allocs empty), as its free blocks are
+ * memory the tag last used; else the one @allocs (of one tag's sleep) serve, 0 when none does
+ * (a cache's own records above, placed untagged). Lock held. */
 static guint
 tag_of_all (Arena *self, MemresAllocation *const *allocs, gsize n)
 {
+  const char *name = memres_sleep_call_get_tag (NULL);
+
+  if (name != NULL)
+    return cache_tag_index (name);
   for (gsize i = 0; i < n; i++)
     {
       guint t = arena_tag_of (self, allocs[i]);
@@ -165,9 +171,13 @@ mark_slabs (Arena *self, MemresAllocation *const *allocs, gsize n, guint tag, gi
             {
               cache_shared_unlink (&self->parts, b);
               cache_event_unref (&self->parts, g_steal_pointer (&b->event));
+              self->parked_bytes += b->size;
             }
           else
-            cache_shared_push (&self->parts, b);
+            {
+              self->parked_bytes -= b->size;
+              cache_shared_push (&self->parts, b);
+            }
         }
     }
   if (sign < 0)
@@ -188,6 +198,7 @@ slabs_return (Arena *self, guint tag)
       span_asleep (self, c->addr, c->size, -1);
       LIST_UNLINK (self->chunks, c);
       self->slab_bytes -= (guint64) c->n_blocks * c->blocks[0].size;
+      self->parked_bytes -= (guint64) c->n_blocks * c->blocks[0].size;
       arena_extent_free (self, c->addr, c->size, NULL, NULL);
       g_free (c);
     }
@@ -199,6 +210,7 @@ void
 arena_sleep_block_closed (Arena *self, Block *b)
 {
   b->size = cache_class_size (b->cls);
+  self->parked_bytes += b->size;
   if (--self->n_asleep[b->tag] == 0)
     slabs_return (self, b->tag);
 }

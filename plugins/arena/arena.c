@@ -339,13 +339,11 @@ static gboolean
 arena_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
 {
   Arena *self = memres_resource_get_private (mr);
-  guint64 cached;
 
   g_mutex_lock (&self->parts.lock);
-  cached = self->parts.shared_cached + cache_fronts_cached_exact (&self->parts);
   stats->reserved_current = (guint64) self->n_mapped * self->granularity;
   stats->reserved_high = (guint64) self->mapped_high * self->granularity;
-  stats->used_current = self->large_used + self->own_used + self->slab_bytes - cached;
+  stats->used_current = arena_used_with (self, cache_fronts_cached_exact (&self->parts));
   self->used_high = MAX (self->used_high, stats->used_current);
   stats->used_high = self->used_high;
   g_mutex_unlock (&self->parts.lock);
@@ -359,8 +357,7 @@ arena_reset_stats (MemresResource *mr, GError **error)
 
   g_mutex_lock (&self->parts.lock);
   self->mapped_high = self->n_mapped;
-  self->used_high = self->large_used + self->own_used + self->slab_bytes - self->parts.shared_cached
-                    - cache_fronts_cached_exact (&self->parts);
+  self->used_high = arena_used_with (self, cache_fronts_cached_exact (&self->parts));
   g_mutex_unlock (&self->parts.lock);
   return TRUE;
 }
@@ -430,8 +427,7 @@ arena_explain_oom (MemresResource *mr, MemresOomFigures *figures)
   va_size = self->va_size;
   n_resv = self->n_resv;
   mapped = (guint64) self->n_mapped * self->granularity;
-  used = self->large_used + self->own_used + self->slab_bytes - self->parts.shared_cached
-         - cache_fronts_cached_exact (&self->parts);
+  used = arena_used_with (self, cache_fronts_cached_exact (&self->parts));
   largest = arena_heap_largest_servable (self);
   idle = arena_reusable (self);
   for (guint g = 0; g < self->n_granules; g++)

@@ -111,9 +111,9 @@ cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs
       g_prefix_error (error, "cache: giving the free cached blocks back: ");
       return FALSE;
     }
+  /* with no record of its own to sleep too: an upstream that places by tag (`arena`) parks the
+   * tag's free blocks (memres_sleep_call_get_tag()) */
   m = collect (self, allocs, n_allocs, ups, blocks);
-  if (m == 0)
-    return TRUE;
   segment_tags (ups, m, tags);
   raise_all (self, MEMRES_SEGMENT_UNMAPPING, ups, m, tags);
   if (!memres_upstream_sleep (mr, ups, m, error))
@@ -134,8 +134,6 @@ cache_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
   g_autofree const char **tags = g_new0 (const char *, n_allocs + 1);
   gsize m = collect (self, allocs, n_allocs, ups, blocks);
 
-  if (m == 0)
-    return TRUE;
   if (!memres_upstream_wake (mr, ups, m, error))
     return FALSE;
   mark (self, ups, blocks, m, FALSE, tags);

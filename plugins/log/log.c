@@ -44,7 +44,11 @@
  * segment events of its upstream (memres-segments.h: the first layer below with segments) and
  * writes `segment mapped`, `segment grown` (Size the new length) and `segment unmapping`, Pointer
  * the segment's base, Size its length, Stream 0x0, Tag empty: `memres view` draws the segment map
- * at any moment from them. Allocations pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). */
+ * at any moment from them. Those lines go on until the layer below is finalized, after this one:
+ * what the layers below unmap at their finalize (a cache's free chunks) is logged, and the file is
+ * closed after it, so that a log of a whole stack ends with its segments unmapped (an upstream
+ * shared with another stack, and so finalized later, keeps the file open until then). Allocations
+ * pass through unchanged (MEMRES_KIND_PASSES_ALLOCATIONS). */
 #include <memres/memres-plugin.h>
 
 #include "log-backtrace.h"
@@ -63,8 +67,13 @@
 #define LOG_LINE_MAX    (160 + MEMRES_TAG_NAME_MAX)
 #define LOG_BUFFER_SIZE (64 * 1024)
 
+/* The writer of one log: the layer's private data points to it. The layer holds a reference,
+ * and so does its subscription to the segment events below (`segments=true`), which lasts until
+ * the layer it is on is finalized: the segments the layers below unmap at their finalize, which
+ * follows this layer's, are in the log too (the file is closed after them). */
 typedef struct
 {
+  gint refs;
   GMutex lock;
   int fd;
   char *path;
@@ -83,9 +92,10 @@ typedef struct
    * zone_hour + 1 (0: none yet); see format_line() */
   glong zone_offset;
   gint64 zone_hour;
-  MemresResource *subscribed; /* the upstream whose segment events it logs, or NULL */
-  guint subscription;
 } LogResource;
+
+/* the layer's writer */
+#define log_of(mr) (*(LogResource **) memres_resource_get_private (mr))
 
 static const MemresOptionSpec log_options[] = {
   { "path", MEMRES_OPTION_STRING, NULL,
@@ -277,13 +287,35 @@ track_live (LogResource *self, gboolean alive)
   g_mutex_unlock (&live_lock);
 }
 
+/* A reference fewer on @data (a LogResource); the last one writes what is buffered (nobody
+ * else uses the writer any more) and closes the file. */
+static void
+log_unref (gpointer data)
+{
+  LogResource *self = data;
+
+  if (!g_atomic_int_dec_and_test (&self->refs))
+    return;
+  track_live (self, FALSE);
+  flush_locked (self);
+  if (close (self->fd) != 0 && errno != EINTR && self->write_errno == 0)
+    g_warning ("log: closing \"%s\": %s", self->path, g_strerror (errno));
+  g_free (self->buffer);
+  g_free (self->path);
+  g_hash_table_unref (self->freeing);
+  g_cond_clear (&self->freed);
+  g_mutex_clear (&self->lock);
+  g_free (self);
+}
+
 static gboolean
 log_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
-  LogResource *self = memres_resource_get_private (mr);
+  LogResource *self;
   const char *path = memres_options_get_string (options, "path");
   gboolean append = memres_options_get_bool (options, "append");
   gboolean empty;
+  int fd;
 
   if (path == NULL || path[0] == '\0')
     {
@@ -293,9 +325,12 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
                                   "file to write)");
       return FALSE;
     }
-  self->fd = open_log (path, append, &empty, error);
-  if (self->fd < 0)
+  fd = open_log (path, append, &empty, error);
+  if (fd < 0)
     return FALSE;
+  self = log_of (mr) = g_new0 (LogResource, 1);
+  self->refs = 1;
+  self->fd = fd;
   self->path = g_strdup (path);
   self->flush = memres_options_get_bool (options, "flush");
   self->tags = memres_options_get_bool (options, "tags");
@@ -319,10 +354,12 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
 
       /* the segments the layers below have now are told first, as mapped; NOT_SUPPORTED, the
        * one error with a callback given: no layer below has segments (log:segments=true>host),
-       * nothing to tell */
-      self->subscription
-          = memres_resource_subscribe_segments (upstream, log_segment_event, self, NULL, NULL);
-      self->subscribed = self->subscription != 0 ? upstream : NULL;
+       * nothing to tell. The subscription holds a reference on the writer until the layer it
+       * is on is finalized, after this one (its finalize's unmaps logged). */
+      g_atomic_int_inc (&self->refs);
+      if (memres_resource_subscribe_segments (upstream, log_segment_event, self, log_unref, NULL)
+          == 0)
+        (void) g_atomic_int_dec_and_test (&self->refs);
     }
   return TRUE;
 }
@@ -330,19 +367,13 @@ log_init (MemresResource *mr, const MemresOptions *options, GError **error)
 static void
 log_finalize (MemresResource *mr)
 {
-  LogResource *self = memres_resource_get_private (mr);
+  LogResource *self = log_of (mr);
 
-  if (self->subscribed != NULL)
-    (void) memres_resource_unsubscribe_segments (self->subscribed, self->subscription, NULL);
-  track_live (self, FALSE);
-  flush_locked (self); /* nobody else uses the layer any more */
-  if (close (self->fd) != 0 && errno != EINTR && self->write_errno == 0)
-    g_warning ("log: closing \"%s\": %s", self->path, g_strerror (errno));
-  g_free (self->buffer);
-  g_free (self->path);
-  g_hash_table_unref (self->freeing);
-  g_cond_clear (&self->freed);
-  g_mutex_clear (&self->lock);
+  /* what is buffered reaches the file now, whatever the layers below do next */
+  g_mutex_lock (&self->lock);
+  flush_locked (self);
+  g_mutex_unlock (&self->lock);
+  log_unref (self);
 }
 
 /* The line's local time of day comes from the offset of the local time from UTC, asked of
@@ -413,7 +444,7 @@ static gboolean
 log_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
               GError **error)
 {
-  LogResource *self = memres_resource_get_private (mr);
+  LogResource *self = log_of (mr);
   const char *tag = self->tags ? memres_allocation_get_tag (alloc) : NULL;
   g_autofree char *backtrace = NULL;
 
@@ -434,7 +465,7 @@ log_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocat
 static gboolean
 log_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream, GError **error)
 {
-  LogResource *self = memres_resource_get_private (mr);
+  LogResource *self = log_of (mr);
   const char *tag = self->tags ? memres_allocation_get_tag (alloc) : NULL;
   guint64 address = alloc->address;
   gsize size = alloc->size;
@@ -457,7 +488,7 @@ log_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresStream stream
 static gboolean
 log_trim (MemresResource *mr, gsize bytes_to_keep, GError **error)
 {
-  LogResource *self = memres_resource_get_private (mr);
+  LogResource *self = log_of (mr);
 
   if (!memres_resource_trim (memres_resource_get_upstream (mr), bytes_to_keep, error))
     return FALSE;
@@ -472,7 +503,7 @@ log_sleep_or_wake (MemresResource *mr, gboolean sleep, MemresAllocation *const *
                    GError **error)
 {
   static const char *const policies[] = { "discard", "backup", "file" };
-  LogResource *self = memres_resource_get_private (mr);
+  LogResource *self = log_of (mr);
   MemresSleepMode mode = MEMRES_SLEEP_DISCARD;
   const char *tag = memres_sleep_call_get_tag (&mode);
   char action[32];
@@ -507,7 +538,7 @@ log_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n, GError *
 static gboolean
 log_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
 {
-  LogResource *self = memres_resource_get_private (mr);
+  LogResource *self = log_of (mr);
   guint64 written, lost;
   int saved;
 
@@ -542,7 +573,7 @@ log_at_fork (MemresResource *mr, MemresForkPhase phase)
       _log_backtrace_at_fork (phase);
       return;
     }
-  self = memres_resource_get_private (mr);
+  self = log_of (mr);
   if (phase == MEMRES_FORK_CHILD)
     g_hash_table_remove_all (self->freeing);
   memres_fork_mutex (&self->lock, phase);
@@ -569,7 +600,7 @@ static const MemresKindInfo log_kind = {
   .options = log_options,
   .n_options = G_N_ELEMENTS (log_options),
   .ops = &log_ops,
-  .instance_size = sizeof (LogResource),
+  .instance_size = sizeof (LogResource *),
   .flags = MEMRES_KIND_ADAPTOR | MEMRES_KIND_PASSES_ALLOCATIONS | MEMRES_KIND_TAGGED,
 };
 

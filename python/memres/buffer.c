@@ -356,18 +356,32 @@ buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = { "offset", "size", "stream", NULL };
   Py_ssize_t offset = 0, n = -1;
-  PyObject *stream_obj = NULL, *bytes;
+  PyObject *size_obj = Py_None, *stream_obj = NULL, *bytes;
   MemresStream stream = NULL;
   GError *error = NULL;
   gsize size = memres_buffer_get_size (self->buf);
   gboolean ok;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|nnO:read", keywords, &offset, &n, &stream_obj)
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|nOO:read", keywords, &offset, &size_obj,
+                                    &stream_obj)
       || pymemres_stream_from_object (stream_obj, &stream) < 0)
     return NULL;
+  /* size: None (the default: to the end) or a count of bytes */
+  if (size_obj != Py_None)
+    {
+      n = PyNumber_AsSsize_t (size_obj, PyExc_OverflowError);
+      if (n == -1 && PyErr_Occurred ())
+        return NULL;
+      if (n < 0)
+        {
+          PyErr_SetString (PyExc_ValueError,
+                           "size must be None (to the end) or an int of 0 or more");
+          return NULL;
+        }
+    }
   if (memres_buffer_is_closed (self->buf))
     return pymemres_raise_closed ();
-  if (offset < 0 || (gsize) offset > size || n < -1)
+  if (offset < 0 || (gsize) offset > size)
     {
       PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
       return NULL;

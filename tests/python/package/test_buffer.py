@@ -67,6 +67,14 @@ def test_fill_read_write(host):
     buf.write(b"hello", offset=3)
     assert buf.read(3, 5) == b"hello"
     assert buf.read(offset=16) == b""
+    # size=None is the documented default (to the end); a negative size is refused
+    assert buf.read(3, None) == buf.read(3) == buf.read(size=None, offset=3)
+    assert len(buf.read(3, None)) == 13
+    for bad in (-1, -2):
+        with pytest.raises(ValueError, match="size must be None"):
+            buf.read(0, bad)
+    with pytest.raises(TypeError):
+        buf.read(0, "4")
     with pytest.raises(ValueError):
         buf.read(17)
     with pytest.raises(ValueError):
