@@ -89,10 +89,10 @@ gboolean memres_tool_output_is_input (const char *output, const char *input, con
  * the bytes kept as its Size and Pointer 0x0; `sleep POLICY` and `wake POLICY` with the bytes put
  * to sleep or woken as Size, Pointer 0x0, the tag in the Tag column; `segment mapped`, `segment
  * grown` and `segment unmapping` with the segment's base as Pointer and its length as Size, the
- * new length for a growth: docs/log.md). memres_tool_parse_log_line() splits @line in
- * place (the strings of @out point into it) and checks its fields: FALSE with the reason in
- * @why (transfer full) for a wrong count of fields, a Pointer that is not 0x-hex, a Size that is
- * not a decimal count up to G_MAXSSIZE, an unknown Action, a malformed Backtrace.
+ * new length for a growth: the `log` row of README.md's adaptors). memres_tool_parse_log_line()
+ * splits @line in place (the strings of @out point into it) and checks its fields: FALSE with the
+ * reason in @why (transfer full) for a wrong count of fields, a Pointer that is not 0x-hex, a Size
+ * that is not a decimal count up to G_MAXSSIZE, an unknown Action, a malformed Backtrace.
  * With `log:backtrace=true` the header has ",Backtrace" after Stream (before ",Tag", which stays
  * last), said in @backtrace: each line then has that field, @backtrace of @out, empty on lines
  * without a stack ("" in a log without the column): frames innermost first, separated by ';',
