@@ -1442,6 +1442,18 @@ test_replay_bad_logs (void)
       "1,10:00:00.000000,segment grown,0x20,9223372036854775807,0x0\n"
       "1,10:00:00.000000,segment mapped,0x30,2,0x0\n",
       ":5: the segments mapped at once would pass 2^64 bytes" },
+    /* bytes past the end of the address space: an allocation, a free, a segment (they were
+     * replayed, traced and drawn) */
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,allocate,0xffffffffffffff00,257,0x0\n",
+      ":2: Pointer 0xffffffffffffff00 with Size 257 ends past the end of the address space" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,free,0xffffffffffffff00,4096,0x0\n",
+      ":2: Pointer 0xffffffffffffff00 with Size 4096 ends past the end" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,segment mapped,0x8000000000001000,2097152,0x0\n"
+      "1,10:00:00.000000,segment grown,0x8000000000001000,9223372036854775807,0x0\n",
+      ":3: Pointer 0x8000000000001000 with Size 9223372036854775807 ends past the end" },
   };
   /* replay, trace and view check a log's lines alike (log-walk.c): the same error for each */
   const char *const commands[][4] = {
@@ -1466,7 +1478,39 @@ test_replay_bad_logs (void)
         if (strstr (r.err, cases[i].needle) == NULL)
           g_error ("memres %s: expected \"%s\": %s", commands[c][0], cases[i].needle, r.err);
         run_clear (&r);
+        if (c == 0)
+          {
+            /* the error's domain and code */
+            run_tool (&r, "--json", "trace", log, NULL);
+            g_assert_cmpint (r.status, ==, 2);
+            g_assert_nonnull (strstr (r.out, "\"domain\": \"memres-error-quark\""));
+            g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\""));
+            g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
+            run_clear (&r);
+          }
       }
+  /* past the end of memory: MEMRES_ERROR_INVALID_ARGUMENT; up to its last byte: replayed */
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,10:00:00.000000,allocate,0xffffffffffffff00,257,0x0\n",
+                                      -1, NULL));
+  run_tool (&r, "--json", "replay", log, "host", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.out, "\"domain\": \"memres-error-quark\""));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\""));
+  run_clear (&r);
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,10:00:00.000000,allocate,0xffffffffffffff00,256,0x0\n"
+                                      "1,10:00:00.000001,free,0xffffffffffffff00,256,0x0\n",
+                                      -1, NULL));
+  for (gsize c = 0; c < G_N_ELEMENTS (commands); c++)
+    {
+      run_toolv (&r, NULL, commands[c]);
+      g_assert_cmpstr (r.err, ==, "");
+      g_assert_cmpint (r.status, ==, 0);
+      run_clear (&r);
+    }
   /* a NUL byte is reported on its line */
   g_assert_true (
       g_file_set_contents (log, "Thread,Time,Action,Pointer,Size,Stream\n1,t\0", 43, NULL));

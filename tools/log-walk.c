@@ -106,6 +106,13 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
                 MAX_DAYS, MAX_DAYS);
           day += US_PER_DAY;
         }
+      /* the bytes [Pointer, Pointer + Size) end inside the 64-bit address space: a buffer or
+       * segment past its end is not one the log adaptor saw */
+      if (e.l.size > 0 && e.l.size - 1 > G_MAXUINT64 - e.l.pointer)
+        return memres_tool_log_bad_line (error, path, n,
+                                         "Pointer %s with Size %" G_GUINT64_FORMAT
+                                         " ends past the end of the address space (2^64)",
+                                         e.l.pointer_text, e.l.size);
       last = t + day;
       e.ts = last;
       e.line = n;
