@@ -2345,8 +2345,11 @@ test_trace_keeps_log (void)
 
 /* The -o FILE of trace, view and snapshot (sdk/file-writer.c): a symbolic link is followed (the
  * file it leads to gets the document, the link stays a link); a FIFO and a device (/dev/null,
- * through a link) are refused, exit status 1, G_FILE_ERROR_INVAL, left as they are (no hang on a
- * FIFO without a reader). They used to be replaced by a regular file. */
+ * through a link) are refused, G_FILE_ERROR_INVAL, left as they are (no hang on a FIFO without a
+ * reader). They used to be replaced by a regular file. Every FILE that cannot be one is a usage
+ * error, exit status 2: these, a directory (G_FILE_ERROR_ISDIR), a FILE in a missing directory
+ * and a link to nothing (G_FILE_ERROR_NOENT). A directory, a FIFO and a device were exit status
+ * 1 while a missing directory was 2. */
 static void
 test_output_kinds (void)
 {
@@ -2363,7 +2366,20 @@ test_output_kinds (void)
     { "view", log, "<!DOCTYPE html>" },
     { "snapshot", "host", "{\n  \"memres_snapshot\": 1" },
   };
-  g_autofree char *inval_code = g_strdup_printf ("\"code\": %d,", G_FILE_ERROR_INVAL);
+  g_autofree char *missing = g_build_filename (dir, "no-such-dir", "out.txt", NULL);
+  g_autofree char *dangling = g_build_filename (dir, "dangling", NULL);
+  const struct
+  {
+    const char *path;
+    gint code;
+    const char *code_name, *says;
+  } refused[] = {
+    { fifo, G_FILE_ERROR_INVAL, "G_FILE_ERROR_INVAL", "not a regular file" },
+    { devnull, G_FILE_ERROR_INVAL, "G_FILE_ERROR_INVAL", "not a regular file" },
+    { dir, G_FILE_ERROR_ISDIR, "G_FILE_ERROR_ISDIR", ": a directory" },
+    { missing, G_FILE_ERROR_NOENT, "G_FILE_ERROR_NOENT", "No such file or directory" },
+    { dangling, G_FILE_ERROR_NOENT, "G_FILE_ERROR_NOENT", "a symbolic link to nothing" },
+  };
   struct stat st;
   Run r = { 0 };
 
@@ -2371,10 +2387,10 @@ test_output_kinds (void)
   g_assert_cmpint (symlink ("out.txt", link), ==, 0);
   g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
   g_assert_cmpint (symlink ("/dev/null", devnull), ==, 0);
+  g_assert_cmpint (symlink ("nowhere", dangling), ==, 0);
   for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
     {
       g_autofree char *written = NULL;
-      const char *const refused[] = { fifo, devnull };
 
       g_test_message ("%s", commands[i][0]);
       g_assert_true (g_file_set_contents (target, "old", -1, NULL));
@@ -2388,14 +2404,19 @@ test_output_kinds (void)
       g_assert_true (g_str_has_prefix (written, commands[i][2]));
       for (gsize k = 0; k < G_N_ELEMENTS (refused); k++)
         {
-          run_tool (&r, "--json", commands[i][0], commands[i][1], "-o", refused[k], NULL);
+          g_autofree char *code = g_strdup_printf ("\"code\": %d,", refused[k].code);
+          g_autofree char *code_name
+              = g_strdup_printf ("\"code_name\": \"%s\"", refused[k].code_name);
+
+          run_tool (&r, "--json", commands[i][0], commands[i][1], "-o", refused[k].path, NULL);
           g_test_message ("%s", r.err);
           assert_one_error_line (&r);
-          g_assert_cmpint (r.status, ==, 1);
+          g_assert_cmpint (r.status, ==, 2);
           g_assert_nonnull (strstr (r.out, "\"domain\": \"g-file-error-quark\""));
-          g_assert_nonnull (strstr (r.out, inval_code));
-          g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_INVAL\""));
-          g_assert_nonnull (strstr (r.err, "not a regular file"));
+          g_assert_nonnull (strstr (r.out, code));
+          g_assert_nonnull (strstr (r.out, code_name));
+          g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
+          g_assert_nonnull (strstr (r.err, refused[k].says));
           run_clear (&r);
         }
       g_assert_cmpint (lstat (fifo, &st), ==, 0);
@@ -2404,7 +2425,11 @@ test_output_kinds (void)
       g_assert_true (S_ISLNK (st.st_mode));
       g_assert_cmpint (stat ("/dev/null", &st), ==, 0);
       g_assert_true (S_ISCHR (st.st_mode));
+      g_assert_cmpint (lstat (dangling, &st), ==, 0);
+      g_assert_true (S_ISLNK (st.st_mode));
+      g_assert_false (g_file_test (missing, G_FILE_TEST_EXISTS));
     }
+  g_remove (dangling);
   g_remove (devnull);
   g_remove (fifo);
   g_remove (link);

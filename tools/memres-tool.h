@@ -30,8 +30,12 @@ int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
  * a plugin file: a kind with an invalid option schema), 2 for
  * MEMRES_ERROR_INVALID_ARGUMENT (a bad operand: spec, option value, size, pattern, a file
  * named by the input that is missing, not a regular file or malformed), G_FILE_ERROR_NOENT
- * (a file named that does not exist, or an -o FILE in a missing directory) and
- * G_FILE_ERROR_NOTDIR (a file named under a file, which does not exist either), else 1.
+ * (a file named that does not exist, an -o FILE in a missing directory or a link to nothing),
+ * G_FILE_ERROR_NOTDIR (a file named under a file, which does not exist either), and the other
+ * -o FILEs that cannot be one (sdk/file-writer.c): G_FILE_ERROR_ISDIR (a directory),
+ * G_FILE_ERROR_INVAL (a FIFO, a device, a socket), G_FILE_ERROR_LOOP and
+ * G_FILE_ERROR_NAMETOOLONG; else 1 (an -o FILE that cannot be written: permission denied, a
+ * full disk).
  * MESSAGE is made printable: control characters and bytes that are not UTF-8 escaped,
  * shortened past 4 KiB. Quote user input in a message of a command through
  * memres_tool_show_input(). With memres_tool_set_json_errors(), every error
