@@ -1454,6 +1454,12 @@ test_replay_bad_logs (void)
       "1,10:00:00.000000,segment mapped,0x8000000000001000,2097152,0x0\n"
       "1,10:00:00.000000,segment grown,0x8000000000001000,9223372036854775807,0x0\n",
       ":3: Pointer 0x8000000000001000 with Size 9223372036854775807 ends past the end" },
+    /* a last line without its newline: a log cut short, its last field perhaps cut too (the
+     * stream 0x7f of 0x7f12, the tag "weig" of "weights"): it was read as whole */
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,16,0x7f",
+      ":2: the last line ends without a newline: the log was cut short" },
+    { "Thread,Time,Action,Pointer,Size,Stream,Tag\n1,10:00:00.000000,allocate,0x10,16,0x0,weig",
+      ":2: the last line ends without a newline" },
   };
   /* replay, trace and view check a log's lines alike (log-walk.c): the same error for each */
   const char *const commands[][4] = {
