@@ -1460,6 +1460,13 @@ test_replay_bad_logs (void)
       ":2: the last line ends without a newline: the log was cut short" },
     { "Thread,Time,Action,Pointer,Size,Stream,Tag\n1,10:00:00.000000,allocate,0x10,16,0x0,weig",
       ":2: the last line ends without a newline" },
+    /* a Stream and a Thread as the log adaptor writes them (they were taken as any text) */
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,16,0xZZ\n",
+      ":2: invalid Stream \"0xZZ\" (expected 0x...)" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,16,\n",
+      ":2: invalid Stream \"\"" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n,10:00:00.000000,allocate,0x10,16,0x0\n",
+      ":2: empty Thread" },
   };
   /* replay, trace and view check a log's lines alike (log-walk.c): the same error for each */
   const char *const commands[][4] = {

@@ -95,8 +95,9 @@ gboolean memres_tool_output_is_input (const char *output, const char *input, con
  * grown` and `segment unmapping` with the segment's base as Pointer and its length as Size, the
  * new length for a growth: the `log` row of README.md's adaptors). memres_tool_parse_log_line()
  * splits @line in place (the strings of @out point into it) and checks its fields: FALSE with the
- * reason in @why (transfer full) for a wrong count of fields, a Pointer that is not 0x-hex, a Size
- * that is not a decimal count up to G_MAXSSIZE, an unknown Action, a malformed Backtrace.
+ * reason in @why (transfer full) for a wrong count of fields, a Pointer or a Stream that is not
+ * 0x-hex, a Size that is not a decimal count up to G_MAXSSIZE, an empty Thread, an unknown
+ * Action, a malformed Backtrace.
  * With `log:backtrace=true` the header has ",Backtrace" after Stream (before ",Tag", which stays
  * last), said in @backtrace: each line then has that field, @backtrace of @out, empty on lines
  * without a stack ("" in a log without the column): frames innermost first, separated by ';',
@@ -126,7 +127,7 @@ typedef struct
   MemresLogAction action;
   const char *action_name; /* the Action as written (static) */
   const char *policy;      /* sleep and wake: "discard", "backup" or "file"; else NULL */
-  guint64 pointer, size;
+  guint64 pointer, size, stream;
 } MemresLogLine;
 gboolean memres_tool_log_bad_line (GError **error, const char *log, guint line, const char *format,
                                    ...) G_GNUC_PRINTF (4, 5);
