@@ -85,12 +85,7 @@ pymemres_resource_is_asleep (PyMemresResource *self, PyObject *arg)
 {
   const char *tag;
 
-  if (!PyUnicode_Check (arg))
-    {
-      PyErr_SetString (PyExc_TypeError, "a tag is a str");
-      return NULL;
-    }
-  if ((tag = PyUnicode_AsUTF8 (arg)) == NULL)
+  if (pymemres_tag_name (arg, FALSE, &tag) < 0)
     return NULL;
   return PyBool_FromLong (memres_resource_is_asleep (self->mr, tag));
 }
