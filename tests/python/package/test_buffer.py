@@ -86,6 +86,21 @@ def test_fill_read_write(host):
     buf.close()
 
 
+def test_fill_out_of_range(host):
+    # fill's value and width are not taken modulo 2**64 or 2**32 (fill(2**64 + 0xAB) filled
+    # with 0xAB, width=2**32 + 1 was width 1)
+    buf = host.allocate(16)
+    buf.fill(0x11)
+    for kwargs in ({"value": 2**64 + 0xAB}, {"value": 2**32}, {"value": -1},
+                   {"value": 7, "width": 2**32 + 1}, {"value": 7, "width": -1}):
+        with pytest.raises(ValueError, match="fill (value|width) must be an int from 0 to"):
+            buf.fill(**kwargs)
+    with pytest.raises(TypeError):
+        buf.fill(1.0)
+    assert buf.read() == b"\x11" * 16
+    buf.close()
+
+
 def test_copy_to_and_from(host):
     a, b = host.allocate(32), host.allocate(32)
     a.write(bytes(range(32)))
