@@ -408,6 +408,17 @@ buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
     }
   if (n == -1)
     n = (Py_ssize_t) (size - (gsize) offset);
+  else if ((gsize) n > size - (gsize) offset)
+    {
+      char nothing;
+
+      /* past the end: memres's own refusal (InvalidArgumentError), before any bytes object of
+       * that size is made (read(0, 2**62) was a MemoryError, a large one a long wait) */
+      if (!memres_buffer_read (self->buf, (gsize) offset, &nothing, (gsize) n, NULL, &error))
+        return pymemres_raise (error);
+      PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
+      return NULL;
+    }
   bytes = PyBytes_FromStringAndSize (NULL, n);
   if (bytes == NULL)
     return NULL;

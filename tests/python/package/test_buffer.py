@@ -1,4 +1,6 @@
 """memres.Buffer: properties, close, the context manager, the transfers."""
+import sys
+
 import pytest
 
 import memres
@@ -98,6 +100,21 @@ def test_fill_out_of_range(host):
     with pytest.raises(TypeError):
         buf.fill(1.0)
     assert buf.read() == b"\x11" * 16
+    buf.close()
+
+
+def test_read_past_end(host):
+    # read() past the end is memres's refusal before any bytes are made (read(0, 2**62) was a
+    # MemoryError, read(0, sys.maxsize) an OverflowError)
+    buf = host.allocate(16)
+    buf.fill(0x11)
+    for offset, size in ((0, 2**62), (0, sys.maxsize), (8, 9), (16, 1)):
+        with pytest.raises(memres.InvalidArgumentError) as info:
+            buf.read(offset, size)
+        assert (info.value.domain, info.value.code) == ("memres-error-quark",
+                                                        memres.ErrorCode.INVALID_ARGUMENT)
+        assert "outside the buffer of 16 bytes" in str(info.value)
+    assert buf.read(8, 8) == b"\x11" * 8
     buf.close()
 
 
