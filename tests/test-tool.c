@@ -583,6 +583,26 @@ test_alloc_negative_size (void)
     g_assert_nonnull (strstr (r.err, "invalid SIZE \"--json\""));
     g_assert_cmpstr (r.out, ==, "");
     run_clear (&r);
+    /* a size written as one but past 64 bits is too large, not malformed (it was "expected a
+     * non-negative whole number of bytes"); MEMRES_ERROR_INVALID_ARGUMENT, exit status 2 */
+    for (gsize i = 0; i < 3; i++)
+      {
+        const char *const big[] = { "99999999999PiB", "18446744073709551616", "16384PiB" };
+        g_autofree char *want = g_strdup_printf (
+            "memres alloc: SIZE \"%s\" is too large: at most 18446744073709551615 bytes (see "
+            "memres alloc --help)\n",
+            big[i]);
+
+        run_tool (&r, "alloc", "--json", "host", big[i], NULL);
+        g_assert_cmpint (r.status, ==, 2);
+        g_assert_cmpstr (r.err, ==, want);
+        g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
+        run_clear (&r);
+        run_tool (&r, "snapshot", "-a", big[i], "host", NULL);
+        g_assert_cmpint (r.status, ==, 2);
+        g_assert_nonnull (strstr (r.err, "too large: at most 18446744073709551615 bytes"));
+        run_clear (&r);
+      }
     /* "--" before valid operands, and a negative --device taken as that option's value */
     run_tool (&r, "alloc", "--device", "-1", "--", "default", "8", NULL);
     g_assert_cmpint (r.status, ==, 0);

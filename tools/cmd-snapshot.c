@@ -78,6 +78,12 @@ memres_tool_snapshot (int argc, char **argv)
       if (tag != NULL)
         *tag++ = '\0';
       g_ptr_array_add (tags, tag);
+      if (memres_tool_size_too_large (sizes[i]))
+        {
+          g_autofree char *msg = g_strdup_printf (
+              "-a %s: too large: at most %" G_GUINT64_FORMAT " bytes", sizes[i], G_MAXUINT64);
+          return memres_tool_usage_error ("snapshot", msg);
+        }
       if (strcmp (sizes[i], "max") == 0 || !memres_parse_size (sizes[i], &size, NULL))
         {
           g_autofree char *msg = g_strdup_printf ("-a %s: not a size (bytes, or with a suffix "

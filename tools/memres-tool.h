@@ -209,5 +209,9 @@ GStrv memres_tool_flag_names (MemresMemoryFlags flags);
 char *memres_tool_format_bytes (guint64 bytes);
 /* "64.0 MiB (67108864 bytes)"; below 1 KiB the count alone: "100 bytes", "1 byte" */
 char *memres_tool_format_size (guint64 bytes);
+/* TRUE when @text is written as a size (decimal digits and an optional B, KiB, MiB, GiB, TiB or
+ * PiB) that memres_parse_size() refuses: more than 64 bits of bytes ("99999999999PiB"), which a
+ * command's error calls too large rather than malformed. */
+gboolean memres_tool_size_too_large (const char *text);
 
 G_END_DECLS

@@ -272,6 +272,23 @@ memres_tool_format_bytes (guint64 bytes)
   return g_strdup_printf ("%" G_GUINT64_FORMAT " byte%s", bytes, bytes == 1 ? "" : "s");
 }
 
+gboolean
+memres_tool_size_too_large (const char *text)
+{
+  static const char *const units[] = { "", "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+  const char *end = text;
+  guint64 bytes;
+
+  while (g_ascii_isdigit (*end))
+    end++;
+  if (end == text || memres_parse_size (text, &bytes, NULL))
+    return FALSE;
+  for (gsize i = 0; i < G_N_ELEMENTS (units); i++)
+    if (strcmp (end, units[i]) == 0)
+      return TRUE;
+  return FALSE;
+}
+
 char *
 memres_tool_format_size (guint64 bytes)
 {
