@@ -2240,6 +2240,22 @@ test_log_lines_lost (void)
                                           "incomplete: 5 of 5 lines could not be written (No "
                                           "space left on device)\n"));
   run_clear (&r);
+  /* snapshot too (it exited 0): the snapshot is written, then the error, MEMRES_ERROR_FAILED
+   * (the header and the allocate: the buffer is still open) */
+  run_tool (&r, "snapshot", "-a", "64", "log:path=/dev/full>host", NULL);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_true (g_str_has_prefix (r.out, "{\n  \"memres_snapshot\": 1"));
+  g_assert_true (g_str_has_suffix (r.err, "\nmemres: layer 1 (kind \"log\"): its log is "
+                                          "incomplete: 2 of 2 lines could not be written (No "
+                                          "space left on device)\n"));
+  run_clear (&r);
+  run_tool (&r, "snapshot", "--json", "-a", "64", "log:path=/dev/full>host", NULL);
+  g_assert_cmpint (r.status, ==, 1);
+  assert_one_json_document (r.out);
+  g_assert_nonnull (strstr (r.out, "\"domain\": \"memres-error-quark\""));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_FAILED\""));
+  g_assert_nonnull (strstr (r.out, "its log is incomplete: 2 of 2 lines"));
+  run_clear (&r);
   g_remove (log);
   g_rmdir (dir);
 }

@@ -48,6 +48,8 @@ memres_tool_snapshot (int argc, char **argv)
   g_autoptr (GPtrArray) tags = g_ptr_array_new (); /* the TAG of each -a, or NULL */
   g_autofree char *spec = NULL;
   g_autofree char *doc = NULL;
+  g_autoptr (GError) logs_error = NULL;
+  gboolean logs_ok;
   int status = 0;
 
   context = g_option_context_new ("SPEC|NAME - what every layer of a resource holds, as JSON");
@@ -143,9 +145,17 @@ memres_tool_snapshot (int argc, char **argv)
   doc = memres_resource_snapshot (mr, &error);
   if (doc == NULL)
     return memres_tool_fail (error);
+  /* a log layer that lost lines fails the command, as for alloc and replay; the snapshot is
+   * written all the same (with --json on the standard output, the error is the one document) */
+  logs_ok = memres_tool_check_logs_complete (mr, &logs_error);
   if (output == NULL || strcmp (output, "-") == 0)
-    g_print ("%s", doc);
+    {
+      if (logs_ok || !json_output)
+        g_print ("%s", doc);
+    }
   else if (!memres_file_replace (output, doc, -1, &error))
     status = memres_tool_fail (error);
+  if (!logs_ok && status == 0)
+    status = memres_tool_fail (logs_error);
   return status;
 }
