@@ -2305,6 +2305,59 @@ test_json_log_on_stdout (void)
   g_rmdir (dir);
 }
 
+/* memres snapshot refuses a log layer on the file its snapshot goes to, before it is created,
+ * exit status 1, MEMRES_ERROR_FAILED: the standard output by any name (its CSV lines were mixed
+ * into the JSON document), and the -o FILE (written by the log, then replaced by the snapshot:
+ * the log lost). Both were taken. */
+static void
+test_snapshot_log_on_output (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *out = g_build_filename (dir, "out.json", NULL);
+  g_autofree char *link = g_build_filename (dir, "link.json", NULL);
+  g_autofree char *self_spec = g_strdup_printf ("log:path=%s>host", out);
+  g_autofree char *link_spec = g_strdup_printf ("stats>log:path=%s>host", link);
+  const char *const specs[]
+      = { "log:path=/dev/stdout>host", "stats>log:path=/proc/self/fd/1>host", self_spec };
+  Run r = { 0 };
+
+  g_assert_cmpint (symlink ("out.json", link), ==, 0);
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      int fd = open (out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      g_autofree char *written = NULL;
+
+      g_assert_cmpint (fd, >=, 0);
+      run_tool_stdout (&r, fd, "snapshot", "--json", "-a", "64", specs[i], NULL);
+      close (fd);
+      g_test_message ("%s: %s", specs[i], r.err);
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_nonnull (strstr (r.err, "which is the standard output, where the snapshot is "
+                                       "written: refused"));
+      g_assert_true (g_file_get_contents (out, &written, NULL, NULL));
+      assert_one_json_document (written);
+      g_assert_nonnull (strstr (written, "\"code_name\": \"MEMRES_ERROR_FAILED\""));
+      g_assert_null (strstr (written, "Thread,Time"));
+      run_clear (&r);
+    }
+  for (gsize i = 0; i < 2; i++)
+    {
+      g_autofree char *written = NULL;
+
+      g_assert_true (g_file_set_contents (out, "old", -1, NULL));
+      run_tool (&r, "snapshot", "-a", "64", "-o", i == 0 ? out : link,
+                i == 0 ? self_spec : link_spec, NULL);
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_nonnull (strstr (r.err, "which is the -o FILE of the snapshot: refused"));
+      g_assert_true (g_file_get_contents (out, &written, NULL, NULL));
+      g_assert_cmpstr (written, ==, "old");
+      run_clear (&r);
+    }
+  g_remove (link);
+  g_remove (out);
+  g_rmdir (dir);
+}
+
 /* A named resource's description= is shown by memres resources, text and JSON (null when it
  * has none). */
 static void
@@ -2579,6 +2632,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/trace/json", test_trace_json);
   g_test_add_func ("/tool/output-kinds", test_output_kinds);
   g_test_add_func ("/tool/log-lines-lost", test_log_lines_lost);
+  g_test_add_func ("/tool/snapshot/log-on-output", test_snapshot_log_on_output);
   g_test_add_func ("/tool/json-log-on-stdout", test_json_log_on_stdout);
   g_test_add_func ("/tool/resources/description", test_resources_description);
   return g_test_run ();

@@ -6,6 +6,8 @@
 #include "memres-tool.h"
 
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* @operand as a spec: NAME of a resource of the config file becomes `@NAME`; anything else is
  * taken as it is (a spec, `@NAME`). */
@@ -49,6 +51,7 @@ memres_tool_snapshot (int argc, char **argv)
   g_autofree char *spec = NULL;
   g_autofree char *doc = NULL;
   g_autoptr (GError) logs_error = NULL;
+  struct stat out_st;
   gboolean logs_ok;
   int status = 0;
 
@@ -115,6 +118,18 @@ memres_tool_snapshot (int argc, char **argv)
     }
 
   spec = resolve_operand (argv[1]);
+  /* a log layer on the file the snapshot goes to would mix its lines into the document, or
+   * write them to the file the snapshot then replaces: refused before it is created */
+  if (output == NULL || strcmp (output, "-") == 0)
+    {
+      if (fstat (STDOUT_FILENO, &out_st) == 0
+          && !memres_tool_check_log_paths (
+              spec, &out_st, "the standard output, where the snapshot is written", &error))
+        return memres_tool_fail (error);
+    }
+  else if (stat (output, &out_st) == 0
+           && !memres_tool_check_log_paths (spec, &out_st, "the -o FILE of the snapshot", &error))
+    return memres_tool_fail (error);
   mr = memres_resource_new (spec, &error);
   if (mr == NULL)
     return memres_tool_fail (error);
