@@ -261,9 +261,10 @@ transfer_sync (MemresBuffer *buf, CUdeviceptr dst, CUdeviceptr src, gsize n_byte
  * @stream: the stream the copy is ordered on
  * @error: return location for a #GError, or %NULL
  *
- * Copies bytes from the buffer into host memory and returns when they are there: memcpy() for
- * host-only memory, otherwise cuMemcpyAsync() on @stream followed by cuStreamSynchronize(), in
- * the contexts memres_buffer_copy_to() uses. Thread-safe for distinct buffers.
+ * Copies bytes from the buffer into host memory and returns when they are there: memmove() for
+ * host-only memory (@dest may overlap the range read), otherwise cuMemcpyAsync() on @stream
+ * followed by cuStreamSynchronize(), in the contexts memres_buffer_copy_to() uses. Thread-safe for
+ * distinct buffers.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_SLEEP_ERROR_ASLEEP for a sleeping buffer;
  * %MEMRES_ERROR_INVALID_ARGUMENT when the range leaves the buffer; %MEMRES_ERROR_NO_DRIVER;
@@ -286,7 +287,8 @@ memres_buffer_read (MemresBuffer *buf, gsize offset, gpointer dest, gsize n_byte
     return TRUE;
   if (is_host_only (buf))
     {
-      memcpy (dest, (guint8 *) (guintptr) buf->alloc.address + offset, n_bytes);
+      /* @dest may be inside the buffer (a memoryview of it from Python): memmove */
+      memmove (dest, (guint8 *) (guintptr) buf->alloc.address + offset, n_bytes);
       return TRUE;
     }
   return transfer_sync (buf, (CUdeviceptr) dest, (CUdeviceptr) (buf->alloc.address + offset),
@@ -302,9 +304,10 @@ memres_buffer_read (MemresBuffer *buf, gsize offset, gpointer dest, gsize n_byte
  * @stream: the stream the copy is ordered on
  * @error: return location for a #GError, or %NULL
  *
- * Copies bytes from host memory into the buffer and returns when they are there: memcpy() for
- * host-only memory, otherwise cuMemcpyAsync() on @stream followed by cuStreamSynchronize(), in
- * the contexts memres_buffer_copy_to() uses. Thread-safe for distinct buffers.
+ * Copies bytes from host memory into the buffer and returns when they are there: memmove() for
+ * host-only memory (@src may overlap the range written), otherwise cuMemcpyAsync() on @stream
+ * followed by cuStreamSynchronize(), in the contexts memres_buffer_copy_to() uses. Thread-safe for
+ * distinct buffers.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_SLEEP_ERROR_ASLEEP for a sleeping buffer;
  * %MEMRES_ERROR_INVALID_ARGUMENT when the range leaves the buffer; %MEMRES_ERROR_NO_DRIVER;
@@ -327,7 +330,8 @@ memres_buffer_write (MemresBuffer *buf, gsize offset, gconstpointer src, gsize n
     return TRUE;
   if (is_host_only (buf))
     {
-      memcpy ((guint8 *) (guintptr) buf->alloc.address + offset, src, n_bytes);
+      /* @src may be inside the buffer (a memoryview of it from Python): memmove */
+      memmove ((guint8 *) (guintptr) buf->alloc.address + offset, src, n_bytes);
       return TRUE;
     }
   return transfer_sync (buf, (CUdeviceptr) (buf->alloc.address + offset), (CUdeviceptr) src,

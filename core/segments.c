@@ -352,6 +352,7 @@ memres_resource_unsubscribe_segments (MemresResource *mr, guint id, GError **err
  *   it from the name, and an unknown name counts as %NULL); for
  *   %MEMRES_SEGMENT_GROWN its base and new, larger length; for %MEMRES_SEGMENT_UNMAPPING its
  *   base (the other fields are ignored, the segment is known)
+ * @error: where a refusal is reported, or %NULL
  *
  * For kinds (the plugin SDK): tells memres that a segment of @mr was mapped, grew in place or is
  * about to be unmapped. memres updates the lookup index and calls the subscribers before it
@@ -364,32 +365,55 @@ memres_resource_unsubscribe_segments (MemresResource *mr, guint id, GError **err
  * it. Events of one segment must be raised in order (mapped, grown..., unmapping) and not
  * concurrently; those of different segments may come from any threads at once.
  *
- * A segment that overlaps another of the same resource, a %MEMRES_SEGMENT_GROWN or
- * %MEMRES_SEGMENT_UNMAPPING for a base that has no segment of @mr, a kind without
- * %MEMRES_KIND_SEGMENTS, or a length that wraps around the address space is a programmer error
- * (`g_critical`, nothing happens). The core forgets the segments a resource still has when it is
- * finalized (after its finalize slot), but a kind should tell each one's unmapping.
+ * Refused, with nothing changed and no subscriber called: a %MEMRES_SEGMENT_MAPPED segment that
+ * overlaps another of the same resource, or whose length is 0 or wraps around the address space
+ * (%MEMRES_ERROR_INVALID_ARGUMENT); a %MEMRES_SEGMENT_GROWN or %MEMRES_SEGMENT_UNMAPPING for a
+ * base that has no segment of @mr, or one already unmapping, or a growth to a smaller or wrapping
+ * length (%MEMRES_ERROR_NOT_FOUND for an unknown base, %MEMRES_ERROR_INVALID_ARGUMENT for the
+ * length); a kind registered without %MEMRES_KIND_SEGMENTS (%MEMRES_ERROR_NOT_SUPPORTED). The
+ * core forgets the segments a resource still has when it is finalized (after its finalize slot),
+ * but a kind should tell each one's unmapping.
  *
  * Cost: a lock, an update of the index (in proportion to the 2 MiB pages the segment spans,
  * whatever the number of other segments), and the callbacks. Thread-safe. No driver call.
  *
+ * Returns: %TRUE when the index changed and the subscribers were called, %FALSE with @error set
+ *   when the event was refused
+ *
  * Since: 2.0
  */
-void
+gboolean
 memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,
-                                     const MemresSegment *segment)
+                                     const MemresSegment *segment, GError **error)
 {
   g_autoptr (GPtrArray) subs = NULL;
   MemresSegment seg;
   guint64 previous = 0;
   MemresIndexEntry *at;
 
-  g_return_if_fail (mr != NULL);
-  g_return_if_fail (segment != NULL);
-  g_return_if_fail (memres_kind_get_flags (mr->kind) & MEMRES_KIND_SEGMENTS);
-  g_return_if_fail (event <= MEMRES_SEGMENT_UNMAPPING);
-  g_return_if_fail (event == MEMRES_SEGMENT_UNMAPPING
-                    || (segment->length > 0 && segment->base + segment->length > segment->base));
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (segment != NULL, FALSE);
+  g_return_val_if_fail (event <= MEMRES_SEGMENT_UNMAPPING, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  if (!(memres_kind_get_flags (mr->kind) & MEMRES_KIND_SEGMENTS))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "a segment event of a resource of kind \"%s\", which was registered without "
+                   "MEMRES_KIND_SEGMENTS",
+                   memres_kind_get_name (mr->kind));
+      return FALSE;
+    }
+  if (event != MEMRES_SEGMENT_UNMAPPING
+      && (segment->length == 0 || segment->base + segment->length <= segment->base))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "a segment of a resource of kind \"%s\" at 0x%" G_GINT64_MODIFIER
+                   "x with a length of %" G_GUINT64_FORMAT
+                   " bytes: a length must be at least 1 byte and end inside the address space",
+                   memres_kind_get_name (mr->kind), segment->base, segment->length);
+      return FALSE;
+    }
 
   g_mutex_lock (&lock);
   ensure_setup ();
@@ -411,19 +435,30 @@ memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent even
         if (_memres_index_overlaps (mr, e.base, e.end))
           {
             g_mutex_unlock (&lock);
-            g_critical (
-                "memres_resource_raise_segment_event: a resource of kind \"%s\" already has a "
-                "segment overlapping [0x%" G_GINT64_MODIFIER "x, +%" G_GUINT64_FORMAT ")",
-                memres_kind_get_name (mr->kind), segment->base, segment->length);
-            return;
+            g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                         "a resource of kind \"%s\" already has a segment overlapping "
+                         "[0x%" G_GINT64_MODIFIER "x, +%" G_GUINT64_FORMAT ")",
+                         memres_kind_get_name (mr->kind), segment->base, segment->length);
+            return FALSE;
           }
         at = _memres_index_insert (&e);
         break;
       }
     case MEMRES_SEGMENT_GROWN:
       at = _memres_index_find (mr, segment->base);
-      if (at == NULL || at->unmapping || segment->base + segment->length < at->end)
+      if (at == NULL || at->unmapping)
         goto unknown;
+      if (segment->base + segment->length < at->end)
+        {
+          g_mutex_unlock (&lock);
+          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "a segment of a resource of kind \"%s\" at 0x%" G_GINT64_MODIFIER
+                       "x cannot grow from %" G_GUINT64_FORMAT " to %" G_GUINT64_FORMAT
+                       " bytes: a growth makes it larger",
+                       memres_kind_get_name (mr->kind), segment->base, at->end - at->base,
+                       segment->length);
+          return FALSE;
+        }
       previous = at->end - at->base;
       _memres_index_grow (at, segment->base + segment->length);
       break;
@@ -452,13 +487,15 @@ memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent even
         _memres_index_remove (at);
       g_mutex_unlock (&lock);
     }
-  return;
+  return TRUE;
 
 unknown:
   g_mutex_unlock (&lock);
-  g_critical ("memres_resource_raise_segment_event: a resource of kind \"%s\" has no segment at "
-              "0x%" G_GINT64_MODIFIER "x (or it shrank or is already unmapping)",
-              memres_kind_get_name (mr->kind), segment->base);
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND,
+               "a resource of kind \"%s\" has no segment at 0x%" G_GINT64_MODIFIER
+               "x (or it is already unmapping)",
+               memres_kind_get_name (mr->kind), segment->base);
+  return FALSE;
 }
 
 /* @mr is being freed (its finalize slot ran): its subscriptions end and the index forgets what

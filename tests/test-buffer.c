@@ -381,6 +381,33 @@ test_read_write (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
 }
 
+/* A read or write of host memory whose host side is the buffer's own memory (Python's
+ * buf.write(memoryview(buf)[0:64], offset=1)) moves the bytes as memmove() does, both ways.
+ * It was a memcpy() of overlapping ranges: undefined, reported by AddressSanitizer
+ * (memcpy-param-overlap) and valgrind. */
+static void
+test_read_write_overlap (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = mt_new_ok ("host");
+  g_autoptr (MemresBuffer) buf = mt_alloc_ok (mr, 100, NULL);
+  guint8 *mem = memres_buffer_get_pointer (buf);
+  guint8 want[100];
+
+  for (gsize i = 0; i < 100; i++)
+    mem[i] = want[i] = (guint8) (7 * i + 3);
+  /* forward: [0, 64) written at 1 */
+  memmove (want + 1, want, 64);
+  g_assert_true (memres_buffer_write (buf, 1, mem, 64, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (mem, 100, want, 100);
+  /* backward: [10, 90) read into [5, 85) */
+  memmove (want + 5, want + 10, 80);
+  g_assert_true (memres_buffer_read (buf, 10, mem + 5, 80, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpmem (mem, 100, want, 100);
+}
+
 /* Memory described as managed: both accessible flags follow; without a driver the managed
  * calls fail with NO_DRIVER, except on an empty buffer, which needs no driver. */
 static void
@@ -821,6 +848,7 @@ main (int argc, char **argv)
   g_test_add_func ("/buffer/fill", test_fill);
   g_test_add_func ("/buffer/fill/invalid", test_fill_invalid);
   g_test_add_func ("/buffer/read-write", test_read_write);
+  g_test_add_func ("/buffer/read-write/overlap", test_read_write_overlap);
   g_test_add_func ("/buffer/wrap/host", test_wrap_host_memory);
   g_test_add_func ("/buffer/wrap/device-without-driver", test_device_memory_without_driver);
   g_test_add_func ("/buffer/wrap/release-data", test_wrap_release_data);

@@ -583,6 +583,26 @@ test_alloc_negative_size (void)
     g_assert_nonnull (strstr (r.err, "invalid SIZE \"--json\""));
     g_assert_cmpstr (r.out, ==, "");
     run_clear (&r);
+    /* a size written as one but past 64 bits is too large, not malformed (it was "expected a
+     * non-negative whole number of bytes"); MEMRES_ERROR_INVALID_ARGUMENT, exit status 2 */
+    for (gsize i = 0; i < 3; i++)
+      {
+        const char *const big[] = { "99999999999PiB", "18446744073709551616", "16384PiB" };
+        g_autofree char *want = g_strdup_printf (
+            "memres alloc: SIZE \"%s\" is too large: at most 18446744073709551615 bytes (see "
+            "memres alloc --help)\n",
+            big[i]);
+
+        run_tool (&r, "alloc", "--json", "host", big[i], NULL);
+        g_assert_cmpint (r.status, ==, 2);
+        g_assert_cmpstr (r.err, ==, want);
+        g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
+        run_clear (&r);
+        run_tool (&r, "snapshot", "-a", big[i], "host", NULL);
+        g_assert_cmpint (r.status, ==, 2);
+        g_assert_nonnull (strstr (r.err, "too large: at most 18446744073709551615 bytes"));
+        run_clear (&r);
+      }
     /* "--" before valid operands, and a negative --device taken as that option's value */
     run_tool (&r, "alloc", "--device", "-1", "--", "default", "8", NULL);
     g_assert_cmpint (r.status, ==, 0);
@@ -1442,6 +1462,31 @@ test_replay_bad_logs (void)
       "1,10:00:00.000000,segment grown,0x20,9223372036854775807,0x0\n"
       "1,10:00:00.000000,segment mapped,0x30,2,0x0\n",
       ":5: the segments mapped at once would pass 2^64 bytes" },
+    /* bytes past the end of the address space: an allocation, a free, a segment (they were
+     * replayed, traced and drawn) */
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,allocate,0xffffffffffffff00,257,0x0\n",
+      ":2: Pointer 0xffffffffffffff00 with Size 257 ends past the end of the address space" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,free,0xffffffffffffff00,4096,0x0\n",
+      ":2: Pointer 0xffffffffffffff00 with Size 4096 ends past the end" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,segment mapped,0x8000000000001000,2097152,0x0\n"
+      "1,10:00:00.000000,segment grown,0x8000000000001000,9223372036854775807,0x0\n",
+      ":3: Pointer 0x8000000000001000 with Size 9223372036854775807 ends past the end" },
+    /* a last line without its newline: a log cut short, its last field perhaps cut too (the
+     * stream 0x7f of 0x7f12, the tag "weig" of "weights"): it was read as whole */
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,16,0x7f",
+      ":2: the last line ends without a newline: the log was cut short" },
+    { "Thread,Time,Action,Pointer,Size,Stream,Tag\n1,10:00:00.000000,allocate,0x10,16,0x0,weig",
+      ":2: the last line ends without a newline" },
+    /* a Stream and a Thread as the log adaptor writes them (they were taken as any text) */
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,16,0xZZ\n",
+      ":2: invalid Stream \"0xZZ\" (expected 0x...)" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,16,\n",
+      ":2: invalid Stream \"\"" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n,10:00:00.000000,allocate,0x10,16,0x0\n",
+      ":2: empty Thread" },
   };
   /* replay, trace and view check a log's lines alike (log-walk.c): the same error for each */
   const char *const commands[][4] = {
@@ -1466,7 +1511,39 @@ test_replay_bad_logs (void)
         if (strstr (r.err, cases[i].needle) == NULL)
           g_error ("memres %s: expected \"%s\": %s", commands[c][0], cases[i].needle, r.err);
         run_clear (&r);
+        if (c == 0)
+          {
+            /* the error's domain and code */
+            run_tool (&r, "--json", "trace", log, NULL);
+            g_assert_cmpint (r.status, ==, 2);
+            g_assert_nonnull (strstr (r.out, "\"domain\": \"memres-error-quark\""));
+            g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\""));
+            g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
+            run_clear (&r);
+          }
       }
+  /* past the end of memory: MEMRES_ERROR_INVALID_ARGUMENT; up to its last byte: replayed */
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,10:00:00.000000,allocate,0xffffffffffffff00,257,0x0\n",
+                                      -1, NULL));
+  run_tool (&r, "--json", "replay", log, "host", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.out, "\"domain\": \"memres-error-quark\""));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\""));
+  run_clear (&r);
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,10:00:00.000000,allocate,0xffffffffffffff00,256,0x0\n"
+                                      "1,10:00:00.000001,free,0xffffffffffffff00,256,0x0\n",
+                                      -1, NULL));
+  for (gsize c = 0; c < G_N_ELEMENTS (commands); c++)
+    {
+      run_toolv (&r, NULL, commands[c]);
+      g_assert_cmpstr (r.err, ==, "");
+      g_assert_cmpint (r.status, ==, 0);
+      run_clear (&r);
+    }
   /* a NUL byte is reported on its line */
   g_assert_true (
       g_file_set_contents (log, "Thread,Time,Action,Pointer,Size,Stream\n1,t\0", 43, NULL));
@@ -2163,6 +2240,22 @@ test_log_lines_lost (void)
                                           "incomplete: 5 of 5 lines could not be written (No "
                                           "space left on device)\n"));
   run_clear (&r);
+  /* snapshot too (it exited 0): the snapshot is written, then the error, MEMRES_ERROR_FAILED
+   * (the header and the allocate: the buffer is still open) */
+  run_tool (&r, "snapshot", "-a", "64", "log:path=/dev/full>host", NULL);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_true (g_str_has_prefix (r.out, "{\n  \"memres_snapshot\": 1"));
+  g_assert_true (g_str_has_suffix (r.err, "\nmemres: layer 1 (kind \"log\"): its log is "
+                                          "incomplete: 2 of 2 lines could not be written (No "
+                                          "space left on device)\n"));
+  run_clear (&r);
+  run_tool (&r, "snapshot", "--json", "-a", "64", "log:path=/dev/full>host", NULL);
+  g_assert_cmpint (r.status, ==, 1);
+  assert_one_json_document (r.out);
+  g_assert_nonnull (strstr (r.out, "\"domain\": \"memres-error-quark\""));
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_FAILED\""));
+  g_assert_nonnull (strstr (r.out, "its log is incomplete: 2 of 2 lines"));
+  run_clear (&r);
   g_remove (log);
   g_rmdir (dir);
 }
@@ -2209,6 +2302,59 @@ test_json_log_on_stdout (void)
       }
   g_remove (out);
   g_remove (log);
+  g_rmdir (dir);
+}
+
+/* memres snapshot refuses a log layer on the file its snapshot goes to, before it is created,
+ * exit status 1, MEMRES_ERROR_FAILED: the standard output by any name (its CSV lines were mixed
+ * into the JSON document), and the -o FILE (written by the log, then replaced by the snapshot:
+ * the log lost). Both were taken. */
+static void
+test_snapshot_log_on_output (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *out = g_build_filename (dir, "out.json", NULL);
+  g_autofree char *link = g_build_filename (dir, "link.json", NULL);
+  g_autofree char *self_spec = g_strdup_printf ("log:path=%s>host", out);
+  g_autofree char *link_spec = g_strdup_printf ("stats>log:path=%s>host", link);
+  const char *const specs[]
+      = { "log:path=/dev/stdout>host", "stats>log:path=/proc/self/fd/1>host", self_spec };
+  Run r = { 0 };
+
+  g_assert_cmpint (symlink ("out.json", link), ==, 0);
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      int fd = open (out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      g_autofree char *written = NULL;
+
+      g_assert_cmpint (fd, >=, 0);
+      run_tool_stdout (&r, fd, "snapshot", "--json", "-a", "64", specs[i], NULL);
+      close (fd);
+      g_test_message ("%s: %s", specs[i], r.err);
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_nonnull (strstr (r.err, "which is the standard output, where the snapshot is "
+                                       "written: refused"));
+      g_assert_true (g_file_get_contents (out, &written, NULL, NULL));
+      assert_one_json_document (written);
+      g_assert_nonnull (strstr (written, "\"code_name\": \"MEMRES_ERROR_FAILED\""));
+      g_assert_null (strstr (written, "Thread,Time"));
+      run_clear (&r);
+    }
+  for (gsize i = 0; i < 2; i++)
+    {
+      g_autofree char *written = NULL;
+
+      g_assert_true (g_file_set_contents (out, "old", -1, NULL));
+      run_tool (&r, "snapshot", "-a", "64", "-o", i == 0 ? out : link,
+                i == 0 ? self_spec : link_spec, NULL);
+      g_assert_cmpint (r.status, ==, 1);
+      g_assert_nonnull (strstr (r.err, "which is the -o FILE of the snapshot: refused"));
+      g_assert_true (g_file_get_contents (out, &written, NULL, NULL));
+      g_assert_cmpstr (written, ==, "old");
+      run_clear (&r);
+    }
+  g_remove (link);
+  g_remove (out);
   g_rmdir (dir);
 }
 
@@ -2301,8 +2447,11 @@ test_trace_keeps_log (void)
 
 /* The -o FILE of trace, view and snapshot (sdk/file-writer.c): a symbolic link is followed (the
  * file it leads to gets the document, the link stays a link); a FIFO and a device (/dev/null,
- * through a link) are refused, exit status 1, G_FILE_ERROR_INVAL, left as they are (no hang on a
- * FIFO without a reader). They used to be replaced by a regular file. */
+ * through a link) are refused, G_FILE_ERROR_INVAL, left as they are (no hang on a FIFO without a
+ * reader). They used to be replaced by a regular file. Every FILE that cannot be one is a usage
+ * error, exit status 2: these, a directory (G_FILE_ERROR_ISDIR), a FILE in a missing directory
+ * and a link to nothing (G_FILE_ERROR_NOENT). A directory, a FIFO and a device were exit status
+ * 1 while a missing directory was 2. */
 static void
 test_output_kinds (void)
 {
@@ -2319,7 +2468,20 @@ test_output_kinds (void)
     { "view", log, "<!DOCTYPE html>" },
     { "snapshot", "host", "{\n  \"memres_snapshot\": 1" },
   };
-  g_autofree char *inval_code = g_strdup_printf ("\"code\": %d,", G_FILE_ERROR_INVAL);
+  g_autofree char *missing = g_build_filename (dir, "no-such-dir", "out.txt", NULL);
+  g_autofree char *dangling = g_build_filename (dir, "dangling", NULL);
+  const struct
+  {
+    const char *path;
+    gint code;
+    const char *code_name, *says;
+  } refused[] = {
+    { fifo, G_FILE_ERROR_INVAL, "G_FILE_ERROR_INVAL", "not a regular file" },
+    { devnull, G_FILE_ERROR_INVAL, "G_FILE_ERROR_INVAL", "not a regular file" },
+    { dir, G_FILE_ERROR_ISDIR, "G_FILE_ERROR_ISDIR", ": a directory" },
+    { missing, G_FILE_ERROR_NOENT, "G_FILE_ERROR_NOENT", "No such file or directory" },
+    { dangling, G_FILE_ERROR_NOENT, "G_FILE_ERROR_NOENT", "a symbolic link to nothing" },
+  };
   struct stat st;
   Run r = { 0 };
 
@@ -2327,10 +2489,10 @@ test_output_kinds (void)
   g_assert_cmpint (symlink ("out.txt", link), ==, 0);
   g_assert_cmpint (mkfifo (fifo, 0600), ==, 0);
   g_assert_cmpint (symlink ("/dev/null", devnull), ==, 0);
+  g_assert_cmpint (symlink ("nowhere", dangling), ==, 0);
   for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
     {
       g_autofree char *written = NULL;
-      const char *const refused[] = { fifo, devnull };
 
       g_test_message ("%s", commands[i][0]);
       g_assert_true (g_file_set_contents (target, "old", -1, NULL));
@@ -2344,14 +2506,19 @@ test_output_kinds (void)
       g_assert_true (g_str_has_prefix (written, commands[i][2]));
       for (gsize k = 0; k < G_N_ELEMENTS (refused); k++)
         {
-          run_tool (&r, "--json", commands[i][0], commands[i][1], "-o", refused[k], NULL);
+          g_autofree char *code = g_strdup_printf ("\"code\": %d,", refused[k].code);
+          g_autofree char *code_name
+              = g_strdup_printf ("\"code_name\": \"%s\"", refused[k].code_name);
+
+          run_tool (&r, "--json", commands[i][0], commands[i][1], "-o", refused[k].path, NULL);
           g_test_message ("%s", r.err);
           assert_one_error_line (&r);
-          g_assert_cmpint (r.status, ==, 1);
+          g_assert_cmpint (r.status, ==, 2);
           g_assert_nonnull (strstr (r.out, "\"domain\": \"g-file-error-quark\""));
-          g_assert_nonnull (strstr (r.out, inval_code));
-          g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_INVAL\""));
-          g_assert_nonnull (strstr (r.err, "not a regular file"));
+          g_assert_nonnull (strstr (r.out, code));
+          g_assert_nonnull (strstr (r.out, code_name));
+          g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
+          g_assert_nonnull (strstr (r.err, refused[k].says));
           run_clear (&r);
         }
       g_assert_cmpint (lstat (fifo, &st), ==, 0);
@@ -2360,7 +2527,11 @@ test_output_kinds (void)
       g_assert_true (S_ISLNK (st.st_mode));
       g_assert_cmpint (stat ("/dev/null", &st), ==, 0);
       g_assert_true (S_ISCHR (st.st_mode));
+      g_assert_cmpint (lstat (dangling, &st), ==, 0);
+      g_assert_true (S_ISLNK (st.st_mode));
+      g_assert_false (g_file_test (missing, G_FILE_TEST_EXISTS));
     }
+  g_remove (dangling);
   g_remove (devnull);
   g_remove (fifo);
   g_remove (link);
@@ -2461,6 +2632,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/trace/json", test_trace_json);
   g_test_add_func ("/tool/output-kinds", test_output_kinds);
   g_test_add_func ("/tool/log-lines-lost", test_log_lines_lost);
+  g_test_add_func ("/tool/snapshot/log-on-output", test_snapshot_log_on_output);
   g_test_add_func ("/tool/json-log-on-stdout", test_json_log_on_stdout);
   g_test_add_func ("/tool/resources/description", test_resources_description);
   return g_test_run ();

@@ -71,6 +71,14 @@ looks_like_size (const char *text)
 static gboolean
 parse_alloc_size (const char *text, guint64 *size, GError **error)
 {
+  if (memres_tool_size_too_large (text))
+    {
+      g_autofree char *shown = memres_tool_show_input (text);
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "SIZE \"%s\" is too large: at most %" G_GUINT64_FORMAT " bytes", shown,
+                   G_MAXUINT64);
+      return FALSE;
+    }
   if (strcmp (text, "max") == 0 || !memres_parse_size (text, size, NULL))
     {
       g_autofree char *shown = memres_tool_show_input (text);

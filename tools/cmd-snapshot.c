@@ -6,6 +6,8 @@
 #include "memres-tool.h"
 
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* @operand as a spec: NAME of a resource of the config file becomes `@NAME`; anything else is
  * taken as it is (a spec, `@NAME`). */
@@ -48,6 +50,9 @@ memres_tool_snapshot (int argc, char **argv)
   g_autoptr (GPtrArray) tags = g_ptr_array_new (); /* the TAG of each -a, or NULL */
   g_autofree char *spec = NULL;
   g_autofree char *doc = NULL;
+  g_autoptr (GError) logs_error = NULL;
+  struct stat out_st;
+  gboolean logs_ok;
   int status = 0;
 
   context = g_option_context_new ("SPEC|NAME - what every layer of a resource holds, as JSON");
@@ -78,6 +83,12 @@ memres_tool_snapshot (int argc, char **argv)
       if (tag != NULL)
         *tag++ = '\0';
       g_ptr_array_add (tags, tag);
+      if (memres_tool_size_too_large (sizes[i]))
+        {
+          g_autofree char *msg = g_strdup_printf (
+              "-a %s: too large: at most %" G_GUINT64_FORMAT " bytes", sizes[i], G_MAXUINT64);
+          return memres_tool_usage_error ("snapshot", msg);
+        }
       if (strcmp (sizes[i], "max") == 0 || !memres_parse_size (sizes[i], &size, NULL))
         {
           g_autofree char *msg = g_strdup_printf ("-a %s: not a size (bytes, or with a suffix "
@@ -107,6 +118,18 @@ memres_tool_snapshot (int argc, char **argv)
     }
 
   spec = resolve_operand (argv[1]);
+  /* a log layer on the file the snapshot goes to would mix its lines into the document, or
+   * write them to the file the snapshot then replaces: refused before it is created */
+  if (output == NULL || strcmp (output, "-") == 0)
+    {
+      if (fstat (STDOUT_FILENO, &out_st) == 0
+          && !memres_tool_check_log_paths (
+              spec, &out_st, "the standard output, where the snapshot is written", &error))
+        return memres_tool_fail (error);
+    }
+  else if (stat (output, &out_st) == 0
+           && !memres_tool_check_log_paths (spec, &out_st, "the -o FILE of the snapshot", &error))
+    return memres_tool_fail (error);
   mr = memres_resource_new (spec, &error);
   if (mr == NULL)
     return memres_tool_fail (error);
@@ -137,9 +160,17 @@ memres_tool_snapshot (int argc, char **argv)
   doc = memres_resource_snapshot (mr, &error);
   if (doc == NULL)
     return memres_tool_fail (error);
+  /* a log layer that lost lines fails the command, as for alloc and replay; the snapshot is
+   * written all the same (with --json on the standard output, the error is the one document) */
+  logs_ok = memres_tool_check_logs_complete (mr, &logs_error);
   if (output == NULL || strcmp (output, "-") == 0)
-    g_print ("%s", doc);
+    {
+      if (logs_ok || !json_output)
+        g_print ("%s", doc);
+    }
   else if (!memres_file_replace (output, doc, -1, &error))
     status = memres_tool_fail (error);
+  if (!logs_ok && status == 0)
+    status = memres_tool_fail (logs_error);
   return status;
 }

@@ -186,6 +186,19 @@ memres_tool_parse_log_line (char *line, gboolean tagged, gboolean backtrace, Mem
       *why = g_strdup_printf ("invalid Size \"%s\"", shown);
       return FALSE;
     }
+  /* the Stream as the log adaptor and RMM write it (0x0 for none): replay --threads makes a
+   * stream of each, by its text; trace and view show it */
+  if (!parse_hex (f[5], &out->stream))
+    {
+      shown = memres_tool_show_input (f[5]);
+      *why = g_strdup_printf ("invalid Stream \"%s\" (expected 0x...)", shown);
+      return FALSE;
+    }
+  if (f[0][0] == '\0')
+    {
+      *why = g_strdup ("empty Thread");
+      return FALSE;
+    }
   for (gsize i = 0; i < G_N_ELEMENTS (actions); i++)
     if (strcmp (f[2], actions[i].name) == 0)
       {

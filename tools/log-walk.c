@@ -80,14 +80,22 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
       MemresLogEvent e = { 0 };
       g_autofree char *why = NULL;
       gint64 t;
+      gboolean ended;
 
       n++;
       next = strchr (line, '\n');
-      if (next != NULL)
+      if ((ended = next != NULL))
         *next++ = '\0';
       g_strchomp (line);
       if (line[0] == '\0')
         continue;
+      /* the log adaptor writes whole lines: a last line without its newline was cut short (a
+       * process that died with lines in its buffer, a full disk), and its last field (Stream,
+       * Backtrace or Tag) may read as a shorter, wrong one */
+      if (!ended)
+        return memres_tool_log_bad_line (error, path, n,
+                                         "the last line ends without a newline: the log was cut "
+                                         "short");
       if (!memres_tool_parse_log_line (line, tagged, backtrace, &e.l, &why))
         return memres_tool_log_bad_line (error, path, n, "%s", why);
       if ((t = parse_time (e.l.time)) < 0)
@@ -106,6 +114,13 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
                 MAX_DAYS, MAX_DAYS);
           day += US_PER_DAY;
         }
+      /* the bytes [Pointer, Pointer + Size) end inside the 64-bit address space: a buffer or
+       * segment past its end is not one the log adaptor saw */
+      if (e.l.size > 0 && e.l.size - 1 > G_MAXUINT64 - e.l.pointer)
+        return memres_tool_log_bad_line (error, path, n,
+                                         "Pointer %s with Size %" G_GUINT64_FORMAT
+                                         " ends past the end of the address space (2^64)",
+                                         e.l.pointer_text, e.l.size);
       last = t + day;
       e.ts = last;
       e.line = n;

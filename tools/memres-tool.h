@@ -30,8 +30,12 @@ int memres_tool_ipc_attach (int argc, char **argv); /* cmd-ipc.c */
  * a plugin file: a kind with an invalid option schema), 2 for
  * MEMRES_ERROR_INVALID_ARGUMENT (a bad operand: spec, option value, size, pattern, a file
  * named by the input that is missing, not a regular file or malformed), G_FILE_ERROR_NOENT
- * (a file named that does not exist, or an -o FILE in a missing directory) and
- * G_FILE_ERROR_NOTDIR (a file named under a file, which does not exist either), else 1.
+ * (a file named that does not exist, an -o FILE in a missing directory or a link to nothing),
+ * G_FILE_ERROR_NOTDIR (a file named under a file, which does not exist either), and the other
+ * -o FILEs that cannot be one (sdk/file-writer.c): G_FILE_ERROR_ISDIR (a directory),
+ * G_FILE_ERROR_INVAL (a FIFO, a device, a socket), G_FILE_ERROR_LOOP and
+ * G_FILE_ERROR_NAMETOOLONG; else 1 (an -o FILE that cannot be written: permission denied, a
+ * full disk).
  * MESSAGE is made printable: control characters and bytes that are not UTF-8 escaped,
  * shortened past 4 KiB. Quote user input in a message of a command through
  * memres_tool_show_input(). With memres_tool_set_json_errors(), every error
@@ -89,10 +93,11 @@ gboolean memres_tool_output_is_input (const char *output, const char *input, con
  * the bytes kept as its Size and Pointer 0x0; `sleep POLICY` and `wake POLICY` with the bytes put
  * to sleep or woken as Size, Pointer 0x0, the tag in the Tag column; `segment mapped`, `segment
  * grown` and `segment unmapping` with the segment's base as Pointer and its length as Size, the
- * new length for a growth: docs/log.md). memres_tool_parse_log_line() splits @line in
- * place (the strings of @out point into it) and checks its fields: FALSE with the reason in
- * @why (transfer full) for a wrong count of fields, a Pointer that is not 0x-hex, a Size that is
- * not a decimal count up to G_MAXSSIZE, an unknown Action, a malformed Backtrace.
+ * new length for a growth: the `log` row of README.md's adaptors). memres_tool_parse_log_line()
+ * splits @line in place (the strings of @out point into it) and checks its fields: FALSE with the
+ * reason in @why (transfer full) for a wrong count of fields, a Pointer or a Stream that is not
+ * 0x-hex, a Size that is not a decimal count up to G_MAXSSIZE, an empty Thread, an unknown
+ * Action, a malformed Backtrace.
  * With `log:backtrace=true` the header has ",Backtrace" after Stream (before ",Tag", which stays
  * last), said in @backtrace: each line then has that field, @backtrace of @out, empty on lines
  * without a stack ("" in a log without the column): frames innermost first, separated by ';',
@@ -122,7 +127,7 @@ typedef struct
   MemresLogAction action;
   const char *action_name; /* the Action as written (static) */
   const char *policy;      /* sleep and wake: "discard", "backup" or "file"; else NULL */
-  guint64 pointer, size;
+  guint64 pointer, size, stream;
 } MemresLogLine;
 gboolean memres_tool_log_bad_line (GError **error, const char *log, guint line, const char *format,
                                    ...) G_GNUC_PRINTF (4, 5);
@@ -204,5 +209,9 @@ GStrv memres_tool_flag_names (MemresMemoryFlags flags);
 char *memres_tool_format_bytes (guint64 bytes);
 /* "64.0 MiB (67108864 bytes)"; below 1 KiB the count alone: "100 bytes", "1 byte" */
 char *memres_tool_format_size (guint64 bytes);
+/* TRUE when @text is written as a size (decimal digits and an optional B, KiB, MiB, GiB, TiB or
+ * PiB) that memres_parse_size() refuses: more than 64 bits of bytes ("99999999999PiB"), which a
+ * command's error calls too large rather than malformed. */
+gboolean memres_tool_size_too_large (const char *text);
 
 G_END_DECLS

@@ -179,7 +179,13 @@ memres_tool_fail (const GError *error)
     status = MEMRES_TOOL_EXIT_BROKEN_PLUGIN;
   else if (g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT)
            || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT)
-           || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOTDIR))
+           || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOTDIR)
+           /* an -o FILE that cannot be one (sdk/file-writer.c): a directory; a FIFO, a device
+            * or a socket; a loop of links; a name too long: as a missing directory is */
+           || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_ISDIR)
+           || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_INVAL)
+           || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_LOOP)
+           || g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NAMETOOLONG))
     status = 2;
   else
     status = 1;
@@ -264,6 +270,23 @@ char *
 memres_tool_format_bytes (guint64 bytes)
 {
   return g_strdup_printf ("%" G_GUINT64_FORMAT " byte%s", bytes, bytes == 1 ? "" : "s");
+}
+
+gboolean
+memres_tool_size_too_large (const char *text)
+{
+  static const char *const units[] = { "", "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+  const char *end = text;
+  guint64 bytes;
+
+  while (g_ascii_isdigit (*end))
+    end++;
+  if (end == text || memres_parse_size (text, &bytes, NULL))
+    return FALSE;
+  for (gsize i = 0; i < G_N_ELEMENTS (units); i++)
+    if (strcmp (end, units[i]) == 0)
+      return TRUE;
+  return FALSE;
 }
 
 char *

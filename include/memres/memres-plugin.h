@@ -407,7 +407,9 @@ struct _MemresKindInfo
  *   memres-segments.h and docs/segments.md): the lookup index changes and the subscribers are
  *   called before it returns. Raise MAPPED after the memory is mapped, UNMAPPING before the
  *   driver unmaps it (or before an adaptor gives it back to its upstream), and MAPPED again when
- *   that step failed and the memory stays; never while holding a lock of the kind. Since: 2.0
+ *   that step failed and the memory stays; never while holding a lock of the kind. An event
+ *   the index cannot take (an overlap with a segment of @mr, an unknown base) is refused with
+ *   a #GError, nothing changed. Since: 2.0
  * The snapshot slot's builders (memres_snapshot_add_block() and the others) are declared with
  * #MemresSnapshotLayer in memres-plugin-ops.h, the options' getters with #MemresOptions. */
 gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info,
@@ -427,7 +429,7 @@ gboolean memres_upstream_wake (MemresResource *mr, MemresAllocation *const *allo
                                GError **error);
 const char *memres_sleep_call_get_tag (MemresSleepMode *mode);
 const char *memres_allocation_get_tag (const MemresAllocation *alloc);
-void memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,
-                                          const MemresSegment *segment);
+gboolean memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,
+                                              const MemresSegment *segment, GError **error);
 
 G_END_DECLS

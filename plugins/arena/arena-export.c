@@ -35,12 +35,14 @@ static void
 own_raise (Arena *self, MemresSegmentEvent event, const OwnBuf *own)
 {
   MemresSegment seg = { 0 };
+  g_autoptr (GError) error = NULL;
 
   seg.base = own->base;
   seg.length = own->bytes;
   seg.device = self->device;
   seg.handle_types = own->imported ? own->handle_type : self->own_prop.requestedHandleTypes;
-  memres_resource_raise_segment_event (self->mr, event, &seg);
+  if (!memres_resource_raise_segment_event (self->mr, event, &seg, &error))
+    g_warning ("arena: %s", error->message);
 }
 
 /* Counts @own in (@sign 1) or out (-1): listed, its physical bytes in the arena's (exportable

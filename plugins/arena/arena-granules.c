@@ -142,6 +142,7 @@ arena_events_flush (Arena *self)
   for (;;)
     {
       MemresSegment seg = { 0 };
+      g_autoptr (GError) error = NULL;
       PendingEvent e;
       gboolean have;
 
@@ -159,7 +160,8 @@ arena_events_flush (Arena *self)
       seg.device = self->device;
       seg.handle_types = self->prop.requestedHandleTypes;
       seg.tag = cache_tag_name (e.tag);
-      memres_resource_raise_segment_event (self->mr, e.event, &seg);
+      if (!memres_resource_raise_segment_event (self->mr, e.event, &seg, &error))
+        g_warning ("arena: %s", error->message);
       __atomic_sub_fetch (&self->in_flight, 1, __ATOMIC_SEQ_CST);
     }
   if (!nested)

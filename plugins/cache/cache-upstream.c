@@ -27,12 +27,14 @@ cache_raise_segment_tagged (Cache *self, MemresSegmentEvent event, const MemresA
                             const char *tag)
 {
   MemresSegment seg = { 0 };
+  g_autoptr (GError) error = NULL;
 
   seg.base = up->address;
   seg.length = up->size;
   seg.device = self->device;
   seg.tag = tag;
-  memres_resource_raise_segment_event (self->self_mr, event, &seg);
+  if (!memres_resource_raise_segment_event (self->self_mr, event, &seg, &error))
+    g_warning ("cache: %s", error->message);
 }
 
 /* memres_upstream_deallocate() of @up, an allocation of @self's (a segment), parts.lock not held:

@@ -438,6 +438,7 @@ _vmm_raise (VmmResource *self, const VmmBuffer *buf, MemresSegmentEvent event, C
             gsize length)
 {
   MemresSegment seg = { 0 };
+  g_autoptr (GError) error = NULL;
 
   if (length == 0)
     return;
@@ -447,7 +448,8 @@ _vmm_raise (VmmResource *self, const VmmBuffer *buf, MemresSegmentEvent event, C
   seg.device = self->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? self->device : -1;
   seg.handle_types = (guint32) self->prop.requestedHandleTypes;
   seg.tag = buf->tag;
-  memres_resource_raise_segment_event (self->mr, event, &seg);
+  if (!memres_resource_raise_segment_event (self->mr, event, &seg, &error))
+    g_warning ("vmm: %s", error->message);
 }
 
 /* --- the slots ------------------------------------------------------------------------------- */

@@ -320,30 +320,50 @@ buffer_copy_from (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs,
   return buffer_copy (self, args, nargs, kwnames, FALSE);
 }
 
+/* @obj as an int from 0 to G_MAXUINT32 in *@out; -1 with TypeError for what is not an int,
+ * ValueError naming @what for an int out of that range (the "k" and "I" formats would have
+ * taken it modulo 2**64 or 2**32: fill(2**64 + 0xab) filled with 0xab) */
+static int
+uint32_arg (PyObject *obj, const char *what, guint32 *out)
+{
+  unsigned long long v;
+  PyObject *index = PyNumber_Index (obj);
+
+  if (index == NULL)
+    return -1;
+  v = PyLong_AsUnsignedLongLong (index);
+  Py_DECREF (index);
+  if ((v == (unsigned long long) -1 && PyErr_Occurred ()) || v > G_MAXUINT32)
+    {
+      PyErr_Clear ();
+      PyErr_Format (PyExc_ValueError, "fill %s must be an int from 0 to 2**32-1", what);
+      return -1;
+    }
+  *out = (guint32) v;
+  return 0;
+}
+
 static PyObject *
 buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = { "value", "width", "stream", NULL };
-  unsigned long value;
-  unsigned int width = 1;
+  PyObject *value_obj, *width_obj = NULL;
+  guint32 value, width = 1;
   PyObject *stream_obj = NULL;
   MemresStream stream = NULL;
   GError *error = NULL;
   gboolean ok;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "k|IO:fill", keywords, &value, &width,
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OO:fill", keywords, &value_obj, &width_obj,
                                     &stream_obj)
+      || uint32_arg (value_obj, "value", &value) < 0
+      || (width_obj != NULL && uint32_arg (width_obj, "width", &width) < 0)
       || pymemres_stream_from_object (stream_obj, &stream) < 0)
     return NULL;
-  if (value > G_MAXUINT32)
-    {
-      PyErr_SetString (PyExc_ValueError, "fill value must fit in 32 bits");
-      return NULL;
-    }
   if (pymemres_buffer_use (self, FALSE) < 0)
     return NULL;
   Py_BEGIN_ALLOW_THREADS;
-  ok = memres_buffer_fill (self->buf, (guint32) value, width, stream, &error);
+  ok = memres_buffer_fill (self->buf, value, width, stream, &error);
   Py_END_ALLOW_THREADS;
   pymemres_buffer_unuse (self, FALSE);
   if (!ok)
@@ -388,6 +408,17 @@ buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
     }
   if (n == -1)
     n = (Py_ssize_t) (size - (gsize) offset);
+  else if ((gsize) n > size - (gsize) offset)
+    {
+      char nothing;
+
+      /* past the end: memres's own refusal (InvalidArgumentError), before any bytes object of
+       * that size is made (read(0, 2**62) was a MemoryError, a large one a long wait) */
+      if (!memres_buffer_read (self->buf, (gsize) offset, &nothing, (gsize) n, NULL, &error))
+        return pymemres_raise (error);
+      PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
+      return NULL;
+    }
   bytes = PyBytes_FromStringAndSize (NULL, n);
   if (bytes == NULL)
     return NULL;

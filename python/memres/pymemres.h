@@ -187,6 +187,10 @@ int pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t
                          Py_ssize_t n_required, PyObject **out);
 
 /* tags.c: tags (memres-tags.h) */
+/* @obj: a str, or None when @none_ok: the name in *@name (UTF-8, owned by @obj); -1 with
+ * TypeError for another type, memres.InvalidArgumentError (MEMRES_TAG_ERROR_INVALID) for a str
+ * with a NUL character */
+int pymemres_tag_name (PyObject *obj, gboolean none_ok, const char **name);
 PyObject *pymemres_tag_push (PyObject *module, PyObject *arg);
 PyObject *pymemres_tag_pop (PyObject *module, PyObject *arg);
 PyObject *pymemres_tag_current (PyObject *module, PyObject *unused);

@@ -313,9 +313,9 @@ static PyMethodDef resource_methods[] = {
     "addresses (a stack over vmm: Resource(\"cache>vmm\")); mode \"discard\", the default\n"
     "(contents undefined after wake), \"backup\" (page-locked host memory; host names its "
     "Resource) or \"file\"\n"
-    "(path). All or nothing. Error with memres.SleepErrorCode for a sleeping tag, a buffer\n"
-    "exported over IPC, a file that cannot be written; ErrorCode.NOT_SUPPORTED for a stack\n"
-    "that cannot sleep (docs/sleep.md)." },
+    "(path: a str, bytes or os.PathLike such as pathlib.Path). All or nothing. Error with\n"
+    "memres.SleepErrorCode for a sleeping tag, a buffer exported over IPC, a file that cannot\n"
+    "be written; ErrorCode.NOT_SUPPORTED for a stack that cannot sleep (docs/sleep.md)." },
   { "wake", (PyCFunction) (void (*) (void)) pymemres_resource_wake, METH_VARARGS | METH_KEYWORDS,
     "wake(tag, *, stream=None)\n\n"
     "Maps memory again under the sleeping buffers of tag, at the same addresses, and restores\n"

@@ -30,33 +30,49 @@ pymemres_resource_sleep (PyMemresResource *self, PyObject *args, PyObject *kwarg
   static char *keywords[] = { "tag", "mode", "path", "stream", "host", NULL };
   g_autoptr (MemresSleepPolicy) policy = NULL;
   const char *tag, *mode_name = "discard", *path = NULL;
-  PyObject *stream_obj = Py_None, *host = Py_None;
+  PyObject *stream_obj = Py_None, *host = Py_None, *path_obj = Py_None;
+  PyObject *path_bytes = NULL, *ret = NULL;
   MemresStream stream = NULL;
   MemresSleepMode mode;
   GError *error = NULL;
   gboolean ok;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "s|$szOO", keywords, &tag, &mode_name, &path,
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "s|$sOOO", keywords, &tag, &mode_name, &path_obj,
                                     &stream_obj, &host)
       || sleep_mode (mode_name, &mode) < 0 || pymemres_stream_from_object (stream_obj, &stream) < 0)
     return NULL;
+  /* path: None, or what open() takes: a str, bytes or an os.PathLike (pathlib.Path), in the
+   * file system's encoding; a NUL in it is a ValueError */
+  if (path_obj != Py_None)
+    {
+      if (!PyUnicode_FSConverter (path_obj, &path_bytes))
+        return NULL;
+      path = PyBytes_AS_STRING (path_bytes);
+    }
   if (host != Py_None && !PyObject_TypeCheck (host, &PyMemresResource_Type))
     {
       PyErr_SetString (PyExc_TypeError, "host must be a memres.Resource (page-locked memory)");
-      return NULL;
+      goto out;
     }
   if ((policy = memres_sleep_policy_new (mode, &error)) == NULL
       || (path != NULL && !memres_sleep_policy_set_path (policy, path, &error))
       || (host != Py_None
           && !memres_sleep_policy_set_host_resource (policy, ((PyMemresResource *) host)->mr,
                                                      &error)))
-    return pymemres_raise (error);
+    {
+      pymemres_raise (error);
+      goto out;
+    }
   Py_BEGIN_ALLOW_THREADS;
   ok = memres_resource_sleep (self->mr, tag, policy, stream, &error);
   Py_END_ALLOW_THREADS;
   if (!ok)
-    return pymemres_raise (error);
-  Py_RETURN_NONE;
+    pymemres_raise (error);
+  else
+    ret = Py_NewRef (Py_None);
+out:
+  Py_XDECREF (path_bytes);
+  return ret;
 }
 
 PyObject *
@@ -85,12 +101,7 @@ pymemres_resource_is_asleep (PyMemresResource *self, PyObject *arg)
 {
   const char *tag;
 
-  if (!PyUnicode_Check (arg))
-    {
-      PyErr_SetString (PyExc_TypeError, "a tag is a str");
-      return NULL;
-    }
-  if ((tag = PyUnicode_AsUTF8 (arg)) == NULL)
+  if (pymemres_tag_name (arg, FALSE, &tag) < 0)
     return NULL;
   return PyBool_FromLong (memres_resource_is_asleep (self->mr, tag));
 }

@@ -4,10 +4,13 @@
  * of tags, a Buffer's tag, and a counted Resource's counts per tag. Public API only. */
 #include "pymemres.h"
 
-/* @obj: a str, or None when @none_ok; the name in *@name (UTF-8, owned by @obj) */
-static int
-tag_name (PyObject *obj, gboolean none_ok, const char **name)
+#include <string.h>
+
+int
+pymemres_tag_name (PyObject *obj, gboolean none_ok, const char **name)
 {
+  Py_ssize_t length;
+
   if (none_ok && obj == Py_None)
     {
       *name = NULL;
@@ -18,8 +21,21 @@ tag_name (PyObject *obj, gboolean none_ok, const char **name)
       PyErr_SetString (PyExc_TypeError, none_ok ? "a tag is a str (or None)" : "a tag is a str");
       return -1;
     }
-  *name = PyUnicode_AsUTF8 (obj);
-  return *name == NULL ? -1 : 0;
+  if ((*name = PyUnicode_AsUTF8AndSize (obj, &length)) == NULL)
+    return -1;
+  /* C would see the name up to the NUL: "kv\0x" would be the tag "kv"; a control character,
+   * refused as memres_tag_validate() refuses the others */
+  if (strlen (*name) != (size_t) length)
+    {
+      GError *error = NULL;
+
+      g_set_error (&error, MEMRES_TAG_ERROR, MEMRES_TAG_ERROR_INVALID,
+                   "a tag cannot contain the control character U+0000 (at byte %zu)",
+                   strlen (*name));
+      pymemres_raise (error);
+      return -1;
+    }
+  return 0;
 }
 
 PyObject *
@@ -28,7 +44,7 @@ pymemres_tag_push (PyObject *module, PyObject *arg)
   GError *error = NULL;
   const char *name;
 
-  if (tag_name (arg, FALSE, &name) < 0)
+  if (pymemres_tag_name (arg, FALSE, &name) < 0)
     return NULL;
   if (!memres_tag_push (name, &error))
     return pymemres_raise (error);
@@ -41,7 +57,7 @@ pymemres_tag_pop (PyObject *module, PyObject *arg)
   GError *error = NULL;
   const char *name;
 
-  if (tag_name (arg, TRUE, &name) < 0)
+  if (pymemres_tag_name (arg, TRUE, &name) < 0)
     return NULL;
   if (!memres_tag_pop (name, &error))
     return pymemres_raise (error);
@@ -91,7 +107,8 @@ pymemres_tag_set_stream_default (PyObject *module, PyObject *args)
 
   if (!PyArg_ParseTuple (args, "OO:set_stream_default_tag", &stream_obj, &tag_obj))
     return NULL;
-  if (pymemres_stream_from_object (stream_obj, &stream) < 0 || tag_name (tag_obj, TRUE, &name) < 0)
+  if (pymemres_stream_from_object (stream_obj, &stream) < 0
+      || pymemres_tag_name (tag_obj, TRUE, &name) < 0)
     return NULL;
   if (!memres_tag_set_stream_default (stream, name, &error))
     return pymemres_raise (error);
@@ -108,7 +125,7 @@ pymemres_tag_set_device_default (PyObject *module, PyObject *args)
 
   if (!PyArg_ParseTuple (args, "iO:set_device_default_tag", &device, &tag_obj))
     return NULL;
-  if (tag_name (tag_obj, TRUE, &name) < 0)
+  if (pymemres_tag_name (tag_obj, TRUE, &name) < 0)
     return NULL;
   if (!memres_tag_set_device_default (device, name, &error))
     return pymemres_raise (error);
@@ -132,7 +149,7 @@ pymemres_resource_tag_counts (PyMemresResource *self, PyObject *arg)
   MemresTagCounts c;
   const char *name;
 
-  if (tag_name (arg, FALSE, &name) < 0)
+  if (pymemres_tag_name (arg, FALSE, &name) < 0)
     return NULL;
   if (!memres_resource_get_tag_counts (self->mr, name, &c, &error))
     return pymemres_raise (error);
@@ -161,7 +178,7 @@ pymemres_resource_reset_tag_peak (PyMemresResource *self, PyObject *arg)
   GError *error = NULL;
   const char *name;
 
-  if (tag_name (arg, FALSE, &name) < 0)
+  if (pymemres_tag_name (arg, FALSE, &name) < 0)
     return NULL;
   if (!memres_resource_reset_tag_peak (self->mr, name, &error))
     return pymemres_raise (error);

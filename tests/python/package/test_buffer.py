@@ -1,4 +1,6 @@
 """memres.Buffer: properties, close, the context manager, the transfers."""
+import sys
+
 import pytest
 
 import memres
@@ -83,6 +85,36 @@ def test_fill_read_write(host):
         buf.write(b"x" * 17)
     with pytest.raises(ValueError):
         buf.fill(1 << 33)
+    buf.close()
+
+
+def test_fill_out_of_range(host):
+    # fill's value and width are not taken modulo 2**64 or 2**32 (fill(2**64 + 0xAB) filled
+    # with 0xAB, width=2**32 + 1 was width 1)
+    buf = host.allocate(16)
+    buf.fill(0x11)
+    for kwargs in ({"value": 2**64 + 0xAB}, {"value": 2**32}, {"value": -1},
+                   {"value": 7, "width": 2**32 + 1}, {"value": 7, "width": -1}):
+        with pytest.raises(ValueError, match="fill (value|width) must be an int from 0 to"):
+            buf.fill(**kwargs)
+    with pytest.raises(TypeError):
+        buf.fill(1.0)
+    assert buf.read() == b"\x11" * 16
+    buf.close()
+
+
+def test_read_past_end(host):
+    # read() past the end is memres's refusal before any bytes are made (read(0, 2**62) was a
+    # MemoryError, read(0, sys.maxsize) an OverflowError)
+    buf = host.allocate(16)
+    buf.fill(0x11)
+    for offset, size in ((0, 2**62), (0, sys.maxsize), (8, 9), (16, 1)):
+        with pytest.raises(memres.InvalidArgumentError) as info:
+            buf.read(offset, size)
+        assert (info.value.domain, info.value.code) == ("memres-error-quark",
+                                                        memres.ErrorCode.INVALID_ARGUMENT)
+        assert "outside the buffer of 16 bytes" in str(info.value)
+    assert buf.read(8, 8) == b"\x11" * 8
     buf.close()
 
 

@@ -63,6 +63,24 @@ def test_round_trip(vmm_stack, tmp_path, mode):
     b.close()
 
 
+def test_file_path_like(vmm_stack, tmp_path):
+    # path takes what open() takes: a pathlib.Path and bytes too (a Path was a TypeError)
+    with memres.tag("py-sleep-path"):
+        a = vmm_stack.allocate(1 << 20)
+    want = _write(a, 3)
+    for path in (tmp_path / "p.bin", bytes(tmp_path / "b.bin")):
+        vmm_stack.sleep("py-sleep-path", mode="file", path=path)
+        assert vmm_stack.is_asleep("py-sleep-path")
+        vmm_stack.wake("py-sleep-path")
+        assert a.read() == want
+    with pytest.raises(ValueError):
+        vmm_stack.sleep("py-sleep-path", mode="file", path=str(tmp_path / "n\0.bin"))
+    with pytest.raises(TypeError):
+        vmm_stack.sleep("py-sleep-path", mode="file", path=3)
+    assert not vmm_stack.is_asleep("py-sleep-path")
+    a.close()
+
+
 def test_file_refusals(vmm_stack, tmp_path):
     # a sleep file that cannot be one: a FileError (an OSError) with SleepErrorCode.FILE, the
     # tag awake; the file of another sleep, the same

@@ -104,7 +104,7 @@ def test_defaults_and_worker_thread():
 
 @pytest.mark.parametrize(
     "name, code",
-    [("", "INVALID"), ("x" * 64, "INVALID"), ("a\nb", "INVALID")],
+    [("", "INVALID"), ("x" * 64, "INVALID"), ("a\nb", "INVALID"), ("kv\0junk", "INVALID")],
 )
 def test_invalid_names(name, code):
     # a bad argument: InvalidArgumentError, a ValueError too (it was a bare memres.Error)
@@ -134,3 +134,24 @@ def test_errors():
     assert info.value.code == memres.ErrorCode.NOT_SUPPORTED
     with pytest.raises(TypeError):
         memres.tag(3).__enter__()
+
+
+def test_nul_in_tag_refused():
+    # a str with a NUL is not cut at it: memres.tag("kv\0junk") used to tag with "kv", and
+    # is_asleep("kv\0x") to answer for "kv"; every function that takes a tag refuses it
+    mr = memres.Resource("stats>host")
+    calls = (lambda: memres._memres._tag_push("py-nul\0x"),
+             lambda: memres._memres._tag_pop("py-nul\0x"),
+             lambda: memres.set_stream_default_tag(0x4000, "py-nul\0x"),
+             lambda: memres.set_device_default_tag(-1, "py-nul\0x"),
+             lambda: mr.tag_counts("py-nul\0x"),
+             lambda: mr.reset_tag_peak("py-nul\0x"),
+             lambda: mr.is_asleep("py-nul\0x"))
+    for call in calls:
+        with pytest.raises(ValueError) as info:
+            call()
+        assert isinstance(info.value, memres.InvalidArgumentError)
+        assert (info.value.domain, info.value.code) == (TAG_DOMAIN, memres.TagErrorCode.INVALID)
+        assert "U+0000" in str(info.value)
+    assert memres.current_tag() is None
+    assert "py-nul" not in memres.tags()
