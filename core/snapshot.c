@@ -242,7 +242,7 @@ memres_snapshot_set_unseen (MemresSnapshotLayer *layer, const char *what)
  * @address: the first address of a used block the layer adds (memres_snapshot_add_block(),
  *   before or after this call)
  * @frames: (array length=n_frames): the return addresses of the block's allocation, innermost
- *   first, as glibc's `backtrace()` captured them in the allocate slot
+ *   first, as glibc's backtrace function captured them in the allocate slot
  * @n_frames: how many; at most %MEMRES_SNAPSHOT_STACK_FRAMES are kept (the innermost)
  *
  * For the snapshot slot of a kind that records where its allocations were made (`track` with
@@ -250,7 +250,7 @@ memres_snapshot_set_unseen (MemresSnapshotLayer *layer, const char *what)
  * more (call it with the layer's lock held). After every layer was read, with no lock held,
  * the core leaves out the frames of libmemres (every frame up to the outermost one in it: the
  * stack starts at the caller of memres_resource_allocate()), symbolizes the rest as glibc's
- * `backtrace_symbols()` writes them ("OBJECT(FUNCTION+0xOFFSET) [0xADDRESS]"; a function's
+ * backtrace_symbols function writes them ("OBJECT(FUNCTION+0xOFFSET) [0xADDRESS]"; a function's
  * name only where the object exports it) and puts each distinct frame and each distinct stack
  * once in the document's `frames` and `stacks`, the block's `stack` an index into them (also
  * on the used blocks of the other layers at the same address, the same buffer). A stack for an
