@@ -350,6 +350,7 @@ typedef struct
   GHashTable *frame_of;  /* a kept return address -> its index in frames + 1 */
   GHashTable *stack_of;  /* "I,J,..." (owned) -> its index in stacks + 1 */
   GHashTable *in_memres; /* a return address -> 1 in libmemres, 2 not */
+  gpointer memres_base;  /* where libmemres is loaded (dladdr()'s dli_fbase) */
   GArray *pending;       /* gpointer: the return addresses of frames not yet symbolized */
 } Stacks;
 
@@ -357,15 +358,14 @@ typedef struct
 static gboolean
 stacks_in_memres (Stacks *st, gpointer pc)
 {
-  static gpointer self_base;
   gpointer known = g_hash_table_lookup (st->in_memres, pc);
+  gboolean in;
   Dl_info info;
 
   if (known != NULL)
     return GPOINTER_TO_UINT (known) == 1;
-  if (self_base == NULL && dladdr ((gpointer) memres_resource_snapshot, &info) != 0)
-    self_base = info.dli_fbase;
-  known = GUINT_TO_POINTER (dladdr (pc, &info) != 0 && info.dli_fbase == self_base ? 1 : 2);
+  in = st->memres_base != NULL && dladdr (pc, &info) != 0 && info.dli_fbase == st->memres_base;
+  known = GUINT_TO_POINTER (in ? 1 : 2);
   g_hash_table_insert (st->in_memres, pc, known);
   return GPOINTER_TO_UINT (known) == 1;
 }
@@ -436,7 +436,10 @@ static void
 stacks_resolve (Stacks *st, Layer *layers, guint n)
 {
   char **symbols;
+  Dl_info self;
 
+  st->memres_base
+      = dladdr ((gpointer) memres_resource_snapshot, &self) != 0 ? self.dli_fbase : NULL;
   st->frames = g_ptr_array_new_with_free_func (g_free);
   st->stacks = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   st->frame_of = g_hash_table_new (g_direct_hash, g_direct_equal);
