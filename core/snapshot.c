@@ -5,9 +5,16 @@
  * (the IPC state's snapshot hook) and what its kind's snapshot slot adds (blocks, holes,
  * figures, what it cannot see) into a MemresSnapshotLayer, whose calls only copy into arrays;
  * then, with no lock held, the figures derived from the blocks (the free bytes, the largest
- * free block, the fragmentation index) and the text. No lock is held across two layers: an
- * allocation waits at most for one layer's copy. The core names no kind. */
+ * free block, the fragmentation index), the blocks' call stacks symbolized (each distinct frame
+ * and stack once) and the text. No lock is held across two layers: an allocation waits at most
+ * for one layer's copy. The core names no kind. */
+#define _GNU_SOURCE /* dladdr */
 #include "memres-private.h"
+
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "ipc/ipc.h"
 #include "../sdk/json-writer.h"
@@ -22,7 +29,16 @@ typedef struct
   MemresStream stream;
   MemresBlockState state;
   const char *tag; /* interned, or NULL */
+  gint stack;      /* an index into the document's stacks, or -1 */
 } Block;
+
+/* A used block's call stack as a kind added it: @n return addresses from @first of the layer's
+ * stack_frames. */
+typedef struct
+{
+  guint64 address;
+  guint first, n;
+} StackRef;
 
 typedef struct
 {
@@ -42,6 +58,8 @@ struct _MemresSnapshotLayer
   GArray *imports; /* Range */
   GArray *figures; /* Figure */
   char *unseen;
+  GArray *stack_refs;   /* StackRef */
+  GArray *stack_frames; /* gpointer: the return addresses of every StackRef */
 };
 
 /* One layer as the document shows it. */
@@ -125,8 +143,9 @@ void
 memres_snapshot_add_tagged_block (MemresSnapshotLayer *layer, guint64 address, guint64 size,
                                   MemresStream stream, MemresBlockState state, const char *tag)
 {
-  Block b = { address, size, stream, state,
-              tag != NULL && tag[0] != '\0' ? g_intern_string (tag) : NULL };
+  Block b = {
+    address, size, stream, state, tag != NULL && tag[0] != '\0' ? g_intern_string (tag) : NULL, -1
+  };
 
   g_return_if_fail (layer != NULL);
   g_array_append_val (layer->blocks, b);
@@ -217,6 +236,47 @@ memres_snapshot_set_unseen (MemresSnapshotLayer *layer, const char *what)
   layer->unseen = g_strdup (what);
 }
 
+/**
+ * memres_snapshot_add_block_stack:
+ * @layer: the layer being described
+ * @address: the first address of a used block the layer adds (memres_snapshot_add_block(),
+ *   before or after this call)
+ * @frames: (array length=n_frames): the return addresses of the block's allocation, innermost
+ *   first, as glibc's backtrace function captured them in the allocate slot
+ * @n_frames: how many; at most %MEMRES_SNAPSHOT_STACK_FRAMES are kept (the innermost)
+ *
+ * For the snapshot slot of a kind that records where its allocations were made (`track` with
+ * `backtrace=true`): the call stack of the allocation at @address. Copies the addresses, no
+ * more (call it with the layer's lock held). After every layer was read, with no lock held,
+ * the core leaves out the frames of libmemres (every frame up to the outermost one in it: the
+ * stack starts at the caller of memres_resource_allocate()), symbolizes the rest as glibc's
+ * backtrace_symbols function writes them ("OBJECT(FUNCTION+0xOFFSET) [0xADDRESS]"; a function's
+ * name only where the object exports it) and puts each distinct frame and each distinct stack
+ * once in the document's `frames` and `stacks`, the block's `stack` an index into them (also
+ * on the used blocks of the other layers at the same address, the same buffer). A stack for an
+ * address without a used block of the layer is dropped. Thread-safe for one @layer per
+ * thread.
+ *
+ * Since: 2.0
+ */
+void
+memres_snapshot_add_block_stack (MemresSnapshotLayer *layer, guint64 address,
+                                 gpointer const *frames, guint n_frames)
+{
+  StackRef r;
+
+  g_return_if_fail (layer != NULL);
+  g_return_if_fail (frames != NULL || n_frames == 0);
+  n_frames = MIN (n_frames, MEMRES_SNAPSHOT_STACK_FRAMES);
+  if (n_frames == 0)
+    return;
+  r.address = address;
+  r.first = layer->stack_frames->len;
+  r.n = n_frames;
+  g_array_append_vals (layer->stack_frames, frames, n_frames);
+  g_array_append_val (layer->stack_refs, r);
+}
+
 static gint
 block_cmp (gconstpointer a, gconstpointer b)
 {
@@ -244,6 +304,8 @@ layer_read (Layer *l, MemresResource *mr)
   l->l.holes = g_array_new (FALSE, FALSE, sizeof (Range));
   l->l.imports = g_array_new (FALSE, FALSE, sizeof (Range));
   l->l.figures = g_array_new (FALSE, FALSE, sizeof (Figure));
+  l->l.stack_refs = g_array_new (FALSE, FALSE, sizeof (StackRef));
+  l->l.stack_frames = g_array_new (FALSE, FALSE, sizeof (gpointer));
   l->own_stats = _memres_resource_slot_owner (mr, MEMRES_SLOT_OFFSET (get_stats), FALSE) == mr
                  && memres_resource_get_stats (mr, &l->stats, NULL);
   l->segments = _memres_segments_copy (mr);
@@ -278,34 +340,183 @@ layer_read (Layer *l, MemresResource *mr)
     }
 }
 
-/* The tag a layer knows for a used block (track's) also on the used blocks of the other layers
- * at the same address: the same buffer, seen by a layer that cannot know its tag (a cache's
- * block under it). After the reads, with no lock. */
-static void
-tag_blocks (Layer *layers, guint n)
+/* The call stacks of the document: each distinct frame once (frames, its text), each distinct
+ * stack once (stacks: its count of frames, then their indexes into frames, innermost first), as
+ * memres view's page holds a log's. */
+typedef struct
 {
-  g_autoptr (GHashTable) tags = NULL;
+  GPtrArray *frames;     /* char* (owned), the symbolized text */
+  GPtrArray *stacks;     /* GArray of guint (owned): the frames' indexes */
+  GHashTable *frame_of;  /* a kept return address -> its index in frames + 1 */
+  GHashTable *stack_of;  /* "I,J,..." (owned) -> its index in stacks + 1 */
+  GHashTable *in_memres; /* a return address -> 1 in libmemres, 2 not */
+  gpointer memres_base;  /* where libmemres is loaded (dladdr()'s dli_fbase) */
+  GArray *pending;       /* gpointer: the return addresses of frames not yet symbolized */
+} Stacks;
+
+/* Whether @pc is in libmemres (cached by address: dladdr() costs a search of the objects). */
+static gboolean
+stacks_in_memres (Stacks *st, gpointer pc)
+{
+  gpointer known = g_hash_table_lookup (st->in_memres, pc);
+  gboolean in;
+  Dl_info info;
+
+  if (known != NULL)
+    return GPOINTER_TO_UINT (known) == 1;
+  in = st->memres_base != NULL && dladdr (pc, &info) != 0 && info.dli_fbase == st->memres_base;
+  known = GUINT_TO_POINTER (in ? 1 : 2);
+  g_hash_table_insert (st->in_memres, pc, known);
+  return GPOINTER_TO_UINT (known) == 1;
+}
+
+static gint
+stacks_add (Stacks *st, gpointer const *pcs, guint n)
+{
+  g_autoptr (GString) key = g_string_new (NULL);
+  GArray *frames;
+  gpointer found;
+  guint first = 0;
+
+  for (guint i = 0; i < n; i++)
+    if (stacks_in_memres (st, pcs[i]))
+      first = i + 1;
+  if (first == n)
+    return -1;
+  frames = g_array_sized_new (FALSE, FALSE, sizeof (guint), n - first);
+  for (guint i = first; i < n; i++)
+    {
+      guint index;
+
+      if ((found = g_hash_table_lookup (st->frame_of, pcs[i])) != NULL)
+        index = GPOINTER_TO_UINT (found) - 1;
+      else
+        {
+          index = st->frames->len + st->pending->len;
+          g_array_append_val (st->pending, pcs[i]);
+          g_hash_table_insert (st->frame_of, pcs[i], GUINT_TO_POINTER (index + 1));
+        }
+      g_array_append_val (frames, index);
+      g_string_append_printf (key, "%u,", index);
+    }
+  if ((found = g_hash_table_lookup (st->stack_of, key->str)) != NULL)
+    {
+      g_array_unref (frames);
+      return GPOINTER_TO_INT (found) - 1;
+    }
+  g_ptr_array_add (st->stacks, frames);
+  g_hash_table_insert (st->stack_of, g_strdup (key->str), GINT_TO_POINTER (st->stacks->len));
+  return (gint) st->stacks->len - 1;
+}
+
+/* The used block of @l at @address, or NULL (the blocks are sorted by address). */
+static Block *
+find_used_block (Layer *l, guint64 address)
+{
+  guint lo = 0, hi = l->l.blocks->len;
+
+  while (lo < hi)
+    {
+      guint mid = lo + (hi - lo) / 2;
+      Block *b = &g_array_index (l->l.blocks, Block, mid);
+
+      if (b->address == address)
+        return b->state == MEMRES_BLOCK_USED ? b : NULL;
+      if (b->address < address)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return NULL;
+}
+
+/* The stacks the layers' kinds added, each on its used block, symbolized (one
+ * backtrace_symbols() call for every distinct frame). After the reads, with no lock. */
+static void
+stacks_resolve (Stacks *st, Layer *layers, guint n)
+{
+  char **symbols;
+  Dl_info self;
+
+  st->memres_base
+      = dladdr ((gpointer) memres_resource_snapshot, &self) != 0 ? self.dli_fbase : NULL;
+  st->frames = g_ptr_array_new_with_free_func (g_free);
+  st->stacks = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  st->frame_of = g_hash_table_new (g_direct_hash, g_direct_equal);
+  st->stack_of = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  st->in_memres = g_hash_table_new (g_direct_hash, g_direct_equal);
+  st->pending = g_array_new (FALSE, FALSE, sizeof (gpointer));
+  for (guint i = 0; i < n; i++)
+    for (guint j = 0; j < layers[i].l.stack_refs->len; j++)
+      {
+        const StackRef *r = &g_array_index (layers[i].l.stack_refs, StackRef, j);
+        Block *b = find_used_block (&layers[i], r->address);
+
+        if (b != NULL)
+          b->stack = stacks_add (st, &g_array_index (layers[i].l.stack_frames, gpointer, r->first),
+                                 r->n);
+      }
+  if (st->pending->len == 0)
+    return;
+  symbols = backtrace_symbols ((gpointer *) st->pending->data, (int) st->pending->len);
+  for (guint i = 0; i < st->pending->len; i++)
+    g_ptr_array_add (st->frames,
+                     symbols != NULL
+                         ? g_strdup (symbols[i])
+                         : g_strdup_printf ("[%p]", g_array_index (st->pending, gpointer, i)));
+  free (symbols);
+}
+
+static void
+stacks_clear (Stacks *st)
+{
+  g_ptr_array_unref (st->frames);
+  g_ptr_array_unref (st->stacks);
+  g_hash_table_unref (st->frame_of);
+  g_hash_table_unref (st->stack_of);
+  g_hash_table_unref (st->in_memres);
+  g_array_unref (st->pending);
+}
+
+/* The tag and the stack a layer knows for a used block (track's) also on the used blocks of the
+ * other layers at the same address that do not know them: the same buffer, seen by a layer that
+ * cannot know them (a cache's block under it). After the reads, with no lock. */
+static void
+share_blocks (Layer *layers, guint n)
+{
+  g_autoptr (GHashTable) known = NULL; /* address -> the Block that knows */
 
   for (guint i = 0; i < n; i++)
     for (guint j = 0; j < layers[i].l.blocks->len; j++)
       {
-        const Block *b = &g_array_index (layers[i].l.blocks, Block, j);
+        Block *b = &g_array_index (layers[i].l.blocks, Block, j);
+        Block *k;
 
-        if (b->state != MEMRES_BLOCK_USED || b->tag == NULL)
+        if (b->state != MEMRES_BLOCK_USED || (b->tag == NULL && b->stack < 0))
           continue;
-        if (tags == NULL)
-          tags = g_hash_table_new (g_int64_hash, g_int64_equal);
-        g_hash_table_insert (tags, (gpointer) &b->address, (gpointer) b->tag);
+        if (known == NULL)
+          known = g_hash_table_new (g_int64_hash, g_int64_equal);
+        if ((k = g_hash_table_lookup (known, &b->address)) == NULL)
+          g_hash_table_insert (known, &b->address, b);
+        else
+          {
+            /* two layers that know something of the same buffer: the first keeps both */
+            k->tag = k->tag != NULL ? k->tag : b->tag;
+            k->stack = k->stack >= 0 ? k->stack : b->stack;
+          }
       }
-  if (tags == NULL)
+  if (known == NULL)
     return;
   for (guint i = 0; i < n; i++)
     for (guint j = 0; j < layers[i].l.blocks->len; j++)
       {
         Block *b = &g_array_index (layers[i].l.blocks, Block, j);
+        const Block *k;
 
-        if (b->state == MEMRES_BLOCK_USED && b->tag == NULL)
-          b->tag = g_hash_table_lookup (tags, &b->address);
+        if (b->state != MEMRES_BLOCK_USED || (k = g_hash_table_lookup (known, &b->address)) == NULL)
+          continue;
+        b->tag = b->tag != NULL ? b->tag : k->tag;
+        b->stack = b->stack >= 0 ? b->stack : k->stack;
       }
 }
 
@@ -319,6 +530,8 @@ layer_clear (Layer *l)
   g_array_unref (l->l.imports);
   g_array_unref (l->l.figures);
   g_array_unref (l->segments);
+  g_array_unref (l->l.stack_refs);
+  g_array_unref (l->l.stack_frames);
   g_free (l->l.unseen);
 }
 
@@ -439,6 +652,8 @@ write_layer (MemresJson *json, const Layer *l, guint position)
       write_stream (json, b->stream);
       memres_json_string (json, "tag", b->tag != NULL ? b->tag : "");
       memres_json_string (json, "state", state_name (b->state));
+      if (b->stack >= 0)
+        memres_json_int (json, "stack", b->stack);
       memres_json_end_object (json);
     }
   memres_json_end_array (json);
@@ -456,6 +671,29 @@ write_layer (MemresJson *json, const Layer *l, guint position)
   memres_json_end_object (json);
 }
 
+/* The members "frames" (each distinct frame's text) and "stacks" (each distinct stack: its
+ * count of frames, then their indexes into frames, innermost first). */
+static void
+write_stacks (MemresJson *json, const Stacks *st)
+{
+  memres_json_begin_array (json, "frames");
+  for (guint i = 0; i < st->frames->len; i++)
+    memres_json_string (json, NULL, g_ptr_array_index (st->frames, i));
+  memres_json_end_array (json);
+  memres_json_begin_array (json, "stacks");
+  for (guint i = 0; i < st->stacks->len; i++)
+    {
+      const GArray *frames = g_ptr_array_index (st->stacks, i);
+
+      memres_json_begin_array (json, NULL);
+      memres_json_uint (json, NULL, frames->len);
+      for (guint f = 0; f < frames->len; f++)
+        memres_json_uint (json, NULL, g_array_index (frames, guint, f));
+      memres_json_end_array (json);
+    }
+  memres_json_end_array (json);
+}
+
 char *
 _memres_snapshot_build (MemresResource *mr)
 {
@@ -470,13 +708,15 @@ _memres_snapshot_build_for_oom (MemresResource *mr, const char *oom_report)
   guint n = 0;
   guint64 dev_free = 0, dev_total = 0, free_total = 0, largest = 0;
   gboolean have_device, largest_known = TRUE;
+  Stacks stacks;
   MemresJson json;
 
   /* one layer at a time: each takes (in its slot) and releases its own lock */
   for (MemresResource *l = mr; l != NULL && n < G_N_ELEMENTS (layers); l = l->upstream)
     layer_read (&layers[n++], l);
   have_device = _memres_device_mem_info (layers[n - 1].mr, &dev_free, &dev_total);
-  tag_blocks (layers, n);
+  stacks_resolve (&stacks, layers, n);
+  share_blocks (layers, n);
   for (guint i = 0; i < n; i++)
     {
       free_total += layers[i].free_bytes;
@@ -540,10 +780,13 @@ _memres_snapshot_build_for_oom (MemresResource *mr, const char *oom_report)
   for (guint i = 0; i < n; i++)
     write_layer (&json, &layers[i], i);
   memres_json_end_array (&json);
+  if (stacks.stacks->len > 0)
+    write_stacks (&json, &stacks);
   memres_json_end_object (&json);
 
   for (guint i = 0; i < n; i++)
     layer_clear (&layers[i]);
+  stacks_clear (&stacks);
   return memres_json_finish (&json);
 }
 

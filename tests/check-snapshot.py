@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-# check-snapshot.py MEMRES SCHEMA GOLDEN_DIR SUITE [--update]: `memres snapshot` of fixed
+# check-snapshot.py MEMRES SCHEMA GOLDEN_DIR SUITE [--update] [--stack-sites PATH]: `memres
+# snapshot` of fixed
 # scenarios (SUITE core: host memory without a driver; fake: device kinds against the fake
 # driver), each validated against SCHEMA (docs/snapshot.schema.json) by the small validator
 # below (and by the jsonschema package too where it is installed), checked for what must hold
 # in any snapshot (the sums, the derived figures), and compared with its golden file in
 # GOLDEN_DIR once made independent of where memory landed: every address becomes its offset in
 # the outermost range holding it ("@SIZE+OFFSET"), the time goes, and lists are sorted. TAP
-# output. --update rewrites the golden files.
+# output. --update rewrites the golden files. Call stacks vary with the build: they have no
+# golden file; with --stack-sites (tests/stack-sites.c, suite core) the snapshot of
+# track:backtrace=true is validated and its stacks checked for the functions that made each
+# block, and `track:backtrace=true>cache` for a stack shared with the cache's block.
 import json
 import os
 import re
@@ -154,9 +158,93 @@ def normalize(doc):
     return doc
 
 
+def stack_errors(doc):
+    """What must hold of a snapshot's call stacks: frames and stacks each once, the indexes in
+    range, each stack's count its frames', no frame of libmemres."""
+    errors = []
+    frames, stacks = doc.get("frames"), doc.get("stacks")
+    if not frames or not stacks:
+        return ["no frames or stacks"]
+    if len(set(frames)) != len(frames):
+        errors.append("a frame stored twice")
+    if len(set(map(tuple, stacks))) != len(stacks):
+        errors.append("a stack stored twice")
+    for st in stacks:
+        if st[0] != len(st) - 1 or any(i >= len(frames) for i in st[1:]):
+            errors.append(f"stack {st}: its count or an index is wrong")
+    if any("libmemres" in f for f in frames):
+        errors.append("a frame of libmemres kept")
+    for layer in doc["layers"]:
+        for b in layer["blocks"]:
+            if "stack" in b and (b["state"] != "used" or b["stack"] >= len(stacks)):
+                errors.append(f"layer {layer['position']}: a stack on {b}")
+    return errors
+
+
+def frames_of(doc, block):
+    st = doc["stacks"][block["stack"]]
+    return [doc["frames"][i] for i in st[1:]]
+
+
+def check_stacks(memres, schema, stack_sites):
+    """The stacks of track:backtrace=true: stack-sites' blocks, made in functions of known names,
+    and a cache's used blocks under track sharing track's stacks."""
+    import tempfile
+    errors = []
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "sites.json")
+        run = subprocess.run([stack_sites, os.path.join(d, "sites.csv"), path],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            return [f"stack-sites exited {run.returncode}: {run.stderr.strip()}"]
+        with open(path) as f:
+            doc = json.load(f)
+    errors += validate(doc, schema, schema) + invariants(doc) + stack_errors(doc)
+    track = [layer for layer in doc["layers"] if layer["kind"] == "track"]
+    blocks = {b["size"]: b for b in (track[0]["blocks"] if track else [])}
+    for size, site in ((4096, "stack_site_weights"), (8192, "stack_site_activations")):
+        b = blocks.get(size)
+        if b is None or "stack" not in b or errors:
+            errors.append(f"track's block of {size} bytes: no stack ({b})")
+            continue
+        frames = frames_of(doc, b)
+        if f"({site}+0x" not in frames[0] or len(frames) < 3:
+            errors.append(f"the block of {size} bytes: innermost frame {frames[0]!r}, not {site}()")
+        if any("(stack_site_too_big+0x" in f for f in frames):
+            errors.append(f"the block of {size} bytes: the failed request's frame in its stack")
+    if not errors and blocks[4096]["stack"] == blocks[8192]["stack"]:
+        errors.append("two call sites, one stack")
+    # below track, a cache: its used blocks are the same buffers, with track's stacks
+    run = subprocess.run([memres, "snapshot", "track:backtrace=true>cache:chunk=64KiB>host",
+                          "-a", "4KiB", "-a", "1KiB"], capture_output=True, text=True)
+    if run.returncode != 0:
+        return errors + [f"memres snapshot exited {run.returncode}: {run.stderr.strip()}"]
+    doc = json.loads(run.stdout)
+    errors += validate(doc, schema, schema) + invariants(doc) + stack_errors(doc)
+    if errors:
+        return errors
+    track, cache = doc["layers"][0], doc["layers"][1]
+    tracked = {b["address"]: b.get("stack") for b in track["blocks"]}
+    shared = {b["address"]: b.get("stack") for b in cache["blocks"] if b["address"] in tracked}
+    if len(tracked) != 2 or None in tracked.values() or shared != tracked or len(shared) != 2:
+        errors.append(f"the cache's used blocks do not carry track's stacks: {tracked} {shared}")
+    if any("stack" in b for b in cache["blocks"] if b["state"] != "used"):
+        errors.append("a stack on a free block")
+    # without the option: no stacks, no members
+    run = subprocess.run([memres, "snapshot", "track>host", "-a", "4KiB"], capture_output=True,
+                         text=True)
+    doc = json.loads(run.stdout)
+    if "frames" in doc or "stacks" in doc or any("stack" in b for b in doc["layers"][0]["blocks"]):
+        errors.append("stacks without backtrace=true")
+    return errors
+
+
 def main():
     memres, schema_path, golden_dir, suite = sys.argv[1:5]
     update = "--update" in sys.argv[5:]
+    stack_sites = None
+    if "--stack-sites" in sys.argv[5:]:
+        stack_sites = sys.argv[sys.argv.index("--stack-sites") + 1]
     with open(schema_path) as f:
         schema = json.load(f)
     try:
@@ -164,7 +252,7 @@ def main():
     except ImportError:
         jsonschema = None
     scenarios = SCENARIOS[suite]
-    print(f"1..{len(scenarios) + 1}")
+    print(f"1..{len(scenarios) + 1 + (stack_sites is not None)}")
     failed = 0
     # bad input: a usage error (exit status 2) naming it, nothing on stdout
     bad = [(["host", "-a", "lots"], "-a lots"), (["host", "-a", "1KiB:"], "cannot be empty"),
@@ -220,6 +308,13 @@ def main():
                     print(f"# {line}")
         else:
             print(f"ok {i} {name}: {spec} {' '.join(args)}")
+    if stack_sites is not None:
+        errors = check_stacks(memres, schema, stack_sites)
+        failed += 1 if errors else 0
+        print(f"{'not ok' if errors else 'ok'} {len(scenarios) + 2} call stacks "
+              "(track:backtrace=true)")
+        for e in errors:
+            print(f"# {e}")
     return 1 if failed else 0
 
 

@@ -6,7 +6,11 @@
 # log adaptor wrote while `memres replay` replayed the first against a limit (so its failures
 # are real). The trace's counter tracks are re-summed from each CSV: the used bytes and live
 # buffers after every allocate and free, in order, their peaks; its instant events are counted
-# per action. TAP output. Usage: check-trace.py MEMRES
+# per action. The call stacks of a log with the Backtrace column (log:backtrace=true, written by
+# tests/stack-sites.c, whose allocations are made in functions of known names): each allocate,
+# allocate failure and out of memory names its stack ("sf") in the document's stackFrames, which
+# holds each frame once under its parent; a malformed Backtrace field is refused naming LOG:LINE
+# (MEMRES_ERROR_INVALID_ARGUMENT). TAP output. Usage: check-trace.py MEMRES STACK_SITES
 import json
 import os
 import subprocess
@@ -14,6 +18,7 @@ import sys
 import tempfile
 
 memres = sys.argv[1]
+stack_sites = sys.argv[2]
 tests = []
 
 
@@ -165,6 +170,97 @@ with tempfile.TemporaryDirectory() as d:
                  if e["pid"] == pid and e["ph"] == "C" and e["name"] == "used bytes"]
         check(layer == [u for u, _ in expected(path)[0]], "pid %d: the layer's track as before"
               % pid)
+
+    # the call stacks: tests/stack-sites.c's log (log:backtrace=true); each allocate, allocate
+    # failure and out of memory names its stack by its innermost frame's id (sf)
+    sites_log = os.path.join(d, "sites.csv")
+    r = subprocess.run([stack_sites, sites_log, os.path.join(d, "sites.json")],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, "stack-sites runs: " + r.stderr.strip())
+    r = subprocess.run([memres, "trace", sites_log, hand, "-o", out], capture_output=True,
+                       text=True)
+    check(r.returncode == 0, "memres trace of a log with the Backtrace column: " + r.stderr.strip())
+    with open(out) as f:
+        doc = json.load(f)
+    frames = doc.get("stackFrames", {})
+
+    def stack(sf):
+        names, seen = [], set()
+        key = str(sf)
+        while key is not None and key in frames and key not in seen:
+            seen.add(key)
+            names.append(frames[key]["name"])
+            key = frames[key].get("parent")
+        return names if key is None else None  # None: a parent that is missing, or a cycle
+
+    with open(sites_log) as f:
+        rows = [l.rstrip("\n").split(",") for l in f][1:]
+    logged = {}  # (action, size) -> the frames as logged (none of the fixed run's has %XX)
+    for row in rows:
+        if row[6]:
+            logged[(row[2], int(row[4]))] = row[6].split(";")
+    instants = [e for e in doc["traceEvents"] if e["pid"] == 1 and e["ph"] == "i"]
+    want = {("allocate", 4096): "stack_site_weights", ("allocate", 8192): "stack_site_activations",
+            ("allocate failure", 1048576): "stack_site_too_big",
+            ("out of memory", 1048576): "stack_site_too_big"}
+    got = {}
+    for e in instants:
+        got[(e["name"], e["args"]["size"])] = stack(e["sf"]) if "sf" in e else None
+    check(sorted(got) == sorted(want), "an instant per allocate, allocate failure and out of "
+          "memory of the log: %s" % sorted(got))
+    for (action, size), site in sorted(want.items()):
+        frames_of = got.get((action, size))
+        check(frames_of is not None and len(frames_of) >= 3
+              and ("(%s+0x" % site) in frames_of[0]
+              and all(("(%s+0x" % other) not in f for f in frames_of
+                      for other in set(want.values()) - {site}),
+              "%s of %d: its innermost frame is %s(), and no other site's: %s" % (
+                  action, size, site, frames_of and frames_of[:2]))
+        check(frames_of == logged.get((action, size)),
+              "%s of %d: the stack's frames, innermost first, are the Backtrace as logged" % (
+                  action, size))
+    allocs = [e for e in instants if e["name"] == "allocate"]
+    check(all(e["args"]["pointer"].startswith("0x") for e in allocs) and len(allocs) == 2,
+          "the allocate instants carry the Pointer")
+    nodes = [(v["name"], v.get("parent")) for v in frames.values()]
+    check(len(nodes) == len(set(nodes)) and len(frames) > 0,
+          "each frame once under its parent: %d frames" % len(frames))
+    outer = [k for k, v in frames.items() if "parent" not in v]
+    check(len(outer) == 1, "the stacks share their outer frames (one root): %s" % outer)
+    check(got.get(("allocate failure", 1048576)) == got.get(("out of memory", 1048576))
+          and [e["sf"] for e in instants if e["name"] != "allocate"][0]
+          == [e["sf"] for e in instants if e["name"] != "allocate"][1],
+          "the failure and its out of memory: the same stack, the same sf")
+    check(all("sf" not in e for e in doc["traceEvents"] if e["pid"] == 2),
+          "a log without the column: no stacks")
+    used = [e["args"]["used"] for e in doc["traceEvents"]
+            if e["pid"] == 1 and e["ph"] == "C" and e["name"] == "used bytes"]
+    check(used == [4096, 12288, 4096, 0], "the counters as before: %s" % used)
+
+    # a malformed Backtrace field: refused naming LOG:LINE, MEMRES_ERROR_INVALID_ARGUMENT (the
+    # check the log's reader shares with memres view), nothing written
+    for field, why in (("a;;b", "frame 2 is empty"), ("a%2", "not followed by two hex digits"),
+                       ("a%00b", "not followed by two hex digits"),
+                       (";".join(["f"] * 65), "more than 64 frames")):
+        bad = os.path.join(d, "bad-backtrace.csv")
+        with open(bad, "w") as f:
+            f.write("Thread,Time,Action,Pointer,Size,Stream,Backtrace\n"
+                    "1,10:00:00.000000,allocate,0x10,16,0x0,main\n"
+                    "1,10:00:00.000001,allocate,0x20,16,0x0,%s\n" % field)
+        if os.path.exists(out):
+            os.unlink(out)
+        r = subprocess.run([memres, "trace", "--json", bad, "-o", out], capture_output=True,
+                           text=True)
+        try:
+            err = json.loads(r.stdout)["error"]
+        except (ValueError, KeyError, TypeError):
+            err = {}
+        check(r.returncode == 2 and (bad + ":3: invalid Backtrace") in r.stderr
+              and why in r.stderr and err.get("domain") == "memres-error-quark"
+              and err.get("code_name") == "MEMRES_ERROR_INVALID_ARGUMENT"
+              and not os.path.exists(out),
+              "a Backtrace %r: INVALID_ARGUMENT naming LOG:3 (%s): %s %s" % (
+                  field[:12], why, r.stderr.strip()[:200], err))
 
     # errors: a bad Time names FILE:LINE (exit status 2), a missing LOG, no LOG at all
     with open(hand, "w") as f:

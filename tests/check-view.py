@@ -13,7 +13,10 @@
 # free of errors, and a large log (MEMRES_VIEW_EVENTS events, default 1,000,000, at least 64; the
 # issue's scale is 10,000,000) drawn, its page's size and first-view and zoom times printed: at
 # most 100,000 events (cmd-view.c's MAX_STEPS) the page holds every step, past it buckets.
-# TAP output. Usage: check-view.py MEMRES
+# A snapshot's call stacks (track:backtrace=true, tests/stack-sites.c's, made in functions of
+# known names): in the page's data as the snapshot has them, and in the browser the tooltip over a
+# used block of its segment map shows its frames (the block's function innermost).
+# TAP output. Usage: check-view.py MEMRES STACK_SITES
 import bisect
 import html
 import html.parser
@@ -30,6 +33,7 @@ import zlib
 from urllib.parse import unquote
 
 memres = sys.argv[1]
+stack_sites = sys.argv[2]
 tests = []
 HEADER = "Thread,Time,Action,Pointer,Size,Stream"
 # tools/cmd-view.c's MAX_STEPS: a series of at most this many events holds every step
@@ -580,11 +584,29 @@ with tempfile.TemporaryDirectory() as d:
     r = run("view")
     check(r.returncode == 2 and "expected LOG or SNAPSHOT" in r.stderr, "no operand: usage")
 
+    # a snapshot with call stacks (track:backtrace=true): in the page as the snapshot has them
+    sites_log, sites_snap = os.path.join(d, "sites.csv"), os.path.join(d, "sites.json")
+    sites_page = os.path.join(d, "sites.html")
+    r = subprocess.run([stack_sites, sites_log, sites_snap], capture_output=True, text=True)
+    check(r.returncode == 0, "stack-sites runs: " + r.stderr.strip())
+    with open(sites_snap) as f:
+        sites = json.load(f)
+    r = run("view", sites_snap, sites_log, "-o", sites_page)
+    sites_data = page_data(sites_page)[0] if r.returncode == 0 else {"snapshots": [{}]}
+    got = sites_data["snapshots"][0]
+    check(r.returncode == 0 and got.get("frames") == sites["frames"] and
+          got.get("stacks") == sites["stacks"] and len(sites["stacks"]) == 2,
+          "a snapshot's frames and stacks are in the page as the snapshot has them")
+    # the track layer's blocks: (index in its blocks, the function that made it)
+    sites_layer = [i for i, layer in enumerate(sites["layers"]) if layer["kind"] == "track"][0]
+    sites_blocks = [(i, {4096: "stack_site_weights", 8192: "stack_site_activations"}[b["size"]])
+                    for i, b in enumerate(sites["layers"][sites_layer]["blocks"])]
+
     # ---- in the browser
     skip = None if CHROMIUM else "no chromium (Debian's chromium package; MEMRES_CHROMIUM)"
     r = run("view", log, snap, "-o", page)
     if skip:
-        for what in ("DOM", "screenshot", "console", "large log"):
+        for what in ("DOM", "screenshot", "console", "large log", "a snapshot block's stack"):
             check(True, "the browser: " + what, skip)
     else:
         profile = os.path.join(d, "profile")
@@ -696,6 +718,28 @@ with tempfile.TemporaryDirectory() as d:
                   dom_s.status.get("data-wakes") == "1" and "data-errors" not in dom_s.status,
                   "the segment map at %d us: %s (largest hole at %s), drawn: %s" % (
                       at, cells, dom_s.status.get("data-map-largest"), maps))
+
+        # hover over a snapshot's used block: its call stack, its function innermost
+        for i, site in sites_blocks:
+            b = sites["layers"][sites_layer]["blocks"][i]
+            frames = [sites["frames"][k] for k in sites["stacks"][b["stack"]][1:]]
+            st_k = Dom(browse("file://%s#block=0,%d,%d" % (sites_page, sites_layer, i), profile,
+                              "dom", 10000)[0]).status
+            tip = html.unescape(st_k.get("data-block-tip", "")).split("\n")
+            want = ["used block at %s: " % b["address"],
+                    "  backtrace (%d frames, innermost first):" % len(frames),
+                    "    #0 " + frames[0][:160]]
+            check(st_k.get("data-block-tip-shown") == "block" and len(tip) >= 4 and
+                  tip[0].startswith(want[0]) and tip[2:4] == want[1:] and
+                  ("(%s+0x" % site) in tip[3] and "data-errors" not in st_k,
+                  "the tooltip over the snapshot's block of %d bytes shows its stack, %s() "
+                  "innermost: %s" % (b["size"], site, tip[:4]))
+        # a block of a snapshot without stacks: says so
+        st_k = Dom(browse("file://%s#block=0,0,0" % page, profile, "dom", 10000)[0]).status
+        tip = html.unescape(st_k.get("data-block-tip", ""))
+        check(st_k.get("data-block-tip-shown") == "block" and
+              "backtrace: none (the snapshot has none: track:backtrace=true records them)" in tip,
+              "the tooltip over a snapshot's used block without a stack says so: %s" % tip)
 
         # the allocator shim's file (a snapshot per device): the page shows each device's
         shim = os.path.join(d, "shim.json")

@@ -1,13 +1,17 @@
 /* memres - CUDA memory resources
  * test-snapshot.c: memres_resource_snapshot() (core/snapshot.c) without a driver: a kind of
  * this program with the snapshot slot (blocks in every state, holes, imports, figures, what it
- * cannot see) and the figures the core derives from them; a kind without the slot; a kind built
- * against ops version 3, whose table the core reads no snapshot slot from; an adaptor over them.
- * The JSON is checked through the strings it must hold (tests/check-snapshot.py validates the
- * whole document against its schema). */
+ * cannot see) and the figures the core derives from them; the call stacks a slot adds
+ * (memres_snapshot_add_block_stack(): libmemres's frames cut, a stack kept to its first 64
+ * frames, a stack without a used block dropped, frames and stacks stored once); a kind without the
+ * slot; a kind built against ops version 3, whose table the core reads no snapshot slot from; an
+ * adaptor over them. The JSON is checked through the strings it must hold (tests/check-snapshot.py
+ * validates the whole document against its schema). */
+#define _GNU_SOURCE /* dladdr */
 #include "testutil.h"
 #include "plugins/common.h"
 
+#include <dlfcn.h>
 #include <string.h>
 
 static void
@@ -32,6 +36,40 @@ sk_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
   memres_snapshot_add_figure (layer, "odd \"name\"", 7);
   memres_snapshot_set_unseen (layer, "first words");
   memres_snapshot_set_unseen (layer, "what the test kind hides");
+}
+
+/* The call stacks a slot adds: frames of this program (the address of a function of it) and of
+ * libmemres (the address of memres_resource_snapshot). */
+G_GNUC_NO_INLINE void stack_test_site (void);
+void
+stack_test_site (void)
+{
+}
+
+static void
+sk_stack_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
+{
+  gpointer mine = (gpointer) stack_test_site, memres = (gpointer) memres_resource_snapshot;
+  gpointer deep[70];
+  gpointer cut[3] = { memres, memres, mine };   /* libmemres's frames, then the caller's */
+  gpointer inner[2] = { mine, memres };         /* nothing outside libmemres: no stack */
+  gpointer again[3] = { memres, memres, mine }; /* the same stack as @cut */
+
+  for (guint i = 0; i < G_N_ELEMENTS (deep); i++)
+    deep[i] = mine;
+  memres_snapshot_add_block (layer, 0x10000, 4096, NULL, MEMRES_BLOCK_USED);
+  memres_snapshot_add_block_stack (layer, 0x10000, deep, G_N_ELEMENTS (deep));
+  memres_snapshot_add_block_stack (layer, 0x20000, cut, G_N_ELEMENTS (cut)); /* block after */
+  memres_snapshot_add_block (layer, 0x20000, 4096, NULL, MEMRES_BLOCK_USED);
+  memres_snapshot_add_block (layer, 0x30000, 4096, NULL, MEMRES_BLOCK_USED);
+  memres_snapshot_add_block_stack (layer, 0x30000, inner, G_N_ELEMENTS (inner));
+  memres_snapshot_add_block (layer, 0x40000, 4096, NULL, MEMRES_BLOCK_USED);
+  memres_snapshot_add_block_stack (layer, 0x40000, again, G_N_ELEMENTS (again));
+  memres_snapshot_add_block (layer, 0x50000, 4096, NULL, MEMRES_BLOCK_FREE);
+  memres_snapshot_add_block_stack (layer, 0x50000, cut, G_N_ELEMENTS (cut)); /* a free block */
+  memres_snapshot_add_block_stack (layer, 0x60000, cut, G_N_ELEMENTS (cut)); /* no block */
+  memres_snapshot_add_block (layer, 0x70000, 4096, NULL, MEMRES_BLOCK_USED);
+  memres_snapshot_add_block_stack (layer, 0x70000, cut, 0); /* no frame */
 }
 
 static void
@@ -65,7 +103,17 @@ register_kinds (void)
     .query = tp_query,
     .snapshot = sk_snapshot,
   };
+  static MemresResourceOps with_stacks = {
+    .version = MEMRES_RESOURCE_OPS_VERSION,
+    .init = tp_init,
+    .finalize = tp_finalize,
+    .allocate = tp_allocate,
+    .deallocate = tp_deallocate,
+    .query = tp_query,
+    .snapshot = sk_stack_snapshot,
+  };
   static const MemresKindInfo kinds[] = {
+    { sizeof (MemresKindInfo), "snapstacks", "stacks", NULL, 0, &with_stacks, NULL, 0, 0 },
     { sizeof (MemresKindInfo), "snapkind", "described", NULL, 0, &with_slot, NULL, 0, 0 },
     { sizeof (MemresKindInfo), "snapnone", "not described", NULL, 0, &without_slot, NULL, 0, 0 },
     { sizeof (MemresKindInfo), "snapold", "ops version 3", NULL, 0, &version3, NULL, 0, 0 },
@@ -243,6 +291,76 @@ test_block_tags (void)
   mt_close_ok (c, NULL);
 }
 
+/* The text between "KEY": [ and its closing ], blanks removed. */
+static char *
+array_text (const char *doc, const char *key)
+{
+  g_autofree char *start = g_strdup_printf ("\"%s\": [", key);
+  const char *p = strstr (doc, start);
+  GString *out = g_string_new (NULL);
+  int depth = 0;
+
+  g_assert_nonnull (p);
+  for (p += strlen (start) - 1; *p != '\0'; p++)
+    {
+      if (*p == '"')
+        {
+          const char *end = strchr (p + 1, '"');
+          g_assert_nonnull (end);
+          g_string_append_len (out, p, end - p + 1);
+          p = end;
+          continue;
+        }
+      if (!g_ascii_isspace (*p))
+        g_string_append_c (out, *p);
+      depth += *p == '[' ? 1 : *p == ']' ? -1 : 0;
+      if (depth == 0)
+        break;
+    }
+  return g_string_free (out, FALSE);
+}
+
+/* memres_snapshot_add_block_stack(): each stack on its used block, libmemres's frames up to its
+ * outermost cut (a stack with nothing outside it dropped), kept to its 64 innermost frames; a
+ * stack for a free block, for no block or of no frame dropped; each frame and each stack once. */
+static void
+test_block_stacks (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autofree char *doc = NULL, *frames = NULL, *stacks = NULL, *want = NULL;
+  g_autoptr (GString) deep = g_string_new ("[64");
+  Dl_info mine, memres;
+
+  /* the premise: the two addresses are in two objects, libmemres the second */
+  g_assert_true (dladdr ((gpointer) stack_test_site, &mine) != 0);
+  g_assert_true (dladdr ((gpointer) memres_resource_snapshot, &memres) != 0);
+  g_assert_nonnull (strstr (memres.dli_fname, "libmemres"));
+  g_assert_true (mine.dli_fbase != memres.dli_fbase);
+
+  register_kinds ();
+  mr = mt_new_ok ("snapstacks");
+  doc = snapshot_ok (mr);
+  frames = array_text (doc, "frames");
+  stacks = array_text (doc, "stacks");
+  /* one frame: this program's function, as backtrace_symbols() writes it */
+  g_assert_cmpuint (count_of (frames, "\""), ==, 2);
+  g_assert_nonnull (strstr (frames, "[0x"));
+  for (guint i = 0; i < 64; i++)
+    g_string_append (deep, ",0");
+  want = g_strdup_printf ("[%s],[1,0]]", deep->str);
+  g_assert_cmpstr (stacks, ==, want);
+  /* 0x10000 the deep stack, 0x20000 and 0x40000 the cut one; none on the others */
+  g_assert_cmpuint (count_of (doc, "\"stack\": 0"), ==, 1);
+  g_assert_cmpuint (count_of (doc, "\"stack\": 1"), ==, 2);
+  g_assert_cmpuint (count_of (doc, "\"stack\": "), ==, 3);
+  assert_contains (doc, "\"address\": \"0x10000\",\n          \"size\": 4096,\n          "
+                        "\"stream\": \"default\",\n          \"tag\": \"\",\n          "
+                        "\"state\": \"used\",\n          \"stack\": 0");
+  assert_contains (doc, "\"address\": \"0x40000\",\n          \"size\": 4096,\n          "
+                        "\"stream\": \"default\",\n          \"tag\": \"\",\n          "
+                        "\"state\": \"used\",\n          \"stack\": 1");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -252,5 +370,6 @@ main (int argc, char **argv)
   g_test_add_func ("/snapshot/stack", test_stack);
   g_test_add_func ("/snapshot/layer", test_layer);
   g_test_add_func ("/snapshot/block-tags", test_block_tags);
+  g_test_add_func ("/snapshot/block-stacks", test_block_stacks);
   return g_test_run ();
 }

@@ -10,7 +10,12 @@
  * layer); and instant events (thread-scoped, on the logged Thread) for `allocate failure`, `out of
  * memory`, `free failure`, `trim`, and `sleep POLICY` and `wake POLICY` (the Action as the
  * event's name), with the Size in their args, and for a sleep or wake also its policy and tag
- * ("" in a log without the Tag column). Times are the log's Time (local wall-clock HH:MM:SS.uuuuuu)
+ * ("" in a log without the Tag column). For a log with the Backtrace column (`log:backtrace=true`)
+ * each allocate with a stack is also an instant event "allocate" (its Size and Pointer in its
+ * args), and it, an allocate failure and an out of memory name their stack with "sf": the id of
+ * its innermost frame in the document's "stackFrames", where each distinct frame (its text as
+ * logged, decoded) is once under its parent, the frame that called it, as Perfetto's UI and
+ * chrome://tracing read stacks. Times are the log's Time (local wall-clock HH:MM:SS.uuuuuu)
  * in microseconds since the first line of all the logs, a day added each time a log's time goes
  * back by more than 12 hours (past midnight). A malformed line is an error naming FILE:LINE (exit
  * status 2), as in replay. */
@@ -30,15 +35,17 @@ typedef struct
 {
   gint64 ts;
   guint pid;
-  const char *name;   /* an instant's action, or NULL for the counters */
-  const char *tid;    /* the logged Thread (points into the log's text) */
-  const char *tag;    /* counters of one tag ("" the untagged; into the text), or NULL; a sleep's
-                       * or wake's tag */
-  const char *policy; /* a sleep's or wake's policy, or NULL */
-  gboolean mapped;    /* the counter of mapped bytes (a segment line) */
-  guint64 value;      /* counters: the used (mapped) bytes; instants: the Size */
-  guint64 buffers;    /* counters: the live allocations */
-  guint seq;          /* the order read, for equal times */
+  const char *name;      /* an instant's action, or NULL for the counters */
+  const char *tid;       /* the logged Thread (points into the log's text) */
+  const char *pointer;   /* an allocate's instant: its Pointer (into the text), else NULL */
+  const char *tag;       /* counters of one tag ("" the untagged; into the text), or NULL; a sleep's
+                          * or wake's tag */
+  const char *policy;    /* a sleep's or wake's policy, or NULL */
+  const char *backtrace; /* an instant's Backtrace field (into the text), "" or NULL: none */
+  gboolean mapped;       /* the counter of mapped bytes (a segment line) */
+  guint64 value;         /* counters: the used (mapped) bytes; instants: the Size */
+  guint64 buffers;       /* counters: the live allocations */
+  guint seq;             /* the order read, for equal times */
 } Event;
 
 typedef struct
@@ -99,11 +106,26 @@ add_event (const MemresLogEvent *le, gpointer user_data, GError **error)
     {
       e.value = le->used;
       e.buffers = le->buffers;
+      if (le->l.action == MEMRES_LOG_ALLOCATE && le->l.backtrace[0] != '\0')
+        {
+          /* the counters, then an instant that carries the allocation's stack */
+          Event a = e;
+
+          g_array_append_val (r->events, e);
+          a.seq = r->events->len;
+          a.name = le->l.action_name;
+          a.value = le->l.size;
+          a.pointer = le->l.pointer_text;
+          a.backtrace = le->l.backtrace;
+          g_array_append_val (r->events, a);
+          return TRUE;
+        }
     }
   else
     {
       e.name = le->l.action_name;
       e.value = le->l.size;
+      e.backtrace = le->l.backtrace;
       if (le->l.policy != NULL)
         {
           e.policy = le->l.policy;
@@ -135,13 +157,61 @@ event_compare (gconstpointer a, gconstpointer b)
   return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* The document: metadata naming each process, then the events in time order, one a line. */
+/* The trace's "stackFrames": each distinct frame once under its parent (the frame that called
+ * it; none for the outermost), ids from 1, so that a stack is the id of its innermost frame (an
+ * event's "sf"); the frames of a Backtrace field decoded (log-csv.c). */
+typedef struct
+{
+  GString *json;       /* the members of "stackFrames" */
+  GHashTable *node_of; /* "PARENT\x1fTEXT" (owned) -> id */
+  GHashTable *leaf_of; /* a Backtrace field as logged (into the text) -> its innermost frame's id */
+  guint n;
+} Frames;
+
+static guint
+frames_leaf (Frames *f, const char *field)
+{
+  gpointer found = g_hash_table_lookup (f->leaf_of, field);
+  g_auto (GStrv) frames = NULL;
+  guint parent = 0;
+
+  if (found != NULL)
+    return GPOINTER_TO_UINT (found);
+  frames = memres_tool_log_frames (field);
+  for (guint i = g_strv_length (frames); i-- > 0;)
+    {
+      char *key = g_strdup_printf ("%u\x1f%s", parent, frames[i]);
+      guint id = GPOINTER_TO_UINT (g_hash_table_lookup (f->node_of, key));
+
+      if (id == 0)
+        {
+          id = ++f->n;
+          g_string_append_printf (f->json, "%s\n\"%u\": {\"name\": ", id > 1 ? "," : "", id);
+          memres_json_append_string (f->json, frames[i]);
+          if (parent != 0)
+            g_string_append_printf (f->json, ", \"parent\": \"%u\"", parent);
+          g_string_append_c (f->json, '}');
+          g_hash_table_insert (f->node_of, key, GUINT_TO_POINTER (id));
+        }
+      else
+        g_free (key);
+      parent = id;
+    }
+  g_hash_table_insert (f->leaf_of, (gpointer) field, GUINT_TO_POINTER (parent));
+  return parent;
+}
+
+/* The document: metadata naming each process, then the events in time order, one a line, then
+ * the stack frames their "sf" names. */
 static char *
 write_trace (Input *inputs, guint n_inputs, GArray *events)
 {
   GString *s = g_string_new ("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [");
   gint64 t0 = events->len > 0 ? g_array_index (events, Event, 0).ts : 0;
   gboolean first = TRUE;
+  Frames frames
+      = { g_string_new (NULL), g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL),
+          g_hash_table_new (g_str_hash, g_str_equal), 0 };
 
   for (guint i = 0; i < n_inputs; i++)
     {
@@ -193,15 +263,29 @@ write_trace (Input *inputs, guint n_inputs, GArray *events)
               e->name, ts, e->pid);
           memres_json_append_string (s, e->tid);
           g_string_append_printf (s, ", \"args\": {\"size\": %" G_GUINT64_FORMAT, e->value);
+          if (e->pointer != NULL)
+            {
+              g_string_append (s, ", \"pointer\": ");
+              memres_json_append_string (s, e->pointer);
+            }
           if (e->policy != NULL)
             {
               g_string_append_printf (s, ", \"policy\": \"%s\", \"tag\": ", e->policy);
               memres_json_append_string (s, e->tag);
             }
-          g_string_append (s, "}}");
+          g_string_append_c (s, '}');
+          if (e->backtrace != NULL && e->backtrace[0] != '\0')
+            g_string_append_printf (s, ", \"sf\": %u", frames_leaf (&frames, e->backtrace));
+          g_string_append_c (s, '}');
         }
     }
-  g_string_append (s, "\n]}\n");
+  g_string_append (s, "\n]");
+  if (frames.n > 0)
+    g_string_append_printf (s, ",\n\"stackFrames\": {%s\n}", frames.json->str);
+  g_string_append (s, "}\n");
+  g_string_free (frames.json, TRUE);
+  g_hash_table_unref (frames.node_of);
+  g_hash_table_unref (frames.leaf_of);
   return g_string_free (s, FALSE);
 }
 
@@ -232,7 +316,9 @@ memres_tool_trace (int argc, char **argv)
                "LOG a counter track of used bytes and one of live buffers, with the Tag "
                "column (log:tags=true) a track of used bytes per tag, with segment lines "
                "(log:segments=true) a track of mapped bytes, and instant events for allocate "
-               "failure, out of memory, free failure, trim, sleep and wake.");
+               "failure, out of memory, free failure, trim, sleep and wake; with the Backtrace "
+               "column (log:backtrace=true) an instant per allocate too, and each allocate, "
+               "allocate failure and out of memory carries its call stack (stackFrames, sf).");
   g_option_context_add_main_entries (context, entries, NULL);
   if (!memres_tool_parse_options (context, &argc, &argv, &error))
     return memres_tool_usage_error ("trace", error->message);

@@ -235,8 +235,8 @@ struct _MemresOomFigures
  * MemresSnapshotLayer:
  *
  * One layer of a snapshot while its kind describes itself (#MemresResourceOps.snapshot):
- * opaque; the kind adds what it holds with memres_snapshot_add_block(),
- * memres_snapshot_add_hole(), memres_snapshot_add_import(), memres_snapshot_add_figure() and
+ * opaque; the kind adds what it holds with memres_snapshot_add_block() (and a used block's
+ * call stack with memres_snapshot_add_block_stack()), memres_snapshot_add_hole(), memres_snapshot_add_import(), memres_snapshot_add_figure() and
  * says what it cannot see with memres_snapshot_set_unseen(). Each call only copies its
  * arguments into arrays of the core (no formatting, no lock of the core, no driver call), so a
  * kind may call them while it holds its own lock. Valid during the slot only.
@@ -274,6 +274,17 @@ void memres_snapshot_add_hole (MemresSnapshotLayer *layer, guint64 address, guin
 void memres_snapshot_add_import (MemresSnapshotLayer *layer, guint64 address, guint64 size);
 void memres_snapshot_add_figure (MemresSnapshotLayer *layer, const char *name, guint64 value);
 void memres_snapshot_set_unseen (MemresSnapshotLayer *layer, const char *what);
+/**
+ * MEMRES_SNAPSHOT_STACK_FRAMES:
+ *
+ * The most return addresses of one block's call stack memres_snapshot_add_block_stack() keeps
+ * (the innermost).
+ *
+ * Since: 2.0
+ */
+#define MEMRES_SNAPSHOT_STACK_FRAMES 64
+void memres_snapshot_add_block_stack (MemresSnapshotLayer *layer, guint64 address,
+                                      gpointer const *frames, guint n_frames);
 
 /**
  * memres_fork_mutex:

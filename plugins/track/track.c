@@ -187,7 +187,8 @@ track_at_fork (MemresResource *mr, MemresForkPhase phase)
     memres_fork_mutex (&((TrackResource *) memres_resource_get_private (mr))->lock, phase);
 }
 
-/* The snapshot slot: every live allocation a used block (its address, size, stream and tag). */
+/* The snapshot slot: every live allocation a used block (its address, size, stream and tag), and
+ * with `backtrace=true` its call stack (the return addresses, symbolized by the core later). */
 static void
 track_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
 {
@@ -203,6 +204,8 @@ track_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
 
       memres_snapshot_add_tagged_block (layer, r->alloc.address, r->alloc.size, r->stream,
                                         MEMRES_BLOCK_USED, r->tag);
+      if (r->n_frames > 0)
+        memres_snapshot_add_block_stack (layer, r->alloc.address, r->frames, r->n_frames);
     }
   memres_snapshot_add_figure (layer, "live", g_hash_table_size (self->live));
   g_mutex_unlock (&self->lock);
