@@ -724,6 +724,88 @@ test_hazard_large_reuse (void)
   hazard_end ();
 }
 
+/* Lent memory (arena-lend.c): S holds a pending copy of x, x is closed on S, and y (on S, too
+ * big for x's hole, which a live buffer w closes off) gets x's two granules mapped at a second
+ * address, nothing created. Stream B, meanwhile, must not reach that memory: v (on B) is not
+ * placed in the free tail of y's last granule (x's memory too: tagged S until S is past the
+ * lending), and B's fill, which runs at once, leaves the copy S had queued before the close
+ * with x's bytes. After the release, the old addresses are unmapped and everything adds up. */
+static void
+test_hazard_lent (void)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL, other = NULL;
+  MemresBuffer *x, *w, *y, *v, *z;
+  g_autoptr (GError) error = NULL;
+  MemresStream s, b;
+  MtStreamHold *hold;
+  long creates = 0;
+  guint64 at;
+  gsize g;
+
+  if (!hazard_begin ())
+    return;
+  if (mt_driver_is_fake ())
+    mt_counts_snapshot (&base);
+  s = stream_new ();
+  b = stream_new ();
+  mr = mt_new_ok ("arena");
+  other = mt_new_ok ("arena");
+  g = gran (mr);
+  x = mt_alloc_ok (mr, 2 * g, s);
+  at = memres_buffer_get_address (x);
+  w = mt_alloc_ok (mr, g + g / 2, s);
+  g_assert_cmpuint (memres_buffer_get_address (w), ==, at + 2 * g);
+  z = mt_alloc_ok (other, 2 * g, s);
+  mt_fill_byte_ok (x, 0x11, s);
+  mt_sync_ok (s);
+  hold = mt_stream_hold (s);
+  mt_fill_byte_ok (x, 0xaa, s);
+  g_assert_true (memres_buffer_copy_to (x, z, s, &error));
+  g_assert_no_error (error);
+  mt_close_ok (x, s);
+  if (mt_driver_is_fake ())
+    creates = mt_fake_call_count ("cuMemCreate");
+  /* y: right after w, in w's last granule and two granules without memory, which get x's */
+  y = mt_alloc_ok (mr, 2 * g + g / 4, s);
+  g_assert_cmpuint (memres_buffer_get_address (y), ==, at + 3 * g + g / 2);
+  g_assert_cmpuint (counter (mr, "granules_lent"), ==, 2);
+  g_assert_cmpuint (counter (mr, "lent_pending"), ==, 2);
+  g_assert_cmpuint (counter (mr, "granules_created"), ==, 4);
+  g_assert_cmpuint (stats_ok (mr).reserved_high, ==, 4 * g);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuMemCreate"), ==, creates);
+  /* y's last granule ends in a quarter of free bytes, x's memory: not B's */
+  v = mt_alloc_ok (mr, 256 * KiB, b);
+  g_assert_cmpuint (memres_buffer_get_address (v), >=, at + 6 * g);
+  mt_fill_byte_ok (v, 0xbb, b);
+  mt_sync_ok (b);
+  mt_fill_byte_ok (y, 0xcc, s);
+  g_assert_true (mt_stream_is_held (hold));
+  mt_stream_release (hold);
+  mt_assert_bytes (z, 0xaa, s);
+  mt_assert_bytes (y, 0xcc, s);
+  mt_assert_bytes (v, 0xbb, b);
+  /* S is past the lending: the old addresses go at the next allocation */
+  mt_close_ok (mt_alloc_ok (mr, 4 * g, s), s);
+  g_assert_cmpuint (counter (mr, "lent_pending"), ==, 0);
+  mt_close_ok (y, s);
+  mt_close_ok (v, b);
+  mt_close_ok (w, s);
+  mt_close_ok (z, s);
+  mt_sync_ok (s);
+  mt_sync_ok (b);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  g_clear_pointer (&other, memres_resource_unref);
+  stream_free (s);
+  stream_free (b);
+  if (mt_driver_is_fake ())
+    mt_assert_fake_counts_equal (&base);
+  hazard_end ();
+}
+
 /* ---- memory: a training-shaped sequence on one stream ---------------------------------------- */
 
 /* A deterministic training-shaped sequence on one stream that is held (the device behind the
@@ -1024,6 +1106,7 @@ main (int argc, char **argv)
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
   g_test_add_func ("/arena/hazard/large-reuse", test_hazard_large_reuse);
+  g_test_add_func ("/arena/hazard/lent", test_hazard_lent);
   g_test_add_func ("/arena/threads/pairs", test_threads_pairs);
   g_test_add_func ("/arena/replay/target", test_replay_target);
   /* last: a failing release in finalize leaves that granule with the driver */
