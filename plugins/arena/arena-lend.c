@@ -128,6 +128,7 @@ retire (Arena *self, guint g, MemresStream tag, guint64 addr, guint64 size)
 {
   Range *r = range_holding (self, tag, addr, size);
 
+  g_warn_if_fail (r != NULL); /* a donor's bytes are S's free bytes; an undone one's settled */
   if (r != NULL)
     arena_heap_take_at (self, r, addr, size);
   if (tag == NULL)
