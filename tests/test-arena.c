@@ -709,6 +709,8 @@ test_hazard_large_reuse (void)
   mt_close_ok (x, a);
   y = mt_alloc_ok (mr, 4 * MiB, b);
   g_assert_cmpuint (memres_buffer_get_address (y), !=, addr);
+  /* A's freed granules are not lent to B either: new memory */
+  g_assert_cmpuint (counter (mr, "granules_lent"), ==, 0);
   z = mt_alloc_ok (mr, 4 * MiB, a);
   g_assert_cmpuint (memres_buffer_get_address (z), ==, addr);
   mt_fill_byte_ok (y, 0xbb, b);
@@ -735,10 +737,13 @@ test_hazard_large_reuse (void)
  * With @fail, the @nth call of that driver entry during y's allocation fails (a code that is no
  * out-of-memory: the flush would wait for the held stream): y's allocation fails and leaves
  * everything as it was (tried again without the fault), or succeeds another way; the bytes are
- * right either way. Without @fail, the names of y's driver calls go to @calls (fake only). */
+ * right either way. Without @fail, the names of y's driver calls go to @calls (fake only). With
+ * @fail2 too (the rollback's cuMemUnmap), the undone granule stays mapped, retired as an old
+ * address until S is past it, with a warning. */
 static void
-lent_run (const char *fail, int nth, char ***calls)
+lent_run (const char *fail, int nth, const char *fail2, int nth2, char ***calls)
 {
+  g_autofree char *warnings = NULL;
   FakeCudaCounts base;
   g_autoptr (MemresResource) mr = NULL, other = NULL;
   MemresBuffer *x, *w, *y, *v, *z;
@@ -771,6 +776,11 @@ lent_run (const char *fail, int nth, char ***calls)
   mt_close_ok (x, s);
   if (fake)
     creates = mt_fake_call_count ("cuMemCreate");
+  if (fail2 != NULL)
+    {
+      mt_fake_fail_call (fail2, nth2, CUDA_ERROR_INVALID_VALUE);
+      mt_log_capture_begin ();
+    }
   if (fail != NULL)
     mt_fake_fail_call (fail, nth, CUDA_ERROR_INVALID_VALUE);
   else if (fake && calls != NULL)
@@ -789,11 +799,21 @@ lent_run (const char *fail, int nth, char ***calls)
     }
   if (fail != NULL)
     mt_fake_reset_faults ();
+  if (fail2 != NULL)
+    {
+      guint criticals;
+
+      warnings = mt_log_capture_end (&criticals);
+      g_assert_cmpuint (criticals, ==, 0);
+      g_assert_nonnull (strstr (warnings, "undoing a lent granule"));
+      g_assert_null (y);
+      g_assert_cmpuint (counter (mr, "lent_pending"), ==, 1);
+    }
   if (y == NULL)
     {
       g_assert_nonnull (error);
       g_assert_cmpuint (counter (mr, "granules_lent"), ==, 0);
-      g_assert_cmpuint (counter (mr, "lent_pending"), ==, 0);
+      g_assert_cmpuint (counter (mr, "lent_pending"), ==, fail2 != NULL ? 1 : 0);
       g_clear_error (&error);
       y = mt_alloc_ok (mr, 2 * g + g / 4, s);
     }
@@ -810,7 +830,7 @@ lent_run (const char *fail, int nth, char ***calls)
     }
   /* y's last granule ends in a quarter of free bytes, x's memory when lent: not B's */
   v = mt_alloc_ok (mr, 256 * KiB, b);
-  if (counter (mr, "granules_lent") == 2)
+  if (fail == NULL)
     g_assert_cmpuint (memres_buffer_get_address (v), >=, at + 6 * g);
   mt_fill_byte_ok (v, 0xbb, b);
   mt_sync_ok (b);
@@ -844,7 +864,7 @@ test_hazard_lent (void)
 {
   if (!hazard_begin ())
     return;
-  lent_run (NULL, 0, NULL);
+  lent_run (NULL, 0, NULL, 0, NULL);
   hazard_end ();
 }
 
@@ -859,7 +879,7 @@ test_faults_lent (void)
     return;
   if (!hazard_begin ())
     return;
-  lent_run (NULL, 0, &calls);
+  lent_run (NULL, 0, NULL, 0, &calls);
   for (guint i = 0; calls[i] != NULL; i++)
     {
       int nth = 0;
@@ -867,9 +887,11 @@ test_faults_lent (void)
       for (guint j = 0; j <= i; j++)
         nth += strcmp (calls[j], calls[i]) == 0;
       g_test_message ("lent: call %u, %s #%d, fails", i, calls[i], nth);
-      lent_run (calls[i], nth, NULL);
+      lent_run (calls[i], nth, NULL, 0, NULL);
       swept++;
     }
+  /* the second granule's map fails, and so does the unmap of the first one's rollback */
+  lent_run ("cuMemMap", 2, "cuMemUnmap", 1, NULL);
   /* at least the event, and each granule's cuMemMap and cuMemSetAccess */
   g_assert_cmpuint (swept, >=, 5);
   hazard_end ();
