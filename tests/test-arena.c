@@ -795,7 +795,6 @@ lent_run (const char *fail, int nth, const char *fail2, int nth2, char ***calls)
       *calls = g_new0 (char *, n + 1);
       for (int i = 0; i < n; i++)
         (*calls)[i] = g_strdup (names[i]);
-      g_free (names);
     }
   if (fail != NULL)
     mt_fake_reset_faults ();
