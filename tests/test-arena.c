@@ -238,17 +238,19 @@ typedef void (*SetupFn) (Ctx *c);
 typedef gboolean (*OpFn) (Ctx *c, GError **error);
 
 /* The arena, the driver and the segment index agree: each granule one handle, one mapping and
- * one segment; one reservation. */
+ * one segment, and a mapping and a segment more for each old address of lent memory not
+ * unmapped yet (a failed settle leaves ranges tagged, whose granules an allocation on their
+ * stream may be lent); one reservation. */
 static void
 assert_consistent (Ctx *c, const FakeCudaCounts *base)
 {
   FakeCudaCounts now;
-  gint64 handles;
+  gint64 handles, pending = (gint64) counter (c->mr, "lent_pending");
 
   mt_counts_snapshot (&now);
   handles = now.physical_handles - base->physical_handles;
-  g_assert_cmpint (now.mappings - base->mappings, ==, handles);
-  g_assert_cmpint (count_segments (c->mr), ==, handles);
+  g_assert_cmpint (now.mappings - base->mappings, ==, handles + pending);
+  g_assert_cmpint (count_segments (c->mr), ==, handles + pending);
   g_assert_cmpint (now.reservations - base->reservations, ==, counter (c->mr, "reservations"));
   g_assert_cmpuint (stats_ok (c->mr).reserved_current, ==, (guint64) handles * gran (c->mr));
 }
@@ -707,6 +709,8 @@ test_hazard_large_reuse (void)
   mt_close_ok (x, a);
   y = mt_alloc_ok (mr, 4 * MiB, b);
   g_assert_cmpuint (memres_buffer_get_address (y), !=, addr);
+  /* A's freed granules are not lent to B either: new memory */
+  g_assert_cmpuint (counter (mr, "granules_lent"), ==, 0);
   z = mt_alloc_ok (mr, 4 * MiB, a);
   g_assert_cmpuint (memres_buffer_get_address (z), ==, addr);
   mt_fill_byte_ok (y, 0xbb, b);
@@ -721,6 +725,174 @@ test_hazard_large_reuse (void)
   g_clear_pointer (&mr, memres_resource_unref);
   stream_free (a);
   stream_free (b);
+  hazard_end ();
+}
+
+/* Lent memory (arena-lend.c): S holds a pending copy of x, x is closed on S, and y (on S, too
+ * big for x's hole, which a live buffer w closes off) gets x's two granules mapped at a second
+ * address, nothing created. Stream B, meanwhile, must not reach that memory: v (on B) is not
+ * placed in the free tail of y's last granule (x's memory too: tagged S until S is past the
+ * lending), and B's fill, which runs at once, leaves the copy S had queued before the close
+ * with x's bytes. After the release, the old addresses are unmapped and everything adds up.
+ * With @fail, the @nth call of that driver entry during y's allocation fails (a code that is no
+ * out-of-memory: the flush would wait for the held stream): y's allocation fails and leaves
+ * everything as it was (tried again without the fault), or succeeds another way; the bytes are
+ * right either way. Without @fail, the names of y's driver calls go to @calls (fake only). With
+ * @fail2 too (the rollback's cuMemUnmap), the undone granule stays mapped, retired as an old
+ * address until S is past it, with a warning. */
+static void
+lent_run (const char *fail, int nth, const char *fail2, int nth2, char ***calls)
+{
+  g_autofree char *warnings = NULL;
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL, other = NULL;
+  MemresBuffer *x, *w, *y, *v, *z;
+  g_autoptr (GError) error = NULL;
+  gboolean fake = mt_driver_is_fake ();
+  MemresStream s, b;
+  MtStreamHold *hold;
+  long creates = 0;
+  guint64 at;
+  gsize g;
+
+  if (fake)
+    mt_counts_snapshot (&base);
+  s = stream_new ();
+  b = stream_new ();
+  mr = mt_new_ok ("arena");
+  other = mt_new_ok ("arena");
+  g = gran (mr);
+  x = mt_alloc_ok (mr, 2 * g, s);
+  at = memres_buffer_get_address (x);
+  w = mt_alloc_ok (mr, g + g / 2, s);
+  g_assert_cmpuint (memres_buffer_get_address (w), ==, at + 2 * g);
+  z = mt_alloc_ok (other, 2 * g, s);
+  mt_fill_byte_ok (x, 0x11, s);
+  mt_sync_ok (s);
+  hold = mt_stream_hold (s);
+  mt_fill_byte_ok (x, 0xaa, s);
+  g_assert_true (memres_buffer_copy_to (x, z, s, &error));
+  g_assert_no_error (error);
+  mt_close_ok (x, s);
+  if (fake)
+    creates = mt_fake_call_count ("cuMemCreate");
+  if (fail2 != NULL)
+    {
+      mt_fake_fail_call (fail2, nth2, CUDA_ERROR_INVALID_VALUE);
+      mt_log_capture_begin ();
+    }
+  if (fail != NULL)
+    mt_fake_fail_call (fail, nth, CUDA_ERROR_INVALID_VALUE);
+  else if (fake && calls != NULL)
+    mt_fake_trace_begin ();
+  /* y: right after w, in w's last granule and two granules without memory, which get x's */
+  y = memres_resource_allocate (mr, 2 * g + g / 4, s, &error);
+  if (fail == NULL && fake && calls != NULL)
+    {
+      const char **names = NULL;
+      int n = mt_fake_trace_end (&names);
+
+      *calls = g_new0 (char *, n + 1);
+      for (int i = 0; i < n; i++)
+        (*calls)[i] = g_strdup (names[i]);
+    }
+  if (fail != NULL)
+    mt_fake_reset_faults ();
+  if (fail2 != NULL)
+    {
+      guint criticals;
+
+      warnings = mt_log_capture_end (&criticals);
+      g_assert_cmpuint (criticals, ==, 0);
+      g_assert_nonnull (strstr (warnings, "undoing a lent granule"));
+      g_assert_null (y);
+      g_assert_cmpuint (counter (mr, "lent_pending"), ==, 1);
+    }
+  if (y == NULL)
+    {
+      g_assert_nonnull (error);
+      g_assert_cmpuint (counter (mr, "granules_lent"), ==, 0);
+      g_assert_cmpuint (counter (mr, "lent_pending"), ==, fail2 != NULL ? 1 : 0);
+      g_clear_error (&error);
+      y = mt_alloc_ok (mr, 2 * g + g / 4, s);
+    }
+  g_assert_no_error (error);
+  if (fail == NULL)
+    {
+      g_assert_cmpuint (memres_buffer_get_address (y), ==, at + 3 * g + g / 2);
+      g_assert_cmpuint (counter (mr, "granules_lent"), ==, 2);
+      g_assert_cmpuint (counter (mr, "lent_pending"), ==, 2);
+      g_assert_cmpuint (counter (mr, "granules_created"), ==, 4);
+      g_assert_cmpuint (stats_ok (mr).reserved_high, ==, 4 * g);
+      if (fake)
+        g_assert_cmpint (mt_fake_call_count ("cuMemCreate"), ==, creates);
+    }
+  /* y's last granule ends in a quarter of free bytes, x's memory when lent: not B's */
+  v = mt_alloc_ok (mr, 256 * KiB, b);
+  if (fail == NULL)
+    g_assert_cmpuint (memres_buffer_get_address (v), >=, at + 6 * g);
+  mt_fill_byte_ok (v, 0xbb, b);
+  mt_sync_ok (b);
+  mt_fill_byte_ok (y, 0xcc, s);
+  g_assert_true (mt_stream_is_held (hold));
+  mt_stream_release (hold);
+  mt_assert_bytes (z, 0xaa, s);
+  mt_assert_bytes (y, 0xcc, s);
+  mt_assert_bytes (v, 0xbb, b);
+  /* S is past the lending: the old addresses go at the next allocation */
+  mt_close_ok (mt_alloc_ok (mr, 4 * g, s), s);
+  g_assert_cmpuint (counter (mr, "lent_pending"), ==, 0);
+  mt_close_ok (y, s);
+  mt_close_ok (v, b);
+  mt_close_ok (w, s);
+  mt_close_ok (z, s);
+  mt_sync_ok (s);
+  mt_sync_ok (b);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  g_clear_pointer (&other, memres_resource_unref);
+  stream_free (s);
+  stream_free (b);
+  if (fake)
+    mt_assert_fake_counts_equal (&base);
+}
+
+static void
+test_hazard_lent (void)
+{
+  if (!hazard_begin ())
+    return;
+  lent_run (NULL, 0, NULL, 0, NULL);
+  hazard_end ();
+}
+
+/* Every driver call of the lending allocation fails in turn (lent_run()). */
+static void
+test_faults_lent (void)
+{
+  g_auto (GStrv) calls = NULL;
+  guint swept = 0;
+
+  if (!mt_require_fake ("faults are injected by the fake"))
+    return;
+  if (!hazard_begin ())
+    return;
+  lent_run (NULL, 0, NULL, 0, &calls);
+  for (guint i = 0; calls[i] != NULL; i++)
+    {
+      int nth = 0;
+
+      for (guint j = 0; j <= i; j++)
+        nth += strcmp (calls[j], calls[i]) == 0;
+      g_test_message ("lent: call %u, %s #%d, fails", i, calls[i], nth);
+      lent_run (calls[i], nth, NULL, 0, NULL);
+      swept++;
+    }
+  /* the second granule's map fails, and so does the unmap of the first one's rollback */
+  lent_run ("cuMemMap", 2, "cuMemUnmap", 1, NULL);
+  /* at least the event, and each granule's cuMemMap and cuMemSetAccess */
+  g_assert_cmpuint (swept, >=, 5);
   hazard_end ();
 }
 
@@ -890,14 +1062,16 @@ json_uint (const char *json, const char *key)
  * step's activations and logits; all of it freed at the batch's end. Many distinct, slowly
  * growing sizes on one stream that the host runs ahead of, never catching up inside a batch.
  * Target 3 asks for a physical peak within 1.03 times the peak used; on this shape the arena
- * holds 1.106 (1.233 before slabs were placed from the top of a range down: a slab between two
- * caches kept their frees from coalescing). The rest is the shape's own: a cache grown by a
- * token never fits the hole its predecessor left (a token smaller) unless the slack beside
- * that hole holds the difference, and the round of twelve caches ends where the next begins
- * only after a hole of about one cache; while the device has not run past the frees, no
- * granule of those holes can move. bench/workloads.py infer's whole sequence (the weights, the
- * prefill, the logits) with the device a few tokens behind is tests/test-arena-infer.c: 1.015.
- * Held here to 1.106, so that it can only improve. */
+ * holds 1.063 (1.106 before lending, 1.233 before slabs were placed from the top of a range
+ * down). A cache grown by a token never fits the hole its predecessor left (a token smaller),
+ * so the caches move through the range as a ring, and while the device has not run past the
+ * frees, no granule of the hole behind the ring can move; since h-kv2 the memory of its whole
+ * granules is lent to the ring's front (arena-lend.c: mapped there too, no memory created). What
+ * is left is a part of a granule at either end of the ring: the hole's last granule, which the
+ * oldest live cache shares, and the front's last (25 granules where 23.5 are used; 1.03 would
+ * be 24). bench/workloads.py infer's whole sequence (the weights, the prefill, the logits) with
+ * the device a few tokens behind is tests/test-arena-infer.c: 1.015. Held here to 1.064, so
+ * that it can only improve. */
 static void
 test_kv_growth (void)
 {
@@ -947,11 +1121,12 @@ test_kv_growth (void)
   st = stats_ok (mr);
   g_test_message ("kv growth: peak physical %" G_GUINT64_FORMAT " / peak used %" G_GUINT64_FORMAT
                   " = %.4f; %" G_GUINT64_FORMAT " granules created, %" G_GUINT64_FORMAT
-                  " remapped, %" G_GUINT64_FORMAT " run takes",
+                  " remapped, %" G_GUINT64_FORMAT " lent, %" G_GUINT64_FORMAT " run takes",
                   st.reserved_high, st.used_high, (double) st.reserved_high / st.used_high,
                   counter (mr, "granules_created"), counter (mr, "granules_remapped"),
-                  counter (mr, "run_takes"));
-  g_assert_cmpuint (st.reserved_high, <=, st.used_high * 1106 / 1000);
+                  counter (mr, "granules_lent"), counter (mr, "run_takes"));
+  g_assert_cmpuint (st.reserved_high, <=, st.used_high * 1064 / 1000);
+  g_assert_cmpuint (counter (mr, "granules_lent"), >, 0);
   g_clear_pointer (&mr, memres_resource_unref);
   stream_free (s);
   hazard_end ();
@@ -1024,6 +1199,8 @@ main (int argc, char **argv)
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
   g_test_add_func ("/arena/hazard/large-reuse", test_hazard_large_reuse);
+  g_test_add_func ("/arena/hazard/lent", test_hazard_lent);
+  g_test_add_func ("/arena/faults/lent", test_faults_lent);
   g_test_add_func ("/arena/threads/pairs", test_threads_pairs);
   g_test_add_func ("/arena/replay/target", test_replay_target);
   /* last: a failing release in finalize leaves that granule with the driver */

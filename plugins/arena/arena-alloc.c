@@ -59,7 +59,10 @@ arena_flush (Arena *self, GError **error)
       arena_extent_free (self, chunk->addr, chunk->size, NULL, NULL);
       g_free (chunk);
     }
-  return arena_heap_settle (self, TRUE, error);
+  if (!arena_heap_settle (self, TRUE, error))
+    return FALSE;
+  arena_lend_reap (self);
+  return TRUE;
 }
 
 /* arena_extent_new() (for a slab with @slab) with the out-of-memory flush and one more try. When
@@ -74,6 +77,7 @@ extent_new_or_flush (Arena *self, guint64 size, gboolean slab, MemresStream tag,
   gboolean flushed = FALSE, ok = FALSE;
 
   self->va_refused = 0;
+  arena_lend_reap (self); /* lent memory's old addresses, once drained */
   for (guint round = 0;; round++)
     {
       GError *local = NULL;

@@ -47,6 +47,7 @@ arena_granules_init (Arena *self, GError **error)
   self->idle = g_new (guint32, self->n_granules);
   self->spare = g_new (CUmemGenericAllocationHandle, self->n_granules);
   self->pending = g_array_new (FALSE, FALSE, sizeof (PendingEvent));
+  self->retired_at = g_new0 (guint8, self->n_granules);
   self->keep_lo = G_MAXUINT;
   g_mutex_init (&self->ev_lock);
   return TRUE;
@@ -62,6 +63,7 @@ arena_granules_clear (Arena *self)
   g_clear_pointer (&self->idle, g_free);
   g_clear_pointer (&self->spare, g_free);
   g_clear_pointer (&self->pending, g_array_unref);
+  g_clear_pointer (&self->retired_at, g_free);
   g_clear_pointer (&self->asleep, g_free);
   g_clear_pointer (&self->asleep_large, g_hash_table_unref);
   g_mutex_clear (&self->ev_lock);
@@ -80,6 +82,8 @@ arena_granules_grow (Arena *self, guint n)
   self->in_idle = g_renew (guint8, self->in_idle, self->n_granules);
   self->idle = g_renew (guint32, self->idle, self->n_granules);
   self->spare = g_renew (CUmemGenericAllocationHandle, self->spare, self->n_granules);
+  self->retired_at = g_renew (guint8, self->retired_at, self->n_granules);
+  memset (self->retired_at + was, 0, n * sizeof *self->retired_at);
   memset (self->held + was, 0, n * sizeof *self->held);
   memset (self->gtag + was, 0, n * sizeof *self->gtag);
   memset (self->handle + was, 0, n * sizeof *self->handle);
@@ -529,6 +533,10 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
       self->keep_hi = g1;
       return FALSE;
     }
+  /* what spares cannot back: granules of the allocating stream's own frees, lent
+   * (arena-lend.c), before any memory is created */
+  if (n_new > self->n_spare && self->lend_stream != NULL)
+    arena_lend_pick (self, n_new - self->n_spare);
   span_count (self, addr, size, 1);
   if (n_new == 0)
     return TRUE;
@@ -540,16 +548,27 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
 
       if (self->handle[g] != 0)
         continue;
-      if (!granule_back (self, g, &moved, error))
+      if (self->n_spare == 0 && self->lend_donors->len > 0
+          && (self->asleep == NULL || self->asleep[g] == 0))
         {
-          /* the created ones go back; the moved ones stay here, idle, once uncounted */
-          while (n_new-- > 0)
-            granule_roll_back (self, created[n_new], FALSE, "a failure");
-          span_count (self, addr, size, -1);
-          return FALSE;
+          guint from = g_array_index (self->lend_donors, guint, self->lend_donors->len - 1);
+
+          g_array_set_size (self->lend_donors, self->lend_donors->len - 1);
+          if (arena_granule_lend (self, g, from, error))
+            continue;
         }
-      if (!moved)
-        created[n_new++] = g;
+      else if (granule_back (self, g, &moved, error))
+        {
+          if (!moved)
+            created[n_new++] = g;
+          continue;
+        }
+      /* the created ones go back; the moved ones stay here, idle, once uncounted; the lent
+       * ones are undone by the caller (arena_lend_abort()) */
+      while (n_new-- > 0)
+        granule_roll_back (self, created[n_new], FALSE, "a failure");
+      span_count (self, addr, size, -1);
+      return FALSE;
     }
   return TRUE;
 }
@@ -651,6 +670,102 @@ arena_granules_move (Arena *self, guint from, guint to, guint n, GError **error)
   return TRUE;
 }
 
+/* ---- lent memory (arena-lend.c) ------------------------------------------------------------- */
+
+/* Granule @g (without memory, held by the placement in progress) mapped with the memory of
+ * granule @from (a donor: mapped, its bytes all freed on lend_stream), which stays mapped
+ * where it is too (cuMemMap, cuMemSetAccess: nothing created). The pair is recorded for
+ * arena_lend_commit() or arena_lend_abort(). On failure nothing changed. */
+gboolean
+arena_granule_lend (Arena *self, guint g, guint from, GError **error)
+{
+  LentPair pair = { g, from };
+
+  if (!granule_map (self, g, self->handle[from], error))
+    return FALSE;
+  self->handle[g] = self->handle[from];
+  g_array_append_val (self->lent, pair);
+  return TRUE;
+}
+
+/* Undoes arena_granule_lend() of granule @g: its "mapped" event withdrawn and its second
+ * mapping unmapped (TRUE). When the unmap fails it stays mapped, told mapped again (FALSE: the
+ * caller retires it, arena_lend_abort()). */
+gboolean
+arena_granule_unlend (Arena *self, guint g)
+{
+  CUresult r;
+
+  withdraw_mapped (self, g);
+  if ((r = granule_unmap (self, g)) == CUDA_SUCCESS)
+    {
+      if (self->held[g] == 0)
+        self->n_idle_mapped--; /* counted idle when the failed placement dropped its bytes */
+      self->handle[g] = 0;
+      return TRUE;
+    }
+  g_warning ("arena: cuMemUnmap failed (%d) while undoing a lent granule; it is unmapped later", r);
+  queue_event (self, MEMRES_SEGMENT_MAPPED, g);
+  return FALSE;
+}
+
+/* Unmaps the old addresses of lent memory (Arena.retired) once their events are done: the
+ * watch stream is made to wait for each event and asked whether it is idle (cuStreamWaitEvent,
+ * cuStreamQuery: nothing blocks), as arena_heap_settle() does; when it is, "about to be
+ * unmapped" is delivered for each (parts.lock dropped meanwhile; nothing else touches those
+ * bytes), then cuMemUnmap (the memory stays mapped where it was lent), and their bytes become a
+ * settled free range without memory. One whose unmap fails is told mapped again and tried at a
+ * later call. parts.lock held on entry and on return. */
+void
+arena_lend_reap (Arena *self)
+{
+  g_autoptr (GArray) done = NULL;
+  const MemresCudaDriver *drv;
+  gboolean pushed = FALSE;
+  CUresult r = CUDA_SUCCESS;
+
+  if (self->retired->len == 0 || (drv = cache_context_push (&self->parts, &pushed, NULL)) == NULL)
+    return;
+  for (guint i = 0; i < self->retired->len && r == CUDA_SUCCESS; i++)
+    {
+      Retired *e = &g_array_index (self->retired, Retired, i);
+
+      if (!e->queued)
+        e->queued = (r = drv->cuStreamWaitEvent (self->watch, e->event->event, 0)) == CUDA_SUCCESS;
+    }
+  if (r == CUDA_SUCCESS)
+    r = drv->cuStreamQuery (self->watch);
+  memres_cuda_pop_context (pushed);
+  if (r != CUDA_SUCCESS)
+    return; /* not yet (or no answer) */
+  done = g_array_copy (self->retired);
+  g_array_set_size (self->retired, 0);
+  for (guint i = 0; i < done->len; i++)
+    queue_event (self, MEMRES_SEGMENT_UNMAPPING, g_array_index (done, Retired, i).g);
+  g_mutex_unlock (&self->parts.lock);
+  arena_events_flush (self);
+  g_mutex_lock (&self->parts.lock);
+  for (guint i = 0; i < done->len; i++)
+    {
+      Retired *e = &g_array_index (done, Retired, i);
+      guint64 at = granule_address (self, e->g);
+
+      if ((r = granule_unmap (self, e->g)) != CUDA_SUCCESS)
+        {
+          g_debug ("arena: cuMemUnmap of a lent granule's old address failed (%d); tried later",
+                   (int) r);
+          queue_event (self, MEMRES_SEGMENT_MAPPED, e->g);
+          g_array_append_val (self->retired, *e);
+          continue;
+        }
+      self->handle[e->g] = 0;
+      self->retired_at[e->g] = 0;
+      span_count (self, at, self->granularity, -1);
+      arena_heap_insert (self, at, self->granularity, NULL, NULL);
+      cache_event_unref (&self->parts, e->event);
+    }
+}
+
 /* Gives spares, then idle granules back to the driver while more than @keep_bytes are mapped.
  * parts.lock held; dropped in between (arena_unmap_idle()). */
 gboolean
@@ -690,7 +805,8 @@ arena_granules_release_all (Arena *self)
 
       if (self->handle[g] == 0)
         continue;
-      if ((r = self->drv->cuMemRelease (self->handle[g])) != CUDA_SUCCESS
+      /* an old address of lent memory: the handle is released where the memory was lent */
+      if (!self->retired_at[g] && (r = self->drv->cuMemRelease (self->handle[g])) != CUDA_SUCCESS
           && r != CUDA_ERROR_DEINITIALIZED)
         g_warning ("arena: cuMemRelease failed (%d) at finalize", r);
       if ((r = granule_unmap (self, g)) != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)

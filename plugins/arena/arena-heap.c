@@ -156,8 +156,8 @@ arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end)
 
 /* Takes [addr, addr + size) out of @r, which holds it (what is left on either side stays free
  * with @r's tag, the event's reference shared); returns @addr. */
-static guint64
-heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size)
+guint64
+arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size)
 {
   guint64 end = r->addr + r->size;
 
@@ -499,7 +499,7 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
 
       if (mine != NULL && (any == NULL || mine->size <= any->size))
         {
-          *addr = heap_take_at (self, mine, mine_at, size);
+          *addr = arena_heap_take_at (self, mine, mine_at, size);
           return TRUE;
         }
       if (!settled && self->tagged_bytes > 0
@@ -514,7 +514,7 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
        * need memory created: that would strand the stream's free bytes */
       if (mine != NULL && range_unbacked (self, any, size) > arena_reusable (self))
         {
-          *addr = heap_take_at (self, mine, mine_at, size);
+          *addr = arena_heap_take_at (self, mine, mine_at, size);
           return TRUE;
         }
       if (tag != NULL && tag != CU_STREAM_PER_THREAD && self->tagged_bytes > 0)
@@ -527,6 +527,8 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
               && (any == NULL || run_unbacked < arena_span_unbacked (self, any->addr, size)))
             {
               arena_span_serve (self, run_addr, size, owner);
+              self->lend_lo = run_addr;
+              self->lend_hi = run_addr + size;
               if (!run_take (self, from, run_addr, size, error))
                 return FALSE;
               self->run_takes++;
@@ -556,8 +558,10 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
                       < arena_span_unbacked (self, any->addr, size);
       /* that end, or the other, or a window at a granule boundary that may serve @owner */
       range_window (self, any, size, owner, at_end, &any_at);
-      *addr = heap_take_at (self, any, any_at, size);
+      *addr = arena_heap_take_at (self, any, any_at, size);
       arena_span_serve (self, *addr, size, owner); /* before the granules' "mapped" events */
+      self->lend_lo = *addr;
+      self->lend_hi = *addr + size;
       if (!arena_span_hold (self, *addr, size, error))
         {
           arena_heap_insert (self, *addr, size, NULL, NULL);
@@ -581,7 +585,18 @@ gboolean
 arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
                   guint64 *addr, GError **error)
 {
-  if (!extent_place (self, size, slab, tag, owner, addr, error))
+  gboolean ok;
+
+  /* the stream's own frees may be lent to it (arena-lend.c); not the per-thread default
+   * stream's, one handle for the streams of many threads */
+  self->lend_stream = tag != CU_STREAM_PER_THREAD ? tag : NULL;
+  ok = extent_place (self, size, slab, tag, owner, addr, error);
+  if (ok)
+    arena_lend_commit (self, *addr, size);
+  else
+    arena_lend_abort (self);
+  self->lend_stream = NULL;
+  if (!ok)
     return FALSE;
   arena_span_serve (self, *addr, size, owner);
   return TRUE;

@@ -16,6 +16,10 @@
  *   granules, copying the bytes of the two end ones);
  * - arena-export.c: the buffers with physical memory of their own, outside the granule table:
  *   exportable ones (handle_type=posix_fd) and imports, and the IPC slots;
+ * - arena-lend.c: the physical memory of whole granules freed on a stream lent to that stream's
+ *   next allocation at a second address while the free drains (the donors picked, the old
+ *   addresses taken out of the free ranges until their unmap, the new granules' other bytes
+ *   tagged with the stream; arena-granules.c maps and unmaps);
  * - arena-sleep.c: sleep and wake (docs/sleep.md): the granules only sleeping buffers hold
  *   released, and created and mapped again at the wake (arena-granules.c does the driver work);
  * - arena-alloc.c: allocate and close: small requests through the cache parts' fronts and shared
@@ -70,6 +74,22 @@ typedef struct
   MemresSegmentEvent event;
   guint tag; /* the tag its granule serves (Arena.gtag) when queued */
 } PendingEvent;
+
+/* A granule whose physical memory was lent (arena-lend.c): mapped at @g, its old address, until
+ * @event (recorded on the stream it was lent to, after its free) is done; its bytes belong to no
+ * free range and no buffer meanwhile (held, never idle). */
+typedef struct
+{
+  guint g;
+  CacheEvent *event;
+  gboolean queued; /* the watch stream waits for @event */
+} Retired;
+
+/* A granule @to mapped with the memory of granule @from by the placement in progress. */
+typedef struct
+{
+  guint to, from;
+} LentPair;
 
 /* A slab: one extent carved into n_blocks blocks of one class. */
 struct _Chunk
@@ -144,6 +164,15 @@ typedef struct
   guint keep_lo, keep_hi; /* with want_unmap: the granules of the span, not to be unmapped */
   gboolean no_unmap;      /* arena_span_hold() creates rather than asking for unmaps */
   GArray *pending;        /* PendingEvent, in the order of the driver calls */
+  /* lending (arena-lend.c): set by arena_extent_new() for the placement in progress */
+  MemresStream lend_stream; /* the allocating stream whose own freed granules may be lent */
+  guint64 lend_lo, lend_hi; /* the extent being placed: no donor granule overlaps it */
+  GArray *lend_donors;      /* guint: granules picked to lend, not mapped yet */
+  GArray *lent;             /* LentPair: mapped by this placement, committed or undone after */
+  CacheEvent *lend_event;   /* recorded on lend_stream for this placement */
+  GArray *retired;          /* Retired: old addresses of lent memory, unmapped once drained */
+  guint8 *retired_at;       /* per granule: 1 while on @retired */
+  guint64 lent_granules;    /* counter granules_lent */
   guint n_mapped, n_idle_mapped, mapped_high;
   CUstream watch;       /* the arena's own stream: waits for tagged ranges' events */
   GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
@@ -250,6 +279,16 @@ gboolean arena_granules_release_all (Arena *self);
 gboolean arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error);
 gboolean arena_granules_wake (Arena *self, const guint *gs, guint n, GError **error);
 void arena_events_flush (Arena *self);
+gboolean arena_granule_lend (Arena *self, guint g, guint from, GError **error);
+gboolean arena_granule_unlend (Arena *self, guint g);
+void arena_lend_reap (Arena *self);
+
+/* arena-lend.c */
+void arena_lend_init (Arena *self);
+void arena_lend_clear (Arena *self);
+guint arena_lend_pick (Arena *self, guint n);
+void arena_lend_commit (Arena *self, guint64 addr, guint64 size);
+void arena_lend_abort (Arena *self);
 
 /* The granules whose physical memory can back others without creating any: idle, or spare. */
 static inline guint
@@ -265,6 +304,7 @@ void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream ta
                         CacheEvent *event);
 Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
+guint64 arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size);
 gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
 gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,

@@ -275,6 +275,7 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
     }
   arena_granules_init (self, NULL);
   arena_heap_init (self);
+  arena_lend_init (self);
   arena_heap_insert (self, self->resv[0].base, self->resv[0].size, NULL, NULL);
   return TRUE;
 }
@@ -311,6 +312,7 @@ arena_finalize (MemresResource *mr)
       LIST_UNLINK (self->chunks, chunk);
       g_free (chunk);
     }
+  arena_lend_clear (self);
   arena_heap_clear (self);
   cache_parts_clear (&self->parts);
   g_mutex_unlock (&self->parts.lock);
@@ -400,6 +402,8 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "tagged_bytes", "t", self->tagged_bytes);
   g_variant_dict_insert (counters, "large_allocations", "t", self->large_allocs);
   g_variant_dict_insert (counters, "run_takes", "t", self->run_takes);
+  g_variant_dict_insert (counters, "granules_lent", "t", self->lent_granules);
+  g_variant_dict_insert (counters, "lent_pending", "t", (guint64) self->retired->len);
   g_variant_dict_insert (counters, "misses", "t", self->misses);
   g_variant_dict_insert (counters, "max_block", "t", (guint64) self->parts.max_block);
   g_variant_dict_insert (counters, "exportable_buffers", "t", self->exportables);

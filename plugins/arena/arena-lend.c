@@ -1,0 +1,196 @@
+/* memres - CUDA memory resources
+ * arena-lend.c: the physical memory of whole granules freed on a stream, lent to that stream's
+ * next allocation at a second address while the free drains.
+ *
+ * A range freed on stream S stays tagged S until the device is past the free: its granules may
+ * not be unmapped (work queued on S may still use their addresses), so before lending, an
+ * allocation on S that found no free range big enough created memory beside them. Yet S's own
+ * allocations are ordered after S's frees: the memory of a granule whose bytes all lie in a
+ * range freed on S can serve S's new extent at once, at any address, if the old address stays
+ * mapped until S is past the free. So when backing an extent for S would create memory (no
+ * spare, no idle granule), arena_span_hold() asks arena_lend_pick() for such granules (donors),
+ * and maps each donor's handle at a granule of the new extent as well (cuMemMap of the same
+ * CUmemGenericAllocationHandle, cuMemSetAccess; arena_granule_lend()): nothing created.
+ *
+ * Stream safety. The donor's bytes are taken out of their free range (no allocation reuses the
+ * old address) and the old mapping is *retired*: kept, held, until an event recorded on S when
+ * it was lent (after the donor's free) is done; then arena_lend_reap() unmaps it ("about to be
+ * unmapped" delivered first) and its address becomes a settled free range without memory. The
+ * new granule's bytes outside the extent become free and tagged S with that event, as if S had
+ * freed them then: another stream gets them only after they settle, that is after the event,
+ * after the donor's old work. The extent's own bytes are S's buffer: their free (on S, or on
+ * another stream that waits for S first, as every close on another stream does) comes after.
+ * So no byte of lent memory is reachable by another stream before S is past the donor's free.
+ * Only S's own frees are lent, and only to S (the legacy stream counts as one stream; the
+ * per-thread default stream, one handle for many streams, never lends).
+ *
+ * The lending of a placement is committed (arena_lend_commit()) once the extent is placed, or
+ * undone (arena_lend_abort()) when the placement fails: the second mappings unmapped, the
+ * donors left where they were. Statistics: lending creates no memory and maps none, so the
+ * physical bytes (reserved) do not change; counter `granules_lent`. All under parts.lock. */
+#include "arena-private.h"
+
+void
+arena_lend_init (Arena *self)
+{
+  self->lend_donors = g_array_new (FALSE, FALSE, sizeof (guint));
+  self->lent = g_array_new (FALSE, FALSE, sizeof (LentPair));
+  self->retired = g_array_new (FALSE, FALSE, sizeof (Retired));
+}
+
+/* Finalize (after arena_granules_release_all(), which unmapped every retired mapping). */
+void
+arena_lend_clear (Arena *self)
+{
+  for (guint i = 0; self->retired != NULL && i < self->retired->len; i++)
+    cache_event_unref (&self->parts, g_array_index (self->retired, Retired, i).event);
+  cache_event_unref (&self->parts, g_steal_pointer (&self->lend_event));
+  g_clear_pointer (&self->retired, g_array_unref);
+  g_clear_pointer (&self->lent, g_array_unref);
+  g_clear_pointer (&self->lend_donors, g_array_unref);
+}
+
+/* Whether granule @g is a donor of the placement in progress already. */
+static gboolean
+picked (Arena *self, guint g)
+{
+  for (guint i = 0; i < self->lend_donors->len; i++)
+    if (g_array_index (self->lend_donors, guint, i) == g)
+      return TRUE;
+  for (guint i = 0; i < self->lent->len; i++)
+    if (g_array_index (self->lent, LentPair, i).from == g)
+      return TRUE;
+  return FALSE;
+}
+
+/* Up to @n donors for the placement in progress (lend_stream's, outside [lend_lo, lend_hi)):
+ * mapped granules whose bytes all lie in one free range tagged lend_stream, onto lend_donors;
+ * the placement's event recorded on lend_stream with the first. Returns how many. */
+guint
+arena_lend_pick (Arena *self, guint n)
+{
+  Range key = { 0, self->granularity, self->lend_stream };
+  guint64 mask = self->granularity - 1;
+  guint found = 0;
+
+  for (GTreeNode *node = g_tree_lower_bound (self->free_tree, &key); node != NULL && found < n;
+       node = g_tree_node_next (node))
+    {
+      Range *r = g_tree_node_key (node);
+      guint64 end = r->addr + r->size;
+
+      if (r->tag != self->lend_stream)
+        break;
+      for (guint64 a = (r->addr + mask) & ~mask; a + self->granularity <= end && found < n;
+           a += self->granularity)
+        {
+          guint g = arena_granule (self, a);
+
+          if ((a < self->lend_hi && a + self->granularity > self->lend_lo) || self->handle[g] == 0
+              || self->retired_at[g] || picked (self, g))
+            continue;
+          g_array_append_val (self->lend_donors, g);
+          found++;
+        }
+    }
+  if (found > 0 && self->lend_event == NULL
+      && (self->lend_event = cache_event_record (&self->parts, self->lend_stream, NULL)) == NULL)
+    {
+      g_array_set_size (self->lend_donors, 0);
+      return 0;
+    }
+  return found;
+}
+
+/* The free range tagged @tag that holds [addr, addr + size), or NULL. */
+static Range *
+range_holding (Arena *self, MemresStream tag, guint64 addr, guint64 size)
+{
+  Range key = { 0, size, tag };
+
+  for (GTreeNode *node = g_tree_lower_bound (self->free_tree, &key); node != NULL;
+       node = g_tree_node_next (node))
+    {
+      Range *r = g_tree_node_key (node);
+
+      if (r->tag != tag)
+        break;
+      if (r->addr <= addr && addr + size <= r->addr + r->size)
+        return r;
+    }
+  return NULL;
+}
+
+/* Granule @g's bytes [addr, addr + size), free: taken out of the free ranges (still held, or
+ * held from now on when they were settled) and retired until the placement's event is done. */
+static void
+retire (Arena *self, guint g, MemresStream tag, guint64 addr, guint64 size)
+{
+  Range *r = range_holding (self, tag, addr, size);
+
+  g_warn_if_fail (r != NULL); /* a donor's bytes are S's free bytes; an undone one's settled */
+  if (r != NULL)
+    arena_heap_take_at (self, r, addr, size);
+  if (tag == NULL)
+    arena_span_claim (self, addr, size);
+  self->lend_event->refs++;
+  g_array_append_val (self->retired, ((Retired){ g, self->lend_event, FALSE }));
+  self->retired_at[g] = 1;
+}
+
+/* The free and settled bytes [lo, hi) of a lent granule: free and tagged lend_stream, with the
+ * placement's event (the newest on that stream: merging keeps it). */
+static void
+tag_rest (Arena *self, guint64 lo, guint64 hi)
+{
+  Range *r;
+
+  if (lo >= hi || (r = range_holding (self, NULL, lo, hi - lo)) == NULL)
+    return;
+  arena_heap_take_at (self, r, lo, hi - lo);
+  arena_span_claim (self, lo, hi - lo);
+  self->lend_event->refs++;
+  arena_heap_insert (self, lo, hi - lo, self->lend_stream, self->lend_event);
+}
+
+static void
+lend_done (Arena *self)
+{
+  g_array_set_size (self->lent, 0);
+  g_array_set_size (self->lend_donors, 0);
+  cache_event_unref (&self->parts, g_steal_pointer (&self->lend_event));
+}
+
+/* The extent [addr, addr + size) is placed: each donor's old address retired, each lent
+ * granule's bytes outside the extent tagged with the stream. */
+void
+arena_lend_commit (Arena *self, guint64 addr, guint64 size)
+{
+  for (guint i = 0; i < self->lent->len; i++)
+    {
+      LentPair *p = &g_array_index (self->lent, LentPair, i);
+      guint64 to = arena_granule_address (self, p->to), end = to + self->granularity;
+
+      retire (self, p->from, self->lend_stream, arena_granule_address (self, p->from),
+              self->granularity);
+      tag_rest (self, to, MIN (addr, end));
+      tag_rest (self, MAX (addr + size, to), end);
+      self->lent_granules++;
+    }
+  lend_done (self);
+}
+
+/* The placement failed (its bytes free and settled again): each lent granule's second mapping
+ * unmapped; one that cannot be is retired, never left idle. The donors stay as they were. */
+void
+arena_lend_abort (Arena *self)
+{
+  for (guint i = self->lent->len; i-- > 0;)
+    {
+      guint to = g_array_index (self->lent, LentPair, i).to;
+
+      if (!arena_granule_unlend (self, to))
+        retire (self, to, NULL, arena_granule_address (self, to), self->granularity);
+    }
+  lend_done (self);
+}
