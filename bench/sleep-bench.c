@@ -3,6 +3,7 @@
  * timings only count on a GPU; the `sleep-bench-smoke` test (suite fake) only proves it runs.
  *
  *   memres-sleep-bench [--spec SPEC] [--buffers N] [--min SIZE] [--max SIZE] [--total SIZE]
+ *                      [--calls-only]
  *
  * At least N buffers (default 10000) and `total` bytes (default 40 GiB), of sizes drawn
  * log-uniformly from [min, max] (4 KiB to 1 GiB), each draw capped so that the buffers still to
@@ -31,7 +32,9 @@
  *  7. vLLM's method on the "weights" buffers: per allocation a device synchronize, a copy into
  *     page-locked memory, one unmap and release; back: create, map, set access, copy: memres
  *     must be faster in both directions.
- * Prints one JSON object. */
+ * With --calls-only, steps 1, 2 and 4 alone (the others' figures 0): the sleeps and wakes for
+ * callgrind (bench/sleep-callgrind.py), without the raw calls, the copies and vLLM's method, which
+ * take minutes on the fake driver. Prints one JSON object. */
 #include <memres/memres.h>
 #include <memres/memres-plugin.h>
 
@@ -331,6 +334,7 @@ main (int argc, char **argv)
   g_autofree char *spec_opt = NULL; /* --spec, owned (GOption duplicates it) */
   const char *spec = "cache>vmm";
   gint64 n_min = 10000;
+  gboolean calls_only = FALSE;
   guint64 min = 4096, max = (guint64) 1 << 30, total = (guint64) 40 << 30;
   GOptionEntry entries[] = {
     { "spec", 0, 0, G_OPTION_ARG_STRING, &spec_opt, "the stack", "SPEC" },
@@ -338,6 +342,7 @@ main (int argc, char **argv)
     { "min", 0, 0, G_OPTION_ARG_INT64, &min, "smallest buffer (bytes)", "SIZE" },
     { "max", 0, 0, G_OPTION_ARG_INT64, &max, "largest buffer (bytes)", "SIZE" },
     { "total", 0, 0, G_OPTION_ARG_INT64, &total, "bytes in all", "SIZE" },
+    { "calls-only", 0, 0, G_OPTION_ARG_NONE, &calls_only, "only the sleeps and wakes", NULL },
     { NULL },
   };
   g_autoptr (GOptionContext) oc = g_option_context_new ("- sleep and wake, measured");
@@ -348,12 +353,12 @@ main (int argc, char **argv)
   GPtrArray *bufs = g_ptr_array_new ();
   GArray *sums, *addrs;
   guint64 slept = 0, weights_bytes = 0, sum_bytes = 0, free0, free1, given, raw_bytes = 0;
-  guint handles_n, runs_n, ranges_n;
+  guint handles_n = 0, runs_n = 0, ranges_n = 0;
   guint64 released_only_bytes = 0;
   GArray *released_only = NULL;
-  gint64 t_sleep, t_wake, t_sleep_kv, t_wake_kv, t_raw_release, t_raw_create, t0;
-  gint64 t_runs_release, t_runs_create;
-  gint64 t_copy_d2h, t_copy_h2d, t_vllm_sleep = 0, t_vllm_wake = 0;
+  gint64 t_sleep, t_wake, t_sleep_kv, t_wake_kv, t_raw_release = 0, t_raw_create = 0, t0;
+  gint64 t_runs_release = 0, t_runs_create = 0;
+  gint64 t_copy_d2h = 0, t_copy_h2d = 0, t_vllm_sleep = 0, t_vllm_wake = 0;
   gboolean same = TRUE;
   guint8 *host;
   GRand *rand = g_rand_new_with_seed (34);
@@ -435,10 +440,13 @@ main (int argc, char **argv)
   given = free1 > free0 ? free1 - free0 : 0;
 
   /* 3. someone else uses it */
-  other = memres_resource_new ("vmm", &error);
-  if (other == NULL)
-    die ("vmm", error);
-  if (given > GRANULE * 2)
+  if (given > GRANULE * 2 && !calls_only)
+    {
+      other = memres_resource_new ("vmm", &error);
+      if (other == NULL)
+        die ("vmm", error);
+    }
+  if (other != NULL)
     {
       MemresBuffer *b = memres_resource_allocate (other, (gsize) (given * 0.9), NULL, &error);
 
@@ -465,6 +473,9 @@ main (int argc, char **argv)
       if (tag != NULL && g_str_equal (tag, "bench-weights"))
         same &= checksum (b, host) == g_array_index (sums, guint64, i);
     }
+
+  if (calls_only)
+    goto report;
 
   /* 5. the raw driver calls for the same physical allocations as the kv sleep released, found
    * after the wake (untimed), and the same granules as one allocation per run */
@@ -574,6 +585,7 @@ main (int argc, char **argv)
     }
   }
 
+report:
   printf ("{\"spec\": \"%s\", \"buffers\": %u, \"bytes\": %" G_GUINT64_FORMAT
           ", \"slept_bytes\": %" G_GUINT64_FORMAT ", \"weights_bytes\": %" G_GUINT64_FORMAT
           ",\n \"given_back_bytes\": %" G_GUINT64_FORMAT ", \"given_back_share\": %.4f"
@@ -594,8 +606,8 @@ main (int argc, char **argv)
           (double) (t_sleep_kv + t_wake_kv) / MAX (1.0, (double) (t_raw_release + t_raw_create)),
           runs_n, t_runs_release / 1e6, t_runs_create / 1e6,
           (double) (t_sleep_kv + t_wake_kv) / MAX (1.0, (double) (t_runs_release + t_runs_create)),
-          (256.0 * 1048576.0) / MAX (1.0, (double) t_copy_d2h),
-          (256.0 * 1048576.0) / MAX (1.0, (double) t_copy_h2d), t_vllm_sleep / 1e6,
+          t_copy_d2h > 0 ? (256.0 * 1048576.0) / (double) t_copy_d2h : 0.0,
+          t_copy_h2d > 0 ? (256.0 * 1048576.0) / (double) t_copy_h2d : 0.0, t_vllm_sleep / 1e6,
           t_vllm_wake / 1e6, same ? "true" : "false");
   for (guint i = 0; i < bufs->len; i++)
     {

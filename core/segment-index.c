@@ -26,7 +26,10 @@
  * the segment it lies in). A change rewrites only the slots of the pages the segment spans: its
  * cost does not depend on how many segments there are, and a page the segment covers whole and
  * shares with no other (a large segment's interior) is one compare and one store, its GiB's node
- * found once for all of them (pages_update).
+ * found once for all of them (pages_update). A batch of segments (segments.c's
+ * memres_resource_raise_segment_events(): a sleep's thousands) changes each page it touches once
+ * (pages_touch(), pages_rewrite()): one event at a time, a page crowded with segments (a cache's
+ * buffers) was sorted again at every one of them.
  *
  * Readers take no lock and write nothing shared: they read with atomic loads between two reads
  * of a sequence number, and retry when it changed (a writer makes it odd while it changes the
@@ -156,6 +159,16 @@ static GPtrArray *scratch;                 /* MemresIndexEntry, a page's set */
 static GPtrArray *sorted;                  /* the same, in address order */
 static GPtrArray *stack;                   /* MemresIndexEntry, the segments open at a point */
 static GArray *cuts;                       /* Run, a page's runs as they are worked out */
+static GArray *touches;                    /* Touch, the pages a batch rewrites */
+
+/* A page that a batch rewrites from its set (pages_touch()), for segment @e, the batch's
+ * @seq-th. */
+typedef struct
+{
+  guint64 pn;
+  MemresIndexEntry *e;
+  guint seq;
+} Touch;
 
 /* ---- the writer ----------------------------------------------------------------------------- */
 
@@ -189,6 +202,7 @@ ensure_setup (void)
 {
   if (live != NULL)
     return;
+  touches = g_array_new (FALSE, FALSE, sizeof (Touch));
   live = g_ptr_array_new ();
   free_entries = g_ptr_array_new ();
   scratch = g_ptr_array_new ();
@@ -597,6 +611,71 @@ _memres_index_find (MemresResource *mr, guint64 base)
   return NULL;
 }
 
+/* A base asked for by _memres_index_find_many(), and its place in the question. */
+typedef struct
+{
+  guint64 base;
+  gsize at;
+} Wanted;
+
+static gint
+wanted_order (gconstpointer a, gconstpointer b)
+{
+  guint64 x = ((const Wanted *) a)->base, y = ((const Wanted *) b)->base;
+
+  return x < y ? -1 : x > y;
+}
+
+/* The bases in address order, each page of them read once: the entries of @mr at them. */
+void
+_memres_index_find_many (MemresResource *mr, const MemresSegment *segments, gsize n,
+                         MemresIndexEntry **out)
+{
+  g_autofree Wanted *w = g_new (Wanted, n + 1);
+
+  gboolean in_order = TRUE;
+
+  ensure_setup ();
+  for (gsize i = 0; i < n; i++)
+    {
+      w[i].base = segments[i].base;
+      w[i].at = i;
+      out[i] = NULL;
+      in_order = in_order && (i == 0 || w[i - 1].base <= w[i].base);
+    }
+  if (!in_order)
+    qsort (w, n, sizeof *w, wanted_order);
+  for (gsize i = 0, j; i < n; i = j)
+    {
+      guint64 pn = w[i].base >> PAGE_SHIFT;
+
+      /* the bases in page pn: w[i, j) */
+      for (j = i; j < n && (w[j].base >> PAGE_SHIFT) == pn; j++)
+        ;
+      page_get (pn, scratch);
+      for (guint k = 0; k < scratch->len; k++)
+        {
+          MemresIndexEntry *e = scratch->pdata[k];
+          gsize lo = i, hi = j;
+
+          if (e->mr != mr)
+            continue;
+          while (lo < hi) /* the first base at or after e's */
+            {
+              gsize mid = lo + (hi - lo) / 2;
+
+              if (w[mid].base < e->base)
+                lo = mid + 1;
+              else
+                hi = mid;
+            }
+          /* every request of that base (one, unless it comes twice) */
+          for (; lo < j && w[lo].base == e->base; lo++)
+            out[w[lo].at] = e;
+        }
+    }
+}
+
 /* Whether a segment of @mr in page slot @v overlaps [@base, @end). */
 static gboolean
 slot_overlaps (guintptr v, MemresResource *mr, guint64 base, guint64 end)
@@ -649,17 +728,93 @@ _memres_index_overlaps (MemresResource *mr, guint64 base, guint64 end)
     }
 }
 
-MemresIndexEntry *
-_memres_index_insert (const MemresIndexEntry *src)
+/* The first of the @n segments @sorted (in address order, disjoint) that ends after @base, or @n.
+ */
+static guint
+first_ending_after (MemresIndexEntry *const *sorted, guint n, guint64 base)
+{
+  guint lo = 0, hi = n;
+
+  while (lo < hi)
+    {
+      guint mid = lo + (hi - lo) / 2;
+
+      if (sorted[mid]->end > base)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+  return lo;
+}
+
+/* Whether segment @x, of @mr, overlaps one of @sorted. */
+static inline gboolean
+overlaps_sorted (const MemresIndexEntry *x, MemresResource *mr, MemresIndexEntry *const *sorted,
+                 guint n)
+{
+  guint i;
+
+  if (x->mr != mr)
+    return FALSE;
+  i = first_ending_after (sorted, n, x->base);
+  return i < n && sorted[i]->base < x->end;
+}
+
+/* Each page the @n segments span read once: a segment of @mr there is searched for among them. */
+gboolean
+_memres_index_overlaps_many (MemresResource *mr, MemresIndexEntry *const *sorted, guint n)
+{
+  guint64 next = 0; /* the first page not read yet */
+
+  ensure_setup ();
+  for (guint i = 0; i < n; i++)
+    {
+      guint64 pn = MAX (first_page (sorted[i]), next), last = last_page (sorted[i]);
+
+      for (; pn <= last; pn++)
+        {
+          const Node *node = page_node (pn, FALSE);
+          guintptr v = node != NULL ? node->slot[pn & (NODE_PAGES - 1)] : SLOT_NONE;
+          const GPtrArray *set;
+
+          if (v == SLOT_NONE)
+            continue;
+          if (!(v & SLOT_TAGS))
+            {
+              if (overlaps_sorted ((const MemresIndexEntry *) v, mr, sorted, n))
+                return TRUE;
+              continue;
+            }
+          set = (v & SLOT_TAGS) == SLOT_SPLIT ? ((const Split *) (v - SLOT_SPLIT))->set
+                                              : ((const Runs *) (v - SLOT_RUNS))->set;
+          for (guint k = 0; k < set->len; k++)
+            if (overlaps_sorted (set->pdata[k], mr, sorted, n))
+              return TRUE;
+        }
+      next = last + 1; /* pages count below 2^43: no wrap */
+    }
+  return FALSE;
+}
+
+/* An entry for a new segment: reused from the free list, or new. */
+static inline __attribute__ ((always_inline)) MemresIndexEntry *
+entry_new (void)
 {
   MemresIndexEntry *e;
 
-  ensure_setup ();
   if (free_entries->len > 0)
-    e = g_ptr_array_steal_index_fast (free_entries, free_entries->len - 1);
-  else if (posix_memalign ((void **) &e, 64, sizeof (MemresIndexEntry)) != 0)
+    return g_ptr_array_steal_index_fast (free_entries, free_entries->len - 1);
+  if (posix_memalign ((void **) &e, 64, sizeof (MemresIndexEntry)) != 0)
     g_error ("memres: out of memory for the segment index");
-  write_begin ();
+  e->gen = 0; /* kept from then on, across its reuses */
+  return e;
+}
+
+/* @e made a copy of @src and added to the live list, inside a write (its pages
+ * not yet). */
+static inline __attribute__ ((always_inline)) void
+entry_fill (MemresIndexEntry *e, const MemresIndexEntry *src)
+{
   /* a reused entry: a stale reader may be looking at it */
   STORE (&e->base, src->base);
   STORE (&e->length, src->end - src->base);
@@ -674,11 +829,124 @@ _memres_index_insert (const MemresIndexEntry *src)
   STORE (&e->tag_id, src->tag_id);
   STORE (&e->tag, src->tag);
   e->unmapping = FALSE;
+  e->dying = FALSE;
   e->live_at = live->len;
   g_ptr_array_add (live, e);
+}
+
+MemresIndexEntry *
+_memres_index_insert (const MemresIndexEntry *src)
+{
+  MemresIndexEntry *e;
+
+  ensure_setup ();
+  e = entry_new ();
+  write_begin ();
+  entry_fill (e, src);
   pages_update (e, TRUE);
   write_end ();
   return e;
+}
+
+static gint
+touch_order (gconstpointer a, gconstpointer b)
+{
+  const Touch *x = a, *y = b;
+
+  if (x->pn != y->pn)
+    return x->pn < y->pn ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* pages_update() of a batch's segment @e (its @seq-th), inside a write: the pages it covers whole
+ * and shares with no other segment take their one store now; every other page is left for
+ * pages_rewrite(), which rewrites it once for all the batch's segments there. */
+static void
+pages_touch (MemresIndexEntry *e, gboolean add, guint seq)
+{
+  guint64 pn = first_page (e), last = last_page (e);
+  guint64 whole_first = first_page (e) + ((e->base & ((1u << PAGE_SHIFT) - 1)) != 0);
+  guint64 whole_end = e->end >> PAGE_SHIFT;
+  guintptr from = add ? SLOT_NONE : (guintptr) e, to = add ? (guintptr) e : SLOT_NONE;
+
+  for (;;)
+    {
+      Touch t = { pn, e, seq };
+      Node *node;
+
+      if (pn >= whole_first && pn < whole_end && (node = page_node (pn, add)) != NULL)
+        {
+          guint64 stop = MIN (whole_end - 1, pn | (NODE_PAGES - 1));
+
+          pn += slots_swap (&node->slot[pn & (NODE_PAGES - 1)], stop - pn + 1, from, to);
+          t.pn = pn;
+          if (pn > stop)
+            pn--; /* the last whole page of the GiB done */
+          else
+            g_array_append_val (touches, t);
+        }
+      else
+        g_array_append_val (touches, t);
+      if (pn == last)
+        break;
+      pn++;
+    }
+}
+
+/* The pages pages_touch() left, each rewritten once from its set: with the batch's segments
+ * there added after the others (in the batch's order), or with its dying ones taken out. Each
+ * page is its own write: between two, the index holds some of the batch's segments and not
+ * others, which a reader may see (each segment's memory is mapped all the while). */
+static void
+pages_rewrite (gboolean add)
+{
+  gboolean in_order = TRUE;
+
+  /* a batch in address order (a sleep's granules, say) touches its pages in order */
+  for (guint i = 1; in_order && i < touches->len; i++)
+    in_order
+        = touch_order (&g_array_index (touches, Touch, i - 1), &g_array_index (touches, Touch, i))
+          < 0;
+  if (!in_order)
+    g_array_sort (touches, touch_order);
+  for (guint i = 0, j; i < touches->len; i = j)
+    {
+      guint64 pn = g_array_index (touches, Touch, i).pn;
+
+      page_get (pn, scratch);
+      if (!add)
+        {
+          guint m = 0;
+
+          for (guint k = 0; k < scratch->len; k++)
+            if (!((MemresIndexEntry *) scratch->pdata[k])->dying)
+              scratch->pdata[m++] = scratch->pdata[k];
+          g_ptr_array_set_size (scratch, m);
+        }
+      for (j = i; j < touches->len && g_array_index (touches, Touch, j).pn == pn; j++)
+        if (add)
+          g_ptr_array_add (scratch, g_array_index (touches, Touch, j).e);
+      write_begin ();
+      page_put (pn, scratch);
+      write_end ();
+    }
+  g_array_set_size (touches, 0);
+}
+
+void
+_memres_index_insert_many (const MemresIndexEntry *src, guint n, MemresIndexEntry **out)
+{
+  ensure_setup ();
+  for (guint i = 0; i < n; i++)
+    out[i] = entry_new ();
+  write_begin ();
+  for (guint i = 0; i < n; i++)
+    {
+      entry_fill (out[i], &src[i]);
+      pages_touch (out[i], TRUE, i);
+    }
+  write_end ();
+  pages_rewrite (TRUE);
 }
 
 void
@@ -691,16 +959,24 @@ _memres_index_grow (MemresIndexEntry *e, guint64 end)
   write_end ();
 }
 
-/* inside a write */
-static void
-remove_entry (MemresIndexEntry *e)
+/* @e taken off the live list, inside a write */
+static inline __attribute__ ((always_inline)) void
+entry_unlist (MemresIndexEntry *e)
 {
   MemresIndexEntry *moved = g_ptr_array_steal_index_fast (live, e->live_at);
 
   g_assert (moved == e);
   if (e->live_at < live->len)
     ((MemresIndexEntry *) live->pdata[e->live_at])->live_at = e->live_at;
+}
+
+/* inside a write */
+static void
+remove_entry (MemresIndexEntry *e)
+{
+  entry_unlist (e);
   pages_update (e, FALSE);
+  e->gen++;
   g_ptr_array_add (free_entries, e);
 }
 
@@ -710,6 +986,26 @@ _memres_index_remove (MemresIndexEntry *e)
   write_begin ();
   remove_entry (e);
   write_end ();
+}
+
+void
+_memres_index_remove_many (MemresIndexEntry *const *es, guint n)
+{
+  write_begin ();
+  for (guint i = 0; i < n; i++)
+    {
+      es[i]->dying = TRUE;
+      entry_unlist (es[i]);
+      pages_touch (es[i], FALSE, i);
+    }
+  write_end ();
+  pages_rewrite (FALSE);
+  for (guint i = 0; i < n; i++)
+    {
+      es[i]->dying = FALSE;
+      es[i]->gen++;
+      g_ptr_array_add (free_entries, es[i]);
+    }
 }
 
 void

@@ -410,6 +410,10 @@ struct _MemresKindInfo
  *   that step failed and the memory stays; never while holding a lock of the kind. An event
  *   the index cannot take (an overlap with a segment of @mr, an unknown base) is refused with
  *   a #GError, nothing changed. Since: 2.0
+ * memres_resource_raise_segment_events(): the same for a run of segments and one event, the
+ *   lookup index changed once for all of them (a sleep's or a wake's thousands of segments):
+ *   subscribers see what one call per segment would give them; a run with one segment the index
+ *   cannot take is refused whole. Since: 2.0
  * The snapshot slot's builders (memres_snapshot_add_block() and the others) are declared with
  * #MemresSnapshotLayer in memres-plugin-ops.h, the options' getters with #MemresOptions. */
 gboolean memres_plugin_register_kind (MemresPlugin *plugin, const MemresKindInfo *info,
@@ -431,5 +435,8 @@ const char *memres_sleep_call_get_tag (MemresSleepMode *mode);
 const char *memres_allocation_get_tag (const MemresAllocation *alloc);
 gboolean memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,
                                               const MemresSegment *segment, GError **error);
+gboolean memres_resource_raise_segment_events (MemresResource *mr, MemresSegmentEvent event,
+                                               const MemresSegment *segments, gsize n_segments,
+                                               GError **error);
 
 G_END_DECLS

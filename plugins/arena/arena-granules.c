@@ -9,9 +9,11 @@
  * address, length the granularity). Events are raised with parts.lock dropped, since
  * subscribers may call into memres: granule_map() queues "mapped" (Arena.pending, in the order
  * of the driver calls) and the slot that mapped raises the queue after it unlocks
- * (arena_events_flush(), one event at a time under ev_lock, so that events reach subscribers in
- * queue order whichever thread raises them, and a slot returns only once every event queued
- * before it unlocked was delivered). "About to be unmapped" must be delivered before the unmap,
+ * (arena_events_flush(), under ev_lock, so that events reach subscribers in queue order whichever
+ * thread raises them, and a slot returns only once every event queued before it unlocked was
+ * delivered; each run of events of one kind in the queue is raised as one batch,
+ * memres_resource_raise_segment_events(), so that a sleep's thousands of granules change the
+ * lookup index once). "About to be unmapped" must be delivered before the unmap,
  * so granule_unmap() is reached only through arena_unmap_idle() (and arena_granules_move(), whose
  * granules are held by the buffer a resize moves: nothing else touches them while the lock is
  * dropped for their events): under the lock, idle granules
@@ -127,12 +129,14 @@ withdraw_mapped (Arena *self, guint g)
     }
 }
 
-/* Raises the queued events, parts.lock not held: on return, every event queued before the
- * call was delivered. A subscriber's callback that allocates from this arena on the same thread
- * raises the events its allocation queued from inside the outer loop, in queue order still. */
+/* Raises the queued events, parts.lock not held, each run of one kind as one batch: on return,
+ * every event queued before the call was delivered. A subscriber's callback that allocates from
+ * this arena on the same thread raises the events its allocation queued from inside the outer
+ * loop, in queue order still (the core delivers the rest of the outer batch first). */
 void
 arena_events_flush (Arena *self)
 {
+  g_autoptr (GArray) segs = NULL;
   gboolean nested;
 
   if (__atomic_load_n (&self->in_flight, __ATOMIC_SEQ_CST) == 0)
@@ -143,30 +147,41 @@ arena_events_flush (Arena *self)
       g_mutex_lock (&self->ev_lock);
       self->ev_owner = g_thread_self ();
     }
+  segs = g_array_new (FALSE, TRUE, sizeof (MemresSegment));
   for (;;)
     {
-      MemresSegment seg = { 0 };
+      MemresSegmentEvent event = MEMRES_SEGMENT_MAPPED;
       g_autoptr (GError) error = NULL;
-      PendingEvent e;
-      gboolean have;
+      guint n = 0;
 
+      /* the run of events of one kind at the head of the queue */
       g_mutex_lock (&self->parts.lock);
-      if ((have = self->pending->len > 0))
+      g_array_set_size (segs, 0);
+      if (self->pending->len > 0)
+        event = g_array_index (self->pending, PendingEvent, 0).event;
+      for (; n < self->pending->len; n++)
         {
-          e = g_array_index (self->pending, PendingEvent, 0);
-          g_array_remove_index (self->pending, 0);
+          const PendingEvent *e = &g_array_index (self->pending, PendingEvent, n);
+          MemresSegment seg = { 0 };
+
+          if (e->event != event)
+            break;
+          seg.base = e->base;
+          seg.length = self->granularity;
+          seg.device = self->device;
+          seg.handle_types = self->prop.requestedHandleTypes;
+          seg.tag = cache_tag_name (e->tag);
+          g_array_append_val (segs, seg);
         }
+      if (n > 0)
+        g_array_remove_range (self->pending, 0, n);
       g_mutex_unlock (&self->parts.lock);
-      if (!have)
+      if (n == 0)
         break;
-      seg.base = e.base;
-      seg.length = self->granularity;
-      seg.device = self->device;
-      seg.handle_types = self->prop.requestedHandleTypes;
-      seg.tag = cache_tag_name (e.tag);
-      if (!memres_resource_raise_segment_event (self->mr, e.event, &seg, &error))
+      if (!memres_resource_raise_segment_events (self->mr, event,
+                                                 (const MemresSegment *) segs->data, n, &error))
         g_warning ("arena: %s", error->message);
-      __atomic_sub_fetch (&self->in_flight, 1, __ATOMIC_SEQ_CST);
+      __atomic_sub_fetch (&self->in_flight, n, __ATOMIC_SEQ_CST);
     }
   if (!nested)
     {

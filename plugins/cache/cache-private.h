@@ -132,10 +132,11 @@ gboolean cache_direct_is_asleep (Cache *self, guint64 address);
 void cache_direct_forget (Cache *self, guint64 address);
 /* cache-upstream.c */
 /* the segment event of @up, an allocation of the cache's from its upstream, with the tag
- * memres_allocation_get_tag() gives for @up (that of a buffer whose record it is), or @tag */
+ * memres_allocation_get_tag() gives for @up (that of a buffer whose record it is) */
 void cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up);
-void cache_raise_segment_tagged (Cache *self, MemresSegmentEvent event, const MemresAllocation *up,
-                                 const char *tag);
+/* the segment of @up with tag @tag, into @seg (for a batch of events: cache-sleep.c) */
+void cache_segment_of (Cache *self, const MemresAllocation *up, const char *tag,
+                       MemresSegment *seg);
 void update_highs (Cache *self);
 gboolean upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
                             MemresAllocation *alloc, GError **error);

@@ -48,12 +48,18 @@ collect (Cache *self, MemresAllocation *const *allocs, gsize n, MemresAllocation
   return m;
 }
 
+/* One @event for each of @ups' segments, in one batch (memres_resource_raise_segment_events()). */
 static void
 raise_all (Cache *self, MemresSegmentEvent event, MemresAllocation *const *ups, gsize m,
            const char *const *tags)
 {
+  g_autofree MemresSegment *segs = g_new (MemresSegment, m + 1);
+  g_autoptr (GError) error = NULL;
+
   for (gsize i = 0; i < m; i++)
-    cache_raise_segment_tagged (self, event, ups[i], tags[i]);
+    cache_segment_of (self, ups[i], tags[i], &segs[i]);
+  if (!memres_resource_raise_segment_events (self->self_mr, event, segs, m, &error))
+    g_warning ("cache: %s", error->message);
 }
 
 /* The tags of @ups' segments (memres_lookup(): the index keeps them), into @tags. */

@@ -16,23 +16,23 @@
 #include <string.h>
 
 void
-cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up)
+cache_segment_of (Cache *self, const MemresAllocation *up, const char *tag, MemresSegment *seg)
 {
-  /* a buffer's own record (a direct request) has its tag; a chunk or block of the cache none */
-  cache_raise_segment_tagged (self, event, up, memres_allocation_get_tag (up));
+  memset (seg, 0, sizeof *seg);
+  seg->base = up->address;
+  seg->length = up->size;
+  seg->device = self->device;
+  seg->tag = tag;
 }
 
 void
-cache_raise_segment_tagged (Cache *self, MemresSegmentEvent event, const MemresAllocation *up,
-                            const char *tag)
+cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up)
 {
-  MemresSegment seg = { 0 };
   g_autoptr (GError) error = NULL;
+  MemresSegment seg;
 
-  seg.base = up->address;
-  seg.length = up->size;
-  seg.device = self->device;
-  seg.tag = tag;
+  /* a buffer's own record (a direct request) has its tag; a chunk or block of the cache none */
+  cache_segment_of (self, up, memres_allocation_get_tag (up), &seg);
   if (!memres_resource_raise_segment_event (self->self_mr, event, &seg, &error))
     g_warning ("cache: %s", error->message);
 }

@@ -24,6 +24,8 @@
  * left mapped); a step that fails after that and maps the memory back tells it mapped again. */
 #include "vmm-private.h"
 
+#include <string.h>
+
 #include "../common/alloc-error.h"
 #include "../common/release.h"
 
@@ -433,22 +435,31 @@ vmm_unmap (VmmResource *self, VmmBuffer *buf, gsize start, gsize end, GError **e
 
 /* --- segments -------------------------------------------------------------------------------- */
 
+gboolean
+_vmm_segment (VmmResource *self, const VmmBuffer *buf, CUdeviceptr base, gsize length,
+              MemresSegment *seg)
+{
+  if (length == 0)
+    return FALSE;
+  memset (seg, 0, sizeof *seg);
+  seg->base = base;
+  seg->length = length;
+  /* as memres_buffer_get_device() says: host-located memory belongs to no device */
+  seg->device = self->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? self->device : -1;
+  seg->handle_types = (guint32) self->prop.requestedHandleTypes;
+  seg->tag = buf->tag;
+  return TRUE;
+}
+
 void
 _vmm_raise (VmmResource *self, const VmmBuffer *buf, MemresSegmentEvent event, CUdeviceptr base,
             gsize length)
 {
-  MemresSegment seg = { 0 };
   g_autoptr (GError) error = NULL;
+  MemresSegment seg;
 
-  if (length == 0)
-    return;
-  seg.base = base;
-  seg.length = length;
-  /* as memres_buffer_get_device() says: host-located memory belongs to no device */
-  seg.device = self->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? self->device : -1;
-  seg.handle_types = (guint32) self->prop.requestedHandleTypes;
-  seg.tag = buf->tag;
-  if (!memres_resource_raise_segment_event (self->mr, event, &seg, &error))
+  if (_vmm_segment (self, buf, base, length, &seg)
+      && !memres_resource_raise_segment_event (self->mr, event, &seg, &error))
     g_warning ("vmm: %s", error->message);
 }
 

@@ -147,6 +147,9 @@ G_GNUC_INTERNAL gboolean _vmm_wake (MemresResource *mr, MemresAllocation *const 
  * [base, base + length) of @buf (its tag the segment's); nothing for 0 bytes (no segment). */
 G_GNUC_INTERNAL void _vmm_raise (VmmResource *self, const VmmBuffer *buf, MemresSegmentEvent event,
                                  CUdeviceptr base, gsize length);
+/* vmm-buffer.c: that segment into @seg; FALSE (@seg untouched) for 0 bytes. */
+G_GNUC_INTERNAL gboolean _vmm_segment (VmmResource *self, const VmmBuffer *buf, CUdeviceptr base,
+                                       gsize length, MemresSegment *seg);
 
 /* vmm.c: @buf (of @size bytes now) added to, changed in or removed from the live buffers, and
  * @physical_delta bytes of physical memory counted, under stats_lock (what statistics and

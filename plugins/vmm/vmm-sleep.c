@@ -7,8 +7,11 @@
  * a handle the driver refuses to release is kept with the buffer (its memory stays held and is
  * mapped again at the wake; a debug message says so) rather than failing a sleep that can no
  * longer go back. Wake creates, maps and grants each buffer in turn, and on a failure
- * puts back to sleep the buffers it woke and releases what it created. Segments: UNMAPPING before
- * a buffer is unmapped, MAPPED once it is mapped again (also when a failed sleep maps it back). */
+ * puts back to sleep the buffers it woke and releases what it created. Segments: UNMAPPING for
+ * every buffer (one batch, memres_resource_raise_segment_events()) before the first is unmapped,
+ * MAPPED for every one (one batch) once all are mapped again, also when a failed sleep maps them
+ * back; a failed wake puts the buffers it woke back to sleep before telling them mapped, so it
+ * tells nothing. */
 #include "vmm-private.h"
 
 /* Maps the chunks of @buf that start before @end and grants access to [0, end): undoes an unmap
@@ -35,6 +38,25 @@ vmm_sleep_remap_or_warn (VmmResource *self, VmmBuffer *buf, gsize end)
     vmm_warn_call_failed (res, "cuMemSetAccess", "mapping a buffer again after a failed sleep");
 }
 
+/* One @event for the mapped part of each of the buffers of @allocs, in one batch. */
+static void
+raise_all (VmmResource *self, MemresAllocation *const *allocs, gsize n_allocs,
+           MemresSegmentEvent event)
+{
+  g_autofree MemresSegment *segs = g_new (MemresSegment, n_allocs + 1);
+  g_autoptr (GError) error = NULL;
+  gsize m = 0;
+
+  for (gsize i = 0; i < n_allocs; i++)
+    {
+      const VmmBuffer *buf = allocs[i]->plugin_data;
+
+      m += _vmm_segment (self, buf, buf->base, buf->mapped, &segs[m]);
+    }
+  if (!memres_resource_raise_segment_events (self->mr, event, segs, m, &error))
+    g_warning ("vmm: %s", error->message);
+}
+
 static gboolean
 vmm_refuse_shared (const VmmBuffer *buf, gsize size, GError **error)
 {
@@ -59,13 +81,13 @@ _vmm_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
     }
 
   /* every buffer unmapped, the handles held: a failure maps them all back */
+  raise_all (self, allocs, n_allocs, MEMRES_SEGMENT_UNMAPPING);
   for (gsize i = 0; i < n_allocs; i++)
     {
       VmmBuffer *buf = allocs[i]->plugin_data;
       gsize stop = 0;
       CUresult res;
 
-      _vmm_raise (self, buf, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
       res = _vmm_buffer_apply (self, buf, VMM_UNMAP, 0, buf->mapped, &stop);
       if (res == CUDA_SUCCESS)
         continue;
@@ -74,8 +96,8 @@ _vmm_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
           VmmBuffer *b = allocs[j]->plugin_data;
 
           vmm_sleep_remap_or_warn (self, b, j == i ? stop : b->mapped);
-          _vmm_raise (self, b, MEMRES_SEGMENT_MAPPED, b->base, b->mapped);
         }
+      raise_all (self, allocs, n_allocs, MEMRES_SEGMENT_MAPPED);
       memres_cuda_set_error (error, res, "cuMemUnmap");
       g_prefix_error (error, "vmm: unmapping %" G_GSIZE_FORMAT " bytes: ", buf->mapped);
       return FALSE;
@@ -110,7 +132,7 @@ _vmm_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
 }
 
 /* Puts a buffer that vmm_wake_one() woke back to sleep: unmapped, the chunks it created (marked
- * in @created) released. */
+ * in @created) released. It was not told mapped: nothing to tell. */
 static void
 vmm_sleep_again_or_warn (VmmResource *self, VmmBuffer *buf, gsize size, const gboolean *created)
 {
@@ -118,7 +140,6 @@ vmm_sleep_again_or_warn (VmmResource *self, VmmBuffer *buf, gsize size, const gb
   CUresult res;
   gint64 released = 0;
 
-  _vmm_raise (self, buf, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
   res = _vmm_buffer_apply (self, buf, VMM_UNMAP, 0, buf->mapped, &stop);
   if (res != CUDA_SUCCESS)
     vmm_warn_call_failed (res, "cuMemUnmap", "rolling back a failed wake");
@@ -136,7 +157,7 @@ vmm_sleep_again_or_warn (VmmResource *self, VmmBuffer *buf, gsize size, const gb
 }
 
 /* Wakes one buffer: creates the chunks released at its sleep (marked in @created), maps every
- * chunk, grants access. On failure leaves it asleep as it was. */
+ * chunk, grants access; its MAPPED event is the caller's. On failure leaves it asleep as it was. */
 static gboolean
 vmm_wake_one (VmmResource *self, VmmBuffer *buf, gsize size, gboolean *created, GError **error)
 {
@@ -188,7 +209,6 @@ vmm_wake_one (VmmResource *self, VmmBuffer *buf, gsize size, gboolean *created, 
     }
   buf->asleep = FALSE;
   _vmm_buffer_update (self, buf, size, VMM_BUFFER_CHANGED, made);
-  _vmm_raise (self, buf, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
   return TRUE;
 
 unmap:
@@ -235,6 +255,8 @@ _vmm_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs, 
   if (!ok)
     for (gsize j = i - 1; j-- > 0;)
       vmm_sleep_again_or_warn (self, allocs[j]->plugin_data, allocs[j]->size, created[j]);
+  else
+    raise_all (self, allocs, n_allocs, MEMRES_SEGMENT_MAPPED);
   for (gsize j = 0; j < n_allocs; j++)
     g_free (created[j]);
   g_free (created);
