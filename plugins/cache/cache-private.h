@@ -141,9 +141,9 @@ gboolean upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresS
                             MemresAllocation *alloc, GError **error);
 gboolean block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream,
                        MemresAllocation *up, guint *n_blocks, GError **error);
-Block *block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream,
+Block *block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, guint tag,
                   MemresAllocation *up, guint n, GError **error);
-gboolean release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error);
+gboolean release_idle (Cache *self, gsize bytes_to_keep, guint tag, Retired *out, GError **error);
 gboolean flush_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error);
 void recycle_idle (Cache *self, guint cls, MemresStream stream, Retired *out);
 void retired_free (Cache *self, Retired *r, MemresStream stream);

@@ -138,7 +138,7 @@ cache_finalize (MemresResource *mr)
   Retired retired = { NULL, NULL };
 
   cache_parts_stop (&self->parts);
-  if (!release_idle (self, 0, &retired, &error))
+  if (!release_idle (self, 0, CACHE_TAG_ANY, &retired, &error))
     g_warning ("cache: returning the cached blocks to the upstream failed: %s", error->message);
   if (self->chunks != NULL || self->reserved != 0)
     g_warning ("cache: %" G_GUINT64_FORMAT " bytes still reserved at finalize", self->reserved);
