@@ -142,8 +142,10 @@ typedef struct
   guint n_spare;
   guint want_unmap;       /* set by arena_span_hold(): idle granules to unmap before it can hold */
   guint keep_lo, keep_hi; /* with want_unmap: the granules of the span, not to be unmapped */
-  gboolean no_unmap;      /* arena_span_hold() creates rather than asking for unmaps */
-  GArray *pending;        /* PendingEvent, in the order of the driver calls */
+  guint idle_tag;    /* arena_release_idle_tag(): only idle granules that last served it (gtag) are
+                      * unmapped; CACHE_TAG_ANY otherwise */
+  gboolean no_unmap; /* arena_span_hold() creates rather than asking for unmaps */
+  GArray *pending;   /* PendingEvent, in the order of the driver calls */
   guint n_mapped, n_idle_mapped, mapped_high;
   CUstream watch;       /* the arena's own stream: waits for tagged ranges' events */
   GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
@@ -245,6 +247,7 @@ guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
 guint64 arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle);
 gboolean arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error);
 gboolean arena_release_idle (Arena *self, guint64 keep_bytes, GError **error);
+gboolean arena_release_idle_tag (Arena *self, guint tag, GError **error);
 void arena_spares_release (Arena *self);
 gboolean arena_granules_release_all (Arena *self);
 gboolean arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error);
@@ -266,6 +269,7 @@ void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream ta
 Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
+gboolean arena_heap_settle_tag (Arena *self, guint owner, GError **error);
 gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
                            guint64 *addr, GError **error);
