@@ -132,23 +132,25 @@ allocate_general (MemresResource *mr, gsize size, MemresStream stream, guint tag
                         cache_normalize_stream (&self->parts, stream), tag, alloc, error);
 }
 
-/* A marked record's allocation (a tagged buffer in a stack that can sleep): above an upstream
- * that places by tag, the upstream's own (cache_is_direct()); else a block of the buffer's
+/* A marked record's allocation (a tagged buffer in a stack that can sleep, or below a layer
+ * that reads tags): above an upstream that places by tag, the upstream's own
+ * (cache_is_direct()); over one that can sleep (Cache.by_tag_blocks), a block of the buffer's
  * tag, so that the blocks and chunks a tag's buffers used are that tag's alone, and its sleep
- * gives back its free ones (cache-sleep.c) and no other tag's. */
+ * gives back its free ones (cache-sleep.c) and no other tag's; elsewhere a block of no tag. */
 G_GNUC_NO_INLINE
 static gboolean
 allocate_tagged (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                  GError **error)
 {
-  const char *name = memres_allocation_get_tag (alloc);
+  Cache *self = memres_resource_get_private (mr);
+  const char *name = self->by_tag_blocks ? memres_allocation_get_tag (alloc) : NULL;
 
   return allocate_general (mr, size, stream, name == NULL ? 0 : cache_tag_index (name), alloc,
                            error);
 }
 
 /* The hot path: cache_hit_allocate_tagged() (cache-parts.h), the arena's too, for "no tag". The
- * core marks a tagged buffer's record only in a stack that can sleep
+ * core marks a tagged buffer's record only in a stack that can sleep or reads tags
  * (MEMRES_ALLOCATION_TAGGED, memres-plugin-ops.h): only such a record takes the tagged path; an
  * untagged allocation reads the record it is about to fill and takes a block of no tag. */
 gboolean

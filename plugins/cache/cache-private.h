@@ -52,6 +52,11 @@ typedef struct
    * tag there and sleeps with them; the hit paths are off (parts.hit_max 0) so that the general
    * paths see every call */
   gboolean by_tag;
+  /* the upstream can sleep (its first layer that does not pass allocations has the sleep slot):
+   * a chunk and a block of its own serve one tag (Block.tag), and an allocation takes only free
+   * blocks of its buffer's tag (cache-alloc.c), so that a tag's sleep gives back that tag's free
+   * blocks alone (cache-sleep.c); elsewhere every block has tag 0 */
+  gboolean by_tag_blocks;
 
   /* under parts.lock */
   guint64 reserved, reserved_high, used_high;
