@@ -28,7 +28,13 @@
  *     granules: fewer allocations than memres held for `vmm` (64 MiB chunks), and under
  *     `cache>arena` one per buffer, which was neither the granules released nor their handles.)
  *  6. page-locked copy bandwidth (cuMemcpy of 256 MiB each way), against the backup's restore
- *     (target >= 80 %);
+ *     (target >= 80 %): the "weights" wake (wake_weights_backup_ms) makes the physical memory
+ *     again and copies the bytes back; the raw calls that make the same physical allocations
+ *     (those under the ranges of the weights sleep's MEMRES_SEGMENT_UNMAPPING events, found as in
+ *     5.), create + map + set access alone, are timed too (weights_raw_create_map_ms, the least
+ *     of 3 runs), so that the copy's own bandwidth is weights_bytes / (wake - create + map)
+ *     (weights_copy_only_gbps, against pinned_h2d_gbps: copy_only_vs_h2d; the whole wake's:
+ *     weights_wake_gbps, wake_vs_h2d);
  *  7. vLLM's method on the "weights" buffers: per allocation a device synchronize, a copy into
  *     page-locked memory, one unmap and release; back: create, map, set access, copy: memres
  *     must be faster in both directions.
@@ -363,6 +369,11 @@ main (int argc, char **argv)
   guint8 *host;
   GRand *rand = g_rand_new_with_seed (34);
   GArray *unmapped = g_array_new (FALSE, FALSE, sizeof (MemresSegment));
+  GArray *unmapped_w = g_array_new (FALSE, FALSE, sizeof (MemresSegment));
+  gint64 t_wake_w, t_w_create = G_MAXINT64;
+  guint w_handles_n = 0;
+  guint64 w_raw_bytes = 0;
+  double w_copy_gbps, w_wake_gbps, h2d_gbps;
   guint sub;
 
   g_option_context_add_main_entries (oc, entries, NULL);
@@ -433,9 +444,18 @@ main (int argc, char **argv)
   if (!memres_resource_unsubscribe_segments (mr, sub, &error))
     die ("unsubscribing", error);
   keep_outermost (unmapped);
+  /* the weights' segments untimed: subscribing is not part of the sleep */
+  t_sleep = now_ns () - t0;
+  sub = memres_resource_subscribe_segments (mr, collect_unmapping, unmapped_w, NULL, &error);
+  if (sub == 0)
+    die ("subscribing to segment events", error);
+  t0 = now_ns ();
   if (!memres_resource_sleep (mr, "bench-weights", backup, NULL, &error))
     die ("sleeping weights", error);
-  t_sleep = now_ns () - t0;
+  t_sleep += now_ns () - t0;
+  if (!memres_resource_unsubscribe_segments (mr, sub, &error))
+    die ("unsubscribing", error);
+  keep_outermost (unmapped_w);
   free1 = free_bytes ();
   given = free1 > free0 ? free1 - free0 : 0;
 
@@ -464,6 +484,7 @@ main (int argc, char **argv)
   if (!memres_resource_wake (mr, "bench-weights", NULL, &error))
     die ("waking weights", error);
   t_wake = now_ns () - t0;
+  t_wake_w = t_wake - t_wake_kv;
   for (guint i = 0; i < bufs->len; i++)
     {
       MemresBuffer *b = bufs->pdata[i];
@@ -494,6 +515,26 @@ main (int argc, char **argv)
       released_only_bytes += g_array_index (released_only, Extent, k).size;
     g_array_unref (handles);
     g_array_unref (released_only);
+  }
+  /* the same for the weights' physical allocations: create + map + set access alone, the least
+   * of 3 runs, against the weights' wake, which also copies the bytes back */
+  {
+    GArray *w_released = NULL;
+    GArray *handles = handles_under (unmapped_w, &w_released);
+    g_autoptr (GArray) runs = runs_of (handles);
+
+    for (guint rep = 0; rep < 3; rep++)
+      {
+        gint64 t_create, t_release;
+
+        raw_calls (handles, runs, w_released, &t_create, &t_release);
+        t_w_create = MIN (t_w_create, t_create);
+      }
+    w_handles_n = handles->len;
+    for (guint k = 0; k < handles->len; k++)
+      w_raw_bytes += g_array_index (handles, Extent, k).size;
+    g_array_unref (handles);
+    g_array_unref (w_released);
   }
 
   /* 6. page-locked copy bandwidth, and 7. vLLM's method on the weights */
@@ -586,6 +627,14 @@ main (int argc, char **argv)
   }
 
 report:
+  /* 0 for what --calls-only did not measure */
+  h2d_gbps = t_copy_h2d > 0 ? (256.0 * 1048576.0) / (double) t_copy_h2d : 0.0;
+  w_wake_gbps = (double) weights_bytes / MAX (1.0, (double) t_wake_w);
+  if (t_w_create == G_MAXINT64)
+    t_w_create = 0;
+  /* 0 when the raw calls took as long as the whole wake (noise on a tiny run): no copy time */
+  w_copy_gbps
+      = t_wake_w > t_w_create ? (double) weights_bytes / (double) (t_wake_w - t_w_create) : 0.0;
   printf ("{\"spec\": \"%s\", \"buffers\": %u, \"bytes\": %" G_GUINT64_FORMAT
           ", \"slept_bytes\": %" G_GUINT64_FORMAT ", \"weights_bytes\": %" G_GUINT64_FORMAT
           ",\n \"given_back_bytes\": %" G_GUINT64_FORMAT ", \"given_back_share\": %.4f"
@@ -598,6 +647,10 @@ report:
           ", \"discard_vs_runs\": %.3f"
           ",\n \"pinned_d2h_gbps\": %.2f, \"pinned_h2d_gbps\": %.2f"
           ",\n \"vllm_sleep_ms\": %.3f, \"vllm_wake_ms\": %.3f"
+          ",\n \"wake_weights_backup_ms\": %.3f, \"weights_raw_handles\": %u"
+          ", \"weights_raw_bytes\": %" G_GUINT64_FORMAT ", \"weights_raw_create_map_ms\": %.3f"
+          ",\n \"weights_wake_gbps\": %.3f, \"weights_copy_only_gbps\": %.3f"
+          ", \"wake_vs_h2d\": %.4f, \"copy_only_vs_h2d\": %.4f"
           ",\n \"addresses_and_checksums_identical\": %s}\n",
           spec, bufs->len, sum_bytes, slept, weights_bytes, given,
           slept > 0 ? (double) given / (double) slept : 0.0, t_sleep / 1e6, t_wake / 1e6,
@@ -606,9 +659,10 @@ report:
           (double) (t_sleep_kv + t_wake_kv) / MAX (1.0, (double) (t_raw_release + t_raw_create)),
           runs_n, t_runs_release / 1e6, t_runs_create / 1e6,
           (double) (t_sleep_kv + t_wake_kv) / MAX (1.0, (double) (t_runs_release + t_runs_create)),
-          t_copy_d2h > 0 ? (256.0 * 1048576.0) / (double) t_copy_d2h : 0.0,
-          t_copy_h2d > 0 ? (256.0 * 1048576.0) / (double) t_copy_h2d : 0.0, t_vllm_sleep / 1e6,
-          t_vllm_wake / 1e6, same ? "true" : "false");
+          t_copy_d2h > 0 ? (256.0 * 1048576.0) / (double) t_copy_d2h : 0.0, h2d_gbps,
+          t_vllm_sleep / 1e6, t_vllm_wake / 1e6, t_wake_w / 1e6, w_handles_n, w_raw_bytes,
+          t_w_create / 1e6, w_wake_gbps, w_copy_gbps, h2d_gbps > 0 ? w_wake_gbps / h2d_gbps : 0.0,
+          h2d_gbps > 0 ? w_copy_gbps / h2d_gbps : 0.0, same ? "true" : "false");
   for (guint i = 0; i < bufs->len; i++)
     {
       if (!memres_buffer_close (bufs->pdata[i], NULL, &error))
@@ -619,6 +673,7 @@ report:
   g_array_unref (sums);
   g_array_unref (addrs);
   g_array_unref (unmapped);
+  g_array_unref (unmapped_w);
   g_free (host);
   g_rand_free (rand);
   return same ? 0 : 2;

@@ -5,6 +5,8 @@ as documented and print well-formed JSON with the expected structure; never timi
   smoke.py bench MEMRES_BENCH        memres-bench --quick against the driver in the environment
   smoke.py peers PEERS_PY LIBMEMRES  peers.py --quick, memres through ctypes and the package
   smoke.py run-all RUN_ALL BUILD     run-all.sh --quick into a scratch directory
+  smoke.py sleep SLEEP_BENCH ARGS... memres-sleep-bench ARGS: its JSON, and the weights' wake
+                                     split into the raw create + map and the copy
 """
 
 import json
@@ -240,11 +242,36 @@ def smoke_run_all(script, build):
                 fail("RESULTS.md lacks %r:\n%s" % (needle, text[:3000]))
 
 
+def smoke_sleep(exe, *args):
+    p = run([exe] + list(args))
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError as e:
+        fail("memres-sleep-bench printed invalid JSON (%s):\n%s" % (e, p.stdout[:2000]))
+    if doc.get("addresses_and_checksums_identical") is not True:
+        fail("addresses or checksums changed: %r" % doc)
+    for key in ("wake_ms", "wake_weights_backup_ms", "weights_raw_create_map_ms",
+                "weights_raw_handles", "weights_raw_bytes", "weights_wake_gbps",
+                "weights_copy_only_gbps", "wake_vs_h2d", "copy_only_vs_h2d", "pinned_h2d_gbps"):
+        if not isinstance(doc.get(key), (int, float)) or doc[key] < 0:
+            fail("%s is %r" % (key, doc.get(key)))
+    # the weights slept with backup: their wake made physical memory again, which the raw
+    # baseline made alone, and it is part of the whole wake
+    if doc["weights_raw_handles"] < 1 or doc["weights_raw_bytes"] <= 0:
+        fail("no raw baseline for the weights: %r" % doc)
+    if not doc["weights_raw_create_map_ms"] <= doc["wake_weights_backup_ms"] <= doc["wake_ms"]:
+        fail("create + map %r ms, weights' wake %r ms, wake %r ms: out of order"
+             % (doc["weights_raw_create_map_ms"], doc["wake_weights_backup_ms"], doc["wake_ms"]))
+    if doc["weights_copy_only_gbps"] < doc["weights_wake_gbps"]:
+        fail("the copy alone is slower than the whole wake: %r" % doc)
+
+
 def main():
     if len(sys.argv) < 3:
         fail(__doc__)
     mode, args = sys.argv[1], sys.argv[2:]
-    {"bench": smoke_bench, "peers": smoke_peers, "run-all": smoke_run_all}[mode](*args)
+    {"bench": smoke_bench, "peers": smoke_peers, "run-all": smoke_run_all,
+     "sleep": smoke_sleep}[mode](*args)
     print("ok")
 
 

@@ -701,8 +701,9 @@ records_of (MemresSleepEntry **entries, gsize n)
  * host resource; %MEMRES_SLEEP_FILE: through at most 64 MiB of page-locked memory into the
  * policy's file with pwrite(), then fsync()); then the kind's sleep slot releases the memory
  * (`vmm`: for each buffer, cuMemUnmap() and cuMemRelease() of its chunks; `arena`: of the
- * granules only sleeping buffers cover; `cache` also gives its free cached blocks back to its
- * upstream), raising %MEMRES_SEGMENT_UNMAPPING for each segment first.
+ * granules only sleeping buffers cover, and the idle granules @tag last used; `cache` also gives
+ * the free blocks it keeps for @tag back to its upstream, the other tags' staying cached),
+ * raising %MEMRES_SEGMENT_UNMAPPING for each segment first.
  *
  * All or nothing: when any step fails, every buffer is awake and intact as before, the saved
  * contents are freed and the error names the step. While @tag sleeps on @mr: allocating under
@@ -714,10 +715,10 @@ records_of (MemresSleepEntry **entries, gsize n)
  * a new DLPack export of a sleeping buffer is refused (%MEMRES_SLEEP_ERROR_ASLEEP).
  *
  * A tag with no open buffer on @mr sleeps too: the kinds still release the free memory its
- * buffers left cached (`cache` gives its free blocks back, `arena` releases the tag's slabs
- * with their free blocks), and allocating under it is refused until the wake, as for any
- * sleeping tag; a tag of the process that never went through @mr sleeps all the same (the
- * kinds give their free memory back first, as at every sleep). A name that was never a tag in this
+ * buffers left cached (`cache` gives the tag's free blocks back, `arena` releases the tag's
+ * slabs with their free blocks), and allocating under it is refused until the wake, as for any
+ * sleeping tag; a tag of the process that never went through @mr sleeps all the same (there is
+ * no free memory of it to give back). A name that was never a tag in this
  * process (no allocation, push or default ever used it) is %MEMRES_TAG_ERROR_UNKNOWN, and nothing
  * sleeps.
  *

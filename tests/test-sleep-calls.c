@@ -11,6 +11,8 @@
 
 #include "testutil.h"
 
+#include <string.h>
+
 #define KiB ((gsize) 1 << 10)
 #define MiB ((gsize) 1 << 20)
 
@@ -183,6 +185,180 @@ test_calls (gconstpointer data)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* Whether the granule at @address has physical memory mapped (the fake's handle table). */
+static gboolean
+granule_mapped (guint64 address)
+{
+  const MemresCudaDriver *drv = mt_driver ();
+  CUmemGenericAllocationHandle h = 0;
+
+  if (drv->cuMemRetainAllocationHandle (&h, (void *) (guintptr) address) != CUDA_SUCCESS)
+    return FALSE;
+  g_assert_cmpint (drv->cuMemRelease (h), ==, CUDA_SUCCESS);
+  return TRUE;
+}
+
+/* Adds the granules under @buf (each its first byte's address) to @set. */
+static void
+granules_of (GHashTable *set, MemresBuffer *buf, gsize granule)
+{
+  guint64 a = memres_buffer_get_address (buf), end = a + memres_buffer_get_size (buf);
+
+  for (a = a / granule * granule; a < end; a += granule)
+    g_hash_table_add (set, GSIZE_TO_POINTER ((gsize) a));
+}
+
+typedef struct
+{
+  gsize size;
+  gboolean closed; /* closed before the sleep: a free block the layers keep */
+} Want;
+
+/* Buffers of one tag: a few 4 KiB ones (carved from a chunk of `cache`, or a slab of `arena`), and
+ * 1 MiB and 8 MiB ones (blocks of their own in `cache`, large extents in `arena`). Every small
+ * one of "kv" is closed, so that its chunk is all free. */
+static const Want kv_wants[]
+    = { { 4096, TRUE },     { 4096, TRUE },     { 4096, TRUE },    { 4096, TRUE },
+        { 1 * MiB, FALSE }, { 8 * MiB, FALSE }, { 1 * MiB, TRUE }, { 1 * MiB, TRUE } };
+static const Want w_wants[]
+    = { { 4096, FALSE },    { 4096, FALSE },   { 4096, TRUE },   { 4096, TRUE },
+        { 1 * MiB, FALSE }, { 1 * MiB, TRUE }, { 1 * MiB, TRUE } };
+
+static MemresBuffer *
+alloc_under (MemresResource *mr, const char *tag, gsize size)
+{
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *b;
+
+  g_assert_true (memres_tag_push (tag, NULL));
+  b = memres_resource_allocate (mr, size, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (memres_tag_pop (tag, NULL));
+  return b;
+}
+
+/* A sleep of tag "ot-kv" while "ot-w" stays awake (docs/sleep.md, `cache`): the free memory kv's
+ * buffers left cached is released with kv's buffers, the free blocks of "ot-w" stay cached: the
+ * live handles drop by exactly the granules under kv's buffers, open and closed (its free chunk
+ * and free blocks of their own in `cache>vmm`: 8 handles, see below), each of which has no
+ * memory then, while every granule under w's, open and closed, still has; a w allocation of
+ * every size it freed then makes no driver call. The wake (backup) maps kv's live buffers again at
+ * their addresses with their bytes; w's bytes were never touched. */
+static void
+test_other_tag_kept (gconstpointer data)
+{
+  const char *spec = data;
+  gboolean arena = strstr (spec, "arena") != NULL;
+  gsize granule;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GHashTable) kv_granules = g_hash_table_new (NULL, NULL);
+  g_autoptr (GHashTable) kv_live = g_hash_table_new (NULL, NULL);
+  g_autoptr (GHashTable) kv_gone = g_hash_table_new (NULL, NULL);
+  g_autoptr (GHashTable) w_granules = g_hash_table_new (NULL, NULL);
+  g_autoptr (MemresSleepPolicy) backup = NULL;
+  MemresBuffer *kv[G_N_ELEMENTS (kv_wants)], *w[G_N_ELEMENTS (w_wants)];
+  guint64 kv_addr[G_N_ELEMENTS (kv_wants)];
+  MemresResource *mr;
+  FakeCudaCounts base, awake, asleep, woken;
+  GHashTableIter iter;
+  gpointer key;
+  const char **names = NULL;
+  int n_names;
+  guint drop;
+
+  if (!mt_require_fake ("counts the driver calls of the fake"))
+    return;
+  granule = mt_device_granularity ();
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok (spec);
+  for (guint i = 0; i < G_N_ELEMENTS (kv_wants); i++)
+    {
+      kv[i] = alloc_under (mr, "ot-kv", kv_wants[i].size);
+      kv_addr[i] = memres_buffer_get_address (kv[i]);
+      granules_of (kv_granules, kv[i], granule);
+      /* the arena's slab sleeps whole and wakes: its closed blocks' granules are not gone */
+      if (!kv_wants[i].closed)
+        granules_of (kv_live, kv[i], granule);
+      else if (!arena || kv_wants[i].size > 4096)
+        granules_of (kv_gone, kv[i], granule);
+      mt_write_pattern (kv[i], 0, kv_wants[i].size, 100 + i, NULL);
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (w_wants); i++)
+    {
+      w[i] = alloc_under (mr, "ot-w", w_wants[i].size);
+      granules_of (w_granules, w[i], granule);
+      mt_write_pattern (w[i], 0, w_wants[i].size, 200 + i, NULL);
+    }
+  /* the tags' buffers lie in granules of their own: chunks and slabs serve one tag */
+  g_hash_table_iter_init (&iter, w_granules);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    g_assert_false (g_hash_table_contains (kv_granules, key));
+  for (guint i = 0; i < G_N_ELEMENTS (kv_wants); i++)
+    if (kv_wants[i].closed)
+      mt_close_ok (g_steal_pointer (&kv[i]), NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (w_wants); i++)
+    if (w_wants[i].closed)
+      mt_close_ok (g_steal_pointer (&w[i]), NULL);
+
+  backup = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, &error);
+  g_assert_no_error (error);
+  mt_fake_get_counts (&awake);
+  MT_CHECK (memres_resource_sleep (mr, "ot-kv", backup, NULL, &error));
+  mt_fake_get_counts (&asleep);
+  drop = (guint) (awake.physical_handles - asleep.physical_handles);
+  g_test_message ("%s: the sleep of kv released %u handles, under kv's %u granules", spec, drop,
+                  g_hash_table_size (kv_granules));
+  /* one handle per granule there (vmm:chunk=2MiB, the arena's granules): in cache>vmm, by hand,
+   * kv's 1 MiB and 8 MiB buffers (1 + 4), its two free 1 MiB blocks (2) and its chunk of free
+   * 4 KiB blocks (1); in cache>arena, its slab, its live extents and its idle granules */
+  if (!arena)
+    g_assert_cmpuint (drop, ==, 8);
+  g_assert_cmpuint (drop, ==, g_hash_table_size (kv_granules));
+  g_hash_table_iter_init (&iter, kv_granules);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    g_assert_false (granule_mapped (GPOINTER_TO_SIZE (key)));
+  g_hash_table_iter_init (&iter, w_granules);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    g_assert_true (granule_mapped (GPOINTER_TO_SIZE (key)));
+
+  /* w's free blocks stayed cached: allocating them again asks the driver nothing */
+  mt_fake_trace_begin ();
+  for (guint i = 0; i < G_N_ELEMENTS (w_wants); i++)
+    if (w_wants[i].closed)
+      w[i] = alloc_under (mr, "ot-w", w_wants[i].size);
+  n_names = mt_fake_trace_end (&names);
+  if (n_names > 0)
+    g_error ("%s: allocating w's freed sizes again called the driver %d times (first %s)", spec,
+             n_names, names[0]);
+  for (guint i = 0; i < G_N_ELEMENTS (w_wants); i++)
+    if (!w_wants[i].closed)
+      mt_check_pattern (w[i], 0, w_wants[i].size, 200 + i, NULL);
+
+  MT_CHECK (memres_resource_wake (mr, "ot-kv", NULL, &error));
+  mt_fake_get_counts (&woken);
+  /* the live buffers' memory made again, the arena's slab too (parked with its free blocks);
+   * the granules only kv's closed buffers held are released for good: in cache>vmm its chunk
+   * and its two free blocks of their own (3), in cache>arena those of its freed extents */
+  g_hash_table_iter_init (&iter, kv_live);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    g_hash_table_remove (kv_gone, key);
+  if (!arena)
+    g_assert_cmpuint (g_hash_table_size (kv_gone), ==, 3);
+  g_assert_cmpint (woken.physical_handles, ==,
+                   awake.physical_handles - (int) g_hash_table_size (kv_gone));
+  for (guint i = 0; i < G_N_ELEMENTS (kv_wants); i++)
+    if (kv[i] != NULL)
+      {
+        g_assert_cmpuint (memres_buffer_get_address (kv[i]), ==, kv_addr[i]);
+        mt_check_pattern (kv[i], 0, kv_wants[i].size, 100 + i, NULL);
+        mt_close_ok (kv[i], NULL);
+      }
+  for (guint i = 0; i < G_N_ELEMENTS (w_wants); i++)
+    mt_close_ok (w[i], NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -191,5 +367,9 @@ main (int argc, char **argv)
   g_test_add_data_func ("/sleep-calls/cache-arena", "cache>arena", test_calls);
   g_test_add_data_func ("/sleep-calls/arena", "arena", test_calls);
   g_test_add_data_func ("/sleep-calls/vmm", "vmm", test_calls);
+  g_test_add_data_func ("/sleep-calls/cache-vmm/other-tag-kept", "cache:chunk=2MiB>vmm:chunk=2MiB",
+                        test_other_tag_kept);
+  g_test_add_data_func ("/sleep-calls/cache-arena/other-tag-kept", "cache>arena",
+                        test_other_tag_kept);
   return g_test_run ();
 }

@@ -51,6 +51,7 @@ arena_granules_init (Arena *self, GError **error)
   self->pending = g_array_new (FALSE, FALSE, sizeof (PendingEvent));
   self->retired_at = g_new0 (guint8, self->n_granules);
   self->keep_lo = G_MAXUINT;
+  self->idle_tag = CACHE_TAG_ANY;
   g_mutex_init (&self->ev_lock);
   return TRUE;
 }
@@ -349,7 +350,8 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
 
   while (k < n && (g = idle_pop (self)) >= 0)
     {
-      if ((guint) g >= self->keep_lo && (guint) g <= self->keep_hi)
+      if (((guint) g >= self->keep_lo && (guint) g <= self->keep_hi)
+          || (self->idle_tag != CACHE_TAG_ANY && self->gtag[g] != self->idle_tag))
         {
           g_array_append_val (kept, g);
           continue;
@@ -363,6 +365,7 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
     idle_push (self, g_array_index (kept, guint, i));
   self->keep_lo = G_MAXUINT;
   self->keep_hi = 0;
+  self->idle_tag = CACHE_TAG_ANY;
   if (k == 0)
     return TRUE;
   g_mutex_unlock (&self->parts.lock);
@@ -797,6 +800,20 @@ arena_release_idle (Arena *self, guint64 keep_bytes, GError **error)
       (guint) MIN ((mapped - keep_bytes + self->granularity - 1) >> self->granule_shift,
                    self->n_idle_mapped),
       TRUE, error);
+}
+
+/* Gives spares, then the idle granules that last served tag @tag (cache_tag_index(): gtag, which
+ * a granule keeps once idle) back to the driver: the free memory a tag's sleep gives back, the
+ * other tags' idle granules kept mapped. parts.lock held; dropped in between
+ * (arena_unmap_idle()). */
+gboolean
+arena_release_idle_tag (Arena *self, guint tag, GError **error)
+{
+  arena_spares_release (self);
+  if (self->n_idle_mapped == 0)
+    return TRUE;
+  self->idle_tag = tag;
+  return arena_unmap_idle (self, self->n_idle_mapped, TRUE, error);
 }
 
 /* Finalize: every granule given back (cuMemRelease, cuMemUnmap) after its "about to be

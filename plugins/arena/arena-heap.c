@@ -234,30 +234,47 @@ best_fit_serving (Arena *self, MemresStream stream, guint64 size, guint tag, gui
   return NULL;
 }
 
+typedef struct
+{
+  Arena *self;
+  guint owner; /* CACHE_TAG_ANY, or the tag (cache_tag_index()) every granule must serve */
+  GPtrArray *tagged;
+} Collect;
+
 static gboolean
 collect_tagged (gpointer key, gpointer value, gpointer data)
 {
   Range *r = key;
+  Collect *c = data;
 
-  if (r->tag != NULL)
-    g_ptr_array_add (data, r);
+  if (r->tag == NULL)
+    return FALSE;
+  if (c->owner != CACHE_TAG_ANY)
+    for (guint g = arena_granule (c->self, r->addr);
+         g <= arena_granule (c->self, r->addr + r->size - 1); g++)
+      if (c->self->gtag[g] != c->owner)
+        return FALSE;
+  g_ptr_array_add (c->tagged, r);
   return FALSE;
 }
 
-/* Without @wait: the watch stream is made to wait for the event of every tagged range, then
- * asked whether it is idle; only then are they all settled (a stream held back keeps them all
- * tagged: the caller then creates memory instead, and nothing waits). With @wait (trim, the
- * out-of-memory flush, finalize): after the device's work is done (cuCtxSynchronize), every
- * tagged range is settled. */
-gboolean
-arena_heap_settle (Arena *self, gboolean wait, GError **error)
+/* arena_heap_settle() of the tagged ranges all of whose granules serve @owner (CACHE_TAG_ANY:
+ * every tagged range). */
+static gboolean
+settle (Arena *self, gboolean wait, guint owner, GError **error)
 {
   g_autoptr (GPtrArray) tagged = NULL;
+  Collect c;
 
   if (self->tagged_bytes == 0)
     return TRUE;
   tagged = g_ptr_array_new ();
-  g_tree_foreach (self->free_tree, collect_tagged, tagged);
+  c.self = self;
+  c.owner = owner;
+  c.tagged = tagged;
+  g_tree_foreach (self->free_tree, collect_tagged, &c);
+  if (tagged->len == 0)
+    return TRUE;
   if (wait)
     {
       if (!memres_cuda_device_synchronize (self->device, error))
@@ -298,6 +315,26 @@ arena_heap_settle (Arena *self, gboolean wait, GError **error)
     }
   self->settles++;
   return TRUE;
+}
+
+/* Without @wait: the watch stream is made to wait for the event of every tagged range, then
+ * asked whether it is idle; only then are they all settled (a stream held back keeps them all
+ * tagged: the caller then creates memory instead, and nothing waits). With @wait (trim, the
+ * out-of-memory flush, finalize): after the device's work is done (cuCtxSynchronize), every
+ * tagged range is settled. */
+gboolean
+arena_heap_settle (Arena *self, gboolean wait, GError **error)
+{
+  return settle (self, wait, CACHE_TAG_ANY, error);
+}
+
+/* arena_heap_settle() without a wait of the tagged ranges whose granules all serve tag @owner
+ * (cache_tag_index()): a tag's sleep, which gives back the tag's free memory and leaves the
+ * other tags' ranges tagged (reused on their streams without a driver call). */
+gboolean
+arena_heap_settle_tag (Arena *self, guint owner, GError **error)
+{
+  return settle (self, FALSE, owner, error);
 }
 
 /* The free range that ends at @addr (@left) or starts there, if it is settled or tagged @tag. */

@@ -162,6 +162,8 @@ typedef struct
   guint n_spare;
   guint want_unmap;       /* set by arena_span_hold(): idle granules to unmap before it can hold */
   guint keep_lo, keep_hi; /* with want_unmap: the granules of the span, not to be unmapped */
+  guint idle_tag;    /* arena_release_idle_tag(): only idle granules that last served it (gtag) are
+                      * unmapped; CACHE_TAG_ANY otherwise */
   gboolean no_unmap;      /* arena_span_hold() creates rather than asking for unmaps */
   GArray *pending;        /* PendingEvent, in the order of the driver calls */
   /* lending (arena-lend.c): set by arena_extent_new() for the placement in progress */
@@ -274,6 +276,7 @@ guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
 guint64 arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle);
 gboolean arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error);
 gboolean arena_release_idle (Arena *self, guint64 keep_bytes, GError **error);
+gboolean arena_release_idle_tag (Arena *self, guint tag, GError **error);
 void arena_spares_release (Arena *self);
 gboolean arena_granules_release_all (Arena *self);
 gboolean arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error);
@@ -306,6 +309,7 @@ Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 guint64 arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size);
 gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
+gboolean arena_heap_settle_tag (Arena *self, guint owner, GError **error);
 gboolean arena_reserve_more (Arena *self, guint64 size, GError **error);
 gboolean arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint owner,
                            guint64 *addr, GError **error);

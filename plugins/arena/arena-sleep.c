@@ -1,14 +1,17 @@
 /* memres - CUDA memory resources
  * arena-sleep.c: the `arena` kind's sleep and wake slots (docs/sleep.md).
  *
- * A sleep first gives every idle granule back to the driver (the free memory: what a trim to 0
- * gives back), then counts the bytes of each sleeping large extent in its granules (Arena.asleep)
- * and releases every granule whose held bytes are all asleep: those the tag's buffers cover alone,
- * with free bytes around them or other sleeping buffers (arena_granules_sleep(): unmapped after
- * "about to be unmapped", then released). Placement keeps other tags out of a tag's granules; a
- * granule that still holds bytes that do not sleep (a tagged free range not settled yet, a
- * buffer of the tag that is not asleep) stays mapped, its contents too, and its sleeping bytes
- * count as asleep all the same. The addresses stay reserved and the extents stay in use.
+ * A sleep first gives the idle granules that last served the tag back to the driver (its free
+ * memory, its free ranges whose streams are done settled first, without a wait; the other tags'
+ * idle granules and free ranges stay as they were; every idle granule, as a trim to 0, when the
+ * slot is called with no tag), then counts the bytes of each sleeping large extent in its granules
+ * (Arena.asleep) and releases every granule whose held bytes are all asleep: those the tag's
+ * buffers cover alone, with free bytes around them or other sleeping buffers
+ * (arena_granules_sleep(): unmapped after "about to be unmapped", then released). Placement keeps
+ * other tags out of a tag's granules; a granule that still holds bytes that do not sleep (a tagged
+ * free range not settled yet, a buffer of the tag that is not asleep) stays mapped, its contents
+ * too, and its sleeping bytes count as asleep all the same. The addresses stay reserved and the
+ * extents stay in use.
  *
  * While a tag sleeps, the free bytes of a released granule may be handed out to another
  * allocation: backing them (arena_span_hold()) maps memory under the whole granule again, and
@@ -275,8 +278,13 @@ arena_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs
   if (!refuse_own (self, allocs, n_allocs, error))
     return FALSE;
   g_mutex_lock (&self->parts.lock);
-  /* the free memory first: every idle granule given back, as a trim does */
-  if (!arena_release_idle (self, 0, error))
+  /* the free memory first: the idle granules the tag last used given back, its free ranges
+   * whose streams are done settled first, without a wait (every idle granule, as a trim does,
+   * with no tag: a slot called outside memres_resource_sleep()) */
+  tag = tag_of_all (self, allocs, n_allocs);
+  if (memres_sleep_call_get_tag (NULL) != NULL
+          ? !arena_heap_settle_tag (self, tag, error) || !arena_release_idle_tag (self, tag, error)
+          : !arena_release_idle (self, 0, error))
     {
       g_mutex_unlock (&self->parts.lock);
       arena_events_flush (self);
@@ -287,15 +295,10 @@ arena_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs
     self->asleep = g_new0 (guint64, self->n_granules);
   if (self->asleep_large == NULL)
     self->asleep_large = g_hash_table_new (NULL, NULL);
-  tag = tag_of_all (self, allocs, n_allocs);
+  /* the tag's blocks in the fronts into the shared bins, where its free ones are parked from
+   * (the other tags' stay in their fronts) */
   if (tag != 0)
-    {
-      /* the fronts' blocks into the shared bins, where the tag's free ones are parked from */
-      cache_fronts_stop (&self->parts);
-      for (Front *f = self->parts.fronts; f != NULL; f = f->next)
-        cache_front_drain (&self->parts, f);
-      cache_fronts_resume (&self->parts);
-    }
+    cache_fronts_drain_tag (&self->parts, tag);
   mark (self, allocs, n_allocs, 1);
   mark_slabs (self, allocs, n_allocs, tag, 1);
   gs = granules_of (self, allocs, n_allocs, tag, TRUE);

@@ -60,12 +60,13 @@ direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, Mem
   return ok;
 }
 
-/* No block of @cls freed on @stream (normalized) in the front: the calling thread's front for a
- * larger class (large classes only), the shared bins, then a new block from the upstream. */
+/* No block of @cls and tag @tag freed on @stream (normalized) in the front: the calling thread's
+ * front for a larger class (large classes only), the shared bins, then a new block from the
+ * upstream (for @tag: a chunk serves one tag). */
 G_GNUC_NO_INLINE
 static gboolean
 allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStream stream,
-               MemresAllocation *alloc, GError **error)
+               guint tag, MemresAllocation *alloc, GError **error)
 {
   GError *local = NULL;
   MemresAllocation up;
@@ -79,9 +80,9 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
   b = NULL;
   for (guint c = cls; b == NULL && local == NULL && c <= last; c++)
     {
-      b = c > cls ? cache_own_front_take (&self->parts, c, stream) : NULL;
+      b = c > cls ? cache_own_front_take (&self->parts, c, stream, tag) : NULL;
       if (b == NULL)
-        b = cache_shared_take (&self->parts, c, stream, 0, &local);
+        b = cache_shared_take (&self->parts, c, stream, tag, &local);
     }
   if (b != NULL)
     self->parts.shared_hits[cls]++;
@@ -93,7 +94,7 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
   if (b == NULL && local == NULL && block_memory (mr, self, cls, stream, &up, &n, &local))
     {
       g_mutex_lock (&self->parts.lock);
-      if ((b = block_new (mr, self, cls, stream, &up, n, &local)) != NULL)
+      if ((b = block_new (mr, self, cls, stream, tag, &up, n, &local)) != NULL)
         {
           self->misses[cls]++;
           update_highs (self);
@@ -111,10 +112,11 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
   return TRUE;
 }
 
+/* An allocation for tag @tag (cache_tag_index(), 0 untagged): a block of that tag (Block.tag) */
 G_GNUC_NO_INLINE
 static gboolean
-allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
-                  GError **error)
+allocate_general (MemresResource *mr, gsize size, MemresStream stream, guint tag,
+                  MemresAllocation *alloc, GError **error)
 {
   Cache *self = memres_resource_get_private (mr);
   Front *f;
@@ -122,20 +124,44 @@ allocate_general (MemresResource *mr, gsize size, MemresStream stream, MemresAll
   if (G_UNLIKELY (cache_is_direct (self, alloc, size)))
     return direct_allocate (mr, self, size, stream, alloc, error);
   f = front_get_for (mr, &self->parts);
-  if (f != NULL && front_try_allocate (f, &self->parts, cache_class_of (size), size, stream, alloc))
+  if (f != NULL
+      && front_try_allocate_tagged (f, &self->parts, cache_class_of (size), size, stream, TRUE, tag,
+                                    alloc))
     return TRUE;
   return allocate_slow (mr, self, cache_class_of (size), size,
-                        cache_normalize_stream (&self->parts, stream), alloc, error);
+                        cache_normalize_stream (&self->parts, stream), tag, alloc, error);
 }
 
-/* The hot path: cache_hit_allocate() (cache-parts.h), the arena's too. */
+/* A marked record's allocation (a tagged buffer in a stack that can sleep, or below a layer
+ * that reads tags): above an upstream that places by tag, the upstream's own
+ * (cache_is_direct()); over one that can sleep (Cache.by_tag_blocks), a block of the buffer's
+ * tag, so that the blocks and chunks a tag's buffers used are that tag's alone, and its sleep
+ * gives back its free ones (cache-sleep.c) and no other tag's; elsewhere a block of no tag. */
+G_GNUC_NO_INLINE
+static gboolean
+allocate_tagged (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                 GError **error)
+{
+  Cache *self = memres_resource_get_private (mr);
+  const char *name = self->by_tag_blocks ? memres_allocation_get_tag (alloc) : NULL;
+
+  return allocate_general (mr, size, stream, name == NULL ? 0 : cache_tag_index (name), alloc,
+                           error);
+}
+
+/* The hot path: cache_hit_allocate_tagged() (cache-parts.h), the arena's too, for "no tag". The
+ * core marks a tagged buffer's record only in a stack that can sleep or reads tags
+ * (MEMRES_ALLOCATION_TAGGED, memres-plugin-ops.h): only such a record takes the tagged path; an
+ * untagged allocation reads the record it is about to fill and takes a block of no tag. */
 gboolean
 cache_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                 GError **error)
 {
-  if (cache_hit_allocate (mr, size, stream, alloc))
+  if (G_UNLIKELY (alloc->size == MEMRES_ALLOCATION_TAGGED))
+    return allocate_tagged (mr, size, stream, alloc, error);
+  if (cache_hit_allocate_tagged (mr, size, stream, TRUE, 0, alloc))
     return TRUE;
-  return allocate_general (mr, size, stream, alloc, error);
+  return allocate_general (mr, size, stream, 0, alloc, error);
 }
 
 /* The front had no room: a bigger lease, else the shared bins (with an event on @stream, which

@@ -52,6 +52,11 @@ typedef struct
    * tag there and sleeps with them; the hit paths are off (parts.hit_max 0) so that the general
    * paths see every call */
   gboolean by_tag;
+  /* the upstream can sleep (its first layer that does not pass allocations has the sleep slot):
+   * a chunk and a block of its own serve one tag (Block.tag), and an allocation takes only free
+   * blocks of its buffer's tag (cache-alloc.c), so that a tag's sleep gives back that tag's free
+   * blocks alone (cache-sleep.c); elsewhere every block has tag 0 */
+  gboolean by_tag_blocks;
 
   /* under parts.lock */
   guint64 reserved, reserved_high, used_high;
@@ -142,9 +147,9 @@ gboolean upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresS
                             MemresAllocation *alloc, GError **error);
 gboolean block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream,
                        MemresAllocation *up, guint *n_blocks, GError **error);
-Block *block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream,
+Block *block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, guint tag,
                   MemresAllocation *up, guint n, GError **error);
-gboolean release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error);
+gboolean release_idle (Cache *self, gsize bytes_to_keep, guint tag, Retired *out, GError **error);
 gboolean flush_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error);
 void recycle_idle (Cache *self, guint cls, MemresStream stream, Retired *out);
 void retired_free (Cache *self, Retired *r, MemresStream stream);

@@ -2,13 +2,16 @@
  * cache-sleep.c: the `cache` adaptor's sleep and wake slots (docs/sleep.md), over an upstream
  * that can sleep (`vmm`, `arena`).
  *
- * A sleep first gives the free cached blocks back to the upstream (the trim of every front and
- * the shared bins), then puts to sleep, through memres_upstream_sleep(), the upstream allocation
- * under each buffer that has one of its own: a request above max_block (the buffer's record is
- * the upstream's), or a block of a class above the chunked ones (Block.up). A block carved from
- * a chunk shares that chunk with other blocks: it stays mapped, contents and all (the classes of
- * at most chunk / 16 bytes, 128 KiB by default). The cache's segments of what sleeps are told
- * unmapped before and mapped after the wake.
+ * Blocks and chunks serve one tag (Block.tag, set when the chunk or block is taken from the
+ * upstream; an allocation takes only blocks of its buffer's tag, cache-alloc.c). A sleep first
+ * gives the free blocks of the sleeping tag back to the upstream (free_blocks_release(): the
+ * tag's blocks of its own, and its chunks all of whose blocks are free, out of every front and
+ * the shared bins; the other tags' free blocks stay cached), then puts to sleep, through
+ * memres_upstream_sleep(), the upstream allocation under each buffer that has one of its own: a
+ * request above max_block (the buffer's record is the upstream's), or a block of a class above the
+ * chunked ones (Block.up). A block carved from a chunk shares that chunk with other blocks: it
+ * stays mapped, contents and all (the classes of at most chunk / 16 bytes, 128 KiB by default). The
+ * cache's segments of what sleeps are told unmapped before and mapped after the wake.
  *
  * While asleep, a block of its own has Block.size set to CACHE_BLOCK_ASLEEP: the close's hit path
  * then finds no room for it in the front (its byte budget), and deallocate_general() hands it to
@@ -102,6 +105,31 @@ mark (Cache *self, MemresAllocation *const *ups, Block *const *blocks, gsize m, 
   g_mutex_unlock (&self->parts.lock);
 }
 
+/* The free memory of the sleep's tag (memres_sleep_call_get_tag()) back to the upstream: the
+ * free blocks of its own and the chunks all of whose blocks are free, of that tag (Block.tag:
+ * blocks and chunks serve one tag, cache-alloc.c), the fronts' too; the other tags' stay
+ * cached, and the upstream keeps its own free memory of them (its sleep slot gives back the
+ * tag's). With no tag (a slot called outside a memres_resource_sleep()), a trim to 0: every
+ * free block, and the upstream's reserve. */
+static gboolean
+free_blocks_release (MemresResource *mr, Cache *self, GError **error)
+{
+  const char *name = memres_sleep_call_get_tag (NULL);
+  Retired retired = { NULL, NULL };
+  guint tag;
+  gboolean ok;
+
+  if (name == NULL)
+    return cache_trim (mr, 0, error);
+  tag = cache_tag_index (name);
+  g_mutex_lock (&self->parts.lock);
+  cache_fronts_drain_tag (&self->parts, tag);
+  ok = release_idle (self, 0, tag, &retired, error);
+  g_mutex_unlock (&self->parts.lock);
+  retired_free (self, &retired, NULL);
+  return ok;
+}
+
 gboolean
 cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs, GError **error)
 {
@@ -112,7 +140,7 @@ cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs
   gsize m;
 
   /* the free cached blocks first: they go back to the upstream (their memory released) */
-  if (!cache_trim (mr, 0, error))
+  if (!free_blocks_release (mr, self, error))
     {
       g_prefix_error (error, "cache: giving the free cached blocks back: ");
       return FALSE;

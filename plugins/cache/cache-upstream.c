@@ -126,14 +126,15 @@ block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream, M
   return upstream_allocate (mr, self, csize, stream, up, error);
 }
 
-/* A new block of class @cls for @stream in @up (block_memory()): a block of its own above the
- * chunk classes, else carved from a new chunk (the other blocks of the chunk go to the shared
+/* A new block of class @cls and tag @tag (Block.tag, each block of the chunk too) for @stream in
+ * @up (block_memory()): a block of its own above the chunk classes, else carved from a new
+ * chunk (the other blocks of the chunk go to the shared
  * cache, with an event recorded after the chunk's allocation). NULL when the event cannot be
  * recorded: @up is then still the caller's, to give back once the lock is released. parts.lock
  * held. */
 Block *
-block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, MemresAllocation *up,
-           guint n, GError **error)
+block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, guint tag,
+           MemresAllocation *up, guint n, GError **error)
 {
   gsize csize = cache_class_size (cls);
   Chunk *chunk;
@@ -147,6 +148,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, Memr
       b->up = *up;
       b->cls = cls;
       b->size = csize;
+      b->tag = (guint8) tag;
       reserve_add (self, csize, up->size);
       return b;
     }
@@ -167,6 +169,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, Memr
       b->chunk = chunk;
       b->cls = cls;
       b->size = csize;
+      b->tag = (guint8) tag;
       b->stream = stream;
       if (i > 0)
         {
@@ -208,45 +211,61 @@ chunks_count_idle (Cache *self)
       b->chunk->n_idle++;
 }
 
-/* Whether release_idle() would retire anything: a free block of its own that fits above
- * @bytes_to_keep, or a chunk all of whose blocks are free (chunks_count_idle()). So that a trim or
- * sleep with nothing to give back waits for no device. parts.lock held. */
+/* Whether @b, free, is of tag @tag (CACHE_TAG_ANY: any) and may go while @bytes_to_keep stay
+ * reserved. parts.lock held. */
 static gboolean
-release_idle_finds_some (Cache *self, gsize bytes_to_keep)
+block_goes (Cache *self, const Block *b, guint tag, gsize bytes_to_keep)
+{
+  return (tag == CACHE_TAG_ANY || b->tag == tag) && self->reserved - b->size >= bytes_to_keep;
+}
+
+/* Whether @chunk (Chunk.n_idle counted) is all free, of tag @tag and may go while
+ * @bytes_to_keep stay reserved. parts.lock held. */
+static gboolean
+chunk_goes (Cache *self, const Chunk *chunk, guint tag, gsize bytes_to_keep)
+{
+  return chunk->n_idle == chunk->n_blocks && (tag == CACHE_TAG_ANY || chunk->blocks[0].tag == tag)
+         && self->reserved - (guint64) chunk->n_blocks * cache_class_size (chunk->blocks[0].cls)
+                >= bytes_to_keep;
+}
+
+/* Whether release_idle() would retire anything: a free block of its own that fits above
+ * @bytes_to_keep, or a chunk all of whose blocks are free (chunks_count_idle()), of tag @tag. So
+ * that a trim or sleep with nothing to give back waits for no device. parts.lock held. */
+static gboolean
+release_idle_finds_some (Cache *self, gsize bytes_to_keep, guint tag)
 {
   for (guint c = self->parts.n_classes; c-- > self->n_chunk_classes;)
-    if (self->parts.shared[c].head != NULL
-        && self->reserved - self->parts.shared[c].head->size >= bytes_to_keep)
-      return TRUE;
+    for (Block *b = self->parts.shared[c].head; b != NULL; b = b->next)
+      if (block_goes (self, b, tag, bytes_to_keep))
+        return TRUE;
   chunks_count_idle (self);
   for (Chunk *chunk = self->chunks; chunk != NULL; chunk = chunk->next)
-    if (chunk->n_idle == chunk->n_blocks
-        && self->reserved - (guint64) chunk->n_blocks * cache_class_size (chunk->blocks[0].cls)
-               >= bytes_to_keep)
+    if (chunk_goes (self, chunk, tag, bytes_to_keep))
       return TRUE;
   return FALSE;
 }
 
-/* Retires the shared cache's blocks (and the chunks all of whose blocks are there) onto @out
- * while more than @bytes_to_keep stay reserved, never going below it (a block or chunk that
- * would is kept); every stream's work on them is complete once
- * this returns TRUE. parts.lock held. */
+/* Retires the shared cache's blocks (and the chunks all of whose blocks are there) of tag @tag
+ * (Block.tag; CACHE_TAG_ANY: every tag) onto @out while more than @bytes_to_keep stay reserved,
+ * never going below it (a block or chunk that would is kept); every stream's work on them is
+ * complete once this returns TRUE. parts.lock held. */
 gboolean
-release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
+release_idle (Cache *self, gsize bytes_to_keep, guint tag, Retired *out, GError **error)
 {
   Chunk *chunk, *next;
 
   if (self->parts.shared_cached == 0 || self->reserved <= bytes_to_keep
-      || !release_idle_finds_some (self, bytes_to_keep))
+      || !release_idle_finds_some (self, bytes_to_keep, tag))
     return TRUE;
   if (!device_synchronize (self, error))
     return FALSE;
   for (guint c = self->parts.n_classes; c-- > self->n_chunk_classes;)
-    while (self->parts.shared[c].head != NULL
-           && self->reserved - self->parts.shared[c].head->size >= bytes_to_keep)
+    for (Block *b = self->parts.shared[c].head, *bnext; b != NULL; b = bnext)
       {
-        Block *b = self->parts.shared[c].head;
-
+        bnext = b->next;
+        if (!block_goes (self, b, tag, bytes_to_keep))
+          continue;
         cache_shared_unlink (&self->parts, b);
         cache_event_unref (&self->parts, g_steal_pointer (&b->event));
         block_retire (self, b, out);
@@ -258,8 +277,7 @@ release_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
 
       next = chunk->next;
       csize = cache_class_size (chunk->blocks[0].cls);
-      if (chunk->n_idle != chunk->n_blocks
-          || self->reserved - (guint64) chunk->n_blocks * csize < bytes_to_keep)
+      if (!chunk_goes (self, chunk, tag, bytes_to_keep))
         continue;
       for (guint i = 0; i < chunk->n_blocks; i++)
         {
@@ -283,7 +301,7 @@ flush_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error)
   for (Front *f = self->parts.fronts; f != NULL; f = f->next)
     cache_front_drain (&self->parts, f);
   cache_fronts_resume (&self->parts);
-  return release_idle (self, bytes_to_keep, out, error);
+  return release_idle (self, bytes_to_keep, CACHE_TAG_ANY, out, error);
 }
 
 /* Before a miss of class @cls for @stream: free blocks of other classes that @stream may use
@@ -319,7 +337,7 @@ recycle_idle (Cache *self, guint cls, MemresStream stream, Retired *out)
         }
       while (f != NULL && budget > 0 && idle > self->reserved / CACHE_IDLE_SHARE)
         {
-          Block *b = cache_own_front_take (&self->parts, c, stream);
+          Block *b = cache_own_front_take (&self->parts, c, stream, CACHE_TAG_ANY);
 
           if (b == NULL)
             break;

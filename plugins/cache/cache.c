@@ -55,22 +55,15 @@ static const MemresOptionSpec cache_options[] = {
     NULL, 0, 0 },
 };
 
-/* Whether @up (through the adaptors that pass allocations) is a kind that reads a buffer's tag
- * to place it and can sleep (Cache.by_tag). */
-static gboolean
-upstream_places_by_tag (MemresResource *up)
+/* The first layer of @up that does not pass allocations through (the adaptors that do are
+ * skipped: the core calls the layer below them), or NULL. */
+static MemresResource *
+upstream_holder (MemresResource *up)
 {
   for (; up != NULL; up = memres_resource_get_upstream (up))
-    {
-      MemresKind *kind = memres_resource_get_kind (up);
-      MemresKindFlags flags = memres_kind_get_flags (kind);
-
-      if (!(flags & MEMRES_KIND_ADAPTOR))
-        return (flags & MEMRES_KIND_TAGGED) && memres_kind_get_ops (kind)->sleep != NULL;
-      if (!(flags & MEMRES_KIND_PASSES_ALLOCATIONS))
-        return FALSE;
-    }
-  return FALSE;
+    if (!(memres_kind_get_flags (memres_resource_get_kind (up)) & MEMRES_KIND_PASSES_ALLOCATIONS))
+      return up;
+  return NULL;
 }
 
 static gboolean
@@ -80,6 +73,7 @@ cache_init (MemresResource *mr, const MemresOptions *options, GError **error)
   guint64 max_block = memres_options_get_size (options, "max_block");
   guint64 chunk = memres_options_get_size (options, "chunk");
   MemresMemoryFlags flags;
+  MemresResource *holder;
   guint n_classes;
 
   if (max_block < 256 || max_block > CACHE_MAX_BLOCK_MAX)
@@ -124,7 +118,16 @@ cache_init (MemresResource *mr, const MemresOptions *options, GError **error)
                     memres_options_get_size (options, "front_bytes"),
                     (flags & (MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_STREAM_ORDERED)) != 0,
                     MAX (memres_resource_get_device (self->upstream), 0));
-  self->by_tag = upstream_places_by_tag (self->upstream);
+  /* an upstream that can sleep: free blocks kept by tag (Cache.by_tag_blocks); a kind that
+   * also reads a buffer's tag to place it: Cache.by_tag */
+  holder = upstream_holder (self->upstream);
+  if (holder != NULL && memres_kind_get_ops (memres_resource_get_kind (holder))->sleep != NULL)
+    {
+      MemresKindFlags hflags = memres_kind_get_flags (memres_resource_get_kind (holder));
+
+      self->by_tag_blocks = TRUE;
+      self->by_tag = !(hflags & MEMRES_KIND_ADAPTOR) && (hflags & MEMRES_KIND_TAGGED);
+    }
   if (self->by_tag)
     self->parts.hit_max = 0;
   return TRUE;
@@ -138,7 +141,7 @@ cache_finalize (MemresResource *mr)
   Retired retired = { NULL, NULL };
 
   cache_parts_stop (&self->parts);
-  if (!release_idle (self, 0, &retired, &error))
+  if (!release_idle (self, 0, CACHE_TAG_ANY, &retired, &error))
     g_warning ("cache: returning the cached blocks to the upstream failed: %s", error->message);
   if (self->chunks != NULL || self->reserved != 0)
     g_warning ("cache: %" G_GUINT64_FORMAT " bytes still reserved at finalize", self->reserved);

@@ -223,9 +223,10 @@ cache_own_front (CacheParts *self)
   return tf != NULL && self->slot >= 0 ? tf->fronts[self->slot] : NULL;
 }
 
-/* A block of class @cls freed on @stream from the calling thread's own front. Lock held. */
+/* A block of class @cls and tag @tag (Block.tag; CACHE_TAG_ANY: any) freed on @stream from the
+ * calling thread's own front. Lock held. */
 Block *
-cache_own_front_take (CacheParts *self, guint cls, MemresStream stream)
+cache_own_front_take (CacheParts *self, guint cls, MemresStream stream, guint tag)
 {
   Front *f = cache_own_front (self);
   FrontBin *bin;
@@ -234,9 +235,37 @@ cache_own_front_take (CacheParts *self, guint cls, MemresStream stream)
     return NULL;
   bin = &f->bins[cls];
   for (guint i = bin->n; i-- > 0;)
-    if (bin->blocks[i]->stream == stream)
+    if (bin->blocks[i]->stream == stream && (tag == CACHE_TAG_ANY || bin->blocks[i]->tag == tag))
       return bin_take (f, bin, i);
   return NULL;
+}
+
+/* Moves the blocks of tag @tag (Block.tag) of every front to the shared bins, with their lease
+ * (as cache_front_spill() does): what a sleep of that tag gives back or parks is then there
+ * alone, and the other tags' blocks stay in their fronts. Every front is stopped meanwhile. Lock
+ * held. */
+void
+cache_fronts_drain_tag (CacheParts *self, guint tag)
+{
+  cache_fronts_stop (self);
+  for (Front *f = self->fronts; f != NULL; f = f->next)
+    for (guint c = 0; c < self->n_classes; c++)
+      {
+        FrontBin *bin = &f->bins[c];
+
+        for (guint i = bin->n; i-- > 0;)
+          {
+            Block *b = bin->blocks[i];
+
+            if (b->tag != tag)
+              continue;
+            bin_take (f, bin, i);
+            f->budget -= b->size;
+            self->leased -= b->size;
+            cache_shared_push (self, b);
+          }
+      }
+  cache_fronts_resume (self);
 }
 
 /* A free that found no room in the calling thread's own front @f (or NULL): puts @b there when

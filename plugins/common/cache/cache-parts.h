@@ -175,7 +175,8 @@ void cache_free_blocks_collect (CacheParts *self, GHashTable *set);
 guint64 cache_fronts_cached (CacheParts *self);
 guint64 cache_fronts_cached_exact (CacheParts *self);
 Front *cache_own_front (CacheParts *self);
-Block *cache_own_front_take (CacheParts *self, guint cls, MemresStream stream);
+Block *cache_own_front_take (CacheParts *self, guint cls, MemresStream stream, guint tag);
+void cache_fronts_drain_tag (CacheParts *self, guint tag);
 gboolean cache_front_lease_put (CacheParts *self, Front *f, Block *b, guint64 room);
 void cache_front_spill (CacheParts *self, Front *f, guint cls, MemresStream stream, CacheEvent *e);
 
@@ -192,6 +193,9 @@ Block *cache_shared_take (CacheParts *self, guint cls, MemresStream stream, guin
                           GError **error);
 
 /* ---- tags (cache-tags.c) ---- */
+
+/* A tag argument that matches a block of any tag (cache_own_front_take()) */
+#define CACHE_TAG_ANY G_MAXUINT
 
 /* A small index (1 to MEMRES_TAGS_MAX) for the interned tag name @name (as
  * memres_allocation_get_tag() gives it; the same name always the same index in this plugin), 0
