@@ -485,6 +485,39 @@ unknown:
   return FALSE;
 }
 
+/* The checks before either raise call changes anything: @mr's kind has segments
+ * (MEMRES_ERROR_NOT_SUPPORTED) and, but for an unmapping, each of the @n @segments has a length
+ * of at least 1 byte that ends inside the address space (MEMRES_ERROR_INVALID_ARGUMENT); a
+ * @batch's message names the segment's place in it. */
+static gboolean
+segments_acceptable (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segments,
+                     gsize n, gboolean batch, GError **error)
+{
+  if (!(memres_kind_get_flags (mr->kind) & MEMRES_KIND_SEGMENTS))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                   "%s of a resource of kind \"%s\", which was registered without "
+                   "MEMRES_KIND_SEGMENTS",
+                   batch ? "segment events" : "a segment event", memres_kind_get_name (mr->kind));
+      return FALSE;
+    }
+  for (gsize i = 0; event != MEMRES_SEGMENT_UNMAPPING && i < n; i++)
+    if (segments[i].length == 0 || segments[i].base + segments[i].length <= segments[i].base)
+      {
+        g_autofree char *which
+            = batch ? g_strdup_printf ("segment %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT, i, n)
+                    : g_strdup ("a segment");
+
+        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                     "%s of a resource of kind \"%s\" at 0x%" G_GINT64_MODIFIER
+                     "x with a length of %" G_GUINT64_FORMAT
+                     " bytes: a length must be at least 1 byte and end inside the address space",
+                     which, memres_kind_get_name (mr->kind), segments[i].base, segments[i].length);
+        return FALSE;
+      }
+  return TRUE;
+}
+
 /**
  * memres_resource_raise_segment_event:
  * @mr: the instance (a kind registered with %MEMRES_KIND_SEGMENTS raises events for its own
@@ -535,24 +568,8 @@ memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent even
   g_return_val_if_fail (event <= MEMRES_SEGMENT_UNMAPPING, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (!(memres_kind_get_flags (mr->kind) & MEMRES_KIND_SEGMENTS))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "a segment event of a resource of kind \"%s\", which was registered without "
-                   "MEMRES_KIND_SEGMENTS",
-                   memres_kind_get_name (mr->kind));
-      return FALSE;
-    }
-  if (event != MEMRES_SEGMENT_UNMAPPING
-      && (segment->length == 0 || segment->base + segment->length <= segment->base))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "a segment of a resource of kind \"%s\" at 0x%" G_GINT64_MODIFIER
-                   "x with a length of %" G_GUINT64_FORMAT
-                   " bytes: a length must be at least 1 byte and end inside the address space",
-                   memres_kind_get_name (mr->kind), segment->base, segment->length);
-      return FALSE;
-    }
+  if (!segments_acceptable (mr, event, segment, 1, FALSE, error))
+    return FALSE;
   return raise_one (mr, event, segment, error);
 }
 
@@ -710,26 +727,8 @@ memres_resource_raise_segment_events (MemresResource *mr, MemresSegmentEvent eve
   g_return_val_if_fail (n_segments <= G_MAXUINT, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  if (!(memres_kind_get_flags (mr->kind) & MEMRES_KIND_SEGMENTS))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
-                   "segment events of a resource of kind \"%s\", which was registered without "
-                   "MEMRES_KIND_SEGMENTS",
-                   memres_kind_get_name (mr->kind));
-      return FALSE;
-    }
-  for (gsize i = 0; event != MEMRES_SEGMENT_UNMAPPING && i < n_segments; i++)
-    if (segments[i].length == 0 || segments[i].base + segments[i].length <= segments[i].base)
-      {
-        g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                     "segment %" G_GSIZE_FORMAT " of %" G_GSIZE_FORMAT
-                     " of a resource of kind \"%s\" at 0x%" G_GINT64_MODIFIER
-                     "x with a length of %" G_GUINT64_FORMAT
-                     " bytes: a length must be at least 1 byte and end inside the address space",
-                     i, n_segments, memres_kind_get_name (mr->kind), segments[i].base,
-                     segments[i].length);
-        return FALSE;
-      }
+  if (!segments_acceptable (mr, event, segments, n_segments, TRUE, error))
+    return FALSE;
   if (event == MEMRES_SEGMENT_GROWN || n_segments == 1)
     {
       for (gsize i = 0; i < n_segments; i++)
