@@ -1,5 +1,6 @@
 /* memres - CUDA memory resources
- * vmm-buffer.c: buffers of the `vmm` kind: allocation, close, growth and shrinking.
+ * vmm-buffer.c: buffers of the `vmm` kind: allocation, close, growth and shrinking (the slots;
+ * their steps on the address space and the physical memory are vmm-memory.c's).
  *
  * A buffer's address space is one or more adjacent reservations (a grow in place adds one); its
  * physical memory is a list of chunks, each one cuMemCreate allocation mapped whole at its offset
@@ -29,26 +30,6 @@
 #include "../common/alloc-error.h"
 #include "../common/release.h"
 
-/* A call failed while undoing a failed operation: nothing else can be done about it. */
-static void
-vmm_warn_leak (CUresult res, const char *call)
-{
-  vmm_warn_call_failed (res, call, "rolling back a failure");
-}
-
-/* A driver call of an allocation or growth failed: memres_cuda_set_error()'s error (the call and
- * the CUresult; MEMRES_ERROR_OUT_OF_MEMORY for CUDA_ERROR_OUT_OF_MEMORY) after what was being
- * done and the bytes the call asked for: "@doing @bytes bytes@what: " ("reserving 4194304 bytes
- * of address space: cuMemAddressReserve: ..."). Returns FALSE. */
-static gboolean
-vmm_call_failed (GError **error, CUresult res, const char *call, const char *doing, gsize bytes,
-                 const char *what)
-{
-  memres_cuda_set_error (error, res, call);
-  g_prefix_error (error, "%s %" G_GSIZE_FORMAT " bytes%s: ", doing, bytes, what);
-  return FALSE;
-}
-
 static gboolean
 vmm_round_size (VmmResource *self, gsize size, gsize *out, GError **error)
 {
@@ -64,373 +45,12 @@ vmm_round_size (VmmResource *self, gsize size, gsize *out, GError **error)
   return TRUE;
 }
 
-/* Makes room for @n_more entries after the @n used ones of an array of @elt_size-byte
- * entries. */
-static gboolean
-vmm_array_reserve (gpointer *array, gsize *cap, gsize n, gsize n_more, gsize elt_size,
-                   GError **error)
-{
-  gsize want;
-  gpointer grown = NULL;
-
-  if (n_more <= *cap - n)
-    return TRUE;
-  if (n_more <= G_MAXSIZE / elt_size - n)
-    {
-      want = MAX (n + n_more, MIN (*cap * 2, G_MAXSIZE / elt_size));
-      grown = g_try_realloc (*array, want * elt_size);
-    }
-  if (grown == NULL)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY,
-                   "vmm: cannot track %" G_GSIZE_FORMAT " more chunks or reservations", n_more);
-      return FALSE;
-    }
-  *array = grown;
-  *cap = want;
-  return TRUE;
-}
-
-/* Room for the chunks of @bytes more memory (one more per reservation boundary crossed). */
-static gboolean
-vmm_reserve_chunks (VmmResource *self, VmmBuffer *buf, gsize bytes, GError **error)
-{
-  gsize n_more = bytes / self->chunk + 1 + buf->n_ranges;
-
-  return vmm_array_reserve ((gpointer *) &buf->chunks, &buf->chunks_cap, buf->n_chunks, n_more,
-                            sizeof (VmmChunk), error);
-}
-
-static gboolean
-vmm_reserve_ranges (VmmBuffer *buf, gsize n_more, GError **error)
-{
-  return vmm_array_reserve ((gpointer *) &buf->ranges, &buf->ranges_cap, buf->n_ranges, n_more,
-                            sizeof (VmmRange), error);
-}
-
 static void
 vmm_buffer_free (VmmBuffer *buf)
 {
   g_free (buf->chunks);
   g_free (buf->ranges);
   g_free (buf);
-}
-
-/* --- address space --------------------------------------------------------------------------- */
-
-/* Adjacent reservations in address order; offsets count from the first one's start. */
-typedef struct
-{
-  const VmmRange *ranges;
-  gsize n_ranges;
-} VmmSpace;
-
-static VmmSpace
-vmm_space_of (const VmmBuffer *buf)
-{
-  return (VmmSpace){ buf->ranges, buf->n_ranges };
-}
-
-/* Applies @op to the bytes [start, end) of @space, one driver call per reservation they lie in,
- * in address order (from the end when @backwards). Returns the first failure; *@stop then says
- * how far the calls got: [start, *stop) is done (with @backwards: [*stop, end)). */
-static CUresult
-vmm_space_apply (VmmResource *self, VmmSpace space, VmmSpanOp op, gsize start, gsize end,
-                 gboolean backwards, gsize *stop)
-{
-  CUdeviceptr base = space.ranges[0].ptr;
-
-  for (gsize k = 0; k < space.n_ranges && start < end; k++)
-    {
-      const VmmRange *r = &space.ranges[backwards ? space.n_ranges - 1 - k : k];
-      gsize from = MAX (start, r->ptr - base);
-      gsize to = MIN (end, r->ptr - base + r->size);
-      CUresult res;
-
-      if (from >= to)
-        continue;
-      if (op == VMM_UNMAP)
-        res = self->drv->cuMemUnmap (base + from, to - from);
-      else
-        res = self->drv->cuMemSetAccess (base + from, to - from, self->access, self->n_access);
-      if (res != CUDA_SUCCESS)
-        {
-          *stop = backwards ? end : start;
-          return res;
-        }
-      if (backwards)
-        end = from;
-      else
-        start = to;
-    }
-  *stop = backwards ? end : start;
-  return CUDA_SUCCESS;
-}
-
-CUresult
-_vmm_buffer_apply (VmmResource *self, const VmmBuffer *buf, VmmSpanOp op, gsize start, gsize end,
-                   gsize *stop)
-{
-  return vmm_space_apply (self, vmm_space_of (buf), op, start, end, FALSE, stop);
-}
-
-/* Grants the owner, the host location and the peers access to the mapped bytes [start, end). */
-static gboolean
-vmm_grant (VmmResource *self, VmmSpace space, gsize start, gsize end, GError **error)
-{
-  gsize stop;
-  CUresult res = vmm_space_apply (self, space, VMM_GRANT, start, end, FALSE, &stop);
-
-  if (res != CUDA_SUCCESS)
-    return vmm_call_failed (error, res, "cuMemSetAccess", "granting access to", end - start, "");
-  return TRUE;
-}
-
-static void
-vmm_unmap_or_warn (VmmResource *self, VmmSpace space, gsize start, gsize end)
-{
-  gsize stop;
-  CUresult res = vmm_space_apply (self, space, VMM_UNMAP, start, end, FALSE, &stop);
-
-  if (res != CUDA_SUCCESS)
-    vmm_warn_leak (res, "cuMemUnmap");
-}
-
-static gboolean
-vmm_address_reserve (VmmResource *self, gsize size, CUdeviceptr hint, CUdeviceptr *ptr,
-                     GError **error)
-{
-  CUresult res = self->drv->cuMemAddressReserve (ptr, size, self->granularity, hint, 0);
-
-  if (res != CUDA_SUCCESS)
-    return vmm_call_failed (error, res, "cuMemAddressReserve", "reserving", size,
-                            " of address space");
-  return TRUE;
-}
-
-static void
-vmm_address_free_or_warn (VmmResource *self, CUdeviceptr ptr, gsize size)
-{
-  CUresult res = self->drv->cuMemAddressFree (ptr, size);
-
-  if (res != CUDA_SUCCESS)
-    vmm_warn_leak (res, "cuMemAddressFree");
-}
-
-/* Reserves @r again at exactly its address: undoes cuMemAddressFree. */
-static gboolean
-vmm_reserve_again (VmmResource *self, const VmmRange *r)
-{
-  CUdeviceptr ptr = 0;
-  CUresult res = self->drv->cuMemAddressReserve (&ptr, r->size, self->granularity, r->ptr, 0);
-
-  if (res != CUDA_SUCCESS)
-    {
-      vmm_warn_leak (res, "cuMemAddressReserve");
-      return FALSE;
-    }
-  if (ptr != r->ptr)
-    {
-      g_warning ("vmm: the address range of a buffer was taken while rolling back a failure");
-      vmm_address_free_or_warn (self, ptr, r->size);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-/* Frees the reservations of @buf, which hold no mapping. On failure reserves the ones already
- * freed again, so the reservations are as they were. */
-static gboolean
-vmm_free_ranges (VmmResource *self, VmmBuffer *buf, GError **error)
-{
-  for (gsize i = 0; i < buf->n_ranges; i++)
-    {
-      CUresult res = self->drv->cuMemAddressFree (buf->ranges[i].ptr, buf->ranges[i].size);
-
-      if (res != CUDA_SUCCESS)
-        {
-          for (gsize j = i; j-- > 0;)
-            vmm_reserve_again (self, &buf->ranges[j]);
-          return memres_cuda_set_error (error, res, "cuMemAddressFree");
-        }
-    }
-  return TRUE;
-}
-
-/* --- physical memory ------------------------------------------------------------------------- */
-
-/* The index of the first chunk that starts at or after @offset (n_chunks when none does). */
-static gsize
-vmm_chunk_index (const VmmBuffer *buf, gsize offset)
-{
-  gsize lo = 0, hi = buf->n_chunks;
-
-  while (lo < hi)
-    {
-      gsize mid = lo + (hi - lo) / 2;
-
-      if (buf->chunks[mid].offset < offset)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-  return lo;
-}
-
-static gsize
-vmm_chunks_end (const VmmBuffer *buf)
-{
-  const VmmChunk *last = buf->n_chunks > 0 ? &buf->chunks[buf->n_chunks - 1] : NULL;
-
-  return last != NULL ? last->offset + last->size : 0;
-}
-
-/* Maps the existing chunks [first, last) of @buf at their offsets in @space. On failure unmaps
- * what it mapped. */
-static gboolean
-vmm_map_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize first, gsize last,
-                GError **error)
-{
-  CUdeviceptr base = space.ranges[0].ptr;
-
-  for (gsize i = first; i < last; i++)
-    {
-      const VmmChunk *c = &buf->chunks[i];
-      CUresult res = self->drv->cuMemMap (base + c->offset, c->size, 0, c->handle, 0);
-
-      if (res != CUDA_SUCCESS)
-        {
-          vmm_unmap_or_warn (self, space, buf->chunks[first].offset, c->offset);
-          return vmm_call_failed (error, res, "cuMemMap", "mapping", c->size, "");
-        }
-    }
-  return TRUE;
-}
-
-/* Releases the handles of the chunks [first, n_chunks), newest first, and forgets them. */
-static void
-vmm_release_chunks_or_warn (VmmResource *self, VmmBuffer *buf, gsize first)
-{
-  for (gsize i = buf->n_chunks; i-- > first;)
-    {
-      CUresult res = self->drv->cuMemRelease (buf->chunks[i].handle);
-
-      if (res != CUDA_SUCCESS)
-        vmm_warn_leak (res, "cuMemRelease");
-    }
-  buf->n_chunks = first;
-}
-
-/* Takes back the handles of the chunks [first, last), released while still mapped. */
-static void
-vmm_retain_chunks_or_warn (VmmResource *self, VmmBuffer *buf, gsize first, gsize last)
-{
-  for (gsize i = first; i < last; i++)
-    {
-      VmmChunk *c = &buf->chunks[i];
-      CUresult res = self->drv->cuMemRetainAllocationHandle (
-          &c->handle, (void *) (guintptr) (buf->base + c->offset));
-
-      if (res != CUDA_SUCCESS)
-        vmm_warn_leak (res, "cuMemRetainAllocationHandle");
-    }
-}
-
-/* Creates the physical memory for the bytes [buf->mapped, @end) of @space in chunks of at most
- * the resource's chunk size, none across a reservation boundary, and maps each one at its offset.
- * Appends the chunks to @buf (the caller made room for them) and leaves buf->mapped alone. On
- * failure releases what it created, leaving @buf as it was. Per chunk: one cuMemCreate and one
- * cuMemMap, nothing else. */
-static gboolean
-vmm_create_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize end, GError **error)
-{
-  CUdeviceptr base = space.ranges[0].ptr;
-  gsize first = buf->n_chunks;
-  gsize offset = buf->mapped;
-  gsize r = 0;
-  const char *call = NULL, *doing = NULL, *what = "";
-  CUresult res = CUDA_SUCCESS;
-  gsize bytes;
-
-  while (offset < end)
-    {
-      VmmChunk *c = &buf->chunks[buf->n_chunks];
-      gsize range_end;
-
-      while (space.ranges[r].ptr - base + space.ranges[r].size <= offset)
-        r++;
-      range_end = space.ranges[r].ptr - base + space.ranges[r].size;
-      c->offset = offset;
-      c->size = MIN (MIN (self->chunk, end - offset), range_end - offset);
-      res = self->drv->cuMemCreate (&c->handle, c->size, &self->prop, 0);
-      if (res != CUDA_SUCCESS)
-        {
-          call = "cuMemCreate";
-          doing = "creating";
-          what = " of physical memory";
-          break;
-        }
-      res = self->drv->cuMemMap (base + offset, c->size, 0, c->handle, 0);
-      if (res != CUDA_SUCCESS)
-        {
-          CUresult res2 = self->drv->cuMemRelease (c->handle);
-
-          if (res2 != CUDA_SUCCESS)
-            vmm_warn_leak (res2, "cuMemRelease");
-          call = "cuMemMap";
-          doing = "mapping";
-          break;
-        }
-      buf->n_chunks++;
-      offset += c->size;
-    }
-  if (call == NULL)
-    return TRUE;
-
-  bytes = buf->chunks[buf->n_chunks].size; /* the chunk that failed, not counted */
-  vmm_unmap_or_warn (self, space, buf->mapped, offset);
-  vmm_release_chunks_or_warn (self, buf, first);
-  return vmm_call_failed (error, res, call, doing, bytes, what);
-}
-
-/* Undoes vmm_create_chunks() after it succeeded: unmaps the chunks [first, n_chunks) from
- * @space and releases them. */
-static void
-vmm_destroy_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space, gsize first)
-{
-  if (first < buf->n_chunks)
-    vmm_unmap_or_warn (self, space, buf->chunks[first].offset, vmm_chunks_end (buf));
-  vmm_release_chunks_or_warn (self, buf, first);
-}
-
-/* Maps the chunks of @buf in the bytes [start, end) where they were and grants access again:
- * undoes vmm_unmap(). */
-static void
-vmm_remap_or_warn (VmmResource *self, VmmBuffer *buf, gsize start, gsize end)
-{
-  g_autoptr (GError) error = NULL;
-  VmmSpace space = vmm_space_of (buf);
-
-  if (!vmm_map_chunks (self, buf, space, vmm_chunk_index (buf, start), vmm_chunk_index (buf, end),
-                       &error)
-      || !vmm_grant (self, space, start, end, &error))
-    memres_cuda_warn_release_failure (error, "vmm: mapping a buffer again while rolling back a "
-                                             "failure");
-}
-
-/* Unmaps the bytes [start, end) of @buf, whose handles are held. On failure maps back what was
- * unmapped. */
-static gboolean
-vmm_unmap (VmmResource *self, VmmBuffer *buf, gsize start, gsize end, GError **error)
-{
-  gsize stop;
-  CUresult res = vmm_space_apply (self, vmm_space_of (buf), VMM_UNMAP, start, end, FALSE, &stop);
-
-  if (res == CUDA_SUCCESS)
-    return TRUE;
-  if (stop > start)
-    vmm_remap_or_warn (self, buf, start, stop);
-  return memres_cuda_set_error (error, res, "cuMemUnmap");
 }
 
 /* --- segments -------------------------------------------------------------------------------- */
@@ -478,23 +98,23 @@ vmm_place (VmmResource *self, VmmBuffer *buf, gsize reserve, gsize mapped, gbool
   VmmRange range = { 0, reserve };
   VmmSpace space;
 
-  if (!vmm_reserve_ranges (buf, 1, error)
-      || !vmm_address_reserve (self, range.size, 0, &range.ptr, error))
+  if (!_vmm_reserve_ranges (buf, 1, error)
+      || !_vmm_address_reserve (self, range.size, 0, &range.ptr, error))
     goto fail;
   buf->ranges[buf->n_ranges++] = range;
   buf->base = range.ptr;
   buf->reserved = range.size;
 
-  space = vmm_space_of (buf);
-  if (create ? !vmm_create_chunks (self, buf, space, mapped, error)
-             : !vmm_map_chunks (self, buf, space, 0, buf->n_chunks, error))
+  space = _vmm_space_of (buf);
+  if (create ? !_vmm_create_chunks (self, buf, space, mapped, error)
+             : !_vmm_map_chunks (self, buf, space, 0, buf->n_chunks, error))
     goto fail_range;
-  if (!vmm_grant (self, space, 0, mapped, error))
+  if (!_vmm_grant (self, space, 0, mapped, error))
     {
       if (create)
-        vmm_destroy_chunks (self, buf, space, 0);
+        _vmm_destroy_chunks (self, buf, space, 0);
       else
-        vmm_unmap_or_warn (self, space, 0, mapped);
+        _vmm_unmap_or_warn (self, space, 0, mapped);
       goto fail_range;
     }
   buf->mapped = mapped;
@@ -508,7 +128,7 @@ vmm_place (VmmResource *self, VmmBuffer *buf, gsize reserve, gsize mapped, gbool
   return TRUE;
 
 fail_range:
-  vmm_address_free_or_warn (self, range.ptr, range.size);
+  _vmm_address_free_or_warn (self, range.ptr, range.size);
 fail:
   vmm_buffer_free (buf);
   return FALSE;
@@ -534,7 +154,7 @@ _vmm_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAlloca
     return FALSE;
   buf = g_new0 (VmmBuffer, 1);
   buf->tag = memres_allocation_get_tag (alloc); /* marked in a stack that can sleep */
-  if (!vmm_reserve_chunks (self, buf, rounded, error))
+  if (!_vmm_reserve_chunks (self, buf, rounded, error))
     vmm_buffer_free (buf);
   else if (vmm_place (self, buf, MAX (rounded, self->reserve), rounded, TRUE, rounded, alloc,
                       error))
@@ -670,8 +290,8 @@ vmm_grow_in_place (VmmResource *self, VmmBuffer *buf, gsize new_size, gboolean *
   VmmSpace space;
 
   *taken = FALSE;
-  if (!vmm_reserve_ranges (buf, 1, error)
-      || !vmm_reserve_chunks (self, buf, new_size - buf->mapped, error))
+  if (!_vmm_reserve_ranges (buf, 1, error)
+      || !_vmm_reserve_chunks (self, buf, new_size - buf->mapped, error))
     return FALSE;
   if (new_size > buf->reserved)
     {
@@ -700,12 +320,12 @@ vmm_grow_in_place (VmmResource *self, VmmBuffer *buf, gsize new_size, gboolean *
       extended = TRUE;
     }
 
-  space = vmm_space_of (buf);
-  if (!vmm_create_chunks (self, buf, space, new_size, error))
+  space = _vmm_space_of (buf);
+  if (!_vmm_create_chunks (self, buf, space, new_size, error))
     goto fail;
-  if (!vmm_grant (self, space, buf->mapped, new_size, error))
+  if (!_vmm_grant (self, space, buf->mapped, new_size, error))
     {
-      vmm_destroy_chunks (self, buf, space, first);
+      _vmm_destroy_chunks (self, buf, space, first);
       goto fail;
     }
   if (extended)
@@ -719,8 +339,8 @@ fail:
   if (extended)
     {
       buf->n_ranges--;
-      vmm_address_free_or_warn (self, buf->ranges[buf->n_ranges].ptr,
-                                buf->ranges[buf->n_ranges].size);
+      _vmm_address_free_or_warn (self, buf->ranges[buf->n_ranges].ptr,
+                                 buf->ranges[buf->n_ranges].size);
     }
   return FALSE;
 }
@@ -736,25 +356,25 @@ vmm_grow_by_move (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStrea
   VmmRange range = { 0, MAX (new_size, self->reserve) };
   VmmSpace space = { &range, 1 };
 
-  if (!vmm_reserve_chunks (self, buf, new_size - buf->mapped, error)
-      || !vmm_address_reserve (self, range.size, 0, &range.ptr, error))
+  if (!_vmm_reserve_chunks (self, buf, new_size - buf->mapped, error)
+      || !_vmm_address_reserve (self, range.size, 0, &range.ptr, error))
     return FALSE;
-  if (!vmm_map_chunks (self, buf, space, 0, first, error))
+  if (!_vmm_map_chunks (self, buf, space, 0, first, error))
     goto fail_range;
-  if (!vmm_create_chunks (self, buf, space, new_size, error))
+  if (!_vmm_create_chunks (self, buf, space, new_size, error))
     goto fail_old_chunks;
-  if (!vmm_grant (self, space, 0, new_size, error))
+  if (!_vmm_grant (self, space, 0, new_size, error))
     goto fail_new_chunks;
 
   /* The old addresses go away. */
   if (!memres_cuda_stream_synchronize (self->device, stream, error))
     goto fail_new_chunks;
   _vmm_raise (self, buf, MEMRES_SEGMENT_UNMAPPING, buf->base, buf->mapped);
-  if (!vmm_unmap (self, buf, 0, buf->mapped, error))
+  if (!_vmm_unmap (self, buf, 0, buf->mapped, error))
     goto fail_still_mapped;
-  if (!vmm_free_ranges (self, buf, error))
+  if (!_vmm_free_ranges (self, buf, error))
     {
-      vmm_remap_or_warn (self, buf, 0, buf->mapped);
+      _vmm_remap_or_warn (self, buf, 0, buf->mapped);
       goto fail_still_mapped;
     }
 
@@ -767,15 +387,15 @@ vmm_grow_by_move (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStrea
   return TRUE;
 
 fail_still_mapped:
-  /* the old range is mapped again (vmm_unmap() and vmm_remap_or_warn() put it back) */
+  /* the old range is mapped again (_vmm_unmap() and _vmm_remap_or_warn() put it back) */
   _vmm_raise (self, buf, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
 
 fail_new_chunks:
-  vmm_destroy_chunks (self, buf, space, first);
+  _vmm_destroy_chunks (self, buf, space, first);
 fail_old_chunks:
-  vmm_unmap_or_warn (self, space, 0, buf->mapped);
+  _vmm_unmap_or_warn (self, space, 0, buf->mapped);
 fail_range:
-  vmm_address_free_or_warn (self, range.ptr, range.size);
+  _vmm_address_free_or_warn (self, range.ptr, range.size);
   return FALSE;
 }
 
@@ -786,16 +406,16 @@ vmm_replace_lost_or_warn (VmmResource *self, VmmBuffer *buf, gsize from)
 {
   g_autoptr (GError) error = NULL;
   gsize end = buf->mapped;
-  VmmSpace space = vmm_space_of (buf);
+  VmmSpace space = _vmm_space_of (buf);
 
-  buf->n_chunks = vmm_chunk_index (buf, from);
+  buf->n_chunks = _vmm_chunk_index (buf, from);
   buf->mapped = from;
-  if (!vmm_reserve_chunks (self, buf, end - from, &error)
-      || !vmm_create_chunks (self, buf, space, end, &error))
+  if (!_vmm_reserve_chunks (self, buf, end - from, &error)
+      || !_vmm_create_chunks (self, buf, space, end, &error))
     goto fail;
-  if (!vmm_grant (self, space, from, end, &error))
+  if (!_vmm_grant (self, space, from, end, &error))
     {
-      vmm_destroy_chunks (self, buf, space, buf->n_chunks);
+      _vmm_destroy_chunks (self, buf, space, buf->n_chunks);
       goto fail;
     }
   buf->mapped = end;
@@ -817,7 +437,7 @@ fail:
 static gboolean
 vmm_shrink (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stream, GError **error)
 {
-  gsize keep = vmm_chunk_index (buf, new_size);
+  gsize keep = _vmm_chunk_index (buf, new_size);
   gsize tail, stop;
   CUresult res;
 
@@ -834,13 +454,13 @@ vmm_shrink (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stre
       res = self->drv->cuMemRelease (buf->chunks[i].handle);
       if (res != CUDA_SUCCESS)
         {
-          vmm_retain_chunks_or_warn (self, buf, keep, i);
+          _vmm_retain_chunks_or_warn (self, buf, keep, i);
           _vmm_raise (self, buf, MEMRES_SEGMENT_MAPPED, buf->base, buf->mapped);
           return memres_cuda_set_error (error, res, "cuMemRelease");
         }
     }
 
-  res = vmm_space_apply (self, vmm_space_of (buf), VMM_UNMAP, tail, buf->mapped, TRUE, &stop);
+  res = _vmm_space_apply (self, _vmm_space_of (buf), VMM_UNMAP, tail, buf->mapped, TRUE, &stop);
   if (res == CUDA_SUCCESS)
     {
       buf->n_chunks = keep;
@@ -848,7 +468,7 @@ vmm_shrink (VmmResource *self, VmmBuffer *buf, gsize new_size, MemresStream stre
       _vmm_raise (self, buf, MEMRES_SEGMENT_MAPPED, buf->base, tail);
       return TRUE;
     }
-  vmm_retain_chunks_or_warn (self, buf, keep, vmm_chunk_index (buf, stop));
+  _vmm_retain_chunks_or_warn (self, buf, keep, _vmm_chunk_index (buf, stop));
   if (stop < buf->mapped)
     vmm_replace_lost_or_warn (self, buf, stop);
   /* mapped as before, or up to where new memory could not replace the lost (warned) */

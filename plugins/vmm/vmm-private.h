@@ -128,7 +128,7 @@ G_GNUC_INTERNAL gboolean _vmm_import_fabric_chunks (MemresResource *mr,
                                                     MemresStream stream, MemresAllocation *alloc,
                                                     GError **error);
 
-/* vmm-buffer.c: one driver call per reservation of @buf over its bytes [start, end): cuMemUnmap
+/* vmm-memory.c: one driver call per reservation of @buf over its bytes [start, end): cuMemUnmap
  * (VMM_UNMAP) or cuMemSetAccess with the resource's access (VMM_GRANT), in address order. Returns
  * the first failure; *@stop then says how far the calls got ([start, *stop) done). */
 typedef enum
@@ -138,6 +138,70 @@ typedef enum
 } VmmSpanOp;
 G_GNUC_INTERNAL CUresult _vmm_buffer_apply (VmmResource *self, const VmmBuffer *buf, VmmSpanOp op,
                                             gsize start, gsize end, gsize *stop);
+
+/* vmm-memory.c: the address space and the physical memory of a buffer, each step undone when a
+ * later one fails (vmm-buffer.c's slots and vmm-sleep.c build on them).
+ *
+ * Adjacent reservations in address order; offsets count from the first one's start. */
+typedef struct
+{
+  const VmmRange *ranges;
+  gsize n_ranges;
+} VmmSpace;
+
+/* Room for the chunks of @bytes more memory (one more per reservation boundary crossed). */
+G_GNUC_INTERNAL gboolean _vmm_reserve_chunks (VmmResource *self, VmmBuffer *buf, gsize bytes,
+                                              GError **error);
+/* Room for @n_more reservations in @buf's array of them. */
+G_GNUC_INTERNAL gboolean _vmm_reserve_ranges (VmmBuffer *buf, gsize n_more, GError **error);
+/* The reservations of @buf as a space. */
+G_GNUC_INTERNAL VmmSpace _vmm_space_of (const VmmBuffer *buf);
+/* Applies @op to the bytes [start, end) of @space, one driver call per reservation they lie in,
+ * in address order (from the end when @backwards). Returns the first failure; *@stop then says
+ * how far the calls got: [start, *stop) is done (with @backwards: [*stop, end)). */
+G_GNUC_INTERNAL CUresult _vmm_space_apply (VmmResource *self, VmmSpace space, VmmSpanOp op,
+                                           gsize start, gsize end, gboolean backwards, gsize *stop);
+/* Grants the owner, the host location and the peers access to the mapped bytes [start, end). */
+G_GNUC_INTERNAL gboolean _vmm_grant (VmmResource *self, VmmSpace space, gsize start, gsize end,
+                                     GError **error);
+/* Unmaps the bytes [start, end) of @space; a failure is warned about (a rollback's). */
+G_GNUC_INTERNAL void _vmm_unmap_or_warn (VmmResource *self, VmmSpace space, gsize start, gsize end);
+/* Reserves @size bytes of address space, at @hint if the driver grants it, into *@ptr. */
+G_GNUC_INTERNAL gboolean _vmm_address_reserve (VmmResource *self, gsize size, CUdeviceptr hint,
+                                               CUdeviceptr *ptr, GError **error);
+/* Frees the reservation of @size bytes at @ptr; a failure is warned about. */
+G_GNUC_INTERNAL void _vmm_address_free_or_warn (VmmResource *self, CUdeviceptr ptr, gsize size);
+/* Frees the reservations of @buf, which hold no mapping. On failure reserves the ones already
+ * freed again, so the reservations are as they were. */
+G_GNUC_INTERNAL gboolean _vmm_free_ranges (VmmResource *self, VmmBuffer *buf, GError **error);
+/* The index of the first chunk that starts at or after @offset (n_chunks when none does). */
+G_GNUC_INTERNAL gsize _vmm_chunk_index (const VmmBuffer *buf, gsize offset);
+/* Maps the existing chunks [first, last) of @buf at their offsets in @space. On failure unmaps
+ * what it mapped. */
+G_GNUC_INTERNAL gboolean _vmm_map_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space,
+                                          gsize first, gsize last, GError **error);
+/* Takes back the handles of the chunks [first, last), released while still mapped. */
+G_GNUC_INTERNAL void _vmm_retain_chunks_or_warn (VmmResource *self, VmmBuffer *buf, gsize first,
+                                                 gsize last);
+/* Creates the physical memory for the bytes [buf->mapped, @end) of @space in chunks of at most
+ * the resource's chunk size, none across a reservation boundary, and maps each one at its offset.
+ * Appends the chunks to @buf (the caller made room for them) and leaves buf->mapped alone. On
+ * failure releases what it created, leaving @buf as it was. Per chunk: one cuMemCreate and one
+ * cuMemMap, nothing else. */
+G_GNUC_INTERNAL gboolean _vmm_create_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space,
+                                             gsize end, GError **error);
+/* Undoes _vmm_create_chunks() after it succeeded: unmaps the chunks [first, n_chunks) from
+ * @space and releases them. */
+G_GNUC_INTERNAL void _vmm_destroy_chunks (VmmResource *self, VmmBuffer *buf, VmmSpace space,
+                                          gsize first);
+/* Maps the chunks of @buf in the bytes [start, end) where they were and grants access again:
+ * undoes _vmm_unmap(). */
+G_GNUC_INTERNAL void _vmm_remap_or_warn (VmmResource *self, VmmBuffer *buf, gsize start, gsize end);
+/* Unmaps the bytes [start, end) of @buf, whose handles are held. On failure maps back what was
+ * unmapped. */
+G_GNUC_INTERNAL gboolean _vmm_unmap (VmmResource *self, VmmBuffer *buf, gsize start, gsize end,
+                                     GError **error);
+
 /* vmm-sleep.c: the sleep and wake slots */
 G_GNUC_INTERNAL gboolean _vmm_sleep (MemresResource *mr, MemresAllocation *const *allocs,
                                      gsize n_allocs, GError **error);
