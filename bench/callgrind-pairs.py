@@ -32,7 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def compile_driver(tmp):
     exe = os.path.join(tmp, "pair-count")
-    subprocess.run(["cc", "-O2", "-g", "-o", exe, os.path.join(HERE, "pair-count.c"), "-ldl"],
+    subprocess.run(["cc", "-O2", "-g", "-o", exe, os.path.join(HERE, "pair-count.c"),
+                    os.path.join(HERE, "dlopen-count.c"), "-ldl"],
                    check=True)
     return exe
 

@@ -14,11 +14,14 @@
  * The plugins are found through MEMRES_PLUGIN_PATH, the driver through MEMRES_CUDA_DRIVER.
  * Exit 0 after the lookups; 1 with a message when the library, a function, the resource, an
  * allocation or a lookup fails. Not a test and not installed. */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dlopen-count.h"
+
+#define PROGRAM "lookup-count"
 
 #define LOOKUP_ADDRESSES 4096 /* as bench-lookup.c */
 
@@ -33,23 +36,9 @@ typedef struct
   uint64_t offset;
 } Info;
 
-typedef void *(*ResourceNew) (const char *spec, void **error);
 typedef void *(*Allocate) (void *mr, size_t size, void *stream, void **error);
 typedef uint64_t (*GetAddress) (void *buf);
 typedef int (*Lookup) (const void *ptr, Info *info);
-
-static void *
-need (void *lib, const char *name)
-{
-  void *f = dlsym (lib, name);
-
-  if (f == NULL)
-    {
-      fprintf (stderr, "lookup-count: %s: %s\n", name, dlerror ());
-      exit (1);
-    }
-  return f;
-}
 
 /* the loop of bench-lookup.c's memres_loop(), not inlined (GCC 9 or later, clang 11) */
 static __attribute__ ((noinline)) int
@@ -102,18 +91,7 @@ main (int argc, char **argv)
       fprintf (stderr, "usage: lookup-count LIBMEMRES SPEC SIZE N LOOKUPS [miss]\n");
       return 1;
     }
-  lib = dlopen (argv[1], RTLD_NOW | RTLD_GLOBAL);
-  if (lib == NULL)
-    {
-      fprintf (stderr, "lookup-count: %s\n", dlerror ());
-      return 1;
-    }
-  mr = ((ResourceNew) need (lib, "memres_resource_new")) (argv[2], NULL);
-  if (mr == NULL)
-    {
-      fprintf (stderr, "lookup-count: cannot create \"%s\"\n", argv[2]);
-      return 1;
-    }
+  mr = count_open (PROGRAM, argv[1], argv[2], &lib);
   size = (size_t) atol (argv[3]);
   n = atol (argv[4]);
   count = atol (argv[5]);
@@ -124,7 +102,8 @@ main (int argc, char **argv)
     }
   bufs = calloc ((size_t) n, sizeof (void *));
   for (long i = 0; i < n; i++)
-    if ((bufs[i] = ((Allocate) need (lib, "memres_resource_allocate")) (mr, size, NULL, NULL))
+    if ((bufs[i] = ((Allocate) count_need (PROGRAM, lib, "memres_resource_allocate")) (mr, size,
+                                                                                       NULL, NULL))
         == NULL)
       {
         fprintf (stderr, "lookup-count: allocation %ld of %zu bytes failed\n", i, size);
@@ -132,12 +111,12 @@ main (int argc, char **argv)
       }
   /* as bench-lookup.c spreads them: over every buffer, last byte included */
   for (unsigned i = 0; i < LOOKUP_ADDRESSES; i++)
-    addresses[i] = ((GetAddress) need (lib, "memres_buffer_get_address")) (
+    addresses[i] = ((GetAddress) count_need (PROGRAM, lib, "memres_buffer_get_address")) (
                        bufs[(i * 7919u) % (unsigned long) n])
                    + ((size_t) i * 40503u) % size - (miss ? (uint64_t) 1 << 40 : 0);
   if (miss)
     {
-      if (!misses ((Lookup) need (lib, "memres_lookup"), addresses, count))
+      if (!misses ((Lookup) count_need (PROGRAM, lib, "memres_lookup"), addresses, count))
         {
           fprintf (stderr, "lookup-count: memres_lookup() found an address 1 TiB below a buffer\n");
           return 1;
@@ -145,7 +124,7 @@ main (int argc, char **argv)
       printf ("%ld misses\n", count);
       return 0;
     }
-  if (!lookups ((Lookup) need (lib, "memres_lookup"), addresses, count, &sink))
+  if (!lookups ((Lookup) count_need (PROGRAM, lib, "memres_lookup"), addresses, count, &sink))
     {
       fprintf (stderr, "lookup-count: memres_lookup() did not find an address of a live buffer\n");
       return 1;

@@ -14,24 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef void *(*ResourceNew) (const char *spec, void **error);
+#include "dlopen-count.h"
+
+#define PROGRAM "pair-count"
+
 typedef void *(*Allocate) (void *mr, size_t size, void *stream, void **error);
 typedef int (*Close) (void *buf, void *stream, void **error);
 typedef void (*Unref) (void *buf);
 typedef int (*TagPush) (const char *tag, void **error);
-
-static void *
-need (void *lib, const char *name)
-{
-  void *f = dlsym (lib, name);
-
-  if (f == NULL)
-    {
-      fprintf (stderr, "pair-count: %s: %s\n", name, dlerror ());
-      exit (1);
-    }
-  return f;
-}
 
 /* the pairs, not inlined, so that callgrind shows the loop's own cost on one function */
 static __attribute__ ((noinline)) int
@@ -59,18 +49,7 @@ main (int argc, char **argv)
       fprintf (stderr, "usage: pair-count LIBMEMRES SPEC SIZE N [TAG]\n");
       return 1;
     }
-  lib = dlopen (argv[1], RTLD_NOW | RTLD_GLOBAL);
-  if (lib == NULL)
-    {
-      fprintf (stderr, "pair-count: %s\n", dlerror ());
-      return 1;
-    }
-  mr = ((ResourceNew) need (lib, "memres_resource_new")) (argv[2], NULL);
-  if (mr == NULL)
-    {
-      fprintf (stderr, "pair-count: cannot create \"%s\"\n", argv[2]);
-      return 1;
-    }
+  mr = count_open (PROGRAM, argv[1], argv[2], &lib);
   /* a library from before tags has no memres_tag_push: its pairs are untagged */
   if (argc == 6 && dlsym (lib, "memres_tag_push") != NULL
       && !((TagPush) dlsym (lib, "memres_tag_push")) (argv[5], NULL))
@@ -80,9 +59,10 @@ main (int argc, char **argv)
     }
   n = atol (argv[4]);
   /* 100 pairs more than asked: two runs' difference leaves the first pairs' set-up out */
-  if (!pairs ((Allocate) need (lib, "memres_resource_allocate"),
-              (Close) need (lib, "memres_buffer_close"), (Unref) need (lib, "memres_buffer_unref"),
-              mr, (size_t) atol (argv[3]), 100 + n))
+  if (!pairs ((Allocate) count_need (PROGRAM, lib, "memres_resource_allocate"),
+              (Close) count_need (PROGRAM, lib, "memres_buffer_close"),
+              (Unref) count_need (PROGRAM, lib, "memres_buffer_unref"), mr, (size_t) atol (argv[3]),
+              100 + n))
     {
       fprintf (stderr, "pair-count: a pair failed\n");
       return 1;
