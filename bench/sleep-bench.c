@@ -44,6 +44,8 @@
 #include <memres/memres.h>
 #include <memres/memres-plugin.h>
 
+#include "unmapped-ranges.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -103,48 +105,6 @@ free_bytes (void)
 
   cu (drv->cuMemGetInfo (&free_b, &total), "cuMemGetInfo");
   return free_b;
-}
-
-/* the ranges a sleep unmaps, as its segment events tell them */
-static void
-collect_unmapping (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segment,
-                   guint64 previous_length, gpointer user_data)
-{
-  if (event == MEMRES_SEGMENT_UNMAPPING)
-    g_array_append_val ((GArray *) user_data, *segment);
-}
-
-static gint
-segment_cmp (gconstpointer a, gconstpointer b)
-{
-  const MemresSegment *x = a, *y = b;
-
-  if (x->base != y->base)
-    return x->base < y->base ? -1 : 1;
-  return x->length > y->length ? -1 : x->length < y->length; /* the outer one first */
-}
-
-/* keeps the outermost ranges only: a cache's chunk lies inside the buffer of the layer below */
-static void
-keep_outermost (GArray *segs)
-{
-  guint kept = 0;
-
-  g_array_sort (segs, segment_cmp);
-  for (guint i = 0; i < segs->len; i++)
-    {
-      const MemresSegment *s = &g_array_index (segs, MemresSegment, i);
-
-      if (kept > 0)
-        {
-          const MemresSegment *o = &g_array_index (segs, MemresSegment, kept - 1);
-
-          if (s->base + s->length <= o->base + o->length)
-            continue;
-        }
-      g_array_index (segs, MemresSegment, kept++) = *s;
-    }
-  g_array_set_size (segs, kept);
 }
 
 /* One physical allocation (or a run of them) of the memory the kv sleep released: its address
@@ -434,7 +394,7 @@ main (int argc, char **argv)
   /* 2. sleep */
   backup = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, NULL);
   free0 = free_bytes ();
-  sub = memres_resource_subscribe_segments (mr, collect_unmapping, unmapped, NULL, &error);
+  sub = memres_resource_subscribe_segments (mr, unmapped_ranges_collect, unmapped, NULL, &error);
   if (sub == 0)
     die ("subscribing to segment events", error);
   t0 = now_ns ();
@@ -443,10 +403,10 @@ main (int argc, char **argv)
   t_sleep_kv = now_ns () - t0;
   if (!memres_resource_unsubscribe_segments (mr, sub, &error))
     die ("unsubscribing", error);
-  keep_outermost (unmapped);
+  unmapped_ranges_keep_outermost (unmapped);
   /* the weights' segments untimed: subscribing is not part of the sleep */
   t_sleep = now_ns () - t0;
-  sub = memres_resource_subscribe_segments (mr, collect_unmapping, unmapped_w, NULL, &error);
+  sub = memres_resource_subscribe_segments (mr, unmapped_ranges_collect, unmapped_w, NULL, &error);
   if (sub == 0)
     die ("subscribing to segment events", error);
   t0 = now_ns ();
@@ -455,7 +415,7 @@ main (int argc, char **argv)
   t_sleep += now_ns () - t0;
   if (!memres_resource_unsubscribe_segments (mr, sub, &error))
     die ("unsubscribing", error);
-  keep_outermost (unmapped_w);
+  unmapped_ranges_keep_outermost (unmapped_w);
   free1 = free_bytes ();
   given = free1 > free0 ? free1 - free0 : 0;
 

@@ -10,28 +10,12 @@
 #include <memres/memres.h>
 
 #include "testutil.h"
+#include "unmapped-ranges.h"
 
 #include <string.h>
 
 #define KiB ((gsize) 1 << 10)
 #define MiB ((gsize) 1 << 20)
-
-/* the ranges a sleep tells unmapped */
-static void
-on_unmapping (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segment,
-              guint64 previous_length, gpointer user_data)
-{
-  if (event == MEMRES_SEGMENT_UNMAPPING)
-    g_array_append_val ((GArray *) user_data, *segment);
-}
-
-static gint
-by_base (gconstpointer a, gconstpointer b)
-{
-  const MemresSegment *x = a, *y = b;
-
-  return x->base < y->base ? -1 : x->base > y->base;
-}
 
 /* The allocations mapped now under @segs (granule by granule, adjacent granules of one handle
  * one allocation) into *@n, and their runs of adjacent ones into *@runs; granules under @segs
@@ -45,7 +29,7 @@ handles_under (GArray *segs, gsize granule, guint *n, guint *runs)
   guint64 end = 0, next = 0;
 
   *n = *runs = 0;
-  g_array_sort (segs, by_base);
+  g_array_sort (segs, unmapped_ranges_cmp);
   for (guint i = 0; i < segs->len; i++)
     {
       const MemresSegment *s = &g_array_index (segs, MemresSegment, i);
@@ -145,7 +129,7 @@ test_calls (gconstpointer data)
   g_assert_cmpuint (kv, ==, 12);
 
   mt_fake_get_counts (&awake);
-  sub = memres_resource_subscribe_segments (mr, on_unmapping, unmapped, NULL, &error);
+  sub = memres_resource_subscribe_segments (mr, unmapped_ranges_collect, unmapped, NULL, &error);
   g_assert_no_error (error);
   mt_fake_trace_begin ();
   MT_CHECK (memres_resource_sleep (mr, "sc-kv", NULL, NULL, &error));
