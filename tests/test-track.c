@@ -1,0 +1,169 @@
+/* test-track.c: the `track` adaptor's own: the live allocations it lists, the ones left open at
+ * finalize, and a close that fails below it (suites core, fake and gpu; in-test kinds:
+ * testutil-adaptors.c). */
+#include "testutil.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <glib/gstdio.h>
+#include "testutil-adaptors.h"
+
+/* ---- track ---- */
+
+typedef struct
+{
+  guint n;
+  gsize sizes[8];
+  guint64 threads[8];
+  gint64 times[8];
+  gboolean backtraces;
+} Seen;
+
+static gboolean
+collect (const MemresLiveAllocation *a, gpointer data)
+{
+  Seen *seen = data;
+
+  g_assert_cmpuint (seen->n, <, 8);
+  seen->sizes[seen->n] = a->size;
+  seen->threads[seen->n] = a->thread;
+  seen->times[seen->n] = a->time;
+  if (a->backtrace != NULL && strchr (a->backtrace, '\n') != NULL)
+    seen->backtraces = TRUE;
+  seen->n++;
+  return TRUE;
+}
+
+static gboolean
+stop_at_first (const MemresLiveAllocation *a, gpointer data)
+{
+  (*(guint *) data)++;
+  return FALSE;
+}
+
+static void
+test_track_live (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("stats>track:backtrace=true>host");
+  MemresBuffer *a, *b, *c;
+  Seen seen = { 0 };
+  GError *error = NULL;
+  guint calls = 0;
+
+  a = mt_alloc_ok (mr, 111, NULL);
+  b = mt_alloc_ok (mr, 222, NULL);
+  c = mt_alloc_ok (mr, 333, NULL);
+  mt_close_ok (b, NULL); /* a and c are left open */
+  g_assert_true (memres_track_foreach_live (mr, collect, &seen, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (seen.n, ==, 2);
+  g_assert_cmpuint (seen.sizes[0], ==, 111);
+  g_assert_cmpuint (seen.sizes[1], ==, 333);
+  g_assert_cmpuint (seen.threads[0], !=, 0);
+  g_assert_cmpuint (seen.threads[0], ==, seen.threads[1]);
+  g_assert_cmpint (seen.times[0], <=, seen.times[1]);
+  g_assert_cmpint (seen.times[0], >, 0);
+  g_assert_true (seen.backtraces);
+  g_assert_true (memres_track_foreach_live (mr, stop_at_first, &calls, &error));
+  g_assert_cmpuint (calls, ==, 1);
+  mt_close_ok (a, NULL);
+  mt_close_ok (c, NULL);
+  seen.n = 0;
+  g_assert_true (memres_track_foreach_live (mr, collect, &seen, &error));
+  g_assert_cmpuint (seen.n, ==, 0);
+}
+
+/* A free that fails below track leaves the buffer open, and track still lists it; once the
+ * free succeeds (or fails after releasing it: address 0), track lists it no more. */
+static void
+test_track_failed_close (void)
+{
+  g_autoptr (MemresResource) mr = mt_new_ok ("track>balky>host");
+  g_autoptr (MemresResource) crumbly = mt_new_ok ("track>crumbly>host");
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf = mt_alloc_ok (mr, 1000, NULL);
+  Seen seen = { 0 };
+
+  g_atomic_int_set (&balky_calls, 0);
+  g_assert_false (memres_buffer_close (buf, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_true (memres_track_foreach_live (mr, collect, &seen, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (seen.n, ==, 1);
+  g_assert_cmpuint (seen.sizes[0], ==, 1000);
+  mt_close_ok (buf, NULL);
+  seen.n = 0;
+  g_assert_true (memres_track_foreach_live (mr, collect, &seen, &error));
+  g_assert_cmpuint (seen.n, ==, 0);
+
+  buf = mt_alloc_ok (crumbly, 2000, NULL);
+  g_assert_false (memres_buffer_close (buf, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_true (memres_buffer_is_closed (buf)); /* crumbly released it before failing */
+  memres_buffer_unref (buf);
+  g_assert_true (memres_track_foreach_live (crumbly, collect, &seen, &error));
+  g_assert_cmpuint (seen.n, ==, 0);
+}
+
+/* Finalized with an allocation still live (an adaptor above never gave it back): a warning
+ * with the count and the largest, and the memory released (the leak checkers see no leak). */
+static void
+test_track_left_open (void)
+{
+  if (g_test_subprocess ())
+    {
+      MemresResource *mr = mt_new_ok ("leaky>track>host");
+      MemresBuffer *small = mt_alloc_ok (mr, 100, NULL);
+      MemresBuffer *big = mt_alloc_ok (mr, 4096, NULL);
+      Seen seen = { 0 };
+
+      mt_close_ok (small, NULL);
+      mt_close_ok (big, NULL);
+      g_assert_true (memres_track_foreach_live (mr, collect, &seen, NULL));
+      g_assert_cmpuint (seen.n, ==, 2);
+      /* the warning is what is tested: not fatal here */
+      g_log_set_always_fatal (G_LOG_FATAL_MASK);
+      memres_resource_unref (mr);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("*track: resource finalized with 2 live allocations (4196 bytes); "
+                             "the largest: 4096 bytes at 0x*releasing them*");
+}
+
+/* One allocation of 1 byte left live: the warning counts in the singular. */
+static void
+test_track_left_open_one_byte (void)
+{
+  if (g_test_subprocess ())
+    {
+      MemresResource *mr = mt_new_ok ("leaky>track>host");
+      MemresBuffer *tiny = mt_alloc_ok (mr, 1, NULL);
+
+      mt_close_ok (tiny, NULL);
+      g_log_set_always_fatal (G_LOG_FATAL_MASK);
+      memres_resource_unref (mr);
+      return;
+    }
+  g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr ("*track: resource finalized with 1 live allocation (1 byte); "
+                             "the largest: 1 byte at 0x*releasing them*");
+}
+
+int
+main (int argc, char **argv)
+{
+  mt_init (&argc, &argv);
+  register_kinds ();
+  g_test_add_func ("/adaptors/track-live", test_track_live);
+  g_test_add_func ("/adaptors/track-left-open", test_track_left_open);
+  g_test_add_func ("/adaptors/track-left-open-one-byte", test_track_left_open_one_byte);
+  g_test_add_func ("/adaptors/track-failed-close", test_track_failed_close);
+  return g_test_run ();
+}

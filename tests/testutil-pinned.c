@@ -1,0 +1,106 @@
+/* testutil-pinned.c: what the pinned tests (test-pinned*.c) share: device attributes (read and
+ * overridden on the fake), the pool mode's requirement, the fault sweep. */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "testutil-pinned.h"
+
+int
+device_attribute (CUdevice_attribute attr)
+{
+  g_autoptr (GError) error = NULL;
+  const MemresCudaDriver *drv = memres_cuda_get_driver (&error);
+  CUdevice dev;
+  int value = 0;
+
+  g_assert_no_error (error);
+  g_assert_cmpint (drv->cuDeviceGet (&dev, 0), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuDeviceGetAttribute (&value, attr, dev), ==, CUDA_SUCCESS);
+  return value;
+}
+
+gboolean
+host_pools_supported (void)
+{
+  return device_attribute (CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED)
+         || (device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED)
+             && device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID) >= 0);
+}
+
+/* Pool mode where the device has no host pools cannot be tested on that device. */
+gboolean
+require_pool_mode (void)
+{
+  if (!mt_require_devices (1))
+    return FALSE;
+  if (host_pools_supported ())
+    return TRUE;
+  g_test_skip ("device 0 has no host memory pools");
+  return FALSE;
+}
+
+void
+override_attribute (SavedAttribute *saved, CUdevice_attribute attr, int value)
+{
+  saved->attr = attr;
+  saved->value = device_attribute (attr);
+  mt_fake_set_attribute (0, attr, value);
+}
+
+void
+restore_attribute (const SavedAttribute *saved)
+{
+  mt_fake_set_attribute (0, saved->attr, saved->value);
+}
+
+/* Fault sweeps: every driver call of creation, allocation and close fails once in turn. */
+/* Allocate then close: a failing close must still leave nothing behind. */
+static gboolean
+op_allocate_close (gpointer data, GError **error)
+{
+  MtSweepData *d = data;
+  MemresBuffer *buf = memres_resource_allocate (d->mr, d->size, NULL, error);
+  gboolean ok;
+
+  if (buf == NULL)
+    return FALSE;
+  ok = memres_buffer_close (buf, NULL, error);
+  memres_buffer_unref (buf);
+  return ok;
+}
+
+void
+sweep (const char *spec, gboolean expect_calls)
+{
+  /* A failing free cannot be undone: the memory stays allocated. */
+  static const char *const frees[] = { "cuMemFreeAsync", "cuMemFreeHost", NULL };
+  g_autofree char *what = NULL;
+  MtSweepData d = { .spec = spec, .size = 2 * MiB };
+  int n;
+
+  /* Warm up once: first-use work of the core (loading the plugin, retaining the primary
+   * context) happens once per process and is not the operation under test. */
+  g_assert_true (mt_op_new (&d, NULL));
+  g_assert_true (op_allocate_close (&d, NULL));
+  mt_undo_new (&d);
+
+  what = g_strdup_printf ("create %s", spec);
+  n = mt_fault_sweep (what, mt_op_new, mt_undo_new, &d, CUDA_ERROR_NOT_PERMITTED, NULL);
+  if (expect_calls)
+    g_assert_cmpint (n, >, 0);
+
+  d.mr = mt_new_ok (spec);
+  g_free (what);
+  what = g_strdup_printf ("allocate %s", spec);
+  n = mt_fault_sweep (what, mt_op_allocate, mt_undo_allocate, &d, CUDA_ERROR_NOT_PERMITTED, NULL);
+  g_assert_cmpint (n, >, 0);
+  g_free (what);
+  what = g_strdup_printf ("allocate+close %s", spec);
+  n = mt_fault_sweep (what, op_allocate_close, NULL, &d, CUDA_ERROR_NOT_PERMITTED, frees);
+  g_assert_cmpint (n, >, 0);
+  mt_undo_new (&d);
+}

@@ -1,0 +1,173 @@
+/* testutil-vmm.c: what the vmm tests (test-vmm*.c) share: resources, buffers and resizes that must
+ * succeed, patterns written and checked, a blocked driver call, access flags, statistics. */
+#include "testutil.h"
+
+#include <string.h>
+#include "testutil-vmm.h"
+
+const MemresCudaDriver *drv;
+
+/* --- helpers ------------------------------------------------------------------------------- */
+
+void
+counts_begin (FakeCudaCounts *baseline)
+{
+  memset (baseline, 0, sizeof *baseline);
+  if (mt_driver_is_fake ())
+    mt_fake_get_counts (baseline);
+}
+
+gboolean
+require_device (void)
+{
+  if (!mt_require_devices (1))
+    return FALSE;
+  drv = memres_cuda_get_driver (NULL);
+  g_assert_nonnull (drv);
+  return TRUE;
+}
+
+gsize
+granularity (CUmemLocationType type, CUmemAllocationGranularity_flags flag)
+{
+  CUmemAllocationProp prop = { 0 };
+  size_t value = 0;
+
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = type;
+  prop.location.id = 0;
+  g_assert_cmpint (drv->cuMemGetAllocationGranularity (&value, &prop, flag), ==, CUDA_SUCCESS);
+  g_assert_cmpuint (value, >, 0);
+  return value;
+}
+
+/* The granularity of the default resource (device memory, recommended). */
+gsize
+gran (void)
+{
+  return granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+}
+
+MemresResource *
+vmm_new (const char *format, ...)
+{
+  g_autoptr (GError) error = NULL;
+  g_autofree char *spec = NULL;
+  MemresResource *mr;
+  va_list args;
+
+  va_start (args, format);
+  spec = g_strdup_vprintf (format, args);
+  va_end (args);
+  mr = memres_resource_new (spec, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (mr);
+  return mr;
+}
+
+MemresBuffer *
+allocate (MemresResource *mr, gsize size)
+{
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf = memres_resource_allocate (mr, size, NULL, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (buf);
+  return buf;
+}
+
+void
+close_buffer (MemresBuffer *buf)
+{
+  g_autoptr (GError) error = NULL;
+
+  gboolean ok = memres_buffer_close (buf, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  memres_buffer_unref (buf);
+}
+
+void
+resize (MemresBuffer *buf, gsize size)
+{
+  g_autoptr (GError) error = NULL;
+
+  gboolean ok = memres_buffer_resize (buf, size, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+}
+
+static void
+transfer (MemresBuffer *buf, gsize offset, guint8 *data, gsize n, gboolean to_buffer)
+{
+  g_autoptr (GError) error = NULL;
+  gboolean ok = to_buffer ? memres_buffer_write (buf, offset, data, n, NULL, &error)
+                          : memres_buffer_read (buf, offset, data, n, NULL, &error);
+
+  g_assert_no_error (error);
+  g_assert_true (ok);
+}
+
+void
+write_pattern (MemresBuffer *buf, gsize offset, gsize n, guint32 seed)
+{
+  g_autofree guint8 *data = g_malloc (n);
+
+  mt_fill_pattern (data, n, seed);
+  transfer (buf, offset, data, n, TRUE);
+}
+
+void
+check_pattern (MemresBuffer *buf, gsize offset, gsize n, guint32 seed)
+{
+  g_autofree guint8 *data = g_malloc (n);
+
+  transfer (buf, offset, data, n, FALSE);
+  mt_assert_pattern (data, n, seed);
+}
+
+/* Reserves the address range right after @buf so that it cannot grow in place. */
+VmmBlocker
+block_after (MemresBuffer *buf)
+{
+  CUdeviceptr end = memres_buffer_get_address (buf) + memres_buffer_get_size (buf);
+  VmmBlocker b = { 0, gran () };
+
+  g_assert_cmpint (drv->cuMemAddressReserve (&b.ptr, b.size, 0, end, 0), ==, CUDA_SUCCESS);
+  /* Anywhere else, the range after the buffer was taken already: a grow moves either way. */
+  if (b.ptr != end)
+    g_test_message ("the range after the buffer was taken already (blocker at %#llx)",
+                    (unsigned long long) b.ptr);
+  return b;
+}
+
+void
+unblock (VmmBlocker *b)
+{
+  if (b->ptr != 0)
+    g_assert_cmpint (drv->cuMemAddressFree (b->ptr, b->size), ==, CUDA_SUCCESS);
+  b->ptr = 0;
+}
+
+CUmemAccess_flags
+get_access (MemresBuffer *buf, int device)
+{
+  CUmemLocation location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device };
+  unsigned long long flags = 0;
+
+  g_assert_cmpint (drv->cuMemGetAccess (&flags, &location, memres_buffer_get_address (buf)), ==,
+                   CUDA_SUCCESS);
+  return (CUmemAccess_flags) flags;
+}
+
+MemresStats
+stats (MemresResource *mr)
+{
+  g_autoptr (GError) error = NULL;
+  MemresStats s;
+
+  gboolean ok = memres_resource_get_stats (mr, &s, &error);
+  g_assert_no_error (error);
+  g_assert_true (ok);
+  return s;
+}
