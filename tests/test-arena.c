@@ -591,29 +591,6 @@ test_faults_finalize (void)
 
 /* ---- stream hazards (the fake's asynchronous mode; the real driver) -------------------------- */
 
-static gboolean
-hazard_begin (void)
-{
-  if (!mt_require_devices (1))
-    return FALSE;
-  if (mt_driver_is_fake ())
-    mt_fake_set_async (TRUE);
-  if (!mt_require_stream_holds ())
-    {
-      if (mt_driver_is_fake ())
-        mt_fake_set_async (FALSE);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-static void
-hazard_end (void)
-{
-  if (mt_driver_is_fake ())
-    mt_fake_set_async (FALSE);
-}
-
 typedef enum
 {
   HAZARD_STREAM,
@@ -641,7 +618,7 @@ test_hazard (gconstpointer data)
   MemresBuffer *x, *y;
   MtStreamHold *hold;
 
-  if (!hazard_begin ())
+  if (!mt_hazard_begin ())
     return;
   b = stream_new ();
   a = h->kind == HAZARD_LEGACY ? NULL : stream_new ();
@@ -666,7 +643,7 @@ test_hazard (gconstpointer data)
   if (a != NULL && h->kind != HAZARD_DESTROYED)
     stream_free (a);
   stream_free (b);
-  hazard_end ();
+  mt_hazard_end ();
 }
 
 static const Hazard hazards[] = {
@@ -697,7 +674,7 @@ test_hazard_large_reuse (void)
   MtStreamHold *hold;
   guint64 addr;
 
-  if (!hazard_begin ())
+  if (!mt_hazard_begin ())
     return;
   a = stream_new ();
   b = stream_new ();
@@ -725,7 +702,7 @@ test_hazard_large_reuse (void)
   g_clear_pointer (&mr, memres_resource_unref);
   stream_free (a);
   stream_free (b);
-  hazard_end ();
+  mt_hazard_end ();
 }
 
 /* Lent memory (arena-lend.c): S holds a pending copy of x, x is closed on S, and y (on S, too
@@ -915,7 +892,7 @@ test_shifting_sizes (void)
   guint max_live = 0;
   gsize g;
 
-  if (!hazard_begin ())
+  if (!mt_hazard_begin ())
     return;
   s = stream_new ();
   mr = mt_new_ok ("arena");
@@ -964,7 +941,7 @@ test_shifting_sizes (void)
   g_assert_cmpuint (counter (mr, "run_takes"), >, 0);
   g_clear_pointer (&mr, memres_resource_unref);
   stream_free (s);
-  hazard_end ();
+  mt_hazard_end ();
 }
 
 /* ---- threads --------------------------------------------------------------------------------- */
@@ -983,17 +960,8 @@ static gpointer
 pairs_thread (gpointer data)
 {
   PairJob *job = data;
-  GError *error = NULL;
 
-  for (guint i = 0; i < job->pairs; i++)
-    {
-      MemresBuffer *buf = memres_resource_allocate (job->mr, job->size, job->stream, &error);
-
-      g_assert_no_error (error);
-      g_assert_true (memres_buffer_close (buf, NULL, &error));
-      g_assert_no_error (error);
-      memres_buffer_unref (buf);
-    }
+  mt_pairs (job->mr, job->size, job->stream, job->pairs);
   return NULL;
 }
 
@@ -1082,7 +1050,7 @@ test_kv_growth (void)
   guint32 rng = 383;
   gsize tok = 256 * 2;
 
-  if (!hazard_begin ())
+  if (!mt_hazard_begin ())
     return;
   s = stream_new ();
   mr = mt_new_ok ("arena");
@@ -1129,7 +1097,7 @@ test_kv_growth (void)
   g_assert_cmpuint (counter (mr, "granules_lent"), >, 0);
   g_clear_pointer (&mr, memres_resource_unref);
   stream_free (s);
-  hazard_end ();
+  mt_hazard_end ();
 }
 
 /* Each committed trace replayed against `arena` on the fake with a large device: peak reserved

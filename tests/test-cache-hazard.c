@@ -33,7 +33,7 @@ test_hazard (gconstpointer data)
   MtStreamHold *hold;
   guint64 addr;
 
-  if (!hazard_begin ())
+  if (!mt_hazard_begin ())
     return;
   b = stream_new ();
   a = h->kind == HAZARD_LEGACY ? NULL : stream_new ();
@@ -72,7 +72,7 @@ test_hazard (gconstpointer data)
   if (a != NULL && h->kind != HAZARD_DESTROYED)
     stream_free (a);
   stream_free (b);
-  hazard_end ();
+  mt_hazard_end ();
 }
 
 static const Hazard hazards[] = {
@@ -122,7 +122,7 @@ test_hazard_spill (void)
   MtStreamHold *hold;
   long records = 0, waits = 0;
 
-  if (!hazard_begin ())
+  if (!mt_hazard_begin ())
     return;
   a = stream_new ();
   b = stream_new ();
@@ -166,7 +166,7 @@ test_hazard_spill (void)
   g_clear_pointer (&mr, memres_resource_unref);
   stream_free (a);
   stream_free (b);
-  hazard_end ();
+  mt_hazard_end ();
 }
 
 /* Blocks freed on the legacy default stream join the shared cache without an event of their
@@ -182,7 +182,7 @@ test_hazard_legacy_lazy (void)
   MtStreamHold *hold;
   long records = 0, waits = 0;
 
-  if (!hazard_begin ())
+  if (!mt_hazard_begin ())
     return;
   b = stream_new ();
   mr = mt_new_ok ("cache:front=0>" DEVICE_UPSTREAM);
@@ -222,7 +222,7 @@ test_hazard_legacy_lazy (void)
   hold_release_check (hold, y, 3, b);
   g_clear_pointer (&mr, memres_resource_unref);
   stream_free (b);
-  hazard_end ();
+  mt_hazard_end ();
 }
 
 #define HAZARD_THREADS 16
@@ -342,7 +342,7 @@ test_hazard_threads (gconstpointer data)
   guint8 *staging[HAZARD_THREADS];
   HazardWatch watch = { 0 };
 
-  if (!hazard_begin ())
+  if (!mt_hazard_begin ())
     return;
   mr = mt_new_ok (spec);
   g_assert_true (memres_cuda_ensure_context (0, NULL));
@@ -381,7 +381,7 @@ test_hazard_threads (gconstpointer data)
       CU_OK (mt_driver ()->cuMemFreeHost (staging[t]));
     }
   g_clear_pointer (&mr, memres_resource_unref);
-  hazard_end ();
+  mt_hazard_end ();
 }
 
 int

@@ -23,17 +23,8 @@ static gpointer
 pairs_thread (gpointer data)
 {
   PairJob *job = data;
-  GError *error = NULL;
 
-  for (guint i = 0; i < PAIRS_PER_THREAD; i++)
-    {
-      MemresBuffer *buf = memres_resource_allocate (job->mr, job->size, job->stream, &error);
-
-      g_assert_no_error (error);
-      g_assert_true (memres_buffer_close (buf, NULL, &error));
-      g_assert_no_error (error);
-      memres_buffer_unref (buf);
-    }
+  mt_pairs (job->mr, job->size, job->stream, PAIRS_PER_THREAD);
   return NULL;
 }
 

@@ -558,7 +558,7 @@ test_peer_stream (void)
   guint64 addr;
   long waits = 0;
 
-  if (!mt_require_peer_access (0, 1) || !hazard_begin ())
+  if (!mt_require_peer_access (0, 1) || !mt_hazard_begin ())
     return;
   mr = mt_new_ok ("cache:front=0>" DEVICE_UPSTREAM);
   set_access_ok (mr, 1, MEMRES_ACCESS_READWRITE);
@@ -587,7 +587,7 @@ test_peer_stream (void)
   g_clear_pointer (&mr, memres_resource_unref);
   stream_free (s0);
   stream_free (s1);
-  hazard_end ();
+  mt_hazard_end ();
 }
 
 /* The core's wrapper: a kind without counters has the core's own (contract_breaches) only; a

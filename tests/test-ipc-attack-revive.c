@@ -459,8 +459,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   mt_ipc_kind_register ("attack", attack_uuid);
 
-#define ADD(path, func)                                                                            \
-  g_test_add ("/ipc-attack/loopback/" path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
+#define ADD ATTACK_ADD_LOOPBACK
   ADD ("revive/cycles", test_revive_cycles);
   ADD ("revive/open-and-closed", test_revive_open_and_closed);
   ADD ("revive/does-not-fit", test_revive_does_not_fit);

@@ -395,8 +395,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   mt_ipc_kind_register ("attack", attack_uuid);
 
-#define ADD(path, func)                                                                            \
-  g_test_add ("/ipc-attack/loopback/" path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
+#define ADD ATTACK_ADD_LOOPBACK
   ADD ("kind-field", test_kind_field);
   ADD ("flip-every-bit", test_flip_every_bit);
   ADD ("reexport", test_reexport);

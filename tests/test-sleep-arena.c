@@ -400,8 +400,6 @@ main (int argc, char **argv)
 {
   mt_init (&argc, &argv);
   mt_log_capture_init ();
-  /* cache>arena's sweeps (they pass) are left out: with them the ASan run on a loaded machine
-   * passes the test's 900 s; cache>vmm's cache-sleep.c is the same code over either upstream */
   g_test_add_func ("/sleep/arena/addresses-and-handles", test_arena_addresses);
   g_test_add_func ("/sleep/arena/shared-granule", test_arena_shared_granule);
   g_test_add_func ("/sleep/arena/close-asleep", test_arena_close_asleep);

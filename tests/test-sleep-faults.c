@@ -201,6 +201,8 @@ main (int argc, char **argv)
   mt_log_capture_init ();
   g_test_add_data_func ("/sleep/faults/sleep", "vmm:chunk=2MiB", test_faults_sleep);
   g_test_add_data_func ("/sleep/faults/wake", "vmm:chunk=2MiB", test_faults_wake);
+  /* cache>arena's sweeps (they pass) are left out: with them the ASan run on a loaded machine
+   * passes the test's 900 s; cache>vmm's cache-sleep.c is the same code over either upstream */
   g_test_add_data_func ("/sleep/arena/faults/sleep", "arena", test_faults_sleep);
   g_test_add_data_func ("/sleep/arena/faults/wake", "arena", test_faults_wake);
   return g_test_run ();

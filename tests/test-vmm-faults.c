@@ -108,8 +108,8 @@ run_sweep (const char *what, MtOp op, MtUndo undo, SweepData *d, gboolean prepar
     }
   d->size *= gran ();
   d->new_size *= gran ();
-  counts_begin (&base);
-  d->mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, gran ());
+  mt_fake_counts_begin (&base);
+  d->mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, gran ());
   if (prepare)
     sweep_prepare (d);
   n = mt_fault_sweep (what, op, undo, d, 0, ignore);
@@ -137,9 +137,9 @@ test_out_of_memory_names_call (void)
   if (!mt_require_fake ("injects CUDA_ERROR_OUT_OF_MEMORY"))
     return;
   g = gran ();
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   /* g + 1 bytes: 2g rounded, in two chunks of g */
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   {
     const struct
     {
@@ -255,8 +255,8 @@ test_faults_move_commit (void)
       g_test_skip ("fault injection needs the fake driver");
       return;
     }
-  counts_begin (&base);
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   buf = allocate (mr, g);
   resize (buf, 2 * g); /* a second reservation, in place */
   address = memres_buffer_get_address (buf);
@@ -312,8 +312,8 @@ test_faults_shrink_split (void)
       return;
     }
   g = gran ();
-  counts_begin (&base);
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   buf = allocate (mr, g);
   address = memres_buffer_get_address (buf);
   resize (buf, 3 * g);
@@ -375,8 +375,8 @@ test_faults_close (void)
       g_test_skip ("fault injection needs the fake driver");
       return;
     }
-  counts_begin (&expected);
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, gran ());
+  mt_fake_counts_begin (&expected);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, gran ());
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
@@ -414,15 +414,7 @@ test_faults_close (void)
 int
 main (int argc, char **argv)
 {
-  const char *driver = g_getenv ("MEMRES_CUDA_DRIVER");
-
-  /* Before the driver loads: two fake devices for the peer tests, room for 64 × 64 MiB. */
-  if (driver != NULL && strstr (driver, "fakecuda") != NULL)
-    {
-      g_setenv ("FAKECUDA_DEVICES", "2", FALSE);
-      g_setenv ("FAKECUDA_DEVICE_MEMORY", "8GiB", FALSE);
-    }
-  mt_init (&argc, &argv);
+  vmm_test_init (&argc, &argv);
   g_test_add_func ("/vmm/faults/allocate", test_faults_allocate);
   g_test_add_func ("/vmm/faults/out-of-memory-names-call", test_out_of_memory_names_call);
   g_test_add_func ("/vmm/faults/close", test_faults_close);

@@ -75,25 +75,6 @@ require_device (int n)
   return TRUE;
 }
 
-/* The granularity of device memory (recommended), the vmm default. */
-static MemresResource *vmm_new (const char *format, ...) G_GNUC_PRINTF (1, 2);
-
-static MemresResource *
-vmm_new (const char *format, ...)
-{
-  g_autoptr (GError) error = NULL;
-  g_autofree char *spec = NULL;
-  MemresResource *mr;
-  va_list args;
-
-  va_start (args, format);
-  spec = g_strdup_vprintf (format, args);
-  va_end (args);
-  mr = memres_resource_new (spec, &error);
-  g_assert_no_error (error);
-  return mr;
-}
-
 static void
 sync_ok (void)
 {
@@ -168,7 +149,8 @@ three_chunks (MemresResource *mr)
 static MemresResource *
 exporter_new (void)
 {
-  return vmm_new ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, mt_device_granularity ());
+  return mt_new_printf_ok ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT,
+                           mt_device_granularity ());
 }
 
 static long
@@ -226,7 +208,7 @@ child_roundtrip (int sock)
   Msg m;
 
   g_assert_true (require_device (1));
-  importer = vmm_new ("vmm:handle_type=posix_fd");
+  importer = mt_new_printf_ok ("vmm:handle_type=posix_fd");
   buf = memres_ipc_receive_buffer (sock, importer, MEMRES_IPC_NONE, NULL, &error);
   g_assert_no_error (error);
   m = recv_msg (sock);
@@ -265,7 +247,7 @@ child_cycles (int sock)
   g_autoptr (MemresResource) importer = NULL;
 
   g_assert_true (require_device (1));
-  importer = vmm_new ("vmm:handle_type=posix_fd");
+  importer = mt_new_printf_ok ("vmm:handle_type=posix_fd");
   for (;;)
     {
       Msg m = recv_msg (sock);
@@ -428,7 +410,7 @@ test_send_refused (void)
   make_pair (SOCK_STREAM, sv);
 
   /* handle_type=none (the default): the chunks have no shareable handle */
-  plain = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, mt_device_granularity ());
+  plain = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, mt_device_granularity ());
   g_assert_false (memres_resource_get_flags (plain) & MEMRES_MEMORY_IPC_ENABLED);
   buf = three_chunks (plain);
   assert_send_refused (buf, sv[0], MEMRES_ERROR_NOT_SUPPORTED);
@@ -512,10 +494,11 @@ test_through_adaptor (void)
   if (!require_device (1))
     return;
   mt_fake_counts_begin (&base);
-  mr = vmm_new ("stats>vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, mt_device_granularity ());
+  mr = mt_new_printf_ok ("stats>vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT,
+                         mt_device_granularity ());
   g_assert_true (memres_resource_get_flags (mr) & MEMRES_MEMORY_IPC_ENABLED);
-  importer = vmm_new ("vmm:handle_type=posix_fd");
-  adaptor_importer = vmm_new ("stats>vmm:handle_type=posix_fd");
+  importer = mt_new_printf_ok ("vmm:handle_type=posix_fd");
+  adaptor_importer = mt_new_printf_ok ("stats>vmm:handle_type=posix_fd");
   buf = memres_resource_allocate (mr, 3 * mt_device_granularity (), NULL,
                                   &error); /* three chunks of mt_device_granularity () */
   g_assert_no_error (error);
@@ -556,7 +539,7 @@ test_imported (void)
     return;
   mt_fake_counts_begin (&base);
   mr = exporter_new ();
-  importer = vmm_new ("vmm:handle_type=posix_fd,access=ro");
+  importer = mt_new_printf_ok ("vmm:handle_type=posix_fd,access=ro");
   buf = three_chunks (mr);
   write_pattern (buf, 41);
   got = loopback (buf, importer, &error);
@@ -601,8 +584,9 @@ test_shrunk (void)
 
   if (!require_device (1))
     return;
-  mr = vmm_new ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, 2 * mt_device_granularity ());
-  importer = vmm_new ("vmm:handle_type=posix_fd");
+  mr = mt_new_printf_ok ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT,
+                         2 * mt_device_granularity ());
+  importer = mt_new_printf_ok ("vmm:handle_type=posix_fd");
   buf = memres_resource_allocate (mr, 4 * mt_device_granularity (), NULL, &error);
   g_assert_no_error (error);
   g_assert_true (memres_buffer_resize (buf, 3 * mt_device_granularity (), NULL, &error));
@@ -639,12 +623,12 @@ test_importer_refused (void)
   mt_fake_counts_begin (&base);
   mr = exporter_new ();
   buf = three_chunks (mr);
-  importers[0] = plain = vmm_new ("vmm");
+  importers[0] = plain = mt_new_printf_ok ("vmm");
   importers[1] = dmr = memres_resource_new ("dmr", NULL);
   g_assert_nonnull (dmr);
   g_assert_true (memres_cuda_get_device_count (&n_devices, NULL));
   if (n_devices >= 2)
-    importers[n++] = other = vmm_new ("vmm:device=1,handle_type=posix_fd");
+    importers[n++] = other = mt_new_printf_ok ("vmm:device=1,handle_type=posix_fd");
   else
     g_test_message ("one device: the wrong-device case is not run");
 
@@ -931,7 +915,7 @@ test_forged (void)
   mt_fake_counts_begin (&base);
   fds = mt_count_open_fds ();
   mr = exporter_new ();
-  importer = vmm_new ("vmm:handle_type=posix_fd");
+  importer = mt_new_printf_ok ("vmm:handle_type=posix_fd");
   buf = three_chunks (mr);
   write_pattern (buf, 51);
   capture (buf, &c);
@@ -1050,7 +1034,7 @@ test_faults (void)
     }
   mt_fake_counts_begin (&base);
   mr = exporter_new ();
-  d.importer = vmm_new ("vmm:handle_type=posix_fd");
+  d.importer = mt_new_printf_ok ("vmm:handle_type=posix_fd");
   d.buf = three_chunks (mr);
   write_pattern (d.buf, 61);
   fds = mt_count_open_fds ();

@@ -20,8 +20,8 @@ test_grow_in_place (void)
   if (!require_device ())
     return;
   g = gran ();
-  counts_begin (&base);
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, 2 * g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, 2 * g);
   buf = allocate (mr, 3 * g);
   address = memres_buffer_get_address (buf);
   write_pattern (buf, 0, 3 * g, 1);
@@ -63,8 +63,8 @@ test_grow_one_copy (void)
   if (!require_device ())
     return;
   g = gran ();
-  counts_begin (&base);
-  mr = vmm_new ("vmm");
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm");
   buf = allocate (mr, g);
   address = memres_buffer_get_address (buf);
   resize (buf, 3 * g);
@@ -104,8 +104,8 @@ test_grow_probe_fails (void)
   if (!mt_require_fake ("failing the probe reservation needs the fake driver"))
     return;
   g = gran ();
-  counts_begin (&base);
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   buf = allocate (mr, 2 * g);
   address = memres_buffer_get_address (buf);
   write_pattern (buf, 0, 2 * g, 21);
@@ -151,7 +151,7 @@ test_rollback_deinitialized (void)
     return;
   if (g_test_subprocess ())
     {
-      g_autoptr (MemresResource) mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, gran ());
+      g_autoptr (MemresResource) mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, gran ());
       g_autoptr (GError) error = NULL;
       MemresBuffer *buf = allocate (mr, 2 * gran ());
       const char *mode = g_getenv ("VMM_ROLLBACK_MODE");
@@ -195,8 +195,8 @@ test_grow_within_reserve (void)
   if (!require_device ())
     return;
   g = gran ();
-  counts_begin (&base);
-  mr = vmm_new ("vmm:reserve=%" G_GSIZE_FORMAT, 8 * g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:reserve=%" G_GSIZE_FORMAT, 8 * g);
   buf = allocate (mr, g);
   g_assert_cmpuint (memres_buffer_get_size (buf), ==, g);
   address = memres_buffer_get_address (buf);
@@ -236,8 +236,8 @@ test_grow_by_move (void)
   if (!require_device ())
     return;
   g = gran ();
-  counts_begin (&base);
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, 2 * g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, 2 * g);
   buf = allocate (mr, 5 * g);
   address = memres_buffer_get_address (buf);
   write_pattern (buf, 0, 5 * g, 6);
@@ -283,8 +283,8 @@ test_grow_stray_free_fails (void)
   if (!require_device () || !mt_require_fake ("injects a fault"))
     return;
   g = gran ();
-  counts_begin (&base);
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   buf = allocate (mr, 2 * g);
   address = memres_buffer_get_address (buf);
   write_pattern (buf, 0, 2 * g, 21);
@@ -311,8 +311,8 @@ test_grow_stray_free_fails (void)
   mt_assert_fake_counts_equal (&base);
 
   /* kept until the resource goes when no grow comes */
-  counts_begin (&base);
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   buf = allocate (mr, 2 * g);
   blocker = block_after (buf);
   mt_fake_fail_call ("cuMemAddressFree", 1, CUDA_ERROR_UNKNOWN);
@@ -341,8 +341,8 @@ test_shrink (void)
   if (!require_device ())
     return;
   g = gran ();
-  counts_begin (&base);
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   buf = allocate (mr, 6 * g);
   address = memres_buffer_get_address (buf);
   write_pattern (buf, 0, 6 * g, 8);
@@ -381,8 +381,8 @@ test_shrink_partial_chunk (void)
   if (!require_device ())
     return;
   g = gran ();
-  counts_begin (&base);
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, 4 * g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, 4 * g);
   buf = allocate (mr, 8 * g);
   write_pattern (buf, 0, 8 * g, 10);
 
@@ -416,8 +416,8 @@ test_shrink_to_zero (void)
   if (!require_device ())
     return;
   g = gran ();
-  counts_begin (&base);
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   buf = allocate (mr, 3 * g);
   address = memres_buffer_get_address (buf);
   resize (buf, 0);
@@ -446,8 +446,8 @@ test_grow_from_empty (void)
 
   if (!require_device ())
     return;
-  counts_begin (&base);
-  mr = vmm_new ("vmm");
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm");
   buf = allocate (mr, 0);
   g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
   g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
@@ -465,15 +465,7 @@ test_grow_from_empty (void)
 int
 main (int argc, char **argv)
 {
-  const char *driver = g_getenv ("MEMRES_CUDA_DRIVER");
-
-  /* Before the driver loads: two fake devices for the peer tests, room for 64 × 64 MiB. */
-  if (driver != NULL && strstr (driver, "fakecuda") != NULL)
-    {
-      g_setenv ("FAKECUDA_DEVICES", "2", FALSE);
-      g_setenv ("FAKECUDA_DEVICE_MEMORY", "8GiB", FALSE);
-    }
-  mt_init (&argc, &argv);
+  vmm_test_init (&argc, &argv);
   g_test_add_func ("/vmm/grow/stray-free-fails", test_grow_stray_free_fails);
   g_test_add_func ("/vmm/grow/in-place", test_grow_in_place);
   g_test_add_func ("/vmm/grow/one-copy", test_grow_one_copy);

@@ -52,8 +52,8 @@ test_allocate_rounding (void)
   g = gran ();
   const gsize sizes[] = { 1, g - 1, g, g + 1, 3 * g - 5 };
   const gsize expect[] = { g, g, g, 2 * g, 3 * g };
-  counts_begin (&base);
-  mr = vmm_new ("vmm");
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm");
   g_assert_cmpint (memres_resource_get_device (mr), ==, 0);
   g_assert_cmpuint (memres_resource_get_flags (mr), ==,
                     MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_RESIZABLE);
@@ -83,9 +83,9 @@ test_allocate_minimum_granularity (void)
 
   if (!require_device ())
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   minimum = granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  mr = vmm_new ("vmm:granularity=minimum");
+  mr = mt_new_printf_ok ("vmm:granularity=minimum");
   buf = allocate (mr, minimum + 1);
   g_assert_cmpuint (memres_buffer_get_size (buf), ==, 2 * minimum);
   close_buffer (buf);
@@ -102,8 +102,8 @@ test_allocate_huge (void)
 
   if (!require_device ())
     return;
-  counts_begin (&base);
-  mr = vmm_new ("vmm");
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm");
   if (mt_driver_is_fake ())
     reserves = mt_fake_call_count ("cuMemAddressReserve");
   g_assert_null (memres_resource_allocate (mr, G_MAXSIZE, NULL, &error));
@@ -126,7 +126,7 @@ check_host_location (const char *spec)
   MemresBuffer *buf;
   gsize size;
 
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   mr = memres_resource_new (spec, &error);
   if (mr == NULL && !mt_driver_is_fake ()
       && g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
@@ -181,8 +181,8 @@ test_close_returns_memory (void)
 
   if (!require_device ())
     return;
-  counts_begin (&base);
-  mr = vmm_new ("vmm");
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm");
   /* settle the driver's own allocations first */
   close_buffer (allocate (mr, size));
 
@@ -214,7 +214,7 @@ test_options_invalid (void)
 
   if (!require_device ())
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   g_assert_true (memres_cuda_get_device_count (&n_devices, NULL));
 
   assert_spec_error ("vmm:location=moon", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "location");
@@ -268,7 +268,7 @@ test_options_unsupported (void)
       g_test_skip ("needs the fake driver to switch device attributes off");
       return;
     }
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   check_unsupported (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, "vmm", "device 0");
   check_unsupported (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
                      "vmm:handle_type=posix_fd", "posix_fd");
@@ -297,7 +297,7 @@ test_options_supported (void)
 
   if (!require_device ())
     return;
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   for (guint i = 0; i < G_N_ELEMENTS (specs); i++)
     {
       g_autoptr (GError) error = NULL;
@@ -355,10 +355,10 @@ test_peers (void)
     return;
   g = gran ();
   data = g_malloc (2 * g);
-  counts_begin (&base);
+  mt_fake_counts_begin (&base);
   assert_spec_error ("vmm:peers=1+1", MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, "peers");
-  shared = vmm_new ("vmm:peers=1,chunk=%" G_GSIZE_FORMAT, g);
-  unshared = vmm_new ("vmm");
+  shared = mt_new_printf_ok ("vmm:peers=1,chunk=%" G_GSIZE_FORMAT, g);
+  unshared = mt_new_printf_ok ("vmm");
 
   a = allocate (shared, g);
   b = allocate (unshared, g);
@@ -442,8 +442,8 @@ test_read_only (void)
   g = gran ();
   before = g_malloc (g);
   after = g_malloc (g);
-  counts_begin (&base);
-  mr = vmm_new ("vmm:access=ro");
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:access=ro");
   buf = allocate (mr, g);
   g_assert_cmpint (get_access (buf, 0), ==, CU_MEM_ACCESS_FLAGS_PROT_READ);
   gboolean ok = memres_buffer_read (buf, 0, before, g, NULL, &error);
@@ -495,8 +495,8 @@ test_stats (void)
   if (!require_device ())
     return;
   g = gran ();
-  counts_begin (&base);
-  mr = vmm_new ("vmm:chunk=%" G_GSIZE_FORMAT, g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("vmm:chunk=%" G_GSIZE_FORMAT, g);
   buf = allocate (mr, 3 * g);
   s = stats (mr);
   g_assert_cmpuint (s.reserved_current, ==, 3 * g);
@@ -539,8 +539,8 @@ test_stats_counted_resize (void)
   if (!require_device ())
     return;
   g = gran ();
-  counts_begin (&base);
-  mr = vmm_new ("stats>vmm:chunk=%" G_GSIZE_FORMAT, g);
+  mt_fake_counts_begin (&base);
+  mr = mt_new_printf_ok ("stats>vmm:chunk=%" G_GSIZE_FORMAT, g);
   g_assert_true (memres_tag_push ("test-vmm-resize", &error));
   g_assert_no_error (error);
   buf = allocate (mr, 3 * g);
@@ -589,15 +589,7 @@ test_stats_counted_resize (void)
 int
 main (int argc, char **argv)
 {
-  const char *driver = g_getenv ("MEMRES_CUDA_DRIVER");
-
-  /* Before the driver loads: two fake devices for the peer tests, room for 64 × 64 MiB. */
-  if (driver != NULL && strstr (driver, "fakecuda") != NULL)
-    {
-      g_setenv ("FAKECUDA_DEVICES", "2", FALSE);
-      g_setenv ("FAKECUDA_DEVICE_MEMORY", "8GiB", FALSE);
-    }
-  mt_init (&argc, &argv);
+  vmm_test_init (&argc, &argv);
 
   g_test_add_func ("/vmm/allocate/rounding", test_allocate_rounding);
   g_test_add_func ("/vmm/allocate/minimum-granularity", test_allocate_minimum_granularity);

@@ -128,30 +128,3 @@ exit_job_wait_filled (ExitJob *job)
     g_cond_wait (&job->cond, &job->lock);
   g_mutex_unlock (&job->lock);
 }
-
-/* ---- stream hazards (the fake's asynchronous mode; the real driver) ---------------------------
- */
-
-/* Asynchronous streams for the hazard tests, back to synchronous at the end. */
-gboolean
-hazard_begin (void)
-{
-  if (!mt_require_devices (1))
-    return FALSE;
-  if (mt_driver_is_fake ())
-    mt_fake_set_async (TRUE);
-  if (!mt_require_stream_holds ())
-    {
-      if (mt_driver_is_fake ())
-        mt_fake_set_async (FALSE);
-      return FALSE;
-    }
-  return TRUE;
-}
-
-void
-hazard_end (void)
-{
-  if (mt_driver_is_fake ())
-    mt_fake_set_async (FALSE);
-}

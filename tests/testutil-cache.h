@@ -42,8 +42,4 @@ void exit_job_go (ExitJob *job);
 
 void exit_job_wait_filled (ExitJob *job);
 
-gboolean hazard_begin (void);
-
-void hazard_end (void);
-
 #endif

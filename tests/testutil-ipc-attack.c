@@ -146,7 +146,6 @@ typedef struct
   guint which;
 } Held;
 
-
 /* Closes @buf (an import of source @which) in this thread when @here, or hands it to a closer
  * thread. */
 void

@@ -53,4 +53,8 @@ void close_here_or_queue (Worker *w, MemresBuffer *buf, guint which, gboolean he
 
 void run_workers (Fixture *f, RoundFunc round);
 
+/* Registers @func as the test /ipc-attack/loopback/@path on the loopback fixture. */
+#define ATTACK_ADD_LOOPBACK(path, func)                                                            \
+  g_test_add ("/ipc-attack/loopback/" path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
+
 #endif

@@ -58,21 +58,6 @@ restore_attribute (const SavedAttribute *saved)
 }
 
 /* Fault sweeps: every driver call of creation, allocation and close fails once in turn. */
-/* Allocate then close: a failing close must still leave nothing behind. */
-static gboolean
-op_allocate_close (gpointer data, GError **error)
-{
-  MtSweepData *d = data;
-  MemresBuffer *buf = memres_resource_allocate (d->mr, d->size, NULL, error);
-  gboolean ok;
-
-  if (buf == NULL)
-    return FALSE;
-  ok = memres_buffer_close (buf, NULL, error);
-  memres_buffer_unref (buf);
-  return ok;
-}
-
 void
 sweep (const char *spec, gboolean expect_calls)
 {
@@ -85,7 +70,7 @@ sweep (const char *spec, gboolean expect_calls)
   /* Warm up once: first-use work of the core (loading the plugin, retaining the primary
    * context) happens once per process and is not the operation under test. */
   g_assert_true (mt_op_new (&d, NULL));
-  g_assert_true (op_allocate_close (&d, NULL));
+  g_assert_true (mt_op_allocate_close (&d, NULL));
   mt_undo_new (&d);
 
   what = g_strdup_printf ("create %s", spec);
@@ -100,7 +85,7 @@ sweep (const char *spec, gboolean expect_calls)
   g_assert_cmpint (n, >, 0);
   g_free (what);
   what = g_strdup_printf ("allocate+close %s", spec);
-  n = mt_fault_sweep (what, op_allocate_close, NULL, &d, CUDA_ERROR_NOT_PERMITTED, frees);
+  n = mt_fault_sweep (what, mt_op_allocate_close, NULL, &d, CUDA_ERROR_NOT_PERMITTED, frees);
   g_assert_cmpint (n, >, 0);
   mt_undo_new (&d);
 }

@@ -9,14 +9,6 @@ const MemresCudaDriver *drv;
 
 /* --- helpers ------------------------------------------------------------------------------- */
 
-void
-counts_begin (FakeCudaCounts *baseline)
-{
-  memset (baseline, 0, sizeof *baseline);
-  if (mt_driver_is_fake ())
-    mt_fake_get_counts (baseline);
-}
-
 gboolean
 require_device (void)
 {
@@ -46,23 +38,6 @@ gsize
 gran (void)
 {
   return granularity (CU_MEM_LOCATION_TYPE_DEVICE, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
-}
-
-MemresResource *
-vmm_new (const char *format, ...)
-{
-  g_autoptr (GError) error = NULL;
-  g_autofree char *spec = NULL;
-  MemresResource *mr;
-  va_list args;
-
-  va_start (args, format);
-  spec = g_strdup_vprintf (format, args);
-  va_end (args);
-  mr = memres_resource_new (spec, &error);
-  g_assert_no_error (error);
-  g_assert_nonnull (mr);
-  return mr;
 }
 
 MemresBuffer *
@@ -170,4 +145,18 @@ stats (MemresResource *mr)
   g_assert_no_error (error);
   g_assert_true (ok);
   return s;
+}
+
+void
+vmm_test_init (int *argc, char ***argv)
+{
+  const char *driver = g_getenv ("MEMRES_CUDA_DRIVER");
+
+  /* Before the driver loads: two fake devices for the peer tests, room for 64 × 64 MiB. */
+  if (driver != NULL && strstr (driver, "fakecuda") != NULL)
+    {
+      g_setenv ("FAKECUDA_DEVICES", "2", FALSE);
+      g_setenv ("FAKECUDA_DEVICE_MEMORY", "8GiB", FALSE);
+    }
+  mt_init (argc, argv);
 }

@@ -6,17 +6,12 @@
 
 extern const MemresCudaDriver *drv;
 
-void counts_begin (FakeCudaCounts *baseline);
 
 gboolean require_device (void);
 
 gsize granularity (CUmemLocationType type, CUmemAllocationGranularity_flags flag);
 
 gsize gran (void);
-
-MemresResource *vmm_new (const char *format, ...) G_GNUC_PRINTF (1, 2);
-
-MemresResource *vmm_new (const char *format, ...);
 
 MemresBuffer *allocate (MemresResource *mr, gsize size);
 
@@ -41,5 +36,9 @@ void unblock (VmmBlocker *b);
 CUmemAccess_flags get_access (MemresBuffer *buf, int device);
 
 MemresStats stats (MemresResource *mr);
+
+/* mt_init() of the vmm programs; against the fake, first two devices (for the peer tests) and
+ * 8 GiB each (FAKECUDA_DEVICES, FAKECUDA_DEVICE_MEMORY, unless set). */
+void vmm_test_init (int *argc, char ***argv);
 
 #endif

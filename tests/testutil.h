@@ -108,6 +108,11 @@ MtStreamHold *mt_stream_hold (MemresStream stream);
 gboolean mt_stream_is_held (MtStreamHold *hold);
 void mt_stream_release (MtStreamHold *hold);
 gboolean mt_require_stream_holds (void);
+/* The stream hazard tests' set-up: a device (else the test skips), the fake's asynchronous mode
+ * (mt_fake_set_async), stream holds (mt_require_stream_holds; else the mode is set back and FALSE
+ * returned). After a TRUE, mt_hazard_end() sets the fake's streams synchronous again. */
+gboolean mt_hazard_begin (void);
+void mt_hazard_end (void);
 
 /* Asserts every live count of the fake equals the one in @baseline (no-op on the real driver;
  * in the fake's asynchronous mode after every queue ran). */
@@ -133,6 +138,13 @@ void mt_counts_snapshot (FakeCudaCounts *base);
 
 /* memres_resource_new(@spec), asserting no error and a resource. Returns (transfer full). */
 MemresResource *mt_new_ok (const char *spec);
+
+/* mt_new_ok() of the spec that @format and the arguments make (printf). */
+MemresResource *mt_new_printf_ok (const char *format, ...) G_GNUC_PRINTF (1, 2);
+
+/* @n allocate+close pairs of @size bytes from @mr, each allocated on @stream and closed on the
+ * legacy stream (NULL), every call asserted: the body of the tests' pair threads. */
+void mt_pairs (MemresResource *mr, gsize size, MemresStream stream, guint n);
 
 /* Asserts that memres_resource_new(@spec) returns NULL with @domain/@code and, when @needle is
  * not NULL, that the error's message contains @needle. */
@@ -253,6 +265,9 @@ gboolean mt_op_new (gpointer data, GError **error);
 void mt_undo_new (gpointer data);
 gboolean mt_op_allocate (gpointer data, GError **error);
 void mt_undo_allocate (gpointer data);
+/* An MtOp with no undo: allocates ->size bytes from ->mr (NULL stream) and closes the buffer at
+ * once (a failing close must still leave nothing behind). */
+gboolean mt_op_allocate_close (gpointer data, GError **error);
 
 /* Operands and results of the IPC fault-sweep operations below. */
 typedef struct
