@@ -838,10 +838,10 @@ lent_run (const char *fail, int nth, const char *fail2, int nth2, char ***calls)
 static void
 test_hazard_lent (void)
 {
-  if (!hazard_begin ())
+  if (!mt_hazard_begin ())
     return;
   lent_run (NULL, 0, NULL, 0, NULL);
-  hazard_end ();
+  mt_hazard_end ();
 }
 
 /* Every driver call of the lending allocation fails in turn (lent_run()). */
@@ -853,7 +853,7 @@ test_faults_lent (void)
 
   if (!mt_require_fake ("faults are injected by the fake"))
     return;
-  if (!hazard_begin ())
+  if (!mt_hazard_begin ())
     return;
   lent_run (NULL, 0, NULL, 0, &calls);
   for (guint i = 0; calls[i] != NULL; i++)
@@ -870,7 +870,7 @@ test_faults_lent (void)
   lent_run ("cuMemMap", 2, "cuMemUnmap", 1, NULL);
   /* at least the event, and each granule's cuMemMap and cuMemSetAccess */
   g_assert_cmpuint (swept, >=, 5);
-  hazard_end ();
+  mt_hazard_end ();
 }
 
 /* ---- memory: a training-shaped sequence on one stream ---------------------------------------- */
