@@ -206,7 +206,8 @@ test_no_open_buffer (gconstpointer spec)
     bufs[i] = alloc_tagged (mr, "sl-none", size);
   for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
     mt_close_ok (bufs[i], NULL); /* free blocks, kept by the layer */
-  g_assert_cmpint (live_handles (), >, before);
+  if (mt_driver_is_fake ())      /* live_handles() counts the fake's handles only */
+    g_assert_cmpint (live_handles (), >, before);
   sleep_ok (mr, "sl-none", NULL);
   if (mt_driver_is_fake ())
     g_assert_cmpint (live_handles (), ==, before); /* every free block of the tag released */
