@@ -1143,7 +1143,7 @@ test_replay_target (void)
       g_assert_cmpuint (used, ==, json_uint (out, "log_peak_used_bytes"));
       g_assert_cmpuint (reserved * 100, <=, used * 103);
     }
-  g_assert_cmpuint (traces, >, 0);
+  g_assert_cmpuint (traces, >=, 2); /* issue 38's target: resnet18.csv and transformer.csv */
 }
 
 int
