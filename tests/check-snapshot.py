@@ -27,6 +27,10 @@ SCENARIOS = {
                                                               "4KiB:a,b", "-a", "8KiB", "-a",
                                                               "16KiB:weights"]),
         ("host", "host", ["-a", "1KiB"]),
+        # every live block of the cache listed: one of a chunk, one of its own (a class above
+        # the chunked ones) and a request above max_block, each once; one of its own freed
+        ("cache-direct-host", "cache:chunk=64KiB,max_block=256KiB>host",
+         ["-a", "1KiB", "-a", "100KiB", "-a", "100KiB", "-a", "1MiB", "--close", "3"]),
     ],
     "fake": [
         ("cache-vmm", "cache:chunk=2MiB>vmm:device=0", ["-a", "64KiB", "-a", "64KiB",
@@ -126,6 +130,17 @@ def invariants(doc):
             if layer["used"] is not None and used < layer["used"]:
                 errors.append(f"{name}: its used blocks ({used}) hold less than used "
                               f"({layer['used']})")
+        # a complete layer lists each of its live buffers once (the top layer counts them)
+        n_used = sum(1 for b in layer["blocks"] if b["state"] == "used")
+        if layer["complete"] and layer["own_stats"] and layer["n_buffers"] > 0 \
+                and n_used != layer["n_buffers"]:
+            errors.append(f"{name}: {n_used} used blocks for {layer['n_buffers']} live buffers")
+        # what a layer holds from below is its segments, when it has any
+        if layer["segments"] and layer["reserved"] is not None \
+                and sum(g["size"] for g in layer["segments"]) != layer["reserved"]:
+            errors.append(f"{name}: its segments hold "
+                          f"{sum(g['size'] for g in layer['segments'])} bytes, not its reserved "
+                          f"{layer['reserved']}")
     s = doc["summary"]
     if s["cached"] != sum(layer["cached"] for layer in doc["layers"]):
         errors.append("summary: cached is not the layers' sum")
