@@ -254,6 +254,35 @@ def check_stacks(memres, schema, stack_sites):
     return errors
 
 
+def check_config_names(memres):
+    """`memres snapshot NAME` and `@NAME`: a resource of the config file by its name, the
+    snapshot of the stack it names (issue 35: a command for a spec or a config name)."""
+    import tempfile
+    errors = []
+    with tempfile.TemporaryDirectory() as d:
+        conf = os.path.join(d, "memres.conf")
+        with open(conf, "w") as f:
+            f.write("[small]\nspec=limit:max=1MiB>host\n")
+        env = dict(os.environ, MEMRES_CONFIG=conf)
+        for operand in ("small", "@small"):
+            run = subprocess.run([memres, "snapshot", operand, "-a", "4KiB"], capture_output=True,
+                                 text=True, env=env)
+            if run.returncode != 0:
+                errors.append(f"{operand}: exit {run.returncode}: {run.stderr.strip()}")
+                continue
+            doc = json.loads(run.stdout)
+            kinds = [layer["kind"] for layer in doc["layers"]]
+            if kinds != ["limit", "host"] or doc["layers"][0]["figures"] != {
+                    "limit": 1 << 20, "limit_used": 4096}:
+                errors.append(f"{operand}: layers {kinds}, figures {doc['layers'][0]['figures']}")
+        # a name the file lacks: not a kind either, an error naming it
+        run = subprocess.run([memres, "snapshot", "nosuchname"], capture_output=True, text=True,
+                             env=env)
+        if run.returncode == 0 or "nosuchname" not in run.stderr or run.stdout:
+            errors.append(f"nosuchname: exit {run.returncode}, stderr {run.stderr.strip()!r}")
+    return errors
+
+
 def main():
     memres, schema_path, golden_dir, suite = sys.argv[1:5]
     update = "--update" in sys.argv[5:]
@@ -267,7 +296,7 @@ def main():
     except ImportError:
         jsonschema = None
     scenarios = SCENARIOS[suite]
-    print(f"1..{len(scenarios) + 1 + (stack_sites is not None)}")
+    print(f"1..{len(scenarios) + 2 + (stack_sites is not None)}")
     failed = 0
     # bad input: a usage error (exit status 2) naming it, nothing on stdout
     bad = [(["host", "-a", "lots"], "-a lots"), (["host", "-a", "1KiB:"], "cannot be empty"),
@@ -323,10 +352,16 @@ def main():
                     print(f"# {line}")
         else:
             print(f"ok {i} {name}: {spec} {' '.join(args)}")
+    errors = check_config_names(memres)
+    failed += 1 if errors else 0
+    print(f"{'not ok' if errors else 'ok'} {len(scenarios) + 2} a resource of the config file by "
+          "its name")
+    for e in errors:
+        print(f"# {e}")
     if stack_sites is not None:
         errors = check_stacks(memres, schema, stack_sites)
         failed += 1 if errors else 0
-        print(f"{'not ok' if errors else 'ok'} {len(scenarios) + 2} call stacks "
+        print(f"{'not ok' if errors else 'ok'} {len(scenarios) + 3} call stacks "
               "(track:backtrace=true)")
         for e in errors:
             print(f"# {e}")
