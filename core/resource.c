@@ -236,11 +236,15 @@ _memres_resource_new_layer (MemresKind *kind, const MemresOptions *options,
   return resource_create (kind, options, NULL, NULL, NULL, upstream, spec, error);
 }
 
+static void resource_ref_again (MemresResource *mr);
+
 /**
  * memres_resource_ref:
  * @mr: a #MemresResource
  *
- * Adds a reference. Thread-safe.
+ * Adds a reference. Thread-safe. A resource that only its open buffers hold (every reference
+ * dropped) can be referenced again through one of them (memres_buffer_get_resource()): it then
+ * serves allocations as before and is finalized after the last of its references and buffers.
  *
  * Returns: (transfer full): @mr
  *
@@ -251,7 +255,8 @@ memres_resource_ref (MemresResource *mr)
 {
   g_return_val_if_fail (mr != NULL, NULL);
 
-  __atomic_add_fetch (&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_RELAXED);
+  if (G_UNLIKELY (__atomic_fetch_add (&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_ACQ_REL) == 0))
+    resource_ref_again (mr);
   return mr;
 }
 
@@ -305,6 +310,14 @@ resource_last_ref (MemresResource *mr)
 {
   gint64 alive = 0;
 
+  /* not the first time: a reference taken again (memres_resource_ref()) went, and with it the
+   * one it counted in dead_count; the stripes' buffers were summed the first time */
+  if (__atomic_exchange_n (&mr->stripes_dead, 1, __ATOMIC_ACQ_REL))
+    {
+      _memres_resource_buffer_gone (mr);
+      return;
+    }
+
   __atomic_store_n (&mr->stripes_stop, 1, __ATOMIC_SEQ_CST);
   owner_heavy_barrier ();
   for (guint i = 0; i < MEMRES_STRIPE_SHARED - 1; i++)
@@ -323,6 +336,25 @@ _memres_resource_buffer_gone (MemresResource *mr)
 {
   if (__atomic_sub_fetch (&mr->dead_count, 1, __ATOMIC_ACQ_REL) == 0)
     resource_finalize (mr);
+}
+
+void
+_memres_resource_dead_allocated (MemresResource *mr)
+{
+  __atomic_add_fetch (&mr->dead_count, 1, __ATOMIC_ACQ_REL);
+}
+
+/* memres_resource_ref() of a resource whose references had all gone while buffers of it were
+ * open (so dead_count holds them, or will once the last reference's resource_last_ref(),
+ * which may still be running on another thread, has summed the stripes): the reference counts
+ * as one more there until @refs drops to 0 again (resource_last_ref() gives it back), so that
+ * the close of the last of those buffers does not finalize the resource under it. */
+G_GNUC_NO_INLINE static void
+resource_ref_again (MemresResource *mr)
+{
+  while (!__atomic_load_n (&mr->stripes_dead, __ATOMIC_ACQUIRE))
+    g_thread_yield ();
+  _memres_resource_dead_allocated (mr);
 }
 
 gint64

@@ -46,10 +46,9 @@ typedef struct
   gint state;
   gint n_views;
   gboolean may_wait;
-  /* the Resource object that allocated it (a strong reference), or NULL (memres.from_dlpack(),
-   * import_message()): Buffer.memory_resource, which never takes a new reference of the
-   * MemresResource of a buffer whose resource no object holds any more (the core does not
-   * support taking a reference again once the last one went: memres_resource_unref()) */
+  /* the Resource object that allocated it (a strong reference until the buffer is closed), or
+   * NULL (memres.from_dlpack(), import_message()): Buffer.memory_resource, the same object as
+   * cuda.core's Buffer gives, closed or not */
   PyObject *resource;
 } PyMemresBuffer;
 

@@ -73,8 +73,7 @@ def test_buffer_outlives_closed_resource():
     gc.collect()
     # the buffer holds the stack: its memory, its resource and a close through the cache
     assert buf.read(0, 4) == b"\x5a" * 4
-    # the object that made it, closed: no new reference of a stack nothing holds but its
-    # buffers (the core does not take one again after the last went)
+    # the object that made it, closed (cuda.core's Buffer.memory_resource is its resource)
     assert buf.memory_resource is mr
     buf.close()
     assert buf.memory_resource is None
