@@ -199,7 +199,8 @@ struct _MemresResource
    * (with such a reference) counts itself there (_memres_stripe_count_on()). */
   gint64 dead_count;
   /* atomic: set by the first resource_last_ref() as it begins; a later one (after a reference
-   * taken again) only gives back the one it counted in @dead_count */
+   * taken again) only gives back the one that reference counted in @dead_count. @dead_count
+   * holds a bias (resource.c: DEAD_BIAS) until the first has summed the stripes into it. */
   gint stripes_dead;
   /* atomic: the calls of this layer's memory slots that broke the contract (a failure without
    * an error; resource-slots.c: contract_breach()), read by memres_resource_get_counters() */

@@ -6,6 +6,12 @@
  * buffer.c; statistics, trim and counters in resource-query.c. */
 #include "memres-private.h"
 
+/* MemresResource.dead_count from creation until the last reference's resource_last_ref() has
+ * summed the stripes into it and taken this out: what counts up or down there before that
+ * (closes on dead stripes, a reference taken again, a buffer allocated on a dead stripe) cannot
+ * take it to 0 early */
+#define DEAD_BIAS ((gint64) 1 << 48)
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,6 +142,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   memset (mem, 0, total);
   mr = mem;
   mr->refs = MEMRES_RESOURCE_APP_REF;
+  mr->dead_count = DEAD_BIAS;
   for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
     mr->stripes[i].n = MEMRES_STRIPE_BIAS;
   owner_fence_init (); /* before any thread counts on a stripe */
@@ -311,7 +318,8 @@ resource_last_ref (MemresResource *mr)
   gint64 alive = 0;
 
   /* not the first time: a reference taken again (memres_resource_ref()) went, and with it the
-   * one it counted in dead_count; the stripes' buffers were summed the first time */
+   * one it counted in dead_count; the stripes' buffers were summed the first time (or are being
+   * summed: the bias keeps dead_count above 0 until they are) */
   if (__atomic_exchange_n (&mr->stripes_dead, 1, __ATOMIC_ACQ_REL))
     {
       _memres_resource_buffer_gone (mr);
@@ -327,7 +335,8 @@ resource_last_ref (MemresResource *mr)
     alive += (__atomic_fetch_or (&mr->stripes[i].n, MEMRES_STRIPE_DEAD, __ATOMIC_ACQ_REL)
               & ~MEMRES_STRIPE_DEAD)
              - MEMRES_STRIPE_BIAS;
-  if (__atomic_add_fetch (&mr->dead_count, alive, __ATOMIC_ACQ_REL) == 0)
+  /* the sum in, the bias out: from now on dead_count is the count of what keeps the resource */
+  if (__atomic_add_fetch (&mr->dead_count, alive - DEAD_BIAS, __ATOMIC_ACQ_REL) == 0)
     resource_finalize (mr);
 }
 
@@ -344,16 +353,15 @@ _memres_resource_dead_allocated (MemresResource *mr)
   __atomic_add_fetch (&mr->dead_count, 1, __ATOMIC_ACQ_REL);
 }
 
-/* memres_resource_ref() of a resource whose references had all gone while buffers of it were
- * open (so dead_count holds them, or will once the last reference's resource_last_ref(),
- * which may still be running on another thread, has summed the stripes): the reference counts
- * as one more there until @refs drops to 0 again (resource_last_ref() gives it back), so that
- * the close of the last of those buffers does not finalize the resource under it. */
+/* memres_resource_ref() that took @refs from 0: a resource whose references had all gone while
+ * buffers of it were open, referenced again through one of them. The reference counts as one
+ * more in dead_count until @refs drops to 0 again (resource_last_ref() gives it back), so that
+ * the close of the last of those buffers does not finalize the resource under it. The last
+ * reference's resource_last_ref() may still be summing the stripes on another thread: the bias
+ * keeps dead_count above 0 until it has. */
 G_GNUC_NO_INLINE static void
 resource_ref_again (MemresResource *mr)
 {
-  while (!__atomic_load_n (&mr->stripes_dead, __ATOMIC_ACQUIRE))
-    g_thread_yield ();
   _memres_resource_dead_allocated (mr);
 }
 
