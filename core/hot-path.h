@@ -186,6 +186,11 @@ struct _MemresResource
   /* atomic: the device whose context reaches memory of device -1 (resource-slots.c:
    * _memres_resource_context_device()), plus 2; 0: not known yet, 1: none known */
   gint reach_device;
+  /* atomic: set by the first resource_last_ref() as it begins; a later one (after a reference
+   * taken again) only gives back the one that reference counted in @dead_count. @dead_count
+   * holds a bias (resource.c: DEAD_BIAS) until the first has summed the stripes into it. (Here,
+   * in the padding before @fork_link: the instance keeps its size.) */
+  gint stripes_dead;
   GList *fork_link; /* in fork.c's list of live resources, NULL before and after */
   /* Buffers allocated through memres_resource_allocate(), counted apart from @refs so that the
    * allocate/close pair of threads running at once writes no shared cache line: each thread
@@ -198,10 +203,6 @@ struct _MemresResource
    * more in @dead_count until @refs drops to 0 again, and a buffer allocated on a dead stripe
    * (with such a reference) counts itself there (_memres_stripe_count_on()). */
   gint64 dead_count;
-  /* atomic: set by the first resource_last_ref() as it begins; a later one (after a reference
-   * taken again) only gives back the one that reference counted in @dead_count. @dead_count
-   * holds a bias (resource.c: DEAD_BIAS) until the first has summed the stripes into it. */
-  gint stripes_dead;
   /* atomic: the calls of this layer's memory slots that broke the contract (a failure without
    * an error; resource-slots.c: contract_breach()), read by memres_resource_get_counters() */
   guint64 contract_breaches;
