@@ -186,6 +186,11 @@ struct _MemresResource
   /* atomic: the device whose context reaches memory of device -1 (resource-slots.c:
    * _memres_resource_context_device()), plus 2; 0: not known yet, 1: none known */
   gint reach_device;
+  /* atomic: set by the first resource_last_ref() as it begins; a later one (after a reference
+   * taken again) only gives back the one that reference counted in @dead_count. @dead_count
+   * holds a bias (resource.c: DEAD_BIAS) until the first has summed the stripes into it. (Here,
+   * in the padding before @fork_link: the instance keeps its size.) */
+  gint stripes_dead;
   GList *fork_link; /* in fork.c's list of live resources, NULL before and after */
   /* Buffers allocated through memres_resource_allocate(), counted apart from @refs so that the
    * allocate/close pair of threads running at once writes no shared cache line: each thread
@@ -193,7 +198,10 @@ struct _MemresResource
    * closed on another thread than it was allocated on makes one stripe go up, another down).
    * Each stripe holds MEMRES_STRIPE_BIAS + its count. When @refs drops to 0, the stripes are
    * marked MEMRES_STRIPE_DEAD and their counts summed into @dead_count; a close that finds its
-   * stripe dead then counts down @dead_count, and whoever takes it to 0 finalizes. */
+   * stripe dead then counts down @dead_count, and whoever takes it to 0 finalizes. A reference
+   * taken again after that (through an open buffer, memres_buffer_get_resource()) counts as one
+   * more in @dead_count until @refs drops to 0 again, and a buffer allocated on a dead stripe
+   * (with such a reference) counts itself there (_memres_stripe_count_on()). */
   gint64 dead_count;
   /* atomic: the calls of this layer's memory slots that broke the contract (a failure without
    * an error; resource-slots.c: contract_breach()), read by memres_resource_get_counters() */
@@ -291,8 +299,10 @@ _memres_resource_check_usable (MemresResource *mr, const char *what, GError **er
 }
 /* resource.c: the stripes of the allocate/close hot path (see MemresResource.stripes; the
  * calling thread's stripe is _memres_thread.stripe_index); _memres_resource_buffer_gone() counts
- * down a dead resource's buffers. */
+ * down a dead resource's buffers, _memres_resource_dead_allocated() counts up one allocated on a
+ * dead stripe. */
 void _memres_resource_buffer_gone (MemresResource *mr);
+void _memres_resource_dead_allocated (MemresResource *mr);
 
 /* counting.c: @delta more (or fewer) bytes in @mr's allocated buffers, on the calling thread's
  * stripe. Each stripe has a quota, and the quotas sum to at most used_high: while every stripe
@@ -375,6 +385,11 @@ _memres_stripe_count_on (MemresResource *mr, guint i, gint64 buffers, gint64 byt
         __atomic_add_fetch (&stripe->set.bytes, bytes, __ATOMIC_RELAXED);
       if (buffers != 0)
         n = __atomic_fetch_add (&stripe->n, buffers, __ATOMIC_ACQ_REL);
+      /* a buffer allocated once the stripes are dead (a reference taken again: resource.c's
+       * memres_resource_ref()) is not in the sum of the last reference: it counts itself (never
+       * on the owner's path above, which a dead stripe's stop flag closes) */
+      if (buffers > 0 && G_UNLIKELY (n & MEMRES_STRIPE_DEAD))
+        _memres_resource_dead_allocated (mr);
     }
   /* read as the shared stripe's, atomically, on every stripe: GCC lays the pair out worse for
    * the plain load (4 instructions more on a cache>host pair, whose top counts no bytes) */

@@ -6,6 +6,12 @@
  * buffer.c; statistics, trim and counters in resource-query.c. */
 #include "memres-private.h"
 
+/* MemresResource.dead_count from creation until the last reference's resource_last_ref() has
+ * summed the stripes into it and taken this out: what counts up or down there before that
+ * (closes on dead stripes, a reference taken again, a buffer allocated on a dead stripe) cannot
+ * take it to 0 early */
+#define DEAD_BIAS ((gint64) 1 << 48)
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,6 +142,7 @@ resource_create (MemresKind *kind, const MemresOptions *options, MemresResourceS
   memset (mem, 0, total);
   mr = mem;
   mr->refs = MEMRES_RESOURCE_APP_REF;
+  mr->dead_count = DEAD_BIAS;
   for (guint i = 0; i < MEMRES_BUFFER_STRIPES; i++)
     mr->stripes[i].n = MEMRES_STRIPE_BIAS;
   owner_fence_init (); /* before any thread counts on a stripe */
@@ -236,11 +243,15 @@ _memres_resource_new_layer (MemresKind *kind, const MemresOptions *options,
   return resource_create (kind, options, NULL, NULL, NULL, upstream, spec, error);
 }
 
+static void resource_ref_again (MemresResource *mr);
+
 /**
  * memres_resource_ref:
  * @mr: a #MemresResource
  *
- * Adds a reference. Thread-safe.
+ * Adds a reference. Thread-safe. A resource that only its open buffers hold (every reference
+ * dropped) can be referenced again through one of them (memres_buffer_get_resource()): it then
+ * serves allocations as before and is finalized after the last of its references and buffers.
  *
  * Returns: (transfer full): @mr
  *
@@ -251,7 +262,8 @@ memres_resource_ref (MemresResource *mr)
 {
   g_return_val_if_fail (mr != NULL, NULL);
 
-  __atomic_add_fetch (&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_RELAXED);
+  if (G_UNLIKELY (__atomic_fetch_add (&mr->refs, MEMRES_RESOURCE_APP_REF, __ATOMIC_ACQ_REL) == 0))
+    resource_ref_again (mr);
   return mr;
 }
 
@@ -305,6 +317,15 @@ resource_last_ref (MemresResource *mr)
 {
   gint64 alive = 0;
 
+  /* not the first time: a reference taken again (memres_resource_ref()) went, and with it the
+   * one it counted in dead_count; the stripes' buffers were summed the first time (or are being
+   * summed: the bias keeps dead_count above 0 until they are) */
+  if (__atomic_exchange_n (&mr->stripes_dead, 1, __ATOMIC_ACQ_REL))
+    {
+      _memres_resource_buffer_gone (mr);
+      return;
+    }
+
   __atomic_store_n (&mr->stripes_stop, 1, __ATOMIC_SEQ_CST);
   owner_heavy_barrier ();
   for (guint i = 0; i < MEMRES_STRIPE_SHARED - 1; i++)
@@ -314,7 +335,8 @@ resource_last_ref (MemresResource *mr)
     alive += (__atomic_fetch_or (&mr->stripes[i].n, MEMRES_STRIPE_DEAD, __ATOMIC_ACQ_REL)
               & ~MEMRES_STRIPE_DEAD)
              - MEMRES_STRIPE_BIAS;
-  if (__atomic_add_fetch (&mr->dead_count, alive, __ATOMIC_ACQ_REL) == 0)
+  /* the sum in, the bias out: from now on dead_count is the count of what keeps the resource */
+  if (__atomic_add_fetch (&mr->dead_count, alive - DEAD_BIAS, __ATOMIC_ACQ_REL) == 0)
     resource_finalize (mr);
 }
 
@@ -323,6 +345,24 @@ _memres_resource_buffer_gone (MemresResource *mr)
 {
   if (__atomic_sub_fetch (&mr->dead_count, 1, __ATOMIC_ACQ_REL) == 0)
     resource_finalize (mr);
+}
+
+void
+_memres_resource_dead_allocated (MemresResource *mr)
+{
+  __atomic_add_fetch (&mr->dead_count, 1, __ATOMIC_ACQ_REL);
+}
+
+/* memres_resource_ref() that took @refs from 0: a resource whose references had all gone while
+ * buffers of it were open, referenced again through one of them. The reference counts as one
+ * more in dead_count until @refs drops to 0 again (resource_last_ref() gives it back), so that
+ * the close of the last of those buffers does not finalize the resource under it. The last
+ * reference's resource_last_ref() may still be summing the stripes on another thread: the bias
+ * keeps dead_count above 0 until it has. */
+G_GNUC_NO_INLINE static void
+resource_ref_again (MemresResource *mr)
+{
+  _memres_resource_dead_allocated (mr);
 }
 
 gint64

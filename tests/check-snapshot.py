@@ -27,6 +27,10 @@ SCENARIOS = {
                                                               "4KiB:a,b", "-a", "8KiB", "-a",
                                                               "16KiB:weights"]),
         ("host", "host", ["-a", "1KiB"]),
+        # every live block of the cache listed: one of a chunk, one of its own (a class above
+        # the chunked ones) and a request above max_block, each once; one of its own freed
+        ("cache-direct-host", "cache:chunk=64KiB,max_block=256KiB>host",
+         ["-a", "1KiB", "-a", "100KiB", "-a", "100KiB", "-a", "1MiB", "--close", "3"]),
     ],
     "fake": [
         ("cache-vmm", "cache:chunk=2MiB>vmm:device=0", ["-a", "64KiB", "-a", "64KiB",
@@ -126,6 +130,17 @@ def invariants(doc):
             if layer["used"] is not None and used < layer["used"]:
                 errors.append(f"{name}: its used blocks ({used}) hold less than used "
                               f"({layer['used']})")
+        # a complete layer lists each of its live buffers once (the top layer counts them)
+        n_used = sum(1 for b in layer["blocks"] if b["state"] == "used")
+        if layer["complete"] and layer["own_stats"] and layer["n_buffers"] > 0 \
+                and n_used != layer["n_buffers"]:
+            errors.append(f"{name}: {n_used} used blocks for {layer['n_buffers']} live buffers")
+        # what a layer holds from below is its segments, when it has any
+        if layer["segments"] and layer["reserved"] is not None \
+                and sum(g["size"] for g in layer["segments"]) != layer["reserved"]:
+            errors.append(f"{name}: its segments hold "
+                          f"{sum(g['size'] for g in layer['segments'])} bytes, not its reserved "
+                          f"{layer['reserved']}")
     s = doc["summary"]
     if s["cached"] != sum(layer["cached"] for layer in doc["layers"]):
         errors.append("summary: cached is not the layers' sum")
@@ -239,6 +254,35 @@ def check_stacks(memres, schema, stack_sites):
     return errors
 
 
+def check_config_names(memres):
+    """`memres snapshot NAME` and `@NAME`: a resource of the config file by its name, the
+    snapshot of the stack it names (issue 35: a command for a spec or a config name)."""
+    import tempfile
+    errors = []
+    with tempfile.TemporaryDirectory() as d:
+        conf = os.path.join(d, "memres.conf")
+        with open(conf, "w") as f:
+            f.write("[small]\nspec=limit:max=1MiB>host\n")
+        env = dict(os.environ, MEMRES_CONFIG=conf)
+        for operand in ("small", "@small"):
+            run = subprocess.run([memres, "snapshot", operand, "-a", "4KiB"], capture_output=True,
+                                 text=True, env=env)
+            if run.returncode != 0:
+                errors.append(f"{operand}: exit {run.returncode}: {run.stderr.strip()}")
+                continue
+            doc = json.loads(run.stdout)
+            kinds = [layer["kind"] for layer in doc["layers"]]
+            if kinds != ["limit", "host"] or doc["layers"][0]["figures"] != {
+                    "limit": 1 << 20, "limit_used": 4096}:
+                errors.append(f"{operand}: layers {kinds}, figures {doc['layers'][0]['figures']}")
+        # a name the file lacks: not a kind either, an error naming it
+        run = subprocess.run([memres, "snapshot", "nosuchname"], capture_output=True, text=True,
+                             env=env)
+        if run.returncode == 0 or "nosuchname" not in run.stderr or run.stdout:
+            errors.append(f"nosuchname: exit {run.returncode}, stderr {run.stderr.strip()!r}")
+    return errors
+
+
 def main():
     memres, schema_path, golden_dir, suite = sys.argv[1:5]
     update = "--update" in sys.argv[5:]
@@ -252,7 +296,7 @@ def main():
     except ImportError:
         jsonschema = None
     scenarios = SCENARIOS[suite]
-    print(f"1..{len(scenarios) + 1 + (stack_sites is not None)}")
+    print(f"1..{len(scenarios) + 2 + (stack_sites is not None)}")
     failed = 0
     # bad input: a usage error (exit status 2) naming it, nothing on stdout
     bad = [(["host", "-a", "lots"], "-a lots"), (["host", "-a", "1KiB:"], "cannot be empty"),
@@ -308,10 +352,16 @@ def main():
                     print(f"# {line}")
         else:
             print(f"ok {i} {name}: {spec} {' '.join(args)}")
+    errors = check_config_names(memres)
+    failed += 1 if errors else 0
+    print(f"{'not ok' if errors else 'ok'} {len(scenarios) + 2} a resource of the config file by "
+          "its name")
+    for e in errors:
+        print(f"# {e}")
     if stack_sites is not None:
         errors = check_stacks(memres, schema, stack_sites)
         failed += 1 if errors else 0
-        print(f"{'not ok' if errors else 'ok'} {len(scenarios) + 2} call stacks "
+        print(f"{'not ok' if errors else 'ok'} {len(scenarios) + 3} call stacks "
               "(track:backtrace=true)")
         for e in errors:
             print(f"# {e}")

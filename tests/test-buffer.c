@@ -140,6 +140,47 @@ test_buffer_holds_resource (void)
   g_assert_cmpint (tk.finalizes, ==, 1);
 }
 
+/* A reference taken again, through an open buffer, of a resource whose last reference went
+ * (memres_buffer_get_resource() says the pointer stays valid while the buffer is open): the
+ * resource serves and counts again, and is finalized once, after the last of the references
+ * and the buffers (it was finalized twice, or while a buffer made after was open) */
+static void
+test_ref_again_through_buffer (void)
+{
+  MemresResource *mr, *again;
+  MemresBuffer *a, *b, *c;
+  MemresStats stats;
+
+  tk_reset ();
+  mr = mt_new_ok ("stats>tk");
+  a = mt_alloc_ok (mr, 10, NULL);
+  memres_resource_unref (mr);
+  g_assert_cmpint (tk.finalizes, ==, 0);
+  again = memres_resource_ref (memres_buffer_get_resource (a));
+  g_assert_true (again == mr);
+  /* allocated with the reference taken again: it keeps the resource too */
+  b = mt_alloc_ok (again, 20, NULL);
+  g_assert_true (memres_resource_get_stats (again, &stats, NULL));
+  g_assert_cmpuint (stats.n_buffers, ==, 2);
+  g_assert_cmpuint (stats.used_current, ==, 30);
+  mt_close_ok (a, NULL); /* and its unref */
+  memres_resource_unref (again);
+  g_assert_cmpint (tk.finalizes, ==, 0);
+  /* and once more, through b, with a buffer allocated and closed on the way */
+  again = memres_resource_ref (memres_buffer_get_resource (b));
+  c = mt_alloc_ok (again, 30, NULL);
+  mt_close_ok (b, NULL);
+  g_assert_true (memres_resource_get_stats (again, &stats, NULL));
+  g_assert_cmpuint (stats.n_buffers, ==, 1);
+  g_assert_cmpuint (stats.used_current, ==, 30);
+  memres_resource_unref (again);
+  g_assert_cmpint (tk.finalizes, ==, 0);
+  mt_close_ok (c, NULL);
+  g_assert_cmpint (tk.allocates, ==, 3);
+  g_assert_cmpint (tk.deallocates, ==, 3);
+  g_assert_cmpint (tk.finalizes, ==, 1);
+}
+
 static void
 test_ref_keeps_buffer (void)
 {
@@ -841,6 +882,7 @@ main (int argc, char **argv)
   g_test_add_func ("/buffer/closed", test_closed_buffer);
   g_test_add_func ("/buffer/holds-resource", test_buffer_holds_resource);
   g_test_add_func ("/buffer/ref", test_ref_keeps_buffer);
+  g_test_add_func ("/buffer/resource-ref-again", test_ref_again_through_buffer);
   g_test_add_func ("/buffer/unref/close-failure", test_unref_close_failure);
   g_test_add_func ("/buffer/deallocation-stream", test_deallocation_stream);
   g_test_add_func ("/buffer/copy", test_copy);

@@ -204,6 +204,63 @@ test_last_reference_race (void)
     }
 }
 
+/* Each thread holds a buffer; the last reference goes while they take one again through their
+ * buffers, allocate and close on it, and drop it: the resource is finalized once, after all. */
+static gpointer
+race_ref_again (gpointer data)
+{
+  RaceJob *job = data;
+  MemresResource *again;
+  MemresBuffer *more;
+
+  while (!g_atomic_int_get (job->go))
+    ;
+  again = memres_resource_ref (memres_buffer_get_resource (job->buf));
+  more = memres_resource_allocate (again, 32, NULL, NULL);
+  g_assert_nonnull (more);
+  g_assert_true (memres_buffer_close (job->buf, NULL, NULL));
+  memres_buffer_unref (job->buf);
+  memres_resource_unref (again);
+  g_assert_true (memres_buffer_close (more, NULL, NULL));
+  memres_buffer_unref (more);
+  return NULL;
+}
+
+static void
+test_ref_again_race (void)
+{
+  tk_reset ();
+  for (guint round = 0; round < RACE_ROUNDS; round++)
+    {
+      g_autoptr (GError) error = NULL;
+      MemresResource *mr = memres_resource_new (round % 4 < 2 ? "tk" : "stats>tk", &error);
+      GThread *threads[RACE_BUFFERS];
+      RaceJob jobs[RACE_BUFFERS];
+      gint go = 0;
+
+      g_assert_no_error (error);
+      for (guint i = 0; i < RACE_BUFFERS; i++)
+        {
+          jobs[i].buf = memres_resource_allocate (mr, 64, NULL, &error);
+          g_assert_no_error (error);
+          jobs[i].go = &go;
+        }
+      for (guint i = 0; i < RACE_BUFFERS; i++)
+        threads[i] = g_thread_new ("again", race_ref_again, &jobs[i]);
+      if (round % 2 == 1)
+        memres_resource_unref (mr); /* before they start */
+      g_atomic_int_set (&go, 1);
+      if (round % 2 == 0)
+        memres_resource_unref (mr); /* while they run */
+      for (guint i = 0; i < RACE_BUFFERS; i++)
+        g_thread_join (threads[i]);
+      g_assert_cmpint (g_atomic_int_get (&tk.finalizes), ==, (gint) round + 1);
+      g_assert_cmpint (g_atomic_int_get (&tk.allocates), ==, (gint) (round + 1) * 2 * RACE_BUFFERS);
+      g_assert_cmpint (g_atomic_int_get (&tk.deallocates), ==,
+                       (gint) (round + 1) * 2 * RACE_BUFFERS);
+    }
+}
+
 /* n_buffers counts buffers closed on another thread than the one that allocated them right. */
 static void
 test_buffer_count_across_threads (void)
@@ -453,6 +510,7 @@ main (int argc, char **argv)
   g_test_add_func ("/threads/lookup-create-allocate", test_concurrent);
   g_test_add_func ("/threads/register-race", test_concurrent_register);
   g_test_add_func ("/threads/last-reference-race", test_last_reference_race);
+  g_test_add_func ("/threads/ref-again-race", test_ref_again_race);
   g_test_add_func ("/threads/buffer-count-across-threads", test_buffer_count_across_threads);
   g_test_add_data_func ("/threads/stripes/shared", "tk", test_stripes_shared);
   g_test_add_data_func ("/threads/stripes/shared/counted", "stats>tk", test_stripes_shared);

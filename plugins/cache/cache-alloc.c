@@ -22,11 +22,18 @@ direct_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream strea
 {
   if (!upstream_allocate (mr, self, size, stream, alloc, error))
     return FALSE;
+  DirectLive *live = g_new (DirectLive, 1);
+
+  live->size = alloc->size;
+  live->stream = stream;
   g_mutex_lock (&self->parts.lock);
   self->direct++;
   self->direct_used += alloc->size;
   self->reserved += alloc->size;
   update_highs (self);
+  if (self->direct_live == NULL)
+    self->direct_live = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  g_hash_table_insert (self->direct_live, GSIZE_TO_POINTER (alloc->address), live);
   g_mutex_unlock (&self->parts.lock);
   return TRUE;
 }
@@ -56,6 +63,8 @@ direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, Mem
   g_mutex_lock (&self->parts.lock);
   self->direct_used -= size;
   self->reserved -= size;
+  if (self->direct_live != NULL)
+    g_hash_table_remove (self->direct_live, GSIZE_TO_POINTER (address));
   g_mutex_unlock (&self->parts.lock);
   return ok;
 }
@@ -198,6 +207,7 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
         {
           g_mutex_lock (&self->parts.lock);
           reserve_sub (self, csize, up_size);
+          own_block_forget (self, b);
           g_mutex_unlock (&self->parts.lock);
           g_free (b);
           return TRUE;

@@ -72,7 +72,21 @@ typedef struct
    * its segment, or NULL; under parts.lock (read without it only to see whether it was ever
    * made) */
   GHashTable *asleep_direct;
+  /* for the snapshot, which lists every block: the blocks of their own (Block *, chunk NULL)
+   * the cache holds, used or free, from block_new() to their return (own_block_forget()); and
+   * the live requests above max_block (their address to a DirectLive), from direct_allocate()
+   * to their close. Each made at its first entry; under parts.lock. Neither is on a hit path:
+   * an entry comes and goes with an upstream allocation. */
+  GHashTable *own_blocks;
+  GHashTable *direct_live;
 } Cache;
+
+/* A live request above max_block, for the snapshot. */
+typedef struct
+{
+  guint64 size;
+  MemresStream stream;
+} DirectLive;
 
 /* Block.size of a sleeping block of its own (cache-sleep.c): larger than any front's budget, so
  * that the close's hit path never keeps it */
@@ -108,6 +122,14 @@ reserve_sub (Cache *self, guint64 class_bytes, guint64 up_size)
 {
   self->reserved -= class_bytes;
   self->rounding -= up_size - class_bytes;
+}
+
+/* @b, a block of its own, out of Cache.own_blocks: it goes back to the upstream. Lock held. */
+static inline void
+own_block_forget (Cache *self, Block *b)
+{
+  if (self->own_blocks != NULL)
+    g_hash_table_remove (self->own_blocks, b);
 }
 
 /* cache-alloc.c */

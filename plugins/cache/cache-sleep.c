@@ -185,6 +185,7 @@ cache_deallocate_asleep (Cache *self, Block *b, MemresStream stream, GError **er
     return FALSE; /* the upstream's close keeps what it could not release: so does the block */
   g_mutex_lock (&self->parts.lock);
   reserve_sub (self, csize, up_size);
+  own_block_forget (self, b);
   g_mutex_unlock (&self->parts.lock);
   g_free (b);
   return TRUE;

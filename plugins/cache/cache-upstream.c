@@ -149,7 +149,11 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, guin
       b->cls = cls;
       b->size = csize;
       b->tag = (guint8) tag;
+      b->stream = stream;
       reserve_add (self, csize, up->size);
+      if (self->own_blocks == NULL)
+        self->own_blocks = g_hash_table_new (NULL, NULL);
+      g_hash_table_add (self->own_blocks, b);
       return b;
     }
   /* blocks on the legacy stream get their event when another stream takes one
@@ -196,6 +200,7 @@ static void
 block_retire (Cache *self, Block *b, Retired *out)
 {
   reserve_sub (self, b->size, b->up.size);
+  own_block_forget (self, b);
   b->next = out->blocks;
   out->blocks = b;
 }

@@ -18,11 +18,11 @@ static int n_free;
 PyObject *
 pymemres_buffer_wrap (MemresBuffer *buf)
 {
-  return pymemres_buffer_wrap_known (buf, pymemres_close_may_wait (buf));
+  return pymemres_buffer_wrap_known (buf, pymemres_close_may_wait (buf), NULL);
 }
 
 PyObject *
-pymemres_buffer_wrap_known (MemresBuffer *buf, gboolean may_wait)
+pymemres_buffer_wrap_known (MemresBuffer *buf, gboolean may_wait, PyObject *resource)
 {
   PyMemresBuffer *self;
 
@@ -47,6 +47,7 @@ pymemres_buffer_wrap_known (MemresBuffer *buf, gboolean may_wait)
   self->state = 0;
   self->n_views = 0;
   self->may_wait = may_wait;
+  self->resource = Py_XNewRef (resource);
   return (PyObject *) self;
 }
 
@@ -100,6 +101,7 @@ buffer_dealloc (PyMemresBuffer *self)
       else
         memres_buffer_unref (buf);
     }
+  Py_CLEAR (self->resource);
 #ifndef Py_GIL_DISABLED
   if (Py_IS_TYPE (self, &PyMemresBuffer_Type) && n_free < FREE_LIST_MAX)
     {
@@ -185,6 +187,7 @@ close_exported (PyMemresBuffer *self, MemresStream stream)
     }
   self->buf = closed;
   PYMEMRES_STATE_SET (&self->state, PYMEMRES_CLOSING | PYMEMRES_CLOSED);
+  Py_CLEAR (self->resource);
   if (self->may_wait)
     {
       Py_BEGIN_ALLOW_THREADS;
@@ -238,6 +241,8 @@ close_on (PyMemresBuffer *self, MemresStream stream)
   if (G_LIKELY (ok))
     {
       PYMEMRES_STATE_SET (&self->state, PYMEMRES_CLOSING | PYMEMRES_CLOSED);
+      /* memory_resource is None now: the Resource object is not needed any more */
+      Py_CLEAR (self->resource);
       Py_RETURN_NONE;
     }
   /* a failed close leaves the buffer open, unless the kind broke its contract */
@@ -525,6 +530,9 @@ buffer_get_resource (PyMemresBuffer *self, void *closure)
 
   if (mr == NULL)
     Py_RETURN_NONE;
+  /* the object that allocated it (closed or not), whose reference keeps the resource's */
+  if (self->resource != NULL)
+    return Py_NewRef (self->resource);
   return pymemres_resource_wrap (memres_resource_ref (mr));
 }
 
@@ -602,7 +610,8 @@ static PyGetSetDef buffer_getset[] = {
     "The tag the buffer was allocated under (memres.tag()), or None." },
   { "flags", (getter) buffer_get_flags, NULL, "The MemresMemoryFlags bits as an int." },
   { "memory_resource", (getter) buffer_get_resource, NULL,
-    "The Resource the buffer came from; None for wrapped foreign memory or once closed." },
+    "The Resource the buffer came from (the object whose allocate() made it, even once\n"
+    "that object was closed); None for wrapped foreign memory or once the buffer is closed." },
   PYMEMRES_BUFFER_INTEROP_GETSET,
   { NULL },
 };

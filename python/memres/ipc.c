@@ -78,11 +78,14 @@ pymemres_import_message (PyObject *module, PyObject *const *args, Py_ssize_t nar
           PyErr_SetString (PyExc_TypeError, "importer must be a memres.Resource or None");
           return NULL;
         }
-      mr = ((PyMemresResource *) argv[2])->mr;
+      /* a reference of ours: the GIL is released below, and what reads the fds and the data
+       * may run Python code */
+      if ((mr = pymemres_resource_ref (argv[2])) == NULL)
+        return NULL;
     }
   seq = PySequence_Fast (argv[1], "fds must be a sequence of ints");
   if (seq == NULL)
-    return NULL;
+    goto fail;
   n_fds = PySequence_Fast_GET_SIZE (seq);
   fds = g_new0 (gint, MAX (n_fds, 1));
   for (Py_ssize_t i = 0; i < n_fds; i++)
@@ -90,25 +93,29 @@ pymemres_import_message (PyObject *module, PyObject *const *args, Py_ssize_t nar
       long fd = PyLong_AsLong (PySequence_Fast_GET_ITEM (seq, i));
       if (fd == -1 && PyErr_Occurred ())
         {
-          g_free (fds);
           Py_DECREF (seq);
-          return NULL;
+          goto fail;
         }
       fds[i] = (gint) fd;
     }
   Py_DECREF (seq);
   if (PyObject_GetBuffer (argv[0], &data, PyBUF_SIMPLE) < 0)
-    {
-      g_free (fds);
-      return NULL;
-    }
+    goto fail;
   Py_BEGIN_ALLOW_THREADS;
   buf = memres_buffer_import_message (mr, data.buf, (gsize) data.len, fds, (guint) n_fds, stream,
                                       &error);
+  if (mr != NULL)
+    memres_resource_unref (mr);
   Py_END_ALLOW_THREADS;
   PyBuffer_Release (&data);
   g_free (fds);
   if (buf == NULL)
     return pymemres_raise (error);
   return pymemres_buffer_wrap (buf);
+
+fail:
+  g_free (fds);
+  if (mr != NULL)
+    memres_resource_unref (mr);
+  return NULL;
 }

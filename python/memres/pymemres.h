@@ -10,14 +10,19 @@
 
 #include <memres/memres.h>
 
-/* A memres.Resource: one reference to a MemresResource. @close_may_wait: whether closing its
- * buffers may wait for a stream (pymemres_flags_may_wait() of the resource's flags, which are
- * its buffers' flags), read once at creation for allocate(). */
+/* A memres.Resource: one reference to a MemresResource, NULL once close() dropped it (the
+ * resource itself lives on while a Buffer of it or another Resource object holds it).
+ * @identity: the MemresResource's address, kept after close() for == and hash().
+ * @close_may_wait: whether closing its buffers may wait for a stream (pymemres_flags_may_wait()
+ * of the resource's flags, which are its buffers' flags), read once at creation for allocate().
+ * A call that uses @mr with the GIL released takes a reference of its own first
+ * (pymemres_resource_ref()): a close() on another thread then only drops the object's. */
 typedef struct
 {
   PyObject_HEAD MemresResource *mr;
   PyObject *weakrefs;
   gboolean close_may_wait;
+  guintptr identity;
 } PyMemresResource;
 
 /* A memres.Buffer: one reference to a MemresBuffer, kept until the object dies (so that the
@@ -41,6 +46,10 @@ typedef struct
   gint state;
   gint n_views;
   gboolean may_wait;
+  /* the Resource object that allocated it (a strong reference until the buffer is closed), or
+   * NULL (memres.from_dlpack(), import_message()): Buffer.memory_resource, the same object as
+   * cuda.core's Buffer gives, closed or not */
+  PyObject *resource;
 } PyMemresBuffer;
 
 #define PYMEMRES_CLOSING  1
@@ -113,9 +122,15 @@ pymemres_stream_from_object (PyObject *obj, MemresStream *stream)
 
 /* resource.c, buffer.c */
 PyObject *pymemres_resource_wrap (MemresResource *mr);
+/* The resource of an open Resource object (borrowed; the caller holds the GIL and does not
+ * release it while using it), or NULL with ClosedError set once the object was closed. */
+MemresResource *pymemres_resource_get (PyObject *self);
+/* The same with a reference of the caller's (memres_resource_unref() it), for a call that
+ * releases the GIL. */
+MemresResource *pymemres_resource_ref (PyObject *self);
 PyObject *pymemres_buffer_wrap (MemresBuffer *buf);
 /* pymemres_buffer_wrap() of a buffer whose pymemres_close_may_wait() is @may_wait */
-PyObject *pymemres_buffer_wrap_known (MemresBuffer *buf, gboolean may_wait);
+PyObject *pymemres_buffer_wrap_known (MemresBuffer *buf, gboolean may_wait, PyObject *resource);
 /* Marks @self exported through DLPack (PYMEMRES_EXPORTED). */
 void pymemres_buffer_mark_exported (PyMemresBuffer *self);
 /* A closed buffer of 0 bytes, made once, that the Buffer objects whose close() gave their

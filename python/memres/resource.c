@@ -18,7 +18,27 @@ pymemres_resource_wrap (MemresResource *mr)
   self->mr = mr;
   self->weakrefs = NULL;
   self->close_may_wait = pymemres_flags_may_wait (memres_resource_get_flags (mr));
+  self->identity = (guintptr) mr;
   return (PyObject *) self;
+}
+
+MemresResource *
+pymemres_resource_get (PyObject *self)
+{
+  MemresResource *mr = ((PyMemresResource *) self)->mr;
+
+  if (G_UNLIKELY (mr == NULL))
+    pymemres_raise (
+        g_error_new_literal (MEMRES_ERROR, MEMRES_ERROR_CLOSED, "the Resource is closed"));
+  return mr;
+}
+
+MemresResource *
+pymemres_resource_ref (PyObject *self)
+{
+  MemresResource *mr = pymemres_resource_get (self);
+
+  return mr != NULL ? memres_resource_ref (mr) : NULL;
 }
 
 static PyObject *
@@ -43,7 +63,50 @@ resource_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
   self->mr = mr;
   self->close_may_wait = pymemres_flags_may_wait (memres_resource_get_flags (mr));
+  self->identity = (guintptr) mr;
   return (PyObject *) self;
+}
+
+/* close(): drops the object's reference; the stack is finalized (its memory given back to the
+ * driver) once no Buffer and no other Resource object holds it, with the GIL released since a
+ * finalize may wait for the device. */
+static PyObject *
+resource_close (PyMemresResource *self, PyObject *unused)
+{
+  MemresResource *mr = self->mr;
+
+  if (mr == NULL)
+    Py_RETURN_NONE;
+  self->mr = NULL;
+  Py_BEGIN_ALLOW_THREADS;
+  memres_resource_unref (mr);
+  Py_END_ALLOW_THREADS;
+  Py_RETURN_NONE;
+}
+
+static PyObject *
+resource_enter (PyMemresResource *self, PyObject *unused)
+{
+  if (pymemres_resource_get ((PyObject *) self) == NULL)
+    return NULL;
+  return Py_NewRef (self);
+}
+
+static PyObject *
+resource_exit (PyMemresResource *self, PyObject *const *args, Py_ssize_t nargs)
+{
+  PyObject *res = resource_close (self, NULL);
+
+  if (res == NULL)
+    return NULL;
+  Py_DECREF (res);
+  Py_RETURN_FALSE;
+}
+
+static PyObject *
+resource_get_closed (PyMemresResource *self, void *closure)
+{
+  return PyBool_FromLong (self->mr == NULL);
 }
 
 static void
@@ -99,11 +162,16 @@ resource_allocate (PyMemresResource *self, PyObject *const *args, Py_ssize_t nar
       PyErr_SetString (PyExc_ValueError, "size must be an int from 0 to sys.maxsize");
       return NULL;
     }
+  if (G_UNLIKELY (self->mr == NULL))
+    {
+      pymemres_resource_get ((PyObject *) self); /* ClosedError */
+      return NULL;
+    }
   buf = memres_resource_allocate (self->mr, (gsize) size, stream, &error);
   if (buf == NULL)
     return pymemres_raise (error);
   /* its flags are the resource's (memres_resource_get_flags()) */
-  return pymemres_buffer_wrap_known (buf, self->close_may_wait);
+  return pymemres_buffer_wrap_known (buf, self->close_may_wait, (PyObject *) self);
 }
 
 static PyObject *
@@ -112,7 +180,11 @@ resource_stats (PyMemresResource *self, PyObject *unused)
   MemresStats stats;
   GError *error = NULL;
 
-  if (!memres_resource_get_stats (self->mr, &stats, &error))
+  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+
+  if (mr == NULL)
+    return NULL;
+  if (!memres_resource_get_stats (mr, &stats, &error))
     return pymemres_raise (error);
   return Py_BuildValue (
       "{s:K,s:K,s:K,s:K,s:K}", "reserved_current", (unsigned long long) stats.reserved_current,
@@ -126,7 +198,11 @@ resource_reset_stats (PyMemresResource *self, PyObject *unused)
 {
   GError *error = NULL;
 
-  if (!memres_resource_reset_stats (self->mr, &error))
+  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+
+  if (mr == NULL)
+    return NULL;
+  if (!memres_resource_reset_stats (mr, &error))
     return pymemres_raise (error);
   Py_RETURN_NONE;
 }
@@ -138,6 +214,7 @@ resource_trim (PyMemresResource *self, PyObject *args, PyObject *kwargs)
   unsigned long long keep = 0;
   PyObject *keep_obj = NULL;
   GError *error = NULL;
+  MemresResource *mr;
   gboolean ok;
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O!:trim", keywords, &PyLong_Type, &keep_obj))
@@ -155,8 +232,11 @@ resource_trim (PyMemresResource *self, PyObject *args, PyObject *kwargs)
           return NULL;
         }
     }
+  if ((mr = pymemres_resource_ref ((PyObject *) self)) == NULL)
+    return NULL;
   Py_BEGIN_ALLOW_THREADS;
-  ok = memres_resource_trim (self->mr, (gsize) keep, &error);
+  ok = memres_resource_trim (mr, (gsize) keep, &error);
+  memres_resource_unref (mr);
   Py_END_ALLOW_THREADS;
   if (!ok)
     return pymemres_raise (error);
@@ -194,12 +274,15 @@ resource_snapshot (PyMemresResource *self, PyObject *args, PyObject *kwargs)
   static char *keywords[] = { "as_text", NULL };
   int as_text = 0;
   GError *error = NULL;
+  MemresResource *mr;
   char *text;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|p:snapshot", keywords, &as_text))
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|p:snapshot", keywords, &as_text)
+      || (mr = pymemres_resource_ref ((PyObject *) self)) == NULL)
     return NULL;
   Py_BEGIN_ALLOW_THREADS;
-  text = memres_resource_snapshot (self->mr, &error);
+  text = memres_resource_snapshot (mr, &error);
+  memres_resource_unref (mr);
   Py_END_ALLOW_THREADS;
   if (text == NULL)
     return pymemres_raise (error);
@@ -212,16 +295,22 @@ resource_oom_snapshot (PyMemresResource *self, PyObject *args, PyObject *kwargs)
   static char *keywords[] = { "as_text", NULL };
   int as_text = 0;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|p:oom_snapshot", keywords, &as_text))
+  MemresResource *mr;
+
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|p:oom_snapshot", keywords, &as_text)
+      || (mr = pymemres_resource_get ((PyObject *) self)) == NULL)
     return NULL;
-  return snapshot_object (memres_resource_get_oom_snapshot (self->mr), as_text);
+  return snapshot_object (memres_resource_get_oom_snapshot (mr), as_text);
 }
 
 static PyObject *
 resource_get_upstream (PyMemresResource *self, void *closure)
 {
-  MemresResource *up = memres_resource_get_upstream (self->mr);
+  MemresResource *mr = pymemres_resource_get ((PyObject *) self), *up;
 
+  if (mr == NULL)
+    return NULL;
+  up = memres_resource_get_upstream (mr);
   if (up == NULL)
     Py_RETURN_NONE;
   return pymemres_resource_wrap (memres_resource_ref (up));
@@ -230,46 +319,60 @@ resource_get_upstream (PyMemresResource *self, void *closure)
 static PyObject *
 resource_get_spec (PyMemresResource *self, void *closure)
 {
-  g_autofree char *spec = memres_resource_to_string (self->mr);
+  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+  g_autofree char *spec = mr != NULL ? memres_resource_to_string (mr) : NULL;
 
-  return PyUnicode_FromString (spec);
+  return spec != NULL ? PyUnicode_FromString (spec) : NULL;
 }
 
 static PyObject *
 resource_get_kind (PyMemresResource *self, void *closure)
 {
-  return PyUnicode_FromString (memres_resource_get_kind_name (self->mr));
+  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+
+  return mr != NULL ? PyUnicode_FromString (memres_resource_get_kind_name (mr)) : NULL;
 }
 
 static PyObject *
 resource_get_device_id (PyMemresResource *self, void *closure)
 {
-  return PyLong_FromLong (memres_resource_get_device (self->mr));
+  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+
+  return mr != NULL ? PyLong_FromLong (memres_resource_get_device (mr)) : NULL;
 }
 
 static PyObject *
 resource_get_device_accessible (PyMemresResource *self, void *closure)
 {
-  return PyBool_FromLong (memres_resource_is_device_accessible (self->mr));
+  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+
+  return mr != NULL ? PyBool_FromLong (memres_resource_is_device_accessible (mr)) : NULL;
 }
 
 static PyObject *
 resource_get_host_accessible (PyMemresResource *self, void *closure)
 {
-  return PyBool_FromLong (memres_resource_is_host_accessible (self->mr));
+  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+
+  return mr != NULL ? PyBool_FromLong (memres_resource_is_host_accessible (mr)) : NULL;
 }
 
 static PyObject *
 resource_get_flags (PyMemresResource *self, void *closure)
 {
-  return PyLong_FromUnsignedLong (memres_resource_get_flags (self->mr));
+  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+
+  return mr != NULL ? PyLong_FromUnsignedLong (memres_resource_get_flags (mr)) : NULL;
 }
 
 static PyObject *
 resource_repr (PyMemresResource *self)
 {
-  g_autofree char *spec = memres_resource_to_string (self->mr);
+  g_autofree char *spec = NULL;
 
+  if (self->mr == NULL)
+    return PyUnicode_FromString ("<memres.Resource closed>");
+  spec = memres_resource_to_string (self->mr);
   return PyUnicode_FromFormat ("<memres.Resource %s>", spec);
 }
 
@@ -278,14 +381,14 @@ resource_richcompare (PyObject *a, PyObject *b, int op)
 {
   if (!PyObject_TypeCheck (b, &PyMemresResource_Type) || (op != Py_EQ && op != Py_NE))
     Py_RETURN_NOTIMPLEMENTED;
-  Py_RETURN_RICHCOMPARE ((guintptr) ((PyMemresResource *) a)->mr,
-                         (guintptr) ((PyMemresResource *) b)->mr, op);
+  Py_RETURN_RICHCOMPARE (((PyMemresResource *) a)->identity, ((PyMemresResource *) b)->identity,
+                         op);
 }
 
 static Py_hash_t
 resource_hash (PyMemresResource *self)
 {
-  Py_hash_t hash = (Py_hash_t) ((guintptr) self->mr >> 4);
+  Py_hash_t hash = (Py_hash_t) (self->identity >> 4);
 
   return hash == -1 ? -2 : hash;
 }
@@ -345,6 +448,18 @@ static PyMethodDef resource_methods[] = {
     "oom_snapshot(as_text=False) -> dict or None\n\n"
     "The snapshot taken when an allocation through this resource last ran out of memory\n"
     "(memres_resource_get_oom_snapshot()), or None when none has." },
+  { "close", (PyCFunction) resource_close, METH_NOARGS,
+    "close()\n\n"
+    "Drops this object's reference to the resource. The stack itself is finalized (what it\n"
+    "holds given back to the driver) once nothing else holds it: its open Buffers, and other\n"
+    "Resource objects of it (Buffer.memory_resource, upstream) keep it alive, so a buffer\n"
+    "stays usable after its resource is closed. Closing a closed Resource does nothing;\n"
+    "afterwards closed is True, == and hash() are unchanged, and every other call raises\n"
+    "ClosedError. Releases the GIL (a finalize may wait for the device)." },
+  { "__enter__", (PyCFunction) resource_enter, METH_NOARGS,
+    "__enter__() -> Resource\n\nThe resource itself (ClosedError once closed)." },
+  { "__exit__", (PyCFunction) (void (*) (void)) resource_exit, METH_FASTCALL,
+    "__exit__(*exc_info) -> False\n\nclose(); the exception, if any, goes on." },
   { NULL },
 };
 
@@ -364,6 +479,7 @@ static PyGetSetDef resource_getset[] = {
     "True when host code can dereference the memory." },
   { "flags", (getter) resource_get_flags, NULL,
     "The MemresMemoryFlags bits as an int (memres.MemoryFlags)." },
+  { "closed", (getter) resource_get_closed, NULL, "True once close() was called." },
   { NULL },
 };
 
@@ -375,7 +491,8 @@ PyTypeObject PyMemresResource_Type = {
             "A memory resource made from a spec: one kind with its options (\"dmr:device=0\"),\n"
             "a stack of layers (\"cache>dmr\", top first), or a named stack (\"@name\", from\n"
             "the config file). The resource lives as long as a Resource or a Buffer of it\n"
-            "does. cuda.core's MemoryResource: allocate() gives a Buffer.\n\n"
+            "does. cuda.core's MemoryResource: allocate() gives a Buffer. A with block\n"
+            "closes it at its end (close()).\n\n"
             "Raises InvalidArgumentError for a spec that does not parse, a kind or option\n"
             "that does not exist; FileError for a config file that cannot be read; Error when\n"
             "the kind cannot start (no driver: NoDeviceError).",

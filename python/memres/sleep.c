@@ -32,6 +32,7 @@ pymemres_resource_sleep (PyMemresResource *self, PyObject *args, PyObject *kwarg
   const char *tag, *mode_name = "discard", *path = NULL;
   PyObject *stream_obj = Py_None, *host = Py_None, *path_obj = Py_None;
   PyObject *path_bytes = NULL, *ret = NULL;
+  MemresResource *mr, *host_mr = NULL;
   MemresStream stream = NULL;
   MemresSleepMode mode;
   GError *error = NULL;
@@ -54,17 +55,20 @@ pymemres_resource_sleep (PyMemresResource *self, PyObject *args, PyObject *kwarg
       PyErr_SetString (PyExc_TypeError, "host must be a memres.Resource (page-locked memory)");
       goto out;
     }
+  if (host != Py_None && (host_mr = pymemres_resource_get (host)) == NULL)
+    goto out;
   if ((policy = memres_sleep_policy_new (mode, &error)) == NULL
       || (path != NULL && !memres_sleep_policy_set_path (policy, path, &error))
-      || (host != Py_None
-          && !memres_sleep_policy_set_host_resource (policy, ((PyMemresResource *) host)->mr,
-                                                     &error)))
+      || (host_mr != NULL && !memres_sleep_policy_set_host_resource (policy, host_mr, &error)))
     {
       pymemres_raise (error);
       goto out;
     }
+  if ((mr = pymemres_resource_ref ((PyObject *) self)) == NULL)
+    goto out;
   Py_BEGIN_ALLOW_THREADS;
-  ok = memres_resource_sleep (self->mr, tag, policy, stream, &error);
+  ok = memres_resource_sleep (mr, tag, policy, stream, &error);
+  memres_resource_unref (mr);
   Py_END_ALLOW_THREADS;
   if (!ok)
     pymemres_raise (error);
@@ -85,11 +89,15 @@ pymemres_resource_wake (PyMemresResource *self, PyObject *args, PyObject *kwargs
   const char *tag;
   gboolean ok;
 
+  MemresResource *mr;
+
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "s|$O", keywords, &tag, &stream_obj)
-      || pymemres_stream_from_object (stream_obj, &stream) < 0)
+      || pymemres_stream_from_object (stream_obj, &stream) < 0
+      || (mr = pymemres_resource_ref ((PyObject *) self)) == NULL)
     return NULL;
   Py_BEGIN_ALLOW_THREADS;
-  ok = memres_resource_wake (self->mr, tag, stream, &error);
+  ok = memres_resource_wake (mr, tag, stream, &error);
+  memres_resource_unref (mr);
   Py_END_ALLOW_THREADS;
   if (!ok)
     return pymemres_raise (error);
@@ -99,9 +107,11 @@ pymemres_resource_wake (PyMemresResource *self, PyObject *args, PyObject *kwargs
 PyObject *
 pymemres_resource_is_asleep (PyMemresResource *self, PyObject *arg)
 {
+  MemresResource *mr;
   const char *tag;
 
-  if (pymemres_tag_name (arg, FALSE, &tag) < 0)
+  if (pymemres_tag_name (arg, FALSE, &tag) < 0
+      || (mr = pymemres_resource_get ((PyObject *) self)) == NULL)
     return NULL;
-  return PyBool_FromLong (memres_resource_is_asleep (self->mr, tag));
+  return PyBool_FromLong (memres_resource_is_asleep (mr, tag));
 }

@@ -147,11 +147,13 @@ pymemres_resource_tag_counts (PyMemresResource *self, PyObject *arg)
 {
   GError *error = NULL;
   MemresTagCounts c;
+  MemresResource *mr;
   const char *name;
 
-  if (pymemres_tag_name (arg, FALSE, &name) < 0)
+  if (pymemres_tag_name (arg, FALSE, &name) < 0
+      || (mr = pymemres_resource_get ((PyObject *) self)) == NULL)
     return NULL;
-  if (!memres_resource_get_tag_counts (self->mr, name, &c, &error))
+  if (!memres_resource_get_tag_counts (mr, name, &c, &error))
     return pymemres_raise (error);
   return Py_BuildValue (
       "{s:K,s:K,s:K,s:K,s:K,s:K}", "bytes_current", (unsigned long long) c.bytes_current,
@@ -164,9 +166,13 @@ pymemres_resource_tag_counts (PyMemresResource *self, PyObject *arg)
 PyObject *
 pymemres_resource_tags (PyMemresResource *self, PyObject *unused)
 {
+  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
   GError *error = NULL;
-  GStrv names = memres_resource_list_tags (self->mr, &error);
+  GStrv names;
 
+  if (mr == NULL)
+    return NULL;
+  names = memres_resource_list_tags (mr, &error);
   if (names == NULL)
     return pymemres_raise (error);
   return strv_to_list (names);
@@ -176,11 +182,13 @@ PyObject *
 pymemres_resource_reset_tag_peak (PyMemresResource *self, PyObject *arg)
 {
   GError *error = NULL;
+  MemresResource *mr;
   const char *name;
 
-  if (pymemres_tag_name (arg, FALSE, &name) < 0)
+  if (pymemres_tag_name (arg, FALSE, &name) < 0
+      || (mr = pymemres_resource_get ((PyObject *) self)) == NULL)
     return NULL;
-  if (!memres_resource_reset_tag_peak (self->mr, name, &error))
+  if (!memres_resource_reset_tag_peak (mr, name, &error))
     return pymemres_raise (error);
   Py_RETURN_NONE;
 }

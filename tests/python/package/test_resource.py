@@ -218,3 +218,36 @@ def test_torch_snapshot_needs_use():
     import memres.torch
     with pytest.raises(memres.Error):
         memres.torch.snapshot(0)
+
+
+def test_snapshot_lists_every_live_block():
+    """Each live buffer is one used block of the cache, whatever its size: carved from a chunk,
+    a block of its own (a class above the chunked ones) or a request above max_block; the
+    layer is complete, its segments hold its reserved bytes, and the largest free block is
+    known (PyTorch's snapshot test: the active blocks are the allocated tensors)."""
+    mr = memres.Resource("cache:chunk=64KiB,max_block=256KiB>host")
+    bufs = [mr.allocate(n) for n in (1000, 100 << 10, 100 << 10, 1 << 20, 300 << 10)]
+    bufs.pop(2).close()
+    cache = mr.snapshot()["layers"][0]
+    used = [b for b in cache["blocks"] if b["state"] == "used"]
+    assert sorted(int(b["address"], 16) for b in used) == sorted(b.handle for b in bufs)
+    sizes = {int(b["address"], 16): b["size"] for b in used}
+    assert all(sizes[b.handle] >= b.size for b in bufs)
+    assert sizes[bufs[2].handle] == 1 << 20 and sizes[bufs[3].handle] == 300 << 10
+    assert cache["complete"] and cache["unseen"] is None
+    assert "unlisted_used" not in cache["figures"]
+    assert sum(s["size"] for s in cache["segments"]) == cache["reserved"]
+    free = [b["size"] for b in cache["blocks"] if b["state"] != "used"]
+    # the block of its own closed: its class, 100 KiB rounded up
+    assert cache["largest_free"] == max(free) and 100 << 10 <= max(free) < 128 << 10
+    assert cache["cached"] == sum(free)
+    # the request above max_block closed: its block and its segment go
+    big = bufs.pop(2)
+    address = big.handle
+    big.close()
+    cache = mr.snapshot()["layers"][0]
+    assert address not in [int(b["address"], 16) for b in cache["blocks"]]
+    assert address not in [int(s["address"], 16) for s in cache["segments"]]
+    assert len([b for b in cache["blocks"] if b["state"] == "used"]) == len(bufs) == 3
+    for b in bufs:
+        b.close()
