@@ -85,7 +85,10 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
         b = cache_shared_take (&self->parts, c, stream, tag, &local);
     }
   if (b != NULL)
-    self->parts.shared_hits[cls]++;
+    {
+      self->parts.shared_hits[cls]++;
+      b->fresh = FALSE; /* handed out: work may touch it from now on (cache-sleep.c) */
+    }
   else if (local == NULL && cls >= self->n_chunk_classes)
     recycle_idle (self, cls, stream, &retired);
   g_mutex_unlock (&self->parts.lock);
@@ -238,7 +241,7 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
     return direct_deallocate (mr, self, alloc, stream, error);
   b = alloc->plugin_data;
   if (G_UNLIKELY (b->size == CACHE_BLOCK_ASLEEP)) /* no memory under it (cache-sleep.c) */
-    return cache_deallocate_asleep (self, b, stream, error);
+    return cache_deallocate_asleep (self, b, alloc, stream, error);
   b->stream = cache_normalize_stream (&self->parts, stream);
   f = front_get_for (mr, &self->parts);
   if (f != NULL && front_try_deallocate (f, &self->parts, b))

@@ -83,7 +83,9 @@ struct _Block
   MemresAllocation up; /* the kind's: its own upstream allocation (chunk == NULL) */
   guint64 size;        /* bytes of its class */
   guint16 cls;
-  guint8 tag; /* the kind's: `arena`, the tag its slab serves (cache_tag_index(), 0 untagged) */
+  guint8 tag;   /* the kind's: the tag its slab (`arena`) or chunk (`cache`) serves
+                 * (cache_tag_index(), 0 untagged) */
+  guint8 fresh; /* the kind's: `cache`, never handed out since its chunk was carved */
 };
 
 typedef struct
