@@ -118,22 +118,14 @@ _memres_sleep_state_free (MemresSleepState *state)
   g_free (state);
 }
 
-static gboolean
-tag_asleep_error (GError **error, guint tag)
+gboolean
+_memres_sleep_tag_asleep_error (GError **error, guint tag)
 {
   g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_TAG_ASLEEP,
                "cannot allocate under tag \"%s\": it is asleep on this resource (wake it first: "
                "memres_resource_wake())",
                _memres_tag_name (tag));
   return FALSE;
-}
-
-gboolean
-_memres_sleep_check_tag (MemresResource *mr, guint tag, GError **error)
-{
-  if (G_LIKELY (!_memres_sleep_tag_asleep (mr->sleep, tag)))
-    return TRUE;
-  return tag_asleep_error (error, tag);
 }
 
 gboolean
@@ -146,7 +138,7 @@ _memres_sleep_track (MemresResource *mr, MemresBuffer *buf, GError **error)
   if (_memres_sleep_tag_asleep (state, buf->tag))
     {
       g_mutex_unlock (&state->lock);
-      return tag_asleep_error (error, buf->tag);
+      return _memres_sleep_tag_asleep_error (error, buf->tag);
     }
   if (G_UNLIKELY (t->buffers == NULL))
     t->buffers = g_hash_table_new (NULL, NULL);

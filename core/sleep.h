@@ -86,12 +86,29 @@ GHashTable *_memres_sleep_entries_new (void);
 MemresSleepState *_memres_sleep_state_new (void);
 void _memres_sleep_state_free (MemresSleepState *state);
 
-/* Allocation of a tagged buffer on a resource with a sleep state: FALSE with
- * MEMRES_SLEEP_ERROR_TAG_ASLEEP when @tag is asleep there (before the slot call); after it,
- * _memres_sleep_track() records the buffer under its tag, or refuses it the same way (a sleep
+/* Allocation of a tagged buffer on a resource with a sleep state: _memres_sleep_check_tag() (below)
+ * FALSE with MEMRES_SLEEP_ERROR_TAG_ASLEEP when @tag is asleep there (before the slot call); after
+ * it, _memres_sleep_track() records the buffer under its tag, or refuses it the same way (a sleep
  * that began meanwhile: the caller closes it). */
-gboolean _memres_sleep_check_tag (MemresResource *mr, guint tag, GError **error);
 gboolean _memres_sleep_track (MemresResource *mr, MemresBuffer *buf, GError **error);
+/* Sets MEMRES_SLEEP_ERROR_TAG_ASLEEP for an allocation under @tag; returns FALSE */
+gboolean _memres_sleep_tag_asleep_error (GError **error, guint tag);
+
+/* Whether @tag sleeps on @state (or is being put to sleep or woken): no lock */
+static inline gboolean
+_memres_sleep_tag_asleep (MemresSleepState *state, guint tag)
+{
+  return (__atomic_load_n (&state->asleep, __ATOMIC_ACQUIRE) >> tag) & 1;
+}
+
+/* inline: one load and one test on the tagged allocation's hot path */
+static inline gboolean
+_memres_sleep_check_tag (MemresResource *mr, guint tag, GError **error)
+{
+  if (G_LIKELY (!_memres_sleep_tag_asleep (mr->sleep, tag)))
+    return TRUE;
+  return _memres_sleep_tag_asleep_error (error, tag);
+}
 
 /* The close of a tagged buffer of a resource with a sleep state: _begin() waits for a sleep or
  * wake of its tag in progress and takes the buffer out of its tag, with its entry (*@entry NULL
@@ -102,13 +119,6 @@ gboolean _memres_sleep_track (MemresResource *mr, MemresBuffer *buf, GError **er
 gboolean _memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf,
                                       MemresSleepEntry **entry, GError **error);
 void _memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry *entry);
-
-/* Whether @tag sleeps on @state (or is being put to sleep or woken): no lock */
-static inline gboolean
-_memres_sleep_tag_asleep (MemresSleepState *state, guint tag)
-{
-  return (__atomic_load_n (&state->asleep, __ATOMIC_ACQUIRE) >> tag) & 1;
-}
 
 /* Whether @buf sleeps (its tag asleep on its resource); FALSE with MEMRES_SLEEP_ERROR_ASLEEP
  * naming @what when it does. */

@@ -216,11 +216,13 @@ test_backup (void)
 
 /* A free block of a sleeping chunk that was handed out before (a kv buffer closed) may have work
  * queued on it: the sleep synchronizes the device once, and still puts the chunk to sleep whole;
- * the freed block is allocated again after the wake. */
+ * a buffer closed asleep is parked with the chunk; after the (backup) wake the live buffers have
+ * their bytes and the freed blocks are allocated again with no driver call. */
 static void
 test_freed_block_waits (void)
 {
   g_autoptr (GError) error = NULL;
+  g_autoptr (MemresSleepPolicy) backup = policy_new (MEMRES_SLEEP_BACKUP);
   MemresResource *mr;
   MemresBuffer *bufs[8];
   FakeCudaCounts base, awake, asleep;
@@ -240,18 +242,25 @@ test_freed_block_waits (void)
     mt_close_ok (g_steal_pointer (&bufs[i]), NULL);
   mt_fake_get_counts (&awake);
   mt_fake_trace_begin ();
-  sleep_ok (mr, KV, NULL);
+  sleep_ok (mr, KV, backup);
   n_names = mt_fake_trace_end (&names);
   mt_fake_get_counts (&asleep);
   g_assert_cmpuint (count (names, n_names, "cuCtxSynchronize"), ==, 1);
   g_assert_cmpint (awake.physical_handles - asleep.physical_handles, ==, 1);
   g_assert_false (granule_mapped (memres_buffer_get_address (bufs[3])));
+  /* closed asleep: parked with the chunk's free blocks (its memory is the chunk's) */
+  mt_close_ok (g_steal_pointer (&bufs[4]), NULL);
+  g_assert_false (granule_mapped (memres_buffer_get_address (bufs[3])));
   wake_ok (mr, KV);
   g_assert_true (granule_mapped (memres_buffer_get_address (bufs[3])));
-  /* the parked blocks are free again: three allocations of kv ask the driver nothing */
+  for (guint i = 3; i < G_N_ELEMENTS (bufs); i++)
+    if (bufs[i] != NULL)
+      mt_check_pattern (bufs[i], 0, 4096, 10 + i, NULL);
+  /* the parked blocks are free again: four allocations of kv ask the driver nothing */
   mt_fake_trace_begin ();
-  for (guint i = 0; i < 3; i++)
-    bufs[i] = alloc_tagged (mr, KV, 4096);
+  for (guint i = 0; i < 5; i++)
+    if (bufs[i] == NULL)
+      bufs[i] = alloc_tagged (mr, KV, 4096);
   n_names = mt_fake_trace_end (&names);
   g_assert_cmpint (n_names, ==, 0);
   for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
