@@ -355,11 +355,15 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
         }
       else
         ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
-      if (G_UNLIKELY (sleeping != NULL))
-        _memres_sleep_untrack_end (mr, buf, sleeping,
-                                   ok || address == 0 || buf->alloc.address != address);
       if (G_UNLIKELY (!ok) && address != 0 && buf->alloc.address == address)
-        return FALSE;
+        {
+          /* still open: back among its tag's buffers, with its entry */
+          if (tagged && (mr->tags_wanted & MEMRES_TAGS_SLEEP))
+            _memres_sleep_untrack_end (mr, buf, sleeping);
+          return FALSE;
+        }
+      if (G_UNLIKELY (sleeping != NULL)) /* closed asleep: its backup freed */
+        _memres_sleep_entry_free (sleeping);
     }
   buf->mr = NULL;
   _memres_resource_remove_allocated (mr, size);

@@ -104,6 +104,8 @@ _memres_sleep_state_free (MemresSleepState *state)
     {
       if (state->tags[i].buffers != NULL)
         g_hash_table_unref (state->tags[i].buffers);
+      if (state->tags[i].entries != NULL)
+        g_hash_table_unref (state->tags[i].entries);
       if (state->tags[i].policy != NULL)
         frees.free_policy (state->tags[i].policy);
       if (state->tags[i].file_fd >= 0)
@@ -116,8 +118,8 @@ _memres_sleep_state_free (MemresSleepState *state)
   g_free (state);
 }
 
-static gboolean
-tag_asleep_error (GError **error, guint tag)
+gboolean
+_memres_sleep_tag_asleep_error (GError **error, guint tag)
 {
   g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_TAG_ASLEEP,
                "cannot allocate under tag \"%s\": it is asleep on this resource (wake it first: "
@@ -127,33 +129,28 @@ tag_asleep_error (GError **error, guint tag)
 }
 
 gboolean
-_memres_sleep_check_tag (MemresResource *mr, guint tag, GError **error)
-{
-  if (G_LIKELY (!_memres_sleep_tag_asleep (mr->sleep, tag)))
-    return TRUE;
-  return tag_asleep_error (error, tag);
-}
-
-gboolean
 _memres_sleep_track (MemresResource *mr, MemresBuffer *buf, GError **error)
 {
   MemresSleepState *state = mr->sleep;
   MemresSleepTag *t = &state->tags[buf->tag];
-  MemresSleepEntry *entry;
 
   g_mutex_lock (&state->lock);
   if (_memres_sleep_tag_asleep (state, buf->tag))
     {
       g_mutex_unlock (&state->lock);
-      return tag_asleep_error (error, buf->tag);
+      return _memres_sleep_tag_asleep_error (error, buf->tag);
     }
-  if (t->buffers == NULL)
-    t->buffers = g_hash_table_new_full (NULL, NULL, NULL, entry_free);
-  entry = g_new0 (MemresSleepEntry, 1);
-  entry->buf = buf;
-  g_hash_table_insert (t->buffers, buf, entry);
+  if (G_UNLIKELY (t->buffers == NULL))
+    t->buffers = g_hash_table_new (NULL, NULL);
+  g_hash_table_add (t->buffers, buf);
   g_mutex_unlock (&state->lock);
   return TRUE;
+}
+
+GHashTable *
+_memres_sleep_entries_new (void)
+{
+  return g_hash_table_new_full (NULL, NULL, NULL, entry_free);
 }
 
 gboolean
@@ -181,25 +178,30 @@ _memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf, MemresSleepE
       g_cond_wait (&state->cond, &state->lock);
     }
   if (t->buffers != NULL)
-    g_hash_table_steal_extended (t->buffers, buf, NULL, &found);
+    g_hash_table_remove (t->buffers, buf);
+  if (G_UNLIKELY (t->entries != NULL))
+    g_hash_table_steal_extended (t->entries, buf, NULL, &found);
   g_mutex_unlock (&state->lock);
   *entry = found;
   return TRUE;
 }
 
 void
-_memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry *entry,
-                           gboolean released)
+_memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry *entry)
 {
   MemresSleepState *state = mr->sleep;
+  MemresSleepTag *t = &state->tags[buf->tag];
 
-  if (released)
-    {
-      _memres_sleep_entry_free (entry);
-      return;
-    }
   g_mutex_lock (&state->lock);
-  g_hash_table_insert (state->tags[buf->tag].buffers, buf, entry);
+  if (t->buffers == NULL)
+    t->buffers = g_hash_table_new (NULL, NULL);
+  g_hash_table_add (t->buffers, buf);
+  if (entry != NULL)
+    {
+      if (t->entries == NULL)
+        t->entries = _memres_sleep_entries_new ();
+      g_hash_table_insert (t->entries, buf, entry);
+    }
   g_mutex_unlock (&state->lock);
 }
 

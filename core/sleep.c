@@ -592,11 +592,29 @@ begin (MemresResource *mr, guint tag, gboolean sleep, gsize *n, GError **error)
   state->busy |= (guint64) 1 << tag;
   state->busy_owner[tag] = g_thread_self ();
   __atomic_or_fetch (&state->asleep, (guint64) 1 << tag, __ATOMIC_SEQ_CST);
-  *n = t->buffers != NULL ? g_hash_table_size (t->buffers) : 0;
-  entries = g_new (MemresSleepEntry *, *n + 1);
-  if (t->buffers != NULL)
+  /* a sleep makes the entries of the tag's buffers (their backups go there), kept until the tag
+   * is awake again; a wake takes them */
+  if (sleep && t->buffers != NULL)
     {
+      gpointer key;
+
+      if (t->entries == NULL)
+        t->entries = _memres_sleep_entries_new ();
       g_hash_table_iter_init (&iter, t->buffers);
+      while (g_hash_table_iter_next (&iter, &key, NULL))
+        if (!g_hash_table_contains (t->entries, key))
+          {
+            MemresSleepEntry *entry = g_new0 (MemresSleepEntry, 1);
+
+            entry->buf = key;
+            g_hash_table_insert (t->entries, key, entry);
+          }
+    }
+  *n = t->entries != NULL ? g_hash_table_size (t->entries) : 0;
+  entries = g_new (MemresSleepEntry *, *n + 1);
+  if (t->entries != NULL)
+    {
+      g_hash_table_iter_init (&iter, t->entries);
       while (g_hash_table_iter_next (&iter, NULL, &value))
         entries[i++] = value;
     }
@@ -606,7 +624,8 @@ begin (MemresResource *mr, guint tag, gboolean sleep, gsize *n, GError **error)
 
 /* Ends a sleep or wake: the tag is asleep when @asleep; its policy (transfer full) kept, and
  * the locked file of a sleep's file policy (@file_fd, transfer full; -1: the one it has). A tag
- * awake closes its file (the lock released). */
+ * awake closes its file (the lock released) and frees its buffers' entries (their backups freed
+ * before). */
 static void
 end (MemresResource *mr, guint tag, gboolean asleep, MemresSleepPolicy *policy, guint64 file_size,
      int file_fd)
@@ -614,9 +633,12 @@ end (MemresResource *mr, guint tag, gboolean asleep, MemresSleepPolicy *policy, 
   MemresSleepState *state = mr->sleep;
   MemresSleepTag *t = &state->tags[tag];
   MemresSleepPolicy *old;
+  GHashTable *entries = NULL;
   int old_fd = -1;
 
   g_mutex_lock (&state->lock);
+  if (!asleep)
+    entries = g_steal_pointer (&t->entries);
   old = t->policy;
   t->policy = policy;
   t->file_size = file_size;
@@ -631,6 +653,8 @@ end (MemresResource *mr, guint tag, gboolean asleep, MemresSleepPolicy *policy, 
   state->busy_owner[tag] = NULL;
   g_cond_broadcast (&state->cond);
   g_mutex_unlock (&state->lock);
+  if (entries != NULL)
+    g_hash_table_unref (entries);
   if (old_fd >= 0)
     close (old_fd);
   if (old != policy)

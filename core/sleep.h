@@ -38,7 +38,13 @@ struct _MemresSleepEntry
 
 typedef struct
 {
-  GHashTable *buffers;       /* MemresBuffer * -> MemresSleepEntry * (owned) */
+  /* the open tagged buffers of the tag (a set of MemresBuffer *): one insert at an allocation,
+   * one removal at a close, nothing allocated for them */
+  GHashTable *buffers;
+  /* MemresBuffer * -> MemresSleepEntry * (owned): made for each of @buffers by a sleep's begin(),
+   * kept while the tag sleeps (their backups), freed when it is awake again (sleep.c's end());
+   * NULL meanwhile */
+  GHashTable *entries;
   MemresSleepPolicy *policy; /* while asleep */
   guint64 file_size;         /* FILE: the bytes the sleep wrote */
   /* FILE: the sleep's file, held open with flock() while asleep, so that no other sleep (of
@@ -71,6 +77,8 @@ typedef struct
 } MemresSleepFrees;
 void _memres_sleep_set_frees (const MemresSleepFrees *frees);
 void _memres_sleep_entry_free (MemresSleepEntry *entry);
+/* A table of MemresSleepTag.entries (its values freed with _memres_sleep_entry_free()) */
+GHashTable *_memres_sleep_entries_new (void);
 
 /* At creation, for a stack that can sleep (resource.c decides: a layer with the sleep slot
  * whose upstreams can, reached through MEMRES_KIND_PASSES_ALLOCATIONS adaptors). Freed at
@@ -78,22 +86,13 @@ void _memres_sleep_entry_free (MemresSleepEntry *entry);
 MemresSleepState *_memres_sleep_state_new (void);
 void _memres_sleep_state_free (MemresSleepState *state);
 
-/* Allocation of a tagged buffer on a resource with a sleep state: FALSE with
- * MEMRES_SLEEP_ERROR_TAG_ASLEEP when @tag is asleep there (before the slot call); after it,
- * _memres_sleep_track() records the buffer under its tag, or refuses it the same way (a sleep
+/* Allocation of a tagged buffer on a resource with a sleep state: _memres_sleep_check_tag() (below)
+ * FALSE with MEMRES_SLEEP_ERROR_TAG_ASLEEP when @tag is asleep there (before the slot call); after
+ * it, _memres_sleep_track() records the buffer under its tag, or refuses it the same way (a sleep
  * that began meanwhile: the caller closes it). */
-gboolean _memres_sleep_check_tag (MemresResource *mr, guint tag, GError **error);
 gboolean _memres_sleep_track (MemresResource *mr, MemresBuffer *buf, GError **error);
-
-/* The close of a tagged buffer of a resource with a sleep state: _begin() waits for a sleep or
- * wake of its tag in progress and takes the buffer out of its tag (*@entry NULL when it was not
- * tracked); FALSE with MEMRES_SLEEP_ERROR_BUSY, nothing changed, when that sleep or wake runs on
- * this very thread (a segment event callback inside it: waiting would never end). _end()
- * forgets it (its backup freed) when @released, else puts it back. */
-gboolean _memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf,
-                                      MemresSleepEntry **entry, GError **error);
-void _memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry *entry,
-                                gboolean released);
+/* Sets MEMRES_SLEEP_ERROR_TAG_ASLEEP for an allocation under @tag; returns FALSE */
+gboolean _memres_sleep_tag_asleep_error (GError **error, guint tag);
 
 /* Whether @tag sleeps on @state (or is being put to sleep or woken): no lock */
 static inline gboolean
@@ -101,6 +100,25 @@ _memres_sleep_tag_asleep (MemresSleepState *state, guint tag)
 {
   return (__atomic_load_n (&state->asleep, __ATOMIC_ACQUIRE) >> tag) & 1;
 }
+
+/* inline: one load and one test on the tagged allocation's hot path */
+static inline gboolean
+_memres_sleep_check_tag (MemresResource *mr, guint tag, GError **error)
+{
+  if (G_LIKELY (!_memres_sleep_tag_asleep (mr->sleep, tag)))
+    return TRUE;
+  return _memres_sleep_tag_asleep_error (error, tag);
+}
+
+/* The close of a tagged buffer of a resource with a sleep state: _begin() waits for a sleep or
+ * wake of its tag in progress and takes the buffer out of its tag, with its entry (*@entry NULL
+ * when it has none: its tag is awake); FALSE with MEMRES_SLEEP_ERROR_BUSY, nothing changed, when
+ * that sleep or wake runs on this very thread (a segment event callback inside it: waiting
+ * would never end). When the close then fails, the buffer still open, _end() puts it back with
+ * @entry; when it closed, the caller frees @entry (_memres_sleep_entry_free(): its backup). */
+gboolean _memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf,
+                                      MemresSleepEntry **entry, GError **error);
+void _memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry *entry);
 
 /* Whether @buf sleeps (its tag asleep on its resource); FALSE with MEMRES_SLEEP_ERROR_ASLEEP
  * naming @what when it does. */

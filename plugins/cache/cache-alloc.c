@@ -94,7 +94,10 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
         b = cache_shared_take (&self->parts, c, stream, tag, &local);
     }
   if (b != NULL)
-    self->parts.shared_hits[cls]++;
+    {
+      self->parts.shared_hits[cls]++;
+      b->fresh = FALSE; /* handed out: work may touch it from now on (cache-sleep.c) */
+    }
   else if (local == NULL && cls >= self->n_chunk_classes)
     recycle_idle (self, cls, stream, &retired);
   g_mutex_unlock (&self->parts.lock);
@@ -145,17 +148,40 @@ allocate_general (MemresResource *mr, gsize size, MemresStream stream, guint tag
  * that reads tags): above an upstream that places by tag, the upstream's own
  * (cache_is_direct()); over one that can sleep (Cache.by_tag_blocks), a block of the buffer's
  * tag, so that the blocks and chunks a tag's buffers used are that tag's alone, and its sleep
- * gives back its free ones (cache-sleep.c) and no other tag's; elsewhere a block of no tag. */
+ * gives back its free ones (cache-sleep.c) and no other tag's; elsewhere a block of no tag. Its
+ * hit path is cache_allocate()'s with the tag's index (found through the thread's memo of its
+ * last tag, cache_tag_index_cached()): the front of the instance the thread used last, a block
+ * of the class, the stream and the tag. */
 G_GNUC_NO_INLINE
 static gboolean
 allocate_tagged (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
                  GError **error)
 {
-  Cache *self = memres_resource_get_private (mr);
-  const char *name = self->by_tag_blocks ? memres_allocation_get_tag (alloc) : NULL;
+  ThreadFronts *tf = thread_fronts_get ();
+  Cache *self;
+  const char *name;
+  guint tag = 0;
 
-  return allocate_general (mr, size, stream, name == NULL ? 0 : cache_tag_index (name), alloc,
-                           error);
+  if (G_LIKELY (tf != NULL && __atomic_load_n (&tf->last_mr, __ATOMIC_RELAXED) == mr))
+    {
+      Front *f = __atomic_load_n (&tf->last_front, __ATOMIC_RELAXED);
+
+      self = (Cache *) f->parts; /* CacheParts first in the instance */
+      /* hit_max 0 over an upstream that places by tag: the general path (direct) */
+      if (G_LIKELY (size <= self->parts.hit_max))
+        {
+          if (self->by_tag_blocks && (name = memres_allocation_get_tag (alloc)) != NULL)
+            tag = cache_tag_index_cached (tf, name);
+          if (front_try_allocate_tagged (f, &self->parts, cache_class_of (size), size, stream, TRUE,
+                                         tag, alloc))
+            return TRUE;
+          return allocate_general (mr, size, stream, tag, alloc, error);
+        }
+    }
+  self = memres_resource_get_private (mr);
+  if (self->by_tag_blocks && (name = memres_allocation_get_tag (alloc)) != NULL)
+    tag = cache_tag_index (name);
+  return allocate_general (mr, size, stream, tag, alloc, error);
 }
 
 /* The hot path: cache_hit_allocate_tagged() (cache-parts.h), the arena's too, for "no tag". The
@@ -248,7 +274,7 @@ deallocate_general (MemresResource *mr, MemresAllocation *alloc, MemresStream st
     return direct_deallocate (mr, self, alloc, stream, error);
   b = alloc->plugin_data;
   if (G_UNLIKELY (b->size == CACHE_BLOCK_ASLEEP)) /* no memory under it (cache-sleep.c) */
-    return cache_deallocate_asleep (self, b, stream, error);
+    return cache_deallocate_asleep (self, b, alloc, stream, error);
   b->stream = cache_normalize_stream (&self->parts, stream);
   f = front_get_for (mr, &self->parts);
   if (f != NULL && front_try_deallocate (f, &self->parts, b))

@@ -34,6 +34,12 @@ struct _Chunk
   Chunk *prev, *next;
   guint n_blocks;
   guint n_idle; /* trim's count of blocks in the shared bins */
+  /* asleep whole (cache-sleep.c): the upstream allocation put to sleep with the live blocks of
+   * its tag, its free blocks parked (in no bin); @n_asleep of its blocks are live (marked
+   * CACHE_BLOCK_ASLEEP), the chunk going back to the upstream when the last of them is closed.
+   * Under parts.lock. */
+  gboolean asleep;
+  guint n_asleep;
   Block blocks[];
 };
 
@@ -67,6 +73,8 @@ typedef struct
   guint64 direct_used; /* bytes of live buffers above max_block */
   guint64 misses[CACHE_MAX_CLASSES];
   guint64 direct, oom_flushes;
+  /* bytes of the free blocks parked in sleeping chunks (Chunk.asleep): neither cached nor used */
+  guint64 parked;
   Chunk *chunks;
   /* the addresses of the sleeping requests of their own (cache-sleep.c), each with the tag of
    * its segment, or NULL; under parts.lock (read without it only to see whether it was ever
@@ -100,6 +108,17 @@ typedef struct
   Block *blocks; /* linked through Block.next */
   Chunk *chunks; /* linked through Chunk.next */
 } Retired;
+
+/* Block.fresh (the cache's use of it): carved from its chunk and never handed out since, so no
+ * work of any stream can touch it (a chunk's sleep waits for no such block, cache-sleep.c) */
+
+/* The bytes of live buffers: what is reserved in blocks, less the free blocks @cached (fronts and
+ * shared bins) and the parked ones. Lock held. */
+static inline guint64
+used_bytes (Cache *self, guint64 cached)
+{
+  return self->reserved - cached - self->parked;
+}
 
 /* What the cache holds from its upstream, in bytes. Lock held. */
 static inline guint64
@@ -154,7 +173,8 @@ gboolean cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize
                       GError **error);
 gboolean cache_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
                      GError **error);
-gboolean cache_deallocate_asleep (Cache *self, Block *b, MemresStream stream, GError **error);
+gboolean cache_deallocate_asleep (Cache *self, Block *b, MemresAllocation *alloc,
+                                  MemresStream stream, GError **error);
 gboolean cache_direct_is_asleep (Cache *self, guint64 address);
 void cache_direct_forget (Cache *self, guint64 address);
 /* cache-upstream.c */
@@ -171,6 +191,8 @@ gboolean block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream 
                        MemresAllocation *up, guint *n_blocks, GError **error);
 Block *block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, guint tag,
                   MemresAllocation *up, guint n, GError **error);
+void chunks_count_idle (Cache *self);
+gboolean cache_device_synchronize (Cache *self, GError **error);
 gboolean release_idle (Cache *self, gsize bytes_to_keep, guint tag, Retired *out, GError **error);
 gboolean flush_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error);
 void recycle_idle (Cache *self, guint cls, MemresStream stream, Retired *out);

@@ -9,97 +9,274 @@
  * the shared bins; the other tags' free blocks stay cached), then puts to sleep, through
  * memres_upstream_sleep(), the upstream allocation under each buffer that has one of its own: a
  * request above max_block (the buffer's record is the upstream's), or a block of a class above the
- * chunked ones (Block.up). A block carved from a chunk shares that chunk with other blocks: it
- * stays mapped, contents and all (the classes of at most chunk / 16 bytes, 128 KiB by default). The
- * cache's segments of what sleeps are told unmapped before and mapped after the wake.
+ * chunked ones (Block.up); and, as `arena` sleeps its slabs, every chunk whose blocks are all free
+ * or the sleep's buffers (Chunk.asleep: asleep whole, its live blocks' bytes restored at the same
+ * addresses by the core after the wake when the policy keeps them). A chunk that also holds a
+ * live block the sleep does not pass stays mapped, contents and all. The cache's segments of
+ * what sleeps are told unmapped before and mapped after the wake.
  *
- * While asleep, a block of its own has Block.size set to CACHE_BLOCK_ASLEEP: the close's hit path
- * then finds no room for it in the front (its byte budget), and deallocate_general() hands it to
- * cache_deallocate_asleep(), which gives the sleeping allocation back to the upstream (its
- * address range released) instead of caching a block with no memory under it; the hit path
- * pays nothing for this. A sleeping request above max_block is remembered by address
- * (Cache.asleep_direct), so that its close gives it back without telling its segment unmapped a
- * second time. */
+ * A sleeping chunk's free blocks are parked: out of the shared bins (no allocation can reach them
+ * while their memory is gone; Cache.parked counts them), taken out before the upstream sleeps
+ * and put back if it fails. When one of them was handed out since the chunk was carved (not
+ * Block.fresh), work queued on it may still run: the device is synchronized first, as for the
+ * free blocks given back (release_idle()); blocks never handed out need no wait. The wake puts
+ * them back into the shared bins, fresh (new memory: no work touches it).
+ *
+ * While asleep, a live block (of its own, or of a sleeping chunk) has Block.size set to
+ * CACHE_BLOCK_ASLEEP: the close's hit path then finds no room for it in the front (its byte
+ * budget), and deallocate_general() hands it to cache_deallocate_asleep(), which gives a block of
+ * its own back to the upstream (its address range released) instead of caching a block with no
+ * memory under it, and parks a chunk's block: the chunk's last one closed gives the chunk back
+ * (no wake will come for it); the hit path pays nothing for this. A sleeping request above
+ * max_block is remembered by address (Cache.asleep_direct), so that its close gives it back
+ * without telling its segment unmapped a second time. */
 #include "cache-private.h"
 
-/* The upstream records under @allocs that sleep (@ups), and their blocks (NULL for a request
- * above max_block). */
-static gsize
-collect (Cache *self, MemresAllocation *const *allocs, gsize n, MemresAllocation **ups,
-         Block **blocks)
+/* What a sleep or wake passes to the upstream (@m of them): the upstream records (@ups), and
+ * for each the block of its own (@blocks) or the chunk (@chunks) it is, both NULL for a request
+ * above max_block; their segments' tags (@tags). */
+typedef struct
 {
-  gsize m = 0;
+  gsize m;
+  MemresAllocation **ups;
+  Block **blocks;
+  Chunk **chunks;
+  const char **tags;
+} Units;
 
+static void
+units_init (Units *u, gsize n)
+{
+  u->m = 0;
+  u->ups = g_new (MemresAllocation *, n + 1);
+  u->blocks = g_new (Block *, n + 1);
+  u->chunks = g_new (Chunk *, n + 1);
+  u->tags = g_new0 (const char *, n + 1);
+}
+
+static void
+units_clear (Units *u)
+{
+  g_free (u->ups);
+  g_free (u->blocks);
+  g_free (u->chunks);
+  g_free (u->tags);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Units, units_clear)
+
+static void
+units_add (Units *u, MemresAllocation *up, Block *b, Chunk *chunk)
+{
+  u->ups[u->m] = up;
+  u->blocks[u->m] = b;
+  u->chunks[u->m++] = chunk;
+}
+
+/* Whether @b is in a shared bin. parts.lock held. */
+static gboolean
+in_shared_bin (Cache *self, const Block *b)
+{
+  return b->prev != NULL || b->next != NULL || self->parts.shared[b->cls].head == b;
+}
+
+/* A whole chunk's sleep begins: its @c live blocks (the sleep's) marked, its free blocks (all in
+ * the shared bins) parked. Returns whether one of those was handed out since the chunk was
+ * carved (work may touch it). parts.lock held. */
+static gboolean
+chunk_park (Cache *self, Chunk *chunk, guint c, GHashTable *live)
+{
+  gboolean used = FALSE;
+
+  chunk->n_asleep = c;
+  for (guint i = 0; i < chunk->n_blocks; i++)
+    {
+      Block *b = &chunk->blocks[i];
+
+      if (g_hash_table_contains (live, b))
+        {
+          b->size = CACHE_BLOCK_ASLEEP;
+          continue;
+        }
+      g_assert (in_shared_bin (self, b));
+      cache_shared_unlink (&self->parts, b);
+      self->parked += b->size;
+      used |= !b->fresh;
+    }
+  return used;
+}
+
+/* A whole chunk's sleep undone (the upstream's failed) or its wake: the live blocks given their
+ * size back, the parked ones into the shared bins (after a wake: with no event, fresh, on the
+ * legacy stream, as new memory). parts.lock held. */
+static void
+chunk_unpark (Cache *self, Chunk *chunk, gboolean woken)
+{
+  gsize csize = cache_class_size (chunk->blocks[0].cls);
+
+  for (guint i = 0; i < chunk->n_blocks; i++)
+    {
+      Block *b = &chunk->blocks[i];
+
+      if (b->size == CACHE_BLOCK_ASLEEP)
+        {
+          b->size = csize;
+          continue;
+        }
+      self->parked -= b->size;
+      if (woken)
+        {
+          cache_event_unref (&self->parts, g_steal_pointer (&b->event));
+          b->stream = cache_normalize_stream (&self->parts, NULL);
+          b->fresh = TRUE;
+        }
+      cache_shared_push (&self->parts, b);
+    }
+  chunk->asleep = FALSE;
+  chunk->n_asleep = 0;
+}
+
+/* The sleep's units of @allocs: the upstream records under them that sleep (a request above
+ * max_block, or every buffer over an upstream that places by tag: the buffer's record; a block
+ * of its own), and each chunk all of whose blocks are free or among @allocs (asleep whole:
+ * chunk_park(), at once, so that no allocation takes a free one meanwhile). *@wait: a parked
+ * block may have work queued on it. */
+static void
+collect_sleep (Cache *self, MemresAllocation *const *allocs, gsize n, Units *u, gboolean *wait)
+{
+  g_autoptr (GHashTable) counts = g_hash_table_new (NULL, NULL); /* chunk -> its live blocks */
+  g_autoptr (GHashTable) live = g_hash_table_new (NULL, NULL);   /* the chunks' live blocks */
+
+  *wait = FALSE;
+  g_mutex_lock (&self->parts.lock);
   for (gsize i = 0; i < n; i++)
     {
       Block *b;
 
-      /* the upstream's record: above max_block, or every buffer of a sleep (all tagged) over an
-       * upstream that places by tag */
       if (allocs[i]->size > self->parts.max_block || self->by_tag)
         {
-          blocks[m] = NULL;
-          ups[m++] = allocs[i];
+          units_add (u, allocs[i], NULL, NULL);
           continue;
         }
       b = allocs[i]->plugin_data;
-      if (b->chunk != NULL)
-        continue; /* shares its chunk: stays mapped */
-      blocks[m] = b;
-      ups[m++] = &b->up;
+      if (b->chunk == NULL)
+        {
+          units_add (u, &b->up, b, NULL);
+          continue;
+        }
+      g_hash_table_add (live, b);
+      g_hash_table_insert (
+          counts, b->chunk,
+          GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (counts, b->chunk)) + 1));
     }
-  return m;
+  if (g_hash_table_size (counts) > 0)
+    chunks_count_idle (self);
+  /* in the order of @allocs: the upstream sleeps them in that order */
+  for (gsize i = 0; i < n; i++)
+    {
+      Chunk *chunk;
+      guint c;
+
+      if (allocs[i]->size > self->parts.max_block || self->by_tag
+          || (chunk = ((Block *) allocs[i]->plugin_data)->chunk) == NULL
+          || (c = GPOINTER_TO_UINT (g_hash_table_lookup (counts, chunk))) == 0)
+        continue;
+      g_hash_table_remove (counts, chunk); /* once */
+      if (c + chunk->n_idle != chunk->n_blocks)
+        continue; /* a live block the sleep does not pass: stays mapped */
+      *wait |= chunk_park (self, chunk, c, live);
+      units_add (u, &chunk->up, NULL, chunk);
+    }
+  g_mutex_unlock (&self->parts.lock);
 }
 
-/* One @event for each of @ups' segments, in one batch (memres_resource_raise_segment_events()). */
+/* The wake's units of @allocs: as the sleep's, but of the chunks only those asleep, each once. */
 static void
-raise_all (Cache *self, MemresSegmentEvent event, MemresAllocation *const *ups, gsize m,
-           const char *const *tags)
+collect_wake (Cache *self, MemresAllocation *const *allocs, gsize n, Units *u)
 {
-  g_autofree MemresSegment *segs = g_new (MemresSegment, m + 1);
+  g_autoptr (GHashTable) seen = g_hash_table_new (NULL, NULL);
+
+  g_mutex_lock (&self->parts.lock);
+  for (gsize i = 0; i < n; i++)
+    {
+      Block *b;
+
+      if (allocs[i]->size > self->parts.max_block || self->by_tag)
+        units_add (u, allocs[i], NULL, NULL);
+      else if ((b = allocs[i]->plugin_data)->chunk == NULL)
+        units_add (u, &b->up, b, NULL);
+      else if (b->chunk->asleep && g_hash_table_add (seen, b->chunk))
+        units_add (u, &b->chunk->up, NULL, b->chunk);
+    }
+  g_mutex_unlock (&self->parts.lock);
+}
+
+/* One @event for each unit's segment, in one batch (memres_resource_raise_segment_events()). */
+static void
+raise_all (Cache *self, MemresSegmentEvent event, const Units *u)
+{
+  g_autofree MemresSegment *segs = g_new (MemresSegment, u->m + 1);
   g_autoptr (GError) error = NULL;
 
-  for (gsize i = 0; i < m; i++)
-    cache_segment_of (self, ups[i], tags[i], &segs[i]);
-  if (!memres_resource_raise_segment_events (self->self_mr, event, segs, m, &error))
+  for (gsize i = 0; i < u->m; i++)
+    cache_segment_of (self, u->ups[i], u->tags[i], &segs[i]);
+  if (!memres_resource_raise_segment_events (self->self_mr, event, segs, u->m, &error))
     g_warning ("cache: %s", error->message);
 }
 
-/* The tags of @ups' segments (memres_lookup(): the index keeps them), into @tags. */
+/* The tags of the units' segments (memres_lookup(): the index keeps them). */
 static void
-segment_tags (MemresAllocation *const *ups, gsize m, const char **tags)
+segment_tags (Units *u)
 {
-  for (gsize i = 0; i < m; i++)
+  for (gsize i = 0; i < u->m; i++)
     {
       MemresLookupInfo info;
 
-      tags[i] = memres_lookup (GSIZE_TO_POINTER ((gsize) ups[i]->address), &info) ? info.segment.tag
-                                                                                  : NULL;
+      u->tags[i] = memres_lookup (GSIZE_TO_POINTER ((gsize) u->ups[i]->address), &info)
+                       ? info.segment.tag
+                       : NULL;
     }
 }
 
-/* Marks @blocks (and the direct records among @ups, with their segments' @tags) asleep, or
- * awake again (@tags: the tags kept at their sleep). */
+/* Marks the units asleep (@asleep; the direct records remembered with their segments' tags), or
+ * awake again (the direct ones' tags, kept at their sleep, into u->tags); a sleeping chunk's
+ * parked blocks drop their events. With @undo, a sleep that failed: the chunks parked for it
+ * taken back. */
 static void
-mark (Cache *self, MemresAllocation *const *ups, Block *const *blocks, gsize m, gboolean asleep,
-      const char **tags)
+mark (Cache *self, Units *u, gboolean asleep, gboolean undo)
 {
   g_mutex_lock (&self->parts.lock);
-  for (gsize i = 0; i < m; i++)
+  for (gsize i = 0; i < u->m; i++)
     {
-      if (blocks[i] != NULL)
-        blocks[i]->size = asleep ? CACHE_BLOCK_ASLEEP : cache_class_size (blocks[i]->cls);
+      MemresAllocation *up = u->ups[i];
+      Chunk *chunk = u->chunks[i];
+
+      if (chunk != NULL)
+        {
+          if (!asleep)
+            chunk_unpark (self, chunk, !undo);
+          else
+            {
+              chunk->asleep = TRUE;
+              for (guint k = 0; k < chunk->n_blocks; k++)
+                cache_event_unref (&self->parts, g_steal_pointer (&chunk->blocks[k].event));
+            }
+        }
+      else if (undo)
+        continue;
+      else if (u->blocks[i] != NULL)
+        u->blocks[i]->size = asleep ? CACHE_BLOCK_ASLEEP : cache_class_size (u->blocks[i]->cls);
       else if (asleep)
         {
           if (self->asleep_direct == NULL)
             self->asleep_direct = g_hash_table_new (NULL, NULL);
-          g_hash_table_insert (self->asleep_direct, GSIZE_TO_POINTER (ups[i]->address),
-                               (gpointer) tags[i]);
+          g_hash_table_insert (self->asleep_direct, GSIZE_TO_POINTER (up->address),
+                               (gpointer) u->tags[i]);
         }
       else
         {
-          tags[i] = g_hash_table_lookup (self->asleep_direct, GSIZE_TO_POINTER (ups[i]->address));
-          g_hash_table_remove (self->asleep_direct, GSIZE_TO_POINTER (ups[i]->address));
+          u->tags[i] = g_hash_table_lookup (self->asleep_direct, GSIZE_TO_POINTER (up->address));
+          g_hash_table_remove (self->asleep_direct, GSIZE_TO_POINTER (up->address));
         }
     }
   g_mutex_unlock (&self->parts.lock);
@@ -134,10 +311,8 @@ gboolean
 cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs, GError **error)
 {
   Cache *self = memres_resource_get_private (mr);
-  g_autofree MemresAllocation **ups = g_new (MemresAllocation *, n_allocs + 1);
-  g_autofree Block **blocks = g_new (Block *, n_allocs + 1);
-  g_autofree const char **tags = g_new0 (const char *, n_allocs + 1);
-  gsize m;
+  g_auto (Units) u = { 0 };
+  gboolean wait;
 
   /* the free cached blocks first: they go back to the upstream (their memory released) */
   if (!free_blocks_release (mr, self, error))
@@ -147,15 +322,23 @@ cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs
     }
   /* with no record of its own to sleep too: an upstream that places by tag (`arena`) parks the
    * tag's free blocks (memres_sleep_call_get_tag()) */
-  m = collect (self, allocs, n_allocs, ups, blocks);
-  segment_tags (ups, m, tags);
-  raise_all (self, MEMRES_SEGMENT_UNMAPPING, ups, m, tags);
-  if (!memres_upstream_sleep (mr, ups, m, error))
+  units_init (&u, n_allocs);
+  collect_sleep (self, allocs, n_allocs, &u, &wait);
+  if (wait && !cache_device_synchronize (self, error))
     {
-      raise_all (self, MEMRES_SEGMENT_MAPPED, ups, m, tags);
+      mark (self, &u, FALSE, TRUE);
+      g_prefix_error (error, "cache: waiting for the work on the free blocks of its chunks: ");
       return FALSE;
     }
-  mark (self, ups, blocks, m, TRUE, tags);
+  segment_tags (&u);
+  raise_all (self, MEMRES_SEGMENT_UNMAPPING, &u);
+  if (!memres_upstream_sleep (mr, u.ups, u.m, error))
+    {
+      mark (self, &u, FALSE, TRUE);
+      raise_all (self, MEMRES_SEGMENT_MAPPED, &u);
+      return FALSE;
+    }
+  mark (self, &u, TRUE, FALSE);
   return TRUE;
 }
 
@@ -163,24 +346,73 @@ gboolean
 cache_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs, GError **error)
 {
   Cache *self = memres_resource_get_private (mr);
-  g_autofree MemresAllocation **ups = g_new (MemresAllocation *, n_allocs + 1);
-  g_autofree Block **blocks = g_new (Block *, n_allocs + 1);
-  g_autofree const char **tags = g_new0 (const char *, n_allocs + 1);
-  gsize m = collect (self, allocs, n_allocs, ups, blocks);
+  g_auto (Units) u = { 0 };
 
-  if (!memres_upstream_wake (mr, ups, m, error))
+  units_init (&u, n_allocs);
+  collect_wake (self, allocs, n_allocs, &u);
+  if (!memres_upstream_wake (mr, u.ups, u.m, error))
     return FALSE;
-  mark (self, ups, blocks, m, FALSE, tags);
-  raise_all (self, MEMRES_SEGMENT_MAPPED, ups, m, tags);
+  mark (self, &u, FALSE, FALSE);
+  raise_all (self, MEMRES_SEGMENT_MAPPED, &u);
   return TRUE;
 }
 
+/* A sleeping chunk's live block @b closed (of the buffer of record @alloc): parked; the chunk's
+ * last one gives the chunk back to the upstream (its address range released; its segment was
+ * told unmapped at the sleep). When the upstream keeps it, so does the block (the buffer stays
+ * open and asleep); when it released it all the same, the buffer is closed (@alloc's address
+ * 0). */
+static gboolean
+chunk_block_closed (Cache *self, Block *b, MemresAllocation *alloc, MemresStream stream,
+                    GError **error)
+{
+  Chunk *chunk = b->chunk;
+  gsize csize = cache_class_size (b->cls);
+  guint64 bytes = (guint64) chunk->n_blocks * csize, address = chunk->up.address;
+  gsize up_size = chunk->up.size;
+
+  g_mutex_lock (&self->parts.lock);
+  b->size = csize;
+  self->parked += csize;
+  if (--chunk->n_asleep > 0)
+    {
+      g_mutex_unlock (&self->parts.lock);
+      return TRUE;
+    }
+  LIST_UNLINK (self->chunks, chunk);
+  reserve_sub (self, bytes, up_size);
+  self->parked -= bytes;
+  g_mutex_unlock (&self->parts.lock);
+  if (memres_upstream_deallocate (self->self_mr, &chunk->up, stream, error))
+    {
+      g_free (chunk);
+      return TRUE;
+    }
+  if (chunk->up.address != address)
+    {
+      g_free (chunk);
+      alloc->address = 0;
+      return FALSE;
+    }
+  g_mutex_lock (&self->parts.lock);
+  LIST_PUSH (self->chunks, chunk);
+  reserve_add (self, bytes, up_size);
+  self->parked += bytes - csize;
+  chunk->n_asleep = 1;
+  b->size = CACHE_BLOCK_ASLEEP;
+  g_mutex_unlock (&self->parts.lock);
+  return FALSE;
+}
+
 gboolean
-cache_deallocate_asleep (Cache *self, Block *b, MemresStream stream, GError **error)
+cache_deallocate_asleep (Cache *self, Block *b, MemresAllocation *alloc, MemresStream stream,
+                         GError **error)
 {
   gsize csize = cache_class_size (b->cls);
   gsize up_size = b->up.size;
 
+  if (b->chunk != NULL)
+    return chunk_block_closed (self, b, alloc, stream, error);
   if (!memres_upstream_deallocate (self->self_mr, &b->up, stream, error))
     return FALSE; /* the upstream's close keeps what it could not release: so does the block */
   g_mutex_lock (&self->parts.lock);

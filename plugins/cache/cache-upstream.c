@@ -58,7 +58,7 @@ void
 update_highs (Cache *self)
 {
   guint64 cached = self->parts.shared_cached + cache_fronts_cached (&self->parts);
-  guint64 used = self->reserved > cached ? self->reserved - cached : 0;
+  guint64 used = self->reserved > cached + self->parked ? used_bytes (self, cached) : 0;
 
   self->reserved_high = MAX (self->reserved_high, reserved_bytes (self));
   self->used_high = MAX (self->used_high, used);
@@ -177,6 +177,7 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, guin
       b->stream = stream;
       if (i > 0)
         {
+          b->fresh = TRUE;
           b->event = e;
           cache_shared_push (&self->parts, b);
         }
@@ -188,8 +189,8 @@ block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, guin
 
 /* Synchronizes the device (host-observed completion of every stream's work) before memory that
  * may still be in use by queued work goes back to the upstream. */
-static gboolean
-device_synchronize (Cache *self, GError **error)
+gboolean
+cache_device_synchronize (Cache *self, GError **error)
 {
   return !self->parts.events || memres_cuda_device_synchronize (self->parts.device, error);
 }
@@ -206,7 +207,7 @@ block_retire (Cache *self, Block *b, Retired *out)
 }
 
 /* Chunk.n_idle of every chunk: its blocks in the shared bins. parts.lock held. */
-static void
+void
 chunks_count_idle (Cache *self)
 {
   for (Chunk *chunk = self->chunks; chunk != NULL; chunk = chunk->next)
@@ -263,7 +264,7 @@ release_idle (Cache *self, gsize bytes_to_keep, guint tag, Retired *out, GError 
   if (self->parts.shared_cached == 0 || self->reserved <= bytes_to_keep
       || !release_idle_finds_some (self, bytes_to_keep, tag))
     return TRUE;
-  if (!device_synchronize (self, error))
+  if (!cache_device_synchronize (self, error))
     return FALSE;
   for (guint c = self->parts.n_classes; c-- > self->n_chunk_classes;)
     for (Block *b = self->parts.shared[c].head, *bnext; b != NULL; b = bnext)

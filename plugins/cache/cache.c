@@ -177,7 +177,7 @@ cache_get_stats (MemresResource *mr, MemresStats *stats, GError **error)
   g_mutex_lock (&self->parts.lock);
   cached = self->parts.shared_cached + cache_fronts_cached_exact (&self->parts);
   stats->reserved_current = reserved_bytes (self);
-  stats->used_current = self->reserved - cached;
+  stats->used_current = used_bytes (self, cached);
   self->reserved_high = MAX (self->reserved_high, stats->reserved_current);
   self->used_high = MAX (self->used_high, stats->used_current);
   stats->reserved_high = self->reserved_high;
@@ -194,7 +194,7 @@ cache_reset_stats (MemresResource *mr, GError **error)
   g_mutex_lock (&self->parts.lock);
   self->reserved_high = reserved_bytes (self);
   self->used_high
-      = self->reserved - self->parts.shared_cached - cache_fronts_cached_exact (&self->parts);
+      = used_bytes (self, self->parts.shared_cached + cache_fronts_cached_exact (&self->parts));
   g_mutex_unlock (&self->parts.lock);
   return TRUE;
 }
@@ -268,7 +268,8 @@ cache_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "front_cached", "t", front_cached);
   g_variant_dict_insert (counters, "shared_cached", "t", self->parts.shared_cached);
   g_variant_dict_insert (counters, "used", "t",
-                         self->reserved - self->parts.shared_cached - front_cached);
+                         used_bytes (self, self->parts.shared_cached + front_cached));
+  g_variant_dict_insert (counters, "parked", "t", self->parked);
   g_variant_dict_insert (counters, "max_block", "t", (guint64) self->parts.max_block);
   g_variant_dict_insert (counters, "max_cached", "t", self->max_cached);
   g_variant_dict_insert (counters, "events", "b", self->parts.events);
@@ -335,12 +336,15 @@ cache_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
     for (guint i = 0; i < chunk->n_blocks; i++)
       {
         Block *b = &chunk->blocks[i];
-        gboolean is_free = g_hash_table_contains (free_blocks, b);
+        gsize csize = cache_class_size (b->cls); /* Block.size: CACHE_BLOCK_ASLEEP when asleep */
+        /* a sleeping chunk's free blocks are parked, in no bin (cache-sleep.c) */
+        gboolean is_free = g_hash_table_contains (free_blocks, b)
+                           || (chunk->asleep && b->size != CACHE_BLOCK_ASLEEP);
 
-        memres_snapshot_add_block (layer, b->address, b->size, b->stream,
+        memres_snapshot_add_block (layer, b->address, csize, b->stream,
                                    is_free ? MEMRES_BLOCK_FREE : MEMRES_BLOCK_USED);
         if (!is_free)
-          listed_used += b->size;
+          listed_used += csize;
       }
   g_hash_table_iter_init (&iter, free_blocks);
   while (g_hash_table_iter_next (&iter, &key, NULL))
@@ -379,7 +383,7 @@ cache_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
           listed_used += live->size;
         }
     }
-  used = self->reserved - self->parts.shared_cached - front_cached;
+  used = used_bytes (self, self->parts.shared_cached + front_cached);
   memres_snapshot_add_figure (layer, "max_block", self->parts.max_block);
   memres_snapshot_add_figure (layer, "chunk_size", self->chunk_size);
   memres_snapshot_add_figure (layer, "max_cached", self->max_cached);

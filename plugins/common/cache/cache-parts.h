@@ -83,7 +83,9 @@ struct _Block
   MemresAllocation up; /* the kind's: its own upstream allocation (chunk == NULL) */
   guint64 size;        /* bytes of its class */
   guint16 cls;
-  guint8 tag; /* the kind's: `arena`, the tag its slab serves (cache_tag_index(), 0 untagged) */
+  guint8 tag;   /* the kind's: the tag its slab (`arena`) or chunk (`cache`) serves
+                 * (cache_tag_index(), 0 untagged) */
+  guint8 fresh; /* the kind's: `cache`, never handed out since its chunk was carved */
 };
 
 typedef struct
@@ -103,6 +105,10 @@ typedef struct
 {
   MemresResource *last_mr; /* the instance the thread used last ... */
   Front *last_front;       /* ... and its front there (cleared with the front) */
+  /* the tag name the thread's last tagged allocation had, and its cache_tag_index() (a kind's
+   * tagged hit path: cache_tag_index_cached()) */
+  const char *last_tag_name;
+  guint last_tag;
   Front *fronts[CACHE_SLOTS];
 } ThreadFronts;
 
@@ -202,6 +208,18 @@ Block *cache_shared_take (CacheParts *self, guint cls, MemresStream stream, guin
  * for %NULL; cache_tag_name() the name of an index (%NULL for 0). No lock to find a known name. */
 guint cache_tag_index (const char *name);
 const char *cache_tag_name (guint index);
+
+/* cache_tag_index() of @name (not %NULL) through @tf's memo of the thread's last tag: no call
+ * when the thread allocates under the same tag again. */
+static inline guint
+cache_tag_index_cached (ThreadFronts *tf, const char *name)
+{
+  if (G_LIKELY (tf->last_tag_name == name))
+    return tf->last_tag;
+  tf->last_tag = cache_tag_index (name);
+  tf->last_tag_name = name;
+  return tf->last_tag;
+}
 
 /* The stream a block freed on @stream is kept for: the legacy default stream named, or NULL for
  * every stream when the memory needs no events. */
