@@ -656,6 +656,8 @@ arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GE
   if (tag == NULL)
     arena_span_drop (self, addr, size);
   arena_heap_insert (self, addr, size, tag, event);
+  if (tag != NULL && self->shared->len > 0)
+    arena_shared_resolve (self, tag, event, addr, addr + size);
   return TRUE;
 }
 
