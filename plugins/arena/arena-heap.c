@@ -560,8 +560,11 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
           guint run_unbacked = 0; /* set when found; the optimizer reads it before (memcheck) */
           Range *from = NULL;
 
+          /* on a tie too: the run's window starts in the stream's own free bytes (a ring of
+           * growing caches' front tail), which a settled range's fresh start would leave
+           * behind (/arena/memory/kv-growth) */
           if (run_best_fit (self, tag, size, owner, &run_addr, &from, &run_unbacked)
-              && (any == NULL || run_unbacked < arena_span_unbacked (self, any->addr, size)))
+              && (any == NULL || run_unbacked <= arena_span_unbacked (self, any->addr, size)))
             {
               arena_span_serve (self, run_addr, size, owner);
               self->lend_lo = run_addr;
