@@ -765,7 +765,8 @@ arena_lend_reap (Arena *self)
     {
       Retired *e = &g_array_index (self->retired, Retired, i);
 
-      if (!e->queued)
+      /* a shared granule's donor retired after its bytes settled has no event: done */
+      if (!e->queued && e->event != NULL)
         e->queued = (r = drv->cuStreamWaitEvent (self->watch, e->event->event, 0)) == CUDA_SUCCESS;
     }
   if (r == CUDA_SUCCESS)

@@ -313,6 +313,8 @@ settle (Arena *self, gboolean wait, guint owner, GError **error)
       arena_span_drop (self, addr, size);
       arena_heap_insert (self, addr, size, NULL, NULL);
     }
+  if (self->shared->len > 0)
+    arena_shared_resolve (self, NULL, NULL, 0, G_MAXUINT64);
   self->settles++;
   return TRUE;
 }
@@ -659,7 +661,7 @@ arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GE
   if (tag == NULL)
     arena_span_drop (self, addr, size);
   arena_heap_insert (self, addr, size, tag, event);
-  if (tag != NULL && self->shared->len > 0)
+  if (self->shared->len > 0)
     arena_shared_resolve (self, tag, event, addr, addr + size);
   return TRUE;
 }

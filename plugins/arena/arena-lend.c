@@ -340,43 +340,53 @@ take_all (Arena *self, guint64 lo, guint64 hi)
     }
 }
 
-/* After a free on @stream (with @event, recorded on it after the free) of bytes in [lo, hi):
- * each shared granule of @stream's whose donor lies there and has no byte in use any more ends.
- * The donor's address is retired as a lent granule's (unmapped once @event is done,
- * arena_lend_reap()); the second address keeps the memory, its withheld bytes free and tagged
- * @stream with @event: the donor's bytes that another stream would reach there were last used
- * by work ordered before @event. */
+/* Granule @to's withheld bytes [lo, hi) (offsets; none when @lo == @hi) free: tagged @stream
+ * with @event, or settled without one. */
+static void
+release_withheld (Arena *self, guint to, guint64 lo, guint64 hi, MemresStream stream,
+                  CacheEvent *event)
+{
+  guint64 at = arena_granule_address (self, to);
+
+  if (lo >= hi)
+    return;
+  if (event != NULL)
+    event->refs++;
+  else
+    arena_span_drop (self, at + lo, hi - lo);
+  arena_heap_insert (self, at + lo, hi - lo, event != NULL ? stream : NULL, event);
+}
+
+/* After a free on @stream (with @event, recorded on it after the free) of bytes in [lo, hi),
+ * or with @stream and @event NULL after bytes there settled: each shared granule (of @stream's,
+ * or any) whose donor lies there and holds no byte in use any more (its other bytes free on
+ * @stream, or settled) ends. The donor's address is retired as a lent granule's (unmapped once
+ * @event is done, arena_lend_reap(); at once without one); the second address keeps the memory,
+ * its withheld bytes free and tagged @stream with @event (settled without one): the donor's
+ * bytes that another stream would reach there were last used by work ordered before @event. */
 void
 arena_shared_resolve (Arena *self, MemresStream stream, CacheEvent *event, guint64 lo, guint64 hi)
 {
   for (guint i = self->shared->len; i-- > 0;)
     {
       Shared sh = g_array_index (self->shared, Shared, i);
-      guint64 from = arena_granule_address (self, sh.from), to;
+      guint64 from = arena_granule_address (self, sh.from);
 
-      if (sh.stream != stream || from >= hi || from + self->granularity <= lo
+      if ((stream != NULL && sh.stream != stream) || from >= hi || from + self->granularity <= lo
           || !all_free (self, stream, from, from + sh.lo)
           || !all_free (self, stream, from + sh.hi, from + self->granularity))
         continue;
       /* the retired address's reference first: @event may be the one of a range taken here */
-      event->refs++;
+      if (event != NULL)
+        event->refs++;
       take_all (self, from, from + sh.lo);
       take_all (self, from + sh.hi, from + self->granularity);
       g_array_append_val (self->retired, ((Retired){ sh.from, event, FALSE }));
       self->retired_at[sh.from] = 1;
       self->shared_at[sh.from] = 0;
       self->shared_at[sh.to] = 0;
-      to = arena_granule_address (self, sh.to);
-      if (sh.lo > 0)
-        {
-          event->refs++;
-          arena_heap_insert (self, to, sh.lo, stream, event);
-        }
-      if (sh.hi < self->granularity)
-        {
-          event->refs++;
-          arena_heap_insert (self, to + sh.hi, self->granularity - sh.hi, stream, event);
-        }
+      release_withheld (self, sh.to, 0, sh.lo, sh.stream, event);
+      release_withheld (self, sh.to, sh.hi, self->granularity, sh.stream, event);
       g_array_remove_index_fast (self->shared, i);
     }
 }
