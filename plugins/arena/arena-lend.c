@@ -24,6 +24,18 @@
  * Only S's own frees are lent, and only to S (the legacy stream counts as one stream; the
  * per-thread default stream, one handle for many streams, never lends).
  *
+ * Shared granules. Lending takes whole granules only; free bytes of S in a granule that also
+ * holds a live buffer stay pinned. So an end granule of S's new extent that the extent covers at
+ * most half of, at offsets [lo, hi), may be mapped with the memory of such a granule (the donor,
+ * arena_lend_pick_part()) whose bytes [lo, hi) are S's free ones: the two addresses then use
+ * different bytes of one granule of memory. The donor's bytes [lo, hi) and the new granule's
+ * other bytes are withheld (out of the free ranges, held, so neither address is ever idle) until
+ * the donor has no byte in use (arena_shared_resolve(), at a free on S or a settle): then the
+ * donor's address is retired as a lent granule's, and the withheld bytes of the new granule
+ * become free, tagged S with the event of that free (or settled when every donor byte was).
+ * Another stream reaches the donor's old bytes through the new address only after S is past
+ * them. Counters `granules_shared`, `shared_pending`.
+ *
  * The lending of a placement is committed (arena_lend_commit()) once the extent is placed, or
  * undone (arena_lend_abort()) when the placement fails: the second mappings unmapped, the
  * donors left where they were. Statistics: lending creates no memory and maps none, so the

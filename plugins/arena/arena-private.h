@@ -19,7 +19,8 @@
  * - arena-lend.c: the physical memory of whole granules freed on a stream lent to that stream's
  *   next allocation at a second address while the free drains (the donors picked, the old
  *   addresses taken out of the free ranges until their unmap, the new granules' other bytes
- *   tagged with the stream; arena-granules.c maps and unmaps);
+ *   tagged with the stream; arena-granules.c maps and unmaps); and an extent's end granule
+ *   shared with a granule still in use whose bytes there are the stream's free ones (Shared);
  * - arena-sleep.c: sleep and wake (docs/sleep.md): the granules only sleeping buffers hold
  *   released, and created and mapped again at the wake (arena-granules.c does the driver work);
  * - arena-alloc.c: allocate and close: small requests through the cache parts' fronts and shared
