@@ -887,7 +887,7 @@ shared_run (const char *fail, int nth, char ***calls)
 {
   FakeCudaCounts base;
   g_autoptr (MemresResource) mr = NULL, other = NULL;
-  MemresBuffer *x, *keep, *y, *v, *z;
+  MemresBuffer *x, *keep, *y, *v, *z, *kept;
   g_autoptr (GError) error = NULL;
   gboolean fake = mt_driver_is_fake ();
   MemresStream s, b;
@@ -908,6 +908,7 @@ shared_run (const char *fail, int nth, char ***calls)
   keep = mt_alloc_ok (mr, g - g / 4, s);
   g_assert_cmpuint (memres_buffer_get_address (keep), ==, at + g / 4);
   z = mt_alloc_ok (other, g / 4, s);
+  kept = mt_alloc_ok (other, g - g / 4, s);
   mt_fill_byte_ok (keep, 0x11, s);
   mt_sync_ok (s);
   hold = mt_stream_hold (s);
@@ -955,6 +956,9 @@ shared_run (const char *fail, int nth, char ***calls)
   mt_fill_byte_ok (v, 0xbb, b);
   mt_sync_ok (b);
   mt_fill_byte_ok (y, 0xcc, s);
+  /* y's bytes in granule 2 are x's old ones in granule 0: keep's are not touched */
+  g_assert_true (memres_buffer_copy_to (keep, kept, s, &error));
+  g_assert_no_error (error);
   /* keep's close ends the sharing: granule 0's address retired, granule 2's rest tagged S */
   mt_close_ok (keep, s);
   g_assert_cmpuint (counter (mr, "shared_pending"), ==, 0);
@@ -968,6 +972,7 @@ shared_run (const char *fail, int nth, char ***calls)
   g_assert_true (mt_stream_is_held (hold));
   mt_stream_release (hold);
   mt_assert_bytes (z, 0xaa, s);
+  mt_assert_bytes (kept, 0x11, s);
   mt_assert_bytes (y, 0xcc, s);
   mt_assert_bytes (v, 0xbb, b);
   /* S is past the sharing's end: granule 0's address goes at the next allocation */
@@ -977,6 +982,7 @@ shared_run (const char *fail, int nth, char ***calls)
   mt_close_ok (y, s);
   mt_close_ok (v, b);
   mt_close_ok (z, s);
+  mt_close_ok (kept, s);
   mt_sync_ok (s);
   mt_sync_ok (b);
   trim_ok (mr);
