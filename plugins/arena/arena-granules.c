@@ -50,6 +50,7 @@ arena_granules_init (Arena *self, GError **error)
   self->spare = g_new (CUmemGenericAllocationHandle, self->n_granules);
   self->pending = g_array_new (FALSE, FALSE, sizeof (PendingEvent));
   self->retired_at = g_new0 (guint8, self->n_granules);
+  self->shared_at = g_new0 (guint8, self->n_granules);
   self->keep_lo = G_MAXUINT;
   self->idle_tag = CACHE_TAG_ANY;
   g_mutex_init (&self->ev_lock);
@@ -67,6 +68,7 @@ arena_granules_clear (Arena *self)
   g_clear_pointer (&self->spare, g_free);
   g_clear_pointer (&self->pending, g_array_unref);
   g_clear_pointer (&self->retired_at, g_free);
+  g_clear_pointer (&self->shared_at, g_free);
   g_clear_pointer (&self->asleep, g_free);
   g_clear_pointer (&self->asleep_large, g_hash_table_unref);
   g_mutex_clear (&self->ev_lock);
@@ -87,6 +89,8 @@ arena_granules_grow (Arena *self, guint n)
   self->spare = g_renew (CUmemGenericAllocationHandle, self->spare, self->n_granules);
   self->retired_at = g_renew (guint8, self->retired_at, self->n_granules);
   memset (self->retired_at + was, 0, n * sizeof *self->retired_at);
+  self->shared_at = g_renew (guint8, self->shared_at, self->n_granules);
+  memset (self->shared_at + was, 0, n * sizeof *self->shared_at);
   memset (self->held + was, 0, n * sizeof *self->held);
   memset (self->gtag + was, 0, n * sizeof *self->gtag);
   memset (self->handle + was, 0, n * sizeof *self->handle);
@@ -562,17 +566,30 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
   n_new = 0;
   for (guint g = g0; g <= g1; g++)
     {
+      guint64 ga = granule_address (self, g);
+      guint64 lo = MAX (addr, ga) - ga, hi = MIN (addr + size, ga + self->granularity) - ga;
+      gboolean lendable = self->n_spare == 0 && self->lend_stream != NULL
+                          && (self->asleep == NULL || self->asleep[g] == 0);
       gboolean moved;
+      gint part;
 
       if (self->handle[g] != 0)
         continue;
-      if (self->n_spare == 0 && self->lend_donors->len > 0
-          && (self->asleep == NULL || self->asleep[g] == 0))
+      /* an end granule the extent covers at most half of: the memory of a granule of the
+       * stream's own whose bytes there are free, the rest of it in use, shared (arena-lend.c),
+       * before a whole one is lent */
+      if (lendable && hi - lo <= self->granularity / 2 && self->held[g] == hi - lo
+          && (part = arena_lend_pick_part (self, g, lo, hi)) >= 0)
+        {
+          if (arena_granule_lend (self, g, (guint) part, lo, hi, error))
+            continue;
+        }
+      else if (lendable && self->lend_donors->len > 0)
         {
           guint from = g_array_index (self->lend_donors, guint, self->lend_donors->len - 1);
 
           g_array_set_size (self->lend_donors, self->lend_donors->len - 1);
-          if (arena_granule_lend (self, g, from, error))
+          if (arena_granule_lend (self, g, from, 0, 0, error))
             continue;
         }
       else if (granule_back (self, g, &moved, error))
@@ -695,9 +712,9 @@ arena_granules_move (Arena *self, guint from, guint to, guint n, GError **error)
  * where it is too (cuMemMap, cuMemSetAccess: nothing created). The pair is recorded for
  * arena_lend_commit() or arena_lend_abort(). On failure nothing changed. */
 gboolean
-arena_granule_lend (Arena *self, guint g, guint from, GError **error)
+arena_granule_lend (Arena *self, guint g, guint from, guint64 lo, guint64 hi, GError **error)
 {
-  LentPair pair = { g, from };
+  LentPair pair = { g, from, lo, hi };
 
   if (!granule_map (self, g, self->handle[from], error))
     return FALSE;
@@ -748,7 +765,8 @@ arena_lend_reap (Arena *self)
     {
       Retired *e = &g_array_index (self->retired, Retired, i);
 
-      if (!e->queued)
+      /* a shared granule's donor retired after its bytes settled has no event: done */
+      if (!e->queued && e->event != NULL)
         e->queued = (r = drv->cuStreamWaitEvent (self->watch, e->event->event, 0)) == CUDA_SUCCESS;
     }
   if (r == CUDA_SUCCESS)
@@ -837,8 +855,10 @@ arena_granules_release_all (Arena *self)
 
       if (self->handle[g] == 0)
         continue;
-      /* an old address of lent memory: the handle is released where the memory was lent */
-      if (!self->retired_at[g] && (r = self->drv->cuMemRelease (self->handle[g])) != CUDA_SUCCESS
+      /* an old address of lent memory, or the second address of a shared granule: the handle
+       * is released where the memory was lent, or at the donor */
+      if (!self->retired_at[g] && self->shared_at[g] != 1
+          && (r = self->drv->cuMemRelease (self->handle[g])) != CUDA_SUCCESS
           && r != CUDA_ERROR_DEINITIALIZED)
         g_warning ("arena: cuMemRelease failed (%d) at finalize", r);
       if ((r = granule_unmap (self, g)) != CUDA_SUCCESS && r != CUDA_ERROR_DEINITIALIZED)

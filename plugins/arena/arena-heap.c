@@ -313,6 +313,8 @@ settle (Arena *self, gboolean wait, guint owner, GError **error)
       arena_span_drop (self, addr, size);
       arena_heap_insert (self, addr, size, NULL, NULL);
     }
+  if (self->shared->len > 0)
+    arena_shared_resolve (self, NULL, NULL, 0, G_MAXUINT64);
   self->settles++;
   return TRUE;
 }
@@ -560,8 +562,11 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
           guint run_unbacked = 0; /* set when found; the optimizer reads it before (memcheck) */
           Range *from = NULL;
 
+          /* on a tie too: the run's window starts in the stream's own free bytes (a ring of
+           * growing caches' front tail), which a settled range's fresh start would leave
+           * behind (/arena/memory/kv-growth) */
           if (run_best_fit (self, tag, size, owner, &run_addr, &from, &run_unbacked)
-              && (any == NULL || run_unbacked < arena_span_unbacked (self, any->addr, size)))
+              && (any == NULL || run_unbacked <= arena_span_unbacked (self, any->addr, size)))
             {
               arena_span_serve (self, run_addr, size, owner);
               self->lend_lo = run_addr;
@@ -656,6 +661,8 @@ arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GE
   if (tag == NULL)
     arena_span_drop (self, addr, size);
   arena_heap_insert (self, addr, size, tag, event);
+  if (self->shared->len > 0)
+    arena_shared_resolve (self, tag, event, addr, addr + size);
   return TRUE;
 }
 

@@ -19,7 +19,8 @@
  * - arena-lend.c: the physical memory of whole granules freed on a stream lent to that stream's
  *   next allocation at a second address while the free drains (the donors picked, the old
  *   addresses taken out of the free ranges until their unmap, the new granules' other bytes
- *   tagged with the stream; arena-granules.c maps and unmaps);
+ *   tagged with the stream; arena-granules.c maps and unmaps); and an extent's end granule
+ *   shared with a granule still in use whose bytes there are the stream's free ones (Shared);
  * - arena-sleep.c: sleep and wake (docs/sleep.md): the granules only sleeping buffers hold
  *   released, and created and mapped again at the wake (arena-granules.c does the driver work);
  * - arena-alloc.c: allocate and close: small requests through the cache parts' fronts and shared
@@ -85,11 +86,26 @@ typedef struct
   gboolean queued; /* the watch stream waits for @event */
 } Retired;
 
-/* A granule @to mapped with the memory of granule @from by the placement in progress. */
+/* A granule @to mapped with the memory of granule @from by the placement in progress: all of
+ * it (@hi 0), or only the bytes [lo, hi) of the granule (offsets), which the extent covers and
+ * which lie free in one of @from's ranges tagged with the stream (a shared granule). */
 typedef struct
 {
   guint to, from;
+  guint64 lo, hi;
 } LentPair;
+
+/* A granule's memory mapped at two addresses that use different bytes of it (arena-lend.c): at
+ * @to, an extent's bytes [lo, hi) (offsets in the granule), its other bytes withheld; at @from,
+ * the donor, the other bytes, its bytes [lo, hi) withheld. Both stay held (never idle) until
+ * every other byte of @from is free on @stream or settled; then @from's address is retired as
+ * a lent granule's, and @to's withheld bytes become free, tagged @stream. */
+typedef struct
+{
+  guint to, from;
+  guint64 lo, hi;
+  MemresStream stream;
+} Shared;
 
 /* A slab: one extent carved into n_blocks blocks of one class. */
 struct _Chunk
@@ -164,8 +180,8 @@ typedef struct
   guint keep_lo, keep_hi; /* with want_unmap: the granules of the span, not to be unmapped */
   guint idle_tag;    /* arena_release_idle_tag(): only idle granules that last served it (gtag) are
                       * unmapped; CACHE_TAG_ANY otherwise */
-  gboolean no_unmap;      /* arena_span_hold() creates rather than asking for unmaps */
-  GArray *pending;        /* PendingEvent, in the order of the driver calls */
+  gboolean no_unmap; /* arena_span_hold() creates rather than asking for unmaps */
+  GArray *pending;   /* PendingEvent, in the order of the driver calls */
   /* lending (arena-lend.c): set by arena_extent_new() for the placement in progress */
   MemresStream lend_stream; /* the allocating stream whose own freed granules may be lent */
   guint64 lend_lo, lend_hi; /* the extent being placed: no donor granule overlaps it */
@@ -175,6 +191,9 @@ typedef struct
   GArray *retired;          /* Retired: old addresses of lent memory, unmapped once drained */
   guint8 *retired_at;       /* per granule: 1 while on @retired */
   guint64 lent_granules;    /* counter granules_lent */
+  GArray *shared;           /* Shared: granules mapped at two addresses, bytes split */
+  guint8 *shared_at;        /* per granule: 1 the second address of a Shared (@to), 2 the donor */
+  guint64 shared_granules;  /* counter granules_shared */
   guint n_mapped, n_idle_mapped, mapped_high;
   CUstream watch;       /* the arena's own stream: waits for tagged ranges' events */
   GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
@@ -282,7 +301,8 @@ gboolean arena_granules_release_all (Arena *self);
 gboolean arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error);
 gboolean arena_granules_wake (Arena *self, const guint *gs, guint n, GError **error);
 void arena_events_flush (Arena *self);
-gboolean arena_granule_lend (Arena *self, guint g, guint from, GError **error);
+gboolean arena_granule_lend (Arena *self, guint g, guint from, guint64 lo, guint64 hi,
+                             GError **error);
 gboolean arena_granule_unlend (Arena *self, guint g);
 void arena_lend_reap (Arena *self);
 
@@ -292,6 +312,9 @@ void arena_lend_clear (Arena *self);
 guint arena_lend_pick (Arena *self, guint n);
 void arena_lend_commit (Arena *self, guint64 addr, guint64 size);
 void arena_lend_abort (Arena *self);
+gint arena_lend_pick_part (Arena *self, guint g, guint64 lo, guint64 hi);
+void arena_shared_resolve (Arena *self, MemresStream stream, CacheEvent *event, guint64 lo,
+                           guint64 hi);
 
 /* The granules whose physical memory can back others without creating any: idle, or spare. */
 static inline guint
