@@ -705,6 +705,17 @@ test_hazard_large_reuse (void)
   mt_hazard_end ();
 }
 
+/* Waits for all work of device 0 (cuCtxSynchronize; the fake waits until every stream, the
+ * arena's watch stream included, ran its queue). */
+static void
+device_sync_ok (void)
+{
+  g_autoptr (GError) error = NULL;
+
+  g_assert_true (memres_cuda_device_synchronize (0, &error));
+  g_assert_no_error (error);
+}
+
 /* Lent memory (arena-lend.c): S holds a pending copy of x, x is closed on S, and y (on S, too
  * big for x's hole, which a live buffer w closes off) gets x's two granules mapped at a second
  * address, nothing created. Stream B, meanwhile, must not reach that memory: v (on B) is not
@@ -816,7 +827,10 @@ lent_run (const char *fail, int nth, const char *fail2, int nth2, char ***calls)
   mt_assert_bytes (z, 0xaa, s);
   mt_assert_bytes (y, 0xcc, s);
   mt_assert_bytes (v, 0xbb, b);
-  /* S is past the lending: the old addresses go at the next allocation */
+  /* S is past the lending: the old addresses go at the next allocation whose check of the
+   * watch stream finds it idle; the device's synchronize lets the watch stream run the wait it
+   * queued while S was held (without it, a loaded machine's watch stream may not have run yet) */
+  device_sync_ok ();
   mt_close_ok (mt_alloc_ok (mr, 4 * g, s), s);
   g_assert_cmpuint (counter (mr, "lent_pending"), ==, 0);
   mt_close_ok (y, s);
@@ -975,7 +989,9 @@ shared_run (const char *fail, int nth, char ***calls)
   mt_assert_bytes (kept, 0x11, s);
   mt_assert_bytes (y, 0xcc, s);
   mt_assert_bytes (v, 0xbb, b);
-  /* S is past the sharing's end: granule 0's address goes at the next allocation */
+  /* S is past the sharing's end: granule 0's address goes at the next allocation (after the
+   * watch stream ran its wait, as in test_hazard_lent) */
+  device_sync_ok ();
   mt_close_ok (mt_alloc_ok (mr, 4 * g, s), s);
   if (shared)
     g_assert_cmpuint (counter (mr, "lent_pending"), ==, 0);
