@@ -159,9 +159,12 @@ on_segment (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *s
  * `ncclCommDeregister` when one is about to be unmapped (its callback returns before the driver
  * unmaps it), and both, deregistration first, when one grows in place (NCCL cannot grow a
  * registration). So NCCL sees one registration per segment (a `vmm` buffer, a `cache` chunk, an
- * `arena` run of granules), however many buffers (tensors) a segment holds, and collectives on
+ * `arena` granule), however many buffers (tensors) a segment holds, and collectives on
  * any buffer inside one skip NCCL's own registration. The calls run on the thread that maps or
- * unmaps, inside the allocation or close; a registrar's own lock serializes them.
+ * unmaps, inside the allocation or close; a registrar's own lock serializes them. A tag's sleep
+ * (memres_resource_sleep()) deregisters the segments it releases before it unmaps any, and its
+ * wake registers them again once they are mapped (a registration does not survive new physical
+ * memory).
  *
  * An NCCL failure inside an event cannot fail the allocation that raised it: the segment stays
  * unregistered (NCCL then copies, as for unregistered memory), the failure is counted
