@@ -1,7 +1,8 @@
 /* test-sleep.c: sleep and wake (memres-sleep.h, docs/sleep.md) on `vmm` and the stacks above it:
  * addresses kept, physical memory given back (the fake's live handles), contents restored by
  * the backup and file policies, the refusals of a sleeping buffer or tag with their codes,
- * closing a sleeping buffer, segment events, and two threads sleeping different tags at once.
+ * closing a sleeping buffer, segment events, two threads sleeping different tags at once, and a
+ * wake that finds the memory taken (out of memory, still asleep) and succeeds once it is freed.
  * The arena's: test-sleep-arena.c; every driver call failing: test-sleep-faults.c. Runs against
  * the fake driver (suite fake) and the real one (suite gpu). */
 #include <memres/memres.h>
@@ -895,6 +896,81 @@ test_call_tag (void)
     g_free (seen.tags[i]);
 }
 
+/* --- the memory given back, taken, and wanted again ------------------------------------------- */
+
+/* vLLM's sleep mode: while the tag sleeps another allocation takes the memory it gave back; the
+ * wake then finds the device full and fails (out of memory, naming cuMemCreate) with the tag
+ * asleep as it was (no handle more, the buffers still asleep, their addresses kept); once that
+ * allocation is freed the same wake succeeds, at the same addresses, with the backup's bytes. */
+static void
+test_wake_out_of_memory (gconstpointer data)
+{
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr, *other;
+  MemresBuffer *bufs[2], *hog;
+  static const gsize sizes[2] = { 6 * MiB, 16 * MiB };
+  guint64 addrs[2], free_asleep;
+  gsize g;
+  int handles;
+
+  if (!require_device ())
+    return;
+  if (!mt_driver_is_fake ())
+    {
+      g_test_skip ("fills the device's memory: the fake's");
+      return;
+    }
+  g = mt_device_granularity ();
+  mr = new_ok (data);
+  policy = policy_new (MEMRES_SLEEP_BACKUP);
+  for (int i = 0; i < 2; i++)
+    {
+      bufs[i] = alloc_tagged (mr, "sl-oom", sizes[i]);
+      addrs[i] = memres_buffer_get_address (bufs[i]);
+      mt_write_pattern (bufs[i], 0, sizes[i], 90 + i, NULL);
+    }
+  sleep_ok (mr, "sl-oom", policy);
+  free_asleep = device_free_bytes ();
+  g_assert_cmpuint (free_asleep, >=, sizes[0] + sizes[1]);
+
+  /* another resource takes every free granule */
+  other = new_ok ("vmm");
+  hog = mt_alloc_ok (other, free_asleep / g * g, NULL);
+  g_assert_cmpuint (device_free_bytes (), <, g);
+  handles = live_handles ();
+  g_assert_false (memres_resource_wake (mr, "sl-oom", NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, "cuMemCreate"));
+  g_assert_nonnull (strstr (error->message, "sl-oom"));
+  g_test_message ("%s: %s", (const char *) data, error->message);
+  g_clear_error (&error);
+  g_assert_true (memres_resource_is_asleep (mr, "sl-oom"));
+  g_assert_cmpint (live_handles (), ==, handles); /* none of the wake's kept */
+  g_assert_cmpuint (device_free_bytes (), <, g);
+  for (int i = 0; i < 2; i++)
+    {
+      g_assert_true (memres_buffer_is_asleep (bufs[i]));
+      g_assert_cmphex (memres_buffer_get_address (bufs[i]), ==, addrs[i]);
+    }
+  /* still asleep: refused as before the failed wake */
+  g_assert_false (memres_buffer_fill (bufs[0], 0, 1, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_clear_error (&error);
+
+  mt_close_ok (hog, NULL);
+  memres_resource_unref (other);
+  wake_ok (mr, "sl-oom");
+  for (int i = 0; i < 2; i++)
+    {
+      g_assert_false (memres_buffer_is_asleep (bufs[i]));
+      g_assert_cmphex (memres_buffer_get_address (bufs[i]), ==, addrs[i]);
+      mt_check_pattern (bufs[i], 0, sizes[i], 90 + i, NULL);
+      mt_close_ok (bufs[i], NULL);
+    }
+  memres_resource_unref (mr);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -915,5 +991,9 @@ main (int argc, char **argv)
   g_test_add_func ("/sleep/threads/two-tags", test_two_threads);
   g_test_add_func ("/sleep/reentry", test_reentry);
   g_test_add_func ("/sleep/fork", test_fork);
+  g_test_add_data_func ("/sleep/wake-out-of-memory/vmm", "vmm", test_wake_out_of_memory);
+  g_test_add_data_func ("/sleep/wake-out-of-memory/arena", "arena", test_wake_out_of_memory);
+  g_test_add_data_func ("/sleep/wake-out-of-memory/cache-arena", "cache>arena",
+                        test_wake_out_of_memory);
   return g_test_run ();
 }
