@@ -361,7 +361,14 @@ memres_nccl_registrar_free (MemresNcclRegistrar *reg, GError **error)
  * (memres_buffer_ref()) until memres_nccl_window_deregister(). Blocks like any collective until
  * every rank has called it.
  *
+ * Sleep (memres-sleep.h): a sleeping buffer has no memory under it, so its window is refused.
+ * Do not put the tag of a buffer with a window to sleep: NCCL holds the memory it registered
+ * (and peers may have mapped it), so the sleep would not give it back and the window would stay
+ * on the old memory after the wake. Deregister the window on every rank before the sleep and
+ * register it again after the wake.
+ *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @comm or unknown @flags;
+ * %MEMRES_SLEEP_ERROR_ASLEEP when @buf is asleep (no NCCL call);
  * %MEMRES_ERROR_NOT_SUPPORTED when NCCL cannot be loaded or has no windows (before 2.27);
  * %MEMRES_NCCL_ERROR (the `ncclResult_t`) when NCCL refuses.
  *
@@ -385,6 +392,14 @@ memres_nccl_window_register (MemresBuffer *buf, gpointer comm, guint flags, GErr
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "registering an NCCL window: %s",
                    comm == NULL ? "the communicator is NULL" : "unknown flags");
+      return NULL;
+    }
+  if (memres_buffer_is_asleep (buf))
+    {
+      g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP,
+                   "registering an NCCL window over a buffer of tag \"%s\": it is asleep (no "
+                   "memory under it until memres_resource_wake())",
+                   memres_buffer_get_tag (buf));
       return NULL;
     }
   if ((nccl = _memres_nccl_library (error)) == NULL)

@@ -668,6 +668,40 @@ test_sleep_wake (gconstpointer data)
   memres_resource_unref (mr);
 }
 
+/* A window over a sleeping buffer is refused before NCCL is called (no memory under it); the same
+ * buffer's window registers once it is awake again. */
+static void
+test_window_asleep (void)
+{
+  MemresResource *mr;
+  MemresBuffer *buf;
+  MemresNcclWindow *win;
+  g_autoptr (GError) error = NULL;
+  long calls;
+
+  if (!mt_require_fake ("sleeps vmm memory"))
+    return;
+  mr = mt_new_ok ("vmm");
+  buf = alloc_tagged_ok (mr, "nccl-win", mt_device_granularity ());
+  MT_CHECK (memres_resource_sleep (mr, "nccl-win", NULL, NULL, &error));
+  calls = fake.calls ("ncclCommWindowRegister");
+  g_assert_null (memres_nccl_window_register (buf, COMM, MEMRES_NCCL_WINDOW_SYMMETRIC, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_assert_nonnull (strstr (error->message, "nccl-win"));
+  g_clear_error (&error);
+  g_assert_cmpint (fake.calls ("ncclCommWindowRegister"), ==, calls);
+  g_assert_cmpint (fake.live (1, NULL, NULL), ==, 0);
+
+  MT_CHECK (memres_resource_wake (mr, "nccl-win", NULL, &error));
+  win = memres_nccl_window_register (buf, COMM, MEMRES_NCCL_WINDOW_SYMMETRIC, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (fake.live (1, NULL, NULL), ==, 1);
+  MT_CHECK (memres_nccl_window_deregister (win, &error));
+  g_assert_cmpint (fake.live (1, NULL, NULL), ==, 0);
+  mt_close_ok (buf, NULL);
+  memres_resource_unref (mr);
+}
+
 /* ---- NCCL absent ----------------------------------------------------------------------------- */
 
 static void
@@ -712,6 +746,7 @@ main (int argc, char **argv)
   g_test_add_func ("/nccl/vmm-order", test_vmm_order);
   g_test_add_func ("/nccl/arena", test_arena);
   g_test_add_func ("/nccl/vmm-grow", test_vmm_grow);
+  g_test_add_func ("/nccl/window-asleep", test_window_asleep);
   g_test_add_data_func ("/nccl/sleep-wake/vmm", "vmm", test_sleep_wake);
   g_test_add_data_func ("/nccl/sleep-wake/arena", "arena", test_sleep_wake);
   g_test_add_data_func ("/nccl/sleep-wake/cache-arena", "cache>arena", test_sleep_wake);
