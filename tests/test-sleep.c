@@ -1,8 +1,9 @@
 /* test-sleep.c: sleep and wake (memres-sleep.h, docs/sleep.md) on `vmm` and the stacks above it:
  * addresses kept, physical memory given back (the fake's live handles), contents restored by
  * the backup and file policies, the refusals of a sleeping buffer or tag with their codes,
- * closing a sleeping buffer, segment events, two threads sleeping different tags at once, and a
- * wake that finds the memory taken (out of memory, still asleep) and succeeds once it is freed.
+ * closing a sleeping buffer, segment events, two threads sleeping different tags at once, the
+ * waits for the buffers' streams (not the device), and a wake that finds the memory taken (out of
+ * memory, still asleep) and succeeds once it is freed.
  * The arena's: test-sleep-arena.c; every driver call failing: test-sleep-faults.c. Runs against
  * the fake driver (suite fake) and the real one (suite gpu). */
 #include <memres/memres.h>
@@ -896,6 +897,110 @@ test_call_tag (void)
     g_free (seen.tags[i]);
 }
 
+/* --- the buffers' streams --------------------------------------------------------------------- */
+
+typedef struct
+{
+  MemresResource *mr;
+  MemresSleepPolicy *policy;
+  gint done;
+  gboolean ok;
+  GError *error;
+} SleepThread;
+
+static gpointer
+sleep_thread (gpointer data)
+{
+  SleepThread *t = data;
+
+  t->ok = memres_resource_sleep (t->mr, "sl-streams", t->policy, NULL, &t->error);
+  g_atomic_int_set (&t->done, 1);
+  return NULL;
+}
+
+static MemresBuffer *
+alloc_tagged_on (MemresResource *mr, gsize size, CUstream stream)
+{
+  MemresBuffer *buf;
+
+  g_assert_true (memres_tag_push ("sl-streams", NULL));
+  buf = mt_alloc_ok (mr, size, (MemresStream) stream);
+  g_assert_true (memres_tag_pop ("sl-streams", NULL));
+  return buf;
+}
+
+/* A sleep waits for the work queued on each buffer's stream, not for the whole device: buffers of
+ * one tag on two streams, a fill queued on each (one behind a hold of its stream); the sleep waits
+ * in cuStreamSynchronize until the hold is released, having released nothing yet, and makes no
+ * cuCtxSynchronize; the backup then holds both fills, as the wake shows. */
+static void
+test_streams (gconstpointer data)
+{
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  SleepThread t = { 0 };
+  MemresResource *mr;
+  MemresBuffer *a, *b;
+  MtStreamHold *hold;
+  CUstream s1, s2;
+  long syncs, ctx_syncs, unmaps;
+  GThread *thread;
+  int handles;
+
+  if (!mt_require_fake ("counts the fake driver's stream waits"))
+    return;
+  if (!mt_hazard_begin ())
+    return;
+  s1 = mt_stream_new_on (0);
+  s2 = mt_stream_new_on (0);
+  mr = new_ok (data);
+  policy = policy_new (MEMRES_SLEEP_BACKUP);
+  a = alloc_tagged_on (mr, 4 * MiB, s1);
+  b = alloc_tagged_on (mr, 2 * MiB, s2);
+  mt_fill_byte_ok (a, 0x11, (MemresStream) s1);
+  mt_fill_byte_ok (b, 0x22, (MemresStream) s2);
+  mt_sync_ok ((MemresStream) s1);
+  mt_sync_ok ((MemresStream) s2);
+
+  hold = mt_stream_hold ((MemresStream) s1);
+  mt_fill_byte_ok (a, 0x5a, (MemresStream) s1); /* runs once the hold is released */
+  mt_fill_byte_ok (b, 0x6b, (MemresStream) s2);
+  handles = live_handles ();
+  syncs = mt_fake_call_count ("cuStreamSynchronize");
+  ctx_syncs = mt_fake_call_count ("cuCtxSynchronize");
+  unmaps = mt_fake_call_count ("cuMemUnmap");
+  t.mr = mr;
+  t.policy = policy;
+  thread = g_thread_new ("sleeper", sleep_thread, &t);
+  /* the sleep is in its stream waits: nothing released, nothing saved yet */
+  while (mt_fake_call_count ("cuStreamSynchronize") == syncs && !g_atomic_int_get (&t.done))
+    g_usleep (1000);
+  g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0); /* it waits for the held stream */
+  g_assert_true (mt_stream_is_held (hold));
+  g_assert_cmpint (live_handles (), ==, handles);
+  g_assert_cmpint (mt_fake_call_count ("cuMemUnmap"), ==, unmaps);
+  mt_stream_release (hold);
+  g_thread_join (thread);
+  g_assert_no_error (t.error);
+  g_assert_true (t.ok);
+  g_assert_true (memres_buffer_is_asleep (a));
+  g_assert_true (memres_buffer_is_asleep (b));
+  g_assert_cmpint (mt_fake_call_count ("cuCtxSynchronize"), ==, ctx_syncs); /* not the device */
+  g_assert_cmpint (mt_fake_call_count ("cuStreamSynchronize") - syncs, >=, 2);
+  g_assert_cmpint (live_handles (), <, handles);
+
+  wake_ok (mr, "sl-streams");
+  mt_assert_bytes (a, 0x5a, (MemresStream) s1);
+  mt_assert_bytes (b, 0x6b, (MemresStream) s2);
+  mt_close_ok (a, (MemresStream) s1);
+  mt_close_ok (b, (MemresStream) s2);
+  memres_resource_unref (mr);
+  mt_sync_ok ((MemresStream) s1);
+  mt_sync_ok ((MemresStream) s2);
+  g_assert_cmpint (mt_driver ()->cuStreamDestroy (s1), ==, CUDA_SUCCESS);
+  g_assert_cmpint (mt_driver ()->cuStreamDestroy (s2), ==, CUDA_SUCCESS);
+  mt_hazard_end ();
+}
+
 /* --- the memory given back, taken, and wanted again ------------------------------------------- */
 
 /* vLLM's sleep mode: while the tag sleeps another allocation takes the memory it gave back; the
@@ -991,6 +1096,8 @@ main (int argc, char **argv)
   g_test_add_func ("/sleep/threads/two-tags", test_two_threads);
   g_test_add_func ("/sleep/reentry", test_reentry);
   g_test_add_func ("/sleep/fork", test_fork);
+  g_test_add_data_func ("/sleep/streams/vmm", "vmm", test_streams);
+  g_test_add_data_func ("/sleep/streams/arena", "arena", test_streams);
   g_test_add_data_func ("/sleep/wake-out-of-memory/vmm", "vmm", test_wake_out_of_memory);
   g_test_add_data_func ("/sleep/wake-out-of-memory/arena", "arena", test_wake_out_of_memory);
   g_test_add_data_func ("/sleep/wake-out-of-memory/cache-arena", "cache>arena",
