@@ -702,6 +702,59 @@ test_window_asleep (void)
   memres_resource_unref (mr);
 }
 
+/* cache>dmr, the shim's default: each chunk the cache gives back to dmr at a trim is
+ * deregistered before dmr frees it (the k-th deregistration finds k chunks freed). */
+typedef struct
+{
+  long frees_at_start;
+  long deregisters;
+  gboolean in_order;
+} FreeOrder;
+
+static void
+free_order_hook (const char *call, void *base, size_t size, void *data)
+{
+  FreeOrder *o = data;
+
+  if (strcmp (call, "ncclCommDeregister") != 0)
+    return;
+  if (mt_fake_call_count ("cuMemFreeAsync") - o->frees_at_start != o->deregisters)
+    o->in_order = FALSE;
+  o->deregisters++;
+}
+
+static void
+test_cache_dmr_order (void)
+{
+  MemresResource *mr;
+  MemresBuffer *bufs[8];
+  MemresNcclRegistrar *reg;
+  FreeOrder o = { 0, 0, TRUE };
+  guint n;
+
+  if (!mt_require_fake ("counts the fake driver's frees"))
+    return;
+  mr = mt_new_ok ("cache:chunk=2MiB>dmr:pool=new");
+  for (guint i = 0; i < 8; i++)
+    bufs[i] = mt_alloc_ok (mr, (i + 1) * 256 * 1024, NULL);
+  reg = registrar_ok (mr);
+  n = count_segments (mr);
+  g_assert_cmpuint (n, >=, 2);
+  assert_registered_segments (reg, mr);
+  for (guint i = 0; i < 8; i++)
+    mt_close_ok (bufs[i], NULL);
+  o.frees_at_start = mt_fake_call_count ("cuMemFreeAsync");
+  fake.set_hook (free_order_hook, &o);
+  g_assert_true (memres_resource_trim (mr, 0, NULL));
+  fake.set_hook (NULL, NULL);
+  g_assert_cmpint (o.deregisters, ==, n);
+  g_assert_true (o.in_order);
+  g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync") - o.frees_at_start, ==, n);
+  assert_registered_segments (reg, mr);
+  free_ok (reg);
+  memres_resource_unref (mr);
+}
+
 /* ---- NCCL absent ----------------------------------------------------------------------------- */
 
 static void
@@ -747,6 +800,7 @@ main (int argc, char **argv)
   g_test_add_func ("/nccl/arena", test_arena);
   g_test_add_func ("/nccl/vmm-grow", test_vmm_grow);
   g_test_add_func ("/nccl/window-asleep", test_window_asleep);
+  g_test_add_func ("/nccl/cache-dmr-order", test_cache_dmr_order);
   g_test_add_data_func ("/nccl/sleep-wake/vmm", "vmm", test_sleep_wake);
   g_test_add_data_func ("/nccl/sleep-wake/arena", "arena", test_sleep_wake);
   g_test_add_data_func ("/nccl/sleep-wake/cache-arena", "cache>arena", test_sleep_wake);
