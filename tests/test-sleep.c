@@ -2,8 +2,9 @@
  * addresses kept, physical memory given back (the fake's live handles), contents restored by
  * the backup and file policies, the refusals of a sleeping buffer or tag with their codes,
  * closing a sleeping buffer, segment events, two threads sleeping different tags at once, the
- * waits for the buffers' streams (not the device), and a wake that finds the memory taken (out of
- * memory, still asleep) and succeeds once it is freed.
+ * waits for the buffers' streams (not the device), exit with buffers asleep (and their close
+ * after the driver's shutdown), and a wake that finds the memory taken (out of memory, still
+ * asleep) and succeeds once it is freed.
  * The arena's: test-sleep-arena.c; every driver call failing: test-sleep-faults.c. Runs against
  * the fake driver (suite fake) and the real one (suite gpu). */
 #include <memres/memres.h>
@@ -897,6 +898,69 @@ test_call_tag (void)
     g_free (seen.tags[i]);
 }
 
+/* --- exit ------------------------------------------------------------------------------------- */
+
+/* A process that exits with buffers asleep (backed up, discarded) and its resource alive exits
+ * with status 0 and no warning; one that closes a sleeping buffer after the driver's shutdown
+ * (a static destructor, Python's garbage collector at exit: every call answers
+ * CUDA_ERROR_DEINITIALIZED, the fake plays it) closes it without an error or a warning. */
+static void
+test_exit_asleep (gconstpointer data)
+{
+  static const char *const shut_down[]
+      = { "cuCtxGetCurrent",  "cuCtxSetCurrent", "cuCtxPushCurrent",    "cuCtxPopCurrent",
+          "cuCtxGetDevice",   "cuStreamGetCtx",  "cuStreamSynchronize", "cuMemRelease",
+          "cuMemAddressFree", "cuMemUnmap",      "cuMemFreeAsync",      "cuMemFreeHost" };
+
+  if (!require_device ())
+    return;
+  if (!mt_driver_is_fake ())
+    {
+      g_test_skip ("plays the driver's shutdown: the fake");
+      return;
+    }
+  if (g_test_subprocess ())
+    {
+      g_autoptr (MemresSleepPolicy) policy = policy_new (MEMRES_SLEEP_BACKUP);
+      g_autoptr (GError) error = NULL;
+      MemresResource *mr = new_ok (data);
+      MemresBuffer *w = alloc_tagged (mr, "sl-exit-w", 4 * MiB);
+      MemresBuffer *kv = alloc_tagged (mr, "sl-exit-kv", 6 * MiB);
+      MemresBuffer *closed_late = alloc_tagged (mr, "sl-exit-kv", 2 * MiB);
+
+      mt_fill_byte_ok (w, 0x3c, NULL);
+      sleep_ok (mr, "sl-exit-w", policy);
+      sleep_ok (mr, "sl-exit-kv", NULL);
+      g_assert_true (memres_buffer_is_asleep (kv));
+      if (g_str_equal (g_getenv ("SLEEP_EXIT_CASE"), "shutdown"))
+        {
+          long failed = mt_fake_failed_call_count ();
+
+          for (guint i = 0; i < G_N_ELEMENTS (shut_down); i++)
+            for (int nth = 1; nth <= 4; nth++)
+              mt_fake_fail_call (shut_down[i], nth, CUDA_ERROR_DEINITIALIZED);
+          g_assert_true (memres_buffer_close (closed_late, NULL, &error));
+          g_assert_no_error (error);
+          g_assert_true (memres_buffer_close (w, NULL, &error));
+          g_assert_no_error (error);
+          g_assert_true (memres_buffer_is_closed (w));
+          g_assert_cmpint (mt_fake_failed_call_count (), >, failed); /* the shutdown was met */
+        }
+      exit (0);
+    }
+  g_setenv ("SLEEP_EXIT_CASE", "exit", TRUE);
+  g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDOUT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr_unmatched ("*CRITICAL*");
+  g_test_trap_assert_stderr_unmatched ("*WARNING*");
+  g_setenv ("SLEEP_EXIT_CASE", "shutdown", TRUE);
+  g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDOUT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr_unmatched ("*CRITICAL*");
+  g_test_trap_assert_stderr_unmatched ("*WARNING*");
+  g_unsetenv ("SLEEP_EXIT_CASE");
+}
+
 /* --- the buffers' streams --------------------------------------------------------------------- */
 
 typedef struct
@@ -1096,6 +1160,9 @@ main (int argc, char **argv)
   g_test_add_func ("/sleep/threads/two-tags", test_two_threads);
   g_test_add_func ("/sleep/reentry", test_reentry);
   g_test_add_func ("/sleep/fork", test_fork);
+  g_test_add_data_func ("/sleep/exit-asleep/vmm", "vmm", test_exit_asleep);
+  g_test_add_data_func ("/sleep/exit-asleep/arena", "arena", test_exit_asleep);
+  g_test_add_data_func ("/sleep/exit-asleep/cache-arena", "cache>arena", test_exit_asleep);
   g_test_add_data_func ("/sleep/streams/vmm", "vmm", test_streams);
   g_test_add_data_func ("/sleep/streams/arena", "arena", test_streams);
   g_test_add_data_func ("/sleep/wake-out-of-memory/vmm", "vmm", test_wake_out_of_memory);
