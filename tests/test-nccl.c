@@ -7,7 +7,9 @@
  * granules (deregistered before the trim unmaps them), a vmm buffer grown as PyTorch's expandable
  * segments grow (registered again, whole), and a tag's sleep and wake (each of its segments
  * deregistered before the sleep's first unmap, registered again after the wake's last map and
- * access, a sleeping buffer's close calling NCCL for nothing). */
+ * access, a sleeping buffer's close calling NCCL for nothing; a registrar made or freed while a
+ * tag sleeps), a chunk of cache>dmr deregistered before dmr frees it, no window over a sleeping
+ * buffer. */
 #include "testutil.h"
 
 #include <memres/memres.h>
@@ -755,6 +757,53 @@ test_cache_dmr_order (void)
   memres_resource_unref (mr);
 }
 
+/* A registrar made while a tag sleeps registers only the segments mapped now (the sleeping ones
+ * are not replayed), then the wake's; freed while the tag sleeps again, it deregisters only what
+ * is mapped, and the next wake calls NCCL for nothing. */
+static void
+test_registrar_while_asleep (gconstpointer data)
+{
+  const char *spec = data;
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr;
+  MemresBuffer *kv[3], *w[2];
+  MemresNcclRegistrar *reg;
+  guint all, awake;
+  long calls;
+
+  if (!mt_require_fake ("sleeps device memory"))
+    return;
+  mr = mt_new_ok (spec);
+  for (guint i = 0; i < 2; i++)
+    w[i] = alloc_tagged_ok (mr, "nccl-rw-w", (i + 1) * mt_device_granularity ());
+  for (guint i = 0; i < 3; i++)
+    kv[i] = alloc_tagged_ok (mr, "nccl-rw-kv", (i + 2) * mt_device_granularity ());
+  all = count_segments (mr);
+  MT_CHECK (memres_resource_sleep (mr, "nccl-rw-kv", NULL, NULL, &error));
+  awake = count_segments (mr);
+  g_assert_cmpuint (awake, <, all);
+
+  reg = registrar_ok (mr);
+  assert_registered_segments (reg, mr);
+  g_assert_cmpuint (counts_of (reg).registrations, ==, awake);
+  MT_CHECK (memres_resource_wake (mr, "nccl-rw-kv", NULL, &error));
+  assert_registered_segments (reg, mr);
+  g_assert_cmpuint (counts_of (reg).registered, ==, all);
+
+  MT_CHECK (memres_resource_sleep (mr, "nccl-rw-kv", NULL, NULL, &error));
+  g_assert_cmpuint (counts_of (reg).registered, ==, awake);
+  free_ok (reg);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+  calls = fake.calls ("ncclCommRegister") + fake.calls ("ncclCommDeregister");
+  MT_CHECK (memres_resource_wake (mr, "nccl-rw-kv", NULL, &error));
+  g_assert_cmpint (fake.calls ("ncclCommRegister") + fake.calls ("ncclCommDeregister"), ==, calls);
+  for (guint i = 0; i < 3; i++)
+    mt_close_ok (kv[i], NULL);
+  for (guint i = 0; i < 2; i++)
+    mt_close_ok (w[i], NULL);
+  memres_resource_unref (mr);
+}
+
 /* ---- NCCL absent ----------------------------------------------------------------------------- */
 
 static void
@@ -801,6 +850,8 @@ main (int argc, char **argv)
   g_test_add_func ("/nccl/vmm-grow", test_vmm_grow);
   g_test_add_func ("/nccl/window-asleep", test_window_asleep);
   g_test_add_func ("/nccl/cache-dmr-order", test_cache_dmr_order);
+  g_test_add_data_func ("/nccl/registrar-while-asleep/vmm", "vmm", test_registrar_while_asleep);
+  g_test_add_data_func ("/nccl/registrar-while-asleep/arena", "arena", test_registrar_while_asleep);
   g_test_add_data_func ("/nccl/sleep-wake/vmm", "vmm", test_sleep_wake);
   g_test_add_data_func ("/nccl/sleep-wake/arena", "arena", test_sleep_wake);
   g_test_add_data_func ("/nccl/sleep-wake/cache-arena", "cache>arena", test_sleep_wake);
