@@ -457,7 +457,8 @@ test_refusals (void)
   g_clear_error (&error);
 }
 
-/* A buffer exported over IPC cannot sleep: the sleep fails naming it and nothing sleeps. */
+/* A buffer exported over IPC cannot sleep: the sleep fails naming it and nothing sleeps. An
+ * import carries no tag: the importer's sleep of the tag in scope at the import leaves it. */
 static void
 test_refuse_exported (void)
 {
@@ -483,6 +484,26 @@ test_refuse_exported (void)
   mt_write_pattern (mine, 0, 2 * MiB, 31, NULL);
   g_assert_true (memres_buffer_export_message (shared, &bytes, &fds, &n_fds, &error));
   g_assert_no_error (error);
+  /* the importer's side: a buffer imported under a tag scope carries no tag (docs/tags.md), so a
+   * sleep of that tag on the importer leaves it mapped (docs/sleep.md: imports never sleep) */
+  {
+    g_autoptr (MemresResource) importer = new_ok ("vmm:handle_type=posix_fd");
+    MemresBuffer *got;
+
+    g_assert_true (memres_tag_push ("sl-ipc-imported", NULL));
+    got = memres_buffer_import_message (importer, g_bytes_get_data (bytes, NULL),
+                                        g_bytes_get_size (bytes), fds, n_fds, NULL, &error);
+    g_assert_true (memres_tag_pop ("sl-ipc-imported", NULL));
+    g_assert_no_error (error);
+    g_assert_nonnull (got);
+    g_assert_null (memres_buffer_get_tag (got));
+    sleep_ok (importer, "sl-ipc-imported", NULL);
+    g_assert_false (memres_buffer_is_asleep (got));
+    mt_write_pattern (got, 0, 4 * MiB, 33, NULL);
+    mt_check_pattern (shared, 0, 4 * MiB, 33, NULL);
+    wake_ok (importer, "sl-ipc-imported");
+    mt_close_ok (got, NULL);
+  }
   for (guint i = 0; i < n_fds; i++)
     close (fds[i]);
   handles = live_handles ();
