@@ -1061,6 +1061,7 @@ test_streams (gconstpointer data)
     g_usleep (1000);
   g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0); /* it waits for the held stream */
   g_assert_true (mt_stream_is_held (hold));
+  g_assert_true (memres_buffer_is_asleep (a)); /* "being put to sleep" counts as asleep */
   g_assert_cmpint (live_handles (), ==, handles);
   g_assert_cmpint (mt_fake_call_count ("cuMemUnmap"), ==, unmaps);
   mt_stream_release (hold);
