@@ -1233,8 +1233,11 @@ lookup_retry (guint64 addr, MemresLookupInfo *info)
  * registered with %MEMRES_KIND_SEGMENTS: `vmm`, `arena`, and `cache` over any upstream, whose
  * chunks are its segments); for memory of every other kind (`dmr`, `host`, `pinned`, a buffer
  * wrapped with memres_buffer_new_for_pointer()) it answers "not found", by design: an index
- * updated at every allocation would cost every allocation. Where segments nest (a `cache` over
- * `vmm`), it answers the innermost: the upper layer's. A segment is found from just before its
+ * updated at every allocation would cost every allocation. Where segments nest, it answers the
+ * innermost, the shortest segment holding @ptr: for a `cache` over `vmm` the upper layer's (the
+ * cache's chunk inside the vmm buffer); for a `cache` allocation over `arena` that spans several
+ * granules, the lower layer's (the arena's granule, inside the cache's segment). A segment is
+ * found from just before its
  * %MEMRES_SEGMENT_MAPPED event until its %MEMRES_SEGMENT_UNMAPPING event's callbacks have
  * returned; one byte past its end is not in it.
  *

@@ -159,9 +159,12 @@ on_segment (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *s
  * `ncclCommDeregister` when one is about to be unmapped (its callback returns before the driver
  * unmaps it), and both, deregistration first, when one grows in place (NCCL cannot grow a
  * registration). So NCCL sees one registration per segment (a `vmm` buffer, a `cache` chunk, an
- * `arena` run of granules), however many buffers (tensors) a segment holds, and collectives on
+ * `arena` granule), however many buffers (tensors) a segment holds, and collectives on
  * any buffer inside one skip NCCL's own registration. The calls run on the thread that maps or
- * unmaps, inside the allocation or close; a registrar's own lock serializes them.
+ * unmaps, inside the allocation or close; a registrar's own lock serializes them. A tag's sleep
+ * (memres_resource_sleep()) deregisters the segments it releases before it unmaps any, and its
+ * wake registers them again once they are mapped (a registration does not survive new physical
+ * memory).
  *
  * An NCCL failure inside an event cannot fail the allocation that raised it: the segment stays
  * unregistered (NCCL then copies, as for unregistered memory), the failure is counted
@@ -358,7 +361,14 @@ memres_nccl_registrar_free (MemresNcclRegistrar *reg, GError **error)
  * (memres_buffer_ref()) until memres_nccl_window_deregister(). Blocks like any collective until
  * every rank has called it.
  *
+ * Sleep (memres-sleep.h): a sleeping buffer has no memory under it, so its window is refused.
+ * Do not put the tag of a buffer with a window to sleep: NCCL holds the memory it registered
+ * (and peers may have mapped it), so the sleep would not give it back and the window would stay
+ * on the old memory after the wake. Deregister the window on every rank before the sleep and
+ * register it again after the wake.
+ *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @comm or unknown @flags;
+ * %MEMRES_SLEEP_ERROR_ASLEEP when @buf is asleep (no NCCL call);
  * %MEMRES_ERROR_NOT_SUPPORTED when NCCL cannot be loaded or has no windows (before 2.27);
  * %MEMRES_NCCL_ERROR (the `ncclResult_t`) when NCCL refuses.
  *
@@ -382,6 +392,14 @@ memres_nccl_window_register (MemresBuffer *buf, gpointer comm, guint flags, GErr
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "registering an NCCL window: %s",
                    comm == NULL ? "the communicator is NULL" : "unknown flags");
+      return NULL;
+    }
+  if (memres_buffer_is_asleep (buf))
+    {
+      g_set_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP,
+                   "registering an NCCL window over a buffer of tag \"%s\": it is asleep (no "
+                   "memory under it until memres_resource_wake())",
+                   memres_buffer_get_tag (buf));
       return NULL;
     }
   if ((nccl = _memres_nccl_library (error)) == NULL)

@@ -1,6 +1,6 @@
 /* conformance-buffers.c: the conformance suite's cases of buffers that work (test-conformance.c):
  * sizes and alignment, zero bytes, G_MAXSIZE, closed buffers, streams, copy, fill and read-back,
- * statistics, trim, the layer below. */
+ * statistics, trim, the layer below, segments and memres_lookup() by kind. */
 #include "conformance.h"
 
 /* Zero bytes: an empty buffer, counted as a buffer, no memory and no driver call. */
@@ -405,5 +405,96 @@ test_upstream (gconstpointer data)
   mt_close_ok (buf, f.stream);
   g_assert_cmpuint (mt_stats_ok (up).used_current, ==, used_before);
   g_clear_pointer (&below, memres_resource_unref);
+  fx_clear (&f);
+}
+
+static void
+no_event (MemresResource *mr G_GNUC_UNUSED, MemresSegmentEvent event G_GNUC_UNUSED,
+          const MemresSegment *seg G_GNUC_UNUSED, guint64 previous G_GNUC_UNUSED, gpointer data)
+{
+  (*(guint *) data)++;
+}
+
+/* Whether a layer of @mr's stack, @mr included, is of a kind with segments; each layer in @layers
+ * (NULL-terminated, at most 7). */
+static gboolean
+stack_has_segments (MemresResource *mr, MemresResource **layers)
+{
+  gboolean any = FALSE;
+  guint n = 0;
+
+  for (MemresResource *l = mr; l != NULL; l = memres_resource_get_upstream (l))
+    {
+      g_assert_cmpuint (n, <, 7);
+      layers[n++] = l;
+      any |= (memres_kind_get_flags (memres_resource_get_kind (l)) & MEMRES_KIND_SEGMENTS) != 0;
+    }
+  layers[n] = NULL;
+  return any;
+}
+
+/* Segments by kind (docs/segments.md): a stack with a layer that has segments (vmm, arena, a
+ * cache over anything) answers memres_lookup() for every byte of a live buffer with a layer of
+ * the stack and the offset in its segment, and takes a subscriber, which is told the segments
+ * that exist; a stack without one answers "not found" and refuses a subscriber with
+ * MEMRES_ERROR_NOT_SUPPORTED. */
+void
+test_segments (gconstpointer data)
+{
+  GError *error = NULL;
+  MemresResource *layers[8];
+  MemresBuffer *bufs[2];
+  gboolean segments;
+  guint told = 0, id;
+  Fx f;
+
+  g_test_summary ("memres_lookup() finds every byte of a buffer of a stack with segments (vmm, "
+                  "arena, cache), in a layer of the stack at the right offset, and a subscriber "
+                  "is told its segments; without segments, not found and NOT_SUPPORTED.");
+  if (!fx_init (&f, data))
+    return;
+  segments = stack_has_segments (f.mr, layers);
+  bufs[0] = alloc_ok (f.s, f.mr, 4 * KiB, f.stream);
+  bufs[1] = alloc_ok (f.s, f.mr, is (f.s, B_DEVICE) ? 3 * MiB : 3000, f.stream);
+  for (guint i = 0; i < 2; i++)
+    {
+      guint64 a = memres_buffer_get_address (bufs[i]);
+      gsize size = memres_buffer_get_size (bufs[i]);
+      guint64 probes[3] = { a, a + size / 2, a + size - 1 };
+
+      for (guint j = 0; j < 3; j++)
+        {
+          MemresLookupInfo info;
+          gboolean found = memres_lookup ((gconstpointer) (guintptr) probes[j], &info);
+          gboolean in_stack = FALSE;
+
+          g_assert_cmpint (found, ==, segments);
+          if (!found)
+            continue;
+          for (guint k = 0; layers[k] != NULL; k++)
+            in_stack |= info.resource == layers[k];
+          g_assert_true (in_stack);
+          g_assert_cmphex (info.segment.base, <=, probes[j]);
+          g_assert_cmphex (probes[j], <, info.segment.base + info.segment.length);
+          g_assert_cmpuint (info.offset, ==, probes[j] - info.segment.base);
+        }
+    }
+  id = memres_resource_subscribe_segments (f.mr, no_event, &told, NULL, &error);
+  if (segments)
+    {
+      g_assert_no_error (error);
+      g_assert_cmpuint (id, !=, 0);
+      g_assert_cmpuint (told, >=, 1); /* the existing segments, replayed */
+      MT_CHECK (memres_resource_unsubscribe_segments (f.mr, id, &error));
+    }
+  else
+    {
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_assert_cmpuint (id, ==, 0);
+      g_assert_cmpuint (told, ==, 0);
+      g_clear_error (&error);
+    }
+  for (guint i = 0; i < 2; i++)
+    mt_close_ok (bufs[i], f.stream);
   fx_clear (&f);
 }

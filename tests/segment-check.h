@@ -1,7 +1,7 @@
-/* segment-check.h: what the tests of segment events share (test-segments.c, test-arena-segments.c):
- * a subscriber that records every event, the assertion of one recorded event, and the lookups
- * a segment must answer (memres_lookup() at its base, inside, at its last byte, not one byte
- * past). Static functions: each test program includes it once, after testutil.h. */
+/* segment-check.h: what the tests of segment events share (test-segments.c, test-arena-segments.c,
+ * test-nccl.c): a subscriber that records every event, the assertion of one recorded event, and the
+ * lookups a segment must answer (memres_lookup() at its base, inside, at its last byte, not one
+ * byte past). Static functions: each test program includes it once, after testutil.h. */
 #pragma once
 
 #include <string.h>
@@ -151,17 +151,36 @@ assert_segment_lookups (MemresResource *mr, guint64 base, guint64 length)
   assert_missing (base + length);
 }
 
-/* The segments @mr has now: the events a new subscriber is told (one mapped event each). */
+/* The segments @mr has now whose tag is @tag (any tag when @all), and their bytes in @bytes
+ * (may be NULL): the events a new subscriber is told (one mapped event each). */
+static inline guint
+count_segments_tagged (MemresResource *mr, gboolean all, const char *tag, guint64 *bytes)
+{
+  Recorder *r = recorder_new ();
+  guint id = subscribe (mr, r), n = 0;
+  guint64 sum = 0;
+
+  unsubscribe (mr, id);
+  for (guint i = 0; i < r->recs->len; i++)
+    {
+      const Rec *rec = &g_array_index (r->recs, Rec, i);
+
+      g_assert_cmpint (rec->event, ==, MEMRES_SEGMENT_MAPPED);
+      if (all || g_strcmp0 (rec->seg.tag, tag) == 0)
+        {
+          n++;
+          sum += rec->seg.length;
+        }
+    }
+  recorder_free (r);
+  if (bytes != NULL)
+    *bytes = sum;
+  return n;
+}
+
+/* The segments @mr has now. */
 static inline guint
 count_segments (MemresResource *mr)
 {
-  Recorder *r = recorder_new ();
-  guint id = subscribe (mr, r), n;
-
-  unsubscribe (mr, id);
-  n = r->recs->len;
-  for (guint i = 0; i < n; i++)
-    g_assert_cmpint (g_array_index (r->recs, Rec, i).event, ==, MEMRES_SEGMENT_MAPPED);
-  recorder_free (r);
-  return n;
+  return count_segments_tagged (mr, TRUE, NULL, NULL);
 }

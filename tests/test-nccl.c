@@ -2,10 +2,19 @@
  * all (MEMRES_TEST_NCCL=absent). Registrations follow segments, not buffers (cache over host,
  * suite core); a segment is deregistered before the fake driver unmaps it (vmm, suite fake);
  * NCCL failures at creation, in events and at the end are reported with their domain and code
- * and leave nothing registered; windows; bad input; NCCL absent is NOT_SUPPORTED. */
+ * and leave nothing registered; windows; bad input; NCCL absent is NOT_SUPPORTED. On the fake
+ * driver (suite fake), NCCL's registrations are the resource's segments at every step: an arena's
+ * granules (deregistered before the trim unmaps them), a vmm buffer grown as PyTorch's expandable
+ * segments grow (registered again, whole), and a tag's sleep and wake (each of its segments
+ * deregistered before the sleep's first unmap, registered again after the wake's last map and
+ * access, a sleeping buffer's close calling NCCL for nothing; a registrar made or freed while a
+ * tag sleeps), a chunk of cache>dmr deregistered before dmr frees it, no window over a sleeping
+ * buffer. */
 #include "testutil.h"
 
 #include <memres/memres.h>
+
+#include "segment-check.h"
 
 #include <dlfcn.h>
 #include <string.h>
@@ -356,6 +365,445 @@ test_vmm_order (void)
   memres_resource_unref (mr);
 }
 
+/* ---- the registrations are the segments, at every step (the fake driver) --------------------- */
+
+/* What the hook sees of each NCCL call: the driver's unmaps, maps and grants so far. */
+typedef struct
+{
+  MemresResource *mr; /* the layer registered */
+  long registers, deregisters;
+  long max_unmaps_at_deregister; /* the most cuMemUnmap calls made when one deregistered */
+  long min_maps_at_register;     /* the fewest cuMemMap calls made when one registered */
+  long min_access_at_register;   /* and cuMemSetAccess */
+  gboolean all_found;            /* every range deregistered still found by memres_lookup() */
+} Steps;
+
+static void
+steps_hook (const char *call, void *base, size_t size, void *data)
+{
+  Steps *s = data;
+  MemresLookupInfo info;
+
+  if (strcmp (call, "ncclCommDeregister") == 0)
+    {
+      s->deregisters++;
+      s->max_unmaps_at_deregister
+          = MAX (s->max_unmaps_at_deregister, mt_fake_call_count ("cuMemUnmap"));
+      /* still mapped, so still in the index: the segment itself, grown in place at its new
+       * length; or, through `cache>arena`, a granule of the arena inside the cache's segment
+       * (the index answers the shortest segment holding an address: docs/segments.md) */
+      if (!memres_lookup (base, &info) || info.segment.base > (guintptr) base
+          || info.segment.base + info.segment.length <= (guintptr) base
+          || (info.resource == s->mr
+              && (info.segment.base != (guintptr) base || info.segment.length < size)))
+        s->all_found = FALSE;
+    }
+  else if (strcmp (call, "ncclCommRegister") == 0)
+    {
+      long maps = mt_fake_call_count ("cuMemMap"), access = mt_fake_call_count ("cuMemSetAccess");
+
+      s->registers++;
+      s->min_maps_at_register = s->registers == 1 ? maps : MIN (s->min_maps_at_register, maps);
+      s->min_access_at_register
+          = s->registers == 1 ? access : MIN (s->min_access_at_register, access);
+    }
+}
+
+static void
+steps_begin (Steps *s, MemresResource *mr)
+{
+  *s = (Steps){ .mr = mr, .all_found = TRUE };
+  fake.set_hook (steps_hook, s);
+}
+
+static void
+steps_end (void)
+{
+  fake.set_hook (NULL, NULL);
+}
+
+/* NCCL's live registrations are @mr's segments now, in number and bytes. */
+static void
+assert_registered_segments (MemresNcclRegistrar *reg, MemresResource *mr)
+{
+  guint64 bytes = 0;
+  size_t fake_bytes = 0;
+  guint n = count_segments_tagged (mr, TRUE, NULL, &bytes);
+  MemresNcclCounts c = counts_of (reg);
+
+  g_assert_cmpuint (c.registered, ==, n);
+  g_assert_cmpuint (c.registered_bytes, ==, bytes);
+  g_assert_cmpint (fake.live (0, &fake_bytes, NULL), ==, n);
+  g_assert_cmpuint (fake_bytes, ==, bytes);
+  g_assert_cmpuint (c.failures, ==, 0);
+}
+
+static MemresBuffer *
+alloc_tagged_ok (MemresResource *mr, const char *tag, gsize size)
+{
+  MemresBuffer *buf;
+
+  g_assert_true (memres_tag_push (tag, NULL));
+  buf = mt_alloc_ok (mr, size, NULL);
+  g_assert_true (memres_tag_pop (tag, NULL));
+  return buf;
+}
+
+/* An arena's mapped granules are registered (one registration per granule, however many
+ * buffers lie in it), the ones mapped later too; a trim deregisters each idle granule before
+ * the driver unmaps any. */
+static void
+test_arena (void)
+{
+  MemresResource *mr;
+  MemresBuffer *bufs[40];
+  MemresNcclRegistrar *reg;
+  MemresNcclCounts c;
+  Steps s;
+  long unmaps;
+  guint64 large = 0;
+  gsize g;
+  guint n;
+
+  if (!mt_require_fake ("counts the fake driver's unmaps"))
+    return;
+  g = mt_device_granularity ();
+  mr = mt_new_ok ("arena");
+  for (guint i = 0; i < 20; i++) /* small ones share granules */
+    bufs[i] = mt_alloc_ok (mr, 4096 * (i + 1), NULL);
+  reg = registrar_ok (mr);
+  n = count_segments (mr);
+  g_assert_cmpuint (n, >=, 1);
+  g_assert_cmpuint (n, <, 20);
+  assert_registered_segments (reg, mr);
+  for (guint i = 20; i < 40; i++) /* large ones: several granules each */
+    {
+      bufs[i] = mt_alloc_ok (mr, 3 * g + 4096 * i, NULL);
+      large += 3 * g + 4096 * i;
+    }
+  assert_registered_segments (reg, mr);
+  c = counts_of (reg);
+  g_assert_cmpuint (c.registered_bytes, ==, c.registered * g); /* a granule is a segment */
+  g_assert_cmpuint (c.registered_bytes - n * g, >=, large);
+  g_assert_cmpuint (c.registered_bytes - n * g, <, large + 2 * g);
+  g_assert_cmpuint (c.registrations, ==, c.registered);
+  g_assert_cmpuint (c.deregistrations, ==, 0);
+
+  for (guint i = 0; i < 40; i++)
+    mt_close_ok (bufs[i], NULL);
+  unmaps = mt_fake_call_count ("cuMemUnmap");
+  steps_begin (&s, mr);
+  g_assert_true (memres_resource_trim (mr, 0, NULL));
+  steps_end ();
+  g_assert_cmpint (s.deregisters, ==, c.registered);
+  g_assert_true (s.all_found);
+  g_assert_cmpint (s.max_unmaps_at_deregister, ==, unmaps); /* none unmapped before */
+  g_assert_cmpint (mt_fake_call_count ("cuMemUnmap"), >, unmaps);
+  assert_registered_segments (reg, mr);
+  g_assert_cmpuint (counts_of (reg).registered, ==, 0);
+  g_assert_cmpuint (counts_of (reg).deregistrations, ==, c.registered);
+  free_ok (reg);
+  memres_resource_unref (mr);
+}
+
+/* A vmm buffer grown and shrunk (PyTorch's expandable segments grow their segment so): NCCL
+ * cannot grow a registration, so the segment is deregistered and registered again, whole; a
+ * move or a shrink is deregistered before its old range is unmapped. */
+static void
+test_vmm_grow (void)
+{
+  MemresResource *mr;
+  MemresBuffer *buf;
+  MemresNcclRegistrar *reg;
+  MemresNcclCounts c;
+  MemresLookupInfo info;
+  g_autoptr (GError) error = NULL;
+  Steps s;
+  long unmaps;
+  gsize g;
+
+  if (!mt_require_fake ("counts the fake driver's unmaps"))
+    return;
+  g = mt_device_granularity ();
+  mr = mt_new_ok ("vmm");
+  buf = mt_alloc_ok (mr, 2 * g, NULL);
+  reg = registrar_ok (mr);
+  mt_write_pattern (buf, 0, 2 * g, 7, NULL);
+
+  unmaps = mt_fake_call_count ("cuMemUnmap");
+  steps_begin (&s, mr);
+  MT_CHECK (memres_buffer_resize (buf, 5 * g, NULL, &error));
+  steps_end ();
+  assert_registered_segments (reg, mr);
+  c = counts_of (reg);
+  g_assert_cmpuint (c.registered, ==, 1);
+  g_assert_cmpuint (c.registered_bytes, ==, 5 * g);
+  g_assert_cmpuint (c.registrations, ==, 2);
+  g_assert_cmpuint (c.deregistrations, ==, 1);
+  g_assert_cmpint (s.deregisters, ==, 1);
+  g_assert_cmpint (s.registers, ==, 1);
+  g_assert_true (s.all_found);
+  g_assert_cmpint (s.max_unmaps_at_deregister, ==, unmaps);
+  mt_check_pattern (buf, 0, 2 * g, 7, NULL);
+
+  unmaps = mt_fake_call_count ("cuMemUnmap");
+  steps_begin (&s, mr);
+  MT_CHECK (memres_buffer_resize (buf, g, NULL, &error));
+  steps_end ();
+  assert_registered_segments (reg, mr);
+  c = counts_of (reg);
+  /* the chunks past the new size unmapped (the first chunk, of 2 granules, stays whole) */
+  g_assert_true (memres_lookup (memres_buffer_get_pointer (buf), &info));
+  g_assert_cmpuint (info.segment.length, <, 5 * g);
+  g_assert_cmpuint (info.segment.length, >=, g);
+  g_assert_cmpuint (c.registered, ==, 1);
+  g_assert_cmpuint (c.registered_bytes, ==, info.segment.length);
+  g_assert_cmpuint (c.deregistrations, ==, 2);
+  g_assert_true (s.all_found);
+  g_assert_cmpint (s.max_unmaps_at_deregister, ==, unmaps); /* before the shrink's unmap */
+  mt_check_pattern (buf, 0, g, 7, NULL);
+
+  mt_close_ok (buf, NULL);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+  free_ok (reg);
+  memres_resource_unref (mr);
+}
+
+/* A tag's sleep and wake under a registrar (docs/sleep.md, segment events): each segment the
+ * sleep unmaps is deregistered before the sleep's first unmap (on vmm and arena exactly the
+ * tag's segments; through a cache at least those), the other tag's stay registered; a buffer
+ * closed while it sleeps costs NCCL nothing; the wake registers the segments again once they are
+ * mapped and accessible; at every step NCCL holds exactly the resource's segments. */
+static void
+test_sleep_wake (gconstpointer data)
+{
+  const char *spec = data;
+  gboolean cached = g_str_has_prefix (spec, "cache");
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr;
+  MemresBuffer *kv[6], *w[3];
+  MemresNcclRegistrar *reg;
+  MemresNcclCounts before, c;
+  guint64 kv_bytes = 0, all_bytes = 0, asleep_bytes = 0;
+  guint kv_segs, w_segs, all_segs, asleep_segs, closed_segs;
+  long unmaps, maps, access;
+  Steps s;
+  gsize g;
+
+  if (!mt_require_fake ("counts the fake driver's unmaps and maps"))
+    return;
+  g = mt_device_granularity ();
+  mr = mt_new_ok (spec);
+  for (guint i = 0; i < 3; i++)
+    w[i] = alloc_tagged_ok (mr, "nccl-w", (i + 1) * g);
+  for (guint i = 0; i < 6; i++)
+    kv[i] = alloc_tagged_ok (mr, "nccl-kv", (i % 3 + 2) * g);
+  reg = registrar_ok (mr);
+  kv_segs = count_segments_tagged (mr, FALSE, "nccl-kv", &kv_bytes);
+  w_segs = count_segments_tagged (mr, FALSE, "nccl-w", NULL);
+  all_segs = count_segments_tagged (mr, TRUE, NULL, &all_bytes);
+  g_test_message ("%s: %u segments, kv's %u (%" G_GUINT64_FORMAT " bytes), w's %u", spec, all_segs,
+                  kv_segs, kv_bytes, w_segs);
+  if (!cached)
+    {
+      g_assert_cmpuint (kv_segs, >=, 6);
+      g_assert_cmpuint (w_segs, >=, 3);
+    }
+  assert_registered_segments (reg, mr);
+  before = counts_of (reg);
+
+  unmaps = mt_fake_call_count ("cuMemUnmap");
+  steps_begin (&s, mr);
+  MT_CHECK (memres_resource_sleep (mr, "nccl-kv", NULL, NULL, &error));
+  steps_end ();
+  asleep_segs = count_segments_tagged (mr, TRUE, NULL, &asleep_bytes);
+  g_assert_cmpuint (asleep_segs, <, all_segs);
+  g_assert_cmpint (s.deregisters, ==, all_segs - asleep_segs);
+  if (cached)
+    g_assert_cmpint (s.deregisters, >=, kv_segs);
+  else
+    g_assert_cmpint (s.deregisters, ==, kv_segs);
+  g_assert_cmpint (s.registers, ==, 0);
+  g_assert_true (s.all_found);
+  g_assert_cmpint (s.max_unmaps_at_deregister, ==, unmaps); /* every one before the first unmap */
+  g_assert_cmpint (mt_fake_call_count ("cuMemUnmap"), >, unmaps);
+  assert_registered_segments (reg, mr);
+  c = counts_of (reg);
+  g_assert_cmpuint (c.registered_bytes, ==, before.registered_bytes - (all_bytes - asleep_bytes));
+  g_assert_cmpuint (count_segments_tagged (mr, FALSE, "nccl-kv", NULL), ==, 0);
+  g_assert_cmpuint (count_segments_tagged (mr, FALSE, "nccl-w", NULL), ==, w_segs);
+
+  /* closed while asleep: its segments went at the sleep, NCCL is not called again */
+  steps_begin (&s, mr);
+  mt_close_ok (kv[0], NULL);
+  steps_end ();
+  g_assert_cmpint (s.deregisters + s.registers, ==, 0);
+  closed_segs = count_segments (mr);
+  assert_registered_segments (reg, mr);
+
+  steps_begin (&s, mr);
+  MT_CHECK (memres_resource_wake (mr, "nccl-kv", NULL, &error));
+  steps_end ();
+  maps = mt_fake_call_count ("cuMemMap");
+  access = mt_fake_call_count ("cuMemSetAccess");
+  g_assert_cmpint (s.deregisters, ==, 0);
+  g_assert_cmpint (s.registers, ==, count_segments (mr) - closed_segs);
+  g_assert_cmpint (s.registers, >=, cached ? 1 : 5);
+  g_assert_cmpint (s.min_maps_at_register, ==, maps);     /* after the wake's last map */
+  g_assert_cmpint (s.min_access_at_register, ==, access); /* and its last grant */
+  assert_registered_segments (reg, mr);
+  c = counts_of (reg);
+  g_assert_cmpuint (c.registrations, ==, before.registrations + s.registers);
+  g_assert_cmpuint (c.deregistrations, ==, before.deregistrations + all_segs - asleep_segs);
+  g_assert_true (memres_nccl_registrar_check (reg, NULL));
+
+  for (guint i = 1; i < 6; i++)
+    mt_close_ok (kv[i], NULL);
+  for (guint i = 0; i < 3; i++)
+    mt_close_ok (w[i], NULL);
+  if (!g_str_equal (spec, "vmm")) /* vmm keeps nothing to trim */
+    g_assert_true (memres_resource_trim (mr, 0, NULL));
+  g_assert_cmpuint (count_segments (mr), ==, 0);
+  assert_registered_segments (reg, mr);
+  free_ok (reg);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+  memres_resource_unref (mr);
+}
+
+/* A window over a sleeping buffer is refused before NCCL is called (no memory under it); the same
+ * buffer's window registers once it is awake again. */
+static void
+test_window_asleep (void)
+{
+  MemresResource *mr;
+  MemresBuffer *buf;
+  MemresNcclWindow *win;
+  g_autoptr (GError) error = NULL;
+  long calls;
+
+  if (!mt_require_fake ("sleeps vmm memory"))
+    return;
+  mr = mt_new_ok ("vmm");
+  buf = alloc_tagged_ok (mr, "nccl-win", mt_device_granularity ());
+  MT_CHECK (memres_resource_sleep (mr, "nccl-win", NULL, NULL, &error));
+  calls = fake.calls ("ncclCommWindowRegister");
+  g_assert_null (memres_nccl_window_register (buf, COMM, MEMRES_NCCL_WINDOW_SYMMETRIC, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_assert_nonnull (strstr (error->message, "nccl-win"));
+  g_clear_error (&error);
+  g_assert_cmpint (fake.calls ("ncclCommWindowRegister"), ==, calls);
+  g_assert_cmpint (fake.live (1, NULL, NULL), ==, 0);
+
+  MT_CHECK (memres_resource_wake (mr, "nccl-win", NULL, &error));
+  win = memres_nccl_window_register (buf, COMM, MEMRES_NCCL_WINDOW_SYMMETRIC, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (fake.live (1, NULL, NULL), ==, 1);
+  MT_CHECK (memres_nccl_window_deregister (win, &error));
+  g_assert_cmpint (fake.live (1, NULL, NULL), ==, 0);
+  mt_close_ok (buf, NULL);
+  memres_resource_unref (mr);
+}
+
+/* cache>dmr, the shim's default: each chunk the cache gives back to dmr at a trim is
+ * deregistered before dmr frees it (the k-th deregistration finds k chunks freed). */
+typedef struct
+{
+  long frees_at_start;
+  long deregisters;
+  gboolean in_order;
+} FreeOrder;
+
+static void
+free_order_hook (const char *call, void *base, size_t size, void *data)
+{
+  FreeOrder *o = data;
+
+  if (strcmp (call, "ncclCommDeregister") != 0)
+    return;
+  if (mt_fake_call_count ("cuMemFreeAsync") - o->frees_at_start != o->deregisters)
+    o->in_order = FALSE;
+  o->deregisters++;
+}
+
+static void
+test_cache_dmr_order (void)
+{
+  MemresResource *mr;
+  MemresBuffer *bufs[8];
+  MemresNcclRegistrar *reg;
+  FreeOrder o = { 0, 0, TRUE };
+  guint n;
+
+  if (!mt_require_fake ("counts the fake driver's frees"))
+    return;
+  mr = mt_new_ok ("cache:chunk=2MiB>dmr:pool=new");
+  for (guint i = 0; i < 8; i++)
+    bufs[i] = mt_alloc_ok (mr, (i + 1) * 256 * 1024, NULL);
+  reg = registrar_ok (mr);
+  n = count_segments (mr);
+  g_assert_cmpuint (n, >=, 2);
+  assert_registered_segments (reg, mr);
+  for (guint i = 0; i < 8; i++)
+    mt_close_ok (bufs[i], NULL);
+  o.frees_at_start = mt_fake_call_count ("cuMemFreeAsync");
+  fake.set_hook (free_order_hook, &o);
+  g_assert_true (memres_resource_trim (mr, 0, NULL));
+  fake.set_hook (NULL, NULL);
+  g_assert_cmpint (o.deregisters, ==, n);
+  g_assert_true (o.in_order);
+  g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync") - o.frees_at_start, ==, n);
+  assert_registered_segments (reg, mr);
+  free_ok (reg);
+  memres_resource_unref (mr);
+}
+
+/* A registrar made while a tag sleeps registers only the segments mapped now (the sleeping ones
+ * are not replayed), then the wake's; freed while the tag sleeps again, it deregisters only what
+ * is mapped, and the next wake calls NCCL for nothing. */
+static void
+test_registrar_while_asleep (gconstpointer data)
+{
+  const char *spec = data;
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr;
+  MemresBuffer *kv[3], *w[2];
+  MemresNcclRegistrar *reg;
+  guint all, awake;
+  long calls;
+
+  if (!mt_require_fake ("sleeps device memory"))
+    return;
+  mr = mt_new_ok (spec);
+  for (guint i = 0; i < 2; i++)
+    w[i] = alloc_tagged_ok (mr, "nccl-rw-w", (i + 1) * mt_device_granularity ());
+  for (guint i = 0; i < 3; i++)
+    kv[i] = alloc_tagged_ok (mr, "nccl-rw-kv", (i + 2) * mt_device_granularity ());
+  all = count_segments (mr);
+  MT_CHECK (memres_resource_sleep (mr, "nccl-rw-kv", NULL, NULL, &error));
+  awake = count_segments (mr);
+  g_assert_cmpuint (awake, <, all);
+
+  reg = registrar_ok (mr);
+  assert_registered_segments (reg, mr);
+  g_assert_cmpuint (counts_of (reg).registrations, ==, awake);
+  MT_CHECK (memres_resource_wake (mr, "nccl-rw-kv", NULL, &error));
+  assert_registered_segments (reg, mr);
+  g_assert_cmpuint (counts_of (reg).registered, ==, all);
+
+  MT_CHECK (memres_resource_sleep (mr, "nccl-rw-kv", NULL, NULL, &error));
+  g_assert_cmpuint (counts_of (reg).registered, ==, awake);
+  free_ok (reg);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+  calls = fake.calls ("ncclCommRegister") + fake.calls ("ncclCommDeregister");
+  MT_CHECK (memres_resource_wake (mr, "nccl-rw-kv", NULL, &error));
+  g_assert_cmpint (fake.calls ("ncclCommRegister") + fake.calls ("ncclCommDeregister"), ==, calls);
+  for (guint i = 0; i < 3; i++)
+    mt_close_ok (kv[i], NULL);
+  for (guint i = 0; i < 2; i++)
+    mt_close_ok (w[i], NULL);
+  memres_resource_unref (mr);
+}
+
 /* ---- NCCL absent ----------------------------------------------------------------------------- */
 
 static void
@@ -398,5 +846,15 @@ main (int argc, char **argv)
   g_test_add_func ("/nccl/window", test_window);
   g_test_add_func ("/nccl/bad-input", test_bad_input);
   g_test_add_func ("/nccl/vmm-order", test_vmm_order);
+  g_test_add_func ("/nccl/arena", test_arena);
+  g_test_add_func ("/nccl/vmm-grow", test_vmm_grow);
+  g_test_add_func ("/nccl/window-asleep", test_window_asleep);
+  g_test_add_func ("/nccl/cache-dmr-order", test_cache_dmr_order);
+  g_test_add_data_func ("/nccl/registrar-while-asleep/vmm", "vmm", test_registrar_while_asleep);
+  g_test_add_data_func ("/nccl/registrar-while-asleep/arena", "arena", test_registrar_while_asleep);
+  g_test_add_data_func ("/nccl/sleep-wake/vmm", "vmm", test_sleep_wake);
+  g_test_add_data_func ("/nccl/sleep-wake/arena", "arena", test_sleep_wake);
+  g_test_add_data_func ("/nccl/sleep-wake/cache-arena", "cache>arena", test_sleep_wake);
+  g_test_add_data_func ("/nccl/sleep-wake/cache-vmm", "cache>vmm", test_sleep_wake);
   return g_test_run ();
 }

@@ -204,20 +204,6 @@ test_arena_segments (void)
   mt_close_ok (small, NULL);
 }
 
-/* The device's free bytes (cuMemGetInfo, device 0's primary context). */
-static guint64
-device_free_bytes (void)
-{
-  g_autoptr (GError) error = NULL;
-  size_t free_b = 0, total = 0;
-  gboolean pushed;
-
-  g_assert_true (memres_cuda_push_context (0, &pushed, &error));
-  g_assert_cmpint (mt_driver ()->cuMemGetInfo (&free_b, &total), ==, CUDA_SUCCESS);
-  memres_cuda_pop_context (pushed);
-  return free_b;
-}
-
 /* arena and cache>arena: a mixed workload (sizes 4 KiB to 64 MiB drawn log-uniformly from a fixed
  * seed, every other buffer tagged, interleaved with the untagged ones): its tag's sleep gives at
  * least 99 % of the slept bytes back (cuMemGetInfo), since its granules and slabs serve it alone;

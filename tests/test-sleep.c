@@ -1,7 +1,10 @@
 /* test-sleep.c: sleep and wake (memres-sleep.h, docs/sleep.md) on `vmm` and the stacks above it:
  * addresses kept, physical memory given back (the fake's live handles), contents restored by
  * the backup and file policies, the refusals of a sleeping buffer or tag with their codes,
- * closing a sleeping buffer, segment events, and two threads sleeping different tags at once.
+ * closing a sleeping buffer, segment events, two threads sleeping different tags at once, the
+ * waits for the buffers' streams (not the device), exit with buffers asleep (and their close
+ * after the driver's shutdown), and a wake that finds the memory taken (out of memory, still
+ * asleep) and succeeds once it is freed.
  * The arena's: test-sleep-arena.c; every driver call failing: test-sleep-faults.c. Runs against
  * the fake driver (suite fake) and the real one (suite gpu). */
 #include <memres/memres.h>
@@ -454,7 +457,8 @@ test_refusals (void)
   g_clear_error (&error);
 }
 
-/* A buffer exported over IPC cannot sleep: the sleep fails naming it and nothing sleeps. */
+/* A buffer exported over IPC cannot sleep: the sleep fails naming it and nothing sleeps. An
+ * import carries no tag: the importer's sleep of the tag in scope at the import leaves it. */
 static void
 test_refuse_exported (void)
 {
@@ -480,6 +484,26 @@ test_refuse_exported (void)
   mt_write_pattern (mine, 0, 2 * MiB, 31, NULL);
   g_assert_true (memres_buffer_export_message (shared, &bytes, &fds, &n_fds, &error));
   g_assert_no_error (error);
+  /* the importer's side: a buffer imported under a tag scope carries no tag (docs/tags.md), so a
+   * sleep of that tag on the importer leaves it mapped (docs/sleep.md: imports never sleep) */
+  {
+    g_autoptr (MemresResource) importer = new_ok ("vmm:handle_type=posix_fd");
+    MemresBuffer *got;
+
+    g_assert_true (memres_tag_push ("sl-ipc-imported", NULL));
+    got = memres_buffer_import_message (importer, g_bytes_get_data (bytes, NULL),
+                                        g_bytes_get_size (bytes), fds, n_fds, NULL, &error);
+    g_assert_true (memres_tag_pop ("sl-ipc-imported", NULL));
+    g_assert_no_error (error);
+    g_assert_nonnull (got);
+    g_assert_null (memres_buffer_get_tag (got));
+    sleep_ok (importer, "sl-ipc-imported", NULL);
+    g_assert_false (memres_buffer_is_asleep (got));
+    mt_write_pattern (got, 0, 4 * MiB, 33, NULL);
+    mt_check_pattern (shared, 0, 4 * MiB, 33, NULL);
+    wake_ok (importer, "sl-ipc-imported");
+    mt_close_ok (got, NULL);
+  }
   for (guint i = 0; i < n_fds; i++)
     close (fds[i]);
   handles = live_handles ();
@@ -898,6 +922,249 @@ test_call_tag (void)
     g_free (seen.tags[i]);
 }
 
+/* --- exit ------------------------------------------------------------------------------------- */
+
+/* A process that exits with buffers asleep (backed up, discarded) and its resource alive exits
+ * with status 0 and no warning; one that closes a sleeping buffer after the driver's shutdown
+ * (a static destructor, Python's garbage collector at exit: every call answers
+ * CUDA_ERROR_DEINITIALIZED, the fake plays it) closes it without an error or a warning. */
+static void
+test_exit_asleep (gconstpointer data)
+{
+  static const char *const shut_down[]
+      = { "cuCtxGetCurrent",  "cuCtxSetCurrent", "cuCtxPushCurrent",    "cuCtxPopCurrent",
+          "cuCtxGetDevice",   "cuStreamGetCtx",  "cuStreamSynchronize", "cuMemRelease",
+          "cuMemAddressFree", "cuMemUnmap",      "cuMemFreeAsync",      "cuMemFreeHost" };
+
+  if (!require_device ())
+    return;
+  if (!mt_driver_is_fake ())
+    {
+      g_test_skip ("plays the driver's shutdown: the fake");
+      return;
+    }
+  if (g_test_subprocess ())
+    {
+      g_autoptr (MemresSleepPolicy) policy = policy_new (MEMRES_SLEEP_BACKUP);
+      g_autoptr (GError) error = NULL;
+      MemresResource *mr = new_ok (data);
+      MemresBuffer *w = alloc_tagged (mr, "sl-exit-w", 4 * MiB);
+      MemresBuffer *kv = alloc_tagged (mr, "sl-exit-kv", 6 * MiB);
+      MemresBuffer *closed_late = alloc_tagged (mr, "sl-exit-kv", 2 * MiB);
+
+      mt_fill_byte_ok (w, 0x3c, NULL);
+      sleep_ok (mr, "sl-exit-w", policy);
+      sleep_ok (mr, "sl-exit-kv", NULL);
+      g_assert_true (memres_buffer_is_asleep (kv));
+      if (g_str_equal (g_getenv ("SLEEP_EXIT_CASE"), "shutdown"))
+        {
+          long failed = mt_fake_failed_call_count ();
+
+          for (guint i = 0; i < G_N_ELEMENTS (shut_down); i++)
+            for (int nth = 1; nth <= 4; nth++)
+              mt_fake_fail_call (shut_down[i], nth, CUDA_ERROR_DEINITIALIZED);
+          g_assert_true (memres_buffer_close (closed_late, NULL, &error));
+          g_assert_no_error (error);
+          g_assert_true (memres_buffer_close (w, NULL, &error));
+          g_assert_no_error (error);
+          g_assert_true (memres_buffer_is_closed (w));
+          g_assert_cmpint (mt_fake_failed_call_count (), >, failed); /* the shutdown was met */
+        }
+      exit (0);
+    }
+  g_setenv ("SLEEP_EXIT_CASE", "exit", TRUE);
+  g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDOUT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr_unmatched ("*CRITICAL*");
+  g_test_trap_assert_stderr_unmatched ("*WARNING*");
+  g_setenv ("SLEEP_EXIT_CASE", "shutdown", TRUE);
+  g_test_trap_subprocess (NULL, 60 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDOUT);
+  g_test_trap_assert_passed ();
+  g_test_trap_assert_stderr_unmatched ("*CRITICAL*");
+  g_test_trap_assert_stderr_unmatched ("*WARNING*");
+  g_unsetenv ("SLEEP_EXIT_CASE");
+}
+
+/* --- the buffers' streams --------------------------------------------------------------------- */
+
+typedef struct
+{
+  MemresResource *mr;
+  MemresSleepPolicy *policy;
+  gint done;
+  gboolean ok;
+  GError *error;
+} SleepThread;
+
+static gpointer
+sleep_thread (gpointer data)
+{
+  SleepThread *t = data;
+
+  t->ok = memres_resource_sleep (t->mr, "sl-streams", t->policy, NULL, &t->error);
+  g_atomic_int_set (&t->done, 1);
+  return NULL;
+}
+
+static MemresBuffer *
+alloc_tagged_on (MemresResource *mr, gsize size, CUstream stream)
+{
+  MemresBuffer *buf;
+
+  g_assert_true (memres_tag_push ("sl-streams", NULL));
+  buf = mt_alloc_ok (mr, size, (MemresStream) stream);
+  g_assert_true (memres_tag_pop ("sl-streams", NULL));
+  return buf;
+}
+
+/* A sleep waits for the work queued on each buffer's stream, not for the whole device: buffers of
+ * one tag on two streams, a fill queued on each (one behind a hold of its stream); the sleep waits
+ * in cuStreamSynchronize until the hold is released, having released nothing yet, and makes no
+ * cuCtxSynchronize; the backup then holds both fills, as the wake shows. */
+static void
+test_streams (gconstpointer data)
+{
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  SleepThread t = { 0 };
+  MemresResource *mr;
+  MemresBuffer *a, *b;
+  MtStreamHold *hold;
+  CUstream s1, s2;
+  long syncs, ctx_syncs, unmaps;
+  GThread *thread;
+  int handles;
+
+  if (!mt_require_fake ("counts the fake driver's stream waits"))
+    return;
+  if (!mt_hazard_begin ())
+    return;
+  s1 = mt_stream_new_on (0);
+  s2 = mt_stream_new_on (0);
+  mr = new_ok (data);
+  policy = policy_new (MEMRES_SLEEP_BACKUP);
+  a = alloc_tagged_on (mr, 4 * MiB, s1);
+  b = alloc_tagged_on (mr, 2 * MiB, s2);
+  mt_fill_byte_ok (a, 0x11, (MemresStream) s1);
+  mt_fill_byte_ok (b, 0x22, (MemresStream) s2);
+  mt_sync_ok ((MemresStream) s1);
+  mt_sync_ok ((MemresStream) s2);
+
+  hold = mt_stream_hold ((MemresStream) s1);
+  mt_fill_byte_ok (a, 0x5a, (MemresStream) s1); /* runs once the hold is released */
+  mt_fill_byte_ok (b, 0x6b, (MemresStream) s2);
+  handles = live_handles ();
+  syncs = mt_fake_call_count ("cuStreamSynchronize");
+  ctx_syncs = mt_fake_call_count ("cuCtxSynchronize");
+  unmaps = mt_fake_call_count ("cuMemUnmap");
+  t.mr = mr;
+  t.policy = policy;
+  thread = g_thread_new ("sleeper", sleep_thread, &t);
+  /* the sleep is in its stream waits: nothing released, nothing saved yet */
+  while (mt_fake_call_count ("cuStreamSynchronize") == syncs && !g_atomic_int_get (&t.done))
+    g_usleep (1000);
+  g_assert_cmpint (g_atomic_int_get (&t.done), ==, 0); /* it waits for the held stream */
+  g_assert_true (mt_stream_is_held (hold));
+  g_assert_true (memres_buffer_is_asleep (a)); /* "being put to sleep" counts as asleep */
+  g_assert_cmpint (live_handles (), ==, handles);
+  g_assert_cmpint (mt_fake_call_count ("cuMemUnmap"), ==, unmaps);
+  mt_stream_release (hold);
+  g_thread_join (thread);
+  g_assert_no_error (t.error);
+  g_assert_true (t.ok);
+  g_assert_true (memres_buffer_is_asleep (a));
+  g_assert_true (memres_buffer_is_asleep (b));
+  g_assert_cmpint (mt_fake_call_count ("cuCtxSynchronize"), ==, ctx_syncs); /* not the device */
+  g_assert_cmpint (mt_fake_call_count ("cuStreamSynchronize") - syncs, >=, 2);
+  g_assert_cmpint (live_handles (), <, handles);
+
+  wake_ok (mr, "sl-streams");
+  mt_assert_bytes (a, 0x5a, (MemresStream) s1);
+  mt_assert_bytes (b, 0x6b, (MemresStream) s2);
+  mt_close_ok (a, (MemresStream) s1);
+  mt_close_ok (b, (MemresStream) s2);
+  memres_resource_unref (mr);
+  mt_sync_ok ((MemresStream) s1);
+  mt_sync_ok ((MemresStream) s2);
+  g_assert_cmpint (mt_driver ()->cuStreamDestroy (s1), ==, CUDA_SUCCESS);
+  g_assert_cmpint (mt_driver ()->cuStreamDestroy (s2), ==, CUDA_SUCCESS);
+  mt_hazard_end ();
+}
+
+/* --- the memory given back, taken, and wanted again ------------------------------------------- */
+
+/* vLLM's sleep mode: while the tag sleeps another allocation takes the memory it gave back; the
+ * wake then finds the device full and fails (out of memory, naming cuMemCreate) with the tag
+ * asleep as it was (no handle more, the buffers still asleep, their addresses kept); once that
+ * allocation is freed the same wake succeeds, at the same addresses, with the backup's bytes. */
+static void
+test_wake_out_of_memory (gconstpointer data)
+{
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr, *other;
+  MemresBuffer *bufs[2], *hog;
+  static const gsize sizes[2] = { 6 * MiB, 16 * MiB };
+  guint64 addrs[2], free_asleep;
+  gsize g;
+  int handles;
+
+  if (!require_device ())
+    return;
+  if (!mt_driver_is_fake ())
+    {
+      g_test_skip ("fills the device's memory: the fake's");
+      return;
+    }
+  g = mt_device_granularity ();
+  mr = new_ok (data);
+  policy = policy_new (MEMRES_SLEEP_BACKUP);
+  for (int i = 0; i < 2; i++)
+    {
+      bufs[i] = alloc_tagged (mr, "sl-oom", sizes[i]);
+      addrs[i] = memres_buffer_get_address (bufs[i]);
+      mt_write_pattern (bufs[i], 0, sizes[i], 90 + i, NULL);
+    }
+  sleep_ok (mr, "sl-oom", policy);
+  free_asleep = device_free_bytes ();
+  g_assert_cmpuint (free_asleep, >=, sizes[0] + sizes[1]);
+
+  /* another resource takes every free granule */
+  other = new_ok ("vmm");
+  hog = mt_alloc_ok (other, free_asleep / g * g, NULL);
+  g_assert_cmpuint (device_free_bytes (), <, g);
+  handles = live_handles ();
+  g_assert_false (memres_resource_wake (mr, "sl-oom", NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY);
+  g_assert_nonnull (strstr (error->message, "cuMemCreate"));
+  g_assert_nonnull (strstr (error->message, "sl-oom"));
+  g_test_message ("%s: %s", (const char *) data, error->message);
+  g_clear_error (&error);
+  g_assert_true (memres_resource_is_asleep (mr, "sl-oom"));
+  g_assert_cmpint (live_handles (), ==, handles); /* none of the wake's kept */
+  g_assert_cmpuint (device_free_bytes (), <, g);
+  for (int i = 0; i < 2; i++)
+    {
+      g_assert_true (memres_buffer_is_asleep (bufs[i]));
+      g_assert_cmphex (memres_buffer_get_address (bufs[i]), ==, addrs[i]);
+    }
+  /* still asleep: refused as before the failed wake */
+  g_assert_false (memres_buffer_fill (bufs[0], 0, 1, NULL, &error));
+  g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_ASLEEP);
+  g_clear_error (&error);
+
+  mt_close_ok (hog, NULL);
+  memres_resource_unref (other);
+  wake_ok (mr, "sl-oom");
+  for (int i = 0; i < 2; i++)
+    {
+      g_assert_false (memres_buffer_is_asleep (bufs[i]));
+      g_assert_cmphex (memres_buffer_get_address (bufs[i]), ==, addrs[i]);
+      mt_check_pattern (bufs[i], 0, sizes[i], 90 + i, NULL);
+      mt_close_ok (bufs[i], NULL);
+    }
+  memres_resource_unref (mr);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -918,5 +1185,14 @@ main (int argc, char **argv)
   g_test_add_func ("/sleep/threads/two-tags", test_two_threads);
   g_test_add_func ("/sleep/reentry", test_reentry);
   g_test_add_func ("/sleep/fork", test_fork);
+  g_test_add_data_func ("/sleep/exit-asleep/vmm", "vmm", test_exit_asleep);
+  g_test_add_data_func ("/sleep/exit-asleep/arena", "arena", test_exit_asleep);
+  g_test_add_data_func ("/sleep/exit-asleep/cache-arena", "cache>arena", test_exit_asleep);
+  g_test_add_data_func ("/sleep/streams/vmm", "vmm", test_streams);
+  g_test_add_data_func ("/sleep/streams/arena", "arena", test_streams);
+  g_test_add_data_func ("/sleep/wake-out-of-memory/vmm", "vmm", test_wake_out_of_memory);
+  g_test_add_data_func ("/sleep/wake-out-of-memory/arena", "arena", test_wake_out_of_memory);
+  g_test_add_data_func ("/sleep/wake-out-of-memory/cache-arena", "cache>arena",
+                        test_wake_out_of_memory);
   return g_test_run ();
 }

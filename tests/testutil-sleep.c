@@ -62,6 +62,20 @@ live_handles (void)
   return c.physical_handles;
 }
 
+/* The device's free bytes (cuMemGetInfo, device 0's primary context). */
+guint64
+device_free_bytes (void)
+{
+  g_autoptr (GError) error = NULL;
+  size_t free_b = 0, total = 0;
+  gboolean pushed;
+
+  g_assert_true (memres_cuda_push_context (0, &pushed, &error));
+  g_assert_cmpint (mt_driver ()->cuMemGetInfo (&free_b, &total), ==, CUDA_SUCCESS);
+  memres_cuda_pop_context (pushed);
+  return free_b;
+}
+
 void
 sleep_ok (MemresResource *mr, const char *tag, MemresSleepPolicy *policy)
 {

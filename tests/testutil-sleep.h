@@ -14,6 +14,8 @@ MemresBuffer *alloc_tagged (MemresResource *mr, const char *tag, gsize size);
 
 int live_handles (void);
 
+guint64 device_free_bytes (void);
+
 void sleep_ok (MemresResource *mr, const char *tag, MemresSleepPolicy *policy);
 
 void wake_ok (MemresResource *mr, const char *tag);
