@@ -516,9 +516,17 @@ with tempfile.TemporaryDirectory() as d:
           "--reserved LOG: a series of what the cache reserved (peak %d re-summed from its log, "
           "used %d): %s" % (res_series[None][1], used_series[None][1],
                             [(s["name"], s["what"], s["peak"]) for s in res_data["series"]]))
-    r = run("view", "--reserved", snap, "-o", page)
+    r = run("view", log, "--reserved", snap, "-o", page)
     check(r.returncode == 2 and "--reserved %s: a snapshot, not a log" % snap in r.stderr,
           "--reserved refuses a snapshot: " + r.stderr.strip())
+    # a --reserved LOG alone is refused: reserved bytes of a layer whose used bytes are not given
+    # (it made a page of one "reserved" series and exit status 0)
+    if os.path.exists(page):
+        os.unlink(page)
+    r = run("view", "--reserved", res_log, "-o", page)
+    check(r.returncode == 2 and "view: --reserved LOG without an INPUT" in r.stderr and
+          r.stdout == "" and not os.path.exists(page),
+          "--reserved LOG alone is a usage error: %d %s" % (r.returncode, r.stderr.strip()))
     r = run("view", log, "--reserved", res_log, "-o", res_log)
     check(r.returncode == 2 and "is --reserved LOG 1: refused" in r.stderr and
           open(res_log).readline().startswith("Thread"),

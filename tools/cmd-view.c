@@ -803,6 +803,13 @@ memres_tool_view (int argc, char **argv)
   n_reserved = reserved != NULL ? g_strv_length (reserved) : 0;
   if (argc < 2 && n_reserved == 0)
     return memres_tool_usage_error ("view", "expected LOG or SNAPSHOT...");
+  /* a --reserved LOG is the reserved bytes of the layer above its log: drawn beside that
+   * layer's used bytes, never alone (alone, its bytes are a log's used bytes: an INPUT) */
+  if (argc < 2)
+    return memres_tool_usage_error (
+        "view", "--reserved LOG without an INPUT: give the log of the layer above it too "
+                "(cache>log:path=LOG>... is --reserved LOG beside the log above the cache), or "
+                "LOG alone as an INPUT (its bytes drawn as used)");
   n = (guint) argc - 1 + n_reserved;
   inputs = g_new0 (Input, n);
   v.series = g_ptr_array_new_with_free_func (series_free);
