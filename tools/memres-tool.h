@@ -200,6 +200,20 @@ typedef void (*MemresJsonMemberFunc) (const char *name, gsize name_len, const ch
                                       gsize value_len, gpointer data);
 gboolean memres_tool_json_members (const char *text, gsize length, MemresJsonMemberFunc func,
                                    gpointer data);
+/* Calls @func with each element of the array @text holds (a text memres_tool_json_check()
+ * passed): its index and its value's text. FALSE when @text is not an array. */
+typedef void (*MemresJsonElementFunc) (guint index, const char *value, gsize value_len,
+                                       gpointer data);
+gboolean memres_tool_json_elements (const char *text, gsize length, MemresJsonElementFunc func,
+                                    gpointer data);
+/* snapshot-check.c: whether the input @path's text (@length bytes), which the page would show as
+ * a snapshot, is one: a snapshot of format 1 (docs/snapshot.md) or the allocator shim's file of
+ * them, every member docs/snapshot.schema.json requires present and of its type (members it does
+ * not name are let through: format 1 grows without a new format). Else FALSE with
+ * MEMRES_ERROR_INVALID_ARGUMENT naming @path and the JSON path of the first wrong value
+ * ("layers[0].kind"). */
+gboolean memres_tool_check_snapshot (const char *path, const char *text, gsize length,
+                                     GError **error);
 
 /* the JSON writer: sdk/json-writer.h */
 
