@@ -122,9 +122,8 @@ memres_tool_snapshot (int argc, char **argv)
    * write them to the file the snapshot then replaces: refused before it is created */
   if (output == NULL || strcmp (output, "-") == 0)
     {
-      if (fstat (STDOUT_FILENO, &out_st) == 0
-          && !memres_tool_check_log_paths (
-              spec, &out_st, "the standard output, where the snapshot is written", &error))
+      if (!memres_tool_check_log_not_stdout (
+              spec, "the standard output, where the snapshot is written", &error))
         return memres_tool_fail (error);
     }
   else if (stat (output, &out_st) == 0

@@ -73,10 +73,14 @@ int memres_tool_usage_error (const char *command, const char *message);
  * truncated; a spec that does not parse passes (memres_resource_new() reports it).
  * memres_tool_check_logs_complete(): FALSE with MEMRES_ERROR_FAILED when a `log` layer of the
  * stack @mr could not write every line (its counter lines_lost), naming the layer, the count
- * and the error. */
+ * and the error. memres_tool_check_log_not_stdout(): memres_tool_check_log_paths() on the
+ * file of the standard output, where a command writes its report or document, which a log's
+ * lines would be mixed into (a pipe, a file, a terminal; not a device that keeps nothing such
+ * as /dev/null). */
 struct stat;
 gboolean memres_tool_check_log_paths (const char *spec, const struct stat *file, const char *what,
                                       GError **error);
+gboolean memres_tool_check_log_not_stdout (const char *spec, const char *what, GError **error);
 gboolean memres_tool_check_logs_complete (MemresResource *mr, GError **error);
 /* TRUE, with MEMRES_ERROR_INVALID_ARGUMENT "-o \"FILE\" is WHAT INDEX: refused, the MADE would
  * overwrite the NOUN it is made from", when -o @output is the file @input by any name
