@@ -214,6 +214,11 @@ test_replay_bad_logs (void)
       ":2: invalid Pointer" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,-1,0x0\n",
       ":2: invalid Size" },
+    /* past G_MAXSSIZE: said so (it was "invalid Size" alone, for a number that looks valid) */
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,"
+      "18446744073709551615,0x0\n",
+      ":2: invalid Size \"18446744073709551615\" (expected a decimal count of bytes from 0 to "
+      "9223372036854775807)" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,steal,0x10,1,0x0\n",
       ":2: invalid Action" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,1,0x0\n1,10:00:00."
