@@ -79,8 +79,9 @@ step "check the install"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 export LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 pkg-config --exists memres-2 || fail "pkg-config finds no memres-2 in $PKG_CONFIG_PATH"
-plugindir=$(pkg-config --variable=plugindir memres-2)
-[ "$plugindir" = "$prefix/lib/memres-2/plugins" ] \
+# the installed memres-2.pc's paths are relative to it (${pcfiledir}/../..): resolved here
+plugindir=$(realpath -m "$(pkg-config --variable=plugindir memres-2)")
+[ "$plugindir" = "$(realpath -m "$prefix/lib/memres-2/plugins")" ] \
   || fail "plugindir is '$plugindir', expected $prefix/lib/memres-2/plugins"
 [ -e "$prefix/lib/libmemres.so" ] || fail "no $prefix/lib/libmemres.so"
 [ -e "$prefix/lib/libmemres.so.2" ] || fail "no $prefix/lib/libmemres.so.2 (the SONAME)"

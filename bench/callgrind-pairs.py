@@ -26,6 +26,7 @@ import sys
 import tempfile
 
 from buildtree import plugin_path
+from cgannotate import annotate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -58,19 +59,11 @@ def counts(exe, build, spec, size, n, tag, tmp):
     res = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if res.returncode != 0:
         sys.exit(f"callgrind-pairs: {' '.join(cmd)} failed: {res.stderr[-2000:]}")
-    ann = subprocess.run(["callgrind_annotate", "--auto=no", "--threshold=100", out],
-                         capture_output=True, text=True, check=True).stdout
+    whole, rows = annotate(out)
     root = source_root(build)
-    whole, own = None, 0
-    for line in ann.splitlines():
-        m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(?:PROGRAM TOTALS|\S.*)$", line)
-        if not m:
-            continue
-        ir = int(m.group(1).replace(",", ""))
-        if "PROGRAM TOTALS" in line:
-            whole = ir
-            continue
-        fm = re.search(r"(\S+):\S+", line[m.end(1):])
+    own = 0
+    for ir, rest in rows:
+        fm = re.search(r"(\S+):\S+", rest)
         if fm is None:
             continue
         # callgrind_annotate shows paths under its working directory relative to it

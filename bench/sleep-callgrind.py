@@ -21,12 +21,12 @@ import argparse
 import glob
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 
 from buildtree import plugin_path
+from cgannotate import annotate
 
 CALLS = ["sleep kv (discard)", "sleep weights (backup)", "wake kv", "wake weights"]
 SEGMENT_FNS = ["memres_resource_raise_segment_event", "memres_resource_raise_segment_events"]
@@ -62,21 +62,13 @@ def dumps(build, spec, ns, tmp):
 
 def totals(path, fns):
     """(instructions of the dump, inclusive instructions of the functions @fns in it)."""
-    ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--auto=no", "--threshold=100",
-                          path], capture_output=True, text=True, check=True).stdout
-    whole, seg = None, {}
-    for line in ann.splitlines():
-        m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(.*)$", line)
-        if not m:
-            continue
-        ir = int(m.group(1).replace(",", ""))
-        if "PROGRAM TOTALS" in line:
-            whole = ir
-            continue
-        name = m.group(2).split(" ")[0].split(":")[-1]
+    whole, rows = annotate(path, inclusive=True)
+    seg = {}
+    for ir, rest in rows:
+        name = rest.split(" ")[0].split(":")[-1]
         if name in fns:
-            # callgrind_annotate may list a function twice (with and without its object): the
-            # larger; the raise calls do not call each other (the batch inlines the single one)
+            # a function listed twice (with and without its object): the larger; the raise
+            # calls do not call each other (the batch inlines the single one)
             seg[name] = max(seg.get(name, 0), ir)
     return whole or 0, sum(seg.values())
 

@@ -102,6 +102,7 @@ not_supported (MemresResource *mr, GError **error)
   g_autoptr (GPtrArray) kinds = memres_registry_list_kinds (NULL);
   g_autoptr (GString) bases = g_string_new (NULL);
   g_autoptr (GString) adaptors = g_string_new (NULL);
+  g_autofree char *stack = memres_resource_to_string (mr);
 
   for (guint i = 0; kinds != NULL && i < kinds->len; i++)
     {
@@ -116,7 +117,7 @@ not_supported (MemresResource *mr, GError **error)
                "the stack \"%s\" cannot sleep: only kinds that keep addresses while the memory "
                "under them is released can (%s), alone or under %s%sthe adaptors that pass "
                "allocations through",
-               mr->spec, bases->len > 0 ? bases->str : "none is registered", adaptors->str,
+               stack, bases->len > 0 ? bases->str : "none is registered", adaptors->str,
                adaptors->len > 0 ? " and " : "");
   return FALSE;
 }

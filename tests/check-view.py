@@ -516,9 +516,17 @@ with tempfile.TemporaryDirectory() as d:
           "--reserved LOG: a series of what the cache reserved (peak %d re-summed from its log, "
           "used %d): %s" % (res_series[None][1], used_series[None][1],
                             [(s["name"], s["what"], s["peak"]) for s in res_data["series"]]))
-    r = run("view", "--reserved", snap, "-o", page)
+    r = run("view", log, "--reserved", snap, "-o", page)
     check(r.returncode == 2 and "--reserved %s: a snapshot, not a log" % snap in r.stderr,
           "--reserved refuses a snapshot: " + r.stderr.strip())
+    # a --reserved LOG alone is refused: reserved bytes of a layer whose used bytes are not given
+    # (it made a page of one "reserved" series and exit status 0)
+    if os.path.exists(page):
+        os.unlink(page)
+    r = run("view", "--reserved", res_log, "-o", page)
+    check(r.returncode == 2 and "view: --reserved LOG without an INPUT" in r.stderr and
+          r.stdout == "" and not os.path.exists(page),
+          "--reserved LOG alone is a usage error: %d %s" % (r.returncode, r.stderr.strip()))
     r = run("view", log, "--reserved", res_log, "-o", res_log)
     check(r.returncode == 2 and "is --reserved LOG 1: refused" in r.stderr and
           open(res_log).readline().startswith("Thread"),
@@ -551,6 +559,45 @@ with tempfile.TemporaryDirectory() as d:
         r = run("view", other)
         check(r.returncode == 2 and want in r.stderr and r.stdout == "",
               "%s is refused (%s): %s" % (text, want, r.stderr.strip()))
+    # JSON of format 1 whose values are not what docs/snapshot.schema.json says: refused naming
+    # the JSON path of the first wrong one (a layer {"kind": 5} made a page of nonsense, exit 0)
+    with open(snap) as f:
+        good = json.load(f)
+    def broken(change):
+        doc = json.loads(json.dumps(good))
+        change(doc)
+        return json.dumps(doc)
+    block = {"address": "0x1000", "size": 64, "stream": "default", "tag": "", "state": "used"}
+    for text, want in [
+            ('{"memres_snapshot": 1, "layers": [{"kind": 5}]}',
+             "not a snapshot of format 1: layers[0].kind: 5 is not a kind's name"),
+            ('{"memres_snapshot": 1, "layers": []}', "layers is empty"),
+            (broken(lambda d: d["layers"][0].pop("position")), "layers[0].position is missing"),
+            (broken(lambda d: d.pop("summary")), ": summary is missing"),
+            (broken(lambda d: d["layers"][-1]["blocks"].append(dict(block, size=-64))),
+             "layers[%d].blocks[%d].size: -64 is not an integer >= 0" %
+             (len(good["layers"]) - 1, len(good["layers"][-1]["blocks"]))),
+            (broken(lambda d: d["layers"][0]["blocks"].insert(0, dict(block, state="lost"))),
+             'layers[0].blocks[0].state: "lost" is not a block\'s state'),
+            (broken(lambda d: d["layers"][0]["holes"].append({"address": 4096, "size": 1})),
+             "layers[0].holes[%d].address: 4096 is not an address" % len(good["layers"][0]["holes"])),
+            (broken(lambda d: d["summary"].update(fragmentation=1.5)),
+             "summary.fragmentation: 1.5 is neither a number in [0, 1] nor null"),
+            (broken(lambda d: d["layers"][0]["figures"].update(x="big")),
+             'layers[0].figures.x: "big" is not an integer >= 0'),
+            (json.dumps(good)[:-1] + ', "device": 0}', ": device given twice"),
+            ('{"memres_allocator_snapshot": 1, "devices": {"0": %s, "1": %s}}'
+             % (json.dumps(good), broken(lambda d: d["layers"][0].update(adaptor="yes"))),
+             'devices.1.layers[0].adaptor: "yes" is not true or false')]:
+        open(other, "w").write(text)
+        r = run("view", other)
+        check(r.returncode == 2 and "other.json: " in r.stderr and want in r.stderr and
+              r.stdout == "", "a snapshot that breaks the schema is refused (%s): %s"
+              % (want, r.stderr.strip()))
+    # what the schema does not name is let through (format 1 grows without a new format)
+    open(other, "w").write(broken(lambda d: d["layers"][0].update(new_member=[1])))
+    r = run("view", other, "-o", page)
+    check(r.returncode == 0, "an unknown member is let through: " + r.stderr.strip())
     # a crafted log whose times go back past midnight every other line (a day each): past
     # 1,000 days it is refused naming the line (the bucket arithmetic wrapped past ~3,200 days)
     days = os.path.join(d, "days.csv")

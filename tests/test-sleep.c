@@ -438,6 +438,19 @@ test_refusals (void)
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
   g_clear_error (&error);
   g_assert_false (memres_resource_is_asleep (host, "sl-ref"));
+  /* ... and names the whole stack, every layer (it named the top layer alone: "stats") */
+  {
+    g_autoptr (MemresResource) stack = new_ok ("stats>cache>host");
+    g_autofree char *spec = memres_resource_to_string (stack);
+    g_autofree char *want = g_strdup_printf ("the stack \"%s\" cannot sleep", spec);
+
+    g_assert_false (memres_resource_sleep (stack, "sl-ref", NULL, NULL, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+    g_assert_true (g_str_has_prefix (spec, "stats>cache:")
+                   && g_str_has_suffix (spec, ">host:alignment=256"));
+    g_assert_nonnull (strstr (error->message, want));
+    g_clear_error (&error);
+  }
 
   /* policies */
   g_assert_null (memres_sleep_policy_new ((MemresSleepMode) 7, &error));

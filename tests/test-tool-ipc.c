@@ -139,6 +139,12 @@ test_ipc_serve_socket (void)
     g_assert_cmpstr (r.err, ==, want);
     g_assert_cmpstr (r.out, ==, "");
     run_clear (&r);
+    /* ipc-attach too (it said "Connection refused", exit status 1, as for a missing server) */
+    run_tool (&r, "ipc-attach", path, NULL);
+    g_assert_cmpint (r.status, ==, 2);
+    g_assert_cmpstr (r.err, ==, want);
+    g_assert_cmpstr (r.out, ==, "");
+    run_clear (&r);
     g_assert_true (g_file_get_contents (path, &kept, NULL, NULL));
     g_assert_cmpstr (kept, ==, "mine");
     g_assert_cmpint (g_remove (path), ==, 0);

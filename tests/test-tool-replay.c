@@ -214,6 +214,11 @@ test_replay_bad_logs (void)
       ":2: invalid Pointer" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,-1,0x0\n",
       ":2: invalid Size" },
+    /* past G_MAXSSIZE: said so (it was "invalid Size" alone, for a number that looks valid) */
+    { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,"
+      "18446744073709551615,0x0\n",
+      ":2: invalid Size \"18446744073709551615\" (expected a decimal count of bytes from 0 to "
+      "9223372036854775807)" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,steal,0x10,1,0x0\n",
       ":2: invalid Action" },
     { "Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000000,allocate,0x10,1,0x0\n1,10:00:00."
@@ -576,18 +581,22 @@ test_log_lines_lost (void)
   g_rmdir (dir);
 }
 
-/* With --json, a log layer on the file of stdout (/dev/stdout, /proc/self/fd/1, the file
- * itself) is refused before it is created, exit status 1: stdout holds the error document
- * alone, no CSV line in it. */
+/* A log layer on the file of stdout (/dev/stdout, /proc/self/fd/1, the file itself) is refused
+ * before it is created, exit status 1 (MEMRES_ERROR_FAILED): with --json (@data non-NULL) stdout
+ * holds the error document alone, no CSV line in it; without, stdout holds nothing (the CSV lines
+ * were mixed into alloc's report and replay's table). A stdout that keeps nothing (/dev/null) is
+ * no such file: log:path=/dev/null still runs. */
 static void
-test_json_log_on_stdout (void)
+test_log_on_stdout (gconstpointer data)
 {
+  gboolean json = data != NULL;
   g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
-  g_autofree char *out = g_build_filename (dir, "out.json", NULL);
+  g_autofree char *out = g_build_filename (dir, "out.txt", NULL);
   g_autofree char *log = g_build_filename (dir, "run.csv", NULL);
   g_autofree char *self_spec = g_strdup_printf ("log:path=%s>host", out);
   const char *const specs[]
       = { "log:path=/dev/stdout>host", "stats>log:path=/proc/self/fd/1>host", self_spec };
+  const char *json_arg = json ? "--json" : "--";
   Run r = { 0 };
 
   g_assert_true (g_file_set_contents (log,
@@ -599,23 +608,47 @@ test_json_log_on_stdout (void)
       {
         int fd = open (out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         g_autofree char *written = NULL;
+        g_autofree char *want
+            = g_strdup_printf ("which is the standard output, where %s: refused",
+                               json     ? "--json writes its document"
+                               : replay ? "the table is written (log to a file or /dev/stderr)"
+                                        : "the report is written (log to a file or /dev/stderr)");
 
         g_assert_cmpint (fd, >=, 0);
         if (replay)
-          run_tool_stdout (&r, fd, "replay", "--json", log, specs[i], NULL);
+          run_tool_stdout (&r, fd, "replay", json_arg, log, specs[i], NULL);
         else
-          run_tool_stdout (&r, fd, "alloc", "--json", specs[i], "1KiB", NULL);
+          run_tool_stdout (&r, fd, "alloc", json_arg, specs[i], "1KiB", NULL);
         close (fd);
         g_test_message ("%s: %s", specs[i], r.err);
         g_assert_cmpint (r.status, ==, 1);
-        g_assert_nonnull (strstr (r.err, "which is the standard output, where --json writes its "
-                                         "document: refused"));
+        assert_one_error_line (&r);
+        g_assert_nonnull (strstr (r.err, want));
         g_assert_true (g_file_get_contents (out, &written, NULL, NULL));
-        assert_one_json_document (written);
-        g_assert_nonnull (strstr (written, "\"exit_status\": 1"));
-        g_assert_null (strstr (written, "Thread,Time"));
+        if (json)
+          {
+            assert_one_json_document (written);
+            g_assert_nonnull (strstr (written, "\"exit_status\": 1"));
+            g_assert_null (strstr (written, "Thread,Time"));
+          }
+        else
+          g_assert_cmpstr (written, ==, "");
         run_clear (&r);
       }
+  for (guint replay = 0; replay < 2; replay++)
+    {
+      int fd = open ("/dev/null", O_WRONLY);
+
+      g_assert_cmpint (fd, >=, 0);
+      if (replay)
+        run_tool_stdout (&r, fd, "replay", json_arg, log, "log:path=/dev/null>host", NULL);
+      else
+        run_tool_stdout (&r, fd, "alloc", json_arg, "log:path=/dev/null>host", "1KiB", NULL);
+      close (fd);
+      g_assert_cmpstr (r.err, ==, "");
+      g_assert_cmpint (r.status, ==, 0);
+      run_clear (&r);
+    }
   g_remove (out);
   g_remove (log);
   g_rmdir (dir);
@@ -735,6 +768,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/trace/keeps-log", test_trace_keeps_log);
   g_test_add_func ("/tool/trace/json", test_trace_json);
   g_test_add_func ("/tool/log-lines-lost", test_log_lines_lost);
-  g_test_add_func ("/tool/json-log-on-stdout", test_json_log_on_stdout);
+  g_test_add_data_func ("/tool/json-log-on-stdout", "json", test_log_on_stdout);
+  g_test_add_data_func ("/tool/text-log-on-stdout", NULL, test_log_on_stdout);
   return g_test_run ();
 }

@@ -684,9 +684,15 @@ static void
 test_stdout_unwritable (void)
 {
   static const char *const commands[][4] = {
-    { "kinds", "host", NULL }, { "alloc", "host", "1KiB", NULL },
-    { "resources", NULL },     { "info", NULL },
-    { "--version", NULL },     { "--help", NULL },
+    { "kinds", "host", NULL },
+    { "alloc", "host", "1KiB", NULL },
+    { "resources", NULL },
+    { "info", NULL },
+    { "--version", NULL },
+    { "--help", NULL },
+    /* a command's help, which GOption prints and exits 0 with (it did so past the check) */
+    { "alloc", "--help", NULL },
+    { "view", "--help-all", NULL },
   };
   int full = open ("/dev/full", O_WRONLY);
   Run r = { 0 };
@@ -848,6 +854,50 @@ test_snapshot_log_on_output (void)
   g_rmdir (dir);
 }
 
+/* memres snapshot -o naming the config file that defines the resource it snapshots: refused,
+ * exit status 2, before anything is created, the file as it was (it was replaced by the
+ * snapshot). Another -o is written. */
+static void
+test_snapshot_output_is_config (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *conf = g_build_filename (dir, "resources.conf", NULL);
+  g_autofree char *other = g_build_filename (dir, "snap.json", NULL);
+  const char *const env[] = { "MEMRES_CONFIG", conf, NULL };
+  const char *const operands[] = { "a", "@a", "stats>@a" };
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (conf, "[a]\nspec=host\n", -1, NULL));
+  for (gsize i = 0; i < G_N_ELEMENTS (operands); i++)
+    {
+      const char *const args[] = { "snapshot", "-o", conf, operands[i], NULL };
+      g_autofree char *kept = NULL;
+
+      run_toolv (&r, env, args);
+      g_test_message ("%s: %d %s", operands[i], r.status, r.err);
+      g_assert_cmpint (r.status, ==, 2);
+      assert_one_error_line (&r);
+      g_assert_nonnull (strstr (r.err, "is the config file that defines the named resources of "
+                                       "the spec: refused"));
+      g_assert_true (g_file_get_contents (conf, &kept, NULL, NULL));
+      g_assert_cmpstr (kept, ==, "[a]\nspec=host\n");
+      run_clear (&r);
+    }
+  {
+    const char *const args[] = { "snapshot", "-o", other, "a", NULL };
+    g_autofree char *written = NULL;
+
+    run_toolv (&r, env, args);
+    g_assert_cmpint (r.status, ==, 0);
+    g_assert_true (g_file_get_contents (other, &written, NULL, NULL));
+    g_assert_true (g_str_has_prefix (written, "{\n  \"memres_snapshot\": 1"));
+    run_clear (&r);
+  }
+  g_remove (other);
+  g_remove (conf);
+  g_rmdir (dir);
+}
+
 /* A named resource's description= is shown by memres resources, text and JSON (null when it
  * has none). */
 static void
@@ -998,6 +1048,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/plugin-bad-schema", test_plugin_bad_schema);
   g_test_add_func ("/tool/output-kinds", test_output_kinds);
   g_test_add_func ("/tool/snapshot/log-on-output", test_snapshot_log_on_output);
+  g_test_add_func ("/tool/snapshot/output-is-config", test_snapshot_output_is_config);
   g_test_add_func ("/tool/resources/description", test_resources_description);
   return g_test_run ();
 }

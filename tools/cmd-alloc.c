@@ -435,7 +435,6 @@ memres_tool_alloc (int argc, char **argv)
   g_autofree char *default_spec = NULL;
   g_auto (AllocReport) r = { 0 };
   gboolean ok = TRUE, logs_ok;
-  struct stat out_st;
 
   context = g_option_context_new ("[SPEC|default] SIZE - allocate a buffer by name and verify it");
   g_option_context_set_summary (
@@ -507,10 +506,13 @@ memres_tool_alloc (int argc, char **argv)
         return memres_tool_fail (error);
       spec = default_spec;
     }
-  /* a log on stdout would mix its lines into the document: refused before it is created */
-  if (json_output && fstat (STDOUT_FILENO, &out_st) == 0
-      && !memres_tool_check_log_paths (
-          spec, &out_st, "the standard output, where --json writes its document", &error))
+  /* a log on stdout would mix its lines into the report: refused before it is created */
+  if (!memres_tool_check_log_not_stdout (
+          spec,
+          json_output ? "the standard output, where --json writes its document"
+                      : "the standard output, where the report is written (log to a file or "
+                        "/dev/stderr)",
+          &error))
     return memres_tool_fail (error);
   mr = memres_resource_new (spec, &error);
   if (mr == NULL)

@@ -605,10 +605,20 @@ memres_tool_ipc_attach (int argc, char **argv)
   if (fd < 0 || connect (fd, (struct sockaddr *) &addr, sizeof addr) != 0)
     {
       int saved = errno;
+      struct stat st;
 
-      memres_tool_failf ("connecting to %s: %s", addr.sun_path, g_strerror (saved));
       if (fd >= 0)
         close (fd);
+      /* a file that cannot be a socket is a bad operand, as at ipc-serve (it was "Connection
+       * refused", exit status 1, as if a server were missing) */
+      if (saved == ECONNREFUSED && stat (addr.sun_path, &st) == 0 && !S_ISSOCK (st.st_mode))
+        {
+          g_autofree char *message
+              = g_strdup_printf ("%s exists and is not a socket", addr.sun_path);
+
+          return memres_tool_usage_error (NULL, message);
+        }
+      memres_tool_failf ("connecting to %s: %s", addr.sun_path, g_strerror (saved));
       return 1;
     }
   set_timeout (fd, timeout);

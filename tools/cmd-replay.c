@@ -17,7 +17,8 @@
  * log-walk.c, as `memres trace` and `memres view` check them (a Time that is not HH:MM:SS.uuuuuu,
  * live sizes past 2^64 bytes, a free whose Size is not its allocate's are refused as invalid).
  * Buffers still live at the end are closed. LOG is read (input.c: a missing one named as missing,
- * as view's and trace's inputs) and checked whole before any SPEC is created, and a `log` layer of a SPEC on the same file is refused first (so is one on stdout with
+ * as view's and trace's inputs) and checked whole before any SPEC is created, and a `log` layer of
+ * a SPEC on the same file is refused first (so is one on stdout with
  * --json); a `log` layer that lost lines fails the command (logs.c). */
 #include "memres-tool.h"
 
@@ -565,7 +566,7 @@ memres_tool_replay (int argc, char **argv)
       = g_ptr_array_new_with_free_func ((GDestroyNotify) memres_resource_unref);
   Log log = { 0 };
   gsize length;
-  struct stat log_st, out_st;
+  struct stat log_st;
   guint n, failed = 0;
   int status = 0;
 
@@ -592,10 +593,12 @@ memres_tool_replay (int argc, char **argv)
     return memres_tool_fail (error);
   for (guint i = 0; i < n; i++)
     if (!memres_tool_check_log_paths (argv[i + 2], &log_st, "the LOG being replayed", &error)
-        || (json_output && fstat (STDOUT_FILENO, &out_st) == 0
-            && !memres_tool_check_log_paths (
-                argv[i + 2], &out_st, "the standard output, where --json writes its document",
-                &error)))
+        || !memres_tool_check_log_not_stdout (
+            argv[i + 2],
+            json_output ? "the standard output, where --json writes its document"
+                        : "the standard output, where the table is written (log to a file or "
+                          "/dev/stderr)",
+            &error))
       return memres_tool_fail (error);
   if (!parse_log (argv[1], text, length, &log, &error))
     {

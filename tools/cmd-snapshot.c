@@ -118,13 +118,33 @@ memres_tool_snapshot (int argc, char **argv)
     }
 
   spec = resolve_operand (argv[1]);
+  /* a stack of named resources is read from the config file: -o naming that file would replace
+   * it with the snapshot (it did), as view and trace refuse an -o FILE that is one of their
+   * inputs */
+  if (output != NULL && strcmp (output, "-") != 0 && strchr (spec, '@') != NULL)
+    {
+      g_autofree char *config = NULL;
+      g_autoptr (GPtrArray) names = memres_config_list_resources (&config, NULL);
+      struct stat config_st;
+
+      if (config != NULL && stat (output, &out_st) == 0 && stat (config, &config_st) == 0
+          && out_st.st_dev == config_st.st_dev && out_st.st_ino == config_st.st_ino)
+        {
+          g_autofree char *shown = memres_tool_show_input (output);
+          g_autofree char *msg = g_strdup_printf (
+              "-o \"%s\" is the config file that defines the named resources of the spec: "
+              "refused, the snapshot would overwrite it",
+              shown);
+
+          return memres_tool_usage_error ("snapshot", msg);
+        }
+    }
   /* a log layer on the file the snapshot goes to would mix its lines into the document, or
    * write them to the file the snapshot then replaces: refused before it is created */
   if (output == NULL || strcmp (output, "-") == 0)
     {
-      if (fstat (STDOUT_FILENO, &out_st) == 0
-          && !memres_tool_check_log_paths (
-              spec, &out_st, "the standard output, where the snapshot is written", &error))
+      if (!memres_tool_check_log_not_stdout (
+              spec, "the standard output, where the snapshot is written", &error))
         return memres_tool_fail (error);
     }
   else if (stat (output, &out_st) == 0

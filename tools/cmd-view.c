@@ -599,111 +599,6 @@ write_data (View *v, Input *inputs, guint n_inputs)
   return out;
 }
 
-/* The members of an object a snapshot check looks at: the values of "memres_snapshot",
- * "memres_allocator_snapshot" and "devices", as the text has them (NULL: absent). */
-typedef struct
-{
-  char *format, *allocator_format, *devices;
-  gboolean has_layers; /* a member "layers" that is an array */
-  guint n_bad;         /* devices: members whose value is no snapshot of format 1 */
-} Members;
-
-static void
-on_member (const char *name, gsize name_len, const char *value, gsize value_len, gpointer data)
-{
-  Members *m = data;
-  char **slot = NULL;
-
-  if (name_len == strlen ("layers") && memcmp (name, "layers", name_len) == 0 && value_len > 0
-      && value[0] == '[')
-    m->has_layers = TRUE;
-  if (name_len == strlen ("memres_snapshot") && memcmp (name, "memres_snapshot", name_len) == 0)
-    slot = &m->format;
-  else if (name_len == strlen ("memres_allocator_snapshot")
-           && memcmp (name, "memres_allocator_snapshot", name_len) == 0)
-    slot = &m->allocator_format;
-  else if (name_len == strlen ("devices") && memcmp (name, "devices", name_len) == 0)
-    slot = &m->devices;
-  if (slot != NULL && *slot == NULL)
-    *slot = g_strndup (value, value_len);
-}
-
-static void
-members_clear (Members *m)
-{
-  g_free (m->format);
-  g_free (m->allocator_format);
-  g_free (m->devices);
-}
-G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Members, members_clear)
-
-/* each member of "devices": a snapshot of format 1 */
-static void
-on_device (const char *name, gsize name_len, const char *value, gsize value_len, gpointer data)
-{
-  Members *outer = data;
-  Members m = { 0 };
-
-  if (!memres_tool_json_members (value, value_len, on_member, &m) || g_strcmp0 (m.format, "1") != 0
-      || !m.has_layers)
-    outer->n_bad++;
-  members_clear (&m);
-}
-
-/* A snapshot: one JSON object whose member "memres_snapshot" is 1 (format 1, docs/snapshot.md)
- * with a "layers" array,
- * or the allocator shim's file: "memres_allocator_snapshot" 1 and "devices", an object of
- * such snapshots. Any other JSON, other formats among it, is refused naming what it lacks. */
-static gboolean
-check_snapshot (const Input *in, GError **error)
-{
-  g_autofree char *shown = memres_tool_show_input (in->path);
-  g_auto (Members) m = { 0 };
-  const char *why;
-  gsize offset;
-
-  if (!memres_tool_json_check (in->text, in->length, &offset, &why))
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "%s: not a snapshot: invalid JSON at byte %" G_GSIZE_FORMAT ": %s", shown,
-                   offset, why);
-      return FALSE;
-    }
-  memres_tool_json_members (in->text, in->length, on_member, &m);
-  if (m.format != NULL || m.allocator_format == NULL)
-    {
-      g_autofree char *format = m.format != NULL ? memres_tool_show_input (m.format) : NULL;
-
-      if (g_strcmp0 (m.format, "1") == 0 && m.has_layers)
-        return TRUE;
-      if (g_strcmp0 (m.format, "1") == 0)
-        {
-          g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                       "%s: a snapshot without its \"layers\" array (docs/snapshot.md)", shown);
-          return FALSE;
-        }
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   m.format == NULL
-                       ? "%s: JSON but not a snapshot (no top-level member \"memres_snapshot\": "
-                         "docs/snapshot.md)%s"
-                       : "%s: a snapshot of format %s: this memres reads format 1 "
-                         "(\"memres_snapshot\": 1, docs/snapshot.md)",
-                   shown, m.format == NULL ? "" : format);
-      return FALSE;
-    }
-  if (strcmp (m.allocator_format, "1") != 0 || m.devices == NULL
-      || !memres_tool_json_members (m.devices, strlen (m.devices), on_device, &m) || m.n_bad > 0)
-    {
-      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                   "%s: not a snapshot file of the allocator shim this memres reads "
-                   "(\"memres_allocator_snapshot\": 1 and \"devices\", an object of snapshots of "
-                   "format 1: docs/snapshot.md)",
-                   shown);
-      return FALSE;
-    }
-  return TRUE;
-}
-
 static gboolean
 read_input (View *v, Input *in, guint layer, GError **error)
 {
@@ -726,7 +621,7 @@ read_input (View *v, Input *in, guint layer, GError **error)
           return FALSE;
         }
       in->snapshot = TRUE;
-      return check_snapshot (in, error);
+      return memres_tool_check_snapshot (in->path, in->text, in->length, error);
     }
   v->layer = layer;
   g_hash_table_remove_all (v->by_tag);
@@ -803,6 +698,13 @@ memres_tool_view (int argc, char **argv)
   n_reserved = reserved != NULL ? g_strv_length (reserved) : 0;
   if (argc < 2 && n_reserved == 0)
     return memres_tool_usage_error ("view", "expected LOG or SNAPSHOT...");
+  /* a --reserved LOG is the reserved bytes of the layer above its log: drawn beside that
+   * layer's used bytes, never alone (alone, its bytes are a log's used bytes: an INPUT) */
+  if (argc < 2)
+    return memres_tool_usage_error (
+        "view", "--reserved LOG without an INPUT: give the log of the layer above it too "
+                "(cache>log:path=LOG>... is --reserved LOG beside the log above the cache), or "
+                "LOG alone as an INPUT (its bytes drawn as used)");
   n = (guint) argc - 1 + n_reserved;
   inputs = g_new0 (Input, n);
   v.series = g_ptr_array_new_with_free_func (series_free);

@@ -217,3 +217,31 @@ memres_tool_json_members (const char *text, gsize length, MemresJsonMemberFunc f
         s.p++;
     }
 }
+
+gboolean
+memres_tool_json_elements (const char *text, gsize length, MemresJsonElementFunc func,
+                           gpointer data)
+{
+  Scan s = { text, text + length, NULL };
+  guint index = 0;
+
+  skip_space (&s);
+  if (s.p >= s.end || *s.p != '[')
+    return FALSE;
+  s.p++;
+  for (;;)
+    {
+      const char *value;
+
+      skip_space (&s);
+      if (s.p < s.end && *s.p == ']')
+        return TRUE;
+      value = s.p;
+      if (!scan_value (&s, 1))
+        return FALSE;
+      func (index++, value, (gsize) (s.p - value), data);
+      skip_space (&s);
+      if (s.p < s.end && *s.p == ',')
+        s.p++;
+    }
+}

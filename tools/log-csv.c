@@ -183,7 +183,9 @@ memres_tool_parse_log_line (char *line, gboolean tagged, gboolean backtrace, Mem
   if (!g_ascii_string_to_unsigned (f[4], 10, 0, G_MAXSSIZE, &out->size, NULL))
     {
       shown = memres_tool_show_input (f[4]);
-      *why = g_strdup_printf ("invalid Size \"%s\"", shown);
+      *why = g_strdup_printf ("invalid Size \"%s\" (expected a decimal count of bytes from 0 to "
+                              "%" G_GSSIZE_FORMAT ")",
+                              shown, G_MAXSSIZE);
       return FALSE;
     }
   /* the Stream as the log adaptor and RMM write it (0x0 for none): replay --threads makes a

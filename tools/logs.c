@@ -1,11 +1,12 @@
 /* logs.c: the command's side of a stack's `log` layers: a log that would write over a file the
- * command reads or writes (LOG of memres replay, stdout under --json), found from the spec
- * before anything is created, and a log that lost lines, from the layers' counters after the
- * work. */
+ * command reads or writes (LOG of memres replay, the standard output where its report goes), found
+ * from the spec before anything is created, and a log that lost lines, from the layers' counters
+ * after the work. */
 #include "memres-tool.h"
 
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define LOG_KIND "log"
 
@@ -45,6 +46,17 @@ memres_tool_check_log_paths (const char *spec, const struct stat *file, const ch
       g_variant_unref (options);
     }
   return TRUE;
+}
+
+gboolean
+memres_tool_check_log_not_stdout (const char *spec, const char *what, GError **error)
+{
+  struct stat st;
+
+  /* among devices, only a terminal shows what is written to it: /dev/null mixes nothing */
+  if (fstat (STDOUT_FILENO, &st) != 0 || (S_ISCHR (st.st_mode) && !isatty (STDOUT_FILENO)))
+    return TRUE;
+  return memres_tool_check_log_paths (spec, &st, what, error);
 }
 
 gboolean

@@ -73,10 +73,14 @@ int memres_tool_usage_error (const char *command, const char *message);
  * truncated; a spec that does not parse passes (memres_resource_new() reports it).
  * memres_tool_check_logs_complete(): FALSE with MEMRES_ERROR_FAILED when a `log` layer of the
  * stack @mr could not write every line (its counter lines_lost), naming the layer, the count
- * and the error. */
+ * and the error. memres_tool_check_log_not_stdout(): memres_tool_check_log_paths() on the
+ * file of the standard output, where a command writes its report or document, which a log's
+ * lines would be mixed into (a pipe, a file, a terminal; not a device that keeps nothing such
+ * as /dev/null). */
 struct stat;
 gboolean memres_tool_check_log_paths (const char *spec, const struct stat *file, const char *what,
                                       GError **error);
+gboolean memres_tool_check_log_not_stdout (const char *spec, const char *what, GError **error);
 gboolean memres_tool_check_logs_complete (MemresResource *mr, GError **error);
 /* TRUE, with MEMRES_ERROR_INVALID_ARGUMENT "-o \"FILE\" is WHAT INDEX: refused, the MADE would
  * overwrite the NOUN it is made from", when -o @output is the file @input by any name
@@ -200,6 +204,20 @@ typedef void (*MemresJsonMemberFunc) (const char *name, gsize name_len, const ch
                                       gsize value_len, gpointer data);
 gboolean memres_tool_json_members (const char *text, gsize length, MemresJsonMemberFunc func,
                                    gpointer data);
+/* Calls @func with each element of the array @text holds (a text memres_tool_json_check()
+ * passed): its index and its value's text. FALSE when @text is not an array. */
+typedef void (*MemresJsonElementFunc) (guint index, const char *value, gsize value_len,
+                                       gpointer data);
+gboolean memres_tool_json_elements (const char *text, gsize length, MemresJsonElementFunc func,
+                                    gpointer data);
+/* snapshot-check.c: whether the input @path's text (@length bytes), which the page would show as
+ * a snapshot, is one: a snapshot of format 1 (docs/snapshot.md) or the allocator shim's file of
+ * them, every member docs/snapshot.schema.json requires present and of its type (members it does
+ * not name are let through: format 1 grows without a new format). Else FALSE with
+ * MEMRES_ERROR_INVALID_ARGUMENT naming @path and the JSON path of the first wrong value
+ * ("layers[0].kind"). */
+gboolean memres_tool_check_snapshot (const char *path, const char *text, gsize length,
+                                     GError **error);
 
 /* the JSON writer: sdk/json-writer.h */
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <locale.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -131,6 +132,17 @@ finish_stdout (int status)
   return status != 0 ? status : 1;
 }
 
+/* GOption prints a command's --help and calls exit(0) itself, past finish_stdout(): checked here
+ * then (it was exit status 0 with the help lost, `memres alloc --help > /dev/full`). */
+static gboolean finished;
+
+static void
+finish_stdout_at_exit (void)
+{
+  if (!finished && finish_stdout (0) != 0)
+    _exit (1);
+}
+
 static int
 run_command (int argc, char **argv)
 {
@@ -184,11 +196,16 @@ run_command (int argc, char **argv)
 int
 main (int argc, char **argv)
 {
+  int status;
+
   /* GLib's messages say "(memres:PID)", not the name of the command (the option parser would
    * take argv[0] of the command: "alloc") */
   g_set_prgname ("memres");
   setlocale (LC_ALL, "");
   guard_standard_fds ();
   g_set_print_handler (print_stdout);
-  return finish_stdout (run_command (argc, argv));
+  atexit (finish_stdout_at_exit);
+  status = run_command (argc, argv);
+  finished = TRUE;
+  return finish_stdout (status);
 }

@@ -118,48 +118,15 @@ order_for_consumer (MemresBuffer *buf, PyObject *stream_obj)
 
 static const char *const dlpack_names[] = { "stream", "max_version", "dl_device", "copy" };
 
-PyObject *
-pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* @buf's capsule for a consumer of DLPack major version @major (-1: none given, the legacy
+ * capsule); @copied: the tensor's memory is a copy made for it (DLPack 1.x's IS_COPIED flag). */
+static PyObject *
+capsule_of (MemresBuffer *buf, long major, gboolean copied)
 {
-  MemresBuffer *buf = ((PyMemresBuffer *) self)->buf;
-  PyObject *argv[4];
   GError *error = NULL;
-  gint64 shape[1];
-  long major;
+  gint64 shape[1] = { (gint64) memres_buffer_get_size (buf) };
   PyObject *capsule;
 
-  if (nargs != 0)
-    {
-      PyErr_SetString (PyExc_TypeError, "__dlpack__() takes keyword arguments only");
-      return NULL;
-    }
-  if (pymemres_parse_args ("__dlpack__", args, 0, kwnames, dlpack_names, 4, 0, argv) < 0
-      || max_major_of (argv[1], &major) < 0)
-    return NULL;
-  if (memres_buffer_is_closed (buf))
-    return pymemres_raise_closed ();
-  if (argv[3] != NULL && PyObject_IsTrue (argv[3]) == 1)
-    {
-      PyErr_SetString (PyExc_BufferError, "memres does not copy on export (copy=True)");
-      return NULL;
-    }
-  if (argv[2] != NULL && argv[2] != Py_None)
-    {
-      PyObject *mine = pymemres_buffer_dlpack_device (self, NULL);
-      int same = mine != NULL ? PyObject_RichCompareBool (mine, argv[2], Py_EQ) : -1;
-
-      Py_XDECREF (mine);
-      if (same < 0)
-        return NULL;
-      if (!same)
-        {
-          PyErr_SetString (PyExc_BufferError, "the buffer is not on the dl_device asked for");
-          return NULL;
-        }
-    }
-  if (order_for_consumer (buf, argv[0]) < 0)
-    return NULL;
-  shape[0] = (gint64) memres_buffer_get_size (buf);
   if (major >= 1)
     {
       MemresDLManagedTensorVersioned *tensor
@@ -167,6 +134,8 @@ pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
 
       if (tensor == NULL)
         return pymemres_raise (error);
+      if (copied)
+        tensor->flags |= MEMRES_DLPACK_FLAG_IS_COPIED;
       capsule = PyCapsule_New (tensor, CAPSULE_VERSIONED, capsule_versioned_destructor);
       if (capsule == NULL)
         tensor->deleter (tensor);
@@ -182,6 +151,115 @@ pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
       if (capsule == NULL)
         tensor->deleter (tensor);
     }
+  return capsule;
+}
+
+/* dl_device=(kDLCPU, 0) (or copy=True) asked of @self: a capsule of a copy of its bytes in host
+ * memory of its own (a `host` buffer the tensor holds), read after the work ordered on the
+ * buffer's stream (memres_buffer_read() returns when the bytes are there), as the array API asks
+ * of a producer (DLPack's IS_COPIED flag set on a versioned capsule). */
+static PyObject *
+host_copy_capsule (PyMemresBuffer *self, long major)
+{
+  MemresBuffer *buf = self->buf;
+  gsize size = memres_buffer_get_size (buf);
+  GError *error = NULL;
+  MemresResource *host;
+  MemresBuffer *copy;
+  PyObject *capsule;
+  gboolean ok = TRUE;
+
+  host = memres_resource_new ("host", &error);
+  if (host == NULL)
+    return pymemres_raise (error);
+  copy = memres_resource_allocate (host, size, NULL, &error);
+  memres_resource_unref (host);
+  if (copy == NULL)
+    return pymemres_raise (error);
+  if (pymemres_buffer_use (self, FALSE) < 0)
+    {
+      memres_buffer_unref (copy);
+      return NULL;
+    }
+  Py_BEGIN_ALLOW_THREADS;
+  if (size > 0)
+    ok = memres_buffer_read (buf, 0, memres_buffer_get_pointer (copy), size,
+                             memres_buffer_get_deallocation_stream (buf), &error);
+  Py_END_ALLOW_THREADS;
+  pymemres_buffer_unuse (self, FALSE);
+  capsule = ok ? capsule_of (copy, major, TRUE) : pymemres_raise (error);
+  /* the tensor holds the copy: its deleter's unref closes it */
+  memres_buffer_unref (copy);
+  return capsule;
+}
+
+/* Whether the dl_device asked for is (kDLCPU, 0): 1, 0 or -1 with an exception. */
+static int
+is_cpu (PyObject *dl_device)
+{
+  PyObject *cpu = Py_BuildValue ("(ii)", MEMRES_DL_CPU, 0);
+  int same = cpu != NULL ? PyObject_RichCompareBool (cpu, dl_device, Py_EQ) : -1;
+
+  Py_XDECREF (cpu);
+  return same;
+}
+
+PyObject *
+pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+  MemresBuffer *buf = ((PyMemresBuffer *) self)->buf;
+  PyObject *argv[4];
+  long major;
+  int copy = -1; /* copy=None: a copy only where dl_device asks for another device */
+  PyObject *capsule;
+
+  if (nargs != 0)
+    {
+      PyErr_SetString (PyExc_TypeError, "__dlpack__() takes keyword arguments only");
+      return NULL;
+    }
+  if (pymemres_parse_args ("__dlpack__", args, 0, kwnames, dlpack_names, 4, 0, argv) < 0
+      || max_major_of (argv[1], &major) < 0)
+    return NULL;
+  if (argv[3] != NULL && argv[3] != Py_None && (copy = PyObject_IsTrue (argv[3])) < 0)
+    return NULL;
+  if (memres_buffer_is_closed (buf))
+    return pymemres_raise_closed ();
+  if (copy != -1 || (argv[2] != NULL && argv[2] != Py_None))
+    {
+      PyObject *mine = pymemres_buffer_dlpack_device (self, NULL);
+      PyObject *wanted = argv[2] != NULL && argv[2] != Py_None ? argv[2] : mine;
+      int same = mine != NULL ? PyObject_RichCompareBool (mine, wanted, Py_EQ) : -1;
+      int cpu = same >= 0 ? is_cpu (wanted) : -1;
+
+      Py_XDECREF (mine);
+      if (cpu < 0)
+        return NULL;
+      /* the array API: a device the producer cannot give, BufferError; one it gives only by a
+       * copy that copy=False forbids, BufferError too; copy=True, always a copy. memres copies
+       * to host memory (kDLCPU) alone. */
+      if (!cpu && (!same || copy == 1))
+        {
+          PyErr_SetString (PyExc_BufferError,
+                           same ? "memres copies only to host memory: copy=True needs "
+                                  "dl_device=(1, 0) for a buffer of another device"
+                                : "the buffer is not on the dl_device asked for, and memres "
+                                  "copies only to host memory (dl_device=(1, 0))");
+          return NULL;
+        }
+      if (!same && copy == 0)
+        {
+          PyErr_SetString (PyExc_BufferError,
+                           "the buffer is not in host memory (dl_device=(1, 0)): that takes a "
+                           "copy, and copy=False forbids it");
+          return NULL;
+        }
+      if (!same || copy == 1)
+        return host_copy_capsule ((PyMemresBuffer *) self, major);
+    }
+  if (order_for_consumer (buf, argv[0]) < 0)
+    return NULL;
+  capsule = capsule_of (buf, major, FALSE);
   /* the tensor holds a reference: close() now leaves the memory to it */
   if (capsule != NULL)
     pymemres_buffer_mark_exported ((PyMemresBuffer *) self);

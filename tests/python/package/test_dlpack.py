@@ -79,10 +79,10 @@ def test_dlpack_arguments(host):
     buf = host.allocate(8)
     assert buf.__dlpack_device__() == (1, 0)
     buf.__dlpack__(dl_device=(1, 0), copy=False, stream=-1)
-    with pytest.raises(BufferError):
+    with pytest.raises(BufferError, match="memres copies only to host memory"):
         buf.__dlpack__(dl_device=(2, 0))
-    with pytest.raises(BufferError):
-        buf.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match="memres copies only to host memory"):
+        buf.__dlpack__(dl_device=(2, 0), copy=True)
     with pytest.raises(TypeError):
         buf.__dlpack__(None)
     with pytest.raises(TypeError):
@@ -95,6 +95,51 @@ def test_dlpack_arguments(host):
             buf.__dlpack__(stream=bad)
     buf.__dlpack__(stream=(1 << 64) - 1)  # a handle, host memory: nothing to order
     buf.close()
+
+
+def copied_bytes(capsule, size):
+    """The bytes and the flags of a copy's versioned capsule (the tensor given back)."""
+    t = consume_versioned(capsule)
+    d = t.dl_tensor
+    assert (d.device.device_type, d.device.device_id) == (1, 0) and d.shape[0] == size
+    got = ctypes.string_at(d.data, size), t.flags, d.data
+    t.deleter(ctypes.pointer(t))
+    return got
+
+
+def test_dlpack_copy_true_copies(host):
+    """copy=True: always a copy (the array API), host memory of its own, flagged IS_COPIED (it
+    was BufferError)."""
+    buf = host.allocate(16)
+    buf.write(bytes(range(16)))
+    data, flags, address = copied_bytes(buf.__dlpack__(max_version=(1, 0), copy=True), 16)
+    assert data == bytes(range(16)) and flags == 2 and address != buf.handle
+    buf.close()  # the copy was made for the consumer: the buffer is not exported
+    assert buf.closed
+
+
+def test_dlpack_device_to_cpu_copies(device, fake_counts):
+    """dl_device=(kDLCPU, 0) of device memory: a copy in host memory unless copy=False, which
+    is BufferError (the array API's rule; it was BufferError whatever copy said)."""
+    buf = device.allocate(4096)
+    buf.fill(0x5A)
+    assert buf.__dlpack_device__() == (2, 0)
+    before = fake_counts()
+    data, flags, address = copied_bytes(buf.__dlpack__(dl_device=(1, 0), max_version=(1, 0)),
+                                        4096)
+    assert data == b"\x5a" * 4096 and flags == 2 and address != buf.handle
+    assert fake_counts() == before  # nothing of the driver's held by the copy
+    legacy = buf.__dlpack__(dl_device=(1, 0))  # no max_version: the legacy capsule, a copy
+    assert PyCapsule_IsValid(legacy, b"dltensor")
+    del legacy
+    with pytest.raises(BufferError, match="copy=False forbids it"):
+        buf.__dlpack__(dl_device=(1, 0), copy=False)
+    with pytest.raises(BufferError, match="copy=True needs dl_device=\\(1, 0\\)"):
+        buf.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match="not on the dl_device"):
+        buf.__dlpack__(dl_device=(2, 1))
+    buf.close()
+    assert buf.closed and fake_counts()["pool_allocations"] == before["pool_allocations"] - 1
 
 
 def test_numpy_consumes_host_memory(host):
