@@ -705,15 +705,36 @@ test_hazard_large_reuse (void)
   mt_hazard_end ();
 }
 
-/* Waits for all work of device 0 (cuCtxSynchronize; the fake waits until every stream, the
- * arena's watch stream included, ran its queue). */
+/* Once @s is past the event of a lending or a sharing's end: the retired addresses go at the
+ * next allocation on @mr whose check of the watch stream finds it idle. The device's synchronize
+ * first (cuCtxSynchronize; the fake waits until every stream ran its queue) lets the watch stream
+ * run the wait it queued while @s was held: a loaded machine may not have run it yet. */
 static void
-device_sync_ok (void)
+reap_retired (MemresResource *mr, gsize size, MemresStream s)
 {
   g_autoptr (GError) error = NULL;
 
   g_assert_true (memres_cuda_device_synchronize (0, &error));
   g_assert_no_error (error);
+  mt_close_ok (mt_alloc_ok (mr, size, s), s);
+}
+
+/* The end of lent_run() and shared_run(): both streams synchronized, everything trimmed back to
+ * 0 bytes reserved, the two arenas and streams freed, and on the fake every handle given back. */
+static void
+lend_run_end (MemresResource **mr, MemresResource **other, MemresStream s, MemresStream b,
+              const FakeCudaCounts *base)
+{
+  mt_sync_ok (s);
+  mt_sync_ok (b);
+  trim_ok (*mr);
+  g_assert_cmpuint (stats_ok (*mr).reserved_current, ==, 0);
+  g_clear_pointer (mr, memres_resource_unref);
+  g_clear_pointer (other, memres_resource_unref);
+  stream_free (s);
+  stream_free (b);
+  if (mt_driver_is_fake ())
+    mt_assert_fake_counts_equal (base);
 }
 
 /* Lent memory (arena-lend.c): S holds a pending copy of x, x is closed on S, and y (on S, too
@@ -827,26 +848,14 @@ lent_run (const char *fail, int nth, const char *fail2, int nth2, char ***calls)
   mt_assert_bytes (z, 0xaa, s);
   mt_assert_bytes (y, 0xcc, s);
   mt_assert_bytes (v, 0xbb, b);
-  /* S is past the lending: the old addresses go at the next allocation whose check of the
-   * watch stream finds it idle; the device's synchronize lets the watch stream run the wait it
-   * queued while S was held (without it, a loaded machine's watch stream may not have run yet) */
-  device_sync_ok ();
-  mt_close_ok (mt_alloc_ok (mr, 4 * g, s), s);
+  /* S is past the lending: the old addresses go */
+  reap_retired (mr, 4 * g, s);
   g_assert_cmpuint (counter (mr, "lent_pending"), ==, 0);
   mt_close_ok (y, s);
   mt_close_ok (v, b);
   mt_close_ok (w, s);
   mt_close_ok (z, s);
-  mt_sync_ok (s);
-  mt_sync_ok (b);
-  trim_ok (mr);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
-  g_clear_pointer (&mr, memres_resource_unref);
-  g_clear_pointer (&other, memres_resource_unref);
-  stream_free (s);
-  stream_free (b);
-  if (fake)
-    mt_assert_fake_counts_equal (&base);
+  lend_run_end (&mr, &other, s, b, &base);
 }
 
 static void
@@ -989,26 +998,15 @@ shared_run (const char *fail, int nth, char ***calls)
   mt_assert_bytes (kept, 0x11, s);
   mt_assert_bytes (y, 0xcc, s);
   mt_assert_bytes (v, 0xbb, b);
-  /* S is past the sharing's end: granule 0's address goes at the next allocation (after the
-   * watch stream ran its wait, as in test_hazard_lent) */
-  device_sync_ok ();
-  mt_close_ok (mt_alloc_ok (mr, 4 * g, s), s);
+  /* S is past the sharing's end: granule 0's address goes */
+  reap_retired (mr, 4 * g, s);
   if (shared)
     g_assert_cmpuint (counter (mr, "lent_pending"), ==, 0);
   mt_close_ok (y, s);
   mt_close_ok (v, b);
   mt_close_ok (z, s);
   mt_close_ok (kept, s);
-  mt_sync_ok (s);
-  mt_sync_ok (b);
-  trim_ok (mr);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
-  g_clear_pointer (&mr, memres_resource_unref);
-  g_clear_pointer (&other, memres_resource_unref);
-  stream_free (s);
-  stream_free (b);
-  if (fake)
-    mt_assert_fake_counts_equal (&base);
+  lend_run_end (&mr, &other, s, b, &base);
 }
 
 static void
