@@ -284,6 +284,76 @@ test_replay_bom (void)
   g_rmdir (dir);
 }
 
+/* RMM logs an allocation of 0 bytes at 0x0 (its nullptr), any number of them live at once:
+ * replay, trace and view read them, each free matching one of them (it was ":3: Pointer 0x0
+ * allocated again", exit status 2). Bytes at a Pointer still live, or an empty allocation over
+ * them, are a log that lost a free: MEMRES_ERROR_INVALID_ARGUMENT, exit status 2. */
+static void
+test_replay_empty_allocations (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "rmm.csv", NULL);
+  static const char *const bad[][2] = {
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,allocate,0x0,0,0x0\n"
+      "1,10:00:00.000001,allocate,0x0,16,0x0\n",
+      ":3: Pointer 0x0 allocated again, without a free since line 2 allocated it" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,allocate,0x10,16,0x0\n"
+      "1,10:00:00.000001,allocate,0x10,0,0x0\n",
+      ":3: Pointer 0x10 allocated again, without a free since line 2 allocated it" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,allocate,0x0,0,0x0\n"
+      "1,10:00:00.000001,allocate,0x0,0,0x0\n"
+      "1,10:00:00.000002,free,0x0,8,0x0\n",
+      ":4: free of Pointer 0x0 with Size 8, but its allocate on line 3 has Size 0" },
+  };
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,10:00:00.000000,allocate,0x0,0,0x0\n"
+                                      "1,10:00:00.000001,allocate,0x1000,100,0x0\n"
+                                      "2,10:00:00.000002,allocate,0x0,0,0x0\n"
+                                      "1,10:00:00.000003,allocate,0x0,0,0x0\n"
+                                      "2,10:00:00.000004,free,0x0,0,0x0\n"
+                                      "1,10:00:00.000005,free,0x1000,100,0x0\n"
+                                      "1,10:00:00.000006,free,0x0,0,0x0\n"
+                                      "1,10:00:00.000007,free,0x0,0,0x0\n",
+                                      -1, NULL));
+  run_tool (&r, "replay", "--json", log, "stats>host", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "allocations"), ==, 4);
+  g_assert_cmpuint (json_uint (r.out, "frees"), ==, 4);
+  g_assert_cmpuint (json_uint (r.out, "unmatched_frees"), ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "failures"), ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "live_at_end"), ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "peak_used_bytes"), ==, 100);
+  g_assert_cmpuint (json_uint (r.out, "log_peak_used_bytes"), ==, 100);
+  run_clear (&r);
+  run_tool (&r, "trace", log, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  /* the buffers live at once: the three empty ones and the 100 bytes */
+  g_assert_nonnull (strstr (r.out, "\"args\": {\"live\": 4}"));
+  run_clear (&r);
+  run_tool (&r, "view", log, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  run_clear (&r);
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_assert_true (g_file_set_contents (log, bad[i][0], -1, NULL));
+      run_tool (&r, "--json", "replay", log, "host", NULL);
+      g_test_message ("case %" G_GSIZE_FORMAT ": %s", i, r.err);
+      g_assert_cmpint (r.status, ==, 2);
+      g_assert_nonnull (strstr (r.err, bad[i][1]));
+      g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\""));
+      run_clear (&r);
+    }
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 static void
 test_replay_bad_logs (void)
 {
@@ -849,6 +919,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/replay/bad-logs", test_replay_bad_logs);
   g_test_add_func ("/tool/replay/free-failure", test_replay_free_failure);
   g_test_add_func ("/tool/replay/bom", test_replay_bom);
+  g_test_add_func ("/tool/replay/empty-allocations", test_replay_empty_allocations);
   g_test_add_func ("/tool/replay/traces", test_replay_traces);
   g_test_add_func ("/tool/replay/singular", test_replay_singular);
   g_test_add_func ("/tool/replay/threads", test_replay_threads);
