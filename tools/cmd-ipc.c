@@ -444,7 +444,21 @@ memres_tool_ipc_serve (int argc, char **argv)
     return memres_tool_usage_error ("ipc-serve", "--size must be a non-zero multiple of 1KiB, "
                                                  "at most 4 TiB - 1 KiB (the protocol counts "
                                                  "KiB in 32 bits)");
-  if (!make_address (argv[1], &addr, &error) || !check_serve_path (addr.sun_path, &error))
+  if (!make_address (argv[1], &addr, &error))
+    return memres_tool_fail (error);
+  /* the operands before any work: a spec that does not parse (memres_spec_parse() loads
+   * nothing), then a SOCKET where no socket can be made */
+  {
+    g_autoptr (GVariant) layers = memres_spec_parse (spec != NULL ? spec : "ipc:device=0", &error);
+
+    if (layers == NULL)
+      {
+        if (spec != NULL)
+          g_prefix_error (&error, "--spec: ");
+        return memres_tool_fail (error);
+      }
+  }
+  if (!check_serve_path (addr.sun_path, &error))
     return memres_tool_fail (error);
 
   mr = memres_resource_new (spec != NULL ? spec : "ipc:device=0", &error);
