@@ -513,6 +513,12 @@ buffer_get_closed (PyMemresBuffer *self, void *closure)
 }
 
 static PyObject *
+buffer_get_owner (PyMemresBuffer *self, void *closure)
+{
+  Py_RETURN_NONE;
+}
+
+static PyObject *
 buffer_get_flags (PyMemresBuffer *self, void *closure)
 {
   return PyLong_FromUnsignedLong (memres_buffer_get_flags (self->buf));
@@ -622,6 +628,10 @@ static PyGetSetDef buffer_getset[] = {
   { "is_host_accessible", (getter) buffer_get_host_accessible, NULL,
     "True when host code can dereference the memory." },
   { "closed", (getter) buffer_get_closed, NULL, "True once close() succeeded." },
+  { "is_closed", (getter) buffer_get_closed, NULL, "closed, by cuda.core's name." },
+  { "owner", (getter) buffer_get_owner, NULL,
+    "The object that keeps foreign memory alive (Buffer.from_handle(owner=...)): None for\n"
+    "memory a Resource allocated, as cuda.core's Buffer.owner." },
   { "tag", (getter) pymemres_buffer_get_tag, NULL,
     "The tag the buffer was allocated under (memres.tag()), or None." },
   { "flags", (getter) buffer_get_flags, NULL, "The MemresMemoryFlags bits as an int." },

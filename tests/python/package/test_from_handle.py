@@ -182,6 +182,20 @@ def test_mr_flags(memory):
         memres.Buffer.from_handle(addr, 64, mr=Neither())
 
 
+def test_cuda_core_names(host, memory):
+    """cuda.core's Buffer names: is_closed beside closed, owner (None for memory a Resource
+    allocated)."""
+    _, addr = memory
+    buf = host.allocate(8)
+    assert buf.owner is None and buf.is_closed is False
+    buf.close()
+    assert buf.is_closed is True and buf.closed is True
+    view = memres.Buffer.from_handle(addr, 8)
+    assert view.is_closed is False
+    view.close()
+    assert view.is_closed is True
+
+
 def test_errors(memory):
     _, addr = memory
     mr = RecordingMR()
