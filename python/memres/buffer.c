@@ -401,8 +401,19 @@ buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
     }
   if (memres_buffer_is_closed (self->buf))
     return pymemres_raise_closed ();
-  if (offset < 0 || (gsize) offset > size)
+  if (offset < 0)
     {
+      PyErr_SetString (PyExc_ValueError, "offset must be >= 0");
+      return NULL;
+    }
+  if ((gsize) offset > size)
+    {
+      char nothing;
+
+      /* past the end: memres's own refusal (InvalidArgumentError, as write() and a size past
+       * the end give; it was a plain ValueError) */
+      if (!memres_buffer_read (self->buf, (gsize) offset, &nothing, 0, NULL, &error))
+        return pymemres_raise (error);
       PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
       return NULL;
     }
