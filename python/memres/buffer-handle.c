@@ -19,11 +19,9 @@ typedef struct
   PyObject *stream; /* the stream object deallocate gets (None: none was given) */
   guint64 ptr;
   gsize size;
-  gboolean released;   /* the release ran: the getters answer None */
-  gboolean in_close;   /* the object's close() runs: an exception of deallocate is raised */
-  PyObject *exc_type;  /* that exception, fetched by the release for close() */
-  PyObject *exc_value; /* ... */
-  PyObject *exc_tb;    /* ... */
+  gboolean released; /* the release ran: the getters answer None */
+  gboolean in_close; /* the object's close() runs: an exception of deallocate is raised */
+  PyObject *exc;     /* that exception, taken by the release for close() */
 } Foreign;
 
 typedef struct
@@ -37,6 +35,36 @@ typedef struct
 #else
 #define interpreter_finalizing() _Py_IsFinalizing ()
 #endif
+
+/* The exception being raised, taken (a new reference; its traceback in it), and raised again:
+ * PyErr_GetRaisedException() and PyErr_SetRaisedException() of CPython 3.12 */
+static PyObject *
+take_exception (void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+  return PyErr_GetRaisedException ();
+#else
+  PyObject *type, *value, *tb;
+
+  PyErr_Fetch (&type, &value, &tb);
+  PyErr_NormalizeException (&type, &value, &tb);
+  if (tb != NULL && value != NULL)
+    PyException_SetTraceback (value, tb);
+  Py_XDECREF (type);
+  Py_XDECREF (tb);
+  return value;
+#endif
+}
+
+static void
+raise_exception (PyObject *exc)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException (exc);
+#else
+  PyErr_Restore (Py_NewRef ((PyObject *) Py_TYPE (exc)), exc, PyException_GetTraceback (exc));
+#endif
+}
 
 /* @obj.@name in *@value, NULL when @obj has no such attribute; -1 with another exception
  * (PyObject_GetOptionalAttrString() of CPython 3.13) */
@@ -61,9 +89,7 @@ foreign_unref (Foreign *f)
   Py_XDECREF (f->mr);
   Py_XDECREF (f->owner);
   Py_XDECREF (f->stream);
-  Py_XDECREF (f->exc_type);
-  Py_XDECREF (f->exc_value);
-  Py_XDECREF (f->exc_tb);
+  Py_XDECREF (f->exc);
   g_free (f);
 }
 
@@ -107,8 +133,8 @@ foreign_release (gpointer data)
     {
       /* raised by the object's close(); in a garbage collection or a DLPack consumer's
        * deleter nobody can catch it: reported as CPython reports an exception in __del__ */
-      if (f->in_close && f->exc_type == NULL)
-        PyErr_Fetch (&f->exc_type, &f->exc_value, &f->exc_tb);
+      if (f->in_close && f->exc == NULL)
+        f->exc = take_exception ();
       else
         PyErr_WriteUnraisable (f->mr);
     }
@@ -311,11 +337,10 @@ foreign_close_with (PyMemresForeignBuffer *self, PyObject *stream_obj, MemresStr
   f->in_close = TRUE;
   result = pymemres_buffer_close_on (&self->base, stream);
   f->in_close = FALSE;
-  if (f->exc_type != NULL)
+  if (f->exc != NULL)
     {
       Py_XDECREF (result);
-      PyErr_Restore (f->exc_type, f->exc_value, f->exc_tb);
-      f->exc_type = f->exc_value = f->exc_tb = NULL;
+      raise_exception (g_steal_pointer (&f->exc));
       return NULL;
     }
   return result;
