@@ -105,9 +105,12 @@ call_deallocate (Foreign *f)
 
   if (name != NULL && kwnames != NULL && ptr != NULL && size != NULL)
     {
-      PyObject *args[] = { f->mr, ptr, size, f->stream };
+      /* a free slot before the arguments, which PY_VECTORCALL_ARGUMENTS_OFFSET lets the
+       * callee use */
+      PyObject *args[] = { NULL, f->mr, ptr, size, f->stream };
 
-      result = PyObject_VectorcallMethod (name, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
+      result = PyObject_VectorcallMethod (name, args + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                          kwnames);
     }
   Py_XDECREF (name);
   Py_XDECREF (kwnames);
