@@ -109,8 +109,8 @@ call_deallocate (Foreign *f)
        * callee use */
       PyObject *args[] = { NULL, f->mr, ptr, size, f->stream };
 
-      result = PyObject_VectorcallMethod (name, args + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-                                          kwnames);
+      result
+          = PyObject_VectorcallMethod (name, args + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
     }
   Py_XDECREF (name);
   Py_XDECREF (kwnames);
