@@ -30,7 +30,7 @@ public:
  * (`void *alloc (ssize_t size, int device, cudaStream_t stream)`). Allocates from the device's
  * resource: the spec in `MEMRES_ALLOCATOR_RESOURCE_<device>`, else in
  * `MEMRES_ALLOCATOR_RESOURCE` (`{device}` in it is replaced by the ordinal; a spec or an
- * `@name`), else %MEMRES_ALLOCATOR_DEFAULT_SPEC; the resource is made on the first allocation
+ * `@name`; either set empty counts as unset), else %MEMRES_ALLOCATOR_DEFAULT_SPEC; the resource is made on the first allocation
  * for the device (memres_allocator_get_resource()) and kept for the life of the process.
  *
  * torch does not check the pointer it gets (torch 2.11 makes a tensor at address 0 from a

@@ -70,7 +70,10 @@ log_once (gint *flag, const char *what, const GError *error)
 }
 
 /* The spec for @device: MEMRES_ALLOCATOR_RESOURCE_<device>, else MEMRES_ALLOCATOR_RESOURCE,
- * else MEMRES_ALLOCATOR_DEFAULT_SPEC, with `{device}` replaced by the ordinal. */
+ * else MEMRES_ALLOCATOR_DEFAULT_SPEC, with `{device}` replaced by the ordinal. A variable set
+ * to the empty string is unset, as memres reads MEMRES_CUDA_DRIVER, MEMRES_NCCL_LIBRARY and
+ * MEMRES_OOM_SNAPSHOT (and torch an empty PYTORCH_CUDA_ALLOC_CONF): `VAR= prog` clears an
+ * override; a blank one (spaces) is a spec, refused by memres_resource_new(). */
 static char *
 device_spec (int device)
 {

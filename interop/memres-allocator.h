@@ -16,7 +16,10 @@ G_BEGIN_DECLS
  * MEMRES_ALLOCATOR_DEFAULT_SPEC:
  *
  * The resource of each device when neither `MEMRES_ALLOCATOR_RESOURCE_<N>` nor
- * `MEMRES_ALLOCATOR_RESOURCE` is set; `{device}` stands for the device ordinal: the caching
+ * `MEMRES_ALLOCATOR_RESOURCE` is set (set to the empty string counts as unset, as for every
+ * `MEMRES_*` variable with a value: `MEMRES_ALLOCATOR_RESOURCE= python train.py` is the
+ * default, as an empty `PYTORCH_CUDA_ALLOC_CONF` is torch's); `{device}` stands for the device
+ * ordinal: the caching
  * adaptor (docs/cache.md) over the device's memory pool, as torch's and CuPy's own allocators
  * cache.
  */

@@ -9,6 +9,7 @@
 #    unnamed `typedef struct` fails: gtk-doc's scanner cannot see it);
 #  - no internal symbol: nothing named _memres_* on any page, and the sections (the pages
 #    gtk-doc made) are only the public headers'.
+#  - the annotations' glossary is there, linked from index.html.
 #  - everything is documented: gtk-doc's memres-undocumented.txt lists no symbol (without a
 #    description, or with a value, member or parameter undocumented) and no section part
 #    (SECTION comment, short or long description), except the names of
@@ -83,6 +84,15 @@ for header in "$@"; do
       "($unnamed unnamed 'typedef struct' the scanner cannot see)"
   fi
 done
+
+# the annotations ((nullable), (transfer full), ...) link to their glossary (without it, each
+# use was a warning at every build: "For acronym (nullable) no value found!")
+if [ -f "$html/annotation-glossary.html" ] && grep -q 'href="annotation-glossary.html' "$html/index.html"; then
+  ok "the annotations have their glossary"
+else
+  not_ok "the annotations have their glossary" \
+    "no annotation-glossary.html linked from index.html: include xml/annotation-glossary.xml in docs/reference/memres-docs.xml"
+fi
 
 bad=$(grep -l '_memres_' "$html"/*.html "$docdir/memres-sections.txt" 2>/dev/null)
 if [ -z "$bad" ]; then

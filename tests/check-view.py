@@ -575,7 +575,7 @@ with tempfile.TemporaryDirectory() as d:
             (broken(lambda d: d["layers"][0].pop("position")), "layers[0].position is missing"),
             (broken(lambda d: d.pop("summary")), ": summary is missing"),
             (broken(lambda d: d["layers"][-1]["blocks"].append(dict(block, size=-64))),
-             "layers[%d].blocks[%d].size: -64 is not an integer >= 0" %
+             "layers[%d].blocks[%d].size: -64 is not an integer from 0 to 2^64 - 1" %
              (len(good["layers"]) - 1, len(good["layers"][-1]["blocks"]))),
             (broken(lambda d: d["layers"][0]["blocks"].insert(0, dict(block, state="lost"))),
              'layers[0].blocks[0].state: "lost" is not a block\'s state'),
@@ -584,7 +584,21 @@ with tempfile.TemporaryDirectory() as d:
             (broken(lambda d: d["summary"].update(fragmentation=1.5)),
              "summary.fragmentation: 1.5 is neither a number in [0, 1] nor null"),
             (broken(lambda d: d["layers"][0]["figures"].update(x="big")),
-             'layers[0].figures.x: "big" is not an integer >= 0'),
+             'layers[0].figures.x: "big" is not an integer from 0 to 2^64 - 1'),
+            # past 64 bits: no address or count memres writes (they were drawn)
+            (broken(lambda d: d["layers"][0]["blocks"].insert(0, dict(block, size=2**64))),
+             "layers[0].blocks[0].size: 18446744073709551616 is not an integer from 0 to "
+             "2^64 - 1"),
+            (broken(lambda d: d["layers"][0]["blocks"].insert(0, dict(block,
+                                                                     address="0x1" + "0" * 16))),
+             'layers[0].blocks[0].address: "0x10000000000000000" is not an address (a string 0x '
+             'and 1 to 16 lowercase hex digits)'),
+            (broken(lambda d: d["layers"][0]["blocks"].insert(0, dict(block,
+                                                                     stream="0x" + "f" * 17))),
+             'layers[0].blocks[0].stream: "0x' + "f" * 17 + '" is not a stream'),
+            (broken(lambda d: d["layers"][0].update(reserved=2**70)),
+             "layers[0].reserved: 1180591620717411303424 is neither an integer from 0 to 2^64 - 1 "
+             "nor null"),
             (json.dumps(good)[:-1] + ', "device": 0}', ": device given twice"),
             ('{"memres_allocator_snapshot": 1, "devices": {"0": %s, "1": %s}}'
              % (json.dumps(good), broken(lambda d: d["layers"][0].update(adaptor="yes"))),

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../interop/memres-allocator.h" /* MEMRES_ALLOCATOR_DEFAULT_SPEC */
 #include "hostdev-kind.h"
 #include "testutil.h"
 
@@ -448,6 +449,68 @@ test_bad_spec (void)
   g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
 }
 
+/* MEMRES_ALLOCATOR_RESOURCE[_<N>] set to the empty string is unset, as memres reads every empty
+ * MEMRES_* variable that names something (and torch an empty PYTORCH_CUDA_ALLOC_CONF): device 0
+ * gets MEMRES_ALLOCATOR_DEFAULT_SPEC (with the driver: that stack; without: the error that
+ * spec gives, MEMRES_ERROR_NO_DRIVER, logged, not an error of an empty spec), an empty
+ * per-device value leaves the device to MEMRES_ALLOCATOR_RESOURCE, and a blank one (spaces) is
+ * a spec memres refuses: MEMRES_ERROR_INVALID_ARGUMENT, logged. */
+static void
+test_empty_spec (void)
+{
+  g_auto (GStrv) parts = g_strsplit (MEMRES_ALLOCATOR_DEFAULT_SPEC, "{device}", -1);
+  g_autofree char *default_spec = g_strjoinv ("0", parts);
+  g_autoptr (GError) want = NULL;
+  g_autoptr (GError) blank = NULL;
+  g_autoptr (MemresResource) direct = NULL;
+
+  if (!g_test_subprocess ())
+    {
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE", "", TRUE);
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE_0", "", TRUE);
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE_1", "  ", TRUE);
+  g_setenv ("MEMRES_ALLOCATOR_RESOURCE_2", "hostdev", TRUE);
+  child_setup ();
+  direct = memres_resource_new (default_spec, &want);
+  if (direct != NULL)
+    {
+      /* a driver: the default stack, layer by layer */
+      MemresResource *mr = shim.get_resource (0);
+      g_autofree char *got = NULL;
+      g_autofree char *expected = memres_resource_to_string (direct);
+
+      g_assert_nonnull (mr);
+      got = memres_resource_to_string (mr);
+      g_assert_cmpstr (got, ==, expected);
+      assert_new_warning (NULL);
+    }
+  else
+    {
+      g_autofree char *pattern = g_strdup_printf ("*device 0: no resource: %s", want->message);
+
+      g_assert_error (want, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER);
+      g_assert_null (shim.get_resource (0));
+      assert_new_warning (pattern);
+    }
+  /* blank: a spec, refused */
+  g_assert_null (memres_resource_new ("  ", &blank));
+  g_assert_error (blank, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+  {
+    g_autofree char *pattern = g_strdup_printf ("*device 1: no resource: %s", blank->message);
+
+    g_assert_null (shim.cupy_malloc (NULL, 4096, 1));
+    assert_new_warning (pattern);
+  }
+  /* an empty MEMRES_ALLOCATOR_RESOURCE_0 does not hide device 2's own */
+  g_assert_nonnull (shim.get_resource (2));
+  g_assert_cmpstr (memres_resource_get_kind_name (shim.get_resource (2)), ==, "hostdev");
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+}
+
 static void
 test_per_device_spec (void)
 {
@@ -685,6 +748,7 @@ main (int argc, char **argv)
   g_test_add_func ("/allocator/unknown-pointer", test_unknown_pointer);
   g_test_add_func ("/allocator/bad-spec", test_bad_spec);
   g_test_add_func ("/allocator/per-device-spec", test_per_device_spec);
+  g_test_add_func ("/allocator/empty-spec", test_empty_spec);
   g_test_add_func ("/allocator/wrong-device", test_wrong_device);
   g_test_add_func ("/allocator/host-only", test_host_only);
   g_test_add_data_func ("/allocator/device-reachable/pinned", "pinned:device=0",

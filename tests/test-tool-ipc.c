@@ -64,6 +64,86 @@ test_ipc_serve_not_shareable (void)
   g_rmdir (dir);
 }
 
+/* A SOCKET where no socket can be made is a usage error (exit status 2), as an -o FILE in a
+ * missing directory is, checked before the pool is made (it was exit status 1: "listening on
+ * ...: No such file or directory", and without a driver NO_DRIVER first): the error's domain
+ * and code with --json. At ipc-attach a missing socket, in a missing directory too, is no
+ * server listening (1, as documented); a path under a file is 2 there too. */
+static void
+test_ipc_socket_paths (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-tool-XXXXXX", NULL);
+  g_autofree char *file = g_build_filename (dir, "plain", NULL);
+  g_autofree char *missing = g_build_filename (dir, "missing", "s.sock", NULL);
+  g_autofree char *under_file = g_build_filename (file, "s.sock", NULL);
+  static const char *const no_pool[] = { NULL, "host" }; /* the default ipc pool; one refused */
+  const struct
+  {
+    const char *path;
+    const char *code_name;
+    const char *domain;
+  } serve[] = {
+    { missing, "G_FILE_ERROR_NOENT", "g-file-error-quark" },
+    { under_file, "G_FILE_ERROR_NOTDIR", "g-file-error-quark" },
+    { file, "MEMRES_ERROR_INVALID_ARGUMENT", "memres-error-quark" },
+    { dir, "MEMRES_ERROR_INVALID_ARGUMENT", "memres-error-quark" },
+  };
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (file, "mine", -1, NULL));
+  for (gsize i = 0; i < G_N_ELEMENTS (serve); i++)
+    for (gsize k = 0; k < G_N_ELEMENTS (no_pool); k++)
+      {
+        g_autofree char *domain = g_strdup_printf ("\"domain\": \"%s\"", serve[i].domain);
+        g_autofree char *code = g_strdup_printf ("\"code_name\": \"%s\"", serve[i].code_name);
+        g_autofree char *kept = NULL;
+
+        if (no_pool[k] != NULL)
+          run_tool (&r, "ipc-serve", "--json", "--spec", no_pool[k], "--count", "1", serve[i].path,
+                    NULL);
+        else
+          run_tool (&r, "ipc-serve", "--json", "--count", "1", serve[i].path, NULL);
+        g_test_message ("ipc-serve %s: %s", serve[i].path, r.err);
+        assert_one_error_line (&r);
+        g_assert_cmpint (r.status, ==, 2);
+        g_assert_nonnull (strstr (r.out, domain));
+        g_assert_nonnull (strstr (r.out, code));
+        g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
+        g_assert_null (strstr (r.err, "driver"));
+        run_clear (&r);
+        g_assert_false (g_file_test (missing, G_FILE_TEST_EXISTS));
+        g_assert_true (g_file_get_contents (file, &kept, NULL, NULL));
+        g_assert_cmpstr (kept, ==, "mine");
+      }
+  /* the message names the path and the reason */
+  run_tool (&r, "ipc-serve", missing, NULL);
+  {
+    g_autofree char *want = g_strdup_printf ("memres: cannot listen on \"%s\": No such file or "
+                                             "directory\n",
+                                             missing);
+    g_assert_cmpstr (r.err, ==, want);
+  }
+  run_clear (&r);
+  g_assert_false (g_file_test (missing, G_FILE_TEST_EXISTS));
+  /* ipc-attach: a missing directory is a server that is not there (1); under a file, 2 */
+  run_tool (&r, "--json", "ipc-attach", missing, NULL);
+  assert_one_error_line (&r);
+  g_assert_cmpint (r.status, ==, 1);
+  g_assert_nonnull (strstr (r.err, "No such file or directory"));
+  run_clear (&r);
+  run_tool (&r, "--json", "ipc-attach", under_file, NULL);
+  assert_one_error_line (&r);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_NOTDIR\""));
+  run_clear (&r);
+  run_tool (&r, "--json", "ipc-attach", file, NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\""));
+  run_clear (&r);
+  g_assert_cmpint (g_remove (file), ==, 0);
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
+}
+
 /* --count takes 1 or more: 0 (or less) would serve forever, which is what leaving it out
  * means; it is a usage error before anything listens, with --json the error document. */
 static void
@@ -276,6 +356,7 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/tool/ipc-serve/not-shareable", test_ipc_serve_not_shareable);
   g_test_add_func ("/tool/ipc-serve/socket", test_ipc_serve_socket);
+  g_test_add_func ("/tool/ipc/socket-paths", test_ipc_socket_paths);
   g_test_add_func ("/tool/ipc-serve/count", test_ipc_serve_count);
   g_test_add_func ("/tool/ipc/silent-peers", test_ipc_silent_peers);
   return g_test_run ();

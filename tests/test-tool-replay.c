@@ -197,6 +197,163 @@ test_replay_free_failure (void)
   g_rmdir (dir);
 }
 
+/* A log saved by a spreadsheet starts with a UTF-8 byte order mark: replay, trace and view
+ * read it as the log it is (it was ":1: expected the header", exit status 2); view reads a
+ * snapshot saved with one. Two marks, a UTF-16 mark, a mark alone or before another header
+ * are still a malformed log: MEMRES_ERROR_INVALID_ARGUMENT, exit status 2. */
+static void
+test_replay_bom (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "saved.csv", NULL);
+  g_autofree char *snap = g_build_filename (dir, "snap.json", NULL);
+  g_autofree char *snap_text = NULL;
+  g_autofree char *with_bom = NULL;
+  static const char body[] = "Thread,Time,Action,Pointer,Size,Stream\r\n"
+                             "1,10:00:00.000000,allocate,0x10,100,0x0\r\n"
+                             "1,10:00:00.000001,allocate,0x1000,50,0x0\r\n"
+                             "1,10:00:00.000002,free,0x10,100,0x0\r\n"
+                             "1,10:00:00.000003,free,0x1000,50,0x0\r\n";
+  static const struct
+  {
+    const char *text;
+    const char *needle;
+  } bad[] = {
+    { "\xEF\xBB\xBF\xEF\xBB\xBFThread,Time,Action,Pointer,Size,Stream\n",
+      ":1: expected the header" },
+    { "\xFF\xFET\0h\0", ":1: a NUL byte" },
+    { "\xEF\xBB\xBF", ":1: expected the header" },
+    { "\xEF\xBB\xBFPointer,Size\n", ":1: expected the header" },
+  };
+  Run r = { 0 };
+
+  with_bom = g_strconcat ("\xEF\xBB\xBF", body, NULL);
+  g_assert_true (g_file_set_contents (log, with_bom, -1, NULL));
+  run_tool (&r, "replay", "--json", log, "stats>host", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "allocations"), ==, 2);
+  g_assert_cmpuint (json_uint (r.out, "frees"), ==, 2);
+  g_assert_cmpuint (json_uint (r.out, "peak_used_bytes"), ==, 150);
+  g_assert_cmpuint (json_uint (r.out, "log_peak_used_bytes"), ==, 150);
+  g_assert_cmpuint (json_uint (r.out, "unmatched_frees"), ==, 0);
+  run_clear (&r);
+  run_tool (&r, "trace", log, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\"traceEvents\""));
+  run_clear (&r);
+  run_tool (&r, "view", log, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_true (g_str_has_prefix (r.out, "<!DOCTYPE html>"));
+  run_clear (&r);
+  /* the file itself is left as it was */
+  {
+    g_autofree char *kept = NULL;
+
+    g_assert_true (g_file_get_contents (log, &kept, NULL, NULL));
+    g_assert_cmpstr (kept, ==, with_bom);
+  }
+  /* a snapshot saved with the mark: view reads it as a snapshot, not as a log */
+  run_tool (&r, "snapshot", "-a", "4KiB", "host", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  snap_text = g_strconcat ("\xEF\xBB\xBF", r.out, NULL);
+  run_clear (&r);
+  g_assert_true (g_file_set_contents (snap, snap_text, -1, NULL));
+  run_tool (&r, "view", snap, NULL);
+  g_test_message ("%s", r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_nonnull (strstr (r.out, "\"_file\":"));
+  run_clear (&r);
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      gsize len = strlen (bad[i].text);
+
+      if (bad[i].text[0] == '\xFF')
+        len = 6; /* the UTF-16 mark and "Th", NULs included */
+      g_assert_true (g_file_set_contents (log, bad[i].text, len, NULL));
+      run_tool (&r, "--json", "replay", log, "host", NULL);
+      g_test_message ("case %" G_GSIZE_FORMAT ": %s", i, r.err);
+      g_assert_cmpint (r.status, ==, 2);
+      g_assert_nonnull (strstr (r.err, bad[i].needle));
+      g_assert_nonnull (strstr (r.out, "\"domain\": \"memres-error-quark\""));
+      g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\""));
+      run_clear (&r);
+    }
+  g_remove (snap);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
+/* RMM logs an allocation of 0 bytes at 0x0 (its nullptr), any number of them live at once:
+ * replay, trace and view read them, each free matching one of them (it was ":3: Pointer 0x0
+ * allocated again", exit status 2). Bytes at a Pointer still live, or an empty allocation over
+ * them, are a log that lost a free: MEMRES_ERROR_INVALID_ARGUMENT, exit status 2. */
+static void
+test_replay_empty_allocations (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "rmm.csv", NULL);
+  static const char *const bad[][2] = {
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,allocate,0x0,0,0x0\n"
+      "1,10:00:00.000001,allocate,0x0,16,0x0\n",
+      ":3: Pointer 0x0 allocated again, without a free since line 2 allocated it" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,allocate,0x10,16,0x0\n"
+      "1,10:00:00.000001,allocate,0x10,0,0x0\n",
+      ":3: Pointer 0x10 allocated again, without a free since line 2 allocated it" },
+    { "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000000,allocate,0x0,0,0x0\n"
+      "1,10:00:00.000001,allocate,0x0,0,0x0\n"
+      "1,10:00:00.000002,free,0x0,8,0x0\n",
+      ":4: free of Pointer 0x0 with Size 8, but its allocate on line 3 has Size 0" },
+  };
+  Run r = { 0 };
+
+  g_assert_true (g_file_set_contents (log,
+                                      "Thread,Time,Action,Pointer,Size,Stream\n"
+                                      "1,10:00:00.000000,allocate,0x0,0,0x0\n"
+                                      "1,10:00:00.000001,allocate,0x1000,100,0x0\n"
+                                      "2,10:00:00.000002,allocate,0x0,0,0x0\n"
+                                      "1,10:00:00.000003,allocate,0x0,0,0x0\n"
+                                      "2,10:00:00.000004,free,0x0,0,0x0\n"
+                                      "1,10:00:00.000005,free,0x1000,100,0x0\n"
+                                      "1,10:00:00.000006,free,0x0,0,0x0\n"
+                                      "1,10:00:00.000007,free,0x0,0,0x0\n",
+                                      -1, NULL));
+  run_tool (&r, "replay", "--json", log, "stats>host", NULL);
+  g_test_message ("%s%s", r.out, r.err);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "allocations"), ==, 4);
+  g_assert_cmpuint (json_uint (r.out, "frees"), ==, 4);
+  g_assert_cmpuint (json_uint (r.out, "unmatched_frees"), ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "failures"), ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "live_at_end"), ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "peak_used_bytes"), ==, 100);
+  g_assert_cmpuint (json_uint (r.out, "log_peak_used_bytes"), ==, 100);
+  run_clear (&r);
+  run_tool (&r, "trace", log, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  /* the buffers live at once: the three empty ones and the 100 bytes */
+  g_assert_nonnull (strstr (r.out, "\"args\": {\"live\": 4}"));
+  run_clear (&r);
+  run_tool (&r, "view", log, NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  run_clear (&r);
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_assert_true (g_file_set_contents (log, bad[i][0], -1, NULL));
+      run_tool (&r, "--json", "replay", log, "host", NULL);
+      g_test_message ("case %" G_GSIZE_FORMAT ": %s", i, r.err);
+      g_assert_cmpint (r.status, ==, 2);
+      g_assert_nonnull (strstr (r.err, bad[i][1]));
+      g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\""));
+      run_clear (&r);
+    }
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 static void
 test_replay_bad_logs (void)
 {
@@ -761,6 +918,8 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/replay/round-trip", test_replay_round_trip);
   g_test_add_func ("/tool/replay/bad-logs", test_replay_bad_logs);
   g_test_add_func ("/tool/replay/free-failure", test_replay_free_failure);
+  g_test_add_func ("/tool/replay/bom", test_replay_bom);
+  g_test_add_func ("/tool/replay/empty-allocations", test_replay_empty_allocations);
   g_test_add_func ("/tool/replay/traces", test_replay_traces);
   g_test_add_func ("/tool/replay/singular", test_replay_singular);
   g_test_add_func ("/tool/replay/threads", test_replay_threads);

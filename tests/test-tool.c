@@ -120,6 +120,33 @@ test_unknown_command_json (void)
   run_clear (&r);
 }
 
+/* Each command's --help shows a usage line that runs: "memres CMD [OPTION…] ..." (it was
+ * "memres [OPTION…] ...", which names no command: an unknown command when typed). */
+static void
+test_command_help_usage (void)
+{
+  static const char *const commands[] = { "kinds", "info",     "alloc", "resources", "replay",
+                                          "trace", "snapshot", "view",  "ipc-serve", "ipc-attach" };
+  Run r = { 0 };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (commands); i++)
+    {
+      g_autofree char *want = g_strdup_printf ("Usage:\n  memres %s [OPTION", commands[i]);
+
+      run_tool (&r, commands[i], "--help", NULL);
+      g_test_message ("%s --help: %.200s", commands[i], r.out);
+      g_assert_cmpint (r.status, ==, 0);
+      g_assert_true (g_str_has_prefix (r.out, want));
+      g_assert_cmpstr (r.err, ==, "");
+      run_clear (&r);
+    }
+  /* an unknown option names the command as before */
+  run_tool (&r, "alloc", "--nosuch", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_true (g_str_has_prefix (r.err, "memres alloc: Unknown option --nosuch"));
+  run_clear (&r);
+}
+
 /* `memres --json CMD` is `memres CMD --json`: the same document; a second --json in the
  * command's place is an unknown command (usage error, with --json the error document), and so
  * is a lone --json. */
@@ -1035,6 +1062,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/error/huge-input", test_error_huge_input);
   g_test_add_func ("/tool/error/unknown-command-json", test_unknown_command_json);
   g_test_add_func ("/tool/json-first", test_json_first);
+  g_test_add_func ("/tool/command-help-usage", test_command_help_usage);
   g_test_add_func ("/tool/version", test_version);
   g_test_add_func ("/tool/kinds/broken-plugins", test_kinds_broken_plugins);
   g_test_add_func ("/tool/kinds/healthy", test_kinds_healthy);

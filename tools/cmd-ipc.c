@@ -108,6 +108,51 @@ make_address (const char *path, struct sockaddr_un *addr, GError **error)
   return TRUE;
 }
 
+/* Sets the error of a SOCKET @path that cannot be one, judged by the system's @errsv for it:
+ * G_FILE_ERROR from errno ("cannot listen on"/"cannot connect to" PATH: reason), which
+ * memres_tool_fail() makes exit status 2 where no socket can ever be there (a missing
+ * directory, a path under a file, a loop of links, a name too long), as for an -o FILE, and 1
+ * where the system refuses (permission denied). */
+static gboolean
+socket_path_error (const char *path, const char *what, int errsv, GError **error)
+{
+  g_autofree char *shown = memres_tool_show_input (path);
+
+  g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errsv), "cannot %s \"%s\": %s", what,
+               shown, g_strerror (errsv));
+  return FALSE;
+}
+
+/* The SOCKET operand of ipc-serve checked before any work (the resource, the buffer): FALSE
+ * with MEMRES_ERROR_INVALID_ARGUMENT for a file there that is not a socket, the error of
+ * socket_path_error() for a path where no socket can be made (its directory missing or not a
+ * directory). A socket there, live or stale, passes (judged after). */
+static gboolean
+check_serve_path (const char *path, GError **error)
+{
+  g_autofree char *dir = NULL;
+  struct stat st;
+
+  if (lstat (path, &st) == 0)
+    {
+      if (S_ISSOCK (st.st_mode))
+        return TRUE;
+      /* an operand that names a file which cannot be one: bad input, as a LOG that is not a
+       * regular file (the server's absence, at ipc-attach, is the work failing) */
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "%s exists and is not a socket", path);
+      return FALSE;
+    }
+  if (errno != ENOENT)
+    return socket_path_error (path, "listen on", errno, error);
+  dir = g_path_get_dirname (path);
+  if (stat (dir, &st) != 0)
+    return socket_path_error (path, "listen on", errno, error);
+  if (!S_ISDIR (st.st_mode))
+    return socket_path_error (path, "listen on", ENOTDIR, error);
+  return TRUE;
+}
+
 static gboolean
 buffer_put (MemresBuffer *buf, guint32 seed, GError **error)
 {
@@ -329,7 +374,9 @@ catch_stop_signals (void)
  * client that fails is reported and the server goes on with the next.
  *
  * Returns: the exit status: 0 when every client succeeded, 1 on an error, 2 for bad usage (a
- *   SOCKET that exists and is not a socket among them)
+ *   SOCKET that exists and is not a socket, or in a missing directory, under a file that is
+ *   not a directory, behind a loop of links or too long, among them: checked before the pool
+ *   is made, as an -o FILE is)
  */
 int
 memres_tool_ipc_serve (int argc, char **argv)
@@ -399,6 +446,20 @@ memres_tool_ipc_serve (int argc, char **argv)
                                                  "KiB in 32 bits)");
   if (!make_address (argv[1], &addr, &error))
     return memres_tool_fail (error);
+  /* the operands before any work: a spec that does not parse (memres_spec_parse() loads
+   * nothing), then a SOCKET where no socket can be made */
+  {
+    g_autoptr (GVariant) layers = memres_spec_parse (spec != NULL ? spec : "ipc:device=0", &error);
+
+    if (layers == NULL)
+      {
+        if (spec != NULL)
+          g_prefix_error (&error, "--spec: ");
+        return memres_tool_fail (error);
+      }
+  }
+  if (!check_serve_path (addr.sun_path, &error))
+    return memres_tool_fail (error);
 
   mr = memres_resource_new (spec != NULL ? spec : "ipc:device=0", &error);
   if (mr == NULL)
@@ -421,17 +482,11 @@ memres_tool_ipc_serve (int argc, char **argv)
   if (!buffer_put (buf, seed, &error))
     return memres_tool_fail (error);
 
+  /* checked again: the path may have changed while the buffer was made */
+  if (!check_serve_path (addr.sun_path, &error))
+    return memres_tool_fail (error);
   if (lstat (addr.sun_path, &st) == 0)
     {
-      if (!S_ISSOCK (st.st_mode))
-        {
-          /* an operand that names a file which cannot be one: bad input, as a LOG that is not
-           * a regular file (the server's absence, at ipc-attach, is the work failing) */
-          g_autofree char *message
-              = g_strdup_printf ("%s exists and is not a socket", addr.sun_path);
-
-          return memres_tool_usage_error (NULL, message);
-        }
       if (socket_is_live (addr.sun_path))
         return memres_tool_failf ("a server is already listening on %s", addr.sun_path);
       if (socket_accepts (&addr))
@@ -443,7 +498,10 @@ memres_tool_ipc_serve (int argc, char **argv)
    * tests) must end the server cleanly, removing the file, not kill it and leave the file */
   catch_stop_signals ();
   if (!listen_locked (&addr, &listener, &lock_fd))
-    return memres_tool_failf ("listening on %s: %s", addr.sun_path, g_strerror (errno));
+    {
+      socket_path_error (addr.sun_path, "listen on", errno, &error);
+      return memres_tool_fail (error);
+    }
   if (!json)
     {
       g_autofree char *path_shown = memres_tool_one_line (addr.sun_path);
@@ -566,7 +624,9 @@ attach (int fd, MemresIpcFlags flags, guint64 *size_out, guint32 *seed_out, GErr
  * verifies the pattern, writes the next pattern back and reports to the server. The server must
  * run under this uid unless --allow-any-uid is given.
  *
- * Returns: the exit status: 0 on success, 1 on an error, 2 for bad usage
+ * Returns: the exit status: 0 on success, 1 on an error (no server listening on SOCKET: a
+ *   missing socket, in a missing directory too), 2 for bad usage (a SOCKET that is another
+ *   file, under a file that is not a directory, behind a loop of links)
  */
 int
 memres_tool_ipc_attach (int argc, char **argv)
@@ -613,10 +673,17 @@ memres_tool_ipc_attach (int argc, char **argv)
        * refused", exit status 1, as if a server were missing) */
       if (saved == ECONNREFUSED && stat (addr.sun_path, &st) == 0 && !S_ISSOCK (st.st_mode))
         {
-          g_autofree char *message
-              = g_strdup_printf ("%s exists and is not a socket", addr.sun_path);
-
-          return memres_tool_usage_error (NULL, message);
+          g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "%s exists and is not a socket", addr.sun_path);
+          return memres_tool_fail (error);
+        }
+      /* a path where no socket can ever be (under a file, a loop of links, too long): a bad
+       * operand, 2; a missing socket, or a missing directory, is a server not (yet) listening,
+       * 1 as documented */
+      if (saved == ENOTDIR || saved == ELOOP || saved == ENAMETOOLONG)
+        {
+          socket_path_error (addr.sun_path, "connect to", saved, &error);
+          return memres_tool_fail (error);
         }
       memres_tool_failf ("connecting to %s: %s", addr.sun_path, g_strerror (saved));
       return 1;

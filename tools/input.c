@@ -1,11 +1,15 @@
 /* memres - CUDA memory resources
  * input.c: an input file a command reads whole (memres view's, trace's and replay's LOGs and
  * snapshots): a missing one named as missing, anything but a regular file refused before it is
- * opened (a FIFO or a device would be read without end, or wait for good). */
+ * opened (a FIFO or a device would be read without end, or wait for good), a leading UTF-8 byte
+ * order mark skipped. */
 #include "memres-tool.h"
 
 #include <errno.h>
+#include <string.h>
 #include <sys/stat.h>
+
+#define UTF8_BOM "\xEF\xBB\xBF"
 
 gboolean
 memres_tool_read_input (const char *path, char **text, gsize *length, struct stat *file,
@@ -28,5 +32,16 @@ memres_tool_read_input (const char *path, char **text, gsize *length, struct sta
                    shown);
       return FALSE;
     }
-  return g_file_get_contents (path, text, length, error);
+  if (!g_file_get_contents (path, text, length, error))
+    return FALSE;
+  /* a UTF-8 byte order mark, which spreadsheets write before a CSV file they save (and some
+   * editors before JSON): no part of the log's header or of the snapshot, as RMM's readers and
+   * Python's utf-8-sig skip it. Lines are counted as before; a snapshot's byte offsets in
+   * errors count from after it. */
+  if (*length >= 3 && memcmp (*text, UTF8_BOM, 3) == 0)
+    {
+      *length -= 3;
+      memmove (*text, *text + 3, *length + 1); /* with the NUL g_file_get_contents() adds */
+    }
+  return TRUE;
 }

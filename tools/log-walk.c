@@ -40,19 +40,34 @@ parse_time (const char *text)
   return (gint64) (((h * 60 + m) * 60 + s) * 1000000 + us);
 }
 
-typedef struct
+typedef struct Live Live;
+struct Live
 {
   guint64 size;
   gint64 ts;
   guint line;
   const char *tag;
-} Live;
+  /* the empty allocations live before this one at its Pointer: RMM logs every allocation of 0
+   * bytes at 0x0 (its nullptr), any number of them live at once; freed newest first */
+  Live *older;
+};
+
+static void
+live_free (gpointer data)
+{
+  for (Live *a = data, *older; a != NULL; a = older)
+    {
+      older = a->older;
+      g_free (a);
+    }
+}
 
 gboolean
 memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEventFunc func,
                       gpointer user_data, GError **error)
 {
-  g_autoptr (GHashTable) live = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
+  g_autoptr (GHashTable) live
+      = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, live_free);
   g_autoptr (GHashTable) segments
       = g_hash_table_new_full (g_int64_hash, g_int64_equal, g_free, g_free);
   gint64 day = 0, last = -1;
@@ -127,11 +142,19 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
       e.tagged = tagged;
       if (e.l.action == MEMRES_LOG_ALLOCATE)
         {
-          Live *a = g_hash_table_lookup (live, &e.l.pointer);
+          Live *a = g_hash_table_lookup (live, &e.l.pointer), *older = NULL;
 
           /* the log lost a free, or is not one the log adaptor wrote: the live bytes (and the
-           * peak) would be wrong from here on */
-          if (a != NULL)
+           * peak) would be wrong from here on; empty allocations alone share a Pointer */
+          if (a != NULL && a->size == 0 && e.l.size == 0)
+            {
+              gpointer key;
+
+              older = a;
+              g_hash_table_steal_extended (live, &e.l.pointer, &key, NULL);
+              g_free (key);
+            }
+          else if (a != NULL)
             return memres_tool_log_bad_line (error, path, n,
                                              "Pointer %s allocated again, without a free since "
                                              "line %u allocated it",
@@ -141,7 +164,7 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
                                              "the sizes live at once would pass 2^64 bytes "
                                              "(18446744073709551616): allocations that overlap");
           a = g_new (Live, 1);
-          *a = (Live){ e.l.size, e.ts, n, e.l.tag };
+          *a = (Live){ e.l.size, e.ts, n, e.l.tag, older };
           g_hash_table_insert (live, g_memdup2 (&e.l.pointer, sizeof e.l.pointer), a);
           used += e.l.size;
           buffers++;
@@ -168,7 +191,15 @@ memres_tool_walk_log (const char *path, char *text, gsize length, MemresLogEvent
           e.alloc_ts = a->ts;
           e.alloc_line = a->line;
           e.alloc_tag = a->tag;
-          g_hash_table_remove (live, &e.l.pointer);
+          if (a->older != NULL)
+            {
+              Live *older = a->older;
+
+              a->older = NULL;
+              g_hash_table_replace (live, g_memdup2 (&e.l.pointer, sizeof e.l.pointer), older);
+            }
+          else
+            g_hash_table_remove (live, &e.l.pointer);
         }
       else if (e.l.action == MEMRES_LOG_SEGMENT_MAPPED || e.l.action == MEMRES_LOG_SEGMENT_GROWN)
         {

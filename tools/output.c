@@ -204,11 +204,19 @@ gboolean
 memres_tool_parse_options (GOptionContext *context, int *argc, char ***argv, GError **error)
 {
   int i, n = 1;
-  gboolean operands_only = FALSE;
+  gboolean operands_only = FALSE, parsed;
+  /* --help's "Usage:" line names the program as GLib knows it: "memres alloc [OPTION…] ...",
+   * a line that runs (it was "memres [OPTION…] [SPEC|default] SIZE", an unknown command); the
+   * name is "memres" again after, for GLib's messages ("(memres:PID)") */
+  g_autofree char *usage_name = g_strdup_printf ("%s %s", g_get_prgname (), (*argv)[0]);
+  g_autofree char *name = g_strdup (g_get_prgname ());
 
   /* GLib keeps what it does not know in argv, in order, and parses nothing after "--" */
   g_option_context_set_ignore_unknown_options (context, TRUE);
-  if (!g_option_context_parse (context, argc, argv, error))
+  g_set_prgname (usage_name);
+  parsed = g_option_context_parse (context, argc, argv, error);
+  g_set_prgname (name);
+  if (!parsed)
     return FALSE;
   for (i = 1; i < *argc; i++)
     {

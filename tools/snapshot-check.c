@@ -13,7 +13,7 @@
 
 typedef enum
 {
-  T_BYTES,            /* an integer >= 0 */
+  T_BYTES,            /* an integer from 0 to 2^64 - 1 */
   T_BYTES_OR_NULL,    /* the same, or null */
   T_DEVICE,           /* an integer >= -1 */
   T_FRACTION_OR_NULL, /* a number in [0, 1], or null */
@@ -21,7 +21,7 @@ typedef enum
   T_STRING,
   T_STRING_OR_NULL,
   T_KIND,    /* a string [a-z][a-z0-9_]* */
-  T_ADDRESS, /* a string 0x[0-9a-f]+ */
+  T_ADDRESS, /* a string 0x[0-9a-f]{1,16}: 64 bits */
   T_STREAM,  /* default, legacy, per-thread or an address */
   T_STATE,   /* used, free or pending */
   T_DRIVER,  /* null or {free, total} */
@@ -181,10 +181,22 @@ is_fraction (const char *value, gsize len)
   return d >= 0 && d <= 1;
 }
 
+/* An integer of at most 64 bits (@value is_integer()'s, not negative): past 2^64 - 1 it is no
+ * count of bytes memres could have written (the page's numbers would be wrong). */
+static gboolean
+fits_64_bits (const char *value, gsize len)
+{
+  g_autofree char *text = g_strndup (value, len);
+
+  return g_ascii_string_to_unsigned (text, 10, 0, G_MAXUINT64, NULL, NULL);
+}
+
+/* 0x and 1 to 16 lowercase hex digits: a 64-bit address (a log's Pointer past 2^64 is refused
+ * alike) */
 static gboolean
 is_address (const char *body, gsize len)
 {
-  if (len < 3 || body[0] != '0' || body[1] != 'x')
+  if (len < 3 || len > 18 || body[0] != '0' || body[1] != 'x')
     return FALSE;
   for (gsize i = 2; i < len; i++)
     if (!g_ascii_isdigit (body[i]) && !(body[i] >= 'a' && body[i] <= 'f'))
@@ -328,10 +340,12 @@ walk_value (Walk *w, Type type, const char *value, gsize len)
     {
     case T_BYTES:
     case T_BYTES_OR_NULL:
-      if (!(is_integer (value, len, FALSE) || (type == T_BYTES_OR_NULL && null)))
-        refuse (
-            w, type == T_BYTES ? " is not an integer >= 0" : " is neither an integer >= 0 nor null",
-            value, len);
+      if (!((is_integer (value, len, FALSE) && fits_64_bits (value, len))
+            || (type == T_BYTES_OR_NULL && null)))
+        refuse (w,
+                type == T_BYTES ? " is not an integer from 0 to 2^64 - 1"
+                                : " is neither an integer from 0 to 2^64 - 1 nor null",
+                value, len);
       break;
     case T_DEVICE:
       if (!is_integer (value, len, TRUE))
@@ -358,13 +372,13 @@ walk_value (Walk *w, Type type, const char *value, gsize len)
       break;
     case T_ADDRESS:
       if (!string_body (value, len, &body, &body_len) || !is_address (body, body_len))
-        refuse (w, " is not an address (a string 0x and lowercase hex digits)", value, len);
+        refuse (w, " is not an address (a string 0x and 1 to 16 lowercase hex digits)", value, len);
       break;
     case T_STREAM:
       if (!string_body (value, len, &body, &body_len)
           || !(is_word (body, body_len, streams) || is_address (body, body_len)))
-        refuse (w, " is not a stream (default, legacy, per-thread or 0x and hex digits)", value,
-                len);
+        refuse (w, " is not a stream (default, legacy, per-thread or 0x and 1 to 16 hex digits)",
+                value, len);
       break;
     case T_STATE:
       if (!string_body (value, len, &body, &body_len) || !is_word (body, body_len, states))

@@ -15,10 +15,24 @@ def error(message, code=_memres.ERROR_INVALID_ARGUMENT):
     return err
 
 
+def check_spec(spec):
+    """The spec use() was given, checked before anything is loaded: a str that is not empty or
+    blank. The shim itself reads an empty MEMRES_ALLOCATOR_RESOURCE as unset (the default
+    spec), as memres reads every empty MEMRES_* variable; an empty spec passed to use() is an
+    argument, refused as Resource("") refuses it."""
+    if not isinstance(spec, str):
+        raise TypeError("spec must be a str (a spec or @name), not %s" % type(spec).__name__)
+    if not spec.strip():
+        raise error("spec %r is empty: give a spec (the default is %s) or an @name"
+                    % (spec, "cache>dmr:device={device}"))
+    return spec
+
+
 class Allocator:
     """The shim, loaded once, with the per-device statistics of the resources it made."""
 
     def __init__(self, spec):
+        check_spec(spec)
         self.path = os.environ.get("MEMRES_ALLOCATOR_LIB") or os.path.join(
             os.path.dirname(_memres.library_path()), "libmemres-allocator.so")
         if not os.path.isfile(self.path):

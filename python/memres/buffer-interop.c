@@ -41,20 +41,34 @@ capsule_legacy_destructor (PyObject *capsule)
     tensor->deleter (tensor);
 }
 
-/* The major version of a max_version argument: a (major, minor) tuple, or -1 for None. */
+/* The major version of a max_version argument: a (major, minor) tuple of ints, or -1 for None.
+ * Anything else is BufferError, as cuda.core's Buffer raises for a malformed max_version (a
+ * consumer that asked for a version it cannot name; TypeError stays for what the protocol
+ * calls it: a keyword the producer does not take). */
 static int
 max_major_of (PyObject *max_version, long *major)
 {
+  int overflow = 0;
+
   *major = -1;
   if (max_version == NULL || max_version == Py_None)
     return 0;
-  if (!PyTuple_Check (max_version) || PyTuple_GET_SIZE (max_version) != 2)
+  if (!PyTuple_Check (max_version) || PyTuple_GET_SIZE (max_version) != 2
+      || !PyLong_Check (PyTuple_GET_ITEM (max_version, 0))
+      || !PyLong_Check (PyTuple_GET_ITEM (max_version, 1)))
     {
-      PyErr_SetString (PyExc_TypeError, "max_version must be a (major, minor) tuple or None");
+      PyErr_Format (PyExc_BufferError,
+                    "max_version must be None or a (major, minor) tuple of ints, not %R",
+                    max_version);
       return -1;
     }
-  *major = PyLong_AsLong (PyTuple_GET_ITEM (max_version, 0));
-  return *major == -1 && PyErr_Occurred () ? -1 : 0;
+  *major = PyLong_AsLongAndOverflow (PyTuple_GET_ITEM (max_version, 0), &overflow);
+  if (*major == -1 && PyErr_Occurred ())
+    return -1;
+  /* a major past a long's range asks for a version later than any: the newest memres has */
+  if (overflow != 0)
+    *major = overflow > 0 ? G_MAXLONG : -1;
+  return 0;
 }
 
 /* The consumer's stream: None (the legacy default stream) or an int; -1 asks for no ordering.

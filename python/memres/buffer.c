@@ -42,12 +42,7 @@ pymemres_buffer_wrap_known (MemresBuffer *buf, gboolean may_wait, PyObject *reso
           return NULL;
         }
     }
-  self->buf = buf;
-  self->weakrefs = NULL;
-  self->state = 0;
-  self->n_views = 0;
-  self->may_wait = may_wait;
-  self->resource = Py_XNewRef (resource);
+  pymemres_buffer_init (self, buf, may_wait, resource);
   return (PyObject *) self;
 }
 
@@ -75,8 +70,8 @@ static PyObject *
 buffer_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
   PyErr_SetString (PyExc_TypeError,
-                   "memres.Buffer cannot be created directly: use Resource.allocate() or "
-                   "memres.from_dlpack()");
+                   "memres.Buffer cannot be created directly: use Resource.allocate(), "
+                   "Buffer.from_handle() or memres.from_dlpack()");
   return NULL;
 }
 
@@ -406,8 +401,19 @@ buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
     }
   if (memres_buffer_is_closed (self->buf))
     return pymemres_raise_closed ();
-  if (offset < 0 || (gsize) offset > size)
+  if (offset < 0)
     {
+      PyErr_SetString (PyExc_ValueError, "offset must be >= 0");
+      return NULL;
+    }
+  if ((gsize) offset > size)
+    {
+      char nothing;
+
+      /* past the end: memres's own refusal (InvalidArgumentError, as write() and a size past
+       * the end give; it was a plain ValueError) */
+      if (!memres_buffer_read (self->buf, (gsize) offset, &nothing, 0, NULL, &error))
+        return pymemres_raise (error);
       PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
       return NULL;
     }
@@ -518,6 +524,12 @@ buffer_get_closed (PyMemresBuffer *self, void *closure)
 }
 
 static PyObject *
+buffer_get_owner (PyMemresBuffer *self, void *closure)
+{
+  Py_RETURN_NONE;
+}
+
+static PyObject *
 buffer_get_flags (PyMemresBuffer *self, void *closure)
 {
   return PyLong_FromUnsignedLong (memres_buffer_get_flags (self->buf));
@@ -592,6 +604,27 @@ static PyMethodDef buffer_methods[] = {
     "memres.import_message(). Needs memory that can be shared (kinds ipc, pinned with\n"
     "ipc=true, vmm with handle_type=posix_fd); Error (NOT_SUPPORTED) otherwise." },
   PYMEMRES_BUFFER_INTEROP_METHODS,
+  { "from_handle", FASTCALL (pymemres_buffer_from_handle),
+    METH_CLASS | METH_FASTCALL | METH_KEYWORDS,
+    "Buffer.from_handle(ptr, size, mr=None, owner=None, *, stream=None) -> Buffer\n\n"
+    "Memory memres did not allocate, as a Buffer (cuda.core's classmethod): size bytes at\n"
+    "the address ptr (an int). Who frees it:\n"
+    "- neither mr nor owner: nobody; the buffer is a view and closing it frees nothing (the\n"
+    "  memory must outlive it);\n"
+    "- owner: an object kept alive until the buffer is closed, then let go; memres frees\n"
+    "  nothing;\n"
+    "- mr: the memory's owner, an object with deallocate(ptr, size, *, stream) (a cuda.core\n"
+    "  MemoryResource, or your own): the close calls mr.deallocate(ptr, size, stream=S), S\n"
+    "  the stream given to close(), else stream (None when neither was given); once only,\n"
+    "  also for a buffer dropped open or closed under a DLPack consumer, when the last\n"
+    "  tensor goes (an exception then is reported by sys.unraisablehook; from close() it is\n"
+    "  raised). mr's is_device_accessible, is_host_accessible, is_managed and device_id\n"
+    "  say what the memory is; otherwise (and without mr) the driver is asked\n"
+    "  (cuPointerGetAttributes), and with no driver it is taken for host memory.\n"
+    "A memres.Resource is no mr here: it frees only the Buffers it allocated.\n"
+    "Raises ValueError for mr and owner together, or stream without mr; TypeError for an mr\n"
+    "without deallocate; OverflowError for a negative ptr or size; InvalidArgumentError for\n"
+    "a 0 ptr of a non-zero size or a range past the end of memory." },
   { NULL },
 };
 
@@ -606,6 +639,10 @@ static PyGetSetDef buffer_getset[] = {
   { "is_host_accessible", (getter) buffer_get_host_accessible, NULL,
     "True when host code can dereference the memory." },
   { "closed", (getter) buffer_get_closed, NULL, "True once close() succeeded." },
+  { "is_closed", (getter) buffer_get_closed, NULL, "closed, by cuda.core's name." },
+  { "owner", (getter) buffer_get_owner, NULL,
+    "The object that keeps foreign memory alive (Buffer.from_handle(owner=...)): None for\n"
+    "memory a Resource allocated, as cuda.core's Buffer.owner." },
   { "tag", (getter) pymemres_buffer_get_tag, NULL,
     "The tag the buffer was allocated under (memres.tag()), or None." },
   { "flags", (getter) buffer_get_flags, NULL, "The MemresMemoryFlags bits as an int." },

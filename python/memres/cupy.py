@@ -13,7 +13,8 @@ def use(spec=DEFAULT_SPEC, stream=0):
     stream, or a CUstream as an int). A failed allocation raises
     cupy.cuda.memory.OutOfMemoryError (CuPy itself does not check a NULL). Returns an object
     whose stats(device), resource(device) and count_buffers(device) tell what each device's
-    resource holds."""
+    resource holds. An empty spec raises memres.InvalidArgumentError (a ValueError)."""
+    _allocator.check_spec(spec)
     import cupy
 
     alloc = _allocator.Allocator(spec)

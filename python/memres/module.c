@@ -259,13 +259,15 @@ PyInit__memres (void)
   PyObject *module;
 
   if (PyType_Ready (&PyMemresResource_Type) < 0 || PyType_Ready (&PyMemresBuffer_Type) < 0
-      || pymemres_buffer_context_init () < 0)
+      || pymemres_buffer_context_init () < 0 || pymemres_foreign_buffer_init () < 0)
     return NULL;
   module = PyModule_Create (&module_def);
   if (module == NULL)
     return NULL;
   if (PyModule_AddObjectRef (module, "Resource", (PyObject *) &PyMemresResource_Type) < 0
       || PyModule_AddObjectRef (module, "Buffer", (PyObject *) &PyMemresBuffer_Type) < 0
+      || PyModule_AddObjectRef (module, "ForeignBuffer", (PyObject *) &PyMemresForeignBuffer_Type)
+             < 0
       || pymemres_errors_init (module) < 0 || pymemres_stream_init () < 0
       || PyModule_AddStringConstant (module, "version", memres_get_version ()) < 0
 #ifdef PYMEMRES_ATOMIC_STATE

@@ -129,6 +129,19 @@ MemresResource *pymemres_resource_get (PyObject *self);
  * releases the GIL. */
 MemresResource *pymemres_resource_ref (PyObject *self);
 PyObject *pymemres_buffer_wrap (MemresBuffer *buf);
+/* A new Buffer object's fields: @buf (the object's reference), its may_wait, its Resource object
+ * (a new reference; NULL: none) */
+static inline void
+pymemres_buffer_init (PyMemresBuffer *self, MemresBuffer *buf, gboolean may_wait,
+                      PyObject *resource)
+{
+  self->buf = buf;
+  self->weakrefs = NULL;
+  self->state = 0;
+  self->n_views = 0;
+  self->may_wait = may_wait;
+  self->resource = Py_XNewRef (resource);
+}
 /* pymemres_buffer_wrap() of a buffer whose pymemres_close_may_wait() is @may_wait */
 PyObject *pymemres_buffer_wrap_known (MemresBuffer *buf, gboolean may_wait, PyObject *resource);
 /* Marks @self exported through DLPack (PYMEMRES_EXPORTED). */
@@ -173,7 +186,9 @@ extern PyBufferProcs pymemres_buffer_as_buffer;
     "or later, a versioned capsule (\"dltensor_versioned\", DLPack 1.0); without it, the\n"        \
     "legacy capsule (\"dltensor\") that consumers of DLPack 0.x take. stream: the consumer's\n"    \
     "stream (None or -1: no ordering asked); device memory is synchronized on the buffer's\n"      \
-    "stream first (the GIL released). Raises BufferError for copy=True or another dl_device." },   \
+    "stream first (the GIL released). Raises BufferError for copy=True or another dl_device,\n"    \
+    "and for a max_version that is not None or a (major, minor) tuple of ints (cuda.core's\n"      \
+    "rule)." },                                                                                    \
   {                                                                                                \
     "__dlpack_device__", pymemres_buffer_dlpack_device, METH_NOARGS,                               \
         "__dlpack_device__() -> (device_type, device_id)\n\n"                                      \
@@ -188,6 +203,13 @@ extern PyBufferProcs pymemres_buffer_as_buffer;
         "buffer's stream; 1 for the legacy default stream). AttributeError for host memory."       \
   }
 PyObject *pymemres_from_dlpack (PyObject *module, PyObject *obj);
+
+/* buffer-handle.c: Buffer.from_handle(), memory memres did not allocate, as a Buffer of the
+ * subtype memres.ForeignBuffer (its close() hands the close's stream to the mr) */
+extern PyTypeObject PyMemresForeignBuffer_Type;
+int pymemres_foreign_buffer_init (void);
+PyObject *pymemres_buffer_from_handle (PyObject *cls, PyObject *const *args, Py_ssize_t nargs,
+                                       PyObject *kwnames);
 
 /* ipc.c: Buffer.export_message() and memres.import_message() */
 PyObject *pymemres_buffer_export_message (PyObject *self, PyObject *unused);

@@ -93,6 +93,23 @@ pymemres_stream_from_object_slow (PyObject *obj, MemresStream *stream)
                            "__cuda_stream__() must return a (version, handle) tuple");
           return -1;
         }
+      /* version 0 is the one cuda.core defines: another may lay the handle out otherwise (it
+       * was read as a handle, whatever the version) */
+      {
+        PyObject *version = PyTuple_GET_ITEM (pair, 0);
+        int overflow = 0;
+
+        if (!PyLong_Check (version) || PyLong_AsLongAndOverflow (version, &overflow) != 0
+            || overflow != 0)
+          {
+            PyErr_Format (PyExc_ValueError,
+                          "__cuda_stream__() returned protocol version %R: memres reads "
+                          "version 0",
+                          version);
+            Py_DECREF (pair);
+            return -1;
+          }
+      }
       ret = stream_from_int (PyTuple_GET_ITEM (pair, 1), stream);
       Py_DECREF (pair);
       return ret;

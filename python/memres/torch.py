@@ -17,7 +17,8 @@ def use(spec=DEFAULT_SPEC):
     Call it before torch allocates on a device: torch cannot swap an allocator it has used,
     and memres raises memres.Error then rather than leave two allocators. Raises memres.Error
     when libmemres-allocator was built without C++ (its alloc returns NULL, which torch does
-    not check)."""
+    not check). An empty spec raises memres.InvalidArgumentError (a ValueError)."""
+    _allocator.check_spec(spec)
     import torch
 
     alloc = _allocator.Allocator(spec)

@@ -85,8 +85,13 @@ def test_dlpack_arguments(host):
         buf.__dlpack__(dl_device=(2, 0), copy=True)
     with pytest.raises(TypeError):
         buf.__dlpack__(None)
-    with pytest.raises(TypeError):
-        buf.__dlpack__(max_version=1)
+    # a malformed max_version is BufferError, as cuda.core raises (it was TypeError)
+    for bad in (1, (), (1,), (1, 0, 0), [1, 0], (1.0, 0), ("1", "0"), (1, None)):
+        with pytest.raises(BufferError, match="max_version must be None or a \\(major, minor\\)"):
+            buf.__dlpack__(max_version=bad)
+    # a major past any version: the newest capsule memres has; a negative one: the legacy
+    assert PyCapsule_IsValid(buf.__dlpack__(max_version=(1 << 80, 0)), b"dltensor_versioned")
+    assert PyCapsule_IsValid(buf.__dlpack__(max_version=(-(1 << 80), 0)), b"dltensor")
     with pytest.raises(ValueError):
         buf.__dlpack__(stream=0)
     # below -1 and above 2**64 - 1 no stream: they were taken as stream handles

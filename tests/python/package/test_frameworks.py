@@ -40,6 +40,30 @@ def test_allocator_not_found(monkeypatch, tmp_path):
     assert info.value.code == memres.ErrorCode.NOT_FOUND
 
 
+@pytest.mark.parametrize("framework", ["torch", "cupy"])
+def test_use_empty_spec(framework, monkeypatch):
+    """use(spec="") is an argument, refused as Resource("") is (InvalidArgumentError, a
+    ValueError), before torch or CuPy is imported and before the environment is touched: the
+    shim reads an empty MEMRES_ALLOCATOR_RESOURCE as unset, which would silently mean the
+    default."""
+    import memres.cupy
+    import memres.torch
+
+    use = getattr(memres, framework).use
+    monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+    for spec in ("", "  ", "\t\n"):
+        with pytest.raises(memres.InvalidArgumentError, match="is empty") as info:
+            use(spec=spec)
+        assert isinstance(info.value, ValueError)
+        assert (info.value.domain, info.value.code) == ("memres-error-quark",
+                                                        memres.ErrorCode.INVALID_ARGUMENT)
+    with pytest.raises(TypeError, match="spec must be a str"):
+        use(spec=None)
+    assert "MEMRES_ALLOCATOR_RESOURCE" not in os.environ
+    with pytest.raises(memres.InvalidArgumentError):
+        _allocator.Allocator("")
+
+
 TORCH = r"""
 import memres, memres.torch, torch
 alloc = memres.torch.use(spec="stats>cache>dmr:device={device}")

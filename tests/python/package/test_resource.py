@@ -74,6 +74,14 @@ class CudaStreamProtocol:
         return (0, self.handle)
 
 
+class CudaStreamProtocolVersion:
+    def __init__(self, version):
+        self.version = version
+
+    def __cuda_stream__(self):
+        return (self.version, 0)
+
+
 class TorchLikeStream:
     cuda_stream = 0
 
@@ -96,6 +104,10 @@ def test_stream_arguments(host):
 
     with pytest.raises(TypeError):
         host.allocate(16, stream=BadProtocol())
+    # a protocol version other than cuda.core's 0 is not read as a handle (it was)
+    for version in (1, -1, 99, 1 << 80, "0", None):
+        with pytest.raises(ValueError, match="protocol version .*: memres reads version 0"):
+            host.allocate(16, stream=CudaStreamProtocolVersion(version))
 
 
 def test_stats_and_trim():

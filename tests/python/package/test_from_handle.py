@@ -1,0 +1,242 @@
+"""Buffer.from_handle(ptr, size, mr=None, owner=None, *, stream=None): memory memres did not
+allocate as a Buffer, with cuda.core's ownership rules: a view frees nothing, an owner is kept
+alive until the close, an mr's deallocate is called once at the close, on the close's stream."""
+import ctypes
+import gc
+import sys
+import weakref
+
+import pytest
+
+import memres
+from conftest import MODE
+
+
+class Stream:
+    """A stream object of the cuda.core protocol (the legacy default stream)."""
+
+    def __cuda_stream__(self):
+        return (0, 0)
+
+
+class RecordingMR:
+    """A user's MemoryResource (cuda.core's protocol): deallocate records its calls."""
+
+    is_device_accessible = False
+    is_host_accessible = True
+    device_id = -1
+
+    def __init__(self, fail=False):
+        self.calls = []
+        self.fail = fail
+
+    def deallocate(self, ptr, size, *, stream):
+        self.calls.append((ptr, size, stream))
+        if self.fail:
+            raise RuntimeError("deallocate failed on purpose")
+
+
+@pytest.fixture
+def memory():
+    """64 bytes of host memory that outlive the test's buffers, and their address."""
+    arr = ctypes.create_string_buffer(b"\x11" * 64, 64)
+    return arr, ctypes.addressof(arr)
+
+
+def test_view_frees_nothing(memory):
+    arr, addr = memory
+    buf = memres.Buffer.from_handle(addr, 64)
+    assert isinstance(buf, memres.Buffer) and type(buf) is memres.ForeignBuffer
+    assert (buf.size, buf.handle, buf.device_id) == (64, addr, -1)
+    assert buf.is_host_accessible and not buf.is_device_accessible
+    assert buf.memory_resource is None and buf.owner is None
+    buf.fill(0xAB)
+    assert arr.raw == b"\xab" * 64
+    assert buf.read(0, 4) == b"\xab" * 4
+    buf.close()
+    buf.close()  # twice is fine
+    assert buf.closed and buf.size == 0 and buf.handle == 0
+    assert arr.raw == b"\xab" * 64  # nothing freed, nothing written
+    with memres.Buffer.from_handle(addr, 64) as view:
+        view.write(b"xyz")
+    assert view.closed and arr.raw[:3] == b"xyz"
+    # dropped open: a view still frees nothing
+    memres.Buffer.from_handle(addr, 64)
+    gc.collect()
+    assert arr.raw[:3] == b"xyz"
+
+
+def test_owner_kept_until_close(memory):
+    arr, addr = memory
+
+    class Holder:
+        pass
+
+    holder = Holder()
+    ref = weakref.ref(holder)
+    buf = memres.Buffer.from_handle(addr, 64, owner=holder)
+    del holder
+    gc.collect()
+    assert ref() is not None and buf.owner is ref() and buf.memory_resource is None
+    buf.close()
+    gc.collect()
+    assert ref() is None and buf.owner is None
+    # dropped open: the owner goes with the buffer
+    holder = Holder()
+    ref = weakref.ref(holder)
+    memres.Buffer.from_handle(addr, 64, owner=holder)
+    del holder
+    gc.collect()
+    assert ref() is None
+
+
+def test_mr_deallocates_once(memory):
+    _, addr = memory
+    mr = RecordingMR()
+    buf = memres.Buffer.from_handle(addr, 64, mr=mr)
+    assert buf.memory_resource is mr and buf.owner is None
+    assert buf.is_host_accessible and not buf.is_device_accessible and buf.device_id == -1
+    assert mr.calls == []
+    buf.close()
+    assert mr.calls == [(addr, 64, None)]
+    buf.close()
+    assert mr.calls == [(addr, 64, None)] and buf.memory_resource is None
+    # the stream given to from_handle, or the close's, is the one deallocate gets
+    first, second = Stream(), Stream()
+    buf = memres.Buffer.from_handle(addr, 64, mr=mr, stream=first)
+    buf.close()
+    assert mr.calls[-1] == (addr, 64, first)
+    buf = memres.Buffer.from_handle(addr, 32, mr=mr, stream=first)
+    buf.close(stream=second)
+    assert mr.calls[-1] == (addr, 32, second)
+    # a with block and a buffer dropped open each deallocate once
+    with memres.Buffer.from_handle(addr, 16, mr=mr):
+        pass
+    assert mr.calls[-1] == (addr, 16, None)
+    memres.Buffer.from_handle(addr, 8, mr=mr)
+    gc.collect()
+    assert mr.calls[-1] == (addr, 8, None) and len(mr.calls) == 5
+
+
+def test_mr_deallocate_error(memory, monkeypatch):
+    _, addr = memory
+    mr = RecordingMR(fail=True)
+    buf = memres.Buffer.from_handle(addr, 64, mr=mr)
+    with pytest.raises(RuntimeError, match="deallocate failed on purpose"):
+        buf.close()
+    assert buf.closed and len(mr.calls) == 1
+    buf.close()  # closed: not again
+    assert len(mr.calls) == 1
+    with pytest.raises(RuntimeError, match="on purpose"):
+        with memres.Buffer.from_handle(addr, 64, mr=mr):
+            pass
+    # where nobody can catch it (a buffer dropped open): sys.unraisablehook
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", seen.append)
+    memres.Buffer.from_handle(addr, 64, mr=mr)
+    gc.collect()
+    assert len(seen) == 1 and isinstance(seen[0].exc_value, RuntimeError)
+    assert seen[0].object is mr and len(mr.calls) == 3
+
+
+def test_mr_under_dlpack(memory):
+    """Closed while a DLPack consumer holds it: deallocate runs when the last tensor goes, on
+    the close's stream."""
+    _, addr = memory
+    mr = RecordingMR()
+    stream = Stream()
+    buf = memres.Buffer.from_handle(addr, 64, mr=mr)
+    capsule = buf.__dlpack__()
+    buf.close(stream=stream)
+    assert buf.closed and mr.calls == []
+    del capsule
+    gc.collect()
+    assert mr.calls == [(addr, 64, stream)]
+
+
+def test_mr_flags(memory):
+    _, addr = memory
+
+    class DeviceMR(RecordingMR):
+        is_device_accessible = True
+        is_host_accessible = False
+        device_id = 0
+
+    class ManagedMR(DeviceMR):
+        is_host_accessible = True
+        is_managed = True
+
+    if MODE != "host":
+        buf = memres.Buffer.from_handle(addr, 64, mr=DeviceMR())
+        assert buf.is_device_accessible and not buf.is_host_accessible and buf.device_id == 0
+        buf.close()
+    buf = memres.Buffer.from_handle(addr, 64, mr=ManagedMR())
+    assert buf.is_device_accessible and buf.is_host_accessible
+    assert buf.flags & memres.MemoryFlags.MANAGED
+    buf.close()
+
+    class Neither(RecordingMR):
+        is_host_accessible = False
+
+    with pytest.raises(ValueError, match="neither device- nor host-accessible"):
+        memres.Buffer.from_handle(addr, 64, mr=Neither())
+
+
+def test_cuda_core_names(host, memory):
+    """cuda.core's Buffer names: is_closed beside closed, owner (None for memory a Resource
+    allocated)."""
+    _, addr = memory
+    buf = host.allocate(8)
+    assert buf.owner is None and buf.is_closed is False
+    buf.close()
+    assert buf.is_closed is True and buf.closed is True
+    view = memres.Buffer.from_handle(addr, 8)
+    assert view.is_closed is False
+    view.close()
+    assert view.is_closed is True
+
+
+def test_errors(memory):
+    _, addr = memory
+    mr = RecordingMR()
+    with pytest.raises(ValueError, match="not both"):
+        memres.Buffer.from_handle(addr, 64, mr=mr, owner=object())
+    with pytest.raises(ValueError, match="it needs mr"):
+        memres.Buffer.from_handle(addr, 64, stream=Stream())
+    with pytest.raises(TypeError, match="deallocate"):
+        memres.Buffer.from_handle(addr, 64, mr=memres.Resource("host"))
+    with pytest.raises(TypeError, match="keyword-only"):
+        memres.Buffer.from_handle(addr, 64, mr, None, Stream())
+    with pytest.raises(TypeError, match="must be ints"):
+        memres.Buffer.from_handle("0x10", 64)
+    for ptr, size in ((-1, 8), (addr, -1), (1 << 64, 8)):
+        with pytest.raises(OverflowError):
+            memres.Buffer.from_handle(ptr, size)
+    for ptr, size in ((0, 8), ((1 << 64) - 8, 16)):
+        with pytest.raises(memres.InvalidArgumentError) as info:
+            memres.Buffer.from_handle(ptr, size, mr=mr)
+        assert isinstance(info.value, ValueError)
+        assert (info.value.domain, info.value.code) == ("memres-error-quark",
+                                                        memres.ErrorCode.INVALID_ARGUMENT)
+    assert mr.calls == []  # refused: nothing given back
+    empty = memres.Buffer.from_handle(0, 0)
+    assert empty.size == 0
+    empty.close()
+    with pytest.raises(TypeError):
+        memres.ForeignBuffer()
+    with pytest.raises(TypeError, match="Buffer.from_handle"):
+        memres.Buffer()
+
+
+def test_device_pointer(device, fake_counts):
+    """Device memory from another allocator (here a memres buffer): the driver says what it is;
+    a view's close frees nothing of it."""
+    owner_buf = device.allocate(4096)
+    before = fake_counts()
+    view = memres.Buffer.from_handle(owner_buf.handle, 4096)
+    assert view.is_device_accessible and not view.is_host_accessible and view.device_id == 0
+    view.fill(0x5C)
+    view.close()
+    assert owner_buf.read(0, 8) == b"\x5c" * 8
+    assert fake_counts() == before
+    owner_buf.close()
