@@ -13,7 +13,7 @@
  * then costs no malloc/free. The cache is part of the thread's hot-path block (hot-path.h,
  * MemresThread: _memres_thread.cache_head, cache_room; no call and no pointer to follow on the hot
  * path); a GPrivate registered at its first use frees what it holds when its thread exits. */
-#define BUFFER_CACHE_MAX 256 /* 64-byte structures: at most 16 KiB per thread */
+#define BUFFER_CACHE_MAX 256 /* 128-byte structures: at most 32 KiB per thread */
 
 static void
 buffer_cache_free (gpointer data)
@@ -34,15 +34,18 @@ buffer_cache_free (gpointer data)
 
 static GPrivate buffer_cache_cleanup = G_PRIVATE_INIT (buffer_cache_free);
 
-/* A buffer structure on a cache line of its own (buffers.h). */
+/* A buffer structure (buffers.h): the buffer on a cache line of its own, and on the next its
+ * link into its tag's list (sleep.h: MEMRES_SLEEP_LINK()), which only a tagged buffer of a stack
+ * that can sleep touches; zeroed here, and left unlinked and alive again by whatever unlinks it
+ * (so that a recycled structure needs no store to it). */
 G_GNUC_NO_INLINE MemresBuffer *
 _memres_buffer_struct_alloc (void)
 {
   gpointer p;
 
-  if (posix_memalign (&p, 64, sizeof (MemresBuffer)) != 0)
-    g_error ("out of memory: a buffer structure of %" G_GSIZE_FORMAT " bytes",
-             sizeof (MemresBuffer));
+  if (posix_memalign (&p, 64, MEMRES_BUFFER_STRUCT_SIZE) != 0)
+    g_error ("out of memory: a buffer structure of %d bytes", MEMRES_BUFFER_STRUCT_SIZE);
+  memset (MEMRES_SLEEP_LINK (p), 0, sizeof (MemresSleepLink));
   return p;
 }
 
@@ -186,12 +189,12 @@ allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **err
   return buf;
 }
 
-/* A new tagged buffer of a stack that can sleep, recorded under its tag (sleep.h); closed again
- * when its tag began to sleep meanwhile. */
+/* A new tagged buffer of a stack that can sleep that _memres_sleep_link_fast() left, linked into
+ * its tag's list under the lock (sleep.h); closed again when its tag began to sleep meanwhile. */
 G_GNUC_NO_INLINE static MemresBuffer *
-track_for_sleep (MemresResource *mr, MemresBuffer *buf, GError **error)
+link_for_sleep (MemresResource *mr, MemresBuffer *buf, GError **error)
 {
-  if (G_LIKELY (_memres_sleep_track (mr, buf, error)))
+  if (G_LIKELY (_memres_sleep_link (mr, buf, error)))
     return buf;
   memres_buffer_close (buf, NULL, NULL);
   memres_buffer_unref (buf);
@@ -269,9 +272,11 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
     buf = allocate_done (mr, buf, stream);
   if (tagged) /* no test: NULL already where it was not set */
     _memres_thread.call_record = NULL;
-  /* a tagged buffer of a stack that can sleep, under its tag (the untagged copy has no test) */
-  if (tagged && G_UNLIKELY (mr->tags_wanted & MEMRES_TAGS_SLEEP) && buf != NULL)
-    return track_for_sleep (mr, buf, error);
+  /* a tagged buffer of a stack that can sleep, into its tag's list on the thread's stripe (the
+   * untagged copy has no test) */
+  if (tagged && (mr->tags_wanted & MEMRES_TAGS_SLEEP) && G_LIKELY (buf != NULL)
+      && G_UNLIKELY (!_memres_sleep_link_fast (mr, buf, _memres_thread.stripe_index)))
+    return link_for_sleep (mr, buf, error);
   return buf;
 }
 
@@ -341,11 +346,14 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
     {
       guint64 address = buf->alloc.address;
       MemresSleepEntry *sleeping = NULL;
+      MemresSleepUntrack how = MEMRES_SLEEP_UNLINKED;
 
-      /* out of its tag's buffers first, a sleep of the tag in progress waited for (sleep.h);
-       * refused inside that sleep on its own thread (nothing released) */
-      if (tagged && G_UNLIKELY (mr->tags_wanted & MEMRES_TAGS_SLEEP)
-          && !_memres_sleep_untrack_begin (mr, buf, &sleeping, error))
+      /* out of its tag's list first: without a lock on the thread that allocated it, its tag
+       * awake; else under the lock, a sleep of the tag in progress waited for (sleep.h); refused
+       * inside that sleep on its own thread (nothing released) */
+      if (tagged && (mr->tags_wanted & MEMRES_TAGS_SLEEP)
+          && G_UNLIKELY (!_memres_sleep_unlink_fast (mr, buf))
+          && (how = _memres_sleep_untrack_begin (mr, buf, &sleeping, error)) == 0)
         return FALSE;
       if (tagged) /* its tag uncounted (tags.h), its tag's placement told (sleep) */
         {
@@ -359,11 +367,15 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
         {
           /* still open: back among its tag's buffers, with its entry */
           if (tagged && (mr->tags_wanted & MEMRES_TAGS_SLEEP))
-            _memres_sleep_untrack_end (mr, buf, sleeping);
+            _memres_sleep_untrack_end (mr, buf, how, sleeping);
           return FALSE;
         }
       if (G_UNLIKELY (sleeping != NULL)) /* closed asleep: its backup freed */
         _memres_sleep_entry_free (sleeping);
+      /* closed on another thread than its list's: that list's to unlink (before the count below,
+       * which may finalize the resource) */
+      if (tagged && G_UNLIKELY (how == MEMRES_SLEEP_MARKED))
+        _memres_sleep_push_dead (buf);
     }
   buf->mr = NULL;
   _memres_resource_remove_allocated (mr, size);
@@ -619,10 +631,21 @@ memres_buffer_ref (MemresBuffer *buf)
   return buf;
 }
 
+/* A buffer structure to be freed whose close failed for good, still open in its tag's list
+ * (sleep.h): out of it; TRUE when its list holds the structure now. */
+static gboolean
+buffer_forget_link (MemresBuffer *buf, MemresResource *mr)
+{
+  return MEMRES_SLEEP_LINK (buf)->list != NULL && mr->sleep != NULL
+         && _memres_sleep_forget (mr, buf);
+}
+
 /* memres_buffer_unref() of a buffer that is not both closed and held only by the caller. */
 G_GNUC_NO_INLINE static void
 buffer_unref_general (MemresBuffer *buf)
 {
+  gboolean kept = FALSE;
+
   /* The only reference: nobody else can change the count, so no locked decrement is needed
    * (the allocate+close pair is the hot path). */
   if (g_atomic_int_get (&buf->ref) != 1 && !g_atomic_ref_count_dec (&buf->ref))
@@ -645,6 +668,10 @@ buffer_unref_general (MemresBuffer *buf)
             {
               MemresResource *mr = g_steal_pointer (&buf->mr);
 
+              /* out of its tag's list before the structure goes (and the resource with the
+               * count below) */
+              if (buffer_forget_link (buf, mr))
+                kept = TRUE;
               /* counted on the stripes, as in release */
               _memres_resource_remove_allocated (mr, buf->alloc.size);
             }
@@ -655,8 +682,16 @@ buffer_unref_general (MemresBuffer *buf)
             g_warning ("A buffer of %" G_GSIZE_FORMAT " bytes could not be freed: its memory "
                        "stays allocated",
                        buf->alloc.size);
+          if (buf->mr != NULL && buffer_forget_link (buf, buf->mr))
+            kept = TRUE;
         }
     }
+  if (kept) /* its list's now, which frees it once unlinked */
+    return;
+  /* closed here on another thread than its tag's list's: that list holds a reference of its own
+   * until it unlinks the structure (sleep.h), and frees it then unless this one is still held */
+  if (G_UNLIKELY (g_atomic_int_get (&buf->ref) != 1) && !g_atomic_ref_count_dec (&buf->ref))
+    return;
   buffer_struct_free (buf);
 }
 
