@@ -213,7 +213,8 @@ allocate_done (MemresResource *mr, MemresBuffer *buf, MemresStream stream)
 
 /* allocate_fast() after a slot call that did not simply succeed (the slot's result @ok and error
  * @local): judged as _memres_resource_call_allocate() judges it. Out of line and given values
- * only, so that the hot path keeps no address across the slot call. */
+ * only, so that the hot path keeps no address across the slot call. A tagged buffer of a stack
+ * that can sleep is linked by the caller (link_for_sleep()). */
 static G_GNUC_NO_INLINE MemresBuffer *
 allocate_checked (MemresResource *mr, MemresBuffer *buf, gsize size, MemresStream stream,
                   gboolean ok, GError *local, GError **error)
@@ -326,14 +327,73 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
   return allocate_slow (mr, size, stream, error);
 }
 
+/* The deallocate slot of buffer_release_allocation() (its result in *@ok): FALSE when nothing was
+ * released, a failure that left the address as it was (any other failure, a breach of the
+ * contract included, is taken as released: _memres_resource_call_deallocate()). @tagged: the
+ * record is the thread's call record around the slot call (for a layer that reads tags, or a
+ * kind of a stack that can sleep). */
+G_ALWAYS_INLINE static inline gboolean
+release_slot (MemresBuffer *buf, MemresResource *mr, MemresStream stream, gboolean tagged,
+              gboolean *ok, GError **error)
+{
+  guint64 address = buf->alloc.address;
+
+  if (tagged) /* its tag uncounted (tags.h), its tag's placement told (sleep) */
+    {
+      _memres_thread.call_record = &buf->alloc;
+      *ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+      _memres_thread.call_record = NULL;
+    }
+  else
+    *ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+  return G_LIKELY (*ok) || address == 0 || buf->alloc.address != address;
+}
+
+/* The end of a release: the buffer no longer @mr's, one buffer of @size bytes fewer on the
+ * stripes (which may finalize @mr). */
+G_ALWAYS_INLINE static inline void
+release_done (MemresBuffer *buf, MemresResource *mr, gsize size)
+{
+  buf->mr = NULL;
+  _memres_resource_remove_allocated (mr, size);
+}
+
+/* buffer_release_allocation() of a tagged buffer of a stack that can sleep that
+ * _memres_sleep_unlink_fast() left (sleep.h): out of its tag's list under the lock, a sleep of the
+ * tag in progress waited for, refused inside that sleep on its own thread (nothing released);
+ * when the slot then releases nothing, back in a list with its entry; closed asleep, its entry
+ * (backup) freed; closed on another thread than its list's, handed back to that list (before
+ * the count, which may finalize the resource). */
+G_GNUC_NO_INLINE static gboolean
+release_tracked_slow (MemresBuffer *buf, MemresResource *mr, MemresStream stream, GError **error)
+{
+  gsize size = buf->alloc.size;
+  MemresSleepEntry *sleeping = NULL;
+  MemresSleepUntrack how = _memres_sleep_untrack_begin (mr, buf, &sleeping, error);
+  gboolean ok;
+
+  if (how == 0)
+    return FALSE;
+  if (!release_slot (buf, mr, stream, TRUE, &ok, error))
+    {
+      _memres_sleep_untrack_end (mr, buf, how, sleeping);
+      return FALSE;
+    }
+  if (sleeping != NULL)
+    _memres_sleep_entry_free (sleeping);
+  if (how == MEMRES_SLEEP_MARKED)
+    _memres_sleep_push_dead (buf);
+  release_done (buf, mr, size);
+  return ok;
+}
+
 /* The part of buffer_release() for memory of @mr (buf->mr) that no IPC mapping holds: the
  * deallocate slot (not in the child of a fork(), which leaves inherited memory as it is:
  * fork.c), then one buffer fewer on the stripes. FALSE with buf->mr left set when nothing was
- * released: a failure that left the address as it was (any other failure, a breach of the
- * contract included, is taken as released: _memres_resource_call_deallocate()). @tagged: the
- * buffer has a tag that @mr's stack wants (MemresResource.tags_wanted): its record is the thread's
- * call record around the slot call (for a layer that reads tags, or a kind of a stack that can
- * sleep), and a stack that can sleep takes it out of its tag's buffers here. */
+ * released (release_slot()). @tagged: the buffer has a tag that @mr's stack wants
+ * (MemresResource.tags_wanted): its record is the thread's call record around the slot call, and
+ * a stack that can sleep takes it out of its tag's list first (sleep.h: without a lock on the
+ * thread that allocated it, its tag awake; else release_tracked_slow()). */
 G_ALWAYS_INLINE static inline gboolean
 buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream stream,
                            gboolean tagged, GError **error)
@@ -344,41 +404,18 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
 
   if ((size > 0 || buf->alloc.address != 0) && !_memres_resource_is_inherited (mr))
     {
-      guint64 address = buf->alloc.address;
-      MemresSleepEntry *sleeping = NULL;
-      MemresSleepUntrack how = MEMRES_SLEEP_UNLINKED;
-
-      /* out of its tag's list first: without a lock on the thread that allocated it, its tag
-       * awake; else under the lock, a sleep of the tag in progress waited for (sleep.h); refused
-       * inside that sleep on its own thread (nothing released) */
       if (tagged && (mr->tags_wanted & MEMRES_TAGS_SLEEP)
-          && G_UNLIKELY (!_memres_sleep_unlink_fast (mr, buf))
-          && (how = _memres_sleep_untrack_begin (mr, buf, &sleeping, error)) == 0)
-        return FALSE;
-      if (tagged) /* its tag uncounted (tags.h), its tag's placement told (sleep) */
+          && G_UNLIKELY (!_memres_sleep_unlink_fast (mr, buf)))
+        return release_tracked_slow (buf, mr, stream, error);
+      if (G_UNLIKELY (!release_slot (buf, mr, stream, tagged, &ok, error)))
         {
-          _memres_thread.call_record = &buf->alloc;
-          ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
-          _memres_thread.call_record = NULL;
-        }
-      else
-        ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
-      if (G_UNLIKELY (!ok) && address != 0 && buf->alloc.address == address)
-        {
-          /* still open: back among its tag's buffers, with its entry */
+          /* still open: back in its tag's list */
           if (tagged && (mr->tags_wanted & MEMRES_TAGS_SLEEP))
-            _memres_sleep_untrack_end (mr, buf, how, sleeping);
+            _memres_sleep_untrack_end (mr, buf, MEMRES_SLEEP_UNLINKED, NULL);
           return FALSE;
         }
-      if (G_UNLIKELY (sleeping != NULL)) /* closed asleep: its backup freed */
-        _memres_sleep_entry_free (sleeping);
-      /* closed on another thread than its list's: that list's to unlink (before the count below,
-       * which may finalize the resource) */
-      if (tagged && G_UNLIKELY (how == MEMRES_SLEEP_MARKED))
-        _memres_sleep_push_dead (buf);
     }
-  buf->mr = NULL;
-  _memres_resource_remove_allocated (mr, size);
+  release_done (buf, mr, size);
   return ok;
 }
 

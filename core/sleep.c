@@ -593,6 +593,8 @@ begin (MemresResource *mr, guint tag, gboolean sleep, gsize *n, GError **error)
   state->busy |= (guint64) 1 << tag;
   state->busy_owner[tag] = g_thread_self ();
   __atomic_or_fetch (&state->asleep, (guint64) 1 << tag, __ATOMIC_SEQ_CST);
+  for (guint s = 0; s < MEMRES_BUFFER_STRIPES; s++)
+    __atomic_store_n (&state->lists[s][tag].stop, 1, __ATOMIC_SEQ_CST);
   /* a sleep makes the entries of the tag's open buffers (their backups go there), kept until the
    * tag is awake again; a wake takes them. The tag's bit is set: after the barrier, each stripe's
    * thread either is seen inside its fence (waited for) or sees the bit and takes the lock for
@@ -659,7 +661,11 @@ end (MemresResource *mr, guint tag, gboolean asleep, MemresSleepPolicy *policy, 
       t->file_fd = asleep ? file_fd : -1;
     }
   if (!asleep)
-    __atomic_and_fetch (&state->asleep, ~((guint64) 1 << tag), __ATOMIC_SEQ_CST);
+    {
+      for (guint s = 0; s < MEMRES_BUFFER_STRIPES; s++)
+        __atomic_store_n (&state->lists[s][tag].stop, 0, __ATOMIC_RELEASE);
+      __atomic_and_fetch (&state->asleep, ~((guint64) 1 << tag), __ATOMIC_SEQ_CST);
+    }
   state->busy &= ~((guint64) 1 << tag);
   state->busy_owner[tag] = NULL;
   g_cond_broadcast (&state->cond);
