@@ -8,6 +8,7 @@
  * handed over once), and frees what sleep.c made through the functions sleep.c gave it. */
 #include "memres-private.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -66,7 +67,10 @@ _memres_sleep_state_new (void)
       g_once_init_leave (&part_added, 1);
     }
 
-  state = g_new0 (MemresSleepState, 1);
+  /* aligned as its lists ask (MemresSleepList), which malloc() does not promise */
+  if (posix_memalign ((gpointer *) &state, 64, sizeof *state) != 0)
+    g_error ("out of memory: a sleep state of %" G_GSIZE_FORMAT " bytes", sizeof *state);
+  memset (state, 0, sizeof *state);
   for (guint i = 0; i <= MEMRES_TAGS_MAX; i++)
     state->tags[i].file_fd = -1;
   g_mutex_init (&state->lock);
@@ -164,7 +168,7 @@ _memres_sleep_state_free (MemresSleepState *state, gboolean inherited)
     frees.free_resource (state->host_mr);
   g_mutex_clear (&state->lock);
   g_cond_clear (&state->cond);
-  g_free (state);
+  free (state);
 }
 
 gboolean

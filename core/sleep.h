@@ -77,10 +77,8 @@ struct _MemresSleepList
   /* atomic: the bit of the list's tag in MemresSleepState.asleep, written with it under the lock
    * (sleep.c), so that the list's thread tests one flag beside the list inside its fence */
   gint stop;
-  gint pad[3]; /* 32 bytes, a power of two: its index a shift (no alignment asked: the state
-                * comes from g_new0()) */
-};
-G_STATIC_ASSERT (sizeof (MemresSleepList) == 32);
+} __attribute__ ((aligned (32))); /* a power of two: its index a shift (the state is allocated
+                                   * 64-byte aligned: sleep-state.c) */
 
 /* A buffer structure's second line (buffer.c allocates MEMRES_BUFFER_STRUCT_SIZE bytes) */
 #define MEMRES_BUFFER_STRUCT_SIZE 128
