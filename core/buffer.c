@@ -13,7 +13,7 @@
  * then costs no malloc/free. The cache is part of the thread's hot-path block (hot-path.h,
  * MemresThread: _memres_thread.cache_head, cache_room; no call and no pointer to follow on the hot
  * path); a GPrivate registered at its first use frees what it holds when its thread exits. */
-#define BUFFER_CACHE_MAX 256 /* 64-byte structures: at most 16 KiB per thread */
+#define BUFFER_CACHE_MAX 256 /* 128-byte structures: at most 32 KiB per thread */
 
 static void
 buffer_cache_free (gpointer data)
@@ -34,15 +34,18 @@ buffer_cache_free (gpointer data)
 
 static GPrivate buffer_cache_cleanup = G_PRIVATE_INIT (buffer_cache_free);
 
-/* A buffer structure on a cache line of its own (buffers.h). */
+/* A buffer structure (buffers.h): the buffer on a cache line of its own, and on the next its
+ * link into its tag's list (sleep.h: MEMRES_SLEEP_LINK()), which only a tagged buffer of a stack
+ * that can sleep touches; zeroed here, and left unlinked and alive again by whatever unlinks it
+ * (so that a recycled structure needs no store to it). */
 G_GNUC_NO_INLINE MemresBuffer *
 _memres_buffer_struct_alloc (void)
 {
   gpointer p;
 
-  if (posix_memalign (&p, 64, sizeof (MemresBuffer)) != 0)
-    g_error ("out of memory: a buffer structure of %" G_GSIZE_FORMAT " bytes",
-             sizeof (MemresBuffer));
+  if (posix_memalign (&p, 64, MEMRES_BUFFER_STRUCT_SIZE) != 0)
+    g_error ("out of memory: a buffer structure of %d bytes", MEMRES_BUFFER_STRUCT_SIZE);
+  memset (MEMRES_SLEEP_LINK (p), 0, sizeof (MemresSleepLink));
   return p;
 }
 
@@ -186,12 +189,12 @@ allocate_slow (MemresResource *mr, gsize size, MemresStream stream, GError **err
   return buf;
 }
 
-/* A new tagged buffer of a stack that can sleep, recorded under its tag (sleep.h); closed again
- * when its tag began to sleep meanwhile. */
+/* A new tagged buffer of a stack that can sleep that _memres_sleep_link_fast() left, linked into
+ * its tag's list under the lock (sleep.h); closed again when its tag began to sleep meanwhile. */
 G_GNUC_NO_INLINE static MemresBuffer *
-track_for_sleep (MemresResource *mr, MemresBuffer *buf, GError **error)
+link_for_sleep (MemresResource *mr, MemresBuffer *buf, GError **error)
 {
-  if (G_LIKELY (_memres_sleep_track (mr, buf, error)))
+  if (G_LIKELY (_memres_sleep_link (mr, buf, error)))
     return buf;
   memres_buffer_close (buf, NULL, NULL);
   memres_buffer_unref (buf);
@@ -210,7 +213,8 @@ allocate_done (MemresResource *mr, MemresBuffer *buf, MemresStream stream)
 
 /* allocate_fast() after a slot call that did not simply succeed (the slot's result @ok and error
  * @local): judged as _memres_resource_call_allocate() judges it. Out of line and given values
- * only, so that the hot path keeps no address across the slot call. */
+ * only, so that the hot path keeps no address across the slot call. A tagged buffer of a stack
+ * that can sleep is linked by the caller (link_for_sleep()). */
 static G_GNUC_NO_INLINE MemresBuffer *
 allocate_checked (MemresResource *mr, MemresBuffer *buf, gsize size, MemresStream stream,
                   gboolean ok, GError *local, GError **error)
@@ -269,9 +273,11 @@ allocate_fast (MemresResource *mr, gsize size, MemresStream stream, gboolean tag
     buf = allocate_done (mr, buf, stream);
   if (tagged) /* no test: NULL already where it was not set */
     _memres_thread.call_record = NULL;
-  /* a tagged buffer of a stack that can sleep, under its tag (the untagged copy has no test) */
-  if (tagged && G_UNLIKELY (mr->tags_wanted & MEMRES_TAGS_SLEEP) && buf != NULL)
-    return track_for_sleep (mr, buf, error);
+  /* a tagged buffer of a stack that can sleep, into its tag's list on the thread's stripe (the
+   * untagged copy has no test) */
+  if (tagged && (mr->tags_wanted & MEMRES_TAGS_SLEEP) && G_LIKELY (buf != NULL)
+      && G_UNLIKELY (!_memres_sleep_link_fast (mr, buf, _memres_thread.stripe_index)))
+    return link_for_sleep (mr, buf, error);
   return buf;
 }
 
@@ -321,14 +327,73 @@ memres_resource_allocate (MemresResource *mr, gsize size, MemresStream stream, G
   return allocate_slow (mr, size, stream, error);
 }
 
+/* The deallocate slot of buffer_release_allocation() (its result in *@ok): FALSE when nothing was
+ * released, a failure that left the address as it was (any other failure, a breach of the
+ * contract included, is taken as released: _memres_resource_call_deallocate()). @tagged: the
+ * record is the thread's call record around the slot call (for a layer that reads tags, or a
+ * kind of a stack that can sleep). */
+G_ALWAYS_INLINE static inline gboolean
+release_slot (MemresBuffer *buf, MemresResource *mr, MemresStream stream, gboolean tagged,
+              gboolean *ok, GError **error)
+{
+  guint64 address = buf->alloc.address;
+
+  if (tagged) /* its tag uncounted (tags.h), its tag's placement told (sleep) */
+    {
+      _memres_thread.call_record = &buf->alloc;
+      *ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+      _memres_thread.call_record = NULL;
+    }
+  else
+    *ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
+  return G_LIKELY (*ok) || address == 0 || buf->alloc.address != address;
+}
+
+/* The end of a release: the buffer no longer @mr's, one buffer of @size bytes fewer on the
+ * stripes (which may finalize @mr). */
+G_ALWAYS_INLINE static inline void
+release_done (MemresBuffer *buf, MemresResource *mr, gsize size)
+{
+  buf->mr = NULL;
+  _memres_resource_remove_allocated (mr, size);
+}
+
+/* buffer_release_allocation() of a tagged buffer of a stack that can sleep that
+ * _memres_sleep_unlink_fast() left (sleep.h): out of its tag's list under the lock, a sleep of the
+ * tag in progress waited for, refused inside that sleep on its own thread (nothing released);
+ * when the slot then releases nothing, back in a list with its entry; closed asleep, its entry
+ * (backup) freed; closed on another thread than its list's, handed back to that list (before
+ * the count, which may finalize the resource). */
+G_GNUC_NO_INLINE static gboolean
+release_tracked_slow (MemresBuffer *buf, MemresResource *mr, MemresStream stream, GError **error)
+{
+  gsize size = buf->alloc.size;
+  MemresSleepEntry *sleeping = NULL;
+  MemresSleepUntrack how = _memres_sleep_untrack_begin (mr, buf, &sleeping, error);
+  gboolean ok;
+
+  if (how == 0)
+    return FALSE;
+  if (!release_slot (buf, mr, stream, TRUE, &ok, error))
+    {
+      _memres_sleep_untrack_end (mr, buf, how, sleeping);
+      return FALSE;
+    }
+  if (sleeping != NULL)
+    _memres_sleep_entry_free (sleeping);
+  if (how == MEMRES_SLEEP_MARKED)
+    _memres_sleep_push_dead (buf);
+  release_done (buf, mr, size);
+  return ok;
+}
+
 /* The part of buffer_release() for memory of @mr (buf->mr) that no IPC mapping holds: the
  * deallocate slot (not in the child of a fork(), which leaves inherited memory as it is:
  * fork.c), then one buffer fewer on the stripes. FALSE with buf->mr left set when nothing was
- * released: a failure that left the address as it was (any other failure, a breach of the
- * contract included, is taken as released: _memres_resource_call_deallocate()). @tagged: the
- * buffer has a tag that @mr's stack wants (MemresResource.tags_wanted): its record is the thread's
- * call record around the slot call (for a layer that reads tags, or a kind of a stack that can
- * sleep), and a stack that can sleep takes it out of its tag's buffers here. */
+ * released (release_slot()). @tagged: the buffer has a tag that @mr's stack wants
+ * (MemresResource.tags_wanted): its record is the thread's call record around the slot call, and
+ * a stack that can sleep takes it out of its tag's list first (sleep.h: without a lock on the
+ * thread that allocated it, its tag awake; else release_tracked_slow()). */
 G_ALWAYS_INLINE static inline gboolean
 buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream stream,
                            gboolean tagged, GError **error)
@@ -339,34 +404,18 @@ buffer_release_allocation (MemresBuffer *buf, MemresResource *mr, MemresStream s
 
   if ((size > 0 || buf->alloc.address != 0) && !_memres_resource_is_inherited (mr))
     {
-      guint64 address = buf->alloc.address;
-      MemresSleepEntry *sleeping = NULL;
-
-      /* out of its tag's buffers first, a sleep of the tag in progress waited for (sleep.h);
-       * refused inside that sleep on its own thread (nothing released) */
-      if (tagged && G_UNLIKELY (mr->tags_wanted & MEMRES_TAGS_SLEEP)
-          && !_memres_sleep_untrack_begin (mr, buf, &sleeping, error))
-        return FALSE;
-      if (tagged) /* its tag uncounted (tags.h), its tag's placement told (sleep) */
+      if (tagged && (mr->tags_wanted & MEMRES_TAGS_SLEEP)
+          && G_UNLIKELY (!_memres_sleep_unlink_fast (mr, buf)))
+        return release_tracked_slow (buf, mr, stream, error);
+      if (G_UNLIKELY (!release_slot (buf, mr, stream, tagged, &ok, error)))
         {
-          _memres_thread.call_record = &buf->alloc;
-          ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
-          _memres_thread.call_record = NULL;
-        }
-      else
-        ok = _memres_resource_call_deallocate (mr, &buf->alloc, stream, error);
-      if (G_UNLIKELY (!ok) && address != 0 && buf->alloc.address == address)
-        {
-          /* still open: back among its tag's buffers, with its entry */
+          /* still open: back in its tag's list */
           if (tagged && (mr->tags_wanted & MEMRES_TAGS_SLEEP))
-            _memres_sleep_untrack_end (mr, buf, sleeping);
+            _memres_sleep_untrack_end (mr, buf, MEMRES_SLEEP_UNLINKED, NULL);
           return FALSE;
         }
-      if (G_UNLIKELY (sleeping != NULL)) /* closed asleep: its backup freed */
-        _memres_sleep_entry_free (sleeping);
     }
-  buf->mr = NULL;
-  _memres_resource_remove_allocated (mr, size);
+  release_done (buf, mr, size);
   return ok;
 }
 
@@ -619,10 +668,21 @@ memres_buffer_ref (MemresBuffer *buf)
   return buf;
 }
 
+/* A buffer structure to be freed whose close failed for good, still open in its tag's list
+ * (sleep.h): out of it; TRUE when its list holds the structure now. */
+static gboolean
+buffer_forget_link (MemresBuffer *buf, MemresResource *mr)
+{
+  return MEMRES_SLEEP_LINK (buf)->list != NULL && mr->sleep != NULL
+         && _memres_sleep_forget (mr, buf);
+}
+
 /* memres_buffer_unref() of a buffer that is not both closed and held only by the caller. */
 G_GNUC_NO_INLINE static void
 buffer_unref_general (MemresBuffer *buf)
 {
+  gboolean kept = FALSE;
+
   /* The only reference: nobody else can change the count, so no locked decrement is needed
    * (the allocate+close pair is the hot path). */
   if (g_atomic_int_get (&buf->ref) != 1 && !g_atomic_ref_count_dec (&buf->ref))
@@ -645,6 +705,10 @@ buffer_unref_general (MemresBuffer *buf)
             {
               MemresResource *mr = g_steal_pointer (&buf->mr);
 
+              /* out of its tag's list before the structure goes (and the resource with the
+               * count below) */
+              if (buffer_forget_link (buf, mr))
+                kept = TRUE;
               /* counted on the stripes, as in release */
               _memres_resource_remove_allocated (mr, buf->alloc.size);
             }
@@ -655,8 +719,16 @@ buffer_unref_general (MemresBuffer *buf)
             g_warning ("A buffer of %" G_GSIZE_FORMAT " bytes could not be freed: its memory "
                        "stays allocated",
                        buf->alloc.size);
+          if (buf->mr != NULL && buffer_forget_link (buf, buf->mr))
+            kept = TRUE;
         }
     }
+  if (kept) /* its list's now, which frees it once unlinked */
+    return;
+  /* closed here on another thread than its tag's list's: that list holds a reference of its own
+   * until it unlinks the structure (sleep.h), and frees it then unless this one is still held */
+  if (G_UNLIKELY (g_atomic_int_get (&buf->ref) != 1) && !g_atomic_ref_count_dec (&buf->ref))
+    return;
   buffer_struct_free (buf);
 }
 

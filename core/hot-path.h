@@ -232,7 +232,9 @@ G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresResource, kind) <= 64);
 typedef struct _MemresRelease MemresRelease;
 
 /* One cache line, allocated 64-byte aligned (buffer.c): an import or allocation and its close
- * touch one line of it, not two. */
+ * touch one line of it, not two. The structure allocated is two lines: the second holds the
+ * buffer's link into its tag's list (sleep.h: MemresSleepLink), which only a tagged buffer of a
+ * stack that can sleep touches. */
 struct _MemresBuffer
 {
   gatomicrefcount ref;

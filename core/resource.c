@@ -296,7 +296,7 @@ resource_finalize (MemresResource *mr)
     }
   _memres_segments_forget (mr);
   _memres_counts_free (mr->counts);
-  _memres_sleep_state_free (mr->sleep);
+  _memres_sleep_state_free (mr->sleep, _memres_resource_is_inherited (mr));
   memres_kind_unref (mr->kind);
   g_free (mr->spec);
   g_free (mr->oom_report);

@@ -1,12 +1,14 @@
 /* memres - CUDA memory resources
- * sleep-state.c: a resource's sleep state (sleep.h): the tagged buffers of a stack that can
- * sleep, by tag, recorded at their allocation and forgotten at their close; which tags sleep; the
- * refusals of a sleeping tag or buffer; the state's lock around a fork(). The lowest file of
- * sleep and wake: it calls no other file of the core but tags.c (the names in its messages) and
- * fork.c (its part, handed over once), and frees what sleep.c made through the functions
- * sleep.c gave it. */
+ * sleep-state.c: a resource's sleep state (sleep.h): the lists of the tagged buffers of a stack
+ * that can sleep, by stripe and tag, where the lock-free inline halves of sleep.h leave them (the
+ * shared stripe, a tag asleep or busy, a buffer closed on another thread than its list's, the
+ * dead buffers a list unlinks, those left at finalize); which tags sleep; the refusals of a
+ * sleeping tag or buffer; the state's lock around a fork(). The lowest file of sleep and wake: it
+ * calls no other file of the core but tags.c (the names in its messages) and fork.c (its part,
+ * handed over once), and frees what sleep.c made through the functions sleep.c gave it. */
 #include "memres-private.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -65,7 +67,10 @@ _memres_sleep_state_new (void)
       g_once_init_leave (&part_added, 1);
     }
 
-  state = g_new0 (MemresSleepState, 1);
+  /* aligned as its lists ask (MemresSleepList), which malloc() does not promise */
+  if (posix_memalign ((gpointer *) &state, 64, sizeof *state) != 0)
+    g_error ("out of memory: a sleep state of %" G_GSIZE_FORMAT " bytes", sizeof *state);
+  memset (state, 0, sizeof *state);
   for (guint i = 0; i <= MEMRES_TAGS_MAX; i++)
     state->tags[i].file_fd = -1;
   g_mutex_init (&state->lock);
@@ -95,15 +100,63 @@ entry_free (gpointer data)
   _memres_sleep_entry_free (data);
 }
 
+/* Unlinks the dead buffers of @list (under the lock, or at finalize; @list is the caller's to
+ * change) and returns them as a chain through MemresSleepLink.remote_next, for drop_dead() once
+ * the lock is released. */
+static MemresBuffer *
+unlink_dead (MemresSleepList *list)
+{
+  MemresBuffer *dead = __atomic_exchange_n (&list->remote, NULL, __ATOMIC_ACQUIRE);
+
+  for (MemresBuffer *b = dead; b != NULL; b = MEMRES_SLEEP_LINK (b)->remote_next)
+    {
+      _memres_sleep_unlink_from (list, b);
+      MEMRES_SLEEP_LINK (b)->dead = 0;
+    }
+  return dead;
+}
+
+/* The references of the lists on the buffers unlink_dead() returned, dropped: a structure that
+ * nobody else holds is freed (closed: what memres_buffer_unref() does of a closed buffer, but
+ * to the heap rather than a thread's spare structures, so that this file calls nothing of
+ * buffer.c's) */
+static void
+drop_dead (MemresBuffer *dead)
+{
+  while (dead != NULL)
+    {
+      MemresBuffer *next = MEMRES_SLEEP_LINK (dead)->remote_next;
+
+      MEMRES_SLEEP_LINK (dead)->remote_next = NULL;
+      if (g_atomic_int_get (&dead->ref) == 1 || g_atomic_ref_count_dec (&dead->ref))
+        g_free (dead);
+      dead = next;
+    }
+}
+
 void
-_memres_sleep_state_free (MemresSleepState *state)
+_memres_sleep_state_free (MemresSleepState *state, gboolean inherited)
 {
   if (state == NULL)
     return;
+  /* what is left on the lists at finalize (no buffer is open): the dead, closed on other threads
+   * than their lists' since those last allocated their tag (pushed or not yet unlinked) */
+  for (guint s = 0; s < MEMRES_BUFFER_STRIPES && !inherited; s++)
+    for (guint i = 0; i <= MEMRES_TAGS_MAX; i++)
+      {
+        MemresSleepList *list = &state->lists[s][i];
+        MemresBuffer *dead = unlink_dead (list);
+
+        drop_dead (dead);
+        for (MemresBuffer *b = list->head, *next; b != NULL; b = next)
+          {
+            next = MEMRES_SLEEP_LINK (b)->next;
+            g_warn_if_reached (); /* an open buffer of a finalized resource */
+            MEMRES_SLEEP_LINK (b)->list = NULL;
+          }
+      }
   for (guint i = 0; i <= MEMRES_TAGS_MAX; i++)
     {
-      if (state->tags[i].buffers != NULL)
-        g_hash_table_unref (state->tags[i].buffers);
       if (state->tags[i].entries != NULL)
         g_hash_table_unref (state->tags[i].entries);
       if (state->tags[i].policy != NULL)
@@ -115,7 +168,7 @@ _memres_sleep_state_free (MemresSleepState *state)
     frees.free_resource (state->host_mr);
   g_mutex_clear (&state->lock);
   g_cond_clear (&state->cond);
-  g_free (state);
+  free (state);
 }
 
 gboolean
@@ -128,11 +181,52 @@ _memres_sleep_tag_asleep_error (GError **error, guint tag)
   return FALSE;
 }
 
+/* @buf at the head of @list (the caller's to change) */
+static void
+link_head (MemresSleepList *list, MemresBuffer *buf)
+{
+  MemresSleepLink *l = MEMRES_SLEEP_LINK (buf);
+
+  l->prev = NULL;
+  l->next = list->head;
+  l->list = list;
+  if (list->head != NULL)
+    MEMRES_SLEEP_LINK (list->head)->prev = buf;
+  list->head = buf;
+}
+
+/* @buf pushed on the remote stack of its list (MemresSleepList.remote) */
+static void
+push_remote (MemresBuffer *buf)
+{
+  MemresSleepLink *l = MEMRES_SLEEP_LINK (buf);
+  MemresBuffer *head = __atomic_load_n (&l->list->remote, __ATOMIC_RELAXED);
+
+  do
+    l->remote_next = head;
+  while (!__atomic_compare_exchange_n (&l->list->remote, &head, buf, TRUE, __ATOMIC_RELEASE,
+                                       __ATOMIC_RELAXED));
+}
+
+/* Whether @list, @buf's (of tag @tag), is one the calling thread may change under the lock: the
+ * tag asleep (no thread changes its lists without the lock then, sleep.c's begin()), the shared
+ * stripe's, or the calling thread's own */
+static gboolean
+may_change (MemresSleepState *state, MemresSleepList *list, guint tag)
+{
+  guint i = _memres_thread.stripe_index;
+
+  return _memres_sleep_tag_asleep (state, tag)
+         || list == _memres_sleep_list (state, MEMRES_STRIPE_SHARED, tag)
+         || (i != 0 && list == _memres_sleep_list (state, i, tag));
+}
+
 gboolean
-_memres_sleep_track (MemresResource *mr, MemresBuffer *buf, GError **error)
+_memres_sleep_link (MemresResource *mr, MemresBuffer *buf, GError **error)
 {
   MemresSleepState *state = mr->sleep;
-  MemresSleepTag *t = &state->tags[buf->tag];
+  MemresSleepList *list = _memres_sleep_list (state, _memres_stripe_current (), buf->tag);
+  MemresBuffer *dead;
 
   g_mutex_lock (&state->lock);
   if (_memres_sleep_tag_asleep (state, buf->tag))
@@ -140,11 +234,39 @@ _memres_sleep_track (MemresResource *mr, MemresBuffer *buf, GError **error)
       g_mutex_unlock (&state->lock);
       return _memres_sleep_tag_asleep_error (error, buf->tag);
     }
-  if (G_UNLIKELY (t->buffers == NULL))
-    t->buffers = g_hash_table_new (NULL, NULL);
-  g_hash_table_add (t->buffers, buf);
+  /* the calling thread's own list (or the shared one): the dead that others closed unlinked */
+  dead = unlink_dead (list);
+  link_head (list, buf);
   g_mutex_unlock (&state->lock);
+  drop_dead (dead);
   return TRUE;
+}
+
+void
+_memres_sleep_push_dead (MemresBuffer *buf)
+{
+  g_atomic_ref_count_inc (&buf->ref); /* the list's */
+  push_remote (buf);
+}
+
+gboolean
+_memres_sleep_forget (MemresResource *mr, MemresBuffer *buf)
+{
+  MemresSleepState *state = mr->sleep;
+  MemresSleepLink *l = MEMRES_SLEEP_LINK (buf);
+  gboolean dead = FALSE;
+
+  g_mutex_lock (&state->lock);
+  if (l->list != NULL && may_change (state, l->list, buf->tag))
+    _memres_sleep_unlink_from (l->list, buf);
+  else if (l->list != NULL)
+    {
+      l->dead = 1; /* the caller's reference is the list's now */
+      push_remote (buf);
+      dead = TRUE;
+    }
+  g_mutex_unlock (&state->lock);
+  return dead;
 }
 
 GHashTable *
@@ -153,12 +275,14 @@ _memres_sleep_entries_new (void)
   return g_hash_table_new_full (NULL, NULL, NULL, entry_free);
 }
 
-gboolean
+MemresSleepUntrack
 _memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry **entry,
                              GError **error)
 {
   MemresSleepState *state = mr->sleep;
   MemresSleepTag *t = &state->tags[buf->tag];
+  MemresSleepLink *l = MEMRES_SLEEP_LINK (buf);
+  MemresSleepUntrack how = MEMRES_SLEEP_UNLINKED;
   gpointer found = NULL;
 
   g_mutex_lock (&state->lock);
@@ -173,29 +297,39 @@ _memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf, MemresSleepE
                        "that tag on the same thread (a segment event callback): the buffer stays "
                        "open; close it after memres_resource_sleep() or _wake() returns",
                        _memres_tag_name (buf->tag), buf->alloc.size, buf->alloc.address);
-          return FALSE;
+          return 0;
         }
       g_cond_wait (&state->cond, &state->lock);
     }
-  if (t->buffers != NULL)
-    g_hash_table_remove (t->buffers, buf);
+  /* out of its list where this thread may change it; else (another thread's, the tag awake)
+   * marked dead there, so that no sleep finds it, and pushed for that thread once closed */
+  if (l->list != NULL && may_change (state, l->list, buf->tag))
+    _memres_sleep_unlink_from (l->list, buf);
+  else if (l->list != NULL)
+    {
+      l->dead = 1;
+      how = MEMRES_SLEEP_MARKED;
+    }
   if (G_UNLIKELY (t->entries != NULL))
     g_hash_table_steal_extended (t->entries, buf, NULL, &found);
   g_mutex_unlock (&state->lock);
   *entry = found;
-  return TRUE;
+  return how;
 }
 
 void
-_memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry *entry)
+_memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepUntrack how,
+                           MemresSleepEntry *entry)
 {
   MemresSleepState *state = mr->sleep;
   MemresSleepTag *t = &state->tags[buf->tag];
+  MemresSleepList *own = _memres_sleep_list (state, _memres_stripe_current (), buf->tag);
 
   g_mutex_lock (&state->lock);
-  if (t->buffers == NULL)
-    t->buffers = g_hash_table_new (NULL, NULL);
-  g_hash_table_add (t->buffers, buf);
+  if (how == MEMRES_SLEEP_MARKED)
+    MEMRES_SLEEP_LINK (buf)->dead = 0; /* still on its list */
+  else
+    link_head (own, buf);
   if (entry != NULL)
     {
       if (t->entries == NULL)

@@ -593,22 +593,34 @@ begin (MemresResource *mr, guint tag, gboolean sleep, gsize *n, GError **error)
   state->busy |= (guint64) 1 << tag;
   state->busy_owner[tag] = g_thread_self ();
   __atomic_or_fetch (&state->asleep, (guint64) 1 << tag, __ATOMIC_SEQ_CST);
-  /* a sleep makes the entries of the tag's buffers (their backups go there), kept until the tag
-   * is awake again; a wake takes them */
-  if (sleep && t->buffers != NULL)
+  for (guint s = 0; s < MEMRES_BUFFER_STRIPES; s++)
+    __atomic_store_n (&state->lists[s][tag].stop, 1, __ATOMIC_SEQ_CST);
+  /* a sleep makes the entries of the tag's open buffers (their backups go there), kept until the
+   * tag is awake again; a wake takes them. The tag's bit is set: after the barrier, each stripe's
+   * thread either is seen inside its fence (waited for) or sees the bit and takes the lock for
+   * the tag's lists from then on (sleep.h: MemresSleepList), so that they hold still here. The
+   * dead (closed on other threads than their lists') are skipped. */
+  if (sleep)
     {
-      gpointer key;
-
-      if (t->entries == NULL)
-        t->entries = _memres_sleep_entries_new ();
-      g_hash_table_iter_init (&iter, t->buffers);
-      while (g_hash_table_iter_next (&iter, &key, NULL))
-        if (!g_hash_table_contains (t->entries, key))
+      owner_heavy_barrier ();
+      for (guint s = 0; s < MEMRES_STRIPE_SHARED - 1; s++)
+        while (__atomic_load_n (&mr->stripes[s].busy, __ATOMIC_ACQUIRE))
+          g_thread_yield ();
+      for (guint s = 0; s < MEMRES_BUFFER_STRIPES; s++)
+        for (MemresBuffer *b = state->lists[s][tag].head; b != NULL;
+             b = MEMRES_SLEEP_LINK (b)->next)
           {
-            MemresSleepEntry *entry = g_new0 (MemresSleepEntry, 1);
+            if (MEMRES_SLEEP_LINK (b)->dead)
+              continue;
+            if (t->entries == NULL)
+              t->entries = _memres_sleep_entries_new ();
+            if (!g_hash_table_contains (t->entries, b))
+              {
+                MemresSleepEntry *entry = g_new0 (MemresSleepEntry, 1);
 
-            entry->buf = key;
-            g_hash_table_insert (t->entries, key, entry);
+                entry->buf = b;
+                g_hash_table_insert (t->entries, b, entry);
+              }
           }
     }
   *n = t->entries != NULL ? g_hash_table_size (t->entries) : 0;
@@ -649,7 +661,11 @@ end (MemresResource *mr, guint tag, gboolean asleep, MemresSleepPolicy *policy, 
       t->file_fd = asleep ? file_fd : -1;
     }
   if (!asleep)
-    __atomic_and_fetch (&state->asleep, ~((guint64) 1 << tag), __ATOMIC_SEQ_CST);
+    {
+      for (guint s = 0; s < MEMRES_BUFFER_STRIPES; s++)
+        __atomic_store_n (&state->lists[s][tag].stop, 0, __ATOMIC_RELEASE);
+      __atomic_and_fetch (&state->asleep, ~((guint64) 1 << tag), __ATOMIC_SEQ_CST);
+    }
   state->busy &= ~((guint64) 1 << tag);
   state->busy_owner[tag] = NULL;
   g_cond_broadcast (&state->cond);

@@ -1,17 +1,21 @@
 /* memres - CUDA memory resources
  * sleep.h: a resource's sleep state (sleep-state.c: MemresResource.sleep, made at creation for a
- * stack that can sleep, else NULL), the buffers of each tag it tracks (tagged buffers of such a
- * stack only: an untagged pair and every pair of a stack that cannot sleep never reach it), and
- * the checks of a sleeping buffer, which the rest of the core calls; sleep-policy.c the policies;
- * sleep.c, above them all, puts tags to sleep and wakes them. sleep-state.c calls no other file of
- * the core but tags.c: what it frees of sleep.c's (backups, policies) it frees through the
- * functions sleep.c gave it. Included by memres-private.h. */
+ * stack that can sleep, else NULL), the lists of each tag's open buffers (tagged buffers of such a
+ * stack only: an untagged pair and every pair of a stack that cannot sleep never reach them; a
+ * link on the buffer structure's second line, one list per stripe and tag, changed without a
+ * lock by the stripe's thread behind the stripe's owner fence, inline below), and the checks of
+ * a sleeping buffer, which the rest of the core calls; sleep-policy.c the policies; sleep.c,
+ * above them all, puts tags to sleep and wakes them. sleep-state.c calls no other file of the
+ * core but tags.c: what it frees of sleep.c's (backups, policies) it frees through the functions
+ * sleep.c gave it. Included by memres-private.h. */
 #pragma once
 #ifndef MEMRES_CORE_COMPILATION
 #error "sleep.h is the core's own: plugins use <memres/memres-plugin.h> and sdk/ only."
 #endif
 
 #include <memres/memres-plugin.h>
+
+#include "hot-path.h"
 
 G_BEGIN_DECLS
 
@@ -36,14 +40,56 @@ struct _MemresSleepEntry
   guint64 file_offset;
 };
 
+/* The open tagged buffers of a stack that can sleep, by tag, in lists with no lock on the
+ * allocate/close pair. Each buffer structure (buffer.c) has a second cache line that only such a
+ * buffer touches: its link (MEMRES_SLEEP_LINK()). A buffer is linked at its allocation into the
+ * list of its tag on the allocating thread's stripe (MemresSleepState.lists), and unlinked at its
+ * close. The stripe's thread changes its own lists without a lock, inside the owner fence of the
+ * stripe (MemresStripe.busy, owner-fence.h) and only while the tag is awake (the list's @stop
+ * read inside it): a sleep sets the tag's bit in MemresSleepState.asleep and the @stop of each of
+ * the tag's lists, then owner_heavy_barrier() and waits for every stripe to leave its fence, after
+ * which no thread changes a list of the tag without the state's lock until the tag is awake again.
+ * Everything else takes the lock (sleep-state.c): the shared stripe's lists, a tag that sleeps or
+ * is busy, stripes stopped (the resource's last reference gone, or no membarrier()). A buffer
+ * closed on another thread than the list's, the tag awake, cannot be unlinked there (the list's
+ * thread changes it without a lock): it is marked
+ * @dead (a sleep skips it) and, once its memory is released, pushed on the list's @remote stack
+ * with a reference of the list on the buffer structure (so that it is not reused while linked);
+ * the list's thread unlinks the dead at its next allocation of the tag (and drops their
+ * references), the resource's finalize whatever is left. */
+typedef struct _MemresSleepList MemresSleepList;
+
 typedef struct
 {
-  /* the open tagged buffers of the tag (a set of MemresBuffer *): one insert at an allocation,
-   * one removal at a close, nothing allocated for them */
-  GHashTable *buffers;
-  /* MemresBuffer * -> MemresSleepEntry * (owned): made for each of @buffers by a sleep's begin(),
-   * kept while the tag sleeps (their backups), freed when it is awake again (sleep.c's end());
-   * NULL meanwhile */
+  MemresBuffer *prev, *next; /* in @list; NULL at its ends */
+  MemresSleepList *list;     /* the list it is on; NULL: none (a zeroed link, or unlinked) */
+  MemresBuffer *remote_next; /* on @list's remote stack */
+  gint dead;                 /* closed by another thread than @list's: a sleep skips it */
+} MemresSleepLink;
+
+struct _MemresSleepList
+{
+  MemresBuffer *head;
+  /* atomic: dead buffers closed by other threads (a stack linked by MemresSleepLink.remote_next,
+   * pushed with a compare-and-swap), each holding a reference the list gives up once it has
+   * unlinked it */
+  MemresBuffer *remote;
+  /* atomic: the bit of the list's tag in MemresSleepState.asleep, written with it under the lock
+   * (sleep.c), so that the list's thread tests one flag beside the list inside its fence */
+  gint stop;
+} __attribute__ ((aligned (32))); /* a power of two: its index a shift (the state is allocated
+                                   * 64-byte aligned: sleep-state.c) */
+
+/* A buffer structure's second line (buffer.c allocates MEMRES_BUFFER_STRUCT_SIZE bytes) */
+#define MEMRES_BUFFER_STRUCT_SIZE 128
+#define MEMRES_SLEEP_LINK(buf)    ((MemresSleepLink *) ((guint8 *) (buf) + 64))
+G_STATIC_ASSERT (64 + sizeof (MemresSleepLink) <= MEMRES_BUFFER_STRUCT_SIZE);
+
+typedef struct
+{
+  /* MemresBuffer * -> MemresSleepEntry * (owned): made for each open buffer of the tag by a
+   * sleep's begin(), kept while the tag sleeps (their backups), freed when it is awake again
+   * (sleep.c's end()); NULL meanwhile */
   GHashTable *entries;
   MemresSleepPolicy *policy; /* while asleep */
   guint64 file_size;         /* FILE: the bytes the sleep wrote */
@@ -65,6 +111,8 @@ struct _MemresSleepState
   GThread *busy_owner[MEMRES_TAGS_MAX + 1];
   MemresResource *host_mr; /* the page-locked resource made at first use (under @lock) */
   MemresSleepTag tags[MEMRES_TAGS_MAX + 1];
+  /* the open tagged buffers by stripe (the allocating thread's, - 1) and tag (above) */
+  MemresSleepList lists[MEMRES_BUFFER_STRIPES][MEMRES_TAGS_MAX + 1];
 };
 
 /* sleep.c, at its first sleep: how sleep-state.c frees a backup buffer, a policy and a
@@ -82,15 +130,11 @@ GHashTable *_memres_sleep_entries_new (void);
 
 /* At creation, for a stack that can sleep (resource.c decides: a layer with the sleep slot
  * whose upstreams can, reached through MEMRES_KIND_PASSES_ALLOCATIONS adaptors). Freed at
- * finalize (no buffer is open then). */
+ * finalize (no buffer is open then): the references its lists still hold on closed buffers are
+ * dropped, unless @inherited (the child of a fork(): the lists are the parent's, never read). */
 MemresSleepState *_memres_sleep_state_new (void);
-void _memres_sleep_state_free (MemresSleepState *state);
+void _memres_sleep_state_free (MemresSleepState *state, gboolean inherited);
 
-/* Allocation of a tagged buffer on a resource with a sleep state: _memres_sleep_check_tag() (below)
- * FALSE with MEMRES_SLEEP_ERROR_TAG_ASLEEP when @tag is asleep there (before the slot call); after
- * it, _memres_sleep_track() records the buffer under its tag, or refuses it the same way (a sleep
- * that began meanwhile: the caller closes it). */
-gboolean _memres_sleep_track (MemresResource *mr, MemresBuffer *buf, GError **error);
 /* Sets MEMRES_SLEEP_ERROR_TAG_ASLEEP for an allocation under @tag; returns FALSE */
 gboolean _memres_sleep_tag_asleep_error (GError **error, guint tag);
 
@@ -110,15 +154,124 @@ _memres_sleep_check_tag (MemresResource *mr, guint tag, GError **error)
   return _memres_sleep_tag_asleep_error (error, tag);
 }
 
-/* The close of a tagged buffer of a resource with a sleep state: _begin() waits for a sleep or
- * wake of its tag in progress and takes the buffer out of its tag, with its entry (*@entry NULL
- * when it has none: its tag is awake); FALSE with MEMRES_SLEEP_ERROR_BUSY, nothing changed, when
- * that sleep or wake runs on this very thread (a segment event callback inside it: waiting
- * would never end). When the close then fails, the buffer still open, _end() puts it back with
- * @entry; when it closed, the caller frees @entry (_memres_sleep_entry_free(): its backup). */
-gboolean _memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf,
-                                      MemresSleepEntry **entry, GError **error);
-void _memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry *entry);
+/* The list of @tag on stripe @i (1 to MEMRES_BUFFER_STRIPES) */
+G_ALWAYS_INLINE static inline MemresSleepList *
+_memres_sleep_list (MemresSleepState *state, guint i, guint tag)
+{
+  return &state->lists[i - (gsize) 1][tag];
+}
+
+/* Allocation of a tagged buffer on a resource with a sleep state: _memres_sleep_check_tag()
+ * (above) FALSE with MEMRES_SLEEP_ERROR_TAG_ASLEEP when @tag is asleep there (before the slot
+ * call); after it, _memres_sleep_link_fast() links the buffer into its tag's list on stripe @i,
+ * the calling thread's own (no lock: see MemresSleepList), and returns FALSE when it cannot (the
+ * shared stripe, the stripes stopped, the tag asleep or busy, dead buffers to unlink first); then
+ * _memres_sleep_link() does it under the lock or refuses the buffer with
+ * MEMRES_SLEEP_ERROR_TAG_ASLEEP (a sleep that began meanwhile: the caller closes it). (Linked in
+ * the fence of the buffer's count instead, the pair measured no fewer instructions.) */
+G_ALWAYS_INLINE static inline gboolean
+_memres_sleep_link_fast (MemresResource *mr, MemresBuffer *buf, guint i)
+{
+  MemresStripe *stripe = MEMRES_STRIPE_AT (mr, i);
+  MemresSleepLink *l = MEMRES_SLEEP_LINK (buf);
+  MemresSleepList *list;
+  MemresBuffer *head;
+
+  if (G_UNLIKELY (i == MEMRES_STRIPE_SHARED)
+      || !owner_try_enter_light (&stripe->busy, &mr->stripes_stop))
+    return FALSE;
+  list = _memres_sleep_list (mr->sleep, i, buf->tag);
+  if (G_UNLIKELY (__atomic_load_n (&list->stop, __ATOMIC_ACQUIRE)
+                  || __atomic_load_n (&list->remote, __ATOMIC_RELAXED) != NULL))
+    {
+      owner_leave_busy (&stripe->busy);
+      return FALSE;
+    }
+  head = list->head;
+  l->prev = NULL;
+  l->next = head;
+  l->list = list;
+  if (head != NULL)
+    MEMRES_SLEEP_LINK (head)->prev = buf;
+  list->head = buf;
+  owner_leave_busy (&stripe->busy);
+  return TRUE;
+}
+gboolean _memres_sleep_link (MemresResource *mr, MemresBuffer *buf, GError **error);
+
+/* @buf (linked) out of @list, by a thread allowed to change it (its own stripe's thread in the
+ * fence, or under the lock where no other thread changes it). */
+G_ALWAYS_INLINE static inline void
+_memres_sleep_unlink_from (MemresSleepList *list, MemresBuffer *buf)
+{
+  MemresSleepLink *l = MEMRES_SLEEP_LINK (buf);
+  MemresBuffer *prev = l->prev, *next = l->next;
+
+  if (prev != NULL)
+    MEMRES_SLEEP_LINK (prev)->next = next;
+  else
+    list->head = next;
+  if (next != NULL)
+    MEMRES_SLEEP_LINK (next)->prev = prev;
+  l->list = NULL;
+}
+
+/* The close of a tagged buffer of a resource with a sleep state, on the thread (stripe) that
+ * allocated it, its tag awake: unlinked without a lock; FALSE when the close must take
+ * _memres_sleep_untrack_begin() instead. */
+G_ALWAYS_INLINE static inline gboolean
+_memres_sleep_unlink_fast (MemresResource *mr, MemresBuffer *buf)
+{
+  guint i = _memres_thread.stripe_index;
+  MemresSleepState *state = mr->sleep;
+  MemresStripe *stripe;
+  MemresSleepList *list;
+
+  /* 0 (no stripe yet: not the allocating thread) and the shared stripe: the lock */
+  if (G_UNLIKELY (i - 1u >= MEMRES_STRIPE_SHARED - 1u))
+    return FALSE;
+  list = _memres_sleep_list (state, i, buf->tag);
+  stripe = MEMRES_STRIPE_AT (mr, i);
+  if (MEMRES_SLEEP_LINK (buf)->list != list
+      || !owner_try_enter_light (&stripe->busy, &mr->stripes_stop))
+    return FALSE;
+  if (G_UNLIKELY (__atomic_load_n (&list->stop, __ATOMIC_ACQUIRE)))
+    {
+      owner_leave_busy (&stripe->busy);
+      return FALSE;
+    }
+  _memres_sleep_unlink_from (list, buf);
+  owner_leave_busy (&stripe->busy);
+  return TRUE;
+}
+
+/* What _memres_sleep_untrack_begin() did (0: nothing, it failed) */
+typedef enum
+{
+  MEMRES_SLEEP_UNLINKED = 1, /* out of its list (or in none) */
+  MEMRES_SLEEP_MARKED = 2,   /* marked dead in another thread's list: pushed once closed */
+} MemresSleepUntrack;
+
+/* The close of a tagged buffer of a resource with a sleep state that _memres_sleep_unlink_fast()
+ * left, under the lock: waits for a sleep or wake of its tag in progress and takes the buffer
+ * out of its tag (unlinked, or marked dead in another thread's list while the tag is awake), with
+ * its entry (*@entry NULL when it has none: its tag is awake); 0 with MEMRES_SLEEP_ERROR_BUSY,
+ * nothing changed, when that sleep or wake runs on this very thread (a segment event callback
+ * inside it: waiting would never end). When the close then fails, the buffer still open,
+ * _end() puts it back with @entry (@how: what _begin() did, MEMRES_SLEEP_UNLINKED after
+ * _memres_sleep_unlink_fast()); when it closed, the caller frees @entry
+ * (_memres_sleep_entry_free(): its backup) and, for MEMRES_SLEEP_MARKED, calls
+ * _memres_sleep_push_dead() before the buffer is counted closed (the resource stays until
+ * then). */
+MemresSleepUntrack _memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf,
+                                                MemresSleepEntry **entry, GError **error);
+void _memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepUntrack how,
+                                MemresSleepEntry *entry);
+void _memres_sleep_push_dead (MemresBuffer *buf);
+/* A buffer structure about to be freed while still linked (a close that failed for good: the
+ * driver gone at exit, or a free that failed twice): unlinked, or handed to its list as a dead
+ * one (TRUE: the list holds the caller's reference now, and frees the structure later). */
+gboolean _memres_sleep_forget (MemresResource *mr, MemresBuffer *buf);
 
 /* Whether @buf sleeps (its tag asleep on its resource); FALSE with MEMRES_SLEEP_ERROR_ASLEEP
  * naming @what when it does. */
