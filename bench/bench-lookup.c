@@ -168,8 +168,8 @@ lookup_row (BenchContext *ctx, BenchSection *section, guint n, gsize size)
         "%.1f ns, cuPointerGetAttribute %.1f ns: %.1fx faster (paired ratio %.4f; target <= "
         "0.04, 25x)",
         g_hash_table_size (segments), g_hash_table_size (gibs), whole_pages,
-        row->summaries[0].median, row->summaries[1].median,
-        row->ratio > 0 ? 1 / row->ratio : 0.0, row->ratio);
+        row->summaries[0].median, row->summaries[1].median, row->ratio > 0 ? 1 / row->ratio : 0.0,
+        row->ratio);
 
 out:
   if (error != NULL)
