@@ -9,7 +9,10 @@
  *     lookup-count LIBMEMRES SPEC SIZE N LOOKUPS [miss]
  *
  * With "miss", every address is moved 1 TiB down, where no segment lies, and every lookup must
- * answer "not found".
+ * answer "not found". With LOOKUP_COUNT_ADDRESSES set in the environment, the place of the array
+ * of addresses the loop reads ("addresses 0xADDR BYTES") goes to stderr before the lookups: a
+ * memory trace (valgrind's lackey) cut at each load from it is cut at each lookup
+ * (bench/lookup-cachesim.py counts the cache lines each lookup touches that way).
  *
  * The plugins are found through MEMRES_PLUGIN_PATH, the driver through MEMRES_CUDA_DRIVER.
  * Exit 0 after the lookups; 1 with a message when the library, a function, the resource, an
@@ -114,6 +117,8 @@ main (int argc, char **argv)
     addresses[i] = ((GetAddress) count_need (PROGRAM, lib, "memres_buffer_get_address")) (
                        bufs[(i * 7919u) % (unsigned long) n])
                    + ((size_t) i * 40503u) % size - (miss ? (uint64_t) 1 << 40 : 0);
+  if (getenv ("LOOKUP_COUNT_ADDRESSES") != NULL)
+    fprintf (stderr, "addresses %p %zu\n", (void *) addresses, sizeof addresses);
   if (miss)
     {
       if (!misses ((Lookup) count_need (PROGRAM, lib, "memres_lookup"), addresses, count))

@@ -2,8 +2,8 @@
  * segment-index.c: the process-wide index of segments (segment-index.h) and memres_lookup(),
  * which reads it without a lock.
  *
- * The index is a directory of the address space's 2 MiB pages. A node holds the slots of the
- * 512 pages of one GiB; the nodes of the GiBs below 2^48 (x86-64's and 48-bit arm64's user
+ * The index is a directory of the address space's 1 MiB pages. A node holds the slots of the
+ * 1,024 pages of one GiB; the nodes of the GiBs below 2^48 (x86-64's and 48-bit arm64's user
  * addresses, where the driver's device addresses lie too) are found in a flat table indexed by
  * the GiB (2 MiB of zero pages that only the GiBs in use touch; each entry the node's address
  * less its GiB's place, TOP_BIAS, so that the page number finds the slot with no mask), those
@@ -64,8 +64,13 @@ G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresLookupInfo, offset) == ANSWER_WORDS * 8)
 G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresIndexEntry, base) == 8);
 G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresIndexEntry, end) == ANSWER_WORDS * 8);
 
-#define PAGE_SHIFT   21 /* 2 MiB pages */
-#define NODE_SHIFT   9  /* 512 pages a node: a GiB */
+/* 1 MiB pages: a segment of 1 MiB or more that starts and ends on 1 MiB (a pool's 1 MiB blocks,
+ * two to a 2 MiB granule, as a `cache` over `dmr` holds them) has a slot of its own on each page,
+ * the direct path; with 2 MiB pages such a block shared its page with its neighbour (a split,
+ * one dependent load and 10 instructions more). Large segments pay one slot store more per
+ * 2 MiB, their nodes 8 KiB a GiB. */
+#define PAGE_SHIFT   20
+#define NODE_SHIFT   10 /* 1,024 pages a node: a GiB */
 #define NODE_PAGES   (1u << NODE_SHIFT)
 #define GIB_SHIFT    (PAGE_SHIFT + NODE_SHIFT)
 #define TOP_BITS     18 /* the flat table: the GiBs below 2^48 */
@@ -558,7 +563,7 @@ slots_swap (guintptr *slot, gsize n, guintptr from, guintptr to)
 }
 
 /* page_update() of every page @e spans, inside a write. The pages @e covers whole and that no
- * other segment touches (a large segment's interior: 128 for 256 MiB) take one store each,
+ * other segment touches (a large segment's interior: 256 for 256 MiB) take one store each,
  * their GiB's node found once: an added segment's slot goes from empty to @e (or stays @e when it
  * grows), a removed one's from @e to empty; every other page (an edge inside it, a neighbour or
  * a nesting there) is rewritten from its set. */
@@ -1247,7 +1252,7 @@ lookup_retry (guint64 addr, MemresLookupInfo *info)
  *
  * Cost: a few nanoseconds, no lock taken and nothing shared written, whatever the number of
  * segments and whether the thread looked the segment up before: the index read under a
- * sequence lock, a fixed chain of loads (the node of the address's GiB, the slot of its 2 MiB
+ * sequence lock, a fixed chain of loads (the node of the address's GiB, the slot of its 1 MiB
  * page, the segment; where a segment's edge lies in that page or segments nest, a binary search
  * of the page's few runs first) (docs/segments.md, bench/bench-lookup.c). No driver call.
  * Thread-safe: any thread, at any time, concurrently with anything; an answer is never older

@@ -551,7 +551,7 @@ segments_acceptable (MemresResource *mr, MemresSegmentEvent event, const MemresS
  * core forgets the segments a resource still has when it is finalized (after its finalize slot),
  * but a kind should tell each one's unmapping.
  *
- * Cost: a lock, an update of the index (in proportion to the 2 MiB pages the segment spans,
+ * Cost: a lock, an update of the index (in proportion to the 1 MiB pages the segment spans,
  * whatever the number of other segments), and the callbacks. Thread-safe. No driver call.
  *
  * Returns: %TRUE when the index changed and the subscribers were called, %FALSE with @error set
@@ -675,7 +675,7 @@ mark_unmapping (MemresResource *mr, const MemresSegment *segments, gsize n, Memr
  * For kinds (the plugin SDK): memres_resource_raise_segment_event() for each of @segments, in
  * their order, with the lookup index changed once for all of them: what a kind calls when it
  * maps or unmaps many segments at once (a sleep or a wake of thousands of buffers, a trim). The
- * index rewrites each 2 MiB page they touch once, where one event at a time rewrites a page
+ * index rewrites each 1 MiB page they touch once, where one event at a time rewrites a page
  * holding many segments (sorting them) at every event.
  *
  * Subscribers see exactly what @n_segments calls would give them: each segment's event, in the

@@ -390,7 +390,8 @@ check_model (guint64 lo, guint64 hi)
 
 #define MIB (G_GUINT64_CONSTANT (1) << 20)
 
-/* Pages of every shape at @at (2 MiB-aligned): each change checked against the model. */
+/* Pages (1 MiB, segment-index.c) of every shape at @at (2 MiB-aligned): each change checked
+ * against the model. */
 static void
 shapes_at (MemresResource *a, MemresResource *b, guint64 at)
 {
@@ -399,12 +400,17 @@ shapes_at (MemresResource *a, MemresResource *b, guint64 at)
   /* one segment over whole pages: each page's slot is the segment */
   seg_map (a, at, 8 * MIB);
   check_model (at - MIB, hi);
-  /* one edge inside a page (a split): the next segment from the middle of a page */
-  seg_map (a, at + 9 * MIB, 3 * MIB);
+  /* one edge inside a page (a split): the next segment from the middle of a page to the middle
+   * of another */
+  seg_map (a, at + 9 * MIB + MIB / 2, 3 * MIB);
   check_model (at - MIB, hi);
-  /* two 1 MiB segments sharing a page, as a pool's blocks lie */
+  /* two 1 MiB segments sharing a 2 MiB granule, as a pool's blocks lie: a page each */
   seg_map (a, at + 16 * MIB, MIB);
   seg_map (a, at + 17 * MIB, MIB);
+  check_model (at - MIB, hi);
+  /* two half-MiB segments meeting inside a page: a split with a segment on each side */
+  seg_map (a, at + 18 * MIB, MIB / 2);
+  seg_map (a, at + 18 * MIB + MIB / 2, MIB / 2);
   check_model (at - MIB, hi);
   /* many edges in one page (runs): small segments with holes between */
   for (guint i = 0; i < 9; i++)
@@ -418,7 +424,7 @@ shapes_at (MemresResource *a, MemresResource *b, guint64 at)
   check_model (at - MIB, hi);
   /* grown: the last small segment, then the split's segment over more pages */
   seg_grow (a, at + 20 * MIB + 8 * 200 * 1024, 300 * 1024);
-  seg_grow (a, at + 9 * MIB, 7 * MIB);
+  seg_grow (a, at + 9 * MIB + MIB / 2, 6 * MIB);
   check_model (at - MIB, hi);
   /* unmapped one by one in another order than mapped */
   seg_unmap (b, at + 16 * MIB);

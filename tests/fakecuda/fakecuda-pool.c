@@ -364,7 +364,12 @@ fk_chunk_new (FkPool *pool, size_t size)
   chunk = calloc (1, sizeof *chunk);
   if (chunk == NULL)
     return NULL;
-  va = fk_va_alloc (size, FK_POOL_CHUNK, 0, false);
+  /* FAKECUDA_POOL_SPREAD: each chunk from the next multiple of the spread after the last one
+   * (a hint: first fit where that is taken or past the arena), the chunks of a pool as far apart
+   * as a real driver may put them rather than side by side */
+  va = fk_va_alloc (size, FK_POOL_CHUNK, fk.pool_spread ? fk.pool_spread_next : 0, false);
+  if (va != 0 && fk.pool_spread != 0)
+    fk.pool_spread_next = fk_round_up (va + size, fk.pool_spread);
   if (va == 0
       || !(pool->memfd >= 0 ? fk_va_back_fd (va, size, pool->memfd, offset, true)
                             : fk_va_back_anonymous (va, size)))

@@ -141,6 +141,8 @@ typedef struct
   size_t host_used;
   size_t granularity;
   size_t recommended_granularity;
+  size_t pool_spread;         /* FAKECUDA_POOL_SPREAD: a pool chunk's place rounded up to it */
+  uintptr_t pool_spread_next; /* where the next pool chunk is placed when pool_spread is set */
   bool no_peer;
   FakeCudaCounts counts;
   unsigned long long next_id;

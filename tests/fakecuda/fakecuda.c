@@ -254,6 +254,12 @@ fk_cuInit (unsigned int Flags)
           abort ();
         }
       fk.host_total = fk_env_size ("FAKECUDA_HOST_MEMORY", 64 * FK_GIB);
+      fk.pool_spread = fk_env_size ("FAKECUDA_POOL_SPREAD", 0);
+      if (fk.pool_spread % (2 * FK_MIB) != 0)
+        {
+          fprintf (stderr, "fakecuda: FAKECUDA_POOL_SPREAD must be a multiple of 2 MiB\n");
+          abort ();
+        }
       if (!fk_arena_init ())
         FK_RETURN (CUDA_ERROR_OUT_OF_MEMORY);
       fk_devices_init ();
