@@ -109,10 +109,11 @@ copy_runs (GArray *runs, MemresSleepEntry **sorted, gboolean to_host, MemresStre
         {
           const Run *r = &g_array_index (runs, Run, i);
           const MemresSleepEntry *e = sorted[r->first];
-          CUdeviceptr host = e->backup->host->alloc.address + e->backup_offset;
+          CUdeviceptr host;
 
           if (res != CUDA_SUCCESS)
             continue;
+          host = e->backup->host->alloc.address + e->backup_offset;
           res = to_host ? t.drv->cuMemcpyAsync (host, r->address, r->size, (CUstream) stream)
                         : t.drv->cuMemcpyAsync (r->address, host, r->size, (CUstream) stream);
           if (res != CUDA_SUCCESS)
