@@ -40,12 +40,19 @@
  *     must be faster in both directions.
  * With --calls-only, steps 1, 2 and 4 alone (the others' figures 0): the sleeps and wakes for
  * callgrind (bench/sleep-callgrind.py), without the raw calls, the copies and vLLM's method, which
- * take minutes on the fake driver. Prints one JSON object. */
+ * take minutes on the fake driver. On the fake driver (tests/fakecuda, its counters found with
+ * dlsym()), the JSON also has "calls": for each of the four calls of steps 2 and 4, the copies it
+ * issued (every cuMemcpy* entry of the driver table), its cuStreamSynchronize and cuCtxSynchronize
+ * calls and its page-locked allocations (cuMemAllocFromPoolAsync, cuMemHostAlloc: the backups); and
+ * the weights' buffers, the runs of address-contiguous ones among them and the physical handles
+ * their sleep released. Prints one JSON object. */
 #include <memres/memres.h>
 #include <memres/memres-plugin.h>
 
+#include "fakecuda-control.h"
 #include "unmapped-ranges.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +60,109 @@
 #define GRANULE ((gsize) 2 << 20)
 
 static const MemresCudaDriver *drv;
+
+/* The fake driver's counters, NULL on another driver */
+static long (*fake_call_count) (const char *entry);
+static void (*fake_get_counts) (FakeCudaCounts *counts);
+
+static void
+fake_find (void)
+{
+  void *lib = dlopen (drv->path, RTLD_NOW | RTLD_NOLOAD);
+
+  if (lib == NULL)
+    return;
+  fake_call_count = (long (*) (const char *)) dlsym (lib, "fakecuda_call_count");
+  fake_get_counts = (void (*) (FakeCudaCounts *)) dlsym (lib, "fakecuda_get_counts");
+  if (fake_call_count == NULL || fake_get_counts == NULL)
+    fake_call_count = NULL;
+}
+
+/* What one sleep or wake called, on the fake */
+typedef struct
+{
+  long copies, stream_syncs, ctx_syncs, host_allocs;
+} Calls;
+
+static void
+calls_now (Calls *c)
+{
+  /* every copy entry point of the driver table (memres-cuda.h) */
+  static const char *const copies[]
+      = { "cuMemcpy", "cuMemcpyAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync" };
+
+  memset (c, 0, sizeof *c);
+  if (fake_call_count == NULL)
+    return;
+  for (guint i = 0; i < G_N_ELEMENTS (copies); i++)
+    c->copies += fake_call_count (copies[i]);
+  c->stream_syncs = fake_call_count ("cuStreamSynchronize");
+  c->ctx_syncs = fake_call_count ("cuCtxSynchronize");
+  c->host_allocs = fake_call_count ("cuMemAllocFromPoolAsync") + fake_call_count ("cuMemHostAlloc");
+}
+
+/* @c: the calls since @c was taken */
+static void
+calls_since (Calls *c)
+{
+  Calls now;
+
+  calls_now (&now);
+  c->copies = now.copies - c->copies;
+  c->stream_syncs = now.stream_syncs - c->stream_syncs;
+  c->ctx_syncs = now.ctx_syncs - c->ctx_syncs;
+  c->host_allocs = now.host_allocs - c->host_allocs;
+}
+
+static long
+live_handles (void)
+{
+  FakeCudaCounts counts;
+
+  if (fake_get_counts == NULL)
+    return 0;
+  fake_get_counts (&counts);
+  return counts.physical_handles;
+}
+
+static char *
+calls_json (const char *name, const Calls *c)
+{
+  return g_strdup_printf ("\"%s\": {\"copies\": %ld, \"stream_syncs\": %ld, \"ctx_syncs\": %ld, "
+                          "\"host_allocs\": %ld}",
+                          name, c->copies, c->stream_syncs, c->ctx_syncs, c->host_allocs);
+}
+
+/* The runs of address-contiguous buffers among @bufs of @tag */
+static guint
+contiguous_runs (GPtrArray *bufs, const char *tag)
+{
+  g_autoptr (GArray) segs = g_array_new (FALSE, FALSE, sizeof (MemresSegment));
+  guint runs = 0;
+
+  for (guint i = 0; i < bufs->len; i++)
+    {
+      const char *t = memres_buffer_get_tag (bufs->pdata[i]);
+      MemresSegment s = { 0 };
+
+      if (t == NULL || !g_str_equal (t, tag))
+        continue;
+      s.base = memres_buffer_get_address (bufs->pdata[i]);
+      s.length = memres_buffer_get_size (bufs->pdata[i]);
+      g_array_append_val (segs, s);
+    }
+  g_array_sort (segs, unmapped_ranges_cmp);
+  for (guint i = 0; i < segs->len; i++)
+    {
+      const MemresSegment *s = &g_array_index (segs, MemresSegment, i);
+
+      runs += i == 0
+              || g_array_index (segs, MemresSegment, i - 1).base
+                         + g_array_index (segs, MemresSegment, i - 1).length
+                     != s->base;
+    }
+  return runs;
+}
 
 static gint64
 now_ns (void)
@@ -335,6 +445,8 @@ main (int argc, char **argv)
   guint64 w_raw_bytes = 0;
   double w_copy_gbps, w_wake_gbps, h2d_gbps;
   guint sub;
+  Calls c_sleep_kv, c_sleep_w, c_wake_kv, c_wake_w;
+  long w_handles_released;
 
   g_option_context_add_main_entries (oc, entries, NULL);
   if (!g_option_context_parse (oc, &argc, &argv, &error))
@@ -343,6 +455,7 @@ main (int argc, char **argv)
     spec = spec_opt;
   if ((drv = memres_cuda_get_driver (&error)) == NULL || !memres_cuda_ensure_context (0, &error))
     die ("the driver", error);
+  fake_find ();
   if ((mr = memres_resource_new (spec, &error)) == NULL)
     die (spec, error);
   host = g_malloc (64 << 20);
@@ -397,10 +510,12 @@ main (int argc, char **argv)
   sub = memres_resource_subscribe_segments (mr, unmapped_ranges_collect, unmapped, NULL, &error);
   if (sub == 0)
     die ("subscribing to segment events", error);
+  calls_now (&c_sleep_kv);
   t0 = now_ns ();
   if (!memres_resource_sleep (mr, "bench-kv", NULL, NULL, &error))
     die ("sleeping kv", error);
   t_sleep_kv = now_ns () - t0;
+  calls_since (&c_sleep_kv);
   if (!memres_resource_unsubscribe_segments (mr, sub, &error))
     die ("unsubscribing", error);
   unmapped_ranges_keep_outermost (unmapped);
@@ -409,10 +524,14 @@ main (int argc, char **argv)
   sub = memres_resource_subscribe_segments (mr, unmapped_ranges_collect, unmapped_w, NULL, &error);
   if (sub == 0)
     die ("subscribing to segment events", error);
+  w_handles_released = live_handles ();
+  calls_now (&c_sleep_w);
   t0 = now_ns ();
   if (!memres_resource_sleep (mr, "bench-weights", backup, NULL, &error))
     die ("sleeping weights", error);
   t_sleep += now_ns () - t0;
+  calls_since (&c_sleep_w);
+  w_handles_released -= live_handles ();
   if (!memres_resource_unsubscribe_segments (mr, sub, &error))
     die ("unsubscribing", error);
   unmapped_ranges_keep_outermost (unmapped_w);
@@ -437,13 +556,17 @@ main (int argc, char **argv)
     }
 
   /* 4. wake */
+  calls_now (&c_wake_kv);
   t0 = now_ns ();
   if (!memres_resource_wake (mr, "bench-kv", NULL, &error))
     die ("waking kv", error);
   t_wake_kv = now_ns () - t0;
+  calls_since (&c_wake_kv);
+  calls_now (&c_wake_w);
   if (!memres_resource_wake (mr, "bench-weights", NULL, &error))
     die ("waking weights", error);
   t_wake = now_ns () - t0;
+  calls_since (&c_wake_w);
   t_wake_w = t_wake - t_wake_kv;
   for (guint i = 0; i < bufs->len; i++)
     {
@@ -611,7 +734,7 @@ report:
           ", \"weights_raw_bytes\": %" G_GUINT64_FORMAT ", \"weights_raw_create_map_ms\": %.3f"
           ",\n \"weights_wake_gbps\": %.3f, \"weights_copy_only_gbps\": %.3f"
           ", \"wake_vs_h2d\": %.4f, \"copy_only_vs_h2d\": %.4f"
-          ",\n \"addresses_and_checksums_identical\": %s}\n",
+          ",\n \"addresses_and_checksums_identical\": %s",
           spec, bufs->len, sum_bytes, slept, weights_bytes, given,
           slept > 0 ? (double) given / (double) slept : 0.0, t_sleep / 1e6, t_wake / 1e6,
           t_sleep_kv / 1e6, t_wake_kv / 1e6, ranges_n, handles_n, raw_bytes, released_only_bytes,
@@ -623,6 +746,25 @@ report:
           t_vllm_sleep / 1e6, t_vllm_wake / 1e6, t_wake_w / 1e6, w_handles_n, w_raw_bytes,
           t_w_create / 1e6, w_wake_gbps, w_copy_gbps, h2d_gbps > 0 ? w_wake_gbps / h2d_gbps : 0.0,
           h2d_gbps > 0 ? w_copy_gbps / h2d_gbps : 0.0, same ? "true" : "false");
+  if (fake_call_count != NULL)
+    {
+      g_autofree char *a = calls_json ("sleep_kv", &c_sleep_kv);
+      g_autofree char *b = calls_json ("sleep_weights", &c_sleep_w);
+      g_autofree char *c = calls_json ("wake_kv", &c_wake_kv);
+      g_autofree char *d = calls_json ("wake_weights", &c_wake_w);
+      guint n_w = 0;
+
+      for (guint i = 0; i < bufs->len; i++)
+        {
+          const char *tag = memres_buffer_get_tag (bufs->pdata[i]);
+
+          n_w += tag != NULL && g_str_equal (tag, "bench-weights");
+        }
+      printf (",\n \"weights_buffers\": %u, \"weights_runs\": %u, \"weights_handles_released\": "
+              "%ld,\n \"calls\": {%s,\n  %s,\n  %s,\n  %s}",
+              n_w, contiguous_runs (bufs, "bench-weights"), w_handles_released, a, b, c, d);
+    }
+  printf ("}\n");
   for (guint i = 0; i < bufs->len; i++)
     {
       if (!memres_buffer_close (bufs->pdata[i], NULL, &error))

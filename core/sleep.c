@@ -63,16 +63,6 @@ memres_resource_is_asleep (MemresResource *mr, const char *tag)
   return _memres_sleep_tag_asleep (mr->sleep, id);
 }
 
-static void
-free_backup (MemresBuffer *backup)
-{
-  g_autoptr (GError) error = NULL;
-
-  if (!memres_buffer_close (backup, NULL, &error))
-    memres_cuda_warn_release_failure (error, "sleep: freeing the backup of a buffer");
-  memres_buffer_unref (backup);
-}
-
 /* sleep-state.c's frees, given before anything it frees exists */
 static void
 give_frees (void)
@@ -82,7 +72,7 @@ give_frees (void)
   if (g_once_init_enter (&done))
     {
       static const MemresSleepFrees frees = {
-        .free_backup = free_backup,
+        .free_backup = _memres_sleep_backup_unref,
         .free_policy = memres_sleep_policy_unref,
         .free_resource = memres_resource_unref,
       };
@@ -257,7 +247,8 @@ memres_upstream_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize
 
 /* --- contents ------------------------------------------------------------------------------ */
 
-/* One copy of @n bytes from @src to @dst on @stream in the context of @device, waited for. */
+/* One copy of @n bytes from @src to @dst on @stream in the context of @device, waited for (the
+ * file policy's stages). */
 static gboolean
 copy_sync (gint device, CUdeviceptr dst, CUdeviceptr src, gsize n, MemresStream stream,
            const char *step, GError **error)
@@ -400,49 +391,45 @@ free_backups (MemresSleepEntry **entries, gsize n)
 {
   for (gsize i = 0; i < n; i++)
     if (entries[i]->backup != NULL)
-      free_backup (g_steal_pointer (&entries[i]->backup));
+      _memres_sleep_backup_unref (g_steal_pointer (&entries[i]->backup));
 }
 
-/* Saves the contents of @entries by @policy before the sleep slot; a file policy's file stays
- * open and locked in *@file_fd (else -1) for the caller. On failure frees what it made (the
- * buffers are untouched; the file closed). */
+/* Saves the contents of @entries by @policy before the sleep slot (the backup policy's copies:
+ * sleep-backup.c); a file policy's file stays open and locked in *@file_fd (else -1) for the
+ * caller. On failure frees what it made (the buffers are untouched; the file closed). */
 static gboolean
 save_contents (MemresResource *mr, MemresSleepPolicy *policy, MemresSleepEntry **entries, gsize n,
                MemresStream stream, guint64 *file_size, int *file_fd, GError **error)
 {
   MemresResource *host;
-  MemresBuffer *stage = NULL;
+  MemresBuffer *stage;
   gboolean ok = TRUE;
-  int fd = -1;
+  int fd;
   guint64 offset = 0;
 
   if (policy->mode == MEMRES_SLEEP_DISCARD || n == 0)
     return TRUE;
   if ((host = host_resource (mr, policy, error)) == NULL)
     return FALSE;
-  if (policy->mode == MEMRES_SLEEP_FILE)
+  if (policy->mode == MEMRES_SLEEP_BACKUP)
     {
-      if ((fd = open_sleep_file (policy->path, error)) < 0)
-        return FALSE;
-      stage = memres_resource_allocate (host, SLEEP_FILE_STAGE, stream, error);
-      if (stage == NULL)
-        {
-          close (fd);
-          return FALSE;
-        }
+      if (_memres_sleep_backup_save (host, entries, n, stream, error))
+        return TRUE;
+      free_backups (entries, n);
+      return FALSE;
+    }
+  if ((fd = open_sleep_file (policy->path, error)) < 0)
+    return FALSE;
+  stage = memres_resource_allocate (host, SLEEP_FILE_STAGE, stream, error);
+  if (stage == NULL)
+    {
+      close (fd);
+      return FALSE;
     }
   for (gsize i = 0; ok && i < n; i++)
     {
       MemresBuffer *buf = entries[i]->buf;
 
-      if (policy->mode == MEMRES_SLEEP_BACKUP)
-        {
-          entries[i]->backup = memres_resource_allocate (host, buf->alloc.size, stream, error);
-          ok = entries[i]->backup != NULL
-               && copy_sync (buf->device, entries[i]->backup->alloc.address, buf->alloc.address,
-                             buf->alloc.size, stream, "saving a buffer to host memory", error);
-          continue;
-        }
       entries[i]->file_offset = offset;
       for (gsize done = 0; ok && done < buf->alloc.size; done += SLEEP_FILE_STAGE)
         {
@@ -466,22 +453,17 @@ save_contents (MemresResource *mr, MemresSleepPolicy *policy, MemresSleepEntry *
         }
       offset += buf->alloc.size;
     }
-  if (fd >= 0 && ok && fsync (fd) != 0 && errno != EINVAL)
+  if (ok && fsync (fd) != 0 && errno != EINVAL)
     ok = file_error (error, policy->path, "cannot write the sleep file", errno);
-  if (fd >= 0 && !ok)
+  if (!ok)
     {
       close (fd);
       fd = -1;
     }
   *file_fd = fd;
-  if (stage != NULL)
-    {
-      memres_buffer_close (stage, NULL, NULL);
-      memres_buffer_unref (stage);
-    }
+  memres_buffer_close (stage, NULL, NULL);
+  memres_buffer_unref (stage);
   *file_size = offset;
-  if (!ok)
-    free_backups (entries, n);
   return ok;
 }
 
@@ -500,13 +482,7 @@ restore_contents (MemresResource *mr, MemresSleepPolicy *policy, guint64 file_si
   if (policy->mode == MEMRES_SLEEP_DISCARD || n == 0)
     return TRUE;
   if (policy->mode == MEMRES_SLEEP_BACKUP)
-    {
-      for (gsize i = 0; ok && i < n; i++)
-        ok = copy_sync (entries[i]->buf->device, entries[i]->buf->alloc.address,
-                        entries[i]->backup->alloc.address, entries[i]->buf->alloc.size, stream,
-                        "restoring a buffer from host memory", error);
-      return ok;
-    }
+    return _memres_sleep_backup_restore (entries, n, stream, error);
   fd = open (policy->path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return file_error (error, policy->path, "cannot open the sleep file", errno);
@@ -738,8 +714,10 @@ records_of (MemresSleepEntry **entries, gsize n)
  * their virtual addresses reserved; memres_resource_wake() maps new memory at the same
  * addresses. In order: the work queued on each buffer's deallocation stream is waited for (one
  * cuStreamSynchronize() per distinct stream, not the whole device); the contents are saved by
- * @policy (%MEMRES_SLEEP_BACKUP: cuMemcpyAsync() into page-locked memory from the policy's
- * host resource; %MEMRES_SLEEP_FILE: through at most 64 MiB of page-locked memory into the
+ * @policy (%MEMRES_SLEEP_BACKUP: into page-locked memory from the policy's host resource, one
+ * allocation and one cuMemcpyAsync() per run of adjacent buffers, all queued on @stream, then one
+ * cuStreamSynchronize(); a buffer closed while asleep frees its run's backup with the last of the
+ * run; %MEMRES_SLEEP_FILE: through at most 64 MiB of page-locked memory into the
  * policy's file with pwrite(), then fsync()); then the kind's sleep slot releases the memory
  * (`vmm`: for each buffer, cuMemUnmap() and cuMemRelease() of its chunks; `arena`: of the
  * granules only sleeping buffers cover, and the idle granules @tag last used; `cache` also gives
@@ -840,9 +818,10 @@ memres_resource_sleep (MemresResource *mr, const char *tag, MemresSleepPolicy *p
  * Creates the physical memory of every sleeping buffer of @tag again, maps it at the same
  * addresses with the same access (cuMemCreate() and cuMemMap() per `vmm` chunk or `arena`
  * granule, cuMemSetAccess() per reservation or run of adjacent granules) and restores the contents
- * by the sleep's policy (cuMemcpyAsync() from the host backup, or pread() of the file through
- * page-locked memory); the kind raises %MEMRES_SEGMENT_MAPPED for each segment it maps, so that
- * registrars register again. The backups are freed after. Buffers closed while asleep are not
+ * by the sleep's policy (from the host backups: one cuMemcpyAsync() per run of adjacent buffers
+ * still open, all queued on @stream, then one cuStreamSynchronize(); or pread() of the file
+ * through page-locked memory); the kind raises %MEMRES_SEGMENT_MAPPED for each segment it maps, so
+ * that registrars register again. The backups are freed after. Buffers closed while asleep are not
  * restored.
  *
  * All or nothing: when any step fails (the driver, a missing or truncated file), everything

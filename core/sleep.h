@@ -31,15 +31,33 @@ struct _MemresSleepPolicy
 
 typedef struct _MemresSleepEntry MemresSleepEntry;
 
-/* a tracked buffer: its backup while it sleeps (BACKUP: a buffer of page-locked memory), or its
- * offset in the file (FILE) */
+/* sleep-backup.c: the page-locked memory of a run of address-contiguous buffers (BACKUP), their
+ * bytes in address order; each of the run's entries holds a reference */
+typedef struct _MemresSleepBackup MemresSleepBackup;
+
+/* a tracked buffer: while it sleeps, its run's backup (BACKUP) and its bytes' offset there, or
+ * its offset in the file (FILE) */
 struct _MemresSleepEntry
 {
   MemresBuffer *buf;
-  MemresBuffer *backup;
+  MemresSleepBackup *backup;
+  gsize backup_offset;
   guint64 file_offset;
 };
 
+/* sleep-backup.c, for sleep.c. _save(): the backups of @entries (their buffers with bytes, in
+ * runs of address-contiguous ones on one device: one backup of @host's and one cuMemcpyAsync
+ * per run, on @stream) made and filled, one cuStreamSynchronize per device; on failure the
+ * backups made so far stay in the entries for the caller to free (the buffers untouched).
+ * _restore(): the bytes copied back (one copy per run whose buffers are contiguous in the
+ * address space and in their backup: buffers closed while asleep split runs), waited for the
+ * same way; the backups stay. Both name the failing step and driver call. _unref(): drops an
+ * entry's reference (the last closes the page-locked memory). */
+gboolean _memres_sleep_backup_save (MemresResource *host, MemresSleepEntry **entries, gsize n,
+                                    MemresStream stream, GError **error);
+gboolean _memres_sleep_backup_restore (MemresSleepEntry **entries, gsize n, MemresStream stream,
+                                       GError **error);
+void _memres_sleep_backup_unref (MemresSleepBackup *backup);
 /* The open tagged buffers of a stack that can sleep, by tag, in lists with no lock on the
  * allocate/close pair. Each buffer structure (buffer.c) has a second cache line that only such a
  * buffer touches: its link (MEMRES_SLEEP_LINK()). A buffer is linked at its allocation into the
@@ -115,11 +133,11 @@ struct _MemresSleepState
   MemresSleepList lists[MEMRES_BUFFER_STRIPES][MEMRES_TAGS_MAX + 1];
 };
 
-/* sleep.c, at its first sleep: how sleep-state.c frees a backup buffer, a policy and a
- * resource (a closed buffer's entry, a finalized resource's state) */
+/* sleep.c, at its first sleep: how sleep-state.c frees an entry's reference to a backup, a
+ * policy and a resource (a closed buffer's entry, a finalized resource's state) */
 typedef struct
 {
-  void (*free_backup) (MemresBuffer *backup);
+  void (*free_backup) (MemresSleepBackup *backup);
   void (*free_policy) (MemresSleepPolicy *policy);
   void (*free_resource) (MemresResource *mr);
 } MemresSleepFrees;

@@ -6,7 +6,10 @@
  * calls are N cuMemRelease and R cuMemUnmap for the sleep, N cuMemCreate, N cuMemMap and R
  * cuMemSetAccess for the wake; memres makes exactly those, plus one cuStreamSynchronize (the
  * buffers' one stream) and the context calls around it: no device or event synchronize, no
- * memory of another tag released or created. Fake only: it counts calls. */
+ * memory of another tag released or created. And the backup policy's copies (sleep-backup.c): one
+ * page-locked backup and one copy each way per run of adjacent buffers, one synchronize for all
+ * of them, the bytes read back after the wake; those copies and synchronizations failing in
+ * turn. Fake only: it counts calls. */
 #include <memres/memres.h>
 
 #include "testutil.h"
@@ -343,6 +346,228 @@ test_other_tag_kept (gconstpointer data)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* --- the backup policy's copies ---------------------------------------------------------- */
+
+#define RUN_N    8
+#define RUN_SIZE (64 * KiB)
+
+/* The page-locked allocations made (the backups: a `pinned` pool's, or legacy ones) among @n
+ * calls. */
+static guint
+host_allocations (const char **names, int n)
+{
+  return count (names, n, "cuMemAllocFromPoolAsync") + count (names, n, "cuMemHostAlloc");
+}
+
+static gint
+address_cmp (gconstpointer a, gconstpointer b)
+{
+  guint64 x = memres_buffer_get_address (*(MemresBuffer *const *) a);
+  guint64 y = memres_buffer_get_address (*(MemresBuffer *const *) b);
+
+  return x < y ? -1 : x > y;
+}
+
+/* RUN_N buffers of RUN_SIZE bytes of tag "bk-w" from @mr, one run of adjacent addresses (blocks
+ * of one chunk of `cache`, one slab of `arena`), in address order, each with its pattern (seed
+ * 700 + i). One more is allocated and closed: `cache` hands a fresh chunk's first block out from
+ * its start and the next ones from its end down, so that RUN_N + 1 buffers have RUN_N adjacent
+ * ones at either end. */
+static void
+run_setup (MemresResource *mr, MemresBuffer **w)
+{
+  MemresBuffer *all[RUN_N + 1];
+  guint first;
+
+  for (guint i = 0; i <= RUN_N; i++)
+    all[i] = alloc_under (mr, "bk-w", RUN_SIZE);
+  qsort (all, RUN_N + 1, sizeof all[0], address_cmp);
+  first
+      = memres_buffer_get_address (all[1]) == memres_buffer_get_address (all[0]) + RUN_SIZE ? 0 : 1;
+  mt_close_ok (all[first == 0 ? RUN_N : 0], NULL);
+  for (guint i = 0; i < RUN_N; i++)
+    {
+      w[i] = all[first + i];
+      if (i > 0)
+        g_assert_cmpuint (memres_buffer_get_address (w[i]), ==,
+                          memres_buffer_get_address (w[i - 1]) + RUN_SIZE);
+      mt_write_pattern (w[i], 0, RUN_SIZE, 700 + i, NULL);
+    }
+}
+
+/* A backup sleep and wake of RUN_N adjacent buffers of one tag (docs/sleep.md, sleep-backup.c):
+ * one page-locked backup and one copy each way for the whole run, one cuStreamSynchronize for
+ * the copies (and the sleep's one for the buffers' stream), every byte back after the wake. A
+ * buffer closed while asleep splits the run (two copies back, the others' bytes intact) and keeps
+ * the run's backup until the last of the run is closed or woken. */
+static void
+test_backup_runs (gconstpointer data)
+{
+  const char *spec = data;
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresSleepPolicy) backup = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, NULL);
+  MemresBuffer *w[RUN_N];
+  FakeCudaCounts base, awake, asleep, now;
+  MemresResource *mr;
+  const char **names = NULL;
+  int n;
+
+  if (!mt_require_fake ("counts the driver calls of the fake"))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok (spec);
+  run_setup (mr, w);
+
+  /* one run: one backup, one copy each way */
+  mt_fake_get_counts (&awake);
+  mt_fake_trace_begin ();
+  MT_CHECK (memres_resource_sleep (mr, "bk-w", backup, NULL, &error));
+  n = mt_fake_trace_end (&names);
+  g_assert_cmpuint (count (names, n, "cuMemcpyAsync"), ==, 1);
+  g_assert_cmpuint (count (names, n, "cuMemcpy"), ==, 0);
+  g_assert_cmpuint (count (names, n, "cuStreamSynchronize"), ==, 2);
+  g_assert_cmpuint (host_allocations (names, n), ==, 1);
+  mt_fake_get_counts (&asleep);
+  g_assert_cmpint (asleep.physical_handles, <, awake.physical_handles);
+  mt_fake_trace_begin ();
+  MT_CHECK (memres_resource_wake (mr, "bk-w", NULL, &error));
+  n = mt_fake_trace_end (&names);
+  g_assert_cmpuint (count (names, n, "cuMemcpyAsync"), ==, 1);
+  g_assert_cmpuint (count (names, n, "cuMemcpy"), ==, 0);
+  g_assert_cmpuint (count (names, n, "cuStreamSynchronize"), ==, 1);
+  g_assert_cmpuint (host_allocations (names, n), ==, 0);
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.physical_handles, ==, awake.physical_handles);
+  g_assert_cmpint (now.pool_allocations + now.allocations, ==,
+                   awake.pool_allocations + awake.allocations); /* the backup freed */
+  for (guint i = 0; i < RUN_N; i++)
+    mt_check_pattern (w[i], 0, RUN_SIZE, 700 + i, NULL);
+
+  /* the fourth closed while asleep: the run's backup stays for the others, two copies back */
+  MT_CHECK (memres_resource_sleep (mr, "bk-w", backup, NULL, &error));
+  mt_fake_get_counts (&asleep);
+  mt_close_ok (w[3], NULL);
+  w[3] = NULL;
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.pool_allocations + now.allocations, ==,
+                   asleep.pool_allocations + asleep.allocations);
+  mt_fake_trace_begin ();
+  MT_CHECK (memres_resource_wake (mr, "bk-w", NULL, &error));
+  n = mt_fake_trace_end (&names);
+  g_assert_cmpuint (count (names, n, "cuMemcpyAsync"), ==, 2);
+  g_assert_cmpuint (count (names, n, "cuStreamSynchronize"), ==, 1);
+  for (guint i = 0; i < RUN_N; i++)
+    if (w[i] != NULL)
+      mt_check_pattern (w[i], 0, RUN_SIZE, 700 + i, NULL);
+
+  /* now two runs; every buffer closed while asleep frees both backups */
+  mt_fake_get_counts (&awake);
+  mt_fake_trace_begin ();
+  MT_CHECK (memres_resource_sleep (mr, "bk-w", backup, NULL, &error));
+  n = mt_fake_trace_end (&names);
+  g_assert_cmpuint (count (names, n, "cuMemcpyAsync"), ==, 2);
+  g_assert_cmpuint (count (names, n, "cuStreamSynchronize"), ==, 2);
+  g_assert_cmpuint (host_allocations (names, n), ==, 2);
+  for (guint i = 0; i < RUN_N; i++)
+    if (w[i] != NULL)
+      mt_close_ok (w[i], NULL);
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.pool_allocations + now.allocations, ==,
+                   awake.pool_allocations + awake.allocations);
+  MT_CHECK (memres_resource_wake (mr, "bk-w", NULL, &error));
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* The copies and synchronizations of a backup sleep and wake failing in turn over two runs (the
+ * fourth of RUN_N buffers closed before the sleep: a failing second copy finds the first one
+ * queued): all or nothing as test-sleep-faults.c's sweeps demand, the error naming the call. */
+static void
+test_backup_run_faults (gconstpointer data)
+{
+  static const struct
+  {
+    gboolean wake;
+    const char *call;
+    int nth;
+  } faults[] = {
+    { FALSE, "cuMemcpyAsync", 1 },       { FALSE, "cuMemcpyAsync", 2 },
+    { FALSE, "cuStreamSynchronize", 2 }, { FALSE, "cuMemAllocFromPoolAsync", 2 },
+    { TRUE, "cuMemcpyAsync", 1 },        { TRUE, "cuMemcpyAsync", 2 },
+    { TRUE, "cuStreamSynchronize", 1 },
+  };
+  const char *spec = data;
+  g_autoptr (MemresSleepPolicy) backup = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, NULL);
+  FakeCudaCounts base;
+
+  if (!mt_require_fake ("injects faults into the fake"))
+    return;
+  mt_counts_snapshot (&base);
+  for (guint f = 0; f <= G_N_ELEMENTS (faults); f++)
+    {
+      g_autoptr (GError) error = NULL;
+      MemresResource *mr = mt_new_ok (spec);
+      MemresBuffer *w[RUN_N];
+      FakeCudaCounts before, now;
+      const char **names = NULL;
+      gboolean wake = f < G_N_ELEMENTS (faults) && faults[f].wake, ok;
+      int n;
+
+      run_setup (mr, w);
+      mt_close_ok (w[3], NULL);
+      w[3] = NULL;
+      if (f == G_N_ELEMENTS (faults))
+        {
+          /* the calls the faults above name, once without a fault */
+          mt_fake_trace_begin ();
+          MT_CHECK (memres_resource_sleep (mr, "bk-w", backup, NULL, &error));
+          n = mt_fake_trace_end (&names);
+          g_assert_cmpuint (count (names, n, "cuMemcpyAsync"), ==, 2);
+          g_assert_cmpuint (count (names, n, "cuStreamSynchronize"), ==, 2);
+          g_assert_cmpuint (count (names, n, "cuMemAllocFromPoolAsync"), ==, 2);
+          mt_fake_trace_begin ();
+          MT_CHECK (memres_resource_wake (mr, "bk-w", NULL, &error));
+          n = mt_fake_trace_end (&names);
+          g_assert_cmpuint (count (names, n, "cuMemcpyAsync"), ==, 2);
+          g_assert_cmpuint (count (names, n, "cuStreamSynchronize"), ==, 1);
+        }
+      else
+        {
+          if (wake)
+            MT_CHECK (memres_resource_sleep (mr, "bk-w", backup, NULL, &error));
+          mt_fake_get_counts (&before);
+          mt_fake_fail_call (faults[f].call, faults[f].nth, CUDA_ERROR_UNKNOWN);
+          ok = wake ? memres_resource_wake (mr, "bk-w", NULL, &error)
+                    : memres_resource_sleep (mr, "bk-w", backup, NULL, &error);
+          mt_fake_reset_faults ();
+          g_assert_false (ok);
+          g_assert_nonnull (error);
+          if (error->domain == MEMRES_CUDA_ERROR)
+            g_assert_nonnull (strstr (error->message, faults[f].call));
+          mt_fake_get_counts (&now);
+          /* as before the call: asleep with its backups (a wake), awake with none (a sleep) */
+          g_assert_cmpint (now.physical_handles, ==, before.physical_handles);
+          g_assert_cmpint (now.mappings, ==, before.mappings);
+          g_assert_cmpint (now.pool_allocations + now.allocations, ==,
+                           before.pool_allocations + before.allocations);
+          for (guint i = 0; i < RUN_N; i++)
+            if (w[i] != NULL)
+              g_assert_cmpint (memres_buffer_is_asleep (w[i]), ==, wake);
+          g_clear_error (&error);
+          if (wake)
+            MT_CHECK (memres_resource_wake (mr, "bk-w", NULL, &error));
+        }
+      for (guint i = 0; i < RUN_N; i++)
+        if (w[i] != NULL)
+          {
+            mt_check_pattern (w[i], 0, RUN_SIZE, 700 + i, NULL);
+            mt_close_ok (w[i], NULL);
+          }
+      memres_resource_unref (mr);
+      mt_assert_fake_counts_equal (&base);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -355,5 +580,11 @@ main (int argc, char **argv)
                         test_other_tag_kept);
   g_test_add_data_func ("/sleep-calls/cache-arena/other-tag-kept", "cache>arena",
                         test_other_tag_kept);
+  g_test_add_data_func ("/sleep-calls/cache-vmm/backup-runs", "cache>vmm", test_backup_runs);
+  g_test_add_data_func ("/sleep-calls/cache-arena/backup-runs", "cache>arena", test_backup_runs);
+  g_test_add_data_func ("/sleep-calls/arena/backup-runs", "arena", test_backup_runs);
+  g_test_add_data_func ("/sleep-calls/cache-vmm/backup-run-faults", "cache>vmm",
+                        test_backup_run_faults);
+  g_test_add_data_func ("/sleep-calls/arena/backup-run-faults", "arena", test_backup_run_faults);
   return g_test_run ();
 }
