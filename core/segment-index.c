@@ -410,6 +410,8 @@ cut (guint64 *pos, guint64 to, const MemresIndexEntry *e)
   *pos = to;
 }
 
+static gint entry_order (gconstpointer a, gconstpointer b);
+
 /* The runs of page @pn (first byte @first, last @last) for the segments of @set, in @cuts:
  * a sweep in address order (longest first among equal bases, then in the order mapped) with the
  * segments open at the point on a stack, the innermost on top. */
@@ -418,10 +420,18 @@ page_runs (GPtrArray *set, guint64 first, guint64 last)
 {
   guint64 pos = first;
 
+  gboolean in_order = TRUE;
+
   g_ptr_array_set_size (sorted, 0);
   for (guint i = 0; i < set->len; i++)
-    g_ptr_array_add (sorted, set->pdata[i]);
-  _memres_index_sort (sorted); /* stable: of equal ranges, the later mapped is later */
+    {
+      g_ptr_array_add (sorted, set->pdata[i]);
+      in_order = in_order && (i == 0 || entry_order (&set->pdata[i - 1], &set->pdata[i]) <= 0);
+    }
+  /* stable: of equal ranges, the later mapped is later; a page whose segments were mapped in
+   * address order (a batch in address order after the segment under it) is sorted already */
+  if (!in_order)
+    _memres_index_sort (sorted);
   g_ptr_array_set_size (stack, 0);
   g_array_set_size (cuts, 0);
   for (guint i = 0; i < sorted->len; i++)

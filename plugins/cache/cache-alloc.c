@@ -48,12 +48,8 @@ direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, Mem
   gboolean ok;
 
   /* a sleeping one's segment was told unmapped at its sleep (cache-sleep.c) */
-  if (G_UNLIKELY (self->asleep_direct != NULL && cache_direct_is_asleep (self, address)))
-    {
-      ok = memres_upstream_deallocate (self->self_mr, alloc, stream, error);
-      if (ok || alloc->address != address)
-        cache_direct_forget (self, address);
-    }
+  if (G_UNLIKELY (self->asleep_tags != 0 && cache_direct_is_asleep (self, alloc)))
+    ok = memres_upstream_deallocate (self->self_mr, alloc, stream, error);
   else
     ok = upstream_give_back (self, alloc, stream, error);
 

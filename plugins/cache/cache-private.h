@@ -76,10 +76,9 @@ typedef struct
   /* bytes of the free blocks parked in sleeping chunks (Chunk.asleep): neither cached nor used */
   guint64 parked;
   Chunk *chunks;
-  /* the addresses of the sleeping requests of their own (cache-sleep.c), each with the tag of
-   * its segment, or NULL; under parts.lock (read without it only to see whether it was ever
-   * made) */
-  GHashTable *asleep_direct;
+  /* the tags asleep (bit cache_tag_index()): the close of a buffer's own record of one of them
+   * tells nothing of its segment (cache-sleep.c); atomic */
+  guint64 asleep_tags;
   /* for the snapshot, which lists every block: the blocks of their own (Block *, chunk NULL)
    * the cache holds, used or free, from block_new() to their return (own_block_forget()); and
    * the live requests above max_block (their address to a DirectLive), from direct_allocate()
@@ -167,16 +166,16 @@ cache_is_direct (Cache *self, const MemresAllocation *alloc, gsize size)
          || (G_UNLIKELY (self->by_tag) && memres_allocation_get_tag (alloc) != NULL);
 }
 gboolean cache_trim (MemresResource *mr, gsize bytes_to_keep, GError **error);
-/* cache-sleep.c: the sleep and wake slots; the close of a sleeping block of its own, and whether
- * a request above max_block at @address sleeps (cache_direct_forget(): closed) */
+/* cache-sleep.c: the sleep and wake slots; the close of a sleeping block (of its own, or of a
+ * sleeping chunk: @alloc, its buffer's record), and whether a buffer's own record @alloc (in its
+ * deallocate slot) sleeps */
 gboolean cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
                       GError **error);
 gboolean cache_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
                      GError **error);
 gboolean cache_deallocate_asleep (Cache *self, Block *b, MemresAllocation *alloc,
                                   MemresStream stream, GError **error);
-gboolean cache_direct_is_asleep (Cache *self, guint64 address);
-void cache_direct_forget (Cache *self, guint64 address);
+gboolean cache_direct_is_asleep (Cache *self, const MemresAllocation *alloc);
 /* cache-upstream.c */
 /* the segment event of @up, an allocation of the cache's from its upstream, with the tag
  * memres_allocation_get_tag() gives for @up (that of a buffer whose record it is) */
