@@ -322,6 +322,15 @@ page_node (guint64 pn, gboolean create)
   return dir_node (gib, create);
 }
 
+/* @to made a copy of @from (one move, not an add per element: a crowded page holds hundreds) */
+static void
+set_copy (GPtrArray *to, const GPtrArray *from)
+{
+  g_ptr_array_set_size (to, from->len);
+  if (from->len > 0)
+    memcpy (to->pdata, from->pdata, from->len * sizeof (gpointer));
+}
+
 /* Sets @out to the entries of the segments overlapping page @pn, in the order they were
  * mapped. */
 static void
@@ -334,13 +343,8 @@ page_get (guint64 pn, GPtrArray *out)
   if (node == NULL || (v = node->slot[pn & (NODE_PAGES - 1)]) == SLOT_NONE)
     return;
   if (v & SLOT_TAGS)
-    {
-      const GPtrArray *set = (v & SLOT_TAGS) == SLOT_SPLIT ? ((const Split *) (v - SLOT_SPLIT))->set
-                                                           : ((const Runs *) (v - SLOT_RUNS))->set;
-
-      for (guint i = 0; i < set->len; i++)
-        g_ptr_array_add (out, set->pdata[i]);
-    }
+    set_copy (out, (v & SLOT_TAGS) == SLOT_SPLIT ? ((const Split *) (v - SLOT_SPLIT))->set
+                                                 : ((const Runs *) (v - SLOT_RUNS))->set);
   else
     g_ptr_array_add (out, (gpointer) v);
 }
@@ -422,12 +426,9 @@ page_runs (GPtrArray *set, guint64 first, guint64 last)
 
   gboolean in_order = TRUE;
 
-  g_ptr_array_set_size (sorted, 0);
-  for (guint i = 0; i < set->len; i++)
-    {
-      g_ptr_array_add (sorted, set->pdata[i]);
-      in_order = in_order && (i == 0 || entry_order (&set->pdata[i - 1], &set->pdata[i]) <= 0);
-    }
+  set_copy (sorted, set);
+  for (guint i = 1; in_order && i < set->len; i++)
+    in_order = entry_order (&set->pdata[i - 1], &set->pdata[i]) <= 0;
   /* stable: of equal ranges, the later mapped is later; a page whose segments were mapped in
    * address order (a batch in address order after the segment under it) is sorted already */
   if (!in_order)
@@ -463,14 +464,6 @@ page_runs (GPtrArray *set, guint64 first, guint64 last)
   /* the rest of the page holds no segment (the page's end may be 2^64: @pos <= @last) */
   if (pos <= last || cuts->len == 0)
     run_at (pos, NULL);
-}
-
-static void
-set_copy (GPtrArray *to, const GPtrArray *from)
-{
-  g_ptr_array_set_size (to, 0);
-  for (guint i = 0; i < from->len; i++)
-    g_ptr_array_add (to, from->pdata[i]);
 }
 
 /* Page @pn's slot made to say that the segments of @set overlap it (inside a write): none;

@@ -6,7 +6,7 @@
  * calls are N cuMemRelease and R cuMemUnmap for the sleep, N cuMemCreate, N cuMemMap and R
  * cuMemSetAccess for the wake; memres makes exactly those, plus one cuStreamSynchronize (the
  * buffers' one stream) and the context calls around it: no device or event synchronize, no
- * memory of another tag released or created. /sleep-calls/*/fixed hold a fixed layout's sleep and
+ * memory of another tag released or created. The "fixed" cases hold a fixed layout's sleep and
  * wake to counts worked out by hand (driver calls and the cache's segment events), so that more
  * calls per granule, per block or per chunk fail there. Fake only: it counts calls. */
 #include <memres/memres.h>
