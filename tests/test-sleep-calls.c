@@ -436,6 +436,50 @@ test_fixed (gconstpointer data)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* The close of a buffer whose own record is the cache's segment (a tagged buffer over `arena`,
+ * a request above max_block over `vmm`) while tags sleep: one of the sleeping tag was told
+ * unmapped at the sleep and tells nothing more; one of a tag awake is told unmapped once and is
+ * gone from the index (the cache keeps the sleeping tags as a mask, cache-sleep.c). */
+static void
+test_close_direct (gconstpointer data)
+{
+  const char *spec = data;
+  g_autoptr (GError) error = NULL;
+  guint events[MEMRES_SEGMENT_UNMAPPING + 1] = { 0 }, sub;
+  MemresBuffer *kv[2], *w;
+  MemresResource *mr;
+  MemresLookupInfo info;
+  guint64 w_addr;
+  FakeCudaCounts base;
+
+  if (!mt_require_fake ("counts the driver calls of the fake"))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok (spec);
+  kv[0] = alloc_under (mr, "cd-kv", 8 * MiB);
+  kv[1] = alloc_under (mr, "cd-kv", 8 * MiB);
+  w = alloc_under (mr, "cd-w", 8 * MiB);
+  w_addr = memres_buffer_get_address (w);
+  sub = memres_resource_subscribe_segments (mr, count_events, events, NULL, &error);
+  g_assert_no_error (error);
+  MT_CHECK (memres_resource_sleep (mr, "cd-kv", NULL, NULL, &error));
+  memset (events, 0, sizeof events);
+  mt_close_ok (kv[0], NULL);
+  g_assert_cmpuint (events[MEMRES_SEGMENT_UNMAPPING], ==, 0);
+  mt_close_ok (w, NULL);
+  g_assert_cmpuint (events[MEMRES_SEGMENT_UNMAPPING], ==, 1);
+  g_assert_false (memres_lookup (GSIZE_TO_POINTER ((gsize) w_addr), &info)
+                  && info.segment.base == w_addr && info.segment.length == 8 * MiB);
+  MT_CHECK (memres_resource_wake (mr, "cd-kv", NULL, &error));
+  g_assert_cmpuint (events[MEMRES_SEGMENT_MAPPED], ==, 1);
+  /* awake again: its close is told */
+  mt_close_ok (kv[1], NULL);
+  g_assert_cmpuint (events[MEMRES_SEGMENT_UNMAPPING], ==, 2);
+  g_assert_true (memres_resource_unsubscribe_segments (mr, sub, &error));
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* The counts (granules of 2 MiB). cache>vmm: the 4 KiB buffers share a chunk of the cache that
  * holds kv's blocks alone (chunks serve one tag), so it sleeps whole with them (a `vmm` buffer of
  * one 2 MiB chunk); the two 1 MiB buffers are blocks of their own (one 2 MiB chunk each), the
@@ -460,6 +504,9 @@ main (int argc, char **argv)
                         test_other_tag_kept);
   g_test_add_data_func ("/sleep-calls/cache-arena/other-tag-kept", "cache>arena",
                         test_other_tag_kept);
+  g_test_add_data_func ("/sleep-calls/cache-vmm/close-direct", "cache:max_block=4MiB>vmm",
+                        test_close_direct);
+  g_test_add_data_func ("/sleep-calls/cache-arena/close-direct", "cache>arena", test_close_direct);
   g_test_add_data_func ("/sleep-calls/cache-vmm/fixed", &fixed_cache_vmm, test_fixed);
   g_test_add_data_func ("/sleep-calls/cache-arena/fixed", &fixed_cache_arena, test_fixed);
   g_test_add_data_func ("/sleep-calls/arena/fixed", &fixed_arena, test_fixed);
