@@ -37,8 +37,8 @@
  * batch goes in address order (sorted once here, by a radix sort, when the core's records are not),
  * so that the index finds, rewrites and sorts nothing again (segment-index.c checks the order
  * first); their tags are the sleep's (memres_sleep_call_get_tag()): every record that sleeps is a
- * buffer of that tag, or a block or chunk of the cache (no tag), so no lookup and no table of them
- * is needed. */
+ * buffer of that tag, or a block or chunk of the cache (whose blocks say their tag, Block.tag), so
+ * no lookup and no table of them is needed. */
 #include "cache-private.h"
 
 #include <string.h>
@@ -276,8 +276,9 @@ collect_wake (Cache *self, MemresAllocation *const *allocs, gsize n, Units *u)
 
 /* One @event for each unit's segment, in one batch (memres_resource_raise_segment_events()), in
  * address order: a buffer's own record with the tag @tag of the sleep or wake, a block or chunk
- * of the cache with none (as cache_raise_segment() told them mapped); with no @tag (a slot called
- * outside a sleep or a wake), the tags the index keeps (memres_lookup()). */
+ * of the cache with the tag its blocks serve (block_tag_name(), as cache_raise_segment() told it
+ * mapped); with no @tag (a slot called outside a sleep or a wake), a buffer's own record with the
+ * tag the index keeps (memres_lookup()). */
 static void
 raise_all (Cache *self, MemresSegmentEvent event, const Units *u, const char *tag)
 {
@@ -287,11 +288,12 @@ raise_all (Cache *self, MemresSegmentEvent event, const Units *u, const char *ta
   for (gsize i = 0; i < u->m; i++)
     {
       const Unit *x = &u->units[i];
-      gboolean own = x->block == NULL && x->chunk == NULL;
-      const char *t = own ? tag : NULL;
+      const char *t = tag;
       MemresLookupInfo info;
 
-      if (tag == NULL && own && memres_lookup (GSIZE_TO_POINTER ((gsize) x->address), &info))
+      if (x->block != NULL || x->chunk != NULL)
+        t = block_tag_name (x->block != NULL ? x->block : &x->chunk->blocks[0]);
+      else if (tag == NULL && memres_lookup (GSIZE_TO_POINTER ((gsize) x->address), &info))
         t = info.segment.tag;
       cache_segment_of (self, x->up, t, &segs[i]);
     }
