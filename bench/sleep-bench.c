@@ -38,14 +38,18 @@
  *  7. vLLM's method on the "weights" buffers: per allocation a device synchronize, a copy into
  *     page-locked memory, one unmap and release; back: create, map, set access, copy: memres
  *     must be faster in both directions.
- * With --calls-only, steps 1, 2 and 4 alone (the others' figures 0): the sleeps and wakes for
- * callgrind (bench/sleep-callgrind.py), without the raw calls, the copies and vLLM's method, which
- * take minutes on the fake driver. On the fake driver (tests/fakecuda, its counters found with
- * dlsym()), the JSON also has "calls": for each of the four calls of steps 2 and 4, the copies it
- * issued (every cuMemcpy* entry of the driver table), its cuStreamSynchronize and cuCtxSynchronize
- * calls and its page-locked allocations (cuMemAllocFromPoolAsync, cuMemHostAlloc: the backups); and
- * the weights' buffers, the runs of address-contiguous ones among them and the physical handles
- * their sleep released. Prints one JSON object. */
+ * With --calls-only, steps 1, 2 and 4 alone (the others' figures 0) and 5's allocations found,
+ * not timed: the sleeps and wakes for callgrind (bench/sleep-callgrind.py), without the raw calls,
+ * the copies and vLLM's method, which take minutes on the fake driver. On the fake driver
+ * (MEMRES_CUDA_DRIVER naming it), kv_driver_calls counts the kv sleep's and wake's driver calls
+ * (its trace: cuMemUnmap and cuMemRelease, cuMemCreate, cuMemMap and cuMemSetAccess, the others
+ * together) beside the raw calls' (raw_sleep, raw_wake), so that calls compare where time cannot;
+ * null counts on a real driver. There the JSON also has "calls" (tests/fakecuda's counters,
+ * found with dlsym()): for each of the four calls of steps 2 and 4, the copies it issued (every
+ * cuMemcpy* entry of the driver table), its cuStreamSynchronize and cuCtxSynchronize calls and its
+ * page-locked allocations (cuMemAllocFromPoolAsync, cuMemHostAlloc: the backups); and the
+ * weights' buffers, the runs of address-contiguous ones among them and the physical handles their
+ * sleep released. Prints one JSON object. */
 #include <memres/memres.h>
 #include <memres/memres-plugin.h>
 
@@ -216,6 +220,63 @@ free_bytes (void)
   cu (drv->cuMemGetInfo (&free_b, &total), "cuMemGetInfo");
   return free_b;
 }
+
+/* The fake driver's call trace (tests/fakecuda/fakecuda-control.h), found where
+ * MEMRES_CUDA_DRIVER names the fake: the kv sleep's and wake's driver calls are counted and
+ * printed beside the raw calls' count (kv_driver_calls), so that the build VM compares calls where
+ * it cannot compare time. Both NULL on a real driver. */
+static void (*trace_begin) (void);
+static int (*trace_end) (const char ***names);
+
+static void
+fake_trace_find (void)
+{
+  const char *path = g_getenv ("MEMRES_CUDA_DRIVER");
+  void *h = path != NULL ? dlopen (path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+
+  if (h == NULL)
+    return;
+  trace_begin = (void (*) (void)) dlsym (h, "fakecuda_trace_begin");
+  trace_end = (int (*) (const char ***)) dlsym (h, "fakecuda_trace_end");
+  if (trace_begin == NULL || trace_end == NULL)
+    trace_begin = NULL;
+}
+
+static void
+trace_start (void)
+{
+  if (trace_begin != NULL)
+    trace_begin ();
+}
+
+/* The traced calls since trace_start() as a JSON object: each of @entries (NULL-terminated) and
+ * "other", the rest; "null" without the fake. */
+static char *
+trace_stop (const char *const *entries)
+{
+  const char **names = NULL;
+  GString *out;
+  int n, other;
+
+  if (trace_begin == NULL)
+    return g_strdup ("null");
+  n = other = trace_end (&names);
+  out = g_string_new ("{");
+  for (guint k = 0; entries[k] != NULL; k++)
+    {
+      int c = 0;
+
+      for (int i = 0; i < n; i++)
+        c += g_str_equal (names[i], entries[k]);
+      other -= c;
+      g_string_append_printf (out, "\"%s\": %d, ", entries[k], c);
+    }
+  g_string_append_printf (out, "\"other\": %d}", other);
+  return g_string_free (out, FALSE);
+}
+
+static const char *const sleep_entries[] = { "cuMemUnmap", "cuMemRelease", NULL };
+static const char *const wake_entries[] = { "cuMemCreate", "cuMemMap", "cuMemSetAccess", NULL };
 
 /* One physical allocation (or a run of them) of the memory the kv sleep released: its address
  * there and its bytes. */
@@ -447,6 +508,8 @@ main (int argc, char **argv)
   guint sub;
   Calls c_sleep_kv, c_sleep_w, c_wake_kv, c_wake_w;
   long w_handles_released;
+  g_autofree char *kv_sleep_calls = NULL, *kv_wake_calls = NULL;
+  guint released_only_n = 0;
 
   g_option_context_add_main_entries (oc, entries, NULL);
   if (!g_option_context_parse (oc, &argc, &argv, &error))
@@ -458,6 +521,7 @@ main (int argc, char **argv)
   fake_find ();
   if ((mr = memres_resource_new (spec, &error)) == NULL)
     die (spec, error);
+  fake_trace_find ();
   host = g_malloc (64 << 20);
 
   /* 1. the buffers */
@@ -511,11 +575,13 @@ main (int argc, char **argv)
   if (sub == 0)
     die ("subscribing to segment events", error);
   calls_now (&c_sleep_kv);
+  trace_start ();
   t0 = now_ns ();
   if (!memres_resource_sleep (mr, "bench-kv", NULL, NULL, &error))
     die ("sleeping kv", error);
   t_sleep_kv = now_ns () - t0;
   calls_since (&c_sleep_kv);
+  kv_sleep_calls = trace_stop (sleep_entries);
   if (!memres_resource_unsubscribe_segments (mr, sub, &error))
     die ("unsubscribing", error);
   unmapped_ranges_keep_outermost (unmapped);
@@ -557,11 +623,13 @@ main (int argc, char **argv)
 
   /* 4. wake */
   calls_now (&c_wake_kv);
+  trace_start ();
   t0 = now_ns ();
   if (!memres_resource_wake (mr, "bench-kv", NULL, &error))
     die ("waking kv", error);
   t_wake_kv = now_ns () - t0;
   calls_since (&c_wake_kv);
+  kv_wake_calls = trace_stop (wake_entries);
   calls_now (&c_wake_w);
   if (!memres_resource_wake (mr, "bench-weights", NULL, &error))
     die ("waking weights", error);
@@ -578,17 +646,18 @@ main (int argc, char **argv)
         same &= checksum (b, host) == g_array_index (sums, guint64, i);
     }
 
-  if (calls_only)
-    goto report;
-
   /* 5. the raw driver calls for the same physical allocations as the kv sleep released, found
-   * after the wake (untimed), and the same granules as one allocation per run */
+   * after the wake (untimed; also with --calls-only, for the counts), and the same granules as
+   * one allocation per run */
   {
     GArray *handles = handles_under (unmapped, &released_only);
     g_autoptr (GArray) runs = runs_of (handles);
 
-    raw_calls (handles, runs, released_only, &t_raw_create, &t_raw_release);
-    raw_calls (runs, runs, released_only, &t_runs_create, &t_runs_release);
+    if (!calls_only)
+      {
+        raw_calls (handles, runs, released_only, &t_raw_create, &t_raw_release);
+        raw_calls (runs, runs, released_only, &t_runs_create, &t_runs_release);
+      }
     handles_n = handles->len;
     runs_n = runs->len;
     ranges_n = unmapped->len;
@@ -596,9 +665,12 @@ main (int argc, char **argv)
       raw_bytes += g_array_index (handles, Extent, k).size;
     for (guint k = 0; k < released_only->len; k++)
       released_only_bytes += g_array_index (released_only, Extent, k).size;
+    released_only_n = released_only->len;
     g_array_unref (handles);
     g_array_unref (released_only);
   }
+  if (calls_only)
+    goto report;
   /* the same for the weights' physical allocations: create + map + set access alone, the least
    * of 3 runs, against the weights' wake, which also copies the bytes back */
   {
@@ -734,6 +806,9 @@ report:
           ", \"weights_raw_bytes\": %" G_GUINT64_FORMAT ", \"weights_raw_create_map_ms\": %.3f"
           ",\n \"weights_wake_gbps\": %.3f, \"weights_copy_only_gbps\": %.3f"
           ", \"wake_vs_h2d\": %.4f, \"copy_only_vs_h2d\": %.4f"
+          ",\n \"kv_driver_calls\": {\"sleep\": %s, \"wake\": %s"
+          ",\n   \"raw_sleep\": {\"cuMemUnmap\": %u, \"cuMemRelease\": %u}"
+          ", \"raw_wake\": {\"cuMemCreate\": %u, \"cuMemMap\": %u, \"cuMemSetAccess\": %u}}"
           ",\n \"addresses_and_checksums_identical\": %s",
           spec, bufs->len, sum_bytes, slept, weights_bytes, given,
           slept > 0 ? (double) given / (double) slept : 0.0, t_sleep / 1e6, t_wake / 1e6,
@@ -745,7 +820,9 @@ report:
           t_copy_d2h > 0 ? (256.0 * 1048576.0) / (double) t_copy_d2h : 0.0, h2d_gbps,
           t_vllm_sleep / 1e6, t_vllm_wake / 1e6, t_wake_w / 1e6, w_handles_n, w_raw_bytes,
           t_w_create / 1e6, w_wake_gbps, w_copy_gbps, h2d_gbps > 0 ? w_wake_gbps / h2d_gbps : 0.0,
-          h2d_gbps > 0 ? w_copy_gbps / h2d_gbps : 0.0, same ? "true" : "false");
+          h2d_gbps > 0 ? w_copy_gbps / h2d_gbps : 0.0, kv_sleep_calls, kv_wake_calls,
+          runs_n + released_only_n, handles_n + released_only_n, handles_n, handles_n, runs_n,
+          same ? "true" : "false");
   if (fake_call_count != NULL)
     {
       g_autofree char *a = calls_json ("sleep_kv", &c_sleep_kv);

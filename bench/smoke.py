@@ -5,8 +5,9 @@ as documented and print well-formed JSON with the expected structure; never timi
   smoke.py bench MEMRES_BENCH        memres-bench --quick against the driver in the environment
   smoke.py peers PEERS_PY LIBMEMRES  peers.py --quick, memres through ctypes and the package
   smoke.py run-all RUN_ALL BUILD     run-all.sh --quick into a scratch directory
-  smoke.py sleep SLEEP_BENCH ARGS... memres-sleep-bench ARGS: its JSON, and the weights' wake
-                                     split into the raw create + map and the copy
+  smoke.py sleep SLEEP_BENCH ARGS... memres-sleep-bench ARGS: its JSON, the weights' wake
+                                     split into the raw create + map and the copy, and the kv
+                                     discard's driver calls equal to the raw ones (the fake's)
 """
 
 import json
@@ -264,6 +265,19 @@ def smoke_sleep(exe, *args):
              % (doc["weights_raw_create_map_ms"], doc["wake_weights_backup_ms"], doc["wake_ms"]))
     if doc["weights_copy_only_gbps"] < doc["weights_wake_gbps"]:
         fail("the copy alone is slower than the whole wake: %r" % doc)
+    # on the fake, the kv discard sleep's and wake's driver calls are the raw calls for the same
+    # allocations (issue 34's like-for-like baseline): no unmap, release, create, map or grant
+    # more, and the wake nothing else
+    calls = doc.get("kv_driver_calls")
+    if not isinstance(calls, dict) or not isinstance(calls.get("sleep"), dict):
+        fail("kv_driver_calls is %r (the smoke test runs on the fake driver)" % calls)
+    for phase, raw in (("sleep", "raw_sleep"), ("wake", "raw_wake")):
+        for entry, n in calls[raw].items():
+            if calls[phase].get(entry) != n:
+                fail("the kv %s made %r %s calls, the raw baseline %r: %r"
+                     % (phase, calls[phase].get(entry), entry, n, calls))
+    if calls["wake"]["other"] != 0 or calls["raw_wake"]["cuMemCreate"] < 1:
+        fail("the kv wake: %r" % calls)
 
 
 def main():

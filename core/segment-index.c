@@ -322,6 +322,15 @@ page_node (guint64 pn, gboolean create)
   return dir_node (gib, create);
 }
 
+/* @to made a copy of @from (one move, not an add per element: a crowded page holds hundreds) */
+static void
+set_copy (GPtrArray *to, const GPtrArray *from)
+{
+  g_ptr_array_set_size (to, from->len);
+  if (from->len > 0)
+    memcpy (to->pdata, from->pdata, from->len * sizeof (gpointer));
+}
+
 /* Sets @out to the entries of the segments overlapping page @pn, in the order they were
  * mapped. */
 static void
@@ -334,13 +343,8 @@ page_get (guint64 pn, GPtrArray *out)
   if (node == NULL || (v = node->slot[pn & (NODE_PAGES - 1)]) == SLOT_NONE)
     return;
   if (v & SLOT_TAGS)
-    {
-      const GPtrArray *set = (v & SLOT_TAGS) == SLOT_SPLIT ? ((const Split *) (v - SLOT_SPLIT))->set
-                                                           : ((const Runs *) (v - SLOT_RUNS))->set;
-
-      for (guint i = 0; i < set->len; i++)
-        g_ptr_array_add (out, set->pdata[i]);
-    }
+    set_copy (out, (v & SLOT_TAGS) == SLOT_SPLIT ? ((const Split *) (v - SLOT_SPLIT))->set
+                                                 : ((const Runs *) (v - SLOT_RUNS))->set);
   else
     g_ptr_array_add (out, (gpointer) v);
 }
@@ -410,6 +414,8 @@ cut (guint64 *pos, guint64 to, const MemresIndexEntry *e)
   *pos = to;
 }
 
+static gint entry_order (gconstpointer a, gconstpointer b);
+
 /* The runs of page @pn (first byte @first, last @last) for the segments of @set, in @cuts:
  * a sweep in address order (longest first among equal bases, then in the order mapped) with the
  * segments open at the point on a stack, the innermost on top. */
@@ -418,10 +424,15 @@ page_runs (GPtrArray *set, guint64 first, guint64 last)
 {
   guint64 pos = first;
 
-  g_ptr_array_set_size (sorted, 0);
-  for (guint i = 0; i < set->len; i++)
-    g_ptr_array_add (sorted, set->pdata[i]);
-  _memres_index_sort (sorted); /* stable: of equal ranges, the later mapped is later */
+  gboolean in_order = TRUE;
+
+  set_copy (sorted, set);
+  for (guint i = 1; in_order && i < set->len; i++)
+    in_order = entry_order (&set->pdata[i - 1], &set->pdata[i]) <= 0;
+  /* stable: of equal ranges, the later mapped is later; a page whose segments were mapped in
+   * address order (a batch in address order after the segment under it) is sorted already */
+  if (!in_order)
+    _memres_index_sort (sorted);
   g_ptr_array_set_size (stack, 0);
   g_array_set_size (cuts, 0);
   for (guint i = 0; i < sorted->len; i++)
@@ -453,14 +464,6 @@ page_runs (GPtrArray *set, guint64 first, guint64 last)
   /* the rest of the page holds no segment (the page's end may be 2^64: @pos <= @last) */
   if (pos <= last || cuts->len == 0)
     run_at (pos, NULL);
-}
-
-static void
-set_copy (GPtrArray *to, const GPtrArray *from)
-{
-  g_ptr_array_set_size (to, 0);
-  for (guint i = 0; i < from->len; i++)
-    g_ptr_array_add (to, from->pdata[i]);
 }
 
 /* Page @pn's slot made to say that the segments of @set overlap it (inside a write): none;

@@ -573,10 +573,14 @@ memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent even
   return raise_one (mr, event, segment, error);
 }
 
-/* The entries of @n new segments of @mr made from @segments, the tags found by name. */
+/* The entries of @n new segments of @mr made from @segments, the tags found by name (a name
+ * found once for a run of segments of one tag: a sleep's or a wake's batch is of one tag). */
 static void
 entries_of (MemresResource *mr, const MemresSegment *segments, gsize n, MemresIndexEntry *out)
 {
+  const char *last = NULL;
+  guint last_id = 0;
+
   for (gsize i = 0; i < n; i++)
     {
       const MemresSegment *seg = &segments[i];
@@ -586,7 +590,12 @@ entries_of (MemresResource *mr, const MemresSegment *segments, gsize n, MemresIn
                              .device = seg->device,
                              .handle_types = seg->handle_types };
 
-      if (seg->tag != NULL && (e.tag_id = _memres_tag_find (seg->tag, NULL)) != 0)
+      if (seg->tag != NULL && seg->tag != last)
+        {
+          last = seg->tag;
+          last_id = _memres_tag_find (seg->tag, NULL);
+        }
+      if (seg->tag != NULL && (e.tag_id = last_id) != 0)
         e.tag = _memres_tag_name (e.tag_id);
       out[i] = e;
     }

@@ -6,10 +6,12 @@
  * calls are N cuMemRelease and R cuMemUnmap for the sleep, N cuMemCreate, N cuMemMap and R
  * cuMemSetAccess for the wake; memres makes exactly those, plus one cuStreamSynchronize (the
  * buffers' one stream) and the context calls around it: no device or event synchronize, no
- * memory of another tag released or created. And the backup policy's copies (sleep-backup.c): one
- * page-locked backup and one copy each way per run of adjacent buffers, one synchronize for all
- * of them, the bytes read back after the wake; those copies and synchronizations failing in
- * turn. Fake only: it counts calls. */
+ * memory of another tag released or created. The "fixed" cases hold a fixed layout's sleep and
+ * wake to counts worked out by hand (driver calls and the cache's segment events), so that more
+ * calls per granule, per block or per chunk fail there. And the backup policy's copies
+ * (sleep-backup.c): one page-locked backup and one copy each way per run of adjacent buffers, one
+ * synchronize for all of them, the bytes read back after the wake; those copies and
+ * synchronizations failing in turn. Fake only: it counts calls. */
 #include <memres/memres.h>
 
 #include "testutil.h"
@@ -568,6 +570,153 @@ test_backup_run_faults (gconstpointer data)
     }
 }
 
+/* Counts a subscriber's events of each kind (MemresSegmentEvent as index). */
+static void
+count_events (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segment,
+              guint64 previous_length, gpointer user_data)
+{
+  ((guint *) user_data)[event]++;
+}
+
+typedef struct
+{
+  const char *spec;
+  /* the kv sleep's cuMemUnmap and cuMemRelease, the wake's cuMemCreate (= cuMemMap) and
+   * cuMemSetAccess, and the cache's segment events of each */
+  guint unmaps, releases, creates, grants, events;
+} Fixed;
+
+/* Fixed driver-call counts of one discard sleep and wake, worked out by hand from the layout, so
+ * that a sleep or wake that makes more calls (per block, per granule, per chunk where one per
+ * reservation or run serves; calls for free blocks or chunks of another tag, which stay
+ * mapped) fails here even when its own handles would hide it from the raw
+ * count of test_calls(). "kv" holds, among "w" buffers that stay awake: 16 buffers of 4 KiB
+ * (carved from a chunk of the cache's, or the arena's slab), 2 of 1 MiB, one of 8 MiB and one of
+ * 100 MiB, all open; the stack sees the sleep's tag only through the core. */
+static void
+test_fixed (gconstpointer data)
+{
+  const Fixed *want = data;
+  static const gsize kv_sizes[] = { 1 * MiB, 8 * MiB, 100 * MiB, 1 * MiB };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GPtrArray) bufs = g_ptr_array_new ();
+  MemresResource *mr;
+  FakeCudaCounts base;
+  const char **names = NULL;
+  guint events[MEMRES_SEGMENT_UNMAPPING + 1] = { 0 }, sub;
+  int n_names;
+
+  if (!mt_require_fake ("counts the driver calls of the fake"))
+    return;
+  g_assert_cmpuint (mt_device_granularity (), ==, 2 * MiB);
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok (want->spec);
+  for (guint i = 0; i < 16; i++)
+    {
+      g_ptr_array_add (bufs, alloc_under (mr, "fx-kv", 4 * KiB));
+      g_ptr_array_add (bufs, alloc_under (mr, "fx-w", 4 * KiB));
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (kv_sizes); i++)
+    {
+      g_ptr_array_add (bufs, alloc_under (mr, "fx-kv", kv_sizes[i]));
+      g_ptr_array_add (bufs, alloc_under (mr, "fx-w", kv_sizes[i]));
+    }
+  sub = memres_resource_subscribe_segments (mr, count_events, events, NULL, &error);
+  g_assert_no_error (error);
+  memset (events, 0, sizeof events); /* the existing segments, told at the subscription */
+
+  mt_fake_trace_begin ();
+  MT_CHECK (memres_resource_sleep (mr, "fx-kv", NULL, NULL, &error));
+  n_names = mt_fake_trace_end (&names);
+  g_test_message ("%s sleep: %u unmaps, %u releases, %u events", want->spec,
+                  count (names, n_names, "cuMemUnmap"), count (names, n_names, "cuMemRelease"),
+                  events[MEMRES_SEGMENT_UNMAPPING]);
+  g_assert_cmpuint (count (names, n_names, "cuMemUnmap"), ==, want->unmaps);
+  g_assert_cmpuint (count (names, n_names, "cuMemRelease"), ==, want->releases);
+  g_assert_cmpuint (count (names, n_names, "cuStreamSynchronize"), ==, 1);
+  g_assert_cmpuint (count (names, n_names, "cuMemCreate") + count (names, n_names, "cuMemMap")
+                        + count (names, n_names, "cuMemSetAccess")
+                        + count (names, n_names, "cuCtxSynchronize")
+                        + count (names, n_names, "cuEventSynchronize"),
+                    ==, 0);
+  g_assert_cmpuint (events[MEMRES_SEGMENT_UNMAPPING], ==, want->events);
+  g_assert_cmpuint (events[MEMRES_SEGMENT_MAPPED], ==, 0);
+
+  mt_fake_trace_begin ();
+  MT_CHECK (memres_resource_wake (mr, "fx-kv", NULL, &error));
+  n_names = mt_fake_trace_end (&names);
+  g_test_message ("%s wake: %u creates, %u maps, %u grants, %u events", want->spec,
+                  count (names, n_names, "cuMemCreate"), count (names, n_names, "cuMemMap"),
+                  count (names, n_names, "cuMemSetAccess"), events[MEMRES_SEGMENT_MAPPED]);
+  g_assert_cmpint (n_names, ==, 2 * want->creates + want->grants);
+  g_assert_cmpuint (count (names, n_names, "cuMemCreate"), ==, want->creates);
+  g_assert_cmpuint (count (names, n_names, "cuMemMap"), ==, want->creates);
+  g_assert_cmpuint (count (names, n_names, "cuMemSetAccess"), ==, want->grants);
+  g_assert_cmpuint (events[MEMRES_SEGMENT_MAPPED], ==, want->events);
+
+  g_assert_true (memres_resource_unsubscribe_segments (mr, sub, &error));
+  for (guint i = 0; i < bufs->len; i++)
+    mt_close_ok (bufs->pdata[i], NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* The close of a buffer whose own record is the cache's segment (a tagged buffer over `arena`,
+ * a request above max_block over `vmm`) while tags sleep: one of the sleeping tag was told
+ * unmapped at the sleep and tells nothing more; one of a tag awake is told unmapped once and is
+ * gone from the index (the cache keeps the sleeping tags as a mask, cache-sleep.c). */
+static void
+test_close_direct (gconstpointer data)
+{
+  const char *spec = data;
+  g_autoptr (GError) error = NULL;
+  guint events[MEMRES_SEGMENT_UNMAPPING + 1] = { 0 }, sub;
+  MemresBuffer *kv[2], *w;
+  MemresResource *mr;
+  MemresLookupInfo info;
+  guint64 w_addr;
+  FakeCudaCounts base;
+
+  if (!mt_require_fake ("counts the driver calls of the fake"))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok (spec);
+  kv[0] = alloc_under (mr, "cd-kv", 8 * MiB);
+  kv[1] = alloc_under (mr, "cd-kv", 8 * MiB);
+  w = alloc_under (mr, "cd-w", 8 * MiB);
+  w_addr = memres_buffer_get_address (w);
+  sub = memres_resource_subscribe_segments (mr, count_events, events, NULL, &error);
+  g_assert_no_error (error);
+  MT_CHECK (memres_resource_sleep (mr, "cd-kv", NULL, NULL, &error));
+  memset (events, 0, sizeof events);
+  mt_close_ok (kv[0], NULL);
+  g_assert_cmpuint (events[MEMRES_SEGMENT_UNMAPPING], ==, 0);
+  mt_close_ok (w, NULL);
+  g_assert_cmpuint (events[MEMRES_SEGMENT_UNMAPPING], ==, 1);
+  g_assert_false (memres_lookup (GSIZE_TO_POINTER ((gsize) w_addr), &info)
+                  && info.segment.base == w_addr && info.segment.length == 8 * MiB);
+  MT_CHECK (memres_resource_wake (mr, "cd-kv", NULL, &error));
+  g_assert_cmpuint (events[MEMRES_SEGMENT_MAPPED], ==, 1);
+  /* awake again: its close is told */
+  mt_close_ok (kv[1], NULL);
+  g_assert_cmpuint (events[MEMRES_SEGMENT_UNMAPPING], ==, 2);
+  g_assert_true (memres_resource_unsubscribe_segments (mr, sub, &error));
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* The counts (granules of 2 MiB). cache>vmm: the 4 KiB buffers share a chunk of the cache that
+ * holds kv's blocks alone (chunks serve one tag), so it sleeps whole with them (a `vmm` buffer of
+ * one 2 MiB chunk); the two 1 MiB buffers are blocks of their own (one 2 MiB chunk each), the
+ * 8 MiB one a block of its own (4 chunks), the 100 MiB one a request of its own (50 chunks):
+ * 57 handles in 5 reservations, one segment of the cache each. cache>arena: every tagged
+ * buffer is the arena's own allocation (a segment of the cache each: 20), placed by tag in one
+ * run of adjacent granules: the slab of the 4 KiB ones, the two 1 MiB extents in one granule, 4
+ * and 50 granules: 56 handles, 1 run. arena alone: the same 56 granules, a segment each. */
+static const Fixed fixed_cache_vmm = { "cache:chunk=2MiB>vmm:chunk=2MiB", 5, 57, 57, 5, 5 };
+static const Fixed fixed_cache_arena = { "cache>arena", 1, 56, 56, 1, 20 };
+static const Fixed fixed_arena = { "arena", 1, 56, 56, 1, 56 };
+
 int
 main (int argc, char **argv)
 {
@@ -586,5 +735,11 @@ main (int argc, char **argv)
   g_test_add_data_func ("/sleep-calls/cache-vmm/backup-run-faults", "cache>vmm",
                         test_backup_run_faults);
   g_test_add_data_func ("/sleep-calls/arena/backup-run-faults", "arena", test_backup_run_faults);
+  g_test_add_data_func ("/sleep-calls/cache-vmm/close-direct", "cache:max_block=4MiB>vmm",
+                        test_close_direct);
+  g_test_add_data_func ("/sleep-calls/cache-arena/close-direct", "cache>arena", test_close_direct);
+  g_test_add_data_func ("/sleep-calls/cache-vmm/fixed", &fixed_cache_vmm, test_fixed);
+  g_test_add_data_func ("/sleep-calls/cache-arena/fixed", &fixed_cache_arena, test_fixed);
+  g_test_add_data_func ("/sleep-calls/arena/fixed", &fixed_arena, test_fixed);
   return g_test_run ();
 }

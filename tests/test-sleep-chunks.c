@@ -5,8 +5,9 @@
  * fake driver: the bytes given back against the bytes slept (cuMemGetInfo), the granules of the
  * other tag still mapped and their bytes untouched, the driver calls of the sleep and wake, the
  * addresses and bytes after the wake, the close of a sleeping chunk's buffers (the chunk goes
- * back with its last one), and every driver call of the sleep and of the wake failing in turn.
- * Fake only: it counts calls and fails them. */
+ * back with its last one), and every driver call of the sleep and of the wake failing in turn;
+ * and the tag a chunk's segment carries (the tag its blocks serve), in its segment events and
+ * memres_lookup()'s answer. Fake only (but the segment tags): it counts calls and fails them. */
 #include <memres/memres.h>
 
 #include "testutil-sleep.h"
@@ -520,6 +521,132 @@ test_faults_wake (void)
   run_sweep (TRUE);
 }
 
+/* One segment event of the cache's: its kind, range and tag. */
+typedef struct
+{
+  MemresSegmentEvent event;
+  guint64 base, length;
+  const char *tag;
+  guint32 tag_id;
+} SegEvent;
+
+static void
+record_segment (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segment,
+                guint64 previous_length, gpointer user_data)
+{
+  SegEvent e = { event, segment->base, segment->length, segment->tag, segment->tag_id };
+
+  g_array_append_val ((GArray *) user_data, e);
+}
+
+/* The event of @events of kind @event for the segment at @base (exactly one). */
+static const SegEvent *
+event_at (GArray *events, MemresSegmentEvent event, guint64 base)
+{
+  const SegEvent *found = NULL;
+
+  for (guint i = 0; i < events->len; i++)
+    {
+      const SegEvent *e = &g_array_index (events, SegEvent, i);
+
+      if (e->event != event || e->base != base)
+        continue;
+      g_assert_null (found);
+      found = e;
+    }
+  g_assert_nonnull (found);
+  return found;
+}
+
+/* A chunk serves one tag (and so does a block of its own): the cache's segment of each carries
+ * that tag, as a `vmm` buffer's does, in its mapped event, in memres_lookup()'s answer and in its
+ * about-to-be-unmapped event, so that a registrar can tell the segments a tag's sleep unmaps
+ * (those of that tag, each told unmapped and mapped again with it); an untagged buffer's chunk
+ * carries none. kv: four 4 KiB buffers in one chunk and one of 1 MiB (a block of its own); w and
+ * no tag: a 4 KiB buffer each, in a chunk of their own. */
+static void
+test_segment_tags (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (GArray) events = g_array_new (FALSE, FALSE, sizeof (SegEvent));
+  static const char *const tags[] = { KV, KV, KV, KV, KV, W, NULL };
+  static const gsize bsizes[] = { 4096, 4096, 4096, 4096, 1 << 20, 4096, 4096 };
+  MemresBuffer *bufs[G_N_ELEMENTS (tags)];
+  guint64 bases[G_N_ELEMENTS (tags)], kv_bytes = 0;
+  guint32 kv_id = 0, w_id = 0;
+  MemresResource *mr;
+  guint sub, n_unmapping = 0;
+
+  if (!require_device ())
+    return;
+  mr = new_ok (SPEC);
+  sub = memres_resource_subscribe_segments (mr, record_segment, events, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (events->len, ==, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (tags); i++)
+    bufs[i] = alloc_tagged (mr, tags[i], bsizes[i]);
+  /* kv's chunk, kv's block, w's chunk, the untagged chunk */
+  g_assert_cmpuint (events->len, ==, 4);
+  for (guint i = 0; i < G_N_ELEMENTS (tags); i++)
+    {
+      MemresLookupInfo info;
+      const SegEvent *e;
+
+      g_assert_true (memres_lookup (memres_buffer_get_pointer (bufs[i]), &info));
+      g_assert_true (info.resource == mr); /* the cache's segment, inside vmm's */
+      g_assert_cmpstr (info.segment.tag, ==, tags[i]);
+      bases[i] = info.segment.base;
+      e = event_at (events, MEMRES_SEGMENT_MAPPED, bases[i]);
+      g_assert_cmpuint (e->length, ==, info.segment.length);
+      g_assert_cmpstr (e->tag, ==, tags[i]);
+      g_assert_cmpuint (e->tag_id, ==, info.segment.tag_id);
+      if (tags[i] == NULL)
+        g_assert_cmpuint (info.segment.tag_id, ==, 0);
+      else if (tags[i] == KV)
+        {
+          g_assert_cmpuint (info.segment.tag_id, !=, 0);
+          g_assert_true (kv_id == 0 || kv_id == info.segment.tag_id);
+          kv_id = info.segment.tag_id;
+          if (i == 0 || i == 4)
+            kv_bytes += info.segment.length;
+        }
+      else
+        w_id = info.segment.tag_id;
+    }
+  g_assert_cmpuint (w_id, !=, 0);
+  g_assert_cmpuint (w_id, !=, kv_id);
+  for (guint i = 1; i < 4; i++)
+    g_assert_cmpuint (bases[i], ==, bases[0]); /* one chunk */
+  g_assert_cmpuint (bases[4], !=, bases[0]);
+  g_assert_cmpuint (bases[5], !=, bases[0]);
+  g_assert_cmpuint (bases[6], !=, bases[5]);
+
+  /* the sleep tells kv's chunk and block unmapped, the wake mapped, each with kv's tag */
+  assert_sleep_segment_events (mr, KV, bufs, 5, 2, kv_bytes);
+
+  /* their return to the upstream tells each segment unmapped with the tag it was mapped with */
+  for (guint i = 0; i < G_N_ELEMENTS (tags); i++)
+    mt_close_ok (bufs[i], NULL);
+  g_array_set_size (events, 0);
+  g_assert_true (memres_resource_trim (mr, 0, &error));
+  g_assert_no_error (error);
+  for (guint i = 0; i < G_N_ELEMENTS (tags); i++)
+    {
+      const SegEvent *e;
+
+      if (i > 0 && i < 4)
+        continue;
+      e = event_at (events, MEMRES_SEGMENT_UNMAPPING, bases[i]);
+      g_assert_cmpstr (e->tag, ==, tags[i]);
+      g_assert_cmpuint (e->tag_id, ==, tags[i] == NULL ? 0 : tags[i] == KV ? kv_id : w_id);
+      n_unmapping++;
+    }
+  g_assert_cmpuint (n_unmapping, ==, 4);
+  g_assert_cmpuint (events->len, ==, 4);
+  g_assert_true (memres_resource_unsubscribe_segments (mr, sub, &error));
+  memres_resource_unref (mr);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -531,5 +658,6 @@ main (int argc, char **argv)
   g_test_add_func ("/sleep-chunks/cache-vmm/close-fault", test_close_fault);
   g_test_add_func ("/sleep-chunks/cache-vmm/faults/sleep", test_faults_sleep);
   g_test_add_func ("/sleep-chunks/cache-vmm/faults/wake", test_faults_wake);
+  g_test_add_func ("/sleep-chunks/cache-vmm/segment-tags", test_segment_tags);
   return g_test_run ();
 }

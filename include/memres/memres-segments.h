@@ -53,13 +53,14 @@ typedef struct _MemresSegment MemresSegment;
  *   chunks)
  * @tag_id: the id of the tag the segment's memory serves (memres-tags.h; ids count from 1 in
  *   the order the names were first used), 0 for none: memory of untagged buffers, or memory that
- *   serves every tag (a cache's chunks and cached blocks)
+ *   serves every tag (a cache's chunks and blocks over an upstream that cannot sleep)
  * @tag: that tag's name (interned, valid for the life of the process), %NULL for none. Which tag
  *   a kind reports: `vmm` the tag of the buffer the segment belongs to; `arena` the tag its
  *   granule serves (a granule holds one tag's buffers: docs/arena.md), the one it was mapped for
  *   (a granule left idle and taken by another tag without being unmapped keeps the tag of its
  *   event); `cache` the buffer's tag for a request of its own (above max_block, or tagged over an
- *   `arena`), none for chunks and cached blocks
+ *   `arena`), and for a chunk or a block of its own the tag its blocks serve (in a stack that can
+ *   sleep a chunk or block serves one tag's buffers, used or cached; none elsewhere)
  *
  * One segment: a range of addresses the driver mapped for a resource, in one piece, that stays
  * mapped (at this address) until the resource raises %MEMRES_SEGMENT_UNMAPPING for it. Which

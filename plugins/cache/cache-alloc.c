@@ -20,7 +20,7 @@ static gboolean
 direct_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
                  MemresAllocation *alloc, GError **error)
 {
-  if (!upstream_allocate (mr, self, size, stream, alloc, error))
+  if (!upstream_allocate (mr, self, size, stream, memres_allocation_get_tag (alloc), alloc, error))
     return FALSE;
   DirectLive *live = g_new (DirectLive, 1);
 
@@ -48,14 +48,10 @@ direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, Mem
   gboolean ok;
 
   /* a sleeping one's segment was told unmapped at its sleep (cache-sleep.c) */
-  if (G_UNLIKELY (self->asleep_direct != NULL && cache_direct_is_asleep (self, address)))
-    {
-      ok = memres_upstream_deallocate (self->self_mr, alloc, stream, error);
-      if (ok || alloc->address != address)
-        cache_direct_forget (self, address);
-    }
+  if (G_UNLIKELY (self->asleep_tags != 0 && cache_direct_is_asleep (self, alloc)))
+    ok = memres_upstream_deallocate (self->self_mr, alloc, stream, error);
   else
-    ok = upstream_give_back (self, alloc, stream, error);
+    ok = upstream_give_back (self, alloc, memres_allocation_get_tag (alloc), stream, error);
 
   /* a failed free that left the allocation in place leaves the buffer open (the core's rule) */
   if (!ok && alloc->address == address)
@@ -103,7 +99,7 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
   g_mutex_unlock (&self->parts.lock);
   retired_free (self, &retired, stream);
   /* a miss: the upstream is asked without the lock, then the block goes in under it */
-  if (b == NULL && local == NULL && block_memory (mr, self, cls, stream, &up, &n, &local))
+  if (b == NULL && local == NULL && block_memory (mr, self, cls, stream, tag, &up, &n, &local))
     {
       g_mutex_lock (&self->parts.lock);
       if ((b = block_new (mr, self, cls, stream, tag, &up, n, &local)) != NULL)
@@ -113,7 +109,7 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
         }
       g_mutex_unlock (&self->parts.lock);
       if (b == NULL)
-        upstream_give_back (self, &up, stream, NULL);
+        upstream_give_back (self, &up, cache_tag_name (tag), stream, NULL);
     }
   if (b == NULL)
     {
@@ -229,7 +225,8 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
       gsize up_size = b->up.size;
 
       g_mutex_unlock (&self->parts.lock);
-      if (upstream_give_back (self, &b->up, caller_stream, &local) || b->up.address == 0)
+      if (upstream_give_back (self, &b->up, block_tag_name (b), caller_stream, &local)
+          || b->up.address == 0)
         {
           g_mutex_lock (&self->parts.lock);
           reserve_sub (self, csize, up_size);

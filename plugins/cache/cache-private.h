@@ -76,10 +76,9 @@ typedef struct
   /* bytes of the free blocks parked in sleeping chunks (Chunk.asleep): neither cached nor used */
   guint64 parked;
   Chunk *chunks;
-  /* the addresses of the sleeping requests of their own (cache-sleep.c), each with the tag of
-   * its segment, or NULL; under parts.lock (read without it only to see whether it was ever
-   * made) */
-  GHashTable *asleep_direct;
+  /* the tags asleep (bit cache_tag_index()): the close of a buffer's own record of one of them
+   * tells nothing of its segment (cache-sleep.c); atomic */
+  guint64 asleep_tags;
   /* for the snapshot, which lists every block: the blocks of their own (Block *, chunk NULL)
    * the cache holds, used or free, from block_new() to their return (own_block_forget()); and
    * the live requests above max_block (their address to a DirectLive), from direct_allocate()
@@ -111,6 +110,15 @@ typedef struct
 
 /* Block.fresh (the cache's use of it): carved from its chunk and never handed out since, so no
  * work of any stream can touch it (a chunk's sleep waits for no such block, cache-sleep.c) */
+
+/* The tag of the segment of @b's chunk, or of @b when it is a block of its own: the tag its
+ * blocks serve (Block.tag: one tag, in a stack that can sleep, Cache.by_tag_blocks), %NULL for
+ * none (blocks that serve every tag). */
+static inline const char *
+block_tag_name (const Block *b)
+{
+  return cache_tag_name (b->tag);
+}
 
 /* The bytes of live buffers: what is reserved in blocks, less the free blocks @cached (fronts and
  * shared bins) and the parked ones. Lock held. */
@@ -167,27 +175,29 @@ cache_is_direct (Cache *self, const MemresAllocation *alloc, gsize size)
          || (G_UNLIKELY (self->by_tag) && memres_allocation_get_tag (alloc) != NULL);
 }
 gboolean cache_trim (MemresResource *mr, gsize bytes_to_keep, GError **error);
-/* cache-sleep.c: the sleep and wake slots; the close of a sleeping block of its own, and whether
- * a request above max_block at @address sleeps (cache_direct_forget(): closed) */
+/* cache-sleep.c: the sleep and wake slots; the close of a sleeping block (of its own, or of a
+ * sleeping chunk: @alloc, its buffer's record), and whether a buffer's own record @alloc (in its
+ * deallocate slot) sleeps */
 gboolean cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
                       GError **error);
 gboolean cache_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
                      GError **error);
 gboolean cache_deallocate_asleep (Cache *self, Block *b, MemresAllocation *alloc,
                                   MemresStream stream, GError **error);
-gboolean cache_direct_is_asleep (Cache *self, guint64 address);
-void cache_direct_forget (Cache *self, guint64 address);
+gboolean cache_direct_is_asleep (Cache *self, const MemresAllocation *alloc);
 /* cache-upstream.c */
-/* the segment event of @up, an allocation of the cache's from its upstream, with the tag
- * memres_allocation_get_tag() gives for @up (that of a buffer whose record it is) */
-void cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up);
+/* the segment event of @up, an allocation of the cache's from its upstream, with tag @tag (the
+ * buffer's, memres_allocation_get_tag(), for a buffer's own record; block_tag_name() for a chunk
+ * or a block of its own) */
+void cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up,
+                          const char *tag);
 /* the segment of @up with tag @tag, into @seg (for a batch of events: cache-sleep.c) */
 void cache_segment_of (Cache *self, const MemresAllocation *up, const char *tag,
                        MemresSegment *seg);
 void update_highs (Cache *self);
 gboolean upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
-                            MemresAllocation *alloc, GError **error);
-gboolean block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream,
+                            const char *tag, MemresAllocation *alloc, GError **error);
+gboolean block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream, guint tag,
                        MemresAllocation *up, guint *n_blocks, GError **error);
 Block *block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, guint tag,
                   MemresAllocation *up, guint n, GError **error);
@@ -197,5 +207,5 @@ gboolean release_idle (Cache *self, gsize bytes_to_keep, guint tag, Retired *out
 gboolean flush_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error);
 void recycle_idle (Cache *self, guint cls, MemresStream stream, Retired *out);
 void retired_free (Cache *self, Retired *r, MemresStream stream);
-gboolean upstream_give_back (Cache *self, MemresAllocation *up, MemresStream stream,
-                             GError **error);
+gboolean upstream_give_back (Cache *self, MemresAllocation *up, const char *tag,
+                             MemresStream stream, GError **error);

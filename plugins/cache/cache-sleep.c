@@ -27,40 +27,58 @@
  * budget), and deallocate_general() hands it to cache_deallocate_asleep(), which gives a block of
  * its own back to the upstream (its address range released) instead of caching a block with no
  * memory under it, and parks a chunk's block: the chunk's last one closed gives the chunk back
- * (no wake will come for it); the hit path pays nothing for this. A sleeping request above
- * max_block is remembered by address (Cache.asleep_direct), so that its close gives it back
- * without telling its segment unmapped a second time. */
+ * (no wake will come for it); the hit path pays nothing for this. A request of its own (above
+ * max_block, or every tagged buffer over an upstream that places by tag) sleeps with its tag: the
+ * tags asleep are a mask (Cache.asleep_tags, cache_tag_index()), so that the close of such a
+ * buffer of a sleeping tag gives it back without telling its segment unmapped a second time.
+ *
+ * The cost of a discard sleep and wake beyond the driver's calls (issue 34: at most 1.2x the raw
+ * calls) is mostly the segment events of the records that sleep, one per buffer of its own. Their
+ * batch goes in address order (sorted once here, by a radix sort, when the core's records are not),
+ * so that the index finds, rewrites and sorts nothing again (segment-index.c checks the order
+ * first); their tags are the sleep's (memres_sleep_call_get_tag()): every record that sleeps is a
+ * buffer of that tag, or a block or chunk of the cache (whose blocks say their tag, Block.tag), so
+ * no lookup and no table of them is needed. */
 #include "cache-private.h"
 
-/* What a sleep or wake passes to the upstream (@m of them): the upstream records (@ups), and
- * for each the block of its own (@blocks) or the chunk (@chunks) it is, both NULL for a request
- * above max_block; their segments' tags (@tags). */
+#include <string.h>
+
+/* What a sleep or wake passes to the upstream: an upstream record (@up), its address, and the
+ * block of its own (@block) or the chunk (@chunk) it is, both NULL for a buffer's own record. */
 typedef struct
 {
-  gsize m;
+  guint64 address;
+  MemresAllocation *up;
+  Block *block;
+  Chunk *chunk;
+} Unit;
+
+/* The units of a sleep or wake (@m of them, at most @n, with as many after them for the sort),
+ * whether they were added in address order (@in_order), and their upstream records in address
+ * order (@ups, units_order()). */
+typedef struct
+{
+  gsize m, n;
+  gboolean in_order;
+  Unit *units;
   MemresAllocation **ups;
-  Block **blocks;
-  Chunk **chunks;
-  const char **tags;
 } Units;
 
 static void
 units_init (Units *u, gsize n)
 {
   u->m = 0;
+  u->n = n;
+  u->in_order = TRUE;
+  u->units = g_new (Unit, 2 * n + 1);
   u->ups = g_new (MemresAllocation *, n + 1);
-  u->blocks = g_new (Block *, n + 1);
-  u->chunks = g_new (Chunk *, n + 1);
-  u->tags = g_new0 (const char *, n + 1);
 }
 
 static void
 units_clear (Units *u)
 {
+  g_free (u->units);
   g_free (u->ups);
-  g_free (u->blocks);
-  g_free (u->chunks);
-  g_free (u->tags);
 }
 
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Units, units_clear)
@@ -68,9 +86,53 @@ G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Units, units_clear)
 static void
 units_add (Units *u, MemresAllocation *up, Block *b, Chunk *chunk)
 {
-  u->ups[u->m] = up;
-  u->blocks[u->m] = b;
-  u->chunks[u->m++] = chunk;
+  Unit *x = &u->units[u->m];
+
+  x->address = up->address;
+  x->up = up;
+  x->block = b;
+  x->chunk = chunk;
+  u->in_order = u->in_order && (u->m == 0 || x[-1].address < x->address);
+  u->m++;
+}
+
+/* @s (@n of them) in address order: a radix sort of the address bits that differ, a byte a
+ * pass, through @tmp (as many): the collection with it took 180 K instructions for 1,000 records
+ * of memres-sleep-bench, where qsort() alone took 530 K (bench/RESULTS.md). */
+static void
+units_sort (Unit *s, Unit *tmp, gsize n)
+{
+  guint64 diff = 0;
+  guint shift;
+
+  for (gsize i = 0; i < n; i++)
+    diff |= s[i].address ^ s[0].address;
+  if (diff == 0)
+    return;
+  /* from the lowest bit that differs to the highest */
+  for (shift = (guint) g_bit_nth_lsf (diff, -1) & ~7u; shift < 64 && (diff >> shift) != 0;
+       shift += 8)
+    {
+      gsize count[257] = { 0 };
+
+      for (gsize i = 0; i < n; i++)
+        count[((s[i].address >> shift) & 0xff) + 1]++;
+      for (guint d = 1; d <= 256; d++)
+        count[d] += count[d - 1];
+      for (gsize i = 0; i < n; i++)
+        tmp[count[(s[i].address >> shift) & 0xff]++] = s[i];
+      memcpy (s, tmp, n * sizeof *s);
+    }
+}
+
+/* The units put in address order (when they were not added so) and their records into @ups. */
+static void
+units_order (Units *u)
+{
+  if (!u->in_order)
+    units_sort (u->units, u->units + u->n, u->m);
+  for (gsize i = 0; i < u->m; i++)
+    u->ups[i] = u->units[i].up;
 }
 
 /* Whether @b is in a shared bin. parts.lock held. */
@@ -171,7 +233,6 @@ collect_sleep (Cache *self, MemresAllocation *const *allocs, gsize n, Units *u, 
     }
   if (g_hash_table_size (counts) > 0)
     chunks_count_idle (self);
-  /* in the order of @allocs: the upstream sleeps them in that order */
   for (gsize i = 0; i < n; i++)
     {
       Chunk *chunk;
@@ -188,6 +249,7 @@ collect_sleep (Cache *self, MemresAllocation *const *allocs, gsize n, Units *u, 
       units_add (u, &chunk->up, NULL, chunk);
     }
   g_mutex_unlock (&self->parts.lock);
+  units_order (u);
 }
 
 /* The wake's units of @allocs: as the sleep's, but of the chunks only those asleep, each once. */
@@ -209,47 +271,49 @@ collect_wake (Cache *self, MemresAllocation *const *allocs, gsize n, Units *u)
         units_add (u, &b->chunk->up, NULL, b->chunk);
     }
   g_mutex_unlock (&self->parts.lock);
+  units_order (u);
 }
 
-/* One @event for each unit's segment, in one batch (memres_resource_raise_segment_events()). */
+/* One @event for each unit's segment, in one batch (memres_resource_raise_segment_events()), in
+ * address order: a buffer's own record with the tag @tag of the sleep or wake, a block or chunk
+ * of the cache with the tag its blocks serve (block_tag_name(), as cache_raise_segment() told it
+ * mapped); with no @tag (a slot called outside a sleep or a wake), a buffer's own record with the
+ * tag the index keeps (memres_lookup()). */
 static void
-raise_all (Cache *self, MemresSegmentEvent event, const Units *u)
+raise_all (Cache *self, MemresSegmentEvent event, const Units *u, const char *tag)
 {
   g_autofree MemresSegment *segs = g_new (MemresSegment, u->m + 1);
   g_autoptr (GError) error = NULL;
 
   for (gsize i = 0; i < u->m; i++)
-    cache_segment_of (self, u->ups[i], u->tags[i], &segs[i]);
+    {
+      const Unit *x = &u->units[i];
+      const char *t = tag;
+      MemresLookupInfo info;
+
+      if (x->block != NULL || x->chunk != NULL)
+        t = block_tag_name (x->block != NULL ? x->block : &x->chunk->blocks[0]);
+      else if (tag == NULL && memres_lookup (GSIZE_TO_POINTER ((gsize) x->address), &info))
+        t = info.segment.tag;
+      cache_segment_of (self, x->up, t, &segs[i]);
+    }
   if (!memres_resource_raise_segment_events (self->self_mr, event, segs, u->m, &error))
     g_warning ("cache: %s", error->message);
 }
 
-/* The tags of the units' segments (memres_lookup(): the index keeps them). */
+/* Marks the units asleep (@asleep), or awake again; tag @tag asleep or awake (Cache.asleep_tags),
+ * for the close of the buffers' own records; a sleeping chunk's parked blocks drop their events.
+ * With @undo, a sleep that failed: the chunks parked for it taken back, nothing else. */
 static void
-segment_tags (Units *u)
+mark (Cache *self, Units *u, gboolean asleep, gboolean undo, const char *tag)
 {
-  for (gsize i = 0; i < u->m; i++)
-    {
-      MemresLookupInfo info;
+  guint64 bit = tag != NULL ? (guint64) 1 << cache_tag_index (tag) : 0;
 
-      u->tags[i] = memres_lookup (GSIZE_TO_POINTER ((gsize) u->ups[i]->address), &info)
-                       ? info.segment.tag
-                       : NULL;
-    }
-}
-
-/* Marks the units asleep (@asleep; the direct records remembered with their segments' tags), or
- * awake again (the direct ones' tags, kept at their sleep, into u->tags); a sleeping chunk's
- * parked blocks drop their events. With @undo, a sleep that failed: the chunks parked for it
- * taken back. */
-static void
-mark (Cache *self, Units *u, gboolean asleep, gboolean undo)
-{
   g_mutex_lock (&self->parts.lock);
   for (gsize i = 0; i < u->m; i++)
     {
-      MemresAllocation *up = u->ups[i];
-      Chunk *chunk = u->chunks[i];
+      Block *b = u->units[i].block;
+      Chunk *chunk = u->units[i].chunk;
 
       if (chunk != NULL)
         {
@@ -262,24 +326,16 @@ mark (Cache *self, Units *u, gboolean asleep, gboolean undo)
                 cache_event_unref (&self->parts, g_steal_pointer (&chunk->blocks[k].event));
             }
         }
-      else if (undo)
-        continue;
-      else if (u->blocks[i] != NULL)
-        u->blocks[i]->size = asleep ? CACHE_BLOCK_ASLEEP : cache_class_size (u->blocks[i]->cls);
-      else if (asleep)
-        {
-          if (self->asleep_direct == NULL)
-            self->asleep_direct = g_hash_table_new (NULL, NULL);
-          g_hash_table_insert (self->asleep_direct, GSIZE_TO_POINTER (up->address),
-                               (gpointer) u->tags[i]);
-        }
-      else
-        {
-          u->tags[i] = g_hash_table_lookup (self->asleep_direct, GSIZE_TO_POINTER (up->address));
-          g_hash_table_remove (self->asleep_direct, GSIZE_TO_POINTER (up->address));
-        }
+      else if (!undo && b != NULL)
+        b->size = asleep ? CACHE_BLOCK_ASLEEP : cache_class_size (b->cls);
     }
   g_mutex_unlock (&self->parts.lock);
+  if (undo)
+    return;
+  if (asleep)
+    __atomic_or_fetch (&self->asleep_tags, bit, __ATOMIC_SEQ_CST);
+  else
+    __atomic_and_fetch (&self->asleep_tags, ~bit, __ATOMIC_SEQ_CST);
 }
 
 /* The free memory of the sleep's tag (memres_sleep_call_get_tag()) back to the upstream: the
@@ -312,6 +368,7 @@ cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs
 {
   Cache *self = memres_resource_get_private (mr);
   g_auto (Units) u = { 0 };
+  const char *tag = memres_sleep_call_get_tag (NULL);
   gboolean wait;
 
   /* the free cached blocks first: they go back to the upstream (their memory released) */
@@ -326,19 +383,18 @@ cache_sleep (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs
   collect_sleep (self, allocs, n_allocs, &u, &wait);
   if (wait && !cache_device_synchronize (self, error))
     {
-      mark (self, &u, FALSE, TRUE);
+      mark (self, &u, FALSE, TRUE, tag);
       g_prefix_error (error, "cache: waiting for the work on the free blocks of its chunks: ");
       return FALSE;
     }
-  segment_tags (&u);
-  raise_all (self, MEMRES_SEGMENT_UNMAPPING, &u);
+  raise_all (self, MEMRES_SEGMENT_UNMAPPING, &u, tag);
   if (!memres_upstream_sleep (mr, u.ups, u.m, error))
     {
-      mark (self, &u, FALSE, TRUE);
-      raise_all (self, MEMRES_SEGMENT_MAPPED, &u);
+      mark (self, &u, FALSE, TRUE, tag);
+      raise_all (self, MEMRES_SEGMENT_MAPPED, &u, tag);
       return FALSE;
     }
-  mark (self, &u, TRUE, FALSE);
+  mark (self, &u, TRUE, FALSE, tag);
   return TRUE;
 }
 
@@ -347,13 +403,14 @@ cache_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
 {
   Cache *self = memres_resource_get_private (mr);
   g_auto (Units) u = { 0 };
+  const char *tag = memres_sleep_call_get_tag (NULL);
 
   units_init (&u, n_allocs);
   collect_wake (self, allocs, n_allocs, &u);
   if (!memres_upstream_wake (mr, u.ups, u.m, error))
     return FALSE;
-  mark (self, &u, FALSE, FALSE);
-  raise_all (self, MEMRES_SEGMENT_MAPPED, &u);
+  mark (self, &u, FALSE, FALSE, tag);
+  raise_all (self, MEMRES_SEGMENT_MAPPED, &u, tag);
   return TRUE;
 }
 
@@ -424,22 +481,10 @@ cache_deallocate_asleep (Cache *self, Block *b, MemresAllocation *alloc, MemresS
 }
 
 gboolean
-cache_direct_is_asleep (Cache *self, guint64 address)
+cache_direct_is_asleep (Cache *self, const MemresAllocation *alloc)
 {
-  gboolean asleep;
+  const char *tag = memres_allocation_get_tag (alloc);
 
-  g_mutex_lock (&self->parts.lock);
-  asleep = self->asleep_direct != NULL
-           && g_hash_table_contains (self->asleep_direct, GSIZE_TO_POINTER (address));
-  g_mutex_unlock (&self->parts.lock);
-  return asleep;
-}
-
-void
-cache_direct_forget (Cache *self, guint64 address)
-{
-  g_mutex_lock (&self->parts.lock);
-  if (self->asleep_direct != NULL)
-    g_hash_table_remove (self->asleep_direct, GSIZE_TO_POINTER (address));
-  g_mutex_unlock (&self->parts.lock);
+  return tag != NULL
+         && (__atomic_load_n (&self->asleep_tags, __ATOMIC_SEQ_CST) >> cache_tag_index (tag)) & 1;
 }

@@ -10,7 +10,10 @@
  * block of its own, a buffer above max_block) is one of the cache's segments, whatever the
  * upstream: told mapped when the upstream gave it (upstream_allocate()), about to be unmapped
  * before it goes back (upstream_give_back()), and mapped again when the upstream refused it and
- * the cache still holds it. Both without the lock. */
+ * the cache still holds it. Both without the lock. Its tag: a buffer's own record's is the
+ * buffer's (memres_allocation_get_tag()); a chunk's or a block of its own's, the tag its blocks
+ * serve (block_tag_name(): one tag's in a stack that can sleep, Cache.by_tag_blocks; none for
+ * untagged buffers' and elsewhere), so that a registrar tells the segments a tag's sleep unmaps. */
 #include "cache-private.h"
 
 #include <string.h>
@@ -26,30 +29,31 @@ cache_segment_of (Cache *self, const MemresAllocation *up, const char *tag, Memr
 }
 
 void
-cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up)
+cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocation *up,
+                     const char *tag)
 {
   g_autoptr (GError) error = NULL;
   MemresSegment seg;
 
-  /* a buffer's own record (a direct request) has its tag; a chunk or block of the cache none */
-  cache_segment_of (self, up, memres_allocation_get_tag (up), &seg);
+  cache_segment_of (self, up, tag, &seg);
   if (!memres_resource_raise_segment_event (self->self_mr, event, &seg, &error))
     g_warning ("cache: %s", error->message);
 }
 
-/* memres_upstream_deallocate() of @up, an allocation of @self's (a segment), parts.lock not held:
- * the segment's about-to-be-unmapped event first; when the upstream refuses and the allocation
- * stays (its address unchanged), it is told mapped again. */
+/* memres_upstream_deallocate() of @up, an allocation of @self's (a segment of tag @tag, as it was
+ * told mapped), parts.lock not held: the segment's about-to-be-unmapped event first; when the
+ * upstream refuses and the allocation stays (its address unchanged), it is told mapped again. */
 gboolean
-upstream_give_back (Cache *self, MemresAllocation *up, MemresStream stream, GError **error)
+upstream_give_back (Cache *self, MemresAllocation *up, const char *tag, MemresStream stream,
+                    GError **error)
 {
   MemresAllocation was = *up;
 
-  cache_raise_segment (self, MEMRES_SEGMENT_UNMAPPING, up);
+  cache_raise_segment (self, MEMRES_SEGMENT_UNMAPPING, up, tag);
   if (memres_upstream_deallocate (self->self_mr, up, stream, error))
     return TRUE;
   if (up->address == was.address)
-    cache_raise_segment (self, MEMRES_SEGMENT_MAPPED, &was);
+    cache_raise_segment (self, MEMRES_SEGMENT_MAPPED, &was, tag);
   return FALSE;
 }
 
@@ -64,13 +68,13 @@ update_highs (Cache *self)
   self->used_high = MAX (self->used_high, used);
 }
 
-/* memres_upstream_allocate(), parts.lock not held (the upstream may be another cache, or call
- * an out-of-memory handler that trims or reads this one); on out-of-memory, every cached block
- * of every thread goes back to the upstream (under the lock) and the allocation is tried once
- * more. */
+/* memres_upstream_allocate(), told mapped as a segment of tag @tag, parts.lock not held (the
+ * upstream may be another cache, or call an out-of-memory handler that trims or reads this one); on
+ * out-of-memory, every cached block of every thread goes back to the upstream (under the lock) and
+ * the allocation is tried once more. */
 gboolean
 upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
-                   MemresAllocation *alloc, GError **error)
+                   const char *tag, MemresAllocation *alloc, GError **error)
 {
   GError *local = NULL;
   Retired retired = { NULL, NULL };
@@ -79,7 +83,7 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
   memset (alloc, 0, sizeof *alloc);
   if (memres_upstream_allocate (mr, size, stream, alloc, &local))
     {
-      cache_raise_segment (self, MEMRES_SEGMENT_MAPPED, alloc);
+      cache_raise_segment (self, MEMRES_SEGMENT_MAPPED, alloc, tag);
       return TRUE;
     }
   if (!g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
@@ -98,7 +102,7 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
   memset (alloc, 0, sizeof *alloc);
   if (!memres_upstream_allocate (mr, size, stream, alloc, error))
     return FALSE;
-  cache_raise_segment (self, MEMRES_SEGMENT_MAPPED, alloc);
+  cache_raise_segment (self, MEMRES_SEGMENT_MAPPED, alloc, tag);
   return TRUE;
 }
 
@@ -107,14 +111,15 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
  * alone (a chunk of one block: an upstream limited below the chunk size still serves small
  * requests); a block of its own for larger classes. *@n_blocks: the blocks @up holds. */
 gboolean
-block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream, MemresAllocation *up,
-              guint *n_blocks, GError **error)
+block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream, guint tag,
+              MemresAllocation *up, guint *n_blocks, GError **error)
 {
   gsize csize = cache_class_size (cls);
+  const char *name = cache_tag_name (tag); /* NULL for 0 */
   GError *local = NULL;
 
   *n_blocks = cls >= self->n_chunk_classes ? 1 : (guint) (self->chunk_size / csize);
-  if (upstream_allocate (mr, self, (gsize) *n_blocks * csize, stream, up, &local))
+  if (upstream_allocate (mr, self, (gsize) *n_blocks * csize, stream, name, up, &local))
     return TRUE;
   if (*n_blocks == 1 || !g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
     {
@@ -123,7 +128,7 @@ block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream, M
     }
   g_clear_error (&local);
   *n_blocks = 1;
-  return upstream_allocate (mr, self, csize, stream, up, error);
+  return upstream_allocate (mr, self, csize, stream, name, up, error);
 }
 
 /* A new block of class @cls and tag @tag (Block.tag, each block of the chunk too) for @stream in
@@ -357,12 +362,13 @@ recycle_idle (Cache *self, guint cls, MemresStream stream, Retired *out)
 /* One upstream allocation of @self back to the upstream on @stream; a failure is a warning
  * (nobody is left to retry it). */
 static void
-give_back (Cache *self, MemresAllocation *up, MemresStream stream, const char *what)
+give_back (Cache *self, MemresAllocation *up, const char *tag, MemresStream stream,
+           const char *what)
 {
   g_autoptr (GError) error = NULL;
   gsize size = up->size;
 
-  if (!upstream_give_back (self, up, stream, &error))
+  if (!upstream_give_back (self, up, tag, stream, &error))
     g_warning ("cache: returning %s of %" G_GSIZE_FORMAT " bytes to the upstream failed: %s", what,
                size, error->message);
 }
@@ -377,7 +383,7 @@ retired_free (Cache *self, Retired *r, MemresStream stream)
       Block *b = r->blocks;
 
       r->blocks = b->next;
-      give_back (self, &b->up, stream, "a block");
+      give_back (self, &b->up, block_tag_name (b), stream, "a block");
       g_free (b);
     }
   while (r->chunks != NULL)
@@ -385,7 +391,7 @@ retired_free (Cache *self, Retired *r, MemresStream stream)
       Chunk *chunk = r->chunks;
 
       r->chunks = chunk->next;
-      give_back (self, &chunk->up, stream, "a chunk");
+      give_back (self, &chunk->up, block_tag_name (&chunk->blocks[0]), stream, "a chunk");
       g_free (chunk);
     }
 }

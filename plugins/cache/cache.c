@@ -148,8 +148,6 @@ cache_finalize (MemresResource *mr)
   cache_parts_clear (&self->parts);
   g_mutex_unlock (&self->parts.lock);
   retired_free (self, &retired, NULL);
-  if (self->asleep_direct != NULL)
-    g_hash_table_unref (self->asleep_direct);
   if (self->own_blocks != NULL)
     g_hash_table_unref (self->own_blocks);
   if (self->direct_live != NULL)
