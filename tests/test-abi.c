@@ -587,6 +587,8 @@ static const char *const recorded_entries[] = {
   "cuMemPrefetchBatchAsync",
   "cuMemDiscardBatchAsync",
   "cuMemDiscardAndPrefetchBatchAsync",
+  /* appended in ABI 2.0 */
+  "cuEventQuery",
 };
 
 typedef struct
@@ -616,7 +618,7 @@ test_cuda_driver (void)
       g_assert_cmpuint (table_entries[i].offset, ==, 16 + 8 * i);
     }
   ASSERT_SIZE (MemresCudaDriver, 16 + 8 * G_N_ELEMENTS (recorded_entries));
-  ASSERT_SIZE (MemresCudaDriver, 752);
+  ASSERT_SIZE (MemresCudaDriver, 760);
 }
 
 /* The entries a driver must have: a longer list would refuse drivers that used to load. */

@@ -200,7 +200,7 @@ retire (Arena *self, guint g, MemresStream tag, guint64 addr, guint64 size)
   if (tag == NULL)
     arena_span_claim (self, addr, size);
   self->lend_event->refs++;
-  g_array_append_val (self->retired, ((Retired){ g, self->lend_event, FALSE }));
+  g_array_append_val (self->retired, ((Retired){ g, self->lend_event }));
   self->retired_at[g] = 1;
 }
 
@@ -393,7 +393,7 @@ arena_shared_resolve (Arena *self, MemresStream stream, CacheEvent *event, guint
         event->refs++;
       take_all (self, from, from + sh.lo);
       take_all (self, from + sh.hi, from + self->granularity);
-      g_array_append_val (self->retired, ((Retired){ sh.from, event, FALSE }));
+      g_array_append_val (self->retired, ((Retired){ sh.from, event }));
       self->retired_at[sh.from] = 1;
       self->shared_at[sh.from] = 0;
       self->shared_at[sh.to] = 0;

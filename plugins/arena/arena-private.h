@@ -77,13 +77,13 @@ typedef struct
 } PendingEvent;
 
 /* A granule whose physical memory was lent (arena-lend.c): mapped at @g, its old address, until
- * @event (recorded on the stream it was lent to, after its free) is done; its bytes belong to no
- * free range and no buffer meanwhile (held, never idle). */
+ * @event (recorded on the stream it was lent to, after its free; NULL: done already) is done
+ * (cuEventQuery, arena_lend_reap()); its bytes belong to no free range and no buffer meanwhile
+ * (held, never idle). */
 typedef struct
 {
   guint g;
   CacheEvent *event;
-  gboolean queued; /* the watch stream waits for @event */
 } Retired;
 
 /* A granule @to mapped with the memory of granule @from by the placement in progress: all of
@@ -191,6 +191,7 @@ typedef struct
   GArray *retired;          /* Retired: old addresses of lent memory, unmapped once drained */
   guint8 *retired_at;       /* per granule: 1 while on @retired */
   guint64 lent_granules;    /* counter granules_lent */
+  guint64 reaped_granules;  /* counter granules_reaped: old addresses unmapped */
   GArray *shared;           /* Shared: granules mapped at two addresses, bytes split */
   guint8 *shared_at;        /* per granule: 1 the second address of a Shared (@to), 2 the donor */
   guint64 shared_granules;  /* counter granules_shared */

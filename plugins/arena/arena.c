@@ -404,6 +404,7 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "run_takes", "t", self->run_takes);
   g_variant_dict_insert (counters, "granules_lent", "t", self->lent_granules);
   g_variant_dict_insert (counters, "lent_pending", "t", (guint64) self->retired->len);
+  g_variant_dict_insert (counters, "granules_reaped", "t", self->reaped_granules);
   g_variant_dict_insert (counters, "granules_shared", "t", self->shared_granules);
   g_variant_dict_insert (counters, "shared_pending", "t", (guint64) self->shared->len);
   g_variant_dict_insert (counters, "misses", "t", self->misses);
