@@ -1128,6 +1128,57 @@ test_hazard_reap_own_stream (void)
   mt_hazard_end ();
 }
 
+/* The snapshot of an arena with a shared granule (as in shared_run()): granule 2 maps granule 0's
+ * memory for y's bytes [0, g/4), so its other bytes and granule 0's bytes [0, g/4) are withheld
+ * (one granule's worth); then keep's close retires granule 0's address whole; then its reap.
+ * Every time each segment's blocks add up to its size, the withheld ones to what the lending
+ * withholds, the others to reserved (the memory counted once) and the used ones to used. */
+static void
+test_snapshot_shared (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *x, *keep, *y;
+  MtStreamHold *hold;
+  MemresStream s;
+  guint64 at;
+  gsize g;
+
+  if (!mt_hazard_begin ())
+    return;
+  s = stream_new ();
+  mr = mt_new_ok ("arena");
+  g = gran (mr);
+  x = mt_alloc_ok (mr, g / 4, s);
+  at = memres_buffer_get_address (x);
+  keep = mt_alloc_ok (mr, g - g / 4, s);
+  g_assert_cmpuint (memres_buffer_get_address (keep), ==, at + g / 4);
+  mt_sync_ok (s);
+  snapshot_adds_up (mr, 0);
+  hold = mt_stream_hold (s);
+  mt_close_ok (x, s);
+  y = mt_alloc_ok (mr, g + g / 4, s);
+  g_assert_cmpuint (memres_buffer_get_address (y), ==, at + g);
+  g_assert_cmpuint (counter (mr, "shared_pending"), ==, 1);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 2 * g);
+  snapshot_adds_up (mr, g);
+  mt_close_ok (keep, s);
+  g_assert_cmpuint (counter (mr, "shared_pending"), ==, 0);
+  g_assert_cmpuint (counter (mr, "lent_pending"), ==, 1);
+  snapshot_adds_up (mr, g);
+  mt_stream_release (hold);
+  mt_sync_ok (s);
+  mt_close_ok (mt_alloc_ok (mr, 4 * g, s), s);
+  g_assert_cmpuint (counter (mr, "lent_pending"), ==, 0);
+  snapshot_adds_up (mr, 0);
+  mt_close_ok (y, s);
+  mt_sync_ok (s);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  stream_free (s);
+  mt_hazard_end ();
+}
+
 /* ---- memory: a training-shaped sequence on one stream ---------------------------------------- */
 
 /* A deterministic training-shaped sequence on one stream that is held (the device behind the
@@ -1436,6 +1487,7 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/hazard/shared", test_hazard_shared);
   g_test_add_func ("/arena/faults/shared", test_faults_shared);
   g_test_add_func ("/arena/hazard/reap-own-stream", test_hazard_reap_own_stream);
+  g_test_add_func ("/arena/snapshot/shared", test_snapshot_shared);
   g_test_add_func ("/arena/threads/pairs", test_threads_pairs);
   g_test_add_func ("/arena/replay/target", test_replay_target);
   /* last: a failing release in finalize leaves that granule with the driver */
