@@ -9,9 +9,9 @@
  * granules stay mapped. Each tagged range holds an event recorded on its stream after its last
  * free. Settling (arena_heap_settle()) makes tagged ranges settled once their events are done:
  * every stream may then use them, and their granules, once no other bytes hold them, are idle.
- * Without a wait (before the arena would create physical memory), the arena's own watch stream
- * waits on the events and is queried (cuStreamWaitEvent, cuStreamQuery: no call blocks); with a
- * wait (out of memory, trim, finalize), after cuCtxSynchronize. All under parts.lock. */
+ * Without a wait (before the arena would create physical memory), each range's event is asked
+ * (cuEventQuery: no call blocks) and the ranges whose events are done settle; with a wait (out
+ * of memory, trim, finalize), all of them after cuCtxSynchronize. All under parts.lock. */
 #include "arena-private.h"
 
 static gint
@@ -119,7 +119,6 @@ arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag, Ca
   r->size = size;
   r->tag = tag;
   r->event = event;
-  r->queued = FALSE;
   range_link (self, r);
 }
 
@@ -283,25 +282,36 @@ settle (Arena *self, gboolean wait, guint owner, GError **error)
   else
     {
       const MemresCudaDriver *drv;
+      CacheEvent *asked = NULL;
       gboolean pushed;
       CUresult r = CUDA_SUCCESS;
+      guint kept = 0;
 
       if ((drv = cache_context_push (&self->parts, &pushed, error)) == NULL)
         return FALSE;
-      for (guint i = 0; i < tagged->len && r == CUDA_SUCCESS; i++)
+      /* each range's event asked once (neighbours merged keep the newest: often one for many) */
+      for (guint i = 0; i < tagged->len; i++)
         {
           Range *range = g_ptr_array_index (tagged, i);
 
-          if (range->queued)
-            continue;
-          r = drv->cuStreamWaitEvent (self->watch, range->event->event, 0);
-          range->queued = r == CUDA_SUCCESS;
+          if (range->event != asked)
+            {
+              asked = range->event;
+              r = asked == NULL               ? CUDA_SUCCESS
+                  : drv->cuEventQuery != NULL ? drv->cuEventQuery (asked->event)
+                                              : CUDA_ERROR_NOT_SUPPORTED;
+              if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+                break;
+            }
+          if (r == CUDA_SUCCESS)
+            g_ptr_array_index (tagged, kept++) = range;
         }
-      if (r == CUDA_SUCCESS)
-        r = drv->cuStreamQuery (self->watch);
       memres_cuda_pop_context (pushed);
-      if (r != CUDA_SUCCESS)
-        return TRUE; /* not yet (or no answer): nothing settled */
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+        return TRUE; /* no answer: nothing settled */
+      g_ptr_array_set_size (tagged, kept);
+      if (kept == 0)
+        return TRUE;
     }
   for (guint i = 0; i < tagged->len; i++)
     {
@@ -319,11 +329,11 @@ settle (Arena *self, gboolean wait, guint owner, GError **error)
   return TRUE;
 }
 
-/* Without @wait: the watch stream is made to wait for the event of every tagged range, then
- * asked whether it is idle; only then are they all settled (a stream held back keeps them all
- * tagged: the caller then creates memory instead, and nothing waits). With @wait (trim, the
- * out-of-memory flush, finalize): after the device's work is done (cuCtxSynchronize), every
- * tagged range is settled. */
+/* Without @wait: each tagged range whose event is done (cuEventQuery: nothing waits) is
+ * settled; the others stay tagged (a stream held back keeps its own, the caller then creates
+ * memory instead); a query that fails settles nothing. With @wait (trim, the out-of-memory
+ * flush, finalize): after the device's work is done (cuCtxSynchronize), every tagged range is
+ * settled. */
 gboolean
 arena_heap_settle (Arena *self, gboolean wait, GError **error)
 {

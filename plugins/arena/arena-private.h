@@ -56,7 +56,6 @@ typedef struct
   guint64 size;
   MemresStream tag;  /* free ranges: NULL settled, else the stream of the last free */
   CacheEvent *event; /* tagged ranges: recorded on @tag after the last free */
-  gboolean queued;   /* tagged ranges: the watch stream waits for @event */
 } Range;
 
 /* One reservation of address space: its granules are [first, first + size / granularity) of the
@@ -196,7 +195,6 @@ typedef struct
   guint8 *shared_at;        /* per granule: 1 the second address of a Shared (@to), 2 the donor */
   guint64 shared_granules;  /* counter granules_shared */
   guint n_mapped, n_idle_mapped, mapped_high;
-  CUstream watch;       /* the arena's own stream: waits for tagged ranges' events */
   GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
   GHashTable *by_start; /* free ranges by address */
   GHashTable *by_end;   /* free ranges by end address */
