@@ -198,6 +198,7 @@ typedef struct
   GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
   GHashTable *by_start; /* free ranges by address */
   GHashTable *by_end;   /* free ranges by end address */
+  GTree *addr_tree;     /* Range, by address: the range holding an address */
   guint64 tagged_bytes; /* bytes of free ranges with a tag */
   guint64 large_used;   /* bytes of live large buffers */
   guint64 slab_bytes;   /* bytes of slabs (class bytes of their blocks) */
@@ -328,6 +329,7 @@ void arena_heap_clear (Arena *self);
 void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag,
                         CacheEvent *event);
 Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
+Range *arena_heap_range_at (Arena *self, guint64 a);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 guint64 arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size);
 gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);
