@@ -106,7 +106,9 @@ _memres_device_mem_info (MemresResource *base, guint64 *free_bytes, guint64 *tot
  * @size: its size in bytes
  * @stream: the stream it was allocated or freed on, as the layer knows it (%NULL: the legacy
  *   default stream, or not known)
- * @state: whether it is in a live allocation (%MEMRES_BLOCK_USED) or held free
+ * @state: whether it is in a live allocation (%MEMRES_BLOCK_USED), held free
+ *   (%MEMRES_BLOCK_FREE, %MEMRES_BLOCK_PENDING), or a second address of memory listed elsewhere
+ *   (%MEMRES_BLOCK_WITHHELD)
  *
  * For the snapshot slot (#MemresResourceOps.snapshot): one block of the layer. Blocks of one
  * layer do not overlap; add them in any order (the core sorts them). Copies the arguments, no
@@ -322,7 +324,7 @@ layer_read (Layer *l, MemresResource *mr)
     {
       const Block *b = &g_array_index (l->l.blocks, Block, i);
 
-      if (b->state == MEMRES_BLOCK_USED)
+      if (b->state == MEMRES_BLOCK_USED || b->state == MEMRES_BLOCK_WITHHELD)
         continue;
       l->free_bytes += b->size;
       l->largest_free = MAX (l->largest_free, b->size);
@@ -546,6 +548,8 @@ state_name (MemresBlockState state)
       return "free";
     case MEMRES_BLOCK_PENDING:
       return "pending";
+    case MEMRES_BLOCK_WITHHELD:
+      return "withheld";
     }
   return "unknown";
 }
@@ -804,7 +808,8 @@ _memres_snapshot_build_for_oom (MemresResource *mr, const char *oom_report)
  * largest free block, the fragmentation index: 1 - largest free block / free bytes). For each
  * layer, top first: its kind and spec; its reserved, used and high-water bytes
  * (memres_resource_get_stats(), `null` where they are its upstream's); its segments
- * (memres-segments.h); its blocks (address, size, stream, tag, state: used, free or pending),
+ * (memres-segments.h); its blocks (address, size, stream, tag, state: used, free, pending or
+ * withheld: a second address of memory listed at another),
  * holes (reserved address space with nothing mapped) and imports (memory mapped from another
  * process), as its kind describes them (#MemresResourceOps.snapshot); figures of its own; the
  * free bytes, the largest free block and the fragmentation index derived from its blocks; and

@@ -1,6 +1,7 @@
 /* arena-check.h: what the tests of the `arena` kind share (test-arena.c, test-arena-segments.c,
  * test-arena-space.c): its counters, its statistics checked for consistency, trim, its
- * granularity. Static functions: each test program includes it once, after testutil.h. */
+ * granularity, its snapshot's blocks added up. Static functions: each test program includes it
+ * once, after testutil.h. */
 #pragma once
 
 static inline guint64
@@ -41,4 +42,77 @@ static inline gsize
 gran (MemresResource *mr)
 {
   return (gsize) counter (mr, "granularity");
+}
+
+/* The byte ranges [lo, hi) of @a (pairs of guint64) that overlap [lo, hi): their bytes there. */
+static inline guint64
+overlap_bytes (GArray *a, guint64 lo, guint64 hi)
+{
+  guint64 n = 0;
+
+  for (guint i = 0; i + 1 < a->len; i += 2)
+    {
+      guint64 s = MAX (lo, g_array_index (a, guint64, i));
+      guint64 e = MIN (hi, g_array_index (a, guint64, i) + g_array_index (a, guint64, i + 1));
+
+      n += e > s ? e - s : 0;
+    }
+  return n;
+}
+
+/* A snapshot of @mr (an arena alone) read back: each segment covered by its blocks exactly (their
+ * bytes in it sum to its size), @withheld bytes of withheld blocks, and the other blocks within
+ * segments adding up to reserved (the physical memory once), the used ones to used. */
+static inline void
+snapshot_adds_up (MemresResource *mr, guint64 withheld)
+{
+  GError *error = NULL;
+  g_autofree char *doc = memres_resource_snapshot (mr, &error);
+  g_autoptr (GRegex) seg_re = g_regex_new (
+      "\"address\": \"0x([0-9a-f]+)\",\\s*\"size\": ([0-9]+),\\s*\"device\"", 0, 0, NULL);
+  g_autoptr (GRegex) block_re
+      = g_regex_new ("\"address\": \"0x([0-9a-f]+)\",\\s*\"size\": ([0-9]+),\\s*\"stream\": "
+                     "\"[^\"]*\",\\s*\"tag\": \"[^\"]*\",\\s*\"state\": \"([a-z]+)\"",
+                     0, 0, NULL);
+  g_autoptr (GArray) segs = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_autoptr (GArray) held = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_autoptr (GArray) kept = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_autoptr (GMatchInfo) m = NULL;
+  MemresStats st = stats_ok (mr);
+  guint64 in_segments = 0, used = 0, held_bytes = 0;
+
+  g_assert_no_error (error);
+  g_assert_nonnull (doc);
+  for (g_regex_match (seg_re, doc, 0, &m); g_match_info_matches (m); g_match_info_next (m, NULL))
+    {
+      g_autofree char *a = g_match_info_fetch (m, 1), *n = g_match_info_fetch (m, 2);
+      guint64 v[2] = { g_ascii_strtoull (a, NULL, 16), g_ascii_strtoull (n, NULL, 10) };
+
+      g_array_append_vals (segs, v, 2);
+    }
+  g_clear_pointer (&m, g_match_info_unref);
+  for (g_regex_match (block_re, doc, 0, &m); g_match_info_matches (m); g_match_info_next (m, NULL))
+    {
+      g_autofree char *a = g_match_info_fetch (m, 1), *n = g_match_info_fetch (m, 2);
+      g_autofree char *state = g_match_info_fetch (m, 3);
+      guint64 v[2] = { g_ascii_strtoull (a, NULL, 16), g_ascii_strtoull (n, NULL, 10) };
+      gboolean w = g_strcmp0 (state, "withheld") == 0;
+
+      g_array_append_vals (w ? held : kept, v, 2);
+      if (w)
+        held_bytes += v[1];
+      if (g_strcmp0 (state, "used") == 0)
+        used += v[1];
+    }
+  g_assert_cmpuint (segs->len, >, 0);
+  for (guint i = 0; i < segs->len; i += 2)
+    {
+      guint64 lo = g_array_index (segs, guint64, i), hi = lo + g_array_index (segs, guint64, i + 1);
+
+      g_assert_cmpuint (overlap_bytes (kept, lo, hi) + overlap_bytes (held, lo, hi), ==, hi - lo);
+      in_segments += overlap_bytes (kept, lo, hi);
+    }
+  g_assert_cmpuint (in_segments, ==, st.reserved_current);
+  g_assert_cmpuint (held_bytes, ==, withheld);
+  g_assert_cmpuint (used, ==, st.used_current);
 }

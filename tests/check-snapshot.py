@@ -106,7 +106,8 @@ def invariants(doc):
     errors = []
     for layer in doc["layers"]:
         name = f"layer {layer['position']} ({layer['kind']})"
-        free = [b["size"] for b in layer["blocks"] if b["state"] != "used"]
+        free = [b["size"] for b in layer["blocks"] if b["state"] in ("free", "pending")]
+        withheld = sum(b["size"] for b in layer["blocks"] if b["state"] == "withheld")
         if layer["largest_free"] is not None:
             if layer["largest_free"] != max(free, default=0):
                 errors.append(f"{name}: largest_free {layer['largest_free']} is not the largest "
@@ -135,12 +136,13 @@ def invariants(doc):
         if layer["complete"] and layer["own_stats"] and layer["n_buffers"] > 0 \
                 and n_used != layer["n_buffers"]:
             errors.append(f"{name}: {n_used} used blocks for {layer['n_buffers']} live buffers")
-        # what a layer holds from below is its segments, when it has any
+        # what a layer holds from below is its segments, when it has any, less the second
+        # addresses of memory it lists at another (withheld)
         if layer["segments"] and layer["reserved"] is not None \
-                and sum(g["size"] for g in layer["segments"]) != layer["reserved"]:
+                and sum(g["size"] for g in layer["segments"]) - withheld != layer["reserved"]:
             errors.append(f"{name}: its segments hold "
-                          f"{sum(g['size'] for g in layer['segments'])} bytes, not its reserved "
-                          f"{layer['reserved']}")
+                          f"{sum(g['size'] for g in layer['segments'])} bytes, less {withheld} "
+                          f"withheld, not its reserved {layer['reserved']}")
     s = doc["summary"]
     if s["cached"] != sum(layer["cached"] for layer in doc["layers"]):
         errors.append("summary: cached is not the layers' sum")

@@ -111,7 +111,8 @@
   X (cuMemRangeGetAttribute, 8000)                                                                 \
   X (cuMemPrefetchBatchAsync, 13000)                                                               \
   X (cuMemDiscardBatchAsync, 13000)                                                                \
-  X (cuMemDiscardAndPrefetchBatchAsync, 13000)
+  X (cuMemDiscardAndPrefetchBatchAsync, 13000)                                                     \
+  X (cuEventQuery, 2000)
 
 MEMRES_CHECKED_ENTRIES_ (MEMRES_CHECK_ENTRY_)
 #endif

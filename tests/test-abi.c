@@ -467,6 +467,7 @@ test_enums (void)
   g_assert_cmpint (MEMRES_BLOCK_USED, ==, 0);
   g_assert_cmpint (MEMRES_BLOCK_FREE, ==, 1);
   g_assert_cmpint (MEMRES_BLOCK_PENDING, ==, 2);
+  g_assert_cmpint (MEMRES_BLOCK_WITHHELD, ==, 3);
 
   g_assert_cmpint (MEMRES_ERROR_FAILED, ==, 0);
   g_assert_cmpint (MEMRES_ERROR_INVALID_ARGUMENT, ==, 1);
@@ -587,6 +588,8 @@ static const char *const recorded_entries[] = {
   "cuMemPrefetchBatchAsync",
   "cuMemDiscardBatchAsync",
   "cuMemDiscardAndPrefetchBatchAsync",
+  /* appended in ABI 2.0 */
+  "cuEventQuery",
 };
 
 typedef struct
@@ -616,7 +619,7 @@ test_cuda_driver (void)
       g_assert_cmpuint (table_entries[i].offset, ==, 16 + 8 * i);
     }
   ASSERT_SIZE (MemresCudaDriver, 16 + 8 * G_N_ELEMENTS (recorded_entries));
-  ASSERT_SIZE (MemresCudaDriver, 752);
+  ASSERT_SIZE (MemresCudaDriver, 760);
 }
 
 /* The entries a driver must have: a longer list would refuse drivers that used to load. */

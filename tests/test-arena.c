@@ -705,17 +705,13 @@ test_hazard_large_reuse (void)
   mt_hazard_end ();
 }
 
-/* Once @s is past the event of a lending or a sharing's end: the retired addresses go at the
- * next allocation on @mr whose check of the watch stream finds it idle. The device's synchronize
- * first (cuCtxSynchronize; the fake waits until every stream ran its queue) lets the watch stream
- * run the wait it queued while @s was held: a loaded machine may not have run it yet. */
+/* Once @s is past the event of a lending or a sharing's end (synchronized: its own work only):
+ * the retired addresses go at the next allocation on @mr, which asks their events
+ * (cuEventQuery). */
 static void
 reap_retired (MemresResource *mr, gsize size, MemresStream s)
 {
-  g_autoptr (GError) error = NULL;
-
-  g_assert_true (memres_cuda_device_synchronize (0, &error));
-  g_assert_no_error (error);
+  mt_sync_ok (s);
   mt_close_ok (mt_alloc_ok (mr, size, s), s);
 }
 
@@ -1045,6 +1041,144 @@ test_faults_shared (void)
   mt_hazard_end ();
 }
 
+/* An old address of lent memory goes at the first allocation after its stream is past the
+ * lending, whatever another stream still holds. Stream B, held, frees u (a range tagged B whose
+ * event is pending); on S, held too, x's two granules are lent to y as in lent_run(), after an
+ * allocation asked whether B's and S's freed ranges may settle. S alone is then released and
+ * synchronized (a device synchronize would wait for B): the next allocation on S unmaps both old
+ * addresses (lent_pending 0, granules_reaped 2, two cuMemUnmap calls), as the arena asks each
+ * retired address's own event (cuEventQuery). Asked through a stream of the arena's own made to
+ * wait for every event it was asked about, B's among them, the answer would be "not yet" until B
+ * is released (lent_pending 2). On the fake, the query failing first reaps nothing (the
+ * allocation goes on; lent_pending 2, no unmap), and the next allocation reaps. */
+static void
+test_hazard_reap_own_stream (void)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *u, *x, *w, *y, *n;
+  gboolean fake = mt_driver_is_fake ();
+  MtStreamHold *hold_s, *hold_b;
+  MemresStream s, b;
+  long unmaps = 0;
+  guint64 at;
+  gsize g;
+
+  if (!mt_hazard_begin ())
+    return;
+  if (fake)
+    mt_counts_snapshot (&base);
+  s = stream_new ();
+  b = stream_new ();
+  mr = mt_new_ok ("arena");
+  g = gran (mr);
+  u = mt_alloc_ok (mr, g, b);
+  x = mt_alloc_ok (mr, 2 * g, s);
+  at = memres_buffer_get_address (x);
+  w = mt_alloc_ok (mr, g + g / 2, s);
+  g_assert_cmpuint (memres_buffer_get_address (w), ==, at + 2 * g);
+  mt_fill_byte_ok (x, 0x11, s);
+  mt_sync_ok (s);
+  hold_b = mt_stream_hold (b);
+  hold_s = mt_stream_hold (s);
+  mt_close_ok (u, b);
+  mt_fill_byte_ok (x, 0xaa, s);
+  mt_close_ok (x, s);
+  y = mt_alloc_ok (mr, 2 * g + g / 4, s);
+  g_assert_cmpuint (memres_buffer_get_address (y), ==, at + 3 * g + g / 2);
+  g_assert_cmpuint (counter (mr, "granules_lent"), ==, 2);
+  g_assert_cmpuint (counter (mr, "lent_pending"), ==, 2);
+  g_assert_cmpuint (counter (mr, "granules_reaped"), ==, 0);
+  mt_fill_byte_ok (y, 0xcc, s);
+  mt_stream_release (hold_s);
+  mt_sync_ok (s);
+  g_assert_true (mt_stream_is_held (hold_b));
+  if (fake)
+    {
+      unmaps = mt_fake_call_count ("cuMemUnmap");
+      mt_fake_fail_call ("cuEventQuery", 1, CUDA_ERROR_INVALID_VALUE);
+      n = mt_alloc_ok (mr, 4 * g, s);
+      mt_fake_reset_faults ();
+      g_assert_cmpuint (counter (mr, "lent_pending"), ==, 2);
+      g_assert_cmpuint (counter (mr, "granules_reaped"), ==, 0);
+      g_assert_cmpint (mt_fake_call_count ("cuMemUnmap"), ==, unmaps);
+      mt_close_ok (n, s);
+      unmaps = mt_fake_call_count ("cuMemUnmap");
+    }
+  n = mt_alloc_ok (mr, 4 * g, s);
+  g_assert_cmpuint (counter (mr, "lent_pending"), ==, 0);
+  g_assert_cmpuint (counter (mr, "granules_reaped"), ==, 2);
+  if (fake)
+    g_assert_cmpint (mt_fake_call_count ("cuMemUnmap") - unmaps, ==, 2);
+  g_assert_true (mt_stream_is_held (hold_b));
+  mt_assert_bytes (y, 0xcc, s);
+  mt_stream_release (hold_b);
+  mt_close_ok (n, s);
+  mt_close_ok (y, s);
+  mt_close_ok (w, s);
+  mt_sync_ok (s);
+  mt_sync_ok (b);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  stream_free (s);
+  stream_free (b);
+  if (fake)
+    mt_assert_fake_counts_equal (&base);
+  mt_hazard_end ();
+}
+
+/* The snapshot of an arena with a shared granule (as in shared_run()): granule 2 maps granule 0's
+ * memory for y's bytes [0, g/4), so its other bytes and granule 0's bytes [0, g/4) are withheld
+ * (one granule's worth); then keep's close retires granule 0's address whole; then its reap.
+ * Every time each segment's blocks add up to its size, the withheld ones to what the lending
+ * withholds, the others to reserved (the memory counted once) and the used ones to used. */
+static void
+test_snapshot_shared (void)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *x, *keep, *y;
+  MtStreamHold *hold;
+  MemresStream s;
+  guint64 at;
+  gsize g;
+
+  if (!mt_hazard_begin ())
+    return;
+  s = stream_new ();
+  mr = mt_new_ok ("arena");
+  g = gran (mr);
+  x = mt_alloc_ok (mr, g / 4, s);
+  at = memres_buffer_get_address (x);
+  keep = mt_alloc_ok (mr, g - g / 4, s);
+  g_assert_cmpuint (memres_buffer_get_address (keep), ==, at + g / 4);
+  mt_sync_ok (s);
+  snapshot_adds_up (mr, 0);
+  hold = mt_stream_hold (s);
+  mt_close_ok (x, s);
+  y = mt_alloc_ok (mr, g + g / 4, s);
+  g_assert_cmpuint (memres_buffer_get_address (y), ==, at + g);
+  g_assert_cmpuint (counter (mr, "shared_pending"), ==, 1);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 2 * g);
+  snapshot_adds_up (mr, g);
+  mt_close_ok (keep, s);
+  g_assert_cmpuint (counter (mr, "shared_pending"), ==, 0);
+  g_assert_cmpuint (counter (mr, "lent_pending"), ==, 1);
+  snapshot_adds_up (mr, g);
+  mt_stream_release (hold);
+  mt_sync_ok (s);
+  mt_close_ok (mt_alloc_ok (mr, 4 * g, s), s);
+  g_assert_cmpuint (counter (mr, "lent_pending"), ==, 0);
+  snapshot_adds_up (mr, 0);
+  mt_close_ok (y, s);
+  mt_sync_ok (s);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  stream_free (s);
+  mt_hazard_end ();
+}
+
 /* ---- memory: a training-shaped sequence on one stream ---------------------------------------- */
 
 /* A deterministic training-shaped sequence on one stream that is held (the device behind the
@@ -1352,6 +1486,8 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/faults/lent", test_faults_lent);
   g_test_add_func ("/arena/hazard/shared", test_hazard_shared);
   g_test_add_func ("/arena/faults/shared", test_faults_shared);
+  g_test_add_func ("/arena/hazard/reap-own-stream", test_hazard_reap_own_stream);
+  g_test_add_func ("/arena/snapshot/shared", test_snapshot_shared);
   g_test_add_func ("/arena/threads/pairs", test_threads_pairs);
   g_test_add_func ("/arena/replay/target", test_replay_target);
   /* last: a failing release in finalize leaves that granule with the driver */

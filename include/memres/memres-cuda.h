@@ -90,7 +90,9 @@ G_BEGIN_DECLS
  * cuMemDiscardAndPrefetchBatchAsync (the `managed` kind). cuda.h (CUDA 13) names the
  * CUmemLocation forms of cuMemAdvise and cuMemPrefetchAsync (their `_v2`), and
  * cuGetProcAddress() at CUDA 13.0 returns exactly those (introduced in CUDA 12.2); the three
- * batch entry points exist from CUDA 13.0 and are %NULL with older drivers.
+ * batch entry points exist from CUDA 13.0 and are %NULL with older drivers. ABI 2.0 appended
+ * cuEventQuery (whether the work before an event is done, without waiting: the `arena` kind's
+ * old addresses of lent memory).
  *
  * Since: 1.0
  */
@@ -186,7 +188,8 @@ G_BEGIN_DECLS
   X (cuMemRangeGetAttribute)                                                                       \
   X (cuMemPrefetchBatchAsync)                                                                      \
   X (cuMemDiscardBatchAsync)                                                                       \
-  X (cuMemDiscardAndPrefetchBatchAsync)
+  X (cuMemDiscardAndPrefetchBatchAsync)                                                            \
+  X (cuEventQuery)
 
 /**
  * MEMRES_CUDA_FOREACH_REQUIRED_ENTRY:

@@ -236,10 +236,11 @@ struct _MemresOomFigures
  *
  * One layer of a snapshot while its kind describes itself (#MemresResourceOps.snapshot):
  * opaque; the kind adds what it holds with memres_snapshot_add_block() (and a used block's
- * call stack with memres_snapshot_add_block_stack()), memres_snapshot_add_hole(), memres_snapshot_add_import(), memres_snapshot_add_figure() and
- * says what it cannot see with memres_snapshot_set_unseen(). Each call only copies its
- * arguments into arrays of the core (no formatting, no lock of the core, no driver call), so a
- * kind may call them while it holds its own lock. Valid during the slot only.
+ * call stack with memres_snapshot_add_block_stack()), memres_snapshot_add_hole(),
+ * memres_snapshot_add_import(), memres_snapshot_add_figure() and says what it cannot see with
+ * memres_snapshot_set_unseen(). Each call only copies its arguments into arrays of the core (no
+ * formatting, no lock of the core, no driver call), so a kind may call them while it holds its own
+ * lock. Valid during the slot only.
  *
  * Since: 2.0
  */
@@ -251,6 +252,11 @@ typedef struct _MemresSnapshotLayer MemresSnapshotLayer;
  * @MEMRES_BLOCK_FREE: held by the layer and free: the next allocation that fits may take it
  * @MEMRES_BLOCK_PENDING: held by the layer and freed on a stream whose work the layer has not
  *   yet seen complete: free for that stream, not yet for the others
+ * @MEMRES_BLOCK_WITHHELD: mapped by the layer at a second address of physical memory that it
+ *   counts (and lists) at another address, so neither used nor free: no allocation takes it
+ *   until the layer gives it back (the `arena` kind's old address of lent memory, the bytes of a
+ *   shared granule that the other address uses); a layer's blocks other than these add up to
+ *   the memory it holds
  *
  * The state of a block in a snapshot. Values are only appended.
  *
@@ -261,6 +267,7 @@ typedef enum
   MEMRES_BLOCK_USED,
   MEMRES_BLOCK_FREE,
   MEMRES_BLOCK_PENDING,
+  MEMRES_BLOCK_WITHHELD,
 } MemresBlockState;
 
 /* The snapshot slot's builders: what the layer holds (see #MemresResourceOps.snapshot). Full
@@ -434,11 +441,12 @@ struct _MemresResourceOps
    * MemresResourceOps.allocate:
    *
    * Required. Allocates @size bytes and fills @alloc (zero-filled on entry, but @alloc->size is
-   * %MEMRES_ALLOCATION_TAGGED for a tagged buffer in a stack that reads tags): a nonzero address and
-   * a size of at least @size. @size is from 1 to `G_MAXSSIZE` (the core makes empty buffers itself
-   * without calling the plugin and refuses larger sizes with %MEMRES_ERROR_OUT_OF_MEMORY): rounding
-   * up must still not overflow. @stream is the caller's stream (%NULL is the legacy default stream;
-   * %MEMRES_STREAM_LEGACY and per-thread streams are possible): a stream-ordered kind
+   * %MEMRES_ALLOCATION_TAGGED for a tagged buffer in a stack that reads tags): a nonzero address
+   * and a size of at least @size. @size is from 1 to `G_MAXSSIZE` (the core makes empty buffers
+   * itself without calling the plugin and refuses larger sizes with %MEMRES_ERROR_OUT_OF_MEMORY):
+   * rounding up must still not overflow. @stream is the caller's stream (%NULL is the legacy
+   * default stream; %MEMRES_STREAM_LEGACY and per-thread streams are possible): a stream-ordered
+   * kind
    * (%MEMRES_MEMORY_STREAM_ORDERED) makes the memory valid in @stream's order; any other kind
    * returns memory usable at once and may ignore @stream. Called from any thread, concurrently with
    * itself and with every slot but init and finalize: must be thread-safe. Errors:

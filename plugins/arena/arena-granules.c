@@ -744,38 +744,60 @@ arena_granule_unlend (Arena *self, guint g)
   return FALSE;
 }
 
-/* Unmaps the old addresses of lent memory (Arena.retired) once their events are done: the
- * watch stream is made to wait for each event and asked whether it is idle (cuStreamWaitEvent,
- * cuStreamQuery: nothing blocks), as arena_heap_settle() does; when it is, "about to be
- * unmapped" is delivered for each (parts.lock dropped meanwhile; nothing else touches those
- * bytes), then cuMemUnmap (the memory stays mapped where it was lent), and their bytes become a
- * settled free range without memory. One whose unmap fails is told mapped again and tried at a
- * later call. parts.lock held on entry and on return. */
+/* Unmaps the old addresses of lent memory (Arena.retired) whose events are done: each event is
+ * asked (cuEventQuery, once for the granules of one lending: nothing blocks, nothing is queued),
+ * so that an old address goes at the first call after its stream is past the event, whatever
+ * other streams still hold. "About to be unmapped" is delivered for each (parts.lock dropped
+ * meanwhile; nothing else touches those bytes), then cuMemUnmap (the memory stays mapped where
+ * it was lent), and their bytes become a settled free range without memory (counter
+ * `granules_reaped`). A query that fails (neither done nor not ready) reaps nothing at this call;
+ * one whose unmap fails is told mapped again and tried at a later call. parts.lock held on entry
+ * and on return. */
 void
 arena_lend_reap (Arena *self)
 {
   g_autoptr (GArray) done = NULL;
+  g_autofree guint8 *passed = NULL;
   const MemresCudaDriver *drv;
+  CacheEvent *asked = NULL;
   gboolean pushed = FALSE;
   CUresult r = CUDA_SUCCESS;
+  guint kept = 0;
 
   if (self->retired->len == 0 || (drv = cache_context_push (&self->parts, &pushed, NULL)) == NULL)
     return;
-  for (guint i = 0; i < self->retired->len && r == CUDA_SUCCESS; i++)
+  passed = g_new (guint8, self->retired->len);
+  for (guint i = 0; i < self->retired->len; i++)
     {
-      Retired *e = &g_array_index (self->retired, Retired, i);
+      const Retired *e = &g_array_index (self->retired, Retired, i);
 
       /* a shared granule's donor retired after its bytes settled has no event: done */
-      if (!e->queued && e->event != NULL)
-        e->queued = (r = drv->cuStreamWaitEvent (self->watch, e->event->event, 0)) == CUDA_SUCCESS;
+      if (e->event != NULL && e->event != asked)
+        {
+          asked = e->event;
+          r = drv->cuEventQuery != NULL ? drv->cuEventQuery (asked->event)
+                                        : CUDA_ERROR_NOT_SUPPORTED;
+          if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+            break;
+        }
+      passed[i] = e->event == NULL || r == CUDA_SUCCESS;
     }
-  if (r == CUDA_SUCCESS)
-    r = drv->cuStreamQuery (self->watch);
   memres_cuda_pop_context (pushed);
-  if (r != CUDA_SUCCESS)
-    return; /* not yet (or no answer) */
-  done = g_array_copy (self->retired);
-  g_array_set_size (self->retired, 0);
+  if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+    return; /* no answer: nothing reaped now */
+  done = g_array_new (FALSE, FALSE, sizeof (Retired));
+  for (guint i = 0; i < self->retired->len; i++)
+    {
+      Retired e = g_array_index (self->retired, Retired, i);
+
+      if (passed[i])
+        g_array_append_val (done, e);
+      else
+        g_array_index (self->retired, Retired, kept++) = e;
+    }
+  g_array_set_size (self->retired, kept);
+  if (done->len == 0)
+    return;
   for (guint i = 0; i < done->len; i++)
     queue_event (self, MEMRES_SEGMENT_UNMAPPING, g_array_index (done, Retired, i).g);
   g_mutex_unlock (&self->parts.lock);
@@ -796,6 +818,7 @@ arena_lend_reap (Arena *self)
         }
       self->handle[e->g] = 0;
       self->retired_at[e->g] = 0;
+      self->reaped_granules++;
       span_count (self, at, self->granularity, -1);
       arena_heap_insert (self, at, self->granularity, NULL, NULL);
       cache_event_unref (&self->parts, e->event);

@@ -1,7 +1,9 @@
 /* memres - CUDA memory resources
  * arena-heap.c: the address range of the `arena` kind as free ranges: best fit (the smallest
  * free range that holds a request, by a tree ordered on (tag, size, address)), neighbours of the
- * same tag coalesced at every insert (two hash tables, by start and by end address).
+ * same tag coalesced at every insert (two hash tables, by start and by end address), and the
+ * free range holding an address found by a second tree, ordered on the address
+ * (arena_heap_range_at()).
  *
  * A range's tag is the stream of the last free that made it (normalized: the legacy stream is
  * MEMRES_STREAM_LEGACY), or NULL once it is settled. A tagged range is reused at once by
@@ -9,9 +11,9 @@
  * granules stay mapped. Each tagged range holds an event recorded on its stream after its last
  * free. Settling (arena_heap_settle()) makes tagged ranges settled once their events are done:
  * every stream may then use them, and their granules, once no other bytes hold them, are idle.
- * Without a wait (before the arena would create physical memory), the arena's own watch stream
- * waits on the events and is queried (cuStreamWaitEvent, cuStreamQuery: no call blocks); with a
- * wait (out of memory, trim, finalize), after cuCtxSynchronize. All under parts.lock. */
+ * Without a wait (before the arena would create physical memory), each range's event is asked
+ * (cuEventQuery: no call blocks) and the ranges whose events are done settle; with a wait (out
+ * of memory, trim, finalize), all of them after cuCtxSynchronize. All under parts.lock. */
 #include "arena-private.h"
 
 static gint
@@ -28,10 +30,19 @@ range_cmp (gconstpointer a, gconstpointer b, gpointer unused)
   return 0;
 }
 
+static gint
+range_addr_cmp (gconstpointer a, gconstpointer b, gpointer unused)
+{
+  const Range *x = a, *y = b;
+
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
 void
 arena_heap_init (Arena *self)
 {
   self->free_tree = g_tree_new_full (range_cmp, NULL, NULL, g_free);
+  self->addr_tree = g_tree_new_full (range_addr_cmp, NULL, NULL, NULL);
   self->by_start = g_hash_table_new (g_direct_hash, g_direct_equal);
   self->by_end = g_hash_table_new (g_direct_hash, g_direct_equal);
 }
@@ -52,19 +63,30 @@ arena_heap_clear (Arena *self)
   g_tree_foreach (self->free_tree, unref_event, &self->parts);
   g_clear_pointer (&self->by_start, g_hash_table_unref);
   g_clear_pointer (&self->by_end, g_hash_table_unref);
+  g_clear_pointer (&self->addr_tree, g_tree_destroy);
   g_clear_pointer (&self->free_tree, g_tree_destroy);
 }
 
 #define KEY(a) GSIZE_TO_POINTER ((gsize) (a))
 
+/* @r out of the tables; out of the address tree too unless @keep_place: the caller links it
+ * again (range_relink()) where the tree's order still holds, shrunk or grown into free space. */
 static void
-range_unlink (Arena *self, Range *r)
+range_detach (Arena *self, Range *r, gboolean keep_place)
 {
   g_hash_table_remove (self->by_start, KEY (r->addr));
   g_hash_table_remove (self->by_end, KEY (r->addr + r->size));
+  if (!keep_place)
+    g_tree_remove (self->addr_tree, r);
   g_tree_steal (self->free_tree, r);
   if (r->tag != NULL)
     self->tagged_bytes -= r->size;
+}
+
+static void
+range_unlink (Arena *self, Range *r)
+{
+  range_detach (self, r, FALSE);
 }
 
 static void
@@ -74,14 +96,23 @@ range_free (Arena *self, Range *r)
   g_free (r);
 }
 
+/* @r into the tables; into the address tree too unless it kept its place there. */
 static void
-range_link (Arena *self, Range *r)
+range_attach (Arena *self, Range *r, gboolean kept_place)
 {
   g_hash_table_insert (self->by_start, KEY (r->addr), r);
   g_hash_table_insert (self->by_end, KEY (r->addr + r->size), r);
+  if (!kept_place)
+    g_tree_insert (self->addr_tree, r, r);
   g_tree_insert (self->free_tree, r, r);
   if (r->tag != NULL)
     self->tagged_bytes += r->size;
+}
+
+static void
+range_relink (Arena *self, Range *r)
+{
+  range_attach (self, r, TRUE);
 }
 
 /* [addr, addr + size) is free, tagged @tag (NULL: settled; its bytes must be dropped by the
@@ -101,26 +132,51 @@ arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag, Ca
     left = NULL;
   if (right != NULL && arena_reservation_of (self, right->addr) != here)
     right = NULL;
-  if (left != NULL && left->tag == tag)
+  if (left == NULL || left->tag != tag)
+    left = NULL;
+  if (right == NULL || right->tag != tag)
+    right = NULL;
+  /* a neighbour merged with is grown in place (the address tree's order holds: the bytes it
+   * grows into are free), its event replaced by the newer @event; a new range only without one */
+  if ((r = left != NULL ? left : right) != NULL)
     {
-      range_unlink (self, left);
-      addr = left->addr;
-      size += left->size;
-      range_free (self, left);
-    }
-  if (right != NULL && right->tag == tag)
-    {
-      range_unlink (self, right);
-      size += right->size;
-      range_free (self, right);
+      range_detach (self, r, TRUE);
+      if (left != NULL && right != NULL)
+        {
+          size += right->size;
+          range_unlink (self, right);
+          range_free (self, right);
+        }
+      if (r == right)
+        r->addr = addr;
+      r->size += size;
+      cache_event_unref (&self->parts, r->event);
+      r->event = event;
+      range_relink (self, r);
+      return;
     }
   r = g_new (Range, 1);
   r->addr = addr;
   r->size = size;
   r->tag = tag;
   r->event = event;
-  r->queued = FALSE;
-  range_link (self, r);
+  range_attach (self, r, FALSE);
+}
+
+/* The free range (of any tag) that holds address @a, or NULL: one lookup in the tree by
+ * address. */
+Range *
+arena_heap_range_at (Arena *self, guint64 a)
+{
+  Range key = { a, 0, NULL };
+  GTreeNode *node = g_tree_upper_bound (self->addr_tree, &key); /* the first starting after @a */
+  Range *r;
+
+  node = node != NULL ? g_tree_node_previous (node) : g_tree_node_last (self->addr_tree);
+  if (node == NULL)
+    return NULL;
+  r = g_tree_node_key (node);
+  return a < r->addr + r->size ? r : NULL;
 }
 
 /* The smallest free range tagged @tag of at least @size bytes, or NULL. */
@@ -141,13 +197,13 @@ arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end)
 {
   guint64 addr = at_end ? r->addr + r->size - size : r->addr;
 
-  range_unlink (self, r);
+  range_detach (self, r, r->size > size);
   if (r->size > size)
     {
       if (!at_end)
         r->addr += size;
       r->size -= size;
-      range_link (self, r);
+      range_relink (self, r);
     }
   else
     range_free (self, r);
@@ -163,13 +219,14 @@ arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size)
 
   if (addr == r->addr || addr + size == end)
     return arena_heap_take (self, r, size, addr != r->addr);
-  /* the piece after: a new range with a reference of the event; @r keeps the one before */
-  range_unlink (self, r);
+  /* the piece after: a new range with a reference of the event; @r keeps the one before (its
+   * place in the address tree too: the piece after starts past it) */
+  range_detach (self, r, TRUE);
   if (r->event != NULL)
     r->event->refs++;
   arena_heap_insert (self, addr + size, end - (addr + size), r->tag, r->event);
   r->size = addr - r->addr;
-  range_link (self, r);
+  range_relink (self, r);
   return addr;
 }
 
@@ -283,25 +340,36 @@ settle (Arena *self, gboolean wait, guint owner, GError **error)
   else
     {
       const MemresCudaDriver *drv;
+      CacheEvent *asked = NULL;
       gboolean pushed;
       CUresult r = CUDA_SUCCESS;
+      guint kept = 0;
 
       if ((drv = cache_context_push (&self->parts, &pushed, error)) == NULL)
         return FALSE;
-      for (guint i = 0; i < tagged->len && r == CUDA_SUCCESS; i++)
+      /* each range's event asked once (neighbours merged keep the newest: often one for many) */
+      for (guint i = 0; i < tagged->len; i++)
         {
           Range *range = g_ptr_array_index (tagged, i);
 
-          if (range->queued)
-            continue;
-          r = drv->cuStreamWaitEvent (self->watch, range->event->event, 0);
-          range->queued = r == CUDA_SUCCESS;
+          if (range->event != asked)
+            {
+              asked = range->event;
+              r = asked == NULL               ? CUDA_SUCCESS
+                  : drv->cuEventQuery != NULL ? drv->cuEventQuery (asked->event)
+                                              : CUDA_ERROR_NOT_SUPPORTED;
+              if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+                break;
+            }
+          if (r == CUDA_SUCCESS)
+            g_ptr_array_index (tagged, kept++) = range;
         }
-      if (r == CUDA_SUCCESS)
-        r = drv->cuStreamQuery (self->watch);
       memres_cuda_pop_context (pushed);
-      if (r != CUDA_SUCCESS)
-        return TRUE; /* not yet (or no answer): nothing settled */
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+        return TRUE; /* no answer: nothing settled */
+      g_ptr_array_set_size (tagged, kept);
+      if (kept == 0)
+        return TRUE;
     }
   for (guint i = 0; i < tagged->len; i++)
     {
@@ -319,11 +387,11 @@ settle (Arena *self, gboolean wait, guint owner, GError **error)
   return TRUE;
 }
 
-/* Without @wait: the watch stream is made to wait for the event of every tagged range, then
- * asked whether it is idle; only then are they all settled (a stream held back keeps them all
- * tagged: the caller then creates memory instead, and nothing waits). With @wait (trim, the
- * out-of-memory flush, finalize): after the device's work is done (cuCtxSynchronize), every
- * tagged range is settled. */
+/* Without @wait: each tagged range whose event is done (cuEventQuery: nothing waits) is
+ * settled; the others stay tagged (a stream held back keeps its own, the caller then creates
+ * memory instead); a query that fails settles nothing. With @wait (trim, the out-of-memory
+ * flush, finalize): after the device's work is done (cuCtxSynchronize), every tagged range is
+ * settled. */
 gboolean
 arena_heap_settle (Arena *self, gboolean wait, GError **error)
 {

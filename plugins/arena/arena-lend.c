@@ -172,19 +172,9 @@ arena_lend_pick_part (Arena *self, guint g, guint64 lo, guint64 hi)
 static Range *
 range_holding (Arena *self, MemresStream tag, guint64 addr, guint64 size)
 {
-  Range key = { 0, size, tag };
+  Range *r = arena_heap_range_at (self, addr);
 
-  for (GTreeNode *node = g_tree_lower_bound (self->free_tree, &key); node != NULL;
-       node = g_tree_node_next (node))
-    {
-      Range *r = g_tree_node_key (node);
-
-      if (r->tag != tag)
-        break;
-      if (r->addr <= addr && addr + size <= r->addr + r->size)
-        return r;
-    }
-  return NULL;
+  return r != NULL && r->tag == tag && addr + size <= r->addr + r->size ? r : NULL;
 }
 
 /* Granule @g's bytes [addr, addr + size), free: taken out of the free ranges (still held, or
@@ -200,7 +190,7 @@ retire (Arena *self, guint g, MemresStream tag, guint64 addr, guint64 size)
   if (tag == NULL)
     arena_span_claim (self, addr, size);
   self->lend_event->refs++;
-  g_array_append_val (self->retired, ((Retired){ g, self->lend_event, FALSE }));
+  g_array_append_val (self->retired, ((Retired){ g, self->lend_event }));
   self->retired_at[g] = 1;
 }
 
@@ -302,31 +292,13 @@ arena_lend_abort (Arena *self)
   lend_done (self);
 }
 
-/* The free range holding address @a (of any tag), or NULL. */
-static Range *
-free_range_at (Arena *self, guint64 a)
-{
-  Range *r = g_hash_table_lookup (self->by_start, GSIZE_TO_POINTER ((gsize) a));
-  GTreeNode *node;
-
-  if (r != NULL)
-    return r;
-  for (node = g_tree_node_first (self->free_tree); node != NULL; node = g_tree_node_next (node))
-    {
-      r = g_tree_node_key (node);
-      if (r->addr <= a && a < r->addr + r->size)
-        return r;
-    }
-  return NULL;
-}
-
 /* Whether every byte of [lo, hi) lies in free ranges that are settled or tagged @stream. */
 static gboolean
 all_free (Arena *self, MemresStream stream, guint64 lo, guint64 hi)
 {
   for (guint64 a = lo; a < hi;)
     {
-      Range *r = free_range_at (self, a);
+      Range *r = arena_heap_range_at (self, a);
 
       if (r == NULL || (r->tag != NULL && r->tag != stream))
         return FALSE;
@@ -341,7 +313,7 @@ take_all (Arena *self, guint64 lo, guint64 hi)
 {
   for (guint64 a = lo; a < hi;)
     {
-      Range *r = free_range_at (self, a);
+      Range *r = arena_heap_range_at (self, a);
       guint64 e = MIN (hi, r->addr + r->size);
       MemresStream tag = r->tag;
 
@@ -393,7 +365,7 @@ arena_shared_resolve (Arena *self, MemresStream stream, CacheEvent *event, guint
         event->refs++;
       take_all (self, from, from + sh.lo);
       take_all (self, from + sh.hi, from + self->granularity);
-      g_array_append_val (self->retired, ((Retired){ sh.from, event, FALSE }));
+      g_array_append_val (self->retired, ((Retired){ sh.from, event }));
       self->retired_at[sh.from] = 1;
       self->shared_at[sh.from] = 0;
       self->shared_at[sh.to] = 0;

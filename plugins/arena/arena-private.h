@@ -56,7 +56,6 @@ typedef struct
   guint64 size;
   MemresStream tag;  /* free ranges: NULL settled, else the stream of the last free */
   CacheEvent *event; /* tagged ranges: recorded on @tag after the last free */
-  gboolean queued;   /* tagged ranges: the watch stream waits for @event */
 } Range;
 
 /* One reservation of address space: its granules are [first, first + size / granularity) of the
@@ -77,13 +76,13 @@ typedef struct
 } PendingEvent;
 
 /* A granule whose physical memory was lent (arena-lend.c): mapped at @g, its old address, until
- * @event (recorded on the stream it was lent to, after its free) is done; its bytes belong to no
- * free range and no buffer meanwhile (held, never idle). */
+ * @event (recorded on the stream it was lent to, after its free; NULL: done already) is done
+ * (cuEventQuery, arena_lend_reap()); its bytes belong to no free range and no buffer meanwhile
+ * (held, never idle). */
 typedef struct
 {
   guint g;
   CacheEvent *event;
-  gboolean queued; /* the watch stream waits for @event */
 } Retired;
 
 /* A granule @to mapped with the memory of granule @from by the placement in progress: all of
@@ -191,14 +190,15 @@ typedef struct
   GArray *retired;          /* Retired: old addresses of lent memory, unmapped once drained */
   guint8 *retired_at;       /* per granule: 1 while on @retired */
   guint64 lent_granules;    /* counter granules_lent */
+  guint64 reaped_granules;  /* counter granules_reaped: old addresses unmapped */
   GArray *shared;           /* Shared: granules mapped at two addresses, bytes split */
   guint8 *shared_at;        /* per granule: 1 the second address of a Shared (@to), 2 the donor */
   guint64 shared_granules;  /* counter granules_shared */
   guint n_mapped, n_idle_mapped, mapped_high;
-  CUstream watch;       /* the arena's own stream: waits for tagged ranges' events */
   GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
   GHashTable *by_start; /* free ranges by address */
   GHashTable *by_end;   /* free ranges by end address */
+  GTree *addr_tree;     /* Range, by address: the range holding an address */
   guint64 tagged_bytes; /* bytes of free ranges with a tag */
   guint64 large_used;   /* bytes of live large buffers */
   guint64 slab_bytes;   /* bytes of slabs (class bytes of their blocks) */
@@ -329,6 +329,7 @@ void arena_heap_clear (Arena *self);
 void arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag,
                         CacheEvent *event);
 Range *arena_heap_best_fit (Arena *self, MemresStream tag, guint64 size);
+Range *arena_heap_range_at (Arena *self, guint64 a);
 guint64 arena_heap_take (Arena *self, Range *r, guint64 size, gboolean at_end);
 guint64 arena_heap_take_at (Arena *self, Range *r, guint64 addr, guint64 size);
 gboolean arena_heap_settle (Arena *self, gboolean wait, GError **error);

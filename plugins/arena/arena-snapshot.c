@@ -3,8 +3,11 @@
  * reserved range holds, copied under the lock with the fronts stopped. The blocks of the slabs
  * (used, or free in a front or a shared bin); the free ranges of the heap where granules are
  * mapped (free when settled, pending while tagged with the stream of their last free); the
- * unmapped granules as holes; what is left of the range, live large buffers, as used blocks
- * (two adjacent large buffers read as one block). */
+ * unmapped granules as holes; the bytes of lent and shared granules whose memory the other
+ * address uses as withheld (arena-lend.c: a retired granule whole, a shared granule's bytes
+ * outside its extent and its donor's bytes inside it), so that the other blocks add up to the
+ * physical memory once; what is left of the range, live large buffers, as used blocks (two
+ * adjacent large buffers read as one block). */
 #include "arena-private.h"
 
 static gint
@@ -13,6 +16,74 @@ range_cmp (gconstpointer a, gconstpointer b)
   const Range *x = *(Range *const *) a, *y = *(Range *const *) b;
 
   return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static gint
+withheld_cmp (gconstpointer a, gconstpointer b)
+{
+  const Range *x = a, *y = b;
+
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* The withheld bytes (Range: addr, size, tag), in address order: the retired granules whole,
+ * and each shared granule's bytes outside [lo, hi) at @to and inside at @from. None of them lies
+ * in a free range, a slab or a buffer. Lock held. */
+static GArray *
+withheld_collect (Arena *self)
+{
+  GArray *w = g_array_new (FALSE, FALSE, sizeof (Range));
+  guint64 g = self->granularity;
+
+  for (guint i = 0; i < self->retired->len; i++)
+    {
+      guint64 at = arena_granule_address (self, g_array_index (self->retired, Retired, i).g);
+
+      g_array_append_val (w, ((Range){ at, g, NULL, NULL }));
+    }
+  for (guint i = 0; i < self->shared->len; i++)
+    {
+      const Shared *sh = &g_array_index (self->shared, Shared, i);
+      guint64 to = arena_granule_address (self, sh->to);
+      guint64 from = arena_granule_address (self, sh->from);
+
+      if (sh->lo > 0)
+        g_array_append_val (w, ((Range){ to, sh->lo, sh->stream, NULL }));
+      if (sh->hi < g)
+        g_array_append_val (w, ((Range){ to + sh->hi, g - sh->hi, sh->stream, NULL }));
+      g_array_append_val (w, ((Range){ from + sh->lo, sh->hi - sh->lo, sh->stream, NULL }));
+    }
+  g_array_sort (w, withheld_cmp);
+  return w;
+}
+
+/* The bytes [at, end) that no free range nor slab holds: withheld where @w (from *@next on)
+ * says, live large buffers (used) elsewhere. Lock held. */
+static void
+add_held (MemresSnapshotLayer *layer, GArray *w, guint *next, guint64 at, guint64 end)
+{
+  while (at < end)
+    {
+      const Range *r;
+
+      while (*next < w->len
+             && g_array_index (w, Range, *next).addr + g_array_index (w, Range, *next).size <= at)
+        (*next)++;
+      r = *next < w->len ? &g_array_index (w, Range, *next) : NULL;
+      if (r == NULL || r->addr >= end)
+        {
+          memres_snapshot_add_block (layer, at, end - at, NULL, MEMRES_BLOCK_USED);
+          return;
+        }
+      if (r->addr > at)
+        {
+          memres_snapshot_add_block (layer, at, r->addr - at, NULL, MEMRES_BLOCK_USED);
+          at = r->addr;
+        }
+      memres_snapshot_add_block (layer, at, MIN (end, r->addr + r->size) - at, r->tag,
+                                 MEMRES_BLOCK_WITHHELD);
+      at = MIN (end, r->addr + r->size);
+    }
 }
 
 static gint
@@ -59,6 +130,8 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
   g_autoptr (GHashTable) free_blocks = g_hash_table_new (NULL, NULL);
   g_autoptr (GPtrArray) ranges = g_ptr_array_new ();
   g_autoptr (GPtrArray) slabs = g_ptr_array_new ();
+  g_autoptr (GArray) withheld = NULL;
+  guint next_withheld = 0;
   GHashTableIter iter;
   gpointer value;
   guint64 at, va_end;
@@ -76,11 +149,13 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
   for (Chunk *c = self->chunks; c != NULL; c = c->next)
     g_ptr_array_add (slabs, c);
   g_ptr_array_sort (slabs, chunk_cmp);
+  withheld = withheld_collect (self);
 
   /* each reservation in address order: free ranges, slabs, and the live large buffers between
    * them */
   for (guint k = 0; k < self->n_resv; k++)
-    for (at = self->resv[k].base, va_end = at + self->resv[k].size, r = 0, s = 0; at < va_end;)
+    for (at = self->resv[k].base, va_end = at + self->resv[k].size, r = 0, s = 0, next_withheld = 0;
+         at < va_end;)
       {
         const Range *fr = r < ranges->len ? g_ptr_array_index (ranges, r) : NULL;
         const Chunk *sl = s < slabs->len ? g_ptr_array_index (slabs, s) : NULL;
@@ -101,7 +176,7 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
 
         if (next > at)
           {
-            memres_snapshot_add_block (layer, at, next - at, NULL, MEMRES_BLOCK_USED);
+            add_held (layer, withheld, &next_withheld, at, next);
             at = next;
             continue;
           }

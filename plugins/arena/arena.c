@@ -194,43 +194,6 @@ arena_setup_range (Arena *self, guint64 reserve, GError **error)
   return TRUE;
 }
 
-/* The watch stream (arena-heap.c), in the device's primary context. */
-static gboolean
-arena_setup_watch (Arena *self, GError **error)
-{
-  gboolean pushed;
-  CUresult r;
-
-  if (!memres_cuda_push_context (self->device, &pushed, error))
-    return FALSE;
-  r = self->drv->cuStreamCreate (&self->watch, CU_STREAM_NON_BLOCKING);
-  memres_cuda_pop_context (pushed);
-  if (r != CUDA_SUCCESS)
-    {
-      self->watch = NULL;
-      return memres_cuda_set_error (error, r, "cuStreamCreate");
-    }
-  return TRUE;
-}
-
-static void
-arena_watch_destroy (Arena *self)
-{
-  gboolean pushed;
-  CUresult r;
-
-  if (self->watch == NULL)
-    return;
-  /* the stream names its context: destroyed even when the context cannot be made current */
-  if (!memres_cuda_push_context (self->device, &pushed, NULL))
-    pushed = FALSE;
-  if ((r = self->drv->cuStreamDestroy (self->watch)) != CUDA_SUCCESS
-      && r != CUDA_ERROR_DEINITIALIZED)
-    g_warning ("arena: cuStreamDestroy failed (%d)", r);
-  memres_cuda_pop_context (pushed);
-  self->watch = NULL;
-}
-
 static gboolean
 arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
 {
@@ -262,10 +225,8 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   if (!arena_setup_range (self, memres_options_get_size (options, "reserve"), error))
     return FALSE;
   /* arena_setup_options() last: its parts are not rolled back here */
-  if (!arena_setup_watch (self, error) || !arena_setup_fabric (self, options, error)
-      || !arena_setup_options (self, options, error))
+  if (!arena_setup_fabric (self, options, error) || !arena_setup_options (self, options, error))
     {
-      arena_watch_destroy (self);
       CUresult r = self->drv->cuMemAddressFree (self->resv[0].base, self->resv[0].size);
 
       if (r != CUDA_SUCCESS)
@@ -301,7 +262,6 @@ arena_finalize (MemresResource *mr)
       if ((r = self->drv->cuMemAddressFree (self->resv[i].base, self->resv[i].size)) != CUDA_SUCCESS
           && r != CUDA_ERROR_DEINITIALIZED)
         g_warning ("arena: cuMemAddressFree failed (%d) at finalize", r);
-  arena_watch_destroy (self);
   /* what a failed flush left: the slabs' and the ranges' events go with them */
   while (self->chunks != NULL)
     {
@@ -404,6 +364,7 @@ arena_get_counters (MemresResource *mr, GVariantDict *counters, GError **error)
   g_variant_dict_insert (counters, "run_takes", "t", self->run_takes);
   g_variant_dict_insert (counters, "granules_lent", "t", self->lent_granules);
   g_variant_dict_insert (counters, "lent_pending", "t", (guint64) self->retired->len);
+  g_variant_dict_insert (counters, "granules_reaped", "t", self->reaped_granules);
   g_variant_dict_insert (counters, "granules_shared", "t", self->shared_granules);
   g_variant_dict_insert (counters, "shared_pending", "t", (guint64) self->shared->len);
   g_variant_dict_insert (counters, "misses", "t", self->misses);

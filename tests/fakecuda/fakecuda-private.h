@@ -42,7 +42,6 @@
   MEMRES_CUDA_FOREACH_ENTRY (X)                                                                    \
   FK_FOREACH_EXTRA_ENTRY (X)
 #define FK_FOREACH_EXTRA_ENTRY(X)                                                                  \
-  X (cuEventQuery)                                                                                 \
   X (cuMemGetAddressRange)                                                                         \
   X (cuMemcpyHtoD)                                                                                 \
   X (cuMemcpyDtoH)                                                                                 \
