@@ -59,20 +59,20 @@ for flag in --dont-define-prefix --define-prefix; do
   n=$((n + 1))
   got=""
   for var in libdir includedir plugindir; do
-    value=$(PKG_CONFIG_PATH=$libdir_moved/pkgconfig pkg-config "$flag" --variable=$var memres-2)
+    value=$(PKG_CONFIG_PATH=$libdir_moved/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} pkg-config "$flag" --variable=$var memres-2)
     got="$got $var=$(realpath -m "$value")"
   done
   want=" libdir=$(realpath -m "$libdir_moved") includedir=$(realpath -m "$moved/include")"
   want="$want plugindir=$(realpath -m "$libdir_moved/memres-2/plugins")"
   # shellcheck disable=SC2046 # the flags are words
-  words=$(resolved $(PKG_CONFIG_PATH=$libdir_moved/pkgconfig pkg-config "$flag" --cflags --libs \
+  words=$(resolved $(PKG_CONFIG_PATH=$libdir_moved/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} pkg-config "$flag" --cflags --libs \
                        memres-2))
   if [ "$flag" = --define-prefix ]; then
     # GLib's own .pc (Requires) is taken elsewhere by --define-prefix on a multiarch system:
     # memres's words alone are checked here, the program is built with the plain answer
     run_app=true
   else
-    run_app='"$cc" "$tmp/app.c" -o "$tmp/app" $(PKG_CONFIG_PATH=$libdir_moved/pkgconfig pkg-config --cflags --libs memres-2) 2> "$tmp/err" && LD_LIBRARY_PATH=$libdir_moved "$tmp/app"'
+    run_app='"$cc" "$tmp/app.c" -o "$tmp/app" $(PKG_CONFIG_PATH=$libdir_moved/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} pkg-config --cflags --libs memres-2) 2> "$tmp/err" && LD_LIBRARY_PATH=$libdir_moved "$tmp/app"'
   fi
   if [ "$got" = "$want" ] \
      && echo "$words" | grep -qx -- "-I$(realpath -m "$moved/include/memres-2")" \
