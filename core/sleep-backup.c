@@ -36,6 +36,18 @@ typedef struct
   gsize size;
 } Run;
 
+gboolean
+_memres_sleep_copy_end (MemresStreamContext *t, CUresult res, const char *call, const char *step,
+                        GError **error)
+{
+  _memres_stream_context_end (t);
+  if (res == CUDA_SUCCESS)
+    return TRUE;
+  memres_cuda_set_error (error, res, call);
+  g_prefix_error (error, "%s: ", step);
+  return FALSE;
+}
+
 static gint
 entry_cmp (gconstpointer a, gconstpointer b)
 {
@@ -125,13 +137,8 @@ copy_runs (GArray *runs, MemresSleepEntry **sorted, gboolean to_host, MemresStre
           res = sync;
           call = "cuStreamSynchronize";
         }
-      _memres_stream_context_end (&t);
-      if (res != CUDA_SUCCESS)
-        {
-          memres_cuda_set_error (error, res, call);
-          g_prefix_error (error, "%s: ", step);
-          return FALSE;
-        }
+      if (!_memres_sleep_copy_end (&t, res, call, step, error))
+        return FALSE;
     }
   return TRUE;
 }

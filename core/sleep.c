@@ -268,14 +268,7 @@ copy_sync (gint device, CUdeviceptr dst, CUdeviceptr src, gsize n, MemresStream 
       call = "cuStreamSynchronize";
       res = t.drv->cuStreamSynchronize ((CUstream) stream);
     }
-  _memres_stream_context_end (&t);
-  if (res != CUDA_SUCCESS)
-    {
-      memres_cuda_set_error (error, res, call);
-      g_prefix_error (error, "%s: ", step);
-      return FALSE;
-    }
-  return TRUE;
+  return _memres_sleep_copy_end (&t, res, call, step, error);
 }
 
 /* The resource of the page-locked memory for @policy on @mr (transfer none). */

@@ -15,6 +15,7 @@
 
 #include <memres/memres-plugin.h>
 
+#include "buffers.h"
 #include "hot-path.h"
 
 G_BEGIN_DECLS
@@ -58,6 +59,10 @@ gboolean _memres_sleep_backup_save (MemresResource *host, MemresSleepEntry **ent
 gboolean _memres_sleep_backup_restore (MemresSleepEntry **entries, gsize n, MemresStream stream,
                                        GError **error);
 void _memres_sleep_backup_unref (MemresSleepBackup *backup);
+/* sleep-backup.c, for its copies and sleep.c's file policy: ends @t's context and, where @res
+ * failed, sets @error from it naming @call, prefixed with @step; TRUE where @res succeeded. */
+gboolean _memres_sleep_copy_end (MemresStreamContext *t, CUresult res, const char *call,
+                                 const char *step, GError **error);
 /* The open tagged buffers of a stack that can sleep, by tag, in lists with no lock on the
  * allocate/close pair. Each buffer structure (buffer.c) has a second cache line that only such a
  * buffer touches: its link (MEMRES_SLEEP_LINK()). A buffer is linked at its allocation into the
