@@ -284,12 +284,10 @@ run_sweep (const char *what, SetupFn setup, OpFn op, guint min_calls)
   mt_assert_fake_counts_equal (&base);
   for (gint i = 0; i < n; i++)
     {
-      gint nth = 1;
+      gint nth = mt_call_ordinal (calls, i);
       gboolean ok;
       MemresBuffer *extra;
 
-      for (gint j = 0; j < i; j++)
-        nth += strcmp (calls[j], calls[i]) == 0;
       setup (&c);
       mt_fake_fail_call (calls[i], nth, CUDA_ERROR_UNKNOWN);
       ok = op (&c, &error);
@@ -560,11 +558,9 @@ test_faults_finalize (void)
     {
       FakeCudaCounts base, now;
       g_autofree char *warnings = NULL;
-      gint nth = 1;
+      gint nth = mt_call_ordinal (calls, i);
       guint criticals;
 
-      for (gint j = 0; j < i; j++)
-        nth += strcmp (calls[j], calls[i]) == 0;
       mt_counts_snapshot (&base);
       setup_idle (&c);
       mt_fake_fail_call (calls[i], nth, CUDA_ERROR_UNKNOWN);
@@ -877,10 +873,8 @@ test_faults_lent (void)
   lent_run (NULL, 0, NULL, 0, &calls);
   for (guint i = 0; calls[i] != NULL; i++)
     {
-      int nth = 0;
+      int nth = mt_call_ordinal (calls, i);
 
-      for (guint j = 0; j <= i; j++)
-        nth += strcmp (calls[j], calls[i]) == 0;
       g_test_message ("lent: call %u, %s #%d, fails", i, calls[i], nth);
       lent_run (calls[i], nth, NULL, 0, NULL);
       swept++;
@@ -1028,10 +1022,8 @@ test_faults_shared (void)
   shared_run (NULL, 0, &calls);
   for (guint i = 0; calls[i] != NULL; i++)
     {
-      int nth = 0;
+      int nth = mt_call_ordinal (calls, i);
 
-      for (guint j = 0; j <= i; j++)
-        nth += strcmp (calls[j], calls[i]) == 0;
       g_test_message ("shared: call %u, %s #%d, fails", i, calls[i], nth);
       shared_run (calls[i], nth, NULL);
       swept++;

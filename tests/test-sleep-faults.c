@@ -115,11 +115,9 @@ run_fault_sweep (const char *spec, gboolean wake)
       g_autoptr (GError) error = NULL;
       FakeCudaCounts base, asleep;
       Sweep s;
-      int nth = 0;
+      int nth = mt_call_ordinal (calls, k);
       gboolean ok;
 
-      for (guint j = 0; j <= k; j++)
-        nth += g_str_equal (calls[j], calls[k]);
       mt_counts_snapshot (&base);
       sweep_setup (&s, host, spec);
       if (wake)

@@ -320,6 +320,16 @@ ignored (const char *entry, int nth, const char *const *ignore)
              || g_strv_contains ((const char *const *) ignore, numbered));
 }
 
+int
+mt_call_ordinal (char *const *calls, guint i)
+{
+  int nth = 0;
+
+  for (guint j = 0; j <= i; j++)
+    nth += g_str_equal (calls[j], calls[i]);
+  return nth;
+}
+
 /* Runs @op expecting success, then @undo. */
 static void
 sweep_run_ok (const char *what, const char *when, MtOp op, MtUndo undo, gpointer data)
@@ -380,12 +390,10 @@ mt_fault_sweep (const char *what, MtOp op, MtUndo undo, gpointer data, CUresult 
       g_autoptr (GError) error = NULL;
       g_autofree char *diff = NULL;
       FakeCudaCounts now;
-      int nth = 0;
+      int nth = mt_call_ordinal (calls, i);
       long before;
       gboolean ok;
 
-      for (int j = 0; j <= i; j++)
-        nth += g_str_equal (calls[j], calls[i]);
       if (ignored (calls[i], nth, ignore))
         continue;
       g_test_message ("%s: failing call %d of %d, %s (its call %d in the operation)", what, i + 1,

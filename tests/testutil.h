@@ -234,6 +234,10 @@ gboolean mt_error_is_cuda (const GError *error, CUresult code);
 #define mt_assert_oom_cause(error, cause) mt_assert_oom_cause_ (__FILE__, __LINE__, error, cause)
 void mt_assert_oom_cause_ (const char *file, int line, const GError *error, const char *cause);
 
+/* Which call of its name @calls[@i] is among @calls[0..@i] (1 for the first): the nth that
+ * mt_fake_fail_call() takes to fail that call of a traced sequence. */
+int mt_call_ordinal (char *const *calls, guint i);
+
 /* Fault sweep (fake only; skips on the real driver). @op performs one plugin operation and
  * returns TRUE on success; @undo reverts a successful @op. The sweep records the driver calls
  * @op makes, then for each call in turn makes exactly that call fail with
