@@ -27,7 +27,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "python", "package", "frameworks"))
 
 SIZES = [1 << 10, 1 << 16, 1 << 20, 1 << 24]
 
@@ -39,7 +39,7 @@ def worker(kind, quick):
         alloc = Allocator()
         torch.cuda.memory.change_current_allocator(torch.cuda.memory.CUDAPluggableAllocator(
             alloc.path, "memres_torch_alloc", "memres_torch_free"))
-    from test_torch_allocator import make_resnet
+    from torch_training import make_resnet
 
     dev = torch.device("cuda", 0)
     torch.backends.cudnn.benchmark = False

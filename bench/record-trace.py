@@ -21,7 +21,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "interop"))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "python", "package", "frameworks"))
 
 
 def main():
@@ -49,7 +49,7 @@ def main():
     torch.cuda.memory.change_current_allocator(
         torch.cuda.memory.CUDAPluggableAllocator(alloc.path, "memres_torch_alloc",
                                                  "memres_torch_free"))
-    from test_torch_allocator import make_resnet
+    from torch_training import make_resnet
 
     torch.manual_seed(0)
     dev = torch.device("cuda", 0)
