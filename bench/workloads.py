@@ -5,6 +5,7 @@ libmemres-allocator, in paired, interleaved rounds.
 
   bench/workloads.py train [--rounds 3] [--steps 60] [--seed 38] [--spec SPEC ...] [--json F]
   bench/workloads.py infer [--rounds 3] [--batches 8] [--seed 383] [--spec SPEC ...] [--json F]
+  --no-torch leaves out torch's default allocator (a shorter run; torch-expandable stays)
   bench/workloads.py train|infer --trace OUT.csv   (record a `log` trace, one process)
   bench/workloads.py train --steps 4 --trace bench/traces/transformer.csv
              (the committed trace of workload 1: 4 steps keep it small; its replay test,
@@ -237,6 +238,9 @@ def main():
     ap.add_argument("--seed", type=int, default=None,
                     help="the draws' seed (default: train 38, infer 383)")
     ap.add_argument("--spec", action="append")
+    ap.add_argument("--no-torch", action="store_true",
+                    help="leave out torch's default allocator (torch-expandable, the reference "
+                         "of the time ratios, always runs)")
     ap.add_argument("--json")
     ap.add_argument("--trace")
     ap.add_argument("--worker")
@@ -252,7 +256,8 @@ def main():
         return 77
     if args.trace:
         return record_trace(args)
-    configs = ["torch", "torch-expandable"] + ["memres:" + s for s in args.spec or DEFAULT_SPECS]
+    configs = ([] if args.no_torch else ["torch"]) + ["torch-expandable"] + [
+        "memres:" + s for s in args.spec or DEFAULT_SPECS]
     results = {c: [] for c in configs}
     for r in range(args.rounds):
         for c in configs:
