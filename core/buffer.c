@@ -368,7 +368,7 @@ G_GNUC_NO_INLINE static gboolean
 release_tracked_slow (MemresBuffer *buf, MemresResource *mr, MemresStream stream, GError **error)
 {
   gsize size = buf->alloc.size;
-  MemresSleepEntry *sleeping = NULL;
+  MemresSleepEntry sleeping;
   MemresSleepUntrack how = _memres_sleep_untrack_begin (mr, buf, &sleeping, error);
   gboolean ok;
 
@@ -376,11 +376,10 @@ release_tracked_slow (MemresBuffer *buf, MemresResource *mr, MemresStream stream
     return FALSE;
   if (!release_slot (buf, mr, stream, TRUE, &ok, error))
     {
-      _memres_sleep_untrack_end (mr, buf, how, sleeping);
+      _memres_sleep_untrack_end (mr, buf, how, &sleeping);
       return FALSE;
     }
-  if (sleeping != NULL)
-    _memres_sleep_entry_free (sleeping);
+  _memres_sleep_entry_clear (&sleeping);
   if (how == MEMRES_SLEEP_MARKED)
     _memres_sleep_push_dead (buf);
   release_done (buf, mr, size);

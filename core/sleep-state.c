@@ -87,17 +87,64 @@ _memres_sleep_set_frees (const MemresSleepFrees *f)
 }
 
 void
-_memres_sleep_entry_free (MemresSleepEntry *entry)
+_memres_sleep_entry_clear (MemresSleepEntry *entry)
 {
   if (entry->backup != NULL)
-    frees.free_backup (entry->backup);
-  g_free (entry);
+    frees.free_backup (g_steal_pointer (&entry->backup));
 }
 
 static void
-entry_free (gpointer data)
+stray_free (gpointer data)
 {
-  _memres_sleep_entry_free (data);
+  _memres_sleep_entry_clear (data);
+  g_free (data);
+}
+
+void
+_memres_sleep_entries_steal (MemresSleepEntries *e, MemresSleepEntries *out)
+{
+  for (gsize i = 0; i < e->n_slots; i++)
+    if (e->slots[i].buf != NULL)
+      MEMRES_SLEEP_LINK (e->slots[i].buf)->entry = NULL;
+  for (guint i = 0; e->strays != NULL && i < e->strays->len; i++)
+    MEMRES_SLEEP_LINK (((MemresSleepEntry *) e->strays->pdata[i])->buf)->entry = NULL;
+  *out = *e;
+  memset (e, 0, sizeof *e);
+}
+
+void
+_memres_sleep_entries_clear (MemresSleepEntries *e)
+{
+  for (gsize i = 0; i < e->n_slots; i++)
+    _memres_sleep_entry_clear (&e->slots[i]);
+  g_clear_pointer (&e->slots, g_free);
+  g_clear_pointer (&e->strays, g_ptr_array_unref);
+  e->n_slots = 0;
+}
+
+/* @buf's entry (state's lock held) out of its tag's entries into *@copy (zeroed when it has
+ * none): a slot emptied, a stray freed. */
+static void
+entry_take (MemresSleepEntries *e, MemresBuffer *buf, MemresSleepEntry *copy)
+{
+  MemresSleepLink *l = MEMRES_SLEEP_LINK (buf);
+  MemresSleepEntry *entry = l->entry;
+
+  memset (copy, 0, sizeof *copy);
+  if (G_LIKELY (entry == NULL))
+    return;
+  *copy = *entry;
+  l->entry = NULL;
+  if (entry >= e->slots && entry < e->slots + e->n_slots)
+    memset (entry, 0, sizeof *entry);
+  else
+    {
+      guint index;
+
+      if (g_ptr_array_find (e->strays, entry, &index))
+        g_ptr_array_steal_index_fast (e->strays, index);
+      g_free (entry);
+    }
 }
 
 /* Unlinks the dead buffers of @list (under the lock, or at finalize; @list is the caller's to
@@ -157,8 +204,7 @@ _memres_sleep_state_free (MemresSleepState *state, gboolean inherited)
       }
   for (guint i = 0; i <= MEMRES_TAGS_MAX; i++)
     {
-      if (state->tags[i].entries != NULL)
-        g_hash_table_unref (state->tags[i].entries);
+      _memres_sleep_entries_clear (&state->tags[i].entries);
       if (state->tags[i].policy != NULL)
         frees.free_policy (state->tags[i].policy);
       if (state->tags[i].file_fd >= 0)
@@ -254,9 +300,11 @@ _memres_sleep_forget (MemresResource *mr, MemresBuffer *buf)
 {
   MemresSleepState *state = mr->sleep;
   MemresSleepLink *l = MEMRES_SLEEP_LINK (buf);
+  MemresSleepEntry entry;
   gboolean dead = FALSE;
 
   g_mutex_lock (&state->lock);
+  entry_take (&state->tags[buf->tag].entries, buf, &entry);
   if (l->list != NULL && may_change (state, l->list, buf->tag))
     _memres_sleep_unlink_from (l->list, buf);
   else if (l->list != NULL)
@@ -266,24 +314,18 @@ _memres_sleep_forget (MemresResource *mr, MemresBuffer *buf)
       dead = TRUE;
     }
   g_mutex_unlock (&state->lock);
+  _memres_sleep_entry_clear (&entry);
   return dead;
 }
 
-GHashTable *
-_memres_sleep_entries_new (void)
-{
-  return g_hash_table_new_full (NULL, NULL, NULL, entry_free);
-}
-
 MemresSleepUntrack
-_memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry **entry,
+_memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf, MemresSleepEntry *entry,
                              GError **error)
 {
   MemresSleepState *state = mr->sleep;
   MemresSleepTag *t = &state->tags[buf->tag];
   MemresSleepLink *l = MEMRES_SLEEP_LINK (buf);
   MemresSleepUntrack how = MEMRES_SLEEP_UNLINKED;
-  gpointer found = NULL;
 
   g_mutex_lock (&state->lock);
   while ((state->busy >> buf->tag) & 1)
@@ -310,33 +352,40 @@ _memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf, MemresSleepE
       l->dead = 1;
       how = MEMRES_SLEEP_MARKED;
     }
-  if (G_UNLIKELY (t->entries != NULL))
-    g_hash_table_steal_extended (t->entries, buf, NULL, &found);
+  entry_take (&t->entries, buf, entry);
   g_mutex_unlock (&state->lock);
-  *entry = found;
   return how;
 }
 
 void
 _memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepUntrack how,
-                           MemresSleepEntry *entry)
+                           const MemresSleepEntry *entry)
 {
   MemresSleepState *state = mr->sleep;
   MemresSleepTag *t = &state->tags[buf->tag];
   MemresSleepList *own = _memres_sleep_list (state, _memres_stripe_current (), buf->tag);
+  MemresSleepEntry dropped = { 0 };
 
   g_mutex_lock (&state->lock);
   if (how == MEMRES_SLEEP_MARKED)
     MEMRES_SLEEP_LINK (buf)->dead = 0; /* still on its list */
   else
     link_head (own, buf);
-  if (entry != NULL)
+  /* back as a stray while its tag sleeps (the wake restores it); a wake that ran meanwhile
+   * passed it by: its backup is freed, as that wake freed the others' */
+  if (entry != NULL && entry->buf != NULL && _memres_sleep_tag_asleep (state, buf->tag))
     {
-      if (t->entries == NULL)
-        t->entries = _memres_sleep_entries_new ();
-      g_hash_table_insert (t->entries, buf, entry);
+      MemresSleepEntry *stray = g_memdup2 (entry, sizeof *entry);
+
+      if (t->entries.strays == NULL)
+        t->entries.strays = g_ptr_array_new_with_free_func (stray_free);
+      g_ptr_array_add (t->entries.strays, stray);
+      MEMRES_SLEEP_LINK (buf)->entry = stray;
     }
+  else if (entry != NULL)
+    dropped = *entry;
   g_mutex_unlock (&state->lock);
+  _memres_sleep_entry_clear (&dropped);
 }
 
 gboolean

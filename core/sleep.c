@@ -529,15 +529,15 @@ restore_contents (MemresResource *mr, MemresSleepPolicy *policy, guint64 file_si
 /* --- sleep and wake -------------------------------------------------------------------------- */
 
 /* Takes the tag's buffers for a sleep (@sleep) or a wake, marking the tag busy; NULL with an
- * error when the tag is in the wrong state. */
+ * error when the tag is in the wrong state. A sleep makes their entries: one array, sized once
+ * (MemresSleepEntries), no allocation or table per buffer. */
 static MemresSleepEntry **
 begin (MemresResource *mr, guint tag, gboolean sleep, gsize *n, GError **error)
 {
   MemresSleepState *state = mr->sleep;
-  MemresSleepTag *t = &state->tags[tag];
+  MemresSleepEntries *e = &state->tags[tag].entries;
   MemresSleepEntry **entries;
-  GHashTableIter iter;
-  gpointer value;
+  guint n_strays;
   gsize i = 0;
 
   g_mutex_lock (&state->lock);
@@ -568,38 +568,43 @@ begin (MemresResource *mr, guint tag, gboolean sleep, gsize *n, GError **error)
    * tag is awake again; a wake takes them. The tag's bit is set: after the barrier, each stripe's
    * thread either is seen inside its fence (waited for) or sees the bit and takes the lock for
    * the tag's lists from then on (sleep.h: MemresSleepList), so that they hold still here. The
-   * dead (closed on other threads than their lists') are skipped. */
+   * dead (closed on other threads than their lists') are skipped, and so is a buffer that has an
+   * entry already (none has: the tag was awake). */
   if (sleep)
     {
+      gsize m = 0;
+
       owner_heavy_barrier ();
       for (guint s = 0; s < MEMRES_STRIPE_SHARED - 1; s++)
         while (__atomic_load_n (&mr->stripes[s].busy, __ATOMIC_ACQUIRE))
           g_thread_yield ();
+      g_assert (e->slots == NULL);
+      for (guint s = 0; s < MEMRES_BUFFER_STRIPES; s++)
+        for (MemresBuffer *b = state->lists[s][tag].head; b != NULL;
+             b = MEMRES_SLEEP_LINK (b)->next)
+          m += !MEMRES_SLEEP_LINK (b)->dead && MEMRES_SLEEP_LINK (b)->entry == NULL;
+      e->slots = g_new (MemresSleepEntry, m + 1);
       for (guint s = 0; s < MEMRES_BUFFER_STRIPES; s++)
         for (MemresBuffer *b = state->lists[s][tag].head; b != NULL;
              b = MEMRES_SLEEP_LINK (b)->next)
           {
-            if (MEMRES_SLEEP_LINK (b)->dead)
-              continue;
-            if (t->entries == NULL)
-              t->entries = _memres_sleep_entries_new ();
-            if (!g_hash_table_contains (t->entries, b))
-              {
-                MemresSleepEntry *entry = g_new0 (MemresSleepEntry, 1);
+            MemresSleepLink *l = MEMRES_SLEEP_LINK (b);
 
-                entry->buf = b;
-                g_hash_table_insert (t->entries, b, entry);
-              }
+            if (l->dead || l->entry != NULL)
+              continue;
+            l->entry = &e->slots[e->n_slots++];
+            *l->entry = (MemresSleepEntry) { .buf = b };
           }
     }
-  *n = t->entries != NULL ? g_hash_table_size (t->entries) : 0;
-  entries = g_new (MemresSleepEntry *, *n + 1);
-  if (t->entries != NULL)
-    {
-      g_hash_table_iter_init (&iter, t->entries);
-      while (g_hash_table_iter_next (&iter, NULL, &value))
-        entries[i++] = value;
-    }
+  /* the open buffers' slots (a slot emptied by a close while asleep has none), then the strays */
+  n_strays = e->strays != NULL ? e->strays->len : 0;
+  entries = g_new (MemresSleepEntry *, e->n_slots + n_strays + 1);
+  for (gsize k = 0; k < e->n_slots; k++)
+    if (e->slots[k].buf != NULL)
+      entries[i++] = &e->slots[k];
+  for (guint k = 0; k < n_strays; k++)
+    entries[i++] = e->strays->pdata[k];
+  *n = i;
   g_mutex_unlock (&state->lock);
   return entries;
 }
@@ -615,12 +620,12 @@ end (MemresResource *mr, guint tag, gboolean asleep, MemresSleepPolicy *policy, 
   MemresSleepState *state = mr->sleep;
   MemresSleepTag *t = &state->tags[tag];
   MemresSleepPolicy *old;
-  GHashTable *entries = NULL;
+  MemresSleepEntries entries = { 0 };
   int old_fd = -1;
 
   g_mutex_lock (&state->lock);
   if (!asleep)
-    entries = g_steal_pointer (&t->entries);
+    _memres_sleep_entries_steal (&t->entries, &entries);
   old = t->policy;
   t->policy = policy;
   t->file_size = file_size;
@@ -639,8 +644,7 @@ end (MemresResource *mr, guint tag, gboolean asleep, MemresSleepPolicy *policy, 
   state->busy_owner[tag] = NULL;
   g_cond_broadcast (&state->cond);
   g_mutex_unlock (&state->lock);
-  if (entries != NULL)
-    g_hash_table_unref (entries);
+  _memres_sleep_entries_clear (&entries);
   if (old_fd >= 0)
     close (old_fd);
   if (old != policy)
@@ -660,7 +664,8 @@ find_tag (MemresResource *mr, const char *tag, GError **error)
   return _memres_tag_find (tag, error);
 }
 
-/* Waits for the work queued on each distinct stream of @entries (their deallocation streams). */
+/* Waits for the work queued on each distinct stream of @entries (their deallocation streams).
+ * Buffers mostly share a stream: the previous buffer's is passed by without a look-up. */
 static gboolean
 wait_streams (MemresSleepEntry **entries, gsize n, GError **error)
 {
@@ -670,9 +675,9 @@ wait_streams (MemresSleepEntry **entries, gsize n, GError **error)
     {
       MemresBuffer *buf = entries[i]->buf;
 
-      if (g_hash_table_contains (seen, buf->dealloc_stream))
+      if ((i > 0 && entries[i - 1]->buf->dealloc_stream == buf->dealloc_stream)
+          || !g_hash_table_add (seen, buf->dealloc_stream))
         continue;
-      g_hash_table_add (seen, buf->dealloc_stream);
       if (!memres_cuda_stream_synchronize (buf->device, buf->dealloc_stream, error))
         {
           g_prefix_error (error, "waiting for the work queued on a buffer's stream: ");

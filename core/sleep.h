@@ -87,7 +87,9 @@ typedef struct
   MemresBuffer *prev, *next; /* in @list; NULL at its ends */
   MemresSleepList *list;     /* the list it is on; NULL: none (a zeroed link, or unlinked) */
   MemresBuffer *remote_next; /* on @list's remote stack */
-  gint dead;                 /* closed by another thread than @list's: a sleep skips it */
+  /* under the state's lock: its entry while its tag sleeps (MemresSleepEntries), else NULL */
+  MemresSleepEntry *entry;
+  gint dead; /* closed by another thread than @list's: a sleep skips it */
 } MemresSleepLink;
 
 struct _MemresSleepList
@@ -108,12 +110,22 @@ struct _MemresSleepList
 #define MEMRES_SLEEP_LINK(buf)    ((MemresSleepLink *) ((guint8 *) (buf) + 64))
 G_STATIC_ASSERT (64 + sizeof (MemresSleepLink) <= MEMRES_BUFFER_STRUCT_SIZE);
 
+/* The entries of a tag's buffers while it sleeps (their backups), under the state's lock: one
+ * array (@slots) that a sleep's begin() (sleep.c) sizes once and fills, a slot per open buffer
+ * of the tag, placed by index, each buffer's link pointing at its slot (MemresSleepLink.entry:
+ * no table); a buffer closed while asleep empties its slot (@buf NULL). @strays: the entries a
+ * close that failed while the tag slept put back (_memres_sleep_untrack_end(), rare), each
+ * allocated alone, or NULL. All freed when the tag is awake again (sleep.c's end()). */
 typedef struct
 {
-  /* MemresBuffer * -> MemresSleepEntry * (owned): made for each open buffer of the tag by a
-   * sleep's begin(), kept while the tag sleeps (their backups), freed when it is awake again
-   * (sleep.c's end()); NULL meanwhile */
-  GHashTable *entries;
+  MemresSleepEntry *slots;
+  gsize n_slots;
+  GPtrArray *strays;
+} MemresSleepEntries;
+
+typedef struct
+{
+  MemresSleepEntries entries;
   MemresSleepPolicy *policy; /* while asleep */
   guint64 file_size;         /* FILE: the bytes the sleep wrote */
   /* FILE: the sleep's file, held open with flock() while asleep, so that no other sleep (of
@@ -147,9 +159,12 @@ typedef struct
   void (*free_resource) (MemresResource *mr);
 } MemresSleepFrees;
 void _memres_sleep_set_frees (const MemresSleepFrees *frees);
-void _memres_sleep_entry_free (MemresSleepEntry *entry);
-/* A table of MemresSleepTag.entries (its values freed with _memres_sleep_entry_free()) */
-GHashTable *_memres_sleep_entries_new (void);
+/* The backup an entry (a copy of one, _memres_sleep_untrack_begin()) holds, freed */
+void _memres_sleep_entry_clear (MemresSleepEntry *entry);
+/* Under the state's lock: @e moved to *@out, its buffers' links pointing at no entry any more;
+ * then, without the lock, _clear() frees what *@out holds (the backups, the arrays). */
+void _memres_sleep_entries_steal (MemresSleepEntries *e, MemresSleepEntries *out);
+void _memres_sleep_entries_clear (MemresSleepEntries *e);
 
 /* At creation, for a stack that can sleep (resource.c decides: a layer with the sleep slot
  * whose upstreams can, reached through MEMRES_KIND_PASSES_ALLOCATIONS adaptors). Freed at
@@ -278,22 +293,25 @@ typedef enum
 /* The close of a tagged buffer of a resource with a sleep state that _memres_sleep_unlink_fast()
  * left, under the lock: waits for a sleep or wake of its tag in progress and takes the buffer
  * out of its tag (unlinked, or marked dead in another thread's list while the tag is awake), with
- * its entry (*@entry NULL when it has none: its tag is awake); 0 with MEMRES_SLEEP_ERROR_BUSY,
- * nothing changed, when that sleep or wake runs on this very thread (a segment event callback
- * inside it: waiting would never end). When the close then fails, the buffer still open,
- * _end() puts it back with @entry (@how: what _begin() did, MEMRES_SLEEP_UNLINKED after
- * _memres_sleep_unlink_fast()); when it closed, the caller frees @entry
- * (_memres_sleep_entry_free(): its backup) and, for MEMRES_SLEEP_MARKED, calls
+ * its entry copied into *@entry (the caller's, zeroed first; @buf NULL when it has none: its tag
+ * is awake) and its slot emptied; 0 with MEMRES_SLEEP_ERROR_BUSY, nothing changed, when that sleep
+ * or wake runs on this very thread (a segment event callback inside it: waiting would never end).
+ * When the close then fails, the buffer still open, _end() puts it back with @entry (NULL or
+ * with @buf NULL: none; @how: what _begin() did, MEMRES_SLEEP_UNLINKED after
+ * _memres_sleep_unlink_fast()): a stray entry of its tag while the tag still sleeps, its backup
+ * freed when the tag was woken meanwhile (the wake passed the buffer by); when it closed, the
+ * caller frees @entry's backup (_memres_sleep_entry_clear()) and, for MEMRES_SLEEP_MARKED, calls
  * _memres_sleep_push_dead() before the buffer is counted closed (the resource stays until
  * then). */
 MemresSleepUntrack _memres_sleep_untrack_begin (MemresResource *mr, MemresBuffer *buf,
-                                                MemresSleepEntry **entry, GError **error);
+                                                MemresSleepEntry *entry, GError **error);
 void _memres_sleep_untrack_end (MemresResource *mr, MemresBuffer *buf, MemresSleepUntrack how,
-                                MemresSleepEntry *entry);
+                                const MemresSleepEntry *entry);
 void _memres_sleep_push_dead (MemresBuffer *buf);
 /* A buffer structure about to be freed while still linked (a close that failed for good: the
  * driver gone at exit, or a free that failed twice): unlinked, or handed to its list as a dead
- * one (TRUE: the list holds the caller's reference now, and frees the structure later). */
+ * one (TRUE: the list holds the caller's reference now, and frees the structure later); its
+ * entry, if its tag sleeps, taken out and its backup freed (no wake restores a freed buffer). */
 gboolean _memres_sleep_forget (MemresResource *mr, MemresBuffer *buf);
 
 /* Whether @buf sleeps (its tag asleep on its resource); FALSE with MEMRES_SLEEP_ERROR_ASLEEP

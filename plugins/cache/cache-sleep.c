@@ -142,29 +142,32 @@ in_shared_bin (Cache *self, const Block *b)
   return b->prev != NULL || b->next != NULL || self->parts.shared[b->cls].head == b;
 }
 
-/* A whole chunk's sleep begins: its @c live blocks (the sleep's) marked, its free blocks (all in
- * the shared bins) parked. Returns whether one of those was handed out since the chunk was
- * carved (work may touch it). parts.lock held. */
+/* A whole chunk's sleep begins: its @c live blocks (the sleep's: every block of the chunk that is
+ * in no shared bin, collect_sleep() having counted them) marked, its free blocks (all in the
+ * shared bins) parked. Returns whether one of those was handed out since the chunk was carved
+ * (work may touch it). parts.lock held. */
 static gboolean
-chunk_park (Cache *self, Chunk *chunk, guint c, GHashTable *live)
+chunk_park (Cache *self, Chunk *chunk, guint c)
 {
   gboolean used = FALSE;
+  guint live = 0;
 
   chunk->n_asleep = c;
   for (guint i = 0; i < chunk->n_blocks; i++)
     {
       Block *b = &chunk->blocks[i];
 
-      if (g_hash_table_contains (live, b))
+      if (!in_shared_bin (self, b))
         {
           b->size = CACHE_BLOCK_ASLEEP;
+          live++;
           continue;
         }
-      g_assert (in_shared_bin (self, b));
       cache_shared_unlink (&self->parts, b);
       self->parked += b->size;
       used |= !b->fresh;
     }
+  g_assert (live == c);
   return used;
 }
 
@@ -198,16 +201,29 @@ chunk_unpark (Cache *self, Chunk *chunk, gboolean woken)
   chunk->n_asleep = 0;
 }
 
+/* The block of @alloc when it is a chunk's (a request the cache served from a chunk), else NULL */
+static Block *
+chunk_block (Cache *self, const MemresAllocation *alloc)
+{
+  Block *b;
+
+  if (alloc->size > self->parts.max_block || self->by_tag)
+    return NULL;
+  b = alloc->plugin_data;
+  return b->chunk != NULL ? b : NULL;
+}
+
 /* The sleep's units of @allocs: the upstream records under them that sleep (a request above
  * max_block, or every buffer over an upstream that places by tag: the buffer's record; a block
  * of its own), and each chunk all of whose blocks are free or among @allocs (asleep whole:
  * chunk_park(), at once, so that no allocation takes a free one meanwhile). *@wait: a parked
- * block may have work queued on it. */
+ * block may have work queued on it. No table: each chunk counts its blocks among @allocs in
+ * Chunk.n_asleep (0 in a chunk awake, and left so in one that stays mapped), and a block its
+ * chunk's park marked (CACHE_BLOCK_ASLEEP) says that its chunk was judged. */
 static void
 collect_sleep (Cache *self, MemresAllocation *const *allocs, gsize n, Units *u, gboolean *wait)
 {
-  g_autoptr (GHashTable) counts = g_hash_table_new (NULL, NULL); /* chunk -> its live blocks */
-  g_autoptr (GHashTable) live = g_hash_table_new (NULL, NULL);   /* the chunks' live blocks */
+  gboolean chunked = FALSE;
 
   *wait = FALSE;
   g_mutex_lock (&self->parts.lock);
@@ -226,38 +242,36 @@ collect_sleep (Cache *self, MemresAllocation *const *allocs, gsize n, Units *u, 
           units_add (u, &b->up, b, NULL);
           continue;
         }
-      g_hash_table_add (live, b);
-      g_hash_table_insert (
-          counts, b->chunk,
-          GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (counts, b->chunk)) + 1));
+      b->chunk->n_asleep++;
+      chunked = TRUE;
     }
-  if (g_hash_table_size (counts) > 0)
+  if (chunked)
     chunks_count_idle (self);
-  for (gsize i = 0; i < n; i++)
+  for (gsize i = 0; chunked && i < n; i++)
     {
+      Block *b = chunk_block (self, allocs[i]);
       Chunk *chunk;
       guint c;
 
-      if (allocs[i]->size > self->parts.max_block || self->by_tag
-          || (chunk = ((Block *) allocs[i]->plugin_data)->chunk) == NULL
-          || (c = GPOINTER_TO_UINT (g_hash_table_lookup (counts, chunk))) == 0)
-        continue;
-      g_hash_table_remove (counts, chunk); /* once */
+      if (b == NULL || b->size == CACHE_BLOCK_ASLEEP || (c = (chunk = b->chunk)->n_asleep) == 0)
+        continue; /* not a chunk's, or its chunk judged already */
       if (c + chunk->n_idle != chunk->n_blocks)
-        continue; /* a live block the sleep does not pass: stays mapped */
-      *wait |= chunk_park (self, chunk, c, live);
+        {
+          chunk->n_asleep = 0; /* a live block the sleep does not pass: stays mapped */
+          continue;
+        }
+      *wait |= chunk_park (self, chunk, c);
       units_add (u, &chunk->up, NULL, chunk);
     }
   g_mutex_unlock (&self->parts.lock);
   units_order (u);
 }
 
-/* The wake's units of @allocs: as the sleep's, but of the chunks only those asleep, each once. */
+/* The wake's units of @allocs: as the sleep's, but of the chunks only those asleep, each once
+ * (Chunk.asleep cleared as each is taken, set again before the lock is released: no table). */
 static void
 collect_wake (Cache *self, MemresAllocation *const *allocs, gsize n, Units *u)
 {
-  g_autoptr (GHashTable) seen = g_hash_table_new (NULL, NULL);
-
   g_mutex_lock (&self->parts.lock);
   for (gsize i = 0; i < n; i++)
     {
@@ -267,9 +281,15 @@ collect_wake (Cache *self, MemresAllocation *const *allocs, gsize n, Units *u)
         units_add (u, allocs[i], NULL, NULL);
       else if ((b = allocs[i]->plugin_data)->chunk == NULL)
         units_add (u, &b->up, b, NULL);
-      else if (b->chunk->asleep && g_hash_table_add (seen, b->chunk))
-        units_add (u, &b->chunk->up, NULL, b->chunk);
+      else if (b->chunk->asleep)
+        {
+          b->chunk->asleep = FALSE;
+          units_add (u, &b->chunk->up, NULL, b->chunk);
+        }
     }
+  for (gsize i = 0; i < u->m; i++)
+    if (u->units[i].chunk != NULL)
+      u->units[i].chunk->asleep = TRUE;
   g_mutex_unlock (&self->parts.lock);
   units_order (u);
 }
