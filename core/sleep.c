@@ -593,7 +593,7 @@ begin (MemresResource *mr, guint tag, gboolean sleep, gsize *n, GError **error)
             if (l->dead || l->entry != NULL)
               continue;
             l->entry = &e->slots[e->n_slots++];
-            *l->entry = (MemresSleepEntry) { .buf = b };
+            *l->entry = (MemresSleepEntry){ .buf = b };
           }
     }
   /* the open buffers' slots (a slot emptied by a close while asleep has none), then the strays */

@@ -569,6 +569,59 @@ test_close_asleep (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* A close that fails while its tag sleeps (the core's wait for its stream, before anything is
+ * released: memory that is not stream-ordered, `vmm` below) leaves the buffer open and asleep with
+ * its saved bytes: the wake maps it again at the same address with its bytes, beside the others'
+ * (one closed while asleep, restored for none), and a second sleep and wake of the tag keep them
+ * too. @data: the spec. */
+static void
+test_close_fails_asleep (gconstpointer data)
+{
+  g_autoptr (MemresSleepPolicy) policy = NULL;
+  g_autoptr (GError) error = NULL;
+  const char *tag = "sl-close-fails";
+  MemresBuffer *a, *b, *c;
+  MemresResource *mr;
+  FakeCudaCounts base;
+  guint64 addr_a, addr_c;
+
+  if (!mt_require_fake ("fails a driver call of the fake") || !require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok (data);
+  policy = policy_new (MEMRES_SLEEP_BACKUP);
+  a = alloc_tagged (mr, tag, 2 * MiB);
+  b = alloc_tagged (mr, tag, 2 * MiB);
+  c = alloc_tagged (mr, tag, 64 * 1024);
+  addr_a = memres_buffer_get_address (a);
+  addr_c = memres_buffer_get_address (c);
+  mt_write_pattern (a, 0, 2 * MiB, 81, NULL);
+  mt_write_pattern (b, 0, 2 * MiB, 82, NULL);
+  mt_write_pattern (c, 0, 64 * 1024, 83, NULL);
+  sleep_ok (mr, tag, policy);
+  mt_fake_fail_call ("cuStreamSynchronize", 1, CUDA_ERROR_UNKNOWN);
+  g_assert_false (memres_buffer_close (c, NULL, &error));
+  mt_fake_reset_faults ();
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
+  g_assert_false (memres_buffer_is_closed (c));
+  g_assert_true (memres_buffer_is_asleep (c));
+  mt_close_ok (b, NULL); /* closed asleep: nothing restored for it */
+  wake_ok (mr, tag);
+  g_assert_false (memres_buffer_is_asleep (c));
+  g_assert_cmpuint (memres_buffer_get_address (a), ==, addr_a);
+  g_assert_cmpuint (memres_buffer_get_address (c), ==, addr_c);
+  mt_check_pattern (a, 0, 2 * MiB, 81, NULL);
+  mt_check_pattern (c, 0, 64 * 1024, 83, NULL);
+  sleep_ok (mr, tag, policy);
+  wake_ok (mr, tag);
+  mt_check_pattern (a, 0, 2 * MiB, 81, NULL);
+  mt_check_pattern (c, 0, 64 * 1024, 83, NULL);
+  mt_close_ok (a, NULL);
+  mt_close_ok (c, NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* --- through cache ---------------------------------------------------------------------------- */
 
 /* cache>vmm: a request above max_block, a block of its own and a block carved from a chunk (the
@@ -1190,6 +1243,9 @@ main (int argc, char **argv)
   g_test_add_func ("/sleep/refusals", test_refusals);
   g_test_add_func ("/sleep/refusals/exported", test_refuse_exported);
   g_test_add_func ("/sleep/close-asleep", test_close_asleep);
+  g_test_add_data_func ("/sleep/close-fails-asleep/vmm", "vmm", test_close_fails_asleep);
+  g_test_add_data_func ("/sleep/close-fails-asleep/cache-vmm", "cache>vmm",
+                        test_close_fails_asleep);
   g_test_add_func ("/sleep/segments", test_segments);
   g_test_add_func ("/sleep/call-tag", test_call_tag);
   g_test_add_func ("/sleep/cache", test_cache);
