@@ -107,8 +107,8 @@ _memres_device_mem_info (MemresResource *base, guint64 *free_bytes, guint64 *tot
  * @stream: the stream it was allocated or freed on, as the layer knows it (%NULL: the legacy
  *   default stream, or not known)
  * @state: whether it is in a live allocation (%MEMRES_BLOCK_USED), held free
- *   (%MEMRES_BLOCK_FREE, %MEMRES_BLOCK_PENDING), or a second address of memory listed elsewhere
- *   (%MEMRES_BLOCK_WITHHELD)
+ *   (%MEMRES_BLOCK_FREE, %MEMRES_BLOCK_PENDING), a second address of memory listed elsewhere
+ *   (%MEMRES_BLOCK_WITHHELD), or held but out of any allocation's reach (%MEMRES_BLOCK_UNUSED)
  *
  * For the snapshot slot (#MemresResourceOps.snapshot): one block of the layer. Blocks of one
  * layer do not overlap; add them in any order (the core sorts them). Copies the arguments, no
@@ -324,7 +324,7 @@ layer_read (Layer *l, MemresResource *mr)
     {
       const Block *b = &g_array_index (l->l.blocks, Block, i);
 
-      if (b->state == MEMRES_BLOCK_USED || b->state == MEMRES_BLOCK_WITHHELD)
+      if (b->state != MEMRES_BLOCK_FREE && b->state != MEMRES_BLOCK_PENDING)
         continue;
       l->free_bytes += b->size;
       l->largest_free = MAX (l->largest_free, b->size);
@@ -550,6 +550,8 @@ state_name (MemresBlockState state)
       return "pending";
     case MEMRES_BLOCK_WITHHELD:
       return "withheld";
+    case MEMRES_BLOCK_UNUSED:
+      return "unused";
     }
   return "unknown";
 }
@@ -808,8 +810,9 @@ _memres_snapshot_build_for_oom (MemresResource *mr, const char *oom_report)
  * largest free block, the fragmentation index: 1 - largest free block / free bytes). For each
  * layer, top first: its kind and spec; its reserved, used and high-water bytes
  * (memres_resource_get_stats(), `null` where they are its upstream's); its segments
- * (memres-segments.h); its blocks (address, size, stream, tag, state: used, free, pending or
- * withheld: a second address of memory listed at another),
+ * (memres-segments.h); its blocks (address, size, stream, tag, state: used, free, pending,
+ * withheld: a second address of memory listed at another, or unused: held, but no allocation can
+ * take it),
  * holes (reserved address space with nothing mapped) and imports (memory mapped from another
  * process), as its kind describes them (#MemresResourceOps.snapshot); figures of its own; the
  * free bytes, the largest free block and the fragmentation index derived from its blocks; and

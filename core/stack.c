@@ -376,6 +376,28 @@ upstream_refused (MemresResource *mr, gsize size, GError **error)
   return FALSE;
 }
 
+/* memres_upstream_allocate(), and for memres_upstream_allocate_for_tag() (@for_tag) with the
+ * record marked as the tagged buffer's record is */
+G_ALWAYS_INLINE static inline gboolean
+upstream_allocate (MemresResource *mr, gsize size, MemresStream stream, MemresAllocation *alloc,
+                   gboolean for_tag, GError **error)
+{
+  MemresResource *up = mr->upstream;
+
+  /* one compare for both 0 and above G_MAXSSIZE */
+  if (G_UNLIKELY (up == NULL || size - 1 >= (gsize) G_MAXSSIZE))
+    return upstream_refused (mr, size, error);
+  memset (alloc, 0, sizeof *alloc);
+  /* the mark of a tagged buffer's record (buffer.c) travels with it */
+  if (G_UNLIKELY (for_tag || alloc == _memres_thread.call_record))
+    alloc->size = MEMRES_ALLOCATION_TAGGED;
+  if (!_memres_resource_call_allocate (up, size, stream, alloc, error))
+    return FALSE;
+  /* the upstream's statistics count what its slot handed out, buffer or not */
+  _memres_resource_count_used (up, (gint64) alloc->size);
+  return TRUE;
+}
+
 /**
  * memres_upstream_allocate:
  * @mr: the adaptor's own instance (the @mr its allocate slot received)
@@ -409,24 +431,78 @@ MEMRES_HOT gboolean
 memres_upstream_allocate (MemresResource *mr, gsize size, MemresStream stream,
                           MemresAllocation *alloc, GError **error)
 {
-  MemresResource *up;
-
   g_return_val_if_fail (mr != NULL, FALSE);
   g_return_val_if_fail (alloc != NULL, FALSE);
 
-  up = mr->upstream;
-  /* one compare for both 0 and above G_MAXSSIZE */
-  if (G_UNLIKELY (up == NULL || size - 1 >= (gsize) G_MAXSSIZE))
-    return upstream_refused (mr, size, error);
-  memset (alloc, 0, sizeof *alloc);
-  /* the mark of a tagged buffer's record (buffer.c) travels with it */
-  if (G_UNLIKELY (alloc == _memres_thread.call_record))
-    alloc->size = MEMRES_ALLOCATION_TAGGED;
-  if (!_memres_resource_call_allocate (up, size, stream, alloc, error))
-    return FALSE;
-  /* the upstream's statistics count what its slot handed out, buffer or not */
-  _memres_resource_count_used (up, (gint64) alloc->size);
-  return TRUE;
+  return upstream_allocate (mr, size, stream, alloc, FALSE, error);
+}
+
+/* memres_upstream_allocate_for_tag() (@allocate) and memres_upstream_deallocate_for_tag(): the
+ * upstream call with @alloc the thread's record of @tag (tags.h) for its duration; no tag: the
+ * plain call */
+static gboolean
+upstream_for_tag (MemresResource *mr, gboolean allocate, gsize size, MemresStream stream,
+                  const char *tag, MemresAllocation *alloc, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+  MemresTagRecord was = { NULL, 0 };
+  guint id = 0;
+  gboolean ok;
+
+  if (tag != NULL && (id = _memres_tag_find (tag, &local)) == 0)
+    {
+      g_propagate_prefixed_error (error, g_steal_pointer (&local),
+                                  "memory of its own for a tag from an upstream: ");
+      return FALSE;
+    }
+  if (id != 0)
+    was = _memres_tag_record_set ((MemresTagRecord){ alloc, id });
+  ok = allocate ? upstream_allocate (mr, size, stream, alloc, id != 0, error)
+                : memres_upstream_deallocate (mr, alloc, stream, error);
+  if (id != 0)
+    _memres_tag_record_set (was);
+  return ok;
+}
+
+/**
+ * memres_upstream_allocate_for_tag:
+ * @mr: the adaptor's own instance (the @mr its slot received)
+ * @size: bytes, 1 to `G_MAXSSIZE`
+ * @stream: the stream the allocation is ordered on
+ * @tag: (nullable): the tag the memory serves: a name used as a tag in this process
+ *   (memres_allocation_get_tag() gives the buffer's), or %NULL for none (then this is
+ *   memres_upstream_allocate())
+ * @alloc: (out caller-allocates): the record to fill, the adaptor's own (not the record its slot
+ *   received)
+ * @error: return location for a #GError, or %NULL
+ *
+ * memres_upstream_allocate() for memory of the adaptor's own that serves the buffers of one tag
+ * only, as a caching layer's chunk does in a stack that can sleep (memres-sleep.h): @alloc
+ * arrives at the upstream's allocate slot marked %MEMRES_ALLOCATION_TAGGED, and for the duration
+ * of the call memres_allocation_get_tag() on @alloc returns @tag, in the upstream's slot and in
+ * the slots of the layers below it that @alloc is passed on to. So the kinds below place and
+ * describe the memory by its tag: `vmm` tells its segment (#MemresSegment.tag, its events and
+ * memres_lookup()) with @tag; the `log` adaptor writes it. The layers that count per tag
+ * (memres_resource_get_tag_counts()) do not count it under @tag: the buffers carved from it are
+ * counted under theirs. Give the memory back with memres_upstream_deallocate_for_tag() and the
+ * same @tag. Thread-safe, no lock held; the tag is the calling thread's for the call only (calls
+ * nest). The driver calls are the upstream's.
+ *
+ * Errors: %MEMRES_TAG_ERROR_INVALID (@tag is not a tag's name), %MEMRES_TAG_ERROR_UNKNOWN (@tag
+ * was never used in this process), nothing allocated; those of memres_upstream_allocate().
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_upstream_allocate_for_tag (MemresResource *mr, gsize size, MemresStream stream,
+                                  const char *tag, MemresAllocation *alloc, GError **error)
+{
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (alloc != NULL, FALSE);
+
+  return upstream_for_tag (mr, TRUE, size, stream, tag, alloc, error);
 }
 
 /**
@@ -491,6 +567,39 @@ memres_upstream_deallocate (MemresResource *mr, MemresAllocation *alloc, MemresS
       memset (alloc, 0, sizeof *alloc);
     }
   return ok;
+}
+
+/**
+ * memres_upstream_deallocate_for_tag:
+ * @mr: the adaptor's own instance (the @mr its slot received)
+ * @alloc: a record memres_upstream_allocate_for_tag() filled for @mr with @tag, not yet
+ *   deallocated
+ * @tag: (nullable): the tag it was allocated for (%NULL: memres_upstream_deallocate())
+ * @stream: the stream the free is ordered on
+ * @error: return location for a #GError, or %NULL
+ *
+ * memres_upstream_deallocate() of memory that memres_upstream_allocate_for_tag() gave for @tag:
+ * for the duration of the call memres_allocation_get_tag() on @alloc returns @tag, in the
+ * upstream's deallocate slot and in those below it (the `log` adaptor writes the free with the tag
+ * it wrote the allocation with). Otherwise exactly memres_upstream_deallocate(): the record zeroed
+ * when the memory is gone, left as it was when the upstream kept it. Thread-safe, no lock held.
+ * The driver calls are the upstream's.
+ *
+ * Errors: %MEMRES_TAG_ERROR_INVALID, %MEMRES_TAG_ERROR_UNKNOWN (@tag is no tag of this process:
+ * nothing released, @alloc as it was); those of memres_upstream_deallocate().
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_upstream_deallocate_for_tag (MemresResource *mr, MemresAllocation *alloc, const char *tag,
+                                    MemresStream stream, GError **error)
+{
+  g_return_val_if_fail (mr != NULL, FALSE);
+  g_return_val_if_fail (alloc != NULL, FALSE);
+
+  return upstream_for_tag (mr, FALSE, 0, stream, tag, alloc, error);
 }
 
 /**

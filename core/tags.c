@@ -34,6 +34,8 @@ typedef struct _MemresTagScope
 static TagEntry entries[MEMRES_TAGS_MAX + 1];
 static guint n_tags;
 static GMutex tags_lock; /* writers of the entries and of the defaults */
+/* the record of an adaptor's upstream call for memory of one tag (tags.h: MemresTagRecord) */
+static __thread MemresTagRecord tag_record;
 
 void
 _memres_tags_fork (MemresResource *unused, MemresForkPhase phase)
@@ -328,9 +330,12 @@ memres_tag_get_current (void)
  * its slot call only in stacks where a layer asks for tags: a kind with %MEMRES_KIND_TAGGED or
  * %MEMRES_KIND_COUNTED, and the adaptors above it that pass allocations; and in every stack that
  * can sleep (memres-sleep.h), whose kinds place a buffer by its tag (`arena`: a granule serves one
- * tag) and tell a segment's tag (#MemresSegment). Elsewhere, outside a
- * slot call, and for any other record (one an adaptor made for an upstream call of its own) it
- * returns %NULL. Reads a thread-local word and, for the marked record, the buffer: no lock, no
+ * tag) and tell a segment's tag (#MemresSegment). An adaptor's record for memory of its own that
+ * serves one tag (a chunk of a caching layer) carries that tag for the duration of the upstream
+ * call the adaptor makes with memres_upstream_allocate_for_tag() or
+ * memres_upstream_deallocate_for_tag(). Elsewhere, outside a slot call, and for any other record
+ * (one an adaptor made for an upstream call of its own with memres_upstream_allocate()) it
+ * returns %NULL. Reads thread-local words and, for the marked record, the buffer: no lock, no
  * driver call. Thread-safe.
  *
  * Returns: (transfer none) (nullable): the tag (an interned string, valid for the life of the
@@ -341,7 +346,23 @@ memres_tag_get_current (void)
 const char *
 memres_allocation_get_tag (const MemresAllocation *alloc)
 {
-  return alloc != NULL ? _memres_tag_name (_memres_tag_of_call (alloc)) : NULL;
+  guint id;
+
+  if (alloc == NULL)
+    return NULL;
+  id = _memres_tag_of_call (alloc);
+  if (id == 0 && alloc == tag_record.record)
+    id = tag_record.id;
+  return _memres_tag_name (id);
+}
+
+MemresTagRecord
+_memres_tag_record_set (MemresTagRecord record)
+{
+  MemresTagRecord was = tag_record;
+
+  tag_record = record;
+  return was;
 }
 
 /**

@@ -34,6 +34,19 @@ guint _memres_tag_find (const char *name, GError **error);
 /* how many tags exist (their ids are 1 to that) */
 guint _memres_tag_count (void);
 
+/* The record of an adaptor's upstream call for memory of its own that serves one tag
+ * (memres_upstream_allocate_for_tag(), stack.c) and that tag's id: memres_allocation_get_tag()
+ * answers it for that record during the call (a thread-local of tags.c, off the hot path: the
+ * counted layers' _memres_tag_of_call() does not read it, so such memory is counted under no
+ * tag). _memres_tag_record_set() makes @record (NULL: none) the thread's and returns the one it
+ * replaces, to set back after the call (calls nest: a cache over a cache). */
+typedef struct
+{
+  const MemresAllocation *record;
+  guint id;
+} MemresTagRecord;
+MemresTagRecord _memres_tag_record_set (MemresTagRecord record);
+
 /* tags.c's lock around fork() */
 void _memres_tags_fork (MemresResource *unused, MemresForkPhase phase);
 

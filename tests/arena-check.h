@@ -62,8 +62,9 @@ overlap_bytes (GArray *a, guint64 lo, guint64 hi)
 
 /* A snapshot of @mr (an arena alone) read back: each segment covered by its blocks exactly (their
  * bytes in it sum to its size), @withheld bytes of withheld blocks, and the other blocks within
- * segments adding up to reserved (the physical memory once), the used ones to used. */
-static inline void
+ * segments adding up to reserved (the physical memory once), the used ones to used. Returns the
+ * bytes of its unused blocks (slabs' bytes past their last block). */
+static inline guint64
 snapshot_adds_up (MemresResource *mr, guint64 withheld)
 {
   GError *error = NULL;
@@ -79,7 +80,7 @@ snapshot_adds_up (MemresResource *mr, guint64 withheld)
   g_autoptr (GArray) kept = g_array_new (FALSE, FALSE, sizeof (guint64));
   g_autoptr (GMatchInfo) m = NULL;
   MemresStats st = stats_ok (mr);
-  guint64 in_segments = 0, used = 0, held_bytes = 0;
+  guint64 in_segments = 0, used = 0, held_bytes = 0, unused = 0;
 
   g_assert_no_error (error);
   g_assert_nonnull (doc);
@@ -103,6 +104,8 @@ snapshot_adds_up (MemresResource *mr, guint64 withheld)
         held_bytes += v[1];
       if (g_strcmp0 (state, "used") == 0)
         used += v[1];
+      if (g_strcmp0 (state, "unused") == 0)
+        unused += v[1];
     }
   g_assert_cmpuint (segs->len, >, 0);
   for (guint i = 0; i < segs->len; i += 2)
@@ -115,4 +118,5 @@ snapshot_adds_up (MemresResource *mr, guint64 withheld)
   g_assert_cmpuint (in_segments, ==, st.reserved_current);
   g_assert_cmpuint (held_bytes, ==, withheld);
   g_assert_cmpuint (used, ==, st.used_current);
+  return unused;
 }

@@ -468,6 +468,7 @@ test_enums (void)
   g_assert_cmpint (MEMRES_BLOCK_FREE, ==, 1);
   g_assert_cmpint (MEMRES_BLOCK_PENDING, ==, 2);
   g_assert_cmpint (MEMRES_BLOCK_WITHHELD, ==, 3);
+  g_assert_cmpint (MEMRES_BLOCK_UNUSED, ==, 4);
 
   g_assert_cmpint (MEMRES_ERROR_FAILED, ==, 0);
   g_assert_cmpint (MEMRES_ERROR_INVALID_ARGUMENT, ==, 1);

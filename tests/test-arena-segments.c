@@ -2,7 +2,8 @@
  * the fake driver (suite fake) and the real one (suite gpu): the events of granules created,
  * moved (about to be unmapped at the old place, then mapped at the new one, in that order) and
  * given back, memres_lookup() of bytes of a buffer that spans granules (the granule's base and
- * the offset in it), and a subscriber that allocates from the arena inside its callback. The
+ * the offset in it), a subscriber that allocates from the arena inside its callback, and the
+ * snapshot's blocks of slabs whose extent ends past their last block. The
  * fault sweep of tests/test-arena.c holds the index to the mapped granules after every failure. */
 #include "testutil.h"
 
@@ -202,6 +203,38 @@ test_reentrant (void)
   recorder_free (re.rec);
 }
 
+/* A slab's extent is its blocks rounded up to 512 bytes (ARENA_ALIGN): the bytes past its last
+ * block are in the snapshot as one unused block, so that every segment's blocks add up to its
+ * length (snapshot_adds_up()). Slabs of five classes of the default 256 KiB slab: 768, 2304 and
+ * 2816 bytes (341, 113 and 93 blocks, an odd number of an odd multiple of 256 bytes) leave 256
+ * bytes each, 1280 and 4096 bytes (204 and 64 blocks) none; a block freed, then all of them (the
+ * slabs kept, their blocks free), change neither. */
+static void
+test_slab_tails (void)
+{
+  static const gsize sizes[] = { 768, 1280, 2304, 2816, 4096 };
+  MemresBuffer *bufs[G_N_ELEMENTS (sizes)];
+  g_autoptr (GError) error = NULL;
+  MemresResource *mr;
+  FakeCudaCounts base;
+
+  if (!mt_require_devices (1))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok ("arena");
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+    bufs[i] = mt_alloc_ok (mr, sizes[i], NULL);
+  g_assert_cmpuint (snapshot_adds_up (mr, 0), ==, 3 * 256);
+  mt_close_ok (bufs[0], NULL);
+  g_assert_cmpuint (snapshot_adds_up (mr, 0), ==, 3 * 256);
+  for (guint i = 1; i < G_N_ELEMENTS (sizes); i++)
+    mt_close_ok (bufs[i], NULL);
+  g_assert_cmpuint (snapshot_adds_up (mr, 0), ==, 3 * 256);
+  trim_ok (mr);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -209,5 +242,6 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/segments/events", test_events);
   g_test_add_func ("/arena/segments/move", test_move);
   g_test_add_func ("/arena/segments/reentrant", test_reentrant);
+  g_test_add_func ("/arena/segments/slab-tails", test_slab_tails);
   return g_test_run ();
 }

@@ -14,19 +14,6 @@
 
 #define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
 
-static CUstream
-stream_new (void)
-{
-  return mt_stream_new_on (0);
-}
-
-static void
-stream_free (CUstream stream)
-{
-  CU_OK (mt_driver ()->cuStreamSynchronize (stream));
-  CU_OK (mt_driver ()->cuStreamDestroy (stream));
-}
-
 /* ---- basics ---------------------------------------------------------------------------------- */
 
 static void
@@ -164,7 +151,7 @@ ctx_teardown (Ctx *c)
       mt_close_ok (c->bufs[i], NULL);
   g_clear_pointer (&c->mr, memres_resource_unref);
   if (c->stream != NULL)
-    stream_free (c->stream);
+    mt_stream_free (c->stream);
   memset (c, 0, sizeof *c);
 }
 
@@ -341,7 +328,7 @@ static void
 setup_live (Ctx *c)
 {
   c->mr = mt_new_ok ("arena");
-  c->stream = stream_new ();
+  c->stream = mt_stream_new_on (0);
   c->bufs[c->n++] = mt_alloc_ok (c->mr, 3 * MiB, NULL);
   c->bufs[c->n++] = mt_alloc_ok (c->mr, 1000, NULL);
 }
@@ -587,70 +574,25 @@ test_faults_finalize (void)
 
 /* ---- stream hazards (the fake's asynchronous mode; the real driver) -------------------------- */
 
-typedef enum
-{
-  HAZARD_STREAM,
-  HAZARD_LEGACY,
-  HAZARD_DESTROYED,
-} HazardKind;
-
-typedef struct
-{
-  const char *spec;
-  gsize size;
-  HazardKind kind;
-} Hazard;
-
 /* Hold stream A, queue a fill of a buffer on A, close it on A, allocate the same size for B and
- * fill it on B, release A: the bytes are B's. Whatever the arena does (a block after B waited
- * for A's event, a new extent, granules created because A's range cannot settle yet), no
- * allocation waits for the held stream. */
+ * fill it on B, release A: the bytes are B's (mt_hazard_run(), the arena trimmed at the end).
+ * Whatever the arena does (a block after B waited for A's event, a new extent, granules created
+ * because A's range cannot settle yet), no allocation waits for the held stream. */
 static void
 test_hazard (gconstpointer data)
 {
-  const Hazard *h = data;
-  g_autoptr (MemresResource) mr = NULL;
-  MemresStream a, b;
-  MemresBuffer *x, *y;
-  MtStreamHold *hold;
-
-  if (!mt_hazard_begin ())
-    return;
-  b = stream_new ();
-  a = h->kind == HAZARD_LEGACY ? NULL : stream_new ();
-  mr = mt_new_ok (h->spec);
-  x = mt_alloc_ok (mr, h->size, a);
-  mt_fill_byte_ok (x, 0x11, a);
-  mt_sync_ok (a);
-  hold = mt_stream_hold (a);
-  mt_fill_byte_ok (x, 0xaa, a);
-  mt_close_ok (x, a);
-  if (h->kind == HAZARD_DESTROYED)
-    CU_OK (mt_driver ()->cuStreamDestroy (a));
-  y = mt_alloc_ok (mr, h->size, b);
-  mt_fill_byte_ok (y, 0xbb, b);
-  g_assert_true (mt_stream_is_held (hold));
-  mt_stream_release (hold);
-  mt_assert_bytes (y, 0xbb, b);
-  mt_close_ok (y, b);
-  mt_sync_ok (b);
-  trim_ok (mr);
-  g_clear_pointer (&mr, memres_resource_unref);
-  if (a != NULL && h->kind != HAZARD_DESTROYED)
-    stream_free (a);
-  stream_free (b);
-  mt_hazard_end ();
+  mt_hazard_run (data);
 }
 
-static const Hazard hazards[] = {
-  { "arena", 4 * KiB, HAZARD_STREAM },
-  { "arena:front=0", 4 * KiB, HAZARD_STREAM },
-  { "arena", 4 * MiB, HAZARD_STREAM },
-  { "arena", 4 * KiB, HAZARD_LEGACY },
-  { "arena:front=0", 4 * KiB, HAZARD_LEGACY },
-  { "arena", 4 * MiB, HAZARD_LEGACY },
-  { "arena:front=0", 4 * KiB, HAZARD_DESTROYED },
-  { "arena", 4 * MiB, HAZARD_DESTROYED },
+static const MtHazard hazards[] = {
+  { "arena", 4 * KiB, MT_HAZARD_STREAM, FALSE, FALSE, TRUE },
+  { "arena:front=0", 4 * KiB, MT_HAZARD_STREAM, FALSE, FALSE, TRUE },
+  { "arena", 4 * MiB, MT_HAZARD_STREAM, FALSE, FALSE, TRUE },
+  { "arena", 4 * KiB, MT_HAZARD_LEGACY, FALSE, FALSE, TRUE },
+  { "arena:front=0", 4 * KiB, MT_HAZARD_LEGACY, FALSE, FALSE, TRUE },
+  { "arena", 4 * MiB, MT_HAZARD_LEGACY, FALSE, FALSE, TRUE },
+  { "arena:front=0", 4 * KiB, MT_HAZARD_DESTROYED, FALSE, FALSE, TRUE },
+  { "arena", 4 * MiB, MT_HAZARD_DESTROYED, FALSE, FALSE, TRUE },
 };
 static const char *const hazard_names[] = {
   "/arena/hazard/stream/front",     "/arena/hazard/stream/shared",   "/arena/hazard/stream/large",
@@ -672,8 +614,8 @@ test_hazard_large_reuse (void)
 
   if (!mt_hazard_begin ())
     return;
-  a = stream_new ();
-  b = stream_new ();
+  a = mt_stream_new_on (0);
+  b = mt_stream_new_on (0);
   mr = mt_new_ok ("arena");
   x = mt_alloc_ok (mr, 4 * MiB, a);
   addr = memres_buffer_get_address (x);
@@ -696,8 +638,8 @@ test_hazard_large_reuse (void)
   mt_sync_ok (a);
   mt_sync_ok (b);
   g_clear_pointer (&mr, memres_resource_unref);
-  stream_free (a);
-  stream_free (b);
+  mt_stream_free (a);
+  mt_stream_free (b);
   mt_hazard_end ();
 }
 
@@ -723,8 +665,8 @@ lend_run_end (MemresResource **mr, MemresResource **other, MemresStream s, Memre
   g_assert_cmpuint (stats_ok (*mr).reserved_current, ==, 0);
   g_clear_pointer (mr, memres_resource_unref);
   g_clear_pointer (other, memres_resource_unref);
-  stream_free (s);
-  stream_free (b);
+  mt_stream_free (s);
+  mt_stream_free (b);
   if (mt_driver_is_fake ())
     mt_assert_fake_counts_equal (base);
 }
@@ -758,8 +700,8 @@ lent_run (const char *fail, int nth, const char *fail2, int nth2, char ***calls)
 
   if (fake)
     mt_counts_snapshot (&base);
-  s = stream_new ();
-  b = stream_new ();
+  s = mt_stream_new_on (0);
+  b = mt_stream_new_on (0);
   mr = mt_new_ok ("arena");
   other = mt_new_ok ("arena");
   g = gran (mr);
@@ -911,8 +853,8 @@ shared_run (const char *fail, int nth, char ***calls)
 
   if (fake)
     mt_counts_snapshot (&base);
-  s = stream_new ();
-  b = stream_new ();
+  s = mt_stream_new_on (0);
+  b = mt_stream_new_on (0);
   mr = mt_new_ok ("arena");
   other = mt_new_ok ("arena");
   g = gran (mr);
@@ -1060,8 +1002,8 @@ test_hazard_reap_own_stream (void)
     return;
   if (fake)
     mt_counts_snapshot (&base);
-  s = stream_new ();
-  b = stream_new ();
+  s = mt_stream_new_on (0);
+  b = mt_stream_new_on (0);
   mr = mt_new_ok ("arena");
   g = gran (mr);
   u = mt_alloc_ok (mr, g, b);
@@ -1113,8 +1055,8 @@ test_hazard_reap_own_stream (void)
   trim_ok (mr);
   g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
   g_clear_pointer (&mr, memres_resource_unref);
-  stream_free (s);
-  stream_free (b);
+  mt_stream_free (s);
+  mt_stream_free (b);
   if (fake)
     mt_assert_fake_counts_equal (&base);
   mt_hazard_end ();
@@ -1137,7 +1079,7 @@ test_snapshot_shared (void)
 
   if (!mt_hazard_begin ())
     return;
-  s = stream_new ();
+  s = mt_stream_new_on (0);
   mr = mt_new_ok ("arena");
   g = gran (mr);
   x = mt_alloc_ok (mr, g / 4, s);
@@ -1167,7 +1109,7 @@ test_snapshot_shared (void)
   trim_ok (mr);
   g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
   g_clear_pointer (&mr, memres_resource_unref);
-  stream_free (s);
+  mt_stream_free (s);
   mt_hazard_end ();
 }
 
@@ -1192,7 +1134,7 @@ test_shifting_sizes (void)
 
   if (!mt_hazard_begin ())
     return;
-  s = stream_new ();
+  s = mt_stream_new_on (0);
   mr = mt_new_ok ("arena");
   g = gran (mr);
   for (guint step = 0; step < 12; step++)
@@ -1238,7 +1180,7 @@ test_shifting_sizes (void)
   g_assert_cmpuint (st.reserved_high, <=, st.used_high * 103 / 100);
   g_assert_cmpuint (counter (mr, "run_takes"), >, 0);
   g_clear_pointer (&mr, memres_resource_unref);
-  stream_free (s);
+  mt_stream_free (s);
   mt_hazard_end ();
 }
 
@@ -1287,7 +1229,7 @@ test_threads_pairs (void)
   for (guint t = 0; t < PAIRS_THREADS; t++)
     {
       jobs[t].mr = mr;
-      jobs[t].stream = stream_new ();
+      jobs[t].stream = mt_stream_new_on (0);
       jobs[t].size = (t % 4 == 0) ? 256 : (t % 4 == 1) ? 4 * KiB : (t % 4 == 2) ? 64 * KiB : MiB;
       jobs[t].pairs = pairs;
       large_threads += jobs[t].size > 64 * KiB;
@@ -1306,7 +1248,7 @@ test_threads_pairs (void)
   g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
   g_assert_cmpuint (counter (mr, "slab_bytes"), ==, 0);
   for (guint t = 0; t < PAIRS_THREADS; t++)
-    stream_free (jobs[t].stream);
+    mt_stream_free (jobs[t].stream);
 }
 
 /* ---- replay target (issue 38, target 4) ------------------------------------------------------ */
@@ -1351,7 +1293,7 @@ test_kv_growth (void)
 
   if (!mt_hazard_begin ())
     return;
-  s = stream_new ();
+  s = mt_stream_new_on (0);
   mr = mt_new_ok ("arena");
   for (guint batch = 0; batch < 6; batch++)
     {
@@ -1403,7 +1345,7 @@ test_kv_growth (void)
   g_assert_cmpuint (counter (mr, "lent_pending"), ==, 0);
   g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
   g_clear_pointer (&mr, memres_resource_unref);
-  stream_free (s);
+  mt_stream_free (s);
   mt_hazard_end ();
 }
 

@@ -6,84 +6,24 @@
 #include "../plugins/common/cache/cache-classes.h"
 #include "testutil-cache.h"
 
-typedef enum
-{
-  HAZARD_STREAM,    /* A is a non-blocking stream */
-  HAZARD_LEGACY,    /* A is the legacy default stream */
-  HAZARD_DESTROYED, /* A is destroyed right after the free */
-} HazardKind;
-
-typedef struct
-{
-  const char *spec;
-  gsize size;
-  HazardKind kind;
-  gboolean expect_reuse; /* the freed block must serve B (else a new one may) */
-} Hazard;
-
 /* Hold stream A, queue a fill of a block on A, free the block on A, allocate the same size for
- * B and fill it on B, release A: the bytes are B's. */
+ * B and fill it on B, release A: the bytes are B's (mt_hazard_run(); the freed block must serve B
+ * where the case says so; a destroyed A's successor stream gets correct memory too). */
 static void
 test_hazard (gconstpointer data)
 {
-  const Hazard *h = data;
-  g_autoptr (MemresResource) mr = NULL;
-  MemresStream a, b;
-  MemresBuffer *x, *y;
-  MtStreamHold *hold;
-  guint64 addr;
-
-  if (!mt_hazard_begin ())
-    return;
-  b = stream_new ();
-  a = h->kind == HAZARD_LEGACY ? NULL : stream_new ();
-  mr = mt_new_ok (h->spec);
-  x = mt_alloc_ok (mr, h->size, a);
-  mt_fill_byte_ok (x, 0x11, a);
-  mt_sync_ok (a);
-  addr = memres_buffer_get_address (x);
-
-  hold = mt_stream_hold (a);
-  mt_fill_byte_ok (x, 0xaa, a); /* waits behind the hold */
-  mt_close_ok (x, a);
-  if (h->kind == HAZARD_DESTROYED)
-    CU_OK (mt_driver ()->cuStreamDestroy (a));
-  y = mt_alloc_ok (mr, h->size, b);
-  if (h->expect_reuse)
-    g_assert_cmpuint (memres_buffer_get_address (y), ==, addr);
-  mt_fill_byte_ok (y, 0xbb, b);
-  g_assert_true (mt_stream_is_held (hold));
-  mt_stream_release (hold);
-  mt_assert_bytes (y, 0xbb, b);
-  if (h->kind == HAZARD_DESTROYED)
-    {
-      /* a new stream (perhaps with a's handle, once a's work ran) gets correct memory too */
-      CUstream c = stream_new ();
-      MemresBuffer *z = mt_alloc_ok (mr, h->size, c);
-
-      mt_fill_byte_ok (z, 0xcc, c);
-      mt_assert_bytes (z, 0xcc, c);
-      mt_close_ok (z, c);
-      stream_free (c);
-    }
-  mt_close_ok (y, b);
-  mt_sync_ok (b);
-  g_clear_pointer (&mr, memres_resource_unref);
-  if (a != NULL && h->kind != HAZARD_DESTROYED)
-    stream_free (a);
-  stream_free (b);
-  mt_hazard_end ();
+  mt_hazard_run (data);
 }
 
-static const Hazard hazards[] = {
-  { "cache>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_STREAM, FALSE },
-  { "cache:front=0>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_STREAM, TRUE },
-  { "cache:front=0>" DEVICE_UPSTREAM, 4 * KiB, HAZARD_STREAM, TRUE },
-  { "cache>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_LEGACY, FALSE },
-  { "cache:front=0>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_LEGACY, TRUE },
-  { "cache>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_DESTROYED, FALSE },
-  { "cache:front=0>" DEVICE_UPSTREAM, 1 * MiB, HAZARD_DESTROYED, TRUE },
-  { "cache:front=0>" DEVICE_UPSTREAM, 4 * KiB, HAZARD_DESTROYED, TRUE },
+static const MtHazard hazards[] = {
+  { "cache>" DEVICE_UPSTREAM, 1 * MiB, MT_HAZARD_STREAM, FALSE, TRUE, FALSE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 1 * MiB, MT_HAZARD_STREAM, TRUE, TRUE, FALSE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 4 * KiB, MT_HAZARD_STREAM, TRUE, TRUE, FALSE },
+  { "cache>" DEVICE_UPSTREAM, 1 * MiB, MT_HAZARD_LEGACY, FALSE, TRUE, FALSE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 1 * MiB, MT_HAZARD_LEGACY, TRUE, TRUE, FALSE },
+  { "cache>" DEVICE_UPSTREAM, 1 * MiB, MT_HAZARD_DESTROYED, FALSE, TRUE, FALSE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 1 * MiB, MT_HAZARD_DESTROYED, TRUE, TRUE, FALSE },
+  { "cache:front=0>" DEVICE_UPSTREAM, 4 * KiB, MT_HAZARD_DESTROYED, TRUE, TRUE, FALSE },
 };
 static const char *const hazard_names[] = {
   "/cache/hazard/stream/front",     "/cache/hazard/stream/shared",
@@ -124,8 +64,8 @@ test_hazard_spill (void)
 
   if (!mt_hazard_begin ())
     return;
-  a = stream_new ();
-  b = stream_new ();
+  a = mt_stream_new_on (0);
+  b = mt_stream_new_on (0);
   mr = mt_new_ok ("cache:front=2>" DEVICE_UPSTREAM);
   for (guint i = 0; i < 3; i++)
     {
@@ -164,8 +104,8 @@ test_hazard_spill (void)
   g_assert_cmpuint (counter (mr, "shared_cached"), ==, 0);
   hold_release_check (hold, y, 3, b);
   g_clear_pointer (&mr, memres_resource_unref);
-  stream_free (a);
-  stream_free (b);
+  mt_stream_free (a);
+  mt_stream_free (b);
   mt_hazard_end ();
 }
 
@@ -184,7 +124,7 @@ test_hazard_legacy_lazy (void)
 
   if (!mt_hazard_begin ())
     return;
-  b = stream_new ();
+  b = mt_stream_new_on (0);
   mr = mt_new_ok ("cache:front=0>" DEVICE_UPSTREAM);
   for (guint i = 0; i < 3; i++)
     {
@@ -221,7 +161,7 @@ test_hazard_legacy_lazy (void)
   g_assert_cmpuint (counter (mr, "misses"), ==, 3);
   hold_release_check (hold, y, 3, b);
   g_clear_pointer (&mr, memres_resource_unref);
-  stream_free (b);
+  mt_stream_free (b);
   mt_hazard_end ();
 }
 
@@ -350,7 +290,7 @@ test_hazard_threads (gconstpointer data)
     {
       void *host = NULL;
 
-      streams[t] = stream_new ();
+      streams[t] = mt_stream_new_on (0);
       CU_OK (mt_driver ()->cuMemHostAlloc (&host, 64 * KiB, 0));
       staging[t] = host;
     }
@@ -377,7 +317,7 @@ test_hazard_threads (gconstpointer data)
   g_assert_cmpuint (counter (mr, "used"), ==, 0);
   for (guint t = 0; t < HAZARD_THREADS; t++)
     {
-      stream_free (streams[t]);
+      mt_stream_free (streams[t]);
       CU_OK (mt_driver ()->cuMemFreeHost (staging[t]));
     }
   g_clear_pointer (&mr, memres_resource_unref);

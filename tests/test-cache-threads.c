@@ -44,7 +44,7 @@ test_threads_pairs (void)
   for (guint t = 0; t < PAIRS_THREADS; t++)
     {
       jobs[t].mr = mr;
-      jobs[t].stream = stream_new ();
+      jobs[t].stream = mt_stream_new_on (0);
       jobs[t].size = (t % 4 == 0) ? 256 : (t % 4 == 1) ? 4 * KiB : (t % 4 == 2) ? 64 * KiB : MiB;
       threads[t] = g_thread_new ("pairs", pairs_thread, &jobs[t]);
     }
@@ -63,7 +63,7 @@ test_threads_pairs (void)
   trim_ok (mr);
   g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 0);
   for (guint t = 0; t < PAIRS_THREADS; t++)
-    stream_free (jobs[t].stream);
+    mt_stream_free (jobs[t].stream);
 }
 
 static void

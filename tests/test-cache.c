@@ -102,7 +102,7 @@ test_hits_misses (void)
 
   if (!mt_require_devices (1))
     return;
-  stream = stream_new ();
+  stream = mt_stream_new_on (0);
   mt_counts_snapshot (&base);
   mr = mt_new_ok ("cache>" DEVICE_UPSTREAM);
 
@@ -134,7 +134,7 @@ test_hits_misses (void)
   g_assert_cmpuint (mt_stats_ok (mr).reserved_current, ==, 0);
   assert_upstream_empty (mr, &base);
   g_clear_pointer (&mr, memres_resource_unref);
-  stream_free (stream);
+  mt_stream_free (stream);
 }
 
 /* Over host memory there are no streams to respect: a block freed "on" one stream serves
@@ -176,8 +176,8 @@ test_cross_stream_event (void)
 
   if (!mt_require_devices (1))
     return;
-  a = stream_new ();
-  b = stream_new ();
+  a = mt_stream_new_on (0);
+  b = mt_stream_new_on (0);
   mr = mt_new_ok ("cache:front=0>" DEVICE_UPSTREAM);
   buf = mt_alloc_ok (mr, 1 * MiB, a);
   addr = memres_buffer_get_address (buf);
@@ -206,8 +206,8 @@ test_cross_stream_event (void)
     g_assert_cmpint (mt_fake_call_count ("cuStreamWaitEvent"), ==, waits);
   mt_close_ok (buf, b);
   g_clear_pointer (&mr, memres_resource_unref);
-  stream_free (a);
-  stream_free (b);
+  mt_stream_free (a);
+  mt_stream_free (b);
 }
 
 /* ---- bounds -------------------------------------------------------------------------------------
@@ -357,7 +357,7 @@ test_trim_everything (void)
 
   if (!mt_require_devices (1))
     return;
-  stream = stream_new ();
+  stream = mt_stream_new_on (0);
   mt_counts_snapshot (&base);
   mr = mt_new_ok ("cache>" DEVICE_UPSTREAM);
   for (guint r = 0; r < 3; r++)
@@ -373,7 +373,7 @@ test_trim_everything (void)
   mt_sync_ok (NULL);
   assert_upstream_empty (mr, &base);
   g_clear_pointer (&mr, memres_resource_unref);
-  stream_free (stream);
+  mt_stream_free (stream);
 }
 
 static void
@@ -542,7 +542,7 @@ test_peer_access (void)
     }
   mt_close_ok (y, NULL);
   mt_sync_ok (NULL);
-  stream_free (s1);
+  mt_stream_free (s1);
 }
 
 /* A block freed on a stream of device 0 and asked for by a stream of device 1 (granted access):
@@ -585,8 +585,8 @@ test_peer_stream (void)
   mt_close_ok (y, s1);
   mt_sync_ok (s1);
   g_clear_pointer (&mr, memres_resource_unref);
-  stream_free (s0);
-  stream_free (s1);
+  mt_stream_free (s0);
+  mt_stream_free (s1);
   mt_hazard_end ();
 }
 

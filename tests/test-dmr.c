@@ -20,13 +20,6 @@ stream_new (void)
   return mt_stream_new_on (0);
 }
 
-static void
-stream_free (CUstream stream)
-{
-  CU_OK (mt_driver ()->cuStreamSynchronize (stream));
-  CU_OK (mt_driver ()->cuStreamDestroy (stream));
-}
-
 /* The pool a buffer came from, asked of the driver. */
 static CUmemoryPool
 pool_of (MemresBuffer *buf)
@@ -156,7 +149,7 @@ test_allocate_patterns (void)
     }
   /* the legacy default stream too */
   round_trip (mr, 4 * KiB, NULL);
-  stream_free (stream);
+  mt_stream_free (stream);
   memres_resource_unref (mr);
   mt_assert_fake_counts_equal (&base);
 }
@@ -285,8 +278,8 @@ test_free_other_stream (void)
   g_assert_cmpuint (mt_stats_ok (mr).used_current, ==, 0);
 
   CU_OK (mt_driver ()->cuEventDestroy (done));
-  stream_free (a);
-  stream_free (b);
+  mt_stream_free (a);
+  mt_stream_free (b);
   memres_resource_unref (mr);
   mt_assert_fake_counts_equal (&base);
 }
@@ -647,7 +640,7 @@ test_capture_refused (void)
 
   /* the same stream allocates again once the capture ended */
   round_trip (mr, 8 * KiB, stream);
-  stream_free (stream);
+  mt_stream_free (stream);
   memres_resource_unref (mr);
   mt_assert_fake_counts_equal (&base);
 }
@@ -828,7 +821,7 @@ test_peer_access (void)
   write_pattern (buf, 3, s1);
   check_pattern (buf, 3, s1);
   mt_close_ok (buf, s1);
-  stream_free (s1);
+  mt_stream_free (s1);
   memres_resource_unref (mr);
   mt_assert_fake_counts_equal (&base);
 }
@@ -953,7 +946,7 @@ test_fault_allocate (void)
   g_assert_cmpint (mt_fault_sweep ("allocate (stream)", mt_op_allocate, mt_undo_allocate, &sd,
                                    CUDA_ERROR_INVALID_VALUE, NULL),
                    >=, 2);
-  stream_free (stream);
+  mt_stream_free (stream);
   memres_resource_unref (sd.mr);
   mt_assert_fake_counts_equal (&base);
 }
@@ -1011,7 +1004,7 @@ test_fault_close (void)
   /* the resource keeps working */
   round_trip (mr, 4 * KiB, stream);
   mt_fake_reset_faults ();
-  stream_free (stream);
+  mt_stream_free (stream);
   memres_resource_unref (mr);
   mt_assert_fake_counts_equal (&base);
 }

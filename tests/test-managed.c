@@ -19,20 +19,6 @@ static const char *const all_specs[] = {
   "managed:pool=none,preferred_location=host",
 };
 
-static int
-device_attribute (CUdevice_attribute attr)
-{
-  g_autoptr (GError) error = NULL;
-  const MemresCudaDriver *drv = memres_cuda_get_driver (&error);
-  CUdevice dev;
-  int value = 0;
-
-  g_assert_no_error (error);
-  g_assert_cmpint (drv->cuDeviceGet (&dev, 0), ==, CUDA_SUCCESS);
-  g_assert_cmpint (drv->cuDeviceGetAttribute (&value, attr, dev), ==, CUDA_SUCCESS);
-  return value;
-}
-
 /* Devices and drivers without managed pools (or without concurrent managed access, which
  * prefetching to a device and the pools need) cannot run the tests that use them. */
 static gboolean
@@ -43,12 +29,12 @@ require_managed (gboolean pools)
   if (!mt_require_devices (1))
     return FALSE;
   drv = memres_cuda_get_driver (NULL);
-  if (!device_attribute (CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY))
+  if (!mt_device_attribute (CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY))
     {
       g_test_skip ("device 0 has no managed memory");
       return FALSE;
     }
-  if (!device_attribute (CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS))
+  if (!mt_device_attribute (CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS))
     {
       g_test_skip ("device 0 has no concurrent managed access");
       return FALSE;
@@ -267,7 +253,7 @@ test_prefetch (void)
   assert_last_prefetch (bufs[0], MEMRES_LOCATION_DEVICE, 0);
   prefetch_ok (bufs[0], loc (MEMRES_LOCATION_HOST, 7), stream);
   assert_last_prefetch (bufs[0], MEMRES_LOCATION_HOST, 0);
-  numa = device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
+  numa = mt_device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
   if (numa >= 0)
     {
       prefetch_ok (bufs[0], loc (MEMRES_LOCATION_HOST_NUMA, numa), stream);
@@ -366,7 +352,7 @@ advice (const char *spec, gboolean pool)
   MemresLocation where;
   gboolean mostly = TRUE;
   guint n = 99;
-  int numa = device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
+  int numa = mt_device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
 
   g_test_message ("%s", spec);
   mt_sync_ok (NULL);
@@ -462,7 +448,7 @@ test_preferred_option (void)
   buf = mt_alloc_ok (host, MiB, NULL);
   assert_preferred (buf, MEMRES_LOCATION_HOST, 0);
   mt_close_ok (buf, NULL);
-  node = device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
+  node = mt_device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
   if (node >= 0)
     {
       g_autoptr (GError) error = NULL;
@@ -814,26 +800,6 @@ test_options_invalid (void)
   mt_new_fails ("managed:pool=none,device=99", MEMRES_ERROR, MEMRES_ERROR_NO_DEVICE, NULL);
 }
 
-typedef struct
-{
-  CUdevice_attribute attr;
-  int value;
-} SavedAttribute;
-
-static void
-override_attribute (SavedAttribute *saved, CUdevice_attribute attr, int value)
-{
-  saved->attr = attr;
-  saved->value = device_attribute (attr);
-  mt_fake_set_attribute (0, attr, value);
-}
-
-static void
-restore_attribute (const SavedAttribute *saved)
-{
-  mt_fake_set_attribute (0, saved->attr, saved->value);
-}
-
 /* No concurrent managed access: the pools are refused naming the device and the attribute,
  * fallback=true takes cuMemAllocManaged, and the process is warned once (in a subprocess, whose
  * stderr shows the warnings: structured logging bypasses g_test_expect_message()). */
@@ -841,7 +807,7 @@ static void
 test_no_concurrent_access (void)
 {
   g_autoptr (MemresResource) mr = NULL, again = NULL;
-  SavedAttribute saved;
+  MtSavedAttribute saved;
   FakeCudaCounts base;
 
   if (!mt_require_devices (1) || !mt_require_fake ("turning attributes off needs the fake"))
@@ -856,7 +822,7 @@ test_no_concurrent_access (void)
     }
   g_log_set_always_fatal (G_LOG_FATAL_MASK); /* the warning is what is tested */
   mt_counts_snapshot (&base);
-  override_attribute (&saved, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0);
+  mt_override_attribute (&saved, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 0);
   mt_new_fails ("managed", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                 "CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS");
   mt_new_fails ("managed:pool=new", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "device 0");
@@ -869,7 +835,7 @@ test_no_concurrent_access (void)
   again = mt_new_ok ("managed:pool=none"); /* no second warning */
   g_clear_pointer (&mr, memres_resource_unref);
   g_clear_pointer (&again, memres_resource_unref);
-  restore_attribute (&saved);
+  mt_restore_attribute (&saved);
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -877,25 +843,25 @@ static void
 test_no_pools (void)
 {
   g_autoptr (MemresResource) mr = NULL;
-  SavedAttribute pools, managed;
+  MtSavedAttribute pools, managed;
   FakeCudaCounts base;
 
   if (!mt_require_devices (1) || !mt_require_fake ("turning attributes off needs the fake"))
     return;
   mt_counts_snapshot (&base);
-  override_attribute (&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
+  mt_override_attribute (&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
   mt_new_fails ("managed", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                 "CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED");
   mr = mt_new_ok ("managed:pool=new,fallback=true");
   g_assert_false (memres_resource_get_flags (mr) & MEMRES_MEMORY_STREAM_ORDERED);
   g_clear_pointer (&mr, memres_resource_unref);
-  restore_attribute (&pools);
+  mt_restore_attribute (&pools);
 
-  override_attribute (&managed, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 0);
+  mt_override_attribute (&managed, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 0);
   mt_new_fails ("managed:pool=none", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                 "CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY");
   mt_new_fails ("managed:fallback=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "device 0");
-  restore_attribute (&managed);
+  mt_restore_attribute (&managed);
   mt_assert_fake_counts_equal (&base);
 }
 

@@ -171,7 +171,7 @@ test_ipc_not_shareable (void)
 static void
 test_ipc_unsupported (void)
 {
-  SavedAttribute saved;
+  MtSavedAttribute saved;
   FakeCudaCounts base;
 
   if (!mt_require_devices (1))
@@ -179,18 +179,18 @@ test_ipc_unsupported (void)
   if (!mt_require_fake ("needs the fake driver to change device attributes"))
     return;
   mt_counts_snapshot (&base);
-  override_attribute (&saved, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
+  mt_override_attribute (&saved, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
   mt_new_fails ("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "numa_id");
   mt_new_fails ("pinned:ipc=true,fallback=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                 "numa_id");
   g_clear_pointer (&(MemresResource *){ mt_new_ok ("pinned:ipc=true,numa_id=0") },
                    memres_resource_unref);
-  restore_attribute (&saved);
+  mt_restore_attribute (&saved);
 
-  override_attribute (&saved, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0);
+  mt_override_attribute (&saved, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, 0);
   mt_new_fails ("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
                 "MEMPOOL_SUPPORTED_HANDLE_TYPES");
-  restore_attribute (&saved);
+  mt_restore_attribute (&saved);
   mt_assert_fake_counts_equal (&base);
 }
 

@@ -435,7 +435,7 @@ test_pool_numa_node (void)
   if (!mt_require_devices (1))
     return;
   mt_counts_snapshot (&base);
-  if (device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED))
+  if (mt_device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED))
     check_roundtrip ("pinned:numa_id=0", "pinned:numa_id=0", MiB + 1, 7);
   else
     mt_new_fails ("pinned:numa_id=0", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
@@ -449,7 +449,7 @@ static void
 test_pool_unsupported (void)
 {
   g_autoptr (MemresResource) mr = NULL;
-  SavedAttribute host = { 0 }, numa = { 0 };
+  MtSavedAttribute host = { 0 }, numa = { 0 };
   FakeCudaCounts base;
 
   if (!mt_require_devices (1))
@@ -462,8 +462,8 @@ test_pool_unsupported (void)
   mt_counts_snapshot (&base);
   if (mt_driver_is_fake ())
     {
-      override_attribute (&host, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0);
-      override_attribute (&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0);
+      mt_override_attribute (&host, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 0);
+      mt_override_attribute (&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0);
     }
 
   mt_new_fails ("pinned", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "mode=legacy");
@@ -480,8 +480,8 @@ test_pool_unsupported (void)
 
   if (mt_driver_is_fake ())
     {
-      restore_attribute (&numa);
-      restore_attribute (&host);
+      mt_restore_attribute (&numa);
+      mt_restore_attribute (&host);
     }
   mt_assert_fake_counts_equal (&base);
 }
@@ -491,7 +491,7 @@ test_pool_unsupported (void)
 static void
 test_pool_no_numa_pools (void)
 {
-  SavedAttribute host, numa;
+  MtSavedAttribute host, numa;
   FakeCudaCounts base;
 
   if (!mt_require_devices (1))
@@ -499,20 +499,20 @@ test_pool_no_numa_pools (void)
   if (!mt_require_fake ("needs the fake driver to turn host NUMA pools off"))
     return;
   mt_counts_snapshot (&base);
-  override_attribute (&host, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 1);
-  override_attribute (&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0);
+  mt_override_attribute (&host, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, 1);
+  mt_override_attribute (&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, 0);
 
   check_roundtrip ("pinned", "pinned", MiB, 9);
   mt_new_fails ("pinned:numa_id=0", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "mode=legacy");
   mt_new_fails ("pinned:ipc=true", MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED, "ipc");
 
-  restore_attribute (&numa);
+  mt_restore_attribute (&numa);
 
   /* Host NUMA pools, but no node close to the device: the HOST location. */
-  override_attribute (&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
+  mt_override_attribute (&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, -1);
   check_roundtrip ("pinned", "pinned:numa_id=-1", MiB, 10);
-  restore_attribute (&numa);
-  restore_attribute (&host);
+  mt_restore_attribute (&numa);
+  mt_restore_attribute (&host);
   mt_assert_fake_counts_equal (&base);
 }
 

@@ -14,13 +14,12 @@
  * synchronizations failing in turn. Fake only: it counts calls. */
 #include <memres/memres.h>
 
-#include "testutil.h"
+#include "testutil-sleep.h"
 #include "unmapped-ranges.h"
 
 #include <string.h>
 
 #define KiB ((gsize) 1 << 10)
-#define MiB ((gsize) 1 << 20)
 
 /* The allocations mapped now under @segs (granule by granule, adjacent granules of one handle
  * one allocation) into *@n, and their runs of adjacent ones into *@runs; granules under @segs
@@ -57,17 +56,6 @@ handles_under (GArray *segs, gsize granule, guint *n, guint *runs)
           next = a + granule;
         }
     }
-}
-
-/* How many of the @n_names calls are @entry. */
-static guint
-count (const char **names, int n_names, const char *entry)
-{
-  guint c = 0;
-
-  for (int i = 0; i < n_names; i++)
-    c += g_str_equal (names[i], entry);
-  return c;
 }
 
 /* Asserts that every one of the @n_names calls is one of @allowed (NULL-terminated). */
@@ -120,16 +108,9 @@ test_calls (gconstpointer data)
   for (guint i = 0; i < 3 * G_N_ELEMENTS (sizes); i++)
     {
       const char *tag = i % 2 == 0 ? NULL : (i % 4 == 1 ? "sc-w" : "sc-kv");
-      MemresBuffer *b;
 
-      if (tag != NULL)
-        g_assert_true (memres_tag_push (tag, NULL));
-      b = memres_resource_allocate (mr, sizes[(i + i / 4) % G_N_ELEMENTS (sizes)], NULL, &error);
-      g_assert_no_error (error);
-      if (tag != NULL)
-        g_assert_true (memres_tag_pop (tag, NULL));
+      g_ptr_array_add (bufs, alloc_tagged (mr, tag, sizes[(i + i / 4) % G_N_ELEMENTS (sizes)]));
       kv += tag != NULL && g_str_equal (tag, "sc-kv");
-      g_ptr_array_add (bufs, b);
     }
   g_assert_cmpuint (kv, ==, 12);
 
@@ -142,14 +123,14 @@ test_calls (gconstpointer data)
   g_assert_true (memres_resource_unsubscribe_segments (mr, sub, &error));
   mt_fake_get_counts (&asleep);
   assert_only (names, n_names, sleep_calls);
-  g_assert_cmpuint (count (names, n_names, "cuStreamSynchronize"), ==, 1);
+  g_assert_cmpuint (trace_count (names, n_names, "cuStreamSynchronize"), ==, 1);
   g_assert_cmpuint (unmapped->len, >, 0);
   /* what it released, all of it made again by the wake below */
   g_assert_cmpint (asleep.physical_handles, <, awake.physical_handles);
   n = (guint) (awake.physical_handles - asleep.physical_handles);
-  g_assert_cmpuint (count (names, n_names, "cuMemRelease"), ==, n);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemRelease"), ==, n);
   {
-    guint unmaps = count (names, n_names, "cuMemUnmap");
+    guint unmaps = trace_count (names, n_names, "cuMemUnmap");
 
     mt_fake_trace_begin ();
     MT_CHECK (memres_resource_wake (mr, "sc-kv", NULL, &error));
@@ -161,40 +142,17 @@ test_calls (gconstpointer data)
     /* the raw calls for the same allocations, found under the unmapped ranges */
     handles_under (unmapped, mt_device_granularity (), &n, &runs);
     g_test_message ("%s: %u allocations in %u runs; sleep %u unmaps, wake %u grants", spec, n, runs,
-                    unmaps, count (names, n_names, "cuMemSetAccess"));
+                    unmaps, trace_count (names, n_names, "cuMemSetAccess"));
     g_assert_cmpuint (n, ==, (guint) (awake.physical_handles - asleep.physical_handles));
     g_assert_cmpuint (unmaps, ==, runs);
-    g_assert_cmpuint (count (names, n_names, "cuMemCreate"), ==, n);
-    g_assert_cmpuint (count (names, n_names, "cuMemMap"), ==, n);
-    g_assert_cmpuint (count (names, n_names, "cuMemSetAccess"), ==, runs);
+    g_assert_cmpuint (trace_count (names, n_names, "cuMemCreate"), ==, n);
+    g_assert_cmpuint (trace_count (names, n_names, "cuMemMap"), ==, n);
+    g_assert_cmpuint (trace_count (names, n_names, "cuMemSetAccess"), ==, runs);
   }
   for (guint i = 0; i < bufs->len; i++)
     mt_close_ok (bufs->pdata[i], NULL);
   memres_resource_unref (mr);
   mt_assert_fake_counts_equal (&base);
-}
-
-/* Whether the granule at @address has physical memory mapped (the fake's handle table). */
-static gboolean
-granule_mapped (guint64 address)
-{
-  const MemresCudaDriver *drv = mt_driver ();
-  CUmemGenericAllocationHandle h = 0;
-
-  if (drv->cuMemRetainAllocationHandle (&h, (void *) (guintptr) address) != CUDA_SUCCESS)
-    return FALSE;
-  g_assert_cmpint (drv->cuMemRelease (h), ==, CUDA_SUCCESS);
-  return TRUE;
-}
-
-/* Adds the granules under @buf (each its first byte's address) to @set. */
-static void
-granules_of (GHashTable *set, MemresBuffer *buf, gsize granule)
-{
-  guint64 a = memres_buffer_get_address (buf), end = a + memres_buffer_get_size (buf);
-
-  for (a = a / granule * granule; a < end; a += granule)
-    g_hash_table_add (set, GSIZE_TO_POINTER ((gsize) a));
 }
 
 typedef struct
@@ -213,19 +171,6 @@ static const Want w_wants[]
     = { { 4096, FALSE },    { 4096, FALSE },   { 4096, TRUE },   { 4096, TRUE },
         { 1 * MiB, FALSE }, { 1 * MiB, TRUE }, { 1 * MiB, TRUE } };
 
-static MemresBuffer *
-alloc_under (MemresResource *mr, const char *tag, gsize size)
-{
-  g_autoptr (GError) error = NULL;
-  MemresBuffer *b;
-
-  g_assert_true (memres_tag_push (tag, NULL));
-  b = memres_resource_allocate (mr, size, NULL, &error);
-  g_assert_no_error (error);
-  g_assert_true (memres_tag_pop (tag, NULL));
-  return b;
-}
-
 /* A sleep of tag "ot-kv" while "ot-w" stays awake (docs/sleep.md, `cache`): the free memory kv's
  * buffers left cached is released with kv's buffers, the free blocks of "ot-w" stay cached: the
  * live handles drop by exactly the granules under kv's buffers, open and closed (its free chunk
@@ -233,97 +178,81 @@ alloc_under (MemresResource *mr, const char *tag, gsize size)
  * memory then, while every granule under w's, open and closed, still has; a w allocation of
  * every size it freed then makes no driver call. The wake (backup) maps kv's live buffers again at
  * their addresses with their bytes; w's bytes were never touched. */
+static const char OT_KV[] = "ot-kv", OT_W[] = "ot-w";
+
 static void
 test_other_tag_kept (gconstpointer data)
 {
   const char *spec = data;
   gboolean arena = strstr (spec, "arena") != NULL;
-  gsize granule;
   g_autoptr (GError) error = NULL;
-  g_autoptr (GHashTable) kv_granules = g_hash_table_new (NULL, NULL);
   g_autoptr (GHashTable) kv_live = g_hash_table_new (NULL, NULL);
   g_autoptr (GHashTable) kv_gone = g_hash_table_new (NULL, NULL);
-  g_autoptr (GHashTable) w_granules = g_hash_table_new (NULL, NULL);
   g_autoptr (MemresSleepPolicy) backup = NULL;
-  MemresBuffer *kv[G_N_ELEMENTS (kv_wants)], *w[G_N_ELEMENTS (w_wants)];
-  guint64 kv_addr[G_N_ELEMENTS (kv_wants)];
-  MemresResource *mr;
+  MemresBuffer *again[G_N_ELEMENTS (w_wants)] = { NULL };
+  guint w0; /* the index of w's first buffer in the set (kv's are 0 to w0 - 1) */
   FakeCudaCounts base, awake, asleep, woken;
   GHashTableIter iter;
   gpointer key;
   const char **names = NULL;
   int n_names;
   guint drop;
+  TaggedSet s;
 
   if (!mt_require_fake ("counts the driver calls of the fake"))
     return;
-  granule = mt_device_granularity ();
   mt_counts_snapshot (&base);
-  mr = mt_new_ok (spec);
+  tagged_set_init (&s, spec, OT_KV, OT_W);
   for (guint i = 0; i < G_N_ELEMENTS (kv_wants); i++)
     {
-      kv[i] = alloc_under (mr, "ot-kv", kv_wants[i].size);
-      kv_addr[i] = memres_buffer_get_address (kv[i]);
-      granules_of (kv_granules, kv[i], granule);
+      MemresBuffer *b = s.bufs[tagged_set_add (&s, OT_KV, kv_wants[i].size)];
+
       /* the arena's slab sleeps whole and wakes: its closed blocks' granules are not gone */
       if (!kv_wants[i].closed)
-        granules_of (kv_live, kv[i], granule);
+        granules_add (kv_live, b);
       else if (!arena || kv_wants[i].size > 4096)
-        granules_of (kv_gone, kv[i], granule);
-      mt_write_pattern (kv[i], 0, kv_wants[i].size, 100 + i, NULL);
+        granules_add (kv_gone, b);
     }
+  w0 = s.n;
   for (guint i = 0; i < G_N_ELEMENTS (w_wants); i++)
-    {
-      w[i] = alloc_under (mr, "ot-w", w_wants[i].size);
-      granules_of (w_granules, w[i], granule);
-      mt_write_pattern (w[i], 0, w_wants[i].size, 200 + i, NULL);
-    }
+    tagged_set_add (&s, OT_W, w_wants[i].size);
   /* the tags' buffers lie in granules of their own: chunks and slabs serve one tag */
-  g_hash_table_iter_init (&iter, w_granules);
-  while (g_hash_table_iter_next (&iter, &key, NULL))
-    g_assert_false (g_hash_table_contains (kv_granules, key));
+  tagged_set_assert_apart (&s);
   for (guint i = 0; i < G_N_ELEMENTS (kv_wants); i++)
     if (kv_wants[i].closed)
-      mt_close_ok (g_steal_pointer (&kv[i]), NULL);
+      mt_close_ok (g_steal_pointer (&s.bufs[i]), NULL);
   for (guint i = 0; i < G_N_ELEMENTS (w_wants); i++)
     if (w_wants[i].closed)
-      mt_close_ok (g_steal_pointer (&w[i]), NULL);
+      mt_close_ok (g_steal_pointer (&s.bufs[w0 + i]), NULL);
 
-  backup = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, &error);
-  g_assert_no_error (error);
+  backup = policy_new (MEMRES_SLEEP_BACKUP);
   mt_fake_get_counts (&awake);
-  MT_CHECK (memres_resource_sleep (mr, "ot-kv", backup, NULL, &error));
+  MT_CHECK (memres_resource_sleep (s.mr, OT_KV, backup, NULL, &error));
   mt_fake_get_counts (&asleep);
   drop = (guint) (awake.physical_handles - asleep.physical_handles);
   g_test_message ("%s: the sleep of kv released %u handles, under kv's %u granules", spec, drop,
-                  g_hash_table_size (kv_granules));
+                  g_hash_table_size (s.granules[0]));
   /* one handle per granule there (vmm:chunk=2MiB, the arena's granules): in cache>vmm, by hand,
    * kv's 1 MiB and 8 MiB buffers (1 + 4), its two free 1 MiB blocks (2) and its chunk of free
    * 4 KiB blocks (1); in cache>arena, its slab, its live extents and its idle granules */
   if (!arena)
     g_assert_cmpuint (drop, ==, 8);
-  g_assert_cmpuint (drop, ==, g_hash_table_size (kv_granules));
-  g_hash_table_iter_init (&iter, kv_granules);
-  while (g_hash_table_iter_next (&iter, &key, NULL))
-    g_assert_false (granule_mapped (GPOINTER_TO_SIZE (key)));
-  g_hash_table_iter_init (&iter, w_granules);
-  while (g_hash_table_iter_next (&iter, &key, NULL))
-    g_assert_true (granule_mapped (GPOINTER_TO_SIZE (key)));
+  g_assert_cmpuint (drop, ==, g_hash_table_size (s.granules[0]));
+  assert_granules (s.granules[0], FALSE);
+  assert_granules (s.granules[1], TRUE);
 
   /* w's free blocks stayed cached: allocating them again asks the driver nothing */
   mt_fake_trace_begin ();
   for (guint i = 0; i < G_N_ELEMENTS (w_wants); i++)
     if (w_wants[i].closed)
-      w[i] = alloc_under (mr, "ot-w", w_wants[i].size);
+      again[i] = alloc_tagged (s.mr, OT_W, w_wants[i].size);
   n_names = mt_fake_trace_end (&names);
   if (n_names > 0)
     g_error ("%s: allocating w's freed sizes again called the driver %d times (first %s)", spec,
              n_names, names[0]);
-  for (guint i = 0; i < G_N_ELEMENTS (w_wants); i++)
-    if (!w_wants[i].closed)
-      mt_check_pattern (w[i], 0, w_wants[i].size, 200 + i, NULL);
+  tagged_set_check (&s, OT_W, FALSE);
 
-  MT_CHECK (memres_resource_wake (mr, "ot-kv", NULL, &error));
+  MT_CHECK (memres_resource_wake (s.mr, OT_KV, NULL, &error));
   mt_fake_get_counts (&woken);
   /* the live buffers' memory made again, the arena's slab too (parked with its free blocks);
    * the granules only kv's closed buffers held are released for good: in cache>vmm its chunk
@@ -335,16 +264,12 @@ test_other_tag_kept (gconstpointer data)
     g_assert_cmpuint (g_hash_table_size (kv_gone), ==, 3);
   g_assert_cmpint (woken.physical_handles, ==,
                    awake.physical_handles - (int) g_hash_table_size (kv_gone));
-  for (guint i = 0; i < G_N_ELEMENTS (kv_wants); i++)
-    if (kv[i] != NULL)
-      {
-        g_assert_cmpuint (memres_buffer_get_address (kv[i]), ==, kv_addr[i]);
-        mt_check_pattern (kv[i], 0, kv_wants[i].size, 100 + i, NULL);
-        mt_close_ok (kv[i], NULL);
-      }
+  /* kv's at their addresses with their bytes, w's bytes untouched */
+  tagged_set_check (&s, NULL, FALSE);
   for (guint i = 0; i < G_N_ELEMENTS (w_wants); i++)
-    mt_close_ok (w[i], NULL);
-  memres_resource_unref (mr);
+    if (again[i] != NULL)
+      mt_close_ok (again[i], NULL);
+  tagged_set_clear (&s);
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -358,7 +283,8 @@ test_other_tag_kept (gconstpointer data)
 static guint
 host_allocations (const char **names, int n)
 {
-  return count (names, n, "cuMemAllocFromPoolAsync") + count (names, n, "cuMemHostAlloc");
+  return trace_count (names, n, "cuMemAllocFromPoolAsync")
+         + trace_count (names, n, "cuMemHostAlloc");
 }
 
 static gint
@@ -382,7 +308,7 @@ run_setup (MemresResource *mr, MemresBuffer **w)
   guint first;
 
   for (guint i = 0; i <= RUN_N; i++)
-    all[i] = alloc_under (mr, "bk-w", RUN_SIZE);
+    all[i] = alloc_tagged (mr, "bk-w", RUN_SIZE);
   qsort (all, RUN_N + 1, sizeof all[0], address_cmp);
   first
       = memres_buffer_get_address (all[1]) == memres_buffer_get_address (all[0]) + RUN_SIZE ? 0 : 1;
@@ -425,18 +351,18 @@ test_backup_runs (gconstpointer data)
   mt_fake_trace_begin ();
   MT_CHECK (memres_resource_sleep (mr, "bk-w", backup, NULL, &error));
   n = mt_fake_trace_end (&names);
-  g_assert_cmpuint (count (names, n, "cuMemcpyAsync"), ==, 1);
-  g_assert_cmpuint (count (names, n, "cuMemcpy"), ==, 0);
-  g_assert_cmpuint (count (names, n, "cuStreamSynchronize"), ==, 2);
+  g_assert_cmpuint (trace_count (names, n, "cuMemcpyAsync"), ==, 1);
+  g_assert_cmpuint (trace_count (names, n, "cuMemcpy"), ==, 0);
+  g_assert_cmpuint (trace_count (names, n, "cuStreamSynchronize"), ==, 2);
   g_assert_cmpuint (host_allocations (names, n), ==, 1);
   mt_fake_get_counts (&asleep);
   g_assert_cmpint (asleep.physical_handles, <, awake.physical_handles);
   mt_fake_trace_begin ();
   MT_CHECK (memres_resource_wake (mr, "bk-w", NULL, &error));
   n = mt_fake_trace_end (&names);
-  g_assert_cmpuint (count (names, n, "cuMemcpyAsync"), ==, 1);
-  g_assert_cmpuint (count (names, n, "cuMemcpy"), ==, 0);
-  g_assert_cmpuint (count (names, n, "cuStreamSynchronize"), ==, 1);
+  g_assert_cmpuint (trace_count (names, n, "cuMemcpyAsync"), ==, 1);
+  g_assert_cmpuint (trace_count (names, n, "cuMemcpy"), ==, 0);
+  g_assert_cmpuint (trace_count (names, n, "cuStreamSynchronize"), ==, 1);
   g_assert_cmpuint (host_allocations (names, n), ==, 0);
   mt_fake_get_counts (&now);
   g_assert_cmpint (now.physical_handles, ==, awake.physical_handles);
@@ -456,8 +382,8 @@ test_backup_runs (gconstpointer data)
   mt_fake_trace_begin ();
   MT_CHECK (memres_resource_wake (mr, "bk-w", NULL, &error));
   n = mt_fake_trace_end (&names);
-  g_assert_cmpuint (count (names, n, "cuMemcpyAsync"), ==, 2);
-  g_assert_cmpuint (count (names, n, "cuStreamSynchronize"), ==, 1);
+  g_assert_cmpuint (trace_count (names, n, "cuMemcpyAsync"), ==, 2);
+  g_assert_cmpuint (trace_count (names, n, "cuStreamSynchronize"), ==, 1);
   for (guint i = 0; i < RUN_N; i++)
     if (w[i] != NULL)
       mt_check_pattern (w[i], 0, RUN_SIZE, 700 + i, NULL);
@@ -467,8 +393,8 @@ test_backup_runs (gconstpointer data)
   mt_fake_trace_begin ();
   MT_CHECK (memres_resource_sleep (mr, "bk-w", backup, NULL, &error));
   n = mt_fake_trace_end (&names);
-  g_assert_cmpuint (count (names, n, "cuMemcpyAsync"), ==, 2);
-  g_assert_cmpuint (count (names, n, "cuStreamSynchronize"), ==, 2);
+  g_assert_cmpuint (trace_count (names, n, "cuMemcpyAsync"), ==, 2);
+  g_assert_cmpuint (trace_count (names, n, "cuStreamSynchronize"), ==, 2);
   g_assert_cmpuint (host_allocations (names, n), ==, 2);
   for (guint i = 0; i < RUN_N; i++)
     if (w[i] != NULL)
@@ -524,14 +450,14 @@ test_backup_run_faults (gconstpointer data)
           mt_fake_trace_begin ();
           MT_CHECK (memres_resource_sleep (mr, "bk-w", backup, NULL, &error));
           n = mt_fake_trace_end (&names);
-          g_assert_cmpuint (count (names, n, "cuMemcpyAsync"), ==, 2);
-          g_assert_cmpuint (count (names, n, "cuStreamSynchronize"), ==, 2);
-          g_assert_cmpuint (count (names, n, "cuMemAllocFromPoolAsync"), ==, 2);
+          g_assert_cmpuint (trace_count (names, n, "cuMemcpyAsync"), ==, 2);
+          g_assert_cmpuint (trace_count (names, n, "cuStreamSynchronize"), ==, 2);
+          g_assert_cmpuint (trace_count (names, n, "cuMemAllocFromPoolAsync"), ==, 2);
           mt_fake_trace_begin ();
           MT_CHECK (memres_resource_wake (mr, "bk-w", NULL, &error));
           n = mt_fake_trace_end (&names);
-          g_assert_cmpuint (count (names, n, "cuMemcpyAsync"), ==, 2);
-          g_assert_cmpuint (count (names, n, "cuStreamSynchronize"), ==, 1);
+          g_assert_cmpuint (trace_count (names, n, "cuMemcpyAsync"), ==, 2);
+          g_assert_cmpuint (trace_count (names, n, "cuStreamSynchronize"), ==, 1);
         }
       else
         {
@@ -613,13 +539,13 @@ test_fixed (gconstpointer data)
   mr = mt_new_ok (want->spec);
   for (guint i = 0; i < 16; i++)
     {
-      g_ptr_array_add (bufs, alloc_under (mr, "fx-kv", 4 * KiB));
-      g_ptr_array_add (bufs, alloc_under (mr, "fx-w", 4 * KiB));
+      g_ptr_array_add (bufs, alloc_tagged (mr, "fx-kv", 4 * KiB));
+      g_ptr_array_add (bufs, alloc_tagged (mr, "fx-w", 4 * KiB));
     }
   for (guint i = 0; i < G_N_ELEMENTS (kv_sizes); i++)
     {
-      g_ptr_array_add (bufs, alloc_under (mr, "fx-kv", kv_sizes[i]));
-      g_ptr_array_add (bufs, alloc_under (mr, "fx-w", kv_sizes[i]));
+      g_ptr_array_add (bufs, alloc_tagged (mr, "fx-kv", kv_sizes[i]));
+      g_ptr_array_add (bufs, alloc_tagged (mr, "fx-w", kv_sizes[i]));
     }
   sub = memres_resource_subscribe_segments (mr, count_events, events, NULL, &error);
   g_assert_no_error (error);
@@ -629,15 +555,16 @@ test_fixed (gconstpointer data)
   MT_CHECK (memres_resource_sleep (mr, "fx-kv", NULL, NULL, &error));
   n_names = mt_fake_trace_end (&names);
   g_test_message ("%s sleep: %u unmaps, %u releases, %u events", want->spec,
-                  count (names, n_names, "cuMemUnmap"), count (names, n_names, "cuMemRelease"),
-                  events[MEMRES_SEGMENT_UNMAPPING]);
-  g_assert_cmpuint (count (names, n_names, "cuMemUnmap"), ==, want->unmaps);
-  g_assert_cmpuint (count (names, n_names, "cuMemRelease"), ==, want->releases);
-  g_assert_cmpuint (count (names, n_names, "cuStreamSynchronize"), ==, 1);
-  g_assert_cmpuint (count (names, n_names, "cuMemCreate") + count (names, n_names, "cuMemMap")
-                        + count (names, n_names, "cuMemSetAccess")
-                        + count (names, n_names, "cuCtxSynchronize")
-                        + count (names, n_names, "cuEventSynchronize"),
+                  trace_count (names, n_names, "cuMemUnmap"),
+                  trace_count (names, n_names, "cuMemRelease"), events[MEMRES_SEGMENT_UNMAPPING]);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemUnmap"), ==, want->unmaps);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemRelease"), ==, want->releases);
+  g_assert_cmpuint (trace_count (names, n_names, "cuStreamSynchronize"), ==, 1);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemCreate")
+                        + trace_count (names, n_names, "cuMemMap")
+                        + trace_count (names, n_names, "cuMemSetAccess")
+                        + trace_count (names, n_names, "cuCtxSynchronize")
+                        + trace_count (names, n_names, "cuEventSynchronize"),
                     ==, 0);
   g_assert_cmpuint (events[MEMRES_SEGMENT_UNMAPPING], ==, want->events);
   g_assert_cmpuint (events[MEMRES_SEGMENT_MAPPED], ==, 0);
@@ -646,12 +573,13 @@ test_fixed (gconstpointer data)
   MT_CHECK (memres_resource_wake (mr, "fx-kv", NULL, &error));
   n_names = mt_fake_trace_end (&names);
   g_test_message ("%s wake: %u creates, %u maps, %u grants, %u events", want->spec,
-                  count (names, n_names, "cuMemCreate"), count (names, n_names, "cuMemMap"),
-                  count (names, n_names, "cuMemSetAccess"), events[MEMRES_SEGMENT_MAPPED]);
+                  trace_count (names, n_names, "cuMemCreate"),
+                  trace_count (names, n_names, "cuMemMap"),
+                  trace_count (names, n_names, "cuMemSetAccess"), events[MEMRES_SEGMENT_MAPPED]);
   g_assert_cmpint (n_names, ==, 2 * want->creates + want->grants);
-  g_assert_cmpuint (count (names, n_names, "cuMemCreate"), ==, want->creates);
-  g_assert_cmpuint (count (names, n_names, "cuMemMap"), ==, want->creates);
-  g_assert_cmpuint (count (names, n_names, "cuMemSetAccess"), ==, want->grants);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemCreate"), ==, want->creates);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemMap"), ==, want->creates);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemSetAccess"), ==, want->grants);
   g_assert_cmpuint (events[MEMRES_SEGMENT_MAPPED], ==, want->events);
 
   g_assert_true (memres_resource_unsubscribe_segments (mr, sub, &error));
@@ -681,9 +609,9 @@ test_close_direct (gconstpointer data)
     return;
   mt_counts_snapshot (&base);
   mr = mt_new_ok (spec);
-  kv[0] = alloc_under (mr, "cd-kv", 8 * MiB);
-  kv[1] = alloc_under (mr, "cd-kv", 8 * MiB);
-  w = alloc_under (mr, "cd-w", 8 * MiB);
+  kv[0] = alloc_tagged (mr, "cd-kv", 8 * MiB);
+  kv[1] = alloc_tagged (mr, "cd-kv", 8 * MiB);
+  w = alloc_tagged (mr, "cd-w", 8 * MiB);
   w_addr = memres_buffer_get_address (w);
   sub = memres_resource_subscribe_segments (mr, count_events, events, NULL, &error);
   g_assert_no_error (error);

@@ -7,7 +7,8 @@
  * addresses and bytes after the wake, the close of a sleeping chunk's buffers (the chunk goes
  * back with its last one), and every driver call of the sleep and of the wake failing in turn;
  * and the tag a chunk's segment carries (the tag its blocks serve), in its segment events and
- * memres_lookup()'s answer. Fake only (but the segment tags): it counts calls and fails them. */
+ * memres_lookup()'s answer, and `vmm`'s segment under it too. The buffers of two tags are
+ * testutil-sleep.c's TaggedSet. Fake only (but the segment tags): it counts calls and fails them. */
 #include <memres/memres.h>
 
 #include "testutil-sleep.h"
@@ -23,125 +24,18 @@ static const char KV[] = "ck-kv", W[] = "ck-w";
 /* sizes of the chunk classes (at most chunk / 16 = 128 KiB), some not of a class's size */
 static const gsize sizes[] = { 256, 1000, 4096, 5000, 12 << 10, 20 << 10, 64 << 10, 100 << 10 };
 
-typedef struct
-{
-  MemresResource *mr;
-  MemresBuffer *bufs[N];
-  const char *tags[N];
-  guint64 addrs[N];
-  guint64 kv_bytes; /* the bytes of kv's buffers */
-  GHashTable *kv_granules, *w_granules;
-} Set;
-
-static void
-granules_add (GHashTable *set, MemresBuffer *buf)
-{
-  gsize granule = mt_device_granularity ();
-  guint64 a = memres_buffer_get_address (buf), end = a + memres_buffer_get_size (buf);
-
-  for (a = a / granule * granule; a < end; a += granule)
-    g_hash_table_add (set, GSIZE_TO_POINTER ((gsize) a));
-}
-
-/* Whether the granule at @address has physical memory mapped (the fake's handle table). */
-static gboolean
-granule_mapped (guint64 address)
-{
-  const MemresCudaDriver *drv = mt_driver ();
-  CUmemGenericAllocationHandle h = 0;
-
-  if (drv->cuMemRetainAllocationHandle (&h, (void *) (guintptr) address) != CUDA_SUCCESS)
-    return FALSE;
-  g_assert_cmpint (drv->cuMemRelease (h), ==, CUDA_SUCCESS);
-  return TRUE;
-}
-
-static void
-assert_granules (GHashTable *set, gboolean mapped)
-{
-  GHashTableIter iter;
-  gpointer key;
-
-  g_hash_table_iter_init (&iter, set);
-  while (g_hash_table_iter_next (&iter, &key, NULL))
-    g_assert_cmpint (granule_mapped (GPOINTER_TO_SIZE (key)), ==, mapped);
-}
-
-static guint64
-free_bytes (void)
-{
-  size_t free_b = 0, total = 0;
-
-  g_assert_true (memres_cuda_ensure_context (0, NULL));
-  g_assert_cmpint (mt_driver ()->cuMemGetInfo (&free_b, &total), ==, CUDA_SUCCESS);
-  return free_b;
-}
-
 /* @n_bufs buffers (at most N) of kv, w and no tag in turn, of the sizes above, each of a tag
- * written with its pattern. */
+ * written with its pattern (TaggedSet: tag[0] kv, tag[1] w). */
 static void
-set_up (Set *s, guint n_bufs)
+set_up (TaggedSet *s, guint n_bufs)
 {
-  memset (s, 0, sizeof *s);
-  s->mr = new_ok (SPEC);
-  s->kv_granules = g_hash_table_new (NULL, NULL);
-  s->w_granules = g_hash_table_new (NULL, NULL);
+  tagged_set_init (s, SPEC, KV, W);
   for (guint i = 0; i < n_bufs; i++)
-    {
-      gsize size = sizes[(i * 7 + i / 3) % G_N_ELEMENTS (sizes)];
-
-      s->tags[i] = i % 3 == 0 ? KV : i % 3 == 1 ? W : NULL;
-      s->bufs[i] = alloc_tagged (s->mr, s->tags[i], size);
-      s->addrs[i] = memres_buffer_get_address (s->bufs[i]);
-      if (s->tags[i] == NULL)
-        continue;
-      mt_write_pattern (s->bufs[i], 0, size, 1000 + i, NULL);
-      if (s->tags[i] == KV)
-        {
-          s->kv_bytes += memres_buffer_get_size (s->bufs[i]);
-          granules_add (s->kv_granules, s->bufs[i]);
-        }
-      else
-        granules_add (s->w_granules, s->bufs[i]);
-    }
-}
-
-/* The buffers of @tag (NULL: every tag) open, at their addresses, asleep or not, and when awake
- * with their bytes. */
-static void
-check (Set *s, const char *tag, gboolean asleep)
-{
-  for (guint i = 0; i < N; i++)
-    {
-      if (s->bufs[i] == NULL || s->tags[i] == NULL || (tag != NULL && s->tags[i] != tag))
-        continue;
-      g_assert_cmpuint (memres_buffer_get_address (s->bufs[i]), ==, s->addrs[i]);
-      g_assert_cmpint (memres_buffer_is_asleep (s->bufs[i]), ==, asleep);
-      if (!asleep)
-        mt_check_pattern (s->bufs[i], 0, memres_buffer_get_size (s->bufs[i]), 1000 + i, NULL);
-    }
-}
-
-static void
-tear_down (Set *s)
-{
-  for (guint i = 0; i < N; i++)
-    if (s->bufs[i] != NULL)
-      mt_close_ok (s->bufs[i], NULL);
-  memres_resource_unref (s->mr);
-  g_hash_table_unref (s->kv_granules);
-  g_hash_table_unref (s->w_granules);
-}
-
-/* How many of the @n_names calls are @entry. */
-static guint
-count (const char **names, int n_names, const char *entry)
-{
-  guint c = 0;
-
-  for (int i = 0; i < n_names; i++)
-    c += g_str_equal (names[i], entry);
-  return c;
+    tagged_set_add (s,
+                    i % 3 == 0   ? KV
+                    : i % 3 == 1 ? W
+                                 : NULL,
+                    sizes[(i * 7 + i / 3) % G_N_ELEMENTS (sizes)]);
 }
 
 /* Backup: kv's chunks sleep whole and give back at least 99 % of kv's bytes (all of its
@@ -157,61 +51,53 @@ test_backup (void)
   guint64 f0, f1, given;
   guint n_kv;
   int n_names;
-  Set s;
+  TaggedSet s;
 
   if (!mt_require_fake ("counts the driver calls of the fake"))
     return;
   mt_counts_snapshot (&base);
   set_up (&s, N);
-  n_kv = g_hash_table_size (s.kv_granules);
-  /* the tags' buffers lie in chunks of their own */
-  {
-    GHashTableIter iter;
-    gpointer key;
-
-    g_hash_table_iter_init (&iter, s.w_granules);
-    while (g_hash_table_iter_next (&iter, &key, NULL))
-      g_assert_false (g_hash_table_contains (s.kv_granules, key));
-  }
+  n_kv = g_hash_table_size (s.granules[0]);
+  tagged_set_assert_apart (&s); /* the tags' buffers lie in chunks of their own */
   backup = policy_new (MEMRES_SLEEP_BACKUP);
   mt_fake_get_counts (&awake);
-  f0 = free_bytes ();
+  f0 = device_free_bytes ();
   mt_fake_trace_begin ();
   sleep_ok (s.mr, KV, backup);
   n_names = mt_fake_trace_end (&names);
-  f1 = free_bytes ();
+  f1 = device_free_bytes ();
   mt_fake_get_counts (&asleep);
   given = f1 - f0;
   g_test_message ("%u kv buffers of %" G_GUINT64_FORMAT " bytes in %u granules: %" G_GUINT64_FORMAT
                   " bytes given back (%.4f)",
-                  N / 3, s.kv_bytes, n_kv, given, (double) given / (double) s.kv_bytes);
-  g_assert_cmpfloat ((double) given / (double) s.kv_bytes, >=, 0.99);
+                  N / 3, s.bytes[0], n_kv, given, (double) given / (double) s.bytes[0]);
+  g_assert_cmpfloat ((double) given / (double) s.bytes[0], >=, 0.99);
   g_assert_cmpuint (given, ==, (guint64) n_kv * mt_device_granularity ());
   /* one handle, one unmap and one release per chunk; no device wait (no free block of kv's
    * chunks was ever handed out) */
   g_assert_cmpint (awake.physical_handles - asleep.physical_handles, ==, (int) n_kv);
   g_assert_cmpint (awake.mappings - asleep.mappings, ==, (int) n_kv);
-  g_assert_cmpuint (count (names, n_names, "cuMemRelease"), ==, n_kv);
-  g_assert_cmpuint (count (names, n_names, "cuMemUnmap"), ==, n_kv);
-  g_assert_cmpuint (count (names, n_names, "cuCtxSynchronize"), ==, 0);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemRelease"), ==, n_kv);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemUnmap"), ==, n_kv);
+  g_assert_cmpuint (trace_count (names, n_names, "cuCtxSynchronize"), ==, 0);
   g_assert_cmpint (asleep.reservations, ==, awake.reservations);
-  assert_granules (s.kv_granules, FALSE);
-  assert_granules (s.w_granules, TRUE);
-  check (&s, W, FALSE);
-  check (&s, KV, TRUE);
+  assert_granules (s.granules[0], FALSE);
+  assert_granules (s.granules[1], TRUE);
+  tagged_set_check (&s, W, FALSE);
+  tagged_set_check (&s, KV, TRUE);
 
   mt_fake_trace_begin ();
   wake_ok (s.mr, KV);
   n_names = mt_fake_trace_end (&names);
   mt_fake_get_counts (&woken);
-  g_assert_cmpuint (count (names, n_names, "cuMemCreate"), ==, n_kv);
-  g_assert_cmpuint (count (names, n_names, "cuMemMap"), ==, n_kv);
-  g_assert_cmpuint (count (names, n_names, "cuMemSetAccess"), ==, n_kv);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemCreate"), ==, n_kv);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemMap"), ==, n_kv);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemSetAccess"), ==, n_kv);
   g_assert_cmpint (woken.physical_handles, ==, awake.physical_handles);
   g_assert_cmpint (woken.mappings, ==, awake.mappings);
-  assert_granules (s.kv_granules, TRUE);
-  check (&s, NULL, FALSE);
-  tear_down (&s);
+  assert_granules (s.granules[0], TRUE);
+  tagged_set_check (&s, NULL, FALSE);
+  tagged_set_clear (&s);
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -246,7 +132,7 @@ test_freed_block_waits (void)
   sleep_ok (mr, KV, backup);
   n_names = mt_fake_trace_end (&names);
   mt_fake_get_counts (&asleep);
-  g_assert_cmpuint (count (names, n_names, "cuCtxSynchronize"), ==, 1);
+  g_assert_cmpuint (trace_count (names, n_names, "cuCtxSynchronize"), ==, 1);
   g_assert_cmpint (awake.physical_handles - asleep.physical_handles, ==, 1);
   g_assert_false (granule_mapped (memres_buffer_get_address (bufs[3])));
   /* closed asleep: parked with the chunk's free blocks (its memory is the chunk's) */
@@ -281,16 +167,16 @@ test_discard_close_asleep (void)
   const char **names = NULL;
   guint n_kv, last = 0;
   int n_names;
-  Set s;
+  TaggedSet s;
 
   if (!mt_require_fake ("counts the driver calls of the fake"))
     return;
   mt_counts_snapshot (&base);
   set_up (&s, N);
-  n_kv = g_hash_table_size (s.kv_granules);
+  n_kv = g_hash_table_size (s.granules[0]);
   sleep_ok (s.mr, KV, NULL);
   wake_ok (s.mr, KV);
-  check (&s, W, FALSE);
+  tagged_set_check (&s, W, FALSE);
   for (guint i = 0; i < N; i++)
     if (s.tags[i] == KV)
       {
@@ -315,15 +201,16 @@ test_discard_close_asleep (void)
   n_names = mt_fake_trace_end (&names);
   mt_fake_get_counts (&now);
   g_assert_cmpint (now.reservations, ==, asleep.reservations - (int) n_kv);
-  g_assert_cmpuint (count (names, n_names, "cuMemAddressFree"), ==, n_kv);
-  g_assert_cmpuint (count (names, n_names, "cuMemUnmap") + count (names, n_names, "cuMemRelease")
-                        + count (names, n_names, "cuMemCreate"),
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemAddressFree"), ==, n_kv);
+  g_assert_cmpuint (trace_count (names, n_names, "cuMemUnmap")
+                        + trace_count (names, n_names, "cuMemRelease")
+                        + trace_count (names, n_names, "cuMemCreate"),
                     ==, 0);
   mt_fake_trace_begin ();
   wake_ok (s.mr, KV);
   n_names = mt_fake_trace_end (&names);
   g_assert_cmpint (n_names, ==, 0);
-  check (&s, W, FALSE);
+  tagged_set_check (&s, W, FALSE);
   /* the cache says no byte of kv is used or parked */
   {
     g_autoptr (GVariant) counters = memres_resource_get_counters (s.mr, &error);
@@ -333,7 +220,7 @@ test_discard_close_asleep (void)
     g_assert_true (g_variant_lookup (counters, "parked", "t", &parked));
     g_assert_cmpuint (parked, ==, 0);
   }
-  tear_down (&s);
+  tagged_set_clear (&s);
   mt_assert_fake_counts_equal (&base);
 }
 
@@ -406,7 +293,7 @@ test_close_fault (void)
 
 typedef struct
 {
-  Set set;
+  TaggedSet set;
   MemresSleepPolicy *policy;
 } Sweep;
 
@@ -414,8 +301,8 @@ typedef struct
 static void
 sweep_check (Sweep *sw, gboolean asleep)
 {
-  check (&sw->set, KV, asleep);
-  check (&sw->set, W, FALSE);
+  tagged_set_check (&sw->set, KV, asleep);
+  tagged_set_check (&sw->set, W, FALSE);
 }
 
 static gboolean
@@ -490,7 +377,7 @@ run_sweep (gboolean wake)
       mt_fake_trace_begin ();
       sleep_ok (sw.set.mr, KV, sw.policy);
       n_names = mt_fake_trace_end (&names);
-      g_assert_cmpuint (count (names, n_names, "cuCtxSynchronize"), ==, 1);
+      g_assert_cmpuint (trace_count (names, n_names, "cuCtxSynchronize"), ==, 1);
       undo_sleep (&sw);
     }
   else
@@ -503,7 +390,7 @@ run_sweep (gboolean wake)
   if (wake)
     wake_ok (sw.set.mr, KV);
   sweep_check (&sw, FALSE);
-  tear_down (&sw.set);
+  tagged_set_clear (&sw.set);
   memres_sleep_policy_unref (sw.policy);
   g_clear_pointer (&host, memres_resource_unref);
   mt_assert_fake_counts_equal (&base);
@@ -562,27 +449,35 @@ event_at (GArray *events, MemresSegmentEvent event, guint64 base)
  * that tag, as a `vmm` buffer's does, in its mapped event, in memres_lookup()'s answer and in its
  * about-to-be-unmapped event, so that a registrar can tell the segments a tag's sleep unmaps
  * (those of that tag, each told unmapped and mapped again with it); an untagged buffer's chunk
- * carries none. kv: four 4 KiB buffers in one chunk and one of 1 MiB (a block of its own); w and
- * no tag: a 4 KiB buffer each, in a chunk of their own. */
+ * carries none; and `vmm`'s segment under each carries the same tag (issue 34), mapped, slept,
+ * woken and unmapped. kv: four 4 KiB buffers in one chunk and one of 1 MiB (a block of its own); w
+ * and no tag: a 4 KiB buffer each, in a chunk of their own. */
 static void
 test_segment_tags (void)
 {
   g_autoptr (GError) error = NULL;
   g_autoptr (GArray) events = g_array_new (FALSE, FALSE, sizeof (SegEvent));
+  g_autoptr (GArray) vmm_events = g_array_new (FALSE, FALSE, sizeof (SegEvent));
   static const char *const tags[] = { KV, KV, KV, KV, KV, W, NULL };
   static const gsize bsizes[] = { 4096, 4096, 4096, 4096, 1 << 20, 4096, 4096 };
   MemresBuffer *bufs[G_N_ELEMENTS (tags)];
   guint64 bases[G_N_ELEMENTS (tags)], kv_bytes = 0;
   guint32 kv_id = 0, w_id = 0;
   MemresResource *mr;
-  guint sub, n_unmapping = 0;
+  guint32 ids[G_N_ELEMENTS (tags)];
+  MemresResource *vmm;
+  guint sub, vmm_sub, n_unmapping = 0;
 
   if (!require_device ())
     return;
   mr = new_ok (SPEC);
+  vmm = memres_resource_get_upstream (mr);
   sub = memres_resource_subscribe_segments (mr, record_segment, events, NULL, &error);
   g_assert_no_error (error);
   g_assert_cmpuint (events->len, ==, 0);
+  vmm_sub = memres_resource_subscribe_segments (vmm, record_segment, vmm_events, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (vmm_events->len, ==, 0);
   for (guint i = 0; i < G_N_ELEMENTS (tags); i++)
     bufs[i] = alloc_tagged (mr, tags[i], bsizes[i]);
   /* kv's chunk, kv's block, w's chunk, the untagged chunk */
@@ -596,6 +491,7 @@ test_segment_tags (void)
       g_assert_true (info.resource == mr); /* the cache's segment, inside vmm's */
       g_assert_cmpstr (info.segment.tag, ==, tags[i]);
       bases[i] = info.segment.base;
+      ids[i] = info.segment.tag_id;
       e = event_at (events, MEMRES_SEGMENT_MAPPED, bases[i]);
       g_assert_cmpuint (e->length, ==, info.segment.length);
       g_assert_cmpstr (e->tag, ==, tags[i]);
@@ -620,14 +516,38 @@ test_segment_tags (void)
   g_assert_cmpuint (bases[4], !=, bases[0]);
   g_assert_cmpuint (bases[5], !=, bases[0]);
   g_assert_cmpuint (bases[6], !=, bases[5]);
+  /* vmm's segment under each (a chunk or a block of its own is a `vmm` buffer, at its base) is
+   * mapped with the tag the cache's carries: the cache tells it (memres_upstream_allocate_for_tag)
+   */
+  g_assert_cmpuint (vmm_events->len, ==, 4);
+  for (guint i = 0; i < G_N_ELEMENTS (tags); i++)
+    {
+      const SegEvent *e = event_at (vmm_events, MEMRES_SEGMENT_MAPPED, bases[i]);
 
-  /* the sleep tells kv's chunk and block unmapped, the wake mapped, each with kv's tag */
+      g_assert_cmpstr (e->tag, ==, tags[i]);
+      g_assert_cmpuint (e->tag_id, ==, ids[i]);
+    }
+
+  /* the sleep tells kv's chunk and block unmapped, the wake mapped, each with kv's tag; so does
+   * vmm below, for its segments under them */
+  g_array_set_size (vmm_events, 0);
   assert_sleep_segment_events (mr, KV, bufs, 5, 2, kv_bytes);
+  g_test_message ("vmm's events of the sleep and wake: %u", vmm_events->len);
+  g_assert_cmpuint (vmm_events->len, ==, 4);
+  for (guint i = 0; i < vmm_events->len; i++)
+    {
+      const SegEvent *e = &g_array_index (vmm_events, SegEvent, i);
+
+      g_assert_true (e->base == bases[0] || e->base == bases[4]);
+      g_assert_cmpstr (e->tag, ==, KV);
+      g_assert_cmpuint (e->tag_id, ==, kv_id);
+    }
 
   /* their return to the upstream tells each segment unmapped with the tag it was mapped with */
   for (guint i = 0; i < G_N_ELEMENTS (tags); i++)
     mt_close_ok (bufs[i], NULL);
   g_array_set_size (events, 0);
+  g_array_set_size (vmm_events, 0);
   g_assert_true (memres_resource_trim (mr, 0, &error));
   g_assert_no_error (error);
   for (guint i = 0; i < G_N_ELEMENTS (tags); i++)
@@ -639,10 +559,15 @@ test_segment_tags (void)
       e = event_at (events, MEMRES_SEGMENT_UNMAPPING, bases[i]);
       g_assert_cmpstr (e->tag, ==, tags[i]);
       g_assert_cmpuint (e->tag_id, ==, tags[i] == NULL ? 0 : tags[i] == KV ? kv_id : w_id);
+      e = event_at (vmm_events, MEMRES_SEGMENT_UNMAPPING, bases[i]);
+      g_assert_cmpstr (e->tag, ==, tags[i]);
+      g_assert_cmpuint (e->tag_id, ==, ids[i]);
       n_unmapping++;
     }
   g_assert_cmpuint (n_unmapping, ==, 4);
   g_assert_cmpuint (events->len, ==, 4);
+  g_assert_cmpuint (vmm_events->len, ==, 4);
+  g_assert_true (memres_resource_unsubscribe_segments (vmm, vmm_sub, &error));
   g_assert_true (memres_resource_unsubscribe_segments (mr, sub, &error));
   memres_resource_unref (mr);
 }

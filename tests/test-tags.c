@@ -2,7 +2,8 @@
  * tag, the defaults of devices and streams and which wins, the counts per tag of a counted layer
  * (exact under 16 threads; through pass-through adaptors; not for a cache's chunks), each tag's
  * peak reset alone, the limit of distinct tags, the tag a kind's slot sees
- * (memres_allocation_get_tag(), MEMRES_KIND_TAGGED), and every error with its domain and code. Host
+ * (memres_allocation_get_tag(), MEMRES_KIND_TAGGED) and on an adaptor's memory of its own for a
+ * tag (memres_upstream_allocate_for_tag()), and every error with its domain and code. Host
  * resources: no driver needed. */
 #include "testutil.h"
 
@@ -709,6 +710,86 @@ test_allocation_tag (void)
   }
 }
 
+/* An adaptor's memory of its own for one tag (memres_upstream_allocate_for_tag(), as `cache`'s
+ * chunks in a stack that can sleep): the upstream's slots see the tag on that record, the
+ * allocate's record marked, through the layers below that it is passed on to (tagnone's upstream
+ * "tagrec" calls memres_upstream_allocate() on it), and only during the call; the deallocate
+ * (memres_upstream_deallocate_for_tag()) sees it too. No tag: the plain calls. A counted layer
+ * below does not count the memory under the tag (its buffers are counted under theirs). A name
+ * that is no tag, or a tag never used, is refused with its code before any slot is called, the
+ * record untouched. */
+static void
+test_upstream_for_tag (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresResource) counted = NULL;
+  MemresAllocation alloc, before;
+
+  register_recorders ();
+  g_assert_true (memres_tag_push ("own-chunk", &error));
+  g_assert_true (memres_tag_pop ("own-chunk", &error));
+  mr = memres_resource_new ("tagnone>tagrec>host", &error);
+  g_assert_no_error (error);
+
+  n_seen = 0;
+  g_assert_true (memres_upstream_allocate_for_tag (mr, 256, NULL, "own-chunk", &alloc, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (n_seen, ==, 1);
+  g_assert_cmpstr (seen[0], ==, "own-chunk");
+  g_assert_cmpuint (entry_size[0], ==, MEMRES_ALLOCATION_TAGGED);
+  g_assert_cmpuint (alloc.size, ==, 256);
+  g_assert_null (memres_allocation_get_tag (&alloc)); /* the call is over */
+  g_assert_true (memres_upstream_deallocate_for_tag (mr, &alloc, "own-chunk", NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (n_seen, ==, 2);
+  g_assert_cmpstr (seen[1], ==, "own-chunk");
+  g_assert_cmpuint (alloc.address, ==, 0); /* zeroed: gone */
+
+  /* no tag: memres_upstream_allocate() and memres_upstream_deallocate() */
+  g_assert_true (memres_upstream_allocate_for_tag (mr, 256, NULL, NULL, &alloc, &error));
+  g_assert_true (memres_upstream_deallocate_for_tag (mr, &alloc, NULL, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (n_seen, ==, 4);
+  g_assert_null (seen[2]);
+  g_assert_cmpuint (entry_size[2], ==, 0);
+  g_assert_null (seen[3]);
+
+  /* refused before any slot: not a name, never used; the record as it was */
+  g_assert_true (memres_upstream_allocate (mr, 256, NULL, &alloc, &error));
+  before = alloc;
+  n_seen = 0;
+  g_assert_false (memres_upstream_allocate_for_tag (mr, 256, NULL, "", &alloc, &error));
+  g_assert_error (error, MEMRES_TAG_ERROR, MEMRES_TAG_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (
+      memres_upstream_allocate_for_tag (mr, 256, NULL, "own-never-used", &alloc, &error));
+  g_assert_error (error, MEMRES_TAG_ERROR, MEMRES_TAG_ERROR_UNKNOWN);
+  g_clear_error (&error);
+  g_assert_false (memres_upstream_deallocate_for_tag (mr, &alloc, "", NULL, &error));
+  g_assert_error (error, MEMRES_TAG_ERROR, MEMRES_TAG_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (memres_upstream_deallocate_for_tag (mr, &alloc, "own-never-used", NULL, &error));
+  g_assert_error (error, MEMRES_TAG_ERROR, MEMRES_TAG_ERROR_UNKNOWN);
+  g_clear_error (&error);
+  g_assert_cmpuint (n_seen, ==, 0);
+  g_assert_cmpmem (&alloc, sizeof alloc, &before, sizeof before);
+  g_assert_true (memres_upstream_deallocate (mr, &alloc, NULL, &error));
+  g_assert_no_error (error);
+
+  /* a counted layer below counts the memory, under no tag */
+  counted = memres_resource_new ("tagnone>stats>host", &error);
+  g_assert_no_error (error);
+  g_assert_true (
+      memres_upstream_allocate_for_tag (counted, 4096, NULL, "own-chunk", &alloc, &error));
+  g_assert_no_error (error);
+  assert_tag_counts (memres_resource_get_upstream (counted), "own-chunk", 0, 0, 0, 0, 0, 0);
+  g_assert_cmpuint (mt_stats_ok (memres_resource_get_upstream (counted)).used_current, ==, 4096);
+  g_assert_true (memres_upstream_deallocate_for_tag (counted, &alloc, "own-chunk", NULL, &error));
+  g_assert_no_error (error);
+  assert_tag_counts (memres_resource_get_upstream (counted), "own-chunk", 0, 0, 0, 0, 0, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -724,5 +805,6 @@ main (int argc, char **argv)
   g_test_add_func ("/tags/threads", test_threads);
   g_test_add_func ("/tags/too-many", test_too_many);
   g_test_add_func ("/tags/allocation-tag", test_allocation_tag);
+  g_test_add_func ("/tags/upstream-for-tag", test_upstream_for_tag);
   return g_test_run ();
 }

@@ -1,22 +1,9 @@
-/* testutil-cache.c: what the cache tests (test-cache*.c) share: streams, counters, size-class
+/* testutil-cache.c: what the cache tests (test-cache*.c) share: counters, size-class
  * counts, trims, the upstream's emptiness, threads that exit, the hazard's set-up. */
 #include "testutil.h"
 
 #include "../plugins/common/cache/cache-classes.h"
 #include "testutil-cache.h"
-
-CUstream
-stream_new (void)
-{
-  return mt_stream_new_on (0);
-}
-
-void
-stream_free (CUstream stream)
-{
-  CU_OK (mt_driver ()->cuStreamSynchronize (stream));
-  CU_OK (mt_driver ()->cuStreamDestroy (stream));
-}
 
 /* The counters of @mr, asserted to exist. */
 GVariant *

@@ -13,10 +13,6 @@
 /* The device upstream: a pool of the cache's own, so that its statistics are the cache's. */
 #define DEVICE_UPSTREAM "dmr:pool=new"
 
-CUstream stream_new (void);
-
-void stream_free (CUstream stream);
-
 GVariant *counters_ok (MemresResource *mr);
 
 guint64 counter (MemresResource *mr, const char *name);

@@ -157,6 +157,34 @@ mt_fake_counts_begin (FakeCudaCounts *base)
     mt_fake_get_counts (base);
 }
 
+int
+mt_device_attribute (CUdevice_attribute attr)
+{
+  g_autoptr (GError) error = NULL;
+  const MemresCudaDriver *drv = memres_cuda_get_driver (&error);
+  CUdevice dev;
+  int value = 0;
+
+  g_assert_no_error (error);
+  g_assert_cmpint (drv->cuDeviceGet (&dev, 0), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuDeviceGetAttribute (&value, attr, dev), ==, CUDA_SUCCESS);
+  return value;
+}
+
+void
+mt_override_attribute (MtSavedAttribute *saved, CUdevice_attribute attr, int value)
+{
+  saved->attr = attr;
+  saved->value = mt_device_attribute (attr);
+  mt_fake_set_attribute (0, attr, value);
+}
+
+void
+mt_restore_attribute (const MtSavedAttribute *saved)
+{
+  mt_fake_set_attribute (0, saved->attr, saved->value);
+}
+
 gsize
 mt_device_granularity (void)
 {
@@ -639,6 +667,71 @@ mt_hazard_end (void)
 {
   if (mt_driver_is_fake ())
     mt_fake_set_async (FALSE);
+}
+
+void
+mt_stream_free (CUstream stream)
+{
+  g_assert_cmpint (mt_driver ()->cuStreamSynchronize (stream), ==, CUDA_SUCCESS);
+  g_assert_cmpint (mt_driver ()->cuStreamDestroy (stream), ==, CUDA_SUCCESS);
+}
+
+void
+mt_hazard_run (const MtHazard *h)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresStream a, b;
+  MemresBuffer *x, *y;
+  MtStreamHold *hold;
+  guint64 addr;
+
+  if (!mt_hazard_begin ())
+    return;
+  b = mt_stream_new_on (0);
+  a = h->kind == MT_HAZARD_LEGACY ? NULL : mt_stream_new_on (0);
+  mr = mt_new_ok (h->spec);
+  x = mt_alloc_ok (mr, h->size, a);
+  mt_fill_byte_ok (x, 0x11, a);
+  mt_sync_ok (a);
+  addr = memres_buffer_get_address (x);
+
+  hold = mt_stream_hold (a);
+  mt_fill_byte_ok (x, 0xaa, a); /* waits behind the hold */
+  mt_close_ok (x, a);
+  if (h->kind == MT_HAZARD_DESTROYED)
+    g_assert_cmpint (mt_driver ()->cuStreamDestroy (a), ==, CUDA_SUCCESS);
+  y = mt_alloc_ok (mr, h->size, b);
+  if (h->expect_reuse)
+    g_assert_cmpuint (memres_buffer_get_address (y), ==, addr);
+  mt_fill_byte_ok (y, 0xbb, b);
+  g_assert_true (mt_stream_is_held (hold));
+  mt_stream_release (hold);
+  mt_assert_bytes (y, 0xbb, b);
+  if (h->kind == MT_HAZARD_DESTROYED && h->fresh_stream)
+    {
+      /* a new stream (perhaps with a's handle, once a's work ran) gets correct memory too */
+      CUstream c = mt_stream_new_on (0);
+      MemresBuffer *z = mt_alloc_ok (mr, h->size, c);
+
+      mt_fill_byte_ok (z, 0xcc, c);
+      mt_assert_bytes (z, 0xcc, c);
+      mt_close_ok (z, c);
+      mt_stream_free (c);
+    }
+  mt_close_ok (y, b);
+  mt_sync_ok (b);
+  if (h->trim)
+    {
+      g_autoptr (GError) error = NULL;
+
+      g_assert_true (memres_resource_trim (mr, 0, &error));
+      g_assert_no_error (error);
+    }
+  g_clear_pointer (&mr, memres_resource_unref);
+  if (a != NULL && h->kind != MT_HAZARD_DESTROYED)
+    mt_stream_free (a);
+  mt_stream_free (b);
+  mt_hazard_end ();
 }
 
 gboolean

@@ -133,6 +133,22 @@ field_of (gsize byte)
   return "reserved";
 }
 
+void
+assert_flip_refused (MemresResource *importer, const guint8 *desc, gsize byte, int bit)
+{
+  guint8 bytes[DESC_SIZE];
+  GError *error = NULL;
+
+  memcpy (bytes, desc, DESC_SIZE);
+  bytes[byte] ^= (guint8) (1u << bit);
+  g_assert_null (memres_buffer_import (importer, bytes, DESC_SIZE, NULL, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR);
+  if (field_of (byte) != NULL && strstr (error->message, field_of (byte)) == NULL)
+    g_error ("byte %zu bit %d: \"%s\" does not name %s", byte, bit, error->message,
+             field_of (byte));
+  g_clear_error (&error);
+}
+
 /* Many threads import the same and different descriptors; closer threads close what they
  * imported, sometimes after re-exporting it and importing that, or with an extra reference
  * dropped by yet another thread. */

@@ -36,6 +36,11 @@ guint64 n_buffers_of (MemresResource *mr);
 
 const char *field_of (gsize byte);
 
+/* Imports into @importer the descriptor @desc with bit @bit of byte @byte flipped: asserts it is
+ * refused with MEMRES_ERROR_INVALID_DESCRIPTOR, the message naming the byte's field where it
+ * has one (field_of()). */
+void assert_flip_refused (MemresResource *importer, const guint8 *desc, gsize byte, int bit);
+
 typedef struct Worker Worker;
 
 /* One round of an importer thread: imports one buffer, closes it or hands it to a closer. */

@@ -9,26 +9,12 @@
 #include "testutil.h"
 #include "testutil-pinned.h"
 
-int
-device_attribute (CUdevice_attribute attr)
-{
-  g_autoptr (GError) error = NULL;
-  const MemresCudaDriver *drv = memres_cuda_get_driver (&error);
-  CUdevice dev;
-  int value = 0;
-
-  g_assert_no_error (error);
-  g_assert_cmpint (drv->cuDeviceGet (&dev, 0), ==, CUDA_SUCCESS);
-  g_assert_cmpint (drv->cuDeviceGetAttribute (&value, attr, dev), ==, CUDA_SUCCESS);
-  return value;
-}
-
 gboolean
 host_pools_supported (void)
 {
-  return device_attribute (CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED)
-         || (device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED)
-             && device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID) >= 0);
+  return mt_device_attribute (CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED)
+         || (mt_device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED)
+             && mt_device_attribute (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID) >= 0);
 }
 
 /* Pool mode where the device has no host pools cannot be tested on that device. */
@@ -41,20 +27,6 @@ require_pool_mode (void)
     return TRUE;
   g_test_skip ("device 0 has no host memory pools");
   return FALSE;
-}
-
-void
-override_attribute (SavedAttribute *saved, CUdevice_attribute attr, int value)
-{
-  saved->attr = attr;
-  saved->value = device_attribute (attr);
-  mt_fake_set_attribute (0, attr, value);
-}
-
-void
-restore_attribute (const SavedAttribute *saved)
-{
-  mt_fake_set_attribute (0, saved->attr, saved->value);
 }
 
 /* Fault sweeps: every driver call of creation, allocation and close fails once in turn. */

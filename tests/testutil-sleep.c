@@ -1,6 +1,8 @@
 /* testutil-sleep.c: what the sleep tests (test-sleep*.c) share: resources and tagged buffers,
  * sleeps and wakes that must succeed, the fake's live handles, policies, segment events, and
- * the case of a sleep with no open buffer. */
+ * the case of a sleep with no open buffer; the driver calls a sleep traced, the granules mapped
+ * under buffers, and a set of buffers of two tags (TaggedSet: test-sleep-chunks.c,
+ * test-sleep-calls.c). */
 #include <memres/memres.h>
 
 #include "testutil.h"
@@ -102,6 +104,120 @@ policy_new (MemresSleepMode mode)
 
   g_assert_no_error (error);
   return p;
+}
+
+/* --- the driver calls and granules of a sleep ----------------------------------------------- */
+
+guint
+trace_count (const char **names, int n_names, const char *entry)
+{
+  guint c = 0;
+
+  for (int i = 0; i < n_names; i++)
+    c += g_str_equal (names[i], entry);
+  return c;
+}
+
+gboolean
+granule_mapped (guint64 address)
+{
+  const MemresCudaDriver *drv = mt_driver ();
+  CUmemGenericAllocationHandle h = 0;
+
+  if (drv->cuMemRetainAllocationHandle (&h, (void *) (guintptr) address) != CUDA_SUCCESS)
+    return FALSE;
+  g_assert_cmpint (drv->cuMemRelease (h), ==, CUDA_SUCCESS);
+  return TRUE;
+}
+
+void
+granules_add (GHashTable *set, MemresBuffer *buf)
+{
+  gsize granule = mt_device_granularity ();
+  guint64 a = memres_buffer_get_address (buf), end = a + memres_buffer_get_size (buf);
+
+  for (a = a / granule * granule; a < end; a += granule)
+    g_hash_table_add (set, GSIZE_TO_POINTER ((gsize) a));
+}
+
+void
+assert_granules (GHashTable *set, gboolean mapped)
+{
+  GHashTableIter iter;
+  gpointer key;
+
+  g_hash_table_iter_init (&iter, set);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    g_assert_cmpint (granule_mapped (GPOINTER_TO_SIZE (key)), ==, mapped);
+}
+
+/* --- a set of tagged buffers ----------------------------------------------------------------- */
+
+void
+tagged_set_init (TaggedSet *s, const char *spec, const char *a, const char *b)
+{
+  memset (s, 0, sizeof *s);
+  s->mr = new_ok (spec);
+  s->tag[0] = a;
+  s->tag[1] = b;
+  s->granules[0] = g_hash_table_new (NULL, NULL);
+  s->granules[1] = g_hash_table_new (NULL, NULL);
+}
+
+guint
+tagged_set_add (TaggedSet *s, const char *tag, gsize size)
+{
+  guint i = s->n++;
+  int t = tag == NULL ? -1 : tag == s->tag[0] ? 0 : 1;
+
+  g_assert_cmpuint (i, <, TAGGED_SET_MAX);
+  g_assert_true (tag == NULL || tag == s->tag[t]);
+  s->tags[i] = tag;
+  s->bufs[i] = alloc_tagged (s->mr, tag, size);
+  s->addrs[i] = memres_buffer_get_address (s->bufs[i]);
+  if (t < 0)
+    return i;
+  mt_write_pattern (s->bufs[i], 0, memres_buffer_get_size (s->bufs[i]), TAGGED_SET_SEED + i, NULL);
+  s->bytes[t] += memres_buffer_get_size (s->bufs[i]);
+  granules_add (s->granules[t], s->bufs[i]);
+  return i;
+}
+
+void
+tagged_set_assert_apart (const TaggedSet *s)
+{
+  GHashTableIter iter;
+  gpointer key;
+
+  g_hash_table_iter_init (&iter, s->granules[1]);
+  while (g_hash_table_iter_next (&iter, &key, NULL))
+    g_assert_false (g_hash_table_contains (s->granules[0], key));
+}
+
+void
+tagged_set_check (const TaggedSet *s, const char *tag, gboolean asleep)
+{
+  for (guint i = 0; i < s->n; i++)
+    {
+      if (s->bufs[i] == NULL || s->tags[i] == NULL || (tag != NULL && s->tags[i] != tag))
+        continue;
+      g_assert_cmpuint (memres_buffer_get_address (s->bufs[i]), ==, s->addrs[i]);
+      g_assert_cmpint (memres_buffer_is_asleep (s->bufs[i]), ==, asleep);
+      if (!asleep)
+        mt_check_pattern (s->bufs[i], 0, memres_buffer_get_size (s->bufs[i]), TAGGED_SET_SEED + i,
+                          NULL);
+    }
+}
+
+void
+tagged_set_clear (TaggedSet *s)
+{
+  for (guint i = 0; i < s->n; i++)
+    if (s->bufs[i] != NULL)
+      mt_close_ok (g_steal_pointer (&s->bufs[i]), NULL);
+  g_clear_pointer (&s->mr, memres_resource_unref);
+  g_clear_pointer (&s->granules[0], g_hash_table_unref);
+  g_clear_pointer (&s->granules[1], g_hash_table_unref);
 }
 
 /* --- segment events -------------------------------------------------------------------------- */

@@ -36,6 +36,20 @@ gboolean mt_require_fake (const char *why);
  * fails the test when the driver does not answer. */
 gsize mt_device_granularity (void);
 
+/* The value of attribute @attr of device 0 (cuDeviceGetAttribute()), asserting the calls. */
+int mt_device_attribute (CUdevice_attribute attr);
+
+/* An attribute of the fake's device 0 set for the rest of a test, its value remembered:
+ * mt_override_attribute() stores @attr's value in @saved and sets it to @value (the fake only:
+ * mt_fake_set_attribute()); mt_restore_attribute() sets it back. */
+typedef struct
+{
+  CUdevice_attribute attr;
+  int value;
+} MtSavedAttribute;
+void mt_override_attribute (MtSavedAttribute *saved, CUdevice_attribute attr, int value);
+void mt_restore_attribute (const MtSavedAttribute *saved);
+
 /* The fake's counts into @base where the driver is the fake; zeros on the real driver. For tests
  * that compare counts before and after only on the fake. */
 void mt_fake_counts_begin (FakeCudaCounts *base);
@@ -113,6 +127,33 @@ gboolean mt_require_stream_holds (void);
  * returned). After a TRUE, mt_hazard_end() sets the fake's streams synchronous again. */
 gboolean mt_hazard_begin (void);
 void mt_hazard_end (void);
+
+/* The stream hazard of a caching kind (test-cache-hazard.c, test-arena.c): hold stream A, queue
+ * a fill of a buffer of @size bytes from @spec on A, close it on A (A destroyed then, for
+ * MT_HAZARD_DESTROYED), allocate the same size for B and fill it on B, release A: the bytes are
+ * B's, and no allocation waited for the held stream. @expect_reuse: B's buffer must be the freed
+ * one (its address); @fresh_stream: for MT_HAZARD_DESTROYED, a new stream then gets memory it
+ * fills and reads back too; @trim: the resource trimmed before it is dropped. Skips as
+ * mt_hazard_begin() does. */
+typedef enum
+{
+  MT_HAZARD_STREAM,    /* A is a non-blocking stream */
+  MT_HAZARD_LEGACY,    /* A is the legacy default stream */
+  MT_HAZARD_DESTROYED, /* A is destroyed right after the free */
+} MtHazardKind;
+typedef struct
+{
+  const char *spec;
+  gsize size;
+  MtHazardKind kind;
+  gboolean expect_reuse;
+  gboolean fresh_stream;
+  gboolean trim;
+} MtHazard;
+void mt_hazard_run (const MtHazard *h);
+
+/* cuStreamSynchronize() and cuStreamDestroy() of @stream, asserted. */
+void mt_stream_free (CUstream stream);
 
 /* Asserts every live count of the fake equals the one in @baseline (no-op on the real driver;
  * in the fake's asynchronous mode after every queue ran). */

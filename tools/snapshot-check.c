@@ -23,7 +23,7 @@ typedef enum
   T_KIND,    /* a string [a-z][a-z0-9_]* */
   T_ADDRESS, /* a string 0x[0-9a-f]{1,16}: 64 bits */
   T_STREAM,  /* default, legacy, per-thread or an address */
-  T_STATE,   /* used, free, pending or withheld */
+  T_STATE,   /* used, free, pending, withheld or unused */
   T_DRIVER,  /* null or {free, total} */
   T_SUMMARY,
   T_LAYERS,   /* an array of at least one layer */
@@ -331,7 +331,7 @@ static void
 walk_value (Walk *w, Type type, const char *value, gsize len)
 {
   static const char *const streams[] = { "default", "legacy", "per-thread", NULL };
-  static const char *const states[] = { "used", "free", "pending", "withheld", NULL };
+  static const char *const states[] = { "used", "free", "pending", "withheld", "unused", NULL };
   gboolean null = len == 4 && memcmp (value, "null", 4) == 0;
   const char *body;
   gsize body_len;
@@ -382,7 +382,7 @@ walk_value (Walk *w, Type type, const char *value, gsize len)
       break;
     case T_STATE:
       if (!string_body (value, len, &body, &body_len) || !is_word (body, body_len, states))
-        refuse (w, " is not a block's state (used, free, pending or withheld)", value, len);
+        refuse (w, " is not a block's state (used, free, pending, withheld or unused)", value, len);
       break;
     case T_DRIVER:
       if (!null)

@@ -257,6 +257,11 @@ typedef struct _MemresSnapshotLayer MemresSnapshotLayer;
  *   until the layer gives it back (the `arena` kind's old address of lent memory, the bytes of a
  *   shared granule that the other address uses); a layer's blocks other than these add up to
  *   the memory it holds
+ * @MEMRES_BLOCK_UNUSED: held by the layer and mapped, but no allocation can take it while the
+ *   layer holds it as it is: the bytes of an `arena` slab's extent past its last block (the
+ *   extent rounded up, or a class that does not divide the slab), given back with the slab.
+ *   Neither used nor free (not in the free bytes, the largest free block nor the fragmentation
+ *   index); counted in the memory the layer holds. Since: 2.0
  *
  * The state of a block in a snapshot. Values are only appended.
  *
@@ -268,6 +273,7 @@ typedef enum
   MEMRES_BLOCK_FREE,
   MEMRES_BLOCK_PENDING,
   MEMRES_BLOCK_WITHHELD,
+  MEMRES_BLOCK_UNUSED,
 } MemresBlockState;
 
 /* The snapshot slot's builders: what the layer holds (see #MemresResourceOps.snapshot). Full

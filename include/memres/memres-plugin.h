@@ -396,6 +396,12 @@ struct _MemresKindInfo
  *   slots (#MemresResourceOps.sleep), the same slots of the upstream (through the
  *   %MEMRES_KIND_PASSES_ALLOCATIONS adaptors below it) on the upstream's records @allocs; all or
  *   nothing as the slots are; %MEMRES_ERROR_NOT_SUPPORTED when no layer below can. Since: 2.0
+ * memres_upstream_allocate_for_tag(), memres_upstream_deallocate_for_tag():
+ *   memres_upstream_allocate() and memres_upstream_deallocate() for memory of the adaptor's own
+ *   that serves one tag's buffers (a caching layer's chunk in a stack that
+ *   can sleep): during the call memres_allocation_get_tag() answers the tag for the record, so
+ *   that the kinds below place and describe it by tag (`vmm`'s segment); not counted under it.
+ *   Since: 2.0
  * memres_sleep_call_get_tag(): inside a sleep or wake slot, the tag the memres_resource_sleep()
  *   or memres_resource_wake() of this thread puts to sleep or wakes, and its policy's mode.
  *   Since: 2.0
@@ -431,6 +437,11 @@ gboolean memres_upstream_sleep (MemresResource *mr, MemresAllocation *const *all
                                 GError **error);
 gboolean memres_upstream_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs,
                                GError **error);
+gboolean memres_upstream_allocate_for_tag (MemresResource *mr, gsize size, MemresStream stream,
+                                           const char *tag, MemresAllocation *alloc,
+                                           GError **error);
+gboolean memres_upstream_deallocate_for_tag (MemresResource *mr, MemresAllocation *alloc,
+                                             const char *tag, MemresStream stream, GError **error);
 const char *memres_sleep_call_get_tag (MemresSleepMode *mode);
 const char *memres_allocation_get_tag (const MemresAllocation *alloc);
 gboolean memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,

@@ -55,7 +55,8 @@ typedef struct _MemresSegment MemresSegment;
  *   the order the names were first used), 0 for none: memory of untagged buffers, or memory that
  *   serves every tag (a cache's chunks and blocks over an upstream that cannot sleep)
  * @tag: that tag's name (interned, valid for the life of the process), %NULL for none. Which tag
- *   a kind reports: `vmm` the tag of the buffer the segment belongs to; `arena` the tag its
+ *   a kind reports: `vmm` the tag of the buffer the segment belongs to (under a `cache`, the tag
+ *   of the cache's chunk or block of its own that the buffer is); `arena` the tag its
  *   granule serves (a granule holds one tag's buffers: docs/arena.md), the one it was mapped for
  *   (a granule left idle and taken by another tag without being unmapped keeps the tag of its
  *   event); `cache` the buffer's tag for a request of its own (above max_block, or tagged over an

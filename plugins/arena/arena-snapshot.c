@@ -1,7 +1,8 @@
 /* memres - CUDA memory resources
  * arena-snapshot.c: the `arena` kind's snapshot slot (#MemresResourceOps.snapshot): what the
  * reserved range holds, copied under the lock with the fronts stopped. The blocks of the slabs
- * (used, or free in a front or a shared bin); the free ranges of the heap where granules are
+ * (used, or free in a front or a shared bin) and each slab's bytes past its last block (unused);
+ * the free ranges of the heap where granules are
  * mapped (free when settled, pending while tagged with the stream of their last free); the
  * unmapped granules as holes; the bytes of lent and shared granules whose memory the other
  * address uses as withheld (arena-lend.c: a retired granule whole, a shared granule's bytes
@@ -123,6 +124,29 @@ add_free (Arena *self, MemresSnapshotLayer *layer, const Range *r)
     }
 }
 
+/* The blocks of slab @sl, used or free (in @free_blocks), and its extent's bytes past its last
+ * block (the extent rounded up to ARENA_ALIGN, or a class that does not divide the slab) as
+ * unused, so that the slab's blocks add up to its extent. Lock held. */
+static void
+add_slab (MemresSnapshotLayer *layer, const Chunk *sl, GHashTable *free_blocks)
+{
+  guint64 end = sl->addr;
+
+  for (guint i = 0; i < sl->n_blocks; i++)
+    {
+      Block *b = (Block *) &sl->blocks[i];
+      /* a sleeping block's size is a marker (arena-sleep.c): its class's */
+      gsize size = cache_class_size (b->cls);
+
+      memres_snapshot_add_block (layer, b->address, size, b->stream,
+                                 g_hash_table_contains (free_blocks, b) ? MEMRES_BLOCK_FREE
+                                                                        : MEMRES_BLOCK_USED);
+      end = MAX (end, b->address + size);
+    }
+  if (end < sl->addr + sl->size)
+    memres_snapshot_add_block (layer, end, sl->addr + sl->size - end, NULL, MEMRES_BLOCK_UNUSED);
+}
+
 void
 arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
 {
@@ -187,15 +211,7 @@ arena_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
             r++;
             continue;
           }
-        for (guint i = 0; i < sl->n_blocks; i++)
-          {
-            Block *b = (Block *) &sl->blocks[i];
-
-            /* a sleeping block's size is a marker (arena-sleep.c): its class's */
-            memres_snapshot_add_block (layer, b->address, cache_class_size (b->cls), b->stream,
-                                       g_hash_table_contains (free_blocks, b) ? MEMRES_BLOCK_FREE
-                                                                              : MEMRES_BLOCK_USED);
-          }
+        add_slab (layer, sl, free_blocks);
         at += sl->size;
         s++;
       }

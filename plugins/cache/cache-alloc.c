@@ -20,7 +20,8 @@ static gboolean
 direct_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
                  MemresAllocation *alloc, GError **error)
 {
-  if (!upstream_allocate (mr, self, size, stream, memres_allocation_get_tag (alloc), alloc, error))
+  if (!upstream_allocate (mr, self, size, stream, memres_allocation_get_tag (alloc), FALSE, alloc,
+                          error))
     return FALSE;
   DirectLive *live = g_new (DirectLive, 1);
 
@@ -51,7 +52,7 @@ direct_deallocate (MemresResource *mr, Cache *self, MemresAllocation *alloc, Mem
   if (G_UNLIKELY (self->asleep_tags != 0 && cache_direct_is_asleep (self, alloc)))
     ok = memres_upstream_deallocate (self->self_mr, alloc, stream, error);
   else
-    ok = upstream_give_back (self, alloc, memres_allocation_get_tag (alloc), stream, error);
+    ok = upstream_give_back (self, alloc, memres_allocation_get_tag (alloc), FALSE, stream, error);
 
   /* a failed free that left the allocation in place leaves the buffer open (the core's rule) */
   if (!ok && alloc->address == address)
@@ -109,7 +110,7 @@ allocate_slow (MemresResource *mr, Cache *self, guint cls, gsize size, MemresStr
         }
       g_mutex_unlock (&self->parts.lock);
       if (b == NULL)
-        upstream_give_back (self, &up, cache_tag_name (tag), stream, NULL);
+        upstream_give_back (self, &up, cache_tag_name (tag), TRUE, stream, NULL);
     }
   if (b == NULL)
     {
@@ -225,7 +226,7 @@ deallocate_slow (MemresResource *mr, Cache *self, Front *f, Block *b, MemresStre
       gsize up_size = b->up.size;
 
       g_mutex_unlock (&self->parts.lock);
-      if (upstream_give_back (self, &b->up, block_tag_name (b), caller_stream, &local)
+      if (upstream_give_back (self, &b->up, block_tag_name (b), TRUE, caller_stream, &local)
           || b->up.address == 0)
         {
           g_mutex_lock (&self->parts.lock);

@@ -195,8 +195,11 @@ void cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAll
 void cache_segment_of (Cache *self, const MemresAllocation *up, const char *tag,
                        MemresSegment *seg);
 void update_highs (Cache *self);
+/* upstream_allocate() and upstream_give_back(): @own, @up is the cache's own (a chunk, a block of
+ * its own), whose @tag the upstream is told too (memres_upstream_allocate_for_tag(): `vmm` tells
+ * its segment with it); else a buffer's own record, which carries its tag to the upstream */
 gboolean upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
-                            const char *tag, MemresAllocation *alloc, GError **error);
+                            const char *tag, gboolean own, MemresAllocation *alloc, GError **error);
 gboolean block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream, guint tag,
                        MemresAllocation *up, guint *n_blocks, GError **error);
 Block *block_new (MemresResource *mr, Cache *self, guint cls, MemresStream stream, guint tag,
@@ -207,5 +210,5 @@ gboolean release_idle (Cache *self, gsize bytes_to_keep, guint tag, Retired *out
 gboolean flush_idle (Cache *self, gsize bytes_to_keep, Retired *out, GError **error);
 void recycle_idle (Cache *self, guint cls, MemresStream stream, Retired *out);
 void retired_free (Cache *self, Retired *r, MemresStream stream);
-gboolean upstream_give_back (Cache *self, MemresAllocation *up, const char *tag,
+gboolean upstream_give_back (Cache *self, MemresAllocation *up, const char *tag, gboolean own,
                              MemresStream stream, GError **error);

@@ -13,7 +13,9 @@
  * the cache still holds it. Both without the lock. Its tag: a buffer's own record's is the
  * buffer's (memres_allocation_get_tag()); a chunk's or a block of its own's, the tag its blocks
  * serve (block_tag_name(): one tag's in a stack that can sleep, Cache.by_tag_blocks; none for
- * untagged buffers' and elsewhere), so that a registrar tells the segments a tag's sleep unmaps. */
+ * untagged buffers' and elsewhere), so that a registrar tells the segments a tag's sleep unmaps;
+ * and the upstream is told it (memres_upstream_allocate/deallocate_for_tag()), so that `vmm`'s
+ * segment under a tagged chunk carries the tag too. */
 #include "cache-private.h"
 
 #include <string.h>
@@ -44,13 +46,14 @@ cache_raise_segment (Cache *self, MemresSegmentEvent event, const MemresAllocati
  * told mapped), parts.lock not held: the segment's about-to-be-unmapped event first; when the
  * upstream refuses and the allocation stays (its address unchanged), it is told mapped again. */
 gboolean
-upstream_give_back (Cache *self, MemresAllocation *up, const char *tag, MemresStream stream,
-                    GError **error)
+upstream_give_back (Cache *self, MemresAllocation *up, const char *tag, gboolean own,
+                    MemresStream stream, GError **error)
 {
   MemresAllocation was = *up;
 
   cache_raise_segment (self, MEMRES_SEGMENT_UNMAPPING, up, tag);
-  if (memres_upstream_deallocate (self->self_mr, up, stream, error))
+  if (own ? memres_upstream_deallocate_for_tag (self->self_mr, up, tag, stream, error)
+          : memres_upstream_deallocate (self->self_mr, up, stream, error))
     return TRUE;
   if (up->address == was.address)
     cache_raise_segment (self, MEMRES_SEGMENT_MAPPED, &was, tag);
@@ -72,16 +75,24 @@ update_highs (Cache *self)
  * upstream may be another cache, or call an out-of-memory handler that trims or reads this one); on
  * out-of-memory, every cached block of every thread goes back to the upstream (under the lock) and
  * the allocation is tried once more. */
+static gboolean
+upstream_call (MemresResource *mr, gsize size, MemresStream stream, const char *tag, gboolean own,
+               MemresAllocation *alloc, GError **error)
+{
+  return own ? memres_upstream_allocate_for_tag (mr, size, stream, tag, alloc, error)
+             : memres_upstream_allocate (mr, size, stream, alloc, error);
+}
+
 gboolean
 upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream stream,
-                   const char *tag, MemresAllocation *alloc, GError **error)
+                   const char *tag, gboolean own, MemresAllocation *alloc, GError **error)
 {
   GError *local = NULL;
   Retired retired = { NULL, NULL };
   gboolean ok;
 
   memset (alloc, 0, sizeof *alloc);
-  if (memres_upstream_allocate (mr, size, stream, alloc, &local))
+  if (upstream_call (mr, size, stream, tag, own, alloc, &local))
     {
       cache_raise_segment (self, MEMRES_SEGMENT_MAPPED, alloc, tag);
       return TRUE;
@@ -100,7 +111,7 @@ upstream_allocate (MemresResource *mr, Cache *self, gsize size, MemresStream str
   if (!ok)
     return FALSE;
   memset (alloc, 0, sizeof *alloc);
-  if (!memres_upstream_allocate (mr, size, stream, alloc, error))
+  if (!upstream_call (mr, size, stream, tag, own, alloc, error))
     return FALSE;
   cache_raise_segment (self, MEMRES_SEGMENT_MAPPED, alloc, tag);
   return TRUE;
@@ -119,7 +130,7 @@ block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream, g
   GError *local = NULL;
 
   *n_blocks = cls >= self->n_chunk_classes ? 1 : (guint) (self->chunk_size / csize);
-  if (upstream_allocate (mr, self, (gsize) *n_blocks * csize, stream, name, up, &local))
+  if (upstream_allocate (mr, self, (gsize) *n_blocks * csize, stream, name, TRUE, up, &local))
     return TRUE;
   if (*n_blocks == 1 || !g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_OUT_OF_MEMORY))
     {
@@ -128,7 +139,7 @@ block_memory (MemresResource *mr, Cache *self, guint cls, MemresStream stream, g
     }
   g_clear_error (&local);
   *n_blocks = 1;
-  return upstream_allocate (mr, self, csize, stream, name, up, error);
+  return upstream_allocate (mr, self, csize, stream, name, TRUE, up, error);
 }
 
 /* A new block of class @cls and tag @tag (Block.tag, each block of the chunk too) for @stream in
@@ -368,7 +379,7 @@ give_back (Cache *self, MemresAllocation *up, const char *tag, MemresStream stre
   g_autoptr (GError) error = NULL;
   gsize size = up->size;
 
-  if (!upstream_give_back (self, up, tag, stream, &error))
+  if (!upstream_give_back (self, up, tag, TRUE, stream, &error))
     g_warning ("cache: returning %s of %" G_GSIZE_FORMAT " bytes to the upstream failed: %s", what,
                size, error->message);
 }
