@@ -460,7 +460,8 @@ chunk_block_closed (Cache *self, Block *b, MemresAllocation *alloc, MemresStream
   reserve_sub (self, bytes, up_size);
   self->parked -= bytes;
   g_mutex_unlock (&self->parts.lock);
-  if (memres_upstream_deallocate (self->self_mr, &chunk->up, stream, error))
+  if (memres_upstream_deallocate_for_tag (self->self_mr, &chunk->up,
+                                          block_tag_name (&chunk->blocks[0]), stream, error))
     {
       g_free (chunk);
       return TRUE;
@@ -490,7 +491,8 @@ cache_deallocate_asleep (Cache *self, Block *b, MemresAllocation *alloc, MemresS
 
   if (b->chunk != NULL)
     return chunk_block_closed (self, b, alloc, stream, error);
-  if (!memres_upstream_deallocate (self->self_mr, &b->up, stream, error))
+  if (!memres_upstream_deallocate_for_tag (self->self_mr, &b->up, block_tag_name (b), stream,
+                                           error))
     return FALSE; /* the upstream's close keeps what it could not release: so does the block */
   g_mutex_lock (&self->parts.lock);
   reserve_sub (self, csize, up_size);
