@@ -272,22 +272,21 @@ begin (void)
 }
 
 /* Each case runs at the arena's default reservation (twice the fake's 8 GiB) and at those of
- * real cards, where the free rest of the range lies elsewhere against the buffers
- * (test-arena.c's /arena/memory/kv-growth held on a 256 MiB device only, until h-kvreal). */
-static const char *const specs[] = { "arena", "arena:reserve=160GiB", "arena:reserve=282GiB" };
-static const char *const spec_names[] = { "default-reserve", "h100-80GiB", "h200-141GiB" };
+ * real cards (mt_reservations), where the free rest of the range lies elsewhere against the
+ * buffers. */
 
 /* The device two tokens behind the host, as PyTorch's launch queue keeps it: 1.006 to 1.020 from
  * run to run (see the top; 1.067 before the stream's own free ranges were preferred to tighter
  * settled ones that need memory created). */
 static void
-test_lagged (gconstpointer spec)
+test_lagged (gconstpointer data)
 {
+  const MtReservation *res = data;
   double ratio;
 
   if (!begin ())
     return;
-  ratio = infer_run (spec, 2, 8, 256);
+  ratio = infer_run (res->spec, 2, 8, 256);
   g_assert_cmpfloat (ratio, <=, 1.03);
   mt_fake_set_async (FALSE);
 }
@@ -297,13 +296,14 @@ test_lagged (gconstpointer spec)
  * 1.0195 with lending alone, 1.017 before, 1.015 before slabs were placed from the top of a
  * range down. */
 static void
-test_held (gconstpointer spec)
+test_held (gconstpointer data)
 {
+  const MtReservation *res = data;
   double ratio;
 
   if (!begin ())
     return;
-  ratio = infer_run (spec, G_MAXUINT, 8, 256);
+  ratio = infer_run (res->spec, G_MAXUINT, 8, 256);
   g_assert_cmpfloat (ratio, <=, 1.03);
   mt_fake_set_async (FALSE);
 }
@@ -314,13 +314,14 @@ main (int argc, char **argv)
   /* room for the weights and the largest prefill (the fake backs memory lazily) */
   g_setenv ("FAKECUDA_DEVICE_MEMORY", "8GiB", FALSE);
   mt_init (&argc, &argv);
-  for (guint i = 0; i < G_N_ELEMENTS (specs); i++)
+  for (guint i = 0; i < MT_N_RESERVATIONS; i++)
     {
-      g_autofree char *lagged = g_strconcat ("/arena-infer/lagged/", spec_names[i], NULL);
-      g_autofree char *held = g_strconcat ("/arena-infer/held/", spec_names[i], NULL);
+      const MtReservation *res = &mt_reservations[i];
+      g_autofree char *lagged = g_strconcat ("/arena-infer/lagged/", res->name, NULL);
+      g_autofree char *held = g_strconcat ("/arena-infer/held/", res->name, NULL);
 
-      g_test_add_data_func (lagged, specs[i], test_lagged);
-      g_test_add_data_func (held, specs[i], test_held);
+      g_test_add_data_func (lagged, res, test_lagged);
+      g_test_add_data_func (held, res, test_held);
     }
   return g_test_run ();
 }

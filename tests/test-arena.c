@@ -1173,32 +1173,21 @@ test_snapshot_shared (void)
 
 /* ---- memory: a training-shaped sequence on one stream ---------------------------------------- */
 
-/* The memory figures hang on the reservation's size (default twice the device's memory: where
- * the free rest of it lies against the buffers), so each is asserted at this test's small fake
- * device and at the reservation an arena makes on real cards. */
-typedef struct
-{
-  const char *device; /* what it stands for */
-  const char *spec;
-  guint64 va; /* the reservation's bytes */
-} MemorySpec;
-
-static const MemorySpec memory_specs[] = {
-  { "the default reservation (twice the device: 512 MiB on the fake)", "arena", 512 * MiB },
-  { "an 80 GiB H100", "arena:reserve=160GiB", (guint64) 160 * 1024 * MiB },
-  { "a 141 GiB H200", "arena:reserve=282GiB", (guint64) 282 * 1024 * MiB },
-};
-
-static const char *const memory_names[] = { "default-reserve", "h100-80GiB", "h200-141GiB" };
-
-/* The arena of @ms, its reservation checked (on a real card the default one is its own). */
+/* The arena of @res (testutil.h: the default reservation, or a card's), its reservation
+ * checked; by default twice the device's memory (on the fake 256 MiB, see main()). */
 static MemresResource *
-memory_arena_new (const MemorySpec *ms)
+memory_arena_new (const MtReservation *res)
 {
-  MemresResource *mr = mt_new_ok (ms->spec);
+  MemresResource *mr = mt_new_ok (res->spec);
+  size_t total = 0;
 
-  if (mt_driver_is_fake () || strchr (ms->spec, ':') != NULL)
-    g_assert_cmpuint (counter (mr, "virtual"), ==, ms->va);
+  if (res->bytes != 0)
+    g_assert_cmpuint (counter (mr, "virtual"), ==, res->bytes);
+  else if (mt_driver_is_fake ())
+    {
+      g_assert_cmpint (mt_driver ()->cuDeviceTotalMem (&total, 0), ==, CUDA_SUCCESS);
+      g_assert_cmpuint (counter (mr, "virtual"), ==, 2 * (guint64) total);
+    }
   return mr;
 }
 
@@ -1211,7 +1200,7 @@ memory_arena_new (const MemorySpec *ms)
 static void
 test_shifting_sizes (gconstpointer data)
 {
-  const MemorySpec *ms = data;
+  const MtReservation *res = data;
   g_autoptr (MemresResource) mr = NULL;
   MemresBuffer *act[24], *grad = NULL, *tmp;
   MemresStats st;
@@ -1223,7 +1212,7 @@ test_shifting_sizes (gconstpointer data)
   if (!mt_hazard_begin ())
     return;
   s = stream_new ();
-  mr = memory_arena_new (ms);
+  mr = memory_arena_new (res);
   g = gran (mr);
   for (guint step = 0; step < 12; step++)
     {
@@ -1260,7 +1249,7 @@ test_shifting_sizes (gconstpointer data)
   g_test_message (
       "shifting sizes (%s): peak physical %" G_GUINT64_FORMAT " / peak used %" G_GUINT64_FORMAT
       " = %.4f; %" G_GUINT64_FORMAT " granules created, %" G_GUINT64_FORMAT " remapped",
-      ms->device, st.reserved_high, st.used_high, (double) st.reserved_high / st.used_high,
+      res->device, st.reserved_high, st.used_high, (double) st.reserved_high / st.used_high,
       counter (mr, "granules_created"), counter (mr, "granules_remapped"));
   g_assert_cmpuint (st.reserved_high, <=, st.used_high * 103 / 100 + (guint64) max_live * g);
   /* the stream's freed ranges and the settled ones beside them serve it as one: 1.010 (1.049
@@ -1359,7 +1348,7 @@ json_uint (const char *json, const char *key)
  * growing sizes on one stream that the host runs ahead of, never catching up inside a batch.
  * Target 3 asks for a physical peak within 1.03 times the peak used; on this shape the arena
  * holds 1.021 (24 granules for 23.5 used: the least whole granules there are) at each
- * reservation (memory_specs). A cache grown by a token never fits the hole its predecessor left
+ * reservation (mt_reservations). A cache grown by a token never fits the hole its predecessor left
  * (a token smaller), so the caches move through the range as a ring, and while the device has
  * not run past the frees, no granule of the hole behind the ring can move; since h-kv2 the
  * memory of its whole granules is lent to the ring's front (arena-lend.c: mapped there too, no
@@ -1378,7 +1367,7 @@ json_uint (const char *json, const char *key)
 static void
 test_kv_growth (gconstpointer data)
 {
-  const MemorySpec *ms = data;
+  const MtReservation *res = data;
   g_autoptr (MemresResource) mr = NULL;
   MemresBuffer *kv[12], *x, *logits;
   MemresStats st;
@@ -1389,7 +1378,7 @@ test_kv_growth (gconstpointer data)
   if (!mt_hazard_begin ())
     return;
   s = stream_new ();
-  mr = memory_arena_new (ms);
+  mr = memory_arena_new (res);
   for (guint batch = 0; batch < 6; batch++)
     {
       MtStreamHold *hold = mt_stream_hold (s);
@@ -1427,7 +1416,7 @@ test_kv_growth (gconstpointer data)
                   " / peak used %" G_GUINT64_FORMAT " = %.4f; %" G_GUINT64_FORMAT
                   " granules created, %" G_GUINT64_FORMAT " remapped, %" G_GUINT64_FORMAT
                   " lent, %" G_GUINT64_FORMAT " shared, %" G_GUINT64_FORMAT " run takes",
-                  ms->device, st.reserved_high, st.used_high,
+                  res->device, st.reserved_high, st.used_high,
                   (double) st.reserved_high / st.used_high, counter (mr, "granules_created"),
                   counter (mr, "granules_remapped"), counter (mr, "granules_lent"),
                   counter (mr, "granules_shared"), counter (mr, "run_takes"));
@@ -1494,7 +1483,7 @@ int
 main (int argc, char **argv)
 {
   /* a small fake device, so that the out-of-memory test fills it quickly (read at cuInit); the
-   * memory figures are asserted at the reservations of real cards too (memory_specs) */
+   * memory figures are asserted at the reservations of real cards too (mt_reservations) */
   g_setenv ("FAKECUDA_DEVICE_MEMORY", "256MiB", FALSE);
   mt_init (&argc, &argv);
   mt_log_capture_init ();
@@ -1507,14 +1496,14 @@ main (int argc, char **argv)
   g_test_add_func ("/arena/faults/remap", test_faults_remap);
   g_test_add_func ("/arena/faults/close", test_faults_close);
   g_test_add_func ("/arena/faults/trim", test_faults_trim);
-  for (guint i = 0; i < G_N_ELEMENTS (memory_specs); i++)
+  for (guint i = 0; i < MT_N_RESERVATIONS; i++)
     {
-      g_autofree char *shifting
-          = g_strconcat ("/arena/memory/shifting-sizes/", memory_names[i], NULL);
-      g_autofree char *kv = g_strconcat ("/arena/memory/kv-growth/", memory_names[i], NULL);
+      const MtReservation *res = &mt_reservations[i];
+      g_autofree char *shifting = g_strconcat ("/arena/memory/shifting-sizes/", res->name, NULL);
+      g_autofree char *kv = g_strconcat ("/arena/memory/kv-growth/", res->name, NULL);
 
-      g_test_add_data_func (shifting, &memory_specs[i], test_shifting_sizes);
-      g_test_add_data_func (kv, &memory_specs[i], test_kv_growth);
+      g_test_add_data_func (shifting, res, test_shifting_sizes);
+      g_test_add_data_func (kv, res, test_kv_growth);
     }
   for (guint i = 0; i < G_N_ELEMENTS (hazards); i++)
     g_test_add_data_func (hazard_names[i], &hazards[i], test_hazard);
