@@ -19,9 +19,10 @@
  * - at the batch's end everything of the batch freed.
  * Every operation is on one stream. The host runs LAG tokens ahead of the device: the stream is
  * held at each token and released LAG tokens later, and the test waits until the device is
- * through the released token, so that which of the arena's events are done is deterministic.
- * Fully held (the device never catching up inside a batch) is the harder shape of
- * /arena/memory/kv-growth in test-arena.c. */
+ * through the released token. The held figure is the same at every run; the lagged one is not
+ * (1.006 to 1.020 in h-kvreal's runs, at each reservation; the cause is not found yet). Fully held
+ * (the device never catching up inside a batch) is the harder shape of /arena/memory/kv-growth in
+ * test-arena.c. */
 #include "testutil.h"
 
 #define KiB ((gsize) 1024)
@@ -270,32 +271,39 @@ begin (void)
   return TRUE;
 }
 
-/* The device two tokens behind the host, as PyTorch's launch queue keeps it: 1.015 (1.067
- * before the stream's own free ranges were preferred to tighter settled ones that need memory
- * created). */
+/* Each case runs at the arena's default reservation (twice the fake's 8 GiB) and at those of
+ * real cards (mt_reservations), where the free rest of the range lies elsewhere against the
+ * buffers. */
+
+/* The device two tokens behind the host, as PyTorch's launch queue keeps it: 1.006 to 1.020 from
+ * run to run (see the top; 1.067 before the stream's own free ranges were preferred to tighter
+ * settled ones that need memory created). */
 static void
-test_lagged (void)
+test_lagged (gconstpointer data)
 {
+  const MtReservation *res = data;
   double ratio;
 
   if (!begin ())
     return;
-  ratio = infer_run ("arena", 2, 8, 256);
+  ratio = infer_run (res->spec, 2, 8, 256);
   g_assert_cmpfloat (ratio, <=, 1.03);
   mt_fake_set_async (FALSE);
 }
 
 /* The device held back for each whole batch: nothing the batch frees can settle before its end:
- * 1.0059 since h-kv3 (shared granules at the ring of KV caches' ends); 1.0195 with lending
- * alone, 1.017 before, 1.015 before slabs were placed from the top of a range down. */
+ * 1.0059 since h-kv3 (shared granules at the ring of KV caches' ends), at every reservation;
+ * 1.0195 with lending alone, 1.017 before, 1.015 before slabs were placed from the top of a
+ * range down. */
 static void
-test_held (void)
+test_held (gconstpointer data)
 {
+  const MtReservation *res = data;
   double ratio;
 
   if (!begin ())
     return;
-  ratio = infer_run ("arena", G_MAXUINT, 8, 256);
+  ratio = infer_run (res->spec, G_MAXUINT, 8, 256);
   g_assert_cmpfloat (ratio, <=, 1.03);
   mt_fake_set_async (FALSE);
 }
@@ -306,7 +314,14 @@ main (int argc, char **argv)
   /* room for the weights and the largest prefill (the fake backs memory lazily) */
   g_setenv ("FAKECUDA_DEVICE_MEMORY", "8GiB", FALSE);
   mt_init (&argc, &argv);
-  g_test_add_func ("/arena-infer/lagged", test_lagged);
-  g_test_add_func ("/arena-infer/held", test_held);
+  for (guint i = 0; i < MT_N_RESERVATIONS; i++)
+    {
+      const MtReservation *res = &mt_reservations[i];
+      g_autofree char *lagged = g_strconcat ("/arena-infer/lagged/", res->name, NULL);
+      g_autofree char *held = g_strconcat ("/arena-infer/held/", res->name, NULL);
+
+      g_test_add_data_func (lagged, res, test_lagged);
+      g_test_add_data_func (held, res, test_held);
+    }
   return g_test_run ();
 }

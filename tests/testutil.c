@@ -483,3 +483,11 @@ mt_count_release (gpointer data)
 {
   (*(int *) data)++;
 }
+
+const MtReservation mt_reservations[MT_N_RESERVATIONS] = {
+  { "default-reserve", "the default reservation, twice the device", "arena", 0 },
+  { "h100-80GiB", "an 80 GiB H100's reservation", "arena:reserve=160GiB",
+    G_GUINT64_CONSTANT (160) << 30 },
+  { "h200-141GiB", "a 141 GiB H200's reservation", "arena:reserve=282GiB",
+    G_GUINT64_CONSTANT (282) << 30 },
+};

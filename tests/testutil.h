@@ -359,3 +359,19 @@ void mt_count_release (gpointer data);
   G_STMT_END
 
 G_END_DECLS
+
+/* The `arena` reservations that its memory figures are asserted at: the kind's default (twice
+ * the device's memory: the test's small fake device) and those it makes on real cards (an
+ * 80 GiB H100's, a 141 GiB H200's). Placement depends on where the settled rest of the
+ * reservation lies against the buffers, so a figure held at a toy device only can miss on a
+ * card (/arena/memory/kv-growth did until h-kvreal). */
+typedef struct
+{
+  const char *name;   /* a test path's last component */
+  const char *device; /* what it stands for */
+  const char *spec;   /* "arena" with its reserve option */
+  guint64 bytes;      /* the reservation's bytes; 0: the default */
+} MtReservation;
+
+#define MT_N_RESERVATIONS 3
+extern const MtReservation mt_reservations[MT_N_RESERVATIONS];
