@@ -26,17 +26,19 @@
  * create memory while granules are idle, it asks its caller (arena-alloc.c) to unmap them first
  * (want_unmap) and to try again.
  *
- * Rollback. Backing a granule: cuMemCreate, cuMemMap, cuMemSetAccess; a failing step undoes the
- * ones before it (unmap, release). Mapping a spare: on failure it stays spare. When a later
- * granule of the same extent fails, the granules created for it are unmapped and released (their
- * "mapped" events, still queued, withdrawn); the spares mapped there stay where they now are,
- * mapped and idle. Spares left over are released at the end of the allocation. Giving a granule
+ * Rollback. Backing the granules of a span: per granule cuMemCreate (or a spare) and cuMemMap,
+ * then one cuMemSetAccess per run of adjacent granules (granules_grant()); a failing create or
+ * map undoes the ones before it for that granule (release). When a later step of the same span
+ * fails, the granules created for it are unmapped and released and the spares mapped there are
+ * unmapped and spares again (their "mapped" events, still queued, withdrawn). Spares left over
+ * are released at the end of the allocation. Giving a granule
  * back: cuMemRelease while it is still mapped (the mapping keeps the memory), then cuMemUnmap,
  * which frees it; a failing unmap takes the handle back (cuMemRetainAllocationHandle). Every
  * failure leaves the table as it was and the driver matching it. All under parts.lock except
  * where said. */
 #include "arena-private.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 gboolean
@@ -229,6 +231,38 @@ granule_map (Arena *self, guint g, CUmemGenericAllocationHandle h, GError **erro
   return granule_map_granted (self, g, h, TRUE, error);
 }
 
+/* Whether granule @g + @k lies right after the @k granules from @g, in the same reservation: one
+ * driver call may span them all (cuMemUnmap, cuMemSetAccess). */
+static gboolean
+granules_adjacent (const Arena *self, guint g, guint k)
+{
+  CUdeviceptr at = granule_address (self, g), next = at + (guint64) k * self->granularity;
+
+  return granule_address (self, g + k) == next
+         && arena_reservation_of (self, at) == arena_reservation_of (self, next);
+}
+
+/* The device's access granted to the @n granules @gs (ascending, mapped without it), one
+ * cuMemSetAccess per run of adjacent ones: a span backed at once costs one call, not one per
+ * granule. FALSE with @error naming the call when one fails (the runs before it granted). */
+static gboolean
+granules_grant (Arena *self, const guint *gs, guint n, GError **error)
+{
+  for (guint i = 0, run; i < n; i += run)
+    {
+      CUresult r;
+
+      for (run = 1;
+           i + run < n && gs[i + run] == gs[i] + run && granules_adjacent (self, gs[i], run); run++)
+        ;
+      r = self->drv->cuMemSetAccess (granule_address (self, gs[i]), run * self->granularity,
+                                     &self->access, 1);
+      if (r != CUDA_SUCCESS)
+        return memres_cuda_set_error (error, r, "cuMemSetAccess");
+    }
+  return TRUE;
+}
+
 /* THE place where the arena unmaps memory: granule @g and the @n - 1 after it (adjacent in one
  * reservation: one cuMemUnmap), whose bytes are all free and settled (no queued work uses them)
  * or asleep, and whose "about to be unmapped" event was delivered, or whose "mapped" event was
@@ -339,10 +373,19 @@ granule_release (Arena *self, guint g, GError **error)
   return TRUE;
 }
 
-/* Unmaps up to @n idle granules: their physical memory kept as spares, or with @release given
- * back to the driver. parts.lock held on entry and on return, dropped in between to deliver the
- * "about to be unmapped" events (see the top of the file). On failure the granule that failed
- * stays mapped and idle. */
+static gint
+granule_cmp (gconstpointer a, gconstpointer b)
+{
+  guint32 x = *(const guint32 *) a, y = *(const guint32 *) b;
+
+  return x < y ? -1 : x > y;
+}
+
+/* Unmaps up to @n idle granules: their physical memory kept as spares (a run of adjacent ones
+ * unmapped by one cuMemUnmap), or with @release given back to the driver. parts.lock held on
+ * entry and on return, dropped in between to deliver the "about to be unmapped" events (see the
+ * top of the file). On failure the granules whose call failed, and those after them, stay mapped
+ * and idle. */
 gboolean
 arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
 {
@@ -375,11 +418,13 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
   g_mutex_unlock (&self->parts.lock);
   arena_events_flush (self);
   g_mutex_lock (&self->parts.lock);
-  for (guint i = 0; i < k; i++)
+  qsort (picked, k, sizeof (guint32), granule_cmp);
+  for (guint i = 0, run; i < k; i += run)
     {
       CUresult r;
 
       g = (gint) picked[i];
+      run = 1;
       if (--self->held[g] != 0 || !ok)
         {
           unpin_mapped (self, (guint) g);
@@ -391,14 +436,22 @@ arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error)
             unpin_mapped (self, (guint) g);
           continue;
         }
-      if ((r = granule_unmap (self, (guint) g)) != CUDA_SUCCESS)
+      /* the run of adjacent picked granules that only their pins hold: one cuMemUnmap */
+      while (i + run < k && picked[i + run] == (guint) g + run && self->held[g + run] == 1
+             && granules_adjacent (self, (guint) g, run))
+        self->held[g + run++]--;
+      if ((r = granules_unmap (self, (guint) g, run)) != CUDA_SUCCESS)
         {
           ok = memres_cuda_set_error (error, r, "cuMemUnmap");
-          unpin_mapped (self, (guint) g);
+          for (guint j = 0; j < run; j++)
+            unpin_mapped (self, (guint) g + j);
           continue;
         }
-      self->spare[self->n_spare++] = self->handle[g];
-      self->handle[g] = 0;
+      for (guint j = (guint) g; j < (guint) g + run; j++)
+        {
+          self->spare[self->n_spare++] = self->handle[j];
+          self->handle[j] = 0;
+        }
     }
   return ok;
 }
@@ -457,13 +510,6 @@ granule_back_granted (Arena *self, guint g, gboolean *moved, gboolean grant, GEr
   self->mapped_high = MAX (self->mapped_high, self->n_mapped);
   self->created++;
   return TRUE;
-}
-
-/* granule_back() with access granted (what every caller but the wake wants). */
-static gboolean
-granule_back (Arena *self, guint g, gboolean *moved, GError **error)
-{
-  return granule_back_granted (self, g, moved, TRUE, error);
 }
 
 /* Adds (@sign 1) or takes away (-1) the bytes of [addr, addr + size) granule by granule; a
@@ -527,16 +573,20 @@ arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle)
 }
 
 /* The bytes [addr, addr + size), free and settled, are held from now on: every granule they lie
- * in gets physical memory (granule_back()). When that would create memory while granules are
- * idle (and no_unmap is not set), nothing is held and FALSE comes back with no error and
- * want_unmap set: the caller unmaps that many (arena_unmap_idle()) and tries again. On failure
- * nothing is held, and the granules created for it are gone again. */
+ * in gets physical memory (granule_back_granted(): lent, a spare's or new, mapped), then access,
+ * one cuMemSetAccess per run of adjacent granules (granules_grant()). When that would create memory
+ * while granules are idle (and no_unmap is not set), nothing is held and FALSE comes back with no
+ * error and want_unmap set: the caller unmaps that many (arena_unmap_idle()) and tries again. On
+ * failure nothing is held, and the granules created for it are gone again. */
 gboolean
 arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
 {
   guint g0 = arena_granule (self, addr), g1 = arena_granule (self, addr + size - 1);
   guint n_new = 0;
-  g_autofree guint *created = NULL;
+  g_autofree guint *backed = NULL, *grant = NULL; /* memory of their own; every one mapped */
+  g_autofree gboolean *moved = NULL;
+  gboolean ok = TRUE;
+  guint n_grant = 0;
 
   guint idle_here = 0;
 
@@ -562,7 +612,9 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
   span_count (self, addr, size, 1);
   if (n_new == 0)
     return TRUE;
-  created = g_new (guint, n_new);
+  backed = g_new (guint, n_new);
+  grant = g_new (guint, n_new);
+  moved = g_new (gboolean, n_new);
   n_new = 0;
   for (guint g = g0; g <= g1; g++)
     {
@@ -570,7 +622,6 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
       guint64 lo = MAX (addr, ga) - ga, hi = MIN (addr + size, ga + self->granularity) - ga;
       gboolean lendable = self->n_spare == 0 && self->lend_stream != NULL
                           && (self->asleep == NULL || self->asleep[g] == 0);
-      gboolean moved;
       gint part;
 
       if (self->handle[g] != 0)
@@ -582,7 +633,10 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
           && (part = arena_lend_pick_part (self, g, lo, hi)) >= 0)
         {
           if (arena_granule_lend (self, g, (guint) part, lo, hi, error))
-            continue;
+            {
+              grant[n_grant++] = g;
+              continue;
+            }
         }
       else if (lendable && self->lend_donors->len > 0)
         {
@@ -590,22 +644,29 @@ arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error)
 
           g_array_set_size (self->lend_donors, self->lend_donors->len - 1);
           if (arena_granule_lend (self, g, from, 0, 0, error))
-            continue;
+            {
+              grant[n_grant++] = g;
+              continue;
+            }
         }
-      else if (granule_back (self, g, &moved, error))
+      /* access granted below, to each run of them by one call */
+      else if (granule_back_granted (self, g, &moved[n_new], FALSE, error))
         {
-          if (!moved)
-            created[n_new++] = g;
+          grant[n_grant++] = g;
+          backed[n_new++] = g;
           continue;
         }
-      /* the created ones go back; the moved ones stay here, idle, once uncounted; the lent
-       * ones are undone by the caller (arena_lend_abort()) */
-      while (n_new-- > 0)
-        granule_roll_back (self, created[n_new], FALSE, "a failure");
-      span_count (self, addr, size, -1);
-      return FALSE;
+      ok = FALSE;
+      break;
     }
-  return TRUE;
+  if (ok && granules_grant (self, grant, n_grant, error))
+    return TRUE;
+  /* the created ones go back, the moved ones (mapped without access) are spares again; the lent
+   * ones are undone by the caller (arena_lend_abort()) */
+  while (n_new-- > 0)
+    granule_roll_back (self, backed[n_new], moved[n_new], "a failure");
+  span_count (self, addr, size, -1);
+  return FALSE;
 }
 
 /* The bytes [addr, addr + size) are free and settled again. */
@@ -709,14 +770,15 @@ arena_granules_move (Arena *self, guint from, guint to, guint n, GError **error)
 
 /* Granule @g (without memory, held by the placement in progress) mapped with the memory of
  * granule @from (a donor: mapped, its bytes all freed on lend_stream), which stays mapped
- * where it is too (cuMemMap, cuMemSetAccess: nothing created). The pair is recorded for
- * arena_lend_commit() or arena_lend_abort(). On failure nothing changed. */
+ * where it is too (cuMemMap: nothing created; arena_span_hold() grants access with the span's
+ * other granules). The pair is recorded for arena_lend_commit() or arena_lend_abort(). On
+ * failure nothing changed. */
 gboolean
 arena_granule_lend (Arena *self, guint g, guint from, guint64 lo, guint64 hi, GError **error)
 {
   LentPair pair = { g, from, lo, hi };
 
-  if (!granule_map (self, g, self->handle[from], error))
+  if (!granule_map_granted (self, g, self->handle[from], FALSE, error))
     return FALSE;
   self->handle[g] = self->handle[from];
   g_array_append_val (self->lent, pair);
@@ -744,15 +806,21 @@ arena_granule_unlend (Arena *self, guint g)
   return FALSE;
 }
 
+static gint
+retired_cmp (gconstpointer a, gconstpointer b)
+{
+  return granule_cmp (&((const Retired *) a)->g, &((const Retired *) b)->g);
+}
+
 /* Unmaps the old addresses of lent memory (Arena.retired) whose events are done: each event is
  * asked (cuEventQuery, once for the granules of one lending: nothing blocks, nothing is queued),
  * so that an old address goes at the first call after its stream is past the event, whatever
  * other streams still hold. "About to be unmapped" is delivered for each (parts.lock dropped
- * meanwhile; nothing else touches those bytes), then cuMemUnmap (the memory stays mapped where
- * it was lent), and their bytes become a settled free range without memory (counter
- * `granules_reaped`). A query that fails (neither done nor not ready) reaps nothing at this call;
- * one whose unmap fails is told mapped again and tried at a later call. parts.lock held on entry
- * and on return. */
+ * meanwhile; nothing else touches those bytes), then cuMemUnmap, one per run of adjacent ones
+ * (the memory stays mapped where it was lent), and their bytes become a settled free range without
+ * memory (counter `granules_reaped`). A query that fails (neither done nor not ready) reaps nothing
+ * at this call; one whose unmap fails is told mapped again and tried at a later call. parts.lock
+ * held on entry and on return. */
 void
 arena_lend_reap (Arena *self)
 {
@@ -803,25 +871,37 @@ arena_lend_reap (Arena *self)
   g_mutex_unlock (&self->parts.lock);
   arena_events_flush (self);
   g_mutex_lock (&self->parts.lock);
-  for (guint i = 0; i < done->len; i++)
+  g_array_sort (done, retired_cmp);
+  for (guint i = 0, run; i < done->len; i += run)
     {
-      Retired *e = &g_array_index (done, Retired, i);
-      guint64 at = granule_address (self, e->g);
+      guint g = g_array_index (done, Retired, i).g;
 
-      if ((r = granule_unmap (self, e->g)) != CUDA_SUCCESS)
+      /* a run of adjacent old addresses: one cuMemUnmap */
+      for (run = 1; i + run < done->len && g_array_index (done, Retired, i + run).g == g + run
+                    && granules_adjacent (self, g, run);
+           run++)
+        ;
+      if ((r = granules_unmap (self, g, run)) != CUDA_SUCCESS)
+        g_debug ("arena: cuMemUnmap of a lent granule's old address failed (%d); tried later",
+                 (int) r);
+      for (guint j = i; j < i + run; j++)
         {
-          g_debug ("arena: cuMemUnmap of a lent granule's old address failed (%d); tried later",
-                   (int) r);
-          queue_event (self, MEMRES_SEGMENT_MAPPED, e->g);
-          g_array_append_val (self->retired, *e);
-          continue;
+          Retired *e = &g_array_index (done, Retired, j);
+          guint64 at = granule_address (self, e->g);
+
+          if (r != CUDA_SUCCESS)
+            {
+              queue_event (self, MEMRES_SEGMENT_MAPPED, e->g);
+              g_array_append_val (self->retired, *e);
+              continue;
+            }
+          self->handle[e->g] = 0;
+          self->retired_at[e->g] = 0;
+          self->reaped_granules++;
+          span_count (self, at, self->granularity, -1);
+          arena_heap_insert (self, at, self->granularity, NULL, NULL);
+          cache_event_unref (&self->parts, e->event);
         }
-      self->handle[e->g] = 0;
-      self->retired_at[e->g] = 0;
-      self->reaped_granules++;
-      span_count (self, at, self->granularity, -1);
-      arena_heap_insert (self, at, self->granularity, NULL, NULL);
-      cache_event_unref (&self->parts, e->event);
     }
 }
 
@@ -903,17 +983,6 @@ arena_granules_release_all (Arena *self)
 }
 
 /* ---- sleep and wake (arena-sleep.c) ---------------------------------------------------------- */
-
-/* Whether granule @g + @k lies right after the @k granules from @g, in the same reservation: one
- * driver call may span them all (cuMemUnmap, cuMemSetAccess). */
-static gboolean
-granules_adjacent (const Arena *self, guint g, guint k)
-{
-  CUdeviceptr at = granule_address (self, g), next = at + (guint64) k * self->granularity;
-
-  return granule_address (self, g + k) == next
-         && arena_reservation_of (self, at) == arena_reservation_of (self, next);
-}
 
 /* Whether granule @g still sleeps whole: mapped, every held byte asleep. Lock held. */
 static gboolean
@@ -1003,10 +1072,10 @@ arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error)
 }
 
 /* The @n granules @gs (without memory, held by sleeping bytes) get physical memory again
- * (granule_back(): a spare's, else cuMemCreate; cuMemMap), then access, one cuMemSetAccess per
- * run of adjacent granules; their "mapped" events queued. On failure the ones done are unmapped
- * again (their events withdrawn), created memory released and spares kept, and @error names the
- * driver call. Lock held. */
+ * (granule_back_granted(): a spare's, else cuMemCreate; cuMemMap), then access, one
+ * cuMemSetAccess per run of adjacent granules (granules_grant()); their "mapped" events queued. On
+ * failure the ones done are unmapped again (their events withdrawn), created memory released and
+ * spares kept, and @error names the driver call. Lock held. */
 gboolean
 arena_granules_wake (Arena *self, const guint *gs, guint n, GError **error)
 {
@@ -1017,20 +1086,7 @@ arena_granules_wake (Arena *self, const guint *gs, guint n, GError **error)
   for (; ok && k < n; k++)
     if (!(ok = granule_back_granted (self, gs[k], &moved[k], FALSE, error)))
       break;
-  /* access granted to each run of adjacent granules by one cuMemSetAccess */
-  for (guint i = 0, run; ok && i < n; i += run)
-    {
-      CUdeviceptr at = granule_address (self, gs[i]);
-      CUresult r;
-
-      for (run = 1;
-           i + run < n && gs[i + run] == gs[i] + run && granules_adjacent (self, gs[i], run); run++)
-        ;
-      if ((r = self->drv->cuMemSetAccess (at, run * self->granularity, &self->access, 1))
-          != CUDA_SUCCESS)
-        ok = memres_cuda_set_error (error, r, "cuMemSetAccess");
-    }
-  if (ok)
+  if (ok && granules_grant (self, gs, n, error))
     return TRUE;
   /* the granules mapped (every one once the grants started) back without memory */
   for (guint j = k; j-- > 0;)

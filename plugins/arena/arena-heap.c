@@ -620,7 +620,12 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
           *addr = arena_heap_take_at (self, mine, mine_at, size);
           return TRUE;
         }
-      if (!settled && self->tagged_bytes > 0
+      /* settling (every tagged range whose event is done made settled, its granules idle)
+       * only when no range of the stream's own fits: one that does serves without a driver call
+       * (below, when the settled fit would need memory created), where a settle before it would
+       * leave this stream's frees idle and move their memory into the tighter settled fit, one
+       * cuMemMap per granule (a training step's largest buffers: thousands of granules a step) */
+      if (!settled && self->tagged_bytes > 0 && mine == NULL
           && (any == NULL || arena_span_unbacked (self, any->addr, size) > arena_reusable (self)))
         {
           if (!arena_heap_settle (self, FALSE, error))
