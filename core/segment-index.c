@@ -97,15 +97,17 @@ G_STATIC_ASSERT (G_STRUCT_OFFSET (MemresIndexEntry, length) == LENGTH_WORD * 8);
 #define SLOT_FEW           ((guintptr) 1)
 #define SLOT_RUNS          ((guintptr) 2)
 #define SLOT_TAGS          (SLOT_FEW | SLOT_RUNS)
-#define SLOT_NONE          SLOT_TAGS /* no segment: both tags, no pointer */
+#define SLOT_NONE          SLOT_TAGS      /* no segment: both tags, no pointer */
+#define SLOT_ONE           ((guintptr) 4) /* SLOT_FEW's pointer is its one segment's entry */
 #define FEW_RUNS           3
 #define RUNS_CLASSES       32
 
 /* A page's (or a region's) slot, one line. @v says what it holds: an entry's address (one
  * segment over all of it, whose answer, the entry's first 48 bytes, is copied in @w), the set
  * of its segments tagged SLOT_FEW (up to three runs, in @w: the starts of the second and third,
- * G_MAXUINT64 where there is none, then the segment of each, or 0), a Runs record tagged
- * SLOT_RUNS, or SLOT_NONE. */
+ * G_MAXUINT64 where there is none, then the segment of each, or 0; where the slot has one segment
+ * only, that segment's entry tagged SLOT_FEW | SLOT_ONE instead of a set: readers read neither),
+ * a Runs record tagged SLOT_RUNS, or SLOT_NONE. */
 typedef struct
 {
   guint64 w[ANSWER_WORDS];
@@ -465,7 +467,7 @@ page_runs (GPtrArray *set, guint64 first, guint64 last)
 }
 
 /* The node of GiB @gib, made when @create (inside a write). */
-static Node *
+static inline __attribute__ ((always_inline)) Node *
 gib_node (guint64 gib, gboolean create)
 {
   if (gib < G_N_ELEMENTS (index_top))
@@ -511,12 +513,23 @@ set_copy (GPtrArray *to, const GPtrArray *from)
     memcpy (to->pdata, from->pdata, from->len * sizeof (gpointer));
 }
 
-/* The set of a tagged slot value (SLOT_FEW or SLOT_RUNS). */
-static inline const GPtrArray *
-slot_set (guintptr v)
+/* The segments of slot value @v (not SLOT_NONE), in the order they were mapped: their array,
+ * and their number in @n; a lone one's is @one. */
+static inline gpointer const *
+slot_members (guintptr v, gpointer *one, guint *n)
 {
-  return (v & SLOT_TAGS) == SLOT_FEW ? (const GPtrArray *) (v - SLOT_FEW)
-                                     : ((const Runs *) (v - SLOT_RUNS))->set;
+  const GPtrArray *set;
+
+  if (!(v & SLOT_TAGS) || (v & SLOT_ONE))
+    {
+      *one = (gpointer) (v & ~(SLOT_TAGS | SLOT_ONE)); /* an entry: 64-byte aligned */
+      *n = 1;
+      return one;
+    }
+  set = (v & SLOT_TAGS) == SLOT_FEW ? (const GPtrArray *) (v - SLOT_FEW)
+                                    : ((const Runs *) (v - SLOT_RUNS))->set;
+  *n = set->len;
+  return set->pdata;
 }
 
 /* Sets @out to the segments of slot @s, in the order they were mapped. */
@@ -524,14 +537,18 @@ static void
 slot_get (const Slot *s, GPtrArray *out)
 {
   guintptr v = s->v;
+  gpointer one;
+  gpointer const *m;
+  guint n;
 
-  g_ptr_array_set_size (out, 0);
   if (v == SLOT_NONE)
-    return;
-  if (v & SLOT_TAGS)
-    set_copy (out, slot_set (v));
-  else
-    g_ptr_array_add (out, (gpointer) v);
+    {
+      g_ptr_array_set_size (out, 0);
+      return;
+    }
+  m = slot_members (v, &one, &n);
+  g_ptr_array_set_size (out, n);
+  memcpy (out->pdata, m, n * sizeof (gpointer));
 }
 
 /* Sets @out to the segments of unit @k's slot: a page's fine ones, a region's coarse ones. */
@@ -550,7 +567,7 @@ unit_get (Level l, guint64 k, GPtrArray *out)
 static void
 slot_release (guintptr old)
 {
-  if ((old & SLOT_TAGS) == SLOT_FEW)
+  if ((old & (SLOT_TAGS | SLOT_ONE)) == SLOT_FEW)
     g_ptr_array_add (free_sets, (gpointer) (old - SLOT_FEW));
   else if ((old & SLOT_TAGS) == SLOT_RUNS)
     runs_free ((Runs *) (old - SLOT_RUNS));
@@ -597,10 +614,11 @@ slot_write (Slot *s, GPtrArray *set, const GPtrArray *cut, guint64 first, guint6
       page_runs ((GPtrArray *) cut, first, last);
       if (cuts->len <= FEW_RUNS)
         {
-          GPtrArray *held = free_sets->len > 0
-                                ? g_ptr_array_steal_index_fast (free_sets, free_sets->len - 1)
-                                : g_ptr_array_new ();
+          GPtrArray *held = NULL;
 
+          if (set->len > 1)
+            held = free_sets->len > 0 ? g_ptr_array_steal_index_fast (free_sets, free_sets->len - 1)
+                                      : g_ptr_array_new ();
           for (guint i = 0; i < FEW_RUNS; i++)
             {
               const Run *run = i < cuts->len ? &g_array_index (cuts, Run, i) : NULL;
@@ -609,8 +627,13 @@ slot_write (Slot *s, GPtrArray *set, const GPtrArray *cut, guint64 first, guint6
                 STORE (&s->w[FEW_START (i)], run != NULL ? run->start : G_MAXUINT64);
               STORE (&s->w[FEW_ENTRY (i)], run != NULL ? (guint64) (guintptr) run->entry : 0);
             }
-          set_copy (held, set);
-          v = (guintptr) held | SLOT_FEW;
+          if (held != NULL)
+            {
+              set_copy (held, set);
+              v = (guintptr) held | SLOT_FEW;
+            }
+          else
+            v = (guintptr) set->pdata[0] | SLOT_FEW | SLOT_ONE;
         }
       else
         {
@@ -710,6 +733,84 @@ region_put (guint64 rn, GPtrArray *set)
     slot_write (unit_slot (node, REGIONS, rn), set, set, first, last);
 }
 
+/* Slot @s of the unit from @first to @last made to hold @e alone (inside a write): its answer
+ * where @e covers the unit, else its run and the empty ones around it (SLOT_FEW), as page_runs()
+ * would cut them. */
+static void
+slot_one (Slot *s, MemresIndexEntry *e, guint64 first, guint64 last)
+{
+  guintptr old = s->v;
+  guint64 start[FEW_RUNS];
+  const MemresIndexEntry *run[FEW_RUNS];
+  guint n = 0;
+
+  if (covers (e, first, last))
+    {
+      slot_direct (s, e);
+      slot_release (old);
+      return;
+    }
+  if (e->base > first)
+    {
+      start[n] = first;
+      run[n++] = NULL;
+    }
+  start[n] = MAX (e->base, first);
+  run[n++] = e;
+  if (e->end - 1 < last)
+    {
+      start[n] = e->end;
+      run[n++] = NULL;
+    }
+  for (guint i = 0; i < FEW_RUNS; i++)
+    {
+      if (i > 0)
+        STORE (&s->w[FEW_START (i)], i < n ? start[i] : G_MAXUINT64);
+      STORE (&s->w[FEW_ENTRY (i)], i < n ? (guint64) (guintptr) run[i] : 0);
+    }
+  PUBLISH (&s->v, (guintptr) e | SLOT_FEW | SLOT_ONE);
+  slot_release (old);
+}
+
+/* Whether slot value @v holds @e and nothing else. */
+static inline gboolean
+slot_alone (guintptr v, const MemresIndexEntry *e)
+{
+  return v == (guintptr) e || v == ((guintptr) e | SLOT_FEW | SLOT_ONE);
+}
+
+/* unit_update() where unit @k holds nothing else of its level and no coarse segment lies under
+ * it (a page whose region's slot is empty): @e alone written, or SLOT_NONE, with no set gathered;
+ * FALSE where it does not apply. */
+static gboolean
+unit_update_alone (Level l, guint64 k, MemresIndexEntry *e, gboolean add)
+{
+  Node *node = unit_node (l, k, add);
+  guint shift = level_shift (l);
+  guint64 first = k << shift, last = first + ((G_GUINT64_CONSTANT (1) << shift) - 1);
+  Slot *s;
+  guintptr v;
+
+  if (node == NULL
+      || (l == PAGES
+          && node->region[(k >> REGION_PAGES_SHIFT) & (NODE_REGIONS - 1)].v != SLOT_NONE))
+    return FALSE;
+  s = unit_slot (node, l, k);
+  v = s->v;
+  if (add && v == SLOT_NONE)
+    slot_one (s, e, first, last);
+  else if (!add && slot_alone (v, e))
+    {
+      PUBLISH (&s->v, SLOT_NONE);
+      slot_release (v);
+    }
+  else
+    return FALSE;
+  if (l == PAGES)
+    page_mark (node, k & (NODE_PAGES - 1), add);
+  return TRUE;
+}
+
 /* @e added to the set of unit @k where it is not (or, when @add is FALSE, removed from it) and
  * its slot rewritten, inside a write. A set keeps its segments in the order they were mapped (a
  * grown one keeps its place): of two with the same range (a cache's chunk that is the whole of
@@ -719,6 +820,8 @@ unit_update (Level l, guint64 k, MemresIndexEntry *e, gboolean add)
 {
   gboolean had;
 
+  if (unit_update_alone (l, k, e, add))
+    return;
   unit_get (l, k, scratch);
   had = g_ptr_array_remove (scratch, e) && add;
   if (add && !had)
@@ -859,17 +962,24 @@ entry_update (MemresIndexEntry *e, gboolean add)
   pages_recut (e);
 }
 
-/* The entry of @mr at @base among @set, or NULL. */
+/* The entry of @mr at @base in the slot of unit @k, or NULL; its set read where it lies. */
 static MemresIndexEntry *
-set_find (const GPtrArray *set, MemresResource *mr, guint64 base)
+unit_find (Level l, guint64 k, MemresResource *mr, guint64 base)
 {
-  for (guint i = 0; i < set->len; i++)
-    {
-      MemresIndexEntry *e = set->pdata[i];
+  Node *node = unit_node (l, k, FALSE);
+  guintptr v = node != NULL ? unit_slot (node, l, k)->v : SLOT_NONE;
+  MemresIndexEntry *e = (MemresIndexEntry *) v;
 
-      if (e->mr == mr && e->base == base)
-        return e;
-    }
+  gpointer one;
+  gpointer const *m;
+  guint n;
+
+  if (v == SLOT_NONE)
+    return NULL;
+  m = slot_members (v, &one, &n);
+  for (guint i = 0; i < n; i++)
+    if ((e = m[i])->mr == mr && e->base == base)
+      return e;
   return NULL;
 }
 
@@ -879,11 +989,9 @@ _memres_index_find (MemresResource *mr, guint64 base)
   MemresIndexEntry *e;
 
   ensure_setup ();
-  unit_get (PAGES, base >> PAGE_SHIFT, scratch);
-  if ((e = set_find (scratch, mr, base)) != NULL)
+  if ((e = unit_find (PAGES, base >> PAGE_SHIFT, mr, base)) != NULL)
     return e;
-  unit_get (REGIONS, base >> REGION_SHIFT, scratch);
-  return set_find (scratch, mr, base);
+  return unit_find (REGIONS, base >> REGION_SHIFT, mr, base);
 }
 
 /* A base asked for by _memres_index_find_many(), and its place in the question. */
@@ -1015,15 +1123,15 @@ probe_hit (const MemresIndexEntry *x, const Probe *p)
 static gboolean
 slot_hit (guintptr v, const Probe *p)
 {
-  const GPtrArray *set;
+  gpointer one;
+  gpointer const *m;
+  guint n;
 
   if (v == SLOT_NONE)
     return FALSE;
-  if (!(v & SLOT_TAGS))
-    return probe_hit ((const MemresIndexEntry *) v, p);
-  set = slot_set (v);
-  for (guint i = 0; i < set->len; i++)
-    if (probe_hit (set->pdata[i], p))
+  m = slot_members (v, &one, &n);
+  for (guint i = 0; i < n; i++)
+    if (probe_hit (m[i], p))
       return TRUE;
   return FALSE;
 }
@@ -1577,9 +1685,11 @@ lookup_retry (guint64 addr, MemresLookupInfo *info)
  *
  * Cost: a few nanoseconds, no lock taken and nothing shared written, whatever the number of
  * segments and whether the thread looked the segment up before: the index read under a
- * sequence lock, a fixed chain of loads (the node of the address's GiB, the slot of its 1 MiB
- * page, the segment; where a segment's edge lies in that page or segments nest, a binary search
- * of the page's few runs first) (docs/segments.md, bench/bench-lookup.c). No driver call.
+ * sequence lock, a fixed chain of loads (the node of the address's GiB, then the slot of its
+ * 1 MiB page, which holds the answer of a segment over the whole page; where segments' edges lie
+ * in that page or segments nest, the segment of the address's run; for a segment of 64 MiB or
+ * more, the slot of its 64 MiB region beside the page's) (docs/segments.md,
+ * bench/bench-lookup.c). No driver call.
  * Thread-safe: any thread, at any time, concurrently with anything; an answer is never older
  * than the index at the call (a segment unmapped before the call is not found).
  *
