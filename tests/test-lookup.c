@@ -649,7 +649,7 @@ test_page_edges (void)
  * across a page edge and a region edge) and beside them in one page, coarse inside coarse and an
  * equal range mapped later, a whole GiB; one freed and smaller ones (coarse and fine) mapped
  * inside its range; a fine one grown past 64 MiB (it moves to its regions) and a coarse one
- * grown across a GiB edge; each change checked against the model. */
+ * grown across a GiB edge; one above 2^48; each change checked against the model. */
 static void
 test_coarse_shapes (void)
 {
@@ -714,6 +714,15 @@ test_coarse_shapes (void)
       seg_unmap (m->mr, m->base);
       check_model_step (at - MIB, hi, step);
     }
+  /* above 2^48 (the hash table's nodes): a coarse one across a GiB edge, a fine one inside it */
+  at = G_GUINT64_CONSTANT (0xfff0000000000000) + GIB - 100 * MIB - MIB / 2;
+  seg_map (a, at, 300 * MIB);
+  seg_map (b, at + 100 * MIB + MIB / 4, MIB);
+  check_model_step (at - MIB, at + 320 * MIB, step);
+  seg_unmap (a, at);
+  check_model_step (at - MIB, at + 320 * MIB, step);
+  seg_unmap (b, at + 100 * MIB + MIB / 4);
+  check_model_step (at - MIB, at + 320 * MIB, step);
   g_array_unref (model);
   memres_resource_unref (d);
   memres_resource_unref (c);
