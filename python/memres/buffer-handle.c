@@ -8,6 +8,8 @@
  * memres_buffer_new_for_pointer(), whose release function calls back into Python. */
 #include "pymemres.h"
 
+#include <memres/memres-plugin.h> /* memres_cuda_get_driver() */
+
 /* What a foreign buffer's release needs, shared by the object (which may change @stream:
  * close(stream)) and the release function (which may run after the object is gone: a DLPack
  * tensor holds the buffer, on whichever thread drops the last reference): freed with the last of
@@ -315,6 +317,11 @@ pymemres_buffer_from_handle (PyObject *cls, PyObject *const *args, Py_ssize_t na
       Py_DECREF (deallocate);
       if (flags_of_mr (mr, &flags, &device) < 0)
         return NULL;
+      /* an mr owns driver memory (cuda.core's): the driver, in use in this process already, is
+       * loaded here too, so that the wrap checks mr's word against its own (device memory said
+       * to be host-accessible is refused); without one, nothing changes */
+      if (flags != 0)
+        (void) memres_cuda_get_driver (NULL);
     }
   if (pymemres_stream_from_object (stream_obj, &stream) < 0)
     return NULL;

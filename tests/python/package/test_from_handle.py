@@ -342,3 +342,39 @@ def test_close_inside_deallocate(memory):
     with pytest.raises(KeyError, match="outer failed"):
         outer.close()
     assert len(caught) == 2 and outer.closed and inner.closed
+
+
+def test_mr_describes_device_memory_as_host(device):
+    """An mr that did not allocate ptr and says its memory is host memory, over device memory
+    (a PinnedMemoryResource handed a device pointer): the driver's word wins, InvalidArgumentError
+    (a memoryview of it would read device memory from the host: a segfault on a GPU); described
+    as on another device, code WRONG_DEVICE (C test /dmr/wrap/driver-disagrees); deallocate is
+    never called."""
+    owner_buf = device.allocate(4096)
+    owner_buf.fill(0x2D)
+
+    class HostMR(RecordingMR):  # host-accessible, device -1
+        pass
+
+    class ManagedLie(RecordingMR):
+        is_device_accessible = True
+        is_host_accessible = True
+
+    for mr in (HostMR(), ManagedLie()):
+        with pytest.raises(memres.InvalidArgumentError, match="device memory of device 0") as info:
+            memres.Buffer.from_handle(owner_buf.handle, 4096, mr=mr)
+        assert (info.value.domain, info.value.code) == ("memres-error-quark",
+                                                        memres.ErrorCode.INVALID_ARGUMENT)
+        assert mr.calls == []
+
+    class DeviceMR(RecordingMR):
+        is_device_accessible = True
+        is_host_accessible = False
+        device_id = 0
+
+    mr = DeviceMR()
+    buf = memres.Buffer.from_handle(owner_buf.handle, 4096, mr=mr)
+    assert buf.read(0, 4) == b"\x2d" * 4
+    buf.close()
+    assert mr.calls == [(owner_buf.handle, 4096, None)]
+    owner_buf.close()
