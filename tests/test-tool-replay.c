@@ -635,6 +635,64 @@ test_replay_threads_limit (void)
   g_rmdir (dir);
 }
 
+/* An input file larger than the memory there is (a sparse file of the machine's physical memory
+ * and a byte, which takes no disk) is refused before it is read, by replay, trace and view alike
+ * (G_FILE_ERROR_NOMEM: exit status 1, the file named): it was read whole, taking memory and swap
+ * until malloc failed or the process was killed; the file is left as it was. */
+static void
+test_input_larger_than_memory (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "huge.csv", NULL);
+  const char *const commands[][5] = {
+    { "replay", log, "host", NULL },
+    { "trace", log, NULL },
+    { "view", log, NULL },
+    { "replay", "--json", log, "host", NULL },
+    { "trace", "--json", log, NULL },
+    { "view", "--json", log, NULL },
+  };
+  guint64 size = (guint64) sysconf (_SC_PHYS_PAGES) * (guint64) sysconf (_SC_PAGESIZE) + 1;
+  struct stat st;
+  Run r = { 0 };
+  int fd;
+
+  g_test_summary ("an input larger than the memory available is refused before it is read");
+  fd = g_open (log, O_WRONLY | O_CREAT, 0644);
+  g_assert_cmpint (fd, >=, 0);
+  if (ftruncate (fd, (off_t) size) != 0)
+    {
+      close (fd);
+      g_remove (log);
+      g_rmdir (dir);
+      g_test_skip ("no sparse file of the machine's memory here");
+      return;
+    }
+  close (fd);
+  for (gsize c = 0; c < G_N_ELEMENTS (commands); c++)
+    {
+      gboolean json = strcmp (commands[c][1], "--json") == 0;
+
+      run_toolv (&r, NULL, commands[c]);
+      g_assert_cmpint (r.status, ==, 1);
+      if (json)
+        g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_NOMEM\""));
+      else
+        {
+          assert_one_error_line (&r);
+          g_assert_cmpstr (r.out, ==, "");
+        }
+      g_assert_nonnull (strstr (json ? r.out : r.err, "huge.csv: "));
+      g_assert_nonnull (
+          strstr (json ? r.out : r.err, "is more than the memory available to read it into"));
+      run_clear (&r);
+    }
+  g_assert_cmpint (g_stat (log, &st), ==, 0);
+  g_assert_cmpuint ((guint64) st.st_size, ==, size);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 /* memres replay says "1 operation", "1 buffer": singular for a count of one. */
 static void
 test_replay_singular (void)
@@ -974,6 +1032,7 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/replay/singular", test_replay_singular);
   g_test_add_func ("/tool/replay/threads", test_replay_threads);
   g_test_add_func ("/tool/replay/threads-limit", test_replay_threads_limit);
+  g_test_add_func ("/tool/input/larger-than-memory", test_input_larger_than_memory);
   g_test_add_func ("/tool/replay/keeps-log", test_replay_keeps_log);
   g_test_add_func ("/tool/trace/keeps-log", test_trace_keeps_log);
   g_test_add_func ("/tool/trace/json", test_trace_json);
