@@ -219,7 +219,7 @@ test_oversized_words (void)
     { G_MAXSIZE, "`host` could not get 18446744073709551615 bytes (16.0 EiB)." },
     { ((gsize) 12 << 60) - 1, "`host` could not get 13835058055282163711 bytes (12.0 EiB)." },
     { G_MAXSIZE - ((gsize) 1 << 49) + 1, "`host` could not get 16383.5 PiB." },
-    { (gsize) 3 << 61, "`host` could not get 6 EiB." },
+    { (gsize) 9 << 60, "`host` could not get 9 EiB." },
   };
 
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
