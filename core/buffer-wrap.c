@@ -4,11 +4,13 @@
  * that owns no allocation, only a release function. Their close and release are buffer.c's. */
 #include "memres-private.h"
 
-/* Asks the driver what @ptr is; FALSE when no driver loads (then it is host memory). */
+/* Asks the driver what @ptr is (loading it first unless @loaded_only: then only a driver in use
+ * already); FALSE when there is none (then it is host memory), or it does not know @ptr. */
 static gboolean
-query_pointer (gpointer ptr, gint *device, MemresMemoryFlags *flags)
+query_pointer (gpointer ptr, gboolean loaded_only, gint *device, MemresMemoryFlags *flags)
 {
-  const MemresCudaDriver *drv = memres_cuda_get_driver (NULL);
+  const MemresCudaDriver *drv
+      = loaded_only ? _memres_cuda_driver_if_loaded () : memres_cuda_get_driver (NULL);
   CUpointer_attribute attrs[]
       = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
           CU_POINTER_ATTRIBUTE_IS_MANAGED };
@@ -58,6 +60,43 @@ wrap_device_exists (gint device, GError **error)
   return FALSE;
 }
 
+/* The caller's description of memory it names (@flags not 0) against the driver's, where the
+ * driver knows the pointer as device memory (not managed): refused when the caller says the host
+ * can access it (a read or write through the host would fault), or that it is on another device
+ * than the driver says. Memory the driver does not know (pageable host memory), and every other
+ * description, is taken on the caller's word. */
+static gboolean
+wrap_matches_driver (gpointer ptr, gsize size, gint device, MemresMemoryFlags flags, GError **error)
+{
+  MemresMemoryFlags known = 0;
+  gint known_device = -1;
+
+  /* a driver memres has not loaded is not loaded for this: wrapping host memory (a NumPy array
+   * through DLPack) must not initialize CUDA (a fork() after cuInit leaves the child without
+   * it); the caller's word is taken then */
+  if (ptr == NULL || flags == 0 || !query_pointer (ptr, TRUE, &known_device, &known)
+      || (known & (MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED)) != 0)
+    return TRUE;
+  if (flags & MEMRES_MEMORY_HOST_ACCESSIBLE)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "%" G_GSIZE_FORMAT " bytes at %p described as host-accessible: the driver "
+                   "says they are device memory of device %d (cuPointerGetAttributes), which "
+                   "the host cannot read or write",
+                   size, ptr, known_device);
+      return FALSE;
+    }
+  if (device != known_device)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_WRONG_DEVICE,
+                   "%" G_GSIZE_FORMAT " bytes at %p described as memory of device %d: the driver "
+                   "says they are on device %d (cuPointerGetAttributes)",
+                   size, ptr, device, known_device);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /**
  * memres_buffer_new_for_pointer:
  * @ptr: (nullable): start of the memory (a host pointer, or a `CUdeviceptr` cast to a
@@ -85,7 +124,12 @@ wrap_device_exists (gint device, GError **error)
  * @device the loaded driver does not have (cuDeviceGetCount(); not checked when no driver
  * loads), or @flags other than
  * %MEMRES_MEMORY_DEVICE_ACCESSIBLE, %MEMRES_MEMORY_HOST_ACCESSIBLE and %MEMRES_MEMORY_MANAGED
- * (wrapped memory is not imported, resizable, shareable or stream-ordered by memres).
+ * (wrapped memory is not imported, resizable, shareable or stream-ordered by memres), and
+ * memory described as host-accessible (not managed) that the driver knows as device memory
+ * (cuPointerGetAttributes, asked where @flags is not 0 too when the driver is loaded already:
+ * a host read or write of it would fault); %MEMRES_ERROR_WRONG_DEVICE (Since: 2.0) for device
+ * memory described as on another
+ * @device than the driver says it is on.
  *
  * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
  *
@@ -146,11 +190,13 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
   if ((flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE) && device >= 0
       && !wrap_device_exists (device, error))
     return NULL;
-  if (flags == 0 && (ptr == NULL || !query_pointer (ptr, &device, &flags)))
+  if (flags == 0 && (ptr == NULL || !query_pointer (ptr, FALSE, &device, &flags)))
     {
       flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
       device = -1;
     }
+  else if (!wrap_matches_driver (ptr, size, device, flags, error))
+    return NULL;
 
   buf = _memres_buffer_struct_alloc ();
   memset (buf, 0, sizeof *buf);

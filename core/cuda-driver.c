@@ -183,12 +183,12 @@ load_driver (gpointer data)
   return NULL;
 }
 
+static GOnce driver_once = G_ONCE_INIT;
+
 static gboolean
 ensure_driver (GError **error)
 {
-  static GOnce once = G_ONCE_INIT;
-
-  g_once (&once, load_driver, NULL);
+  g_once (&driver_once, load_driver, NULL);
   if (G_UNLIKELY (driver_error != NULL))
     {
       g_propagate_error (error, g_error_copy (driver_error));
@@ -197,6 +197,15 @@ ensure_driver (GError **error)
   if (G_UNLIKELY (_memres_fork_driver_lost ()))
     return _memres_fork_set_error (error, "the CUDA driver");
   return TRUE;
+}
+
+const MemresCudaDriver *
+_memres_cuda_driver_if_loaded (void)
+{
+  if (g_atomic_int_get ((const gint *) &driver_once.status) != G_ONCE_STATUS_READY
+      || driver_error != NULL || _memres_fork_driver_lost ())
+    return NULL;
+  return &driver;
 }
 
 /**

@@ -6,10 +6,10 @@
  * resource-slots.c's other calls), buffers.h, fork.h, loader.h (plugins and kinds), spec.h
  * (specs, options, stacks, config), ipc/ipc.h (what the core sees of the IPC layer). Never
  * installed; the structs here are not part of any ABI. Internal functions carry a leading
- * underscore so that the version script (memres_* only) keeps them out of libmemres's exports. Only the core's own files include these headers
- * (core/, core/ipc/, and the internal tests and fuzzers that reach into the core): they are
- * compiled with MEMRES_CORE_COMPILATION. The plugins, the kinds embedded in libmemres among
- * them, are written against the installed headers and the SDK alone
+ * underscore so that the version script (memres_* only) keeps them out of libmemres's exports. Only
+ * the core's own files include these headers (core/, core/ipc/, and the internal tests and fuzzers
+ * that reach into the core): they are compiled with MEMRES_CORE_COMPILATION. The plugins, the kinds
+ * embedded in libmemres among them, are written against the installed headers and the SDK alone
  * (tests/check-plugin-wall.sh). */
 #pragma once
 
@@ -42,5 +42,10 @@ G_BEGIN_DECLS
  * library could be opened at all (other messages: a library that is not a driver, or a driver
  * that failed to initialize); memres_error_is_driver_absent() (errors.c) tells them apart. */
 #define MEMRES_NO_DRIVER_PREFIX "No CUDA driver could be loaded from "
+
+/* cuda-driver.c: the driver table when memres_cuda_get_driver() has loaded it already (and this
+ * process may use it), else NULL: nothing is loaded or initialized by this call, for a check
+ * that wants the driver's word only where the driver is in use (buffer-wrap.c). */
+const MemresCudaDriver *_memres_cuda_driver_if_loaded (void);
 
 G_END_DECLS

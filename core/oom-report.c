@@ -42,7 +42,16 @@ reports_fork (MemresResource *unused, MemresForkPhase phase)
   memres_fork_mutex (&report_lock, phase);
 }
 
-/* @n bytes in words: "1 byte", "512 bytes", "128 KiB", "31.5 MiB", "4094 MiB" (not "4.0 GiB"). */
+/* Whether @n / @div printed with one decimal reads as a whole number ("4.0") that it is not. */
+static gboolean
+reads_whole (guint64 n, guint64 div)
+{
+  return n % div != 0 && (guint64) ((double) n / (double) div * 10 + 0.5) % 10 == 0;
+}
+
+/* @n bytes in words: "1 byte", "512 bytes", "128 KiB", "31.5 MiB", "4094 MiB" (not "4.0 GiB").
+ * A figure that reads as whole in no unit (2^64 - 1 is "16.0 EiB", and 16383.99... PiB) is
+ * given in exact bytes, the rounded figure beside it: "18446744073709551615 bytes (16.0 EiB)". */
 static void
 append_bytes (GString *s, guint64 n)
 {
@@ -60,9 +69,16 @@ append_bytes (GString *s, guint64 n)
       div *= 1024;
       u++;
     }
-  /* not a whole number that would read as one ("4.0 GiB" for 4094 MiB): the unit below */
-  if (n % div != 0 && u > 0 && (guint64) ((double) n / (double) div * 10 + 0.5) % 10 == 0)
+  /* not a whole number that would read as one ("4.0 GiB" for 4094 MiB): the unit below, or
+   * the exact bytes where that reads as whole too ("16384.0 PiB" for 2^64 - 1) */
+  if (reads_whole (n, div))
     {
+      if (u == 0 || reads_whole (n, div / 1024))
+        {
+          g_string_append_printf (s, "%" G_GUINT64_FORMAT " bytes (%.1f %s)", n,
+                                  (double) n / (double) div, units[u]);
+          return;
+        }
       div /= 1024;
       u--;
     }

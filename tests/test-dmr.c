@@ -1062,6 +1062,15 @@ test_wrap_device_ordinal (void)
   g_assert_nonnull (strstr (error->message, "device"));
   g_clear_error (&error);
   g_assert_cmpint (released, ==, 0);
+  /* memory of the last device (the driver checks that the memory is on the device said) */
+  mt_close_ok (g_steal_pointer (&buf), NULL);
+  g_clear_pointer (&mr, memres_resource_unref);
+  {
+    g_autofree char *spec = g_strdup_printf ("dmr:device=%d", n - 1);
+
+    mr = mt_new_ok (spec);
+  }
+  buf = mt_alloc_ok (mr, 4096, NULL);
   wrap = memres_buffer_new_for_pointer (memres_buffer_get_pointer (buf), 4096, n - 1,
                                         MEMRES_MEMORY_DEVICE_ACCESSIBLE, mt_count_release,
                                         &released, &error);
@@ -1070,6 +1079,67 @@ test_wrap_device_ordinal (void)
   memres_buffer_unref (wrap);
   g_assert_cmpint (released, ==, 1);
   mt_close_ok (g_steal_pointer (&buf), NULL);
+}
+
+/* Device memory described against what the driver says of it (cuPointerGetAttributes, asked
+ * even where the caller gives flags): as host-accessible (a host read of it would fault on a
+ * GPU) INVALID_ARGUMENT, as on another device WRONG_DEVICE, the release not called and the
+ * memory untouched; described as it is, it wraps. Memory the driver does not know (pageable
+ * host memory) is taken on the caller's word. */
+static void
+test_wrap_driver_disagrees (void)
+{
+  static const MemresMemoryFlags host_flags[]
+      = { MEMRES_MEMORY_HOST_ACCESSIBLE,
+          MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_DEVICE_ACCESSIBLE };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *buf, *wrap;
+  gpointer ptr;
+  gint n = 0;
+  int released = 0;
+  guint8 host[64];
+
+  g_test_summary ("wrapped memory described otherwise than the driver knows it is refused");
+  if (!mt_require_devices (1))
+    return;
+  g_assert_true (memres_cuda_get_device_count (&n, &error));
+  mr = mt_new_ok ("dmr:device=0");
+  buf = mt_alloc_ok (mr, 4096, NULL);
+  mt_fill_byte_ok (buf, 0x3c, NULL);
+  ptr = memres_buffer_get_pointer (buf);
+  for (gsize i = 0; i < G_N_ELEMENTS (host_flags); i++)
+    {
+      g_assert_null (memres_buffer_new_for_pointer (ptr, 4096, -1, host_flags[i], mt_count_release,
+                                                    &released, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+      g_assert_nonnull (strstr (error->message, "device memory of device 0"));
+      g_clear_error (&error);
+    }
+  if (n > 1)
+    {
+      g_assert_null (memres_buffer_new_for_pointer (ptr, 4096, 1, MEMRES_MEMORY_DEVICE_ACCESSIBLE,
+                                                    mt_count_release, &released, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_WRONG_DEVICE);
+      g_assert_nonnull (strstr (error->message, "on device 0"));
+      g_clear_error (&error);
+    }
+  g_assert_cmpint (released, ==, 0);
+  wrap = memres_buffer_new_for_pointer (ptr, 4096, 0, MEMRES_MEMORY_DEVICE_ACCESSIBLE,
+                                        mt_count_release, &released, &error);
+  g_assert_no_error (error);
+  mt_assert_bytes (wrap, 0x3c, NULL);
+  memres_buffer_unref (wrap);
+  g_assert_cmpint (released, ==, 1);
+  /* pageable host memory: the driver does not know it, the caller's word is taken */
+  memset (host, 0x11, sizeof host);
+  wrap = memres_buffer_new_for_pointer (host, sizeof host, -1, MEMRES_MEMORY_HOST_ACCESSIBLE, NULL,
+                                        NULL, &error);
+  g_assert_no_error (error);
+  g_assert_true (memres_buffer_is_host_accessible (wrap));
+  memres_buffer_unref (wrap);
+  mt_assert_bytes (buf, 0x3c, NULL);
+  mt_close_ok (buf, NULL);
 }
 
 int
@@ -1082,6 +1152,7 @@ main (int argc, char **argv)
 
   g_test_add_func ("/dmr/allocate/patterns", test_allocate_patterns);
   g_test_add_func ("/dmr/wrap/device-ordinal", test_wrap_device_ordinal);
+  g_test_add_func ("/dmr/wrap/driver-disagrees", test_wrap_driver_disagrees);
   g_test_add_func ("/dmr/allocate/no-context", test_no_context);
   g_test_add_func ("/dmr/allocate/capture-refused", test_capture_refused);
   g_test_add_func ("/dmr/pool/max-size", test_max_size);

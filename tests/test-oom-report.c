@@ -205,6 +205,33 @@ test_oversized (void)
                                    "`host` holds 0 bytes (0 bytes used, 0 bytes cached).");
 }
 
+/* Sizes that read as whole in no unit are given in exact bytes: 2^64 - 1 was "16384.0 PiB"
+ * (15.99... EiB, one decimal "16.0", stepped down a unit where it reads as whole again). One
+ * that reads as whole only in the larger unit is given in the smaller (16383.5 PiB). */
+static void
+test_oversized_words (void)
+{
+  static const struct
+  {
+    gsize size;
+    const char *words;
+  } cases[] = {
+    { G_MAXSIZE, "`host` could not get 18446744073709551615 bytes (16.0 EiB)." },
+    { ((gsize) 12 << 60) - 1, "`host` could not get 13835058055282163711 bytes (12.0 EiB)." },
+    { G_MAXSIZE - ((gsize) 1 << 49) + 1, "`host` could not get 16383.5 PiB." },
+    { (gsize) 9 << 60, "`host` could not get 9 EiB." },
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok ("host");
+      g_autoptr (GError) error = allocate_oom (mr, cases[i].size);
+
+      assert_contains (error->message, cases[i].words);
+      g_assert_null (strstr (error->message, "16384.0"));
+    }
+}
+
 /* The last report is the last one: a later failure replaces it. */
 static void
 test_last (void)
@@ -332,6 +359,7 @@ main (int argc, char **argv)
   g_test_add_func ("/oom-report/exhausted", test_exhausted);
   g_test_add_func ("/oom-report/fragmentation", test_fragmentation);
   g_test_add_func ("/oom-report/oversized", test_oversized);
+  g_test_add_func ("/oom-report/oversized-words", test_oversized_words);
   g_test_add_func ("/oom-report/last", test_last);
   g_test_add_func ("/oom-report/snapshot-file", test_snapshot_file);
   g_test_add_func ("/oom-report/snapshot-fifo", test_snapshot_fifo);

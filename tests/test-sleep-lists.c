@@ -331,6 +331,143 @@ test_race (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+typedef struct
+{
+  MemresResource *mr;
+  GAsyncQueue *handed;       /* buffers allocated by producers, closed by consumers */
+  pthread_barrier_t barrier; /* the workers and the main thread */
+  gint pause, stop;
+  gint allocated, refused, closed; /* atomic */
+} Handoff;
+
+/* Parks the calling worker when the main thread asks (both barriers); TRUE when it must stop. */
+static gboolean
+handoff_park (Handoff *h)
+{
+  if (!g_atomic_int_get (&h->pause))
+    return FALSE;
+  pthread_barrier_wait (&h->barrier); /* parked */
+  pthread_barrier_wait (&h->barrier); /* resumed */
+  return g_atomic_int_get (&h->stop);
+}
+
+/* Allocates tagged buffers and hands each to the consumers (at most 64 waiting); a refusal of
+ * the sleeping tag is counted. Each allocation of the tag also unlinks the buffers of this
+ * thread's list that consumers closed meanwhile. */
+static gpointer
+handoff_producer (gpointer data)
+{
+  Handoff *h = data;
+
+  while (!handoff_park (h))
+    {
+      g_autoptr (GError) error = NULL;
+      MemresBuffer *buf;
+
+      if (g_async_queue_length (h->handed) > 64)
+        {
+          g_thread_yield ();
+          continue;
+        }
+      g_assert_true (memres_tag_push (TAG, NULL));
+      buf = memres_resource_allocate (h->mr, 2 * MiB, NULL, &error);
+      g_assert_true (memres_tag_pop (TAG, NULL));
+      if (buf == NULL)
+        {
+          g_assert_error (error, MEMRES_SLEEP_ERROR, MEMRES_SLEEP_ERROR_TAG_ASLEEP);
+          g_atomic_int_inc (&h->refused);
+          g_thread_yield ();
+          continue;
+        }
+      g_atomic_int_inc (&h->allocated);
+      g_async_queue_push (h->handed, buf);
+    }
+  return NULL;
+}
+
+/* Closes what the producers hand over, on its own thread (awake or asleep: a close is allowed
+ * at any time). */
+static gpointer
+handoff_consumer (gpointer data)
+{
+  Handoff *h = data;
+
+  while (!handoff_park (h))
+    {
+      MemresBuffer *buf = g_async_queue_timeout_pop (h->handed, 1000);
+
+      if (buf != NULL)
+        {
+          mt_close_ok (buf, NULL);
+          g_atomic_int_inc (&h->closed);
+        }
+    }
+  return NULL;
+}
+
+/* 4 threads allocate tagged buffers and hand them to 4 others that close them (every close on
+ * another thread than the allocation, while the allocating thread keeps allocating the tag and
+ * unlinking the dead of its list), while the main thread puts the tag to sleep and wakes it.
+ * With the workers parked after each sleep, no tagged physical memory is left on the fake (a
+ * buffer the sleep's walk missed would keep its handle); after the wake, exactly the handles of
+ * the buffers waiting to be closed. At the end every buffer is closed once and nothing leaks. */
+static void
+test_handoff (void)
+{
+  GThread *threads[8];
+  Handoff h = { 0 };
+  FakeCudaCounts base;
+  MemresBuffer *buf;
+
+  g_test_summary ("tagged buffers closed on other threads while their allocating threads keep "
+                  "allocating the tag and the tag sleeps and wakes");
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  h.mr = new_ok ("vmm:chunk=2MiB");
+  h.handed = g_async_queue_new ();
+  /* the tag known before the first sleep */
+  mt_close_ok (alloc_tagged (h.mr, TAG, 2 * MiB), NULL);
+  pthread_barrier_init (&h.barrier, NULL, G_N_ELEMENTS (threads) + 1);
+  for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
+    threads[i] = g_thread_new ("handoff", i % 2 ? handoff_consumer : handoff_producer, &h);
+  for (guint round = 0; round < 30; round++)
+    {
+      g_usleep (2000); /* the workers run awake */
+      sleep_ok (h.mr, TAG, NULL);
+      g_usleep (1000); /* asleep: producers refused, consumers close sleeping buffers */
+      g_atomic_int_set (&h.pause, 1);
+      pthread_barrier_wait (&h.barrier);
+      if (mt_driver_is_fake ())
+        g_assert_cmpint (live_handles (), ==, base.physical_handles);
+      wake_ok (h.mr, TAG);
+      if (mt_driver_is_fake ())
+        g_assert_cmpint (live_handles () - base.physical_handles, ==,
+                         g_async_queue_length (h.handed));
+      g_assert_cmpint (g_atomic_int_get (&h.allocated) - g_atomic_int_get (&h.closed), ==,
+                       g_async_queue_length (h.handed));
+      g_atomic_int_set (&h.pause, 0);
+      if (round == 29)
+        g_atomic_int_set (&h.stop, 1);
+      pthread_barrier_wait (&h.barrier);
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
+    g_thread_join (threads[i]);
+  pthread_barrier_destroy (&h.barrier);
+  while ((buf = g_async_queue_try_pop (h.handed)) != NULL)
+    {
+      mt_close_ok (buf, NULL);
+      h.closed++;
+    }
+  g_test_message ("%d allocations, %d refused while asleep", h.allocated, h.refused);
+  g_assert_cmpint (h.allocated, >, 0);
+  g_assert_cmpint (h.closed, ==, h.allocated);
+  g_assert_cmpint (live_handles (), ==, base.physical_handles);
+  g_async_queue_unref (h.handed);
+  g_clear_pointer (&h.mr, memres_resource_unref);
+  mt_assert_fake_counts_equal (&base);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -339,5 +476,6 @@ main (int argc, char **argv)
   /* more threads than stripes of their own: some on the shared stripe's lists */
   g_test_add_data_func ("/sleep-lists/cross-thread/40", GUINT_TO_POINTER (40), test_cross_thread);
   g_test_add_func ("/sleep-lists/race", test_race);
+  g_test_add_func ("/sleep-lists/handoff", test_handoff);
   return g_test_run ();
 }

@@ -585,6 +585,114 @@ test_replay_threads (void)
   g_rmdir (dir);
 }
 
+/* memres replay --threads of a log of more logged threads than it replays (1024): a usage
+ * error before anything is created (it aborted in g_thread_new() once the machine ran out of
+ * threads, 50,000 threads in a log); 1024 threads replay, and the serial replay takes any
+ * number. */
+static void
+test_replay_threads_limit (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "many-threads.csv", NULL);
+  GString *text = g_string_new ("Thread,Time,Action,Pointer,Size,Stream\n");
+  g_autofree char *first_1024 = NULL;
+  Run r = { 0 };
+
+  g_test_summary ("replay --threads refuses a log of more than 1024 logged threads");
+  for (guint i = 0; i < 1025; i++)
+    {
+      if (i == 1024)
+        first_1024 = g_strdup (text->str);
+      g_string_append_printf (text, "%u,10:00:00.000000,allocate,0x%x,64,0x0\n", i + 1,
+                              0x1000 + i * 0x100);
+    }
+  g_assert_true (g_file_set_contents (log, text->str, -1, NULL));
+  run_tool (&r, "replay", "--threads", log, "host", NULL);
+  assert_one_error_line (&r);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.err, "1025 logged threads: --threads replays each on a thread of "
+                                   "its own, at most 1024"));
+  g_assert_cmpstr (r.out, ==, "");
+  run_clear (&r);
+  run_tool (&r, "replay", "--json", "--threads", log, "host", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_nonnull (strstr (r.out, "\"code_name\": \"MEMRES_ERROR_INVALID_ARGUMENT\""));
+  run_clear (&r);
+  run_tool (&r, "replay", "--json", log, "host", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "threads"), ==, 1025);
+  g_assert_cmpuint (json_uint (r.out, "live_at_end"), ==, 1025);
+  run_clear (&r);
+  /* the last line out: 1024 threads, each on its own */
+  g_assert_true (g_file_set_contents (log, first_1024, -1, NULL));
+  run_tool (&r, "replay", "--json", "--threads", log, "host", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_cmpuint (json_uint (r.out, "threads"), ==, 1024);
+  g_assert_cmpuint (json_uint (r.out, "live_at_end"), ==, 1024);
+  run_clear (&r);
+  g_string_free (text, TRUE);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
+/* An input file larger than the memory there is (a sparse file of the machine's physical memory
+ * and a byte, which takes no disk) is refused before it is read, by replay, trace and view alike
+ * (G_FILE_ERROR_NOMEM: exit status 1, the file named): it was read whole, taking memory and swap
+ * until malloc failed or the process was killed; the file is left as it was. */
+static void
+test_input_larger_than_memory (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("memres-test-replay-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, "huge.csv", NULL);
+  const char *const commands[][5] = {
+    { "replay", log, "host", NULL },
+    { "trace", log, NULL },
+    { "view", log, NULL },
+    { "replay", "--json", log, "host", NULL },
+    { "trace", "--json", log, NULL },
+    { "view", "--json", log, NULL },
+  };
+  guint64 size = (guint64) sysconf (_SC_PHYS_PAGES) * (guint64) sysconf (_SC_PAGESIZE) + 1;
+  struct stat st;
+  Run r = { 0 };
+  int fd;
+
+  g_test_summary ("an input larger than the memory available is refused before it is read");
+  fd = g_open (log, O_WRONLY | O_CREAT, 0644);
+  g_assert_cmpint (fd, >=, 0);
+  if (ftruncate (fd, (off_t) size) != 0)
+    {
+      close (fd);
+      g_remove (log);
+      g_rmdir (dir);
+      g_test_skip ("no sparse file of the machine's memory here");
+      return;
+    }
+  close (fd);
+  for (gsize c = 0; c < G_N_ELEMENTS (commands); c++)
+    {
+      gboolean json = strcmp (commands[c][1], "--json") == 0;
+
+      run_toolv (&r, NULL, commands[c]);
+      g_assert_cmpint (r.status, ==, 1);
+      if (json)
+        g_assert_nonnull (strstr (r.out, "\"code_name\": \"G_FILE_ERROR_NOMEM\""));
+      else
+        {
+          assert_one_error_line (&r);
+          g_assert_cmpstr (r.out, ==, "");
+        }
+      g_assert_nonnull (strstr (json ? r.out : r.err, "huge.csv: "));
+      g_assert_nonnull (
+          strstr (json ? r.out : r.err, "is more than the memory available to read it into"));
+      run_clear (&r);
+    }
+  g_assert_cmpint (g_stat (log, &st), ==, 0);
+  g_assert_cmpuint ((guint64) st.st_size, ==, size);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 /* memres replay says "1 operation", "1 buffer": singular for a count of one. */
 static void
 test_replay_singular (void)
@@ -923,6 +1031,8 @@ main (int argc, char **argv)
   g_test_add_func ("/tool/replay/traces", test_replay_traces);
   g_test_add_func ("/tool/replay/singular", test_replay_singular);
   g_test_add_func ("/tool/replay/threads", test_replay_threads);
+  g_test_add_func ("/tool/replay/threads-limit", test_replay_threads_limit);
+  g_test_add_func ("/tool/input/larger-than-memory", test_input_larger_than_memory);
   g_test_add_func ("/tool/replay/keeps-log", test_replay_keeps_log);
   g_test_add_func ("/tool/trace/keeps-log", test_trace_keeps_log);
   g_test_add_func ("/tool/trace/json", test_trace_json);

@@ -5,9 +5,11 @@
  * stack's statistics, where it keeps them), and the allocations that failed; several SPECs make
  * a table, a column each. Serial by default (one operation after the other in the log's order on
  * this thread, so that the figures repeat); --threads replays each logged Thread on a thread of
- * its own and, over device memory, each logged Stream on a stream of its own, a free waiting for
- * its allocate. An allocation that fails names LOG:LINE and makes the exit status 1 (after the
- * summary); a close that fails stops the replay with LOG:LINE (exit status 1). Logged failures
+ * its own (at most 1024 logged threads; a machine that runs out of threads fails the command
+ * without waiting for what never started) and, over device memory, each logged Stream on a
+ * stream of its own, a free waiting for its allocate. An allocation that fails names LOG:LINE and
+ * makes the exit status 1 (after the summary); a close that fails stops the replay with LOG:LINE
+ * (exit status 1). Logged failures
  * (`allocate failure`, and `free failure`: a free that failed and left the buffer open) are
  * counted, not replayed; memres's `out of memory` (which follows its `allocate failure`), `trim`,
  * `sleep` and `wake` (a replay has no tags to put to sleep: the buffers of the tag stay allocated
@@ -27,6 +29,11 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The most logged threads --threads replays, each on a thread of its own: a log of more (a
+ * program whose threads came and went by the thousand) is refused before anything is created,
+ * rather than running the machine out of threads part way. */
+#define REPLAY_MAX_THREADS 1024
 
 /* The plural "s" of a count's noun: "1 operation", "2 operations". */
 #define PLURAL(n) ((n) == 1 ? "" : "s")
@@ -186,8 +193,9 @@ typedef struct
   MemresStream *streams; /* per logged stream */
   GMutex lock;           /* r's counts, @done, the first error (threads) */
   GCond cond;
-  GError *error; /* a close that failed: the replay stops */
-  guint thread;  /* next logged thread for a worker to take */
+  GError *error;  /* a close that failed: the replay stops */
+  guint thread;   /* next logged thread for a worker to take */
+  gboolean abort; /* a worker could not be started: the others stop waiting */
 } Run;
 
 static void
@@ -282,10 +290,15 @@ worker (gpointer data)
         continue;
       if (op->kind == OP_FREE && op->match >= 0)
         {
+          gboolean abort;
+
           g_mutex_lock (&run->lock);
-          while (!run->done[op->match])
+          while (!run->done[op->match] && !run->abort)
             g_cond_wait (&run->cond, &run->lock);
+          abort = !run->done[op->match];
           g_mutex_unlock (&run->lock);
+          if (abort)
+            break; /* its allocate's thread never started */
         }
       run_op (run, i);
       g_mutex_lock (&run->lock);
@@ -361,8 +374,25 @@ replay (const char *log, const Log *parsed, MemresResource *mr, gboolean threade
       g_autofree GThread **workers = g_new0 (GThread *, parsed->threads);
 
       for (guint t = 0; t < parsed->threads; t++)
-        workers[t] = g_thread_new ("replay", worker, &run);
-      for (guint t = 0; t < parsed->threads; t++)
+        {
+          g_autoptr (GError) failure = NULL;
+
+          if ((workers[t] = g_thread_try_new ("replay", worker, &run, &failure)) != NULL)
+            continue;
+          /* a machine out of threads: the workers started stop waiting for the allocations of
+           * those that did not, the buffers made are closed below, the command fails */
+          g_mutex_lock (&run.lock);
+          run.abort = TRUE;
+          if (run.error == NULL)
+            g_propagate_prefixed_error (&run.error, g_steal_pointer (&failure),
+                                        "--threads: could not start the thread of logged thread "
+                                        "%u of %u: ",
+                                        t + 1, parsed->threads);
+          g_cond_broadcast (&run.cond);
+          g_mutex_unlock (&run.lock);
+          break;
+        }
+      for (guint t = 0; t < parsed->threads && workers[t] != NULL; t++)
         g_thread_join (workers[t]);
     }
 
@@ -551,9 +581,9 @@ memres_tool_replay (int argc, char **argv)
   GOptionEntry entries[] = {
     { "json", 'j', 0, G_OPTION_ARG_NONE, &json_output, "Print JSON", NULL },
     { "threads", 't', 0, G_OPTION_ARG_NONE, &threaded,
-      "Replay on the log's threads and streams (one thread per logged Thread, one stream per "
-      "logged Stream over device memory; a free waits for its allocate), not one after the "
-      "other on this thread",
+      "Replay on the log's threads and streams (one thread per logged Thread, at most 1024, "
+      "one stream per logged Stream over device memory; a free waits for its allocate), not "
+      "one after the other on this thread",
       NULL },
     { NULL },
   };
@@ -600,7 +630,17 @@ memres_tool_replay (int argc, char **argv)
                           "/dev/stderr)",
             &error))
       return memres_tool_fail (error);
-  if (!parse_log (argv[1], text, length, &log, &error))
+  if (parse_log (argv[1], text, length, &log, &error) && threaded
+      && log.threads > REPLAY_MAX_THREADS)
+    {
+      g_autofree char *shown = memres_tool_show_input (argv[1]);
+
+      g_set_error (&error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "%s: %u logged threads: --threads replays each on a thread of its own, at "
+                   "most %u; replay it without --threads (one operation after the other)",
+                   shown, log.threads, REPLAY_MAX_THREADS);
+    }
+  if (error != NULL)
     {
       if (log.ops != NULL)
         g_array_unref (log.ops);

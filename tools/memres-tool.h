@@ -193,9 +193,10 @@ gboolean memres_tool_json_check (const char *text, gsize length, gsize *offset, 
 /* input.c: reads the input file @path whole: G_FILE_ERROR_NOENT "PATH: No such file" when it
  * is missing (other G_FILE_ERROR codes with the system's reason: G_FILE_ERROR_NOTDIR for a path
  * under a file), MEMRES_ERROR_INVALID_ARGUMENT "PATH: not a regular file" for a directory, a
- * FIFO, a device, before opening it. A leading UTF-8 byte order mark (a spreadsheet's CSV) is
- * not part of the text. @file (nullable): the file's stat(), for a command that must know the
- * file by identity (replay refuses a log layer on its LOG). */
+ * FIFO, a device, before opening it; G_FILE_ERROR_NOMEM for a file larger than the memory
+ * available (/proc/meminfo's MemAvailable), before reading it. A leading UTF-8 byte order mark (a
+ * spreadsheet's CSV) is not part of the text. @file (nullable): the file's stat(), for a command
+ * that must know the file by identity (replay refuses a log layer on its LOG). */
 gboolean memres_tool_read_input (const char *path, char **text, gsize *length, struct stat *file,
                                  GError **error);
 /* Calls @func with each member of the object @text holds (a text memres_tool_json_check()

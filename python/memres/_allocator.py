@@ -15,32 +15,51 @@ def error(message, code=_memres.ERROR_INVALID_ARGUMENT):
     return err
 
 
+DEFAULT_SPEC = "cache>dmr:device={device}"
+
+
 def check_spec(spec):
-    """The spec use() was given, checked before anything is loaded: a str that is not empty or
-    blank. The shim itself reads an empty MEMRES_ALLOCATOR_RESOURCE as unset (the default
-    spec), as memres reads every empty MEMRES_* variable; an empty spec passed to use() is an
-    argument, refused as Resource("") refuses it."""
+    """The spec use() was given, checked before anything is loaded: None, or a str that is not
+    empty or blank. The shim itself reads an empty MEMRES_ALLOCATOR_RESOURCE as unset (the
+    default spec), as memres reads every empty MEMRES_* variable; an empty spec passed to use()
+    is an argument, refused as Resource("") refuses it."""
+    if spec is None:
+        return spec
     if not isinstance(spec, str):
-        raise TypeError("spec must be a str (a spec or @name), not %s" % type(spec).__name__)
+        raise TypeError("spec must be a str (a spec or @name) or None, not %s"
+                        % type(spec).__name__)
     if not spec.strip():
         raise error("spec %r is empty: give a spec (the default is %s) or an @name"
-                    % (spec, "cache>dmr:device={device}"))
+                    % (spec, DEFAULT_SPEC))
     return spec
+
+
+def resolve_spec(spec):
+    """The spec the shim will use: spec when one is given (it replaces MEMRES_ALLOCATOR_RESOURCE
+    for this process); None keeps the MEMRES_ALLOCATOR_RESOURCE the user set (not empty), else
+    the default, cache>dmr:device={device}. MEMRES_ALLOCATOR_RESOURCE_<N> still wins for device
+    N either way (the shim reads it first)."""
+    check_spec(spec)
+    if spec is not None:
+        return spec
+    return os.environ.get("MEMRES_ALLOCATOR_RESOURCE") or DEFAULT_SPEC
 
 
 class Allocator:
     """The shim, loaded once, with the per-device statistics of the resources it made."""
 
-    def __init__(self, spec):
-        check_spec(spec)
+    def __init__(self, spec=None):
+        spec = resolve_spec(spec)
         self.path = os.environ.get("MEMRES_ALLOCATOR_LIB") or os.path.join(
             os.path.dirname(_memres.library_path()), "libmemres-allocator.so")
         if not os.path.isfile(self.path):
             raise error("libmemres-allocator not found at %s (set MEMRES_ALLOCATOR_LIB)"
                         % self.path, _memres.ERROR_NOT_FOUND)
         self.spec = spec
-        # read by the shim when a device's resource is first made
-        os.environ["MEMRES_ALLOCATOR_RESOURCE"] = spec
+        # read by the shim when a device's resource is first made (unchanged when it is the
+        # user's own setting already)
+        if os.environ.get("MEMRES_ALLOCATOR_RESOURCE") != spec:
+            os.environ["MEMRES_ALLOCATOR_RESOURCE"] = spec
         lib = self.lib = ctypes.CDLL(self.path)
         lib.memres_allocator_get_resource.restype = ctypes.c_void_p
         lib.memres_allocator_get_resource.argtypes = [ctypes.c_int]

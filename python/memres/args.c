@@ -48,3 +48,32 @@ pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t nar
       }
   return 0;
 }
+
+PyObject *
+pymemres_size_overflow (const char *name, PyObject *value)
+{
+  PyErr_Format (PyExc_OverflowError, "%s must be an int from 0 to 2**64-1, not %R", name, value);
+  return NULL;
+}
+
+size_t
+pymemres_size_from_object (const char *name, PyObject *value)
+{
+  PyObject *index = PyNumber_Index (value); /* an int, or an object with __index__ */
+  size_t size;
+
+  if (index == NULL)
+    return (size_t) -1;
+  size = PyLong_AsSize_t (index);
+  Py_DECREF (index);
+  if (size == (size_t) -1 && PyErr_Occurred ())
+    {
+      if (PyErr_ExceptionMatches (PyExc_OverflowError))
+        {
+          PyErr_Clear ();
+          pymemres_size_overflow (name, value);
+        }
+      return (size_t) -1;
+    }
+  return size;
+}

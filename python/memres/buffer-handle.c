@@ -8,21 +8,45 @@
  * memres_buffer_new_for_pointer(), whose release function calls back into Python. */
 #include "pymemres.h"
 
+#include <memres/memres-plugin.h> /* memres_cuda_get_driver() */
+
 /* What a foreign buffer's release needs, shared by the object (which may change @stream:
  * close(stream)) and the release function (which may run after the object is gone: a DLPack
- * tensor holds the buffer): freed with the last of the two references. Changed under the GIL. */
+ * tensor holds the buffer, on whichever thread drops the last reference): freed with the last of
+ * the two references (@refs, atomic).
+ *
+ * Without the GIL (the package declares Py_MOD_GIL_NOT_USED on a free-threaded CPython) a
+ * close(), the getters and a release on another thread may run at once, so what they share is
+ * read and changed under @lock: @owner, @stream, @released. @lock is held only for those loads
+ * and stores, never across a call into Python or memres (a reference dropped is dropped after
+ * the unlock), so that it cannot deadlock with the GIL or a stop-the-world pause. @mr is set at
+ * creation and dropped with the last reference: it needs no lock. Which close() an exception of
+ * mr.deallocate() goes to is per thread (`closing`, below), not in the shared state: the close
+ * that runs the release on its own thread raises it, whatever closes run at once elsewhere. */
 typedef struct
 {
   gint refs;
+  GMutex lock;
   PyObject *mr;     /* the owner of the memory (its deallocate is called), or NULL */
-  PyObject *owner;  /* kept alive until the close, or NULL */
-  PyObject *stream; /* the stream object deallocate gets (None: none was given) */
+  PyObject *owner;  /* kept alive until the close, or NULL (@lock) */
+  PyObject *stream; /* the stream object deallocate gets (None: none was given) (@lock) */
   guint64 ptr;
   gsize size;
-  gboolean released; /* the release ran: the getters answer None */
-  gboolean in_close; /* the object's close() runs: an exception of deallocate is raised */
-  PyObject *exc;     /* that exception, taken by the release for close() */
+  gboolean released; /* the release ran: the getters answer None (@lock) */
 } Foreign;
+
+/* The close() this thread is in (a foreign buffer's, with the stream it was given, NULL for
+ * none) and the exception of mr.deallocate() taken for it by the release, when the close runs
+ * the release on this thread. A close inside a deallocate (another buffer's) saves and restores
+ * them. */
+typedef struct
+{
+  Foreign *f;
+  PyObject *stream; /* borrowed from the close's arguments */
+  PyObject *exc;
+} Closing;
+
+static __thread Closing closing;
 
 typedef struct
 {
@@ -80,7 +104,7 @@ optional_attr (PyObject *obj, const char *name, PyObject **value)
   return 0;
 }
 
-/* Drops a reference (the GIL held). */
+/* Drops a reference (the GIL held, or the thread attached on a free-threaded build). */
 static void
 foreign_unref (Foreign *f)
 {
@@ -89,13 +113,13 @@ foreign_unref (Foreign *f)
   Py_XDECREF (f->mr);
   Py_XDECREF (f->owner);
   Py_XDECREF (f->stream);
-  Py_XDECREF (f->exc);
+  g_mutex_clear (&f->lock);
   g_free (f);
 }
 
 /* mr.deallocate(ptr, size, stream=stream); FALSE with the exception set */
 static gboolean
-call_deallocate (Foreign *f)
+call_deallocate (Foreign *f, PyObject *stream)
 {
   PyObject *name = PyUnicode_FromString ("deallocate");
   PyObject *kwnames = Py_BuildValue ("(s)", "stream");
@@ -107,7 +131,7 @@ call_deallocate (Foreign *f)
     {
       /* a free slot before the arguments, which PY_VECTORCALL_ARGUMENTS_OFFSET lets the
        * callee use */
-      PyObject *args[] = { NULL, f->mr, ptr, size, f->stream };
+      PyObject *args[] = { NULL, f->mr, ptr, size, stream };
 
       result
           = PyObject_VectorcallMethod (name, args + 1, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
@@ -121,27 +145,37 @@ call_deallocate (Foreign *f)
 }
 
 /* The buffer's release (memres_buffer_new_for_pointer()): on any thread, with or without the
- * GIL; nothing once the interpreter is finalizing (the memory is left to the process's end). */
+ * GIL; nothing once the interpreter is finalizing (the memory is left to the process's end).
+ * memres runs it once, on the thread that drops the buffer's last reference. */
 static void
 foreign_release (gpointer data)
 {
   Foreign *f = data;
+  gboolean in_close = closing.f == f;
   PyGILState_STATE gil;
+  PyObject *owner, *stream;
 
   if (interpreter_finalizing ())
     return;
   gil = PyGILState_Ensure ();
+  g_mutex_lock (&f->lock);
   f->released = TRUE;
-  if (f->mr != NULL && !call_deallocate (f))
+  owner = g_steal_pointer (&f->owner);
+  /* the stream of the close that runs the release, else the last one given */
+  stream = Py_NewRef (in_close && closing.stream != NULL ? closing.stream : f->stream);
+  g_mutex_unlock (&f->lock);
+  if (f->mr != NULL && !call_deallocate (f, stream))
     {
-      /* raised by the object's close(); in a garbage collection or a DLPack consumer's
-       * deleter nobody can catch it: reported as CPython reports an exception in __del__ */
-      if (f->in_close && f->exc == NULL)
-        f->exc = take_exception ();
+      /* raised by the object's close() that runs this; in a garbage collection, a DLPack
+       * consumer's deleter or another thread's close nobody can catch it: reported as CPython
+       * reports an exception in __del__ */
+      if (in_close && closing.exc == NULL)
+        closing.exc = take_exception ();
       else
         PyErr_WriteUnraisable (f->mr);
     }
-  Py_CLEAR (f->owner);
+  Py_DECREF (stream);
+  Py_XDECREF (owner);
   foreign_unref (f);
   PyGILState_Release (gil);
 }
@@ -283,6 +317,11 @@ pymemres_buffer_from_handle (PyObject *cls, PyObject *const *args, Py_ssize_t na
       Py_DECREF (deallocate);
       if (flags_of_mr (mr, &flags, &device) < 0)
         return NULL;
+      /* an mr owns driver memory (cuda.core's): the driver, in use in this process already, is
+       * loaded here too, so that the wrap checks mr's word against its own (device memory said
+       * to be host-accessible is refused); without one, nothing changes */
+      if (flags != 0)
+        (void) memres_cuda_get_driver (NULL);
     }
   if (pymemres_stream_from_object (stream_obj, &stream) < 0)
     return NULL;
@@ -293,6 +332,7 @@ pymemres_buffer_from_handle (PyObject *cls, PyObject *const *args, Py_ssize_t na
   if (self == NULL)
     return NULL;
   f = g_new0 (Foreign, 1);
+  g_mutex_init (&f->lock);
   f->refs = 2; /* the object's and the release's */
   f->mr = Py_XNewRef (mr);
   f->owner = Py_XNewRef (owner);
@@ -333,17 +373,31 @@ static PyObject *
 foreign_close_with (PyMemresForeignBuffer *self, PyObject *stream_obj, MemresStream stream)
 {
   Foreign *f = self->foreign;
-  PyObject *result;
+  PyObject *result, *exc, *old = NULL;
+  Closing outer = closing;
 
-  if (stream_obj != NULL && !f->released)
-    Py_SETREF (f->stream, Py_NewRef (stream_obj));
-  f->in_close = TRUE;
+  /* kept for a release that runs later (a DLPack tensor holds the buffer) */
+  if (stream_obj != NULL)
+    {
+      g_mutex_lock (&f->lock);
+      if (!f->released)
+        {
+          old = f->stream;
+          f->stream = Py_NewRef (stream_obj);
+        }
+      g_mutex_unlock (&f->lock);
+      Py_XDECREF (old);
+    }
+  closing.f = f;
+  closing.stream = stream_obj;
+  closing.exc = NULL;
   result = pymemres_buffer_close_on (&self->base, stream);
-  f->in_close = FALSE;
-  if (f->exc != NULL)
+  exc = closing.exc;
+  closing = outer;
+  if (exc != NULL)
     {
       Py_XDECREF (result);
-      raise_exception (g_steal_pointer (&f->exc));
+      raise_exception (exc);
       return NULL;
     }
   return result;
@@ -374,11 +428,16 @@ static PyObject *
 foreign_get_mr (PyMemresForeignBuffer *self, void *closure)
 {
   Foreign *f = self->foreign;
-  PyObject *value = closure != NULL ? f->owner : f->mr;
+  PyObject *value = NULL;
 
-  if (f->released || memres_buffer_is_closed (self->base.buf) || value == NULL)
+  /* the state word, not the MemresBuffer: a close of an exported buffer swaps it */
+  if (PYMEMRES_STATE_GET (&self->base.state) & PYMEMRES_CLOSED)
     Py_RETURN_NONE;
-  return Py_NewRef (value);
+  g_mutex_lock (&f->lock);
+  if (!f->released)
+    value = Py_XNewRef (closure != NULL ? f->owner : f->mr);
+  g_mutex_unlock (&f->lock);
+  return value != NULL ? value : Py_NewRef (Py_None);
 }
 
 static PyMethodDef foreign_methods[] = {

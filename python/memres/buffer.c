@@ -624,7 +624,14 @@ static PyMethodDef buffer_methods[] = {
     "A memres.Resource is no mr here: it frees only the Buffers it allocated.\n"
     "Raises ValueError for mr and owner together, or stream without mr; TypeError for an mr\n"
     "without deallocate; OverflowError for a negative ptr or size; InvalidArgumentError for\n"
-    "a 0 ptr of a non-zero size or a range past the end of memory." },
+    "a 0 ptr of a non-zero size or a range past the end of memory. ptr and size are\n"
+    "trusted, as cuda.core trusts them: memres cannot tell that mr allocated ptr (its\n"
+    "deallocate raises at the close) or that size stays inside the allocation (past it,\n"
+    "fill, write and copies write into memory that is not the buffer's). What mr says the\n"
+    "memory is is checked against the driver: device memory mr calls host-accessible raises\n"
+    "InvalidArgumentError, memory on another device than mr.device_id the same (WRONG_DEVICE).\n"
+    "Thread-safe without\n"
+    "the GIL: deallocate runs once, on the thread of the close that frees the memory." },
   { NULL },
 };
 

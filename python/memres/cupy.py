@@ -1,20 +1,22 @@
 """memres as CuPy's allocator, in one line: memres.cupy.use()."""
 from . import _allocator
 
-DEFAULT_SPEC = "cache>dmr:device={device}"
+DEFAULT_SPEC = _allocator.DEFAULT_SPEC
 
 
-def use(spec=DEFAULT_SPEC, stream=0):
-    """use(spec="cache>dmr:device={device}", stream=0) -> allocator
+def use(spec=None, stream=0):
+    """use(spec=None, stream=0) -> allocator
 
     Installs memres as CuPy's allocator (cupy.cuda.set_allocator over libmemres-allocator's
     memres_cupy_malloc/free, a CFunctionAllocator): each device's memory comes from
-    Resource(spec), {device} replaced by its ordinal, ordered on stream (0: the legacy default
+    Resource(spec), {device} replaced by its ordinal (spec None: the MEMRES_ALLOCATOR_RESOURCE
+    set in the environment, else "cache>dmr:device={device}"; a spec given replaces it for this
+    process), ordered on stream (0: the legacy default
     stream, or a CUstream as an int). A failed allocation raises
     cupy.cuda.memory.OutOfMemoryError (CuPy itself does not check a NULL). Returns an object
     whose stats(device), resource(device) and count_buffers(device) tell what each device's
     resource holds. An empty spec raises memres.InvalidArgumentError (a ValueError)."""
-    _allocator.check_spec(spec)
+    spec = _allocator.resolve_spec(spec)
     import cupy
 
     alloc = _allocator.Allocator(spec)

@@ -63,6 +63,20 @@ module_set_plugin_dir (PyObject *module, PyObject *arg)
 
   if (arg != Py_None && !PyUnicode_FSConverter (arg, &bytes))
     return NULL;
+  /* a directory that is not there would be searched for nothing, silently: refused, the
+   * search path unchanged */
+  if (bytes != NULL && !g_file_test (PyBytes_AS_STRING (bytes), G_FILE_TEST_IS_DIR))
+    {
+      const char *path = PyBytes_AS_STRING (bytes);
+      gboolean exists = g_file_test (path, G_FILE_TEST_EXISTS);
+      g_autofree char *shown = g_filename_display_name (path);
+      GError *error = g_error_new (G_FILE_ERROR, exists ? G_FILE_ERROR_NOTDIR : G_FILE_ERROR_NOENT,
+                                   "plugin directory '%s': %s", shown,
+                                   exists ? "not a directory" : "no such directory");
+
+      Py_DECREF (bytes);
+      return pymemres_raise (error);
+    }
   memres_registry_set_plugin_dir (bytes != NULL ? PyBytes_AS_STRING (bytes) : NULL);
   Py_XDECREF (bytes);
   Py_RETURN_NONE;
@@ -174,7 +188,8 @@ static PyMethodDef module_methods[] = {
     "set_plugin_dir(path)\n\n"
     "Searches path for plugins after MEMRES_PLUGIN_PATH and before the installed directory\n"
     "(memres_registry_set_plugin_dir); None removes it. The package calls it at import with\n"
-    "the plugins it carries." },
+    "the plugins it carries. Raises memres.FileError (an OSError; domain g-file-error-quark,\n"
+    "code NOENT or NOTDIR) for a path that is not a directory, the search path unchanged." },
   { "plugin_search_path", module_plugin_search_path, METH_NOARGS,
     "plugin_search_path() -> list of str\n\nThe directories searched for plugins, in order." },
   { "_resource_from_address", module_resource_from_address, METH_O,

@@ -222,6 +222,12 @@ PyObject *pymemres_import_message (PyObject *module, PyObject *const *args, Py_s
 int pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames, const char *const *names, Py_ssize_t n_names,
                          Py_ssize_t n_required, PyObject **out);
+/* A size argument @name (an int, or an object with __index__) as cuda.core's size_t takes it:
+ * (size_t) -1 with OverflowError for a negative one or one past 2**64-1 (cuda.core's
+ * allocate(-1) raises OverflowError), TypeError for another type. */
+size_t pymemres_size_from_object (const char *name, PyObject *value);
+/* The OverflowError of a size argument @name out of range; returns NULL. */
+PyObject *pymemres_size_overflow (const char *name, PyObject *value);
 
 /* tags.c: tags (memres-tags.h) */
 /* @obj: a str, or None when @none_ok: the name in *@name (UTF-8, owned by @obj); -1 with

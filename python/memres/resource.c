@@ -129,7 +129,7 @@ resource_allocate (PyMemresResource *self, PyObject *const *args, Py_ssize_t nar
   MemresStream stream = NULL;
   GError *error = NULL;
   MemresBuffer *buf;
-  Py_ssize_t size;
+  size_t size;
 
   /* the common calls, allocate(size) and allocate(size, stream), without the general parser */
   if (G_LIKELY (kwnames == NULL && nargs == 1))
@@ -147,21 +147,17 @@ resource_allocate (PyMemresResource *self, PyObject *const *args, Py_ssize_t nar
   /* an int that fits a machine word, read in place */
   if (G_LIKELY (PyLong_CheckExact (argv[0])
                 && PyUnstable_Long_IsCompact ((PyLongObject *) argv[0])))
-    size = PyUnstable_Long_CompactValue ((PyLongObject *) argv[0]);
+    {
+      Py_ssize_t value = PyUnstable_Long_CompactValue ((PyLongObject *) argv[0]);
+
+      if (value < 0)
+        return pymemres_size_overflow ("size", argv[0]);
+      size = (size_t) value;
+    }
   else
 #endif
-    size = PyLong_AsSsize_t (argv[0]);
-  if (size < 0)
-    {
-      if (size == -1 && PyErr_Occurred ())
-        {
-          if (!PyErr_ExceptionMatches (PyExc_OverflowError))
-            return NULL;
-          PyErr_Clear ();
-        }
-      PyErr_SetString (PyExc_ValueError, "size must be an int from 0 to sys.maxsize");
-      return NULL;
-    }
+      if ((size = pymemres_size_from_object ("size", argv[0])) == (size_t) -1 && PyErr_Occurred ())
+    return NULL;
   if (G_UNLIKELY (self->mr == NULL))
     {
       pymemres_resource_get ((PyObject *) self); /* ClosedError */
@@ -396,9 +392,10 @@ resource_hash (PyMemresResource *self)
 static PyMethodDef resource_methods[] = {
   { "allocate", (PyCFunction) (void (*) (void)) resource_allocate, METH_FASTCALL | METH_KEYWORDS,
     "allocate(size, stream=None) -> Buffer\n\n"
-    "Allocates size bytes (an int >= 0; a kind may round up: Buffer.size says) ordered on\n"
-    "stream (None: the legacy default stream; an int handle, an object with __cuda_stream__,\n"
-    "a torch or CuPy stream). Raises OutOfMemoryError when there is no memory left,\n"
+    "Allocates size bytes (an int from 0 to 2**64-1; a kind may round up: Buffer.size says)\n"
+    "ordered on stream (None: the legacy default stream; an int handle, an object with\n"
+    "__cuda_stream__, a torch or CuPy stream). Raises OverflowError for a size out of that\n"
+    "range (as cuda.core does), OutOfMemoryError when there is no memory left,\n"
     "InvalidArgumentError for a size the kind refuses, Error otherwise." },
   { "tag_counts", (PyCFunction) pymemres_resource_tag_counts, METH_O,
     "tag_counts(name) -> dict\n\n"

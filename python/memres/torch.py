@@ -1,24 +1,27 @@
 """memres as PyTorch's CUDA allocator, in one line: memres.torch.use()."""
 from . import _allocator
 
-DEFAULT_SPEC = "cache>dmr:device={device}"
+DEFAULT_SPEC = _allocator.DEFAULT_SPEC
 
 _installed = None  # the allocator use() installed
 
 
-def use(spec=DEFAULT_SPEC):
-    """use(spec="cache>dmr:device={device}") -> allocator
+def use(spec=None):
+    """use(spec=None) -> allocator
 
     Installs memres as torch's CUDA allocator (torch.cuda.memory.CUDAPluggableAllocator over
     libmemres-allocator): each device's memory comes from Resource(spec) with {device} replaced
-    by its ordinal. Returns an object whose stats(device), resource(device) and
+    by its ordinal. spec None keeps the MEMRES_ALLOCATOR_RESOURCE set in the environment (the
+    shell's setting wins over the script's default), else uses "cache>dmr:device={device}"; a
+    spec given replaces MEMRES_ALLOCATOR_RESOURCE for this process. MEMRES_ALLOCATOR_RESOURCE_<N>
+    still wins for device N. Returns an object whose stats(device), resource(device) and
     count_buffers(device) tell what each device's resource holds.
 
     Call it before torch allocates on a device: torch cannot swap an allocator it has used,
     and memres raises memres.Error then rather than leave two allocators. Raises memres.Error
     when libmemres-allocator was built without C++ (its alloc returns NULL, which torch does
     not check). An empty spec raises memres.InvalidArgumentError (a ValueError)."""
-    _allocator.check_spec(spec)
+    spec = _allocator.resolve_spec(spec)
     import torch
 
     alloc = _allocator.Allocator(spec)

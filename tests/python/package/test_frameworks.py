@@ -58,10 +58,60 @@ def test_use_empty_spec(framework, monkeypatch):
         assert (info.value.domain, info.value.code) == ("memres-error-quark",
                                                         memres.ErrorCode.INVALID_ARGUMENT)
     with pytest.raises(TypeError, match="spec must be a str"):
-        use(spec=None)
+        use(spec=12)
     assert "MEMRES_ALLOCATOR_RESOURCE" not in os.environ
     with pytest.raises(memres.InvalidArgumentError):
         _allocator.Allocator("")
+
+
+def fake_frameworks(monkeypatch):
+    """Stand-ins for torch and CuPy in sys.modules that record what use() installs (the real
+    ones run on the GPU: test_torch, test_cupy)."""
+    import types
+
+    installed = []
+    torch = types.ModuleType("torch")
+    torch.cuda = types.SimpleNamespace(memory=types.SimpleNamespace(
+        CUDAPluggableAllocator=lambda path, alloc, free: ("pluggable", path, alloc, free),
+        change_current_allocator=installed.append))
+    cupy = types.ModuleType("cupy")
+    memory = types.SimpleNamespace(
+        CFunctionAllocator=lambda stream, malloc, free, owner: ("cfa", stream, malloc, free),
+        OutOfMemoryError=MemoryError)
+    cupy.cuda = types.SimpleNamespace(memory=memory, set_allocator=installed.append)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    return installed
+
+
+@pytest.mark.parametrize("framework", ["torch", "cupy"])
+def test_use_keeps_environment(framework, monkeypatch):
+    """use() with no spec keeps the MEMRES_ALLOCATOR_RESOURCE the user set (it overwrote it with
+    the default); without one it takes the default; a spec given replaces it for the process.
+    An empty variable counts as unset, as the shim reads it."""
+    import memres.cupy
+    import memres.torch
+
+    installed = fake_frameworks(monkeypatch)
+    module = getattr(memres, framework)
+    monkeypatch.setattr(memres.torch, "_installed", None)
+    monkeypatch.setenv("MEMRES_ALLOCATOR_RESOURCE", "stats>cache>vmm:device={device}")
+    alloc = module.use()
+    assert alloc.spec == "stats>cache>vmm:device={device}"
+    assert os.environ["MEMRES_ALLOCATOR_RESOURCE"] == "stats>cache>vmm:device={device}"
+    assert len(installed) == 1
+    for unset in (None, ""):
+        if unset is None:
+            monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE")
+        else:
+            monkeypatch.setenv("MEMRES_ALLOCATOR_RESOURCE", unset)
+        alloc = module.use()
+        assert alloc.spec == "cache>dmr:device={device}" == module.DEFAULT_SPEC
+        assert os.environ["MEMRES_ALLOCATOR_RESOURCE"] == "cache>dmr:device={device}"
+    monkeypatch.setenv("MEMRES_ALLOCATOR_RESOURCE", "cache>vmm:device={device}")
+    alloc = module.use(spec="dmr:device={device}")
+    assert alloc.spec == os.environ["MEMRES_ALLOCATOR_RESOURCE"] == "dmr:device={device}"
+    assert len(installed) == 4
 
 
 TORCH = r"""

@@ -4,6 +4,7 @@ alive until the close, an mr's deallocate is called once at the close, on the cl
 import ctypes
 import gc
 import sys
+import time
 import weakref
 
 import pytest
@@ -239,4 +240,141 @@ def test_device_pointer(device, fake_counts):
     view.close()
     assert owner_buf.read(0, 8) == b"\x5c" * 8
     assert fake_counts() == before
+    owner_buf.close()
+
+
+def test_threads_close_and_read(memory):
+    """A ForeignBuffer's shared state (the owner, the stream deallocate gets, whether the release
+    ran) is read and changed under its own lock, and which close() an exception of deallocate
+    goes to is decided per thread, so that closes, getters and releases on several threads at
+    once hold without the GIL (the package declares Py_MOD_GIL_NOT_USED on a free-threaded
+    CPython). With the GIL this checks the same rules: deallocate runs once per buffer, on the
+    thread of a close, with that close's stream; only that close raises deallocate's exception;
+    every other close returns None or raises BufferError ("another thread is closing it"); the
+    getters answer the mr/owner or None, never a freed object."""
+    import threading
+
+    _, addr = memory
+    n_threads, rounds = 8, 150
+
+    class ThreadMR(RecordingMR):
+        def deallocate(self, ptr, size, *, stream):
+            self.calls.append((ptr, size, stream, threading.get_ident()))
+            time.sleep(0)  # let the other threads run inside the release
+            if self.fail:
+                raise RuntimeError("deallocate failed on purpose")
+
+    for round_ in range(rounds):
+        fail = round_ % 3 == 0
+        mr = ThreadMR(fail=fail)
+        owner = object()
+        with_mr = round_ % 2 == 0
+        buf = (memres.Buffer.from_handle(addr, 64, mr=mr) if with_mr
+               else memres.Buffer.from_handle(addr, 64, owner=owner))
+        barrier = threading.Barrier(n_threads)
+        results = {}
+
+        def closer(i):
+            stream = Stream()
+            barrier.wait()
+            if i % 2:  # readers
+                for _ in range(20):
+                    got = buf.memory_resource if with_mr else buf.owner
+                    assert got is None or got is (mr if with_mr else owner)
+                results[i] = ("read", None, stream)
+                return
+            try:
+                buf.close(stream=stream)
+                results[i] = ("none", None, stream)
+            except RuntimeError as err:
+                results[i] = ("raised", err, stream)
+            except BufferError as err:
+                assert "another thread is closing it" in str(err)
+                results[i] = ("busy", err, stream)
+
+        threads = [threading.Thread(target=closer, args=(i,)) for i in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert buf.closed and buf.memory_resource is None and buf.owner is None
+        raised = [r for r in results.values() if r[0] == "raised"]
+        if not with_mr:
+            assert mr.calls == [] and raised == []
+            continue
+        assert len(mr.calls) == 1, mr.calls
+        ptr, size, stream, ident = mr.calls[0]
+        assert (ptr, size) == (addr, 64)
+        ran = [i for i, t in enumerate(threads) if t.ident == ident]
+        assert len(ran) == 1 and ran[0] % 2 == 0
+        assert stream is results[ran[0]][2]
+        if fail:
+            assert results[ran[0]][0] == "raised" and len(raised) == 1
+        else:
+            assert results[ran[0]][0] == "none" and raised == []
+
+
+def test_close_inside_deallocate(memory):
+    """A deallocate that closes another foreign buffer: the inner close raises its own
+    deallocate's exception (to the outer deallocate, which catches it), the outer close gets
+    nothing of it; a failing outer deallocate raises in the outer close only."""
+    _, addr = memory
+    inner_mr = RecordingMR(fail=True)
+    inner = memres.Buffer.from_handle(addr, 16, mr=inner_mr)
+    caught = []
+
+    class OuterMR(RecordingMR):
+        def deallocate(self, ptr, size, *, stream):
+            self.calls.append((ptr, size, stream))
+            try:
+                inner.close()
+            except RuntimeError as err:
+                caught.append(err)
+            if self.fail:
+                raise KeyError("outer failed on purpose")
+
+    outer = memres.Buffer.from_handle(addr, 64, mr=OuterMR())
+    outer.close()
+    assert len(caught) == 1 and "on purpose" in str(caught[0])
+    assert inner.closed and len(inner_mr.calls) == 1
+    inner = memres.Buffer.from_handle(addr, 16, mr=inner_mr)
+    outer = memres.Buffer.from_handle(addr, 64, mr=OuterMR(fail=True))
+    with pytest.raises(KeyError, match="outer failed"):
+        outer.close()
+    assert len(caught) == 2 and outer.closed and inner.closed
+
+
+def test_mr_describes_device_memory_as_host(device):
+    """An mr that did not allocate ptr and says its memory is host memory, over device memory
+    (a PinnedMemoryResource handed a device pointer): the driver's word wins, InvalidArgumentError
+    (a memoryview of it would read device memory from the host: a segfault on a GPU); described
+    as on another device, code WRONG_DEVICE (C test /dmr/wrap/driver-disagrees); deallocate is
+    never called."""
+    owner_buf = device.allocate(4096)
+    owner_buf.fill(0x2D)
+
+    class HostMR(RecordingMR):  # host-accessible, device -1
+        pass
+
+    class ManagedLie(RecordingMR):
+        is_device_accessible = True
+        is_host_accessible = True
+
+    for mr in (HostMR(), ManagedLie()):
+        with pytest.raises(memres.InvalidArgumentError, match="device memory of device 0") as info:
+            memres.Buffer.from_handle(owner_buf.handle, 4096, mr=mr)
+        assert (info.value.domain, info.value.code) == ("memres-error-quark",
+                                                        memres.ErrorCode.INVALID_ARGUMENT)
+        assert mr.calls == []
+
+    class DeviceMR(RecordingMR):
+        is_device_accessible = True
+        is_host_accessible = False
+        device_id = 0
+
+    mr = DeviceMR()
+    buf = memres.Buffer.from_handle(owner_buf.handle, 4096, mr=mr)
+    assert buf.read(0, 4) == b"\x2d" * 4
+    buf.close()
+    assert mr.calls == [(owner_buf.handle, 4096, None)]
     owner_buf.close()

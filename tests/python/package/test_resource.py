@@ -49,11 +49,31 @@ def test_allocate(host):
     buf.close()
 
 
+class operator_index:
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
 def test_allocate_bad_arguments(host):
-    with pytest.raises(ValueError):
-        host.allocate(-1)
-    with pytest.raises(ValueError):
-        host.allocate(1 << 70)
+    # cuda.core's size_t conversion: OverflowError for a negative size or one past 2**64-1
+    for bad in (-1, -(1 << 40), 1 << 64, 1 << 70):
+        with pytest.raises(OverflowError, match=r"size must be an int from 0 to 2\*\*64-1, not %d"
+                           % bad):
+            host.allocate(bad)
+        with pytest.raises(OverflowError):
+            host.allocate(size=bad, stream=None)
+    # one past sys.maxsize is a size memres refuses as out of memory, as the driver would
+    with pytest.raises(memres.OutOfMemoryError) as info:
+        host.allocate((1 << 64) - 1)
+    assert info.value.code == memres.ErrorCode.OUT_OF_MEMORY
+    assert "18446744073709551615 bytes (16.0 EiB)" in info.value.message
+    # an __index__ object (a NumPy integer) is a size
+    assert host.allocate(operator_index(100)).size >= 100
+    with pytest.raises(TypeError):
+        host.allocate(1.0)
     with pytest.raises(TypeError):
         host.allocate("12")
     with pytest.raises(TypeError):
@@ -188,6 +208,26 @@ def test_kinds_and_plugin_path(tmp_path):
     memres.set_plugin_dir(None)
     assert str(tmp_path) not in memres.plugin_search_path()
     assert memres._memres.library_path().endswith(".so.2") or ".so" in memres._memres.library_path()
+
+
+def test_set_plugin_dir_refuses_missing(tmp_path):
+    """A directory that is not there was taken silently and searched for nothing: refused with
+    memres.FileError (an OSError) naming the path, the search path unchanged."""
+    before = memres.plugin_search_path()
+    missing = tmp_path / "no-such-dir"
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    for path, code in ((missing, "NOENT"), (afile, "NOTDIR")):
+        for arg in (str(path), path, bytes(path)):
+            with pytest.raises(memres.FileError) as info:
+                memres.set_plugin_dir(arg)
+            assert isinstance(info.value, OSError)
+            assert info.value.domain == "g-file-error-quark"
+            assert info.value.code == {"NOENT": 4, "NOTDIR": 5}[code]  # GFileError
+            assert str(path) in info.value.message
+            assert memres.plugin_search_path() == before
+    with pytest.raises(TypeError):
+        memres.set_plugin_dir(12)
 
 
 def test_version():

@@ -1,0 +1,176 @@
+/* test-arena-streams.c: the `arena` kind's reaping by event under stream lifetimes a user gets
+ * wrong or does not think of (suite fake, and gpu): a buffer closed on a stream that is destroyed
+ * while its work is still queued, before the freed range is wanted on another stream (the event
+ * recorded on the gone stream still answers, the range is not lent early and is reaped once the
+ * work is done); a buffer closed on the legacy default stream, by either of its names (NULL and
+ * MEMRES_STREAM_LEGACY), held back from a non-blocking stream and reused at once on the legacy
+ * stream; a close on a destroyed stream refused with the driver's error, the buffer still open
+ * and its bytes intact. */
+#include "testutil.h"
+
+#include "arena-check.h"
+
+#define MiB ((gsize) 1 << 20)
+
+#define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
+
+/* A stream destroyed while its work waits behind a hold: x's range, tagged with it, is not
+ * lent to stream b before that work is done (its fill would land in b's buffer), and once the
+ * work is done its event (recorded on the destroyed stream) settles it: the next allocation on b
+ * that would create memory takes x's granules instead. */
+static void
+test_destroyed_before_reuse (void)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  gboolean fake = mt_driver_is_fake ();
+  MemresBuffer *x, *y, *z;
+  MtStreamHold *hold;
+  CUstream a, b;
+  guint64 at, reserved;
+
+  g_test_summary ("a range freed on a stream destroyed with its work queued is neither reused "
+                  "early on another stream nor lost");
+  if (!mt_hazard_begin ())
+    return;
+  if (fake)
+    mt_counts_snapshot (&base);
+  a = mt_stream_new_on (0);
+  b = mt_stream_new_on (0);
+  mr = mt_new_ok ("arena");
+  x = mt_alloc_ok (mr, 4 * MiB, a);
+  at = memres_buffer_get_address (x);
+  hold = mt_stream_hold (a);
+  mt_fill_byte_ok (x, 0xaa, a);
+  mt_close_ok (x, a);
+  /* the handle goes now; the fill and the close's event still wait behind the hold */
+  CU_OK (mt_driver ()->cuStreamDestroy (a));
+  y = mt_alloc_ok (mr, 4 * MiB, b);
+  g_assert_cmpuint (memres_buffer_get_address (y), !=, at);
+  g_assert_cmpuint (counter (mr, "granules_lent"), ==, 0);
+  mt_fill_byte_ok (y, 0xbb, b);
+  mt_stream_release (hold);
+  mt_assert_bytes (y, 0xbb, b);
+  /* x's range settles by its event: no new memory for z */
+  reserved = stats_ok (mr).reserved_current;
+  z = mt_alloc_ok (mr, 4 * MiB, b);
+  g_assert_cmpuint (memres_buffer_get_address (z), ==, at);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, reserved);
+  mt_fill_byte_ok (z, 0xcc, b);
+  mt_assert_bytes (z, 0xcc, b);
+  mt_assert_bytes (y, 0xbb, b);
+  mt_close_ok (y, b);
+  mt_close_ok (z, b);
+  mt_sync_ok (b);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  CU_OK (mt_driver ()->cuStreamSynchronize (b));
+  CU_OK (mt_driver ()->cuStreamDestroy (b));
+  if (fake)
+    mt_assert_fake_counts_equal (&base);
+  mt_hazard_end ();
+}
+
+/* A buffer closed on the legacy default stream (NULL) with its work held back: a non-blocking
+ * stream does not get its range; the legacy stream by its other name (MEMRES_STREAM_LEGACY) does,
+ * at once (its order puts the reuse after the close); every byte as written. */
+static void
+test_legacy_close (void)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  gboolean fake = mt_driver_is_fake ();
+  MemresBuffer *x, *y, *z;
+  MtStreamHold *hold;
+  CUstream b;
+  guint64 at;
+
+  g_test_summary ("a buffer closed on the legacy stream: not reused by a non-blocking stream "
+                  "before its work is done, reused at once on the legacy stream by either name");
+  if (!mt_hazard_begin ())
+    return;
+  if (fake)
+    mt_counts_snapshot (&base);
+  b = mt_stream_new_on (0);
+  mr = mt_new_ok ("arena");
+  x = mt_alloc_ok (mr, 4 * MiB, NULL);
+  at = memres_buffer_get_address (x);
+  hold = mt_stream_hold (NULL);
+  mt_fill_byte_ok (x, 0xaa, NULL);
+  mt_close_ok (x, NULL);
+  y = mt_alloc_ok (mr, 4 * MiB, b);
+  g_assert_cmpuint (memres_buffer_get_address (y), !=, at);
+  mt_fill_byte_ok (y, 0xbb, b);
+  z = mt_alloc_ok (mr, 4 * MiB, MEMRES_STREAM_LEGACY);
+  g_assert_cmpuint (memres_buffer_get_address (z), ==, at);
+  mt_fill_byte_ok (z, 0xcc, MEMRES_STREAM_LEGACY);
+  mt_assert_bytes (y, 0xbb, b);
+  mt_stream_release (hold);
+  mt_assert_bytes (z, 0xcc, NULL);
+  mt_assert_bytes (y, 0xbb, b);
+  mt_close_ok (y, b);
+  mt_close_ok (z, MEMRES_STREAM_LEGACY);
+  mt_sync_ok (b);
+  mt_sync_ok (NULL);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  CU_OK (mt_driver ()->cuStreamDestroy (b));
+  if (fake)
+    mt_assert_fake_counts_equal (&base);
+  mt_hazard_end ();
+}
+
+/* A close on a stream already destroyed: the driver's error (the event cannot be recorded on
+ * it), the buffer still open with its bytes, closed afterwards on a live stream; nothing leaks. */
+static void
+test_close_on_destroyed (void)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (GError) error = NULL;
+  gboolean fake = mt_driver_is_fake ();
+  MemresBuffer *x;
+  CUstream a, b;
+
+  g_test_summary ("a close on a destroyed stream is refused with the driver's error and loses "
+                  "nothing");
+  if (!mt_require_devices (1))
+    return;
+  if (!fake)
+    {
+      /* the real driver may reuse the handle for another stream at once */
+      g_test_skip ("a destroyed stream's handle is only known to be invalid on the fake");
+      return;
+    }
+  mt_counts_snapshot (&base);
+  a = mt_stream_new_on (0);
+  b = mt_stream_new_on (0);
+  mr = mt_new_ok ("arena");
+  x = mt_alloc_ok (mr, 4 * MiB, a);
+  mt_fill_byte_ok (x, 0x5a, a);
+  mt_sync_ok (a);
+  CU_OK (mt_driver ()->cuStreamDestroy (a));
+  g_assert_false (memres_buffer_close (x, a, &error));
+  g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_HANDLE);
+  g_assert_false (memres_buffer_is_closed (x));
+  mt_assert_bytes (x, 0x5a, b);
+  mt_close_ok (x, b);
+  mt_sync_ok (b);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  CU_OK (mt_driver ()->cuStreamDestroy (b));
+  mt_assert_fake_counts_equal (&base);
+}
+
+int
+main (int argc, char **argv)
+{
+  mt_init (&argc, &argv);
+  g_test_add_func ("/arena-streams/destroyed-before-reuse", test_destroyed_before_reuse);
+  g_test_add_func ("/arena-streams/legacy-close", test_legacy_close);
+  g_test_add_func ("/arena-streams/close-on-destroyed", test_close_on_destroyed);
+  return g_test_run ();
+}
