@@ -72,7 +72,7 @@ for flag in --dont-define-prefix --define-prefix; do
     # memres's words alone are checked here, the program is built with the plain answer
     run_app=true
   else
-    run_app='"$cc" "$tmp/app.c" -o "$tmp/app" $(PKG_CONFIG_PATH=$libdir_moved/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} pkg-config --cflags --libs memres-2) 2> "$tmp/err" && LD_LIBRARY_PATH=$libdir_moved "$tmp/app"'
+    run_app='"$cc" "$tmp/app.c" -o "$tmp/app" $(PKG_CONFIG_PATH=$libdir_moved/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} pkg-config --cflags --libs memres-2) 2> "$tmp/err" && LD_LIBRARY_PATH=$libdir_moved${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$tmp/app"'
   fi
   if [ "$got" = "$want" ] \
      && echo "$words" | grep -qx -- "-I$(realpath -m "$moved/include/memres-2")" \
