@@ -52,7 +52,13 @@ pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t nar
 PyObject *
 pymemres_size_overflow (const char *name, PyObject *value)
 {
-  PyErr_Format (PyExc_OverflowError, "%s must be an int from 0 to 2**64-1, not %R", name, value);
+  PyObject *repr = PyObject_Repr (value);
+
+  if (repr == NULL)
+    return NULL;
+  pymemres_raise_range ("%s must be an int from 0 to 2**64-1, not %s", name,
+                        PyUnicode_AsUTF8 (repr));
+  Py_DECREF (repr);
   return NULL;
 }
 

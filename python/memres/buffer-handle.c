@@ -271,7 +271,8 @@ pymemres_buffer_from_handle (PyObject *cls, PyObject *const *args, Py_ssize_t na
   owner = argv[3] != Py_None ? argv[3] : NULL;
   stream_obj = argv[4] != Py_None ? argv[4] : NULL;
   /* cuda.core's rules: an address and a size of 0 or more (negative: OverflowError, as its
-   * size_t conversion gives), one owner at most, a stream only for memory an mr frees */
+   * size_t conversion gives; memres.OutOfRangeError is one), one owner at most, a stream only for
+   * memory an mr frees */
   if (!PyLong_Check (argv[0]) || !PyLong_Check (argv[1]))
     {
       PyErr_Format (PyExc_TypeError,
@@ -280,11 +281,10 @@ pymemres_buffer_from_handle (PyObject *cls, PyObject *const *args, Py_ssize_t na
                     Py_TYPE (argv[0])->tp_name, Py_TYPE (argv[1])->tp_name);
       return NULL;
     }
-  ptr = PyLong_AsUnsignedLongLong (argv[0]);
-  if (ptr == (unsigned long long) -1 && PyErr_Occurred ())
+  /* out of range: memres.OutOfRangeError, an OverflowError as cuda.core's and a ValueError */
+  if ((ptr = pymemres_size_from_object ("ptr", argv[0])) == (size_t) -1 && PyErr_Occurred ())
     return NULL;
-  size = PyLong_AsSize_t (argv[1]);
-  if (size == (size_t) -1 && PyErr_Occurred ())
+  if ((size = pymemres_size_from_object ("size", argv[1])) == (size_t) -1 && PyErr_Occurred ())
     return NULL;
   if (mr != NULL && owner != NULL)
     {

@@ -321,8 +321,8 @@ buffer_copy_from (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs,
 }
 
 /* @obj as an int from 0 to G_MAXUINT32 in *@out; -1 with TypeError for what is not an int,
- * ValueError naming @what for an int out of that range (the "k" and "I" formats would have
- * taken it modulo 2**64 or 2**32: fill(2**64 + 0xab) filled with 0xab) */
+ * memres.OutOfRangeError (a ValueError) naming @what for an int out of that range (the "k" and "I"
+ * formats would have taken it modulo 2**64 or 2**32: fill(2**64 + 0xab) filled with 0xab) */
 static int
 uint32_arg (PyObject *obj, const char *what, guint32 *out)
 {
@@ -336,7 +336,7 @@ uint32_arg (PyObject *obj, const char *what, guint32 *out)
   if ((v == (unsigned long long) -1 && PyErr_Occurred ()) || v > G_MAXUINT32)
     {
       PyErr_Clear ();
-      PyErr_Format (PyExc_ValueError, "fill %s must be an int from 0 to 2**32-1", what);
+      pymemres_raise_range ("fill %s must be an int from 0 to 2**32-1", what);
       return -1;
     }
   *out = (guint32) v;
@@ -371,66 +371,101 @@ buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
   Py_RETURN_NONE;
 }
 
+/* An int (or __index__) from 0 to 2**64-1 in *@out; -1 with TypeError, or
+ * memres.OutOfRangeError (a ValueError and an OverflowError) worded @negative for a negative
+ * one, @too_big for one past 2**64-1 (one past the buffer's end is memres's own refusal,
+ * later). */
+static int
+unsigned_arg (PyObject *obj, gsize *out, const char *negative, const char *too_big)
+{
+  PyObject *index = PyNumber_Index (obj);
+
+  if (index == NULL)
+    return -1;
+  *out = PyLong_AsSize_t (index);
+  if (*out == (gsize) -1 && PyErr_Occurred ())
+    {
+      PyObject *zero;
+      int below = -1;
+
+      if (PyErr_ExceptionMatches (PyExc_OverflowError))
+        {
+          PyErr_Clear ();
+          zero = PyLong_FromLong (0);
+          below = zero != NULL ? PyObject_RichCompareBool (index, zero, Py_LT) : -1;
+          Py_XDECREF (zero);
+        }
+      Py_DECREF (index);
+      if (below >= 0)
+        pymemres_raise_range ("%s", below ? negative : too_big);
+      return -1;
+    }
+  Py_DECREF (index);
+  return 0;
+}
+
+/* read()'s and write()'s offset */
+static int
+offset_arg (PyObject *obj, gsize *out)
+{
+  return unsigned_arg (obj, out, "offset must be >= 0", "offset must be an int from 0 to 2**64-1");
+}
+
+/* read()'s size (None, to the end, is the caller's) */
+static int
+count_arg (PyObject *obj, gsize *out)
+{
+  return unsigned_arg (obj, out, "size must be None (to the end) or an int of 0 or more",
+                       "size must be None (to the end) or an int from 0 to 2**64-1");
+}
+
 static PyObject *
 buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = { "offset", "size", "stream", NULL };
-  Py_ssize_t offset = 0, n = -1;
-  PyObject *size_obj = Py_None, *stream_obj = NULL, *bytes;
+  gsize offset = 0, n = 0;
+  PyObject *offset_obj = NULL, *size_obj = Py_None, *stream_obj = NULL, *bytes;
   MemresStream stream = NULL;
   GError *error = NULL;
   gsize size = memres_buffer_get_size (self->buf);
   gboolean ok;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|nOO:read", keywords, &offset, &size_obj,
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|OOO:read", keywords, &offset_obj, &size_obj,
                                     &stream_obj)
-      || pymemres_stream_from_object (stream_obj, &stream) < 0)
+      || (offset_obj != NULL && offset_arg (offset_obj, &offset) < 0))
     return NULL;
   /* size: None (the default: to the end) or a count of bytes */
-  if (size_obj != Py_None)
-    {
-      n = PyNumber_AsSsize_t (size_obj, PyExc_OverflowError);
-      if (n == -1 && PyErr_Occurred ())
-        return NULL;
-      if (n < 0)
-        {
-          PyErr_SetString (PyExc_ValueError,
-                           "size must be None (to the end) or an int of 0 or more");
-          return NULL;
-        }
-    }
+  if (size_obj != Py_None && count_arg (size_obj, &n) < 0)
+    return NULL;
+  if (pymemres_stream_from_object (stream_obj, &stream) < 0)
+    return NULL;
   if (memres_buffer_is_closed (self->buf))
     return pymemres_raise_closed ();
-  if (offset < 0)
-    {
-      PyErr_SetString (PyExc_ValueError, "offset must be >= 0");
-      return NULL;
-    }
-  if ((gsize) offset > size)
+  if (offset > size)
     {
       char nothing;
 
       /* past the end: memres's own refusal (InvalidArgumentError, as write() and a size past
        * the end give; it was a plain ValueError) */
-      if (!memres_buffer_read (self->buf, (gsize) offset, &nothing, 0, NULL, &error))
+      if (!memres_buffer_read (self->buf, offset, &nothing, 0, NULL, &error))
         return pymemres_raise (error);
       PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
       return NULL;
     }
-  if (n == -1)
-    n = (Py_ssize_t) (size - (gsize) offset);
-  else if ((gsize) n > size - (gsize) offset)
+  if (size_obj == Py_None)
+    n = size - offset;
+  else if (n > size - offset)
     {
       char nothing;
 
       /* past the end: memres's own refusal (InvalidArgumentError), before any bytes object of
        * that size is made (read(0, 2**62) was a MemoryError, a large one a long wait) */
-      if (!memres_buffer_read (self->buf, (gsize) offset, &nothing, (gsize) n, NULL, &error))
+      if (!memres_buffer_read (self->buf, offset, &nothing, n, NULL, &error))
         return pymemres_raise (error);
       PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
       return NULL;
     }
-  bytes = PyBytes_FromStringAndSize (NULL, n);
+  bytes = PyBytes_FromStringAndSize (NULL, (Py_ssize_t) n);
   if (bytes == NULL)
     return NULL;
   if (pymemres_buffer_use (self, FALSE) < 0)
@@ -439,8 +474,7 @@ buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
       return NULL;
     }
   Py_BEGIN_ALLOW_THREADS;
-  ok = memres_buffer_read (self->buf, (gsize) offset, PyBytes_AS_STRING (bytes), (gsize) n, stream,
-                           &error);
+  ok = memres_buffer_read (self->buf, offset, PyBytes_AS_STRING (bytes), n, stream, &error);
   Py_END_ALLOW_THREADS;
   pymemres_buffer_unuse (self, FALSE);
   if (!ok)
@@ -456,19 +490,18 @@ buffer_write (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = { "data", "offset", "stream", NULL };
   Py_buffer data;
-  Py_ssize_t offset = 0;
-  PyObject *stream_obj = NULL;
+  gsize offset = 0;
+  PyObject *offset_obj = NULL, *stream_obj = NULL;
   MemresStream stream = NULL;
   GError *error = NULL;
   gboolean ok;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "y*|nO:write", keywords, &data, &offset,
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "y*|OO:write", keywords, &data, &offset_obj,
                                     &stream_obj))
     return NULL;
-  if (pymemres_stream_from_object (stream_obj, &stream) < 0 || offset < 0)
+  if ((offset_obj != NULL && offset_arg (offset_obj, &offset) < 0)
+      || pymemres_stream_from_object (stream_obj, &stream) < 0)
     {
-      if (!PyErr_Occurred ())
-        PyErr_SetString (PyExc_ValueError, "offset must be >= 0");
       PyBuffer_Release (&data);
       return NULL;
     }
@@ -623,7 +656,8 @@ static PyMethodDef buffer_methods[] = {
     "  (cuPointerGetAttributes), and with no driver it is taken for host memory.\n"
     "A memres.Resource is no mr here: it frees only the Buffers it allocated.\n"
     "Raises ValueError for mr and owner together, or stream without mr; TypeError for an mr\n"
-    "without deallocate; OverflowError for a negative ptr or size; InvalidArgumentError for\n"
+    "without deallocate; OutOfRangeError (an OverflowError and a ValueError) for a negative\n"
+    "ptr or size; InvalidArgumentError for\n"
     "a 0 ptr of a non-zero size or a range past the end of memory. ptr and size are\n"
     "trusted, as cuda.core trusts them: memres cannot tell that mr allocated ptr (its\n"
     "deallocate raises at the close) or that size stays inside the allocation (past it,\n"

@@ -37,15 +37,20 @@ module_default_resource (PyObject *module, PyObject *args, PyObject *kwargs)
     device = current_device ();
   else
     {
-      long value = PyLong_AsLong (device_obj);
+      int overflow = 0;
+      PyObject *index = PyNumber_Index (device_obj);
+      long value = index != NULL ? PyLong_AsLongAndOverflow (index, &overflow) : -1;
 
+      Py_XDECREF (index);
       if (value == -1 && PyErr_Occurred ())
         return NULL;
-      if (value < G_MININT || value > G_MAXINT)
-        {
-          PyErr_SetString (PyExc_ValueError, "device out of range");
-          return NULL;
-        }
+      /* a device past an int's range does not exist: memres.OutOfRangeError, a ValueError as
+       * for one below -1 (it was a bare OverflowError from the int conversion) */
+      if (overflow != 0 || value < G_MININT || value > G_MAXINT)
+        return pymemres_raise_range ("device %s: a device ordinal is 0 or more, or -1 for "
+                                     "host memory",
+                                     overflow < 0 || (overflow == 0 && value < 0) ? "below -2**31"
+                                                                                  : "past 2**31-1");
       device = (gint) value;
     }
   Py_BEGIN_ALLOW_THREADS;

@@ -92,6 +92,10 @@ extern PyTypeObject PyMemresBuffer_Type;
 int pymemres_errors_init (PyObject *module);
 PyObject *pymemres_raise (GError *error);
 PyObject *pymemres_raise_closed (void);
+/* memres.OutOfRangeError (an InvalidArgumentError and an OverflowError, code
+ * MEMRES_ERROR_INVALID_ARGUMENT) with the printf-formatted message, for an int argument out of
+ * its range; returns NULL. */
+PyObject *pymemres_raise_range (const char *format, ...) G_GNUC_PRINTF (1, 2);
 
 /* stream.c: @obj as a stream (None, an int, __cuda_stream__, torch's .cuda_stream, CuPy's
  * .ptr); -1 with an exception set. The int converted last is kept with its handle (under the

@@ -207,27 +207,20 @@ static PyObject *
 resource_trim (PyMemresResource *self, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = { "bytes_to_keep", NULL };
-  unsigned long long keep = 0;
+  size_t keep = 0;
   PyObject *keep_obj = NULL;
   GError *error = NULL;
   MemresResource *mr;
   gboolean ok;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O!:trim", keywords, &PyLong_Type, &keep_obj))
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:trim", keywords, &keep_obj))
     return NULL;
-  /* not "K", which takes -1 as 2**64 - 1 (keep everything: nothing trimmed, no error) */
-  if (keep_obj != NULL)
-    {
-      keep = PyLong_AsUnsignedLongLong (keep_obj);
-      if (keep == (unsigned long long) -1 && PyErr_Occurred ())
-        {
-          if (!PyErr_ExceptionMatches (PyExc_OverflowError))
-            return NULL;
-          PyErr_Clear ();
-          PyErr_SetString (PyExc_ValueError, "bytes_to_keep must be an int from 0 to 2**64-1");
-          return NULL;
-        }
-    }
+  /* not "K", which takes -1 as 2**64 - 1 (keep everything: nothing trimmed, no error): an int
+   * or __index__ (a NumPy integer), memres.OutOfRangeError out of range */
+  if (keep_obj != NULL
+      && (keep = pymemres_size_from_object ("bytes_to_keep", keep_obj)) == (size_t) -1
+      && PyErr_Occurred ())
+    return NULL;
   if ((mr = pymemres_resource_ref ((PyObject *) self)) == NULL)
     return NULL;
   Py_BEGIN_ALLOW_THREADS;
@@ -394,9 +387,10 @@ static PyMethodDef resource_methods[] = {
     "allocate(size, stream=None) -> Buffer\n\n"
     "Allocates size bytes (an int from 0 to 2**64-1; a kind may round up: Buffer.size says)\n"
     "ordered on stream (None: the legacy default stream; an int handle, an object with\n"
-    "__cuda_stream__, a torch or CuPy stream). Raises OverflowError for a size out of that\n"
-    "range (as cuda.core does), OutOfMemoryError when there is no memory left,\n"
-    "InvalidArgumentError for a size the kind refuses, Error otherwise." },
+    "__cuda_stream__, a torch or CuPy stream). Raises OutOfRangeError for a size out of that\n"
+    "range (an OverflowError, as cuda.core raises, and a ValueError), OutOfMemoryError when\n"
+    "there is no memory left, InvalidArgumentError for a size the kind refuses, Error\n"
+    "otherwise." },
   { "tag_counts", (PyCFunction) pymemres_resource_tag_counts, METH_O,
     "tag_counts(name) -> dict\n\n"
     "What this counted layer (a stats layer: Resource(\"stats>...\"), or find_layer) counted\n"

@@ -52,7 +52,7 @@ stream_from_int (PyObject *value, MemresStream *stream)
   if (handle == (unsigned long long) -1 && PyErr_Occurred ())
     {
       PyErr_Clear ();
-      PyErr_SetString (PyExc_ValueError, "a stream handle must be an int from 0 to 2**64-1");
+      pymemres_raise_range ("a stream handle must be an int from 0 to 2**64-1");
       return -1;
     }
   *stream = (MemresStream) (guintptr) handle;
