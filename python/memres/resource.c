@@ -387,10 +387,10 @@ static PyMethodDef resource_methods[] = {
     "allocate(size, stream=None) -> Buffer\n\n"
     "Allocates size bytes (an int from 0 to 2**64-1; a kind may round up: Buffer.size says)\n"
     "ordered on stream (None: the legacy default stream; an int handle, an object with\n"
-    "__cuda_stream__, a torch or CuPy stream). Raises OutOfRangeError for a size out of that\n"
-    "range (an OverflowError, as cuda.core raises, and a ValueError), OutOfMemoryError when\n"
-    "there is no memory left, InvalidArgumentError for a size the kind refuses, Error\n"
-    "otherwise." },
+    "__cuda_stream__, a torch or CuPy stream, one with an int .handle). Raises\n"
+    "OutOfRangeError for a size out of that range (an OverflowError, as cuda.core raises,\n"
+    "and a ValueError), OutOfMemoryError when there is no memory left, InvalidArgumentError\n"
+    "for a size the kind refuses, Error otherwise." },
   { "tag_counts", (PyCFunction) pymemres_resource_tag_counts, METH_O,
     "tag_counts(name) -> dict\n\n"
     "What this counted layer (a stats layer: Resource(\"stats>...\"), or find_layer) counted\n"
