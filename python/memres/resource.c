@@ -365,13 +365,20 @@ resource_repr (PyMemresResource *self)
   return PyUnicode_FromFormat ("<memres.Resource %s>", spec);
 }
 
+/* Two open Resource objects are equal when they hold the same stack (the address of a stack
+ * both hold cannot be another's). A closed one no longer holds its stack, which may be gone and
+ * its address taken by a new stack: it equals itself alone (it equalled every later Resource
+ * made at that address). hash() stays the address's, closed or not. */
 static PyObject *
 resource_richcompare (PyObject *a, PyObject *b, int op)
 {
+  PyMemresResource *x = (PyMemresResource *) a, *y = (PyMemresResource *) b;
+
   if (!PyObject_TypeCheck (b, &PyMemresResource_Type) || (op != Py_EQ && op != Py_NE))
     Py_RETURN_NOTIMPLEMENTED;
-  Py_RETURN_RICHCOMPARE (((PyMemresResource *) a)->identity, ((PyMemresResource *) b)->identity,
-                         op);
+  if (x->mr == NULL || y->mr == NULL)
+    Py_RETURN_RICHCOMPARE (a, b, op);
+  Py_RETURN_RICHCOMPARE (x->identity, y->identity, op);
 }
 
 static Py_hash_t
@@ -445,7 +452,8 @@ static PyMethodDef resource_methods[] = {
     "holds given back to the driver) once nothing else holds it: its open Buffers, and other\n"
     "Resource objects of it (Buffer.memory_resource, upstream) keep it alive, so a buffer\n"
     "stays usable after its resource is closed. Closing a closed Resource does nothing;\n"
-    "afterwards closed is True, == and hash() are unchanged, and every other call raises\n"
+    "afterwards closed is True, hash() is unchanged, the object equals itself alone (its\n"
+    "stack may be gone, its address another's), and every other call raises\n"
     "ClosedError. Releases the GIL (a finalize may wait for the device)." },
   { "__enter__", (PyCFunction) resource_enter, METH_NOARGS,
     "__enter__() -> Resource\n\nThe resource itself (ClosedError once closed)." },
