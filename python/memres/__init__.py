@@ -136,6 +136,8 @@ class tag:
     control character). Usable as a decorator too."""
 
     def __init__(self, name):
+        """A scope for the tag name (a str); nothing is pushed until the with block or the
+        decorated call begins."""
         self.name = name
 
     def __enter__(self):
@@ -149,6 +151,7 @@ class tag:
         return False
 
     def __call__(self, func):
+        """Used as a decorator: func runs inside the tag's scope on each call."""
         import functools
 
         @functools.wraps(func)
