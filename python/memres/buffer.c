@@ -596,7 +596,23 @@ buffer_repr (PyMemresBuffer *self)
 
 #define FASTCALL(f) (PyCFunction) (void (*) (void)) (f)
 
+/* pickle and copy: a Buffer is memory of this process, held once; TypeError naming what to
+ * send instead (pickle's own message named neither) */
+static PyObject *
+buffer_reduce_ex (PyObject *self, PyObject *protocol)
+{
+  PyErr_Format (PyExc_TypeError,
+                "cannot pickle or copy '%.100s': a Buffer is memory of this process, freed once; "
+                "send its bytes (read()), or for device memory an IPC message "
+                "(export_message(), memres.import_message() in the other process)",
+                Py_TYPE (self)->tp_name);
+  return NULL;
+}
+
 static PyMethodDef buffer_methods[] = {
+  { "__reduce_ex__", buffer_reduce_ex, METH_O,
+    "__reduce_ex__(protocol)\n\nRaises TypeError: a Buffer cannot be pickled or copied (send "
+    "read()'s bytes, or export_message())." },
   { "close", FASTCALL (buffer_close), METH_FASTCALL | METH_KEYWORDS,
     "close(stream=None)\n\n"
     "Frees the memory, ordered on stream (None: the buffer's deallocation stream, the one it\n"

@@ -389,7 +389,20 @@ resource_hash (PyMemresResource *self)
   return hash == -1 ? -2 : hash;
 }
 
+/* pickle and copy: TypeError naming what to send instead (the spec) */
+static PyObject *
+resource_reduce_ex (PyObject *self, PyObject *protocol)
+{
+  PyErr_SetString (PyExc_TypeError,
+                   "cannot pickle or copy 'memres.Resource': it holds memory of this process; "
+                   "send its spec and make one there (memres.Resource(mr.spec))");
+  return NULL;
+}
+
 static PyMethodDef resource_methods[] = {
+  { "__reduce_ex__", resource_reduce_ex, METH_O,
+    "__reduce_ex__(protocol)\n\nRaises TypeError: a Resource cannot be pickled or copied "
+    "(send its spec)." },
   { "allocate", (PyCFunction) (void (*) (void)) resource_allocate, METH_FASTCALL | METH_KEYWORDS,
     "allocate(size, stream=None) -> Buffer\n\n"
     "Allocates size bytes (an int from 0 to 2**64-1; a kind may round up: Buffer.size says)\n"

@@ -99,3 +99,33 @@ def test_export_message_refused_for_host(host):
     with pytest.raises(TypeError):
         memres.import_message(b"garbage", [], importer=5)
     buf.close()
+
+
+def _never_runs(buf):
+    raise AssertionError("a Buffer reached a child")
+
+
+def test_pickle_and_copy_refused_clearly(host):
+    # pickle's own "cannot pickle 'memres.Buffer' object" named no way out, and copy.copy()
+    # said "pickle": both now name what to send instead, and the objects are untouched
+    import copy
+    import pickle
+
+    buf = host.allocate(32)
+    buf.fill(0x42)
+    foreign = memres.Buffer.from_handle(buf.handle, 32)
+    for obj, hint in ((buf, "export_message()"), (foreign, "export_message()"),
+                      (host, "memres.Resource(mr.spec)")):
+        for attempt in (pickle.dumps, lambda o: pickle.dumps(o, protocol=0), copy.copy,
+                        copy.deepcopy):
+            with pytest.raises(TypeError, match="cannot pickle or copy 'memres.%s'"
+                               % type(obj).__name__) as info:
+                attempt(obj)
+            assert hint in str(info.value)
+    ctx = multiprocessing.get_context("spawn")
+    p = ctx.Process(target=_never_runs, args=(buf,))
+    with pytest.raises(TypeError, match="cannot pickle or copy 'memres.Buffer'"):
+        p.start()
+    assert buf.read() == b"\x42" * 32 and not buf.closed and not host.closed
+    foreign.close()
+    buf.close()
