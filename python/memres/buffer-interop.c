@@ -218,27 +218,16 @@ is_cpu (PyObject *dl_device)
   return same;
 }
 
-PyObject *
-pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* __dlpack__ once its arguments are read (@argv: stream, max_version, dl_device, copy), with
+ * @self counted as a user (the caller's), so that a close() on another thread while this one
+ * waits for the buffer's stream without the GIL is refused: it freed the buffer (the object's
+ * reference of an exported one) under the export. */
+static PyObject *
+dlpack_in_use (PyObject *self, PyObject *const *argv, long major, int copy)
 {
   MemresBuffer *buf = ((PyMemresBuffer *) self)->buf;
-  PyObject *argv[4];
-  long major;
-  int copy = -1; /* copy=None: a copy only where dl_device asks for another device */
   PyObject *capsule;
 
-  if (nargs != 0)
-    {
-      PyErr_SetString (PyExc_TypeError, "__dlpack__() takes keyword arguments only");
-      return NULL;
-    }
-  if (pymemres_parse_args ("__dlpack__", args, 0, kwnames, dlpack_names, 4, 0, argv) < 0
-      || max_major_of (argv[1], &major) < 0)
-    return NULL;
-  if (argv[3] != NULL && argv[3] != Py_None && (copy = PyObject_IsTrue (argv[3])) < 0)
-    return NULL;
-  if (memres_buffer_is_closed (buf))
-    return pymemres_raise_closed ();
   if (copy != -1 || (argv[2] != NULL && argv[2] != Py_None))
     {
       PyObject *mine = pymemres_buffer_dlpack_device (self, NULL);
@@ -277,6 +266,33 @@ pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
   /* the tensor holds a reference: close() now leaves the memory to it */
   if (capsule != NULL)
     pymemres_buffer_mark_exported ((PyMemresBuffer *) self);
+  return capsule;
+}
+
+PyObject *
+pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+  PyObject *argv[4];
+  long major;
+  int copy = -1; /* copy=None: a copy only where dl_device asks for another device */
+  PyObject *capsule;
+
+  if (nargs != 0)
+    {
+      PyErr_SetString (PyExc_TypeError, "__dlpack__() takes keyword arguments only");
+      return NULL;
+    }
+  if (pymemres_parse_args ("__dlpack__", args, 0, kwnames, dlpack_names, 4, 0, argv) < 0
+      || max_major_of (argv[1], &major) < 0)
+    return NULL;
+  if (argv[3] != NULL && argv[3] != Py_None && (copy = PyObject_IsTrue (argv[3])) < 0)
+    return NULL;
+  if (memres_buffer_is_closed (((PyMemresBuffer *) self)->buf))
+    return pymemres_raise_closed ();
+  if (pymemres_buffer_use ((PyMemresBuffer *) self, FALSE) < 0)
+    return NULL;
+  capsule = dlpack_in_use (self, argv, major, copy);
+  pymemres_buffer_unuse ((PyMemresBuffer *) self, FALSE);
   return capsule;
 }
 

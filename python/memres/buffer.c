@@ -132,7 +132,8 @@ close_refused (PyMemresBuffer *self)
                   "(release them first)",
                   n_views);
   else
-    /* another thread copies, fills, reads or writes it with the GIL released */
+    /* another thread copies, fills, reads, writes or exports it (__dlpack__) with the GIL
+     * released */
     PyErr_Format (PyExc_BufferError,
                   "cannot close the buffer: %d call(s) on other threads are using it",
                   state / PYMEMRES_USER);
