@@ -290,7 +290,6 @@ buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyOb
                     to ? "copy_to" : "copy_from", Py_TYPE (argv[0])->tp_name);
       return NULL;
     }
-  other = ((PyMemresBuffer *) argv[0])->buf;
   if (pymemres_buffer_use (self, FALSE) < 0)
     return NULL;
   if (pymemres_buffer_use ((PyMemresBuffer *) argv[0], FALSE) < 0)
@@ -298,6 +297,8 @@ buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyOb
       pymemres_buffer_unuse (self, FALSE);
       return NULL;
     }
+  /* read once counted: a close() on another thread (free-threaded) may swap it before */
+  other = ((PyMemresBuffer *) argv[0])->buf;
   Py_BEGIN_ALLOW_THREADS;
   ok = to ? memres_buffer_copy_to (self->buf, other, stream, &error)
           : memres_buffer_copy_from (self->buf, other, stream, &error);

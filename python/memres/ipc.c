@@ -10,7 +10,7 @@
 PyObject *
 pymemres_buffer_export_message (PyObject *self, PyObject *unused)
 {
-  MemresBuffer *buf = ((PyMemresBuffer *) self)->buf;
+  MemresBuffer *buf;
   GError *error = NULL;
   GBytes *bytes = NULL;
   gint *fds = NULL;
@@ -22,6 +22,8 @@ pymemres_buffer_export_message (PyObject *self, PyObject *unused)
 
   if (pymemres_buffer_use ((PyMemresBuffer *) self, FALSE) < 0)
     return NULL;
+  /* read once counted: a close() on another thread (free-threaded) may swap it before */
+  buf = ((PyMemresBuffer *) self)->buf;
   Py_BEGIN_ALLOW_THREADS;
   ok = memres_buffer_export_message (buf, &bytes, &fds, &n_fds, &error);
   Py_END_ALLOW_THREADS;
