@@ -189,10 +189,13 @@ extern PyBufferProcs pymemres_buffer_as_buffer;
     "The buffer as a DLPack tensor: a 1-D uint8 array of its size. With max_version (1, x)\n"      \
     "or later, a versioned capsule (\"dltensor_versioned\", DLPack 1.0); without it, the\n"        \
     "legacy capsule (\"dltensor\") that consumers of DLPack 0.x take. stream: the consumer's\n"    \
-    "stream (None or -1: no ordering asked); device memory is synchronized on the buffer's\n"      \
-    "stream first (the GIL released). Raises BufferError for copy=True or another dl_device,\n"    \
-    "and for a max_version that is not None or a (major, minor) tuple of ints (cuda.core's\n"      \
-    "rule)." },                                                                                    \
+    "stream (an int or None; -1: no ordering asked); unless -1, device memory is synchronized\n"   \
+    "on the buffer's stream first (the GIL released; a close() on another thread meanwhile\n"      \
+    "raises BufferError). dl_device=(1, 0) of memory on another device, or copy=True, gives\n"     \
+    "a copy in host memory of its own (flagged IS_COPIED), read after the work on the\n"           \
+    "buffer's stream. Raises BufferError for another dl_device, for copy=False where that\n"       \
+    "copy is needed, and for a max_version that is not None or a (major, minor) tuple of\n"        \
+    "ints (cuda.core's rule)." },                                                                  \
   {                                                                                                \
     "__dlpack_device__", pymemres_buffer_dlpack_device, METH_NOARGS,                               \
         "__dlpack_device__() -> (device_type, device_id)\n\n"                                      \
