@@ -266,24 +266,63 @@ buffer_close (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyO
   return close_on (self, stream);
 }
 
-static const char *const transfer_names[] = { "other", "stream" };
+/* cuda.core's names: copy_to(dst=None, *, stream), copy_from(src, *, stream) (they were
+ * "other", which the docs never named) */
+static const char *const copy_to_names[] = { "dst", "stream" };
+static const char *const copy_from_names[] = { "src", "stream" };
 
-/* copy_to(dst, stream=None) and copy_from(src, stream=None) */
+/* copy_to() without dst: a new Buffer of @self's size from the Resource that allocated @self,
+ * ordered on @stream, as cuda.core's copy_to() allocates from the buffer's memory resource;
+ * NULL with ClosedError (the buffer or that Resource closed), ValueError (no such Resource:
+ * memres.from_dlpack(), import_message()) or the allocation's error. */
+static PyObject *
+new_destination (PyMemresBuffer *self, MemresStream stream)
+{
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *buf;
+
+  if (memres_buffer_is_closed (self->buf))
+    return pymemres_raise_closed ();
+  if (self->resource == NULL)
+    {
+      PyErr_SetString (PyExc_ValueError,
+                       "copy_to(): give dst: this buffer has no memory_resource to allocate one "
+                       "from (memres.from_dlpack(), import_message(), Buffer.from_handle())");
+      return NULL;
+    }
+  if ((mr = pymemres_resource_get (self->resource)) == NULL)
+    return NULL;
+  buf = memres_resource_allocate (mr, memres_buffer_get_size (self->buf), stream, &error);
+  if (buf == NULL)
+    return pymemres_raise (error);
+  return pymemres_buffer_wrap_known (buf, ((PyMemresResource *) self->resource)->close_may_wait,
+                                     self->resource);
+}
+
+/* copy_to(dst=None, stream=None) -> dst and copy_from(src, stream=None) */
 static PyObject *
 buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
              gboolean to)
 {
   PyObject *argv[2] = { NULL, NULL };
+  PyObject *made = NULL; /* the dst copy_to() allocated */
   MemresStream stream = NULL;
   GError *error = NULL;
   MemresBuffer *other;
   gboolean ok;
 
-  if (pymemres_parse_args (to ? "copy_to" : "copy_from", args, nargs, kwnames, transfer_names, 2, 1,
-                           argv)
+  if (pymemres_parse_args (to ? "copy_to" : "copy_from", args, nargs, kwnames,
+                           to ? copy_to_names : copy_from_names, 2, to ? 0 : 1, argv)
           < 0
       || pymemres_stream_from_object (argv[1], &stream) < 0)
     return NULL;
+  if (to && (argv[0] == NULL || argv[0] == Py_None))
+    {
+      if ((made = new_destination (self, stream)) == NULL)
+        return NULL;
+      argv[0] = made;
+    }
   if (!PyObject_TypeCheck (argv[0], &PyMemresBuffer_Type))
     {
       PyErr_Format (PyExc_TypeError, "%s() needs a memres.Buffer, not %.100s",
@@ -291,10 +330,14 @@ buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyOb
       return NULL;
     }
   if (pymemres_buffer_use (self, FALSE) < 0)
-    return NULL;
+    {
+      Py_XDECREF (made);
+      return NULL;
+    }
   if (pymemres_buffer_use ((PyMemresBuffer *) argv[0], FALSE) < 0)
     {
       pymemres_buffer_unuse (self, FALSE);
+      Py_XDECREF (made);
       return NULL;
     }
   /* read once counted: a close() on another thread (free-threaded) may swap it before */
@@ -306,8 +349,13 @@ buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyOb
   pymemres_buffer_unuse ((PyMemresBuffer *) argv[0], FALSE);
   pymemres_buffer_unuse (self, FALSE);
   if (!ok)
-    return pymemres_raise (error);
-  Py_RETURN_NONE;
+    {
+      Py_XDECREF (made); /* closed by its last reference */
+      return pymemres_raise (error);
+    }
+  if (!to)
+    Py_RETURN_NONE;
+  return made != NULL ? made : Py_NewRef (argv[0]);
 }
 
 static PyObject *
@@ -628,10 +676,12 @@ static PyMethodDef buffer_methods[] = {
     "frees it, on stream when one was given (cuda.core's and CuPy's rule). A failure of\n"
     "that free is logged, not raised." },
   { "copy_to", FASTCALL (buffer_copy_to), METH_FASTCALL | METH_KEYWORDS,
-    "copy_to(dst, stream=None)\n\n"
+    "copy_to(dst=None, stream=None) -> Buffer\n\n"
     "Copies all of this buffer into the Buffer dst, of the same size, ordered on stream\n"
-    "(None: the legacy default stream). Between host-only buffers it is a memcpy done before\n"
-    "returning; otherwise cuMemcpyAsync on stream. Releases the GIL.\n"
+    "(None: the legacy default stream), and returns dst. Without dst (cuda.core's rule), a\n"
+    "new Buffer of this size is allocated first, on stream, from this buffer's\n"
+    "memory_resource (ValueError for a buffer without one). Between host-only buffers it is\n"
+    "a memcpy done before returning; otherwise cuMemcpyAsync on stream. Releases the GIL.\n"
     "Raises InvalidArgumentError for sizes that differ, ClosedError for a closed buffer." },
   { "copy_from", FASTCALL (buffer_copy_from), METH_FASTCALL | METH_KEYWORDS,
     "copy_from(src, stream=None)\n\nCopies the Buffer src into this one: src.copy_to(self, "
