@@ -393,6 +393,39 @@ uint32_arg (PyObject *obj, const char *what, guint32 *out)
   return 0;
 }
 
+/* A bytes-like fill pattern @obj (cuda.core's fill(value: bytes)): 1, 2 or 4 bytes, repeated as
+ * they are in memory, in *@value and its length in *@width (which, when @width_given, must be
+ * that length already); -1 with InvalidArgumentError otherwise. */
+static int
+pattern_arg (PyObject *obj, gboolean width_given, guint32 *value, guint32 *width)
+{
+  Py_buffer view;
+  gsize len;
+
+  if (PyObject_GetBuffer (obj, &view, PyBUF_SIMPLE) < 0)
+    return -1;
+  len = (gsize) view.len;
+  *value = 0;
+  if (len == 1 || len == 2 || len == 4)
+    memcpy (value, view.buf, len);
+  PyBuffer_Release (&view);
+  if (len != 1 && len != 2 && len != 4)
+    {
+      pymemres_raise (g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                                   "a fill pattern is 1, 2 or 4 bytes, not %" G_GSIZE_FORMAT, len));
+      return -1;
+    }
+  if (width_given && *width != len)
+    {
+      pymemres_raise (g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                                   "fill pattern of %" G_GSIZE_FORMAT " bytes with width=%u", len,
+                                   *width));
+      return -1;
+    }
+  *width = (guint32) len;
+  return 0;
+}
+
 static PyObject *
 buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
 {
@@ -406,9 +439,16 @@ buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OO:fill", keywords, &value_obj, &width_obj,
                                     &stream_obj)
-      || uint32_arg (value_obj, "value", &value) < 0
       || (width_obj != NULL && uint32_arg (width_obj, "width", &width) < 0)
       || pymemres_stream_from_object (stream_obj, &stream) < 0)
+    return NULL;
+  if (!PyLong_Check (value_obj) && PyObject_CheckBuffer (value_obj))
+    {
+      /* cuda.core's fill(b"\x01\x02"): the pattern's bytes as they are, its length the width */
+      if (pattern_arg (value_obj, width_obj != NULL, &value, &width) < 0)
+        return NULL;
+    }
+  else if (uint32_arg (value_obj, "value", &value) < 0)
     return NULL;
   if (pymemres_buffer_use (self, FALSE) < 0)
     return NULL;
@@ -689,8 +729,10 @@ static PyMethodDef buffer_methods[] = {
   { "fill", (PyCFunction) (void (*) (void)) buffer_fill, METH_VARARGS | METH_KEYWORDS,
     "fill(value, width=1, stream=None)\n\n"
     "Fills the buffer with value repeated, width bytes each (1, 2 or 4; the size must be a\n"
-    "multiple of width), ordered on stream. Releases the GIL. Raises InvalidArgumentError for\n"
-    "a bad width or a value wider than it." },
+    "multiple of width), ordered on stream. value may also be a bytes-like pattern of 1, 2\n"
+    "or 4 bytes, repeated as it is (cuda.core's fill(b\"\\x01\\x02\")): its length is the width.\n"
+    "Releases the GIL. Raises InvalidArgumentError for a bad width, a value wider than it or\n"
+    "a pattern of another length." },
   { "read", (PyCFunction) (void (*) (void)) buffer_read, METH_VARARGS | METH_KEYWORDS,
     "read(offset=0, size=None, stream=None) -> bytes\n\n"
     "Copies size bytes (None: to the end) from offset into a new bytes object, waiting for\n"

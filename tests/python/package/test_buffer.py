@@ -137,6 +137,34 @@ def test_copy_to_and_from(host):
     b.close()
 
 
+def test_fill_with_a_bytes_pattern(host):
+    # cuda.core's fill(value: int | bytes-like of 1, 2 or 4 bytes): the pattern repeated as it is
+    # in memory (it was a TypeError: "'bytes' object cannot be interpreted as an integer")
+    import array
+
+    buf = host.allocate(8)
+    buf.fill(b"\x01\x02")
+    assert buf.read() == b"\x01\x02" * 4
+    buf.fill(bytearray(b"\xaa\xbb\xcc\xdd"), stream=None)
+    assert buf.read() == b"\xaa\xbb\xcc\xdd" * 2
+    buf.fill(memoryview(b"\x07"))
+    assert buf.read() == b"\x07" * 8
+    buf.fill(array.array("B", [9, 8]), width=2)
+    assert buf.read() == b"\x09\x08" * 4
+    for bad, kwargs in ((b"", {}), (b"abc", {}), (b"abcdefgh", {}), (b"ab", {"width": 4})):
+        with pytest.raises(memres.InvalidArgumentError) as info:
+            buf.fill(bad, **kwargs)
+        assert info.value.code == memres.ErrorCode.INVALID_ARGUMENT
+    odd = host.allocate(7)
+    with pytest.raises(memres.InvalidArgumentError, match="not a multiple of the fill width 2"):
+        odd.fill(b"ab")
+    with pytest.raises(TypeError):
+        buf.fill("ab")
+    assert buf.read() == b"\x09\x08" * 4  # the refusals wrote nothing
+    odd.close()
+    buf.close()
+
+
 def test_copy_to_and_from_in_cuda_cores_words():
     # cuda.core's signatures: copy_to(dst=None, *, stream) returns dst, and without dst
     # allocates it from the buffer's memory resource; copy_from(src, *, stream). The keywords
