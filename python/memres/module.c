@@ -35,24 +35,8 @@ module_default_resource (PyObject *module, PyObject *args, PyObject *kwargs)
     return NULL;
   if (device_obj == Py_None)
     device = current_device ();
-  else
-    {
-      int overflow = 0;
-      PyObject *index = PyNumber_Index (device_obj);
-      long value = index != NULL ? PyLong_AsLongAndOverflow (index, &overflow) : -1;
-
-      Py_XDECREF (index);
-      if (value == -1 && PyErr_Occurred ())
-        return NULL;
-      /* a device past an int's range does not exist: memres.OutOfRangeError, a ValueError as
-       * for one below -1 (it was a bare OverflowError from the int conversion) */
-      if (overflow != 0 || value < G_MININT || value > G_MAXINT)
-        return pymemres_raise_range ("device %s: a device ordinal is 0 or more, or -1 for "
-                                     "host memory",
-                                     overflow < 0 || (overflow == 0 && value < 0) ? "below -2**31"
-                                                                                  : "past 2**31-1");
-      device = (gint) value;
-    }
+  else if (pymemres_device_from_object (device_obj, &device) < 0)
+    return NULL;
   Py_BEGIN_ALLOW_THREADS;
   mr = memres_resource_get_default (device, &error);
   Py_END_ALLOW_THREADS;

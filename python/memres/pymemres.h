@@ -233,6 +233,9 @@ int pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t
  * (size_t) -1 with OverflowError for a negative one or one past 2**64-1 (cuda.core's
  * allocate(-1) raises OverflowError), TypeError for another type. */
 size_t pymemres_size_from_object (const char *name, PyObject *value);
+/* A device argument (an int or __index__) in *@device: 0, or -1 with TypeError or
+ * memres.OutOfRangeError past a C int's range (memres itself checks the ordinal). */
+int pymemres_device_from_object (PyObject *value, gint *device);
 /* The OverflowError of a size argument @name out of range; returns NULL. */
 PyObject *pymemres_size_overflow (const char *name, PyObject *value);
 

@@ -159,6 +159,7 @@ def test_int_arguments_out_of_range(host):
         (lambda: memres.Buffer.from_handle(buf.handle, -8), "size must be an int from 0 to 2**64-1"),
         (lambda: memres.default_resource(1 << 70), "device past 2**31-1"),
         (lambda: memres.default_resource(device=-(1 << 40)), "device below -2**31"),
+        (lambda: memres.set_device_default_tag(1 << 70, "t"), "device past 2**31-1"),
     ]
     for call, message in calls:
         with pytest.raises(memres.OutOfRangeError) as info:
@@ -182,3 +183,11 @@ class operator_index:
 
     def __index__(self):
         return self.value
+
+
+def test_bad_sleep_mode_is_invalid_argument(host):
+    # a sleep mode that does not exist was a bare ValueError, without domain or code
+    with pytest.raises(memres.InvalidArgumentError) as info:
+        host.sleep("weights", mode="bogus")
+    check(info, memres.InvalidArgumentError, memres.ErrorCode.INVALID_ARGUMENT)
+    assert 'sleep mode "bogus"' in info.value.message
