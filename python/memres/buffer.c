@@ -674,10 +674,13 @@ buffer_get_resource (PyMemresBuffer *self, void *closure)
 static PyObject *
 buffer_repr (PyMemresBuffer *self)
 {
+  /* the type's own name: memres.Buffer, memres.ForeignBuffer (Buffer.from_handle()) */
+  const char *type = Py_TYPE (self)->tp_name;
+
   if (memres_buffer_is_closed (self->buf))
-    return PyUnicode_FromString ("<memres.Buffer closed>");
+    return PyUnicode_FromFormat ("<%s closed>", type);
   g_autofree char *text = g_strdup_printf (
-      "<memres.Buffer %" G_GSIZE_FORMAT " bytes at 0x%" G_GINT64_MODIFIER "x on device %d>",
+      "<%s %" G_GSIZE_FORMAT " bytes at 0x%" G_GINT64_MODIFIER "x on device %d>", type,
       memres_buffer_get_size (self->buf), memres_buffer_get_address (self->buf),
       memres_buffer_get_device (self->buf));
 

@@ -51,12 +51,15 @@ def test_view_frees_nothing(memory):
     assert (buf.size, buf.handle, buf.device_id) == (64, addr, -1)
     assert buf.is_host_accessible and not buf.is_device_accessible
     assert buf.memory_resource is None and buf.owner is None
+    # repr names the type (it said memres.Buffer)
+    assert repr(buf) == "<memres.ForeignBuffer 64 bytes at 0x%x on device -1>" % addr
     buf.fill(0xAB)
     assert arr.raw == b"\xab" * 64
     assert buf.read(0, 4) == b"\xab" * 4
     buf.close()
     buf.close()  # twice is fine
     assert buf.closed and buf.size == 0 and buf.handle == 0
+    assert repr(buf) == "<memres.ForeignBuffer closed>"
     assert arr.raw == b"\xab" * 64  # nothing freed, nothing written
     with memres.Buffer.from_handle(addr, 64) as view:
         view.write(b"xyz")
