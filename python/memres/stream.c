@@ -48,15 +48,16 @@ optional_attr (PyObject *obj, PyObject *name, int *failed)
 
 /* Whether @value can be a handle: an int (not a bool), an __index__ int (a NumPy integer) or an
  * object that converts to an int by __int__ and is no number of another kind (cuda.bindings'
- * CUstream; not a float) */
+ * CUstream; not a float, a NumPy float, a Decimal or a Fraction: they have __float__ too) */
 static gboolean
 is_handle_like (PyObject *value)
 {
-  if (PyBool_Check (value) || PyFloat_Check (value) || PyComplex_Check (value))
+  PyNumberMethods *nb = Py_TYPE (value)->tp_as_number;
+
+  if (PyBool_Check (value))
     return FALSE;
   return PyLong_Check (value) || PyIndex_Check (value)
-         || (Py_TYPE (value)->tp_as_number != NULL
-             && Py_TYPE (value)->tp_as_number->nb_int != NULL);
+         || (nb != NULL && nb->nb_int != NULL && nb->nb_float == NULL);
 }
 
 static int
@@ -172,6 +173,8 @@ pymemres_stream_from_object_slow (PyObject *obj, MemresStream *stream)
     }
   if (failed)
     return -1;
+  if (value == NULL && is_handle_like (obj))
+    return stream_from_int (obj, stream); /* a handle object itself: cuda.bindings' CUstream */
   if (value == NULL)
     {
       PyErr_Format (PyExc_TypeError,

@@ -171,7 +171,7 @@ def test_stream_forms_reach_the_driver(device):
     # which the buffer reports as its stream (they were TypeErrors: a NumPy integer, a .handle,
     # a list from __cuda_stream__, __cuda_stream__ as an attribute, a CUstream-like handle)
     forms = (2, IndexInt(2), CudaStreamProtocol(2), CudaStreamProtocol(IndexInt(2)),
-             CudaStreamProtocol(IntOnly(2)), ListProtocol(), AttributeProtocol(),
+             CudaStreamProtocol(IntOnly(2)), IntOnly(2), ListProtocol(), AttributeProtocol(),
              HandleStream(2), HandleStream(IndexInt(2)))
     for form in forms:
         buf = device.allocate(256, stream=form)
@@ -192,7 +192,12 @@ def test_stream_forms_reach_the_driver(device):
 
     with pytest.raises(TypeError, match="not a stream: MemoryWithHandle"):
         device.allocate(16, stream=MemoryWithHandle())
-    for bad in (True, 2.0, HandleStream("2"), HandleStream(2.5), CudaStreamProtocol(2.0)):
+    class FloatLike(IntOnly):  # a NumPy float32, a Decimal: __int__ and __float__
+        def __float__(self):
+            return float(self.value)
+
+    for bad in (True, 2.0, HandleStream("2"), HandleStream(2.5), CudaStreamProtocol(2.0),
+                FloatLike(2), HandleStream(FloatLike(2)), CudaStreamProtocol(FloatLike(2))):
         with pytest.raises(TypeError):
             device.allocate(16, stream=bad)
     with pytest.raises(memres.OutOfRangeError):
