@@ -92,10 +92,22 @@ pymemres_import_message (PyObject *module, PyObject *const *args, Py_ssize_t nar
   fds = g_new0 (gint, MAX (n_fds, 1));
   for (Py_ssize_t i = 0; i < n_fds; i++)
     {
-      long fd = PyLong_AsLong (PySequence_Fast_GET_ITEM (seq, i));
+      int overflow = 0;
+      PyObject *item = PyNumber_Index (PySequence_Fast_GET_ITEM (seq, i));
+      long fd = item != NULL ? PyLong_AsLongAndOverflow (item, &overflow) : -1;
+
+      Py_XDECREF (item);
       if (fd == -1 && PyErr_Occurred ())
         {
           Py_DECREF (seq);
+          goto fail;
+        }
+      /* past a C int it was cut to one (2**32 + 5 read as fd 5, another file of the
+       * process); below 0 memres refuses it itself */
+      if (overflow != 0 || fd > G_MAXINT || fd < G_MININT)
+        {
+          Py_DECREF (seq);
+          pymemres_raise_range ("fds[%zd] is not a file descriptor: an int from 0 to 2**31-1", i);
           goto fail;
         }
       fds[i] = (gint) fd;
