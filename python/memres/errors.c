@@ -5,6 +5,8 @@
  * the right one. */
 #include "pymemres.h"
 
+#include <string.h>
+
 static PyObject *error_base;      /* memres.Error */
 static PyObject *error_oom;       /* memres.OutOfMemoryError (MemoryError) */
 static PyObject *error_invalid;   /* memres.InvalidArgumentError (ValueError) */
@@ -130,11 +132,14 @@ class_of (const GError *error)
 static PyObject *
 raise_as (PyObject *cls, GError *error)
 {
-  PyObject *exc = PyObject_CallFunction (cls, "s", error->message);
+  /* a message that is not UTF-8 (a path of the plugin search path in another encoding) keeps
+   * its bytes as \xNN escapes: it was a UnicodeDecodeError in place of the error */
+  PyObject *message = PyUnicode_DecodeUTF8 (error->message, (Py_ssize_t) strlen (error->message),
+                                            "backslashreplace");
+  PyObject *exc = message != NULL ? PyObject_CallOneArg (cls, message) : NULL;
 
   if (exc != NULL)
     {
-      PyObject *message = PyUnicode_FromString (error->message);
       PyObject *domain = PyUnicode_FromString (g_quark_to_string (error->domain));
       PyObject *code = PyLong_FromLong (error->code);
 
@@ -143,11 +148,11 @@ raise_as (PyObject *cls, GError *error)
           && PyObject_SetAttrString (exc, "domain", domain) == 0
           && PyObject_SetAttrString (exc, "code", code) == 0)
         PyErr_SetObject (cls, exc);
-      Py_XDECREF (message);
       Py_XDECREF (domain);
       Py_XDECREF (code);
       Py_DECREF (exc);
     }
+  Py_XDECREF (message);
   g_error_free (error);
   return NULL;
 }

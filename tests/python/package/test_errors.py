@@ -191,3 +191,30 @@ def test_bad_sleep_mode_is_invalid_argument(host):
         host.sleep("weights", mode="bogus")
     check(info, memres.InvalidArgumentError, memres.ErrorCode.INVALID_ARGUMENT)
     assert 'sleep mode "bogus"' in info.value.message
+
+
+NOT_UTF8_CHILD = r"""
+import memres
+try:
+    memres.Resource("nosuchkind")
+except memres.InvalidArgumentError as err:
+    assert err.code == memres.ErrorCode.NOT_FOUND, err.code
+    assert "pl\\xff" in err.message and str(err) == err.message, err.message
+    print("ok")
+"""
+
+
+def test_error_message_not_utf8(tmp_path):
+    # an error whose text is not UTF-8 (a plugin directory named in another encoding, which the
+    # unknown-kind message lists) was a UnicodeDecodeError in place of the memres error; its
+    # bytes are \xNN escapes now
+    plugins = os.path.join(os.fsencode(tmp_path), b"pl\xff")
+    os.mkdir(plugins)
+    env = {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()
+           if k != "MEMRES_PLUGIN_PATH"}
+    env[b"MEMRES_PLUGIN_PATH"] = plugins
+    env[b"PYTHONPATH"] = os.fsencode(os.pathsep.join(p for p in sys.path if p))
+    result = subprocess.run([sys.executable, "-c", NOT_UTF8_CHILD], env=env, cwd="/",
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok\n"
