@@ -92,6 +92,10 @@ extern PyTypeObject PyMemresBuffer_Type;
 int pymemres_errors_init (PyObject *module);
 PyObject *pymemres_raise (GError *error);
 PyObject *pymemres_raise_closed (void);
+/* memres.OutOfRangeError (an InvalidArgumentError and an OverflowError, code
+ * MEMRES_ERROR_INVALID_ARGUMENT) with the printf-formatted message, for an int argument out of
+ * its range; returns NULL. */
+PyObject *pymemres_raise_range (const char *format, ...) G_GNUC_PRINTF (1, 2);
 
 /* stream.c: @obj as a stream (None, an int, __cuda_stream__, torch's .cuda_stream, CuPy's
  * .ptr); -1 with an exception set. The int converted last is kept with its handle (under the
@@ -185,10 +189,13 @@ extern PyBufferProcs pymemres_buffer_as_buffer;
     "The buffer as a DLPack tensor: a 1-D uint8 array of its size. With max_version (1, x)\n"      \
     "or later, a versioned capsule (\"dltensor_versioned\", DLPack 1.0); without it, the\n"        \
     "legacy capsule (\"dltensor\") that consumers of DLPack 0.x take. stream: the consumer's\n"    \
-    "stream (None or -1: no ordering asked); device memory is synchronized on the buffer's\n"      \
-    "stream first (the GIL released). Raises BufferError for copy=True or another dl_device,\n"    \
-    "and for a max_version that is not None or a (major, minor) tuple of ints (cuda.core's\n"      \
-    "rule)." },                                                                                    \
+    "stream (an int or None; -1: no ordering asked); unless -1, device memory is synchronized\n"   \
+    "on the buffer's stream first (the GIL released; a close() on another thread meanwhile\n"      \
+    "raises BufferError). dl_device=(1, 0) of memory on another device, or copy=True, gives\n"     \
+    "a copy in host memory of its own (flagged IS_COPIED), read after the work on the\n"           \
+    "buffer's stream. Raises BufferError for another dl_device, for copy=False where that\n"       \
+    "copy is needed, and for a max_version that is not None or a (major, minor) tuple of\n"        \
+    "ints (cuda.core's rule)." },                                                                  \
   {                                                                                                \
     "__dlpack_device__", pymemres_buffer_dlpack_device, METH_NOARGS,                               \
         "__dlpack_device__() -> (device_type, device_id)\n\n"                                      \
@@ -226,6 +233,9 @@ int pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t
  * (size_t) -1 with OverflowError for a negative one or one past 2**64-1 (cuda.core's
  * allocate(-1) raises OverflowError), TypeError for another type. */
 size_t pymemres_size_from_object (const char *name, PyObject *value);
+/* A device argument (an int or __index__) in *@device: 0, or -1 with TypeError or
+ * memres.OutOfRangeError past a C int's range (memres itself checks the ordinal). */
+int pymemres_device_from_object (PyObject *value, gint *device);
 /* The OverflowError of a size argument @name out of range; returns NULL. */
 PyObject *pymemres_size_overflow (const char *name, PyObject *value);
 

@@ -207,27 +207,20 @@ static PyObject *
 resource_trim (PyMemresResource *self, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = { "bytes_to_keep", NULL };
-  unsigned long long keep = 0;
+  size_t keep = 0;
   PyObject *keep_obj = NULL;
   GError *error = NULL;
   MemresResource *mr;
   gboolean ok;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O!:trim", keywords, &PyLong_Type, &keep_obj))
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:trim", keywords, &keep_obj))
     return NULL;
-  /* not "K", which takes -1 as 2**64 - 1 (keep everything: nothing trimmed, no error) */
-  if (keep_obj != NULL)
-    {
-      keep = PyLong_AsUnsignedLongLong (keep_obj);
-      if (keep == (unsigned long long) -1 && PyErr_Occurred ())
-        {
-          if (!PyErr_ExceptionMatches (PyExc_OverflowError))
-            return NULL;
-          PyErr_Clear ();
-          PyErr_SetString (PyExc_ValueError, "bytes_to_keep must be an int from 0 to 2**64-1");
-          return NULL;
-        }
-    }
+  /* not "K", which takes -1 as 2**64 - 1 (keep everything: nothing trimmed, no error): an int
+   * or __index__ (a NumPy integer), memres.OutOfRangeError out of range */
+  if (keep_obj != NULL
+      && (keep = pymemres_size_from_object ("bytes_to_keep", keep_obj)) == (size_t) -1
+      && PyErr_Occurred ())
+    return NULL;
   if ((mr = pymemres_resource_ref ((PyObject *) self)) == NULL)
     return NULL;
   Py_BEGIN_ALLOW_THREADS;
@@ -372,13 +365,20 @@ resource_repr (PyMemresResource *self)
   return PyUnicode_FromFormat ("<memres.Resource %s>", spec);
 }
 
+/* Two open Resource objects are equal when they hold the same stack (the address of a stack
+ * both hold cannot be another's). A closed one no longer holds its stack, which may be gone and
+ * its address taken by a new stack: it equals itself alone (it equalled every later Resource
+ * made at that address). hash() stays the address's, closed or not. */
 static PyObject *
 resource_richcompare (PyObject *a, PyObject *b, int op)
 {
+  PyMemresResource *x = (PyMemresResource *) a, *y = (PyMemresResource *) b;
+
   if (!PyObject_TypeCheck (b, &PyMemresResource_Type) || (op != Py_EQ && op != Py_NE))
     Py_RETURN_NOTIMPLEMENTED;
-  Py_RETURN_RICHCOMPARE (((PyMemresResource *) a)->identity, ((PyMemresResource *) b)->identity,
-                         op);
+  if (x->mr == NULL || y->mr == NULL)
+    Py_RETURN_RICHCOMPARE (a, b, op);
+  Py_RETURN_RICHCOMPARE (x->identity, y->identity, op);
 }
 
 static Py_hash_t
@@ -389,14 +389,28 @@ resource_hash (PyMemresResource *self)
   return hash == -1 ? -2 : hash;
 }
 
+/* pickle and copy: TypeError naming what to send instead (the spec) */
+static PyObject *
+resource_reduce_ex (PyObject *self, PyObject *protocol)
+{
+  PyErr_SetString (PyExc_TypeError,
+                   "cannot pickle or copy 'memres.Resource': it holds memory of this process; "
+                   "send its spec and make one there (memres.Resource(mr.spec))");
+  return NULL;
+}
+
 static PyMethodDef resource_methods[] = {
+  { "__reduce_ex__", resource_reduce_ex, METH_O,
+    "__reduce_ex__(protocol)\n\nRaises TypeError: a Resource cannot be pickled or copied "
+    "(send its spec)." },
   { "allocate", (PyCFunction) (void (*) (void)) resource_allocate, METH_FASTCALL | METH_KEYWORDS,
     "allocate(size, stream=None) -> Buffer\n\n"
     "Allocates size bytes (an int from 0 to 2**64-1; a kind may round up: Buffer.size says)\n"
     "ordered on stream (None: the legacy default stream; an int handle, an object with\n"
-    "__cuda_stream__, a torch or CuPy stream). Raises OverflowError for a size out of that\n"
-    "range (as cuda.core does), OutOfMemoryError when there is no memory left,\n"
-    "InvalidArgumentError for a size the kind refuses, Error otherwise." },
+    "__cuda_stream__, a torch or CuPy stream, one with an int .handle). Raises\n"
+    "OutOfRangeError for a size out of that range (an OverflowError, as cuda.core raises,\n"
+    "and a ValueError), OutOfMemoryError when there is no memory left, InvalidArgumentError\n"
+    "for a size the kind refuses, Error otherwise." },
   { "tag_counts", (PyCFunction) pymemres_resource_tag_counts, METH_O,
     "tag_counts(name) -> dict\n\n"
     "What this counted layer (a stats layer: Resource(\"stats>...\"), or find_layer) counted\n"
@@ -451,7 +465,8 @@ static PyMethodDef resource_methods[] = {
     "holds given back to the driver) once nothing else holds it: its open Buffers, and other\n"
     "Resource objects of it (Buffer.memory_resource, upstream) keep it alive, so a buffer\n"
     "stays usable after its resource is closed. Closing a closed Resource does nothing;\n"
-    "afterwards closed is True, == and hash() are unchanged, and every other call raises\n"
+    "afterwards closed is True, hash() is unchanged, the object equals itself alone (its\n"
+    "stack may be gone, its address another's), and every other call raises\n"
     "ClosedError. Releases the GIL (a finalize may wait for the device)." },
   { "__enter__", (PyCFunction) resource_enter, METH_NOARGS,
     "__enter__() -> Resource\n\nThe resource itself (ClosedError once closed)." },

@@ -137,6 +137,84 @@ def test_copy_to_and_from(host):
     b.close()
 
 
+def test_fill_with_a_bytes_pattern(host):
+    # cuda.core's fill(value: int | bytes-like of 1, 2 or 4 bytes): the pattern repeated as it is
+    # in memory (it was a TypeError: "'bytes' object cannot be interpreted as an integer")
+    import array
+
+    buf = host.allocate(8)
+    buf.fill(b"\x01\x02")
+    assert buf.read() == b"\x01\x02" * 4
+    buf.fill(bytearray(b"\xaa\xbb\xcc\xdd"), stream=None)
+    assert buf.read() == b"\xaa\xbb\xcc\xdd" * 2
+    buf.fill(memoryview(b"\x07"))
+    assert buf.read() == b"\x07" * 8
+    buf.fill(array.array("B", [9, 8]), width=2)
+    assert buf.read() == b"\x09\x08" * 4
+    for bad, kwargs in ((b"", {}), (b"abc", {}), (b"abcdefgh", {}), (b"ab", {"width": 4})):
+        with pytest.raises(memres.InvalidArgumentError) as info:
+            buf.fill(bad, **kwargs)
+        assert info.value.code == memres.ErrorCode.INVALID_ARGUMENT
+    odd = host.allocate(7)
+    with pytest.raises(memres.InvalidArgumentError, match="not a multiple of the fill width 2"):
+        odd.fill(b"ab")
+    with pytest.raises(TypeError):
+        buf.fill("ab")
+    assert buf.read() == b"\x09\x08" * 4  # the refusals wrote nothing
+    odd.close()
+    buf.close()
+
+
+def test_copy_to_and_from_in_cuda_cores_words():
+    # cuda.core's signatures: copy_to(dst=None, *, stream) returns dst, and without dst
+    # allocates it from the buffer's memory resource; copy_from(src, *, stream). The keywords
+    # the docs name (dst, src) were TypeErrors (the parameter was "other"), copy_to() without
+    # dst a TypeError, and copy_to returned None.
+    mr = memres.Resource("stats>host")
+    a, b = mr.allocate(32), mr.allocate(32)
+    a.write(bytes(range(32)))
+    assert a.copy_to(dst=b, stream=None) is b and b.read() == bytes(range(32))
+    b.fill(0x61)
+    assert a.copy_from(src=b, stream=None) is None and a.read() == b"a" * 32
+    a.write(bytes(range(100, 132)))
+    for made in (a.copy_to(), a.copy_to(None, stream=0), a.copy_to(stream=None)):
+        assert isinstance(made, memres.Buffer) and made is not a
+        assert made.size == 32 and made.read() == bytes(range(100, 132))
+        assert made.memory_resource is mr
+        made.close()
+    assert mr.stats()["n_buffers"] == 2
+    with pytest.raises(TypeError, match="unexpected keyword argument 'other'"):
+        a.copy_to(other=b)
+    with pytest.raises(TypeError, match="missing required argument 'src'"):
+        a.copy_from(stream=None)
+    # no memory resource to allocate from: a clear ValueError, nothing allocated
+    imported = memres.from_dlpack(a)
+    with pytest.raises(ValueError, match="give dst"):
+        imported.copy_to()
+    imported.close()
+    closed_mr = memres.Resource("host")
+    orphan = closed_mr.allocate(8)
+    closed_mr.close()
+    with pytest.raises(memres.ClosedError):
+        orphan.copy_to()
+    orphan.close()
+    a.close()
+    with pytest.raises(memres.ClosedError):
+        a.copy_to()
+    b.close()
+    assert mr.stats()["n_buffers"] == 0
+
+
+def test_copy_to_allocates_on_the_stream(device):
+    src = device.allocate(4096, stream=2)
+    src.fill(0x7E, stream=2)
+    dst = src.copy_to(stream=2)
+    assert dst.__cuda_array_interface__["stream"] == 2 and dst.device_id == src.device_id
+    assert dst.read(0, 8, stream=2) == b"\x7e" * 8
+    dst.close()
+    src.close()
+
+
 def test_memoryview(host):
     buf = host.allocate(8)
     view = memoryview(buf)

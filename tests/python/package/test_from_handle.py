@@ -51,12 +51,15 @@ def test_view_frees_nothing(memory):
     assert (buf.size, buf.handle, buf.device_id) == (64, addr, -1)
     assert buf.is_host_accessible and not buf.is_device_accessible
     assert buf.memory_resource is None and buf.owner is None
+    # repr names the type (it said memres.Buffer)
+    assert repr(buf) == "<memres.ForeignBuffer 64 bytes at 0x%x on device -1>" % addr
     buf.fill(0xAB)
     assert arr.raw == b"\xab" * 64
     assert buf.read(0, 4) == b"\xab" * 4
     buf.close()
     buf.close()  # twice is fine
     assert buf.closed and buf.size == 0 and buf.handle == 0
+    assert repr(buf) == "<memres.ForeignBuffer closed>"
     assert arr.raw == b"\xab" * 64  # nothing freed, nothing written
     with memres.Buffer.from_handle(addr, 64) as view:
         view.write(b"xyz")
@@ -378,3 +381,43 @@ def test_mr_describes_device_memory_as_host(device):
     buf.close()
     assert mr.calls == [(owner_buf.handle, 4096, None)]
     owner_buf.close()
+
+
+def test_cycles_through_foreign_buffers_are_collected(memory):
+    # an owner that holds its buffer, and an mr that keeps its buffers (a pool's list), made
+    # cycles through the ForeignBuffer, which the garbage collector could not see: the objects
+    # lived until exit and mr.deallocate() never ran. Now each is collected, deallocate runs
+    # once per buffer with the mr whole (before any object of the cycle is cleared).
+    arr, addr = memory
+
+    class Owner:
+        pass
+
+    owners = []
+    for _ in range(100):
+        owner = Owner()
+        owner.buf = memres.Buffer.from_handle(addr, 64, owner=owner)
+        owners.append(weakref.ref(owner))
+        del owner
+    gc.collect()
+    assert [ref() for ref in owners] == [None] * 100
+
+    class Pool:
+        is_device_accessible, is_host_accessible, device_id = False, True, -1
+
+        def __init__(self):
+            self.buffers, self.state = [], "whole"
+
+        def deallocate(self, ptr, size, *, stream):
+            freed.append((ptr, size, stream, self.state, len(self.buffers)))
+
+    freed = []
+    pool = Pool()
+    for _ in range(10):
+        pool.buffers.append(memres.Buffer.from_handle(addr, 64, mr=pool))
+    pool_ref = weakref.ref(pool)
+    del pool
+    gc.collect()
+    assert pool_ref() is None
+    assert freed == [(addr, 64, None, "whole", 10)] * 10
+    assert arr.raw == b"\x11" * 64  # nothing written

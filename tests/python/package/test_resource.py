@@ -130,6 +130,81 @@ def test_stream_arguments(host):
             host.allocate(16, stream=CudaStreamProtocolVersion(version))
 
 
+class IndexInt:
+    """A NumPy-style integer: an int through __index__ alone."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+class IntOnly:
+    """A handle object that converts by int() alone (cuda.bindings' CUstream)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __int__(self):
+        return self.value
+
+
+class HandleStream:
+    """A stream with an int .handle (PyCUDA's, Numba's)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+
+class ListProtocol:
+    def __cuda_stream__(self):
+        return [0, 2]
+
+
+class AttributeProtocol:
+    __cuda_stream__ = (0, 2)  # the attribute form cuda.core still takes
+
+
+def test_stream_forms_reach_the_driver(device):
+    # each form of a stream gives memres the same handle: 2, the per-thread default stream,
+    # which the buffer reports as its stream (they were TypeErrors: a NumPy integer, a .handle,
+    # a list from __cuda_stream__, __cuda_stream__ as an attribute, a CUstream-like handle)
+    forms = (2, IndexInt(2), CudaStreamProtocol(2), CudaStreamProtocol(IndexInt(2)),
+             CudaStreamProtocol(IntOnly(2)), IntOnly(2), ListProtocol(), AttributeProtocol(),
+             HandleStream(2), HandleStream(IndexInt(2)))
+    for form in forms:
+        buf = device.allocate(256, stream=form)
+        assert buf.__cuda_array_interface__["stream"] == 2, form
+        buf.fill(0x3C, stream=form)
+        assert buf.read(0, 4, stream=form) == b"\x3c" * 4
+        buf.close(stream=form)
+    # memory is not a stream: a Buffer's .handle (an address) is not taken for one
+    other = device.allocate(16)
+    with pytest.raises(TypeError, match="not a stream: memres.Buffer"):
+        device.allocate(16, stream=other)
+
+    class MemoryWithHandle:
+        handle = other.handle
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("not called")
+
+    with pytest.raises(TypeError, match="not a stream: MemoryWithHandle"):
+        device.allocate(16, stream=MemoryWithHandle())
+    class FloatLike(IntOnly):  # a NumPy float32, a Decimal: __int__ and __float__
+        def __float__(self):
+            return float(self.value)
+
+    for bad in (True, 2.0, HandleStream("2"), HandleStream(2.5), CudaStreamProtocol(2.0),
+                FloatLike(2), HandleStream(FloatLike(2)), CudaStreamProtocol(FloatLike(2))):
+        with pytest.raises(TypeError):
+            device.allocate(16, stream=bad)
+    with pytest.raises(memres.OutOfRangeError):
+        device.allocate(16, stream=HandleStream(-1))
+    other.close()
+
+
 def test_stats_and_trim():
     mr = memres.Resource("stats>host")
     stats = mr.stats()

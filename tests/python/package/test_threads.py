@@ -190,3 +190,110 @@ def test_close_refused_while_in_use_then_allowed(host):
         memoryview(buf)
     with pytest.raises(memres.ClosedError):
         buf.fill(0)
+
+
+class FakeStreamHold:
+    """A stream of the fake driver held by cuStreamWaitValue32 on a mapped host word until
+    release(): work ordered on it, and a synchronize of it, wait meanwhile (the fake's
+    asynchronous mode, on while the object lives)."""
+
+    def __init__(self):
+        import ctypes
+
+        self.ct = ctypes
+        self.lib = ctypes.CDLL(os.environ["MEMRES_CUDA_DRIVER"])
+        self.lib.cuGetProcAddress_v2.argtypes = [
+            ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64,
+            ctypes.POINTER(ctypes.c_int)]
+        p, pp = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
+        self.ctx, self.stream, self.word = p(), p(), p()
+        self.dword = ctypes.c_uint64()
+        assert self.call("cuInit", [ctypes.c_uint], 0) == 0
+        assert self.call("cuDevicePrimaryCtxRetain", [pp, ctypes.c_int],
+                         ctypes.byref(self.ctx), 0) == 0
+        assert self.call("cuCtxSetCurrent", [p], self.ctx) == 0
+        self.lib.fakecuda_set_async(1)
+        assert self.call("cuStreamCreate", [pp, ctypes.c_uint], ctypes.byref(self.stream), 1) == 0
+        # CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
+        assert self.call("cuMemHostAlloc", [pp, ctypes.c_size_t, ctypes.c_uint],
+                         ctypes.byref(self.word), 4, 3) == 0
+        assert self.call("cuMemHostGetDevicePointer",
+                         [ctypes.POINTER(ctypes.c_uint64), p, ctypes.c_uint],
+                         ctypes.byref(self.dword), self.word, 0) == 0
+        self.flag = ctypes.cast(self.word, ctypes.POINTER(ctypes.c_uint32))
+        self.flag[0] = 0
+
+    def call(self, name, argtypes, *args):
+        fn, status = self.ct.c_void_p(), self.ct.c_int()
+        assert self.lib.cuGetProcAddress_v2(name.encode(), self.ct.byref(fn), 12000, 0,
+                                            self.ct.byref(status)) == 0
+        return self.ct.CFUNCTYPE(self.ct.c_int, *argtypes)(fn.value)(*args)
+
+    def hold(self):
+        ct = self.ct
+        # CU_STREAM_WAIT_VALUE_GEQ: until the word is 1 or more
+        assert self.call("cuStreamWaitValue32", [ct.c_void_p, ct.c_uint64, ct.c_uint32, ct.c_uint],
+                         self.stream, self.dword.value, 1, 0) == 0
+
+    def release(self):
+        self.flag[0] = 1
+
+    def close(self):
+        ct = self.ct
+        self.release()
+        assert self.call("cuStreamSynchronize", [ct.c_void_p], self.stream) == 0
+        self.lib.fakecuda_set_async(0)
+        assert self.call("cuStreamDestroy", [ct.c_void_p], self.stream) == 0
+        assert self.call("cuMemFreeHost", [ct.c_void_p], self.word) == 0
+        assert self.call("cuDevicePrimaryCtxRelease", [ct.c_int], 0) == 0
+
+
+def test_close_refused_while_dlpack_waits(device, fake_counts):
+    # __dlpack__ on device memory waits for the buffer's stream with the GIL released; a close()
+    # on another thread meanwhile went through: for a buffer exported before, it dropped the
+    # object's reference, the last one, and the export went on with the freed buffer (here a
+    # ClosedError read from freed memory). close() is refused meanwhile now (BufferError, as
+    # during a copy), and the export gives its capsule.
+    mr = memres.Resource("stats>dmr:device=0")
+    before = fake_counts()
+    hold = FakeStreamHold()
+    try:
+        buf = mr.allocate(4096, stream=hold.stream.value)
+        buf.fill(0x2B)
+        buf.__dlpack__(max_version=(1, 0))  # exported once, its tensor dropped at once
+        hold.hold()
+        out = {}
+
+        def consumer():
+            try:
+                out["capsule"] = buf.__dlpack__(max_version=(1, 0))
+            except Exception as err:  # noqa: BLE001 (checked below)
+                out["error"] = err
+
+        count = hold.lib.fakecuda_call_count
+        count.restype = hold.ct.c_long
+        syncs = count(b"cuStreamSynchronize") + count(b"cuCtxSynchronize")
+        t = threading.Thread(target=consumer)
+        t.start()
+        # the consumer waits in the driver's synchronize (entered: counted) for the held stream
+        deadline = time.monotonic() + 30
+        while (count(b"cuStreamSynchronize") + count(b"cuCtxSynchronize") == syncs
+               and time.monotonic() < deadline):
+            time.sleep(0.005)
+        time.sleep(0.05)
+        assert t.is_alive() and out == {}
+        with pytest.raises(BufferError, match="1 call.s. on other threads are using it"):
+            buf.close()
+        hold.release()
+        t.join(30)
+        assert not buf.closed
+        assert "error" not in out
+        imported = memres.from_dlpack(out.pop("capsule"))  # the small consumer: memres itself
+        assert imported.handle == buf.handle and imported.read(0, 4) == b"\x2b" * 4
+        imported.close()
+        buf.close()
+        assert buf.closed and mr.stats()["n_buffers"] == 0
+    finally:
+        hold.close()
+    after = fake_counts()
+    assert after["streams"] == before["streams"] and after["pool_allocations"] == before["pool_allocations"]
