@@ -498,3 +498,73 @@ test_segments (gconstpointer data)
     mt_close_ok (bufs[i], f.stream);
   fx_clear (&f);
 }
+
+/* Resize: where the stack resizes (MEMRES_MEMORY_RESIZABLE), an empty buffer grows into memory
+ * of its own, a buffer grows and shrinks keeping its first bytes, and the statistics follow;
+ * elsewhere MEMRES_ERROR_NOT_SUPPORTED, the buffer untouched. */
+void
+test_resize (gconstpointer data)
+{
+  const gsize grown = MiB + 5;
+  GError *error = NULL;
+  MemresBuffer *buf;
+  gsize size;
+  MemresStats s;
+  Fx f;
+
+  g_test_summary ("memres_buffer_resize() grows an empty buffer (0 bytes, never seen by the kind) "
+                  "into memory that holds its bytes, grows and shrinks a buffer keeping its "
+                  "first bytes with the statistics following; a stack that cannot resize says "
+                  "MEMRES_ERROR_NOT_SUPPORTED and leaves the buffer as it was.");
+  if (!fx_init (&f, data))
+    return;
+  buf = alloc_ok (f.s, f.mr, 0, f.stream);
+  if (!(memres_resource_get_flags (f.mr) & MEMRES_MEMORY_RESIZABLE))
+    {
+      g_assert_false (memres_buffer_resize (buf, grown, f.stream, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_clear_error (&error);
+      g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
+      g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
+      mt_close_ok (buf, f.stream);
+      buf = alloc_ok (f.s, f.mr, 4 * KiB, f.stream);
+      size = memres_buffer_get_size (buf);
+      if (!is (f.s, B_CAPTURE)) /* no write from pageable memory in a capture */
+        mt_write_pattern (buf, 0, 4 * KiB, 3, f.stream);
+      g_assert_false (memres_buffer_resize (buf, grown, f.stream, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_clear_error (&error);
+      g_assert_cmpuint (memres_buffer_get_size (buf), ==, size);
+      if (!is (f.s, B_CAPTURE))
+        mt_check_pattern (buf, 0, 4 * KiB, 3, f.stream);
+      mt_close_ok (buf, f.stream);
+      fx_clear (&f);
+      return;
+    }
+  /* from nothing: memory of its own, every byte usable */
+  MT_CHECK (memres_buffer_resize (buf, grown, f.stream, &error));
+  g_assert_cmpuint (memres_buffer_get_size (buf), >=, grown);
+  g_assert_cmpuint (memres_buffer_get_address (buf), !=, 0);
+  g_assert_cmpuint (memres_buffer_get_address (buf) % 256, ==, 0);
+  mt_write_pattern (buf, 0, grown, 5, f.stream);
+  mt_check_pattern (buf, 0, grown, 5, f.stream);
+  s = mt_stats_ok (f.mr);
+  g_assert_cmpuint (s.n_buffers, ==, 1);
+  g_assert_cmpuint (s.used_current, >=, grown);
+  /* grown: the first bytes kept */
+  MT_CHECK (memres_buffer_resize (buf, 3 * MiB, f.stream, &error));
+  g_assert_cmpuint (memres_buffer_get_size (buf), >=, 3 * MiB);
+  mt_check_pattern (buf, 0, grown, 5, f.stream);
+  g_assert_cmpuint (mt_stats_ok (f.mr).used_current, >=, 3 * MiB);
+  /* shrunk: the first bytes kept */
+  MT_CHECK (memres_buffer_resize (buf, 4 * KiB, f.stream, &error));
+  g_assert_cmpuint (memres_buffer_get_size (buf), >=, 4 * KiB);
+  g_assert_cmpuint (memres_buffer_get_size (buf), <, 3 * MiB);
+  mt_check_pattern (buf, 0, 4 * KiB, 5, f.stream);
+  mt_close_ok (buf, f.stream);
+  fx_run (&f);
+  s = mt_stats_ok (f.mr);
+  g_assert_cmpuint (s.n_buffers, ==, 0);
+  g_assert_cmpuint (s.used_current, ==, 0);
+  fx_clear (&f);
+}
