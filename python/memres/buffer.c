@@ -343,6 +343,50 @@ uint32_arg (PyObject *obj, const char *what, guint32 *out)
   return 0;
 }
 
+/* A bytes-like fill @value (cuda.core's Buffer.fill(b"\x01\x02")): 1, 2 or 4 bytes, repeated as
+ * they lie in memory, in *@pattern (host byte order, as memres_buffer_fill() stores it) with their
+ * count in *@width; @asked, a width given beside it (0: none), must be that count. -1 with
+ * ValueError otherwise (cuda.core's error for other lengths). */
+static int
+bytes_pattern (PyObject *value, guint32 asked, guint32 *pattern, guint32 *width)
+{
+  Py_buffer view;
+  guint8 bytes[4] = { 0 };
+  gsize n;
+
+  if (PyObject_GetBuffer (value, &view, PyBUF_SIMPLE) < 0)
+    return -1;
+  n = (gsize) view.len;
+  if (n == 1 || n == 2 || n == 4)
+    memcpy (bytes, view.buf, n);
+  PyBuffer_Release (&view);
+  if (n != 1 && n != 2 && n != 4)
+    {
+      PyErr_Format (PyExc_ValueError, "a fill value of bytes must be 1, 2 or 4 bytes long, not %zu",
+                    (size_t) n);
+      return -1;
+    }
+  if (asked != 0 && asked != n)
+    {
+      PyErr_Format (PyExc_ValueError, "fill width %u differs from the %zu bytes of the value",
+                    (unsigned) asked, (size_t) n);
+      return -1;
+    }
+  if (n == 1)
+    *pattern = bytes[0];
+  else if (n == 2)
+    {
+      guint16 v;
+
+      memcpy (&v, bytes, 2);
+      *pattern = v;
+    }
+  else
+    memcpy (pattern, bytes, 4);
+  *width = (guint32) n;
+  return 0;
+}
+
 static PyObject *
 buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
 {
@@ -356,9 +400,19 @@ buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OO:fill", keywords, &value_obj, &width_obj,
                                     &stream_obj)
-      || uint32_arg (value_obj, "value", &value) < 0
-      || (width_obj != NULL && uint32_arg (width_obj, "width", &width) < 0)
+      || (width_obj != NULL && width_obj != Py_None && uint32_arg (width_obj, "width", &width) < 0)
       || pymemres_stream_from_object (stream_obj, &stream) < 0)
+    return NULL;
+  if (!PyIndex_Check (value_obj) && PyObject_CheckBuffer (value_obj))
+    {
+      /* cuda.core's form: the bytes of one element, their count its width (an integer, a NumPy
+       * one included, is a value) */
+      if (bytes_pattern (value_obj, width_obj != NULL && width_obj != Py_None ? width : 0, &value,
+                         &width)
+          < 0)
+        return NULL;
+    }
+  else if (uint32_arg (value_obj, "value", &value) < 0)
     return NULL;
   if (pymemres_buffer_use (self, FALSE) < 0)
     return NULL;
@@ -589,7 +643,9 @@ static PyMethodDef buffer_methods[] = {
     "fill(value, width=1, stream=None)\n\n"
     "Fills the buffer with value repeated, width bytes each (1, 2 or 4; the size must be a\n"
     "multiple of width), ordered on stream. Releases the GIL. Raises InvalidArgumentError for\n"
-    "a bad width or a value wider than it." },
+    "a bad width or a value wider than it. value may also be bytes-like, as in cuda.core:\n"
+    "1, 2 or 4 bytes repeated as they are (fill(b\"\\x01\\x02\") writes 01 02 01 02 ...), their\n"
+    "count the width (a width given too must match; ValueError otherwise)." },
   { "read", (PyCFunction) (void (*) (void)) buffer_read, METH_VARARGS | METH_KEYWORDS,
     "read(offset=0, size=None, stream=None) -> bytes\n\n"
     "Copies size bytes (None: to the end) from offset into a new bytes object, waiting for\n"

@@ -103,6 +103,39 @@ def test_fill_out_of_range(host):
     buf.close()
 
 
+def test_fill_bytes_value(host):
+    # cuda.core's Buffer.fill(value) takes 1, 2 or 4 bytes as the element; before, a bytes value
+    # was a TypeError
+    buf = host.allocate(8)
+    buf.fill(b"\x01\x02")
+    assert buf.read() == b"\x01\x02" * 4
+    buf.fill(bytearray(b"\x01\x02\x03\x04"), stream=None)
+    assert buf.read() == b"\x01\x02\x03\x04" * 2
+    buf.fill(memoryview(b"\xee"), width=1)
+    assert buf.read() == b"\xee" * 8
+    for bad in (b"", b"\x01\x02\x03", b"\x00" * 8):
+        with pytest.raises(ValueError, match="1, 2 or 4 bytes long"):
+            buf.fill(bad)
+    with pytest.raises(ValueError, match="differs from the 2 bytes"):
+        buf.fill(b"\x01\x02", width=4)
+    assert buf.read() == b"\xee" * 8
+    odd = host.allocate(3)
+    with pytest.raises(memres.InvalidArgumentError) as info:
+        odd.fill(b"\x01\x02")
+    assert info.value.code == memres.ErrorCode.INVALID_ARGUMENT
+    odd.close()
+    buf.close()
+
+
+def test_fill_bytes_value_device(device):
+    buf = device.allocate(12)
+    buf.fill(b"\xca\xfe")
+    assert buf.read() == b"\xca\xfe" * 6
+    buf.fill(b"\x01\x02\x03\x04")
+    assert buf.read() == b"\x01\x02\x03\x04" * 3
+    buf.close()
+
+
 def test_read_past_end(host):
     # read() past the end is memres's refusal before any bytes are made (read(0, 2**62) was a
     # MemoryError, read(0, sys.maxsize) an OverflowError)
