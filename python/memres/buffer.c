@@ -265,6 +265,42 @@ buffer_close (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyO
   return close_on (self, stream);
 }
 
+PyObject *
+pymemres_buffer_set_deallocation_stream (PyMemresBuffer *self, PyObject *const *args,
+                                         Py_ssize_t nargs, PyObject *kwnames, MemresStream *stream)
+{
+  PyObject *argv[1] = { NULL };
+  GError *error = NULL;
+  gboolean ok;
+
+  if (pymemres_parse_args ("set_deallocation_stream", args, nargs, kwnames, stream_names, 1, 1,
+                           argv)
+          < 0
+      || pymemres_stream_from_object (argv[0], stream) < 0)
+    return NULL;
+  /* no close meanwhile (the C call is not to race one): ClosedError once one began */
+  if (pymemres_buffer_use (self, FALSE) < 0)
+    return NULL;
+  ok = memres_buffer_set_deallocation_stream (self->buf, *stream, &error);
+  pymemres_buffer_unuse (self, FALSE);
+  if (!ok)
+    return pymemres_raise (error);
+  return Py_NewRef (argv[0]);
+}
+
+static PyObject *
+buffer_set_deallocation_stream (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+  MemresStream stream;
+  PyObject *set = pymemres_buffer_set_deallocation_stream (self, args, nargs, kwnames, &stream);
+
+  if (set == NULL)
+    return NULL;
+  Py_DECREF (set);
+  Py_RETURN_NONE;
+}
+
 static const char *const transfer_names[] = { "other", "stream" };
 
 /* copy_to(dst, stream=None) and copy_from(src, stream=None) */
@@ -639,6 +675,13 @@ static PyMethodDef buffer_methods[] = {
   { "copy_from", FASTCALL (buffer_copy_from), METH_FASTCALL | METH_KEYWORDS,
     "copy_from(src, stream=None)\n\nCopies the Buffer src into this one: src.copy_to(self, "
     "stream)." },
+  { "set_deallocation_stream", FASTCALL (buffer_set_deallocation_stream),
+    METH_FASTCALL | METH_KEYWORDS,
+    "set_deallocation_stream(stream)\n\n"
+    "Records stream as the one the buffer's memory is freed on by a close() without a stream\n"
+    "and when the buffer is dropped open (cuda.core's Buffer.set_deallocation_stream); None is\n"
+    "the legacy default stream. Adds no synchronization: order the buffer's uses before stream.\n"
+    "ClosedError on a closed buffer." },
   { "fill", (PyCFunction) (void (*) (void)) buffer_fill, METH_VARARGS | METH_KEYWORDS,
     "fill(value, width=1, stream=None)\n\n"
     "Fills the buffer with value repeated, width bytes each (1, 2 or 4; the size must be a\n"
