@@ -304,6 +304,63 @@ buffer_set_deallocation_stream (PyMemresBuffer *self, PyObject *const *args, Py_
 static const char *const transfer_names[] = { "other", "stream" };
 
 /* copy_to(dst, stream=None) and copy_from(src, stream=None) */
+/* copy_to() without a destination (cuda.core's copy_to(dst=None)): a new buffer of the same
+ * size from this buffer's resource (its Resource object's allocate(size, stream)), the copy made
+ * into it, the new buffer returned; ValueError for a buffer of no resource (wrapped memory, a
+ * DLPack producer's), ClosedError for a closed one. */
+static PyObject *
+copy_to_new (PyMemresBuffer *self, PyObject *stream_obj, MemresStream stream)
+{
+  PyObject *resource, *dst, *done;
+  MemresResource *mr;
+  GError *error = NULL;
+  gboolean ok;
+
+  if (memres_buffer_is_closed (self->buf))
+    return pymemres_raise_closed ();
+  if (self->resource != NULL)
+    resource = Py_NewRef (self->resource);
+  else if ((mr = memres_buffer_get_resource (self->buf)) != NULL)
+    resource = pymemres_resource_wrap (memres_resource_ref (mr));
+  else
+    {
+      PyErr_SetString (PyExc_ValueError,
+                       "copy_to() needs a destination: this buffer has no memres resource to "
+                       "allocate one from (wrapped memory)");
+      return NULL;
+    }
+  if (resource == NULL)
+    return NULL;
+  dst = PyObject_CallMethod (resource, "allocate", "nO",
+                             (Py_ssize_t) memres_buffer_get_size (self->buf),
+                             stream_obj != NULL ? stream_obj : Py_None);
+  Py_DECREF (resource);
+  if (dst == NULL)
+    return NULL;
+  if (pymemres_buffer_use (self, FALSE) < 0)
+    goto fail;
+  Py_BEGIN_ALLOW_THREADS;
+  ok = memres_buffer_copy_to (self->buf, ((PyMemresBuffer *) dst)->buf, stream, &error);
+  Py_END_ALLOW_THREADS;
+  pymemres_buffer_unuse (self, FALSE);
+  if (ok)
+    return dst;
+  pymemres_raise (error);
+fail:
+  /* the new buffer goes back at once, on the stream (the original error kept) */
+  {
+    PyObject *type, *value, *traceback;
+
+    PyErr_Fetch (&type, &value, &traceback);
+    done = pymemres_buffer_close_on ((PyMemresBuffer *) dst, stream);
+    Py_XDECREF (done);
+    PyErr_Clear ();
+    PyErr_Restore (type, value, traceback);
+  }
+  Py_DECREF (dst);
+  return NULL;
+}
+
 static PyObject *
 buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
              gboolean to)
@@ -314,11 +371,13 @@ buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyOb
   MemresBuffer *other;
   gboolean ok;
 
-  if (pymemres_parse_args (to ? "copy_to" : "copy_from", args, nargs, kwnames, transfer_names, 2, 1,
-                           argv)
+  if (pymemres_parse_args (to ? "copy_to" : "copy_from", args, nargs, kwnames, transfer_names, 2,
+                           to ? 0 : 1, argv)
           < 0
       || pymemres_stream_from_object (argv[1], &stream) < 0)
     return NULL;
+  if (to && (argv[0] == NULL || argv[0] == Py_None))
+    return copy_to_new (self, argv[1], stream);
   if (!PyObject_TypeCheck (argv[0], &PyMemresBuffer_Type))
     {
       PyErr_Format (PyExc_TypeError, "%s() needs a memres.Buffer, not %.100s",
@@ -341,6 +400,9 @@ buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyOb
   pymemres_buffer_unuse (self, FALSE);
   if (!ok)
     return pymemres_raise (error);
+  /* cuda.core's copy_to returns the destination */
+  if (to)
+    return Py_NewRef (argv[0]);
   Py_RETURN_NONE;
 }
 
@@ -667,10 +729,12 @@ static PyMethodDef buffer_methods[] = {
     "frees it, on stream when one was given (cuda.core's and CuPy's rule). A failure of\n"
     "that free is logged, not raised." },
   { "copy_to", FASTCALL (buffer_copy_to), METH_FASTCALL | METH_KEYWORDS,
-    "copy_to(dst, stream=None)\n\n"
+    "copy_to(dst=None, stream=None) -> Buffer\n\n"
     "Copies all of this buffer into the Buffer dst, of the same size, ordered on stream\n"
-    "(None: the legacy default stream). Between host-only buffers it is a memcpy done before\n"
-    "returning; otherwise cuMemcpyAsync on stream. Releases the GIL.\n"
+    "(None: the legacy default stream), and returns dst. Between host-only buffers it is a\n"
+    "memcpy done before returning; otherwise cuMemcpyAsync on stream. Releases the GIL.\n"
+    "Without dst (cuda.core's copy_to(None)), a new buffer of the same size is allocated from\n"
+    "this buffer's resource on stream and returned (ValueError for memory of no resource).\n"
     "Raises InvalidArgumentError for sizes that differ, ClosedError for a closed buffer." },
   { "copy_from", FASTCALL (buffer_copy_from), METH_FASTCALL | METH_KEYWORDS,
     "copy_from(src, stream=None)\n\nCopies the Buffer src into this one: src.copy_to(self, "

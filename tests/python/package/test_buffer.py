@@ -170,6 +170,48 @@ def test_copy_to_and_from(host):
     b.close()
 
 
+def test_copy_to_new_buffer():
+    # cuda.core's copy_to(dst=None): a new buffer of the same size from the buffer's resource,
+    # returned; with dst, dst is returned (it returned None, and no dst was a TypeError)
+    mr = memres.Resource("stats>host")
+    a = mr.allocate(24)
+    a.fill(b"\x01\x02\x03\x04")
+    b = a.copy_to()
+    assert isinstance(b, memres.Buffer) and b is not a
+    assert b.size == 24 and b.handle != a.handle and b.memory_resource is mr
+    assert b.read() == b"\x01\x02\x03\x04" * 6
+    assert mr.stats()["n_buffers"] == 2
+    c = a.copy_to(None, stream=None)
+    assert c.read() == a.read()
+    d = mr.allocate(24)
+    assert a.copy_to(d) is d and d.read() == a.read()
+    assert a.copy_from(b) is None
+    for buf in (b, c, d):
+        buf.close()
+    # no resource to allocate from: ValueError; a closed buffer: ClosedError; nothing allocated
+    view = memres.Buffer.from_handle(a.handle, 24)
+    with pytest.raises(ValueError, match="no memres resource"):
+        view.copy_to()
+    view.close()
+    closed = mr.allocate(8)
+    closed.close()
+    with pytest.raises(memres.ClosedError):
+        closed.copy_to()
+    assert mr.stats()["n_buffers"] == 1
+    a.close()
+    assert mr.stats()["n_buffers"] == 0
+
+
+def test_copy_to_new_buffer_device(device):
+    a = device.allocate(16)
+    a.fill(b"\xab\xcd")
+    b = a.copy_to(stream=None)
+    assert b.device_id == a.device_id and b.is_device_accessible
+    assert b.read() == b"\xab\xcd" * 8
+    b.close()
+    a.close()
+
+
 def test_memoryview(host):
     buf = host.allocate(8)
     view = memoryview(buf)
