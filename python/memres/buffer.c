@@ -687,6 +687,13 @@ buffer_get_flags (PyMemresBuffer *self, void *closure)
   return PyLong_FromUnsignedLong (memres_buffer_get_flags (self->buf));
 }
 
+/* is_managed and is_mapped (cuda.core's names): one flag each, @closure the bit */
+static PyObject *
+buffer_get_flag (PyMemresBuffer *self, void *closure)
+{
+  return PyBool_FromLong ((memres_buffer_get_flags (self->buf) & GPOINTER_TO_UINT (closure)) != 0);
+}
+
 static PyObject *
 buffer_get_resource (PyMemresBuffer *self, void *closure)
 {
@@ -816,6 +823,14 @@ static PyGetSetDef buffer_getset[] = {
   { "tag", (getter) pymemres_buffer_get_tag, NULL,
     "The tag the buffer was allocated under (memres.tag()), or None." },
   { "flags", (getter) buffer_get_flags, NULL, "The MemresMemoryFlags bits as an int." },
+  { "is_managed", (getter) buffer_get_flag, NULL,
+    "True for managed (unified) memory (MemoryFlags.MANAGED), as cuda.core's Buffer.is_managed;\n"
+    "False once closed.",
+    GUINT_TO_POINTER (MEMRES_MEMORY_MANAGED) },
+  { "is_mapped", (getter) buffer_get_flag, NULL,
+    "True for memory imported from another process (MemoryFlags.IMPORTED:\n"
+    "memres.import_message()), as cuda.core's Buffer.is_mapped; False once closed.",
+    GUINT_TO_POINTER (MEMRES_MEMORY_IMPORTED) },
   { "memory_resource", (getter) buffer_get_resource, NULL,
     "The Resource the buffer came from (the object whose allocate() made it, even once\n"
     "that object was closed); None for wrapped foreign memory or once the buffer is closed." },

@@ -170,6 +170,25 @@ def test_copy_to_and_from(host):
     b.close()
 
 
+def test_is_managed_and_is_mapped(host):
+    # cuda.core's names: Buffer.is_managed, Buffer.is_mapped, MemoryResource.is_managed (they
+    # were AttributeErrors; the flags held them)
+    buf = host.allocate(8)
+    assert host.is_managed is False and buf.is_managed is False and buf.is_mapped is False
+    buf.close()
+    assert buf.is_managed is False and buf.is_mapped is False
+
+
+def test_is_managed_device(device):
+    mr = memres.Resource("stats>managed:device=0")
+    buf = mr.allocate(64)
+    assert mr.is_managed and buf.is_managed and not buf.is_mapped
+    assert memres.MemoryFlags.MANAGED in memres.MemoryFlags(buf.flags)
+    buf.close()
+    assert not buf.is_managed
+    assert device.is_managed is False and not device.allocate(8).is_managed
+
+
 def test_copy_to_new_buffer():
     # cuda.core's copy_to(dst=None): a new buffer of the same size from the buffer's resource,
     # returned; with dst, dst is returned (it returned None, and no dst was a TypeError)
