@@ -305,14 +305,15 @@ static const char *const transfer_names[] = { "other", "stream" };
 
 /* copy_to(dst, stream=None) and copy_from(src, stream=None) */
 /* copy_to() without a destination (cuda.core's copy_to(dst=None)): a new buffer of the same
- * size from this buffer's resource (its Resource object's allocate(size, stream)), the copy made
+ * size from this buffer's resource (as its Resource object's allocate(size, stream)), the copy made
  * into it, the new buffer returned; ValueError for a buffer of no resource (wrapped memory, a
  * DLPack producer's), ClosedError for a closed one. */
 static PyObject *
-copy_to_new (PyMemresBuffer *self, PyObject *stream_obj, MemresStream stream)
+copy_to_new (PyMemresBuffer *self, MemresStream stream)
 {
   PyObject *resource, *dst, *done;
   MemresResource *mr;
+  MemresBuffer *buf;
   GError *error = NULL;
   gboolean ok;
 
@@ -331,9 +332,19 @@ copy_to_new (PyMemresBuffer *self, PyObject *stream_obj, MemresStream stream)
     }
   if (resource == NULL)
     return NULL;
-  dst = PyObject_CallMethod (resource, "allocate", "nO",
-                             (Py_ssize_t) memres_buffer_get_size (self->buf),
-                             stream_obj != NULL ? stream_obj : Py_None);
+  /* as Resource.allocate(size, stream) makes it (ClosedError for a closed Resource) */
+  if ((mr = pymemres_resource_get (resource)) == NULL)
+    {
+      Py_DECREF (resource);
+      return NULL;
+    }
+  buf = memres_resource_allocate (mr, memres_buffer_get_size (self->buf), stream, &error);
+  if (buf == NULL)
+    {
+      Py_DECREF (resource);
+      return pymemres_raise (error);
+    }
+  dst = pymemres_buffer_wrap_known (buf, ((PyMemresResource *) resource)->close_may_wait, resource);
   Py_DECREF (resource);
   if (dst == NULL)
     return NULL;
@@ -377,7 +388,7 @@ buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyOb
       || pymemres_stream_from_object (argv[1], &stream) < 0)
     return NULL;
   if (to && (argv[0] == NULL || argv[0] == Py_None))
-    return copy_to_new (self, argv[1], stream);
+    return copy_to_new (self, stream);
   if (!PyObject_TypeCheck (argv[0], &PyMemresBuffer_Type))
     {
       PyErr_Format (PyExc_TypeError, "%s() needs a memres.Buffer, not %.100s",
