@@ -47,6 +47,13 @@ assert_out_of_memory (const Spec *s, const GError *error, const char *words)
     g_assert_true (g_str_has_prefix (error->message, words));
 }
 
+static gboolean
+count_live (const MemresLiveAllocation *allocation G_GNUC_UNUSED, gpointer user_data)
+{
+  (*(guint *) user_data)++;
+  return TRUE;
+}
+
 /* The out-of-memory rule through fault injection (device specs, fake) or `limit` (host). */
 void
 test_out_of_memory (gconstpointer data)
@@ -63,7 +70,7 @@ test_out_of_memory (gconstpointer data)
                   "a driver call's CUDA_ERROR_OUT_OF_MEMORY (fake), its message naming the call "
                   "and the size asked for; another CUresult stays MEMRES_CUDA_ERROR; nothing "
                   "leaks, no layer counts the failures (statistics, a stats layer's counters, a "
-                  "limit's budget) and the resource serves afterwards.");
+                  "track layer's list, a limit's budget) and the resource serves afterwards.");
   if (!is (s, B_DEVICE))
     {
       /* host: a limit below the stack */
@@ -114,6 +121,14 @@ test_out_of_memory (gconstpointer data)
 
       MT_CHECK (memres_stats_get_counters (stats_layer, &counts, &error));
       g_assert_cmpmem (&counts, sizeof counts, &counts_before, sizeof counts_before);
+    }
+  /* a track layer lists no allocation */
+  if (memres_resource_find_layer (f.mr, "track", NULL) != NULL)
+    {
+      guint live = 0;
+
+      MT_CHECK (memres_track_foreach_live (f.mr, count_live, &live, &error));
+      g_assert_cmpuint (live, ==, 0);
     }
   /* a limit's budget is whole again: all of it can be had */
   if (memres_resource_find_layer (f.mr, "limit", NULL) != NULL)
