@@ -50,7 +50,8 @@ resize_empty (MemresBuffer *buf, gsize new_size, MemresStream stream, GError **e
   if (tagged)
     _memres_thread.call_record = &buf->alloc;
   ok = _memres_resource_call_allocate (mr, new_size, stream, &buf->alloc, &local);
-  _memres_thread.call_record = NULL;
+  if (tagged)
+    _memres_thread.call_record = NULL;
   if (!ok)
     {
       buf->alloc = (MemresAllocation){ 0, 0, NULL };
