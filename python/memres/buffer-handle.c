@@ -496,6 +496,32 @@ foreign_close (PyMemresForeignBuffer *self, PyObject *const *args, Py_ssize_t na
   return foreign_close_with (self, argv[0] != Py_None ? argv[0] : NULL, stream);
 }
 
+/* set_deallocation_stream(stream): also the stream mr.deallocate() gets at a close without one */
+static PyObject *
+foreign_set_deallocation_stream (PyMemresForeignBuffer *self, PyObject *const *args,
+                                 Py_ssize_t nargs, PyObject *kwnames)
+{
+  Foreign *f = self->foreign;
+  PyObject *old = NULL;
+  MemresStream stream;
+  PyObject *stream_obj
+      = pymemres_buffer_set_deallocation_stream (&self->base, args, nargs, kwnames, &stream);
+
+  if (stream_obj == NULL)
+    return NULL;
+  g_mutex_lock (&f->lock);
+  if (!f->released && f->mr != NULL)
+    {
+      old = f->stream;
+      f->stream = stream_obj;
+      stream_obj = NULL;
+    }
+  g_mutex_unlock (&f->lock);
+  Py_XDECREF (old);
+  Py_XDECREF (stream_obj);
+  Py_RETURN_NONE;
+}
+
 static PyObject *
 foreign_exit (PyMemresForeignBuffer *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -525,6 +551,11 @@ static PyMethodDef foreign_methods[] = {
     "stream=S), S the stream given here, else the one given to from_handle(), else None; an\n"
     "exception it raises is raised here (the buffer is closed all the same). An owner is let\n"
     "go; a view frees nothing. Closing a closed buffer does nothing." },
+  { "set_deallocation_stream", (PyCFunction) (void (*) (void)) foreign_set_deallocation_stream,
+    METH_FASTCALL | METH_KEYWORDS,
+    "set_deallocation_stream(stream)\n\n"
+    "Records stream as the one a close() without a stream (and a buffer dropped open) frees\n"
+    "on: the stream mr.deallocate() gets. ClosedError on a closed buffer." },
   { "__exit__", (PyCFunction) (void (*) (void)) foreign_exit, METH_FASTCALL,
     "__exit__(*exc) -> None\n\nclose()." },
   { NULL },

@@ -266,38 +266,90 @@ buffer_close (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyO
   return close_on (self, stream);
 }
 
+PyObject *
+pymemres_buffer_set_deallocation_stream (PyMemresBuffer *self, PyObject *const *args,
+                                         Py_ssize_t nargs, PyObject *kwnames, MemresStream *stream)
+{
+  PyObject *argv[1] = { NULL };
+  GError *error = NULL;
+  gboolean ok;
+
+  if (pymemres_parse_args ("set_deallocation_stream", args, nargs, kwnames, stream_names, 1, 1,
+                           argv)
+          < 0
+      || pymemres_stream_from_object (argv[0], stream) < 0)
+    return NULL;
+  /* no close meanwhile (the C call is not to race one): ClosedError once one began */
+  if (pymemres_buffer_use (self, FALSE) < 0)
+    return NULL;
+  ok = memres_buffer_set_deallocation_stream (self->buf, *stream, &error);
+  pymemres_buffer_unuse (self, FALSE);
+  if (!ok)
+    return pymemres_raise (error);
+  return Py_NewRef (argv[0]);
+}
+
+static PyObject *
+buffer_set_deallocation_stream (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+  MemresStream stream;
+  PyObject *set = pymemres_buffer_set_deallocation_stream (self, args, nargs, kwnames, &stream);
+
+  if (set == NULL)
+    return NULL;
+  Py_DECREF (set);
+  Py_RETURN_NONE;
+}
+
 /* cuda.core's names: copy_to(dst=None, *, stream), copy_from(src, *, stream) (they were
  * "other", which the docs never named) */
 static const char *const copy_to_names[] = { "dst", "stream" };
 static const char *const copy_from_names[] = { "src", "stream" };
 
-/* copy_to() without dst: a new Buffer of @self's size from the Resource that allocated @self,
+/* copy_to() without dst: a new Buffer of @self's size from the Resource that allocated @self
+ * (or, for a buffer made without one, its C resource: memres.from_dlpack() of memres memory),
  * ordered on @stream, as cuda.core's copy_to() allocates from the buffer's memory resource;
- * NULL with ClosedError (the buffer or that Resource closed), ValueError (no such Resource:
- * memres.from_dlpack(), import_message()) or the allocation's error. */
+ * NULL with ClosedError (the buffer or that Resource closed), ValueError (memory of no memres
+ * resource: wrapped memory, another producer's DLPack) or the allocation's error. */
 static PyObject *
 new_destination (PyMemresBuffer *self, MemresStream stream)
 {
   GError *error = NULL;
   MemresResource *mr;
   MemresBuffer *buf;
+  PyObject *resource, *made;
 
   if (memres_buffer_is_closed (self->buf))
     return pymemres_raise_closed ();
-  if (self->resource == NULL)
+  if (self->resource != NULL)
+    resource = Py_NewRef (self->resource);
+  else if ((mr = memres_buffer_get_resource (self->buf)) != NULL)
+    resource = pymemres_resource_wrap (memres_resource_ref (mr));
+  else
     {
       PyErr_SetString (PyExc_ValueError,
-                       "copy_to(): give dst: this buffer has no memory_resource to allocate one "
-                       "from (memres.from_dlpack(), import_message(), Buffer.from_handle())");
+                       "copy_to(): give dst: this buffer's memory has no memres resource to "
+                       "allocate one from (wrapped memory, Buffer.from_handle())");
       return NULL;
     }
-  if ((mr = pymemres_resource_get (self->resource)) == NULL)
+  if (resource == NULL)
     return NULL;
+  if ((mr = pymemres_resource_get (resource)) == NULL)
+    {
+      Py_DECREF (resource);
+      return NULL;
+    }
   buf = memres_resource_allocate (mr, memres_buffer_get_size (self->buf), stream, &error);
   if (buf == NULL)
-    return pymemres_raise (error);
-  return pymemres_buffer_wrap_known (buf, ((PyMemresResource *) self->resource)->close_may_wait,
-                                     self->resource);
+    {
+      Py_DECREF (resource);
+      return pymemres_raise (error);
+    }
+  made
+      = pymemres_buffer_wrap_known (buf, ((PyMemresResource *) resource)->close_may_wait, resource);
+  Py_DECREF (resource);
+  return made;
 }
 
 /* copy_to(dst=None, stream=None) -> dst and copy_from(src, stream=None) */
@@ -658,6 +710,13 @@ buffer_get_flags (PyMemresBuffer *self, void *closure)
   return PyLong_FromUnsignedLong (memres_buffer_get_flags (self->buf));
 }
 
+/* is_managed and is_mapped (cuda.core's names): one flag each, @closure the bit */
+static PyObject *
+buffer_get_flag (PyMemresBuffer *self, void *closure)
+{
+  return PyBool_FromLong ((memres_buffer_get_flags (self->buf) & GPOINTER_TO_UINT (closure)) != 0);
+}
+
 static PyObject *
 buffer_get_resource (PyMemresBuffer *self, void *closure)
 {
@@ -729,6 +788,13 @@ static PyMethodDef buffer_methods[] = {
   { "copy_from", FASTCALL (buffer_copy_from), METH_FASTCALL | METH_KEYWORDS,
     "copy_from(src, stream=None)\n\nCopies the Buffer src into this one: src.copy_to(self, "
     "stream)." },
+  { "set_deallocation_stream", FASTCALL (buffer_set_deallocation_stream),
+    METH_FASTCALL | METH_KEYWORDS,
+    "set_deallocation_stream(stream)\n\n"
+    "Records stream as the one the buffer's memory is freed on by a close() without a stream\n"
+    "and when the buffer is dropped open (cuda.core's Buffer.set_deallocation_stream); None is\n"
+    "the legacy default stream. Adds no synchronization: order the buffer's uses before stream.\n"
+    "ClosedError on a closed buffer." },
   { "fill", (PyCFunction) (void (*) (void)) buffer_fill, METH_VARARGS | METH_KEYWORDS,
     "fill(value, width=1, stream=None)\n\n"
     "Fills the buffer with value repeated, width bytes each (1, 2 or 4; the size must be a\n"
@@ -800,6 +866,14 @@ static PyGetSetDef buffer_getset[] = {
   { "tag", (getter) pymemres_buffer_get_tag, NULL,
     "The tag the buffer was allocated under (memres.tag()), or None." },
   { "flags", (getter) buffer_get_flags, NULL, "The MemresMemoryFlags bits as an int." },
+  { "is_managed", (getter) buffer_get_flag, NULL,
+    "True for managed (unified) memory (MemoryFlags.MANAGED), as cuda.core's Buffer.is_managed;\n"
+    "False once closed.",
+    GUINT_TO_POINTER (MEMRES_MEMORY_MANAGED) },
+  { "is_mapped", (getter) buffer_get_flag, NULL,
+    "True for memory imported from another process (MemoryFlags.IMPORTED:\n"
+    "memres.import_message()), as cuda.core's Buffer.is_mapped; False once closed.",
+    GUINT_TO_POINTER (MEMRES_MEMORY_IMPORTED) },
   { "memory_resource", (getter) buffer_get_resource, NULL,
     "The Resource the buffer came from (the object whose allocate() made it, even once\n"
     "that object was closed); None for wrapped foreign memory or once the buffer is closed." },

@@ -157,6 +157,11 @@ MemresBuffer *pymemres_closed_buffer (void);
 /* Buffer.close(stream): None, or NULL with BufferError (users, a close on another thread) or
  * the close's error */
 PyObject *pymemres_buffer_close_on (PyMemresBuffer *self, MemresStream stream);
+/* Buffer.set_deallocation_stream(stream): the stream recorded on the buffer (*@stream); a new
+ * reference to the stream object given, NULL with an exception set */
+PyObject *pymemres_buffer_set_deallocation_stream (PyMemresBuffer *self, PyObject *const *args,
+                                                   Py_ssize_t nargs, PyObject *kwnames,
+                                                   MemresStream *stream);
 
 /* buffer-context.c: Buffer.__enter__ and __exit__, put in the type's dictionary once it is
  * ready */

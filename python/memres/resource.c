@@ -354,6 +354,17 @@ resource_get_flags (PyMemresResource *self, void *closure)
   return mr != NULL ? PyLong_FromUnsignedLong (memres_resource_get_flags (mr)) : NULL;
 }
 
+/* is_managed (cuda.core's name): @closure the flag's bit */
+static PyObject *
+resource_get_flag (PyMemresResource *self, void *closure)
+{
+  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+
+  return mr != NULL
+             ? PyBool_FromLong ((memres_resource_get_flags (mr) & GPOINTER_TO_UINT (closure)) != 0)
+             : NULL;
+}
+
 static PyObject *
 resource_repr (PyMemresResource *self)
 {
@@ -491,6 +502,10 @@ static PyGetSetDef resource_getset[] = {
     "True when host code can dereference the memory." },
   { "flags", (getter) resource_get_flags, NULL,
     "The MemresMemoryFlags bits as an int (memres.MemoryFlags)." },
+  { "is_managed", (getter) resource_get_flag, NULL,
+    "True when the memory is managed (unified) memory (MemoryFlags.MANAGED), as cuda.core's\n"
+    "MemoryResource.is_managed.",
+    GUINT_TO_POINTER (MEMRES_MEMORY_MANAGED) },
   { "closed", (getter) resource_get_closed, NULL, "True once close() was called." },
   { NULL },
 };

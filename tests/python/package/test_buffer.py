@@ -103,6 +103,39 @@ def test_fill_out_of_range(host):
     buf.close()
 
 
+def test_fill_bytes_value(host):
+    # cuda.core's Buffer.fill(value) takes 1, 2 or 4 bytes as the element; before, a bytes value
+    # was a TypeError
+    buf = host.allocate(8)
+    buf.fill(b"\x01\x02")
+    assert buf.read() == b"\x01\x02" * 4
+    buf.fill(bytearray(b"\x01\x02\x03\x04"), stream=None)
+    assert buf.read() == b"\x01\x02\x03\x04" * 2
+    buf.fill(memoryview(b"\xee"), width=1)
+    assert buf.read() == b"\xee" * 8
+    for bad in (b"", b"\x01\x02\x03", b"\x00" * 8):
+        with pytest.raises(ValueError, match="1, 2 or 4 bytes long"):
+            buf.fill(bad)
+    with pytest.raises(ValueError, match="differs from the 2 bytes"):
+        buf.fill(b"\x01\x02", width=4)
+    assert buf.read() == b"\xee" * 8
+    odd = host.allocate(3)
+    with pytest.raises(memres.InvalidArgumentError) as info:
+        odd.fill(b"\x01\x02")
+    assert info.value.code == memres.ErrorCode.INVALID_ARGUMENT
+    odd.close()
+    buf.close()
+
+
+def test_fill_bytes_value_device(device):
+    buf = device.allocate(12)
+    buf.fill(b"\xca\xfe")
+    assert buf.read() == b"\xca\xfe" * 6
+    buf.fill(b"\x01\x02\x03\x04")
+    assert buf.read() == b"\x01\x02\x03\x04" * 3
+    buf.close()
+
+
 def test_read_past_end(host):
     # read() past the end is memres's refusal before any bytes are made (read(0, 2**62) was a
     # MemoryError, read(0, sys.maxsize) an OverflowError)
@@ -213,6 +246,67 @@ def test_copy_to_allocates_on_the_stream(device):
     assert dst.read(0, 8, stream=2) == b"\x7e" * 8
     dst.close()
     src.close()
+
+
+def test_is_managed_and_is_mapped(host):
+    # cuda.core's names: Buffer.is_managed, Buffer.is_mapped, MemoryResource.is_managed (they
+    # were AttributeErrors; the flags held them)
+    buf = host.allocate(8)
+    assert host.is_managed is False and buf.is_managed is False and buf.is_mapped is False
+    buf.close()
+    assert buf.is_managed is False and buf.is_mapped is False
+
+
+def test_is_managed_device(device):
+    mr = memres.Resource("stats>managed:device=0")
+    buf = mr.allocate(64)
+    assert mr.is_managed and buf.is_managed and not buf.is_mapped
+    assert memres.MemoryFlags.MANAGED in memres.MemoryFlags(buf.flags)
+    buf.close()
+    assert not buf.is_managed
+    assert device.is_managed is False and not device.allocate(8).is_managed
+
+
+def test_copy_to_new_buffer():
+    # cuda.core's copy_to(dst=None): a new buffer of the same size from the buffer's resource,
+    # returned; with dst, dst is returned (it returned None, and no dst was a TypeError)
+    mr = memres.Resource("stats>host")
+    a = mr.allocate(24)
+    a.fill(b"\x01\x02\x03\x04")
+    b = a.copy_to()
+    assert isinstance(b, memres.Buffer) and b is not a
+    assert b.size == 24 and b.handle != a.handle and b.memory_resource is mr
+    assert b.read() == b"\x01\x02\x03\x04" * 6
+    assert mr.stats()["n_buffers"] == 2
+    c = a.copy_to(None, stream=None)
+    assert c.read() == a.read()
+    d = mr.allocate(24)
+    assert a.copy_to(d) is d and d.read() == a.read()
+    assert a.copy_from(b) is None
+    for buf in (b, c, d):
+        buf.close()
+    # no resource to allocate from: ValueError; a closed buffer: ClosedError; nothing allocated
+    view = memres.Buffer.from_handle(a.handle, 24)
+    with pytest.raises(ValueError, match="no memres resource"):
+        view.copy_to()
+    view.close()
+    closed = mr.allocate(8)
+    closed.close()
+    with pytest.raises(memres.ClosedError):
+        closed.copy_to()
+    assert mr.stats()["n_buffers"] == 1
+    a.close()
+    assert mr.stats()["n_buffers"] == 0
+
+
+def test_copy_to_new_buffer_device(device):
+    a = device.allocate(16)
+    a.fill(b"\xab\xcd")
+    b = a.copy_to(stream=None)
+    assert b.device_id == a.device_id and b.is_device_accessible
+    assert b.read() == b"\xab\xcd" * 8
+    b.close()
+    a.close()
 
 
 def test_memoryview(host):

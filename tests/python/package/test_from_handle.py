@@ -122,6 +122,40 @@ def test_mr_deallocates_once(memory):
     assert mr.calls[-1] == (addr, 8, None) and len(mr.calls) == 5
 
 
+def test_set_deallocation_stream(memory):
+    # cuda.core's Buffer.set_deallocation_stream: the stream a close without one (and a buffer
+    # dropped open) frees on; it was missing (AttributeError)
+    _, addr = memory
+    mr = RecordingMR()
+    first, second, third = Stream(), Stream(), Stream()
+    buf = memres.Buffer.from_handle(addr, 64, mr=mr, stream=first)
+    assert buf.set_deallocation_stream(second) is None
+    buf.close()
+    assert mr.calls == [(addr, 64, second)]
+    buf = memres.Buffer.from_handle(addr, 32, mr=mr)
+    buf.set_deallocation_stream(stream=third)
+    del buf
+    gc.collect()
+    assert mr.calls[-1] == (addr, 32, third) and len(mr.calls) == 2
+    # the close's own stream still wins
+    buf = memres.Buffer.from_handle(addr, 16, mr=mr)
+    buf.set_deallocation_stream(first)
+    buf.close(stream=second)
+    assert mr.calls[-1] == (addr, 16, second)
+    with pytest.raises(memres.ClosedError):
+        buf.set_deallocation_stream(first)
+    with pytest.raises(TypeError):
+        memres.Buffer.from_handle(addr, 8).set_deallocation_stream()
+    # a buffer memres allocated takes it too, and refuses it once closed
+    own = memres.Resource("host").allocate(8)
+    own.set_deallocation_stream(None)
+    own.close()
+    with pytest.raises(memres.ClosedError) as info:
+        own.set_deallocation_stream(None)
+    assert info.value.code == memres.ErrorCode.CLOSED
+    assert len(mr.calls) == 3
+
+
 def test_mr_deallocate_error(memory, monkeypatch):
     _, addr = memory
     mr = RecordingMR(fail=True)
