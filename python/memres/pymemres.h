@@ -189,11 +189,12 @@ extern PyBufferProcs pymemres_buffer_as_buffer;
     "The buffer as a DLPack tensor: a 1-D uint8 array of its size. With max_version (1, x)\n"      \
     "or later, a versioned capsule (\"dltensor_versioned\", DLPack 1.0); without it, the\n"        \
     "legacy capsule (\"dltensor\") that consumers of DLPack 0.x take. stream: the consumer's\n"    \
-    "stream (an int or None; -1: no ordering asked); unless -1, device memory is synchronized\n"   \
-    "on the buffer's stream first (the GIL released; a close() on another thread meanwhile\n"      \
-    "raises BufferError). dl_device=(1, 0) of memory on another device, or copy=True, gives\n"     \
-    "a copy in host memory of its own (flagged IS_COPIED), read after the work on the\n"           \
-    "buffer's stream. Raises BufferError for another dl_device, for copy=False where that\n"       \
+    "stream (an int or None; -1: no ordering asked); unless -1, device-accessible memory\n"        \
+    "(device, pinned, managed) is synchronized on the buffer's stream first (the GIL\n"            \
+    "released; a close() on another thread meanwhile raises BufferError). dl_device=(1, 0)\n"      \
+    "of memory on another device, or copy=True, gives a copy in host memory of its own\n"          \
+    "(flagged IS_COPIED), read after the work on the buffer's stream. Raises BufferError for "     \
+    "another dl_device, for copy=False where that\n"                                               \
     "copy is needed, and for a max_version that is not None or a (major, minor) tuple of\n"        \
     "ints (cuda.core's rule)." },                                                                  \
   {                                                                                                \
