@@ -52,7 +52,12 @@ resource_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "s:Resource", keywords, &spec))
     return NULL;
+  /* the creation may wait (cuInit, loading plugins, pools, the config file, a log's first
+   * write): other threads run meanwhile, as during default_resource() (@spec stays the
+   * argument's, which the call holds) */
+  Py_BEGIN_ALLOW_THREADS;
   mr = memres_resource_new (spec, &error);
+  Py_END_ALLOW_THREADS;
   if (mr == NULL)
     return pymemres_raise (error);
   self = (PyMemresResource *) type->tp_alloc (type, 0);
@@ -507,7 +512,8 @@ PyTypeObject PyMemresResource_Type = {
             "closes it at its end (close()).\n\n"
             "Raises InvalidArgumentError for a spec that does not parse, a kind or option\n"
             "that does not exist; FileError for a config file that cannot be read; Error when\n"
-            "the kind cannot start (no driver: NoDeviceError).",
+            "the kind cannot start (no driver: NoDeviceError). Releases the GIL while the\n"
+            "resource is created.",
   .tp_new = resource_new,
   .tp_dealloc = (destructor) resource_dealloc,
   .tp_repr = (reprfunc) resource_repr,
