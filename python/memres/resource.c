@@ -33,12 +33,22 @@ pymemres_resource_get (PyObject *self)
   return mr;
 }
 
+/* On a free-threaded CPython, the reference is taken inside the object's critical section, as
+ * close() clears @mr inside it: a close() on another thread cannot drop the object's reference
+ * between the read of @mr and memres_resource_ref(). */
 MemresResource *
 pymemres_resource_ref (PyObject *self)
 {
-  MemresResource *mr = pymemres_resource_get (self);
+  MemresResource *mr;
 
-  return mr != NULL ? memres_resource_ref (mr) : NULL;
+  PYMEMRES_BEGIN_CRITICAL_SECTION (self);
+  mr = ((PyMemresResource *) self)->mr;
+  if (G_LIKELY (mr != NULL))
+    memres_resource_ref (mr);
+  PYMEMRES_END_CRITICAL_SECTION ();
+  if (G_UNLIKELY (mr == NULL))
+    pymemres_resource_get (self); /* ClosedError */
+  return mr;
 }
 
 static PyObject *
@@ -78,11 +88,14 @@ resource_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 static PyObject *
 resource_close (PyMemresResource *self, PyObject *unused)
 {
-  MemresResource *mr = self->mr;
+  MemresResource *mr;
 
+  PYMEMRES_BEGIN_CRITICAL_SECTION (self);
+  mr = self->mr;
+  self->mr = NULL;
+  PYMEMRES_END_CRITICAL_SECTION ();
   if (mr == NULL)
     Py_RETURN_NONE;
-  self->mr = NULL;
   Py_BEGIN_ALLOW_THREADS;
   memres_resource_unref (mr);
   Py_END_ALLOW_THREADS;
@@ -163,12 +176,28 @@ resource_allocate (PyMemresResource *self, PyObject *const *args, Py_ssize_t nar
 #endif
       if ((size = pymemres_size_from_object ("size", argv[0])) == (size_t) -1 && PyErr_Occurred ())
     return NULL;
+#ifdef PYMEMRES_ATOMIC_STATE
+  {
+    /* without a GIL, a close() on another thread may drop the object's reference, perhaps the
+     * stack's last, during the allocation: a reference of the call's own, as the calls that
+     * release the GIL take */
+    MemresResource *mr = pymemres_resource_ref ((PyObject *) self);
+
+    if (mr == NULL)
+      return NULL;
+    buf = memres_resource_allocate (mr, (gsize) size, stream, &error);
+    memres_resource_unref (mr);
+  }
+#else
+  /* under the GIL, which the allocation keeps, no close() runs meanwhile: the object's
+   * reference, borrowed */
   if (G_UNLIKELY (self->mr == NULL))
     {
       pymemres_resource_get ((PyObject *) self); /* ClosedError */
       return NULL;
     }
   buf = memres_resource_allocate (self->mr, (gsize) size, stream, &error);
+#endif
   if (buf == NULL)
     return pymemres_raise (error);
   /* its flags are the resource's (memres_resource_get_flags()) */

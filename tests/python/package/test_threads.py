@@ -172,6 +172,46 @@ def test_busy_count_under_contention():
         assert mr.stats()["n_buffers"] == 0
 
 
+def test_allocate_while_another_thread_closes_the_resource():
+    """Threads allocate from a Resource while another closes it: each allocate gives a buffer of
+    the stack (its size, memory_resource the object) or raises ClosedError, never a buffer of a
+    freed stack. On a free-threaded CPython the allocation read the object's resource without a
+    reference, which the close could drop, the stack's last, under it; the module now takes one
+    there (resource.c; the atomic build runs that path under the GIL)."""
+    for _ in range(20):
+        mr = memres.Resource("stats>host")
+        start = threading.Barrier(5)
+        results = [[] for _ in range(4)]
+
+        def allocate(out):
+            start.wait()
+            for i in range(200):
+                try:
+                    out.append(mr.allocate(64 + i))
+                except memres.ClosedError:
+                    out.append(None)
+
+        threads = [threading.Thread(target=allocate, args=(out,)) for out in results]
+        for t in threads:
+            t.start()
+        start.wait()
+        mr.close()
+        for t in threads:
+            t.join()
+        for out in results:
+            assert len(out) == 200
+            for i, buf in enumerate(out):
+                if buf is not None:
+                    assert buf.size == 64 + i and buf.memory_resource is mr
+                    buf.fill(i & 0xFF)
+                    assert buf.read(0, 1) == bytes([i & 0xFF])
+                    buf.close()
+            # once the close was seen, every later allocate raised
+            first_closed = out.index(None) if None in out else len(out)
+            assert all(buf is None for buf in out[first_closed:])
+        assert mr.closed
+
+
 def test_close_refused_while_in_use_then_allowed(host):
     buf = host.allocate(64)
     views = [memoryview(buf) for _ in range(3)]
