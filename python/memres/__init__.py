@@ -13,7 +13,8 @@ The names follow cuda.core's memory classes where they fit (docs/python.md maps 
 Resource is a MemoryResource, Buffer a Buffer, default_resource() the device's default.
 Every error is a memres.Error (with message, domain and code), and also the builtin a Python
 program catches: OutOfMemoryError is a MemoryError, InvalidArgumentError and ClosedError are
-ValueErrors, FileError is an OSError, NoDeviceError a RuntimeError; OutOfRangeError (an int
+ValueErrors, FileError is an OSError, NoDeviceError and ForkedError (the driver used in a
+forked child) RuntimeErrors; OutOfRangeError (an int
 argument out of its range: allocate(-1)) is an InvalidArgumentError and an OverflowError.
 
 The package finds the plugins it carries (a wheel's memres/plugins) by itself; an installed
@@ -30,6 +31,7 @@ from ._memres import (
     Error,
     FileError,
     ForeignBuffer,
+    ForkedError,
     InvalidArgumentError,
     NoDeviceError,
     OutOfMemoryError,
@@ -54,6 +56,7 @@ __all__ = [
     "ErrorCode",
     "FileError",
     "ForeignBuffer",
+    "ForkedError",
     "InvalidArgumentError",
     "MemoryFlags",
     "NoDeviceError",

@@ -72,11 +72,13 @@ max_major_of (PyObject *max_version, long *major)
 }
 
 /* The consumer's stream: None (the legacy default stream) or an int; -1 asks for no ordering.
- * Device memory (and device-accessible memory exported to the CPU, @for_cpu) is synchronized
- * on the buffer's deallocation stream unless -1 was given, so that the consumer's work on any
- * stream comes after the buffer's. */
+ * Device-accessible memory (device, pinned, managed) is synchronized on the buffer's
+ * deallocation stream unless -1 was given, so that the consumer's work on any stream comes
+ * after the buffer's, and a consumer on the CPU (NumPy takes pinned and managed memory as it is,
+ * stream=None: the DLPack spec has the producer make kDLCPU and kDLCUDAHost data ready) reads
+ * the bytes that work wrote. */
 static int
-order_for_consumer (MemresBuffer *buf, PyObject *stream_obj, gboolean for_cpu)
+order_for_consumer (MemresBuffer *buf, PyObject *stream_obj)
 {
   GError *error = NULL;
   MemresStream stream;
@@ -117,10 +119,7 @@ order_for_consumer (MemresBuffer *buf, PyObject *stream_obj, gboolean for_cpu)
           return -1;
         }
     }
-  /* host-accessible memory given to a consumer on the CPU (dl_device=(1, 0)) is synchronized
-   * too, as the array API asks of a kDLCPU export: the CPU reads it next */
-  if (!memres_buffer_is_device_accessible (buf)
-      || (memres_buffer_is_host_accessible (buf) && !for_cpu))
+  if (!memres_buffer_is_device_accessible (buf))
     return 0;
   stream = memres_buffer_get_deallocation_stream (buf);
   Py_BEGIN_ALLOW_THREADS;
@@ -274,7 +273,7 @@ dlpack_in_use (PyObject *self, PyObject *const *argv, long major, int copy)
       if ((!same && !as_cpu) || copy == 1)
         return host_copy_capsule ((PyMemresBuffer *) self, major);
     }
-  if (order_for_consumer (buf, argv[0], as_cpu) < 0)
+  if (order_for_consumer (buf, argv[0]) < 0)
     return NULL;
   capsule = capsule_of (buf, major, FALSE, as_cpu);
   /* the tensor holds a reference: close() now leaves the memory to it */

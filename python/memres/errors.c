@@ -1,6 +1,7 @@
 /* memres - CUDA memory resources
  * errors.c: the exceptions of the Python package: memres.Error and the subclasses that also
- * derive from the builtin a Python user catches (MemoryError, ValueError, OSError), each
+ * derive from the builtin a Python user catches (MemoryError, ValueError, OSError,
+ * RuntimeError), each
  * carrying the GError's message, domain and code; and the one function that turns a GError into
  * the right one. */
 #include "pymemres.h"
@@ -13,6 +14,7 @@ static PyObject *error_invalid;   /* memres.InvalidArgumentError (ValueError) */
 static PyObject *error_closed;    /* memres.ClosedError (ValueError) */
 static PyObject *error_file;      /* memres.FileError (OSError) */
 static PyObject *error_no_device; /* memres.NoDeviceError (RuntimeError) */
+static PyObject *error_forked;    /* memres.ForkedError (RuntimeError) */
 static PyObject *error_range;     /* memres.OutOfRangeError (InvalidArgumentError, OverflowError) */
 
 /* memres.NAME, derived from @base (memres.Error where NULL) and @builtin, or from Exception
@@ -75,8 +77,16 @@ pymemres_errors_init (PyObject *module)
                                "No CUDA driver loads, or the device asked for does not exist "
                                "(memres.ErrorCode.NO_DRIVER,\nNO_DEVICE). Also a RuntimeError.",
                                PyExc_RuntimeError);
+  /* a state of the process, not of an argument: RuntimeError, as torch's "Cannot re-initialize
+   * CUDA in forked subprocess" is */
+  error_forked = new_error (module, "ForkedError",
+                            "This process is the child of a fork() made after the CUDA driver "
+                            "was used\n(memres.ErrorCode.FORKED): the driver cannot be used "
+                            "here; start the process with\nmultiprocessing's \"spawn\" method "
+                            "instead. Also a RuntimeError.",
+                            PyExc_RuntimeError);
   if (error_oom == NULL || error_invalid == NULL || error_closed == NULL || error_file == NULL
-      || error_no_device == NULL)
+      || error_no_device == NULL || error_forked == NULL)
     return -1;
   /* cuda.core's size_t conversion raises OverflowError for allocate(-1); a Python user checks
    * a bad argument with ValueError, a memres user with memres.Error: all three catch it */
@@ -114,6 +124,8 @@ class_of (const GError *error)
         return error_no_device;
       case MEMRES_ERROR_PERMISSION_DENIED:
         return error_file;
+      case MEMRES_ERROR_FORKED:
+        return error_forked;
       default:
         return error_base;
       }

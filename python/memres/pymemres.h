@@ -16,7 +16,8 @@
  * @close_may_wait: whether closing its buffers may wait for a stream (pymemres_flags_may_wait()
  * of the resource's flags, which are its buffers' flags), read once at creation for allocate().
  * A call that uses @mr with the GIL released takes a reference of its own first
- * (pymemres_resource_ref()): a close() on another thread then only drops the object's. */
+ * (pymemres_resource_ref()), and allocate() on a free-threaded build: a close() on another
+ * thread then only drops the object's. */
 typedef struct
 {
   PyObject_HEAD MemresResource *mr;
@@ -72,6 +73,17 @@ typedef struct
 #define PYMEMRES_STATE_SET(p, v)    (*(p) = (v))
 #define PYMEMRES_STATE_ADD(p, v)    (*(p) += (v))
 #define PYMEMRES_STATE_CAS(p, o, n) (*(p) == (o) ? (*(p) = (n), TRUE) : FALSE)
+#endif
+
+/* The object's critical section on a free-threaded CPython (3.13+), around what reads or
+ * clears a Resource object's @mr together with taking or dropping its reference; nothing under
+ * the GIL, which every such change holds. */
+#ifdef Py_GIL_DISABLED
+#define PYMEMRES_BEGIN_CRITICAL_SECTION(obj) Py_BEGIN_CRITICAL_SECTION (obj)
+#define PYMEMRES_END_CRITICAL_SECTION()      Py_END_CRITICAL_SECTION ()
+#else
+#define PYMEMRES_BEGIN_CRITICAL_SECTION(obj) {
+#define PYMEMRES_END_CRITICAL_SECTION()      }
 #endif
 
 /* Counts a user of @self's memory (a view when @view) until pymemres_buffer_unuse(); 0, or -1
@@ -194,11 +206,12 @@ extern PyBufferProcs pymemres_buffer_as_buffer;
     "The buffer as a DLPack tensor: a 1-D uint8 array of its size. With max_version (1, x)\n"      \
     "or later, a versioned capsule (\"dltensor_versioned\", DLPack 1.0); without it, the\n"        \
     "legacy capsule (\"dltensor\") that consumers of DLPack 0.x take. stream: the consumer's\n"    \
-    "stream (an int or None; -1: no ordering asked); unless -1, device memory is synchronized\n"   \
-    "on the buffer's stream first (the GIL released; a close() on another thread meanwhile\n"      \
-    "raises BufferError). dl_device=(1, 0) of memory on another device, or copy=True, gives\n"     \
-    "a copy in host memory of its own (flagged IS_COPIED), read after the work on the\n"           \
-    "buffer's stream. Raises BufferError for another dl_device, for copy=False where that\n"       \
+    "stream (an int or None; -1: no ordering asked); unless -1, device-accessible memory\n"        \
+    "(device, pinned, managed) is synchronized on the buffer's stream first (the GIL\n"            \
+    "released; a close() on another thread meanwhile raises BufferError). dl_device=(1, 0)\n"      \
+    "of memory on another device, or copy=True, gives a copy in host memory of its own\n"          \
+    "(flagged IS_COPIED), read after the work on the buffer's stream. Raises BufferError for "     \
+    "another dl_device, for copy=False where that\n"                                               \
     "copy is needed, and for a max_version that is not None or a (major, minor) tuple of\n"        \
     "ints (cuda.core's rule)." },                                                                  \
   {                                                                                                \

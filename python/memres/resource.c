@@ -33,12 +33,22 @@ pymemres_resource_get (PyObject *self)
   return mr;
 }
 
+/* On a free-threaded CPython, the reference is taken inside the object's critical section, as
+ * close() clears @mr inside it: a close() on another thread cannot drop the object's reference
+ * between the read of @mr and memres_resource_ref(). */
 MemresResource *
 pymemres_resource_ref (PyObject *self)
 {
-  MemresResource *mr = pymemres_resource_get (self);
+  MemresResource *mr;
 
-  return mr != NULL ? memres_resource_ref (mr) : NULL;
+  PYMEMRES_BEGIN_CRITICAL_SECTION (self);
+  mr = ((PyMemresResource *) self)->mr;
+  if (G_LIKELY (mr != NULL))
+    memres_resource_ref (mr);
+  PYMEMRES_END_CRITICAL_SECTION ();
+  if (G_UNLIKELY (mr == NULL))
+    pymemres_resource_get (self); /* ClosedError */
+  return mr;
 }
 
 static PyObject *
@@ -52,7 +62,12 @@ resource_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "s:Resource", keywords, &spec))
     return NULL;
+  /* the creation may wait (cuInit, loading plugins, pools, the config file, a log's first
+   * write): other threads run meanwhile, as during default_resource() (@spec stays the
+   * argument's, which the call holds) */
+  Py_BEGIN_ALLOW_THREADS;
   mr = memres_resource_new (spec, &error);
+  Py_END_ALLOW_THREADS;
   if (mr == NULL)
     return pymemres_raise (error);
   self = (PyMemresResource *) type->tp_alloc (type, 0);
@@ -73,11 +88,14 @@ resource_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 static PyObject *
 resource_close (PyMemresResource *self, PyObject *unused)
 {
-  MemresResource *mr = self->mr;
+  MemresResource *mr;
 
+  PYMEMRES_BEGIN_CRITICAL_SECTION (self);
+  mr = self->mr;
+  self->mr = NULL;
+  PYMEMRES_END_CRITICAL_SECTION ();
   if (mr == NULL)
     Py_RETURN_NONE;
-  self->mr = NULL;
   Py_BEGIN_ALLOW_THREADS;
   memres_resource_unref (mr);
   Py_END_ALLOW_THREADS;
@@ -158,12 +176,28 @@ resource_allocate (PyMemresResource *self, PyObject *const *args, Py_ssize_t nar
 #endif
       if ((size = pymemres_size_from_object ("size", argv[0])) == (size_t) -1 && PyErr_Occurred ())
     return NULL;
+#ifdef PYMEMRES_ATOMIC_STATE
+  {
+    /* without a GIL, a close() on another thread may drop the object's reference, perhaps the
+     * stack's last, during the allocation: a reference of the call's own, as the calls that
+     * release the GIL take */
+    MemresResource *mr = pymemres_resource_ref ((PyObject *) self);
+
+    if (mr == NULL)
+      return NULL;
+    buf = memres_resource_allocate (mr, (gsize) size, stream, &error);
+    memres_resource_unref (mr);
+  }
+#else
+  /* under the GIL, which the allocation keeps, no close() runs meanwhile: the object's
+   * reference, borrowed */
   if (G_UNLIKELY (self->mr == NULL))
     {
       pymemres_resource_get ((PyObject *) self); /* ClosedError */
       return NULL;
     }
   buf = memres_resource_allocate (self->mr, (gsize) size, stream, &error);
+#endif
   if (buf == NULL)
     return pymemres_raise (error);
   /* its flags are the resource's (memres_resource_get_flags()) */
@@ -522,7 +556,8 @@ PyTypeObject PyMemresResource_Type = {
             "closes it at its end (close()).\n\n"
             "Raises InvalidArgumentError for a spec that does not parse, a kind or option\n"
             "that does not exist; FileError for a config file that cannot be read; Error when\n"
-            "the kind cannot start (no driver: NoDeviceError).",
+            "the kind cannot start (no driver: NoDeviceError). Releases the GIL while the\n"
+            "resource is created.",
   .tp_new = resource_new,
   .tp_dealloc = (destructor) resource_dealloc,
   .tp_repr = (reprfunc) resource_repr,

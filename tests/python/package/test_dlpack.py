@@ -179,6 +179,51 @@ def test_dlpack_host_accessible_to_cpu_without_copy(device, fake_counts, spec):
     buf.close()
 
 
+@pytest.mark.parametrize("spec", ["pinned", "managed:device=0"])
+def test_numpy_reads_host_accessible_memory_after_its_stream(device, fake_counts, spec):
+    """NumPy's from_dlpack (no dl_device, stream None) takes pinned (kDLCUDAHost) and managed
+    memory as it is and reads it on the CPU at once: the export waits for the buffer's stream
+    first, as the DLPack spec asks of a producer for the CPU. It gave the capsule at once, and
+    NumPy read the bytes from before the fill queued on the held stream."""
+    import threading
+    import time
+
+    from fakestream import FakeStreamHold
+
+    mr = memres.Resource(spec)
+    before = fake_counts()
+    hold = FakeStreamHold()
+    try:
+        buf = mr.allocate(4096, stream=hold.stream.value)
+        buf.write(b"\x11" * 4096)
+        hold.hold()
+        buf.fill(0x5C, stream=hold.stream.value)  # queued behind the wait
+        out = {}
+
+        def consumer():
+            try:
+                out["bytes"] = numpy.from_dlpack(buf).tobytes()
+            except Exception as err:  # noqa: BLE001 (checked below)
+                out["error"] = err
+
+        count = hold.lib.fakecuda_call_count
+        count.restype = ctypes.c_long
+        syncs = count(b"cuStreamSynchronize") + count(b"cuCtxSynchronize")
+        t = threading.Thread(target=consumer)
+        t.start()
+        deadline = time.monotonic() + 30
+        while (count(b"cuStreamSynchronize") + count(b"cuCtxSynchronize") == syncs
+               and t.is_alive() and time.monotonic() < deadline):
+            time.sleep(0.005)
+        hold.release()
+        t.join(30)
+        assert out == {"bytes": b"\x5c" * 4096}
+        buf.close()
+    finally:
+        hold.close()
+    assert fake_counts()["streams"] == before["streams"]
+
+
 def test_numpy_consumes_host_memory(host):
     buf = host.allocate(256)
     buf.fill(7)

@@ -153,3 +153,30 @@ def test_import_message_fd_past_an_int(device):
             os.close(fd)
     buf.close()
     assert mr.stats()["n_buffers"] == 0
+
+
+def test_forked_child_error_is_a_runtime_error(device):
+    """The driver used in a child of fork() after the parent used it: memres.ForkedError, a
+    memres.Error and a RuntimeError (torch raises RuntimeError there too), code FORKED. It was a
+    plain memres.Error, which `except RuntimeError` did not catch."""
+    device.allocate(64).close()  # the parent uses the driver
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        answer = b"none"
+        try:
+            memres.Resource("dmr:device=0")
+        except RuntimeError as err:
+            answer = ("%s %d %d" % (type(err).__name__, isinstance(err, memres.Error),
+                                    err.code == memres.ErrorCode.FORKED)).encode()
+        except BaseException as err:  # noqa: BLE001 (told to the parent)
+            answer = type(err).__name__.encode()
+        os.write(wfd, answer)
+        os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as f:
+        answer = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert answer == b"ForkedError 1 1"
+    assert issubclass(memres.ForkedError, memres.Error)

@@ -378,3 +378,64 @@ def test_snapshot_lists_every_live_block():
     assert len([b for b in cache["blocks"] if b["state"] == "used"]) == len(bufs) == 3
     for b in bufs:
         b.close()
+
+
+# A child that creates Resource("log:...>host") on a thread while the log (a pty with its buffer
+# full, nobody reading) blocks the layer's first write, the header's; the main thread, once the
+# other is in write(), reads the pty, which lets the creation go on. It printed the header.
+_CREATION_HELD = r"""
+import os, select, sys, threading, time, tty
+import memres
+
+WRITE = {"x86_64": 1, "aarch64": 64}[os.uname().machine]
+master, slave = os.openpty()
+tty.setraw(slave)
+name = os.ttyname(slave)
+filler = os.open(name, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+n = 0
+idle = 0
+while idle < 3:  # full: the kernel moves what was written to the reader's side after a while
+    before = n
+    for chunk in (4096, 1):
+        try:
+            while True:
+                n += os.write(filler, b"x" * chunk)
+        except BlockingIOError:
+            pass
+    idle = idle + 1 if n == before else 0
+    time.sleep(0.02)
+out = {}
+t = threading.Thread(target=lambda: out.update(mr=memres.Resource(f"log:path={name},flush=true>host")))
+t.start()
+while t.is_alive():  # until the creating thread blocks in write() on the full pty
+    with open(f"/proc/self/task/{t.native_id}/syscall") as f:
+        if f.read().split()[0] == str(WRITE):
+            break
+    time.sleep(0.001)
+assert t.is_alive(), "the creation did not wait for the pty"
+data = b""
+while b"\n" not in data[n:] and select.select([master], [], [], 30)[0]:
+    data += os.read(master, 65536)
+t.join(30)
+assert data[:n] == b"x" * n
+print(out["mr"].kind, data[n:].decode().strip())
+out["mr"].close()
+"""
+
+
+def test_resource_creation_releases_the_gil():
+    """Resource(spec) creates the resource with the GIL released, as default_resource() does:
+    here the creation blocks (a log layer writing its header to a full pty) until another Python
+    thread of the process reads the pty. It held the GIL: the reader never ran, the child hung."""
+    import subprocess
+    import sys
+
+    if os.uname().machine not in ("x86_64", "aarch64") or not os.path.exists("/proc/self/task"):
+        pytest.skip("reads the thread's system call in /proc (Linux on x86_64 or aarch64)")
+    try:
+        done = subprocess.run([sys.executable, "-c", _CREATION_HELD], capture_output=True,
+                              text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the other thread never ran while Resource() was being created")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "log Thread,Time,Action,Pointer,Size,Stream\n"

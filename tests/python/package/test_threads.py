@@ -7,6 +7,7 @@ import time
 import pytest
 
 import memres
+from fakestream import FakeStreamHold
 
 
 def hammer(mr, n, errors):
@@ -171,6 +172,46 @@ def test_busy_count_under_contention():
         assert mr.stats()["n_buffers"] == 0
 
 
+def test_allocate_while_another_thread_closes_the_resource():
+    """Threads allocate from a Resource while another closes it: each allocate gives a buffer of
+    the stack (its size, memory_resource the object) or raises ClosedError, never a buffer of a
+    freed stack. On a free-threaded CPython the allocation read the object's resource without a
+    reference, which the close could drop, the stack's last, under it; the module now takes one
+    there (resource.c; the atomic build runs that path under the GIL)."""
+    for _ in range(20):
+        mr = memres.Resource("stats>host")
+        start = threading.Barrier(5)
+        results = [[] for _ in range(4)]
+
+        def allocate(out):
+            start.wait()
+            for i in range(200):
+                try:
+                    out.append(mr.allocate(64 + i))
+                except memres.ClosedError:
+                    out.append(None)
+
+        threads = [threading.Thread(target=allocate, args=(out,)) for out in results]
+        for t in threads:
+            t.start()
+        start.wait()
+        mr.close()
+        for t in threads:
+            t.join()
+        for out in results:
+            assert len(out) == 200
+            for i, buf in enumerate(out):
+                if buf is not None:
+                    assert buf.size == 64 + i and buf.memory_resource is mr
+                    buf.fill(i & 0xFF)
+                    assert buf.read(0, 1) == bytes([i & 0xFF])
+                    buf.close()
+            # once the close was seen, every later allocate raised
+            first_closed = out.index(None) if None in out else len(out)
+            assert all(buf is None for buf in out[first_closed:])
+        assert mr.closed
+
+
 def test_close_refused_while_in_use_then_allowed(host):
     buf = host.allocate(64)
     views = [memoryview(buf) for _ in range(3)]
@@ -190,62 +231,6 @@ def test_close_refused_while_in_use_then_allowed(host):
         memoryview(buf)
     with pytest.raises(memres.ClosedError):
         buf.fill(0)
-
-
-class FakeStreamHold:
-    """A stream of the fake driver held by cuStreamWaitValue32 on a mapped host word until
-    release(): work ordered on it, and a synchronize of it, wait meanwhile (the fake's
-    asynchronous mode, on while the object lives)."""
-
-    def __init__(self):
-        import ctypes
-
-        self.ct = ctypes
-        self.lib = ctypes.CDLL(os.environ["MEMRES_CUDA_DRIVER"])
-        self.lib.cuGetProcAddress_v2.argtypes = [
-            ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64,
-            ctypes.POINTER(ctypes.c_int)]
-        p, pp = ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)
-        self.ctx, self.stream, self.word = p(), p(), p()
-        self.dword = ctypes.c_uint64()
-        assert self.call("cuInit", [ctypes.c_uint], 0) == 0
-        assert self.call("cuDevicePrimaryCtxRetain", [pp, ctypes.c_int],
-                         ctypes.byref(self.ctx), 0) == 0
-        assert self.call("cuCtxSetCurrent", [p], self.ctx) == 0
-        self.lib.fakecuda_set_async(1)
-        assert self.call("cuStreamCreate", [pp, ctypes.c_uint], ctypes.byref(self.stream), 1) == 0
-        # CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP
-        assert self.call("cuMemHostAlloc", [pp, ctypes.c_size_t, ctypes.c_uint],
-                         ctypes.byref(self.word), 4, 3) == 0
-        assert self.call("cuMemHostGetDevicePointer",
-                         [ctypes.POINTER(ctypes.c_uint64), p, ctypes.c_uint],
-                         ctypes.byref(self.dword), self.word, 0) == 0
-        self.flag = ctypes.cast(self.word, ctypes.POINTER(ctypes.c_uint32))
-        self.flag[0] = 0
-
-    def call(self, name, argtypes, *args):
-        fn, status = self.ct.c_void_p(), self.ct.c_int()
-        assert self.lib.cuGetProcAddress_v2(name.encode(), self.ct.byref(fn), 12000, 0,
-                                            self.ct.byref(status)) == 0
-        return self.ct.CFUNCTYPE(self.ct.c_int, *argtypes)(fn.value)(*args)
-
-    def hold(self):
-        ct = self.ct
-        # CU_STREAM_WAIT_VALUE_GEQ: until the word is 1 or more
-        assert self.call("cuStreamWaitValue32", [ct.c_void_p, ct.c_uint64, ct.c_uint32, ct.c_uint],
-                         self.stream, self.dword.value, 1, 0) == 0
-
-    def release(self):
-        self.flag[0] = 1
-
-    def close(self):
-        ct = self.ct
-        self.release()
-        assert self.call("cuStreamSynchronize", [ct.c_void_p], self.stream) == 0
-        self.lib.fakecuda_set_async(0)
-        assert self.call("cuStreamDestroy", [ct.c_void_p], self.stream) == 0
-        assert self.call("cuMemFreeHost", [ct.c_void_p], self.word) == 0
-        assert self.call("cuDevicePrimaryCtxRelease", [ct.c_int], 0) == 0
 
 
 def test_close_refused_while_dlpack_waits(device, fake_counts):
