@@ -369,9 +369,9 @@ check_at (guint64 a)
     }
 }
 
-/* Every edge of every live segment and its neighbours, and points between, in [@lo, @hi). */
+/* Every edge of every live segment and its neighbours, and points @step apart, in [@lo, @hi). */
 static void
-check_model (guint64 lo, guint64 hi)
+check_model_step (guint64 lo, guint64 hi, guint64 step)
 {
   for (guint i = 0; i < model->len; i++)
     {
@@ -384,8 +384,14 @@ check_model (guint64 lo, guint64 hi)
       for (guint k = 0; k < G_N_ELEMENTS (probes); k++)
         check_at (probes[k]);
     }
-  for (guint64 a = lo; a < hi; a += 64 * 1024 + 4097)
+  for (guint64 a = lo; a < hi; a += step)
     check_at (a);
+}
+
+static void
+check_model (guint64 lo, guint64 hi)
+{
+  check_model_step (lo, hi, 64 * 1024 + 4097);
 }
 
 #define MIB (G_GUINT64_CONSTANT (1) << 20)
@@ -577,6 +583,224 @@ test_random_shapes (void)
   while (model->len > 0)
     seg_unmap (g_array_index (model, Seg, 0).mr, g_array_index (model, Seg, 0).base);
   check_model (at - MIB, at + 8 * MIB);
+  g_array_unref (model);
+  g_rand_free (rand);
+  memres_resource_unref (mr[1]);
+  memres_resource_unref (mr[0]);
+}
+
+/* One page's every shape of up to three runs, which its slot holds in its own line (a segment at
+ * the page's edge, neighbours meeting or apart in it, nesting resolved to one run or to three),
+ * and four or more (a record); each change checked against the model, before and after. */
+static void
+test_page_edges (void)
+{
+  guint64 p = G_GUINT64_CONSTANT (0x280000000000) + 5 * MIB; /* a page's first byte */
+  MemresResource *a, *b;
+
+  segkind_register ();
+  a = mt_new_ok ("segkind");
+  b = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  /* the whole page: its slot is the segment; the next page from its edge, half of it */
+  seg_map (a, p, MIB);
+  seg_map (a, p + MIB, MIB / 2);
+  check_model (p - MIB, p + 3 * MIB);
+  g_assert_cmpuint (model_at (p + MIB - 1)->base, ==, p);
+  g_assert_cmpuint (model_at (p + MIB)->base, ==, p + MIB);
+  g_assert_null (model_at (p + MIB + MIB / 2));
+  /* a neighbour up to the page's last byte, leaving a hole (three runs: a, none, a) */
+  seg_map (a, p + MIB + 3 * MIB / 4, MIB / 4);
+  check_model (p - MIB, p + 3 * MIB);
+  g_assert_null (model_at (p + MIB + 3 * MIB / 4 - 1));
+  /* the hole filled: three runs meeting, then a fourth cut (a record) */
+  seg_map (a, p + MIB + MIB / 2, MIB / 8);
+  check_model (p - MIB, p + 3 * MIB);
+  seg_map (a, p + MIB + MIB / 2 + MIB / 8, MIB / 8);
+  check_model (p - MIB, p + 3 * MIB);
+  /* nested: b's equal to a's whole page (the later mapped, one run of two segments), then b's
+   * inside a's half page (a, b, a) */
+  seg_map (b, p, MIB);
+  check_model (p - MIB, p + 3 * MIB);
+  g_assert_true (model_at (p + 100)->mr == b);
+  seg_map (b, p + MIB + 4096, 8192);
+  check_model (p - MIB, p + 3 * MIB);
+  /* out again in another order, each page back to fewer runs */
+  seg_unmap (a, p + MIB + MIB / 2);
+  check_model (p - MIB, p + 3 * MIB);
+  seg_unmap (a, p);
+  check_model (p - MIB, p + 3 * MIB);
+  g_assert_true (model_at (p + 100)->mr == b);
+  seg_unmap (a, p + MIB);
+  check_model (p - MIB, p + 3 * MIB);
+  while (model->len > 0)
+    {
+      seg_unmap (g_array_index (model, Seg, 0).mr, g_array_index (model, Seg, 0).base);
+      check_model (p - MIB, p + 3 * MIB);
+    }
+  g_array_unref (model);
+  memres_resource_unref (b);
+  memres_resource_unref (a);
+}
+
+/* Coarse segments (64 MiB or more, kept in the slots of their 64 MiB regions, segment-index.c):
+ * one region exactly, spans across region and GiB edges from inside a page, partial regions at
+ * both ends, two meeting inside a region, fine segments inside them (a whole page, part of one,
+ * across a page edge and a region edge) and beside them in one page, coarse inside coarse and an
+ * equal range mapped later, a whole GiB; one freed and smaller ones (coarse and fine) mapped
+ * inside its range; a fine one grown past 64 MiB (it moves to its regions) and a coarse one
+ * grown across a GiB edge; one above 2^48; each change checked against the model. */
+static void
+test_coarse_shapes (void)
+{
+  guint64 at = G_GUINT64_CONSTANT (0x400000000000); /* a GiB's first byte */
+  guint64 hi = at + 4 * GIB, step = MIB + 4097 * 3;
+  MemresResource *a, *b, *c, *d;
+
+  segkind_register ();
+  a = mt_new_ok ("segkind");
+  b = mt_new_ok ("segkind");
+  c = mt_new_ok ("segkind");
+  d = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  /* one region exactly */
+  seg_map (a, at, 64 * MIB);
+  check_model_step (at - MIB, hi, step);
+  /* from the middle of a page: a partial region, two whole ones, a partial one */
+  seg_map (a, at + 64 * MIB + MIB / 2, 200 * MIB);
+  /* a coarse neighbour meeting it inside a region and a page */
+  seg_map (a, at + 264 * MIB + MIB / 2, 100 * MIB);
+  check_model_step (at - MIB, hi, step);
+  /* fine ones inside: a whole page, part of a page, across a page edge, across a region edge */
+  seg_map (b, at + 70 * MIB, MIB);
+  seg_map (b, at + 80 * MIB + 4096, 64 * 1024);
+  seg_map (b, at + 90 * MIB - 8192, 16 * 1024);
+  seg_map (b, at + 128 * MIB - MIB / 2, MIB);
+  /* a fine one beside a coarse one's end, meeting it inside a page */
+  seg_map (a, at + 364 * MIB + MIB / 2, 3 * MIB);
+  check_model_step (at - MIB, hi, step);
+  /* coarse inside coarse; then an equal range to a's mapped later (segments of two resources
+   * nest, they never cross) */
+  seg_map (c, at + 140 * MIB, 120 * MIB);
+  seg_map (d, at + 64 * MIB + MIB / 2, 200 * MIB);
+  check_model_step (at - MIB, hi, step);
+  g_assert_true (model_at (at + 65 * MIB)->mr == d);
+  g_assert_true (model_at (at + 70 * MIB)->mr == b);
+  g_assert_true (model_at (at + 141 * MIB)->mr == c);
+  /* freed (both of that range), then smaller ones mapped inside the range it left */
+  seg_unmap (d, at + 64 * MIB + MIB / 2);
+  seg_unmap (a, at + 64 * MIB + MIB / 2);
+  check_model_step (at - MIB, hi, step);
+  g_assert_true (model_at (at + 65 * MIB) == NULL);
+  seg_map (a, at + 66 * MIB, 2 * MIB);
+  seg_map (a, at + 68 * MIB + 4096, 64 * MIB + 8192);
+  check_model_step (at - MIB, hi, step);
+  /* a fine one grown past 64 MiB with a fine one nested in it, a coarse one grown past a GiB
+   * edge */
+  seg_map (a, at + 400 * MIB, 32 * MIB);
+  seg_map (b, at + 410 * MIB + MIB / 4, MIB);
+  check_model_step (at - MIB, hi, step);
+  seg_grow (a, at + 400 * MIB, 100 * MIB + 4096);
+  check_model_step (at - MIB, hi, step);
+  seg_grow (c, at + 140 * MIB, GIB + 3 * MIB / 2);
+  check_model_step (at - MIB, hi, step);
+  /* a whole GiB: every region of its node is the one segment */
+  seg_map (d, at + 2 * GIB, GIB);
+  check_model_step (at - MIB, hi, step);
+  while (model->len > 0)
+    {
+      const Seg *m = &g_array_index (model, Seg, model->len / 2);
+
+      seg_unmap (m->mr, m->base);
+      check_model_step (at - MIB, hi, step);
+    }
+  /* above 2^48 (the hash table's nodes): a coarse one across a GiB edge, a fine one inside it */
+  at = G_GUINT64_CONSTANT (0xfff0000000000000) + GIB - 100 * MIB - MIB / 2;
+  seg_map (a, at, 300 * MIB);
+  seg_map (b, at + 100 * MIB + MIB / 4, MIB);
+  check_model_step (at - MIB, at + 320 * MIB, step);
+  seg_unmap (a, at);
+  check_model_step (at - MIB, at + 320 * MIB, step);
+  seg_unmap (b, at + 100 * MIB + MIB / 4);
+  check_model_step (at - MIB, at + 320 * MIB, step);
+  g_array_unref (model);
+  memres_resource_unref (d);
+  memres_resource_unref (c);
+  memres_resource_unref (b);
+  memres_resource_unref (a);
+}
+
+/* test_random_shapes() at the scale of regions: segments from 768 KiB to 120 MiB over 600 MiB
+ * across a GiB edge (fine and coarse, page and region edges anywhere), the second resource's
+ * nested in the first's, mapped, grown and unmapped at random. */
+static void
+test_random_coarse (void)
+{
+  guint64 at = G_GUINT64_CONSTANT (0x500000000000) - 256 * MIB;
+  guint64 unit = 768 * 1024, lo = at - MIB, hi = at + 800 * MIB;
+  GRand *rand = g_rand_new_with_seed (3737);
+  MemresResource *mr[2];
+
+  segkind_register ();
+  mr[0] = mt_new_ok ("segkind");
+  mr[1] = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  for (guint step = 0; step < 160; step++)
+    {
+      guint which = g_rand_int_range (rand, 0, 2);
+      guint64 base = at + unit * g_rand_int_range (rand, 0, 800);
+      guint64 length = unit * g_rand_int_range (rand, 1, 160);
+      gboolean ok = TRUE, inside = which == 0;
+      gint op = g_rand_int_range (rand, 0, 4);
+
+      if (model->len > 0 && op == 0)
+        {
+          const Seg *m = &g_array_index (model, Seg, g_rand_int_range (rand, 0, model->len));
+
+          seg_unmap (m->mr, m->base);
+          check_model_step (lo, hi, 3 * MIB + 4097);
+          continue;
+        }
+      if (model->len > 0 && op == 1)
+        {
+          /* the first's last segment grown by up to 80 MiB, where nothing of its own lies */
+          const Seg *m = &g_array_index (model, Seg, model->len - 1);
+          guint64 more = unit * g_rand_int_range (rand, 1, 100), end = m->base + m->length + more;
+
+          for (guint i = 0; i < model->len; i++)
+            {
+              const Seg *o = &g_array_index (model, Seg, i);
+
+              if (o->base < end && m->base + m->length < o->base + o->length)
+                ok = FALSE; /* none of either resource in the way */
+            }
+          if (ok && m->mr == mr[0])
+            {
+              seg_grow (m->mr, m->base, m->length + more);
+              check_model_step (lo, hi, 3 * MIB + 4097);
+            }
+          continue;
+        }
+      for (guint i = 0; i < model->len; i++)
+        {
+          const Seg *m = &g_array_index (model, Seg, i);
+
+          if (m->mr == mr[which] && m->base < base + length && base < m->base + m->length)
+            ok = FALSE;
+          if (which == 1 && m->mr == mr[0] && m->base <= base
+              && base + length <= m->base + m->length)
+            inside = TRUE;
+          if (which == 0 && m->mr == mr[1] && m->base < base + length && base < m->base + m->length)
+            ok = FALSE;
+        }
+      if (!ok || !inside)
+        continue;
+      seg_map (mr[which], base, length);
+      check_model_step (lo, hi, 3 * MIB + 4097);
+    }
+  while (model->len > 0)
+    seg_unmap (g_array_index (model, Seg, 0).mr, g_array_index (model, Seg, 0).base);
+  check_model_step (lo, hi, 3 * MIB + 4097);
   g_array_unref (model);
   g_rand_free (rand);
   memres_resource_unref (mr[1]);
@@ -789,6 +1013,9 @@ main (int argc, char **argv)
   g_test_add_func ("/lookup/shapes", test_shapes);
   g_test_add_func ("/lookup/random-shapes", test_random_shapes);
   g_test_add_func ("/lookup/large-shapes", test_large_shapes);
+  g_test_add_func ("/lookup/page-edges", test_page_edges);
+  g_test_add_func ("/lookup/coarse-shapes", test_coarse_shapes);
+  g_test_add_func ("/lookup/random-coarse", test_random_coarse);
   g_test_add_func ("/lookup/shared-pages-race", test_shared_pages_race);
   g_test_add_func ("/lookup/overlap-refused", test_overlap_refused);
   return g_test_run ();
