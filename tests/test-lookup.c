@@ -912,6 +912,162 @@ test_shared_pages_race (void)
   memres_resource_unref (mr);
 }
 
+/* Readers race a writer that turns slots from one kind to another and back as fast as it can,
+ * so that a reader that read a slot's kind finds its words already in another kind's form: a
+ * page slot from one segment's answer (direct) to up to three runs (a nested segment) and to a
+ * runs record (two nested) and back; a region slot (a 128 MiB segment) from its answer to three
+ * runs (a 64 MiB segment nested in it) and back; a page inside that region from "none, ask the
+ * region" to three runs (a small segment nested) and back; and nodes above 2^48 added one by
+ * one (the hash table grown under the readers). In the direct form a slot's words are answer
+ * bytes, not pointers: a reader that followed them as the entry of a run before it checked the
+ * sequence died of SIGSEGV (h-index, on a 16-core machine). Four readers, more than this
+ * machine's cores, so that they are preempted between their loads. Every lookup must find its
+ * fixed segment, or a nested one that holds the address. */
+#define STATES_FINE    2
+#define STATES_FIXED   (STATES_FINE + 2)
+#define STATES_READERS 4
+
+typedef struct
+{
+  MemresResource *fixed_mr, *moving_mr;
+  guint64 base[STATES_FIXED], length[STATES_FIXED];
+  gint stop;                    /* atomic */
+  gint bad;                     /* atomic */
+  gint laps;                    /* atomic: 1,024 lookups each */
+  guint64 found[STATES_FIXED];  /* atomic: lookups that found the fixed segment itself */
+  guint64 nested[STATES_FIXED]; /* atomic: lookups that found a nested one */
+} States;
+
+static gpointer
+states_reader (gpointer data)
+{
+  States *st = data;
+  guint64 x = g_random_int () | 1; /* xorshift64 */
+  guint64 found[STATES_FIXED] = { 0 }, nested[STATES_FIXED] = { 0 };
+
+  while (!g_atomic_int_get (&st->stop))
+    {
+      MemresLookupInfo info;
+      guint i;
+      guint64 a;
+
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      if ((x & 1023) == 0)
+        g_atomic_int_inc (&st->laps);
+      i = (x >> 10) % STATES_FIXED;
+      /* in the coarse one: half of them in its first 8 MiB (a page with a small one nested) */
+      a = st->base[i]
+          + (((x >> 32) * (i == STATES_FINE && (x & 0x100) ? 8 * MIB : st->length[i])) >> 32);
+      if (!memres_lookup (addr (a), &info))
+        g_atomic_int_inc (&st->bad);
+      else if (info.resource == st->fixed_mr)
+        {
+          if (info.segment.base != st->base[i] || info.segment.length != st->length[i]
+              || info.offset != a - st->base[i])
+            g_atomic_int_inc (&st->bad);
+          found[i]++;
+        }
+      else if (info.resource != st->moving_mr || a - info.segment.base >= info.segment.length
+               || info.offset != a - info.segment.base || info.segment.base < st->base[i]
+               || info.segment.base + info.segment.length > st->base[i] + st->length[i])
+        g_atomic_int_inc (&st->bad);
+      else
+        nested[i]++;
+    }
+  for (guint i = 0; i < STATES_FIXED; i++)
+    {
+      __atomic_fetch_add (&st->found[i], found[i], __ATOMIC_RELAXED);
+      __atomic_fetch_add (&st->nested[i], nested[i], __ATOMIC_RELAXED);
+    }
+  return NULL;
+}
+
+static void
+test_slot_states_race (void)
+{
+  States st = { 0 };
+  GThread *threads[STATES_READERS];
+  guint64 fine = G_GUINT64_CONSTANT (0x310000000000);
+  guint64 coarse = G_GUINT64_CONSTANT (0x320000000000);   /* a 64 MiB region's edge */
+  guint64 high = G_GUINT64_CONSTANT (0xfff2000000000000); /* above 2^48: the hash table */
+  guint64 found = 0, nested = 0;
+  guint round;
+
+  segkind_register ();
+  st.fixed_mr = mt_new_ok ("segkind");
+  st.moving_mr = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  for (guint i = 0; i < STATES_FINE; i++)
+    {
+      st.base[i] = fine + i * 2 * MIB; /* a page of its own: its slot is its answer */
+      st.length[i] = MIB;
+    }
+  st.base[STATES_FINE] = coarse; /* two regions' slots are its answer */
+  st.length[STATES_FINE] = 128 * MIB;
+  st.base[STATES_FINE + 1] = high;
+  st.length[STATES_FINE + 1] = MIB;
+  for (guint i = 0; i < STATES_FIXED; i++)
+    seg_map (st.fixed_mr, st.base[i], st.length[i]);
+  for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
+    threads[i] = g_thread_new ("reader", states_reader, &st);
+  /* 600 rounds, and more until the readers have looked up tens of thousands of times */
+  for (round = 0; round < 600 || g_atomic_int_get (&st.laps) < 64; round++)
+    {
+      guint64 in = (round % 7) * 128 * 1024;
+
+      for (guint j = 0; j < 4 * STATES_FINE; j++)
+        {
+          guint i = j % STATES_FINE;
+          guint64 f = st.base[i];
+
+          /* direct -> three runs -> direct */
+          seg_map (st.moving_mr, f + in, 64 * 1024);
+          seg_unmap (st.moving_mr, f + in);
+          if ((round + j) % 2 == 0)
+            {
+              /* direct -> three runs -> five (a record) -> three -> direct */
+              seg_map (st.moving_mr, f + 64 * 1024, 64 * 1024);
+              seg_map (st.moving_mr, f + 512 * 1024 + in / 2, 64 * 1024);
+              seg_unmap (st.moving_mr, f + 64 * 1024);
+              seg_unmap (st.moving_mr, f + 512 * 1024 + in / 2);
+            }
+        }
+      /* the regions: their answer -> three runs -> their answer */
+      seg_map (st.moving_mr, coarse + 32 * MIB, 64 * MIB);
+      seg_unmap (st.moving_mr, coarse + 32 * MIB);
+      /* a page in the first region: none (the region's) -> three runs -> none */
+      seg_map (st.moving_mr, coarse + 5 * MIB + in, 64 * 1024);
+      seg_unmap (st.moving_mr, coarse + 5 * MIB + in);
+      /* a new GiB above 2^48, 64 of them: the hash table grows under the readers */
+      if (round < 64)
+        {
+          seg_map (st.moving_mr, high + (round + 1) * GIB, MIB);
+          seg_unmap (st.moving_mr, high + (round + 1) * GIB);
+        }
+    }
+  g_atomic_int_set (&st.stop, 1);
+  for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
+    g_thread_join (threads[i]);
+  for (guint i = 0; i < STATES_FIXED; i++)
+    {
+      found += st.found[i];
+      nested += st.nested[i];
+    }
+  g_test_message ("%u rounds; %" G_GUINT64_FORMAT
+                  " lookups found the fixed segments, %" G_GUINT64_FORMAT " a nested one, %d wrong",
+                  round, found, nested, st.bad);
+  g_assert_cmpint (st.bad, ==, 0);
+  g_assert_cmpuint (found, >, 0);
+  for (guint i = 0; i < STATES_FIXED; i++)
+    seg_unmap (st.fixed_mr, st.base[i]);
+  g_assert_cmpuint (model->len, ==, 0);
+  g_array_unref (model);
+  memres_resource_unref (st.moving_mr);
+  memres_resource_unref (st.fixed_mr);
+}
+
 /* Refuses @event of @segment with @code of MEMRES_ERROR, saying @says. */
 static void
 assert_refused (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segment,
@@ -1017,6 +1173,7 @@ main (int argc, char **argv)
   g_test_add_func ("/lookup/coarse-shapes", test_coarse_shapes);
   g_test_add_func ("/lookup/random-coarse", test_random_coarse);
   g_test_add_func ("/lookup/shared-pages-race", test_shared_pages_race);
+  g_test_add_func ("/lookup/slot-states-race", test_slot_states_race);
   g_test_add_func ("/lookup/overlap-refused", test_overlap_refused);
   return g_test_run ();
 }
