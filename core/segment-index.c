@@ -50,12 +50,14 @@
  * that an odd start never matches the end and needs no test of its own). Nothing a reader can reach
  * is ever freed: entries, runs and nodes removed from the index wait on free lists for their next
  * use (runs only for runs of the same capacity, so that a reader bounds its search by a capacity
- * that never changes), and a full hash table is replaced by one twice its size and kept. A stale
- * pointer thus always leads to valid memory, and the sequence check throws away what was read
- * through it (the answer is copied with three 16-byte loads: a torn copy is what the check is
- * for). No answer is kept per thread: with no table in front, the cost is the same whether the
- * thread found the segment before or not, and no branch mispredicts between a kept answer and a
- * search. */
+ * that never changes), and a full hash table is replaced by one twice its size and kept. But a
+ * slot's words are answer bytes in one state and run entries in another: a pointer read from a
+ * word that may hold something else is followed only after the sequence is checked once more
+ * (the readers' rule, where the readers begin, says which pointers are followed before). The
+ * final check throws away what was read through a pointer (the answer is copied with three
+ * 16-byte loads: a torn copy is what the check is for). No answer is kept per thread: with no table
+ * in front, the cost is the same whether the thread found the segment before or not, and no branch
+ * mispredicts between a kept answer and a search. */
 #include "segment-index.h"
 
 #include <stdlib.h>
@@ -1470,6 +1472,36 @@ _memres_index_sort (GPtrArray *entries)
 
 /* ---- the readers ---------------------------------------------------------------------------- */
 
+/* The readers' rule. A reader takes no lock: it reads index_seq (acquire, its low bit cleared),
+ * then words a writer may be rewriting meanwhile (relaxed atomic loads, or the answer's three
+ * 16-byte loads), then checks index_seq again after an acquire fence (seq_still()): only then
+ * is what it read one state of the index. So a pointer read from such a word is followed before
+ * that check only where every value the word can ever hold is a valid pointer, of the one type
+ * the reader takes it for, to memory that is never freed:
+ * - index_top[gib]: 0, or a node's biased address, set once and never changed; nodes are never
+ *   freed. lookup_at() follows it at once.
+ * - index_dir: NULL, or a hash table; a table replaced by a bigger one is kept (retired_dirs), and
+ *   its bits, shift and mask are set before it is published. A bucket's node is read only after
+ *   its key matched (acquire): the node is published before the key, and a bucket with a key is
+ *   never changed. high_node() follows both at once.
+ * - a slot's v: every value it takes is a whole value with its tag bits (a writer stores it in
+ *   one store), and each tag names one type: no tag, an entry (not followed: the answer is the
+ *   slot's own words); SLOT_RUNS, a Runs record, reused only for records of the same capacity and
+ *   never freed, so its cap and its 2 * cap words are always there; SLOT_FEW, nothing followed
+ *   (the runs are the slot's own words). lookup_page() and lookup_region() follow a Runs pointer
+ *   at once.
+ * Every other pointer is read from words that hold other things in other states, and is followed
+ * only after seq_still() (a retry from the start when the index changed):
+ * - a SLOT_FEW slot's run entries (lookup_few()): those words hold a direct slot's answer bytes
+ *   (a length, a device and its handle types, a tag) when the slot was rewritten to the direct
+ *   form after the reader read its v. Followed before the check, they crashed the readers of
+ *   /lookup/shared-pages-race on a 16-core machine (h-index, reverted in 1b033cd).
+ * - a Runs record's run entries (lookup_runs()): its entry words only ever hold entries or 0 (a
+ *   record keeps its capacity), so they could be followed at once; they are checked first all the
+ *   same, so that the rule has one exception list, the one above.
+ * An entry followed after the check may be removed and reused while the reader copies its answer:
+ * entries are never freed, and lookup_answer()'s final check throws away a torn copy. */
+
 /* The node of the GiB of @addr above the flat table, or NULL. */
 G_GNUC_NO_INLINE static const Node *
 high_node (guint64 addr)
@@ -1496,6 +1528,15 @@ high_node (guint64 addr)
 
 __attribute__ ((cold)) static gboolean lookup_retry (guint64 addr, MemresLookupInfo *info);
 
+/* Whether the index is still at sequence number @seq: what the reader read before the call is
+ * one state's, and a pointer among it may be followed (the readers' rule, above). */
+static inline __attribute__ ((always_inline)) gboolean
+seq_still (guint64 seq)
+{
+  __atomic_thread_fence (__ATOMIC_ACQUIRE);
+  return LOAD (&index_seq) == seq;
+}
+
 /* 16 bytes of an answer, copied in one move */
 typedef gint64 AnswerPart __attribute__ ((vector_size (16), aligned (8), may_alias));
 
@@ -1511,8 +1552,7 @@ lookup_answer (const guint64 *w, guint64 addr, MemresLookupInfo *info, guint64 s
   AnswerPart a2 = ((const AnswerPart *) w)[2];
   guint64 base = LOAD (&w[BASE_WORD]);
 
-  __atomic_thread_fence (__ATOMIC_ACQUIRE);
-  if (G_UNLIKELY (LOAD (&index_seq) != seq))
+  if (G_UNLIKELY (!seq_still (seq)))
     return lookup_retry (addr, info);
   ((AnswerPart *) info)[0] = a0;
   ((AnswerPart *) info)[1] = a1;
@@ -1526,23 +1566,34 @@ lookup_answer (const guint64 *w, guint64 addr, MemresLookupInfo *info, guint64 s
 G_GNUC_NO_INLINE __attribute__ ((cold)) static gboolean
 lookup_none (guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
-  __atomic_thread_fence (__ATOMIC_ACQUIRE);
-  if (G_UNLIKELY (LOAD (&index_seq) != seq))
+  if (G_UNLIKELY (!seq_still (seq)))
     return lookup_retry (addr, info);
   return FALSE;
 }
 
+/* The entry @e of the run of @addr, read from words a writer may have rewritten since @seq:
+ * followed only once the index is known to be still at @seq (the readers' rule, above); NULL
+ * (no segment there) is then a true "not found". */
+static inline __attribute__ ((always_inline)) gboolean
+lookup_run_entry (const MemresIndexEntry *e, guint64 addr, MemresLookupInfo *info, guint64 seq)
+{
+  if (G_UNLIKELY (!seq_still (seq)))
+    return lookup_retry (addr, info);
+  if (G_UNLIKELY (e == NULL))
+    return FALSE;
+  return lookup_answer ((const guint64 *) e, addr, info, seq);
+}
+
 /* The rest of a lookup whose slot @s holds up to three runs (SLOT_FEW): the starts of the second
- * and third counted with no branch, the run's segment read from the slot, then its entry. */
+ * and third counted with no branch, the run's segment read from the slot, then (the sequence
+ * checked: the slot may hold a direct answer's bytes by now) its entry. */
 static inline __attribute__ ((always_inline)) gboolean
 lookup_few (const Slot *s, guint64 addr, MemresLookupInfo *info, guint64 seq)
 {
   gsize i = (gsize) (LOAD (&s->w[FEW_START (1)]) <= addr) + (LOAD (&s->w[FEW_START (2)]) <= addr);
-  const MemresIndexEntry *e = (const MemresIndexEntry *) (guintptr) LOAD (&s->w[FEW_ENTRY (i)]);
 
-  if (G_UNLIKELY (e == NULL))
-    return lookup_none (addr, info, seq);
-  return lookup_answer ((const guint64 *) e, addr, info, seq);
+  return lookup_run_entry ((const MemresIndexEntry *) (guintptr) LOAD (&s->w[FEW_ENTRY (i)]), addr,
+                           info, seq);
 }
 
 /* The rest of a lookup whose slot holds the runs @r: the last run starting at or before @addr
@@ -1570,9 +1621,7 @@ lookup_runs (guint64 addr, MemresLookupInfo *info, guint64 seq, const Runs *r)
       i = (gsize) (it - start);
     }
   e = (const MemresIndexEntry *) (guintptr) LOAD (&r->word[cap + i]);
-  if (G_UNLIKELY (e == NULL))
-    return lookup_none (addr, info, seq);
-  return lookup_answer ((const guint64 *) e, addr, info, seq);
+  return lookup_run_entry (e, addr, info, seq);
 }
 
 /* The rest of a lookup whose page slot holds no fine segment: the slot of its region in @node
