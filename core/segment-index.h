@@ -1,7 +1,9 @@
 /* memres - CUDA memory resources
- * segment-index.h: the process-wide index of segments that memres_lookup() reads
- * (segment-index.c), as segments.c sees it: every call but memres_lookup() is made with
- * segments.c's lock held, and each change is published to the readers before it returns. */
+ * segment-index.h: the process-wide index of segments that memres_lookup() reads, as segments.c
+ * sees it (the operations in segment-index.c; the slots written in segment-slots.c; the readers
+ * in segment-lookup.c; their layout in segment-index-layout.h): every call but memres_lookup() is
+ * made with segments.c's lock held, and each change is published to the readers before it
+ * returns. */
 #pragma once
 
 #ifndef MEMRES_CORE_COMPILATION

@@ -1,4 +1,4 @@
-/* test-lookup.c: memres_lookup() (core/segment-index.c) answers as the index is at the call:
+/* test-lookup.c: memres_lookup() (core/segment-lookup.c) answers as the index is at the call:
  * never a segment after it was unmapped (in the same thread, and in reader threads racing a
  * mapping and unmapping thread), the innermost where segments nest, and right with more
  * segments than fit in any cache. Host memory through `cache` (suite core): no driver. And the
@@ -396,7 +396,7 @@ check_model (guint64 lo, guint64 hi)
 
 #define MIB (G_GUINT64_CONSTANT (1) << 20)
 
-/* Pages (1 MiB, segment-index.c) of every shape at @at (2 MiB-aligned): each change checked
+/* Pages (1 MiB, core/segment-slots.c) of every shape at @at (2 MiB-aligned): each change checked
  * against the model. */
 static void
 shapes_at (MemresResource *a, MemresResource *b, guint64 at)
@@ -643,7 +643,7 @@ test_page_edges (void)
   memres_resource_unref (a);
 }
 
-/* Coarse segments (64 MiB or more, kept in the slots of their 64 MiB regions, segment-index.c):
+/* Coarse segments (64 MiB or more, kept in the slots of their 64 MiB regions, segment-slots.c):
  * one region exactly, spans across region and GiB edges from inside a page, partial regions at
  * both ends, two meeting inside a region, fine segments inside them (a whole page, part of one,
  * across a page edge and a region edge) and beside them in one page, coarse inside coarse and an
