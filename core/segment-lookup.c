@@ -31,12 +31,12 @@ Dir *_memres_index_dir;
  * only then is what it read one state of the index. So a pointer read from such a word is followed
  * before that check only where every value the word can ever hold is a valid pointer, of the one
  * type the reader takes it for, to memory that is never freed:
- * - _memres_index_top[gib]: 0, or a node's biased address, set once and never changed; nodes are
- * never freed. lookup_at() follows it at once.
+ * - _memres_index_top[gib]: 0, or a node's biased address, set once and never changed;
+ *   nodes are never freed. lookup_at() follows it at once.
  * - _memres_index_dir: NULL, or a hash table; a table replaced by a bigger one is kept
- * (retired_dirs), and its bits, shift and mask are set before it is published. A bucket's node is
- * read only after its key matched (acquire): the node is published before the key, and a bucket
- * with a key is never changed. high_node() follows both at once.
+ *   (retired_dirs), and its bits, shift and mask are set before it is published. A bucket's
+ *   node is read only after its key matched (acquire): the node is published before the key,
+ *   and a bucket with a key is never changed. high_node() follows both at once.
  * - a slot's v: every value it takes is a whole value with its tag bits (a writer stores it in
  *   one store), and each tag names one type: no tag, an entry (not followed: the answer is the
  *   slot's own words); SLOT_RUNS, a Runs record, reused only for records of the same capacity and
