@@ -463,15 +463,16 @@ pattern_arg (PyObject *obj, gboolean width_given, guint32 *value, guint32 *width
   PyBuffer_Release (&view);
   if (len != 1 && len != 2 && len != 4)
     {
-      pymemres_raise (g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                                   "a fill pattern is 1, 2 or 4 bytes, not %" G_GSIZE_FORMAT, len));
+      pymemres_raise (
+          g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                       "a fill pattern must be 1, 2 or 4 bytes long, not %" G_GSIZE_FORMAT, len));
       return -1;
     }
   if (width_given && *width != len)
     {
-      pymemres_raise (g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                                   "fill pattern of %" G_GSIZE_FORMAT " bytes with width=%u", len,
-                                   *width));
+      pymemres_raise (g_error_new (
+          MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+          "fill width %u differs from the %" G_GSIZE_FORMAT " bytes of the pattern", *width, len));
       return -1;
     }
   *width = (guint32) len;
