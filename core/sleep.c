@@ -460,11 +460,13 @@ save_contents (MemresResource *mr, MemresSleepPolicy *policy, MemresSleepEntry *
   return ok;
 }
 
-/* Restores the contents of @entries by @policy after the wake slot; the backups stay (freed by
- * the caller once everything succeeded). */
+/* Restores the contents of @entries by @policy after the wake slot (BACKUP: the rest of
+ * @restore's copies, those the slot's mapping let it queue early being on their way); the backups
+ * stay (freed by the caller once everything succeeded). */
 static gboolean
 restore_contents (MemresResource *mr, MemresSleepPolicy *policy, guint64 file_size,
-                  MemresSleepEntry **entries, gsize n, MemresStream stream, GError **error)
+                  MemresSleepEntry **entries, gsize n, MemresSleepRestore *restore,
+                  MemresStream stream, GError **error)
 {
   MemresResource *host;
   MemresBuffer *stage = NULL;
@@ -475,7 +477,7 @@ restore_contents (MemresResource *mr, MemresSleepPolicy *policy, guint64 file_si
   if (policy->mode == MEMRES_SLEEP_DISCARD || n == 0)
     return TRUE;
   if (policy->mode == MEMRES_SLEEP_BACKUP)
-    return _memres_sleep_backup_restore (entries, n, stream, error);
+    return _memres_sleep_restore_finish (restore, error);
   fd = open (policy->path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return file_error (error, policy->path, "cannot open the sleep file", errno);
@@ -839,8 +841,10 @@ memres_resource_wake (MemresResource *mr, const char *tag, MemresStream stream, 
 {
   g_autofree MemresSleepEntry **entries = NULL;
   g_autofree MemresAllocation **allocs = NULL;
+  MemresSleepRestore *restore = NULL;
   MemresSleepPolicy *policy;
   guint64 file_size;
+  gboolean ok;
   guint id;
   gsize n = 0;
 
@@ -856,13 +860,30 @@ memres_resource_wake (MemresResource *mr, const char *tag, MemresStream stream, 
   file_size = mr->sleep->tags[id].file_size;
   g_mutex_unlock (&mr->sleep->lock);
   allocs = records_of (entries, n);
-  if (!call_stack (mr, FALSE, allocs, n, id, policy, error))
+  /* the backup's copies queued as the slot maps the memory (docs/sleep.md) */
+  if (policy->mode == MEMRES_SLEEP_BACKUP && n > 0
+      && (restore = _memres_sleep_restore_new (entries, n, stream, policy->restore_batch, error))
+             == NULL)
     {
+      end (mr, id, TRUE, policy, file_size, -1);
+      g_prefix_error (error, "cannot wake tag \"%s\": ", tag);
+      return FALSE;
+    }
+  _memres_sleep_restore_set_current (restore);
+  ok = call_stack (mr, FALSE, allocs, n, id, policy, error);
+  _memres_sleep_restore_set_current (NULL);
+  if (!ok)
+    {
+      /* the slot released what it mapped, after waiting for the copies it let the core queue
+       * (memres_sleep_call_unmapping()); what is still queued is waited for here */
+      _memres_sleep_restore_free (restore);
       end (mr, id, TRUE, policy, file_size, -1);
       g_prefix_error (error, "cannot wake tag \"%s\": mapping its memory again: ", tag);
       return FALSE;
     }
-  if (!restore_contents (mr, policy, file_size, entries, n, stream, error))
+  ok = restore_contents (mr, policy, file_size, entries, n, restore, stream, error);
+  _memres_sleep_restore_free (restore);
+  if (!ok)
     {
       g_autoptr (GError) again = NULL;
 

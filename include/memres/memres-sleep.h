@@ -126,6 +126,8 @@ MemresSleepMode memres_sleep_policy_get_mode (const MemresSleepPolicy *policy);
 gboolean memres_sleep_policy_set_path (MemresSleepPolicy *policy, const char *path, GError **error);
 gboolean memres_sleep_policy_set_host_resource (MemresSleepPolicy *policy, MemresResource *host_mr,
                                                 GError **error);
+gboolean memres_sleep_policy_set_restore_batch (MemresSleepPolicy *policy, gsize bytes,
+                                                GError **error);
 
 gboolean memres_resource_sleep (MemresResource *mr, const char *tag, MemresSleepPolicy *policy,
                                 MemresStream stream, GError **error);
