@@ -819,14 +819,17 @@ memres_resource_sleep (MemresResource *mr, const char *tag, MemresSleepPolicy *p
  * addresses with the same access (cuMemCreate() and cuMemMap() per `vmm` chunk or `arena`
  * granule, cuMemSetAccess() per reservation or run of adjacent granules) and restores the contents
  * by the sleep's policy (from the host backups: one cuMemcpyAsync() per run of adjacent buffers
- * still open, all queued on @stream, then one cuStreamSynchronize(); or pread() of the file
- * through page-locked memory); the kind raises %MEMRES_SEGMENT_MAPPED for each segment it maps, so
- * that registrars register again. The backups are freed after. Buffers closed while asleep are not
- * restored.
+ * still open, or per restore batch of a larger run, all queued on @stream as the memory under
+ * them is mapped, so that the copies overlap the mapping of the rest
+ * (memres_sleep_policy_set_restore_batch()), then one cuStreamSynchronize(); or pread() of the
+ * file through page-locked memory); the kind raises %MEMRES_SEGMENT_MAPPED for each segment it
+ * maps, so that registrars register again. The backups are freed after. Buffers closed while
+ * asleep are not restored.
  *
  * All or nothing: when any step fails (the driver, a missing or truncated file), everything
- * stays asleep as it was, the memory made meanwhile is released again, the saved contents are
- * kept for a later wake, and the error names the step. Thread-safe as memres_resource_sleep().
+ * stays asleep as it was, the memory made meanwhile is released again (once the copies queued
+ * into it are done), the saved contents are kept for a later wake, and the error names the step.
+ * Thread-safe as memres_resource_sleep().
  *
  * Errors: %MEMRES_ERROR_NOT_SUPPORTED, %MEMRES_TAG_ERROR_INVALID, %MEMRES_TAG_ERROR_UNKNOWN,
  * %MEMRES_SLEEP_ERROR_NOT_ASLEEP, %MEMRES_SLEEP_ERROR_BUSY, %MEMRES_SLEEP_ERROR_FILE,

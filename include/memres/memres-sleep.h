@@ -111,8 +111,8 @@ typedef enum
  * MemresSleepPolicy:
  *
  * What memres_resource_sleep() does with the contents: a #MemresSleepMode and what it needs
- * (the file's path, the host resource of backups). Reference counted; immutable once given to
- * memres_resource_sleep() (it keeps a reference until the wake).
+ * (the file's path, the host resource of backups, their restore batch). Reference counted;
+ * immutable once given to memres_resource_sleep() (it keeps a reference until the wake).
  *
  * Since: 2.0
  */
