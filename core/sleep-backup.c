@@ -160,6 +160,12 @@ copy_runs (GArray *runs, MemresSleepEntry **sorted, gboolean to_host, MemresStre
   return TRUE;
 }
 
+void
+_memres_sleep_entries_sort (MemresSleepEntry **entries, gsize n)
+{
+  qsort (entries, n, sizeof *entries, entry_cmp);
+}
+
 gboolean
 _memres_sleep_backup_save (MemresResource *host, MemresSleepEntry **entries, gsize n,
                            MemresStream stream, GError **error)
@@ -288,14 +294,15 @@ _memres_sleep_restore_mapped (MemresSleepRestore *r, guint64 address, guint64 si
     return;
   k = mapped_add (r, address, address + size); /* before the array's data is read: it moves */
   s = &g_array_index (r->mapped, Span, k);
-  /* the first run that ends after the span starts */
+  /* the first run that ends after @address: the runs before it gained nothing (so that a span
+   * that grows piece by piece costs a look-up per piece, not a walk from its start) */
   hi = r->runs->len;
   while (lo < hi)
     {
       guint mid = lo + (hi - lo) / 2;
       const Run *x = &g_array_index (r->runs, Run, mid);
 
-      if (x->address + x->size <= s->start)
+      if (x->address + x->size <= address)
         lo = mid + 1;
       else
         hi = mid;
@@ -389,10 +396,13 @@ _memres_sleep_restore_free (MemresSleepRestore *r)
 /* the restore of the memres_resource_wake() this thread is inside, while it calls the wake slots */
 static __thread MemresSleepRestore *current;
 
-void
+MemresSleepRestore *
 _memres_sleep_restore_set_current (MemresSleepRestore *r)
 {
+  MemresSleepRestore *was = current;
+
   current = r;
+  return was;
 }
 
 /**

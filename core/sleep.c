@@ -844,7 +844,7 @@ memres_resource_wake (MemresResource *mr, const char *tag, MemresStream stream, 
 {
   g_autofree MemresSleepEntry **entries = NULL;
   g_autofree MemresAllocation **allocs = NULL;
-  MemresSleepRestore *restore = NULL;
+  MemresSleepRestore *restore = NULL, *outer;
   MemresSleepPolicy *policy;
   guint64 file_size;
   gboolean ok;
@@ -862,8 +862,11 @@ memres_resource_wake (MemresResource *mr, const char *tag, MemresStream stream, 
   policy = mr->sleep->tags[id].policy;
   file_size = mr->sleep->tags[id].file_size;
   g_mutex_unlock (&mr->sleep->lock);
+  /* the backup's copies queued as the slot maps the memory (docs/sleep.md), the records given in
+   * address order so that the runs complete as their memory comes */
+  if (policy->mode == MEMRES_SLEEP_BACKUP)
+    _memres_sleep_entries_sort (entries, n);
   allocs = records_of (entries, n);
-  /* the backup's copies queued as the slot maps the memory (docs/sleep.md) */
   if (policy->mode == MEMRES_SLEEP_BACKUP && n > 0
       && (restore = _memres_sleep_restore_new (entries, n, stream, policy->restore_batch, error))
              == NULL)
@@ -872,9 +875,9 @@ memres_resource_wake (MemresResource *mr, const char *tag, MemresStream stream, 
       g_prefix_error (error, "cannot wake tag \"%s\": ", tag);
       return FALSE;
     }
-  _memres_sleep_restore_set_current (restore);
+  outer = _memres_sleep_restore_set_current (restore);
   ok = call_stack (mr, FALSE, allocs, n, id, policy, error);
-  _memres_sleep_restore_set_current (NULL);
+  _memres_sleep_restore_set_current (outer);
   if (!ok)
     {
       /* the slot released what it mapped, after waiting for the copies it let the core queue

@@ -74,6 +74,8 @@ gboolean _memres_sleep_backup_save (MemresResource *host, MemresSleepEntry **ent
  * before a failure too), the context popped; FALSE naming the call that failed. _free(): waits
  * for what is still queued, pops the context, frees. */
 typedef struct _MemresSleepRestore MemresSleepRestore;
+/* sleep-backup.c: @entries sorted by device and address (the order the wake's runs are in) */
+void _memres_sleep_entries_sort (MemresSleepEntry **entries, gsize n);
 MemresSleepRestore *_memres_sleep_restore_new (MemresSleepEntry **entries, gsize n,
                                                MemresStream stream, gsize batch, GError **error);
 gsize _memres_sleep_restore_batch (const MemresSleepRestore *r);
@@ -81,8 +83,9 @@ void _memres_sleep_restore_mapped (MemresSleepRestore *r, guint64 address, guint
 void _memres_sleep_restore_drain (MemresSleepRestore *r);
 gboolean _memres_sleep_restore_finish (MemresSleepRestore *r, GError **error);
 void _memres_sleep_restore_free (MemresSleepRestore *r);
-/* sleep-backup.c: @r (or NULL) for this thread's wake slots (memres_sleep_call_mapped()) */
-void _memres_sleep_restore_set_current (MemresSleepRestore *r);
+/* sleep-backup.c: @r (or NULL) for this thread's wake slots (memres_sleep_call_mapped()); returns
+ * the one before, to be put back (a wake from a segment event's callback inside another's slot) */
+MemresSleepRestore *_memres_sleep_restore_set_current (MemresSleepRestore *r);
 void _memres_sleep_backup_unref (MemresSleepBackup *backup);
 /* sleep-backup.c, for its copies and sleep.c's file policy: ends @t's context and, where @res
  * failed, sets @error from it naming @call, prefixed with @step; TRUE where @res succeeded. */
