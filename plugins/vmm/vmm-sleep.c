@@ -215,9 +215,10 @@ vmm_wake_one (VmmResource *self, VmmBuffer *buf, gsize size, gboolean *created, 
   return TRUE;
 
 unmap:
+  /* the copies queued into the buffers woken before this one finish first (its own are not) */
+  memres_sleep_call_unmapping ();
   if (mapped_end > 0)
     {
-      memres_sleep_call_unmapping (); /* the wake's copies first (its own are not queued yet) */
       CUresult res2 = _vmm_buffer_apply (self, buf, VMM_UNMAP, 0, mapped_end, &stop);
 
       if (res2 != CUDA_SUCCESS)
