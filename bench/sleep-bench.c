@@ -3,7 +3,7 @@
  * timings only count on a GPU; the `sleep-bench-smoke` test (suite fake) only proves it runs.
  *
  *   memres-sleep-bench [--spec SPEC] [--buffers N] [--min SIZE] [--max SIZE] [--total SIZE]
- *                      [--calls-only]
+ *                      [--calls-only] [--restore-batch SIZE]
  *
  * At least N buffers (default 10000) and `total` bytes (default 40 GiB), of sizes drawn
  * log-uniformly from [min, max] (4 KiB to 1 GiB), each draw capped so that the buffers still to
@@ -38,6 +38,11 @@
  *  7. vLLM's method on the "weights" buffers: per allocation a device synchronize, a copy into
  *     page-locked memory, one unmap and release; back: create, map, set access, copy: memres
  *     must be faster in both directions.
+ *  8. the weights' backup wake paired in this run: with its restoring copies queued only after
+ *     the last map (restore batch 0: wake_weights_serial_ms) and as the memory comes (the
+ *     policy's batch, --restore-batch, 64 MiB by default: wake_weights_batched_ms), each after a
+ *     sleep of its own, the least of 2 each, alternating; batched_vs_serial below 1 is the
+ *     overlap's gain (docs/sleep.md, "The wake's copies as the memory comes").
  * With --calls-only, steps 1, 2 and 4 alone (the others' figures 0) and 5's allocations found,
  * not timed: the sleeps and wakes for callgrind (bench/sleep-callgrind.py), without the raw calls,
  * the copies and vLLM's method, which take minutes on the fake driver. On the fake driver
@@ -470,7 +475,7 @@ main (int argc, char **argv)
 {
   g_autofree char *spec_opt = NULL; /* --spec, owned (GOption duplicates it) */
   const char *spec = "cache>vmm";
-  gint64 n_min = 10000;
+  gint64 n_min = 10000, restore_batch = -1;
   gboolean calls_only = FALSE;
   guint64 min = 4096, max = (guint64) 1 << 30, total = (guint64) 40 << 30;
   GOptionEntry entries[] = {
@@ -480,6 +485,10 @@ main (int argc, char **argv)
     { "max", 0, 0, G_OPTION_ARG_INT64, &max, "largest buffer (bytes)", "SIZE" },
     { "total", 0, 0, G_OPTION_ARG_INT64, &total, "bytes in all", "SIZE" },
     { "calls-only", 0, 0, G_OPTION_ARG_NONE, &calls_only, "only the sleeps and wakes", NULL },
+    { "restore-batch", 0, 0, G_OPTION_ARG_INT64, &restore_batch,
+      "the weights' restore batch (bytes; 0: every copy after the last map; default: the "
+      "policy's, 64 MiB)",
+      "SIZE" },
     { NULL },
   };
   g_autoptr (GOptionContext) oc = g_option_context_new ("- sleep and wake, measured");
@@ -502,6 +511,7 @@ main (int argc, char **argv)
   GArray *unmapped = g_array_new (FALSE, FALSE, sizeof (MemresSegment));
   GArray *unmapped_w = g_array_new (FALSE, FALSE, sizeof (MemresSegment));
   gint64 t_wake_w, t_w_create = G_MAXINT64;
+  gint64 t_wake_serial = G_MAXINT64, t_wake_batched = G_MAXINT64;
   guint w_handles_n = 0;
   guint64 w_raw_bytes = 0;
   double w_copy_gbps, w_wake_gbps, h2d_gbps;
@@ -570,6 +580,9 @@ main (int argc, char **argv)
 
   /* 2. sleep */
   backup = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, NULL);
+  if (restore_batch >= 0
+      && !memres_sleep_policy_set_restore_batch (backup, (gsize) restore_batch, &error))
+    die ("the restore batch", error);
   free0 = free_bytes ();
   sub = memres_resource_subscribe_segments (mr, unmapped_ranges_collect, unmapped, NULL, &error);
   if (sub == 0)
@@ -781,8 +794,34 @@ main (int argc, char **argv)
     }
   }
 
+  /* 8. the weights' wake paired: its copies queued after the last map (restore batch 0), then
+   * as the memory comes (the batch of the run), each after a sleep of its own, the least of 2 */
+  for (guint rep = 0; rep < 4; rep++)
+    {
+      g_autoptr (MemresSleepPolicy) p = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, NULL);
+      gint64 t;
+
+      if (rep % 2 == 0 && !memres_sleep_policy_set_restore_batch (p, 0, &error))
+        die ("the restore batch", error);
+      if (rep % 2 == 1 && restore_batch >= 0
+          && !memres_sleep_policy_set_restore_batch (p, (gsize) restore_batch, &error))
+        die ("the restore batch", error);
+      if (!memres_resource_sleep (mr, "bench-weights", p, NULL, &error))
+        die ("sleeping weights (paired)", error);
+      t0 = now_ns ();
+      if (!memres_resource_wake (mr, "bench-weights", NULL, &error))
+        die ("waking weights (paired)", error);
+      t = now_ns () - t0;
+      if (rep % 2 == 0)
+        t_wake_serial = MIN (t_wake_serial, t);
+      else
+        t_wake_batched = MIN (t_wake_batched, t);
+    }
+
 report:
   /* 0 for what --calls-only did not measure */
+  if (t_wake_serial == G_MAXINT64)
+    t_wake_serial = t_wake_batched = 0;
   h2d_gbps = t_copy_h2d > 0 ? (256.0 * 1048576.0) / (double) t_copy_h2d : 0.0;
   w_wake_gbps = (double) weights_bytes / MAX (1.0, (double) t_wake_w);
   if (t_w_create == G_MAXINT64)
@@ -809,6 +848,8 @@ report:
           ",\n \"kv_driver_calls\": {\"sleep\": %s, \"wake\": %s"
           ",\n   \"raw_sleep\": {\"cuMemUnmap\": %u, \"cuMemRelease\": %u}"
           ", \"raw_wake\": {\"cuMemCreate\": %u, \"cuMemMap\": %u, \"cuMemSetAccess\": %u}}"
+          ",\n \"wake_weights_serial_ms\": %.3f, \"wake_weights_batched_ms\": %.3f"
+          ", \"batched_vs_serial\": %.4f"
           ",\n \"addresses_and_checksums_identical\": %s",
           spec, bufs->len, sum_bytes, slept, weights_bytes, given,
           slept > 0 ? (double) given / (double) slept : 0.0, t_sleep / 1e6, t_wake / 1e6,
@@ -822,6 +863,8 @@ report:
           t_w_create / 1e6, w_wake_gbps, w_copy_gbps, h2d_gbps > 0 ? w_wake_gbps / h2d_gbps : 0.0,
           h2d_gbps > 0 ? w_copy_gbps / h2d_gbps : 0.0, kv_sleep_calls, kv_wake_calls,
           runs_n + released_only_n, handles_n + released_only_n, handles_n, handles_n, runs_n,
+          t_wake_serial / 1e6, t_wake_batched / 1e6,
+          t_wake_serial > 0 ? (double) t_wake_batched / (double) t_wake_serial : 0.0,
           same ? "true" : "false");
   if (fake_call_count != NULL)
     {

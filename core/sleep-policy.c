@@ -39,6 +39,7 @@ memres_sleep_policy_new (MemresSleepMode mode, GError **error)
   policy = g_new0 (MemresSleepPolicy, 1);
   g_atomic_ref_count_init (&policy->ref);
   policy->mode = mode;
+  policy->restore_batch = mode == MEMRES_SLEEP_BACKUP ? MEMRES_SLEEP_RESTORE_BATCH : 0;
   return policy;
 }
 
@@ -178,5 +179,44 @@ memres_sleep_policy_set_host_resource (MemresSleepPolicy *policy, MemresResource
   if (policy->host_mr != NULL)
     memres_resource_unref (policy->host_mr);
   policy->host_mr = host_mr;
+  return TRUE;
+}
+
+/**
+ * memres_sleep_policy_set_restore_batch:
+ * @policy: a #MemresSleepPolicy of mode %MEMRES_SLEEP_BACKUP
+ * @bytes: how many bytes the wake maps before it queues their restoring copies (64 MiB by
+ *   default); 0 queues every copy once all the memory is mapped
+ * @error: return location for a #GError, or %NULL
+ *
+ * How the wake of a tag put to sleep with @policy overlaps its two halves: it maps the memory in
+ * batches of about @bytes (`arena`: runs of adjacent granules of at most @bytes, each granted by
+ * one cuMemSetAccess(); `vmm`: buffer by buffer) and queues the restoring cuMemcpyAsync() of the
+ * bytes of each batch as soon as it is mapped, while it maps the next; the one wait at the end
+ * stays (docs/sleep.md). A run of adjacent buffers larger than @bytes is copied in pieces of at
+ * least @bytes. Read by the wake from the policy its tag slept with. Not thread-safe against a
+ * sleep or wake that uses @policy.
+ *
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a policy of another mode (a discard wake copies
+ * nothing; a file's wake reads the file through a staging buffer, copy by copy).
+ *
+ * Returns: %TRUE on success
+ *
+ * Since: 2.0
+ */
+gboolean
+memres_sleep_policy_set_restore_batch (MemresSleepPolicy *policy, gsize bytes, GError **error)
+{
+  g_return_val_if_fail (policy != NULL, FALSE);
+
+  if (policy->mode != MEMRES_SLEEP_BACKUP)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "only a policy of MEMRES_SLEEP_BACKUP has a restore batch: a %s wake "
+                   "restores nothing from host memory",
+                   policy->mode == MEMRES_SLEEP_DISCARD ? "discard" : "file");
+      return FALSE;
+    }
+  policy->restore_batch = bytes;
   return TRUE;
 }

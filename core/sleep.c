@@ -460,11 +460,13 @@ save_contents (MemresResource *mr, MemresSleepPolicy *policy, MemresSleepEntry *
   return ok;
 }
 
-/* Restores the contents of @entries by @policy after the wake slot; the backups stay (freed by
- * the caller once everything succeeded). */
+/* Restores the contents of @entries by @policy after the wake slot (BACKUP: the rest of
+ * @restore's copies, those the slot's mapping let it queue early being on their way); the backups
+ * stay (freed by the caller once everything succeeded). */
 static gboolean
 restore_contents (MemresResource *mr, MemresSleepPolicy *policy, guint64 file_size,
-                  MemresSleepEntry **entries, gsize n, MemresStream stream, GError **error)
+                  MemresSleepEntry **entries, gsize n, MemresSleepRestore *restore,
+                  MemresStream stream, GError **error)
 {
   MemresResource *host;
   MemresBuffer *stage = NULL;
@@ -475,7 +477,7 @@ restore_contents (MemresResource *mr, MemresSleepPolicy *policy, guint64 file_si
   if (policy->mode == MEMRES_SLEEP_DISCARD || n == 0)
     return TRUE;
   if (policy->mode == MEMRES_SLEEP_BACKUP)
-    return _memres_sleep_backup_restore (entries, n, stream, error);
+    return _memres_sleep_restore_finish (restore, error);
   fd = open (policy->path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return file_error (error, policy->path, "cannot open the sleep file", errno);
@@ -817,14 +819,17 @@ memres_resource_sleep (MemresResource *mr, const char *tag, MemresSleepPolicy *p
  * addresses with the same access (cuMemCreate() and cuMemMap() per `vmm` chunk or `arena`
  * granule, cuMemSetAccess() per reservation or run of adjacent granules) and restores the contents
  * by the sleep's policy (from the host backups: one cuMemcpyAsync() per run of adjacent buffers
- * still open, all queued on @stream, then one cuStreamSynchronize(); or pread() of the file
- * through page-locked memory); the kind raises %MEMRES_SEGMENT_MAPPED for each segment it maps, so
- * that registrars register again. The backups are freed after. Buffers closed while asleep are not
- * restored.
+ * still open, or per restore batch of a larger run, all queued on @stream as the memory under
+ * them is mapped, so that the copies overlap the mapping of the rest
+ * (memres_sleep_policy_set_restore_batch()), then one cuStreamSynchronize(); or pread() of the
+ * file through page-locked memory); the kind raises %MEMRES_SEGMENT_MAPPED for each segment it
+ * maps, so that registrars register again. The backups are freed after. Buffers closed while
+ * asleep are not restored.
  *
  * All or nothing: when any step fails (the driver, a missing or truncated file), everything
- * stays asleep as it was, the memory made meanwhile is released again, the saved contents are
- * kept for a later wake, and the error names the step. Thread-safe as memres_resource_sleep().
+ * stays asleep as it was, the memory made meanwhile is released again (once the copies queued
+ * into it are done), the saved contents are kept for a later wake, and the error names the step.
+ * Thread-safe as memres_resource_sleep().
  *
  * Errors: %MEMRES_ERROR_NOT_SUPPORTED, %MEMRES_TAG_ERROR_INVALID, %MEMRES_TAG_ERROR_UNKNOWN,
  * %MEMRES_SLEEP_ERROR_NOT_ASLEEP, %MEMRES_SLEEP_ERROR_BUSY, %MEMRES_SLEEP_ERROR_FILE,
@@ -839,8 +844,10 @@ memres_resource_wake (MemresResource *mr, const char *tag, MemresStream stream, 
 {
   g_autofree MemresSleepEntry **entries = NULL;
   g_autofree MemresAllocation **allocs = NULL;
+  MemresSleepRestore *restore = NULL, *outer;
   MemresSleepPolicy *policy;
   guint64 file_size;
+  gboolean ok;
   guint id;
   gsize n = 0;
 
@@ -855,14 +862,34 @@ memres_resource_wake (MemresResource *mr, const char *tag, MemresStream stream, 
   policy = mr->sleep->tags[id].policy;
   file_size = mr->sleep->tags[id].file_size;
   g_mutex_unlock (&mr->sleep->lock);
+  /* the backup's copies queued as the slot maps the memory (docs/sleep.md), the records given in
+   * address order so that the runs complete as their memory comes */
+  if (policy->mode == MEMRES_SLEEP_BACKUP)
+    _memres_sleep_entries_sort (entries, n);
   allocs = records_of (entries, n);
-  if (!call_stack (mr, FALSE, allocs, n, id, policy, error))
+  if (policy->mode == MEMRES_SLEEP_BACKUP && n > 0
+      && (restore = _memres_sleep_restore_new (entries, n, stream, policy->restore_batch, error))
+             == NULL)
     {
+      end (mr, id, TRUE, policy, file_size, -1);
+      g_prefix_error (error, "cannot wake tag \"%s\": ", tag);
+      return FALSE;
+    }
+  outer = _memres_sleep_restore_set_current (restore);
+  ok = call_stack (mr, FALSE, allocs, n, id, policy, error);
+  _memres_sleep_restore_set_current (outer);
+  if (!ok)
+    {
+      /* the slot released what it mapped, after waiting for the copies it let the core queue
+       * (memres_sleep_call_unmapping()); what is still queued is waited for here */
+      _memres_sleep_restore_free (restore);
       end (mr, id, TRUE, policy, file_size, -1);
       g_prefix_error (error, "cannot wake tag \"%s\": mapping its memory again: ", tag);
       return FALSE;
     }
-  if (!restore_contents (mr, policy, file_size, entries, n, stream, error))
+  ok = restore_contents (mr, policy, file_size, entries, n, restore, stream, error);
+  _memres_sleep_restore_free (restore);
+  if (!ok)
     {
       g_autoptr (GError) again = NULL;
 

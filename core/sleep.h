@@ -28,7 +28,11 @@ struct _MemresSleepPolicy
   MemresSleepMode mode;
   char *path;
   MemresResource *host_mr; /* BACKUP, FILE: where the page-locked memory comes from, or NULL */
+  gsize restore_batch;     /* BACKUP: memres_sleep_policy_set_restore_batch() */
 };
+
+/* BACKUP: the bytes a wake maps before it queues their restoring copies, by default */
+#define MEMRES_SLEEP_RESTORE_BATCH ((gsize) 64 << 20)
 
 typedef struct _MemresSleepEntry MemresSleepEntry;
 
@@ -49,15 +53,39 @@ struct _MemresSleepEntry
 /* sleep-backup.c, for sleep.c. _save(): the backups of @entries (their buffers with bytes, in
  * runs of address-contiguous ones on one device: one backup of @host's and one cuMemcpyAsync
  * per run, on @stream) made and filled, one cuStreamSynchronize per device; on failure the
- * backups made so far stay in the entries for the caller to free (the buffers untouched).
- * _restore(): the bytes copied back (one copy per run whose buffers are contiguous in the
- * address space and in their backup: buffers closed while asleep split runs), waited for the
- * same way; the backups stay. Both name the failing step and driver call. _unref(): drops an
- * entry's reference (the last closes the page-locked memory). */
+ * backups made so far stay in the entries for the caller to free (the buffers untouched),
+ * naming the failing step and driver call. The copies back: MemresSleepRestore below (one copy
+ * per run whose buffers are contiguous in the address space and in their backup, buffers closed
+ * while asleep splitting runs; a run larger than a batch in pieces). _unref(): drops an entry's
+ * reference (the last closes the page-locked memory). */
 gboolean _memres_sleep_backup_save (MemresResource *host, MemresSleepEntry **entries, gsize n,
                                     MemresStream stream, GError **error);
-gboolean _memres_sleep_backup_restore (MemresSleepEntry **entries, gsize n, MemresStream stream,
-                                       GError **error);
+/* sleep-backup.c: the restoring copies of a wake (BACKUP), queued while its slot maps the memory
+ * (docs/sleep.md, "The wake's copies as the memory comes"). _new(): the runs of @entries with
+ * a backup (as _save()'s, a buffer closed while asleep splitting its run); when @batch is not 0
+ * and the runs are on one device, @stream's context made current until _finish() or _free()
+ * (NULL with the error naming the driver call when it cannot be). _batch(): @batch, 0 when no
+ * copy is queued early (0 given, several devices, an early copy failed). _mapped(): a wake slot
+ * told [address, address + size) mapped and granted (memres_sleep_call_mapped()): the runs' bytes
+ * now mapped from where their copies stopped are queued when they end their run or are at least
+ * @batch bytes; a failing copy is kept for _finish() to name, and nothing more is queued early.
+ * _drain(): waits for the copies queued (before a slot releases memory they may write).
+ * _finish(): the rest of every run queued, one cuStreamSynchronize for all (the copies queued
+ * before a failure too), the context popped; FALSE naming the call that failed. _free(): waits
+ * for what is still queued, pops the context, frees. */
+typedef struct _MemresSleepRestore MemresSleepRestore;
+/* sleep-backup.c: @entries sorted by device and address (the order the wake's runs are in) */
+void _memres_sleep_entries_sort (MemresSleepEntry **entries, gsize n);
+MemresSleepRestore *_memres_sleep_restore_new (MemresSleepEntry **entries, gsize n,
+                                               MemresStream stream, gsize batch, GError **error);
+gsize _memres_sleep_restore_batch (const MemresSleepRestore *r);
+void _memres_sleep_restore_mapped (MemresSleepRestore *r, guint64 address, guint64 size);
+void _memres_sleep_restore_drain (MemresSleepRestore *r);
+gboolean _memres_sleep_restore_finish (MemresSleepRestore *r, GError **error);
+void _memres_sleep_restore_free (MemresSleepRestore *r);
+/* sleep-backup.c: @r (or NULL) for this thread's wake slots (memres_sleep_call_mapped()); returns
+ * the one before, to be put back (a wake from a segment event's callback inside another's slot) */
+MemresSleepRestore *_memres_sleep_restore_set_current (MemresSleepRestore *r);
 void _memres_sleep_backup_unref (MemresSleepBackup *backup);
 /* sleep-backup.c, for its copies and sleep.c's file policy: ends @t's context and, where @res
  * failed, sets @error from it naming @call, prefixed with @step; TRUE where @res succeeded. */

@@ -496,6 +496,223 @@ test_backup_run_faults (gconstpointer data)
     }
 }
 
+/* The index of the first (@last FALSE) or last traced call @entry, or -1. */
+static int
+trace_index (const char **names, int n, const char *entry, gboolean last)
+{
+  int found = -1;
+
+  for (int i = 0; i < n; i++)
+    if (g_str_equal (names[i], entry))
+      {
+        found = i;
+        if (!last)
+          break;
+      }
+  return found;
+}
+
+#define OV_N     8
+#define OV_SIZE  (8 * MiB)
+#define OV_BATCH (4 * MiB)
+
+/* OV_N buffers of OV_SIZE bytes of tag "ov-w" from @mr, each with its pattern (seed 900 + i) */
+static void
+overlap_setup (MemresResource *mr, MemresBuffer **w)
+{
+  for (guint i = 0; i < OV_N; i++)
+    {
+      w[i] = alloc_tagged (mr, "ov-w", OV_SIZE);
+      mt_write_pattern (w[i], 0, OV_SIZE, 900 + i, NULL);
+    }
+}
+
+static void
+overlap_check (MemresBuffer **w, gboolean asleep)
+{
+  for (guint i = 0; i < OV_N; i++)
+    {
+      g_assert_cmpint (memres_buffer_is_asleep (w[i]), ==, asleep);
+      if (!asleep)
+        mt_check_pattern (w[i], 0, OV_SIZE, 900 + i, NULL);
+    }
+}
+
+/* A backup wake overlaps mapping the memory and restoring it (docs/sleep.md, "The wake's copies
+ * as the memory comes"): with a restore batch of OV_BATCH bytes, OV_N * OV_SIZE bytes of one
+ * tag span several batches, and the first restoring cuMemcpyAsync is issued before the last
+ * cuMemCreate and the last cuMemMap of the wake, every copy before the wake's one
+ * cuStreamSynchronize; the bytes read back are the ones written. With a batch of 0 every copy
+ * comes after the last map and grant (the wake as it was). `arena` (alone or under `cache`, whose
+ * tagged buffers are the arena's own extents, adjacent: one run) grants a run of adjacent
+ * granules per batch and copies the run in pieces of a batch; `vmm` tells each buffer mapped. */
+static void
+test_restore_overlap (gconstpointer data)
+{
+  const char *spec = data;
+  gboolean arena = strstr (spec, "arena") != NULL;
+  g_autoptr (GError) error = NULL;
+  FakeCudaCounts base, awake, now;
+  MemresResource *mr;
+  MemresBuffer *w[OV_N];
+  const char **names = NULL;
+  int n;
+
+  if (!mt_require_fake ("traces the driver calls of the fake"))
+    return;
+  mt_counts_snapshot (&base);
+  mr = mt_new_ok (spec);
+  overlap_setup (mr, w);
+  for (guint pass = 0; pass < 2; pass++)
+    {
+      g_autoptr (MemresSleepPolicy) backup = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, NULL);
+      gsize batch = pass == 0 ? OV_BATCH : 0;
+      int first_copy, last_create, last_map, last_grant, sync;
+      guint copies, grants;
+
+      g_assert_true (memres_sleep_policy_set_restore_batch (backup, batch, &error));
+      g_assert_no_error (error);
+      mt_fake_get_counts (&awake);
+      MT_CHECK (memres_resource_sleep (mr, "ov-w", backup, NULL, &error));
+      mt_fake_trace_begin ();
+      MT_CHECK (memres_resource_wake (mr, "ov-w", NULL, &error));
+      n = mt_fake_trace_end (&names);
+      first_copy = trace_index (names, n, "cuMemcpyAsync", FALSE);
+      last_create = trace_index (names, n, "cuMemCreate", TRUE);
+      last_map = trace_index (names, n, "cuMemMap", TRUE);
+      last_grant = trace_index (names, n, "cuMemSetAccess", TRUE);
+      sync = trace_index (names, n, "cuStreamSynchronize", FALSE);
+      copies = trace_count (names, n, "cuMemcpyAsync");
+      grants = trace_count (names, n, "cuMemSetAccess");
+      g_test_message ("%s, batch %" G_GSIZE_FORMAT ": first copy at call %d of %d, last create "
+                      "%d, last map %d; %u copies, %u grants",
+                      spec, batch, first_copy, n, last_create, last_map, copies, grants);
+      g_assert_cmpint (first_copy, >=, 0);
+      g_assert_cmpint (last_create, >=, 0);
+      g_assert_cmpuint (trace_count (names, n, "cuStreamSynchronize"), ==, 1);
+      g_assert_cmpint (trace_index (names, n, "cuMemcpyAsync", TRUE), <, sync);
+      g_assert_cmpint (last_map, <, sync);
+      if (batch > 0)
+        {
+          g_assert_cmpint (first_copy, <, last_create);
+          g_assert_cmpint (first_copy, <, last_map);
+        }
+      else
+        {
+          g_assert_cmpint (first_copy, >, last_map);
+          g_assert_cmpint (first_copy, >, last_grant);
+        }
+      if (arena)
+        {
+          /* one run of adjacent granules: one grant and one copy per batch, or one of each */
+          g_assert_cmpuint (grants, ==, batch > 0 ? OV_N * OV_SIZE / OV_BATCH : 1);
+          g_assert_cmpuint (copies, ==, batch > 0 ? OV_N * OV_SIZE / OV_BATCH : 1);
+        }
+      else
+        g_assert_cmpuint (copies, >=, 2);
+      mt_fake_get_counts (&now);
+      g_assert_cmpint (now.physical_handles, ==, awake.physical_handles);
+      g_assert_cmpint (now.mappings, ==, awake.mappings);
+      g_assert_cmpint (now.pool_allocations + now.allocations, ==,
+                       awake.pool_allocations + awake.allocations); /* the backups freed */
+      overlap_check (w, FALSE);
+    }
+  for (guint i = 0; i < OV_N; i++)
+    mt_close_ok (w[i], NULL);
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
+/* A wake whose later batch fails after earlier batches' copies were queued: the last
+ * cuMemCreate, the last cuMemMap, the last cuMemSetAccess, or the second restoring copy (queued
+ * early) fails. All or nothing: the copies queued are waited for (cuStreamSynchronize) before
+ * the first memory of the wake is unmapped or released again, everything stays asleep as it was
+ * (handles, mappings, the backups), the error names the call; the next wake brings every byte
+ * back. */
+static void
+test_restore_overlap_faults (gconstpointer data)
+{
+  static const char *const calls[]
+      = { "cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemcpyAsync" };
+  const char *spec = data;
+  FakeCudaCounts base;
+
+  if (!mt_require_fake ("injects faults into the fake"))
+    return;
+  mt_counts_snapshot (&base);
+  for (guint f = 0; f < G_N_ELEMENTS (calls); f++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (MemresSleepPolicy) backup = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, NULL);
+      MemresResource *mr = mt_new_ok (spec);
+      MemresBuffer *w[OV_N];
+      FakeCudaCounts before, now;
+      const char **names = NULL;
+      int n, nth, first_copy, sync, undo;
+      gboolean ok;
+
+      overlap_setup (mr, w);
+      g_assert_true (memres_sleep_policy_set_restore_batch (backup, OV_BATCH, NULL));
+      /* the calls of a wake without a fault, to fail the last one of each (the second copy) */
+      MT_CHECK (memres_resource_sleep (mr, "ov-w", backup, NULL, &error));
+      mt_fake_trace_begin ();
+      MT_CHECK (memres_resource_wake (mr, "ov-w", NULL, &error));
+      n = mt_fake_trace_end (&names);
+      nth = g_str_equal (calls[f], "cuMemcpyAsync") ? 2 : (int) trace_count (names, n, calls[f]);
+      g_assert_cmpint (nth, >=, 2);
+
+      MT_CHECK (memres_resource_sleep (mr, "ov-w", backup, NULL, &error));
+      mt_fake_get_counts (&before);
+      mt_fake_fail_call (calls[f], nth, CUDA_ERROR_UNKNOWN);
+      mt_fake_trace_begin ();
+      ok = memres_resource_wake (mr, "ov-w", NULL, &error);
+      n = mt_fake_trace_end (&names);
+      mt_fake_reset_faults ();
+      g_assert_false (ok);
+      g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
+      g_assert_nonnull (strstr (error->message, calls[f]));
+      g_assert_nonnull (strstr (error->message, "cannot wake tag \"ov-w\""));
+      g_test_message ("%s: %s #%d failing: %s", spec, calls[f], nth, error->message);
+      /* a copy was queued before the failure, and waited for before any memory was unmapped (a
+       * handle created for the failing granule and never mapped may be released before) */
+      first_copy = trace_index (names, n, "cuMemcpyAsync", FALSE);
+      sync = trace_index (names, n, "cuStreamSynchronize", FALSE);
+      undo = trace_index (names, n, "cuMemUnmap", FALSE);
+      g_assert_cmpint (first_copy, >=, 0);
+      g_assert_cmpint (sync, >, first_copy);
+      g_assert_cmpint (undo, >, sync);
+      mt_fake_get_counts (&now);
+      g_assert_cmpint (now.physical_handles, ==, before.physical_handles);
+      g_assert_cmpint (now.mappings, ==, before.mappings);
+      g_assert_cmpint (now.pool_allocations + now.allocations, ==,
+                       before.pool_allocations + before.allocations); /* backups kept */
+      overlap_check (w, TRUE);
+      g_clear_error (&error);
+      MT_CHECK (memres_resource_wake (mr, "ov-w", NULL, &error));
+      overlap_check (w, FALSE);
+      for (guint i = 0; i < OV_N; i++)
+        mt_close_ok (w[i], NULL);
+      memres_resource_unref (mr);
+      mt_assert_fake_counts_equal (&base);
+    }
+}
+
+/* memres_sleep_policy_set_restore_batch() on a policy that restores nothing from host memory */
+static void
+test_restore_batch_refused (void)
+{
+  static const MemresSleepMode modes[] = { MEMRES_SLEEP_DISCARD, MEMRES_SLEEP_FILE };
+
+  for (guint i = 0; i < G_N_ELEMENTS (modes); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      g_autoptr (MemresSleepPolicy) p = memres_sleep_policy_new (modes[i], NULL);
+
+      g_assert_false (memres_sleep_policy_set_restore_batch (p, OV_BATCH, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    }
+}
+
 /* Counts a subscriber's events of each kind (MemresSegmentEvent as index). */
 static void
 count_events (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segment,
@@ -663,6 +880,17 @@ main (int argc, char **argv)
   g_test_add_data_func ("/sleep-calls/cache-vmm/backup-run-faults", "cache>vmm",
                         test_backup_run_faults);
   g_test_add_data_func ("/sleep-calls/arena/backup-run-faults", "arena", test_backup_run_faults);
+  g_test_add_data_func ("/sleep-calls/arena/restore-overlap", "arena", test_restore_overlap);
+  g_test_add_data_func ("/sleep-calls/cache-arena/restore-overlap", "cache>arena",
+                        test_restore_overlap);
+  g_test_add_data_func ("/sleep-calls/vmm/restore-overlap", "vmm:chunk=2MiB", test_restore_overlap);
+  g_test_add_data_func ("/sleep-calls/cache-vmm/restore-overlap", "cache>vmm:chunk=2MiB",
+                        test_restore_overlap);
+  g_test_add_data_func ("/sleep-calls/arena/restore-overlap-faults", "arena",
+                        test_restore_overlap_faults);
+  g_test_add_data_func ("/sleep-calls/vmm/restore-overlap-faults", "vmm:chunk=2MiB",
+                        test_restore_overlap_faults);
+  g_test_add_func ("/sleep-calls/restore-batch-refused", test_restore_batch_refused);
   g_test_add_data_func ("/sleep-calls/cache-vmm/close-direct", "cache:max_block=4MiB>vmm",
                         test_close_direct);
   g_test_add_data_func ("/sleep-calls/cache-arena/close-direct", "cache>arena", test_close_direct);

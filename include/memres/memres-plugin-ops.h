@@ -717,9 +717,13 @@ struct _MemresResourceOps
    * Optional, with sleep: creates physical memory again under each of the @n_allocs allocations
    * @allocs (all asleep, put to sleep by this slot's sleep) and maps it at the same addresses
    * with the resource's access granted; the contents are undefined (the core restores them by
-   * policy). Raises %MEMRES_SEGMENT_MAPPED for what it maps. All or nothing: on failure every
-   * allocation is asleep as it was (nothing mapped, nothing held), @error set and naming the
-   * step that failed (the driver call, through memres_cuda_set_error()). Same threading as
+   * policy). Raises %MEMRES_SEGMENT_MAPPED for what it maps. A kind that maps memory tells the
+   * core each piece mapped and granted (memres_sleep_call_mapped(), pieces of about
+   * memres_sleep_call_get_restore_batch() bytes), so that the restoring copies of a backup run
+   * while it maps the rest. All or nothing: on failure every allocation is asleep as it was
+   * (nothing mapped, nothing held), @error set and naming the step that failed (the driver
+   * call, through memres_cuda_set_error()); before releasing memory it told mapped, the slot
+   * calls memres_sleep_call_unmapping() (the copies into it finish first). Same threading as
    * sleep. Errors: %MEMRES_ERROR_OUT_OF_MEMORY, a %MEMRES_CUDA_ERROR.
    *
    * Since: 2.0

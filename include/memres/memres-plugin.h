@@ -405,6 +405,11 @@ struct _MemresKindInfo
  * memres_sleep_call_get_tag(): inside a sleep or wake slot, the tag the memres_resource_sleep()
  *   or memres_resource_wake() of this thread puts to sleep or wakes, and its policy's mode.
  *   Since: 2.0
+ * memres_sleep_call_get_restore_batch(), memres_sleep_call_mapped(),
+ *   memres_sleep_call_unmapping(): inside a wake slot of a kind that maps memory, the bytes to map
+ *   before telling them mapped, the telling (the core queues the restoring copies of a backup
+ *   while the kind maps the rest), and the wait a failing slot makes before releasing memory it
+ *   told mapped. Since: 2.0
  * memres_allocation_get_tag(): inside an allocate or deallocate slot of a kind with
  *   %MEMRES_KIND_TAGGED (or below one that asks for tags), the tag of the buffer the call serves
  *   (transfer none, interned), %NULL for none. Since: 2.0
@@ -443,6 +448,9 @@ gboolean memres_upstream_allocate_for_tag (MemresResource *mr, gsize size, Memre
 gboolean memres_upstream_deallocate_for_tag (MemresResource *mr, MemresAllocation *alloc,
                                              const char *tag, MemresStream stream, GError **error);
 const char *memres_sleep_call_get_tag (MemresSleepMode *mode);
+gsize memres_sleep_call_get_restore_batch (void);
+void memres_sleep_call_mapped (guint64 address, guint64 size);
+void memres_sleep_call_unmapping (void);
 const char *memres_allocation_get_tag (const MemresAllocation *alloc);
 gboolean memres_resource_raise_segment_event (MemresResource *mr, MemresSegmentEvent event,
                                               const MemresSegment *segment, GError **error);

@@ -111,8 +111,8 @@ typedef enum
  * MemresSleepPolicy:
  *
  * What memres_resource_sleep() does with the contents: a #MemresSleepMode and what it needs
- * (the file's path, the host resource of backups). Reference counted; immutable once given to
- * memres_resource_sleep() (it keeps a reference until the wake).
+ * (the file's path, the host resource of backups, their restore batch). Reference counted;
+ * immutable once given to memres_resource_sleep() (it keeps a reference until the wake).
  *
  * Since: 2.0
  */
@@ -125,6 +125,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MemresSleepPolicy, memres_sleep_policy_unref)
 MemresSleepMode memres_sleep_policy_get_mode (const MemresSleepPolicy *policy);
 gboolean memres_sleep_policy_set_path (MemresSleepPolicy *policy, const char *path, GError **error);
 gboolean memres_sleep_policy_set_host_resource (MemresSleepPolicy *policy, MemresResource *host_mr,
+                                                GError **error);
+gboolean memres_sleep_policy_set_restore_batch (MemresSleepPolicy *policy, gsize bytes,
                                                 GError **error);
 
 gboolean memres_resource_sleep (MemresResource *mr, const char *tag, MemresSleepPolicy *policy,

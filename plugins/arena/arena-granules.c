@@ -1071,24 +1071,50 @@ arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error)
   return TRUE;
 }
 
-/* The @n granules @gs (without memory, held by sleeping bytes) get physical memory again
- * (granule_back_granted(): a spare's, else cuMemCreate; cuMemMap), then access, one
- * cuMemSetAccess per run of adjacent granules (granules_grant()); their "mapped" events queued. On
- * failure the ones done are unmapped again (their events withdrawn), created memory released and
- * spares kept, and @error names the driver call. Lock held. */
+/* The @n granules @gs (ascending; without memory, held by sleeping bytes) get physical memory
+ * again (granule_back_granted(): a spare's, else cuMemCreate; cuMemMap) and access, one run of
+ * adjacent granules at a time, each granted by one cuMemSetAccess and told mapped to the core
+ * (memres_sleep_call_mapped()), which queues its restoring copies while the next run is mapped;
+ * a run is cut after memres_sleep_call_get_restore_batch() bytes when that is not 0 (a backup's
+ * wake). Their "mapped" events queued. On failure the copies queued are waited for
+ * (memres_sleep_call_unmapping()), the granules done are unmapped again (their events withdrawn),
+ * created memory released and spares kept, and @error names the driver call. Lock held. */
 gboolean
 arena_granules_wake (Arena *self, const guint *gs, guint n, GError **error)
 {
   g_autofree gboolean *moved = g_new0 (gboolean, n + 1);
+  gsize batch = memres_sleep_call_get_restore_batch ();
+  guint most = batch > 0 ? (guint) MAX (batch / self->granularity, 1) : G_MAXUINT;
   gboolean ok = TRUE;
   guint k = 0;
 
-  for (; ok && k < n; k++)
-    if (!(ok = granule_back_granted (self, gs[k], &moved[k], FALSE, error)))
-      break;
-  if (ok && granules_grant (self, gs, n, error))
+  for (guint i = 0, run; ok && i < n; i += run)
+    {
+      CUresult r;
+
+      for (run = 1; run < most && i + run < n && gs[i + run] == gs[i] + run
+                    && granules_adjacent (self, gs[i], run);
+           run++)
+        ;
+      for (; k < i + run; k++)
+        if (!(ok = granule_back_granted (self, gs[k], &moved[k], FALSE, error)))
+          break;
+      if (!ok)
+        break;
+      r = self->drv->cuMemSetAccess (granule_address (self, gs[i]), run * self->granularity,
+                                     &self->access, 1);
+      if (r != CUDA_SUCCESS)
+        {
+          ok = memres_cuda_set_error (error, r, "cuMemSetAccess");
+          break;
+        }
+      memres_sleep_call_mapped (granule_address (self, gs[i]), run * self->granularity);
+    }
+  if (ok)
     return TRUE;
-  /* the granules mapped (every one once the grants started) back without memory */
+  /* the granules mapped (the failing run's too) back without memory, once no copy the core
+   * queued into them can still run */
+  memres_sleep_call_unmapping ();
   for (guint j = k; j-- > 0;)
     granule_roll_back (self, gs[j], moved[j], "a failed wake");
   return FALSE;

@@ -1,6 +1,9 @@
 /* memres - CUDA memory resources
  * vmm-sleep.c: the sleep and wake slots of the `vmm` kind (docs/sleep.md): a buffer's physical
  * chunks released while its reservations stay, and created again and mapped at the same offsets.
+ * Each buffer woken is told mapped to the core (memres_sleep_call_mapped()), which may queue its
+ * restoring copies while the next buffers are mapped; a failed wake waits for them
+ * (memres_sleep_call_unmapping()) before it puts the buffers woken back to sleep.
  *
  * All or nothing. Sleep first unmaps every buffer, holding the handles, so that a failure maps
  * them back with their contents; only then does it release the handles, which cannot be undone:
@@ -212,6 +215,8 @@ vmm_wake_one (VmmResource *self, VmmBuffer *buf, gsize size, gboolean *created, 
   return TRUE;
 
 unmap:
+  /* the copies queued into the buffers woken before this one finish first (its own are not) */
+  memres_sleep_call_unmapping ();
   if (mapped_end > 0)
     {
       CUresult res2 = _vmm_buffer_apply (self, buf, VMM_UNMAP, 0, mapped_end, &stop);
@@ -251,10 +256,17 @@ _vmm_wake (MemresResource *mr, MemresAllocation *const *allocs, gsize n_allocs, 
 
       created[i] = g_new0 (gboolean, buf->n_chunks + 1);
       ok = vmm_wake_one (self, buf, allocs[i]->size, created[i], error);
+      /* its bytes' restoring copies may start while the next buffers are mapped */
+      if (ok)
+        memres_sleep_call_mapped (buf->base, buf->mapped);
     }
   if (!ok)
-    for (gsize j = i - 1; j-- > 0;)
-      vmm_sleep_again_or_warn (self, allocs[j]->plugin_data, allocs[j]->size, created[j]);
+    {
+      /* the copies queued into the buffers woken finish before their memory goes */
+      memres_sleep_call_unmapping ();
+      for (gsize j = i - 1; j-- > 0;)
+        vmm_sleep_again_or_warn (self, allocs[j]->plugin_data, allocs[j]->size, created[j]);
+    }
   else
     raise_all (self, allocs, n_allocs, MEMRES_SEGMENT_MAPPED);
   for (gsize j = 0; j < n_allocs; j++)
