@@ -462,7 +462,10 @@ def test_size_past_device_allocation(device):
     cuPointerGetAttributes gives, which the core's wrap checks): InvalidArgumentError (a
     ValueError and a memres.Error) with the GError's domain and code, whether the driver or mr
     says what the memory is; deallocate is never called and the owner's bytes are untouched.
-    Up to the allocation's end, from its start or from inside it, it wraps."""
+    Up to the allocation's end, from its start or from inside it, it wraps. On the fake only
+    (as /dmr/wrap/past-allocation): a real pool's extent may be larger than the allocation."""
+    if MODE != "fake":
+        pytest.skip("the extent of a dmr allocation is the fake's: its size exactly")
     owner_buf = device.allocate(4096)
     owner_buf.fill(0x6E)
     base = owner_buf.handle
