@@ -4,20 +4,34 @@
  * that owns no allocation, only a release function. Their close and release are buffer.c's. */
 #include "memres-private.h"
 
+/* What the driver says of a pointer: the memory's device and flags as memres names them, and the
+ * extent of the driver's allocation (or mapping) that holds it (@range_size 0: not said). */
+typedef struct
+{
+  gint device;
+  MemresMemoryFlags flags;
+  guint64 range_base;
+  gsize range_size;
+} PointerInfo;
+
 /* Asks the driver what @ptr is (loading it first unless @loaded_only: then only a driver in use
- * already); FALSE when there is none (then it is host memory), or it does not know @ptr. */
+ * already): one cuPointerGetAttributes() call. FALSE when there is none (then it is host memory),
+ * or it does not know @ptr. */
 static gboolean
-query_pointer (gpointer ptr, gboolean loaded_only, gint *device, MemresMemoryFlags *flags)
+query_pointer (guint64 ptr, gboolean loaded_only, PointerInfo *info)
 {
   const MemresCudaDriver *drv
       = loaded_only ? _memres_cuda_driver_if_loaded () : memres_cuda_get_driver (NULL);
   CUpointer_attribute attrs[]
       = { CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-          CU_POINTER_ATTRIBUTE_IS_MANAGED };
+          CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+          CU_POINTER_ATTRIBUTE_RANGE_SIZE };
   unsigned int type = 0;
   int ordinal = -1;
   unsigned int managed = 0;
-  void *data[] = { &type, &ordinal, &managed };
+  CUdeviceptr range_base = 0;
+  size_t range_size = 0;
+  void *data[] = { &type, &ordinal, &managed, &range_base, &range_size };
 
   if (drv == NULL || drv->cuPointerGetAttributes == NULL)
     return FALSE;
@@ -26,23 +40,26 @@ query_pointer (gpointer ptr, gboolean loaded_only, gint *device, MemresMemoryFla
     return FALSE;
   if (managed)
     {
-      *flags
+      info->flags
           = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED;
-      *device = ordinal;
+      info->device = ordinal;
     }
   else if (type == CU_MEMORYTYPE_DEVICE)
     {
-      *flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE;
-      *device = ordinal;
+      info->flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE;
+      info->device = ordinal;
     }
   else if (type == CU_MEMORYTYPE_HOST)
     {
       /* page-locked (registered or cuMemHostAlloc) host memory */
-      *flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE;
-      *device = -1;
+      info->flags = MEMRES_MEMORY_DEVICE_ACCESSIBLE | MEMRES_MEMORY_HOST_ACCESSIBLE;
+      info->device = -1;
     }
   else
     return FALSE;
+  /* an extent that does not hold @ptr is no extent (nothing is checked against it) */
+  info->range_base = range_base;
+  info->range_size = range_base <= ptr && ptr - range_base < range_size ? range_size : 0;
   return TRUE;
 }
 
@@ -60,22 +77,16 @@ wrap_device_exists (gint device, GError **error)
   return FALSE;
 }
 
-/* The caller's description of memory it names (@flags not 0) against the driver's, where the
- * driver knows the pointer as device memory (not managed): refused when the caller says the host
- * can access it (a read or write through the host would fault), or that it is on another device
- * than the driver says. Memory the driver does not know (pageable host memory), and every other
- * description, is taken on the caller's word. */
+/* The caller's description of memory it names (@flags not 0) against the driver's, @known, where
+ * the driver knows the pointer as device memory (not managed): refused when the caller says the
+ * host can access it (a read or write through the host would fault), or that it is on another
+ * device than the driver says. Memory the driver does not know (pageable host memory), and every
+ * other description, is taken on the caller's word. */
 static gboolean
-wrap_matches_driver (gpointer ptr, gsize size, gint device, MemresMemoryFlags flags, GError **error)
+wrap_matches_driver (gpointer ptr, gsize size, gint device, MemresMemoryFlags flags,
+                     const PointerInfo *known, GError **error)
 {
-  MemresMemoryFlags known = 0;
-  gint known_device = -1;
-
-  /* a driver memres has not loaded is not loaded for this: wrapping host memory (a NumPy array
-   * through DLPack) must not initialize CUDA (a fork() after cuInit leaves the child without
-   * it); the caller's word is taken then */
-  if (ptr == NULL || flags == 0 || !query_pointer (ptr, TRUE, &known_device, &known)
-      || (known & (MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED)) != 0)
+  if ((known->flags & (MEMRES_MEMORY_HOST_ACCESSIBLE | MEMRES_MEMORY_MANAGED)) != 0)
     return TRUE;
   if (flags & MEMRES_MEMORY_HOST_ACCESSIBLE)
     {
@@ -83,18 +94,52 @@ wrap_matches_driver (gpointer ptr, gsize size, gint device, MemresMemoryFlags fl
                    "%" G_GSIZE_FORMAT " bytes at %p described as host-accessible: the driver "
                    "says they are device memory of device %d (cuPointerGetAttributes), which "
                    "the host cannot read or write",
-                   size, ptr, known_device);
+                   size, ptr, known->device);
       return FALSE;
     }
-  if (device != known_device)
+  if (device != known->device)
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_WRONG_DEVICE,
                    "%" G_GSIZE_FORMAT " bytes at %p described as memory of device %d: the driver "
                    "says they are on device %d (cuPointerGetAttributes)",
-                   size, ptr, device, known_device);
+                   size, ptr, device, known->device);
       return FALSE;
     }
   return TRUE;
+}
+
+/* @size bytes at @ptr, which the driver knows as device or managed memory (@known), against the
+ * extent the driver gives of its allocation: refused when they run past it into memory that is
+ * not the same device's (a copy or fill of the buffer would write memory that is not its own).
+ * An extent that ends inside the range is followed by the next one (the mappings of one
+ * reservation, which the driver gives one at a time) while the driver says it is memory of the
+ * same kind and device. Page-locked host memory, and a driver that gives no extent, are taken
+ * on the caller's word. */
+static gboolean
+wrap_within_driver_range (gpointer ptr, gsize size, const PointerInfo *known, GError **error)
+{
+  guint64 start = (guint64) (guintptr) ptr, end = start + size, reached = start;
+  PointerInfo next = *known;
+
+  if ((known->flags & MEMRES_MEMORY_HOST_ACCESSIBLE) && !(known->flags & MEMRES_MEMORY_MANAGED))
+    return TRUE;
+  for (;;)
+    {
+      if (next.range_size == 0)
+        return TRUE;
+      reached = next.range_base + next.range_size;
+      if (reached >= end)
+        return TRUE;
+      if (!query_pointer (reached, TRUE, &next) || next.flags != known->flags
+          || next.device != known->device)
+        break;
+    }
+  g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+               "%" G_GSIZE_FORMAT " bytes at %p run past the end of the driver's allocation: "
+               "its memory ends at 0x%" G_GINT64_MODIFIER "x, %" G_GUINT64_FORMAT
+               " bytes in (cuPointerGetAttributes)",
+               size, ptr, reached, reached - start);
+  return FALSE;
 }
 
 /**
@@ -127,9 +172,13 @@ wrap_matches_driver (gpointer ptr, gsize size, gint device, MemresMemoryFlags fl
  * (wrapped memory is not imported, resizable, shareable or stream-ordered by memres), and
  * memory described as host-accessible (not managed) that the driver knows as device memory
  * (cuPointerGetAttributes, asked where @flags is not 0 too when the driver is loaded already:
- * a host read or write of it would fault); %MEMRES_ERROR_WRONG_DEVICE (Since: 2.0) for device
- * memory described as on another
- * @device than the driver says it is on.
+ * a host read or write of it would fault), and device or managed memory the driver knows whose
+ * @size bytes run past the end of the driver's allocation (its extent,
+ * `CU_POINTER_ATTRIBUTE_RANGE_START_ADDR` and `CU_POINTER_ATTRIBUTE_RANGE_SIZE` of the same
+ * cuPointerGetAttributes call, followed across adjacent mappings of the same device, as of a
+ * VMM reservation; checked whatever @flags say; page-locked host memory is not: a copy or fill
+ * of the buffer would write memory that is not its own); %MEMRES_ERROR_WRONG_DEVICE (Since:
+ * 2.0) for device memory described as on another @device than the driver says it is on.
  *
  * Returns: (transfer full) (nullable): a new open buffer, or %NULL with @error set
  *
@@ -139,6 +188,8 @@ MemresBuffer *
 memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemoryFlags flags,
                                GDestroyNotify release, gpointer user_data, GError **error)
 {
+  PointerInfo known;
+  gboolean known_by_driver;
   MemresBuffer *buf;
 
   if (ptr == NULL && size > 0)
@@ -190,12 +241,19 @@ memres_buffer_new_for_pointer (gpointer ptr, gsize size, gint device, MemresMemo
   if ((flags & MEMRES_MEMORY_DEVICE_ACCESSIBLE) && device >= 0
       && !wrap_device_exists (device, error))
     return NULL;
-  if (flags == 0 && (ptr == NULL || !query_pointer (ptr, FALSE, &device, &flags)))
+  /* the driver is asked where @flags leave it to it; where the caller describes the memory, a
+   * driver memres has not loaded is not loaded for this: wrapping host memory (a NumPy array
+   * through DLPack) must not initialize CUDA (a fork() after cuInit leaves the child without
+   * it), the caller's word is taken then */
+  known_by_driver = ptr != NULL && query_pointer ((guint64) (guintptr) ptr, flags != 0, &known);
+  if (flags == 0)
     {
-      flags = MEMRES_MEMORY_HOST_ACCESSIBLE;
-      device = -1;
+      flags = known_by_driver ? known.flags : MEMRES_MEMORY_HOST_ACCESSIBLE;
+      device = known_by_driver ? known.device : -1;
     }
-  else if (!wrap_matches_driver (ptr, size, device, flags, error))
+  else if (known_by_driver && !wrap_matches_driver (ptr, size, device, flags, &known, error))
+    return NULL;
+  if (known_by_driver && !wrap_within_driver_range (ptr, size, &known, error))
     return NULL;
 
   buf = _memres_buffer_struct_alloc ();

@@ -1,7 +1,8 @@
 /* arena-check.h: what the tests of the `arena` kind share (test-arena.c, test-arena-segments.c,
- * test-arena-space.c): its counters, its statistics checked for consistency, trim, its
- * granularity, its snapshot's blocks added up. Static functions: each test program includes it
- * once, after testutil.h. */
+ * test-arena-space.c, test-arena-streams.c): its counters, its statistics checked for
+ * consistency, trim, its granularity, its snapshot's blocks added up, the set-up of the stream
+ * hazard cases (ArenaStreams). Static functions: each test program includes it once, after
+ * testutil.h. */
 #pragma once
 
 static inline guint64
@@ -119,4 +120,67 @@ snapshot_adds_up (MemresResource *mr, guint64 withheld)
   g_assert_cmpuint (held_bytes, ==, withheld);
   g_assert_cmpuint (used, ==, st.used_current);
   return unused;
+}
+
+/* The stream hazard cases' set-up (test-arena.c's /arena/hazard/ cases, test-arena-streams.c):
+ * in the fake's asynchronous mode, or on the real driver (mt_hazard_begin()), the fake's counts
+ * taken, streams @a and @b of device 0 and an `arena`. */
+typedef struct
+{
+  FakeCudaCounts base; /* the fake's counts at the start (fake only) */
+  gboolean fake;
+  MemresResource *mr;
+  MemresStream a; /* NULL: the legacy stream (arena_streams_begin()'s @legacy, or @a destroyed) */
+  MemresStream b;
+} ArenaStreams;
+
+/* FALSE when the case cannot run (skipped: mt_hazard_begin()); @legacy: @a is the legacy
+ * stream. */
+static inline gboolean
+arena_streams_begin (ArenaStreams *t, gboolean legacy)
+{
+  *t = (ArenaStreams){ 0 };
+  if (!mt_hazard_begin ())
+    return FALSE;
+  t->fake = mt_driver_is_fake ();
+  if (t->fake)
+    mt_counts_snapshot (&t->base);
+  t->a = legacy ? NULL : mt_stream_new_on (0);
+  t->b = mt_stream_new_on (0);
+  t->mr = mt_new_ok ("arena");
+  return TRUE;
+}
+
+/* A @size buffer allocated on @a (its address in @at), @a held, the buffer filled with 0xaa and
+ * closed on @a: the fill and the close's event wait behind the hold, which is returned. */
+static inline MtStreamHold *
+arena_streams_close_held (ArenaStreams *t, gsize size, guint64 *at)
+{
+  MemresBuffer *x = mt_alloc_ok (t->mr, size, t->a);
+  MtStreamHold *hold;
+
+  *at = memres_buffer_get_address (x);
+  hold = mt_stream_hold (t->a);
+  mt_fill_byte_ok (x, 0xaa, t->a);
+  mt_close_ok (x, t->a);
+  return hold;
+}
+
+/* The end of a case whose buffers are closed and holds released: both streams synchronized, the
+ * arena trimmed back to 0 bytes reserved and freed, the streams freed, and on the fake every
+ * handle given back. */
+static inline void
+arena_streams_end (ArenaStreams *t)
+{
+  mt_sync_ok (t->a);
+  mt_sync_ok (t->b);
+  trim_ok (t->mr);
+  g_assert_cmpuint (stats_ok (t->mr).reserved_current, ==, 0);
+  g_clear_pointer (&t->mr, memres_resource_unref);
+  if (t->a != NULL)
+    mt_stream_free (t->a);
+  mt_stream_free (t->b);
+  if (t->fake)
+    mt_assert_fake_counts_equal (&t->base);
+  mt_hazard_end ();
 }

@@ -21,55 +21,36 @@
 static void
 test_destroyed_before_reuse (void)
 {
-  FakeCudaCounts base;
-  g_autoptr (MemresResource) mr = NULL;
-  gboolean fake = mt_driver_is_fake ();
-  MemresBuffer *x, *y, *z;
+  ArenaStreams t;
+  MemresBuffer *y, *z;
   MtStreamHold *hold;
-  CUstream a, b;
   guint64 at, reserved;
 
   g_test_summary ("a range freed on a stream destroyed with its work queued is neither reused "
                   "early on another stream nor lost");
-  if (!mt_hazard_begin ())
+  if (!arena_streams_begin (&t, FALSE))
     return;
-  if (fake)
-    mt_counts_snapshot (&base);
-  a = mt_stream_new_on (0);
-  b = mt_stream_new_on (0);
-  mr = mt_new_ok ("arena");
-  x = mt_alloc_ok (mr, 4 * MiB, a);
-  at = memres_buffer_get_address (x);
-  hold = mt_stream_hold (a);
-  mt_fill_byte_ok (x, 0xaa, a);
-  mt_close_ok (x, a);
+  hold = arena_streams_close_held (&t, 4 * MiB, &at);
   /* the handle goes now; the fill and the close's event still wait behind the hold */
-  CU_OK (mt_driver ()->cuStreamDestroy (a));
-  y = mt_alloc_ok (mr, 4 * MiB, b);
+  CU_OK (mt_driver ()->cuStreamDestroy (t.a));
+  t.a = NULL;
+  y = mt_alloc_ok (t.mr, 4 * MiB, t.b);
   g_assert_cmpuint (memres_buffer_get_address (y), !=, at);
-  g_assert_cmpuint (counter (mr, "granules_lent"), ==, 0);
-  mt_fill_byte_ok (y, 0xbb, b);
+  g_assert_cmpuint (counter (t.mr, "granules_lent"), ==, 0);
+  mt_fill_byte_ok (y, 0xbb, t.b);
   mt_stream_release (hold);
-  mt_assert_bytes (y, 0xbb, b);
+  mt_assert_bytes (y, 0xbb, t.b);
   /* x's range settles by its event: no new memory for z */
-  reserved = stats_ok (mr).reserved_current;
-  z = mt_alloc_ok (mr, 4 * MiB, b);
+  reserved = stats_ok (t.mr).reserved_current;
+  z = mt_alloc_ok (t.mr, 4 * MiB, t.b);
   g_assert_cmpuint (memres_buffer_get_address (z), ==, at);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, reserved);
-  mt_fill_byte_ok (z, 0xcc, b);
-  mt_assert_bytes (z, 0xcc, b);
-  mt_assert_bytes (y, 0xbb, b);
-  mt_close_ok (y, b);
-  mt_close_ok (z, b);
-  mt_sync_ok (b);
-  trim_ok (mr);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
-  g_clear_pointer (&mr, memres_resource_unref);
-  CU_OK (mt_driver ()->cuStreamSynchronize (b));
-  CU_OK (mt_driver ()->cuStreamDestroy (b));
-  if (fake)
-    mt_assert_fake_counts_equal (&base);
-  mt_hazard_end ();
+  g_assert_cmpuint (stats_ok (t.mr).reserved_current, ==, reserved);
+  mt_fill_byte_ok (z, 0xcc, t.b);
+  mt_assert_bytes (z, 0xcc, t.b);
+  mt_assert_bytes (y, 0xbb, t.b);
+  mt_close_ok (y, t.b);
+  mt_close_ok (z, t.b);
+  arena_streams_end (&t);
 }
 
 /* A buffer closed on the legacy default stream (NULL) with its work held back: a non-blocking
@@ -78,48 +59,29 @@ test_destroyed_before_reuse (void)
 static void
 test_legacy_close (void)
 {
-  FakeCudaCounts base;
-  g_autoptr (MemresResource) mr = NULL;
-  gboolean fake = mt_driver_is_fake ();
-  MemresBuffer *x, *y, *z;
+  ArenaStreams t;
+  MemresBuffer *y, *z;
   MtStreamHold *hold;
-  CUstream b;
   guint64 at;
 
   g_test_summary ("a buffer closed on the legacy stream: not reused by a non-blocking stream "
                   "before its work is done, reused at once on the legacy stream by either name");
-  if (!mt_hazard_begin ())
+  if (!arena_streams_begin (&t, TRUE))
     return;
-  if (fake)
-    mt_counts_snapshot (&base);
-  b = mt_stream_new_on (0);
-  mr = mt_new_ok ("arena");
-  x = mt_alloc_ok (mr, 4 * MiB, NULL);
-  at = memres_buffer_get_address (x);
-  hold = mt_stream_hold (NULL);
-  mt_fill_byte_ok (x, 0xaa, NULL);
-  mt_close_ok (x, NULL);
-  y = mt_alloc_ok (mr, 4 * MiB, b);
+  hold = arena_streams_close_held (&t, 4 * MiB, &at);
+  y = mt_alloc_ok (t.mr, 4 * MiB, t.b);
   g_assert_cmpuint (memres_buffer_get_address (y), !=, at);
-  mt_fill_byte_ok (y, 0xbb, b);
-  z = mt_alloc_ok (mr, 4 * MiB, MEMRES_STREAM_LEGACY);
+  mt_fill_byte_ok (y, 0xbb, t.b);
+  z = mt_alloc_ok (t.mr, 4 * MiB, MEMRES_STREAM_LEGACY);
   g_assert_cmpuint (memres_buffer_get_address (z), ==, at);
   mt_fill_byte_ok (z, 0xcc, MEMRES_STREAM_LEGACY);
-  mt_assert_bytes (y, 0xbb, b);
+  mt_assert_bytes (y, 0xbb, t.b);
   mt_stream_release (hold);
   mt_assert_bytes (z, 0xcc, NULL);
-  mt_assert_bytes (y, 0xbb, b);
-  mt_close_ok (y, b);
+  mt_assert_bytes (y, 0xbb, t.b);
+  mt_close_ok (y, t.b);
   mt_close_ok (z, MEMRES_STREAM_LEGACY);
-  mt_sync_ok (b);
-  mt_sync_ok (NULL);
-  trim_ok (mr);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
-  g_clear_pointer (&mr, memres_resource_unref);
-  CU_OK (mt_driver ()->cuStreamDestroy (b));
-  if (fake)
-    mt_assert_fake_counts_equal (&base);
-  mt_hazard_end ();
+  arena_streams_end (&t);
 }
 
 /* A close on a stream already destroyed: the driver's error (the event cannot be recorded on

@@ -607,41 +607,28 @@ G_STATIC_ASSERT (G_N_ELEMENTS (hazards) == G_N_ELEMENTS (hazard_names));
 static void
 test_hazard_large_reuse (void)
 {
-  g_autoptr (MemresResource) mr = NULL;
-  MemresStream a, b;
-  MemresBuffer *x, *y, *z;
+  ArenaStreams t;
+  MemresBuffer *y, *z;
   MtStreamHold *hold;
   guint64 addr;
 
-  if (!mt_hazard_begin ())
+  if (!arena_streams_begin (&t, FALSE))
     return;
-  a = mt_stream_new_on (0);
-  b = mt_stream_new_on (0);
-  mr = mt_new_ok ("arena");
-  x = mt_alloc_ok (mr, 4 * MiB, a);
-  addr = memres_buffer_get_address (x);
-  hold = mt_stream_hold (a);
-  mt_fill_byte_ok (x, 0xaa, a);
-  mt_close_ok (x, a);
-  y = mt_alloc_ok (mr, 4 * MiB, b);
+  hold = arena_streams_close_held (&t, 4 * MiB, &addr);
+  y = mt_alloc_ok (t.mr, 4 * MiB, t.b);
   g_assert_cmpuint (memres_buffer_get_address (y), !=, addr);
   /* A's freed granules are not lent to B either: new memory */
-  g_assert_cmpuint (counter (mr, "granules_lent"), ==, 0);
-  z = mt_alloc_ok (mr, 4 * MiB, a);
+  g_assert_cmpuint (counter (t.mr, "granules_lent"), ==, 0);
+  z = mt_alloc_ok (t.mr, 4 * MiB, t.a);
   g_assert_cmpuint (memres_buffer_get_address (z), ==, addr);
-  mt_fill_byte_ok (y, 0xbb, b);
-  mt_fill_byte_ok (z, 0xcc, a);
+  mt_fill_byte_ok (y, 0xbb, t.b);
+  mt_fill_byte_ok (z, 0xcc, t.a);
   mt_stream_release (hold);
-  mt_assert_bytes (y, 0xbb, b);
-  mt_assert_bytes (z, 0xcc, a);
-  mt_close_ok (y, b);
-  mt_close_ok (z, a);
-  mt_sync_ok (a);
-  mt_sync_ok (b);
-  g_clear_pointer (&mr, memres_resource_unref);
-  mt_stream_free (a);
-  mt_stream_free (b);
-  mt_hazard_end ();
+  mt_assert_bytes (y, 0xbb, t.b);
+  mt_assert_bytes (z, 0xcc, t.a);
+  mt_close_ok (y, t.b);
+  mt_close_ok (z, t.a);
+  arena_streams_end (&t);
 }
 
 /* Once @s is past the event of a lending or a sharing's end (synchronized: its own work only):
@@ -989,8 +976,8 @@ test_faults_shared (void)
 static void
 test_hazard_reap_own_stream (void)
 {
-  FakeCudaCounts base;
-  g_autoptr (MemresResource) mr = NULL;
+  ArenaStreams t;
+  MemresResource *mr;
   MemresBuffer *u, *x, *w, *y, *n;
   gboolean fake = mt_driver_is_fake ();
   MtStreamHold *hold_s, *hold_b;
@@ -999,13 +986,11 @@ test_hazard_reap_own_stream (void)
   guint64 at;
   gsize g;
 
-  if (!mt_hazard_begin ())
+  if (!arena_streams_begin (&t, FALSE))
     return;
-  if (fake)
-    mt_counts_snapshot (&base);
-  s = mt_stream_new_on (0);
-  b = mt_stream_new_on (0);
-  mr = mt_new_ok ("arena");
+  mr = t.mr;
+  s = t.a;
+  b = t.b;
   g = gran (mr);
   u = mt_alloc_ok (mr, g, b);
   x = mt_alloc_ok (mr, 2 * g, s);
@@ -1052,16 +1037,7 @@ test_hazard_reap_own_stream (void)
   mt_close_ok (n, s);
   mt_close_ok (y, s);
   mt_close_ok (w, s);
-  mt_sync_ok (s);
-  mt_sync_ok (b);
-  trim_ok (mr);
-  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
-  g_clear_pointer (&mr, memres_resource_unref);
-  mt_stream_free (s);
-  mt_stream_free (b);
-  if (fake)
-    mt_assert_fake_counts_equal (&base);
-  mt_hazard_end ();
+  arena_streams_end (&t);
 }
 
 /* The snapshot of an arena with a shared granule (as in shared_run()): granule 2 maps granule 0's

@@ -1142,6 +1142,56 @@ test_wrap_driver_disagrees (void)
   mt_close_ok (buf, NULL);
 }
 
+/* Device memory wrapped with a size past the end of the driver's allocation (its extent,
+ * cuPointerGetAttributes' range attributes): INVALID_ARGUMENT whether the driver or the caller
+ * describes the memory, from the allocation's start or inside it, the release not called and the
+ * memory untouched; up to the allocation's end it wraps. On the fake only: a real pool's extent
+ * may be larger than the allocation, and a live neighbour of the same device is taken for the
+ * next mapping of a reservation. */
+static void
+test_wrap_past_allocation (void)
+{
+  static const MemresMemoryFlags flags[] = { 0, MEMRES_MEMORY_DEVICE_ACCESSIBLE };
+  static const gsize offsets[] = { 0, 1024, 4095 };
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresResource) mr = NULL;
+  MemresBuffer *buf, *wrap;
+  guint8 *ptr;
+  int released = 0;
+
+  g_test_summary ("wrapped device memory larger than the driver's allocation is refused");
+  if (!mt_require_fake ("the extent of a dmr allocation is the fake's: its size exactly"))
+    return;
+  mr = mt_new_ok ("dmr:device=0");
+  buf = mt_alloc_ok (mr, 4096, NULL);
+  mt_fill_byte_ok (buf, 0x4b, NULL);
+  ptr = memres_buffer_get_pointer (buf);
+  for (gsize f = 0; f < G_N_ELEMENTS (flags); f++)
+    for (gsize i = 0; i < G_N_ELEMENTS (offsets); i++)
+      {
+        g_autofree char *ends
+            = g_strdup_printf (", %" G_GSIZE_FORMAT " bytes in (", 4096 - offsets[i]);
+
+        g_assert_null (memres_buffer_new_for_pointer (
+            ptr + offsets[i], 4097 - offsets[i], 0, flags[f], mt_count_release, &released, &error));
+        g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+        g_assert_nonnull (strstr (error->message, "past the end of the driver's allocation"));
+        g_assert_nonnull (strstr (error->message, ends));
+        g_clear_error (&error);
+        wrap = memres_buffer_new_for_pointer (ptr + offsets[i], 4096 - offsets[i], 0, flags[f],
+                                              mt_count_release, &released, &error);
+        g_assert_no_error (error);
+        g_assert_cmpuint (memres_buffer_get_size (wrap), ==, 4096 - offsets[i]);
+        g_assert_cmpint (memres_buffer_get_device (wrap), ==, 0);
+        mt_assert_bytes (wrap, 0x4b, NULL);
+        memres_buffer_unref (wrap);
+      }
+  /* one release per wrap taken, none for the refused ones */
+  g_assert_cmpint (released, ==, G_N_ELEMENTS (flags) * G_N_ELEMENTS (offsets));
+  mt_assert_bytes (buf, 0x4b, NULL);
+  mt_close_ok (buf, NULL);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1153,6 +1203,7 @@ main (int argc, char **argv)
   g_test_add_func ("/dmr/allocate/patterns", test_allocate_patterns);
   g_test_add_func ("/dmr/wrap/device-ordinal", test_wrap_device_ordinal);
   g_test_add_func ("/dmr/wrap/driver-disagrees", test_wrap_driver_disagrees);
+  g_test_add_func ("/dmr/wrap/past-allocation", test_wrap_past_allocation);
   g_test_add_func ("/dmr/allocate/no-context", test_no_context);
   g_test_add_func ("/dmr/allocate/capture-refused", test_capture_refused);
   g_test_add_func ("/dmr/pool/max-size", test_max_size);

@@ -87,6 +87,16 @@ static struct CUstream_st *fk_streams;
 static struct CUevent_st *fk_events;
 static pthread_cond_t fk_async_cond = PTHREAD_COND_INITIALIZER;
 
+/* The workers' lifetimes (under fk.lock): how many run, the exited ones not joined yet (each
+ * adds itself before it lets the lock go, so that a thread holding the lock joins it without
+ * waiting for anything but its return), and whether the library is being unloaded (the process
+ * exits): workers then end once their queue is empty, and no new one starts (work runs in the
+ * call instead). */
+static int fk_live_workers;
+static pthread_t *fk_exited_workers;
+static size_t fk_n_exited, fk_exited_room;
+static bool fk_unloading;
+
 static double
 fk_now_ms (void)
 {
@@ -330,6 +340,39 @@ fk_stream_unlink (struct CUstream_st *s)
       }
 }
 
+/* Joins the workers that exited (called with the lock: each let it go before it returned). */
+static void
+fk_join_exited_workers (void)
+{
+  for (size_t i = 0; i < fk_n_exited; i++)
+    pthread_join (fk_exited_workers[i], NULL);
+  fk_n_exited = 0;
+}
+
+/* The calling worker ends (with the lock): counted out and left to be joined (detached where no
+ * room can be had for it). */
+static void
+fk_worker_exiting (void)
+{
+  if (fk_n_exited == fk_exited_room)
+    {
+      size_t room = fk_exited_room ? 2 * fk_exited_room : 8;
+      pthread_t *more = realloc (fk_exited_workers, room * sizeof *more);
+
+      if (more != NULL)
+        {
+          fk_exited_workers = more;
+          fk_exited_room = room;
+        }
+    }
+  if (fk_n_exited < fk_exited_room)
+    fk_exited_workers[fk_n_exited++] = pthread_self ();
+  else
+    pthread_detach (pthread_self ());
+  fk_live_workers--;
+  pthread_cond_broadcast (&fk_async_cond);
+}
+
 static void *
 fk_worker (void *data)
 {
@@ -342,7 +385,7 @@ fk_worker (void *data)
 
       if (op == NULL)
         {
-          if (s->destroyed)
+          if (s->destroyed || fk_unloading)
             break;
           pthread_cond_wait (&fk_async_cond, &fk.lock);
           continue;
@@ -373,9 +416,15 @@ fk_worker (void *data)
       fk_op_free (op);
       pthread_cond_broadcast (&fk_async_cond);
     }
-  fk_stream_unlink (s);
-  s->magic = 0;
-  free (s);
+  fk_worker_exiting ();
+  if (s->destroyed)
+    {
+      fk_stream_unlink (s);
+      s->magic = 0;
+      free (s);
+    }
+  else
+    s->worker = false; /* unloading: a later submission runs in the call */
   pthread_mutex_unlock (&fk.lock);
   return NULL;
 }
@@ -392,18 +441,15 @@ fk_queue (struct CUstream_st *s, const FkOp *op)
   if (!s->worker)
     {
       pthread_t thread;
-      pthread_attr_t attr;
-      int err;
 
-      pthread_attr_init (&attr);
-      pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
-      err = pthread_create (&thread, &attr, fk_worker, s);
-      pthread_attr_destroy (&attr);
-      if (err != 0)
+      /* the workers of destroyed streams, joined as new ones start (and at unloading) */
+      fk_join_exited_workers ();
+      if (fk_unloading || pthread_create (&thread, NULL, fk_worker, s) != 0)
         {
           free (copy);
           return false;
         }
+      fk_live_workers++;
       s->worker = true;
     }
   *copy = *op;
@@ -596,6 +642,8 @@ static void
 fk_fork_child (void)
 {
   pthread_cond_init (&fk_async_cond, NULL);
+  fk_live_workers = 0;
+  fk_n_exited = 0; /* the parent's threads: none of them is the child's to join */
   for (struct CUstream_st *s = fk_streams; s; s = s->next)
     s->worker = false;
   for (int i = 0; i < FK_MAX_DEVICES; i++)
@@ -610,6 +658,30 @@ fk_stream_load (void)
   const char *v = getenv ("FAKECUDA_ASYNC");
   fk.async = v != NULL && *v != '\0' && strcmp (v, "0") != 0;
   pthread_atfork (fk_fork_prepare, fk_fork_parent, fk_fork_child);
+}
+
+/* Unloading (the process exits, or the library is closed): every worker ends once its queue is
+ * empty and is joined, so that no thread of the fake outlives it (valgrind counted a live
+ * worker's thread block as possibly lost). A queue that cannot empty (a stream held by a wait
+ * that is never released) is waited for 5 s at most; its worker is left running then. */
+__attribute__ ((destructor)) static void
+fk_stream_unload (void)
+{
+  struct timespec deadline;
+
+  clock_gettime (CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 5;
+  pthread_mutex_lock (&fk.lock);
+  fk_unloading = true;
+  pthread_cond_broadcast (&fk_async_cond);
+  while (fk_live_workers > 0)
+    if (pthread_cond_timedwait (&fk_async_cond, &fk.lock, &deadline) == ETIMEDOUT)
+      break;
+  fk_join_exited_workers ();
+  free (fk_exited_workers);
+  fk_exited_workers = NULL;
+  fk_exited_room = 0;
+  pthread_mutex_unlock (&fk.lock);
 }
 
 /* Context */

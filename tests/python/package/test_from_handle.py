@@ -455,3 +455,45 @@ def test_cycles_through_foreign_buffers_are_collected(memory):
     assert pool_ref() is None
     assert freed == [(addr, 64, None, "whole", 10)] * 10
     assert arr.raw == b"\x11" * 64  # nothing written
+
+
+def test_size_past_device_allocation(device):
+    """A size that runs past the end of the driver's allocation of device memory (the extent
+    cuPointerGetAttributes gives, which the core's wrap checks): InvalidArgumentError (a
+    ValueError and a memres.Error) with the GError's domain and code, whether the driver or mr
+    says what the memory is; deallocate is never called and the owner's bytes are untouched.
+    Up to the allocation's end, from its start or from inside it, it wraps. On the fake only
+    (as /dmr/wrap/past-allocation): a real pool's extent may be larger than the allocation."""
+    if MODE != "fake":
+        pytest.skip("the extent of a dmr allocation is the fake's: its size exactly")
+    owner_buf = device.allocate(4096)
+    owner_buf.fill(0x6E)
+    base = owner_buf.handle
+
+    class DeviceMR(RecordingMR):
+        is_device_accessible = True
+        is_host_accessible = False
+        device_id = 0
+
+    mr = DeviceMR()
+    for ptr, size, kwargs in ((base, 4097, {}), (base + 1024, 3073, {}),
+                              (base, 8192, {"mr": mr}), (base + 4095, 2, {"mr": mr})):
+        with pytest.raises(memres.InvalidArgumentError,
+                           match="past the end of the driver's allocation") as info:
+            memres.Buffer.from_handle(ptr, size, **kwargs)
+        assert isinstance(info.value, ValueError) and isinstance(info.value, memres.Error)
+        assert (info.value.domain, info.value.code) == ("memres-error-quark",
+                                                        memres.ErrorCode.INVALID_ARGUMENT)
+        # the message names where the allocation ends: its bytes counted from ptr
+        assert f"{base + 4096 - ptr} bytes in" in str(info.value)
+    assert mr.calls == []
+    for ptr, size in ((base, 4096), (base + 1024, 3072), (base + 4095, 1)):
+        view = memres.Buffer.from_handle(ptr, size)
+        assert view.size == size and view.device_id == 0
+        assert view.read(0, 1) == b"\x6e"
+        view.close()
+    buf = memres.Buffer.from_handle(base, 4096, mr=mr)
+    buf.close()
+    assert mr.calls == [(base, 4096, None)]
+    assert owner_buf.read(0, 4096) == b"\x6e" * 4096
+    owner_buf.close()
