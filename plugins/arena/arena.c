@@ -2,7 +2,7 @@
  * arena.c: the `arena` kind, a caching device arena on virtual memory management that holds no
  * more physical memory than the program uses: the kind itself (its options, init and finalize,
  * statistics, counters and trim, the plugin). Each mapped granule is a segment
- * (MEMRES_KIND_SEGMENTS, arena-granules.c). arena-private.h lists the other files and the
+ * (MEMRES_KIND_SEGMENTS, arena-segments.c). arena-private.h lists the other files and the
  * memory model.
  *
  * Spec: arena[:device=N,reserve=SIZE,release_threshold=SIZE|max,max_block=SIZE,chunk=SIZE,
@@ -428,7 +428,7 @@ arena_explain_oom (MemresResource *mr, MemresOomFigures *figures)
         partly, self->granularity);
 }
 
-/* ev_lock is taken before parts.lock (arena-granules.c). */
+/* ev_lock is taken before parts.lock (arena-segments.c). */
 static void
 arena_at_fork (MemresResource *mr, MemresForkPhase phase)
 {
