@@ -13,6 +13,9 @@
  * - arena-unmap.c: taking memory away from addresses: idle granules unmapped (spares for a
  *   remap) or released, a resized buffer's granules moved, lent memory's second mappings and the
  *   reaping of its old addresses, a sleeping tag's granules released and backed again at the wake;
+ * - arena-events.c: the events of frees that the arena asks about, per stream in the order they
+ *   were recorded (asked oldest first, stopping at the first not done), one event recorded for
+ *   many closes on the legacy stream;
  * - arena-segments.c: the segment events (each mapped granule a segment), queued under the lock
  *   and raised without it;
  * - arena-heap.c: the address range: free ranges best-fit with coalescing, tagged by the stream
@@ -89,7 +92,27 @@ typedef struct
 {
   guint g;
   CacheEvent *event;
+  MemresStream stream; /* the stream @event belongs to (its line, arena-events.c) */
 } Retired;
+
+/* Closes on the legacy stream that share one event at most (arena-events.c). */
+#define ARENA_CLOSES_PER_EVENT 16
+#define ARENA_BYTES_PER_EVENT  (G_GUINT64_CONSTANT (64) << 20)
+
+/* The events of one stream that the arena asks about, in the order they were recorded
+ * (arena-events.c). */
+typedef struct
+{
+  MemresStream stream;
+  GQueue recorded;       /* CacheEvent *, oldest first, a reference each; known done: out */
+  CacheEvent *pending;   /* the legacy stream's: the event the closes since the last record hold,
+                          * not recorded yet (CUevent NULL; a reference of the line's), or NULL */
+  guint n_pending;       /* closes @pending covers */
+  guint64 pending_bytes; /* bytes they freed */
+  guint pruned;          /* length of @recorded after its last pruning (arena-events.c) */
+  guint not_done;        /* reaps in a row that found the oldest not done */
+  guint skip;            /* reaps that do not ask before the next one does (arena-events.c) */
+} StreamLine;
 
 /* A granule @to mapped with the memory of granule @from by the placement in progress: all of
  * it (@hi 0), or only the bytes [lo, hi) of the granule (offsets), which the extent covers and
@@ -201,6 +224,7 @@ typedef struct
   guint8 *shared_at;        /* per granule: 1 the second address of a Shared (@to), 2 the donor */
   guint64 shared_granules;  /* counter granules_shared */
   guint n_mapped, n_idle_mapped, mapped_high;
+  GHashTable *lines;    /* MemresStream: its StreamLine (arena-events.c) */
   GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
   GHashTable *by_start; /* free ranges by address */
   GHashTable *by_end;   /* free ranges by end address */
@@ -309,6 +333,24 @@ void arena_span_claim (Arena *self, guint64 addr, guint64 size);
 guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
 guint64 arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle);
 void arena_spares_release (Arena *self);
+
+/* arena-events.c */
+void arena_lines_init (Arena *self);
+void arena_lines_clear (Arena *self);
+CacheEvent *arena_close_event (Arena *self, MemresStream stream, guint64 size, gboolean now,
+                               GError **error);
+CacheEvent *arena_stream_event (Arena *self, MemresStream stream, GError **error);
+gboolean arena_event_record (Arena *self, CacheEvent *e);
+gboolean arena_line_poll (Arena *self, MemresStream stream, gboolean reaping, CacheEvent *upto);
+void arena_lines_all_done (Arena *self);
+
+/* Whether the work before @e (NULL: none) is known done (an arena_line_poll() found it, or a
+ * wait for the device). */
+static inline gboolean
+arena_event_done (const CacheEvent *e)
+{
+  return e == NULL || e->done;
+}
 
 /* arena-segments.c */
 void arena_segment_queue (Arena *self, MemresSegmentEvent event, guint g);

@@ -375,54 +375,53 @@ retired_cmp (gconstpointer a, gconstpointer b)
   return granule_cmp (&((const Retired *) a)->g, &((const Retired *) b)->g);
 }
 
-/* Unmaps the old addresses of lent memory (Arena.retired) whose events are done: each event is
- * asked (cuEventQuery, once for the granules of one lending: nothing blocks, nothing is queued),
- * so that an old address goes at the first call after its stream is past the event, whatever
- * other streams still hold. "About to be unmapped" is delivered for each (parts.lock dropped
- * meanwhile; nothing else touches those bytes), then cuMemUnmap, one per run of adjacent ones
- * (the memory stays mapped where it was lent), and their bytes become a settled free range without
- * memory (counter `granules_reaped`). A query that fails (neither done nor not ready) reaps nothing
- * at this call; one whose unmap fails is told mapped again and tried at a later call. parts.lock
- * held on entry and on return. */
+/* Unmaps the old addresses of lent memory (Arena.retired) whose events are done: the line of
+ * each stream they wait for is polled for the newest of them (arena_line_poll(): that one asked
+ * first, and when it is not done the older ones oldest first up to the first not done,
+ * cuEventQuery; nothing blocks, nothing is queued; a stream found not done in several reaps in a
+ * row skips a few, see arena-events.c), so that an old address goes
+ * soon after its stream is past the event, whatever other streams still hold. An address waiting
+ * for the legacy stream's pending event gets it recorded (arena_event_record()). "About to be
+ * unmapped" is delivered for each (parts.lock dropped meanwhile; nothing else touches those bytes),
+ * then cuMemUnmap, one per run of adjacent ones (the memory stays mapped where it was lent), and
+ * their bytes become a settled free range without memory (counter `granules_reaped`). A query that
+ * fails (neither done nor not ready) reaps nothing at this call; one whose unmap fails is told
+ * mapped again and tried at a later call. parts.lock held on entry and on return. */
 void
 arena_lend_reap (Arena *self)
 {
   g_autoptr (GArray) done = NULL;
-  g_autofree guint8 *passed = NULL;
   g_autofree guint *gs = NULL;
-  const MemresCudaDriver *drv;
-  CacheEvent *asked = NULL;
-  gboolean pushed = FALSE;
-  CUresult r = CUDA_SUCCESS;
-  guint kept = 0;
+  MemresStream polled[8];
+  guint n_polled = 0, kept = 0;
+  CUresult r;
 
-  if (self->retired->len == 0 || (drv = cache_context_push (&self->parts, &pushed, NULL)) == NULL)
+  if (self->retired->len == 0)
     return;
-  passed = g_new (guint8, self->retired->len);
-  for (guint i = 0; i < self->retired->len; i++)
+  /* per stream, the newest event an old address waits for (the last in the array: appended in
+   * the order of the lendings) asked; a shared granule's donor retired after its bytes settled
+   * has no event: done */
+  for (guint i = self->retired->len; i-- > 0 && n_polled < G_N_ELEMENTS (polled);)
     {
       const Retired *e = &g_array_index (self->retired, Retired, i);
+      gboolean seen = FALSE;
 
-      /* a shared granule's donor retired after its bytes settled has no event: done */
-      if (e->event != NULL && e->event != asked)
-        {
-          asked = e->event;
-          r = drv->cuEventQuery != NULL ? drv->cuEventQuery (asked->event)
-                                        : CUDA_ERROR_NOT_SUPPORTED;
-          if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
-            break;
-        }
-      passed[i] = e->event == NULL || r == CUDA_SUCCESS;
+      for (guint k = 0; k < n_polled && !seen; k++)
+        seen = polled[k] == e->stream;
+      if (seen || arena_event_done (e->event))
+        continue;
+      polled[n_polled++] = e->stream;
+      if (e->event->event == NULL && !arena_event_record (self, e->event))
+        continue;
+      if (!arena_line_poll (self, e->stream, TRUE, e->event))
+        return; /* no answer: nothing reaped now */
     }
-  memres_cuda_pop_context (pushed);
-  if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
-    return; /* no answer: nothing reaped now */
   done = g_array_new (FALSE, FALSE, sizeof (Retired));
   for (guint i = 0; i < self->retired->len; i++)
     {
       Retired e = g_array_index (self->retired, Retired, i);
 
-      if (passed[i])
+      if (arena_event_done (e.event))
         g_array_append_val (done, e);
       else
         g_array_index (self->retired, Retired, kept++) = e;

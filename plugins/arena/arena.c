@@ -237,6 +237,7 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   arena_granules_init (self, NULL);
   arena_heap_init (self);
   arena_lend_init (self);
+  arena_lines_init (self);
   arena_heap_insert (self, self->resv[0].base, self->resv[0].size, NULL, NULL);
   return TRUE;
 }
@@ -274,6 +275,7 @@ arena_finalize (MemresResource *mr)
     }
   arena_lend_clear (self);
   arena_heap_clear (self);
+  arena_lines_clear (self);
   cache_parts_clear (&self->parts);
   g_mutex_unlock (&self->parts.lock);
   g_mutex_clear (&self->parts.lock);
