@@ -34,11 +34,12 @@
  * it, from any call: a settle, a lending, a reap of an address that holds it; or at the
  * ARENA_CLOSES_PER_EVENT-th close it covers or once they freed ARENA_BYTES_PER_EVENT bytes, so
  * that a stream whose host runs far ahead still gets an event every few closes and its early
- * frees can settle while later ones are queued; or at once when the close's range joins a free
- * neighbour whose event is recorded (the merged range holds the newest event: without the record
- * it would wait for a later one, and a step's last closes, recorded only inside the next step,
- * kept its largest ranges from settling at the step's start: 805 granules remapped a step in
- * tests/test-arena-steps.c's legacy run, against 34 with an event per close). Any
+ * frees can settle while later ones are queued. The bytes counted are those that wait for the
+ * pending event: the close's own, and those of a free neighbour whose event is recorded that its
+ * range joins (the merged range holds the newest event, so it waits for the pending one too):
+ * without them, a step's last closes, recorded only inside the next step, kept the step's largest
+ * ranges from settling at its start (805 granules remapped a step in tests/test-arena-steps.c's
+ * legacy run, against 34 with an event per close). Any
  * other stream may be destroyed right after its close (and a close on a destroyed stream must fail
  * with the driver's error): each close on it records its own event at the close, as before.
  * Lending needs an event after every free of the lending stream: the line's newest (after its
@@ -150,11 +151,13 @@ line_record (Arena *self, StreamLine *line, GError **error)
 }
 
 /* The event of a large close on @stream (normalized, not NULL), a new reference: on the legacy
- * stream the line's pending one (recorded at the ARENA_CLOSES_PER_EVENT-th close it covers, else
- * when a decision needs it); on any other a new one recorded now (cuEventRecord; NULL with @error
- * when that fails: the caller waits for the stream instead). */
+ * stream the line's pending one (recorded at the ARENA_CLOSES_PER_EVENT-th close it covers, or
+ * once ARENA_BYTES_PER_EVENT free bytes wait for it, @waiting of them this close's: its own and
+ * those of the recorded ranges it joins; else when a decision needs it); on any other a new one
+ * recorded now (cuEventRecord; NULL with @error when that fails: the caller waits for the stream
+ * instead). */
 CacheEvent *
-arena_close_event (Arena *self, MemresStream stream, guint64 size, gboolean now, GError **error)
+arena_close_event (Arena *self, MemresStream stream, guint64 waiting, GError **error)
 {
   StreamLine *line = line_get (self, stream);
   CacheEvent *e;
@@ -168,8 +171,8 @@ arena_close_event (Arena *self, MemresStream stream, guint64 size, gboolean now,
         }
       e = line->pending;
       e->refs++;
-      line->pending_bytes += size;
-      if (++line->n_pending >= ARENA_CLOSES_PER_EVENT || now
+      line->pending_bytes += waiting;
+      if (++line->n_pending >= ARENA_CLOSES_PER_EVENT
           || line->pending_bytes >= ARENA_BYTES_PER_EVENT)
         {
           g_autoptr (GError) local = NULL;

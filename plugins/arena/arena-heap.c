@@ -723,17 +723,21 @@ arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, gu
   return TRUE;
 }
 
-/* Whether the free of [addr, addr + size) on @tag merges with a free neighbour tagged @tag whose
- * event is recorded (arena_heap_insert()): the merged range then holds the close's event. */
-static gboolean
-joins_recorded (Arena *self, guint64 addr, guint64 size, MemresStream tag)
+/* The bytes whose settling the free of [addr, addr + size) on @tag makes wait for the close's
+ * event: its own, and those of the free neighbours tagged @tag whose events are recorded that it
+ * merges with (arena_heap_insert(): the merged range holds the newest event). */
+static guint64
+bytes_waiting (Arena *self, guint64 addr, guint64 size, MemresStream tag)
 {
   Range *left = g_hash_table_lookup (self->by_end, KEY (addr));
   Range *right = g_hash_table_lookup (self->by_start, KEY (addr + size));
+  guint64 bytes = size;
 
-  return (left != NULL && left->tag == tag && left->event != NULL && left->event->event != NULL)
-         || (right != NULL && right->tag == tag && right->event != NULL
-             && right->event->event != NULL);
+  if (left != NULL && left->tag == tag && left->event != NULL && left->event->event != NULL)
+    bytes += left->size;
+  if (right != NULL && right->tag == tag && right->event != NULL && right->event->event != NULL)
+    bytes += right->size;
+  return bytes;
 }
 
 /* The extent [addr, addr + size) is free, freed on @tag (NULL: settled already): an event on
@@ -746,7 +750,7 @@ arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GE
   CacheEvent *event = NULL;
 
   if (tag != NULL
-      && (event = arena_close_event (self, tag, size, joins_recorded (self, addr, size, tag), NULL))
+      && (event = arena_close_event (self, tag, bytes_waiting (self, addr, size, tag), NULL))
              == NULL)
     {
       if (!memres_cuda_stream_synchronize (self->device, tag, error))

@@ -108,7 +108,7 @@ typedef struct
   CacheEvent *pending;   /* the legacy stream's: the event the closes since the last record hold,
                           * not recorded yet (CUevent NULL; a reference of the line's), or NULL */
   guint n_pending;       /* closes @pending covers */
-  guint64 pending_bytes; /* bytes they freed */
+  guint64 pending_bytes; /* free bytes waiting for it (arena_close_event()) */
   guint pruned;          /* length of @recorded after its last pruning (arena-events.c) */
   guint not_done;        /* reaps in a row that found the oldest not done */
   guint skip;            /* reaps that do not ask before the next one does (arena-events.c) */
@@ -337,8 +337,7 @@ void arena_spares_release (Arena *self);
 /* arena-events.c */
 void arena_lines_init (Arena *self);
 void arena_lines_clear (Arena *self);
-CacheEvent *arena_close_event (Arena *self, MemresStream stream, guint64 size, gboolean now,
-                               GError **error);
+CacheEvent *arena_close_event (Arena *self, MemresStream stream, guint64 waiting, GError **error);
 CacheEvent *arena_stream_event (Arena *self, MemresStream stream, GError **error);
 gboolean arena_event_record (Arena *self, CacheEvent *e);
 gboolean arena_line_poll (Arena *self, MemresStream stream, gboolean reaping, CacheEvent *upto);
