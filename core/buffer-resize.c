@@ -26,6 +26,55 @@ count_resize (MemresBuffer *buf, MemresResource *owner, gint64 delta)
     }
 }
 
+/* An empty buffer (memres_resource_allocate() of 0 bytes: address 0, no slot ever saw it) grows
+ * as memres_resource_allocate() would have made it: the allocate slot of its resource, under its
+ * tag, the top layer's usage counted (the layers below count theirs in memres_upstream_allocate(),
+ * a counted layer in its slot), a tagged buffer of a stack that can sleep linked into its tag's
+ * list. A kind's resize slot is never given a record it did not fill (arena read the block of
+ * the record's plugin_data, NULL: SIGSEGV). */
+static gboolean
+resize_empty (MemresBuffer *buf, gsize new_size, MemresStream stream, GError **error)
+{
+  MemresResource *mr = buf->mr;
+  gboolean tagged = buf->tag != 0 && mr->tags_wanted != 0;
+  gboolean sleeps = tagged && (mr->tags_wanted & MEMRES_TAGS_SLEEP);
+  GError *local = NULL;
+  gboolean ok;
+
+  if (new_size == 0)
+    return TRUE;
+  if (sleeps && !_memres_sleep_check_tag (mr, buf->tag, error))
+    return FALSE;
+  /* the record's mark (memres-plugin.h) and the thread's call record, as allocate_fast() */
+  buf->alloc = (MemresAllocation){ 0, tagged ? MEMRES_ALLOCATION_TAGGED : 0, NULL };
+  if (tagged)
+    _memres_thread.call_record = &buf->alloc;
+  ok = _memres_resource_call_allocate (mr, new_size, stream, &buf->alloc, &local);
+  if (tagged)
+    _memres_thread.call_record = NULL;
+  if (!ok)
+    {
+      buf->alloc = (MemresAllocation){ 0, 0, NULL };
+      return _memres_buffer_allocation_failed (mr, new_size, local, error);
+    }
+  if (mr->counts == NULL)
+    _memres_resource_count_used (mr, (gint64) buf->alloc.size);
+  if (sleeps && !_memres_sleep_link (mr, buf, error))
+    {
+      /* its tag fell asleep meanwhile: the memory goes back, the buffer stays empty */
+      gsize size = buf->alloc.size;
+
+      _memres_thread.call_record = &buf->alloc;
+      _memres_resource_call_deallocate (mr, &buf->alloc, stream, NULL);
+      _memres_thread.call_record = NULL;
+      if (mr->counts == NULL)
+        _memres_resource_count_used (mr, -(gint64) size);
+      buf->alloc = (MemresAllocation){ 0, 0, NULL };
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /**
  * memres_buffer_resize:
  * @buf: a #MemresBuffer
@@ -35,8 +84,10 @@ count_resize (MemresBuffer *buf, MemresResource *owner, gint64 delta)
  *
  * Grows or shrinks the buffer through the kind's resize slot (vmm: maps more physical memory
  * after the buffer, or remaps into a new reservation without copying); the address may change.
- * On failure the buffer is left exactly as it was. Not to be called while another thread uses
- * the buffer.
+ * An empty buffer (allocated with 0 bytes: address 0) grows as an allocation of @new_size bytes
+ * from its resource would be made (the allocate slot, under the buffer's tag), where the stack
+ * resizes. On failure the buffer is left exactly as it was. Not to be called while another
+ * thread uses the buffer.
  *
  * Errors: %MEMRES_ERROR_CLOSED; %MEMRES_SLEEP_ERROR_ASLEEP for a sleeping buffer
  * (memres_buffer_is_asleep()); %MEMRES_ERROR_NOT_SUPPORTED for kinds without
@@ -90,6 +141,8 @@ memres_buffer_resize (MemresBuffer *buf, gsize new_size, MemresStream stream, GE
     }
   if (!_memres_resource_check_usable (buf->mr, "resizing", error))
     return FALSE;
+  if (buf->alloc.address == 0 && buf->alloc.size == 0)
+    return resize_empty (buf, new_size, stream, error);
   alloc = buf->alloc;
   ok = owner->ops->resize (owner, &alloc, new_size, stream, &local);
   if (!ok) /* the buffer as it was; a failure without an error reported as a breach */

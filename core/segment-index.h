@@ -1,7 +1,9 @@
 /* memres - CUDA memory resources
- * segment-index.h: the process-wide index of segments that memres_lookup() reads
- * (segment-index.c), as segments.c sees it: every call but memres_lookup() is made with
- * segments.c's lock held, and each change is published to the readers before it returns. */
+ * segment-index.h: the process-wide index of segments that memres_lookup() reads, as segments.c
+ * sees it (the operations in segment-index.c; the slots written in segment-slots.c; the readers
+ * in segment-lookup.c; their layout in segment-index-layout.h): every call but memres_lookup() is
+ * made with segments.c's lock held, and each change is published to the readers before it
+ * returns. */
 #pragma once
 
 #ifndef MEMRES_CORE_COMPILATION
@@ -37,11 +39,12 @@ typedef struct
     guint64 tag_word; /* tag_id and 4 zero bytes */
   };
   const char *tag;
-  guint64 end;      /* writer: one past the last byte */
-  guint live_at;    /* writer: its place in _memres_index_live() */
-  guint8 unmapping; /* writer: its UNMAPPING event is being delivered */
-  guint8 dying;     /* writer: inside _memres_index_remove_many() */
-  guint16 gen;      /* writer: counts the entry's removals (a removed one is reused) */
+  guint64 end;       /* writer: one past the last byte */
+  guint live_at;     /* writer: its place in _memres_index_live() */
+  guint8 unmapping;  /* writer: its UNMAPPING event is being delivered */
+  guint8 dying : 1;  /* writer: inside _memres_index_remove_many() */
+  guint8 coarse : 1; /* writer: 64 MiB or more, kept in its regions' slots, not its pages' */
+  guint16 gen;       /* writer: counts the entry's removals (a removed one is reused) */
 } MemresIndexEntry;
 
 G_STATIC_ASSERT (sizeof (MemresIndexEntry) == 64);

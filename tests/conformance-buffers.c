@@ -498,3 +498,172 @@ test_segments (gconstpointer data)
     mt_close_ok (bufs[i], f.stream);
   fx_clear (&f);
 }
+
+/* Resize: where the stack resizes (MEMRES_MEMORY_RESIZABLE), an empty buffer grows into memory
+ * of its own, a buffer grows and shrinks keeping its first bytes, and the statistics follow;
+ * elsewhere MEMRES_ERROR_NOT_SUPPORTED, the buffer untouched. */
+void
+test_resize (gconstpointer data)
+{
+  const gsize grown = MiB + 5;
+  GError *error = NULL;
+  MemresBuffer *buf;
+  gsize size;
+  MemresStats s;
+  Fx f;
+
+  g_test_summary ("memres_buffer_resize() grows an empty buffer (0 bytes, never seen by the kind) "
+                  "into memory that holds its bytes, grows and shrinks a buffer keeping its "
+                  "first bytes with the statistics following; a stack that cannot resize says "
+                  "MEMRES_ERROR_NOT_SUPPORTED and leaves the buffer as it was.");
+  if (!fx_init (&f, data))
+    return;
+  buf = alloc_ok (f.s, f.mr, 0, f.stream);
+  if (!(memres_resource_get_flags (f.mr) & MEMRES_MEMORY_RESIZABLE))
+    {
+      g_assert_false (memres_buffer_resize (buf, grown, f.stream, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_clear_error (&error);
+      g_assert_cmpuint (memres_buffer_get_size (buf), ==, 0);
+      g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
+      mt_close_ok (buf, f.stream);
+      buf = alloc_ok (f.s, f.mr, 4 * KiB, f.stream);
+      size = memres_buffer_get_size (buf);
+      if (!is (f.s, B_CAPTURE)) /* no write from pageable memory in a capture */
+        mt_write_pattern (buf, 0, 4 * KiB, 3, f.stream);
+      g_assert_false (memres_buffer_resize (buf, grown, f.stream, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED);
+      g_clear_error (&error);
+      g_assert_cmpuint (memres_buffer_get_size (buf), ==, size);
+      if (!is (f.s, B_CAPTURE))
+        mt_check_pattern (buf, 0, 4 * KiB, 3, f.stream);
+      mt_close_ok (buf, f.stream);
+      fx_clear (&f);
+      return;
+    }
+  /* from nothing: memory of its own, every byte usable */
+  MT_CHECK (memres_buffer_resize (buf, grown, f.stream, &error));
+  g_assert_cmpuint (memres_buffer_get_size (buf), >=, grown);
+  g_assert_cmpuint (memres_buffer_get_address (buf), !=, 0);
+  g_assert_cmpuint (memres_buffer_get_address (buf) % 256, ==, 0);
+  mt_write_pattern (buf, 0, grown, 5, f.stream);
+  mt_check_pattern (buf, 0, grown, 5, f.stream);
+  s = mt_stats_ok (f.mr);
+  g_assert_cmpuint (s.n_buffers, ==, 1);
+  g_assert_cmpuint (s.used_current, >=, grown);
+  /* grown: the first bytes kept */
+  MT_CHECK (memres_buffer_resize (buf, 3 * MiB, f.stream, &error));
+  g_assert_cmpuint (memres_buffer_get_size (buf), >=, 3 * MiB);
+  mt_check_pattern (buf, 0, grown, 5, f.stream);
+  g_assert_cmpuint (mt_stats_ok (f.mr).used_current, >=, 3 * MiB);
+  /* shrunk: the first bytes kept */
+  MT_CHECK (memres_buffer_resize (buf, 4 * KiB, f.stream, &error));
+  g_assert_cmpuint (memres_buffer_get_size (buf), >=, 4 * KiB);
+  g_assert_cmpuint (memres_buffer_get_size (buf), <, 3 * MiB);
+  mt_check_pattern (buf, 0, 4 * KiB, 5, f.stream);
+  mt_close_ok (buf, f.stream);
+  fx_run (&f);
+  s = mt_stats_ok (f.mr);
+  g_assert_cmpuint (s.n_buffers, ==, 0);
+  g_assert_cmpuint (s.used_current, ==, 0);
+  fx_clear (&f);
+}
+
+typedef struct
+{
+  guint64 address;
+  gsize size;
+} Range;
+
+static gint
+range_cmp (gconstpointer a, gconstpointer b)
+{
+  const Range *x = a, *y = b;
+
+  return x->address < y->address ? -1 : x->address > y->address;
+}
+
+/* Every live buffer of @bufs (NULL entries skipped): its range overlaps no other's. */
+static void
+assert_disjoint (MemresBuffer **bufs, guint n)
+{
+  g_autofree Range *r = g_new (Range, n);
+  guint m = 0;
+
+  for (guint i = 0; i < n; i++)
+    if (bufs[i] != NULL && memres_buffer_get_size (bufs[i]) > 0)
+      r[m++] = (Range){ memres_buffer_get_address (bufs[i]), memres_buffer_get_size (bufs[i]) };
+  qsort (r, m, sizeof *r, range_cmp);
+  for (guint i = 1; i < m; i++)
+    if (r[i - 1].address + r[i - 1].size > r[i].address)
+      g_error ("buffers overlap: 0x%" G_GINT64_MODIFIER "x + %" G_GSIZE_FORMAT
+               " runs into 0x%" G_GINT64_MODIFIER "x",
+               r[i - 1].address, r[i - 1].size, r[i].address);
+}
+
+/* RMM's random allocations: many live buffers of random sizes, freed in random order while others
+ * are allocated; none overlaps another, each keeps its own bytes. */
+void
+test_random (gconstpointer data)
+{
+  enum
+  {
+    N = 96,
+    ROUNDS = 3
+  };
+  MemresBuffer *bufs[N] = { NULL };
+  const guint n = RUNNING_ON_VALGRIND ? N / 4 : N; /* vmm maps each: slow under valgrind */
+  g_autoptr (GRand) rand = g_rand_new_with_seed (20261205);
+  GError *error = NULL;
+  Fx f;
+
+  g_test_summary ("Many live buffers of random sizes (1 byte to 64 KiB, and a few MiB), freed in "
+                  "random order while others are allocated: no two overlap, every one is "
+                  "aligned to 256 bytes and keeps the byte it was filled with.");
+  if (!fx_init (&f, data))
+    return;
+  for (guint round = 0; round < ROUNDS; round++)
+    {
+      for (guint i = 0; i < n; i++)
+        if (bufs[i] == NULL)
+          {
+            gsize size = i % 16 == 5 ? MiB + g_rand_int_range (rand, 1, 2 * MiB)
+                                     : (gsize) g_rand_int_range (rand, 1, 64 * KiB + 1);
+
+            bufs[i] = alloc_ok (f.s, f.mr, size, f.stream);
+            g_assert_cmpuint (memres_buffer_get_address (bufs[i]) % 256, ==, 0);
+            MT_CHECK (memres_buffer_fill (bufs[i], (i * 7 + round) & 0xff, 1, f.stream, &error));
+          }
+      assert_disjoint (bufs, n);
+      fx_run (&f);
+      if (!is (f.s, B_CAPTURE)) /* no read in a capture */
+        for (guint i = 0; i < n; i++)
+          {
+            gsize size = memres_buffer_get_size (bufs[i]);
+            guint8 ends[2];
+
+            MT_CHECK (memres_buffer_read (bufs[i], 0, &ends[0], 1, f.stream, &error));
+            MT_CHECK (memres_buffer_read (bufs[i], size - 1, &ends[1], 1, f.stream, &error));
+            if (ends[0] != ends[1] || (ends[0] - i * 7) % 256 > round)
+              g_error ("buffer %u (%" G_GSIZE_FORMAT " bytes): 0x%02x...0x%02x", i, size, ends[0],
+                       ends[1]);
+          }
+      /* half of them, at random, closed (on another stream every other time) */
+      for (guint k = 0; k < n / 2; k++)
+        {
+          guint i = g_rand_int_range (rand, 0, n);
+
+          if (bufs[i] != NULL)
+            {
+              mt_close_ok (bufs[i], k % 2 == 0 || is (f.s, B_CAPTURE) ? f.stream : NULL);
+              bufs[i] = NULL;
+            }
+        }
+    }
+  for (guint i = 0; i < n; i++)
+    if (bufs[i] != NULL)
+      mt_close_ok (bufs[i], f.stream);
+  fx_run (&f);
+  g_assert_cmpuint (mt_stats_ok (f.mr).n_buffers, ==, 0);
+  fx_clear (&f);
+}

@@ -47,19 +47,30 @@ assert_out_of_memory (const Spec *s, const GError *error, const char *words)
     g_assert_true (g_str_has_prefix (error->message, words));
 }
 
+static gboolean
+count_live (const MemresLiveAllocation *allocation G_GNUC_UNUSED, gpointer user_data)
+{
+  (*(guint *) user_data)++;
+  return TRUE;
+}
+
 /* The out-of-memory rule through fault injection (device specs, fake) or `limit` (host). */
 void
 test_out_of_memory (gconstpointer data)
 {
   const Spec *s = data;
   g_autoptr (GError) error = NULL;
+  MemresStatsCounters counts_before = { 0 };
+  MemresResource *stats_layer;
+  MemresStats before, after;
   int failures;
   Fx f;
 
   g_test_summary ("An allocation the memory cannot serve fails with MEMRES_ERROR_OUT_OF_MEMORY: "
                   "a driver call's CUDA_ERROR_OUT_OF_MEMORY (fake), its message naming the call "
                   "and the size asked for; another CUresult stays MEMRES_CUDA_ERROR; nothing "
-                  "leaks and the resource serves afterwards.");
+                  "leaks, no layer counts the failures (statistics, a stats layer's counters, a "
+                  "track layer's list, a limit's budget) and the resource serves afterwards.");
   if (!is (s, B_DEVICE))
     {
       /* host: a limit below the stack */
@@ -82,6 +93,10 @@ test_out_of_memory (gconstpointer data)
   if (layer_is (s, L_KEEPS) || (layer_is (s, L_RETRIES) && is (s, B_TRIM)))
     g_assert_null (allocate_failing (&f, MiB, CUDA_ERROR_OUT_OF_MEMORY, 1));
   failures = layer_is (s, L_RETRIES) ? 8 : 1;
+  before = mt_stats_ok (f.mr);
+  stats_layer = memres_resource_find_layer (f.mr, "stats", NULL);
+  if (stats_layer != NULL)
+    MT_CHECK (memres_stats_get_counters (stats_layer, &counts_before, &error));
   error = allocate_failing (&f, MiB, CUDA_ERROR_OUT_OF_MEMORY, failures);
   g_test_message ("%s: %s", s->spec, error->message);
   assert_out_of_memory (s, error, "cannot allocate 1048576 bytes: ");
@@ -95,7 +110,29 @@ test_out_of_memory (gconstpointer data)
   g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_UNKNOWN);
   g_assert_nonnull (strstr (error->message, s->base->alloc_entry));
   g_clear_error (&error);
-  g_assert_cmpuint (mt_stats_ok (f.mr).n_buffers, ==, 0);
+  /* the failures counted nothing, in any layer */
+  after = mt_stats_ok (f.mr);
+  g_assert_cmpuint (after.n_buffers, ==, 0);
+  g_assert_cmpuint (after.used_current, ==, before.used_current);
+  g_assert_cmpuint (after.used_high, ==, before.used_high);
+  if (stats_layer != NULL)
+    {
+      MemresStatsCounters counts;
+
+      MT_CHECK (memres_stats_get_counters (stats_layer, &counts, &error));
+      g_assert_cmpmem (&counts, sizeof counts, &counts_before, sizeof counts_before);
+    }
+  /* a track layer lists no allocation */
+  if (memres_resource_find_layer (f.mr, "track", NULL) != NULL)
+    {
+      guint live = 0;
+
+      MT_CHECK (memres_track_foreach_live (f.mr, count_live, &live, &error));
+      g_assert_cmpuint (live, ==, 0);
+    }
+  /* a limit's budget is whole again: all of it can be had */
+  if (memres_resource_find_layer (f.mr, "limit", NULL) != NULL)
+    mt_close_ok (alloc_ok (f.s, f.mr, 1024 * MiB, f.stream), f.stream);
   mt_close_ok (alloc_ok (f.s, f.mr, 4 * KiB, f.stream), f.stream);
   fx_clear (&f);
 }

@@ -154,6 +154,10 @@ void test_trim (gconstpointer data);
 
 void test_upstream (gconstpointer data);
 
+void test_resize (gconstpointer data);
+
+void test_random (gconstpointer data);
+
 void test_segments (gconstpointer data);
 
 void test_out_of_memory (gconstpointer data);

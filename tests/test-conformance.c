@@ -109,6 +109,8 @@ static const Case cases[] = {
   { "stats", test_stats, always },
   { "trim", test_trim, always },
   { "upstream", test_upstream, passes_through },
+  { "resize", test_resize, always },
+  { "random", test_random, always },
   { "segments", test_segments, always },
   { "out-of-memory", test_out_of_memory, always },
   { "out-of-memory/retry-handler", test_retry_handler, retries },

@@ -1,4 +1,4 @@
-/* test-lookup.c: memres_lookup() (core/segment-index.c) answers as the index is at the call:
+/* test-lookup.c: memres_lookup() (core/segment-lookup.c) answers as the index is at the call:
  * never a segment after it was unmapped (in the same thread, and in reader threads racing a
  * mapping and unmapping thread), the innermost where segments nest, and right with more
  * segments than fit in any cache. Host memory through `cache` (suite core): no driver. And the
@@ -369,9 +369,9 @@ check_at (guint64 a)
     }
 }
 
-/* Every edge of every live segment and its neighbours, and points between, in [@lo, @hi). */
+/* Every edge of every live segment and its neighbours, and points @step apart, in [@lo, @hi). */
 static void
-check_model (guint64 lo, guint64 hi)
+check_model_step (guint64 lo, guint64 hi, guint64 step)
 {
   for (guint i = 0; i < model->len; i++)
     {
@@ -384,13 +384,19 @@ check_model (guint64 lo, guint64 hi)
       for (guint k = 0; k < G_N_ELEMENTS (probes); k++)
         check_at (probes[k]);
     }
-  for (guint64 a = lo; a < hi; a += 64 * 1024 + 4097)
+  for (guint64 a = lo; a < hi; a += step)
     check_at (a);
+}
+
+static void
+check_model (guint64 lo, guint64 hi)
+{
+  check_model_step (lo, hi, 64 * 1024 + 4097);
 }
 
 #define MIB (G_GUINT64_CONSTANT (1) << 20)
 
-/* Pages (1 MiB, segment-index.c) of every shape at @at (2 MiB-aligned): each change checked
+/* Pages (1 MiB, core/segment-slots.c) of every shape at @at (2 MiB-aligned): each change checked
  * against the model. */
 static void
 shapes_at (MemresResource *a, MemresResource *b, guint64 at)
@@ -583,6 +589,224 @@ test_random_shapes (void)
   memres_resource_unref (mr[0]);
 }
 
+/* One page's every shape of up to three runs, which its slot holds in its own line (a segment at
+ * the page's edge, neighbours meeting or apart in it, nesting resolved to one run or to three),
+ * and four or more (a record); each change checked against the model, before and after. */
+static void
+test_page_edges (void)
+{
+  guint64 p = G_GUINT64_CONSTANT (0x280000000000) + 5 * MIB; /* a page's first byte */
+  MemresResource *a, *b;
+
+  segkind_register ();
+  a = mt_new_ok ("segkind");
+  b = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  /* the whole page: its slot is the segment; the next page from its edge, half of it */
+  seg_map (a, p, MIB);
+  seg_map (a, p + MIB, MIB / 2);
+  check_model (p - MIB, p + 3 * MIB);
+  g_assert_cmpuint (model_at (p + MIB - 1)->base, ==, p);
+  g_assert_cmpuint (model_at (p + MIB)->base, ==, p + MIB);
+  g_assert_null (model_at (p + MIB + MIB / 2));
+  /* a neighbour up to the page's last byte, leaving a hole (three runs: a, none, a) */
+  seg_map (a, p + MIB + 3 * MIB / 4, MIB / 4);
+  check_model (p - MIB, p + 3 * MIB);
+  g_assert_null (model_at (p + MIB + 3 * MIB / 4 - 1));
+  /* the hole filled: three runs meeting, then a fourth cut (a record) */
+  seg_map (a, p + MIB + MIB / 2, MIB / 8);
+  check_model (p - MIB, p + 3 * MIB);
+  seg_map (a, p + MIB + MIB / 2 + MIB / 8, MIB / 8);
+  check_model (p - MIB, p + 3 * MIB);
+  /* nested: b's equal to a's whole page (the later mapped, one run of two segments), then b's
+   * inside a's half page (a, b, a) */
+  seg_map (b, p, MIB);
+  check_model (p - MIB, p + 3 * MIB);
+  g_assert_true (model_at (p + 100)->mr == b);
+  seg_map (b, p + MIB + 4096, 8192);
+  check_model (p - MIB, p + 3 * MIB);
+  /* out again in another order, each page back to fewer runs */
+  seg_unmap (a, p + MIB + MIB / 2);
+  check_model (p - MIB, p + 3 * MIB);
+  seg_unmap (a, p);
+  check_model (p - MIB, p + 3 * MIB);
+  g_assert_true (model_at (p + 100)->mr == b);
+  seg_unmap (a, p + MIB);
+  check_model (p - MIB, p + 3 * MIB);
+  while (model->len > 0)
+    {
+      seg_unmap (g_array_index (model, Seg, 0).mr, g_array_index (model, Seg, 0).base);
+      check_model (p - MIB, p + 3 * MIB);
+    }
+  g_array_unref (model);
+  memres_resource_unref (b);
+  memres_resource_unref (a);
+}
+
+/* Coarse segments (64 MiB or more, kept in the slots of their 64 MiB regions, segment-slots.c):
+ * one region exactly, spans across region and GiB edges from inside a page, partial regions at
+ * both ends, two meeting inside a region, fine segments inside them (a whole page, part of one,
+ * across a page edge and a region edge) and beside them in one page, coarse inside coarse and an
+ * equal range mapped later, a whole GiB; one freed and smaller ones (coarse and fine) mapped
+ * inside its range; a fine one grown past 64 MiB (it moves to its regions) and a coarse one
+ * grown across a GiB edge; one above 2^48; each change checked against the model. */
+static void
+test_coarse_shapes (void)
+{
+  guint64 at = G_GUINT64_CONSTANT (0x400000000000); /* a GiB's first byte */
+  guint64 hi = at + 4 * GIB, step = MIB + 4097 * 3;
+  MemresResource *a, *b, *c, *d;
+
+  segkind_register ();
+  a = mt_new_ok ("segkind");
+  b = mt_new_ok ("segkind");
+  c = mt_new_ok ("segkind");
+  d = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  /* one region exactly */
+  seg_map (a, at, 64 * MIB);
+  check_model_step (at - MIB, hi, step);
+  /* from the middle of a page: a partial region, two whole ones, a partial one */
+  seg_map (a, at + 64 * MIB + MIB / 2, 200 * MIB);
+  /* a coarse neighbour meeting it inside a region and a page */
+  seg_map (a, at + 264 * MIB + MIB / 2, 100 * MIB);
+  check_model_step (at - MIB, hi, step);
+  /* fine ones inside: a whole page, part of a page, across a page edge, across a region edge */
+  seg_map (b, at + 70 * MIB, MIB);
+  seg_map (b, at + 80 * MIB + 4096, 64 * 1024);
+  seg_map (b, at + 90 * MIB - 8192, 16 * 1024);
+  seg_map (b, at + 128 * MIB - MIB / 2, MIB);
+  /* a fine one beside a coarse one's end, meeting it inside a page */
+  seg_map (a, at + 364 * MIB + MIB / 2, 3 * MIB);
+  check_model_step (at - MIB, hi, step);
+  /* coarse inside coarse; then an equal range to a's mapped later (segments of two resources
+   * nest, they never cross) */
+  seg_map (c, at + 140 * MIB, 120 * MIB);
+  seg_map (d, at + 64 * MIB + MIB / 2, 200 * MIB);
+  check_model_step (at - MIB, hi, step);
+  g_assert_true (model_at (at + 65 * MIB)->mr == d);
+  g_assert_true (model_at (at + 70 * MIB)->mr == b);
+  g_assert_true (model_at (at + 141 * MIB)->mr == c);
+  /* freed (both of that range), then smaller ones mapped inside the range it left */
+  seg_unmap (d, at + 64 * MIB + MIB / 2);
+  seg_unmap (a, at + 64 * MIB + MIB / 2);
+  check_model_step (at - MIB, hi, step);
+  g_assert_true (model_at (at + 65 * MIB) == NULL);
+  seg_map (a, at + 66 * MIB, 2 * MIB);
+  seg_map (a, at + 68 * MIB + 4096, 64 * MIB + 8192);
+  check_model_step (at - MIB, hi, step);
+  /* a fine one grown past 64 MiB with a fine one nested in it, a coarse one grown past a GiB
+   * edge */
+  seg_map (a, at + 400 * MIB, 32 * MIB);
+  seg_map (b, at + 410 * MIB + MIB / 4, MIB);
+  check_model_step (at - MIB, hi, step);
+  seg_grow (a, at + 400 * MIB, 100 * MIB + 4096);
+  check_model_step (at - MIB, hi, step);
+  seg_grow (c, at + 140 * MIB, GIB + 3 * MIB / 2);
+  check_model_step (at - MIB, hi, step);
+  /* a whole GiB: every region of its node is the one segment */
+  seg_map (d, at + 2 * GIB, GIB);
+  check_model_step (at - MIB, hi, step);
+  while (model->len > 0)
+    {
+      const Seg *m = &g_array_index (model, Seg, model->len / 2);
+
+      seg_unmap (m->mr, m->base);
+      check_model_step (at - MIB, hi, step);
+    }
+  /* above 2^48 (the hash table's nodes): a coarse one across a GiB edge, a fine one inside it */
+  at = G_GUINT64_CONSTANT (0xfff0000000000000) + GIB - 100 * MIB - MIB / 2;
+  seg_map (a, at, 300 * MIB);
+  seg_map (b, at + 100 * MIB + MIB / 4, MIB);
+  check_model_step (at - MIB, at + 320 * MIB, step);
+  seg_unmap (a, at);
+  check_model_step (at - MIB, at + 320 * MIB, step);
+  seg_unmap (b, at + 100 * MIB + MIB / 4);
+  check_model_step (at - MIB, at + 320 * MIB, step);
+  g_array_unref (model);
+  memres_resource_unref (d);
+  memres_resource_unref (c);
+  memres_resource_unref (b);
+  memres_resource_unref (a);
+}
+
+/* test_random_shapes() at the scale of regions: segments from 768 KiB to 120 MiB over 600 MiB
+ * across a GiB edge (fine and coarse, page and region edges anywhere), the second resource's
+ * nested in the first's, mapped, grown and unmapped at random. */
+static void
+test_random_coarse (void)
+{
+  guint64 at = G_GUINT64_CONSTANT (0x500000000000) - 256 * MIB;
+  guint64 unit = 768 * 1024, lo = at - MIB, hi = at + 800 * MIB;
+  GRand *rand = g_rand_new_with_seed (3737);
+  MemresResource *mr[2];
+
+  segkind_register ();
+  mr[0] = mt_new_ok ("segkind");
+  mr[1] = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  for (guint step = 0; step < 160; step++)
+    {
+      guint which = g_rand_int_range (rand, 0, 2);
+      guint64 base = at + unit * g_rand_int_range (rand, 0, 800);
+      guint64 length = unit * g_rand_int_range (rand, 1, 160);
+      gboolean ok = TRUE, inside = which == 0;
+      gint op = g_rand_int_range (rand, 0, 4);
+
+      if (model->len > 0 && op == 0)
+        {
+          const Seg *m = &g_array_index (model, Seg, g_rand_int_range (rand, 0, model->len));
+
+          seg_unmap (m->mr, m->base);
+          check_model_step (lo, hi, 3 * MIB + 4097);
+          continue;
+        }
+      if (model->len > 0 && op == 1)
+        {
+          /* the first's last segment grown by up to 80 MiB, where nothing of its own lies */
+          const Seg *m = &g_array_index (model, Seg, model->len - 1);
+          guint64 more = unit * g_rand_int_range (rand, 1, 100), end = m->base + m->length + more;
+
+          for (guint i = 0; i < model->len; i++)
+            {
+              const Seg *o = &g_array_index (model, Seg, i);
+
+              if (o->base < end && m->base + m->length < o->base + o->length)
+                ok = FALSE; /* none of either resource in the way */
+            }
+          if (ok && m->mr == mr[0])
+            {
+              seg_grow (m->mr, m->base, m->length + more);
+              check_model_step (lo, hi, 3 * MIB + 4097);
+            }
+          continue;
+        }
+      for (guint i = 0; i < model->len; i++)
+        {
+          const Seg *m = &g_array_index (model, Seg, i);
+
+          if (m->mr == mr[which] && m->base < base + length && base < m->base + m->length)
+            ok = FALSE;
+          if (which == 1 && m->mr == mr[0] && m->base <= base
+              && base + length <= m->base + m->length)
+            inside = TRUE;
+          if (which == 0 && m->mr == mr[1] && m->base < base + length && base < m->base + m->length)
+            ok = FALSE;
+        }
+      if (!ok || !inside)
+        continue;
+      seg_map (mr[which], base, length);
+      check_model_step (lo, hi, 3 * MIB + 4097);
+    }
+  while (model->len > 0)
+    seg_unmap (g_array_index (model, Seg, 0).mr, g_array_index (model, Seg, 0).base);
+  check_model_step (lo, hi, 3 * MIB + 4097);
+  g_array_unref (model);
+  g_rand_free (rand);
+  memres_resource_unref (mr[1]);
+  memres_resource_unref (mr[0]);
+}
+
 /* Readers look up fixed segments whose pages a writer keeps rewriting: it maps and unmaps
  * neighbours in the same pages (each change remakes the page's split or runs, and the records
  * of the old ones are reused at once) and segments nested in the fixed ones. A fixed segment is
@@ -688,6 +912,162 @@ test_shared_pages_race (void)
   memres_resource_unref (mr);
 }
 
+/* Readers race a writer that turns slots from one kind to another and back as fast as it can,
+ * so that a reader that read a slot's kind finds its words already in another kind's form: a
+ * page slot from one segment's answer (direct) to up to three runs (a nested segment) and to a
+ * runs record (two nested) and back; a region slot (a 128 MiB segment) from its answer to three
+ * runs (a 64 MiB segment nested in it) and back; a page inside that region from "none, ask the
+ * region" to three runs (a small segment nested) and back; and nodes above 2^48 added one by
+ * one (the hash table grown under the readers). In the direct form a slot's words are answer
+ * bytes, not pointers: a reader that followed them as the entry of a run before it checked the
+ * sequence died of SIGSEGV (h-index, on a 16-core machine). Four readers, more than this
+ * machine's cores, so that they are preempted between their loads. Every lookup must find its
+ * fixed segment, or a nested one that holds the address. */
+#define STATES_FINE    2
+#define STATES_FIXED   (STATES_FINE + 2)
+#define STATES_READERS 4
+
+typedef struct
+{
+  MemresResource *fixed_mr, *moving_mr;
+  guint64 base[STATES_FIXED], length[STATES_FIXED];
+  gint stop;                    /* atomic */
+  gint bad;                     /* atomic */
+  gint laps;                    /* atomic: 1,024 lookups each */
+  guint64 found[STATES_FIXED];  /* atomic: lookups that found the fixed segment itself */
+  guint64 nested[STATES_FIXED]; /* atomic: lookups that found a nested one */
+} States;
+
+static gpointer
+states_reader (gpointer data)
+{
+  States *st = data;
+  guint64 x = g_random_int () | 1; /* xorshift64 */
+  guint64 found[STATES_FIXED] = { 0 }, nested[STATES_FIXED] = { 0 };
+
+  while (!g_atomic_int_get (&st->stop))
+    {
+      MemresLookupInfo info;
+      guint i;
+      guint64 a;
+
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      if ((x & 1023) == 0)
+        g_atomic_int_inc (&st->laps);
+      i = (x >> 10) % STATES_FIXED;
+      /* in the coarse one: half of them in its first 8 MiB (a page with a small one nested) */
+      a = st->base[i]
+          + (((x >> 32) * (i == STATES_FINE && (x & 0x100) ? 8 * MIB : st->length[i])) >> 32);
+      if (!memres_lookup (addr (a), &info))
+        g_atomic_int_inc (&st->bad);
+      else if (info.resource == st->fixed_mr)
+        {
+          if (info.segment.base != st->base[i] || info.segment.length != st->length[i]
+              || info.offset != a - st->base[i])
+            g_atomic_int_inc (&st->bad);
+          found[i]++;
+        }
+      else if (info.resource != st->moving_mr || a - info.segment.base >= info.segment.length
+               || info.offset != a - info.segment.base || info.segment.base < st->base[i]
+               || info.segment.base + info.segment.length > st->base[i] + st->length[i])
+        g_atomic_int_inc (&st->bad);
+      else
+        nested[i]++;
+    }
+  for (guint i = 0; i < STATES_FIXED; i++)
+    {
+      __atomic_fetch_add (&st->found[i], found[i], __ATOMIC_RELAXED);
+      __atomic_fetch_add (&st->nested[i], nested[i], __ATOMIC_RELAXED);
+    }
+  return NULL;
+}
+
+static void
+test_slot_states_race (void)
+{
+  States st = { 0 };
+  GThread *threads[STATES_READERS];
+  guint64 fine = G_GUINT64_CONSTANT (0x310000000000);
+  guint64 coarse = G_GUINT64_CONSTANT (0x320000000000);   /* a 64 MiB region's edge */
+  guint64 high = G_GUINT64_CONSTANT (0xfff2000000000000); /* above 2^48: the hash table */
+  guint64 found = 0, nested = 0;
+  guint round;
+
+  segkind_register ();
+  st.fixed_mr = mt_new_ok ("segkind");
+  st.moving_mr = mt_new_ok ("segkind");
+  model = g_array_new (FALSE, FALSE, sizeof (Seg));
+  for (guint i = 0; i < STATES_FINE; i++)
+    {
+      st.base[i] = fine + i * 2 * MIB; /* a page of its own: its slot is its answer */
+      st.length[i] = MIB;
+    }
+  st.base[STATES_FINE] = coarse; /* two regions' slots are its answer */
+  st.length[STATES_FINE] = 128 * MIB;
+  st.base[STATES_FINE + 1] = high;
+  st.length[STATES_FINE + 1] = MIB;
+  for (guint i = 0; i < STATES_FIXED; i++)
+    seg_map (st.fixed_mr, st.base[i], st.length[i]);
+  for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
+    threads[i] = g_thread_new ("reader", states_reader, &st);
+  /* 600 rounds, and more until the readers have looked up tens of thousands of times */
+  for (round = 0; round < 600 || g_atomic_int_get (&st.laps) < 64; round++)
+    {
+      guint64 in = (round % 7) * 128 * 1024;
+
+      for (guint j = 0; j < 4 * STATES_FINE; j++)
+        {
+          guint i = j % STATES_FINE;
+          guint64 f = st.base[i];
+
+          /* direct -> three runs -> direct */
+          seg_map (st.moving_mr, f + in, 64 * 1024);
+          seg_unmap (st.moving_mr, f + in);
+          if ((round + j) % 2 == 0)
+            {
+              /* direct -> three runs -> five (a record) -> three -> direct */
+              seg_map (st.moving_mr, f + 64 * 1024, 64 * 1024);
+              seg_map (st.moving_mr, f + 512 * 1024 + in / 2, 64 * 1024);
+              seg_unmap (st.moving_mr, f + 64 * 1024);
+              seg_unmap (st.moving_mr, f + 512 * 1024 + in / 2);
+            }
+        }
+      /* the regions: their answer -> three runs -> their answer */
+      seg_map (st.moving_mr, coarse + 32 * MIB, 64 * MIB);
+      seg_unmap (st.moving_mr, coarse + 32 * MIB);
+      /* a page in the first region: none (the region's) -> three runs -> none */
+      seg_map (st.moving_mr, coarse + 5 * MIB + in, 64 * 1024);
+      seg_unmap (st.moving_mr, coarse + 5 * MIB + in);
+      /* a new GiB above 2^48, 64 of them: the hash table grows under the readers */
+      if (round < 64)
+        {
+          seg_map (st.moving_mr, high + (round + 1) * GIB, MIB);
+          seg_unmap (st.moving_mr, high + (round + 1) * GIB);
+        }
+    }
+  g_atomic_int_set (&st.stop, 1);
+  for (guint i = 0; i < G_N_ELEMENTS (threads); i++)
+    g_thread_join (threads[i]);
+  for (guint i = 0; i < STATES_FIXED; i++)
+    {
+      found += st.found[i];
+      nested += st.nested[i];
+    }
+  g_test_message ("%u rounds; %" G_GUINT64_FORMAT
+                  " lookups found the fixed segments, %" G_GUINT64_FORMAT " a nested one, %d wrong",
+                  round, found, nested, st.bad);
+  g_assert_cmpint (st.bad, ==, 0);
+  g_assert_cmpuint (found, >, 0);
+  for (guint i = 0; i < STATES_FIXED; i++)
+    seg_unmap (st.fixed_mr, st.base[i]);
+  g_assert_cmpuint (model->len, ==, 0);
+  g_array_unref (model);
+  memres_resource_unref (st.moving_mr);
+  memres_resource_unref (st.fixed_mr);
+}
+
 /* Refuses @event of @segment with @code of MEMRES_ERROR, saying @says. */
 static void
 assert_refused (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *segment,
@@ -789,7 +1169,11 @@ main (int argc, char **argv)
   g_test_add_func ("/lookup/shapes", test_shapes);
   g_test_add_func ("/lookup/random-shapes", test_random_shapes);
   g_test_add_func ("/lookup/large-shapes", test_large_shapes);
+  g_test_add_func ("/lookup/page-edges", test_page_edges);
+  g_test_add_func ("/lookup/coarse-shapes", test_coarse_shapes);
+  g_test_add_func ("/lookup/random-coarse", test_random_coarse);
   g_test_add_func ("/lookup/shared-pages-race", test_shared_pages_race);
+  g_test_add_func ("/lookup/slot-states-race", test_slot_states_race);
   g_test_add_func ("/lookup/overlap-refused", test_overlap_refused);
   return g_test_run ();
 }

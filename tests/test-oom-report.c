@@ -85,6 +85,41 @@ test_limit_rounded (void)
                                    "2 MiB refused for a request of 1 byte.");
 }
 
+/* A pool's max_size is a limit too (RMM's pool with a maximum size): the report's verdict is that
+ * limit, not an exhausted device that has memory free, and its remedy is not a trim (which
+ * cannot help: the bytes are in live buffers). */
+static void
+test_pool_max_size (gconstpointer data)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  MemresResource *base;
+  g_autoptr (GError) error = NULL;
+  g_autofree char *verdict = NULL;
+  g_autofree char *remedy = NULL;
+  MemresBuffer *buf;
+
+  if (!mt_require_devices (1))
+    return;
+  mr = mt_new_ok (data);
+  for (base = mr; memres_resource_get_upstream (base) != NULL;)
+    base = memres_resource_get_upstream (base);
+  buf = memres_resource_allocate (mr, 3 * MIB, NULL, &error);
+  g_assert_no_error (error);
+  error = allocate_oom (mr, 2 * MIB);
+  g_assert_true (g_str_has_prefix (error->message, "cannot allocate 2097152 bytes: the pool's "
+                                                   "max_size is 4194304 bytes and 3145728 are "
+                                                   "in use."));
+  verdict = g_strdup_printf ("Out of memory, limit: `%s` allows 4 MiB, 3 MiB in use.",
+                             memres_resource_get_kind_name (base));
+  assert_contains (error->message, verdict);
+  remedy = g_strdup_printf ("Remedy: raise the limit of `%s`, or free some of what it has in use.",
+                            memres_resource_get_kind_name (base));
+  g_assert_true (g_str_has_suffix (error->message, remedy));
+  mt_close_ok (buf, NULL);
+  /* within the limit again: served */
+  mt_close_ok (mt_alloc_ok (mr, 4 * MIB, NULL), NULL);
+}
+
 /* The device's free bytes now (cuMemGetInfo in device 0's primary context). */
 static gsize
 device_free (void)
@@ -356,6 +391,11 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/oom-report/limit", test_limit);
   g_test_add_func ("/oom-report/limit-rounded", test_limit_rounded);
+  g_test_add_data_func ("/oom-report/pool-max-size/dmr", "dmr:pool=new,max_size=4MiB",
+                        test_pool_max_size);
+  g_test_add_data_func ("/oom-report/pool-max-size/ipc", "ipc:max_size=4MiB", test_pool_max_size);
+  g_test_add_data_func ("/oom-report/pool-max-size/stats-dmr", "stats>dmr:pool=new,max_size=4MiB",
+                        test_pool_max_size);
   g_test_add_func ("/oom-report/exhausted", test_exhausted);
   g_test_add_func ("/oom-report/fragmentation", test_fragmentation);
   g_test_add_func ("/oom-report/oversized", test_oversized);

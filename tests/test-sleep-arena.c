@@ -345,6 +345,45 @@ test_arena_stats_asleep (void)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* A tagged empty buffer grown by a resize: memory of its tag (counted under it by `stats`), in
+ * its tag's list (a sleep takes it and the backup restores its bytes), closed to zero. */
+static void
+test_arena_resize_empty (void)
+{
+  g_autoptr (MemresSleepPolicy) backup = NULL;
+  MemresTagCounts counts;
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *buf;
+  FakeCudaCounts base;
+
+  if (!require_device ())
+    return;
+  mt_counts_snapshot (&base);
+  mr = new_ok ("stats>arena");
+  buf = alloc_tagged (mr, "sl-grown", 0);
+  g_assert_cmpuint (memres_buffer_get_address (buf), ==, 0);
+  MT_CHECK (memres_buffer_resize (buf, 3 * MiB, NULL, &error));
+  g_assert_cmpuint (memres_buffer_get_size (buf), ==, 3 * MiB);
+  mt_write_pattern (buf, 0, 3 * MiB, 21, NULL);
+  MT_CHECK (memres_resource_get_tag_counts (mr, "sl-grown", &counts, &error));
+  g_assert_cmpuint (counts.bytes_current, ==, 3 * MiB);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, 3 * MiB);
+  backup = policy_new (MEMRES_SLEEP_BACKUP);
+  sleep_ok (mr, "sl-grown", backup);
+  g_assert_true (memres_buffer_is_asleep (buf));
+  wake_ok (mr, "sl-grown");
+  g_assert_false (memres_buffer_is_asleep (buf));
+  mt_check_pattern (buf, 0, 3 * MiB, 21, NULL);
+  mt_close_ok (buf, NULL);
+  MT_CHECK (memres_resource_get_tag_counts (mr, "sl-grown", &counts, &error));
+  g_assert_cmpuint (counts.bytes_current, ==, 0);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, 0);
+  g_assert_true (memres_resource_trim (mr, 0, NULL));
+  memres_resource_unref (mr);
+  mt_assert_fake_counts_equal (&base);
+}
+
 /* arena:handle_type=posix_fd: a buffer with memory of its own is refused, exported or not */
 static void
 test_arena_refuse_own (void)
@@ -393,6 +432,7 @@ main (int argc, char **argv)
   g_test_add_data_func ("/sleep/arena/given-back-cache", "cache>arena", test_arena_given_back);
   g_test_add_func ("/sleep/arena/slabs", test_arena_slabs);
   g_test_add_func ("/sleep/arena/stats-asleep", test_arena_stats_asleep);
+  g_test_add_func ("/sleep/arena/resize-empty", test_arena_resize_empty);
   g_test_add_data_func ("/sleep/arena/no-open-buffer", "arena", test_no_open_buffer);
   g_test_add_data_func ("/sleep/cache-arena/no-open-buffer", "cache>arena", test_no_open_buffer);
   g_test_add_func ("/sleep/arena/segments", test_arena_segments);

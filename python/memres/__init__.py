@@ -13,7 +13,9 @@ The names follow cuda.core's memory classes where they fit (docs/python.md maps 
 Resource is a MemoryResource, Buffer a Buffer, default_resource() the device's default.
 Every error is a memres.Error (with message, domain and code), and also the builtin a Python
 program catches: OutOfMemoryError is a MemoryError, InvalidArgumentError and ClosedError are
-ValueErrors, FileError is an OSError, NoDeviceError a RuntimeError.
+ValueErrors, FileError is an OSError, NoDeviceError and ForkedError (the driver used in a
+forked child) RuntimeErrors; OutOfRangeError (an int
+argument out of its range: allocate(-1)) is an InvalidArgumentError and an OverflowError.
 
 The package finds the plugins it carries (a wheel's memres/plugins) by itself; an installed
 memres finds its plugin directory; MEMRES_PLUGIN_PATH comes first in both.
@@ -29,9 +31,11 @@ from ._memres import (
     Error,
     FileError,
     ForeignBuffer,
+    ForkedError,
     InvalidArgumentError,
     NoDeviceError,
     OutOfMemoryError,
+    OutOfRangeError,
     Resource,
     default_resource,
     from_dlpack,
@@ -52,10 +56,12 @@ __all__ = [
     "ErrorCode",
     "FileError",
     "ForeignBuffer",
+    "ForkedError",
     "InvalidArgumentError",
     "MemoryFlags",
     "NoDeviceError",
     "OutOfMemoryError",
+    "OutOfRangeError",
     "Resource",
     "TagErrorCode",
     "SleepErrorCode",
@@ -133,6 +139,8 @@ class tag:
     control character). Usable as a decorator too."""
 
     def __init__(self, name):
+        """A scope for the tag name (a str); nothing is pushed until the with block or the
+        decorated call begins."""
         self.name = name
 
     def __enter__(self):
@@ -146,6 +154,7 @@ class tag:
         return False
 
     def __call__(self, func):
+        """Used as a decorator: func runs inside the tag's scope on each call."""
         import functools
 
         @functools.wraps(func)

@@ -52,7 +52,13 @@ pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t nar
 PyObject *
 pymemres_size_overflow (const char *name, PyObject *value)
 {
-  PyErr_Format (PyExc_OverflowError, "%s must be an int from 0 to 2**64-1, not %R", name, value);
+  PyObject *repr = PyObject_Repr (value);
+
+  if (repr == NULL)
+    return NULL;
+  pymemres_raise_range ("%s must be an int from 0 to 2**64-1, not %s", name,
+                        PyUnicode_AsUTF8 (repr));
+  Py_DECREF (repr);
   return NULL;
 }
 
@@ -76,4 +82,27 @@ pymemres_size_from_object (const char *name, PyObject *value)
       return (size_t) -1;
     }
   return size;
+}
+
+int
+pymemres_device_from_object (PyObject *value, gint *device)
+{
+  int overflow = 0;
+  PyObject *index = PyNumber_Index (value);
+  long v = index != NULL ? PyLong_AsLongAndOverflow (index, &overflow) : -1;
+
+  Py_XDECREF (index);
+  if (v == -1 && PyErr_Occurred ())
+    return -1;
+  /* a device past an int's range does not exist: memres.OutOfRangeError, a ValueError as for
+   * one below -1 (it was a bare OverflowError from the int conversion) */
+  if (overflow != 0 || v < G_MININT || v > G_MAXINT)
+    {
+      pymemres_raise_range ("device %s: a device ordinal is 0 or more, or -1 for host memory",
+                            overflow < 0 || (overflow == 0 && v < 0) ? "below -2**31"
+                                                                     : "past 2**31-1");
+      return -1;
+    }
+  *device = (gint) v;
+  return 0;
 }

@@ -271,7 +271,8 @@ pymemres_buffer_from_handle (PyObject *cls, PyObject *const *args, Py_ssize_t na
   owner = argv[3] != Py_None ? argv[3] : NULL;
   stream_obj = argv[4] != Py_None ? argv[4] : NULL;
   /* cuda.core's rules: an address and a size of 0 or more (negative: OverflowError, as its
-   * size_t conversion gives), one owner at most, a stream only for memory an mr frees */
+   * size_t conversion gives; memres.OutOfRangeError is one), one owner at most, a stream only for
+   * memory an mr frees */
   if (!PyLong_Check (argv[0]) || !PyLong_Check (argv[1]))
     {
       PyErr_Format (PyExc_TypeError,
@@ -280,11 +281,10 @@ pymemres_buffer_from_handle (PyObject *cls, PyObject *const *args, Py_ssize_t na
                     Py_TYPE (argv[0])->tp_name, Py_TYPE (argv[1])->tp_name);
       return NULL;
     }
-  ptr = PyLong_AsUnsignedLongLong (argv[0]);
-  if (ptr == (unsigned long long) -1 && PyErr_Occurred ())
+  /* out of range: memres.OutOfRangeError, an OverflowError as cuda.core's and a ValueError */
+  if ((ptr = pymemres_size_from_object ("ptr", argv[0])) == (size_t) -1 && PyErr_Occurred ())
     return NULL;
-  size = PyLong_AsSize_t (argv[1]);
-  if (size == (size_t) -1 && PyErr_Occurred ())
+  if ((size = pymemres_size_from_object ("size", argv[1])) == (size_t) -1 && PyErr_Occurred ())
     return NULL;
   if (mr != NULL && owner != NULL)
     {
@@ -328,7 +328,7 @@ pymemres_buffer_from_handle (PyObject *cls, PyObject *const *args, Py_ssize_t na
 
   /* the object first: once the memory is wrapped, nothing fails (a failure after it would give
    * memory back that the caller still owns) */
-  self = PyObject_New (PyMemresForeignBuffer, &PyMemresForeignBuffer_Type);
+  self = PyObject_GC_New (PyMemresForeignBuffer, &PyMemresForeignBuffer_Type);
   if (self == NULL)
     return NULL;
   f = g_new0 (Foreign, 1);
@@ -345,7 +345,7 @@ pymemres_buffer_from_handle (PyObject *cls, PyObject *const *args, Py_ssize_t na
     {
       f->refs = 1;
       foreign_unref (f);
-      PyObject_Free (self); /* never initialized: not through its dealloc */
+      PyObject_GC_Del (self); /* never initialized (nor tracked): not through its dealloc */
       return pymemres_raise (error);
     }
   /* what a close with no stream of its own, and DLPack's ordering, use (an open buffer: no
@@ -353,18 +353,96 @@ pymemres_buffer_from_handle (PyObject *cls, PyObject *const *args, Py_ssize_t na
   (void) memres_buffer_set_deallocation_stream (buf, stream, NULL);
   pymemres_buffer_init (&self->base, buf, pymemres_close_may_wait (buf), NULL);
   self->foreign = f;
+  PyObject_GC_Track ((PyObject *) self);
   return (PyObject *) self;
 }
+
+static PyObject *foreign_close_with (PyMemresForeignBuffer *self, PyObject *stream_obj,
+                                     MemresStream stream);
 
 static void
 foreign_dealloc (PyMemresForeignBuffer *self)
 {
   Foreign *f = self->foreign;
 
+  PyObject_GC_UnTrack ((PyObject *) self);
   /* the base's dealloc closes an open buffer (the release runs, taking the GIL it holds) and
-   * frees the object */
+   * frees the object (tp_free: PyObject_GC_Del) */
   PyMemresBuffer_Type.tp_dealloc ((PyObject *) self);
   foreign_unref (f);
+}
+
+/* The garbage collector's view: the mr, owner and stream objects are the object's to visit
+ * when it is their only way in, that is when no DLPack tensor holds the buffer (the release,
+ * which uses them, would run when the tensor goes) or when the release ran already. An mr that
+ * keeps its buffers (a list of them, as a pool does) and a buffer whose owner holds it were
+ * cycles nothing collected: the objects, and the memory never given back, lived until exit. */
+static gboolean
+foreign_refs_are_ours (PyMemresForeignBuffer *self)
+{
+  Foreign *f = self->foreign;
+
+  return g_atomic_int_get (&f->released)
+         || !(PYMEMRES_STATE_GET (&self->base.state) & PYMEMRES_EXPORTED);
+}
+
+/* No lock here: the collector runs with the GIL held (or the world stopped), and @lock is never
+ * held across a point where that can happen. */
+static int
+foreign_traverse (PyMemresForeignBuffer *self, visitproc visit, void *arg)
+{
+  Foreign *f = self->foreign;
+
+  if (f != NULL && foreign_refs_are_ours (self))
+    {
+      Py_VISIT (f->mr);
+      Py_VISIT (f->owner);
+      Py_VISIT (f->stream);
+    }
+  return 0;
+}
+
+/* A foreign buffer in garbage (a cycle) is closed before any object of the cycle is cleared,
+ * so that mr.deallocate() runs, once, with its mr whole (PEP 442); an exception of it is
+ * reported as one in __del__ is. */
+static void
+foreign_finalize (PyMemresForeignBuffer *self)
+{
+  PyObject *exc = take_exception (), *result;
+
+  if (!(PYMEMRES_STATE_GET (&self->base.state) & PYMEMRES_CLOSED))
+    {
+      result = foreign_close_with (self, NULL, NULL);
+      if (result == NULL)
+        PyErr_WriteUnraisable ((PyObject *) self);
+      Py_XDECREF (result);
+    }
+  if (exc != NULL)
+    raise_exception (exc);
+}
+
+/* After foreign_finalize(): the release ran (the buffer was not exported), so the references
+ * are the object's alone; dropping them breaks the cycle. */
+static int
+foreign_clear (PyMemresForeignBuffer *self)
+{
+  Foreign *f = self->foreign;
+  PyObject *mr = NULL, *owner = NULL, *stream = NULL;
+
+  if (f == NULL || !foreign_refs_are_ours (self))
+    return 0;
+  g_mutex_lock (&f->lock);
+  if (f->released)
+    {
+      mr = g_steal_pointer (&f->mr);
+      owner = g_steal_pointer (&f->owner);
+      stream = g_steal_pointer (&f->stream);
+    }
+  g_mutex_unlock (&f->lock);
+  Py_XDECREF (mr);
+  Py_XDECREF (owner);
+  Py_XDECREF (stream);
+  return 0;
 }
 
 /* close() with @stream_obj (NULL: none given) as the stream deallocate gets; an exception of
@@ -418,6 +496,32 @@ foreign_close (PyMemresForeignBuffer *self, PyObject *const *args, Py_ssize_t na
   return foreign_close_with (self, argv[0] != Py_None ? argv[0] : NULL, stream);
 }
 
+/* set_deallocation_stream(stream): also the stream mr.deallocate() gets at a close without one */
+static PyObject *
+foreign_set_deallocation_stream (PyMemresForeignBuffer *self, PyObject *const *args,
+                                 Py_ssize_t nargs, PyObject *kwnames)
+{
+  Foreign *f = self->foreign;
+  PyObject *old = NULL;
+  MemresStream stream;
+  PyObject *stream_obj
+      = pymemres_buffer_set_deallocation_stream (&self->base, args, nargs, kwnames, &stream);
+
+  if (stream_obj == NULL)
+    return NULL;
+  g_mutex_lock (&f->lock);
+  if (!f->released && f->mr != NULL)
+    {
+      old = f->stream;
+      f->stream = stream_obj;
+      stream_obj = NULL;
+    }
+  g_mutex_unlock (&f->lock);
+  Py_XDECREF (old);
+  Py_XDECREF (stream_obj);
+  Py_RETURN_NONE;
+}
+
 static PyObject *
 foreign_exit (PyMemresForeignBuffer *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -447,6 +551,11 @@ static PyMethodDef foreign_methods[] = {
     "stream=S), S the stream given here, else the one given to from_handle(), else None; an\n"
     "exception it raises is raised here (the buffer is closed all the same). An owner is let\n"
     "go; a view frees nothing. Closing a closed buffer does nothing." },
+  { "set_deallocation_stream", (PyCFunction) (void (*) (void)) foreign_set_deallocation_stream,
+    METH_FASTCALL | METH_KEYWORDS,
+    "set_deallocation_stream(stream)\n\n"
+    "Records stream as the one a close() without a stream (and a buffer dropped open) frees\n"
+    "on: the stream mr.deallocate() gets. ClosedError on a closed buffer." },
   { "__exit__", (PyCFunction) (void (*) (void)) foreign_exit, METH_FASTCALL,
     "__exit__(*exc) -> None\n\nclose()." },
   { NULL },
@@ -464,10 +573,14 @@ static PyGetSetDef foreign_getset[] = {
 PyTypeObject PyMemresForeignBuffer_Type = {
   PyVarObject_HEAD_INIT (NULL, 0).tp_name = "memres.ForeignBuffer",
   .tp_basicsize = sizeof (PyMemresForeignBuffer),
-  .tp_flags = Py_TPFLAGS_DEFAULT,
+  .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
   .tp_doc = "A Buffer over memory memres did not allocate: Buffer.from_handle().",
   .tp_new = NULL,
   .tp_dealloc = (destructor) foreign_dealloc,
+  .tp_traverse = (traverseproc) foreign_traverse,
+  .tp_clear = (inquiry) foreign_clear,
+  .tp_finalize = (destructor) foreign_finalize,
+  .tp_free = PyObject_GC_Del,
   .tp_methods = foreign_methods,
   .tp_getset = foreign_getset,
 };

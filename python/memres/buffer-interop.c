@@ -72,8 +72,11 @@ max_major_of (PyObject *max_version, long *major)
 }
 
 /* The consumer's stream: None (the legacy default stream) or an int; -1 asks for no ordering.
- * Device memory is synchronized on the buffer's deallocation stream unless -1 was given, so
- * that the consumer's work on any stream comes after the buffer's. */
+ * Device-accessible memory (device, pinned, managed) is synchronized on the buffer's
+ * deallocation stream unless -1 was given, so that the consumer's work on any stream comes
+ * after the buffer's, and a consumer on the CPU (NumPy takes pinned and managed memory as it is,
+ * stream=None: the DLPack spec has the producer make kDLCPU and kDLCUDAHost data ready) reads
+ * the bytes that work wrote. */
 static int
 order_for_consumer (MemresBuffer *buf, PyObject *stream_obj)
 {
@@ -116,7 +119,7 @@ order_for_consumer (MemresBuffer *buf, PyObject *stream_obj)
           return -1;
         }
     }
-  if (!memres_buffer_is_device_accessible (buf) || memres_buffer_is_host_accessible (buf))
+  if (!memres_buffer_is_device_accessible (buf))
     return 0;
   stream = memres_buffer_get_deallocation_stream (buf);
   Py_BEGIN_ALLOW_THREADS;
@@ -133,10 +136,13 @@ order_for_consumer (MemresBuffer *buf, PyObject *stream_obj)
 static const char *const dlpack_names[] = { "stream", "max_version", "dl_device", "copy" };
 
 /* @buf's capsule for a consumer of DLPack major version @major (-1: none given, the legacy
- * capsule); @copied: the tensor's memory is a copy made for it (DLPack 1.x's IS_COPIED flag). */
+ * capsule); @copied: the tensor's memory is a copy made for it (DLPack 1.x's IS_COPIED flag);
+ * @as_cpu: the tensor's device is (kDLCPU, 0) whatever memory it is (host-accessible memory a
+ * consumer asked for on the CPU: pinned, managed). */
 static PyObject *
-capsule_of (MemresBuffer *buf, long major, gboolean copied)
+capsule_of (MemresBuffer *buf, long major, gboolean copied, gboolean as_cpu)
 {
+  const MemresDLDevice cpu = { MEMRES_DL_CPU, 0 };
   GError *error = NULL;
   gint64 shape[1] = { (gint64) memres_buffer_get_size (buf) };
   PyObject *capsule;
@@ -150,6 +156,8 @@ capsule_of (MemresBuffer *buf, long major, gboolean copied)
         return pymemres_raise (error);
       if (copied)
         tensor->flags |= MEMRES_DLPACK_FLAG_IS_COPIED;
+      if (as_cpu)
+        tensor->dl_tensor.device = cpu;
       capsule = PyCapsule_New (tensor, CAPSULE_VERSIONED, capsule_versioned_destructor);
       if (capsule == NULL)
         tensor->deleter (tensor);
@@ -161,6 +169,8 @@ capsule_of (MemresBuffer *buf, long major, gboolean copied)
 
       if (tensor == NULL)
         return pymemres_raise (error);
+      if (as_cpu)
+        tensor->dl_tensor.device = cpu;
       capsule = PyCapsule_New (tensor, CAPSULE_LEGACY, capsule_legacy_destructor);
       if (capsule == NULL)
         tensor->deleter (tensor);
@@ -201,7 +211,7 @@ host_copy_capsule (PyMemresBuffer *self, long major)
                              memres_buffer_get_deallocation_stream (buf), &error);
   Py_END_ALLOW_THREADS;
   pymemres_buffer_unuse (self, FALSE);
-  capsule = ok ? capsule_of (copy, major, TRUE) : pymemres_raise (error);
+  capsule = ok ? capsule_of (copy, major, TRUE, FALSE) : pymemres_raise (error);
   /* the tensor holds the copy: its deleter's unref closes it */
   memres_buffer_unref (copy);
   return capsule;
@@ -218,27 +228,17 @@ is_cpu (PyObject *dl_device)
   return same;
 }
 
-PyObject *
-pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+/* __dlpack__ once its arguments are read (@argv: stream, max_version, dl_device, copy), with
+ * @self counted as a user (the caller's), so that a close() on another thread while this one
+ * waits for the buffer's stream without the GIL is refused: it freed the buffer (the object's
+ * reference of an exported one) under the export. */
+static PyObject *
+dlpack_in_use (PyObject *self, PyObject *const *argv, long major, int copy)
 {
   MemresBuffer *buf = ((PyMemresBuffer *) self)->buf;
-  PyObject *argv[4];
-  long major;
-  int copy = -1; /* copy=None: a copy only where dl_device asks for another device */
+  gboolean as_cpu = FALSE;
   PyObject *capsule;
 
-  if (nargs != 0)
-    {
-      PyErr_SetString (PyExc_TypeError, "__dlpack__() takes keyword arguments only");
-      return NULL;
-    }
-  if (pymemres_parse_args ("__dlpack__", args, 0, kwnames, dlpack_names, 4, 0, argv) < 0
-      || max_major_of (argv[1], &major) < 0)
-    return NULL;
-  if (argv[3] != NULL && argv[3] != Py_None && (copy = PyObject_IsTrue (argv[3])) < 0)
-    return NULL;
-  if (memres_buffer_is_closed (buf))
-    return pymemres_raise_closed ();
   if (copy != -1 || (argv[2] != NULL && argv[2] != Py_None))
     {
       PyObject *mine = pymemres_buffer_dlpack_device (self, NULL);
@@ -261,22 +261,51 @@ pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                   "copies only to host memory (dl_device=(1, 0))");
           return NULL;
         }
-      if (!same && copy == 0)
+      /* memory the CPU reaches (pinned, managed) is on the CPU already: no copy needed */
+      as_cpu = !same && copy != 1 && memres_buffer_is_host_accessible (buf);
+      if (!same && !as_cpu && copy == 0)
         {
           PyErr_SetString (PyExc_BufferError,
                            "the buffer is not in host memory (dl_device=(1, 0)): that takes a "
                            "copy, and copy=False forbids it");
           return NULL;
         }
-      if (!same || copy == 1)
+      if ((!same && !as_cpu) || copy == 1)
         return host_copy_capsule ((PyMemresBuffer *) self, major);
     }
   if (order_for_consumer (buf, argv[0]) < 0)
     return NULL;
-  capsule = capsule_of (buf, major, FALSE);
+  capsule = capsule_of (buf, major, FALSE, as_cpu);
   /* the tensor holds a reference: close() now leaves the memory to it */
   if (capsule != NULL)
     pymemres_buffer_mark_exported ((PyMemresBuffer *) self);
+  return capsule;
+}
+
+PyObject *
+pymemres_buffer_dlpack (PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+  PyObject *argv[4];
+  long major;
+  int copy = -1; /* copy=None: a copy only where dl_device asks for another device */
+  PyObject *capsule;
+
+  if (nargs != 0)
+    {
+      PyErr_SetString (PyExc_TypeError, "__dlpack__() takes keyword arguments only");
+      return NULL;
+    }
+  if (pymemres_parse_args ("__dlpack__", args, 0, kwnames, dlpack_names, 4, 0, argv) < 0
+      || max_major_of (argv[1], &major) < 0)
+    return NULL;
+  if (argv[3] != NULL && argv[3] != Py_None && (copy = PyObject_IsTrue (argv[3])) < 0)
+    return NULL;
+  if (memres_buffer_is_closed (((PyMemresBuffer *) self)->buf))
+    return pymemres_raise_closed ();
+  if (pymemres_buffer_use ((PyMemresBuffer *) self, FALSE) < 0)
+    return NULL;
+  capsule = dlpack_in_use (self, argv, major, copy);
+  pymemres_buffer_unuse ((PyMemresBuffer *) self, FALSE);
   return capsule;
 }
 

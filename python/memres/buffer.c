@@ -132,7 +132,8 @@ close_refused (PyMemresBuffer *self)
                   "(release them first)",
                   n_views);
   else
-    /* another thread copies, fills, reads or writes it with the GIL released */
+    /* another thread copies, fills, reads, writes or exports it (__dlpack__) with the GIL
+     * released */
     PyErr_Format (PyExc_BufferError,
                   "cannot close the buffer: %d call(s) on other threads are using it",
                   state / PYMEMRES_USER);
@@ -265,38 +266,134 @@ buffer_close (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyO
   return close_on (self, stream);
 }
 
-static const char *const transfer_names[] = { "other", "stream" };
+PyObject *
+pymemres_buffer_set_deallocation_stream (PyMemresBuffer *self, PyObject *const *args,
+                                         Py_ssize_t nargs, PyObject *kwnames, MemresStream *stream)
+{
+  PyObject *argv[1] = { NULL };
+  GError *error = NULL;
+  gboolean ok;
 
-/* copy_to(dst, stream=None) and copy_from(src, stream=None) */
+  if (pymemres_parse_args ("set_deallocation_stream", args, nargs, kwnames, stream_names, 1, 1,
+                           argv)
+          < 0
+      || pymemres_stream_from_object (argv[0], stream) < 0)
+    return NULL;
+  /* no close meanwhile (the C call is not to race one): ClosedError once one began */
+  if (pymemres_buffer_use (self, FALSE) < 0)
+    return NULL;
+  ok = memres_buffer_set_deallocation_stream (self->buf, *stream, &error);
+  pymemres_buffer_unuse (self, FALSE);
+  if (!ok)
+    return pymemres_raise (error);
+  return Py_NewRef (argv[0]);
+}
+
+static PyObject *
+buffer_set_deallocation_stream (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+  MemresStream stream;
+  PyObject *set = pymemres_buffer_set_deallocation_stream (self, args, nargs, kwnames, &stream);
+
+  if (set == NULL)
+    return NULL;
+  Py_DECREF (set);
+  Py_RETURN_NONE;
+}
+
+/* cuda.core's names: copy_to(dst=None, *, stream), copy_from(src, *, stream) (they were
+ * "other", which the docs never named) */
+static const char *const copy_to_names[] = { "dst", "stream" };
+static const char *const copy_from_names[] = { "src", "stream" };
+
+/* copy_to() without dst: a new Buffer of @self's size from the Resource that allocated @self
+ * (or, for a buffer made without one, its C resource: memres.from_dlpack() of memres memory),
+ * ordered on @stream, as cuda.core's copy_to() allocates from the buffer's memory resource;
+ * NULL with ClosedError (the buffer or that Resource closed), ValueError (memory of no memres
+ * resource: wrapped memory, another producer's DLPack) or the allocation's error. */
+static PyObject *
+new_destination (PyMemresBuffer *self, MemresStream stream)
+{
+  GError *error = NULL;
+  MemresResource *mr;
+  MemresBuffer *buf;
+  PyObject *resource, *made;
+
+  if (memres_buffer_is_closed (self->buf))
+    return pymemres_raise_closed ();
+  if (self->resource != NULL)
+    resource = Py_NewRef (self->resource);
+  else if ((mr = memres_buffer_get_resource (self->buf)) != NULL)
+    resource = pymemres_resource_wrap (memres_resource_ref (mr));
+  else
+    {
+      PyErr_SetString (PyExc_ValueError,
+                       "copy_to(): give dst: this buffer's memory has no memres resource to "
+                       "allocate one from (wrapped memory, Buffer.from_handle())");
+      return NULL;
+    }
+  if (resource == NULL)
+    return NULL;
+  if ((mr = pymemres_resource_get (resource)) == NULL)
+    {
+      Py_DECREF (resource);
+      return NULL;
+    }
+  buf = memres_resource_allocate (mr, memres_buffer_get_size (self->buf), stream, &error);
+  if (buf == NULL)
+    {
+      Py_DECREF (resource);
+      return pymemres_raise (error);
+    }
+  made
+      = pymemres_buffer_wrap_known (buf, ((PyMemresResource *) resource)->close_may_wait, resource);
+  Py_DECREF (resource);
+  return made;
+}
+
+/* copy_to(dst=None, stream=None) -> dst and copy_from(src, stream=None) */
 static PyObject *
 buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
              gboolean to)
 {
   PyObject *argv[2] = { NULL, NULL };
+  PyObject *made = NULL; /* the dst copy_to() allocated */
   MemresStream stream = NULL;
   GError *error = NULL;
   MemresBuffer *other;
   gboolean ok;
 
-  if (pymemres_parse_args (to ? "copy_to" : "copy_from", args, nargs, kwnames, transfer_names, 2, 1,
-                           argv)
+  if (pymemres_parse_args (to ? "copy_to" : "copy_from", args, nargs, kwnames,
+                           to ? copy_to_names : copy_from_names, 2, to ? 0 : 1, argv)
           < 0
       || pymemres_stream_from_object (argv[1], &stream) < 0)
     return NULL;
+  if (to && (argv[0] == NULL || argv[0] == Py_None))
+    {
+      if ((made = new_destination (self, stream)) == NULL)
+        return NULL;
+      argv[0] = made;
+    }
   if (!PyObject_TypeCheck (argv[0], &PyMemresBuffer_Type))
     {
       PyErr_Format (PyExc_TypeError, "%s() needs a memres.Buffer, not %.100s",
                     to ? "copy_to" : "copy_from", Py_TYPE (argv[0])->tp_name);
       return NULL;
     }
-  other = ((PyMemresBuffer *) argv[0])->buf;
   if (pymemres_buffer_use (self, FALSE) < 0)
-    return NULL;
+    {
+      Py_XDECREF (made);
+      return NULL;
+    }
   if (pymemres_buffer_use ((PyMemresBuffer *) argv[0], FALSE) < 0)
     {
       pymemres_buffer_unuse (self, FALSE);
+      Py_XDECREF (made);
       return NULL;
     }
+  /* read once counted: a close() on another thread (free-threaded) may swap it before */
+  other = ((PyMemresBuffer *) argv[0])->buf;
   Py_BEGIN_ALLOW_THREADS;
   ok = to ? memres_buffer_copy_to (self->buf, other, stream, &error)
           : memres_buffer_copy_from (self->buf, other, stream, &error);
@@ -304,8 +401,13 @@ buffer_copy (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs, PyOb
   pymemres_buffer_unuse ((PyMemresBuffer *) argv[0], FALSE);
   pymemres_buffer_unuse (self, FALSE);
   if (!ok)
-    return pymemres_raise (error);
-  Py_RETURN_NONE;
+    {
+      Py_XDECREF (made); /* closed by its last reference */
+      return pymemres_raise (error);
+    }
+  if (!to)
+    Py_RETURN_NONE;
+  return made != NULL ? made : Py_NewRef (argv[0]);
 }
 
 static PyObject *
@@ -321,8 +423,8 @@ buffer_copy_from (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs,
 }
 
 /* @obj as an int from 0 to G_MAXUINT32 in *@out; -1 with TypeError for what is not an int,
- * ValueError naming @what for an int out of that range (the "k" and "I" formats would have
- * taken it modulo 2**64 or 2**32: fill(2**64 + 0xab) filled with 0xab) */
+ * memres.OutOfRangeError (a ValueError) naming @what for an int out of that range (the "k" and "I"
+ * formats would have taken it modulo 2**64 or 2**32: fill(2**64 + 0xab) filled with 0xab) */
 static int
 uint32_arg (PyObject *obj, const char *what, guint32 *out)
 {
@@ -336,10 +438,43 @@ uint32_arg (PyObject *obj, const char *what, guint32 *out)
   if ((v == (unsigned long long) -1 && PyErr_Occurred ()) || v > G_MAXUINT32)
     {
       PyErr_Clear ();
-      PyErr_Format (PyExc_ValueError, "fill %s must be an int from 0 to 2**32-1", what);
+      pymemres_raise_range ("fill %s must be an int from 0 to 2**32-1", what);
       return -1;
     }
   *out = (guint32) v;
+  return 0;
+}
+
+/* A bytes-like fill pattern @obj (cuda.core's fill(value: bytes)): 1, 2 or 4 bytes, repeated as
+ * they are in memory, in *@value and its length in *@width (which, when @width_given, must be
+ * that length already); -1 with InvalidArgumentError otherwise. */
+static int
+pattern_arg (PyObject *obj, gboolean width_given, guint32 *value, guint32 *width)
+{
+  Py_buffer view;
+  gsize len;
+
+  if (PyObject_GetBuffer (obj, &view, PyBUF_SIMPLE) < 0)
+    return -1;
+  len = (gsize) view.len;
+  *value = 0;
+  if (len == 1 || len == 2 || len == 4)
+    memcpy (value, view.buf, len);
+  PyBuffer_Release (&view);
+  if (len != 1 && len != 2 && len != 4)
+    {
+      pymemres_raise (g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                                   "a fill pattern is 1, 2 or 4 bytes, not %" G_GSIZE_FORMAT, len));
+      return -1;
+    }
+  if (width_given && *width != len)
+    {
+      pymemres_raise (g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                                   "fill pattern of %" G_GSIZE_FORMAT " bytes with width=%u", len,
+                                   *width));
+      return -1;
+    }
+  *width = (guint32) len;
   return 0;
 }
 
@@ -356,9 +491,16 @@ buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "O|OO:fill", keywords, &value_obj, &width_obj,
                                     &stream_obj)
-      || uint32_arg (value_obj, "value", &value) < 0
       || (width_obj != NULL && uint32_arg (width_obj, "width", &width) < 0)
       || pymemres_stream_from_object (stream_obj, &stream) < 0)
+    return NULL;
+  if (!PyLong_Check (value_obj) && PyObject_CheckBuffer (value_obj))
+    {
+      /* cuda.core's fill(b"\x01\x02"): the pattern's bytes as they are, its length the width */
+      if (pattern_arg (value_obj, width_obj != NULL, &value, &width) < 0)
+        return NULL;
+    }
+  else if (uint32_arg (value_obj, "value", &value) < 0)
     return NULL;
   if (pymemres_buffer_use (self, FALSE) < 0)
     return NULL;
@@ -371,66 +513,101 @@ buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
   Py_RETURN_NONE;
 }
 
+/* An int (or __index__) from 0 to 2**64-1 in *@out; -1 with TypeError, or
+ * memres.OutOfRangeError (a ValueError and an OverflowError) worded @negative for a negative
+ * one, @too_big for one past 2**64-1 (one past the buffer's end is memres's own refusal,
+ * later). */
+static int
+unsigned_arg (PyObject *obj, gsize *out, const char *negative, const char *too_big)
+{
+  PyObject *index = PyNumber_Index (obj);
+
+  if (index == NULL)
+    return -1;
+  *out = PyLong_AsSize_t (index);
+  if (*out == (gsize) -1 && PyErr_Occurred ())
+    {
+      PyObject *zero;
+      int below = -1;
+
+      if (PyErr_ExceptionMatches (PyExc_OverflowError))
+        {
+          PyErr_Clear ();
+          zero = PyLong_FromLong (0);
+          below = zero != NULL ? PyObject_RichCompareBool (index, zero, Py_LT) : -1;
+          Py_XDECREF (zero);
+        }
+      Py_DECREF (index);
+      if (below >= 0)
+        pymemres_raise_range ("%s", below ? negative : too_big);
+      return -1;
+    }
+  Py_DECREF (index);
+  return 0;
+}
+
+/* read()'s and write()'s offset */
+static int
+offset_arg (PyObject *obj, gsize *out)
+{
+  return unsigned_arg (obj, out, "offset must be >= 0", "offset must be an int from 0 to 2**64-1");
+}
+
+/* read()'s size (None, to the end, is the caller's) */
+static int
+count_arg (PyObject *obj, gsize *out)
+{
+  return unsigned_arg (obj, out, "size must be None (to the end) or an int of 0 or more",
+                       "size must be None (to the end) or an int from 0 to 2**64-1");
+}
+
 static PyObject *
 buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = { "offset", "size", "stream", NULL };
-  Py_ssize_t offset = 0, n = -1;
-  PyObject *size_obj = Py_None, *stream_obj = NULL, *bytes;
+  gsize offset = 0, n = 0;
+  PyObject *offset_obj = NULL, *size_obj = Py_None, *stream_obj = NULL, *bytes;
   MemresStream stream = NULL;
   GError *error = NULL;
   gsize size = memres_buffer_get_size (self->buf);
   gboolean ok;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|nOO:read", keywords, &offset, &size_obj,
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|OOO:read", keywords, &offset_obj, &size_obj,
                                     &stream_obj)
-      || pymemres_stream_from_object (stream_obj, &stream) < 0)
+      || (offset_obj != NULL && offset_arg (offset_obj, &offset) < 0))
     return NULL;
   /* size: None (the default: to the end) or a count of bytes */
-  if (size_obj != Py_None)
-    {
-      n = PyNumber_AsSsize_t (size_obj, PyExc_OverflowError);
-      if (n == -1 && PyErr_Occurred ())
-        return NULL;
-      if (n < 0)
-        {
-          PyErr_SetString (PyExc_ValueError,
-                           "size must be None (to the end) or an int of 0 or more");
-          return NULL;
-        }
-    }
+  if (size_obj != Py_None && count_arg (size_obj, &n) < 0)
+    return NULL;
+  if (pymemres_stream_from_object (stream_obj, &stream) < 0)
+    return NULL;
   if (memres_buffer_is_closed (self->buf))
     return pymemres_raise_closed ();
-  if (offset < 0)
-    {
-      PyErr_SetString (PyExc_ValueError, "offset must be >= 0");
-      return NULL;
-    }
-  if ((gsize) offset > size)
+  if (offset > size)
     {
       char nothing;
 
       /* past the end: memres's own refusal (InvalidArgumentError, as write() and a size past
        * the end give; it was a plain ValueError) */
-      if (!memres_buffer_read (self->buf, (gsize) offset, &nothing, 0, NULL, &error))
+      if (!memres_buffer_read (self->buf, offset, &nothing, 0, NULL, &error))
         return pymemres_raise (error);
       PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
       return NULL;
     }
-  if (n == -1)
-    n = (Py_ssize_t) (size - (gsize) offset);
-  else if ((gsize) n > size - (gsize) offset)
+  if (size_obj == Py_None)
+    n = size - offset;
+  else if (n > size - offset)
     {
       char nothing;
 
       /* past the end: memres's own refusal (InvalidArgumentError), before any bytes object of
        * that size is made (read(0, 2**62) was a MemoryError, a large one a long wait) */
-      if (!memres_buffer_read (self->buf, (gsize) offset, &nothing, (gsize) n, NULL, &error))
+      if (!memres_buffer_read (self->buf, offset, &nothing, n, NULL, &error))
         return pymemres_raise (error);
       PyErr_SetString (PyExc_ValueError, "offset or size out of the buffer");
       return NULL;
     }
-  bytes = PyBytes_FromStringAndSize (NULL, n);
+  bytes = PyBytes_FromStringAndSize (NULL, (Py_ssize_t) n);
   if (bytes == NULL)
     return NULL;
   if (pymemres_buffer_use (self, FALSE) < 0)
@@ -439,8 +616,7 @@ buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
       return NULL;
     }
   Py_BEGIN_ALLOW_THREADS;
-  ok = memres_buffer_read (self->buf, (gsize) offset, PyBytes_AS_STRING (bytes), (gsize) n, stream,
-                           &error);
+  ok = memres_buffer_read (self->buf, offset, PyBytes_AS_STRING (bytes), n, stream, &error);
   Py_END_ALLOW_THREADS;
   pymemres_buffer_unuse (self, FALSE);
   if (!ok)
@@ -456,19 +632,18 @@ buffer_write (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = { "data", "offset", "stream", NULL };
   Py_buffer data;
-  Py_ssize_t offset = 0;
-  PyObject *stream_obj = NULL;
+  gsize offset = 0;
+  PyObject *offset_obj = NULL, *stream_obj = NULL;
   MemresStream stream = NULL;
   GError *error = NULL;
   gboolean ok;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "y*|nO:write", keywords, &data, &offset,
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "y*|OO:write", keywords, &data, &offset_obj,
                                     &stream_obj))
     return NULL;
-  if (pymemres_stream_from_object (stream_obj, &stream) < 0 || offset < 0)
+  if ((offset_obj != NULL && offset_arg (offset_obj, &offset) < 0)
+      || pymemres_stream_from_object (stream_obj, &stream) < 0)
     {
-      if (!PyErr_Occurred ())
-        PyErr_SetString (PyExc_ValueError, "offset must be >= 0");
       PyBuffer_Release (&data);
       return NULL;
     }
@@ -535,6 +710,13 @@ buffer_get_flags (PyMemresBuffer *self, void *closure)
   return PyLong_FromUnsignedLong (memres_buffer_get_flags (self->buf));
 }
 
+/* is_managed and is_mapped (cuda.core's names): one flag each, @closure the bit */
+static PyObject *
+buffer_get_flag (PyMemresBuffer *self, void *closure)
+{
+  return PyBool_FromLong ((memres_buffer_get_flags (self->buf) & GPOINTER_TO_UINT (closure)) != 0);
+}
+
 static PyObject *
 buffer_get_resource (PyMemresBuffer *self, void *closure)
 {
@@ -551,10 +733,13 @@ buffer_get_resource (PyMemresBuffer *self, void *closure)
 static PyObject *
 buffer_repr (PyMemresBuffer *self)
 {
+  /* the type's own name: memres.Buffer, memres.ForeignBuffer (Buffer.from_handle()) */
+  const char *type = Py_TYPE (self)->tp_name;
+
   if (memres_buffer_is_closed (self->buf))
-    return PyUnicode_FromString ("<memres.Buffer closed>");
+    return PyUnicode_FromFormat ("<%s closed>", type);
   g_autofree char *text = g_strdup_printf (
-      "<memres.Buffer %" G_GSIZE_FORMAT " bytes at 0x%" G_GINT64_MODIFIER "x on device %d>",
+      "<%s %" G_GSIZE_FORMAT " bytes at 0x%" G_GINT64_MODIFIER "x on device %d>", type,
       memres_buffer_get_size (self->buf), memres_buffer_get_address (self->buf),
       memres_buffer_get_device (self->buf));
 
@@ -563,7 +748,23 @@ buffer_repr (PyMemresBuffer *self)
 
 #define FASTCALL(f) (PyCFunction) (void (*) (void)) (f)
 
+/* pickle and copy: a Buffer is memory of this process, held once; TypeError naming what to
+ * send instead (pickle's own message named neither) */
+static PyObject *
+buffer_reduce_ex (PyObject *self, PyObject *protocol)
+{
+  PyErr_Format (PyExc_TypeError,
+                "cannot pickle or copy '%.100s': a Buffer is memory of this process, freed once; "
+                "send its bytes (read()), or for device memory an IPC message "
+                "(export_message(), memres.import_message() in the other process)",
+                Py_TYPE (self)->tp_name);
+  return NULL;
+}
+
 static PyMethodDef buffer_methods[] = {
+  { "__reduce_ex__", buffer_reduce_ex, METH_O,
+    "__reduce_ex__(protocol)\n\nRaises TypeError: a Buffer cannot be pickled or copied (send "
+    "read()'s bytes, or export_message())." },
   { "close", FASTCALL (buffer_close), METH_FASTCALL | METH_KEYWORDS,
     "close(stream=None)\n\n"
     "Frees the memory, ordered on stream (None: the buffer's deallocation stream, the one it\n"
@@ -577,19 +778,30 @@ static PyMethodDef buffer_methods[] = {
     "frees it, on stream when one was given (cuda.core's and CuPy's rule). A failure of\n"
     "that free is logged, not raised." },
   { "copy_to", FASTCALL (buffer_copy_to), METH_FASTCALL | METH_KEYWORDS,
-    "copy_to(dst, stream=None)\n\n"
+    "copy_to(dst=None, stream=None) -> Buffer\n\n"
     "Copies all of this buffer into the Buffer dst, of the same size, ordered on stream\n"
-    "(None: the legacy default stream). Between host-only buffers it is a memcpy done before\n"
-    "returning; otherwise cuMemcpyAsync on stream. Releases the GIL.\n"
+    "(None: the legacy default stream), and returns dst. Without dst (cuda.core's rule), a\n"
+    "new Buffer of this size is allocated first, on stream, from this buffer's\n"
+    "memory_resource (ValueError for a buffer without one). Between host-only buffers it is\n"
+    "a memcpy done before returning; otherwise cuMemcpyAsync on stream. Releases the GIL.\n"
     "Raises InvalidArgumentError for sizes that differ, ClosedError for a closed buffer." },
   { "copy_from", FASTCALL (buffer_copy_from), METH_FASTCALL | METH_KEYWORDS,
     "copy_from(src, stream=None)\n\nCopies the Buffer src into this one: src.copy_to(self, "
     "stream)." },
+  { "set_deallocation_stream", FASTCALL (buffer_set_deallocation_stream),
+    METH_FASTCALL | METH_KEYWORDS,
+    "set_deallocation_stream(stream)\n\n"
+    "Records stream as the one the buffer's memory is freed on by a close() without a stream\n"
+    "and when the buffer is dropped open (cuda.core's Buffer.set_deallocation_stream); None is\n"
+    "the legacy default stream. Adds no synchronization: order the buffer's uses before stream.\n"
+    "ClosedError on a closed buffer." },
   { "fill", (PyCFunction) (void (*) (void)) buffer_fill, METH_VARARGS | METH_KEYWORDS,
     "fill(value, width=1, stream=None)\n\n"
     "Fills the buffer with value repeated, width bytes each (1, 2 or 4; the size must be a\n"
-    "multiple of width), ordered on stream. Releases the GIL. Raises InvalidArgumentError for\n"
-    "a bad width or a value wider than it." },
+    "multiple of width), ordered on stream. value may also be a bytes-like pattern of 1, 2\n"
+    "or 4 bytes, repeated as it is (cuda.core's fill(b\"\\x01\\x02\")): its length is the width.\n"
+    "Releases the GIL. Raises InvalidArgumentError for a bad width, a value wider than it or\n"
+    "a pattern of another length." },
   { "read", (PyCFunction) (void (*) (void)) buffer_read, METH_VARARGS | METH_KEYWORDS,
     "read(offset=0, size=None, stream=None) -> bytes\n\n"
     "Copies size bytes (None: to the end) from offset into a new bytes object, waiting for\n"
@@ -623,7 +835,8 @@ static PyMethodDef buffer_methods[] = {
     "  (cuPointerGetAttributes), and with no driver it is taken for host memory.\n"
     "A memres.Resource is no mr here: it frees only the Buffers it allocated.\n"
     "Raises ValueError for mr and owner together, or stream without mr; TypeError for an mr\n"
-    "without deallocate; OverflowError for a negative ptr or size; InvalidArgumentError for\n"
+    "without deallocate; OutOfRangeError (an OverflowError and a ValueError) for a negative\n"
+    "ptr or size; InvalidArgumentError for\n"
     "a 0 ptr of a non-zero size or a range past the end of memory. ptr and size are\n"
     "trusted, as cuda.core trusts them: memres cannot tell that mr allocated ptr (its\n"
     "deallocate raises at the close) or that size stays inside the allocation (past it,\n"
@@ -653,6 +866,14 @@ static PyGetSetDef buffer_getset[] = {
   { "tag", (getter) pymemres_buffer_get_tag, NULL,
     "The tag the buffer was allocated under (memres.tag()), or None." },
   { "flags", (getter) buffer_get_flags, NULL, "The MemresMemoryFlags bits as an int." },
+  { "is_managed", (getter) buffer_get_flag, NULL,
+    "True for managed (unified) memory (MemoryFlags.MANAGED), as cuda.core's Buffer.is_managed;\n"
+    "False once closed.",
+    GUINT_TO_POINTER (MEMRES_MEMORY_MANAGED) },
+  { "is_mapped", (getter) buffer_get_flag, NULL,
+    "True for memory imported from another process (MemoryFlags.IMPORTED:\n"
+    "memres.import_message()), as cuda.core's Buffer.is_mapped; False once closed.",
+    GUINT_TO_POINTER (MEMRES_MEMORY_IMPORTED) },
   { "memory_resource", (getter) buffer_get_resource, NULL,
     "The Resource the buffer came from (the object whose allocate() made it, even once\n"
     "that object was closed); None for wrapped foreign memory or once the buffer is closed." },

@@ -1,9 +1,12 @@
 /* memres - CUDA memory resources
  * errors.c: the exceptions of the Python package: memres.Error and the subclasses that also
- * derive from the builtin a Python user catches (MemoryError, ValueError, OSError), each
+ * derive from the builtin a Python user catches (MemoryError, ValueError, OSError,
+ * RuntimeError), each
  * carrying the GError's message, domain and code; and the one function that turns a GError into
  * the right one. */
 #include "pymemres.h"
+
+#include <string.h>
 
 static PyObject *error_base;      /* memres.Error */
 static PyObject *error_oom;       /* memres.OutOfMemoryError (MemoryError) */
@@ -11,13 +14,18 @@ static PyObject *error_invalid;   /* memres.InvalidArgumentError (ValueError) */
 static PyObject *error_closed;    /* memres.ClosedError (ValueError) */
 static PyObject *error_file;      /* memres.FileError (OSError) */
 static PyObject *error_no_device; /* memres.NoDeviceError (RuntimeError) */
+static PyObject *error_forked;    /* memres.ForkedError (RuntimeError) */
+static PyObject *error_range;     /* memres.OutOfRangeError (InvalidArgumentError, OverflowError) */
 
+/* memres.NAME, derived from @base (memres.Error where NULL) and @builtin, or from Exception
+ * alone (memres.Error itself, both NULL) */
 static PyObject *
-new_error (PyObject *module, const char *name, const char *doc, PyObject *builtin)
+new_error_of (PyObject *module, const char *name, const char *doc, PyObject *base,
+              PyObject *builtin)
 {
   g_autofree char *qualified = g_strconcat ("memres.", name, NULL);
-  PyObject *bases
-      = builtin != NULL ? PyTuple_Pack (2, error_base, builtin) : PyTuple_Pack (1, PyExc_Exception);
+  PyObject *bases = builtin != NULL ? PyTuple_Pack (2, base != NULL ? base : error_base, builtin)
+                                    : PyTuple_Pack (1, PyExc_Exception);
   PyObject *cls;
 
   if (bases == NULL)
@@ -27,6 +35,12 @@ new_error (PyObject *module, const char *name, const char *doc, PyObject *builti
   if (cls == NULL || PyModule_AddObjectRef (module, name, cls) < 0)
     return NULL;
   return cls;
+}
+
+static PyObject *
+new_error (PyObject *module, const char *name, const char *doc, PyObject *builtin)
+{
+  return new_error_of (module, name, doc, NULL, builtin);
 }
 
 int
@@ -63,8 +77,28 @@ pymemres_errors_init (PyObject *module)
                                "No CUDA driver loads, or the device asked for does not exist "
                                "(memres.ErrorCode.NO_DRIVER,\nNO_DEVICE). Also a RuntimeError.",
                                PyExc_RuntimeError);
+  /* a state of the process, not of an argument: RuntimeError, as torch's "Cannot re-initialize
+   * CUDA in forked subprocess" is */
+  error_forked = new_error (module, "ForkedError",
+                            "This process is the child of a fork() made after the CUDA driver "
+                            "was used\n(memres.ErrorCode.FORKED): the driver cannot be used "
+                            "here; start the process with\nmultiprocessing's \"spawn\" method "
+                            "instead. Also a RuntimeError.",
+                            PyExc_RuntimeError);
   if (error_oom == NULL || error_invalid == NULL || error_closed == NULL || error_file == NULL
-      || error_no_device == NULL)
+      || error_no_device == NULL || error_forked == NULL)
+    return -1;
+  /* cuda.core's size_t conversion raises OverflowError for allocate(-1); a Python user checks
+   * a bad argument with ValueError, a memres user with memres.Error: all three catch it */
+  error_range
+      = new_error_of (module, "OutOfRangeError",
+                      "An int argument out of its range (memres.ErrorCode.INVALID_ARGUMENT): "
+                      "a negative size,\noffset, address or stream handle, one past "
+                      "2**64-1, a fill value past 2**32-1. An\nInvalidArgumentError "
+                      "(so a memres.Error and a ValueError) and also an OverflowError,\nas "
+                      "cuda.core's size_t conversion raises.",
+                      error_invalid, PyExc_OverflowError);
+  if (error_range == NULL)
     return -1;
   return 0;
 }
@@ -90,6 +124,8 @@ class_of (const GError *error)
         return error_no_device;
       case MEMRES_ERROR_PERMISSION_DENIED:
         return error_file;
+      case MEMRES_ERROR_FORKED:
+        return error_forked;
       default:
         return error_base;
       }
@@ -104,16 +140,18 @@ class_of (const GError *error)
   return error_base;
 }
 
-/* Raises the exception of @error (consumed); returns NULL. */
-PyObject *
-pymemres_raise (GError *error)
+/* Raises @error (consumed) as an exception of class @cls; returns NULL. */
+static PyObject *
+raise_as (PyObject *cls, GError *error)
 {
-  PyObject *cls = class_of (error);
-  PyObject *exc = PyObject_CallFunction (cls, "s", error->message);
+  /* a message that is not UTF-8 (a path of the plugin search path in another encoding) keeps
+   * its bytes as \xNN escapes: it was a UnicodeDecodeError in place of the error */
+  PyObject *message = PyUnicode_DecodeUTF8 (error->message, (Py_ssize_t) strlen (error->message),
+                                            "backslashreplace");
+  PyObject *exc = message != NULL ? PyObject_CallOneArg (cls, message) : NULL;
 
   if (exc != NULL)
     {
-      PyObject *message = PyUnicode_FromString (error->message);
       PyObject *domain = PyUnicode_FromString (g_quark_to_string (error->domain));
       PyObject *code = PyLong_FromLong (error->code);
 
@@ -122,13 +160,33 @@ pymemres_raise (GError *error)
           && PyObject_SetAttrString (exc, "domain", domain) == 0
           && PyObject_SetAttrString (exc, "code", code) == 0)
         PyErr_SetObject (cls, exc);
-      Py_XDECREF (message);
       Py_XDECREF (domain);
       Py_XDECREF (code);
       Py_DECREF (exc);
     }
+  Py_XDECREF (message);
   g_error_free (error);
   return NULL;
+}
+
+/* Raises the exception of @error (consumed); returns NULL. */
+PyObject *
+pymemres_raise (GError *error)
+{
+  return raise_as (class_of (error), error);
+}
+
+PyObject *
+pymemres_raise_range (const char *format, ...)
+{
+  g_autofree char *message = NULL;
+  va_list args;
+
+  va_start (args, format);
+  message = g_strdup_vprintf (format, args);
+  va_end (args);
+  return raise_as (error_range,
+                   g_error_new_literal (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, message));
 }
 
 /* memres.ClosedError for a call on a closed buffer that the C API does not check itself. */

@@ -10,7 +10,7 @@
 PyObject *
 pymemres_buffer_export_message (PyObject *self, PyObject *unused)
 {
-  MemresBuffer *buf = ((PyMemresBuffer *) self)->buf;
+  MemresBuffer *buf;
   GError *error = NULL;
   GBytes *bytes = NULL;
   gint *fds = NULL;
@@ -22,6 +22,8 @@ pymemres_buffer_export_message (PyObject *self, PyObject *unused)
 
   if (pymemres_buffer_use ((PyMemresBuffer *) self, FALSE) < 0)
     return NULL;
+  /* read once counted: a close() on another thread (free-threaded) may swap it before */
+  buf = ((PyMemresBuffer *) self)->buf;
   Py_BEGIN_ALLOW_THREADS;
   ok = memres_buffer_export_message (buf, &bytes, &fds, &n_fds, &error);
   Py_END_ALLOW_THREADS;
@@ -90,10 +92,22 @@ pymemres_import_message (PyObject *module, PyObject *const *args, Py_ssize_t nar
   fds = g_new0 (gint, MAX (n_fds, 1));
   for (Py_ssize_t i = 0; i < n_fds; i++)
     {
-      long fd = PyLong_AsLong (PySequence_Fast_GET_ITEM (seq, i));
+      int overflow = 0;
+      PyObject *item = PyNumber_Index (PySequence_Fast_GET_ITEM (seq, i));
+      long fd = item != NULL ? PyLong_AsLongAndOverflow (item, &overflow) : -1;
+
+      Py_XDECREF (item);
       if (fd == -1 && PyErr_Occurred ())
         {
           Py_DECREF (seq);
+          goto fail;
+        }
+      /* past a C int it was cut to one (2**32 + 5 read as fd 5, another file of the
+       * process); below 0 memres refuses it itself */
+      if (overflow != 0 || fd > G_MAXINT || fd < G_MININT)
+        {
+          Py_DECREF (seq);
+          pymemres_raise_range ("fds[%zd] is not a file descriptor: an int from 0 to 2**31-1", i);
           goto fail;
         }
       fds[i] = (gint) fd;

@@ -35,19 +35,8 @@ module_default_resource (PyObject *module, PyObject *args, PyObject *kwargs)
     return NULL;
   if (device_obj == Py_None)
     device = current_device ();
-  else
-    {
-      long value = PyLong_AsLong (device_obj);
-
-      if (value == -1 && PyErr_Occurred ())
-        return NULL;
-      if (value < G_MININT || value > G_MAXINT)
-        {
-          PyErr_SetString (PyExc_ValueError, "device out of range");
-          return NULL;
-        }
-      device = (gint) value;
-    }
+  else if (pymemres_device_from_object (device_obj, &device) < 0)
+    return NULL;
   Py_BEGIN_ALLOW_THREADS;
   mr = memres_resource_get_default (device, &error);
   Py_END_ALLOW_THREADS;

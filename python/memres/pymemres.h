@@ -16,7 +16,8 @@
  * @close_may_wait: whether closing its buffers may wait for a stream (pymemres_flags_may_wait()
  * of the resource's flags, which are its buffers' flags), read once at creation for allocate().
  * A call that uses @mr with the GIL released takes a reference of its own first
- * (pymemres_resource_ref()): a close() on another thread then only drops the object's. */
+ * (pymemres_resource_ref()), and allocate() on a free-threaded build: a close() on another
+ * thread then only drops the object's. */
 typedef struct
 {
   PyObject_HEAD MemresResource *mr;
@@ -74,6 +75,17 @@ typedef struct
 #define PYMEMRES_STATE_CAS(p, o, n) (*(p) == (o) ? (*(p) = (n), TRUE) : FALSE)
 #endif
 
+/* The object's critical section on a free-threaded CPython (3.13+), around what reads or
+ * clears a Resource object's @mr together with taking or dropping its reference; nothing under
+ * the GIL, which every such change holds. */
+#ifdef Py_GIL_DISABLED
+#define PYMEMRES_BEGIN_CRITICAL_SECTION(obj) Py_BEGIN_CRITICAL_SECTION (obj)
+#define PYMEMRES_END_CRITICAL_SECTION()      Py_END_CRITICAL_SECTION ()
+#else
+#define PYMEMRES_BEGIN_CRITICAL_SECTION(obj) {
+#define PYMEMRES_END_CRITICAL_SECTION()      }
+#endif
+
 /* Counts a user of @self's memory (a view when @view) until pymemres_buffer_unuse(); 0, or -1
  * with ClosedError once a close() has begun. */
 int pymemres_buffer_use (PyMemresBuffer *self, gboolean view);
@@ -92,6 +104,10 @@ extern PyTypeObject PyMemresBuffer_Type;
 int pymemres_errors_init (PyObject *module);
 PyObject *pymemres_raise (GError *error);
 PyObject *pymemres_raise_closed (void);
+/* memres.OutOfRangeError (an InvalidArgumentError and an OverflowError, code
+ * MEMRES_ERROR_INVALID_ARGUMENT) with the printf-formatted message, for an int argument out of
+ * its range; returns NULL. */
+PyObject *pymemres_raise_range (const char *format, ...) G_GNUC_PRINTF (1, 2);
 
 /* stream.c: @obj as a stream (None, an int, __cuda_stream__, torch's .cuda_stream, CuPy's
  * .ptr); -1 with an exception set. The int converted last is kept with its handle (under the
@@ -153,6 +169,11 @@ MemresBuffer *pymemres_closed_buffer (void);
 /* Buffer.close(stream): None, or NULL with BufferError (users, a close on another thread) or
  * the close's error */
 PyObject *pymemres_buffer_close_on (PyMemresBuffer *self, MemresStream stream);
+/* Buffer.set_deallocation_stream(stream): the stream recorded on the buffer (*@stream); a new
+ * reference to the stream object given, NULL with an exception set */
+PyObject *pymemres_buffer_set_deallocation_stream (PyMemresBuffer *self, PyObject *const *args,
+                                                   Py_ssize_t nargs, PyObject *kwnames,
+                                                   MemresStream *stream);
 
 /* buffer-context.c: Buffer.__enter__ and __exit__, put in the type's dictionary once it is
  * ready */
@@ -185,10 +206,14 @@ extern PyBufferProcs pymemres_buffer_as_buffer;
     "The buffer as a DLPack tensor: a 1-D uint8 array of its size. With max_version (1, x)\n"      \
     "or later, a versioned capsule (\"dltensor_versioned\", DLPack 1.0); without it, the\n"        \
     "legacy capsule (\"dltensor\") that consumers of DLPack 0.x take. stream: the consumer's\n"    \
-    "stream (None or -1: no ordering asked); device memory is synchronized on the buffer's\n"      \
-    "stream first (the GIL released). Raises BufferError for copy=True or another dl_device,\n"    \
-    "and for a max_version that is not None or a (major, minor) tuple of ints (cuda.core's\n"      \
-    "rule)." },                                                                                    \
+    "stream (an int or None; -1: no ordering asked); unless -1, device-accessible memory\n"        \
+    "(device, pinned, managed) is synchronized on the buffer's stream first (the GIL\n"            \
+    "released; a close() on another thread meanwhile raises BufferError). dl_device=(1, 0)\n"      \
+    "of memory on another device, or copy=True, gives a copy in host memory of its own\n"          \
+    "(flagged IS_COPIED), read after the work on the buffer's stream. Raises BufferError for "     \
+    "another dl_device, for copy=False where that\n"                                               \
+    "copy is needed, and for a max_version that is not None or a (major, minor) tuple of\n"        \
+    "ints (cuda.core's rule)." },                                                                  \
   {                                                                                                \
     "__dlpack_device__", pymemres_buffer_dlpack_device, METH_NOARGS,                               \
         "__dlpack_device__() -> (device_type, device_id)\n\n"                                      \
@@ -226,6 +251,9 @@ int pymemres_parse_args (const char *function, PyObject *const *args, Py_ssize_t
  * (size_t) -1 with OverflowError for a negative one or one past 2**64-1 (cuda.core's
  * allocate(-1) raises OverflowError), TypeError for another type. */
 size_t pymemres_size_from_object (const char *name, PyObject *value);
+/* A device argument (an int or __index__) in *@device: 0, or -1 with TypeError or
+ * memres.OutOfRangeError past a C int's range (memres itself checks the ordinal). */
+int pymemres_device_from_object (PyObject *value, gint *device);
 /* The OverflowError of a size argument @name out of range; returns NULL. */
 PyObject *pymemres_size_overflow (const char *name, PyObject *value);
 

@@ -33,12 +33,22 @@ pymemres_resource_get (PyObject *self)
   return mr;
 }
 
+/* On a free-threaded CPython, the reference is taken inside the object's critical section, as
+ * close() clears @mr inside it: a close() on another thread cannot drop the object's reference
+ * between the read of @mr and memres_resource_ref(). */
 MemresResource *
 pymemres_resource_ref (PyObject *self)
 {
-  MemresResource *mr = pymemres_resource_get (self);
+  MemresResource *mr;
 
-  return mr != NULL ? memres_resource_ref (mr) : NULL;
+  PYMEMRES_BEGIN_CRITICAL_SECTION (self);
+  mr = ((PyMemresResource *) self)->mr;
+  if (G_LIKELY (mr != NULL))
+    memres_resource_ref (mr);
+  PYMEMRES_END_CRITICAL_SECTION ();
+  if (G_UNLIKELY (mr == NULL))
+    pymemres_resource_get (self); /* ClosedError */
+  return mr;
 }
 
 static PyObject *
@@ -52,7 +62,12 @@ resource_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "s:Resource", keywords, &spec))
     return NULL;
+  /* the creation may wait (cuInit, loading plugins, pools, the config file, a log's first
+   * write): other threads run meanwhile, as during default_resource() (@spec stays the
+   * argument's, which the call holds) */
+  Py_BEGIN_ALLOW_THREADS;
   mr = memres_resource_new (spec, &error);
+  Py_END_ALLOW_THREADS;
   if (mr == NULL)
     return pymemres_raise (error);
   self = (PyMemresResource *) type->tp_alloc (type, 0);
@@ -73,11 +88,14 @@ resource_new (PyTypeObject *type, PyObject *args, PyObject *kwargs)
 static PyObject *
 resource_close (PyMemresResource *self, PyObject *unused)
 {
-  MemresResource *mr = self->mr;
+  MemresResource *mr;
 
+  PYMEMRES_BEGIN_CRITICAL_SECTION (self);
+  mr = self->mr;
+  self->mr = NULL;
+  PYMEMRES_END_CRITICAL_SECTION ();
   if (mr == NULL)
     Py_RETURN_NONE;
-  self->mr = NULL;
   Py_BEGIN_ALLOW_THREADS;
   memres_resource_unref (mr);
   Py_END_ALLOW_THREADS;
@@ -158,12 +176,28 @@ resource_allocate (PyMemresResource *self, PyObject *const *args, Py_ssize_t nar
 #endif
       if ((size = pymemres_size_from_object ("size", argv[0])) == (size_t) -1 && PyErr_Occurred ())
     return NULL;
+#ifdef PYMEMRES_ATOMIC_STATE
+  {
+    /* without a GIL, a close() on another thread may drop the object's reference, perhaps the
+     * stack's last, during the allocation: a reference of the call's own, as the calls that
+     * release the GIL take */
+    MemresResource *mr = pymemres_resource_ref ((PyObject *) self);
+
+    if (mr == NULL)
+      return NULL;
+    buf = memres_resource_allocate (mr, (gsize) size, stream, &error);
+    memres_resource_unref (mr);
+  }
+#else
+  /* under the GIL, which the allocation keeps, no close() runs meanwhile: the object's
+   * reference, borrowed */
   if (G_UNLIKELY (self->mr == NULL))
     {
       pymemres_resource_get ((PyObject *) self); /* ClosedError */
       return NULL;
     }
   buf = memres_resource_allocate (self->mr, (gsize) size, stream, &error);
+#endif
   if (buf == NULL)
     return pymemres_raise (error);
   /* its flags are the resource's (memres_resource_get_flags()) */
@@ -207,27 +241,20 @@ static PyObject *
 resource_trim (PyMemresResource *self, PyObject *args, PyObject *kwargs)
 {
   static char *keywords[] = { "bytes_to_keep", NULL };
-  unsigned long long keep = 0;
+  size_t keep = 0;
   PyObject *keep_obj = NULL;
   GError *error = NULL;
   MemresResource *mr;
   gboolean ok;
 
-  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O!:trim", keywords, &PyLong_Type, &keep_obj))
+  if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|O:trim", keywords, &keep_obj))
     return NULL;
-  /* not "K", which takes -1 as 2**64 - 1 (keep everything: nothing trimmed, no error) */
-  if (keep_obj != NULL)
-    {
-      keep = PyLong_AsUnsignedLongLong (keep_obj);
-      if (keep == (unsigned long long) -1 && PyErr_Occurred ())
-        {
-          if (!PyErr_ExceptionMatches (PyExc_OverflowError))
-            return NULL;
-          PyErr_Clear ();
-          PyErr_SetString (PyExc_ValueError, "bytes_to_keep must be an int from 0 to 2**64-1");
-          return NULL;
-        }
-    }
+  /* not "K", which takes -1 as 2**64 - 1 (keep everything: nothing trimmed, no error): an int
+   * or __index__ (a NumPy integer), memres.OutOfRangeError out of range */
+  if (keep_obj != NULL
+      && (keep = pymemres_size_from_object ("bytes_to_keep", keep_obj)) == (size_t) -1
+      && PyErr_Occurred ())
+    return NULL;
   if ((mr = pymemres_resource_ref ((PyObject *) self)) == NULL)
     return NULL;
   Py_BEGIN_ALLOW_THREADS;
@@ -361,6 +388,17 @@ resource_get_flags (PyMemresResource *self, void *closure)
   return mr != NULL ? PyLong_FromUnsignedLong (memres_resource_get_flags (mr)) : NULL;
 }
 
+/* is_managed (cuda.core's name): @closure the flag's bit */
+static PyObject *
+resource_get_flag (PyMemresResource *self, void *closure)
+{
+  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+
+  return mr != NULL
+             ? PyBool_FromLong ((memres_resource_get_flags (mr) & GPOINTER_TO_UINT (closure)) != 0)
+             : NULL;
+}
+
 static PyObject *
 resource_repr (PyMemresResource *self)
 {
@@ -372,13 +410,20 @@ resource_repr (PyMemresResource *self)
   return PyUnicode_FromFormat ("<memres.Resource %s>", spec);
 }
 
+/* Two open Resource objects are equal when they hold the same stack (the address of a stack
+ * both hold cannot be another's). A closed one no longer holds its stack, which may be gone and
+ * its address taken by a new stack: it equals itself alone (it equalled every later Resource
+ * made at that address). hash() stays the address's, closed or not. */
 static PyObject *
 resource_richcompare (PyObject *a, PyObject *b, int op)
 {
+  PyMemresResource *x = (PyMemresResource *) a, *y = (PyMemresResource *) b;
+
   if (!PyObject_TypeCheck (b, &PyMemresResource_Type) || (op != Py_EQ && op != Py_NE))
     Py_RETURN_NOTIMPLEMENTED;
-  Py_RETURN_RICHCOMPARE (((PyMemresResource *) a)->identity, ((PyMemresResource *) b)->identity,
-                         op);
+  if (x->mr == NULL || y->mr == NULL)
+    Py_RETURN_RICHCOMPARE (a, b, op);
+  Py_RETURN_RICHCOMPARE (x->identity, y->identity, op);
 }
 
 static Py_hash_t
@@ -389,14 +434,28 @@ resource_hash (PyMemresResource *self)
   return hash == -1 ? -2 : hash;
 }
 
+/* pickle and copy: TypeError naming what to send instead (the spec) */
+static PyObject *
+resource_reduce_ex (PyObject *self, PyObject *protocol)
+{
+  PyErr_SetString (PyExc_TypeError,
+                   "cannot pickle or copy 'memres.Resource': it holds memory of this process; "
+                   "send its spec and make one there (memres.Resource(mr.spec))");
+  return NULL;
+}
+
 static PyMethodDef resource_methods[] = {
+  { "__reduce_ex__", resource_reduce_ex, METH_O,
+    "__reduce_ex__(protocol)\n\nRaises TypeError: a Resource cannot be pickled or copied "
+    "(send its spec)." },
   { "allocate", (PyCFunction) (void (*) (void)) resource_allocate, METH_FASTCALL | METH_KEYWORDS,
     "allocate(size, stream=None) -> Buffer\n\n"
     "Allocates size bytes (an int from 0 to 2**64-1; a kind may round up: Buffer.size says)\n"
     "ordered on stream (None: the legacy default stream; an int handle, an object with\n"
-    "__cuda_stream__, a torch or CuPy stream). Raises OverflowError for a size out of that\n"
-    "range (as cuda.core does), OutOfMemoryError when there is no memory left,\n"
-    "InvalidArgumentError for a size the kind refuses, Error otherwise." },
+    "__cuda_stream__, a torch or CuPy stream, one with an int .handle). Raises\n"
+    "OutOfRangeError for a size out of that range (an OverflowError, as cuda.core raises,\n"
+    "and a ValueError), OutOfMemoryError when there is no memory left, InvalidArgumentError\n"
+    "for a size the kind refuses, Error otherwise." },
   { "tag_counts", (PyCFunction) pymemres_resource_tag_counts, METH_O,
     "tag_counts(name) -> dict\n\n"
     "What this counted layer (a stats layer: Resource(\"stats>...\"), or find_layer) counted\n"
@@ -451,7 +510,8 @@ static PyMethodDef resource_methods[] = {
     "holds given back to the driver) once nothing else holds it: its open Buffers, and other\n"
     "Resource objects of it (Buffer.memory_resource, upstream) keep it alive, so a buffer\n"
     "stays usable after its resource is closed. Closing a closed Resource does nothing;\n"
-    "afterwards closed is True, == and hash() are unchanged, and every other call raises\n"
+    "afterwards closed is True, hash() is unchanged, the object equals itself alone (its\n"
+    "stack may be gone, its address another's), and every other call raises\n"
     "ClosedError. Releases the GIL (a finalize may wait for the device)." },
   { "__enter__", (PyCFunction) resource_enter, METH_NOARGS,
     "__enter__() -> Resource\n\nThe resource itself (ClosedError once closed)." },
@@ -476,6 +536,10 @@ static PyGetSetDef resource_getset[] = {
     "True when host code can dereference the memory." },
   { "flags", (getter) resource_get_flags, NULL,
     "The MemresMemoryFlags bits as an int (memres.MemoryFlags)." },
+  { "is_managed", (getter) resource_get_flag, NULL,
+    "True when the memory is managed (unified) memory (MemoryFlags.MANAGED), as cuda.core's\n"
+    "MemoryResource.is_managed.",
+    GUINT_TO_POINTER (MEMRES_MEMORY_MANAGED) },
   { "closed", (getter) resource_get_closed, NULL, "True once close() was called." },
   { NULL },
 };
@@ -492,7 +556,8 @@ PyTypeObject PyMemresResource_Type = {
             "closes it at its end (close()).\n\n"
             "Raises InvalidArgumentError for a spec that does not parse, a kind or option\n"
             "that does not exist; FileError for a config file that cannot be read; Error when\n"
-            "the kind cannot start (no driver: NoDeviceError).",
+            "the kind cannot start (no driver: NoDeviceError). Releases the GIL while the\n"
+            "resource is created.",
   .tp_new = resource_new,
   .tp_dealloc = (destructor) resource_dealloc,
   .tp_repr = (reprfunc) resource_repr,

@@ -17,10 +17,11 @@ sleep_mode (const char *name, MemresSleepMode *mode)
         *mode = (MemresSleepMode) i;
         return 0;
       }
-  PyErr_Format (PyExc_ValueError,
-                "sleep mode \"%s\": the modes are \"discard\", \"backup\" and "
-                "\"file\"",
-                name);
+  /* memres.InvalidArgumentError (a ValueError with its domain and code; it was a bare one) */
+  pymemres_raise (g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                               "sleep mode \"%s\": the modes are \"discard\", \"backup\" and "
+                               "\"file\"",
+                               name));
   return -1;
 }
 

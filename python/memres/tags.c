@@ -119,11 +119,12 @@ PyObject *
 pymemres_tag_set_device_default (PyObject *module, PyObject *args)
 {
   GError *error = NULL;
-  PyObject *tag_obj;
-  int device;
+  PyObject *device_obj, *tag_obj;
+  gint device;
   const char *name;
 
-  if (!PyArg_ParseTuple (args, "iO:set_device_default_tag", &device, &tag_obj))
+  if (!PyArg_ParseTuple (args, "OO:set_device_default_tag", &device_obj, &tag_obj)
+      || pymemres_device_from_object (device_obj, &device) < 0)
     return NULL;
   if (pymemres_tag_name (tag_obj, TRUE, &name) < 0)
     return NULL;

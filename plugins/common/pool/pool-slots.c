@@ -389,6 +389,28 @@ pool_snapshot (MemresResource *mr, MemresSnapshotLayer *layer)
 }
 
 /**
+ * pool_explain_oom:
+ * @mr: an instance of a pool kind
+ * @figures: what the layer says of itself
+ *
+ * The explain_oom slot: a pool with a max_size (enforced here: count_charge()) reports it as its
+ * limit and the bytes of its live buffers as what is counted against it, so that an allocation
+ * the max_size refused gets the verdict "limit" and its remedy, not "exhausted" and a trim
+ * (the bytes are in live buffers; the device may have plenty free). Nothing without a max_size.
+ * Thread-safe.
+ */
+void
+pool_explain_oom (MemresResource *mr, MemresOomFigures *figures)
+{
+  PoolRecord *pool = POOL_RECORD (mr);
+
+  if (pool->max_size == 0)
+    return;
+  figures->limit = pool->max_size;
+  figures->limit_used = __atomic_load_n (&pool->used, __ATOMIC_RELAXED);
+}
+
+/**
  * pool_reset_stats:
  * @mr: an instance of a pool kind
  * @error: return location for a #GError

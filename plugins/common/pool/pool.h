@@ -263,6 +263,7 @@ gboolean pool_reset_stats (MemresResource *mr, GError **error);
 gboolean pool_trim (MemresResource *mr, gsize bytes_to_keep, GError **error);
 void pool_at_fork (MemresResource *mr, MemresForkPhase phase);
 void pool_snapshot (MemresResource *mr, MemresSnapshotLayer *layer);
+void pool_explain_oom (MemresResource *mr, MemresOomFigures *figures);
 gboolean pool_set_access (MemresResource *mr, const MemresAccessDesc *descs, guint n_descs,
                           GError **error);
 gboolean pool_get_access (MemresResource *mr, gint device, MemresAccess *access, GError **error);
@@ -278,14 +279,14 @@ gboolean pool_import_buffer (MemresResource *mr, const MemresBufferExport *in, M
 
 /* The slots above as designated initializers: of a kind's #MemresResourceOps, which adds its
  * own init and query, POOL_SLOTS every pool kind takes (finalize, allocate, deallocate,
- * get_stats, reset_stats, trim, at_fork, snapshot) and POOL_ACCESS_SLOTS (set_access, get_access);
- * of a sharing kind's #MemresIpcOps, POOL_SHARING_SLOTS (export_handle, export_buffer,
+ * get_stats, reset_stats, trim, at_fork, snapshot, explain_oom) and POOL_ACCESS_SLOTS (set_access,
+ * get_access); of a sharing kind's #MemresIpcOps, POOL_SHARING_SLOTS (export_handle, export_buffer,
  * import_buffer; import_handle is pool_import_handle() for device memory, or the kind's own);
  * a kind of device pools with fabric handles adds POOL_FABRIC_SLOTS. */
 #define POOL_SLOTS                                                                                 \
   .finalize = pool_finalize, .allocate = pool_allocate, .deallocate = pool_deallocate,             \
   .get_stats = pool_get_stats, .reset_stats = pool_reset_stats, .trim = pool_trim,                 \
-  .at_fork = pool_at_fork, .snapshot = pool_snapshot
+  .at_fork = pool_at_fork, .snapshot = pool_snapshot, .explain_oom = pool_explain_oom
 #define POOL_ACCESS_SLOTS .set_access = pool_set_access, .get_access = pool_get_access
 #define POOL_SHARING_SLOTS                                                                         \
   .export_handle = pool_export_handle, .export_buffer = pool_export_buffer,                        \

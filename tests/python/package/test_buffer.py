@@ -103,6 +103,39 @@ def test_fill_out_of_range(host):
     buf.close()
 
 
+def test_fill_bytes_value(host):
+    # cuda.core's Buffer.fill(value) takes 1, 2 or 4 bytes as the element; before, a bytes value
+    # was a TypeError
+    buf = host.allocate(8)
+    buf.fill(b"\x01\x02")
+    assert buf.read() == b"\x01\x02" * 4
+    buf.fill(bytearray(b"\x01\x02\x03\x04"), stream=None)
+    assert buf.read() == b"\x01\x02\x03\x04" * 2
+    buf.fill(memoryview(b"\xee"), width=1)
+    assert buf.read() == b"\xee" * 8
+    for bad in (b"", b"\x01\x02\x03", b"\x00" * 8):
+        with pytest.raises(ValueError, match="1, 2 or 4 bytes long"):
+            buf.fill(bad)
+    with pytest.raises(ValueError, match="differs from the 2 bytes"):
+        buf.fill(b"\x01\x02", width=4)
+    assert buf.read() == b"\xee" * 8
+    odd = host.allocate(3)
+    with pytest.raises(memres.InvalidArgumentError) as info:
+        odd.fill(b"\x01\x02")
+    assert info.value.code == memres.ErrorCode.INVALID_ARGUMENT
+    odd.close()
+    buf.close()
+
+
+def test_fill_bytes_value_device(device):
+    buf = device.allocate(12)
+    buf.fill(b"\xca\xfe")
+    assert buf.read() == b"\xca\xfe" * 6
+    buf.fill(b"\x01\x02\x03\x04")
+    assert buf.read() == b"\x01\x02\x03\x04" * 3
+    buf.close()
+
+
 def test_read_past_end(host):
     # read() past the end is memres's refusal before any bytes are made (read(0, 2**62) was a
     # MemoryError, read(0, sys.maxsize) an OverflowError)
@@ -135,6 +168,145 @@ def test_copy_to_and_from(host):
         a.copy_from()
     a.close()
     b.close()
+
+
+def test_fill_with_a_bytes_pattern(host):
+    # cuda.core's fill(value: int | bytes-like of 1, 2 or 4 bytes): the pattern repeated as it is
+    # in memory (it was a TypeError: "'bytes' object cannot be interpreted as an integer")
+    import array
+
+    buf = host.allocate(8)
+    buf.fill(b"\x01\x02")
+    assert buf.read() == b"\x01\x02" * 4
+    buf.fill(bytearray(b"\xaa\xbb\xcc\xdd"), stream=None)
+    assert buf.read() == b"\xaa\xbb\xcc\xdd" * 2
+    buf.fill(memoryview(b"\x07"))
+    assert buf.read() == b"\x07" * 8
+    buf.fill(array.array("B", [9, 8]), width=2)
+    assert buf.read() == b"\x09\x08" * 4
+    for bad, kwargs in ((b"", {}), (b"abc", {}), (b"abcdefgh", {}), (b"ab", {"width": 4})):
+        with pytest.raises(memres.InvalidArgumentError) as info:
+            buf.fill(bad, **kwargs)
+        assert info.value.code == memres.ErrorCode.INVALID_ARGUMENT
+    odd = host.allocate(7)
+    with pytest.raises(memres.InvalidArgumentError, match="not a multiple of the fill width 2"):
+        odd.fill(b"ab")
+    with pytest.raises(TypeError):
+        buf.fill("ab")
+    assert buf.read() == b"\x09\x08" * 4  # the refusals wrote nothing
+    odd.close()
+    buf.close()
+
+
+def test_copy_to_and_from_in_cuda_cores_words():
+    # cuda.core's signatures: copy_to(dst=None, *, stream) returns dst, and without dst
+    # allocates it from the buffer's memory resource; copy_from(src, *, stream). The keywords
+    # the docs name (dst, src) were TypeErrors (the parameter was "other"), copy_to() without
+    # dst a TypeError, and copy_to returned None.
+    mr = memres.Resource("stats>host")
+    a, b = mr.allocate(32), mr.allocate(32)
+    a.write(bytes(range(32)))
+    assert a.copy_to(dst=b, stream=None) is b and b.read() == bytes(range(32))
+    b.fill(0x61)
+    assert a.copy_from(src=b, stream=None) is None and a.read() == b"a" * 32
+    a.write(bytes(range(100, 132)))
+    for made in (a.copy_to(), a.copy_to(None, stream=0), a.copy_to(stream=None)):
+        assert isinstance(made, memres.Buffer) and made is not a
+        assert made.size == 32 and made.read() == bytes(range(100, 132))
+        assert made.memory_resource is mr
+        made.close()
+    assert mr.stats()["n_buffers"] == 2
+    with pytest.raises(TypeError, match="unexpected keyword argument 'other'"):
+        a.copy_to(other=b)
+    with pytest.raises(TypeError, match="missing required argument 'src'"):
+        a.copy_from(stream=None)
+    # no memory resource to allocate from: a clear ValueError, nothing allocated
+    imported = memres.from_dlpack(a)
+    with pytest.raises(ValueError, match="give dst"):
+        imported.copy_to()
+    imported.close()
+    closed_mr = memres.Resource("host")
+    orphan = closed_mr.allocate(8)
+    closed_mr.close()
+    with pytest.raises(memres.ClosedError):
+        orphan.copy_to()
+    orphan.close()
+    a.close()
+    with pytest.raises(memres.ClosedError):
+        a.copy_to()
+    b.close()
+    assert mr.stats()["n_buffers"] == 0
+
+
+def test_copy_to_allocates_on_the_stream(device):
+    src = device.allocate(4096, stream=2)
+    src.fill(0x7E, stream=2)
+    dst = src.copy_to(stream=2)
+    assert dst.__cuda_array_interface__["stream"] == 2 and dst.device_id == src.device_id
+    assert dst.read(0, 8, stream=2) == b"\x7e" * 8
+    dst.close()
+    src.close()
+
+
+def test_is_managed_and_is_mapped(host):
+    # cuda.core's names: Buffer.is_managed, Buffer.is_mapped, MemoryResource.is_managed (they
+    # were AttributeErrors; the flags held them)
+    buf = host.allocate(8)
+    assert host.is_managed is False and buf.is_managed is False and buf.is_mapped is False
+    buf.close()
+    assert buf.is_managed is False and buf.is_mapped is False
+
+
+def test_is_managed_device(device):
+    mr = memres.Resource("stats>managed:device=0")
+    buf = mr.allocate(64)
+    assert mr.is_managed and buf.is_managed and not buf.is_mapped
+    assert memres.MemoryFlags.MANAGED in memres.MemoryFlags(buf.flags)
+    buf.close()
+    assert not buf.is_managed
+    assert device.is_managed is False and not device.allocate(8).is_managed
+
+
+def test_copy_to_new_buffer():
+    # cuda.core's copy_to(dst=None): a new buffer of the same size from the buffer's resource,
+    # returned; with dst, dst is returned (it returned None, and no dst was a TypeError)
+    mr = memres.Resource("stats>host")
+    a = mr.allocate(24)
+    a.fill(b"\x01\x02\x03\x04")
+    b = a.copy_to()
+    assert isinstance(b, memres.Buffer) and b is not a
+    assert b.size == 24 and b.handle != a.handle and b.memory_resource is mr
+    assert b.read() == b"\x01\x02\x03\x04" * 6
+    assert mr.stats()["n_buffers"] == 2
+    c = a.copy_to(None, stream=None)
+    assert c.read() == a.read()
+    d = mr.allocate(24)
+    assert a.copy_to(d) is d and d.read() == a.read()
+    assert a.copy_from(b) is None
+    for buf in (b, c, d):
+        buf.close()
+    # no resource to allocate from: ValueError; a closed buffer: ClosedError; nothing allocated
+    view = memres.Buffer.from_handle(a.handle, 24)
+    with pytest.raises(ValueError, match="no memres resource"):
+        view.copy_to()
+    view.close()
+    closed = mr.allocate(8)
+    closed.close()
+    with pytest.raises(memres.ClosedError):
+        closed.copy_to()
+    assert mr.stats()["n_buffers"] == 1
+    a.close()
+    assert mr.stats()["n_buffers"] == 0
+
+
+def test_copy_to_new_buffer_device(device):
+    a = device.allocate(16)
+    a.fill(b"\xab\xcd")
+    b = a.copy_to(stream=None)
+    assert b.device_id == a.device_id and b.is_device_accessible
+    assert b.read() == b"\xab\xcd" * 8
+    b.close()
+    a.close()
 
 
 def test_memoryview(host):

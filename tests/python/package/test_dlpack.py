@@ -147,6 +147,83 @@ def test_dlpack_device_to_cpu_copies(device, fake_counts):
     assert buf.closed and fake_counts()["pool_allocations"] == before["pool_allocations"] - 1
 
 
+@pytest.mark.parametrize("spec", ["pinned", "managed:device=0"])
+def test_dlpack_host_accessible_to_cpu_without_copy(device, fake_counts, spec):
+    """dl_device=(kDLCPU, 0) of memory the CPU reaches (pinned, managed) needs no copy: the
+    buffer's own memory, on (1, 0), flags 0, read after its stream's work (synchronized). It
+    was a copy (IS_COPIED, another address), and with copy=False a BufferError ("takes a
+    copy"), which NumPy 2's from_dlpack(buf, device="cpu", copy=False) raises."""
+    import os
+
+    count = ctypes.CDLL(os.environ["MEMRES_CUDA_DRIVER"]).fakecuda_call_count
+    count.restype = ctypes.c_long
+    buf = memres.Resource(spec).allocate(64, stream=2)
+    buf.fill(0x33, stream=2)
+    for copy in (None, False):
+        syncs = count(b"cuStreamSynchronize") + count(b"cuCtxSynchronize")
+        t = consume_versioned(buf.__dlpack__(max_version=(1, 0), dl_device=(1, 0), copy=copy))
+        d = t.dl_tensor
+        assert (d.device.device_type, d.device.device_id) == (1, 0)
+        assert d.data == buf.handle and t.flags == 0 and d.shape[0] == 64
+        assert ctypes.string_at(d.data, 64) == b"\x33" * 64
+        assert count(b"cuStreamSynchronize") + count(b"cuCtxSynchronize") > syncs
+        t.deleter(ctypes.pointer(t))
+    legacy = memres.from_dlpack(buf.__dlpack__(dl_device=(1, 0), copy=False))
+    assert legacy.handle == buf.handle and legacy.__dlpack_device__() == (1, 0)
+    assert legacy.read() == b"\x33" * 64
+    legacy.close()
+    # copy=True still copies
+    data, flags, address = copied_bytes(
+        buf.__dlpack__(max_version=(1, 0), dl_device=(1, 0), copy=True), 64)
+    assert data == b"\x33" * 64 and flags == 2 and address != buf.handle
+    buf.close()
+
+
+@pytest.mark.parametrize("spec", ["pinned", "managed:device=0"])
+def test_numpy_reads_host_accessible_memory_after_its_stream(device, fake_counts, spec):
+    """NumPy's from_dlpack (no dl_device, stream None) takes pinned (kDLCUDAHost) and managed
+    memory as it is and reads it on the CPU at once: the export waits for the buffer's stream
+    first, as the DLPack spec asks of a producer for the CPU. It gave the capsule at once, and
+    NumPy read the bytes from before the fill queued on the held stream."""
+    import threading
+    import time
+
+    from fakestream import FakeStreamHold
+
+    mr = memres.Resource(spec)
+    before = fake_counts()
+    hold = FakeStreamHold()
+    try:
+        buf = mr.allocate(4096, stream=hold.stream.value)
+        buf.write(b"\x11" * 4096)
+        hold.hold()
+        buf.fill(0x5C, stream=hold.stream.value)  # queued behind the wait
+        out = {}
+
+        def consumer():
+            try:
+                out["bytes"] = numpy.from_dlpack(buf).tobytes()
+            except Exception as err:  # noqa: BLE001 (checked below)
+                out["error"] = err
+
+        count = hold.lib.fakecuda_call_count
+        count.restype = ctypes.c_long
+        syncs = count(b"cuStreamSynchronize") + count(b"cuCtxSynchronize")
+        t = threading.Thread(target=consumer)
+        t.start()
+        deadline = time.monotonic() + 30
+        while (count(b"cuStreamSynchronize") + count(b"cuCtxSynchronize") == syncs
+               and t.is_alive() and time.monotonic() < deadline):
+            time.sleep(0.005)
+        hold.release()
+        t.join(30)
+        assert out == {"bytes": b"\x5c" * 4096}
+        buf.close()
+    finally:
+        hold.close()
+    assert fake_counts()["streams"] == before["streams"]
+
+
 def test_numpy_consumes_host_memory(host):
     buf = host.allocate(256)
     buf.fill(7)

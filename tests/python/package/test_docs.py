@@ -14,7 +14,8 @@ def public_names():
             for attr, value in vars(obj).items():
                 if not attr.startswith("_") or attr in ("__dlpack__", "__dlpack_device__",
                                                         "__cuda_array_interface__",
-                                                        "__enter__", "__exit__"):
+                                                        "__enter__", "__exit__", "__init__",
+                                                        "__call__"):
                     yield name + "." + attr, value
 
 

@@ -17,8 +17,11 @@ def test_hierarchy():
                          (memres.InvalidArgumentError, ValueError),
                          (memres.ClosedError, ValueError),
                          (memres.FileError, OSError),
-                         (memres.NoDeviceError, RuntimeError)):
+                         (memres.NoDeviceError, RuntimeError),
+                         (memres.OutOfRangeError, ValueError),
+                         (memres.OutOfRangeError, OverflowError)):
         assert issubclass(cls, memres.Error) and issubclass(cls, builtin)
+    assert issubclass(memres.OutOfRangeError, memres.InvalidArgumentError)
 
 
 def check(info, cls, code):
@@ -130,3 +133,88 @@ def test_no_driver():
     with pytest.raises(RuntimeError) as info:
         memres.Resource("dmr")
     check(info, memres.NoDeviceError, memres.ErrorCode.NO_DRIVER)
+
+
+def test_int_arguments_out_of_range(host):
+    # a negative or too large int argument: cuda.core's OverflowError, and also the ValueError
+    # and memres.Error a Python user catches (allocate(-1) was a bare OverflowError, trim(-1)
+    # and read(-1) bare ValueErrors, read(0, 2**64) and default_resource(2**70) bare
+    # OverflowErrors from the int conversions, none of them with a domain or code)
+    buf = host.allocate(16)
+    buf.fill(0x5A)
+    calls = [
+        (lambda: host.allocate(-1), "size must be an int from 0 to 2**64-1, not -1"),
+        (lambda: host.allocate(size=1 << 64), "size must be an int from 0 to 2**64-1"),
+        (lambda: host.allocate(16, stream=-1), "a stream handle must be an int from 0 to 2**64-1"),
+        (lambda: host.trim(-1), "bytes_to_keep must be an int from 0 to 2**64-1, not -1"),
+        (lambda: buf.read(-1), "offset must be >= 0"),
+        (lambda: buf.read(1 << 64), "offset must be an int from 0 to 2**64-1"),
+        (lambda: buf.read(0, -1), "size must be None (to the end) or an int of 0 or more"),
+        (lambda: buf.read(0, 1 << 64), "size must be None (to the end) or an int from 0 to 2**64-1"),
+        (lambda: buf.write(b"x", offset=-1), "offset must be >= 0"),
+        (lambda: buf.write(b"x", 1 << 70), "offset must be an int from 0 to 2**64-1"),
+        (lambda: buf.fill(-1), "fill value must be an int from 0 to 2**32-1"),
+        (lambda: buf.fill(1, width=1 << 32), "fill width must be an int from 0 to 2**32-1"),
+        (lambda: memres.Buffer.from_handle(-1, 8), "ptr must be an int from 0 to 2**64-1, not -1"),
+        (lambda: memres.Buffer.from_handle(buf.handle, -8), "size must be an int from 0 to 2**64-1"),
+        (lambda: memres.default_resource(1 << 70), "device past 2**31-1"),
+        (lambda: memres.default_resource(device=-(1 << 40)), "device below -2**31"),
+        (lambda: memres.set_device_default_tag(1 << 70, "t"), "device past 2**31-1"),
+    ]
+    for call, message in calls:
+        with pytest.raises(memres.OutOfRangeError) as info:
+            call()
+        err = info.value
+        assert isinstance(err, ValueError) and isinstance(err, OverflowError)
+        assert isinstance(err, memres.InvalidArgumentError)
+        assert (err.domain, err.code) == (DOMAIN, memres.ErrorCode.INVALID_ARGUMENT)
+        assert err.message.startswith(message) and str(err) == err.message
+    # nothing was written, and in-range NumPy-style ints (__index__) still work
+    assert buf.read() == b"\x5a" * 16
+    assert buf.read(operator_index(14), operator_index(2)) == b"\x5a\x5a"
+    buf.write(b"\x01", offset=operator_index(15))
+    assert buf.read(15) == b"\x01"
+    buf.close()
+
+
+class operator_index:
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+def test_bad_sleep_mode_is_invalid_argument(host):
+    # a sleep mode that does not exist was a bare ValueError, without domain or code
+    with pytest.raises(memres.InvalidArgumentError) as info:
+        host.sleep("weights", mode="bogus")
+    check(info, memres.InvalidArgumentError, memres.ErrorCode.INVALID_ARGUMENT)
+    assert 'sleep mode "bogus"' in info.value.message
+
+
+NOT_UTF8_CHILD = r"""
+import memres
+try:
+    memres.Resource("nosuchkind")
+except memres.InvalidArgumentError as err:
+    assert err.code == memres.ErrorCode.NOT_FOUND, err.code
+    assert "pl\\xff" in err.message and str(err) == err.message, err.message
+    print("ok")
+"""
+
+
+def test_error_message_not_utf8(tmp_path):
+    # an error whose text is not UTF-8 (a plugin directory named in another encoding, which the
+    # unknown-kind message lists) was a UnicodeDecodeError in place of the memres error; its
+    # bytes are \xNN escapes now
+    plugins = os.path.join(os.fsencode(tmp_path), b"pl\xff")
+    os.mkdir(plugins)
+    env = {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()
+           if k != "MEMRES_PLUGIN_PATH"}
+    env[b"MEMRES_PLUGIN_PATH"] = plugins
+    env[b"PYTHONPATH"] = os.fsencode(os.pathsep.join(p for p in sys.path if p))
+    result = subprocess.run([sys.executable, "-c", NOT_UTF8_CHILD], env=env, cwd="/",
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ok\n"

@@ -51,12 +51,15 @@ def test_view_frees_nothing(memory):
     assert (buf.size, buf.handle, buf.device_id) == (64, addr, -1)
     assert buf.is_host_accessible and not buf.is_device_accessible
     assert buf.memory_resource is None and buf.owner is None
+    # repr names the type (it said memres.Buffer)
+    assert repr(buf) == "<memres.ForeignBuffer 64 bytes at 0x%x on device -1>" % addr
     buf.fill(0xAB)
     assert arr.raw == b"\xab" * 64
     assert buf.read(0, 4) == b"\xab" * 4
     buf.close()
     buf.close()  # twice is fine
     assert buf.closed and buf.size == 0 and buf.handle == 0
+    assert repr(buf) == "<memres.ForeignBuffer closed>"
     assert arr.raw == b"\xab" * 64  # nothing freed, nothing written
     with memres.Buffer.from_handle(addr, 64) as view:
         view.write(b"xyz")
@@ -117,6 +120,40 @@ def test_mr_deallocates_once(memory):
     memres.Buffer.from_handle(addr, 8, mr=mr)
     gc.collect()
     assert mr.calls[-1] == (addr, 8, None) and len(mr.calls) == 5
+
+
+def test_set_deallocation_stream(memory):
+    # cuda.core's Buffer.set_deallocation_stream: the stream a close without one (and a buffer
+    # dropped open) frees on; it was missing (AttributeError)
+    _, addr = memory
+    mr = RecordingMR()
+    first, second, third = Stream(), Stream(), Stream()
+    buf = memres.Buffer.from_handle(addr, 64, mr=mr, stream=first)
+    assert buf.set_deallocation_stream(second) is None
+    buf.close()
+    assert mr.calls == [(addr, 64, second)]
+    buf = memres.Buffer.from_handle(addr, 32, mr=mr)
+    buf.set_deallocation_stream(stream=third)
+    del buf
+    gc.collect()
+    assert mr.calls[-1] == (addr, 32, third) and len(mr.calls) == 2
+    # the close's own stream still wins
+    buf = memres.Buffer.from_handle(addr, 16, mr=mr)
+    buf.set_deallocation_stream(first)
+    buf.close(stream=second)
+    assert mr.calls[-1] == (addr, 16, second)
+    with pytest.raises(memres.ClosedError):
+        buf.set_deallocation_stream(first)
+    with pytest.raises(TypeError):
+        memres.Buffer.from_handle(addr, 8).set_deallocation_stream()
+    # a buffer memres allocated takes it too, and refuses it once closed
+    own = memres.Resource("host").allocate(8)
+    own.set_deallocation_stream(None)
+    own.close()
+    with pytest.raises(memres.ClosedError) as info:
+        own.set_deallocation_stream(None)
+    assert info.value.code == memres.ErrorCode.CLOSED
+    assert len(mr.calls) == 3
 
 
 def test_mr_deallocate_error(memory, monkeypatch):
@@ -378,3 +415,43 @@ def test_mr_describes_device_memory_as_host(device):
     buf.close()
     assert mr.calls == [(owner_buf.handle, 4096, None)]
     owner_buf.close()
+
+
+def test_cycles_through_foreign_buffers_are_collected(memory):
+    # an owner that holds its buffer, and an mr that keeps its buffers (a pool's list), made
+    # cycles through the ForeignBuffer, which the garbage collector could not see: the objects
+    # lived until exit and mr.deallocate() never ran. Now each is collected, deallocate runs
+    # once per buffer with the mr whole (before any object of the cycle is cleared).
+    arr, addr = memory
+
+    class Owner:
+        pass
+
+    owners = []
+    for _ in range(100):
+        owner = Owner()
+        owner.buf = memres.Buffer.from_handle(addr, 64, owner=owner)
+        owners.append(weakref.ref(owner))
+        del owner
+    gc.collect()
+    assert [ref() for ref in owners] == [None] * 100
+
+    class Pool:
+        is_device_accessible, is_host_accessible, device_id = False, True, -1
+
+        def __init__(self):
+            self.buffers, self.state = [], "whole"
+
+        def deallocate(self, ptr, size, *, stream):
+            freed.append((ptr, size, stream, self.state, len(self.buffers)))
+
+    freed = []
+    pool = Pool()
+    for _ in range(10):
+        pool.buffers.append(memres.Buffer.from_handle(addr, 64, mr=pool))
+    pool_ref = weakref.ref(pool)
+    del pool
+    gc.collect()
+    assert pool_ref() is None
+    assert freed == [(addr, 64, None, "whole", 10)] * 10
+    assert arr.raw == b"\x11" * 64  # nothing written

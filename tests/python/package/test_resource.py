@@ -130,6 +130,81 @@ def test_stream_arguments(host):
             host.allocate(16, stream=CudaStreamProtocolVersion(version))
 
 
+class IndexInt:
+    """A NumPy-style integer: an int through __index__ alone."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+class IntOnly:
+    """A handle object that converts by int() alone (cuda.bindings' CUstream)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __int__(self):
+        return self.value
+
+
+class HandleStream:
+    """A stream with an int .handle (PyCUDA's, Numba's)."""
+
+    def __init__(self, handle):
+        self.handle = handle
+
+
+class ListProtocol:
+    def __cuda_stream__(self):
+        return [0, 2]
+
+
+class AttributeProtocol:
+    __cuda_stream__ = (0, 2)  # the attribute form cuda.core still takes
+
+
+def test_stream_forms_reach_the_driver(device):
+    # each form of a stream gives memres the same handle: 2, the per-thread default stream,
+    # which the buffer reports as its stream (they were TypeErrors: a NumPy integer, a .handle,
+    # a list from __cuda_stream__, __cuda_stream__ as an attribute, a CUstream-like handle)
+    forms = (2, IndexInt(2), CudaStreamProtocol(2), CudaStreamProtocol(IndexInt(2)),
+             CudaStreamProtocol(IntOnly(2)), IntOnly(2), ListProtocol(), AttributeProtocol(),
+             HandleStream(2), HandleStream(IndexInt(2)))
+    for form in forms:
+        buf = device.allocate(256, stream=form)
+        assert buf.__cuda_array_interface__["stream"] == 2, form
+        buf.fill(0x3C, stream=form)
+        assert buf.read(0, 4, stream=form) == b"\x3c" * 4
+        buf.close(stream=form)
+    # memory is not a stream: a Buffer's .handle (an address) is not taken for one
+    other = device.allocate(16)
+    with pytest.raises(TypeError, match="not a stream: memres.Buffer"):
+        device.allocate(16, stream=other)
+
+    class MemoryWithHandle:
+        handle = other.handle
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("not called")
+
+    with pytest.raises(TypeError, match="not a stream: MemoryWithHandle"):
+        device.allocate(16, stream=MemoryWithHandle())
+    class FloatLike(IntOnly):  # a NumPy float32, a Decimal: __int__ and __float__
+        def __float__(self):
+            return float(self.value)
+
+    for bad in (True, 2.0, HandleStream("2"), HandleStream(2.5), CudaStreamProtocol(2.0),
+                FloatLike(2), HandleStream(FloatLike(2)), CudaStreamProtocol(FloatLike(2))):
+        with pytest.raises(TypeError):
+            device.allocate(16, stream=bad)
+    with pytest.raises(memres.OutOfRangeError):
+        device.allocate(16, stream=HandleStream(-1))
+    other.close()
+
+
 def test_stats_and_trim():
     mr = memres.Resource("stats>host")
     stats = mr.stats()
@@ -303,3 +378,64 @@ def test_snapshot_lists_every_live_block():
     assert len([b for b in cache["blocks"] if b["state"] == "used"]) == len(bufs) == 3
     for b in bufs:
         b.close()
+
+
+# A child that creates Resource("log:...>host") on a thread while the log (a pty with its buffer
+# full, nobody reading) blocks the layer's first write, the header's; the main thread, once the
+# other is in write(), reads the pty, which lets the creation go on. It printed the header.
+_CREATION_HELD = r"""
+import os, select, sys, threading, time, tty
+import memres
+
+WRITE = {"x86_64": 1, "aarch64": 64}[os.uname().machine]
+master, slave = os.openpty()
+tty.setraw(slave)
+name = os.ttyname(slave)
+filler = os.open(name, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+n = 0
+idle = 0
+while idle < 3:  # full: the kernel moves what was written to the reader's side after a while
+    before = n
+    for chunk in (4096, 1):
+        try:
+            while True:
+                n += os.write(filler, b"x" * chunk)
+        except BlockingIOError:
+            pass
+    idle = idle + 1 if n == before else 0
+    time.sleep(0.02)
+out = {}
+t = threading.Thread(target=lambda: out.update(mr=memres.Resource(f"log:path={name},flush=true>host")))
+t.start()
+while t.is_alive():  # until the creating thread blocks in write() on the full pty
+    with open(f"/proc/self/task/{t.native_id}/syscall") as f:
+        if f.read().split()[0] == str(WRITE):
+            break
+    time.sleep(0.001)
+assert t.is_alive(), "the creation did not wait for the pty"
+data = b""
+while b"\n" not in data[n:] and select.select([master], [], [], 30)[0]:
+    data += os.read(master, 65536)
+t.join(30)
+assert data[:n] == b"x" * n
+print(out["mr"].kind, data[n:].decode().strip())
+out["mr"].close()
+"""
+
+
+def test_resource_creation_releases_the_gil():
+    """Resource(spec) creates the resource with the GIL released, as default_resource() does:
+    here the creation blocks (a log layer writing its header to a full pty) until another Python
+    thread of the process reads the pty. It held the GIL: the reader never ran, the child hung."""
+    import subprocess
+    import sys
+
+    if os.uname().machine not in ("x86_64", "aarch64") or not os.path.exists("/proc/self/task"):
+        pytest.skip("reads the thread's system call in /proc (Linux on x86_64 or aarch64)")
+    try:
+        done = subprocess.run([sys.executable, "-c", _CREATION_HELD], capture_output=True,
+                              text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the other thread never ran while Resource() was being created")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "log Thread,Time,Action,Pointer,Size,Stream\n"

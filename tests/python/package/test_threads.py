@@ -7,6 +7,7 @@ import time
 import pytest
 
 import memres
+from fakestream import FakeStreamHold
 
 
 def hammer(mr, n, errors):
@@ -171,6 +172,46 @@ def test_busy_count_under_contention():
         assert mr.stats()["n_buffers"] == 0
 
 
+def test_allocate_while_another_thread_closes_the_resource():
+    """Threads allocate from a Resource while another closes it: each allocate gives a buffer of
+    the stack (its size, memory_resource the object) or raises ClosedError, never a buffer of a
+    freed stack. On a free-threaded CPython the allocation read the object's resource without a
+    reference, which the close could drop, the stack's last, under it; the module now takes one
+    there (resource.c; the atomic build runs that path under the GIL)."""
+    for _ in range(20):
+        mr = memres.Resource("stats>host")
+        start = threading.Barrier(5)
+        results = [[] for _ in range(4)]
+
+        def allocate(out):
+            start.wait()
+            for i in range(200):
+                try:
+                    out.append(mr.allocate(64 + i))
+                except memres.ClosedError:
+                    out.append(None)
+
+        threads = [threading.Thread(target=allocate, args=(out,)) for out in results]
+        for t in threads:
+            t.start()
+        start.wait()
+        mr.close()
+        for t in threads:
+            t.join()
+        for out in results:
+            assert len(out) == 200
+            for i, buf in enumerate(out):
+                if buf is not None:
+                    assert buf.size == 64 + i and buf.memory_resource is mr
+                    buf.fill(i & 0xFF)
+                    assert buf.read(0, 1) == bytes([i & 0xFF])
+                    buf.close()
+            # once the close was seen, every later allocate raised
+            first_closed = out.index(None) if None in out else len(out)
+            assert all(buf is None for buf in out[first_closed:])
+        assert mr.closed
+
+
 def test_close_refused_while_in_use_then_allowed(host):
     buf = host.allocate(64)
     views = [memoryview(buf) for _ in range(3)]
@@ -190,3 +231,54 @@ def test_close_refused_while_in_use_then_allowed(host):
         memoryview(buf)
     with pytest.raises(memres.ClosedError):
         buf.fill(0)
+
+
+def test_close_refused_while_dlpack_waits(device, fake_counts):
+    # __dlpack__ on device memory waits for the buffer's stream with the GIL released; a close()
+    # on another thread meanwhile went through: for a buffer exported before, it dropped the
+    # object's reference, the last one, and the export went on with the freed buffer (here a
+    # ClosedError read from freed memory). close() is refused meanwhile now (BufferError, as
+    # during a copy), and the export gives its capsule.
+    mr = memres.Resource("stats>dmr:device=0")
+    before = fake_counts()
+    hold = FakeStreamHold()
+    try:
+        buf = mr.allocate(4096, stream=hold.stream.value)
+        buf.fill(0x2B)
+        buf.__dlpack__(max_version=(1, 0))  # exported once, its tensor dropped at once
+        hold.hold()
+        out = {}
+
+        def consumer():
+            try:
+                out["capsule"] = buf.__dlpack__(max_version=(1, 0))
+            except Exception as err:  # noqa: BLE001 (checked below)
+                out["error"] = err
+
+        count = hold.lib.fakecuda_call_count
+        count.restype = hold.ct.c_long
+        syncs = count(b"cuStreamSynchronize") + count(b"cuCtxSynchronize")
+        t = threading.Thread(target=consumer)
+        t.start()
+        # the consumer waits in the driver's synchronize (entered: counted) for the held stream
+        deadline = time.monotonic() + 30
+        while (count(b"cuStreamSynchronize") + count(b"cuCtxSynchronize") == syncs
+               and time.monotonic() < deadline):
+            time.sleep(0.005)
+        time.sleep(0.05)
+        assert t.is_alive() and out == {}
+        with pytest.raises(BufferError, match="1 call.s. on other threads are using it"):
+            buf.close()
+        hold.release()
+        t.join(30)
+        assert not buf.closed
+        assert "error" not in out
+        imported = memres.from_dlpack(out.pop("capsule"))  # the small consumer: memres itself
+        assert imported.handle == buf.handle and imported.read(0, 4) == b"\x2b" * 4
+        imported.close()
+        buf.close()
+        assert buf.closed and mr.stats()["n_buffers"] == 0
+    finally:
+        hold.close()
+    after = fake_counts()
+    assert after["streams"] == before["streams"] and after["pool_allocations"] == before["pool_allocations"]
