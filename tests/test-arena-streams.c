@@ -4,13 +4,17 @@
  * recorded on the gone stream still answers, the range is not lent early and is reaped once the
  * work is done); a buffer closed on the legacy default stream, by either of its names (NULL and
  * MEMRES_STREAM_LEGACY), held back from a non-blocking stream and reused at once on the legacy
- * stream; a close on a destroyed stream refused with the driver's error, the buffer still open
- * and its bytes intact. */
+ * stream; closes on the legacy stream sharing one event, none of their ranges reused early on
+ * another stream; a close on a destroyed stream refused with the driver's error, the buffer still
+ * open and its bytes intact. */
 #include "testutil.h"
 
 #include "arena-check.h"
 
 #define MiB ((gsize) 1 << 20)
+
+/* ARENA_CLOSES_PER_EVENT of plugins/arena/arena-private.h */
+#define ARENA_CLOSES_PER_EVENT_TEST 16
 
 #define CU_OK(call) g_assert_cmpint ((call), ==, CUDA_SUCCESS)
 
@@ -84,6 +88,104 @@ test_legacy_close (void)
   arena_streams_end (&t);
 }
 
+/* Closes on the legacy stream that share one event (arena-events.c: recorded at the 16th close,
+ * or when a decision needs it): @n buffers of @size bytes allocated on the legacy stream, then,
+ * with it held, each filled there (work queued between the closes) and closed there; stream b
+ * then allocates as many, and gets none of their bytes before the legacy stream's work is done
+ * (its buffers' bytes are b's after the release, the late fills having landed in the freed
+ * ranges), and once it is done, b reuses the freed ranges without new memory. On the fake: the
+ * first 15 closes record no event (the 16th records one, arena-events.c). */
+static void
+legacy_batch_run (guint n, gsize size)
+{
+  FakeCudaCounts base;
+  g_autoptr (MemresResource) mr = NULL;
+  g_autofree MemresBuffer **x = g_new0 (MemresBuffer *, n);
+  g_autofree MemresBuffer **y = g_new0 (MemresBuffer *, n);
+  g_autofree guint64 *at = g_new0 (guint64, n);
+  gboolean fake = mt_driver_is_fake ();
+  MtStreamHold *hold;
+  guint64 reserved;
+  long records = 0;
+  MemresBuffer *z;
+  CUstream b;
+
+  if (!mt_hazard_begin ())
+    return;
+  if (fake)
+    mt_counts_snapshot (&base);
+  b = mt_stream_new_on (0);
+  mr = mt_new_ok ("arena");
+  for (guint i = 0; i < n; i++)
+    {
+      x[i] = mt_alloc_ok (mr, size, NULL);
+      at[i] = memres_buffer_get_address (x[i]);
+    }
+  hold = mt_stream_hold (NULL);
+  if (fake)
+    records = mt_fake_call_count ("cuEventRecord");
+  for (guint i = 0; i < n; i++)
+    {
+      mt_fill_byte_ok (x[i], (guint8) (0x10 + i), NULL);
+      mt_close_ok (x[i], NULL);
+      /* the first 15 share one event, not recorded yet */
+      if (fake && i + 1 < ARENA_CLOSES_PER_EVENT_TEST)
+        g_assert_cmpint (mt_fake_call_count ("cuEventRecord"), ==, records);
+    }
+  /* one event for each 16 closes (their ranges, merged, wait for less than 64 MiB) */
+  if (fake)
+    g_assert_cmpint (mt_fake_call_count ("cuEventRecord") - records, ==,
+                     n / ARENA_CLOSES_PER_EVENT_TEST);
+  for (guint i = 0; i < n; i++)
+    {
+      guint64 a;
+
+      y[i] = mt_alloc_ok (mr, size, b);
+      a = memres_buffer_get_address (y[i]);
+      for (guint j = 0; j < n; j++)
+        g_assert_true (a + size <= at[j] || at[j] + size <= a);
+      mt_fill_byte_ok (y[i], 0xbb, b);
+    }
+  g_assert_true (mt_stream_is_held (hold));
+  mt_stream_release (hold);
+  for (guint i = 0; i < n; i++)
+    mt_assert_bytes (y[i], 0xbb, b);
+  /* the legacy stream past the closes: their ranges settle, b reuses them */
+  reserved = stats_ok (mr).reserved_current;
+  z = mt_alloc_ok (mr, size, b);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, reserved);
+  mt_fill_byte_ok (z, 0xcc, b);
+  mt_assert_bytes (z, 0xcc, b);
+  mt_close_ok (z, b);
+  for (guint i = 0; i < n; i++)
+    mt_close_ok (y[i], b);
+  mt_sync_ok (b);
+  mt_sync_ok (NULL);
+  trim_ok (mr);
+  g_assert_cmpuint (stats_ok (mr).reserved_current, ==, 0);
+  g_clear_pointer (&mr, memres_resource_unref);
+  CU_OK (mt_driver ()->cuStreamDestroy (b));
+  if (fake)
+    mt_assert_fake_counts_equal (&base);
+  mt_hazard_end ();
+}
+
+static void
+test_legacy_batch (void)
+{
+  g_test_summary ("closes on the legacy stream sharing one event: another stream gets none of "
+                  "their ranges before the legacy stream's work is done, and all of them after");
+  legacy_batch_run (5, 4 * MiB);
+}
+
+static void
+test_legacy_batch_long (void)
+{
+  g_test_summary ("20 closes on the legacy stream (an event recorded at the 16th, the last four "
+                  "sharing one recorded when another stream needs it): none reused early");
+  legacy_batch_run (20, 1 * MiB);
+}
+
 /* A close on a stream already destroyed: the driver's error (the event cannot be recorded on
  * it), the buffer still open with its bytes, closed afterwards on a live stream; nothing leaks. */
 static void
@@ -133,6 +235,8 @@ main (int argc, char **argv)
   mt_init (&argc, &argv);
   g_test_add_func ("/arena-streams/destroyed-before-reuse", test_destroyed_before_reuse);
   g_test_add_func ("/arena-streams/legacy-close", test_legacy_close);
+  g_test_add_func ("/arena-streams/legacy-batch", test_legacy_batch);
+  g_test_add_func ("/arena-streams/legacy-batch-long", test_legacy_batch_long);
   g_test_add_func ("/arena-streams/close-on-destroyed", test_close_on_destroyed);
   return g_test_run ();
 }

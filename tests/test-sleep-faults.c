@@ -141,7 +141,7 @@ run_fault_sweep (const char *spec, gboolean wake)
       if (!wake && g_str_equal (calls[k], "cuMemRelease") && ok)
         {
           /* past the point of return: the chunk the driver kept stays held, and is mapped again
-           * at the wake (vmm-sleep.c; arena-granules.c keeps it as a spare) */
+           * at the wake (vmm-sleep.c; arena-unmap.c keeps it as a spare) */
           g_assert_no_error (error);
           sweep_check (&s, TRUE);
           g_assert_true (memres_resource_wake (s.mr, "sl-fault", NULL, NULL));

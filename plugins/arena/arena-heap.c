@@ -8,12 +8,15 @@
  * A range's tag is the stream of the last free that made it (normalized: the legacy stream is
  * MEMRES_STREAM_LEGACY), or NULL once it is settled. A tagged range is reused at once by
  * allocations on its stream, whose order puts them after the free; its bytes stay held, so its
- * granules stay mapped. Each tagged range holds an event recorded on its stream after its last
- * free. Settling (arena_heap_settle()) makes tagged ranges settled once their events are done:
- * every stream may then use them, and their granules, once no other bytes hold them, are idle.
- * Without a wait (before the arena would create physical memory), each range's event is asked
- * (cuEventQuery: no call blocks) and the ranges whose events are done settle; with a wait (out
- * of memory, trim, finalize), all of them after cuCtxSynchronize. All under parts.lock. */
+ * granules stay mapped. Each tagged range holds an event on its stream after its last free
+ * (arena-events.c: recorded at the close, or on the legacy stream one shared by many closes and
+ * recorded when a decision needs it). Settling (arena_heap_settle()) makes tagged ranges settled
+ * once their events are done: every stream may then use them, and their granules, once no other
+ * bytes hold them, are idle. Without a wait (before the arena would create physical memory), the
+ * line of each stream with tagged ranges is polled (arena_line_poll(): cuEventQuery, oldest event
+ * first, up to the first not done; no call blocks) and the ranges whose events are done settle;
+ * with a wait (out of memory, trim, finalize), all of them after cuCtxSynchronize. All under
+ * parts.lock. */
 #include "arena-private.h"
 
 static gint
@@ -336,37 +339,29 @@ settle (Arena *self, gboolean wait, guint owner, GError **error)
     {
       if (!memres_cuda_device_synchronize (self->device, error))
         return FALSE;
+      arena_lines_all_done (self);
     }
   else
     {
-      const MemresCudaDriver *drv;
-      CacheEvent *asked = NULL;
-      gboolean pushed;
-      CUresult r = CUDA_SUCCESS;
+      MemresStream polled = NULL;
       guint kept = 0;
 
-      if ((drv = cache_context_push (&self->parts, &pushed, error)) == NULL)
-        return FALSE;
-      /* each range's event asked once (neighbours merged keep the newest: often one for many) */
+      /* the line of each stream polled once (the tree orders the ranges by stream first): its
+       * events asked oldest first, up to the first not done (arena-events.c) */
       for (guint i = 0; i < tagged->len; i++)
         {
           Range *range = g_ptr_array_index (tagged, i);
 
-          if (range->event != asked)
-            {
-              asked = range->event;
-              r = asked == NULL               ? CUDA_SUCCESS
-                  : drv->cuEventQuery != NULL ? drv->cuEventQuery (asked->event)
-                                              : CUDA_ERROR_NOT_SUPPORTED;
-              if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
-                break;
-            }
-          if (r == CUDA_SUCCESS)
+          if (range->tag != polled && !arena_line_poll (self, polled = range->tag, FALSE, NULL))
+            return TRUE; /* no answer: nothing settled */
+        }
+      for (guint i = 0; i < tagged->len; i++)
+        {
+          Range *range = g_ptr_array_index (tagged, i);
+
+          if (arena_event_done (range->event))
             g_ptr_array_index (tagged, kept++) = range;
         }
-      memres_cuda_pop_context (pushed);
-      if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
-        return TRUE; /* no answer: nothing settled */
       g_ptr_array_set_size (tagged, kept);
       if (kept == 0)
         return TRUE;
@@ -728,15 +723,35 @@ arena_extent_new (Arena *self, guint64 size, gboolean slab, MemresStream tag, gu
   return TRUE;
 }
 
-/* The extent [addr, addr + size) is free, freed on @tag (NULL: settled already): an event
- * recorded on @tag marks the free; when that fails, a wait for @tag settles the extent at once.
- * On failure (neither worked) nothing changed. */
+/* The bytes whose settling the free of [addr, addr + size) on @tag makes wait for the close's
+ * event: its own, and those of the free neighbours tagged @tag whose events are recorded that it
+ * merges with (arena_heap_insert(): the merged range holds the newest event). */
+static guint64
+bytes_waiting (Arena *self, guint64 addr, guint64 size, MemresStream tag)
+{
+  Range *left = g_hash_table_lookup (self->by_end, KEY (addr));
+  Range *right = g_hash_table_lookup (self->by_start, KEY (addr + size));
+  guint64 bytes = size;
+
+  if (left != NULL && left->tag == tag && left->event != NULL && left->event->event != NULL)
+    bytes += left->size;
+  if (right != NULL && right->tag == tag && right->event != NULL && right->event->event != NULL)
+    bytes += right->size;
+  return bytes;
+}
+
+/* The extent [addr, addr + size) is free, freed on @tag (NULL: settled already): an event on
+ * @tag after the free marks it (arena_close_event(): recorded now, or on the legacy stream one
+ * shared with the closes around it, recorded later); when a record fails, a wait for @tag settles
+ * the extent at once. On failure (neither worked) nothing changed. */
 gboolean
 arena_extent_free (Arena *self, guint64 addr, guint64 size, MemresStream tag, GError **error)
 {
   CacheEvent *event = NULL;
 
-  if (tag != NULL && (event = cache_event_record (&self->parts, tag, NULL)) == NULL)
+  if (tag != NULL
+      && (event = arena_close_event (self, tag, bytes_waiting (self, addr, size, tag), NULL))
+             == NULL)
     {
       if (!memres_cuda_stream_synchronize (self->device, tag, error))
         return FALSE;

@@ -13,8 +13,9 @@
  * CUmemGenericAllocationHandle, cuMemSetAccess; arena_granule_lend()): nothing created.
  *
  * Stream safety. The donor's bytes are taken out of their free range (no allocation reuses the
- * old address) and the old mapping is *retired*: kept, held, until an event recorded on S when
- * it was lent (after the donor's free) is done; then arena_lend_reap() unmaps it ("about to be
+ * old address) and the old mapping is *retired*: kept, held, until an event on S recorded after
+ * every free of S before the lending (the donor's included; arena_stream_event(): S's newest, or
+ * one recorded then) is done; then arena_lend_reap() unmaps it ("about to be
  * unmapped" delivered first) and its address becomes a settled free range without memory. The
  * new granule's bytes outside the extent become free and tagged S with that event, as if S had
  * freed them then: another stream gets them only after they settle, that is after the event,
@@ -77,13 +78,13 @@ picked (Arena *self, guint g)
   return FALSE;
 }
 
-/* Whether the placement in progress has its event (recorded on lend_stream at the first
- * donor). */
+/* Whether the placement in progress has its event (taken at the first donor: an event on
+ * lend_stream after every free of it, arena_stream_event(), so after the donors' frees). */
 static gboolean
 lend_event_ready (Arena *self)
 {
   return self->lend_event != NULL
-         || (self->lend_event = cache_event_record (&self->parts, self->lend_stream, NULL)) != NULL;
+         || (self->lend_event = arena_stream_event (self, self->lend_stream, NULL)) != NULL;
 }
 
 /* Up to @n donors for the placement in progress (lend_stream's, outside [lend_lo, lend_hi)):
@@ -190,7 +191,7 @@ retire (Arena *self, guint g, MemresStream tag, guint64 addr, guint64 size)
   if (tag == NULL)
     arena_span_claim (self, addr, size);
   self->lend_event->refs++;
-  g_array_append_val (self->retired, ((Retired){ g, self->lend_event }));
+  g_array_append_val (self->retired, ((Retired){ g, self->lend_event, self->lend_stream }));
   self->retired_at[g] = 1;
 }
 
@@ -365,7 +366,7 @@ arena_shared_resolve (Arena *self, MemresStream stream, CacheEvent *event, guint
         event->refs++;
       take_all (self, from, from + sh.lo);
       take_all (self, from + sh.hi, from + self->granularity);
-      g_array_append_val (self->retired, ((Retired){ sh.from, event }));
+      g_array_append_val (self->retired, ((Retired){ sh.from, event, stream }));
       self->retired_at[sh.from] = 1;
       self->shared_at[sh.from] = 0;
       self->shared_at[sh.to] = 0;

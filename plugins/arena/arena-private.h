@@ -7,8 +7,17 @@
  * The files, by job:
  * - arena.c: the kind: options, init and finalize, statistics, counters, trim, the plugin;
  * - arena-granules.c: physical memory: the granule table, the one place that maps granules and
- *   the one place that unmaps them, creation, remapping and release, each driver step rolled
- *   back on failure; the segment events (each mapped granule a segment), raised without the lock;
+ *   the one place that unmaps them, the runs of adjacent granules one driver call spans, backing
+ *   a new extent's granules (a spare's memory, lent, or created), each driver step rolled back on
+ *   failure;
+ * - arena-unmap.c: taking memory away from addresses: idle granules unmapped (spares for a
+ *   remap) or released, a resized buffer's granules moved, lent memory's second mappings and the
+ *   reaping of its old addresses, a sleeping tag's granules released and backed again at the wake;
+ * - arena-events.c: the events of frees that the arena asks about, per stream in the order they
+ *   were recorded (asked oldest first, stopping at the first not done), one event recorded for
+ *   many closes on the legacy stream;
+ * - arena-segments.c: the segment events (each mapped granule a segment), queued under the lock
+ *   and raised without it;
  * - arena-heap.c: the address range: free ranges best-fit with coalescing, tagged by the stream
  *   of their last free, and settling them (after the device's work) into ranges every stream
  *   may use;
@@ -19,10 +28,10 @@
  * - arena-lend.c: the physical memory of whole granules freed on a stream lent to that stream's
  *   next allocation at a second address while the free drains (the donors picked, the old
  *   addresses taken out of the free ranges until their unmap, the new granules' other bytes
- *   tagged with the stream; arena-granules.c maps and unmaps); and an extent's end granule
+ *   tagged with the stream; arena-unmap.c maps and unmaps); and an extent's end granule
  *   shared with a granule still in use whose bytes there are the stream's free ones (Shared);
  * - arena-sleep.c: sleep and wake (docs/sleep.md): the granules only sleeping buffers hold
- *   released, and created and mapped again at the wake (arena-granules.c does the driver work);
+ *   released, and created and mapped again at the wake (arena-unmap.c does the driver work);
  * - arena-alloc.c: allocate and close: small requests through the cache parts' fronts and shared
  *   bins, carved from slabs of the range; large requests best-fit in the range; the
  *   out-of-memory flush.
@@ -83,7 +92,27 @@ typedef struct
 {
   guint g;
   CacheEvent *event;
+  MemresStream stream; /* the stream @event belongs to (its line, arena-events.c) */
 } Retired;
+
+/* Closes on the legacy stream that share one event at most (arena-events.c). */
+#define ARENA_CLOSES_PER_EVENT 16
+#define ARENA_BYTES_PER_EVENT  (G_GUINT64_CONSTANT (64) << 20)
+
+/* The events of one stream that the arena asks about, in the order they were recorded
+ * (arena-events.c). */
+typedef struct
+{
+  MemresStream stream;
+  GQueue recorded;       /* CacheEvent *, oldest first, a reference each; known done: out */
+  CacheEvent *pending;   /* the legacy stream's: the event the closes since the last record hold,
+                          * not recorded yet (CUevent NULL; a reference of the line's), or NULL */
+  guint n_pending;       /* closes @pending covers */
+  guint64 pending_bytes; /* free bytes waiting for it (arena_close_event()) */
+  guint pruned;          /* length of @recorded after its last pruning (arena-events.c) */
+  guint not_done;        /* reaps in a row that found the oldest not done */
+  guint skip;            /* reaps that do not ask before the next one does (arena-events.c) */
+} StreamLine;
 
 /* A granule @to mapped with the memory of granule @from by the placement in progress: all of
  * it (@hi 0), or only the bytes [lo, hi) of the granule (offsets), which the extent covers and
@@ -195,6 +224,7 @@ typedef struct
   guint8 *shared_at;        /* per granule: 1 the second address of a Shared (@to), 2 the donor */
   guint64 shared_granules;  /* counter granules_shared */
   guint n_mapped, n_idle_mapped, mapped_high;
+  GHashTable *lines;    /* MemresStream: its StreamLine (arena-events.c) */
   GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
   GHashTable *by_start; /* free ranges by address */
   GHashTable *by_end;   /* free ranges by end address */
@@ -221,7 +251,7 @@ typedef struct
   guint n_asleep[MEMRES_TAGS_MAX + 1]; /* per tag: its sleeping buffers (extents and blocks) */
   guint64 parked_bytes; /* free blocks of sleeping slabs, parked (in slab_bytes, not in use) */
 
-  /* segment events (arena-granules.c): queued under parts.lock, raised without it */
+  /* segment events (arena-segments.c): queued under parts.lock, raised without it */
   GMutex ev_lock;    /* taken before parts.lock; held while events are raised */
   GThread *ev_owner; /* under ev_lock: the thread raising (a callback that allocates here) */
   gint in_flight;    /* atomic: events queued and not yet delivered */
@@ -287,20 +317,53 @@ arena_used (Arena *self)
 gboolean arena_granules_init (Arena *self, GError **error);
 void arena_granules_grow (Arena *self, guint n);
 void arena_granules_clear (Arena *self);
+typedef gboolean (*ArenaGranuleTest) (const Arena *self, guint g);
+guint arena_granule_run (Arena *self, const guint *gs, guint n, guint i, ArenaGranuleTest also);
+gboolean arena_granule_map (Arena *self, guint g, CUmemGenericAllocationHandle h, gboolean grant,
+                            GError **error);
+gboolean arena_granules_grant (Arena *self, const guint *gs, guint n, GError **error);
+CUresult arena_granules_unmap (Arena *self, guint g, guint n);
+void arena_granule_roll_back (Arena *self, guint g, gboolean keep, const char *what);
+gboolean arena_granule_back (Arena *self, guint g, gboolean *moved, gboolean grant, GError **error);
+void arena_idle_push (Arena *self, guint g);
+void arena_span_count (Arena *self, guint64 addr, guint64 size, gint sign);
 gboolean arena_span_hold (Arena *self, guint64 addr, guint64 size, GError **error);
 void arena_span_drop (Arena *self, guint64 addr, guint64 size);
 void arena_span_claim (Arena *self, guint64 addr, guint64 size);
-gboolean arena_granules_move (Arena *self, guint from, guint to, guint n, GError **error);
 guint arena_span_unbacked (Arena *self, guint64 addr, guint64 size);
 guint64 arena_span_mapped_bytes (Arena *self, guint64 addr, guint64 size, guint *idle);
+void arena_spares_release (Arena *self);
+
+/* arena-events.c */
+void arena_lines_init (Arena *self);
+void arena_lines_clear (Arena *self);
+CacheEvent *arena_close_event (Arena *self, MemresStream stream, guint64 waiting, GError **error);
+CacheEvent *arena_stream_event (Arena *self, MemresStream stream, GError **error);
+gboolean arena_event_record (Arena *self, CacheEvent *e);
+gboolean arena_line_poll (Arena *self, MemresStream stream, gboolean reaping, CacheEvent *upto);
+void arena_lines_all_done (Arena *self);
+
+/* Whether the work before @e (NULL: none) is known done (an arena_line_poll() found it, or a
+ * wait for the device). */
+static inline gboolean
+arena_event_done (const CacheEvent *e)
+{
+  return e == NULL || e->done;
+}
+
+/* arena-segments.c */
+void arena_segment_queue (Arena *self, MemresSegmentEvent event, guint g);
+void arena_segment_withdraw (Arena *self, guint g);
+void arena_events_flush (Arena *self);
+
+/* arena-unmap.c */
 gboolean arena_unmap_idle (Arena *self, guint n, gboolean release, GError **error);
 gboolean arena_release_idle (Arena *self, guint64 keep_bytes, GError **error);
 gboolean arena_release_idle_tag (Arena *self, guint tag, GError **error);
-void arena_spares_release (Arena *self);
 gboolean arena_granules_release_all (Arena *self);
+gboolean arena_granules_move (Arena *self, guint from, guint to, guint n, GError **error);
 gboolean arena_granules_sleep (Arena *self, const guint *gs, guint n, GError **error);
 gboolean arena_granules_wake (Arena *self, const guint *gs, guint n, GError **error);
-void arena_events_flush (Arena *self);
 gboolean arena_granule_lend (Arena *self, guint g, guint from, guint64 lo, guint64 hi,
                              GError **error);
 gboolean arena_granule_unlend (Arena *self, guint g);

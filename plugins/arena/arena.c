@@ -2,7 +2,7 @@
  * arena.c: the `arena` kind, a caching device arena on virtual memory management that holds no
  * more physical memory than the program uses: the kind itself (its options, init and finalize,
  * statistics, counters and trim, the plugin). Each mapped granule is a segment
- * (MEMRES_KIND_SEGMENTS, arena-granules.c). arena-private.h lists the other files and the
+ * (MEMRES_KIND_SEGMENTS, arena-segments.c). arena-private.h lists the other files and the
  * memory model.
  *
  * Spec: arena[:device=N,reserve=SIZE,release_threshold=SIZE|max,max_block=SIZE,chunk=SIZE,
@@ -237,6 +237,7 @@ arena_init (MemresResource *mr, const MemresOptions *options, GError **error)
   arena_granules_init (self, NULL);
   arena_heap_init (self);
   arena_lend_init (self);
+  arena_lines_init (self);
   arena_heap_insert (self, self->resv[0].base, self->resv[0].size, NULL, NULL);
   return TRUE;
 }
@@ -274,6 +275,7 @@ arena_finalize (MemresResource *mr)
     }
   arena_lend_clear (self);
   arena_heap_clear (self);
+  arena_lines_clear (self);
   cache_parts_clear (&self->parts);
   g_mutex_unlock (&self->parts.lock);
   g_mutex_clear (&self->parts.lock);
@@ -428,7 +430,7 @@ arena_explain_oom (MemresResource *mr, MemresOomFigures *figures)
         partly, self->granularity);
 }
 
-/* ev_lock is taken before parts.lock (arena-granules.c). */
+/* ev_lock is taken before parts.lock (arena-segments.c). */
 static void
 arena_at_fork (MemresResource *mr, MemresForkPhase phase)
 {

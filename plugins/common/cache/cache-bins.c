@@ -59,17 +59,19 @@ cache_event_record (CacheParts *self, MemresStream stream, GError **error)
   e = g_new (CacheEvent, 1);
   e->event = ev;
   e->refs = 1;
+  e->done = FALSE;
   return e;
 }
 
-/* Drops a block's reference to @e (NULL: none); the last one puts the driver event with the
- * spares. Lock held. */
+/* Drops a block's reference to @e (NULL: none); the last one puts the driver event (if it has
+ * one) with the spares. Lock held. */
 void
 cache_event_unref (CacheParts *self, CacheEvent *e)
 {
   if (e != NULL && --e->refs == 0)
     {
-      g_ptr_array_add (self->spare_events, e->event);
+      if (e->event != NULL)
+        g_ptr_array_add (self->spare_events, e->event);
       g_free (e);
     }
 }

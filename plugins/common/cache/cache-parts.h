@@ -69,8 +69,9 @@ typedef struct _Front Front;
 /* An event recorded once on a stream, shared by the blocks freed (or carved) before it. */
 typedef struct
 {
-  CUevent event;
-  guint refs; /* under CacheParts.lock */
+  CUevent event; /* NULL: the kind's, not recorded yet (the `arena`'s legacy stream) */
+  guint refs;    /* under CacheParts.lock */
+  gboolean done; /* the kind's: known to be done (the `arena` asks, arena-events.c) */
 } CacheEvent;
 
 struct _Block
