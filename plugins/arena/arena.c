@@ -21,9 +21,10 @@
  * Streams (docs/arena.md): allocation and free are stream-ordered. A block freed on stream S is
  * handed out again for S at once, for another stream after that stream waits on an event
  * recorded on S (the cache's rules, plugins/common/cache/cache-bins.c); a large extent freed on
- * S is reused at once by S, and by any stream once settled: the arena settles (waits for the
- * device's work, cuCtxSynchronize) before it would create physical memory or run out of address
- * space, so memory is never unmapped or moved while queued work may still use it.
+ * S is reused at once by S, and by any stream once settled: before it would create physical
+ * memory the arena settles the ranges whose events are done (cuEventQuery, no wait; arena-heap.c),
+ * and only out of memory, at trim and at finalize does it wait for the device's work
+ * (cuCtxSynchronize), so memory is never unmapped or moved while queued work may still use it.
  *
  * Statistics: reserved is the physical memory mapped (granules times granularity), used the
  * bytes handed out (class bytes of blocks, rounded bytes of large buffers); the counters add the
