@@ -4,10 +4,11 @@
  * stack only: an untagged pair and every pair of a stack that cannot sleep never reach them; a
  * link on the buffer structure's second line, one list per stripe and tag, changed without a
  * lock by the stripe's thread behind the stripe's owner fence, inline below), and the checks of
- * a sleeping buffer, which the rest of the core calls; sleep-policy.c the policies; sleep.c,
- * above them all, puts tags to sleep and wakes them. sleep-state.c calls no other file of the
- * core but tags.c: what it frees of sleep.c's (backups, policies) it frees through the functions
- * sleep.c gave it. Included by memres-private.h. */
+ * a sleeping buffer, which the rest of the core calls; sleep-policy.c the policies;
+ * sleep-backup.c the backup policy's copies and sleep-contents.c the contents saved and restored
+ * by policy, below sleep.c; sleep.c, above them all, puts tags to sleep and wakes them.
+ * sleep-state.c calls no other file of the core but tags.c: what it frees of sleep.c's (backups,
+ * policies) it frees through the functions sleep.c gave it. Included by memres-private.h. */
 #pragma once
 #ifndef MEMRES_CORE_COMPILATION
 #error "sleep.h is the core's own: plugins use <memres/memres-plugin.h> and sdk/ only."
@@ -87,10 +88,24 @@ void _memres_sleep_restore_free (MemresSleepRestore *r);
  * the one before, to be put back (a wake from a segment event's callback inside another's slot) */
 MemresSleepRestore *_memres_sleep_restore_set_current (MemresSleepRestore *r);
 void _memres_sleep_backup_unref (MemresSleepBackup *backup);
-/* sleep-backup.c, for its copies and sleep.c's file policy: ends @t's context and, where @res
- * failed, sets @error from it naming @call, prefixed with @step; TRUE where @res succeeded. */
+/* sleep-backup.c, for its copies and sleep-contents.c's file policy: ends @t's context and, where
+ * @res failed, sets @error from it naming @call, prefixed with @step; TRUE where @res succeeded. */
 gboolean _memres_sleep_copy_end (MemresStreamContext *t, CUresult res, const char *call,
                                  const char *step, GError **error);
+/* sleep-contents.c, for sleep.c. _save_contents(): the contents of @entries saved by @policy
+ * before the sleep slot (BACKUP: _memres_sleep_backup_save(); FILE: the policy's file, left open
+ * and locked in *@file_fd (else -1) for the caller, its length in *@file_size); on failure frees
+ * what it made (the buffers untouched, the file closed). _restore_contents(): restores them after
+ * the wake slot (BACKUP: the rest of @restore's copies; FILE: read back from the file, at least
+ * @file_size bytes long); the backups stay. _free_backups(): drops each entry's backup. */
+gboolean _memres_sleep_save_contents (MemresResource *mr, MemresSleepPolicy *policy,
+                                      MemresSleepEntry **entries, gsize n, MemresStream stream,
+                                      guint64 *file_size, int *file_fd, GError **error);
+gboolean _memres_sleep_restore_contents (MemresResource *mr, MemresSleepPolicy *policy,
+                                         guint64 file_size, MemresSleepEntry **entries, gsize n,
+                                         MemresSleepRestore *restore, MemresStream stream,
+                                         GError **error);
+void _memres_sleep_free_backups (MemresSleepEntry **entries, gsize n);
 /* The open tagged buffers of a stack that can sleep, by tag, in lists with no lock on the
  * allocate/close pair. Each buffer structure (buffer.c) has a second cache line that only such a
  * buffer touches: its link (MEMRES_SLEEP_LINK()). A buffer is linked at its allocation into the

@@ -175,6 +175,51 @@ PyObject *pymemres_buffer_set_deallocation_stream (PyMemresBuffer *self, PyObjec
                                                    Py_ssize_t nargs, PyObject *kwnames,
                                                    MemresStream *stream);
 
+/* buffer-transfer.c: Buffer.copy_to, copy_from, fill, read and write (the GIL released during
+ * each transfer); the entries buffer.c's method table takes */
+PyObject *pymemres_buffer_copy_to (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames);
+PyObject *pymemres_buffer_copy_from (PyMemresBuffer *self, PyObject *const *args, Py_ssize_t nargs,
+                                     PyObject *kwnames);
+PyObject *pymemres_buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs);
+PyObject *pymemres_buffer_read (PyMemresBuffer *self, PyObject *args, PyObject *kwargs);
+PyObject *pymemres_buffer_write (PyMemresBuffer *self, PyObject *args, PyObject *kwargs);
+#define PYMEMRES_BUFFER_TRANSFER_METHODS                                                           \
+  { "copy_to", (PyCFunction) (void (*) (void)) pymemres_buffer_copy_to,                            \
+    METH_FASTCALL | METH_KEYWORDS,                                                                 \
+    "copy_to(dst=None, stream=None) -> Buffer\n\n"                                                 \
+    "Copies all of this buffer into the Buffer dst, of the same size, ordered on stream\n"         \
+    "(None: the legacy default stream), and returns dst. Without dst (cuda.core's rule), a\n"      \
+    "new Buffer of this size is allocated first, on stream, from this buffer's\n"                  \
+    "memory_resource (ValueError for a buffer without one). Between host-only buffers it is\n"     \
+    "a memcpy done before returning; otherwise cuMemcpyAsync on stream. Releases the GIL.\n"       \
+    "Raises InvalidArgumentError for sizes that differ, ClosedError for a closed buffer." },       \
+      { "copy_from", (PyCFunction) (void (*) (void)) pymemres_buffer_copy_from,                    \
+        METH_FASTCALL | METH_KEYWORDS,                                                             \
+        "copy_from(src, stream=None)\n\nCopies the Buffer src into this one: src.copy_to(self, "   \
+        "stream)." },                                                                              \
+      { "fill", (PyCFunction) (void (*) (void)) pymemres_buffer_fill,                              \
+        METH_VARARGS | METH_KEYWORDS,                                                              \
+        "fill(value, width=1, stream=None)\n\n"                                                    \
+        "Fills the buffer with value repeated, width bytes each (1, 2 or 4; the size must be a\n"  \
+        "multiple of width), ordered on stream. value may also be a bytes-like pattern of 1, 2\n"  \
+        "or 4 bytes, repeated as it is (cuda.core's fill(b\"\\x01\\x02\")): its length is the "    \
+        "width.\n"                                                                                 \
+        "Releases the GIL. Raises InvalidArgumentError for a bad width, a value wider than it "    \
+        "or\n"                                                                                     \
+        "a pattern of another length." },                                                          \
+      { "read", (PyCFunction) (void (*) (void)) pymemres_buffer_read,                              \
+        METH_VARARGS | METH_KEYWORDS,                                                              \
+        "read(offset=0, size=None, stream=None) -> bytes\n\n"                                      \
+        "Copies size bytes (None: to the end) from offset into a new bytes object, waiting for\n"  \
+        "stream. Releases the GIL." },                                                             \
+  {                                                                                                \
+    "write", (PyCFunction) (void (*) (void)) pymemres_buffer_write, METH_VARARGS | METH_KEYWORDS,  \
+        "write(data, offset=0, stream=None)\n\n"                                                   \
+        "Copies the bytes-like data into the buffer at offset, waiting for stream. Releases the "  \
+        "GIL."                                                                                     \
+  }
+
 /* buffer-context.c: Buffer.__enter__ and __exit__, put in the type's dictionary once it is
  * ready */
 int pymemres_buffer_context_init (void);
