@@ -103,30 +103,6 @@ def test_fill_out_of_range(host):
     buf.close()
 
 
-def test_fill_bytes_value(host):
-    # cuda.core's Buffer.fill(value) takes 1, 2 or 4 bytes as the element; before, a bytes value
-    # was a TypeError
-    buf = host.allocate(8)
-    buf.fill(b"\x01\x02")
-    assert buf.read() == b"\x01\x02" * 4
-    buf.fill(bytearray(b"\x01\x02\x03\x04"), stream=None)
-    assert buf.read() == b"\x01\x02\x03\x04" * 2
-    buf.fill(memoryview(b"\xee"), width=1)
-    assert buf.read() == b"\xee" * 8
-    for bad in (b"", b"\x01\x02\x03", b"\x00" * 8):
-        with pytest.raises(ValueError, match="1, 2 or 4 bytes long"):
-            buf.fill(bad)
-    with pytest.raises(ValueError, match="differs from the 2 bytes"):
-        buf.fill(b"\x01\x02", width=4)
-    assert buf.read() == b"\xee" * 8
-    odd = host.allocate(3)
-    with pytest.raises(memres.InvalidArgumentError) as info:
-        odd.fill(b"\x01\x02")
-    assert info.value.code == memres.ErrorCode.INVALID_ARGUMENT
-    odd.close()
-    buf.close()
-
-
 def test_fill_bytes_value_device(device):
     buf = device.allocate(12)
     buf.fill(b"\xca\xfe")
@@ -188,6 +164,15 @@ def test_fill_with_a_bytes_pattern(host):
         with pytest.raises(memres.InvalidArgumentError) as info:
             buf.fill(bad, **kwargs)
         assert info.value.code == memres.ErrorCode.INVALID_ARGUMENT
+    # a ValueError too, in words that say what is wrong
+    for bad in (b"", b"\x01\x02\x03", b"\x00" * 8):
+        with pytest.raises(ValueError, match="1, 2 or 4 bytes long"):
+            buf.fill(bad)
+    with pytest.raises(ValueError, match="differs from the 2 bytes"):
+        buf.fill(b"\x01\x02", width=4)
+    buf.fill(memoryview(b"\xee"), width=1)
+    assert buf.read() == b"\xee" * 8
+    buf.fill(array.array("B", [9, 8]), width=2)
     odd = host.allocate(7)
     with pytest.raises(memres.InvalidArgumentError, match="not a multiple of the fill width 2"):
         odd.fill(b"ab")
@@ -231,6 +216,23 @@ def test_copy_to_and_from_in_cuda_cores_words():
     with pytest.raises(memres.ClosedError):
         orphan.copy_to()
     orphan.close()
+    # positional dst and src; a new buffer has memory of its own
+    a.write(b"\x01\x02\x03\x04" * 8)
+    c = a.copy_to()
+    assert c.handle != a.handle and c.read() == b"\x01\x02\x03\x04" * 8
+    assert a.copy_to(b) is b and b.read() == a.read()
+    assert a.copy_from(c) is None
+    c.close()
+    # wrapped memory has no memres resource to allocate from: ValueError, nothing allocated
+    view = memres.Buffer.from_handle(a.handle, 32)
+    with pytest.raises(ValueError, match="no memres resource"):
+        view.copy_to()
+    view.close()
+    closed = mr.allocate(8)
+    closed.close()
+    with pytest.raises(memres.ClosedError):
+        closed.copy_to()
+    assert mr.stats()["n_buffers"] == 2
     a.close()
     with pytest.raises(memres.ClosedError):
         a.copy_to()
@@ -265,38 +267,6 @@ def test_is_managed_device(device):
     buf.close()
     assert not buf.is_managed
     assert device.is_managed is False and not device.allocate(8).is_managed
-
-
-def test_copy_to_new_buffer():
-    # cuda.core's copy_to(dst=None): a new buffer of the same size from the buffer's resource,
-    # returned; with dst, dst is returned (it returned None, and no dst was a TypeError)
-    mr = memres.Resource("stats>host")
-    a = mr.allocate(24)
-    a.fill(b"\x01\x02\x03\x04")
-    b = a.copy_to()
-    assert isinstance(b, memres.Buffer) and b is not a
-    assert b.size == 24 and b.handle != a.handle and b.memory_resource is mr
-    assert b.read() == b"\x01\x02\x03\x04" * 6
-    assert mr.stats()["n_buffers"] == 2
-    c = a.copy_to(None, stream=None)
-    assert c.read() == a.read()
-    d = mr.allocate(24)
-    assert a.copy_to(d) is d and d.read() == a.read()
-    assert a.copy_from(b) is None
-    for buf in (b, c, d):
-        buf.close()
-    # no resource to allocate from: ValueError; a closed buffer: ClosedError; nothing allocated
-    view = memres.Buffer.from_handle(a.handle, 24)
-    with pytest.raises(ValueError, match="no memres resource"):
-        view.copy_to()
-    view.close()
-    closed = mr.allocate(8)
-    closed.close()
-    with pytest.raises(memres.ClosedError):
-        closed.copy_to()
-    assert mr.stats()["n_buffers"] == 1
-    a.close()
-    assert mr.stats()["n_buffers"] == 0
 
 
 def test_copy_to_new_buffer_device(device):
