@@ -179,14 +179,13 @@ pymemres_raise (GError *error)
 PyObject *
 pymemres_raise_range (const char *format, ...)
 {
-  g_autofree char *message = NULL;
+  GError *error;
   va_list args;
 
   va_start (args, format);
-  message = g_strdup_vprintf (format, args);
+  error = g_error_new_valist (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, format, args);
   va_end (args);
-  return raise_as (error_range,
-                   g_error_new_literal (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT, message));
+  return raise_as (error_range, error);
 }
 
 /* memres.ClosedError for a call on a closed buffer that the C API does not check itself. */
