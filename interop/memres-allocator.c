@@ -210,7 +210,10 @@ allocate (gsize size, int device, MemresStream stream, GError **error)
 
 /* Makes @stream wait for the work queued so far on each of @recorded: an event recorded on each,
  * waited for on @stream, in @device's primary context (memres_cuda_push_context()). Where that
- * fails, the recorded stream is waited for instead (memres_cuda_stream_synchronize()). */
+ * fails, the recorded stream is waited for instead (memres_cuda_stream_synchronize()). In the
+ * child of a fork() after the driver was initialized (%MEMRES_ERROR_FORKED) nothing is ordered
+ * and nothing logged: the child can queue no work, and the close that follows only releases
+ * memres's bookkeeping (core/fork.c). */
 static void
 wait_for_recorded (int device, MemresStream stream, GArray *recorded)
 {
@@ -219,6 +222,8 @@ wait_for_recorded (int device, MemresStream stream, GArray *recorded)
   gboolean pushed = FALSE;
   gboolean in_context = drv != NULL && memres_cuda_push_context (device, &pushed, &error);
 
+  if (!in_context && g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_FORKED))
+    return;
   if (!in_context)
     log_once (&close_failure_logged, "ordering a free after recorded streams", error);
   for (guint i = 0; i < recorded->len; i++)
@@ -368,7 +373,10 @@ memres_torch_alloc_throws (void)
  * the streams memres_torch_record_stream() recorded for it, and closes it on @stream (dmr:
  * cuMemFreeAsync()). A pointer that was not allocated here, or is freed already, is logged
  * once and otherwise ignored; so is a failing close (except `CUDA_ERROR_DEINITIALIZED`, which
- * the driver returns while the process exits, and is not logged).
+ * the driver returns while the process exits, and is not logged). In the child of a fork()
+ * made after the driver was initialized, a pointer inherited from the parent is forgotten
+ * (memres_allocator_count_buffers() drops it) without a driver call or a log line: the
+ * parent's memory stays the parent's (core/fork.c).
  *
  * Thread safety: any thread, concurrently with every function here.
  */
@@ -420,8 +428,11 @@ memres_torch_record_stream (void *ptr, void *stream)
  *
  * The reset hook of torch's C++ `CUDAPluggableAllocator::set_reset_fn()`, also called directly
  * (ctypes) after `torch.cuda.empty_cache()`: trims every device's resource to 0 bytes kept
- * (memres_resource_trim(); dmr: cuMemPoolTrimTo()). Kinds that keep nothing cached
- * (%MEMRES_ERROR_NOT_SUPPORTED) are skipped; other failures are logged with g_warning().
+ * (memres_resource_trim(); dmr: cuMemPoolTrimTo()). Live allocations are kept: only memory
+ * held unused is released. Kinds that keep nothing cached (%MEMRES_ERROR_NOT_SUPPORTED) are
+ * skipped, and so is every resource in the child of a fork() after the driver was initialized
+ * (%MEMRES_ERROR_FORKED: what the parent's pools hold is not the child's to release); other
+ * failures are logged with g_warning().
  *
  * Thread safety: any thread.
  */
@@ -434,7 +445,8 @@ memres_torch_empty_cache (void)
       g_autoptr (GError) error = NULL;
 
       if (mr != NULL && !memres_resource_trim (mr, 0, &error)
-          && !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
+          && !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED)
+          && !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_FORKED))
         g_warning ("memres allocator: device %d: trimming: %s", d, error->message);
     }
 }
