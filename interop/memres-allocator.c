@@ -309,20 +309,13 @@ _memres_allocator_result (gboolean ok, GError *error, GQuark domain, GPrivate *l
   return code;
 }
 
-/* The allocation of memres_torch_alloc(), both builds (memres-allocator-private.h). */
+/* The allocation of memres_torch_alloc(), both builds (memres-allocator-private.h). torch
+ * calls its alloc with a `size_t` (CUDAPluggableAllocator's MallocFuncType), which its documented
+ * example declares `ssize_t`: a size past G_MAXSSIZE (torch.empty of 8 EiB) arrives negative
+ * here, and is the size torch asked for. */
 void *
 _memres_allocator_torch_alloc (ssize_t size, int device, void *stream, GError **error)
 {
-  if (size < 0)
-    {
-      g_autoptr (GError) local
-          = g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                         "a negative size (%" G_GSSIZE_FORMAT " bytes)", (gssize) size);
-
-      log_once (&bad_call_logged, "allocation", local);
-      g_propagate_prefixed_error (error, g_steal_pointer (&local), "memres allocator: ");
-      return NULL;
-    }
   return allocate ((gsize) size, device, explicit_stream (stream), error);
 }
 
