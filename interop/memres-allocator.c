@@ -513,9 +513,13 @@ memres_allocator_get_resource (int device)
 
 /**
  * memres_allocator_count_buffers:
- * @device: a CUDA device ordinal, or -1 for every device
+ * @device: a CUDA device ordinal, or -1 (any negative value) for every device
  *
- * Returns: the allocations made through this library for @device (or all) and not freed yet
+ * Thread safety: any thread (relaxed atomic counts: an allocation or free under way in another
+ * thread may or may not be counted).
+ *
+ * Returns: the allocations made through this library for @device (or all) and not freed yet; 0
+ *   for a device past %MEMRES_ALLOCATOR_MAX_DEVICES
  */
 guint64
 memres_allocator_count_buffers (int device)

@@ -1,9 +1,9 @@
 /* test-allocator.c: libmemres-allocator, loaded with dlopen() and its functions found by name,
  * as torch and CuPy do: allocations and frees (bytes written and read back through memres),
  * from many threads with frees in other threads than the allocations, the statistics of the
- * resource it uses, sizes 0 and NULL, unknown pointers, record_stream, empty_cache, and the
- * failures that can only return NULL (bad spec, wrong device, memory no device can access, out
- * of memory), each logged once. Suite core: MEMRES_ALLOCATOR_RESOURCE=hostdev, a kind of this
+ * resource it uses, sizes 0 and NULL, unknown pointers, record_stream, empty_cache (also with
+ * tensors live), frees in the child of a fork(), and the failures that can only return NULL
+ * (bad spec, wrong device, memory no device can access, out of memory), each logged once. Suite core: MEMRES_ALLOCATOR_RESOURCE=hostdev, a kind of this
  * program that stands in for device-accessible memory without a driver (host memory that says it
  * is device-accessible, as page-locked memory is); suite fake and gpu: the default (dmr). */
 #include <memres/memres.h>
@@ -679,6 +679,53 @@ test_record_stream_and_trim (void)
   g_assert_cmpint (drv->cuStreamDestroy (other), ==, CUDA_SUCCESS);
 }
 
+/* torch.cuda.empty_cache() while tensors are live: the trim releases only what is held unused
+ * (the freed block, the pool's reserve); the live tensor keeps its bytes and stays counted. Its
+ * free, given another size and device than the allocation's (torch's MemPool and CuPy pass
+ * what they kept; the buffer knows its own), frees it from device 0. */
+static void
+test_trim_live (void)
+{
+  g_autoptr (MemresBuffer) view = NULL;
+  MemresResource *mr;
+  gsize size = 1 << 20;
+  void *live, *freed;
+
+  if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
+    {
+      g_test_skip ("a pool to trim needs the driver (suite fake or gpu)");
+      return;
+    }
+  if (!mt_require_devices (1))
+    return;
+  mr = shim.get_resource (0);
+  live = shim.torch_alloc ((ssize_t) size, 0, NULL);
+  freed = shim.cupy_malloc (NULL, 4096, 0);
+  g_assert_nonnull (live);
+  g_assert_nonnull (freed);
+  shim.cupy_free (NULL, freed, 0);
+  view = wrap (mr, live, size);
+  mt_write_pattern (view, 0, size, 23, NULL);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (stats_of (mr).reserved_current, >, size);
+  shim.torch_empty_cache ();
+  g_assert_cmpuint (shim.count_buffers (0), ==, 1);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, size);
+  /* the fake's pool keeps exactly what is live; a device's may keep its granule */
+  if (mt_driver_is_fake ())
+    g_assert_cmpuint (stats_of (mr).reserved_current, ==, size);
+  else
+    g_assert_cmpuint (stats_of (mr).reserved_current, >=, size);
+  mt_check_pattern (view, 0, size, 23, NULL);
+  g_clear_pointer (&view, memres_buffer_unref);
+  shim.torch_free (live, 7, 3, NULL);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, 0);
+  shim.torch_empty_cache ();
+  g_assert_cmpuint (stats_of (mr).reserved_current, ==, 0);
+}
+
 /* The child of a fork() made after the driver was initialized (a multiprocessing worker): the
  * tensors it inherited are forgotten on free without a driver call or a warning, even one that
  * record_stream() ordered after another stream; empty_cache does nothing and says nothing; an
@@ -836,5 +883,6 @@ main (int argc, char **argv)
   g_test_add_func ("/allocator/record-stream-and-trim", test_record_stream_and_trim);
   g_test_add_func ("/allocator/write-snapshot", test_write_snapshot);
   g_test_add_func ("/allocator/fork-child", test_fork_child);
+  g_test_add_func ("/allocator/trim-live", test_trim_live);
   return g_test_run ();
 }
