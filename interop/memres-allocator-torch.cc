@@ -21,7 +21,9 @@ public:
 
 /**
  * memres_torch_alloc:
- * @size: bytes (0 gives %NULL)
+ * @size: bytes (0 gives %NULL); torch passes a `size_t`, which this `ssize_t` (the type of
+ *   torch's documented example) carries in the same register: a value below 0 is read back as
+ *   that `size_t` (-5: 2^64 - 5 bytes), more than any memory
  * @device: the CUDA device ordinal
  * @stream: the `cudaStream_t`/`CUstream` the allocation is ordered on (%NULL: the legacy
  *   default stream)
@@ -30,11 +32,12 @@ public:
  * (`void *alloc (ssize_t size, int device, cudaStream_t stream)`). Allocates from the device's
  * resource: the spec in `MEMRES_ALLOCATOR_RESOURCE_<device>`, else in
  * `MEMRES_ALLOCATOR_RESOURCE` (`{device}` in it is replaced by the ordinal; a spec or an
- * `@name`; either set empty counts as unset), else %MEMRES_ALLOCATOR_DEFAULT_SPEC; the resource is made on the first allocation
- * for the device (memres_allocator_get_resource()) and kept for the life of the process.
+ * `@name`; either set empty counts as unset), else %MEMRES_ALLOCATOR_DEFAULT_SPEC; the resource is
+ * made on the first allocation for the device (memres_allocator_get_resource()) and kept for the
+ * life of the process.
  *
  * torch does not check the pointer it gets (torch 2.11 makes a tensor at address 0 from a
- * %NULL), so a failure (no resource for the device, a negative size, out of memory, a driver
+ * %NULL), so a failure (no resource for the device, out of memory, a driver
  * error) throws a `std::runtime_error` whose what() is the GError's message
  * ("memres allocator: device 0: allocating N bytes: ..."); torch turns it into a Python
  * `RuntimeError`. The GError is also logged, with g_warning() the first time for each device

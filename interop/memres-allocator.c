@@ -210,7 +210,10 @@ allocate (gsize size, int device, MemresStream stream, GError **error)
 
 /* Makes @stream wait for the work queued so far on each of @recorded: an event recorded on each,
  * waited for on @stream, in @device's primary context (memres_cuda_push_context()). Where that
- * fails, the recorded stream is waited for instead (memres_cuda_stream_synchronize()). */
+ * fails, the recorded stream is waited for instead (memres_cuda_stream_synchronize()). In the
+ * child of a fork() after the driver was initialized (%MEMRES_ERROR_FORKED) nothing is ordered
+ * and nothing logged: the child can queue no work, and the close that follows only releases
+ * memres's bookkeeping (core/fork.c). */
 static void
 wait_for_recorded (int device, MemresStream stream, GArray *recorded)
 {
@@ -219,6 +222,8 @@ wait_for_recorded (int device, MemresStream stream, GArray *recorded)
   gboolean pushed = FALSE;
   gboolean in_context = drv != NULL && memres_cuda_push_context (device, &pushed, &error);
 
+  if (!in_context && g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_FORKED))
+    return;
   if (!in_context)
     log_once (&close_failure_logged, "ordering a free after recorded streams", error);
   for (guint i = 0; i < recorded->len; i++)
@@ -304,20 +309,13 @@ _memres_allocator_result (gboolean ok, GError *error, GQuark domain, GPrivate *l
   return code;
 }
 
-/* The allocation of memres_torch_alloc(), both builds (memres-allocator-private.h). */
+/* The allocation of memres_torch_alloc(), both builds (memres-allocator-private.h). torch
+ * calls its alloc with a `size_t` (CUDAPluggableAllocator's MallocFuncType), which its documented
+ * example declares `ssize_t`: a size past G_MAXSSIZE (torch.empty of 8 EiB) arrives negative
+ * here, and is the size torch asked for. */
 void *
 _memres_allocator_torch_alloc (ssize_t size, int device, void *stream, GError **error)
 {
-  if (size < 0)
-    {
-      g_autoptr (GError) local
-          = g_error_new (MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
-                         "a negative size (%" G_GSSIZE_FORMAT " bytes)", (gssize) size);
-
-      log_once (&bad_call_logged, "allocation", local);
-      g_propagate_prefixed_error (error, g_steal_pointer (&local), "memres allocator: ");
-      return NULL;
-    }
   return allocate ((gsize) size, device, explicit_stream (stream), error);
 }
 
@@ -368,7 +366,10 @@ memres_torch_alloc_throws (void)
  * the streams memres_torch_record_stream() recorded for it, and closes it on @stream (dmr:
  * cuMemFreeAsync()). A pointer that was not allocated here, or is freed already, is logged
  * once and otherwise ignored; so is a failing close (except `CUDA_ERROR_DEINITIALIZED`, which
- * the driver returns while the process exits, and is not logged).
+ * the driver returns while the process exits, and is not logged). In the child of a fork()
+ * made after the driver was initialized, a pointer inherited from the parent is forgotten
+ * (memres_allocator_count_buffers() drops it) without a driver call or a log line: the
+ * parent's memory stays the parent's (core/fork.c).
  *
  * Thread safety: any thread, concurrently with every function here.
  */
@@ -420,8 +421,11 @@ memres_torch_record_stream (void *ptr, void *stream)
  *
  * The reset hook of torch's C++ `CUDAPluggableAllocator::set_reset_fn()`, also called directly
  * (ctypes) after `torch.cuda.empty_cache()`: trims every device's resource to 0 bytes kept
- * (memres_resource_trim(); dmr: cuMemPoolTrimTo()). Kinds that keep nothing cached
- * (%MEMRES_ERROR_NOT_SUPPORTED) are skipped; other failures are logged with g_warning().
+ * (memres_resource_trim(); dmr: cuMemPoolTrimTo()). Live allocations are kept: only memory
+ * held unused is released. Kinds that keep nothing cached (%MEMRES_ERROR_NOT_SUPPORTED) are
+ * skipped, and so is every resource in the child of a fork() after the driver was initialized
+ * (%MEMRES_ERROR_FORKED: what the parent's pools hold is not the child's to release); other
+ * failures are logged with g_warning().
  *
  * Thread safety: any thread.
  */
@@ -434,7 +438,8 @@ memres_torch_empty_cache (void)
       g_autoptr (GError) error = NULL;
 
       if (mr != NULL && !memres_resource_trim (mr, 0, &error)
-          && !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
+          && !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED)
+          && !g_error_matches (error, MEMRES_ERROR, MEMRES_ERROR_FORKED))
         g_warning ("memres allocator: device %d: trimming: %s", d, error->message);
     }
 }
@@ -508,9 +513,13 @@ memres_allocator_get_resource (int device)
 
 /**
  * memres_allocator_count_buffers:
- * @device: a CUDA device ordinal, or -1 for every device
+ * @device: a CUDA device ordinal, or -1 (any negative value) for every device
  *
- * Returns: the allocations made through this library for @device (or all) and not freed yet
+ * Thread safety: any thread (relaxed atomic counts: an allocation or free under way in another
+ * thread may or may not be counted).
+ *
+ * Returns: the allocations made through this library for @device (or all) and not freed yet; 0
+ *   for a device past %MEMRES_ALLOCATOR_MAX_DEVICES
  */
 guint64
 memres_allocator_count_buffers (int device)

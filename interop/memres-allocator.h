@@ -32,7 +32,8 @@ G_BEGIN_DECLS
  */
 #define MEMRES_ALLOCATOR_MAX_DEVICES 64
 
-/* PyTorch: CUDAPluggableAllocator (alloc, free) and the optional hooks of its C++ API.
+/* PyTorch: CUDAPluggableAllocator (alloc, free) and the optional hooks of its C++ API; torch
+ * passes the sizes as size_t (the ssize_t of its documented example: the same register).
  * torch does not check the pointer alloc returns: built with a C++ compiler,
  * memres_torch_alloc() throws a std::runtime_error on failure (torch raises RuntimeError) and
  * memres_torch_alloc_throws() returns TRUE; built without one, it returns NULL and torch makes

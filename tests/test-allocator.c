@@ -1,9 +1,9 @@
 /* test-allocator.c: libmemres-allocator, loaded with dlopen() and its functions found by name,
  * as torch and CuPy do: allocations and frees (bytes written and read back through memres),
  * from many threads with frees in other threads than the allocations, the statistics of the
- * resource it uses, sizes 0 and NULL, unknown pointers, record_stream, empty_cache, and the
- * failures that can only return NULL (bad spec, wrong device, memory no device can access, out
- * of memory), each logged once. Suite core: MEMRES_ALLOCATOR_RESOURCE=hostdev, a kind of this
+ * resource it uses, sizes 0 and NULL, unknown pointers, record_stream, empty_cache (also with
+ * tensors live), frees in the child of a fork(), and the failures that can only return NULL
+ * (bad spec, wrong device, memory no device can access, out of memory), each logged once. Suite core: MEMRES_ALLOCATOR_RESOURCE=hostdev, a kind of this
  * program that stands in for device-accessible memory without a driver (host memory that says it
  * is device-accessible, as page-locked memory is); suite fake and gpu: the default (dmr). */
 #include <memres/memres.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../interop/memres-allocator.h" /* MEMRES_ALLOCATOR_DEFAULT_SPEC */
@@ -678,6 +679,127 @@ test_record_stream_and_trim (void)
   g_assert_cmpint (drv->cuStreamDestroy (other), ==, CUDA_SUCCESS);
 }
 
+/* torch.cuda.empty_cache() while tensors are live: the trim releases only what is held unused
+ * (the freed block, the pool's reserve); the live tensor keeps its bytes and stays counted. Its
+ * free, given another size and device than the allocation's (torch's MemPool and CuPy pass
+ * what they kept; the buffer knows its own), frees it from device 0. */
+static void
+test_trim_live (void)
+{
+  g_autoptr (MemresBuffer) view = NULL;
+  MemresResource *mr;
+  gsize size = 1 << 20;
+  void *live, *freed;
+
+  if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
+    {
+      g_test_skip ("a pool to trim needs the driver (suite fake or gpu)");
+      return;
+    }
+  if (!mt_require_devices (1))
+    return;
+  mr = shim.get_resource (0);
+  live = shim.torch_alloc ((ssize_t) size, 0, NULL);
+  freed = shim.cupy_malloc (NULL, 4096, 0);
+  g_assert_nonnull (live);
+  g_assert_nonnull (freed);
+  shim.cupy_free (NULL, freed, 0);
+  view = wrap (mr, live, size);
+  mt_write_pattern (view, 0, size, 23, NULL);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (stats_of (mr).reserved_current, >, size);
+  shim.torch_empty_cache ();
+  g_assert_cmpuint (shim.count_buffers (0), ==, 1);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, size);
+  /* the fake's pool keeps exactly what is live; a device's may keep its granule */
+  if (mt_driver_is_fake ())
+    g_assert_cmpuint (stats_of (mr).reserved_current, ==, size);
+  else
+    g_assert_cmpuint (stats_of (mr).reserved_current, >=, size);
+  mt_check_pattern (view, 0, size, 23, NULL);
+  g_clear_pointer (&view, memres_buffer_unref);
+  shim.torch_free (live, 7, 3, NULL);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, 0);
+  shim.torch_empty_cache ();
+  g_assert_cmpuint (stats_of (mr).reserved_current, ==, 0);
+}
+
+/* The child of a fork() made after the driver was initialized (a multiprocessing worker): the
+ * tensors it inherited are forgotten on free without a driver call or a warning, even one that
+ * record_stream() ordered after another stream; empty_cache does nothing and says nothing; an
+ * allocation fails with MEMRES_ERROR_FORKED's message, logged. The parent's buffers keep their
+ * bytes and stay counted. */
+static void
+test_fork_child (void)
+{
+  g_autoptr (GError) error = NULL;
+  g_autoptr (MemresBuffer) view = NULL;
+  const MemresCudaDriver *drv;
+  CUstream other = NULL;
+  void *plain, *recorded;
+  int status = 0;
+  pid_t pid;
+
+  if (!g_test_subprocess ())
+    {
+      if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
+        {
+          g_test_skip ("needs the driver (suite fake or gpu)");
+          return;
+        }
+      if (!mt_require_devices (1))
+        return;
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  child_setup ();
+  drv = memres_cuda_get_driver (&error);
+  g_assert_no_error (error);
+  g_assert_true (memres_cuda_ensure_context (0, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (drv->cuStreamCreate (&other, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  plain = shim.torch_alloc (4096, 0, NULL);
+  recorded = shim.cupy_malloc (NULL, 8192, 0);
+  g_assert_nonnull (plain);
+  g_assert_nonnull (recorded);
+  shim.torch_record_stream (recorded, other);
+  view = wrap (shim.get_resource (0), recorded, 8192);
+  mt_write_pattern (view, 0, 8192, 41, NULL);
+  g_clear_pointer (&view, memres_buffer_unref);
+  mt_sync_ok (NULL);
+
+  pid = fork ();
+  g_assert_cmpint (pid, >=, 0);
+  if (pid == 0)
+    {
+      shim.torch_free (recorded, 8192, 0, other);
+      shim.cupy_free (NULL, plain, 0);
+      assert_new_warning (NULL);
+      g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+      shim.torch_empty_cache ();
+      assert_new_warning (NULL);
+      g_assert_null (shim.cupy_malloc (NULL, 4096, 0));
+      assert_new_warning ("*device 0: allocating 4096 bytes*child of fork()*");
+      _exit (0);
+    }
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  g_assert_true (WIFEXITED (status));
+  g_assert_cmpint (WEXITSTATUS (status), ==, 0);
+  g_assert_cmpuint (shim.count_buffers (0), ==, 2);
+  view = wrap (shim.get_resource (0), recorded, 8192);
+  mt_check_pattern (view, 0, 8192, 41, NULL);
+  g_clear_pointer (&view, memres_buffer_unref);
+  shim.torch_free (recorded, 8192, 0, NULL);
+  shim.torch_free (plain, 4096, 0, NULL);
+  assert_new_warning (NULL);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  mt_sync_ok (NULL);
+  g_assert_cmpint (drv->cuStreamDestroy (other), ==, CUDA_SUCCESS);
+}
+
 /* The snapshot of every device's resource in one file (sdk/file-writer.c: a link followed and
  * kept, a FIFO refused); a path that cannot be written: a GFileError. */
 static void
@@ -760,5 +882,7 @@ main (int argc, char **argv)
   g_test_add_func ("/allocator/out-of-memory", test_out_of_memory);
   g_test_add_func ("/allocator/record-stream-and-trim", test_record_stream_and_trim);
   g_test_add_func ("/allocator/write-snapshot", test_write_snapshot);
+  g_test_add_func ("/allocator/fork-child", test_fork_child);
+  g_test_add_func ("/allocator/trim-live", test_trim_live);
   return g_test_run ();
 }

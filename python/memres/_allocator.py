@@ -57,8 +57,9 @@ class Allocator:
                         % self.path, _memres.ERROR_NOT_FOUND)
         self.spec = spec
         # read by the shim when a device's resource is first made (unchanged when it is the
-        # user's own setting already)
-        if os.environ.get("MEMRES_ALLOCATOR_RESOURCE") != spec:
+        # user's own setting already); restore_environment() puts the user's back
+        self._previous = os.environ.get("MEMRES_ALLOCATOR_RESOURCE")
+        if self._previous != spec:
             os.environ["MEMRES_ALLOCATOR_RESOURCE"] = spec
         lib = self.lib = ctypes.CDLL(self.path)
         lib.memres_allocator_get_resource.restype = ctypes.c_void_p
@@ -68,6 +69,15 @@ class Allocator:
         lib.memres_torch_alloc_throws.restype = ctypes.c_int
         lib.memres_torch_empty_cache.restype = None
         lib.memres_torch_empty_cache.argtypes = []
+
+    def restore_environment(self):
+        """Puts back the MEMRES_ALLOCATOR_RESOURCE this object replaced (unset when it was
+        unset): for a use() that failed, so that the spec it was given does not reach a later
+        use() with no spec, nor a child process."""
+        if self._previous is None:
+            os.environ.pop("MEMRES_ALLOCATOR_RESOURCE", None)
+        else:
+            os.environ["MEMRES_ALLOCATOR_RESOURCE"] = self._previous
 
     def address(self, name):
         return ctypes.cast(getattr(self.lib, name), ctypes.c_void_p).value

@@ -18,7 +18,8 @@ def use(spec=None):
     count_buffers(device) tell what each device's resource holds.
 
     Call it before torch allocates on a device: torch cannot swap an allocator it has used,
-    and memres raises memres.Error then rather than leave two allocators. Raises memres.Error
+    and memres raises memres.Error then rather than leave two allocators (and puts back the
+    MEMRES_ALLOCATOR_RESOURCE it found, so that the refused spec reaches nothing). Raises memres.Error
     when libmemres-allocator was built without C++ (its alloc returns NULL, which torch does
     not check). An empty spec raises memres.InvalidArgumentError (a ValueError)."""
     spec = _allocator.resolve_spec(spec)
@@ -26,6 +27,7 @@ def use(spec=None):
 
     alloc = _allocator.Allocator(spec)
     if not alloc.lib.memres_torch_alloc_throws():
+        alloc.restore_environment()
         raise _allocator.error("libmemres-allocator was built without a C++ compiler: its "
                                "memres_torch_alloc returns NULL on failure, which torch does "
                                "not check; rebuild memres with g++", 0)
@@ -34,6 +36,7 @@ def use(spec=None):
     try:
         torch.cuda.memory.change_current_allocator(pluggable)
     except RuntimeError as err:
+        alloc.restore_environment()
         raise _allocator.error("torch has already allocated with its own allocator, which it "
                                "cannot swap: call memres.torch.use() before the first CUDA "
                                "tensor (%s)" % err, 0) from err

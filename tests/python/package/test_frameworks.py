@@ -114,6 +114,35 @@ def test_use_keeps_environment(framework, monkeypatch):
     assert len(installed) == 4
 
 
+@pytest.mark.parametrize("previous", [None, "cache>vmm:device={device}"])
+def test_torch_use_refused_restores_environment(previous, monkeypatch):
+    """A use() that torch refuses (it allocated already: change_current_allocator raises
+    RuntimeError) raises memres.Error and puts back the MEMRES_ALLOCATOR_RESOURCE it found
+    (unset stays unset): the refused spec must not reach a later memres.cupy.use() with no spec,
+    nor a child process."""
+    import memres.cupy
+    import memres.torch
+
+    installed = fake_frameworks(monkeypatch)
+    monkeypatch.setattr(memres.torch, "_installed", None)
+
+    def refuse(allocator):
+        raise RuntimeError("Can't swap an already initialized allocator")
+
+    monkeypatch.setattr(sys.modules["torch"].cuda.memory, "change_current_allocator", refuse)
+    if previous is None:
+        monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+    else:
+        monkeypatch.setenv("MEMRES_ALLOCATOR_RESOURCE", previous)
+    with pytest.raises(memres.Error, match="already allocated.*initialized allocator"):
+        memres.torch.use(spec="limit:max=1GiB>dmr:device={device}")
+    assert os.environ.get("MEMRES_ALLOCATOR_RESOURCE") == previous
+    assert memres.torch._installed is None
+    alloc = memres.cupy.use()
+    assert alloc.spec == (previous or memres.cupy.DEFAULT_SPEC)
+    assert len(installed) == 1
+
+
 TORCH = r"""
 import memres, memres.torch, torch
 alloc = memres.torch.use(spec="stats>cache>dmr:device={device}")
