@@ -40,12 +40,13 @@ new_destination (PyMemresBuffer *self, MemresStream stream)
     }
   if (resource == NULL)
     return NULL;
-  if ((mr = pymemres_resource_get (resource)) == NULL)
+  if ((mr = pymemres_resource_hold (resource)) == NULL)
     {
       Py_DECREF (resource);
       return NULL;
     }
   buf = memres_resource_allocate (mr, memres_buffer_get_size (self->buf), stream, &error);
+  pymemres_resource_release (mr);
   if (buf == NULL)
     {
       Py_DECREF (resource);

@@ -16,8 +16,8 @@
  * @close_may_wait: whether closing its buffers may wait for a stream (pymemres_flags_may_wait()
  * of the resource's flags, which are its buffers' flags), read once at creation for allocate().
  * A call that uses @mr with the GIL released takes a reference of its own first
- * (pymemres_resource_ref()), and allocate() on a free-threaded build: a close() on another
- * thread then only drops the object's. */
+ * (pymemres_resource_ref()), and on a free-threaded build every call that uses it
+ * (pymemres_resource_hold()): a close() on another thread then only drops the object's. */
 typedef struct
 {
   PyObject_HEAD MemresResource *mr;
@@ -144,6 +144,25 @@ MemresResource *pymemres_resource_get (PyObject *self);
 /* The same with a reference of the caller's (memres_resource_unref() it), for a call that
  * releases the GIL. */
 MemresResource *pymemres_resource_ref (PyObject *self);
+/* The resource of an open Resource object for a call that keeps the GIL (stats(), the getters,
+ * repr(), the tag methods): pymemres_resource_hold() gives it, or NULL with ClosedError set,
+ * pymemres_resource_peek() the same without the error (NULL: closed), and
+ * pymemres_resource_release() ends the use (a non-NULL result only). Under the GIL, no close()
+ * runs meanwhile: a plain read of the object's, borrowed, and no release (the code is what
+ * pymemres_resource_get() gives). Where the state word is atomic (PYMEMRES_ATOMIC_STATE:
+ * free-threaded builds), a close() on another thread may drop the object's reference, perhaps
+ * the stack's last, during the call: a reference of the caller's, taken in the object's
+ * critical section (pymemres_resource_ref()), dropped by the release. */
+#ifdef PYMEMRES_ATOMIC_STATE
+MemresResource *pymemres_resource_take (PyObject *self);
+#define pymemres_resource_hold(self)  pymemres_resource_ref (self)
+#define pymemres_resource_peek(self)  pymemres_resource_take (self)
+#define pymemres_resource_release(mr) memres_resource_unref (mr)
+#else
+#define pymemres_resource_hold(self)  pymemres_resource_get (self)
+#define pymemres_resource_peek(self)  (((PyMemresResource *) (self))->mr)
+#define pymemres_resource_release(mr) ((void) (mr))
+#endif
 PyObject *pymemres_buffer_wrap (MemresBuffer *buf);
 /* A new Buffer object's fields: @buf (the object's reference), its may_wait, its Resource object
  * (a new reference; NULL: none) */

@@ -33,11 +33,15 @@ pymemres_resource_get (PyObject *self)
   return mr;
 }
 
-/* On a free-threaded CPython, the reference is taken inside the object's critical section, as
- * close() clears @mr inside it: a close() on another thread cannot drop the object's reference
- * between the read of @mr and memres_resource_ref(). */
-MemresResource *
-pymemres_resource_ref (PyObject *self)
+/* The object's resource with a reference of the caller's, or NULL (no error) once it was
+ * closed. On a free-threaded CPython, the reference is taken inside the object's critical
+ * section, as close() clears @mr inside it: a close() on another thread cannot drop the object's
+ * reference between the read of @mr and memres_resource_ref(). */
+#ifndef PYMEMRES_ATOMIC_STATE
+static
+#endif
+    MemresResource *
+    pymemres_resource_take (PyObject *self)
 {
   MemresResource *mr;
 
@@ -46,6 +50,14 @@ pymemres_resource_ref (PyObject *self)
   if (G_LIKELY (mr != NULL))
     memres_resource_ref (mr);
   PYMEMRES_END_CRITICAL_SECTION ();
+  return mr;
+}
+
+MemresResource *
+pymemres_resource_ref (PyObject *self)
+{
+  MemresResource *mr = pymemres_resource_take (self);
+
   if (G_UNLIKELY (mr == NULL))
     pymemres_resource_get (self); /* ClosedError */
   return mr;
@@ -146,6 +158,7 @@ resource_allocate (PyMemresResource *self, PyObject *const *args, Py_ssize_t nar
   PyObject *argv[2] = { NULL, NULL };
   MemresStream stream = NULL;
   GError *error = NULL;
+  MemresResource *mr;
   MemresBuffer *buf;
   size_t size;
 
@@ -176,28 +189,13 @@ resource_allocate (PyMemresResource *self, PyObject *const *args, Py_ssize_t nar
 #endif
       if ((size = pymemres_size_from_object ("size", argv[0])) == (size_t) -1 && PyErr_Occurred ())
     return NULL;
-#ifdef PYMEMRES_ATOMIC_STATE
-  {
-    /* without a GIL, a close() on another thread may drop the object's reference, perhaps the
-     * stack's last, during the allocation: a reference of the call's own, as the calls that
-     * release the GIL take */
-    MemresResource *mr = pymemres_resource_ref ((PyObject *) self);
-
-    if (mr == NULL)
-      return NULL;
-    buf = memres_resource_allocate (mr, (gsize) size, stream, &error);
-    memres_resource_unref (mr);
-  }
-#else
-  /* under the GIL, which the allocation keeps, no close() runs meanwhile: the object's
-   * reference, borrowed */
-  if (G_UNLIKELY (self->mr == NULL))
-    {
-      pymemres_resource_get ((PyObject *) self); /* ClosedError */
-      return NULL;
-    }
-  buf = memres_resource_allocate (self->mr, (gsize) size, stream, &error);
-#endif
+  /* without a GIL, a close() on another thread may drop the object's reference, perhaps the
+   * stack's last, during the allocation: a reference of the call's own on a free-threaded
+   * build; under the GIL, which the allocation keeps, the object's, borrowed */
+  if (G_UNLIKELY ((mr = pymemres_resource_hold ((PyObject *) self)) == NULL))
+    return NULL;
+  buf = memres_resource_allocate (mr, (gsize) size, stream, &error);
+  pymemres_resource_release (mr);
   if (buf == NULL)
     return pymemres_raise (error);
   /* its flags are the resource's (memres_resource_get_flags()) */
@@ -210,11 +208,14 @@ resource_stats (PyMemresResource *self, PyObject *unused)
   MemresStats stats;
   GError *error = NULL;
 
-  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
+  gboolean ok;
 
   if (mr == NULL)
     return NULL;
-  if (!memres_resource_get_stats (mr, &stats, &error))
+  ok = memres_resource_get_stats (mr, &stats, &error);
+  pymemres_resource_release (mr);
+  if (!ok)
     return pymemres_raise (error);
   return Py_BuildValue (
       "{s:K,s:K,s:K,s:K,s:K}", "reserved_current", (unsigned long long) stats.reserved_current,
@@ -228,11 +229,14 @@ resource_reset_stats (PyMemresResource *self, PyObject *unused)
 {
   GError *error = NULL;
 
-  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
+  gboolean ok;
 
   if (mr == NULL)
     return NULL;
-  if (!memres_resource_reset_stats (mr, &error))
+  ok = memres_resource_reset_stats (mr, &error);
+  pymemres_resource_release (mr);
+  if (!ok)
     return pymemres_raise (error);
   Py_RETURN_NONE;
 }
@@ -319,94 +323,134 @@ resource_oom_snapshot (PyMemresResource *self, PyObject *args, PyObject *kwargs)
   int as_text = 0;
 
   MemresResource *mr;
+  char *text;
 
   if (!PyArg_ParseTupleAndKeywords (args, kwargs, "|p:oom_snapshot", keywords, &as_text)
-      || (mr = pymemres_resource_get ((PyObject *) self)) == NULL)
+      || (mr = pymemres_resource_hold ((PyObject *) self)) == NULL)
     return NULL;
-  return snapshot_object (memres_resource_get_oom_snapshot (mr), as_text);
+  text = memres_resource_get_oom_snapshot (mr);
+  pymemres_resource_release (mr);
+  return snapshot_object (text, as_text);
 }
 
 static PyObject *
 resource_get_upstream (PyMemresResource *self, void *closure)
 {
-  MemresResource *mr = pymemres_resource_get ((PyObject *) self), *up;
+  MemresResource *mr = pymemres_resource_hold ((PyObject *) self), *up;
 
   if (mr == NULL)
     return NULL;
   up = memres_resource_get_upstream (mr);
+  if (up != NULL)
+    memres_resource_ref (up);
+  pymemres_resource_release (mr);
   if (up == NULL)
     Py_RETURN_NONE;
-  return pymemres_resource_wrap (memres_resource_ref (up));
+  return pymemres_resource_wrap (up);
 }
 
 static PyObject *
 resource_get_spec (PyMemresResource *self, void *closure)
 {
-  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
-  g_autofree char *spec = mr != NULL ? memres_resource_to_string (mr) : NULL;
+  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
+  g_autofree char *spec = NULL;
 
+  if (mr == NULL)
+    return NULL;
+  spec = memres_resource_to_string (mr);
+  pymemres_resource_release (mr);
   return spec != NULL ? PyUnicode_FromString (spec) : NULL;
 }
 
 static PyObject *
 resource_get_kind (PyMemresResource *self, void *closure)
 {
-  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
+  PyObject *value;
 
-  return mr != NULL ? PyUnicode_FromString (memres_resource_get_kind_name (mr)) : NULL;
+  if (mr == NULL)
+    return NULL;
+  value = PyUnicode_FromString (memres_resource_get_kind_name (mr));
+  pymemres_resource_release (mr);
+  return value;
 }
 
 static PyObject *
 resource_get_device_id (PyMemresResource *self, void *closure)
 {
-  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
+  PyObject *value;
 
-  return mr != NULL ? PyLong_FromLong (memres_resource_get_device (mr)) : NULL;
+  if (mr == NULL)
+    return NULL;
+  value = PyLong_FromLong (memres_resource_get_device (mr));
+  pymemres_resource_release (mr);
+  return value;
 }
 
 static PyObject *
 resource_get_device_accessible (PyMemresResource *self, void *closure)
 {
-  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
+  PyObject *value;
 
-  return mr != NULL ? PyBool_FromLong (memres_resource_is_device_accessible (mr)) : NULL;
+  if (mr == NULL)
+    return NULL;
+  value = PyBool_FromLong (memres_resource_is_device_accessible (mr));
+  pymemres_resource_release (mr);
+  return value;
 }
 
 static PyObject *
 resource_get_host_accessible (PyMemresResource *self, void *closure)
 {
-  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
+  PyObject *value;
 
-  return mr != NULL ? PyBool_FromLong (memres_resource_is_host_accessible (mr)) : NULL;
+  if (mr == NULL)
+    return NULL;
+  value = PyBool_FromLong (memres_resource_is_host_accessible (mr));
+  pymemres_resource_release (mr);
+  return value;
 }
 
 static PyObject *
 resource_get_flags (PyMemresResource *self, void *closure)
 {
-  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
+  PyObject *value;
 
-  return mr != NULL ? PyLong_FromUnsignedLong (memres_resource_get_flags (mr)) : NULL;
+  if (mr == NULL)
+    return NULL;
+  value = PyLong_FromUnsignedLong (memres_resource_get_flags (mr));
+  pymemres_resource_release (mr);
+  return value;
 }
 
 /* is_managed (cuda.core's name): @closure the flag's bit */
 static PyObject *
 resource_get_flag (PyMemresResource *self, void *closure)
 {
-  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
+  PyObject *value;
 
-  return mr != NULL
-             ? PyBool_FromLong ((memres_resource_get_flags (mr) & GPOINTER_TO_UINT (closure)) != 0)
-             : NULL;
+  if (mr == NULL)
+    return NULL;
+  value = PyBool_FromLong ((memres_resource_get_flags (mr) & GPOINTER_TO_UINT (closure)) != 0);
+  pymemres_resource_release (mr);
+  return value;
 }
 
 static PyObject *
 resource_repr (PyMemresResource *self)
 {
+  MemresResource *mr = pymemres_resource_peek ((PyObject *) self);
   g_autofree char *spec = NULL;
 
-  if (self->mr == NULL)
+  if (mr == NULL)
     return PyUnicode_FromString ("<memres.Resource closed>");
-  spec = memres_resource_to_string (self->mr);
+  spec = memres_resource_to_string (mr);
+  pymemres_resource_release (mr);
   return PyUnicode_FromFormat ("<memres.Resource %s>", spec);
 }
 

@@ -56,7 +56,7 @@ pymemres_resource_sleep (PyMemresResource *self, PyObject *args, PyObject *kwarg
       PyErr_SetString (PyExc_TypeError, "host must be a memres.Resource (page-locked memory)");
       goto out;
     }
-  if (host != Py_None && (host_mr = pymemres_resource_get (host)) == NULL)
+  if (host != Py_None && (host_mr = pymemres_resource_hold (host)) == NULL)
     goto out;
   if ((policy = memres_sleep_policy_new (mode, &error)) == NULL
       || (path != NULL && !memres_sleep_policy_set_path (policy, path, &error))
@@ -77,6 +77,8 @@ pymemres_resource_sleep (PyMemresResource *self, PyObject *args, PyObject *kwarg
     ret = Py_NewRef (Py_None);
 out:
   Py_XDECREF (path_bytes);
+  if (host_mr != NULL)
+    pymemres_resource_release (host_mr);
   return ret;
 }
 
@@ -110,9 +112,12 @@ pymemres_resource_is_asleep (PyMemresResource *self, PyObject *arg)
 {
   MemresResource *mr;
   const char *tag;
+  gboolean asleep;
 
   if (pymemres_tag_name (arg, FALSE, &tag) < 0
-      || (mr = pymemres_resource_get ((PyObject *) self)) == NULL)
+      || (mr = pymemres_resource_hold ((PyObject *) self)) == NULL)
     return NULL;
-  return PyBool_FromLong (memres_resource_is_asleep (mr, tag));
+  asleep = memres_resource_is_asleep (mr, tag);
+  pymemres_resource_release (mr);
+  return PyBool_FromLong (asleep);
 }

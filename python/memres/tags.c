@@ -150,11 +150,14 @@ pymemres_resource_tag_counts (PyMemresResource *self, PyObject *arg)
   MemresTagCounts c;
   MemresResource *mr;
   const char *name;
+  gboolean ok;
 
   if (pymemres_tag_name (arg, FALSE, &name) < 0
-      || (mr = pymemres_resource_get ((PyObject *) self)) == NULL)
+      || (mr = pymemres_resource_hold ((PyObject *) self)) == NULL)
     return NULL;
-  if (!memres_resource_get_tag_counts (mr, name, &c, &error))
+  ok = memres_resource_get_tag_counts (mr, name, &c, &error);
+  pymemres_resource_release (mr);
+  if (!ok)
     return pymemres_raise (error);
   return Py_BuildValue (
       "{s:K,s:K,s:K,s:K,s:K,s:K}", "bytes_current", (unsigned long long) c.bytes_current,
@@ -167,13 +170,14 @@ pymemres_resource_tag_counts (PyMemresResource *self, PyObject *arg)
 PyObject *
 pymemres_resource_tags (PyMemresResource *self, PyObject *unused)
 {
-  MemresResource *mr = pymemres_resource_get ((PyObject *) self);
+  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
   GError *error = NULL;
   GStrv names;
 
   if (mr == NULL)
     return NULL;
   names = memres_resource_list_tags (mr, &error);
+  pymemres_resource_release (mr);
   if (names == NULL)
     return pymemres_raise (error);
   return strv_to_list (names);
@@ -185,11 +189,14 @@ pymemres_resource_reset_tag_peak (PyMemresResource *self, PyObject *arg)
   GError *error = NULL;
   MemresResource *mr;
   const char *name;
+  gboolean ok;
 
   if (pymemres_tag_name (arg, FALSE, &name) < 0
-      || (mr = pymemres_resource_get ((PyObject *) self)) == NULL)
+      || (mr = pymemres_resource_hold ((PyObject *) self)) == NULL)
     return NULL;
-  if (!memres_resource_reset_tag_peak (mr, name, &error))
+  ok = memres_resource_reset_tag_peak (mr, name, &error);
+  pymemres_resource_release (mr);
+  if (!ok)
     return pymemres_raise (error);
   Py_RETURN_NONE;
 }

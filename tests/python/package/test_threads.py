@@ -212,6 +212,82 @@ def test_allocate_while_another_thread_closes_the_resource():
         assert mr.closed
 
 
+def test_reads_while_another_thread_closes_the_resource():
+    """Threads call the methods and getters that keep the GIL (stats, reset_stats, oom_snapshot,
+    the getters, repr, the tag methods, is_asleep) while another closes the Resource, with no
+    buffer open, so that the close drops the stack's last reference: each call gives the
+    stack's real values or raises ClosedError (repr: the closed form), and once a thread saw
+    the close every later call raised. On a free-threaded CPython these calls read the object's
+    resource without a reference, which the close could free under them; they now take one
+    there (pymemres_resource_hold(), pymemres.h; the atomic build runs that path under the
+    GIL, where the race itself cannot happen)."""
+    probe = memres.Resource("stats>host")
+    spec, flags, text = probe.spec, probe.flags, repr(probe)
+    assert spec.startswith("stats>host") and text == f"<memres.Resource {spec}>"
+    calls = {
+        "stats": lambda mr: mr.stats()["n_buffers"] == 0 and mr.stats()["used_current"] == 0,
+        "reset_stats": lambda mr: mr.reset_stats() is None,
+        "oom_snapshot": lambda mr: mr.oom_snapshot() is None,
+        "spec": lambda mr: mr.spec == spec,
+        "kind": lambda mr: mr.kind == "stats",
+        "device_id": lambda mr: mr.device_id == -1,
+        "accessible": lambda mr: mr.is_host_accessible and not mr.is_device_accessible,
+        "flags": lambda mr: mr.flags == flags and not mr.is_managed,
+        "upstream": lambda mr: mr.upstream.kind == "host",
+        # reset_stats() forgets the tag's counts: its one buffer of 100 bytes, or nothing
+        "tags": lambda mr: mr.tags() in (["py-ftref"], []),
+        "tag_counts": lambda mr: tag_counts(mr.tag_counts("py-ftref")),
+        "reset_tag_peak": lambda mr: mr.reset_tag_peak("py-ftref") is None,
+        "is_asleep": lambda mr: mr.is_asleep("py-ftref") is False,
+        "repr": lambda mr: repr(mr) == text or (repr(mr) == "<memres.Resource closed>" and None),
+    }
+    names = list(calls)
+
+    def tag_counts(c):
+        return c["bytes_current"] == c["count_current"] == 0 and (
+            (c["bytes_total"], c["count_total"]) in ((100, 1), (0, 0))
+        )
+
+    def call(mr, name):
+        try:
+            return calls[name](mr)
+        except memres.ClosedError:
+            return None
+
+    for _ in range(10):
+        mr = memres.Resource("stats>host")
+        with memres.tag("py-ftref"):
+            mr.allocate(100).close()
+        results = [[] for _ in range(4)]
+
+        def read(out):
+            # rounds of calls until one saw the close, then a round more
+            while not out or out[-1][1] is not None:
+                for name in names:
+                    out.append((name, call(mr, name)))
+            for name in names:
+                out.append((name, call(mr, name)))
+
+        threads = [threading.Thread(target=read, args=(out,)) for out in results]
+        for t in threads:
+            t.start()
+        # the close once every thread made a round of calls on the open Resource
+        while any(len(out) < 2 * len(names) for out in results):
+            time.sleep(0.0005)
+        mr.close()
+        for t in threads:
+            t.join()
+        for out in results:
+            first_closed = next(i for i, (_, ok) in enumerate(out) if ok is None)
+            assert first_closed >= 2 * len(names)
+            # each call before the close gave the stack's real values
+            assert [call for call in out[:first_closed] if call[1] is not True] == []
+            # once the close was seen, every later call raised (repr: the closed form)
+            assert all(ok is None for _, ok in out[first_closed:]), out[first_closed:]
+            assert {name for name, _ in out[first_closed:]} == set(names)
+        assert mr.closed
+
+
 def test_close_refused_while_in_use_then_allowed(host):
     buf = host.allocate(64)
     views = [memoryview(buf) for _ in range(3)]
