@@ -362,81 +362,50 @@ resource_get_spec (PyMemresResource *self, void *closure)
   return spec != NULL ? PyUnicode_FromString (spec) : NULL;
 }
 
+/* What one of the plain getters reads of the resource: @closure in resource_getset */
+enum
+{
+  GET_KIND = 1,
+  GET_DEVICE_ID,
+  GET_DEVICE_ACCESSIBLE,
+  GET_HOST_ACCESSIBLE,
+  GET_FLAGS,
+  GET_MANAGED,
+};
+
+/* kind, device_id, is_device_accessible, is_host_accessible, flags, is_managed (cuda.core's
+ * name): one getter, the resource held for the read (pymemres_resource_hold()) */
 static PyObject *
-resource_get_kind (PyMemresResource *self, void *closure)
+resource_get_plain (PyMemresResource *self, void *closure)
 {
   MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
-  PyObject *value;
+  PyObject *value = NULL;
 
   if (mr == NULL)
     return NULL;
-  value = PyUnicode_FromString (memres_resource_get_kind_name (mr));
-  pymemres_resource_release (mr);
-  return value;
-}
-
-static PyObject *
-resource_get_device_id (PyMemresResource *self, void *closure)
-{
-  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
-  PyObject *value;
-
-  if (mr == NULL)
-    return NULL;
-  value = PyLong_FromLong (memres_resource_get_device (mr));
-  pymemres_resource_release (mr);
-  return value;
-}
-
-static PyObject *
-resource_get_device_accessible (PyMemresResource *self, void *closure)
-{
-  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
-  PyObject *value;
-
-  if (mr == NULL)
-    return NULL;
-  value = PyBool_FromLong (memres_resource_is_device_accessible (mr));
-  pymemres_resource_release (mr);
-  return value;
-}
-
-static PyObject *
-resource_get_host_accessible (PyMemresResource *self, void *closure)
-{
-  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
-  PyObject *value;
-
-  if (mr == NULL)
-    return NULL;
-  value = PyBool_FromLong (memres_resource_is_host_accessible (mr));
-  pymemres_resource_release (mr);
-  return value;
-}
-
-static PyObject *
-resource_get_flags (PyMemresResource *self, void *closure)
-{
-  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
-  PyObject *value;
-
-  if (mr == NULL)
-    return NULL;
-  value = PyLong_FromUnsignedLong (memres_resource_get_flags (mr));
-  pymemres_resource_release (mr);
-  return value;
-}
-
-/* is_managed (cuda.core's name): @closure the flag's bit */
-static PyObject *
-resource_get_flag (PyMemresResource *self, void *closure)
-{
-  MemresResource *mr = pymemres_resource_hold ((PyObject *) self);
-  PyObject *value;
-
-  if (mr == NULL)
-    return NULL;
-  value = PyBool_FromLong ((memres_resource_get_flags (mr) & GPOINTER_TO_UINT (closure)) != 0);
+  switch (GPOINTER_TO_INT (closure))
+    {
+    case GET_KIND:
+      value = PyUnicode_FromString (memres_resource_get_kind_name (mr));
+      break;
+    case GET_DEVICE_ID:
+      value = PyLong_FromLong (memres_resource_get_device (mr));
+      break;
+    case GET_DEVICE_ACCESSIBLE:
+      value = PyBool_FromLong (memres_resource_is_device_accessible (mr));
+      break;
+    case GET_HOST_ACCESSIBLE:
+      value = PyBool_FromLong (memres_resource_is_host_accessible (mr));
+      break;
+    case GET_FLAGS:
+      value = PyLong_FromUnsignedLong (memres_resource_get_flags (mr));
+      break;
+    case GET_MANAGED:
+      value = PyBool_FromLong ((memres_resource_get_flags (mr) & MEMRES_MEMORY_MANAGED) != 0);
+      break;
+    default:
+      g_assert_not_reached ();
+    }
   pymemres_resource_release (mr);
   return value;
 }
@@ -570,20 +539,20 @@ static PyGetSetDef resource_getset[] = {
   { "spec", (getter) resource_get_spec, NULL,
     "The resource as a spec string, every option written out (memres_resource_to_string):\n"
     "Resource(r.spec) makes the same stack again." },
-  { "kind", (getter) resource_get_kind, NULL,
-    "The name of the top layer's kind (\"cache\", ...)." },
-  { "device_id", (getter) resource_get_device_id, NULL,
-    "The device the memory lives on, -1 for host memory." },
-  { "is_device_accessible", (getter) resource_get_device_accessible, NULL,
-    "True when device code can access the memory." },
-  { "is_host_accessible", (getter) resource_get_host_accessible, NULL,
-    "True when host code can dereference the memory." },
-  { "flags", (getter) resource_get_flags, NULL,
-    "The MemresMemoryFlags bits as an int (memres.MemoryFlags)." },
-  { "is_managed", (getter) resource_get_flag, NULL,
+  { "kind", (getter) resource_get_plain, NULL, "The name of the top layer's kind (\"cache\", ...).",
+    GINT_TO_POINTER (GET_KIND) },
+  { "device_id", (getter) resource_get_plain, NULL,
+    "The device the memory lives on, -1 for host memory.", GINT_TO_POINTER (GET_DEVICE_ID) },
+  { "is_device_accessible", (getter) resource_get_plain, NULL,
+    "True when device code can access the memory.", GINT_TO_POINTER (GET_DEVICE_ACCESSIBLE) },
+  { "is_host_accessible", (getter) resource_get_plain, NULL,
+    "True when host code can dereference the memory.", GINT_TO_POINTER (GET_HOST_ACCESSIBLE) },
+  { "flags", (getter) resource_get_plain, NULL,
+    "The MemresMemoryFlags bits as an int (memres.MemoryFlags).", GINT_TO_POINTER (GET_FLAGS) },
+  { "is_managed", (getter) resource_get_plain, NULL,
     "True when the memory is managed (unified) memory (MemoryFlags.MANAGED), as cuda.core's\n"
     "MemoryResource.is_managed.",
-    GUINT_TO_POINTER (MEMRES_MEMORY_MANAGED) },
+    GINT_TO_POINTER (GET_MANAGED) },
   { "closed", (getter) resource_get_closed, NULL, "True once close() was called." },
   { NULL },
 };
