@@ -12,6 +12,17 @@ import memres
 MODE = os.environ.get("MEMRES_PY_TEST_MODE", "host")
 
 
+class IndexInt:
+    """A NumPy-style integer: an int through __index__ alone (the tests' stand-in for
+    numpy.int64 and the like)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
 def _device_resource_or_none():
     try:
         return memres.Resource("dmr:device=0")

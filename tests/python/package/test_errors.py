@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import memres
-from conftest import MODE
+from conftest import MODE, IndexInt
 
 DOMAIN = "memres-error-quark"
 
@@ -171,18 +171,10 @@ def test_int_arguments_out_of_range(host):
         assert err.message.startswith(message) and str(err) == err.message
     # nothing was written, and in-range NumPy-style ints (__index__) still work
     assert buf.read() == b"\x5a" * 16
-    assert buf.read(operator_index(14), operator_index(2)) == b"\x5a\x5a"
-    buf.write(b"\x01", offset=operator_index(15))
+    assert buf.read(IndexInt(14), IndexInt(2)) == b"\x5a\x5a"
+    buf.write(b"\x01", offset=IndexInt(15))
     assert buf.read(15) == b"\x01"
     buf.close()
-
-
-class operator_index:
-    def __init__(self, value):
-        self.value = value
-
-    def __index__(self):
-        return self.value
 
 
 def test_bad_sleep_mode_is_invalid_argument(host):

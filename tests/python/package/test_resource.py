@@ -5,7 +5,7 @@ import os
 import pytest
 
 import memres
-from conftest import MODE
+from conftest import MODE, IndexInt
 
 
 def test_resource_from_spec(host):
@@ -49,14 +49,6 @@ def test_allocate(host):
     buf.close()
 
 
-class operator_index:
-    def __init__(self, value):
-        self.value = value
-
-    def __index__(self):
-        return self.value
-
-
 def test_allocate_bad_arguments(host):
     # cuda.core's size_t conversion: OverflowError for a negative size or one past 2**64-1
     for bad in (-1, -(1 << 40), 1 << 64, 1 << 70):
@@ -71,7 +63,7 @@ def test_allocate_bad_arguments(host):
     assert info.value.code == memres.ErrorCode.OUT_OF_MEMORY
     assert "18446744073709551615 bytes (16.0 EiB)" in info.value.message
     # an __index__ object (a NumPy integer) is a size
-    assert host.allocate(operator_index(100)).size >= 100
+    assert host.allocate(IndexInt(100)).size >= 100
     with pytest.raises(TypeError):
         host.allocate(1.0)
     with pytest.raises(TypeError):
@@ -128,16 +120,6 @@ def test_stream_arguments(host):
     for version in (1, -1, 99, 1 << 80, "0", None):
         with pytest.raises(ValueError, match="protocol version .*: memres reads version 0"):
             host.allocate(16, stream=CudaStreamProtocolVersion(version))
-
-
-class IndexInt:
-    """A NumPy-style integer: an int through __index__ alone."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def __index__(self):
-        return self.value
 
 
 class IntOnly:
