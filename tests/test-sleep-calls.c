@@ -407,6 +407,20 @@ test_backup_runs (gconstpointer data)
   mt_assert_fake_counts_equal (&base);
 }
 
+/* The fake's physical handles, mappings and host allocations (backups) are what they were at
+ * @was. */
+static void
+assert_memory_as (const FakeCudaCounts *was)
+{
+  FakeCudaCounts now;
+
+  mt_fake_get_counts (&now);
+  g_assert_cmpint (now.physical_handles, ==, was->physical_handles);
+  g_assert_cmpint (now.mappings, ==, was->mappings);
+  g_assert_cmpint (now.pool_allocations + now.allocations, ==,
+                   was->pool_allocations + was->allocations);
+}
+
 /* The copies and synchronizations of a backup sleep and wake failing in turn over two runs (the
  * fourth of RUN_N buffers closed before the sleep: a failing second copy finds the first one
  * queued): all or nothing as test-sleep-faults.c's sweeps demand, the error naming the call. */
@@ -436,7 +450,7 @@ test_backup_run_faults (gconstpointer data)
       g_autoptr (GError) error = NULL;
       MemresResource *mr = mt_new_ok (spec);
       MemresBuffer *w[RUN_N];
-      FakeCudaCounts before, now;
+      FakeCudaCounts before;
       const char **names = NULL;
       gboolean wake = f < G_N_ELEMENTS (faults) && faults[f].wake, ok;
       int n;
@@ -472,12 +486,8 @@ test_backup_run_faults (gconstpointer data)
           g_assert_nonnull (error);
           if (error->domain == MEMRES_CUDA_ERROR)
             g_assert_nonnull (strstr (error->message, faults[f].call));
-          mt_fake_get_counts (&now);
           /* as before the call: asleep with its backups (a wake), awake with none (a sleep) */
-          g_assert_cmpint (now.physical_handles, ==, before.physical_handles);
-          g_assert_cmpint (now.mappings, ==, before.mappings);
-          g_assert_cmpint (now.pool_allocations + now.allocations, ==,
-                           before.pool_allocations + before.allocations);
+          assert_memory_as (&before);
           for (guint i = 0; i < RUN_N; i++)
             if (w[i] != NULL)
               g_assert_cmpint (memres_buffer_is_asleep (w[i]), ==, wake);
@@ -552,7 +562,7 @@ test_restore_overlap (gconstpointer data)
   const char *spec = data;
   gboolean arena = strstr (spec, "arena") != NULL;
   g_autoptr (GError) error = NULL;
-  FakeCudaCounts base, awake, now;
+  FakeCudaCounts base, awake;
   MemresResource *mr;
   MemresBuffer *w[OV_N];
   const char **names = NULL;
@@ -610,11 +620,7 @@ test_restore_overlap (gconstpointer data)
         }
       else
         g_assert_cmpuint (copies, >=, 2);
-      mt_fake_get_counts (&now);
-      g_assert_cmpint (now.physical_handles, ==, awake.physical_handles);
-      g_assert_cmpint (now.mappings, ==, awake.mappings);
-      g_assert_cmpint (now.pool_allocations + now.allocations, ==,
-                       awake.pool_allocations + awake.allocations); /* the backups freed */
+      assert_memory_as (&awake); /* the backups freed */
       overlap_check (w, FALSE);
     }
   for (guint i = 0; i < OV_N; i++)
@@ -646,7 +652,7 @@ test_restore_overlap_faults (gconstpointer data)
       g_autoptr (MemresSleepPolicy) backup = memres_sleep_policy_new (MEMRES_SLEEP_BACKUP, NULL);
       MemresResource *mr = mt_new_ok (spec);
       MemresBuffer *w[OV_N];
-      FakeCudaCounts before, now;
+      FakeCudaCounts before;
       const char **names = NULL;
       int n, nth, first_copy, sync, undo;
       gboolean ok;
@@ -681,11 +687,7 @@ test_restore_overlap_faults (gconstpointer data)
       g_assert_cmpint (first_copy, >=, 0);
       g_assert_cmpint (sync, >, first_copy);
       g_assert_cmpint (undo, >, sync);
-      mt_fake_get_counts (&now);
-      g_assert_cmpint (now.physical_handles, ==, before.physical_handles);
-      g_assert_cmpint (now.mappings, ==, before.mappings);
-      g_assert_cmpint (now.pool_allocations + now.allocations, ==,
-                       before.pool_allocations + before.allocations); /* backups kept */
+      assert_memory_as (&before); /* backups kept */
       overlap_check (w, TRUE);
       g_clear_error (&error);
       MT_CHECK (memres_resource_wake (mr, "ov-w", NULL, &error));
