@@ -42,8 +42,9 @@ Per configuration and round:
              what the process holds outside the allocator (context growth, kernels loaded
              lazily on first use, library handles), which no allocator controls;
   held_warm  the same peak less the used bytes after a warm-up instead: one small pass of the
-             workload (batch 2, a throwaway model) run first, so that the kernels it loads on
-             first use and the libraries' handles exist, then every cached byte given back
+             workload (one step or batch of its smallest shape, on a model of its own) run
+             first, so that the kernels it loads on first use and the libraries' handles
+             exist, then every cached byte given back
              (torch.cuda.empty_cache(), memres_resource_trim() through the shim) before the
              baseline is read again. What the allocator holds for the run, without the code and
              handles any allocator's process loads (--no-warmup: no warm-up, held_warm = held).
@@ -130,6 +131,7 @@ class Sampler:
         self.torch = torch
         free, total = torch.cuda.mem_get_info()
         self.base = total - free
+        self.base_warm = self.base
         self.peak = 0
 
     def sample(self):
@@ -142,34 +144,27 @@ class Sampler:
         self.base_warm = total - free
 
     def held_warm(self):
-        return self.peak + self.base - getattr(self, "base_warm", self.base)
+        return self.peak + self.base - self.base_warm
+
+
+class _Smallest:
+    """The warm-up's draws: the smallest of every range (one batch of the smallest shape)."""
+
+    def randint(self, a, b):
+        return a
+
+
+class _NoSampler:
+    def sample(self):
+        pass
 
 
 def warm_up(torch, args, alloc):
-    """One small pass of the workload on a throwaway model (its kernels loaded, cuBLAS's
-    handles made), then every cached byte given back."""
-    dev = torch.device("cuda", 0)
-    model = build_model(torch).to(dev)
-    tokens = torch.randint(0, VOCAB, (2, 65), device=dev)
-    if args.workload == "infer":
-        model = model.to(torch.bfloat16).eval()
-        with torch.no_grad():
-            caches = [[None, None] for _ in range(LAYERS)]
-            logits = model(tokens[:, :-1], caches)
-            for _ in range(4):
-                logits = model(logits[:, -1:].argmax(-1), caches)
-            del caches, logits
-    else:
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(tokens[:, :-1])
-            loss = torch.nn.functional.cross_entropy(logits.float().view(-1, VOCAB),
-                                                     tokens[:, 1:].reshape(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        del opt, logits, loss
-    del model, tokens
+    """One small pass of the workload itself (run_train()'s or run_infer()'s, one step or batch
+    of the smallest shape, on a model of its own: its kernels loaded, cuBLAS's handles made),
+    then every cached byte given back."""
+    run = run_train if args.workload == "train" else run_infer
+    run(torch, argparse.Namespace(steps=1, batches=1), _NoSampler(), _Smallest())
     torch.cuda.synchronize()
     if alloc is not None:
         alloc.empty_cache()
