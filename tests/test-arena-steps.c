@@ -49,13 +49,14 @@ enum
   CTX_SYNC,
   STREAM_SYNC,
   WAIT_EVENT,
+  CTX_CURRENT, /* memres_cuda_push_context()'s check, before each record and each poll */
   N_ENTRIES
 };
 
 static const char *const entries[N_ENTRIES]
-    = { "cuMemCreate",      "cuMemRelease",        "cuMemMap",         "cuMemUnmap",
-        "cuMemSetAccess",   "cuEventCreate",       "cuEventRecord",    "cuEventQuery",
-        "cuCtxSynchronize", "cuStreamSynchronize", "cuStreamWaitEvent" };
+    = { "cuMemCreate",      "cuMemRelease",        "cuMemMap",          "cuMemUnmap",
+        "cuMemSetAccess",   "cuEventCreate",       "cuEventRecord",     "cuEventQuery",
+        "cuCtxSynchronize", "cuStreamSynchronize", "cuStreamWaitEvent", "cuCtxGetCurrent" };
 
 /* The log at @path read into @t: allocate and free rows (nothing else in this trace), each free
  * matched to its allocate by address; the steps found. */
