@@ -224,9 +224,10 @@ PyObject *pymemres_buffer_write (PyMemresBuffer *self, PyObject *args, PyObject 
         "multiple of width), ordered on stream. value may also be a bytes-like pattern of 1, 2\n"  \
         "or 4 bytes, repeated as it is (cuda.core's fill(b\"\\x01\\x02\")): its length is the "    \
         "width.\n"                                                                                 \
-        "Releases the GIL. Raises InvalidArgumentError for a bad width, a value wider than it "    \
-        "or\n"                                                                                     \
-        "a pattern of another length." },                                                          \
+        "Releases the GIL. Raises OutOfRangeError (an OverflowError, as cuda.core's fill(256)\n"   \
+        "raises, and a ValueError) for an int that does not fit width bytes;\n"                    \
+        "InvalidArgumentError for a bad width, a size that is not a multiple of it, or a\n"        \
+        "pattern of another length; TypeError for a value that is neither." },                     \
       { "read", (PyCFunction) (void (*) (void)) pymemres_buffer_read,                              \
         METH_VARARGS | METH_KEYWORDS,                                                              \
         "read(offset=0, size=None, stream=None) -> bytes\n\n"                                      \

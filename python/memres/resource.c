@@ -371,10 +371,12 @@ enum
   GET_HOST_ACCESSIBLE,
   GET_FLAGS,
   GET_MANAGED,
+  GET_IPC_ENABLED,
 };
 
-/* kind, device_id, is_device_accessible, is_host_accessible, flags, is_managed (cuda.core's
- * name): one getter, the resource held for the read (pymemres_resource_hold()) */
+/* kind, device_id, is_device_accessible, is_host_accessible, flags, is_managed and
+ * is_ipc_enabled (cuda.core's names): one getter, the resource held for the read
+ * (pymemres_resource_hold()) */
 static PyObject *
 resource_get_plain (PyMemresResource *self, void *closure)
 {
@@ -402,6 +404,9 @@ resource_get_plain (PyMemresResource *self, void *closure)
       break;
     case GET_MANAGED:
       value = PyBool_FromLong ((memres_resource_get_flags (mr) & MEMRES_MEMORY_MANAGED) != 0);
+      break;
+    case GET_IPC_ENABLED:
+      value = PyBool_FromLong ((memres_resource_get_flags (mr) & MEMRES_MEMORY_IPC_ENABLED) != 0);
       break;
     default:
       g_assert_not_reached ();
@@ -553,7 +558,13 @@ static PyGetSetDef resource_getset[] = {
     "True when the memory is managed (unified) memory (MemoryFlags.MANAGED), as cuda.core's\n"
     "MemoryResource.is_managed.",
     GINT_TO_POINTER (GET_MANAGED) },
+  { "is_ipc_enabled", (getter) resource_get_plain, NULL,
+    "True when its buffers can be shared with another process (MemoryFlags.IPC_ENABLED:\n"
+    "Buffer.export_message()), as cuda.core's DeviceMemoryResource.is_ipc_enabled.",
+    GINT_TO_POINTER (GET_IPC_ENABLED) },
   { "closed", (getter) resource_get_closed, NULL, "True once close() was called." },
+  { "is_closed", (getter) resource_get_closed, NULL,
+    "closed, by cuda.core's name (True once close() was called)." },
   { NULL },
 };
 
