@@ -383,6 +383,55 @@ buffer_repr (PyMemresBuffer *self)
   return PyUnicode_FromString (text);
 }
 
+/* cuda.core's Buffer equality: two open Buffers over the same memory (the same address and
+ * size: Buffer.from_handle(buf.handle, buf.size) == buf) are equal. A closed one, and one of
+ * address 0 (0 bytes), is equal to itself alone: its memory may be another's now. */
+static PyObject *
+buffer_richcompare (PyObject *a, PyObject *b, int op)
+{
+  MemresBuffer *x, *y;
+  gboolean same;
+
+  if (!PyObject_TypeCheck (b, &PyMemresBuffer_Type) || (op != Py_EQ && op != Py_NE))
+    Py_RETURN_NOTIMPLEMENTED;
+  x = ((PyMemresBuffer *) a)->buf;
+  y = ((PyMemresBuffer *) b)->buf;
+  if (a == b || memres_buffer_is_closed (x) || memres_buffer_is_closed (y)
+      || memres_buffer_get_address (x) == 0)
+    same = a == b;
+  else
+    same = memres_buffer_get_address (x) == memres_buffer_get_address (y)
+           && memres_buffer_get_size (x) == memres_buffer_get_size (y);
+  if (op == Py_NE)
+    same = !same;
+  return PyBool_FromLong (same);
+}
+
+/* hash() agrees with ==: of the address and size while the buffer is open, the object's own
+ * once closed (or of address 0); the first answer is kept, so that it never changes */
+static Py_hash_t
+buffer_hash (PyMemresBuffer *self)
+{
+  Py_hash_t hash = (Py_hash_t) (gintptr) g_atomic_pointer_get (&self->hash);
+  guint64 address;
+
+  if (hash != 0)
+    return hash;
+  address = memres_buffer_get_address (self->buf);
+  if (address == 0 || memres_buffer_is_closed (self->buf))
+    hash = (Py_hash_t) ((guintptr) self >> 4);
+  else
+    hash = (Py_hash_t) (address
+                        ^ ((guint64) memres_buffer_get_size (self->buf)
+                           * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15)));
+  if (hash == 0 || hash == -1)
+    hash = -2;
+  /* a free-threaded build: the first hash stored is every caller's */
+  if (!g_atomic_pointer_compare_and_exchange (&self->hash, NULL, (gpointer) (gintptr) hash))
+    hash = (Py_hash_t) (gintptr) g_atomic_pointer_get (&self->hash);
+  return hash;
+}
+
 #define FASTCALL(f) (PyCFunction) (void (*) (void)) (f)
 
 /* pickle and copy: a Buffer is memory of this process, held once; TypeError naming what to
@@ -505,10 +554,15 @@ PyTypeObject PyMemresBuffer_Type = {
             "Close it with close() or a with block; a Buffer that is dropped open is closed on\n"
             "its deallocation stream. A buffer keeps its resource alive. It exports itself as a\n"
             "1-D uint8 array of its size through DLPack (__dlpack__), the CUDA array interface\n"
-            "(device memory) and the buffer protocol (host memory: memoryview(buf)).",
+            "(device memory) and the buffer protocol (host memory: memoryview(buf)).\n\n"
+            "As cuda.core's: two open Buffers over the same memory (address and size) are ==\n"
+            "and hash alike; a closed one equals itself alone. Calls on a closed Buffer raise\n"
+            "ClosedError (a ValueError and a RuntimeError).",
   .tp_new = buffer_new,
   .tp_dealloc = (destructor) buffer_dealloc,
   .tp_repr = (reprfunc) buffer_repr,
+  .tp_hash = (hashfunc) buffer_hash,
+  .tp_richcompare = buffer_richcompare,
   .tp_weaklistoffset = offsetof (PyMemresBuffer, weakrefs),
   .tp_as_buffer = &pymemres_buffer_as_buffer,
   .tp_methods = buffer_methods,

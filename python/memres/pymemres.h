@@ -51,6 +51,10 @@ typedef struct
    * NULL (memres.from_dlpack(), import_message()): Buffer.memory_resource, the same object as
    * cuda.core's Buffer gives, closed or not */
   PyObject *resource;
+  /* hash(), computed at its first call and kept (0: not yet): cuda.core's, of the address and
+   * size, while the buffer is open; the object's own once it is closed (a Py_hash_t in a
+   * pointer, for GLib's atomic operations) */
+  gpointer hash;
 } PyMemresBuffer;
 
 #define PYMEMRES_CLOSING  1
@@ -176,6 +180,7 @@ pymemres_buffer_init (PyMemresBuffer *self, MemresBuffer *buf, gboolean may_wait
   self->n_views = 0;
   self->may_wait = may_wait;
   self->resource = Py_XNewRef (resource);
+  self->hash = NULL;
 }
 /* pymemres_buffer_wrap() of a buffer whose pymemres_close_may_wait() is @may_wait */
 PyObject *pymemres_buffer_wrap_known (MemresBuffer *buf, gboolean may_wait, PyObject *resource);

@@ -1,9 +1,11 @@
 """What a cuda.core user expects of memres: cuda.core's own memory tests (test_memory.py,
 test_object_protocols.py) rewritten for memres where memres has the counterpart
 (docs/python.md maps them): its MemoryResource subclasses over Buffer.from_handle(), fill by
-width, the errors of a closed Buffer or resource, the properties of each kind of memory."""
+width, the errors of a closed Buffer or resource, the properties of each kind of memory, and
+Buffer equality and hashing."""
 import ctypes
 import sys
+import weakref
 
 import pytest
 
@@ -320,3 +322,31 @@ def test_dlpack_arguments(host):
     assert sys.getrefcount(buf) == before
     buf.close()
 
+
+def test_buffer_equality_and_hash(host):
+    # cuda.core's object protocols: a Buffer is hashable, weakly referenced, equal to another
+    # wrapper of the same memory (Buffer.from_handle(b.handle, b.size)) with the same hash,
+    # unequal to another buffer, to its handle and to other types
+    buf, alt = host.allocate(64), host.allocate(1024)
+    view = memres.Buffer.from_handle(buf.handle, buf.size)
+    assert buf == buf and view == buf and buf == view and not (view != buf)
+    assert hash(view) == hash(buf) == hash(buf)
+    assert buf != alt and hash(buf) != hash(alt)
+    assert buf != buf.handle and buf != "string" and buf is not None and buf != host
+    assert memres.Buffer.from_handle(buf.handle, 32) != buf
+    assert weakref.ref(buf)() is buf
+    table = {buf: "value"}
+    assert table[buf] == "value" and table[view] == "value" and buf in {buf}
+    ws = weakref.WeakSet([buf])
+    assert buf in ws
+    # a closed buffer equals itself alone, and its hash does not change
+    h = hash(buf)
+    view.close()
+    assert view != buf and view == view
+    buf.close()
+    assert hash(buf) == h and buf == buf and buf != view and table[buf] == "value"
+    # buffers of 0 bytes (address 0) are no one memory: each equals itself alone
+    a, b = host.allocate(0), host.allocate(0)
+    assert a == a and a != b and hash(a) == hash(a)
+    for x in (alt, a, b):
+        x.close()
