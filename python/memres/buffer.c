@@ -449,7 +449,7 @@ buffer_reduce_ex (PyObject *self, PyObject *protocol)
 
 static PyMethodDef buffer_methods[] = {
   { "__reduce_ex__", buffer_reduce_ex, METH_O,
-    "__reduce_ex__(protocol)\n\nRaises TypeError: a Buffer cannot be pickled or copied (send "
+    "__reduce_ex__(protocol)\n\nRaises TypeError: a Buffer cannot be pickled or copied (send\n"
     "read()'s bytes, or export_message())." },
   { "close", FASTCALL (buffer_close), METH_FASTCALL | METH_KEYWORDS,
     "close(stream=None)\n\n"
@@ -496,10 +496,11 @@ static PyMethodDef buffer_methods[] = {
     "  say what the memory is; otherwise (and without mr) the driver is asked\n"
     "  (cuPointerGetAttributes), and with no driver it is taken for host memory.\n"
     "A memres.Resource is no mr here: it frees only the Buffers it allocated.\n"
-    "Raises ValueError for mr and owner together, or stream without mr; TypeError for an mr\n"
-    "without deallocate; OutOfRangeError (an OverflowError and a ValueError) for a negative\n"
-    "ptr or size; InvalidArgumentError for\n"
-    "a 0 ptr of a non-zero size or a range past the end of memory. memres cannot tell that\n"
+    "Raises ValueError for mr and owner together, stream without mr, or an mr whose memory\n"
+    "is neither device- nor host-accessible; TypeError for an mr without deallocate;\n"
+    "OutOfRangeError (an OverflowError and a ValueError) for a negative ptr or size;\n"
+    "InvalidArgumentError for a 0 ptr of a non-zero size or a range past the end of\n"
+    "memory. memres cannot tell that\n"
     "mr allocated ptr (its deallocate raises at the close). Where the driver knows ptr as\n"
     "device or managed memory (cuPointerGetAttributes), size is checked against the extent\n"
     "of its allocation: past its end raises InvalidArgumentError (code INVALID_ARGUMENT);\n"
@@ -507,8 +508,8 @@ static PyMethodDef buffer_methods[] = {
     "fill, write and copies write into memory that is not the buffer's). What mr says the\n"
     "memory is is checked against the driver: device memory mr calls host-accessible raises\n"
     "InvalidArgumentError, memory on another device than mr.device_id the same (WRONG_DEVICE).\n"
-    "Thread-safe without\n"
-    "the GIL: deallocate runs once, on the thread of the close that frees the memory." },
+    "Thread-safe without the GIL: deallocate runs once, on the thread of the close that frees\n"
+    "the memory." },
   { NULL },
 };
 
@@ -540,7 +541,9 @@ static PyGetSetDef buffer_getset[] = {
     GUINT_TO_POINTER (MEMRES_MEMORY_IMPORTED) },
   { "memory_resource", (getter) buffer_get_resource, NULL,
     "The Resource the buffer came from (the object whose allocate() made it, even once\n"
-    "that object was closed); None for wrapped foreign memory or once the buffer is closed." },
+    "that object was closed); for memory it did not allocate, a Resource of the stack that\n"
+    "did (memres.import_message()), else None (memres.from_dlpack());\n"
+    "a ForeignBuffer's is its mr. None once the buffer is closed." },
   PYMEMRES_BUFFER_INTEROP_GETSET,
   { NULL },
 };
@@ -549,8 +552,9 @@ PyTypeObject PyMemresBuffer_Type = {
   PyVarObject_HEAD_INIT (NULL, 0).tp_name = "memres.Buffer",
   .tp_basicsize = sizeof (PyMemresBuffer),
   .tp_flags = Py_TPFLAGS_DEFAULT,
-  .tp_doc = "Memory allocated from a Resource (Resource.allocate()) or wrapped from another\n"
-            "library (memres.from_dlpack()). cuda.core's Buffer.\n\n"
+  .tp_doc = "Memory allocated from a Resource (Resource.allocate()), imported from another\n"
+            "process (memres.import_message()), or wrapped: another library's tensor\n"
+            "(memres.from_dlpack()), an address (Buffer.from_handle()). cuda.core's Buffer.\n\n"
             "Close it with close() or a with block; a Buffer that is dropped open is closed on\n"
             "its deallocation stream. A buffer keeps its resource alive. It exports itself as a\n"
             "1-D uint8 array of its size through DLPack (__dlpack__), the CUDA array interface\n"

@@ -100,7 +100,7 @@ pymemres_errors_init (PyObject *module)
       = new_error_of (module, "OutOfRangeError",
                       "An int argument out of its range (memres.ErrorCode.INVALID_ARGUMENT): "
                       "a negative size,\noffset, address or stream handle, one past "
-                      "2**64-1, a fill value past 2**32-1. An\nInvalidArgumentError "
+                      "2**64-1, a fill value that does not fit its width. An\nInvalidArgumentError "
                       "(so a memres.Error and a ValueError) and also an OverflowError,\nas "
                       "cuda.core's size_t conversion raises.",
                       error_invalid, PyExc_OverflowError, NULL);

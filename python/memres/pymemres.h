@@ -237,12 +237,14 @@ PyObject *pymemres_buffer_write (PyMemresBuffer *self, PyObject *args, PyObject 
         METH_VARARGS | METH_KEYWORDS,                                                              \
         "read(offset=0, size=None, stream=None) -> bytes\n\n"                                      \
         "Copies size bytes (None: to the end) from offset into a new bytes object, waiting for\n"  \
-        "stream. Releases the GIL." },                                                             \
+        "stream. Releases the GIL. Raises InvalidArgumentError for a range past the end,\n"        \
+        "OutOfRangeError for a negative offset or size." },                                        \
   {                                                                                                \
     "write", (PyCFunction) (void (*) (void)) pymemres_buffer_write, METH_VARARGS | METH_KEYWORDS,  \
         "write(data, offset=0, stream=None)\n\n"                                                   \
-        "Copies the bytes-like data into the buffer at offset, waiting for stream. Releases the "  \
-        "GIL."                                                                                     \
+        "Copies the bytes-like data into the buffer at offset, waiting for stream. Releases the\n" \
+        "GIL. Raises InvalidArgumentError for data that does not fit past offset,\n"               \
+        "OutOfRangeError for a negative offset."                                                   \
   }
 
 /* buffer-context.c: Buffer.__enter__ and __exit__, put in the type's dictionary once it is
@@ -278,12 +280,12 @@ extern PyBufferProcs pymemres_buffer_as_buffer;
     "legacy capsule (\"dltensor\") that consumers of DLPack 0.x take. stream: the consumer's\n"    \
     "stream (an int or None; -1: no ordering asked); unless -1, device-accessible memory\n"        \
     "(device, pinned, managed) is synchronized on the buffer's stream first (the GIL\n"            \
-    "released; a close() on another thread meanwhile raises BufferError). dl_device=(1, 0)\n"      \
-    "of memory on another device, or copy=True, gives a copy in host memory of its own\n"          \
-    "(flagged IS_COPIED), read after the work on the buffer's stream. Raises BufferError for "     \
-    "another dl_device, for copy=False where that\n"                                               \
-    "copy is needed, and for a max_version that is not None or a (major, minor) tuple of\n"        \
-    "ints (cuda.core's rule)." },                                                                  \
+    "released; a close() on another thread meanwhile raises BufferError). dl_device: the\n"        \
+    "buffer's own device gives the buffer; (1, 0) of memory on another device, or\n"               \
+    "copy=True, a copy in host memory of its own (flagged IS_COPIED), read after the work on\n"    \
+    "the buffer's stream (the array API's rule; cuda.core refuses both). Raises BufferError\n"     \
+    "for another dl_device, for copy=False where that copy is needed, and for a max_version\n"     \
+    "that is not None or a (major, minor) tuple of ints (cuda.core's rule)." },                    \
   {                                                                                                \
     "__dlpack_device__", pymemres_buffer_dlpack_device, METH_NOARGS,                               \
         "__dlpack_device__() -> (device_type, device_id)\n\n"                                      \

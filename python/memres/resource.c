@@ -476,7 +476,7 @@ static PyMethodDef resource_methods[] = {
     "for a size the kind refuses, Error otherwise." },
   { "tag_counts", (PyCFunction) pymemres_resource_tag_counts, METH_O,
     "tag_counts(name) -> dict\n\n"
-    "What this counted layer (a stats layer: Resource(\"stats>...\"), or find_layer) counted\n"
+    "What this counted layer (a stats layer: Resource(\"stats>...\")) counted\n"
     "for the buffers allocated under tag name: bytes_current, bytes_peak, bytes_total,\n"
     "count_current, count_peak, count_total. Error (memres.ErrorCode.NOT_SUPPORTED) for a\n"
     "layer that does not count; Error with memres.TagErrorCode.UNKNOWN for a name never used." },
@@ -488,9 +488,9 @@ static PyMethodDef resource_methods[] = {
     "sleep(tag, *, mode=\"discard\", path=None, stream=None, host=None)\n\n"
     "Releases the physical memory under every open buffer of tag allocated here, keeping their\n"
     "addresses (a stack over vmm: Resource(\"cache>vmm\")); mode \"discard\", the default\n"
-    "(contents undefined after wake), \"backup\" (page-locked host memory; host names its "
-    "Resource) or \"file\"\n"
-    "(path: a str, bytes or os.PathLike such as pathlib.Path). All or nothing. Error with\n"
+    "(contents undefined after wake), \"backup\" (page-locked host memory; host names its\n"
+    "Resource) or \"file\" (path: a str, bytes or os.PathLike such as pathlib.Path). All or\n"
+    "nothing. Error with\n"
     "memres.SleepErrorCode for a sleeping tag, a buffer exported over IPC, a file that cannot\n"
     "be written; ErrorCode.NOT_SUPPORTED for a stack that cannot sleep (docs/sleep.md)." },
   { "wake", (PyCFunction) (void (*) (void)) pymemres_resource_wake, METH_VARARGS | METH_KEYWORDS,
