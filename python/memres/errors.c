@@ -1,21 +1,22 @@
 /* memres - CUDA memory resources
  * errors.c: the exceptions of the Python package: memres.Error and the subclasses that also
  * derive from the builtin a Python user catches (MemoryError, ValueError, OSError,
- * RuntimeError; ClosedError both ValueError and RuntimeError), each
+ * RuntimeError, NotImplementedError; ClosedError both ValueError and RuntimeError), each
  * carrying the GError's message, domain and code; and the one function that turns a GError into
  * the right one. */
 #include "pymemres.h"
 
 #include <string.h>
 
-static PyObject *error_base;      /* memres.Error */
-static PyObject *error_oom;       /* memres.OutOfMemoryError (MemoryError) */
-static PyObject *error_invalid;   /* memres.InvalidArgumentError (ValueError) */
-static PyObject *error_closed;    /* memres.ClosedError (ValueError, RuntimeError) */
-static PyObject *error_file;      /* memres.FileError (OSError) */
-static PyObject *error_no_device; /* memres.NoDeviceError (RuntimeError) */
-static PyObject *error_forked;    /* memres.ForkedError (RuntimeError) */
-static PyObject *error_range;     /* memres.OutOfRangeError (InvalidArgumentError, OverflowError) */
+static PyObject *error_base;        /* memres.Error */
+static PyObject *error_oom;         /* memres.OutOfMemoryError (MemoryError) */
+static PyObject *error_invalid;     /* memres.InvalidArgumentError (ValueError) */
+static PyObject *error_closed;      /* memres.ClosedError (ValueError, RuntimeError) */
+static PyObject *error_file;        /* memres.FileError (OSError) */
+static PyObject *error_no_device;   /* memres.NoDeviceError (RuntimeError) */
+static PyObject *error_forked;      /* memres.ForkedError (RuntimeError) */
+static PyObject *error_unsupported; /* memres.NotSupportedError (NotImplementedError) */
+static PyObject *error_range; /* memres.OutOfRangeError (InvalidArgumentError, OverflowError) */
 
 /* memres.NAME, derived from @base (memres.Error where NULL), @builtin and @builtin2 (where not
  * NULL), or from Exception alone (memres.Error itself, @builtin NULL) */
@@ -91,8 +92,17 @@ pymemres_errors_init (PyObject *module)
                             "here; start the process with\nmultiprocessing's \"spawn\" method "
                             "instead. Also a RuntimeError.",
                             PyExc_RuntimeError);
+  /* what the kind cannot do: NotImplementedError, a RuntimeError, as cuda.core raises for an
+   * IPC call on a resource that is not IPC-enabled */
+  error_unsupported = new_error (
+      module, "NotSupportedError",
+      "The resource's kind cannot do this (memres.ErrorCode.NOT_SUPPORTED): export_message()\n"
+      "of memory that cannot be shared, stats() of a stack without a stats layer, sleep() of\n"
+      "one that cannot sleep. Also a NotImplementedError, so a RuntimeError, as cuda.core\n"
+      "raises for an IPC call on a resource that is not IPC-enabled.",
+      PyExc_NotImplementedError);
   if (error_oom == NULL || error_invalid == NULL || error_closed == NULL || error_file == NULL
-      || error_no_device == NULL || error_forked == NULL)
+      || error_no_device == NULL || error_forked == NULL || error_unsupported == NULL)
     return -1;
   /* cuda.core's size_t conversion raises OverflowError for allocate(-1); a Python user checks
    * a bad argument with ValueError, a memres user with memres.Error: all three catch it */
@@ -132,6 +142,8 @@ class_of (const GError *error)
         return error_file;
       case MEMRES_ERROR_FORKED:
         return error_forked;
+      case MEMRES_ERROR_NOT_SUPPORTED:
+        return error_unsupported;
       default:
         return error_base;
       }

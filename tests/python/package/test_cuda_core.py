@@ -4,6 +4,7 @@ test_object_protocols.py) rewritten for memres where memres has the counterpart
 width, the errors of a closed Buffer or resource, the properties of each kind of memory, and
 Buffer equality and hashing."""
 import ctypes
+import os
 import sys
 import weakref
 
@@ -350,3 +351,38 @@ def test_buffer_equality_and_hash(host):
     assert a == a and a != b and hash(a) == hash(a)
     for x in (alt, a, b):
         x.close()
+
+
+def test_ipc_errors(device):
+    # cuda.core's test_mempool_ipc_errors and memory_ipc/test_errors.py: IPC on a resource that
+    # is not IPC-enabled is a RuntimeError (memres.NotSupportedError); a truncated message a
+    # ValueError; a Buffer where its message belongs a TypeError; the message imports whole
+    plain = device.allocate(64)
+    assert device.is_ipc_enabled is False
+    with pytest.raises(RuntimeError) as info:
+        plain.export_message()
+    assert type(info.value) is memres.NotSupportedError
+    assert info.value.code == memres.ErrorCode.NOT_SUPPORTED
+    mr = memres.Resource("ipc:device=0")
+    assert mr.is_ipc_enabled is True
+    buf = mr.allocate(64)
+    buf.fill(0xA5)
+    data, fds = buf.export_message()
+    try:
+        for cut in (0, 10, len(data) - 1):
+            with pytest.raises(ValueError) as info:
+                memres.import_message(data[:cut], fds)
+            assert info.value.code == memres.ErrorCode.INVALID_DESCRIPTOR
+        for wrong in (buf, plain):
+            with pytest.raises(TypeError, match="not a Buffer"):
+                memres.import_message(wrong, fds)
+        with pytest.raises(TypeError):
+            memres.import_message("text", fds)
+        imported = memres.import_message(data, fds)
+        assert imported.is_mapped and imported.size == 64 and imported.read() == b"\xa5" * 64
+        imported.close()
+    finally:
+        for fd in fds:
+            os.close(fd)
+    buf.close()
+    plain.close()
