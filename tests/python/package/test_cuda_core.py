@@ -386,3 +386,78 @@ def test_ipc_errors(device):
             os.close(fd)
     buf.close()
     plain.close()
+
+
+def test_graph_resource_in_a_capture(fake_counts):
+    # cuda.core's graph/test_graph_memory_resource.py: allocations only inside a capture (a
+    # zero-size one too), the pool resource refused on a capturing stream (RuntimeError, here
+    # memres.NotSupportedError), the graph resource refused outside one (memres's
+    # InvalidArgumentError: docs/python.md), device-accessible only
+    ct = ctypes
+    lib = ct.CDLL(os.environ["MEMRES_CUDA_DRIVER"])
+    lib.cuGetProcAddress_v2.argtypes = [ct.c_char_p, ct.POINTER(ct.c_void_p), ct.c_int,
+                                        ct.c_uint64, ct.POINTER(ct.c_int)]
+
+    def call(name, argtypes, *args):
+        fn, status = ct.c_void_p(), ct.c_int()
+        assert lib.cuGetProcAddress_v2(name.encode(), ct.byref(fn), 12000, 0,
+                                       ct.byref(status)) == 0
+        return ct.CFUNCTYPE(ct.c_int, *argtypes)(fn.value)(*args)
+
+    p, pp = ct.c_void_p, ct.POINTER(ct.c_void_p)
+    ctx, stream, graph, exec_ = p(), p(), p(), p()
+    assert call("cuInit", [ct.c_uint], 0) == 0
+    assert call("cuDevicePrimaryCtxRetain", [pp, ct.c_int], ct.byref(ctx), 0) == 0
+    assert call("cuCtxSetCurrent", [p], ctx) == 0
+    assert call("cuStreamCreate", [pp, ct.c_uint], ct.byref(stream), 1) == 0
+    s = stream.value
+    gmr = memres.Resource("graph:device=0")
+    pool = memres.Resource("dmr:device=0")
+    assert gmr.is_device_accessible and not gmr.is_host_accessible and gmr.device_id == 0
+    with pytest.raises(ValueError, match="not capturing"):
+        gmr.allocate(64, stream=s)
+    graphs = fake_counts()["graph_allocations"]
+    assert graphs == 0
+    assert call("cuStreamBeginCapture", [p, ct.c_int], s, 2) == 0  # relaxed
+    buf = gmr.allocate(1024, stream=s)
+    empty = gmr.allocate(0, stream=s)
+    assert buf.size == 1024 and buf.handle != 0 and buf.device_id == 0
+    assert empty.size == 0 and empty.handle == 0
+    with pytest.raises(RuntimeError) as info:
+        pool.allocate(64, stream=s)
+    assert type(info.value) is memres.NotSupportedError and "graph" in str(info.value)
+    buf.fill(0x11, stream=s)
+    buf.close(stream=s)
+    empty.close(stream=s)
+    assert call("cuStreamEndCapture", [p, pp], s, ct.byref(graph)) == 0
+    assert call("cuGraphInstantiateWithFlags", [pp, p, ct.c_uint64], ct.byref(exec_), graph,
+                0) == 0
+    assert call("cuGraphLaunch", [p, p], exec_, s) == 0
+    assert call("cuStreamSynchronize", [p], s) == 0
+    # freed inside the graph: each launch allocates and frees, nothing stays
+    assert fake_counts()["graph_allocations"] == graphs
+    assert call("cuGraphExecDestroy", [p], exec_) == 0
+    assert call("cuGraphDestroy", [p], graph) == 0
+    assert call("cuStreamDestroy", [p], s) == 0
+    assert call("cuDevicePrimaryCtxRelease", [ct.c_int], 0) == 0
+
+
+def test_pool_statistics_as_cuda_cores_attributes(device):
+    # cuda.core's test_mempool_attributes: reserved/used, current and high, ints of 0 or more,
+    # the current ones up by an allocation, each high at least its current; memres's stats()
+    # (the pool's cuMemPoolGetAttribute figures) and reset_stats() for the high marks
+    before = device.stats()
+    assert all(isinstance(v, int) and v >= 0 for v in before.values())
+    buf = device.allocate(1 << 20)
+    during = device.stats()
+    assert during["used_current"] == before["used_current"] + (1 << 20)
+    assert during["reserved_current"] >= during["used_current"]
+    for name in ("used", "reserved"):
+        assert during[name + "_high"] >= during[name + "_current"]
+    assert during["n_buffers"] == before["n_buffers"] + 1
+    buf.close()
+    after = device.stats()
+    assert after["used_current"] == before["used_current"]
+    assert after["used_high"] >= before["used_current"] + (1 << 20)
+    device.reset_stats()
+    assert device.stats()["used_high"] == device.stats()["used_current"]
