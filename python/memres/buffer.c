@@ -478,6 +478,7 @@ static PyMethodDef buffer_methods[] = {
     "memres.import_message(). Needs memory that can be shared (kinds ipc, pinned with\n"
     "ipc=true, vmm with handle_type=posix_fd); Error (NOT_SUPPORTED) otherwise." },
   PYMEMRES_BUFFER_INTEROP_METHODS,
+  PYMEMRES_BUFFER_MANAGED_METHODS,
   { "from_handle", FASTCALL (pymemres_buffer_from_handle),
     METH_CLASS | METH_FASTCALL | METH_KEYWORDS,
     "Buffer.from_handle(ptr, size, mr=None, owner=None, *, stream=None) -> Buffer\n\n"
@@ -545,6 +546,7 @@ static PyGetSetDef buffer_getset[] = {
     "did (memres.import_message()), else None (memres.from_dlpack());\n"
     "a ForeignBuffer's is its mr. None once the buffer is closed." },
   PYMEMRES_BUFFER_INTEROP_GETSET,
+  PYMEMRES_BUFFER_MANAGED_GETSET,
   { NULL },
 };
 

@@ -301,6 +301,75 @@ extern PyBufferProcs pymemres_buffer_as_buffer;
   }
 PyObject *pymemres_from_dlpack (PyObject *module, PyObject *obj);
 
+/* buffer-managed.c: the calls of managed memory (cuda.core's ManagedBuffer); the entries
+ * buffer.c's tables take */
+PyObject *pymemres_buffer_prefetch (PyMemresBuffer *self, PyObject *args, PyObject *kwargs);
+PyObject *pymemres_buffer_discard (PyMemresBuffer *self, PyObject *args, PyObject *kwargs);
+PyObject *pymemres_buffer_discard_prefetch (PyMemresBuffer *self, PyObject *args, PyObject *kwargs);
+PyObject *pymemres_buffer_add_accessed_by (PyMemresBuffer *self, PyObject *location);
+PyObject *pymemres_buffer_remove_accessed_by (PyMemresBuffer *self, PyObject *location);
+PyObject *pymemres_buffer_get_read_mostly (PyMemresBuffer *self, void *closure);
+int pymemres_buffer_set_read_mostly (PyMemresBuffer *self, PyObject *value, void *closure);
+PyObject *pymemres_buffer_get_location (PyMemresBuffer *self, void *closure);
+int pymemres_buffer_set_preferred_location (PyMemresBuffer *self, PyObject *value, void *closure);
+PyObject *pymemres_buffer_get_accessed_by (PyMemresBuffer *self, void *closure);
+/* the closures of pymemres_buffer_get_location (buffer-managed.c's ManagedCall values) */
+#define PYMEMRES_GET_PREFERRED     8
+#define PYMEMRES_GET_LAST_PREFETCH 9
+#define PYMEMRES_LOCATION_DOC                                                                      \
+  "A location is a device ordinal (an int of 0 or more), -1 or \"host\" (host memory),\n"          \
+  "\"host_numa_current\", or cuda.core's (type, id) tuple: (\"device\", N), (\"host\", None),\n"   \
+  "(\"host_numa\", N), (\"host_numa_current\", None)."
+#define PYMEMRES_BUFFER_MANAGED_METHODS                                                            \
+  { "prefetch", (PyCFunction) (void (*) (void)) pymemres_buffer_prefetch,                          \
+    METH_VARARGS | METH_KEYWORDS,                                                                  \
+    "prefetch(location, stream=None)\n\n"                                                          \
+    "Migrates the managed memory to location, ordered on stream (cuMemPrefetchAsync; "             \
+    "cuda.core's\n"                                                                                \
+    "ManagedBuffer.prefetch).\n" PYMEMRES_LOCATION_DOC "\n"                                        \
+    "Raises InvalidArgumentError for memory that is not managed or a bad location,\n"              \
+    "NoDeviceError for a device that does not exist. Releases the GIL." },                         \
+      { "discard", (PyCFunction) (void (*) (void)) pymemres_buffer_discard,                        \
+        METH_VARARGS | METH_KEYWORDS,                                                              \
+        "discard(stream=None)\n\n"                                                                 \
+        "Tells the driver the contents are not needed any more, ordered on stream (cuda.core's\n"  \
+        "ManagedBuffer.discard): they are undefined afterwards. NotSupportedError where the\n"     \
+        "driver cannot (before CUDA 13). Releases the GIL." },                                     \
+      { "discard_prefetch", (PyCFunction) (void (*) (void)) pymemres_buffer_discard_prefetch,      \
+        METH_VARARGS | METH_KEYWORDS,                                                              \
+        "discard_prefetch(location, stream=None)\n\n"                                              \
+        "discard() and prefetch() to location in one, ordered on stream (cuda.core's\n"            \
+        "ManagedBuffer.discard_prefetch)." },                                                      \
+      { "add_accessed_by", (PyCFunction) pymemres_buffer_add_accessed_by, METH_O,                  \
+        "add_accessed_by(location)\n\n"                                                            \
+        "Advises that location (a device, or the host) accesses the managed memory: the driver\n"  \
+        "keeps it mapped there (cuMemAdvise SET_ACCESSED_BY; cuda.core's accessed_by.add)." },     \
+  {                                                                                                \
+    "remove_accessed_by", (PyCFunction) pymemres_buffer_remove_accessed_by, METH_O,                \
+        "remove_accessed_by(location)\n\n"                                                         \
+        "Withdraws add_accessed_by(location) (cuMemAdvise UNSET_ACCESSED_BY)."                     \
+  }
+#define PYMEMRES_BUFFER_MANAGED_GETSET                                                             \
+  { "read_mostly", (getter) pymemres_buffer_get_read_mostly,                                       \
+    (setter) pymemres_buffer_set_read_mostly,                                                      \
+    "Whether the managed memory is advised to be mostly read (cuMemAdvise READ_MOSTLY), read\n"    \
+    "from the driver; settable (cuda.core's ManagedBuffer.read_mostly). InvalidArgumentError\n"    \
+    "for memory that is not managed." },                                                           \
+      { "preferred_location", (getter) pymemres_buffer_get_location,                               \
+        (setter) pymemres_buffer_set_preferred_location,                                           \
+        "Where the managed memory is advised to live: None (no preference) or a (type, id)\n"      \
+        "tuple, read from the driver; settable to a location or None (cuda.core's\n"               \
+        "ManagedBuffer.preferred_location).\n" PYMEMRES_LOCATION_DOC,                              \
+        GINT_TO_POINTER (PYMEMRES_GET_PREFERRED) },                                                \
+      { "last_prefetch_location", (getter) pymemres_buffer_get_location, NULL,                     \
+        "Where the managed memory was last prefetched to: None (never) or a (type, id) tuple.",    \
+        GINT_TO_POINTER (PYMEMRES_GET_LAST_PREFETCH) },                                            \
+  {                                                                                                \
+    "accessed_by", (getter) pymemres_buffer_get_accessed_by, NULL,                                 \
+        "The locations the managed memory is advised to be accessed by (add_accessed_by()), a\n"   \
+        "tuple of (type, id) tuples: the devices in order, then the host."                         \
+  }
+
 /* buffer-handle.c: Buffer.from_handle(), memory memres did not allocate, as a Buffer of the
  * subtype memres.ForeignBuffer (its close() hands the close's stream to the mr) */
 extern PyTypeObject PyMemresForeignBuffer_Type;

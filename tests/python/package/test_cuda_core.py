@@ -461,3 +461,59 @@ def test_pool_statistics_as_cuda_cores_attributes(device):
     assert after["used_high"] >= before["used_current"] + (1 << 20)
     device.reset_stats()
     assert device.stats()["used_high"] == device.stats()["used_current"]
+
+
+def test_managed_buffer_advice_and_prefetch(device):
+    # cuda.core's memory/test_managed_ops.py for memres's managed kind: read_mostly and
+    # preferred_location round trips, accessed_by added and removed, prefetch and the last
+    # prefetch location, discard; the location forms; memory that is not managed refused
+    # (ValueError), a closed buffer ClosedError, a device the driver lacks NoDeviceError
+    buf = memres.Resource("managed:device=0").allocate(1 << 16)
+    buf.fill(0x5C)
+    assert buf.read_mostly is False
+    buf.read_mostly = True
+    assert buf.read_mostly is True
+    buf.read_mostly = False
+    assert buf.read_mostly is False
+    assert buf.preferred_location is None
+    for given, read in ((0, ("device", 0)), (("device", 0), ("device", 0)), (-1, ("host", None)),
+                        ("host", ("host", None)), (("host", None), ("host", None)),
+                        (("host_numa", 0), ("host_numa", 0)), (None, None)):
+        buf.preferred_location = given
+        assert buf.preferred_location == read
+    assert buf.accessed_by == ()
+    buf.add_accessed_by(0)
+    buf.add_accessed_by("host")
+    assert buf.accessed_by == (("device", 0), ("host", None))
+    buf.remove_accessed_by(("device", 0))
+    assert buf.accessed_by == (("host", None),)
+    assert buf.last_prefetch_location is None
+    buf.prefetch(0, stream=0)
+    assert buf.last_prefetch_location == ("device", 0)
+    buf.prefetch("host")
+    assert buf.last_prefetch_location == ("host", None)
+    assert buf.read() == b"\x5c" * (1 << 16)  # prefetching moves, and keeps, the bytes
+    buf.discard_prefetch(("device", 0), stream=0)
+    assert buf.last_prefetch_location == ("device", 0)
+    buf.discard()
+    for wrong, exc in ((("device", None), TypeError), ("gpu", ValueError), (1.5, TypeError),
+                       (("host", 3), ValueError), (("device", -2), ValueError)):
+        with pytest.raises(exc):
+            buf.preferred_location = wrong
+    with pytest.raises(memres.NoDeviceError):
+        buf.prefetch(7)
+    with pytest.raises(TypeError):
+        del buf.read_mostly
+    assert buf.preferred_location is None and buf.last_prefetch_location == ("device", 0)
+    plain = device.allocate(64)
+    for call in (lambda: plain.read_mostly, lambda: plain.prefetch(0), lambda: plain.discard(),
+                 lambda: plain.add_accessed_by(0), lambda: plain.preferred_location):
+        with pytest.raises(ValueError, match="not managed memory") as info:
+            call()
+        assert info.value.code == memres.ErrorCode.INVALID_ARGUMENT
+    plain.close()
+    buf.close()
+    with pytest.raises(memres.ClosedError):
+        buf.prefetch(0)
+    with pytest.raises(memres.ClosedError):
+        buf.read_mostly
