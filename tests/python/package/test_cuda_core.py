@@ -517,3 +517,85 @@ def test_managed_buffer_advice_and_prefetch(device):
         buf.prefetch(0)
     with pytest.raises(memres.ClosedError):
         buf.read_mostly
+
+
+def device_attribute_override(attr, value):
+    """Overrides a device attribute of the fake driver's device 0; returns the function that
+    puts the old value back."""
+    ct = ctypes
+    lib = ct.CDLL(os.environ["MEMRES_CUDA_DRIVER"])
+    lib.cuGetProcAddress_v2.argtypes = [ct.c_char_p, ct.POINTER(ct.c_void_p), ct.c_int,
+                                        ct.c_uint64, ct.POINTER(ct.c_int)]
+    fn, status, old = ct.c_void_p(), ct.c_int(), ct.c_int()
+    assert lib.cuGetProcAddress_v2(b"cuDeviceGetAttribute", ct.byref(fn), 12000, 0,
+                                   ct.byref(status)) == 0
+    get = ct.CFUNCTYPE(ct.c_int, ct.POINTER(ct.c_int), ct.c_int, ct.c_int)(fn.value)
+    assert get(ct.byref(old), attr, 0) == 0
+    lib.fakecuda_set_attribute(0, attr, value)
+    return lambda: lib.fakecuda_set_attribute(0, attr, old.value)
+
+
+def test_vmm_options(fake_counts):
+    # cuda.core's VMM tests for memres's vmm kind: a posix_fd handle type (IPC-enabled), sizes
+    # rounded up (Buffer.size says), several buffers, the granularity and access options; an
+    # option value it lacks (win32) a ValueError; RDMA on a device without it and a device
+    # without VMM a RuntimeError (memres.NotSupportedError), as cuda.core raises
+    for spec in ("vmm:device=0,handle_type=posix_fd", "vmm:device=0,granularity=minimum",
+                 "vmm:device=0,access=ro", "vmm:device=0,location=host"):
+        mr = memres.Resource(spec)
+        assert mr.is_ipc_enabled is spec.endswith("posix_fd")
+        buffers = [mr.allocate(1024 * (i + 1)) for i in range(5)]
+        for i, buf in enumerate(buffers):
+            assert buf.size >= 1024 * (i + 1) and buf.memory_resource is mr
+            assert buf.device_id == mr.device_id == (-1 if "host" in spec else 0)
+        assert len({buf.handle for buf in buffers}) == 5
+        if "access=ro" in spec:
+            with pytest.raises(memres.Error, match="CUDA_ERROR_INVALID_VALUE"):
+                buffers[0].fill(0x42)  # read-only: the driver refuses the write
+        else:
+            buffers[0].fill(0x42)
+            assert buffers[0].read(0, 8) == b"\x42" * 8
+        for buf in buffers:
+            buf.close()
+    with pytest.raises(ValueError, match="win32"):
+        memres.Resource("vmm:device=0,handle_type=win32")
+    for attr, spec in ((110, "vmm:device=0,gpu_direct_rdma=true"), (102, "vmm:device=0")):
+        restore = device_attribute_override(attr, 0)
+        try:
+            with pytest.raises(RuntimeError) as info:
+                memres.Resource(spec)
+            assert type(info.value) is memres.NotSupportedError
+        finally:
+            restore()
+        memres.Resource(spec).allocate(64).close()  # the attribute back: it works
+
+
+def test_pinned_resources(device):
+    # cuda.core's PinnedMemoryResource (a pool, IPC with ipc_enabled, numa_id below 0 a
+    # ValueError) and LegacyPinnedMemoryResource (cuMemAllocHost) as memres's pinned kind:
+    # device_id -1, host- and device-accessible, kDLCUDAHost, bytes the host reads in place
+    for spec, ipc in (("pinned", False), ("pinned:mode=pool", False), ("pinned:ipc=true", True),
+                      ("pinned:mode=legacy", False)):
+        mr = memres.Resource(spec)
+        assert mr.device_id == -1 and mr.is_device_accessible and mr.is_host_accessible
+        assert mr.is_ipc_enabled is ipc and mr.is_managed is False
+        buf = mr.allocate(100, stream=0)
+        assert buf.size == 100 and buf.__dlpack_device__() == (3, 0)
+        buf.fill(0x7F, stream=0)
+        assert host_bytes(buf, 100) == b"\x7f" * 100
+        if ipc:
+            data, fds = buf.export_message()
+            try:
+                imported = memres.import_message(data, fds)
+                assert imported.is_mapped and imported.read() == b"\x7f" * 100
+                imported.close()
+            finally:
+                for fd in fds:
+                    os.close(fd)
+        else:
+            with pytest.raises(RuntimeError):
+                buf.export_message()
+        buf.close(stream=0)
+    for wrong in ("pinned:numa_id=-2", "pinned:mode=legacy,ipc=true"):
+        with pytest.raises(ValueError):
+            memres.Resource(wrong)
