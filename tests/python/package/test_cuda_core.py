@@ -599,3 +599,40 @@ def test_pinned_resources(device):
     for wrong in ("pinned:numa_id=-2", "pinned:mode=legacy,ipc=true"):
         with pytest.raises(ValueError):
             memres.Resource(wrong)
+
+
+def test_ipc_duplicate_and_concurrent_import(device):
+    # cuda.core's memory_ipc test_ipc_duplicate_import and test_ipc_concurrent_import (issue
+    # #2840, nvbug 5570902): one message imported by four threads at once, and again, gives the
+    # same memory each time, no deadlock, and closing every import is safe
+    import threading
+
+    mr = memres.Resource("ipc:device=0")
+    buf = mr.allocate(4096)
+    buf.fill(0x33)
+    data, fds = buf.export_message()
+    made, errors = [], []
+
+    def run():
+        try:
+            made.append(memres.import_message(data, fds))
+        except Exception as err:  # noqa: BLE001 - reported by the assertion below
+            errors.append(err)
+
+    try:
+        threads = [threading.Thread(target=run) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        run()
+        assert errors == [] and len(made) == 5
+        assert len({x.handle for x in made}) == 1 and all(x.is_mapped for x in made)
+        assert all(x.read() == b"\x33" * 4096 for x in made)
+        for x in made:
+            x.close()
+        assert buf.read(0, 4) == b"\x33" * 4
+    finally:
+        for fd in fds:
+            os.close(fd)
+    buf.close()
