@@ -476,7 +476,8 @@ static PyMethodDef buffer_methods[] = {
     "The buffer as one message for another process: bytes plus file descriptors (yours to\n"
     "send, e.g. with socket.send_fds(), and to close). The receiver imports it with\n"
     "memres.import_message(). Needs memory that can be shared (kinds ipc, pinned with\n"
-    "ipc=true, vmm with handle_type=posix_fd); Error (NOT_SUPPORTED) otherwise." },
+    "ipc=true, vmm with handle_type=posix_fd); NotSupportedError (a RuntimeError, as\n"
+    "cuda.core raises) otherwise." },
   PYMEMRES_BUFFER_INTEROP_METHODS,
   PYMEMRES_BUFFER_MANAGED_METHODS,
   { "from_handle", FASTCALL (pymemres_buffer_from_handle),
