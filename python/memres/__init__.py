@@ -14,8 +14,10 @@ Resource is a MemoryResource, Buffer a Buffer, default_resource() the device's d
 Every error is a memres.Error (with message, domain and code), and also the builtin a Python
 program catches: OutOfMemoryError is a MemoryError, InvalidArgumentError and ClosedError are
 ValueErrors, FileError is an OSError, NoDeviceError and ForkedError (the driver used in a
-forked child) RuntimeErrors; OutOfRangeError (an int
-argument out of its range: allocate(-1)) is an InvalidArgumentError and an OverflowError.
+forked child) RuntimeErrors, and ClosedError (a call on a closed Buffer or Resource) a
+RuntimeError too, as cuda.core raises; NotSupportedError (what the kind cannot do:
+export_message() of memory that cannot be shared) a NotImplementedError; OutOfRangeError (an int argument out of its range:
+allocate(-1), fill(256)) is an InvalidArgumentError and an OverflowError.
 
 The package finds the plugins it carries (a wheel's memres/plugins) by itself; an installed
 memres finds its plugin directory; MEMRES_PLUGIN_PATH comes first in both.
@@ -34,6 +36,7 @@ from ._memres import (
     ForkedError,
     InvalidArgumentError,
     NoDeviceError,
+    NotSupportedError,
     OutOfMemoryError,
     OutOfRangeError,
     Resource,
@@ -60,6 +63,7 @@ __all__ = [
     "InvalidArgumentError",
     "MemoryFlags",
     "NoDeviceError",
+    "NotSupportedError",
     "OutOfMemoryError",
     "OutOfRangeError",
     "Resource",

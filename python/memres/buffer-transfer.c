@@ -211,6 +211,13 @@ pymemres_buffer_fill (PyMemresBuffer *self, PyObject *args, PyObject *kwargs)
     }
   else if (uint32_arg (value_obj, "value", &value) < 0)
     return NULL;
+  else if ((width == 1 || width == 2) && value >> (8 * width) != 0)
+    /* an int that does not fit the width: out of its range (OutOfRangeError: the OverflowError
+     * cuda.core raises for fill(256), a ValueError as its older fill(value, width) raised;
+     * it was an InvalidArgumentError alone); another width is the core's refusal */
+    return pymemres_raise_range ("fill value %u is out of range for width %u: value must be in "
+                                 "range [0, %u]",
+                                 value, width, (1u << (8 * width)) - 1);
   if (pymemres_buffer_use (self, FALSE) < 0)
     return NULL;
   Py_BEGIN_ALLOW_THREADS;

@@ -383,6 +383,55 @@ buffer_repr (PyMemresBuffer *self)
   return PyUnicode_FromString (text);
 }
 
+/* cuda.core's Buffer equality: two open Buffers over the same memory (the same address and
+ * size: Buffer.from_handle(buf.handle, buf.size) == buf) are equal. A closed one, and one of
+ * address 0 (0 bytes), is equal to itself alone: its memory may be another's now. */
+static PyObject *
+buffer_richcompare (PyObject *a, PyObject *b, int op)
+{
+  MemresBuffer *x, *y;
+  gboolean same;
+
+  if (!PyObject_TypeCheck (b, &PyMemresBuffer_Type) || (op != Py_EQ && op != Py_NE))
+    Py_RETURN_NOTIMPLEMENTED;
+  x = ((PyMemresBuffer *) a)->buf;
+  y = ((PyMemresBuffer *) b)->buf;
+  if (a == b || memres_buffer_is_closed (x) || memres_buffer_is_closed (y)
+      || memres_buffer_get_address (x) == 0)
+    same = a == b;
+  else
+    same = memres_buffer_get_address (x) == memres_buffer_get_address (y)
+           && memres_buffer_get_size (x) == memres_buffer_get_size (y);
+  if (op == Py_NE)
+    same = !same;
+  return PyBool_FromLong (same);
+}
+
+/* hash() agrees with ==: of the address and size while the buffer is open, the object's own
+ * once closed (or of address 0); the first answer is kept, so that it never changes */
+static Py_hash_t
+buffer_hash (PyMemresBuffer *self)
+{
+  Py_hash_t hash = (Py_hash_t) (gintptr) g_atomic_pointer_get (&self->hash);
+  guint64 address;
+
+  if (hash != 0)
+    return hash;
+  address = memres_buffer_get_address (self->buf);
+  if (address == 0 || memres_buffer_is_closed (self->buf))
+    hash = (Py_hash_t) ((guintptr) self >> 4);
+  else
+    hash = (Py_hash_t) (address
+                        ^ ((guint64) memres_buffer_get_size (self->buf)
+                           * G_GUINT64_CONSTANT (0x9e3779b97f4a7c15)));
+  if (hash == 0 || hash == -1)
+    hash = -2;
+  /* a free-threaded build: the first hash stored is every caller's */
+  if (!g_atomic_pointer_compare_and_exchange (&self->hash, NULL, (gpointer) (gintptr) hash))
+    hash = (Py_hash_t) (gintptr) g_atomic_pointer_get (&self->hash);
+  return hash;
+}
+
 #define FASTCALL(f) (PyCFunction) (void (*) (void)) (f)
 
 /* pickle and copy: a Buffer is memory of this process, held once; TypeError naming what to
@@ -400,7 +449,7 @@ buffer_reduce_ex (PyObject *self, PyObject *protocol)
 
 static PyMethodDef buffer_methods[] = {
   { "__reduce_ex__", buffer_reduce_ex, METH_O,
-    "__reduce_ex__(protocol)\n\nRaises TypeError: a Buffer cannot be pickled or copied (send "
+    "__reduce_ex__(protocol)\n\nRaises TypeError: a Buffer cannot be pickled or copied (send\n"
     "read()'s bytes, or export_message())." },
   { "close", FASTCALL (buffer_close), METH_FASTCALL | METH_KEYWORDS,
     "close(stream=None)\n\n"
@@ -427,8 +476,10 @@ static PyMethodDef buffer_methods[] = {
     "The buffer as one message for another process: bytes plus file descriptors (yours to\n"
     "send, e.g. with socket.send_fds(), and to close). The receiver imports it with\n"
     "memres.import_message(). Needs memory that can be shared (kinds ipc, pinned with\n"
-    "ipc=true, vmm with handle_type=posix_fd); Error (NOT_SUPPORTED) otherwise." },
+    "ipc=true, vmm with handle_type=posix_fd); NotSupportedError (a RuntimeError, as\n"
+    "cuda.core raises) otherwise." },
   PYMEMRES_BUFFER_INTEROP_METHODS,
+  PYMEMRES_BUFFER_MANAGED_METHODS,
   { "from_handle", FASTCALL (pymemres_buffer_from_handle),
     METH_CLASS | METH_FASTCALL | METH_KEYWORDS,
     "Buffer.from_handle(ptr, size, mr=None, owner=None, *, stream=None) -> Buffer\n\n"
@@ -447,10 +498,11 @@ static PyMethodDef buffer_methods[] = {
     "  say what the memory is; otherwise (and without mr) the driver is asked\n"
     "  (cuPointerGetAttributes), and with no driver it is taken for host memory.\n"
     "A memres.Resource is no mr here: it frees only the Buffers it allocated.\n"
-    "Raises ValueError for mr and owner together, or stream without mr; TypeError for an mr\n"
-    "without deallocate; OutOfRangeError (an OverflowError and a ValueError) for a negative\n"
-    "ptr or size; InvalidArgumentError for\n"
-    "a 0 ptr of a non-zero size or a range past the end of memory. memres cannot tell that\n"
+    "Raises ValueError for mr and owner together, stream without mr, or an mr whose memory\n"
+    "is neither device- nor host-accessible; TypeError for an mr without deallocate;\n"
+    "OutOfRangeError (an OverflowError and a ValueError) for a negative ptr or size;\n"
+    "InvalidArgumentError for a 0 ptr of a non-zero size or a range past the end of\n"
+    "memory. memres cannot tell that\n"
     "mr allocated ptr (its deallocate raises at the close). Where the driver knows ptr as\n"
     "device or managed memory (cuPointerGetAttributes), size is checked against the extent\n"
     "of its allocation: past its end raises InvalidArgumentError (code INVALID_ARGUMENT);\n"
@@ -458,8 +510,8 @@ static PyMethodDef buffer_methods[] = {
     "fill, write and copies write into memory that is not the buffer's). What mr says the\n"
     "memory is is checked against the driver: device memory mr calls host-accessible raises\n"
     "InvalidArgumentError, memory on another device than mr.device_id the same (WRONG_DEVICE).\n"
-    "Thread-safe without\n"
-    "the GIL: deallocate runs once, on the thread of the close that frees the memory." },
+    "Thread-safe without the GIL: deallocate runs once, on the thread of the close that frees\n"
+    "the memory." },
   { NULL },
 };
 
@@ -491,8 +543,11 @@ static PyGetSetDef buffer_getset[] = {
     GUINT_TO_POINTER (MEMRES_MEMORY_IMPORTED) },
   { "memory_resource", (getter) buffer_get_resource, NULL,
     "The Resource the buffer came from (the object whose allocate() made it, even once\n"
-    "that object was closed); None for wrapped foreign memory or once the buffer is closed." },
+    "that object was closed); for memory it did not allocate, a Resource of the stack that\n"
+    "did (memres.import_message()), else None (memres.from_dlpack());\n"
+    "a ForeignBuffer's is its mr. None once the buffer is closed." },
   PYMEMRES_BUFFER_INTEROP_GETSET,
+  PYMEMRES_BUFFER_MANAGED_GETSET,
   { NULL },
 };
 
@@ -500,15 +555,21 @@ PyTypeObject PyMemresBuffer_Type = {
   PyVarObject_HEAD_INIT (NULL, 0).tp_name = "memres.Buffer",
   .tp_basicsize = sizeof (PyMemresBuffer),
   .tp_flags = Py_TPFLAGS_DEFAULT,
-  .tp_doc = "Memory allocated from a Resource (Resource.allocate()) or wrapped from another\n"
-            "library (memres.from_dlpack()). cuda.core's Buffer.\n\n"
+  .tp_doc = "Memory allocated from a Resource (Resource.allocate()), imported from another\n"
+            "process (memres.import_message()), or wrapped: another library's tensor\n"
+            "(memres.from_dlpack()), an address (Buffer.from_handle()). cuda.core's Buffer.\n\n"
             "Close it with close() or a with block; a Buffer that is dropped open is closed on\n"
             "its deallocation stream. A buffer keeps its resource alive. It exports itself as a\n"
             "1-D uint8 array of its size through DLPack (__dlpack__), the CUDA array interface\n"
-            "(device memory) and the buffer protocol (host memory: memoryview(buf)).",
+            "(device memory) and the buffer protocol (host memory: memoryview(buf)).\n\n"
+            "As cuda.core's: two open Buffers over the same memory (address and size) are ==\n"
+            "and hash alike; a closed one equals itself alone. Calls on a closed Buffer raise\n"
+            "ClosedError (a ValueError and a RuntimeError).",
   .tp_new = buffer_new,
   .tp_dealloc = (destructor) buffer_dealloc,
   .tp_repr = (reprfunc) buffer_repr,
+  .tp_hash = (hashfunc) buffer_hash,
+  .tp_richcompare = buffer_richcompare,
   .tp_weaklistoffset = offsetof (PyMemresBuffer, weakrefs),
   .tp_as_buffer = &pymemres_buffer_as_buffer,
   .tp_methods = buffer_methods,

@@ -1,31 +1,34 @@
 /* memres - CUDA memory resources
  * errors.c: the exceptions of the Python package: memres.Error and the subclasses that also
  * derive from the builtin a Python user catches (MemoryError, ValueError, OSError,
- * RuntimeError), each
+ * RuntimeError, NotImplementedError; ClosedError both ValueError and RuntimeError), each
  * carrying the GError's message, domain and code; and the one function that turns a GError into
  * the right one. */
 #include "pymemres.h"
 
 #include <string.h>
 
-static PyObject *error_base;      /* memres.Error */
-static PyObject *error_oom;       /* memres.OutOfMemoryError (MemoryError) */
-static PyObject *error_invalid;   /* memres.InvalidArgumentError (ValueError) */
-static PyObject *error_closed;    /* memres.ClosedError (ValueError) */
-static PyObject *error_file;      /* memres.FileError (OSError) */
-static PyObject *error_no_device; /* memres.NoDeviceError (RuntimeError) */
-static PyObject *error_forked;    /* memres.ForkedError (RuntimeError) */
-static PyObject *error_range;     /* memres.OutOfRangeError (InvalidArgumentError, OverflowError) */
+static PyObject *error_base;        /* memres.Error */
+static PyObject *error_oom;         /* memres.OutOfMemoryError (MemoryError) */
+static PyObject *error_invalid;     /* memres.InvalidArgumentError (ValueError) */
+static PyObject *error_closed;      /* memres.ClosedError (ValueError, RuntimeError) */
+static PyObject *error_file;        /* memres.FileError (OSError) */
+static PyObject *error_no_device;   /* memres.NoDeviceError (RuntimeError) */
+static PyObject *error_forked;      /* memres.ForkedError (RuntimeError) */
+static PyObject *error_unsupported; /* memres.NotSupportedError (NotImplementedError) */
+static PyObject *error_range; /* memres.OutOfRangeError (InvalidArgumentError, OverflowError) */
 
-/* memres.NAME, derived from @base (memres.Error where NULL) and @builtin, or from Exception
- * alone (memres.Error itself, both NULL) */
+/* memres.NAME, derived from @base (memres.Error where NULL), @builtin and @builtin2 (where not
+ * NULL), or from Exception alone (memres.Error itself, @builtin NULL) */
 static PyObject *
 new_error_of (PyObject *module, const char *name, const char *doc, PyObject *base,
-              PyObject *builtin)
+              PyObject *builtin, PyObject *builtin2)
 {
   g_autofree char *qualified = g_strconcat ("memres.", name, NULL);
-  PyObject *bases = builtin != NULL ? PyTuple_Pack (2, base != NULL ? base : error_base, builtin)
-                                    : PyTuple_Pack (1, PyExc_Exception);
+  PyObject *bases = builtin == NULL ? PyTuple_Pack (1, PyExc_Exception)
+                    : builtin2 == NULL
+                        ? PyTuple_Pack (2, base != NULL ? base : error_base, builtin)
+                        : PyTuple_Pack (3, base != NULL ? base : error_base, builtin, builtin2);
   PyObject *cls;
 
   if (bases == NULL)
@@ -40,7 +43,7 @@ new_error_of (PyObject *module, const char *name, const char *doc, PyObject *bas
 static PyObject *
 new_error (PyObject *module, const char *name, const char *doc, PyObject *builtin)
 {
-  return new_error_of (module, name, doc, NULL, builtin);
+  return new_error_of (module, name, doc, NULL, builtin, NULL);
 }
 
 int
@@ -63,10 +66,14 @@ pymemres_errors_init (PyObject *module)
                              "@name that does not\nexist, a size or device out of range, a "
                              "descriptor that does not validate.\nAlso a ValueError.",
                              PyExc_ValueError);
-  error_closed = new_error (module, "ClosedError",
-                            "The buffer is closed (memres.ErrorCode.CLOSED). Also a ValueError, "
-                            "as for a closed file.",
-                            PyExc_ValueError);
+  /* a ValueError, as an operation on a closed file raises; and a RuntimeError, as cuda.core's
+   * check of a closed Buffer or memory resource raises */
+  error_closed = new_error_of (
+      module, "ClosedError",
+      "The buffer or resource is closed (memres.ErrorCode.CLOSED). Also a ValueError, as for\n"
+      "a closed file, and a RuntimeError, as cuda.core raises for a closed Buffer or memory\n"
+      "resource.",
+      NULL, PyExc_ValueError, PyExc_RuntimeError);
   error_file = new_error (module, "FileError",
                           "Permission denied (memres.ErrorCode.PERMISSION_DENIED): a file memres "
                           "may not open (the config\nfile of @name resources, a log file), a "
@@ -85,8 +92,17 @@ pymemres_errors_init (PyObject *module)
                             "here; start the process with\nmultiprocessing's \"spawn\" method "
                             "instead. Also a RuntimeError.",
                             PyExc_RuntimeError);
+  /* what the kind cannot do: NotImplementedError, a RuntimeError, as cuda.core raises for an
+   * IPC call on a resource that is not IPC-enabled */
+  error_unsupported = new_error (
+      module, "NotSupportedError",
+      "The resource's kind cannot do this (memres.ErrorCode.NOT_SUPPORTED): export_message()\n"
+      "of memory that cannot be shared, stats() of a stack without a stats layer, sleep() of\n"
+      "one that cannot sleep. Also a NotImplementedError, so a RuntimeError, as cuda.core\n"
+      "raises for an IPC call on a resource that is not IPC-enabled.",
+      PyExc_NotImplementedError);
   if (error_oom == NULL || error_invalid == NULL || error_closed == NULL || error_file == NULL
-      || error_no_device == NULL || error_forked == NULL)
+      || error_no_device == NULL || error_forked == NULL || error_unsupported == NULL)
     return -1;
   /* cuda.core's size_t conversion raises OverflowError for allocate(-1); a Python user checks
    * a bad argument with ValueError, a memres user with memres.Error: all three catch it */
@@ -94,10 +110,10 @@ pymemres_errors_init (PyObject *module)
       = new_error_of (module, "OutOfRangeError",
                       "An int argument out of its range (memres.ErrorCode.INVALID_ARGUMENT): "
                       "a negative size,\noffset, address or stream handle, one past "
-                      "2**64-1, a fill value past 2**32-1. An\nInvalidArgumentError "
+                      "2**64-1, a fill value that does not fit its width. An\nInvalidArgumentError "
                       "(so a memres.Error and a ValueError) and also an OverflowError,\nas "
                       "cuda.core's size_t conversion raises.",
-                      error_invalid, PyExc_OverflowError);
+                      error_invalid, PyExc_OverflowError, NULL);
   if (error_range == NULL)
     return -1;
   return 0;
@@ -126,6 +142,8 @@ class_of (const GError *error)
         return error_file;
       case MEMRES_ERROR_FORKED:
         return error_forked;
+      case MEMRES_ERROR_NOT_SUPPORTED:
+        return error_unsupported;
       default:
         return error_base;
       }

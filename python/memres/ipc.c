@@ -73,6 +73,14 @@ pymemres_import_message (PyObject *module, PyObject *const *args, Py_ssize_t nar
   if (pymemres_parse_args ("import_message", args, nargs, kwnames, import_names, 4, 2, argv) < 0
       || pymemres_stream_from_object (argv[3], &stream) < 0)
     return NULL;
+  /* a Buffer where its message belongs (cuda.core: TypeError): it was read as the message's
+   * bytes, an InvalidArgumentError for host memory, a BufferError for device memory */
+  if (PyObject_TypeCheck (argv[0], &PyMemresBuffer_Type))
+    {
+      PyErr_SetString (PyExc_TypeError, "import_message() takes the bytes of "
+                                        "Buffer.export_message(), not a Buffer");
+      return NULL;
+    }
   if (argv[2] != NULL && argv[2] != Py_None)
     {
       if (!PyObject_TypeCheck (argv[2], &PyMemresResource_Type))

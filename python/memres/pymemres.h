@@ -51,6 +51,10 @@ typedef struct
    * NULL (memres.from_dlpack(), import_message()): Buffer.memory_resource, the same object as
    * cuda.core's Buffer gives, closed or not */
   PyObject *resource;
+  /* hash(), computed at its first call and kept (0: not yet): cuda.core's, of the address and
+   * size, while the buffer is open; the object's own once it is closed (a Py_hash_t in a
+   * pointer, for GLib's atomic operations) */
+  gpointer hash;
 } PyMemresBuffer;
 
 #define PYMEMRES_CLOSING  1
@@ -176,6 +180,7 @@ pymemres_buffer_init (PyMemresBuffer *self, MemresBuffer *buf, gboolean may_wait
   self->n_views = 0;
   self->may_wait = may_wait;
   self->resource = Py_XNewRef (resource);
+  self->hash = NULL;
 }
 /* pymemres_buffer_wrap() of a buffer whose pymemres_close_may_wait() is @may_wait */
 PyObject *pymemres_buffer_wrap_known (MemresBuffer *buf, gboolean may_wait, PyObject *resource);
@@ -224,19 +229,22 @@ PyObject *pymemres_buffer_write (PyMemresBuffer *self, PyObject *args, PyObject 
         "multiple of width), ordered on stream. value may also be a bytes-like pattern of 1, 2\n"  \
         "or 4 bytes, repeated as it is (cuda.core's fill(b\"\\x01\\x02\")): its length is the "    \
         "width.\n"                                                                                 \
-        "Releases the GIL. Raises InvalidArgumentError for a bad width, a value wider than it "    \
-        "or\n"                                                                                     \
-        "a pattern of another length." },                                                          \
+        "Releases the GIL. Raises OutOfRangeError (an OverflowError, as cuda.core's fill(256)\n"   \
+        "raises, and a ValueError) for an int that does not fit width bytes;\n"                    \
+        "InvalidArgumentError for a bad width, a size that is not a multiple of it, or a\n"        \
+        "pattern of another length; TypeError for a value that is neither." },                     \
       { "read", (PyCFunction) (void (*) (void)) pymemres_buffer_read,                              \
         METH_VARARGS | METH_KEYWORDS,                                                              \
         "read(offset=0, size=None, stream=None) -> bytes\n\n"                                      \
         "Copies size bytes (None: to the end) from offset into a new bytes object, waiting for\n"  \
-        "stream. Releases the GIL." },                                                             \
+        "stream. Releases the GIL. Raises InvalidArgumentError for a range past the end,\n"        \
+        "OutOfRangeError for a negative offset or size." },                                        \
   {                                                                                                \
     "write", (PyCFunction) (void (*) (void)) pymemres_buffer_write, METH_VARARGS | METH_KEYWORDS,  \
         "write(data, offset=0, stream=None)\n\n"                                                   \
-        "Copies the bytes-like data into the buffer at offset, waiting for stream. Releases the "  \
-        "GIL."                                                                                     \
+        "Copies the bytes-like data into the buffer at offset, waiting for stream. Releases the\n" \
+        "GIL. Raises InvalidArgumentError for data that does not fit past offset,\n"               \
+        "OutOfRangeError for a negative offset."                                                   \
   }
 
 /* buffer-context.c: Buffer.__enter__ and __exit__, put in the type's dictionary once it is
@@ -272,12 +280,12 @@ extern PyBufferProcs pymemres_buffer_as_buffer;
     "legacy capsule (\"dltensor\") that consumers of DLPack 0.x take. stream: the consumer's\n"    \
     "stream (an int or None; -1: no ordering asked); unless -1, device-accessible memory\n"        \
     "(device, pinned, managed) is synchronized on the buffer's stream first (the GIL\n"            \
-    "released; a close() on another thread meanwhile raises BufferError). dl_device=(1, 0)\n"      \
-    "of memory on another device, or copy=True, gives a copy in host memory of its own\n"          \
-    "(flagged IS_COPIED), read after the work on the buffer's stream. Raises BufferError for "     \
-    "another dl_device, for copy=False where that\n"                                               \
-    "copy is needed, and for a max_version that is not None or a (major, minor) tuple of\n"        \
-    "ints (cuda.core's rule)." },                                                                  \
+    "released; a close() on another thread meanwhile raises BufferError). dl_device: the\n"        \
+    "buffer's own device gives the buffer; (1, 0) of memory on another device, or\n"               \
+    "copy=True, a copy in host memory of its own (flagged IS_COPIED), read after the work on\n"    \
+    "the buffer's stream (the array API's rule; cuda.core refuses both). Raises BufferError\n"     \
+    "for another dl_device, for copy=False where that copy is needed, and for a max_version\n"     \
+    "that is not None or a (major, minor) tuple of ints (cuda.core's rule)." },                    \
   {                                                                                                \
     "__dlpack_device__", pymemres_buffer_dlpack_device, METH_NOARGS,                               \
         "__dlpack_device__() -> (device_type, device_id)\n\n"                                      \
@@ -292,6 +300,75 @@ extern PyBufferProcs pymemres_buffer_as_buffer;
         "buffer's stream; 1 for the legacy default stream). AttributeError for host memory."       \
   }
 PyObject *pymemres_from_dlpack (PyObject *module, PyObject *obj);
+
+/* buffer-managed.c: the calls of managed memory (cuda.core's ManagedBuffer); the entries
+ * buffer.c's tables take */
+PyObject *pymemres_buffer_prefetch (PyMemresBuffer *self, PyObject *args, PyObject *kwargs);
+PyObject *pymemres_buffer_discard (PyMemresBuffer *self, PyObject *args, PyObject *kwargs);
+PyObject *pymemres_buffer_discard_prefetch (PyMemresBuffer *self, PyObject *args, PyObject *kwargs);
+PyObject *pymemres_buffer_add_accessed_by (PyMemresBuffer *self, PyObject *location);
+PyObject *pymemres_buffer_remove_accessed_by (PyMemresBuffer *self, PyObject *location);
+PyObject *pymemres_buffer_get_read_mostly (PyMemresBuffer *self, void *closure);
+int pymemres_buffer_set_read_mostly (PyMemresBuffer *self, PyObject *value, void *closure);
+PyObject *pymemres_buffer_get_location (PyMemresBuffer *self, void *closure);
+int pymemres_buffer_set_preferred_location (PyMemresBuffer *self, PyObject *value, void *closure);
+PyObject *pymemres_buffer_get_accessed_by (PyMemresBuffer *self, void *closure);
+/* the closures of pymemres_buffer_get_location (buffer-managed.c's ManagedCall values) */
+#define PYMEMRES_GET_PREFERRED     8
+#define PYMEMRES_GET_LAST_PREFETCH 9
+#define PYMEMRES_LOCATION_DOC                                                                      \
+  "A location is a device ordinal (an int of 0 or more), -1 or \"host\" (host memory),\n"          \
+  "\"host_numa_current\", or cuda.core's (type, id) tuple: (\"device\", N), (\"host\", None),\n"   \
+  "(\"host_numa\", N), (\"host_numa_current\", None)."
+#define PYMEMRES_BUFFER_MANAGED_METHODS                                                            \
+  { "prefetch", (PyCFunction) (void (*) (void)) pymemres_buffer_prefetch,                          \
+    METH_VARARGS | METH_KEYWORDS,                                                                  \
+    "prefetch(location, stream=None)\n\n"                                                          \
+    "Migrates the managed memory to location, ordered on stream (cuMemPrefetchAsync; "             \
+    "cuda.core's\n"                                                                                \
+    "ManagedBuffer.prefetch).\n" PYMEMRES_LOCATION_DOC "\n"                                        \
+    "Raises InvalidArgumentError for memory that is not managed or a bad location,\n"              \
+    "NoDeviceError for a device that does not exist. Releases the GIL." },                         \
+      { "discard", (PyCFunction) (void (*) (void)) pymemres_buffer_discard,                        \
+        METH_VARARGS | METH_KEYWORDS,                                                              \
+        "discard(stream=None)\n\n"                                                                 \
+        "Tells the driver the contents are not needed any more, ordered on stream (cuda.core's\n"  \
+        "ManagedBuffer.discard): they are undefined afterwards. NotSupportedError where the\n"     \
+        "driver cannot (before CUDA 13). Releases the GIL." },                                     \
+      { "discard_prefetch", (PyCFunction) (void (*) (void)) pymemres_buffer_discard_prefetch,      \
+        METH_VARARGS | METH_KEYWORDS,                                                              \
+        "discard_prefetch(location, stream=None)\n\n"                                              \
+        "discard() and prefetch() to location in one, ordered on stream (cuda.core's\n"            \
+        "ManagedBuffer.discard_prefetch)." },                                                      \
+      { "add_accessed_by", (PyCFunction) pymemres_buffer_add_accessed_by, METH_O,                  \
+        "add_accessed_by(location)\n\n"                                                            \
+        "Advises that location (a device, or the host) accesses the managed memory: the driver\n"  \
+        "keeps it mapped there (cuMemAdvise SET_ACCESSED_BY; cuda.core's accessed_by.add)." },     \
+  {                                                                                                \
+    "remove_accessed_by", (PyCFunction) pymemres_buffer_remove_accessed_by, METH_O,                \
+        "remove_accessed_by(location)\n\n"                                                         \
+        "Withdraws add_accessed_by(location) (cuMemAdvise UNSET_ACCESSED_BY)."                     \
+  }
+#define PYMEMRES_BUFFER_MANAGED_GETSET                                                             \
+  { "read_mostly", (getter) pymemres_buffer_get_read_mostly,                                       \
+    (setter) pymemres_buffer_set_read_mostly,                                                      \
+    "Whether the managed memory is advised to be mostly read (cuMemAdvise READ_MOSTLY), read\n"    \
+    "from the driver; settable (cuda.core's ManagedBuffer.read_mostly). InvalidArgumentError\n"    \
+    "for memory that is not managed." },                                                           \
+      { "preferred_location", (getter) pymemres_buffer_get_location,                               \
+        (setter) pymemres_buffer_set_preferred_location,                                           \
+        "Where the managed memory is advised to live: None (no preference) or a (type, id)\n"      \
+        "tuple, read from the driver; settable to a location or None (cuda.core's\n"               \
+        "ManagedBuffer.preferred_location).\n" PYMEMRES_LOCATION_DOC,                              \
+        GINT_TO_POINTER (PYMEMRES_GET_PREFERRED) },                                                \
+      { "last_prefetch_location", (getter) pymemres_buffer_get_location, NULL,                     \
+        "Where the managed memory was last prefetched to: None (never) or a (type, id) tuple.",    \
+        GINT_TO_POINTER (PYMEMRES_GET_LAST_PREFETCH) },                                            \
+  {                                                                                                \
+    "accessed_by", (getter) pymemres_buffer_get_accessed_by, NULL,                                 \
+        "The locations the managed memory is advised to be accessed by (add_accessed_by()), a\n"   \
+        "tuple of (type, id) tuples: the devices in order, then the host."                         \
+  }
 
 /* buffer-handle.c: Buffer.from_handle(), memory memres did not allocate, as a Buffer of the
  * subtype memres.ForeignBuffer (its close() hands the close's stream to the mr) */

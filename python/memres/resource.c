@@ -371,10 +371,12 @@ enum
   GET_HOST_ACCESSIBLE,
   GET_FLAGS,
   GET_MANAGED,
+  GET_IPC_ENABLED,
 };
 
-/* kind, device_id, is_device_accessible, is_host_accessible, flags, is_managed (cuda.core's
- * name): one getter, the resource held for the read (pymemres_resource_hold()) */
+/* kind, device_id, is_device_accessible, is_host_accessible, flags, is_managed and
+ * is_ipc_enabled (cuda.core's names): one getter, the resource held for the read
+ * (pymemres_resource_hold()) */
 static PyObject *
 resource_get_plain (PyMemresResource *self, void *closure)
 {
@@ -402,6 +404,9 @@ resource_get_plain (PyMemresResource *self, void *closure)
       break;
     case GET_MANAGED:
       value = PyBool_FromLong ((memres_resource_get_flags (mr) & MEMRES_MEMORY_MANAGED) != 0);
+      break;
+    case GET_IPC_ENABLED:
+      value = PyBool_FromLong ((memres_resource_get_flags (mr) & MEMRES_MEMORY_IPC_ENABLED) != 0);
       break;
     default:
       g_assert_not_reached ();
@@ -471,10 +476,11 @@ static PyMethodDef resource_methods[] = {
     "for a size the kind refuses, Error otherwise." },
   { "tag_counts", (PyCFunction) pymemres_resource_tag_counts, METH_O,
     "tag_counts(name) -> dict\n\n"
-    "What this counted layer (a stats layer: Resource(\"stats>...\"), or find_layer) counted\n"
+    "What this counted layer (a stats layer: Resource(\"stats>...\")) counted\n"
     "for the buffers allocated under tag name: bytes_current, bytes_peak, bytes_total,\n"
-    "count_current, count_peak, count_total. Error (memres.ErrorCode.NOT_SUPPORTED) for a\n"
-    "layer that does not count; Error with memres.TagErrorCode.UNKNOWN for a name never used." },
+    "count_current, count_peak, count_total. NotSupportedError (ErrorCode.NOT_SUPPORTED)\n"
+    "for a layer that does not count; Error with memres.TagErrorCode.UNKNOWN for a name never "
+    "used." },
   { "tags", (PyCFunction) pymemres_resource_tags, METH_NOARGS,
     "tags() -> list of str\n\nThe tags this counted layer counted a buffer of." },
   { "reset_tag_peak", (PyCFunction) pymemres_resource_reset_tag_peak, METH_O,
@@ -483,11 +489,11 @@ static PyMethodDef resource_methods[] = {
     "sleep(tag, *, mode=\"discard\", path=None, stream=None, host=None)\n\n"
     "Releases the physical memory under every open buffer of tag allocated here, keeping their\n"
     "addresses (a stack over vmm: Resource(\"cache>vmm\")); mode \"discard\", the default\n"
-    "(contents undefined after wake), \"backup\" (page-locked host memory; host names its "
-    "Resource) or \"file\"\n"
-    "(path: a str, bytes or os.PathLike such as pathlib.Path). All or nothing. Error with\n"
-    "memres.SleepErrorCode for a sleeping tag, a buffer exported over IPC, a file that cannot\n"
-    "be written; ErrorCode.NOT_SUPPORTED for a stack that cannot sleep (docs/sleep.md)." },
+    "(contents undefined after wake), \"backup\" (page-locked host memory; host names its\n"
+    "Resource) or \"file\" (path: a str, bytes or os.PathLike such as pathlib.Path). All or\n"
+    "nothing. Error with memres.SleepErrorCode for a sleeping tag, a buffer exported over\n"
+    "IPC, a file that cannot be written; NotSupportedError (ErrorCode.NOT_SUPPORTED) for a\n"
+    "stack that cannot sleep (docs/sleep.md)." },
   { "wake", (PyCFunction) (void (*) (void)) pymemres_resource_wake, METH_VARARGS | METH_KEYWORDS,
     "wake(tag, *, stream=None)\n\n"
     "Maps memory again under the sleeping buffers of tag, at the same addresses, and restores\n"
@@ -497,14 +503,15 @@ static PyMethodDef resource_methods[] = {
   { "stats", (PyCFunction) resource_stats, METH_NOARGS,
     "stats() -> dict\n\n"
     "The resource's statistics in bytes: reserved_current, reserved_high (held from the\n"
-    "driver), used_current, used_high (in live buffers) and n_buffers. Raises Error where\n"
-    "the stack keeps none (memres.ErrorCode.NOT_SUPPORTED: put a stats layer on top)." },
+    "driver), used_current, used_high (in live buffers) and n_buffers. Raises\n"
+    "NotSupportedError where the stack keeps none (put a stats layer on top)." },
   { "reset_stats", (PyCFunction) resource_reset_stats, METH_NOARGS,
     "reset_stats()\n\nSets the high-water marks to the current values." },
   { "trim", (PyCFunction) (void (*) (void)) resource_trim, METH_VARARGS | METH_KEYWORDS,
     "trim(bytes_to_keep=0)\n\n"
     "Gives memory held for reuse back to the driver, keeping at most bytes_to_keep (a pool's\n"
-    "cuMemPoolTrimTo, a cache's free blocks). Releases the GIL." },
+    "cuMemPoolTrimTo, a cache's free blocks). Releases the GIL. NotSupportedError for a\n"
+    "stack that keeps nothing to trim (host memory)." },
   { "snapshot", (PyCFunction) (void (*) (void)) resource_snapshot, METH_VARARGS | METH_KEYWORDS,
     "snapshot(as_text=False) -> dict\n\n"
     "What every layer of the stack holds (memres_resource_snapshot(), docs/snapshot.md):\n"
@@ -553,7 +560,13 @@ static PyGetSetDef resource_getset[] = {
     "True when the memory is managed (unified) memory (MemoryFlags.MANAGED), as cuda.core's\n"
     "MemoryResource.is_managed.",
     GINT_TO_POINTER (GET_MANAGED) },
+  { "is_ipc_enabled", (getter) resource_get_plain, NULL,
+    "True when its buffers can be shared with another process (MemoryFlags.IPC_ENABLED:\n"
+    "Buffer.export_message()), as cuda.core's DeviceMemoryResource.is_ipc_enabled.",
+    GINT_TO_POINTER (GET_IPC_ENABLED) },
   { "closed", (getter) resource_get_closed, NULL, "True once close() was called." },
+  { "is_closed", (getter) resource_get_closed, NULL,
+    "closed, by cuda.core's name (True once close() was called)." },
   { NULL },
 };
 

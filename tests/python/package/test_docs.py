@@ -34,3 +34,23 @@ def test_help_reads_well():
     text = pydoc.render_doc(memres.Buffer, renderer=pydoc.plaintext)
     for word in ("close(stream=None)", "copy_to(", "__dlpack__", "size", "handle", "device_id"):
         assert word in text
+
+
+def test_docstring_lines_fit():
+    # help() wraps nothing: a docstring line past 96 characters ran on past the terminal
+    # (Buffer.__dlpack__'s and Resource.sleep's were 130 and more, from_handle's ragged)
+    long = [(name, line) for name, obj in public_names()
+            if not isinstance(obj, (int, str))
+            for line in (getattr(obj, "__doc__", None) or "").splitlines() if len(line) > 96]
+    assert long == []
+
+
+def test_help_names_cuda_cores_properties():
+    text = pydoc.render_doc(memres.Resource, renderer=pydoc.plaintext)
+    for word in ("is_closed", "is_ipc_enabled", "is_managed", "device_id"):
+        assert word in text
+    assert "find_layer" not in text  # no such call in the package
+    text = pydoc.render_doc(memres.Buffer, renderer=pydoc.plaintext)
+    for word in ("from_handle(ptr, size, mr=None, owner=None, *, stream=None)", "is_closed",
+                 "Buffer.from_handle()", "memres.import_message()", "RuntimeError"):
+        assert word in text
