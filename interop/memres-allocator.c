@@ -435,7 +435,10 @@ memres_torch_alloc_throws (void)
  * the streams memres_torch_record_stream() recorded for it, and closes it on @stream (dmr:
  * cuMemFreeAsync()). A pointer that was not allocated here, or is freed already, is logged
  * once and otherwise ignored; so is a failing close (except `CUDA_ERROR_DEINITIALIZED`, which
- * the driver returns while the process exits, and is not logged). In the child of a fork()
+ * the driver returns while the process exits, and is not logged), after which a close that
+ * failed in the driver (@stream destroyed already, where the driver says so rather than crash)
+ * is done again on the legacy stream after all of the device's work (cuCtxSynchronize()), so
+ * that the memory goes back without a warning per tensor. In the child of a fork()
  * made after the driver was initialized, a pointer inherited from the parent is forgotten
  * (memres_allocator_count_buffers() drops it) without a driver call or a log line: the
  * parent's memory stays the parent's (core/fork.c).

@@ -2,7 +2,9 @@
  * as torch and CuPy do: allocations and frees (bytes written and read back through memres),
  * from many threads with frees in other threads than the allocations, the statistics of the
  * resource it uses, sizes 0 and NULL, unknown pointers, record_stream, empty_cache (also with
- * tensors live), frees in the child of a fork(), and the failures that can only return NULL
+ * tensors live), frees in the child of a fork(), frees on another stream and on a destroyed
+ * one, a stream capturing a CUDA graph (refused), two devices from several threads,
+ * torch.cuda.MemPool's alloc (NULL on failure), and the failures that can only return NULL
  * (bad spec, wrong device, memory no device can access, out of memory), each logged once. Suite
  * core: MEMRES_ALLOCATOR_RESOURCE=hostdev, a kind of this program that stands in for
  * device-accessible memory without a driver (host memory that says it is device-accessible, as
