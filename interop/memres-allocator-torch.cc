@@ -37,13 +37,16 @@ public:
  * life of the process.
  *
  * torch does not check the pointer it gets (torch 2.11 makes a tensor at address 0 from a
- * %NULL), so a failure (no resource for the device, out of memory, a driver
- * error) throws a `std::runtime_error` whose what() is the GError's message
+ * %NULL), so a failure (no resource for the device, out of memory, a stream capturing a CUDA
+ * graph: %MEMRES_ERROR_NOT_SUPPORTED, docs/interop.md; a driver error) throws a
+ * `std::runtime_error` whose what() is the GError's message
  * ("memres allocator: device 0: allocating N bytes: ..."); torch turns it into a Python
  * `RuntimeError`. The GError is also logged, with g_warning() the first time for each device
  * and with g_debug() afterwards. This is the build with a C++ compiler
  * (memres_torch_alloc_throws() returns %TRUE); without one the function returns %NULL on
  * failure instead. Only C++ callers (torch) may call it: an exception cannot cross C frames.
+ * For a `torch.cuda.MemPool`, whose caching allocator checks the pointer and retries after
+ * releasing its cached blocks, use memres_torch_pool_alloc(), which returns %NULL instead.
  *
  * Thread safety: may be called from any thread, concurrently with every function here.
  *

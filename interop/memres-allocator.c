@@ -167,6 +167,31 @@ device_resource (int device, GError **error)
   return mr;
 }
 
+/* Refuses @stream while it captures a CUDA graph (torch.cuda.graph calls alloc on its capturing
+ * stream): the graph bakes the address in and uses it again at every replay, but torch tells a
+ * pluggable allocator neither when the capture begins nor when the graph goes (its
+ * begin_allocate_to_pool and release_pool hooks are C++ only), so nothing would keep that memory
+ * from being handed out again after the tensor's free; the cache would even hand out a cached
+ * block inside the capture without a driver call. The legacy stream cannot capture (no driver
+ * call for it); without a driver no stream captures. */
+static gboolean
+check_not_capturing (MemresStream stream, GError **error)
+{
+  g_autoptr (GError) local = NULL;
+
+  if (stream == MEMRES_STREAM_LEGACY || memres_cuda_check_stream_not_capturing (stream, &local)
+      || g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_NO_DRIVER))
+    return TRUE;
+  if (g_error_matches (local, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED))
+    g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_SUPPORTED,
+                 "stream %p is capturing a CUDA graph: memres as torch's or CuPy's allocator "
+                 "cannot keep a graph's memory for its replays (docs/interop.md, CUDA graphs)",
+                 (gpointer) stream);
+  else
+    g_propagate_error (error, g_steal_pointer (&local));
+  return FALSE;
+}
+
 /* Allocates @size bytes on @stream from @device's resource and records the buffer under its
  * pointer. A failure is logged (once at warning level per device, then at debug level) and set
  * in @error (NULL returned); a @size of 0 gives NULL without an error. */
@@ -184,7 +209,8 @@ allocate (gsize size, int device, MemresStream stream, GError **error)
   mr = device_resource (device, error);
   if (mr == NULL)
     return NULL;
-  buf = memres_resource_allocate (mr, size, stream, &local);
+  buf = check_not_capturing (stream, &local) ? memres_resource_allocate (mr, size, stream, &local)
+                                             : NULL;
   if (buf == NULL)
     {
       g_autofree char *what
@@ -276,7 +302,18 @@ release (void *ptr, int device, MemresStream stream)
   /* CUDA_ERROR_DEINITIALIZED: the process exits and the driver is gone (torch frees late) */
   if (!memres_buffer_close (entry->buf, stream, &error)
       && !g_error_matches (error, MEMRES_CUDA_ERROR, CUDA_ERROR_DEINITIALIZED))
-    log_once (&close_failure_logged, "free", error);
+    {
+      log_once (&close_failure_logged, "free", error);
+      /* The stream may be gone: torch frees on the allocation's stream, which its owner (an
+       * ExternalStream's library) may have destroyed first (the fake answers
+       * CUDA_ERROR_INVALID_HANDLE; the real driver promises nothing). Free after all of the
+       * device's work, on the legacy stream, rather than leave it to the last unref, which
+       * would do the same with a warning for every such tensor. */
+      if (error->domain == MEMRES_CUDA_ERROR
+          && memres_cuda_device_synchronize (entry->device, NULL))
+        (void) memres_buffer_close_full (entry->buf, MEMRES_STREAM_LEGACY,
+                                         MEMRES_CLOSE_CALLER_ORDERED, NULL);
+    }
   memres_buffer_unref (entry->buf);
   __atomic_fetch_sub (&devices[entry->device].n_buffers, 1, __ATOMIC_RELAXED);
   g_free (entry);
@@ -330,6 +367,38 @@ memres_torch_alloc (ssize_t size, int device, void *stream)
 #endif
 
 /**
+ * memres_torch_pool_alloc:
+ * @size: bytes (0 gives %NULL); a `size_t` read as memres_torch_alloc() reads it
+ * @device: the CUDA device ordinal
+ * @stream: the `cudaStream_t`/`CUstream` the allocation is ordered on (%NULL: the legacy
+ *   default stream); torch passes its current stream
+ *
+ * The allocation function for a `torch.cuda.MemPool` (PyTorch 2.5 and later:
+ * `torch.cuda.MemPool(torch.cuda.memory.CUDAPluggableAllocator(lib, "memres_torch_pool_alloc",
+ * "memres_torch_free").allocator())`, which memres.torch.mem_pool() makes). Inside
+ * `torch.cuda.use_mem_pool()` torch's caching allocator calls it for each new segment and,
+ * unlike torch's pluggable-allocator path, checks the pointer: %NULL is
+ * `cudaErrorMemoryAllocation` to it, after which it frees its cached blocks, asks again, and
+ * finally raises `torch.OutOfMemoryError`. So this returns %NULL on failure, in either build,
+ * where memres_torch_alloc() throws (an exception skips torch's retry and reaches Python as a
+ * plain `RuntimeError`). Otherwise as memres_torch_alloc(): the same resources, the same table
+ * (free with memres_torch_free()), a failure logged with g_warning() the first time for each
+ * device and with g_debug() afterwards; a stream capturing a CUDA graph is refused.
+ *
+ * Do not install it with `change_current_allocator()`: torch does not check that path's pointer
+ * (use memres_torch_alloc() there).
+ *
+ * Thread safety: any thread, concurrently with every function here.
+ *
+ * Returns: the pointer, or %NULL (failure, or a @size of 0)
+ */
+void *
+memres_torch_pool_alloc (ssize_t size, int device, void *stream)
+{
+  return _memres_allocator_torch_alloc (size, device, stream, NULL);
+}
+
+/**
  * memres_torch_alloc_throws:
  *
  * Tells which memres_torch_alloc() this library was built with: with a C++ compiler, it throws
@@ -366,7 +435,10 @@ memres_torch_alloc_throws (void)
  * the streams memres_torch_record_stream() recorded for it, and closes it on @stream (dmr:
  * cuMemFreeAsync()). A pointer that was not allocated here, or is freed already, is logged
  * once and otherwise ignored; so is a failing close (except `CUDA_ERROR_DEINITIALIZED`, which
- * the driver returns while the process exits, and is not logged). In the child of a fork()
+ * the driver returns while the process exits, and is not logged), after which a close that
+ * failed in the driver (@stream destroyed already, where the driver says so rather than crash)
+ * is done again on the legacy stream after all of the device's work (cuCtxSynchronize()), so
+ * that the memory goes back without a warning per tensor. In the child of a fork()
  * made after the driver was initialized, a pointer inherited from the parent is forgotten
  * (memres_allocator_count_buffers() drops it) without a driver call or a log line: the
  * parent's memory stays the parent's (core/fork.c).

@@ -41,6 +41,8 @@ G_BEGIN_DECLS
 void *memres_torch_alloc (ssize_t size, int device, void *stream);
 gboolean memres_torch_alloc_throws (void);
 void memres_torch_free (void *ptr, ssize_t size, int device, void *stream);
+/* torch.cuda.MemPool's alloc: NULL on failure, which torch's caching allocator checks there. */
+void *memres_torch_pool_alloc (ssize_t size, int device, void *stream);
 void memres_torch_record_stream (void *ptr, void *stream);
 void memres_torch_empty_cache (void);
 

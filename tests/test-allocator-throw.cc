@@ -5,6 +5,7 @@
  * torch does. Suite core: MEMRES_ALLOCATOR_RESOURCE=hostdev (tests/hostdev-kind.h); suite fake: the
  * default (dmr) over the fake driver. */
 #include <memres/memres.h>
+#include <memres/memres-plugin.h> /* memres_cuda_get_driver() */
 
 #include "hostdev-kind.h"
 
@@ -60,11 +61,11 @@ load_shim (void)
 
 /* Calls memres_torch_alloc(), which must throw: returns what() of the exception. */
 std::string
-alloc_must_throw (ssize_t size, int device)
+alloc_must_throw (ssize_t size, int device, void *stream = NULL)
 {
   try
     {
-      void *p = shim.alloc (size, device, NULL);
+      void *p = shim.alloc (size, device, stream);
 
       g_error ("memres_torch_alloc (%" G_GSSIZE_FORMAT ", %d) returned %p instead of throwing",
                (gssize) size, device, p);
@@ -158,6 +159,41 @@ test_bad_spec (void)
   assert_contains (alloc_must_throw (4096, 0), "no_such_kind");
   g_assert_cmpuint (n_warnings, ==, 1); /* logged once */
 }
+/* torch.cuda.graph allocates on its capturing stream: refused with an exception naming the
+ * capture (torch raises RuntimeError and the capture fails), not a block handed to the graph.
+ * Suite fake (the driver's streams). */
+void
+test_capture (void)
+{
+  GError *error = NULL;
+  const MemresCudaDriver *drv;
+  CUstream s = NULL;
+  CUgraph graph = NULL;
+
+  if (!require_throwing_build ())
+    return;
+  if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
+    {
+      g_test_skip ("needs the driver (suite fake)");
+      return;
+    }
+  drv = memres_cuda_get_driver (&error);
+  g_assert_no_error (error);
+  g_assert_true (memres_cuda_ensure_context (0, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (drv->cuStreamCreate (&s, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamBeginCapture (s, CU_STREAM_CAPTURE_MODE_GLOBAL), ==, CUDA_SUCCESS);
+  assert_contains (alloc_must_throw (4096, 0, s), "is capturing a CUDA graph");
+  g_assert_cmpint (drv->cuStreamEndCapture (s, &graph), ==, CUDA_SUCCESS);
+  if (graph != NULL)
+    g_assert_cmpint (drv->cuGraphDestroy (graph), ==, CUDA_SUCCESS);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  void *p = shim.alloc (4096, 0, s);
+  g_assert_nonnull (p);
+  shim.free (p, 4096, 0, s);
+  g_assert_cmpint (drv->cuStreamSynchronize (s), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamDestroy (s), ==, CUDA_SUCCESS);
+}
 } // namespace
 
 int
@@ -170,5 +206,6 @@ main (int argc, char **argv)
   g_test_add_func ("/allocator-throw/success", test_success);
   g_test_add_func ("/allocator-throw/failures", test_failures);
   g_test_add_func ("/allocator-throw/bad-spec", test_bad_spec);
+  g_test_add_func ("/allocator-throw/capture", test_capture);
   return g_test_run ();
 }

@@ -2,10 +2,13 @@
  * as torch and CuPy do: allocations and frees (bytes written and read back through memres),
  * from many threads with frees in other threads than the allocations, the statistics of the
  * resource it uses, sizes 0 and NULL, unknown pointers, record_stream, empty_cache (also with
- * tensors live), frees in the child of a fork(), and the failures that can only return NULL
- * (bad spec, wrong device, memory no device can access, out of memory), each logged once. Suite core: MEMRES_ALLOCATOR_RESOURCE=hostdev, a kind of this
- * program that stands in for device-accessible memory without a driver (host memory that says it
- * is device-accessible, as page-locked memory is); suite fake and gpu: the default (dmr). */
+ * tensors live), frees in the child of a fork(), frees on another stream and on a destroyed
+ * one, a stream capturing a CUDA graph (refused), two devices from several threads,
+ * torch.cuda.MemPool's alloc (NULL on failure), and the failures that can only return NULL
+ * (bad spec, wrong device, memory no device can access, out of memory), each logged once. Suite
+ * core: MEMRES_ALLOCATOR_RESOURCE=hostdev, a kind of this program that stands in for
+ * device-accessible memory without a driver (host memory that says it is device-accessible, as
+ * page-locked memory is); suite fake and gpu: the default (dmr). */
 #include <memres/memres.h>
 
 #include <dlfcn.h>
@@ -26,6 +29,7 @@ typedef struct
 {
   void *(*torch_alloc) (ssize_t size, int device, void *stream);
   void (*torch_free) (void *ptr, ssize_t size, int device, void *stream);
+  void *(*torch_pool_alloc) (ssize_t size, int device, void *stream);
   void (*torch_record_stream) (void *ptr, void *stream);
   void (*torch_empty_cache) (void);
   gboolean (*torch_alloc_throws) (void);
@@ -67,6 +71,7 @@ load_shim (void)
   while (0)
   FIND (torch_alloc, "memres_torch_alloc");
   FIND (torch_free, "memres_torch_free");
+  FIND (torch_pool_alloc, "memres_torch_pool_alloc");
   FIND (torch_record_stream, "memres_torch_record_stream");
   FIND (torch_empty_cache, "memres_torch_empty_cache");
   FIND (torch_alloc_throws, "memres_torch_alloc_throws");
@@ -248,16 +253,29 @@ test_alloc_free (void)
   g_assert_cmpuint (stats_of (mr).used_current, ==, 0);
 }
 
+/* torch asks for 0 bytes for every empty tensor (torch.empty(0), torch.Tensor().cuda(); pytorch
+ * issue 159892), on any device and stream, and frees what it got: NULL, with size 0 (its deleter
+ * context, torch 2.5 to 2.9). Each is NULL without a log line (warnings are fatal here), also for
+ * a device the library does not serve; NULL given to free and record_stream does nothing. */
 static void
 test_zero_and_null (void)
 {
   if (!require_resource ())
     return;
-  g_assert_null (shim.torch_alloc (0, 0, NULL));
-  g_assert_null (shim.cupy_malloc (NULL, 0, 0));
-  shim.torch_free (NULL, 0, 0, NULL);
-  shim.cupy_free (NULL, NULL, 0);
+  for (int i = 0; i < 3; i++)
+    {
+      g_assert_null (shim.torch_alloc (0, 0, NULL));
+      g_assert_null (shim.torch_pool_alloc (0, 0, NULL));
+      g_assert_null (shim.torch_alloc (0, 1, (void *) 0x2)); /* the per-thread stream */
+      g_assert_null (shim.torch_alloc (0, MEMRES_ALLOCATOR_MAX_DEVICES, NULL));
+      g_assert_null (shim.cupy_malloc (NULL, 0, 0));
+      shim.torch_free (NULL, 0, 0, NULL);
+      shim.torch_free (NULL, 0, 3, (void *) 0x2);
+      shim.torch_record_stream (NULL, (void *) 0x2);
+      shim.cupy_free (NULL, NULL, 0);
+    }
   g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  g_assert_cmpuint (stats_of (shim.get_resource (0)).n_buffers, ==, 0);
 }
 
 /* Allocations passed between threads through a queue: each thread frees what another made. */
@@ -386,7 +404,13 @@ assert_new_warning (const char *pattern)
 {
   if (pattern == NULL)
     {
-      g_assert_cmpuint (warnings->len, ==, warnings_seen);
+      if (warnings->len != warnings_seen)
+        {
+          /* g_error() would reach keep_warnings(), which keeps nothing but warnings */
+          g_printerr ("%u unexpected warnings, the first: '%s'\n", warnings->len - warnings_seen,
+                      (char *) g_ptr_array_index (warnings, warnings_seen));
+          g_assert_cmpuint (warnings->len, ==, warnings_seen);
+        }
       return;
     }
   g_assert_cmpuint (warnings->len, ==, warnings_seen + 1);
@@ -416,6 +440,47 @@ test_unknown_pointer (void)
     shim.torch_record_stream (&not_allocated, NULL); /* an unknown pointer: nothing */
     assert_new_warning (NULL);
   }
+}
+
+/* memres_torch_pool_alloc, torch.cuda.MemPool's alloc: the pointer as memres_torch_alloc's (bytes
+ * written and read back, freed by memres_torch_free); a failure is NULL, which torch's caching
+ * allocator checks there (it frees its cached blocks and asks again), never an exception; the
+ * library works on afterwards. */
+static void
+test_pool_alloc (void)
+{
+  g_autoptr (MemresBuffer) view = NULL;
+  void *p;
+
+  if (!g_test_subprocess ())
+    {
+      if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") == NULL && !mt_require_devices (1))
+        return;
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  child_setup ();
+  p = shim.torch_pool_alloc (65536, 0, NULL);
+  g_assert_nonnull (p);
+  view = wrap (shim.get_resource (0), p, 65536);
+  mt_write_pattern (view, 0, 65536, 5, NULL);
+  mt_check_pattern (view, 0, 65536, 5, NULL);
+  g_clear_pointer (&view, memres_buffer_unref);
+  g_assert_cmpuint (shim.count_buffers (0), ==, 1);
+  /* sizes no memory has: NULL, logged once (memres refuses them before any allocator) */
+  g_assert_null (shim.torch_pool_alloc ((ssize_t) (G_MAXSIZE - 4096), 0, NULL));
+  assert_new_warning ("*device 0: allocating*");
+  g_assert_null (shim.torch_pool_alloc (-5, 0, NULL));
+  assert_new_warning (NULL);
+  /* a device not served: NULL too */
+  g_assert_null (shim.torch_pool_alloc (4096, MEMRES_ALLOCATOR_MAX_DEVICES, NULL));
+  assert_new_warning ("*device 64 is not served*");
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 1);
+  shim.torch_free (p, 65536, 0, NULL);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  g_assert_cmpuint (stats_of (shim.get_resource (0)).used_current, ==, 0);
 }
 
 static void
@@ -726,6 +791,255 @@ test_trim_live (void)
   g_assert_cmpuint (stats_of (mr).reserved_current, ==, 0);
 }
 
+/* The driver and a non-blocking stream of device 0, for the cases that need device memory
+ * (suites fake and gpu); FALSE (skipped) under MEMRES_ALLOCATOR_RESOURCE (suite core). */
+static gboolean
+require_driver_stream (const MemresCudaDriver **drv, CUstream *stream)
+{
+  g_autoptr (GError) error = NULL;
+
+  if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
+    {
+      g_test_skip ("needs device memory (suite fake or gpu)");
+      return FALSE;
+    }
+  if (!mt_require_devices (1))
+    return FALSE;
+  g_assert_nonnull (shim.get_resource (0));
+  *drv = memres_cuda_get_driver (&error);
+  g_assert_no_error (error);
+  g_assert_true (memres_cuda_ensure_context (0, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint ((*drv)->cuStreamCreate (stream, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  return TRUE;
+}
+
+/* torch frees on the allocation's stream; CuPy's param, a MemPool's segment release and C++
+ * callers may free on another. The free is then ordered after the allocation stream's work (the
+ * buffer's cross-stream close: one event recorded there and waited for on the free's stream)
+ * and the memory goes back. */
+static void
+test_free_other_stream (void)
+{
+  const MemresCudaDriver *drv = NULL;
+  CUstream a = NULL, b = NULL;
+  MemresResource *mr;
+  long waits;
+  void *p;
+
+  if (!require_driver_stream (&drv, &a))
+    return;
+  g_assert_cmpint (drv->cuStreamCreate (&b, CU_STREAM_NON_BLOCKING), ==, CUDA_SUCCESS);
+  mr = shim.get_resource (0);
+  p = shim.torch_alloc (1 << 20, 0, a);
+  g_assert_nonnull (p);
+  waits = mt_driver_is_fake () ? mt_fake_call_count ("cuStreamWaitEvent") : 0;
+  shim.torch_free (p, 1 << 20, 0, b);
+  if (mt_driver_is_fake ())
+    g_assert_cmpint (mt_fake_call_count ("cuStreamWaitEvent") - waits, ==, 1);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  mt_sync_ok ((MemresStream) b);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, 0);
+  g_assert_cmpint (drv->cuStreamDestroy (a), ==, CUDA_SUCCESS);
+  g_assert_cmpint (drv->cuStreamDestroy (b), ==, CUDA_SUCCESS);
+}
+
+/* A tensor allocated on a stream that is destroyed before the tensor goes (an ExternalStream
+ * of another library): torch frees it on that dead stream. The fake answers
+ * CUDA_ERROR_INVALID_HANDLE for it, as the real driver may (it promises nothing: the case runs
+ * on the fake only). Over the default stack the cache takes the block back without a driver
+ * call and gives it to the pool at empty_cache; over dmr alone (@data: device 0's spec) the
+ * failed free is logged once, the memory freed after the device's work anyway, without a
+ * warning for each tensor. Either way nothing stays allocated and the library works on. */
+static void
+test_free_destroyed_stream (gconstpointer data)
+{
+  const char *spec = data;
+  const MemresCudaDriver *drv = NULL;
+  CUstream dead = NULL;
+  MemresResource *mr;
+  void *p, *q;
+
+  if (!g_test_subprocess ())
+    {
+      if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL || !mt_driver_is_fake ())
+        {
+          g_test_skip ("the real driver promises no error for a destroyed stream (fake only)");
+          return;
+        }
+      if (!mt_require_devices (1))
+        return;
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  if (spec != NULL)
+    g_setenv ("MEMRES_ALLOCATOR_RESOURCE_0", spec, TRUE);
+  child_setup ();
+  if (!require_driver_stream (&drv, &dead))
+    return;
+  mr = shim.get_resource (0);
+  p = shim.torch_alloc (1 << 20, 0, dead);
+  q = shim.torch_alloc (4096, 0, dead);
+  g_assert_nonnull (p);
+  g_assert_nonnull (q);
+  g_assert_cmpint (drv->cuStreamDestroy (dead), ==, CUDA_SUCCESS);
+  shim.torch_free (p, 1 << 20, 0, dead);
+  assert_new_warning (spec != NULL ? "*free*CUDA_ERROR_INVALID_HANDLE*" : NULL);
+  shim.torch_free (q, 4096, 0, dead);
+  assert_new_warning (NULL);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  mt_sync_ok (NULL);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, 0);
+  g_assert_cmpuint (stats_of (mr).n_buffers, ==, 0);
+  /* what the cache keeps for the dead stream goes back to the pool, and the pool to the driver */
+  shim.torch_empty_cache ();
+  assert_new_warning (NULL);
+  g_assert_cmpuint (stats_of (mr).reserved_current, ==, 0);
+  p = shim.torch_alloc (4096, 0, NULL);
+  g_assert_nonnull (p);
+  shim.torch_free (p, 4096, 0, NULL);
+  assert_new_warning (NULL);
+}
+
+/* torch.cuda.graph calls alloc on its capturing stream and tells a pluggable allocator nothing
+ * else: memres refuses the allocation (memres_torch_alloc throws, the others return NULL) rather
+ * than hand out memory a graph would use again at each replay after its tensor was freed; a
+ * block the cache holds for that stream is not handed out either. Logged once; after the
+ * capture the stream allocates again. */
+static void
+test_capture (void)
+{
+  const MemresCudaDriver *drv = NULL;
+  CUstream s = NULL;
+  CUgraph graph = NULL;
+  MemresResource *mr;
+  void *p;
+
+  if (!g_test_subprocess ())
+    {
+      if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
+        {
+          g_test_skip ("needs the driver (suite fake or gpu)");
+          return;
+        }
+      if (!mt_require_devices (1))
+        return;
+      g_test_trap_subprocess (NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+      g_test_trap_assert_passed ();
+      return;
+    }
+  child_setup ();
+  if (!require_driver_stream (&drv, &s))
+    return;
+  mr = shim.get_resource (0);
+  p = shim.torch_alloc (4096, 0, s);
+  g_assert_nonnull (p);
+  shim.torch_free (p, 4096, 0, s); /* cached for s: a hit would make no driver call */
+  g_assert_cmpint (drv->cuStreamBeginCapture (s, CU_STREAM_CAPTURE_MODE_RELAXED), ==, CUDA_SUCCESS);
+  g_assert_null (shim.cupy_malloc (s, 4096, 0));
+  assert_new_warning ("*device 0: allocating 4096 bytes*capturing a CUDA graph*");
+  g_assert_null (shim.torch_pool_alloc (1 << 20, 0, s));
+  g_assert_null (shim.torch_pool_alloc (4096, 0, s));
+  assert_new_warning (NULL);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  g_assert_cmpuint (stats_of (mr).used_current, ==, 0);
+  /* the legacy stream is not capturing: served during the capture of another stream */
+  p = shim.torch_alloc (4096, 0, NULL);
+  g_assert_nonnull (p);
+  shim.torch_free (p, 4096, 0, NULL);
+  g_assert_cmpint (drv->cuStreamEndCapture (s, &graph), ==, CUDA_SUCCESS);
+  if (graph != NULL)
+    g_assert_cmpint (drv->cuGraphDestroy (graph), ==, CUDA_SUCCESS);
+  p = shim.torch_alloc (4096, 0, s);
+  g_assert_nonnull (p);
+  shim.torch_free (p, 4096, 0, s);
+  mt_sync_ok ((MemresStream) s);
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  g_assert_cmpint (drv->cuStreamDestroy (s), ==, CUDA_SUCCESS);
+}
+
+/* Several devices from several threads, as torch's autograd and data-loader threads allocate:
+ * each device's own resource (of that device), allocations of devices 0 and 1 freed in other
+ * threads with the other device's ordinal given to free (the buffer knows its own), the counts
+ * per device right throughout. Suite fake: FAKECUDA_DEVICES=2. */
+#define N_DEVICE_THREADS 4
+#define N_DEVICE_ROUNDS  500
+
+typedef struct
+{
+  void *ptr;
+  int device;
+} DeviceHanded;
+
+static gpointer
+device_thread (gpointer data)
+{
+  GAsyncQueue *queue = data;
+
+  for (guint i = 0; i < N_DEVICE_ROUNDS; i++)
+    {
+      DeviceHanded *h = g_new (DeviceHanded, 1), *other;
+
+      h->device = i % 2;
+      h->ptr = shim.torch_alloc (256 + 64 * (i % 7), h->device, NULL);
+      g_assert_nonnull (h->ptr);
+      g_async_queue_push (queue, h);
+      if (i % 3 != 0 && (other = g_async_queue_try_pop (queue)) != NULL)
+        {
+          shim.torch_free (other->ptr, 1, 1 - other->device, NULL);
+          g_free (other);
+        }
+    }
+  return NULL;
+}
+
+static void
+test_devices (void)
+{
+  g_autoptr (GPtrArray) live = g_ptr_array_new_with_free_func (g_free);
+  GThread *threads[N_DEVICE_THREADS];
+  GAsyncQueue *queue;
+  DeviceHanded *h;
+  guint64 left[2] = { 0, 0 };
+
+  if (g_getenv ("MEMRES_ALLOCATOR_RESOURCE") != NULL)
+    {
+      g_test_skip ("needs device memory (suite fake or gpu)");
+      return;
+    }
+  if (!mt_require_devices (2))
+    return;
+  g_assert_cmpint (memres_resource_get_device (shim.get_resource (0)), ==, 0);
+  g_assert_cmpint (memres_resource_get_device (shim.get_resource (1)), ==, 1);
+  queue = g_async_queue_new ();
+  for (int i = 0; i < N_DEVICE_THREADS; i++)
+    threads[i] = g_thread_new ("devices", device_thread, queue);
+  for (int i = 0; i < N_DEVICE_THREADS; i++)
+    g_thread_join (threads[i]);
+  while ((h = g_async_queue_try_pop (queue)) != NULL)
+    {
+      left[h->device]++;
+      g_ptr_array_add (live, h);
+    }
+  g_async_queue_unref (queue);
+  g_assert_cmpuint (left[0], >, 0);
+  g_assert_cmpuint (left[1], >, 0);
+  for (int d = 0; d < 2; d++)
+    {
+      g_assert_cmpuint (shim.count_buffers (d), ==, left[d]);
+      g_assert_cmpuint (stats_of (shim.get_resource (d)).n_buffers, ==, left[d]);
+    }
+  for (guint i = 0; i < live->len; i++)
+    {
+      h = g_ptr_array_index (live, i);
+      shim.torch_free (h->ptr, 0, h->device, NULL);
+    }
+  g_assert_cmpuint (shim.count_buffers (-1), ==, 0);
+  for (int d = 0; d < 2; d++)
+    g_assert_cmpuint (stats_of (shim.get_resource (d)).n_buffers, ==, 0);
+}
+
 /* The child of a fork() made after the driver was initialized (a multiprocessing worker): the
  * tensors it inherited are forgotten on free without a driver call or a warning, even one that
  * record_stream() ordered after another stream; empty_cache does nothing and says nothing; an
@@ -884,5 +1198,12 @@ main (int argc, char **argv)
   g_test_add_func ("/allocator/write-snapshot", test_write_snapshot);
   g_test_add_func ("/allocator/fork-child", test_fork_child);
   g_test_add_func ("/allocator/trim-live", test_trim_live);
+  g_test_add_func ("/allocator/pool-alloc", test_pool_alloc);
+  g_test_add_func ("/allocator/free-other-stream", test_free_other_stream);
+  g_test_add_data_func ("/allocator/free-destroyed-stream/cache", NULL, test_free_destroyed_stream);
+  g_test_add_data_func ("/allocator/free-destroyed-stream/dmr", "dmr:device=0",
+                        test_free_destroyed_stream);
+  g_test_add_func ("/allocator/capture", test_capture);
+  g_test_add_func ("/allocator/devices", test_devices);
   return g_test_run ();
 }

@@ -143,6 +143,84 @@ def test_torch_use_refused_restores_environment(previous, monkeypatch):
     assert len(installed) == 1
 
 
+def test_torch_use_twice(monkeypatch):
+    """torch refuses a second change_current_allocator (its pluggable allocator says it is
+    initialized): the second use() raises memres.Error saying memres is installed already,
+    not that torch allocated with its own allocator."""
+    import memres.torch
+
+    installed = fake_frameworks(monkeypatch)
+    monkeypatch.setattr(memres.torch, "_installed", None)
+
+    def change(allocator):
+        if installed:
+            raise RuntimeError("Can't swap an already initialized allocator")
+        installed.append(allocator)
+
+    monkeypatch.setattr(sys.modules["torch"].cuda.memory, "change_current_allocator", change)
+    monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+    first = memres.torch.use()
+    with pytest.raises(memres.Error, match="allocator already.*cache>dmr") as info:
+        memres.torch.use()
+    assert info.value.code == 0
+    assert memres.torch._installed is first and len(installed) == 1
+
+
+class FakePluggable:
+    """torch.cuda.memory.CUDAPluggableAllocator as torch.cuda.MemPool takes it."""
+
+    def __init__(self, path, alloc, free):
+        self.args = (path, alloc, free)
+
+    def allocator(self):
+        return ("cpp-allocator",) + self.args
+
+
+def test_torch_mem_pool(monkeypatch):
+    """mem_pool() gives torch.cuda.MemPool the shim's memres_torch_pool_alloc and
+    memres_torch_free (PyTorch 2.5+: torch's caching allocator checks that alloc's pointer, so it
+    returns NULL on failure instead of throwing); the C function is there and returns NULL for
+    what cannot be allocated, leaving nothing behind. A second pool shares the allocator; another
+    spec is refused (the resources are made once per process), and so is a torch without
+    MemPool."""
+    import ctypes
+    import memres.torch
+
+    fake_frameworks(monkeypatch)
+    torch = sys.modules["torch"]
+    pools = []
+    monkeypatch.setattr(torch.cuda.memory, "CUDAPluggableAllocator", FakePluggable,
+                        raising=False)
+    torch.cuda.MemPool = lambda allocator: pools.append(allocator) or ("pool", allocator)
+    monkeypatch.setattr(memres.torch, "_installed", None)
+    monkeypatch.setattr(memres.torch, "_pool_allocator", None)
+    monkeypatch.setattr(memres.torch, "_pluggables", [])
+    monkeypatch.delenv("MEMRES_ALLOCATOR_RESOURCE", raising=False)
+    assert memres.torch.pool_allocator() is None
+    pool = memres.torch.mem_pool()
+    alloc = memres.torch.pool_allocator()
+    assert pool == ("pool", pools[0])
+    assert pools[0] == ("cpp-allocator", alloc.path, "memres_torch_pool_alloc",
+                        "memres_torch_free")
+    assert alloc.spec == memres.torch.DEFAULT_SPEC
+    fn = alloc.lib.memres_torch_pool_alloc
+    fn.restype = ctypes.c_void_p
+    fn.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    assert fn(0, 0, None) is None
+    assert fn(1 << 60, 0, None) is None  # no memory has it (no driver: no resource)
+    assert fn(4096, 64, None) is None  # a device not served
+    assert alloc.count_buffers() == 0
+    memres.torch.mem_pool(spec=memres.torch.DEFAULT_SPEC)
+    assert memres.torch.pool_allocator() is alloc and len(pools) == 2
+    assert len(memres.torch._pluggables) == 2
+    with pytest.raises(memres.Error, match="serves cache>dmr.*cannot change it"):
+        memres.torch.mem_pool(spec="stats>dmr:device={device}")
+    assert len(pools) == 2
+    del torch.cuda.MemPool
+    with pytest.raises(memres.Error, match="PyTorch 2.5"):
+        memres.torch.mem_pool()
+
+
 TORCH = r"""
 import memres, memres.torch, torch
 alloc = memres.torch.use(spec="stats>cache>dmr:device={device}")
