@@ -169,7 +169,20 @@ run_command (int argc, char **argv)
       return 0;
     }
   if (strcmp (argv[1], "--version") == 0)
-    return print_version (wants_json (argc, argv));
+    {
+      /* --json is its one option: anything else is refused, not ignored */
+      for (i = 2; i < (gsize) argc; i++)
+        if (strcmp (argv[i], "--json") != 0 && strcmp (argv[i], "-j") != 0)
+          {
+            g_autofree char *shown = memres_tool_show_input (argv[i]);
+            g_autofree char *message = g_strdup_printf (
+                "--version: unexpected argument \"%s\" (it takes only --json)", shown);
+
+            memres_tool_set_json_errors (wants_json (argc, argv));
+            return memres_tool_usage_error (NULL, message);
+          }
+      return print_version (wants_json (argc, argv));
+    }
   for (i = 0; i < G_N_ELEMENTS (commands); i++)
     if (strcmp (argv[1], commands[i].name) == 0)
       {
