@@ -6,6 +6,8 @@ test `doc-names`, suite core).
    backquotes: `memres_buffer_prefetch`) is declared by an installed header (include/memres/,
    interop/memres-allocator.h), or is a function of libmemres-allocator
    (interop/libmemres-allocator.map), or a plugin's entry point (memres_plugin_NAME_get_desc).
+   Every `MEMRES_*` name (a macro, an enum value, an environment variable) is in a header, a
+   source, a script or a test.
 2. Every option of a spec a guide writes (`KIND:KEY=VALUE,...` for a kind `memres kinds` lists)
    is an option of that kind, and an enum's or a bool's value is one it takes.
 3. Every default of an option table of a guide (a table whose header has `option` and
@@ -65,6 +67,32 @@ for path in guides:
                 bad.append("%s:%d: %s() is declared by no installed header" % (path, i, name))
 result(not bad and count > 0, "every memres_* function the guides name is declared (%d named)"
        % count, bad)
+
+# 1b. macros, enum values and environment variables: MEMRES_* in capitals, declared by a header
+# or read by a source, a script or a test
+known = set()
+for top in ("core", "include", "interop", "python", "tools", "fuzz", "plugins", "sdk", "scripts",
+            "tests", ".ci", "bench", "examples"):
+    for base, dirs, files in os.walk(top):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for f in files:
+            if f.endswith((".md", ".png", ".json")):
+                continue
+            try:
+                with open(os.path.join(base, f), encoding="utf-8") as fh:
+                    known.update(re.findall(r"\bMEMRES_[A-Z0-9_]*[A-Z0-9]", fh.read()))
+            except (UnicodeDecodeError, OSError):
+                pass
+bad = []
+count = 0
+for path in guides:
+    for i, line in enumerate(lines_of(path), 1):
+        for name in re.findall(r"\bMEMRES_[A-Z0-9_]*[A-Z0-9]\b", line):
+            count += 1
+            if name not in known and not re.fullmatch(r"MEMRES_ALLOCATOR_RESOURCE_\d+", name):
+                bad.append("%s:%d: %s is in no header, source or script" % (path, i, name))
+result(not bad and count > 0, "every MEMRES_* name the guides write exists (%d written)" % count,
+       bad)
 
 # 2. and 3. the kinds' options, from memres kinds --json
 out = subprocess.run([memres, "kinds", "--json"], stdout=subprocess.PIPE, check=False).stdout
