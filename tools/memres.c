@@ -38,7 +38,8 @@ print_usage (FILE *out)
     fprintf (out, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf (out,
            "\nRun memres COMMAND --help for the options of a command; every command "
-           "takes --json\n(memres --json COMMAND ... is the same as memres COMMAND --json ...).\n");
+           "takes --json\n(memres --json COMMAND ... is the same as memres COMMAND --json ...).\n"
+           "memres --version [--json] prints the version.\n");
 }
 
 /* TRUE when the command's options ask for JSON: errors found while parsing them (an unknown
