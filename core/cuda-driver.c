@@ -364,7 +364,7 @@ memres_cuda_get_primary_context (gint device, CUcontext *context, GError **error
   ctx = g_atomic_pointer_get (&primary_contexts[device]);
   if (G_UNLIKELY (ctx == NULL))
     {
-      g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&context_mutex);
+      G_GNUC_UNUSED g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&context_mutex);
 
       ctx = g_atomic_pointer_get (&primary_contexts[device]);
       if (ctx == NULL)

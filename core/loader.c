@@ -32,7 +32,7 @@ load_token_acquire (void)
       load_depth++;
       return;
     }
-  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&load_mutex);
+  G_GNUC_UNUSED g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&load_mutex);
   while (!g_atomic_pointer_compare_and_exchange (&load_owner, NULL, self))
     g_cond_wait (&load_cond, &load_mutex);
   load_depth = 1;
@@ -43,7 +43,7 @@ load_token_release (void)
 {
   if (--load_depth > 0)
     return;
-  g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&load_mutex);
+  G_GNUC_UNUSED g_autoptr (GMutexLocker) locker = g_mutex_locker_new (&load_mutex);
   g_atomic_pointer_set (&load_owner, NULL);
   g_cond_broadcast (&load_cond);
 }

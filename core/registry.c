@@ -60,7 +60,8 @@ check_name_free (const char *name, GPtrArray *pending, guint n_pending, GError *
 gboolean
 _memres_registry_check_name (const char *name, GPtrArray *pending, GError **error)
 {
-  g_autoptr (GRWLockReaderLocker) locker = g_rw_lock_reader_locker_new (&registry_lock);
+  G_GNUC_UNUSED g_autoptr (GRWLockReaderLocker) locker
+      = g_rw_lock_reader_locker_new (&registry_lock);
 
   return check_name_free (name, pending, pending != NULL ? pending->len : 0, error);
 }
@@ -69,7 +70,8 @@ _memres_registry_check_name (const char *name, GPtrArray *pending, GError **erro
 gboolean
 _memres_registry_insert (GPtrArray *kinds, GError **error)
 {
-  g_autoptr (GRWLockWriterLocker) locker = g_rw_lock_writer_locker_new (&registry_lock);
+  G_GNUC_UNUSED g_autoptr (GRWLockWriterLocker) locker
+      = g_rw_lock_writer_locker_new (&registry_lock);
 
   for (guint i = 0; i < kinds->len; i++)
     if (!check_name_free (((MemresKind *) g_ptr_array_index (kinds, i))->name, kinds, i, error))
@@ -86,7 +88,8 @@ _memres_registry_insert (GPtrArray *kinds, GError **error)
 MemresKind *
 _memres_registry_find (const char *name)
 {
-  g_autoptr (GRWLockReaderLocker) locker = g_rw_lock_reader_locker_new (&registry_lock);
+  G_GNUC_UNUSED g_autoptr (GRWLockReaderLocker) locker
+      = g_rw_lock_reader_locker_new (&registry_lock);
   MemresKind *kind = g_hash_table_lookup (registry_kinds (), name);
 
   return kind != NULL ? memres_kind_ref (kind) : NULL;

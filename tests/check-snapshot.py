@@ -305,7 +305,7 @@ def main():
            (["host", "-a", "1KiB:\x01"], "control character"),
            (["host", "-a", "1KiB", "--close", "2"],
                                                  "--close 2"), (["host", "--close", "1"],
-                                                                "--close 1"), ([], "expected"),
+                                                                "--close 1: there is no allocation to close (no -a)"), ([], "expected"),
            (["host", "-a", "1KiB", "--close", "1", "--close", "01"], "--close 1 given twice")]
     bad_errors = []
     for args, word in bad:

@@ -203,6 +203,14 @@ test_ipc_serve_socket (void)
   g_assert_cmpint (r.status, ==, 2);
   g_assert_nonnull (strstr (r.err, "the socket path is empty"));
   run_clear (&r);
+  /* a --size that is no size names what is wanted (not "or max", which it refuses too) */
+  run_tool (&r, "ipc-serve", "--size", "-1", path, NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_cmpstr (r.err, ==,
+                   "memres ipc-serve: --size: invalid size \"-1\": expected a non-zero multiple "
+                   "of 1KiB, in bytes with an optional B, KiB, MiB, GiB or TiB suffix (see "
+                   "memres ipc-serve --help)\n");
+  run_clear (&r);
   if (!mt_require_fake ("ipc-serve needs a driver with pools: the fake"))
     {
       g_rmdir (dir);

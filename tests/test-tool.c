@@ -201,6 +201,23 @@ test_version (void)
       g_assert_cmpstr (r.err, ==, "");
       run_clear (&r);
     }
+  /* memres --help says how to ask for it */
+  run_tool (&r, "--help", NULL);
+  g_assert_cmpint (r.status, ==, 0);
+  g_assert_true (g_str_has_suffix (r.out, "\nmemres --version [--json] prints the version.\n"));
+  run_clear (&r);
+  /* any other argument is a usage error, never ignored with exit status 0 */
+  run_tool (&r, "--version", "extra", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  g_assert_cmpstr (r.out, ==, "");
+  g_assert_cmpstr (r.err, ==,
+                   "memres: --version: unexpected argument \"extra\" (it takes only --json)\n");
+  run_clear (&r);
+  run_tool (&r, "--version", "--json", "--bogus", NULL);
+  g_assert_cmpint (r.status, ==, 2);
+  assert_one_json_document (r.out);
+  g_assert_nonnull (strstr (r.out, "\"exit_status\": 2"));
+  run_clear (&r);
 }
 
 /* The broken plugins of tests/plugins/ and two more files: each plugin file, the code name of

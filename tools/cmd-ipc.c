@@ -390,8 +390,8 @@ memres_tool_ipc_serve (int argc, char **argv)
     { "spec", 's', 0, G_OPTION_ARG_FILENAME, &spec, "the pool (default ipc:device=0)", "SPEC" },
     { "timeout", 't', 0, G_OPTION_ARG_INT, &timeout,
       "give up on a client that stays silent this many seconds (default 30; 0: never)", "S" },
-    { "size", 'n', 0, G_OPTION_ARG_FILENAME, &size_text, "bytes of the buffer (default 1MiB)",
-      "SIZE" },
+    { "size", 'n', 0, G_OPTION_ARG_FILENAME, &size_text,
+      "bytes of the buffer, a multiple of 1KiB (default 1MiB)", "SIZE" },
     { "count", 'c', 0, G_OPTION_ARG_FILENAME, &count_text,
       "serve N clients, then exit (default: forever)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &json, "print the summary as JSON", NULL },
@@ -435,10 +435,16 @@ memres_tool_ipc_serve (int argc, char **argv)
     }
   if (timeout < 0)
     return memres_tool_usage_error ("ipc-serve", "--timeout must be 0 or more seconds");
-  if (size_text != NULL && !memres_parse_size (size_text, &size, &error))
+  if (size_text != NULL && !memres_parse_size (size_text, &size, NULL))
     {
-      g_prefix_error (&error, "--size: ");
-      return memres_tool_usage_error ("ipc-serve", error->message);
+      /* memres_parse_size()'s own message offers max, which no buffer here can be */
+      g_autofree char *shown = memres_tool_show_input (size_text);
+      g_autofree char *message
+          = g_strdup_printf ("--size: invalid size \"%s\": expected a non-zero multiple of "
+                             "1KiB, in bytes with an optional B, KiB, MiB, GiB or TiB suffix",
+                             shown);
+
+      return memres_tool_usage_error ("ipc-serve", message);
     }
   if (size == 0 || size % 1024 != 0 || size / 1024 > G_MAXUINT32)
     return memres_tool_usage_error ("ipc-serve", "--size must be a non-zero multiple of 1KiB, "

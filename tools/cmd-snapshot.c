@@ -104,8 +104,12 @@ memres_tool_snapshot (int argc, char **argv)
 
       if (n_sizes == 0 || !g_ascii_string_to_unsigned (closes[i], 10, 1, n_sizes, &n, NULL))
         {
-          g_autofree char *msg = g_strdup_printf (
-              "--close %s: not the number of an allocation (1 to %u)", closes[i], n_sizes);
+          g_autofree char *msg
+              = n_sizes == 0
+                    ? g_strdup_printf ("--close %s: there is no allocation to close (no -a)",
+                                       closes[i])
+                    : g_strdup_printf ("--close %s: not the number of an allocation (1 to %u)",
+                                       closes[i], n_sizes);
           return memres_tool_usage_error ("snapshot", msg);
         }
       /* the same allocation twice is a mistake in the command line, not a second close */

@@ -38,7 +38,8 @@ print_usage (FILE *out)
     fprintf (out, "  %-10s %s\n", commands[i].name, commands[i].summary);
   fprintf (out,
            "\nRun memres COMMAND --help for the options of a command; every command "
-           "takes --json\n(memres --json COMMAND ... is the same as memres COMMAND --json ...).\n");
+           "takes --json\n(memres --json COMMAND ... is the same as memres COMMAND --json ...).\n"
+           "memres --version [--json] prints the version.\n");
 }
 
 /* TRUE when the command's options ask for JSON: errors found while parsing them (an unknown
@@ -169,7 +170,20 @@ run_command (int argc, char **argv)
       return 0;
     }
   if (strcmp (argv[1], "--version") == 0)
-    return print_version (wants_json (argc, argv));
+    {
+      /* --json is its one option: anything else is refused, not ignored */
+      for (i = 2; i < (gsize) argc; i++)
+        if (strcmp (argv[i], "--json") != 0 && strcmp (argv[i], "-j") != 0)
+          {
+            g_autofree char *shown = memres_tool_show_input (argv[i]);
+            g_autofree char *message = g_strdup_printf (
+                "--version: unexpected argument \"%s\" (it takes only --json)", shown);
+
+            memres_tool_set_json_errors (wants_json (argc, argv));
+            return memres_tool_usage_error (NULL, message);
+          }
+      return print_version (wants_json (argc, argv));
+    }
   for (i = 0; i < G_N_ELEMENTS (commands); i++)
     if (strcmp (argv[1], commands[i].name) == 0)
       {
