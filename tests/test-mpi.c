@@ -1,7 +1,10 @@
 /* test-mpi.c: two MPI ranks share memres buffers (examples/mpi/mpi-share.h): the message's bytes
  * through MPI, its fds through the pair's UNIX socket. Run as
  *   mpirun -np 2 --allow-run-as-root --oversubscribe test-mpi
- * on the fake driver (suite mpi) or the real one. Rank 0 exports a pool buffer (kind ipc), a
+ * on the fake driver (suite mpi) or the real one. First rank 0 sends broken frames by hand
+ * (bytes fewer or more than the header says, headers of the wrong size, a message above the
+ * limit, an fd announced and never sent), each refused by rank 1 with its error, no abort from
+ * MPI and no hang, the next good message whole with its own fd. Rank 0 exports a pool buffer (kind ipc), a
  * vmm buffer of POSIX fds, and a pool buffer and a vmm buffer of fabric handles (bytes only, no
  * socket: `ipc:handle_type=fabric`, `vmm:handle_type=fabric`; skipped where the driver refuses
  * fabric handles); each rank writes its half of each and reads the other's half back; then
@@ -10,6 +13,7 @@
  * any failed check aborts its rank, and mpirun the job. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "mpi-share.h"
@@ -102,6 +106,138 @@ bad_messages (MpiShare *share, MemresBuffer *buf, MemresResource *importer, cons
     }
 }
 
+/* The wire frames of mpi-share.c, sent by hand to break them: a header (the message's length
+ * and fd count, two u64) and the bytes, each one MPI message of tag MPI_SHARE_TAG. */
+static void
+send_frames (const void *header, int header_size, const void *data, int length)
+{
+  MPI_Send (header, header_size, MPI_BYTE, 1, MPI_SHARE_TAG, MPI_COMM_WORLD);
+  if (data != NULL)
+    MPI_Send (data, length, MPI_BYTE, 1, MPI_SHARE_TAG, MPI_COMM_WORLD);
+}
+
+/* An fd of rank 0's for rank 1, told by its inode: a pipe's read end (rank 0 keeps the pipe). */
+static int wire_pipe[2];
+
+static void
+send_pipe_fd (MpiShare *share, const guint64 *data, guint64 length)
+{
+  GError *error = NULL;
+
+  g_assert_true (mpi_share_send_message (share, 1, data, length, &wire_pipe[0], 1, &error));
+  g_assert_no_error (error);
+}
+
+/* Rank 1: the next message refused with @code, its message containing @needle. */
+static void
+receive_refused (MpiShare *share, int code, const char *needle, const char *what)
+{
+  GError *error = NULL;
+  GBytes *bytes = NULL;
+  gint *fds = NULL;
+  guint n_fds = 0;
+
+  g_assert_false (mpi_share_receive_message (share, 0, &bytes, &fds, &n_fds, &error));
+  g_assert_error (error, MEMRES_ERROR, code);
+  g_assert_nonnull (strstr (error->message, needle));
+  g_assert_null (bytes);
+  g_assert_null (fds);
+  say ("ok %s refused: %s", what, error->message);
+  g_clear_error (&error);
+}
+
+/* Rank 0 breaks the wire (bytes fewer or more than the header says, a header of the wrong size,
+ * a message above the limit, fds announced and not sent); rank 1 gets an error each time, no
+ * abort from MPI, no hang, and the next well-formed message (with an fd) still arrives whole,
+ * its own fd with it (the refused messages' fds were taken). */
+static void
+bad_frames (MpiShare *share)
+{
+  guint64 payload[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+  GError *error = NULL;
+  struct stat st;
+
+  g_assert_cmpint (pipe (wire_pipe), ==, 0);
+  g_assert_cmpint (fstat (wire_pipe[0], &st), ==, 0);
+  payload[7] = st.st_ino;
+  MPI_Bcast (&payload[7], 1, MPI_UINT64_T, 0, MPI_COMM_WORLD); /* rank 1 learns the good inode */
+  if (rank == 0)
+    {
+      guint64 header[2];
+      g_autofree guint8 *big = g_malloc0 ((1u << 20) + 8);
+      int other[2];
+
+      /* fewer bytes than announced, announcing an fd; the one fd on the socket comes with the
+       * next message (0 bytes), and the refused message takes it */
+      g_assert_cmpint (pipe (other), ==, 0);
+      header[0] = sizeof payload, header[1] = 1;
+      send_frames (header, sizeof header, payload, sizeof payload - 8);
+      g_assert_true (mpi_share_send_message (share, 1, payload, 0, other, 1, &error));
+      g_assert_no_error (error);
+      close (other[0]);
+      close (other[1]);
+      /* more bytes than announced */
+      header[0] = sizeof payload - 8, header[1] = 0;
+      send_frames (header, sizeof header, payload, sizeof payload);
+      /* a header cut short, then a header too long (no bytes follow either) */
+      send_frames (header, sizeof header - 1, NULL, 0);
+      send_frames (payload, sizeof payload, NULL, 0);
+      /* above the limit, every byte sent */
+      header[0] = (1u << 20) + 8, header[1] = 0;
+      send_frames (header, sizeof header, big, (1u << 20) + 8);
+      /* an fd announced that never comes */
+      header[0] = sizeof payload, header[1] = 1;
+      send_frames (header, sizeof header, payload, sizeof payload);
+      MPI_Barrier (MPI_COMM_WORLD); /* rank 1 timed out */
+      send_pipe_fd (share, payload, sizeof payload);
+    }
+  else
+    {
+      GBytes *bytes = NULL;
+      gint *fds = NULL;
+      guint n_fds = 0;
+      gsize length;
+
+      g_assert_true (mpi_share_set_timeout (share, 300, &error));
+      g_assert_no_error (error);
+      g_assert_false (mpi_share_set_timeout (share, 0, &error));
+      g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+      g_clear_error (&error);
+      receive_refused (share, MEMRES_ERROR_INVALID_DESCRIPTOR, "and sent 56 bytes",
+                       "bytes fewer than announced");
+      /* the refused message took the one fd on the socket (mpi_share_send_message()'s, sent
+       * after it): that message's own fd never comes (without the take, it would arrive and
+       * the refused message's fd would be taken for the next message's) */
+      receive_refused (share, MEMRES_ERROR_FAILED, "timed out",
+                       "a message whose fd the refused one took");
+      receive_refused (share, MEMRES_ERROR_INVALID_DESCRIPTOR, "and sent 64 bytes",
+                       "bytes more than announced");
+      receive_refused (share, MEMRES_ERROR_INVALID_DESCRIPTOR, "a header of 15 bytes",
+                       "a header cut short");
+      receive_refused (share, MEMRES_ERROR_INVALID_DESCRIPTOR, "a header of 64 bytes",
+                       "a header too long");
+      receive_refused (share, MEMRES_ERROR_INVALID_DESCRIPTOR, "1048584 bytes",
+                       "a message above the limit");
+      receive_refused (share, MEMRES_ERROR_FAILED, "timed out", "an fd that never came");
+      MPI_Barrier (MPI_COMM_WORLD);
+      g_assert_true (mpi_share_set_timeout (share, 60000, &error));
+      g_assert_true (mpi_share_receive_message (share, 0, &bytes, &fds, &n_fds, &error));
+      g_assert_no_error (error);
+      g_assert_cmpmem (g_bytes_get_data (bytes, &length), g_bytes_get_size (bytes), payload,
+                       sizeof payload);
+      g_assert_cmpuint (n_fds, ==, 1);
+      g_assert_cmpint (fstat (fds[0], &st), ==, 0);
+      g_assert_cmpuint (st.st_ino, ==, payload[7]); /* its own fd, not a refused message's */
+      close (fds[0]);
+      g_free (fds);
+      g_bytes_unref (bytes);
+      say ("ok the next message came whole with its own fd");
+    }
+  close (wire_pipe[0]);
+  close (wire_pipe[1]);
+  MPI_Barrier (MPI_COMM_WORLD);
+}
+
 /* A buffer of @spec (rank 0) shared with rank 1 (imported through @import_spec, or the pool
  * the message names when NULL), written by halves, then the bad messages. */
 static void
@@ -192,6 +328,7 @@ main (int argc, char **argv)
   g_assert_no_error (error);
   g_assert_nonnull (share);
 
+  bad_frames (share);
   share_one (share, "ipc", NULL, 64 * KiB, "ipc pool buffer");
   gran = mt_device_granularity ();
   vmm = g_strdup_printf ("vmm:handle_type=posix_fd,chunk=%" G_GSIZE_FORMAT, gran);
