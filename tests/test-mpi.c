@@ -4,11 +4,13 @@
  * on the fake driver (suite mpi) or the real one. First rank 0 sends broken frames by hand
  * (bytes fewer or more than the header says, headers of the wrong size, a message above the
  * limit, an fd announced and never sent), each refused by rank 1 with its error, no abort from
- * MPI and no hang, the next good message whole with its own fd. Rank 0 exports a pool buffer (kind ipc), a
- * vmm buffer of POSIX fds, and a pool buffer and a vmm buffer of fabric handles (bytes only, no
- * socket: `ipc:handle_type=fabric`, `vmm:handle_type=fabric`; skipped where the driver refuses
- * fabric handles); each rank writes its half of each and reads the other's half back; then
- * rank 0 sends forged and truncated messages, which rank 1 refuses with the error the issue names.
+ * MPI and no hang, the next good message whole with its own fd. Rank 0 exports a pool buffer (kind
+ * ipc), a vmm buffer of POSIX fds, and a pool buffer and a vmm buffer of fabric handles (bytes
+ * only, no socket: `ipc:handle_type=fabric`, `vmm:handle_type=fabric`; skipped where the driver
+ * refuses fabric handles); each rank writes its half of each and reads the other's half back; then
+ * rank 0 sends forged and truncated messages, which rank 1 refuses with the error the issue names;
+ * for fabric handles, rank 1 imports a message again after rank 0 closed its export (the vmm
+ * buffer; the pool buffer and its pool) and the driver refuses it.
  * Exits 0 when every check passed on both ranks, 77 (skip) on both when there is no device;
  * any failed check aborts its rank, and mpirun the job. */
 #include <stdio.h>
@@ -279,6 +281,70 @@ share_one (MpiShare *share, const char *spec, const char *import_spec, gsize siz
     mt_close_ok (buf, NULL);
 }
 
+/* Fabric bytes replayed after their export closed, in another process: rank 0 sends a buffer's
+ * message, rank 1 imports it (and reads the pattern), unmaps it; rank 0 closes the buffer (and
+ * for a pool, drops the resource: the pool goes); rank 1's import of the same bytes again is
+ * refused by the driver (MEMRES_CUDA_ERROR), nothing imported. */
+static void
+replay_after_close (MpiShare *share, const char *spec, const char *import_spec, gsize size,
+                    const char *what)
+{
+  g_autoptr (MemresResource) mr = NULL;
+  g_autoptr (MemresResource) importer = NULL;
+  MemresBuffer *buf = NULL;
+  GError *error = NULL;
+  GBytes *bytes = NULL;
+  gint *fds = NULL;
+  guint n_fds = 0;
+
+  if (rank == 0)
+    {
+      mr = mt_new_ok (spec);
+      buf = mt_alloc_ok (mr, size, NULL);
+      mt_write_pattern (buf, 0, size, 77, NULL);
+      mt_sync_ok (NULL);
+      g_assert_true (mpi_share_send_buffer (share, 1, buf, &error));
+      g_assert_no_error (error);
+    }
+  else
+    {
+      MemresBuffer *got;
+
+      if (import_spec != NULL)
+        importer = mt_new_ok (import_spec);
+      g_assert_true (mpi_share_receive_message (share, 0, &bytes, &fds, &n_fds, &error));
+      g_assert_no_error (error);
+      g_assert_cmpuint (n_fds, ==, 0); /* fabric: bytes alone */
+      got = memres_buffer_import_message (importer, g_bytes_get_data (bytes, NULL),
+                                          g_bytes_get_size (bytes), NULL, 0, NULL, &error);
+      g_assert_no_error (error);
+      mt_check_pattern (got, 0, size, 77, NULL);
+      mt_close_ok (got, NULL);
+    }
+  MPI_Barrier (MPI_COMM_WORLD); /* rank 1 unmapped its import */
+  if (rank == 0)
+    {
+      mt_close_ok (buf, NULL);
+      mt_sync_ok (NULL);
+      g_clear_pointer (&mr, memres_resource_unref);
+    }
+  MPI_Barrier (MPI_COMM_WORLD); /* the export closed */
+  if (rank == 1)
+    {
+      MemresBuffer *got
+          = memres_buffer_import_message (importer, g_bytes_get_data (bytes, NULL),
+                                          g_bytes_get_size (bytes), NULL, 0, NULL, &error);
+
+      g_assert_null (got);
+      g_assert_error (error, MEMRES_CUDA_ERROR, CUDA_ERROR_INVALID_VALUE);
+      say ("ok %s replayed after its export closed refused: %s", what, error->message);
+      g_clear_error (&error);
+      g_bytes_unref (bytes);
+      g_free (fds);
+    }
+  MPI_Barrier (MPI_COMM_WORLD);
+}
+
 /* share_one() of a resource of fabric handles, @spec, where every rank's driver grants them
  * (the fake does; a machine without an IMEX channel does not): bytes through MPI alone. */
 static void
@@ -292,7 +358,10 @@ share_fabric (MpiShare *share, const char *spec, const char *import_spec, gsize 
   g_clear_pointer (&probe, memres_resource_unref);
   MPI_Allreduce (MPI_IN_PLACE, &fabric, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
   if (fabric)
-    share_one (share, spec, import_spec, size, what);
+    {
+      share_one (share, spec, import_spec, size, what);
+      replay_after_close (share, spec, import_spec, size, what);
+    }
   else
     say ("skip %s: %s", what, error != NULL ? error->message : "another rank");
   g_clear_error (&error);
