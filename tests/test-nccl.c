@@ -248,6 +248,95 @@ test_fail_at_free (void)
   memres_resource_unref (mr);
 }
 
+/* Freed while an event's ncclCommRegister runs on another thread (held inside NCCL by the fake's
+ * hook): the free waits for it or the event finds the registrar closed; either way nothing is
+ * left registered once both are done, the allocation stands, and the segment's later unmap calls
+ * NCCL for nothing. */
+typedef struct
+{
+  GMutex lock;
+  GCond cond;
+  gboolean inside, release, freeing;
+  MemresResource *mr;
+  MemresNcclRegistrar *reg;
+} Held;
+
+static void
+hold_hook (const char *call, void *base, size_t size, void *data)
+{
+  Held *h = data;
+
+  if (strcmp (call, "ncclCommRegister") != 0)
+    return;
+  g_mutex_lock (&h->lock);
+  h->inside = TRUE;
+  g_cond_broadcast (&h->cond);
+  while (!h->release)
+    g_cond_wait (&h->cond, &h->lock);
+  g_mutex_unlock (&h->lock);
+}
+
+static gpointer
+held_allocate (gpointer data)
+{
+  return mt_alloc_ok (((Held *) data)->mr, 64 * 1024, NULL);
+}
+
+static gpointer
+held_free (gpointer data)
+{
+  Held *h = data;
+
+  g_mutex_lock (&h->lock);
+  h->freeing = TRUE;
+  g_cond_broadcast (&h->cond);
+  g_mutex_unlock (&h->lock);
+  free_ok (h->reg);
+  return NULL;
+}
+
+static void
+test_free_during_event (void)
+{
+  Held h = { 0 };
+  GThread *allocator, *freer;
+  MemresBuffer *buf;
+  long deregisters;
+
+  g_mutex_init (&h.lock);
+  g_cond_init (&h.cond);
+  h.mr = mt_new_ok ("cache:max_block=4KiB>host");
+  h.reg = registrar_ok (h.mr);
+  fake.set_hook (hold_hook, &h);
+  allocator = g_thread_new ("allocator", held_allocate, &h);
+  g_mutex_lock (&h.lock);
+  while (!h.inside)
+    g_cond_wait (&h.cond, &h.lock);
+  g_mutex_unlock (&h.lock);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 1); /* registered, the call not returned */
+  freer = g_thread_new ("freer", held_free, &h);
+  g_mutex_lock (&h.lock);
+  while (!h.freeing)
+    g_cond_wait (&h.cond, &h.lock);
+  g_mutex_unlock (&h.lock);
+  g_usleep (20000); /* the free most likely waits on the registrar's lock now */
+  g_mutex_lock (&h.lock);
+  h.release = TRUE;
+  g_cond_broadcast (&h.cond);
+  g_mutex_unlock (&h.lock);
+  buf = g_thread_join (allocator);
+  g_thread_join (freer);
+  fake.set_hook (NULL, NULL);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+  deregisters = fake.calls ("ncclCommDeregister");
+  mt_close_ok (buf, NULL);
+  g_assert_true (memres_resource_trim (h.mr, 0, NULL));
+  g_assert_cmpint (fake.calls ("ncclCommDeregister"), ==, deregisters);
+  memres_resource_unref (h.mr);
+  g_cond_clear (&h.cond);
+  g_mutex_clear (&h.lock);
+}
+
 /* ---- windows --------------------------------------------------------------------------------- */
 
 static void
@@ -1010,6 +1099,7 @@ main (int argc, char **argv)
   g_test_add_func ("/nccl/fail-at-creation", test_fail_at_creation);
   g_test_add_func ("/nccl/fail-in-events", test_fail_in_events);
   g_test_add_func ("/nccl/fail-at-free", test_fail_at_free);
+  g_test_add_func ("/nccl/free-during-event", test_free_during_event);
   g_test_add_func ("/nccl/window", test_window);
   g_test_add_func ("/nccl/bad-input", test_bad_input);
   g_test_add_func ("/nccl/vmm-order", test_vmm_order);

@@ -782,6 +782,112 @@ test_unsubscribe_in_callback (void)
   recorder_free (r);
 }
 
+/* ---- a callback running on another thread while its subscription ends ---------------------- */
+
+typedef struct
+{
+  GMutex lock;
+  GCond cond;
+  gboolean entered, release, returned;
+  gint calls;
+  gint destroyed;
+  gboolean destroyed_after_return;
+  GThread *caller, *destroyer;
+  MemresResource *mr;
+} Blocker;
+
+static void
+blocking_event (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *seg,
+                guint64 previous, gpointer data)
+{
+  Blocker *b = data;
+
+  g_mutex_lock (&b->lock);
+  b->calls++;
+  b->caller = g_thread_self ();
+  b->entered = TRUE;
+  g_cond_broadcast (&b->cond);
+  while (!b->release)
+    g_cond_wait (&b->cond, &b->lock);
+  b->returned = TRUE;
+  g_mutex_unlock (&b->lock);
+}
+
+static void
+blocker_destroyed (gpointer data)
+{
+  Blocker *b = data;
+
+  g_mutex_lock (&b->lock);
+  b->destroyed++;
+  b->destroyed_after_return = b->returned;
+  b->destroyer = g_thread_self ();
+  g_mutex_unlock (&b->lock);
+}
+
+static gpointer
+allocate_one (gpointer data)
+{
+  Blocker *b = data;
+
+  return mt_alloc_ok (b->mr, 256, NULL); /* maps a chunk: the blocking callback */
+}
+
+/* Unsubscribed while its callback runs on another thread: the call returns at once, the callback
+ * finishes, no later event reaches it, and the destroy notify runs once, after the callback
+ * returned, on that thread. */
+static void
+test_unsubscribe_while_running (void)
+{
+  Blocker b = { 0 };
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf, *other;
+  GThread *t;
+  guint id;
+
+  b.mr = mt_new_ok ("cache:chunk=64KiB>host");
+  g_mutex_init (&b.lock);
+  g_cond_init (&b.cond);
+  id = memres_resource_subscribe_segments (b.mr, blocking_event, &b, blocker_destroyed, &error);
+  g_assert_no_error (error);
+  t = g_thread_new ("allocator", allocate_one, &b);
+  g_mutex_lock (&b.lock);
+  while (!b.entered)
+    g_cond_wait (&b.cond, &b.lock);
+  g_mutex_unlock (&b.lock);
+
+  MT_CHECK (memres_resource_unsubscribe_segments (b.mr, id, &error));
+  g_mutex_lock (&b.lock);
+  g_assert_cmpint (b.destroyed, ==, 0); /* its callback still runs */
+  b.release = TRUE;
+  g_cond_broadcast (&b.cond);
+  g_mutex_unlock (&b.lock);
+  buf = g_thread_join (t);
+  g_assert_cmpint (b.destroyed, ==, 1);
+  g_assert_true (b.destroyed_after_return);
+  g_assert_true (b.destroyer == b.caller);
+  g_assert_false (b.destroyer == g_thread_self ());
+
+  {
+    Recorder *r = recorder_new ();
+    guint rid = subscribe (b.mr, r);
+
+    other = mt_alloc_ok (b.mr, 128 * 1024, NULL); /* above a chunk: a segment, nobody told */
+    g_assert_cmpuint (r->recs->len, >=, 2);       /* the replay's chunk, then the new segment */
+    unsubscribe (b.mr, rid);
+    recorder_free (r);
+  }
+  g_assert_cmpint (b.calls, ==, 1);
+  g_assert_false (memres_resource_unsubscribe_segments (b.mr, id, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  mt_close_ok (other, NULL);
+  mt_close_ok (buf, NULL);
+  memres_resource_unref (b.mr);
+  g_assert_cmpint (b.destroyed, ==, 1);
+  g_cond_clear (&b.cond);
+  g_mutex_clear (&b.lock);
+}
+
 /* ---- callbacks that allocate, close and look up (re-entrancy) -------------------------------- */
 
 /* A subscriber that, at each segment mapped (the replay included), allocates a buffer from the
@@ -919,6 +1025,7 @@ main (int argc, char **argv)
   g_test_add_func ("/segments/nested-caches", test_nested_caches);
   g_test_add_func ("/segments/bad-input", test_bad_input);
   g_test_add_func ("/segments/unsubscribe-in-callback", test_unsubscribe_in_callback);
+  g_test_add_func ("/segments/unsubscribe-while-running", test_unsubscribe_while_running);
   g_test_add_func ("/segments/threads", test_threads);
   g_test_add_func ("/segments/vmm/events", test_vmm_events);
   g_test_add_func ("/segments/vmm/handle-types", test_vmm_handle_types);
