@@ -373,7 +373,8 @@ memres_nccl_registrar_free (MemresNcclRegistrar *reg, GError **error)
  * on the old memory after the wake. Deregister the window on every rank before the sleep and
  * register it again after the wake.
  *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @comm or unknown @flags;
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @comm, unknown @flags or a buffer of 0 bytes
+ * (no NCCL call);
  * %MEMRES_ERROR_CLOSED when @buf is closed (no NCCL call);
  * %MEMRES_SLEEP_ERROR_ASLEEP when @buf is asleep (no NCCL call);
  * %MEMRES_ERROR_NOT_SUPPORTED when NCCL cannot be loaded or has no windows (before 2.27);
@@ -405,6 +406,12 @@ memres_nccl_window_register (MemresBuffer *buf, gpointer comm, guint flags, GErr
     {
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED,
                    "registering an NCCL window over a closed buffer");
+      return NULL;
+    }
+  if (memres_buffer_get_size (buf) == 0)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "registering an NCCL window over a buffer of 0 bytes");
       return NULL;
     }
   if (memres_buffer_is_asleep (buf))

@@ -400,6 +400,17 @@ test_bad_input (void)
   g_assert_null (memres_nccl_window_register (buf, COMM, 0x10, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
+  {
+    MemresBuffer *empty = mt_alloc_ok (cache, 0, NULL);
+    long calls = fake.calls ("ncclCommWindowRegister");
+
+    g_assert_null (memres_nccl_window_register (empty, COMM, 0, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "0 bytes"));
+    g_clear_error (&error);
+    g_assert_cmpint (fake.calls ("ncclCommWindowRegister"), ==, calls);
+    mt_close_ok (empty, NULL);
+  }
   g_assert_cmpint (fake.live (0, NULL, NULL) + fake.live (1, NULL, NULL), ==, 0);
   mt_close_ok (buf, NULL);
   memres_resource_unref (cache);
