@@ -276,7 +276,9 @@ lookup_retry (guint64 addr, MemresLookupInfo *info)
  * updated at every allocation would cost every allocation. Where segments nest, it answers the
  * innermost, the shortest segment holding @ptr: for a `cache` over `vmm` the upper layer's (the
  * cache's chunk inside the vmm buffer); for a `cache` allocation over `arena` that spans several
- * granules, the lower layer's (the arena's granule, inside the cache's segment). A segment is
+ * granules, the lower layer's (the arena's granule, inside the cache's segment); where a
+ * cache's block lies across the edge of two granules (they overlap in part), the shorter one
+ * (of equal lengths, the later mapped). A segment is
  * found from just before its
  * %MEMRES_SEGMENT_MAPPED event until its %MEMRES_SEGMENT_UNMAPPING event's callbacks have
  * returned; one byte past its end is not in it.

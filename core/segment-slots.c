@@ -184,9 +184,43 @@ cut (guint64 *pos, guint64 to, const MemresIndexEntry *e)
 
 static gint entry_order (gconstpointer a, gconstpointer b);
 
+/* TRUE when @x comes before @y in @set (the order mapped) */
+static gboolean
+mapped_before (const GPtrArray *set, gconstpointer x, gconstpointer y)
+{
+  for (guint i = 0; i < set->len; i++)
+    if (set->pdata[i] == x || set->pdata[i] == y)
+      return set->pdata[i] == x;
+  return TRUE;
+}
+
+/* @e onto the stack of open segments, which stays ordered by length, the shortest on top (the
+ * innermost: the answer at the point). A segment nested in the top, the usual case, goes on top
+ * at once. One that only partly overlaps the top (a cache's block across the edge of two arena
+ * granules, cache>arena) and is longer goes below the shorter ones; of two of the same length, the
+ * later mapped (of @set's order) is above. */
+static void
+stack_push (const GPtrArray *set, MemresIndexEntry *e)
+{
+  guint64 length = e->end - e->base;
+  guint i = stack->len;
+
+  for (; i > 0; i--)
+    {
+      const MemresIndexEntry *below = stack->pdata[i - 1];
+      guint64 below_length = below->end - below->base;
+
+      if (below_length > length
+          || (below_length == length && (below->base == e->base || mapped_before (set, below, e))))
+        break;
+    }
+  g_ptr_array_insert (stack, (gint) i, e);
+}
+
 /* The runs of page @pn (first byte @first, last @last) for the segments of @set, in @cuts:
  * a sweep in address order (longest first among equal bases, then in the order mapped) with the
- * segments open at the point on a stack, the innermost on top. */
+ * segments open at the point on a stack, the innermost (the shortest) on top (stack_push()); a
+ * segment that ended below the top is dropped when it comes to the top. */
 static void
 page_runs (GPtrArray *set, guint64 first, guint64 last)
 {
@@ -219,7 +253,7 @@ page_runs (GPtrArray *set, guint64 first, guint64 last)
           g_ptr_array_set_size (stack, stack->len - 1);
         }
       cut (&pos, b, stack->len > 0 ? stack->pdata[stack->len - 1] : NULL);
-      g_ptr_array_add (stack, e);
+      stack_push (set, e);
     }
   while (stack->len > 0)
     {

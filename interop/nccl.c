@@ -33,7 +33,7 @@ struct _MemresNcclWindow
   const NcclLibrary *nccl;
   gpointer comm;
   gpointer win;
-  MemresBuffer *buf; /* held open by the window's reference */
+  MemresBuffer *buf; /* referenced (the structure; a close would still free its memory) */
 };
 
 static void
@@ -170,6 +170,10 @@ on_segment (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *s
  * unregistered (NCCL then copies, as for unregistered memory), the failure is counted
  * (the @failures of #MemresNcclCounts) and the first one is kept for memres_nccl_registrar_check().
  * Not collective: each rank may have its own segments. Thread-safe.
+ *
+ * The registrar holds a reference on @mr until memres_nccl_registrar_free(), so the resource's
+ * finalize (which unmaps what it still holds: a cache's chunks, an arena's granules) comes after
+ * the registrar deregistered every segment, whichever of the two the application drops first.
  *
  * Errors: %MEMRES_ERROR_INVALID_ARGUMENT when @comm is %NULL; %MEMRES_ERROR_NOT_SUPPORTED when
  * NCCL cannot be loaded (memres_nccl_is_available()) or @mr has no segment events;
@@ -358,7 +362,9 @@ memres_nccl_registrar_free (MemresNcclRegistrar *reg, GError **error)
  * segment), its windows do not change; a window over new memory is another collective call on
  * every rank. Do not resize @buf while the window exists (a `vmm` buffer moved by a grow would
  * leave the window on unmapped memory). The window holds a reference on @buf
- * (memres_buffer_ref()) until memres_nccl_window_deregister(). Blocks like any collective until
+ * (memres_buffer_ref()) until memres_nccl_window_deregister(): it keeps the buffer structure,
+ * not its memory (memres_buffer_close() frees the memory whatever references remain), so close
+ * @buf only once the window is deregistered on every rank. Blocks like any collective until
  * every rank has called it.
  *
  * Sleep (memres-sleep.h): a sleeping buffer has no memory under it, so its window is refused.
@@ -367,7 +373,9 @@ memres_nccl_registrar_free (MemresNcclRegistrar *reg, GError **error)
  * on the old memory after the wake. Deregister the window on every rank before the sleep and
  * register it again after the wake.
  *
- * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @comm or unknown @flags;
+ * Errors: %MEMRES_ERROR_INVALID_ARGUMENT for a %NULL @comm, unknown @flags or a buffer of 0 bytes
+ * (no NCCL call);
+ * %MEMRES_ERROR_CLOSED when @buf is closed (no NCCL call);
  * %MEMRES_SLEEP_ERROR_ASLEEP when @buf is asleep (no NCCL call);
  * %MEMRES_ERROR_NOT_SUPPORTED when NCCL cannot be loaded or has no windows (before 2.27);
  * %MEMRES_NCCL_ERROR (the `ncclResult_t`) when NCCL refuses.
@@ -392,6 +400,18 @@ memres_nccl_window_register (MemresBuffer *buf, gpointer comm, guint flags, GErr
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
                    "registering an NCCL window: %s",
                    comm == NULL ? "the communicator is NULL" : "unknown flags");
+      return NULL;
+    }
+  if (memres_buffer_is_closed (buf))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED,
+                   "registering an NCCL window over a closed buffer");
+      return NULL;
+    }
+  if (memres_buffer_get_size (buf) == 0)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "registering an NCCL window over a buffer of 0 bytes");
       return NULL;
     }
   if (memres_buffer_is_asleep (buf))

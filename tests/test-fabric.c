@@ -452,6 +452,23 @@ test_forged (void)
     import_fails (importer, forged, b.length, NULL, 0, MEMRES_CUDA_ERROR,
                   mt_driver_is_fake () ? CUDA_ERROR_INVALID_VALUE : -1);
   }
+  /* the fake's handle names its process, memfd and inode (tests/fakecuda): the second handle
+   * made to name another process (the parent: its fd of that number is another file, or none)
+   * and then this process's fd 0, each with the right inode, is refused: a handle does not
+   * reach another process's files, nor this one's other files; nothing imported */
+  if (mt_driver_is_fake ())
+    {
+      g_autofree guint8 *forged = g_memdup2 (b.data, b.length);
+      guint8 *second = forged + 88 + 3 * 8 + 64;
+
+      mt_put_le (second + 8, (guint64) getppid (), 4);
+      import_fails (importer, forged, b.length, NULL, 0, MEMRES_CUDA_ERROR,
+                    CUDA_ERROR_INVALID_VALUE);
+      mt_put_le (second + 8, (guint64) getpid (), 4);
+      mt_put_le (second + 12, 0, 4);
+      import_fails (importer, forged, b.length, NULL, 0, MEMRES_CUDA_ERROR,
+                    CUDA_ERROR_INVALID_VALUE);
+    }
   mt_assert_fake_counts_equal (&base);
   mt_close_ok (buf, NULL);
   g_free (b.data);

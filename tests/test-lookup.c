@@ -4,7 +4,8 @@
  * segments than fit in any cache. Host memory through `cache` (suite core): no driver. And the
  * shapes of the index's pages, through "segkind", a kind registered here that raises segments
  * over ranges it never maps (lookups read no memory): pages covered by one segment, split by one
- * edge, cut into runs by many edges, nested and equal ranges, addresses above 2^48 (the hash
+ * edge, cut into runs by many edges, nested, equal and partly overlapping ranges (a block of an
+ * upper layer across the edge of two of the lower's), addresses above 2^48 (the hash
  * table, not the flat table); each probe checked against a model of the live ranges, after every
  * change. */
 #include "testutil.h"
@@ -427,6 +428,22 @@ shapes_at (MemresResource *a, MemresResource *b, guint64 at)
   seg_map (b, at + 3 * MIB + 4096, 64 * 1024);
   seg_map (b, at + 4 * MIB - 8192, 16 * 1024);
   seg_map (b, at + 16 * MIB, MIB);
+  check_model (at - MIB, hi);
+  /* partly overlapping (no nesting): b's segments across the edge of two of a's adjacent ones,
+   * as a cache's block of its own lies across two arena granules (cache>arena): a short one
+   * (its bytes on both sides answer b's, the shorter), and one longer than a's (a's answer) */
+  seg_map (a, at + 24 * MIB, 2 * MIB);
+  seg_map (a, at + 26 * MIB, 2 * MIB);
+  seg_map (b, at + 26 * MIB - 160 * 1024, 208 * 1024);
+  seg_map (b, at + 27 * MIB + MIB / 2, 3 * MIB);
+  check_model (at - MIB, hi);
+  seg_unmap (b, at + 26 * MIB - 160 * 1024);
+  check_model (at - MIB, hi);
+  /* of the same length, partly overlapping: the later mapped, whichever starts first */
+  seg_map (b, at + 35 * MIB + MIB / 2, 2 * MIB);
+  seg_map (a, at + 36 * MIB, 2 * MIB);
+  seg_map (a, at + 40 * MIB, 2 * MIB);
+  seg_map (b, at + 39 * MIB + MIB / 2, 2 * MIB);
   check_model (at - MIB, hi);
   /* grown: the last small segment, then the split's segment over more pages */
   seg_grow (a, at + 20 * MIB + 8 * 200 * 1024, 300 * 1024);

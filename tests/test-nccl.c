@@ -9,7 +9,10 @@
  * deregistered before the sleep's first unmap, registered again after the wake's last map and
  * access, a sleeping buffer's close calling NCCL for nothing; a registrar made or freed while a
  * tag sleeps), a chunk of cache>dmr deregistered before dmr frees it, no window over a sleeping
- * buffer. */
+ * buffer. A registration failing at each existing segment in turn (vmm, arena, cache>vmm) leaves
+ * nothing registered or subscribed; the resource dropped before its registrar is finalized after
+ * the registrar deregistered everything; a window stays as registered while the arena grows,
+ * and a closed buffer's window is refused before NCCL is called. */
 #include "testutil.h"
 
 #include <memres/memres.h>
@@ -245,6 +248,95 @@ test_fail_at_free (void)
   memres_resource_unref (mr);
 }
 
+/* Freed while an event's ncclCommRegister runs on another thread (held inside NCCL by the fake's
+ * hook): the free waits for it or the event finds the registrar closed; either way nothing is
+ * left registered once both are done, the allocation stands, and the segment's later unmap calls
+ * NCCL for nothing. */
+typedef struct
+{
+  GMutex lock;
+  GCond cond;
+  gboolean inside, release, freeing;
+  MemresResource *mr;
+  MemresNcclRegistrar *reg;
+} Held;
+
+static void
+hold_hook (const char *call, void *base, size_t size, void *data)
+{
+  Held *h = data;
+
+  if (strcmp (call, "ncclCommRegister") != 0)
+    return;
+  g_mutex_lock (&h->lock);
+  h->inside = TRUE;
+  g_cond_broadcast (&h->cond);
+  while (!h->release)
+    g_cond_wait (&h->cond, &h->lock);
+  g_mutex_unlock (&h->lock);
+}
+
+static gpointer
+held_allocate (gpointer data)
+{
+  return mt_alloc_ok (((Held *) data)->mr, 64 * 1024, NULL);
+}
+
+static gpointer
+held_free (gpointer data)
+{
+  Held *h = data;
+
+  g_mutex_lock (&h->lock);
+  h->freeing = TRUE;
+  g_cond_broadcast (&h->cond);
+  g_mutex_unlock (&h->lock);
+  free_ok (h->reg);
+  return NULL;
+}
+
+static void
+test_free_during_event (void)
+{
+  Held h = { 0 };
+  GThread *allocator, *freer;
+  MemresBuffer *buf;
+  long deregisters;
+
+  g_mutex_init (&h.lock);
+  g_cond_init (&h.cond);
+  h.mr = mt_new_ok ("cache:max_block=4KiB>host");
+  h.reg = registrar_ok (h.mr);
+  fake.set_hook (hold_hook, &h);
+  allocator = g_thread_new ("allocator", held_allocate, &h);
+  g_mutex_lock (&h.lock);
+  while (!h.inside)
+    g_cond_wait (&h.cond, &h.lock);
+  g_mutex_unlock (&h.lock);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 1); /* registered, the call not returned */
+  freer = g_thread_new ("freer", held_free, &h);
+  g_mutex_lock (&h.lock);
+  while (!h.freeing)
+    g_cond_wait (&h.cond, &h.lock);
+  g_mutex_unlock (&h.lock);
+  g_usleep (20000); /* the free most likely waits on the registrar's lock now */
+  g_mutex_lock (&h.lock);
+  h.release = TRUE;
+  g_cond_broadcast (&h.cond);
+  g_mutex_unlock (&h.lock);
+  buf = g_thread_join (allocator);
+  g_thread_join (freer);
+  fake.set_hook (NULL, NULL);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+  deregisters = fake.calls ("ncclCommDeregister");
+  mt_close_ok (buf, NULL);
+  g_assert_true (memres_resource_trim (h.mr, 0, NULL));
+  g_assert_cmpint (fake.calls ("ncclCommDeregister"), ==, deregisters);
+  memres_resource_unref (h.mr);
+  g_cond_clear (&h.cond);
+  g_mutex_clear (&h.lock);
+}
+
 /* ---- windows --------------------------------------------------------------------------------- */
 
 static void
@@ -264,9 +356,10 @@ test_window (void)
   g_assert_cmpuint (bytes, ==, 1 << 20);
   g_assert_cmpint (flags, ==, 1);
   g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0); /* a window is no plain registration */
-  mt_close_ok (buf, NULL); /* the window keeps a reference: the memory stays */
+  /* deregistered before the close: the window's reference keeps the structure, not the memory */
   MT_CHECK (memres_nccl_window_deregister (win, &error));
   g_assert_cmpint (fake.live (1, NULL, NULL), ==, 0);
+  mt_close_ok (buf, NULL);
 
   /* NCCL refuses: its code, nothing kept (the buffer's reference dropped: it is freed) */
   buf = mt_alloc_ok (mr, 4096 * 4, NULL);
@@ -307,6 +400,17 @@ test_bad_input (void)
   g_assert_null (memres_nccl_window_register (buf, COMM, 0x10, &error));
   g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
   g_clear_error (&error);
+  {
+    MemresBuffer *empty = mt_alloc_ok (cache, 0, NULL);
+    long calls = fake.calls ("ncclCommWindowRegister");
+
+    g_assert_null (memres_nccl_window_register (empty, COMM, 0, &error));
+    g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT);
+    g_assert_nonnull (strstr (error->message, "0 bytes"));
+    g_clear_error (&error);
+    g_assert_cmpint (fake.calls ("ncclCommWindowRegister"), ==, calls);
+    mt_close_ok (empty, NULL);
+  }
   g_assert_cmpint (fake.live (0, NULL, NULL) + fake.live (1, NULL, NULL), ==, 0);
   mt_close_ok (buf, NULL);
   memres_resource_unref (cache);
@@ -704,6 +808,169 @@ test_window_asleep (void)
   memres_resource_unref (mr);
 }
 
+/* Registering the existing segments fails at each one in turn (a sweep over the k-th
+ * ncclCommRegister): the creation fails with NCCL's code, the ones registered before it are
+ * deregistered, nothing stays subscribed (a later segment calls NCCL for nothing) and the
+ * resource's segments are as they were. */
+static void
+test_fail_halfway (gconstpointer data)
+{
+  const char *spec = data;
+  MemresResource *mr;
+  MemresBuffer *bufs[6], *later;
+  long calls;
+  guint n;
+  gsize g;
+
+  if (!mt_require_fake ("maps device memory"))
+    return;
+  g = mt_device_granularity ();
+  mr = mt_new_ok (spec);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    bufs[i] = mt_alloc_ok (mr, 2 * g, NULL);
+  n = count_segments (mr);
+  g_assert_cmpuint (n, >=, G_N_ELEMENTS (bufs));
+  for (guint k = 1; k <= n; k++)
+    {
+      g_autoptr (GError) error = NULL;
+      long registers = fake.calls ("ncclCommRegister");
+      long deregisters = fake.calls ("ncclCommDeregister");
+
+      fake.fail ("ncclCommRegister", k, 2); /* ncclSystemError */
+      g_assert_null (memres_nccl_registrar_new (mr, COMM, &error));
+      g_assert_error (error, MEMRES_NCCL_ERROR, 2);
+      g_assert_nonnull (strstr (error->message, "ncclCommRegister"));
+      g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+      /* each segment tried once (the replay goes on past the failure), each success undone */
+      g_assert_cmpint (fake.calls ("ncclCommRegister") - registers, ==, n);
+      g_assert_cmpint (fake.calls ("ncclCommDeregister") - deregisters, ==, n - 1);
+      g_assert_cmpuint (count_segments (mr), ==, n);
+    }
+  calls = fake.calls ("ncclCommRegister");
+  later = mt_alloc_ok (mr, 4 * g, NULL); /* maps more: no subscriber left */
+  g_assert_cmpint (fake.calls ("ncclCommRegister"), ==, calls);
+  mt_close_ok (later, NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    mt_close_ok (bufs[i], NULL);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+  memres_resource_unref (mr);
+}
+
+/* The resource's user reference dropped before the registrar is freed (the registrar holds one):
+ * the registrar's free deregisters every segment while it is still mapped, and the resource's
+ * finalize, which comes after (at its last buffer's close), unmaps them with no NCCL call. */
+static void
+test_unref_before_free (gconstpointer data)
+{
+  const char *spec = data;
+  MemresResource *mr;
+  MemresBuffer *bufs[12];
+  MemresNcclRegistrar *reg;
+  MemresNcclCounts c;
+  Steps s;
+  long unmaps, frees, deregisters;
+  gsize g;
+
+  if (!mt_require_fake ("counts the fake driver's unmaps"))
+    return;
+  g = mt_device_granularity ();
+  mr = mt_new_ok (spec);
+  reg = registrar_ok (mr);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    {
+      g_autoptr (GError) error = NULL;
+      gsize size = i % 2 ? 4096 * (i + 1) : g * (i / 2 + 1);
+
+      bufs[i] = memres_resource_allocate (mr, size, NULL, &error); /* vmm rounds to granules */
+      g_assert_no_error (error);
+      g_assert_cmpuint (memres_buffer_get_size (bufs[i]), >=, size);
+    }
+  assert_registered_segments (reg, mr);
+  memres_resource_unref (mr); /* the buffers and the registrar hold it now */
+  for (guint i = 1; i < G_N_ELEMENTS (bufs); i++)
+    mt_close_ok (bufs[i], NULL);
+  c = counts_of (reg);
+  g_assert_cmpuint (c.registered, >=, 1); /* bufs[0]'s segment, and those the kind keeps */
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, c.registered);
+
+  unmaps = mt_fake_call_count ("cuMemUnmap");
+  frees = mt_fake_call_count ("cuMemFreeAsync") + mt_fake_call_count ("cuMemFree");
+  steps_begin (&s, NULL);
+  free_ok (reg);
+  steps_end ();
+  g_assert_cmpint (s.deregisters, ==, c.registered);
+  g_assert_cmpint (s.max_unmaps_at_deregister, ==, unmaps); /* all before any unmap */
+  g_assert_true (s.all_found); /* each still mapped, still in the index */
+  g_assert_cmpint (mt_fake_call_count ("cuMemUnmap"), ==, unmaps);
+  g_assert_cmpint (mt_fake_call_count ("cuMemFreeAsync") + mt_fake_call_count ("cuMemFree"), ==,
+                   frees);
+  g_assert_cmpint (fake.live (0, NULL, NULL), ==, 0);
+
+  /* the last buffer's close finalizes the resource: its memory goes, NCCL is not called */
+  deregisters = fake.calls ("ncclCommDeregister");
+  mt_close_ok (bufs[0], NULL);
+  g_assert_cmpint (mt_fake_call_count ("cuMemUnmap") + mt_fake_call_count ("cuMemFreeAsync")
+                       + mt_fake_call_count ("cuMemFree"),
+                   >, unmaps + frees);
+  g_assert_cmpint (fake.calls ("ncclCommDeregister"), ==, deregisters);
+}
+
+/* A window covers its buffer as registered: when this rank's arena maps more granules (one rank
+ * grows, docs/distributed.md), its plain registrations follow and its window does not change;
+ * the window over new memory is a new (collective) call. A closed buffer is refused before NCCL
+ * is called. */
+static void
+test_window_arena_grows (void)
+{
+  MemresResource *mr;
+  MemresBuffer *buf, *more[6], *closed;
+  MemresNcclWindow *win, *win2;
+  MemresNcclRegistrar *reg;
+  g_autoptr (GError) error = NULL;
+  size_t bytes = 0;
+  guint before;
+  gsize g;
+  long calls;
+
+  if (!mt_require_fake ("maps arena granules"))
+    return;
+  g = mt_device_granularity ();
+  mr = mt_new_ok ("arena");
+  reg = registrar_ok (mr);
+  buf = mt_alloc_ok (mr, 2 * g, NULL);
+  win = memres_nccl_window_register (buf, COMM, MEMRES_NCCL_WINDOW_SYMMETRIC, &error);
+  g_assert_no_error (error);
+  before = counts_of (reg).registered;
+  for (guint i = 0; i < G_N_ELEMENTS (more); i++)
+    more[i] = mt_alloc_ok (mr, 3 * g, NULL);
+  assert_registered_segments (reg, mr);
+  g_assert_cmpuint (counts_of (reg).registered, >=, before + 3 * G_N_ELEMENTS (more));
+  g_assert_cmpint (fake.live (1, &bytes, NULL), ==, 1); /* the window as it was */
+  g_assert_cmpuint (bytes, ==, 2 * g);
+  win2 = memres_nccl_window_register (more[5], COMM, MEMRES_NCCL_WINDOW_SYMMETRIC, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (fake.live (1, &bytes, NULL), ==, 2);
+  g_assert_cmpuint (bytes, ==, 5 * g);
+  MT_CHECK (memres_nccl_window_deregister (win2, &error));
+  MT_CHECK (memres_nccl_window_deregister (win, &error));
+  g_assert_cmpint (fake.live (1, NULL, NULL), ==, 0);
+
+  closed = mt_alloc_ok (mr, g, NULL);
+  MT_CHECK (memres_buffer_close (closed, NULL, &error));
+  calls = fake.calls ("ncclCommWindowRegister");
+  g_assert_null (memres_nccl_window_register (closed, COMM, 0, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_CLOSED);
+  g_clear_error (&error);
+  g_assert_cmpint (fake.calls ("ncclCommWindowRegister"), ==, calls);
+  memres_buffer_unref (closed);
+
+  for (guint i = 0; i < G_N_ELEMENTS (more); i++)
+    mt_close_ok (more[i], NULL);
+  mt_close_ok (buf, NULL);
+  free_ok (reg);
+  memres_resource_unref (mr);
+}
+
 /* cache>dmr, the shim's default: each chunk the cache gives back to dmr at a trim is
  * deregistered before dmr frees it (the k-th deregistration finds k chunks freed). */
 typedef struct
@@ -843,6 +1110,7 @@ main (int argc, char **argv)
   g_test_add_func ("/nccl/fail-at-creation", test_fail_at_creation);
   g_test_add_func ("/nccl/fail-in-events", test_fail_in_events);
   g_test_add_func ("/nccl/fail-at-free", test_fail_at_free);
+  g_test_add_func ("/nccl/free-during-event", test_free_during_event);
   g_test_add_func ("/nccl/window", test_window);
   g_test_add_func ("/nccl/bad-input", test_bad_input);
   g_test_add_func ("/nccl/vmm-order", test_vmm_order);
@@ -856,5 +1124,16 @@ main (int argc, char **argv)
   g_test_add_data_func ("/nccl/sleep-wake/arena", "arena", test_sleep_wake);
   g_test_add_data_func ("/nccl/sleep-wake/cache-arena", "cache>arena", test_sleep_wake);
   g_test_add_data_func ("/nccl/sleep-wake/cache-vmm", "cache>vmm", test_sleep_wake);
+  g_test_add_data_func ("/nccl/unref-before-free/vmm", "vmm", test_unref_before_free);
+  g_test_add_data_func ("/nccl/unref-before-free/arena", "arena", test_unref_before_free);
+  g_test_add_data_func ("/nccl/unref-before-free/cache-vmm", "cache>vmm", test_unref_before_free);
+  g_test_add_data_func ("/nccl/unref-before-free/cache-arena", "cache>arena",
+                        test_unref_before_free);
+  g_test_add_data_func ("/nccl/unref-before-free/cache-dmr", "cache>dmr:pool=new",
+                        test_unref_before_free);
+  g_test_add_func ("/nccl/window-arena-grows", test_window_arena_grows);
+  g_test_add_data_func ("/nccl/fail-halfway/vmm", "vmm", test_fail_halfway);
+  g_test_add_data_func ("/nccl/fail-halfway/arena", "arena", test_fail_halfway);
+  g_test_add_data_func ("/nccl/fail-halfway/cache-vmm", "cache>vmm", test_fail_halfway);
   return g_test_run ();
 }

@@ -3,7 +3,9 @@
  * in order with their exact ranges; lookups at a segment's base, inside it, at its last byte,
  * one byte past it and after its unmap; subscribers told the existing segments; subscribers and
  * lookups in threads; bad input; and failures (a grow by move, a shrink, a give-back to the
- * upstream) that must leave the index as the memory is. */
+ * upstream) that must leave the index as the memory is; callbacks that allocate from the resource
+ * and close its buffers (events raised inside events) and look their segment up, on every kind
+ * with segments (a cache's block across two arena granules answers as itself, the shorter). */
 #include "testutil.h"
 
 #include <string.h>
@@ -780,6 +782,238 @@ test_unsubscribe_in_callback (void)
   recorder_free (r);
 }
 
+/* ---- a callback running on another thread while its subscription ends ---------------------- */
+
+typedef struct
+{
+  GMutex lock;
+  GCond cond;
+  gboolean entered, release, returned;
+  gint calls;
+  gint destroyed;
+  gboolean destroyed_after_return;
+  GThread *caller, *destroyer;
+  MemresResource *mr;
+} Blocker;
+
+static void
+blocking_event (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *seg,
+                guint64 previous, gpointer data)
+{
+  Blocker *b = data;
+
+  g_mutex_lock (&b->lock);
+  b->calls++;
+  b->caller = g_thread_self ();
+  b->entered = TRUE;
+  g_cond_broadcast (&b->cond);
+  while (!b->release)
+    g_cond_wait (&b->cond, &b->lock);
+  b->returned = TRUE;
+  g_mutex_unlock (&b->lock);
+}
+
+static void
+blocker_destroyed (gpointer data)
+{
+  Blocker *b = data;
+
+  g_mutex_lock (&b->lock);
+  b->destroyed++;
+  b->destroyed_after_return = b->returned;
+  b->destroyer = g_thread_self ();
+  g_mutex_unlock (&b->lock);
+}
+
+static gpointer
+allocate_one (gpointer data)
+{
+  Blocker *b = data;
+
+  return mt_alloc_ok (b->mr, 256, NULL); /* maps a chunk: the blocking callback */
+}
+
+/* Unsubscribed while its callback runs on another thread: the call returns at once, the callback
+ * finishes, no later event reaches it, and the destroy notify runs once, after the callback
+ * returned, on that thread. */
+static void
+test_unsubscribe_while_running (void)
+{
+  Blocker b = { 0 };
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *buf, *other;
+  GThread *t;
+  guint id;
+
+  b.mr = mt_new_ok ("cache:chunk=64KiB>host");
+  g_mutex_init (&b.lock);
+  g_cond_init (&b.cond);
+  id = memres_resource_subscribe_segments (b.mr, blocking_event, &b, blocker_destroyed, &error);
+  g_assert_no_error (error);
+  t = g_thread_new ("allocator", allocate_one, &b);
+  g_mutex_lock (&b.lock);
+  while (!b.entered)
+    g_cond_wait (&b.cond, &b.lock);
+  g_mutex_unlock (&b.lock);
+
+  MT_CHECK (memres_resource_unsubscribe_segments (b.mr, id, &error));
+  g_mutex_lock (&b.lock);
+  g_assert_cmpint (b.destroyed, ==, 0); /* its callback still runs */
+  b.release = TRUE;
+  g_cond_broadcast (&b.cond);
+  g_mutex_unlock (&b.lock);
+  buf = g_thread_join (t);
+  g_assert_cmpint (b.destroyed, ==, 1);
+  g_assert_true (b.destroyed_after_return);
+  g_assert_true (b.destroyer == b.caller);
+  g_assert_false (b.destroyer == g_thread_self ());
+
+  {
+    Recorder *r = recorder_new ();
+    guint rid = subscribe (b.mr, r);
+
+    other = mt_alloc_ok (b.mr, 128 * 1024, NULL); /* above a chunk: a segment, nobody told */
+    g_assert_cmpuint (r->recs->len, >=, 2);       /* the replay's chunk, then the new segment */
+    unsubscribe (b.mr, rid);
+    recorder_free (r);
+  }
+  g_assert_cmpint (b.calls, ==, 1);
+  g_assert_false (memres_resource_unsubscribe_segments (b.mr, id, &error));
+  g_assert_error (error, MEMRES_ERROR, MEMRES_ERROR_NOT_FOUND);
+  mt_close_ok (other, NULL);
+  mt_close_ok (buf, NULL);
+  memres_resource_unref (b.mr);
+  g_assert_cmpint (b.destroyed, ==, 1);
+  g_cond_clear (&b.cond);
+  g_mutex_clear (&b.lock);
+}
+
+/* ---- callbacks that allocate, close and look up (re-entrancy) -------------------------------- */
+
+/* A subscriber that, at each segment mapped (the replay included), allocates a buffer from the
+ * resource it subscribed to (which may map another segment: an event raised from inside a
+ * callback, on its thread) and, at each one about to be unmapped, closes one it holds; at every
+ * event it looks the segment up (first and last byte found, in it; one past not in it). It keeps
+ * the segments it was told, which must be the resource's at the end. */
+typedef struct
+{
+  MemresResource *mr; /* the resource subscribed to (allocations come from it) */
+  GHashTable *live;   /* base -> length (told mapped, not yet unmapping) */
+  GPtrArray *held;    /* MemresBuffer, allocated in callbacks */
+  guint depth, max_depth, mapped, unmapping, bad;
+  gsize size; /* of the buffers it allocates */
+} Reentrant;
+
+/* @seg's first and last byte found in it (or, where segments nest, in a shorter one inside it:
+ * the innermost), one byte past it not found in it */
+static void
+reentrant_lookups (Reentrant *re, MemresResource *mr, const MemresSegment *seg)
+{
+  guint64 probes[3] = { seg->base, seg->base + seg->length - 1, seg->base + seg->length };
+  MemresLookupInfo info;
+
+  for (guint i = 0; i < 3; i++)
+    {
+      gboolean found = memres_lookup (addr (probes[i]), &info);
+      gboolean inside = found && info.segment.base >= seg->base
+                        && info.segment.base + info.segment.length <= seg->base + seg->length;
+      gboolean itself = found && info.resource == mr && info.segment.base == seg->base;
+
+      if (i < 2 ? inside : !itself)
+        continue;
+      re->bad++;
+      g_test_message ("segment 0x%" G_GINT64_MODIFIER "x+%" G_GUINT64_FORMAT ", byte %u: %s "
+                      "0x%" G_GINT64_MODIFIER "x+%" G_GUINT64_FORMAT,
+                      seg->base, seg->length, i, found ? "found in" : "not found",
+                      found ? info.segment.base : 0, found ? info.segment.length : 0);
+    }
+}
+
+static void
+reentrant_event (MemresResource *mr, MemresSegmentEvent event, const MemresSegment *seg,
+                 guint64 previous, gpointer data)
+{
+  Reentrant *re = data;
+  g_autoptr (GError) error = NULL;
+
+  re->depth++;
+  re->max_depth = MAX (re->max_depth, re->depth);
+  reentrant_lookups (re, mr, seg);
+  switch (event)
+    {
+    case MEMRES_SEGMENT_MAPPED:
+      re->mapped++;
+      if (g_hash_table_contains (re->live, GSIZE_TO_POINTER (seg->base)))
+        re->bad++;
+      g_hash_table_insert (re->live, GSIZE_TO_POINTER (seg->base), GSIZE_TO_POINTER (seg->length));
+      if (re->depth == 1) /* one level: each allocation maps at most one more */
+        {
+          MemresBuffer *buf = memres_resource_allocate (re->mr, re->size, NULL, &error);
+
+          g_assert_no_error (error);
+          g_ptr_array_add (re->held, buf);
+        }
+      break;
+    case MEMRES_SEGMENT_GROWN:
+      g_hash_table_insert (re->live, GSIZE_TO_POINTER (seg->base), GSIZE_TO_POINTER (seg->length));
+      break;
+    case MEMRES_SEGMENT_UNMAPPING:
+      re->unmapping++;
+      if (!g_hash_table_remove (re->live, GSIZE_TO_POINTER (seg->base)))
+        re->bad++;
+      if (re->depth == 1 && re->held->len > 0)
+        {
+          MemresBuffer *buf = g_ptr_array_steal_index (re->held, re->held->len - 1);
+
+          MT_CHECK (memres_buffer_close (buf, NULL, &error));
+          memres_buffer_unref (buf);
+        }
+      break;
+    }
+  re->depth--;
+}
+
+static void
+test_reentrant (gconstpointer data)
+{
+  const char *spec = data;
+  Reentrant re = { 0 };
+  g_autoptr (GError) error = NULL;
+  MemresBuffer *bufs[8];
+  guint id;
+
+  if (strstr (spec, "host") == NULL && !require_device ())
+    return;
+  re.mr = mt_new_ok (spec);
+  re.live = g_hash_table_new (NULL, NULL);
+  re.held = g_ptr_array_new ();
+  re.size = strstr (spec, "cache") != NULL ? 200 * 1024 : 2 * mt_device_granularity ();
+  bufs[0] = mt_alloc_ok (re.mr, re.size, NULL); /* one segment before: the replay allocates */
+  id = memres_resource_subscribe_segments (re.mr, reentrant_event, &re, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (re.mapped, >=, 1);
+  g_assert_cmpuint (re.held->len, >=, 1); /* allocated inside the replay */
+  for (guint i = 1; i < G_N_ELEMENTS (bufs); i++)
+    bufs[i] = mt_alloc_ok (re.mr, re.size * (i % 3 + 1), NULL);
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    mt_close_ok (bufs[i], NULL);
+  if (strcmp (spec, "vmm") != 0) /* vmm holds nothing unused: no trim */
+    MT_CHECK (memres_resource_trim (re.mr, 0, &error));
+  /* what it was told is what the resource has */
+  g_assert_cmpuint (g_hash_table_size (re.live), ==, count_segments (re.mr));
+  g_assert_cmpuint (re.bad, ==, 0);
+  g_assert_cmpuint (re.max_depth, ==, 2); /* events raised from inside callbacks */
+  g_assert_cmpuint (re.unmapping, >, 0);
+  g_test_message ("%s: %u mapped, %u unmapping, depth %u, %u held", spec, re.mapped, re.unmapping,
+                  re.max_depth, re.held->len);
+  unsubscribe (re.mr, id);
+  for (guint i = 0; i < re.held->len; i++)
+    mt_close_ok (g_ptr_array_index (re.held, i), NULL);
+  g_ptr_array_unref (re.held);
+  g_hash_table_unref (re.live);
+  memres_resource_unref (re.mr);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -791,11 +1025,19 @@ main (int argc, char **argv)
   g_test_add_func ("/segments/nested-caches", test_nested_caches);
   g_test_add_func ("/segments/bad-input", test_bad_input);
   g_test_add_func ("/segments/unsubscribe-in-callback", test_unsubscribe_in_callback);
+  g_test_add_func ("/segments/unsubscribe-while-running", test_unsubscribe_while_running);
   g_test_add_func ("/segments/threads", test_threads);
   g_test_add_func ("/segments/vmm/events", test_vmm_events);
   g_test_add_func ("/segments/vmm/handle-types", test_vmm_handle_types);
   g_test_add_func ("/segments/vmm/faults", test_vmm_faults);
   g_test_add_func ("/segments/cache-dmr/give-back-fails", test_cache_dmr_give_back_fails);
   g_test_add_func ("/segments/cache-vmm/nested", test_cache_vmm_nested);
+  g_test_add_data_func ("/segments/reentrant/cache-host", "cache:chunk=1MiB>host", test_reentrant);
+  g_test_add_data_func ("/segments/reentrant/vmm", "vmm", test_reentrant);
+  g_test_add_data_func ("/segments/reentrant/arena", "arena", test_reentrant);
+  g_test_add_data_func ("/segments/reentrant/cache-vmm", "cache:chunk=1MiB>vmm", test_reentrant);
+  g_test_add_data_func ("/segments/reentrant/cache-arena", "cache:chunk=1MiB>arena",
+                        test_reentrant);
+  g_test_add_data_func ("/segments/reentrant/cache-dmr", "cache:chunk=1MiB>dmr", test_reentrant);
   return g_test_run ();
 }

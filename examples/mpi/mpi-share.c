@@ -15,7 +15,8 @@ struct _MpiShare
   MPI_Comm comm;
   int rank;
   int size;
-  int *socks; /* per rank of @comm: the pair's socket, -1 for itself and ranks of other nodes */
+  int *socks;     /* per rank of @comm: the pair's socket, -1 for itself and ranks of other nodes */
+  int timeout_ms; /* how long a receive waits for a message's fds (SO_RCVTIMEO of the sockets) */
 };
 
 typedef struct
@@ -24,7 +25,10 @@ typedef struct
   guint64 n_fds;
 } Header;
 
-#define MAX_MESSAGE (1u << 20) /* far above any memres message (docs/ipc.md) */
+#define MAX_MESSAGE        (1u << 20) /* far above any memres message (docs/ipc.md) */
+#define DEFAULT_TIMEOUT_MS 60000
+
+static gboolean set_timeout (int sock, int ms);
 
 static gboolean
 set_errno_error (GError **error, const char *what)
@@ -113,6 +117,8 @@ connect_node (MpiShare *share, MPI_Comm node, const char *dir, GError **error)
       if (sock >= 0)
         share->socks[ranks[i]] = sock;
       ok = ok && check_peer (sock, error);
+      if (ok && !set_timeout (sock, share->timeout_ms))
+        ok = set_errno_error (error, "SO_RCVTIMEO");
     }
   for (int i = 0; ok && i < n_higher; i++)
     {
@@ -132,6 +138,8 @@ connect_node (MpiShare *share, MPI_Comm node, const char *dir, GError **error)
           share->socks[peer] = sock;
           sock = -1;
           ok = check_peer (share->socks[peer], error);
+          if (ok && !set_timeout (share->socks[peer], share->timeout_ms))
+            ok = set_errno_error (error, "SO_RCVTIMEO");
         }
       if (sock >= 0)
         close (sock);
@@ -157,6 +165,7 @@ mpi_share_open (MPI_Comm comm, GError **error)
   gboolean ok = TRUE;
 
   share->comm = comm;
+  share->timeout_ms = DEFAULT_TIMEOUT_MS;
   MPI_Comm_rank (comm, &share->rank);
   MPI_Comm_size (comm, &share->size);
   share->socks = g_new (int, share->size);
@@ -208,6 +217,30 @@ mpi_share_close (MpiShare *share)
       close (share->socks[i]);
   g_free (share->socks);
   g_free (share);
+}
+
+static gboolean
+set_timeout (int sock, int ms)
+{
+  struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+  return setsockopt (sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0;
+}
+
+gboolean
+mpi_share_set_timeout (MpiShare *share, int timeout_ms, GError **error)
+{
+  if (timeout_ms <= 0)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_ARGUMENT,
+                   "a timeout of %d ms: it must be positive", timeout_ms);
+      return FALSE;
+    }
+  for (int i = 0; i < share->size; i++)
+    if (share->socks[i] >= 0 && !set_timeout (share->socks[i], timeout_ms))
+      return set_errno_error (error, "SO_RCVTIMEO");
+  share->timeout_ms = timeout_ms;
+  return TRUE;
 }
 
 static gboolean
@@ -277,9 +310,10 @@ mpi_share_send_message (MpiShare *share, int peer, gconstpointer data, gsize len
   return TRUE;
 }
 
-/* The @n_fds fds announced for the message, from @sock, into @fds. */
+/* The @n_fds fds announced for the message, from @sock, into @fds; an error when they do not
+ * come within the sockets' timeout (@timeout_ms, for the message). */
 static gboolean
-receive_fds (int sock, gint *fds, guint n_fds, GError **error)
+receive_fds (int sock, gint *fds, guint n_fds, int timeout_ms, GError **error)
 {
   char byte;
   struct iovec iov = { &byte, 1 };
@@ -299,6 +333,12 @@ receive_fds (int sock, gint *fds, guint n_fds, GError **error)
   do
     n = recvmsg (sock, &msg, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
+                   "receiving file descriptors: timed out (none came within %d ms)", timeout_ms);
+      return FALSE;
+    }
   if (n != 1)
     return n < 0 ? set_errno_error (error, "receiving file descriptors")
                  : (g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_FAILED,
@@ -329,37 +369,75 @@ receive_fds (int sock, gint *fds, guint n_fds, GError **error)
   return TRUE;
 }
 
+/* The next MPI message from @peer, whole whatever its size (probed first, so that neither a
+ * longer nor a shorter one than expected fails in MPI, whose default handler aborts the job):
+ * *@out (g_malloc'd) and its *@count of bytes. */
+static gboolean
+receive_whole (MpiShare *share, int peer, guint8 **out, int *count, GError **error)
+{
+  MPI_Message message;
+  MPI_Status status;
+
+  if (!check_mpi (MPI_Mprobe (peer, MPI_SHARE_TAG, share->comm, &message, &status), "MPI_Mprobe",
+                  error))
+    return FALSE;
+  MPI_Get_count (&status, MPI_BYTE, count);
+  *out = g_malloc (MAX (*count, 1));
+  if (!check_mpi (MPI_Mrecv (*out, *count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv",
+                  error))
+    {
+      g_clear_pointer (out, g_free);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 gboolean
 mpi_share_receive_message (MpiShare *share, int peer, GBytes **bytes, gint **fds, guint *n_fds,
                            GError **error)
 {
   Header h;
-  guint8 *data;
+  guint8 *frame, *data;
+  int count;
   gint *received;
 
   if (!check_peer_rank (share, peer, 0, error)
-      || !check_mpi (
-          MPI_Recv (&h, sizeof h, MPI_BYTE, peer, MPI_SHARE_TAG, share->comm, MPI_STATUS_IGNORE),
-          "MPI_Recv", error))
+      || !receive_whole (share, peer, &frame, &count, error))
     return FALSE;
-  if (h.length > MAX_MESSAGE || h.n_fds > MEMRES_IPC_MAX_CHUNKS)
+  if (count != (int) sizeof h)
     {
-      /* the bytes are still on their way: take them, so that the next message is read whole */
-      MPI_Recv (NULL, 0, MPI_BYTE, peer, MPI_SHARE_TAG, share->comm, MPI_STATUS_IGNORE);
+      g_free (frame);
       g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
-                   "rank %d announced a message of %" G_GUINT64_FORMAT
-                   " bytes and %" G_GUINT64_FORMAT " fds",
-                   peer, h.length, h.n_fds);
+                   "rank %d sent a header of %d bytes, not %" G_GSIZE_FORMAT, peer, count,
+                   sizeof h);
       return FALSE;
     }
-  data = g_malloc (MAX (h.length, 1));
-  received = g_new (gint, MAX (h.n_fds, 1));
-  if (!check_mpi (MPI_Recv (data, (int) h.length, MPI_BYTE, peer, MPI_SHARE_TAG, share->comm,
-                            MPI_STATUS_IGNORE),
-                  "MPI_Recv", error)
-      || (h.n_fds > 0
-          && (!check_peer_rank (share, peer, (guint) h.n_fds, error)
-              || !receive_fds (share->socks[peer], received, (guint) h.n_fds, error))))
+  memcpy (&h, frame, sizeof h);
+  g_free (frame);
+  /* the bytes come whatever the header says: taken whole, so that the next message is read whole */
+  if (!receive_whole (share, peer, &data, &count, error))
+    return FALSE;
+  received = g_new (gint, MAX (MIN (h.n_fds, MEMRES_IPC_MAX_CHUNKS), 1));
+  if (h.length > MAX_MESSAGE || h.n_fds > MEMRES_IPC_MAX_CHUNKS || (guint64) count != h.length)
+    {
+      g_set_error (error, MEMRES_ERROR, MEMRES_ERROR_INVALID_DESCRIPTOR,
+                   "rank %d announced a message of %" G_GUINT64_FORMAT
+                   " bytes and %" G_GUINT64_FORMAT " fds, and sent %d bytes",
+                   peer, h.length, h.n_fds, count);
+      /* its fds, which a sender of this code sends after the bytes, taken and closed, so that
+       * the next message's fds are its own (they wait no longer than the timeout) */
+      if (h.n_fds > 0 && h.n_fds <= MEMRES_IPC_MAX_CHUNKS && share->socks[peer] >= 0
+          && receive_fds (share->socks[peer], received, (guint) h.n_fds, share->timeout_ms, NULL))
+        for (guint i = 0; i < h.n_fds; i++)
+          close (received[i]);
+      g_free (data);
+      g_free (received);
+      return FALSE;
+    }
+  if (h.n_fds > 0
+      && (!check_peer_rank (share, peer, (guint) h.n_fds, error)
+          || !receive_fds (share->socks[peer], received, (guint) h.n_fds, share->timeout_ms,
+                           error)))
     {
       g_free (data);
       g_free (received);

@@ -24,15 +24,24 @@ typedef struct _MpiShare MpiShare;
  * failed; every rank fails together). */
 MpiShare *mpi_share_open (MPI_Comm comm, GError **error);
 void mpi_share_close (MpiShare *share);
+/* How long a receive waits for the fds its message announced (the sockets' SO_RCVTIMEO; 60 s
+ * from mpi_share_open()), in milliseconds, > 0. Errors: MEMRES_ERROR_INVALID_ARGUMENT,
+ * MEMRES_ERROR_FAILED (setsockopt). */
+gboolean mpi_share_set_timeout (MpiShare *share, int timeout_ms, GError **error);
 
 /* A message to @peer: its length, fd count and bytes through MPI (tag MPI_SHARE_TAG), its fds
  * (lent: they stay the caller's) in SCM_RIGHTS over the pair's socket. */
 gboolean mpi_share_send_message (MpiShare *share, int peer, gconstpointer data, gsize length,
                                  const gint *fds, guint n_fds, GError **error);
-/* The next message from @peer: *@bytes and *@fds (g_new'd; the caller closes them). Errors:
- * MEMRES_ERROR_INVALID_DESCRIPTOR (more fds than MEMRES_IPC_MAX_CHUNKS, fds that did not
- * come as announced), MEMRES_ERROR_PERMISSION_DENIED (the socket's peer runs under another uid),
- * MEMRES_ERROR_FAILED. */
+/* The next message from @peer: *@bytes and *@fds (g_new'd; the caller closes them). Each MPI
+ * message is probed and taken whole, so that one longer or shorter than its header says is an
+ * error here, not a truncation in MPI (which aborts the job under MPI's default handler). Errors:
+ * MEMRES_ERROR_INVALID_DESCRIPTOR (a header of the wrong size; a message above 1 MiB, with more
+ * fds than MEMRES_IPC_MAX_CHUNKS, or whose bytes are not as many as its header says: its fds,
+ * if they come, are taken and closed; fds that did not come as announced),
+ * MEMRES_ERROR_PERMISSION_DENIED (the socket's peer runs under another uid), MEMRES_ERROR_FAILED
+ * (MPI failed; the announced fds did not come within the timeout, mpi_share_set_timeout(); the
+ * peer closed its socket). A rank that dies is MPI's to report: Open MPI's mpirun ends the job. */
 gboolean mpi_share_receive_message (MpiShare *share, int peer, GBytes **bytes, gint **fds,
                                     guint *n_fds, GError **error);
 
