@@ -61,22 +61,20 @@ static const char *const entries[N_ENTRIES]
 /* The log at @path read into @t: allocate and free rows (nothing else in this trace), each free
  * matched to its allocate by address; the steps found. */
 static void
-trace_load (const char *path, Trace *t)
+trace_parse (const char *path, Trace *t, GArray *before)
 {
   g_autofree char *text = NULL;
   g_auto (GStrv) lines = NULL;
   g_autoptr (GHashTable) live = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr (GHashTable) seen = g_hash_table_new (g_int64_hash, g_int64_equal);
-  g_autoptr (GArray) before = g_array_new (FALSE, FALSE, sizeof (guint64));
   GError *error = NULL;
-  guint64 bytes = 0, best = 0;
-  guint best_n = 0;
+  guint64 bytes = 0;
 
   g_assert_true (g_file_get_contents (path, &text, NULL, &error));
   g_assert_no_error (error);
   lines = g_strsplit (text, "\n", -1);
   t->ops = g_array_new (FALSE, FALSE, sizeof (Op));
   t->starts = g_array_new (FALSE, FALSE, sizeof (guint));
+  t->step_live = 0;
   for (guint i = 1; lines[i] != NULL; i++)
     {
       g_auto (GStrv) f = g_strsplit (lines[i], ",", -1);
@@ -104,6 +102,17 @@ trace_load (const char *path, Trace *t)
         }
       g_array_append_val (t->ops, op);
     }
+}
+
+static void
+trace_load (const char *path, Trace *t)
+{
+  g_autoptr (GHashTable) seen = g_hash_table_new (g_int64_hash, g_int64_equal);
+  g_autoptr (GArray) before = g_array_new (FALSE, FALSE, sizeof (guint64));
+  guint64 best = 0;
+  guint best_n = 0;
+
+  trace_parse (path, t, before);
   /* a step starts with an allocation after a free, at the live bytes every step starts at: the
    * value found most often there */
   for (guint i = 1; i < t->ops->len; i++)
@@ -297,6 +306,136 @@ test_steady_steps (gconstpointer data)
   g_array_unref (t.starts);
 }
 
+/* The longest run of @t's ops that frees exactly what it allocates and starts and ends where
+ * an allocation follows a free (or at the end) with the same live bytes: a steady training
+ * step (resnet18.csv: its second step; the first allocates the optimizer's state, the last
+ * ends among the teardown's frees). */
+static void
+trace_steady_step (const Trace *t, const GArray *before, guint *lo, guint *hi)
+{
+  guint n = t->ops->len;
+
+  *lo = *hi = 0;
+  for (guint i = 1; i < n; i++)
+    {
+      if (!g_array_index (t->ops, Op, i).alloc || g_array_index (t->ops, Op, i - 1).alloc)
+        continue;
+      for (guint j = i + 1; j <= n; j++)
+        {
+          const Op *last = &g_array_index (t->ops, Op, j - 1);
+
+          if (!last->alloc && last->match < (gint) i)
+            break; /* frees what the run did not allocate */
+          if ((j == n || (g_array_index (t->ops, Op, j).alloc && !last->alloc))
+              && g_array_index (before, guint64, j) == g_array_index (before, guint64, i)
+              && j - i > *hi - *lo)
+            *lo = i, *hi = j;
+        }
+    }
+}
+
+/* The driver calls of a steady resnet18 step (bench/traces/resnet18.csv, the trace of
+ * bench/interop.py's workload), replayed RESNET_STEPS times on the legacy stream held for the
+ * step's length, through @spec: the calls of each step into @each, the most of each entry over
+ * the steps after the first two into @most. */
+#define RESNET_STEPS 8
+
+static void
+resnet_steps (const char *spec, long *most, long (*each)[N_ENTRIES])
+{
+  const char *dir = g_getenv ("MEMRES_TRACES_DIR");
+  g_autofree char *path = g_build_filename (dir, "resnet18.csv", NULL);
+  g_autoptr (GArray) before = g_array_new (FALSE, FALSE, sizeof (guint64));
+  g_autoptr (MemresResource) mr = mt_new_ok (spec);
+  g_autofree MemresBuffer **bufs = NULL;
+  long calls[N_ENTRIES];
+  MtStreamHold *hold;
+  guint lo, hi;
+  Trace t;
+
+  trace_parse (path, &t, before);
+  trace_steady_step (&t, before, &lo, &hi);
+  g_assert_cmpuint (hi - lo, >=, 500);
+  bufs = g_new0 (MemresBuffer *, t.ops->len);
+  /* the weights and the first step, held like the others (deterministic: the device never
+   * catches up inside it, and always before the next) */
+  hold = mt_stream_hold (NULL);
+  replay_ops (&t, 0, lo, mr, NULL, bufs);
+  mt_stream_release (hold);
+  mt_sync_ok (NULL);
+  memset (most, 0, N_ENTRIES * sizeof (long));
+  for (guint step = 0; step < RESNET_STEPS; step++)
+    {
+      g_autofree char *line = NULL;
+      long c0[N_ENTRIES], c1[N_ENTRIES];
+
+      hold = mt_stream_hold (NULL);
+      counts_now (c0);
+      replay_ops (&t, lo, hi, mr, NULL, bufs);
+      counts_now (c1);
+      mt_stream_release (hold);
+      mt_sync_ok (NULL);
+      for (guint e = 0; e < N_ENTRIES; e++)
+        calls[e] = each[step][e] = c1[e] - c0[e];
+      line = calls_line (calls);
+      if (g_str_equal (spec, "arena"))
+        g_test_message ("%s: resnet18 step %u (ops %u..%u):%s; %" G_GUINT64_FORMAT
+                        " granules created, %" G_GUINT64_FORMAT " remapped, %" G_GUINT64_FORMAT
+                        " lent, %" G_GUINT64_FORMAT " shared, %" G_GUINT64_FORMAT
+                        " settles, %" G_GUINT64_FORMAT " run takes",
+                        spec, step, lo, hi, line, counter (mr, "granules_created"),
+                        counter (mr, "granules_remapped"), counter (mr, "granules_lent"),
+                        counter (mr, "granules_shared"), counter (mr, "settles"),
+                        counter (mr, "run_takes"));
+      else
+        g_test_message ("%s: resnet18 step %u (ops %u..%u):%s", spec, step, lo, hi, line);
+      for (guint e = 0; e < N_ENTRIES && step >= 2; e++)
+        most[e] = MAX (most[e], calls[e]);
+    }
+  for (guint i = 0; i < t.ops->len; i++)
+    if (bufs[i] != NULL)
+      mt_close_ok (bufs[i], NULL);
+  mt_sync_ok (NULL);
+  g_array_unref (t.ops);
+  g_array_unref (t.starts);
+}
+
+/* issue 38's target 2 (the resnet18 step through the shim no slower than torch's): measured
+ * once at 1.446 with `arena:device=0` and at 1.034 with `arena:device=0,release_threshold=max`
+ * on an H100. The two specs are one configuration (release_threshold's default is max): the
+ * same driver calls, step by step, in this deterministic replay, so the difference on the GPU is
+ * the run, not the spec (how far the device lags decides which events are done, which ranges
+ * settle and what is lent). `cache>arena` (0.998 there) makes no mapping call in a steady step:
+ * its size classes give each buffer back the block it had. Plain `arena`'s steady steps still
+ * lend (arena-lend.c) and remap: printed here, the gap bench/RESULTS.md records (h-resnet). */
+static void
+test_resnet_steps (void)
+{
+  long arena[N_ENTRIES], explicit_max[N_ENTRIES], cached[N_ENTRIES];
+  long arena_each[RESNET_STEPS][N_ENTRIES], max_each[RESNET_STEPS][N_ENTRIES];
+  long cached_each[RESNET_STEPS][N_ENTRIES];
+
+  if (!mt_require_fake ("the driver calls are counted by the fake") || !mt_hazard_begin ())
+    return;
+  resnet_steps ("arena", arena, arena_each);
+  resnet_steps ("arena:release_threshold=max", explicit_max, max_each);
+  resnet_steps ("cache>arena", cached, cached_each);
+  for (guint e = 0; e < N_ENTRIES; e++)
+    {
+      g_test_message ("%s, most in a steady step: arena %ld, cache>arena %ld", entries[e], arena[e],
+                      cached[e]);
+      for (guint step = 0; step < RESNET_STEPS; step++)
+        g_assert_cmpint (max_each[step][e], ==, arena_each[step][e]);
+    }
+  /* the cache: no memory mapped, unmapped, created or asked about once the step is known; one
+   * event per close run that the shared bins take (a few a step) */
+  g_assert_cmpint (cached[CREATE] + cached[RELEASE] + cached[MAP] + cached[UNMAP] + cached[ACCESS],
+                   ==, 0);
+  g_assert_cmpint (cached[EV_QUERY] + cached[CTX_SYNC] + cached[STREAM_SYNC], ==, 0);
+  g_assert_cmpint (cached[EV_RECORD], <=, 16);
+  mt_hazard_end ();
+}
+
 int
 main (int argc, char **argv)
 {
@@ -308,5 +447,6 @@ main (int argc, char **argv)
   g_test_add_data_func ("/arena/steps/legacy-held", GUINT_TO_POINTER (HELD | LEGACY),
                         test_steady_steps);
   g_test_add_data_func ("/arena/steps/legacy-synced", GUINT_TO_POINTER (LEGACY), test_steady_steps);
+  g_test_add_func ("/arena/steps/resnet18", test_resnet_steps);
   return g_test_run ();
 }

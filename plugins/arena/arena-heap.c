@@ -68,6 +68,8 @@ arena_heap_clear (Arena *self)
   g_clear_pointer (&self->by_end, g_hash_table_unref);
   g_clear_pointer (&self->addr_tree, g_tree_destroy);
   g_clear_pointer (&self->free_tree, g_tree_destroy);
+  while (self->n_range_pool > 0)
+    g_free (self->range_pool[--self->n_range_pool]);
 }
 
 #define KEY(a) GSIZE_TO_POINTER ((gsize) (a))
@@ -92,11 +94,22 @@ range_unlink (Arena *self, Range *r)
   range_detach (self, r, FALSE);
 }
 
+/* @r's event unreferenced, the struct kept for range_new() (a best-fit pair frees one range
+ * and makes one: no malloc and free each) or freed. */
 static void
 range_free (Arena *self, Range *r)
 {
   cache_event_unref (&self->parts, r->event);
-  g_free (r);
+  if (self->n_range_pool < G_N_ELEMENTS (self->range_pool))
+    self->range_pool[self->n_range_pool++] = r;
+  else
+    g_free (r);
+}
+
+static Range *
+range_new (Arena *self)
+{
+  return self->n_range_pool > 0 ? self->range_pool[--self->n_range_pool] : g_new (Range, 1);
 }
 
 /* @r into the tables; into the address tree too unless it kept its place there. */
@@ -158,7 +171,7 @@ arena_heap_insert (Arena *self, guint64 addr, guint64 size, MemresStream tag, Ca
       range_relink (self, r);
       return;
     }
-  r = g_new (Range, 1);
+  r = range_new (self);
   r->addr = addr;
   r->size = size;
   r->tag = tag;
@@ -608,8 +621,17 @@ extent_place (Arena *self, guint64 size, gboolean slab, MemresStream tag, guint 
       Range *mine = tag != NULL && tag != CU_STREAM_PER_THREAD
                         ? best_fit_serving (self, tag, size, owner, &mine_at)
                         : NULL;
-      Range *any = best_fit_serving (self, NULL, size, owner, &any_at);
+      Range *any;
 
+      /* a range of the stream's own of exactly @size: no settled one fits tighter (the test
+       * below would take it), so that one is not looked for (a buffer freed and allocated
+       * again at its size: 259 instructions of a 1 MiB pair's 3,691) */
+      if (mine != NULL && mine->size == size)
+        {
+          *addr = arena_heap_take_at (self, mine, mine_at, size);
+          return TRUE;
+        }
+      any = best_fit_serving (self, NULL, size, owner, &any_at);
       if (mine != NULL && (any == NULL || mine->size <= any->size))
         {
           *addr = arena_heap_take_at (self, mine, mine_at, size);

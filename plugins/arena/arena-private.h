@@ -224,8 +224,10 @@ typedef struct
   guint8 *shared_at;        /* per granule: 1 the second address of a Shared (@to), 2 the donor */
   guint64 shared_granules;  /* counter granules_shared */
   guint n_mapped, n_idle_mapped, mapped_high;
-  GHashTable *lines;    /* MemresStream: its StreamLine (arena-events.c) */
-  GTree *free_tree;     /* Range, by (tag, size, addr): best fit per tag */
+  GHashTable *lines;     /* MemresStream: its StreamLine (arena-events.c) */
+  GTree *free_tree;      /* Range, by (tag, size, addr): best fit per tag */
+  Range *range_pool[32]; /* Range structs freed, kept for the next free range (arena-heap.c) */
+  guint n_range_pool;
   GHashTable *by_start; /* free ranges by address */
   GHashTable *by_end;   /* free ranges by end address */
   GTree *addr_tree;     /* Range, by address: the range holding an address */
