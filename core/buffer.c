@@ -684,8 +684,16 @@ buffer_unref_general (MemresBuffer *buf)
 
   /* The only reference: nobody else can change the count, so no locked decrement is needed
    * (the allocate+close pair is the hot path). */
-  if (g_atomic_int_get (&buf->ref) != 1 && !g_atomic_ref_count_dec (&buf->ref))
-    return;
+  if (g_atomic_int_get (&buf->ref) != 1)
+    {
+      if (!g_atomic_ref_count_dec (&buf->ref))
+        return;
+      /* The last reference went here, on a race with another unref (each read a count above
+       * one): the structure is this call's alone. Hold it as one reference again, as the count
+       * reads when nobody else held one, so that a tag list's reference taken below counts from
+       * one and the last check does not decrement a count of zero. */
+      g_atomic_int_set (&buf->ref, 1);
+    }
   /* Usually closed already: read before the (locked) exchange. */
   if (!__atomic_load_n (&buf->closed, __ATOMIC_SEQ_CST) && buffer_mark_closed (buf))
     {
