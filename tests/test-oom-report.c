@@ -228,6 +228,47 @@ test_fragmentation (void)
     mt_close_ok (bufs->pdata[i], NULL);
 }
 
+/* An out-of-memory error that a layer catches below the top and recovers from is no report: a
+ * cache over a limit that its free blocks fill flushes them and tries again (under retry, which
+ * would try again too), and the allocation succeeds with no report kept on any layer and no
+ * snapshot file written (MEMRES_OOM_SNAPSHOT set). */
+static void
+test_rescued_below (void)
+{
+  static const char *const specs[]
+      = { "cache:front=0>limit:max=48MiB>host", "retry>cache:front=0>limit:max=48MiB>host" };
+  g_autofree char *dir = g_dir_make_tmp ("memres-oom-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "oom.json", NULL);
+
+  g_setenv ("MEMRES_OOM_SNAPSHOT", path, TRUE);
+  for (gsize i = 0; i < G_N_ELEMENTS (specs); i++)
+    {
+      g_autoptr (MemresResource) mr = mt_new_ok (specs[i]);
+      MemresResource *cache = i == 0 ? mr : memres_resource_get_upstream (mr);
+      MemresStats stats;
+      MemresBuffer *buf;
+
+      /* 40 MiB held free by the cache under a limit of 48: 45 MiB fits once it let go */
+      mt_close_ok (mt_alloc_ok (mr, 40 * MIB, NULL), NULL);
+      g_assert_true (memres_resource_get_stats (cache, &stats, NULL));
+      g_assert_cmpuint (stats.reserved_current, ==, 40 * MIB);
+      buf = mt_alloc_ok (mr, 45 * MIB, NULL);
+      /* the limit refused it below the cache until the cache let go of its 40 MiB: it holds the
+       * new block alone (its class, 48 MiB) */
+      g_assert_true (memres_resource_get_stats (cache, &stats, NULL));
+      g_assert_cmpuint (stats.reserved_current, ==, 48 * MIB);
+      for (MemresResource *l = mr; l != NULL; l = memres_resource_get_upstream (l))
+        {
+          g_assert_null (memres_resource_get_oom_report (l));
+          g_assert_null (memres_resource_get_oom_snapshot (l));
+        }
+      g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+      mt_close_ok (buf, NULL);
+    }
+  g_unsetenv ("MEMRES_OOM_SNAPSHOT");
+  g_rmdir (dir);
+}
+
 /* A size no memory has, refused before any kind is called: a report all the same, whose
  * verdict is the size itself (before: "exhausted", with a trim for remedy; under a `limit`,
  * "limit", with "raise the limit"), and whose remedy is to look at how it was computed. */
@@ -453,6 +494,7 @@ main (int argc, char **argv)
                         test_pool_max_size);
   g_test_add_func ("/oom-report/exhausted", test_exhausted);
   g_test_add_func ("/oom-report/fragmentation", test_fragmentation);
+  g_test_add_func ("/oom-report/rescued-below", test_rescued_below);
   g_test_add_func ("/oom-report/oversized", test_oversized);
   g_test_add_func ("/oom-report/oversized-words", test_oversized_words);
   g_test_add_func ("/oom-report/larger-than-device", test_larger_than_device);
