@@ -116,14 +116,14 @@ static const MemresOptionSpec log_options[] = {
     "lines for the segment events of the layers below (mapped, grown, unmapping), for the "
     "segment map of memres view",
     NULL, 0, 0 },
+  { "backtrace", MEMRES_OPTION_BOOL, "false",
+    "a column Backtrace before Tag: the allocating call stack of each allocate and allocate "
+    "failure line (glibc backtrace(), symbolized; costs microseconds a line)",
+    NULL, 0, 0 },
   { "rmm", MEMRES_OPTION_BOOL, "false",
     "RMM's actions alone (allocate, allocate failure, free), for RMM's log_parser.hpp, which "
     "refuses any other: no out of memory, free failure, trim, sleep or wake line (not with "
     "segments=true)",
-    NULL, 0, 0 },
-  { "backtrace", MEMRES_OPTION_BOOL, "false",
-    "a column Backtrace before Tag: the allocating call stack of each allocate and allocate "
-    "failure line (glibc backtrace(), symbolized; costs microseconds a line)",
     NULL, 0, 0 },
 };
 
