@@ -1,6 +1,7 @@
 /* test-log.c: the `log` adaptor's own: its lines and files, odd paths, threads, a failed free,
- * the Backtrace column, segment lines at finalize, lines lost and the file written at exit
- * (suites core, fake and gpu; in-test kinds: testutil-adaptors.c). */
+ * the Backtrace column, segment lines at finalize, lines lost and the file written at exit, the
+ * log as RMM's own reader reads it (rmm=true) (suites core, fake and gpu; in-test kinds:
+ * testutil-adaptors.c). */
 #include "testutil.h"
 
 #include <errno.h>

@@ -3,10 +3,11 @@
  * (core/oom-report.c): its verdict in each of its three cases, provoked on the fake driver with
  * 64 MiB of device memory (FAKECUDA_DEVICE_MEMORY, set before the driver loads): a `limit`
  * layer, an exhausted device, a cache whose free memory is stranded in blocks too small for
- * the request; the figures of each layer and the device's; the remedy; the last report kept on
- * the top resource and on no layer below it (an adaptor that catches out-of-memory below pays
- * for no report). The limit and the oversized request also run against the real driver; the
- * cases that fill the device need the fake's small one. */
+ * the request; a request larger than the whole device or than any memory (too large, judged
+ * first); the figures of each layer and the device's; the remedy; the last report kept on the
+ * top resource and on no layer below it (an adaptor that catches out-of-memory below pays for no
+ * report, and one that recovers leaves none). The limit and the oversized request also run
+ * against the real driver; the cases that fill the device need the fake's small one. */
 #include "testutil.h"
 
 #include <string.h>
